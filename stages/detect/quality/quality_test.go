@@ -1,0 +1,84 @@
+package quality
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestROCAUCKnownValues(t *testing.T) {
+	cases := []struct {
+		scores []float64
+		labels []bool
+		want   float64
+	}{
+		{[]float64{1, 2, 3, 4}, []bool{false, false, true, true}, 1},
+		{[]float64{4, 3, 2, 1}, []bool{false, false, true, true}, 0},
+		{[]float64{1, 1, 1, 1}, []bool{false, true, false, true}, 0.5},
+		// outliers score {3,1}, inliers {2,1}: 3>2, 3>1, 1<2, 1=1 -> (1+1+0+0.5)/4
+		{[]float64{3, 2, 1, 1}, []bool{true, false, true, false}, 2.5 / 4},
+	}
+	for i, c := range cases {
+		if got := ROCAUC(c.scores, c.labels); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("case %d: got %g want %g", i, got, c.want)
+		}
+	}
+	if !math.IsNaN(ROCAUC([]float64{1, 2}, []bool{true, true})) {
+		t.Error("one class: want NaN")
+	}
+}
+
+// TestROCAUCMatchesPairCount checks the rank formula against the definition on random data
+// with many ties.
+func TestROCAUCMatchesPairCount(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 20 {
+		n := 2 + r.IntN(60)
+		s := make([]float64, n)
+		l := make([]bool, n)
+		for i := range s {
+			s[i] = float64(r.IntN(5))
+			l[i] = r.IntN(3) == 0
+		}
+		var num, den float64
+		for i := range s {
+			for j := range s {
+				if l[i] && !l[j] {
+					den++
+					switch {
+					case s[i] > s[j]:
+						num++
+					case s[i] == s[j]:
+						num += 0.5
+					}
+				}
+			}
+		}
+		got := ROCAUC(s, l)
+		if den == 0 {
+			if !math.IsNaN(got) {
+				t.Fatalf("want NaN, got %g", got)
+			}
+			continue
+		}
+		if math.Abs(got-num/den) > 1e-12 {
+			t.Fatalf("got %g, pair count %g", got, num/den)
+		}
+	}
+}
+
+func TestConfusion(t *testing.T) {
+	c := Count([]bool{true, true, false, false, true}, []bool{true, false, true, false, true})
+	if c != (Confusion{TP: 2, FP: 1, FN: 1, TN: 1}) {
+		t.Fatalf("%+v", c)
+	}
+	if math.Abs(c.Precision()-2.0/3) > 1e-12 || math.Abs(c.Recall()-2.0/3) > 1e-12 || math.Abs(c.F1()-2.0/3) > 1e-12 {
+		t.Fatalf("p %g r %g f1 %g", c.Precision(), c.Recall(), c.F1())
+	}
+	if (Confusion{FN: 3}).F1() != 0 {
+		t.Fatal("empty detection must score F1 0")
+	}
+	if p := PrecisionAtN([]int{0, 2}, []bool{true, false, false}); p != 0.5 {
+		t.Fatalf("precision@n %g", p)
+	}
+}
