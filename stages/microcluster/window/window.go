@@ -1,0 +1,153 @@
+// Package window keeps the most recent W records of the stream, column-major, as a ring
+// buffer. It is the data the model is rebuilt from; Push reports the records it evicts so
+// that the micro-clusters can subtract their contribution.
+//
+// A Window is owned by one goroutine (the micro-cluster stage); it has no locks.
+package window
+
+import "fmt"
+
+// Window is a ring buffer of the last Cap records: means (and, optionally, uncertainties)
+// per dimension, and the micro-cluster each record was assigned to.
+type Window struct {
+	capacity int
+	dims     int
+	cols     [][]float32 // [dim][slot]
+	sds      [][]float32 // [dim][slot]; nil for certain data
+	assign   []int32     // micro-cluster of the record in each slot
+	next     int         // slot the next record goes to
+	size     int         // records held, <= capacity
+	total    uint64      // records ever pushed
+}
+
+// New makes an empty window of capacity records in dims dimensions.
+func New(capacity, dims int, uncertain bool) (*Window, error) {
+	if capacity < 1 || dims < 1 {
+		return nil, fmt.Errorf("window: capacity and dims must be >= 1, got %d and %d", capacity, dims)
+	}
+	w := &Window{capacity: capacity, dims: dims, cols: make([][]float32, dims), assign: make([]int32, capacity)}
+	for j := range dims {
+		w.cols[j] = make([]float32, capacity)
+	}
+	if uncertain {
+		w.sds = make([][]float32, dims)
+		for j := range dims {
+			w.sds[j] = make([]float32, capacity)
+		}
+	}
+	return w, nil
+}
+
+// Len is the number of records held; Cap the capacity; Total the records ever pushed.
+func (w *Window) Len() int      { return w.size }
+func (w *Window) Cap() int      { return w.capacity }
+func (w *Window) Total() uint64 { return w.total }
+
+// Evicted holds the records that a Push displaced, column-major, with their assignment.
+type Evicted struct {
+	Cols   [][]float32
+	SDs    [][]float32 // nil for certain data
+	Assign []int32
+}
+
+// Len is the number of evicted records.
+func (e *Evicted) Len() int { return len(e.Assign) }
+
+// Push appends a batch (means[j][i], sds[j][i] or nil, assign[i] its micro-cluster) and
+// returns the records it evicted, oldest first. A batch larger than the window keeps only
+// its last Cap records; the earlier ones are reported as evicted too, so every pushed record
+// is eventually reported exactly once (what Add/Remove bookkeeping needs).
+func (w *Window) Push(means, sds [][]float32, assign []int32) (*Evicted, error) {
+	if len(means) != w.dims {
+		return nil, fmt.Errorf("window: batch has %d dims, window %d", len(means), w.dims)
+	}
+	if (sds == nil) != (w.sds == nil) {
+		return nil, fmt.Errorf("window: batch uncertainty presence differs from the window's")
+	}
+	m := len(assign)
+	for j := range means {
+		if len(means[j]) != m || (sds != nil && len(sds[j]) != m) {
+			return nil, fmt.Errorf("window: ragged batch in dim %d", j)
+		}
+	}
+	ev := &Evicted{Cols: make([][]float32, w.dims)}
+	if w.sds != nil {
+		ev.SDs = make([][]float32, w.dims)
+	}
+	// A batch larger than the window overwrites its own first records: they are evicted
+	// after everything the ring held, which is older.
+	start := max(0, m-w.capacity)
+	for i := start; i < m; i++ {
+		s := w.next
+		if w.size == w.capacity {
+			w.evictSlot(ev, s)
+		} else {
+			w.size++
+		}
+		for j := range w.dims {
+			w.cols[j][s] = means[j][i]
+			if sds != nil {
+				w.sds[j][s] = sds[j][i]
+			}
+		}
+		w.assign[s] = assign[i]
+		w.next = (s + 1) % w.capacity
+	}
+	for j := range w.dims {
+		ev.Cols[j] = append(ev.Cols[j], means[j][:start]...)
+		if sds != nil {
+			ev.SDs[j] = append(ev.SDs[j], sds[j][:start]...)
+		}
+	}
+	ev.Assign = append(ev.Assign, assign[:start]...)
+	w.total += uint64(m)
+	return ev, nil
+}
+
+func (w *Window) evictSlot(ev *Evicted, s int) {
+	for j := range w.dims {
+		ev.Cols[j] = append(ev.Cols[j], w.cols[j][s])
+		if w.sds != nil {
+			ev.SDs[j] = append(ev.SDs[j], w.sds[j][s])
+		}
+	}
+	ev.Assign = append(ev.Assign, w.assign[s])
+}
+
+// Snapshot copies the window's records in arrival order (oldest first), column-major: the
+// input of a model rebuild, which runs off the hot path on its own copy.
+func (w *Window) Snapshot() (cols, sds [][]float32) {
+	first := (w.next - w.size + w.capacity) % w.capacity
+	cp := func(src []float32) []float32 {
+		out := make([]float32, 0, w.size)
+		if first+w.size <= w.capacity {
+			return append(out, src[first:first+w.size]...)
+		}
+		out = append(out, src[first:]...)
+		return append(out, src[:w.next]...)
+	}
+	cols = make([][]float32, w.dims)
+	for j := range w.dims {
+		cols[j] = cp(w.cols[j])
+	}
+	if w.sds != nil {
+		sds = make([][]float32, w.dims)
+		for j := range w.dims {
+			sds[j] = cp(w.sds[j])
+		}
+	}
+	return cols, sds
+}
+
+// Reassign replaces every held record's micro-cluster (after a full re-clustering of a
+// Snapshot): assign is in Snapshot order.
+func (w *Window) Reassign(assign []int32) error {
+	if len(assign) != w.size {
+		return fmt.Errorf("window: %d assignments for %d records", len(assign), w.size)
+	}
+	first := (w.next - w.size + w.capacity) % w.capacity
+	for i, a := range assign {
+		w.assign[(first+i)%w.capacity] = a
+	}
+	return nil
+}
