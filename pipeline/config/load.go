@@ -1,0 +1,373 @@
+// Package config loads outlierd's YAML configuration files, for `outlierd lint` and `outlierd run`.
+//
+// Loading a file is four steps, each reporting every problem it finds rather than the first:
+//
+//  1. parse the YAML (syntax errors name file:line);
+//  2. expand ${ENV} / ${ENV:-default} in scalar values (see the rules in interpolate.go; an unset
+//     variable without a default is an error naming the variable and its file:line:column);
+//  3. decode strictly (yaml.v3 Decoder.KnownFields): a misspelt or unknown key is an error naming
+//     file:line:column and the key, a value of the wrong type one naming file:line:column;
+//  4. call Validate() error when the destination type has it, prefixing its message with the file.
+//
+// The package knows nothing about outlierd's own sections: the pipeline package defines the
+// top-level struct and calls Load with it.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Issue is one problem found in a config file. Line and Column are 1-based positions in the file
+// as written; 0 means unknown (yaml.v3 gives no column for syntax errors).
+type Issue struct {
+	Line   int
+	Column int
+	Msg    string
+}
+
+// Error lists every problem found while parsing, interpolating or decoding one file, in file
+// order. Its message has one line per issue, each "file:line:column: message".
+type Error struct {
+	File   string
+	Issues []Issue
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	var b strings.Builder
+	for i, is := range e.Issues {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.File)
+		if is.Line > 0 {
+			b.WriteString(":" + strconv.Itoa(is.Line))
+			if is.Column > 0 {
+				b.WriteString(":" + strconv.Itoa(is.Column))
+			}
+		}
+		b.WriteString(": ")
+		b.WriteString(is.Msg)
+	}
+	return b.String()
+}
+
+// ValidationError is returned when the decoded value's Validate method fails. Its message is the
+// Validate error with every line prefixed by the file name; Unwrap gives the Validate error.
+type ValidationError struct {
+	File string
+	Err  error
+}
+
+// Error implements error.
+func (e *ValidationError) Error() string {
+	lines := strings.Split(e.Err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = e.File + ": " + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the error from Validate.
+func (e *ValidationError) Unwrap() error { return e.Err }
+
+// validator is implemented by config structs that check their own values.
+type validator interface{ Validate() error }
+
+// Load reads the YAML file at path and decodes it into *into; see LoadBytes.
+func Load[T any](path string, into *T) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return LoadBytes(path, data, into)
+}
+
+// LoadBytes decodes the YAML document data (name is the file name used in messages) into *into.
+//
+// *into must already hold the defaults (e.g. `cfg := sink.Default(); config.LoadBytes(name, data,
+// &cfg)`): decoding starts from a copy of it, so keys absent from the document keep their values
+// and nested structs are filled key by key. Slices given in the document replace the default
+// slice. *into is assigned only when every step succeeds, so on error it still holds the defaults.
+// (The copy is shallow: a map in the defaults may have entries added by the document.)
+//
+// An empty document (only comments or nothing) is valid and leaves the defaults. A file with more
+// than one YAML document is an error. Errors are *Error (parse, interpolation, decoding: every
+// issue found) or *ValidationError (from the type's Validate method). Expanded environment values
+// never appear in the messages.
+func LoadBytes[T any](name string, data []byte, into *T) error {
+	if into == nil {
+		return fmt.Errorf("config: %s: nil destination", name)
+	}
+	tmp := *into
+	if issues := decodeInto(data, &tmp, os.LookupEnv); len(issues) > 0 {
+		sort.SliceStable(issues, func(i, j int) bool {
+			if issues[i].Line != issues[j].Line {
+				return issues[i].Line < issues[j].Line
+			}
+			return issues[i].Column < issues[j].Column
+		})
+		return &Error{File: name, Issues: issues}
+	}
+	if v, ok := any(&tmp).(validator); ok {
+		if err := v.Validate(); err != nil {
+			return &ValidationError{File: name, Err: err}
+		}
+	}
+	*into = tmp
+	return nil
+}
+
+// decodeInto runs parse, interpolation and strict decoding of data into out (a pointer) and
+// returns every issue found.
+func decodeInto(data []byte, out any, lookup lookupFunc) []Issue {
+	doc, issues := parseOne(data)
+	if doc == nil || len(issues) > 0 {
+		return issues
+	}
+
+	it := interpolator{lookup: lookup}
+	it.walk(doc)
+	issues = append(issues, it.issues...)
+	broken := make(map[[2]int]bool, len(it.issues))
+	for _, is := range it.issues {
+		broken[[2]int{is.Line, is.Column}] = true
+	}
+
+	// Without interpolation the original bytes are decoded, so yaml.v3's line numbers are the
+	// file's. With it, the expanded tree is re-encoded and decoded (Node.Decode cannot check
+	// unknown keys), and positions are mapped back to the file through a parallel walk of the two
+	// trees.
+	src := data
+	idx := &index{}
+	if len(it.original) == 0 {
+		idx.addSame(doc)
+	} else {
+		var enc []byte
+		err := yamlSafe(func() (err error) { enc, err = yaml.Marshal(doc); return err })
+		if err != nil {
+			return append(issues, Issue{Msg: fmt.Sprintf("re-encoding the interpolated document: %v", err)})
+		}
+		var doc2 yaml.Node
+		if err := yamlSafe(func() error { return yaml.Unmarshal(enc, &doc2) }); err != nil {
+			return append(issues, Issue{Msg: fmt.Sprintf("re-parsing the interpolated document: %v", err)})
+		}
+		idx.addPair(doc, &doc2, false)
+		src = enc
+	}
+
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	dec.KnownFields(true)
+	err := yamlSafe(func() error { return dec.Decode(out) })
+	if err == nil || errors.Is(err, io.EOF) {
+		return issues
+	}
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return append(issues, idx.issue(err.Error(), it.original))
+	}
+	for _, msg := range te.Errors {
+		is := idx.issue(msg, it.original)
+		if len(it.issues) > 0 && broken[[2]int{is.Line, is.Column}] {
+			continue // already reported as an interpolation problem; its value is meaningless
+		}
+		issues = append(issues, is)
+	}
+	return issues
+}
+
+// parseOne parses data into a single document node. A nil node with no issues is an empty
+// document.
+func parseOne(data []byte) (*yaml.Node, []Issue) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := yamlSafe(func() error { return dec.Decode(&doc) }); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, []Issue{syntaxIssue(err)}
+	}
+	var extra yaml.Node
+	switch err := yamlSafe(func() error { return dec.Decode(&extra) }); {
+	case err == nil:
+		return nil, []Issue{{Line: extra.Line, Column: extra.Column,
+			Msg: "a second YAML document (after ---); a config file holds exactly one"}}
+	case !errors.Is(err, io.EOF):
+		return nil, []Issue{syntaxIssue(err)}
+	}
+	return &doc, nil
+}
+
+// errYAMLPanic marks a panic inside yaml.v3, turned into an error by yamlSafe.
+var errYAMLPanic = errors.New("internal error in the YAML library")
+
+// yamlSafe runs one yaml.v3 call. yaml.v3 converts its own failures to errors; a panic escaping
+// it is a bug in the library, and `outlierd lint` must report it as a bad file rather than crash.
+func yamlSafe(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", errYAMLPanic, r)
+		}
+	}()
+	return f()
+}
+
+var (
+	reLine     = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
+	reAtLine   = regexp.MustCompile(`at line (\d+)`)
+	reField    = regexp.MustCompile(`^field (.+) not found in type (\S+)$`)
+	reDupKey   = regexp.MustCompile(`^mapping key "(.*)" already defined`)
+	reFieldSet = regexp.MustCompile(`^field (.+) already set in type`)
+	reValue    = regexp.MustCompile("^cannot unmarshal (\\S+)( `.*`)? into (.+)$")
+)
+
+// syntaxIssue turns a yaml.v3 parse error ("yaml: line 3: did not find expected key") into an
+// Issue with its line; yaml.v3 reports no column for these.
+func syntaxIssue(err error) Issue {
+	msg := err.Error()
+	if m := reLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return Issue{Line: line, Msg: "YAML syntax: " + msg[len(m[0]):]}
+	}
+	return Issue{Msg: "YAML syntax: " + strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// entry is one node of the decoded tree with the file position it came from.
+type entry struct {
+	line   int        // line of the node in the decoded text
+	orig   *yaml.Node // the node as parsed from the file (position, pre-expansion identity)
+	kind   yaml.Kind
+	value  string // value in the decoded text
+	mapKey bool
+}
+
+// index finds the file position of a node that a yaml.v3 decode message refers to by line.
+type index struct {
+	byLine map[int][]entry
+	// lineMap maps a decoded-text line to the file line of the first node on it.
+	lineMap map[int]int
+}
+
+func (x *index) add(e entry) {
+	if x.byLine == nil {
+		x.byLine = make(map[int][]entry)
+		x.lineMap = make(map[int]int)
+	}
+	x.byLine[e.line] = append(x.byLine[e.line], e)
+	if _, ok := x.lineMap[e.line]; !ok {
+		x.lineMap[e.line] = e.orig.Line
+	}
+}
+
+// addSame indexes a tree decoded from the file's own bytes.
+func (x *index) addSame(n *yaml.Node) { x.addPair(n, n, false) }
+
+// addPair indexes b (decoded text) against a (file). The trees have the same shape by
+// construction; where they do not, the walk stops and positions there stay unknown.
+func (x *index) addPair(a, b *yaml.Node, mapKey bool) {
+	x.add(entry{line: b.Line, orig: a, kind: b.Kind, value: b.Value, mapKey: mapKey})
+	if a.Kind != b.Kind || len(a.Content) != len(b.Content) || a.Kind == yaml.AliasNode {
+		return
+	}
+	for i := range a.Content {
+		x.addPair(a.Content[i], b.Content[i], a.Kind == yaml.MappingNode && i%2 == 0)
+	}
+}
+
+// fileLine maps a decoded-text line to a file line (0 if unknown).
+func (x *index) fileLine(line int) int { return x.lineMap[line] }
+
+// issue converts one yaml.v3 decode message to an Issue at the file position of the node it
+// refers to. original holds the pre-expansion text of interpolated scalars, which replaces the
+// expanded value yaml.v3 quotes (it may be a secret).
+func (x *index) issue(msg string, original map[*yaml.Node]string) Issue {
+	m := reLine.FindStringSubmatch(msg)
+	if m == nil {
+		return Issue{Msg: strings.TrimPrefix(msg, "yaml: ")}
+	}
+	line, _ := strconv.Atoi(m[1])
+	rest := msg[len(m[0]):]
+	rest = reAtLine.ReplaceAllStringFunc(rest, func(s string) string {
+		n, _ := strconv.Atoi(s[len("at line "):])
+		if fl := x.fileLine(n); fl > 0 {
+			return "at line " + strconv.Itoa(fl)
+		}
+		return s
+	})
+	cands := x.byLine[line]
+
+	// pick returns the first candidate satisfying ok.
+	pick := func(ok func(entry) bool) *entry {
+		for i := range cands {
+			if ok(cands[i]) {
+				return &cands[i]
+			}
+		}
+		return nil
+	}
+	var e *entry
+	switch {
+	case reField.MatchString(rest):
+		f := reField.FindStringSubmatch(rest)
+		e = pick(func(c entry) bool { return c.mapKey && c.value == f[1] })
+		rest = fmt.Sprintf("unknown key %q (not a field of %s)", f[1], f[2])
+	case reDupKey.MatchString(rest):
+		k := reDupKey.FindStringSubmatch(rest)[1]
+		e = pick(func(c entry) bool { return c.mapKey && strconv.Quote(c.value) == `"`+k+`"` })
+	case reFieldSet.MatchString(rest):
+		k := reFieldSet.FindStringSubmatch(rest)[1]
+		e = pick(func(c entry) bool { return c.mapKey && c.value == k })
+	case reValue.MatchString(rest):
+		v := reValue.FindStringSubmatch(rest)
+		want := yaml.ScalarNode
+		switch v[1] {
+		case "!!map":
+			want = yaml.MappingNode
+		case "!!seq":
+			want = yaml.SequenceNode
+		}
+		e = pick(func(c entry) bool { return !c.mapKey && c.kind == want && quoteLikeYAML(c.value) == v[2] })
+		if e == nil {
+			e = pick(func(c entry) bool { return !c.mapKey && c.kind == want })
+		}
+		if e != nil {
+			if o, ok := original[e.orig]; ok {
+				// Never echo an expanded value: quote the scalar as written in the file.
+				rest = fmt.Sprintf("cannot unmarshal %s `%s` (after interpolation) into %s", v[1], o, v[3])
+			}
+		}
+	}
+	if e == nil && len(original) > 0 {
+		// The node is not identified, so it may be an interpolated one: drop the quoted value.
+		if v := reValue.FindStringSubmatch(rest); v != nil {
+			rest = fmt.Sprintf("cannot unmarshal %s into %s", v[1], v[3])
+		}
+	}
+	if e == nil && len(cands) > 0 {
+		e = &cands[0]
+	}
+	if e == nil {
+		// Unknown node: only the line is known, and only when the text is the file's own.
+		return Issue{Line: x.fileLine(line), Msg: rest}
+	}
+	return Issue{Line: e.orig.Line, Column: e.orig.Column, Msg: rest}
+}
+
+// quoteLikeYAML reproduces how yaml.v3 quotes a scalar in "cannot unmarshal" messages, to find
+// the scalar a message refers to when several share a line.
+func quoteLikeYAML(v string) string {
+	if len(v) > 10 {
+		return " `" + v[:7] + "...`"
+	}
+	return " `" + v + "`"
+}
