@@ -1,0 +1,61 @@
+package gpukern_test
+
+import (
+	"testing"
+
+	"github.com/outlierd/outlierd/gpukern"
+)
+
+// BenchmarkKNNWeightsHost: the brief's target, 1,000,000 queries vs |S| = 2000 in 10 dimensions,
+// k = 50, through the host entry point (transfers of S, Q and the weights included).
+func BenchmarkKNNWeightsHost(b *testing.B) {
+	d := openDevice(b)
+	r := newRand(b, 1)
+	S, Q := randCols(r, 2000, 10), randCols(r, 1_000_000, 10)
+	out := make([]float64, 1_000_000)
+	if err := gpukern.KNNWeights(d, S, Q, 50, out); err != nil { // warm-up: JIT, first allocations
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := gpukern.KNNWeights(d, S, Q, 50, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkClusterHost: 6,000,000 x 10, q = 200, 4 passes on resident data through the exported
+// Cluster (the upload of the centroids and the download of the assignment and features included).
+func BenchmarkClusterHost(b *testing.B) {
+	const n, dims, q = 6_000_000, 10, 200
+	d := openDevice(b)
+	r := newRand(b, 2)
+	X, E := randCols(r, n, dims), randCols(r, n, dims)
+	init := make([][]float32, dims)
+	for j := range init {
+		init[j] = make([]float32, q)
+		for c := range init[j] {
+			init[j][c] = X[j][c*29989]
+		}
+	}
+	xs, err := d.Upload(X)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer xs.Free()
+	es, err := d.Upload(E)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer es.Free()
+	assign := make([]int32, n)
+	if _, err := gpukern.Cluster(xs, es, init, 4, assign); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := gpukern.Cluster(xs, es, init, 4, assign); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,331 @@
+//go:build cuda
+
+package gpukern
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+//go:embed knn.ptx
+var knnPTX string
+
+//go:embed microcluster.ptx
+var microclusterPTX string
+
+// modules lists the embedded PTX modules and the kernels each one exports.
+var modules = []struct {
+	name, ptx string
+	kernels   []string
+}{
+	{"knn", knnPTX, []string{"knn_weights"}},
+	{"microcluster", microclusterPTX, []string{"assign_nearest", "cf_reduce_chunk", "cf_finalize"}},
+}
+
+// Available reports whether a CUDA device can be used and, if not, why.
+func Available() (bool, string) {
+	n, err := cu.NumDevices()
+	if err != nil {
+		return false, fmt.Sprintf("cuDeviceGetCount: %v", err)
+	}
+	if n == 0 {
+		return false, "no CUDA device"
+	}
+	return true, fmt.Sprintf("%d CUDA device(s), driver %d", n, cu.Version())
+}
+
+// Device is one CUDA device with its own context, owned by one goroutine locked to an OS thread;
+// every CUDA call runs on that goroutine. Methods and kernel entries are safe for concurrent use
+// (they are serialised through the owner). Close releases the context and all its memory.
+type Device struct {
+	ordinal  int
+	name     string
+	smCount  int
+	syncEach bool // OUTLIERD_CUDA_SYNC=1: synchronise after every launch
+
+	work      chan func()
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+
+	// Owned by the owner goroutine.
+	ctx  cu.CUContext
+	mods []cu.Module
+	fns  map[string]cu.Function
+}
+
+// Open creates a context on device ordinal and loads the kernels. The error wraps ErrNoDevice when
+// the ordinal does not exist.
+func Open(ordinal int) (*Device, error) {
+	n, err := cu.NumDevices()
+	if err != nil {
+		return nil, fmt.Errorf("gpukern.Open: cuDeviceGetCount: %w", err)
+	}
+	if ordinal < 0 || ordinal >= n {
+		return nil, fmt.Errorf("gpukern.Open: device %d of %d: %w", ordinal, n, ErrNoDevice)
+	}
+	d := &Device{
+		ordinal:  ordinal,
+		syncEach: os.Getenv("OUTLIERD_CUDA_SYNC") == "1",
+		work:     make(chan func()),
+		done:     make(chan struct{}),
+		fns:      map[string]cu.Function{},
+	}
+	ready := make(chan error, 1)
+	go d.own(ready)
+	if err := <-ready; err != nil {
+		return nil, fmt.Errorf("gpukern.Open: device %d: %w", ordinal, err)
+	}
+	return d, nil
+}
+
+// own is the owner goroutine: it makes the context on its locked thread, reports the result on
+// ready, then runs submitted closures until work is closed, and finally destroys the context.
+func (d *Device) own(ready chan<- error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer close(d.done)
+	if err := d.init(); err != nil {
+		d.teardown()
+		ready <- err
+		return
+	}
+	ready <- nil
+	for fn := range d.work {
+		fn()
+	}
+	d.closeErr = d.teardown()
+}
+
+func (d *Device) init() error {
+	dev, err := cu.GetDevice(d.ordinal)
+	if err != nil {
+		return fmt.Errorf("cuDeviceGet: %w", err)
+	}
+	if d.name, err = dev.Name(); err != nil {
+		return fmt.Errorf("cuDeviceGetName: %w", err)
+	}
+	if d.smCount, err = dev.Attribute(cu.MultiprocessorCount); err != nil {
+		return fmt.Errorf("cuDeviceGetAttribute(multiprocessors): %w", err)
+	}
+	// MakeContext returns an error (NewContext would panic); cuCtxCreate makes it current here.
+	if d.ctx, err = dev.MakeContext(cu.SchedAuto); err != nil {
+		return fmt.Errorf("cuCtxCreate: %w", err)
+	}
+	for _, m := range modules {
+		mod, err := cu.LoadData(m.ptx)
+		if err != nil {
+			return fmt.Errorf("cuModuleLoadData(%s.ptx): %w", m.name, err)
+		}
+		d.mods = append(d.mods, mod)
+		for _, k := range m.kernels {
+			fn, err := mod.Function(k)
+			if err != nil {
+				return fmt.Errorf("cuModuleGetFunction(%s): %w", k, err)
+			}
+			d.fns[k] = fn
+		}
+	}
+	return nil
+}
+
+// teardown unloads the modules and destroys the context (freeing its memory); owner thread only.
+func (d *Device) teardown() error {
+	var errs []error
+	for _, m := range d.mods {
+		if err := m.Unload(); err != nil {
+			errs = append(errs, fmt.Errorf("cuModuleUnload: %w", err))
+		}
+	}
+	d.mods = nil
+	var zero cu.CUContext
+	if d.ctx != zero {
+		if err := d.ctx.Destroy(); err != nil {
+			errs = append(errs, fmt.Errorf("cuCtxDestroy: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// do runs fn on the owner goroutine and returns its error. It must not be called from inside fn.
+func (d *Device) do(fn func() error) error {
+	if d == nil {
+		return fmt.Errorf("gpukern: nil Device: %w", ErrNoDevice)
+	}
+	res := make(chan error, 1)
+	select {
+	case d.work <- func() { res <- fn() }:
+	case <-d.done:
+		return fmt.Errorf("gpukern: device %d is closed: %w", d.ordinal, ErrNoDevice)
+	}
+	return <-res
+}
+
+// Name is the device's name as the driver reports it (e.g. "NVIDIA H100 80GB HBM3").
+func (d *Device) Name() string { return d.name }
+
+// Close stops the owner goroutine and destroys the context, which frees every allocation made on
+// it (Columns of this device become invalid). Calling Close again returns the first result.
+func (d *Device) Close() error {
+	d.closeOnce.Do(func() {
+		close(d.work)
+		<-d.done
+	})
+	if d.closeErr != nil {
+		return fmt.Errorf("gpukern: closing device %d: %w", d.ordinal, d.closeErr)
+	}
+	return nil
+}
+
+// launch starts kernel on the default stream with the given 64-bit parameters (cu copies 8 bytes
+// from every parameter pointer, so only 8-byte values may be passed). With OUTLIERD_CUDA_SYNC=1 it
+// synchronises so that an asynchronous fault is reported here, by this kernel. Owner thread only.
+func (d *Device) launch(kernel string, grid, block [3]int, shared int, params ...any) error {
+	fn, ok := d.fns[kernel]
+	if !ok {
+		return fmt.Errorf("kernel %s: not loaded", kernel)
+	}
+	ptrs := make([]unsafe.Pointer, len(params))
+	for i, p := range params {
+		switch v := p.(type) {
+		case cu.DevicePtr:
+			ptrs[i] = unsafe.Pointer(&v)
+		case int64:
+			ptrs[i] = unsafe.Pointer(&v)
+		case float64:
+			ptrs[i] = unsafe.Pointer(&v)
+		default:
+			return fmt.Errorf("kernel %s: parameter %d has type %T; only 8-byte DevicePtr, int64, float64 are safe with cu v0.9.6", kernel, i, p)
+		}
+	}
+	if err := fn.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, cu.Stream{}, ptrs); err != nil {
+		return fmt.Errorf("kernel %s: cuLaunchKernel(grid %v, block %v, shared %d B): %w", kernel, grid, block, shared, err)
+	}
+	if d.syncEach {
+		if err := cu.Synchronize(); err != nil {
+			return fmt.Errorf("kernel %s: cuCtxSynchronize after launch: %w", kernel, err)
+		}
+	}
+	return nil
+}
+
+// alloc returns bytes of device memory (plain cuMemAlloc, never managed). Owner thread only.
+func alloc(what string, bytes int64) (cu.DevicePtr, error) {
+	if bytes <= 0 {
+		bytes = 4 // cuMemAlloc rejects 0; a tiny buffer keeps the code paths uniform
+	}
+	p, err := cu.MemAlloc(bytes)
+	if err != nil {
+		return 0, fmt.Errorf("cuMemAlloc(%s, %d B): %w", what, bytes, err)
+	}
+	return p, nil
+}
+
+// frees frees device buffers, skipping zero pointers, and joins the errors. Owner thread only.
+func frees(ps ...cu.DevicePtr) error {
+	var errs []error
+	for _, p := range ps {
+		if p != 0 {
+			if err := cu.MemFree(p); err != nil {
+				errs = append(errs, fmt.Errorf("cuMemFree(%v): %w", p, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// uploadCols copies column-major host columns into one device buffer; owner thread only.
+func uploadCols(what string, cols [][]float32, rows int) (cu.DevicePtr, error) {
+	p, err := alloc(what, int64(len(cols))*int64(rows)*4)
+	if err != nil {
+		return 0, err
+	}
+	if rows == 0 {
+		return p, nil
+	}
+	for j, c := range cols {
+		dst := p + cu.DevicePtr(int64(j)*int64(rows)*4)
+		if err := cu.MemcpyHtoD(dst, unsafe.Pointer(&c[0]), int64(rows)*4); err != nil {
+			_ = frees(p)
+			return 0, fmt.Errorf("cuMemcpyHtoD(%s dimension %d): %w", what, j, err)
+		}
+	}
+	return p, nil
+}
+
+// Upload copies column-major host data (cols[j][i]) to device memory.
+func (d *Device) Upload(cols [][]float32) (*Columns, error) {
+	rows, err := columnsShape("cols", cols)
+	if err != nil {
+		return nil, fmt.Errorf("gpukern.Upload: %w", err)
+	}
+	c := &Columns{dev: d, rows: rows, dims: len(cols)}
+	err = d.do(func() error {
+		p, err := uploadCols("columns", cols, rows)
+		c.ptr = uintptr(p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gpukern.Upload: %w", err)
+	}
+	return c, nil
+}
+
+// Free returns the device memory; a second call does nothing.
+func (c *Columns) Free() error {
+	if c == nil || c.ptr == 0 {
+		return nil
+	}
+	err := c.dev.do(func() error { return frees(cu.DevicePtr(c.ptr)) })
+	c.ptr = 0
+	if err != nil {
+		return fmt.Errorf("gpukern.Columns.Free: %w", err)
+	}
+	return nil
+}
+
+// download copies n int32 / float64 / int64 values from the device into dst; owner thread only.
+func download[T int32 | float64 | int64 | float32](what string, dst []T, src cu.DevicePtr) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	var z T
+	if err := cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), src, int64(len(dst))*int64(unsafe.Sizeof(z))); err != nil {
+		return fmt.Errorf("cuMemcpyDtoH(%s): %w", what, err)
+	}
+	return nil
+}
+
+// upload copies a host slice to a new device buffer; owner thread only.
+func upload[T int32 | float64 | int64 | float32](what string, src []T) (cu.DevicePtr, error) {
+	var z T
+	bytes := int64(len(src)) * int64(unsafe.Sizeof(z))
+	p, err := alloc(what, bytes)
+	if err != nil || len(src) == 0 {
+		return p, err
+	}
+	if err := cu.MemcpyHtoD(p, unsafe.Pointer(&src[0]), bytes); err != nil {
+		_ = frees(p)
+		return 0, fmt.Errorf("cuMemcpyHtoD(%s): %w", what, err)
+	}
+	return p, nil
+}
+
+// flatten copies column-major columns into one contiguous slice (dimension-major).
+func flatten(cols [][]float32) []float32 {
+	if len(cols) == 0 {
+		return nil
+	}
+	out := make([]float32, 0, len(cols)*len(cols[0]))
+	for _, c := range cols {
+		out = append(out, c...)
+	}
+	return out
+}

@@ -1,0 +1,48 @@
+//go:build !cuda
+
+package gpukern
+
+import "fmt"
+
+// Available reports whether a CUDA device can be used and, if not, why: this build has no CUDA.
+func Available() (bool, string) { return false, "built without CUDA (build with -tags cuda)" }
+
+// Device is one CUDA device. In this build (no cuda tag) none can be opened.
+type Device struct{}
+
+// Open fails with an error wrapping ErrNoDevice: the package was built without the cuda tag.
+func Open(ordinal int) (*Device, error) {
+	return nil, fmt.Errorf("gpukern.Open: device %d: built without CUDA: %w", ordinal, ErrNoDevice)
+}
+
+// Name is empty: no device exists in this build.
+func (d *Device) Name() string { return "" }
+
+// Close does nothing in this build.
+func (d *Device) Close() error { return nil }
+
+// Upload fails with ErrNoDevice in this build.
+func (d *Device) Upload(cols [][]float32) (*Columns, error) {
+	return nil, fmt.Errorf("gpukern.Upload: %w", errNoCUDA)
+}
+
+// Free does nothing in this build (no Columns can exist).
+func (c *Columns) Free() error { return nil }
+
+var errNoCUDA = fmt.Errorf("built without CUDA: %w", ErrNoDevice)
+
+func (d *Device) knnWeights(S, Q [][]float32, ns, nq, k int, out []float64) error {
+	return fmt.Errorf("gpukern.KNNWeights: %w", errNoCUDA)
+}
+
+func (d *Device) assign(means, centroids [][]float32, n, q int, out []int32) error {
+	return fmt.Errorf("gpukern.Assign: %w", errNoCUDA)
+}
+
+func (d *Device) reduce(means, sds [][]float32, assign []int32, n, q int) (*ClusterFeatures, error) {
+	return nil, fmt.Errorf("gpukern.Reduce: %w", errNoCUDA)
+}
+
+func (d *Device) cluster(means, sds *Columns, centroids [][]float32, q, iterations int, assign []int32) (*ClusterFeatures, error) {
+	return nil, fmt.Errorf("gpukern.Cluster: %w", errNoCUDA)
+}

@@ -1,0 +1,84 @@
+// Package gpukern holds the CUDA kernels of outlierd and their Go launchers: batch k-NN weights
+// for solving-set prediction (KNNWeights) and the micro-clustering passes (Assign, Reduce,
+// Cluster). Each GPU function has a CPU twin of the same name (stages/detect/solvingset,
+// stages/microcluster) and a parity test against it.
+//
+// Build: the kernels need `-tags cuda` and the CUDA driver headers and link stub (.ci/cuda.sh
+// fetches them). Without the tag the package keeps the same exported API: Available reports
+// "built without CUDA", Open and every kernel entry return an error wrapping ErrNoDevice, and no
+// CUDA header is needed. A binary built with the tag needs the driver's libcuda.so.1 to start.
+//
+// Kernels are CUDA C (<name>.cu), compiled to PTX for compute_80 by nvcc 11.8 (PTX ISA 7.8, which
+// every driver from CUDA 11.8 on JIT-compiles, sm_90 included); the PTX is committed and embedded.
+// Regenerate it with `make -C gpukern ptx` (see gpukern/Makefile) after editing a .cu file.
+//
+// Threading: a CUDA context is bound to an OS thread, so each Device runs one owner goroutine
+// locked to its thread, and every CUDA call is a closure submitted to it over a channel. Device
+// memory comes from plain cuMemAlloc (never managed memory). Every CUDA error is returned wrapped
+// with the kernel and the call that failed; with OUTLIERD_CUDA_SYNC=1 every launch is followed by
+// a synchronisation, so an asynchronous fault is reported by the kernel that caused it.
+//
+// Layout: column-major float32 everywhere (cols[j][i] = row i in dimension j), the layout of an
+// Arrow Float32 column; weights and cluster features are float64.
+package gpukern
+
+//go:generate make ptx
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNoDevice is wrapped by every error that means no CUDA device can be used: the package was
+// built without the cuda tag, or the device ordinal does not exist.
+var ErrNoDevice = errors.New("gpukern: no CUDA device")
+
+// errShape is wrapped by the errors for inconsistent input shapes.
+var errShape = errors.New("gpukern: inconsistent shapes")
+
+// KNNMaxK is the largest k that KNNWeights accepts: the per-thread heap has this many slots.
+const KNNMaxK = 256
+
+// MaxDims is the largest dimension count of KNNWeights, Assign and Cluster: a tile of 32 points
+// of every dimension must fit in the 48 KiB of shared memory a block gets without opting in.
+const MaxDims = 384
+
+// ReduceMaxQ is the largest cluster count that Reduce and Cluster accept: one thread of a block
+// owns each cluster.
+const ReduceMaxQ = 1024
+
+// columnsShape checks that cols has at least one dimension and equal-length columns, and returns
+// the row count.
+func columnsShape(what string, cols [][]float32) (int, error) {
+	if len(cols) == 0 {
+		return 0, fmt.Errorf("%w: %s has no dimensions", errShape, what)
+	}
+	n := len(cols[0])
+	for j, c := range cols {
+		if len(c) != n {
+			return 0, fmt.Errorf("%w: %s dimension %d has %d rows, dimension 0 has %d", errShape, what, j, len(c), n)
+		}
+	}
+	return n, nil
+}
+
+// ClusterFeatures are the micro-cluster tuples (CF1, CF2, EF2, n) of q clusters over d dimensions,
+// column-major ([dim][cluster]), field for field microcluster.MicroClusters without the anchors.
+type ClusterFeatures struct {
+	// CF1[j][c] is the sum of the member means of cluster c in dimension j.
+	CF1 [][]float64
+	// CF2[j][c] is the sum of the squared member means.
+	CF2 [][]float64
+	// EF2[j][c] is the sum of the squared member uncertainties (0 for certain data).
+	EF2 [][]float64
+	// N[c] is the member count of cluster c.
+	N []int64
+}
+
+// reduceChunkRows is the number of rows per Reduce chunk for n rows. It must equal
+// microcluster.reduceChunkRows: the chunk boundaries fix the float64 summation order, and equal
+// boundaries make the GPU sums bit-identical to the CPU's (the parity test checks this).
+func reduceChunkRows(n int) int {
+	const maxReduceChunks, minReduceChunkRows = 64, 8192
+	return max(minReduceChunkRows, (n+maxReduceChunks-1)/maxReduceChunks)
+}

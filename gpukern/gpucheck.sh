@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs on a GPU machine, from the repository root, with the test binary built on the development
+# machine (no Go toolchain is needed there):
+#   eval "$(.ci/cuda.sh)"; go test -c -tags cuda -o .gpubuild/gpukern.test ./gpukern/
+#   gpukern/gpucheck.sh [.gpubuild/gpukern.test]
+# It records the device, runs every test, runs the parity tests under compute-sanitizer memcheck
+# and racecheck (with OUTLIERD_CUDA_SYNC=1 so a fault names its kernel), then the benchmarks.
+# Logs go to $OUT (the device tool's output folder) or ./gpucheck-out.
+set -uo pipefail
+bin="${1:-.gpubuild/gpukern.test}"
+out="${OUT:-gpucheck-out}"
+mkdir -p "$out"
+status=0
+step() { # name, command...: runs the command, logs it to $out/name.log, records failure
+	local name=$1
+	shift
+	echo "== $name: $*"
+	if ! "$@" >"$out/$name.log" 2>&1; then
+		echo "!! $name failed (exit $?)"
+		status=1
+	fi
+	grep -E '^(--- FAIL|FAIL|ok|PASS|Benchmark|=+ ERROR SUMMARY|.*gpukern_test.go)' "$out/$name.log" | head -40
+}
+{
+	date -u +%Y-%m-%dT%H:%M:%SZ
+	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+} | tee "$out/device.txt"
+step tests "$bin" -test.v -test.count=1
+san=(compute-sanitizer --error-exitcode 3 --print-limit 20)
+step memcheck env OUTLIERD_CUDA_SYNC=1 timeout 300 "${san[@]}" --tool memcheck "$bin" -test.run Parity -test.count=1
+step racecheck env OUTLIERD_CUDA_SYNC=1 timeout 300 "${san[@]}" --tool racecheck "$bin" -test.run Parity -test.count=1
+step bench "$bin" -test.run '^$' -test.bench . -test.benchtime 10x -test.count 3
+exit $status

@@ -1,0 +1,137 @@
+// microcluster.cu: the micro-clustering passes of Matsumoto, Hung, Yiu (ALGORITHMS.md §2),
+// bit-identical to the CPU twins in stages/microcluster.
+//
+// Layout: means, sds are n x d column-major float32 (x[j*n + i]); centroids are q x d column-major
+// float32 (c[j*q + c]); assign is n int32 (-1 or out of range = no cluster); the cluster features
+// are column-major float64 [d][q] and counts int64 [q].
+
+#define BATCH 32
+
+// assign_nearest ("IN-A"): one thread per object; the centroids are walked in shared-memory tiles
+// of `tile` (a multiple of BATCH; d*tile floats of dynamic shared memory). Squared Euclidean
+// distance in float32 with each op rounded (no FMA), dimensions in index order: the sequence of
+// microcluster.SquaredDistance. Strictly-smaller comparisons in increasing centroid order give
+// ties to the lowest index; all-NaN distances leave cluster 0, as on the CPU.
+extern "C" __global__ void assign_nearest(const float* __restrict__ X, long long n,
+                                          const float* __restrict__ C, long long q, long long d,
+                                          long long tile, int* __restrict__ assign) {
+    extern __shared__ float sC[];  // [d][tile]
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool live = i < n;
+    float best = __int_as_float(0x7f800000);  // +inf
+    int bestC = 0;
+    for (long long base = 0; base < q; base += tile) {
+        const int m = (int)min(tile, q - base);
+        const int mp = (m + BATCH - 1) / BATCH * BATCH;
+        __syncthreads();
+        for (long long e = threadIdx.x; e < d * mp; e += blockDim.x) {
+            const int j = (int)(e / mp), t = (int)(e % mp);
+            sC[j * tile + t] = t < m ? C[j * q + base + t] : 0.0f;
+        }
+        __syncthreads();
+        for (int t0 = 0; t0 < m; t0 += BATCH) {
+            float acc[BATCH];
+#pragma unroll
+            for (int c = 0; c < BATCH; c++) acc[c] = 0.0f;
+            for (int j = 0; j < d; j++) {
+                const float xj = live ? X[j * n + i] : 0.0f;
+                const float* row = sC + j * tile + t0;
+#pragma unroll
+                for (int c = 0; c < BATCH; c++) {
+                    const float t = __fsub_rn(xj, row[c]);
+                    acc[c] = __fadd_rn(acc[c], __fmul_rn(t, t));
+                }
+            }
+            const int lim = min(BATCH, m - t0);
+#pragma unroll
+            for (int c = 0; c < BATCH; c++) {
+                if (c < lim && acc[c] < best) {
+                    best = acc[c];
+                    bestC = (int)(base + t0 + c);
+                }
+            }
+        }
+    }
+    if (live) assign[i] = bestC;
+}
+
+#define RED_TILE 1024
+
+// cf_reduce_chunk: one block per (chunk, dimension): blockIdx.x = chunk of `chunk` rows,
+// blockIdx.y = dimension j. Thread c (c < q, blockDim.x >= q) owns cluster c and adds, in row
+// order, the means, squared means and squared uncertainties of its members: the exact float64
+// sequence of microcluster.reduceChunk (float32 -> float64 is exact, and so is its square, so FMA
+// contraction cannot change a result). Blocks of dimension 0 also count members. Rows are staged
+// through shared memory so each warp reads them as broadcasts.
+// Outputs: part[((chunk*d + j)*3 + s)*q + c] for s = CF1, CF2, EF2, and pcount[chunk*q + c].
+extern "C" __global__ void cf_reduce_chunk(const float* __restrict__ X, const float* __restrict__ E,
+                                           const int* __restrict__ assign, long long n, long long d,
+                                           long long q, long long chunk, double* __restrict__ part,
+                                           long long* __restrict__ pcount) {
+    __shared__ int sA[RED_TILE];
+    __shared__ float sX[RED_TILE];
+    __shared__ float sE[RED_TILE];
+    const long long lo = (long long)blockIdx.x * chunk;
+    const long long hi = min(lo + chunk, n);
+    const long long j = blockIdx.y;
+    const int c = threadIdx.x;
+    double cf1 = 0.0, cf2 = 0.0, ef2 = 0.0;
+    long long cnt = 0;
+    for (long long b = lo; b < hi; b += RED_TILE) {
+        const int m = (int)min((long long)RED_TILE, hi - b);
+        __syncthreads();
+        for (int t = threadIdx.x; t < m; t += blockDim.x) {
+            sA[t] = assign[b + t];
+            sX[t] = X[j * n + b + t];
+            sE[t] = E ? E[j * n + b + t] : 0.0f;
+        }
+        __syncthreads();
+        if (c < q) {
+            for (int t = 0; t < m; t++) {
+                if (sA[t] == c) {
+                    const double v = (double)sX[t];
+                    cf1 = __dadd_rn(cf1, v);
+                    cf2 = __dadd_rn(cf2, __dmul_rn(v, v));
+                    const double e = (double)sE[t];
+                    ef2 = __dadd_rn(ef2, __dmul_rn(e, e));
+                    cnt++;
+                }
+            }
+        }
+    }
+    if (c < q) {
+        const long long o = ((long long)blockIdx.x * d + j) * 3 * q + c;
+        part[o] = cf1;
+        part[o + q] = cf2;
+        part[o + 2 * q] = ef2;
+        if (j == 0) pcount[(long long)blockIdx.x * q + c] = cnt;
+    }
+}
+
+// cf_finalize: one thread per (dimension, cluster), plus the counts: adds the chunk partials in
+// chunk order (microcluster.Reduce's merge order, so the totals are bit-identical), writes
+// cf[(s*d + j)*q + c] and count[c], and, when cent is not null, the new centroid
+// float32(CF1/n) or, for an empty cluster, leaves the previous centroid (microcluster.Cluster's
+// anchor rule).
+extern "C" __global__ void cf_finalize(const double* __restrict__ part,
+                                       const long long* __restrict__ pcount, long long chunks,
+                                       long long d, long long q, double* __restrict__ cf,
+                                       long long* __restrict__ count, float* __restrict__ cent) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= d * q) return;
+    const long long j = t / q, c = t % q;
+    double s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    long long nc = 0;
+    for (long long k = 0; k < chunks; k++) {
+        const long long o = (k * d + j) * 3 * q + c;
+        s1 = __dadd_rn(s1, part[o]);
+        s2 = __dadd_rn(s2, part[o + q]);
+        s3 = __dadd_rn(s3, part[o + 2 * q]);
+        nc += pcount[k * q + c];
+    }
+    cf[(0 * d + j) * q + c] = s1;
+    cf[(1 * d + j) * q + c] = s2;
+    cf[(2 * d + j) * q + c] = s3;
+    if (j == 0) count[c] = nc;
+    if (cent && nc > 0) cent[j * q + c] = (float)__ddiv_rn(s1, (double)nc);
+}

@@ -1,0 +1,206 @@
+//go:build cuda
+
+package gpukern
+
+import (
+	"errors"
+	"fmt"
+
+	"gorgonia.org/cu"
+)
+
+// assignBlock is the number of threads (objects) per block of assign_nearest.
+const assignBlock = 256
+
+// launchAssign runs assign_nearest on device buffers; owner thread only.
+func (d *Device) launchAssign(xp cu.DevicePtr, n int, cp cu.DevicePtr, q, dims int, ap cu.DevicePtr) error {
+	tile := tileFor(dims, q)
+	grid := (n + assignBlock - 1) / assignBlock
+	return d.launch("assign_nearest", [3]int{grid, 1, 1}, [3]int{assignBlock, 1, 1}, dims*tile*4,
+		xp, int64(n), cp, int64(q), int64(dims), int64(tile), ap)
+}
+
+// cfBuffers are the scratch and result buffers of one Reduce on the device.
+type cfBuffers struct {
+	n, dims, q, chunk, chunks int
+	part, pcount, cf, count   cu.DevicePtr
+}
+
+func newCFBuffers(n, dims, q int) (b *cfBuffers, err error) {
+	b = &cfBuffers{n: n, dims: dims, q: q, chunk: reduceChunkRows(n)}
+	b.chunks = (n + b.chunk - 1) / b.chunk
+	if b.part, err = alloc("chunk sums", int64(b.chunks)*int64(dims)*3*int64(q)*8); err != nil {
+		return nil, err
+	}
+	if b.pcount, err = alloc("chunk counts", int64(b.chunks)*int64(q)*8); err != nil {
+		return nil, errors.Join(err, b.free())
+	}
+	if b.cf, err = alloc("cluster features", 3*int64(dims)*int64(q)*8); err != nil {
+		return nil, errors.Join(err, b.free())
+	}
+	if b.count, err = alloc("cluster counts", int64(q)*8); err != nil {
+		return nil, errors.Join(err, b.free())
+	}
+	return b, nil
+}
+
+func (b *cfBuffers) free() error { return frees(b.part, b.pcount, b.cf, b.count) }
+
+// launchReduce runs cf_reduce_chunk then cf_finalize; cent (or 0) receives the new centroids.
+// Owner thread only.
+func (d *Device) launchReduce(xp, ep, ap cu.DevicePtr, b *cfBuffers, cent cu.DevicePtr) error {
+	if b.chunks == 0 {
+		// No rows: the features are all zero (and the centroids stay), as on the CPU.
+		if err := cu.MemsetD8(b.cf, 0, 3*int64(b.dims)*int64(b.q)*8); err != nil {
+			return fmt.Errorf("cuMemsetD8(cluster features): %w", err)
+		}
+		if err := cu.MemsetD8(b.count, 0, int64(b.q)*8); err != nil {
+			return fmt.Errorf("cuMemsetD8(cluster counts): %w", err)
+		}
+		return nil
+	}
+	block := max(32, (b.q+31)/32*32)
+	if err := d.launch("cf_reduce_chunk", [3]int{b.chunks, b.dims, 1}, [3]int{block, 1, 1}, 0,
+		xp, ep, ap, int64(b.n), int64(b.dims), int64(b.q), int64(b.chunk), b.part, b.pcount); err != nil {
+		return err
+	}
+	t := b.dims * b.q
+	return d.launch("cf_finalize", [3]int{(t + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
+		b.part, b.pcount, int64(b.chunks), int64(b.dims), int64(b.q), b.cf, b.count, cent)
+}
+
+// features downloads the cluster features; owner thread only.
+func (b *cfBuffers) features() (*ClusterFeatures, error) {
+	flat := make([]float64, 3*b.dims*b.q)
+	if err := download("cluster features", flat, b.cf); err != nil {
+		return nil, err
+	}
+	f := &ClusterFeatures{CF1: make([][]float64, b.dims), CF2: make([][]float64, b.dims),
+		EF2: make([][]float64, b.dims), N: make([]int64, b.q)}
+	for j := range b.dims {
+		f.CF1[j] = flat[(0*b.dims+j)*b.q : (0*b.dims+j+1)*b.q]
+		f.CF2[j] = flat[(1*b.dims+j)*b.q : (1*b.dims+j+1)*b.q]
+		f.EF2[j] = flat[(2*b.dims+j)*b.q : (2*b.dims+j+1)*b.q]
+	}
+	if err := download("cluster counts", f.N, b.count); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (d *Device) assign(means, centroids [][]float32, n, q int, out []int32) error {
+	err := d.do(func() (err error) {
+		var xp, cp, ap cu.DevicePtr
+		defer func() { err = errors.Join(err, frees(xp, cp, ap)) }()
+		if xp, err = uploadCols("means", means, n); err != nil {
+			return err
+		}
+		if cp, err = upload("centroids", flatten(centroids)); err != nil {
+			return err
+		}
+		if ap, err = alloc("assign", int64(n)*4); err != nil {
+			return err
+		}
+		if err = d.launchAssign(xp, n, cp, q, len(means), ap); err != nil {
+			return err
+		}
+		return download("assign", out, ap)
+	})
+	if err != nil {
+		return fmt.Errorf("gpukern.Assign: %w", err)
+	}
+	return nil
+}
+
+func (d *Device) reduce(means, sds [][]float32, assign []int32, n, q int) (*ClusterFeatures, error) {
+	var f *ClusterFeatures
+	err := d.do(func() (err error) {
+		var xp, ep, ap cu.DevicePtr
+		var b *cfBuffers
+		defer func() {
+			err = errors.Join(err, frees(xp, ep, ap))
+			if b != nil {
+				err = errors.Join(err, b.free())
+			}
+		}()
+		if xp, err = uploadCols("means", means, n); err != nil {
+			return err
+		}
+		if sds != nil {
+			if ep, err = uploadCols("sds", sds, n); err != nil {
+				return err
+			}
+		}
+		if ap, err = upload("assign", assign); err != nil {
+			return err
+		}
+		if b, err = newCFBuffers(n, len(means), q); err != nil {
+			return err
+		}
+		if err = d.launchReduce(xp, ep, ap, b, 0); err != nil {
+			return err
+		}
+		f, err = b.features()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gpukern.Reduce: %w", err)
+	}
+	return f, nil
+}
+
+func (d *Device) cluster(means, sds *Columns, centroids [][]float32, q, iterations int, assign []int32) (*ClusterFeatures, error) {
+	if means.ptr == 0 || (sds != nil && sds.ptr == 0) {
+		return nil, fmt.Errorf("gpukern.Cluster: columns already freed")
+	}
+	var f *ClusterFeatures
+	err := d.do(func() (err error) {
+		var cp, ap cu.DevicePtr
+		var b *cfBuffers
+		defer func() {
+			err = errors.Join(err, frees(cp, ap))
+			if b != nil {
+				err = errors.Join(err, b.free())
+			}
+		}()
+		if cp, err = upload("centroids", flatten(centroids)); err != nil {
+			return err
+		}
+		if ap, err = alloc("assign", int64(means.rows)*4); err != nil {
+			return err
+		}
+		if b, err = newCFBuffers(means.rows, means.dims, q); err != nil {
+			return err
+		}
+		if err = d.clusterPasses(means, sds, cp, ap, b, iterations); err != nil {
+			return err
+		}
+		if err = download("assign", assign, ap); err != nil {
+			return err
+		}
+		f, err = b.features()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gpukern.Cluster: %w", err)
+	}
+	return f, nil
+}
+
+// clusterPasses runs the assign / reduce / new-centroid passes on device buffers; owner thread only.
+func (d *Device) clusterPasses(means, sds *Columns, cp, ap cu.DevicePtr, b *cfBuffers, iterations int) error {
+	var ep cu.DevicePtr
+	if sds != nil {
+		ep = cu.DevicePtr(sds.ptr)
+	}
+	xp := cu.DevicePtr(means.ptr)
+	for it := range iterations {
+		if err := d.launchAssign(xp, means.rows, cp, b.q, means.dims, ap); err != nil {
+			return fmt.Errorf("pass %d: %w", it, err)
+		}
+		if err := d.launchReduce(xp, ep, ap, b, cp); err != nil {
+			return fmt.Errorf("pass %d: %w", it, err)
+		}
+	}
+	return nil
+}
