@@ -1,0 +1,370 @@
+// Package ingest reads records from a Kafka topic through a consumer group, decodes them (JSON,
+// CSV or logfmt) into feature values, and assembles Arrow batches (package pipeline/batch) for
+// the rest of the pipeline. Messages that cannot be decoded become dead letters; every fetched
+// message is registered with a per-partition checkpointer, and Source.Commit commits only what
+// the checkpointer says is done.
+//
+// Files: config.go (Config, Default, Validate), decode.go (the Decoder interface and value
+// parsing shared by the formats), json.go, csv.go, logfmt.go (the decoders), builder.go (the
+// Arrow batch builder), source.go (the Kafka source).
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outlierd/outlierd/pipeline/batch"
+)
+
+// Formats accepted by Config.Format.
+const (
+	FormatJSON   = "json"
+	FormatCSV    = "csv"
+	FormatLogfmt = "logfmt"
+)
+
+// Start offsets accepted by Config.StartOffset.
+const (
+	StartEarliest = "earliest"
+	StartLatest   = "latest"
+)
+
+// Config configures the Kafka source and its decoder. Decode it from YAML strictly (unknown keys
+// are errors) on top of Default(), then call Validate.
+type Config struct {
+	// Brokers are the bootstrap brokers, "host:port". Default ["localhost:9092"]. One reachable
+	// broker is enough; listing more only helps when some are down at start.
+	Brokers []string `yaml:"brokers"`
+	// Topic is the topic to consume. Required.
+	Topic string `yaml:"topic"`
+	// GroupID is the consumer group. Required: offsets are committed to the group, and the
+	// group spreads partitions over several outlierd processes.
+	GroupID string `yaml:"group_id"`
+	// StartOffset is where a group without committed offsets starts: "earliest" (default:
+	// nothing already in the topic is skipped) or "latest" (only new records; less backlog at
+	// first start).
+	StartOffset string `yaml:"start_offset"`
+	// Format of the message values: "json" (default), "csv" (one line per message) or "logfmt".
+	Format string `yaml:"format"`
+	// Features are the fields read as features, in column order. JSON: dotted paths into nested
+	// objects ("sensor.temp"). CSV: names from CSVHeader, or 0-based column indices ("0", "3")
+	// when there is no header. logfmt: keys. Values must be numbers (JSON strings are refused,
+	// see json.go). Required; names must be distinct and may not start with "_" (reserved for
+	// the coordinate columns).
+	Features []string `yaml:"features"`
+	// CSVHeader names the CSV columns, in order (messages carry no header line). Optional: with
+	// it, fields may be named; without it, fields are 0-based indices. When set, every message
+	// must have exactly this many columns.
+	CSVHeader []string `yaml:"csv_header"`
+	// CSVDelimiter is the CSV field separator, one character. Default ",".
+	CSVDelimiter string `yaml:"csv_delimiter"`
+	// Uncertainty says where each feature's uncertainty (a standard deviation, in the feature's
+	// unit) comes from. Nil (default): no uncertainty columns; the algorithms for uncertain data
+	// then cannot run.
+	Uncertainty *Uncertainty `yaml:"uncertainty"`
+	// KeyField is a field whose value becomes the record key (_key): a string, or a number's
+	// text. Optional; by default the Kafka message key is used. When set, it must be present.
+	KeyField string `yaml:"key_field"`
+	// EventTimeField is a field holding the event time (_timestamp): an RFC 3339 string or
+	// integer epoch milliseconds (a JSON number, or for CSV/logfmt a value of only digits).
+	// Optional; by default the Kafka message timestamp is used. When set, it must be present.
+	EventTimeField string `yaml:"event_time_field"`
+	// BatchSize is the most records in one batch. Default 1000. Larger batches amortise
+	// per-batch work (GPU launches, commits) at the cost of latency and memory.
+	BatchSize int `yaml:"batch_size"`
+	// MaxWait is how long a batch stays open after its first record before it is closed short
+	// of BatchSize. Default 100ms. It bounds the latency added by batching at low traffic.
+	MaxWait time.Duration `yaml:"max_wait"`
+	// DeadLetterTopic receives the messages that cannot be decoded (the sink writes them, with
+	// the reason in a header). Optional: when empty, dead letters are logged and dropped. Must
+	// differ from Topic.
+	DeadLetterTopic string `yaml:"dead_letter_topic"`
+	// FetchMaxBytes is the most bytes one fetch request asks the broker for. Default 10 MiB.
+	// It must exceed the largest message; larger values cost memory per partition fetched.
+	FetchMaxBytes int `yaml:"fetch_max_bytes"`
+	// HeartbeatInterval is how often the group member heartbeats, which is also how soon it
+	// notices a rebalance. Default 3s; must be below SessionTimeout/3.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// SessionTimeout is how long the group coordinator waits without a heartbeat before it
+	// evicts this member and gives its partitions to others. Default 30s. Shorter: faster
+	// failover; longer: fewer spurious rebalances under GC or CPU pauses.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+}
+
+// Uncertainty says where the uncertainty of each feature comes from. For a feature f the first
+// of these that is set applies: Fields[f], then the field f+Suffix, then Default. When the field
+// is named but missing in a message, Default is used if set, else the message is a dead letter.
+// Uncertainties must be finite and >= 0.
+type Uncertainty struct {
+	// Suffix: the uncertainty of f is in the field f+Suffix (e.g. "_sd": temp -> temp_sd).
+	// With CSV, only when CSVHeader names the columns.
+	Suffix string `yaml:"suffix"`
+	// Fields maps a feature to the field holding its uncertainty, overriding Suffix.
+	Fields map[string]string `yaml:"fields"`
+	// Default is the uncertainty used when no field applies or the field is missing. Nil: no
+	// default (a missing field is an error).
+	Default *float64 `yaml:"default"`
+}
+
+// Default returns the configuration with every default filled in. Topic, GroupID and Features
+// have no default and must be set.
+func Default() Config {
+	return Config{
+		Brokers:           []string{"localhost:9092"},
+		StartOffset:       StartEarliest,
+		Format:            FormatJSON,
+		CSVDelimiter:      ",",
+		BatchSize:         1000,
+		MaxWait:           100 * time.Millisecond,
+		FetchMaxBytes:     10 << 20,
+		HeartbeatInterval: 3 * time.Second,
+		SessionTimeout:    30 * time.Second,
+	}
+}
+
+// maxBatchSize bounds BatchSize: one batch is one Arrow record held in memory end to end.
+const maxBatchSize = 1 << 20
+
+// Validate reports every problem of the configuration at once (errors.Join), each naming the
+// YAML key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	if len(c.Brokers) == 0 {
+		bad("brokers: at least one broker is required")
+	}
+	for i, b := range c.Brokers {
+		if host, port, err := net.SplitHostPort(b); err != nil || host == "" || !isPort(port) {
+			bad("brokers[%d]: %q is not host:port", i, b)
+		}
+	}
+	if c.Topic == "" {
+		bad("topic: required")
+	}
+	if c.GroupID == "" {
+		bad("group_id: required")
+	}
+	if c.StartOffset != StartEarliest && c.StartOffset != StartLatest {
+		bad("start_offset: %q is not %q or %q", c.StartOffset, StartEarliest, StartLatest)
+	}
+	if c.DeadLetterTopic != "" && c.DeadLetterTopic == c.Topic {
+		bad("dead_letter_topic: must differ from topic %q (a dead letter would be read again)", c.Topic)
+	}
+	if c.BatchSize < 1 || c.BatchSize > maxBatchSize {
+		bad("batch_size: %d is not in [1, %d]", c.BatchSize, maxBatchSize)
+	}
+	if c.MaxWait <= 0 {
+		bad("max_wait: %v must be positive", c.MaxWait)
+	}
+	if c.FetchMaxBytes < 1024 {
+		bad("fetch_max_bytes: %d is below 1024", c.FetchMaxBytes)
+	}
+	if c.HeartbeatInterval <= 0 {
+		bad("heartbeat_interval: %v must be positive", c.HeartbeatInterval)
+	}
+	if c.SessionTimeout < 3*c.HeartbeatInterval {
+		bad("session_timeout: %v must be at least 3 x heartbeat_interval (%v)", c.SessionTimeout, c.HeartbeatInterval)
+	}
+
+	formatOK := true
+	switch c.Format {
+	case FormatJSON, FormatLogfmt:
+		if len(c.CSVHeader) > 0 {
+			bad("csv_header: only for format %q", FormatCSV)
+		}
+	case FormatCSV:
+		if len([]rune(c.CSVDelimiter)) != 1 || c.CSVDelimiter == "\"" || c.CSVDelimiter == "\n" || c.CSVDelimiter == "\r" {
+			bad("csv_delimiter: %q must be one character other than a quote or a newline", c.CSVDelimiter)
+		} else if c.CSVDelimiter[0] >= 0x80 {
+			bad("csv_delimiter: %q must be an ASCII character", c.CSVDelimiter)
+		}
+		for i, h := range c.CSVHeader {
+			if h == "" {
+				bad("csv_header[%d]: empty name", i)
+			} else if slices.Index(c.CSVHeader, h) != i {
+				bad("csv_header[%d]: %q appears twice", i, h)
+			}
+		}
+	default:
+		formatOK = false
+		bad("format: %q is not one of %q, %q, %q", c.Format, FormatJSON, FormatCSV, FormatLogfmt)
+	}
+
+	if len(c.Features) == 0 {
+		bad("features: at least one feature is required")
+	}
+	columns := map[string]string{} // Arrow column name -> what claimed it
+	claim := func(col, what string) {
+		if prev, ok := columns[col]; ok {
+			bad("%s: column name %q is already used by %s", what, col, prev)
+			return
+		}
+		columns[col] = what
+	}
+	for i, f := range c.Features {
+		what := fmt.Sprintf("features[%d]", i)
+		switch {
+		case f == "":
+			bad("%s: empty name", what)
+			continue
+		case strings.HasPrefix(f, "_"):
+			bad("%s: %q starts with \"_\", reserved for the coordinate columns", what, f)
+			continue
+		}
+		claim(f, what)
+		if c.Uncertainty != nil {
+			claim(f+batch.UncertaintySuffix, what+" (its uncertainty column)")
+		}
+		if formatOK {
+			if err := c.checkField(f); err != nil {
+				bad("%s: %w", what, err)
+			}
+		}
+	}
+	if formatOK && c.KeyField != "" {
+		if err := c.checkField(c.KeyField); err != nil {
+			bad("key_field: %w", err)
+		}
+	}
+	if formatOK && c.EventTimeField != "" {
+		if err := c.checkField(c.EventTimeField); err != nil {
+			bad("event_time_field: %w", err)
+		}
+	}
+	if u := c.Uncertainty; u != nil {
+		if u.Suffix == "" && len(u.Fields) == 0 && u.Default == nil {
+			bad("uncertainty: set suffix, fields or default (or leave uncertainty out)")
+		}
+		if u.Default != nil && (math.IsNaN(*u.Default) || math.IsInf(*u.Default, 0) || *u.Default < 0) {
+			bad("uncertainty.default: %v must be finite and >= 0", *u.Default)
+		}
+		if u.Suffix != "" && c.Format == FormatCSV && len(c.CSVHeader) == 0 {
+			bad("uncertainty.suffix: needs csv_header (CSV columns without a header are indices)")
+		}
+		for _, f := range slices.Sorted(maps.Keys(u.Fields)) {
+			if !slices.Contains(c.Features, f) {
+				bad("uncertainty.fields: %q is not a feature", f)
+			} else if formatOK {
+				if err := c.checkField(u.Fields[f]); err != nil {
+					bad("uncertainty.fields[%q]: %w", f, err)
+				}
+			}
+		}
+		if u.Suffix == "" && u.Default == nil {
+			for _, f := range c.Features {
+				if _, ok := u.Fields[f]; !ok && f != "" {
+					bad("uncertainty: feature %q has no uncertainty field (fields or suffix) and there is no default", f)
+				}
+			}
+		}
+		if formatOK && u.Suffix != "" && !(c.Format == FormatCSV && len(c.CSVHeader) == 0) {
+			for _, f := range c.Features {
+				if _, explicit := u.Fields[f]; explicit || f == "" {
+					continue
+				}
+				// Only a configured CSV header can tell that the suffixed column does not exist.
+				if c.Format == FormatCSV && u.Default == nil && !slices.Contains(c.CSVHeader, f+u.Suffix) {
+					bad("uncertainty.suffix: column %q (for feature %q) is not in csv_header and there is no default", f+u.Suffix, f)
+				}
+			}
+		}
+	}
+	if formatOK && c.Format == FormatJSON {
+		if err := checkJSONPaths(c.allFields()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkField checks that name can address a field in the configured format.
+func (c *Config) checkField(name string) error {
+	switch c.Format {
+	case FormatCSV:
+		if _, err := c.csvColumn(name); err != nil {
+			return err
+		}
+	case FormatJSON:
+		for _, seg := range strings.Split(name, ".") {
+			if seg == "" {
+				return fmt.Errorf("%q has an empty path segment", name)
+			}
+		}
+	case FormatLogfmt:
+		if name == "" || strings.ContainsAny(name, " =\"\t\n\r") {
+			return fmt.Errorf("%q is not a logfmt key (no spaces, '=' or quotes)", name)
+		}
+	}
+	return nil
+}
+
+// csvColumn resolves a CSV field: a csv_header name, else a 0-based index.
+func (c *Config) csvColumn(name string) (int, error) {
+	if i := slices.Index(c.CSVHeader, name); i >= 0 {
+		return i, nil
+	}
+	i, err := strconv.Atoi(name)
+	if err != nil || i < 0 || strconv.Itoa(i) != name {
+		if len(c.CSVHeader) > 0 {
+			return 0, fmt.Errorf("%q is neither a csv_header name nor a 0-based column index", name)
+		}
+		return 0, fmt.Errorf("%q is not a 0-based column index (set csv_header to use names)", name)
+	}
+	if len(c.CSVHeader) > 0 && i >= len(c.CSVHeader) {
+		return 0, fmt.Errorf("column index %d is beyond csv_header's %d columns", i, len(c.CSVHeader))
+	}
+	return i, nil
+}
+
+// allFields lists every field the decoder reads (features, uncertainty fields, key, event
+// time), for the JSON path conflict check.
+func (c *Config) allFields() []string {
+	var out []string
+	for _, f := range c.Features {
+		if f == "" {
+			continue
+		}
+		out = append(out, f)
+		if u := c.Uncertainty; u != nil {
+			if sd, ok := u.Fields[f]; ok {
+				out = append(out, sd)
+			} else if u.Suffix != "" {
+				out = append(out, f+u.Suffix)
+			}
+		}
+	}
+	if c.KeyField != "" {
+		out = append(out, c.KeyField)
+	}
+	if c.EventTimeField != "" {
+		out = append(out, c.EventTimeField)
+	}
+	return out
+}
+
+// checkJSONPaths refuses a path that is a strict prefix of another ("a" and "a.b"): the value
+// at "a" would have to be a number and an object at once.
+func checkJSONPaths(paths []string) error {
+	var errs []error
+	for _, p := range paths {
+		for _, q := range paths {
+			if strings.HasPrefix(q, p+".") {
+				errs = append(errs, fmt.Errorf("fields: JSON path %q is a prefix of %q (a value cannot be a number and an object)", p, q))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n > 0 && n < 65536
+}

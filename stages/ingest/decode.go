@@ -1,0 +1,297 @@
+package ingest
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Decoder turns one message value into feature values. A Decoder keeps scratch buffers and is
+// not safe for concurrent use; make one per goroutine with NewDecoder.
+type Decoder interface {
+	// Decode fills out from value, or returns a *FieldError or *SyntaxError saying precisely
+	// what is wrong. out must come from Config.NewDecoded (its slices sized for the config).
+	// On error out's contents are unspecified. out.Key may alias value or the decoder's
+	// buffers: it is valid until the next Decode call.
+	Decode(value []byte, out *Decoded) error
+}
+
+// Decoded is one decoded record.
+type Decoded struct {
+	// Values are the features, in Config.Features order; always finite.
+	Values []float32
+	// SD are the uncertainties, row-aligned with Values; nil without Config.Uncertainty.
+	// Always finite and >= 0.
+	SD []float32
+	// Key is the value of Config.KeyField when configured (HasKey true).
+	Key    []byte
+	HasKey bool
+	// EventTime is the value of Config.EventTimeField in Unix milliseconds, when configured
+	// (HasEventTime true).
+	EventTime    int64
+	HasEventTime bool
+}
+
+// NewDecoded returns a Decoded sized for the configuration.
+func (c *Config) NewDecoded() *Decoded {
+	d := &Decoded{Values: make([]float32, len(c.Features))}
+	if c.Uncertainty != nil {
+		d.SD = make([]float32, len(c.Features))
+	}
+	return d
+}
+
+// FieldError is a problem with one field of a record.
+type FieldError struct {
+	Field   string // the field as configured (a JSON path, CSV column, logfmt key)
+	Problem string // e.g. `missing`, `not a number: "abc"`, `NaN/Inf not allowed`
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("field %q: %s", e.Field, e.Problem) }
+
+// SyntaxError is a malformed message.
+type SyntaxError struct {
+	Format string // "JSON", "CSV" or "logfmt"
+	Offset int    // 0-based byte offset in the message value
+	Msg    string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("invalid %s at byte %d: %s", e.Format, e.Offset, e.Msg)
+}
+
+// NewDecoder validates the configuration and returns the decoder for its format.
+func NewDecoder(cfg Config) (Decoder, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("ingest: invalid config: %w", err)
+	}
+	p := newPlan(&cfg)
+	switch cfg.Format {
+	case FormatJSON:
+		return newJSONDecoder(p), nil
+	case FormatCSV:
+		return newCSVDecoder(&cfg, p), nil
+	case FormatLogfmt:
+		return newLogfmtDecoder(p), nil
+	}
+	return nil, fmt.Errorf("ingest: unknown format %q", cfg.Format)
+}
+
+// role is what a field is read for.
+type role uint8
+
+const (
+	roleFeature role = iota
+	roleSD
+	roleKey
+	roleTime
+)
+
+// slot is one field the decoder reads.
+type slot struct {
+	field string // as configured
+	role  role
+	idx   int // feature index for roleFeature and roleSD
+}
+
+// plan lists the fields a decoder reads, in the order missing fields are reported: each feature
+// followed by its uncertainty field, then the key, then the event time.
+type plan struct {
+	slots []slot
+	// sdDefault[i] is the uncertainty of feature i when its field is missing or not configured;
+	// NaN when there is none (then a missing field is an error). Nil without uncertainty.
+	sdDefault []float32
+	// constSD lists the features whose uncertainty has no field: always the default.
+	constSD []int
+}
+
+func newPlan(c *Config) *plan {
+	p := &plan{}
+	if u := c.Uncertainty; u != nil {
+		def := float32(math.NaN())
+		if u.Default != nil {
+			def = float32(*u.Default)
+		}
+		p.sdDefault = make([]float32, len(c.Features))
+		for i := range p.sdDefault {
+			p.sdDefault[i] = def
+		}
+	}
+	for i, f := range c.Features {
+		p.slots = append(p.slots, slot{field: f, role: roleFeature, idx: i})
+		if u := c.Uncertainty; u != nil {
+			if sd, ok := u.Fields[f]; ok {
+				p.slots = append(p.slots, slot{field: sd, role: roleSD, idx: i})
+			} else if u.Suffix != "" {
+				p.slots = append(p.slots, slot{field: f + u.Suffix, role: roleSD, idx: i})
+			} else {
+				p.constSD = append(p.constSD, i)
+			}
+		}
+	}
+	if c.KeyField != "" {
+		p.slots = append(p.slots, slot{field: c.KeyField, role: roleKey})
+	}
+	if c.EventTimeField != "" {
+		p.slots = append(p.slots, slot{field: c.EventTimeField, role: roleTime})
+	}
+	return p
+}
+
+// finish fills defaults for the slots not found and reports the first missing field. found is
+// indexed like p.slots.
+func (p *plan) finish(found []bool, out *Decoded) error {
+	for _, i := range p.constSD {
+		out.SD[i] = p.sdDefault[i] // Validate made sure a default exists
+	}
+	for i, s := range p.slots {
+		if found[i] {
+			continue
+		}
+		if s.role == roleSD && !math.IsNaN(float64(p.sdDefault[s.idx])) {
+			out.SD[s.idx] = p.sdDefault[s.idx]
+			continue
+		}
+		return &FieldError{Field: s.field, Problem: "missing"}
+	}
+	return nil
+}
+
+// setNumber stores a parsed number for slot s, checking the float32 range and, for an
+// uncertainty, the sign. raw is the text shown in messages.
+func setNumber(s *slot, v float64, out *Decoded) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return &FieldError{Field: s.field, Problem: "NaN/Inf not allowed"}
+	}
+	if math.Abs(v) > math.MaxFloat32 {
+		return &FieldError{Field: s.field, Problem: fmt.Sprintf("out of float32 range: %g", v)}
+	}
+	switch s.role {
+	case roleFeature:
+		out.Values[s.idx] = float32(v)
+	case roleSD:
+		if v < 0 {
+			return &FieldError{Field: s.field, Problem: fmt.Sprintf("uncertainty must be >= 0: %g", v)}
+		}
+		out.SD[s.idx] = float32(v)
+	}
+	return nil
+}
+
+// setText stores a field given as text (CSV, logfmt, or a JSON string for key and time) for
+// slot s. For features and uncertainties the text must be a decimal number.
+func setText(s *slot, text []byte, out *Decoded) error {
+	switch s.role {
+	case roleKey:
+		out.Key, out.HasKey = text, true
+		return nil
+	case roleTime:
+		ms, err := parseEventTime(text)
+		if err != nil {
+			return &FieldError{Field: s.field, Problem: err.Error()}
+		}
+		out.EventTime, out.HasEventTime = ms, true
+		return nil
+	}
+	v, err := parseDecimal(text)
+	if err != nil {
+		return &FieldError{Field: s.field, Problem: err.Error()}
+	}
+	return setNumber(s, v, out)
+}
+
+// parseDecimal parses a decimal floating-point number: optional sign, digits with an optional
+// fraction, optional exponent. strconv.ParseFloat alone would also take hex floats ("0x1p3"),
+// underscores and "infinity", which no producer of sensor data means; NaN and Inf spelled out
+// get their own message because they are a common producer bug.
+func parseDecimal(text []byte) (float64, error) {
+	text = trimSpace(text)
+	if len(text) == 0 {
+		return 0, fmt.Errorf("not a number: empty")
+	}
+	digits := false
+	for i, c := range text {
+		switch {
+		case c >= '0' && c <= '9':
+			digits = true
+		case c == '.' || c == 'e' || c == 'E':
+		case (c == '+' || c == '-') && (i == 0 || text[i-1] == 'e' || text[i-1] == 'E'):
+		default:
+			if isNaNOrInf(text) {
+				return 0, fmt.Errorf("NaN/Inf not allowed")
+			}
+			return 0, fmt.Errorf("not a number: %s", quoteShort(text))
+		}
+	}
+	if !digits {
+		return 0, fmt.Errorf("not a number: %s", quoteShort(text))
+	}
+	v, err := strconv.ParseFloat(string(text), 64)
+	if err != nil {
+		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+			return 0, fmt.Errorf("out of range: %s", quoteShort(text))
+		}
+		return 0, fmt.Errorf("not a number: %s", quoteShort(text))
+	}
+	return v, nil
+}
+
+// isNaNOrInf reports whether text spells NaN or an infinity the way producers print them.
+func isNaNOrInf(text []byte) bool {
+	s := string(text)
+	if len(s) > 0 && (s[0] == '+' || s[0] == '-') {
+		s = s[1:]
+	}
+	switch len(s) {
+	case 3, 8:
+		v, err := strconv.ParseFloat(s, 64)
+		return err == nil && (math.IsNaN(v) || math.IsInf(v, 0))
+	}
+	return false
+}
+
+// parseEventTime parses integer epoch milliseconds (only digits, optional leading '-') or an
+// RFC 3339 time, into Unix milliseconds.
+func parseEventTime(text []byte) (int64, error) {
+	text = trimSpace(text)
+	allDigits := len(text) > 0
+	for i, c := range text {
+		if !(c >= '0' && c <= '9' || c == '-' && i == 0 && len(text) > 1) {
+			allDigits = false
+			break
+		}
+	}
+	if allDigits {
+		ms, err := strconv.ParseInt(string(text), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("epoch milliseconds out of range: %s", quoteShort(text))
+		}
+		return ms, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(text))
+	if err != nil {
+		return 0, fmt.Errorf("not an RFC 3339 time or epoch milliseconds: %s", quoteShort(text))
+	}
+	return t.UnixMilli(), nil
+}
+
+// quoteShort quotes b for an error message, cut to 40 bytes so a huge field cannot flood the
+// logs or the dead-letter reason.
+func quoteShort(b []byte) string {
+	const max = 40
+	if len(b) > max {
+		return strconv.Quote(string(b[:max])) + "..."
+	}
+	return strconv.Quote(string(b))
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}

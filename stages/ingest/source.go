@@ -1,0 +1,261 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/pipeline/checkpoint"
+)
+
+// fetchLongPoll is how long the broker holds a fetch request open waiting for data (kafka-go's
+// ReaderConfig.MaxWait). With MinBytes 1 a fetch returns as soon as any record exists, so this
+// only bounds idle polling; it is not the batch latency (that is Config.MaxWait).
+const fetchLongPoll = 500 * time.Millisecond
+
+// Source reads the configured topic through a consumer group and yields decoded batches.
+//
+// Goroutines: the Source starts none of its own; Next and Commit run on their callers'
+// goroutines. The kafka-go Reader inside starts its own (group membership and heartbeats, the
+// commit loop, one fetcher per assigned partition); Close stops all of them and waits for them.
+//
+// Delivery: at least once. Every fetched message (decoded or dead letter) is registered with the
+// Checkpointer; whoever finishes a record (the sink, after the broker acknowledged its output)
+// marks it done, and Commit commits per partition only the offset below which all records are
+// done. After a crash or rebalance, records not committed are read again.
+//
+// Rebalances: kafka-go's Reader re-reads a partition from its committed offset when it is
+// assigned again and has no revocation callback. Next therefore treats an offset at or below
+// the last one registered for a partition as "this partition was revoked and reassigned":
+// it revokes the partition in the Checkpointer (late acks for the old fetches are ignored) and
+// starts tracking it afresh. A partition that moved to another group member keeps its last
+// committable offset here; committing it again is harmless (at most re-delivery to the new
+// owner), never a loss.
+type Source struct {
+	cfg    Config
+	cp     *checkpoint.Checkpointer
+	log    zerolog.Logger
+	reader *kafka.Reader
+
+	// nextMu serialises Next and the builder's release in Close.
+	nextMu  sync.Mutex
+	dec     Decoder
+	decoded *Decoded
+	builder *Builder
+	// deferred is a fetch error met after some records of a batch were already fetched: that
+	// batch is returned first and the error on the following call.
+	deferred error
+
+	// commitMu guards committed: the offset last committed per partition, so Commit sends only
+	// what moved.
+	commitMu  sync.Mutex
+	committed map[int]int64
+}
+
+// NewSource validates cfg and connects a consumer-group reader (the connection itself is made
+// lazily by the first Next). cp tracks this source's records and must not be shared with
+// another topic; alloc provides the batches' Arrow buffers.
+func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, log zerolog.Logger) (*Source, error) {
+	if cp == nil || alloc == nil {
+		return nil, errors.New("ingest: NewSource needs a checkpointer and an allocator")
+	}
+	dec, err := NewDecoder(cfg) // validates cfg
+	if err != nil {
+		return nil, err
+	}
+	start := kafka.FirstOffset
+	if cfg.StartOffset == StartLatest {
+		start = kafka.LastOffset
+	}
+	log = log.With().Str("stage", "ingest").Str("topic", cfg.Topic).Str("group", cfg.GroupID).Logger()
+	rc := kafka.ReaderConfig{
+		Brokers:  append([]string(nil), cfg.Brokers...),
+		GroupID:  cfg.GroupID,
+		Topic:    cfg.Topic,
+		MinBytes: 1,
+		MaxBytes: cfg.FetchMaxBytes,
+		MaxWait:  fetchLongPoll,
+		// A batch's worth of messages prefetched, so a batch rarely waits on the network.
+		QueueCapacity:     cfg.BatchSize,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+		SessionTimeout:    cfg.SessionTimeout,
+		// Synchronous commits: Commit returns once the broker has the offsets, so the caller
+		// knows what is durable. (A non-zero interval would make CommitMessages fire-and-forget.)
+		CommitInterval: 0,
+		StartOffset:    start,
+		Logger: kafka.LoggerFunc(func(msg string, args ...any) {
+			log.Debug().Msgf(msg, args...)
+		}),
+		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
+			log.Warn().Msgf(msg, args...)
+		}),
+	}
+	if err := rc.Validate(); err != nil {
+		return nil, fmt.Errorf("ingest: reader config: %w", err)
+	}
+	return &Source{
+		cfg:       cfg,
+		cp:        cp,
+		log:       log,
+		reader:    kafka.NewReader(rc),
+		dec:       dec,
+		decoded:   cfg.NewDecoded(),
+		builder:   NewBuilder(alloc, cfg.Topic, cfg.Features, cfg.Uncertainty != nil, cfg.BatchSize),
+		committed: map[int]int64{},
+	}, nil
+}
+
+// Next returns the next batch and the dead letters met while filling it. It blocks until at
+// least one message arrives, then collects until Config.BatchSize messages or Config.MaxWait
+// after the first one, whichever comes first. Either the batch (nil when every message was a
+// dead letter) or the dead letters may be empty, not both. The caller owns the batch (and
+// releases its Record); every record and dead letter returned is registered with the
+// Checkpointer, and must be marked done there once processed (a dead letter once written to
+// the dead-letter topic, or logged when there is none).
+//
+// When ctx ends, or the fetch fails, after some messages were fetched, Next returns them
+// (with a nil error) and reports the error on the next call; with nothing fetched it returns
+// the error (ctx.Err() or a fetch error; io.EOF wrapped after Close). Not safe for concurrent
+// use with itself; Commit and Close may be called concurrently.
+func (s *Source) Next(ctx context.Context) (*batch.Batch, []batch.DeadLetter, error) {
+	s.nextMu.Lock()
+	defer s.nextMu.Unlock()
+	if s.builder == nil {
+		return nil, nil, fmt.Errorf("ingest: next: source closed")
+	}
+	if err := s.deferred; err != nil {
+		s.deferred = nil
+		return nil, nil, err
+	}
+	var (
+		dead    []batch.DeadLetter
+		fetched int
+		fctx    = ctx // batch-window context once the first message is in
+	)
+	for fetched < s.cfg.BatchSize {
+		m, err := s.reader.FetchMessage(fctx)
+		if err != nil {
+			if fetched > 0 && ctx.Err() == nil && fctx.Err() != nil {
+				break // MaxWait elapsed: close the batch short
+			}
+			err = fmt.Errorf("ingest: fetch from %s: %w", s.cfg.Topic, err)
+			if fetched > 0 {
+				s.deferred = err
+				break
+			}
+			return nil, nil, err
+		}
+		if fetched == 0 {
+			var cancel context.CancelFunc
+			fctx, cancel = context.WithTimeout(ctx, s.cfg.MaxWait)
+			defer cancel()
+		}
+		fetched++
+		s.track(m)
+		if err := s.dec.Decode(m.Value, s.decoded); err != nil {
+			dead = append(dead, batch.DeadLetter{
+				Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
+				Key: m.Key, Value: m.Value, Time: m.Time, Reason: err.Error(),
+			})
+			continue
+		}
+		key := m.Key
+		if s.decoded.HasKey {
+			// Decoded.Key is only valid until the next Decode; Append copies it.
+			key = s.decoded.Key
+		}
+		ts := m.Time
+		if s.decoded.HasEventTime {
+			ts = time.UnixMilli(s.decoded.EventTime)
+		}
+		if err := s.builder.Append(s.decoded, int32(m.Partition), m.Offset, key, ts, m.Value); err != nil {
+			// Cannot happen with a decoder and builder made from the same config; a dead letter
+			// keeps the record visible rather than dropping it.
+			dead = append(dead, batch.DeadLetter{
+				Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
+				Key: m.Key, Value: m.Value, Time: m.Time, Reason: err.Error(),
+			})
+		}
+	}
+	return s.builder.Build(), dead, nil
+}
+
+// track registers a fetched message with the checkpointer, handling the re-reads that follow
+// a rebalance (see Source).
+func (s *Source) track(m kafka.Message) {
+	err := s.cp.Register(m.Partition, m.Offset)
+	if err == nil {
+		return
+	}
+	if !errors.Is(err, checkpoint.ErrOffsetRegression) {
+		// Only negative coordinates fail otherwise, which Kafka never sends.
+		s.log.Error().Err(err).Int("partition", m.Partition).Int64("offset", m.Offset).Msg("checkpoint refused a record")
+		return
+	}
+	s.log.Info().Int("partition", m.Partition).Int64("offset", m.Offset).
+		Msg("partition read again from an earlier offset (rebalance); dropping its in-flight state")
+	s.cp.Revoke(m.Partition)
+	s.commitMu.Lock()
+	delete(s.committed, m.Partition)
+	s.commitMu.Unlock()
+	if err := s.cp.Register(m.Partition, m.Offset); err != nil {
+		s.log.Error().Err(err).Int("partition", m.Partition).Msg("checkpoint refused a record after revocation")
+	}
+}
+
+// Commit commits to the group, for each partition, the offset below which every record is
+// done (Checkpointer.Committable), skipping partitions whose offset has not moved since the
+// last successful Commit. It blocks until the broker acknowledged the commit or ctx ends, and
+// returns what was committed (nil when nothing moved). Safe to call concurrently with Next.
+func (s *Source) Commit(ctx context.Context) (map[int]int64, error) {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	var msgs []kafka.Message
+	var sent map[int]int64
+	for p, off := range s.cp.Committable() {
+		if last, ok := s.committed[p]; ok && last == off {
+			continue
+		}
+		if sent == nil {
+			sent = map[int]int64{}
+		}
+		sent[p] = off
+		// kafka-go commits Offset+1 of the message it is given (commit.go makeCommit), and
+		// Committable already is the next offset to read: hand it the offset before.
+		msgs = append(msgs, kafka.Message{Topic: s.cfg.Topic, Partition: p, Offset: off - 1})
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	if err := s.reader.CommitMessages(ctx, msgs...); err != nil {
+		return nil, fmt.Errorf("ingest: commit offsets %v: %w", sent, err)
+	}
+	for p, off := range sent {
+		s.committed[p] = off
+	}
+	return sent, nil
+}
+
+// Close leaves the consumer group, stops the reader's goroutines and frees the builder. A Next
+// blocked in a fetch returns an error. Commit what is done before closing: commits after Close
+// fail.
+func (s *Source) Close() error {
+	err := s.reader.Close() // first: unblocks a Next waiting in FetchMessage
+	s.nextMu.Lock()
+	if s.builder != nil {
+		s.builder.Release()
+		s.builder = nil
+	}
+	s.nextMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("ingest: close reader: %w", err)
+	}
+	return nil
+}
