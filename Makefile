@@ -1,0 +1,51 @@
+# outlierd: make demo (the main job on an embedded default), make test (every test).
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/outlierd
+# Fuzz time per target inside `make test` (the full fuzz run is `make fuzz FUZZTIME=5m`).
+FUZZTIME ?= 5s
+
+.PHONY: all build test vet unit fuzz bench demo cuda cuda-check clean kafka-start kafka-stop
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/outlierd
+
+# test: formatting and vet, then every package's tests with a real local Apache Kafka broker up
+# (started by .ci/kafka.sh, stopped on exit; tests that need it read KAFKA_BOOTSTRAP), then
+# each fuzz target briefly.
+test: vet unit fuzz
+
+vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+unit:
+	.ci/with-kafka.sh $(GO) test -count=1 -timeout 40m ./...
+
+# Each fuzz target runs alone (go test -fuzz takes one target per package per run).
+FUZZ_TARGETS := $(shell grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | sort)
+fuzz:
+	@for f in $(FUZZ_TARGETS); do \
+	  dir=$$(dirname $$f); \
+	  for t in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | sed 's/^func //'); do \
+	    echo "fuzz $$dir $$t ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./$$dir >/tmp/outlierd-fuzz.log 2>&1 || { cat /tmp/outlierd-fuzz.log; exit 1; }; \
+	  done; \
+	done
+
+# bench: the figures of docs/BENCHMARKS.md (one run each; see that file for the commands of each row).
+bench:
+	.ci/with-kafka.sh $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
+
+demo:
+	$(GO) run ./cmd/outlierd demo
+
+kafka-start:
+	.ci/kafka.sh start
+kafka-stop:
+	.ci/kafka.sh stop
+
+clean:
+	rm -rf bin .gpubuild
