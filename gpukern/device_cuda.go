@@ -20,6 +20,9 @@ var knnPTX string
 //go:embed microcluster.ptx
 var microclusterPTX string
 
+//go:embed solvingset.ptx
+var solvingsetPTX string
+
 // modules lists the embedded PTX modules and the kernels each one exports.
 var modules = []struct {
 	name, ptx string
@@ -27,6 +30,7 @@ var modules = []struct {
 }{
 	{"knn", knnPTX, []string{"knn_weights"}},
 	{"microcluster", microclusterPTX, []string{"assign_nearest", "cf_reduce_chunk", "cf_finalize"}},
+	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_candnn", "ss_select"}},
 }
 
 // Available reports whether a CUDA device can be used and, if not, why.
@@ -201,6 +205,8 @@ func (d *Device) launch(kernel string, grid, block [3]int, shared int, params ..
 			ptrs[i] = unsafe.Pointer(&v)
 		case float64:
 			ptrs[i] = unsafe.Pointer(&v)
+		case uint64:
+			ptrs[i] = unsafe.Pointer(&v)
 		default:
 			return fmt.Errorf("kernel %s: parameter %d has type %T; only 8-byte DevicePtr, int64, float64 are safe with cu v0.9.6", kernel, i, p)
 		}
@@ -329,3 +335,6 @@ func flatten(cols [][]float32) []float32 {
 	}
 	return out
 }
+
+// unsafePtr32 is the address of s[0] for a host-to-device copy (s must not be empty).
+func unsafePtr32(s []int32) unsafe.Pointer { return unsafe.Pointer(&s[0]) }

@@ -46,3 +46,7 @@ func (d *Device) reduce(means, sds [][]float32, assign []int32, n, q int) (*Clus
 func (d *Device) cluster(means, sds *Columns, centroids [][]float32, q, iterations int, assign []int32) (*ClusterFeatures, error) {
 	return nil, fmt.Errorf("gpukern.Cluster: %w", errNoCUDA)
 }
+
+func (d *Device) solvingSet(cols [][]float32, rows int, p SolvingSetParams) (SolvingSetResult, error) {
+	return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: %w", errNoCUDA)
+}

@@ -1,0 +1,246 @@
+package gpukern
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// SolvingSetParams are the parameters of SolvingSet in the papers' names (solvingset.Params
+// without the worker knob).
+type SolvingSetParams struct {
+	// K is the number of nearest neighbours summed into a weight; 1 <= K < rows, K <= KNNMaxK.
+	K int
+	// N is the number of top outliers wanted; 1 <= N <= rows. Ties at w* may return more.
+	N int
+	// M is the number of candidates per iteration; M >= 1, and M*(dims+1) <= 12288 so that the
+	// candidates fit in a block's shared memory.
+	M int
+	// Seed seeds the random draw of the first M candidates (the CPU twin's draw).
+	Seed uint64
+}
+
+// Outlier is one top-n outlier: its row in the input and its exact weight w_k(row, D).
+type Outlier struct {
+	Row    int
+	Weight float64
+}
+
+// SolvingSetResult is the outcome of SolvingSet, field for field solvingset.Result without the
+// distance count.
+type SolvingSetResult struct {
+	// Outliers holds every row with weight >= WStar, by weight descending, ties by row ascending.
+	Outliers []Outlier
+	// WStar is w*, the weight of the n-th outlier.
+	WStar float64
+	// SolvingSet holds the rows of the solving set S in the order they became candidates.
+	SolvingSet []int
+	// Iterations is the number of iterations.
+	Iterations int
+}
+
+// ssMaxShared is the shared memory (bytes) the candidates of one iteration may take in ss_dtoc.
+const ssMaxShared = 48 * 1024
+
+// SolvingSet runs the SolvingSet algorithm (ALGORITHMS.md §1) on the device and returns the exact
+// top-n outliers, w* and the solving set: the same result as solvingset.SolvingSet (same weights
+// bit for bit, same candidates in the same order), because every distance, upper bound, pruning
+// test and selection follows the CPU twin's arithmetic and order. cols is column-major float32,
+// finite. Device memory: about rows*(4*dims + 4*K + 4*M + 16) bytes.
+func SolvingSet(d *Device, cols [][]float32, p SolvingSetParams) (SolvingSetResult, error) {
+	rows, err := columnsShape("cols", cols)
+	if err != nil {
+		return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: %w", err)
+	}
+	if err := p.validate(rows, len(cols)); err != nil {
+		return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: %w", err)
+	}
+	for j, c := range cols {
+		for i, v := range c {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: row %d dimension %d is %v: data must be finite", i, j, v)
+			}
+		}
+	}
+	return d.solvingSet(cols, rows, p)
+}
+
+func (p SolvingSetParams) validate(rows, dims int) error {
+	var errs []error
+	if rows < 2 {
+		errs = append(errs, fmt.Errorf("need at least 2 rows, got %d", rows))
+	}
+	if rows > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("at most %d rows, got %d", math.MaxInt32, rows))
+	}
+	if p.K < 1 || p.K >= rows || p.K > KNNMaxK {
+		errs = append(errs, fmt.Errorf("need 1 <= k < rows (%d) and k <= %d, got k=%d", rows, KNNMaxK, p.K))
+	}
+	if p.N < 1 || p.N > rows {
+		errs = append(errs, fmt.Errorf("need 1 <= n <= rows (%d), got n=%d", rows, p.N))
+	}
+	if p.M < 1 {
+		errs = append(errs, fmt.Errorf("need m >= 1, got m=%d", p.M))
+	} else if min(p.M, rows)*(dims+1)*4 > ssMaxShared {
+		errs = append(errs, fmt.Errorf("m=%d candidates of %d dimensions exceed the %d B of shared memory; use m <= %d",
+			p.M, dims, ssMaxShared, ssMaxShared/4/(dims+1)))
+	}
+	if dims > MaxDims {
+		errs = append(errs, fmt.Errorf("%d dimensions, at most %d supported", dims, MaxDims))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid parameters: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// pruneMargin is solvingset's margin (1 + (4k+4)u, u = 2^-53) that keeps pruning exact although
+// upper bounds are plain sums in heap order and weights are ascending sums.
+func pruneMargin(k int) float64 { return 1 + float64(4*k+4)*0x1p-53 }
+
+// firstCandidates is the CPU twin's draw of the first m candidates: a partial Fisher-Yates
+// shuffle from a PCG stream (seed, 0x5851f42d4c957f2d), remembering only displaced positions.
+// It must stay identical to solvingset's newSolver (the parity test compares the solving sets).
+func firstCandidates(rows, m int, seed uint64) []int {
+	r := rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))
+	moved := make(map[int]int, m)
+	at := func(i int) int {
+		if v, ok := moved[i]; ok {
+			return v
+		}
+		return i
+	}
+	first := make([]int, m)
+	for i := range m {
+		j := i + r.IntN(rows-i)
+		vi, vj := at(i), at(j)
+		moved[i], moved[j] = vj, vi
+		first[i] = vj
+	}
+	return first
+}
+
+// outHeap is OUT: a min-heap of the n largest weights offered (solvingset's outHeap).
+type outHeap struct {
+	n int
+	w []float64
+}
+
+// min is minOUT: the smallest of the n largest weights, 0 until n weights have been offered.
+func (o *outHeap) min() float64 {
+	if len(o.w) < o.n {
+		return 0
+	}
+	return o.w[0]
+}
+
+func (o *outHeap) offer(x float64) {
+	h := o.w
+	if len(h) < o.n {
+		h = append(h, x)
+		for i := len(h) - 1; i > 0; {
+			p := (i - 1) / 2
+			if h[p] <= h[i] {
+				break
+			}
+			h[p], h[i] = h[i], h[p]
+			i = p
+		}
+		o.w = h
+		return
+	}
+	if x <= h[0] {
+		return
+	}
+	h[0] = x
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= len(h) {
+			break
+		}
+		if r := c + 1; r < len(h) && h[r] < h[c] {
+			c = r
+		}
+		if h[i] <= h[c] {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+}
+
+// mergeTopM is the second level of the top-m selection: lists holds blocks of `take` (key, index)
+// pairs, each sorted best first (key descending, index ascending; key < 0 = inactive); it returns
+// the m best indices overall in that order (a k-way merge over the list heads).
+func mergeTopM(keys []float64, idx []int32, take, m int) []int {
+	type head struct {
+		key float64
+		idx int32
+		pos int // position in keys/idx
+		end int
+	}
+	better := func(a, b head) bool { return a.key > b.key || (a.key == b.key && a.idx < b.idx) }
+	var h []head
+	for b := 0; b*take < len(keys); b++ {
+		if keys[b*take] >= 0 {
+			h = append(h, head{keys[b*take], idx[b*take], b * take, (b + 1) * take})
+		}
+	}
+	// A binary heap with the best head on top.
+	down := func(i int) {
+		for {
+			c := 2*i + 1
+			if c >= len(h) {
+				return
+			}
+			if r := c + 1; r < len(h) && better(h[r], h[c]) {
+				c = r
+			}
+			if !better(h[c], h[i]) {
+				return
+			}
+			h[i], h[c] = h[c], h[i]
+			i = c
+		}
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	out := make([]int, 0, m)
+	for len(out) < m && len(h) > 0 {
+		top := h[0]
+		out = append(out, int(top.idx))
+		if n := top.pos + 1; n < top.end && keys[n] >= 0 {
+			h[0] = head{keys[n], idx[n], n, top.end}
+		} else {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		}
+		down(0)
+	}
+	return out
+}
+
+// finish builds the result from the candidates' exact weights (solvingset's run, final part).
+func finish(weights []Outlier, out *outHeap, sset []int, iter int) (SolvingSetResult, error) {
+	if len(out.w) < out.n {
+		return SolvingSetResult{}, fmt.Errorf("internal error: %d weights for n=%d", len(out.w), out.n)
+	}
+	wstar := out.min()
+	var outliers []Outlier
+	for _, o := range weights {
+		if o.Weight >= wstar {
+			outliers = append(outliers, o)
+		}
+	}
+	slices.SortFunc(outliers, func(a, b Outlier) int {
+		if c := cmp.Compare(b.Weight, a.Weight); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Row, b.Row)
+	})
+	return SolvingSetResult{Outliers: outliers, WStar: wstar, SolvingSet: sset, Iterations: iter}, nil
+}

@@ -1,0 +1,148 @@
+//go:build cuda
+
+package gpukern
+
+import (
+	"errors"
+	"fmt"
+
+	"gorgonia.org/cu"
+)
+
+const (
+	ssCandNNThreads = 256  // threads per ss_candnn block (a power of two: tree merge)
+	ssSelectSlice   = 2048 // points per ss_select block (SEL_SLICE in solvingset.cu)
+	ssSelectThreads = 1024 // SEL_THREADS
+)
+
+// ssBuffers are the device buffers of one SolvingSet run.
+type ssBuffers struct {
+	x, heap, ub, state                              cu.DevicePtr
+	cand, candX, candHeap, candUB, candDone, weight cu.DevicePtr
+	distM, scratch, selKey, selIdx, active          cu.DevicePtr
+}
+
+func (b *ssBuffers) free() error {
+	return frees(b.x, b.heap, b.ub, b.state, b.cand, b.candX, b.candHeap, b.candUB, b.candDone,
+		b.weight, b.distM, b.scratch, b.selKey, b.selIdx, b.active)
+}
+
+func (d *Device) solvingSet(cols [][]float32, rows int, p SolvingSetParams) (SolvingSetResult, error) {
+	var res SolvingSetResult
+	err := d.do(func() (err error) {
+		var b ssBuffers
+		defer func() { err = errors.Join(err, b.free()) }()
+		res, err = d.runSolvingSet(&b, cols, rows, p)
+		return err
+	})
+	if err != nil {
+		return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: %w", err)
+	}
+	return res, nil
+}
+
+// runSolvingSet is the host loop; owner thread only.
+func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p SolvingSetParams) (SolvingSetResult, error) {
+	dims, k, m := len(cols), p.K, min(p.M, rows)
+	N, D, K, M := int64(rows), int64(dims), int64(k), int64(m)
+	blocks := (rows + ssSelectSlice - 1) / ssSelectSlice
+	take := min(m, ssSelectSlice)
+	var err error
+	if b.x, err = uploadCols("data", cols, rows); err != nil {
+		return SolvingSetResult{}, err
+	}
+	allocs := []struct {
+		p     *cu.DevicePtr
+		what  string
+		bytes int64
+	}{
+		{&b.heap, "LNN heaps", N * K * 4}, {&b.ub, "UB", N * 8}, {&b.state, "state", N * 4},
+		{&b.cand, "candidates", M * 4}, {&b.candX, "candidate coordinates", M * D * 4},
+		{&b.candHeap, "LNNC heaps", M * K * 4}, {&b.candUB, "UB_C", M * 8}, {&b.candDone, "done flags", M * 4},
+		{&b.weight, "weights", M * 8}, {&b.distM, "distance matrix", M * N * 4},
+		{&b.scratch, "CandNN scratch", M * ssCandNNThreads * K * 4},
+		{&b.selKey, "selection keys", int64(blocks*take) * 8}, {&b.selIdx, "selection indices", int64(blocks*take) * 4},
+		{&b.active, "active count", 8},
+	}
+	for _, a := range allocs {
+		if *a.p, err = alloc(a.what, a.bytes); err != nil {
+			return SolvingSetResult{}, err
+		}
+	}
+	margin := pruneMargin(k)
+	if err := d.launch("ss_init", [3]int{(rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
+		b.heap, b.ub, b.state, N, K); err != nil {
+		return SolvingSetResult{}, err
+	}
+	out := &outHeap{n: p.N}
+	var weights []Outlier
+	var sset []int
+	cand := firstCandidates(rows, m, p.Seed)
+	cand32 := make([]int32, m)
+	w := make([]float64, m)
+	done := make([]int32, m)
+	keys := make([]float64, blocks*take)
+	idx := make([]int32, blocks*take)
+	iter := 0
+	for len(cand) > 0 {
+		iter++
+		nc := len(cand)
+		NC := int64(nc)
+		sset = append(sset, cand...)
+		for j, c := range cand {
+			cand32[j] = int32(c)
+		}
+		minOUT := out.min()
+		if err := cu.MemcpyHtoD(b.cand, unsafePtr32(cand32), NC*4); err != nil {
+			return SolvingSetResult{}, fmt.Errorf("iteration %d: cuMemcpyHtoD(candidates): %w", iter, err)
+		}
+		steps := []struct {
+			kernel      string
+			grid, block int
+			shared      int
+			params      []any
+		}{
+			{"ss_gather", (nc + 127) / 128, 128, 0, []any{b.x, N, D, b.heap, K, b.cand, NC, b.state, b.candX, b.candHeap}},
+			{"ss_ctoc", (nc + 127) / 128, 128, 0, []any{b.candX, NC, D, K, b.candHeap, b.candUB, b.candDone, margin, minOUT}},
+			{"ss_dtoc", (rows + 255) / 256, 256, nc * (dims + 1) * 4, []any{b.x, N, D, b.candX, b.candDone, NC, K, b.state, b.heap, b.ub, b.distM, margin, minOUT}},
+			{"ss_candnn", nc, ssCandNNThreads, 0, []any{b.distM, N, K, b.candHeap, b.candDone, b.weight, b.scratch, margin, minOUT}},
+		}
+		for _, s := range steps {
+			if err := d.launch(s.kernel, [3]int{s.grid, 1, 1}, [3]int{s.block, 1, 1}, s.shared, s.params...); err != nil {
+				return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
+			}
+		}
+		if err := download("weights", w[:nc], b.weight); err != nil {
+			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
+		}
+		if err := download("done flags", done[:nc], b.candDone); err != nil {
+			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
+		}
+		// Step d: a candidate that is not done met every point: its weight is exact. A done one
+		// has UB_C * margin < minOUT, so on the CPU its (exact or partial) weight would not change
+		// OUT and would fall below w*: leaving it out changes nothing.
+		for j := range nc {
+			if done[j] == 0 {
+				weights = append(weights, Outlier{Row: cand[j], Weight: w[j]})
+				out.offer(w[j])
+			}
+		}
+		minOUT = out.min()
+		// Steps e, f: the next candidates, the m active points with the largest UB.
+		if err := cu.MemsetD8(b.active, 0, 8); err != nil {
+			return SolvingSetResult{}, fmt.Errorf("iteration %d: cuMemsetD8(active): %w", iter, err)
+		}
+		if err := d.launch("ss_select", [3]int{blocks, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0,
+			b.ub, b.state, N, M, margin, minOUT, b.selKey, b.selIdx, b.active); err != nil {
+			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
+		}
+		if err := download("selection keys", keys, b.selKey); err != nil {
+			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
+		}
+		if err := download("selection indices", idx, b.selIdx); err != nil {
+			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
+		}
+		cand = mergeTopM(keys, idx, take, m)
+	}
+	return finish(weights, out, sset, iter)
+}

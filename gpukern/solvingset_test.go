@@ -1,0 +1,131 @@
+package gpukern_test
+
+import (
+	"math"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/stages/ingest/synth"
+)
+
+// TestSolvingSetParity: the GPU returns the CPU twin's result exactly: the same top-n rows with
+// bit-identical weights, the same w*, and the same solving set in the same order (every distance,
+// upper bound, pruning test and candidate selection follows the same arithmetic and order).
+func TestSolvingSetParity(t *testing.T) {
+	d := openDevice(t)
+	cases := []struct {
+		name string
+		cols [][]float32
+		p    gpukern.SolvingSetParams
+	}{
+		{"g2d 30k", synth.G2D(30000, 11).Cols, gpukern.SolvingSetParams{K: 50, N: 10, M: 100, Seed: 1}},
+		{"g3d 20k k=5", synth.G3D(20000, 12).Cols, gpukern.SolvingSetParams{K: 5, N: 10, M: 100, Seed: 2}},
+		{"10-D 8k n=25 m=37", synth.Gaussian(8000, 10, 13).Cols, gpukern.SolvingSetParams{K: 10, N: 25, M: 37, Seed: 3}},
+		{"ties: 2-D grid", gridCols(60), gpukern.SolvingSetParams{K: 4, N: 7, M: 50, Seed: 4}},
+		{"k=1 m=1", synth.G2D(3000, 14).Cols, gpukern.SolvingSetParams{K: 1, N: 3, M: 1, Seed: 5}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			want, err := solvingset.SolvingSet(c.cols, solvingset.Params{K: c.p.K, N: c.p.N, M: c.p.M, Seed: c.p.Seed}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := gpukern.SolvingSet(d, c.cols, c.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Float64bits(got.WStar) != math.Float64bits(want.WStar) {
+				t.Errorf("w*: GPU %v, CPU %v", got.WStar, want.WStar)
+			}
+			if len(got.Outliers) != len(want.Outliers) {
+				t.Fatalf("GPU %d outliers, CPU %d\nGPU %v\nCPU %v", len(got.Outliers), len(want.Outliers), got.Outliers, want.Outliers)
+			}
+			for i, o := range want.Outliers {
+				g := got.Outliers[i]
+				if g.Row != o.Row || math.Float64bits(g.Weight) != math.Float64bits(o.Weight) {
+					t.Errorf("outlier %d: GPU row %d weight %v, CPU row %d weight %v", i, g.Row, g.Weight, o.Row, o.Weight)
+				}
+			}
+			if got.Iterations != want.Iterations || !slices.Equal(got.SolvingSet, want.SolvingSet) {
+				t.Errorf("solving set: GPU %d iterations |S|=%d, CPU %d iterations |S|=%d; first difference at %d",
+					got.Iterations, len(got.SolvingSet), want.Iterations, len(want.SolvingSet),
+					firstDiff(got.SolvingSet, want.SolvingSet[:min(len(want.SolvingSet), len(got.SolvingSet))]))
+			}
+		})
+	}
+}
+
+// gridCols is an n x n integer grid in 2-D: massive ties in distances, weights and UB.
+func gridCols(n int) [][]float32 {
+	cols := [][]float32{make([]float32, n*n), make([]float32, n*n)}
+	for i := range n * n {
+		cols[0][i], cols[1][i] = float32(i%n), float32(i/n)
+	}
+	return cols
+}
+
+func TestSolvingSetBadParams(t *testing.T) {
+	cols := synth.G2D(100, 1).Cols
+	nan := [][]float32{{0, 1, float32(math.NaN())}, {0, 1, 2}}
+	cases := []struct {
+		name string
+		cols [][]float32
+		p    gpukern.SolvingSetParams
+	}{
+		{"k=0", cols, gpukern.SolvingSetParams{K: 0, N: 1, M: 10}},
+		{"k=rows", cols, gpukern.SolvingSetParams{K: 100, N: 1, M: 10}},
+		{"n=0", cols, gpukern.SolvingSetParams{K: 5, N: 0, M: 10}},
+		{"m=0", cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 0}},
+		{"m too big", synth.Gaussian(20000, 10, 1).Cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 5000}},
+		{"NaN", nan, gpukern.SolvingSetParams{K: 1, N: 1, M: 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := gpukern.SolvingSet(nil, c.cols, c.p); err == nil {
+				t.Fatal("no error")
+			}
+		})
+	}
+}
+
+// BenchmarkSolvingSetG2D: the brief's target, g2d 1,000,000 x 2, n=10, k=50, m=100, through the
+// host entry point (upload included); the CPU twin on the same machine for the speed-up.
+func BenchmarkSolvingSet(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		data *synth.Data
+	}{
+		{"g2d-1M", synth.G2D(1_000_000, 1)},
+		{"gauss10d-1M", synth.Gaussian(1_000_000, 10, 2)},
+	} {
+		p := gpukern.SolvingSetParams{K: 50, N: 10, M: 100, Seed: 1}
+		b.Run("gpu-"+c.name, func(b *testing.B) {
+			d := openDevice(b)
+			res, err := gpukern.SolvingSet(d, c.data.Cols, p) // warm-up
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := gpukern.SolvingSet(d, c.data.Cols, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(res.Iterations), "iterations")
+			b.ReportMetric(float64(len(res.SolvingSet)), "|S|")
+		})
+		b.Run("cpu-"+c.name, func(b *testing.B) {
+			if ok, _ := gpukern.Available(); !ok || os.Getenv("GPUKERN_SKIP_CPU") == "1" {
+				b.Skip("the CPU reference is timed only on the GPU machine, in its own step of gpucheck.sh")
+			}
+			for range b.N {
+				if _, err := solvingset.SolvingSet(c.data.Cols, solvingset.Params{K: p.K, N: p.N, M: p.M, Seed: p.Seed}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
