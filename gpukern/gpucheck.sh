@@ -25,11 +25,11 @@ step() { # name, command...: runs the command, logs it to $out/name.log, records
 	date -u +%Y-%m-%dT%H:%M:%SZ
 	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
 } | tee "$out/device.txt"
-step tests "$bin" -test.v -test.count=1
+step tests "$bin" -test.v -test.count=1 -test.timeout 180s
 san=(compute-sanitizer --error-exitcode 3 --print-limit 20)
-step memcheck env OUTLIERD_CUDA_SYNC=1 timeout 300 "${san[@]}" --tool memcheck "$bin" -test.run Parity -test.count=1
-step racecheck env OUTLIERD_CUDA_SYNC=1 timeout 300 "${san[@]}" --tool racecheck "$bin" -test.run Parity -test.count=1
-step bench env GPUKERN_SKIP_CPU=1 "$bin" -test.run '^$' -test.bench "${BENCH:-.}" -test.benchtime "${BENCHTIME:-10x}" -test.count 3
+step memcheck env OUTLIERD_CUDA_SYNC=1 timeout 300 "${san[@]}" --tool memcheck "$bin" -test.run Parity -test.count=1 -test.timeout 280s
+step racecheck env OUTLIERD_CUDA_SYNC=1 timeout 300 "${san[@]}" --tool racecheck "$bin" -test.run Parity -test.count=1 -test.timeout 280s
+step bench env GPUKERN_SKIP_CPU=1 "$bin" -test.run '^$' -test.bench "${BENCH:-.}" -test.benchtime "${BENCHTIME:-10x}" -test.count 3 -test.timeout 300s
 # The CPU twin on the same machine, for the speed-up (bounded: it can take long on 10-D data).
 step cpu timeout 240 "$bin" -test.run '^$' -test.bench 'SolvingSet/cpu-g2d' -test.benchtime 1x -test.count 1
 exit $status
