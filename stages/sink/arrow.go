@@ -1,0 +1,189 @@
+package sink
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/outlierd/outlierd/pipeline/batch"
+)
+
+// Arrow output (format: arrow). Each Kafka message value is one complete Arrow IPC stream
+// (schema message, one record batch, end-of-stream marker), readable with ipc.NewReader, holding
+// the emitted rows of one batch that came from one source partition, in batch order. Key:
+// "<topic>/<partition>/<first offset>-<last offset>" of the rows it holds (deterministic, for
+// de-duplication; also in header outlierd-id). A stream larger than max_message_bytes is split
+// by rows into several messages, each with its own offset range.
+//
+// Schema, in column order:
+//
+//	<feature>...        float32, one per Batch.Features, as in the input (nulls kept)
+//	<feature>_sd...     float32, the input's uncertainty columns, when present
+//	_partition          int32    source partition
+//	_offset             int64    source offset
+//	_key                binary   source key (null without a key)
+//	_timestamp          timestamp, as in the input (ms, UTC)
+//	scored              bool     false: passed through before the first model; the score
+//	                             columns below are then null
+//	outlier             bool     the combined decision
+//	density_outlier     bool
+//	eta_probability     float64  the lowest eta-probability seen
+//	distance_outlier    bool
+//	weight              float64  w_k(q, S)
+//	w_star              float64
+//	subspace            list<utf8> feature names of eta_probability's subspace
+//	explanation         utf8     the same line as the JSON output's "explanation"
+//
+// Schema metadata: "outlierd.topic" (source topic) and "outlierd.model_version" (decimal).
+// Payloads are not included: the columns are the decoded record.
+
+// Names of the score columns of the Arrow output.
+const (
+	ColScored          = "scored"
+	ColOutlier         = "outlier"
+	ColDensityOutlier  = "density_outlier"
+	ColEtaProbability  = "eta_probability"
+	ColDistanceOutlier = "distance_outlier"
+	ColWeight          = "weight"
+	ColWStar           = "w_star"
+	ColSubspace        = "subspace"
+	ColExplanation     = "explanation"
+)
+
+// arrowSchema builds the output schema for batch b (see the table above).
+func arrowSchema(b *batch.Batch, c *columns) *arrow.Schema {
+	fields := make([]arrow.Field, 0, 2*len(b.Features)+13)
+	for _, f := range b.Features {
+		fields = append(fields, arrow.Field{Name: f, Type: arrow.PrimitiveTypes.Float32, Nullable: true})
+	}
+	for j, f := range b.Features {
+		if c.sds[j] != nil {
+			fields = append(fields, arrow.Field{Name: f + batch.UncertaintySuffix, Type: arrow.PrimitiveTypes.Float32, Nullable: true})
+		}
+	}
+	fields = append(fields,
+		arrow.Field{Name: batch.ColPartition, Type: arrow.PrimitiveTypes.Int32},
+		arrow.Field{Name: batch.ColOffset, Type: arrow.PrimitiveTypes.Int64},
+		arrow.Field{Name: batch.ColKey, Type: arrow.BinaryTypes.Binary, Nullable: true},
+		arrow.Field{Name: batch.ColTimestamp, Type: c.ts.DataType(), Nullable: true},
+		arrow.Field{Name: ColScored, Type: arrow.FixedWidthTypes.Boolean},
+		arrow.Field{Name: ColOutlier, Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+		arrow.Field{Name: ColDensityOutlier, Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+		arrow.Field{Name: ColEtaProbability, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		arrow.Field{Name: ColDistanceOutlier, Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+		arrow.Field{Name: ColWeight, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		arrow.Field{Name: ColWStar, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		arrow.Field{Name: ColSubspace, Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
+		arrow.Field{Name: ColExplanation, Type: arrow.BinaryTypes.String},
+	)
+	md := arrow.NewMetadata(
+		[]string{"outlierd.topic", "outlierd.model_version"},
+		[]string{b.Topic, strconv.FormatUint(b.ModelVersion, 10)},
+	)
+	return arrow.NewSchema(fields, &md)
+}
+
+// encodeArrowRows builds the record of the given rows of b and returns it as one IPC stream.
+func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c *columns, rows []int) ([]byte, error) {
+	rb := array.NewRecordBuilder(mem, sch)
+	defer rb.Release()
+	col := 0
+	next := func() array.Builder { bl := rb.Field(col); col++; return bl }
+
+	appendF32 := func(bl *array.Float32Builder, a *array.Float32) {
+		bl.Reserve(len(rows))
+		for _, i := range rows {
+			if a.IsNull(i) {
+				bl.AppendNull()
+			} else {
+				bl.UnsafeAppend(a.Value(i))
+			}
+		}
+	}
+	for j := range b.Features {
+		appendF32(next().(*array.Float32Builder), c.features[j])
+	}
+	for j := range b.Features {
+		if c.sds[j] != nil {
+			appendF32(next().(*array.Float32Builder), c.sds[j])
+		}
+	}
+	part := next().(*array.Int32Builder)
+	off := next().(*array.Int64Builder)
+	key := next().(*array.BinaryBuilder)
+	ts := next().(*array.TimestampBuilder)
+	scored := next().(*array.BooleanBuilder)
+	outlier := next().(*array.BooleanBuilder)
+	density := next().(*array.BooleanBuilder)
+	eta := next().(*array.Float64Builder)
+	distance := next().(*array.BooleanBuilder)
+	weight := next().(*array.Float64Builder)
+	wstar := next().(*array.Float64Builder)
+	sub := next().(*array.ListBuilder)
+	subNames := sub.ValueBuilder().(*array.StringBuilder)
+	expl := next().(*array.StringBuilder)
+
+	for _, i := range rows {
+		part.Append(c.partition.Value(i))
+		off.Append(c.offset.Value(i))
+		if c.key.IsNull(i) {
+			key.AppendNull()
+		} else {
+			key.Append(c.key.Value(i))
+		}
+		if c.ts.IsNull(i) {
+			ts.AppendNull()
+		} else {
+			ts.Append(c.ts.Value(i))
+		}
+		var s batch.Score
+		if b.Scores != nil {
+			s = b.Scores[i]
+		}
+		scored.Append(s.Scored)
+		if s.Scored {
+			outlier.Append(s.Outlier)
+			density.Append(s.DensityOutlier)
+			eta.Append(s.EtaProbability)
+			distance.Append(s.DistanceOutlier)
+			weight.Append(s.Weight)
+			wstar.Append(s.WStar)
+			sub.Append(true)
+			for _, n := range s.Subspace {
+				subNames.Append(n)
+			}
+		} else {
+			outlier.AppendNull()
+			density.AppendNull()
+			eta.AppendNull()
+			distance.AppendNull()
+			weight.AppendNull()
+			wstar.AppendNull()
+			sub.AppendNull()
+		}
+		expl.Append(explain(s))
+	}
+
+	rec := rb.NewRecord()
+	defer rec.Release()
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(sch), ipc.WithAllocator(mem))
+	if err := w.Write(rec); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("write arrow ipc record: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("close arrow ipc stream: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// arrowKey is the message key of an Arrow output holding rows of one partition.
+func arrowKey(topic string, partition int32, first, last int64) string {
+	return topic + "/" + strconv.Itoa(int(partition)) + "/" + strconv.FormatInt(first, 10) + "-" + strconv.FormatInt(last, 10)
+}

@@ -1,0 +1,194 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Emit values: which records become output messages.
+const (
+	EmitOutliers = "outliers" // only records whose Score.Outlier is true
+	EmitAll      = "all"      // every record, scored or not (each carries its verdict)
+)
+
+// Format values: how outputs are encoded.
+const (
+	FormatJSON  = "json"  // one JSON object per emitted record (see encodeJSON for the schema)
+	FormatArrow = "arrow" // one Arrow IPC stream per batch and source partition (see arrowSchema)
+)
+
+// AcksAll is the only accepted RequiredAcks value.
+const AcksAll = "all"
+
+// Config configures the sink. Zero values are not defaults: start from Default() and override.
+type Config struct {
+	// Brokers are the bootstrap brokers, "host:port". Required; no default. Listing more than one
+	// only matters for the first connection: the writer learns the cluster from metadata.
+	Brokers []string `yaml:"brokers"`
+
+	// Topic receives the outputs. Required. The topic must exist (auto-creation is off: a
+	// typo must not silently create a topic with broker-default partitions and retention).
+	Topic string `yaml:"topic"`
+
+	// DeadLetterTopic receives messages that could not be decoded, and records whose output could
+	// not be encoded, with the reason in a header. Required, and different from Topic so that
+	// consumers of the outputs never see raw input messages. Must exist.
+	DeadLetterTopic string `yaml:"dead_letter_topic"`
+
+	// Emit is "outliers" (default: only flagged records are written, the usual alerting use)
+	// or "all" (every record with its scores: a full audit trail, at the cost of output volume
+	// equal to the input volume).
+	Emit string `yaml:"emit"`
+
+	// Format is "json" (default: one self-describing message per record, for humans and
+	// generic consumers) or "arrow" (one Arrow IPC stream per batch and source partition: far
+	// fewer and smaller messages for analytical consumers, but binary and batch-grained).
+	Format string `yaml:"format"`
+
+	// BatchSize is the most messages the writer puts in one produce request per partition
+	// (kafka-go Writer.BatchSize). Default 1000. Larger batches mean fewer requests; a batch that
+	// is not full waits up to BatchTimeout before it is sent.
+	BatchSize int `yaml:"batch_size"`
+
+	// BatchTimeout is how long a partly filled produce batch waits for more messages before it
+	// is sent (kafka-go Writer.BatchTimeout). Default 2ms. Write is synchronous and hands the
+	// writer all outputs of a batch at once, so waiting gains nothing and every Write pays this
+	// delay once; kafka-go's own default (1s) would cap a sink at about one batch per second.
+	// Must be > 0 (kafka-go reads 0 as "use 1s").
+	BatchTimeout time.Duration `yaml:"batch_timeout"`
+
+	// MaxMessageBytes caps one produce request and so one message (kafka-go
+	// Writer.BatchBytes), in bytes. Default 1,000,000, just under the broker's default
+	// message.max.bytes (1,048,588); raise both together. A JSON output above it becomes a
+	// dead letter; an Arrow output above it is split into several messages by rows.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+
+	// RequiredAcks must be "all" (the default), the only accepted value. Write's contract is that
+	// once it returns nil every output is durable, and the caller then commits the input offsets.
+	// With acks=1 a leader that fails before its followers copy the outputs loses them after the
+	// inputs were committed: silent data loss. With acks=0 there is no acknowledgement at all.
+	// The field exists so that a config asking for anything else fails loudly instead of being
+	// ignored.
+	RequiredAcks string `yaml:"required_acks"`
+
+	// Compression is the produce compression codec: "none" (default), "gzip", "snappy", "lz4"
+	// or "zstd". JSON outputs compress several-fold with lz4/zstd, trading producer CPU for
+	// network and broker disk; on a loopback or fast LAN "none" is fastest.
+	Compression string `yaml:"compression"`
+
+	// WriteTimeout bounds one produce request (kafka-go Writer.WriteTimeout). Default 10s.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+
+	// MaxAttempts is how many times a produce request is tried before Write fails (kafka-go
+	// Writer.MaxAttempts), with backoff between attempts. Default 10. A retry after a lost
+	// acknowledgement can duplicate outputs (kafka-go has no idempotent producer): consumers
+	// de-duplicate by the "id" field / outlierd-id header.
+	MaxAttempts int `yaml:"max_attempts"`
+}
+
+// Default returns the default sink configuration; Brokers, Topic and DeadLetterTopic still need
+// to be set.
+func Default() Config {
+	return Config{
+		Emit:            EmitOutliers,
+		Format:          FormatJSON,
+		BatchSize:       1000,
+		BatchTimeout:    2 * time.Millisecond,
+		MaxMessageBytes: 1_000_000,
+		RequiredAcks:    AcksAll,
+		Compression:     "none",
+		WriteTimeout:    10 * time.Second,
+		MaxAttempts:     10,
+	}
+}
+
+// compressionCodecs maps Config.Compression to kafka-go codecs.
+var compressionCodecs = map[string]kafka.Compression{
+	"none":   0,
+	"gzip":   kafka.Gzip,
+	"snappy": kafka.Snappy,
+	"lz4":    kafka.Lz4,
+	"zstd":   kafka.Zstd,
+}
+
+// Validate reports every problem of c at once (errors.Join), each naming its yaml key.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+
+	if len(c.Brokers) == 0 {
+		add("sink.brokers: at least one broker (host:port) is required")
+	}
+	for i, b := range c.Brokers {
+		host, port, err := net.SplitHostPort(b)
+		if err != nil || host == "" {
+			add("sink.brokers[%d]: %q is not host:port", i, b)
+			continue
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			add("sink.brokers[%d]: %q: port must be 1..65535", i, b)
+		}
+	}
+	if err := validTopic(c.Topic); err != nil {
+		add("sink.topic: %w", err)
+	}
+	if err := validTopic(c.DeadLetterTopic); err != nil {
+		add("sink.dead_letter_topic: %w", err)
+	}
+	if c.Topic != "" && c.Topic == c.DeadLetterTopic {
+		add("sink.dead_letter_topic: must differ from sink.topic (%q)", c.Topic)
+	}
+	if c.Emit != EmitOutliers && c.Emit != EmitAll {
+		add("sink.emit: %q, want %q or %q", c.Emit, EmitOutliers, EmitAll)
+	}
+	if c.Format != FormatJSON && c.Format != FormatArrow {
+		add("sink.format: %q, want %q or %q", c.Format, FormatJSON, FormatArrow)
+	}
+	if c.BatchSize < 1 || c.BatchSize > 1_000_000 {
+		add("sink.batch_size: %d, want 1..1000000", c.BatchSize)
+	}
+	if c.BatchTimeout <= 0 || c.BatchTimeout > time.Minute {
+		add("sink.batch_timeout: %v, want > 0 and <= 1m", c.BatchTimeout)
+	}
+	// 1 KiB leaves room for a useful message; 1 GiB is far beyond any broker's limit.
+	if c.MaxMessageBytes < 1024 || c.MaxMessageBytes > 1<<30 {
+		add("sink.max_message_bytes: %d, want 1024..%d", c.MaxMessageBytes, 1<<30)
+	}
+	if c.RequiredAcks != AcksAll {
+		add("sink.required_acks: %q, only %q is supported (outputs must be durable before input offsets are committed)", c.RequiredAcks, AcksAll)
+	}
+	if _, ok := compressionCodecs[c.Compression]; !ok {
+		add("sink.compression: %q, want none, gzip, snappy, lz4 or zstd", c.Compression)
+	}
+	if c.WriteTimeout <= 0 {
+		add("sink.write_timeout: %v, want > 0", c.WriteTimeout)
+	}
+	if c.MaxAttempts < 1 {
+		add("sink.max_attempts: %d, want >= 1", c.MaxAttempts)
+	}
+	return errors.Join(errs...)
+}
+
+// validTopic applies Kafka's topic name rules: 1..249 characters of [a-zA-Z0-9._-], not "." or "..".
+func validTopic(t string) error {
+	if t == "" {
+		return errors.New("required")
+	}
+	if len(t) > 249 {
+		return fmt.Errorf("%d characters, Kafka allows at most 249", len(t))
+	}
+	if t == "." || t == ".." {
+		return fmt.Errorf("%q is not a valid topic name", t)
+	}
+	for _, r := range t {
+		if !(r == '.' || r == '_' || r == '-' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9')) {
+			return fmt.Errorf("%q: Kafka topic names use only [a-zA-Z0-9._-]", t)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package sink
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/outlierd/outlierd/pipeline/batch"
+)
+
+// jsonOutput is the JSON output message, one per emitted record (format: json). Schema:
+//
+//	{
+//	  "id":               "<topic>/<partition>/<offset>" of the source message. Deterministic, so
+//	                      consumers de-duplicate the copies a producer retry can create; also in
+//	                      the header outlierd-id.
+//	  "topic":            source topic (string)
+//	  "partition":        source partition (int)
+//	  "offset":           source offset (int)
+//	  "key":              source key: the key as a string when it is valid UTF-8, else its
+//	                      standard base64 (then "key_encoding" is "base64"); null without a key
+//	  "key_encoding":     "utf8" or "base64"; absent when "key" is null
+//	  "timestamp":        the record's _timestamp, RFC 3339 with nanoseconds, UTC; null if unknown
+//	  "payload":          the original message value: embedded as JSON when it is valid JSON (then
+//	                      re-emitted compactly, same value), else as a JSON string when it is
+//	                      valid UTF-8, else as standard base64
+//	  "payload_encoding": "json", "string" or "base64", saying which of the three "payload" is
+//	                      (a payload "42" and a payload "\"42\"" are different)
+//	  "scores": {         null when the record was not scored (no model yet)
+//	    "outlier":          the combined decision (bool)
+//	    "density_outlier":  eta-probability below delta in some subspace (bool)
+//	    "eta_probability":  the lowest eta-probability seen (number)
+//	    "distance_outlier": kNN weight >= w* (bool)
+//	    "weight":           w_k(q, S) (number)
+//	    "w_star":           w* of the model (number)
+//	  }
+//	  "explanation":      one human-readable line, e.g. "low density in subspace temp+pressure:
+//	                      eta-probability 0.12 < delta; kNN weight 8.31 >= w* 6.02"
+//	  "subspace":         feature names of the subspace of eta_probability ([] if none)
+//	  "model_version":    the model that scored the batch (0 = none)
+//	}
+//
+// Kafka message: key = the source key (so one key's outputs keep their order on one partition),
+// header outlierd-id = id. Non-finite scores (NaN, ±Inf) cannot be written as JSON: such a
+// record goes to the dead-letter topic instead of being dropped.
+type jsonOutput struct {
+	ID              string          `json:"id"`
+	Topic           string          `json:"topic"`
+	Partition       int32           `json:"partition"`
+	Offset          int64           `json:"offset"`
+	Key             *string         `json:"key"`
+	KeyEncoding     string          `json:"key_encoding,omitempty"`
+	Timestamp       *string         `json:"timestamp"`
+	Payload         json.RawMessage `json:"payload"`
+	PayloadEncoding string          `json:"payload_encoding"`
+	Scores          *jsonScores     `json:"scores"`
+	Explanation     string          `json:"explanation"`
+	Subspace        []string        `json:"subspace"`
+	ModelVersion    uint64          `json:"model_version"`
+}
+
+// jsonScores is the "scores" object of jsonOutput.
+type jsonScores struct {
+	Outlier         bool    `json:"outlier"`
+	DensityOutlier  bool    `json:"density_outlier"`
+	EtaProbability  float64 `json:"eta_probability"`
+	DistanceOutlier bool    `json:"distance_outlier"`
+	Weight          float64 `json:"weight"`
+	WStar           float64 `json:"w_star"`
+}
+
+// outputID is the deterministic id of the output of one source message.
+func outputID(topic string, partition int32, offset int64) string {
+	return topic + "/" + strconv.Itoa(int(partition)) + "/" + strconv.FormatInt(offset, 10)
+}
+
+// encodeJSON returns the JSON output of row i of b.
+func encodeJSON(b *batch.Batch, c *columns, i int) ([]byte, error) {
+	out := jsonOutput{
+		ID:           outputID(b.Topic, c.partition.Value(i), c.offset.Value(i)),
+		Topic:        b.Topic,
+		Partition:    c.partition.Value(i),
+		Offset:       c.offset.Value(i),
+		Subspace:     []string{},
+		ModelVersion: b.ModelVersion,
+	}
+	if k := c.keyAt(i); k != nil {
+		s, enc := textOrBase64(k)
+		out.Key, out.KeyEncoding = &s, enc
+	}
+	if t, ok := c.timeAt(i); ok {
+		s := t.Format(time.RFC3339Nano)
+		out.Timestamp = &s
+	}
+	p := b.Payloads[i]
+	if json.Valid(p) {
+		out.Payload, out.PayloadEncoding = p, "json"
+	} else {
+		s, enc := textOrBase64(p)
+		q, err := json.Marshal(s)
+		if err != nil {
+			return nil, fmt.Errorf("encode payload: %w", err)
+		}
+		out.Payload, out.PayloadEncoding = q, enc
+		if enc == "utf8" {
+			out.PayloadEncoding = "string"
+		}
+	}
+	var sc batch.Score
+	if b.Scores != nil {
+		sc = b.Scores[i]
+	}
+	if sc.Scored {
+		out.Scores = &jsonScores{
+			Outlier:         sc.Outlier,
+			DensityOutlier:  sc.DensityOutlier,
+			EtaProbability:  sc.EtaProbability,
+			DistanceOutlier: sc.DistanceOutlier,
+			Weight:          sc.Weight,
+			WStar:           sc.WStar,
+		}
+		if sc.Subspace != nil {
+			out.Subspace = sc.Subspace
+		}
+	}
+	out.Explanation = explain(sc)
+
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // keep payload and names byte-faithful ("<", ">", "&" unescaped)
+	if err := enc.Encode(&out); err != nil {
+		return nil, fmt.Errorf("encode output as JSON: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// textOrBase64 returns b as a string when it is valid UTF-8 ("utf8"), else as standard base64
+// ("base64").
+func textOrBase64(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), "utf8"
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}
+
+// explain renders a score as one line. For an outlier it gives the tests that flagged it; for
+// an inlier the result of each test. A test whose fields are all zero and that did not fire is
+// taken as not run (e.g. the distance detector disabled) and left out.
+func explain(s batch.Score) string {
+	if !s.Scored {
+		return "not scored: no model yet"
+	}
+	densityRan := s.DensityOutlier || s.EtaProbability != 0 || len(s.Subspace) > 0
+	distanceRan := s.DistanceOutlier || s.Weight != 0 || s.WStar != 0
+	eta := strconv.FormatFloat(s.EtaProbability, 'g', 3, 64)
+	var density, distance string
+	if s.DensityOutlier {
+		density = fmt.Sprintf("low density%s: eta-probability %s < delta", inSubspace(s.Subspace), eta)
+	} else if densityRan {
+		density = fmt.Sprintf("density normal%s: lowest eta-probability %s >= delta", inSubspace(s.Subspace), eta)
+	}
+	if s.DistanceOutlier {
+		distance = fmt.Sprintf("kNN weight %.2f >= w* %.2f", s.Weight, s.WStar)
+	} else if distanceRan {
+		distance = fmt.Sprintf("kNN weight %.2f < w* %.2f", s.Weight, s.WStar)
+	}
+	var parts []string
+	switch {
+	case s.Outlier && (s.DensityOutlier || s.DistanceOutlier):
+		if s.DensityOutlier {
+			parts = append(parts, density)
+		}
+		if s.DistanceOutlier {
+			parts = append(parts, distance)
+		}
+		return strings.Join(parts, "; ")
+	case s.Outlier:
+		parts = append(parts, "outlier by the combined rule")
+	default:
+		parts = append(parts, "inlier")
+	}
+	for _, p := range []string{density, distance} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return parts[0] + ": " + strings.Join(parts[1:], "; ")
+}
+
+// inSubspace renders " in subspace a+b", or "" for an empty subspace.
+func inSubspace(sub []string) string {
+	if len(sub) == 0 {
+		return ""
+	}
+	return " in subspace " + strings.Join(sub, "+")
+}

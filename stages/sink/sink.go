@@ -1,0 +1,322 @@
+// Package sink writes the pipeline's results to Kafka: one output per flagged record (or per
+// record) as JSON, or one Arrow IPC stream per batch and partition, and the dead letters (input
+// messages that could not be decoded, outputs that could not be encoded) to a dead-letter topic.
+//
+// Delivery is at-least-once. Write and WriteDeadLetters return nil only after the broker
+// acknowledged every message with acks=all; only then may the caller mark the batch's input
+// offsets done. A failed or cancelled write may still have written some messages, and a retried
+// produce request may duplicate messages (kafka-go has no idempotent producer), so every message
+// carries a deterministic id (header outlierd-id) for consumers to de-duplicate.
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/pipeline/batch"
+)
+
+// Header names on output and dead-letter messages.
+const (
+	HeaderID     = "outlierd-id"     // outputs: the output's deterministic id
+	HeaderError  = "outlierd-error"  // dead letters: why the message could not be processed
+	HeaderSource = "outlierd-source" // dead letters: "<topic>/<partition>/<offset>" of the input
+	HeaderTime   = "outlierd-time"   // dead letters: the input message's time, RFC 3339 (nanoseconds), UTC
+)
+
+// messageOverhead bounds the bytes a message adds to a produce request beyond its key, value and
+// header keys/values (record framing, varints, timestamp); kafka-go counts about 30.
+const messageOverhead = 64
+
+// Sink writes outputs and dead letters. Its methods are safe for concurrent use; concurrent
+// Writes share the writer's produce batches.
+type Sink struct {
+	cfg Config
+	w   *kafka.Writer
+	mem memory.Allocator
+
+	outputs, deadLetters, batches atomic.Int64
+}
+
+// Option customises a Sink.
+type Option func(*Sink)
+
+// WithAllocator sets the allocator for the Arrow records built by format: arrow (default
+// memory.DefaultAllocator); tests pass a memory.CheckedAllocator.
+func WithAllocator(mem memory.Allocator) Option { return func(s *Sink) { s.mem = mem } }
+
+// New validates cfg and returns a Sink. It does not connect: the first Write does.
+func New(cfg Config, opts ...Option) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("sink: invalid config: %w", err)
+	}
+	s := &Sink{cfg: cfg, mem: memory.DefaultAllocator}
+	for _, o := range opts {
+		o(s)
+	}
+	s.w = &kafka.Writer{
+		Addr: kafka.TCP(cfg.Brokers...),
+		// Murmur2 is the Java client's default partitioner: the same key lands on the same
+		// partition as with other producers, and one key's outputs keep their order.
+		Balancer:     &kafka.Murmur2Balancer{},
+		MaxAttempts:  cfg.MaxAttempts,
+		BatchSize:    cfg.BatchSize,
+		BatchBytes:   int64(cfg.MaxMessageBytes),
+		BatchTimeout: cfg.BatchTimeout,
+		WriteTimeout: cfg.WriteTimeout,
+		RequiredAcks: kafka.RequireAll,
+		Async:        false,
+		Compression:  compressionCodecs[cfg.Compression],
+	}
+	return s, nil
+}
+
+// Config returns the sink's configuration.
+func (s *Sink) Config() Config { return s.cfg }
+
+// Stats are cumulative counts of acknowledged messages.
+type Stats struct {
+	Batches     int64 // batches whose outputs were all acknowledged
+	Outputs     int64 // output messages
+	DeadLetters int64 // dead-letter messages (from WriteDeadLetters and unencodable records)
+}
+
+// Stats returns the counts so far.
+func (s *Sink) Stats() Stats {
+	return Stats{Batches: s.batches.Load(), Outputs: s.outputs.Load(), DeadLetters: s.deadLetters.Load()}
+}
+
+// Write encodes the outputs of b (per Config.Emit and Config.Format) and writes them, plus a dead
+// letter for every record whose output could not be encoded, in one synchronous produce call.
+// It returns nil only after the broker acknowledged all of them (acks=all); the caller may then
+// mark b's offsets done. A batch with nothing to emit returns nil at once.
+//
+// Write neither keeps nor releases b: the caller still owns it (and releases b.Record after
+// marking the offsets; Run does both). A batch that breaks the batch contract (columns missing,
+// Payloads or Scores not row-aligned) is an error. On error nothing may be assumed about which
+// messages were written: retrying the whole batch is safe (consumers de-duplicate by id).
+func (s *Sink) Write(ctx context.Context, b *batch.Batch) error {
+	c, err := batchColumns(b)
+	if err != nil {
+		return err
+	}
+	var (
+		msgs []kafka.Message
+		dead []batch.DeadLetter
+	)
+	if s.cfg.Format == FormatArrow {
+		msgs, dead, err = s.arrowMessages(b, c)
+		if err != nil {
+			return err
+		}
+	} else {
+		msgs, dead = s.jsonMessages(b, c)
+	}
+	outputs := len(msgs)
+	for _, d := range dead {
+		msgs = append(msgs, s.deadLetterMessage(d))
+	}
+	if err := s.produce(ctx, msgs); err != nil {
+		return fmt.Errorf("sink: write %d outputs and %d dead letters of a batch of topic %q: %w", outputs, len(dead), b.Topic, err)
+	}
+	s.outputs.Add(int64(outputs))
+	s.deadLetters.Add(int64(len(dead)))
+	s.batches.Add(1)
+	return nil
+}
+
+// jsonMessages encodes the emitted rows of b as JSON outputs; rows that cannot be encoded, or
+// whose output exceeds MaxMessageBytes, become dead letters.
+func (s *Sink) jsonMessages(b *batch.Batch, c *columns) ([]kafka.Message, []batch.DeadLetter) {
+	var (
+		msgs []kafka.Message
+		dead []batch.DeadLetter
+	)
+	for i := 0; i < c.rows; i++ {
+		if !emitted(b, i, s.cfg.Emit) {
+			continue
+		}
+		v, err := encodeJSON(b, c, i)
+		if err != nil {
+			dead = append(dead, c.deadLetter(b, i, "sink: "+err.Error()))
+			continue
+		}
+		id := outputID(b.Topic, c.partition.Value(i), c.offset.Value(i))
+		m := kafka.Message{
+			Topic:   s.cfg.Topic,
+			Key:     c.keyAt(i),
+			Value:   v,
+			Headers: []kafka.Header{{Key: HeaderID, Value: []byte(id)}},
+		}
+		if n := messageSize(&m); n > s.cfg.MaxMessageBytes {
+			dead = append(dead, c.deadLetter(b, i, fmt.Sprintf("sink: JSON output is %d bytes, more than sink.max_message_bytes (%d)", n, s.cfg.MaxMessageBytes)))
+			continue
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, dead
+}
+
+// arrowMessages encodes the emitted rows of b as Arrow IPC streams, one per source partition,
+// split by rows where a stream would exceed MaxMessageBytes. A single row that cannot be encoded
+// or does not fit becomes a dead letter.
+func (s *Sink) arrowMessages(b *batch.Batch, c *columns) ([]kafka.Message, []batch.DeadLetter, error) {
+	var order []int32
+	byPart := make(map[int32][]int)
+	for i := 0; i < c.rows; i++ {
+		if !emitted(b, i, s.cfg.Emit) {
+			continue
+		}
+		p := c.partition.Value(i)
+		if _, ok := byPart[p]; !ok {
+			order = append(order, p)
+		}
+		byPart[p] = append(byPart[p], i)
+	}
+	if len(order) == 0 {
+		return nil, nil, nil
+	}
+	sch := arrowSchema(b, c)
+	var (
+		msgs []kafka.Message
+		dead []batch.DeadLetter
+	)
+	var encode func(p int32, rows []int)
+	encode = func(p int32, rows []int) {
+		first, last := c.offset.Value(rows[0]), c.offset.Value(rows[0])
+		for _, i := range rows {
+			first, last = min(first, c.offset.Value(i)), max(last, c.offset.Value(i))
+		}
+		key := arrowKey(b.Topic, p, first, last)
+		v, err := encodeArrowRows(s.mem, sch, b, c, rows)
+		m := kafka.Message{Topic: s.cfg.Topic, Key: []byte(key), Value: v,
+			Headers: []kafka.Header{{Key: HeaderID, Value: []byte(key)}}}
+		switch {
+		case err == nil && messageSize(&m) <= s.cfg.MaxMessageBytes:
+			msgs = append(msgs, m)
+		case len(rows) > 1:
+			// Too large (or, improbably, failed): halve until each part fits; a row that
+			// fails alone is a dead letter.
+			encode(p, rows[:len(rows)/2])
+			encode(p, rows[len(rows)/2:])
+		case err != nil:
+			dead = append(dead, c.deadLetter(b, rows[0], "sink: "+err.Error()))
+		default:
+			dead = append(dead, c.deadLetter(b, rows[0], fmt.Sprintf("sink: Arrow output of one row is %d bytes, more than sink.max_message_bytes (%d)", messageSize(&m), s.cfg.MaxMessageBytes)))
+		}
+	}
+	for _, p := range order {
+		encode(p, byPart[p])
+	}
+	return msgs, dead, nil
+}
+
+// WriteDeadLetters writes dls to the dead-letter topic: value = the original message, key = the
+// original key, headers outlierd-error, outlierd-source and outlierd-time. It returns nil only
+// after the broker acknowledged all of them (acks=all); the caller may then mark their offsets
+// done.
+func (s *Sink) WriteDeadLetters(ctx context.Context, dls []batch.DeadLetter) error {
+	if len(dls) == 0 {
+		return nil
+	}
+	msgs := make([]kafka.Message, len(dls))
+	for i := range dls {
+		msgs[i] = s.deadLetterMessage(dls[i])
+	}
+	if err := s.produce(ctx, msgs); err != nil {
+		return fmt.Errorf("sink: write %d dead letters: %w", len(dls), err)
+	}
+	s.deadLetters.Add(int64(len(dls)))
+	return nil
+}
+
+// deadLetterMessage builds the dead-letter message of d.
+func (s *Sink) deadLetterMessage(d batch.DeadLetter) kafka.Message {
+	return kafka.Message{
+		Topic: s.cfg.DeadLetterTopic,
+		Key:   d.Key,
+		Value: d.Value,
+		Headers: []kafka.Header{
+			{Key: HeaderError, Value: []byte(d.Reason)},
+			{Key: HeaderSource, Value: []byte(outputID(d.Topic, int32(d.Partition), d.Offset))},
+			{Key: HeaderTime, Value: []byte(d.Time.UTC().Format(time.RFC3339Nano))},
+		},
+	}
+}
+
+// produce writes msgs synchronously: kafka-go's WriteMessages returns once every produce request
+// carrying them was acknowledged (RequireAll) or failed after MaxAttempts.
+func (s *Sink) produce(ctx context.Context, msgs []kafka.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	err := s.w.WriteMessages(ctx, msgs...)
+	if err == nil {
+		return nil
+	}
+	var we kafka.WriteErrors
+	if errors.As(err, &we) {
+		// Report how many failed and the first cause; the caller retries the whole batch.
+		var first error
+		for _, e := range we {
+			if e != nil {
+				first = e
+				break
+			}
+		}
+		return fmt.Errorf("%d of %d messages not acknowledged, first error: %w", we.Count(), len(msgs), first)
+	}
+	return err
+}
+
+// Run writes every batch from in until in is closed (then it returns nil) or ctx is done. After
+// a batch's Write succeeds it calls done(b) (where the caller marks b's offsets for commit), then
+// releases b.Record. On a Write error it releases the batch, does not call done (so its offsets
+// are never committed and the batch is re-read after a restart) and returns the error.
+func (s *Sink) Run(ctx context.Context, in <-chan *batch.Batch, done func(*batch.Batch)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case b, ok := <-in:
+			if !ok {
+				return nil
+			}
+			err := s.Write(ctx, b)
+			if err == nil && done != nil {
+				done(b)
+			}
+			if b != nil && b.Record != nil {
+				b.Record.Release()
+				b.Record = nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Close flushes and closes the writer. Writes after Close fail.
+func (s *Sink) Close() error {
+	if err := s.w.Close(); err != nil {
+		return fmt.Errorf("sink: close writer: %w", err)
+	}
+	return nil
+}
+
+// messageSize is an upper bound of the bytes m adds to a produce request, for the
+// MaxMessageBytes check (kafka-go rejects a message above Writer.BatchBytes).
+func messageSize(m *kafka.Message) int {
+	n := len(m.Key) + len(m.Value) + messageOverhead
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value) + 10 // two varint lengths, at most 5 bytes each
+	}
+	return n
+}

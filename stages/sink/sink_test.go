@@ -1,0 +1,715 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outlierd/outlierd/pipeline/batch"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+var ts0 = time.Date(2026, 11, 3, 10, 0, 0, 123_000_000, time.UTC)
+
+// sampleRows covers the cases of the JSON schema: key kinds, payload kinds, each verdict.
+func sampleRows() []row {
+	return []row{
+		{part: 0, off: 10, key: []byte("sensor-1"), ts: ts0, feats: []float32{21.5, 1013}, sds: []float32{0.1, 2},
+			payload: []byte(`{"temp": 21.5, "pressure": 1013, "note": "<ok> & fine"}`),
+			score: batch.Score{Scored: true, Outlier: true, DensityOutlier: true, EtaProbability: 0.12,
+				Subspace: []string{"temp", "pressure"}, Weight: 3.5, WStar: 6.02}},
+		{part: 0, off: 11, key: []byte("sensor-2"), ts: ts0.Add(time.Millisecond), feats: []float32{20, 1000}, sds: []float32{0.1, 2},
+			payload: []byte(`{"temp":20,"pressure":1000}`),
+			score: batch.Score{Scored: true, EtaProbability: 0.83, Subspace: []string{"temp"}, Weight: 2.104, WStar: 6.02}},
+		{part: 1, off: 7, key: []byte{0xff, 0x00, 0xfe}, ts: ts0.Add(2 * time.Millisecond), feats: []float32{99, 2000}, sds: []float32{0.5, 3},
+			payload: []byte("temp=99 pressure=2000"),
+			score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, EtaProbability: 0.9,
+				Subspace: []string{"pressure"}, Weight: 8.3149, WStar: 6.02}},
+		{part: 1, off: 8, key: nil, ts: ts0.Add(3 * time.Millisecond), feats: []float32{-40, 500}, sds: []float32{1, 1},
+			payload: []byte{0xc3, 0x28, 0x01},
+			score: batch.Score{Scored: true, Outlier: true, DensityOutlier: true, DistanceOutlier: true, EtaProbability: 0.004,
+				Subspace: []string{"temp"}, Weight: 12, WStar: 6.02}},
+		{part: 2, off: 0, key: []byte("sensor-3"), ts: ts0.Add(4 * time.Millisecond), feats: []float32{22, 1012}, sds: []float32{0.1, 2},
+			payload: []byte(`"just a string"`),
+			score:   batch.Score{}},
+	}
+}
+
+var features = []string{"temp", "pressure"}
+
+// TestJSONGolden pins the JSON output schema: every sample row with emit: all.
+func TestJSONGolden(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	b := newBatch(t, mem, "sensors", features, true, true, sampleRows())
+	defer b.Record.Release()
+	b.ModelVersion = 3
+	c, err := batchColumns(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	for i := 0; i < c.rows; i++ {
+		v, err := encodeJSON(b, c, i)
+		if err != nil {
+			t.Fatalf("row %d: %v", i, err)
+		}
+		if !json.Valid(v) {
+			t.Fatalf("row %d: invalid JSON %s", i, v)
+		}
+		got.Write(v)
+		got.WriteByte('\n')
+	}
+	path := filepath.Join("testdata", "json_output.golden")
+	if *update {
+		if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Errorf("JSON output differs from %s (run go test -update after an intended change):\ngot:\n%s\nwant:\n%s", path, got.Bytes(), want)
+	}
+}
+
+func TestExplain(t *testing.T) {
+	tests := []struct {
+		s    batch.Score
+		want string
+	}{
+		{batch.Score{}, "not scored: no model yet"},
+		{batch.Score{Scored: true, Outlier: true, DensityOutlier: true, EtaProbability: 0.12, Subspace: []string{"temp", "pressure"}},
+			"low density in subspace temp+pressure: eta-probability 0.12 < delta"},
+		{batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, Weight: 8.314, WStar: 6.02},
+			"kNN weight 8.31 >= w* 6.02"},
+		{batch.Score{Scored: true, Outlier: true, DensityOutlier: true, DistanceOutlier: true, EtaProbability: 0.5, Weight: 7, WStar: 6},
+			"low density: eta-probability 0.5 < delta; kNN weight 7.00 >= w* 6.00"},
+		{batch.Score{Scored: true, EtaProbability: 0.9, Subspace: []string{"a"}, Weight: 1, WStar: 2},
+			"inlier: density normal in subspace a: lowest eta-probability 0.9 >= delta; kNN weight 1.00 < w* 2.00"},
+		{batch.Score{Scored: true, EtaProbability: 0.9}, "inlier: density normal: lowest eta-probability 0.9 >= delta"},
+		{batch.Score{Scored: true}, "inlier"},
+		{batch.Score{Scored: true, Outlier: true, EtaProbability: 0.6, Weight: 5, WStar: 6},
+			"outlier by the combined rule: density normal: lowest eta-probability 0.6 >= delta; kNN weight 5.00 < w* 6.00"},
+	}
+	for _, tc := range tests {
+		if got := explain(tc.s); got != tc.want {
+			t.Errorf("explain(%+v) = %q, want %q", tc.s, got, tc.want)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	valid := Default()
+	valid.Brokers = []string{"localhost:9092"}
+	valid.Topic, valid.DeadLetterTopic = "out", "out.dlq"
+	if err := valid.Validate(); err != nil {
+		t.Fatalf("valid config rejected: %v", err)
+	}
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		want []string // substrings, one per expected problem
+	}{
+		{"no brokers", func(c *Config) { c.Brokers = nil }, []string{"sink.brokers: at least one"}},
+		{"bad broker", func(c *Config) { c.Brokers = []string{"localhost", "h:0"} }, []string{"sink.brokers[0]", "sink.brokers[1]"}},
+		{"topics", func(c *Config) { c.Topic, c.DeadLetterTopic = "", "bad topic" }, []string{"sink.topic: required", "sink.dead_letter_topic: \"bad topic\""}},
+		{"same topics", func(c *Config) { c.DeadLetterTopic = c.Topic }, []string{"must differ"}},
+		{"emit and format", func(c *Config) { c.Emit, c.Format = "some", "xml" }, []string{"sink.emit", "sink.format"}},
+		{"acks", func(c *Config) { c.RequiredAcks = "1" }, []string{"sink.required_acks: \"1\", only \"all\""}},
+		{"writer knobs", func(c *Config) {
+			c.BatchSize, c.BatchTimeout, c.MaxMessageBytes, c.Compression, c.WriteTimeout, c.MaxAttempts = 0, 0, 10, "brotli", 0, 0
+		}, []string{"sink.batch_size", "sink.batch_timeout", "sink.max_message_bytes", "sink.compression", "sink.write_timeout", "sink.max_attempts"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid
+			tc.mod(&c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tc.want) {
+				t.Fatalf("got %d problems, want %d:\n%v", len(lines), len(tc.want), err)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(lines[i], w) {
+					t.Errorf("problem %d = %q, want %q in it", i, lines[i], w)
+				}
+			}
+		})
+	}
+	if _, err := New(Config{}); err == nil {
+		t.Error("New accepted the zero config")
+	}
+}
+
+func TestBatchContractErrors(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	good := newBatch(t, mem, "in", features, false, true, sampleRows())
+	defer good.Record.Release()
+	tests := []struct {
+		name string
+		b    *batch.Batch
+		want string
+	}{
+		{"nil batch", nil, "no record"},
+		{"payloads", &batch.Batch{Topic: "in", Features: features, Record: good.Record, Payloads: good.Payloads[:1], Scores: good.Scores}, "5 rows but 1 payloads"},
+		{"scores", &batch.Batch{Topic: "in", Features: features, Record: good.Record, Payloads: good.Payloads, Scores: good.Scores[:2]}, "5 rows but 2 scores"},
+		{"missing feature", &batch.Batch{Topic: "in", Features: []string{"humidity"}, Record: good.Record, Payloads: good.Payloads}, `column "humidity"`},
+		{"wrong type", &batch.Batch{Topic: "in", Features: []string{batch.ColOffset}, Record: good.Record, Payloads: good.Payloads}, "want float32"},
+	}
+	cfg := Default()
+	cfg.Brokers, cfg.Topic, cfg.DeadLetterTopic = []string{"127.0.0.1:1"}, "out", "dlq"
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, tc := range tests {
+		err := s.Write(context.Background(), tc.b)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestWriteJSON writes outliers and all records, checks every output's key, headers and value,
+// and that a record with a non-finite score becomes a dead letter rather than being lost.
+func TestWriteJSON(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, br broker) {
+		for _, emit := range []string{EmitOutliers, EmitAll} {
+			t.Run(emit, func(t *testing.T) {
+				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+				defer mem.AssertSize(t, 0)
+				cfg := testConfig(t, br)
+				cfg.Emit = emit
+				s, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+
+				rows := sampleRows()
+				// A NaN weight cannot be written as JSON: this record must go to the DLQ.
+				rows = append(rows, row{part: 2, off: 1, key: []byte("sensor-nan"), ts: ts0, feats: []float32{1, 2},
+					payload: []byte(`{"temp":1}`),
+					score:   batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, Weight: math.NaN(), WStar: 1}})
+				b := newBatch(t, mem, "sensors", features, false, true, rows)
+				defer b.Record.Release()
+				b.ModelVersion = 7
+				if err := s.Write(context.Background(), b); err != nil {
+					t.Fatalf("Write: %v", err)
+				}
+
+				var wantIDs []string
+				for i, r := range rows[:len(rows)-1] {
+					if emit == EmitAll || r.score.Outlier {
+						wantIDs = append(wantIDs, outputID("sensors", r.part, r.off))
+						_ = i
+					}
+				}
+				recs := consume(t, br, cfg.Topic, len(wantIDs))
+				var gotIDs []string
+				c, _ := batchColumns(b)
+				for _, r := range recs {
+					id, ok := header(r, HeaderID)
+					if !ok {
+						t.Fatalf("output without %s header", HeaderID)
+					}
+					gotIDs = append(gotIDs, id)
+					var out jsonOutput
+					if err := json.Unmarshal(r.Value, &out); err != nil {
+						t.Fatalf("output %s: %v", id, err)
+					}
+					if out.ID != id || out.ModelVersion != 7 || out.Topic != "sensors" {
+						t.Errorf("output %s: id %q, model %d, topic %q", id, out.ID, out.ModelVersion, out.Topic)
+					}
+					// Find the source row and compare key and the whole encoding.
+					for i := 0; i < c.rows; i++ {
+						if outputID("sensors", c.partition.Value(i), c.offset.Value(i)) != id {
+							continue
+						}
+						if !bytes.Equal(r.Key, c.keyAt(i)) {
+							t.Errorf("output %s: key %q, want the source key %q", id, r.Key, c.keyAt(i))
+						}
+						want, _ := encodeJSON(b, c, i)
+						if !bytes.Equal(r.Value, want) {
+							t.Errorf("output %s: value\n%s\nwant\n%s", id, r.Value, want)
+						}
+					}
+				}
+				if !sameSet(gotIDs, wantIDs) {
+					t.Errorf("output ids %v, want %v", gotIDs, wantIDs)
+				}
+
+				dl := consume(t, br, cfg.DeadLetterTopic, 1)[0]
+				if string(dl.Value) != `{"temp":1}` || string(dl.Key) != "sensor-nan" {
+					t.Errorf("dead letter key %q value %q", dl.Key, dl.Value)
+				}
+				if src, _ := header(dl, HeaderSource); src != "sensors/2/1" {
+					t.Errorf("dead letter source %q", src)
+				}
+				if reason, _ := header(dl, HeaderError); !strings.Contains(reason, "NaN") {
+					t.Errorf("dead letter reason %q, want it to mention NaN", reason)
+				}
+				if st := s.Stats(); st.Outputs != int64(len(wantIDs)) || st.DeadLetters != 1 || st.Batches != 1 {
+					t.Errorf("stats %+v", st)
+				}
+			})
+		}
+	})
+}
+
+// TestWriteArrow reads the outputs back with arrow's IPC reader.
+func TestWriteArrow(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, br broker) {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		defer mem.AssertSize(t, 0)
+		cfg := testConfig(t, br)
+		cfg.Format, cfg.Emit = FormatArrow, EmitAll
+		s, err := New(cfg, WithAllocator(mem))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		rows := sampleRows()
+		b := newBatch(t, mem, "sensors", features, true, true, rows)
+		defer b.Record.Release()
+		b.ModelVersion = 3
+		if err := s.Write(context.Background(), b); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		// Rows cover partitions 0 (offsets 10-11), 1 (7-8) and 2 (0): three messages.
+		recs := consume(t, br, cfg.Topic, 3)
+		wantKeys := map[string][]int{"sensors/0/10-11": {0, 1}, "sensors/1/7-8": {2, 3}, "sensors/2/0-0": {4}}
+		for _, r := range recs {
+			idx, ok := wantKeys[string(r.Key)]
+			if !ok {
+				t.Fatalf("unexpected key %q", r.Key)
+			}
+			delete(wantKeys, string(r.Key))
+			if id, _ := header(r, HeaderID); id != string(r.Key) {
+				t.Errorf("header %s = %q, want the key", HeaderID, id)
+			}
+			checkArrowMessage(t, mem, r.Value, rows, idx)
+		}
+	})
+}
+
+// checkArrowMessage decodes one Arrow output and compares it with rows[idx...].
+func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []row, idx []int) {
+	t.Helper()
+	rd, err := ipc.NewReader(bytes.NewReader(value), ipc.WithAllocator(mem))
+	if err != nil {
+		t.Fatalf("ipc reader: %v", err)
+	}
+	defer rd.Release()
+	sch := rd.Schema()
+	wantNames := []string{"temp", "pressure", "temp_sd", "pressure_sd", "_partition", "_offset", "_key", "_timestamp",
+		ColScored, ColOutlier, ColDensityOutlier, ColEtaProbability, ColDistanceOutlier, ColWeight, ColWStar, ColSubspace, ColExplanation}
+	var names []string
+	for _, f := range sch.Fields() {
+		names = append(names, f.Name)
+	}
+	if !reflect.DeepEqual(names, wantNames) {
+		t.Fatalf("columns %v, want %v", names, wantNames)
+	}
+	if v, _ := sch.Metadata().GetValue("outlierd.model_version"); v != "3" {
+		t.Errorf("model_version metadata %q", v)
+	}
+	if !rd.Next() {
+		t.Fatalf("no record in stream: %v", rd.Err())
+	}
+	rec := rd.Record()
+	if int(rec.NumRows()) != len(idx) {
+		t.Fatalf("%d rows, want %d", rec.NumRows(), len(idx))
+	}
+	for k, i := range idx {
+		r := rows[i]
+		if got := rec.Column(0).(*array.Float32).Value(k); got != r.feats[0] {
+			t.Errorf("row %d temp %v, want %v", i, got, r.feats[0])
+		}
+		if got := rec.Column(3).(*array.Float32).Value(k); got != r.sds[1] {
+			t.Errorf("row %d pressure_sd %v, want %v", i, got, r.sds[1])
+		}
+		if got := rec.Column(5).(*array.Int64).Value(k); got != r.off {
+			t.Errorf("row %d offset %v, want %v", i, got, r.off)
+		}
+		keys := rec.Column(6).(*array.Binary)
+		if (r.key == nil) != keys.IsNull(k) || (r.key != nil && !bytes.Equal(keys.Value(k), r.key)) {
+			t.Errorf("row %d key mismatch", i)
+		}
+		if got := rec.Column(7).(*array.Timestamp).Value(k); got != arrow.Timestamp(r.ts.UnixMilli()) {
+			t.Errorf("row %d timestamp %v", i, got)
+		}
+		scored := rec.Column(8).(*array.Boolean).Value(k)
+		if scored != r.score.Scored {
+			t.Errorf("row %d scored %v", i, scored)
+		}
+		eta := rec.Column(11).(*array.Float64)
+		if r.score.Scored && eta.Value(k) != r.score.EtaProbability || !r.score.Scored && !eta.IsNull(k) {
+			t.Errorf("row %d eta-probability %v (null %v)", i, eta.Value(k), eta.IsNull(k))
+		}
+		if got := rec.Column(13).(*array.Float64).Value(k); r.score.Scored && got != r.score.Weight {
+			t.Errorf("row %d weight %v", i, got)
+		}
+		sub := rec.Column(15).(*array.List)
+		if r.score.Scored {
+			start, end := sub.ValueOffsets(k)
+			names := sub.ListValues().(*array.String)
+			var got []string
+			for j := start; j < end; j++ {
+				got = append(got, names.Value(int(j)))
+			}
+			if !reflect.DeepEqual(got, r.score.Subspace) {
+				t.Errorf("row %d subspace %v, want %v", i, got, r.score.Subspace)
+			}
+		}
+		if got := rec.Column(16).(*array.String).Value(k); got != explain(r.score) {
+			t.Errorf("row %d explanation %q", i, got)
+		}
+	}
+	if rd.Next() {
+		t.Error("more than one record in the stream")
+	}
+}
+
+// TestArrowSplit checks that a stream above max_message_bytes is split by rows, every emitted
+// row arriving exactly once, and that emit: outliers keeps only outliers.
+func TestArrowSplit(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, br broker) {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		defer mem.AssertSize(t, 0)
+		cfg := testConfig(t, br)
+		cfg.Format = FormatArrow
+		cfg.MaxMessageBytes = 4096 // a 300-outlier stream is ~20 KB: forces several splits
+		s, err := New(cfg, WithAllocator(mem))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		var rows []row
+		outliers := map[int64]bool{}
+		for i := 0; i < 600; i++ {
+			r := row{part: 0, off: int64(i), key: []byte("k"), ts: ts0, feats: []float32{float32(i), 0}, payload: []byte("{}"),
+				score: batch.Score{Scored: true, Outlier: i%2 == 0, DistanceOutlier: i%2 == 0, Weight: float64(i), WStar: 1}}
+			if r.score.Outlier {
+				outliers[r.off] = true
+			}
+			rows = append(rows, r)
+		}
+		b := newBatch(t, mem, "big", features, false, true, rows)
+		defer b.Record.Release()
+		if err := s.Write(context.Background(), b); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		st := s.Stats()
+		if st.Outputs < 2 || st.DeadLetters != 0 {
+			t.Fatalf("stats %+v: want the stream split into several messages, no dead letters", st)
+		}
+		recs := consume(t, br, cfg.Topic, int(st.Outputs))
+		seen := map[int64]int{}
+		for _, r := range recs {
+			if len(r.Value) > cfg.MaxMessageBytes {
+				t.Errorf("message of %d bytes > %d", len(r.Value), cfg.MaxMessageBytes)
+			}
+			rd, err := ipc.NewReader(bytes.NewReader(r.Value), ipc.WithAllocator(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rd.Next() {
+				offs := rd.Record().Column(3).(*array.Int64) // temp, pressure, _partition, _offset
+				first, last := offs.Value(0), offs.Value(offs.Len()-1)
+				if want := arrowKey("big", 0, first, last); string(r.Key) != want {
+					t.Errorf("key %q, want %q", r.Key, want)
+				}
+				for k := 0; k < offs.Len(); k++ {
+					seen[offs.Value(k)]++
+				}
+			}
+			rd.Release()
+		}
+		if len(seen) != len(outliers) {
+			t.Errorf("%d distinct rows arrived, want %d", len(seen), len(outliers))
+		}
+		for off, n := range seen {
+			if !outliers[off] || n != 1 {
+				t.Errorf("offset %d arrived %d times (outlier %v)", off, n, outliers[off])
+			}
+		}
+	})
+}
+
+func TestWriteDeadLetters(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, br broker) {
+		cfg := testConfig(t, br)
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		dls := []batch.DeadLetter{
+			{Topic: "in", Partition: 2, Offset: 41, Key: []byte("k1"), Value: []byte(`{"temp":"abc"}`), Time: ts0,
+				Reason: `field "temp": not a number: "abc"`},
+			{Topic: "in", Partition: 0, Offset: 5, Key: nil, Value: []byte{0, 1, 2}, Time: ts0.Add(time.Second),
+				Reason: "not JSON"},
+		}
+		if err := s.WriteDeadLetters(context.Background(), dls); err != nil {
+			t.Fatalf("WriteDeadLetters: %v", err)
+		}
+		recs := consume(t, br, cfg.DeadLetterTopic, len(dls))
+		for _, d := range dls {
+			src := outputID(d.Topic, int32(d.Partition), d.Offset)
+			found := false
+			for _, r := range recs {
+				if h, _ := header(r, HeaderSource); h != src {
+					continue
+				}
+				found = true
+				if !bytes.Equal(r.Value, d.Value) || !bytes.Equal(r.Key, d.Key) {
+					t.Errorf("%s: key %q value %q", src, r.Key, r.Value)
+				}
+				if h, _ := header(r, HeaderError); h != d.Reason {
+					t.Errorf("%s: reason %q", src, h)
+				}
+				if h, _ := header(r, HeaderTime); h != d.Time.Format(time.RFC3339Nano) {
+					t.Errorf("%s: time %q", src, h)
+				}
+			}
+			if !found {
+				t.Errorf("dead letter %s not found", src)
+			}
+		}
+		if err := s.WriteDeadLetters(context.Background(), nil); err != nil {
+			t.Errorf("empty WriteDeadLetters: %v", err)
+		}
+	})
+}
+
+// TestWriteWaitsForAck holds the broker's produce responses and checks that Write has not
+// returned while they are held, and returns once they are released.
+func TestWriteWaitsForAck(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	c, br := newKfake(t)
+	cfg := testConfig(t, br)
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	seen := make(chan struct{}, 16)
+	release := make(chan struct{})
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		seen <- struct{}{}
+		c.SleepControl(func() { <-release })
+		return nil, nil, false // then let the cluster handle (and acknowledge) it
+	})
+
+	b := newBatch(t, mem, "in", features, false, true, sampleRows())
+	defer b.Record.Release()
+	done := make(chan error, 1)
+	go func() { done <- s.Write(context.Background(), b) }()
+	select {
+	case <-seen:
+	case err := <-done:
+		t.Fatalf("Write returned (%v) before the broker saw a produce request", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no produce request reached the broker")
+	}
+	// The broker holds the acknowledgement; Write must still be waiting. 300 ms is ample for an
+	// asynchronous writer to return early, and cannot make a correct one fail.
+	select {
+	case err := <-done:
+		t.Fatalf("Write returned (%v) while the acknowledgement was held", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Write did not return after the acknowledgement")
+	}
+	consume(t, br, cfg.Topic, 3) // rows 0, 2 and 3 are outliers
+}
+
+// TestWriteFailsWithoutAck makes the broker answer every produce with NOT_ENOUGH_REPLICAS (what
+// acks=all yields when the in-sync replicas are too few): Write must fail, not return nil.
+func TestWriteFailsWithoutAck(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	c, br := newKfake(t)
+	cfg := testConfig(t, br)
+	cfg.MaxAttempts = 2
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var mu sync.Mutex
+	var acks []int16
+	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		mu.Lock()
+		acks = append(acks, req.Acks)
+		mu.Unlock()
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.NotEnoughReplicas.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	b := newBatch(t, mem, "in", features, false, true, sampleRows())
+	defer b.Record.Release()
+	err = s.Write(context.Background(), b)
+	if err == nil {
+		t.Fatal("Write returned nil although no produce was acknowledged")
+	}
+	if !strings.Contains(err.Error(), "Not Enough Replicas") {
+		t.Errorf("error %v does not name the broker's error", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range acks {
+		if a != -1 {
+			t.Errorf("produce request with acks=%d, want -1 (all)", a)
+		}
+	}
+	if len(acks) == 0 {
+		t.Error("no produce request seen")
+	}
+	if st := s.Stats(); st != (Stats{}) {
+		t.Errorf("stats after a failed write: %+v", st)
+	}
+}
+
+// TestRun checks the order write -> done -> release, on a CheckedAllocator.
+func TestRun(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	_, br := newKfake(t)
+	cfg := testConfig(t, br)
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	in := make(chan *batch.Batch, 3)
+	for p := int32(0); p < 3; p++ {
+		rows := sampleRows()
+		for i := range rows {
+			rows[i].part, rows[i].off = p, int64(100*p)+int64(i)
+		}
+		in <- newBatch(t, mem, "in", features, false, true, rows)
+	}
+	close(in)
+	var order []int64
+	err = s.Run(context.Background(), in, func(b *batch.Batch) {
+		if b.Record == nil {
+			t.Error("done called after the record was released")
+			return
+		}
+		// After done the batch's outputs must already be readable.
+		order = append(order, b.Record.Column(3).(*array.Int64).Value(0))
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !reflect.DeepEqual(order, []int64{0, 100, 200}) {
+		t.Errorf("done order %v", order)
+	}
+	consume(t, br, cfg.Topic, 9)
+}
+
+// TestRunReleasesOnError: a failing Write ends Run with the error, the batch released and done
+// not called.
+func TestRunReleasesOnError(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cfg := Default()
+	cfg.Brokers, cfg.Topic, cfg.DeadLetterTopic = []string{"127.0.0.1:1"}, "out", "dlq"
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	in := make(chan *batch.Batch, 1)
+	b := newBatch(t, mem, "in", features, false, true, sampleRows())
+	b.Payloads = b.Payloads[:1] // breaks the contract: Write fails before any network I/O
+	in <- b
+	err = s.Run(context.Background(), in, func(*batch.Batch) { t.Error("done called for a failed batch") })
+	if err == nil {
+		t.Fatal("Run returned nil")
+	}
+	if b.Record != nil {
+		t.Error("record not released")
+	}
+}
+
+func newKfake(t *testing.T) (*kfake.Cluster, broker) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c, broker{name: "kfake", addrs: c.ListenAddrs(), kfake: c}
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	m := map[string]int{}
+	for _, x := range a {
+		m[x]++
+	}
+	for _, x := range b {
+		m[x]--
+	}
+	for _, n := range m {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+
