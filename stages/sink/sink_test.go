@@ -38,7 +38,7 @@ func sampleRows() []row {
 				Subspace: []string{"temp", "pressure"}, Weight: 3.5, WStar: 6.02}},
 		{part: 0, off: 11, key: []byte("sensor-2"), ts: ts0.Add(time.Millisecond), feats: []float32{20, 1000}, sds: []float32{0.1, 2},
 			payload: []byte(`{"temp":20,"pressure":1000}`),
-			score: batch.Score{Scored: true, EtaProbability: 0.83, Subspace: []string{"temp"}, Weight: 2.104, WStar: 6.02}},
+			score:   batch.Score{Scored: true, EtaProbability: 0.83, Subspace: []string{"temp"}, Weight: 2.104, WStar: 6.02}},
 		{part: 1, off: 7, key: []byte{0xff, 0x00, 0xfe}, ts: ts0.Add(2 * time.Millisecond), feats: []float32{99, 2000}, sds: []float32{0.5, 3},
 			payload: []byte("temp=99 pressure=2000"),
 			score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, EtaProbability: 0.9,
@@ -711,5 +711,3 @@ func sameSet(a, b []string) bool {
 	}
 	return true
 }
-
-
