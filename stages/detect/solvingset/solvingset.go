@@ -1,0 +1,602 @@
+package solvingset
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// dmBytes is the size of the distance matrix of one chunk (candidates x chunk rows, float32).
+// Small enough to stay in the shared L3 between phase 1, which writes it, and phase 2, which
+// reads it; large enough that the two barriers per chunk cost nothing measurable.
+const dmBytes = 4 << 20
+
+// SolvingSet runs the SolvingSet algorithm of ALGORITHMS.md §1 and returns the exact top-n
+// outliers (every row with weight >= w*), w* and the solving set S.
+//
+// Parallel structure (the papers' split loop, SolvingSet-MV): the rows not yet in S are
+// processed in chunks. Phase 1 splits the chunk's rows over the workers: each row updates its
+// own neighbour heap LNN against all candidates and writes its squared distances into the
+// chunk's distance matrix dm (candidate-major), or skips the pair when
+// max(UB(p), UB_C(c)) < minOUT. Phase 2 splits the candidates over the workers: each candidate
+// updates its heap LNNC from its own row of dm. No heap is ever written by two workers, so
+// there are no locks. Between chunks the candidates' UB_C shrink, so pruning tightens within an
+// iteration as it does in the sequential algorithm; a candidate whose UB_C falls below minOUT
+// stops scanning (the papers' S-MS early exit).
+//
+// progress, when not nil, is called after every iteration with the iteration number (from 1)
+// and the number of points still active.
+func SolvingSet(cols [][]float32, p Params, progress func(iter, active int)) (Result, error) {
+	rows, err := validateCols(cols)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := p.Validate(rows); err != nil {
+		return Result{}, err
+	}
+	s := newSolver(cols, p)
+	return s.run(progress)
+}
+
+// solver holds the state of one SolvingSet run. Rows not yet in S live at positions
+// [0, live) of the working arrays; a row that becomes a candidate is swapped out to the end
+// (the GPU version's Init kernel does the same), so phase 1 never tests membership in S.
+type solver struct {
+	dims, k, n, m, workers int
+	margin                 float64
+
+	x    [][]float32 // working copy of the data, column-major, by position
+	row  []int32     // original row of each position
+	heap []float32   // LNN: k distances per position, max-heap, +Inf until full
+	ub   []float64   // UB: plainSum of heap
+	live int         // positions [0, live) are D \ S
+
+	// Current candidates C.
+	cand     []int32   // original rows
+	candX    []float32 // coordinates, candidate-major (cand j at [j*dims:])
+	candHeap []float32 // LNNC, k per candidate
+	candUB   []float64
+	candDone []bool // UB_C < minOUT: c cannot be an outlier; its LNNC need not be completed
+
+	out     outHeap // the n largest exact weights so far
+	minOUT  float64
+	weights []Outlier // every candidate with its weight (exact when >= final w*)
+	sset    []int
+
+	dm      []float32 // distance matrix of a chunk: dm[j*chunk + i], squared distances
+	chunk   int
+	scratch []*tileScratch
+	counts  []counter
+}
+
+// tileScratch is one worker's phase-1 scratch.
+type tileScratch struct {
+	t2      [knnTileSize]float32
+	acc     [knnTileSize]float32
+	live    []int32
+	fill    []int32
+	buf     []float32 // k + m distances of a filling row
+	changed [knnTileSize]bool
+	sort    []float32
+	topm    []selItem
+}
+
+func newSolver(cols [][]float32, p Params) *solver {
+	rows := len(cols[0])
+	s := &solver{
+		dims: len(cols), k: p.K, n: p.N, m: min(p.M, rows),
+		workers: max(1, workerCount(p.Workers)),
+		margin:  pruneMargin(p.K),
+		live:    rows,
+	}
+	s.x = make([][]float32, s.dims)
+	for j := range cols {
+		s.x[j] = slices.Clone(cols[j])
+	}
+	s.row = make([]int32, rows)
+	for i := range s.row {
+		s.row[i] = int32(i)
+	}
+	s.heap = make([]float32, rows*s.k)
+	s.ub = make([]float64, rows)
+	s.counts = make([]counter, s.workers)
+	s.scratch = make([]*tileScratch, s.workers)
+	for w := range s.scratch {
+		s.scratch[w] = &tileScratch{
+			live: make([]int32, 0, knnTileSize), fill: make([]int32, 0, knnTileSize),
+			sort: make([]float32, s.k), buf: make([]float32, 0, s.k+s.m),
+		}
+	}
+	parallelFor(s.workers, rows, 1<<16, func(_, lo, hi int) {
+		fillInf(s.heap[lo*s.k : hi*s.k])
+		for i := lo; i < hi; i++ {
+			s.ub[i] = math.Inf(1)
+		}
+	})
+	// Chunk rows: a multiple of the tile, dm about dmBytes, at least one tile per worker.
+	c := dmBytes / 4 / s.m
+	c = max(c, knnTileSize*s.workers)
+	s.chunk = (c + knnTileSize - 1) / knnTileSize * knnTileSize
+	s.chunk = min(s.chunk, (rows+knnTileSize-1)/knnTileSize*knnTileSize)
+	s.dm = make([]float32, s.m*s.chunk)
+	s.candX = make([]float32, s.m*s.dims)
+	s.candHeap = make([]float32, s.m*s.k)
+	s.candUB = make([]float64, s.m)
+	s.candDone = make([]bool, s.m)
+	s.out = outHeap{n: p.N}
+	// Step 1: the first candidates, drawn at random by a partial Fisher-Yates shuffle (O(m)
+	// memory: only the displaced positions are remembered).
+	r := rand.New(rand.NewPCG(p.Seed, 0x5851f42d4c957f2d))
+	moved := make(map[int]int, s.m)
+	at := func(i int) int {
+		if v, ok := moved[i]; ok {
+			return v
+		}
+		return i
+	}
+	first := make([]int, s.m)
+	for i := range s.m {
+		j := i + r.IntN(rows-i)
+		vi, vj := at(i), at(j)
+		moved[i], moved[j] = vj, vi
+		first[i] = vj
+	}
+	s.setCandidates(first)
+	return s
+}
+
+// pruned reports that an upper bound cannot reach minOUT (see pruneMargin). While OUT holds
+// fewer than n weights minOUT is 0 and nothing is pruned.
+func (s *solver) pruned(ub float64) bool { return ub*s.margin < s.minOUT }
+
+// setCandidates moves the points at the given positions out of D \ S into C: their
+// coordinates and heaps (LNNC starts as LNN: distances to earlier S are already known) go to
+// the candidate arrays, and the positions are filled from the end of the live range.
+func (s *solver) setCandidates(pos []int) {
+	nc := len(pos)
+	s.cand = s.cand[:0]
+	for j, q := range pos {
+		s.cand = append(s.cand, s.row[q])
+		s.sset = append(s.sset, int(s.row[q]))
+		for d := range s.dims {
+			s.candX[j*s.dims+d] = s.x[d][q]
+		}
+		copy(s.candHeap[j*s.k:(j+1)*s.k], s.heap[q*s.k:(q+1)*s.k])
+	}
+	// Remove in descending position order: the last live position is then never one still to
+	// be removed.
+	desc := slices.Clone(pos)
+	slices.SortFunc(desc, func(a, b int) int { return cmp.Compare(b, a) })
+	k := s.k
+	for _, q := range desc {
+		last := s.live - 1
+		if q != last {
+			for d := range s.dims {
+				s.x[d][q] = s.x[d][last]
+			}
+			s.row[q] = s.row[last]
+			copy(s.heap[q*k:(q+1)*k], s.heap[last*k:(last+1)*k])
+			s.ub[q] = s.ub[last]
+		}
+		s.live--
+	}
+	s.candUB = s.candUB[:nc]
+	s.candDone = s.candDone[:nc]
+}
+
+func (s *solver) run(progress func(iter, active int)) (Result, error) {
+	iter := 0
+	for len(s.cand) > 0 {
+		iter++
+		s.candidatesVsCandidates()
+		for c0 := 0; c0 < s.live; c0 += s.chunk {
+			c1 := min(c0+s.chunk, s.live)
+			s.phase1(c0, c1)
+			s.phase2(c1 - c0)
+		}
+		// Step d: every candidate has met every point; offer its weight to OUT.
+		scratch := s.scratch[0].sort
+		for j, r := range s.cand {
+			w := canonicalWeight(s.candHeap[j*s.k:(j+1)*s.k], scratch)
+			s.weights = append(s.weights, Outlier{Row: int(r), Weight: w})
+			s.out.offer(w)
+		}
+		s.minOUT = s.out.min()
+		// Steps e, f: active = UB >= minOUT; next C = the m active points with largest UB.
+		next, active := s.selectNext()
+		if progress != nil {
+			progress(iter, active)
+		}
+		s.setCandidates(next)
+	}
+	if len(s.out.w) < s.n {
+		return Result{}, fmt.Errorf("solvingset: internal error: %d weights for n=%d", len(s.out.w), s.n)
+	}
+	wstar := s.out.min()
+	var outliers []Outlier
+	for _, o := range s.weights {
+		if o.Weight >= wstar {
+			outliers = append(outliers, o)
+		}
+	}
+	sortOutliers(outliers)
+	// Distances between candidates are evaluated once per ordered pair (each candidate scans
+	// the others, so no heap is shared); they are counted as evaluated.
+	return Result{
+		Outliers:             outliers,
+		WStar:                wstar,
+		SolvingSet:           s.sset,
+		Iterations:           iter,
+		DistanceComputations: sumCounters(s.counts),
+	}, nil
+}
+
+// candidatesVsCandidates is step b: LNNC(c) meets every other current candidate. Each
+// candidate scans all others and writes only its own heap, so workers need no locks; the price
+// is that each pair is evaluated twice (m^2 distances, negligible against m*|D|).
+func (s *solver) candidatesVsCandidates() {
+	nc, dims, k := len(s.cand), s.dims, s.k
+	parallelFor(s.workers, nc, 8, func(w, lo, hi int) {
+		var cnt int64
+		for j := lo; j < hi; j++ {
+			cj := s.candX[j*dims : (j+1)*dims]
+			h := s.candHeap[j*k : (j+1)*k]
+			for i := range nc {
+				if i == j {
+					continue
+				}
+				ci := s.candX[i*dims : (i+1)*dims]
+				var d2 float32
+				for d := range dims {
+					t := cj[d] - ci[d]
+					d2 += float32(t * t)
+				}
+				if d := sqrt32(d2); d < h[0] {
+					heapReplaceTop(h, d)
+				}
+			}
+			cnt += int64(nc - 1)
+			s.candUB[j] = plainSum(h)
+			s.candDone[j] = s.pruned(s.candUB[j])
+		}
+		s.counts[w].n += cnt
+	})
+}
+
+// phase1 is step c for the rows at positions [c0, c1): each row against every candidate,
+// parallel over tiles of rows.
+func (s *solver) phase1(c0, c1 int) {
+	parallelFor(s.workers, c1-c0, knnTileSize, func(w, lo, hi int) {
+		s.counts[w].n += s.tile(s.scratch[w], c0, c0+lo, c0+hi)
+	})
+}
+
+// tile runs phase 1 for positions [a, b) of the chunk starting at c0.
+func (s *solver) tile(sc *tileScratch, c0, a, b int) int64 {
+	k, dims := s.k, s.dims
+	nt := b - a
+	t2, acc, changed := sc.t2[:nt], sc.acc[:nt], sc.changed[:nt]
+	sc.live = sc.live[:0]
+	sc.fill = sc.fill[:0]
+	for i := range nt {
+		changed[i] = false
+		if s.pruned(s.ub[a+i]) {
+			// Inactive: its LNN need not improve (it can never become a candidate, and its UB
+			// stays an upper bound of w_k(p, S)); a negative threshold rejects every distance.
+			t2[i] = -1
+		} else {
+			t2[i] = sq32(s.heap[(a+i)*k])
+			sc.live = append(sc.live, int32(i))
+			if math.IsInf(float64(s.heap[(a+i)*k]), 1) {
+				// Its heap is not full yet (the first iteration, or while m < k): it skips the
+				// per-candidate inserts, which would each sink through a heap of +Inf, and
+				// takes all its distances in one batch below.
+				t2[i] = -1
+				sc.fill = append(sc.fill, int32(i))
+			}
+		}
+	}
+	off := a - c0
+	var count int64
+	for j := range s.cand {
+		cj := s.candX[j*dims : (j+1)*dims]
+		if s.candDone[j] {
+			// max(UB(p), UB_C(c)) < minOUT unless p is live: only live rows meet c, and
+			// phase 2 ignores c, so nothing is written to dm.
+			if len(sc.live) == 0 {
+				continue
+			}
+			if dims == 2 && 4*len(sc.live) >= nt {
+				// Most rows are live: a dense pass is cheaper than gathering. The rows that are
+				// not live have t2 = -1 and reject their distance; all nt are counted.
+				s.pass2(acc, a, b, cj, t2, changed)
+				count += int64(nt)
+				continue
+			}
+			for _, i := range sc.live {
+				d2 := sqDist(s.x, a+int(i), cj)
+				if d2 <= t2[i] {
+					s.insert(a+int(i), d2, &t2[i], &changed[i])
+				}
+			}
+			count += int64(len(sc.live))
+			continue
+		}
+		row := s.dm[j*s.chunk+off : j*s.chunk+off+nt]
+		count += int64(nt)
+		if dims == 2 {
+			s.pass2(row, a, b, cj, t2, changed)
+			continue
+		}
+		{
+			x := s.x[0][a:b]
+			c := cj[0]
+			for i := range x {
+				t := x[i] - c
+				acc[i] = float32(t * t)
+			}
+			for d := 1; d < dims; d++ {
+				x := s.x[d][a:b]
+				c := cj[d]
+				for i := range x {
+					t := x[i] - c
+					acc[i] += float32(t * t)
+				}
+			}
+			copy(row, acc)
+		}
+		for i, d2 := range row {
+			if d2 <= t2[i] {
+				s.insert(a+i, d2, &t2[i], &changed[i])
+			}
+		}
+	}
+	for _, i := range sc.fill {
+		count += s.fillHeap(sc, a+int(i), off+int(i))
+		changed[i] = true
+	}
+	for i := range nt {
+		if changed[i] {
+			s.ub[a+i] = plainSum(s.heap[(a+i)*k : (a+i+1)*k])
+		}
+	}
+	return count
+}
+
+// fillHeap gives the not yet full LNN of position q (row dmCol of the chunk's dm) the k
+// smallest of its current distances and its distances to all candidates: the same multiset as
+// inserting them one by one, at the cost of one heapify and a few replacements. Distances to
+// done candidates are not in dm and are evaluated here; it returns how many.
+func (s *solver) fillHeap(sc *tileScratch, q, dmCol int) int64 {
+	k := s.k
+	h := s.heap[q*k : (q+1)*k]
+	buf := sc.buf[:0]
+	for _, v := range h {
+		if !math.IsInf(float64(v), 1) {
+			buf = append(buf, v)
+		}
+	}
+	var count int64
+	for j := range s.cand {
+		var d2 float32
+		if s.candDone[j] {
+			d2 = sqDist(s.x, q, s.candX[j*s.dims:(j+1)*s.dims])
+			count++
+		} else {
+			d2 = s.dm[j*s.chunk+dmCol]
+		}
+		buf = append(buf, sqrt32(d2))
+	}
+	n0 := min(len(buf), k)
+	copy(h, buf[:n0])
+	fillInf(h[n0:])
+	heapify(h)
+	for _, d := range buf[n0:] {
+		if d < h[0] {
+			heapReplaceTop(h, d)
+		}
+	}
+	sc.buf = buf
+	return count
+}
+
+// pass2 is the 2-D inner loop of phase 1: it writes the squared distances of the positions
+// [a, b) to the candidate c into dst and offers each to its row's LNN (rows with t2 = -1, not
+// live or filling, reject it).
+func (s *solver) pass2(dst []float32, a, b int, c []float32, t2 []float32, changed []bool) {
+	p0, p1 := c[0], c[1]
+	x0, x1 := s.x[0][a:b], s.x[1][a:b]
+	x1 = x1[:len(x0)]
+	dst = dst[:len(x0)]
+	t2 = t2[:len(x0)]
+	for i := range x0 {
+		t := x0[i] - p0
+		u := x1[i] - p1
+		d2 := float32(t*t) + float32(u*u)
+		dst[i] = d2
+		if d2 <= t2[i] {
+			s.insert(a+i, d2, &t2[i], &changed[i])
+		}
+	}
+}
+
+// insert offers the distance sqrt32(d2) to the LNN of position q and refreshes its threshold.
+func (s *solver) insert(q int, d2 float32, t2 *float32, changed *bool) {
+	h := s.heap[q*s.k : (q+1)*s.k]
+	if d := sqrt32(d2); d < h[0] {
+		heapReplaceTop(h, d)
+		*t2 = sq32(h[0])
+		*changed = true
+	}
+}
+
+// phase2 is the candidates' side of step c for a chunk of nrows rows: each candidate updates
+// LNNC from its row of dm, parallel over candidates.
+func (s *solver) phase2(nrows int) {
+	parallelFor(s.workers, len(s.cand), 1, func(_, j, _ int) {
+		if s.candDone[j] {
+			return
+		}
+		h := s.candHeap[j*s.k : (j+1)*s.k]
+		t2 := sq32(h[0])
+		changed := false
+		for _, d2 := range s.dm[j*s.chunk : j*s.chunk+nrows] {
+			if d2 <= t2 {
+				if d := sqrt32(d2); d < h[0] {
+					heapReplaceTop(h, d)
+					t2 = sq32(h[0])
+					changed = true
+				}
+			}
+		}
+		if changed {
+			s.candUB[j] = plainSum(h)
+			s.candDone[j] = s.pruned(s.candUB[j])
+		}
+	})
+}
+
+// selItem is a point considered for the next candidates.
+type selItem struct {
+	ub  float64
+	row int32
+	pos int32
+}
+
+// better orders by UB descending, ties by row ascending (deterministic for any worker count).
+func (a selItem) better(b selItem) bool {
+	return a.ub > b.ub || (a.ub == b.ub && a.row < b.row)
+}
+
+// selectNext returns the positions of the next candidates (the m active points with the
+// largest UB, best first) and the number of active points. Each worker keeps the m best of its
+// blocks in a min-heap (worst on top); the union is sorted.
+func (s *solver) selectNext() ([]int, int) {
+	m := s.m
+	for _, sc := range s.scratch {
+		sc.topm = sc.topm[:0]
+	}
+	actives := make([]counter, s.workers)
+	parallelFor(s.workers, s.live, 1<<14, func(w, lo, hi int) {
+		sc := s.scratch[w]
+		h := sc.topm
+		var active int64
+		for q := lo; q < hi; q++ {
+			ub := s.ub[q]
+			if s.pruned(ub) {
+				continue
+			}
+			active++
+			it := selItem{ub: ub, row: s.row[q], pos: int32(q)}
+			if len(h) < m {
+				h = append(h, it)
+				siftUpWorst(h, len(h)-1)
+			} else if it.better(h[0]) {
+				h[0] = it
+				siftDownWorst(h, 0)
+			}
+		}
+		sc.topm = h
+		actives[w].n += active
+	})
+	var all []selItem
+	for _, sc := range s.scratch {
+		all = append(all, sc.topm...)
+	}
+	slices.SortFunc(all, func(a, b selItem) int {
+		if a.better(b) {
+			return -1
+		}
+		if b.better(a) {
+			return 1
+		}
+		return 0
+	})
+	all = all[:min(len(all), m)]
+	pos := make([]int, len(all))
+	for i, it := range all {
+		pos[i] = int(it.pos)
+	}
+	return pos, int(sumCounters(actives))
+}
+
+// siftUpWorst and siftDownWorst maintain a heap whose root is the worst item.
+func siftUpWorst(h []selItem, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[p].better(h[i]) {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func siftDownWorst(h []selItem, i int) {
+	n := len(h)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			return
+		}
+		if r := c + 1; r < n && h[c].better(h[r]) {
+			c = r
+		}
+		if !h[i].better(h[c]) {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+}
+
+// outHeap is OUT: a min-heap of the n largest weights offered.
+type outHeap struct {
+	n int
+	w []float64
+}
+
+// min is minOUT: the smallest of the n largest weights, 0 until n weights have been offered.
+func (o *outHeap) min() float64 {
+	if len(o.w) < o.n {
+		return 0
+	}
+	return o.w[0]
+}
+
+func (o *outHeap) offer(x float64) {
+	h := o.w
+	if len(h) < o.n {
+		h = append(h, x)
+		for i := len(h) - 1; i > 0; {
+			p := (i - 1) / 2
+			if h[p] <= h[i] {
+				break
+			}
+			h[p], h[i] = h[i], h[p]
+			i = p
+		}
+		o.w = h
+		return
+	}
+	if x <= h[0] {
+		return
+	}
+	h[0] = x
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= len(h) {
+			break
+		}
+		if r := c + 1; r < len(h) && h[r] < h[c] {
+			c = r
+		}
+		if h[i] <= h[c] {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+}
