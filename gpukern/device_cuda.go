@@ -23,6 +23,9 @@ var microclusterPTX string
 //go:embed solvingset.ptx
 var solvingsetPTX string
 
+//go:embed density.ptx
+var densityPTX string
+
 // modules lists the embedded PTX modules and the kernels each one exports.
 var modules = []struct {
 	name, ptx string
@@ -31,6 +34,7 @@ var modules = []struct {
 	{"knn", knnPTX, []string{"knn_weights"}},
 	{"microcluster", microclusterPTX, []string{"assign_nearest", "cf_reduce_chunk", "cf_finalize"}},
 	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_candnn", "ss_select"}},
+	{"density", densityPTX, []string{"density_independent"}},
 }
 
 // Available reports whether a CUDA device can be used and, if not, why.

@@ -50,3 +50,7 @@ func (d *Device) cluster(means, sds *Columns, centroids [][]float32, q, iteratio
 func (d *Device) solvingSet(cols [][]float32, rows int, p SolvingSetParams) (SolvingSetResult, error) {
 	return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: %w", errNoCUDA)
 }
+
+func (d *Device) detectRecords(m *DensityModel, means, sds [][]float32, n int, p DensityParams, out []DensityVerdict) error {
+	return fmt.Errorf("gpukern.DetectRecords: %w", errNoCUDA)
+}
