@@ -285,9 +285,17 @@ func committedOffsets(ctx context.Context, br testBroker, group, topic string, p
 	return out, nil
 }
 
-// readTopic reads every message of topic from the start up to its end offsets (taken now),
-// with franz-go's consumer.
+// readTopic reads every message of topic from the start up to its end offsets (taken now).
 func readTopic(tb testing.TB, br testBroker, topic string, parts int) []*kgo.Record {
+	tb.Helper()
+	var out []*kgo.Record
+	scanTopic(tb, br, topic, parts, func(r *kgo.Record) { out = append(out, r) })
+	return out
+}
+
+// scanTopic calls fn, in offset order per partition, with every message of topic from the
+// start up to its end offsets (taken now), read with franz-go's consumer; it returns how many.
+func scanTopic(tb testing.TB, br testBroker, topic string, parts int, fn func(*kgo.Record)) int {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -304,7 +312,7 @@ func readTopic(tb testing.TB, br testBroker, topic string, parts int) []*kgo.Rec
 		}
 	}
 	if total == 0 {
-		return nil
+		return 0
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(br.addrs...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
@@ -313,13 +321,12 @@ func readTopic(tb testing.TB, br testBroker, topic string, parts int) []*kgo.Rec
 		tb.Fatalf("kgo consumer: %v", err)
 	}
 	defer cl.Close()
-	out := make([]*kgo.Record, 0, total)
 	next := make([]int64, parts) // next offset expected per partition
-	remaining := len(want)
+	remaining, n := len(want), 0
 	for remaining > 0 {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			tb.Fatalf("reading %s: got %d of %d messages before the timeout", topic, len(out), total)
+			tb.Fatalf("reading %s: got %d of %d messages before the timeout", topic, n, total)
 		}
 		fs.EachError(func(tp string, p int32, err error) { tb.Logf("fetch %s/%d: %v", tp, p, err) })
 		fs.EachRecord(func(r *kgo.Record) {
@@ -327,13 +334,14 @@ func readTopic(tb testing.TB, br testBroker, topic string, parts int) []*kgo.Rec
 				return
 			}
 			next[r.Partition] = r.Offset + 1
-			out = append(out, r)
+			n++
+			fn(r)
 			if r.Offset == end[r.Partition]-1 {
 				remaining--
 			}
 		})
 	}
-	return out
+	return n
 }
 
 // header returns the value of header k of r.

@@ -1,0 +1,180 @@
+package pipeline
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outlierd/outlierd/stages/sink"
+)
+
+// BenchmarkPipelineEndToEnd measures the whole pipeline against the real broker
+// (KAFKA_BOOTSTRAP; skipped without it): the 8-feature sensor stream with "_sd" uncertainties,
+// the default configuration on the CPU, emit: all to a fresh output topic.
+//
+//   - backlog: N records (OUTLIERD_BENCH_RECORDS, default 300,000) are produced first, then
+//     the pipeline drains them. Latency is then mostly time spent queued in the backlog.
+//   - steady: records are produced at a steady rate (OUTLIERD_BENCH_RATE records/s, default
+//     20,000) for N records while the pipeline runs, so latency is the pipeline's own.
+//
+// Metrics: records/s = N / (time of the last output - pipeline start), start-up (group join,
+// first model build) included; sustained_records/s = the middle 80% of the outputs divided by
+// the time between the 10th and 90th percentile output times (start-up and tail excluded);
+// latency p50/p99 = output message time - input message time (both Kafka CreateTimes, in
+// milliseconds), over all records and, for steady, after the first 10% (the warm-up: the
+// records held until the first model exists).
+//
+//	.ci/with-kafka.sh go test -run '^$' -bench PipelineEndToEnd -benchtime 1x ./pipeline/
+func BenchmarkPipelineEndToEnd(b *testing.B) {
+	br := realBroker(b)
+	n := envInt(b, "OUTLIERD_BENCH_RECORDS", 300_000)
+	rate := envInt(b, "OUTLIERD_BENCH_RATE", 20_000)
+	b.Run("backlog", func(b *testing.B) { benchEndToEnd(b, br, n, 0) })
+	b.Run("steady", func(b *testing.B) { benchEndToEnd(b, br, n, rate) })
+}
+
+// envInt reads a positive integer knob from the environment.
+func envInt(tb testing.TB, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v <= 0 {
+		tb.Fatalf("%s=%q: want a positive integer", name, s)
+	}
+	return v
+}
+
+// benchEndToEnd runs the pipeline over n records, pre-produced (rate 0) or produced at rate
+// records/s while it runs, b.N times, and reports the metrics of the runs together.
+func benchEndToEnd(b *testing.B, br testBroker, n, rate int) {
+	var lat, latWarm []float64 // milliseconds
+	var rps, sustained []float64
+	for range b.N {
+		b.StopTimer()
+		const parts = 3
+		in, out, dlq, group := uniqueName("bin"), uniqueName("bout"), uniqueName("bdlq"), uniqueName("bgroup")
+		createTopics(b, br, map[string]int{in: parts, out: parts, dlq: 1})
+		input := newInput(in, parts, makeSensorRecords(b, n, parts, 11, 0.01, 0.005))
+		if rate == 0 {
+			produceSensors(b, br, input)
+		}
+		cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
+		b.StartTimer()
+		r := startPipeline(b, cfg, nil)
+		if rate > 0 {
+			achieved := produceSteady(b, br, input, rate)
+			b.Logf("steady: produced %d records at %.0f records/s (asked %d)", n, achieved, rate)
+		}
+		r.waitCommitted(b, br, group, input, 10*time.Minute)
+		b.StopTimer()
+		if err := r.stop(b, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
+			b.Fatalf("graceful stop: %v", err)
+		}
+
+		// Latency per valid record, from its output (deduplicated by id; emit: all gives one each).
+		seen := make(map[coord]bool, n)
+		var times []int64 // output times, ms
+		var l, lw []float64
+		warm := n / 10
+		index := make(map[*sensorRecord]int, n)
+		for i, rec := range input.records {
+			index[rec] = i
+		}
+		scanTopic(b, br, out, parts, func(m *kgo.Record) {
+			id, _ := header(m, sink.HeaderID)
+			c, err := parseID(id, in)
+			if err != nil {
+				b.Fatalf("output id %q: %v", id, err)
+			}
+			rec, ok := input.byCoord[c]
+			if !ok || seen[c] {
+				return
+			}
+			seen[c] = true
+			ms := m.Timestamp.UnixMilli()
+			times = append(times, ms)
+			d := float64(ms - rec.time.UnixMilli())
+			l = append(l, d)
+			if index[rec] >= warm {
+				lw = append(lw, d)
+			}
+		})
+		valid := 0
+		for _, rec := range input.records {
+			if !rec.malformed {
+				valid++
+			}
+		}
+		if len(seen) != valid {
+			b.Fatalf("emit all: %d distinct outputs for %d valid records", len(seen), valid)
+		}
+		slices.Sort(times)
+		start := r.started.UnixMilli()
+		last := times[len(times)-1]
+		rps = append(rps, float64(valid)/(float64(last-start)/1000))
+		t10, t90 := times[len(times)/10], times[len(times)*9/10]
+		sustained = append(sustained, 0.8*float64(len(times))/(float64(max(t90-t10, 1))/1000))
+		lat, latWarm = append(lat, l...), append(latWarm, lw...)
+		st := r.p.Stats()
+		b.Logf("run: %d records, %d flagged, %d dead letters, model version %d, %d commits; last output %.2fs after start",
+			valid, st.Flagged.Load(), st.DeadLetters.Load(), st.ModelVersion.Load(), st.Commits.Load(), float64(last-start)/1000)
+	}
+	b.ReportMetric(mean(rps), "records/s")
+	b.ReportMetric(mean(sustained), "sustained_records/s")
+	b.ReportMetric(quantile(lat, 0.50), "p50_ms")
+	b.ReportMetric(quantile(lat, 0.99), "p99_ms")
+	if rate > 0 {
+		b.ReportMetric(quantile(latWarm, 0.50), "p50_warm_ms")
+		b.ReportMetric(quantile(latWarm, 0.99), "p99_warm_ms")
+	}
+}
+
+// produceSteady produces in.records at rate records/s (every 5 ms what is due by then, so a
+// slow produce call is caught up by the next) and returns the rate achieved. The produce time
+// in each message is the time of its produce call.
+func produceSteady(b *testing.B, br testBroker, in *sensorInput, rate int) float64 {
+	cl := newProducer(b, br)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	sent := 0
+	for sent < len(in.records) {
+		<-tick.C
+		due := min(len(in.records), int(time.Since(start).Seconds()*float64(rate)))
+		if due <= sent {
+			continue
+		}
+		if err := produceRecords(ctx, cl, in, in.records[sent:due]); err != nil {
+			b.Fatal(err)
+		}
+		sent = due
+	}
+	return float64(sent) / time.Since(start).Seconds()
+}
+
+func mean(x []float64) float64 {
+	s := 0.0
+	for _, v := range x {
+		s += v
+	}
+	return s / float64(max(len(x), 1))
+}
+
+// quantile is the q-quantile of x (nearest rank); it sorts x.
+func quantile(x []float64, q float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	slices.Sort(x)
+	return x[min(len(x)-1, int(q*float64(len(x))))]
+}
