@@ -258,7 +258,7 @@ func (c *Config) Validate() error {
 				}
 			}
 		}
-		if u.Suffix == "" && u.Default == nil {
+		if u.Suffix == "" && u.Default == nil && len(u.Fields) > 0 {
 			for _, f := range c.Features {
 				if _, ok := u.Fields[f]; !ok && f != "" {
 					bad("uncertainty: feature %q has no uncertainty field (fields or suffix) and there is no default", f)

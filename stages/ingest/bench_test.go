@@ -1,0 +1,119 @@
+package ingest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// benchJSON is a typical sensor message: 10 features, their uncertainties, a nested device
+// object, a key, a time and a few fields the decoder skips (about 420 bytes).
+var benchJSON = func() []byte {
+	var b strings.Builder
+	b.WriteString(`{"device":{"id":"sensor-0042","site":"plant-7","fw":"1.4.2"},"ts":1700000000123,`)
+	for j := range 10 {
+		fmt.Fprintf(&b, `"x%d":%g,"x%d_sd":%g,`, j, 0.123456*float64(j+1), j, 0.01*float64(j+1))
+	}
+	b.WriteString(`"tags":["a","b"],"ok":true,"note":"calibrated \"weekly\""}`)
+	return []byte(b.String())
+}()
+
+func benchFeatures() []string {
+	f := make([]string, 10)
+	for j := range f {
+		f[j] = fmt.Sprintf("x%d", j)
+	}
+	return f
+}
+
+// BenchmarkDecodeJSON compares the scanner with the obvious alternative, encoding/json into a
+// map[string]any plus lookups (which must also walk the path and check types).
+func BenchmarkDecodeJSON(b *testing.B) {
+	cfg := testConfig(FormatJSON, benchFeatures(), func(c *Config) {
+		c.KeyField = "device.id"
+		c.EventTimeField = "ts"
+		c.Uncertainty = &Uncertainty{Suffix: "_sd"}
+	})
+	b.Run("scanner", func(b *testing.B) {
+		dec, err := NewDecoder(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out := cfg.NewDecoded()
+		b.SetBytes(int64(len(benchJSON)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := dec.Decode(benchJSON, out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json-map", func(b *testing.B) {
+		values := make([]float32, 10)
+		sds := make([]float32, 10)
+		b.SetBytes(int64(len(benchJSON)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var m map[string]any
+			if err := json.Unmarshal(benchJSON, &m); err != nil {
+				b.Fatal(err)
+			}
+			for j, f := range cfg.Features {
+				v, ok := m[f].(float64)
+				sd, ok2 := m[f+"_sd"].(float64)
+				if !ok || !ok2 {
+					b.Fatal("missing")
+				}
+				values[j], sds[j] = float32(v), float32(sd)
+			}
+			if _, ok := m["device"].(map[string]any)["id"].(string); !ok {
+				b.Fatal("no key")
+			}
+		}
+	})
+}
+
+func BenchmarkDecodeCSV(b *testing.B) {
+	header := []string{"id"}
+	var line strings.Builder
+	line.WriteString("sensor-0042")
+	for j := range 10 {
+		header = append(header, fmt.Sprintf("x%d", j), fmt.Sprintf("x%d_sd", j))
+		fmt.Fprintf(&line, ",%g,%g", 0.123456*float64(j+1), 0.01*float64(j+1))
+	}
+	cfg := testConfig(FormatCSV, benchFeatures(), func(c *Config) {
+		c.CSVHeader = header
+		c.KeyField = "id"
+		c.Uncertainty = &Uncertainty{Suffix: "_sd"}
+	})
+	benchDecoder(b, cfg, []byte(line.String()))
+}
+
+func BenchmarkDecodeLogfmt(b *testing.B) {
+	var line strings.Builder
+	line.WriteString(`level=info dev=sensor-0042 msg="a reading"`)
+	for j := range 10 {
+		fmt.Fprintf(&line, " x%d=%g x%d_sd=%g", j, 0.123456*float64(j+1), j, 0.01*float64(j+1))
+	}
+	cfg := testConfig(FormatLogfmt, benchFeatures(), func(c *Config) {
+		c.KeyField = "dev"
+		c.Uncertainty = &Uncertainty{Suffix: "_sd"}
+	})
+	benchDecoder(b, cfg, []byte(line.String()))
+}
+
+func benchDecoder(b *testing.B, cfg Config, msg []byte) {
+	dec, err := NewDecoder(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := cfg.NewDecoded()
+	b.SetBytes(int64(len(msg)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := dec.Decode(msg, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
