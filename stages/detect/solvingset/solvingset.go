@@ -287,14 +287,16 @@ func (s *solver) tile(sc *tileScratch, c0, a, b int) int64 {
 			// stays an upper bound of w_k(p, S)); a negative threshold rejects every distance.
 			t2[i] = -1
 		} else {
-			t2[i] = sq32(s.heap[(a+i)*k])
-			sc.live = append(sc.live, int32(i))
-			if math.IsInf(float64(s.heap[(a+i)*k]), 1) {
+			top := s.heap[(a+i)*k]
+			if math.IsInf(float64(top), 1) {
 				// Its heap is not full yet (the first iteration, or while m < k): it skips the
 				// per-candidate inserts, which would each sink through a heap of +Inf, and
-				// takes all its distances in one batch below.
+				// takes all its distances in one batch (fillHeap) below.
 				t2[i] = -1
 				sc.fill = append(sc.fill, int32(i))
+			} else {
+				t2[i] = sq32(top)
+				sc.live = append(sc.live, int32(i))
 			}
 		}
 	}
@@ -303,15 +305,15 @@ func (s *solver) tile(sc *tileScratch, c0, a, b int) int64 {
 	for j := range s.cand {
 		cj := s.candX[j*dims : (j+1)*dims]
 		if s.candDone[j] {
-			// max(UB(p), UB_C(c)) < minOUT unless p is live: only live rows meet c, and
-			// phase 2 ignores c, so nothing is written to dm.
+			// max(UB(p), UB_C(c)) < minOUT unless p is live: only live rows meet c (filling
+			// rows meet it in fillHeap), and phase 2 ignores c, so nothing is written to dm.
 			if len(sc.live) == 0 {
 				continue
 			}
-			if dims == 2 && 4*len(sc.live) >= nt {
+			if 4*len(sc.live) >= nt {
 				// Most rows are live: a dense pass is cheaper than gathering. The rows that are
 				// not live have t2 = -1 and reject their distance; all nt are counted.
-				s.pass2(acc, a, b, cj, t2, changed)
+				s.pass(acc, a, b, cj, t2, changed)
 				count += int64(nt)
 				continue
 			}
@@ -324,34 +326,8 @@ func (s *solver) tile(sc *tileScratch, c0, a, b int) int64 {
 			count += int64(len(sc.live))
 			continue
 		}
-		row := s.dm[j*s.chunk+off : j*s.chunk+off+nt]
 		count += int64(nt)
-		if dims == 2 {
-			s.pass2(row, a, b, cj, t2, changed)
-			continue
-		}
-		{
-			x := s.x[0][a:b]
-			c := cj[0]
-			for i := range x {
-				t := x[i] - c
-				acc[i] = float32(t * t)
-			}
-			for d := 1; d < dims; d++ {
-				x := s.x[d][a:b]
-				c := cj[d]
-				for i := range x {
-					t := x[i] - c
-					acc[i] += float32(t * t)
-				}
-			}
-			copy(row, acc)
-		}
-		for i, d2 := range row {
-			if d2 <= t2[i] {
-				s.insert(a+i, d2, &t2[i], &changed[i])
-			}
-		}
+		s.pass(s.dm[j*s.chunk+off:j*s.chunk+off+nt], a, b, cj, t2, changed)
 	}
 	for _, i := range sc.fill {
 		count += s.fillHeap(sc, a+int(i), off+int(i))
@@ -402,9 +378,37 @@ func (s *solver) fillHeap(sc *tileScratch, q, dmCol int) int64 {
 	return count
 }
 
-// pass2 is the 2-D inner loop of phase 1: it writes the squared distances of the positions
-// [a, b) to the candidate c into dst and offers each to its row's LNN (rows with t2 = -1, not
-// live or filling, reject it).
+// pass writes the squared distances of the positions [a, b) to the candidate c into dst and
+// offers each to its row's LNN (rows with t2 = -1, not live or filling, reject it).
+func (s *solver) pass(dst []float32, a, b int, c []float32, t2 []float32, changed []bool) {
+	if s.dims == 2 {
+		s.pass2(dst, a, b, c, t2, changed)
+		return
+	}
+	x := s.x[0][a:b]
+	dst = dst[:len(x)]
+	c0 := c[0]
+	for i := range x {
+		t := x[i] - c0
+		dst[i] = float32(t * t)
+	}
+	for d := 1; d < s.dims; d++ {
+		x := s.x[d][a:b]
+		x = x[:len(dst)]
+		cd := c[d]
+		for i := range dst {
+			t := x[i] - cd
+			dst[i] += float32(t * t)
+		}
+	}
+	for i, d2 := range dst {
+		if d2 <= t2[i] {
+			s.insert(a+i, d2, &t2[i], &changed[i])
+		}
+	}
+}
+
+// pass2 is pass for 2-D data, fused into one loop.
 func (s *solver) pass2(dst []float32, a, b int, c []float32, t2 []float32, changed []bool) {
 	p0, p1 := c[0], c[1]
 	x0, x1 := s.x[0][a:b], s.x[1][a:b]
