@@ -6,7 +6,10 @@
 // Build: the kernels need `-tags cuda` and the CUDA driver headers and link stub (.ci/cuda.sh
 // fetches them). Without the tag the package keeps the same exported API: Available reports
 // "built without CUDA", Open and every kernel entry return an error wrapping ErrNoDevice, and no
-// CUDA header is needed. A binary built with the tag needs the driver's libcuda.so.1 to start.
+// CUDA header is needed. A binary built with the tag needs the driver's libcuda.so.1 to start, and
+// gorgonia.org/cu calls cuInit in its package init and exits the process (status 1) if that fails:
+// a cuda-tagged binary therefore runs only where a driver and a GPU are present. Ship the untagged
+// build for CPU-only hosts.
 //
 // Kernels are CUDA C (<name>.cu), compiled to PTX for compute_80 by nvcc 11.8 (PTX ISA 7.8, which
 // every driver from CUDA 11.8 on JIT-compiles, sm_90 included); the PTX is committed and embedded.
