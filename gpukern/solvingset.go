@@ -46,10 +46,12 @@ type SolvingSetResult struct {
 const ssMaxShared = 48 * 1024
 
 // SolvingSet runs the SolvingSet algorithm (ALGORITHMS.md §1) on the device and returns the exact
-// top-n outliers, w* and the solving set: the same result as solvingset.SolvingSet (same weights
-// bit for bit, same candidates in the same order), because every distance, upper bound, pruning
-// test and selection follows the CPU twin's arithmetic and order. cols is column-major float32,
-// finite. Device memory: about rows*(4*dims + 4*K + 4*M + 16) bytes.
+// top-n outliers, w* and the solving set. The top-n rows, their weights (bit for bit) and w* equal
+// solvingset.SolvingSet's: distances, canonical weights, pruning and selection follow the CPU
+// twin's arithmetic. The solving set also equals the CPU's as long as both build each neighbour
+// heap in the same storage order (the upper bounds are plain sums in that order); the GPU inserts
+// one distance at a time in candidate order. cols is column-major float32, finite. Device memory:
+// about rows*(4*dims + 4*K + 4*M + 16) bytes.
 func SolvingSet(d *Device, cols [][]float32, p SolvingSetParams) (SolvingSetResult, error) {
 	rows, err := columnsShape("cols", cols)
 	if err != nil {
