@@ -561,3 +561,72 @@ func waitUntil(ctx context.Context, cond func() bool) bool {
 	}
 	return true
 }
+
+// TestSourceBatchEdges (kfake): a batch closes on MaxWait short of BatchSize (otherwise Next
+// would block until the test's deadline), a window of only malformed messages yields no batch
+// but dead letters, the event-time and key fields replace the Kafka ones, and a cancelled
+// context ends a Next that has nothing.
+func TestSourceBatchEdges(t *testing.T) {
+	env := kfakeEnv(t)
+	msgs := []itMessage{
+		{p: 0, i: 0, value: `{"temp":1.5,"sensor":{"hum":2},"id":"dev-a","ts":"2026-11-21T05:00:00Z"}`},
+		{p: 0, i: 1, value: `{"temp":2.5,"sensor":{"hum":3},"id":7,"ts":1700000000123}`},
+	}
+	produce(t, env, msgs)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cp := checkpoint.New()
+	cfg := itConfig(env, fmt.Sprintf("g-edges-%d", time.Now().UnixNano()))
+	cfg.BatchSize = 1000
+	cfg.KeyField, cfg.EventTimeField = "id", "ts"
+	src, err := NewSource(cfg, cp, mem, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	var rows int
+	var keys []string
+	var times []int64
+	for rows < 2 {
+		b, dls, err := src.Next(ctx)
+		if err != nil || len(dls) != 0 || b == nil {
+			t.Fatalf("Next: batch %v, %d dead letters, err %v", b, len(dls), err)
+		}
+		k := b.Record.Column(4).(*array.Binary)
+		ts := b.Record.Column(5).(*array.Timestamp)
+		for r := 0; r < b.Len(); r++ {
+			keys = append(keys, string(k.Value(r)))
+			times = append(times, int64(ts.Value(r)))
+		}
+		rows += b.Len()
+		b.Record.Release()
+	}
+	if fmt.Sprint(keys) != "[dev-a 7]" || fmt.Sprint(times) != fmt.Sprint([]int64{tsMS, 1700000000123}) {
+		t.Fatalf("keys %v, times %v", keys, times)
+	}
+
+	produce(t, env, []itMessage{{p: 1, i: 0, value: `not json`}, {p: 1, i: 1, value: `{"temp":1}`}})
+	var dead []batch.DeadLetter
+	for len(dead) < 2 {
+		b, dls, err := src.Next(ctx)
+		if err != nil || b != nil {
+			t.Fatalf("Next over malformed messages: batch %v, err %v", b, err)
+		}
+		dead = append(dead, dls...)
+	}
+	if dead[0].Reason != "invalid JSON at byte 0: expected a JSON object" || dead[1].Reason != `field "sensor.hum": missing` || dead[1].Partition != 1 || dead[1].Offset != 1 {
+		t.Fatalf("dead letters %+v", dead)
+	}
+	if got := cp.Pending(0) + cp.Pending(1); got != 4 {
+		t.Fatalf("%d records pending in the checkpointer, want 4 (every fetched message is registered)", got)
+	}
+
+	cctx, ccancel := context.WithCancel(ctx)
+	ccancel()
+	if _, _, err := src.Next(cctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next with a cancelled context: %v", err)
+	}
+}
