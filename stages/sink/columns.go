@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -93,12 +94,14 @@ func batchColumns(b *batch.Batch) (*columns, error) {
 	return c, nil
 }
 
-// keyAt returns row i's Kafka key, nil when the key was null.
+// keyAt returns a copy of row i's Kafka key, nil when the key was null. A copy, because kafka-go
+// may still read a message after a cancelled WriteMessages returned, when the caller may have
+// released the record that the key's bytes live in.
 func (c *columns) keyAt(i int) []byte {
 	if c.key.IsNull(i) {
 		return nil
 	}
-	return c.key.Value(i)
+	return bytes.Clone(c.key.Value(i))
 }
 
 // timeAt returns row i's timestamp in UTC, and false when it is null.
@@ -117,7 +120,7 @@ func (c *columns) deadLetter(b *batch.Batch, i int, reason string) batch.DeadLet
 		Partition: int(c.partition.Value(i)),
 		Offset:    c.offset.Value(i),
 		Key:       c.keyAt(i),
-		Value:     b.Payloads[i],
+		Value:     bytes.Clone(b.Payloads[i]), // see keyAt
 		Time:      t,
 		Reason:    reason,
 	}

@@ -52,14 +52,17 @@ type Config struct {
 
 	// BatchSize is the most messages the writer puts in one produce request per partition
 	// (kafka-go Writer.BatchSize). Default 1000. Larger batches mean fewer requests; a batch that
-	// is not full waits up to BatchTimeout before it is sent.
+	// is not full waits up to BatchTimeout before it is sent. Measured (BenchmarkWrite, 1000
+	// JSON outputs per Write over 3 partitions) 100 and 1000 were within noise of each other.
 	BatchSize int `yaml:"batch_size"`
 
 	// BatchTimeout is how long a partly filled produce batch waits for more messages before it
-	// is sent (kafka-go Writer.BatchTimeout). Default 2ms. Write is synchronous and hands the
-	// writer all outputs of a batch at once, so waiting gains nothing and every Write pays this
-	// delay once; kafka-go's own default (1s) would cap a sink at about one batch per second.
-	// Must be > 0 (kafka-go reads 0 as "use 1s").
+	// is sent (kafka-go Writer.BatchTimeout). Default 1ms. Write is synchronous and hands the
+	// writer all outputs of a batch at once, so waiting gains nothing, and every Write pays this
+	// delay once (the last, partial batch of each partition is only sent on the timer). With
+	// kafka-go's own default (1s) a Write of 1000 outputs took 1.01 s (~990 records/s); with 1ms
+	// 6-19 ms on kfake and 16-29 ms on Apache Kafka 4.1.1 (shared 2-core machine, load 5-12);
+	// 10ms added ~10 ms per Write. Must be > 0 (kafka-go reads 0 as "use 1s").
 	BatchTimeout time.Duration `yaml:"batch_timeout"`
 
 	// MaxMessageBytes caps one produce request and so one message (kafka-go
@@ -98,7 +101,7 @@ func Default() Config {
 		Emit:            EmitOutliers,
 		Format:          FormatJSON,
 		BatchSize:       1000,
-		BatchTimeout:    2 * time.Millisecond,
+		BatchTimeout:    time.Millisecond,
 		MaxMessageBytes: 1_000_000,
 		RequiredAcks:    AcksAll,
 		Compression:     "none",

@@ -13,6 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,9 +39,10 @@ const messageOverhead = 64
 // Sink writes outputs and dead letters. Its methods are safe for concurrent use; concurrent
 // Writes share the writer's produce batches.
 type Sink struct {
-	cfg Config
-	w   *kafka.Writer
-	mem memory.Allocator
+	cfg     Config
+	w       *kafka.Writer
+	mem     memory.Allocator
+	workers int
 
 	outputs, deadLetters, batches atomic.Int64
 }
@@ -51,14 +54,21 @@ type Option func(*Sink)
 // memory.DefaultAllocator); tests pass a memory.CheckedAllocator.
 func WithAllocator(mem memory.Allocator) Option { return func(s *Sink) { s.mem = mem } }
 
+// WithWorkers sets how many goroutines encode a batch's JSON outputs (default
+// runtime.GOMAXPROCS(0); encoding is about half of a Write's time on loopback).
+func WithWorkers(n int) Option { return func(s *Sink) { s.workers = n } }
+
 // New validates cfg and returns a Sink. It does not connect: the first Write does.
 func New(cfg Config, opts ...Option) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("sink: invalid config: %w", err)
 	}
-	s := &Sink{cfg: cfg, mem: memory.DefaultAllocator}
+	s := &Sink{cfg: cfg, mem: memory.DefaultAllocator, workers: runtime.GOMAXPROCS(0)}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.workers < 1 {
+		return nil, fmt.Errorf("sink: %d workers, want >= 1", s.workers)
 	}
 	s.w = &kafka.Writer{
 		Addr: kafka.TCP(cfg.Brokers...),
@@ -132,13 +142,45 @@ func (s *Sink) Write(ctx context.Context, b *batch.Batch) error {
 }
 
 // jsonMessages encodes the emitted rows of b as JSON outputs; rows that cannot be encoded, or
-// whose output exceeds MaxMessageBytes, become dead letters.
+// whose output exceeds MaxMessageBytes, become dead letters. Rows are encoded by s.workers
+// goroutines over contiguous chunks; the result keeps row order (per-key order on a partition).
 func (s *Sink) jsonMessages(b *batch.Batch, c *columns) ([]kafka.Message, []batch.DeadLetter) {
+	// Below ~64 rows per worker the goroutines cost more than they save.
+	w := min(s.workers, max(1, c.rows/64))
+	type part struct {
+		msgs []kafka.Message
+		dead []batch.DeadLetter
+	}
+	parts := make([]part, w)
+	var wg sync.WaitGroup
+	for k := 0; k < w; k++ {
+		lo, hi := k*c.rows/w, (k+1)*c.rows/w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[k].msgs, parts[k].dead = s.jsonRows(b, c, lo, hi)
+		}()
+	}
+	wg.Wait()
+	if w == 1 {
+		return parts[0].msgs, parts[0].dead
+	}
+	var msgs []kafka.Message
+	var dead []batch.DeadLetter
+	for _, p := range parts {
+		msgs = append(msgs, p.msgs...)
+		dead = append(dead, p.dead...)
+	}
+	return msgs, dead
+}
+
+// jsonRows encodes the emitted rows in [lo, hi) of b.
+func (s *Sink) jsonRows(b *batch.Batch, c *columns, lo, hi int) ([]kafka.Message, []batch.DeadLetter) {
 	var (
 		msgs []kafka.Message
 		dead []batch.DeadLetter
 	)
-	for i := 0; i < c.rows; i++ {
+	for i := lo; i < hi; i++ {
 		if !emitted(b, i, s.cfg.Emit) {
 			continue
 		}

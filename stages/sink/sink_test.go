@@ -711,3 +711,45 @@ func sameSet(a, b []string) bool {
 	}
 	return true
 }
+
+// TestWriteOrder writes 1000 outputs encoded by 3 workers and checks that each partition's
+// outputs arrive in source-offset order (same key, same partition, same order).
+func TestWriteOrder(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, br broker) {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		defer mem.AssertSize(t, 0)
+		cfg := testConfig(t, br)
+		s, err := New(cfg, WithWorkers(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		rows := make([]row, 1000)
+		for i := range rows {
+			rows[i] = row{part: 0, off: int64(i), key: []byte{byte('a' + i%7)}, ts: ts0, feats: []float32{1, 2},
+				payload: []byte("{}"), score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, Weight: 2, WStar: 1}}
+		}
+		b := newBatch(t, mem, "in", features, false, true, rows)
+		defer b.Record.Release()
+		if err := s.Write(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+		last := map[string]int64{}
+		part := map[string]int32{}
+		for _, r := range consume(t, br, cfg.Topic, len(rows)) {
+			var out jsonOutput
+			if err := json.Unmarshal(r.Value, &out); err != nil {
+				t.Fatal(err)
+			}
+			k := string(r.Key)
+			if p, ok := part[k]; ok && p != r.Partition {
+				t.Fatalf("key %q on partitions %d and %d", k, p, r.Partition)
+			}
+			part[k] = r.Partition
+			if l, ok := last[k]; ok && out.Offset <= l {
+				t.Fatalf("key %q: offset %d after %d", k, out.Offset, l)
+			}
+			last[k] = out.Offset
+		}
+	})
+}
