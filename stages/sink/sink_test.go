@@ -753,3 +753,33 @@ func TestWriteOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestCompression writes through every codec and reads the outputs back.
+func TestCompression(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, br broker) {
+		for _, codec := range []string{"gzip", "snappy", "lz4", "zstd"} {
+			t.Run(codec, func(t *testing.T) {
+				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+				defer mem.AssertSize(t, 0)
+				cfg := testConfig(t, br)
+				cfg.Compression = codec
+				s, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				b := newBatch(t, mem, "in", features, false, true, sampleRows())
+				defer b.Record.Release()
+				if err := s.Write(context.Background(), b); err != nil {
+					t.Fatalf("Write: %v", err)
+				}
+				for _, r := range consume(t, br, cfg.Topic, 3) {
+					var out jsonOutput
+					if err := json.Unmarshal(r.Value, &out); err != nil || !out.Scores.Outlier {
+						t.Errorf("output %s: %v", r.Value, err)
+					}
+				}
+			})
+		}
+	})
+}
