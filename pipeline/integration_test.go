@@ -314,6 +314,7 @@ func checkOutputs(t *testing.T, cfg Config, in *sensorInput, outs []*kgo.Record,
 
 	// The emitted set is exactly the flagged set; the emitted scores are the recomputed ones.
 	flagged, missing, spurious, anomalies, anomaliesFlagged := 0, 0, 0, 0, 0
+	byDensity, byDistance := 0, 0 // among flagged records that are not injected anomalies
 	for _, c := range cands {
 		if c.rec.anomaly {
 			anomalies++
@@ -331,6 +332,13 @@ func checkOutputs(t *testing.T, cfg Config, in *sensorInput, outs []*kgo.Record,
 			flagged++
 			if c.rec.anomaly {
 				anomaliesFlagged++
+			} else {
+				if vd.density.Outlier {
+					byDensity++
+				}
+				if vd.distance {
+					byDistance++
+				}
 			}
 			checkScores(t, c.out, m, vd, c.rec, cfg)
 			continue
@@ -357,7 +365,8 @@ func checkOutputs(t *testing.T, cfg Config, in *sensorInput, outs []*kgo.Record,
 	if ambiguous > 0 {
 		t.Logf("%d records not in the output could only be placed between two models (checked against either)", ambiguous)
 	}
-	t.Logf("outputs: %d flagged records, all recomputed exactly; %d of %d injected anomalies flagged; %d models", flagged, anomaliesFlagged, anomalies, len(models))
+	t.Logf("outputs: %d flagged records checked against %d models; %d of %d injected anomalies flagged; of the %d other flagged records %d by density, %d by distance",
+		flagged, len(models), anomaliesFlagged, anomalies, flagged-anomaliesFlagged, byDensity, byDistance)
 
 	checkSolvingSets(t, in, tr)
 }
