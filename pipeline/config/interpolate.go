@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -28,12 +29,18 @@ import (
 // lookupFunc reports the value of an environment variable and whether it is set.
 type lookupFunc func(name string) (string, bool)
 
-// expand applies the interpolation rules to s. It returns the expanded string and one message per
-// problem found (all of them, not just the first). Messages name variables, never their values.
-func expand(s string, lookup lookupFunc) (string, []string) {
+// problem is one interpolation error: off is the byte offset of its "${" in the scalar's value.
+type problem struct {
+	off int
+	msg string
+}
+
+// expand applies the interpolation rules to s. It returns the expanded string and every problem
+// found (not just the first). Messages name variables, never their values.
+func expand(s string, lookup lookupFunc) (string, []problem) {
 	var (
 		b        strings.Builder
-		problems []string
+		problems []problem
 	)
 	b.Grow(len(s))
 	for i := 0; i < len(s); {
@@ -44,16 +51,17 @@ func expand(s string, lookup lookupFunc) (string, []string) {
 		case strings.HasPrefix(s[i:], "${"):
 			end := strings.IndexByte(s[i+2:], '}')
 			if end < 0 {
-				problems = append(problems, `unterminated "${" (write "$${" for a literal "${")`)
+				problems = append(problems, problem{i, `unterminated "${" (write "$${" for a literal "${")`})
 				b.WriteString(s[i:])
 				i = len(s)
 				continue
 			}
 			inner := s[i+2 : i+2+end]
+			at := i
 			i += 2 + end + 1
 			name, def, hasDef := strings.Cut(inner, ":-")
 			if !validVarName(name) {
-				problems = append(problems, fmt.Sprintf("invalid environment variable name %q in \"${%s}\" (want [A-Za-z_][A-Za-z0-9_]*)", name, inner))
+				problems = append(problems, problem{at, fmt.Sprintf("invalid environment variable name %q in \"${%s}\" (want [A-Za-z_][A-Za-z0-9_]*)", name, inner)})
 				continue
 			}
 			val, ok := lookup(name)
@@ -61,7 +69,7 @@ func expand(s string, lookup lookupFunc) (string, []string) {
 			case hasDef && (!ok || val == ""):
 				b.WriteString(def)
 			case !ok:
-				problems = append(problems, fmt.Sprintf("environment variable %s is not set (write ${%s:-default} to give a default)", name, name))
+				problems = append(problems, problem{at, fmt.Sprintf("environment variable %s is not set (write ${%s:-default} to give a default)", name, name)})
 			default:
 				b.WriteString(val)
 			}
@@ -97,6 +105,9 @@ type interpolator struct {
 	// original maps each expanded scalar to its text before expansion, so that error messages can
 	// quote the file rather than the (possibly secret) expanded value.
 	original map[*yaml.Node]string
+	// broken holds the scalars with an interpolation problem: their expanded value is
+	// meaningless, so decode errors about them are not reported on top.
+	broken map[*yaml.Node]bool
 }
 
 // walk expands every scalar value under n. Mapping keys are left alone: interpolating them would
@@ -120,8 +131,15 @@ func (it *interpolator) walk(n *yaml.Node) {
 			return
 		}
 		out, problems := expand(n.Value, it.lookup)
+		if len(problems) > 0 {
+			if it.broken == nil {
+				it.broken = make(map[*yaml.Node]bool)
+			}
+			it.broken[n] = true
+		}
 		for _, p := range problems {
-			it.issues = append(it.issues, Issue{Line: n.Line, Column: n.Column, Msg: p})
+			line, col := position(n, p.off)
+			it.issues = append(it.issues, Issue{Line: line, Column: col, Msg: p.msg})
 		}
 		if it.original == nil {
 			it.original = make(map[*yaml.Node]string)
@@ -138,5 +156,25 @@ func (it *interpolator) walk(n *yaml.Node) {
 				n.Tag = "!!null"
 			}
 		}
+	}
+}
+
+// position returns the file position of byte offset off of scalar n's value, where it can be
+// known: exact for a single-line plain scalar (the value is the source text), exact for a
+// quoted one without escapes before off, the line (column unknown, 0) inside a literal block
+// scalar. Elsewhere (folded or multi-line flow scalars) it is the scalar's start.
+func position(n *yaml.Node, off int) (int, int) {
+	before := n.Value[:off]
+	nl := strings.Count(before, "\n")
+	cols := utf8.RuneCountInString(before)
+	switch {
+	case n.Style&yaml.LiteralStyle != 0:
+		return n.Line + 1 + nl, 0
+	case nl > 0 || n.Style&yaml.FoldedStyle != 0:
+		return n.Line, n.Column
+	case n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) != 0:
+		return n.Line, n.Column + 1 + cols
+	default:
+		return n.Line, n.Column + cols
 	}
 }

@@ -139,10 +139,6 @@ func decodeInto(data []byte, out any, lookup lookupFunc) []Issue {
 	it := interpolator{lookup: lookup}
 	it.walk(doc)
 	issues = append(issues, it.issues...)
-	broken := make(map[[2]int]bool, len(it.issues))
-	for _, is := range it.issues {
-		broken[[2]int{is.Line, is.Column}] = true
-	}
 
 	// Without interpolation the original bytes are decoded, so yaml.v3's line numbers are the
 	// file's. With it, the expanded tree is re-encoded and decoded (Node.Decode cannot check
@@ -174,12 +170,13 @@ func decodeInto(data []byte, out any, lookup lookupFunc) []Issue {
 	}
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
-		return append(issues, idx.issue(err.Error(), it.original))
+		is, _ := idx.issue(err.Error(), it.original)
+		return append(issues, is)
 	}
 	for _, msg := range te.Errors {
-		is := idx.issue(msg, it.original)
-		if len(it.issues) > 0 && broken[[2]int{is.Line, is.Column}] {
-			continue // already reported as an interpolation problem; its value is meaningless
+		is, n := idx.issue(msg, it.original)
+		if n != nil && it.broken[n] {
+			continue // already reported as an interpolation problem
 		}
 		issues = append(issues, is)
 	}
@@ -288,12 +285,12 @@ func (x *index) addPair(a, b *yaml.Node, mapKey bool) {
 func (x *index) fileLine(line int) int { return x.lineMap[line] }
 
 // issue converts one yaml.v3 decode message to an Issue at the file position of the node it
-// refers to. original holds the pre-expansion text of interpolated scalars, which replaces the
+// refers to, and returns that node (nil if not found). original holds the pre-expansion text of interpolated scalars, which replaces the
 // expanded value yaml.v3 quotes (it may be a secret).
-func (x *index) issue(msg string, original map[*yaml.Node]string) Issue {
+func (x *index) issue(msg string, original map[*yaml.Node]string) (Issue, *yaml.Node) {
 	m := reLine.FindStringSubmatch(msg)
 	if m == nil {
-		return Issue{Msg: strings.TrimPrefix(msg, "yaml: ")}
+		return Issue{Msg: strings.TrimPrefix(msg, "yaml: ")}, nil
 	}
 	line, _ := strconv.Atoi(m[1])
 	rest := msg[len(m[0]):]
@@ -358,9 +355,9 @@ func (x *index) issue(msg string, original map[*yaml.Node]string) Issue {
 	}
 	if e == nil {
 		// Unknown node: only the line is known, and only when the text is the file's own.
-		return Issue{Line: x.fileLine(line), Msg: rest}
+		return Issue{Line: x.fileLine(line), Msg: rest}, nil
 	}
-	return Issue{Line: e.orig.Line, Column: e.orig.Column, Msg: rest}
+	return Issue{Line: e.orig.Line, Column: e.orig.Column, Msg: rest}, e.orig
 }
 
 // quoteLikeYAML reproduces how yaml.v3 quotes a scalar in "cannot unmarshal" messages, to find
