@@ -32,7 +32,7 @@ type kafkaEnv struct {
 	topic   string
 }
 
-func kfakeEnv(t *testing.T) kafkaEnv {
+func kfakeEnv(t testing.TB) kafkaEnv {
 	t.Helper()
 	topic := "in"
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(itPartitions, topic))
@@ -44,7 +44,7 @@ func kfakeEnv(t *testing.T) kafkaEnv {
 }
 
 // realEnv creates a fresh 3-partition topic on the broker named by KAFKA_BOOTSTRAP, or skips.
-func realEnv(t *testing.T) kafkaEnv {
+func realEnv(t testing.TB) kafkaEnv {
 	t.Helper()
 	bs := os.Getenv("KAFKA_BOOTSTRAP")
 	if bs == "" {
@@ -97,7 +97,7 @@ func makeMessages(p, from, n int, withBad bool) []itMessage {
 }
 
 // produce writes msgs to their partitions and returns the offset of each, keyed by (p, i).
-func produce(t *testing.T, env kafkaEnv, msgs []itMessage) map[[2]int]int64 {
+func produce(t testing.TB, env kafkaEnv, msgs []itMessage) map[[2]int]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -107,32 +107,37 @@ func produce(t *testing.T, env kafkaEnv, msgs []itMessage) map[[2]int]int64 {
 		byPart[m.p] = append(byPart[m.p], m)
 	}
 	offsets := map[[2]int]int64{}
-	for p, ms := range byPart {
-		var res *kafka.ProduceResponse
-		var err error
-		// A just-created topic may not have a leader for a moment: retry briefly. The records
-		// are readers consumed by an attempt, so each attempt gets fresh ones.
-		for attempt := 0; ; attempt++ {
-			recs := make([]kafka.Record, len(ms))
+	for p, all := range byPart {
+		// Chunks keep each request under the broker's maximum message (batch) size.
+		for len(all) > 0 {
+			ms := all[:min(len(all), 2000)]
+			all = all[len(ms):]
+			var res *kafka.ProduceResponse
+			var err error
+			// A just-created topic may not have a leader for a moment: retry briefly. The
+			// records are readers consumed by an attempt, so each attempt gets fresh ones.
+			for attempt := 0; ; attempt++ {
+				recs := make([]kafka.Record, len(ms))
+				for j, m := range ms {
+					recs[j] = kafka.Record{Key: kafka.NewBytes([]byte(fmt.Sprintf("k-%d-%d", m.p, m.i))), Value: kafka.NewBytes([]byte(m.value))}
+				}
+				res, err = cl.Produce(ctx, &kafka.ProduceRequest{
+					Topic: env.topic, Partition: p, RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(recs...),
+				})
+				if err == nil && res.Error != nil {
+					err = res.Error
+				}
+				if err == nil || attempt == 50 || ctx.Err() != nil {
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatalf("produce to partition %d: %v", p, err)
+			}
 			for j, m := range ms {
-				recs[j] = kafka.Record{Key: kafka.NewBytes([]byte(fmt.Sprintf("k-%d-%d", m.p, m.i))), Value: kafka.NewBytes([]byte(m.value))}
+				offsets[[2]int{m.p, m.i}] = res.BaseOffset + int64(j)
 			}
-			res, err = cl.Produce(ctx, &kafka.ProduceRequest{
-				Topic: env.topic, Partition: p, RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(recs...),
-			})
-			if err == nil && res.Error != nil {
-				err = res.Error
-			}
-			if err == nil || attempt == 50 || ctx.Err() != nil {
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatalf("produce to partition %d: %v", p, err)
-		}
-		for j, m := range ms {
-			offsets[[2]int{m.p, m.i}] = res.BaseOffset + int64(j)
 		}
 	}
 	return offsets
