@@ -27,7 +27,8 @@
 #   KAFKA_PORT     client listener port (default 39092; the controller uses KAFKA_PORT+1)
 #   OUTLIERD_CACHE cache root (default $HOME/.cache/outlierd)
 #   KAFKA_HEAP     JVM heap (default 512m: the machine is shared)
-# After `start`, `eval "$(.ci/kafka.sh env)"` exports KAFKA_BOOTSTRAP=127.0.0.1:<port>.
+# `start` prints `export KAFKA_BOOTSTRAP=127.0.0.1:<port>` on stdout (logs go to stderr), so
+# `eval "$(.ci/kafka.sh start)"` starts the broker and sets the variable; `env` prints it again.
 #
 # Verification (2026-11-21, this shared 2-core machine, Java 17.0.15, mvn 3.8.7, Go 1.26.8,
 # kafka-go v0.4.51):
@@ -146,6 +147,7 @@ java_cmd() {
 start() {
   if running; then
     log "already running (pid $(cat "${pidfile}")) on 127.0.0.1:${port}"
+    echo "export KAFKA_BOOTSTRAP=127.0.0.1:${port}"
     return
   fi
   command -v java >/dev/null || { log "java not found"; exit 1; }
