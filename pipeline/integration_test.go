@@ -86,8 +86,15 @@ func runSensorCheck(t *testing.T, br testBroker, run sensorRun) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(committed, input.end) {
-		t.Errorf("committed offsets after the stop %v, want the ends %v", committed, input.end)
+	ends, err := endOffsets(ctx, br, in, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ends, input.end) {
+		t.Fatalf("the broker's end offsets %v differ from the produced ones %v", ends, input.end)
+	}
+	if !slices.Equal(committed, ends) {
+		t.Errorf("committed offsets after the stop %v, want the ends %v", committed, ends)
 	}
 
 	valid, malformed := 0, 0

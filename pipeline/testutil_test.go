@@ -419,13 +419,33 @@ func (r *running) stop(tb testing.TB, limit time.Duration) error {
 }
 
 // waitCommitted polls the group's committed offsets until they reach in.end on every
-// partition, and returns when they did. It fails when Run returns first or limit passes.
+// partition, and returns when the pipeline's counters first showed every message done (its
+// records acknowledged by the sink or its dead letter written): a finer time than the commit,
+// which waits for the next commit interval. It fails when Run returns first or limit passes.
 func (r *running) waitCommitted(tb testing.TB, br testBroker, group string, in *sensorInput, limit time.Duration) time.Time {
 	tb.Helper()
 	deadline := time.After(limit)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var last []int64
+	var doneAt time.Time
+	st := r.p.Stats()
+	stop := make(chan struct{})
+	defer close(stop)
+	watched := make(chan time.Time, 1)
+	go func() { // a finer poll of the counters alone
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if st.RecordsOut.Load()+st.DeadLetters.Load() >= int64(len(in.records)) {
+				watched <- time.Now()
+				return
+			}
+		}
+	}()
 	for {
 		select {
 		case <-r.done:
@@ -448,7 +468,12 @@ func (r *running) waitCommitted(tb testing.TB, br testBroker, group string, in *
 				atEnd = atEnd && c[p] >= in.end[p]
 			}
 			if atEnd {
-				return time.Now()
+				select {
+				case doneAt = <-watched:
+				default:
+					doneAt = time.Now() // counters not seen first: fall back to the commit
+				}
+				return doneAt
 			}
 		}
 	}
