@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/outlierd/outlierd/configs"
+	"github.com/outlierd/outlierd/pipeline"
+	"github.com/outlierd/outlierd/stages/detect/quality"
+	"github.com/outlierd/outlierd/stages/ingest/synth"
+)
+
+// runDemo runs the main job with nothing else installed: an in-process Kafka-protocol broker
+// (kfake), a synthetic sensor producer with injected anomalies (known ground truth), the
+// pipeline with configs/demo.yaml, and a live summary scored against the ground truth.
+func runDemo(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("demo", stderr)
+	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
+	rate := fs.Int("rate", 5000, "records per second the producer sends")
+	anomalies := fs.Float64("anomaly-rate", 0.01, "fraction of readings that are anomalies")
+	bad := fs.Float64("malformed-rate", 0.001, "fraction of messages that are malformed (go to the dead-letter topic)")
+	seed := fs.Uint64("seed", 1, "producer seed")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *rate < 1 {
+		return usageError{fmt.Errorf("--rate must be >= 1, got %d", *rate)}
+	}
+	log := newLogger(stderr).Level(zerolog.WarnLevel)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+
+	port, err := freePort()
+	if err != nil {
+		return fmt.Errorf("finding a free port for the demo broker: %w", err)
+	}
+	brokers := "127.0.0.1:" + strconv.Itoa(port)
+	os.Setenv("DEMO_BROKERS", brokers)
+	data, err := configs.FS.ReadFile("demo.yaml")
+	if err != nil {
+		return err
+	}
+	cfg, err := pipeline.LoadConfigBytes("configs/demo.yaml", data)
+	if err != nil {
+		return err
+	}
+	cluster, err := kfake.NewCluster(kfake.Ports(port), kfake.SeedTopics(3, cfg.Ingest.Topic, cfg.Sink.Topic, cfg.Sink.DeadLetterTopic))
+	if err != nil {
+		return fmt.Errorf("starting the in-process broker: %w", err)
+	}
+	defer cluster.Close()
+	fmt.Fprintf(stderr, "outlierd demo: in-process Kafka on %s; %d records/s, %.1f%% anomalies, %.2f%% malformed; topics %s -> %s (dead letters: %s)\n",
+		brokers, *rate, 100**anomalies, 100**bad, cfg.Ingest.Topic, cfg.Sink.Topic, cfg.Sink.DeadLetterTopic)
+
+	p, err := pipeline.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	var prodErr, pipeErr, sumErr error
+	var produced, producedAnomalies atomic.Int64
+	prodCtx, stopProd := context.WithCancel(ctx)
+	defer stopProd()
+	wg.Add(1)
+	go func() { // producer
+		defer wg.Done()
+		prodErr = produce(prodCtx, brokers, cfg.Ingest.Topic, *rate, synth.NewSensorStream(*seed, *anomalies, *bad), &produced, &producedAnomalies)
+	}()
+	sum := &demoSummary{start: time.Now()}
+	sumCtx, stopSum := context.WithCancel(context.Background())
+	var sumWG sync.WaitGroup
+	sumWG.Add(1)
+	go func() { // reads the outputs and scores them against the ground truth
+		defer sumWG.Done()
+		sumErr = sum.consume(sumCtx, brokers, cfg.Sink.Topic)
+	}()
+	tickDone := make(chan struct{})
+	go func() { // live line
+		defer close(tickDone)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-sumCtx.Done():
+				return
+			case <-t.C:
+				sum.live(stderr, p.Stats(), produced.Load())
+			}
+		}
+	}()
+	pipeErr = p.Run(ctx)
+	stopProd()
+	wg.Wait()
+	// Let the summary reader catch up with everything the pipeline wrote.
+	deadline := time.Now().Add(10 * time.Second)
+	for sum.seen.Load() < p.Stats().RecordsOut.Load() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopSum()
+	sumWG.Wait()
+	<-tickDone
+	if isTerminal(stderr) {
+		fmt.Fprintln(stderr)
+	}
+	sum.final(stdout, p.Stats(), produced.Load(), producedAnomalies.Load())
+	if prodErr != nil && !errors.Is(prodErr, context.Canceled) {
+		return fmt.Errorf("producer: %w", prodErr)
+	}
+	if sumErr != nil && !errors.Is(sumErr, context.Canceled) {
+		return fmt.Errorf("summary reader: %w", sumErr)
+	}
+	return pipeErr
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// produce sends the sensor stream at a steady rate, in small batches.
+func produce(ctx context.Context, brokers, topic string, rate int, s *synth.SensorStream, produced, anomalies *atomic.Int64) error {
+	w := &kafka.Writer{Addr: kafka.TCP(brokers), Topic: topic, Balancer: &kafka.Hash{}, BatchSize: 500,
+		BatchTimeout: 5 * time.Millisecond, RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	const tick = 20 * time.Millisecond
+	per := max(1, rate*int(tick)/int(time.Second))
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	msgs := make([]kafka.Message, per)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		n := 0
+		for i := range msgs {
+			k, v, a, _ := s.Next()
+			msgs[i] = kafka.Message{Key: k, Value: v}
+			if a {
+				n++
+			}
+		}
+		if err := w.WriteMessages(ctx, msgs...); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		produced.Add(int64(len(msgs)))
+		anomalies.Add(int64(n))
+	}
+}
+
+// demoSummary counts the outputs (emit: all) against the ground truth in their payloads.
+type demoSummary struct {
+	start          time.Time
+	mu             sync.Mutex
+	conf           quality.Confusion
+	unscored       int64
+	seen           atomic.Int64
+	lastOut        int64
+	lastFlag       int64
+	lastT          time.Time
+	lastLiveLength int
+}
+
+type demoOutput struct {
+	Payload struct {
+		Anomaly bool `json:"anomaly"`
+	} `json:"payload"`
+	Scores *struct {
+		Outlier bool `json:"outlier"`
+	} `json:"scores"`
+}
+
+func (d *demoSummary) consume(ctx context.Context, brokers, topic string) error {
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{brokers}, Topic: topic, GroupID: "outlierd-demo-summary",
+		MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 100 * time.Millisecond, StartOffset: kafka.FirstOffset})
+	defer r.Close()
+	seen := map[string]bool{} // output ids: a retried write may duplicate an output
+	for {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			return err
+		}
+		var o demoOutput
+		if err := json.Unmarshal(m.Value, &o); err != nil {
+			return fmt.Errorf("output at partition %d offset %d is not JSON: %w", m.Partition, m.Offset, err)
+		}
+		var id string
+		for _, h := range m.Headers {
+			if h.Key == "outlierd-id" {
+				id = string(h.Value)
+			}
+		}
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		d.mu.Lock()
+		switch {
+		case o.Scores == nil:
+			d.unscored++
+		case o.Scores.Outlier && o.Payload.Anomaly:
+			d.conf.TP++
+		case o.Scores.Outlier:
+			d.conf.FP++
+		case o.Payload.Anomaly:
+			d.conf.FN++
+		default:
+			d.conf.TN++
+		}
+		d.mu.Unlock()
+		d.seen.Add(1)
+	}
+}
+
+func (d *demoSummary) live(w io.Writer, st *pipeline.Stats, produced int64) {
+	now := time.Now()
+	out, flag := st.RecordsOut.Load(), st.Flagged.Load()
+	dt := now.Sub(d.lastT).Seconds()
+	if d.lastT.IsZero() {
+		dt = now.Sub(d.start).Seconds()
+	}
+	rps, fps := float64(out-d.lastOut)/dt, float64(flag-d.lastFlag)/dt
+	d.lastOut, d.lastFlag, d.lastT = out, flag, now
+	d.mu.Lock()
+	c := d.conf
+	d.mu.Unlock()
+	line := fmt.Sprintf("%5.0fs  produced %d  scored %d (%.0f/s)  flagged %d (%.0f/s)  dead letters %d  model v%d  precision %.3f  recall %.3f",
+		now.Sub(d.start).Seconds(), produced, out, rps, flag, fps, st.DeadLetters.Load(), st.ModelVersion.Load(), c.Precision(), c.Recall())
+	if isTerminal(w) {
+		fmt.Fprintf(w, "\r%-*s", d.lastLiveLength, line)
+		d.lastLiveLength = len(line)
+	} else if int(now.Sub(d.start).Seconds())%5 == 0 {
+		fmt.Fprintln(w, line)
+	}
+}
+
+func (d *demoSummary) final(w io.Writer, st *pipeline.Stats, produced, anomalies int64) {
+	d.mu.Lock()
+	c := d.conf
+	unscored := d.unscored
+	d.mu.Unlock()
+	el := time.Since(d.start).Seconds()
+	fmt.Fprintf(w, "\noutlierd demo summary (%.0f s)\n", el)
+	fmt.Fprintf(w, "  produced        %d messages (%d injected anomalies)\n", produced, anomalies)
+	fmt.Fprintf(w, "  scored          %d records (%.0f records/s), %d before the first model went out unscored\n", st.RecordsOut.Load(), float64(st.RecordsOut.Load())/el, unscored)
+	fmt.Fprintf(w, "  dead letters    %d malformed messages\n", st.DeadLetters.Load())
+	fmt.Fprintf(w, "  model version   %d\n", st.ModelVersion.Load())
+	fmt.Fprintf(w, "  flagged         %d (true positives %d, false positives %d, missed %d)\n", c.TP+c.FP, c.TP, c.FP, c.FN)
+	fmt.Fprintf(w, "  precision       %.3f\n  recall          %.3f\n  F1              %.3f\n", c.Precision(), c.Recall(), c.F1())
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/outlierd/outlierd/stages/ingest/synth"
+)
+
+// runGen writes a synthetic data set as CSV (header row) to stdout: the features, then for
+// the uncertain kinds one uncertainty column "<feature>_sd" per feature and the label column.
+func runGen(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("gen", stderr)
+	kind := fs.String("kind", "", "data set: g2d (N(0,I), any --dims), g3d (three 3-D Gaussians), one, three (uncertain, labelled)")
+	rows := fs.Int("rows", 0, "number of rows (required)")
+	dims := fs.Int("dims", 0, "dimensions (default: 2 for g2d, 3 for g3d, 10 for one/three)")
+	seed := fs.Uint64("seed", 1, "random seed")
+	def := synth.DefaultUncertainParams()
+	ratio := fs.Float64("outlier-ratio", def.OutlierRatio, "one/three: fraction of outliers")
+	offset := fs.Float64("offset", def.Offset, "one: shift of the outliers' mean")
+	odims := fs.Float64("outlier-dims", def.OutlierDims, "one/three: fraction of dimensions the outliers differ in")
+	mult := fs.Float64("uncertainty-multiplier", def.UncertaintyMultiplier, "one/three: uncertainty = std * U(0,1) * multiplier")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := oneOf("kind", *kind, "g2d", "g3d", "one", "three"); err != nil {
+		return err
+	}
+	if *rows < 2 {
+		return usageError{fmt.Errorf("--rows must be >= 2, got %d", *rows)}
+	}
+	set := flagsSet(fs)
+	var d *synth.Data
+	switch *kind {
+	case "g2d", "g3d":
+		for _, f := range []string{"outlier-ratio", "offset", "outlier-dims", "uncertainty-multiplier"} {
+			if set[f] {
+				return usageError{fmt.Errorf("--%s applies to --kind one|three only", f)}
+			}
+		}
+		if *kind == "g3d" {
+			if set["dims"] && *dims != 3 {
+				return usageError{fmt.Errorf("g3d is 3-dimensional, got --dims %d", *dims)}
+			}
+			d = synth.G3D(*rows, *seed)
+		} else {
+			if !set["dims"] {
+				*dims = 2
+			}
+			if *dims < 1 {
+				return usageError{fmt.Errorf("--dims must be >= 1, got %d", *dims)}
+			}
+			d = synth.Gaussian(*rows, *dims, *seed)
+		}
+	default:
+		if set["offset"] && *kind == "three" {
+			return usageError{fmt.Errorf("--offset applies to --kind one only")}
+		}
+		p := synth.UncertainParams{Rows: *rows, Dims: 10, Seed: *seed, OutlierRatio: *ratio, Offset: *offset, OutlierDims: *odims, UncertaintyMultiplier: *mult}
+		if set["dims"] {
+			p.Dims = *dims
+		}
+		if err := p.Validate(); err != nil {
+			return usageError{err}
+		}
+		if *kind == "one" {
+			d = synth.One(p)
+		} else {
+			d = synth.Three(p)
+		}
+	}
+	return writeCSV(stdout, d)
+}
+
+func writeCSV(w io.Writer, d *synth.Data) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	var line []byte
+	for j, f := range d.Features {
+		if j > 0 {
+			line = append(line, ',')
+		}
+		line = append(line, f...)
+	}
+	if d.SD != nil {
+		for _, f := range d.Features {
+			line = append(line, ',')
+			line = append(line, f...)
+			line = append(line, "_sd"...)
+		}
+	}
+	if d.Label != nil {
+		line = append(line, ",label"...)
+	}
+	line = append(line, '\n')
+	if _, err := bw.Write(line); err != nil {
+		return err
+	}
+	for i := range d.Rows() {
+		line = line[:0]
+		for j := range d.Cols {
+			if j > 0 {
+				line = append(line, ',')
+			}
+			line = strconv.AppendFloat(line, float64(d.Cols[j][i]), 'g', -1, 32)
+		}
+		for j := range d.SD {
+			line = append(line, ',')
+			line = strconv.AppendFloat(line, float64(d.SD[j][i]), 'g', -1, 32)
+		}
+		if d.Label != nil {
+			line = append(line, ',', '0'+d.Label[i])
+		}
+		line = append(line, '\n')
+		if _, err := bw.Write(line); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}

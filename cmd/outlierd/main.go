@@ -1,0 +1,143 @@
+// Command outlierd is the streaming outlier detector and its batch tools.
+//
+//	outlierd gen      write a synthetic data set (g2d, g3d, one, three) as CSV
+//	outlierd topn     exact top-n distance-based outliers of a CSV file (SolvingSet or BruteForce)
+//	outlierd predict  score a CSV file against a saved solving-set model
+//	outlierd density  outliers in uncertain data by micro-clusters and density sampling
+//
+// Every command prints one clear line and exits non-zero on bad input; with --json the
+// result on stdout is exactly one JSON object.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/term"
+)
+
+// command is one subcommand: its one-line summary and its entry point.
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"gen":     {"write a synthetic data set as CSV to stdout", runGen},
+		"topn":    {"exact top-n distance-based outliers of a CSV file", runTopN},
+		"predict": {"score a CSV file against a saved solving-set model", runPredict},
+		"density": {"outliers in uncertain data: micro-clusters and density sampling", runDensity},
+		"lint":    {"validate a pipeline config without running it", runLint},
+		"run":     {"run the streaming pipeline (Kafka in, outliers out)", runRun},
+		"demo":    {"the main job on an embedded default: in-process Kafka, sensor stream, live summary", runDemo},
+	}
+}
+
+// usageError marks errors caused by the command line itself (exit status 2).
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmds := commands()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr, cmds)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "outlierd: unknown command %q (run 'outlierd help')\n", args[0])
+		return 2
+	}
+	err := c.run(args[1:], stdout, stderr)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	fmt.Fprintf(stderr, "outlierd %s: %v\n", args[0], err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "outlierd: streaming outlier detection (distance-based solving sets, density sampling in uncertain data)")
+	fmt.Fprintln(w, "\nUsage: outlierd <command> [flags]   (outlierd <command> -h for its flags)")
+	fmt.Fprintln(w, "\nCommands:")
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
+	}
+}
+
+// newFlagSet makes a subcommand's flag set that reports errors instead of exiting.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("outlierd "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parseFlags parses args and refuses stray positional arguments.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	return nil
+}
+
+// flagsSet returns the names of the flags given on the command line.
+func flagsSet(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
+// isTerminal reports whether w is a terminal (progress bars and colour only then).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// newLogger logs to stderr: readable console lines on a terminal, JSON lines otherwise.
+func newLogger(stderr io.Writer) zerolog.Logger {
+	if isTerminal(stderr) {
+		return zerolog.New(zerolog.ConsoleWriter{Out: stderr, TimeFormat: "15:04:05"}).With().Timestamp().Logger()
+	}
+	return zerolog.New(stderr).With().Timestamp().Logger()
+}
+
+// oneOf validates an enumerated flag value.
+func oneOf(flagName, v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return usageError{fmt.Errorf("--%s must be one of %s, got %q", flagName, strings.Join(allowed, "|"), v)}
+}

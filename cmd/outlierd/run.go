@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/signal"
+	"syscall"
+
+	"github.com/outlierd/outlierd/pipeline"
+)
+
+// runLint validates a pipeline config without running anything.
+func runLint(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("lint", stderr)
+	path := fs.String("config", "", "pipeline YAML file (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return usageError{fmt.Errorf("--config is required")}
+	}
+	if _, err := pipeline.LoadConfig(*path); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: ok\n", *path)
+	return nil
+}
+
+// runRun runs the pipeline until SIGINT/SIGTERM, then stops gracefully (drain, flush, commit).
+func runRun(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run", stderr)
+	path := fs.String("config", "", "pipeline YAML file (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return usageError{fmt.Errorf("--config is required")}
+	}
+	cfg, err := pipeline.LoadConfig(*path)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr)
+	p, err := pipeline.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err = p.Run(ctx)
+	st := p.Stats()
+	log.Info().Int64("records", st.RecordsOut.Load()).Int64("flagged", st.Flagged.Load()).
+		Int64("dead_letters", st.DeadLetters.Load()).Msg("pipeline stopped")
+	return err
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+	"time"
+
+	"github.com/outlierd/outlierd/stages/detect/quality"
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/stages/ingest/csvfile"
+)
+
+// topnOutput is the JSON contract of `outlierd topn --json` (other tools parse it).
+type topnOutput struct {
+	Algorithm            string           `json:"algorithm"`
+	Device               string           `json:"device"`
+	Rows                 int              `json:"rows"`
+	Dims                 int              `json:"dims"`
+	K                    int              `json:"k"`
+	N                    int              `json:"n"`
+	M                    int              `json:"m"`
+	WStar                float64          `json:"w_star"`
+	Outliers             []outlierJSON    `json:"outliers"`
+	SolvingSetSize       int              `json:"solving_set_size"`
+	Iterations           int              `json:"iterations"`
+	DistanceComputations int64            `json:"distance_computations"`
+	ElapsedMS            float64          `json:"elapsed_ms"`
+	PrecisionAtN         *float64         `json:"precision_at_n,omitempty"`
+	ROCAUC               *float64         `json:"roc_auc,omitempty"`
+	Features             []string         `json:"features"`
+	Labelled             *labelledSummary `json:"labels,omitempty"`
+}
+
+type outlierJSON struct {
+	Row    int     `json:"row"`
+	Weight float64 `json:"weight"`
+}
+
+type labelledSummary struct {
+	Column   string `json:"column"`
+	Outliers int    `json:"outliers"`
+}
+
+func runTopN(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("topn", stderr)
+	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
+	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
+	k := fs.Int("k", 50, "neighbours: a point's weight is the sum of the distances to its k nearest neighbours")
+	n := fs.Int("n", 10, "outliers wanted: the top-n weights (ties with the n-th included)")
+	m := fs.Int("m", 100, "SolvingSet candidates per iteration")
+	algo := fs.String("algorithm", "solvingset", "solvingset | bruteforce (the nested-loop oracle)")
+	device := fs.String("device", "auto", "auto | cpu | cuda")
+	seed := fs.Uint64("seed", 1, "seed of SolvingSet's first candidates")
+	modelOut := fs.String("model-out", "", "write the prediction model (solving set, k, w*) to this file")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *input == "" {
+		return usageError{fmt.Errorf("--input is required")}
+	}
+	if err := oneOf("algorithm", *algo, "solvingset", "bruteforce"); err != nil {
+		return err
+	}
+	log := newLogger(stderr)
+	dev, err := resolveDevice(*device, log)
+	if err != nil {
+		return err
+	}
+	tab, err := csvfile.ReadFile(*input, *label)
+	if err != nil {
+		return err
+	}
+	p := solvingset.Params{K: *k, N: *n, M: *m, Seed: *seed}
+	if err := p.Validate(tab.Rows()); err != nil {
+		return usageError{fmt.Errorf("%s: %w", *input, err)}
+	}
+	if *algo == "bruteforce" && *modelOut != "" {
+		return usageError{fmt.Errorf("--model-out needs --algorithm solvingset (the model is the solving set)")}
+	}
+
+	start := time.Now()
+	var res solvingset.Result
+	if *algo == "bruteforce" {
+		res, err = dev.bruteForce(tab.Cols, p)
+	} else {
+		bar := newProgress(stderr, "SolvingSet")
+		res, err = dev.solvingSet(tab.Cols, p, bar.update)
+		bar.finish()
+	}
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+
+	out := topnOutput{
+		Algorithm: *algo, Device: dev.name, Rows: tab.Rows(), Dims: len(tab.Cols),
+		K: *k, N: *n, M: *m, WStar: res.WStar,
+		SolvingSetSize: len(res.SolvingSet), Iterations: res.Iterations,
+		DistanceComputations: res.DistanceComputations,
+		ElapsedMS:            float64(elapsed.Microseconds()) / 1000,
+		Features:             tab.Features,
+	}
+	if *algo == "bruteforce" {
+		out.M = 0
+	}
+	flagged := make([]int, len(res.Outliers))
+	for i, o := range res.Outliers {
+		out.Outliers = append(out.Outliers, outlierJSON{Row: o.Row, Weight: o.Weight})
+		flagged[i] = o.Row
+	}
+	if tab.Label != nil {
+		labels := tab.Outliers()
+		pn := quality.PrecisionAtN(flagged, labels)
+		// ROC AUC ranks every row, so every row's exact weight is computed (O(N^2) distances).
+		auc := quality.ROCAUC(solvingset.Weights(tab.Cols, *k, 0), labels)
+		out.PrecisionAtN, out.ROCAUC = finiteOrNil(pn), finiteOrNil(auc)
+		cnt := 0
+		for _, l := range labels {
+			if l {
+				cnt++
+			}
+		}
+		out.Labelled = &labelledSummary{Column: *label, Outliers: cnt}
+	}
+	if *modelOut != "" {
+		model := solvingset.NewModel(tab.Cols, tab.Features, res, *k)
+		if err := model.SaveFile(*modelOut); err != nil {
+			return fmt.Errorf("writing the model: %w", err)
+		}
+		log.Info().Str("file", *modelOut).Int("solving_set", len(res.SolvingSet)).Msg("model written")
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		return enc.Encode(out)
+	}
+	return printTopN(stdout, out)
+}
+
+func finiteOrNil(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func printTopN(w io.Writer, o topnOutput) error {
+	name := map[string]string{"solvingset": "SolvingSet", "bruteforce": "BruteForce"}[o.Algorithm]
+	fmt.Fprintf(w, "%s on %s: %d rows x %d dims, k=%d n=%d", name, o.Device, o.Rows, o.Dims, o.K, o.N)
+	if o.Algorithm == "solvingset" {
+		fmt.Fprintf(w, " m=%d", o.M)
+	}
+	pairs := float64(o.Rows) * float64(o.Rows-1) / 2
+	fmt.Fprintf(w, "\nw* = %.6g   |S| = %d   iterations = %d   distances = %d (%.3g%% of N(N-1)/2)   %.1f ms\n\n",
+		o.WStar, o.SolvingSetSize, o.Iterations, o.DistanceComputations, 100*float64(o.DistanceComputations)/pairs, o.ElapsedMS)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "rank\trow\tweight\t")
+	for i, x := range o.Outliers {
+		fmt.Fprintf(tw, "%d\t%d\t%.6g\t\n", i+1, x.Row, x.Weight)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if o.Labelled != nil {
+		fmt.Fprintf(w, "\nlabels %q (%d outliers): precision@n = %s   ROC AUC = %s\n", o.Labelled.Column, o.Labelled.Outliers, fmtOpt(o.PrecisionAtN), fmtOpt(o.ROCAUC))
+	}
+	return nil
+}
+
+func fmtOpt(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.4f", *v)
+}

@@ -1,0 +1,109 @@
+// Package pipeline wires the stages of outlierd: a Kafka source yields Arrow batches, the
+// detect stage scores them against a model of the recent window, and the sink produces the
+// outputs; offsets are committed only once every record below them is done. The path of one
+// record: stages/ingest (fetch, decode, batch) -> stages/detect (window, micro-clusters,
+// model, scores) -> stages/sink (JSON or Arrow out, acks=all) -> pipeline/checkpoint (commit).
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/outlierd/outlierd/pipeline/config"
+	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/ingest"
+	"github.com/outlierd/outlierd/stages/sink"
+)
+
+// Config is the whole pipeline's configuration: the YAML files in configs/ decode into it
+// strictly (an unknown key is an error with its line and column).
+type Config struct {
+	// Device is auto (the GPU when the binary was built with CUDA and one is present, else the
+	// CPU), cpu or cuda. Default auto.
+	Device string `yaml:"device"`
+	// Ingest is the Kafka source: brokers, topic, group, decoder and features.
+	Ingest ingest.Config `yaml:"ingest"`
+	// Detect is the model and the scoring.
+	Detect detect.Config `yaml:"detect"`
+	// Sink is the output and dead-letter topics.
+	Sink sink.Config `yaml:"sink"`
+	// Run tunes the pipeline's own loops.
+	Run RunConfig `yaml:"run"`
+}
+
+// RunConfig tunes the loops between the stages.
+type RunConfig struct {
+	// QueueBatches bounds each channel between stages, in batches: a slow sink fills the
+	// queues and then stops the fetching, so memory stays bounded (about 2 x QueueBatches x
+	// batch size records in flight). Default 4.
+	QueueBatches int `yaml:"queue_batches"`
+	// CommitInterval is how often done offsets are committed to the consumer group. Shorter
+	// means fewer duplicates after a crash, more commit traffic. Default 1s.
+	CommitInterval time.Duration `yaml:"commit_interval"`
+	// ShutdownTimeout bounds the graceful stop (drain, flush, commit) after SIGINT/SIGTERM;
+	// past it in-flight work is abandoned (it is re-read after a restart). Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// Default is the configuration with every default filled in.
+func Default() Config {
+	return Config{
+		Device: "auto",
+		Ingest: ingest.Default(),
+		Detect: detect.Default(),
+		Sink:   sink.Default(),
+		Run:    RunConfig{QueueBatches: 4, CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second},
+	}
+}
+
+// Validate reports every problem of every section at once.
+func (c *Config) Validate() error {
+	var errs []error
+	switch c.Device {
+	case "auto", "cpu", "cuda":
+	default:
+		errs = append(errs, fmt.Errorf("device must be auto, cpu or cuda, got %q", c.Device))
+	}
+	for _, v := range []interface{ Validate() error }{&c.Ingest, &c.Detect, &c.Sink} {
+		if err := v.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Run.QueueBatches < 1 {
+		errs = append(errs, fmt.Errorf("run.queue_batches must be >= 1, got %d", c.Run.QueueBatches))
+	}
+	if c.Run.CommitInterval <= 0 {
+		errs = append(errs, fmt.Errorf("run.commit_interval must be > 0, got %s", c.Run.CommitInterval))
+	}
+	if c.Run.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("run.shutdown_timeout must be > 0, got %s", c.Run.ShutdownTimeout))
+	}
+	if c.Ingest.DeadLetterTopic != "" && c.Ingest.DeadLetterTopic != c.Sink.DeadLetterTopic {
+		errs = append(errs, fmt.Errorf("ingest.dead_letter_topic %q differs from sink.dead_letter_topic %q: the sink writes the dead letters, set it there", c.Ingest.DeadLetterTopic, c.Sink.DeadLetterTopic))
+	}
+	if c.Sink.Topic != "" && c.Sink.Topic == c.Ingest.Topic {
+		errs = append(errs, fmt.Errorf("sink.topic %q is the input topic: outputs would be read back as input", c.Sink.Topic))
+	}
+	return errors.Join(errs...)
+}
+
+// LoadConfig reads a YAML file over the defaults, strictly, and validates it.
+func LoadConfig(path string) (Config, error) {
+	cfg := Default()
+	err := config.Load(path, &cfg)
+	return cfg, err
+}
+
+// LoadConfigBytes is LoadConfig for an embedded file.
+func LoadConfigBytes(name string, data []byte) (Config, error) {
+	cfg := Default()
+	err := config.LoadBytes(name, data, &cfg)
+	return cfg, err
+}
+
+// summary is a short description of the config for the start-up log line.
+func (c *Config) summary() string {
+	return fmt.Sprintf("%s -> %s (features %s)", c.Ingest.Topic, c.Sink.Topic, strings.Join(c.Ingest.Features, ","))
+}

@@ -1,0 +1,257 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/pipeline/checkpoint"
+	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/ingest"
+	"github.com/outlierd/outlierd/stages/sink"
+)
+
+// Stats are the pipeline's running counts (safe to read from any goroutine).
+type Stats struct {
+	RecordsIn    atomic.Int64 // records decoded into batches
+	RecordsOut   atomic.Int64 // records whose batch the sink wrote (acknowledged)
+	Flagged      atomic.Int64 // records with the combined verdict "outlier"
+	DeadLetters  atomic.Int64 // messages sent to the dead-letter topic
+	ModelVersion atomic.Uint64
+	Commits      atomic.Int64
+}
+
+// Pipeline is one running instance: a source, the detect stage and a sink.
+type Pipeline struct {
+	cfg   Config
+	log   zerolog.Logger
+	cp    *checkpoint.Checkpointer
+	src   *ingest.Source
+	det   *detect.Stage
+	snk   *sink.Sink
+	stats Stats
+}
+
+// New connects the stages (no goroutine starts before Run).
+func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Pipeline{cfg: cfg, log: log, cp: checkpoint.New()}
+	var err error
+	if p.src, err = ingest.NewSource(cfg.Ingest, p.cp, memory.DefaultAllocator, log); err != nil {
+		return nil, fmt.Errorf("pipeline: source: %w", err)
+	}
+	if p.snk, err = sink.New(cfg.Sink); err != nil {
+		p.src.Close()
+		return nil, fmt.Errorf("pipeline: sink: %w", err)
+	}
+	withSD := cfg.Ingest.Uncertainty != nil
+	if p.det, err = detect.NewStage(cfg.Detect, cfg.Ingest.Features, withSD, log); err != nil {
+		p.src.Close()
+		p.snk.Close()
+		return nil, fmt.Errorf("pipeline: detect: %w", err)
+	}
+	p.det.OnModel = func(m *detect.Model) { p.stats.ModelVersion.Store(m.Version) }
+	return p, nil
+}
+
+// Stats are the running counts.
+func (p *Pipeline) Stats() *Stats { return &p.stats }
+
+// Detect is the detect stage (for metrics).
+func (p *Pipeline) Detect() *detect.Stage { return p.det }
+
+// Run processes the stream until ctx ends (the soft stop: fetching stops, batches in flight
+// are scored, written and acknowledged, offsets committed), or until a stage fails. After
+// ctx ends, the drain has cfg.Run.ShutdownTimeout; past it the work is abandoned (the hard
+// stop) and is re-read after a restart, since its offsets were never committed.
+//
+// Goroutines, all started and awaited here: fetch (source -> fetched), detect (fetched ->
+// scored), sink (scored -> broker, marks done), commit (a ticker committing done offsets).
+func (p *Pipeline) Run(ctx context.Context) error {
+	p.log.Info().Str("flow", p.cfg.summary()).Str("device", "cpu").Msg("pipeline starting")
+	// work ends on the hard stop or a failure; fetching ends with ctx (the soft stop).
+	work, abandon := context.WithCancelCause(context.Background())
+	defer abandon(nil)
+	stopHard := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(p.cfg.Run.ShutdownTimeout, func() {
+			abandon(fmt.Errorf("shutdown timeout %s passed: abandoning in-flight work", p.cfg.Run.ShutdownTimeout))
+		})
+		context.AfterFunc(work, func() { t.Stop() })
+	})
+	defer stopHard()
+	fetchCtx, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	context.AfterFunc(work, stopFetch)
+
+	fetched := make(chan *batch.Batch, p.cfg.Run.QueueBatches)
+	scored := make(chan *batch.Batch, p.cfg.Run.QueueBatches)
+	var wg sync.WaitGroup
+	var errMu sync.Mutex
+	var firstErr error
+	fail := func(err error) {
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		errMu.Unlock()
+		abandon(err)
+	}
+
+	wg.Add(3)
+	go func() { // fetch
+		defer wg.Done()
+		defer close(fetched)
+		if err := p.fetchLoop(fetchCtx, work, fetched); err != nil {
+			fail(err)
+		}
+	}()
+	go func() { // detect
+		defer wg.Done()
+		defer close(scored)
+		if err := p.detectLoop(work, fetched, scored); err != nil {
+			fail(err)
+		}
+	}()
+	go func() { // sink
+		defer wg.Done()
+		if err := p.snk.Run(work, scored, p.markDone); err != nil {
+			fail(fmt.Errorf("pipeline: sink: %w", err))
+		}
+		for b := range scored { // after a failure: release what is left (never acked, re-read later)
+			b.Record.Release()
+		}
+	}()
+	commitDone := make(chan struct{})
+	go func() { // commit
+		defer close(commitDone)
+		t := time.NewTicker(p.cfg.Run.CommitInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-work.Done():
+				return
+			case <-t.C:
+				if _, err := p.src.Commit(work); err != nil && work.Err() == nil {
+					p.log.Warn().Err(err).Msg("offset commit failed; retrying at the next interval")
+				} else {
+					p.stats.Commits.Add(1)
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	// Everything written was acknowledged: commit it before leaving (bounded by the hard stop).
+	if work.Err() == nil {
+		final, cancel := context.WithTimeout(context.Background(), p.cfg.Run.ShutdownTimeout)
+		if c, err := p.src.Commit(final); err != nil {
+			fail(fmt.Errorf("pipeline: final commit: %w", err))
+		} else {
+			p.log.Info().Interface("committed", c).Msg("final offsets committed")
+		}
+		cancel()
+	}
+	abandon(nil)
+	<-commitDone
+	p.det.Close()
+	closeErr := errors.Join(p.src.Close(), p.snk.Close())
+	if firstErr != nil {
+		return firstErr
+	}
+	if cause := context.Cause(work); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return closeErr
+}
+
+// fetchLoop reads batches until ctx ends; dead letters are written (and marked done) here.
+func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- *batch.Batch) error {
+	for {
+		b, dls, err := p.src.Next(ctx)
+		if len(dls) > 0 {
+			if werr := p.snk.WriteDeadLetters(work, dls); werr != nil {
+				if b != nil {
+					b.Record.Release()
+				}
+				return fmt.Errorf("pipeline: dead-letter topic: %w", werr)
+			}
+			for _, d := range dls {
+				p.cp.Done(d.Partition, d.Offset)
+			}
+			p.stats.DeadLetters.Add(int64(len(dls)))
+		}
+		if b != nil {
+			p.stats.RecordsIn.Add(int64(b.Len()))
+			select {
+			case out <- b: // blocks while the stages downstream are full: backpressure
+			case <-work.Done():
+				b.Record.Release()
+				return nil
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // the soft stop
+			}
+			return fmt.Errorf("pipeline: source: %w", err)
+		}
+	}
+}
+
+// detectLoop scores every batch; held batches are flushed when the input ends.
+func (p *Pipeline) detectLoop(work context.Context, in <-chan *batch.Batch, out chan<- *batch.Batch) error {
+	send := func(bs []*batch.Batch) bool {
+		for _, b := range bs {
+			select {
+			case out <- b:
+			case <-work.Done():
+				b.Record.Release()
+				return false
+			}
+		}
+		return true
+	}
+	for b := range in {
+		ready, err := p.det.Process(work, b)
+		if err != nil {
+			b.Record.Release()
+			return fmt.Errorf("pipeline: detect: %w", err)
+		}
+		if !send(ready) {
+			return nil
+		}
+	}
+	rest, err := p.det.Flush()
+	if err != nil {
+		return fmt.Errorf("pipeline: detect: %w", err)
+	}
+	send(rest)
+	return nil
+}
+
+// markDone is called by the sink once a batch's outputs are acknowledged.
+func (p *Pipeline) markDone(b *batch.Batch) {
+	rec := b.Record
+	parts := rec.Column(rec.Schema().FieldIndices(batch.ColPartition)[0]).(*array.Int32).Int32Values()
+	offs := rec.Column(rec.Schema().FieldIndices(batch.ColOffset)[0]).(*array.Int64).Int64Values()
+	for i := range parts {
+		p.cp.Done(int(parts[i]), offs[i])
+	}
+	flagged := 0
+	for _, s := range b.Scores {
+		if s.Outlier {
+			flagged++
+		}
+	}
+	p.stats.RecordsOut.Add(int64(len(parts)))
+	p.stats.Flagged.Add(int64(flagged))
+}

@@ -1,0 +1,157 @@
+// Package detect is the scoring stage of the pipeline. It keeps the window of recent
+// records, rebuilds the model from it off the hot path (normalisation, micro-clusters,
+// density, solving set) and gives every record of a batch two verdicts and a combined one:
+//
+//   - density (Matsumoto, Hung, Yiu): the record, with its own uncertainty, has an
+//     eta-probability below delta in some subspace of the micro-cluster density;
+//   - distance (Angiulli et al.): w_k(q, S) >= w*, the solving-set prediction of the window's
+//     top-n distance-based outliers (no false negatives with respect to the exact rule).
+package detect
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Combine rules: how the two verdicts make the decision that is emitted.
+const (
+	CombineAny      = "any"      // flag when either detector flags (the default: see docs/DESIGN.md)
+	CombineAll      = "all"      // flag when both flag (fewer false positives, lower recall)
+	CombineDensity  = "density"  // density sampling alone
+	CombineDistance = "distance" // solving-set prediction alone
+)
+
+// Before the first model exists, records are held or passed through.
+const (
+	BeforeModelHold = "hold" // wait for the first model; records are scored by it (no record goes unscored)
+	BeforeModelPass = "pass" // emit unscored at once (scores.scored = false); nothing is flagged until the model exists
+)
+
+// Config configures the detect stage (YAML section `detect`).
+type Config struct {
+	// Window is W, the number of most recent records the model is built from. Larger windows
+	// give steadier models at the cost of memory (W x features x 8 bytes) and rebuild time.
+	// Default 50000.
+	Window int `yaml:"window"`
+	// MinRecords is how many records the window must hold before the first model is built.
+	// Default 5000.
+	MinRecords int `yaml:"min_records"`
+	// RefreshRecords rebuilds the model after this many new records. Default 25000.
+	RefreshRecords int `yaml:"refresh_records"`
+	// RefreshInterval rebuilds the model after this long, if any record arrived. Default 30s.
+	RefreshInterval time.Duration `yaml:"refresh_interval"`
+	// BeforeModel is `hold` (default) or `pass`: what happens to records that arrive before the
+	// first model exists.
+	BeforeModel string `yaml:"before_model"`
+	// Combine is `any` (default), `all`, `density` or `distance`.
+	Combine string `yaml:"combine"`
+	// Density configures micro-clustering and density sampling.
+	Density DensityConfig `yaml:"density"`
+	// Distance configures the solving set.
+	Distance DistanceConfig `yaml:"distance"`
+	// Seed makes model builds reproducible (micro-cluster centroids, first candidates, sampling).
+	Seed uint64 `yaml:"seed"`
+}
+
+// DensityConfig configures the density test (ALGORITHMS.md §2).
+type DensityConfig struct {
+	// Mode is independent (default, the paper's proposal), rollup, restricted or averaging.
+	Mode string `yaml:"mode"`
+	// Eta is the density a record's surroundings must reach, on data normalised to [0,1]
+	// (where the average density is 1). Default 0.5.
+	Eta float64 `yaml:"eta"`
+	// Delta: a record is an outlier when its eta-probability is below Delta in some tested
+	// subspace. Default 0.5.
+	Delta float64 `yaml:"delta"`
+	// Samples is s, Monte Carlo samples per subspace for the modes that need sampling.
+	// Default 800.
+	Samples int `yaml:"samples"`
+	// Clusters is q, the number of micro-clusters summarising the window. Default 200.
+	Clusters int `yaml:"clusters"`
+	// Iterations of re-assignment when the window is re-clustered. Default 4.
+	Iterations int `yaml:"iterations"`
+}
+
+// DistanceConfig configures the solving set (ALGORITHMS.md §1).
+type DistanceConfig struct {
+	// K is the number of neighbours in a record's weight. Default 50.
+	K int `yaml:"k"`
+	// N is the number of top outliers of the window that define the threshold w*. Default 50
+	// (0.1% of the default window).
+	N int `yaml:"n"`
+	// M is SolvingSet's candidates per iteration. Default 100.
+	M int `yaml:"m"`
+}
+
+// Default is the configuration with every default filled in.
+func Default() Config {
+	return Config{
+		Window: 50000, MinRecords: 5000, RefreshRecords: 25000, RefreshInterval: 30 * time.Second,
+		BeforeModel: BeforeModelHold, Combine: CombineAny, Seed: 1,
+		Density:  DensityConfig{Mode: "independent", Eta: 0.5, Delta: 0.5, Samples: 800, Clusters: 200, Iterations: 4},
+		Distance: DistanceConfig{K: 50, N: 50, M: 100},
+	}
+}
+
+// Validate reports every problem at once.
+func (c *Config) Validate() error {
+	var errs []string
+	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	if c.Window < 2 {
+		add("detect.window must be >= 2, got %d", c.Window)
+	}
+	if c.MinRecords < 2 || c.MinRecords > c.Window {
+		add("detect.min_records must be in [2, window=%d], got %d", c.Window, c.MinRecords)
+	}
+	if c.RefreshRecords < 1 {
+		add("detect.refresh_records must be >= 1, got %d", c.RefreshRecords)
+	}
+	if c.RefreshInterval <= 0 {
+		add("detect.refresh_interval must be > 0, got %s", c.RefreshInterval)
+	}
+	if c.BeforeModel != BeforeModelHold && c.BeforeModel != BeforeModelPass {
+		add("detect.before_model must be hold or pass, got %q", c.BeforeModel)
+	}
+	switch c.Combine {
+	case CombineAny, CombineAll, CombineDensity, CombineDistance:
+	default:
+		add("detect.combine must be any, all, density or distance, got %q", c.Combine)
+	}
+	d := c.Density
+	switch d.Mode {
+	case "independent", "rollup", "restricted", "averaging":
+	default:
+		add("detect.density.mode must be independent, rollup, restricted or averaging, got %q", d.Mode)
+	}
+	if !(d.Eta > 0 && d.Eta <= 1) {
+		add("detect.density.eta must be in (0, 1], got %g", d.Eta)
+	}
+	if !(d.Delta > 0 && d.Delta <= 1) {
+		add("detect.density.delta must be in (0, 1], got %g", d.Delta)
+	}
+	if d.Samples < 1 {
+		add("detect.density.samples must be >= 1, got %d", d.Samples)
+	}
+	if d.Clusters < 1 || d.Clusters > c.MinRecords {
+		add("detect.density.clusters must be in [1, min_records=%d], got %d", c.MinRecords, d.Clusters)
+	}
+	if d.Iterations < 1 {
+		add("detect.density.iterations must be >= 1, got %d", d.Iterations)
+	}
+	k := c.Distance
+	if k.K < 1 || k.K >= c.MinRecords {
+		add("detect.distance.k must be in [1, min_records), got %d", k.K)
+	}
+	if k.N < 1 || k.N > c.MinRecords {
+		add("detect.distance.n must be in [1, min_records], got %d", k.N)
+	}
+	if k.M < 1 {
+		add("detect.distance.m must be >= 1, got %d", k.M)
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}

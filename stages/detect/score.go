@@ -1,0 +1,108 @@
+package detect
+
+import (
+	"fmt"
+
+	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/stages/detect/density"
+)
+
+// scoreScratch holds buffers reused batch after batch on the stage's goroutine.
+type scoreScratch struct {
+	means, sds [][]float32
+	verdicts   []density.Verdict
+	weights    []float64
+}
+
+// normalised maps raw means and uncertainties to the model's [0,1] space; with a scratch
+// the buffers are reused (the result is valid until the next call with the same scratch).
+func (m *Model) normalised(means, sds [][]float32, sc *scoreScratch) (nm, ns [][]float32) {
+	var bufM, bufS [][]float32
+	if sc != nil {
+		bufM, bufS = sc.means, sc.sds
+	}
+	if len(bufM) != len(means) {
+		bufM, bufS = make([][]float32, len(means)), make([][]float32, len(means))
+	}
+	rows := 0
+	if len(means) > 0 {
+		rows = len(means[0])
+	}
+	for j := range means {
+		bufM[j] = normalise(means[j], m.Offset[j], m.Scale[j], bufM[j])
+		if cap(bufS[j]) < rows {
+			bufS[j] = make([]float32, rows)
+		}
+		bufS[j] = bufS[j][:rows]
+		if sds == nil || sds[j] == nil {
+			clear(bufS[j])
+			continue
+		}
+		for i, v := range sds[j] {
+			bufS[j][i] = v * m.Scale[j]
+		}
+	}
+	if sc != nil {
+		sc.means, sc.sds = bufM, bufS
+	}
+	return bufM, bufS
+}
+
+// score fills b.Scores with the serving model's verdicts.
+func (s *Stage) score(b *batch.Batch) error {
+	m := s.model
+	means, sds, err := s.columns(b)
+	if err != nil {
+		return err
+	}
+	n := b.Len()
+	nm, ns := m.normalised(means, sds, &s.scratch)
+	sc := &s.scratch
+	if cap(sc.verdicts) < n {
+		sc.verdicts, sc.weights = make([]density.Verdict, n), make([]float64, n)
+	}
+	verdicts, weights := sc.verdicts[:n], sc.weights[:n]
+	dp := s.densityParams()
+	s.scored += uint64(n)
+	if err := m.Density.DetectRecords(nm, ns, dp, verdicts); err != nil {
+		return fmt.Errorf("detect: density: %w", err)
+	}
+	m.Distance.ScoreBatch(nm, weights, 0)
+	b.Scores = make([]batch.Score, n)
+	for i := range n {
+		v := verdicts[i]
+		sub := make([]string, len(v.Subspace))
+		for t, j := range v.Subspace {
+			sub[t] = m.Features[j]
+		}
+		dist := m.Distance.IsOutlier(weights[i])
+		b.Scores[i] = batch.Score{
+			Scored: true, DensityOutlier: v.Outlier, EtaProbability: v.EtaProbability, Subspace: sub,
+			DistanceOutlier: dist, Weight: weights[i], WStar: m.Distance.WStar,
+			Outlier: combine(s.cfg.Combine, v.Outlier, dist),
+		}
+	}
+	b.ModelVersion = m.Version
+	return nil
+}
+
+// combine applies the configured rule to the two verdicts.
+func combine(rule string, densityOutlier, distanceOutlier bool) bool {
+	switch rule {
+	case CombineAll:
+		return densityOutlier && distanceOutlier
+	case CombineDensity:
+		return densityOutlier
+	case CombineDistance:
+		return distanceOutlier
+	}
+	return densityOutlier || distanceOutlier
+}
+
+func (s *Stage) densityParams() density.Params {
+	mode, _ := density.ParseMode(s.cfg.Density.Mode) // validated with the config
+	// Exact: 1-D subspaces are integrated exactly (no sampling noise, and fast enough for a
+	// stream); FirstIndex makes each record draw its own stream whatever the batching.
+	return density.Params{Eta: s.cfg.Density.Eta, Delta: s.cfg.Density.Delta, Samples: s.cfg.Density.Samples,
+		Mode: mode, Seed: s.cfg.Seed, FirstIndex: s.scored, Exact: true}
+}

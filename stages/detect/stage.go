@@ -1,0 +1,304 @@
+package detect
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/stages/microcluster"
+	"github.com/outlierd/outlierd/stages/microcluster/window"
+)
+
+// Stage is the detect stage: it is owned by one goroutine (the pipeline's detect loop) and
+// has no locks. Model rebuilds run on one extra goroutine at a time, started by Process and
+// working on their own snapshot; their result is picked up by a later Process call.
+type Stage struct {
+	cfg      Config
+	features []string
+	withSD   bool
+	log      zerolog.Logger
+
+	win  *window.Window
+	live *microcluster.MicroClusters // incremental summary of the window under the current model (nil before it)
+
+	model     *Model
+	version   uint64
+	sinceLast int       // records pushed since the last build started
+	lastBuild time.Time // when the last build started
+	building  bool
+	snapTotal uint64 // window.Total() when the running build's snapshot was taken
+	snapLen   int
+	done      chan buildResult // capacity 1: the running build's result
+
+	held []*batch.Batch // batches waiting for the first model (before_model: hold)
+
+	scratch scoreScratch
+	scored  uint64 // records scored so far: the density streams' index of the next record
+	// OnModel, if set, is called (on the stage's goroutine) whenever a new model starts serving.
+	OnModel func(*Model)
+}
+
+type buildResult struct {
+	model *Model
+	err   error
+}
+
+// NewStage makes the stage for a stream of the given features.
+func NewStage(cfg Config, features []string, withSD bool, log zerolog.Logger) (*Stage, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	w, err := window.New(cfg.Window, len(features), withSD)
+	if err != nil {
+		return nil, err
+	}
+	return &Stage{cfg: cfg, features: features, withSD: withSD, log: log, win: w, done: make(chan buildResult, 1), lastBuild: time.Now()}, nil
+}
+
+// Model is the model now serving (nil before the first).
+func (s *Stage) Model() *Model { return s.model }
+
+// Window is the stage's window (read-only use: metrics).
+func (s *Stage) Window() *window.Window { return s.win }
+
+// Live is the incremental micro-cluster summary of the window (nil before the first model).
+func (s *Stage) Live() *microcluster.MicroClusters { return s.live }
+
+// Process adds b to the window, scores it with the model now serving, and returns the
+// batches that are ready to go downstream, in arrival order: b itself, or nothing while
+// records are held for the first model, or every held batch once it exists.
+func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, error) {
+	s.collect(false)
+	means, sds, err := s.columns(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.push(means, sds); err != nil {
+		return nil, err
+	}
+	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.building {
+		if s.cfg.BeforeModel == BeforeModelHold {
+			// Nothing can be emitted until the first model exists: build it right here.
+			s.startBuild()
+			s.collect(true)
+		} else {
+			s.startBuild()
+		}
+	} else if s.model != nil && !s.building && (s.sinceLast >= s.cfg.RefreshRecords || time.Since(s.lastBuild) >= s.cfg.RefreshInterval) {
+		s.startBuild()
+	}
+
+	if s.model == nil {
+		if s.cfg.BeforeModel == BeforeModelHold {
+			s.held = append(s.held, b)
+			return nil, nil
+		}
+		b.Scores = make([]batch.Score, b.Len()) // Scored = false
+		return []*batch.Batch{b}, nil
+	}
+	out := append(s.held, b)
+	s.held = nil
+	for _, ob := range out {
+		if err := s.score(ob); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Flush returns the batches still held (at shutdown): with a model they are scored; without
+// one (the stream ended before min_records) they go out unscored, never lost.
+func (s *Stage) Flush() ([]*batch.Batch, error) {
+	s.collect(s.building)
+	out := s.held
+	s.held = nil
+	for _, b := range out {
+		if s.model != nil {
+			if err := s.score(b); err != nil {
+				return nil, err
+			}
+		} else {
+			b.Scores = make([]batch.Score, b.Len())
+		}
+	}
+	return out, nil
+}
+
+// Close waits for a running build to finish (it holds only its own snapshot).
+func (s *Stage) Close() { s.collect(s.building) }
+
+// columns returns the batch's feature (and uncertainty) columns as float32 slices, without copying.
+func (s *Stage) columns(b *batch.Batch) (means, sds [][]float32, err error) {
+	rec := b.Record
+	means = make([][]float32, len(s.features))
+	if s.withSD {
+		sds = make([][]float32, len(s.features))
+	}
+	for j, f := range s.features {
+		col, ok := float32Column(rec, f)
+		if !ok {
+			return nil, nil, fmt.Errorf("detect: batch has no Float32 column %q", f)
+		}
+		means[j] = col
+		if s.withSD {
+			sd, ok := float32Column(rec, f+batch.UncertaintySuffix)
+			if !ok {
+				return nil, nil, fmt.Errorf("detect: batch has no Float32 column %q", f+batch.UncertaintySuffix)
+			}
+			sds[j] = sd
+		}
+	}
+	return means, sds, nil
+}
+
+// float32Column returns a Float32 column's values by name, sharing the Arrow buffer.
+func float32Column(rec arrow.Record, name string) ([]float32, bool) {
+	idx := rec.Schema().FieldIndices(name)
+	if len(idx) != 1 {
+		return nil, false
+	}
+	col, ok := rec.Column(idx[0]).(*array.Float32)
+	if !ok {
+		return nil, false
+	}
+	return col.Float32Values(), true
+}
+
+// push adds a batch to the window and keeps the live micro-clusters in step: the batch's
+// records are assigned to the nearest live micro-cluster and added, the evicted records'
+// contribution is removed.
+func (s *Stage) push(means, sds [][]float32) error {
+	n := 0
+	if len(means) > 0 {
+		n = len(means[0])
+	}
+	assign := make([]int32, n)
+	var nm, ns [][]float32
+	if s.live != nil {
+		nm, ns = s.model.normalised(means, sds, &s.scratch)
+		if err := s.live.AssignNearest(nm, assign, 1); err != nil {
+			return err
+		}
+	} else {
+		for i := range assign {
+			assign[i] = -1 // not in any live micro-cluster
+		}
+	}
+	ev, err := s.win.Push(means, sds, assign)
+	if err != nil {
+		return err
+	}
+	s.sinceLast += n
+	if s.live == nil {
+		return nil
+	}
+	if err := s.live.Add(nm, ns, assign); err != nil {
+		return err
+	}
+	return s.removeEvicted(ev)
+}
+
+// removeEvicted subtracts evicted records that belong to the live micro-clusters.
+func (s *Stage) removeEvicted(ev *window.Evicted) error {
+	if ev.Len() == 0 {
+		return nil
+	}
+	keep := make([]int, 0, ev.Len())
+	for i, a := range ev.Assign {
+		if a >= 0 {
+			keep = append(keep, i)
+		}
+	}
+	if len(keep) == 0 {
+		return nil
+	}
+	sub := func(src [][]float32) [][]float32 {
+		if src == nil {
+			return nil
+		}
+		out := make([][]float32, len(src))
+		for j := range src {
+			out[j] = make([]float32, len(keep))
+			for t, i := range keep {
+				out[j][t] = src[j][i]
+			}
+		}
+		return out
+	}
+	as := make([]int32, len(keep))
+	for t, i := range keep {
+		as[t] = ev.Assign[i]
+	}
+	nm, ns := s.model.normalised(sub(ev.Cols), sub(ev.SDs), nil)
+	return s.live.Remove(nm, ns, as)
+}
+
+// startBuild snapshots the window and builds the next model on a new goroutine.
+func (s *Stage) startBuild() {
+	cols, sds := s.win.Snapshot()
+	s.building, s.sinceLast, s.lastBuild = true, 0, time.Now()
+	version := s.version + 1
+	cfg, features := s.cfg, s.features
+	go func() {
+		m, err := Build(cols, sds, features, cfg, version)
+		s.done <- buildResult{model: m, err: err}
+	}()
+}
+
+// collect installs a finished build; with wait it blocks until the running build ends.
+func (s *Stage) collect(wait bool) {
+	if !s.building {
+		return
+	}
+	var r buildResult
+	if wait {
+		r = <-s.done
+	} else {
+		select {
+		case r = <-s.done:
+		default:
+			return
+		}
+	}
+	s.building = false
+	if r.err == nil {
+		r.err = s.install(r.model)
+	}
+	if r.err != nil {
+		// The previous model keeps serving; the next trigger tries again.
+		s.log.Error().Err(r.err).Msg("model rebuild failed; the previous model keeps serving")
+	}
+}
+
+// install makes m the serving model and rebases the live micro-clusters on its clustering:
+// the window has moved on since m's snapshot, so its current records are assigned to m's
+// centroids and reduced afresh (one pass over the window per rebuild), which keeps the live
+// summary exact by construction rather than by replaying what happened meanwhile.
+func (s *Stage) install(m *Model) error {
+	cols, sds := s.win.Snapshot()
+	nm, ns := m.normalised(cols, sds, nil)
+	assign := make([]int32, s.win.Len())
+	if err := microcluster.Assign(nm, m.MicroClusters.Centroids(), assign, 0); err != nil {
+		return fmt.Errorf("detect: assigning the window to the new model: %w", err)
+	}
+	live, err := microcluster.Reduce(nm, ns, assign, m.MicroClusters.Q(), 0)
+	if err != nil {
+		return fmt.Errorf("detect: reducing the window under the new model: %w", err)
+	}
+	if err := s.win.Reassign(assign); err != nil {
+		return err
+	}
+	s.model, s.version, s.live = m, m.Version, live
+	s.log.Info().Uint64("model_version", m.Version).Int("window", m.WindowRecords).
+		Int("solving_set", len(m.Distance.Points[0])).Float64("w_star", m.Distance.WStar).
+		Dur("build", m.BuildTime).Msg("model serving")
+	if s.OnModel != nil {
+		s.OnModel(m)
+	}
+	return nil
+}
