@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
@@ -73,7 +75,15 @@ func benchEndToEnd(b *testing.B, br testBroker, n, rate int) {
 		cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
 		b.StartTimer()
 		cpu0 := processCPU(b)
-		r := startPipeline(b, cfg, nil)
+		var installs []time.Time // when each model started serving (written on the detect goroutine, read after Run)
+		r := startPipeline(b, cfg, func(p *Pipeline) {
+			st := p.Detect()
+			prev := st.OnModel
+			st.OnModel = func(m *detect.Model) {
+				prev(m)
+				installs = append(installs, time.Now())
+			}
+		})
 		if rate > 0 {
 			achieved := produceSteady(b, br, input, rate)
 			b.Logf("steady: produced %d records at %.0f records/s (asked %d)", n, achieved, rate)
@@ -89,6 +99,7 @@ func benchEndToEnd(b *testing.B, br testBroker, n, rate int) {
 		seen := make(map[coord]bool, n)
 		var times []int64 // output times, ms
 		var l, lw []float64
+		var worst []int64 // the highest latency among the outputs of each second since the start, ms
 		warm := n / 10
 		index := make(map[*sensorRecord]int, n)
 		for i, rec := range input.records {
@@ -107,6 +118,12 @@ func benchEndToEnd(b *testing.B, br testBroker, n, rate int) {
 			seen[c] = true
 			ms := m.Timestamp.UnixMilli()
 			times = append(times, ms)
+			if sec := int((ms - r.started.UnixMilli()) / 1000); sec >= 0 {
+				for len(worst) <= sec {
+					worst = append(worst, 0)
+				}
+				worst[sec] = max(worst[sec], ms-rec.time.UnixMilli())
+			}
 			d := float64(ms - rec.time.UnixMilli())
 			l = append(l, d)
 			if index[rec] >= warm {
@@ -130,6 +147,21 @@ func benchEndToEnd(b *testing.B, br testBroker, n, rate int) {
 		sustained = append(sustained, 0.8*float64(len(times))/(float64(max(t90-t10, 1))/1000))
 		lat, latWarm = append(lat, l...), append(latWarm, lw...)
 		st := r.p.Stats()
+		// Where latency peaks, and when models were installed: the stage installs a model on its
+		// own goroutine (re-assigning the whole window), which pauses scoring.
+		secs := make([]int, len(worst))
+		for i := range secs {
+			secs[i] = i
+		}
+		slices.SortFunc(secs, func(a, b int) int { return int(worst[b] - worst[a]) })
+		var peaks, inst []string
+		for _, sec := range secs[:min(5, len(secs))] {
+			peaks = append(peaks, fmt.Sprintf("%ds: %dms", sec, worst[sec]))
+		}
+		for _, at := range installs {
+			inst = append(inst, fmt.Sprintf("%.1fs", at.Sub(r.started).Seconds()))
+		}
+		b.Logf("worst seconds (output time since start: highest latency) %v; models installed at %v", peaks, inst)
 		b.Logf("run: %d records, %d flagged, %d dead letters, model version %d, %d commits; last output %.2fs after start",
 			valid, st.Flagged.Load(), st.DeadLetters.Load(), st.ModelVersion.Load(), st.Commits.Load(), float64(last-start)/1000)
 	}
