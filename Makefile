@@ -4,8 +4,10 @@ GO ?= go
 BIN := bin/outlierd
 # Fuzz time per target inside `make test` (the full fuzz run is `make fuzz FUZZTIME=5m`).
 FUZZTIME ?= 5s
+# make demo runs this long (make demo DEMO_DURATION=0 runs until Ctrl-C).
+DEMO_DURATION ?= 60s
 
-.PHONY: all build test vet unit fuzz bench demo cuda cuda-check clean kafka-start kafka-stop
+.PHONY: all build test vet unit fuzz bench demo cuda cuda-check ptx clean kafka-start kafka-stop
 
 all: build
 
@@ -40,7 +42,23 @@ bench:
 	.ci/with-kafka.sh $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 
 demo:
-	$(GO) run ./cmd/outlierd demo
+	$(GO) run ./cmd/outlierd demo --duration $(DEMO_DURATION)
+
+# cuda: the GPU build (binaries for a machine with an NVIDIA GPU and driver; a -tags cuda binary
+# cannot start without one, see gpukern/doc.go). .ci/cuda.sh fetches cuda.h and the libcuda
+# stub once into ~/.cache/outlierd/cuda (or set CGO_CFLAGS/CGO_LDFLAGS to your CUDA toolkit).
+cuda:
+	eval "$$(.ci/cuda.sh)" && $(GO) build -tags cuda -o .gpubuild/outlierd ./cmd/outlierd && \
+	  $(GO) test -c -tags cuda -o .gpubuild/gpukern.test ./gpukern/
+
+# cuda-check: compile-only check of the CUDA build (CI has no GPU), so it never rots.
+cuda-check:
+	eval "$$(.ci/cuda.sh)" && $(GO) vet -tags cuda ./... && $(GO) build -tags cuda -o /dev/null ./cmd/outlierd && \
+	  $(GO) test -c -tags cuda -o /dev/null ./gpukern/
+
+# ptx: regenerate the committed PTX from gpukern/*.cu (needs nvcc 11.8; nobody else needs nvcc).
+ptx:
+	$(MAKE) -C gpukern ptx
 
 kafka-start:
 	.ci/kafka.sh start
