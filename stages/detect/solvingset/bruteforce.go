@@ -153,6 +153,10 @@ func KNNWeights(S, Q [][]float32, k, workers int, out []float64) {
 		}
 		return
 	}
+	if useKNNSelect(len(S[0]), k) {
+		knnSelectWeights(Q, S, k, workers, out)
+		return
+	}
 	knnWeights(Q, S, false, k, workers, out)
 }
 

@@ -1,0 +1,113 @@
+package solvingset
+
+import (
+	"math"
+	"slices"
+)
+
+// knnSelectMaxRefs bounds the reference sets that knnSelectWeights handles (one float32 of
+// scratch per reference point per worker).
+const knnSelectMaxRefs = 16 * 1024
+
+// useKNNSelect picks the select path for prediction against a small reference set. With |S|
+// a few times k, as in the pipeline's solving sets, the heap path spends its time inserting;
+// computing every distance and selecting the k smallest is one pass. For |S| >> k the heap
+// path's early rejection wins. Measured on one core, k = 50, 2026-11-21
+// (BenchmarkKNNSelectVsHeap): |S| = 300 (8-D): heap 38.3 us/query, select 19.4; |S| = 1000:
+// 32.2 vs 27.3; |S| = 2000 (10-D): 36.5 vs 78.7. Hence the crossover at |S| = 16k.
+func useKNNSelect(refs, k int) bool { return refs <= knnSelectMaxRefs && refs <= 16*k }
+
+// knnSelectWeights is knnWeights for queries that are not members of R: for each query it
+// computes all |R| squared distances, selects the k smallest and sums their square roots in
+// ascending order. Bit-identical to the heap path: the same float32 distance arithmetic
+// (dimension order, rounding), and the k smallest squared distances have as square roots
+// exactly the multiset of the k smallest distances (sqrt is monotonic), summed in the same
+// canonical order. Returns the number of distances evaluated.
+func knnSelectWeights(Q, R [][]float32, k, workers int, out []float64) int64 {
+	nq, nr, dims := len(Q[0]), len(R[0]), len(R)
+	if nr < k {
+		for i := range out {
+			out[i] = math.Inf(1)
+		}
+		return 0
+	}
+	workers = workerCount(workers)
+	bufs := make([][]float32, workers)
+	for w := range bufs {
+		bufs[w] = make([]float32, nr)
+	}
+	parallelFor(workers, nq, knnTileSize, func(w, lo, hi int) {
+		d2 := bufs[w]
+		for i := lo; i < hi; i++ {
+			x := Q[0][i]
+			r0 := R[0][:nr]
+			for s, c := range r0 {
+				t := x - c
+				d2[s] = float32(t * t)
+			}
+			for j := 1; j < dims; j++ {
+				x := Q[j][i]
+				rj := R[j][:nr]
+				for s, c := range rj {
+					t := x - c
+					d2[s] += float32(t * t)
+				}
+			}
+			selectSmallest(d2, k)
+			sel := d2[:k]
+			for t, v := range sel {
+				sel[t] = sqrt32(v)
+			}
+			slices.Sort(sel)
+			var sum float64
+			for _, v := range sel {
+				sum += float64(v)
+			}
+			out[i] = sum
+		}
+	})
+	return int64(nq) * int64(nr)
+}
+
+// selectSmallest reorders a so that a[:k] holds its k smallest values (in no order):
+// quickselect with median-of-three pivots, insertion sort for short ranges.
+func selectSmallest(a []float32, k int) {
+	lo, hi := 0, len(a)-1
+	for hi-lo > 16 {
+		mid := lo + (hi-lo)/2
+		if a[mid] < a[lo] {
+			a[mid], a[lo] = a[lo], a[mid]
+		}
+		if a[hi] < a[lo] {
+			a[hi], a[lo] = a[lo], a[hi]
+		}
+		if a[hi] < a[mid] {
+			a[hi], a[mid] = a[mid], a[hi]
+		}
+		p := a[mid]
+		i, j := lo, hi
+		for i <= j {
+			for a[i] < p {
+				i++
+			}
+			for a[j] > p {
+				j--
+			}
+			if i <= j {
+				a[i], a[j] = a[j], a[i]
+				i++
+				j--
+			}
+		}
+		// [lo, j] <= p, [i, hi] >= p, and (j, i) == p.
+		switch {
+		case k-1 <= j:
+			hi = j
+		case k-1 >= i:
+			lo = i
+		default:
+			return
+		}
+	}
+	slices.Sort(a[lo : hi+1])
+}

@@ -1,0 +1,106 @@
+package solvingset
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestKNNSelectMatchesHeap: the select path must give bit-identical weights to the heap path
+// (same float32 distance arithmetic, same canonical sum), including ties and duplicates.
+func TestKNNSelectMatchesHeap(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, c := range []struct{ nS, nQ, dims, k int }{
+		{1, 5, 1, 1}, {50, 100, 2, 50}, {60, 300, 8, 50}, {300, 500, 8, 50}, {2000, 200, 10, 50}, {33, 70, 3, 7},
+	} {
+		for _, grid := range []bool{false, true} {
+			gen := func(n int) [][]float32 {
+				cols := make([][]float32, c.dims)
+				for j := range cols {
+					cols[j] = make([]float32, n)
+					for i := range cols[j] {
+						if grid { // integer grid: many equal distances (ties)
+							cols[j][i] = float32(r.IntN(4))
+						} else {
+							cols[j][i] = float32(r.NormFloat64())
+						}
+					}
+				}
+				return cols
+			}
+			S, Q := gen(c.nS), gen(c.nQ)
+			heap := make([]float64, c.nQ)
+			sel := make([]float64, c.nQ)
+			knnWeights(Q, S, false, c.k, 2, heap)
+			knnSelectWeights(Q, S, c.k, 3, sel)
+			for i := range heap {
+				if math.Float64bits(heap[i]) != math.Float64bits(sel[i]) {
+					t.Fatalf("%+v grid=%v: query %d: heap %v select %v", c, grid, i, heap[i], sel[i])
+				}
+			}
+		}
+	}
+}
+
+func TestSelectSmallest(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 200 {
+		n := 1 + r.IntN(300)
+		k := 1 + r.IntN(n)
+		a := make([]float32, n)
+		for i := range a {
+			a[i] = float32(r.IntN(20))
+		}
+		b := append([]float32(nil), a...)
+		selectSmallest(a, k)
+		sortF(b)
+		got := append([]float32(nil), a[:k]...)
+		sortF(got)
+		for i := range got {
+			if got[i] != b[i] {
+				t.Fatalf("n=%d k=%d: selected %v, want %v", n, k, got, b[:k])
+			}
+		}
+	}
+}
+
+func sortF(a []float32) {
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j] < a[j-1]; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+}
+
+// BenchmarkKNNSelectVsHeap measures both paths at the pipeline's shape (|S| a few hundred,
+// k = 50, 8 dims) and at the prediction shape (|S| = 2000, 10 dims).
+func BenchmarkKNNSelectVsHeap(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, c := range []struct{ nS, dims, k int }{{300, 8, 50}, {1000, 8, 50}, {2000, 10, 50}, {10000, 10, 50}} {
+		gen := func(n int) [][]float32 {
+			cols := make([][]float32, c.dims)
+			for j := range cols {
+				cols[j] = make([]float32, n)
+				for i := range cols[j] {
+					cols[j][i] = float32(r.NormFloat64())
+				}
+			}
+			return cols
+		}
+		S, Q := gen(c.nS), gen(20000)
+		out := make([]float64, 20000)
+		for _, path := range []string{"heap", "select"} {
+			b.Run(fmt.Sprintf("S=%d/d=%d/%s", c.nS, c.dims, path), func(b *testing.B) {
+				for range b.N {
+					if path == "heap" {
+						knnWeights(Q, S, false, c.k, 1, out)
+					} else {
+						knnSelectWeights(Q, S, c.k, 1, out)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/20000, "ns/query")
+			})
+		}
+	}
+}
