@@ -38,7 +38,10 @@ type Config struct {
 	// MinRecords is how many records the window must hold before the first model is built.
 	// Default 5000.
 	MinRecords int `yaml:"min_records"`
-	// RefreshRecords rebuilds the model after this many new records. Default 25000.
+	// RefreshRecords rebuilds the model after this many new records. Default 200000 (four
+	// default windows): a rebuild costs about a second of one core for W = 50000, so a count
+	// trigger near W would spend the CPU on rebuilds at high rates; RefreshInterval keeps the
+	// model fresh at low rates.
 	RefreshRecords int `yaml:"refresh_records"`
 	// RefreshInterval rebuilds the model after this long, if any record arrived. Default 30s.
 	RefreshInterval time.Duration `yaml:"refresh_interval"`
@@ -53,6 +56,13 @@ type Config struct {
 	Distance DistanceConfig `yaml:"distance"`
 	// Seed makes model builds reproducible (micro-cluster centroids, first candidates, sampling).
 	Seed uint64 `yaml:"seed"`
+	// StateDir, when set, is where every new model is snapshotted (atomically, checksummed);
+	// at start the newest valid snapshot built with this configuration serves at once, so
+	// scoring resumes without waiting for min_records. Default empty: no snapshots.
+	StateDir string `yaml:"state_dir"`
+	// Snapshots is how many snapshots StateDir keeps (the newest). More survive more corrupt
+	// files at the cost of disk (one model each). Default 3.
+	Snapshots int `yaml:"snapshots"`
 }
 
 // DensityConfig configures the density test (ALGORITHMS.md §2).
@@ -88,8 +98,8 @@ type DistanceConfig struct {
 // Default is the configuration with every default filled in.
 func Default() Config {
 	return Config{
-		Window: 50000, MinRecords: 5000, RefreshRecords: 25000, RefreshInterval: 30 * time.Second,
-		BeforeModel: BeforeModelHold, Combine: CombineAny, Seed: 1,
+		Window: 50000, MinRecords: 5000, RefreshRecords: 200000, RefreshInterval: 30 * time.Second,
+		BeforeModel: BeforeModelHold, Combine: CombineAny, Seed: 1, Snapshots: 3,
 		Density:  DensityConfig{Mode: "independent", Eta: 0.5, Delta: 0.5, Samples: 800, Clusters: 200, Iterations: 4},
 		Distance: DistanceConfig{K: 50, N: 50, M: 100},
 	}
@@ -149,6 +159,9 @@ func (c *Config) Validate() error {
 	}
 	if k.M < 1 {
 		add("detect.distance.m must be >= 1, got %d", k.M)
+	}
+	if c.Snapshots < 1 {
+		add("detect.snapshots must be >= 1, got %d", c.Snapshots)
 	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))

@@ -31,6 +31,12 @@ type Model struct {
 	// BuiltAt and BuildTime say when and how long the build took.
 	BuiltAt   time.Time
 	BuildTime time.Duration
+	// Params are the configuration values the model was built with (reconfigure.go: a reload
+	// that changes them rebuilds; a snapshot built with others is refused).
+	Params BuildParams
+	// TopWeights are the exact weights of the window's top-n outliers, descending (ties at the
+	// n-th included), so w* for any n' <= len(TopWeights) is TopWeights[n'-1] (the w* policy).
+	TopWeights []float64
 }
 
 // Build makes a model from a window snapshot (raw units, column-major; sds nil when the
@@ -44,7 +50,7 @@ func Build(cols, sds [][]float32, features []string, cfg Config, version uint64)
 	if rows < 2 {
 		return nil, fmt.Errorf("detect: a model needs at least 2 records, the window holds %d", rows)
 	}
-	m := &Model{Version: version, Features: features, WindowRecords: rows}
+	m := &Model{Version: version, Features: features, WindowRecords: rows, Params: buildParams(cfg)}
 	m.Offset, m.Scale = minMaxNormalisation(cols)
 	ncols := make([][]float32, len(cols))
 	for j := range cols {
@@ -73,6 +79,10 @@ func Build(cols, sds [][]float32, features []string, cfg Config, version uint64)
 		return nil, fmt.Errorf("detect: solving set of the window: %w", err)
 	}
 	m.Distance = solvingset.NewModel(ncols, features, res, p.K)
+	m.TopWeights = make([]float64, len(res.Outliers))
+	for i, o := range res.Outliers { // sorted by descending weight
+		m.TopWeights[i] = o.Weight
+	}
 	m.BuiltAt = time.Now()
 	m.BuildTime = m.BuiltAt.Sub(start)
 	return m, nil

@@ -38,7 +38,9 @@ type Stage struct {
 	held []*batch.Batch // batches waiting for the first model (before_model: hold)
 
 	scratch scoreScratch
-	scored  uint64 // records scored so far: the density streams' index of the next record
+	scored  uint64     // records scored so far: the density streams' index of the next record
+	ext     stageExt   // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
+	singles [][]string // singles[j] = {features[j]}, shared by the scores of 1-D subspaces
 	// OnModel, if set, is called (on the stage's goroutine) whenever a new model starts serving.
 	OnModel func(*Model)
 }
@@ -57,7 +59,15 @@ func NewStage(cfg Config, features []string, withSD bool, log zerolog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	return &Stage{cfg: cfg, features: features, withSD: withSD, log: log, win: w, done: make(chan buildResult, 1), lastBuild: time.Now()}, nil
+	s := &Stage{cfg: cfg, features: features, withSD: withSD, log: log, win: w, done: make(chan buildResult, 1), lastBuild: time.Now()}
+	s.singles = make([][]string, len(features))
+	for j, f := range features {
+		s.singles[j] = []string{f}
+	}
+	if err := s.openSnapshots(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Model is the model now serving (nil before the first).
@@ -89,7 +99,9 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 		} else {
 			s.startBuild()
 		}
-	} else if s.model != nil && !s.building && (s.sinceLast >= s.cfg.RefreshRecords || time.Since(s.lastBuild) >= s.cfg.RefreshInterval) {
+	} else if s.model != nil && !s.building && s.win.Len() >= s.cfg.MinRecords &&
+		(s.ext.rebuildDue || s.sinceLast >= s.cfg.RefreshRecords || time.Since(s.lastBuild) >= s.cfg.RefreshInterval) {
+		// The window holds fewer than min_records only after a start from a snapshot.
 		s.startBuild()
 	}
 
@@ -129,8 +141,12 @@ func (s *Stage) Flush() ([]*batch.Batch, error) {
 	return out, nil
 }
 
-// Close waits for a running build to finish (it holds only its own snapshot).
-func (s *Stage) Close() { s.collect(s.building) }
+// Close waits for a running build to finish (it holds only its own snapshot) and for
+// snapshot writes in flight.
+func (s *Stage) Close() {
+	s.collect(s.building)
+	s.ext.saves.Wait()
+}
 
 // columns returns the batch's feature (and uncertainty) columns as float32 slices, without copying.
 func (s *Stage) columns(b *batch.Batch) (means, sds [][]float32, err error) {
@@ -242,6 +258,7 @@ func (s *Stage) removeEvicted(ev *window.Evicted) error {
 func (s *Stage) startBuild() {
 	cols, sds := s.win.Snapshot()
 	s.building, s.sinceLast, s.lastBuild = true, 0, time.Now()
+	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.version + 1
 	cfg, features := s.cfg, s.features
 	go func() {
@@ -294,6 +311,7 @@ func (s *Stage) install(m *Model) error {
 		return err
 	}
 	s.model, s.version, s.live = m, m.Version, live
+	s.installed(m)
 	s.log.Info().Uint64("model_version", m.Version).Int("window", m.WindowRecords).
 		Int("solving_set", len(m.Distance.Points[0])).Float64("w_star", m.Distance.WStar).
 		Dur("build", m.BuildTime).Msg("model serving")

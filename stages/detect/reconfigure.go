@@ -1,0 +1,254 @@
+package detect
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/outlierd/outlierd/pipeline/config"
+	"github.com/outlierd/outlierd/stages/microcluster"
+	"github.com/outlierd/outlierd/stages/microcluster/window"
+)
+
+// ChangeKind says how a changed configuration key reaches a running stage.
+type ChangeKind int
+
+// The kinds of change.
+const (
+	// ChangeLive applies to the next batch: thresholds and triggers that the scoring reads
+	// batch by batch. The model, its version and the window stay.
+	ChangeLive ChangeKind = iota
+	// ChangeRebuild applies by rebuilding the model from the window at once; the previous
+	// model scores until the new one is installed (its version is one higher).
+	ChangeRebuild
+	// ChangeRestart cannot apply to a running stage: outlierd must be restarted.
+	ChangeRestart
+)
+
+// String names the kind.
+func (k ChangeKind) String() string {
+	switch k {
+	case ChangeLive:
+		return "live"
+	case ChangeRebuild:
+		return "rebuild"
+	}
+	return "restart"
+}
+
+// changeKinds classifies the keys of the detect section (the YAML names under detect.). A key
+// missing here (a field added later) needs a restart: never applied half by accident.
+//
+// The w* policy (distance.n): w* is the n-th largest weight of the window, which only the
+// window can give; but every model keeps the exact weights of its top-n outliers
+// (Model.TopWeights), so a smaller n takes its w* from them at once (ChangeLive, the version
+// unchanged), and an n larger than the model knows rebuilds. Either way the solving set keeps
+// its guarantee (no false negatives: w_k(q, S) >= w_k(q, D) holds for every threshold).
+var changeKinds = map[string]ChangeKind{
+	"combine": ChangeLive, "before_model": ChangeLive, "min_records": ChangeLive,
+	"refresh_records": ChangeLive, "refresh_interval": ChangeLive,
+	"density.mode": ChangeLive, "density.eta": ChangeLive, "density.delta": ChangeLive,
+	"density.samples": ChangeLive, "distance.n": ChangeLive,
+
+	"window": ChangeRebuild, "seed": ChangeRebuild, "density.clusters": ChangeRebuild,
+	"density.iterations": ChangeRebuild, "distance.k": ChangeRebuild, "distance.m": ChangeRebuild,
+
+	"state_dir": ChangeRestart, "snapshots": ChangeRestart,
+}
+
+// Change is one changed key of the detect configuration.
+type Change struct {
+	Key  string // the YAML path, "detect.density.eta"
+	Kind ChangeKind
+}
+
+// ConfigChanges lists the keys that differ between old and new, with how each applies.
+func ConfigChanges(old, new Config) []Change {
+	var out []Change
+	for _, k := range config.Diff("detect", old, new) {
+		kind, ok := changeKinds[strings.TrimPrefix(k, "detect.")]
+		if !ok {
+			kind = ChangeRestart
+		}
+		out = append(out, Change{Key: k, Kind: kind})
+	}
+	return out
+}
+
+// Reconfiguration reports what Reconfigure did.
+type Reconfiguration struct {
+	// Live are the keys applied at once; Rebuild the keys that started (or scheduled, until
+	// the window holds min_records) a rebuild. Both empty: nothing changed.
+	Live, Rebuild []string
+	// RebuildStarted is true when a build started now (false: one was running, and the next
+	// starts when it ends; or the window does not hold min_records yet; or no model exists and
+	// the first one uses the new values anyway).
+	RebuildStarted bool
+}
+
+// stageExt is the stage's state for snapshots and live reconfiguration.
+type stageExt struct {
+	snaps      *SnapshotDir   // nil without detect.state_dir
+	saves      sync.WaitGroup // snapshot writes in flight
+	rebuildDue bool           // build as soon as the window holds min_records
+	loading    bool           // installing a loaded snapshot: not saved again
+}
+
+// Reconfigure applies cfg to the running stage, on the stage's goroutine (the pipeline's
+// detect loop calls it between batches, so the hot path needs no lock). cfg must validate and
+// change only ChangeLive and ChangeRebuild keys; otherwise nothing changes and the error says
+// why. Live keys apply to the next batch scored. A new window size re-creates the window with
+// its newest records (as many as fit) and rebuilds; the other rebuild keys start a build from
+// the window at once, while the previous model keeps scoring.
+func (s *Stage) Reconfigure(cfg Config) (Reconfiguration, error) {
+	var r Reconfiguration
+	if err := cfg.Validate(); err != nil {
+		return r, fmt.Errorf("detect: configuration rejected: %w", err)
+	}
+	var restart []string
+	for _, c := range ConfigChanges(s.cfg, cfg) {
+		switch c.Kind {
+		case ChangeLive:
+			r.Live = append(r.Live, c.Key)
+		case ChangeRebuild:
+			r.Rebuild = append(r.Rebuild, c.Key)
+		default:
+			restart = append(restart, c.Key)
+		}
+	}
+	if len(restart) > 0 {
+		return Reconfiguration{}, fmt.Errorf("detect: configuration rejected: %s cannot change while running (restart outlierd to apply)", strings.Join(restart, ", "))
+	}
+	if cfg.Window != s.cfg.Window {
+		if err := s.resizeWindow(cfg.Window); err != nil {
+			return Reconfiguration{}, err
+		}
+	}
+	building := s.building
+	s.cfg = cfg
+	s.reconcile(true)
+	r.RebuildStarted = s.building && !building
+	s.log.Info().Strs("live", r.Live).Strs("rebuild", r.Rebuild).Bool("rebuild_started", r.RebuildStarted).
+		Msg("detect configuration reloaded")
+	return r, nil
+}
+
+// Config is the configuration now in force.
+func (s *Stage) Config() Config { return s.cfg }
+
+// reconcile brings the serving model in line with s.cfg: other build parameters need a build
+// (started now when start is set and possible, else at the next batch that can); another n
+// takes w* from the model's top weights when it knows them (same version), else needs a build.
+func (s *Stage) reconcile(start bool) {
+	m := s.model
+	if m == nil {
+		return // the first build reads s.cfg
+	}
+	due := len(m.Params.rebuildDiff(buildParams(s.cfg))) > 0
+	if !due && m.Params.N != s.cfg.Distance.N {
+		if dm, ok := m.WithN(s.cfg.Distance.N); ok {
+			s.model = dm
+			s.log.Info().Uint64("model_version", dm.Version).Int("n", s.cfg.Distance.N).
+				Float64("w_star", dm.Distance.WStar).Msg("w* taken from the model's top weights for the new n")
+		} else {
+			due = true
+		}
+	}
+	if !due {
+		return
+	}
+	s.ext.rebuildDue = true
+	if start && !s.building && s.win.Len() >= s.cfg.MinRecords {
+		s.startBuild()
+	}
+}
+
+// installed runs inside install, once m serves: it snapshots m (on its own goroutine: the
+// write and its fsyncs stay off the hot path) and reconciles m with a configuration that
+// changed while m was being built.
+func (s *Stage) installed(m *Model) {
+	if d := s.ext.snaps; d != nil && !s.ext.loading {
+		s.ext.saves.Add(1)
+		go func() {
+			defer s.ext.saves.Done()
+			path, err := d.Save(m)
+			if err != nil {
+				s.log.Error().Err(err).Uint64("model_version", m.Version).Msg("model snapshot failed; the model keeps serving")
+				return
+			}
+			s.log.Debug().Str("file", path).Uint64("model_version", m.Version).Msg("model snapshot written")
+		}()
+	}
+	s.reconcile(false)
+}
+
+// openSnapshots opens detect.state_dir and installs its newest fitting snapshot, which then
+// scores at once; a model of the current stream replaces it as soon as the window holds
+// min_records. A directory that cannot be created or read is an error (the configuration
+// asks for snapshots); a snapshot that cannot be used is logged and skipped.
+func (s *Stage) openSnapshots() error {
+	if s.cfg.StateDir == "" {
+		return nil
+	}
+	d, err := OpenSnapshotDir(s.cfg.StateDir, s.cfg.Snapshots, s.log)
+	if err != nil {
+		return err
+	}
+	s.ext.snaps = d
+	ld, err := d.LoadNewest(s.features, s.cfg)
+	if err != nil {
+		return err
+	}
+	if ld.Model == nil {
+		s.log.Info().Str("dir", d.Dir()).Int("skipped", len(ld.Skipped)).Msg("no usable model snapshot: the first model is built from the stream")
+		return nil
+	}
+	s.ext.loading = true
+	err = s.install(ld.Model)
+	s.ext.loading = false
+	if err != nil {
+		s.log.Warn().Err(err).Str("file", ld.Path).Msg("model snapshot could not be installed; the first model is built from the stream")
+		return nil
+	}
+	s.ext.rebuildDue = true
+	s.log.Info().Str("file", ld.Path).Uint64("model_version", ld.Model.Version).Time("built_at", ld.Model.BuiltAt).
+		Msg("model loaded from snapshot: scoring resumes at once")
+	return nil
+}
+
+// resizeWindow re-creates the window with a new capacity, keeping its newest records (as many
+// as fit), and rebases the live micro-clusters on them.
+func (s *Stage) resizeWindow(capacity int) error {
+	w, err := window.New(capacity, len(s.features), s.withSD)
+	if err != nil {
+		return fmt.Errorf("detect: new window: %w", err)
+	}
+	cols, sds := s.win.Snapshot()
+	n := s.win.Len()
+	from := n - min(n, capacity)
+	for j := range cols {
+		cols[j] = cols[j][from:]
+		if sds != nil {
+			sds[j] = sds[j][from:]
+		}
+	}
+	assign := make([]int32, n-from)
+	for i := range assign {
+		assign[i] = -1
+	}
+	var live *microcluster.MicroClusters
+	if s.model != nil {
+		nm, ns := s.model.normalised(cols, sds, nil)
+		if err := microcluster.Assign(nm, s.model.MicroClusters.Centroids(), assign, 0); err != nil {
+			return fmt.Errorf("detect: assigning the resized window: %w", err)
+		}
+		if live, err = microcluster.Reduce(nm, ns, assign, s.model.MicroClusters.Q(), 0); err != nil {
+			return fmt.Errorf("detect: reducing the resized window: %w", err)
+		}
+	}
+	if _, err := w.Push(cols, sds, assign); err != nil {
+		return fmt.Errorf("detect: filling the resized window: %w", err)
+	}
+	s.win, s.live = w, live
+	return nil
+}

@@ -1,0 +1,685 @@
+package detect
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/stages/detect/density"
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/stages/microcluster"
+)
+
+// Snapshot file format, version 1 (integers and floats little-endian):
+//
+//	offset  size  field
+//	0       8     magic "\x89ODSN\r\n\x1a" (a high byte and CR LF, as PNG: text-mode mangling
+//	              and the wrong kind of file are caught at once)
+//	8       4     format version (uint32) = 1
+//	12      8     payload length P (uint64)
+//	20      P     payload:
+//	                model version u64, built at (Unix ns) i64, build time (ns) i64,
+//	                window records u64,
+//	                build params: window u64, clusters u32, iterations u32, k u32, n u32,
+//	                m u32, seed u64,
+//	                dims u32, q u32, flags u32 (bit 0: anchors present; others must be 0),
+//	                dims x { name length u32, name UTF-8 },
+//	                dims x offset f32, dims x scale f32,
+//	                CF1, CF2, EF2: dims x q f64 each (column-major), N: q x i64,
+//	                if anchors: dims x q f64,
+//	                bandwidths: dims x f64,
+//	                top weights: count u32, count x f64,
+//	                solving set: length u64, then a solvingset model file (its own format,
+//	                magic and checksum: solvingset.Model.Save)
+//	20+P    32    SHA-256 of bytes [0, 20+P)
+//
+// The density model is not stored: density.NewModel(micro-clusters, bandwidths) rebuilds it
+// deterministically, bit for bit.
+const (
+	snapshotMagic = "\x89ODSN\r\n\x1a"
+	// SnapshotFormat is the newest snapshot format version this code reads and writes.
+	SnapshotFormat     = 1
+	snapshotHeader     = 8 + 4 + 8
+	snapFlagAnchors    = 1
+	maxSnapshotDims    = 1 << 16
+	maxSnapshotName    = 1 << 12
+	maxSnapshotQ       = 1 << 24
+	maxSnapshotPayload = 1 << 40
+	// DefaultSnapshots is how many snapshots a SnapshotDir keeps unless told otherwise.
+	DefaultSnapshots = 3
+	snapshotPrefix   = "model-"
+	snapshotExt      = ".osnap"
+)
+
+// ErrSnapshotFormat is wrapped by every error of ReadSnapshot that concerns the content.
+var ErrSnapshotFormat = errors.New("detect: bad snapshot")
+
+// ErrSnapshotMismatch is wrapped when a valid snapshot does not fit the configuration.
+var ErrSnapshotMismatch = errors.New("detect: snapshot does not fit the configuration")
+
+// BuildParams are the configuration values that shape a model. A reload that changes one of
+// them (N aside: see the w* policy in reconfigure.go) needs a rebuild; a snapshot built with
+// other values is refused.
+type BuildParams struct {
+	Window, Clusters, Iterations, K, N, M int
+	Seed                                  uint64
+}
+
+func buildParams(c Config) BuildParams {
+	return BuildParams{Window: c.Window, Clusters: c.Density.Clusters, Iterations: c.Density.Iterations,
+		K: c.Distance.K, N: c.Distance.N, M: c.Distance.M, Seed: c.Seed}
+}
+
+// rebuildDiff names the build parameters other than N where p and q differ ("k 50 -> 10").
+func (p BuildParams) rebuildDiff(q BuildParams) []string {
+	var d []string
+	cmp := func(name string, a, b uint64) {
+		if a != b {
+			d = append(d, fmt.Sprintf("%s %d -> %d", name, a, b))
+		}
+	}
+	cmp("window", uint64(p.Window), uint64(q.Window))
+	cmp("density.clusters", uint64(p.Clusters), uint64(q.Clusters))
+	cmp("density.iterations", uint64(p.Iterations), uint64(q.Iterations))
+	cmp("distance.k", uint64(p.K), uint64(q.K))
+	cmp("distance.m", uint64(p.M), uint64(q.M))
+	cmp("seed", p.Seed, q.Seed)
+	return d
+}
+
+// Fits reports why m cannot serve a stream of features under cfg, or nil: the features must
+// be the same names in the same order, the build parameters the same, and cfg's n one whose
+// w* the model knows exactly (n <= len(TopWeights)).
+func (m *Model) Fits(features []string, cfg Config) error {
+	if !slices.Equal(m.Features, features) {
+		return fmt.Errorf("%w: built for features [%s], the stream has [%s]", ErrSnapshotMismatch,
+			strings.Join(m.Features, " "), strings.Join(features, " "))
+	}
+	if d := m.Params.rebuildDiff(buildParams(cfg)); len(d) > 0 {
+		return fmt.Errorf("%w: built with other parameters (%s)", ErrSnapshotMismatch, strings.Join(d, ", "))
+	}
+	if n := cfg.Distance.N; n > len(m.TopWeights) {
+		return fmt.Errorf("%w: knows the top %d weights, distance.n = %d needs the window", ErrSnapshotMismatch, len(m.TopWeights), n)
+	}
+	return nil
+}
+
+// WithN returns m with w* of the top-n rule for another n, taken from its exact top weights
+// (the same version, micro-clusters and solving set; m itself is unchanged). ok is false
+// when n exceeds the weights the model knows: only the window can give that w*.
+func (m *Model) WithN(n int) (_ *Model, ok bool) {
+	if n < 1 || n > len(m.TopWeights) {
+		return nil, false
+	}
+	if n == m.Params.N {
+		return m, true
+	}
+	d := *m.Distance
+	d.WStar = m.TopWeights[n-1]
+	c := *m
+	c.Distance, c.Params.N = &d, n
+	return &c, true
+}
+
+// WriteSnapshot writes m in the snapshot format above.
+func WriteSnapshot(w io.Writer, m *Model) error {
+	if m == nil || m.MicroClusters == nil || m.Density == nil || m.Distance == nil {
+		return errors.New("detect: snapshot: incomplete model")
+	}
+	mc := m.MicroClusters
+	dims, q := len(m.Features), mc.Q()
+	if mc.Dims() != dims || len(m.Offset) != dims || len(m.Scale) != dims || len(m.Density.H) != dims {
+		return fmt.Errorf("detect: snapshot: model shapes disagree (%d features, %d micro-cluster dims, %d offsets, %d scales, %d bandwidths)",
+			dims, mc.Dims(), len(m.Offset), len(m.Scale), len(m.Density.H))
+	}
+	var ss bytes.Buffer
+	if err := m.Distance.Save(&ss); err != nil {
+		return fmt.Errorf("detect: snapshot: %w", err)
+	}
+	e := &encoder{}
+	e.u64(m.Version)
+	e.u64(uint64(m.BuiltAt.UnixNano()))
+	e.u64(uint64(m.BuildTime))
+	e.u64(uint64(m.WindowRecords))
+	p := m.Params
+	e.u64(uint64(p.Window))
+	for _, v := range []int{p.Clusters, p.Iterations, p.K, p.N, p.M} {
+		e.u32(uint32(v))
+	}
+	e.u64(p.Seed)
+	var flags uint32
+	if mc.Anchor != nil {
+		flags |= snapFlagAnchors
+	}
+	e.u32(uint32(dims))
+	e.u32(uint32(q))
+	e.u32(flags)
+	for _, f := range m.Features {
+		e.u32(uint32(len(f)))
+		e.b = append(e.b, f...)
+	}
+	e.f32s(m.Offset)
+	e.f32s(m.Scale)
+	for _, t := range [][][]float64{mc.CF1, mc.CF2, mc.EF2} {
+		for j := range dims {
+			e.f64s(t[j])
+		}
+	}
+	for _, n := range mc.N {
+		e.u64(uint64(n))
+	}
+	if mc.Anchor != nil {
+		for j := range dims {
+			e.f64s(mc.Anchor[j])
+		}
+	}
+	e.f64s(m.Density.H)
+	e.u32(uint32(len(m.TopWeights)))
+	e.f64s(m.TopWeights)
+	e.u64(uint64(ss.Len()))
+	e.b = append(e.b, ss.Bytes()...)
+
+	le := binary.LittleEndian
+	head := make([]byte, 0, snapshotHeader)
+	head = append(head, snapshotMagic...)
+	head = le.AppendUint32(head, SnapshotFormat)
+	head = le.AppendUint64(head, uint64(len(e.b)))
+	sum := sha256.New()
+	sum.Write(head)
+	sum.Write(e.b)
+	bw := bufio.NewWriter(w)
+	bw.Write(head)
+	bw.Write(e.b)
+	bw.Write(sum.Sum(nil))
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("detect: snapshot: %w", err)
+	}
+	return nil
+}
+
+// encoder appends little-endian fields.
+type encoder struct{ b []byte }
+
+func (e *encoder) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
+func (e *encoder) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
+func (e *encoder) f32s(v []float32) {
+	for _, x := range v {
+		e.u32(math.Float32bits(x))
+	}
+}
+func (e *encoder) f64s(v []float64) {
+	for _, x := range v {
+		e.u64(math.Float64bits(x))
+	}
+}
+
+func snapErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrSnapshotFormat, fmt.Sprintf(format, args...))
+}
+
+// ReadSnapshot reads a model written by WriteSnapshot. A file that is truncated, corrupt
+// (checksum), of another kind (magic), of a newer format version, or inconsistent is refused
+// with the reason; the error wraps ErrSnapshotFormat (or the reader's error).
+func ReadSnapshot(r io.Reader) (*Model, error) {
+	head := make([]byte, snapshotHeader)
+	if n, err := io.ReadFull(r, head); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, snapErr("truncated: %d of %d header bytes", n, snapshotHeader)
+		}
+		return nil, fmt.Errorf("detect: snapshot: %w", err)
+	}
+	if string(head[:8]) != snapshotMagic {
+		return nil, snapErr("wrong magic %q: not an outlierd model snapshot", head[:8])
+	}
+	le := binary.LittleEndian
+	switch v := le.Uint32(head[8:]); {
+	case v == 0:
+		return nil, snapErr("format version 0 is invalid")
+	case v > SnapshotFormat:
+		return nil, snapErr("format version %d is newer than the newest this build reads (%d)", v, SnapshotFormat)
+	}
+	plen := le.Uint64(head[12:])
+	if plen > maxSnapshotPayload {
+		return nil, snapErr("payload length %d exceeds the limit %d", plen, uint64(maxSnapshotPayload))
+	}
+	// Memory grows with the bytes present, not with the length the header claims.
+	var body bytes.Buffer
+	n, err := body.ReadFrom(io.LimitReader(r, int64(plen)+sha256.Size))
+	if err != nil {
+		return nil, fmt.Errorf("detect: snapshot: %w", err)
+	}
+	if uint64(n) < plen+sha256.Size {
+		return nil, snapErr("truncated: %d of %d bytes after the header", n, plen+sha256.Size)
+	}
+	var extra [1]byte
+	if k, _ := io.ReadFull(r, extra[:]); k > 0 {
+		return nil, snapErr("trailing bytes after the checksum")
+	}
+	b := body.Bytes()
+	payload, stored := b[:plen], b[plen:]
+	sum := sha256.New()
+	sum.Write(head)
+	sum.Write(payload)
+	if !bytes.Equal(sum.Sum(nil), stored) {
+		return nil, snapErr("checksum mismatch: the file is corrupt")
+	}
+	return decodeSnapshot(payload)
+}
+
+// snapDecoder reads little-endian fields, remembering the first overrun.
+type snapDecoder struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (d *snapDecoder) take(n uint64, what string) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)-d.off) {
+		d.err = snapErr("payload ends inside %s (need %d bytes at offset %d, %d left)", what, n, d.off, len(d.b)-d.off)
+		return nil
+	}
+	s := d.b[d.off : d.off+int(n)]
+	d.off += int(n)
+	return s
+}
+
+func (d *snapDecoder) u32(what string) uint32 {
+	if s := d.take(4, what); s != nil {
+		return binary.LittleEndian.Uint32(s)
+	}
+	return 0
+}
+
+func (d *snapDecoder) u64(what string) uint64 {
+	if s := d.take(8, what); s != nil {
+		return binary.LittleEndian.Uint64(s)
+	}
+	return 0
+}
+
+// f32s and f64s read n values; n is bounded by the caller (dims and q are range-checked and
+// their product fits the payload) so 8*n cannot overflow.
+func (d *snapDecoder) f32s(n int, what string) []float32 {
+	s := d.take(4*uint64(n), what)
+	if s == nil {
+		return nil
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(s[4*i:]))
+	}
+	return v
+}
+
+func (d *snapDecoder) f64s(n int, what string) []float64 {
+	s := d.take(8*uint64(n), what)
+	if s == nil {
+		return nil
+	}
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(s[8*i:]))
+	}
+	return v
+}
+
+func decodeSnapshot(p []byte) (*Model, error) {
+	d := &snapDecoder{b: p}
+	m := &Model{Version: d.u64("model version")}
+	m.BuiltAt = time.Unix(0, int64(d.u64("build time"))).UTC()
+	m.BuildTime = time.Duration(d.u64("build duration"))
+	m.WindowRecords = int(d.u64("window records"))
+	m.Params.Window = int(d.u64("window"))
+	for _, f := range []*int{&m.Params.Clusters, &m.Params.Iterations, &m.Params.K, &m.Params.N, &m.Params.M} {
+		*f = int(d.u32("build parameters"))
+	}
+	m.Params.Seed = d.u64("seed")
+	dims, q, flags := int(d.u32("dims")), int(d.u32("q")), d.u32("flags")
+	if d.err != nil {
+		return nil, d.err
+	}
+	if dims < 1 || dims > maxSnapshotDims {
+		return nil, snapErr("dims %d out of range [1, %d]", dims, maxSnapshotDims)
+	}
+	if q < 1 || q > maxSnapshotQ {
+		return nil, snapErr("q %d out of range [1, %d]", q, maxSnapshotQ)
+	}
+	if flags&^snapFlagAnchors != 0 {
+		return nil, snapErr("unknown flags %#x", flags)
+	}
+	// The tuples alone take 8*q*(3*dims+1) bytes: a header the payload cannot hold is refused
+	// before any allocation.
+	if need := 8 * uint64(q) * (3*uint64(dims) + 1); need > uint64(len(p)) {
+		return nil, snapErr("%d micro-clusters in %d dims cannot fit in a payload of %d bytes", q, dims, len(p))
+	}
+	m.Features = make([]string, dims)
+	for j := range m.Features {
+		n := d.u32("feature name length")
+		if d.err == nil && n > maxSnapshotName {
+			return nil, snapErr("feature %d: name length %d exceeds %d", j, n, maxSnapshotName)
+		}
+		name := d.take(uint64(n), "feature name")
+		if d.err != nil {
+			return nil, d.err
+		}
+		if !utf8.Valid(name) {
+			return nil, snapErr("feature %d: name is not UTF-8", j)
+		}
+		m.Features[j] = string(name)
+	}
+	m.Offset = d.f32s(dims, "offsets")
+	m.Scale = d.f32s(dims, "scales")
+	mc := &microcluster.MicroClusters{CF1: make([][]float64, dims), CF2: make([][]float64, dims), EF2: make([][]float64, dims), N: make([]int64, q)}
+	for _, t := range [][][]float64{mc.CF1, mc.CF2, mc.EF2} {
+		for j := range dims {
+			t[j] = d.f64s(q, "micro-cluster sums")
+		}
+	}
+	for c := range mc.N {
+		mc.N[c] = int64(d.u64("micro-cluster counts"))
+	}
+	if flags&snapFlagAnchors != 0 {
+		mc.Anchor = make([][]float64, dims)
+		for j := range dims {
+			mc.Anchor[j] = d.f64s(q, "anchors")
+		}
+	}
+	h := d.f64s(dims, "bandwidths")
+	nTop := d.u32("top weight count")
+	if d.err == nil && uint64(nTop) > uint64(len(p)-d.off)/8 {
+		return nil, snapErr("%d top weights cannot fit in the %d bytes left", nTop, len(p)-d.off)
+	}
+	m.TopWeights = d.f64s(int(nTop), "top weights")
+	sslen := d.u64("solving-set length")
+	ssb := d.take(sslen, "solving set")
+	if d.err != nil {
+		return nil, d.err
+	}
+	if d.off != len(p) {
+		return nil, snapErr("%d unread bytes at the end of the payload", len(p)-d.off)
+	}
+	if err := checkSnapshotValues(m, mc); err != nil {
+		return nil, err
+	}
+	var err error
+	if m.Distance, err = solvingset.Load(bytes.NewReader(ssb)); err != nil {
+		return nil, fmt.Errorf("%w: solving set: %w", ErrSnapshotFormat, err)
+	}
+	if !slices.Equal(m.Distance.Features, m.Features) {
+		return nil, snapErr("the solving set's features [%s] differ from the model's [%s]",
+			strings.Join(m.Distance.Features, " "), strings.Join(m.Features, " "))
+	}
+	m.MicroClusters = mc
+	if m.Density, err = density.NewModel(mc, h); err != nil {
+		return nil, fmt.Errorf("%w: density model: %w", ErrSnapshotFormat, err)
+	}
+	return m, nil
+}
+
+// checkSnapshotValues refuses values no build produces: they would score nonsense silently.
+func checkSnapshotValues(m *Model, mc *microcluster.MicroClusters) error {
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	for j := range m.Offset {
+		if !finite(float64(m.Offset[j])) || !finite(float64(m.Scale[j])) || m.Scale[j] <= 0 {
+			return snapErr("normalisation of feature %d is offset %v, scale %v", j, m.Offset[j], m.Scale[j])
+		}
+	}
+	var total int64
+	for c, n := range mc.N {
+		if n < 0 {
+			return snapErr("micro-cluster %d has %d members", c, n)
+		}
+		total += n
+	}
+	if total < 1 {
+		return snapErr("the micro-clusters summarise no records")
+	}
+	for _, t := range [][][]float64{mc.CF1, mc.CF2, mc.EF2, mc.Anchor} {
+		for _, col := range t {
+			for _, v := range col {
+				if !finite(v) {
+					return snapErr("a micro-cluster value is %v", v)
+				}
+			}
+		}
+	}
+	for i, w := range m.TopWeights {
+		if !finite(w) || w < 0 || (i > 0 && w > m.TopWeights[i-1]) {
+			return snapErr("top weights must be finite, >= 0 and descending (index %d is %v)", i, w)
+		}
+	}
+	p := m.Params
+	if m.WindowRecords < 2 || p.Window < 1 || p.Clusters < 1 || p.Iterations < 1 || p.K < 1 || p.N < 1 || p.M < 1 {
+		return snapErr("build parameters out of range: %+v", p)
+	}
+	return nil // bandwidths are checked by density.NewModel
+}
+
+// ReadSnapshotFile reads a snapshot file.
+func ReadSnapshotFile(path string) (*Model, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("detect: snapshot: %w", err)
+	}
+	defer f.Close()
+	m, err := ReadSnapshot(bufio.NewReader(f))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// SnapshotDir keeps the newest model snapshots of a stage in a directory. Files are named
+// model-<sequence>.osnap with a sequence number that only grows (taken from the directory at
+// open), so "newest" never depends on the clock or on model versions, which restart at 1 when
+// no snapshot fits. Save and LoadNewest are safe for concurrent use.
+type SnapshotDir struct {
+	dir  string
+	keep int
+	log  zerolog.Logger
+
+	mu   sync.Mutex
+	next uint64 // sequence number of the next Save
+}
+
+// OpenSnapshotDir creates dir if needed, removes temporary files that a crash during a Save
+// left behind, and returns the directory; keep (>= 1) is how many snapshots Save keeps.
+func OpenSnapshotDir(dir string, keep int, log zerolog.Logger) (*SnapshotDir, error) {
+	if dir == "" {
+		return nil, errors.New("detect: snapshot directory: empty path")
+	}
+	if keep < 1 {
+		return nil, fmt.Errorf("detect: snapshot directory: keep must be >= 1, got %d", keep)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("detect: snapshot directory: %w", err)
+	}
+	d := &SnapshotDir{dir: dir, keep: keep, log: log}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("detect: snapshot directory: %w", err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, "."+snapshotPrefix) && strings.Contains(name, ".tmp") {
+			if err := os.Remove(filepath.Join(dir, name)); err == nil {
+				log.Warn().Str("file", name).Msg("removed a snapshot left unfinished by a crash")
+			}
+		}
+		if seq, ok := snapshotSeq(name); ok && seq >= d.next {
+			d.next = seq + 1
+		}
+	}
+	return d, nil
+}
+
+// Dir is the directory's path.
+func (d *SnapshotDir) Dir() string { return d.dir }
+
+// snapshotSeq parses model-<seq>.osnap.
+func snapshotSeq(name string) (uint64, bool) {
+	s, ok := strings.CutPrefix(name, snapshotPrefix)
+	if !ok {
+		return 0, false
+	}
+	if s, ok = strings.CutSuffix(s, snapshotExt); !ok {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(s, 10, 64)
+	return seq, err == nil
+}
+
+// List returns the snapshot files, newest first.
+func (d *SnapshotDir) List() ([]string, error) {
+	ents, err := os.ReadDir(d.dir)
+	if err != nil {
+		return nil, fmt.Errorf("detect: snapshot directory: %w", err)
+	}
+	type file struct {
+		seq  uint64
+		path string
+	}
+	var fs []file
+	for _, e := range ents {
+		if seq, ok := snapshotSeq(e.Name()); ok && e.Type().IsRegular() {
+			fs = append(fs, file{seq, filepath.Join(d.dir, e.Name())})
+		}
+	}
+	slices.SortFunc(fs, func(a, b file) int { return -cmpU64(a.seq, b.seq) })
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.path
+	}
+	return out, nil
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Save writes m as the newest snapshot, atomically: a temporary file in the directory, fsync,
+// rename, fsync of the directory, so a crash leaves the previous snapshots and either the whole
+// new one or nothing. Then it removes all but the newest keep snapshots. It returns the path.
+func (d *SnapshotDir) Save(m *Model) (path string, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	path = filepath.Join(d.dir, fmt.Sprintf("%s%020d%s", snapshotPrefix, d.next, snapshotExt))
+	f, err := os.CreateTemp(d.dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return "", fmt.Errorf("detect: snapshot: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err = WriteSnapshot(f, m); err != nil {
+		return "", err
+	}
+	if err = f.Sync(); err != nil {
+		return "", fmt.Errorf("detect: snapshot %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return "", fmt.Errorf("detect: snapshot %s: %w", path, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("detect: snapshot %s: %w", path, err)
+	}
+	d.next++
+	// The rename is durable only once the directory is synced.
+	if dir, derr := os.Open(d.dir); derr == nil {
+		if serr := dir.Sync(); serr != nil {
+			d.log.Warn().Err(serr).Str("dir", d.dir).Msg("fsync of the snapshot directory failed; the newest snapshot may not survive a power loss")
+		}
+		dir.Close()
+	}
+	files, lerr := d.List()
+	if lerr != nil {
+		d.log.Warn().Err(lerr).Msg("listing snapshots to prune them failed")
+		return path, nil
+	}
+	for _, old := range files[min(d.keep, len(files)):] {
+		if rerr := os.Remove(old); rerr != nil {
+			d.log.Warn().Err(rerr).Str("file", old).Msg("removing an old snapshot failed")
+		}
+	}
+	return path, nil
+}
+
+// SkippedSnapshot is a snapshot LoadNewest passed over, with the reason.
+type SkippedSnapshot struct {
+	Path   string
+	Reason error
+}
+
+// Loaded is the outcome of LoadNewest.
+type Loaded struct {
+	// Model is the newest snapshot that reads back intact and fits, with w* set for the
+	// configuration's n (Model.WithN); nil when none does.
+	Model *Model
+	// Path is Model's file.
+	Path string
+	// Skipped are the newer snapshots passed over (corrupt, truncated, another format, or
+	// built for other features or parameters), newest first.
+	Skipped []SkippedSnapshot
+}
+
+// LoadNewest returns the newest snapshot that is intact and fits features and cfg
+// (Model.Fits). Every snapshot passed over is logged with its reason, and none is ever
+// loaded half: a file either reads back whole with its checksum or is skipped. The error is
+// only for a directory that cannot be read.
+func (d *SnapshotDir) LoadNewest(features []string, cfg Config) (Loaded, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out Loaded
+	files, err := d.List()
+	if err != nil {
+		return out, err
+	}
+	for _, path := range files {
+		m, err := ReadSnapshotFile(path)
+		if err == nil {
+			err = m.Fits(features, cfg)
+		}
+		if err == nil {
+			var ok bool
+			if m, ok = m.WithN(cfg.Distance.N); !ok { // Fits checked n
+				err = fmt.Errorf("%w: no w* for n = %d", ErrSnapshotMismatch, cfg.Distance.N)
+			}
+		}
+		if err != nil {
+			d.log.Warn().Err(err).Str("file", path).Msg("model snapshot skipped")
+			out.Skipped = append(out.Skipped, SkippedSnapshot{Path: path, Reason: err})
+			continue
+		}
+		out.Model, out.Path = m, path
+		return out, nil
+	}
+	return out, nil
+}
