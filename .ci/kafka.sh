@@ -27,6 +27,18 @@
 #   KAFKA_PORT     client listener port (default 39092; the controller uses KAFKA_PORT+1)
 #   OUTLIERD_CACHE cache root (default $HOME/.cache/outlierd)
 #   KAFKA_HEAP     JVM heap (default 512m: the machine is shared)
+#   KAFKA_SECURITY 1 adds two secured listeners to the same broker (default 0: PLAINTEXT only):
+#                  SASL_SSL on KAFKA_PORT+2 (SASL PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, one
+#                  user) and SSL with required client certificates ("MTLS") on KAFKA_PORT+3.
+#                  `start` then generates, with openssl, a throw-away CA, a server certificate
+#                  (SANs 127.0.0.1, localhost) and a client certificate, and a random password
+#                  for the SASL user (SCRAM credentials stored by `kafka-storage format
+#                  --add-scram`, PLAIN by the listener's JAAS config), all in
+#                  <run>/security (mode 700), and also prints the exports of
+#                  KAFKA_SASL_SSL_BOOTSTRAP, KAFKA_MTLS_BOOTSTRAP, KAFKA_TLS_CA,
+#                  KAFKA_TLS_CLIENT_CERT, KAFKA_TLS_CLIENT_KEY, KAFKA_SASL_USERNAME and
+#                  KAFKA_SASL_PASSWORD (pipeline/kafkasec's integration test reads them).
+#                  Whether a running broker has them is fixed at its start.
 # `start` prints `export KAFKA_BOOTSTRAP=127.0.0.1:<port>` on stdout (logs go to stderr), so
 # `eval "$(.ci/kafka.sh start)"` starts the broker and sets the variable; `env` prints it again.
 #
@@ -49,11 +61,15 @@ version="${KAFKA_VERSION:-4.1.1}"
 port="${KAFKA_PORT:-39092}"
 cport="$((port + 1))"
 heap="${KAFKA_HEAP:-512m}"
+security="${KAFKA_SECURITY:-0}"
+sasl_port="$((port + 2))"
+mtls_port="$((port + 3))"
 cache="${OUTLIERD_CACHE:-$HOME/.cache/outlierd}/kafka-${version}"
 libs="${cache}/libs"
 run="${cache}/run-${port}"
 pidfile="${run}/broker.pid"
 logfile="${run}/broker.log"
+secdir="${run}/security"
 startwait="${KAFKA_START_WAIT:-120}" # seconds; a cold JVM on a busy 2-core machine is slow
 
 log() { echo "kafka.sh: $*" >&2; }
@@ -91,18 +107,70 @@ port_open() {
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
+# gen_security writes the throw-away CA, the server and client certificates, the SASL user's
+# password and the exports (secdir/env) for KAFKA_SECURITY=1.
+gen_security() {
+  command -v openssl >/dev/null || { log "openssl not found (needed for KAFKA_SECURITY=1)"; exit 1; }
+  mkdir -p "${secdir}"
+  chmod 700 "${secdir}"
+  (
+    cd "${secdir}"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 7 -subj "/CN=outlierd test CA" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+      -keyout ca-key.pem -out ca.pem
+    # issue NAME CN EXTENSIONS: a key and a certificate signed by the CA.
+    issue() {
+      openssl req -newkey rsa:2048 -nodes -subj "/CN=$2" -keyout "$1-key.pem" -out "$1.csr"
+      printf '%s\n' "$3" >"$1.ext"
+      openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 7 \
+        -extfile "$1.ext" -out "$1.pem"
+    }
+    issue server localhost "subjectAltName=IP:127.0.0.1,DNS:localhost
+extendedKeyUsage=serverAuth"
+    issue client outlierd-test-client "extendedKeyUsage=clientAuth"
+    # Kafka's PEM key store: the unencrypted PKCS#8 key, then the certificate.
+    cat server-key.pem server.pem >server-keystore.pem
+    openssl rand -hex 16 >sasl-password
+  ) >"${run}/openssl.log" 2>&1 || { cat "${run}/openssl.log" >&2; log "certificate generation failed"; exit 1; }
+  cat >"${secdir}/env" <<EOF
+export KAFKA_SASL_SSL_BOOTSTRAP=127.0.0.1:${sasl_port}
+export KAFKA_MTLS_BOOTSTRAP=127.0.0.1:${mtls_port}
+export KAFKA_TLS_CA=${secdir}/ca.pem
+export KAFKA_TLS_CLIENT_CERT=${secdir}/client.pem
+export KAFKA_TLS_CLIENT_KEY=${secdir}/client-key.pem
+export KAFKA_SASL_USERNAME=outlierd
+export KAFKA_SASL_PASSWORD=$(cat "${secdir}/sasl-password")
+EOF
+}
+
+# print_env prints the exports for the running broker (the secured listeners' when it has them).
+print_env() {
+  echo "export KAFKA_BOOTSTRAP=127.0.0.1:${port}"
+  if [[ -f "${secdir}/env" ]]; then
+    cat "${secdir}/env"
+  fi
+}
+
 write_config() {
   mkdir -p "${run}"
+  local listeners="PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${cport}"
+  local advertised="PLAINTEXT://127.0.0.1:${port}"
+  local protocols="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  if [[ ${security} == 1 ]]; then
+    listeners+=",SASL_SSL://127.0.0.1:${sasl_port},MTLS://127.0.0.1:${mtls_port}"
+    advertised+=",SASL_SSL://127.0.0.1:${sasl_port},MTLS://127.0.0.1:${mtls_port}"
+    protocols+=",SASL_SSL:SASL_SSL,MTLS:SSL"
+  fi
   cat >"${run}/server.properties" <<EOF
 # Written by .ci/kafka.sh: a single-node KRaft test broker.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:${cport}
-listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${cport}
-advertised.listeners=PLAINTEXT://127.0.0.1:${port}
+listeners=${listeners}
+advertised.listeners=${advertised}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=${protocols}
 log.dirs=${run}/data
 auto.create.topics.enable=true
 num.partitions=3
@@ -122,6 +190,21 @@ group.initial.rebalance.delay.ms=0
 num.network.threads=2
 num.io.threads=2
 EOF
+  if [[ ${security} == 1 ]]; then
+    chmod 600 "${run}/server.properties" # it holds the PLAIN user's password
+    cat >>"${run}/server.properties" <<EOF
+# KAFKA_SECURITY=1: TLS for both secured listeners from PEM files (no Java key stores).
+ssl.keystore.type=PEM
+ssl.keystore.location=${secdir}/server-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=${secdir}/ca.pem
+listener.name.mtls.ssl.client.auth=required
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_outlierd="$(cat "${secdir}/sasl-password")";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+EOF
+  fi
   cat >"${run}/log4j2.properties" <<EOF
 status = warn
 appender.file.type = File
@@ -147,7 +230,7 @@ java_cmd() {
 start() {
   if running; then
     log "already running (pid $(cat "${pidfile}")) on 127.0.0.1:${port}"
-    echo "export KAFKA_BOOTSTRAP=127.0.0.1:${port}"
+    print_env
     return
   fi
   command -v java >/dev/null || { log "java not found"; exit 1; }
@@ -158,12 +241,25 @@ start() {
     log "port ${port} or ${cport} is taken by another process; set KAFKA_PORT"
     exit 1
   fi
+  if [[ ${security} == 1 ]] && { port_open "${sasl_port}" || port_open "${mtls_port}"; }; then
+    log "port ${sasl_port} or ${mtls_port} (KAFKA_SECURITY=1) is taken by another process; set KAFKA_PORT"
+    exit 1
+  fi
   rm -rf "${run}"
+  local scram=()
+  if [[ ${security} == 1 ]]; then
+    mkdir -p "${run}"
+    gen_security
+    local pw
+    pw="$(cat "${secdir}/sasl-password")"
+    scram=(--add-scram "SCRAM-SHA-256=[name=outlierd,password=${pw}]"
+      --add-scram "SCRAM-SHA-512=[name=outlierd,password=${pw}]")
+  fi
   write_config
   local t0=${SECONDS}
   local uuid
   uuid="$(java_cmd kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n1)"
-  java_cmd kafka.tools.StorageTool format -t "${uuid}" -c "${run}/server.properties" \
+  java_cmd kafka.tools.StorageTool format -t "${uuid}" -c "${run}/server.properties" "${scram[@]}" \
     >"${run}/format.log" 2>&1 || { cat "${run}/format.log" >&2; log "storage format failed"; exit 1; }
   # setsid: the broker outlives this script and the test process that started it.
   setsid java "-Xmx${heap}" "-Xms${heap}" -XX:+UseG1GC \
@@ -189,8 +285,12 @@ start() {
     fi
     sleep 0.5
   done
-  log "Apache Kafka ${version} ready on 127.0.0.1:${port} in $((SECONDS - t0)) s (pid $(cat "${pidfile}"), log ${logfile})"
-  echo "export KAFKA_BOOTSTRAP=127.0.0.1:${port}"
+  local extra=""
+  if [[ ${security} == 1 ]]; then
+    extra=", SASL_SSL on ${sasl_port}, MTLS on ${mtls_port}"
+  fi
+  log "Apache Kafka ${version} ready on 127.0.0.1:${port}${extra} in $((SECONDS - t0)) s (pid $(cat "${pidfile}"), log ${logfile})"
+  print_env
 }
 
 stop() {
@@ -226,7 +326,7 @@ status)
     exit 3
   fi
   ;;
-env) echo "export KAFKA_BOOTSTRAP=127.0.0.1:${port}" ;;
+env) print_env ;;
 *)
   echo "usage: $0 {start|stop|status|env}" >&2
   exit 2

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/pipeline/kafkasec"
 )
 
 // Formats accepted by Config.Format.
@@ -96,6 +97,10 @@ type Config struct {
 	// evicts this member and gives its partitions to others. Default 30s. Shorter: faster
 	// failover; longer: fewer spurious rebalances under GC or CPU pauses.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// Security is TLS and SASL for the connections to Brokers (see pipeline/kafkasec). Default
+	// none (plaintext, unauthenticated). Kept per stage, beside Brokers: the sink may write to
+	// another cluster, or as another principal.
+	Security kafkasec.Config `yaml:"security"`
 }
 
 // Uncertainty says where the uncertainty of each feature comes from. For a feature f the first
@@ -173,6 +178,7 @@ func (c *Config) Validate() error {
 	if c.SessionTimeout < 3*c.HeartbeatInterval {
 		bad("session_timeout: %v must be at least 3 x heartbeat_interval (%v)", c.SessionTimeout, c.HeartbeatInterval)
 	}
+	errs = append(errs, c.Security.Problems("security.")...)
 
 	formatOK := true
 	switch c.Format {

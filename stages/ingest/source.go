@@ -102,6 +102,13 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 			log.Warn().Msgf(msg, args...)
 		}),
 	}
+	if cfg.Security.Enabled() {
+		// Only then: without security the Reader keeps kafka.DefaultDialer, as before.
+		if rc.Dialer, err = cfg.Security.Dialer(); err != nil {
+			return nil, fmt.Errorf("ingest: %w", err)
+		}
+		log.Info().Stringer("security", cfg.Security).Msg("kafka security")
+	}
 	if err := rc.Validate(); err != nil {
 		return nil, fmt.Errorf("ingest: reader config: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/pipeline/kafkasec"
 )
 
 // Emit values: which records become output messages.
@@ -92,6 +94,11 @@ type Config struct {
 	// acknowledgement can duplicate outputs (kafka-go has no idempotent producer): consumers
 	// de-duplicate by the "id" field / outlierd-id header.
 	MaxAttempts int `yaml:"max_attempts"`
+
+	// Security is TLS and SASL for the connections to Brokers (see pipeline/kafkasec). Default
+	// none (plaintext, unauthenticated). Kept per stage, beside Brokers: the outputs may go to
+	// another cluster than the input, or be written as another principal.
+	Security kafkasec.Config `yaml:"security"`
 }
 
 // Default returns the default sink configuration; Brokers, Topic and DeadLetterTopic still need
@@ -174,6 +181,7 @@ func (c *Config) Validate() error {
 	if c.MaxAttempts < 1 {
 		add("sink.max_attempts: %d, want >= 1", c.MaxAttempts)
 	}
+	errs = append(errs, c.Security.Problems("sink.security.")...)
 	return errors.Join(errs...)
 }
 

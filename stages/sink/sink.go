@@ -44,6 +44,11 @@ type Sink struct {
 	mem     memory.Allocator
 	workers int
 
+	// transport is the writer's TLS/SASL transport, nil without security (the writer then uses
+	// kafka.DefaultTransport, as before). Close closes its idle connections: Writer.Close does
+	// not for a transport it did not make.
+	transport *kafka.Transport
+
 	outputs, deadLetters, batches atomic.Int64
 }
 
@@ -83,6 +88,13 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		RequiredAcks: kafka.RequireAll,
 		Async:        false,
 		Compression:  compressionCodecs[cfg.Compression],
+	}
+	if cfg.Security.Enabled() {
+		tr, err := cfg.Security.Transport()
+		if err != nil {
+			return nil, fmt.Errorf("sink: %w", err)
+		}
+		s.w.Transport, s.transport = tr, tr
 	}
 	return s, nil
 }
@@ -347,7 +359,11 @@ func (s *Sink) Run(ctx context.Context, in <-chan *batch.Batch, done func(*batch
 
 // Close flushes and closes the writer. Writes after Close fail.
 func (s *Sink) Close() error {
-	if err := s.w.Close(); err != nil {
+	err := s.w.Close()
+	if s.transport != nil {
+		s.transport.CloseIdleConnections()
+	}
+	if err != nil {
 		return fmt.Errorf("sink: close writer: %w", err)
 	}
 	return nil
