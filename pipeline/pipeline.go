@@ -38,6 +38,10 @@ type Pipeline struct {
 	det   *detect.Stage
 	snk   *sink.Sink
 	stats Stats
+	// reconf carries live reloads to the detect goroutine (reload.go); detectDone is closed
+	// when that goroutine ends, so a reload never waits for a loop that is gone.
+	reconf     chan reconfRequest
+	detectDone chan struct{}
 }
 
 // New connects the stages (no goroutine starts before Run).
@@ -45,7 +49,7 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Pipeline{cfg: cfg, log: log, cp: checkpoint.New()}
+	p := &Pipeline{cfg: cfg, log: log, cp: checkpoint.New(), reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
 	var err error
 	if p.src, err = ingest.NewSource(cfg.Ingest, p.cp, memory.DefaultAllocator, log); err != nil {
 		return nil, fmt.Errorf("pipeline: source: %w", err)
@@ -61,6 +65,9 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 		return nil, fmt.Errorf("pipeline: detect: %w", err)
 	}
 	p.det.OnModel = func(m *detect.Model) { p.stats.ModelVersion.Store(m.Version) }
+	if m := p.det.Model(); m != nil { // resumed from a snapshot (detect.state_dir)
+		p.stats.ModelVersion.Store(m.Version)
+	}
 	return p, nil
 }
 
@@ -207,8 +214,10 @@ func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- *batch.Batch)
 	}
 }
 
-// detectLoop scores every batch; held batches are flushed when the input ends.
+// detectLoop scores every batch; held batches are flushed when the input ends. Live reloads
+// (reload.go) are applied here, between batches, so the stage needs no lock.
 func (p *Pipeline) detectLoop(work context.Context, in <-chan *batch.Batch, out chan<- *batch.Batch) error {
+	defer close(p.detectDone)
 	send := func(bs []*batch.Batch) bool {
 		for _, b := range bs {
 			select {
@@ -220,14 +229,22 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan *batch.Batch, out 
 		}
 		return true
 	}
-	for b := range in {
-		ready, err := p.det.Process(work, b)
-		if err != nil {
-			b.Record.Release()
-			return fmt.Errorf("pipeline: detect: %w", err)
-		}
-		if !send(ready) {
-			return nil
+	for open := true; open; {
+		select {
+		case req := <-p.reconf:
+			p.applyReconf(req)
+		case b, ok := <-in:
+			if open = ok; !ok {
+				break
+			}
+			ready, err := p.det.Process(work, b)
+			if err != nil {
+				b.Record.Release()
+				return fmt.Errorf("pipeline: detect: %w", err)
+			}
+			if !send(ready) {
+				return nil
+			}
 		}
 	}
 	rest, err := p.det.Flush()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/outlierd/outlierd/pipeline"
 )
@@ -28,6 +29,8 @@ func runLint(args []string, stdout, stderr io.Writer) error {
 }
 
 // runRun runs the pipeline until SIGINT/SIGTERM, then stops gracefully (drain, flush, commit).
+// SIGHUP, or a change of the file's content (checked every second), reloads the config live
+// (pipeline/reload.go says what applies at once, what rebuilds and what needs a restart).
 func runRun(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run", stderr)
 	path := fs.String("config", "", "pipeline YAML file (required)")
@@ -48,6 +51,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	go pipeline.NewReloader(p, *path, log).Watch(ctx, time.Second)
 	err = p.Run(ctx)
 	st := p.Stats()
 	log.Info().Int64("records", st.RecordsOut.Load()).Int64("flagged", st.Flagged.Load()).

@@ -21,6 +21,7 @@ type columns struct {
 	key       *array.Binary
 	ts        *array.Timestamp
 	tsUnit    arrow.TimeUnit
+	emit      string // the sink's Emit when this batch's Write started
 }
 
 // batchColumns checks b against the batch contract and returns its columns. A batch that breaks

@@ -50,6 +50,9 @@ type Sink struct {
 	transport *kafka.Transport
 
 	outputs, deadLetters, batches atomic.Int64
+
+	// emit is Config.Emit as now in force: SetEmit replaces it while Writes run (a live reload).
+	emit atomic.Pointer[string]
 }
 
 // Option customises a Sink.
@@ -69,6 +72,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		return nil, fmt.Errorf("sink: invalid config: %w", err)
 	}
 	s := &Sink{cfg: cfg, mem: memory.DefaultAllocator, workers: runtime.GOMAXPROCS(0)}
+	s.emit.Store(&cfg.Emit)
 	for _, o := range opts {
 		o(s)
 	}
@@ -99,8 +103,22 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	return s, nil
 }
 
-// Config returns the sink's configuration.
-func (s *Sink) Config() Config { return s.cfg }
+// Config returns the sink's configuration (with the Emit now in force).
+func (s *Sink) Config() Config {
+	c := s.cfg
+	c.Emit = *s.emit.Load()
+	return c
+}
+
+// SetEmit changes Config.Emit for the batches whose Write starts from now on (a live reload);
+// a Write in progress keeps the value it started with, so no batch is emitted half one way.
+func (s *Sink) SetEmit(emit string) error {
+	if emit != EmitOutliers && emit != EmitAll {
+		return fmt.Errorf("sink: emit must be %s or %s, got %q", EmitOutliers, EmitAll, emit)
+	}
+	s.emit.Store(&emit)
+	return nil
+}
 
 // Stats are cumulative counts of acknowledged messages.
 type Stats struct {
@@ -128,6 +146,7 @@ func (s *Sink) Write(ctx context.Context, b *batch.Batch) error {
 	if err != nil {
 		return err
 	}
+	c.emit = *s.emit.Load()
 	var (
 		msgs []kafka.Message
 		dead []batch.DeadLetter
@@ -193,7 +212,7 @@ func (s *Sink) jsonRows(b *batch.Batch, c *columns, lo, hi int) ([]kafka.Message
 		dead []batch.DeadLetter
 	)
 	for i := lo; i < hi; i++ {
-		if !emitted(b, i, s.cfg.Emit) {
+		if !emitted(b, i, c.emit) {
 			continue
 		}
 		v, err := encodeJSON(b, c, i)
@@ -224,7 +243,7 @@ func (s *Sink) arrowMessages(b *batch.Batch, c *columns) ([]kafka.Message, []bat
 	var order []int32
 	byPart := make(map[int32][]int)
 	for i := 0; i < c.rows; i++ {
-		if !emitted(b, i, s.cfg.Emit) {
+		if !emitted(b, i, c.emit) {
 			continue
 		}
 		p := c.partition.Value(i)
