@@ -30,7 +30,10 @@ import (
 //	                      re-emitted compactly, same value), else as a JSON string when it is
 //	                      valid UTF-8, else as standard base64
 //	  "payload_encoding": "json", "string" or "base64", saying which of the three "payload" is
-//	                      (a payload "42" and a payload "\"42\"" are different)
+//	                      (a payload "42" and a payload "\"42\"" are different); "omitted"
+//	                      (payload null) when the output with the payload would exceed
+//	                      sink.max_message_bytes, so that the scores still go out
+//	  "payload_bytes":    the original value's length; only with "omitted"
 //	  "scores": {         null when the record was not scored (no model yet)
 //	    "outlier":          the combined decision (bool)
 //	    "density_outlier":  eta-probability below delta in some subspace (bool)
@@ -58,6 +61,7 @@ type jsonOutput struct {
 	Timestamp       *string         `json:"timestamp"`
 	Payload         json.RawMessage `json:"payload"`
 	PayloadEncoding string          `json:"payload_encoding"`
+	PayloadBytes    int             `json:"payload_bytes,omitempty"`
 	Scores          *jsonScores     `json:"scores"`
 	Explanation     string          `json:"explanation"`
 	Subspace        []string        `json:"subspace"`
@@ -81,6 +85,16 @@ func outputID(topic string, partition int32, offset int64) string {
 
 // encodeJSON returns the JSON output of row i of b.
 func encodeJSON(b *batch.Batch, c *columns, i int) ([]byte, error) {
+	return encodeJSONRow(b, c, i, false)
+}
+
+// encodeJSONOmitted returns the JSON output of row i of b without its payload.
+func encodeJSONOmitted(b *batch.Batch, c *columns, i int) ([]byte, error) {
+	return encodeJSONRow(b, c, i, true)
+}
+
+// encodeJSONRow returns the JSON output of row i of b, with the payload unless omitPayload.
+func encodeJSONRow(b *batch.Batch, c *columns, i int, omitPayload bool) ([]byte, error) {
 	out := jsonOutput{
 		ID:           outputID(b.Topic, c.partition.Value(i), c.offset.Value(i)),
 		Topic:        b.Topic,
@@ -98,7 +112,9 @@ func encodeJSON(b *batch.Batch, c *columns, i int) ([]byte, error) {
 		out.Timestamp = &s
 	}
 	p := b.Payloads[i]
-	if json.Valid(p) {
+	if omitPayload {
+		out.Payload, out.PayloadEncoding, out.PayloadBytes = json.RawMessage("null"), "omitted", len(p)
+	} else if json.Valid(p) {
 		out.Payload, out.PayloadEncoding = p, "json"
 	} else {
 		s, enc := textOrBase64(p)

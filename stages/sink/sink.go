@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,10 @@ const (
 	HeaderError  = "outlierd-error"  // dead letters: why the message could not be processed
 	HeaderSource = "outlierd-source" // dead letters: "<topic>/<partition>/<offset>" of the input
 	HeaderTime   = "outlierd-time"   // dead letters: the input message's time, RFC 3339 (nanoseconds), UTC
+	// HeaderTruncated is on a dead letter whose original value (or key) had to be cut to fit
+	// max_message_bytes: the original value's length in bytes (decimal). The value is then a
+	// prefix of the original; the message itself stays in its topic at its source offset.
+	HeaderTruncated = "outlierd-truncated"
 )
 
 // messageOverhead bounds the bytes a message adds to a produce request beyond its key, value and
@@ -228,8 +233,16 @@ func (s *Sink) jsonRows(b *batch.Batch, c *columns, lo, hi int) ([]kafka.Message
 			Headers: []kafka.Header{{Key: HeaderID, Value: []byte(id)}},
 		}
 		if n := messageSize(&m); n > s.cfg.MaxMessageBytes {
-			dead = append(dead, c.deadLetter(b, i, fmt.Sprintf("sink: JSON output is %d bytes, more than sink.max_message_bytes (%d)", n, s.cfg.MaxMessageBytes)))
-			continue
+			// The payload makes it too large (a record near the broker's message limit): the
+			// scores still go out, without the payload (payload_encoding "omitted"). Only an
+			// output too large even so becomes a dead letter.
+			if v, err := encodeJSONOmitted(b, c, i); err == nil {
+				m.Value = v
+			}
+			if n := messageSize(&m); n > s.cfg.MaxMessageBytes {
+				dead = append(dead, c.deadLetter(b, i, fmt.Sprintf("sink: JSON output is %d bytes, more than sink.max_message_bytes (%d)", n, s.cfg.MaxMessageBytes)))
+				continue
+			}
 		}
 		msgs = append(msgs, m)
 	}
@@ -310,8 +323,12 @@ func (s *Sink) WriteDeadLetters(ctx context.Context, dls []batch.DeadLetter) err
 }
 
 // deadLetterMessage builds the dead-letter message of d.
+//
+// A message too large for max_message_bytes (a 1 MB input plus the headers) has its value,
+// then its key, cut to fit and carries HeaderTruncated: the writer would refuse it whole, and
+// failing the write would stop the pipeline on one bad input.
 func (s *Sink) deadLetterMessage(d batch.DeadLetter) kafka.Message {
-	return kafka.Message{
+	m := kafka.Message{
 		Topic: s.cfg.DeadLetterTopic,
 		Key:   d.Key,
 		Value: d.Value,
@@ -321,6 +338,16 @@ func (s *Sink) deadLetterMessage(d batch.DeadLetter) kafka.Message {
 			{Key: HeaderTime, Value: []byte(d.Time.UTC().Format(time.RFC3339Nano))},
 		},
 	}
+	if messageSize(&m) > s.cfg.MaxMessageBytes {
+		m.Headers = append(m.Headers, kafka.Header{Key: HeaderTruncated, Value: []byte(strconv.Itoa(len(d.Value)))})
+		over := messageSize(&m) - s.cfg.MaxMessageBytes
+		cut := min(over, len(m.Value))
+		m.Value = m.Value[:len(m.Value)-cut]
+		if over -= cut; over > 0 {
+			m.Key = m.Key[:max(0, len(m.Key)-over)]
+		}
+	}
+	return m
 }
 
 // produce writes msgs synchronously: kafka-go's WriteMessages returns once every produce request

@@ -1,0 +1,137 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/outlierd/outlierd/pipeline/batch"
+)
+
+// Regression tests for inputs near the broker's message limit (found by the pipeline's
+// TestMalformedInputRealBroker): a dead letter of a 1 MB input used to exceed
+// max_message_bytes with its headers, the writer refused it, and the failed write stopped the
+// pipeline; a valid 1 MB record's output (payload embedded) became a dead letter, so its scores
+// were never written.
+
+// TestOversizeDeadLetter: a dead letter too large for max_message_bytes is written with its
+// value (then key) cut to fit and the original length in outlierd-truncated; a small one is
+// untouched.
+func TestOversizeDeadLetter(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, br broker) {
+		cfg := testConfig(t, br)
+		cfg.MaxMessageBytes = 4096 // the same arithmetic as the default 1,000,000, at test size
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		big := bytes.Repeat([]byte("0123456789"), 1000) // 10,000 bytes
+		bigKey := bytes.Repeat([]byte("k"), 8000)
+		dls := []batch.DeadLetter{
+			{Topic: "in", Partition: 0, Offset: 1, Key: []byte("k1"), Value: big, Time: ts0, Reason: "not JSON"},
+			{Topic: "in", Partition: 0, Offset: 2, Key: bigKey, Value: big, Time: ts0, Reason: "not JSON"},
+			{Topic: "in", Partition: 0, Offset: 3, Key: []byte("k3"), Value: []byte("small"), Time: ts0, Reason: "not JSON"},
+		}
+		if err := s.WriteDeadLetters(context.Background(), dls); err != nil {
+			t.Fatalf("WriteDeadLetters: %v (an oversized dead letter must be cut to fit, not fail the write)", err)
+		}
+		recs := consume(t, br, cfg.DeadLetterTopic, len(dls))
+		for _, r := range recs {
+			src, _ := header(r, HeaderSource)
+			trunc, hasTrunc := header(r, HeaderTruncated)
+			size := len(r.Key) + len(r.Value)
+			for _, h := range r.Headers {
+				size += len(h.Key) + len(h.Value)
+			}
+			if size > cfg.MaxMessageBytes {
+				t.Errorf("%s: %d bytes of key, value and headers, more than max_message_bytes %d", src, size, cfg.MaxMessageBytes)
+			}
+			switch src {
+			case "in/0/1":
+				if !hasTrunc || trunc != strconv.Itoa(len(big)) || !bytes.HasPrefix(big, r.Value) || len(r.Value) < cfg.MaxMessageBytes/2 || string(r.Key) != "k1" {
+					t.Errorf("%s: %s %q (%v), key %q, %d value bytes: want the value cut to fit, the key kept", src, HeaderTruncated, trunc, hasTrunc, r.Key, len(r.Value))
+				}
+			case "in/0/2":
+				if !hasTrunc || len(r.Value) != 0 || !bytes.HasPrefix(bigKey, r.Key) || len(r.Key) < cfg.MaxMessageBytes/2 {
+					t.Errorf("%s: %s %q, %d key bytes, %d value bytes: want the value emptied, then the key cut", src, HeaderTruncated, trunc, len(r.Key), len(r.Value))
+				}
+			case "in/0/3":
+				if hasTrunc || string(r.Value) != "small" || string(r.Key) != "k3" {
+					t.Errorf("%s: %s %q, key %q, value %q: want it untouched", src, HeaderTruncated, trunc, r.Key, r.Value)
+				}
+			default:
+				t.Errorf("unexpected dead letter %q", src)
+			}
+			if reason, _ := header(r, HeaderError); reason != "not JSON" {
+				t.Errorf("%s: reason %q", src, reason)
+			}
+		}
+	})
+}
+
+// TestOversizeOutput: with emit all, a record whose JSON output would exceed max_message_bytes
+// only because of its payload is output without it (payload null, payload_encoding "omitted",
+// payload_bytes), scores included; the others keep their payloads. Nothing goes to the
+// dead-letter topic.
+func TestOversizeOutput(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, br broker) {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		defer mem.AssertSize(t, 0)
+		cfg := testConfig(t, br)
+		cfg.MaxMessageBytes = 4096
+		cfg.Emit = EmitAll
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		bigPayload := []byte(`{"temp":21.5,"pressure":1013,"pad":"` + strings.Repeat("x", 8000) + `"}`)
+		sc := batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, Weight: 9, WStar: 6}
+		rows := []row{
+			{part: 0, off: 1, key: []byte("a"), ts: ts0, feats: []float32{21.5, 1013}, payload: bigPayload, score: sc},
+			{part: 0, off: 2, key: []byte("b"), ts: ts0.Add(time.Millisecond), feats: []float32{20, 1000}, payload: []byte(`{"temp":20}`), score: sc},
+		}
+		b := newBatch(t, mem, "in", features, false, true, rows)
+		defer b.Record.Release()
+		if err := s.Write(context.Background(), b); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		if st := s.Stats(); st.Outputs != 2 || st.DeadLetters != 0 {
+			t.Fatalf("stats %+v: want 2 outputs, no dead letters", st)
+		}
+		for _, r := range consume(t, br, cfg.Topic, 2) {
+			var o struct {
+				ID              string          `json:"id"`
+				Payload         json.RawMessage `json:"payload"`
+				PayloadEncoding string          `json:"payload_encoding"`
+				PayloadBytes    int             `json:"payload_bytes"`
+				Scores          *jsonScores     `json:"scores"`
+			}
+			if err := json.Unmarshal(r.Value, &o); err != nil {
+				t.Fatalf("output is not JSON: %v", err)
+			}
+			if o.Scores == nil || !o.Scores.Outlier || o.Scores.Weight != 9 {
+				t.Errorf("%s: scores %+v, want the record's", o.ID, o.Scores)
+			}
+			switch o.ID {
+			case "in/0/1":
+				if o.PayloadEncoding != "omitted" || string(o.Payload) != "null" || o.PayloadBytes != len(bigPayload) {
+					t.Errorf("%s: payload %.40s (%s, payload_bytes %d), want null, omitted, %d", o.ID, o.Payload, o.PayloadEncoding, o.PayloadBytes, len(bigPayload))
+				}
+			case "in/0/2":
+				if o.PayloadEncoding != "json" || string(o.Payload) != `{"temp":20}` || o.PayloadBytes != 0 {
+					t.Errorf("%s: payload %s (%s, payload_bytes %d), want it embedded", o.ID, o.Payload, o.PayloadEncoding, o.PayloadBytes)
+				}
+			default:
+				t.Errorf("unexpected output %q", o.ID)
+			}
+		}
+	})
+}
