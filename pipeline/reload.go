@@ -132,13 +132,13 @@ type Reloader struct {
 	seenSize int64
 	seenHash [sha256.Size]byte
 
-	watching chan struct{} // closed once Watch receives SIGHUP (tests wait for it)
+	watching func() // test hook: called once Watch receives SIGHUP
 }
 
 // NewReloader makes the reloader of p, whose configuration was loaded from path (empty: no
 // file; only Apply works).
 func NewReloader(p *Pipeline, path string, log zerolog.Logger) *Reloader {
-	r := &Reloader{p: p, path: path, log: log, cur: p.cfg, watching: make(chan struct{})}
+	r := &Reloader{p: p, path: path, log: log, cur: p.cfg}
 	if path != "" {
 		if st, data, err := readConfigFile(path); err == nil {
 			r.seenMod, r.seenSize, r.seenHash = st.ModTime(), st.Size(), sha256.Sum256(data)
@@ -220,7 +220,9 @@ func (r *Reloader) Watch(ctx context.Context, interval time.Duration) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	close(r.watching)
+	if r.watching != nil {
+		r.watching()
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

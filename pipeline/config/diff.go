@@ -9,7 +9,8 @@ import (
 // Diff returns the YAML keys whose values differ between old and new, two values of the same
 // struct type, as dotted paths under prefix ("detect.density.eta"), in declaration order.
 // Nested structs are compared field by field; any other value (a slice, a map, a pointer, a
-// time.Time) is one key compared whole. The keys are the fields' yaml names, so a message
+// time.Time) is one key compared whole; a nil and an empty slice or map are equal (a file
+// that says `[]` and one that omits the key mean the same). The keys are the fields' yaml names, so a message
 // about a change names what the file says.
 func Diff(prefix string, old, new any) []string {
 	a, b := reflect.ValueOf(old), reflect.ValueOf(new)
@@ -24,6 +25,9 @@ func Diff(prefix string, old, new any) []string {
 var timeType = reflect.TypeOf(time.Time{})
 
 func diffValue(key string, a, b reflect.Value, out *[]string) {
+	if k := a.Kind(); (k == reflect.Slice || k == reflect.Map) && a.Len() == 0 && b.Len() == 0 {
+		return
+	}
 	if a.Kind() != reflect.Struct || a.Type() == timeType {
 		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
 			*out = append(*out, key)

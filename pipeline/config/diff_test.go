@@ -29,6 +29,7 @@ func TestDiff(t *testing.T) {
 	}{
 		{"same", func(*outer) {}, nil},
 		{"equal pointee", func(o *outer) { o.Ptr = &two }, nil},
+		{"nil and empty slice", func(o *outer) { o.In.Names = nil; o.Flat.Names = []string{} }, []string{"p.density.names"}},
 		{"ignored fields", func(o *outer) { o.Skip, o.unexport = 7, 7 }, nil},
 		{"scalar", func(o *outer) { o.Topic = "b" }, []string{"p.topic"}},
 		{"duration", func(o *outer) { o.Wait = time.Minute }, []string{"p.max_wait"}},
