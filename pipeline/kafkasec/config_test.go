@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outlierd/outlierd/configs"
+	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/pipeline/config"
 	"github.com/outlierd/outlierd/pipeline/kafkasec"
 	"github.com/outlierd/outlierd/stages/ingest"
@@ -257,5 +259,47 @@ sink:
 	}
 	if two.Sink.Security.SASL.Password.Reveal() != "from-env: #not a comment" || two.Sink.Security.TLS.CAFile != p.caFile {
 		t.Errorf("sink section through the anchor: %+v", two.Sink.Security)
+	}
+}
+
+// TestShippedConfig loads configs/pipeline.yaml, the reference, as shipped (no security in
+// either stage) and with its security section filled in the way its comments say: the
+// password from the environment, and the sink sharing the section through the anchor.
+func TestShippedConfig(t *testing.T) {
+	ref, err := configs.FS.ReadFile("pipeline.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pipeline.LoadConfigBytes("pipeline.yaml", ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Ingest.Security.Enabled() || cfg.Sink.Security.Enabled() {
+		t.Fatalf("the reference enables security: %v / %v", cfg.Ingest.Security, cfg.Sink.Security)
+	}
+
+	p := newTestPKI(t)
+	t.Setenv("OUTLIERD_TEST_PW", "shipped-secret")
+	text := string(ref)
+	for _, r := range []struct{ old, new string }{
+		{"      enabled: false ", "      enabled: true "},
+		{`      ca_file: ""`, `      ca_file: "` + p.caFile + `"`},
+		{`      mechanism: ""`, `      mechanism: scram-sha-512`},
+		{`      username: ""`, `      username: outlierd`},
+		{`      password: ""`, `      password: ${OUTLIERD_TEST_PW}`},
+	} {
+		if strings.Count(text, r.old) != 1 {
+			t.Fatalf("the reference's security section changed: %q appears %d times", r.old, strings.Count(text, r.old))
+		}
+		text = strings.Replace(text, r.old, r.new, 1)
+	}
+	cfg, err = pipeline.LoadConfigBytes("secured.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]kafkasec.Config{"ingest": cfg.Ingest.Security, "sink": cfg.Sink.Security} {
+		if !s.TLS.Enabled || s.TLS.CAFile != p.caFile || s.SASL.Mechanism != "scram-sha-512" || s.SASL.Password.Reveal() != "shipped-secret" {
+			t.Errorf("%s.security = %v", name, s)
+		}
 	}
 }
