@@ -24,11 +24,23 @@ func Diff(prefix string, old, new any) []string {
 
 var timeType = reflect.TypeOf(time.Time{})
 
+// hasExported reports whether struct type t has an exported field.
+func hasExported(t reflect.Type) bool {
+	for i := range t.NumField() {
+		if t.Field(i).IsExported() {
+			return true
+		}
+	}
+	return false
+}
+
 func diffValue(key string, a, b reflect.Value, out *[]string) {
 	if k := a.Kind(); (k == reflect.Slice || k == reflect.Map) && a.Len() == 0 && b.Len() == 0 {
 		return
 	}
-	if a.Kind() != reflect.Struct || a.Type() == timeType {
+	// A struct without exported fields (time.Time, a secret such as kafkasec.Secret) is one
+	// opaque value: walking it would skip all of it and miss a change.
+	if a.Kind() != reflect.Struct || a.Type() == timeType || !hasExported(a.Type()) {
 		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
 			*out = append(*out, key)
 		}

@@ -303,3 +303,24 @@ func TestShippedConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestDiff checks that a config reload sees a changed password (pipeline/config.Diff walks
+// structs by exported fields, and a Secret has none) and only a changed one, and names the
+// key, not the value.
+func TestDiff(t *testing.T) {
+	t.Parallel()
+	mk := func(pw string) section {
+		return section{Security: kafkasec.Config{SASL: kafkasec.SASL{Mechanism: "scram-sha-256", Username: "u", Password: kafkasec.NewSecret(pw)}}}
+	}
+	if d := config.Diff("ingest", mk("one"), mk("one")); len(d) != 0 {
+		t.Errorf("equal passwords (separate values) differ: %v", d)
+	}
+	if d := config.Diff("ingest", mk("one"), mk("two")); len(d) != 1 || d[0] != "ingest.security.sasl.password" {
+		t.Errorf("changed password: diff %v, want [ingest.security.sasl.password]", d)
+	}
+	zero := mk("x")
+	zero.Security.SASL.Password = kafkasec.Secret{}
+	if d := config.Diff("ingest", mk(""), zero); len(d) != 0 {
+		t.Errorf("an empty and a zero secret differ: %v", d)
+	}
+}
