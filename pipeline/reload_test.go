@@ -180,8 +180,8 @@ func TestReloadRunningPipeline(t *testing.T) {
 	}
 	fa, fb := flaggedIn(outputs(aLo, aHi), 1), flaggedIn(outputs(bLo, bHi), 1)
 	t.Logf("flagged: %d of %d before the reload (eta 0.5, delta 0.5), %d of %d after (eta 1, delta 0.9)", fa, aHi-aLo, fb, bHi-bLo)
-	// Measured: about 4.5% before and 24% after (5x); requiring twice the rate leaves a wide
-	// margin for the sensor stream's variation between the two spans.
+	// Measured: 4.5% before and 24% after in one run, 8% and 44% in another (about 5x);
+	// requiring twice the rate leaves a wide margin for the variation between the two spans.
 	if float64(fb)/float64(bHi-bLo) < 2*float64(fa)/float64(aHi-aLo) {
 		t.Errorf("the stricter thresholds did not flag more records")
 	}
@@ -222,10 +222,15 @@ func TestReloadRunningPipeline(t *testing.T) {
 		t.Fatalf("model version %d before any record followed the reload, want 1", v)
 	}
 	// The rebuild runs off the hot path; the first batch after it ends is scored by model 2.
-	cLo, cHi := produce(1000)
-	if v := p.Stats().ModelVersion.Load(); v != 2 {
-		t.Fatalf("model version %d after the k change and 1000 records, want 2", v)
+	cLo := produced
+	for round := 0; p.Stats().ModelVersion.Load() != 2; round++ {
+		if round == 40 {
+			t.Fatalf("model version %d after the k change and %d records over %d s, want 2", p.Stats().ModelVersion.Load(), produced-cLo, 4)
+		}
+		produce(50)
+		time.Sleep(100 * time.Millisecond)
 	}
+	_, cHi := produce(200)
 	outsC := outputs(cLo, cHi)
 	if fc := flaggedIn(outsC, 1, 2); fc != len(outsC) || fc == 0 {
 		t.Errorf("emit outliers: %d outputs of which %d flagged; want only flagged ones, and some", len(outsC), fc)
