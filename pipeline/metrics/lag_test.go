@@ -1,0 +1,199 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+func TestPartitionLag(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                 string
+		hw, start, committed int64
+		fromEarliest         bool
+		want                 int64
+	}{
+		{"committed", 100, 0, 60, true, 40},
+		{"caught up", 100, 0, 100, true, 0},
+		{"no commit, earliest", 100, 10, -1, true, 90},
+		{"no commit, latest", 100, 10, -1, false, 0},
+		{"commit below retention", 100, 50, 20, true, 50},
+		{"commit below retention, latest", 100, 50, 20, false, 50},
+		{"empty partition", 0, 0, -1, true, 0},
+		{"commit past the end (truncated log)", 10, 0, 15, true, 0},
+	}
+	for _, tc := range tests {
+		if got := partitionLag(tc.hw, tc.start, tc.committed, tc.fromEarliest); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestNewLagPollerValidates(t *testing.T) {
+	t.Parallel()
+	_, err := NewLagPoller(LagConfig{}, nil, zerolog.Nop())
+	if err == nil {
+		t.Fatal("empty config: no error")
+	}
+	for _, sub := range []string{"no brokers", "topic", "interval", "nil Metrics"} {
+		if !strings.Contains(err.Error(), sub) {
+			t.Errorf("error %q does not mention %q", err, sub)
+		}
+	}
+}
+
+var topicSeq atomic.Int64
+
+// TestLagPoller measures a known lag on an in-process kfake cluster and, when KAFKA_BOOTSTRAP
+// is set, on the real broker there; on kfake it also checks that a stopped cluster turns the
+// broker-connected state (and /readyz) off.
+func TestLagPoller(t *testing.T) {
+	t.Run("kfake", func(t *testing.T) {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		addrs := c.ListenAddrs() // before Close: it blocks on a closed cluster
+		m := testLag(t, addrs)
+		c.Close()
+		l, err := NewLagPoller(LagConfig{Brokers: addrs, Topic: "t", GroupID: "g", Interval: time.Second}, m, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := l.Poll(ctx); err == nil {
+			t.Fatal("poll of a stopped cluster: no error")
+		}
+		if ok, why := m.Ready(); ok || !strings.Contains(why, "not connected") {
+			t.Fatalf("after the cluster stopped: ready %v (%s)", ok, why)
+		}
+	})
+	t.Run("kafka", func(t *testing.T) {
+		bs := os.Getenv("KAFKA_BOOTSTRAP")
+		if bs == "" {
+			t.Skip("KAFKA_BOOTSTRAP not set: skipping the real-broker run (.ci/kafka.sh starts one)")
+		}
+		testLag(t, strings.Split(bs, ","))
+	})
+}
+
+// testLag writes 10, 20 and 0 records to the three partitions of a new topic, commits
+// partition 0 at offset 4 for a group, and checks the lag both start positions give.
+func testLag(t *testing.T, brokers []string) *Metrics {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	topic := fmt.Sprintf("lag-%d-%d", time.Now().UnixNano(), topicSeq.Add(1))
+	group := topic + "-group"
+	cl := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	res, err := cl.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: topic, NumPartitions: 3, ReplicationFactor: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Errors[topic]; err != nil {
+		t.Fatal(err)
+	}
+	// The key names the partition: the balancer sends each record there.
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond,
+		Balancer: kafka.BalancerFunc(func(m kafka.Message, _ ...int) int { p, _ := strconv.Atoi(string(m.Key)); return p })}
+	defer w.Close()
+	var msgs []kafka.Message
+	for p, n := range []int{10, 20, 0} {
+		for range n {
+			msgs = append(msgs, kafka.Message{Key: []byte(strconv.Itoa(p)), Value: []byte("x")})
+		}
+	}
+	// Right after creation the partitions may have no leader yet: retry briefly.
+	for {
+		err = w.WriteMessages(ctx, msgs...)
+		if err == nil || ctx.Err() != nil || !errors.Is(err, kafka.UnknownTopicOrPartition) && !errors.Is(err, kafka.LeaderNotAvailable) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	// A simple commit (generation -1, no member): the group has no live members.
+	oc, err := cl.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: group, GenerationID: -1,
+		Topics: map[string][]kafka.OffsetCommit{topic: {{Partition: 0, Offset: 4}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range oc.Topics[topic] {
+		if p.Error != nil {
+			t.Fatalf("commit partition %d: %v", p.Partition, p.Error)
+		}
+	}
+
+	m := New()
+	for _, tc := range []struct {
+		fromEarliest bool
+		want         map[int]int64
+	}{
+		{true, map[int]int64{0: 6, 1: 20, 2: 0}},
+		{false, map[int]int64{0: 6, 1: 0, 2: 0}},
+	} {
+		l, err := NewLagPoller(LagConfig{Brokers: brokers, Topic: topic, GroupID: group, FromEarliest: tc.fromEarliest, Interval: time.Second}, m, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := l.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("from earliest %v: lag %v, want %v", tc.fromEarliest, got, tc.want)
+		}
+		m.mu.Lock()
+		published := maps.Clone(m.lag)
+		m.mu.Unlock()
+		if !maps.Equal(published, tc.want) {
+			t.Errorf("published lag %v, want %v", published, tc.want)
+		}
+	}
+	if !m.connected.Load() {
+		t.Error("brokers answered but the state says not connected")
+	}
+	// Run: polls at once, then stops with its context and marks the brokers disconnected.
+	l, err := NewLagPoller(LagConfig{Brokers: brokers, Topic: topic, GroupID: group, Interval: 50 * time.Millisecond}, m, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetLag(topic, nil)
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(rctx) }()
+	for {
+		m.mu.Lock()
+		n := len(m.lag)
+		m.mu.Unlock()
+		if n == 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("Run never published the lag")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	<-done
+	if m.connected.Load() {
+		t.Error("after Run ended the state still says connected")
+	}
+	m.SetBrokerConnected(true) // as before Run ended, for the caller's next checks
+	return m
+}

@@ -1,0 +1,345 @@
+// Package metrics is the pipeline's observability surface: Prometheus collectors fed by the
+// pipeline once per batch (never per record), a consumer-lag poller, and the HTTP listener
+// that serves /metrics, /healthz and /readyz.
+//
+// Every series is named outlierd_*; docs/OPERATIONS.md lists them with the alerts worth
+// setting. A Metrics owns its own registry (no global state), so several pipelines in one
+// process (tests, the demo) do not collide.
+package metrics
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Stage names a pipeline stage whose per-batch latency is recorded.
+type Stage int
+
+// The stages of outlierd_batch_duration_seconds{stage}.
+const (
+	// StageFetch is one Source.Next call: waiting for the first message, then filling the
+	// batch (at most ingest.max_wait after the first message). On a quiet topic it includes
+	// the idle wait.
+	StageFetch Stage = iota
+	// StageDetect is one detect-stage Process call: window push, live micro-clusters and
+	// scoring (and, once, the synchronous first model build under before_model: hold).
+	StageDetect
+	// StageSink is one sink write: encoding and producing the outputs until the broker
+	// acknowledged them (acks=all).
+	StageSink
+	numStages
+)
+
+// String is the stage's label value.
+func (s Stage) String() string {
+	switch s {
+	case StageFetch:
+		return "fetch"
+	case StageDetect:
+		return "detect"
+	case StageSink:
+		return "sink"
+	}
+	return "stage(" + strconv.Itoa(int(s)) + ")"
+}
+
+// batchBuckets span 0.5 ms to about 16 s in doublings: a detect call on a small batch takes
+// about a millisecond, a sink write waits for acks=all (milliseconds to seconds), and a fetch
+// on a quiet topic waits for input (seconds).
+var batchBuckets = prometheus.ExponentialBuckets(0.0005, 2, 16)
+
+// ModelInfo is what the metrics show of the model now serving.
+type ModelInfo struct {
+	// Version increments with every rebuild (1 = the first model).
+	Version uint64
+	// BuiltAt is when the build finished; the model's age is measured from it.
+	BuiltAt time.Time
+	// BuildTime is how long the build took.
+	BuildTime time.Duration
+	// WindowRecords is how many records the model was built from.
+	WindowRecords int
+	// MicroClusters is the number of micro-clusters (q) of the model.
+	MicroClusters int
+	// SolvingSetSize is the number of points in the solving set.
+	SolvingSetSize int
+	// WStar is the weight of the window's n-th top outlier: the distance detector's threshold.
+	WStar float64
+}
+
+// Metrics holds the pipeline's collectors and its readiness. All methods are safe for
+// concurrent use; the recording methods are a few atomic operations each, meant to be called
+// once per batch.
+type Metrics struct {
+	reg *prometheus.Registry
+	now func() time.Time // the clock of model age (tests replace it)
+
+	recordsIn, recordsOut, flagged, deadLetters prometheus.Counter
+	batchDuration                               [numStages]prometheus.Observer
+	commits, commitErrors, lagPollErrors        prometheus.Counter
+	windowRecords, windowCapacity               prometheus.Gauge
+	gpuKernelSeconds                            prometheus.Counter
+	gpuBytesToDevice, gpuBytesToHost            prometheus.Counter
+	brokerConnected                             prometheus.Gauge
+
+	// mu guards the state read at scrape time by the custom collectors below.
+	mu     sync.Mutex
+	model  *ModelInfo
+	device string
+	lag    map[int]int64 // partition -> lag, for lagTopic
+	topic  string
+	queues map[string]func() int
+
+	connected atomic.Bool
+	serving   atomic.Bool
+	stopping  atomic.Bool
+}
+
+// New returns a Metrics with its own registry, holding the pipeline's series plus the Go
+// runtime and process collectors (memory, goroutines, CPU, open files). The device is "cpu"
+// until SetDevice.
+func New() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), now: time.Now, device: "cpu", queues: map[string]func() int{}}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	}
+	m.recordsIn = counter("outlierd_records_in_total", "Records decoded from the input topic into batches.")
+	m.recordsOut = counter("outlierd_records_out_total", "Records whose batch the sink wrote and the broker acknowledged.")
+	m.flagged = counter("outlierd_records_flagged_total", "Acknowledged records whose combined verdict is outlier.")
+	m.deadLetters = counter("outlierd_dead_letters_total", "Input messages written to the dead-letter topic (malformed input).")
+	m.commits = counter("outlierd_offset_commits_total", "Offset commits that succeeded (including those with nothing new to commit).")
+	m.commitErrors = counter("outlierd_offset_commit_errors_total", "Offset commits that failed (retried at the next interval).")
+	m.lagPollErrors = counter("outlierd_lag_poll_errors_total", "Consumer-lag polls that failed.")
+	m.windowRecords = gauge("outlierd_window_records", "Records in the sliding window the next model is built from.")
+	m.windowCapacity = gauge("outlierd_window_capacity", "Capacity of the sliding window (detect.window).")
+	m.gpuKernelSeconds = counter("outlierd_gpu_kernel_seconds_total", "Time spent in GPU kernels (0 on the CPU).")
+	bytesMoved := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outlierd_gpu_transfer_bytes_total",
+		Help: "Bytes copied between host and GPU (0 on the CPU)."}, []string{"direction"})
+	m.gpuBytesToDevice = bytesMoved.WithLabelValues("host_to_device")
+	m.gpuBytesToHost = bytesMoved.WithLabelValues("device_to_host")
+	m.brokerConnected = gauge("outlierd_broker_connected", "1 while the last round trip to the brokers (the lag poll) succeeded.")
+	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "outlierd_batch_duration_seconds",
+		Help:    "Per-batch latency of each stage: fetch (Source.Next, includes waiting for input), detect (window, micro-clusters, scoring), sink (encode and produce until acknowledged).",
+		Buckets: batchBuckets}, []string{"stage"})
+	for s := range numStages {
+		m.batchDuration[s] = hist.WithLabelValues(s.String())
+	}
+	m.reg.MustRegister(m.recordsIn, m.recordsOut, m.flagged, m.deadLetters, m.commits, m.commitErrors,
+		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.gpuKernelSeconds, bytesMoved,
+		m.brokerConnected, hist, stateCollector{m},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry is the registry the metrics are gathered from (for tests and embedding).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// AddRecordsIn counts n records decoded into a batch.
+func (m *Metrics) AddRecordsIn(n int) { m.recordsIn.Add(float64(n)) }
+
+// AddRecordsOut counts an acknowledged batch: out records, of which flagged are outliers.
+func (m *Metrics) AddRecordsOut(out, flagged int) {
+	m.recordsOut.Add(float64(out))
+	m.flagged.Add(float64(flagged))
+}
+
+// AddDeadLetters counts n messages written to the dead-letter topic.
+func (m *Metrics) AddDeadLetters(n int) { m.deadLetters.Add(float64(n)) }
+
+// ObserveBatch records one batch's latency in stage s.
+func (m *Metrics) ObserveBatch(s Stage, d time.Duration) {
+	if s >= 0 && s < numStages {
+		m.batchDuration[s].Observe(d.Seconds())
+	}
+}
+
+// CommitDone counts one offset commit, failed when err is not nil.
+func (m *Metrics) CommitDone(err error) {
+	if err != nil {
+		m.commitErrors.Inc()
+		return
+	}
+	m.commits.Inc()
+}
+
+// SetWindow sets the window's fill: records held out of capacity.
+func (m *Metrics) SetWindow(records, capacity int) {
+	m.windowRecords.Set(float64(records))
+	m.windowCapacity.Set(float64(capacity))
+}
+
+// SetModel records the model that now serves; from then on /readyz may report ready.
+func (m *Metrics) SetModel(info ModelInfo) {
+	m.mu.Lock()
+	m.model = &info
+	m.mu.Unlock()
+	m.serving.Store(true)
+}
+
+// SetDevice names the device the detectors run on ("cpu", or "cuda:<GPU name>").
+func (m *Metrics) SetDevice(name string) {
+	m.mu.Lock()
+	m.device = name
+	m.mu.Unlock()
+}
+
+// AddGPU adds GPU work: kernel time and bytes copied each way. Nothing calls it on the CPU,
+// where the series stay 0.
+func (m *Metrics) AddGPU(kernel time.Duration, hostToDevice, deviceToHost int64) {
+	m.gpuKernelSeconds.Add(kernel.Seconds())
+	m.gpuBytesToDevice.Add(float64(hostToDevice))
+	m.gpuBytesToHost.Add(float64(deviceToHost))
+}
+
+// SetLag replaces the consumer lag of topic, per partition (records between the partition's
+// high watermark and the group's committed offset). Partitions absent from lag disappear from
+// the output.
+func (m *Metrics) SetLag(topic string, lag map[int]int64) {
+	cp := make(map[int]int64, len(lag))
+	for p, l := range lag {
+		cp[p] = l
+	}
+	m.mu.Lock()
+	m.topic, m.lag = topic, cp
+	m.mu.Unlock()
+}
+
+// LagPollFailed counts a failed lag poll.
+func (m *Metrics) LagPollFailed() { m.lagPollErrors.Inc() }
+
+// SetBrokerConnected records whether the brokers answered the last round trip.
+func (m *Metrics) SetBrokerConnected(ok bool) {
+	m.connected.Store(ok)
+	if ok {
+		m.brokerConnected.Set(1)
+	} else {
+		m.brokerConnected.Set(0)
+	}
+}
+
+// SetStopping marks the pipeline as stopping (the soft stop began, or it ended): /readyz
+// reports not ready from then on.
+func (m *Metrics) SetStopping() { m.stopping.Store(true) }
+
+// SetQueue registers the length function of a named queue between stages, read at scrape
+// time as outlierd_queue_batches{queue=name}; a nil function removes it.
+func (m *Metrics) SetQueue(name string, length func() int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if length == nil {
+		delete(m.queues, name)
+		return
+	}
+	m.queues[name] = length
+}
+
+// Ready reports whether the pipeline is ready (connected to the brokers, a model serving,
+// not stopping) and, when it is not, why.
+func (m *Metrics) Ready() (bool, string) {
+	var why []string
+	if m.stopping.Load() {
+		why = append(why, "stopping")
+	}
+	if !m.connected.Load() {
+		why = append(why, "not connected to the brokers")
+	}
+	if !m.serving.Load() {
+		why = append(why, "no model serving yet")
+	}
+	if len(why) > 0 {
+		return false, strings.Join(why, "; ")
+	}
+	return true, ""
+}
+
+// The descriptions of the series computed at scrape time.
+var (
+	descModelVersion = prometheus.NewDesc("outlierd_model_version",
+		"Version of the model now serving (0 before the first model).", nil, nil)
+	descModelBuilt = prometheus.NewDesc("outlierd_model_built_timestamp_seconds",
+		"Unix time when the serving model's build finished.", nil, nil)
+	descModelAge = prometheus.NewDesc("outlierd_model_age_seconds",
+		"Seconds since the serving model's build finished.", nil, nil)
+	descModelBuild = prometheus.NewDesc("outlierd_model_build_seconds",
+		"How long the serving model took to build.", nil, nil)
+	descModelWindow = prometheus.NewDesc("outlierd_model_window_records",
+		"Records the serving model was built from.", nil, nil)
+	descMicroClusters = prometheus.NewDesc("outlierd_microclusters",
+		"Micro-clusters (q) of the serving model.", nil, nil)
+	descSolvingSet = prometheus.NewDesc("outlierd_solving_set_size",
+		"Points in the serving model's solving set.", nil, nil)
+	descWStar = prometheus.NewDesc("outlierd_w_star",
+		"w*: the weight of the window's n-th top outlier, the distance detector's threshold.", nil, nil)
+	descDevice = prometheus.NewDesc("outlierd_device_info",
+		"The device the detectors run on (value always 1).", []string{"device"}, nil)
+	descLag = prometheus.NewDesc("outlierd_consumer_lag",
+		"Records between a partition's high watermark and the consumer group's committed offset, from the last lag poll.",
+		[]string{"topic", "partition"}, nil)
+	descQueue = prometheus.NewDesc("outlierd_queue_batches",
+		"Batches waiting in a queue between stages (bounded by run.queue_batches).", []string{"queue"}, nil)
+)
+
+// stateCollector emits the series whose values are read at scrape time: the model (only
+// once one serves, except its version), the device, the lag and the queue lengths.
+type stateCollector struct{ m *Metrics }
+
+// Describe implements prometheus.Collector.
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descModelVersion, descModelBuilt, descModelAge, descModelBuild,
+		descModelWindow, descMicroClusters, descSolvingSet, descWStar, descDevice, descLag, descQueue} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.m
+	m.mu.Lock()
+	model, device, topic := m.model, m.device, m.topic
+	lag := make([]int, 0, len(m.lag))
+	for p := range m.lag {
+		lag = append(lag, p)
+	}
+	sort.Ints(lag)
+	lagValues := make([]int64, len(lag))
+	for i, p := range lag {
+		lagValues[i] = m.lag[p]
+	}
+	queues := make(map[string]func() int, len(m.queues))
+	for k, f := range m.queues {
+		queues[k] = f
+	}
+	m.mu.Unlock()
+
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	if model == nil {
+		gauge(descModelVersion, 0)
+	} else {
+		gauge(descModelVersion, float64(model.Version))
+		gauge(descModelBuilt, float64(model.BuiltAt.UnixNano())/1e9)
+		gauge(descModelAge, m.now().Sub(model.BuiltAt).Seconds())
+		gauge(descModelBuild, model.BuildTime.Seconds())
+		gauge(descModelWindow, float64(model.WindowRecords))
+		gauge(descMicroClusters, float64(model.MicroClusters))
+		gauge(descSolvingSet, float64(model.SolvingSetSize))
+		gauge(descWStar, model.WStar)
+	}
+	gauge(descDevice, 1, device)
+	for i, p := range lag {
+		gauge(descLag, float64(lagValues[i]), topic, strconv.Itoa(p))
+	}
+	for name, f := range queues {
+		gauge(descQueue, float64(f()), name)
+	}
+}

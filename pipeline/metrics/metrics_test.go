@@ -1,0 +1,396 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/rs/zerolog"
+)
+
+// TestScrapeAfterKnownEvents feeds known per-batch events and checks every outlierd series
+// on a real HTTP scrape of /metrics.
+func TestScrapeAfterKnownEvents(t *testing.T) {
+	m := New()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	m.now = func() time.Time { return now }
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+
+	// Before any event: counters 0, model version 0 and no other model series, device cpu.
+	if err := scrapeAndCompare(t, srv.URL+"/metrics", strings.NewReader(`
+# HELP outlierd_model_version Version of the model now serving (0 before the first model).
+# TYPE outlierd_model_version gauge
+outlierd_model_version 0
+# HELP outlierd_records_in_total Records decoded from the input topic into batches.
+# TYPE outlierd_records_in_total counter
+outlierd_records_in_total 0
+# HELP outlierd_device_info The device the detectors run on (value always 1).
+# TYPE outlierd_device_info gauge
+outlierd_device_info{device="cpu"} 1
+`), "outlierd_model_version", "outlierd_model_age_seconds", "outlierd_w_star", "outlierd_records_in_total", "outlierd_device_info"); err != nil {
+		t.Fatalf("before events: %v", err)
+	}
+
+	for range 3 {
+		m.AddRecordsIn(1000)
+	}
+	m.AddRecordsOut(1000, 12)
+	m.AddRecordsOut(900, 3)
+	m.AddDeadLetters(5)
+	m.CommitDone(nil)
+	m.CommitDone(nil)
+	m.CommitDone(errors.New("coordinator moved"))
+	m.SetWindow(5000, 20000)
+	m.SetModel(ModelInfo{Version: 3, BuiltAt: now.Add(-90 * time.Second), BuildTime: 1500 * time.Millisecond,
+		WindowRecords: 20000, MicroClusters: 200, SolvingSetSize: 740, WStar: 2.5})
+	m.SetLag("sensors", map[int]int64{0: 5, 2: 17, 1: 0})
+	m.SetQueue("fetched", func() int { return 3 })
+	m.SetQueue("scored", func() int { return 1 })
+	m.ObserveBatch(StageFetch, 3*time.Millisecond)
+	m.ObserveBatch(StageFetch, 5*time.Millisecond)
+	m.ObserveBatch(StageDetect, 10*time.Millisecond)
+	m.ObserveBatch(StageSink, 200*time.Millisecond)
+
+	want := `
+# HELP outlierd_records_in_total Records decoded from the input topic into batches.
+# TYPE outlierd_records_in_total counter
+outlierd_records_in_total 3000
+# HELP outlierd_records_out_total Records whose batch the sink wrote and the broker acknowledged.
+# TYPE outlierd_records_out_total counter
+outlierd_records_out_total 1900
+# HELP outlierd_records_flagged_total Acknowledged records whose combined verdict is outlier.
+# TYPE outlierd_records_flagged_total counter
+outlierd_records_flagged_total 15
+# HELP outlierd_dead_letters_total Input messages written to the dead-letter topic (malformed input).
+# TYPE outlierd_dead_letters_total counter
+outlierd_dead_letters_total 5
+# HELP outlierd_offset_commits_total Offset commits that succeeded (including those with nothing new to commit).
+# TYPE outlierd_offset_commits_total counter
+outlierd_offset_commits_total 2
+# HELP outlierd_offset_commit_errors_total Offset commits that failed (retried at the next interval).
+# TYPE outlierd_offset_commit_errors_total counter
+outlierd_offset_commit_errors_total 1
+# HELP outlierd_window_records Records in the sliding window the next model is built from.
+# TYPE outlierd_window_records gauge
+outlierd_window_records 5000
+# HELP outlierd_window_capacity Capacity of the sliding window (detect.window).
+# TYPE outlierd_window_capacity gauge
+outlierd_window_capacity 20000
+# HELP outlierd_model_version Version of the model now serving (0 before the first model).
+# TYPE outlierd_model_version gauge
+outlierd_model_version 3
+# HELP outlierd_model_age_seconds Seconds since the serving model's build finished.
+# TYPE outlierd_model_age_seconds gauge
+outlierd_model_age_seconds 90
+# HELP outlierd_model_built_timestamp_seconds Unix time when the serving model's build finished.
+# TYPE outlierd_model_built_timestamp_seconds gauge
+outlierd_model_built_timestamp_seconds 1.77236631e+09
+# HELP outlierd_model_build_seconds How long the serving model took to build.
+# TYPE outlierd_model_build_seconds gauge
+outlierd_model_build_seconds 1.5
+# HELP outlierd_model_window_records Records the serving model was built from.
+# TYPE outlierd_model_window_records gauge
+outlierd_model_window_records 20000
+# HELP outlierd_microclusters Micro-clusters (q) of the serving model.
+# TYPE outlierd_microclusters gauge
+outlierd_microclusters 200
+# HELP outlierd_solving_set_size Points in the serving model's solving set.
+# TYPE outlierd_solving_set_size gauge
+outlierd_solving_set_size 740
+# HELP outlierd_w_star w*: the weight of the window's n-th top outlier, the distance detector's threshold.
+# TYPE outlierd_w_star gauge
+outlierd_w_star 2.5
+# HELP outlierd_consumer_lag Records between a partition's high watermark and the consumer group's committed offset, from the last lag poll.
+# TYPE outlierd_consumer_lag gauge
+outlierd_consumer_lag{partition="0",topic="sensors"} 5
+outlierd_consumer_lag{partition="1",topic="sensors"} 0
+outlierd_consumer_lag{partition="2",topic="sensors"} 17
+# HELP outlierd_queue_batches Batches waiting in a queue between stages (bounded by run.queue_batches).
+# TYPE outlierd_queue_batches gauge
+outlierd_queue_batches{queue="fetched"} 3
+outlierd_queue_batches{queue="scored"} 1
+# HELP outlierd_gpu_kernel_seconds_total Time spent in GPU kernels (0 on the CPU).
+# TYPE outlierd_gpu_kernel_seconds_total counter
+outlierd_gpu_kernel_seconds_total 0
+# HELP outlierd_gpu_transfer_bytes_total Bytes copied between host and GPU (0 on the CPU).
+# TYPE outlierd_gpu_transfer_bytes_total counter
+outlierd_gpu_transfer_bytes_total{direction="device_to_host"} 0
+outlierd_gpu_transfer_bytes_total{direction="host_to_device"} 0
+# HELP outlierd_broker_connected 1 while the last round trip to the brokers (the lag poll) succeeded.
+# TYPE outlierd_broker_connected gauge
+outlierd_broker_connected 0
+`
+	names := []string{"outlierd_records_in_total", "outlierd_records_out_total", "outlierd_records_flagged_total",
+		"outlierd_dead_letters_total", "outlierd_offset_commits_total", "outlierd_offset_commit_errors_total",
+		"outlierd_window_records", "outlierd_window_capacity", "outlierd_model_version", "outlierd_model_age_seconds",
+		"outlierd_model_built_timestamp_seconds", "outlierd_model_build_seconds", "outlierd_model_window_records",
+		"outlierd_microclusters", "outlierd_solving_set_size", "outlierd_w_star", "outlierd_consumer_lag",
+		"outlierd_queue_batches", "outlierd_gpu_kernel_seconds_total", "outlierd_gpu_transfer_bytes_total",
+		"outlierd_broker_connected"}
+	if err := scrapeAndCompare(t, srv.URL+"/metrics", strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+
+	// The latency histogram: counts and sums per stage, and the buckets the values fall in.
+	fams := scrape(t, srv.URL+"/metrics")
+	hist := fams["outlierd_batch_duration_seconds"]
+	if hist == nil || hist.GetType() != dto.MetricType_HISTOGRAM {
+		t.Fatalf("outlierd_batch_duration_seconds missing or not a histogram: %v", hist)
+	}
+	wantHist := map[string]struct {
+		count uint64
+		sum   float64
+		le    float64 // a bucket bound
+		below uint64  // observations <= le
+	}{
+		"fetch":  {2, 0.008, 0.004, 1}, // 3 ms <= 4 ms < 5 ms
+		"detect": {1, 0.010, 0.008, 0},
+		"sink":   {1, 0.200, 0.256, 1},
+	}
+	for _, mt := range hist.GetMetric() {
+		stage := mt.GetLabel()[0].GetValue()
+		w, ok := wantHist[stage]
+		if !ok {
+			t.Fatalf("unexpected stage %q", stage)
+		}
+		delete(wantHist, stage)
+		h := mt.GetHistogram()
+		// 1e-12: the sum of two float64 seconds values, exact up to rounding.
+		if h.GetSampleCount() != w.count || math.Abs(h.GetSampleSum()-w.sum) > 1e-12 {
+			t.Errorf("%s: count %d sum %g, want %d and %g", stage, h.GetSampleCount(), h.GetSampleSum(), w.count, w.sum)
+		}
+		found := false
+		for _, b := range h.GetBucket() {
+			if b.GetUpperBound() == w.le {
+				found = true
+				if b.GetCumulativeCount() != w.below {
+					t.Errorf("%s: bucket le=%g holds %d, want %d", stage, w.le, b.GetCumulativeCount(), w.below)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no bucket le=%g", stage, w.le)
+		}
+	}
+	if len(wantHist) > 0 {
+		t.Errorf("stages missing from the histogram: %v", wantHist)
+	}
+	// The Go runtime and process collectors are there too (memory alerts use them).
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_inuse_bytes"} {
+		if fams[name] == nil {
+			t.Errorf("%s missing", name)
+		}
+	}
+
+	// Later changes replace the state: a new device, lag without partition 2, GPU work.
+	m.SetDevice("cuda:NVIDIA H100")
+	m.SetLag("sensors", map[int]int64{0: 1})
+	m.SetQueue("scored", nil)
+	m.AddGPU(250*time.Millisecond, 4096, 1024)
+	if err := scrapeAndCompare(t, srv.URL+"/metrics", strings.NewReader(`
+# HELP outlierd_device_info The device the detectors run on (value always 1).
+# TYPE outlierd_device_info gauge
+outlierd_device_info{device="cuda:NVIDIA H100"} 1
+# HELP outlierd_consumer_lag Records between a partition's high watermark and the consumer group's committed offset, from the last lag poll.
+# TYPE outlierd_consumer_lag gauge
+outlierd_consumer_lag{partition="0",topic="sensors"} 1
+# HELP outlierd_queue_batches Batches waiting in a queue between stages (bounded by run.queue_batches).
+# TYPE outlierd_queue_batches gauge
+outlierd_queue_batches{queue="fetched"} 3
+# HELP outlierd_gpu_kernel_seconds_total Time spent in GPU kernels (0 on the CPU).
+# TYPE outlierd_gpu_kernel_seconds_total counter
+outlierd_gpu_kernel_seconds_total 0.25
+# HELP outlierd_gpu_transfer_bytes_total Bytes copied between host and GPU (0 on the CPU).
+# TYPE outlierd_gpu_transfer_bytes_total counter
+outlierd_gpu_transfer_bytes_total{direction="device_to_host"} 1024
+outlierd_gpu_transfer_bytes_total{direction="host_to_device"} 4096
+`), "outlierd_device_info", "outlierd_consumer_lag", "outlierd_queue_batches", "outlierd_gpu_kernel_seconds_total",
+		"outlierd_gpu_transfer_bytes_total"); err != nil {
+		t.Fatalf("after changes: %v", err)
+	}
+}
+
+// scrapeAndCompare scrapes url and compares the named families with the expected text
+// exposition: the same HELP, TYPE and samples (by name and labels) with the same values,
+// exactly. A family named but absent from both is fine (a series that must not exist yet).
+func scrapeAndCompare(t *testing.T, url string, expected io.Reader, names ...string) error {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	want, err := p.TextToMetricFamilies(expected)
+	if err != nil {
+		return fmt.Errorf("parsing the expected text: %w", err)
+	}
+	got := scrape(t, url)
+	var diffs []string
+	for _, name := range names {
+		g, w := flatten(got[name]), flatten(want[name])
+		for k, wv := range w {
+			if gv, ok := g[k]; !ok {
+				diffs = append(diffs, fmt.Sprintf("missing %s (want %s)", k, wv))
+			} else if gv != wv {
+				diffs = append(diffs, fmt.Sprintf("%s: got %s, want %s", k, gv, wv))
+			}
+		}
+		for k, gv := range g {
+			if _, ok := w[k]; !ok {
+				diffs = append(diffs, fmt.Sprintf("unexpected %s = %s", k, gv))
+			}
+		}
+	}
+	if len(diffs) > 0 {
+		sort.Strings(diffs)
+		return errors.New(strings.Join(diffs, "\n"))
+	}
+	return nil
+}
+
+// flatten maps "# HELP", "# TYPE" and each sample "name{k=v,...}" of a gauge or counter
+// family to its text.
+func flatten(f *dto.MetricFamily) map[string]string {
+	out := map[string]string{}
+	if f == nil {
+		return out
+	}
+	out["# HELP "+f.GetName()] = f.GetHelp()
+	out["# TYPE "+f.GetName()] = f.GetType().String()
+	for _, m := range f.GetMetric() {
+		var labels []string
+		for _, l := range m.GetLabel() {
+			labels = append(labels, l.GetName()+"="+strconv.Quote(l.GetValue()))
+		}
+		sort.Strings(labels)
+		v := m.GetGauge().GetValue()
+		if f.GetType() == dto.MetricType_COUNTER {
+			v = m.GetCounter().GetValue()
+		}
+		out[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return out
+}
+
+// scrape GETs url and parses the Prometheus text format.
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing %s: %v", url, err)
+	}
+	return fams
+}
+
+// get returns the status and body of a GET.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestReadyzTransitions walks /readyz through every condition: ready only while connected,
+// serving a model and not stopping; /healthz stays 200 throughout.
+func TestReadyzTransitions(t *testing.T) {
+	m := New()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	steps := []struct {
+		name   string
+		do     func()
+		status int
+		body   []string // substrings of the body
+	}{
+		{"start", func() {}, 503, []string{"not connected to the brokers", "no model serving yet"}},
+		{"connected", func() { m.SetBrokerConnected(true) }, 503, []string{"no model serving yet"}},
+		{"model", func() { m.SetModel(ModelInfo{Version: 1, BuiltAt: time.Now()}) }, 200, []string{"ready"}},
+		{"broker lost", func() { m.SetBrokerConnected(false) }, 503, []string{"not connected to the brokers"}},
+		{"broker back", func() { m.SetBrokerConnected(true) }, 200, []string{"ready"}},
+		{"next model", func() { m.SetModel(ModelInfo{Version: 2, BuiltAt: time.Now()}) }, 200, []string{"ready"}},
+		{"stopping", m.SetStopping, 503, []string{"stopping"}},
+	}
+	for _, s := range steps {
+		s.do()
+		status, body := get(t, srv.URL+"/readyz")
+		if status != s.status {
+			t.Errorf("%s: /readyz %d (%q), want %d", s.name, status, body, s.status)
+		}
+		for _, sub := range s.body {
+			if !strings.Contains(body, sub) {
+				t.Errorf("%s: /readyz body %q lacks %q", s.name, body, sub)
+			}
+		}
+		if s.status == 200 && strings.Contains(body, "not") {
+			t.Errorf("%s: ready body %q", s.name, body)
+		}
+		if st, body := get(t, srv.URL+"/healthz"); st != 200 || body != "ok\n" {
+			t.Errorf("%s: /healthz %d %q", s.name, st, body)
+		}
+	}
+	if st, _ := get(t, srv.URL+"/nothing"); st != 404 {
+		t.Errorf("/nothing: %d, want 404", st)
+	}
+}
+
+// TestListen serves on a free port, refuses a taken one and shuts down.
+func TestListen(t *testing.T) {
+	m := New()
+	s, err := Listen("127.0.0.1:0", m, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, body := get(t, "http://"+s.Addr()+"/healthz"); st != 200 || body != "ok\n" {
+		t.Fatalf("/healthz: %d %q", st, body)
+	}
+	if st, _ := get(t, "http://"+s.Addr()+"/metrics"); st != 200 {
+		t.Fatalf("/metrics: %d", st)
+	}
+	if _, err := Listen(s.Addr(), m, zerolog.Nop()); err == nil {
+		t.Fatalf("a second listener on %s: no error", s.Addr())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get("http://" + s.Addr() + "/healthz"); err == nil {
+		t.Fatal("still serving after Shutdown")
+	}
+	if _, err := Listen("127.0.0.1:notaport", m, zerolog.Nop()); err == nil {
+		t.Fatal("bad address: no error")
+	}
+}
+
+func TestStageString(t *testing.T) {
+	for s, want := range map[Stage]string{StageFetch: "fetch", StageDetect: "detect", StageSink: "sink", Stage(7): "stage(7)"} {
+		if got := s.String(); got != want {
+			t.Errorf("%d: %q, want %q", int(s), got, want)
+		}
+	}
+	m := New()
+	m.ObserveBatch(Stage(7), time.Second) // out of range: ignored, no panic
+	m.ObserveBatch(Stage(-1), time.Second)
+}

@@ -1,0 +1,97 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+)
+
+// Handler serves /metrics (Prometheus text or OpenMetrics, by content negotiation), /healthz
+// (200 while the process serves HTTP: it is alive) and /readyz (200 only while connected to
+// the brokers, a model is serving and the pipeline is not stopping; 503 with the reasons
+// otherwise).
+func (m *Metrics) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		// A failing collector yields the other series rather than a failed scrape.
+		ErrorHandling: promhttp.ContinueOnError,
+		// Bounds concurrent scrapes, each of which gathers every series.
+		MaxRequestsInFlight: 4,
+	}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if ok, why := m.Ready(); !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: %s\n", why)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
+}
+
+// Server is the HTTP listener of one Metrics.
+type Server struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan error
+}
+
+// Listen binds addr (host:port; port 0 picks a free one) right away, so a taken port is an
+// error at start-up, and serves m.Handler on it in a goroutine until Shutdown.
+func Listen(addr string, m *Metrics, log zerolog.Logger) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
+	}
+	s := &Server{
+		srv: &http.Server{
+			Handler: m.Handler(),
+			// A scrape is small and local; these bound what a stuck client can hold.
+			ReadHeaderTimeout: 5 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+		},
+		ln:   ln,
+		done: make(chan error, 1),
+	}
+	go func() {
+		err := s.srv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		} else if err != nil {
+			log.Error().Err(err).Str("addr", ln.Addr().String()).Msg("metrics listener stopped")
+		}
+		s.done <- err
+	}()
+	return s, nil
+}
+
+// Addr is the address the server listens on (with the port chosen when addr had port 0).
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Shutdown stops accepting, waits for the requests in flight until ctx ends, and returns once
+// the serving goroutine has ended.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		s.srv.Close()
+	}
+	if serr := <-s.done; err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("metrics: shutdown: %w", err)
+	}
+	return nil
+}
