@@ -127,16 +127,24 @@ func testLag(t *testing.T, brokers []string) *Metrics {
 	if err != nil {
 		t.Fatalf("produce: %v", err)
 	}
-	// A simple commit (generation -1, no member): the group has no live members.
-	oc, err := cl.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: group, GenerationID: -1,
-		Topics: map[string][]kafka.OffsetCommit{topic: {{Partition: 0, Offset: 4}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range oc.Topics[topic] {
-		if p.Error != nil {
-			t.Fatalf("commit partition %d: %v", p.Partition, p.Error)
+	// A simple commit (generation -1, no member): the group has no live members. A fresh
+	// broker answers "not coordinator" until its offsets topic exists: retry briefly.
+	for {
+		oc, err := cl.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: group, GenerationID: -1,
+			Topics: map[string][]kafka.OffsetCommit{topic: {{Partition: 0, Offset: 4}}}})
+		if err == nil {
+			for _, p := range oc.Topics[topic] {
+				err = errors.Join(err, p.Error)
+			}
 		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || !errors.Is(err, kafka.NotCoordinatorForGroup) && !errors.Is(err, kafka.GroupCoordinatorNotAvailable) &&
+			!errors.Is(err, kafka.GroupLoadInProgress) {
+			t.Fatalf("commit: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 
 	m := New()
