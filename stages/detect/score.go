@@ -71,10 +71,7 @@ func (s *Stage) score(b *batch.Batch) error {
 	b.Scores = make([]batch.Score, n)
 	for i := range n {
 		v := verdicts[i]
-		sub := make([]string, len(v.Subspace))
-		for t, j := range v.Subspace {
-			sub[t] = m.Features[j]
-		}
+		sub := s.subspaceNames(v.Subspace)
 		dist := m.Distance.IsOutlier(weights[i])
 		b.Scores[i] = batch.Score{
 			Scored: true, DensityOutlier: v.Outlier, EtaProbability: v.EtaProbability, Subspace: sub,
@@ -105,4 +102,21 @@ func (s *Stage) densityParams() density.Params {
 	// stream); FirstIndex makes each record draw its own stream whatever the batching.
 	return density.Params{Eta: s.cfg.Density.Eta, Delta: s.cfg.Density.Delta, Samples: s.cfg.Density.Samples,
 		Mode: mode, Seed: s.cfg.Seed, FirstIndex: s.scored, Exact: true}
+}
+
+// subspaceNames names a subspace's features. One-dimensional subspaces (all of mode
+// independent) share one slice per feature: no allocation per record on the hot path.
+// Scores are read-only downstream, so sharing is safe.
+func (s *Stage) subspaceNames(dims []int) []string {
+	if len(dims) == 1 {
+		return s.singles[dims[0]]
+	}
+	if len(dims) == 0 {
+		return nil
+	}
+	sub := make([]string, len(dims))
+	for t, j := range dims {
+		sub[t] = s.features[j]
+	}
+	return sub
 }
