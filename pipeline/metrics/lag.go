@@ -21,6 +21,9 @@ type LagConfig struct {
 	FromEarliest bool
 	// Interval is the time between polls (each poll is four small broker round trips).
 	Interval time.Duration
+	// Transport carries the source's TLS and SASL (kafkasec.Config.Transport); nil means
+	// plaintext. The poller owns it: it closes its idle connections when Run ends.
+	Transport *kafka.Transport
 }
 
 // LagPoller measures the consumer group's lag from the brokers: per partition, the high
@@ -62,13 +65,14 @@ func NewLagPoller(cfg LagConfig, m *Metrics, log zerolog.Logger) (*LagPoller, er
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("metrics: lag poller: %w", err)
 	}
-	tr := &kafka.Transport{
-		ClientID: "outlierd-lag",
-		// A poll that cannot dial within this reports the brokers unreachable.
-		DialTimeout: 5 * time.Second,
-		// Connections stay open between polls; one idle for several intervals is closed.
-		IdleTimeout: max(30*time.Second, 3*cfg.Interval),
+	tr := cfg.Transport
+	if tr == nil {
+		// A poll that cannot dial within DialTimeout reports the brokers unreachable.
+		tr = &kafka.Transport{DialTimeout: 5 * time.Second}
 	}
+	tr.ClientID = "outlierd-lag"
+	// Connections stay open between polls; one idle for several intervals is closed.
+	tr.IdleTimeout = max(30*time.Second, 3*cfg.Interval)
 	return &LagPoller{
 		cfg:       cfg,
 		m:         m,
