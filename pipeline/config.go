@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/pipeline/config"
+	"github.com/outlierd/outlierd/pipeline/metrics"
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/ingest"
 	"github.com/outlierd/outlierd/stages/sink"
@@ -31,6 +32,8 @@ type Config struct {
 	Sink sink.Config `yaml:"sink"`
 	// Run tunes the pipeline's own loops.
 	Run RunConfig `yaml:"run"`
+	// HTTP is the listener serving /metrics, /healthz and /readyz (empty listen: off).
+	HTTP metrics.Config `yaml:"http"`
 }
 
 // RunConfig tunes the loops between the stages.
@@ -55,6 +58,7 @@ func Default() Config {
 		Detect: detect.Default(),
 		Sink:   sink.Default(),
 		Run:    RunConfig{QueueBatches: 4, CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second},
+		HTTP:   metrics.DefaultConfig(),
 	}
 }
 
@@ -66,7 +70,7 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("device must be auto, cpu or cuda, got %q", c.Device))
 	}
-	for _, v := range []interface{ Validate() error }{&c.Ingest, &c.Detect, &c.Sink} {
+	for _, v := range []interface{ Validate() error }{&c.Ingest, &c.Detect, &c.Sink, &c.HTTP} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}
