@@ -21,6 +21,7 @@ import (
 
 	"github.com/outlierd/outlierd/configs"
 	"github.com/outlierd/outlierd/pipeline"
+	"github.com/outlierd/outlierd/pipeline/metrics"
 	"github.com/outlierd/outlierd/stages/detect/quality"
 	"github.com/outlierd/outlierd/stages/ingest/synth"
 )
@@ -76,6 +77,14 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	p, err := pipeline.New(cfg, log)
 	if err != nil {
 		return err
+	}
+	if cfg.HTTP.Enabled() { // demo.yaml: a free port, printed here
+		srv, err := metrics.Listen(cfg.HTTP.Listen, p.Metrics(), log)
+		if err != nil {
+			return err
+		}
+		defer shutdownHTTP(srv, log)
+		fmt.Fprintf(stderr, "outlierd demo: metrics on http://%s/metrics (health: /healthz, /readyz)\n", srv.Addr())
 	}
 	var wg sync.WaitGroup
 	var prodErr, pipeErr, sumErr error

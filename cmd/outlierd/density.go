@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/stages/detect/density"
 	"github.com/outlierd/outlierd/stages/detect/quality"
 	"github.com/outlierd/outlierd/stages/ingest/csvfile"
@@ -105,6 +106,7 @@ func runDensity(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer dev.close()
 	tab, err := csvfile.ReadFile(*input, *label)
 	if err != nil {
 		return err
@@ -164,8 +166,13 @@ func runDensity(args []string, stdout, stderr io.Writer) error {
 		for i, c := range assign {
 			verdicts[i] = cv[c]
 		}
-	} else if err := model.DetectRecords(nm, ns, p, verdicts); err != nil {
-		return err
+	} else {
+		gpuModel := func() (*gpukern.DensityModel, error) {
+			return gpukern.NewDensityModel(&gpukern.ClusterFeatures{CF1: mc.CF1, CF2: mc.CF2, EF2: mc.EF2, N: mc.N}, h)
+		}
+		if err := dev.detectRecords(model, features, nm, ns, p, verdicts, gpuModel); err != nil {
+			return err
+		}
 	}
 	tAll := time.Since(start)
 	out := densityOutput{Mode: *mode, Granularity: *gran, Method: *method, Device: dev.name, Rows: rows, Dims: len(features),

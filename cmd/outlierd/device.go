@@ -5,40 +5,130 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/stages/detect/density"
 	"github.com/outlierd/outlierd/stages/detect/solvingset"
 )
 
-// device runs the detectors on the CPU or, when this binary was built with CUDA and a GPU
-// is present, on the GPU. The CPU path is the tuned multi-core implementation.
+// device runs the detectors on the CPU (the tuned multi-core implementation) or on an NVIDIA
+// GPU through gpukern, which gives the same answers. A call the GPU kernels do not cover (a
+// parameter beyond a kernel's limits, brute force, the exact density method) runs on the CPU
+// and says so in the log.
 type device struct {
 	name string // "cpu" or "cuda:<gpu name>"
+	gpu  *gpukern.Device
+	log  zerolog.Logger
 }
 
-// resolveDevice maps --device to a device: auto picks the GPU when there is one and says
-// which it chose; cuda without a usable GPU is an error.
+// resolveDevice maps --device to a device. auto uses the GPU when this binary was built with
+// CUDA and a device opens, else the CPU, and logs which; cuda without a usable GPU is an error.
 func resolveDevice(flagValue string, log zerolog.Logger) (*device, error) {
 	if err := oneOf("device", flagValue, "auto", "cpu", "cuda"); err != nil {
 		return nil, err
 	}
-	switch flagValue {
-	case "cpu":
-		return &device{name: "cpu"}, nil
-	case "cuda":
-		return nil, fmt.Errorf("--device cuda: this build has no CUDA support (build with `make cuda`)")
+	if flagValue == "cpu" {
+		return &device{name: "cpu", log: log}, nil
 	}
-	log.Debug().Msg("device auto: no CUDA support in this build, using the CPU")
-	return &device{name: "cpu"}, nil
+	ok, why := gpukern.Available()
+	if ok {
+		d, err := gpukern.Open(0)
+		if err == nil {
+			log.Info().Str("gpu", d.Name()).Msg("device: CUDA")
+			return &device{name: "cuda:" + d.Name(), gpu: d, log: log}, nil
+		}
+		why = err.Error()
+	}
+	if flagValue == "cuda" {
+		return nil, fmt.Errorf("--device cuda: no usable GPU: %s", why)
+	}
+	log.Info().Str("reason", why).Msg("device auto: using the CPU")
+	return &device{name: "cpu", log: log}, nil
+}
+
+func (d *device) close() {
+	if d.gpu != nil {
+		d.gpu.Close()
+	}
+}
+
+// cpuFallback notes in the log that a step runs on the CPU although a GPU was chosen.
+func (d *device) cpuFallback(step, why string) {
+	if d.gpu != nil {
+		d.log.Info().Str("step", step).Str("reason", why).Msg("running on the CPU")
+	}
 }
 
 func (d *device) solvingSet(cols [][]float32, p solvingset.Params, progress func(iter, active int)) (solvingset.Result, error) {
-	return solvingset.SolvingSet(cols, p, progress)
+	if d.gpu == nil {
+		return solvingset.SolvingSet(cols, p, progress)
+	}
+	if p.K > gpukern.KNNMaxK {
+		d.cpuFallback("SolvingSet", fmt.Sprintf("k=%d is above the GPU kernel's %d", p.K, gpukern.KNNMaxK))
+		return solvingset.SolvingSet(cols, p, progress)
+	}
+	r, err := gpukern.SolvingSet(d.gpu, cols, gpukern.SolvingSetParams{K: p.K, N: p.N, M: p.M, Seed: p.Seed})
+	if err != nil {
+		return solvingset.Result{}, fmt.Errorf("GPU SolvingSet: %w", err)
+	}
+	res := solvingset.Result{WStar: r.WStar, SolvingSet: r.SolvingSet, Iterations: r.Iterations, DistanceComputations: -1}
+	for _, o := range r.Outliers {
+		res.Outliers = append(res.Outliers, solvingset.Outlier{Row: o.Row, Weight: o.Weight})
+	}
+	return res, nil
 }
 
 func (d *device) bruteForce(cols [][]float32, p solvingset.Params) (solvingset.Result, error) {
+	d.cpuFallback("BruteForce", "the nested-loop oracle has no GPU kernel")
 	return solvingset.BruteForce(cols, p)
 }
 
+// scoreBatch writes w_k(q, S) of every query (raw units) into out.
 func (d *device) scoreBatch(m *solvingset.Model, cols [][]float32, out []float64) error {
+	if err := m.CheckBatch(cols, out); err != nil {
+		return err
+	}
+	if d.gpu != nil && m.K <= gpukern.KNNMaxK {
+		q := cols
+		if m.Offset != nil {
+			q = make([][]float32, len(cols))
+			for j, c := range cols {
+				q[j] = make([]float32, len(c))
+				for i, x := range c {
+					q[j][i] = (x - m.Offset[j]) * m.Scale[j]
+				}
+			}
+		}
+		if err := gpukern.KNNWeights(d.gpu, m.Points, q, m.K, out); err != nil {
+			return fmt.Errorf("GPU k-NN prediction: %w", err)
+		}
+		return nil
+	}
+	if d.gpu != nil {
+		d.cpuFallback("prediction", fmt.Sprintf("k=%d is above the GPU kernel's %d", m.K, gpukern.KNNMaxK))
+	}
 	m.ScoreBatch(cols, out, 0)
 	return nil
+}
+
+// detectRecords runs record-granularity density detection: on the GPU for the sampled
+// independent mode (the kernel there), else on the CPU.
+func (d *device) detectRecords(model *density.Model, _ []string, means, sds [][]float32, p density.Params, out []density.Verdict, gpuModel func() (*gpukern.DensityModel, error)) error {
+	if d.gpu != nil && p.Mode == density.Independent && !p.Exact && len(means) <= gpukern.DensityMaxDims {
+		gm, err := gpuModel()
+		if err != nil {
+			return err
+		}
+		gv := make([]gpukern.DensityVerdict, len(out))
+		if err := gpukern.DetectRecords(d.gpu, gm, means, sds, gpukern.DensityParams{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples, Seed: p.Seed, FirstIndex: p.FirstIndex}, gv); err != nil {
+			return fmt.Errorf("GPU density sampling: %w", err)
+		}
+		for i, v := range gv {
+			out[i] = density.Verdict{Outlier: v.Outlier, EtaProbability: v.EtaProbability, Subspace: []int{v.Dim}}
+		}
+		return nil
+	}
+	if d.gpu != nil {
+		d.cpuFallback("density", "the GPU kernel covers record granularity, mode independent, --method sampling")
+	}
+	return model.DetectRecords(means, sds, p, out)
 }

@@ -48,6 +48,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer dev.close()
 	model, err := solvingset.LoadFile(*modelPath)
 	if err != nil {
 		return err

@@ -8,7 +8,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/outlierd/outlierd/pipeline"
+	"github.com/outlierd/outlierd/pipeline/metrics"
 )
 
 // runLint validates a pipeline config without running anything.
@@ -49,6 +52,16 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.HTTP.Enabled() {
+		// A taken port fails here, before anything runs (the process then exits, which closes
+		// the pipeline's idle connections).
+		srv, err := metrics.Listen(cfg.HTTP.Listen, p.Metrics(), log)
+		if err != nil {
+			return err
+		}
+		log.Info().Str("addr", srv.Addr()).Msg("serving /metrics, /healthz and /readyz")
+		defer shutdownHTTP(srv, log)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go pipeline.NewReloader(p, *path, log).Watch(ctx, time.Second)
@@ -57,4 +70,13 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	log.Info().Int64("records", st.RecordsOut.Load()).Int64("flagged", st.Flagged.Load()).
 		Int64("dead_letters", st.DeadLetters.Load()).Msg("pipeline stopped")
 	return err
+}
+
+// shutdownHTTP stops the metrics listener, giving scrapes in flight a few seconds.
+func shutdownHTTP(srv *metrics.Server, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn().Err(err).Msg("metrics listener shutdown")
+	}
 }

@@ -26,7 +26,7 @@ type topnOutput struct {
 	Outliers             []outlierJSON    `json:"outliers"`
 	SolvingSetSize       int              `json:"solving_set_size"`
 	Iterations           int              `json:"iterations"`
-	DistanceComputations int64            `json:"distance_computations"`
+	DistanceComputations int64            `json:"distance_computations"` // -1: not counted (GPU)
 	ElapsedMS            float64          `json:"elapsed_ms"`
 	PrecisionAtN         *float64         `json:"precision_at_n,omitempty"`
 	ROCAUC               *float64         `json:"roc_auc,omitempty"`
@@ -70,6 +70,7 @@ func runTopN(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer dev.close()
 	tab, err := csvfile.ReadFile(*input, *label)
 	if err != nil {
 		return err
@@ -154,8 +155,12 @@ func printTopN(w io.Writer, o topnOutput) error {
 		fmt.Fprintf(w, " m=%d", o.M)
 	}
 	pairs := float64(o.Rows) * float64(o.Rows-1) / 2
-	fmt.Fprintf(w, "\nw* = %.6g   |S| = %d   iterations = %d   distances = %d (%.3g%% of N(N-1)/2)   %.1f ms\n\n",
-		o.WStar, o.SolvingSetSize, o.Iterations, o.DistanceComputations, 100*float64(o.DistanceComputations)/pairs, o.ElapsedMS)
+	dist := "not counted on the GPU"
+	if o.DistanceComputations >= 0 {
+		dist = fmt.Sprintf("%d (%.3g%% of N(N-1)/2)", o.DistanceComputations, 100*float64(o.DistanceComputations)/pairs)
+	}
+	fmt.Fprintf(w, "\nw* = %.6g   |S| = %d   iterations = %d   distances = %s   %.1f ms\n\n",
+		o.WStar, o.SolvingSetSize, o.Iterations, dist, o.ElapsedMS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "rank\trow\tweight\t")
 	for i, x := range o.Outliers {

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/outlierd/outlierd/stages/detect/quality"
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/stages/ingest/csvfile"
+)
+
+// outlierd runs the CLI in-process and returns stdout, stderr and the exit status.
+func outlierd(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func gen(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errs, code := outlierd(t, append([]string{"gen"}, args...)...)
+	if code != 0 {
+		t.Fatalf("gen %v: exit %d: %s", args, code, errs)
+	}
+	return writeFile(t, "data.csv", out)
+}
+
+// TestTopNSolvingSetEqualsBruteForce runs the documented contract end to end: both algorithms
+// give the same outliers and w*, the JSON has the contract's fields, and the exact weights
+// agree with the oracle computed independently here.
+func TestTopNSolvingSetEqualsBruteForce(t *testing.T) {
+	path := gen(t, "--kind", "g3d", "--rows", "3000", "--seed", "4")
+	var res [2]map[string]any
+	for i, algo := range []string{"solvingset", "bruteforce"} {
+		out, errs, code := outlierd(t, "topn", "--input", path, "--k", "10", "--n", "15", "--m", "50", "--algorithm", algo, "--device", "cpu", "--json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", algo, code, errs)
+		}
+		if err := json.Unmarshal([]byte(out), &res[i]); err != nil {
+			t.Fatalf("%s: stdout is not one JSON object: %v\n%s", algo, err, out)
+		}
+		for _, f := range []string{"algorithm", "device", "rows", "dims", "k", "n", "m", "w_star", "outliers", "solving_set_size", "iterations", "distance_computations", "elapsed_ms"} {
+			if _, ok := res[i][f]; !ok {
+				t.Errorf("%s: JSON lacks %q", algo, f)
+			}
+		}
+	}
+	if res[0]["w_star"] != res[1]["w_star"] {
+		t.Fatalf("w* differs: solvingset %v, bruteforce %v", res[0]["w_star"], res[1]["w_star"])
+	}
+	a, _ := json.Marshal(res[0]["outliers"])
+	b, _ := json.Marshal(res[1]["outliers"])
+	if string(a) != string(b) {
+		t.Fatalf("outliers differ:\n%s\n%s", a, b)
+	}
+	// Independent check of the weights: the oracle over the same file.
+	tab, err := csvfile.ReadFile(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := solvingset.Weights(tab.Cols, 10, 0)
+	idx := make([]int, len(w))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(x, y int) bool { return w[idx[x]] > w[idx[y]] || (w[idx[x]] == w[idx[y]] && idx[x] < idx[y]) })
+	outs := res[0]["outliers"].([]any)
+	for r, o := range outs[:15] {
+		row := int(o.(map[string]any)["row"].(float64))
+		if row != idx[r] || o.(map[string]any)["weight"].(float64) != w[row] {
+			t.Fatalf("rank %d: row %d weight %v, oracle row %d weight %v", r, row, o.(map[string]any)["weight"], idx[r], w[idx[r]])
+		}
+	}
+}
+
+// TestTopNModelPredictNeverMisses: the model written by topn flags, in predict, every held-out
+// row whose exact weight against the training data reaches w*.
+func TestTopNModelPredictNeverMisses(t *testing.T) {
+	train := gen(t, "--kind", "g2d", "--rows", "4000", "--seed", "1")
+	test := gen(t, "--kind", "g2d", "--rows", "1000", "--seed", "2")
+	model := filepath.Join(t.TempDir(), "g2d.model")
+	if _, errs, code := outlierd(t, "topn", "--input", train, "--k", "20", "--n", "30", "--model-out", model, "--json", "--device", "cpu"); code != 0 {
+		t.Fatalf("topn: %s", errs)
+	}
+	out, errs, code := outlierd(t, "predict", "--model", model, "--input", test, "--json", "--device", "cpu")
+	if code != 0 {
+		t.Fatalf("predict: %s", errs)
+	}
+	var pr struct {
+		Rows    int     `json:"rows"`
+		WStar   float64 `json:"w_star"`
+		Flagged int     `json:"flagged"`
+		Results []struct {
+			Row     int     `json:"row"`
+			Weight  float64 `json:"weight"`
+			Outlier bool    `json:"outlier"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &pr); err != nil {
+		t.Fatal(err)
+	}
+	trainTab, _ := csvfile.ReadFile(train, "")
+	testTab, _ := csvfile.ReadFile(test, "")
+	exact := make([]float64, testTab.Rows())
+	solvingset.KNNWeights(trainTab.Cols, testTab.Cols, 20, 0, exact)
+	flagged := 0
+	for i, r := range pr.Results {
+		if r.Row != i {
+			t.Fatalf("results not in input order at %d", i)
+		}
+		if exact[i] >= pr.WStar && !r.Outlier {
+			t.Fatalf("row %d: exact weight %v >= w* %v but not flagged (weight vs S %v)", i, exact[i], pr.WStar, r.Weight)
+		}
+		if r.Weight < exact[i] {
+			t.Fatalf("row %d: w_k(q,S) %v < w_k(q,D) %v: S is a subset of D, impossible", i, r.Weight, exact[i])
+		}
+		if r.Outlier {
+			flagged++
+		}
+	}
+	if flagged != pr.Flagged || pr.Rows != 1000 {
+		t.Fatalf("flagged %d vs %d, rows %d", flagged, pr.Flagged, pr.Rows)
+	}
+}
+
+func TestBadInputOneClearLine(t *testing.T) {
+	good := writeFile(t, "good.csv", "a,b\n1,2\n3,4\n5,6\n")
+	bad := writeFile(t, "bad.csv", "a,b\n1,2\n3,x\n")
+	other := writeFile(t, "other.csv", "a,c\n1,2\n3,4\n")
+	model := filepath.Join(t.TempDir(), "m.model")
+	if _, errs, code := outlierd(t, "topn", "--input", good, "--k", "1", "--n", "1", "--model-out", model); code != 0 {
+		t.Fatal(errs)
+	}
+	corrupt := writeFile(t, "corrupt.model", "not a model")
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"topn", "--input", bad}, 1, bad + `:3:3: column "b": not a number: "x"`},
+		{[]string{"topn", "--input", filepath.Join(t.TempDir(), "missing.csv")}, 1, "missing.csv: cannot open"},
+		{[]string{"topn", "--input", good, "--k", "3", "--n", "1"}, 2, "k must be"},
+		{[]string{"topn", "--input", good, "--k", "1", "--n", "0"}, 2, "n must be"},
+		{[]string{"topn", "--input", good, "--label-column", "zzz"}, 1, `label column "zzz" not in the header`},
+		{[]string{"predict", "--model", model, "--input", other}, 1, "differ from the model's"},
+		{[]string{"predict", "--model", corrupt, "--input", good}, 1, "corrupt.model"},
+		{[]string{"density", "--input", good, "--eta", "2"}, 2, "--eta must be in (0, 1]"},
+		{[]string{"gen", "--kind", "nope", "--rows", "10"}, 2, "--kind must be one of"},
+		{[]string{"nope"}, 2, "unknown command"},
+	}
+	for _, c := range cases {
+		_, errs, code := outlierd(t, c.args...)
+		if code != c.code {
+			t.Errorf("%v: exit %d, want %d (%s)", c.args, code, c.code, errs)
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(errs), "\n")
+		last := lines[len(lines)-1] // earlier lines are the log (device choice)
+		if !strings.Contains(last, c.want) {
+			t.Errorf("%v: message %q does not contain %q", c.args, last, c.want)
+		}
+	}
+}
+
+// TestDensityScoresOutAgreesWithJSON: F1 recomputed from --scores-out equals the JSON's, the
+// CSV has one line per input row in order, and the subspace names are features.
+func TestDensityScoresOutAgreesWithJSON(t *testing.T) {
+	path := gen(t, "--kind", "three", "--rows", "3000", "--dims", "4", "--seed", "3")
+	scores := filepath.Join(t.TempDir(), "scores.csv")
+	for _, gran := range []string{"cluster", "record"} {
+		out, errs, code := outlierd(t, "density", "--input", path, "--label-column", "label", "--clusters", "50",
+			"--granularity", gran, "--scores-out", scores, "--json", "--device", "cpu")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", gran, code, errs)
+		}
+		var js map[string]any
+		if err := json.Unmarshal([]byte(out), &js); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"mode", "granularity", "rows", "dims", "clusters", "flagged", "elapsed_ms", "timings", "precision", "recall", "f1", "roc_auc"} {
+			if _, ok := js[f]; !ok {
+				t.Errorf("JSON lacks %q", f)
+			}
+		}
+		f, _ := os.Open(scores)
+		recs, err := csv.NewReader(f).ReadAll()
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(recs[0], ",") != "row,flag,eta_probability,subspace" || len(recs) != 3001 {
+			t.Fatalf("scores header %v, %d lines", recs[0], len(recs))
+		}
+		tab, _ := csvfile.ReadFile(path, "label")
+		flags := make([]bool, 3000)
+		for i, r := range recs[1:] {
+			if r[0] != strconv.Itoa(i) {
+				t.Fatalf("line %d has row %s", i+1, r[0])
+			}
+			flags[i] = r[1] == "1"
+			for _, name := range strings.Split(r[3], "+") {
+				if name != "" && !strings.HasPrefix(name, "x") {
+					t.Fatalf("subspace %q is not a feature name", r[3])
+				}
+			}
+		}
+		f1 := quality.Count(flags, tab.Outliers()).F1()
+		if math.Abs(f1-js["f1"].(float64)) > 1e-12 {
+			t.Fatalf("%s: F1 from scores-out %v, JSON %v", gran, f1, js["f1"])
+		}
+		// 'three' has well separated inlier clusters: the paper's method finds its outliers.
+		if f1 < 0.5 {
+			t.Errorf("%s: F1 %v on 'three' is implausibly low", gran, f1)
+		}
+	}
+}
+
+func TestLintShippedAndBadConfig(t *testing.T) {
+	if out, errs, code := outlierd(t, "lint", "--config", "../../configs/pipeline.yaml"); code != 0 || !strings.Contains(out, "ok") {
+		t.Fatalf("lint pipeline.yaml: %d %s", code, errs)
+	}
+	bad := writeFile(t, "bad.yaml", "ingest:\n  topic: t\n  featurez: [a]\n")
+	_, errs, code := outlierd(t, "lint", "--config", bad)
+	if code == 0 || !strings.Contains(errs, "bad.yaml:3:3") || !strings.Contains(errs, "featurez") {
+		t.Fatalf("misspelt key: exit %d, %q", code, errs)
+	}
+}
