@@ -14,6 +14,7 @@ import (
 
 	"github.com/outlierd/outlierd/pipeline/batch"
 	"github.com/outlierd/outlierd/pipeline/checkpoint"
+	"github.com/outlierd/outlierd/pipeline/metrics"
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/ingest"
 	"github.com/outlierd/outlierd/stages/sink"
@@ -38,6 +39,12 @@ type Pipeline struct {
 	det   *detect.Stage
 	snk   *sink.Sink
 	stats Stats
+	// metrics are the Prometheus series (pipeline/metrics), fed once per batch, never per
+	// record; lag polls the consumer lag while the http listener is on (nil when it is off);
+	// shown is the model the metrics show (touched by Run, then by the detect goroutine only).
+	metrics *metrics.Metrics
+	lag     *metrics.LagPoller
+	shown   *detect.Model
 	// reconf carries live reloads to the detect goroutine (reload.go); detectDone is closed
 	// when that goroutine ends, so a reload never waits for a loop that is gone.
 	reconf     chan reconfRequest
@@ -65,6 +72,15 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 		return nil, fmt.Errorf("pipeline: detect: %w", err)
 	}
 	p.det.OnModel = func(m *detect.Model) { p.stats.ModelVersion.Store(m.Version) }
+	p.metrics = metrics.New()
+	p.metrics.SetDevice("cpu") // the detectors run on the CPU (see the start-up log line)
+	if cfg.HTTP.Enabled() {
+		if p.lag, err = p.newLagPoller(); err != nil {
+			p.src.Close()
+			p.snk.Close()
+			return nil, fmt.Errorf("pipeline: metrics: %w", err)
+		}
+	}
 	if m := p.det.Model(); m != nil { // resumed from a snapshot (detect.state_dir)
 		p.stats.ModelVersion.Store(m.Version)
 	}
@@ -76,6 +92,10 @@ func (p *Pipeline) Stats() *Stats { return &p.stats }
 
 // Detect is the detect stage (for metrics).
 func (p *Pipeline) Detect() *detect.Stage { return p.det }
+
+// Metrics are the Prometheus series and the readiness of this pipeline; cmd/outlierd serves
+// them with metrics.Listen on http.listen.
+func (p *Pipeline) Metrics() *metrics.Metrics { return p.metrics }
 
 // Run processes the stream until ctx ends (the soft stop: fetching stops, batches in flight
 // are scored, written and acknowledged, offsets committed), or until a stage fails. After
@@ -102,6 +122,22 @@ func (p *Pipeline) Run(ctx context.Context) error {
 
 	fetched := make(chan *batch.Batch, p.cfg.Run.QueueBatches)
 	scored := make(chan *batch.Batch, p.cfg.Run.QueueBatches)
+	p.metrics.SetQueue("fetched", func() int { return len(fetched) })
+	p.metrics.SetQueue("scored", func() int { return len(scored) })
+	// /readyz says "not ready" from the soft stop on, and once Run has returned.
+	stopReady := context.AfterFunc(ctx, p.metrics.SetStopping)
+	defer stopReady()
+	defer p.metrics.SetStopping()
+	p.showModel() // a model loaded from a snapshot serves from the start
+	lagDone := make(chan struct{})
+	if p.lag != nil {
+		go func() { // lag: polls the brokers until the end of Run
+			defer close(lagDone)
+			p.lag.Run(work)
+		}()
+	} else {
+		close(lagDone)
+	}
 	var wg sync.WaitGroup
 	var errMu sync.Mutex
 	var firstErr error
@@ -131,8 +167,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}()
 	go func() { // sink
 		defer wg.Done()
-		if err := p.snk.Run(work, scored, p.markDone); err != nil {
-			fail(fmt.Errorf("pipeline: sink: %w", err))
+		if err := p.sinkLoop(work, scored); err != nil {
+			fail(err)
 		}
 		for b := range scored { // after a failure: release what is left (never acked, re-read later)
 			b.Record.Release()
@@ -148,7 +184,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			case <-work.Done():
 				return
 			case <-t.C:
-				if _, err := p.src.Commit(work); err != nil && work.Err() == nil {
+				_, err := p.src.Commit(work)
+				if work.Err() == nil {
+					p.metrics.CommitDone(err)
+				}
+				if err != nil && work.Err() == nil {
 					p.log.Warn().Err(err).Msg("offset commit failed; retrying at the next interval")
 				} else {
 					p.stats.Commits.Add(1)
@@ -169,6 +209,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	abandon(nil)
 	<-commitDone
+	<-lagDone
 	p.det.Close()
 	closeErr := errors.Join(p.src.Close(), p.snk.Close())
 	if firstErr != nil {
@@ -182,10 +223,16 @@ func (p *Pipeline) Run(ctx context.Context) error {
 
 // fetchLoop reads batches until ctx ends; dead letters are written (and marked done) here.
 func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- *batch.Batch) error {
+	fetchFailures := 0 // consecutive transient fetch errors (the backoff grows with them)
 	for {
+		start := time.Now()
 		b, dls, err := p.src.Next(ctx)
+		if b != nil || len(dls) > 0 {
+			p.metrics.ObserveBatch(metrics.StageFetch, time.Since(start))
+		}
 		if len(dls) > 0 {
-			if werr := p.snk.WriteDeadLetters(work, dls); werr != nil {
+			werr := p.retry(work, "dead-letter write", func() error { return p.snk.WriteDeadLetters(work, dls) })
+			if werr != nil {
 				if b != nil {
 					b.Record.Release()
 				}
@@ -195,9 +242,11 @@ func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- *batch.Batch)
 				p.cp.Done(d.Partition, d.Offset)
 			}
 			p.stats.DeadLetters.Add(int64(len(dls)))
+			p.metrics.AddDeadLetters(len(dls))
 		}
 		if b != nil {
 			p.stats.RecordsIn.Add(int64(b.Len()))
+			p.metrics.AddRecordsIn(b.Len())
 			select {
 			case out <- b: // blocks while the stages downstream are full: backpressure
 			case <-work.Done():
@@ -209,8 +258,18 @@ func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- *batch.Batch)
 			if ctx.Err() != nil {
 				return nil // the soft stop
 			}
-			return fmt.Errorf("pipeline: source: %w", err)
+			if !transient(err) {
+				return fmt.Errorf("pipeline: source: %w", err)
+			}
+			// kafka-go's reader keeps reconnecting on its own; Next is simply called again.
+			fetchFailures++
+			p.log.Warn().Err(err).Int("attempt", fetchFailures).Msg("fetch failed (broker unavailable?); retrying")
+			if !backoff(ctx, fetchFailures) {
+				return nil
+			}
+			continue
 		}
+		fetchFailures = 0
 	}
 }
 
@@ -237,7 +296,11 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan *batch.Batch, out 
 			if open = ok; !ok {
 				break
 			}
+			start := time.Now()
 			ready, err := p.det.Process(work, b)
+			p.metrics.ObserveBatch(metrics.StageDetect, time.Since(start))
+			p.metrics.SetWindow(p.det.Window().Len(), p.det.Window().Cap())
+			p.showModel()
 			if err != nil {
 				b.Record.Release()
 				return fmt.Errorf("pipeline: detect: %w", err)
@@ -271,4 +334,41 @@ func (p *Pipeline) markDone(b *batch.Batch) {
 	}
 	p.stats.RecordsOut.Add(int64(len(parts)))
 	p.stats.Flagged.Add(int64(flagged))
+	p.metrics.AddRecordsOut(len(parts), flagged)
+}
+
+// showModel shows the serving model in the metrics when it changed: a build, a snapshot loaded
+// at start, or a reload that took w* from the top weights. One pointer comparison a batch.
+func (p *Pipeline) showModel() {
+	m := p.det.Model()
+	if m == nil || m == p.shown {
+		return
+	}
+	p.shown = m
+	info := metrics.ModelInfo{Version: m.Version, BuiltAt: m.BuiltAt, BuildTime: m.BuildTime, WindowRecords: m.WindowRecords}
+	if m.MicroClusters != nil {
+		info.MicroClusters = m.MicroClusters.Q()
+	}
+	if d := m.Distance; d != nil {
+		info.WStar = d.WStar
+		if len(d.Points) > 0 {
+			info.SolvingSetSize = len(d.Points[0])
+		}
+	}
+	p.metrics.SetModel(info)
+}
+
+// newLagPoller polls the input topic's consumer-group lag over the source's brokers and
+// security; a group with no commit starts where ingest.start_offset says.
+func (p *Pipeline) newLagPoller() (*metrics.LagPoller, error) {
+	in := p.cfg.Ingest
+	lc := metrics.LagConfig{Brokers: in.Brokers, Topic: in.Topic, GroupID: in.GroupID,
+		FromEarliest: in.StartOffset == ingest.StartEarliest, Interval: p.cfg.HTTP.LagInterval}
+	if in.Security.Enabled() {
+		var err error
+		if lc.Transport, err = in.Security.Transport(); err != nil {
+			return nil, err
+		}
+	}
+	return metrics.NewLagPoller(lc, p.metrics, p.log)
 }

@@ -1,0 +1,135 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outlierd/outlierd/stages/sink"
+)
+
+func TestTransient(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("sink: write 3 outputs: %w", err) }
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"cancelled (the stop)", wrap(context.Canceled), false},
+		{"connection refused", wrap(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), true},
+		{"connection reset", wrap(syscall.ECONNRESET), true},
+		{"closed connection", wrap(io.EOF), true},
+		{"request timeout", wrap(context.DeadlineExceeded), true},
+		{"retriable Kafka code", wrap(kafka.NotEnoughReplicas), true},
+		{"leader election", wrap(kafka.NotLeaderForPartition), true},
+		{"no leader yet (client side)", wrap(&protocol.TopicError{Topic: "out", Err: protocol.ErrNoLeader}), true},
+		{"message too large (broker)", wrap(kafka.MessageSizeTooLarge), false},
+		{"message too large (client)", wrap(kafka.MessageTooLargeError{}), false},
+		{"authorization", wrap(kafka.TopicAuthorizationFailed), false},
+		{"batch contract", errors.New("sink: batch has no _offset column"), false},
+	} {
+		if got := transient(tc.err); got != tc.want {
+			t.Errorf("%s: transient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestSinkWriteRetried is the regression test of the pipeline stopping on the first failed
+// produce (found by TestBrokerRestartRealBroker: a broker restart made the sink's write fail
+// and outlierd exit). kfake answers the pipeline's first produce requests to the output and
+// dead-letter topics with NOT_ENOUGH_REPLICAS (retriable), four times each, and the sink tries each
+// request once (max_attempts 1), so every such write fails up to the pipeline. The pipeline
+// must keep running, write every batch and dead letter once the broker accepts them again, and
+// commit everything.
+func TestSinkWriteRetried(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	br := testBroker{name: "kfake", addrs: c.ListenAddrs()}
+	const parts, n = 3, 6000
+	in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
+	createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	input := newInput(in, parts, makeSensorRecords(t, n, parts, 5, 0.01, 0.01))
+	produceSensors(t, br, input)
+
+	// Refuse the first four produce requests to each of out and dlq.
+	const refusals = 4
+	var mu sync.Mutex
+	failed := map[string]int{}
+	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		mu.Lock()
+		defer mu.Unlock()
+		refuse := false
+		for _, rt := range req.Topics {
+			refuse = refuse || ((rt.Topic == out || rt.Topic == dlq) && failed[rt.Topic] < refusals)
+		}
+		if !refuse {
+			return nil, nil, false // kfake handles it
+		}
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			failed[rt.Topic]++
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.NotEnoughReplicas.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+
+	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
+	cfg.Sink.MaxAttempts = 1
+	cfg.Detect.MinRecords = 1000
+	r := startPipeline(t, cfg, nil)
+	r.waitCommitted(t, br, group, input, 60*time.Second)
+	if err := r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
+		t.Fatalf("Run returned %v, want nil (failed writes are retried)", err)
+	}
+	mu.Lock()
+	t.Logf("produce requests refused: %v", failed)
+	if failed[out] == 0 || failed[dlq] == 0 {
+		t.Errorf("refused produces %v: want some to both the output and the dead-letter topic, or the test shows nothing", failed)
+	}
+	mu.Unlock()
+	outs := map[string]int{}
+	for _, m := range readTopic(t, br, out, parts) {
+		id, _ := header(m, sink.HeaderID)
+		outs[id]++
+	}
+	dls := map[string]int{}
+	for _, m := range readTopic(t, br, dlq, 1) {
+		id, _ := header(m, sink.HeaderSource)
+		dls[id]++
+	}
+	for _, rec := range input.records {
+		id := fmt.Sprintf("%s/%d/%d", in, rec.p, rec.off)
+		if rec.malformed && dls[id] == 0 {
+			t.Errorf("dead letter %s missing", id)
+		}
+		if !rec.malformed && outs[id] == 0 {
+			t.Errorf("output %s missing", id)
+		}
+	}
+}
