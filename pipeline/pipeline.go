@@ -167,8 +167,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}()
 	go func() { // sink
 		defer wg.Done()
-		if err := p.snk.Run(work, scored, p.markDone); err != nil {
-			fail(fmt.Errorf("pipeline: sink: %w", err))
+		if err := p.sinkLoop(work, scored); err != nil {
+			fail(err)
 		}
 		for b := range scored { // after a failure: release what is left (never acked, re-read later)
 			b.Record.Release()
@@ -223,6 +223,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 
 // fetchLoop reads batches until ctx ends; dead letters are written (and marked done) here.
 func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- *batch.Batch) error {
+	fetchFailures := 0 // consecutive transient fetch errors (the backoff grows with them)
 	for {
 		start := time.Now()
 		b, dls, err := p.src.Next(ctx)
@@ -230,7 +231,8 @@ func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- *batch.Batch)
 			p.metrics.ObserveBatch(metrics.StageFetch, time.Since(start))
 		}
 		if len(dls) > 0 {
-			if werr := p.snk.WriteDeadLetters(work, dls); werr != nil {
+			werr := p.retry(work, "dead-letter write", func() error { return p.snk.WriteDeadLetters(work, dls) })
+			if werr != nil {
 				if b != nil {
 					b.Record.Release()
 				}
@@ -256,8 +258,18 @@ func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- *batch.Batch)
 			if ctx.Err() != nil {
 				return nil // the soft stop
 			}
-			return fmt.Errorf("pipeline: source: %w", err)
+			if !transient(err) {
+				return fmt.Errorf("pipeline: source: %w", err)
+			}
+			// kafka-go's reader keeps reconnecting on its own; Next is simply called again.
+			fetchFailures++
+			p.log.Warn().Err(err).Int("attempt", fetchFailures).Msg("fetch failed (broker unavailable?); retrying")
+			if !backoff(ctx, fetchFailures) {
+				return nil
+			}
+			continue
 		}
+		fetchFailures = 0
 	}
 }
 
