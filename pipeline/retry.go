@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go/protocol"
 
 	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/pipeline/metrics"
 )
 
 // Riding out broker outages. A broker restart, a leader election or a network blip makes
@@ -102,8 +103,11 @@ func (p *Pipeline) sinkLoop(work context.Context, in <-chan *batch.Batch) error 
 			if !ok {
 				return nil
 			}
+			start := time.Now()
 			err := p.retry(work, "sink write", func() error { return p.snk.Write(work, b) })
 			if err == nil {
+				// Encoding and producing until acknowledged, retries included.
+				p.metrics.ObserveBatch(metrics.StageSink, time.Since(start))
 				p.markDone(b)
 			}
 			b.Record.Release()
