@@ -38,6 +38,7 @@ type Pipeline struct {
 	src   *ingest.Source
 	det   *detect.Stage
 	snk   *sink.Sink
+	dev   *Device // where SolvingSet and k-NN scoring run (cpu or a GPU)
 	stats Stats
 	// metrics are the Prometheus series (pipeline/metrics), fed once per batch, never per
 	// record; lag polls the consumer lag while the http listener is on (nil when it is off);
@@ -72,8 +73,14 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 		return nil, fmt.Errorf("pipeline: detect: %w", err)
 	}
 	p.det.OnModel = func(m *detect.Model) { p.stats.ModelVersion.Store(m.Version) }
+	if p.dev, err = OpenDevice(cfg.Device, log); err != nil {
+		p.src.Close()
+		p.snk.Close()
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	p.det.SetAccelerator(p.dev.Accelerator())
 	p.metrics = metrics.New()
-	p.metrics.SetDevice("cpu") // the detectors run on the CPU (see the start-up log line)
+	p.metrics.SetDevice(p.dev.Name())
 	if cfg.HTTP.Enabled() {
 		if p.lag, err = p.newLagPoller(); err != nil {
 			p.src.Close()
@@ -105,7 +112,7 @@ func (p *Pipeline) Metrics() *metrics.Metrics { return p.metrics }
 // Goroutines, all started and awaited here: fetch (source -> fetched), detect (fetched ->
 // scored), sink (scored -> broker, marks done), commit (a ticker committing done offsets).
 func (p *Pipeline) Run(ctx context.Context) error {
-	p.log.Info().Str("flow", p.cfg.summary()).Str("device", "cpu").Msg("pipeline starting")
+	p.log.Info().Str("flow", p.cfg.summary()).Str("device", p.dev.Name()).Msg("pipeline starting")
 	// work ends on the hard stop or a failure; fetching ends with ctx (the soft stop).
 	work, abandon := context.WithCancelCause(context.Background())
 	defer abandon(nil)
@@ -211,6 +218,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	<-commitDone
 	<-lagDone
 	p.det.Close()
+	p.dev.Close()
 	closeErr := errors.Join(p.src.Close(), p.snk.Close())
 	if firstErr != nil {
 		return firstErr

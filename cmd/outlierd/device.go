@@ -6,6 +6,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/stages/detect/density"
 	"github.com/outlierd/outlierd/stages/detect/solvingset"
 )
@@ -16,40 +17,25 @@ import (
 // and says so in the log.
 type device struct {
 	name string // "cpu" or "cuda:<gpu name>"
-	gpu  *gpukern.Device
+	dev  *pipeline.Device
+	gpu  *gpukern.Device // nil on the CPU
 	log  zerolog.Logger
 }
 
-// resolveDevice maps --device to a device. auto uses the GPU when this binary was built with
-// CUDA and a device opens, else the CPU, and logs which; cuda without a usable GPU is an error.
+// resolveDevice maps --device to a device (pipeline.OpenDevice: auto takes the GPU when the
+// binary was built with CUDA and one opens, else the CPU, and logs which).
 func resolveDevice(flagValue string, log zerolog.Logger) (*device, error) {
 	if err := oneOf("device", flagValue, "auto", "cpu", "cuda"); err != nil {
 		return nil, err
 	}
-	if flagValue == "cpu" {
-		return &device{name: "cpu", log: log}, nil
+	d, err := pipeline.OpenDevice(flagValue, log)
+	if err != nil {
+		return nil, fmt.Errorf("--%w", err)
 	}
-	ok, why := gpukern.Available()
-	if ok {
-		d, err := gpukern.Open(0)
-		if err == nil {
-			log.Info().Str("gpu", d.Name()).Msg("device: CUDA")
-			return &device{name: "cuda:" + d.Name(), gpu: d, log: log}, nil
-		}
-		why = err.Error()
-	}
-	if flagValue == "cuda" {
-		return nil, fmt.Errorf("--device cuda: no usable GPU: %s", why)
-	}
-	log.Info().Str("reason", why).Msg("device auto: using the CPU")
-	return &device{name: "cpu", log: log}, nil
+	return &device{name: d.Name(), dev: d, gpu: d.GPU(), log: log}, nil
 }
 
-func (d *device) close() {
-	if d.gpu != nil {
-		d.gpu.Close()
-	}
-}
+func (d *device) close() { d.dev.Close() }
 
 // cpuFallback notes in the log that a step runs on the CPU although a GPU was chosen.
 func (d *device) cpuFallback(step, why string) {
@@ -66,15 +52,11 @@ func (d *device) solvingSet(cols [][]float32, p solvingset.Params, progress func
 		d.cpuFallback("SolvingSet", fmt.Sprintf("k=%d is above the GPU kernel's %d", p.K, gpukern.KNNMaxK))
 		return solvingset.SolvingSet(cols, p, progress)
 	}
-	r, err := gpukern.SolvingSet(d.gpu, cols, gpukern.SolvingSetParams{K: p.K, N: p.N, M: p.M, Seed: p.Seed})
+	r, err := d.dev.SolvingSet(cols, p)
 	if err != nil {
 		return solvingset.Result{}, fmt.Errorf("GPU SolvingSet: %w", err)
 	}
-	res := solvingset.Result{WStar: r.WStar, SolvingSet: r.SolvingSet, Iterations: r.Iterations, DistanceComputations: -1}
-	for _, o := range r.Outliers {
-		res.Outliers = append(res.Outliers, solvingset.Outlier{Row: o.Row, Weight: o.Weight})
-	}
-	return res, nil
+	return r, nil
 }
 
 func (d *device) bruteForce(cols [][]float32, p solvingset.Params) (solvingset.Result, error) {

@@ -42,6 +42,11 @@ type Model struct {
 // Build makes a model from a window snapshot (raw units, column-major; sds nil when the
 // stream carries no uncertainty).
 func Build(cols, sds [][]float32, features []string, cfg Config, version uint64) (*Model, error) {
+	return buildOn(nil, cols, sds, features, cfg, version)
+}
+
+// buildOn is Build with SolvingSet on the accelerator a (nil: the CPU).
+func buildOn(a Accelerator, cols, sds [][]float32, features []string, cfg Config, version uint64) (*Model, error) {
 	start := time.Now()
 	rows := 0
 	if len(cols) > 0 {
@@ -74,7 +79,7 @@ func Build(cols, sds [][]float32, features []string, cfg Config, version uint64)
 	}
 
 	p := solvingset.Params{K: min(cfg.Distance.K, rows-1), N: min(cfg.Distance.N, rows), M: cfg.Distance.M, Seed: cfg.Seed}
-	res, err := solvingset.SolvingSet(ncols, p, nil)
+	res, err := solvingSetOn(a, ncols, p)
 	if err != nil {
 		return nil, fmt.Errorf("detect: solving set of the window: %w", err)
 	}

@@ -67,7 +67,7 @@ func (s *Stage) score(b *batch.Batch) error {
 	if err := m.Density.DetectRecords(nm, ns, dp, verdicts); err != nil {
 		return fmt.Errorf("detect: density: %w", err)
 	}
-	m.Distance.ScoreBatch(nm, weights, 0)
+	scoreDistance(s.accel, m.Distance, nm, weights)
 	b.Scores = make([]batch.Score, n)
 	for i := range n {
 		v := verdicts[i]

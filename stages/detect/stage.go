@@ -38,9 +38,10 @@ type Stage struct {
 	held []*batch.Batch // batches waiting for the first model (before_model: hold)
 
 	scratch scoreScratch
-	scored  uint64     // records scored so far: the density streams' index of the next record
-	ext     stageExt   // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
-	singles [][]string // singles[j] = {features[j]}, shared by the scores of 1-D subspaces
+	scored  uint64      // records scored so far: the density streams' index of the next record
+	ext     stageExt    // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
+	singles [][]string  // singles[j] = {features[j]}, shared by the scores of 1-D subspaces
+	accel   Accelerator // runs SolvingSet and k-NN scoring on a GPU; nil: the CPU
 	// OnModel, if set, is called (on the stage's goroutine) whenever a new model starts serving.
 	OnModel func(*Model)
 }
@@ -260,9 +261,9 @@ func (s *Stage) startBuild() {
 	s.building, s.sinceLast, s.lastBuild = true, 0, time.Now()
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.version + 1
-	cfg, features := s.cfg, s.features
+	cfg, features, accel := s.cfg, s.features, s.accel
 	go func() {
-		m, err := Build(cols, sds, features, cfg, version)
+		m, err := buildOn(accel, cols, sds, features, cfg, version)
 		s.done <- buildResult{model: m, err: err}
 	}()
 }

@@ -1,0 +1,94 @@
+package pipeline
+
+import (
+	"fmt"
+
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
+)
+
+// Device is where the distance-based steps run: the CPU, or an NVIDIA GPU through gpukern
+// (same results: the kernels' parity tests). It implements detect.Accelerator when it holds a GPU.
+type Device struct {
+	gpu  *gpukern.Device
+	name string
+}
+
+// OpenDevice resolves `device: auto|cpu|cuda`: auto takes the GPU when this binary was built
+// with CUDA and one opens, else the CPU; cuda without a usable GPU is an error. It logs which.
+func OpenDevice(choice string, log zerolog.Logger) (*Device, error) {
+	switch choice {
+	case "cpu":
+		log.Info().Str("device", "cpu").Msg("device: CPU (configured)")
+		return &Device{name: "cpu"}, nil
+	case "auto", "cuda":
+	default:
+		return nil, fmt.Errorf("device must be auto, cpu or cuda, got %q", choice)
+	}
+	ok, why := gpukern.Available()
+	if ok {
+		d, err := gpukern.Open(0)
+		if err == nil {
+			log.Info().Str("device", "cuda").Str("gpu", d.Name()).Msg("device: GPU")
+			return &Device{gpu: d, name: "cuda:" + d.Name()}, nil
+		}
+		why = err.Error()
+	}
+	if choice == "cuda" {
+		return nil, fmt.Errorf("device cuda: no usable GPU: %s", why)
+	}
+	log.Info().Str("device", "cpu").Str("reason", why).Msg("device auto: using the CPU")
+	return &Device{name: "cpu"}, nil
+}
+
+// Name is "cpu" or "cuda:<GPU name>".
+func (d *Device) Name() string { return d.name }
+
+// GPU is the gpukern device, nil on the CPU.
+func (d *Device) GPU() *gpukern.Device { return d.gpu }
+
+// Accelerator is the device as the detect stage uses it: nil on the CPU.
+func (d *Device) Accelerator() detect.Accelerator {
+	if d.gpu == nil {
+		return nil
+	}
+	return d
+}
+
+// Close releases the GPU.
+func (d *Device) Close() error {
+	if d.gpu == nil {
+		return nil
+	}
+	return d.gpu.Close()
+}
+
+// SolvingSet runs SolvingSet on the GPU. DistanceComputations is -1: the kernels do not count.
+func (d *Device) SolvingSet(cols [][]float32, p solvingset.Params) (solvingset.Result, error) {
+	if d.gpu == nil {
+		return solvingset.Result{}, gpukern.ErrNoDevice
+	}
+	if p.K > gpukern.KNNMaxK {
+		return solvingset.Result{}, fmt.Errorf("k=%d is above the GPU kernel's limit %d", p.K, gpukern.KNNMaxK)
+	}
+	r, err := gpukern.SolvingSet(d.gpu, cols, gpukern.SolvingSetParams{K: p.K, N: p.N, M: p.M, Seed: p.Seed})
+	if err != nil {
+		return solvingset.Result{}, err
+	}
+	res := solvingset.Result{WStar: r.WStar, SolvingSet: r.SolvingSet, Iterations: r.Iterations, DistanceComputations: -1}
+	for _, o := range r.Outliers {
+		res.Outliers = append(res.Outliers, solvingset.Outlier{Row: o.Row, Weight: o.Weight})
+	}
+	return res, nil
+}
+
+// KNNWeights is w_k(q, S) for every query on the GPU.
+func (d *Device) KNNWeights(S, Q [][]float32, k int, out []float64) error {
+	if d.gpu == nil {
+		return gpukern.ErrNoDevice
+	}
+	return gpukern.KNNWeights(d.gpu, S, Q, k, out)
+}
