@@ -111,6 +111,8 @@ run:
   queue_batches: %[14]d
   commit_interval: %[15]s
   shutdown_timeout: 20s
+http:
+  listen: 127.0.0.1:0
 `, q(c.brokers), c.in, c.group, q(synth.SensorFeatures), c.batchSize, c.heartbeat, c.sessionTimeout,
 		c.window, c.minRecords, c.refreshRecords, c.out, c.dlq, c.emit, c.queueBatches, c.commitInterval, c.fetchMaxBytes)
 }
