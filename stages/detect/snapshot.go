@@ -3,8 +3,6 @@ package detect
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/outlierd/outlierd/pipeline/sealed"
 	"github.com/outlierd/outlierd/stages/detect/density"
 	"github.com/outlierd/outlierd/stages/detect/solvingset"
 	"github.com/outlierd/outlierd/stages/microcluster"
@@ -54,7 +53,6 @@ const (
 	snapshotMagic = "\x89ODSN\r\n\x1a"
 	// SnapshotFormat is the newest snapshot format version this code reads and writes.
 	SnapshotFormat     = 1
-	snapshotHeader     = 8 + 4 + 8
 	snapFlagAnchors    = 1
 	maxSnapshotDims    = 1 << 16
 	maxSnapshotName    = 1 << 12
@@ -65,6 +63,9 @@ const (
 	snapshotPrefix   = "model-"
 	snapshotExt      = ".osnap"
 )
+
+// snapshotFile is the envelope above (package sealed writes and checks it).
+var snapshotFile = sealed.Format{Magic: snapshotMagic, Name: "outlierd model snapshot", Newest: SnapshotFormat, MaxPayload: maxSnapshotPayload}
 
 // ErrSnapshotFormat is wrapped by every error of ReadSnapshot that concerns the content.
 var ErrSnapshotFormat = errors.New("detect: bad snapshot")
@@ -151,210 +152,92 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 	if err := m.Distance.Save(&ss); err != nil {
 		return fmt.Errorf("detect: snapshot: %w", err)
 	}
-	e := &encoder{}
-	e.u64(m.Version)
-	e.u64(uint64(m.BuiltAt.UnixNano()))
-	e.u64(uint64(m.BuildTime))
-	e.u64(uint64(m.WindowRecords))
+	var e sealed.Encoder
+	e.U64(m.Version)
+	e.U64(uint64(m.BuiltAt.UnixNano()))
+	e.U64(uint64(m.BuildTime))
+	e.U64(uint64(m.WindowRecords))
 	p := m.Params
-	e.u64(uint64(p.Window))
+	e.U64(uint64(p.Window))
 	for _, v := range []int{p.Clusters, p.Iterations, p.K, p.N, p.M} {
-		e.u32(uint32(v))
+		e.U32(uint32(v))
 	}
-	e.u64(p.Seed)
+	e.U64(p.Seed)
 	var flags uint32
 	if mc.Anchor != nil {
 		flags |= snapFlagAnchors
 	}
-	e.u32(uint32(dims))
-	e.u32(uint32(q))
-	e.u32(flags)
+	e.U32(uint32(dims))
+	e.U32(uint32(q))
+	e.U32(flags)
 	for _, f := range m.Features {
-		e.u32(uint32(len(f)))
-		e.b = append(e.b, f...)
+		e.U32(uint32(len(f)))
+		e.String(f)
 	}
-	e.f32s(m.Offset)
-	e.f32s(m.Scale)
+	e.F32s(m.Offset)
+	e.F32s(m.Scale)
 	for _, t := range [][][]float64{mc.CF1, mc.CF2, mc.EF2} {
 		for j := range dims {
-			e.f64s(t[j])
+			e.F64s(t[j])
 		}
 	}
 	for _, n := range mc.N {
-		e.u64(uint64(n))
+		e.U64(uint64(n))
 	}
 	if mc.Anchor != nil {
 		for j := range dims {
-			e.f64s(mc.Anchor[j])
+			e.F64s(mc.Anchor[j])
 		}
 	}
-	e.f64s(m.Density.H)
-	e.u32(uint32(len(m.TopWeights)))
-	e.f64s(m.TopWeights)
-	e.u64(uint64(ss.Len()))
-	e.b = append(e.b, ss.Bytes()...)
-
-	le := binary.LittleEndian
-	head := make([]byte, 0, snapshotHeader)
-	head = append(head, snapshotMagic...)
-	head = le.AppendUint32(head, SnapshotFormat)
-	head = le.AppendUint64(head, uint64(len(e.b)))
-	sum := sha256.New()
-	sum.Write(head)
-	sum.Write(e.b)
-	bw := bufio.NewWriter(w)
-	bw.Write(head)
-	bw.Write(e.b)
-	bw.Write(sum.Sum(nil))
-	if err := bw.Flush(); err != nil {
+	e.F64s(m.Density.H)
+	e.U32(uint32(len(m.TopWeights)))
+	e.F64s(m.TopWeights)
+	e.U64(uint64(ss.Len()))
+	e.Raw(ss.Bytes())
+	if err := snapshotFile.Write(w, SnapshotFormat, e.Payload()); err != nil {
 		return fmt.Errorf("detect: snapshot: %w", err)
 	}
 	return nil
-}
-
-// encoder appends little-endian fields.
-type encoder struct{ b []byte }
-
-func (e *encoder) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
-func (e *encoder) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
-func (e *encoder) f32s(v []float32) {
-	for _, x := range v {
-		e.u32(math.Float32bits(x))
-	}
-}
-func (e *encoder) f64s(v []float64) {
-	for _, x := range v {
-		e.u64(math.Float64bits(x))
-	}
 }
 
 func snapErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrSnapshotFormat, fmt.Sprintf(format, args...))
 }
 
+// sealedErr wraps an error of the sealed envelope or decoder: a refusal of the content with
+// ErrSnapshotFormat, the reader's own error as it is.
+func sealedErr(err error) error {
+	if sealed.IsFormat(err) {
+		return fmt.Errorf("%w: %w", ErrSnapshotFormat, err)
+	}
+	return fmt.Errorf("detect: snapshot: %w", err)
+}
+
 // ReadSnapshot reads a model written by WriteSnapshot. A file that is truncated, corrupt
 // (checksum), of another kind (magic), of a newer format version, or inconsistent is refused
 // with the reason; the error wraps ErrSnapshotFormat (or the reader's error).
 func ReadSnapshot(r io.Reader) (*Model, error) {
-	head := make([]byte, snapshotHeader)
-	if n, err := io.ReadFull(r, head); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, snapErr("truncated: %d of %d header bytes", n, snapshotHeader)
-		}
-		return nil, fmt.Errorf("detect: snapshot: %w", err)
-	}
-	if string(head[:8]) != snapshotMagic {
-		return nil, snapErr("wrong magic %q: not an outlierd model snapshot", head[:8])
-	}
-	le := binary.LittleEndian
-	switch v := le.Uint32(head[8:]); {
-	case v == 0:
-		return nil, snapErr("format version 0 is invalid")
-	case v > SnapshotFormat:
-		return nil, snapErr("format version %d is newer than the newest this build reads (%d)", v, SnapshotFormat)
-	}
-	plen := le.Uint64(head[12:])
-	if plen > maxSnapshotPayload {
-		return nil, snapErr("payload length %d exceeds the limit %d", plen, uint64(maxSnapshotPayload))
-	}
-	// Memory grows with the bytes present, not with the length the header claims.
-	var body bytes.Buffer
-	n, err := body.ReadFrom(io.LimitReader(r, int64(plen)+sha256.Size))
+	_, payload, err := snapshotFile.Read(r)
 	if err != nil {
-		return nil, fmt.Errorf("detect: snapshot: %w", err)
-	}
-	if uint64(n) < plen+sha256.Size {
-		return nil, snapErr("truncated: %d of %d bytes after the header", n, plen+sha256.Size)
-	}
-	var extra [1]byte
-	if k, _ := io.ReadFull(r, extra[:]); k > 0 {
-		return nil, snapErr("trailing bytes after the checksum")
-	}
-	b := body.Bytes()
-	payload, stored := b[:plen], b[plen:]
-	sum := sha256.New()
-	sum.Write(head)
-	sum.Write(payload)
-	if !bytes.Equal(sum.Sum(nil), stored) {
-		return nil, snapErr("checksum mismatch: the file is corrupt")
+		return nil, sealedErr(err)
 	}
 	return decodeSnapshot(payload)
 }
 
-// snapDecoder reads little-endian fields, remembering the first overrun.
-type snapDecoder struct {
-	b   []byte
-	off int
-	err error
-}
-
-func (d *snapDecoder) take(n uint64, what string) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)-d.off) {
-		d.err = snapErr("payload ends inside %s (need %d bytes at offset %d, %d left)", what, n, d.off, len(d.b)-d.off)
-		return nil
-	}
-	s := d.b[d.off : d.off+int(n)]
-	d.off += int(n)
-	return s
-}
-
-func (d *snapDecoder) u32(what string) uint32 {
-	if s := d.take(4, what); s != nil {
-		return binary.LittleEndian.Uint32(s)
-	}
-	return 0
-}
-
-func (d *snapDecoder) u64(what string) uint64 {
-	if s := d.take(8, what); s != nil {
-		return binary.LittleEndian.Uint64(s)
-	}
-	return 0
-}
-
-// f32s and f64s read n values; n is bounded by the caller (dims and q are range-checked and
-// their product fits the payload) so 8*n cannot overflow.
-func (d *snapDecoder) f32s(n int, what string) []float32 {
-	s := d.take(4*uint64(n), what)
-	if s == nil {
-		return nil
-	}
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(s[4*i:]))
-	}
-	return v
-}
-
-func (d *snapDecoder) f64s(n int, what string) []float64 {
-	s := d.take(8*uint64(n), what)
-	if s == nil {
-		return nil
-	}
-	v := make([]float64, n)
-	for i := range v {
-		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(s[8*i:]))
-	}
-	return v
-}
-
 func decodeSnapshot(p []byte) (*Model, error) {
-	d := &snapDecoder{b: p}
-	m := &Model{Version: d.u64("model version")}
-	m.BuiltAt = time.Unix(0, int64(d.u64("build time"))).UTC()
-	m.BuildTime = time.Duration(d.u64("build duration"))
-	m.WindowRecords = int(d.u64("window records"))
-	m.Params.Window = int(d.u64("window"))
+	d := sealed.NewDecoder(p)
+	m := &Model{Version: d.U64("model version")}
+	m.BuiltAt = time.Unix(0, int64(d.U64("build time"))).UTC()
+	m.BuildTime = time.Duration(d.U64("build duration"))
+	m.WindowRecords = int(d.U64("window records"))
+	m.Params.Window = int(d.U64("window"))
 	for _, f := range []*int{&m.Params.Clusters, &m.Params.Iterations, &m.Params.K, &m.Params.N, &m.Params.M} {
-		*f = int(d.u32("build parameters"))
+		*f = int(d.U32("build parameters"))
 	}
-	m.Params.Seed = d.u64("seed")
-	dims, q, flags := int(d.u32("dims")), int(d.u32("q")), d.u32("flags")
-	if d.err != nil {
-		return nil, d.err
+	m.Params.Seed = d.U64("seed")
+	dims, q, flags := int(d.U32("dims")), int(d.U32("q")), d.U32("flags")
+	if d.Err() != nil {
+		return nil, sealedErr(d.Err())
 	}
 	if dims < 1 || dims > maxSnapshotDims {
 		return nil, snapErr("dims %d out of range [1, %d]", dims, maxSnapshotDims)
@@ -372,49 +255,49 @@ func decodeSnapshot(p []byte) (*Model, error) {
 	}
 	m.Features = make([]string, dims)
 	for j := range m.Features {
-		n := d.u32("feature name length")
-		if d.err == nil && n > maxSnapshotName {
+		n := d.U32("feature name length")
+		if d.Err() == nil && n > maxSnapshotName {
 			return nil, snapErr("feature %d: name length %d exceeds %d", j, n, maxSnapshotName)
 		}
-		name := d.take(uint64(n), "feature name")
-		if d.err != nil {
-			return nil, d.err
+		name := d.Take(uint64(n), "feature name")
+		if d.Err() != nil {
+			return nil, sealedErr(d.Err())
 		}
 		if !utf8.Valid(name) {
 			return nil, snapErr("feature %d: name is not UTF-8", j)
 		}
 		m.Features[j] = string(name)
 	}
-	m.Offset = d.f32s(dims, "offsets")
-	m.Scale = d.f32s(dims, "scales")
+	m.Offset = d.F32s(uint64(dims), "offsets")
+	m.Scale = d.F32s(uint64(dims), "scales")
 	mc := &microcluster.MicroClusters{CF1: make([][]float64, dims), CF2: make([][]float64, dims), EF2: make([][]float64, dims), N: make([]int64, q)}
 	for _, t := range [][][]float64{mc.CF1, mc.CF2, mc.EF2} {
 		for j := range dims {
-			t[j] = d.f64s(q, "micro-cluster sums")
+			t[j] = d.F64s(uint64(q), "micro-cluster sums")
 		}
 	}
 	for c := range mc.N {
-		mc.N[c] = int64(d.u64("micro-cluster counts"))
+		mc.N[c] = int64(d.U64("micro-cluster counts"))
 	}
 	if flags&snapFlagAnchors != 0 {
 		mc.Anchor = make([][]float64, dims)
 		for j := range dims {
-			mc.Anchor[j] = d.f64s(q, "anchors")
+			mc.Anchor[j] = d.F64s(uint64(q), "anchors")
 		}
 	}
-	h := d.f64s(dims, "bandwidths")
-	nTop := d.u32("top weight count")
-	if d.err == nil && uint64(nTop) > uint64(len(p)-d.off)/8 {
-		return nil, snapErr("%d top weights cannot fit in the %d bytes left", nTop, len(p)-d.off)
+	h := d.F64s(uint64(dims), "bandwidths")
+	nTop := d.U32("top weight count")
+	if d.Err() == nil && uint64(nTop) > uint64(d.Left())/8 {
+		return nil, snapErr("%d top weights cannot fit in the %d bytes left", nTop, d.Left())
 	}
-	m.TopWeights = d.f64s(int(nTop), "top weights")
-	sslen := d.u64("solving-set length")
-	ssb := d.take(sslen, "solving set")
-	if d.err != nil {
-		return nil, d.err
+	m.TopWeights = d.F64s(uint64(nTop), "top weights")
+	sslen := d.U64("solving-set length")
+	ssb := d.Take(sslen, "solving set")
+	if d.Err() != nil {
+		return nil, sealedErr(d.Err())
 	}
-	if d.off != len(p) {
-		return nil, snapErr("%d unread bytes at the end of the payload", len(p)-d.off)
+	if d.Left() != 0 {
+		return nil, snapErr("%d unread bytes at the end of the payload", d.Left())
 	}
 	if err := checkSnapshotValues(m, mc); err != nil {
 		return nil, err

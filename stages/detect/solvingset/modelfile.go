@@ -2,9 +2,6 @@ package solvingset
 
 import (
 	"bufio"
-	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"unicode/utf8"
+
+	"github.com/outlierd/outlierd/pipeline/sealed"
 )
 
 // Model file format, version 1 (all integers and floats little-endian):
@@ -33,13 +32,16 @@ import (
 const (
 	modelMagic   = "\x89OSSM\r\n\x1a"
 	ModelVersion = 1 // the newest model format version this code reads and writes
-	headerSize   = 8 + 4 + 8
+	headerSize   = sealed.HeaderSize
 	flagNorm     = 1
 	// Limits that keep a corrupt or hostile header from asking for absurd allocations.
 	maxDims       = 1 << 16
 	maxNameLen    = 1 << 12
 	maxPayloadLen = 1 << 40
 )
+
+// modelFile is the envelope above (package sealed writes and checks it).
+var modelFile = sealed.Format{Magic: modelMagic, Name: "outlierd solving-set model", Newest: ModelVersion, MaxPayload: maxPayloadLen}
 
 // ErrModelFormat is wrapped by every error of Load that concerns the file's content.
 var ErrModelFormat = errors.New("solvingset: bad model file")
@@ -49,47 +51,28 @@ func (m *Model) Save(w io.Writer) error {
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("solvingset: save: %w", err)
 	}
-	var p bytes.Buffer
-	le := binary.LittleEndian
-	p.Write(le.AppendUint32(nil, uint32(m.K)))
-	p.Write(le.AppendUint64(nil, math.Float64bits(m.WStar)))
-	p.Write(le.AppendUint32(nil, uint32(len(m.Features))))
-	p.Write(le.AppendUint64(nil, uint64(len(m.Points[0]))))
+	var e sealed.Encoder
+	e.U32(uint32(m.K))
+	e.F64(m.WStar)
+	e.U32(uint32(len(m.Features)))
+	e.U64(uint64(len(m.Points[0])))
 	var flags uint32
 	if m.Offset != nil {
 		flags |= flagNorm
 	}
-	p.Write(le.AppendUint32(nil, flags))
+	e.U32(flags)
 	for _, f := range m.Features {
-		p.Write(le.AppendUint32(nil, uint32(len(f))))
-		p.WriteString(f)
-	}
-	put := func(v []float32) {
-		b := make([]byte, 4*len(v))
-		for i, x := range v {
-			le.PutUint32(b[4*i:], math.Float32bits(x))
-		}
-		p.Write(b)
+		e.U32(uint32(len(f)))
+		e.String(f)
 	}
 	if m.Offset != nil {
-		put(m.Offset)
-		put(m.Scale)
+		e.F32s(m.Offset)
+		e.F32s(m.Scale)
 	}
 	for _, c := range m.Points {
-		put(c)
+		e.F32s(c)
 	}
-	head := make([]byte, 0, headerSize)
-	head = append(head, modelMagic...)
-	head = le.AppendUint32(head, ModelVersion)
-	head = le.AppendUint64(head, uint64(p.Len()))
-	sum := sha256.New()
-	sum.Write(head)
-	sum.Write(p.Bytes())
-	bw := bufio.NewWriter(w)
-	bw.Write(head)
-	bw.Write(p.Bytes())
-	bw.Write(sum.Sum(nil))
-	if err := bw.Flush(); err != nil {
+	if err := modelFile.Write(w, ModelVersion, e.Payload()); err != nil {
 		return fmt.Errorf("solvingset: save: %w", err)
 	}
 	return nil
@@ -150,116 +133,35 @@ func formatErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrModelFormat, fmt.Sprintf(format, args...))
 }
 
+// loadErr wraps an error of the sealed envelope or decoder: a refusal of the content with
+// ErrModelFormat, the reader's own error as it is.
+func loadErr(err error) error {
+	if sealed.IsFormat(err) {
+		return fmt.Errorf("%w: %w", ErrModelFormat, err)
+	}
+	return fmt.Errorf("solvingset: load: %w", err)
+}
+
 // Load reads a model. A file that is truncated, corrupt (checksum), of another kind (magic),
 // of a newer format version, or inconsistent is refused with the reason; the error wraps
 // ErrModelFormat (or the reader's error).
 func Load(r io.Reader) (*Model, error) {
-	head := make([]byte, headerSize)
-	if n, err := io.ReadFull(r, head); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, formatErr("truncated: %d of %d header bytes", n, headerSize)
-		}
-		return nil, fmt.Errorf("solvingset: load: %w", err)
-	}
-	if string(head[:8]) != modelMagic {
-		return nil, formatErr("wrong magic %q: not an outlierd solving-set model", head[:8])
-	}
-	le := binary.LittleEndian
-	version := le.Uint32(head[8:])
-	switch {
-	case version == 0:
-		return nil, formatErr("format version 0 is invalid")
-	case version > ModelVersion:
-		return nil, formatErr("format version %d is newer than the newest this build reads (%d); upgrade outlierd", version, ModelVersion)
-	}
-	plen := le.Uint64(head[12:])
-	if plen > maxPayloadLen {
-		return nil, formatErr("payload length %d exceeds the limit %d", plen, uint64(maxPayloadLen))
-	}
-	// Read through a LimitReader so that memory grows with the bytes actually present, not
-	// with the length the header claims.
-	var body bytes.Buffer
-	n, err := body.ReadFrom(io.LimitReader(r, int64(plen)+sha256.Size))
+	_, payload, err := modelFile.Read(r)
 	if err != nil {
-		return nil, fmt.Errorf("solvingset: load: %w", err)
-	}
-	if uint64(n) < plen+sha256.Size {
-		return nil, formatErr("truncated: %d of %d bytes after the header", n, plen+sha256.Size)
-	}
-	var extra [1]byte
-	if k, _ := io.ReadFull(r, extra[:]); k > 0 {
-		return nil, formatErr("trailing bytes after the checksum")
-	}
-	b := body.Bytes()
-	payload, stored := b[:plen], b[plen:]
-	sum := sha256.New()
-	sum.Write(head)
-	sum.Write(payload)
-	if !bytes.Equal(sum.Sum(nil), stored) {
-		return nil, formatErr("checksum mismatch: the file is corrupt")
+		return nil, loadErr(err)
 	}
 	return decodePayload(payload)
 }
 
-// decoder reads little-endian fields from a payload, remembering the first overrun.
-type decoder struct {
-	b   []byte
-	off int
-	err error
-}
-
-func (d *decoder) take(n uint64, what string) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)-d.off) {
-		d.err = formatErr("payload ends inside %s (need %d bytes at offset %d, %d left)", what, n, d.off, len(d.b)-d.off)
-		return nil
-	}
-	s := d.b[d.off : d.off+int(n)]
-	d.off += int(n)
-	return s
-}
-
-func (d *decoder) u32(what string) uint32 {
-	if s := d.take(4, what); s != nil {
-		return binary.LittleEndian.Uint32(s)
-	}
-	return 0
-}
-
-func (d *decoder) u64(what string) uint64 {
-	if s := d.take(8, what); s != nil {
-		return binary.LittleEndian.Uint64(s)
-	}
-	return 0
-}
-
-func (d *decoder) floats(n uint64, what string) []float32 {
-	if n > math.MaxInt64/4 {
-		d.err = formatErr("%s: count %d too large", what, n)
-		return nil
-	}
-	s := d.take(4*n, what)
-	if s == nil {
-		return nil
-	}
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(s[4*i:]))
-	}
-	return v
-}
-
 func decodePayload(p []byte) (*Model, error) {
-	d := &decoder{b: p}
-	k := d.u32("k")
-	wstar := math.Float64frombits(d.u64("w*"))
-	dims := d.u32("dims")
-	rows := d.u64("point count")
-	flags := d.u32("flags")
-	if d.err != nil {
-		return nil, d.err
+	d := sealed.NewDecoder(p)
+	k := d.U32("k")
+	wstar := math.Float64frombits(d.U64("w*"))
+	dims := d.U32("dims")
+	rows := d.U64("point count")
+	flags := d.U32("flags")
+	if d.Err() != nil {
+		return nil, loadErr(d.Err())
 	}
 	if dims == 0 || dims > maxDims {
 		return nil, formatErr("dims %d out of range [1, %d]", dims, maxDims)
@@ -274,13 +176,13 @@ func decodePayload(p []byte) (*Model, error) {
 	}
 	m := &Model{K: int(k), WStar: wstar, Features: make([]string, dims), Points: make([][]float32, dims)}
 	for j := range m.Features {
-		n := d.u32("feature name length")
-		if d.err == nil && n > maxNameLen {
+		n := d.U32("feature name length")
+		if d.Err() == nil && n > maxNameLen {
 			return nil, formatErr("feature %d: name length %d exceeds %d", j, n, maxNameLen)
 		}
-		name := d.take(uint64(n), "feature name")
-		if d.err != nil {
-			return nil, d.err
+		name := d.Take(uint64(n), "feature name")
+		if d.Err() != nil {
+			return nil, loadErr(d.Err())
 		}
 		if !utf8.Valid(name) {
 			return nil, formatErr("feature %d: name is not UTF-8", j)
@@ -288,17 +190,17 @@ func decodePayload(p []byte) (*Model, error) {
 		m.Features[j] = string(name)
 	}
 	if flags&flagNorm != 0 {
-		m.Offset = d.floats(uint64(dims), "offsets")
-		m.Scale = d.floats(uint64(dims), "scales")
+		m.Offset = d.F32s(uint64(dims), "offsets")
+		m.Scale = d.F32s(uint64(dims), "scales")
 	}
 	for j := range m.Points {
-		m.Points[j] = d.floats(rows, "points")
+		m.Points[j] = d.F32s(rows, "points")
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err() != nil {
+		return nil, loadErr(d.Err())
 	}
-	if d.off != len(p) {
-		return nil, formatErr("%d unread bytes at the end of the payload", len(p)-d.off)
+	if d.Left() != 0 {
+		return nil, formatErr("%d unread bytes at the end of the payload", d.Left())
 	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrModelFormat, err)

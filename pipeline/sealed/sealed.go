@@ -1,0 +1,256 @@
+// Package sealed reads and writes the envelope shared by outlierd's binary files (model
+// snapshots, solving-set model files): a magic, a format version, a payload length, the
+// payload, and a SHA-256 over all that precedes it. It also has the little-endian field
+// encoder and the decoder that remembers its first overrun, which the payloads are built with.
+//
+// The envelope (integers little-endian):
+//
+//	offset  size  field
+//	0       8     magic (a high byte and CR LF in it, as PNG, catch text-mode mangling and
+//	              the wrong kind of file at once)
+//	8       4     format version (uint32), >= 1
+//	12      8     payload length P (uint64)
+//	20      P     payload
+//	20+P    32    SHA-256 of bytes [0, 20+P)
+//
+// The file ends there; trailing bytes are refused.
+//
+// A leaf package: it imports nothing of this repository, so every file format can use it.
+package sealed
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// MagicSize is the length of a magic; HeaderSize of the header (magic, version, length);
+// SumSize of the trailing checksum.
+const (
+	MagicSize  = 8
+	HeaderSize = MagicSize + 4 + 8
+	SumSize    = sha256.Size
+)
+
+// FormatError is a refusal of the file's content (as opposed to the reader's or writer's
+// own error, which Read and Write return as they got it). Its message is the bare reason
+// ("checksum mismatch: the file is corrupt"): callers wrap it with their own sentinel,
+// fmt.Errorf("%w: %w", ErrMyFormat, err).
+type FormatError struct{ Reason string }
+
+func (e *FormatError) Error() string { return e.Reason }
+
+func formatErr(format string, args ...any) error {
+	return &FormatError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// IsFormat reports whether err is (or wraps) a FormatError.
+func IsFormat(err error) bool {
+	var fe *FormatError
+	return errors.As(err, &fe)
+}
+
+// Format describes one kind of sealed file.
+type Format struct {
+	// Magic is the file's first MagicSize bytes.
+	Magic string
+	// Name says what the file is, for the wrong-magic message: "not an <Name>".
+	Name string
+	// Newest is the newest format version this build reads (and the one it writes).
+	Newest uint32
+	// MaxPayload bounds the payload length a header may claim.
+	MaxPayload uint64
+}
+
+// Write writes payload sealed as format version version.
+func (f Format) Write(w io.Writer, version uint32, payload []byte) error {
+	if len(f.Magic) != MagicSize {
+		return fmt.Errorf("sealed: magic %q is %d bytes, want %d", f.Magic, len(f.Magic), MagicSize)
+	}
+	le := binary.LittleEndian
+	head := make([]byte, 0, HeaderSize)
+	head = append(head, f.Magic...)
+	head = le.AppendUint32(head, version)
+	head = le.AppendUint64(head, uint64(len(payload)))
+	sum := sha256.New()
+	sum.Write(head)
+	sum.Write(payload)
+	bw := bufio.NewWriter(w)
+	bw.Write(head)
+	bw.Write(payload)
+	bw.Write(sum.Sum(nil))
+	return bw.Flush()
+}
+
+// Read reads a sealed file to its end and returns its format version and payload. A file
+// that is truncated, of another kind (magic), of version 0 or newer than Newest, claims a
+// payload over MaxPayload, has trailing bytes or a wrong checksum is refused with a
+// *FormatError; the reader's own error comes back unwrapped. Memory grows with the bytes
+// present, not with the length the header claims.
+func (f Format) Read(r io.Reader) (version uint32, payload []byte, err error) {
+	head := make([]byte, HeaderSize)
+	if n, err := io.ReadFull(r, head); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return 0, nil, formatErr("truncated: %d of %d header bytes", n, HeaderSize)
+		}
+		return 0, nil, err
+	}
+	if string(head[:MagicSize]) != f.Magic {
+		return 0, nil, formatErr("wrong magic %q: not an %s", head[:MagicSize], f.Name)
+	}
+	le := binary.LittleEndian
+	switch version = le.Uint32(head[MagicSize:]); {
+	case version == 0:
+		return 0, nil, formatErr("format version 0 is invalid")
+	case version > f.Newest:
+		return 0, nil, formatErr("format version %d is newer than the newest this build reads (%d); upgrade outlierd", version, f.Newest)
+	}
+	plen := le.Uint64(head[MagicSize+4:])
+	if plen > f.MaxPayload {
+		return 0, nil, formatErr("payload length %d exceeds the limit %d", plen, f.MaxPayload)
+	}
+	var body bytes.Buffer
+	n, err := body.ReadFrom(io.LimitReader(r, int64(plen)+SumSize))
+	if err != nil {
+		return 0, nil, err
+	}
+	if uint64(n) < plen+SumSize {
+		return 0, nil, formatErr("truncated: %d of %d bytes after the header", n, plen+SumSize)
+	}
+	var extra [1]byte
+	if k, _ := io.ReadFull(r, extra[:]); k > 0 {
+		return 0, nil, formatErr("trailing bytes after the checksum")
+	}
+	b := body.Bytes()
+	payload, stored := b[:plen], b[plen:]
+	sum := sha256.New()
+	sum.Write(head)
+	sum.Write(payload)
+	if !bytes.Equal(sum.Sum(nil), stored) {
+		return 0, nil, formatErr("checksum mismatch: the file is corrupt")
+	}
+	return version, payload, nil
+}
+
+// Encoder appends little-endian fields to a payload. The zero value is ready to use.
+type Encoder struct{ b []byte }
+
+// Payload returns the bytes appended so far.
+func (e *Encoder) Payload() []byte { return e.b }
+
+// U32 appends v.
+func (e *Encoder) U32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
+
+// U64 appends v.
+func (e *Encoder) U64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
+
+// F64 appends v's IEEE 754 bits.
+func (e *Encoder) F64(v float64) { e.U64(math.Float64bits(v)) }
+
+// F32s appends each value's IEEE 754 bits.
+func (e *Encoder) F32s(v []float32) {
+	for _, x := range v {
+		e.U32(math.Float32bits(x))
+	}
+}
+
+// F64s appends each value's IEEE 754 bits.
+func (e *Encoder) F64s(v []float64) {
+	for _, x := range v {
+		e.U64(math.Float64bits(x))
+	}
+}
+
+// Raw appends b as it is.
+func (e *Encoder) Raw(b []byte) { e.b = append(e.b, b...) }
+
+// String appends s's bytes as they are (its length is the caller's to write).
+func (e *Encoder) String(s string) { e.b = append(e.b, s...) }
+
+// Decoder reads little-endian fields from a payload. After the first overrun every read
+// returns zero values and Err reports that overrun (a *FormatError naming the field), so a
+// caller reads a group of fields and checks once.
+type Decoder struct {
+	b   []byte
+	off int
+	err error
+}
+
+// NewDecoder returns a decoder at the start of p.
+func NewDecoder(p []byte) *Decoder { return &Decoder{b: p} }
+
+// Err is the first overrun, or nil.
+func (d *Decoder) Err() error { return d.err }
+
+// Offset is how many bytes have been read.
+func (d *Decoder) Offset() int { return d.off }
+
+// Left is how many bytes remain.
+func (d *Decoder) Left() int { return len(d.b) - d.off }
+
+// Take returns the next n bytes (aliasing the payload); what names them in the error.
+func (d *Decoder) Take(n uint64, what string) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)-d.off) {
+		d.err = formatErr("payload ends inside %s (need %d bytes at offset %d, %d left)", what, n, d.off, len(d.b)-d.off)
+		return nil
+	}
+	s := d.b[d.off : d.off+int(n)]
+	d.off += int(n)
+	return s
+}
+
+// U32 reads a uint32.
+func (d *Decoder) U32(what string) uint32 {
+	if s := d.Take(4, what); s != nil {
+		return binary.LittleEndian.Uint32(s)
+	}
+	return 0
+}
+
+// U64 reads a uint64.
+func (d *Decoder) U64(what string) uint64 {
+	if s := d.Take(8, what); s != nil {
+		return binary.LittleEndian.Uint64(s)
+	}
+	return 0
+}
+
+// F32s reads n float32 values. A count whose byte size overflows is refused like an overrun.
+func (d *Decoder) F32s(n uint64, what string) []float32 {
+	if d.err == nil && n > math.MaxInt64/4 {
+		d.err = formatErr("%s: count %d too large", what, n)
+	}
+	s := d.Take(4*n, what)
+	if s == nil {
+		return nil
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(s[4*i:]))
+	}
+	return v
+}
+
+// F64s reads n float64 values. A count whose byte size overflows is refused like an overrun.
+func (d *Decoder) F64s(n uint64, what string) []float64 {
+	if d.err == nil && n > math.MaxInt64/8 {
+		d.err = formatErr("%s: count %d too large", what, n)
+	}
+	s := d.Take(8*n, what)
+	if s == nil {
+		return nil
+	}
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(s[8*i:]))
+	}
+	return v
+}

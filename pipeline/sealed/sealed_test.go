@@ -1,0 +1,169 @@
+package sealed
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
+var testFormat = Format{Magic: "\x89TEST\r\n\x1a", Name: "outlierd test file", Newest: 2, MaxPayload: 1 << 20}
+
+func seal(t testing.TB, version uint32, payload []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := testFormat.Write(&b, version, payload); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		version uint32
+		payload []byte
+	}{{1, []byte("hello")}, {2, nil}, {2, bytes.Repeat([]byte{0xAB}, 5000)}} {
+		file := seal(t, c.version, c.payload)
+		if len(file) != HeaderSize+len(c.payload)+SumSize {
+			t.Errorf("file of %d bytes, want %d", len(file), HeaderSize+len(c.payload)+SumSize)
+		}
+		// The layout is the documented one: magic, version, length, payload, SHA-256.
+		if string(file[:MagicSize]) != testFormat.Magic || binary.LittleEndian.Uint32(file[8:]) != c.version ||
+			binary.LittleEndian.Uint64(file[12:]) != uint64(len(c.payload)) {
+			t.Errorf("header %x does not follow the layout", file[:HeaderSize])
+		}
+		if sum := sha256.Sum256(file[:len(file)-SumSize]); !bytes.Equal(sum[:], file[len(file)-SumSize:]) {
+			t.Error("trailer is not the SHA-256 of what precedes it")
+		}
+		v, p, err := testFormat.Read(bytes.NewReader(file))
+		if err != nil || v != c.version || !bytes.Equal(p, c.payload) {
+			t.Errorf("read back version %d, %d bytes, %v; want %d, %d bytes", v, len(p), err, c.version, len(c.payload))
+		}
+	}
+}
+
+func TestReadRefuses(t *testing.T) {
+	t.Parallel()
+	good := seal(t, 1, []byte("some payload bytes"))
+	mut := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	cases := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"empty", nil, "truncated: 0 of 20 header bytes"},
+		{"truncated header", good[:10], "truncated: 10 of 20 header bytes"},
+		{"truncated body", good[:len(good)-1], "truncated: 49 of 50 bytes after the header"},
+		{"wrong magic", mut(func(b []byte) []byte { b[1] = 'X'; return b }), "wrong magic \"\\x89XEST\\r\\n\\x1a\": not an outlierd test file"},
+		{"version 0", mut(func(b []byte) []byte { b[8] = 0; return b }), "format version 0 is invalid"},
+		{"newer version", mut(func(b []byte) []byte { b[8] = 3; return b }), "format version 3 is newer than the newest this build reads (2)"},
+		{"oversize", mut(func(b []byte) []byte { binary.LittleEndian.PutUint64(b[12:], math.MaxUint64); return b }), "payload length 18446744073709551615 exceeds the limit 1048576"},
+		{"trailing bytes", append(bytes.Clone(good), 0), "trailing bytes after the checksum"},
+		{"flipped payload byte", mut(func(b []byte) []byte { b[HeaderSize+3] ^= 1; return b }), "checksum mismatch"},
+		{"flipped checksum byte", mut(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }), "checksum mismatch"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := testFormat.Read(bytes.NewReader(c.data))
+			if !IsFormat(err) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want a FormatError with %q", err, c.want)
+			}
+		})
+	}
+}
+
+type failing struct{ err error }
+
+func (f failing) Read([]byte) (int, error)  { return 0, f.err }
+func (f failing) Write([]byte) (int, error) { return 0, f.err }
+
+// The reader's and writer's own errors come back as they are, not as a FormatError: a
+// caller must tell a bad file from a failing disk.
+func TestIOErrorsPassThrough(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("disk on fire")
+	if _, _, err := testFormat.Read(failing{boom}); !errors.Is(err, boom) || IsFormat(err) {
+		t.Errorf("read: %v, want the reader's error", err)
+	}
+	if err := testFormat.Write(failing{boom}, 1, []byte("x")); !errors.Is(err, boom) {
+		t.Errorf("write: %v, want the writer's error", err)
+	}
+	if err := (Format{Magic: "short"}).Write(&bytes.Buffer{}, 1, nil); err == nil {
+		t.Error("wrote a file with a 5-byte magic")
+	}
+}
+
+func TestEncoderDecoder(t *testing.T) {
+	t.Parallel()
+	var e Encoder
+	e.U32(7)
+	e.U64(1 << 40)
+	e.F64(-2.5)
+	e.F32s([]float32{1, float32(math.Inf(-1))})
+	e.F64s([]float64{math.Pi})
+	e.String("né")
+	e.Raw([]byte{9})
+	d := NewDecoder(e.Payload())
+	u32, u64 := d.U32("a"), d.U64("b")
+	f64 := math.Float64frombits(d.U64("c"))
+	f32s, f64s := d.F32s(2, "d"), d.F64s(1, "e")
+	s, raw := string(d.Take(3, "f")), d.Take(1, "g")
+	if d.Err() != nil || d.Left() != 0 || d.Offset() != len(e.Payload()) {
+		t.Fatalf("err %v, %d left at offset %d of %d", d.Err(), d.Left(), d.Offset(), len(e.Payload()))
+	}
+	if u32 != 7 || u64 != 1<<40 || f64 != -2.5 || f32s[0] != 1 || !math.IsInf(float64(f32s[1]), -1) ||
+		f64s[0] != math.Pi || s != "né" || raw[0] != 9 {
+		t.Errorf("read back %v %v %v %v %v %q %v", u32, u64, f64, f32s, f64s, s, raw)
+	}
+}
+
+func TestDecoderRemembersFirstOverrun(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		read func(d *Decoder)
+		want string
+	}{
+		{"u64 in the last 6 bytes", func(d *Decoder) { d.U32("head"); d.U64("count"); d.U32("later") },
+			"payload ends inside count (need 8 bytes at offset 4, 6 left)"},
+		{"floats", func(d *Decoder) { d.F32s(3, "points") }, "payload ends inside points (need 12 bytes at offset 0, 10 left)"},
+		{"f32 count overflow", func(d *Decoder) { d.F32s(math.MaxUint64/2, "points") }, "points: count 9223372036854775807 too large"},
+		{"f64 count overflow", func(d *Decoder) { d.F64s(math.MaxInt64/4, "sums") }, "sums: count 2305843009213693951 too large"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := NewDecoder(make([]byte, 10))
+			c.read(d)
+			if !IsFormat(d.Err()) || d.Err().Error() != c.want {
+				t.Errorf("err = %v, want %q", d.Err(), c.want)
+			}
+			if d.U32("after") != 0 || d.Take(0, "after") != nil || d.Err().Error() != c.want {
+				t.Errorf("reads after the overrun return data or replace the first error: %v", d.Err())
+			}
+		})
+	}
+}
+
+// FuzzRead: Read never panics, and what it accepts seals back to the same bytes.
+func FuzzRead(f *testing.F) {
+	good := seal(f, 1, []byte("payload"))
+	f.Add(good)
+	f.Add(good[:HeaderSize])
+	f.Add(append(bytes.Clone(good), 1))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, p, err := testFormat.Read(bytes.NewReader(data))
+		if err != nil {
+			if !IsFormat(err) {
+				t.Fatalf("a byte reader gave a non-format error: %v", err)
+			}
+			return
+		}
+		if again := seal(t, v, p); !bytes.Equal(again, data) {
+			t.Fatalf("accepted %x, which seals back as %x", data, again)
+		}
+	})
+}
