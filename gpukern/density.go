@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/outlierd/outlierd/stages/detect/density"
 )
 
 // DensityMaxDims is the largest dimension count of DetectRecords (the per-thread permutation).
@@ -110,6 +112,12 @@ type DensityParams struct {
 	FirstIndex uint64
 }
 
+// cpu is p as the CPU twin's parameters, whose Validate this package shares.
+func (p DensityParams) cpu() density.Params {
+	return density.Params{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples, Mode: density.Independent,
+		Seed: p.Seed, FirstIndex: p.FirstIndex}
+}
+
 // DensityVerdict is the result for one record (density.Verdict with its one-dimensional subspace
 // as Dim).
 type DensityVerdict struct {
@@ -157,18 +165,8 @@ func DetectRecords(d *Device, m *DensityModel, means, sds [][]float32, p Density
 	if m.dims > DensityMaxDims {
 		return fmt.Errorf("gpukern.DetectRecords: %d dimensions, at most %d supported", m.dims, DensityMaxDims)
 	}
-	var errs []error
-	if !(p.Eta > 0) || math.IsInf(p.Eta, 0) {
-		errs = append(errs, fmt.Errorf("eta must be finite and > 0, got %v", p.Eta))
-	}
-	if !(p.Delta >= 0 && p.Delta <= 1) {
-		errs = append(errs, fmt.Errorf("delta must be in [0, 1], got %v", p.Delta))
-	}
-	if p.Samples < 1 {
-		errs = append(errs, fmt.Errorf("samples must be >= 1, got %d", p.Samples))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("gpukern.DetectRecords: invalid parameters: %w", errors.Join(errs...))
+	if err := p.cpu().Validate(); err != nil {
+		return fmt.Errorf("gpukern.DetectRecords: %w", err)
 	}
 	if n == 0 {
 		return nil

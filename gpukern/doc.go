@@ -77,11 +77,3 @@ type ClusterFeatures struct {
 	// N[c] is the member count of cluster c.
 	N []int64
 }
-
-// reduceChunkRows is the number of rows per Reduce chunk for n rows. It must equal
-// microcluster.reduceChunkRows: the chunk boundaries fix the float64 summation order, and equal
-// boundaries make the GPU sums bit-identical to the CPU's (the parity test checks this).
-func reduceChunkRows(n int) int {
-	const maxReduceChunks, minReduceChunkRows = 64, 8192
-	return max(minReduceChunkRows, (n+maxReduceChunks-1)/maxReduceChunks)
-}

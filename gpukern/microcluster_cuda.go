@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"gorgonia.org/cu"
+
+	"github.com/outlierd/outlierd/stages/microcluster"
 )
 
 // assignBlock is the number of threads (objects) per block of assign_nearest.
@@ -27,7 +29,7 @@ type cfBuffers struct {
 }
 
 func newCFBuffers(n, dims, q int) (b *cfBuffers, err error) {
-	b = &cfBuffers{n: n, dims: dims, q: q, chunk: reduceChunkRows(n)}
+	b = &cfBuffers{n: n, dims: dims, q: q, chunk: microcluster.ReduceChunkRows(n)}
 	b.chunks = (n + b.chunk - 1) / b.chunk
 	if b.part, err = alloc("chunk sums", int64(b.chunks)*int64(dims)*3*int64(q)*8); err != nil {
 		return nil, err

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
+
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
 )
 
 // SolvingSetParams are the parameters of SolvingSet in the papers' names (solvingset.Params
@@ -99,81 +100,6 @@ func (p SolvingSetParams) validate(rows, dims int) error {
 	return nil
 }
 
-// pruneMargin is solvingset's margin (1 + (4k+4)u, u = 2^-53) that keeps pruning exact although
-// upper bounds are plain sums in heap order and weights are ascending sums.
-func pruneMargin(k int) float64 { return 1 + float64(4*k+4)*0x1p-53 }
-
-// firstCandidates is the CPU twin's draw of the first m candidates: a partial Fisher-Yates
-// shuffle from a PCG stream (seed, 0x5851f42d4c957f2d), remembering only displaced positions.
-// It must stay identical to solvingset's newSolver (the parity test compares the solving sets).
-func firstCandidates(rows, m int, seed uint64) []int {
-	r := rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))
-	moved := make(map[int]int, m)
-	at := func(i int) int {
-		if v, ok := moved[i]; ok {
-			return v
-		}
-		return i
-	}
-	first := make([]int, m)
-	for i := range m {
-		j := i + r.IntN(rows-i)
-		vi, vj := at(i), at(j)
-		moved[i], moved[j] = vj, vi
-		first[i] = vj
-	}
-	return first
-}
-
-// outHeap is OUT: a min-heap of the n largest weights offered (solvingset's outHeap).
-type outHeap struct {
-	n int
-	w []float64
-}
-
-// min is minOUT: the smallest of the n largest weights, 0 until n weights have been offered.
-func (o *outHeap) min() float64 {
-	if len(o.w) < o.n {
-		return 0
-	}
-	return o.w[0]
-}
-
-func (o *outHeap) offer(x float64) {
-	h := o.w
-	if len(h) < o.n {
-		h = append(h, x)
-		for i := len(h) - 1; i > 0; {
-			p := (i - 1) / 2
-			if h[p] <= h[i] {
-				break
-			}
-			h[p], h[i] = h[i], h[p]
-			i = p
-		}
-		o.w = h
-		return
-	}
-	if x <= h[0] {
-		return
-	}
-	h[0] = x
-	for i := 0; ; {
-		c := 2*i + 1
-		if c >= len(h) {
-			break
-		}
-		if r := c + 1; r < len(h) && h[r] < h[c] {
-			c = r
-		}
-		if h[i] <= h[c] {
-			break
-		}
-		h[i], h[c] = h[c], h[i]
-		i = c
-	}
-}
-
 // mergeTopM is the second level of the top-m selection: lists holds blocks of `take` (key, index)
 // pairs, each sorted best first (key descending, index ascending; key < 0 = inactive); it returns
 // the m best indices overall in that order (a k-way merge over the list heads).
@@ -227,11 +153,11 @@ func mergeTopM(keys []float64, idx []int32, take, m int) []int {
 }
 
 // finish builds the result from the candidates' exact weights (solvingset's run, final part).
-func finish(weights []Outlier, out *outHeap, sset []int, iter int) (SolvingSetResult, error) {
-	if len(out.w) < out.n {
-		return SolvingSetResult{}, fmt.Errorf("internal error: %d weights for n=%d", len(out.w), out.n)
+func finish(weights []Outlier, out *solvingset.TopN, n int, sset []int, iter int) (SolvingSetResult, error) {
+	if out.Len() < n {
+		return SolvingSetResult{}, fmt.Errorf("internal error: %d weights for n=%d", out.Len(), n)
 	}
-	wstar := out.min()
+	wstar := out.Min()
 	var outliers []Outlier
 	for _, o := range weights {
 		if o.Weight >= wstar {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"gorgonia.org/cu"
+
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
 )
 
 const (
@@ -69,15 +71,15 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 			return SolvingSetResult{}, err
 		}
 	}
-	margin := pruneMargin(k)
+	margin := solvingset.PruneMargin(k)
 	if err := d.launch("ss_init", [3]int{(rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
 		b.heap, b.ub, b.state, N, K); err != nil {
 		return SolvingSetResult{}, err
 	}
-	out := &outHeap{n: p.N}
+	out := solvingset.NewTopN(p.N)
 	var weights []Outlier
 	var sset []int
-	cand := firstCandidates(rows, m, p.Seed)
+	cand := solvingset.FirstCandidates(rows, m, p.Seed)
 	cand32 := make([]int32, m)
 	w := make([]float64, m)
 	done := make([]int32, m)
@@ -92,7 +94,7 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 		for j, c := range cand {
 			cand32[j] = int32(c)
 		}
-		minOUT := out.min()
+		minOUT := out.Min()
 		if err := cu.MemcpyHtoD(b.cand, unsafePtr32(cand32), NC*4); err != nil {
 			return SolvingSetResult{}, fmt.Errorf("iteration %d: cuMemcpyHtoD(candidates): %w", iter, err)
 		}
@@ -124,10 +126,10 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 		for j := range nc {
 			if done[j] == 0 {
 				weights = append(weights, Outlier{Row: cand[j], Weight: w[j]})
-				out.offer(w[j])
+				out.Offer(w[j])
 			}
 		}
-		minOUT = out.min()
+		minOUT = out.Min()
 		// Steps e, f: the next candidates, the m active points with the largest UB.
 		if err := cu.MemsetD8(b.active, 0, 8); err != nil {
 			return SolvingSetResult{}, fmt.Errorf("iteration %d: cuMemsetD8(active): %w", iter, err)
@@ -144,5 +146,5 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 		}
 		cand = mergeTopM(keys, idx, take, m)
 	}
-	return finish(weights, out, sset, iter)
+	return finish(weights, out, p.N, sset, iter)
 }

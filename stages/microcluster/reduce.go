@@ -16,8 +16,9 @@ const (
 	minReduceChunkRows = 8192
 )
 
-// reduceChunkRows is the number of rows per Reduce chunk for n rows.
-func reduceChunkRows(n int) int {
+// ReduceChunkRows is the number of rows per Reduce chunk for n rows. The GPU twin (gpukern)
+// chunks its reduction by it, so that its float64 sums are bit-identical to Reduce's.
+func ReduceChunkRows(n int) int {
 	return max(minReduceChunkRows, (n+maxReduceChunks-1)/maxReduceChunks)
 }
 
@@ -41,7 +42,7 @@ func Reduce(means, sds [][]float32, assign []int32, q int, workers int) (*MicroC
 	if rows != n {
 		return nil, fmt.Errorf("%w: %d rows but %d assignments", errShape, rows, n)
 	}
-	cr := reduceChunkRows(n)
+	cr := ReduceChunkRows(n)
 	nChunks := (n + cr - 1) / cr
 	if nChunks == 0 {
 		return m, nil

@@ -105,7 +105,7 @@ func fillInf(h []float32) {
 }
 
 // plainSum is the float64 sum of h in storage order: the cheap upper bound UB used for pruning
-// (see pruneMargin). +Inf when the heap is not full.
+// (see PruneMargin). +Inf when the heap is not full.
 func plainSum(h []float32) float64 {
 	var s float64
 	for _, v := range h {
@@ -128,7 +128,7 @@ func canonicalWeight(h, scratch []float32) float64 {
 	return s
 }
 
-// pruneMargin is the factor that keeps pruning exact although UB is a plain sum in heap order
+// PruneMargin is the factor that keeps pruning exact although UB is a plain sum in heap order
 // and weights are canonical sums. Let U be a heap's k distances and W the point's true k
 // nearest distances; sorted, U dominates W elementwise, so sum(W) <= sum(U) in the reals.
 // Recursive float64 summation of k non-negative terms has relative error at most
@@ -137,8 +137,8 @@ func canonicalWeight(h, scratch []float32) float64 {
 // of the product costs u. A point or candidate is treated as unable to reach minOUT only when
 // plain(U) * (1 + (4k+4)u) < minOUT, which therefore implies canonical(W) < minOUT: a point that
 // ties at w* is never pruned. The margin is ~2e-14 relative for k = 50, so it costs no pruning
-// in practice.
-func pruneMargin(k int) float64 { return 1 + float64(4*k+4)*0x1p-53 }
+// in practice. The GPU twin (gpukern) prunes with the same margin.
+func PruneMargin(k int) float64 { return 1 + float64(4*k+4)*0x1p-53 }
 
 // parallelFor runs body over [0, n) in blocks of grain, claimed dynamically by workers
 // goroutines; body gets the worker index and the block.

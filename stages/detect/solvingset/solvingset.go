@@ -60,7 +60,7 @@ type solver struct {
 	candUB   []float64
 	candDone []bool // UB_C < minOUT: c cannot be an outlier; its LNNC need not be completed
 
-	out     outHeap // the n largest exact weights so far
+	out     *TopN // the n largest exact weights so far
 	minOUT  float64
 	weights []Outlier // every candidate with its weight (exact when >= final w*)
 	sset    []int
@@ -88,7 +88,7 @@ func newSolver(cols [][]float32, p Params) *solver {
 	s := &solver{
 		dims: len(cols), k: p.K, n: p.N, m: min(p.M, rows),
 		workers: max(1, workerCount(p.Workers)),
-		margin:  pruneMargin(p.K),
+		margin:  PruneMargin(p.K),
 		live:    rows,
 	}
 	s.x = make([][]float32, s.dims)
@@ -125,29 +125,35 @@ func newSolver(cols [][]float32, p Params) *solver {
 	s.candHeap = make([]float32, s.m*s.k)
 	s.candUB = make([]float64, s.m)
 	s.candDone = make([]bool, s.m)
-	s.out = outHeap{n: p.N}
-	// Step 1: the first candidates, drawn at random by a partial Fisher-Yates shuffle (O(m)
-	// memory: only the displaced positions are remembered).
-	r := rand.New(rand.NewPCG(p.Seed, 0x5851f42d4c957f2d))
-	moved := make(map[int]int, s.m)
+	s.out = NewTopN(p.N)
+	s.setCandidates(FirstCandidates(rows, s.m, p.Seed))
+	return s
+}
+
+// FirstCandidates is step 1 of SolvingSet: the first m candidates (1 <= m <= rows), drawn at
+// random by a partial Fisher-Yates shuffle from a PCG stream (seed, 0x5851f42d4c957f2d). It
+// takes O(m) memory: only the displaced positions are remembered. The GPU twin (gpukern) draws
+// its first candidates here, so both start from the same solving set.
+func FirstCandidates(rows, m int, seed uint64) []int {
+	r := rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))
+	moved := make(map[int]int, m)
 	at := func(i int) int {
 		if v, ok := moved[i]; ok {
 			return v
 		}
 		return i
 	}
-	first := make([]int, s.m)
-	for i := range s.m {
+	first := make([]int, m)
+	for i := range m {
 		j := i + r.IntN(rows-i)
 		vi, vj := at(i), at(j)
 		moved[i], moved[j] = vj, vi
 		first[i] = vj
 	}
-	s.setCandidates(first)
-	return s
+	return first
 }
 
-// pruned reports that an upper bound cannot reach minOUT (see pruneMargin). While OUT holds
+// pruned reports that an upper bound cannot reach minOUT (see PruneMargin). While OUT holds
 // fewer than n weights minOUT is 0 and nothing is pruned.
 func (s *solver) pruned(ub float64) bool { return ub*s.margin < s.minOUT }
 
@@ -201,9 +207,9 @@ func (s *solver) run(progress func(iter, active int)) (Result, error) {
 		for j, r := range s.cand {
 			w := canonicalWeight(s.candHeap[j*s.k:(j+1)*s.k], scratch)
 			s.weights = append(s.weights, Outlier{Row: int(r), Weight: w})
-			s.out.offer(w)
+			s.out.Offer(w)
 		}
-		s.minOUT = s.out.min()
+		s.minOUT = s.out.Min()
 		// Steps e, f: active = UB >= minOUT; next C = the m active points with largest UB.
 		next, active := s.selectNext()
 		if progress != nil {
@@ -211,10 +217,10 @@ func (s *solver) run(progress func(iter, active int)) (Result, error) {
 		}
 		s.setCandidates(next)
 	}
-	if len(s.out.w) < s.n {
-		return Result{}, fmt.Errorf("solvingset: internal error: %d weights for n=%d", len(s.out.w), s.n)
+	if s.out.Len() < s.n {
+		return Result{}, fmt.Errorf("solvingset: internal error: %d weights for n=%d", s.out.Len(), s.n)
 	}
-	wstar := s.out.min()
+	wstar := s.out.Min()
 	var outliers []Outlier
 	for _, o := range s.weights {
 		if o.Weight >= wstar {
@@ -556,21 +562,29 @@ func siftDownWorst(h []selItem, i int) {
 	}
 }
 
-// outHeap is OUT: a min-heap of the n largest weights offered.
-type outHeap struct {
+// TopN is OUT: a min-heap of the n largest weights offered. The GPU twin (gpukern) keeps its
+// OUT in one too.
+type TopN struct {
 	n int
 	w []float64
 }
 
-// min is minOUT: the smallest of the n largest weights, 0 until n weights have been offered.
-func (o *outHeap) min() float64 {
+// NewTopN returns an empty OUT for the n largest weights (n >= 1).
+func NewTopN(n int) *TopN { return &TopN{n: n} }
+
+// Len is how many weights OUT holds: min(n, weights offered).
+func (o *TopN) Len() int { return len(o.w) }
+
+// Min is minOUT: the smallest of the n largest weights, 0 until n weights have been offered.
+func (o *TopN) Min() float64 {
 	if len(o.w) < o.n {
 		return 0
 	}
 	return o.w[0]
 }
 
-func (o *outHeap) offer(x float64) {
+// Offer adds x to OUT; once OUT holds n weights, x replaces the smallest only if larger.
+func (o *TopN) Offer(x float64) {
 	h := o.w
 	if len(h) < o.n {
 		h = append(h, x)
