@@ -170,7 +170,6 @@ type childLog struct {
 	f    *os.File
 }
 
-//
 // With OUTLIERD_E2E_LOGDIR set, the file is <dir>/<test name>.log and is kept.
 func newChildLog(t *testing.T) *childLog {
 	t.Helper()
