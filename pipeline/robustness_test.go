@@ -170,7 +170,8 @@ type childLog struct {
 	f    *os.File
 }
 
-// With OUTLIERD_E2E_LOGDIR set, the file is <dir>/<test name>.log and is kept.
+// newChildLog makes the test's child log, in the test's temporary directory; with
+// OUTLIERD_E2E_LOGDIR set, the file is <dir>/<test name>.log and is kept.
 func newChildLog(t *testing.T) *childLog {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "outlierd.log")
