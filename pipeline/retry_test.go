@@ -133,3 +133,71 @@ func TestSinkWriteRetried(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchRetried is the regression test of the pipeline stopping on a failed fetch: kfake
+// answers the first fetches of the input topic with KAFKA_STORAGE_ERROR (retriable), which
+// kafka-go's reader hands to FetchMessage. The pipeline must keep fetching and, in the end,
+// output every record and commit everything.
+func TestFetchRetried(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	br := testBroker{name: "kfake", addrs: c.ListenAddrs()}
+	const parts, n, refusals = 3, 3000, 6
+	in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
+	createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	input := newInput(in, parts, makeSensorRecords(t, n, parts, 6, 0.01, 0))
+	produceSensors(t, br, input)
+
+	var mu sync.Mutex
+	refused := 0
+	c.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.FetchRequest)
+		mu.Lock()
+		defer mu.Unlock()
+		if refused >= refusals || len(req.Topics) == 0 || req.Topics[0].Topic != in {
+			return nil, nil, false // kfake handles it
+		}
+		refused++
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.KafkaStorageError.Code
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+
+	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
+	cfg.Detect.MinRecords = 1000
+	r := startPipeline(t, cfg, nil)
+	r.waitCommitted(t, br, group, input, 60*time.Second)
+	if err := r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
+		t.Fatalf("Run returned %v, want nil (failed fetches are retried)", err)
+	}
+	mu.Lock()
+	if refused < refusals {
+		t.Errorf("%d fetches refused, want %d: the test shows nothing", refused, refusals)
+	}
+	mu.Unlock()
+	outs := map[string]int{}
+	for _, m := range readTopic(t, br, out, parts) {
+		id, _ := header(m, sink.HeaderID)
+		outs[id]++
+	}
+	for _, rec := range input.records {
+		if id := fmt.Sprintf("%s/%d/%d", in, rec.p, rec.off); outs[id] == 0 {
+			t.Errorf("output %s missing", id)
+		}
+	}
+}
