@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"unicode/utf8"
 )
 
 // MagicSize is the length of a magic; HeaderSize of the header (magic, version, length);
@@ -53,6 +54,19 @@ func formatErr(format string, args ...any) error {
 func IsFormat(err error) bool {
 	var fe *FormatError
 	return errors.As(err, &fe)
+}
+
+// Wrap gives an error of Read or of a Decoder the caller's identity: a FormatError becomes
+// "<sentinel>: <reason>", wrapping both (errors.Is(err, sentinel) holds); any other error (the
+// reader's own) becomes "<prefix>: <err>". nil stays nil.
+func Wrap(err, sentinel error, prefix string) error {
+	switch {
+	case err == nil:
+		return nil
+	case IsFormat(err):
+		return fmt.Errorf("%w: %w", sentinel, err)
+	}
+	return fmt.Errorf("%s: %w", prefix, err)
 }
 
 // Format describes one kind of sealed file.
@@ -169,8 +183,11 @@ func (e *Encoder) F64s(v []float64) {
 // Raw appends b as it is.
 func (e *Encoder) Raw(b []byte) { e.b = append(e.b, b...) }
 
-// String appends s's bytes as they are (its length is the caller's to write).
-func (e *Encoder) String(s string) { e.b = append(e.b, s...) }
+// Text appends s as its byte length (uint32) and its bytes; Decoder.Text reads it back.
+func (e *Encoder) Text(s string) {
+	e.U32(uint32(len(s)))
+	e.b = append(e.b, s...)
+}
 
 // Decoder reads little-endian fields from a payload. After the first overrun every read
 // returns zero values and Err reports that overrun (a *FormatError naming the field), so a
@@ -221,6 +238,24 @@ func (d *Decoder) U64(what string) uint64 {
 		return binary.LittleEndian.Uint64(s)
 	}
 	return 0
+}
+
+// Text reads a string written by Encoder.Text. A length over maxLen (checked before anything
+// is taken) or bytes that are not UTF-8 are refused like an overrun, naming what.
+func (d *Decoder) Text(maxLen uint32, what string) string {
+	n := d.U32(what)
+	if d.err == nil && n > maxLen {
+		d.err = formatErr("%s: length %d exceeds %d", what, n, maxLen)
+	}
+	s := d.Take(uint64(n), what)
+	if d.err != nil {
+		return ""
+	}
+	if !utf8.Valid(s) {
+		d.err = formatErr("%s: not UTF-8", what)
+		return ""
+	}
+	return string(s)
 }
 
 // F32s reads n float32 values. A count whose byte size overflows is refused like an overrun.

@@ -105,13 +105,13 @@ func TestEncoderDecoder(t *testing.T) {
 	e.F64(-2.5)
 	e.F32s([]float32{1, float32(math.Inf(-1))})
 	e.F64s([]float64{math.Pi})
-	e.String("né")
+	e.Text("né")
 	e.Raw([]byte{9})
 	d := NewDecoder(e.Payload())
 	u32, u64 := d.U32("a"), d.U64("b")
 	f64 := math.Float64frombits(d.U64("c"))
 	f32s, f64s := d.F32s(2, "d"), d.F64s(1, "e")
-	s, raw := string(d.Take(3, "f")), d.Take(1, "g")
+	s, raw := d.Text(3, "f"), d.Take(1, "g")
 	if d.Err() != nil || d.Left() != 0 || d.Offset() != len(e.Payload()) {
 		t.Fatalf("err %v, %d left at offset %d of %d", d.Err(), d.Left(), d.Offset(), len(e.Payload()))
 	}
@@ -133,10 +133,15 @@ func TestDecoderRemembersFirstOverrun(t *testing.T) {
 		{"floats", func(d *Decoder) { d.F32s(3, "points") }, "payload ends inside points (need 12 bytes at offset 0, 10 left)"},
 		{"f32 count overflow", func(d *Decoder) { d.F32s(math.MaxUint64/2, "points") }, "points: count 9223372036854775807 too large"},
 		{"f64 count overflow", func(d *Decoder) { d.F64s(math.MaxInt64/4, "sums") }, "sums: count 2305843009213693951 too large"},
+		{"text too long", func(d *Decoder) { d.Text(5, "feature 0 name") }, "feature 0 name: length 7 exceeds 5"},
+		{"text past the end", func(d *Decoder) { d.Text(100, "feature 0 name") },
+			"payload ends inside feature 0 name (need 7 bytes at offset 4, 6 left)"},
+		{"text not UTF-8", func(d *Decoder) { d.U32("skip"); d.Text(5, "feature 1 name") }, "feature 1 name: not UTF-8"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d := NewDecoder(make([]byte, 10))
+			// A text of length 7 the 10 bytes cannot hold; from offset 4, a text of length 1 that is not UTF-8.
+			d := NewDecoder([]byte{7, 0, 0, 0, 1, 0, 0, 0, 0xff, 0})
 			c.read(d)
 			if !IsFormat(d.Err()) || d.Err().Error() != c.want {
 				t.Errorf("err = %v, want %q", d.Err(), c.want)
@@ -166,4 +171,20 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("accepted %x, which seals back as %x", data, again)
 		}
 	})
+}
+
+func TestWrap(t *testing.T) {
+	t.Parallel()
+	errBad := errors.New("mypkg: bad file")
+	_, _, ferr := testFormat.Read(bytes.NewReader(nil))
+	if got := Wrap(ferr, errBad, "mypkg: load"); !errors.Is(got, errBad) || got.Error() != "mypkg: bad file: truncated: 0 of 20 header bytes" {
+		t.Errorf("format error wrapped as %q", got)
+	}
+	boom := errors.New("disk on fire")
+	if got := Wrap(boom, errBad, "mypkg: load"); errors.Is(got, errBad) || !errors.Is(got, boom) || got.Error() != "mypkg: load: disk on fire" {
+		t.Errorf("reader error wrapped as %q", got)
+	}
+	if Wrap(nil, errBad, "x") != nil {
+		t.Error("Wrap(nil) is not nil")
+	}
 }

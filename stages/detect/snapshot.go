@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -171,8 +170,7 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 	e.U32(uint32(q))
 	e.U32(flags)
 	for _, f := range m.Features {
-		e.U32(uint32(len(f)))
-		e.String(f)
+		e.Text(f)
 	}
 	e.F32s(m.Offset)
 	e.F32s(m.Scale)
@@ -206,12 +204,7 @@ func snapErr(format string, args ...any) error {
 
 // sealedErr wraps an error of the sealed envelope or decoder: a refusal of the content with
 // ErrSnapshotFormat, the reader's own error as it is.
-func sealedErr(err error) error {
-	if sealed.IsFormat(err) {
-		return fmt.Errorf("%w: %w", ErrSnapshotFormat, err)
-	}
-	return fmt.Errorf("detect: snapshot: %w", err)
-}
+func sealedErr(err error) error { return sealed.Wrap(err, ErrSnapshotFormat, "detect: snapshot") }
 
 // ReadSnapshot reads a model written by WriteSnapshot. A file that is truncated, corrupt
 // (checksum), of another kind (magic), of a newer format version, or inconsistent is refused
@@ -255,18 +248,10 @@ func decodeSnapshot(p []byte) (*Model, error) {
 	}
 	m.Features = make([]string, dims)
 	for j := range m.Features {
-		n := d.U32("feature name length")
-		if d.Err() == nil && n > maxSnapshotName {
-			return nil, snapErr("feature %d: name length %d exceeds %d", j, n, maxSnapshotName)
-		}
-		name := d.Take(uint64(n), "feature name")
-		if d.Err() != nil {
-			return nil, sealedErr(d.Err())
-		}
-		if !utf8.Valid(name) {
-			return nil, snapErr("feature %d: name is not UTF-8", j)
-		}
-		m.Features[j] = string(name)
+		m.Features[j] = d.Text(maxSnapshotName, fmt.Sprintf("feature %d name", j))
+	}
+	if d.Err() != nil {
+		return nil, sealedErr(d.Err())
 	}
 	m.Offset = d.F32s(uint64(dims), "offsets")
 	m.Scale = d.F32s(uint64(dims), "scales")

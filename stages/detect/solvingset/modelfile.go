@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"unicode/utf8"
 
 	"github.com/outlierd/outlierd/pipeline/sealed"
 )
@@ -62,8 +61,7 @@ func (m *Model) Save(w io.Writer) error {
 	}
 	e.U32(flags)
 	for _, f := range m.Features {
-		e.U32(uint32(len(f)))
-		e.String(f)
+		e.Text(f)
 	}
 	if m.Offset != nil {
 		e.F32s(m.Offset)
@@ -135,12 +133,7 @@ func formatErr(format string, args ...any) error {
 
 // loadErr wraps an error of the sealed envelope or decoder: a refusal of the content with
 // ErrModelFormat, the reader's own error as it is.
-func loadErr(err error) error {
-	if sealed.IsFormat(err) {
-		return fmt.Errorf("%w: %w", ErrModelFormat, err)
-	}
-	return fmt.Errorf("solvingset: load: %w", err)
-}
+func loadErr(err error) error { return sealed.Wrap(err, ErrModelFormat, "solvingset: load") }
 
 // Load reads a model. A file that is truncated, corrupt (checksum), of another kind (magic),
 // of a newer format version, or inconsistent is refused with the reason; the error wraps
@@ -176,18 +169,7 @@ func decodePayload(p []byte) (*Model, error) {
 	}
 	m := &Model{K: int(k), WStar: wstar, Features: make([]string, dims), Points: make([][]float32, dims)}
 	for j := range m.Features {
-		n := d.U32("feature name length")
-		if d.Err() == nil && n > maxNameLen {
-			return nil, formatErr("feature %d: name length %d exceeds %d", j, n, maxNameLen)
-		}
-		name := d.Take(uint64(n), "feature name")
-		if d.Err() != nil {
-			return nil, loadErr(d.Err())
-		}
-		if !utf8.Valid(name) {
-			return nil, formatErr("feature %d: name is not UTF-8", j)
-		}
-		m.Features[j] = string(name)
+		m.Features[j] = d.Text(maxNameLen, fmt.Sprintf("feature %d name", j))
 	}
 	if flags&flagNorm != 0 {
 		m.Offset = d.F32s(uint64(dims), "offsets")
