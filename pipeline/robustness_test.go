@@ -134,6 +134,15 @@ var buildOnce struct {
 	err      error
 }
 
+// TestMain removes the binary the robustness tests built, once every test of the package ran.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildOnce.dir != "" {
+		os.RemoveAll(buildOnce.dir)
+	}
+	os.Exit(code)
+}
+
 // outlierdBinary builds the real binary (go build ./cmd/outlierd) for the child processes.
 func outlierdBinary(t *testing.T) string {
 	t.Helper()
