@@ -1,6 +1,9 @@
 package density
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // The exact 1-D method (Params.Exact). In a one-dimensional subspace {j} the eta-probability of
 // an object with mean x and uncertainty psi is P(f_j(X) > eta) for X ~ N(x, psi^2), which is the
@@ -56,6 +59,28 @@ func (rg region) mass(x, psi float64) float64 {
 		p += normalMass(rg.lo[i], rg.hi[i], x, psi)
 	}
 	return min(p, 1)
+}
+
+// Interval is the open interval (Lo, Hi) of the real line.
+type Interval struct{ Lo, Hi float64 }
+
+// Regions returns, for every dimension j, the superlevel set {u : f_j(u) > eta} that the exact
+// 1-D method integrates (Params.Exact), as disjoint open intervals in increasing order (none when
+// f_j stays at or below eta). The sets are computed once per eta and cached; the result is a
+// copy. The GPU twin uploads them. eta must be finite and > 0.
+func (m *Model) Regions(eta float64) ([][]Interval, error) {
+	if !(eta > 0) || math.IsInf(eta, 0) {
+		return nil, fmt.Errorf("density: regions: eta must be finite and > 0, got %v", eta)
+	}
+	rg := m.regionsFor(eta)
+	out := make([][]Interval, len(rg))
+	for j, r := range rg {
+		out[j] = make([]Interval, len(r.lo))
+		for i := range r.lo {
+			out[j][i] = Interval{Lo: r.lo[i], Hi: r.hi[i]}
+		}
+	}
+	return out, nil
 }
 
 // regionsFor returns the superlevel sets of every dimension at eta, computed once per eta.
