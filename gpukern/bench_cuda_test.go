@@ -87,10 +87,10 @@ func BenchmarkKNNWeightsKernel(b *testing.B) {
 	err := d.do(func() (err error) {
 		var sp, qp, op cu.DevicePtr
 		defer func() { err = errors.Join(err, frees(sp, qp, op)) }()
-		if sp, err = uploadCols("S", S, ns); err != nil {
+		if sp, err = uploadCols(d, "S", S, ns); err != nil {
 			return err
 		}
-		if qp, err = uploadCols("Q", Q, nq); err != nil {
+		if qp, err = uploadCols(d, "Q", Q, nq); err != nil {
 			return err
 		}
 		if op, err = alloc("out", nq*8); err != nil {
@@ -141,7 +141,7 @@ func BenchmarkCluster(b *testing.B) {
 						err = errors.Join(err, buf.free())
 					}
 				}()
-				if cp, err = upload("centroids", init); err != nil {
+				if cp, err = upload(d, "centroids", init); err != nil {
 					return err
 				}
 				if ap, err = alloc("assign", n*4); err != nil {

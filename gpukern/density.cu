@@ -1,24 +1,46 @@
-// density.cu: eta-probability by sampling (Matsumoto, Hung, Yiu, algorithms 1, 3; ALGORITHMS.md
-// §2), record granularity, mode independent: the GPU twin of density.Model.DetectRecords with
-// Params{Mode: Independent, Exact: false}.
+// density.cu: (delta, eta)-outlier detection by density sampling (Matsumoto, Hung, Yiu,
+// algorithms 1, 3, 4; ALGORITHMS.md §2): the GPU twin of density.Model.DetectRecords (record
+// granularity, kernel density_records) and density.Model.DetectClusters (cluster granularity,
+// kernel density_clusters), all four modes, sampled or with the exact 1-D method.
 //
-// One thread per record i. Its random stream is density's: xorshift64* seeded with
-// SplitMix64(seed ^ SplitMix64(firstIndex + i)) (0 replaced by 0x9E3779B97F4A7C15), consumed in
-// density.DrawOrder: the Fisher-Yates permutation of the dimensions (k = r-1..1, Bounded(k+1) =
-// high word of next * (k+1)), then per tested dimension s uniforms ((next >> 11) + 0.5) * 2^-53.
-// Sample points X = x + psi * PhiInv(u) (Acklam, three branches, no refinement), densities
-// f_j(X) = sum_c coef * exp(-(X - mu)^2 * inv2) over the non-empty clusters (terms with exponent
-// >= 745 skipped), all in float64 with each op rounded as the Go code rounds it (no FMA). exp and
-// log are CUDA's (<= 1 ulp, as Go's are), so a density may differ from the CPU's in its last bit;
-// a verdict can differ only if a sample's density lies within ~1e-16 of eta.
+// One thread per object i (a record, or a non-empty micro-cluster). Its random stream is
+// density's: xorshift64* seeded with SplitMix64(seed ^ SplitMix64(index)) (0 replaced by
+// 0x9E3779B97F4A7C15), index = firstIndex + i for records, the cluster's own index for clusters,
+// consumed in density.DrawOrder: in mode independent the Fisher-Yates permutation of the
+// dimensions (k = r-1..1, Bounded(k+1) = high word of next * (k+1)), then per tested subspace s
+// samples, each one uniform ((next >> 11) + 0.5) * 2^-53 per subspace dimension in increasing
+// position. A subspace computed exactly (exact != 0, one dimension) draws nothing.
 //
-// Layout: means/sds n x r column-major float32 (sds may be null: certain records, psi = 0); model
-// mu/coef/inv2 are r x k row-major float64 ([j*k + c]). Outputs: prob[i] (lowest eta-probability
-// seen), dim[i] (where), flag[i] (1 = outlier). r <= DENS_MAXR.
+// Subspaces (density.Mode): 0 independent (each dimension in the permuted order), 1 exhaustive
+// roll-up (all 2^r-1 subspaces, size 1..r, lexicographic within a size), 2 restricted (prefixes
+// {0}, {0,1}, ...), 3 averaging (the full space). The search stops at the first subspace whose
+// eta-probability is below delta; the lowest eta-probability seen and its subspace (a bit mask)
+// are reported, ties keeping the earlier subspace, as on the CPU.
+//
+// Sampled eta-probability: X_j = x_j + psi_j * PhiInv(u) (Acklam, three branches, no
+// refinement), the subspace density (1/a) sum_j f_j(X_j) with f_j(u) = sum_c coef * exp(-(u -
+// mu)^2 * inv2) over the non-empty clusters (terms with exponent >= 745 skipped), success if it
+// exceeds eta; all float64 with each op rounded as the Go code rounds it (no FMA). exp and log
+// are CUDA's (<= 1 ulp, as Go's are), so a density may differ from the CPU's in its last bit; a
+// verdict can differ only if a sample's density lies within ~1e-16 of eta.
+//
+// Exact eta-probability of a 1-D subspace {j}: the normal mass of the superlevel set {u : f_j(u) >
+// eta}, uploaded as intervals (regLo/regHi[regOff[j] .. regOff[j+1]), computed on the host by
+// density.Model.Regions): sum over the intervals of Phi differences (density's normalMass: upper
+// tail masses where the interval lies above the mean), capped at 1; psi = 0 gives membership of
+// x. Phi(z) = erfc(-z / sqrt 2) / 2 with CUDA's erfc (documented <= 5 ulp; Go's < 1 ulp), so the
+// probability may differ from the CPU's by a few ulps (see the parity test's tolerance).
+//
+// Layout: object means/sds n x r column-major (float32 for records, float64 for clusters; sds may
+// be null: certain records, psi = 0); model mu/coef/inv2 are r x k row-major float64 ([j*k + c]).
+// Outputs: prob[i] (lowest eta-probability seen), mask[i] (its subspace, bit j = dimension j),
+// flag[i] (1 = outlier). r <= DENS_MAXR.
 #define DENS_MAXR 64
 
 typedef unsigned long long u64;
 typedef long long ll;
+
+enum { MODE_INDEPENDENT = 0, MODE_ROLLUP = 1, MODE_RESTRICTED = 2, MODE_AVERAGING = 3 };
 
 __device__ __forceinline__ u64 splitmix64(u64 z) {
     z += 0x9E3779B97F4A7C15ULL;
@@ -72,57 +94,208 @@ __device__ double phi_inv(double p) {
     return -__ddiv_rn(num, den);
 }
 
-extern "C" __global__ void density_independent(const float* __restrict__ means,
-                                               const float* __restrict__ sds, ll n, ll r,
-                                               const double* __restrict__ mu,
-                                               const double* __restrict__ coef,
-                                               const double* __restrict__ inv2, ll k, double eta,
-                                               double delta, ll samples, u64 seed, u64 firstIndex,
-                                               double* __restrict__ prob, int* __restrict__ dim,
-                                               int* __restrict__ flag) {
-    const ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    u64 s = splitmix64(seed ^ splitmix64(firstIndex + (u64)i));
-    if (s == 0) s = 0x9E3779B97F4A7C15ULL;
-    int perm[DENS_MAXR];
-    for (int j = 0; j < r; j++) perm[j] = j;
-    for (int t = (int)r - 1; t >= 1; t--) {
-        const int u = (int)__umul64hi(xs_next(&s), (u64)(t + 1));
-        const int tmp = perm[t];
-        perm[t] = perm[u];
-        perm[u] = tmp;
+// The model and parameters one thread reads.
+struct DensArgs {
+    ll n, r, k;
+    const double *mu, *coef, *inv2;
+    double eta, delta;
+    ll samples, mode;
+    int exact;
+    const double *regLo, *regHi;
+    const ll* regOff;
+};
+
+// f_j(u), density.Model.Density's loop.
+__device__ __forceinline__ double density_at(const DensArgs& A, int j, double u) {
+    const double* mj = A.mu + (ll)j * A.k;
+    const double* cj = A.coef + (ll)j * A.k;
+    const double* ij = A.inv2 + (ll)j * A.k;
+    double f = 0.0;
+    for (ll c = 0; c < A.k; c++) {
+        const double d = __dsub_rn(u, mj[c]);
+        const double e = __dmul_rn(__dmul_rn(d, d), ij[c]);
+        if (e < 745.0) f = __dadd_rn(f, __dmul_rn(cj[c], exp(-e)));
     }
+    return f;
+}
+
+// Phi(z) = erfc(-z / sqrt 2) / 2, density.Phi (1.4142135623730951 is math.Sqrt2 as a float64).
+__device__ __forceinline__ double phi_std(double z) {
+    return __dmul_rn(0.5, erfc(__ddiv_rn(-z, 1.4142135623730951)));
+}
+
+// P(a < X < b), X ~ N(mu, sd^2), sd > 0: density.normalMass.
+__device__ __forceinline__ double normal_mass(double a, double b, double mu, double sd) {
+    const double za = __ddiv_rn(__dsub_rn(a, mu), sd);
+    const double zb = __ddiv_rn(__dsub_rn(b, mu), sd);
+    if (za > 0) return __dsub_rn(phi_std(-za), phi_std(-zb));
+    return __dsub_rn(phi_std(zb), phi_std(za));
+}
+
+// The exact eta-probability of dimension j: density's region.mass.
+__device__ double region_mass(const DensArgs& A, int j, double x, double psi) {
+    const ll lo = A.regOff[j], hi = A.regOff[j + 1];
+    if (psi == 0.0) {
+        for (ll t = lo; t < hi; t++)
+            if (x > A.regLo[t] && x < A.regHi[t]) return 1.0;
+        return 0.0;
+    }
+    double p = 0.0;
+    for (ll t = lo; t < hi; t++) p = __dadd_rn(p, normal_mass(A.regLo[t], A.regHi[t], x, psi));
+    return p < 1.0 ? p : 1.0;
+}
+
+// The eta-probability of object i in the subspace sub[0..a): exact for one dimension when asked,
+// else sampled (density.Model.EtaProbability), drawing s * a uniforms sample-major.
+template <typename T>
+__device__ double eta_probability(const DensArgs& A, const T* means, const T* sds, ll i,
+                                  const int* sub, int a, u64* s) {
+    if (a == 1 && A.exact) {
+        const int j = sub[0];
+        return region_mass(A, j, (double)means[j * A.n + i], sds ? (double)sds[j * A.n + i] : 0.0);
+    }
+    const double fa = (double)a;
+    ll success = 0;
+    for (ll t = 0; t < A.samples; t++) {
+        double dens = 0.0;
+        for (int q = 0; q < a; q++) {
+            const int j = sub[q];
+            const double x = (double)means[j * A.n + i];
+            const double psi = sds ? (double)sds[j * A.n + i] : 0.0;
+            const double xs = __dadd_rn(x, __dmul_rn(psi, phi_inv(xs_uniform(s))));
+            dens = __dadd_rn(dens, density_at(A, j, xs));
+        }
+        if (__ddiv_rn(dens, fa) > A.eta) success++;
+    }
+    return __ddiv_rn((double)success, (double)A.samples);
+}
+
+// Tests one subspace: keeps the lowest probability (strictly lower replaces, as on the CPU) and
+// reports whether it flags the object.
+template <typename T>
+__device__ __forceinline__ bool test_subspace(const DensArgs& A, const T* means, const T* sds, ll i,
+                                              const int* sub, int a, u64* s, double* best,
+                                              u64* bestMask) {
+    const double pr = eta_probability(A, means, sds, i, sub, a, s);
+    if (pr < *best) {
+        *best = pr;
+        u64 m = 0;
+        for (int q = 0; q < a; q++) m |= 1ULL << sub[q];
+        *bestMask = m;
+    }
+    return pr < A.delta;
+}
+
+// density's nextCombination: the next a-subset of [0, r) in lexicographic order.
+__device__ __forceinline__ bool next_combination(int* sub, int a, int r) {
+    int i = a - 1;
+    while (i >= 0 && sub[i] == r - a + i) i--;
+    if (i < 0) return false;
+    sub[i]++;
+    for (int q = i + 1; q < a; q++) sub[q] = sub[q - 1] + 1;
+    return true;
+}
+
+template <typename T>
+__device__ void detect_object(const DensArgs& A, const T* means, const T* sds, ll i, u64 seed,
+                              u64 index, double* prob, u64* mask, int* flag) {
+    u64 s = splitmix64(seed ^ splitmix64(index));
+    if (s == 0) s = 0x9E3779B97F4A7C15ULL;
+    const int r = (int)A.r;
+    int sub[DENS_MAXR];
     double best = __longlong_as_double(0x7ff0000000000000LL);  // +inf
-    int bestDim = -1, flagged = 0;
-    for (int pi = 0; pi < r; pi++) {
-        const int j = perm[pi];
-        const double x = (double)means[j * n + i];
-        const double psi = sds ? (double)sds[j * n + i] : 0.0;
-        const double* mj = mu + (ll)j * k;
-        const double* cj = coef + (ll)j * k;
-        const double* ij = inv2 + (ll)j * k;
-        ll success = 0;
-        for (ll t = 0; t < samples; t++) {
-            const double xs = __dadd_rn(x, __dmul_rn(psi, phi_inv(xs_uniform(&s))));
-            double f = 0.0;
-            for (ll c = 0; c < k; c++) {
-                const double d = __dsub_rn(xs, mj[c]);
-                const double e = __dmul_rn(__dmul_rn(d, d), ij[c]);
-                if (e < 745.0) f = __dadd_rn(f, __dmul_rn(cj[c], exp(-e)));
+    u64 bestMask = 0;
+    int flagged = 0;
+    switch ((int)A.mode) {
+        case MODE_INDEPENDENT: {
+            int perm[DENS_MAXR];
+            for (int j = 0; j < r; j++) perm[j] = j;
+            for (int t = r - 1; t >= 1; t--) {
+                const int u = (int)__umul64hi(xs_next(&s), (u64)(t + 1));
+                const int tmp = perm[t];
+                perm[t] = perm[u];
+                perm[u] = tmp;
             }
-            if (f > eta) success++;  // dens / a with a = 1 is dens exactly
-        }
-        const double pr = __ddiv_rn((double)success, (double)samples);
-        if (pr < best) {
-            best = pr;
-            bestDim = j;
-        }
-        if (pr < delta) {
-            flagged = 1;
+            for (int pi = 0; pi < r; pi++) {
+                sub[0] = perm[pi];
+                if (test_subspace(A, means, sds, i, sub, 1, &s, &best, &bestMask)) {
+                    flagged = 1;
+                    break;
+                }
+            }
             break;
         }
+        case MODE_ROLLUP:
+            for (int a = 1; a <= r && !flagged; a++) {
+                for (int q = 0; q < a; q++) sub[q] = q;
+                do {
+                    if (test_subspace(A, means, sds, i, sub, a, &s, &best, &bestMask)) {
+                        flagged = 1;
+                        break;
+                    }
+                } while (next_combination(sub, a, r));
+            }
+            break;
+        case MODE_RESTRICTED:
+            for (int a = 1; a <= r; a++) {
+                sub[a - 1] = a - 1;
+                if (test_subspace(A, means, sds, i, sub, a, &s, &best, &bestMask)) {
+                    flagged = 1;
+                    break;
+                }
+            }
+            break;
+        default:  // MODE_AVERAGING
+            for (int q = 0; q < r; q++) sub[q] = q;
+            flagged = test_subspace(A, means, sds, i, sub, r, &s, &best, &bestMask) ? 1 : 0;
+            break;
     }
     prob[i] = best;
-    dim[i] = bestDim;
+    mask[i] = bestMask;
     flag[i] = flagged;
+}
+
+#define DENS_PARAMS                                                                              \
+    ll n, ll r, const double *__restrict__ mu, const double *__restrict__ coef,                   \
+        const double *__restrict__ inv2, ll k, double eta, double delta, ll samples, ll mode,     \
+        u64 seed, ll exact, const double *__restrict__ regLo, const double *__restrict__ regHi,  \
+        const ll *__restrict__ regOff, double *__restrict__ prob, u64 *__restrict__ mask,        \
+        int *__restrict__ flag
+
+#define DENS_ARGS                                                                                \
+    DensArgs A;                                                                                  \
+    A.n = n;                                                                                     \
+    A.r = r;                                                                                     \
+    A.k = k;                                                                                     \
+    A.mu = mu;                                                                                   \
+    A.coef = coef;                                                                               \
+    A.inv2 = inv2;                                                                               \
+    A.eta = eta;                                                                                 \
+    A.delta = delta;                                                                             \
+    A.samples = samples;                                                                         \
+    A.mode = mode;                                                                               \
+    A.exact = exact != 0;                                                                        \
+    A.regLo = regLo;                                                                             \
+    A.regHi = regHi;                                                                             \
+    A.regOff = regOff;
+
+// Records: float32 columns, record i draws from stream firstIndex + i.
+extern "C" __global__ void density_records(const float* __restrict__ means,
+                                           const float* __restrict__ sds, u64 firstIndex,
+                                           DENS_PARAMS) {
+    const ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    DENS_ARGS
+    detect_object(A, means, sds, i, seed, firstIndex + (u64)i, prob, mask, flag);
+}
+
+// Clusters: float64 centroids and sqrt(Delta) of the non-empty clusters; object i draws from
+// stream index[i], its cluster's index among all q.
+extern "C" __global__ void density_clusters(const double* __restrict__ means,
+                                            const double* __restrict__ sds,
+                                            const ll* __restrict__ index, DENS_PARAMS) {
+    const ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    DENS_ARGS
+    detect_object(A, means, sds, i, seed, (u64)index[i], prob, mask, flag);
 }

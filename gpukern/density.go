@@ -4,19 +4,30 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/outlierd/outlierd/stages/detect/density"
+	"github.com/outlierd/outlierd/stages/microcluster"
 )
 
-// DensityMaxDims is the largest dimension count of DetectRecords (the per-thread permutation).
+// DensityMaxDims is the largest dimension count of DetectRecords and DetectClusters (the
+// per-thread permutation and subspace, and the 64-bit subspace mask).
 const DensityMaxDims = 64
 
 // DensityModel is the per-dimension cluster density f_j(u) = sum_c coef_jc exp(-(u-mu_jc)^2 inv2_jc)
 // over the non-empty micro-clusters (ALGORITHMS.md §2), built exactly as density.NewModel builds its
-// own, so that both evaluate bit-identical densities on the host.
+// own, so that both evaluate bit-identical densities on the host, plus the tested objects of
+// cluster granularity and the CPU twin that computes the exact method's regions.
 type DensityModel struct {
 	dims, k        int
-	mu, coef, inv2 []float64 // [j*k + c]
+	mu, coef, inv2 []float64 // [j*k + c], non-empty clusters
+	// The objects of cluster granularity, the non-empty clusters in index order: centroid and
+	// sqrt(Delta) ([j*k + c]) and the cluster's index among all q (its stream index).
+	objMean, objSD []float64
+	objIndex       []int64
+	q              int
+	// cpu is density.NewModel of the same tuples; its Regions are the exact method's intervals.
+	cpu *density.Model
 }
 
 // densityMinVariance is density's minVariance: the floor of a kernel variance h^2 + Delta.
@@ -48,11 +59,18 @@ func NewDensityModel(f *ClusterFeatures, h []float64) (*DensityModel, error) {
 		}
 	}
 	var total int64
-	for _, n := range f.N {
+	for c, n := range f.N {
+		if n < 0 {
+			return nil, fmt.Errorf("gpukern.NewDensityModel: cluster %d has %d members", c, n)
+		}
 		total += n
 	}
 	if total <= 0 {
 		return nil, errors.New("gpukern.NewDensityModel: the micro-clusters summarise no objects")
+	}
+	cpu, err := density.NewModel(&microcluster.MicroClusters{CF1: f.CF1, CF2: f.CF2, EF2: f.EF2, N: f.N}, h)
+	if err != nil {
+		return nil, fmt.Errorf("gpukern.NewDensityModel: %w", err)
 	}
 	k := 0
 	for _, n := range f.N {
@@ -60,12 +78,20 @@ func NewDensityModel(f *ClusterFeatures, h []float64) (*DensityModel, error) {
 			k++
 		}
 	}
-	m := &DensityModel{dims: r, k: k, mu: make([]float64, 0, r*k), coef: make([]float64, 0, r*k), inv2: make([]float64, 0, r*k)}
+	m := &DensityModel{dims: r, k: k, q: q, cpu: cpu,
+		mu: make([]float64, 0, r*k), coef: make([]float64, 0, r*k), inv2: make([]float64, 0, r*k),
+		objMean: make([]float64, 0, r*k), objSD: make([]float64, 0, r*k), objIndex: make([]int64, 0, k)}
+	for c, nc := range f.N {
+		if nc > 0 {
+			m.objIndex = append(m.objIndex, int64(c))
+		}
+	}
 	for j := range r {
 		for c, nc := range f.N {
 			if nc == 0 {
 				continue
 			}
+			// microcluster's Centroid and Delta, density.NewModel's kernel.
 			n := float64(nc)
 			mu := f.CF1[j][c] / n
 			delta := f.CF2[j][c]/n - mu*mu + f.EF2[j][c]/n
@@ -77,6 +103,8 @@ func NewDensityModel(f *ClusterFeatures, h []float64) (*DensityModel, error) {
 			m.mu = append(m.mu, mu)
 			m.coef = append(m.coef, w/math.Sqrt(2*math.Pi*v))
 			m.inv2 = append(m.inv2, 1/(2*v))
+			m.objMean = append(m.objMean, mu)
+			m.objSD = append(m.objSD, math.Sqrt(delta))
 		}
 	}
 	return m, nil
@@ -98,44 +126,108 @@ func (m *DensityModel) Density(j int, u float64) float64 {
 	return f
 }
 
-// DensityParams are the sampling parameters (density.Params for mode Independent, sampled).
+// DensityParams are the detection parameters, density.Params without Workers.
 type DensityParams struct {
 	// Eta is the density threshold (> 0, finite).
 	Eta float64
-	// Delta is the eta-probability below which a record is an outlier, in [0, 1].
+	// Delta is the eta-probability below which an object is an outlier, in [0, 1].
 	Delta float64
-	// Samples is s, the samples per record and dimension (>= 1).
+	// Samples is s, the samples per object and sampled subspace (>= 1).
 	Samples int
+	// Mode chooses the subspaces (density.Mode; the zero value is Independent). Rollup is refused
+	// above density.MaxRollupDims, as on the CPU.
+	Mode density.Mode
 	// Seed selects the random streams (density's ObjectStream).
 	Seed uint64
-	// FirstIndex is the stream index of the first record (record i uses FirstIndex + i).
+	// FirstIndex is the stream index of the first record (record i uses FirstIndex + i); clusters
+	// use their own index.
 	FirstIndex uint64
+	// Exact computes 1-D subspaces exactly (density.Params.Exact): the normal mass of the
+	// superlevel set {u : f_j(u) > Eta}, whose intervals the CPU twin computes once per Eta.
+	Exact bool
 }
 
 // cpu is p as the CPU twin's parameters, whose Validate this package shares.
 func (p DensityParams) cpu() density.Params {
-	return density.Params{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples, Mode: density.Independent,
-		Seed: p.Seed, FirstIndex: p.FirstIndex}
+	return density.Params{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples, Mode: p.Mode,
+		Seed: p.Seed, FirstIndex: p.FirstIndex, Exact: p.Exact}
 }
 
-// DensityVerdict is the result for one record (density.Verdict with its one-dimensional subspace
-// as Dim).
-type DensityVerdict struct {
-	// Outlier is true if the eta-probability fell below Delta in a tested dimension.
-	Outlier bool
-	// EtaProbability is the lowest eta-probability seen over the tested dimensions.
-	EtaProbability float64
-	// Dim is the dimension where EtaProbability was seen.
-	Dim int
+// check validates p for objects objects of the model's dimensionality.
+func (p DensityParams) check(m *DensityModel) error {
+	if err := p.cpu().Validate(); err != nil {
+		return err
+	}
+	if m.dims > DensityMaxDims {
+		return fmt.Errorf("%d dimensions, at most %d supported", m.dims, DensityMaxDims)
+	}
+	if p.Mode == density.Rollup && m.dims > density.MaxRollupDims {
+		return fmt.Errorf("exhaustive roll-up refused for r=%d > %d (2^r-1 subspaces per object); use independent, restricted or averaging",
+			m.dims, density.MaxRollupDims)
+	}
+	return nil
+}
+
+// densityRegions flattens the exact method's intervals for the kernel: lo, hi and the offsets of
+// each dimension's run (r+1 entries). Empty (one offset row of zeros) when p is not exact.
+func (m *DensityModel) densityRegions(p DensityParams) (lo, hi []float64, off []int64, err error) {
+	off = make([]int64, m.dims+1)
+	if !p.Exact {
+		return nil, nil, off, nil
+	}
+	rg, err := m.cpu.Regions(p.Eta)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for j, iv := range rg {
+		for _, x := range iv {
+			lo, hi = append(lo, x.Lo), append(hi, x.Hi)
+		}
+		off[j+1] = int64(len(lo))
+	}
+	return lo, hi, off, nil
+}
+
+// densityResult is what the kernel writes per object.
+type densityResult struct {
+	prob []float64
+	mask []uint64
+	flag []int32
+}
+
+// verdicts turns the kernel's results into density.Verdicts; the subspaces share one backing
+// array (one allocation for all objects).
+func (res densityResult) verdicts(out []density.Verdict, pos []int) {
+	total := 0
+	for _, m := range res.mask {
+		total += bits.OnesCount64(m)
+	}
+	back := make([]int, 0, total)
+	for i, m := range res.mask {
+		var sub []int
+		if m != 0 {
+			at := len(back)
+			for ; m != 0; m &= m - 1 {
+				back = append(back, bits.TrailingZeros64(m))
+			}
+			sub = back[at:len(back):len(back)]
+		}
+		o := i
+		if pos != nil {
+			o = pos[i]
+		}
+		out[o] = density.Verdict{Outlier: res.flag[i] != 0, EtaProbability: res.prob[i], Subspace: sub}
+	}
 }
 
 // DetectRecords tests every record (column-major means; sds its uncertainty, or nil for certain
-// records) against the model in mode independent by sampling, record granularity: the GPU twin of
-// density.Model.DetectRecords with Params{Mode: Independent, Exact: false}, drawing the same
-// xorshift64* streams in the same order. Verdicts and eta-probabilities equal the CPU's except
-// where a sample's density lies within about 1e-16 of Eta (exp and log are the device's, which
-// may differ from Go's in the last bit).
-func DetectRecords(d *Device, m *DensityModel, means, sds [][]float32, p DensityParams, out []DensityVerdict) error {
+// records) against the model, record granularity: the GPU twin of density.Model.DetectRecords with
+// the same Params (any mode, sampled or exact), drawing the same xorshift64* streams in the same
+// order. Sampled eta-probabilities and verdicts equal the CPU's except where a sample's density
+// lies within about 1e-16 of Eta (exp and log are the device's, which may differ from Go's in the
+// last bit); exact 1-D probabilities differ from the CPU's by at most a few ulps (CUDA's erfc), so
+// a verdict can differ only where one lies within that of Delta.
+func DetectRecords(d *Device, m *DensityModel, means, sds [][]float32, p DensityParams, out []density.Verdict) error {
 	if m == nil {
 		return errors.New("gpukern.DetectRecords: nil model")
 	}
@@ -162,14 +254,59 @@ func DetectRecords(d *Device, m *DensityModel, means, sds [][]float32, p Density
 	if len(means) != m.dims {
 		return fmt.Errorf("gpukern.DetectRecords: %w: records have %d dimensions, model %d", errShape, len(means), m.dims)
 	}
-	if m.dims > DensityMaxDims {
-		return fmt.Errorf("gpukern.DetectRecords: %d dimensions, at most %d supported", m.dims, DensityMaxDims)
-	}
-	if err := p.cpu().Validate(); err != nil {
+	if err := p.check(m); err != nil {
 		return fmt.Errorf("gpukern.DetectRecords: %w", err)
 	}
 	if n == 0 {
 		return nil
 	}
-	return d.detectRecords(m, means, sds, n, p, out)
+	lo, hi, off, err := m.densityRegions(p)
+	if err != nil {
+		return fmt.Errorf("gpukern.DetectRecords: %w", err)
+	}
+	res, err := d.detectDensity(m, densityObjects{means: means, sds: sds, n: n}, p, lo, hi, off)
+	if err != nil {
+		return fmt.Errorf("gpukern.DetectRecords: %w", err)
+	}
+	res.verdicts(out, nil)
+	return nil
+}
+
+// DetectClusters tests the q micro-clusters themselves (cluster granularity): the GPU twin of
+// density.Model.DetectClusters with the same Params. Cluster c has mean = its centroid and sd =
+// sqrt(Delta) and draws from stream index c; an empty cluster is not tested (Outlier false,
+// EtaProbability 1, Subspace nil). The result has q entries; density.Inherit gives members their
+// cluster's verdict. Parity as DetectRecords.
+func DetectClusters(d *Device, m *DensityModel, p DensityParams) ([]density.Verdict, error) {
+	if m == nil {
+		return nil, errors.New("gpukern.DetectClusters: nil model")
+	}
+	if err := p.check(m); err != nil {
+		return nil, fmt.Errorf("gpukern.DetectClusters: %w", err)
+	}
+	lo, hi, off, err := m.densityRegions(p)
+	if err != nil {
+		return nil, fmt.Errorf("gpukern.DetectClusters: %w", err)
+	}
+	res, err := d.detectDensity(m, densityObjects{clusters: true, n: m.k}, p, lo, hi, off)
+	if err != nil {
+		return nil, fmt.Errorf("gpukern.DetectClusters: %w", err)
+	}
+	out := make([]density.Verdict, m.q)
+	for c := range out {
+		out[c] = density.Verdict{EtaProbability: 1}
+	}
+	pos := make([]int, len(m.objIndex))
+	for i, c := range m.objIndex {
+		pos[i] = int(c)
+	}
+	res.verdicts(out, pos)
+	return out, nil
+}
+
+// densityObjects are the tested objects: records (float32 columns) or the model's clusters.
+type densityObjects struct {
+	clusters   bool
+	means, sds [][]float32
+	n          int
 }

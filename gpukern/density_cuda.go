@@ -4,65 +4,92 @@ package gpukern
 
 import (
 	"errors"
-	"fmt"
 
 	"gorgonia.org/cu"
 )
 
-// densityBlock is the number of threads (records) per block of density_independent.
-const densityBlock = 128
+// densityBlock is the number of threads (objects) per block of density_records/clusters. Small
+// blocks: per-object work varies a lot (an early flag stops the search), and a block's slowest
+// thread holds its slot.
+const densityBlock = 64
 
-func (d *Device) detectRecords(m *DensityModel, means, sds [][]float32, n int, p DensityParams, out []DensityVerdict) error {
-	prob := make([]float64, n)
-	dim := make([]int32, n)
-	flag := make([]int32, n)
+// detectDensity uploads the objects, the model and (exact) the regions, runs density_records or
+// density_clusters and downloads the results.
+func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityParams, lo, hi []float64, off []int64) (densityResult, error) {
+	n := obj.n
+	res := densityResult{prob: make([]float64, n), mask: make([]uint64, n), flag: make([]int32, n)}
 	err := d.do(func() (err error) {
-		var xp, ep, mup, cp, ip, pp, dp, fp cu.DevicePtr
-		defer func() { err = errors.Join(err, frees(xp, ep, mup, cp, ip, pp, dp, fp)) }()
-		if xp, err = uploadCols("means", means, n); err != nil {
-			return err
-		}
-		if sds != nil {
-			if ep, err = uploadCols("sds", sds, n); err != nil {
+		var xp, ep, ixp, mup, cp, ip, lop, hip, offp, pp, mp, fp cu.DevicePtr
+		defer func() { err = errors.Join(err, frees(xp, ep, ixp, mup, cp, ip, lop, hip, offp, pp, mp, fp)) }()
+		if obj.clusters {
+			if xp, err = upload(d, "cluster centroids", m.objMean); err != nil {
 				return err
 			}
+			if ep, err = upload(d, "cluster sqrt(Delta)", m.objSD); err != nil {
+				return err
+			}
+			if ixp, err = upload(d, "cluster indices", m.objIndex); err != nil {
+				return err
+			}
+		} else {
+			if xp, err = uploadCols(d, "means", obj.means, n); err != nil {
+				return err
+			}
+			if obj.sds != nil {
+				if ep, err = uploadCols(d, "sds", obj.sds, n); err != nil {
+					return err
+				}
+			}
 		}
-		if mup, err = upload("model means", m.mu); err != nil {
+		if mup, err = upload(d, "model means", m.mu); err != nil {
 			return err
 		}
-		if cp, err = upload("model coefficients", m.coef); err != nil {
+		if cp, err = upload(d, "model coefficients", m.coef); err != nil {
 			return err
 		}
-		if ip, err = upload("model 1/(2 var)", m.inv2); err != nil {
+		if ip, err = upload(d, "model 1/(2 var)", m.inv2); err != nil {
+			return err
+		}
+		if lop, err = upload(d, "region lower ends", lo); err != nil {
+			return err
+		}
+		if hip, err = upload(d, "region upper ends", hi); err != nil {
+			return err
+		}
+		if offp, err = upload(d, "region offsets", off); err != nil {
 			return err
 		}
 		if pp, err = alloc("eta-probabilities", int64(n)*8); err != nil {
 			return err
 		}
-		if dp, err = alloc("dimensions", int64(n)*4); err != nil {
+		if mp, err = alloc("subspaces", int64(n)*8); err != nil {
 			return err
 		}
 		if fp, err = alloc("flags", int64(n)*4); err != nil {
 			return err
 		}
-		if err = d.launch("density_independent", [3]int{(n + densityBlock - 1) / densityBlock, 1, 1}, [3]int{densityBlock, 1, 1}, 0,
-			xp, ep, int64(n), int64(m.dims), mup, cp, ip, int64(m.k), p.Eta, p.Delta, int64(p.Samples), p.Seed, p.FirstIndex,
-			pp, dp, fp); err != nil {
+		exact := int64(0)
+		if p.Exact {
+			exact = 1
+		}
+		common := []any{int64(n), int64(m.dims), mup, cp, ip, int64(m.k), p.Eta, p.Delta, int64(p.Samples), int64(p.Mode),
+			p.Seed, exact, lop, hip, offp, pp, mp, fp}
+		grid, block := [3]int{(n + densityBlock - 1) / densityBlock, 1, 1}, [3]int{densityBlock, 1, 1}
+		if obj.clusters {
+			err = d.launch("density_clusters", grid, block, 0, append([]any{xp, ep, ixp}, common...)...)
+		} else {
+			err = d.launch("density_records", grid, block, 0, append([]any{xp, ep, p.FirstIndex}, common...)...)
+		}
+		if err != nil {
 			return err
 		}
-		if err = download("eta-probabilities", prob, pp); err != nil {
+		if err = download(d, "eta-probabilities", res.prob, pp); err != nil {
 			return err
 		}
-		if err = download("dimensions", dim, dp); err != nil {
+		if err = download(d, "subspaces", res.mask, mp); err != nil {
 			return err
 		}
-		return download("flags", flag, fp)
+		return download(d, "flags", res.flag, fp)
 	})
-	if err != nil {
-		return fmt.Errorf("gpukern.DetectRecords: %w", err)
-	}
-	for i := range out {
-		out[i] = DensityVerdict{Outlier: flag[i] != 0, EtaProbability: prob[i], Dim: int(dim[i])}
-	}
-	return nil
+	return res, err
 }

@@ -1,8 +1,11 @@
 package gpukern_test
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/stages/detect/density"
@@ -11,8 +14,8 @@ import (
 )
 
 // densityFixture clusters a small 'one' data set and returns the CPU model, the GPU model built
-// from the same tuples and bandwidths, and the data.
-func densityFixture(t testing.TB, rows, dims, q int) (*density.Model, *gpukern.DensityModel, *synth.Data) {
+// from the same tuples and bandwidths, the micro-clusters and the data.
+func densityFixture(t testing.TB, rows, dims, q int) (*density.Model, *gpukern.DensityModel, *microcluster.MicroClusters, *synth.Data) {
 	t.Helper()
 	p := synth.DefaultUncertainParams()
 	p.Rows, p.Dims, p.Seed = rows, dims, 21
@@ -33,13 +36,13 @@ func densityFixture(t testing.TB, rows, dims, q int) (*density.Model, *gpukern.D
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cpu, gpu, data
+	return cpu, gpu, mc, data
 }
 
 // TestDensityModelMatchesCPU: the GPU model's components are built with density.NewModel's
 // arithmetic, so the host densities agree bit for bit (no device needed).
 func TestDensityModelMatchesCPU(t *testing.T) {
-	cpu, gpu, _ := densityFixture(t, 3000, 4, 40)
+	cpu, gpu, _, _ := densityFixture(t, 3000, 4, 40)
 	r := newRand(t, 500)
 	for range 2000 {
 		j := r.IntN(4)
@@ -50,66 +53,237 @@ func TestDensityModelMatchesCPU(t *testing.T) {
 	}
 }
 
-// TestDetectRecordsParity: GPU verdicts equal density.Model.DetectRecords (mode independent,
-// sampled) exactly. Both draw the same xorshift64* streams in the same order and round every
-// float64 op alike; only exp and log may differ in their last bit between CUDA and Go, which can
-// change a verdict only if a sample's density lies within ~1e-16 (relative) of eta, an event of
-// probability ~1e-16 per sample here (4e5 samples): zero tolerance is the right expectation.
+// exactTolerance bounds |GPU - CPU| of an exact 1-D eta-probability of a dimension whose
+// superlevel set has nint intervals. Both sides compute the same z = (a - x) / psi (correctly
+// rounded ops) and differ only in erfc: CUDA documents <= 5 ulp for double erfc, Go's (FreeBSD's)
+// is < 1 ulp, so each Phi = erfc/2 <= 1 differs by <= 6 ulp <= 6 * 2^-53. An interval's mass is a
+// difference of two of them (12 * 2^-53) plus its own rounding (<= 2^-53), and the sum over the
+// intervals adds <= 2^-53 per term: <= 14 * nint * 2^-53; 16 * nint * 2^-53 leaves a margin.
+func exactTolerance(nint int) float64 { return 16 * float64(max(nint, 1)) * 0x1p-53 }
+
+// parityObject compares one GPU verdict with the CPU's. Sampled subspaces must agree bit for bit
+// (see TestDetectRecordsParity). With the exact method, exact1D(j) is the CPU's exact probability
+// of dimension j for this object and tol its bound: the probabilities may differ by tol; the
+// verdict may differ only if some 1-D probability lies within tol of delta (the search then takes
+// another path), and the subspace only if the GPU's has a CPU probability within 2 tol of the
+// CPU's lowest (a near tie). It returns whether the comparison was excused by the delta rule.
+func parityObject(t *testing.T, what string, w, g density.Verdict, delta float64, exact bool, exact1D func(j int) float64, dims int, tol float64) (excused bool) {
+	t.Helper()
+	if !exact {
+		if g.Outlier != w.Outlier || math.Float64bits(g.EtaProbability) != math.Float64bits(w.EtaProbability) || !slices.Equal(g.Subspace, w.Subspace) {
+			t.Errorf("%s: GPU %+v, CPU %+v", what, g, w)
+		}
+		return false
+	}
+	nearDelta := false
+	for j := range dims {
+		nearDelta = nearDelta || math.Abs(exact1D(j)-delta) <= tol
+	}
+	if g.Outlier != w.Outlier {
+		if !nearDelta {
+			t.Errorf("%s: verdicts differ away from delta: GPU %+v, CPU %+v", what, g, w)
+		}
+		return true
+	}
+	if math.Abs(g.EtaProbability-w.EtaProbability) > tol {
+		if !nearDelta {
+			t.Errorf("%s: eta-probabilities differ by %g > %g: GPU %+v, CPU %+v", what, g.EtaProbability-w.EtaProbability, tol, g, w)
+		}
+		return true
+	}
+	if !slices.Equal(g.Subspace, w.Subspace) {
+		tie := len(g.Subspace) == 1 && math.Abs(exact1D(g.Subspace[0])-w.EtaProbability) <= 2*tol
+		if !tie && !nearDelta {
+			t.Errorf("%s: subspaces differ: GPU %+v, CPU %+v", what, g, w)
+		}
+		return !tie
+	}
+	return false
+}
+
+// densityCases are the parameter sets of the parity tests: every mode, sampled and exact, eta
+// 0.5 (few flags) and 2 (many: the early stops).
+func densityCases() []gpukern.DensityParams {
+	var cs []gpukern.DensityParams
+	for _, mode := range []density.Mode{density.Independent, density.Restricted, density.Averaging, density.Rollup} {
+		for _, exact := range []bool{false, true} {
+			for _, eta := range []float64{0.5, 2} {
+				cs = append(cs, gpukern.DensityParams{Eta: eta, Delta: 0.5, Samples: 150, Mode: mode, Seed: 9, FirstIndex: 1000, Exact: exact})
+			}
+		}
+	}
+	return cs
+}
+
+func caseName(p gpukern.DensityParams) string {
+	method := "sampled"
+	if p.Exact {
+		method = "exact"
+	}
+	return fmt.Sprintf("%s/%s/eta=%g", p.Mode, method, p.Eta)
+}
+
+func cpuParams(p gpukern.DensityParams) density.Params {
+	return density.Params{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples, Mode: p.Mode, Seed: p.Seed, FirstIndex: p.FirstIndex, Exact: p.Exact}
+}
+
+// maxIntervals is the largest interval count of any dimension's superlevel set at eta.
+func maxIntervals(t *testing.T, m *density.Model, eta float64) int {
+	rg, err := m.Regions(eta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, iv := range rg {
+		n = max(n, len(iv))
+	}
+	return n
+}
+
+// TestDetectRecordsParity: GPU verdicts equal density.Model.DetectRecords for every mode, sampled
+// and exact, certain and uncertain records. Sampled: both draw the same xorshift64* streams in
+// the same order and round every float64 op alike; only exp and log may differ in their last bit
+// between CUDA and Go, which can change a verdict only if a sample's density lies within ~1e-16
+// (relative) of eta, an event of probability ~1e-16 per sample here (~1e7 samples): zero
+// tolerance is the right expectation. Exact: see exactTolerance and parityObject.
 func TestDetectRecordsParity(t *testing.T) {
 	d := openDevice(t)
-	const rows, dims, q = 3000, 5, 50
-	cpu, gpu, data := densityFixture(t, rows, dims, q)
-	for _, c := range []struct {
-		name    string
-		certain bool
-		eta     float64
-		first   uint64
-	}{
-		{"uncertain", false, 0.5, 1000},
-		{"certain", true, 0.5, 0},
-		{"eta=2 many flags", false, 2, 77},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			n := 400
-			means := make([][]float32, dims)
-			var sds [][]float32
-			if !c.certain {
-				sds = make([][]float32, dims)
+	const rows, dims, q, n = 3000, 4, 40, 300
+	cpu, gpu, _, data := densityFixture(t, rows, dims, q)
+	for _, certain := range []bool{false, true} {
+		means := make([][]float32, dims)
+		var sds [][]float32
+		if !certain {
+			sds = make([][]float32, dims)
+		}
+		for j := range dims {
+			means[j] = data.Cols[j][:n]
+			if sds != nil {
+				sds[j] = data.SD[j][:n]
 			}
-			for j := range dims {
-				means[j] = data.Cols[j][:n]
-				if sds != nil {
-					sds[j] = data.SD[j][:n]
+		}
+		for _, p := range densityCases() {
+			t.Run(fmt.Sprintf("certain=%v/%s", certain, caseName(p)), func(t *testing.T) {
+				want := make([]density.Verdict, n)
+				if err := cpu.DetectRecords(means, sds, cpuParams(p), want); err != nil {
+					t.Fatal(err)
 				}
-			}
-			want := make([]density.Verdict, n)
-			cp := density.Params{Eta: c.eta, Delta: 0.5, Samples: 200, Mode: density.Independent, Seed: 9, FirstIndex: c.first}
-			if err := cpu.DetectRecords(means, sds, cp, want); err != nil {
+				got := make([]density.Verdict, n)
+				if err := gpukern.DetectRecords(d, gpu, means, sds, p, got); err != nil {
+					t.Fatal(err)
+				}
+				tol := exactTolerance(maxIntervals(t, cpu, p.Eta))
+				flagged, excused, worst := 0, 0, 0.0
+				for i := range n {
+					exact1D := func(j int) float64 {
+						psi := 0.0
+						if sds != nil {
+							psi = float64(sds[j][i])
+						}
+						return cpu.EtaProbabilityExact(j, float64(means[j][i]), psi, p.Eta)
+					}
+					if want[i].Outlier {
+						flagged++
+					}
+					if parityObject(t, fmt.Sprintf("record %d", i), want[i], got[i], p.Delta, p.Exact, exact1D, dims, tol) {
+						excused++
+					} else if want[i].Outlier == got[i].Outlier {
+						worst = max(worst, math.Abs(got[i].EtaProbability-want[i].EtaProbability))
+					}
+				}
+				t.Logf("%d of %d flagged; %d excused near delta; largest |GPU - CPU| eta-probability %g (tolerance %g)", flagged, n, excused, worst, tol)
+			})
+		}
+	}
+}
+
+// TestDetectClustersParity: cluster granularity against density.Model.DetectClusters (the
+// clusters' centroids and sqrt(Delta) as objects, stream index = cluster index, empty clusters
+// untested), every mode, sampled and exact; tolerances as TestDetectRecordsParity. The fixture
+// asks for more clusters than the data fill, so that some are empty.
+func TestDetectClustersParity(t *testing.T) {
+	d := openDevice(t)
+	const dims = 4
+	cpu, gpu, mc, _ := densityFixture(t, 2000, dims, 160)
+	empty := 0
+	for _, n := range mc.N {
+		if n == 0 {
+			empty++
+		}
+	}
+	t.Logf("%d clusters, %d empty", mc.Q(), empty)
+	for _, p := range densityCases() {
+		t.Run(caseName(p), func(t *testing.T) {
+			want, err := cpu.DetectClusters(cpuParams(p))
+			if err != nil {
 				t.Fatal(err)
 			}
-			got := make([]gpukern.DensityVerdict, n)
-			gp := gpukern.DensityParams{Eta: c.eta, Delta: 0.5, Samples: 200, Seed: 9, FirstIndex: c.first}
-			if err := gpukern.DetectRecords(d, gpu, means, sds, gp, got); err != nil {
+			got, err := gpukern.DetectClusters(d, gpu, p)
+			if err != nil {
 				t.Fatal(err)
 			}
-			flagged := 0
-			for i := range n {
-				w, g := want[i], got[i]
-				if w.Outlier {
+			if len(got) != len(want) {
+				t.Fatalf("%d verdicts, want %d", len(got), len(want))
+			}
+			tol := exactTolerance(maxIntervals(t, cpu, p.Eta))
+			flagged, excused := 0, 0
+			for c := range want {
+				if mc.N[c] == 0 {
+					if got[c].Outlier || got[c].EtaProbability != 1 || got[c].Subspace != nil {
+						t.Errorf("empty cluster %d: %+v, want untested", c, got[c])
+					}
+					continue
+				}
+				exact1D := func(j int) float64 {
+					return cpu.EtaProbabilityExact(j, mc.Centroid(j, c), math.Sqrt(mc.Delta(j, c)), p.Eta)
+				}
+				if want[c].Outlier {
 					flagged++
 				}
-				if g.Outlier != w.Outlier || math.Float64bits(g.EtaProbability) != math.Float64bits(w.EtaProbability) ||
-					len(w.Subspace) != 1 || g.Dim != w.Subspace[0] {
-					t.Errorf("record %d: GPU %+v, CPU %+v", i, g, w)
+				if parityObject(t, fmt.Sprintf("cluster %d", c), want[c], got[c], p.Delta, p.Exact, exact1D, dims, tol) {
+					excused++
 				}
 			}
-			t.Logf("%d of %d records flagged", flagged, n)
+			t.Logf("%d of %d clusters flagged; %d excused near delta", flagged, len(want), excused)
 		})
 	}
 }
 
+// TestDensityCounters: a detection adds its kernel time and exactly its transfers to the
+// device's running totals: up the records, the model (3 r k float64) and the region offsets
+// (r+1 int64, plus the intervals when exact); down 20 bytes per record.
+func TestDensityCounters(t *testing.T) {
+	d := openDevice(t)
+	const dims, n = 3, 500
+	_, gpu, mc, data := densityFixture(t, 2000, dims, 30)
+	k := 0
+	for _, c := range mc.N {
+		if c > 0 {
+			k++
+		}
+	}
+	means, sds := make([][]float32, dims), make([][]float32, dims)
+	for j := range dims {
+		means[j], sds[j] = data.Cols[j][:n], data.SD[j][:n]
+	}
+	kt0, up0, down0 := d.Counters()
+	p := gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 50, Mode: density.Averaging, Seed: 3}
+	if err := gpukern.DetectRecords(d, gpu, means, sds, p, make([]density.Verdict, n)); err != nil {
+		t.Fatal(err)
+	}
+	kt1, up1, down1 := d.Counters()
+	wantUp := int64(2*dims*n*4 + 3*dims*k*8 + (dims+1)*8)
+	if up1-up0 != wantUp || down1-down0 != int64(n*20) {
+		t.Errorf("bytes up %d, down %d; want %d, %d", up1-up0, down1-down0, wantUp, n*20)
+	}
+	if kt1-kt0 <= 0 || kt1-kt0 > time.Minute {
+		t.Errorf("kernel time %v, want > 0 and plausible", kt1-kt0)
+	}
+	t.Logf("kernel %v, %d B up, %d B down", kt1-kt0, up1-up0, down1-down0)
+}
+
 func TestDetectRecordsBadInput(t *testing.T) {
-	_, gpu, data := densityFixture(t, 500, 3, 10)
+	_, gpu, _, data := densityFixture(t, 500, 3, 10)
 	ok := gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 10}
 	bad := [][]float32{{0.1, float32(math.NaN())}, {0, 0}, {0, 0}}
 	cases := []struct {
@@ -121,35 +295,51 @@ func TestDetectRecordsBadInput(t *testing.T) {
 		{"eta=0", data.Cols, gpukern.DensityParams{Eta: 0, Delta: 0.5, Samples: 10}, 500},
 		{"delta>1", data.Cols, gpukern.DensityParams{Eta: 0.5, Delta: 2, Samples: 10}, 500},
 		{"samples=0", data.Cols, gpukern.DensityParams{Eta: 0.5, Delta: 0.5}, 500},
+		{"unknown mode", data.Cols, gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 10, Mode: 7}, 500},
 		{"dims differ", data.Cols[:2], ok, 500},
 		{"out length", data.Cols, ok, 3},
 		{"NaN", bad, ok, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if err := gpukern.DetectRecords(nil, gpu, c.means, nil, c.p, make([]gpukern.DensityVerdict, c.out)); err == nil {
+			if err := gpukern.DetectRecords(nil, gpu, c.means, nil, c.p, make([]density.Verdict, c.out)); err == nil {
 				t.Fatal("no error")
 			}
 		})
 	}
+	if _, err := gpukern.DetectClusters(nil, gpu, gpukern.DensityParams{Eta: -1, Delta: 0.5, Samples: 10}); err == nil {
+		t.Error("DetectClusters eta=-1: no error")
+	}
+	if _, err := gpukern.DetectClusters(nil, nil, ok); err == nil {
+		t.Error("DetectClusters nil model: no error")
+	}
+	// Exhaustive roll-up is refused above density.MaxRollupDims, as on the CPU.
+	_, wide, _, wdata := densityFixture(t, 300, density.MaxRollupDims+1, 5)
+	rollup := gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 10, Mode: density.Rollup}
+	if err := gpukern.DetectRecords(nil, wide, wdata.Cols, nil, rollup, make([]density.Verdict, 300)); err == nil {
+		t.Error("roll-up at r=21: no error")
+	}
 }
 
-// BenchmarkDetectRecords: the paper's default size, 100,000 records x 10 dimensions against
-// q = 200 micro-clusters, s = 800, mode independent (transfers included).
-func BenchmarkDetectRecords(b *testing.B) {
+// benchDensity runs DetectRecords b.N times on rows x dims 'one' records against q = 200
+// clusters (transfers included) and reports records/s and the kernel's share from the device
+// counters.
+func benchDensity(b *testing.B, rows, dims int, p gpukern.DensityParams) {
 	d := openDevice(b)
-	_, gpu, data := densityFixture(b, 100_000, 10, 200)
-	out := make([]gpukern.DensityVerdict, 100_000)
-	p := gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 800, Seed: 1}
-	if err := gpukern.DetectRecords(d, gpu, data.Cols, data.SD, p, out); err != nil {
+	_, gpu, _, data := densityFixture(b, rows, dims, 200)
+	out := make([]density.Verdict, rows)
+	if err := gpukern.DetectRecords(d, gpu, data.Cols, data.SD, p, out); err != nil { // warm-up, regions
 		b.Fatal(err)
 	}
+	k0, _, _ := d.Counters()
 	b.ResetTimer()
 	for range b.N {
 		if err := gpukern.DetectRecords(d, gpu, data.Cols, data.SD, p, out); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
+	k1, _, _ := d.Counters()
 	flagged := 0
 	for _, v := range out {
 		if v.Outlier {
@@ -157,4 +347,45 @@ func BenchmarkDetectRecords(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(flagged), "flagged")
+	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(float64((k1-k0).Microseconds())/1e3/float64(b.N), "kernel-ms/op")
+}
+
+// BenchmarkDetectRecords: the paper's default size, 100,000 records x 10 dimensions against
+// q = 200 micro-clusters, s = 800, eta = delta = 0.5, sampled, per mode. Exhaustive roll-up runs
+// on 5-D records (31 subspaces, 80 subspace dimensions per sample for an inlier): at 10-D an
+// inlier tests 1023 subspaces (5120 subspace dimensions per sample), about 270 s per 100,000.
+func BenchmarkDetectRecords(b *testing.B) {
+	for _, mode := range []density.Mode{density.Independent, density.Restricted, density.Averaging, density.Rollup} {
+		dims := 10
+		if mode == density.Rollup {
+			dims = 5
+		}
+		b.Run(fmt.Sprintf("%s-%dd", mode, dims), func(b *testing.B) {
+			benchDensity(b, 100_000, dims, gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 800, Mode: mode, Seed: 1})
+		})
+	}
+}
+
+// BenchmarkDetectRecordsExact: the exact 1-D method, mode independent, 1,000,000 records x 10.
+func BenchmarkDetectRecordsExact(b *testing.B) {
+	benchDensity(b, 1_000_000, 10, gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 800, Seed: 1, Exact: true})
+}
+
+// BenchmarkDetectClusters: cluster granularity, q = 200 clusters of 100,000 x 10, s = 800,
+// sampled, the modes whose cost is linear or quadratic in r (one thread per cluster: 200 threads,
+// so this is latency, not throughput; roll-up at 10-D would run 1023 subspaces in one thread).
+func BenchmarkDetectClusters(b *testing.B) {
+	d := openDevice(b)
+	_, gpu, _, _ := densityFixture(b, 100_000, 10, 200)
+	for _, mode := range []density.Mode{density.Independent, density.Restricted, density.Averaging} {
+		b.Run(mode.String(), func(b *testing.B) {
+			p := gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 800, Mode: mode, Seed: 1}
+			for range b.N {
+				if _, err := gpukern.DetectClusters(d, gpu, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -34,7 +36,7 @@ var modules = []struct {
 	{"knn", knnPTX, []string{"knn_weights"}},
 	{"microcluster", microclusterPTX, []string{"assign_nearest", "cf_reduce_chunk", "cf_finalize"}},
 	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_candnn", "ss_select"}},
-	{"density", densityPTX, []string{"density_independent"}},
+	{"density", densityPTX, []string{"density_records", "density_clusters"}},
 }
 
 // Available reports whether a CUDA device can be used and, if not, why.
@@ -63,11 +65,21 @@ type Device struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// Running totals for Counters: kernel time in nanoseconds (CUDA events around every
+	// launch), bytes copied host -> device and device -> host.
+	kernelNS, toDevice, toHost atomic.Int64
+
 	// Owned by the owner goroutine.
 	ctx  cu.CUContext
 	mods []cu.Module
 	fns  map[string]cu.Function
+	// pending are the event pairs of the launches of the closure now running, read after it
+	// returns; spare are event pairs kept for reuse (creating events costs a driver call).
+	pending, spare [][2]cu.Event
 }
+
+// maxSpareEvents bounds the event pairs kept for reuse.
+const maxSpareEvents = 256
 
 // Open creates a context on device ordinal and loads the kernels. The error wraps ErrNoDevice when
 // the ordinal does not exist.
@@ -153,6 +165,14 @@ func (d *Device) teardown() error {
 		}
 	}
 	d.mods = nil
+	for _, ev := range append(d.pending, d.spare...) {
+		for i := range ev {
+			if err := cu.DestroyEvent(&ev[i]); err != nil {
+				errs = append(errs, fmt.Errorf("cuEventDestroy: %w", err))
+			}
+		}
+	}
+	d.pending, d.spare = nil, nil
 	var zero cu.CUContext
 	if d.ctx != zero {
 		if err := d.ctx.Destroy(); err != nil {
@@ -169,7 +189,11 @@ func (d *Device) do(fn func() error) error {
 	}
 	res := make(chan error, 1)
 	select {
-	case d.work <- func() { res <- fn() }:
+	case d.work <- func() {
+		err := fn()
+		d.settle()
+		res <- err
+	}:
 	case <-d.done:
 		return fmt.Errorf("gpukern: device %d is closed: %w", d.ordinal, ErrNoDevice)
 	}
@@ -215,15 +239,83 @@ func (d *Device) launch(kernel string, grid, block [3]int, shared int, params ..
 			return fmt.Errorf("kernel %s: parameter %d has type %T; only 8-byte DevicePtr, int64, float64 are safe with cu v0.9.6", kernel, i, p)
 		}
 	}
+	ev, err := d.eventPair()
+	if err != nil {
+		return fmt.Errorf("kernel %s: %w", kernel, err)
+	}
+	if err := ev[0].Record(cu.Stream{}); err != nil {
+		d.spare = append(d.spare, ev)
+		return fmt.Errorf("kernel %s: cuEventRecord: %w", kernel, err)
+	}
 	if err := fn.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, cu.Stream{}, ptrs); err != nil {
+		d.spare = append(d.spare, ev)
 		return fmt.Errorf("kernel %s: cuLaunchKernel(grid %v, block %v, shared %d B): %w", kernel, grid, block, shared, err)
 	}
+	if err := ev[1].Record(cu.Stream{}); err != nil {
+		d.spare = append(d.spare, ev)
+		return fmt.Errorf("kernel %s: cuEventRecord: %w", kernel, err)
+	}
+	d.pending = append(d.pending, ev)
 	if d.syncEach {
 		if err := cu.Synchronize(); err != nil {
 			return fmt.Errorf("kernel %s: cuCtxSynchronize after launch: %w", kernel, err)
 		}
 	}
 	return nil
+}
+
+// eventPair returns a start and an end event, reused or new; owner thread only.
+func (d *Device) eventPair() ([2]cu.Event, error) {
+	if n := len(d.spare); n > 0 {
+		ev := d.spare[n-1]
+		d.spare = d.spare[:n-1]
+		return ev, nil
+	}
+	var ev [2]cu.Event
+	for i := range ev {
+		var err error
+		if ev[i], err = cu.MakeEvent(cu.DefaultEvent); err != nil {
+			if i == 1 {
+				_ = cu.DestroyEvent(&ev[0])
+			}
+			return ev, fmt.Errorf("cuEventCreate: %w", err)
+		}
+	}
+	return ev, nil
+}
+
+// settle adds the time between each pending launch's events to the kernel total (waiting for the
+// end events: the closure has usually synchronised already through its downloads) and keeps the
+// events for reuse. A launch whose events cannot be read (a faulted context) is left out of the
+// total; the fault itself was reported by the closure. Owner thread only.
+func (d *Device) settle() {
+	var ns int64
+	for _, ev := range d.pending {
+		if ev[1].Synchronize() == nil {
+			if ms, err := ev[0].Elapsed(ev[1]); err == nil {
+				ns += int64(ms * 1e6)
+			}
+		}
+		if len(d.spare) < maxSpareEvents {
+			d.spare = append(d.spare, ev)
+		} else {
+			_ = cu.DestroyEvent(&ev[0])
+			_ = cu.DestroyEvent(&ev[1])
+		}
+	}
+	d.pending = d.pending[:0]
+	d.kernelNS.Add(ns)
+}
+
+// Counters returns running totals since Open: the GPU time of every kernel launched (measured
+// with CUDA events around each launch), and the bytes copied host -> device and device -> host
+// by the package's entry points. Safe for concurrent use; the pipeline's metrics add the change
+// after each batch.
+func (d *Device) Counters() (kernel time.Duration, hostToDevice, deviceToHost int64) {
+	if d == nil {
+		return 0, 0, 0
+	}
+	return time.Duration(d.kernelNS.Load()), d.toDevice.Load(), d.toHost.Load()
 }
 
 // alloc returns bytes of device memory (plain cuMemAlloc, never managed). Owner thread only.
@@ -251,8 +343,9 @@ func frees(ps ...cu.DevicePtr) error {
 	return errors.Join(errs...)
 }
 
-// uploadCols copies column-major host columns into one device buffer; owner thread only.
-func uploadCols(what string, cols [][]float32, rows int) (cu.DevicePtr, error) {
+// uploadCols copies column-major host columns into one device buffer and counts the bytes; owner
+// thread only.
+func uploadCols(d *Device, what string, cols [][]float32, rows int) (cu.DevicePtr, error) {
 	p, err := alloc(what, int64(len(cols))*int64(rows)*4)
 	if err != nil {
 		return 0, err
@@ -266,6 +359,7 @@ func uploadCols(what string, cols [][]float32, rows int) (cu.DevicePtr, error) {
 			_ = frees(p)
 			return 0, fmt.Errorf("cuMemcpyHtoD(%s dimension %d): %w", what, j, err)
 		}
+		d.toDevice.Add(int64(rows) * 4)
 	}
 	return p, nil
 }
@@ -278,7 +372,7 @@ func (d *Device) Upload(cols [][]float32) (*Columns, error) {
 	}
 	c := &Columns{dev: d, rows: rows, dims: len(cols)}
 	err = d.do(func() error {
-		p, err := uploadCols("columns", cols, rows)
+		p, err := uploadCols(d, "columns", cols, rows)
 		c.ptr = uintptr(p)
 		return err
 	})
@@ -301,20 +395,22 @@ func (c *Columns) Free() error {
 	return nil
 }
 
-// download copies n int32 / float64 / int64 values from the device into dst; owner thread only.
-func download[T int32 | float64 | int64 | float32](what string, dst []T, src cu.DevicePtr) error {
+// download copies len(dst) values from the device into dst and counts the bytes; owner thread only.
+func download[T int32 | float64 | int64 | float32 | uint64](d *Device, what string, dst []T, src cu.DevicePtr) error {
 	if len(dst) == 0 {
 		return nil
 	}
 	var z T
-	if err := cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), src, int64(len(dst))*int64(unsafe.Sizeof(z))); err != nil {
+	bytes := int64(len(dst)) * int64(unsafe.Sizeof(z))
+	if err := cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), src, bytes); err != nil {
 		return fmt.Errorf("cuMemcpyDtoH(%s): %w", what, err)
 	}
+	d.toHost.Add(bytes)
 	return nil
 }
 
-// upload copies a host slice to a new device buffer; owner thread only.
-func upload[T int32 | float64 | int64 | float32](what string, src []T) (cu.DevicePtr, error) {
+// upload copies a host slice to a new device buffer and counts the bytes; owner thread only.
+func upload[T int32 | float64 | int64 | float32 | uint64](d *Device, what string, src []T) (cu.DevicePtr, error) {
 	var z T
 	bytes := int64(len(src)) * int64(unsafe.Sizeof(z))
 	p, err := alloc(what, bytes)
@@ -325,6 +421,7 @@ func upload[T int32 | float64 | int64 | float32](what string, src []T) (cu.Devic
 		_ = frees(p)
 		return 0, fmt.Errorf("cuMemcpyHtoD(%s): %w", what, err)
 	}
+	d.toDevice.Add(bytes)
 	return p, nil
 }
 

@@ -2,7 +2,10 @@
 
 package gpukern
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Available reports whether a CUDA device can be used and, if not, why: this build has no CUDA.
 func Available() (bool, string) { return false, "built without CUDA (build with -tags cuda)" }
@@ -17,6 +20,11 @@ func Open(ordinal int) (*Device, error) {
 
 // Name is empty: no device exists in this build.
 func (d *Device) Name() string { return "" }
+
+// Counters are all zero in this build: no kernel runs and nothing is copied.
+func (d *Device) Counters() (kernel time.Duration, hostToDevice, deviceToHost int64) {
+	return 0, 0, 0
+}
 
 // Close does nothing in this build.
 func (d *Device) Close() error { return nil }
@@ -51,6 +59,6 @@ func (d *Device) solvingSet(cols [][]float32, rows int, p SolvingSetParams) (Sol
 	return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: %w", errNoCUDA)
 }
 
-func (d *Device) detectRecords(m *DensityModel, means, sds [][]float32, n int, p DensityParams, out []DensityVerdict) error {
-	return fmt.Errorf("gpukern.DetectRecords: %w", errNoCUDA)
+func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityParams, lo, hi []float64, off []int64) (densityResult, error) {
+	return densityResult{}, errNoCUDA
 }

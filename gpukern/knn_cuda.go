@@ -24,10 +24,10 @@ func (d *Device) knnWeights(S, Q [][]float32, ns, nq, k int, out []float64) erro
 	err := d.do(func() (err error) {
 		var sp, qp, op cu.DevicePtr
 		defer func() { err = errors.Join(err, frees(sp, qp, op)) }()
-		if sp, err = uploadCols("S", S, ns); err != nil {
+		if sp, err = uploadCols(d, "S", S, ns); err != nil {
 			return err
 		}
-		if qp, err = uploadCols("Q", Q, nq); err != nil {
+		if qp, err = uploadCols(d, "Q", Q, nq); err != nil {
 			return err
 		}
 		if op, err = alloc("out", int64(nq)*8); err != nil {
@@ -36,7 +36,7 @@ func (d *Device) knnWeights(S, Q [][]float32, ns, nq, k int, out []float64) erro
 		if err = d.launchKNN(sp, ns, qp, nq, len(S), k, op); err != nil {
 			return err
 		}
-		return download("out", out, op)
+		return download(d, "out", out, op)
 	})
 	if err != nil {
 		return fmt.Errorf("gpukern.KNNWeights: %w", err)

@@ -72,9 +72,9 @@ func (d *Device) launchReduce(xp, ep, ap cu.DevicePtr, b *cfBuffers, cent cu.Dev
 }
 
 // features downloads the cluster features; owner thread only.
-func (b *cfBuffers) features() (*ClusterFeatures, error) {
+func (b *cfBuffers) features(d *Device) (*ClusterFeatures, error) {
 	flat := make([]float64, 3*b.dims*b.q)
-	if err := download("cluster features", flat, b.cf); err != nil {
+	if err := download(d, "cluster features", flat, b.cf); err != nil {
 		return nil, err
 	}
 	f := &ClusterFeatures{CF1: make([][]float64, b.dims), CF2: make([][]float64, b.dims),
@@ -84,7 +84,7 @@ func (b *cfBuffers) features() (*ClusterFeatures, error) {
 		f.CF2[j] = flat[(1*b.dims+j)*b.q : (1*b.dims+j+1)*b.q]
 		f.EF2[j] = flat[(2*b.dims+j)*b.q : (2*b.dims+j+1)*b.q]
 	}
-	if err := download("cluster counts", f.N, b.count); err != nil {
+	if err := download(d, "cluster counts", f.N, b.count); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -94,10 +94,10 @@ func (d *Device) assign(means, centroids [][]float32, n, q int, out []int32) err
 	err := d.do(func() (err error) {
 		var xp, cp, ap cu.DevicePtr
 		defer func() { err = errors.Join(err, frees(xp, cp, ap)) }()
-		if xp, err = uploadCols("means", means, n); err != nil {
+		if xp, err = uploadCols(d, "means", means, n); err != nil {
 			return err
 		}
-		if cp, err = upload("centroids", flatten(centroids)); err != nil {
+		if cp, err = upload(d, "centroids", flatten(centroids)); err != nil {
 			return err
 		}
 		if ap, err = alloc("assign", int64(n)*4); err != nil {
@@ -106,7 +106,7 @@ func (d *Device) assign(means, centroids [][]float32, n, q int, out []int32) err
 		if err = d.launchAssign(xp, n, cp, q, len(means), ap); err != nil {
 			return err
 		}
-		return download("assign", out, ap)
+		return download(d, "assign", out, ap)
 	})
 	if err != nil {
 		return fmt.Errorf("gpukern.Assign: %w", err)
@@ -125,15 +125,15 @@ func (d *Device) reduce(means, sds [][]float32, assign []int32, n, q int) (*Clus
 				err = errors.Join(err, b.free())
 			}
 		}()
-		if xp, err = uploadCols("means", means, n); err != nil {
+		if xp, err = uploadCols(d, "means", means, n); err != nil {
 			return err
 		}
 		if sds != nil {
-			if ep, err = uploadCols("sds", sds, n); err != nil {
+			if ep, err = uploadCols(d, "sds", sds, n); err != nil {
 				return err
 			}
 		}
-		if ap, err = upload("assign", assign); err != nil {
+		if ap, err = upload(d, "assign", assign); err != nil {
 			return err
 		}
 		if b, err = newCFBuffers(n, len(means), q); err != nil {
@@ -142,7 +142,7 @@ func (d *Device) reduce(means, sds [][]float32, assign []int32, n, q int) (*Clus
 		if err = d.launchReduce(xp, ep, ap, b, 0); err != nil {
 			return err
 		}
-		f, err = b.features()
+		f, err = b.features(d)
 		return err
 	})
 	if err != nil {
@@ -165,7 +165,7 @@ func (d *Device) cluster(means, sds *Columns, centroids [][]float32, q, iteratio
 				err = errors.Join(err, b.free())
 			}
 		}()
-		if cp, err = upload("centroids", flatten(centroids)); err != nil {
+		if cp, err = upload(d, "centroids", flatten(centroids)); err != nil {
 			return err
 		}
 		if ap, err = alloc("assign", int64(means.rows)*4); err != nil {
@@ -177,10 +177,10 @@ func (d *Device) cluster(means, sds *Columns, centroids [][]float32, q, iteratio
 		if err = d.clusterPasses(means, sds, cp, ap, b, iterations); err != nil {
 			return err
 		}
-		if err = download("assign", assign, ap); err != nil {
+		if err = download(d, "assign", assign, ap); err != nil {
 			return err
 		}
-		f, err = b.features()
+		f, err = b.features(d)
 		return err
 	})
 	if err != nil {

@@ -50,7 +50,7 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 	blocks := (rows + ssSelectSlice - 1) / ssSelectSlice
 	take := min(m, ssSelectSlice)
 	var err error
-	if b.x, err = uploadCols("data", cols, rows); err != nil {
+	if b.x, err = uploadCols(d, "data", cols, rows); err != nil {
 		return SolvingSetResult{}, err
 	}
 	allocs := []struct {
@@ -98,6 +98,7 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 		if err := cu.MemcpyHtoD(b.cand, unsafePtr32(cand32), NC*4); err != nil {
 			return SolvingSetResult{}, fmt.Errorf("iteration %d: cuMemcpyHtoD(candidates): %w", iter, err)
 		}
+		d.toDevice.Add(NC * 4)
 		steps := []struct {
 			kernel      string
 			grid, block int
@@ -114,10 +115,10 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 				return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
 			}
 		}
-		if err := download("weights", w[:nc], b.weight); err != nil {
+		if err := download(d, "weights", w[:nc], b.weight); err != nil {
 			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
 		}
-		if err := download("done flags", done[:nc], b.candDone); err != nil {
+		if err := download(d, "done flags", done[:nc], b.candDone); err != nil {
 			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
 		}
 		// Step d: a candidate that is not done met every point: its weight is exact. A done one
@@ -138,10 +139,10 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 			b.ub, b.state, N, M, margin, minOUT, b.selKey, b.selIdx, b.active); err != nil {
 			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
 		}
-		if err := download("selection keys", keys, b.selKey); err != nil {
+		if err := download(d, "selection keys", keys, b.selKey); err != nil {
 			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
 		}
-		if err := download("selection indices", idx, b.selIdx); err != nil {
+		if err := download(d, "selection indices", idx, b.selIdx); err != nil {
 			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
 		}
 		cand = mergeTopM(keys, idx, take, m)
