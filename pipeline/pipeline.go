@@ -296,6 +296,12 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan *batch.Batch, out 
 		}
 		return true
 	}
+	// gpuSeen are the GPU's running totals already added to the metrics; after each batch the
+	// change (this batch's kernels and copies, and those of any model rebuild since) is added.
+	var gpuSeen struct {
+		kernel   time.Duration
+		up, down int64
+	}
 	for open := true; open; {
 		select {
 		case req := <-p.reconf:
@@ -307,6 +313,11 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan *batch.Batch, out 
 			start := time.Now()
 			ready, err := p.det.Process(work, b)
 			p.metrics.ObserveBatch(metrics.StageDetect, time.Since(start))
+			if g := p.dev.GPU(); g != nil {
+				k, up, down := g.Counters()
+				p.metrics.AddGPU(k-gpuSeen.kernel, up-gpuSeen.up, down-gpuSeen.down)
+				gpuSeen.kernel, gpuSeen.up, gpuSeen.down = k, up, down
+			}
 			p.metrics.SetWindow(p.det.Window().Len(), p.det.Window().Cap())
 			p.showModel()
 			if err != nil {

@@ -158,8 +158,11 @@ func runDensity(args []string, stdout, stderr io.Writer) error {
 		return usageError{err}
 	}
 	verdicts := make([]density.Verdict, rows)
+	gpuModel := func() (*gpukern.DensityModel, error) {
+		return gpukern.NewDensityModel(&gpukern.ClusterFeatures{CF1: mc.CF1, CF2: mc.CF2, EF2: mc.EF2, N: mc.N}, h)
+	}
 	if *gran == "cluster" {
-		cv, err := model.DetectClusters(p)
+		cv, err := dev.detectClusters(model, len(features), p, gpuModel)
 		if err != nil {
 			return err
 		}
@@ -167,9 +170,6 @@ func runDensity(args []string, stdout, stderr io.Writer) error {
 			verdicts[i] = cv[c]
 		}
 	} else {
-		gpuModel := func() (*gpukern.DensityModel, error) {
-			return gpukern.NewDensityModel(&gpukern.ClusterFeatures{CF1: mc.CF1, CF2: mc.CF2, EF2: mc.EF2, N: mc.N}, h)
-		}
 		if err := dev.detectRecords(model, features, nm, ns, p, verdicts, gpuModel); err != nil {
 			return err
 		}

@@ -13,8 +13,7 @@ import (
 
 // device runs the detectors on the CPU (the tuned multi-core implementation) or on an NVIDIA
 // GPU through gpukern, which gives the same answers. A call the GPU kernels do not cover (a
-// parameter beyond a kernel's limits, brute force, the exact density method) runs on the CPU
-// and says so in the log.
+// parameter beyond a kernel's limits, brute force) runs on the CPU and says so in the log.
 type device struct {
 	name string // "cpu" or "cuda:<gpu name>"
 	dev  *pipeline.Device
@@ -92,25 +91,46 @@ func (d *device) scoreBatch(m *solvingset.Model, cols [][]float32, out []float64
 	return nil
 }
 
-// detectRecords runs record-granularity density detection: on the GPU for the sampled
-// independent mode (the kernel there), else on the CPU.
+// densityParams are p as the GPU kernels' parameters.
+func densityParams(p density.Params) gpukern.DensityParams {
+	return gpukern.DensityParams{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples, Mode: p.Mode, Seed: p.Seed, FirstIndex: p.FirstIndex, Exact: p.Exact}
+}
+
+// detectRecords runs record-granularity density detection: on the GPU (every mode, sampled or
+// exact, up to gpukern.DensityMaxDims dimensions), else on the CPU.
 func (d *device) detectRecords(model *density.Model, _ []string, means, sds [][]float32, p density.Params, out []density.Verdict, gpuModel func() (*gpukern.DensityModel, error)) error {
-	if d.gpu != nil && p.Mode == density.Independent && !p.Exact && len(means) <= gpukern.DensityMaxDims {
+	if d.gpu != nil && len(means) <= gpukern.DensityMaxDims {
 		gm, err := gpuModel()
 		if err != nil {
 			return err
 		}
-		gv := make([]gpukern.DensityVerdict, len(out))
-		if err := gpukern.DetectRecords(d.gpu, gm, means, sds, gpukern.DensityParams{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples, Seed: p.Seed, FirstIndex: p.FirstIndex}, gv); err != nil {
-			return fmt.Errorf("GPU density sampling: %w", err)
-		}
-		for i, v := range gv {
-			out[i] = density.Verdict{Outlier: v.Outlier, EtaProbability: v.EtaProbability, Subspace: []int{v.Dim}}
+		if err := gpukern.DetectRecords(d.gpu, gm, means, sds, densityParams(p), out); err != nil {
+			return fmt.Errorf("GPU density detection: %w", err)
 		}
 		return nil
 	}
 	if d.gpu != nil {
-		d.cpuFallback("density", "the GPU kernel covers record granularity, mode independent, --method sampling")
+		d.cpuFallback("density", fmt.Sprintf("%d dimensions are above the GPU kernel's %d", len(means), gpukern.DensityMaxDims))
 	}
 	return model.DetectRecords(means, sds, p, out)
+}
+
+// detectClusters runs cluster-granularity density detection (one verdict per micro-cluster): on
+// the GPU up to gpukern.DensityMaxDims dimensions, else on the CPU.
+func (d *device) detectClusters(model *density.Model, dims int, p density.Params, gpuModel func() (*gpukern.DensityModel, error)) ([]density.Verdict, error) {
+	if d.gpu != nil && dims <= gpukern.DensityMaxDims {
+		gm, err := gpuModel()
+		if err != nil {
+			return nil, err
+		}
+		v, err := gpukern.DetectClusters(d.gpu, gm, densityParams(p))
+		if err != nil {
+			return nil, fmt.Errorf("GPU density detection: %w", err)
+		}
+		return v, nil
+	}
+	if d.gpu != nil {
+		d.cpuFallback("density", fmt.Sprintf("%d dimensions are above the GPU kernel's %d", dims, gpukern.DensityMaxDims))
+	}
+	return model.DetectClusters(p)
 }
