@@ -55,12 +55,7 @@ func Assign(means [][]float32, centroids [][]float32, out []int32, workers int) 
 				errShape, j, len(means[j]), len(centroids[j]), n, q)
 		}
 	}
-	cent := make([]float32, q*r)
-	for j := range r {
-		for c := range q {
-			cent[c*r+j] = centroids[j][c]
-		}
-	}
+	cent := rowMajor32(centroids)
 	parallelRanges(n, workers, func(lo, hi int) {
 		// tile[g*r + j][k] = dimension j of row 4g+k of the block.
 		tile := make([][4]float32, assignBlock/4*r)
@@ -133,22 +128,28 @@ func resolveWorkers(w int) int {
 
 // parallelRanges splits [0, n) into one contiguous range per worker and runs fn on each.
 func parallelRanges(n, workers int, fn func(lo, hi int)) {
+	parallelRangesIndexed(n, workers, func(_, lo, hi int) { fn(lo, hi) })
+}
+
+// parallelRangesIndexed is parallelRanges that also passes each range's index w, in
+// [0, resolveWorkers(workers)), so that workers can write per-range results without sharing.
+func parallelRangesIndexed(n, workers int, fn func(w, lo, hi int)) {
 	w := resolveWorkers(workers)
 	if w > n {
 		w = max(n, 1)
 	}
 	if w == 1 {
-		fn(0, n)
+		fn(0, 0, n)
 		return
 	}
 	var wg sync.WaitGroup
 	per := (n + w - 1) / w
-	for lo := 0; lo < n; lo += per {
+	for k, lo := 0, 0; lo < n; k, lo = k+1, lo+per {
 		hi := min(lo+per, n)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fn(lo, hi)
+			fn(k, lo, hi)
 		}()
 	}
 	wg.Wait()

@@ -18,7 +18,24 @@ import (
 // in the paper.
 //
 // The result is deterministic for a seed whatever workers is (<= 0 means GOMAXPROCS).
+//
+// Passes after the first compute only the row-centre distances that Elkan bounds cannot rule out
+// (see bounds.go; they take n*q bytes, up to maxBoundBytes): the skip is exact for the float32 distance, so the result is bit for bit that
+// of assigning every row with Assign in every pass (and of gpukern.Cluster).
 func Cluster(means, sds [][]float32, q, iterations int, seed uint64, workers int) (*MicroClusters, []int32, error) {
+	return cluster(means, sds, q, iterations, seed, workers, true, nil)
+}
+
+// clusterPlain is Cluster assigning every row with Assign in every pass: the reference for the
+// bounded passes, kept for the tests and BenchmarkCluster.
+func clusterPlain(means, sds [][]float32, q, iterations int, seed uint64, workers int) (*MicroClusters, []int32, error) {
+	return cluster(means, sds, q, iterations, seed, workers, false, nil)
+}
+
+// cluster is Cluster, with bounded passes or not. When computed is non-nil it receives, per pass
+// after the first, the number of exact row-centre distances the bounded pass computed.
+func cluster(means, sds [][]float32, q, iterations int, seed uint64, workers int, bounded bool,
+	computed *[]int) (*MicroClusters, []int32, error) {
 	n, err := checkData(means, sds)
 	if err != nil {
 		return nil, nil, err
@@ -40,10 +57,25 @@ func Cluster(means, sds [][]float32, q, iterations int, seed uint64, workers int
 		}
 	}
 	assign := make([]int32, n)
+	var bs *elkanState
+	if bounded && n*((q+7)/8*8) <= maxBoundBytes {
+		bs = newElkanState(means, cent, n, q)
+	}
 	var mc *MicroClusters
+	var prevCent [][]float32 // the centres of the previous pass
 	for it := range iterations {
-		if err := Assign(means, cent, assign, workers); err != nil {
-			return nil, nil, fmt.Errorf("microcluster: pass %d: %w", it, err)
+		switch {
+		case bs == nil:
+			if err := Assign(means, cent, assign, workers); err != nil {
+				return nil, nil, fmt.Errorf("microcluster: pass %d: %w", it, err)
+			}
+		case it == 0:
+			bs.assignFirst(means, cent, assign, workers)
+		default:
+			k := bs.assignNext(means, prevCent, cent, assign, workers)
+			if computed != nil {
+				*computed = append(*computed, k)
+			}
 		}
 		mc, err = Reduce(means, sds, assign, q, workers)
 		if err != nil {
@@ -56,6 +88,7 @@ func Cluster(means, sds [][]float32, q, iterations int, seed uint64, workers int
 				}
 			}
 		}
+		prevCent = cent
 		cent = mc.Centroids()
 	}
 	return mc, assign, nil
