@@ -1,7 +1,9 @@
 // Package gpukern holds the CUDA kernels of outlierd and their Go launchers: batch k-NN weights
-// for solving-set prediction (KNNWeights) and the micro-clustering passes (Assign, Reduce,
-// Cluster). Each GPU function has a CPU twin of the same name (stages/detect/solvingset,
-// stages/microcluster) and a parity test against it.
+// for solving-set prediction (KNNWeights), the micro-clustering passes (Assign, Reduce,
+// Cluster), SolvingSet, and density sampling (DetectRecords, DetectClusters: every mode, sampled
+// or exact 1-D). Each GPU function has a CPU twin of the same name (stages/detect/solvingset,
+// stages/microcluster, stages/detect/density) and a parity test against it. Device.Counters keeps
+// running totals of kernel time and bytes copied each way, for the pipeline's metrics.
 //
 // Build: the kernels need `-tags cuda` and the CUDA driver headers and link stub (.ci/cuda.sh
 // fetches them). Without the tag the package keeps the same exported API: Available reports
