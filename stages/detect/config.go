@@ -103,7 +103,7 @@ func Default() Config {
 		BeforeModel: BeforeModelHold, Combine: CombineAny, Seed: 1, Snapshots: 3,
 		// combine any, eta = delta = 0.2, n = 0.1% of the window: the setting with the best mean
 		// F1 over nine labelled streams and the best worst case relative to each set's own best;
-		// left-one-set-out it is re-chosen 7 times of 9 (docs/BENCHMARKS.md §3).
+		// leaving one set out, the others choose it again 8 times of 9 (docs/BENCHMARKS.md §3).
 		Density:  DensityConfig{Mode: "independent", Eta: 0.2, Delta: 0.2, Samples: 800, Clusters: 200, Iterations: 4},
 		Distance: DistanceConfig{K: 50, N: 50, M: 100},
 	}
