@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // assignBlock is the number of rows gathered from the columns into a tile at a time: the tile
@@ -93,7 +94,8 @@ func nearest4(xt [][4]float32, cent []float32, q int, res *[4]int32) {
 		cc := cent[c*r : c*r+r]
 		cc = cc[:len(xt)] // lets the compiler drop the bounds checks below
 		var d0, d1, d2, d3 float32
-		for j, xx := range xt {
+		for j := range xt {
+			xx := &xt[j] // a pointer: ranging over the values copies each [4]float32 to the stack
 			v := cc[j]
 			t0, t1, t2, t3 := xx[0]-v, xx[1]-v, xx[2]-v, xx[3]-v
 			d0 = float32(d0 + float32(t0*t0))
@@ -126,30 +128,44 @@ func resolveWorkers(w int) int {
 	return w
 }
 
-// parallelRanges splits [0, n) into one contiguous range per worker and runs fn on each.
+// parallelRanges splits [0, n) into contiguous ranges and runs fn on each, from one goroutine
+// per worker (see parallelRangesIndexed).
 func parallelRanges(n, workers int, fn func(lo, hi int)) {
 	parallelRangesIndexed(n, workers, func(_, lo, hi int) { fn(lo, hi) })
 }
 
-// parallelRangesIndexed is parallelRanges that also passes each range's index w, in
-// [0, resolveWorkers(workers)), so that workers can write per-range results without sharing.
+// minParallelChunk is the smallest range parallelRangesIndexed hands out: thousands of rows, so
+// that the per-range setup (a tile, an atomic increment) stays negligible.
+const minParallelChunk = 4096
+
+// parallelRangesIndexed splits [0, n) into contiguous ranges, about 8 per worker, that the
+// workers take in turn, and runs fn(w, lo, hi) on each, w in [0, resolveWorkers(workers)) being
+// the worker that runs it, so that workers can keep per-worker results without sharing. Taking
+// ranges in turn rather than one fixed half each keeps both cores busy to the end on a shared
+// machine, where one worker may be descheduled for a while. fn must not depend on how the rows
+// are split (every caller computes each row on its own).
 func parallelRangesIndexed(n, workers int, fn func(w, lo, hi int)) {
 	w := resolveWorkers(workers)
-	if w > n {
-		w = max(n, 1)
-	}
-	if w == 1 {
+	if w == 1 || n <= minParallelChunk {
 		fn(0, 0, n)
 		return
 	}
+	chunk := max(minParallelChunk, (n+8*w-1)/(8*w))
+	chunks := (n + chunk - 1) / chunk
+	w = min(w, chunks)
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	per := (n + w - 1) / w
-	for k, lo := 0, 0; lo < n; k, lo = k+1, lo+per {
-		hi := min(lo+per, n)
+	for k := range w {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fn(k, lo, hi)
+			for {
+				c := int(next.Add(1) - 1)
+				if c >= chunks {
+					return
+				}
+				fn(k, c*chunk, min((c+1)*chunk, n))
+			}
 		}()
 	}
 	wg.Wait()

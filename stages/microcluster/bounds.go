@@ -232,12 +232,20 @@ func (e *elkanState) assignFirst(means, cent [][]float32, assign []int32, worker
 					i := b + g*4 + k
 					assign[i] = res[k]
 					words := e.level[i*qw : i*qw+qw]
-					for w := range words {
+					full := q / 8
+					for w := range full {
+						d := dist[w*8 : w*8+8 : w*8+8]
+						words[w] = e.levelOf(d[0][k]) | e.levelOf(d[1][k])<<8 |
+							e.levelOf(d[2][k])<<16 | e.levelOf(d[3][k])<<24 |
+							e.levelOf(d[4][k])<<32 | e.levelOf(d[5][k])<<40 |
+							e.levelOf(d[6][k])<<48 | e.levelOf(d[7][k])<<56
+					}
+					if full < qw {
 						word := uint64(math.MaxUint64) // padding bytes stay 255
-						for t, c := 0, w*8; t < 8 && c < q; t, c = t+1, c+1 {
+						for t, c := 0, full*8; c < q; t, c = t+1, c+1 {
 							word = word&^(0xff<<(8*t)) | e.levelOf(dist[c][k])<<(8*t)
 						}
-						words[w] = word
+						words[full] = word
 					}
 				}
 			}
@@ -326,7 +334,7 @@ func (e *elkanState) assignNext(means, old, cur [][]float32, assign []int32, wor
 				assign[i] = win
 			}
 		}
-		counts[w] = computed
+		counts[w] += computed
 	})
 	total := 0
 	for _, c := range counts {
@@ -366,7 +374,8 @@ func nearest4All(xt [][4]float32, cent []float32, dist [][4]float32, res *[4]int
 		cc := cent[c*r : c*r+r]
 		cc = cc[:len(xt)]
 		var d0, d1, d2, d3 float32
-		for j, xx := range xt {
+		for j := range xt {
+			xx := &xt[j] // a pointer: ranging over the values copies each [4]float32 to the stack
 			v := cc[j]
 			t0, t1, t2, t3 := xx[0]-v, xx[1]-v, xx[2]-v, xx[3]-v
 			d0 = float32(d0 + float32(t0*t0))
