@@ -52,7 +52,7 @@ func TestClusterBoundedMatchesPlain(t *testing.T) {
 		skips bool
 	}{
 		{"grid r2 side 6", func(n, r int, s uint64) ([][]float32, [][]float32) { return gridCols(n, r, 6, s), nil }, 3000, 2, 12, 5, false},
-		{"grid r4 side 4", func(n, r int, s uint64) ([][]float32, [][]float32) { return gridCols(n, r, 4, s), nil }, 4000, 4, 30, 4, false},
+		{"grid r4 side 4", func(n, r int, s uint64) ([][]float32, [][]float32) { return gridCols(n, r, 4, s), nil }, 9000, 4, 30, 4, false},
 		{"grid r10 side 3", func(n, r int, s uint64) ([][]float32, [][]float32) { return gridCols(n, r, 3, s), nil }, 2000, 10, 50, 4, false},
 		{"uniform r10", func(n, r int, s uint64) ([][]float32, [][]float32) { return randomCols(n, r, s) }, 6000, 10, 60, 5, true},
 		{"three r5", three, 8000, 5, 40, 6, true},
