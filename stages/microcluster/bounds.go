@@ -22,8 +22,8 @@ import (
 // q = 200: 99.7%, 97% and 88% of the rows still recomputed in passes 2-4): in 10 dimensions the
 // second nearest centre is barely farther than the nearest, while the centres move a lot in the
 // first passes. The per-centre bounds keep the far centres out: about 6 exact distances per row
-// instead of 200. They cost n*q bytes: each bound is a byte-sized level (lower bound = level * scale,
-// rounded down), see elkanState.
+// instead of 200. They cost n*q bytes (200 MB for those defaults): each bound is a byte-sized level
+// (lower bound = level * scale, rounded down), see elkanState.
 //
 // Bounds are on the real distance sqrt(D), D = sum_j (x_j - c_j)^2 in exact arithmetic over the
 // float32 values, because only real distances obey the triangle inequality. The winner, though,
@@ -37,10 +37,11 @@ import (
 //
 //	(1-gamma) D - eta <= d <= (1+gamma) D + eta.
 //
-// boundParams.gamma is (r+2) 2^-23, twice gamma_{r+2} (for (r+2) u <= 1/2): the spare half
-// absorbs the float64 rounding of the bound arithmetic itself (each float64 operation adds a
-// relative 2^-53; the few per bound add up to < 2^-48, negligible next to 2^-23). Each bound is
-// further nudged outwards by boundNudge where it is rounded.
+// boundParams.gamma is (r+2) 2^-23 = 2 (r+2) u, at least gamma_{r+2} while (r+2) u <= 1/2 (Cluster
+// bounds only r <= maxBoundDims) and nearly twice it for any practical r: the spare absorbs the
+// float64 rounding of the bound arithmetic itself (each float64 operation adds a relative 2^-53;
+// the few per bound add up to < 2^-48, negligible next to 2^-23). Each bound is further nudged
+// outwards by boundNudge where it is rounded.
 
 // boundNudge is the relative outward nudge of a bound computed in float64: it covers the 2^-53
 // roundings of the few operations that produced it.
@@ -73,9 +74,13 @@ func (p boundParams) lowerFromD32(d float32) float64 {
 	return math.Sqrt(v) * (1 - boundNudge)
 }
 
-// maxBoundBytes caps the per-centre bounds (n*ceil(q/8)*8 bytes) of the bounded passes; above it Cluster
-// assigns every row in every pass (same result, more time) rather than take the memory.
+// maxBoundBytes caps the per-centre bounds (n*ceil(q/8)*8 bytes) of the bounded passes; above it
+// Cluster assigns every row in every pass (same result, more time) rather than take the memory.
 const maxBoundBytes = 1 << 28
+
+// maxBoundDims is the most dimensions for which boundParams.gamma bounds the float32 rounding
+// ((r+2) u <= 1/2); Cluster assigns every row in every pass above it.
+const maxBoundDims = 1<<23 - 2
 
 // levelShift selects the float32 bits that index elkanState.table: sign, exponent and the top 6
 // mantissa bits, so a bucket spans a relative 2^-6 of the squared distance (0.8% of the distance)

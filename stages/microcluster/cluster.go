@@ -20,8 +20,9 @@ import (
 // The result is deterministic for a seed whatever workers is (<= 0 means GOMAXPROCS).
 //
 // Passes after the first compute only the row-centre distances that Elkan bounds cannot rule out
-// (see bounds.go; they take n*q bytes, up to maxBoundBytes): the skip is exact for the float32 distance, so the result is bit for bit that
-// of assigning every row with Assign in every pass (and of gpukern.Cluster).
+// (see bounds.go; the bounds take n*q bytes, up to maxBoundBytes): the skips are exact for the
+// float32 distance, so the result is bit for bit that of assigning every row with Assign in every
+// pass (and of gpukern.Cluster).
 func Cluster(means, sds [][]float32, q, iterations int, seed uint64, workers int) (*MicroClusters, []int32, error) {
 	return cluster(means, sds, q, iterations, seed, workers, true, nil)
 }
@@ -58,7 +59,7 @@ func cluster(means, sds [][]float32, q, iterations int, seed uint64, workers int
 	}
 	assign := make([]int32, n)
 	var bs *elkanState
-	if bounded && n*((q+7)/8*8) <= maxBoundBytes {
+	if bounded && n*((q+7)/8*8) <= maxBoundBytes && r <= maxBoundDims {
 		bs = newElkanState(means, cent, n, q)
 	}
 	var mc *MicroClusters
