@@ -25,7 +25,7 @@ func TestClassifyChanges(t *testing.T) {
 	}{
 		{"nothing", func(*Config) {}, nil, nil, nil},
 		{"thresholds and emit", func(c *Config) {
-			c.Detect.Density.Eta, c.Detect.Density.Delta, c.Detect.Combine, c.Sink.Emit = 0.3, 0.2, "all", "all"
+			c.Detect.Density.Eta, c.Detect.Density.Delta, c.Detect.Combine, c.Sink.Emit = 0.3, 0.25, "all", "all"
 			c.Detect.Distance.N = 10
 		}, []string{"detect.combine", "detect.density.eta", "detect.density.delta", "detect.distance.n", "sink.emit"}, nil, nil},
 		{"model shape", func(c *Config) { c.Detect.Distance.K, c.Detect.Window, c.Detect.Density.Clusters = 5, 60000, 100 },
