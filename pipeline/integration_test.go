@@ -16,6 +16,7 @@ import (
 
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/detect/density"
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
 	"github.com/outlierd/outlierd/stages/ingest"
 	"github.com/outlierd/outlierd/stages/sink"
 )
@@ -316,7 +317,15 @@ func checkOutputs(t *testing.T, cfg Config, in *sensorInput, outs []*kgo.Record,
 		Mode: density.Independent, Seed: cfg.Detect.Seed, Exact: true}
 	verdicts := make([]map[*sensorRecord]verdict, len(models)+1)
 	for v := 1; v <= len(models); v++ {
-		verdicts[v] = scoreWith(t, models[v-1], groups[v], dp)
+		// Model 1 is built (before_model: hold) from the very records it then scores: those
+		// pushed before it served are members of its window and must not count themselves
+		// (detect's scoreMembers). Later models are built from snapshots taken before the
+		// records they score were pushed.
+		member := func(r *sensorRecord) bool { return false }
+		if v == 1 {
+			member = func(r *sensorRecord) bool { l := tr.last[0][r.p]; return l >= 0 && r.off <= l }
+		}
+		verdicts[v] = scoreWith(t, models[v-1], groups[v], dp, member)
 	}
 
 	// The emitted set is exactly the flagged set; the emitted scores are the recomputed ones.
@@ -379,7 +388,7 @@ func checkOutputs(t *testing.T, cfg Config, in *sensorInput, outs []*kgo.Record,
 }
 
 // scoreWith recomputes the verdicts of recs under model m, as the detect stage computes them.
-func scoreWith(t *testing.T, m *detect.Model, recs []*sensorRecord, dp density.Params) map[*sensorRecord]verdict {
+func scoreWith(t *testing.T, m *detect.Model, recs []*sensorRecord, dp density.Params, member func(*sensorRecord) bool) map[*sensorRecord]verdict {
 	t.Helper()
 	n := len(recs)
 	out := make(map[*sensorRecord]verdict, n)
@@ -400,6 +409,25 @@ func scoreWith(t *testing.T, m *detect.Model, recs []*sensorRecord, dp density.P
 	}
 	w := make([]float64, n)
 	m.Distance.ScoreBatch(nm, w, 0)
+	var mi []int // members of the model's window: scored without counting themselves
+	for i, r := range recs {
+		if member(r) {
+			mi = append(mi, i)
+		}
+	}
+	if len(mi) > 0 {
+		q := make([][]float32, sensorDims)
+		for j := range q {
+			for _, i := range mi {
+				q[j] = append(q[j], nm[j][i])
+			}
+		}
+		mw := make([]float64, len(mi))
+		solvingset.KNNWeightsMembers(m.Distance.Points, q, m.Distance.K, 0, mw)
+		for t, i := range mi {
+			w[i] = mw[t]
+		}
+	}
 	for i, r := range recs {
 		dist := m.Distance.IsOutlier(w[i])
 		out[r] = verdict{density: dv[i], weight: w[i], distance: dist, outlier: dv[i].Outlier || dist}

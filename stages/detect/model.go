@@ -28,6 +28,10 @@ type Model struct {
 	Distance *solvingset.Model
 	// WindowRecords is how many records the model was built from.
 	WindowRecords int
+	// WindowEnd is the stream index one past the last record of the model's window: records
+	// [WindowEnd-WindowRecords, WindowEnd) are members of the data the model was built from
+	// (0: unknown, e.g. a model loaded from a snapshot of another process).
+	WindowEnd uint64
 	// BuiltAt and BuildTime say when and how long the build took.
 	BuiltAt   time.Time
 	BuildTime time.Duration

@@ -5,6 +5,7 @@ import (
 
 	"github.com/outlierd/outlierd/pipeline/batch"
 	"github.com/outlierd/outlierd/stages/detect/density"
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
 )
 
 // scoreScratch holds buffers reused batch after batch on the stage's goroutine.
@@ -49,7 +50,12 @@ func (m *Model) normalised(means, sds [][]float32, sc *scoreScratch) (nm, ns [][
 }
 
 // score fills b.Scores with the serving model's verdicts.
-func (s *Stage) score(b *batch.Batch) error {
+//
+// first is the stream index of the batch's first record. Records that are members of the
+// model's own window (the held batches scored by the first model, built from them) are scored
+// without counting themselves: S holds every top-n outlier of the window, and a member of S
+// scored as a new query would meet itself at distance 0 and could fall below w*.
+func (s *Stage) score(b *batch.Batch, first uint64) error {
 	m := s.model
 	means, sds, err := s.columns(b)
 	if err != nil {
@@ -68,6 +74,7 @@ func (s *Stage) score(b *batch.Batch) error {
 		return fmt.Errorf("detect: density: %w", err)
 	}
 	scoreDistance(s.accel, m.Distance, nm, weights)
+	scoreMembers(m, nm, first, weights)
 	b.Scores = make([]batch.Score, n)
 	for i := range n {
 		v := verdicts[i]
@@ -119,4 +126,20 @@ func (s *Stage) subspaceNames(dims []int) []string {
 		sub[t] = s.features[j]
 	}
 	return sub
+}
+
+// scoreMembers rescores the batch's records that belong to m's window with
+// solvingset.KNNWeightsMembers (the record itself does not count as its neighbour).
+func scoreMembers(m *Model, nm [][]float32, first uint64, weights []float64) {
+	n := uint64(len(weights))
+	start := m.WindowEnd - uint64(m.WindowRecords)
+	if m.WindowEnd == 0 || first >= m.WindowEnd || first+n <= start {
+		return
+	}
+	lo, hi := max(first, start)-first, min(first+n, m.WindowEnd)-first
+	q := make([][]float32, len(nm))
+	for j := range nm {
+		q[j] = nm[j][lo:hi]
+	}
+	solvingset.KNNWeightsMembers(m.Distance.Points, q, m.Distance.K, 0, weights[lo:hi])
 }

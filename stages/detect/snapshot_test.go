@@ -84,7 +84,7 @@ func scoreWith(t testing.TB, s *Stage, mem memory.Allocator, d *synth.Data, lo, 
 	b := makeBatch(t, mem, d, lo, hi, s.withSD)
 	defer b.Record.Release()
 	s.scored = scored
-	if err := s.score(b); err != nil {
+	if err := s.score(b, s.win.Total()); err != nil { // as new records: no model window holds them
 		t.Fatalf("score: %v", err)
 	}
 	return b.Scores

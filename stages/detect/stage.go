@@ -35,7 +35,8 @@ type Stage struct {
 	snapLen   int
 	done      chan buildResult // capacity 1: the running build's result
 
-	held []*batch.Batch // batches waiting for the first model (before_model: hold)
+	held      []*batch.Batch // batches waiting for the first model (before_model: hold)
+	heldFirst []uint64       // global index (window.Total() before the push) of each held batch's first record
 
 	scratch scoreScratch
 	scored  uint64      // records scored so far: the density streams' index of the next record
@@ -89,6 +90,7 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 	if err != nil {
 		return nil, err
 	}
+	first := s.win.Total()
 	if err := s.push(means, sds); err != nil {
 		return nil, err
 	}
@@ -109,15 +111,16 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 	if s.model == nil {
 		if s.cfg.BeforeModel == BeforeModelHold {
 			s.held = append(s.held, b)
+			s.heldFirst = append(s.heldFirst, first)
 			return nil, nil
 		}
 		b.Scores = make([]batch.Score, b.Len()) // Scored = false
 		return []*batch.Batch{b}, nil
 	}
-	out := append(s.held, b)
-	s.held = nil
-	for _, ob := range out {
-		if err := s.score(ob); err != nil {
+	out, firsts := append(s.held, b), append(s.heldFirst, first)
+	s.held, s.heldFirst = nil, nil
+	for i, ob := range out {
+		if err := s.score(ob, firsts[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -128,11 +131,11 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 // one (the stream ended before min_records) they go out unscored, never lost.
 func (s *Stage) Flush() ([]*batch.Batch, error) {
 	s.collect(s.building)
-	out := s.held
-	s.held = nil
-	for _, b := range out {
+	out, firsts := s.held, s.heldFirst
+	s.held, s.heldFirst = nil, nil
+	for i, b := range out {
 		if s.model != nil {
-			if err := s.score(b); err != nil {
+			if err := s.score(b, firsts[i]); err != nil {
 				return nil, err
 			}
 		} else {
@@ -261,9 +264,12 @@ func (s *Stage) startBuild() {
 	s.building, s.sinceLast, s.lastBuild = true, 0, time.Now()
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.version + 1
-	cfg, features, accel := s.cfg, s.features, s.accel
+	cfg, features, accel, windowEnd := s.cfg, s.features, s.accel, s.win.Total()
 	go func() {
 		m, err := buildOn(accel, cols, sds, features, cfg, version)
+		if m != nil {
+			m.WindowEnd = windowEnd
+		}
 		s.done <- buildResult{model: m, err: err}
 	}()
 }

@@ -1,6 +1,7 @@
 package solvingset
 
 import (
+	"fmt"
 	"math"
 	"slices"
 )
@@ -110,4 +111,62 @@ func selectSmallest(a []float32, k int) {
 		}
 	}
 	slices.Sort(a[lo : hi+1])
+}
+
+// KNNWeightsMembers is KNNWeights for queries that are members of the data set S was drawn
+// from (a record scored by a model whose window holds it). Such a query must not count itself:
+// one point of S at distance 0 from the query is skipped. When that point is a duplicate of the
+// query rather than the query itself, skipping it only raises the weight, so the prediction
+// rule still misses no outlier: for every member q, the result is >= w_k(q, D \ {q}). The
+// weight is +Inf when fewer than k points remain. Shapes as for KNNWeights (it panics on
+// mismatches, which are programming errors).
+func KNNWeightsMembers(S, Q [][]float32, k, workers int, out []float64) {
+	if len(S) == 0 || len(S) != len(Q) || k < 1 || len(out) != len(Q[0]) {
+		panic(fmt.Sprintf("solvingset.KNNWeightsMembers: S has %d columns, Q %d, k=%d, len(out)=%d for %d queries", len(S), len(Q), k, len(out), len(Q[0])))
+	}
+	nq, nr, dims := len(Q[0]), len(S[0]), len(S)
+	workers = workerCount(workers)
+	bufs := make([][]float32, workers)
+	for w := range bufs {
+		bufs[w] = make([]float32, nr)
+	}
+	parallelFor(workers, nq, knnTileSize, func(w, lo, hi int) {
+		d2 := bufs[w]
+		for i := lo; i < hi; i++ {
+			for s := range nr {
+				t := Q[0][i] - S[0][s]
+				d2[s] = float32(t * t)
+			}
+			for j := 1; j < dims; j++ {
+				x, rj := Q[j][i], S[j][:nr]
+				for s, c := range rj {
+					t := x - c
+					d2[s] += float32(t * t)
+				}
+			}
+			n := nr
+			for s := range n {
+				if d2[s] == 0 { // the query itself (or a duplicate of it): skip it once
+					d2[s], d2[n-1] = d2[n-1], d2[s]
+					n--
+					break
+				}
+			}
+			if n < k {
+				out[i] = math.Inf(1)
+				continue
+			}
+			selectSmallest(d2[:n], k)
+			sel := d2[:k]
+			for t, v := range sel {
+				sel[t] = sqrt32(v)
+			}
+			slices.Sort(sel)
+			var sum float64
+			for _, v := range sel {
+				sum += float64(v)
+			}
+			out[i] = sum
+		}
+	})
 }

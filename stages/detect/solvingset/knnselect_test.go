@@ -104,3 +104,57 @@ func BenchmarkKNNSelectVsHeap(b *testing.B) {
 		}
 	}
 }
+
+// TestKNNWeightsMembersNeverBelowExact: for every point p of D, the weight against the solving
+// set with p itself skipped is >= its exact weight w_k(p, D \ {p}), so every top-n outlier of D
+// is flagged when D's own records are scored against its model. KNNWeights (for new queries)
+// would count p at distance 0 when p is in S; the test shows that this loses outliers.
+func TestKNNWeightsMembersNeverBelowExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, dup := range []bool{false, true} {
+		n := 2000
+		cols := [][]float32{make([]float32, n), make([]float32, n), make([]float32, n)}
+		for i := range n {
+			for j := range cols {
+				cols[j][i] = float32(r.NormFloat64())
+				if dup && i%7 == 3 { // duplicates of the previous point: distinct objects at distance 0
+					cols[j][i] = cols[j][i-1]
+				}
+			}
+		}
+		p := Params{K: 10, N: 20, M: 50, Seed: 3}
+		res, err := SolvingSet(cols, p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		S := make([][]float32, len(cols))
+		for j := range cols {
+			for _, row := range res.SolvingSet {
+				S[j] = append(S[j], cols[j][row])
+			}
+		}
+		exact := Weights(cols, p.K, 0)
+		member := make([]float64, n)
+		KNNWeightsMembers(S, cols, p.K, 2, member)
+		naive := make([]float64, n)
+		KNNWeights(S, cols, p.K, 2, naive)
+		lost := 0
+		for i := range n {
+			if member[i] < exact[i] {
+				t.Fatalf("dup=%v point %d: member weight %v < exact %v", dup, i, member[i], exact[i])
+			}
+			if exact[i] >= res.WStar && naive[i] < res.WStar {
+				lost++
+			}
+		}
+		for _, o := range res.Outliers {
+			if member[o.Row] < res.WStar {
+				t.Fatalf("top outlier %d not flagged: %v < w* %v", o.Row, member[o.Row], res.WStar)
+			}
+		}
+		// Every top outlier is in S, so scoring it as a new query counts itself at distance 0.
+		if lost == 0 {
+			t.Errorf("dup=%v: expected the naive scoring to lose some top outliers (the bug this guards against)", dup)
+		}
+	}
+}
