@@ -25,13 +25,14 @@ func useKNNSelect(refs, k int) bool { return refs <= knnSelectMaxRefs && refs <=
 // exactly the multiset of the k smallest distances (sqrt is monotonic), summed in the same
 // canonical order. Returns the number of distances evaluated.
 func knnSelectWeights(Q, R [][]float32, k, workers int, out []float64) int64 {
+	return knnSelect(Q, R, k, workers, false, out)
+}
+
+// knnSelect computes, per query, all |R| squared distances, selects the k smallest and sums
+// their square roots in ascending order. With skipSelf, one reference point at distance 0 is
+// skipped first (the query itself, see KNNWeightsMembers).
+func knnSelect(Q, R [][]float32, k, workers int, skipSelf bool, out []float64) int64 {
 	nq, nr, dims := len(Q[0]), len(R[0]), len(R)
-	if nr < k {
-		for i := range out {
-			out[i] = math.Inf(1)
-		}
-		return 0
-	}
 	workers = workerCount(workers)
 	bufs := make([][]float32, workers)
 	for w := range bufs {
@@ -54,7 +55,21 @@ func knnSelectWeights(Q, R [][]float32, k, workers int, out []float64) int64 {
 					d2[s] += float32(t * t)
 				}
 			}
-			selectSmallest(d2, k)
+			n := nr
+			if skipSelf {
+				for s := range n {
+					if d2[s] == 0 { // the query itself (or a duplicate of it): skip it once
+						d2[s], d2[n-1] = d2[n-1], d2[s]
+						n--
+						break
+					}
+				}
+			}
+			if n < k {
+				out[i] = math.Inf(1)
+				continue
+			}
+			selectSmallest(d2[:n], k)
 			sel := d2[:k]
 			for t, v := range sel {
 				sel[t] = sqrt32(v)
@@ -124,49 +139,5 @@ func KNNWeightsMembers(S, Q [][]float32, k, workers int, out []float64) {
 	if len(S) == 0 || len(S) != len(Q) || k < 1 || len(out) != len(Q[0]) {
 		panic(fmt.Sprintf("solvingset.KNNWeightsMembers: S has %d columns, Q %d, k=%d, len(out)=%d for %d queries", len(S), len(Q), k, len(out), len(Q[0])))
 	}
-	nq, nr, dims := len(Q[0]), len(S[0]), len(S)
-	workers = workerCount(workers)
-	bufs := make([][]float32, workers)
-	for w := range bufs {
-		bufs[w] = make([]float32, nr)
-	}
-	parallelFor(workers, nq, knnTileSize, func(w, lo, hi int) {
-		d2 := bufs[w]
-		for i := lo; i < hi; i++ {
-			for s := range nr {
-				t := Q[0][i] - S[0][s]
-				d2[s] = float32(t * t)
-			}
-			for j := 1; j < dims; j++ {
-				x, rj := Q[j][i], S[j][:nr]
-				for s, c := range rj {
-					t := x - c
-					d2[s] += float32(t * t)
-				}
-			}
-			n := nr
-			for s := range n {
-				if d2[s] == 0 { // the query itself (or a duplicate of it): skip it once
-					d2[s], d2[n-1] = d2[n-1], d2[s]
-					n--
-					break
-				}
-			}
-			if n < k {
-				out[i] = math.Inf(1)
-				continue
-			}
-			selectSmallest(d2[:n], k)
-			sel := d2[:k]
-			for t, v := range sel {
-				sel[t] = sqrt32(v)
-			}
-			slices.Sort(sel)
-			var sum float64
-			for _, v := range sel {
-				sum += float64(v)
-			}
-			out[i] = sum
-		}
-	})
+	knnSelect(Q, S, k, workers, true, out)
 }
