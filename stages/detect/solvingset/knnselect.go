@@ -141,3 +141,51 @@ func KNNWeightsMembers(S, Q [][]float32, k, workers int, out []float64) {
 	}
 	knnSelect(Q, S, k, workers, true, out)
 }
+
+// selectSmallestBits is selectSmallest for the bit patterns (math.Float32bits) of non-negative
+// float32 values, +0 to +Inf: for those the unsigned integer order is the float order, so the
+// partition can count with integer arithmetic instead of a branch. The comparisons of a
+// quickselect on random distances are unpredictable; this partition (Lomuto, with the element
+// always swapped and the boundary advanced by the sign of v-p) has none, which makes it about
+// 3.7x faster than selectSmallest on 100 to 150 values (BenchmarkSelectSmallestBits).
+func selectSmallestBits(a []uint32, k int) {
+	lo, hi := 0, len(a)
+	// Invariant: a[:lo] <= a[lo:hi] <= a[hi:] elementwise, and lo < k <= hi.
+	for hi-lo > 16 {
+		x, y, z := a[lo], a[lo+(hi-lo)/2], a[hi-1]
+		if x > y {
+			x, y = y, x
+		}
+		if y > z {
+			y = z
+		}
+		p := int64(max(x, y)) // median of three
+		// a[lo:j] < p <= a[j:i]; j advances when v < p, i.e. when int64(v)-p is negative.
+		j := lo
+		b := a[lo:hi]
+		for i, v := range b {
+			b[i] = a[j]
+			a[j] = v
+			j += int(uint64(int64(v)-p) >> 63)
+		}
+		if k <= j {
+			hi = j
+			continue
+		}
+		if j == lo {
+			// Nothing is below p, which is then the range's minimum: split off the values
+			// equal to it (v < p+1) instead, so every round shrinks the range.
+			p++
+			for i, v := range b {
+				b[i] = a[j]
+				a[j] = v
+				j += int(uint64(int64(v)-p) >> 63)
+			}
+			if k <= j {
+				return
+			}
+		}
+		lo = j
+	}
+	slices.Sort(a[lo:hi])
+}

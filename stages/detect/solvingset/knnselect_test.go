@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -156,5 +157,72 @@ func TestKNNWeightsMembersNeverBelowExact(t *testing.T) {
 		if lost == 0 {
 			t.Errorf("dup=%v: expected the naive scoring to lose some top outliers (the bug this guards against)", dup)
 		}
+	}
+}
+
+// TestSelectSmallestBits checks the branch-free selection against a sort on the bit patterns
+// of non-negative floats: few distinct values (ties, ranges made of one value), many distinct
+// values, +0 and +Inf included.
+func TestSelectSmallestBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	gens := map[string]func() float32{
+		"ties":   func() float32 { return float32(r.IntN(5)) },
+		"normal": func() float32 { return float32(math.Abs(r.NormFloat64())) },
+		"zero+inf": func() float32 {
+			return [...]float32{0, 1, float32(math.Inf(1))}[r.IntN(3)]
+		},
+	}
+	for name, gen := range gens {
+		for range 2000 {
+			n := 1 + r.IntN(300)
+			k := 1 + r.IntN(n)
+			a := make([]uint32, n)
+			for i := range a {
+				a[i] = math.Float32bits(gen())
+			}
+			want := slices.Clone(a)
+			slices.Sort(want)
+			selectSmallestBits(a, k)
+			got := slices.Clone(a[:k])
+			slices.Sort(got)
+			if !slices.Equal(got, want[:k]) {
+				t.Fatalf("%s n=%d k=%d: selected %v, want %v", name, n, k, got, want[:k])
+			}
+		}
+	}
+}
+
+// BenchmarkSelectSmallestBits compares the two selections at the shapes of mergePending (the k
+// = 50 smallest of 100 or 150 distances).
+func BenchmarkSelectSmallestBits(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{100, 150} {
+		src := make([][]float32, 1024)
+		for i := range src {
+			src[i] = make([]float32, n)
+			for j := range src[i] {
+				src[i][j] = float32(math.Abs(r.NormFloat64()))
+			}
+		}
+		fl := make([]float32, n)
+		bits := make([]uint32, n)
+		b.Run(fmt.Sprintf("float/n=%d", n), func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				copy(fl, src[i%len(src)])
+				selectSmallest(fl, 50)
+				i++
+			}
+		})
+		b.Run(fmt.Sprintf("bits/n=%d", n), func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				for j, v := range src[i%len(src)] {
+					bits[j] = math.Float32bits(v)
+				}
+				selectSmallestBits(bits, 50)
+				i++
+			}
+		})
 	}
 }

@@ -73,14 +73,14 @@ type solver struct {
 
 // tileScratch is one worker's phase-1 scratch.
 type tileScratch struct {
-	t2      [knnTileSize]float32
-	acc     [knnTileSize]float32
-	live    []int32
-	fill    []int32
-	buf     []float32 // k + m distances of a filling row
-	changed [knnTileSize]bool
-	sort    []float32
-	topm    []selItem
+	t2   [knnTileSize]float32
+	acc  [knnTileSize]float32
+	cnt  [knnTileSize]int32 // queued distances per row
+	pend []float32          // m queued squared distances per row of the tile
+	live []int32
+	buf  []uint32 // k + m distances of a merge, as bits (selectSmallestBits)
+	sort []float32
+	topm []selItem
 }
 
 func newSolver(cols [][]float32, p Params) *solver {
@@ -105,8 +105,8 @@ func newSolver(cols [][]float32, p Params) *solver {
 	s.scratch = make([]*tileScratch, s.workers)
 	for w := range s.scratch {
 		s.scratch[w] = &tileScratch{
-			live: make([]int32, 0, knnTileSize), fill: make([]int32, 0, knnTileSize),
-			sort: make([]float32, s.k), buf: make([]float32, 0, s.k+s.m),
+			live: make([]int32, 0, knnTileSize), pend: make([]float32, knnTileSize*s.m),
+			sort: make([]float32, s.k), buf: make([]uint32, 0, s.k+s.m),
 		}
 	}
 	parallelFor(s.workers, rows, 1<<16, func(_, lo, hi int) {
@@ -280,30 +280,30 @@ func (s *solver) phase1(c0, c1 int) {
 }
 
 // tile runs phase 1 for positions [a, b) of the chunk starting at c0.
+//
+// A row's LNN is not updated distance by distance: every distance that passes the row's
+// threshold at the start of the tile is queued (as a squared distance) and the queue is merged
+// into the heap once, after the row has met every candidate (mergePending). Candidates are the
+// points of largest UB and sit together in the sparse regions, so a row near them typically
+// takes most of the m distances into its heap in one iteration (on G2D half of all inserts come
+// in batches of more than 60 per row and iteration); one selection and one heapify replace those
+// sift-downs. Rows whose heap is not full yet (the first iteration) have threshold +Inf and
+// take the same path.
 func (s *solver) tile(sc *tileScratch, c0, a, b int) int64 {
-	k, dims := s.k, s.dims
+	dims := s.dims
 	nt := b - a
-	t2, acc, changed := sc.t2[:nt], sc.acc[:nt], sc.changed[:nt]
+	t2, acc, cnt := sc.t2[:nt], sc.acc[:nt], sc.cnt[:nt]
 	sc.live = sc.live[:0]
-	sc.fill = sc.fill[:0]
 	for i := range nt {
-		changed[i] = false
+		cnt[i] = 0
 		if s.pruned(s.ub[a+i]) {
 			// Inactive: its LNN need not improve (it can never become a candidate, and its UB
 			// stays an upper bound of w_k(p, S)); a negative threshold rejects every distance.
 			t2[i] = -1
 		} else {
-			top := s.heap[(a+i)*k]
-			if math.IsInf(float64(top), 1) {
-				// Its heap is not full yet (the first iteration, or while m < k): it skips the
-				// per-candidate inserts, which would each sink through a heap of +Inf, and
-				// takes all its distances in one batch (fillHeap) below.
-				t2[i] = -1
-				sc.fill = append(sc.fill, int32(i))
-			} else {
-				t2[i] = sq32(top)
-				sc.live = append(sc.live, int32(i))
-			}
+			// +Inf while the heap is not full: every distance is queued.
+			t2[i] = sq32(s.heap[(a+i)*s.k])
+			sc.live = append(sc.live, int32(i))
 		}
 	}
 	off := a - c0
@@ -311,84 +311,94 @@ func (s *solver) tile(sc *tileScratch, c0, a, b int) int64 {
 	for j := range s.cand {
 		cj := s.candX[j*dims : (j+1)*dims]
 		if s.candDone[j] {
-			// max(UB(p), UB_C(c)) < minOUT unless p is live: only live rows meet c (filling
-			// rows meet it in fillHeap), and phase 2 ignores c, so nothing is written to dm.
+			// max(UB(p), UB_C(c)) < minOUT unless p is live: only live rows meet c, and phase 2
+			// ignores c, so nothing is written to dm.
 			if len(sc.live) == 0 {
 				continue
 			}
 			if 4*len(sc.live) >= nt {
 				// Most rows are live: a dense pass is cheaper than gathering. The rows that are
 				// not live have t2 = -1 and reject their distance; all nt are counted.
-				s.pass(acc, a, b, cj, t2, changed)
+				s.pass(acc, a, b, cj, t2, sc)
 				count += int64(nt)
 				continue
 			}
 			for _, i := range sc.live {
 				d2 := sqDist(s.x, a+int(i), cj)
 				if d2 <= t2[i] {
-					s.insert(a+int(i), d2, &t2[i], &changed[i])
+					sc.pend[int(i)*s.m+int(cnt[i])] = d2
+					cnt[i]++
 				}
 			}
 			count += int64(len(sc.live))
 			continue
 		}
 		count += int64(nt)
-		s.pass(s.dm[j*s.chunk+off:j*s.chunk+off+nt], a, b, cj, t2, changed)
+		s.pass(s.dm[j*s.chunk+off:j*s.chunk+off+nt], a, b, cj, t2, sc)
 	}
-	for _, i := range sc.fill {
-		count += s.fillHeap(sc, a+int(i), off+int(i))
-		changed[i] = true
-	}
-	for i := range nt {
-		if changed[i] {
-			s.ub[a+i] = plainSum(s.heap[(a+i)*k : (a+i+1)*k])
+	for _, i := range sc.live {
+		if c := int(cnt[i]); c > 0 {
+			q := a + int(i)
+			h := s.heap[q*s.k : (q+1)*s.k]
+			if mergePending(h, sc.pend[int(i)*s.m:int(i)*s.m+c], sc) {
+				s.ub[q] = plainSum(h)
+			}
 		}
 	}
 	return count
 }
 
-// fillHeap gives the not yet full LNN of position q (row dmCol of the chunk's dm) the k
-// smallest of its current distances and its distances to all candidates: the same multiset as
-// inserting them one by one, at the cost of one heapify and a few replacements. Distances to
-// done candidates are not in dm and are evaluated here; it returns how many.
-func (s *solver) fillHeap(sc *tileScratch, q, dmCol int) int64 {
-	k := s.k
-	h := s.heap[q*k : (q+1)*k]
+// mergeBatch is the queue length from which mergePending rebuilds a heap by selection rather
+// than inserting one distance at a time (measured on G2D, see mergePending).
+const mergeBatch = 12
+
+// mergePending gives the LNN h the k = len(h) smallest of its distances and the square roots of
+// the queued squared distances pend, and reports whether h may have changed. Any exact selection
+// gives the heap the multiset that inserting the distances one by one would give: the k
+// smallest values of the union (sqrt32 is monotonic, and a value that ties the top is the same
+// value whichever copy is kept). Only the storage order differs, which UB tolerates (PruneMargin
+// holds for a plain sum in any order). A short queue is inserted one by one (each insert costs
+// a sift-down of ~log2(k) levels); a long one is selected with the heap's finite entries
+// (O(k + len(pend))) and the heap rebuilt by heapify (O(k)).
+func mergePending(h, pend []float32, sc *tileScratch) bool {
+	if len(pend) < mergeBatch {
+		changed := false
+		for _, d2 := range pend {
+			if d := sqrt32(d2); d < h[0] {
+				heapReplaceTop(h, d)
+				changed = true
+			}
+		}
+		return changed
+	}
+	k := len(h)
 	buf := sc.buf[:0]
 	for _, v := range h {
 		if !math.IsInf(float64(v), 1) {
-			buf = append(buf, v)
+			buf = append(buf, math.Float32bits(v))
 		}
 	}
-	var count int64
-	for j := range s.cand {
-		var d2 float32
-		if s.candDone[j] {
-			d2 = sqDist(s.x, q, s.candX[j*s.dims:(j+1)*s.dims])
-			count++
-		} else {
-			d2 = s.dm[j*s.chunk+dmCol]
-		}
-		buf = append(buf, sqrt32(d2))
+	for _, d2 := range pend {
+		buf = append(buf, math.Float32bits(sqrt32(d2)))
 	}
-	n0 := min(len(buf), k)
-	copy(h, buf[:n0])
-	fillInf(h[n0:])
+	if len(buf) > k {
+		selectSmallestBits(buf, k)
+		buf = buf[:k]
+	}
+	for i, v := range buf {
+		h[i] = math.Float32frombits(v)
+	}
+	fillInf(h[len(buf):])
 	heapify(h)
-	for _, d := range buf[n0:] {
-		if d < h[0] {
-			heapReplaceTop(h, d)
-		}
-	}
 	sc.buf = buf
-	return count
+	return true
 }
 
 // pass writes the squared distances of the positions [a, b) to the candidate c into dst and
-// offers each to its row's LNN (rows with t2 = -1, not live or filling, reject it).
-func (s *solver) pass(dst []float32, a, b int, c []float32, t2 []float32, changed []bool) {
+// queues each that passes its row's threshold (rows with t2 = -1, not live, reject it).
+func (s *solver) pass(dst []float32, a, b int, c []float32, t2 []float32, sc *tileScratch) {
 	if s.dims == 2 {
-		s.pass2(dst, a, b, c, t2, changed)
+		s.pass2(dst, a, b, c, t2, sc)
 		return
 	}
 	x := s.x[0][a:b]
@@ -407,38 +417,32 @@ func (s *solver) pass(dst []float32, a, b int, c []float32, t2 []float32, change
 			dst[i] += float32(t * t)
 		}
 	}
+	cnt, pend, m := sc.cnt[:len(dst)], sc.pend, s.m
 	for i, d2 := range dst {
 		if d2 <= t2[i] {
-			s.insert(a+i, d2, &t2[i], &changed[i])
+			pend[i*m+int(cnt[i])] = d2
+			cnt[i]++
 		}
 	}
 }
 
 // pass2 is pass for 2-D data, fused into one loop.
-func (s *solver) pass2(dst []float32, a, b int, c []float32, t2 []float32, changed []bool) {
+func (s *solver) pass2(dst []float32, a, b int, c []float32, t2 []float32, sc *tileScratch) {
 	p0, p1 := c[0], c[1]
 	x0, x1 := s.x[0][a:b], s.x[1][a:b]
 	x1 = x1[:len(x0)]
 	dst = dst[:len(x0)]
 	t2 = t2[:len(x0)]
+	cnt, pend, m := sc.cnt[:len(x0)], sc.pend, s.m
 	for i := range x0 {
 		t := x0[i] - p0
 		u := x1[i] - p1
 		d2 := float32(t*t) + float32(u*u)
 		dst[i] = d2
 		if d2 <= t2[i] {
-			s.insert(a+i, d2, &t2[i], &changed[i])
+			pend[i*m+int(cnt[i])] = d2
+			cnt[i]++
 		}
-	}
-}
-
-// insert offers the distance sqrt32(d2) to the LNN of position q and refreshes its threshold.
-func (s *solver) insert(q int, d2 float32, t2 *float32, changed *bool) {
-	h := s.heap[q*s.k : (q+1)*s.k]
-	if d := sqrt32(d2); d < h[0] {
-		heapReplaceTop(h, d)
-		*t2 = sq32(h[0])
-		*changed = true
 	}
 }
 

@@ -429,3 +429,46 @@ func TestBadData(t *testing.T) {
 		t.Error("SolvingSet accepted k = rows")
 	}
 }
+
+// TestMergePending: merging a queue of squared distances into a neighbour heap gives the
+// multiset that inserting them one by one gives, on both paths (short queues inserted, long ones
+// selected), for full heaps and for heaps still holding +Inf, with ties.
+func TestMergePending(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, k := range []int{1, 5, 50} {
+		for _, nq := range []int{0, 1, mergeBatch - 1, mergeBatch, 100} {
+			for _, fill := range []int{0, k / 2, k} {
+				h := make([]float32, k)
+				fillInf(h)
+				for range fill {
+					if d := float32(r.IntN(8)); d < h[0] {
+						heapReplaceTop(h, d)
+					}
+				}
+				pend := make([]float32, nq)
+				for i := range pend {
+					pend[i] = float32(r.IntN(64)) // squared distances; sqrt32 of squares is exact
+				}
+				want := slices.Clone(h)
+				for _, d2 := range pend {
+					if d := sqrt32(d2); d < want[0] {
+						heapReplaceTop(want, d)
+					}
+				}
+				sc := &tileScratch{buf: make([]uint32, 0, k+nq)}
+				got := slices.Clone(h)
+				mergePending(got, pend, sc)
+				for i := 1; i < k; i++ {
+					if got[(i-1)/2] < got[i] {
+						t.Fatalf("k=%d queue=%d fill=%d: not a max-heap: %v", k, nq, fill, got)
+					}
+				}
+				slices.Sort(got)
+				slices.Sort(want)
+				if !slices.Equal(got, want) {
+					t.Fatalf("k=%d queue=%d fill=%d: merged %v, one by one %v", k, nq, fill, got, want)
+				}
+			}
+		}
+	}
+}
