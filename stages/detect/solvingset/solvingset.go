@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 )
@@ -426,24 +427,40 @@ func (s *solver) pass(dst []float32, a, b int, c []float32, t2 []float32, sc *ti
 	}
 }
 
-// pass2 is pass for 2-D data, fused into one loop.
+// pass2 is pass for 2-D data: the distances and the threshold test come as a bit mask from
+// distMask2 (vectorised on amd64), and only the queued rows are visited one by one.
 func (s *solver) pass2(dst []float32, a, b int, c []float32, t2 []float32, sc *tileScratch) {
-	p0, p1 := c[0], c[1]
+	n := b - a
 	x0, x1 := s.x[0][a:b], s.x[1][a:b]
+	dst = dst[:n]
+	n4 := n &^ 3
+	mask := distMask2(x0[:n4], x1[:n4], dst[:n4], t2[:n4], c[0], c[1])
+	mask |= distMask2Go(x0[n4:], x1[n4:], dst[n4:], t2[n4:], c[0], c[1]) << n4
+	cnt, pend, m := &sc.cnt, sc.pend, s.m
+	for mask != 0 {
+		i := bits.TrailingZeros64(mask)
+		mask &= mask - 1
+		pend[i*m+int(cnt[i])] = dst[i]
+		cnt[i]++
+	}
+}
+
+// distMask2Go is distMask2 in Go, for any length up to 64.
+func distMask2Go(x0, x1, dst, t2 []float32, p0, p1 float32) uint64 {
 	x1 = x1[:len(x0)]
 	dst = dst[:len(x0)]
 	t2 = t2[:len(x0)]
-	cnt, pend, m := sc.cnt[:len(x0)], sc.pend, s.m
+	var mask uint64
 	for i := range x0 {
 		t := x0[i] - p0
 		u := x1[i] - p1
 		d2 := float32(t*t) + float32(u*u)
 		dst[i] = d2
 		if d2 <= t2[i] {
-			pend[i*m+int(cnt[i])] = d2
-			cnt[i]++
+			mask |= 1 << i
 		}
 	}
+	return mask
 }
 
 // phase2 is the candidates' side of step c for a chunk of nrows rows: each candidate updates
