@@ -143,7 +143,8 @@ func KNNWeightsMembers(S, Q [][]float32, k, workers int, out []float64) {
 }
 
 // selectSmallestBits is selectSmallest for the bit patterns (math.Float32bits) of non-negative
-// float32 values, +0 to +Inf: for those the unsigned integer order is the float order, so the
+// float32 values, +0 to +Inf, and it also leaves the largest of the k selected at a[k-1] (the
+// last round sorts the range holding position k-1; a[:lo] is no larger). For these values the unsigned integer order is the float order, so the
 // partition can count with integer arithmetic instead of a branch. The comparisons of a
 // quickselect on random distances are unpredictable; this partition (Lomuto, with the element
 // always swapped and the boundary advanced by the sign of v-p) has none, which makes it about
@@ -151,7 +152,7 @@ func KNNWeightsMembers(S, Q [][]float32, k, workers int, out []float64) {
 func selectSmallestBits(a []uint32, k int) {
 	lo, hi := 0, len(a)
 	// Invariant: a[:lo] <= a[lo:hi] <= a[hi:] elementwise, and lo < k <= hi.
-	for hi-lo > 16 {
+	for hi-lo > 4 {
 		x, y, z := a[lo], a[lo+(hi-lo)/2], a[hi-1]
 		if x > y {
 			x, y = y, x

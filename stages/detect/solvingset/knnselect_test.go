@@ -188,6 +188,9 @@ func TestSelectSmallestBits(t *testing.T) {
 			if !slices.Equal(got, want[:k]) {
 				t.Fatalf("%s n=%d k=%d: selected %v, want %v", name, n, k, got, want[:k])
 			}
+			if a[k-1] != want[k-1] {
+				t.Fatalf("%s n=%d k=%d: a[k-1] = %v, not the largest selected %v", name, n, k, a[k-1], want[k-1])
+			}
 		}
 	}
 }

@@ -48,11 +48,12 @@ type solver struct {
 	dims, k, n, m, workers int
 	margin                 float64
 
-	x    [][]float32 // working copy of the data, column-major, by position
-	row  []int32     // original row of each position
-	heap []float32   // LNN: k distances per position, max-heap, +Inf until full
-	ub   []float64   // UB: plainSum of heap
-	live int         // positions [0, live) are D \ S
+	x     [][]float32 // working copy of the data, column-major, by position
+	row   []int32     // original row of each position
+	heap  []float32   // LNN: k distances per position, max-heap, +Inf until full
+	loose []bool      // the LNN holds its maximum at [0] but is not heap-ordered (mergePending)
+	ub    []float64   // UB: plainSum of heap
+	live  int         // positions [0, live) are D \ S
 
 	// Current candidates C.
 	cand     []int32   // original rows
@@ -101,6 +102,7 @@ func newSolver(cols [][]float32, p Params) *solver {
 		s.row[i] = int32(i)
 	}
 	s.heap = make([]float32, rows*s.k)
+	s.loose = make([]bool, rows)
 	s.ub = make([]float64, rows)
 	s.counts = make([]counter, s.workers)
 	s.scratch = make([]*tileScratch, s.workers)
@@ -170,7 +172,11 @@ func (s *solver) setCandidates(pos []int) {
 		for d := range s.dims {
 			s.candX[j*s.dims+d] = s.x[d][q]
 		}
-		copy(s.candHeap[j*s.k:(j+1)*s.k], s.heap[q*s.k:(q+1)*s.k])
+		ch := s.candHeap[j*s.k : (j+1)*s.k]
+		copy(ch, s.heap[q*s.k:(q+1)*s.k])
+		if s.loose[q] {
+			heapify(ch) // LNNC is updated by heapReplaceTop
+		}
 	}
 	// Remove in descending position order: the last live position is then never one still to
 	// be removed.
@@ -185,6 +191,7 @@ func (s *solver) setCandidates(pos []int) {
 			}
 			s.row[q] = s.row[last]
 			copy(s.heap[q*k:(q+1)*k], s.heap[last*k:(last+1)*k])
+			s.loose[q] = s.loose[last]
 			s.ub[q] = s.ub[last]
 		}
 		s.live--
@@ -341,7 +348,7 @@ func (s *solver) tile(sc *tileScratch, c0, a, b int) int64 {
 		if c := int(cnt[i]); c > 0 {
 			q := a + int(i)
 			h := s.heap[q*s.k : (q+1)*s.k]
-			if mergePending(h, sc.pend[int(i)*s.m:int(i)*s.m+c], sc) {
+			if mergePending(h, sc.pend[int(i)*s.m:int(i)*s.m+c], sc, &s.loose[q]) {
 				s.ub[q] = plainSum(h)
 			}
 		}
@@ -355,14 +362,23 @@ const mergeBatch = 12
 
 // mergePending gives the LNN h the k = len(h) smallest of its distances and the square roots of
 // the queued squared distances pend, and reports whether h may have changed. Any exact selection
-// gives the heap the multiset that inserting the distances one by one would give: the k
-// smallest values of the union (sqrt32 is monotonic, and a value that ties the top is the same
-// value whichever copy is kept). Only the storage order differs, which UB tolerates (PruneMargin
-// holds for a plain sum in any order). A short queue is inserted one by one (each insert costs
-// a sift-down of ~log2(k) levels); a long one is selected with the heap's finite entries
-// (O(k + len(pend))) and the heap rebuilt by heapify (O(k)).
-func mergePending(h, pend []float32, sc *tileScratch) bool {
+// gives h the multiset that inserting the distances one by one would give: the k smallest
+// values of the union (sqrt32 is monotonic, and a value that ties the top is the same value
+// whichever copy is kept). Only the storage order differs, which UB tolerates (PruneMargin holds
+// for a plain sum in any order). A short queue is inserted one by one (each insert costs a
+// sift-down of ~log2(k) levels); a long one is selected with the heap's finite entries
+// (O(k + len(pend))).
+//
+// After a selection h is left loose (*loose = true): h[0] is its maximum, the threshold every
+// pass reads, but the rest is in no order. The next selection does not care, so a row merged by
+// selection in every iteration never pays for a heapify; only the one-by-one path (and a row
+// becoming a candidate, see setCandidates) restores the heap order first.
+func mergePending(h, pend []float32, sc *tileScratch, loose *bool) bool {
 	if len(pend) < mergeBatch {
+		if *loose {
+			heapify(h)
+			*loose = false
+		}
 		changed := false
 		for _, d2 := range pend {
 			if d := sqrt32(d2); d < h[0] {
@@ -374,24 +390,39 @@ func mergePending(h, pend []float32, sc *tileScratch) bool {
 	}
 	k := len(h)
 	buf := sc.buf[:0]
-	for _, v := range h {
-		if !math.IsInf(float64(v), 1) {
+	if math.IsInf(float64(h[0]), 1) {
+		// Not full yet (h[0], the maximum, is +Inf): only the finite entries are distances.
+		for _, v := range h {
+			if !math.IsInf(float64(v), 1) {
+				buf = append(buf, math.Float32bits(v))
+			}
+		}
+	} else {
+		for _, v := range h {
 			buf = append(buf, math.Float32bits(v))
 		}
 	}
 	for _, d2 := range pend {
 		buf = append(buf, math.Float32bits(sqrt32(d2)))
 	}
-	if len(buf) > k {
-		selectSmallestBits(buf, k)
-		buf = buf[:k]
+	sc.buf = buf
+	if len(buf) < k {
+		// Still not full (m < k): a heap with its +Inf padding.
+		for i, v := range buf {
+			h[i] = math.Float32frombits(v)
+		}
+		fillInf(h[len(buf):])
+		heapify(h)
+		*loose = false
+		return true
 	}
-	for i, v := range buf {
+	selectSmallestBits(buf, k)
+	// buf[k-1] is the largest of the k selected: it goes to the top.
+	buf[0], buf[k-1] = buf[k-1], buf[0]
+	for i, v := range buf[:k] {
 		h[i] = math.Float32frombits(v)
 	}
-	fillInf(h[len(buf):])
-	heapify(h)
-	sc.buf = buf
+	*loose = true
 	return true
 }
 

@@ -432,7 +432,8 @@ func TestBadData(t *testing.T) {
 
 // TestMergePending: merging a queue of squared distances into a neighbour heap gives the
 // multiset that inserting them one by one gives, on both paths (short queues inserted, long ones
-// selected), for full heaps and for heaps still holding +Inf, with ties.
+// selected) and after either (a loose heap merged again), for full heaps and for heaps still
+// holding +Inf, with ties.
 func TestMergePending(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, k := range []int{1, 5, 50} {
@@ -457,12 +458,26 @@ func TestMergePending(t *testing.T) {
 				}
 				sc := &tileScratch{buf: make([]uint32, 0, k+nq)}
 				got := slices.Clone(h)
-				mergePending(got, pend, sc)
+				loose := false
+				mergePending(got, pend, sc, &loose)
 				for i := 1; i < k; i++ {
-					if got[(i-1)/2] < got[i] {
+					if loose && got[i] > got[0] {
+						t.Fatalf("k=%d queue=%d fill=%d: loose heap without its maximum on top: %v", k, nq, fill, got)
+					}
+					if !loose && got[(i-1)/2] < got[i] {
 						t.Fatalf("k=%d queue=%d fill=%d: not a max-heap: %v", k, nq, fill, got)
 					}
 				}
+				// A second merge into the result (loose or not) must still match.
+				pend2 := []float32{0, 1, 4, 9, 16, 25, 36, 49, 64, 81, 100, 121, 144}
+				for _, d2 := range pend2 {
+					if d := sqrt32(d2); d < want[0] {
+						heapReplaceTop(want, d)
+					}
+				}
+				cut := r.IntN(len(pend2) + 1) // one part short, the other possibly long
+				mergePending(got, pend2[:cut], sc, &loose)
+				mergePending(got, pend2[cut:], sc, &loose)
 				slices.Sort(got)
 				slices.Sort(want)
 				if !slices.Equal(got, want) {
