@@ -357,7 +357,9 @@ func (s *solver) tile(sc *tileScratch, c0, a, b int) int64 {
 }
 
 // mergeBatch is the queue length from which mergePending rebuilds a heap by selection rather
-// than inserting one distance at a time (measured on G2D, see mergePending).
+// than inserting one distance at a time: below it the inserts (each ~log2(k) levels) cost less
+// than a selection over k + len(pend) values. Not tuned: on G2D the one-by-one path takes under
+// 2% of the run either way.
 const mergeBatch = 12
 
 // mergePending gives the LNN h the k = len(h) smallest of its distances and the square roots of
