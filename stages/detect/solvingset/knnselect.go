@@ -12,11 +12,12 @@ const knnSelectMaxRefs = 16 * 1024
 
 // useKNNSelect picks the select path for prediction against a small reference set. With |S|
 // a few times k, as in the pipeline's solving sets, the heap path spends its time inserting;
-// computing every distance and selecting the k smallest is one pass. For |S| >> k the heap
-// path's early rejection wins. Measured on one core, k = 50, 2026-11-21
-// (BenchmarkKNNSelectVsHeap): |S| = 300 (8-D): heap 38.3 us/query, select 19.4; |S| = 1000:
-// 32.2 vs 27.3; |S| = 2000 (10-D): 36.5 vs 78.7. Hence the crossover at |S| = 16k.
-func useKNNSelect(refs, k int) bool { return refs <= knnSelectMaxRefs && refs <= 16*k }
+// computing every distance and selecting the k smallest (branch-free, on the bit patterns) is
+// one pass. For |S| >> k the heap path's early rejection wins. Measured on one core, k = 50,
+// 2026-11-21, quiet dev machine (BenchmarkKNNSelectVsHeap, us per query, heap vs select):
+// |S| = 300 (8-D) 7.4 vs 3.5; 1000 (8-D) 12.2 vs 8.0; 2000 (10-D) 19.1 vs 17.0; 10000 (10-D)
+// 60 vs 77. Hence the crossover at |S| = 64k (3200 for k = 50).
+func useKNNSelect(refs, k int) bool { return refs <= knnSelectMaxRefs && refs <= 64*k }
 
 // knnSelectWeights is knnWeights for queries that are not members of R: for each query it
 // computes all |R| squared distances, selects the k smallest and sums their square roots in
@@ -35,11 +36,12 @@ func knnSelect(Q, R [][]float32, k, workers int, skipSelf bool, out []float64) i
 	nq, nr, dims := len(Q[0]), len(R[0]), len(R)
 	workers = workerCount(workers)
 	bufs := make([][]float32, workers)
+	bits := make([][]uint32, workers)
 	for w := range bufs {
-		bufs[w] = make([]float32, nr)
+		bufs[w], bits[w] = make([]float32, nr), make([]uint32, nr)
 	}
 	parallelFor(workers, nq, knnTileSize, func(w, lo, hi int) {
-		d2 := bufs[w]
+		d2, b := bufs[w], bits[w]
 		for i := lo; i < hi; i++ {
 			x := Q[0][i]
 			r0 := R[0][:nr]
@@ -69,10 +71,15 @@ func knnSelect(Q, R [][]float32, k, workers int, skipSelf bool, out []float64) i
 				out[i] = math.Inf(1)
 				continue
 			}
-			selectSmallest(d2[:n], k)
+			// Select on the bit patterns: for non-negative floats their integer order is the
+			// float order, and the branch-free selection is several times faster.
+			for s, v := range d2[:n] {
+				b[s] = math.Float32bits(v)
+			}
+			selectSmallestBits(b[:n], k)
 			sel := d2[:k]
-			for t, v := range sel {
-				sel[t] = sqrt32(v)
+			for t, v := range b[:k] {
+				sel[t] = sqrt32(math.Float32frombits(v))
 			}
 			slices.Sort(sel)
 			var sum float64
