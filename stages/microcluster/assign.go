@@ -67,16 +67,7 @@ func Assign(means [][]float32, centroids [][]float32, out []int32, workers int) 
 		for b := lo; b < hi; b += assignBlock {
 			e := min(b+assignBlock, hi)
 			rows := e - b
-			for j := range r {
-				col := means[j][b:e]
-				for i, v := range col {
-					tile[(i>>2)*r+j][i&3] = v
-				}
-				// Pad a partial group with copies of its last row; their results are dropped.
-				for i := rows; i&3 != 0; i++ {
-					tile[(i>>2)*r+j][i&3] = col[rows-1]
-				}
-			}
+			fillTile(tile, means, b, e)
 			for g := 0; g*4 < rows; g++ {
 				nearest4(tile[g*r:(g+1)*r], cent, q, &res)
 				copy(out[b+g*4:e], res[:])
@@ -172,4 +163,20 @@ func parallelRangesIndexed(n, workers int, fn func(w, lo, hi int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// fillTile transposes rows [b, e) of column-major means into tile, four rows per group:
+// tile[g*r + j][k] = dimension j of row b+4g+k. A partial last group is padded with copies of
+// its last row; their results are dropped by the callers.
+func fillTile(tile [][4]float32, means [][]float32, b, e int) {
+	r, rows := len(means), e-b
+	for j := range r {
+		col := means[j][b:e]
+		for i, v := range col {
+			tile[(i>>2)*r+j][i&3] = v
+		}
+		for i := rows; i&3 != 0; i++ {
+			tile[(i>>2)*r+j][i&3] = col[rows-1]
+		}
+	}
 }

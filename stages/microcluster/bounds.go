@@ -222,15 +222,7 @@ func (e *elkanState) assignFirst(means, cent [][]float32, assign []int32, worker
 		for b := lo; b < hi; b += assignBlock {
 			end := min(b+assignBlock, hi)
 			rows := end - b
-			for j := range r {
-				col := means[j][b:end]
-				for i, v := range col {
-					tile[(i>>2)*r+j][i&3] = v
-				}
-				for i := rows; i&3 != 0; i++ {
-					tile[(i>>2)*r+j][i&3] = col[rows-1]
-				}
-			}
+			fillTile(tile, means, b, end)
 			for g := 0; g*4 < rows; g++ {
 				nearest4All(tile[g*r:(g+1)*r], ct, dist, &res)
 				for k := 0; k < 4 && b+g*4+k < end; k++ {
