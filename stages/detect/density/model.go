@@ -88,6 +88,10 @@ type Model struct {
 
 	mu2     sync.Mutex
 	regions map[float64][]region // exact-method regions per eta
+
+	boundsOnce sync.Once
+	bounds     *Bounds // the sampled path's density bounds (bounds.go), built on first use
+	noBounds   bool    // the plain loop instead (benchmarks of the paper's algorithm)
 }
 
 // NewModel builds the density model from micro-clusters and per-dimension bandwidths h (for
