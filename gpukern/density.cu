@@ -24,6 +24,14 @@
 // are CUDA's (<= 1 ulp, as Go's are), so a density may differ from the CPU's in its last bit; a
 // verdict can differ only if a sample's density lies within ~1e-16 of eta.
 //
+// Density bounds (density.Bounds, built on the host once per model): per dimension j, cells of a
+// uniform grid with rigorous lower/upper bounds of the computed f_j (bLo/bHi[j*(cells+2) + c], c
+// = 1 + floor((u - bOrigin[j]) * bInvStep[j]) clamped to [0, cells+1]). A sample whose summed
+// lower bounds exceed a*eta*(1+2^-40) succeeds, one whose upper bounds stay below a*eta*(1-2^-40)
+// fails, and only the rest compute the densities (cells = 0: no table, every sample in full); the verdict of every sample is the one the
+// full computation gives (the proof is in density/bounds.go), so the kernel's results are those
+// of the plain loop, at a lookup per dimension instead of k kernel terms for almost every sample.
+//
 // Exact eta-probability of a 1-D subspace {j}: the normal mass of the superlevel set {u : f_j(u) >
 // eta}, uploaded as intervals (regLo/regHi[regOff[j] .. regOff[j+1]), computed on the host by
 // density.Model.Regions): sum over the intervals of Phi differences (density's normalMass: upper
@@ -103,7 +111,23 @@ struct DensArgs {
     int exact;
     const double *regLo, *regHi;
     const ll* regOff;
+    const double *bLo, *bHi, *bOrigin, *bInvStep;
+    ll cells;
 };
+
+// density.Bounds.Cell: the table entry of u in dimension j.
+__device__ __forceinline__ ll bounds_cell(const DensArgs& A, int j, double u) {
+    const double t = __dmul_rn(__dsub_rn(u, A.bOrigin[j]), A.bInvStep[j]);
+    ll c = 0;
+    if (!(t >= 0.0)) {
+        c = 0;
+    } else if (t >= (double)A.cells) {
+        c = A.cells + 1;
+    } else {
+        c = 1 + (ll)t;
+    }
+    return (ll)j * (A.cells + 2) + c;
+}
 
 // f_j(u), density.Model.Density's loop.
 __device__ __forceinline__ double density_at(const DensArgs& A, int j, double u) {
@@ -155,17 +179,36 @@ __device__ double eta_probability(const DensArgs& A, const T* means, const T* sd
         return region_mass(A, j, (double)means[j * A.n + i], sds ? (double)sds[j * A.n + i] : 0.0);
     }
     const double fa = (double)a;
+    // density.Model.etaProbability's thresholds (boundsSlack = 2^-40).
+    const double succeedAt = __dmul_rn(__dmul_rn(fa, A.eta), 1.0 + 0x1p-40);
+    const double failAt = __dmul_rn(__dmul_rn(fa, A.eta), 1.0 - 0x1p-40);
+    double xsv[DENS_MAXR];
     ll success = 0;
     for (ll t = 0; t < A.samples; t++) {
-        double dens = 0.0;
+        double lo = 0.0, hi = 0.0;
         for (int q = 0; q < a; q++) {
             const int j = sub[q];
             const double x = (double)means[j * A.n + i];
             const double psi = sds ? (double)sds[j * A.n + i] : 0.0;
             const double xs = __dadd_rn(x, __dmul_rn(psi, phi_inv(xs_uniform(s))));
-            dens = __dadd_rn(dens, density_at(A, j, xs));
+            xsv[q] = xs;
+            if (A.cells > 0) {
+                const ll c = bounds_cell(A, j, xs);
+                lo = __dadd_rn(lo, A.bLo[c]);
+                hi = __dadd_rn(hi, A.bHi[c]);
+            }
         }
-        if (__ddiv_rn(dens, fa) > A.eta) success++;
+        if (A.cells == 0) {  // no table (the plain loop, for comparison): every sample in full
+            lo = 0.0;
+            hi = succeedAt;
+        }
+        if (lo > succeedAt) {
+            success++;
+        } else if (!(hi < failAt)) {  // left open by the bounds: the full densities
+            double dens = 0.0;
+            for (int q = 0; q < a; q++) dens = __dadd_rn(dens, density_at(A, sub[q], xsv[q]));
+            if (__ddiv_rn(dens, fa) > A.eta) success++;
+        }
     }
     return __ddiv_rn((double)success, (double)A.samples);
 }
@@ -259,8 +302,10 @@ __device__ void detect_object(const DensArgs& A, const T* means, const T* sds, l
     ll n, ll r, const double *__restrict__ mu, const double *__restrict__ coef,                   \
         const double *__restrict__ inv2, ll k, double eta, double delta, ll samples, ll mode,     \
         u64 seed, ll exact, const double *__restrict__ regLo, const double *__restrict__ regHi,  \
-        const ll *__restrict__ regOff, double *__restrict__ prob, u64 *__restrict__ mask,        \
-        int *__restrict__ flag
+        const ll *__restrict__ regOff, const double *__restrict__ bLo,                           \
+        const double *__restrict__ bHi, const double *__restrict__ bOrigin,                      \
+        const double *__restrict__ bInvStep, ll cells, double *__restrict__ prob,                \
+        u64 *__restrict__ mask, int *__restrict__ flag
 
 #define DENS_ARGS                                                                                \
     DensArgs A;                                                                                  \
@@ -277,7 +322,12 @@ __device__ void detect_object(const DensArgs& A, const T* means, const T* sds, l
     A.exact = exact != 0;                                                                        \
     A.regLo = regLo;                                                                             \
     A.regHi = regHi;                                                                             \
-    A.regOff = regOff;
+    A.regOff = regOff;                                                                           \
+    A.bLo = bLo;                                                                                 \
+    A.bHi = bHi;                                                                                 \
+    A.bOrigin = bOrigin;                                                                         \
+    A.bInvStep = bInvStep;                                                                       \
+    A.cells = cells;
 
 // Records: float32 columns, record i draws from stream firstIndex + i.
 extern "C" __global__ void density_records(const float* __restrict__ means,

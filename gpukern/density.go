@@ -188,6 +188,19 @@ func (m *DensityModel) densityRegions(p DensityParams) (lo, hi []float64, off []
 	return lo, hi, off, nil
 }
 
+// densityPlain makes the kernels sample without the bounds (the paper's loop): set only by tests
+// and benchmarks that compare the two.
+var densityPlain bool
+
+// samplingBounds is the CPU twin's density bounds table (density.Bounds, built once per model)
+// when p samples any subspace, nil when it samples none (independent with the exact 1-D method).
+func (m *DensityModel) samplingBounds(p DensityParams) *density.Bounds {
+	if p.Exact && p.Mode == density.Independent || densityPlain {
+		return nil
+	}
+	return m.cpu.Bounds()
+}
+
 // densityResult is what the kernel writes per object.
 type densityResult struct {
 	prob []float64
@@ -264,7 +277,7 @@ func DetectRecords(d *Device, m *DensityModel, means, sds [][]float32, p Density
 	if err != nil {
 		return fmt.Errorf("gpukern.DetectRecords: %w", err)
 	}
-	res, err := d.detectDensity(m, densityObjects{means: means, sds: sds, n: n}, p, lo, hi, off)
+	res, err := d.detectDensity(m, densityObjects{means: means, sds: sds, n: n}, p, lo, hi, off, m.samplingBounds(p))
 	if err != nil {
 		return fmt.Errorf("gpukern.DetectRecords: %w", err)
 	}
@@ -288,7 +301,7 @@ func DetectClusters(d *Device, m *DensityModel, p DensityParams) ([]density.Verd
 	if err != nil {
 		return nil, fmt.Errorf("gpukern.DetectClusters: %w", err)
 	}
-	res, err := d.detectDensity(m, densityObjects{clusters: true, n: m.k}, p, lo, hi, off)
+	res, err := d.detectDensity(m, densityObjects{clusters: true, n: m.k}, p, lo, hi, off, m.samplingBounds(p))
 	if err != nil {
 		return nil, fmt.Errorf("gpukern.DetectClusters: %w", err)
 	}

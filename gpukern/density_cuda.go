@@ -6,6 +6,8 @@ import (
 	"errors"
 
 	"gorgonia.org/cu"
+
+	"github.com/outlierd/outlierd/stages/detect/density"
 )
 
 // densityBlock is the number of threads (objects) per block of density_records/clusters. Small
@@ -15,12 +17,14 @@ const densityBlock = 64
 
 // detectDensity uploads the objects, the model and (exact) the regions, runs density_records or
 // density_clusters and downloads the results.
-func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityParams, lo, hi []float64, off []int64) (densityResult, error) {
+func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityParams, lo, hi []float64, off []int64, b *density.Bounds) (densityResult, error) {
 	n := obj.n
 	res := densityResult{prob: make([]float64, n), mask: make([]uint64, n), flag: make([]int32, n)}
 	err := d.do(func() (err error) {
-		var xp, ep, ixp, mup, cp, ip, lop, hip, offp, pp, mp, fp cu.DevicePtr
-		defer func() { err = errors.Join(err, frees(xp, ep, ixp, mup, cp, ip, lop, hip, offp, pp, mp, fp)) }()
+		var xp, ep, ixp, mup, cp, ip, lop, hip, offp, pp, mp, fp, blp, bhp, bop, bsp cu.DevicePtr
+		defer func() {
+			err = errors.Join(err, frees(xp, ep, ixp, mup, cp, ip, lop, hip, offp, pp, mp, fp, blp, bhp, bop, bsp))
+		}()
 		if obj.clusters {
 			if xp, err = upload(d, "cluster centroids", m.objMean); err != nil {
 				return err
@@ -59,6 +63,22 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 		if offp, err = upload(d, "region offsets", off); err != nil {
 			return err
 		}
+		cells := int64(0)
+		if b != nil {
+			cells = int64(b.Cells)
+			if blp, err = upload(d, "density lower bounds", b.Lower); err != nil {
+				return err
+			}
+			if bhp, err = upload(d, "density upper bounds", b.Upper); err != nil {
+				return err
+			}
+			if bop, err = upload(d, "bounds grid origins", b.Origin); err != nil {
+				return err
+			}
+			if bsp, err = upload(d, "bounds grid inverse steps", b.InvStep); err != nil {
+				return err
+			}
+		}
 		if pp, err = alloc("eta-probabilities", int64(n)*8); err != nil {
 			return err
 		}
@@ -73,7 +93,7 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 			exact = 1
 		}
 		common := []any{int64(n), int64(m.dims), mup, cp, ip, int64(m.k), p.Eta, p.Delta, int64(p.Samples), int64(p.Mode),
-			p.Seed, exact, lop, hip, offp, pp, mp, fp}
+			p.Seed, exact, lop, hip, offp, blp, bhp, bop, bsp, cells, pp, mp, fp}
 		grid, block := [3]int{(n + densityBlock - 1) / densityBlock, 1, 1}, [3]int{densityBlock, 1, 1}
 		if obj.clusters {
 			err = d.launch("density_clusters", grid, block, 0, append([]any{xp, ep, ixp}, common...)...)

@@ -197,6 +197,47 @@ func TestDetectRecordsParity(t *testing.T) {
 	}
 }
 
+// TestDetectRecordsBoundsMatchPlain: on the device, sampling with the density bounds gives
+// exactly what sampling every density in full gives (the same kernel's own arithmetic on both
+// sides, so no exp/log difference between CUDA and Go enters): every eta-probability, subspace
+// and verdict, for uncertain records, the modes that sample, and thresholds at the default and
+// at the densities the records themselves see (many samples near eta).
+func TestDetectRecordsBoundsMatchPlain(t *testing.T) {
+	d := openDevice(t)
+	const rows, dims, q, n = 3000, 4, 40, 500
+	cpu, gpu, _, data := densityFixture(t, rows, dims, q)
+	means, sds := make([][]float32, dims), make([][]float32, dims)
+	for j := range dims {
+		means[j], sds[j] = data.Cols[j][:n], data.SD[j][:n]
+	}
+	var f0 float64
+	for j := range dims {
+		f0 += cpu.Density(j, float64(means[j][0]))
+	}
+	for _, mode := range []density.Mode{density.Independent, density.Restricted, density.Averaging} {
+		for _, eta := range []float64{0.5, f0 / dims} {
+			p := gpukern.DensityParams{Eta: eta, Delta: 0.5, Samples: 200, Mode: mode, Seed: 3, FirstIndex: 7}
+			bounded := make([]density.Verdict, n)
+			if err := gpukern.DetectRecords(d, gpu, means, sds, p, bounded); err != nil {
+				t.Fatal(err)
+			}
+			plain := make([]density.Verdict, n)
+			gpukern.SetDensityPlain(true)
+			err := gpukern.DetectRecords(d, gpu, means, sds, p, plain)
+			gpukern.SetDensityPlain(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range n {
+				if bounded[i].Outlier != plain[i].Outlier || bounded[i].EtaProbability != plain[i].EtaProbability ||
+					!slices.Equal(bounded[i].Subspace, plain[i].Subspace) {
+					t.Fatalf("%s eta %g record %d: bounded %+v, plain %+v", mode, eta, i, bounded[i], plain[i])
+				}
+			}
+		}
+	}
+}
+
 // TestDetectClustersParity: cluster granularity against density.Model.DetectClusters (the
 // clusters' centroids and sqrt(Delta) as objects, stream index = cluster index, empty clusters
 // untested), every mode, sampled and exact; tolerances as TestDetectRecordsParity. The fixture
@@ -255,7 +296,7 @@ func TestDetectClustersParity(t *testing.T) {
 func TestDensityCounters(t *testing.T) {
 	d := openDevice(t)
 	const dims, n = 3, 500
-	_, gpu, mc, data := densityFixture(t, 2000, dims, 30)
+	cpu, gpu, mc, data := densityFixture(t, 2000, dims, 30)
 	k := 0
 	for _, c := range mc.N {
 		if c > 0 {
@@ -272,7 +313,10 @@ func TestDensityCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	kt1, up1, down1 := d.Counters()
-	wantUp := int64(2*dims*n*4 + 3*dims*k*8 + (dims+1)*8)
+	// Records (means, sds), model (mu, coef, inv2), region offsets, and the density bounds
+	// (lower, upper per cell; origin, inverse step per dimension).
+	cells := cpu.Bounds().Cells
+	wantUp := int64(2*dims*n*4 + 3*dims*k*8 + (dims+1)*8 + 2*dims*(cells+2)*8 + 2*dims*8)
 	if up1-up0 != wantUp || down1-down0 != int64(n*20) {
 		t.Errorf("bytes up %d, down %d; want %d, %d", up1-up0, down1-down0, wantUp, n*20)
 	}
@@ -365,6 +409,12 @@ func BenchmarkDetectRecords(b *testing.B) {
 			benchDensity(b, 100_000, dims, gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 800, Mode: mode, Seed: 1})
 		})
 	}
+	// The paper's loop (no density bounds) for the case, in the same run: same verdicts.
+	b.Run("independent-10d-plain", func(b *testing.B) {
+		gpukern.SetDensityPlain(true)
+		defer gpukern.SetDensityPlain(false)
+		benchDensity(b, 100_000, 10, gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 800, Seed: 1})
+	})
 }
 
 // BenchmarkDetectRecordsExact: the exact 1-D method, mode independent, 1,000,000 records x 10.
