@@ -44,11 +44,13 @@ bench:
 demo:
 	$(GO) run ./cmd/outlierd demo --duration $(DEMO_DURATION)
 
-# cuda: the GPU build (binaries for a machine with an NVIDIA GPU and driver; a -tags cuda binary
-# cannot start without one, see gpukern/doc.go). .ci/cuda.sh fetches cuda.h and the libcuda
-# stub once into ~/.cache/outlierd/cuda (or set CGO_CFLAGS/CGO_LDFLAGS to your CUDA toolkit).
-cuda:
-	eval "$$(.ci/cuda.sh)" && $(GO) build -tags cuda -o .gpubuild/outlierd ./cmd/outlierd && \
+# cuda: the GPU build. bin/outlierd-cuda is built with -tags cuda and needs the NVIDIA driver to
+# start at all (gorgonia.org/cu loads libcuda.so.1 at start-up); bin/outlierd, the CPU build,
+# hands device commands over to it when it starts on the machine (cmd/outlierd/companion.go), so
+# ship both side by side. Also builds the kernel tests. .ci/cuda.sh fetches cuda.h and the
+# libcuda stub once into ~/.cache/outlierd/cuda (or set CGO_CFLAGS/CGO_LDFLAGS to your toolkit).
+cuda: build
+	eval "$$(.ci/cuda.sh)" && $(GO) build -tags cuda -o $(BIN)-cuda ./cmd/outlierd && \
 	  $(GO) test -c -tags cuda -o .gpubuild/gpukern.test ./gpukern/
 
 # cuda-check: compile-only check of the CUDA build (CI has no GPU), so it never rots.

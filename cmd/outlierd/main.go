@@ -4,6 +4,9 @@
 //	outlierd topn     exact top-n distance-based outliers of a CSV file (SolvingSet or BruteForce)
 //	outlierd predict  score a CSV file against a saved solving-set model
 //	outlierd density  outliers in uncertain data by micro-clusters and density sampling
+//	outlierd lint     validate a pipeline config; outlierd run: the streaming pipeline
+//	outlierd demo     the main job on an embedded default
+//	outlierd devices  the GPU this binary (or its CUDA companion, outlierd-cuda) opens, or why none
 //
 // Every command prints one clear line and exits non-zero on bad input; with --json the
 // result on stdout is exactly one JSON object.
@@ -37,6 +40,7 @@ func commands() map[string]command {
 		"lint":    {"validate a pipeline config without running it", runLint},
 		"run":     {"run the streaming pipeline (Kafka in, outliers out)", runRun},
 		"demo":    {"the main job on an embedded default: in-process Kafka, sensor stream, live summary", runDemo},
+		"devices": {"where the GPU commands run: the GPU this binary opens, or why none", runDevices},
 	}
 }
 
@@ -47,6 +51,7 @@ func (u usageError) Error() string { return u.err.Error() }
 func (u usageError) Unwrap() error { return u.err }
 
 func main() {
+	handOff(os.Args[1:]) // the CPU build execs the CUDA companion when it starts here (companion.go)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
