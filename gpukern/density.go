@@ -110,6 +110,21 @@ func NewDensityModel(f *ClusterFeatures, h []float64) (*DensityModel, error) {
 	return m, nil
 }
 
+// DensityModelOf is NewDensityModel(mc's features, cpu.H) for a CPU model built by
+// density.NewModel(mc, cpu.H): it shares cpu's exact-method regions and density bounds table,
+// built once per model, instead of building its own.
+func DensityModelOf(cpu *density.Model, mc *microcluster.MicroClusters) (*DensityModel, error) {
+	if cpu == nil || mc == nil {
+		return nil, errors.New("gpukern.DensityModelOf: nil model")
+	}
+	m, err := NewDensityModel(&ClusterFeatures{CF1: mc.CF1, CF2: mc.CF2, EF2: mc.EF2, N: mc.N}, cpu.H)
+	if err != nil {
+		return nil, err
+	}
+	m.cpu = cpu
+	return m, nil
+}
+
 // Dims is the number of dimensions r.
 func (m *DensityModel) Dims() int { return m.dims }
 
@@ -199,6 +214,32 @@ func (m *DensityModel) samplingBounds(p DensityParams) *density.Bounds {
 		return nil
 	}
 	return m.cpu.Bounds()
+}
+
+// KeepDensityModel uploads m (its kernel parameters and its density bounds table, built on the
+// host once per model) to stay on d: later DetectRecords and DetectClusters calls with m upload
+// only the objects. A streaming user keeps the serving model resident and drops it when the next
+// one takes over. Calling it again for a resident model does nothing.
+func KeepDensityModel(d *Device, m *DensityModel) error {
+	if d == nil || m == nil {
+		return errors.New("gpukern.KeepDensityModel: nil device or model")
+	}
+	if err := d.keepDensityModel(m); err != nil {
+		return fmt.Errorf("gpukern.KeepDensityModel: %w", err)
+	}
+	return nil
+}
+
+// DropDensityModel frees the resident copy of m on d (none: nothing to do). Closing the device
+// frees every resident model as well.
+func DropDensityModel(d *Device, m *DensityModel) error {
+	if d == nil || m == nil {
+		return nil
+	}
+	if err := d.dropDensityModel(m); err != nil {
+		return fmt.Errorf("gpukern.DropDensityModel: %w", err)
+	}
+	return nil
 }
 
 // densityResult is what the kernel writes per object.

@@ -21,9 +21,13 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 	n := obj.n
 	res := densityResult{prob: make([]float64, n), mask: make([]uint64, n), flag: make([]int32, n)}
 	err := d.do(func() (err error) {
-		var xp, ep, ixp, mup, cp, ip, lop, hip, offp, pp, mp, fp, blp, bhp, bop, bsp cu.DevicePtr
+		var xp, ep, ixp, lop, hip, offp, pp, mp, fp cu.DevicePtr
+		var mb *densityBuffers // the model: resident (KeepDensityModel), or uploaded for this call
 		defer func() {
-			err = errors.Join(err, frees(xp, ep, ixp, mup, cp, ip, lop, hip, offp, pp, mp, fp, blp, bhp, bop, bsp))
+			err = errors.Join(err, frees(xp, ep, ixp, lop, hip, offp, pp, mp, fp))
+			if mb != nil && d.dens[m] != mb {
+				err = errors.Join(err, mb.free())
+			}
 		}()
 		if obj.clusters {
 			if xp, err = upload(d, "cluster centroids", m.objMean); err != nil {
@@ -45,14 +49,10 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 				}
 			}
 		}
-		if mup, err = upload(d, "model means", m.mu); err != nil {
-			return err
-		}
-		if cp, err = upload(d, "model coefficients", m.coef); err != nil {
-			return err
-		}
-		if ip, err = upload(d, "model 1/(2 var)", m.inv2); err != nil {
-			return err
+		if mb = d.dens[m]; mb == nil {
+			if mb, err = uploadDensityModel(d, m, b); err != nil {
+				return err
+			}
 		}
 		if lop, err = upload(d, "region lower ends", lo); err != nil {
 			return err
@@ -62,22 +62,6 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 		}
 		if offp, err = upload(d, "region offsets", off); err != nil {
 			return err
-		}
-		cells := int64(0)
-		if b != nil {
-			cells = int64(b.Cells)
-			if blp, err = upload(d, "density lower bounds", b.Lower); err != nil {
-				return err
-			}
-			if bhp, err = upload(d, "density upper bounds", b.Upper); err != nil {
-				return err
-			}
-			if bop, err = upload(d, "bounds grid origins", b.Origin); err != nil {
-				return err
-			}
-			if bsp, err = upload(d, "bounds grid inverse steps", b.InvStep); err != nil {
-				return err
-			}
 		}
 		if pp, err = alloc("eta-probabilities", int64(n)*8); err != nil {
 			return err
@@ -92,8 +76,12 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 		if p.Exact {
 			exact = 1
 		}
-		common := []any{int64(n), int64(m.dims), mup, cp, ip, int64(m.k), p.Eta, p.Delta, int64(p.Samples), int64(p.Mode),
-			p.Seed, exact, lop, hip, offp, blp, bhp, bop, bsp, cells, pp, mp, fp}
+		cells := mb.cells
+		if b == nil { // this call samples nothing, or samples without the bounds (densityPlain)
+			cells = 0
+		}
+		common := []any{int64(n), int64(m.dims), mb.mu, mb.coef, mb.inv2, int64(m.k), p.Eta, p.Delta, int64(p.Samples), int64(p.Mode),
+			p.Seed, exact, lop, hip, offp, mb.lower, mb.upper, mb.origin, mb.invStep, cells, pp, mp, fp}
 		grid, block := [3]int{(n + densityBlock - 1) / densityBlock, 1, 1}, [3]int{densityBlock, 1, 1}
 		if obj.clusters {
 			err = d.launch("density_clusters", grid, block, 0, append([]any{xp, ep, ixp}, common...)...)
@@ -112,4 +100,78 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 		return download(d, "flags", res.flag, fp)
 	})
 	return res, err
+}
+
+// densityBuffers is a density model on the device: its kernels' parameters and the density
+// bounds table (cells = 0 when the table was not uploaded).
+type densityBuffers struct {
+	mu, coef, inv2, lower, upper, origin, invStep cu.DevicePtr
+	cells                                         int64
+}
+
+func (mb *densityBuffers) free() error {
+	return frees(mb.mu, mb.coef, mb.inv2, mb.lower, mb.upper, mb.origin, mb.invStep)
+}
+
+// uploadDensityModel copies the model and, when b is not nil, its bounds table. Owner thread only.
+func uploadDensityModel(d *Device, m *DensityModel, b *density.Bounds) (mb *densityBuffers, err error) {
+	mb = &densityBuffers{}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, mb.free())
+			mb = nil
+		}
+	}()
+	if mb.mu, err = upload(d, "model means", m.mu); err != nil {
+		return
+	}
+	if mb.coef, err = upload(d, "model coefficients", m.coef); err != nil {
+		return
+	}
+	if mb.inv2, err = upload(d, "model 1/(2 var)", m.inv2); err != nil {
+		return
+	}
+	if b == nil {
+		return
+	}
+	mb.cells = int64(b.Cells)
+	if mb.lower, err = upload(d, "density lower bounds", b.Lower); err != nil {
+		return
+	}
+	if mb.upper, err = upload(d, "density upper bounds", b.Upper); err != nil {
+		return
+	}
+	if mb.origin, err = upload(d, "bounds grid origins", b.Origin); err != nil {
+		return
+	}
+	mb.invStep, err = upload(d, "bounds grid inverse steps", b.InvStep)
+	return
+}
+
+// keepDensityModel uploads m and its bounds table to stay on the device.
+func (d *Device) keepDensityModel(m *DensityModel) error {
+	b := m.cpu.Bounds()
+	return d.do(func() error {
+		if d.dens[m] != nil {
+			return nil
+		}
+		mb, err := uploadDensityModel(d, m, b)
+		if err != nil {
+			return err
+		}
+		d.dens[m] = mb
+		return nil
+	})
+}
+
+// dropDensityModel frees m's resident copy, if any.
+func (d *Device) dropDensityModel(m *DensityModel) error {
+	return d.do(func() error {
+		mb := d.dens[m]
+		if mb == nil {
+			return nil
+		}
+		delete(d.dens, m)
+		return mb.free()
+	})
 }

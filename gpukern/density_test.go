@@ -238,6 +238,82 @@ func TestDetectRecordsBoundsMatchPlain(t *testing.T) {
 	}
 }
 
+// TestKeepDensityModel: a resident model gives the same verdicts as one uploaded per call, and a
+// call then uploads only the records (means and sds) and the exact regions; after
+// DropDensityModel the model is uploaded per call again.
+func TestKeepDensityModel(t *testing.T) {
+	d := openDevice(t)
+	const rows, dims, q, n = 3000, 4, 40, 400
+	cpu, _, mc, data := densityFixture(t, rows, dims, q)
+	gpu, err := gpukern.DensityModelOf(cpu, mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	means, sds := make([][]float32, dims), make([][]float32, dims)
+	for j := range dims {
+		means[j], sds[j] = data.Cols[j][:n], data.SD[j][:n]
+	}
+	for _, p := range []gpukern.DensityParams{
+		{Eta: 0.5, Delta: 0.5, Samples: 100, Mode: density.Restricted, Seed: 2},
+		{Eta: 0.5, Delta: 0.5, Samples: 100, Mode: density.Independent, Seed: 2, Exact: true},
+	} {
+		perCall := make([]density.Verdict, n)
+		_, up0, _ := d.Counters()
+		if err := gpukern.DetectRecords(d, gpu, means, sds, p, perCall); err != nil {
+			t.Fatal(err)
+		}
+		_, up1, _ := d.Counters()
+		if err := gpukern.KeepDensityModel(d, gpu); err != nil {
+			t.Fatal(err)
+		}
+		resident := make([]density.Verdict, n)
+		_, up2, _ := d.Counters()
+		if err := gpukern.DetectRecords(d, gpu, means, sds, p, resident); err != nil {
+			t.Fatal(err)
+		}
+		_, up3, _ := d.Counters()
+		if err := gpukern.DropDensityModel(d, gpu); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if perCall[i].Outlier != resident[i].Outlier || perCall[i].EtaProbability != resident[i].EtaProbability {
+				t.Fatalf("%s record %d: per call %+v, resident %+v", caseName(p), i, perCall[i], resident[i])
+			}
+		}
+		lo, hi, off, err := cpuRegions(cpu, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantResident := int64(2*dims*n*4 + (len(lo)+len(hi))*8 + len(off)*8)
+		if got := up3 - up2; got != wantResident {
+			t.Errorf("%s: a call with the resident model uploaded %d B, want %d (records and regions only)", caseName(p), got, wantResident)
+		}
+		if up1-up0 <= wantResident {
+			t.Errorf("%s: a call without it uploaded only %d B", caseName(p), up1-up0)
+		}
+		t.Logf("%s: %d B up per call, %d B with the model resident", caseName(p), up1-up0, up3-up2)
+	}
+}
+
+// cpuRegions is the exact method's regions as DetectRecords uploads them (none when sampled).
+func cpuRegions(m *density.Model, p gpukern.DensityParams) (lo, hi []float64, off []int64, err error) {
+	off = make([]int64, m.Dims()+1)
+	if !p.Exact {
+		return nil, nil, off, nil
+	}
+	rg, err := m.Regions(p.Eta)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for j, iv := range rg {
+		for _, x := range iv {
+			lo, hi = append(lo, x.Lo), append(hi, x.Hi)
+		}
+		off[j+1] = int64(len(lo))
+	}
+	return lo, hi, off, nil
+}
+
 // TestDetectClustersParity: cluster granularity against density.Model.DetectClusters (the
 // clusters' centroids and sqrt(Delta) as objects, stream index = cluster index, empty clusters
 // untested), every mode, sampled and exact; tolerances as TestDetectRecordsParity. The fixture

@@ -80,6 +80,8 @@ type Device struct {
 	// pending are the event pairs of the launches of the closure now running, read after it
 	// returns; spare are event pairs kept for reuse (creating events costs a driver call).
 	pending, spare [][2]cu.Event
+	// dens are the density models kept resident (KeepDensityModel).
+	dens map[*DensityModel]*densityBuffers
 }
 
 // maxSpareEvents bounds the event pairs kept for reuse.
@@ -101,6 +103,7 @@ func Open(ordinal int) (*Device, error) {
 		work:     make(chan func()),
 		done:     make(chan struct{}),
 		fns:      map[string]cu.Function{},
+		dens:     map[*DensityModel]*densityBuffers{},
 	}
 	ready := make(chan error, 1)
 	go d.own(ready)

@@ -71,3 +71,7 @@ func (d *Device) solvingSet(cols [][]float32, rows int, p SolvingSetParams) (Sol
 func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityParams, lo, hi []float64, off []int64, b *density.Bounds) (densityResult, error) {
 	return densityResult{}, errNoCUDA
 }
+
+func (d *Device) keepDensityModel(m *DensityModel) error { return errNoCUDA }
+
+func (d *Device) dropDensityModel(m *DensityModel) error { return errNoCUDA }

@@ -2,11 +2,13 @@ package pipeline
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/detect/density"
 	"github.com/outlierd/outlierd/stages/detect/solvingset"
 )
 
@@ -15,6 +17,12 @@ import (
 type Device struct {
 	gpu  *gpukern.Device
 	name string
+
+	// The density model kept resident on the GPU: the serving model's, replaced (and the old
+	// one freed) when a batch arrives scored by a newer model.
+	densMu    sync.Mutex
+	densModel *detect.Model
+	densGPU   *gpukern.DensityModel
 }
 
 // OpenDevice resolves `device: auto|cpu|cuda`: auto takes the GPU when this binary was built
@@ -91,4 +99,46 @@ func (d *Device) KNNWeights(S, Q [][]float32, k int, out []float64) error {
 		return gpukern.ErrNoDevice
 	}
 	return gpukern.KNNWeights(d.gpu, S, Q, k, out)
+}
+
+// DetectRecords is the density test of normalised records on the GPU, with the model's density
+// (its kernel parameters and density bounds table) kept resident between batches of one model.
+func (d *Device) DetectRecords(m *detect.Model, means, sds [][]float32, p density.Params, out []density.Verdict) error {
+	if d.gpu == nil {
+		return gpukern.ErrNoDevice
+	}
+	if len(means) > gpukern.DensityMaxDims {
+		return fmt.Errorf("%d features are above the GPU kernel's %d", len(means), gpukern.DensityMaxDims)
+	}
+	gm, err := d.residentDensity(m)
+	if err != nil {
+		return err
+	}
+	return gpukern.DetectRecords(d.gpu, gm, means, sds, gpukern.DensityParams{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples,
+		Mode: p.Mode, Seed: p.Seed, FirstIndex: p.FirstIndex, Exact: p.Exact}, out)
+}
+
+// residentDensity returns m's density model on the GPU, uploading it (and dropping the previous
+// model's) when m is not the resident one.
+func (d *Device) residentDensity(m *detect.Model) (*gpukern.DensityModel, error) {
+	d.densMu.Lock()
+	defer d.densMu.Unlock()
+	if d.densModel == m {
+		return d.densGPU, nil
+	}
+	if d.densGPU != nil {
+		if err := gpukern.DropDensityModel(d.gpu, d.densGPU); err != nil {
+			return nil, err
+		}
+		d.densModel, d.densGPU = nil, nil
+	}
+	gm, err := gpukern.DensityModelOf(m.Density, m.MicroClusters)
+	if err != nil {
+		return nil, err
+	}
+	if err := gpukern.KeepDensityModel(d.gpu, gm); err != nil {
+		return nil, err
+	}
+	d.densModel, d.densGPU = m, gm
+	return gm, nil
 }

@@ -97,6 +97,9 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 // Stats are the running counts.
 func (p *Pipeline) Stats() *Stats { return &p.stats }
 
+// DeviceName is where detection runs: "cpu" or "cuda:<GPU name>".
+func (p *Pipeline) DeviceName() string { return p.dev.Name() }
+
 // Detect is the detect stage (for metrics).
 func (p *Pipeline) Detect() *detect.Stage { return p.det }
 

@@ -78,6 +78,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(stderr, "outlierd demo: detection on %s\n", p.DeviceName())
 	if cfg.HTTP.Enabled() { // demo.yaml: a free port, printed here
 		srv, err := metrics.Listen(cfg.HTTP.Listen, p.Metrics(), log)
 		if err != nil {

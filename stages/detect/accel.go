@@ -1,6 +1,11 @@
 package detect
 
 import (
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/stages/detect/density"
 	"github.com/outlierd/outlierd/stages/detect/solvingset"
 )
 
@@ -14,27 +19,77 @@ type Accelerator interface {
 	SolvingSet(cols [][]float32, p solvingset.Params) (solvingset.Result, error)
 	// KNNWeights is solvingset.KNNWeights (w_k(q, S) per query) on the device.
 	KNNWeights(S, Q [][]float32, k int, out []float64) error
+	// DetectRecords is m.Density.DetectRecords on the device, for normalised records. The device
+	// may keep m's density model resident until a call with another model.
+	DetectRecords(m *Model, means, sds [][]float32, p density.Params, out []density.Verdict) error
 }
 
 // SetAccelerator makes the stage run SolvingSet and k-NN scoring on a; nil means the CPU.
 // Call it before the first Process.
-func (s *Stage) SetAccelerator(a Accelerator) { s.accel = a }
+func (s *Stage) SetAccelerator(a Accelerator) {
+	s.accel, s.accelRe = a, &accelReport{log: s.log}
+}
 
 // solvingSet runs SolvingSet on the accelerator when there is one, else (or on its failure)
 // on the CPU.
-func solvingSetOn(a Accelerator, cols [][]float32, p solvingset.Params) (solvingset.Result, error) {
+func solvingSetOn(a Accelerator, rep *accelReport, cols [][]float32, p solvingset.Params) (solvingset.Result, error) {
 	if a != nil {
-		if r, err := a.SolvingSet(cols, p); err == nil {
+		r, err := a.SolvingSet(cols, p)
+		if err == nil {
 			return r, nil
 		}
+		rep.failed(a, "SolvingSet", err)
 	}
 	return solvingset.SolvingSet(cols, p, nil)
 }
 
 // scoreDistance writes w_k(q, S) for normalised queries, on the accelerator when there is one.
-func scoreDistance(a Accelerator, m *solvingset.Model, q [][]float32, out []float64) {
-	if a != nil && a.KNNWeights(m.Points, q, m.K, out) == nil {
-		return
+func scoreDistance(a Accelerator, rep *accelReport, m *solvingset.Model, q [][]float32, out []float64) {
+	if a != nil {
+		err := a.KNNWeights(m.Points, q, m.K, out)
+		if err == nil {
+			return
+		}
+		rep.failed(a, "k-NN scoring", err)
 	}
 	m.ScoreBatch(q, out, 0)
+}
+
+// detectDensity runs the density test of normalised records on the accelerator when there is
+// one, else (or on its failure) on the CPU.
+func detectDensity(a Accelerator, rep *accelReport, m *Model, means, sds [][]float32, p density.Params, out []density.Verdict) error {
+	if a != nil {
+		err := a.DetectRecords(m, means, sds, p, out)
+		if err == nil {
+			return nil
+		}
+		rep.failed(a, "density", err)
+	}
+	return m.Density.DetectRecords(means, sds, p, out)
+}
+
+// accelReport logs the steps the accelerator could not take (the CPU took them): the first
+// failure of each step, then every 1000th, so that a lost device shows in the log without
+// flooding it. Safe for the model builder's goroutine and the scoring goroutine at once.
+type accelReport struct {
+	log   zerolog.Logger
+	mu    sync.Mutex
+	fails map[string]int
+}
+
+func (r *accelReport) failed(a Accelerator, step string, err error) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	if r.fails == nil {
+		r.fails = map[string]int{}
+	}
+	r.fails[step]++
+	n := r.fails[step]
+	r.mu.Unlock()
+	if n == 1 || n%1000 == 0 {
+		r.log.Warn().Str("device", a.Name()).Str("step", step).Int("failures", n).Err(err).
+			Msg("the accelerator failed a step; the CPU took it (same results)")
+	}
 }

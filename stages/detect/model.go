@@ -46,11 +46,11 @@ type Model struct {
 // Build makes a model from a window snapshot (raw units, column-major; sds nil when the
 // stream carries no uncertainty).
 func Build(cols, sds [][]float32, features []string, cfg Config, version uint64) (*Model, error) {
-	return buildOn(nil, cols, sds, features, cfg, version)
+	return buildOn(nil, nil, cols, sds, features, cfg, version)
 }
 
 // buildOn is Build with SolvingSet on the accelerator a (nil: the CPU).
-func buildOn(a Accelerator, cols, sds [][]float32, features []string, cfg Config, version uint64) (*Model, error) {
+func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []string, cfg Config, version uint64) (*Model, error) {
 	start := time.Now()
 	rows := 0
 	if len(cols) > 0 {
@@ -81,9 +81,12 @@ func buildOn(a Accelerator, cols, sds [][]float32, features []string, cfg Config
 	if err != nil {
 		return nil, fmt.Errorf("detect: density model: %w", err)
 	}
+	if mode, _ := density.ParseMode(cfg.Density.Mode); mode != density.Independent {
+		m.Density.Bounds() // this mode samples: build the bounds table here, off the scoring path
+	}
 
 	p := solvingset.Params{K: min(cfg.Distance.K, rows-1), N: min(cfg.Distance.N, rows), M: cfg.Distance.M, Seed: cfg.Seed}
-	res, err := solvingSetOn(a, ncols, p)
+	res, err := solvingSetOn(a, rep, ncols, p)
 	if err != nil {
 		return nil, fmt.Errorf("detect: solving set of the window: %w", err)
 	}

@@ -70,10 +70,10 @@ func (s *Stage) score(b *batch.Batch, first uint64) error {
 	verdicts, weights := sc.verdicts[:n], sc.weights[:n]
 	dp := s.densityParams()
 	s.scored += uint64(n)
-	if err := m.Density.DetectRecords(nm, ns, dp, verdicts); err != nil {
+	if err := detectDensity(s.accel, s.accelRe, m, nm, ns, dp, verdicts); err != nil {
 		return fmt.Errorf("detect: density: %w", err)
 	}
-	scoreDistance(s.accel, m.Distance, nm, weights)
+	scoreDistance(s.accel, s.accelRe, m.Distance, nm, weights)
 	scoreMembers(m, nm, first, weights)
 	b.Scores = make([]batch.Score, n)
 	for i := range n {

@@ -39,10 +39,11 @@ type Stage struct {
 	heldFirst []uint64       // global index (window.Total() before the push) of each held batch's first record
 
 	scratch scoreScratch
-	scored  uint64      // records scored so far: the density streams' index of the next record
-	ext     stageExt    // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
-	singles [][]string  // singles[j] = {features[j]}, shared by the scores of 1-D subspaces
-	accel   Accelerator // runs SolvingSet and k-NN scoring on a GPU; nil: the CPU
+	scored  uint64       // records scored so far: the density streams' index of the next record
+	ext     stageExt     // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
+	singles [][]string   // singles[j] = {features[j]}, shared by the scores of 1-D subspaces
+	accel   Accelerator  // runs SolvingSet, k-NN scoring and the density test on a GPU; nil: the CPU
+	accelRe *accelReport // logs the steps the accelerator failed
 	// OnModel, if set, is called (on the stage's goroutine) whenever a new model starts serving.
 	OnModel func(*Model)
 }
@@ -264,9 +265,9 @@ func (s *Stage) startBuild() {
 	s.building, s.sinceLast, s.lastBuild = true, 0, time.Now()
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.version + 1
-	cfg, features, accel, windowEnd := s.cfg, s.features, s.accel, s.win.Total()
+	cfg, features, accel, rep, windowEnd := s.cfg, s.features, s.accel, s.accelRe, s.win.Total()
 	go func() {
-		m, err := buildOn(accel, cols, sds, features, cfg, version)
+		m, err := buildOn(accel, rep, cols, sds, features, cfg, version)
 		if m != nil {
 			m.WindowEnd = windowEnd
 		}

@@ -1,0 +1,85 @@
+package detect
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/stages/detect/density"
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
+)
+
+// fakeAccel stands in for a GPU: in mode "mark" its density verdicts are recognisable (every
+// record an outlier with eta-probability -1); in mode "fail" it scribbles on the output and
+// fails. It records the models it was given.
+type fakeAccel struct {
+	mode   string
+	models []*Model
+}
+
+func (f *fakeAccel) Name() string { return "fake" }
+func (f *fakeAccel) SolvingSet(cols [][]float32, p solvingset.Params) (solvingset.Result, error) {
+	return solvingset.SolvingSet(cols, p, nil)
+}
+func (f *fakeAccel) KNNWeights(S, Q [][]float32, k int, out []float64) error {
+	solvingset.KNNWeights(S, Q, k, 0, out)
+	return nil
+}
+func (f *fakeAccel) DetectRecords(m *Model, means, sds [][]float32, p density.Params, out []density.Verdict) error {
+	f.models = append(f.models, m)
+	for i := range out {
+		out[i] = density.Verdict{Outlier: true, EtaProbability: -1}
+	}
+	if f.mode == "fail" {
+		return errors.New("device lost")
+	}
+	return nil
+}
+
+// TestDensityRunsOnTheAccelerator: with an accelerator the stage takes its density verdicts
+// from it, given the serving model; when it fails, the CPU's verdicts replace whatever it wrote,
+// so a failing device never changes a verdict.
+func TestDensityRunsOnTheAccelerator(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cfg := testConfig()
+	cfg.Density.Mode = "restricted" // samples subspaces of 2 and 3 dimensions
+	s, _ := readyStage(t, mem, cfg)
+	d := testData(6000, 11)
+	cpu := scoreWith(t, s, mem, d, 2000, 2600, 1000)
+
+	f := &fakeAccel{mode: "mark"}
+	s.SetAccelerator(f)
+	var logged bytes.Buffer
+	s.accelRe.log = zerolog.New(&logged)
+	for _, sc := range scoreWith(t, s, mem, d, 2000, 2600, 1000) {
+		if !sc.DensityOutlier || sc.EtaProbability != -1 {
+			t.Fatalf("density verdict %+v did not come from the accelerator", sc)
+		}
+	}
+	if len(f.models) != 1 || f.models[0] != s.Model() {
+		t.Fatalf("accelerator called %d times, want once with the serving model", len(f.models))
+	}
+
+	f.mode = "fail"
+	failed := scoreWith(t, s, mem, d, 2000, 2600, 1000)
+	if len(f.models) != 2 {
+		t.Fatalf("accelerator not tried: %d calls", len(f.models))
+	}
+	if !strings.Contains(logged.String(), `"step":"density"`) || !strings.Contains(logged.String(), "device lost") {
+		t.Errorf("the failure was not logged: %q", logged.String())
+	}
+	for i := range cpu {
+		a, b := cpu[i], failed[i]
+		if a.DensityOutlier != b.DensityOutlier || a.EtaProbability != b.EtaProbability || !slices.Equal(a.Subspace, b.Subspace) ||
+			a.Outlier != b.Outlier || math.Float64bits(a.Weight) != math.Float64bits(b.Weight) {
+			t.Fatalf("record %d: after a device failure %+v, CPU alone %+v", i, b, a)
+		}
+	}
+}
