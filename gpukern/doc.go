@@ -10,8 +10,14 @@
 // "built without CUDA", Open and every kernel entry return an error wrapping ErrNoDevice, and no
 // CUDA header is needed. A binary built with the tag needs the driver's libcuda.so.1 to start, and
 // gorgonia.org/cu calls cuInit in its package init and exits the process (status 1) if that fails:
-// a cuda-tagged binary therefore runs only where a driver and a GPU are present. Ship the untagged
-// build for CPU-only hosts.
+// a cuda-tagged binary therefore runs only where a driver and a GPU are present. outlierd ships
+// both builds side by side (bin/outlierd and bin/outlierd-cuda, `make cuda`): the untagged one
+// starts anywhere and hands GPU commands over to the tagged one when that starts on the machine
+// (cmd/outlierd/companion.go), so `--device auto` works with either.
+//
+// Density sampling decides almost every sample from the model's density bounds table
+// (density.Bounds, stages/detect/density/bounds.go), uploaded with the model; KeepDensityModel
+// keeps a model and its table resident between calls (the pipeline keeps the serving model's).
 //
 // Kernels are CUDA C (<name>.cu), compiled to PTX for compute_80 by nvcc 11.8 (PTX ISA 7.8, which
 // every driver from CUDA 11.8 on JIT-compiles, sm_90 included); the PTX is committed and embedded.
