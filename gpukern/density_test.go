@@ -280,7 +280,7 @@ func TestKeepDensityModel(t *testing.T) {
 				t.Fatalf("%s record %d: per call %+v, resident %+v", caseName(p), i, perCall[i], resident[i])
 			}
 		}
-		lo, hi, off, err := cpuRegions(cpu, p)
+		lo, hi, off, err := gpu.RegionsForTest(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,25 +293,6 @@ func TestKeepDensityModel(t *testing.T) {
 		}
 		t.Logf("%s: %d B up per call, %d B with the model resident", caseName(p), up1-up0, up3-up2)
 	}
-}
-
-// cpuRegions is the exact method's regions as DetectRecords uploads them (none when sampled).
-func cpuRegions(m *density.Model, p gpukern.DensityParams) (lo, hi []float64, off []int64, err error) {
-	off = make([]int64, m.Dims()+1)
-	if !p.Exact {
-		return nil, nil, off, nil
-	}
-	rg, err := m.Regions(p.Eta)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	for j, iv := range rg {
-		for _, x := range iv {
-			lo, hi = append(lo, x.Lo), append(hi, x.Hi)
-		}
-		off[j+1] = int64(len(lo))
-	}
-	return lo, hi, off, nil
 }
 
 // TestDetectClustersParity: cluster granularity against density.Model.DetectClusters (the

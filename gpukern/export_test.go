@@ -3,3 +3,9 @@ package gpukern
 // SetDensityPlain makes the density kernels sample without the density bounds (the paper's
 // loop) while v is true: for the tests and benchmarks that compare the two.
 func SetDensityPlain(v bool) { densityPlain = v }
+
+// RegionsForTest is the exact method's regions as DetectRecords uploads them (none when p
+// samples).
+func (m *DensityModel) RegionsForTest(p DensityParams) (lo, hi []float64, off []int64, err error) {
+	return m.densityRegions(p)
+}
