@@ -35,7 +35,7 @@ import (
 // Summing a dimensions and dividing by a adds (a + 2) u, covered by boundsSlack.
 //
 // The grid of dimension j spans [min mu - T, max mu + T] with T chosen so that every kernel
-// has fallen to 2^-20 of its peak, in boundsCells(k) cells: fine enough that a straddling cell
+// has fallen to 2^-20 of its peak, in boundsCells() cells: fine enough that a straddling cell
 // is rare, coarse enough that building the table (r (G+1) k exps, once per model) stays small.
 
 // boundsSlack covers the rounding of summing a <= 64 dimension bounds and dividing by a
@@ -46,14 +46,38 @@ const boundsSlack = 0x1p-40
 // exp(-T^2 inv2) = 2^-20 for the widest kernel.
 const boundsTail = 20 * math.Ln2
 
-// boundsCells is the number of grid cells G per dimension for k non-empty clusters: 4096 up to
-// k = 256, then fewer so that the table costs at most about 2^20 exps per dimension.
-func boundsCells(k int) int {
-	g := 4096
-	if k > 256 {
-		g = max(512, (1<<20)/k)
+// boundsCells is the number of grid cells G per dimension: enough for a cell of a sixteenth of
+// the narrowest kernel's standard deviation in the widest grid (where the data span many kernel
+// widths, a cell much wider than a kernel leaves many samples open), at least 4096, and at most
+// what keeps the table's cost near 2^21 exps per dimension (r (G+1) k exps, once per model) and
+// its size at 2^16 cells per dimension and 2^20 cells in all (16 MB).
+func (m *Model) boundsCells() int {
+	need := 0.0
+	for j := range m.dims {
+		origin, end, inv2Max := m.gridSpan(j)
+		need = max(need, (end-origin)/(math.Sqrt(1/(2*inv2Max))/16))
 	}
-	return g
+	lo, hi := 4096, max(4096, min(1<<16, (1<<21)/max(1, m.k), (1<<20)/max(1, m.dims)))
+	if m.k > 256 { // many clusters: fewer cells, so that building stays cheap
+		lo = max(512, (1<<20)/m.k)
+		hi = max(lo, hi)
+	}
+	if !(need < float64(hi)) { // also NaN
+		return hi
+	}
+	return max(lo, int(need)+1)
+}
+
+// gridSpan is dimension j's grid [origin, end] before rounding the step, and the largest inv2
+// (the narrowest kernel).
+func (m *Model) gridSpan(j int) (origin, end, inv2Max float64) {
+	lo, hi, inv2Min := math.Inf(1), math.Inf(-1), math.Inf(1)
+	for c, x := range m.mu[j] {
+		lo, hi = min(lo, x), max(hi, x)
+		inv2Min, inv2Max = min(inv2Min, m.inv2[j][c]), max(inv2Max, m.inv2[j][c])
+	}
+	tail := math.Sqrt(boundsTail / inv2Min)
+	return lo - tail, hi + tail, inv2Max
 }
 
 // Bounds is the table of every dimension. Entry [j*(Cells+2) + c] covers cell c of dimension j:
@@ -91,7 +115,7 @@ func (m *Model) Bounds() *Bounds {
 
 // buildBounds computes the table, one dimension per goroutine.
 func (m *Model) buildBounds() *Bounds {
-	g := boundsCells(m.k)
+	g := m.boundsCells()
 	w := g + 2
 	b := &Bounds{Cells: g, Origin: make([]float64, m.dims), InvStep: make([]float64, m.dims),
 		Lower: make([]float64, m.dims*w), Upper: make([]float64, m.dims*w)}
@@ -113,14 +137,12 @@ func (m *Model) buildBounds() *Bounds {
 // boundsOf fills dimension j of b.
 func (m *Model) boundsOf(j int, b *Bounds, rel float64) {
 	mu, coef, inv2 := m.mu[j], m.coef[j], m.inv2[j]
-	lo, hi, coefMax, inv2Min := math.Inf(1), math.Inf(-1), 0.0, math.Inf(1)
-	for c, x := range mu {
-		lo, hi = min(lo, x), max(hi, x)
-		coefMax, inv2Min = max(coefMax, coef[c]), min(inv2Min, inv2[c])
+	coefMax := 0.0
+	for _, c := range coef {
+		coefMax = max(coefMax, c)
 	}
-	tail := math.Sqrt(boundsTail / inv2Min)
 	g := b.Cells
-	origin, end := lo-tail, hi+tail
+	origin, end, _ := m.gridSpan(j)
 	step := (end - origin) / float64(g) * (1 + 0x1p-40) // the last grid point lands at or beyond end
 	b.Origin[j], b.InvStep[j] = origin, 1/step
 	abs := float64(m.k+1) * coefMax * 0x1p-1000

@@ -140,8 +140,8 @@ func TestEtaProbabilityBoundsMatchPlain(t *testing.T) {
 		// The bounds must decide most samples where the data are spread like data: at most 5 %
 		// open for the realistic models, although the thresholds were chosen to sit where the
 		// samples are (a stream at the default eta leaves ~0.1 %: TestBoundsOpenRateOnStream).
-		// The degenerate models only have to be exact: a point mass or a lone cluster 100 kernel
-		// widths away makes the uniform grid coarse for the narrow kernels (10 % and 30 % open).
+		// The degenerate models only have to be exact: a point mass, or a lone cluster hundreds of
+		// kernel widths away, makes the uniform grid coarse for the narrow kernels (~11 % open).
 		if (name == "random" || name == "synth-one") && open*20 > samples {
 			t.Errorf("%s: the bounds left %d of %d samples open", name, open, samples)
 		}
