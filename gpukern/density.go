@@ -162,6 +162,12 @@ type DensityParams struct {
 	Exact bool
 }
 
+// DensityParamsOf is the CPU twin's parameters as the kernels' (Workers has no GPU meaning).
+func DensityParamsOf(p density.Params) DensityParams {
+	return DensityParams{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples, Mode: p.Mode, Seed: p.Seed,
+		FirstIndex: p.FirstIndex, Exact: p.Exact}
+}
+
 // cpu is p as the CPU twin's parameters, whose Validate this package shares.
 func (p DensityParams) cpu() density.Params {
 	return density.Params{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples, Mode: p.Mode,
@@ -216,9 +222,9 @@ func (m *DensityModel) samplingBounds(p DensityParams) *density.Bounds {
 	return m.cpu.Bounds()
 }
 
-// KeepDensityModel uploads m (its kernel parameters and its density bounds table, built on the
-// host once per model) to stay on d: later DetectRecords and DetectClusters calls with m upload
-// only the objects. A streaming user keeps the serving model resident and drops it when the next
+// KeepDensityModel uploads m's kernel parameters to stay on d, and its density bounds table
+// (built on the host once per model) with the first call that samples: later DetectRecords and
+// DetectClusters calls with m upload only the objects (and the exact method's regions). A streaming user keeps the serving model resident and drops it when the next
 // one takes over. Calling it again for a resident model does nothing.
 func KeepDensityModel(d *Device, m *DensityModel) error {
 	if d == nil || m == nil {

@@ -53,6 +53,10 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 			if mb, err = uploadDensityModel(d, m, b); err != nil {
 				return err
 			}
+		} else if b != nil && mb.cells == 0 { // resident, and the first call that samples
+			if err = mb.uploadBounds(d, b); err != nil {
+				return err
+			}
 		}
 		if lop, err = upload(d, "region lower ends", lo); err != nil {
 			return err
@@ -131,31 +135,44 @@ func uploadDensityModel(d *Device, m *DensityModel, b *density.Bounds) (mb *dens
 	if mb.inv2, err = upload(d, "model 1/(2 var)", m.inv2); err != nil {
 		return
 	}
-	if b == nil {
-		return
+	if b != nil {
+		err = mb.uploadBounds(d, b)
 	}
-	mb.cells = int64(b.Cells)
-	if mb.lower, err = upload(d, "density lower bounds", b.Lower); err != nil {
-		return
-	}
-	if mb.upper, err = upload(d, "density upper bounds", b.Upper); err != nil {
-		return
-	}
-	if mb.origin, err = upload(d, "bounds grid origins", b.Origin); err != nil {
-		return
-	}
-	mb.invStep, err = upload(d, "bounds grid inverse steps", b.InvStep)
 	return
 }
 
-// keepDensityModel uploads m and its bounds table to stay on the device.
+// uploadBounds adds the density bounds table to mb (which has none). Owner thread only.
+func (mb *densityBuffers) uploadBounds(d *Device, b *density.Bounds) (err error) {
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, frees(mb.lower, mb.upper, mb.origin, mb.invStep))
+			mb.lower, mb.upper, mb.origin, mb.invStep = 0, 0, 0, 0
+		}
+	}()
+	if mb.lower, err = upload(d, "density lower bounds", b.Lower); err != nil {
+		return err
+	}
+	if mb.upper, err = upload(d, "density upper bounds", b.Upper); err != nil {
+		return err
+	}
+	if mb.origin, err = upload(d, "bounds grid origins", b.Origin); err != nil {
+		return err
+	}
+	if mb.invStep, err = upload(d, "bounds grid inverse steps", b.InvStep); err != nil {
+		return err
+	}
+	mb.cells = int64(b.Cells)
+	return nil
+}
+
+// keepDensityModel uploads m to stay on the device; its bounds table follows with the first
+// call that samples (the exact independent method, the pipeline's default, never reads it).
 func (d *Device) keepDensityModel(m *DensityModel) error {
-	b := m.cpu.Bounds()
 	return d.do(func() error {
 		if d.dens[m] != nil {
 			return nil
 		}
-		mb, err := uploadDensityModel(d, m, b)
+		mb, err := uploadDensityModel(d, m, nil)
 		if err != nil {
 			return err
 		}

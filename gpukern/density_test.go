@@ -239,7 +239,8 @@ func TestDetectRecordsBoundsMatchPlain(t *testing.T) {
 }
 
 // TestKeepDensityModel: a resident model gives the same verdicts as one uploaded per call, and a
-// call then uploads only the records (means and sds) and the exact regions; after
+// call then uploads only the records (means and sds) and the exact regions, once the first call
+// that samples has brought the bounds table (never for the exact independent method); after
 // DropDensityModel the model is uploaded per call again.
 func TestKeepDensityModel(t *testing.T) {
 	d := openDevice(t)
@@ -267,6 +268,9 @@ func TestKeepDensityModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		resident := make([]density.Verdict, n)
+		if err := gpukern.DetectRecords(d, gpu, means, sds, p, resident); err != nil { // may bring the table
+			t.Fatal(err)
+		}
 		_, up2, _ := d.Counters()
 		if err := gpukern.DetectRecords(d, gpu, means, sds, p, resident); err != nil {
 			t.Fatal(err)
@@ -285,6 +289,9 @@ func TestKeepDensityModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantResident := int64(2*dims*n*4 + (len(lo)+len(hi))*8 + len(off)*8)
+		if keepAndFirst := up2 - up1 - wantResident; p.Exact && keepAndFirst > int64(3*dims*len(mc.N)*8) {
+			t.Errorf("%s: keeping the model and the first call uploaded %d B beyond the records: more than the model's 3 x %d x q floats (no bounds table for the exact method)", caseName(p), keepAndFirst, dims)
+		}
 		if got := up3 - up2; got != wantResident {
 			t.Errorf("%s: a call with the resident model uploaded %d B, want %d (records and regions only)", caseName(p), got, wantResident)
 		}

