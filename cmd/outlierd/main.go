@@ -39,6 +39,7 @@ func commands() map[string]command {
 		"density": {"outliers in uncertain data: micro-clusters and density sampling", runDensity},
 		"lint":    {"validate a pipeline config without running it", runLint},
 		"run":     {"run the streaming pipeline (Kafka in, outliers out)", runRun},
+		"replay":  {"feed a CSV file through the detect stage as the pipeline does, without Kafka", runReplay},
 		"demo":    {"the main job on an embedded default: in-process Kafka, sensor stream, live summary", runDemo},
 		"devices": {"where the GPU commands run: the GPU this binary opens, or why none", runDevices},
 	}

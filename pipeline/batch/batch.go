@@ -68,6 +68,18 @@ type Score struct {
 	Weight float64
 	// WStar is the weight of the n-th top outlier of the window the model was built from.
 	WStar float64
+	// Score is the combined outlier score, higher = more outlying: the mean over the ranking
+	// detectors (detect.score.detectors) of -log10 of the record's tail probability among the
+	// window's own scores (stages/detect/calibrate.go). NaN when the model has no ranking part.
+	Score float64
+	// Threshold is the combined score the model flags above at detect.alarm_rate.
+	Threshold float64
+	// DensityScore is the density detector's raw ranking score: the per-feature tail score
+	// (sum over features of -ln tail probability in the window, ECOD), in nats.
+	DensityScore float64
+	// DistanceScore is the distance detector's raw ranking score: w_k(q, R), the k-NN weight
+	// against a uniform sample R of the window (normalised units).
+	DistanceScore float64
 }
 
 // DeadLetter is a message that could not be decoded, with its source coordinates.

@@ -48,8 +48,20 @@ type Config struct {
 	// BeforeModel is `hold` (default) or `pass`: what happens to records that arrive before the
 	// first model exists.
 	BeforeModel string `yaml:"before_model"`
-	// Combine is `any` (default), `all`, `density` or `distance`.
+	// Combine is `any` (default), `all`, `density` or `distance`: the rule on the paper's
+	// verdicts that flags a record when flag_by is `verdicts`.
 	Combine string `yaml:"combine"`
+	// FlagBy is what raises a flag: `rate` (default) flags a record whose combined score
+	// (batch.Score.Score, calibrate.go) exceeds the window's (1 - alarm_rate) quantile;
+	// `verdicts` flags by the paper's thresholds (eta/delta, w*) and the combine rule. Either
+	// way every score and verdict is computed and carried in the output.
+	FlagBy string `yaml:"flag_by"`
+	// AlarmRate is the fraction of a window's records that flag_by: rate flags (the false-alarm
+	// rate when the window is clean), in (0, 0.5]. Its resolution is one calibration record (at
+	// least 1/4096; 10/alarm_rate records calibrate). Default 0.01 (docs/BENCHMARKS.md §4).
+	AlarmRate float64 `yaml:"alarm_rate"`
+	// Score configures the ranking detectors and the combined score.
+	Score ScoreConfig `yaml:"score"`
 	// Density configures micro-clustering and density sampling.
 	Density DensityConfig `yaml:"density"`
 	// Distance configures the solving set.
@@ -96,11 +108,31 @@ type DistanceConfig struct {
 	M int `yaml:"m"`
 }
 
+// ScoreConfig configures the ranking scores (calibrate.go).
+type ScoreConfig struct {
+	// Detectors is which calibrated scores the combined score averages: `both` (default),
+	// `density` (the per-feature tail score) or `distance` (k-NN to the window sample).
+	Detectors string `yaml:"detectors"`
+	// Sample is |R|, the window records the distance score measures against. Larger is closer
+	// to the k-NN weight against the whole window at a cost of features x Sample operations
+	// per record. Default 2048.
+	Sample int `yaml:"sample"`
+	// K is the distance score's neighbours in R. Default 5.
+	K int `yaml:"k"`
+}
+
+// FlagBy values.
+const (
+	FlagByRate     = "rate"     // the combined score above the alarm rate's threshold
+	FlagByVerdicts = "verdicts" // the paper's verdicts and the combine rule
+)
+
 // Default is the configuration with every default filled in.
 func Default() Config {
 	return Config{
 		Window: 50000, MinRecords: 5000, RefreshRecords: 200000, RefreshInterval: 30 * time.Second,
 		BeforeModel: BeforeModelHold, Combine: CombineAny, Seed: 1, Snapshots: 3,
+		FlagBy: FlagByRate, AlarmRate: 0.01, Score: ScoreConfig{Detectors: "both", Sample: 2048, K: 5},
 		// combine any, eta = delta = 0.2, n = 0.1% of the window: the setting with the best mean
 		// F1 over nine labelled streams and the best worst case relative to each set's own best;
 		// leaving one set out, the others choose it again 8 times of 9 (docs/BENCHMARKS.md §3).
@@ -132,6 +164,23 @@ func (c *Config) Validate() error {
 	case CombineAny, CombineAll, CombineDensity, CombineDistance:
 	default:
 		add("detect.combine must be any, all, density or distance, got %q", c.Combine)
+	}
+	if c.FlagBy != FlagByRate && c.FlagBy != FlagByVerdicts {
+		add("detect.flag_by must be rate or verdicts, got %q", c.FlagBy)
+	}
+	if !(c.AlarmRate > 0 && c.AlarmRate <= 0.5) {
+		add("detect.alarm_rate must be in (0, 0.5], got %g", c.AlarmRate)
+	}
+	switch c.Score.Detectors {
+	case "both", ScoreDensity, ScoreDistance:
+	default:
+		add("detect.score.detectors must be both, density or distance, got %q", c.Score.Detectors)
+	}
+	if c.Score.Sample < 2 {
+		add("detect.score.sample must be >= 2, got %d", c.Score.Sample)
+	}
+	if c.Score.K < 1 {
+		add("detect.score.k must be >= 1, got %d", c.Score.K)
 	}
 	d := c.Density
 	switch d.Mode {

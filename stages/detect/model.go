@@ -41,6 +41,9 @@ type Model struct {
 	// TopWeights are the exact weights of the window's top-n outliers, descending (ties at the
 	// n-th included), so w* for any n' <= len(TopWeights) is TopWeights[n'-1] (the w* policy).
 	TopWeights []float64
+	// Ranker gives the ranking scores, their calibration against the window and the alarm
+	// threshold (calibrate.go); nil for a model restored from a snapshot without it.
+	Ranker *Ranker
 }
 
 // Build makes a model from a window snapshot (raw units, column-major; sds nil when the
@@ -94,6 +97,9 @@ func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []
 	m.TopWeights = make([]float64, len(res.Outliers))
 	for i, o := range res.Outliers { // sorted by descending weight
 		m.TopWeights[i] = o.Weight
+	}
+	if m.Ranker, err = buildRanker(cols, ncols, features, cfg); err != nil {
+		return nil, err
 	}
 	m.BuiltAt = time.Now()
 	m.BuildTime = m.BuiltAt.Sub(start)

@@ -49,9 +49,11 @@ var changeKinds = map[string]ChangeKind{
 	"refresh_records": ChangeLive, "refresh_interval": ChangeLive,
 	"density.mode": ChangeLive, "density.eta": ChangeLive, "density.delta": ChangeLive,
 	"density.samples": ChangeLive, "distance.n": ChangeLive,
+	"flag_by": ChangeLive, "alarm_rate": ChangeLive,
 
 	"window": ChangeRebuild, "seed": ChangeRebuild, "density.clusters": ChangeRebuild,
 	"density.iterations": ChangeRebuild, "distance.k": ChangeRebuild, "distance.m": ChangeRebuild,
+	"score.detectors": ChangeRebuild, "score.sample": ChangeRebuild, "score.k": ChangeRebuild,
 
 	"state_dir": ChangeRestart, "snapshots": ChangeRestart,
 }

@@ -2,6 +2,7 @@ package detect
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/outlierd/outlierd/pipeline/batch"
 	"github.com/outlierd/outlierd/stages/detect/density"
@@ -13,6 +14,7 @@ type scoreScratch struct {
 	means, sds [][]float32
 	verdicts   []density.Verdict
 	weights    []float64
+	rank       rankScratch
 }
 
 // normalised maps raw means and uncertainties to the model's [0,1] space; with a scratch
@@ -75,16 +77,31 @@ func (s *Stage) score(b *batch.Batch, first uint64) error {
 	}
 	scoreDistance(s.accel, s.accelRe, m.Distance, nm, weights)
 	scoreMembers(m, nm, first, weights)
+	var dens, distScore []float64
+	threshold := math.Inf(1)
+	if m.Ranker != nil {
+		dens, distScore = s.rankBatch(m, means, nm, first, n)
+		threshold = m.Ranker.Threshold(s.cfg.AlarmRate)
+	}
 	b.Scores = make([]batch.Score, n)
 	for i := range n {
 		v := verdicts[i]
 		sub := s.subspaceNames(v.Subspace)
 		dist := m.Distance.IsOutlier(weights[i])
-		b.Scores[i] = batch.Score{
+		sc := batch.Score{
 			Scored: true, DensityOutlier: v.Outlier, EtaProbability: v.EtaProbability, Subspace: sub,
 			DistanceOutlier: dist, Weight: weights[i], WStar: m.Distance.WStar,
 			Outlier: combine(s.cfg.Combine, v.Outlier, dist),
+			Score:   math.NaN(), Threshold: threshold, DensityScore: math.NaN(), DistanceScore: math.NaN(),
 		}
+		if m.Ranker != nil {
+			sc.DensityScore, sc.DistanceScore = dens[i], distScore[i]
+			sc.Score = m.Ranker.combine(dens[i], distScore[i])
+			if s.cfg.FlagBy == FlagByRate {
+				sc.Outlier = sc.Score > threshold
+			}
+		}
+		b.Scores[i] = sc
 	}
 	b.ModelVersion = m.Version
 	return nil

@@ -35,7 +35,8 @@ import (
 //	                window records u64,
 //	                build params: window u64, clusters u32, iterations u32, k u32, n u32,
 //	                m u32, seed u64,
-//	                dims u32, q u32, flags u32 (bit 0: anchors present; others must be 0),
+//	                dims u32, q u32, flags u32 (bit 0: anchors present; bit 1: the ranking
+//	                part follows the solving set, snapshot_rank.go; others must be 0),
 //	                dims x { name length u32, name UTF-8 },
 //	                dims x offset f32, dims x scale f32,
 //	                CF1, CF2, EF2: dims x q f64 each (column-major), N: q x i64,
@@ -113,6 +114,9 @@ func (m *Model) Fits(features []string, cfg Config) error {
 	if d := m.Params.rebuildDiff(buildParams(cfg)); len(d) > 0 {
 		return fmt.Errorf("%w: built with other parameters (%s)", ErrSnapshotMismatch, strings.Join(d, ", "))
 	}
+	if err := rankerFits(m.Ranker, cfg); err != nil {
+		return err
+	}
 	if n := cfg.Distance.N; n > len(m.TopWeights) {
 		return fmt.Errorf("%w: knows the top %d weights, distance.n = %d needs the window", ErrSnapshotMismatch, len(m.TopWeights), n)
 	}
@@ -166,6 +170,9 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 	if mc.Anchor != nil {
 		flags |= snapFlagAnchors
 	}
+	if m.Ranker != nil {
+		flags |= snapFlagRanker
+	}
 	e.U32(uint32(dims))
 	e.U32(uint32(q))
 	e.U32(flags)
@@ -192,6 +199,9 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 	e.F64s(m.TopWeights)
 	e.U64(uint64(ss.Len()))
 	e.Raw(ss.Bytes())
+	if m.Ranker != nil {
+		encodeRanker(&e, m.Ranker)
+	}
 	if err := snapshotFile.Write(w, SnapshotFormat, e.Payload()); err != nil {
 		return fmt.Errorf("detect: snapshot: %w", err)
 	}
@@ -238,7 +248,7 @@ func decodeSnapshot(p []byte) (*Model, error) {
 	if q < 1 || q > maxSnapshotQ {
 		return nil, snapErr("q %d out of range [1, %d]", q, maxSnapshotQ)
 	}
-	if flags&^snapFlagAnchors != 0 {
+	if flags&^(snapFlagAnchors|snapFlagRanker) != 0 {
 		return nil, snapErr("unknown flags %#x", flags)
 	}
 	// The tuples alone take 8*q*(3*dims+1) bytes: a header the payload cannot hold is refused
@@ -280,6 +290,12 @@ func decodeSnapshot(p []byte) (*Model, error) {
 	ssb := d.Take(sslen, "solving set")
 	if d.Err() != nil {
 		return nil, sealedErr(d.Err())
+	}
+	if flags&snapFlagRanker != 0 {
+		var err error
+		if m.Ranker, err = decodeRanker(d, m.Features); err != nil {
+			return nil, err
+		}
 	}
 	if d.Left() != 0 {
 		return nil, snapErr("%d unread bytes at the end of the payload", d.Left())

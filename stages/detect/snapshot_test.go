@@ -29,6 +29,7 @@ func testConfig() Config {
 	c.Window, c.MinRecords, c.RefreshRecords, c.RefreshInterval = 2000, 1000, 1<<30, time.Hour
 	c.Density.Clusters, c.Density.Iterations, c.Density.Samples = 20, 2, 100
 	c.Distance.K, c.Distance.N, c.Distance.M = 10, 20, 50
+	c.FlagBy = FlagByVerdicts // these tests follow the paper's verdicts; calibrate_test.go the rate
 	return c
 }
 

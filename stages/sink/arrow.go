@@ -3,6 +3,7 @@ package sink
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -38,6 +39,8 @@ import (
 //	w_star              float64
 //	subspace            list<utf8> feature names of eta_probability's subspace
 //	explanation         utf8     the same line as the JSON output's "explanation"
+//	score               float64  the combined outlier score, higher = more outlying (null when
+//	                             unscored or not finite)
 //
 // Schema metadata: "outlierd.topic" (source topic) and "outlierd.model_version" (decimal).
 // Payloads are not included: the columns are the decoded record.
@@ -53,6 +56,7 @@ const (
 	ColWStar           = "w_star"
 	ColSubspace        = "subspace"
 	ColExplanation     = "explanation"
+	ColScore           = "score"
 )
 
 // arrowSchema builds the output schema for batch b (see the table above).
@@ -80,6 +84,7 @@ func arrowSchema(b *batch.Batch, c *columns) *arrow.Schema {
 		arrow.Field{Name: ColWStar, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 		arrow.Field{Name: ColSubspace, Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
 		arrow.Field{Name: ColExplanation, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: ColScore, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	)
 	md := arrow.NewMetadata(
 		[]string{"outlierd.topic", "outlierd.model_version"},
@@ -127,6 +132,7 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 	sub := next().(*array.ListBuilder)
 	subNames := sub.ValueBuilder().(*array.StringBuilder)
 	expl := next().(*array.StringBuilder)
+	score := next().(*array.Float64Builder)
 
 	for _, i := range rows {
 		part.Append(c.partition.Value(i))
@@ -167,6 +173,11 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 			sub.AppendNull()
 		}
 		expl.Append(explain(s))
+		if s.Scored && !math.IsNaN(s.Score) && !math.IsInf(s.Score, 0) {
+			score.Append(s.Score)
+		} else {
+			score.AppendNull()
+		}
 	}
 
 	rec := rb.NewRecord()

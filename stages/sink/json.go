@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -76,6 +77,8 @@ type jsonScores struct {
 	DistanceOutlier bool    `json:"distance_outlier"`
 	Weight          float64 `json:"weight"`
 	WStar           float64 `json:"w_star"`
+	// Score is the combined outlier score, higher = more outlying; null when not finite.
+	Score *float64 `json:"score"`
 }
 
 // outputID is the deterministic id of the output of one source message.
@@ -139,6 +142,10 @@ func encodeJSONRow(b *batch.Batch, c *columns, i int, omitPayload bool) ([]byte,
 			DistanceOutlier: sc.DistanceOutlier,
 			Weight:          sc.Weight,
 			WStar:           sc.WStar,
+		}
+		if !math.IsNaN(sc.Score) && !math.IsInf(sc.Score, 0) {
+			v := sc.Score
+			out.Scores.Score = &v
 		}
 		if sc.Subspace != nil {
 			out.Subspace = sc.Subspace

@@ -329,7 +329,7 @@ func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []
 	defer rd.Release()
 	sch := rd.Schema()
 	wantNames := []string{"temp", "pressure", "temp_sd", "pressure_sd", "_partition", "_offset", "_key", "_timestamp",
-		ColScored, ColOutlier, ColDensityOutlier, ColEtaProbability, ColDistanceOutlier, ColWeight, ColWStar, ColSubspace, ColExplanation}
+		ColScored, ColOutlier, ColDensityOutlier, ColEtaProbability, ColDistanceOutlier, ColWeight, ColWStar, ColSubspace, ColExplanation, ColScore}
 	var names []string
 	for _, f := range sch.Fields() {
 		names = append(names, f.Name)

@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/pipeline"
+	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/pipeline/config"
+	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/detect/quality"
+	"github.com/outlierd/outlierd/stages/ingest"
+	"github.com/outlierd/outlierd/stages/ingest/csvfile"
+)
+
+// replayHelp is printed above the flags: what replay reproduces of the pipeline and what not.
+const replayHelp = `outlierd replay: feed a CSV file through the detect stage exactly as the pipeline does
+(the same window, hold before the first model, rebuild cadence, thresholds and combine rule),
+in file order, without Kafka. Rows go in batches of ingest.batch_size (the config's, default
+1000) built with the ingest stage's Arrow schema. Differences from a live pipeline, so that a
+replay is reproducible: models are rebuilt by record count only (detect.refresh_interval, a
+wall-clock trigger, is not used), and a model whose build a batch started serves from the next
+batch on (live, it serves once the build finishes). With --window >= the file's rows, one
+model of the whole file scores every row: the batch case (min_records then defaults to the
+file's rows; clusters, k and n are capped by min_records for a short file).
+`
+
+// replayConfig is the pipeline config file as replay reads it: every section is decoded
+// strictly (a typo is still an error with its line), but only detect (and device) must be
+// valid, so a config without ingest or sink works. A distinct type, so that
+// pipeline.Config's Validate is not called on the whole.
+type replayConfig pipeline.Config
+
+// replayResult is the --json object.
+type replayResult struct {
+	Input            string                     `json:"input"`
+	Rows             int                        `json:"rows"`
+	Features         int                        `json:"features"`
+	Flagged          int                        `json:"flagged"`
+	Unscored         int                        `json:"unscored"`
+	ModelsBuilt      int                        `json:"models_built"`
+	ElapsedMS        float64                    `json:"elapsed_ms"`
+	Device           string                     `json:"device"`
+	Precision        *float64                   `json:"precision,omitempty"`
+	Recall           *float64                   `json:"recall,omitempty"`
+	F1               *float64                   `json:"f1,omitempty"`
+	ROCAUC           *float64                   `json:"roc_auc,omitempty"`
+	AveragePrecision *float64                   `json:"average_precision,omitempty"`
+	Detectors        map[string]detectorQuality `json:"detectors,omitempty"`
+}
+
+// detectorQuality is one detector's own score measured against the labels.
+type detectorQuality struct {
+	ROCAUC           *float64 `json:"roc_auc"`
+	AveragePrecision *float64 `json:"average_precision"`
+}
+
+func runReplay(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("replay", stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, replayHelp, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	input := fs.String("input", "", "CSV file with a header row (required); columns named <feature>_sd are that feature's uncertainty")
+	labelCol := fs.String("label-column", "", "column holding the ground truth (non-zero = outlier): not a feature; adds precision, recall, F1, ROC AUC and AP to --json")
+	cfgPath := fs.String("config", "", "pipeline YAML: its detect section (and device) is used; ingest and sink may be absent")
+	window := fs.Int("window", 0, "detect.window W (0: the config's); >= the file's rows gives the batch case")
+	minRecords := fs.Int("min-records", 0, "detect.min_records (0: the config's, capped at the window)")
+	refresh := fs.Int("refresh-records", 0, "detect.refresh_records (0: the config's)")
+	dev := fs.String("device", "", "auto|cpu|cuda (empty: the config's device)")
+	verdictsOut := fs.String("verdicts-out", "", "write row,score,outlier,reason for every row to this CSV file")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *input == "" {
+		return usageError{fmt.Errorf("--input is required")}
+	}
+	for name, v := range map[string]int{"window": *window, "min-records": *minRecords, "refresh-records": *refresh} {
+		if v < 0 {
+			return usageError{fmt.Errorf("--%s must be >= 0, got %d", name, v)}
+		}
+	}
+	cfg := replayConfig(pipeline.Default())
+	if *cfgPath != "" {
+		if err := config.Load(*cfgPath, &cfg); err != nil {
+			return err
+		}
+	}
+	if *dev != "" {
+		cfg.Device = *dev
+	}
+	if err := oneOf("device", cfg.Device, "auto", "cpu", "cuda"); err != nil {
+		return err
+	}
+	tab, err := csvfile.ReadFile(*input, *labelCol)
+	if err != nil {
+		return err
+	}
+	features, means, sds, err := tab.SplitUncertainty(batch.UncertaintySuffix)
+	if err != nil {
+		return err
+	}
+	if len(features) == 0 {
+		return fmt.Errorf("%s: no feature column", *input)
+	}
+	rows := tab.Rows()
+	if sds != nil {
+		for j := range sds {
+			if sds[j] == nil { // a feature without its _sd column is certain
+				sds[j] = make([]float32, rows)
+			}
+		}
+	}
+
+	dc := cfg.Detect
+	if err := dc.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", *cfgPath, err)
+	}
+	set := flagsSet(fs)
+	if set["window"] {
+		dc.Window = *window
+		if !set["min-records"] {
+			dc.MinRecords = min(dc.MinRecords, dc.Window) // a small window alone stays valid
+		}
+	}
+	if set["min-records"] {
+		dc.MinRecords = *minRecords
+	} else if dc.Window >= rows && rows >= 2 {
+		dc.MinRecords = rows // the batch case: one model of the whole file scores every row
+	}
+	if set["refresh-records"] {
+		dc.RefreshRecords = *refresh
+	}
+	dc.RefreshInterval = time.Duration(math.MaxInt64) // rebuilds by record count only (see the help)
+	dc.StateDir = ""                                  // a replay neither reads nor writes snapshots
+	// Parameters bounded by min_records follow it down for a short file.
+	dc.Density.Clusters = min(dc.Density.Clusters, dc.MinRecords)
+	dc.Distance.K = max(min(dc.Distance.K, dc.MinRecords-1), 1)
+	dc.Distance.N = min(dc.Distance.N, dc.MinRecords)
+	if err := dc.Validate(); err != nil {
+		return usageError{err} // the file's values were valid: the flags made them so
+	}
+
+	log := newLogger(stderr).Level(zerolog.WarnLevel)
+	device, err := pipeline.OpenDevice(cfg.Device, log)
+	if err != nil {
+		return err
+	}
+	defer device.Close()
+	st, err := detect.NewStage(dc, features, sds != nil, log)
+	if err != nil {
+		return err
+	}
+	if a := device.Accelerator(); a != nil {
+		st.SetAccelerator(a)
+	}
+	models := 0
+	st.OnModel = func(*detect.Model) { models++ }
+
+	start := time.Now()
+	scores, err := replayRows(st, features, means, sds, cfg.Ingest.BatchSize)
+	st.Close()
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+
+	res := replayResult{Input: *input, Rows: rows, Features: len(features), ModelsBuilt: models,
+		ElapsedMS: float64(elapsed.Microseconds()) / 1000, Device: device.Name()}
+	for _, s := range scores {
+		if s.Outlier {
+			res.Flagged++
+		}
+		if !s.Scored {
+			res.Unscored++
+		}
+	}
+	if *labelCol != "" {
+		replayQuality(&res, scores, tab.Outliers())
+	}
+	if *verdictsOut != "" {
+		if err := writeVerdicts(*verdictsOut, scores); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	fmt.Fprintf(stdout, "%s: %d rows, %d flagged, %d unscored, %d models built, %.0f ms (%s)\n",
+		*input, res.Rows, res.Flagged, res.Unscored, res.ModelsBuilt, res.ElapsedMS, res.Device)
+	if res.F1 != nil {
+		fmt.Fprintf(stdout, "precision %.3f recall %.3f F1 %.3f ROC AUC %s AP %s\n", *res.Precision, *res.Recall, *res.F1,
+			fmtFigure(res.ROCAUC), fmtFigure(res.AveragePrecision))
+	}
+	return nil
+}
+
+// replayRows feeds the rows through st in batches built as the ingest stage builds them
+// and returns every row's score in file order.
+func replayRows(st *detect.Stage, features []string, means, sds [][]float32, batchSize int) ([]batch.Score, error) {
+	rows := len(means[0])
+	batchSize = max(batchSize, 1)
+	bld := ingest.NewBuilder(memory.NewGoAllocator(), "replay", features, sds != nil, batchSize)
+	defer bld.Release()
+	scores := make([]batch.Score, 0, rows)
+	take := func(out []*batch.Batch) {
+		for _, b := range out {
+			scores = append(scores, b.Scores...)
+			b.Record.Release()
+		}
+	}
+	d := ingest.Decoded{Values: make([]float32, len(features))}
+	if sds != nil {
+		d.SD = make([]float32, len(features))
+	}
+	epoch := time.Unix(0, 0).UTC()
+	for lo := 0; lo < rows; lo += batchSize {
+		hi := min(lo+batchSize, rows)
+		for i := lo; i < hi; i++ {
+			for j := range features {
+				d.Values[j] = means[j][i]
+				if sds != nil {
+					d.SD[j] = sds[j][i]
+				}
+			}
+			// Partition 0, offset = row index, time = row index in ms: the row's coordinates.
+			if err := bld.Append(&d, 0, int64(i), nil, epoch.Add(time.Duration(i)*time.Millisecond), nil); err != nil {
+				return nil, err
+			}
+		}
+		out, err := st.Process(context.Background(), bld.Build())
+		if err != nil {
+			return nil, err
+		}
+		take(out)
+		st.Close() // a build this batch started serves from the next batch on: reproducible
+	}
+	out, err := st.Flush()
+	if err != nil {
+		return nil, err
+	}
+	take(out)
+	if len(scores) != rows {
+		return nil, fmt.Errorf("replay: %d of %d rows came out of the detect stage", len(scores), rows)
+	}
+	return scores, nil
+}
+
+// replayQuality adds the label-based figures: the flags' precision, recall and F1, the
+// combined score's ROC AUC and AP, and each detector's own score's. Unscored rows (before a
+// first model that never came) rank lowest.
+func replayQuality(res *replayResult, scores []batch.Score, outlier []bool) {
+	flags := make([]bool, len(scores))
+	for i, s := range scores {
+		flags[i] = s.Outlier
+	}
+	c := quality.Count(flags, outlier)
+	p, r, f := c.Precision(), c.Recall(), c.F1()
+	res.Precision, res.Recall, res.F1 = &p, &r, &f
+	res.Detectors = map[string]detectorQuality{}
+	for _, d := range detect.ScoreNames() {
+		v := make([]float64, len(scores))
+		for i, s := range scores {
+			v[i] = math.Inf(-1)
+			if s.Scored {
+				v[i] = detect.DetectorScore(&s, d)
+			}
+		}
+		auc, ap := optFloat(quality.ROCAUC(v, outlier)), optFloat(quality.AveragePrecision(v, outlier))
+		if d == detect.ScoreCombined {
+			res.ROCAUC, res.AveragePrecision = auc, ap
+			continue
+		}
+		res.Detectors[d] = detectorQuality{ROCAUC: auc, AveragePrecision: ap}
+	}
+}
+
+// optFloat is nil for NaN (JSON has no NaN: an undefined figure is null).
+func optFloat(v float64) *float64 {
+	if math.IsNaN(v) {
+		return nil
+	}
+	return &v
+}
+
+func fmtFigure(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return strconv.FormatFloat(*v, 'f', 3, 64)
+}
+
+// writeVerdicts writes row,score,outlier,reason (RFC 4180 by encoding/csv) for every row;
+// an unscored row has an empty score and the reason "unscored".
+func writeVerdicts(path string, scores []batch.Score) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	w := csv.NewWriter(f)
+	if err := w.Write([]string{"row", "score", "outlier", "reason"}); err != nil {
+		return err
+	}
+	for i, s := range scores {
+		score, reason := "", "unscored"
+		if s.Scored {
+			score = strconv.FormatFloat(detect.DetectorScore(&s, detect.ScoreCombined), 'g', -1, 64)
+			reason = detect.Reason(&s)
+		}
+		if err := w.Write([]string{strconv.Itoa(i), score, strconv.FormatBool(s.Outlier), reason}); err != nil {
+			return err
+		}
+	}
+	w.Flush()
+	return w.Error()
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/outlierd/outlierd/stages/detect/quality"
+)
+
+// labelledCSV writes rows of 3 Gaussian features with a label column; every 50th row is
+// an outlier placed 6 sd out in one feature.
+func labelledCSV(t *testing.T, rows int) (string, []bool) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(11, 12))
+	var b strings.Builder
+	b.WriteString("a,b,c,label\n")
+	labels := make([]bool, rows)
+	for i := range rows {
+		v := [3]float64{rng.NormFloat64(), rng.NormFloat64() * 10, rng.NormFloat64() + 5}
+		l := 0
+		if i%50 == 25 {
+			v[i%3] += 6 * []float64{1, 10, 1}[i%3]
+			l, labels[i] = 1, true
+		}
+		fmt.Fprintf(&b, "%g,%g,%g,%d\n", v[0], v[1], v[2], l)
+	}
+	return writeFile(t, "labelled.csv", b.String()), labels
+}
+
+// TestReplayContract checks replay's documented outputs: one verdict line per input row, in
+// order, with the header row,score,outlier,reason; the JSON's fields; and figures that agree
+// with the verdicts file and the labels.
+func TestReplayContract(t *testing.T) {
+	path, labels := labelledCSV(t, 3000)
+	vpath := filepath.Join(t.TempDir(), "verdicts.csv")
+	out, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--window", "1000",
+		"--min-records", "500", "--refresh-records", "700", "--device", "cpu", "--verdicts-out", vpath, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out)
+	}
+	for _, f := range []string{"rows", "flagged", "models_built", "elapsed_ms", "precision", "recall", "f1", "roc_auc", "average_precision", "detectors"} {
+		if _, ok := res[f]; !ok {
+			t.Errorf("JSON lacks %q", f)
+		}
+	}
+	// 500 records hold for the first model, then a rebuild every 700: builds at 500, 1200,
+	// 1900, 2600 (batches of 1000 start them at the first batch boundary past each).
+	if res["rows"].(float64) != 3000 || res["models_built"].(float64) < 2 {
+		t.Errorf("rows %v, models built %v", res["rows"], res["models_built"])
+	}
+	f, err := os.Open(vpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatalf("verdicts file is not RFC 4180 CSV: %v", err)
+	}
+	if strings.Join(recs[0], ",") != "row,score,outlier,reason" || len(recs) != 3001 {
+		t.Fatalf("header %v, %d lines", recs[0], len(recs))
+	}
+	flags := make([]bool, 3000)
+	scores := make([]float64, 3000)
+	for i, r := range recs[1:] {
+		if r[0] != strconv.Itoa(i) {
+			t.Fatalf("line %d has row %q", i+1, r[0])
+		}
+		if r[2] != "true" && r[2] != "false" {
+			t.Fatalf("row %d: outlier %q", i, r[2])
+		}
+		flags[i] = r[2] == "true"
+		if scores[i], err = strconv.ParseFloat(r[1], 64); err != nil {
+			t.Fatalf("row %d: score %q: %v", i, r[1], err)
+		}
+		if flags[i] && !strings.Contains(r[3], "threshold") {
+			t.Errorf("row %d flagged (default flag_by rate) with reason %q", i, r[3])
+		}
+	}
+	c := quality.Count(flags, labels)
+	if int(res["flagged"].(float64)) != c.TP+c.FP || math.Abs(res["f1"].(float64)-c.F1()) > 1e-12 {
+		t.Errorf("JSON flagged %v f1 %v, the verdicts file gives %d flagged, F1 %v", res["flagged"], res["f1"], c.TP+c.FP, c.F1())
+	}
+	if auc := quality.ROCAUC(scores, labels); math.Abs(res["roc_auc"].(float64)-auc) > 1e-12 || auc < 0.95 {
+		// 6-sd outliers in one of 3 independent features: any score that ranks gets them near the top.
+		t.Errorf("JSON roc_auc %v, verdicts file %v (want >= 0.95)", res["roc_auc"], auc)
+	}
+	det := res["detectors"].(map[string]any)
+	for _, name := range []string{"density", "distance", "eta_probability", "solving_set"} {
+		if _, ok := det[name].(map[string]any)["average_precision"]; !ok {
+			t.Errorf("detectors.%s lacks average_precision: %v", name, det[name])
+		}
+	}
+}
+
+// TestReplayBatchCase: a window of at least the file's rows is the batch case: one model of the
+// whole file scores every row, whatever the batch boundaries.
+func TestReplayBatchCase(t *testing.T) {
+	path, _ := labelledCSV(t, 1200)
+	out, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--window", "5000", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var res struct {
+		Rows        int `json:"rows"`
+		Unscored    int `json:"unscored"`
+		ModelsBuilt int `json:"models_built"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Rows != 1200 || res.Unscored != 0 || res.ModelsBuilt != 1 {
+		t.Fatalf("rows %d, unscored %d, models built %d: want 1200, 0, 1\n%s", res.Rows, res.Unscored, res.ModelsBuilt, out)
+	}
+}
+
+// TestReplayErrors: bad input is refused with a clear message.
+func TestReplayErrors(t *testing.T) {
+	path, _ := labelledCSV(t, 100)
+	cfg := writeFile(t, "c.yaml", "detect:\n  alarm_rate: 2\n")
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"replay"}, 2, "--input is required"},
+		{[]string{"replay", "--input", path, "--label-column", "nope"}, 1, "nope"},
+		{[]string{"replay", "--input", path, "--config", cfg}, 1, "alarm_rate"},
+		{[]string{"replay", "--input", path, "--device", "tpu"}, 2, "--device"},
+	} {
+		_, errs, code := outlierd(t, c.args...)
+		if code != c.code || !strings.Contains(errs, c.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, errs, c.code, c.msg)
+		}
+	}
+}

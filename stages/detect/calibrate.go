@@ -1,0 +1,212 @@
+package detect
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/stages/detect/rank"
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
+)
+
+// The combined score (docs/DESIGN.md, "the combined score").
+//
+// Each ranking detector gives a raw score, higher = more outlying:
+//   - density: the per-feature tail score of package rank (ECOD: the sum over features of
+//     -ln of the record's tail probability in the window's own distribution of the feature,
+//     the same one-feature-at-a-time view as the density test's mode independent, but summed
+//     over the features instead of the minimum of 1-D tests);
+//   - distance: w_k(q, R), the sum of the distances to the k nearest records of R, a uniform
+//     random sample of the window (score.sample records, normalised space); unlike
+//     w_k(q, S) (the solving set: a verdict, exact only above w*) it ranks every record.
+//
+// A model calibrates each detector against its own window: calibration records (a uniform
+// sample of the window, scored as members, i.e. without counting themselves) give the
+// distribution of the raw score, and a record's calibrated score is -log10 of its tail
+// probability there (rank.Calibration). The combined score is the mean of the calibrated
+// scores of the detectors in score.detectors: 2 means "as rare as the top 1% of the window,
+// on average over the detectors". The alarm threshold is the (1 - alarm_rate) quantile of
+// the calibration records' own combined scores, so flag_by: rate flags about alarm_rate of
+// the records of a stream like the window, whatever the data's units.
+
+// Score names, as replay's JSON and the benchmark report them.
+const (
+	ScoreCombined       = "combined"        // batch.Score.Score
+	ScoreDensity        = "density"         // the tail score (batch.Score.DensityScore)
+	ScoreDistance       = "distance"        // w_k(q, R) to the window sample (batch.Score.DistanceScore)
+	ScoreEtaProbability = "eta_probability" // 1 - the paper's lowest eta-probability
+	ScoreSolvingSet     = "solving_set"     // w_k(q, S), the solving set's weight
+)
+
+// ScoreNames lists every score a scored record carries.
+func ScoreNames() []string {
+	return []string{ScoreCombined, ScoreDensity, ScoreDistance, ScoreEtaProbability, ScoreSolvingSet}
+}
+
+// DetectorScore returns score name of s (higher = more outlying); NaN for an unknown name.
+func DetectorScore(s *batch.Score, name string) float64 {
+	switch name {
+	case ScoreCombined:
+		return s.Score
+	case ScoreDensity:
+		return s.DensityScore
+	case ScoreDistance:
+		return s.DistanceScore
+	case ScoreEtaProbability:
+		return 1 - s.EtaProbability
+	case ScoreSolvingSet:
+		return s.Weight
+	}
+	return math.NaN()
+}
+
+// Reason says which tests fired for a scored record, ';'-separated: the alarm threshold
+// ("score X > threshold T"), the density test ("eta-probability P < delta in [f]") and the
+// solving set's verdict ("w_k(q,S) W >= w* V", which never misses a top-n outlier of the
+// window). Which of them decide the flag is detect.flag_by's and detect.combine's rule; a
+// test can fire on a record that is not flagged. Empty when none fired.
+func Reason(s *batch.Score) string {
+	var parts []string
+	if s.Score > s.Threshold {
+		parts = append(parts, "score "+fmtG(s.Score)+" > threshold "+fmtG(s.Threshold))
+	}
+	if s.DensityOutlier {
+		parts = append(parts, "eta-probability "+fmtG(s.EtaProbability)+" < delta in ["+strings.Join(s.Subspace, " ")+"]")
+	}
+	if s.DistanceOutlier {
+		parts = append(parts, "w_k(q,S) "+fmtG(s.Weight)+" >= w* "+fmtG(s.WStar))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func fmtG(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
+
+// Ranker is a model's ranking part: the detectors' raw scores, their calibration against the
+// window, and the calibration records' combined scores (the alarm threshold's reference).
+type Ranker struct {
+	// Tail is the density detector's per-feature distributions (raw units).
+	Tail *rank.Tail
+	// Ref is the window sample R of the distance score with its k (normalised space).
+	Ref *solvingset.Model
+	// Density and Distance calibrate the two raw scores.
+	Density, Distance rank.Calibration
+	// Combined are the calibration records' combined scores, ascending.
+	Combined []float64
+	// Params are the score settings the ranker was built with (Params.Detectors: which
+	// calibrated scores the combined score averages).
+	Params ScoreConfig
+}
+
+// calibrationRecords is how many window records calibrate the scores: enough that the
+// threshold of the alarm rate rests on at least 10 records above it (at 4096 and more).
+func calibrationRecords(rows int, alarmRate float64) int {
+	c := 4096
+	if alarmRate > 0 {
+		c = max(c, int(math.Ceil(10/alarmRate)))
+	}
+	return min(c, rows)
+}
+
+// buildRanker builds the ranking part from the window: raw columns for the tail score,
+// normalised ones for the distance score. Deterministic for a seed.
+func buildRanker(cols, ncols [][]float32, features []string, cfg Config) (*Ranker, error) {
+	rows := len(cols[0])
+	r := &Ranker{Tail: rank.NewTail(cols), Params: cfg.Score}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x72616e6b)) // "rank"
+	m := min(cfg.Score.Sample, rows)
+	ref := pick(ncols, rng.Perm(rows)[:m])
+	k := min(cfg.Score.K, m-1)
+	if k < 1 {
+		return nil, fmt.Errorf("detect: the distance score needs a window sample of at least 2 records, has %d", m)
+	}
+	r.Ref = &solvingset.Model{Points: ref, Features: features, K: k, WStar: math.Inf(1)}
+
+	c := calibrationRecords(rows, cfg.AlarmRate)
+	calIdx := rng.Perm(rows)[:c]
+	calRaw, calNorm := pick(cols, calIdx), pick(ncols, calIdx)
+	dens, dist := make([]float64, c), make([]float64, c)
+	r.Tail.Score(calRaw, dens)
+	solvingset.KNNWeightsMembers(ref, calNorm, k, 0, dist) // members: a record is not its own neighbour
+	r.Density, r.Distance = rank.NewCalibration(dens), rank.NewCalibration(dist)
+	r.Combined = make([]float64, c)
+	for i := range c {
+		r.Combined[i] = r.combine(dens[i], dist[i])
+	}
+	slices.Sort(r.Combined)
+	return r, nil
+}
+
+// pick returns the rows idx of column-major cols (a copy).
+func pick(cols [][]float32, idx []int) [][]float32 {
+	out := make([][]float32, len(cols))
+	for j, c := range cols {
+		out[j] = make([]float32, len(idx))
+		for t, i := range idx {
+			out[j][t] = c[i]
+		}
+	}
+	return out
+}
+
+// combine is the combined score of raw detector scores: the mean of the calibrated ones in Use.
+func (r *Ranker) combine(density, distance float64) float64 {
+	switch r.Params.Detectors {
+	case ScoreDensity:
+		return r.Density.Surprisal(density)
+	case ScoreDistance:
+		return r.Distance.Surprisal(distance)
+	}
+	return (r.Density.Surprisal(density) + r.Distance.Surprisal(distance)) / 2
+}
+
+// Threshold is the combined score above which about rate of the window's records lie: the
+// calibration records' combined score of rank floor((1-rate) c); records flag when their
+// score exceeds it. A rate below 1/c gives the largest calibration score.
+func (r *Ranker) Threshold(rate float64) float64 {
+	c := len(r.Combined)
+	if c == 0 {
+		return math.Inf(1)
+	}
+	above := int(math.Floor(rate * float64(c)))
+	return r.Combined[max(c-1-above, 0)]
+}
+
+// rankScratch holds the ranking buffers reused batch after batch.
+type rankScratch struct {
+	density, distance []float64
+}
+
+// rankBatch writes the batch's density and distance raw scores. first is the stream index of
+// the batch's first record: records of the model's own window are scored as members.
+func (s *Stage) rankBatch(m *Model, means, nm [][]float32, first uint64, n int) (density, distance []float64) {
+	sc := &s.scratch.rank
+	if cap(sc.density) < n {
+		sc.density, sc.distance = make([]float64, n), make([]float64, n)
+	}
+	density, distance = sc.density[:n], sc.distance[:n]
+	r := m.Ranker
+	r.Tail.Score(means, density)
+	scoreDistance(s.accel, s.accelRe, r.Ref, nm, distance)
+	if lo, hi, ok := m.members(first, n); ok {
+		q := make([][]float32, len(nm))
+		for j := range nm {
+			q[j] = nm[j][lo:hi]
+		}
+		solvingset.KNNWeightsMembers(r.Ref.Points, q, r.Ref.K, 0, distance[lo:hi])
+	}
+	return density, distance
+}
+
+// members returns the rows [lo, hi) of a batch of n records starting at stream index first
+// that belong to m's window (ok false when none do, or the window's place is unknown).
+func (m *Model) members(first uint64, n int) (lo, hi int, ok bool) {
+	start := m.WindowEnd - uint64(m.WindowRecords)
+	if m.WindowEnd == 0 || first >= m.WindowEnd || first+uint64(n) <= start {
+		return 0, 0, false
+	}
+	return int(max(first, start) - first), int(min(first+uint64(n), m.WindowEnd) - first), true
+}

@@ -1,0 +1,139 @@
+package detect
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/stages/detect/rank"
+)
+
+// runAll feeds rows [0, rows) of d through s in batches of size and returns every score in order.
+func runAll(t *testing.T, s *Stage, mem memory.Allocator, process func(*batch.Batch) ([]*batch.Batch, error), rows, size int, mk func(lo, hi int) *batch.Batch) ([]batch.Score, []uint64) {
+	t.Helper()
+	var scores []batch.Score
+	var versions []uint64
+	take := func(out []*batch.Batch) {
+		for _, b := range out {
+			scores = append(scores, b.Scores...)
+			for range b.Len() {
+				versions = append(versions, b.ModelVersion)
+			}
+			b.Record.Release()
+		}
+	}
+	for lo := 0; lo < rows; lo += size {
+		out, err := process(mk(lo, min(lo+size, rows)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		take(out)
+	}
+	out, err := s.Flush()
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(out)
+	return scores, versions
+}
+
+// TestBatchCaseOneModelOfTheWholeData: with window = min_records = the data's rows and
+// before_model hold, one model of every row scores every row (replay's batch case). Its
+// density score must be the tail score of the whole data computed from the definition
+// (a model of a prefix would count other records), and its distance score the k-NN weight
+// against the window sample without the record itself (brute force here).
+func TestBatchCaseOneModelOfTheWholeData(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	const rows = 1500
+	cfg := testConfig()
+	cfg.Window, cfg.MinRecords, cfg.BeforeModel, cfg.FlagBy = rows, rows, BeforeModelHold, FlagByRate
+	cfg.Score.Sample = 400
+	s := newTestStage(t, cfg)
+	d := testData(rows, 9)
+	scores, versions := runAll(t, s, mem, func(b *batch.Batch) ([]*batch.Batch, error) { return s.Process(context.Background(), b) },
+		rows, 200, func(lo, hi int) *batch.Batch { return makeBatch(t, mem, d, lo, hi, true) })
+	if len(scores) != rows {
+		t.Fatalf("%d of %d records came out", len(scores), rows)
+	}
+	m := s.Model()
+	tail := rank.NewTail(d.Cols)
+	want := make([]float64, rows)
+	tail.Score(d.Cols, want)
+	nm, _ := m.normalised(d.Cols, d.SD, nil)
+	ref := m.Ranker.Ref
+	for i, sc := range scores {
+		if !sc.Scored || versions[i] != 1 {
+			t.Fatalf("record %d: scored %v by model %d, want model 1", i, sc.Scored, versions[i])
+		}
+		if sc.DensityScore != want[i] {
+			t.Fatalf("record %d: density score %v, the whole data's tail score %v", i, sc.DensityScore, want[i])
+		}
+		dist := make([]float64, len(ref.Points[0]))
+		for r := range dist {
+			var s2 float64
+			for j := range nm {
+				dd := float64(nm[j][i]) - float64(ref.Points[j][r])
+				s2 += dd * dd
+			}
+			dist[r] = math.Sqrt(s2)
+		}
+		slices.Sort(dist)
+		if dist[0] == 0 {
+			dist = dist[1:] // the record itself, when drawn into the sample
+		}
+		var w float64
+		for _, v := range dist[:ref.K] {
+			w += v
+		}
+		// float32 coordinates and the kernels' float32 distances: 1e-4 relative is far below
+		// the gaps between neighbours that ranking depends on.
+		if math.Abs(sc.DistanceScore-w) > 1e-4*w {
+			t.Fatalf("record %d: distance score %v, brute force %v", i, sc.DistanceScore, w)
+		}
+		if sc.Outlier != (sc.Score > sc.Threshold) {
+			t.Fatalf("record %d: outlier %v with score %v, threshold %v", i, sc.Outlier, sc.Score, sc.Threshold)
+		}
+	}
+}
+
+// TestAlarmRateFlagsThatRate: with flag_by rate, records drawn like the window are flagged at
+// about alarm_rate.
+func TestAlarmRateFlagsThatRate(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cfg := testConfig()
+	cfg.FlagBy, cfg.AlarmRate = FlagByRate, 0.05
+	s := newTestStage(t, cfg)
+	d := testData(cfg.MinRecords+4000, 3)
+	feed(t, s, mem, d, 0, cfg.MinRecords, 250)
+	if s.Model() == nil {
+		t.Fatal("no model")
+	}
+	sc := scoreWith(t, s, mem, d, cfg.MinRecords, cfg.MinRecords+4000, uint64(cfg.MinRecords))
+	flagged := 0
+	for _, x := range sc {
+		if x.Outlier {
+			flagged++
+		}
+	}
+	// Binomial(4000, 0.05): sd 13.8 records; the threshold's own sampling error (a quantile of
+	// 1000 calibration records) adds about as much. 60 records is over 3 combined sd.
+	if flagged < 200-60 || flagged > 200+60 {
+		t.Fatalf("flagged %d of 4000 at alarm rate 0.05, want about 200", flagged)
+	}
+	// flag_by verdicts: the paper's rule decides, the scores are still there.
+	if _, err := s.Reconfigure(func() Config { c := s.Config(); c.FlagBy = FlagByVerdicts; return c }()); err != nil {
+		t.Fatal(err)
+	}
+	sc = scoreWith(t, s, mem, d, cfg.MinRecords, cfg.MinRecords+4000, uint64(cfg.MinRecords))
+	for i, x := range sc {
+		if x.Outlier != (x.DensityOutlier || x.DistanceOutlier) || math.IsNaN(x.Score) {
+			t.Fatalf("record %d under flag_by verdicts: outlier %v, density %v, distance %v, score %v", i, x.Outlier, x.DensityOutlier, x.DistanceOutlier, x.Score)
+		}
+	}
+}

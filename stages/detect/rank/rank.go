@@ -1,0 +1,178 @@
+// Package rank turns a window of records into scores that rank and that a user can threshold
+// by a rate: Tail, a per-feature empirical tail score (ECOD, Li et al. 2022: the sum over
+// features of -ln of the record's tail probability in the window's own distribution of that
+// feature), and Calibration, which maps any detector's raw score to -log10 of its tail
+// probability among the window's own scores, so that scores of different detectors can be
+// averaged and a threshold can be set as a rate.
+//
+// Both are immutable once built and safe for concurrent readers.
+package rank
+
+import (
+	"math"
+	"slices"
+	"sort"
+)
+
+// Tail is the window's empirical distribution, one feature at a time.
+type Tail struct {
+	// Sorted[j] is the window's feature j, ascending (raw units).
+	Sorted [][]float32
+	// Spread[j] is the unit in which the tail keeps falling beyond the window's range: the
+	// interquartile range, or the range, or 1 for a constant feature (always > 0).
+	Spread []float64
+	// LeftSkew[j] is true when feature j's sample skewness is negative: its outliers are
+	// expected in the left tail (ECOD's skewness correction).
+	LeftSkew []bool
+}
+
+// NewTail builds the per-feature distributions from column-major raw values (finite).
+func NewTail(cols [][]float32) *Tail {
+	t := &Tail{Sorted: make([][]float32, len(cols)), Spread: make([]float64, len(cols)), LeftSkew: make([]bool, len(cols))}
+	for j, c := range cols {
+		s := slices.Clone(c)
+		slices.Sort(s)
+		t.Sorted[j] = s
+		n := len(s)
+		if n == 0 {
+			t.Spread[j] = 1
+			continue
+		}
+		iqr := float64(s[(3*(n-1))/4]) - float64(s[(n-1)/4])
+		rng := float64(s[n-1]) - float64(s[0])
+		switch {
+		case iqr > 0:
+			t.Spread[j] = iqr
+		case rng > 0:
+			t.Spread[j] = rng
+		default:
+			t.Spread[j] = 1
+		}
+		t.LeftSkew[j] = skewness(c) < 0
+	}
+	return t
+}
+
+// skewness is the sample skewness (third standardised moment), in float64; 0 for a constant column.
+func skewness(c []float32) float64 {
+	var mean float64
+	for _, v := range c {
+		mean += float64(v)
+	}
+	mean /= float64(len(c))
+	var m2, m3 float64
+	for _, v := range c {
+		d := float64(v) - mean
+		m2 += d * d
+		m3 += d * d * d
+	}
+	if m2 == 0 {
+		return 0
+	}
+	m2 /= float64(len(c))
+	m3 /= float64(len(c))
+	return m3 / math.Pow(m2, 1.5)
+}
+
+// surprisals returns -ln of the left and right tail probabilities of x in feature j:
+// P(X <= x) and P(X >= x) estimated as (count + 1)/(n + 1), the record counting as one more
+// draw (so a tail is never 0). Beyond the window's range the tail keeps falling,
+// exponentially in units of Spread[j], down to 1/(n+1)^2 at most: records beyond the range
+// still rank by how far beyond, but one feature cannot outweigh the others without bound.
+func (t *Tail) surprisals(j int, x float32) (left, right float64) {
+	s := t.Sorted[j]
+	n := len(s)
+	le := sort.Search(n, func(i int) bool { return s[i] > x }) // #{v <= x}
+	ge := n - sort.Search(n, func(i int) bool { return s[i] >= x })
+	base := math.Log(float64(n + 1))
+	left = base - math.Log(float64(le+1))
+	right = base - math.Log(float64(ge+1))
+	if n > 0 && x < s[0] {
+		left += min((float64(s[0])-float64(x))/t.Spread[j], base)
+	}
+	if n > 0 && x > s[n-1] {
+		right += min((float64(x)-float64(s[n-1]))/t.Spread[j], base)
+	}
+	return left, right
+}
+
+// Score writes each query row's tail score into out (len(out) = rows of q): ECOD's
+// max(sum of left surprisals, sum of right surprisals, sum of the skewness-chosen ones), in
+// nats. Higher is more outlying. q is column-major with the model's features.
+func (t *Tail) Score(q [][]float32, out []float64) {
+	for i := range out {
+		var l, r, sk float64
+		for j := range q {
+			a, b := t.surprisals(j, q[j][i])
+			l += a
+			r += b
+			if t.LeftSkew[j] {
+				sk += a
+			} else {
+				sk += b
+			}
+		}
+		out[i] = max(l, r, sk)
+	}
+}
+
+// Calibration maps a detector's raw score (higher = more outlying) to the surprisal of its
+// tail probability among the window's own scores: -log10 P(S >= score), with P estimated
+// from the sorted calibration scores, interpolated between them so that it ranks exactly as
+// the raw score does.
+type Calibration struct {
+	// Sorted are the calibration scores, ascending (finite).
+	Sorted []float64
+	// Slope is the surprisal added per unit of raw score beyond the largest calibration
+	// score: the rate at which the surprisal rose from the 90th percentile to the largest,
+	// so the top keeps ranking (an exponential tail).
+	Slope float64
+}
+
+// NewCalibration sorts a copy of the calibration scores (non-finite ones are dropped).
+func NewCalibration(scores []float64) Calibration {
+	s := make([]float64, 0, len(scores))
+	for _, v := range scores {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			s = append(s, v)
+		}
+	}
+	slices.Sort(s)
+	c := Calibration{Sorted: s}
+	n := len(s)
+	if n == 0 {
+		return c
+	}
+	top := math.Log10(float64(n + 1))
+	r90 := s[(9*(n-1))/10]
+	switch {
+	case s[n-1] > r90:
+		c.Slope = (top - c.Surprisal(r90)) / (s[n-1] - r90)
+	case s[n-1] > s[0]:
+		c.Slope = (top - c.Surprisal(s[0])) / (s[n-1] - s[0])
+	default:
+		c.Slope = 1 / max(math.Abs(s[0]), 1)
+	}
+	return c
+}
+
+// Surprisal is -log10 of the tail probability of score r among the calibration scores:
+// (n - pos(r))/(n + 1), pos being r's interpolated position in the sorted scores; 0 for an
+// empty calibration or a NaN score.
+func (c *Calibration) Surprisal(r float64) float64 {
+	s := c.Sorted
+	n := len(s)
+	if n == 0 || math.IsNaN(r) {
+		return 0
+	}
+	top := math.Log10(float64(n + 1))
+	if r > s[n-1] {
+		return top + c.Slope*(r-s[n-1])
+	}
+	i := sort.SearchFloat64s(s, r) // first index with s[i] >= r
+	pos := float64(i)
+	if s[i] > r && i > 0 {
+		pos = float64(i-1) + (r-s[i-1])/(s[i]-s[i-1])
+	}
+	return top - math.Log10(float64(n)-pos)
+}

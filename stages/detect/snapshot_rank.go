@@ -1,0 +1,138 @@
+package detect
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/outlierd/outlierd/pipeline/sealed"
+	"github.com/outlierd/outlierd/stages/detect/rank"
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
+)
+
+// snapFlagRanker marks a snapshot that carries the model's ranking part (calibrate.go),
+// written after the solving set:
+//
+//	score.detectors (text), score.sample u32, score.k u32,
+//	tail: dims x { count u64, count x f32 (ascending) }, dims x spread f64, dims x left-skew u32,
+//	sample R: rows u64, k u32, dims x rows f32,
+//	3 calibrations (density, distance, combined): { count u64, count x f64 (ascending), slope f64 }
+//
+// A snapshot without it (written before the ranking scores existed) is refused by Fits as
+// built with other parameters, so the stage builds a model afresh.
+const snapFlagRanker = 2
+
+func encodeRanker(e *sealed.Encoder, r *Ranker) {
+	e.Text(r.Params.Detectors)
+	e.U32(uint32(r.Params.Sample))
+	e.U32(uint32(r.Params.K))
+	for _, s := range r.Tail.Sorted {
+		e.U64(uint64(len(s)))
+		e.F32s(s)
+	}
+	e.F64s(r.Tail.Spread)
+	for _, l := range r.Tail.LeftSkew {
+		v := uint32(0)
+		if l {
+			v = 1
+		}
+		e.U32(v)
+	}
+	e.U64(uint64(len(r.Ref.Points[0])))
+	e.U32(uint32(r.Ref.K))
+	for _, c := range r.Ref.Points {
+		e.F32s(c)
+	}
+	for _, c := range []rank.Calibration{r.Density, r.Distance, {Sorted: r.Combined}} {
+		e.U64(uint64(len(c.Sorted)))
+		e.F64s(c.Sorted)
+		e.F64(c.Slope)
+	}
+}
+
+// decodeRanker reads what encodeRanker wrote for a model of these features and checks it.
+func decodeRanker(d *sealed.Decoder, features []string) (*Ranker, error) {
+	dims := len(features)
+	r := &Ranker{Tail: &rank.Tail{Sorted: make([][]float32, dims)}}
+	r.Params.Detectors = d.Text(64, "score.detectors")
+	r.Params.Sample = int(d.U32("score.sample"))
+	r.Params.K = int(d.U32("score.k"))
+	for j := range dims {
+		r.Tail.Sorted[j] = d.F32s(d.U64("tail count"), "tail values")
+	}
+	r.Tail.Spread = d.F64s(uint64(dims), "tail spreads")
+	r.Tail.LeftSkew = make([]bool, dims)
+	for j := range dims {
+		r.Tail.LeftSkew[j] = d.U32("tail skew") != 0
+	}
+	rows, k := d.U64("sample rows"), int(d.U32("sample k"))
+	pts := make([][]float32, dims)
+	for j := range dims {
+		pts[j] = d.F32s(rows, "sample values")
+	}
+	var cals [3]rank.Calibration
+	for i := range cals {
+		cals[i].Sorted = d.F64s(d.U64("calibration count"), "calibration scores")
+		cals[i].Slope = math.Float64frombits(d.U64("calibration slope"))
+	}
+	if d.Err() != nil {
+		return nil, sealedErr(d.Err())
+	}
+	r.Ref = &solvingset.Model{Points: pts, Features: features, K: k, WStar: math.Inf(1)}
+	r.Density, r.Distance, r.Combined = cals[0], cals[1], cals[2].Sorted
+	if err := checkRanker(r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// checkRanker refuses values no build produces.
+func checkRanker(r *Ranker) error {
+	switch r.Params.Detectors {
+	case "both", ScoreDensity, ScoreDistance:
+	default:
+		return snapErr("score.detectors %q", r.Params.Detectors)
+	}
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	for j, s := range r.Tail.Sorted {
+		if len(s) == 0 || !slices.IsSorted(s) || !finite(r.Tail.Spread[j]) || r.Tail.Spread[j] <= 0 {
+			return snapErr("tail distribution of feature %d: %d values (sorted %v), spread %v", j, len(s), slices.IsSorted(s), r.Tail.Spread[j])
+		}
+		for _, v := range s {
+			if !finite(float64(v)) {
+				return snapErr("tail distribution of feature %d holds %v", j, v)
+			}
+		}
+	}
+	rows := len(r.Ref.Points[0])
+	if rows < 2 || r.Ref.K < 1 || r.Ref.K >= rows {
+		return snapErr("distance sample of %d records with k = %d", rows, r.Ref.K)
+	}
+	for _, c := range r.Ref.Points {
+		for _, v := range c {
+			if !finite(float64(v)) {
+				return snapErr("distance sample holds %v", v)
+			}
+		}
+	}
+	for _, c := range [][]float64{r.Density.Sorted, r.Distance.Sorted, r.Combined} {
+		if len(c) == 0 || !slices.IsSorted(c) || !finite(c[0]) || !finite(c[len(c)-1]) {
+			return snapErr("a calibration of %d scores is empty, unsorted or not finite", len(c))
+		}
+	}
+	if !finite(r.Density.Slope) || !finite(r.Distance.Slope) || r.Density.Slope < 0 || r.Distance.Slope < 0 {
+		return snapErr("calibration slopes %v, %v", r.Density.Slope, r.Distance.Slope)
+	}
+	return nil
+}
+
+// rankerFits reports why a model's ranking part does not serve cfg, or nil.
+func rankerFits(r *Ranker, cfg Config) error {
+	if r == nil {
+		return fmt.Errorf("%w: built without the ranking scores (an older snapshot)", ErrSnapshotMismatch)
+	}
+	if r.Params != cfg.Score {
+		return fmt.Errorf("%w: built with score %+v, the configuration has %+v", ErrSnapshotMismatch, r.Params, cfg.Score)
+	}
+	return nil
+}
