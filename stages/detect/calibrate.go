@@ -90,8 +90,10 @@ func fmtG(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
 type Ranker struct {
 	// Tail is the density detector's per-feature distributions (raw units).
 	Tail *rank.Tail
-	// Ref is the window sample R of the distance score with its k (normalised space).
-	Ref *solvingset.Model
+	// Ref is the window sample R of the distance score with its k, in the distance space:
+	// x' = (x - Center[j]) / Unit[j] (standardised features, clamped to ±distanceLimit).
+	Ref          *solvingset.Model
+	Center, Unit []float64
 	// Density and Distance calibrate the two raw scores.
 	Density, Distance rank.Calibration
 	// Combined are the calibration records' combined scores, ascending.
@@ -111,11 +113,12 @@ func calibrationRecords(rows int, alarmRate float64) int {
 	return min(c, rows)
 }
 
-// buildRanker builds the ranking part from the window: raw columns for the tail score,
-// normalised ones for the distance score. Deterministic for a seed.
-func buildRanker(cols, ncols [][]float32, features []string, cfg Config) (*Ranker, error) {
+// buildRanker builds the ranking part from the window's raw columns. Deterministic for a seed.
+func buildRanker(cols [][]float32, features []string, cfg Config) (*Ranker, error) {
 	rows := len(cols[0])
 	r := &Ranker{Tail: rank.NewTail(cols), Params: cfg.Score}
+	r.Center, r.Unit = standardisation(cols)
+	ncols := r.distanceSpace(cols, nil)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x72616e6b)) // "rank"
 	m := min(cfg.Score.Sample, rows)
 	ref := pick(ncols, rng.Perm(rows)[:m])
@@ -140,6 +143,48 @@ func buildRanker(cols, ncols [][]float32, features []string, cfg Config) (*Ranke
 	return r, nil
 }
 
+// standardisation is each feature's mean and standard deviation (float64): the distance
+// score's space, as k-NN detectors are used in practice (a feature in large units would
+// otherwise dominate every distance). A constant feature gets unit 1.
+func standardisation(cols [][]float32) (center, unit []float64) {
+	center, unit = make([]float64, len(cols)), make([]float64, len(cols))
+	for j, c := range cols {
+		var mean, m2 float64
+		for i, v := range c { // Welford: no cancellation for features far from 0
+			d := float64(v) - mean
+			mean += d / float64(i+1)
+			m2 += d * (float64(v) - mean)
+		}
+		center[j], unit[j] = mean, 1
+		if sd := math.Sqrt(m2 / float64(max(len(c), 1))); sd > 0 && !math.IsInf(1/sd, 0) {
+			unit[j] = sd
+		}
+	}
+	return center, unit
+}
+
+// distanceSpace maps raw columns to the distance score's space (into dst, reused when it fits).
+func (r *Ranker) distanceSpace(cols, dst [][]float32) [][]float32 {
+	if len(dst) != len(cols) {
+		dst = make([][]float32, len(cols))
+	}
+	for j, c := range cols {
+		if cap(dst[j]) < len(c) {
+			dst[j] = make([]float32, len(c))
+		}
+		dst[j] = dst[j][:len(c)]
+		for i, v := range c {
+			dst[j][i] = float32(max(-distanceLimit, min(distanceLimit, (float64(v)-r.Center[j])/r.Unit[j])))
+		}
+	}
+	return dst
+}
+
+// distanceLimit bounds the distance space's coordinates: float32 squared distances of a
+// few hundred features stay finite, and a record a million units out is already as far as
+// any ranking needs.
+const distanceLimit = 1e6
+
 // pick returns the rows idx of column-major cols (a copy).
 func pick(cols [][]float32, idx []int) [][]float32 {
 	out := make([][]float32, len(cols))
@@ -152,7 +197,13 @@ func pick(cols [][]float32, idx []int) [][]float32 {
 	return out
 }
 
-// combine is the combined score of raw detector scores: the mean of the calibrated ones in Use.
+// How score.combine joins the calibrated scores of score.detectors: both.
+const (
+	CombineMean = "mean" // the mean surprisal: a record rare for both detectors ranks first
+	CombineMax  = "max"  // the largest: a record rare for either detector ranks high
+)
+
+// combine is the combined score of raw detector scores (score.detectors, score.combine).
 func (r *Ranker) combine(density, distance float64) float64 {
 	switch r.Params.Detectors {
 	case ScoreDensity:
@@ -160,7 +211,11 @@ func (r *Ranker) combine(density, distance float64) float64 {
 	case ScoreDistance:
 		return r.Distance.Surprisal(distance)
 	}
-	return (r.Density.Surprisal(density) + r.Distance.Surprisal(distance)) / 2
+	a, b := r.Density.Surprisal(density), r.Distance.Surprisal(distance)
+	if r.Params.Combine == CombineMax {
+		return max(a, b)
+	}
+	return (a + b) / 2
 }
 
 // Threshold is the combined score above which about rate of the window's records lie: the
@@ -178,11 +233,12 @@ func (r *Ranker) Threshold(rate float64) float64 {
 // rankScratch holds the ranking buffers reused batch after batch.
 type rankScratch struct {
 	density, distance []float64
+	space             [][]float32
 }
 
 // rankBatch writes the batch's density and distance raw scores. first is the stream index of
 // the batch's first record: records of the model's own window are scored as members.
-func (s *Stage) rankBatch(m *Model, means, nm [][]float32, first uint64, n int) (density, distance []float64) {
+func (s *Stage) rankBatch(m *Model, means [][]float32, first uint64, n int) (density, distance []float64) {
 	sc := &s.scratch.rank
 	if cap(sc.density) < n {
 		sc.density, sc.distance = make([]float64, n), make([]float64, n)
@@ -190,6 +246,8 @@ func (s *Stage) rankBatch(m *Model, means, nm [][]float32, first uint64, n int) 
 	density, distance = sc.density[:n], sc.distance[:n]
 	r := m.Ranker
 	r.Tail.Score(means, density)
+	sc.space = r.distanceSpace(means, sc.space)
+	nm := sc.space
 	scoreDistance(s.accel, s.accelRe, r.Ref, nm, distance)
 	if lo, hi, ok := m.members(first, n); ok {
 		q := make([][]float32, len(nm))

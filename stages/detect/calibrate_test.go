@@ -64,7 +64,7 @@ func TestBatchCaseOneModelOfTheWholeData(t *testing.T) {
 	tail := rank.NewTail(d.Cols)
 	want := make([]float64, rows)
 	tail.Score(d.Cols, want)
-	nm, _ := m.normalised(d.Cols, d.SD, nil)
+	nm := m.Ranker.distanceSpace(d.Cols, nil)
 	ref := m.Ranker.Ref
 	for i, sc := range scores {
 		if !sc.Scored || versions[i] != 1 {

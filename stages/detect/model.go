@@ -98,7 +98,7 @@ func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []
 	for i, o := range res.Outliers { // sorted by descending weight
 		m.TopWeights[i] = o.Weight
 	}
-	if m.Ranker, err = buildRanker(cols, ncols, features, cfg); err != nil {
+	if m.Ranker, err = buildRanker(cols, features, cfg); err != nil {
 		return nil, err
 	}
 	m.BuiltAt = time.Now()

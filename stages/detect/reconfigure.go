@@ -54,6 +54,7 @@ var changeKinds = map[string]ChangeKind{
 	"window": ChangeRebuild, "seed": ChangeRebuild, "density.clusters": ChangeRebuild,
 	"density.iterations": ChangeRebuild, "distance.k": ChangeRebuild, "distance.m": ChangeRebuild,
 	"score.detectors": ChangeRebuild, "score.sample": ChangeRebuild, "score.k": ChangeRebuild,
+	"score.combine": ChangeRebuild,
 
 	"state_dir": ChangeRestart, "snapshots": ChangeRestart,
 }

@@ -80,7 +80,7 @@ func (s *Stage) score(b *batch.Batch, first uint64) error {
 	var dens, distScore []float64
 	threshold := math.Inf(1)
 	if m.Ranker != nil {
-		dens, distScore = s.rankBatch(m, means, nm, first, n)
+		dens, distScore = s.rankBatch(m, means, first, n)
 		threshold = m.Ranker.Threshold(s.cfg.AlarmRate)
 	}
 	b.Scores = make([]batch.Score, n)

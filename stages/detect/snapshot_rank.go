@@ -13,8 +13,9 @@ import (
 // snapFlagRanker marks a snapshot that carries the model's ranking part (calibrate.go),
 // written after the solving set:
 //
-//	score.detectors (text), score.sample u32, score.k u32,
+//	score.detectors (text), score.combine (text), score.sample u32, score.k u32,
 //	tail: dims x { count u64, count x f32 (ascending) }, dims x spread f64, dims x left-skew u32,
+//	distance space: dims x centre f64, dims x unit f64,
 //	sample R: rows u64, k u32, dims x rows f32,
 //	3 calibrations (density, distance, combined): { count u64, count x f64 (ascending), slope f64 }
 //
@@ -24,6 +25,7 @@ const snapFlagRanker = 2
 
 func encodeRanker(e *sealed.Encoder, r *Ranker) {
 	e.Text(r.Params.Detectors)
+	e.Text(r.Params.Combine)
 	e.U32(uint32(r.Params.Sample))
 	e.U32(uint32(r.Params.K))
 	for _, s := range r.Tail.Sorted {
@@ -38,6 +40,8 @@ func encodeRanker(e *sealed.Encoder, r *Ranker) {
 		}
 		e.U32(v)
 	}
+	e.F64s(r.Center)
+	e.F64s(r.Unit)
 	e.U64(uint64(len(r.Ref.Points[0])))
 	e.U32(uint32(r.Ref.K))
 	for _, c := range r.Ref.Points {
@@ -55,6 +59,7 @@ func decodeRanker(d *sealed.Decoder, features []string) (*Ranker, error) {
 	dims := len(features)
 	r := &Ranker{Tail: &rank.Tail{Sorted: make([][]float32, dims)}}
 	r.Params.Detectors = d.Text(64, "score.detectors")
+	r.Params.Combine = d.Text(64, "score.combine")
 	r.Params.Sample = int(d.U32("score.sample"))
 	r.Params.K = int(d.U32("score.k"))
 	for j := range dims {
@@ -65,6 +70,8 @@ func decodeRanker(d *sealed.Decoder, features []string) (*Ranker, error) {
 	for j := range dims {
 		r.Tail.LeftSkew[j] = d.U32("tail skew") != 0
 	}
+	r.Center = d.F64s(uint64(dims), "distance centres")
+	r.Unit = d.F64s(uint64(dims), "distance units")
 	rows, k := d.U64("sample rows"), int(d.U32("sample k"))
 	pts := make([][]float32, dims)
 	for j := range dims {
@@ -93,6 +100,9 @@ func checkRanker(r *Ranker) error {
 	default:
 		return snapErr("score.detectors %q", r.Params.Detectors)
 	}
+	if r.Params.Combine != CombineMean && r.Params.Combine != CombineMax {
+		return snapErr("score.combine %q", r.Params.Combine)
+	}
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 	for j, s := range r.Tail.Sorted {
 		if len(s) == 0 || !slices.IsSorted(s) || !finite(r.Tail.Spread[j]) || r.Tail.Spread[j] <= 0 {
@@ -102,6 +112,11 @@ func checkRanker(r *Ranker) error {
 			if !finite(float64(v)) {
 				return snapErr("tail distribution of feature %d holds %v", j, v)
 			}
+		}
+	}
+	for j := range r.Center {
+		if !finite(r.Center[j]) || !finite(r.Unit[j]) || r.Unit[j] <= 0 {
+			return snapErr("distance space of feature %d: centre %v, unit %v", j, r.Center[j], r.Unit[j])
 		}
 	}
 	rows := len(r.Ref.Points[0])

@@ -96,23 +96,22 @@ func (t *Tail) surprisals(j int, x float32) (left, right float64) {
 	return left, right
 }
 
-// Score writes each query row's tail score into out (len(out) = rows of q): ECOD's
-// max(sum of left surprisals, sum of right surprisals, sum of the skewness-chosen ones), in
-// nats. Higher is more outlying. q is column-major with the model's features.
+// Score writes each query row's tail score into out (len(out) = rows of q), as ECOD
+// defines it: the sum over features of max(the skewness-chosen surprisal, the mean of the
+// left and right surprisals), in nats. Higher is more outlying. q is column-major with the
+// model's features.
 func (t *Tail) Score(q [][]float32, out []float64) {
 	for i := range out {
-		var l, r, sk float64
+		var sum float64
 		for j := range q {
-			a, b := t.surprisals(j, q[j][i])
-			l += a
-			r += b
+			l, r := t.surprisals(j, q[j][i])
+			sk := r
 			if t.LeftSkew[j] {
-				sk += a
-			} else {
-				sk += b
+				sk = l
 			}
+			sum += max(sk, (l+r)/2)
 		}
-		out[i] = max(l, r, sk)
+		out[i] = sum
 	}
 }
 

@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// bruteTail is ECOD's score computed from the definition: counts by a full scan.
+// bruteTail is ECOD's score computed from the definition (pyod.models.ecod: the sum over
+// features of max(U_skew, (U_l + U_r)/2)), with counts by a full scan.
 func bruteTail(cols [][]float32, q []float32, spread []float64, leftSkew []bool) float64 {
-	var l, r, sk float64
+	var sum float64
 	for j, c := range cols {
 		n := len(c)
 		le, ge := 0, 0
@@ -31,14 +32,13 @@ func bruteTail(cols [][]float32, q []float32, spread []float64, leftSkew []bool)
 		if q[j] > hi {
 			b += min(float64(q[j]-hi)/spread[j], base)
 		}
-		l, r = l+a, r+b
+		sk := b
 		if leftSkew[j] {
-			sk += a
-		} else {
-			sk += b
+			sk = a
 		}
+		sum += max(sk, (a+b)/2)
 	}
-	return max(l, r, sk)
+	return sum
 }
 
 func TestTailMatchesDefinition(t *testing.T) {
