@@ -14,7 +14,7 @@ import (
 // written after the solving set:
 //
 //	score.detectors (text), score.combine (text), score.sample u32, score.k u32,
-//	tail: dims x { count u64, count x f32 (ascending) }, dims x spread f64, dims x left-skew u32,
+//	tail: dims x { count u64, count x f32 (ascending) }, dims x spread f64,
 //	distance space: dims x centre f64, dims x unit f64,
 //	sample R: rows u64, k u32, dims x rows f32,
 //	3 calibrations (density, distance, combined): { count u64, count x f64 (ascending), slope f64 }
@@ -33,13 +33,6 @@ func encodeRanker(e *sealed.Encoder, r *Ranker) {
 		e.F32s(s)
 	}
 	e.F64s(r.Tail.Spread)
-	for _, l := range r.Tail.LeftSkew {
-		v := uint32(0)
-		if l {
-			v = 1
-		}
-		e.U32(v)
-	}
 	e.F64s(r.Center)
 	e.F64s(r.Unit)
 	e.U64(uint64(len(r.Ref.Points[0])))
@@ -66,10 +59,6 @@ func decodeRanker(d *sealed.Decoder, features []string) (*Ranker, error) {
 		r.Tail.Sorted[j] = d.F32s(d.U64("tail count"), "tail values")
 	}
 	r.Tail.Spread = d.F64s(uint64(dims), "tail spreads")
-	r.Tail.LeftSkew = make([]bool, dims)
-	for j := range dims {
-		r.Tail.LeftSkew[j] = d.U32("tail skew") != 0
-	}
 	r.Center = d.F64s(uint64(dims), "distance centres")
 	r.Unit = d.F64s(uint64(dims), "distance units")
 	rows, k := d.U64("sample rows"), int(d.U32("sample k"))

@@ -1,7 +1,7 @@
 // Package rank turns a window of records into scores that rank and that a user can threshold
 // by a rate: Tail, a per-feature empirical tail score (ECOD, Li et al. 2022: the sum over
-// features of -ln of the record's tail probability in the window's own distribution of that
-// feature), and Calibration, which maps any detector's raw score to -log10 of its tail
+// features of -ln of the record's rarer tail probability in the window's own distribution of
+// that feature), and Calibration, which maps any detector's raw score to -log10 of its tail
 // probability among the window's own scores, so that scores of different detectors can be
 // averaged and a threshold can be set as a rate.
 //
@@ -21,14 +21,11 @@ type Tail struct {
 	// Spread[j] is the unit in which the tail keeps falling beyond the window's range: the
 	// interquartile range, or the range, or 1 for a constant feature (always > 0).
 	Spread []float64
-	// LeftSkew[j] is true when feature j's sample skewness is negative: its outliers are
-	// expected in the left tail (ECOD's skewness correction).
-	LeftSkew []bool
 }
 
 // NewTail builds the per-feature distributions from column-major raw values (finite).
 func NewTail(cols [][]float32) *Tail {
-	t := &Tail{Sorted: make([][]float32, len(cols)), Spread: make([]float64, len(cols)), LeftSkew: make([]bool, len(cols))}
+	t := &Tail{Sorted: make([][]float32, len(cols)), Spread: make([]float64, len(cols))}
 	for j, c := range cols {
 		s := slices.Clone(c)
 		slices.Sort(s)
@@ -48,45 +45,24 @@ func NewTail(cols [][]float32) *Tail {
 		default:
 			t.Spread[j] = 1
 		}
-		t.LeftSkew[j] = skewness(c) < 0
 	}
 	return t
 }
 
-// skewness is the sample skewness (third standardised moment), in float64; 0 for a constant column.
-func skewness(c []float32) float64 {
-	var mean float64
-	for _, v := range c {
-		mean += float64(v)
-	}
-	mean /= float64(len(c))
-	var m2, m3 float64
-	for _, v := range c {
-		d := float64(v) - mean
-		m2 += d * d
-		m3 += d * d * d
-	}
-	if m2 == 0 {
-		return 0
-	}
-	m2 /= float64(len(c))
-	m3 /= float64(len(c))
-	return m3 / math.Pow(m2, 1.5)
-}
-
 // surprisals returns -ln of the left and right tail probabilities of x in feature j:
-// P(X <= x) and P(X >= x) estimated as (count + 1)/(n + 1), the record counting as one more
-// draw (so a tail is never 0). Beyond the window's range the tail keeps falling,
-// exponentially in units of Spread[j], down to 1/(n+1)^2 at most: records beyond the range
-// still rank by how far beyond, but one feature cannot outweigh the others without bound.
+// P(X <= x) and P(X >= x) estimated as count/n, the window's empirical distribution as ECOD
+// uses it, and 1/n for a record at or beyond the window's extreme (a tail is never 0). Beyond
+// the window's range the tail keeps falling, exponentially in units of Spread[j], down to
+// 1/n^2 at most: records beyond the range still rank by how far beyond, but one feature
+// cannot outweigh the others without bound.
 func (t *Tail) surprisals(j int, x float32) (left, right float64) {
 	s := t.Sorted[j]
 	n := len(s)
 	le := sort.Search(n, func(i int) bool { return s[i] > x }) // #{v <= x}
 	ge := n - sort.Search(n, func(i int) bool { return s[i] >= x })
-	base := math.Log(float64(n + 1))
-	left = base - math.Log(float64(le+1))
-	right = base - math.Log(float64(ge+1))
+	base := math.Log(float64(n))
+	left = base - math.Log(float64(max(le, 1)))
+	right = base - math.Log(float64(max(ge, 1)))
 	if n > 0 && x < s[0] {
 		left += min((float64(s[0])-float64(x))/t.Spread[j], base)
 	}
@@ -96,20 +72,17 @@ func (t *Tail) surprisals(j int, x float32) (left, right float64) {
 	return left, right
 }
 
-// Score writes each query row's tail score into out (len(out) = rows of q), as ECOD
-// defines it: the sum over features of max(the skewness-chosen surprisal, the mean of the
-// left and right surprisals), in nats. Higher is more outlying. q is column-major with the
-// model's features.
+// Score writes each query row's tail score into out (len(out) = rows of q): the sum over
+// features of the surprisal of the rarer tail, max(-ln P(X <= x), -ln P(X >= x)), in nats
+// (pyod's ECOD 3.x: the per-feature maximum of the left, right and skewness-chosen tails,
+// which is the rarer tail). Higher is more outlying. q is column-major with the model's
+// features.
 func (t *Tail) Score(q [][]float32, out []float64) {
 	for i := range out {
 		var sum float64
 		for j := range q {
 			l, r := t.surprisals(j, q[j][i])
-			sk := r
-			if t.LeftSkew[j] {
-				sk = l
-			}
-			sum += max(sk, (l+r)/2)
+			sum += max(l, r)
 		}
 		out[i] = sum
 	}

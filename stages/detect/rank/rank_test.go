@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// bruteTail is ECOD's score computed from the definition (pyod.models.ecod: the sum over
-// features of max(U_skew, (U_l + U_r)/2)), with counts by a full scan.
-func bruteTail(cols [][]float32, q []float32, spread []float64, leftSkew []bool) float64 {
+// bruteTail is the tail score computed from the definition (pyod.models.ecod 3.x: the sum
+// over features of max(U_l, U_r, U_skew) = max(U_l, U_r)), with counts by a full scan.
+func bruteTail(cols [][]float32, q []float32, spread []float64) float64 {
 	var sum float64
 	for j, c := range cols {
 		n := len(c)
@@ -23,20 +23,16 @@ func bruteTail(cols [][]float32, q []float32, spread []float64, leftSkew []bool)
 			}
 			lo, hi = min(lo, v), max(hi, v)
 		}
-		base := math.Log(float64(n + 1))
-		a := base - math.Log(float64(le+1))
-		b := base - math.Log(float64(ge+1))
+		base := math.Log(float64(n))
+		a := base - math.Log(float64(max(le, 1)))
+		b := base - math.Log(float64(max(ge, 1)))
 		if q[j] < lo {
 			a += min(float64(lo-q[j])/spread[j], base)
 		}
 		if q[j] > hi {
 			b += min(float64(q[j]-hi)/spread[j], base)
 		}
-		sk := b
-		if leftSkew[j] {
-			sk = a
-		}
-		sum += max(sk, (a+b)/2)
+		sum += max(a, b)
 	}
 	return sum
 }
@@ -61,8 +57,8 @@ func TestTailMatchesDefinition(t *testing.T) {
 		}
 	}
 	tl := NewTail(cols)
-	if tl.LeftSkew[1] || tl.Spread[3] != 1 {
-		t.Fatalf("exponential column taken as left-skewed (%v) or constant column's spread %v != 1", tl.LeftSkew[1], tl.Spread[3])
+	if tl.Spread[3] != 1 {
+		t.Fatalf("constant column's spread %v != 1", tl.Spread[3])
 	}
 	q := make([][]float32, d)
 	for j := range q {
@@ -73,7 +69,7 @@ func TestTailMatchesDefinition(t *testing.T) {
 	tl.Score(q, out)
 	for i := range out {
 		row := []float32{q[0][i], q[1][i], q[2][i], q[3][i]}
-		if want := bruteTail(cols, row, tl.Spread, tl.LeftSkew); math.Abs(out[i]-want) > 1e-9 {
+		if want := bruteTail(cols, row, tl.Spread); math.Abs(out[i]-want) > 1e-9 {
 			t.Errorf("row %d: score %v, definition %v", i, out[i], want)
 		}
 	}
