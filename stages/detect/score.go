@@ -16,6 +16,12 @@ type scoreScratch struct {
 	streams    []uint64
 }
 
+// Normalised maps raw means and uncertainties (column-major) to the model's units, exactly as
+// the stage does before scoring (new slices).
+func (m *Model) Normalised(means, sds [][]float32) (nm, ns [][]float32) {
+	return m.normalised(means, sds, nil)
+}
+
 // normalised maps raw means and uncertainties to the model's [0,1] space; with a scratch
 // the buffers are reused (the result is valid until the next call with the same scratch).
 func (m *Model) normalised(means, sds [][]float32, sc *scoreScratch) (nm, ns [][]float32) {
