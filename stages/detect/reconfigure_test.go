@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"context"
 	"reflect"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/outlierd/outlierd/pipeline/config"
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
 )
 
 // readyStage is a stage whose first model (version 1) serves, built from rows [0, 1500) of d.
@@ -242,5 +244,56 @@ func TestChangeKindsCoverConfig(t *testing.T) {
 		if _, ok := changeKinds[strings.TrimPrefix(k, "detect.")]; !ok {
 			t.Errorf("key %s has no change kind", k)
 		}
+	}
+}
+
+// TestWindowReloadKeepsMembership: after a reload of detect.window, records that arrive are new
+// to the serving model, never taken for members of its window (scored without counting
+// themselves): their weights are w_k(q, S) of new queries. The window's own record count restarts
+// with the new window, so it cannot be the stream index that membership is judged by.
+func TestWindowReloadKeepsMembership(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	cfg := testConfig()
+	s, _ := readyStage(t, mem, cfg) // model 1 from the first 1000 records; 1500 pushed
+	d := testData(6000, 11)
+	// The window part of a reload alone (Reconfigure also starts a rebuild, which could serve
+	// first): model 1 keeps serving the records that arrive next.
+	// 600 records: the window restarts its count at 600, inside model 1's window [0, 1000).
+	if err := s.resizeWindow(600); err != nil {
+		t.Fatal(err)
+	}
+	// The records that arrive repeat rows 0..200 (a producer re-sending old readings): some are
+	// points of the solving set, where a wrong "member" verdict makes a difference (the member
+	// skips one point at distance 0).
+	out, err := s.Process(context.Background(), makeBatch(t, mem, d, 0, 200, true))
+	if err != nil || len(out) != 1 {
+		t.Fatalf("Process: %d batches, %v", len(out), err)
+	}
+	b := out[0]
+	defer b.Record.Release()
+	m := s.Model()
+	if b.ModelVersion != 1 || m.Version != 1 {
+		t.Fatalf("scored by model %d, serving %d; want 1", b.ModelVersion, m.Version)
+	}
+	means, sds, err := s.columns(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nm, _ := m.Normalised(means, sds)
+	want, asMember := make([]float64, b.Len()), make([]float64, b.Len())
+	solvingset.KNNWeights(m.Distance.Points, nm, m.Distance.K, 0, want)
+	solvingset.KNNWeightsMembers(m.Distance.Points, nm, m.Distance.K, 0, asMember)
+	telling := 0
+	for i, sc := range b.Scores {
+		if sc.Weight != want[i] {
+			t.Fatalf("record %d (model %d): weight %v, want %v as a new record", i, m.Version, sc.Weight, want[i])
+		}
+		if want[i] != asMember[i] {
+			telling++
+		}
+	}
+	if telling == 0 {
+		t.Fatal("no record's weight depends on membership: the test proves nothing")
 	}
 }
