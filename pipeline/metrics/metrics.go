@@ -8,6 +8,7 @@
 package metrics
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -99,6 +100,9 @@ type Metrics struct {
 	connected atomic.Bool
 	serving   atomic.Bool
 	stopping  atomic.Bool
+	// staleAfter (nanoseconds; 0: never) makes a model older than it "not ready" (a scorer
+	// whose builder stopped publishing).
+	staleAfter atomic.Int64
 }
 
 // New returns a Metrics with its own registry, holding the pipeline's series plus the Go
@@ -226,6 +230,10 @@ func (m *Metrics) SetBrokerConnected(ok bool) {
 	}
 }
 
+// SetStaleModelAfter makes /readyz report "not ready" while the serving model is older than
+// d (0: never).
+func (m *Metrics) SetStaleModelAfter(d time.Duration) { m.staleAfter.Store(int64(d)) }
+
 // SetStopping marks the pipeline as stopping (the soft stop began, or it ended): /readyz
 // reports not ready from then on.
 func (m *Metrics) SetStopping() { m.stopping.Store(true) }
@@ -254,6 +262,13 @@ func (m *Metrics) Ready() (bool, string) {
 	}
 	if !m.serving.Load() {
 		why = append(why, "no model serving yet")
+	} else if d := time.Duration(m.staleAfter.Load()); d > 0 {
+		m.mu.Lock()
+		version, age := m.model.Version, m.now().Sub(m.model.BuiltAt)
+		m.mu.Unlock()
+		if age > d {
+			why = append(why, fmt.Sprintf("model version %d is %s old (stale after %s): is the builder publishing?", version, age.Round(time.Second), d))
+		}
 	}
 	if len(why) > 0 {
 		return false, strings.Join(why, "; ")

@@ -39,6 +39,7 @@ type Stage struct {
 
 	scratch scoreScratch
 	ext     stageExt     // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
+	role    Role         // all, builder or scorer (roles.go)
 	singles [][]string   // singles[j] = {features[j]}, shared by the scores of 1-D subspaces
 	accel   Accelerator  // runs SolvingSet, k-NN scoring and the density test on a GPU; nil: the CPU
 	accelRe *accelReport // logs the steps the accelerator failed
@@ -82,6 +83,9 @@ func (s *Stage) Window() *window.Window { return s.win }
 // records are held for the first model, or every held batch once it exists.
 func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, error) {
 	s.collect(false)
+	if s.role == RoleScorer {
+		return s.processScorer(b)
+	}
 	means, sds, err := s.columns(b)
 	if err != nil {
 		return nil, err
@@ -104,6 +108,9 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 		(s.ext.rebuildDue || s.sinceLast >= s.cfg.RefreshRecords || time.Since(s.lastBuild) >= s.cfg.RefreshInterval) {
 		// The window holds fewer than min_records only after a start from a snapshot.
 		s.startBuild()
+	}
+	if s.role == RoleBuilder {
+		return []*batch.Batch{b}, nil // in the window: done (a builder scores nothing)
 	}
 
 	if s.model == nil {
