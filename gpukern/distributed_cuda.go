@@ -226,17 +226,7 @@ func (d *Device) distSelect(n *distNode, m int, minOUT float64) (rows []int, ub 
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("gpukern.DistributedNode.Select: %w", err)
 	}
-	key := make(map[int32]float64, len(idx))
-	for i, x := range idx {
-		if keys[i] >= 0 {
-			key[x] = keys[i]
-		}
-	}
-	rows = mergeTopM(keys, idx, take, m)
-	ub = make([]float64, len(rows))
-	for i, r := range rows {
-		ub[i] = key[int32(r)]
-	}
+	rows, ub = mergeTopMKeys(keys, idx, take, m)
 	return rows, ub, int(act[0]), nil
 }
 
