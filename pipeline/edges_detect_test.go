@@ -62,7 +62,7 @@ func produceSome(t *testing.T, br testBroker, in *sensorInput, recs []*sensorRec
 }
 
 // waitFor polls cond every 50 ms until it holds or limit passes.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for !cond() {

@@ -190,7 +190,7 @@ func TestBuilderAndScorersRealBroker(t *testing.T) {
 
 // waitCommittedBelow waits until the scoring group's committed offsets cover the first upto
 // records produced (each partition's highest offset among them, plus one).
-func waitCommittedBelow(t *testing.T, br testBroker, group string, in *sensorInput, upto int, limit time.Duration) {
+func waitCommittedBelow(t testing.TB, br testBroker, group string, in *sensorInput, upto int, limit time.Duration) {
 	t.Helper()
 	need := make([]int64, in.parts)
 	for _, r := range in.records[:upto] {
