@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -336,4 +337,193 @@ func TestBrokerOutageRealBroker(t *testing.T) {
 		t.Errorf("%d distinct output ids, want one per valid record (%d)", len(ids), valid)
 	}
 	t.Logf("%d records, %d duplicate outputs (redelivered after the outage, same ids)", len(input.records), dups)
+}
+
+// deleteTopics deletes topics and waits until the broker no longer lists them.
+func deleteTopics(t *testing.T, br testBroker, topics ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	cl := &kafka.Client{Addr: kafka.TCP(br.addrs...), Timeout: 10 * time.Second, Transport: tr}
+	res, err := cl.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics})
+	if err != nil {
+		t.Fatalf("delete topics %v: %v", topics, err)
+	}
+	for tp, err := range res.Errors {
+		if err != nil {
+			t.Fatalf("delete topic %s: %v", tp, err)
+		}
+	}
+	for {
+		md, err := (&kafka.Client{Addr: kafka.TCP(br.addrs...), Timeout: 5 * time.Second, Transport: &kafka.Transport{}}).
+			Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+		gone := err == nil
+		if gone {
+			for _, tp := range md.Topics {
+				gone = gone && tp.Error != nil
+			}
+		}
+		if gone {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("topics %v still listed 30 s after their deletion (last error %v)", topics, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestMissingTopicsRealBroker starts the pipeline with one of its topics missing: the start
+// (New) must fail at once, naming the config key and the topic, and create nothing. The
+// broker auto-creates topics (auto.create.topics.enable=true, Kafka's default), so a check
+// that let any client's metadata request create them would pass a typo silently.
+func TestMissingTopicsRealBroker(t *testing.T) {
+	br := realBroker(t)
+	for _, missing := range []string{"ingest.topic", "sink.topic", "sink.dead_letter_topic"} {
+		t.Run(missing, func(t *testing.T) {
+			in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
+			name := map[string]string{"ingest.topic": in, "sink.topic": out, "sink.dead_letter_topic": dlq}[missing]
+			topics := map[string]int{in: 2, out: 2, dlq: 1}
+			delete(topics, name)
+			createTopics(t, br, topics)
+			cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
+			t0 := time.Now()
+			p, err := New(cfg, zerolog.New(zerolog.NewTestWriter(t)))
+			if err == nil {
+				// Run it briefly: today the pipeline starts and retries forever.
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				runErr := p.Run(ctx)
+				cancel()
+				t.Fatalf("New succeeded with %s %q missing (Run for 3 s returned %v), want an error naming both", missing, name, runErr)
+			}
+			// A missing topic is an answer of the broker: no retry, no wait.
+			if d := time.Since(t0); d > 5*time.Second {
+				t.Errorf("New took %s to fail", d)
+			}
+			for _, want := range []string{missing, strconv.Quote(name), "does not exist"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+			if serves(br, map[string]int{name: 1}) || serves(br, map[string]int{name: 2}) || serves(br, map[string]int{name: 3}) {
+				t.Errorf("topic %q exists after the failed start: something created it", name)
+			}
+		})
+	}
+}
+
+// TestSinkCannotWriteRealBroker deletes the output topic of a running pipeline: while the sink
+// cannot write, /readyz must be 503 naming the topic and the log must name it (not the input
+// topic); once the topic is back, the pipeline writes everything and is ready again. Then the
+// dead-letter topic disappears under a pipeline with sink.max_attempts 3 and a malformed
+// record arrives: the pipeline must stop with an error naming the key, the topic and the
+// attempts, not retry forever with every partition frozen behind that record.
+func TestSinkCannotWriteRealBroker(t *testing.T) {
+	br := realBroker(t)
+	const parts = 2
+	in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
+	createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	recs := makeSensorRecords(t, 3000, parts, 152, 0.01, 0)
+	input := newInput(in, parts, recs)
+	cl := newProducer(t, br)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if err := produceRecords(ctx, cl, input, recs[:1500]); err != nil {
+		t.Fatal(err)
+	}
+	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
+	cfg.Detect.MinRecords = 500
+	cfg.Sink.MaxAttempts = 1000 // never reached here: the topic comes back
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.HTTP.LagInterval = 500 * time.Millisecond
+	r, logs := startLogged(t, cfg)
+	r.waitCommitted(t, br, group, input, 60*time.Second)
+
+	deleteTopics(t, br, out)
+	if err := produceRecords(ctx, cl, input, recs[1500:]); err != nil {
+		t.Fatal(err)
+	}
+	// Not ready within 10 s of the first failed write (the writer's metadata cache, 6 s, may
+	// still route the first writes to the deleted topic's partitions, which fail as well).
+	var why string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var ok bool
+		if ok, why = r.p.Metrics().Ready(); !ok && strings.Contains(why, out) {
+			break
+		}
+		select {
+		case <-r.done:
+			t.Fatalf("Run returned %v after the output topic was deleted, want it to keep trying (sink.max_attempts %d)", r.err, cfg.Sink.MaxAttempts)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still says %v (%q) 20 s after the output topic was deleted", ok, why)
+		}
+	}
+	t.Logf("not ready: %s", why)
+	if !strings.Contains(why, "sink.topic") {
+		t.Errorf("readiness reason %q does not name the key sink.topic", why)
+	}
+	time.Sleep(time.Second) // a few attempts
+	failed := logs.lines(`"level":"warn"`, "sink write")
+	if len(failed) == 0 {
+		t.Fatal("no warning about the failed sink writes")
+	}
+	for _, l := range failed {
+		if !strings.Contains(l, out) {
+			t.Errorf("warning does not name the output topic %s: %s", out, l)
+		}
+	}
+	createTopics(t, br, map[string]int{out: parts})
+	r.waitCommitted(t, br, group, input, 60*time.Second)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if ok, why := r.p.Metrics().Ready(); ok {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("not ready 20 s after the output topic was back and everything committed: %s", why)
+		}
+	}
+	if err := r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
+		t.Fatalf("Run returned %v, want nil", err)
+	}
+	ids := map[string]bool{}
+	for _, m := range readTopic(t, br, out, parts) {
+		id, _ := header(m, sink.HeaderID)
+		ids[id] = true
+	}
+	for _, rec := range recs[1500:] { // the first half's outputs went with the deleted topic
+		if id := fmt.Sprintf("%s/%d/%d", in, rec.p, rec.off); !ids[id] {
+			t.Errorf("output %s missing", id)
+		}
+	}
+
+	t.Run("dead-letter topic gone", func(t *testing.T) {
+		in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
+		createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+		cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
+		cfg.Sink.MaxAttempts = 3
+		r, _ := startLogged(t, cfg)
+		time.Sleep(time.Second) // joined the group
+		deleteTopics(t, br, dlq)
+		input := newInput(in, parts, nil)
+		if err := produceRecords(ctx, cl, input, []*sensorRecord{{p: 0, value: []byte(`{"not":"a sensor"`)}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-r.done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the pipeline still runs 30 s after a dead letter could not be written with sink.max_attempts 3")
+		}
+		if r.err == nil {
+			t.Fatal("Run returned nil")
+		}
+		for _, want := range []string{"sink.dead_letter_topic", dlq, "3 attempts", "sink.max_attempts"} {
+			if !strings.Contains(r.err.Error(), want) {
+				t.Errorf("Run's error %q does not contain %q", r.err, want)
+			}
+		}
+	})
 }
