@@ -5,16 +5,19 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 
 	"github.com/outlierd/outlierd/stages/sink"
 )
@@ -414,6 +417,38 @@ func TestMissingTopicsRealBroker(t *testing.T) {
 	}
 }
 
+// TestCreateTopicsRealBroker starts the pipeline with its output and dead-letter topics
+// missing and sink.create_topics on: New creates them, with as many partitions as the input
+// topic (create_partitions 0) or create_partitions, and the broker's replication factor.
+func TestCreateTopicsRealBroker(t *testing.T) {
+	br := realBroker(t)
+	for _, parts := range []int{0, 5} {
+		t.Run(fmt.Sprintf("create_partitions=%d", parts), func(t *testing.T) {
+			in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
+			createTopics(t, br, map[string]int{in: 2})
+			cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
+			cfg.Sink.CreateTopics = true
+			cfg.Sink.CreatePartitions = parts
+			p, err := New(cfg, zerolog.New(zerolog.NewTestWriter(t)))
+			if err != nil {
+				t.Fatalf("New with sink.create_topics: %v", err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // stopped at once: Run closes what New opened
+			if err := p.Run(ctx); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			want := parts
+			if want == 0 {
+				want = 2 // the input topic's
+			}
+			if !serves(br, map[string]int{out: want, dlq: want}) {
+				t.Errorf("topics %s and %s are not served with %d partitions each", out, dlq, want)
+			}
+		})
+	}
+}
+
 // TestSinkCannotWriteRealBroker deletes the output topic of a running pipeline: while the sink
 // cannot write, /readyz must be 503 naming the topic and the log must name it (not the input
 // topic); once the topic is back, the pipeline writes everything and is ready again. Then the
@@ -526,4 +561,36 @@ func TestSinkCannotWriteRealBroker(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestUnreachable: the errors of an outage (the broker not reached at all) are not counted
+// against sink.max_attempts; the broker's own answers, and kafka-go's client-side "topic not
+// found" (a deleted topic), are.
+func TestUnreachable(t *testing.T) {
+	wrap := func(err error) error {
+		return &sink.TopicError{Key: sink.KeyTopic, Topic: "out", Messages: 3, Tries: 1, Err: fmt.Errorf("3 of 3 messages not acknowledged, first error: %w", err)}
+	}
+	for _, tc := range []struct {
+		name                   string
+		err                    error
+		unreachable, transient bool
+	}{
+		{"connection refused", wrap(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), true, true},
+		{"connection reset", wrap(syscall.ECONNRESET), true, true},
+		{"closed connection", wrap(io.EOF), true, true},
+		{"request timeout", wrap(context.DeadlineExceeded), true, true},
+		{"no connection (kafka-go transport)", wrap(kafka.BrokerNotAvailable), true, true},
+		{"unknown topic (broker)", wrap(kafka.UnknownTopicOrPartition), false, true},
+		{"topic not found (client metadata)", wrap(&protocol.TopicError{Topic: "out", Err: protocol.ErrNoTopic}), false, true},
+		{"leader election", wrap(kafka.NotLeaderForPartition), false, true},
+		{"authorization", wrap(kafka.TopicAuthorizationFailed), false, false},
+		{"the stop", wrap(context.Canceled), false, false},
+	} {
+		if got := unreachable(tc.err); got != tc.unreachable {
+			t.Errorf("%s: unreachable(%v) = %v, want %v", tc.name, tc.err, got, tc.unreachable)
+		}
+		if got := transient(tc.err); got != tc.transient {
+			t.Errorf("%s: transient(%v) = %v, want %v", tc.name, tc.err, got, tc.transient)
+		}
+	}
 }

@@ -51,6 +51,9 @@ func transient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
+	if unreachable(err) {
+		return true
+	}
 	var ke kafka.Error
 	if errors.As(err, &ke) {
 		return ke.Temporary()
