@@ -48,6 +48,20 @@ type RunConfig struct {
 	// ShutdownTimeout bounds the graceful stop (drain, flush, commit) after SIGINT/SIGTERM;
 	// past it in-flight work is abandoned (it is re-read after a restart). Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// Role is this process's part (docs/OPERATIONS.md "Builder and scorers"): all (default:
+	// one process reads, builds models and scores), builder (reads the whole input topic in the
+	// group "<ingest.group_id>.builder", builds models and publishes them to ModelTopic; emits
+	// nothing) or scorer (scores the partitions the group gives it with the newest model of
+	// ModelTopic; keeps no window, builds nothing). One model of the whole stream, many scorers.
+	Role string `yaml:"role"`
+	// ModelTopic is the topic models travel on from the builder to the scorers, on the output
+	// cluster (sink.brokers, sink.security). Create it with one partition and
+	// cleanup.policy=compact. Required for builder and scorer; unused by all.
+	ModelTopic string `yaml:"model_topic"`
+	// StaleModelAfter makes a scorer not ready (/readyz 503, with the model's age) once its
+	// model is older than this: the builder stopped publishing. 0 (default) never does; the
+	// age is always in outlierd_model_age_seconds.
+	StaleModelAfter time.Duration `yaml:"stale_model_after"`
 }
 
 // Default is the configuration with every default filled in.
@@ -57,7 +71,7 @@ func Default() Config {
 		Ingest: ingest.Default(),
 		Detect: detect.Default(),
 		Sink:   sink.Default(),
-		Run:    RunConfig{QueueBatches: 4, CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second},
+		Run:    RunConfig{QueueBatches: 4, CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second, Role: "all"},
 		HTTP:   metrics.DefaultConfig(),
 	}
 }
@@ -84,6 +98,7 @@ func (c *Config) Validate() error {
 	if c.Run.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("run.shutdown_timeout must be > 0, got %s", c.Run.ShutdownTimeout))
 	}
+	errs = append(errs, c.validateRole()...)
 	if c.Ingest.DeadLetterTopic != "" && c.Ingest.DeadLetterTopic != c.Sink.DeadLetterTopic {
 		errs = append(errs, fmt.Errorf("ingest.dead_letter_topic %q differs from sink.dead_letter_topic %q: the sink writes the dead letters, set it there", c.Ingest.DeadLetterTopic, c.Sink.DeadLetterTopic))
 	}

@@ -100,17 +100,20 @@ type Metrics struct {
 	connected atomic.Bool
 	serving   atomic.Bool
 	stopping  atomic.Bool
+	// staleAfter (nanoseconds; 0: never) makes a model older than it "not ready" (a scorer
+	// whose builder stopped publishing).
+	staleAfter atomic.Int64
 
 	// The source's and the sink's part of readiness (Ready). progress is when records last
 	// moved (fetched into a batch, written as dead letters, or acknowledged as outputs), unix
 	// nanoseconds on m.now's clock, 0 since the brokers were lost; caughtUp is whether the
-	// last lag poll found no lag; staleAfter is how old progress may be while there is lag
-	// (0: not judged, no lag poller). sinkFailing holds, per write path, why the sink cannot
-	// write (guarded by mu).
-	progress    atomic.Int64
-	caughtUp    atomic.Bool
-	staleAfter  atomic.Int64
-	sinkFailing map[string]string
+	// last lag poll found no lag; sourceStaleAfter is how old progress may be while there is
+	// lag (0: not judged, no lag poller). sinkFailing holds, per write path, why the sink
+	// cannot write (guarded by mu).
+	progress         atomic.Int64
+	caughtUp         atomic.Bool
+	sourceStaleAfter atomic.Int64
+	sinkFailing      map[string]string
 }
 
 // New returns a Metrics with its own registry, holding the pipeline's series plus the Go
@@ -186,9 +189,9 @@ func (m *Metrics) SetSinkFailing(what, why string) {
 	m.sinkFailing[what] = why
 }
 
-// setStaleAfter turns on the source's part of readiness (the lag poller does, since it
+// setSourceStaleAfter turns on the source's part of readiness (the lag poller does, since it
 // provides the lag it needs): with lag, records must have moved within d.
-func (m *Metrics) setStaleAfter(d time.Duration) { m.staleAfter.Store(int64(d)) }
+func (m *Metrics) setSourceStaleAfter(d time.Duration) { m.sourceStaleAfter.Store(int64(d)) }
 
 // ObserveBatch records one batch's latency in stage s.
 func (m *Metrics) ObserveBatch(s Stage, d time.Duration) {
@@ -271,6 +274,10 @@ func (m *Metrics) SetBrokerConnected(ok bool) {
 	}
 }
 
+// SetStaleModelAfter makes /readyz report "not ready" while the serving model is older than
+// d (0: never).
+func (m *Metrics) SetStaleModelAfter(d time.Duration) { m.staleAfter.Store(int64(d)) }
+
 // SetStopping marks the pipeline as stopping (the soft stop began, or it ended): /readyz
 // reports not ready from then on.
 func (m *Metrics) SetStopping() { m.stopping.Store(true) }
@@ -304,6 +311,13 @@ func (m *Metrics) Ready() (bool, string) {
 	}
 	if !m.serving.Load() {
 		why = append(why, "no model serving yet")
+	} else if d := time.Duration(m.staleAfter.Load()); d > 0 {
+		m.mu.Lock()
+		version, age := m.model.Version, m.now().Sub(m.model.BuiltAt)
+		m.mu.Unlock()
+		if age > d {
+			why = append(why, fmt.Sprintf("model version %d is %s old (stale after %s): is the builder publishing?", version, age.Round(time.Second), d))
+		}
 	}
 	m.mu.Lock()
 	failing := make([]string, 0, len(m.sinkFailing))
@@ -313,7 +327,7 @@ func (m *Metrics) Ready() (bool, string) {
 	m.mu.Unlock()
 	sort.Strings(failing)
 	why = append(why, failing...)
-	if stale := time.Duration(m.staleAfter.Load()); stale > 0 && !m.caughtUp.Load() {
+	if stale := time.Duration(m.sourceStaleAfter.Load()); stale > 0 && !m.caughtUp.Load() {
 		switch last := m.progress.Load(); {
 		case last == 0:
 			why = append(why, "source not consuming: nothing fetched since the brokers answered, and the input has lag")

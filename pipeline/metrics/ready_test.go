@@ -15,7 +15,7 @@ func TestReadyzSourceAndSink(t *testing.T) {
 	m := New()
 	now := time.Unix(1_700_000_000, 0)
 	m.now = func() time.Time { return now }
-	m.setStaleAfter(10 * time.Second)
+	m.setSourceStaleAfter(10 * time.Second)
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	m.SetBrokerConnected(true)

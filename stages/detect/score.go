@@ -13,6 +13,13 @@ type scoreScratch struct {
 	means, sds [][]float32
 	verdicts   []density.Verdict
 	weights    []float64
+	streams    []uint64
+}
+
+// Normalised maps raw means and uncertainties (column-major) to the model's units, exactly as
+// the stage does before scoring (new slices).
+func (m *Model) Normalised(means, sds [][]float32) (nm, ns [][]float32) {
+	return m.normalised(means, sds, nil)
 }
 
 // normalised maps raw means and uncertainties to the model's [0,1] space; with a scratch
@@ -40,7 +47,7 @@ func (m *Model) normalised(means, sds [][]float32, sc *scoreScratch) (nm, ns [][
 			continue
 		}
 		for i, v := range sds[j] {
-			bufS[j][i] = v * m.Scale[j]
+			bufS[j][i] = scaleSD(v, m.Scale[j])
 		}
 	}
 	if sc != nil {
@@ -69,7 +76,10 @@ func (s *Stage) score(b *batch.Batch, first uint64) error {
 	}
 	verdicts, weights := sc.verdicts[:n], sc.weights[:n]
 	dp := s.densityParams()
-	s.scored += uint64(n)
+	if dp.Index, err = streamIndices(b, sc.streams); err != nil {
+		return err
+	}
+	sc.streams = dp.Index
 	if err := detectDensity(s.accel, s.accelRe, m, nm, ns, dp, verdicts); err != nil {
 		return fmt.Errorf("detect: density: %w", err)
 	}
@@ -106,9 +116,29 @@ func combine(rule string, densityOutlier, distanceOutlier bool) bool {
 func (s *Stage) densityParams() density.Params {
 	mode, _ := density.ParseMode(s.cfg.Density.Mode) // validated with the config
 	// Exact: 1-D subspaces are integrated exactly (no sampling noise, and fast enough for a
-	// stream); FirstIndex makes each record draw its own stream whatever the batching.
+	// stream). Index (set by score) gives each record the stream of its identity.
 	return density.Params{Eta: s.cfg.Density.Eta, Delta: s.cfg.Density.Delta, Samples: s.cfg.Density.Samples,
-		Mode: mode, Seed: s.cfg.Seed, FirstIndex: s.scored, Exact: true}
+		Mode: mode, Seed: s.cfg.Seed, Exact: true}
+}
+
+// streamIndices are the batch's records' density stream indices, from their identity (topic,
+// partition, offset: batch.StreamIndex), so a redelivered record draws the same samples and gets
+// the same verdict after a restart, whatever batch it arrives in. dst is reused when large enough.
+func streamIndices(b *batch.Batch, dst []uint64) ([]uint64, error) {
+	parts, offs := b.Partitions(), b.Offsets()
+	n := b.Len()
+	if len(parts) != n || len(offs) != n {
+		return nil, fmt.Errorf("detect: batch has no %s/%s columns of %d rows", batch.ColPartition, batch.ColOffset, n)
+	}
+	if cap(dst) < n {
+		dst = make([]uint64, n)
+	}
+	dst = dst[:n]
+	th := batch.TopicHashOf(b.Topic)
+	for i := range n {
+		dst[i] = th.StreamIndex(parts[i], offs[i])
+	}
+	return dst, nil
 }
 
 // subspaceNames names a subspace's features. One-dimensional subspaces (all of mode

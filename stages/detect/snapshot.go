@@ -113,7 +113,7 @@ func (m *Model) Fits(features []string, cfg Config) error {
 	if d := m.Params.rebuildDiff(buildParams(cfg)); len(d) > 0 {
 		return fmt.Errorf("%w: built with other parameters (%s)", ErrSnapshotMismatch, strings.Join(d, ", "))
 	}
-	if n := cfg.Distance.N; n > len(m.TopWeights) {
+	if n := cfg.Distance.N; EffectiveN(n, m.Params.Window, m.WindowRecords) > len(m.TopWeights) {
 		return fmt.Errorf("%w: knows the top %d weights, distance.n = %d needs the window", ErrSnapshotMismatch, len(m.TopWeights), n)
 	}
 	return nil
@@ -123,14 +123,15 @@ func (m *Model) Fits(features []string, cfg Config) error {
 // (the same version, micro-clusters and solving set; m itself is unchanged). ok is false
 // when n exceeds the weights the model knows: only the window can give that w*.
 func (m *Model) WithN(n int) (_ *Model, ok bool) {
-	if n < 1 || n > len(m.TopWeights) {
+	eff := EffectiveN(n, m.Params.Window, m.WindowRecords)
+	if n < 1 || eff > len(m.TopWeights) {
 		return nil, false
 	}
 	if n == m.Params.N {
 		return m, true
 	}
 	d := *m.Distance
-	d.WStar = m.TopWeights[n-1]
+	d.WStar = m.TopWeights[eff-1]
 	c := *m
 	c.Distance, c.Params.N = &d, n
 	return &c, true
