@@ -104,9 +104,9 @@ type Metrics struct {
 	// whose builder stopped publishing).
 	staleAfter atomic.Int64
 
-	// The source's and the sink's part of readiness (Ready). progress is when records last
-	// moved (fetched into a batch, written as dead letters, or acknowledged as outputs), unix
-	// nanoseconds on m.now's clock, 0 since the brokers were lost; caughtUp is whether the
+	// The source's and the sink's part of readiness (Ready). progress is when the source last
+	// fetched (records into a batch, or messages it wrote as dead letters), unix nanoseconds
+	// on m.now's clock, 0 since the brokers were lost; caughtUp is whether the
 	// last lag poll found no lag; sourceStaleAfter is how old progress may be while there is
 	// lag (0: not judged, no lag poller). sinkFailing holds, per write path, why the sink
 	// cannot write (guarded by mu).
@@ -158,7 +158,7 @@ func New() *Metrics {
 // Registry is the registry the metrics are gathered from (for tests and embedding).
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// AddRecordsIn counts n records decoded into a batch (records moved: see Ready).
+// AddRecordsIn counts n records decoded into a batch (the source fetched: see Ready).
 func (m *Metrics) AddRecordsIn(n int) {
 	m.recordsIn.Add(float64(n))
 	m.progress.Store(m.now().UnixNano())
@@ -168,10 +168,9 @@ func (m *Metrics) AddRecordsIn(n int) {
 func (m *Metrics) AddRecordsOut(out, flagged int) {
 	m.recordsOut.Add(float64(out))
 	m.flagged.Add(float64(flagged))
-	m.progress.Store(m.now().UnixNano())
 }
 
-// AddDeadLetters counts n messages written to the dead-letter topic.
+// AddDeadLetters counts n messages written to the dead-letter topic (the source fetched them).
 func (m *Metrics) AddDeadLetters(n int) {
 	m.deadLetters.Add(float64(n))
 	m.progress.Store(m.now().UnixNano())
@@ -296,11 +295,13 @@ func (m *Metrics) SetQueue(name string, length func() int) {
 
 // Ready reports whether the pipeline is ready and, when it is not, why. Ready means: not
 // stopping, connected to the brokers (the last lag poll was answered), a model serving, the
-// sink writing (its last write on each path succeeded), and the source consuming: records
-// moved (fetched, written as dead letters, or acknowledged) within the stale time since the
-// brokers last answered, or the last lag poll found no lag (nothing to consume). The stale
-// time is 3 lag intervals, at least 10 s (lag.go): lag is only seen once an interval, and a
-// loaded pipeline may take seconds per batch without being stuck.
+// sink writing (its last write on each path succeeded), and the source consuming: it fetched
+// within the stale time since the brokers last answered, or the last lag poll found no lag
+// (nothing to consume). Outputs acknowledged do not count: after an outage the sink may
+// drain batches fetched before it while the source still waits to rejoin its group. Under
+// backpressure the source fetches at the pipeline's pace, so a slow pipeline stays ready. The
+// stale time is 3 lag intervals, at least 10 s (lag.go): lag is only seen once an interval,
+// and a loaded pipeline may take seconds per batch without being stuck.
 func (m *Metrics) Ready() (bool, string) {
 	var why []string
 	if m.stopping.Load() {
@@ -332,7 +333,7 @@ func (m *Metrics) Ready() (bool, string) {
 		case last == 0:
 			why = append(why, "source not consuming: nothing fetched since the brokers answered, and the input has lag")
 		case m.now().Sub(time.Unix(0, last)) > stale:
-			why = append(why, fmt.Sprintf("source not consuming: nothing fetched or written for %s, and the input has lag",
+			why = append(why, fmt.Sprintf("source not consuming: nothing fetched for %s, and the input has lag",
 				m.now().Sub(time.Unix(0, last)).Round(time.Second)))
 		}
 	}
