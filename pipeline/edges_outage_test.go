@@ -22,18 +22,21 @@ import (
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
-// Tests of the pipeline's promises at its edges (issue 15, item 5), each against a broker of
-// its own (startTestKafka), never the shared one, since they stop it or delete topics:
+// Tests of the pipeline's promises at its edges (issue 15, item 5). The one that stops the
+// broker runs against a broker of its own (startTestKafka); the others use the shared broker
+// of KAFKA_BOOTSTRAP with topics of their own, which they alone create and delete:
 //
-//	TestBrokerOutageRealBroker   the broker stops and comes back on its data: /readyz is 503
-//	                             meanwhile, consuming resumes well within session_timeout of
-//	                             the broker answering, nothing is lost
-//	TestMissingTopicsRealBroker  a missing input, output or dead-letter topic fails the start
-//	                             naming the key and the topic; sink.create_topics creates them
-//	TestSinkCannotWriteRealBroker the output topic disappears while running: /readyz is 503 with
-//	                             the topic named, the log names it, and sink.max_attempts
-//	                             bounds the attempts; a lost dead-letter topic stops the
-//	                             pipeline instead of freezing every partition
+//	TestBrokerOutageRealBroker    the broker stops and comes back on its data: /readyz is 503
+//	                              meanwhile, consuming resumes well within session_timeout of
+//	                              the broker answering, nothing is lost
+//	TestMissingTopicsRealBroker   a missing input, output or dead-letter topic fails the start
+//	                              at once, naming the key and the topic, creating nothing
+//	TestCreateTopicsRealBroker    sink.create_topics creates the missing output topics
+//	TestSinkCannotWriteRealBroker the output topic disappears while running: /readyz is 503
+//	                              with the topic named, the log names it; a lost dead-letter
+//	                              topic stops the pipeline after sink.max_attempts instead of
+//	                              freezing every partition
+//	TestUnreachable               which failed writes count against sink.max_attempts
 
 // logBuffer is a log sink the tests read back (the pipeline logs from several goroutines).
 type logBuffer struct {
