@@ -63,6 +63,9 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkTopics(cfg, log); err != nil { // before the reader joins (topics.go)
+		return nil, err
+	}
 	p := &Pipeline{cfg: cfg, log: log, cp: checkpoint.New(), reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
 	var err error
 	in := cfg.Ingest
@@ -276,7 +279,7 @@ func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- *batch.Batch)
 				p.cp.Done(d.Partition, d.Offset)
 			}
 		} else if len(dls) > 0 {
-			werr := p.retry(work, "dead-letter write", func() error { return p.snk.WriteDeadLetters(work, dls) })
+			werr := p.retry(work, writeDeadLetters, func() error { return p.snk.WriteDeadLetters(work, dls) })
 			if werr != nil {
 				if b != nil {
 					b.Record.Release()

@@ -48,6 +48,8 @@ type Source struct {
 	cp     *checkpoint.Checkpointer
 	log    zerolog.Logger
 	reader *kafka.Reader
+	// reaper leaves the group for the member ids the reader abandons (rejoin.go).
+	reaper *memberReaper
 
 	// nextMu serialises Next and the builder's release in Close.
 	nextMu  sync.Mutex
@@ -80,6 +82,7 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		start = kafka.LastOffset
 	}
 	log = log.With().Str("stage", "ingest").Str("topic", cfg.Topic).Str("group", cfg.GroupID).Logger()
+	var reaper *memberReaper // made last, once nothing can fail (it holds a context)
 	rc := kafka.ReaderConfig{
 		Brokers:  append([]string(nil), cfg.Brokers...),
 		GroupID:  cfg.GroupID,
@@ -95,7 +98,12 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		// knows what is durable. (A non-zero interval would make CommitMessages fire-and-forget.)
 		CommitInterval: 0,
 		StartOffset:    start,
+		// After a lost coordinator the reader tries to join again every JoinGroupBackoff
+		// (kafka-go's default 5 s): 1 s resumes within a second of the broker answering, at
+		// the cost of a warning a second while it is away.
+		JoinGroupBackoff: time.Second,
 		Logger: kafka.LoggerFunc(func(msg string, args ...any) {
+			reaper.observe(msg, args) // rejoin.go: finish the LeaveGroup of abandoned members
 			log.Debug().Msgf(msg, args...)
 		}),
 		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
@@ -112,7 +120,15 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 	if err := rc.Validate(); err != nil {
 		return nil, fmt.Errorf("ingest: reader config: %w", err)
 	}
+	var tr *kafka.Transport // the reaper's; nil: a plaintext one of its own
+	if cfg.Security.Enabled() {
+		if tr, err = cfg.Security.Transport(); err != nil {
+			return nil, fmt.Errorf("ingest: %w", err)
+		}
+	}
+	reaper = newMemberReaper(cfg.GroupID, cfg.Brokers, tr, log)
 	return &Source{
+		reaper:    reaper,
 		cfg:       cfg,
 		cp:        cp,
 		log:       log,
@@ -259,7 +275,8 @@ func (s *Source) Commit(ctx context.Context) (map[int]int64, error) {
 // blocked in a fetch returns an error. Commit what is done before closing: commits after Close
 // fail.
 func (s *Source) Close() error {
-	err := s.reader.Close() // first: unblocks a Next waiting in FetchMessage
+	s.reaper.close()        // before the reader: its own LeaveGroup at Close is kafka-go's
+	err := s.reader.Close() // unblocks a Next waiting in FetchMessage
 	s.nextMu.Lock()
 	if s.builder != nil {
 		s.builder.Release()
