@@ -296,3 +296,73 @@ func TestJSONPayloadInvalidUTF8(t *testing.T) {
 		}
 	}
 }
+
+// TestArrowStableIDs: every row of the Arrow output carries its id "<topic>/<partition>/
+// <offset>" (column _id), the same as the JSON output's "id", whatever the batch boundaries:
+// the same records re-read in other batches (a redelivery after a restart), or split by
+// max_message_bytes, give the same ids, so consumers de-duplicate rows by _id. The message
+// key (the offset range) does change with the boundaries.
+func TestArrowStableIDs(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	var rows []row
+	for i := 0; i < 40; i++ {
+		rows = append(rows, row{part: int32(i % 3), off: int64(100 + i/3), ts: ts0, feats: []float32{float32(i), 1}, payload: []byte("{}"),
+			score: batch.Score{Scored: true, Outlier: i%4 == 0, Weight: float64(i), WStar: 20}})
+	}
+	// idsOf encodes rows as batches cut at the given boundaries and returns id -> temp of each
+	// output row, and the message keys.
+	idsOf := func(cuts []int, maxBytes int) (map[string]float32, map[string]bool) {
+		ids, keys := map[string]float32{}, map[string]bool{}
+		lo := 0
+		for _, hi := range append(cuts, len(rows)) {
+			b := newBatch(t, mem, "sensors", features, false, true, rows[lo:hi])
+			for _, m := range arrowOutputs(t, mem, b, maxBytes) {
+				keys[string(m.Key)] = true
+				forEachArrowRow(t, mem, m.Value, func(get func(string) any) {
+					id, _ := get(ColID).(string)
+					want := outputID("sensors", get("_partition").(int32), get("_offset").(int64))
+					if id != want {
+						t.Errorf("row %s: _id %q", want, id)
+					}
+					if _, dup := ids[id]; dup {
+						t.Errorf("id %s twice in one delivery", id)
+					}
+					ids[id] = get("temp").(float32)
+				})
+			}
+			b.Record.Release()
+			lo = hi
+		}
+		return ids, keys
+	}
+	ids1, keys1 := idsOf(nil, 1<<20)
+	if len(ids1) != len(rows) {
+		t.Fatalf("%d ids, want %d", len(ids1), len(rows))
+	}
+	for _, redelivery := range []struct {
+		cuts     []int
+		maxBytes int
+	}{
+		{[]int{7, 8, 30}, 1 << 20},
+		{[]int{1, 2, 3, 20, 39}, 1 << 20},
+		{nil, 3000}, // split by size: several messages per partition
+	} {
+		ids2, keys2 := idsOf(redelivery.cuts, redelivery.maxBytes)
+		if len(ids2) != len(ids1) {
+			t.Errorf("cuts %v, max %d bytes: %d ids, want %d", redelivery.cuts, redelivery.maxBytes, len(ids2), len(ids1))
+		}
+		for id, v := range ids1 {
+			if got, ok := ids2[id]; !ok || got != v {
+				t.Errorf("cuts %v, max %d bytes: id %s has temp %v (present %v), want %v", redelivery.cuts, redelivery.maxBytes, id, got, ok, v)
+			}
+		}
+		same := len(keys1) == len(keys2)
+		for k := range keys1 {
+			same = same && keys2[k]
+		}
+		if same {
+			t.Errorf("cuts %v, max %d bytes: the message keys did not change (%v): the test does not move the boundaries", redelivery.cuts, redelivery.maxBytes, keys2)
+		}
+	}
+}

@@ -323,7 +323,7 @@ func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []
 	defer rd.Release()
 	sch := rd.Schema()
 	wantNames := []string{"temp", "pressure", "temp_sd", "pressure_sd", "_partition", "_offset", "_key", "_timestamp",
-		ColScored, ColOutlier, ColDensityOutlier, ColEtaProbability, ColDistanceOutlier, ColWeight, ColWStar, ColSubspace, ColExplanation}
+		ColID, ColScored, ColOutlier, ColDensityOutlier, ColEtaProbability, ColDistanceOutlier, ColWeight, ColWStar, ColSubspace, ColExplanation}
 	var names []string
 	for _, f := range sch.Fields() {
 		names = append(names, f.Name)
@@ -359,18 +359,21 @@ func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []
 		if got := rec.Column(7).(*array.Timestamp).Value(k); got != arrow.Timestamp(r.ts.UnixMilli()) {
 			t.Errorf("row %d timestamp %v", i, got)
 		}
-		scored := rec.Column(8).(*array.Boolean).Value(k)
+		if got, want := rec.Column(8).(*array.String).Value(k), outputID("sensors", r.part, r.off); got != want {
+			t.Errorf("row %d %s %q, want %q", i, ColID, got, want)
+		}
+		scored := rec.Column(9).(*array.Boolean).Value(k)
 		if scored != r.score.Scored {
 			t.Errorf("row %d scored %v", i, scored)
 		}
-		eta := rec.Column(11).(*array.Float64)
+		eta := rec.Column(12).(*array.Float64)
 		if r.score.Scored && eta.Value(k) != r.score.EtaProbability || !r.score.Scored && !eta.IsNull(k) {
 			t.Errorf("row %d eta-probability %v (null %v)", i, eta.Value(k), eta.IsNull(k))
 		}
-		if got := rec.Column(13).(*array.Float64).Value(k); r.score.Scored && got != r.score.Weight {
+		if got := rec.Column(14).(*array.Float64).Value(k); r.score.Scored && got != r.score.Weight {
 			t.Errorf("row %d weight %v", i, got)
 		}
-		sub := rec.Column(15).(*array.List)
+		sub := rec.Column(16).(*array.List)
 		if r.score.Scored {
 			start, end := sub.ValueOffsets(k)
 			names := sub.ListValues().(*array.String)
@@ -382,7 +385,7 @@ func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []
 				t.Errorf("row %d subspace %v, want %v", i, got, r.score.Subspace)
 			}
 		}
-		if got := rec.Column(16).(*array.String).Value(k); got != explain(r.score) {
+		if got := rec.Column(17).(*array.String).Value(k); got != explain(r.score) {
 			t.Errorf("row %d explanation %q", i, got)
 		}
 	}
