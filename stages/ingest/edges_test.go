@@ -1,0 +1,49 @@
+package ingest
+
+import "testing"
+
+// TestDecodeJSONDuplicateKeys: a key repeated in one object follows the documented rule, "the
+// last one wins" (as encoding/json into a map), in both orders: a bad value followed by a good
+// one is accepted with the good one, a good value followed by a bad one is refused for the bad
+// one. Before, any bad occurrence refused the record, and a repeated parent object kept the
+// fields of the first. Feature, uncertainty, key, event time and unconfigured keys.
+func TestDecodeJSONDuplicateKeys(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(FormatJSON, []string{"temp", "sensor.hum"}, func(c *Config) {
+		c.KeyField = "dev"
+		c.EventTimeField = "ts"
+		c.Uncertainty = &Uncertainty{Suffix: "_sd", Default: ptr(0.5)}
+	})
+	const tail = `"sensor":{"hum":3},"dev":"d","ts":7}`
+	ok := func(name, in string, temp, hum, tempSD, humSD float32, key string, ts int64) decodeCase {
+		return decodeCase{name: name, in: in, values: []float32{temp, hum}, sd: []float32{tempSD, humSD},
+			key: key, hasKey: true, timeMS: ts, hasTime: true}
+	}
+	runDecodeCases(t, cfg, []decodeCase{
+		// A feature repeated.
+		ok("feature: bad then good", `{"temp":"abc","temp":1,`+tail, 1, 3, 0.5, 0.5, "d", 7),
+		{name: "feature: good then bad", in: `{"temp":1,"temp":"abc",` + tail, err: `field "temp": not a number: "abc"`},
+		ok("feature: out of range then good", `{"temp":1e39,"temp":2,`+tail, 2, 3, 0.5, 0.5, "d", 7),
+		{name: "feature: good then out of range", in: `{"temp":2,"temp":1e39,` + tail, err: `field "temp": out of float32 range: 1e+39`},
+		ok("feature: bad then good, escaped spelling", `{"temp":null,"t\u0065mp":4,`+tail, 4, 3, 0.5, 0.5, "d", 7),
+		ok("nested feature: bad then good", `{"temp":1,"sensor":{"hum":"x","hum":5},"dev":"d","ts":7}`, 1, 5, 0.5, 0.5, "d", 7),
+		{name: "nested feature: good then bad", in: `{"temp":1,"sensor":{"hum":5,"hum":"x"},"dev":"d","ts":7}`, err: `field "sensor.hum": not a number: "x"`},
+		// A parent object repeated: the last one replaces the whole object.
+		ok("parent: bad object then good", `{"temp":1,"sensor":{"hum":"x"},"sensor":{"hum":6},"dev":"d","ts":7}`, 1, 6, 0.5, 0.5, "d", 7),
+		{name: "parent: good object then bad", in: `{"temp":1,"sensor":{"hum":6},"sensor":{"hum":"x"},"dev":"d","ts":7}`, err: `field "sensor.hum": not a number: "x"`},
+		ok("parent: scalar then object", `{"temp":1,"sensor":5,"sensor":{"hum":6},"dev":"d","ts":7}`, 1, 6, 0.5, 0.5, "d", 7),
+		{name: "parent: object then scalar", in: `{"temp":1,"sensor":{"hum":6},"sensor":5,"dev":"d","ts":7}`, err: `field "sensor.hum": missing`},
+		ok("parent: the last object's uncertainty, else the default", `{"temp":1,"sensor":{"hum":6,"hum_sd":0.2},"sensor":{"hum":8},"dev":"d","ts":7}`, 1, 8, 0.5, 0.5, "d", 7),
+		// An uncertainty repeated.
+		ok("uncertainty: bad then good", `{"temp":1,"temp_sd":-1,"temp_sd":0.25,`+tail, 1, 3, 0.25, 0.5, "d", 7),
+		{name: "uncertainty: good then bad", in: `{"temp":1,"temp_sd":0.25,"temp_sd":-1,` + tail, err: `field "temp_sd": uncertainty must be >= 0: -1`},
+		// Non-feature keys repeated: the record key, the event time, a field not configured.
+		ok("key: bad then good", `{"temp":1,"sensor":{"hum":3},"dev":{"x":1},"dev":"a","ts":7}`, 1, 3, 0.5, 0.5, "a", 7),
+		{name: "key: good then bad", in: `{"temp":1,"sensor":{"hum":3},"dev":"a","dev":{"x":1},"ts":7}`, err: `field "dev": key must be a string or a number, got an object`},
+		ok("key: two good, the last", `{"temp":1,"sensor":{"hum":3},"dev":"a","dev":42,"ts":7}`, 1, 3, 0.5, 0.5, "42", 7),
+		ok("time: bad then good", `{"temp":1,"sensor":{"hum":3},"dev":"d","ts":"yesterday","ts":9}`, 1, 3, 0.5, 0.5, "d", 9),
+		{name: "time: good then bad", in: `{"temp":1,"sensor":{"hum":3},"dev":"d","ts":9,"ts":"yesterday"}`, err: `field "ts": not an RFC 3339 time or epoch milliseconds: "yesterday"`},
+		ok("unconfigured: scalar then object", `{"note":"x","temp":1,"note":{"y":[1]},`+tail, 1, 3, 0.5, 0.5, "d", 7),
+		ok("unconfigured: object then scalar", `{"note":{"y":[1]},"temp":1,"note":"x",`+tail, 1, 3, 0.5, 0.5, "d", 7),
+	})
+}
