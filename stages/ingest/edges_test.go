@@ -47,3 +47,27 @@ func TestDecodeJSONDuplicateKeys(t *testing.T) {
 		ok("unconfigured: object then scalar", `{"note":{"y":[1]},"temp":1,"note":"x",`+tail, 1, 3, 0.5, 0.5, "d", 7),
 	})
 }
+
+// TestDecodeLogfmtDuplicateKeys: logfmt documents the same rule, "the last one wins", in both
+// orders, for a feature, an uncertainty, the event time and an unconfigured key.
+func TestDecodeLogfmtDuplicateKeys(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(FormatLogfmt, []string{"temp", "hum"}, func(c *Config) {
+		c.KeyField = "dev"
+		c.EventTimeField = "ts"
+		c.Uncertainty = &Uncertainty{Suffix: "_sd", Default: ptr(0.0)}
+	})
+	ok := func(name, in string, temp, tempSD float32, ts int64) decodeCase {
+		return decodeCase{name: name, in: in, values: []float32{temp, 3}, sd: []float32{tempSD, 0}, key: "a", hasKey: true, timeMS: ts, hasTime: true}
+	}
+	runDecodeCases(t, cfg, []decodeCase{
+		ok("feature: bad then good", `dev=a temp=warm temp=2 hum=3 ts=1`, 2, 0, 1),
+		{name: "feature: good then bad", in: `dev=a temp=2 temp=warm hum=3 ts=1`, err: `field "temp": not a number: "warm"`},
+		ok("feature: NaN then good", `dev=a temp=NaN temp=2 hum=3 ts=1`, 2, 0, 1),
+		ok("uncertainty: bad then good", `dev=a temp=2 temp_sd=-1 temp_sd=0.5 hum=3 ts=1`, 2, 0.5, 1),
+		{name: "uncertainty: good then bad", in: `dev=a temp=2 temp_sd=0.5 temp_sd=-1 hum=3 ts=1`, err: `field "temp_sd": uncertainty must be >= 0: -1`},
+		ok("time: bad then good", `dev=a temp=2 hum=3 ts=soon ts=4`, 2, 0, 4),
+		{name: "time: good then bad", in: `dev=a temp=2 hum=3 ts=4 ts=soon`, err: `field "ts": not an RFC 3339 time or epoch milliseconds: "soon"`},
+		ok("unconfigured", `msg=x dev=a temp=2 msg="y z" hum=3 ts=1`, 2, 0, 1),
+	})
+}
