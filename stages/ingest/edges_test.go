@@ -71,3 +71,28 @@ func TestDecodeLogfmtDuplicateKeys(t *testing.T) {
 		ok("unconfigured", `msg=x dev=a temp=2 msg="y z" hum=3 ts=1`, 2, 0, 1),
 	})
 }
+
+// TestDecodeFLTMax: FLT_MAX as every language prints a float32 (3.4028235e38, its shortest
+// round-trip spelling, a common "no reading" sentinel) is a float32 value and is accepted as
+// FLT_MAX; only a number that rounds past it to infinity is out of range. Before, the check
+// compared the float64 3.4028235e38 with FLT_MAX (3.40282346...e38) and refused it.
+func TestDecodeFLTMax(t *testing.T) {
+	t.Parallel()
+	const fltMax = float32(3.4028234663852886e38)
+	for _, format := range []string{FormatJSON, FormatLogfmt} {
+		cfg := testConfig(format, []string{"a", "b"}, nil)
+		msg := func(a, b string) string {
+			if format == FormatJSON {
+				return `{"a":` + a + `,"b":` + b + `}`
+			}
+			return "a=" + a + " b=" + b
+		}
+		runDecodeCases(t, cfg, []decodeCase{
+			{name: format + ": FLT_MAX printed", in: msg("3.4028235e38", "-3.4028235e+38"), values: []float32{fltMax, -fltMax}},
+			{name: format + ": FLT_MAX in full", in: msg("340282346638528859811704183484516925440", "1e20"), values: []float32{fltMax, 1e20}},
+			{name: format + ": just below the rounding midpoint", in: msg("3.40282356779733e38", "0"), values: []float32{fltMax, 0}},
+			{name: format + ": past the midpoint", in: msg("3.4028236e38", "0"), err: `field "a": out of float32 range: 3.4028236e+38`},
+			{name: format + ": 1e39", in: msg("0", "-1e39"), err: `field "b": out of float32 range: -1e+39`},
+		})
+	}
+}
