@@ -1,12 +1,14 @@
 // Package sink writes the pipeline's results to Kafka: one output per flagged record (or per
 // record) as JSON, or one Arrow IPC stream per batch and partition, and the dead letters (input
-// messages that could not be decoded, outputs that could not be encoded) to a dead-letter topic.
+// messages that could not be decoded, outputs too large to write) to a dead-letter topic.
 //
 // Delivery is at-least-once. Write and WriteDeadLetters return nil only after the broker
 // acknowledged every message with acks=all; only then may the caller mark the batch's input
 // offsets done. A failed or cancelled write may still have written some messages, and a retried
 // produce request may duplicate messages (kafka-go has no idempotent producer), so every message
-// carries a deterministic id (header outlierd-id) for consumers to de-duplicate.
+// carries a deterministic id (header outlierd-id) for consumers to de-duplicate. An Arrow
+// message's id is its offset range, which changes when a re-read batch has other boundaries:
+// Arrow consumers de-duplicate rows, by the _id column.
 package sink
 
 import (
@@ -135,7 +137,7 @@ func (s *Sink) SetEmit(emit string) error {
 type Stats struct {
 	Batches     int64 // batches whose outputs were all acknowledged
 	Outputs     int64 // output messages
-	DeadLetters int64 // dead-letter messages (from WriteDeadLetters and unencodable records)
+	DeadLetters int64 // dead-letter messages (from WriteDeadLetters and outputs too large to write)
 }
 
 // Stats returns the counts so far.
