@@ -43,13 +43,17 @@ type Error struct {
 }
 
 // Error implements error.
-func (e *Error) Error() string {
+func (e *Error) Error() string { return renderIssues(e.File, e.Issues) }
+
+// renderIssues writes one "file:line:column: message" line per issue (":column" and ":line"
+// left out where unknown).
+func renderIssues(file string, issues []Issue) string {
 	var b strings.Builder
-	for i, is := range e.Issues {
+	for i, is := range issues {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(e.File)
+		b.WriteString(file)
 		if is.Line > 0 {
 			b.WriteString(":" + strconv.Itoa(is.Line))
 			if is.Column > 0 {
@@ -62,20 +66,36 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// ValidationError is returned when the decoded value's Validate method fails. Its message is the
-// Validate error with every line prefixed by the file name; Unwrap gives the Validate error.
-type ValidationError struct {
-	File string
-	Err  error
+// sortIssues puts issues in file order; those without a line keep their order, last.
+func sortIssues(issues []Issue) {
+	sort.SliceStable(issues, func(i, j int) bool {
+		a, b := issues[i], issues[j]
+		if (a.Line == 0) != (b.Line == 0) {
+			return b.Line == 0
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Column < b.Column
+	})
 }
 
-// Error implements error.
+// ValidationError is returned when the decoded value's Validate method fails. Issues has one
+// entry per problem, in file order: a FieldError is placed at its key's line and column (or its
+// nearest ancestor's in the file, when the key is not written there), any other error has no
+// position. Unwrap gives the Validate error.
+type ValidationError struct {
+	File   string
+	Err    error
+	Issues []Issue
+}
+
+// Error implements error: one "file:line:column: key: message" line per issue.
 func (e *ValidationError) Error() string {
-	lines := strings.Split(e.Err.Error(), "\n")
-	for i, l := range lines {
-		lines[i] = e.File + ": " + l
+	if len(e.Issues) == 0 {
+		return renderIssues(e.File, []Issue{{Msg: e.Err.Error()}})
 	}
-	return strings.Join(lines, "\n")
+	return renderIssues(e.File, e.Issues)
 }
 
 // Unwrap returns the error from Validate.
@@ -110,18 +130,16 @@ func LoadBytes[T any](name string, data []byte, into *T) error {
 		return fmt.Errorf("config: %s: nil destination", name)
 	}
 	tmp := *into
-	if issues := decodeInto(data, &tmp, os.LookupEnv); len(issues) > 0 {
-		sort.SliceStable(issues, func(i, j int) bool {
-			if issues[i].Line != issues[j].Line {
-				return issues[i].Line < issues[j].Line
-			}
-			return issues[i].Column < issues[j].Column
-		})
+	doc, issues := decodeInto(data, &tmp, os.LookupEnv)
+	if len(issues) > 0 {
+		sortIssues(issues)
 		return &Error{File: name, Issues: issues}
 	}
 	if v, ok := any(&tmp).(validator); ok {
 		if err := v.Validate(); err != nil {
-			return &ValidationError{File: name, Err: err}
+			issues := validationIssues(err, doc)
+			sortIssues(issues)
+			return &ValidationError{File: name, Err: err, Issues: issues}
 		}
 	}
 	*into = tmp
@@ -129,12 +147,18 @@ func LoadBytes[T any](name string, data []byte, into *T) error {
 }
 
 // decodeInto runs parse, interpolation and strict decoding of data into out (a pointer) and
-// returns every issue found.
-func decodeInto(data []byte, out any, lookup lookupFunc) []Issue {
+// returns the parsed document (file positions; nil when empty) and every issue found.
+func decodeInto(data []byte, out any, lookup lookupFunc) (*yaml.Node, []Issue) {
 	doc, issues := parseOne(data)
 	if doc == nil || len(issues) > 0 {
-		return issues
+		return doc, issues
 	}
+	return doc, decodeDoc(doc, data, out, lookup)
+}
+
+// decodeDoc is decodeInto's interpolation and decoding of the parsed doc.
+func decodeDoc(doc *yaml.Node, data []byte, out any, lookup lookupFunc) []Issue {
+	var issues []Issue
 
 	it := interpolator{lookup: lookup}
 	it.walk(doc)
@@ -192,7 +216,7 @@ func parseOne(data []byte) (*yaml.Node, []Issue) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		return nil, []Issue{syntaxIssue(err)}
+		return nil, []Issue{syntaxIssue(err, data)}
 	}
 	var extra yaml.Node
 	switch err := yamlSafe(func() error { return dec.Decode(&extra) }); {
@@ -200,7 +224,7 @@ func parseOne(data []byte) (*yaml.Node, []Issue) {
 		return nil, []Issue{{Line: extra.Line, Column: extra.Column,
 			Msg: "a second YAML document (after ---); a config file holds exactly one"}}
 	case !errors.Is(err, io.EOF):
-		return nil, []Issue{syntaxIssue(err)}
+		return nil, []Issue{syntaxIssue(err, data)}
 	}
 	return &doc, nil
 }
@@ -229,14 +253,56 @@ var (
 )
 
 // syntaxIssue turns a yaml.v3 parse error ("yaml: line 3: did not find expected key") into an
-// Issue with its line; yaml.v3 reports no column for these.
-func syntaxIssue(err error) Issue {
+// Issue at the line that breaks the document (see problemLine).
+func syntaxIssue(err error, data []byte) Issue {
 	msg := err.Error()
 	if m := reLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
-		return Issue{Line: line, Msg: "YAML syntax: " + msg[len(m[0]):]}
+		rest := msg[len(m[0]):]
+		is := Issue{Line: line, Msg: "YAML syntax: " + rest}
+		if l, c := problemLine(data, rest); l > 0 {
+			is.Line, is.Column = l, c
+		}
+		return is
 	}
 	return Issue{Msg: "YAML syntax: " + strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// maxProblemLines bounds problemLine's search (one parse per line); config files are far shorter.
+const maxProblemLines = 5000
+
+// problemLine finds the line a syntax error is on, with the column of its first token. yaml.v3
+// names the line where the enclosing block started (its context mark), so a key indented wrongly
+// under a section is reported at the section's line, or at line 1 for an item of a list. The
+// document cut after the offending line fails with the same message, and cut before it does not
+// (a file cut at a line end is valid YAML up to there), so the first cut that fails with msg is
+// that line. 0 when none does (the error needs the whole file: an unclosed quote or bracket).
+func problemLine(data []byte, msg string) (line, col int) {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines) > maxProblemLines {
+		return 0, 0
+	}
+	n := 0
+	for i, l := range lines {
+		n += len(l)
+		err := yamlSafe(func() error {
+			dec := yaml.NewDecoder(bytes.NewReader(data[:n]))
+			for {
+				var doc yaml.Node
+				if err := dec.Decode(&doc); err != nil {
+					return err
+				}
+			}
+		})
+		if err == nil || errors.Is(err, io.EOF) {
+			continue
+		}
+		if m := reLine.FindStringSubmatch(err.Error()); m != nil && err.Error()[len(m[0]):] == msg {
+			text := strings.TrimRight(string(l), "\r\n")
+			return i + 1, len(text) - len(strings.TrimLeft(text, " \t")) + 1
+		}
+	}
+	return 0, 0
 }
 
 // entry is one node of the decoded tree with the file position it came from.

@@ -138,7 +138,12 @@ func TestLoadBytesErrors(t *testing.T) {
 			[]string{"t.yaml:2:7: cannot unmarshal !!str `${OUTLIERD_TEST_WORD}` (after interpolation) into int"}},
 		{"positions after interpolation are the file's", "secret: ${OUTLIERD_TEST_WORD}\n\n\n# gap\ninner:\n    mdoe: x\n",
 			[]string{`t.yaml:6:5: unknown key "mdoe"`}},
-		{"syntax error", "name: x\n  port: 1\n", []string{"t.yaml:2: YAML syntax: mapping values are not allowed"}},
+		{"syntax error", "name: x\n  port: 1\n", []string{"t.yaml:2:3: YAML syntax: mapping values are not allowed"}},
+		// yaml.v3 names the line where the enclosing block starts; the key that breaks it is named.
+		{"key indented less than its siblings", "inner:\n  ratio: 0.1\n mode: x\n", []string{"t.yaml:3:2: YAML syntax: did not find expected key"}},
+		{"key indented more than its siblings", "name: x\ninner:\n    ratio: 0.1\n  mode: x\n", []string{"t.yaml:4:3: YAML syntax: did not find expected key"}},
+		{"list item indented less", "name: x\ntags:\n    - a\n   - b\nport: 1\n", []string{"t.yaml:4:4: YAML syntax: did not find expected key"}},
+		{"unclosed flow list", "tags: [a,\n  b\nport: 1\n", []string{"t.yaml:2:3: YAML syntax: did not find expected ',' or ']'"}},
 		{"two documents", "name: x\n---\nname: y\n", []string{"t.yaml:2:1: a second YAML document"}},
 		{"top level is a list", "- a\n- b\n", []string{"t.yaml:1:1: cannot unmarshal !!seq into config.testConfig"}},
 		{"validate errors prefixed", "port: 0\ninner: {ratio: 2}\n",
