@@ -95,12 +95,8 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		// knows what is durable. (A non-zero interval would make CommitMessages fire-and-forget.)
 		CommitInterval: 0,
 		StartOffset:    start,
-		Logger: kafka.LoggerFunc(func(msg string, args ...any) {
-			log.Debug().Msgf(msg, args...)
-		}),
-		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
-			log.Warn().Msgf(msg, args...)
-		}),
+		Logger:         kafkaDebugLogger(log),
+		ErrorLogger:    kafkaErrorLogger(log),
 	}
 	if cfg.Security.Enabled() {
 		// Only then: without security the Reader keeps kafka.DefaultDialer, as before.
@@ -270,4 +266,17 @@ func (s *Source) Close() error {
 		return fmt.Errorf("ingest: close reader: %w", err)
 	}
 	return nil
+}
+
+// kafkaDebugLogger is kafka-go's Logger: its progress messages (group joins, fetches, commits:
+// most of what it says) at debug, which the default level (run.log_level: info) leaves out.
+func kafkaDebugLogger(log zerolog.Logger) kafka.Logger {
+	return kafka.LoggerFunc(func(msg string, args ...any) { log.Debug().Str("source", "kafka-go").Msgf(msg, args...) })
+}
+
+// kafkaErrorLogger is kafka-go's ErrorLogger: what it could not do (a broker unreachable, a
+// failed commit or rebalance) at warn; it retries, and errors that reach the pipeline are
+// logged as such by it.
+func kafkaErrorLogger(log zerolog.Logger) kafka.Logger {
+	return kafka.LoggerFunc(func(msg string, args ...any) { log.Warn().Str("source", "kafka-go").Msgf(msg, args...) })
 }
