@@ -75,6 +75,10 @@ func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
 			[]string{fmt.Sprintf("c.yaml:7:3: detect.state_dir: %q is not a directory", notDir)}},
 		{"log level", ingestOK + sinkOK + "run:\n  log_level: loud\n",
 			[]string{`c.yaml:11:3: run.log_level: "loud", want debug, info, warn or error`}},
+		{"key at its parent's level", ingestOK + "detect:\n  density:\n  eta: 0.3\n" + sinkOK,
+			[]string{"c.yaml:8:3: detect.eta: unknown key (not a field of detect.Config)"}},
+		{"value of the wrong type", ingestOK + "detect:\n  distance:\n    k: many\n" + sinkOK,
+			[]string{"c.yaml:8:8: detect.distance.k: cannot unmarshal !!str `many` into int"}},
 		{"key indented under the wrong parent", ingestOK + "sink:\n  brokers: [\"localhost:9092\"]\n  topic: out\n dead_letter_topic: dl\n",
 			[]string{"c.yaml:9:2: YAML syntax: did not find expected key"}},
 	}

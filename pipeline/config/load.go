@@ -182,7 +182,7 @@ func decodeDoc(doc *yaml.Node, data []byte, out any, lookup lookupFunc) []Issue 
 		if err := yamlSafe(func() error { return yaml.Unmarshal(enc, &doc2) }); err != nil {
 			return append(issues, Issue{Msg: fmt.Sprintf("re-parsing the interpolated document: %v", err)})
 		}
-		idx.addPair(doc, &doc2, false)
+		idx.addPair(doc, &doc2, false, "")
 		src = enc
 	}
 
@@ -312,6 +312,7 @@ type entry struct {
 	kind   yaml.Kind
 	value  string // value in the decoded text
 	mapKey bool
+	path   string // the node's key path from the root ("detect.density.eta", "ingest.features[2]")
 }
 
 // index finds the file position of a node that a yaml.v3 decode message refers to by line.
@@ -333,18 +334,40 @@ func (x *index) add(e entry) {
 }
 
 // addSame indexes a tree decoded from the file's own bytes.
-func (x *index) addSame(n *yaml.Node) { x.addPair(n, n, false) }
+func (x *index) addSame(n *yaml.Node) { x.addPair(n, n, false, "") }
 
-// addPair indexes b (decoded text) against a (file). The trees have the same shape by
-// construction; where they do not, the walk stops and positions there stay unknown.
-func (x *index) addPair(a, b *yaml.Node, mapKey bool) {
-	x.add(entry{line: b.Line, orig: a, kind: b.Kind, value: b.Value, mapKey: mapKey})
+// addPair indexes b (decoded text) against a (file), whose key path is path. The trees have the
+// same shape by construction; where they do not, the walk stops and positions there stay
+// unknown.
+func (x *index) addPair(a, b *yaml.Node, mapKey bool, path string) {
+	x.add(entry{line: b.Line, orig: a, kind: b.Kind, value: b.Value, mapKey: mapKey, path: path})
 	if a.Kind != b.Kind || len(a.Content) != len(b.Content) || a.Kind == yaml.AliasNode {
 		return
 	}
 	for i := range a.Content {
-		x.addPair(a.Content[i], b.Content[i], a.Kind == yaml.MappingNode && i%2 == 0)
+		p := path
+		switch a.Kind {
+		case yaml.MappingNode:
+			p = joinKey(path, a.Content[i-i%2].Value)
+		case yaml.SequenceNode:
+			p = path + "[" + strconv.Itoa(i) + "]"
+		}
+		x.addPair(a.Content[i], b.Content[i], a.Kind == yaml.MappingNode && i%2 == 0, p)
 	}
+}
+
+// reBareKey matches the keys written as is in a key path; others are quoted, ["a.b"].
+var reBareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// joinKey appends key to path in the syntax of FieldError keys.
+func joinKey(path, key string) string {
+	if !reBareKey.MatchString(key) {
+		return path + "[" + strconv.Quote(key) + "]"
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
 }
 
 // fileLine maps a decoded-text line to a file line (0 if unknown).
@@ -383,7 +406,7 @@ func (x *index) issue(msg string, original map[*yaml.Node]string) (Issue, *yaml.
 	case reField.MatchString(rest):
 		f := reField.FindStringSubmatch(rest)
 		e = pick(func(c entry) bool { return c.mapKey && c.value == f[1] })
-		rest = fmt.Sprintf("unknown key %q (not a field of %s)", f[1], f[2])
+		rest = fmt.Sprintf("unknown key (not a field of %s)", f[2])
 	case reDupKey.MatchString(rest):
 		k := reDupKey.FindStringSubmatch(rest)[1]
 		e = pick(func(c entry) bool { return c.mapKey && strconv.Quote(c.value) == `"`+k+`"` })
@@ -422,6 +445,9 @@ func (x *index) issue(msg string, original map[*yaml.Node]string) (Issue, *yaml.
 	if e == nil {
 		// Unknown node: only the line is known, and only when the text is the file's own.
 		return Issue{Line: x.fileLine(line), Msg: rest}, nil
+	}
+	if e.path != "" {
+		rest = e.path + ": " + rest // the key, as Validate's FieldErrors name it
 	}
 	return Issue{Line: e.orig.Line, Column: e.orig.Column, Msg: rest}, e.orig
 }
