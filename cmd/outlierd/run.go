@@ -20,8 +20,8 @@ const (
 	lintHelp = `Usage: outlierd lint --config FILE
 
 Validates a pipeline config without running anything: the YAML strictly (an unknown or
-misspelt key is an error), every value, and what the stages need of each other (e.g. detect
-density.mode rollup accepts at most 20 features). Every problem is printed, one per line, as
+misspelt key is an error), every value, and what the stages need of each other (e.g.
+detect.density.mode: rollup accepts at most 20 features). Every problem is printed, one per line, as
 file:line:column: key: message; the exit status is 0 when the file is valid, 1 when not.
 outlierd run refuses the same files at start, and a reload refuses them while running.`
 	runHelp = `Usage: outlierd run --config FILE [--log-level LEVEL]
