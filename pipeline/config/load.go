@@ -2,12 +2,14 @@
 //
 // Loading a file is four steps, each reporting every problem it finds rather than the first:
 //
-//  1. parse the YAML (syntax errors name file:line);
+//  1. parse the YAML (a syntax error names file:line:column of the line that breaks the
+//     document, e.g. a key indented wrongly, not the line where its block starts);
 //  2. expand ${ENV} / ${ENV:-default} in scalar values (see the rules in interpolate.go; an unset
 //     variable without a default is an error naming the variable and its file:line:column);
-//  3. decode strictly (yaml.v3 Decoder.KnownFields): a misspelt or unknown key is an error naming
-//     file:line:column and the key, a value of the wrong type one naming file:line:column;
-//  4. call Validate() error when the destination type has it, prefixing its message with the file.
+//  3. decode strictly (yaml.v3 Decoder.KnownFields): a misspelt or unknown key, or a value of the
+//     wrong type, is an error "file:line:column: key: message", the key with its full path;
+//  4. call Validate() error when the destination type has it: each FieldError it returns (see
+//     field.go) becomes "file:line:column: key: message" at that key's position.
 //
 // The package knows nothing about outlierd's own sections: the pipeline package defines the
 // top-level struct and calls Load with it.
