@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -84,5 +85,28 @@ func TestRunLogLevel(t *testing.T) {
 	}
 	if d := pipeline.Default(); d.Run.LogLevel != "info" {
 		t.Errorf("default run.log_level is %q, want info", d.Run.LogLevel)
+	}
+}
+
+// TestLintRefusesRollupOverTwentyFeatures: `outlierd lint` refuses exhaustive roll-up over 21
+// features, naming the key at its line and column (it used to pass lint and stop the pipeline
+// at its first scored batch).
+func TestLintRefusesRollupOverTwentyFeatures(t *testing.T) {
+	names := make([]string, 21)
+	for i := range names {
+		names[i] = "f" + strconv.Itoa(i)
+	}
+	body := "ingest:\n  brokers: [\"localhost:9092\"]\n  topic: in\n  group_id: g\n  features: [" + strings.Join(names, ", ") + "]\n" +
+		"detect:\n  density:\n    mode: rollup\n" +
+		"sink:\n  brokers: [\"localhost:9092\"]\n  topic: out\n  dead_letter_topic: dl\n"
+	path := writeFile(t, "rollup.yaml", body)
+	_, errs, code := outlierd(t, "lint", "--config", path)
+	want := path + ":8:5: detect.density.mode: rollup tests all 2^r - 1 subspaces of the r features and accepts at most r = 20, but ingest.features has 21"
+	if code != 1 || !strings.Contains(errs, want) {
+		t.Fatalf("lint: exit %d, stderr %q; want exit 1 and %q", code, errs, want)
+	}
+	path = writeFile(t, "rollup20.yaml", strings.Replace(body, ", f20]", "]", 1))
+	if out, errs, code := outlierd(t, "lint", "--config", path); code != 0 {
+		t.Fatalf("lint of rollup over 20 features: exit %d: %s%s", code, out, errs)
 	}
 }
