@@ -131,9 +131,14 @@ func TestRollupOverTwentyFeaturesRefusedAtStart(t *testing.T) {
 // TestReloadRefusesRollupOverTwentyFeatures: a running pipeline over 21 features is reloaded
 // with detect.density.mode: rollup (a live key). The reload is refused naming the key at its
 // file:line:column, the running configuration stays, and the pipeline keeps scoring (before,
-// the reload applied and the pipeline stopped at the next batch).
+// the reload applied and the pipeline stopped at the next batch). On kfake, and on the real
+// broker of KAFKA_BOOTSTRAP (make test).
 func TestReloadRefusesRollupOverTwentyFeatures(t *testing.T) {
-	br := kfakeBroker(t)
+	t.Run("kfake", func(t *testing.T) { reloadRefusesRollup(t, kfakeBroker(t)) })
+	t.Run("kafka", func(t *testing.T) { reloadRefusesRollup(t, realBroker(t)) })
+}
+
+func reloadRefusesRollup(t *testing.T, br testBroker) {
 	in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
 	createTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
 	cfg := wideConfig(br, in, out, dlq, group)
