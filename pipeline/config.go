@@ -115,6 +115,11 @@ func (c *Config) Validate() error {
 	if _, err := ParseLogLevel(c.Run.LogLevel); err != nil {
 		add("run.log_level", "%w", err)
 	}
+	if c.Ingest.Topic != "" { // empty: ingest's Validate says it is required
+		if err := sink.ValidTopicName(c.Ingest.Topic); err != nil {
+			add("ingest.topic", "%w", err)
+		}
+	}
 	if c.Ingest.DeadLetterTopic != "" && c.Ingest.DeadLetterTopic != c.Sink.DeadLetterTopic {
 		add("ingest.dead_letter_topic", "%q differs from sink.dead_letter_topic %q: the sink writes the dead letters, set it there", c.Ingest.DeadLetterTopic, c.Sink.DeadLetterTopic)
 	}

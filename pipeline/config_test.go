@@ -75,6 +75,8 @@ func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
 			[]string{fmt.Sprintf("c.yaml:7:3: detect.state_dir: %q is not a directory", notDir)}},
 		{"log level", ingestOK + sinkOK + "run:\n  log_level: loud\n",
 			[]string{`c.yaml:11:3: run.log_level: "loud", want debug, info, warn or error`}},
+		{"input topic name Kafka refuses", "ingest:\n  brokers: [\"localhost:9092\"]\n  topic: \"in put\"\n  group_id: g\n  features: [a, b]\n" + sinkOK,
+			[]string{`c.yaml:3:3: ingest.topic: "in put": Kafka topic names use only [a-zA-Z0-9._-]`}},
 		{"key at its parent's level", ingestOK + "detect:\n  density:\n  eta: 0.3\n" + sinkOK,
 			[]string{"c.yaml:8:3: detect.eta: unknown key (not a field of detect.Config)"}},
 		{"value of the wrong type", ingestOK + "detect:\n  distance:\n    k: many\n" + sinkOK,

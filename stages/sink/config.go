@@ -146,10 +146,10 @@ func (c *Config) Validate() error {
 			add(fmt.Sprintf("sink.brokers[%d]", i), "%q: port must be 1..65535", b)
 		}
 	}
-	if err := validTopic(c.Topic); err != nil {
+	if err := ValidTopicName(c.Topic); err != nil {
 		add("sink.topic", "%w", err)
 	}
-	if err := validTopic(c.DeadLetterTopic); err != nil {
+	if err := ValidTopicName(c.DeadLetterTopic); err != nil {
 		add("sink.dead_letter_topic", "%w", err)
 	}
 	if c.Topic != "" && c.Topic == c.DeadLetterTopic {
@@ -187,8 +187,10 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// validTopic applies Kafka's topic name rules: 1..249 characters of [a-zA-Z0-9._-], not "." or "..".
-func validTopic(t string) error {
+// ValidTopicName applies Kafka's topic name rules: 1..249 characters of [a-zA-Z0-9._-], not "."
+// or "..". The broker refuses other names, so a config naming one cannot run; the pipeline's
+// Validate applies the rule to ingest.topic too.
+func ValidTopicName(t string) error {
 	if t == "" {
 		return errors.New("required")
 	}
