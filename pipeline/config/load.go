@@ -441,6 +441,9 @@ func (x *index) issue(msg string, original map[*yaml.Node]string) (Issue, *yaml.
 			rest = fmt.Sprintf("cannot unmarshal %s into %s", v[1], v[3])
 		}
 	}
+	// The key path is named only for a node identified above; the first node on the line gives
+	// the position of other messages (a custom unmarshaler's) but may be its enclosing mapping.
+	named := e != nil
 	if e == nil && len(cands) > 0 {
 		e = &cands[0]
 	}
@@ -448,7 +451,7 @@ func (x *index) issue(msg string, original map[*yaml.Node]string) (Issue, *yaml.
 		// Unknown node: only the line is known, and only when the text is the file's own.
 		return Issue{Line: x.fileLine(line), Msg: rest}, nil
 	}
-	if e.path != "" {
+	if named && e.path != "" {
 		rest = e.path + ": " + rest // the key, as Validate's FieldErrors name it
 	}
 	return Issue{Line: e.orig.Line, Column: e.orig.Column, Msg: rest}, e.orig
