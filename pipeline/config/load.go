@@ -262,7 +262,7 @@ func syntaxIssue(err error, data []byte) Issue {
 		line, _ := strconv.Atoi(m[1])
 		rest := msg[len(m[0]):]
 		is := Issue{Line: line, Msg: "YAML syntax: " + rest}
-		if l, c := problemLine(data, rest); l > 0 {
+		if l, c := problemLine(data, line, rest); l > 0 {
 			is.Line, is.Column = l, c
 		}
 		return is
@@ -270,23 +270,31 @@ func syntaxIssue(err error, data []byte) Issue {
 	return Issue{Msg: "YAML syntax: " + strings.TrimPrefix(msg, "yaml: ")}
 }
 
-// maxProblemLines bounds problemLine's search (one parse per line); config files are far shorter.
-const maxProblemLines = 5000
+// problemLine's search costs one parse of a prefix per line: it is bounded to files of config
+// size (the reference config is a few KiB); a larger file keeps yaml.v3's line.
+const (
+	maxProblemLines = 2000
+	maxProblemBytes = 64 << 10
+)
 
 // problemLine finds the line a syntax error is on, with the column of its first token. yaml.v3
 // names the line where the enclosing block started (its context mark), so a key indented wrongly
 // under a section is reported at the section's line, or at line 1 for an item of a list. The
 // document cut after the offending line fails with the same message, and cut before it does not
-// (a file cut at a line end is valid YAML up to there), so the first cut that fails with msg is
-// that line. 0 when none does (the error needs the whole file: an unclosed quote or bracket).
-func problemLine(data []byte, msg string) (line, col int) {
+// (a file cut at a line end is valid YAML up to there), so the first cut from yaml.v3's line on
+// that fails with msg is that line. 0 when none does (the error needs the whole file: an
+// unclosed quote or bracket).
+func problemLine(data []byte, from int, msg string) (line, col int) {
 	lines := bytes.SplitAfter(data, []byte("\n"))
-	if len(lines) > maxProblemLines {
+	if len(lines) > maxProblemLines || len(data) > maxProblemBytes {
 		return 0, 0
 	}
 	n := 0
 	for i, l := range lines {
 		n += len(l)
+		if i+1 < from-1 { // yaml.v3 may give the 0-based line of its mark
+			continue
+		}
 		err := yamlSafe(func() error {
 			dec := yaml.NewDecoder(bytes.NewReader(data[:n]))
 			for {
