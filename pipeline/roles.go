@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/pipeline/config"
 	"github.com/outlierd/outlierd/stages/detect"
 )
 
@@ -22,19 +23,19 @@ func BuilderGroup(scoringGroup string) string { return scoringGroup + ".builder"
 func (c *Config) validateRole() []error {
 	role, err := detect.ParseRole(c.Run.Role)
 	if err != nil {
-		return []error{fmt.Errorf("run.role: %w", err)}
+		return []error{config.Fieldf("run.role", "must be all, builder or scorer, got %q", c.Run.Role)}
 	}
 	var errs []error
 	if role != detect.RoleAll {
 		switch c.Run.ModelTopic {
 		case "":
-			errs = append(errs, fmt.Errorf("run.model_topic is required with run.role %s", role))
+			errs = append(errs, config.Fieldf("run.model_topic", "required with run.role %s", role))
 		case c.Ingest.Topic, c.Sink.Topic, c.Sink.DeadLetterTopic:
-			errs = append(errs, fmt.Errorf("run.model_topic %q is also the input, output or dead-letter topic", c.Run.ModelTopic))
+			errs = append(errs, config.Fieldf("run.model_topic", "%q is also the input, output or dead-letter topic", c.Run.ModelTopic))
 		}
 	}
 	if c.Run.StaleModelAfter < 0 {
-		errs = append(errs, fmt.Errorf("run.stale_model_after must be >= 0, got %s", c.Run.StaleModelAfter))
+		errs = append(errs, config.Fieldf("run.stale_model_after", "must be >= 0, got %s", c.Run.StaleModelAfter))
 	}
 	return errs
 }

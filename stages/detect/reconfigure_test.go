@@ -190,8 +190,8 @@ func TestReconfigureRejects(t *testing.T) {
 		edit func(*Config)
 		want string
 	}{
-		{"invalid eta", func(c *Config) { c.Density.Eta = 2 }, "detect.density.eta must be in (0, 1]"},
-		{"invalid and valid together", func(c *Config) { c.Combine = CombineAll; c.Distance.K = 0 }, "detect.distance.k must be in"},
+		{"invalid eta", func(c *Config) { c.Density.Eta = 2 }, "detect.density.eta: must be in (0, 1]"},
+		{"invalid and valid together", func(c *Config) { c.Combine = CombineAll; c.Distance.K = 0 }, "detect.distance.k: must be in"},
 		{"state dir", func(c *Config) { c.StateDir = t.TempDir() }, "detect.state_dir cannot change while running"},
 	}
 	for _, c := range cases {

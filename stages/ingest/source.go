@@ -83,6 +83,7 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 	}
 	log = log.With().Str("stage", "ingest").Str("topic", cfg.Topic).Str("group", cfg.GroupID).Logger()
 	var reaper *memberReaper // made last, once nothing can fail (it holds a context)
+	debugLog := kafkaDebugLogger(log) // at debug level: kafka-go's chatter, off by default
 	rc := kafka.ReaderConfig{
 		Brokers:  append([]string(nil), cfg.Brokers...),
 		GroupID:  cfg.GroupID,
@@ -104,11 +105,9 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		JoinGroupBackoff: time.Second,
 		Logger: kafka.LoggerFunc(func(msg string, args ...any) {
 			reaper.observe(msg, args) // rejoin.go: finish the LeaveGroup of abandoned members
-			log.Debug().Msgf(msg, args...)
+			debugLog.Printf(msg, args...)
 		}),
-		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
-			log.Warn().Msgf(msg, args...)
-		}),
+		ErrorLogger: kafkaErrorLogger(log),
 	}
 	if cfg.Security.Enabled() {
 		// Only then: without security the Reader keeps kafka.DefaultDialer, as before.
@@ -287,4 +286,17 @@ func (s *Source) Close() error {
 		return fmt.Errorf("ingest: close reader: %w", err)
 	}
 	return nil
+}
+
+// kafkaDebugLogger is kafka-go's Logger: its progress messages (group joins, fetches, commits:
+// most of what it says) at debug, which the default level (run.log_level: info) leaves out.
+func kafkaDebugLogger(log zerolog.Logger) kafka.Logger {
+	return kafka.LoggerFunc(func(msg string, args ...any) { log.Debug().Str("source", "kafka-go").Msgf(msg, args...) })
+}
+
+// kafkaErrorLogger is kafka-go's ErrorLogger: what it could not do (a broker unreachable, a
+// failed commit or rebalance) at warn; it retries, and errors that reach the pipeline are
+// logged as such by it.
+func kafkaErrorLogger(log zerolog.Logger) kafka.Logger {
+	return kafka.LoggerFunc(func(msg string, args ...any) { log.Warn().Str("source", "kafka-go").Msgf(msg, args...) })
 }
