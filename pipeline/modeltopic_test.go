@@ -104,9 +104,9 @@ func TestRoleConfig(t *testing.T) {
 		t.Fatalf("role all without a model topic: %v", err)
 	}
 	for _, tc := range []struct{ role, topic, want string }{
-		{"scorer", "", "run.model_topic is required"},
+		{"scorer", "", "run.model_topic: required with run.role scorer"},
 		{"builder", "in", "is also the input"},
-		{"leader", "m", "run.role"},
+		{"leader", "m", "run.role: must be all, builder or scorer"},
 	} {
 		c.Run.Role, c.Run.ModelTopic = tc.role, tc.topic
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
