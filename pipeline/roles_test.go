@@ -174,7 +174,17 @@ func TestBuilderAndScorersRealBroker(t *testing.T) {
 		Mode: density.Independent, Seed: base.Detect.Seed, Exact: true}
 	checked := 0
 	for v, rs := range byModel {
-		want := scoreWith(t, models[v], rs, dp, func(*sensorRecord) bool { return false })
+		// Records of the builder's window are its members by identity, in the scorers too.
+		mem := models[v].Members
+		member := func(r *sensorRecord) bool {
+			for _, pr := range mem.Ranges {
+				if pr.Partition == r.p && r.off >= pr.Lo && r.off <= pr.Hi && mem.Topic == in {
+					return true
+				}
+			}
+			return false
+		}
+		want := scoreWith(t, models[v], rs, dp, member)
 		for _, rec := range rs {
 			got := byID[fmt.Sprintf("%s/%d/%d", in, rec.p, rec.off)]
 			w := want[rec]

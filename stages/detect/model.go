@@ -30,10 +30,9 @@ type Model struct {
 	Distance *solvingset.Model
 	// WindowRecords is how many records the model was built from.
 	WindowRecords int
-	// WindowEnd is the stream index one past the last record of the model's window: records
-	// [WindowEnd-WindowRecords, WindowEnd) are members of the data the model was built from
-	// (0: unknown, e.g. a model loaded from a snapshot of another process).
-	WindowEnd uint64
+	// Members are the records the model was built from, by identity (members.go): scored,
+	// they do not count themselves as their own neighbour.
+	Members Members
 	// BuiltAt and BuildTime say when and how long the build took.
 	BuiltAt   time.Time
 	BuildTime time.Duration

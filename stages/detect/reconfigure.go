@@ -216,8 +216,7 @@ func (s *Stage) openSnapshots() error {
 }
 
 // resizeWindow re-creates the window with a new capacity, keeping its newest records (as many
-// as fit). The stage's stream index (pushed) is not the window's and is kept, so the serving
-// model still knows which records were its own window's members.
+// as fit), and the identities of those records with it.
 func (s *Stage) resizeWindow(capacity int) error {
 	w, err := window.New(capacity, len(s.features), s.withSD)
 	if err != nil {
@@ -238,5 +237,6 @@ func (s *Stage) resizeWindow(capacity int) error {
 		}
 	}
 	s.win = w
+	s.ids = s.ids.resize(capacity)
 	return nil
 }

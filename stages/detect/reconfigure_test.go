@@ -164,14 +164,13 @@ func TestReconfigureRebuilds(t *testing.T) {
 		t.Errorf("version %d k %d q %d, want 3, 5, 10", m.Version, m.Params.K, m.MicroClusters.Q())
 	}
 
-	// A smaller window keeps the newest records and rebuilds; the stream index goes on.
-	pushed := s.pushed
+	// A smaller window keeps the newest records (and their identities) and rebuilds.
 	next.Window = 1200
 	if r, err = s.Reconfigure(next); err != nil || !r.RebuildStarted {
 		t.Fatalf("window change: %+v %v", r, err)
 	}
-	if s.win.Cap() != 1200 || s.win.Len() != 1200 || s.pushed != pushed {
-		t.Errorf("window cap %d len %d, stream index %d; want 1200, 1200, %d", s.win.Cap(), s.win.Len(), s.pushed, pushed)
+	if s.win.Cap() != 1200 || s.win.Len() != 1200 || s.ids.size != 1200 {
+		t.Errorf("window cap %d len %d, identities %d; want 1200 each", s.win.Cap(), s.win.Len(), s.ids.size)
 	}
 	s.collect(true)
 	if m := s.Model(); m.Version != 4 || m.WindowRecords != 1200 {
@@ -249,8 +248,9 @@ func TestChangeKindsCoverConfig(t *testing.T) {
 
 // TestWindowReloadKeepsMembership: after a reload of detect.window, records that arrive are new
 // to the serving model, never taken for members of its window (scored without counting
-// themselves): their weights are w_k(q, S) of new queries. The window's own record count restarts
-// with the new window, so it cannot be the stream index that membership is judged by.
+// themselves): their weights are w_k(q, S) of new queries, even when they repeat the readings
+// of members. The window's own record count restarts with the new window, so it cannot be what
+// membership is judged by; the records' identities (offsets) are.
 func TestWindowReloadKeepsMembership(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
@@ -266,7 +266,7 @@ func TestWindowReloadKeepsMembership(t *testing.T) {
 	// The records that arrive repeat rows 0..200 (a producer re-sending old readings): some are
 	// points of the solving set, where a wrong "member" verdict makes a difference (the member
 	// skips one point at distance 0).
-	out, err := s.Process(context.Background(), makeBatch(t, mem, d, 0, 200, true))
+	out, err := s.Process(context.Background(), makeBatchAt(t, mem, d, 0, 200, true, 5000))
 	if err != nil || len(out) != 1 {
 		t.Fatalf("Process: %d batches, %v", len(out), err)
 	}

@@ -55,18 +55,15 @@ func (s *Stage) ContinueVersions(v uint64) {
 
 // processScorer scores b with the installed model, or holds/passes it before the first one.
 func (s *Stage) processScorer(b *batch.Batch) ([]*batch.Batch, error) {
-	first := s.pushed
-	s.pushed += uint64(b.Len())
 	if s.model == nil {
 		if s.cfg.BeforeModel == BeforeModelHold {
 			s.held = append(s.held, b)
-			s.heldFirst = append(s.heldFirst, first)
 			return nil, nil
 		}
 		b.Scores = make([]batch.Score, b.Len()) // Scored = false
 		return []*batch.Batch{b}, nil
 	}
-	if err := s.score(b, first); err != nil {
+	if err := s.score(b); err != nil {
 		return nil, err
 	}
 	return []*batch.Batch{b}, nil
@@ -83,14 +80,13 @@ func (s *Stage) InstallModel(m *Model) (ready []*batch.Batch, ok bool, err error
 	if s.model != nil && m.Version <= s.model.Version {
 		return nil, false, nil
 	}
-	m.WindowEnd = 0 // its window's records are not this process's stream: none is a member
 	if err := s.install(m); err != nil {
 		return nil, false, err
 	}
-	ready, firsts := s.held, s.heldFirst
-	s.held, s.heldFirst = nil, nil
-	for i, b := range ready {
-		if err := s.score(b, firsts[i]); err != nil {
+	ready = s.held
+	s.held = nil
+	for _, b := range ready {
+		if err := s.score(b); err != nil {
 			return nil, true, err
 		}
 	}

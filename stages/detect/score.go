@@ -58,11 +58,11 @@ func (m *Model) normalised(means, sds [][]float32, sc *scoreScratch) (nm, ns [][
 
 // score fills b.Scores with the serving model's verdicts.
 //
-// first is the stream index of the batch's first record. Records that are members of the
-// model's own window (the held batches scored by the first model, built from them) are scored
+// Records that are members of the model's own window (Members: the held batches scored by the
+// first model, built from them; a re-read of them after a restart or in a scorer) are scored
 // without counting themselves: S holds every top-n outlier of the window, and a member of S
 // scored as a new query would meet itself at distance 0 and could fall below w*.
-func (s *Stage) score(b *batch.Batch, first uint64) error {
+func (s *Stage) score(b *batch.Batch) error {
 	m := s.model
 	means, sds, err := s.columns(b)
 	if err != nil {
@@ -84,7 +84,7 @@ func (s *Stage) score(b *batch.Batch, first uint64) error {
 		return fmt.Errorf("detect: density: %w", err)
 	}
 	scoreDistance(s.accel, s.accelRe, m.Distance, nm, weights)
-	scoreMembers(m, nm, first, weights)
+	scoreMembers(m, b, nm, weights)
 	b.Scores = make([]batch.Score, n)
 	for i := range n {
 		v := verdicts[i]
@@ -158,18 +158,32 @@ func (s *Stage) subspaceNames(dims []int) []string {
 	return sub
 }
 
-// scoreMembers rescores the batch's records that belong to m's window with
+// scoreMembers rescores the batch's records that belong to m's window (by identity) with
 // solvingset.KNNWeightsMembers (the record itself does not count as its neighbour).
-func scoreMembers(m *Model, nm [][]float32, first uint64, weights []float64) {
-	n := uint64(len(weights))
-	start := m.WindowEnd - uint64(m.WindowRecords)
-	if m.WindowEnd == 0 || first >= m.WindowEnd || first+n <= start {
+func scoreMembers(m *Model, b *batch.Batch, nm [][]float32, weights []float64) {
+	if len(m.Members.Ranges) == 0 {
 		return
 	}
-	lo, hi := max(first, start)-first, min(first+n, m.WindowEnd)-first
+	parts, offs := b.Partitions(), b.Offsets()
+	var idx []int
+	for i := range weights {
+		if m.Members.contains(b.Topic, parts[i], offs[i]) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
 	q := make([][]float32, len(nm))
 	for j := range nm {
-		q[j] = nm[j][lo:hi]
+		q[j] = make([]float32, len(idx))
+		for t, i := range idx {
+			q[j][t] = nm[j][i]
+		}
 	}
-	solvingset.KNNWeightsMembers(m.Distance.Points, q, m.Distance.K, 0, weights[lo:hi])
+	w := make([]float64, len(idx))
+	solvingset.KNNWeightsMembers(m.Distance.Points, q, m.Distance.K, 0, w)
+	for t, i := range idx {
+		weights[i] = w[t]
+	}
 }

@@ -23,9 +23,9 @@ type Stage struct {
 	log      zerolog.Logger
 
 	win *window.Window
-	// pushed counts the records ever pushed: the stream index of the next record. It is the
-	// stage's own (not the window's count), so a window re-created by a reload keeps it.
-	pushed uint64
+	// ids are the identities (partition, offset) of the window's records, in step with it:
+	// a model's Members come from them (members.go).
+	ids *idRing
 
 	model     *Model
 	version   uint64
@@ -35,7 +35,6 @@ type Stage struct {
 	done      chan buildResult // capacity 1: the running build's result
 
 	held      []*batch.Batch // batches waiting for the first model (before_model: hold)
-	heldFirst []uint64       // stream index (pushed before the push) of each held batch's first record
 
 	scratch scoreScratch
 	ext     stageExt     // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
@@ -61,7 +60,7 @@ func NewStage(cfg Config, features []string, withSD bool, log zerolog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	s := &Stage{cfg: cfg, features: features, withSD: withSD, log: log, win: w, done: make(chan buildResult, 1), lastBuild: time.Now()}
+	s := &Stage{cfg: cfg, features: features, withSD: withSD, log: log, win: w, ids: newIDRing(cfg.Window), done: make(chan buildResult, 1), lastBuild: time.Now()}
 	s.singles = make([][]string, len(features))
 	for j, f := range features {
 		s.singles[j] = []string{f}
@@ -90,11 +89,10 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 	if err != nil {
 		return nil, err
 	}
-	first := s.pushed
 	if err := s.win.Push(means, sds, nil); err != nil {
 		return nil, err
 	}
-	s.pushed += uint64(b.Len())
+	s.ids.push(b.Topic, b.Partitions(), b.Offsets())
 	s.sinceLast += b.Len()
 	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.building {
 		if s.cfg.BeforeModel == BeforeModelHold {
@@ -116,16 +114,15 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 	if s.model == nil {
 		if s.cfg.BeforeModel == BeforeModelHold {
 			s.held = append(s.held, b)
-			s.heldFirst = append(s.heldFirst, first)
 			return nil, nil
 		}
 		b.Scores = make([]batch.Score, b.Len()) // Scored = false
 		return []*batch.Batch{b}, nil
 	}
-	out, firsts := append(s.held, b), append(s.heldFirst, first)
-	s.held, s.heldFirst = nil, nil
-	for i, ob := range out {
-		if err := s.score(ob, firsts[i]); err != nil {
+	out := append(s.held, b)
+	s.held = nil
+	for _, ob := range out {
+		if err := s.score(ob); err != nil {
 			return nil, err
 		}
 	}
@@ -140,8 +137,8 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 // unscored, so nothing is held.
 func (s *Stage) Flush() ([]*batch.Batch, error) {
 	s.collect(s.building)
-	out, firsts := s.held, s.heldFirst
-	s.held, s.heldFirst = nil, nil
+	out := s.held
+	s.held = nil
 	if s.model == nil {
 		for _, b := range out {
 			b.Record.Release()
@@ -151,8 +148,8 @@ func (s *Stage) Flush() ([]*batch.Batch, error) {
 		}
 		return nil, nil
 	}
-	for i, b := range out {
-		if err := s.score(b, firsts[i]); err != nil {
+	for _, b := range out {
+		if err := s.score(b); err != nil {
 			return nil, err
 		}
 	}
@@ -209,11 +206,11 @@ func (s *Stage) startBuild() {
 	s.building, s.sinceLast, s.lastBuild = true, 0, time.Now()
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.version + 1
-	cfg, features, accel, rep, windowEnd := s.cfg, s.features, s.accel, s.accelRe, s.pushed
+	cfg, features, accel, rep, members := s.cfg, s.features, s.accel, s.accelRe, s.ids.members()
 	go func() {
 		m, err := buildOn(accel, rep, cols, sds, features, cfg, version)
 		if m != nil {
-			m.WindowEnd = windowEnd
+			m.Members = members
 		}
 		s.done <- buildResult{model: m, err: err}
 	}()
