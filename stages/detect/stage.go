@@ -34,7 +34,7 @@ type Stage struct {
 	building  bool
 	done      chan buildResult // capacity 1: the running build's result
 
-	held      []*batch.Batch // batches waiting for the first model (before_model: hold)
+	held []*batch.Batch // batches waiting for the first model (before_model: hold)
 
 	scratch scoreScratch
 	ext     stageExt     // snapshots and live reconfiguration (snapshot.go, reconfigure.go)

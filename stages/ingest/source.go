@@ -82,7 +82,7 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		start = kafka.LastOffset
 	}
 	log = log.With().Str("stage", "ingest").Str("topic", cfg.Topic).Str("group", cfg.GroupID).Logger()
-	var reaper *memberReaper // made last, once nothing can fail (it holds a context)
+	var reaper *memberReaper          // made last, once nothing can fail (it holds a context)
 	debugLog := kafkaDebugLogger(log) // at debug level: kafka-go's chatter, off by default
 	rc := kafka.ReaderConfig{
 		Brokers:  append([]string(nil), cfg.Brokers...),
