@@ -14,11 +14,12 @@ const ProclusMaxCounters = 6144
 // FAST distance cache (one row of rows float32 per candidate medoid, grown to the largest B*K
 // run so far) and the assignments stay allocated between runs, as the paper's several (k, l)
 // settings reuse them. It keeps a reference to the host columns (the sample, the greedy pick
-// and the medoid coordinates are read on the host). Not safe for concurrent use; Free returns
+// and the medoid coordinates are read on the host), checked and scanned once at upload. It is
+// the proclus.Engine of its runs. Not safe for concurrent use; Free returns
 // the memory.
 type ProclusData struct {
 	dev        *Device
-	host       [][]float32
+	data       *proclus.Data // the host columns, checked, with their fixed-point scales
 	rows, dims int
 	// device addresses (uintptr so that this file builds without cuda)
 	x, dist, cur, best, scale, par, out uintptr
@@ -61,7 +62,7 @@ func (pd *ProclusData) Run(p proclus.Params) (*proclus.Result, error) {
 	if err := ProclusFits(pd.rows, pd.dims, p); err != nil {
 		return nil, fmt.Errorf("gpukern.Proclus: %w", err)
 	}
-	res, err := proclus.RunEngine(pd.host, p, pd)
+	res, err := pd.data.Run(p, pd)
 	if err != nil {
 		return nil, fmt.Errorf("gpukern.Proclus: %w", err)
 	}

@@ -37,14 +37,19 @@ const (
 	pcParamBytes = 256 << 10
 )
 
-// UploadProclus copies column-major host data (cols[j][i]) to the device for PROCLUS runs and
-// allocates the run buffers (the distance cache is allocated by the first run).
+// UploadProclus checks column-major host data (cols[j][i], finite; proclus.Prepare), copies it to
+// the device for PROCLUS runs and allocates the run buffers (the distance cache is allocated by
+// the first run).
 func (d *Device) UploadProclus(cols [][]float32) (*ProclusData, error) {
 	rows, err := columnsShape("cols", cols)
 	if err != nil {
 		return nil, fmt.Errorf("gpukern.Proclus: %w", err)
 	}
-	pd := &ProclusData{dev: d, host: cols, rows: rows, dims: len(cols)}
+	data, err := proclus.Prepare(cols)
+	if err != nil {
+		return nil, fmt.Errorf("gpukern.Proclus: %w", err)
+	}
+	pd := &ProclusData{dev: d, data: data, rows: rows, dims: len(cols)}
 	err = d.do(func() error {
 		x, err := uploadCols(d, "PROCLUS data", cols, rows)
 		if err != nil {

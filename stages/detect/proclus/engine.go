@@ -64,26 +64,56 @@ func SquaredDistance(cols [][]float32, p int, m []float32) float32 {
 // Scales returns per dimension j the power of two 2^s_j that Fixed multiplies by: the largest
 // with rows * 2*max|x_j| * 2^s_j <= 2^62, so that no sum of rows terms (|x - m| <= 2*max|x_j|,
 // |x| <= max|x_j|) overflows an int64. A term's rounding error is below 2^-s_j, about 2^-40 of
-// max|x_j| for a million rows: far below float32's resolution of the data itself.
+// max|x_j| for a million rows: far below float32's resolution of the data itself. cols must be
+// finite (Prepare checks).
 func Scales(cols [][]float32) []float64 {
 	n := 0
 	if len(cols) > 0 {
 		n = len(cols[0])
 	}
-	nb := bits.Len(uint(n)) // n < 2^nb
+	m, _ := columnMax(cols)
 	out := make([]float64, len(cols))
-	for j, c := range cols {
-		m := 0.0
-		for _, v := range c {
-			m = max(m, math.Abs(float64(v)))
-		}
-		e := 0
-		if m > 0 {
-			_, e = math.Frexp(m) // m < 2^e, so 2*m < 2^(e+1)
-		}
-		out[j] = math.Ldexp(1, 62-nb-(e+1))
+	for j := range out {
+		out[j] = scaleFor(m[j], n)
 	}
 	return out
+}
+
+func scaleFor(maxAbs float64, n int) float64 {
+	nb := bits.Len(uint(n)) // n < 2^nb
+	e := 0
+	if maxAbs > 0 {
+		_, e = math.Frexp(maxAbs) // maxAbs < 2^e, so 2*maxAbs < 2^(e+1)
+	}
+	return math.Ldexp(1, 62-nb-(e+1))
+}
+
+// columnMax returns max|x| per column and the first row holding a NaN or an infinity (-1: none),
+// one goroutine per column.
+func columnMax(cols [][]float32) (maxAbs []float64, bad []int) {
+	maxAbs, bad = make([]float64, len(cols)), make([]int, len(cols))
+	var wg sync.WaitGroup
+	for j, c := range cols {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := float32(0)
+			bad[j] = -1
+			for i, v := range c {
+				a := math.Float32frombits(math.Float32bits(v) &^ (1 << 31))
+				if !(a <= math.MaxFloat32) { // NaN or ±Inf
+					bad[j] = i
+					return
+				}
+				if a > m {
+					m = a
+				}
+			}
+			maxAbs[j] = float64(m)
+		}()
+	}
+	wg.Wait()
+	return maxAbs, bad
 }
 
 // Fixed rounds v*scale toward zero to an int64 (scale a power of two, so the product is exact;

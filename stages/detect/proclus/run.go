@@ -19,10 +19,52 @@ func Run(cols [][]float32, p Params) (*Result, error) {
 // RunEngine runs PROCLUS with the O(rows) passes on eng (over the same cols) and the control flow
 // here: the same seed gives the same result on every engine that computes the same integers.
 func RunEngine(cols [][]float32, p Params, eng Engine) (*Result, error) {
-	n, err := checkData(cols)
+	dt, err := Prepare(cols)
 	if err != nil {
 		return nil, err
 	}
+	return dt.Run(p, eng)
+}
+
+// Data is a data set checked (equal lengths, finite values) and scanned for its fixed-point
+// scales once, for several runs (the paper's several (k, l) settings on the same data).
+type Data struct {
+	cols   [][]float32
+	rows   int
+	scales []float64
+}
+
+// Prepare checks column-major cols (cols[j][i]) and computes their scales (one parallel pass, a
+// goroutine per dimension). The columns are referenced, not copied: they must not change.
+func Prepare(cols [][]float32) (*Data, error) {
+	if len(cols) == 0 {
+		return nil, fmt.Errorf("proclus: the data has no dimensions")
+	}
+	n := len(cols[0])
+	for j, c := range cols {
+		if len(c) != n {
+			return nil, fmt.Errorf("proclus: dimension %d has %d rows, dimension 0 has %d", j, len(c), n)
+		}
+	}
+	maxAbs, bad := columnMax(cols)
+	for j, i := range bad {
+		if i >= 0 {
+			return nil, fmt.Errorf("proclus: row %d dimension %d is %v: data must be finite", i, j, cols[j][i])
+		}
+	}
+	sc := make([]float64, len(cols))
+	for j, m := range maxAbs {
+		sc[j] = scaleFor(m, n)
+	}
+	return &Data{cols: cols, rows: n, scales: sc}, nil
+}
+
+// Rows is the number of rows.
+func (dt *Data) Rows() int { return dt.rows }
+
+// Run runs PROCLUS with p on eng, an engine over the same columns.
+func (dt *Data) Run(p Params, eng Engine) (*Result, error) {
+	cols, n := dt.cols, dt.rows
 	if err := p.Validate(n, len(cols)); err != nil {
 		return nil, fmt.Errorf("proclus: %w", err)
 	}
@@ -31,7 +73,7 @@ func RunEngine(cols [][]float32, p Params, eng Engine) (*Result, error) {
 	cands := greedy(cols, sample, min(p.B*p.K, len(sample)), rng)
 	r := &runner{
 		cols: cols, n: n, d: len(cols), p: p, eng: eng, rng: rng, cands: cands,
-		scales: Scales(cols),
+		scales: dt.scales,
 		prev:   make([]float32, len(cands)),
 		used:   make([]bool, len(cands)),
 		hsum:   make([]int64, len(cands)*len(cols)),
@@ -44,25 +86,6 @@ func RunEngine(cols [][]float32, p Params, eng Engine) (*Result, error) {
 		return nil, fmt.Errorf("proclus: %w", err)
 	}
 	return r.run()
-}
-
-// checkData returns the row count of cols after checking equal lengths and finite values.
-func checkData(cols [][]float32) (int, error) {
-	if len(cols) == 0 {
-		return 0, fmt.Errorf("proclus: the data has no dimensions")
-	}
-	n := len(cols[0])
-	for j, c := range cols {
-		if len(c) != n {
-			return 0, fmt.Errorf("proclus: dimension %d has %d rows, dimension 0 has %d", j, len(c), n)
-		}
-		for i, v := range c {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return 0, fmt.Errorf("proclus: row %d dimension %d is %v: data must be finite", i, j, v)
-			}
-		}
-	}
-	return n, nil
 }
 
 // runner is one run's host state. Per candidate slot s (FAST-PROCLUS): prev[s] is the squared
@@ -450,8 +473,16 @@ func sampleRows(rng *rand.Rand, n, m int) []int {
 
 // greedy picks m candidate medoids from sample farthest-first: a random first one, then each time
 // the sample row whose squared distance to the nearest picked candidate is largest (ties to the
-// lowest row). It returns their rows in pick order.
+// lowest row). It returns their rows in pick order. The sample is gathered row-major first (the
+// rows are scattered over the columns); the distances are SquaredDistance's sequence.
 func greedy(cols [][]float32, sample []int, m int, rng *rand.Rand) []int {
+	d := len(cols)
+	pts := make([]float32, len(sample)*d)
+	for s, row := range sample {
+		for j, c := range cols {
+			pts[s*d+j] = c[row]
+		}
+	}
 	first := rng.IntN(len(sample))
 	dist := make([]float32, len(sample))
 	for s := range dist {
@@ -460,20 +491,28 @@ func greedy(cols [][]float32, sample []int, m int, rng *rand.Rand) []int {
 	picked := make([]bool, len(sample))
 	out := []int{sample[first]}
 	picked[first] = true
+	last := first
 	for len(out) < m {
-		c := rowOf(cols, out[len(out)-1])
+		c := pts[last*d : last*d+d]
 		next, far := -1, float32(-1)
-		for s, row := range sample {
+		for s := range sample {
 			if picked[s] {
 				continue
 			}
-			dist[s] = min(dist[s], SquaredDistance(cols, row, c))
+			x := pts[s*d : s*d+d]
+			var acc float32
+			for j, v := range x {
+				t := v - c[j]
+				acc += float32(t * t)
+			}
+			dist[s] = min(dist[s], acc)
 			if dist[s] > far {
 				next, far = s, dist[s]
 			}
 		}
 		picked[next] = true
 		out = append(out, sample[next])
+		last = next
 	}
 	return out
 }
