@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/stages/detect/proclus"
@@ -309,5 +310,71 @@ func BenchmarkProclus(b *testing.B) {
 		})
 	}
 }
+
+// timedEngine wraps an engine and adds up the wall time of each method (each call returns after
+// its results are on the host, so this is the pass's time including its transfers).
+type timedEngine struct {
+	proclus.Engine
+	locality, assign, spread time.Duration
+}
+
+func (e *timedEngine) Locality(qs []proclus.Query, sums, counts []int64) error {
+	st := time.Now()
+	defer func() { e.locality += time.Since(st) }()
+	return e.Engine.Locality(qs, sums, counts)
+}
+
+func (e *timedEngine) Assign(centers [][]float32, off, dims []int, radius []float64, counts, sums []int64) error {
+	st := time.Now()
+	defer func() { e.assign += time.Since(st) }()
+	return e.Engine.Assign(centers, off, dims, radius, counts, sums)
+}
+
+func (e *timedEngine) Spread(center []float64, off, dims []int, sums []int64) error {
+	st := time.Now()
+	defer func() { e.spread += time.Since(st) }()
+	return e.Engine.Spread(center, off, dims, sums)
+}
+
+// TestProclusBreakdown logs where a GPU run's time goes at 1,000,000 x 15 per (k, l) setting:
+// the localities, assignments and spreads (each with its transfers) and the rest (host control
+// flow, the greedy pick). It asserts the parity of the timed run with the untimed one.
+func TestProclusBreakdown(t *testing.T) {
+	d := openDevice(t)
+	if testing.Short() {
+		t.Skip("short")
+	}
+	pl := millionPlanted(t)
+	pd, err := d.UploadProclus(pl.Cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Free()
+	data, err := proclus.Prepare(pl.Cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kl := range [][2]int{{5, 3}, {10, 5}, {15, 7}} {
+		p := proclus.Default()
+		p.K, p.L = kl[0], kl[1]
+		want, err := pd.Run(p) // also the warm-up
+		if err != nil {
+			t.Fatal(err)
+		}
+		te := &timedEngine{Engine: pd}
+		st := time.Now()
+		got, err := data.Run(p, te)
+		total := time.Since(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameResult(t, "timed", want, got)
+		rest := total - te.locality - te.assign - te.spread
+		t.Logf("k=%d l=%d: %.2f ms in all: localities %.2f, assignments %.2f, spreads %.2f, rest %.2f ms (%d iterations)",
+			kl[0], kl[1], ms(total), ms(te.locality), ms(te.assign), ms(te.spread), ms(rest), got.Iterations)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func benchName(dev string, kl [2]int) string { return fmt.Sprintf("%s-k%d-l%d", dev, kl[0], kl[1]) }
