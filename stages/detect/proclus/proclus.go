@@ -134,12 +134,12 @@ func Segmental(x, c []float32, dims []int) float64 {
 	return s / float64(len(dims))
 }
 
-// AssignRecord returns the cluster of record x (one value per dimension): the medoid nearest in
-// Manhattan segmental distance within its own subspace (ties to the lowest cluster), or -1 when x
-// lies outside every medoid's sphere. The density test uses Dims of the cluster as the record's
-// subspace.
-func (r *Result) AssignRecord(x []float32) int {
-	best, bestD, inside := -1, math.Inf(1), false
+// Nearest returns the cluster whose medoid is nearest to record x (one value per dimension) in
+// Manhattan segmental distance within the cluster's own subspace (ties to the lowest cluster), and
+// whether x lies outside every medoid's sphere (a PROCLUS outlier). A caller that tests every
+// record in some subspace (the density test) uses the nearest cluster's Dims even for an outlier.
+func (r *Result) Nearest(x []float32) (cluster int, outlier bool) {
+	best, bestD, inside := 0, math.Inf(1), false
 	for i, c := range r.Centers {
 		s := Segmental(x, c, r.Dims[i])
 		if s < bestD {
@@ -149,10 +149,31 @@ func (r *Result) AssignRecord(x []float32) int {
 			inside = true
 		}
 	}
-	if !inside {
+	return best, !inside
+}
+
+// AssignRecord returns the cluster of record x as the run assigned its rows: Nearest's cluster, or
+// -1 when x is an outlier.
+func (r *Result) AssignRecord(x []float32) int {
+	c, out := r.Nearest(x)
+	if out {
 		return -1
 	}
-	return best
+	return c
+}
+
+// SubspaceNames returns cluster c's dimensions as feature names (features in column order), nil
+// for c out of range: the words of a flag's explanation.
+func (r *Result) SubspaceNames(c int, features []string) []string {
+	dims := r.Subspace(c)
+	if dims == nil {
+		return nil
+	}
+	out := make([]string, len(dims))
+	for t, j := range dims {
+		out[t] = features[j]
+	}
+	return out
 }
 
 // Assign writes to dst[i] the cluster of row i of the column-major records cols (cols[j][i]; the

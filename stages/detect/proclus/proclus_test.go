@@ -1,6 +1,7 @@
 package proclus
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -309,6 +310,22 @@ func TestAssignNewRecords(t *testing.T) {
 	}
 	if r.Subspace(-1) != nil {
 		t.Error("Subspace(-1) must be nil")
+	}
+	// An outlier still has a nearest cluster (the density test's subspace), and names come
+	// from the features.
+	far := make([]float32, 15)
+	for j := range far {
+		far[j] = 1e4
+	}
+	if c, out := r.Nearest(far); !out || c < 0 || c >= 5 || r.AssignRecord(far) != -1 {
+		t.Errorf("a record far from every medoid: Nearest %d, %v; AssignRecord %d", c, out, r.AssignRecord(far))
+	}
+	names := make([]string, 15)
+	for j := range names {
+		names[j] = fmt.Sprintf("f%d", j)
+	}
+	if got := r.SubspaceNames(0, names); len(got) != len(r.Dims[0]) || got[0] != names[r.Dims[0][0]] {
+		t.Errorf("SubspaceNames(0) = %v for dims %v", got, r.Dims[0])
 	}
 	if err := r.Assign(test.Cols[:3], got); err == nil {
 		t.Error("Assign with 3 of 15 dimensions must fail")
