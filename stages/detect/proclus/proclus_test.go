@@ -360,3 +360,82 @@ func TestValidate(t *testing.T) {
 		t.Errorf("NaN: %v", err)
 	}
 }
+
+// TestFixedPointSumsAccurate checks the fixed-point claim against a direct float64 reference on
+// data of very different magnitudes per dimension: every engine sum (centroid sums, spreads)
+// converted back is within rows * 2^-40 * max|x_j| of the reference (Scales documents a term
+// error below 2^-40 of max|x_j| at a million rows; fewer rows give finer scales) plus the
+// reference's own float64 rounding (rows * 2^-52 of the sum). Then the worst case for overflow:
+// every term at its bound 2*max|x| in one cluster sums to just under 2^62 and must not wrap.
+func TestFixedPointSumsAccurate(t *testing.T) {
+	const n = 20000
+	cols := make([][]float32, 4)
+	mags := []float64{1e-6, 1, 1e3, 3e7}
+	for j := range cols {
+		cols[j] = make([]float32, n)
+		for i := range cols[j] {
+			cols[j][i] = float32(mags[j] * math.Sin(float64(i*(j+3))+0.5)) // signs mixed
+		}
+	}
+	sc := Scales(cols)
+	e := NewCPUEngine(cols, 2)
+	if err := e.Begin(sc, 1); err != nil {
+		t.Fatal(err)
+	}
+	centers := [][]float32{rowOf(cols, 10), rowOf(cols, 20000-7)}
+	off, dims := []int{0, 4, 8}, []int{0, 1, 2, 3, 0, 1, 2, 3}
+	counts, sums := make([]int64, 2), make([]int64, 8)
+	if err := e.Assign(centers, off, dims, nil, counts, sums); err != nil {
+		t.Fatal(err)
+	}
+	asg := make([]int32, n)
+	if err := e.Assignment(asg); err != nil {
+		t.Fatal(err)
+	}
+	center := []float64{0.1e-6, 0.3, -200, 1e6, 0, 0, 0, 0}
+	spread := make([]int64, 8)
+	if err := e.Spread(center, off, dims, spread); err != nil {
+		t.Fatal(err)
+	}
+	for tt, j := range dims {
+		i := int32(tt / 4)
+		refSum, refSpread, absSum := 0.0, 0.0, 0.0
+		for p := range n {
+			if asg[p] == i {
+				x := float64(cols[j][p])
+				refSum += x
+				absSum += math.Abs(x)
+				refSpread += math.Abs(x - center[tt])
+			}
+		}
+		bound := func(ref float64) float64 { return float64(n)*0x1p-40*mags[j] + float64(n)*0x1p-52*ref }
+		if d := math.Abs(Unfixed(sums[tt], sc[j]) - refSum); d > bound(absSum) {
+			t.Errorf("pair %d (dim %d): centroid sum off by %g > %g", tt, j, d, bound(absSum))
+		}
+		if d := math.Abs(Unfixed(spread[tt], sc[j]) - refSpread); d > bound(refSpread) {
+			t.Errorf("pair %d (dim %d): spread off by %g > %g", tt, j, d, bound(refSpread))
+		}
+	}
+	if counts[0]+counts[1] != n || counts[0] == 0 || counts[1] == 0 {
+		t.Fatalf("counts %v", counts)
+	}
+
+	const m = 1<<14 - 1 // the most rows for this scale (rows < 2^14)
+	same := [][]float32{slices.Repeat([]float32{1000}, m)}
+	sc1 := Scales(same)
+	e1 := NewCPUEngine(same, 2)
+	if err := e1.Begin(sc1, 1); err != nil {
+		t.Fatal(err)
+	}
+	c1, s1 := make([]int64, 1), make([]int64, 1)
+	if err := e1.Assign([][]float32{{1000}}, []int{0, 1}, []int{0}, nil, c1, s1); err != nil {
+		t.Fatal(err)
+	}
+	sp := make([]int64, 1)
+	if err := e1.Spread([]float64{-1000}, []int{0, 1}, []int{0}, sp); err != nil {
+		t.Fatal(err)
+	}
+	if want := float64(m) * 2000; sp[0] <= 0 || math.Abs(Unfixed(sp[0], sc1[0])-want) > 1e-6*want {
+		t.Errorf("worst-case spread %d -> %g, want %g (overflow?)", sp[0], Unfixed(sp[0], sc1[0]), want)
+	}
+}
