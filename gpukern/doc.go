@@ -19,6 +19,11 @@
 // (density.Bounds, stages/detect/density/bounds.go), uploaded with the model; KeepDensityModel
 // keeps a model and its table resident between calls (the pipeline keeps the serving model's).
 //
+// Projected clustering (Proclus, ProclusData; proclus.cu) is GPU-FAST-PROCLUS: the control flow
+// stays on the host (stages/detect/proclus.RunEngine, shared with the CPU), the O(rows) passes run
+// here with the FAST distance cache and incremental localities; the sums are int64 fixed point,
+// so the result equals the CPU's exactly.
+//
 // Kernels are CUDA C (<name>.cu), compiled to PTX for compute_80 by nvcc 11.8 (PTX ISA 7.8, which
 // every driver from CUDA 11.8 on JIT-compiles, sm_90 included); the PTX is committed and embedded.
 // Regenerate it with `make -C gpukern ptx` (see gpukern/Makefile) after editing a .cu file.

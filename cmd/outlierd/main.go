@@ -37,6 +37,7 @@ func commands() map[string]command {
 		"topn":    {"exact top-n distance-based outliers of a CSV file", runTopN},
 		"predict": {"score a CSV file against a saved solving-set model", runPredict},
 		"density": {"outliers in uncertain data: micro-clusters and density sampling", runDensity},
+		"proclus": {"projected clustering (PROCLUS): k clusters, each in its own subspace, and outliers", runProclus},
 		"lint":    {"validate a pipeline config without running it", runLint},
 		"run":     {"run the streaming pipeline (Kafka in, outliers out)", runRun},
 		"demo":    {"the main job on an embedded default: in-process Kafka, sensor stream, live summary", runDemo},
