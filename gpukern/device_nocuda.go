@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/stages/detect/density"
+	"github.com/outlierd/outlierd/stages/detect/hypercube"
 )
 
 // noCUDA is why this build has no GPU; NoteCompanion adds why the CUDA companion did not take over.
@@ -75,3 +76,11 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 func (d *Device) keepDensityModel(m *DensityModel) error { return errNoCUDA }
 
 func (d *Device) dropDensityModel(m *DensityModel) error { return errNoCUDA }
+
+func (d *Device) hypercubeEncode(cols [][]float32, g *hypercube.Grid, keys []uint64) error {
+	return errNoCUDA
+}
+
+func (d *Device) hypercubeDensity(c *hypercube.Cells, t *hypercube.Tree, w []int64) error {
+	return errNoCUDA
+}

@@ -1,0 +1,165 @@
+package hypercube
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+)
+
+// MaxDims is the largest dimension count: the paper's widest data set (Sift) has 128, and the CUDA
+// kernel keeps a query's path in a fixed per-thread budget sized for it. More dimensions are
+// refused with an error (ErrTooManyDims) rather than silently truncated; the grid has b^d cells,
+// so a density over more than 128 dimensions is almost everywhere one point per cell anyway.
+const MaxDims = 128
+
+// MaxBins is the largest number of bins per dimension: coordinates are stored in 16 bits in the
+// tree nodes (and packed keys use ceil(log2 b) <= 16 bits per dimension).
+const MaxBins = 1 << 16
+
+// DefaultBins is the paper's b = 7 (its AUC is flat for b in [4, 7]; 7 is the fastest of those on
+// sparse data).
+const DefaultBins = 7
+
+// Grid is a frozen regular grid over d dimensions: b bins per dimension over [Min_j, Max_j].
+// A value's cell coordinate in dimension j is floor((x - Min_j) * Scale_j) with
+// Scale_j = b / (Max_j - Min_j) (ALGORITHMS.md §3: floor(x_norm * b) of the value normalised to
+// [0,1]), computed in float64 and clamped to [0, b-1]: x = Max_j (x_norm = 1.0) lands in the last
+// cell, and values outside [Min_j, Max_j] (a stream scored against a grid fitted earlier) land in
+// the edge cells. A constant dimension (Max_j = Min_j) has Scale_j = 0: every value is in cell 0.
+// The CUDA kernel repeats the same two correctly rounded float64 operations, so both agree on
+// every cell.
+//
+// Cells are packed into keys of Words() uint64 words: Bits() bits per dimension, PerWord()
+// dimensions per word (a dimension never straddles two words), dimension 0 in the highest bits
+// of word 0. Comparing keys word by word as unsigned integers is then the lexicographic order
+// of the coordinates (dimension 0 first), the order the tree needs.
+type Grid struct {
+	Bins     int
+	Min, Max []float64
+	Scale    []float64
+	bits     int
+	perWord  int
+	words    int
+}
+
+// NewGrid makes the grid of b bins over [min_j, max_j] per dimension. It checks 2 <= b <=
+// MaxBins, 1 <= d <= MaxDims, finite bounds and min_j <= max_j.
+func NewGrid(bins int, min, max []float64) (*Grid, error) {
+	if bins < 2 || bins > MaxBins {
+		return nil, fmt.Errorf("hypercube: bins must be in [2, %d], got %d", MaxBins, bins)
+	}
+	d := len(min)
+	if d == 0 {
+		return nil, fmt.Errorf("hypercube: no dimensions")
+	}
+	if d > MaxDims {
+		return nil, fmt.Errorf("%w: %d dimensions, at most %d supported", ErrTooManyDims, d, MaxDims)
+	}
+	if len(max) != d {
+		return nil, fmt.Errorf("hypercube: %d minima but %d maxima", d, len(max))
+	}
+	g := &Grid{Bins: bins, Min: append([]float64(nil), min...), Max: append([]float64(nil), max...), Scale: make([]float64, d)}
+	for j := range d {
+		lo, hi := min[j], max[j]
+		if math.IsNaN(lo) || math.IsInf(lo, 0) || math.IsNaN(hi) || math.IsInf(hi, 0) || hi < lo {
+			return nil, fmt.Errorf("hypercube: dimension %d: bounds [%v, %v] are not a finite interval", j, lo, hi)
+		}
+		if hi > lo {
+			g.Scale[j] = float64(bins) / (hi - lo)
+		}
+	}
+	g.bits = bits.Len(uint(bins - 1))
+	g.perWord = 64 / g.bits
+	g.words = (d + g.perWord - 1) / g.perWord
+	return g, nil
+}
+
+// FitGrid makes the grid of b bins over the data's own per-dimension minimum and maximum. The
+// values must be finite.
+func FitGrid(cols [][]float32, bins int) (*Grid, error) {
+	n, err := shape(cols)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("hypercube: no rows")
+	}
+	if len(cols) > MaxDims {
+		return nil, fmt.Errorf("%w: %d dimensions, at most %d supported", ErrTooManyDims, len(cols), MaxDims)
+	}
+	if bins < 2 || bins > MaxBins {
+		return nil, fmt.Errorf("hypercube: bins must be in [2, %d], got %d", MaxBins, bins)
+	}
+	mins, maxs := make([]float64, len(cols)), make([]float64, len(cols))
+	for j, c := range cols {
+		lo, hi := c[0], c[0]
+		for i, v := range c {
+			if v != v || math.IsInf(float64(v), 0) {
+				return nil, fmt.Errorf("hypercube: row %d dimension %d is %v: values must be finite", i, j, v)
+			}
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		mins[j], maxs[j] = float64(lo), float64(hi)
+	}
+	return NewGrid(bins, mins, maxs)
+}
+
+// Dims is the number of dimensions.
+func (g *Grid) Dims() int { return len(g.Min) }
+
+// Bits is the number of key bits per dimension, ceil(log2 b).
+func (g *Grid) Bits() int { return g.bits }
+
+// PerWord is the number of dimensions packed into one key word, floor(64 / Bits()).
+func (g *Grid) PerWord() int { return g.perWord }
+
+// Words is the number of uint64 words of one key.
+func (g *Grid) Words() int { return g.words }
+
+// Coord is the cell coordinate of value x in dimension j (see Grid). NaN lands in cell 0.
+func (g *Grid) Coord(j int, x float32) uint32 {
+	v := math.Floor((float64(x) - g.Min[j]) * g.Scale[j])
+	if !(v > 0) { // negative, or NaN
+		return 0
+	}
+	if v >= float64(g.Bins-1) {
+		return uint32(g.Bins - 1)
+	}
+	return uint32(v)
+}
+
+// shift is the bit position of dimension j inside its word.
+func (g *Grid) shift(j int) uint { return uint((g.perWord - 1 - j%g.perWord) * g.bits) }
+
+// Field extracts dimension j's coordinate from a packed key (Words() words).
+func (g *Grid) Field(key []uint64, j int) uint32 {
+	return uint32(key[j/g.perWord]>>g.shift(j)) & (1<<g.bits - 1)
+}
+
+// Encode writes the packed key of every row into keys (row-major, Words() words per row;
+// len(keys) = rows * Words()).
+func (g *Grid) Encode(cols [][]float32, keys []uint64) {
+	W := g.words
+	n := len(cols[0])
+	clear(keys[:n*W])
+	for j, c := range cols {
+		w, s := j/g.perWord, g.shift(j)
+		for i, x := range c {
+			keys[i*W+w] |= uint64(g.Coord(j, x)) << s
+		}
+	}
+}
+
+// shape checks equal-length columns and returns the row count.
+func shape(cols [][]float32) (int, error) {
+	if len(cols) == 0 {
+		return 0, fmt.Errorf("hypercube: no dimensions")
+	}
+	n := len(cols[0])
+	for j, c := range cols {
+		if len(c) != n {
+			return 0, fmt.Errorf("hypercube: dimension %d has %d rows, dimension 0 has %d", j, len(c), n)
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,158 @@
+package hypercube
+
+import (
+	"runtime"
+	"sync"
+)
+
+// DefaultMinSplit is the paper's MinSplit for its GPU trees (m = 20): a node holding fewer
+// cells is a leaf, scanned linearly, instead of being split on the next dimension.
+const DefaultMinSplit = 20
+
+// Node is one node of the LTR tree (GDBOD §III-D, "locality and traversal revised"): the nodes are
+// stored in depth-first pre-order, so a node's first child is the next node, and Brk ("break
+// index") is the node that follows its subtree. A node at depth t stands for the cells in
+// [Lo, Hi) whose coordinates 0..t are those of its path; Coord is its coordinate in dimension t.
+// Up is the parent's Brk: siblings are in ascending Coord, so once a sibling's coordinate is
+// above the query's + 1, every later sibling is too and the search jumps there (the paper visits
+// every sibling; this only skips ones that cannot match).
+type Node struct {
+	Coord  uint16
+	Depth  uint8
+	Leaf   bool
+	Brk    int32
+	Up     int32
+	Lo, Hi int32
+}
+
+// Tree is the LTR tree over a Cells array.
+type Tree struct {
+	Nodes    []Node
+	MinSplit int
+}
+
+// BuildTree builds the tree over the sorted distinct cells: the root's cells are split by
+// their coordinate in dimension 0, and a node at depth t with at least minSplit cells is split
+// again by dimension t+1 (a node at the last dimension holds one cell and is always a leaf).
+// minSplit <= 1 builds the complete tree. Construction is O(|H| * depth).
+func BuildTree(c *Cells, minSplit int) *Tree {
+	t := &Tree{MinSplit: minSplit}
+	if c.Len() > 0 {
+		t.split(c, 0, c.Len(), 0)
+	}
+	return t
+}
+
+// split appends the children of the cell range [lo, hi) (which share coordinates 0..dim-1),
+// split by their coordinate in dimension dim, each followed by its own subtree.
+func (t *Tree) split(c *Cells, lo, hi, dim int) {
+	g := c.Grid
+	W := g.words
+	var kids []int32
+	for s := lo; s < hi; {
+		v := g.Field(c.Keys[s*W:], dim)
+		e := s + 1
+		for e < hi && g.Field(c.Keys[e*W:], dim) == v {
+			e++
+		}
+		idx := len(t.Nodes)
+		kids = append(kids, int32(idx))
+		leaf := e-s < t.MinSplit || dim == g.Dims()-1
+		t.Nodes = append(t.Nodes, Node{Coord: uint16(v), Depth: uint8(dim), Leaf: leaf, Lo: int32(s), Hi: int32(e)})
+		if !leaf {
+			t.split(c, s, e, dim+1)
+		}
+		t.Nodes[idx].Brk = int32(len(t.Nodes))
+		s = e
+	}
+	end := int32(len(t.Nodes))
+	for _, k := range kids {
+		t.Nodes[k].Up = end
+	}
+}
+
+// Search returns w of a query cell given by its packed key: the number of points in the cells
+// whose every coordinate is within +-1 of the query's (the query's own cell included when it is
+// occupied). It walks the tree without a stack (Brk and Up) and never enumerates the 3^d
+// neighbour positions: a node is entered only when an occupied cell shares its prefix within +-1,
+// so the work is bounded by the occupied prefixes near the query, at most |H| * depth.
+func (t *Tree) Search(c *Cells, key []uint64) int64 {
+	g := c.Grid
+	W := g.words
+	var w int64
+	nodes := t.Nodes
+	for n := int32(0); int(n) < len(nodes); {
+		nd := &nodes[n]
+		h := g.Field(key, int(nd.Depth))
+		v := uint32(nd.Coord)
+		switch {
+		case v+1 < h:
+			n = nd.Brk
+		case v > h+1:
+			n = nd.Up
+		case !nd.Leaf:
+			n++
+		default:
+			for i := nd.Lo; i < nd.Hi; i++ {
+				if g.near(key, c.Keys[int(i)*W:int(i)*W+W], int(nd.Depth)+1) {
+					w += int64(c.Count[i])
+				}
+			}
+			n = nd.Brk
+		}
+	}
+	return w
+}
+
+// near reports whether keys a and b are within +-1 in every dimension from `from` on. A whole
+// word that is equal is skipped at once (duplicates and dense data).
+func (g *Grid) near(a, b []uint64, from int) bool {
+	d, per := g.Dims(), g.perWord
+	mask := uint32(1)<<g.bits - 1
+	for j := from; j < d; {
+		w := j / per
+		if j%per == 0 && a[w] == b[w] {
+			j += per
+			continue
+		}
+		s := g.shift(j)
+		x, y := uint32(a[w]>>s)&mask, uint32(b[w]>>s)&mask
+		if x > y+1 || y > x+1 {
+			return false
+		}
+		j++
+	}
+	return true
+}
+
+// Density writes w of every distinct cell into w (len = c.Len()), using up to workers goroutines
+// (<= 0: GOMAXPROCS). Cells are handed out in blocks of 1024 (their work varies a lot).
+func (t *Tree) Density(c *Cells, w []int64, workers int) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	const block = 1024
+	n := c.Len()
+	var next int64
+	var mu sync.Mutex
+	take := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		s := int(next)
+		next += block
+		return s
+	}
+	var wg sync.WaitGroup
+	for range min(workers, (n+block-1)/block) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := take(); s < n; s = take() {
+				for i := s; i < min(s+block, n); i++ {
+					w[i] = t.Search(c, c.Key(i))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
