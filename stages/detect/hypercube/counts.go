@@ -6,8 +6,8 @@ import (
 	"math"
 )
 
-// maxWords is the longest key: MaxDims dimensions of 16 bits.
-const maxWords = MaxDims * 16 / 64
+// maxWords is the longest key: MaxDims dimensions of 16 bits, 3 per word.
+const maxWords = (MaxDims + 62/16 - 1) / (62 / 16)
 
 // Counts is the streaming form of the score: the exact number of points per occupied cell of a
 // grid frozen when the model was built (its Min/Max/Scale never move, so a cell keeps its key

@@ -29,9 +29,10 @@ const DefaultBins = 7
 // The CUDA kernel repeats the same two correctly rounded float64 operations, so both agree on
 // every cell.
 //
-// Cells are packed into keys of Words() uint64 words: Bits() bits per dimension, PerWord()
-// dimensions per word (a dimension never straddles two words), dimension 0 in the highest bits
-// of word 0. Comparing keys word by word as unsigned integers is then the lexicographic order
+// Cells are packed into keys of Words() uint64 words: Bits() bits per dimension, PerWord() =
+// floor(62 / Bits()) dimensions per word (a dimension never straddles two words, and the top two
+// bits stay free for the word-parallel neighbour test), dimension 0 in the highest used bits of
+// word 0. Comparing keys word by word as unsigned integers is then the lexicographic order
 // of the coordinates (dimension 0 first), the order the tree needs.
 type Grid struct {
 	Bins     int
@@ -40,7 +41,12 @@ type Grid struct {
 	bits     int
 	perWord  int
 	words    int
+	swar     [2]swarMasks // even and odd field positions, for near
 }
+
+// swarMasks are the constants of the word-parallel neighbour test of one parity of field
+// positions (see near): field bits, bit 0 and bit k of each field, 2^k - 3 per field, bit k+1.
+type swarMasks struct{ Field, One, HighK, M3, HighK1 uint64 }
 
 // NewGrid makes the grid of b bins over [min_j, max_j] per dimension. It checks 2 <= b <=
 // MaxBins, 1 <= d <= MaxDims, finite bounds and min_j <= max_j.
@@ -69,8 +75,18 @@ func NewGrid(bins int, min, max []float64) (*Grid, error) {
 		}
 	}
 	g.bits = bits.Len(uint(bins - 1))
-	g.perWord = 64 / g.bits
+	g.perWord = 62 / g.bits
 	g.words = (d + g.perWord - 1) / g.perWord
+	k := uint(g.bits)
+	for p := range g.perWord {
+		m := &g.swar[p%2]
+		s := uint(p) * k
+		m.Field |= (1<<k - 1) << s
+		m.One |= 1 << s
+		m.HighK |= 1 << (s + k)
+		m.M3 |= (1<<k - 3) << s
+		m.HighK1 |= 1 << (s + k + 1)
+	}
 	return g, nil
 }
 
@@ -110,11 +126,19 @@ func (g *Grid) Dims() int { return len(g.Min) }
 // Bits is the number of key bits per dimension, ceil(log2 b).
 func (g *Grid) Bits() int { return g.bits }
 
-// PerWord is the number of dimensions packed into one key word, floor(64 / Bits()).
+// PerWord is the number of dimensions packed into one key word, floor(62 / Bits()).
 func (g *Grid) PerWord() int { return g.perWord }
 
 // Words is the number of uint64 words of one key.
 func (g *Grid) Words() int { return g.words }
+
+// SWAR returns the constants of the word-parallel neighbour test for field parity p (0: even
+// field positions counted from bit 0, 1: odd), for the CUDA kernel: field mask, bit 0, bit k and
+// bit k+1 of each field, and 2^k - 3 per field.
+func (g *Grid) SWAR(p int) (field, one, highK, m3, highK1 uint64) {
+	m := g.swar[p]
+	return m.Field, m.One, m.HighK, m.M3, m.HighK1
+}
 
 // Coord is the cell coordinate of value x in dimension j (see Grid). NaN lands in cell 0.
 func (g *Grid) Coord(j int, x float32) uint32 {

@@ -222,7 +222,7 @@ func TestJointOutlier(t *testing.T) {
 }
 
 func TestGrid(t *testing.T) {
-	for _, c := range []struct{ bins, bits, per int }{{2, 1, 64}, {3, 2, 32}, {7, 3, 21}, {8, 3, 21}, {9, 4, 16}, {1000, 10, 6}, {MaxBins, 16, 4}} {
+	for _, c := range []struct{ bins, bits, per int }{{2, 1, 62}, {3, 2, 31}, {7, 3, 20}, {8, 3, 20}, {9, 4, 15}, {1000, 10, 6}, {MaxBins, 16, 3}} {
 		g, err := NewGrid(c.bins, []float64{0}, []float64{1})
 		if err != nil {
 			t.Fatal(err)
@@ -259,11 +259,11 @@ func TestGrid(t *testing.T) {
 	for j := range maxs {
 		maxs[j] = 1
 	}
-	if g, _ := NewGrid(7, mins, maxs); g.Words() != 7 { // 21 dims per word
+	if g, _ := NewGrid(7, mins, maxs); g.Words() != 7 { // 20 dims per word
 		t.Errorf("128 dims of 3 bits: %d words, want 7", g.Words())
 	}
-	if g, _ := NewGrid(MaxBins, mins, maxs); g.Words() != 32 {
-		t.Errorf("128 dims of 16 bits: %d words, want 32", g.Words())
+	if g, _ := NewGrid(MaxBins, mins, maxs); g.Words() != 43 || maxWords != 43 { // 3 dims per word
+		t.Errorf("128 dims of 16 bits: %d words (maxWords %d), want 43", g.Words(), maxWords)
 	}
 }
 
@@ -336,6 +336,53 @@ func TestDistinctOrder(t *testing.T) {
 		for i, cell := range c.RowCell {
 			if !slices.Equal(c.Key(int(cell)), keys[i*W:(i+1)*W]) {
 				t.Fatalf("row %d: its cell's key differs from its own", i)
+			}
+		}
+	}
+}
+
+// TestNearMatchesScalar: the word-parallel neighbour test equals the per-dimension definition on
+// keys whose coordinates differ by -2..2 (and sit at 0 and b-1, where a carry or borrow would
+// show), for every key width and every starting dimension.
+func TestNearMatchesScalar(t *testing.T) {
+	r := newRand(t, 11)
+	for _, bins := range []int{2, 3, 4, 5, 7, 8, 9, 16, 17, 300, 1 << 15, MaxBins} {
+		for _, d := range []int{1, 5, 20, 21, 64, 128} {
+			mins, maxs := make([]float64, d), make([]float64, d)
+			g, err := NewGrid(bins, mins, maxs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			W := g.Words()
+			for range 400 {
+				ca, cb := make([]int, d), make([]int, d)
+				a, b := make([]uint64, W), make([]uint64, W)
+				for j := range d {
+					switch r.IntN(4) {
+					case 0:
+						ca[j] = 0
+					case 1:
+						ca[j] = bins - 1
+					default:
+						ca[j] = r.IntN(bins)
+					}
+					cb[j] = min(bins-1, max(0, ca[j]+r.IntN(5)-2))
+					if r.IntN(3) > 0 {
+						cb[j] = min(bins-1, max(0, ca[j]+r.IntN(3)-1)) // mostly near: whole keys pass too
+					}
+					a[j/g.perWord] |= uint64(ca[j]) << g.shift(j)
+					b[j/g.perWord] |= uint64(cb[j]) << g.shift(j)
+				}
+				from := r.IntN(d + 1)
+				want := true
+				for j := from; j < d; j++ {
+					if ca[j]-cb[j] > 1 || cb[j]-ca[j] > 1 {
+						want = false
+					}
+				}
+				if got := g.near(a, b, from); got != want {
+					t.Fatalf("b=%d d=%d from %d: near %v, definition %v\n%v\n%v", bins, d, from, got, want, ca, cb)
+				}
 			}
 		}
 	}

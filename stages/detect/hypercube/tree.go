@@ -104,23 +104,40 @@ func (t *Tree) Search(c *Cells, key []uint64) int64 {
 	return w
 }
 
-// near reports whether keys a and b are within +-1 in every dimension from `from` on. A whole
-// word that is equal is skipped at once (duplicates and dense data).
+// near reports whether keys a and b are within +-1 in every dimension from `from` on. It tests
+// a whole word at a time (SWAR): the fields of one parity of positions are masked out, so that
+// each has the k bits of its neighbour field free above it, and per field z = x + 2^k + 1 - y
+// (never negative, never more than k+2 bits: no carry between fields) is within +-1 exactly
+// when bit k of z is set and bit k+1 of z + 2^k - 3 is clear (z in [2^k, 2^k + 2]). With one
+// bit per dimension (b = 2) every pair of cells is within +-1. The first word is masked to the
+// dimensions from `from` on (the tree has matched the ones before).
 func (g *Grid) near(a, b []uint64, from int) bool {
-	d, per := g.Dims(), g.perWord
-	mask := uint32(1)<<g.bits - 1
-	for j := from; j < d; {
-		w := j / per
-		if j%per == 0 && a[w] == b[w] {
-			j += per
-			continue
-		}
-		s := g.shift(j)
-		x, y := uint32(a[w]>>s)&mask, uint32(b[w]>>s)&mask
-		if x > y+1 || y > x+1 {
+	if g.bits == 1 || from >= g.Dims() {
+		return true
+	}
+	w := from / g.perWord
+	keep := uint64(1)<<(g.shift(from)+uint(g.bits)) - 1
+	if !g.nearWord(a[w]&keep, b[w]&keep) {
+		return false
+	}
+	for w++; w < g.words; w++ {
+		if !g.nearWord(a[w], b[w]) {
 			return false
 		}
-		j++
+	}
+	return true
+}
+
+func (g *Grid) nearWord(x, y uint64) bool {
+	if x == y {
+		return true
+	}
+	for p := range 2 {
+		m := &g.swar[p]
+		z := (x&m.Field | m.HighK) + m.One - y&m.Field
+		if z&m.HighK != m.HighK || (z+m.M3)&m.HighK1 != 0 {
+			return false
+		}
 	}
 	return true
 }
