@@ -61,10 +61,12 @@ func runHypercube(args []string, stdout, stderr io.Writer) error {
 	start := time.Now()
 	var res *hypercube.Result
 	if dev.gpu != nil {
-		res, err = gpukern.Hypercube(dev.gpu, tab.Cols, gpukern.HypercubeParams{Bins: *bins})
+		var gr *gpukern.HypercubeResult
+		gr, err = gpukern.Hypercube(dev.gpu, tab.Cols, gpukern.HypercubeParams{Bins: *bins})
 		if err != nil {
 			return fmt.Errorf("GPU hypercube density: %w", err)
 		}
+		res = gr.Result
 	} else if res, err = hypercube.Detect(tab.Cols, hypercube.Params{Bins: *bins}); err != nil {
 		return fmt.Errorf("%s: %w", *input, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
+	"sync"
 )
 
 // MaxDims is the largest dimension count: the paper's widest data set (Sift) has 128, and the CUDA
@@ -107,15 +109,31 @@ func FitGrid(cols [][]float32, bins int) (*Grid, error) {
 		return nil, fmt.Errorf("hypercube: bins must be in [2, %d], got %d", MaxBins, bins)
 	}
 	mins, maxs := make([]float64, len(cols)), make([]float64, len(cols))
+	errs := make([]error, len(cols))
+	// One goroutine per dimension, at most GOMAXPROCS at a time: a pass over n*d values.
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
 	for j, c := range cols {
-		lo, hi := c[0], c[0]
-		for i, v := range c {
-			if v != v || math.IsInf(float64(v), 0) {
-				return nil, fmt.Errorf("hypercube: row %d dimension %d is %v: values must be finite", i, j, v)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			lo, hi := c[0], c[0]
+			for i, v := range c {
+				if v != v || math.IsInf(float64(v), 0) {
+					errs[j] = fmt.Errorf("hypercube: row %d dimension %d is %v: values must be finite", i, j, v)
+					return
+				}
+				lo, hi = min(lo, v), max(hi, v)
 			}
-			lo, hi = min(lo, v), max(hi, v)
+			mins[j], maxs[j] = float64(lo), float64(hi)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
 		}
-		mins[j], maxs[j] = float64(lo), float64(hi)
 	}
 	return NewGrid(bins, mins, maxs)
 }
