@@ -102,9 +102,19 @@ func Finish(g *Grid, c *Cells, w []int64) *Result {
 	for _, v := range w {
 		r.WMax = max(r.WMax, v)
 	}
-	for i, cell := range c.RowCell {
-		r.Scores[i] = Score(w[cell], r.WMax)
+	n := len(c.RowCell)
+	P := min(runtime.GOMAXPROCS(0), max(1, n/(1<<16)))
+	var wg sync.WaitGroup
+	for p := range P {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := p * n / P; i < (p+1)*n/P; i++ {
+				r.Scores[i] = Score(w[c.RowCell[i]], r.WMax)
+			}
+		}()
 	}
+	wg.Wait()
 	return r
 }
 

@@ -387,3 +387,55 @@ func TestNearMatchesScalar(t *testing.T) {
 		}
 	}
 }
+
+// TestDistinctParallelMatchesStableSort: the chunked radix sort and unique give the cells, counts
+// and row cells of a plain stable sort, with cells that span chunk boundaries (few distinct keys,
+// many rows) and with nearly all keys distinct, for one- and multi-word keys.
+func TestDistinctParallelMatchesStableSort(t *testing.T) {
+	defer func(p func() int, m int) { parallelism, minChunk = p, m }(parallelism, minChunk)
+	parallelism, minChunk = func() int { return 7 }, 100
+	r := newRand(t, 13)
+	for _, c := range []struct {
+		name    string
+		cols    [][]float32
+		bins    int
+		workers int
+	}{
+		{"few cells, 1 word", blobs(r, 20000, 3, 2), 3, 7},
+		{"few cells, 3 words", blobs(r, 20000, 50, 2), 3, 5},
+		{"distinct, 2 words", uniform(r, 30000, 28), 7, 7},
+		{"16-bit fields", uniform(r, 10000, 7), MaxBins, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			parallelism = func() int { return c.workers }
+			g, err := FitGrid(c.cols, c.bins)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, W := len(c.cols[0]), g.Words()
+			keys := make([]uint64, n*W)
+			g.Encode(c.cols, keys)
+			got := Distinct(g, keys, n)
+			idx := make([]int, n)
+			for i := range idx {
+				idx[i] = i
+			}
+			slices.SortStableFunc(idx, func(a, b int) int { return slices.Compare(keys[a*W:a*W+W], keys[b*W:b*W+W]) })
+			var wantKeys []uint64
+			var wantCount []int32
+			wantCell := make([]int32, n)
+			for p, i := range idx {
+				if p == 0 || !slices.Equal(keys[i*W:i*W+W], wantKeys[len(wantKeys)-W:]) {
+					wantKeys = append(wantKeys, keys[i*W:i*W+W]...)
+					wantCount = append(wantCount, 0)
+				}
+				wantCount[len(wantCount)-1]++
+				wantCell[i] = int32(len(wantCount) - 1)
+			}
+			if !slices.Equal(got.Keys, wantKeys) || !slices.Equal(got.Count, wantCount) || !slices.Equal(got.RowCell, wantCell) {
+				t.Fatalf("differs from a stable sort: %d cells, want %d", got.Len(), len(wantCount))
+			}
+			t.Logf("%d cells", got.Len())
+		})
+	}
+}

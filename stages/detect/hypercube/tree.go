@@ -34,41 +34,79 @@ type Tree struct {
 // BuildTree builds the tree over the sorted distinct cells: the root's cells are split by
 // their coordinate in dimension 0, and a node at depth t with at least minSplit cells is split
 // again by dimension t+1 (a node at the last dimension holds one cell and is always a leaf).
-// minSplit <= 1 builds the complete tree. Construction is O(|H| * depth).
+// minSplit <= 1 builds the complete tree. Construction is O(|H| * depth); the subtrees of the
+// top-level nodes are built in parallel and concatenated.
 func BuildTree(c *Cells, minSplit int) *Tree {
 	t := &Tree{MinSplit: minSplit}
-	if c.Len() > 0 {
-		t.split(c, 0, c.Len(), 0)
+	var runs [][2]int
+	for s := 0; s < c.Len(); {
+		e := t.runEnd(c, s, c.Len(), 0)
+		runs = append(runs, [2]int{s, e})
+		s = e
+	}
+	subs := make([][]Node, len(runs))
+	var wg sync.WaitGroup
+	for r, run := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			subs[r] = t.node(nil, c, run[0], run[1], 0)
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for _, s := range subs {
+		total += len(s)
+	}
+	t.Nodes = make([]Node, 0, total)
+	for _, s := range subs {
+		off := int32(len(t.Nodes))
+		top := len(t.Nodes)
+		for _, n := range s {
+			n.Brk += off
+			n.Up += off
+			t.Nodes = append(t.Nodes, n)
+		}
+		t.Nodes[top].Up = int32(total)
 	}
 	return t
 }
 
-// split appends the children of the cell range [lo, hi) (which share coordinates 0..dim-1),
-// split by their coordinate in dimension dim, each followed by its own subtree.
-func (t *Tree) split(c *Cells, lo, hi, dim int) {
+// runEnd is the end of the run of cells from s (< hi) with s's coordinate in dimension dim.
+func (t *Tree) runEnd(c *Cells, s, hi, dim int) int {
 	g := c.Grid
 	W := g.words
-	var kids []int32
-	for s := lo; s < hi; {
-		v := g.Field(c.Keys[s*W:], dim)
-		e := s + 1
-		for e < hi && g.Field(c.Keys[e*W:], dim) == v {
-			e++
-		}
-		idx := len(t.Nodes)
-		kids = append(kids, int32(idx))
-		leaf := e-s < t.MinSplit || dim == g.Dims()-1
-		t.Nodes = append(t.Nodes, Node{Coord: uint16(v), Depth: uint8(dim), Leaf: leaf, Lo: int32(s), Hi: int32(e)})
-		if !leaf {
-			t.split(c, s, e, dim+1)
-		}
-		t.Nodes[idx].Brk = int32(len(t.Nodes))
-		s = e
+	v := g.Field(c.Keys[s*W:], dim)
+	e := s + 1
+	for e < hi && g.Field(c.Keys[e*W:], dim) == v {
+		e++
 	}
-	end := int32(len(t.Nodes))
-	for _, k := range kids {
-		t.Nodes[k].Up = end
+	return e
+}
+
+// node appends the node of the cells [s, e) at depth dim (they share coordinates 0..dim) and its
+// subtree to nodes; indices are relative to the start of nodes.
+func (t *Tree) node(nodes []Node, c *Cells, s, e, dim int) []Node {
+	g := c.Grid
+	idx := len(nodes)
+	leaf := e-s < t.MinSplit || dim == g.Dims()-1
+	nodes = append(nodes, Node{Coord: uint16(g.Field(c.Keys[s*g.words:], dim)), Depth: uint8(dim), Leaf: leaf, Lo: int32(s), Hi: int32(e)})
+	if !leaf {
+		// The children, split by dimension dim+1, each followed by its subtree; siblings share
+		// Up, the index after the last one's subtree.
+		var kids []int
+		for cs := s; cs < e; {
+			ce := t.runEnd(c, cs, e, dim+1)
+			kids = append(kids, len(nodes))
+			nodes = t.node(nodes, c, cs, ce, dim+1)
+			cs = ce
+		}
+		for _, k := range kids {
+			nodes[k].Up = int32(len(nodes))
+		}
 	}
+	nodes[idx].Brk = int32(len(nodes))
+	return nodes
 }
 
 // Search returns w of a query cell given by its packed key: the number of points in the cells
