@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
+	"sort"
 )
 
 // maxWords is the longest key: MaxDims dimensions of 16 bits, 3 per word.
@@ -17,8 +19,10 @@ const maxWords = (MaxDims + 62/16 - 1) / (62 / 16)
 // Score needs w of the query cells and w_max over the window, i.e. neighbour sums. It builds a
 // search index (the sorted occupied cells, their LTR tree and every cell's w, as Detect does) the
 // first time it is called after the counts changed, and reuses it until they change again: one
-// index per batch in the pipeline's add-score-evict cycle, O(|cells| log) plus the neighbour
-// search, and the map itself is never rebuilt. Not safe for concurrent use.
+// index per batch in the pipeline's add-score-evict cycle (the sort plus the neighbour search of
+// every occupied cell, on all cores), and the map itself is never rebuilt. A query in an occupied
+// cell (a batch scored after it was added) then costs a binary search; only queries in empty
+// cells walk the tree. Not safe for concurrent use.
 type Counts struct {
 	g     *Grid
 	m     map[string]int32
@@ -28,11 +32,25 @@ type Counts struct {
 	key   [maxWords]uint64
 }
 
-// snapshot is the search index over the counts at one moment.
+// snapshot is the search index over the counts at one moment: the sorted cells, their tree and
+// the w of every occupied cell.
 type snapshot struct {
 	cells *Cells
 	tree  *Tree
+	w     []int64
 	wMax  int64
+}
+
+// lookup returns w of the cell with key k: its precomputed w when it is occupied (binary search
+// in the sorted keys), else a tree search.
+func (s *snapshot) lookup(k []uint64) int64 {
+	W := len(k)
+	keys := s.cells.Keys
+	i, found := sort.Find(s.cells.Len(), func(i int) int { return slices.Compare(k, keys[i*W:i*W+W]) })
+	if found {
+		return s.w[i]
+	}
+	return s.tree.Search(s.cells, k)
 }
 
 // NewCounts returns empty counts over grid g.
@@ -151,10 +169,9 @@ func (c *Counts) index() *snapshot {
 		cells.Count[cell] = counts[i]
 	}
 	cells.RowCell = nil
-	s := &snapshot{cells: cells, tree: BuildTree(cells, DefaultMinSplit)}
-	w := make([]int64, cells.Len())
-	s.tree.Density(cells, w, 0)
-	for _, v := range w {
+	s := &snapshot{cells: cells, tree: BuildTree(cells, DefaultMinSplit), w: make([]int64, cells.Len())}
+	s.tree.Density(cells, s.w, 0)
+	for _, v := range s.w {
 		s.wMax = max(s.wMax, v)
 	}
 	c.snap = s
@@ -186,7 +203,7 @@ func (c *Counts) Score(cols [][]float32, w []int64, o []float64) error {
 	s := c.index()
 	for i := range n {
 		k, _ := c.rowKey(cols, i)
-		w[i] = s.tree.Search(s.cells, k)
+		w[i] = s.lookup(k)
 		if o != nil {
 			o[i] = max(0, Score(w[i], s.wMax))
 		}

@@ -62,7 +62,8 @@ func TestCountsSlidingWindow(t *testing.T) {
 				if !slices.Equal(got.Keys, want.Keys) || !slices.Equal(got.Count, want.Count) {
 					t.Fatalf("batch %d: counts differ from a build from scratch (%d vs %d cells)", b, got.Len(), want.Len())
 				}
-				checkCountsScore(t, g, cnt, win, queries)
+				checkCountsScore(t, g, cnt, win, queries)                             // mostly empty cells: tree walks
+				checkCountsScore(t, g, cnt, win, sub(data, b*c.batch, (b+1)*c.batch)) // the batch just added: occupied cells
 			}
 		})
 	}

@@ -44,6 +44,8 @@ type Grid struct {
 	perWord  int
 	words    int
 	swar     [2]swarMasks // even and odd field positions, for near
+	word     []int32      // word[j]: the key word holding dimension j
+	sh       []uint8      // sh[j]: its bit position in that word
 }
 
 // swarMasks are the constants of the word-parallel neighbour test of one parity of field
@@ -79,6 +81,11 @@ func NewGrid(bins int, min, max []float64) (*Grid, error) {
 	g.bits = bits.Len(uint(bins - 1))
 	g.perWord = 62 / g.bits
 	g.words = (d + g.perWord - 1) / g.perWord
+	g.word, g.sh = make([]int32, d), make([]uint8, d)
+	for j := range d {
+		g.word[j] = int32(j / g.perWord)
+		g.sh[j] = uint8((g.perWord - 1 - j%g.perWord) * g.bits)
+	}
 	k := uint(g.bits)
 	for p := range g.perWord {
 		m := &g.swar[p%2]
@@ -171,11 +178,11 @@ func (g *Grid) Coord(j int, x float32) uint32 {
 }
 
 // shift is the bit position of dimension j inside its word.
-func (g *Grid) shift(j int) uint { return uint((g.perWord - 1 - j%g.perWord) * g.bits) }
+func (g *Grid) shift(j int) uint { return uint(g.sh[j]) }
 
 // Field extracts dimension j's coordinate from a packed key (Words() words).
 func (g *Grid) Field(key []uint64, j int) uint32 {
-	return uint32(key[j/g.perWord]>>g.shift(j)) & (1<<g.bits - 1)
+	return uint32(key[g.word[j]]>>g.sh[j]) & (1<<g.bits - 1)
 }
 
 // Encode writes the packed key of every row into keys (row-major, Words() words per row;
