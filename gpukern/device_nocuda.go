@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/stages/detect/density"
+	"github.com/outlierd/outlierd/stages/detect/hypercube"
 )
 
 // noCUDA is why this build has no GPU; NoteCompanion adds why the CUDA companion did not take over.
@@ -94,3 +95,10 @@ func (d *Device) distSelect(n *distNode, m int, minOUT float64) ([]int, []float6
 	return nil, nil, 0, errNoCUDA
 }
 func (d *Device) distFree(n *distNode) error { return nil }
+func (d *Device) hypercubeEncode(cols [][]float32, g *hypercube.Grid, keys []uint64) error {
+	return errNoCUDA
+}
+
+func (d *Device) hypercubeDensity(c *hypercube.Cells, t *hypercube.Tree, w []int64) error {
+	return errNoCUDA
+}

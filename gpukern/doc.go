@@ -1,7 +1,8 @@
 // Package gpukern holds the CUDA kernels of outlierd and their Go launchers: batch k-NN weights
 // for solving-set prediction (KNNWeights), the micro-clustering passes (Assign, Reduce,
-// Cluster), SolvingSet, and density sampling (DetectRecords, DetectClusters: every mode, sampled
-// or exact 1-D). Each GPU function has a CPU twin of the same name (stages/detect/solvingset,
+// Cluster), SolvingSet, density sampling (DetectRecords, DetectClusters: every mode, sampled
+// or exact 1-D), and the hypercube density of GDBOD (Hypercube: key encoding and the LTR tree
+// search; stages/detect/hypercube). Each GPU function has a CPU twin of the same name (stages/detect/solvingset,
 // stages/microcluster, stages/detect/density) and a parity test against it. Device.Counters keeps
 // running totals of kernel time and bytes copied each way, for the pipeline's metrics.
 //

@@ -4,6 +4,7 @@
 //	outlierd topn     exact top-n distance-based outliers of a CSV file (SolvingSet or BruteForce)
 //	outlierd predict  score a CSV file against a saved solving-set model
 //	outlierd density  outliers in uncertain data by micro-clusters and density sampling
+//	outlierd hypercube  hypercube (grid) neighbourhood density scores (GDBOD)
 //	outlierd lint     validate a pipeline config; outlierd run: the streaming pipeline
 //	outlierd demo     the main job on an embedded default
 //	outlierd devices  the GPU this binary (or its CUDA companion, outlierd-cuda) opens, or why none
@@ -42,6 +43,8 @@ func commands() map[string]command {
 		"run":     {"run the streaming pipeline (Kafka in, outliers out)", runRun},
 		"demo":    {"the main job on an embedded default: in-process Kafka, sensor stream, live summary", runDemo},
 		"devices": {"where the GPU commands run: the GPU this binary opens, or why none", runDevices},
+
+		"hypercube": {"hypercube (grid) neighbourhood density scores of a CSV file (GDBOD)", runHypercube},
 	}
 }
 

@@ -82,3 +82,69 @@ func TestConfusion(t *testing.T) {
 		t.Fatalf("precision@n %g", p)
 	}
 }
+
+func TestAveragePrecisionKnownValues(t *testing.T) {
+	cases := []struct {
+		scores []float64
+		labels []bool
+		want   float64
+	}{
+		// scikit-learn's documented example: average_precision_score([0,0,1,1], [.1,.4,.35,.8]) = 0.8333
+		{[]float64{0.1, 0.4, 0.35, 0.8}, []bool{false, false, true, true}, (1.0 + 2.0/3) / 2},
+		{[]float64{4, 3, 2, 1}, []bool{true, true, false, false}, 1},
+		{[]float64{1, 2, 3, 4}, []bool{true, false, false, false}, 0.25},
+		// all tied: one threshold, precision = prevalence
+		{[]float64{5, 5, 5, 5, 5}, []bool{true, false, true, false, false}, 0.4},
+		// ties across classes at the top: {3: T, F} then {1: T}: 0.5*0.5 + 0.5*(2/3)
+		{[]float64{3, 3, 1}, []bool{true, false, true}, 0.5*0.5 + 0.5*2.0/3},
+	}
+	for i, c := range cases {
+		if got := AveragePrecision(c.scores, c.labels); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("case %d: got %.15g want %.15g", i, got, c.want)
+		}
+	}
+	if !math.IsNaN(AveragePrecision([]float64{1, 2}, []bool{false, false})) {
+		t.Error("no outlier: want NaN")
+	}
+}
+
+// TestAveragePrecisionDefinition: without ties, AP is the mean over the outliers of the precision
+// at each outlier's rank; checked on random permutations.
+func TestAveragePrecisionDefinition(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	for range 30 {
+		n := 2 + r.IntN(50)
+		s := make([]float64, n)
+		l := make([]bool, n)
+		pos := 0
+		for i, p := range r.Perm(n) {
+			s[i] = float64(p)
+			l[i] = r.IntN(4) == 0
+			if l[i] {
+				pos++
+			}
+		}
+		if pos == 0 {
+			continue
+		}
+		var sum float64
+		for i := range n {
+			if !l[i] {
+				continue
+			}
+			above, tpAbove := 0, 0 // rows scoring at least s[i]
+			for j := range n {
+				if s[j] >= s[i] {
+					above++
+					if l[j] {
+						tpAbove++
+					}
+				}
+			}
+			sum += float64(tpAbove) / float64(above)
+		}
+		if got, want := AveragePrecision(s, l), sum/float64(pos); math.Abs(got-want) > 1e-12 {
+			t.Fatalf("AP %v, definition %v", got, want)
+		}
+	}
+}
