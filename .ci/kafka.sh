@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# .ci/kafka.sh {start|stop|status|env} — a single-node Apache Kafka broker (KRaft, broker and
+# .ci/kafka.sh {start|stop|restart|status|env} — a single-node Apache Kafka broker (KRaft, broker and
 # controller in one JVM) on 127.0.0.1 for the integration tests.
 #
 # Version: Apache Kafka 4.1.1 (override with KAFKA_VERSION). Kafka 4.x was chosen over 3.9.x
@@ -22,11 +22,21 @@
 # independent) and is a no-op when the broker is already running. `stop` sends SIGTERM (a
 # controlled shutdown), waits up to 60 s and only then SIGKILLs.
 #
+# Keeping the data: `restart` (stop, then start on the same data) and `KAFKA_KEEP_DATA=1
+# start` (start a stopped broker on the data it left) keep the topics, their messages and
+# the consumer groups' committed offsets (and, with KAFKA_SECURITY=1, the certificates and
+# the SASL password), so a test can take a broker down and bring it back as an outage would
+# (pipeline/edges_outage_test.go does). Without data to keep (never started, or the run
+# directory removed) they start fresh. The previous broker.log is kept as broker.log.1, so
+# the readiness check below only sees the new start.
+#
 # Environment:
 #   KAFKA_VERSION  Kafka release (default 4.1.1)
 #   KAFKA_PORT     client listener port (default 39092; the controller uses KAFKA_PORT+1)
 #   OUTLIERD_CACHE cache root (default $HOME/.cache/outlierd)
 #   KAFKA_HEAP     JVM heap (default 512m: the machine is shared)
+#   KAFKA_KEEP_DATA 1: `start` keeps the data of the broker's last run (default 0: wipe it);
+#                  `restart` always keeps it
 #   KAFKA_SECURITY 1 adds two secured listeners to the same broker (default 0: PLAINTEXT only):
 #                  SASL_SSL on KAFKA_PORT+2 (SASL PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, one
 #                  user) and SSL with required client certificates ("MTLS") on KAFKA_PORT+3.
@@ -66,6 +76,7 @@ port="${KAFKA_PORT:-39092}"
 cport="$((port + 1))"
 heap="${KAFKA_HEAP:-512m}"
 security="${KAFKA_SECURITY:-0}"
+keep_data="${KAFKA_KEEP_DATA:-0}"
 sasl_port="$((port + 2))"
 mtls_port="$((port + 3))"
 cache="${OUTLIERD_CACHE:-$HOME/.cache/outlierd}/kafka-${version}"
@@ -249,22 +260,34 @@ start() {
     log "port ${sasl_port} or ${mtls_port} (KAFKA_SECURITY=1) is taken by another process; set KAFKA_PORT"
     exit 1
   fi
-  rm -rf "${run}"
-  local scram=()
-  if [[ ${security} == 1 ]]; then
-    mkdir -p "${run}"
-    gen_security
-    local pw
-    pw="$(cat "${secdir}/sasl-password")"
-    scram=(--add-scram "SCRAM-SHA-256=[name=outlierd,password=${pw}]"
-      --add-scram "SCRAM-SHA-512=[name=outlierd,password=${pw}]")
-  fi
-  write_config
   local t0=${SECONDS}
-  local uuid
-  uuid="$(java_cmd kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n1)"
-  java_cmd kafka.tools.StorageTool format -t "${uuid}" -c "${run}/server.properties" "${scram[@]}" \
-    >"${run}/format.log" 2>&1 || { cat "${run}/format.log" >&2; log "storage format failed"; exit 1; }
+  # The data of a previous run is kept only when asked, and only when it is whole: a formatted
+  # log directory (meta.properties) and, with KAFKA_SECURITY=1, the certificates it was
+  # started with.
+  if [[ ${keep_data} == 1 && -f "${run}/data/meta.properties" ]] &&
+    { [[ ${security} != 1 ]] || [[ -f "${secdir}/env" ]]; }; then
+    log "keeping the data of the last run in ${run}/data"
+    if [[ -f "${logfile}" ]]; then
+      mv -f "${logfile}" "${logfile}.1"
+    fi
+    write_config
+  else
+    rm -rf "${run}"
+    local scram=()
+    if [[ ${security} == 1 ]]; then
+      mkdir -p "${run}"
+      gen_security
+      local pw
+      pw="$(cat "${secdir}/sasl-password")"
+      scram=(--add-scram "SCRAM-SHA-256=[name=outlierd,password=${pw}]"
+        --add-scram "SCRAM-SHA-512=[name=outlierd,password=${pw}]")
+    fi
+    write_config
+    local uuid
+    uuid="$(java_cmd kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n1)"
+    java_cmd kafka.tools.StorageTool format -t "${uuid}" -c "${run}/server.properties" "${scram[@]}" \
+      >"${run}/format.log" 2>&1 || { cat "${run}/format.log" >&2; log "storage format failed"; exit 1; }
+  fi
   # setsid: the broker outlives this script and the test process that started it.
   setsid java "-Xmx${heap}" "-Xms${heap}" -XX:+UseG1GC \
     "-Dlog4j2.configurationFile=${run}/log4j2.properties" \
@@ -322,6 +345,11 @@ stop() {
 case "${1:-}" in
 start) start ;;
 stop) stop ;;
+restart)
+  stop
+  keep_data=1
+  start
+  ;;
 status)
   if running; then
     echo "running: Apache Kafka ${version}, pid $(cat "${pidfile}"), 127.0.0.1:${port}"
@@ -332,7 +360,7 @@ status)
   ;;
 env) print_env ;;
 *)
-  echo "usage: $0 {start|stop|status|env}" >&2
+  echo "usage: $0 {start|stop|restart|status|env}" >&2
   exit 2
   ;;
 esac

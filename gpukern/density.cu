@@ -329,14 +329,17 @@ __device__ void detect_object(const DensArgs& A, const T* means, const T* sds, l
     A.bInvStep = bInvStep;                                                                       \
     A.cells = cells;
 
-// Records: float32 columns, record i draws from stream firstIndex + i.
+// Records: float32 columns, record i draws from stream index[i] (the record's identity,
+// density.Params.Index) or, when index is null, firstIndex + i.
 extern "C" __global__ void density_records(const float* __restrict__ means,
-                                           const float* __restrict__ sds, u64 firstIndex,
+                                           const float* __restrict__ sds,
+                                           const u64* __restrict__ index, u64 firstIndex,
                                            DENS_PARAMS) {
     const ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     DENS_ARGS
-    detect_object(A, means, sds, i, seed, firstIndex + (u64)i, prob, mask, flag);
+    const u64 stream = index ? index[i] : firstIndex + (u64)i;
+    detect_object(A, means, sds, i, seed, stream, prob, mask, flag);
 }
 
 // Clusters: float64 centroids and sqrt(Delta) of the non-empty clusters; object i draws from

@@ -157,6 +157,8 @@ type DensityParams struct {
 	// FirstIndex is the stream index of the first record (record i uses FirstIndex + i); clusters
 	// use their own index.
 	FirstIndex uint64
+	// Index, when not nil, is each record's own stream index (density.Params.Index); records only.
+	Index []uint64
 	// Exact computes 1-D subspaces exactly (density.Params.Exact): the normal mass of the
 	// superlevel set {u : f_j(u) > Eta}, whose intervals the CPU twin computes once per Eta.
 	Exact bool
@@ -165,13 +167,13 @@ type DensityParams struct {
 // DensityParamsOf is the CPU twin's parameters as the kernels' (Workers has no GPU meaning).
 func DensityParamsOf(p density.Params) DensityParams {
 	return DensityParams{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples, Mode: p.Mode, Seed: p.Seed,
-		FirstIndex: p.FirstIndex, Exact: p.Exact}
+		FirstIndex: p.FirstIndex, Index: p.Index, Exact: p.Exact}
 }
 
 // cpu is p as the CPU twin's parameters, whose Validate this package shares.
 func (p DensityParams) cpu() density.Params {
 	return density.Params{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples, Mode: p.Mode,
-		Seed: p.Seed, FirstIndex: p.FirstIndex, Exact: p.Exact}
+		Seed: p.Seed, FirstIndex: p.FirstIndex, Index: p.Index, Exact: p.Exact}
 }
 
 // check validates p for objects objects of the model's dimensionality.
@@ -300,6 +302,9 @@ func DetectRecords(d *Device, m *DensityModel, means, sds [][]float32, p Density
 	}
 	if len(out) != n {
 		return fmt.Errorf("gpukern.DetectRecords: %w: %d verdicts for %d records", errShape, len(out), n)
+	}
+	if p.Index != nil && len(p.Index) != n {
+		return fmt.Errorf("gpukern.DetectRecords: %w: %d stream indices for %d records", errShape, len(p.Index), n)
 	}
 	for j := range means {
 		for i, v := range means[j] {

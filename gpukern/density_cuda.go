@@ -43,6 +43,11 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 			if xp, err = uploadCols(d, "means", obj.means, n); err != nil {
 				return err
 			}
+			if p.Index != nil { // the records' own streams (0: firstIndex + i in the kernel)
+				if ixp, err = upload(d, "record stream indices", p.Index); err != nil {
+					return err
+				}
+			}
 			if obj.sds != nil {
 				if ep, err = uploadCols(d, "sds", obj.sds, n); err != nil {
 					return err
@@ -90,7 +95,7 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 		if obj.clusters {
 			err = d.launch("density_clusters", grid, block, 0, append([]any{xp, ep, ixp}, common...)...)
 		} else {
-			err = d.launch("density_records", grid, block, 0, append([]any{xp, ep, p.FirstIndex}, common...)...)
+			err = d.launch("density_records", grid, block, 0, append([]any{xp, ep, ixp, p.FirstIndex}, common...)...)
 		}
 		if err != nil {
 			return err

@@ -503,3 +503,40 @@ func BenchmarkDetectClusters(b *testing.B) {
 		})
 	}
 }
+
+// TestDetectRecordsStreamIndexParity: records that carry their own stream indices
+// (DensityParams.Index, the pipeline's record identities) draw the same samples on the GPU as on
+// the CPU: the sampled verdicts and eta-probabilities are equal (zero tolerance, as in
+// TestDetectRecordsParity, whose reasoning applies sample for sample).
+func TestDetectRecordsStreamIndexParity(t *testing.T) {
+	d := openDevice(t)
+	const rows, dims, q, n = 3000, 4, 40, 300
+	cpu, gpu, _, data := densityFixture(t, rows, dims, q)
+	means, sds := make([][]float32, dims), make([][]float32, dims)
+	for j := range dims {
+		means[j], sds[j] = data.Cols[j][:n], data.SD[j][:n]
+	}
+	r := newRand(t, 77)
+	index := make([]uint64, n)
+	for i := range index {
+		index[i] = r.Uint64()
+	}
+	for _, mode := range []density.Mode{density.Restricted, density.Averaging} {
+		p := gpukern.DensityParams{Eta: 2, Delta: 0.5, Samples: 150, Mode: mode, Seed: 9, FirstIndex: 1000, Index: index}
+		want := make([]density.Verdict, n)
+		cp := cpuParams(p)
+		cp.Index = index
+		if err := cpu.DetectRecords(means, sds, cp, want); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]density.Verdict, n)
+		if err := gpukern.DetectRecords(d, gpu, means, sds, p, got); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if got[i].Outlier != want[i].Outlier || got[i].EtaProbability != want[i].EtaProbability {
+				t.Fatalf("%s record %d: GPU %+v, CPU %+v", mode, i, got[i], want[i])
+			}
+		}
+	}
+}

@@ -28,6 +28,9 @@ var solvingsetPTX string
 //go:embed density.ptx
 var densityPTX string
 
+//go:embed hypercube.ptx
+var hypercubePTX string
+
 // modules lists the embedded PTX modules and the kernels each one exports.
 var modules = []struct {
 	name, ptx string
@@ -35,8 +38,9 @@ var modules = []struct {
 }{
 	{"knn", knnPTX, []string{"knn_weights"}},
 	{"microcluster", microclusterPTX, []string{"assign_nearest", "cf_reduce_chunk", "cf_finalize"}},
-	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_candnn", "ss_select"}},
+	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_candnn", "ss_candlist", "ss_select"}},
 	{"density", densityPTX, []string{"density_records", "density_clusters"}},
+	{"hypercube", hypercubePTX, []string{"hc_encode", "hc_density"}},
 }
 
 // Available reports whether a CUDA device can be used and, if not, why.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/stages/detect/density"
+	"github.com/outlierd/outlierd/stages/detect/hypercube"
 )
 
 // noCUDA is why this build has no GPU; NoteCompanion adds why the CUDA companion did not take over.
@@ -75,3 +76,29 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 func (d *Device) keepDensityModel(m *DensityModel) error { return errNoCUDA }
 
 func (d *Device) dropDensityModel(m *DensityModel) error { return errNoCUDA }
+
+type distNode struct{}
+
+func (d *Device) newDistNode(cols [][]float32, rows, k, m int) (*distNode, error) {
+	return nil, errNoCUDA
+}
+func (d *Device) distTake(n *distNode, rows []int) ([]float32, []float32, error) {
+	return nil, nil, errNoCUDA
+}
+func (d *Device) distCompare(n *distNode, coords, lnnc []float32, minOUT float64) ([]bool, error) {
+	return nil, errNoCUDA
+}
+func (d *Device) distNeighbours(n *distNode, from, count []int) ([][]float32, error) {
+	return nil, errNoCUDA
+}
+func (d *Device) distSelect(n *distNode, m int, minOUT float64) ([]int, []float64, int, error) {
+	return nil, nil, 0, errNoCUDA
+}
+func (d *Device) distFree(n *distNode) error { return nil }
+func (d *Device) hypercubeEncode(cols [][]float32, g *hypercube.Grid, keys []uint64) error {
+	return errNoCUDA
+}
+
+func (d *Device) hypercubeDensity(c *hypercube.Cells, t *hypercube.Tree, w []int64) error {
+	return errNoCUDA
+}

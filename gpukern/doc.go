@@ -1,7 +1,8 @@
 // Package gpukern holds the CUDA kernels of outlierd and their Go launchers: batch k-NN weights
 // for solving-set prediction (KNNWeights), the micro-clustering passes (Assign, Reduce,
-// Cluster), SolvingSet, and density sampling (DetectRecords, DetectClusters: every mode, sampled
-// or exact 1-D). Each GPU function has a CPU twin of the same name (stages/detect/solvingset,
+// Cluster), SolvingSet, density sampling (DetectRecords, DetectClusters: every mode, sampled
+// or exact 1-D), and the hypercube density of GDBOD (Hypercube: key encoding and the LTR tree
+// search; stages/detect/hypercube). Each GPU function has a CPU twin of the same name (stages/detect/solvingset,
 // stages/microcluster, stages/detect/density) and a parity test against it. Device.Counters keeps
 // running totals of kernel time and bytes copied each way, for the pipeline's metrics.
 //
@@ -18,6 +19,11 @@
 // Density sampling decides almost every sample from the model's density bounds table
 // (density.Bounds, stages/detect/density/bounds.go), uploaded with the model; KeepDensityModel
 // keeps a model and its table resident between calls (the pipeline keeps the serving model's).
+//
+// Projected clustering (Proclus, ProclusData; proclus.cu) is GPU-FAST-PROCLUS: the control flow
+// stays on the host (stages/detect/proclus.RunEngine, shared with the CPU), the O(rows) passes run
+// here with the FAST distance cache and incremental localities; the sums are int64 fixed point,
+// so the result equals the CPU's exactly.
 //
 // Kernels are CUDA C (<name>.cu), compiled to PTX for compute_80 by nvcc 11.8 (PTX ISA 7.8, which
 // every driver from CUDA 11.8 on JIT-compiles, sm_90 included); the PTX is committed and embedded.

@@ -143,16 +143,20 @@ extern "C" __global__ void ss_dtoc(const float* __restrict__ X, ll N, ll dims,
 
 #define CANDNN_STEP 1024  // entries per thread between early-exit checks
 
-// ss_candnn: step c, candidates' side, block per candidate j. Each thread keeps a max-heap
+// candnn: step c, candidates' side, block per candidate j. Each thread keeps a max-heap
 // (local memory) of the k smallest distances of its strided slice of distM row j that are below
 // the candidate's current k-th distance; every CANDNN_STEP entries a thread whose heap is full
 // tests its sum as an upper bound of w_k(c, D) (any k points bound it) and the block stops when
 // the candidate is pruned (S-MS early exit). Otherwise the heaps are merged pairwise (tree, through
-// scratch[block][slot][thread]), then with LNNC, and thread 0 writes the exact weight (ascending
-// float64 sum). weight[j] is written only for candidates that stay not done.
-extern "C" __global__ void ss_candnn(const float* __restrict__ distM, ll N, ll k,
-                                     const float* __restrict__ candHeap, int* candDone,
-                                     double* weight, float* scratch, double margin, double minOUT) {
+// scratch[block][slot][thread]) and sorted ascending. ss_candnn merges them with LNNC and thread 0
+// writes the exact weight (ascending float64 sum), only for candidates that stay not done;
+// ss_candlist (a node of the distributed solving set) writes the sorted local list itself,
+// slot-major (list[s*nc + j], +inf padded), so that the first slots of every candidate are one
+// contiguous download (the lazy merge).
+__device__ __forceinline__ void candnn(const float* __restrict__ distM, ll N, ll k,
+                                       const float* __restrict__ candHeap, int* candDone,
+                                       double* weight, float* scratch, double margin, double minOUT,
+                                       float* list, ll nc) {
     __shared__ int sStop;
     const ll j = blockIdx.x;
     if (candDone[j]) return;  // block-uniform
@@ -197,9 +201,10 @@ extern "C" __global__ void ss_candnn(const float* __restrict__ distM, ll N, ll k
         }
     }
     if (tid != 0) return;
-    for (int s = 0; s < k; s++)
-        if (lnnc[s] < h[0]) replace_top(h, 1, (int)k, lnnc[s]);
-    // Heap sort ascending, then the canonical float64 sum.
+    if (!list)
+        for (int s = 0; s < k; s++)
+            if (lnnc[s] < h[0]) replace_top(h, 1, (int)k, lnnc[s]);
+    // Heap sort ascending.
     for (int end = (int)k - 1; end > 0; end--) {
         const float last = h[end];
         h[end] = h[0];
@@ -214,9 +219,26 @@ extern "C" __global__ void ss_candnn(const float* __restrict__ distM, ll N, ll k
         }
         h[p] = last;
     }
-    double w = 0.0;
+    if (list) {
+        for (int s = 0; s < k; s++) list[(ll)s * nc + j] = h[s];
+        return;
+    }
+    double w = 0.0;  // the canonical float64 sum
     for (int s = 0; s < k; s++) w = __dadd_rn(w, (double)h[s]);
     weight[j] = w;
+}
+
+extern "C" __global__ void ss_candnn(const float* __restrict__ distM, ll N, ll k,
+                                     const float* __restrict__ candHeap, int* candDone,
+                                     double* weight, float* scratch, double margin, double minOUT) {
+    candnn(distM, N, k, candHeap, candDone, weight, scratch, margin, minOUT, nullptr, 0);
+}
+
+extern "C" __global__ void ss_candlist(const float* __restrict__ distM, ll N, ll k,
+                                       const float* __restrict__ candHeap, int* candDone,
+                                       float* scratch, double margin, double minOUT, float* list,
+                                       ll nc) {
+    candnn(distM, N, k, candHeap, candDone, nullptr, scratch, margin, minOUT, list, nc);
 }
 
 #define SEL_SLICE 2048

@@ -104,6 +104,12 @@ func (p SolvingSetParams) validate(rows, dims int) error {
 // pairs, each sorted best first (key descending, index ascending; key < 0 = inactive); it returns
 // the m best indices overall in that order (a k-way merge over the list heads).
 func mergeTopM(keys []float64, idx []int32, take, m int) []int {
+	out, _ := mergeTopMKeys(keys, idx, take, m)
+	return out
+}
+
+// mergeTopMKeys is mergeTopM that also returns each chosen index's key.
+func mergeTopMKeys(keys []float64, idx []int32, take, m int) ([]int, []float64) {
 	type head struct {
 		key float64
 		idx int32
@@ -138,9 +144,11 @@ func mergeTopM(keys []float64, idx []int32, take, m int) []int {
 		down(i)
 	}
 	out := make([]int, 0, m)
+	outKeys := make([]float64, 0, m)
 	for len(out) < m && len(h) > 0 {
 		top := h[0]
 		out = append(out, int(top.idx))
+		outKeys = append(outKeys, top.key)
 		if n := top.pos + 1; n < top.end && keys[n] >= 0 {
 			h[0] = head{keys[n], idx[n], n, top.end}
 		} else {
@@ -149,7 +157,7 @@ func mergeTopM(keys []float64, idx []int32, take, m int) []int {
 		}
 		down(0)
 	}
-	return out
+	return out, outKeys
 }
 
 // finish builds the result from the candidates' exact weights (solvingset's run, final part).

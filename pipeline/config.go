@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/outlierd/outlierd/pipeline/config"
 	"github.com/outlierd/outlierd/pipeline/metrics"
 	"github.com/outlierd/outlierd/stages/detect"
@@ -48,6 +50,37 @@ type RunConfig struct {
 	// ShutdownTimeout bounds the graceful stop (drain, flush, commit) after SIGINT/SIGTERM;
 	// past it in-flight work is abandoned (it is re-read after a restart). Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// Role is this process's part (docs/OPERATIONS.md "Builder and scorers"): all (default:
+	// one process reads, builds models and scores), builder (reads the whole input topic in the
+	// group "<ingest.group_id>.builder", builds models and publishes them to ModelTopic; emits
+	// nothing) or scorer (scores the partitions the group gives it with the newest model of
+	// ModelTopic; keeps no window, builds nothing). One model of the whole stream, many scorers.
+	Role string `yaml:"role"`
+	// ModelTopic is the topic models travel on from the builder to the scorers, on the output
+	// cluster (sink.brokers, sink.security). Create it with one partition and
+	// cleanup.policy=compact. Required for builder and scorer; unused by all.
+	ModelTopic string `yaml:"model_topic"`
+	// StaleModelAfter makes a scorer not ready (/readyz 503, with the model's age) once its
+	// model is older than this: the builder stopped publishing. 0 (default) never does; the
+	// age is always in outlierd_model_age_seconds.
+	StaleModelAfter time.Duration `yaml:"stale_model_after"`
+	// LogLevel is the least severe level logged: debug, info (default), warn or error. debug
+	// adds the Kafka client's own messages (joins, fetches, rebalances: most of the log) and
+	// per-model details; `outlierd run --log-level` overrides it. A change needs a restart.
+	LogLevel string `yaml:"log_level"`
+}
+
+// logLevels maps run.log_level to zerolog's levels.
+var logLevels = map[string]zerolog.Level{
+	"debug": zerolog.DebugLevel, "info": zerolog.InfoLevel, "warn": zerolog.WarnLevel, "error": zerolog.ErrorLevel,
+}
+
+// ParseLogLevel reads a run.log_level value (debug, info, warn or error).
+func ParseLogLevel(s string) (zerolog.Level, error) {
+	if l, ok := logLevels[s]; ok {
+		return l, nil
+	}
+	return zerolog.InfoLevel, fmt.Errorf("%q, want debug, info, warn or error", s)
 }
 
 // Default is the configuration with every default filled in.
@@ -57,38 +90,56 @@ func Default() Config {
 		Ingest: ingest.Default(),
 		Detect: detect.Default(),
 		Sink:   sink.Default(),
-		Run:    RunConfig{QueueBatches: 4, CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second},
+		Run:    RunConfig{QueueBatches: 4, CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second, Role: "all", LogLevel: "info"},
 		HTTP:   metrics.DefaultConfig(),
 	}
 }
 
-// Validate reports every problem of every section at once.
+// Validate reports every problem of every section at once (errors.Join), each a
+// config.FieldError naming its key, so that lint, the start and a reload refuse a config that
+// cannot run, pointing at the line to fix. Each section checks its own keys beside its stage;
+// the checks across sections (the detect stage and the feature count) are here.
 func (c *Config) Validate() error {
 	var errs []error
+	add := func(key, format string, a ...any) { errs = append(errs, config.Fieldf(key, format, a...)) }
 	switch c.Device {
 	case "auto", "cpu", "cuda":
 	default:
-		errs = append(errs, fmt.Errorf("device must be auto, cpu or cuda, got %q", c.Device))
+		add("device", "must be auto, cpu or cuda, got %q", c.Device)
 	}
 	for _, v := range []interface{ Validate() error }{&c.Ingest, &c.Detect, &c.Sink, &c.HTTP} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	if len(c.Ingest.Features) > 0 {
+		if err := c.Detect.ValidateFeatures(len(c.Ingest.Features)); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.Run.QueueBatches < 1 {
-		errs = append(errs, fmt.Errorf("run.queue_batches must be >= 1, got %d", c.Run.QueueBatches))
+		add("run.queue_batches", "must be >= 1, got %d", c.Run.QueueBatches)
 	}
 	if c.Run.CommitInterval <= 0 {
-		errs = append(errs, fmt.Errorf("run.commit_interval must be > 0, got %s", c.Run.CommitInterval))
+		add("run.commit_interval", "must be > 0, got %s", c.Run.CommitInterval)
 	}
 	if c.Run.ShutdownTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("run.shutdown_timeout must be > 0, got %s", c.Run.ShutdownTimeout))
+		add("run.shutdown_timeout", "must be > 0, got %s", c.Run.ShutdownTimeout)
 	}
+	if _, err := ParseLogLevel(c.Run.LogLevel); err != nil {
+		add("run.log_level", "%w", err)
+	}
+	if c.Ingest.Topic != "" { // empty: ingest's Validate says it is required
+		if err := sink.ValidTopicName(c.Ingest.Topic); err != nil {
+			add("ingest.topic", "%w", err)
+		}
+	}
+	errs = append(errs, c.validateRole()...)
 	if c.Ingest.DeadLetterTopic != "" && c.Ingest.DeadLetterTopic != c.Sink.DeadLetterTopic {
-		errs = append(errs, fmt.Errorf("ingest.dead_letter_topic %q differs from sink.dead_letter_topic %q: the sink writes the dead letters, set it there", c.Ingest.DeadLetterTopic, c.Sink.DeadLetterTopic))
+		add("ingest.dead_letter_topic", "%q differs from sink.dead_letter_topic %q: the sink writes the dead letters, set it there", c.Ingest.DeadLetterTopic, c.Sink.DeadLetterTopic)
 	}
 	if c.Sink.Topic != "" && c.Sink.Topic == c.Ingest.Topic {
-		errs = append(errs, fmt.Errorf("sink.topic %q is the input topic: outputs would be read back as input", c.Sink.Topic))
+		add("sink.topic", "%q is the input topic: outputs would be read back as input", c.Sink.Topic)
 	}
 	return errors.Join(errs...)
 }

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -17,6 +18,9 @@ import (
 type Device struct {
 	gpu  *gpukern.Device
 	name string
+	// more are the host's other GPUs (ordinals 1, 2, ...): SolvingSet spreads over every GPU
+	// for windows of at least multiGPURows (the distributed solving set, one node per device).
+	more []*gpukern.Device
 
 	// The density model kept resident on the GPU: the serving model's, replaced (and the old
 	// one freed) when a batch arrives scored by a newer model.
@@ -40,8 +44,16 @@ func OpenDevice(choice string, log zerolog.Logger) (*Device, error) {
 	if ok {
 		d, err := gpukern.Open(0)
 		if err == nil {
-			log.Info().Str("device", "cuda").Str("gpu", d.Name()).Msg("device: GPU")
-			return &Device{gpu: d, name: "cuda:" + d.Name()}, nil
+			dev := &Device{gpu: d, name: "cuda:" + d.Name()}
+			for i := 1; ; i++ { // every other GPU of the host, for the builds of large windows
+				o, err := gpukern.Open(i)
+				if err != nil {
+					break
+				}
+				dev.more = append(dev.more, o)
+			}
+			log.Info().Str("device", "cuda").Str("gpu", d.Name()).Int("gpus", 1+len(dev.more)).Msg("device: GPU")
+			return dev, nil
 		}
 		why = err.Error()
 	}
@@ -66,12 +78,52 @@ func (d *Device) Accelerator() detect.Accelerator {
 	return d
 }
 
-// Close releases the GPU.
+// Close releases the GPUs.
 func (d *Device) Close() error {
 	if d.gpu == nil {
 		return nil
 	}
-	return d.gpu.Close()
+	errs := []error{d.gpu.Close()}
+	for _, o := range d.more {
+		errs = append(errs, o.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// multiGPURows is the smallest window SolvingSet spreads over several GPUs: the distributed
+// solving set has a serial part of 2-5 ms per iteration (docs/BENCHMARKS.md §4.3.1), which a
+// 10M-row window amortises (1.7-1.9x on 2 GPUs) and a 50,000-row window would not.
+const multiGPURows = 1_000_000
+
+// distributedSolvingSet runs SolvingSet over every GPU, one node per device over consecutive
+// partitions of the rows; the same result as one device.
+func (d *Device) distributedSolvingSet(cols [][]float32, p solvingset.Params) (solvingset.Result, error) {
+	devs := append([]*gpukern.Device{d.gpu}, d.more...)
+	rows := len(cols[0])
+	nodes := make([]solvingset.Node, 0, len(devs))
+	defer func() {
+		for _, n := range nodes {
+			n.(*gpukern.DistributedNode).Close()
+		}
+	}()
+	for i, g := range devs {
+		lo, hi := rows*i/len(devs), rows*(i+1)/len(devs)
+		part := make([][]float32, len(cols))
+		for j := range cols {
+			part[j] = cols[j][lo:hi]
+		}
+		n, err := gpukern.NewDistributedNode(g, part, p.K, p.M)
+		if err != nil {
+			return solvingset.Result{}, err
+		}
+		nodes = append(nodes, n)
+	}
+	r, err := solvingset.DistributedSolvingSet(nodes, len(cols), p, true)
+	if err != nil {
+		return solvingset.Result{}, err
+	}
+	r.DistanceComputations = -1
+	return r.Result, nil
 }
 
 // SolvingSet runs SolvingSet on the GPU. DistanceComputations is -1: the kernels do not count.
@@ -81,6 +133,9 @@ func (d *Device) SolvingSet(cols [][]float32, p solvingset.Params) (solvingset.R
 	}
 	if p.K > gpukern.KNNMaxK {
 		return solvingset.Result{}, fmt.Errorf("k=%d is above the GPU kernel's limit %d", p.K, gpukern.KNNMaxK)
+	}
+	if len(d.more) > 0 && len(cols) > 0 && len(cols[0]) >= multiGPURows {
+		return d.distributedSolvingSet(cols, p)
 	}
 	r, err := gpukern.SolvingSet(d.gpu, cols, gpukern.SolvingSetParams{K: p.K, N: p.N, M: p.M, Seed: p.Seed})
 	if err != nil {

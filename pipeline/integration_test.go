@@ -395,14 +395,14 @@ func scoreWith(t *testing.T, m *detect.Model, recs []*sensorRecord, dp density.P
 	if n == 0 {
 		return out
 	}
-	nm, ns := make([][]float32, sensorDims), make([][]float32, sensorDims)
+	raw, rawSD := make([][]float32, sensorDims), make([][]float32, sensorDims)
 	for j := range sensorDims {
-		nm[j], ns[j] = make([]float32, n), make([]float32, n)
+		raw[j], rawSD[j] = make([]float32, n), make([]float32, n)
 		for i, r := range recs {
-			nm[j][i] = (r.means[j] - m.Offset[j]) * m.Scale[j] // the stage's normalise, in float32
-			ns[j][i] = r.sds[j] * m.Scale[j]
+			raw[j][i], rawSD[j][i] = r.means[j], r.sds[j]
 		}
 	}
+	nm, ns := m.Normalised(raw, rawSD) // the stage's normalisation
 	dv := make([]density.Verdict, n)
 	if err := m.Density.DetectRecords(nm, ns, dp, dv); err != nil {
 		t.Fatalf("model %d: density: %v", m.Version, err)
@@ -456,8 +456,12 @@ func checkScores(t *testing.T, o *outputRecord, m *detect.Model, vd verdict, rec
 		t.Errorf("output %s: subspace %v is not a feature", o.ID, o.Subspace)
 		return
 	}
-	x := float64((rec.means[j] - m.Offset[j]) * m.Scale[j])
-	psi := float64(rec.sds[j] * m.Scale[j])
+	raw, rawSD := make([][]float32, sensorDims), make([][]float32, sensorDims)
+	for d := range sensorDims {
+		raw[d], rawSD[d] = []float32{rec.means[d]}, []float32{rec.sds[d]}
+	}
+	nm, ns := m.Normalised(raw, rawSD) // the stage's normalisation
+	x, psi := float64(nm[j][0]), float64(ns[j][0])
 	if eta := m.Density.EtaProbabilityExact(j, x, psi, cfg.Detect.Density.Eta); eta != s.EtaProbability {
 		t.Errorf("output %s: eta-probability %v in %s, recomputed %v", o.ID, s.EtaProbability, o.Subspace[0], eta)
 	}
@@ -489,12 +493,19 @@ func checkSolvingSets(t *testing.T, in *sensorInput, tr *modelTrace) {
 		}
 		found := make([]bool, len(pts[0]))
 		last := tr.last[v]
+		raw := make([][]float32, sensorDims)
 		for _, r := range in.records {
+			for j := range raw {
+				raw[j] = append(raw[j], r.means[j])
+			}
+		}
+		norm, _ := m.Normalised(raw, nil) // the stage's normalisation
+		for i, r := range in.records {
 			if r.malformed || (last[r.p] >= 0 && r.off > last[r.p]) {
 				continue
 			}
 			for j := range f {
-				f[j] = math.Float32bits((r.means[j] - m.Offset[j]) * m.Scale[j])
+				f[j] = math.Float32bits(norm[j][i])
 			}
 			for _, i := range want[f] {
 				found[i] = true

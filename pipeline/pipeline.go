@@ -50,6 +50,12 @@ type Pipeline struct {
 	// when that goroutine ends, so a reload never waits for a loop that is gone.
 	reconf     chan reconfRequest
 	detectDone chan struct{}
+	// role is run.role (roles.go): a builder publishes its models (pub), a scorer follows
+	// them (models, fed by follow); both read the model topic at start.
+	role   detect.Role
+	pub    *modelPublisher
+	follow *modelFollower
+	models chan *detect.Model
 }
 
 // New connects the stages (no goroutine starts before Run).
@@ -57,9 +63,16 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkTopics(cfg, log); err != nil { // before the reader joins (topics.go)
+		return nil, err
+	}
 	p := &Pipeline{cfg: cfg, log: log, cp: checkpoint.New(), reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
 	var err error
-	if p.src, err = ingest.NewSource(cfg.Ingest, p.cp, memory.DefaultAllocator, log); err != nil {
+	in := cfg.Ingest
+	if cfg.Run.Role == "builder" {
+		in.GroupID = BuilderGroup(in.GroupID) // the builder reads every partition
+	}
+	if p.src, err = ingest.NewSource(in, p.cp, memory.DefaultAllocator, log); err != nil {
 		return nil, fmt.Errorf("pipeline: source: %w", err)
 	}
 	if p.snk, err = sink.New(cfg.Sink); err != nil {
@@ -73,6 +86,11 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 		return nil, fmt.Errorf("pipeline: detect: %w", err)
 	}
 	p.det.OnModel = func(m *detect.Model) { p.stats.ModelVersion.Store(m.Version) }
+	if err := p.setUpRole(); err != nil {
+		p.src.Close()
+		p.snk.Close()
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
 	if p.dev, err = OpenDevice(cfg.Device, log); err != nil {
 		p.src.Close()
 		p.snk.Close()
@@ -81,6 +99,7 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 	p.det.SetAccelerator(p.dev.Accelerator())
 	p.metrics = metrics.New()
 	p.metrics.SetDevice(p.dev.Name())
+	p.metrics.SetStaleModelAfter(cfg.Run.StaleModelAfter)
 	if cfg.HTTP.Enabled() {
 		if p.lag, err = p.newLagPoller(); err != nil {
 			p.src.Close()
@@ -138,7 +157,15 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	stopReady := context.AfterFunc(ctx, p.metrics.SetStopping)
 	defer stopReady()
 	defer p.metrics.SetStopping()
-	p.showModel() // a model loaded from a snapshot serves from the start
+	roleDone, err := p.startRole(ctx, work)
+	if err != nil {
+		abandon(err)
+		<-roleDone
+		p.det.Close()
+		p.dev.Close()
+		return errors.Join(err, p.src.Close(), p.snk.Close(), p.closeRole())
+	}
+	p.showModel() // a model loaded from a snapshot (or the model topic) serves from the start
 	lagDone := make(chan struct{})
 	if p.lag != nil {
 		go func() { // lag: polls the brokers until the end of Run
@@ -177,6 +204,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}()
 	go func() { // sink
 		defer wg.Done()
+		if p.role == detect.RoleBuilder {
+			p.builderAckLoop(scored) // a builder emits nothing: a batch in the window is done
+			return
+		}
 		if err := p.sinkLoop(work, scored); err != nil {
 			fail(err)
 		}
@@ -220,9 +251,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	abandon(nil)
 	<-commitDone
 	<-lagDone
+	<-roleDone
 	p.det.Close()
 	p.dev.Close()
-	closeErr := errors.Join(p.src.Close(), p.snk.Close())
+	closeErr := errors.Join(p.src.Close(), p.snk.Close(), p.closeRole())
 	if firstErr != nil {
 		return firstErr
 	}
@@ -241,8 +273,13 @@ func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- *batch.Batch)
 		if b != nil || len(dls) > 0 {
 			p.metrics.ObserveBatch(metrics.StageFetch, time.Since(start))
 		}
-		if len(dls) > 0 {
-			werr := p.retry(work, "dead-letter write", func() error { return p.snk.WriteDeadLetters(work, dls) })
+		if len(dls) > 0 && p.role == detect.RoleBuilder {
+			// The scorers, which read the same messages, write the dead letters.
+			for _, d := range dls {
+				p.cp.Done(d.Partition, d.Offset)
+			}
+		} else if len(dls) > 0 {
+			werr := p.retry(work, writeDeadLetters, func() error { return p.snk.WriteDeadLetters(work, dls) })
 			if werr != nil {
 				if b != nil {
 					b.Record.Release()
@@ -309,6 +346,15 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan *batch.Batch, out 
 		select {
 		case req := <-p.reconf:
 			p.applyReconf(req)
+		case m := <-p.models: // a scorer's newer model (nil channel in the other roles)
+			ready, err := p.installFollowed(m)
+			if err != nil {
+				return fmt.Errorf("pipeline: detect: %w", err)
+			}
+			p.showModel()
+			if !send(ready) {
+				return nil
+			}
 		case b, ok := <-in:
 			if open = ok; !ok {
 				break
@@ -338,6 +384,15 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan *batch.Batch, out 
 	}
 	send(rest)
 	return nil
+}
+
+// builderAckLoop marks a builder's batches done as they leave the detect stage (they are in
+// the window; nothing is written) until in is closed.
+func (p *Pipeline) builderAckLoop(in <-chan *batch.Batch) {
+	for b := range in {
+		p.markDone(b)
+		b.Record.Release()
+	}
 }
 
 // markDone is called by the sink once a batch's outputs are acknowledged.
@@ -384,7 +439,11 @@ func (p *Pipeline) showModel() {
 // security; a group with no commit starts where ingest.start_offset says.
 func (p *Pipeline) newLagPoller() (*metrics.LagPoller, error) {
 	in := p.cfg.Ingest
-	lc := metrics.LagConfig{Brokers: in.Brokers, Topic: in.Topic, GroupID: in.GroupID,
+	group := in.GroupID
+	if p.role == detect.RoleBuilder {
+		group = BuilderGroup(group)
+	}
+	lc := metrics.LagConfig{Brokers: in.Brokers, Topic: in.Topic, GroupID: group,
 		FromEarliest: in.StartOffset == ingest.StartEarliest, Interval: p.cfg.HTTP.LagInterval}
 	if in.Security.Enabled() {
 		var err error

@@ -191,7 +191,7 @@ func TestReloadRunningPipeline(t *testing.T) {
 		edit func(*Config)
 		want string
 	}{
-		{func(c *Config) { c.Detect.Density.Eta = 2 }, "detect.density.eta must be in (0, 1]"},
+		{func(c *Config) { c.Detect.Density.Eta = 2 }, "detect.density.eta: must be in (0, 1]"},
 		{func(c *Config) { c.Ingest.Topic = "elsewhere"; c.Sink.Emit = "outliers" }, "ingest.topic cannot change while running"},
 	} {
 		n := next

@@ -50,10 +50,10 @@ func TestTransient(t *testing.T) {
 // TestSinkWriteRetried is the regression test of the pipeline stopping on the first failed
 // produce (found by TestBrokerRestartRealBroker: a broker restart made the sink's write fail
 // and outlierd exit). kfake answers the pipeline's first produce requests to the output and
-// dead-letter topics with NOT_ENOUGH_REPLICAS (retriable), four times each, and the sink tries each
-// request once (max_attempts 1), so every such write fails up to the pipeline. The pipeline
-// must keep running, write every batch and dead letter once the broker accepts them again, and
-// commit everything.
+// dead-letter topics with NOT_ENOUGH_REPLICAS (retriable), four times each. With
+// sink.max_attempts 5 (one more than the refusals any batch can meet) the pipeline must keep
+// running, write every batch and dead letter once the broker accepts them again, and commit
+// everything; TestSinkCannotWriteRealBroker checks that max_attempts refusals stop it.
 func TestSinkWriteRetried(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -100,7 +100,7 @@ func TestSinkWriteRetried(t *testing.T) {
 	})
 
 	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
-	cfg.Sink.MaxAttempts = 1
+	cfg.Sink.MaxAttempts = refusals + 1
 	cfg.Detect.MinRecords = 1000
 	r := startPipeline(t, cfg, nil)
 	r.waitCommitted(t, br, group, input, 60*time.Second)

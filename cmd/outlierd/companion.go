@@ -38,7 +38,7 @@ const (
 )
 
 // deviceCommands are the commands that can run on a GPU.
-var deviceCommands = map[string]bool{"topn": true, "predict": true, "density": true, "run": true, "demo": true, "devices": true}
+var deviceCommands = map[string]bool{"topn": true, "predict": true, "density": true, "hypercube": true, "run": true, "demo": true, "devices": true}
 
 // handOff execs the CUDA companion for args when this is the CPU build, the command can use a
 // GPU, the device is not forced to cpu and the companion starts here. It returns only when it

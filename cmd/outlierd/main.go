@@ -4,6 +4,7 @@
 //	outlierd topn     exact top-n distance-based outliers of a CSV file (SolvingSet or BruteForce)
 //	outlierd predict  score a CSV file against a saved solving-set model
 //	outlierd density  outliers in uncertain data by micro-clusters and density sampling
+//	outlierd hypercube  hypercube (grid) neighbourhood density scores (GDBOD)
 //	outlierd lint     validate a pipeline config; outlierd run: the streaming pipeline
 //	outlierd demo     the main job on an embedded default
 //	outlierd devices  the GPU this binary (or its CUDA companion, outlierd-cuda) opens, or why none
@@ -37,11 +38,14 @@ func commands() map[string]command {
 		"topn":    {"exact top-n distance-based outliers of a CSV file", runTopN},
 		"predict": {"score a CSV file against a saved solving-set model", runPredict},
 		"density": {"outliers in uncertain data: micro-clusters and density sampling", runDensity},
+		"proclus": {"projected clustering (PROCLUS): k clusters, each in its own subspace, and outliers", runProclus},
 		"lint":    {"validate a pipeline config without running it", runLint},
 		"run":     {"run the streaming pipeline (Kafka in, outliers out)", runRun},
 		"replay":  {"feed a CSV file through the detect stage as the pipeline does, without Kafka", runReplay},
 		"demo":    {"the main job on an embedded default: in-process Kafka, sensor stream, live summary", runDemo},
 		"devices": {"where the GPU commands run: the GPU this binary opens, or why none", runDevices},
+
+		"hypercube": {"hypercube (grid) neighbourhood density scores of a CSV file (GDBOD)", runHypercube},
 	}
 }
 

@@ -8,9 +8,11 @@
 package batch
 
 import (
+	"hash/fnv"
 	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
 )
 
 // Column names of the source coordinates in Batch.Record, after the feature and uncertainty columns.
@@ -48,6 +50,57 @@ func (b *Batch) Len() int {
 		return 0
 	}
 	return int(b.Record.NumRows())
+}
+
+// Partitions are the records' source partitions (the _partition column), sharing the Arrow
+// buffer; nil when the record has no such column.
+func (b *Batch) Partitions() []int32 {
+	if idx := b.Record.Schema().FieldIndices(ColPartition); len(idx) == 1 {
+		if c, ok := b.Record.Column(idx[0]).(*array.Int32); ok {
+			return c.Int32Values()
+		}
+	}
+	return nil
+}
+
+// Offsets are the records' source offsets (the _offset column), sharing the Arrow buffer; nil
+// when the record has no such column.
+func (b *Batch) Offsets() []int64 {
+	if idx := b.Record.Schema().FieldIndices(ColOffset); len(idx) == 1 {
+		if c, ok := b.Record.Column(idx[0]).(*array.Int64); ok {
+			return c.Int64Values()
+		}
+	}
+	return nil
+}
+
+// StreamIndex is a record's identity as one number: a hash of the topic and partition plus the
+// offset. Whatever reads a record (a first delivery, a redelivery after a crash, another
+// process), it gets the same index, so anything derived from it (the density test's random
+// stream) gives the same verdict. Offsets of one partition map to consecutive, distinct indices;
+// two partitions collide only if their hashes lie within the offsets' span of each other
+// (probability about span/2^64).
+func StreamIndex(topic string, partition int32, offset int64) uint64 {
+	return TopicHashOf(topic).StreamIndex(partition, offset)
+}
+
+// TopicHash is a topic's hash, computed once for every record of a batch (StreamIndex).
+type TopicHash uint64
+
+// TopicHashOf hashes a topic name (FNV-1a, 64 bits).
+func TopicHashOf(topic string) TopicHash {
+	h := fnv.New64a()
+	h.Write([]byte(topic))
+	return TopicHash(h.Sum64())
+}
+
+// StreamIndex is batch.StreamIndex for a record of this topic.
+func (t TopicHash) StreamIndex(partition int32, offset int64) uint64 {
+	z := uint64(t) ^ (uint64(uint32(partition)) * 0x9E3779B97F4A7C15)
+	// One splitmix64 round spreads the partitions across the 64-bit space.
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return (z ^ (z >> 31)) + uint64(offset)
 }
 
 // Score is one record's verdict and the explanation a user reads.

@@ -2,12 +2,14 @@
 //
 // Loading a file is four steps, each reporting every problem it finds rather than the first:
 //
-//  1. parse the YAML (syntax errors name file:line);
+//  1. parse the YAML (a syntax error names file:line:column of the line that breaks the
+//     document, e.g. a key indented wrongly, not the line where its block starts);
 //  2. expand ${ENV} / ${ENV:-default} in scalar values (see the rules in interpolate.go; an unset
 //     variable without a default is an error naming the variable and its file:line:column);
-//  3. decode strictly (yaml.v3 Decoder.KnownFields): a misspelt or unknown key is an error naming
-//     file:line:column and the key, a value of the wrong type one naming file:line:column;
-//  4. call Validate() error when the destination type has it, prefixing its message with the file.
+//  3. decode strictly (yaml.v3 Decoder.KnownFields): a misspelt or unknown key, or a value of the
+//     wrong type, is an error "file:line:column: key: message", the key with its full path;
+//  4. call Validate() error when the destination type has it: each FieldError it returns (see
+//     field.go) becomes "file:line:column: key: message" at that key's position.
 //
 // The package knows nothing about outlierd's own sections: the pipeline package defines the
 // top-level struct and calls Load with it.
@@ -43,13 +45,17 @@ type Error struct {
 }
 
 // Error implements error.
-func (e *Error) Error() string {
+func (e *Error) Error() string { return renderIssues(e.File, e.Issues) }
+
+// renderIssues writes one "file:line:column: message" line per issue (":column" and ":line"
+// left out where unknown).
+func renderIssues(file string, issues []Issue) string {
 	var b strings.Builder
-	for i, is := range e.Issues {
+	for i, is := range issues {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(e.File)
+		b.WriteString(file)
 		if is.Line > 0 {
 			b.WriteString(":" + strconv.Itoa(is.Line))
 			if is.Column > 0 {
@@ -62,20 +68,36 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// ValidationError is returned when the decoded value's Validate method fails. Its message is the
-// Validate error with every line prefixed by the file name; Unwrap gives the Validate error.
-type ValidationError struct {
-	File string
-	Err  error
+// sortIssues puts issues in file order; those without a line keep their order, last.
+func sortIssues(issues []Issue) {
+	sort.SliceStable(issues, func(i, j int) bool {
+		a, b := issues[i], issues[j]
+		if (a.Line == 0) != (b.Line == 0) {
+			return b.Line == 0
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Column < b.Column
+	})
 }
 
-// Error implements error.
+// ValidationError is returned when the decoded value's Validate method fails. Issues has one
+// entry per problem, in file order: a FieldError is placed at its key's line and column (or its
+// nearest ancestor's in the file, when the key is not written there), any other error has no
+// position. Unwrap gives the Validate error.
+type ValidationError struct {
+	File   string
+	Err    error
+	Issues []Issue
+}
+
+// Error implements error: one "file:line:column: key: message" line per issue.
 func (e *ValidationError) Error() string {
-	lines := strings.Split(e.Err.Error(), "\n")
-	for i, l := range lines {
-		lines[i] = e.File + ": " + l
+	if len(e.Issues) == 0 {
+		return renderIssues(e.File, []Issue{{Msg: e.Err.Error()}})
 	}
-	return strings.Join(lines, "\n")
+	return renderIssues(e.File, e.Issues)
 }
 
 // Unwrap returns the error from Validate.
@@ -110,18 +132,16 @@ func LoadBytes[T any](name string, data []byte, into *T) error {
 		return fmt.Errorf("config: %s: nil destination", name)
 	}
 	tmp := *into
-	if issues := decodeInto(data, &tmp, os.LookupEnv); len(issues) > 0 {
-		sort.SliceStable(issues, func(i, j int) bool {
-			if issues[i].Line != issues[j].Line {
-				return issues[i].Line < issues[j].Line
-			}
-			return issues[i].Column < issues[j].Column
-		})
+	doc, issues := decodeInto(data, &tmp, os.LookupEnv)
+	if len(issues) > 0 {
+		sortIssues(issues)
 		return &Error{File: name, Issues: issues}
 	}
 	if v, ok := any(&tmp).(validator); ok {
 		if err := v.Validate(); err != nil {
-			return &ValidationError{File: name, Err: err}
+			issues := validationIssues(err, doc)
+			sortIssues(issues)
+			return &ValidationError{File: name, Err: err, Issues: issues}
 		}
 	}
 	*into = tmp
@@ -129,12 +149,18 @@ func LoadBytes[T any](name string, data []byte, into *T) error {
 }
 
 // decodeInto runs parse, interpolation and strict decoding of data into out (a pointer) and
-// returns every issue found.
-func decodeInto(data []byte, out any, lookup lookupFunc) []Issue {
+// returns the parsed document (file positions; nil when empty) and every issue found.
+func decodeInto(data []byte, out any, lookup lookupFunc) (*yaml.Node, []Issue) {
 	doc, issues := parseOne(data)
 	if doc == nil || len(issues) > 0 {
-		return issues
+		return doc, issues
 	}
+	return doc, decodeDoc(doc, data, out, lookup)
+}
+
+// decodeDoc is decodeInto's interpolation and decoding of the parsed doc.
+func decodeDoc(doc *yaml.Node, data []byte, out any, lookup lookupFunc) []Issue {
+	var issues []Issue
 
 	it := interpolator{lookup: lookup}
 	it.walk(doc)
@@ -158,7 +184,7 @@ func decodeInto(data []byte, out any, lookup lookupFunc) []Issue {
 		if err := yamlSafe(func() error { return yaml.Unmarshal(enc, &doc2) }); err != nil {
 			return append(issues, Issue{Msg: fmt.Sprintf("re-parsing the interpolated document: %v", err)})
 		}
-		idx.addPair(doc, &doc2, false)
+		idx.addPair(doc, &doc2, false, "")
 		src = enc
 	}
 
@@ -192,7 +218,7 @@ func parseOne(data []byte) (*yaml.Node, []Issue) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		return nil, []Issue{syntaxIssue(err)}
+		return nil, []Issue{syntaxIssue(err, data)}
 	}
 	var extra yaml.Node
 	switch err := yamlSafe(func() error { return dec.Decode(&extra) }); {
@@ -200,7 +226,7 @@ func parseOne(data []byte) (*yaml.Node, []Issue) {
 		return nil, []Issue{{Line: extra.Line, Column: extra.Column,
 			Msg: "a second YAML document (after ---); a config file holds exactly one"}}
 	case !errors.Is(err, io.EOF):
-		return nil, []Issue{syntaxIssue(err)}
+		return nil, []Issue{syntaxIssue(err, data)}
 	}
 	return &doc, nil
 }
@@ -229,14 +255,64 @@ var (
 )
 
 // syntaxIssue turns a yaml.v3 parse error ("yaml: line 3: did not find expected key") into an
-// Issue with its line; yaml.v3 reports no column for these.
-func syntaxIssue(err error) Issue {
+// Issue at the line that breaks the document (see problemLine).
+func syntaxIssue(err error, data []byte) Issue {
 	msg := err.Error()
 	if m := reLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
-		return Issue{Line: line, Msg: "YAML syntax: " + msg[len(m[0]):]}
+		rest := msg[len(m[0]):]
+		is := Issue{Line: line, Msg: "YAML syntax: " + rest}
+		if l, c := problemLine(data, line, rest); l > 0 {
+			is.Line, is.Column = l, c
+		}
+		return is
 	}
 	return Issue{Msg: "YAML syntax: " + strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// problemLine's search costs one parse of a prefix per line: it is bounded to files of config
+// size (the reference config is a few KiB); a larger file keeps yaml.v3's line.
+const (
+	maxProblemLines = 2000
+	maxProblemBytes = 64 << 10
+)
+
+// problemLine finds the line a syntax error is on, with the column of its first token. yaml.v3
+// names the line where the enclosing block started (its context mark), so a key indented wrongly
+// under a section is reported at the section's line, or at line 1 for an item of a list. The
+// document cut after the offending line fails with the same message, and cut before it does not
+// (a file cut at a line end is valid YAML up to there), so the first cut from yaml.v3's line on
+// that fails with msg is that line. 0 when none does (the error needs the whole file: an
+// unclosed quote or bracket).
+func problemLine(data []byte, from int, msg string) (line, col int) {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines) > maxProblemLines || len(data) > maxProblemBytes {
+		return 0, 0
+	}
+	n := 0
+	for i, l := range lines {
+		n += len(l)
+		if i+1 < from-1 { // yaml.v3 may give the 0-based line of its mark
+			continue
+		}
+		err := yamlSafe(func() error {
+			dec := yaml.NewDecoder(bytes.NewReader(data[:n]))
+			for {
+				var doc yaml.Node
+				if err := dec.Decode(&doc); err != nil {
+					return err
+				}
+			}
+		})
+		if err == nil || errors.Is(err, io.EOF) {
+			continue
+		}
+		if m := reLine.FindStringSubmatch(err.Error()); m != nil && err.Error()[len(m[0]):] == msg {
+			text := strings.TrimRight(string(l), "\r\n")
+			return i + 1, len(text) - len(strings.TrimLeft(text, " \t")) + 1
+		}
+	}
+	return 0, 0
 }
 
 // entry is one node of the decoded tree with the file position it came from.
@@ -246,6 +322,7 @@ type entry struct {
 	kind   yaml.Kind
 	value  string // value in the decoded text
 	mapKey bool
+	path   string // the node's key path from the root ("detect.density.eta", "ingest.features[2]")
 }
 
 // index finds the file position of a node that a yaml.v3 decode message refers to by line.
@@ -267,18 +344,40 @@ func (x *index) add(e entry) {
 }
 
 // addSame indexes a tree decoded from the file's own bytes.
-func (x *index) addSame(n *yaml.Node) { x.addPair(n, n, false) }
+func (x *index) addSame(n *yaml.Node) { x.addPair(n, n, false, "") }
 
-// addPair indexes b (decoded text) against a (file). The trees have the same shape by
-// construction; where they do not, the walk stops and positions there stay unknown.
-func (x *index) addPair(a, b *yaml.Node, mapKey bool) {
-	x.add(entry{line: b.Line, orig: a, kind: b.Kind, value: b.Value, mapKey: mapKey})
+// addPair indexes b (decoded text) against a (file), whose key path is path. The trees have the
+// same shape by construction; where they do not, the walk stops and positions there stay
+// unknown.
+func (x *index) addPair(a, b *yaml.Node, mapKey bool, path string) {
+	x.add(entry{line: b.Line, orig: a, kind: b.Kind, value: b.Value, mapKey: mapKey, path: path})
 	if a.Kind != b.Kind || len(a.Content) != len(b.Content) || a.Kind == yaml.AliasNode {
 		return
 	}
 	for i := range a.Content {
-		x.addPair(a.Content[i], b.Content[i], a.Kind == yaml.MappingNode && i%2 == 0)
+		p := path
+		switch a.Kind {
+		case yaml.MappingNode:
+			p = joinKey(path, a.Content[i-i%2].Value)
+		case yaml.SequenceNode:
+			p = path + "[" + strconv.Itoa(i) + "]"
+		}
+		x.addPair(a.Content[i], b.Content[i], a.Kind == yaml.MappingNode && i%2 == 0, p)
 	}
+}
+
+// reBareKey matches the keys written as is in a key path; others are quoted, ["a.b"].
+var reBareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// joinKey appends key to path in the syntax of FieldError keys.
+func joinKey(path, key string) string {
+	if !reBareKey.MatchString(key) {
+		return path + "[" + strconv.Quote(key) + "]"
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
 }
 
 // fileLine maps a decoded-text line to a file line (0 if unknown).
@@ -317,7 +416,7 @@ func (x *index) issue(msg string, original map[*yaml.Node]string) (Issue, *yaml.
 	case reField.MatchString(rest):
 		f := reField.FindStringSubmatch(rest)
 		e = pick(func(c entry) bool { return c.mapKey && c.value == f[1] })
-		rest = fmt.Sprintf("unknown key %q (not a field of %s)", f[1], f[2])
+		rest = fmt.Sprintf("unknown key (not a field of %s)", f[2])
 	case reDupKey.MatchString(rest):
 		k := reDupKey.FindStringSubmatch(rest)[1]
 		e = pick(func(c entry) bool { return c.mapKey && strconv.Quote(c.value) == `"`+k+`"` })
@@ -350,12 +449,18 @@ func (x *index) issue(msg string, original map[*yaml.Node]string) (Issue, *yaml.
 			rest = fmt.Sprintf("cannot unmarshal %s into %s", v[1], v[3])
 		}
 	}
+	// The key path is named only for a node identified above; the first node on the line gives
+	// the position of other messages (a custom unmarshaler's) but may be its enclosing mapping.
+	named := e != nil
 	if e == nil && len(cands) > 0 {
 		e = &cands[0]
 	}
 	if e == nil {
 		// Unknown node: only the line is known, and only when the text is the file's own.
 		return Issue{Line: x.fileLine(line), Msg: rest}, nil
+	}
+	if named && e.path != "" {
+		rest = e.path + ": " + rest // the key, as Validate's FieldErrors name it
 	}
 	return Issue{Line: e.orig.Line, Column: e.orig.Column, Msg: rest}, e.orig
 }

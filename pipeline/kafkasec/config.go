@@ -27,6 +27,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/outlierd/outlierd/pipeline/config"
 )
 
 // SASL mechanisms accepted by SASL.Mechanism (case-insensitive).
@@ -104,12 +106,12 @@ func (c *Config) mechanism() string { return strings.ToLower(c.SASL.Mechanism) }
 // lint` finds a missing or broken file before a run does.
 func (c *Config) Validate() error { return errors.Join(c.Problems("")...) }
 
-// Problems returns every problem of c, each message starting with prefix and the key
-// ("sink.security." gives "sink.security.tls.ca_file: ..."), for a stage's Validate to merge
+// Problems returns every problem of c, each a config.FieldError whose key is prefix and the
+// key ("sink.security." gives "sink.security.tls.ca_file"), for a stage's Validate to merge
 // into its own list. Messages never contain the password.
 func (c *Config) Problems(prefix string) []error {
 	var errs []error
-	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(prefix+format, a...)) }
+	add := func(key, format string, a ...any) { errs = append(errs, config.Fieldf(prefix+key, format, a...)) }
 
 	t := &c.TLS
 	if !t.Enabled {
@@ -124,24 +126,28 @@ func (c *Config) Problems(prefix string) []error {
 			}
 		}
 		if len(set) > 0 {
-			add("tls.enabled: false, but %s set: set tls.enabled: true, or remove them", strings.Join(set, ", "))
+			add("tls.enabled", "false, but %s set: set tls.enabled: true, or remove them", strings.Join(set, ", "))
 		}
 	} else {
 		if t.InsecureSkipVerify && t.CAFile != "" {
-			add("tls.insecure_skip_verify: with it the broker's certificate is not checked, so tls.ca_file would be ignored; remove one")
+			add("tls.insecure_skip_verify", "with it the broker's certificate is not checked, so tls.ca_file would be ignored; remove one")
 		}
 		if t.CAFile != "" {
 			if _, err := loadCA(t.CAFile); err != nil {
-				add("tls.ca_file: %w", err)
+				add("tls.ca_file", "%w", err)
 			}
 		}
 		switch {
 		case (t.CertFile == "") != (t.KeyFile == ""):
-			add("tls.cert_file, tls.key_file: set both (a client certificate) or neither")
+			missing, given := "tls.key_file", "tls.cert_file"
+			if t.CertFile == "" {
+				missing, given = given, missing
+			}
+			add(missing, "required with %s: set both tls.cert_file and tls.key_file (a client certificate) or neither", given)
 		case t.CertFile != "":
 			if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
 				// crypto/tls names what is wrong (no PEM data, key does not match), never key bytes.
-				add("tls.cert_file %q, tls.key_file %q: %w", t.CertFile, t.KeyFile, err)
+				add("tls.cert_file", "%q with tls.key_file %q: %w", t.CertFile, t.KeyFile, err)
 			}
 		}
 	}
@@ -150,28 +156,28 @@ func (c *Config) Problems(prefix string) []error {
 	switch m := c.mechanism(); m {
 	case MechanismNone:
 		if s.Username != "" || s.Password.IsSet() {
-			add("sasl.mechanism: empty (no authentication), but sasl.username or sasl.password set: set the mechanism (plain, scram-sha-256, scram-sha-512), or remove them")
+			add("sasl.mechanism", "empty (no authentication), but sasl.username or sasl.password set: set the mechanism (plain, scram-sha-256, scram-sha-512), or remove them")
 		}
 	case MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512:
 		if s.Username == "" {
-			add("sasl.username: required with sasl.mechanism %s", m)
+			add("sasl.username", "required with sasl.mechanism %s", m)
 		}
 		if !s.Password.IsSet() {
-			add("sasl.password: required with sasl.mechanism %s (e.g. password: ${KAFKA_SASL_PASSWORD})", m)
+			add("sasl.password", "required with sasl.mechanism %s (e.g. password: ${KAFKA_SASL_PASSWORD})", m)
 		}
 		if m == MechanismPlain && !t.Enabled {
-			add("sasl.mechanism: plain sends the password to the broker as is: enable tls (or use scram-sha-256/scram-sha-512)")
+			add("sasl.mechanism", "plain sends the password to the broker as is: enable tls (or use scram-sha-256/scram-sha-512)")
 		}
 		if m != MechanismPlain {
 			if s.Username != "" && !scramAccepts(m, s.Username) {
-				add("sasl.username: not valid for SCRAM (SASLprep refuses it: control or unassigned characters)")
+				add("sasl.username", "not valid for SCRAM (SASLprep refuses it: control or unassigned characters)")
 			}
 			if s.Password.IsSet() && !scramAccepts(m, s.Password.Reveal()) {
-				add("sasl.password: not valid for SCRAM (SASLprep refuses it: control or unassigned characters)")
+				add("sasl.password", "not valid for SCRAM (SASLprep refuses it: control or unassigned characters)")
 			}
 		}
 	default:
-		add("sasl.mechanism: %s, want plain, scram-sha-256 or scram-sha-512 (or empty for none)", strconv.Quote(s.Mechanism))
+		add("sasl.mechanism", "%s, want plain, scram-sha-256 or scram-sha-512 (or empty for none)", strconv.Quote(s.Mechanism))
 	}
 	return errs
 }

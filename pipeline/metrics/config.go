@@ -2,10 +2,11 @@ package metrics
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/outlierd/outlierd/pipeline/config"
 )
 
 // Config is the pipeline's `http` section: the listener serving /metrics, /healthz and
@@ -33,21 +34,21 @@ func DefaultConfig() Config {
 // Enabled reports whether the listener (and the lag polling) run.
 func (c *Config) Enabled() bool { return c.Listen != "" }
 
-// Validate reports every problem at once, each named by its key (http.*).
+// Validate reports every problem at once, each a config.FieldError named by its key (http.*).
 func (c *Config) Validate() error {
 	var errs []error
 	if c.Listen != "" {
 		host, port, err := net.SplitHostPort(c.Listen)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("http.listen %q: want host:port (empty: off): %w", c.Listen, err))
+			errs = append(errs, config.Fieldf("http.listen", "%q: want host:port (empty: off): %w", c.Listen, err))
 		} else if n, perr := strconv.Atoi(port); perr != nil || n < 0 || n > 65535 {
-			errs = append(errs, fmt.Errorf("http.listen %q: port %q is not a number in 0..65535", c.Listen, port))
+			errs = append(errs, config.Fieldf("http.listen", "%q: port %q is not a number in 0..65535", c.Listen, port))
 		} else if host != "" && net.ParseIP(host) == nil && !validHostname(host) {
-			errs = append(errs, fmt.Errorf("http.listen %q: host %q is neither an IP address nor a host name", c.Listen, host))
+			errs = append(errs, config.Fieldf("http.listen", "%q: host %q is neither an IP address nor a host name", c.Listen, host))
 		}
 	}
 	if c.LagInterval < 100*time.Millisecond {
-		errs = append(errs, fmt.Errorf("http.lag_interval must be >= 100ms (shorter only loads the brokers), got %s", c.LagInterval))
+		errs = append(errs, config.Fieldf("http.lag_interval", "must be >= 100ms (shorter only loads the brokers), got %s", c.LagInterval))
 	}
 	return errors.Join(errs...)
 }

@@ -73,6 +73,8 @@ func NewLagPoller(cfg LagConfig, m *Metrics, log zerolog.Logger) (*LagPoller, er
 	tr.ClientID = "outlierd-lag"
 	// Connections stay open between polls; one idle for several intervals is closed.
 	tr.IdleTimeout = max(30*time.Second, 3*cfg.Interval)
+	// The source's readiness needs the lag this poller provides (metrics.go Ready).
+	m.setSourceStaleAfter(max(3*cfg.Interval, 10*time.Second))
 	return &LagPoller{
 		cfg:       cfg,
 		m:         m,

@@ -8,6 +8,7 @@
 package metrics
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -99,13 +100,27 @@ type Metrics struct {
 	connected atomic.Bool
 	serving   atomic.Bool
 	stopping  atomic.Bool
+	// staleAfter (nanoseconds; 0: never) makes a model older than it "not ready" (a scorer
+	// whose builder stopped publishing).
+	staleAfter atomic.Int64
+
+	// The source's and the sink's part of readiness (Ready). progress is when the source last
+	// fetched (records into a batch, or messages it wrote as dead letters), unix nanoseconds
+	// on m.now's clock, 0 since the brokers were lost; caughtUp is whether the
+	// last lag poll found no lag; sourceStaleAfter is how old progress may be while there is
+	// lag (0: not judged, no lag poller). sinkFailing holds, per write path, why the sink
+	// cannot write (guarded by mu).
+	progress         atomic.Int64
+	caughtUp         atomic.Bool
+	sourceStaleAfter atomic.Int64
+	sinkFailing      map[string]string
 }
 
 // New returns a Metrics with its own registry, holding the pipeline's series plus the Go
 // runtime and process collectors (memory, goroutines, CPU, open files). The device is "cpu"
 // until SetDevice.
 func New() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), now: time.Now, device: "cpu", queues: map[string]func() int{}}
+	m := &Metrics{reg: prometheus.NewRegistry(), now: time.Now, device: "cpu", queues: map[string]func() int{}, sinkFailing: map[string]string{}}
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	}
@@ -143,8 +158,11 @@ func New() *Metrics {
 // Registry is the registry the metrics are gathered from (for tests and embedding).
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// AddRecordsIn counts n records decoded into a batch.
-func (m *Metrics) AddRecordsIn(n int) { m.recordsIn.Add(float64(n)) }
+// AddRecordsIn counts n records decoded into a batch (the source fetched: see Ready).
+func (m *Metrics) AddRecordsIn(n int) {
+	m.recordsIn.Add(float64(n))
+	m.progress.Store(m.now().UnixNano())
+}
 
 // AddRecordsOut counts an acknowledged batch: out records, of which flagged are outliers.
 func (m *Metrics) AddRecordsOut(out, flagged int) {
@@ -152,8 +170,27 @@ func (m *Metrics) AddRecordsOut(out, flagged int) {
 	m.flagged.Add(float64(flagged))
 }
 
-// AddDeadLetters counts n messages written to the dead-letter topic.
-func (m *Metrics) AddDeadLetters(n int) { m.deadLetters.Add(float64(n)) }
+// AddDeadLetters counts n messages written to the dead-letter topic (the source fetched them).
+func (m *Metrics) AddDeadLetters(n int) {
+	m.deadLetters.Add(float64(n))
+	m.progress.Store(m.now().UnixNano())
+}
+
+// SetSinkFailing records why the sink cannot write on the write path named what ("" once it
+// writes again); /readyz is 503 with the reason while any path fails.
+func (m *Metrics) SetSinkFailing(what, why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if why == "" {
+		delete(m.sinkFailing, what)
+		return
+	}
+	m.sinkFailing[what] = why
+}
+
+// setSourceStaleAfter turns on the source's part of readiness (the lag poller does, since it
+// provides the lag it needs): with lag, records must have moved within d.
+func (m *Metrics) setSourceStaleAfter(d time.Duration) { m.sourceStaleAfter.Store(int64(d)) }
 
 // ObserveBatch records one batch's latency in stage s.
 func (m *Metrics) ObserveBatch(s Stage, d time.Duration) {
@@ -211,6 +248,11 @@ func (m *Metrics) SetLag(topic string, lag map[int]int64) {
 	m.mu.Lock()
 	m.topic, m.lag = topic, cp
 	m.mu.Unlock()
+	total := int64(0)
+	for _, l := range lag {
+		total += max(l, 0)
+	}
+	m.caughtUp.Store(total == 0)
 }
 
 // LagPollFailed counts a failed lag poll.
@@ -223,8 +265,17 @@ func (m *Metrics) SetBrokerConnected(ok bool) {
 		m.brokerConnected.Set(1)
 	} else {
 		m.brokerConnected.Set(0)
+		// What moved before the brokers were lost says nothing about whether the source
+		// consumes once they are back (it may wait to rejoin its group): it must move again,
+		// or the lag show nothing left to consume.
+		m.progress.Store(0)
+		m.caughtUp.Store(false)
 	}
 }
+
+// SetStaleModelAfter makes /readyz report "not ready" while the serving model is older than
+// d (0: never).
+func (m *Metrics) SetStaleModelAfter(d time.Duration) { m.staleAfter.Store(int64(d)) }
 
 // SetStopping marks the pipeline as stopping (the soft stop began, or it ended): /readyz
 // reports not ready from then on.
@@ -242,8 +293,15 @@ func (m *Metrics) SetQueue(name string, length func() int) {
 	m.queues[name] = length
 }
 
-// Ready reports whether the pipeline is ready (connected to the brokers, a model serving,
-// not stopping) and, when it is not, why.
+// Ready reports whether the pipeline is ready and, when it is not, why. Ready means: not
+// stopping, connected to the brokers (the last lag poll was answered), a model serving, the
+// sink writing (its last write on each path succeeded), and the source consuming: it fetched
+// within the stale time since the brokers last answered, or the last lag poll found no lag
+// (nothing to consume). Outputs acknowledged do not count: after an outage the sink may
+// drain batches fetched before it while the source still waits to rejoin its group. Under
+// backpressure the source fetches at the pipeline's pace, so a slow pipeline stays ready. The
+// stale time is 3 lag intervals, at least 10 s (lag.go): lag is only seen once an interval,
+// and a loaded pipeline may take seconds per batch without being stuck.
 func (m *Metrics) Ready() (bool, string) {
 	var why []string
 	if m.stopping.Load() {
@@ -254,6 +312,30 @@ func (m *Metrics) Ready() (bool, string) {
 	}
 	if !m.serving.Load() {
 		why = append(why, "no model serving yet")
+	} else if d := time.Duration(m.staleAfter.Load()); d > 0 {
+		m.mu.Lock()
+		version, age := m.model.Version, m.now().Sub(m.model.BuiltAt)
+		m.mu.Unlock()
+		if age > d {
+			why = append(why, fmt.Sprintf("model version %d is %s old (stale after %s): is the builder publishing?", version, age.Round(time.Second), d))
+		}
+	}
+	m.mu.Lock()
+	failing := make([]string, 0, len(m.sinkFailing))
+	for _, f := range m.sinkFailing {
+		failing = append(failing, f)
+	}
+	m.mu.Unlock()
+	sort.Strings(failing)
+	why = append(why, failing...)
+	if stale := time.Duration(m.sourceStaleAfter.Load()); stale > 0 && !m.caughtUp.Load() {
+		switch last := m.progress.Load(); {
+		case last == 0:
+			why = append(why, "source not consuming: nothing fetched since the brokers answered, and the input has lag")
+		case m.now().Sub(time.Unix(0, last)) > stale:
+			why = append(why, fmt.Sprintf("source not consuming: nothing fetched for %s, and the input has lag",
+				m.now().Sub(time.Unix(0, last)).Round(time.Second)))
+		}
 	}
 	if len(why) > 0 {
 		return false, strings.Join(why, "; ")

@@ -394,3 +394,25 @@ func TestStageString(t *testing.T) {
 	m.ObserveBatch(Stage(7), time.Second) // out of range: ignored, no panic
 	m.ObserveBatch(Stage(-1), time.Second)
 }
+
+// TestReadyzStaleModel: with SetStaleModelAfter, a model older than the limit (a scorer whose
+// builder stopped publishing) makes /readyz 503 with the model's version and age; a newer
+// model makes it ready again.
+func TestReadyzStaleModel(t *testing.T) {
+	m := New()
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	m.now = func() time.Time { return now }
+	m.SetBrokerConnected(true)
+	m.SetModel(ModelInfo{Version: 7, BuiltAt: now.Add(-90 * time.Second)})
+	if ok, why := m.Ready(); !ok {
+		t.Fatalf("no limit: not ready: %s", why)
+	}
+	m.SetStaleModelAfter(time.Minute)
+	if ok, why := m.Ready(); ok || !strings.Contains(why, "model version 7 is 1m30s old") {
+		t.Fatalf("stale model: ready %v, %q", ok, why)
+	}
+	m.SetModel(ModelInfo{Version: 8, BuiltAt: now.Add(-time.Second)})
+	if ok, why := m.Ready(); !ok {
+		t.Fatalf("fresh model: not ready: %s", why)
+	}
+}

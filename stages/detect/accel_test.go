@@ -52,13 +52,13 @@ func TestDensityRunsOnTheAccelerator(t *testing.T) {
 	cfg.Density.Mode = "restricted" // samples subspaces of 2 and 3 dimensions
 	s, _ := readyStage(t, mem, cfg)
 	d := testData(6000, 11)
-	cpu := scoreWith(t, s, mem, d, 2000, 2600, 1000)
+	cpu := scoreWith(t, s, mem, d, 2000, 2600)
 
 	f := &fakeAccel{mode: "mark"}
 	s.SetAccelerator(f)
 	var logged bytes.Buffer
 	s.accelRe.log = zerolog.New(&logged)
-	for _, sc := range scoreWith(t, s, mem, d, 2000, 2600, 1000) {
+	for _, sc := range scoreWith(t, s, mem, d, 2000, 2600) {
 		if !sc.DensityOutlier || sc.EtaProbability != -1 {
 			t.Fatalf("density verdict %+v did not come from the accelerator", sc)
 		}
@@ -68,7 +68,7 @@ func TestDensityRunsOnTheAccelerator(t *testing.T) {
 	}
 
 	f.mode = "fail"
-	failed := scoreWith(t, s, mem, d, 2000, 2600, 1000)
+	failed := scoreWith(t, s, mem, d, 2000, 2600)
 	if len(f.models) != 2 {
 		t.Fatalf("accelerator not tried: %d calls", len(f.models))
 	}

@@ -236,9 +236,10 @@ type rankScratch struct {
 	space             [][]float32
 }
 
-// rankBatch writes the batch's density and distance raw scores. first is the stream index of
-// the batch's first record: records of the model's own window are scored as members.
-func (s *Stage) rankBatch(m *Model, means [][]float32, first uint64, n int) (density, distance []float64) {
+// rankBatch writes the batch's density and distance raw scores. Records of the model's own
+// window (Members, by identity) are scored as members: not their own neighbour.
+func (s *Stage) rankBatch(m *Model, b *batch.Batch, means [][]float32) (density, distance []float64) {
+	n := b.Len()
 	sc := &s.scratch.rank
 	if cap(sc.density) < n {
 		sc.density, sc.distance = make([]float64, n), make([]float64, n)
@@ -249,22 +250,24 @@ func (s *Stage) rankBatch(m *Model, means [][]float32, first uint64, n int) (den
 	sc.space = r.distanceSpace(means, sc.space)
 	nm := sc.space
 	scoreDistance(s.accel, s.accelRe, r.Ref, nm, distance)
-	if lo, hi, ok := m.members(first, n); ok {
-		q := make([][]float32, len(nm))
-		for j := range nm {
-			q[j] = nm[j][lo:hi]
+	if len(m.Members.Ranges) == 0 {
+		return density, distance
+	}
+	parts, offs := b.Partitions(), b.Offsets()
+	var idx []int
+	for i := range n {
+		if m.Members.contains(b.Topic, parts[i], offs[i]) {
+			idx = append(idx, i)
 		}
-		solvingset.KNNWeightsMembers(r.Ref.Points, q, r.Ref.K, 0, distance[lo:hi])
+	}
+	if len(idx) == 0 {
+		return density, distance
+	}
+	q := pick(nm, idx)
+	w := make([]float64, len(idx))
+	solvingset.KNNWeightsMembers(r.Ref.Points, q, r.Ref.K, 0, w)
+	for t, i := range idx {
+		distance[i] = w[t]
 	}
 	return density, distance
-}
-
-// members returns the rows [lo, hi) of a batch of n records starting at stream index first
-// that belong to m's window (ok false when none do, or the window's place is unknown).
-func (m *Model) members(first uint64, n int) (lo, hi int, ok bool) {
-	start := m.WindowEnd - uint64(m.WindowRecords)
-	if m.WindowEnd == 0 || first >= m.WindowEnd || first+uint64(n) <= start {
-		return 0, 0, false
-	}
-	return int(max(first, start) - first), int(min(first+uint64(n), m.WindowEnd) - first), true
 }

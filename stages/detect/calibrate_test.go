@@ -114,7 +114,7 @@ func TestAlarmRateFlagsThatRate(t *testing.T) {
 	if s.Model() == nil {
 		t.Fatal("no model")
 	}
-	sc := scoreWith(t, s, mem, d, cfg.MinRecords, cfg.MinRecords+4000, uint64(cfg.MinRecords))
+	sc := scoreWith(t, s, mem, d, cfg.MinRecords, cfg.MinRecords+4000)
 	flagged := 0
 	for _, x := range sc {
 		if x.Outlier {
@@ -130,7 +130,7 @@ func TestAlarmRateFlagsThatRate(t *testing.T) {
 	if _, err := s.Reconfigure(func() Config { c := s.Config(); c.FlagBy = FlagByVerdicts; return c }()); err != nil {
 		t.Fatal(err)
 	}
-	sc = scoreWith(t, s, mem, d, cfg.MinRecords, cfg.MinRecords+4000, uint64(cfg.MinRecords))
+	sc = scoreWith(t, s, mem, d, cfg.MinRecords, cfg.MinRecords+4000)
 	for i, x := range sc {
 		if x.Outlier != (x.DensityOutlier || x.DistanceOutlier) || math.IsNaN(x.Score) {
 			t.Fatalf("record %d under flag_by verdicts: outlier %v, density %v, distance %v, score %v", i, x.Outlier, x.DensityOutlier, x.DistanceOutlier, x.Score)

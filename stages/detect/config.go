@@ -11,8 +11,13 @@ package detect
 import (
 	"errors"
 	"fmt"
-	"strings"
+	"os"
+	"path/filepath"
+	"syscall"
 	"time"
+
+	"github.com/outlierd/outlierd/pipeline/config"
+	"github.com/outlierd/outlierd/stages/detect/density"
 )
 
 // Combine rules: how the two verdicts make the decision that is emitted.
@@ -148,86 +153,132 @@ func Default() Config {
 	}
 }
 
-// Validate reports every problem at once.
+// Validate reports every problem at once (errors.Join), each a config.FieldError naming its
+// key, so that a config file points at the line to fix. The checks that need the stream's
+// features are ValidateFeatures.
 func (c *Config) Validate() error {
-	var errs []string
-	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	var errs []error
+	add := func(key, format string, a ...any) { errs = append(errs, config.Fieldf("detect."+key, format, a...)) }
 	if c.Window < 2 {
-		add("detect.window must be >= 2, got %d", c.Window)
+		add("window", "must be >= 2, got %d", c.Window)
 	}
 	if c.MinRecords < 2 || c.MinRecords > c.Window {
-		add("detect.min_records must be in [2, window=%d], got %d", c.Window, c.MinRecords)
+		add("min_records", "must be in [2, window=%d], got %d", c.Window, c.MinRecords)
 	}
 	if c.RefreshRecords < 1 {
-		add("detect.refresh_records must be >= 1, got %d", c.RefreshRecords)
+		add("refresh_records", "must be >= 1, got %d", c.RefreshRecords)
 	}
 	if c.RefreshInterval <= 0 {
-		add("detect.refresh_interval must be > 0, got %s", c.RefreshInterval)
+		add("refresh_interval", "must be > 0, got %s", c.RefreshInterval)
 	}
 	if c.BeforeModel != BeforeModelHold && c.BeforeModel != BeforeModelPass {
-		add("detect.before_model must be hold or pass, got %q", c.BeforeModel)
+		add("before_model", "must be hold or pass, got %q", c.BeforeModel)
 	}
 	switch c.Combine {
 	case CombineAny, CombineAll, CombineDensity, CombineDistance:
 	default:
-		add("detect.combine must be any, all, density or distance, got %q", c.Combine)
+		add("combine", "must be any, all, density or distance, got %q", c.Combine)
 	}
 	if c.FlagBy != FlagByRate && c.FlagBy != FlagByVerdicts {
-		add("detect.flag_by must be rate or verdicts, got %q", c.FlagBy)
+		add("flag_by", "must be rate or verdicts, got %q", c.FlagBy)
 	}
 	if !(c.AlarmRate > 0 && c.AlarmRate <= 0.5) {
-		add("detect.alarm_rate must be in (0, 0.5], got %g", c.AlarmRate)
+		add("alarm_rate", "must be in (0, 0.5], got %g", c.AlarmRate)
 	}
 	switch c.Score.Detectors {
 	case "both", ScoreDensity, ScoreDistance:
 	default:
-		add("detect.score.detectors must be both, density or distance, got %q", c.Score.Detectors)
+		add("score.detectors", "must be both, density or distance, got %q", c.Score.Detectors)
 	}
 	if c.Score.Combine != CombineMean && c.Score.Combine != CombineMax {
-		add("detect.score.combine must be mean or max, got %q", c.Score.Combine)
+		add("score.combine", "must be mean or max, got %q", c.Score.Combine)
 	}
 	if c.Score.Sample < 2 {
-		add("detect.score.sample must be >= 2, got %d", c.Score.Sample)
+		add("score.sample", "must be >= 2, got %d", c.Score.Sample)
 	}
 	if c.Score.K < 1 {
-		add("detect.score.k must be >= 1, got %d", c.Score.K)
+		add("score.k", "must be >= 1, got %d", c.Score.K)
 	}
 	d := c.Density
 	switch d.Mode {
 	case "independent", "rollup", "restricted", "averaging":
 	default:
-		add("detect.density.mode must be independent, rollup, restricted or averaging, got %q", d.Mode)
+		add("density.mode", "must be independent, rollup, restricted or averaging, got %q", d.Mode)
 	}
 	if !(d.Eta > 0 && d.Eta <= 1) {
-		add("detect.density.eta must be in (0, 1], got %g", d.Eta)
+		add("density.eta", "must be in (0, 1], got %g", d.Eta)
 	}
 	if !(d.Delta > 0 && d.Delta <= 1) {
-		add("detect.density.delta must be in (0, 1], got %g", d.Delta)
+		add("density.delta", "must be in (0, 1], got %g", d.Delta)
 	}
 	if d.Samples < 1 {
-		add("detect.density.samples must be >= 1, got %d", d.Samples)
+		add("density.samples", "must be >= 1, got %d", d.Samples)
 	}
 	if d.Clusters < 1 || d.Clusters > c.MinRecords {
-		add("detect.density.clusters must be in [1, min_records=%d], got %d", c.MinRecords, d.Clusters)
+		add("density.clusters", "must be in [1, min_records=%d], got %d", c.MinRecords, d.Clusters)
 	}
 	if d.Iterations < 1 {
-		add("detect.density.iterations must be >= 1, got %d", d.Iterations)
+		add("density.iterations", "must be >= 1, got %d", d.Iterations)
 	}
 	k := c.Distance
 	if k.K < 1 || k.K >= c.MinRecords {
-		add("detect.distance.k must be in [1, min_records), got %d", k.K)
+		add("distance.k", "must be in [1, min_records=%d), got %d", c.MinRecords, k.K)
 	}
 	if k.N < 1 || k.N > c.MinRecords {
-		add("detect.distance.n must be in [1, min_records], got %d", k.N)
+		add("distance.n", "must be in [1, min_records=%d], got %d", c.MinRecords, k.N)
 	}
 	if k.M < 1 {
-		add("detect.distance.m must be >= 1, got %d", k.M)
+		add("distance.m", "must be >= 1, got %d", k.M)
 	}
 	if c.Snapshots < 1 {
-		add("detect.snapshots must be >= 1, got %d", c.Snapshots)
+		add("snapshots", "must be >= 1, got %d", c.Snapshots)
 	}
-	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "; "))
+	if c.StateDir != "" {
+		if err := checkStateDir(c.StateDir); err != nil {
+			add("state_dir", "%w", err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateFeatures reports what this configuration cannot do with a stream of the given
+// features (the pipeline's ingest.features): exhaustive roll-up tests all 2^r - 1 subspaces of
+// r features, and density.Model refuses it above density.MaxRollupDims at the first batch
+// scored. Checked here, with the other keys, so that lint, the start and a reload refuse it.
+func (c *Config) ValidateFeatures(features int) error {
+	if mode, err := density.ParseMode(c.Density.Mode); err == nil && mode == density.Rollup && features > density.MaxRollupDims {
+		return config.Fieldf("detect.density.mode", "rollup tests all 2^r - 1 subspaces of the r features and accepts at most r = %d, but ingest.features has %d (use independent, restricted or averaging)",
+			density.MaxRollupDims, features)
+	}
+	return nil
+}
+
+// checkStateDir makes sure snapshots can be written to dir: it is a directory (or can be
+// created: its nearest existing ancestor is one) and a file can be created in it. Without this a
+// directory that is not writable is found only when the first model is saved, and every later
+// snapshot fails too. The probe file is removed at once.
+func checkStateDir(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case err == nil && !st.IsDir():
+		return fmt.Errorf("%q is not a directory", dir)
+	case err == nil:
+		f, err := os.CreateTemp(dir, ".outlierd-probe-*")
+		if err != nil {
+			return fmt.Errorf("%q is not writable: %w", dir, err)
+		}
+		name := f.Name()
+		f.Close()
+		return os.Remove(name)
+	case !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+		return err
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	if parent == dir {
+		return fmt.Errorf("%q does not exist", dir)
+	}
+	if err := checkStateDir(parent); err != nil {
+		return fmt.Errorf("%q cannot be created: %w", dir, err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package detect
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/outlierd/outlierd/stages/detect/density"
@@ -18,7 +19,8 @@ type Model struct {
 	Version uint64
 	// Features are the feature names, in column order.
 	Features []string
-	// Offset and Scale normalise a value to the window's [0,1]: x' = (x - Offset[j]) * Scale[j].
+	// Offset and Scale normalise a value: x' = (x - Offset[j]) * Scale[j], computed in float64
+	// and clamped to ±NormalisedLimit; the window's [QuantileLow, QuantileHigh] range maps to [0,1].
 	Offset, Scale []float32
 	// MicroClusters summarise the normalised window.
 	MicroClusters *microcluster.MicroClusters
@@ -28,10 +30,9 @@ type Model struct {
 	Distance *solvingset.Model
 	// WindowRecords is how many records the model was built from.
 	WindowRecords int
-	// WindowEnd is the stream index one past the last record of the model's window: records
-	// [WindowEnd-WindowRecords, WindowEnd) are members of the data the model was built from
-	// (0: unknown, e.g. a model loaded from a snapshot of another process).
-	WindowEnd uint64
+	// Members are the records the model was built from, by identity (members.go): scored,
+	// they do not count themselves as their own neighbour.
+	Members Members
 	// BuiltAt and BuildTime say when and how long the build took.
 	BuiltAt   time.Time
 	BuildTime time.Duration
@@ -63,7 +64,8 @@ func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []
 		return nil, fmt.Errorf("detect: a model needs at least 2 records, the window holds %d", rows)
 	}
 	m := &Model{Version: version, Features: features, WindowRecords: rows, Params: buildParams(cfg)}
-	m.Offset, m.Scale = minMaxNormalisation(cols)
+	var spread []float64
+	m.Offset, m.Scale, spread = robustNormalisation(cols)
 	ncols := make([][]float32, len(cols))
 	for j := range cols {
 		ncols[j] = normalise(cols[j], m.Offset[j], m.Scale[j], nil)
@@ -80,6 +82,15 @@ func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []
 	if err != nil {
 		return nil, fmt.Errorf("detect: bandwidths: %w", err)
 	}
+	// Silverman's robust rule: sigma is min(standard deviation, IQR/1.349). One record far out
+	// inflates the standard deviation (a 1e6 in 50,000 records makes it about 4,500) and with it
+	// the bandwidth, until the density is below eta everywhere and every record is flagged; the
+	// interquartile range does not move. An IQR of 0 (over half the values tie) gives no bound.
+	for j := range h {
+		if spread[j] > 0 {
+			h[j] = min(h[j], density.Silverman(spread[j]/1.349, int64(rows)))
+		}
+	}
 	m.Density, err = density.NewModel(mc, h)
 	if err != nil {
 		return nil, fmt.Errorf("detect: density model: %w", err)
@@ -88,7 +99,7 @@ func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []
 		m.Density.Bounds() // this mode samples: build the bounds table here, off the scoring path
 	}
 
-	p := solvingset.Params{K: min(cfg.Distance.K, rows-1), N: min(cfg.Distance.N, rows), M: cfg.Distance.M, Seed: cfg.Seed}
+	p := solvingset.Params{K: min(cfg.Distance.K, rows-1), N: EffectiveN(cfg.Distance.N, cfg.Window, rows), M: cfg.Distance.M, Seed: cfg.Seed}
 	res, err := solvingSetOn(a, rep, ncols, p)
 	if err != nil {
 		return nil, fmt.Errorf("detect: solving set of the window: %w", err)
@@ -106,34 +117,88 @@ func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []
 	return m, nil
 }
 
-// minMaxNormalisation maps each column's [min, max] to [0,1]; a constant column gets
-// scale 1 (its values all map to 0), so it neither divides by zero nor dominates distances.
-func minMaxNormalisation(cols [][]float32) (offset, scale []float32) {
+// EffectiveN is the number of top outliers that define w* for a model built from rows records
+// when distance.n is configured for a full window: n scaled to the window the model was built
+// from, ceil(n·rows/window), at least 1. distance.n is a share of the window (0.1% by default);
+// taken as a count, the first model (min_records = a tenth of the window) would flag ten
+// times that share of the stream until the window fills.
+func EffectiveN(n, window, rows int) int {
+	if rows >= window {
+		return min(n, rows)
+	}
+	return max(1, min(rows, int((int64(n)*int64(rows)+int64(window)-1)/int64(window))))
+}
+
+// Normalisation quantiles: each feature's [QuantileLow, QuantileHigh] range of the window maps
+// to [0,1]. A quantile range, not the window's min and max, so that a few extreme records (a
+// FLT_MAX "no reading" sentinel, a 1e20 glitch) neither squeeze every other record into a sliver
+// next to 0 nor hide each other: up to 0.5% of the window on each side can be arbitrarily far
+// out without moving the scale. Most records still land in [0,1], where eta keeps the paper's
+// meaning (the average density on [0,1] is about 1); the tails fall a little outside it.
+const (
+	QuantileLow  = 0.005
+	QuantileHigh = 0.995
+)
+
+// NormalisedLimit bounds every normalised value and uncertainty: |x'| <= 1e6, i.e. a million
+// window ranges from the window's bulk. Normalisation runs in float64 and is clamped here, so
+// a valid float32 input (up to ±3.4e38) never becomes ±Inf: the squared distances of the
+// solving set (at most d·(2e6)² ≈ 1.5e15 for d = 384) and the weights (k of them) stay finite
+// in float32 and float64, and every record beyond the limit is already as far out as any
+// detector can tell apart (zero density, a weight far above any w*).
+const NormalisedLimit = 1e6
+
+// robustNormalisation maps each column's [QuantileLow, QuantileHigh] range to [0,1]. When
+// that range is empty (more than 99% of the values tie) the full [min, max] is used, and a
+// constant column gets scale 1 (its values all map to 0), so nothing divides by zero. A range
+// so narrow that its inverse overflows float32 is treated as constant too. iqr is each column's
+// interquartile range in normalised units (for the robust bandwidth).
+func robustNormalisation(cols [][]float32) (offset, scale []float32, iqr []float64) {
 	offset = make([]float32, len(cols))
 	scale = make([]float32, len(cols))
+	iqr = make([]float64, len(cols))
+	var buf []float32
 	for j, c := range cols {
-		lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
-		for _, v := range c {
-			lo, hi = min(lo, v), max(hi, v)
+		offset[j], scale[j] = 0, 1
+		if len(c) == 0 {
+			continue
 		}
-		offset[j], scale[j] = lo, 1
+		buf = append(buf[:0], c...)
+		slices.Sort(buf)
+		n := len(buf)
+		lo, hi := buf[int(QuantileLow*float64(n-1))], buf[int(math.Ceil(QuantileHigh*float64(n-1)))]
+		if !(hi > lo) {
+			lo, hi = buf[0], buf[n-1]
+		}
+		offset[j] = lo
 		if hi > lo {
-			scale[j] = float32(1 / (float64(hi) - float64(lo)))
+			if s := 1 / (float64(hi) - float64(lo)); s <= math.MaxFloat32 {
+				scale[j] = float32(s)
+			}
 		}
+		iqr[j] = (float64(buf[(3*(n-1))/4]) - float64(buf[(n-1)/4])) * float64(scale[j])
 	}
-	return offset, scale
+	return offset, scale, iqr
 }
 
 // normalise writes (x - offset) * scale into dst (allocated when too small) and returns it.
+// The arithmetic is float64 and the result is clamped to ±NormalisedLimit: no finite input
+// overflows.
 func normalise(x []float32, offset, scale float32, dst []float32) []float32 {
 	if cap(dst) < len(x) {
 		dst = make([]float32, len(x))
 	}
 	dst = dst[:len(x)]
+	o, sc := float64(offset), float64(scale)
 	for i, v := range x {
-		dst[i] = (v - offset) * scale
+		dst[i] = float32(max(-NormalisedLimit, min(NormalisedLimit, (float64(v)-o)*sc)))
 	}
 	return dst
+}
+
+// scaleSD is an uncertainty in normalised units, clamped like the values.
+func scaleSD(v, scale float32) float32 {
+	return float32(min(NormalisedLimit, float64(v)*float64(scale)))
 }
 
 // scaleSDs scales uncertainties by the normalisation factor; without uncertainty columns
@@ -146,7 +211,7 @@ func scaleSDs(sds [][]float32, scale []float32, rows int) [][]float32 {
 			continue
 		}
 		for i, v := range sds[j] {
-			out[j][i] = v * scale[j]
+			out[j][i] = scaleSD(v, scale[j])
 		}
 	}
 	return out

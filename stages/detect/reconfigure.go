@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/outlierd/outlierd/pipeline/config"
-	"github.com/outlierd/outlierd/stages/microcluster"
 	"github.com/outlierd/outlierd/stages/microcluster/window"
 )
 
@@ -220,7 +219,7 @@ func (s *Stage) openSnapshots() error {
 }
 
 // resizeWindow re-creates the window with a new capacity, keeping its newest records (as many
-// as fit), and rebases the live micro-clusters on them.
+// as fit), and the identities of those records with it.
 func (s *Stage) resizeWindow(capacity int) error {
 	w, err := window.New(capacity, len(s.features), s.withSD)
 	if err != nil {
@@ -235,23 +234,12 @@ func (s *Stage) resizeWindow(capacity int) error {
 			sds[j] = sds[j][from:]
 		}
 	}
-	assign := make([]int32, n-from)
-	for i := range assign {
-		assign[i] = -1
-	}
-	var live *microcluster.MicroClusters
-	if s.model != nil {
-		nm, ns := s.model.normalised(cols, sds, nil)
-		if err := microcluster.Assign(nm, s.model.MicroClusters.Centroids(), assign, 0); err != nil {
-			return fmt.Errorf("detect: assigning the resized window: %w", err)
-		}
-		if live, err = microcluster.Reduce(nm, ns, assign, s.model.MicroClusters.Q(), 0); err != nil {
-			return fmt.Errorf("detect: reducing the resized window: %w", err)
+	if n > from {
+		if err := w.Push(cols, sds, nil); err != nil {
+			return fmt.Errorf("detect: filling the resized window: %w", err)
 		}
 	}
-	if _, err := w.Push(cols, sds, assign); err != nil {
-		return fmt.Errorf("detect: filling the resized window: %w", err)
-	}
-	s.win, s.live = w, live
+	s.win = w
+	s.ids = s.ids.resize(capacity)
 	return nil
 }

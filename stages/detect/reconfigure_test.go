@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"context"
 	"reflect"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/outlierd/outlierd/pipeline/config"
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
 )
 
 // readyStage is a stage whose first model (version 1) serves, built from rows [0, 1500) of d.
@@ -23,7 +25,7 @@ func readyStage(t *testing.T, mem memory.Allocator, cfg Config) (*Stage, func(lo
 	// flagged scores rows [lo, hi) at a fixed stream index and returns the flagged rows.
 	flagged := func(lo, hi int) []int {
 		var out []int
-		for i, sc := range scoreWith(t, s, mem, d, lo, hi, 1000) {
+		for i, sc := range scoreWith(t, s, mem, d, lo, hi) {
 			if sc.Outlier {
 				out = append(out, lo+i)
 			}
@@ -93,21 +95,26 @@ func TestReconfigureWStarPolicy(t *testing.T) {
 		t.Fatalf("n 20 -> 5: %+v, building %v; want live, no rebuild", r, s.building)
 	}
 	m := s.Model()
-	if m.Version != built.Version || m.Distance.WStar != built.TopWeights[4] || m.Distance.WStar <= built.Distance.WStar {
-		t.Errorf("n=5: version %d w* %v, want version %d and w* = TopWeights[4] = %v > %v",
-			m.Version, m.Distance.WStar, built.Version, built.TopWeights[4], built.Distance.WStar)
+	// The model was built from min_records = half the window: n scales to it (EffectiveN).
+	eff5, eff20 := EffectiveN(5, cfg.Window, built.WindowRecords), EffectiveN(20, cfg.Window, built.WindowRecords)
+	if built.WindowRecords != 1000 || eff5 != 3 || eff20 != 10 {
+		t.Fatalf("model of %d records, effective n %d and %d; want 1000 records, 3 and 10", built.WindowRecords, eff5, eff20)
+	}
+	if m.Version != built.Version || m.Distance.WStar != built.TopWeights[eff5-1] || m.Distance.WStar <= built.Distance.WStar {
+		t.Errorf("n=5: version %d w* %v, want version %d and w* = TopWeights[%d] = %v > %v",
+			m.Version, m.Distance.WStar, built.Version, eff5-1, built.TopWeights[eff5-1], built.Distance.WStar)
 	}
 	after := flagged(1500, 3500)
 	t.Logf("distance verdicts on 2000 records: %d flagged with n=20, %d with n=5", len(before), len(after))
 	if len(before) == 0 || len(after) >= len(before) {
 		t.Errorf("a higher w* flagged %d records, before %d: want fewer, and some before", len(after), len(before))
 	}
-	if built.Distance.WStar != built.TopWeights[19] {
+	if built.Distance.WStar != built.TopWeights[eff20-1] {
 		t.Error("the built model was changed in place")
 	}
 
 	// An n beyond the weights the model knows needs the window: a rebuild.
-	next.Distance.N = len(built.TopWeights) + 10
+	next.Distance.N = 2*len(built.TopWeights) + 10
 	r, err = s.Reconfigure(next)
 	if err != nil {
 		t.Fatal(err)
@@ -116,8 +123,9 @@ func TestReconfigureWStarPolicy(t *testing.T) {
 		t.Fatalf("n beyond the top weights: %+v, want a rebuild", r)
 	}
 	s.collect(true)
-	if m := s.Model(); m.Version != 2 || m.Params.N != next.Distance.N || len(m.TopWeights) < next.Distance.N {
-		t.Errorf("after the rebuild: version %d n %d with %d top weights, want 2, %d", m.Version, m.Params.N, len(m.TopWeights), next.Distance.N)
+	eff := EffectiveN(next.Distance.N, cfg.Window, s.Model().WindowRecords)
+	if m := s.Model(); m.Version != 2 || m.Params.N != next.Distance.N || len(m.TopWeights) < eff {
+		t.Errorf("after the rebuild: version %d n %d with %d top weights, want 2, %d and >= %d", m.Version, m.Params.N, len(m.TopWeights), next.Distance.N, eff)
 	}
 }
 
@@ -156,13 +164,13 @@ func TestReconfigureRebuilds(t *testing.T) {
 		t.Errorf("version %d k %d q %d, want 3, 5, 10", m.Version, m.Params.K, m.MicroClusters.Q())
 	}
 
-	// A smaller window keeps the newest records, rebases the live micro-clusters, rebuilds.
+	// A smaller window keeps the newest records (and their identities) and rebuilds.
 	next.Window = 1200
 	if r, err = s.Reconfigure(next); err != nil || !r.RebuildStarted {
 		t.Fatalf("window change: %+v %v", r, err)
 	}
-	if s.win.Cap() != 1200 || s.win.Len() != 1200 || s.live.Total() != 1200 {
-		t.Errorf("window cap %d len %d, live micro-clusters %d records; want 1200 each", s.win.Cap(), s.win.Len(), s.live.Total())
+	if s.win.Cap() != 1200 || s.win.Len() != 1200 || s.ids.size != 1200 {
+		t.Errorf("window cap %d len %d, identities %d; want 1200 each", s.win.Cap(), s.win.Len(), s.ids.size)
 	}
 	s.collect(true)
 	if m := s.Model(); m.Version != 4 || m.WindowRecords != 1200 {
@@ -181,8 +189,8 @@ func TestReconfigureRejects(t *testing.T) {
 		edit func(*Config)
 		want string
 	}{
-		{"invalid eta", func(c *Config) { c.Density.Eta = 2 }, "detect.density.eta must be in (0, 1]"},
-		{"invalid and valid together", func(c *Config) { c.Combine = CombineAll; c.Distance.K = 0 }, "detect.distance.k must be in"},
+		{"invalid eta", func(c *Config) { c.Density.Eta = 2 }, "detect.density.eta: must be in (0, 1]"},
+		{"invalid and valid together", func(c *Config) { c.Combine = CombineAll; c.Distance.K = 0 }, "detect.distance.k: must be in"},
 		{"state dir", func(c *Config) { c.StateDir = t.TempDir() }, "detect.state_dir cannot change while running"},
 	}
 	for _, c := range cases {
@@ -235,5 +243,57 @@ func TestChangeKindsCoverConfig(t *testing.T) {
 		if _, ok := changeKinds[strings.TrimPrefix(k, "detect.")]; !ok {
 			t.Errorf("key %s has no change kind", k)
 		}
+	}
+}
+
+// TestWindowReloadKeepsMembership: after a reload of detect.window, records that arrive are new
+// to the serving model, never taken for members of its window (scored without counting
+// themselves): their weights are w_k(q, S) of new queries, even when they repeat the readings
+// of members. The window's own record count restarts with the new window, so it cannot be what
+// membership is judged by; the records' identities (offsets) are.
+func TestWindowReloadKeepsMembership(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	cfg := testConfig()
+	s, _ := readyStage(t, mem, cfg) // model 1 from the first 1000 records; 1500 pushed
+	d := testData(6000, 11)
+	// The window part of a reload alone (Reconfigure also starts a rebuild, which could serve
+	// first): model 1 keeps serving the records that arrive next.
+	// 600 records: the window restarts its count at 600, inside model 1's window [0, 1000).
+	if err := s.resizeWindow(600); err != nil {
+		t.Fatal(err)
+	}
+	// The records that arrive repeat rows 0..200 (a producer re-sending old readings): some are
+	// points of the solving set, where a wrong "member" verdict makes a difference (the member
+	// skips one point at distance 0).
+	out, err := s.Process(context.Background(), makeBatchAt(t, mem, d, 0, 200, true, 5000))
+	if err != nil || len(out) != 1 {
+		t.Fatalf("Process: %d batches, %v", len(out), err)
+	}
+	b := out[0]
+	defer b.Record.Release()
+	m := s.Model()
+	if b.ModelVersion != 1 || m.Version != 1 {
+		t.Fatalf("scored by model %d, serving %d; want 1", b.ModelVersion, m.Version)
+	}
+	means, sds, err := s.columns(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nm, _ := m.Normalised(means, sds)
+	want, asMember := make([]float64, b.Len()), make([]float64, b.Len())
+	solvingset.KNNWeights(m.Distance.Points, nm, m.Distance.K, 0, want)
+	solvingset.KNNWeightsMembers(m.Distance.Points, nm, m.Distance.K, 0, asMember)
+	telling := 0
+	for i, sc := range b.Scores {
+		if sc.Weight != want[i] {
+			t.Fatalf("record %d (model %d): weight %v, want %v as a new record", i, m.Version, sc.Weight, want[i])
+		}
+		if want[i] != asMember[i] {
+			telling++
+		}
+	}
+	if telling == 0 {
+		t.Fatal("no record's weight depends on membership: the test proves nothing")
 	}
 }

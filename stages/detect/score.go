@@ -14,7 +14,14 @@ type scoreScratch struct {
 	means, sds [][]float32
 	verdicts   []density.Verdict
 	weights    []float64
+	streams    []uint64
 	rank       rankScratch
+}
+
+// Normalised maps raw means and uncertainties (column-major) to the model's units, exactly as
+// the stage does before scoring (new slices).
+func (m *Model) Normalised(means, sds [][]float32) (nm, ns [][]float32) {
+	return m.normalised(means, sds, nil)
 }
 
 // normalised maps raw means and uncertainties to the model's [0,1] space; with a scratch
@@ -42,7 +49,7 @@ func (m *Model) normalised(means, sds [][]float32, sc *scoreScratch) (nm, ns [][
 			continue
 		}
 		for i, v := range sds[j] {
-			bufS[j][i] = v * m.Scale[j]
+			bufS[j][i] = scaleSD(v, m.Scale[j])
 		}
 	}
 	if sc != nil {
@@ -53,11 +60,11 @@ func (m *Model) normalised(means, sds [][]float32, sc *scoreScratch) (nm, ns [][
 
 // score fills b.Scores with the serving model's verdicts.
 //
-// first is the stream index of the batch's first record. Records that are members of the
-// model's own window (the held batches scored by the first model, built from them) are scored
+// Records that are members of the model's own window (Members: the held batches scored by the
+// first model, built from them; a re-read of them after a restart or in a scorer) are scored
 // without counting themselves: S holds every top-n outlier of the window, and a member of S
 // scored as a new query would meet itself at distance 0 and could fall below w*.
-func (s *Stage) score(b *batch.Batch, first uint64) error {
+func (s *Stage) score(b *batch.Batch) error {
 	m := s.model
 	means, sds, err := s.columns(b)
 	if err != nil {
@@ -71,16 +78,19 @@ func (s *Stage) score(b *batch.Batch, first uint64) error {
 	}
 	verdicts, weights := sc.verdicts[:n], sc.weights[:n]
 	dp := s.densityParams()
-	s.scored += uint64(n)
+	if dp.Index, err = streamIndices(b, sc.streams); err != nil {
+		return err
+	}
+	sc.streams = dp.Index
 	if err := detectDensity(s.accel, s.accelRe, m, nm, ns, dp, verdicts); err != nil {
 		return fmt.Errorf("detect: density: %w", err)
 	}
 	scoreDistance(s.accel, s.accelRe, m.Distance, nm, weights)
-	scoreMembers(m, nm, first, weights)
+	scoreMembers(m, b, nm, weights)
 	var dens, distScore []float64
 	threshold := math.Inf(1)
 	if m.Ranker != nil {
-		dens, distScore = s.rankBatch(m, means, first, n)
+		dens, distScore = s.rankBatch(m, b, means)
 		threshold = m.Ranker.Threshold(s.cfg.AlarmRate)
 	}
 	b.Scores = make([]batch.Score, n)
@@ -123,9 +133,29 @@ func combine(rule string, densityOutlier, distanceOutlier bool) bool {
 func (s *Stage) densityParams() density.Params {
 	mode, _ := density.ParseMode(s.cfg.Density.Mode) // validated with the config
 	// Exact: 1-D subspaces are integrated exactly (no sampling noise, and fast enough for a
-	// stream); FirstIndex makes each record draw its own stream whatever the batching.
+	// stream). Index (set by score) gives each record the stream of its identity.
 	return density.Params{Eta: s.cfg.Density.Eta, Delta: s.cfg.Density.Delta, Samples: s.cfg.Density.Samples,
-		Mode: mode, Seed: s.cfg.Seed, FirstIndex: s.scored, Exact: true}
+		Mode: mode, Seed: s.cfg.Seed, Exact: true}
+}
+
+// streamIndices are the batch's records' density stream indices, from their identity (topic,
+// partition, offset: batch.StreamIndex), so a redelivered record draws the same samples and gets
+// the same verdict after a restart, whatever batch it arrives in. dst is reused when large enough.
+func streamIndices(b *batch.Batch, dst []uint64) ([]uint64, error) {
+	parts, offs := b.Partitions(), b.Offsets()
+	n := b.Len()
+	if len(parts) != n || len(offs) != n {
+		return nil, fmt.Errorf("detect: batch has no %s/%s columns of %d rows", batch.ColPartition, batch.ColOffset, n)
+	}
+	if cap(dst) < n {
+		dst = make([]uint64, n)
+	}
+	dst = dst[:n]
+	th := batch.TopicHashOf(b.Topic)
+	for i := range n {
+		dst[i] = th.StreamIndex(parts[i], offs[i])
+	}
+	return dst, nil
 }
 
 // subspaceNames names a subspace's features. One-dimensional subspaces (all of mode
@@ -145,18 +175,32 @@ func (s *Stage) subspaceNames(dims []int) []string {
 	return sub
 }
 
-// scoreMembers rescores the batch's records that belong to m's window with
+// scoreMembers rescores the batch's records that belong to m's window (by identity) with
 // solvingset.KNNWeightsMembers (the record itself does not count as its neighbour).
-func scoreMembers(m *Model, nm [][]float32, first uint64, weights []float64) {
-	n := uint64(len(weights))
-	start := m.WindowEnd - uint64(m.WindowRecords)
-	if m.WindowEnd == 0 || first >= m.WindowEnd || first+n <= start {
+func scoreMembers(m *Model, b *batch.Batch, nm [][]float32, weights []float64) {
+	if len(m.Members.Ranges) == 0 {
 		return
 	}
-	lo, hi := max(first, start)-first, min(first+n, m.WindowEnd)-first
+	parts, offs := b.Partitions(), b.Offsets()
+	var idx []int
+	for i := range weights {
+		if m.Members.contains(b.Topic, parts[i], offs[i]) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
 	q := make([][]float32, len(nm))
 	for j := range nm {
-		q[j] = nm[j][lo:hi]
+		q[j] = make([]float32, len(idx))
+		for t, i := range idx {
+			q[j][t] = nm[j][i]
+		}
 	}
-	solvingset.KNNWeightsMembers(m.Distance.Points, q, m.Distance.K, 0, weights[lo:hi])
+	w := make([]float64, len(idx))
+	solvingset.KNNWeightsMembers(m.Distance.Points, q, m.Distance.K, 0, w)
+	for t, i := range idx {
+		weights[i] = w[t]
+	}
 }

@@ -23,20 +23,22 @@ import (
 	"github.com/outlierd/outlierd/stages/microcluster"
 )
 
-// Snapshot file format, version 1 (integers and floats little-endian):
+// Snapshot file format, version 2 (integers and floats little-endian; version 1 is version 2
+// without the members flag, and is still read):
 //
 //	offset  size  field
 //	0       8     magic "\x89ODSN\r\n\x1a" (a high byte and CR LF, as PNG: text-mode mangling
 //	              and the wrong kind of file are caught at once)
-//	8       4     format version (uint32) = 1
+//	8       4     format version (uint32) = 2
 //	12      8     payload length P (uint64)
 //	20      P     payload:
 //	                model version u64, built at (Unix ns) i64, build time (ns) i64,
 //	                window records u64,
 //	                build params: window u64, clusters u32, iterations u32, k u32, n u32,
 //	                m u32, seed u64,
-//	                dims u32, q u32, flags u32 (bit 0: anchors present; bit 1: the ranking
-//	                part follows the solving set, snapshot_rank.go; others must be 0),
+//	                dims u32, q u32, flags u32 (bit 0: anchors present; bit 1: members
+//	                present (version 2); bit 2: the ranking part follows the members,
+//	                snapshot_rank.go; others must be 0),
 //	                dims x { name length u32, name UTF-8 },
 //	                dims x offset f32, dims x scale f32,
 //	                CF1, CF2, EF2: dims x q f64 each (column-major), N: q x i64,
@@ -44,7 +46,9 @@ import (
 //	                bandwidths: dims x f64,
 //	                top weights: count u32, count x f64,
 //	                solving set: length u64, then a solvingset model file (its own format,
-//	                magic and checksum: solvingset.Model.Save)
+//	                magic and checksum: solvingset.Model.Save),
+//	                if members: topic (length u32, UTF-8), count u32,
+//	                count x { partition u32, lo u64, hi u64 } (Members)
 //	20+P    32    SHA-256 of bytes [0, 20+P)
 //
 // The density model is not stored: density.NewModel(micro-clusters, bandwidths) rebuilds it
@@ -52,8 +56,9 @@ import (
 const (
 	snapshotMagic = "\x89ODSN\r\n\x1a"
 	// SnapshotFormat is the newest snapshot format version this code reads and writes.
-	SnapshotFormat     = 1
+	SnapshotFormat     = 2
 	snapFlagAnchors    = 1
+	snapFlagMembers    = 2
 	maxSnapshotDims    = 1 << 16
 	maxSnapshotName    = 1 << 12
 	maxSnapshotQ       = 1 << 24
@@ -117,7 +122,7 @@ func (m *Model) Fits(features []string, cfg Config) error {
 	if err := rankerFits(m.Ranker, cfg); err != nil {
 		return err
 	}
-	if n := cfg.Distance.N; n > len(m.TopWeights) {
+	if n := cfg.Distance.N; EffectiveN(n, m.Params.Window, m.WindowRecords) > len(m.TopWeights) {
 		return fmt.Errorf("%w: knows the top %d weights, distance.n = %d needs the window", ErrSnapshotMismatch, len(m.TopWeights), n)
 	}
 	return nil
@@ -127,14 +132,15 @@ func (m *Model) Fits(features []string, cfg Config) error {
 // (the same version, micro-clusters and solving set; m itself is unchanged). ok is false
 // when n exceeds the weights the model knows: only the window can give that w*.
 func (m *Model) WithN(n int) (_ *Model, ok bool) {
-	if n < 1 || n > len(m.TopWeights) {
+	eff := EffectiveN(n, m.Params.Window, m.WindowRecords)
+	if n < 1 || eff > len(m.TopWeights) {
 		return nil, false
 	}
 	if n == m.Params.N {
 		return m, true
 	}
 	d := *m.Distance
-	d.WStar = m.TopWeights[n-1]
+	d.WStar = m.TopWeights[eff-1]
 	c := *m
 	c.Distance, c.Params.N = &d, n
 	return &c, true
@@ -170,6 +176,9 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 	if mc.Anchor != nil {
 		flags |= snapFlagAnchors
 	}
+	if len(m.Members.Ranges) > 0 {
+		flags |= snapFlagMembers
+	}
 	if m.Ranker != nil {
 		flags |= snapFlagRanker
 	}
@@ -199,6 +208,15 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 	e.F64s(m.TopWeights)
 	e.U64(uint64(ss.Len()))
 	e.Raw(ss.Bytes())
+	if len(m.Members.Ranges) > 0 {
+		e.Text(m.Members.Topic)
+		e.U32(uint32(len(m.Members.Ranges)))
+		for _, r := range m.Members.Ranges {
+			e.U32(uint32(r.Partition))
+			e.U64(uint64(r.Lo))
+			e.U64(uint64(r.Hi))
+		}
+	}
 	if m.Ranker != nil {
 		encodeRanker(&e, m.Ranker)
 	}
@@ -248,7 +266,7 @@ func decodeSnapshot(p []byte) (*Model, error) {
 	if q < 1 || q > maxSnapshotQ {
 		return nil, snapErr("q %d out of range [1, %d]", q, maxSnapshotQ)
 	}
-	if flags&^(snapFlagAnchors|snapFlagRanker) != 0 {
+	if flags&^(snapFlagAnchors|snapFlagMembers|snapFlagRanker) != 0 {
 		return nil, snapErr("unknown flags %#x", flags)
 	}
 	// The tuples alone take 8*q*(3*dims+1) bytes: a header the payload cannot hold is refused
@@ -288,6 +306,20 @@ func decodeSnapshot(p []byte) (*Model, error) {
 	m.TopWeights = d.F64s(uint64(nTop), "top weights")
 	sslen := d.U64("solving-set length")
 	ssb := d.Take(sslen, "solving set")
+	if flags&snapFlagMembers != 0 {
+		m.Members.Topic = d.Text(maxSnapshotName, "members' topic")
+		nr := d.U32("member range count")
+		if d.Err() == nil && uint64(nr) > uint64(d.Left())/20 {
+			return nil, snapErr("%d member ranges cannot fit in the %d bytes left", nr, d.Left())
+		}
+		for i := uint32(0); i < nr && d.Err() == nil; i++ {
+			r := PartitionRange{Partition: int32(d.U32("partition")), Lo: int64(d.U64("lo")), Hi: int64(d.U64("hi"))}
+			if i > 0 && r.Partition <= m.Members.Ranges[i-1].Partition || r.Lo > r.Hi {
+				return nil, snapErr("member range %d (%+v) out of order or empty", i, r)
+			}
+			m.Members.Ranges = append(m.Members.Ranges, r)
+		}
+	}
 	if d.Err() != nil {
 		return nil, sealedErr(d.Err())
 	}

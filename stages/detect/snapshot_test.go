@@ -41,8 +41,16 @@ func testData(rows int, seed uint64) *synth.Data {
 }
 
 // makeBatch builds a batch of rows [lo, hi) of d with feature (and, when withSD, uncertainty)
-// columns: all the detect stage reads.
+// columns and the source coordinates the stage reads: partition 0, offset = the row, so a
+// record's identity (and its density stream) is its row.
 func makeBatch(t testing.TB, mem memory.Allocator, d *synth.Data, lo, hi int, withSD bool) *batch.Batch {
+	t.Helper()
+	return makeBatchAt(t, mem, d, lo, hi, withSD, int64(lo))
+}
+
+// makeBatchAt is makeBatch with the records at offsets first, first+1, ... (rows re-sent as
+// new records).
+func makeBatchAt(t testing.TB, mem memory.Allocator, d *synth.Data, lo, hi int, withSD bool, first int64) *batch.Batch {
 	t.Helper()
 	var fields []arrow.Field
 	var cols [][]float32
@@ -56,10 +64,16 @@ func makeBatch(t testing.TB, mem memory.Allocator, d *synth.Data, lo, hi int, wi
 			cols = append(cols, d.SD[j][lo:hi])
 		}
 	}
+	fields = append(fields, arrow.Field{Name: batch.ColPartition, Type: arrow.PrimitiveTypes.Int32},
+		arrow.Field{Name: batch.ColOffset, Type: arrow.PrimitiveTypes.Int64})
 	bld := array.NewRecordBuilder(mem, arrow.NewSchema(fields, nil))
 	defer bld.Release()
 	for j, c := range cols {
 		bld.Field(j).(*array.Float32Builder).AppendValues(c, nil)
+	}
+	for i := lo; i < hi; i++ {
+		bld.Field(len(cols)).(*array.Int32Builder).Append(0)
+		bld.Field(len(cols) + 1).(*array.Int64Builder).Append(first + int64(i-lo))
 	}
 	return &batch.Batch{Topic: "t", Features: d.Features, Record: bld.NewRecord()}
 }
@@ -78,14 +92,13 @@ func feed(t testing.TB, s *Stage, mem memory.Allocator, d *synth.Data, lo, hi, s
 	}
 }
 
-// scoreWith scores rows [lo, hi) of d with s as if they were the scored-th records of its
-// stream (the density streams' index), without touching the window.
-func scoreWith(t testing.TB, s *Stage, mem memory.Allocator, d *synth.Data, lo, hi int, scored uint64) []batch.Score {
+// scoreWith scores rows [lo, hi) of d with s (each record's density stream is its identity,
+// the row), without touching the window.
+func scoreWith(t testing.TB, s *Stage, mem memory.Allocator, d *synth.Data, lo, hi int) []batch.Score {
 	t.Helper()
 	b := makeBatch(t, mem, d, lo, hi, s.withSD)
 	defer b.Record.Release()
-	s.scored = scored
-	if err := s.score(b, s.win.Total()); err != nil { // as new records: no model window holds them
+	if err := s.score(b); err != nil {
 		t.Fatalf("score: %v", err)
 	}
 	return b.Scores
@@ -122,6 +135,7 @@ func snapshotBytes(t testing.TB, m *Model) []byte {
 func TestSnapshotRoundTripScoresIdentically(t *testing.T) {
 	d := testData(2500, 1)
 	m := buildTestModel(t, d, testConfig())
+	m.Members = Members{Topic: "sensors", Ranges: []PartitionRange{{0, 10, 900}, {3, 0, 0}, {7, 1 << 40, 1<<40 + 5}}}
 	got, err := ReadSnapshot(bytes.NewReader(snapshotBytes(t, m)))
 	if err != nil {
 		t.Fatalf("ReadSnapshot: %v", err)
@@ -298,14 +312,16 @@ func TestLoadNewestWStarPolicy(t *testing.T) {
 	if ld.Model == nil {
 		t.Fatalf("n=5 < 20: want the snapshot with a derived w*, skipped %v", ld.Skipped)
 	}
-	if ld.Model.Distance.WStar != m.TopWeights[4] || ld.Model.Distance.WStar <= m.Distance.WStar {
-		t.Errorf("w* for n=5 is %v, want TopWeights[4] = %v (> w* for n=20 = %v)", ld.Model.Distance.WStar, m.TopWeights[4], m.Distance.WStar)
+	// 1500 records of a 2000-record window: n scales to the records (EffectiveN).
+	eff5, eff20 := EffectiveN(5, cfg.Window, m.WindowRecords), EffectiveN(20, cfg.Window, m.WindowRecords)
+	if ld.Model.Distance.WStar != m.TopWeights[eff5-1] || ld.Model.Distance.WStar <= m.Distance.WStar {
+		t.Errorf("w* for n=5 is %v, want TopWeights[%d] = %v (> w* for n=20 = %v)", ld.Model.Distance.WStar, eff5-1, m.TopWeights[eff5-1], m.Distance.WStar)
 	}
-	if m.Distance.WStar != m.TopWeights[19] {
-		t.Errorf("as built, w* %v != TopWeights[19] %v", m.Distance.WStar, m.TopWeights[19])
+	if m.Distance.WStar != m.TopWeights[eff20-1] {
+		t.Errorf("as built, w* %v != TopWeights[%d] %v", m.Distance.WStar, eff20-1, m.TopWeights[eff20-1])
 	}
 	larger := cfg
-	larger.Distance.N = len(m.TopWeights) + 1
+	larger.Distance.N = 2*len(m.TopWeights) + 2
 	if ld, _ = sd.LoadNewest(m.Features, larger); ld.Model != nil || len(ld.Skipped) != 1 || !errors.Is(ld.Skipped[0].Reason, ErrSnapshotMismatch) {
 		t.Errorf("n beyond the known weights: loaded %v, skipped %v; want a mismatch", ld.Model != nil, ld.Skipped)
 	}
@@ -382,8 +398,8 @@ func TestStageResumesFromSnapshot(t *testing.T) {
 		t.Fatalf("stage b did not resume from the snapshot: %v", b.Model())
 	}
 	// The same records at the same stream index score identically on both stages.
-	sa := scoreWith(t, a, mem, d, 3000, 3400, 42)
-	sb := scoreWith(t, b, mem, d, 3000, 3400, 42)
+	sa := scoreWith(t, a, mem, d, 3000, 3400)
+	sb := scoreWith(t, b, mem, d, 3000, 3400)
 	if !reflect.DeepEqual(sa, sb) {
 		t.Error("scores differ between the stage that built the model and the one that loaded it")
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/pipeline/batch"
-	"github.com/outlierd/outlierd/stages/microcluster"
 	"github.com/outlierd/outlierd/stages/microcluster/window"
 )
 
@@ -23,24 +22,23 @@ type Stage struct {
 	withSD   bool
 	log      zerolog.Logger
 
-	win  *window.Window
-	live *microcluster.MicroClusters // incremental summary of the window under the current model (nil before it)
+	win *window.Window
+	// ids are the identities (partition, offset) of the window's records, in step with it:
+	// a model's Members come from them (members.go).
+	ids *idRing
 
 	model     *Model
 	version   uint64
 	sinceLast int       // records pushed since the last build started
 	lastBuild time.Time // when the last build started
 	building  bool
-	snapTotal uint64 // window.Total() when the running build's snapshot was taken
-	snapLen   int
 	done      chan buildResult // capacity 1: the running build's result
 
-	held      []*batch.Batch // batches waiting for the first model (before_model: hold)
-	heldFirst []uint64       // global index (window.Total() before the push) of each held batch's first record
+	held []*batch.Batch // batches waiting for the first model (before_model: hold)
 
 	scratch scoreScratch
-	scored  uint64       // records scored so far: the density streams' index of the next record
 	ext     stageExt     // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
+	role    Role         // all, builder or scorer (roles.go)
 	singles [][]string   // singles[j] = {features[j]}, shared by the scores of 1-D subspaces
 	accel   Accelerator  // runs SolvingSet, k-NN scoring and the density test on a GPU; nil: the CPU
 	accelRe *accelReport // logs the steps the accelerator failed
@@ -62,7 +60,7 @@ func NewStage(cfg Config, features []string, withSD bool, log zerolog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	s := &Stage{cfg: cfg, features: features, withSD: withSD, log: log, win: w, done: make(chan buildResult, 1), lastBuild: time.Now()}
+	s := &Stage{cfg: cfg, features: features, withSD: withSD, log: log, win: w, ids: newIDRing(cfg.Window), done: make(chan buildResult, 1), lastBuild: time.Now()}
 	s.singles = make([][]string, len(features))
 	for j, f := range features {
 		s.singles[j] = []string{f}
@@ -79,22 +77,23 @@ func (s *Stage) Model() *Model { return s.model }
 // Window is the stage's window (read-only use: metrics).
 func (s *Stage) Window() *window.Window { return s.win }
 
-// Live is the incremental micro-cluster summary of the window (nil before the first model).
-func (s *Stage) Live() *microcluster.MicroClusters { return s.live }
-
 // Process adds b to the window, scores it with the model now serving, and returns the
 // batches that are ready to go downstream, in arrival order: b itself, or nothing while
 // records are held for the first model, or every held batch once it exists.
 func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, error) {
 	s.collect(false)
+	if s.role == RoleScorer {
+		return s.processScorer(b)
+	}
 	means, sds, err := s.columns(b)
 	if err != nil {
 		return nil, err
 	}
-	first := s.win.Total()
-	if err := s.push(means, sds); err != nil {
+	if err := s.win.Push(means, sds, nil); err != nil {
 		return nil, err
 	}
+	s.ids.push(b.Topic, b.Partitions(), b.Offsets())
+	s.sinceLast += b.Len()
 	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.building {
 		if s.cfg.BeforeModel == BeforeModelHold {
 			// Nothing can be emitted until the first model exists: build it right here.
@@ -108,39 +107,50 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 		// The window holds fewer than min_records only after a start from a snapshot.
 		s.startBuild()
 	}
+	if s.role == RoleBuilder {
+		return []*batch.Batch{b}, nil // in the window: done (a builder scores nothing)
+	}
 
 	if s.model == nil {
 		if s.cfg.BeforeModel == BeforeModelHold {
 			s.held = append(s.held, b)
-			s.heldFirst = append(s.heldFirst, first)
 			return nil, nil
 		}
 		b.Scores = make([]batch.Score, b.Len()) // Scored = false
 		return []*batch.Batch{b}, nil
 	}
-	out, firsts := append(s.held, b), append(s.heldFirst, first)
-	s.held, s.heldFirst = nil, nil
-	for i, ob := range out {
-		if err := s.score(ob, firsts[i]); err != nil {
+	out := append(s.held, b)
+	s.held = nil
+	for _, ob := range out {
+		if err := s.score(ob); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// Flush returns the batches still held (at shutdown): with a model they are scored; without
-// one (the stream ended before min_records) they go out unscored, never lost.
+// Flush returns the batches still held (at shutdown), scored by the model if there is one.
+// Without a model (the input stopped before min_records) nothing can be scored: under hold
+// the held batches are released and nothing is returned, so their offsets are never marked
+// done or committed and a restart reads and scores them (hold's promise: a record is scored
+// and its output acknowledged, or it is read again). Under pass every batch already went out
+// unscored, so nothing is held.
 func (s *Stage) Flush() ([]*batch.Batch, error) {
 	s.collect(s.building)
-	out, firsts := s.held, s.heldFirst
-	s.held, s.heldFirst = nil, nil
-	for i, b := range out {
-		if s.model != nil {
-			if err := s.score(b, firsts[i]); err != nil {
-				return nil, err
-			}
-		} else {
-			b.Scores = make([]batch.Score, b.Len())
+	out := s.held
+	s.held = nil
+	if s.model == nil {
+		for _, b := range out {
+			b.Record.Release()
+		}
+		if len(out) > 0 {
+			s.log.Info().Int("batches", len(out)).Msg("stopping before the first model: held records are left uncommitted, to be read and scored after a restart")
+		}
+		return nil, nil
+	}
+	for _, b := range out {
+		if err := s.score(b); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
@@ -190,86 +200,17 @@ func float32Column(rec arrow.Record, name string) ([]float32, bool) {
 	return col.Float32Values(), true
 }
 
-// push adds a batch to the window and keeps the live micro-clusters in step: the batch's
-// records are assigned to the nearest live micro-cluster and added, the evicted records'
-// contribution is removed.
-func (s *Stage) push(means, sds [][]float32) error {
-	n := 0
-	if len(means) > 0 {
-		n = len(means[0])
-	}
-	assign := make([]int32, n)
-	var nm, ns [][]float32
-	if s.live != nil {
-		nm, ns = s.model.normalised(means, sds, &s.scratch)
-		if err := s.live.AssignNearest(nm, assign, 1); err != nil {
-			return err
-		}
-	} else {
-		for i := range assign {
-			assign[i] = -1 // not in any live micro-cluster
-		}
-	}
-	ev, err := s.win.Push(means, sds, assign)
-	if err != nil {
-		return err
-	}
-	s.sinceLast += n
-	if s.live == nil {
-		return nil
-	}
-	if err := s.live.Add(nm, ns, assign); err != nil {
-		return err
-	}
-	return s.removeEvicted(ev)
-}
-
-// removeEvicted subtracts evicted records that belong to the live micro-clusters.
-func (s *Stage) removeEvicted(ev *window.Evicted) error {
-	if ev.Len() == 0 {
-		return nil
-	}
-	keep := make([]int, 0, ev.Len())
-	for i, a := range ev.Assign {
-		if a >= 0 {
-			keep = append(keep, i)
-		}
-	}
-	if len(keep) == 0 {
-		return nil
-	}
-	sub := func(src [][]float32) [][]float32 {
-		if src == nil {
-			return nil
-		}
-		out := make([][]float32, len(src))
-		for j := range src {
-			out[j] = make([]float32, len(keep))
-			for t, i := range keep {
-				out[j][t] = src[j][i]
-			}
-		}
-		return out
-	}
-	as := make([]int32, len(keep))
-	for t, i := range keep {
-		as[t] = ev.Assign[i]
-	}
-	nm, ns := s.model.normalised(sub(ev.Cols), sub(ev.SDs), nil)
-	return s.live.Remove(nm, ns, as)
-}
-
 // startBuild snapshots the window and builds the next model on a new goroutine.
 func (s *Stage) startBuild() {
 	cols, sds := s.win.Snapshot()
 	s.building, s.sinceLast, s.lastBuild = true, 0, time.Now()
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.version + 1
-	cfg, features, accel, rep, windowEnd := s.cfg, s.features, s.accel, s.accelRe, s.win.Total()
+	cfg, features, accel, rep, members := s.cfg, s.features, s.accel, s.accelRe, s.ids.members()
 	go func() {
 		m, err := buildOn(accel, rep, cols, sds, features, cfg, version)
 		if m != nil {
-			m.WindowEnd = windowEnd
+			m.Members = members
 		}
 		s.done <- buildResult{model: m, err: err}
 	}()
@@ -300,25 +241,9 @@ func (s *Stage) collect(wait bool) {
 	}
 }
 
-// install makes m the serving model and rebases the live micro-clusters on its clustering:
-// the window has moved on since m's snapshot, so its current records are assigned to m's
-// centroids and reduced afresh (one pass over the window per rebuild), which keeps the live
-// summary exact by construction rather than by replaying what happened meanwhile.
+// install makes m the serving model.
 func (s *Stage) install(m *Model) error {
-	cols, sds := s.win.Snapshot()
-	nm, ns := m.normalised(cols, sds, nil)
-	assign := make([]int32, s.win.Len())
-	if err := microcluster.Assign(nm, m.MicroClusters.Centroids(), assign, 0); err != nil {
-		return fmt.Errorf("detect: assigning the window to the new model: %w", err)
-	}
-	live, err := microcluster.Reduce(nm, ns, assign, m.MicroClusters.Q(), 0)
-	if err != nil {
-		return fmt.Errorf("detect: reducing the window under the new model: %w", err)
-	}
-	if err := s.win.Reassign(assign); err != nil {
-		return err
-	}
-	s.model, s.version, s.live = m, m.Version, live
+	s.model, s.version = m, m.Version
 	s.installed(m)
 	s.log.Info().Uint64("model_version", m.Version).Int("window", m.WindowRecords).
 		Int("solving_set", len(m.Distance.Points[0])).Float64("w_star", m.Distance.WStar).

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/pipeline/config"
 	"github.com/outlierd/outlierd/pipeline/kafkasec"
 )
 
@@ -137,137 +138,141 @@ func Default() Config {
 // maxBatchSize bounds BatchSize: one batch is one Arrow record held in memory end to end.
 const maxBatchSize = 1 << 20
 
-// Validate reports every problem of the configuration at once (errors.Join), each naming the
-// YAML key.
+// Validate reports every problem of the configuration at once (errors.Join), each a
+// config.FieldError naming the key with its full path ("ingest.group_id"), so that a config
+// file points at the line to fix.
 func (c *Config) Validate() error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	// bad reports a problem of key (its path under ingest.; "features[2]").
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, config.Fieldf("ingest."+key, format, args...))
+	}
 
 	if len(c.Brokers) == 0 {
-		bad("brokers: at least one broker is required")
+		bad("brokers", "at least one broker is required")
 	}
 	for i, b := range c.Brokers {
 		if host, port, err := net.SplitHostPort(b); err != nil || host == "" || !isPort(port) {
-			bad("brokers[%d]: %q is not host:port", i, b)
+			bad(fmt.Sprintf("brokers[%d]", i), "%q is not host:port", b)
 		}
 	}
 	if c.Topic == "" {
-		bad("topic: required")
+		bad("topic", "required")
 	}
 	if c.GroupID == "" {
-		bad("group_id: required")
+		bad("group_id", "required")
 	}
 	if c.StartOffset != StartEarliest && c.StartOffset != StartLatest {
-		bad("start_offset: %q is not %q or %q", c.StartOffset, StartEarliest, StartLatest)
+		bad("start_offset", "%q is not %q or %q", c.StartOffset, StartEarliest, StartLatest)
 	}
 	if c.DeadLetterTopic != "" && c.DeadLetterTopic == c.Topic {
-		bad("dead_letter_topic: must differ from topic %q (a dead letter would be read again)", c.Topic)
+		bad("dead_letter_topic", "must differ from topic %q (a dead letter would be read again)", c.Topic)
 	}
 	if c.BatchSize < 1 || c.BatchSize > maxBatchSize {
-		bad("batch_size: %d is not in [1, %d]", c.BatchSize, maxBatchSize)
+		bad("batch_size", "%d is not in [1, %d]", c.BatchSize, maxBatchSize)
 	}
 	if c.MaxWait <= 0 {
-		bad("max_wait: %v must be positive", c.MaxWait)
+		bad("max_wait", "%v must be positive", c.MaxWait)
 	}
 	if c.FetchMaxBytes < 1024 {
-		bad("fetch_max_bytes: %d is below 1024", c.FetchMaxBytes)
+		bad("fetch_max_bytes", "%d is below 1024", c.FetchMaxBytes)
 	}
 	if c.HeartbeatInterval <= 0 {
-		bad("heartbeat_interval: %v must be positive", c.HeartbeatInterval)
+		bad("heartbeat_interval", "%v must be positive", c.HeartbeatInterval)
 	}
 	if c.SessionTimeout < 3*c.HeartbeatInterval {
-		bad("session_timeout: %v must be at least 3 x heartbeat_interval (%v)", c.SessionTimeout, c.HeartbeatInterval)
+		bad("session_timeout", "%v must be at least 3 x heartbeat_interval (%v)", c.SessionTimeout, c.HeartbeatInterval)
 	}
-	errs = append(errs, c.Security.Problems("security.")...)
+	errs = append(errs, c.Security.Problems("ingest.security.")...)
 
 	formatOK := true
 	switch c.Format {
 	case FormatJSON, FormatLogfmt:
 		if len(c.CSVHeader) > 0 {
-			bad("csv_header: only for format %q", FormatCSV)
+			bad("csv_header", "only for format %q", FormatCSV)
 		}
 	case FormatCSV:
 		if len([]rune(c.CSVDelimiter)) != 1 || c.CSVDelimiter == "\"" || c.CSVDelimiter == "\n" || c.CSVDelimiter == "\r" {
-			bad("csv_delimiter: %q must be one character other than a quote or a newline", c.CSVDelimiter)
+			bad("csv_delimiter", "%q must be one character other than a quote or a newline", c.CSVDelimiter)
 		} else if c.CSVDelimiter[0] >= 0x80 {
-			bad("csv_delimiter: %q must be an ASCII character", c.CSVDelimiter)
+			bad("csv_delimiter", "%q must be an ASCII character", c.CSVDelimiter)
 		}
 		for i, h := range c.CSVHeader {
 			if h == "" {
-				bad("csv_header[%d]: empty name", i)
+				bad(fmt.Sprintf("csv_header[%d]", i), "empty name")
 			} else if slices.Index(c.CSVHeader, h) != i {
-				bad("csv_header[%d]: %q appears twice", i, h)
+				bad(fmt.Sprintf("csv_header[%d]", i), "%q appears twice", h)
 			}
 		}
 	default:
 		formatOK = false
-		bad("format: %q is not one of %q, %q, %q", c.Format, FormatJSON, FormatCSV, FormatLogfmt)
+		bad("format", "%q is not one of %q, %q, %q", c.Format, FormatJSON, FormatCSV, FormatLogfmt)
 	}
 
 	if len(c.Features) == 0 {
-		bad("features: at least one feature is required")
+		bad("features", "at least one feature is required")
 	}
 	columns := map[string]string{} // Arrow column name -> what claimed it
-	claim := func(col, what string) {
+	claim := func(key, col, what string) {
 		if prev, ok := columns[col]; ok {
-			bad("%s: column name %q is already used by %s", what, col, prev)
+			bad(key, "%scolumn name %q is already used by %s", what, col, prev)
 			return
 		}
-		columns[col] = what
+		columns[col] = "ingest." + key + strings.TrimSuffix(" "+what, " ")
 	}
 	for i, f := range c.Features {
 		what := fmt.Sprintf("features[%d]", i)
 		switch {
 		case f == "":
-			bad("%s: empty name", what)
+			bad(what, "empty name")
 			continue
 		case strings.HasPrefix(f, "_"):
-			bad("%s: %q starts with \"_\", reserved for the coordinate columns", what, f)
+			bad(what, "%q starts with \"_\", reserved for the coordinate columns", f)
 			continue
 		}
-		claim(f, what)
+		claim(what, f, "")
 		if c.Uncertainty != nil {
-			claim(f+batch.UncertaintySuffix, what+" (its uncertainty column)")
+			claim(what, f+batch.UncertaintySuffix, "(its uncertainty column) ")
 		}
 		if formatOK {
 			if err := c.checkField(f); err != nil {
-				bad("%s: %w", what, err)
+				bad(what, "%w", err)
 			}
 		}
 	}
 	if formatOK && c.KeyField != "" {
 		if err := c.checkField(c.KeyField); err != nil {
-			bad("key_field: %w", err)
+			bad("key_field", "%w", err)
 		}
 	}
 	if formatOK && c.EventTimeField != "" {
 		if err := c.checkField(c.EventTimeField); err != nil {
-			bad("event_time_field: %w", err)
+			bad("event_time_field", "%w", err)
 		}
 	}
 	if u := c.Uncertainty; u != nil {
 		if u.Suffix == "" && len(u.Fields) == 0 && u.Default == nil {
-			bad("uncertainty: set suffix, fields or default (or leave uncertainty out)")
+			bad("uncertainty", "set suffix, fields or default (or leave uncertainty out)")
 		}
 		if u.Default != nil && (math.IsNaN(*u.Default) || math.IsInf(*u.Default, 0) || *u.Default < 0) {
-			bad("uncertainty.default: %v must be finite and >= 0", *u.Default)
+			bad("uncertainty.default", "%v must be finite and >= 0", *u.Default)
 		}
 		if u.Suffix != "" && c.Format == FormatCSV && len(c.CSVHeader) == 0 {
-			bad("uncertainty.suffix: needs csv_header (CSV columns without a header are indices)")
+			bad("uncertainty.suffix", "needs csv_header (CSV columns without a header are indices)")
 		}
 		for _, f := range slices.Sorted(maps.Keys(u.Fields)) {
 			if !slices.Contains(c.Features, f) {
-				bad("uncertainty.fields: %q is not a feature", f)
+				bad("uncertainty.fields", "%q is not a feature", f)
 			} else if formatOK {
 				if err := c.checkField(u.Fields[f]); err != nil {
-					bad("uncertainty.fields[%q]: %w", f, err)
+					bad(fmt.Sprintf("uncertainty.fields[%q]", f), "%w", err)
 				}
 			}
 		}
 		if u.Suffix == "" && u.Default == nil && len(u.Fields) > 0 {
 			for _, f := range c.Features {
 				if _, ok := u.Fields[f]; !ok && f != "" {
-					bad("uncertainty: feature %q has no uncertainty field (fields or suffix) and there is no default", f)
+					bad("uncertainty", "feature %q has no uncertainty field (fields or suffix) and there is no default", f)
 				}
 			}
 		}
@@ -278,14 +283,14 @@ func (c *Config) Validate() error {
 				}
 				// Only a configured CSV header can tell that the suffixed column does not exist.
 				if c.Format == FormatCSV && u.Default == nil && !slices.Contains(c.CSVHeader, f+u.Suffix) {
-					bad("uncertainty.suffix: column %q (for feature %q) is not in csv_header and there is no default", f+u.Suffix, f)
+					bad("uncertainty.suffix", "column %q (for feature %q) is not in csv_header and there is no default", f+u.Suffix, f)
 				}
 			}
 		}
 	}
 	if formatOK && c.Format == FormatJSON {
-		if err := checkJSONPaths(c.allFields()); err != nil {
-			errs = append(errs, err)
+		for _, p := range checkJSONPaths(c.allFields()) {
+			bad("features", "%s", p)
 		}
 	}
 	return errors.Join(errs...)
@@ -358,16 +363,16 @@ func (c *Config) allFields() []string {
 
 // checkJSONPaths refuses a path that is a strict prefix of another ("a" and "a.b"): the value
 // at "a" would have to be a number and an object at once.
-func checkJSONPaths(paths []string) error {
-	var errs []error
+func checkJSONPaths(paths []string) []string {
+	var out []string
 	for _, p := range paths {
 		for _, q := range paths {
 			if strings.HasPrefix(q, p+".") {
-				errs = append(errs, fmt.Errorf("fields: JSON path %q is a prefix of %q (a value cannot be a number and an object)", p, q))
+				out = append(out, fmt.Sprintf("JSON path %q is a prefix of %q (a value cannot be a number and an object)", p, q))
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return out
 }
 
 func isPort(s string) bool {

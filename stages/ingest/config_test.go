@@ -53,7 +53,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 				`brokers[0]: "nohost" is not host:port`, `brokers[1]: "h:99999" is not host:port`,
 				`format: "xml" is not one of`, "batch_size: 0 is not in", "max_wait: 0s must be positive",
 				"dead_letter_topic: must differ", `start_offset: "middle"`, "features[1]: empty name",
-				`features[2]: "_p" starts with "_"`, `features[3]: column name "a" is already used by features[0]`,
+				`features[2]: "_p" starts with "_"`, `ingest.features[3]: column name "a" is already used by ingest.features[0]`,
 			},
 		},
 		{
@@ -89,7 +89,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 				c.Uncertainty = &Uncertainty{Fields: map[string]string{"zz": "q", "a": "x..y"}, Default: ptr(math.Inf(1))}
 			},
 			want: []string{
-				`column name "a_sd" is already used by features[0] (its uncertainty column)`,
+				`column name "a_sd" is already used by ingest.features[0] (its uncertainty column)`,
 				"uncertainty.default: +Inf must be finite", `uncertainty.fields: "zz" is not a feature`,
 				`uncertainty.fields["a"]: "x..y" has an empty path segment`,
 			},

@@ -164,17 +164,21 @@ func setNumber(s *slot, v float64, out *Decoded) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return &FieldError{Field: s.field, Problem: "NaN/Inf not allowed"}
 	}
-	if math.Abs(v) > math.MaxFloat32 {
+	// Out of range is what rounds to infinity as a float32, not what exceeds FLT_MAX as a
+	// float64: FLT_MAX's own shortest spelling, 3.4028235e38 (how producers print it, often as
+	// a "no reading" sentinel), is a little above it and rounds to it.
+	f := float32(v)
+	if math.IsInf(float64(f), 0) {
 		return &FieldError{Field: s.field, Problem: fmt.Sprintf("out of float32 range: %g", v)}
 	}
 	switch s.role {
 	case roleFeature:
-		out.Values[s.idx] = float32(v)
+		out.Values[s.idx] = f
 	case roleSD:
 		if v < 0 {
 			return &FieldError{Field: s.field, Problem: fmt.Sprintf("uncertainty must be >= 0: %g", v)}
 		}
-		out.SD[s.idx] = float32(v)
+		out.SD[s.idx] = f
 	}
 	return nil
 }

@@ -19,7 +19,10 @@ import (
 // accepting strings would hide "12,5" style locale bugs until they fail differently. The key
 // field may be a string or a number (its text); the event time a number (epoch milliseconds,
 // an integer) or a string (RFC 3339). A key repeated in one object: the last one wins, as with
-// encoding/json.
+// encoding/json into a map, whatever the values: an earlier occurrence neither sets the field nor
+// refuses the record (its field error is kept only until a later occurrence replaces it), and a
+// repeated object replaces the whole earlier object (fields found only in the earlier one are
+// missing). The message must still be valid JSON throughout.
 
 // maxJSONDepth bounds nesting so a hostile message cannot exhaust the stack.
 const maxJSONDepth = 1000
@@ -28,12 +31,16 @@ const maxJSONDepth = 1000
 type jsonNode struct {
 	children map[string]*jsonNode
 	slots    []int // indices into plan.slots of the fields at exactly this path
+	below    []int // indices of the fields at this path and under it: reset when it repeats
 }
 
 type jsonDecoder struct {
 	plan  *plan
 	root  *jsonNode
 	found []bool
+	// errs[i] is the field error of the latest occurrence of slot i, nil when it was good: kept
+	// rather than returned at once so that a later occurrence of the key can replace it.
+	errs []error
 
 	// per Decode
 	data    []byte
@@ -45,7 +52,7 @@ type jsonDecoder struct {
 }
 
 func newJSONDecoder(p *plan) *jsonDecoder {
-	d := &jsonDecoder{plan: p, root: &jsonNode{}, found: make([]bool, len(p.slots))}
+	d := &jsonDecoder{plan: p, root: &jsonNode{}, found: make([]bool, len(p.slots)), errs: make([]error, len(p.slots))}
 	for i, s := range p.slots {
 		n := d.root
 		for _, seg := range splitPath(s.field) {
@@ -58,6 +65,7 @@ func newJSONDecoder(p *plan) *jsonDecoder {
 				n.children[seg] = c
 			}
 			n = c
+			n.below = append(n.below, i)
 		}
 		n.slots = append(n.slots, i)
 	}
@@ -81,6 +89,7 @@ func (d *jsonDecoder) Decode(value []byte, out *Decoded) error {
 	d.data, d.pos, d.out = value, 0, out
 	defer func() { d.data, d.out = nil, nil }()
 	clear(d.found)
+	clear(d.errs)
 	out.HasKey, out.HasEventTime, out.Key = false, false, nil
 	d.skipWS()
 	if d.pos >= len(d.data) || d.data[d.pos] != '{' {
@@ -92,6 +101,11 @@ func (d *jsonDecoder) Decode(value []byte, out *Decoded) error {
 	d.skipWS()
 	if d.pos != len(d.data) {
 		return d.syntax("unexpected data after the top-level object")
+	}
+	for _, err := range d.errs {
+		if err != nil {
+			return err
+		}
 	}
 	return d.plan.finish(d.found, out)
 }
@@ -143,6 +157,12 @@ func (d *jsonDecoder) object(node *jsonNode, depth int) error {
 		}
 		d.pos++
 		d.skipWS()
+		if child != nil && child.children != nil {
+			// A repeated parent replaces the earlier object: forget what was found under it.
+			for _, si := range child.below {
+				d.found[si], d.errs[si] = false, nil
+			}
+		}
 		var err error
 		switch {
 		case child != nil && len(child.slots) > 0:
@@ -416,7 +436,8 @@ func hex4(b []byte) uint16 {
 	return v
 }
 
-// target parses the value at a configured path and stores it in every slot there.
+// target parses the value at a configured path and stores it in every slot there. A value that
+// does not fit a slot is that slot's pending field error (see errs), not a failure yet.
 func (d *jsonDecoder) target(n *jsonNode) error {
 	if d.pos >= len(d.data) {
 		return d.syntax("expected a value")
@@ -442,40 +463,42 @@ func (d *jsonDecoder) target(n *jsonNode) error {
 		return err
 	}
 	for _, si := range n.slots {
-		s := &d.plan.slots[si]
 		d.found[si] = true
-		switch {
-		case isNum && (s.role == roleFeature || s.role == roleSD):
-			v, perr := strconv.ParseFloat(string(num), 64)
-			if perr != nil { // only a range error is possible after the grammar check
-				return &FieldError{Field: s.field, Problem: "out of range: " + quoteShort(num)}
-			}
-			if err := setNumber(s, v, d.out); err != nil {
-				return err
-			}
-		case isNum && s.role == roleKey:
-			d.keyCopy = append(d.keyCopy[:0], num...)
-			d.out.Key, d.out.HasKey = d.keyCopy, true
-		case isNum && s.role == roleTime:
-			ms, perr := strconv.ParseInt(string(num), 10, 64)
-			if perr != nil {
-				return &FieldError{Field: s.field, Problem: "epoch milliseconds must be an integer: " + quoteShort(num)}
-			}
-			d.out.EventTime, d.out.HasEventTime = ms, true
-		case isText && s.role == roleKey:
-			d.keyCopy = append(d.keyCopy[:0], text...)
-			d.out.Key, d.out.HasKey = d.keyCopy, true
-		case isText && s.role == roleTime:
-			if err := setText(s, text, d.out); err != nil {
-				return err
-			}
-		case s.role == roleFeature || s.role == roleSD:
-			return &FieldError{Field: s.field, Problem: "not a number: " + describeJSON(d.data[start:d.pos])}
-		case s.role == roleKey:
-			return &FieldError{Field: s.field, Problem: "key must be a string or a number, got " + describeJSON(d.data[start:d.pos])}
-		default:
-			return &FieldError{Field: s.field, Problem: "event time must be a string or a number, got " + describeJSON(d.data[start:d.pos])}
+		d.errs[si] = d.store(&d.plan.slots[si], num, text, isNum, isText, d.data[start:d.pos])
+	}
+	return nil
+}
+
+// store stores the value at slot s's path (a number, a string, or raw of another kind) and
+// returns the field error when it does not fit the slot's role.
+func (d *jsonDecoder) store(s *slot, num, text []byte, isNum, isText bool, raw []byte) error {
+	switch {
+	case isNum && (s.role == roleFeature || s.role == roleSD):
+		v, perr := strconv.ParseFloat(string(num), 64)
+		if perr != nil { // only a range error is possible after the grammar check
+			return &FieldError{Field: s.field, Problem: "out of range: " + quoteShort(num)}
 		}
+		return setNumber(s, v, d.out)
+	case isNum && s.role == roleKey:
+		d.keyCopy = append(d.keyCopy[:0], num...)
+		d.out.Key, d.out.HasKey = d.keyCopy, true
+	case isNum && s.role == roleTime:
+		ms, perr := strconv.ParseInt(string(num), 10, 64)
+		if perr != nil {
+			return &FieldError{Field: s.field, Problem: "epoch milliseconds must be an integer: " + quoteShort(num)}
+		}
+		d.out.EventTime, d.out.HasEventTime = ms, true
+	case isText && s.role == roleKey:
+		d.keyCopy = append(d.keyCopy[:0], text...)
+		d.out.Key, d.out.HasKey = d.keyCopy, true
+	case isText && s.role == roleTime:
+		return setText(s, text, d.out)
+	case s.role == roleFeature || s.role == roleSD:
+		return &FieldError{Field: s.field, Problem: "not a number: " + describeJSON(raw)}
+	case s.role == roleKey:
+		return &FieldError{Field: s.field, Problem: "key must be a string or a number, got " + describeJSON(raw)}
+	default:
+		return &FieldError{Field: s.field, Problem: "event time must be a string or a number, got " + describeJSON(raw)}
 	}
 	return nil
 }

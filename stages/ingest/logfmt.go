@@ -4,18 +4,20 @@ package ingest
 // the next space; it may not contain '"' or '=') or double-quoted with the escapes \" \\ \n \r
 // \t (an unknown escape keeps its backslash). A key without '=' is a flag with an empty value.
 // The configured features are looked up by key and their values, quoted or not, must be
-// decimal numbers; other keys are skipped. A key repeated in a message: the last one wins.
+// decimal numbers; other keys are skipped. A key repeated in a message: the last one wins,
+// whatever the values (an earlier bad value does not refuse the record; as in the JSON decoder).
 
 type logfmtDecoder struct {
 	plan    *plan
 	keys    map[string][]int // key -> indices into plan.slots
 	found   []bool
+	errs    []error // the field error of each slot's latest occurrence (see jsonDecoder.errs)
 	buf     []byte
 	keyCopy []byte
 }
 
 func newLogfmtDecoder(p *plan) *logfmtDecoder {
-	d := &logfmtDecoder{plan: p, keys: map[string][]int{}, found: make([]bool, len(p.slots))}
+	d := &logfmtDecoder{plan: p, keys: map[string][]int{}, found: make([]bool, len(p.slots)), errs: make([]error, len(p.slots))}
 	for i, s := range p.slots {
 		d.keys[s.field] = append(d.keys[s.field], i)
 	}
@@ -29,6 +31,7 @@ func logfmtSyntax(off int, msg string) error {
 // Decode implements Decoder.
 func (d *logfmtDecoder) Decode(value []byte, out *Decoded) error {
 	clear(d.found)
+	clear(d.errs)
 	out.HasKey, out.HasEventTime, out.Key = false, false, nil
 	p, n := 0, len(value)
 	for {
@@ -89,7 +92,8 @@ func (d *logfmtDecoder) Decode(value []byte, out *Decoded) error {
 			text := val
 			if len(trimSpace(text)) == 0 {
 				if s.role != roleKey {
-					d.found[si] = false // an empty value counts as missing, even over an earlier one
+					// An empty value counts as missing, even over an earlier one.
+					d.found[si], d.errs[si] = false, nil
 					continue
 				}
 			}
@@ -97,10 +101,13 @@ func (d *logfmtDecoder) Decode(value []byte, out *Decoded) error {
 				d.keyCopy = append(d.keyCopy[:0], text...)
 				text = d.keyCopy
 			}
-			if err := setText(s, text, out); err != nil {
-				return err
-			}
+			d.errs[si] = setText(s, text, out)
 			d.found[si] = true
+		}
+	}
+	for _, err := range d.errs {
+		if err != nil {
+			return err
 		}
 	}
 	return d.plan.finish(d.found, out)

@@ -48,6 +48,8 @@ type Source struct {
 	cp     *checkpoint.Checkpointer
 	log    zerolog.Logger
 	reader *kafka.Reader
+	// reaper leaves the group for the member ids the reader abandons (rejoin.go).
+	reaper *memberReaper
 
 	// nextMu serialises Next and the builder's release in Close.
 	nextMu  sync.Mutex
@@ -80,6 +82,8 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		start = kafka.LastOffset
 	}
 	log = log.With().Str("stage", "ingest").Str("topic", cfg.Topic).Str("group", cfg.GroupID).Logger()
+	var reaper *memberReaper          // made last, once nothing can fail (it holds a context)
+	debugLog := kafkaDebugLogger(log) // at debug level: kafka-go's chatter, off by default
 	rc := kafka.ReaderConfig{
 		Brokers:  append([]string(nil), cfg.Brokers...),
 		GroupID:  cfg.GroupID,
@@ -95,12 +99,15 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		// knows what is durable. (A non-zero interval would make CommitMessages fire-and-forget.)
 		CommitInterval: 0,
 		StartOffset:    start,
+		// After a lost coordinator the reader tries to join again every JoinGroupBackoff
+		// (kafka-go's default 5 s): 1 s resumes within a second of the broker answering, at
+		// the cost of a warning a second while it is away.
+		JoinGroupBackoff: time.Second,
 		Logger: kafka.LoggerFunc(func(msg string, args ...any) {
-			log.Debug().Msgf(msg, args...)
+			reaper.observe(msg, args) // rejoin.go: finish the LeaveGroup of abandoned members
+			debugLog.Printf(msg, args...)
 		}),
-		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
-			log.Warn().Msgf(msg, args...)
-		}),
+		ErrorLogger: kafkaErrorLogger(log),
 	}
 	if cfg.Security.Enabled() {
 		// Only then: without security the Reader keeps kafka.DefaultDialer, as before.
@@ -112,7 +119,15 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 	if err := rc.Validate(); err != nil {
 		return nil, fmt.Errorf("ingest: reader config: %w", err)
 	}
+	var tr *kafka.Transport // the reaper's; nil: a plaintext one of its own
+	if cfg.Security.Enabled() {
+		if tr, err = cfg.Security.Transport(); err != nil {
+			return nil, fmt.Errorf("ingest: %w", err)
+		}
+	}
+	reaper = newMemberReaper(cfg.GroupID, cfg.Brokers, tr, log)
 	return &Source{
+		reaper:    reaper,
 		cfg:       cfg,
 		cp:        cp,
 		log:       log,
@@ -259,7 +274,8 @@ func (s *Source) Commit(ctx context.Context) (map[int]int64, error) {
 // blocked in a fetch returns an error. Commit what is done before closing: commits after Close
 // fail.
 func (s *Source) Close() error {
-	err := s.reader.Close() // first: unblocks a Next waiting in FetchMessage
+	s.reaper.close()        // before the reader: its own LeaveGroup at Close is kafka-go's
+	err := s.reader.Close() // unblocks a Next waiting in FetchMessage
 	s.nextMu.Lock()
 	if s.builder != nil {
 		s.builder.Release()
@@ -270,4 +286,17 @@ func (s *Source) Close() error {
 		return fmt.Errorf("ingest: close reader: %w", err)
 	}
 	return nil
+}
+
+// kafkaDebugLogger is kafka-go's Logger: its progress messages (group joins, fetches, commits:
+// most of what it says) at debug, which the default level (run.log_level: info) leaves out.
+func kafkaDebugLogger(log zerolog.Logger) kafka.Logger {
+	return kafka.LoggerFunc(func(msg string, args ...any) { log.Debug().Str("source", "kafka-go").Msgf(msg, args...) })
+}
+
+// kafkaErrorLogger is kafka-go's ErrorLogger: what it could not do (a broker unreachable, a
+// failed commit or rebalance) at warn; it retries, and errors that reach the pipeline are
+// logged as such by it.
+func kafkaErrorLogger(log zerolog.Logger) kafka.Logger {
+	return kafka.LoggerFunc(func(msg string, args ...any) { log.Warn().Str("source", "kafka-go").Msgf(msg, args...) })
 }

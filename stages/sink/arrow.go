@@ -17,9 +17,13 @@ import (
 // Arrow output (format: arrow). Each Kafka message value is one complete Arrow IPC stream
 // (schema message, one record batch, end-of-stream marker), readable with ipc.NewReader, holding
 // the emitted rows of one batch that came from one source partition, in batch order. Key:
-// "<topic>/<partition>/<first offset>-<last offset>" of the rows it holds (deterministic, for
-// de-duplication; also in header outlierd-id). A stream larger than max_message_bytes is split
-// by rows into several messages, each with its own offset range.
+// "<topic>/<partition>/<first offset>-<last offset>" of the rows it holds (also in header
+// outlierd-id). A stream larger than max_message_bytes is split by rows into several messages,
+// each with its own offset range.
+//
+// De-duplication is by row, with the _id column, not by message: a batch re-read after a
+// restart or rebalance can have other boundaries than the first time, so the same row can
+// arrive again in a message with another key and other neighbours; its _id stays the same.
 //
 // Schema, in column order:
 //
@@ -29,6 +33,8 @@ import (
 //	_offset             int64    source offset
 //	_key                binary   source key (null without a key)
 //	_timestamp          timestamp, as in the input (ms, UTC)
+//	_id                 utf8     "<topic>/<partition>/<offset>" of the source message: the
+//	                             row's stable id, the JSON output's "id"
 //	scored              bool     false: passed through before the first model; the score
 //	                             columns below are then null
 //	outlier             bool     the combined decision
@@ -45,8 +51,9 @@ import (
 // Schema metadata: "outlierd.topic" (source topic) and "outlierd.model_version" (decimal).
 // Payloads are not included: the columns are the decoded record.
 
-// Names of the score columns of the Arrow output.
+// Names of the columns the sink adds to the Arrow output.
 const (
+	ColID              = "_id" // "<topic>/<partition>/<offset>": the row's de-duplication id
 	ColScored          = "scored"
 	ColOutlier         = "outlier"
 	ColDensityOutlier  = "density_outlier"
@@ -61,7 +68,7 @@ const (
 
 // arrowSchema builds the output schema for batch b (see the table above).
 func arrowSchema(b *batch.Batch, c *columns) *arrow.Schema {
-	fields := make([]arrow.Field, 0, 2*len(b.Features)+13)
+	fields := make([]arrow.Field, 0, 2*len(b.Features)+14)
 	for _, f := range b.Features {
 		fields = append(fields, arrow.Field{Name: f, Type: arrow.PrimitiveTypes.Float32, Nullable: true})
 	}
@@ -75,6 +82,7 @@ func arrowSchema(b *batch.Batch, c *columns) *arrow.Schema {
 		arrow.Field{Name: batch.ColOffset, Type: arrow.PrimitiveTypes.Int64},
 		arrow.Field{Name: batch.ColKey, Type: arrow.BinaryTypes.Binary, Nullable: true},
 		arrow.Field{Name: batch.ColTimestamp, Type: c.ts.DataType(), Nullable: true},
+		arrow.Field{Name: ColID, Type: arrow.BinaryTypes.String},
 		arrow.Field{Name: ColScored, Type: arrow.FixedWidthTypes.Boolean},
 		arrow.Field{Name: ColOutlier, Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
 		arrow.Field{Name: ColDensityOutlier, Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
@@ -122,6 +130,7 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 	off := next().(*array.Int64Builder)
 	key := next().(*array.BinaryBuilder)
 	ts := next().(*array.TimestampBuilder)
+	id := next().(*array.StringBuilder)
 	scored := next().(*array.BooleanBuilder)
 	outlier := next().(*array.BooleanBuilder)
 	density := next().(*array.BooleanBuilder)
@@ -147,6 +156,7 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 		} else {
 			ts.Append(c.ts.Value(i))
 		}
+		id.Append(outputID(b.Topic, c.partition.Value(i), c.offset.Value(i)))
 		var s batch.Score
 		if b.Scores != nil {
 			s = b.Scores[i]

@@ -9,6 +9,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/outlierd/outlierd/pipeline/config"
 	"github.com/outlierd/outlierd/pipeline/kafkasec"
 )
 
@@ -33,14 +34,34 @@ type Config struct {
 	// only matters for the first connection: the writer learns the cluster from metadata.
 	Brokers []string `yaml:"brokers"`
 
-	// Topic receives the outputs. Required. The topic must exist (auto-creation is off: a
-	// typo must not silently create a topic with broker-default partitions and retention).
+	// Topic receives the outputs. Required. The topic must exist, or CreateTopics must be on:
+	// the start fails otherwise, naming the key and the topic (the writer never asks the
+	// broker to auto-create it: a typo must not silently create a topic with broker-default
+	// partitions and retention).
 	Topic string `yaml:"topic"`
 
 	// DeadLetterTopic receives messages that could not be decoded, and records whose output could
 	// not be encoded, with the reason in a header. Required, and different from Topic so that
-	// consumers of the outputs never see raw input messages. Must exist.
+	// consumers of the outputs never see raw input messages. Must exist, as Topic.
 	DeadLetterTopic string `yaml:"dead_letter_topic"`
+
+	// CreateTopics: true creates Topic and DeadLetterTopic at start when they do not exist,
+	// with CreatePartitions partitions and CreateReplicationFactor replicas (and the broker's
+	// defaults for everything else, retention included). Default false: a missing topic fails
+	// the start, naming the key and the topic, since creating it is a decision about its
+	// partitions, replication and retention that an operator should make. An existing topic
+	// is never changed.
+	CreateTopics bool `yaml:"create_topics"`
+
+	// CreatePartitions is the partition count of a topic CreateTopics creates. Default 0: as
+	// many as the input topic has (the outputs of one key then keep their order on one
+	// partition, like the inputs).
+	CreatePartitions int `yaml:"create_partitions"`
+
+	// CreateReplicationFactor is the replication factor of a topic CreateTopics creates.
+	// Default 0: the broker's default.replication.factor. acks=all makes every output wait
+	// for all in-sync replicas, so more replicas cost write latency, not durability.
+	CreateReplicationFactor int `yaml:"create_replication_factor"`
 
 	// Emit is "outliers" (default: only flagged records are written, the usual alerting use)
 	// or "all" (every record with its scores: a full audit trail, at the cost of output volume
@@ -89,10 +110,20 @@ type Config struct {
 	// WriteTimeout bounds one produce request (kafka-go Writer.WriteTimeout). Default 10s.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 
-	// MaxAttempts is how many times a produce request is tried before Write fails (kafka-go
-	// Writer.MaxAttempts), with backoff between attempts. Default 10. A retry after a lost
-	// acknowledgement can duplicate outputs (kafka-go has no idempotent producer): consumers
-	// de-duplicate by the "id" field / outlierd-id header.
+	// MaxAttempts is how many times a write the broker refuses is tried before the pipeline
+	// gives up and stops with an error naming the topic, this key and the attempts (the
+	// batch's offsets are not committed: it is read again after a restart). Default 10. The
+	// writer tries each partition's produce request up to MaxAttempts times, 100 ms to 1 s
+	// apart (kafka-go Writer.MaxAttempts), and the pipeline counts those tries: a refused
+	// produce uses the whole budget in one write, and a write that fails before producing (the
+	// topic's metadata is missing: deleted) counts one per try, 100 ms to 5 s apart, so 10
+	// span about 20 s: enough for a leader election, short enough that a deleted or
+	// unwritable topic stops the pipeline instead of freezing it. Tries that do not reach the
+	// broker at all (connection refused or reset, timeouts: an outage) are not counted: the
+	// pipeline waits for the broker however long it is away, with /readyz 503 naming the
+	// topic and a warning per failed write. A retry after a lost acknowledgement can
+	// duplicate outputs (kafka-go has no idempotent producer): consumers de-duplicate by the
+	// "id" field / outlierd-id header.
 	MaxAttempts int `yaml:"max_attempts"`
 
 	// Security is TLS and SASL for the connections to Brokers (see pipeline/kafkasec). Default
@@ -126,67 +157,77 @@ var compressionCodecs = map[string]kafka.Compression{
 	"zstd":   kafka.Zstd,
 }
 
-// Validate reports every problem of c at once (errors.Join), each naming its yaml key.
+// Validate reports every problem of c at once (errors.Join), each a config.FieldError naming
+// its key ("sink.emit"), so that a config file points at the line to fix.
 func (c *Config) Validate() error {
 	var errs []error
-	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	add := func(key, format string, a ...any) { errs = append(errs, config.Fieldf(key, format, a...)) }
 
 	if len(c.Brokers) == 0 {
-		add("sink.brokers: at least one broker (host:port) is required")
+		add("sink.brokers", "at least one broker (host:port) is required")
 	}
 	for i, b := range c.Brokers {
 		host, port, err := net.SplitHostPort(b)
 		if err != nil || host == "" {
-			add("sink.brokers[%d]: %q is not host:port", i, b)
+			add(fmt.Sprintf("sink.brokers[%d]", i), "%q is not host:port", b)
 			continue
 		}
 		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			add("sink.brokers[%d]: %q: port must be 1..65535", i, b)
+			add(fmt.Sprintf("sink.brokers[%d]", i), "%q: port must be 1..65535", b)
 		}
 	}
-	if err := validTopic(c.Topic); err != nil {
-		add("sink.topic: %w", err)
+	if err := ValidTopicName(c.Topic); err != nil {
+		add("sink.topic", "%w", err)
 	}
-	if err := validTopic(c.DeadLetterTopic); err != nil {
-		add("sink.dead_letter_topic: %w", err)
+	if err := ValidTopicName(c.DeadLetterTopic); err != nil {
+		add("sink.dead_letter_topic", "%w", err)
 	}
 	if c.Topic != "" && c.Topic == c.DeadLetterTopic {
-		add("sink.dead_letter_topic: must differ from sink.topic (%q)", c.Topic)
+		add("sink.dead_letter_topic", "must differ from sink.topic (%q)", c.Topic)
 	}
 	if c.Emit != EmitOutliers && c.Emit != EmitAll {
-		add("sink.emit: %q, want %q or %q", c.Emit, EmitOutliers, EmitAll)
+		add("sink.emit", "%q, want %q or %q", c.Emit, EmitOutliers, EmitAll)
 	}
 	if c.Format != FormatJSON && c.Format != FormatArrow {
-		add("sink.format: %q, want %q or %q", c.Format, FormatJSON, FormatArrow)
+		add("sink.format", "%q, want %q or %q", c.Format, FormatJSON, FormatArrow)
 	}
 	if c.BatchSize < 1 || c.BatchSize > 1_000_000 {
-		add("sink.batch_size: %d, want 1..1000000", c.BatchSize)
+		add("sink.batch_size", "%d, want 1..1000000", c.BatchSize)
 	}
 	if c.BatchTimeout <= 0 || c.BatchTimeout > time.Minute {
-		add("sink.batch_timeout: %v, want > 0 and <= 1m", c.BatchTimeout)
+		add("sink.batch_timeout", "%v, want > 0 and <= 1m", c.BatchTimeout)
 	}
 	// 1 KiB leaves room for a useful message; 1 GiB is far beyond any broker's limit.
 	if c.MaxMessageBytes < 1024 || c.MaxMessageBytes > 1<<30 {
-		add("sink.max_message_bytes: %d, want 1024..%d", c.MaxMessageBytes, 1<<30)
+		add("sink.max_message_bytes", "%d, want 1024..%d", c.MaxMessageBytes, 1<<30)
 	}
 	if c.RequiredAcks != AcksAll {
-		add("sink.required_acks: %q, only %q is supported (outputs must be durable before input offsets are committed)", c.RequiredAcks, AcksAll)
+		add("sink.required_acks", "%q, only %q is supported (outputs must be durable before input offsets are committed)", c.RequiredAcks, AcksAll)
 	}
 	if _, ok := compressionCodecs[c.Compression]; !ok {
-		add("sink.compression: %q, want none, gzip, snappy, lz4 or zstd", c.Compression)
+		add("sink.compression", "%q, want none, gzip, snappy, lz4 or zstd", c.Compression)
 	}
 	if c.WriteTimeout <= 0 {
-		add("sink.write_timeout: %v, want > 0", c.WriteTimeout)
+		add("sink.write_timeout", "%v, want > 0", c.WriteTimeout)
 	}
 	if c.MaxAttempts < 1 {
-		add("sink.max_attempts: %d, want >= 1", c.MaxAttempts)
+		add("sink.max_attempts", "%d, want >= 1", c.MaxAttempts)
+	}
+	// Kafka's own bounds: partitions are an int32 count, the replication factor an int16.
+	if c.CreatePartitions < 0 || c.CreatePartitions > 1_000_000 {
+		add("sink.create_partitions", "%d, want 0 (as many as the input topic) .. 1000000", c.CreatePartitions)
+	}
+	if c.CreateReplicationFactor < 0 || c.CreateReplicationFactor > 32767 {
+		add("sink.create_replication_factor", "%d, want 0 (the broker's default) .. 32767", c.CreateReplicationFactor)
 	}
 	errs = append(errs, c.Security.Problems("sink.security.")...)
 	return errors.Join(errs...)
 }
 
-// validTopic applies Kafka's topic name rules: 1..249 characters of [a-zA-Z0-9._-], not "." or "..".
-func validTopic(t string) error {
+// ValidTopicName applies Kafka's topic name rules: 1..249 characters of [a-zA-Z0-9._-], not "."
+// or "..". The broker refuses other names, so a config naming one cannot run; the pipeline's
+// Validate applies the rule to ingest.topic too.
+func ValidTopicName(t string) error {
 	if t == "" {
 		return errors.New("required")
 	}

@@ -27,9 +27,10 @@ import (
 //	                      standard base64 (then "key_encoding" is "base64"); null without a key
 //	  "key_encoding":     "utf8" or "base64"; absent when "key" is null
 //	  "timestamp":        the record's _timestamp, RFC 3339 with nanoseconds, UTC; null if unknown
-//	  "payload":          the original message value: embedded as JSON when it is valid JSON (then
-//	                      re-emitted compactly, same value), else as a JSON string when it is
-//	                      valid UTF-8, else as standard base64
+//	  "payload":          the original message value: embedded as JSON when it is valid JSON in
+//	                      valid UTF-8 (then re-emitted compactly, same value), else as a JSON
+//	                      string when it is valid UTF-8, else as standard base64 (so a JSON
+//	                      payload with invalid UTF-8 in a string is base64)
 //	  "payload_encoding": "json", "string" or "base64", saying which of the three "payload" is
 //	                      (a payload "42" and a payload "\"42\"" are different); "omitted"
 //	                      (payload null) when the output with the payload would exceed
@@ -38,10 +39,10 @@ import (
 //	  "scores": {         null when the record was not scored (no model yet)
 //	    "outlier":          the combined decision (bool)
 //	    "density_outlier":  eta-probability below delta in some subspace (bool)
-//	    "eta_probability":  the lowest eta-probability seen (number)
+//	    "eta_probability":  the lowest eta-probability seen (float, see below)
 //	    "distance_outlier": kNN weight >= w* (bool)
-//	    "weight":           w_k(q, S) (number)
-//	    "w_star":           w* of the model (number)
+//	    "weight":           w_k(q, S) (float, see below)
+//	    "w_star":           w* of the model (float, see below)
 //	  }
 //	  "explanation":      one human-readable line, e.g. "low density in subspace temp+pressure:
 //	                      eta-probability 0.12 < delta; kNN weight 8.31 >= w* 6.02"
@@ -49,9 +50,15 @@ import (
 //	  "model_version":    the model that scored the batch (0 = none)
 //	}
 //
+// Floats: a finite value is a JSON number (as encoding/json writes a float64); a non-finite one,
+// which JSON has no number for, is the string "Infinity", "-Infinity" or "NaN" (the rule of the
+// protobuf JSON mapping; strconv.ParseFloat, Python's float(), JavaScript's Number() and Java's
+// Double.parseDouble read these strings back). A record far enough out gets a kNN weight of
+// +Inf (its squared distances overflow float32): it is the worst outlier and must reach the
+// output topic, not the dead-letter topic, so every float field follows this rule.
+//
 // Kafka message: key = the source key (so one key's outputs keep their order on one partition),
-// header outlierd-id = id. Non-finite scores (NaN, ±Inf) cannot be written as JSON: such a
-// record goes to the dead-letter topic instead of being dropped.
+// header outlierd-id = id.
 type jsonOutput struct {
 	ID              string          `json:"id"`
 	Topic           string          `json:"topic"`
@@ -63,7 +70,7 @@ type jsonOutput struct {
 	Payload         json.RawMessage `json:"payload"`
 	PayloadEncoding string          `json:"payload_encoding"`
 	PayloadBytes    int             `json:"payload_bytes,omitempty"`
-	Scores          *jsonScores     `json:"scores"`
+	Scores          any             `json:"scores"` // nil, *jsonScores or *jsonScoresNonFinite
 	Explanation     string          `json:"explanation"`
 	Subspace        []string        `json:"subspace"`
 	ModelVersion    uint64          `json:"model_version"`
@@ -77,8 +84,69 @@ type jsonScores struct {
 	DistanceOutlier bool    `json:"distance_outlier"`
 	Weight          float64 `json:"weight"`
 	WStar           float64 `json:"w_star"`
-	// Score is the combined outlier score, higher = more outlying; null when not finite.
-	Score *float64 `json:"score"`
+	// Score is the combined outlier score, higher = more outlying (batch.Score.Score).
+	Score float64 `json:"score"`
+}
+
+// jsonScoresNonFinite is jsonScores for a record with a non-finite float: each float field is
+// a float64 or, when not finite, its string (see jsonFloat). A type of its own so that the
+// common, all-finite case keeps encoding/json's direct float64 encoding.
+type jsonScoresNonFinite struct {
+	Outlier         bool `json:"outlier"`
+	DensityOutlier  bool `json:"density_outlier"`
+	EtaProbability  any  `json:"eta_probability"`
+	DistanceOutlier bool `json:"distance_outlier"`
+	Weight          any  `json:"weight"`
+	WStar           any  `json:"w_star"`
+	Score           any  `json:"score"`
+}
+
+// Spellings of the non-finite floats in the JSON output.
+const (
+	JSONPosInf = "Infinity"
+	JSONNegInf = "-Infinity"
+	JSONNaN    = "NaN"
+)
+
+// finite reports whether v is neither NaN nor ±Inf.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// jsonFloat returns v as encoding/json must write it: the float64 itself when finite, else
+// JSONPosInf, JSONNegInf or JSONNaN.
+func jsonFloat(v float64) any {
+	switch {
+	case math.IsNaN(v):
+		return JSONNaN
+	case math.IsInf(v, 1):
+		return JSONPosInf
+	case math.IsInf(v, -1):
+		return JSONNegInf
+	}
+	return v
+}
+
+// scoresJSON returns the "scores" object of a scored record.
+func scoresJSON(sc *batch.Score) any {
+	if finite(sc.EtaProbability) && finite(sc.Weight) && finite(sc.WStar) && finite(sc.Score) {
+		return &jsonScores{
+			Outlier:         sc.Outlier,
+			DensityOutlier:  sc.DensityOutlier,
+			EtaProbability:  sc.EtaProbability,
+			DistanceOutlier: sc.DistanceOutlier,
+			Weight:          sc.Weight,
+			WStar:           sc.WStar,
+			Score:           sc.Score,
+		}
+	}
+	return &jsonScoresNonFinite{
+		Outlier:         sc.Outlier,
+		DensityOutlier:  sc.DensityOutlier,
+		EtaProbability:  jsonFloat(sc.EtaProbability),
+		DistanceOutlier: sc.DistanceOutlier,
+		Weight:          jsonFloat(sc.Weight),
+		WStar:           jsonFloat(sc.WStar),
+		Score:           jsonFloat(sc.Score),
+	}
 }
 
 // outputID is the deterministic id of the output of one source message.
@@ -117,7 +185,10 @@ func encodeJSONRow(b *batch.Batch, c *columns, i int, omitPayload bool) ([]byte,
 	p := b.Payloads[i]
 	if omitPayload {
 		out.Payload, out.PayloadEncoding, out.PayloadBytes = json.RawMessage("null"), "omitted", len(p)
-	} else if json.Valid(p) {
+	} else if utf8.Valid(p) && json.Valid(p) {
+		// json.Valid does not check UTF-8 (as encoding/json's decoder, it takes invalid bytes in
+		// strings): embedded raw they would make the output invalid JSON, so such a payload
+		// falls through to base64.
 		out.Payload, out.PayloadEncoding = p, "json"
 	} else {
 		s, enc := textOrBase64(p)
@@ -135,18 +206,7 @@ func encodeJSONRow(b *batch.Batch, c *columns, i int, omitPayload bool) ([]byte,
 		sc = b.Scores[i]
 	}
 	if sc.Scored {
-		out.Scores = &jsonScores{
-			Outlier:         sc.Outlier,
-			DensityOutlier:  sc.DensityOutlier,
-			EtaProbability:  sc.EtaProbability,
-			DistanceOutlier: sc.DistanceOutlier,
-			Weight:          sc.Weight,
-			WStar:           sc.WStar,
-		}
-		if !math.IsNaN(sc.Score) && !math.IsInf(sc.Score, 0) {
-			v := sc.Score
-			out.Scores.Score = &v
-		}
+		out.Scores = scoresJSON(&sc)
 		if sc.Subspace != nil {
 			out.Subspace = sc.Subspace
 		}

@@ -1,22 +1,26 @@
 // Package sink writes the pipeline's results to Kafka: one output per flagged record (or per
 // record) as JSON, or one Arrow IPC stream per batch and partition, and the dead letters (input
-// messages that could not be decoded, outputs that could not be encoded) to a dead-letter topic.
+// messages that could not be decoded, outputs too large to write) to a dead-letter topic.
 //
 // Delivery is at-least-once. Write and WriteDeadLetters return nil only after the broker
 // acknowledged every message with acks=all; only then may the caller mark the batch's input
 // offsets done. A failed or cancelled write may still have written some messages, and a retried
 // produce request may duplicate messages (kafka-go has no idempotent producer), so every message
-// carries a deterministic id (header outlierd-id) for consumers to de-duplicate.
+// carries a deterministic id (header outlierd-id) for consumers to de-duplicate. An Arrow
+// message's id is its offset range, which changes when a re-read batch has other boundaries:
+// Arrow consumers de-duplicate rows, by the _id column.
 package sink
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
@@ -88,7 +92,11 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		Addr: kafka.TCP(cfg.Brokers...),
 		// Murmur2 is the Java client's default partitioner: the same key lands on the same
 		// partition as with other producers, and one key's outputs keep their order.
-		Balancer:     &kafka.Murmur2Balancer{},
+		Balancer: &kafka.Murmur2Balancer{},
+		// Each partition's produce request is tried up to MaxAttempts times within a Write
+		// (only the failed partition is sent again: fewer duplicates than retrying the whole
+		// batch). TopicError.Tries tells the caller how many tries a failed Write used, so
+		// that its own retries stay within the same budget (pipeline/retry.go).
 		MaxAttempts:  cfg.MaxAttempts,
 		BatchSize:    cfg.BatchSize,
 		BatchBytes:   int64(cfg.MaxMessageBytes),
@@ -129,7 +137,7 @@ func (s *Sink) SetEmit(emit string) error {
 type Stats struct {
 	Batches     int64 // batches whose outputs were all acknowledged
 	Outputs     int64 // output messages
-	DeadLetters int64 // dead-letter messages (from WriteDeadLetters and unencodable records)
+	DeadLetters int64 // dead-letter messages (from WriteDeadLetters and outputs too large to write)
 }
 
 // Stats returns the counts so far.
@@ -165,11 +173,17 @@ func (s *Sink) Write(ctx context.Context, b *batch.Batch) error {
 		msgs, dead = s.jsonMessages(b, c)
 	}
 	outputs := len(msgs)
-	for _, d := range dead {
-		msgs = append(msgs, s.deadLetterMessage(d))
+	if err := s.produce(ctx, KeyTopic, s.cfg.Topic, msgs); err != nil {
+		return err
 	}
-	if err := s.produce(ctx, msgs); err != nil {
-		return fmt.Errorf("sink: write %d outputs and %d dead letters of a batch of topic %q: %w", outputs, len(dead), b.Topic, err)
+	if len(dead) > 0 {
+		dmsgs := make([]kafka.Message, len(dead))
+		for i, d := range dead {
+			dmsgs[i] = s.deadLetterMessage(d)
+		}
+		if err := s.produce(ctx, KeyDeadLetterTopic, s.cfg.DeadLetterTopic, dmsgs); err != nil {
+			return err
+		}
 	}
 	s.outputs.Add(int64(outputs))
 	s.deadLetters.Add(int64(len(dead)))
@@ -315,8 +329,8 @@ func (s *Sink) WriteDeadLetters(ctx context.Context, dls []batch.DeadLetter) err
 	for i := range dls {
 		msgs[i] = s.deadLetterMessage(dls[i])
 	}
-	if err := s.produce(ctx, msgs); err != nil {
-		return fmt.Errorf("sink: write %d dead letters: %w", len(dls), err)
+	if err := s.produce(ctx, KeyDeadLetterTopic, s.cfg.DeadLetterTopic, msgs); err != nil {
+		return err
 	}
 	s.deadLetters.Add(int64(len(dls)))
 	return nil
@@ -350,9 +364,34 @@ func (s *Sink) deadLetterMessage(d batch.DeadLetter) kafka.Message {
 	return m
 }
 
-// produce writes msgs synchronously: kafka-go's WriteMessages returns once every produce request
-// carrying them was acknowledged (RequireAll) or failed after MaxAttempts.
-func (s *Sink) produce(ctx context.Context, msgs []kafka.Message) error {
+// The config keys of the two topics, which TopicError names.
+const (
+	KeyTopic           = "sink.topic"
+	KeyDeadLetterTopic = "sink.dead_letter_topic"
+)
+
+// TopicError is a write that failed: which topic (and the config key that names it) could not
+// be written, how many messages, how many tries the write used, and why. The pipeline shows
+// Key and Topic in /readyz and its log while the sink cannot write.
+type TopicError struct {
+	Key, Topic string
+	Messages   int
+	// Tries is how many times the write was tried: Config.MaxAttempts when produce requests
+	// failed (the writer retries them itself, unless the error is not retriable), 1 when it
+	// failed before producing (no metadata for the topic: deleted or unknown).
+	Tries int
+	Err   error
+}
+
+func (e *TopicError) Error() string {
+	return fmt.Sprintf("sink: write %d messages to %s %q: %v", e.Messages, e.Key, e.Topic, e.Err)
+}
+
+func (e *TopicError) Unwrap() error { return e.Err }
+
+// produce writes msgs, all to topic, synchronously: kafka-go's WriteMessages returns once every
+// produce request carrying them was acknowledged (RequireAll) or failed after MaxAttempts.
+func (s *Sink) produce(ctx context.Context, key, topic string, msgs []kafka.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -360,6 +399,7 @@ func (s *Sink) produce(ctx context.Context, msgs []kafka.Message) error {
 	if err == nil {
 		return nil
 	}
+	tries := 1
 	var we kafka.WriteErrors
 	if errors.As(err, &we) {
 		// Report how many failed and the first cause; the caller retries the whole batch.
@@ -370,9 +410,25 @@ func (s *Sink) produce(ctx context.Context, msgs []kafka.Message) error {
 				break
 			}
 		}
-		return fmt.Errorf("%d of %d messages not acknowledged, first error: %w", we.Count(), len(msgs), first)
+		if writerRetries(first) {
+			tries = s.cfg.MaxAttempts
+		}
+		err = fmt.Errorf("%d of %d messages not acknowledged, first error: %w", we.Count(), len(msgs), first)
 	}
-	return err
+	return &TopicError{Key: key, Topic: topic, Messages: len(msgs), Tries: tries, Err: err}
+}
+
+// writerRetries reports whether kafka-go's writer retries a produce that failed with err (the
+// test of writer.go writeBatch, v0.4.51: a temporary error or a transient network one), so
+// that a failed write used Config.MaxAttempts tries; otherwise it tried once (a client-side
+// "topic not found", for one).
+func writerRetries(err error) bool {
+	var t interface{ Temporary() bool }
+	if errors.As(err, &t) && t.Temporary() {
+		return true
+	}
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // Run writes every batch from in until in is closed (then it returns nil) or ctx is done. After

@@ -197,7 +197,8 @@ func TestBatchContractErrors(t *testing.T) {
 }
 
 // TestWriteJSON writes outliers and all records, checks every output's key, headers and value,
-// and that a record with a non-finite score becomes a dead letter rather than being lost.
+// and that a record with a non-finite score reaches the output topic (its NaN written as the
+// string "NaN"), not the dead-letter topic.
 func TestWriteJSON(t *testing.T) {
 	forEachBroker(t, func(t *testing.T, br broker) {
 		for _, emit := range []string{EmitOutliers, EmitAll} {
@@ -213,7 +214,7 @@ func TestWriteJSON(t *testing.T) {
 				defer s.Close()
 
 				rows := sampleRows()
-				// A NaN weight cannot be written as JSON: this record must go to the DLQ.
+				// A NaN weight has no JSON number: it is written as "NaN" and the record goes out.
 				rows = append(rows, row{part: 2, off: 1, key: []byte("sensor-nan"), ts: ts0, feats: []float32{1, 2},
 					payload: []byte(`{"temp":1}`),
 					score:   batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, Weight: math.NaN(), WStar: 1}})
@@ -225,10 +226,9 @@ func TestWriteJSON(t *testing.T) {
 				}
 
 				var wantIDs []string
-				for i, r := range rows[:len(rows)-1] {
+				for _, r := range rows {
 					if emit == EmitAll || r.score.Outlier {
 						wantIDs = append(wantIDs, outputID("sensors", r.part, r.off))
-						_ = i
 					}
 				}
 				recs := consume(t, br, cfg.Topic, len(wantIDs))
@@ -246,6 +246,9 @@ func TestWriteJSON(t *testing.T) {
 					}
 					if out.ID != id || out.ModelVersion != 7 || out.Topic != "sensors" {
 						t.Errorf("output %s: id %q, model %d, topic %q", id, out.ID, out.ModelVersion, out.Topic)
+					}
+					if sc, _ := out.Scores.(map[string]any); id == "sensors/2/1" && (sc == nil || sc["weight"] != JSONNaN) {
+						t.Errorf("output %s: scores %v, want weight %q", id, out.Scores, JSONNaN)
 					}
 					// Find the source row and compare key and the whole encoding.
 					for i := 0; i < c.rows; i++ {
@@ -265,17 +268,8 @@ func TestWriteJSON(t *testing.T) {
 					t.Errorf("output ids %v, want %v", gotIDs, wantIDs)
 				}
 
-				dl := consume(t, br, cfg.DeadLetterTopic, 1)[0]
-				if string(dl.Value) != `{"temp":1}` || string(dl.Key) != "sensor-nan" {
-					t.Errorf("dead letter key %q value %q", dl.Key, dl.Value)
-				}
-				if src, _ := header(dl, HeaderSource); src != "sensors/2/1" {
-					t.Errorf("dead letter source %q", src)
-				}
-				if reason, _ := header(dl, HeaderError); !strings.Contains(reason, "NaN") {
-					t.Errorf("dead letter reason %q, want it to mention NaN", reason)
-				}
-				if st := s.Stats(); st.Outputs != int64(len(wantIDs)) || st.DeadLetters != 1 || st.Batches != 1 {
+				consume(t, br, cfg.DeadLetterTopic, 0) // nothing there
+				if st := s.Stats(); st.Outputs != int64(len(wantIDs)) || st.DeadLetters != 0 || st.Batches != 1 {
 					t.Errorf("stats %+v", st)
 				}
 			})
@@ -329,7 +323,7 @@ func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []
 	defer rd.Release()
 	sch := rd.Schema()
 	wantNames := []string{"temp", "pressure", "temp_sd", "pressure_sd", "_partition", "_offset", "_key", "_timestamp",
-		ColScored, ColOutlier, ColDensityOutlier, ColEtaProbability, ColDistanceOutlier, ColWeight, ColWStar, ColSubspace, ColExplanation, ColScore}
+		ColID, ColScored, ColOutlier, ColDensityOutlier, ColEtaProbability, ColDistanceOutlier, ColWeight, ColWStar, ColSubspace, ColExplanation, ColScore}
 	var names []string
 	for _, f := range sch.Fields() {
 		names = append(names, f.Name)
@@ -365,18 +359,21 @@ func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []
 		if got := rec.Column(7).(*array.Timestamp).Value(k); got != arrow.Timestamp(r.ts.UnixMilli()) {
 			t.Errorf("row %d timestamp %v", i, got)
 		}
-		scored := rec.Column(8).(*array.Boolean).Value(k)
+		if got, want := rec.Column(8).(*array.String).Value(k), outputID("sensors", r.part, r.off); got != want {
+			t.Errorf("row %d %s %q, want %q", i, ColID, got, want)
+		}
+		scored := rec.Column(9).(*array.Boolean).Value(k)
 		if scored != r.score.Scored {
 			t.Errorf("row %d scored %v", i, scored)
 		}
-		eta := rec.Column(11).(*array.Float64)
+		eta := rec.Column(12).(*array.Float64)
 		if r.score.Scored && eta.Value(k) != r.score.EtaProbability || !r.score.Scored && !eta.IsNull(k) {
 			t.Errorf("row %d eta-probability %v (null %v)", i, eta.Value(k), eta.IsNull(k))
 		}
-		if got := rec.Column(13).(*array.Float64).Value(k); r.score.Scored && got != r.score.Weight {
+		if got := rec.Column(14).(*array.Float64).Value(k); r.score.Scored && got != r.score.Weight {
 			t.Errorf("row %d weight %v", i, got)
 		}
-		sub := rec.Column(15).(*array.List)
+		sub := rec.Column(16).(*array.List)
 		if r.score.Scored {
 			start, end := sub.ValueOffsets(k)
 			names := sub.ListValues().(*array.String)
@@ -388,7 +385,7 @@ func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []
 				t.Errorf("row %d subspace %v, want %v", i, got, r.score.Subspace)
 			}
 		}
-		if got := rec.Column(16).(*array.String).Value(k); got != explain(r.score) {
+		if got := rec.Column(17).(*array.String).Value(k); got != explain(r.score) {
 			t.Errorf("row %d explanation %q", i, got)
 		}
 	}
@@ -774,7 +771,7 @@ func TestCompression(t *testing.T) {
 					t.Fatalf("Write: %v", err)
 				}
 				for _, r := range consume(t, br, cfg.Topic, 3) {
-					var out jsonOutput
+					var out struct{ Scores jsonScores }
 					if err := json.Unmarshal(r.Value, &out); err != nil || !out.Scores.Outlier {
 						t.Errorf("output %s: %v", r.Value, err)
 					}

@@ -2,6 +2,7 @@ package density
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -216,6 +217,64 @@ func TestDeterministicWhateverWorkers(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestStreamIndexPerRecord: Params.Index gives each record its own stream: Index[i] =
+// FirstIndex + i reproduces the FirstIndex run exactly, and a record's verdict depends on its own
+// index only, not on its position in the batch (the pipeline's redelivered records).
+func TestStreamIndexPerRecord(t *testing.T) {
+	t.Parallel()
+	m, d, _ := buildModel(t, "three", 2000, 4, 30)
+	const rows = 200
+	cols, sds := make([][]float32, 4), make([][]float32, 4)
+	for j := range 4 {
+		cols[j], sds[j] = d.Cols[j][:rows], d.SD[j][:rows]
+	}
+	p := DefaultParams()
+	p.Mode, p.Samples, p.Seed, p.FirstIndex = Restricted, 100, 42, 5000
+	ref := make([]Verdict, rows)
+	if err := m.DetectRecords(cols, sds, p, ref); err != nil {
+		t.Fatal(err)
+	}
+	p.Index = make([]uint64, rows)
+	for i := range p.Index {
+		p.Index[i] = 5000 + uint64(i)
+	}
+	got := make([]Verdict, rows)
+	if err := m.DetectRecords(cols, sds, p, got); err != nil {
+		t.Fatal(err)
+	}
+	// The same records in reverse order, each with its own index: each gets its own verdict back.
+	rev, revSD := make([][]float32, 4), make([][]float32, 4)
+	for j := range 4 {
+		rev[j], revSD[j] = slices.Clone(cols[j]), slices.Clone(sds[j])
+		slices.Reverse(rev[j])
+		slices.Reverse(revSD[j])
+	}
+	slices.Reverse(p.Index)
+	back := make([]Verdict, rows)
+	if err := m.DetectRecords(rev, revSD, p, back); err != nil {
+		t.Fatal(err)
+	}
+	differ := 0
+	for i := range rows {
+		if got[i].EtaProbability != ref[i].EtaProbability || got[i].Outlier != ref[i].Outlier {
+			t.Fatalf("record %d: Index %+v, FirstIndex %+v", i, got[i], ref[i])
+		}
+		if b := back[rows-1-i]; b.EtaProbability != ref[i].EtaProbability || b.Outlier != ref[i].Outlier {
+			t.Fatalf("record %d moved in the batch: %+v, in place %+v", i, b, ref[i])
+		}
+		if i > 0 && ref[i].EtaProbability != ref[i-1].EtaProbability {
+			differ++
+		}
+	}
+	if differ == 0 { // the records must not all be trivially equal, or the test proves nothing
+		t.Fatal("every record has the same eta-probability")
+	}
+	p.Index = p.Index[:rows-1]
+	if err := m.DetectRecords(cols, sds, p, got); err == nil {
+		t.Fatal("an Index of the wrong length was accepted")
 	}
 }
 

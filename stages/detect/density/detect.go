@@ -106,6 +106,11 @@ type Params struct {
 	// FirstIndex is the stream index of the first record of a batch (record i uses FirstIndex+i),
 	// so that a stream split into batches draws as the whole would. Cluster c uses index c.
 	FirstIndex uint64
+	// Index, when not nil, is each record's own stream index (record i uses Index[i], and
+	// FirstIndex is ignored): the pipeline derives it from the record's identity (topic,
+	// partition, offset), so a redelivered record draws the same samples and gets the same
+	// verdict whatever batch or process reads it. Records only; len(Index) must be the record count.
+	Index []uint64
 	// Workers is the number of goroutines (<= 0: GOMAXPROCS). Results do not depend on it.
 	Workers int
 	// Exact computes 1-D subspaces exactly instead of sampling them (see exact.go): all of mode
@@ -180,6 +185,9 @@ func (m *Model) DetectRecords(means, sds [][]float32, p Params, out []Verdict) e
 	if len(out) != n {
 		return fmt.Errorf("%w: %d verdicts for %d records", ErrShape, len(out), n)
 	}
+	if p.Index != nil && len(p.Index) != n {
+		return fmt.Errorf("%w: %d stream indices for %d records", ErrShape, len(p.Index), n)
+	}
 	if err := m.checkRollup(p, n); err != nil {
 		return err
 	}
@@ -195,7 +203,11 @@ func (m *Model) DetectRecords(means, sds [][]float32, p Params, out []Verdict) e
 				d.psi[j] = float64(sds[j][i])
 			}
 		}
-		out[i] = d.detect(m, p, rg, p.FirstIndex+uint64(i))
+		index := p.FirstIndex + uint64(i)
+		if p.Index != nil {
+			index = p.Index[i]
+		}
+		out[i] = d.detect(m, p, rg, index)
 	})
 	return nil
 }

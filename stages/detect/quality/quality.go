@@ -100,38 +100,40 @@ func ratio(a, b int) float64 {
 }
 
 // AveragePrecision is the area under the precision-recall curve of scores (higher = more
-// outlying) as scikit-learn's average_precision_score computes it: rows are taken in
-// descending score, a run of tied scores is one threshold, and AP = sum over thresholds of
-// (R_t - R_{t-1}) * P_t. It weighs the top of the ranking, which is what an alarm budget
-// sees, where ROC AUC weighs every rank alike. NaN when there is no outlier.
+// outlying) against the labels, as a step sum over the distinct score thresholds from the top:
+// AP = sum over thresholds of (recall gained) * (precision at that threshold). Tied scores form
+// one threshold (no order is invented among them), which is scikit-learn's
+// average_precision_score. A random ranking scores about the outlier fraction, a perfect one 1.
+// NaN when there is no outlier.
 func AveragePrecision(scores []float64, outlier []bool) float64 {
 	n := len(scores)
 	idx := make([]int, n)
-	pos := 0
 	for i := range idx {
 		idx[i] = i
-		if outlier[i] {
+	}
+	sort.Slice(idx, func(a, b int) bool { return scores[idx[a]] > scores[idx[b]] })
+	pos := 0
+	for _, o := range outlier {
+		if o {
 			pos++
 		}
 	}
 	if pos == 0 {
 		return math.NaN()
 	}
-	sort.Slice(idx, func(a, b int) bool { return scores[idx[a]] > scores[idx[b]] })
 	var ap float64
-	tp := 0
+	tp, seen := 0, 0
 	for i := 0; i < n; {
-		j := i
-		before := tp
+		j, gain := i, 0
 		for j < n && scores[idx[j]] == scores[idx[i]] {
 			if outlier[idx[j]] {
-				tp++
+				gain++
 			}
 			j++
 		}
-		if tp > before {
-			ap += float64(tp-before) / float64(pos) * float64(tp) / float64(j)
-		}
+		tp += gain
+		seen += j - i
+		ap += float64(gain) / float64(pos) * float64(tp) / float64(seen)
 		i = j
 	}
 	return ap

@@ -83,28 +83,24 @@ func TestConfusion(t *testing.T) {
 	}
 }
 
-// TestAveragePrecisionKnownValues checks AP against values worked out by hand (they are also
-// what scikit-learn's average_precision_score returns for these inputs).
 func TestAveragePrecisionKnownValues(t *testing.T) {
 	cases := []struct {
 		scores []float64
 		labels []bool
 		want   float64
 	}{
-		// perfect ranking
+		// scikit-learn's documented example: average_precision_score([0,0,1,1], [.1,.4,.35,.8]) = 0.8333
+		{[]float64{0.1, 0.4, 0.35, 0.8}, []bool{false, false, true, true}, (1.0 + 2.0/3) / 2},
 		{[]float64{4, 3, 2, 1}, []bool{true, true, false, false}, 1},
-		// outliers at ranks 2 and 4: (1/2)(1/2) + (1/2)(2/4)
-		{[]float64{4, 3, 2, 1}, []bool{false, true, false, true}, 0.5},
-		// sklearn's doc example y=[0,0,1,1], s=[0.1,0.4,0.35,0.8]: 0.8333...
-		{[]float64{0.1, 0.4, 0.35, 0.8}, []bool{false, false, true, true}, 5.0 / 6},
+		{[]float64{1, 2, 3, 4}, []bool{true, false, false, false}, 0.25},
 		// all tied: one threshold, precision = prevalence
-		{[]float64{1, 1, 1, 1}, []bool{true, false, false, false}, 0.25},
-		// a tie at the top between an outlier and an inlier: precision 1/2 there, then 2/3
-		{[]float64{5, 5, 3, 1}, []bool{true, false, true, false}, 0.5*0.5 + 0.5*2.0/3},
+		{[]float64{5, 5, 5, 5, 5}, []bool{true, false, true, false, false}, 0.4},
+		// ties across classes at the top: {3: T, F} then {1: T}: 0.5*0.5 + 0.5*(2/3)
+		{[]float64{3, 3, 1}, []bool{true, false, true}, 0.5*0.5 + 0.5*2.0/3},
 	}
 	for i, c := range cases {
 		if got := AveragePrecision(c.scores, c.labels); math.Abs(got-c.want) > 1e-12 {
-			t.Errorf("case %d: got %g want %g", i, got, c.want)
+			t.Errorf("case %d: got %.15g want %.15g", i, got, c.want)
 		}
 	}
 	if !math.IsNaN(AveragePrecision([]float64{1, 2}, []bool{false, false})) {
@@ -112,19 +108,18 @@ func TestAveragePrecisionKnownValues(t *testing.T) {
 	}
 }
 
-// TestAveragePrecisionMatchesDefinition compares against the definition computed directly on
-// random scores with many ties: for each distinct threshold t, precision and recall of
-// {score >= t}, summed as sum (R_t - R_prev) P_t over descending t.
-func TestAveragePrecisionMatchesDefinition(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
+// TestAveragePrecisionDefinition: without ties, AP is the mean over the outliers of the precision
+// at each outlier's rank; checked on random permutations.
+func TestAveragePrecisionDefinition(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
 	for range 30 {
 		n := 2 + r.IntN(50)
 		s := make([]float64, n)
 		l := make([]bool, n)
 		pos := 0
-		for i := range s {
-			s[i] = float64(r.IntN(6))
-			l[i] = r.IntN(3) == 0
+		for i, p := range r.Perm(n) {
+			s[i] = float64(p)
+			l[i] = r.IntN(4) == 0
 			if l[i] {
 				pos++
 			}
@@ -132,26 +127,24 @@ func TestAveragePrecisionMatchesDefinition(t *testing.T) {
 		if pos == 0 {
 			continue
 		}
-		want, prevR := 0.0, 0.0
-		for th := 5; th >= 0; th-- {
-			tp, fl := 0, 0
-			for i := range s {
-				if s[i] >= float64(th) {
-					fl++
-					if l[i] {
-						tp++
+		var sum float64
+		for i := range n {
+			if !l[i] {
+				continue
+			}
+			above, tpAbove := 0, 0 // rows scoring at least s[i]
+			for j := range n {
+				if s[j] >= s[i] {
+					above++
+					if l[j] {
+						tpAbove++
 					}
 				}
 			}
-			if fl == 0 {
-				continue
-			}
-			rec := float64(tp) / float64(pos)
-			want += (rec - prevR) * float64(tp) / float64(fl)
-			prevR = rec
+			sum += float64(tpAbove) / float64(above)
 		}
-		if got := AveragePrecision(s, l); math.Abs(got-want) > 1e-12 {
-			t.Fatalf("got %g want %g (scores %v labels %v)", got, want, s, l)
+		if got, want := AveragePrecision(s, l), sum/float64(pos); math.Abs(got-want) > 1e-12 {
+			t.Fatalf("AP %v, definition %v", got, want)
 		}
 	}
 }

@@ -1,20 +1,19 @@
 // Package window keeps the most recent W records of the stream, column-major, as a ring
-// buffer. It is the data the model is rebuilt from; Push reports the records it evicts so
-// that the micro-clusters can subtract their contribution.
+// buffer. It is the data the model is rebuilt from; Push can report the records it evicts,
+// for summaries that subtract their contribution (counts kept over the window).
 //
-// A Window is owned by one goroutine (the micro-cluster stage); it has no locks.
+// A Window is owned by one goroutine (the detect stage's); it has no locks.
 package window
 
 import "fmt"
 
 // Window is a ring buffer of the last Cap records: means (and, optionally, uncertainties)
-// per dimension, and the micro-cluster each record was assigned to.
+// per dimension.
 type Window struct {
 	capacity int
 	dims     int
 	cols     [][]float32 // [dim][slot]
 	sds      [][]float32 // [dim][slot]; nil for certain data
-	assign   []int32     // micro-cluster of the record in each slot
 	next     int         // slot the next record goes to
 	size     int         // records held, <= capacity
 	total    uint64      // records ever pushed
@@ -25,7 +24,7 @@ func New(capacity, dims int, uncertain bool) (*Window, error) {
 	if capacity < 1 || dims < 1 {
 		return nil, fmt.Errorf("window: capacity and dims must be >= 1, got %d and %d", capacity, dims)
 	}
-	w := &Window{capacity: capacity, dims: dims, cols: make([][]float32, dims), assign: make([]int32, capacity)}
+	w := &Window{capacity: capacity, dims: dims, cols: make([][]float32, dims)}
 	for j := range dims {
 		w.cols[j] = make([]float32, capacity)
 	}
@@ -43,36 +42,52 @@ func (w *Window) Len() int      { return w.size }
 func (w *Window) Cap() int      { return w.capacity }
 func (w *Window) Total() uint64 { return w.total }
 
-// Evicted holds the records that a Push displaced, column-major, with their assignment.
+// Evicted holds the records that a Push displaced, column-major.
 type Evicted struct {
-	Cols   [][]float32
-	SDs    [][]float32 // nil for certain data
-	Assign []int32
+	Cols [][]float32
+	SDs  [][]float32 // nil for certain data
+	n    int
 }
 
 // Len is the number of evicted records.
-func (e *Evicted) Len() int { return len(e.Assign) }
+func (e *Evicted) Len() int { return e.n }
 
-// Push appends a batch (means[j][i], sds[j][i] or nil, assign[i] its micro-cluster) and
-// returns the records it evicted, oldest first. A batch larger than the window keeps only
-// its last Cap records; the earlier ones are reported as evicted too, so every pushed record
-// is eventually reported exactly once (what Add/Remove bookkeeping needs).
-func (w *Window) Push(means, sds [][]float32, assign []int32) (*Evicted, error) {
+// Reset empties e for reuse, keeping its buffers.
+func (e *Evicted) Reset() {
+	for j := range e.Cols {
+		e.Cols[j] = e.Cols[j][:0]
+	}
+	for j := range e.SDs {
+		e.SDs[j] = e.SDs[j][:0]
+	}
+	e.n = 0
+}
+
+// Push appends a batch (means[j][i], and sds[j][i] or nil) and, when ev is not nil, appends
+// the records it evicted to ev, oldest first. A batch larger than the window keeps only its
+// last Cap records; the earlier ones are reported as evicted too, so every pushed record is
+// eventually reported exactly once (what Add/Remove bookkeeping needs). A nil ev costs
+// nothing per evicted record.
+func (w *Window) Push(means, sds [][]float32, ev *Evicted) error {
 	if len(means) != w.dims {
-		return nil, fmt.Errorf("window: batch has %d dims, window %d", len(means), w.dims)
+		return fmt.Errorf("window: batch has %d dims, window %d", len(means), w.dims)
 	}
 	if (sds == nil) != (w.sds == nil) {
-		return nil, fmt.Errorf("window: batch uncertainty presence differs from the window's")
+		return fmt.Errorf("window: batch uncertainty presence differs from the window's")
 	}
-	m := len(assign)
+	m := len(means[0])
 	for j := range means {
 		if len(means[j]) != m || (sds != nil && len(sds[j]) != m) {
-			return nil, fmt.Errorf("window: ragged batch in dim %d", j)
+			return fmt.Errorf("window: ragged batch in dim %d", j)
 		}
 	}
-	ev := &Evicted{Cols: make([][]float32, w.dims)}
-	if w.sds != nil {
-		ev.SDs = make([][]float32, w.dims)
+	if ev != nil {
+		if len(ev.Cols) != w.dims {
+			ev.Cols = make([][]float32, w.dims)
+		}
+		if w.sds != nil && len(ev.SDs) != w.dims {
+			ev.SDs = make([][]float32, w.dims)
+		}
 	}
 	// A batch larger than the window overwrites its own first records: they are evicted
 	// after everything the ring held, which is older.
@@ -80,7 +95,9 @@ func (w *Window) Push(means, sds [][]float32, assign []int32) (*Evicted, error) 
 	for i := start; i < m; i++ {
 		s := w.next
 		if w.size == w.capacity {
-			w.evictSlot(ev, s)
+			if ev != nil {
+				w.evictSlot(ev, s)
+			}
 		} else {
 			w.size++
 		}
@@ -90,18 +107,19 @@ func (w *Window) Push(means, sds [][]float32, assign []int32) (*Evicted, error) 
 				w.sds[j][s] = sds[j][i]
 			}
 		}
-		w.assign[s] = assign[i]
 		w.next = (s + 1) % w.capacity
 	}
-	for j := range w.dims {
-		ev.Cols[j] = append(ev.Cols[j], means[j][:start]...)
-		if sds != nil {
-			ev.SDs[j] = append(ev.SDs[j], sds[j][:start]...)
+	if ev != nil && start > 0 {
+		for j := range w.dims {
+			ev.Cols[j] = append(ev.Cols[j], means[j][:start]...)
+			if sds != nil {
+				ev.SDs[j] = append(ev.SDs[j], sds[j][:start]...)
+			}
 		}
+		ev.n += start
 	}
-	ev.Assign = append(ev.Assign, assign[:start]...)
 	w.total += uint64(m)
-	return ev, nil
+	return nil
 }
 
 func (w *Window) evictSlot(ev *Evicted, s int) {
@@ -111,7 +129,7 @@ func (w *Window) evictSlot(ev *Evicted, s int) {
 			ev.SDs[j] = append(ev.SDs[j], w.sds[j][s])
 		}
 	}
-	ev.Assign = append(ev.Assign, w.assign[s])
+	ev.n++
 }
 
 // Snapshot copies the window's records in arrival order (oldest first), column-major: the
@@ -137,17 +155,4 @@ func (w *Window) Snapshot() (cols, sds [][]float32) {
 		}
 	}
 	return cols, sds
-}
-
-// Reassign replaces every held record's micro-cluster (after a full re-clustering of a
-// Snapshot): assign is in Snapshot order.
-func (w *Window) Reassign(assign []int32) error {
-	if len(assign) != w.size {
-		return fmt.Errorf("window: %d assignments for %d records", len(assign), w.size)
-	}
-	first := (w.next - w.size + w.capacity) % w.capacity
-	for i, a := range assign {
-		w.assign[(first+i)%w.capacity] = a
-	}
-	return nil
 }

@@ -15,27 +15,29 @@ func TestPushEvictsEveryRecordOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		next := 0 // id of the next record; value = id in dim 0, -id in dim 1, sd = id/2, assign = id%5
+		next := 0 // id of the next record; value = id in dim 0, -id in dim 1, sd = id/2
 		var evicted []int
+		var ev Evicted
 		for range 60 {
 			m := r.IntN(2*capacity + 3)
 			means := [][]float32{make([]float32, m), make([]float32, m)}
 			sds := [][]float32{make([]float32, m), make([]float32, m)}
-			as := make([]int32, m)
 			for i := range m {
 				id := next + i
 				means[0][i], means[1][i] = float32(id), float32(-id)
 				sds[0][i], sds[1][i] = float32(id)/2, float32(id)/2
-				as[i] = int32(id % 5)
 			}
 			next += m
-			ev, err := w.Push(means, sds, as)
-			if err != nil {
+			ev.Reset() // reused: a reset must leave nothing of the previous push behind
+			if err := w.Push(means, sds, &ev); err != nil {
 				t.Fatal(err)
+			}
+			if ev.Len() != len(ev.Cols[0]) || ev.Len() != len(ev.SDs[1]) {
+				t.Fatalf("evicted %d records, columns of %d and %d", ev.Len(), len(ev.Cols[0]), len(ev.SDs[1]))
 			}
 			for i := range ev.Len() {
 				id := int(ev.Cols[0][i])
-				if ev.Cols[1][i] != float32(-id) || ev.SDs[0][i] != float32(id)/2 || ev.Assign[i] != int32(id%5) {
+				if ev.Cols[1][i] != float32(-id) || ev.SDs[0][i] != float32(id)/2 {
 					t.Fatalf("evicted record %d corrupted", id)
 				}
 				evicted = append(evicted, id)
@@ -58,24 +60,23 @@ func TestPushEvictsEveryRecordOnce(t *testing.T) {
 	}
 }
 
-func TestReassignFollowsSnapshotOrder(t *testing.T) {
+// TestPushWithoutEvictedKeepsTheLastRecords: a nil Evicted (nobody subtracts) still keeps the
+// window exact, and a mismatched uncertainty presence is refused.
+func TestPushWithoutEvictedKeepsTheLastRecords(t *testing.T) {
 	w, _ := New(4, 1, false)
 	for i := range 6 {
-		if _, err := w.Push([][]float32{{float32(i)}}, nil, []int32{0}); err != nil {
+		if err := w.Push([][]float32{{float32(i)}}, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Reassign([]int32{2, 3, 4, 5}); err != nil { // records 2..5 in arrival order
+	if err := w.Push([][]float32{{6, 7}}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	ev, _ := w.Push([][]float32{{6, 7}}, nil, []int32{0, 0})
-	if ev.Cols[0][0] != 2 || ev.Assign[0] != 2 || ev.Cols[0][1] != 3 || ev.Assign[1] != 3 {
-		t.Fatalf("evicted %v with %v", ev.Cols[0], ev.Assign)
+	cols, _ := w.Snapshot()
+	if len(cols[0]) != 4 || cols[0][0] != 4 || cols[0][3] != 7 || w.Total() != 8 {
+		t.Fatalf("window %v total %d, want [4 5 6 7] and 8", cols[0], w.Total())
 	}
-	if err := w.Reassign([]int32{1}); err == nil {
-		t.Fatal("wrong length accepted")
-	}
-	if _, err := w.Push([][]float32{{1}}, [][]float32{{1}}, []int32{0}); err == nil {
+	if err := w.Push([][]float32{{1}}, [][]float32{{1}}, nil); err == nil {
 		t.Fatal("uncertainty on a certain window accepted")
 	}
 }

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/stages/detect/proclus"
+	"github.com/outlierd/outlierd/stages/ingest/csvfile"
+)
+
+// proclusOutput is the JSON contract of `outlierd proclus --json` (issue 11): k, l, cost,
+// iterations, elapsed_ms, outliers (a count) and clusters; device, rows and features say what ran
+// on what, and with a label column precision/recall rate the outlier flags against it.
+type proclusOutput struct {
+	Device     string           `json:"device"`
+	Rows       int              `json:"rows"`
+	K          int              `json:"k"`
+	L          int              `json:"l"`
+	Cost       float64          `json:"cost"`
+	Iterations int              `json:"iterations"`
+	ElapsedMS  float64          `json:"elapsed_ms"`
+	Outliers   int              `json:"outliers"`
+	Clusters   []proclusCluster `json:"clusters"`
+	Features   []string         `json:"features"`
+	Precision  *float64         `json:"precision,omitempty"`
+	Recall     *float64         `json:"recall,omitempty"`
+}
+
+type proclusCluster struct {
+	MedoidRow int   `json:"medoid_row"`
+	Size      int   `json:"size"`
+	Dims      []int `json:"dims"`
+}
+
+func runProclus(args []string, stdout, stderr io.Writer) error {
+	def := proclus.Default()
+	fs := newFlagSet("proclus", stderr)
+	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
+	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
+	k := fs.Int("k", def.K, "clusters (medoids), 1 <= k <= rows")
+	l := fs.Int("l", def.L, "average dimensions per cluster (k*l in all, at least 2 per cluster), 1 <= l <= dims")
+	a := fs.Int("a", def.A, "candidates come from a random sample of a*k rows")
+	b := fs.Int("b", def.B, "b*k candidate medoids picked farthest-first from the sample, 1 <= b <= a")
+	minDev := fs.Float64("min-dev", def.MinDev, "a medoid is bad when its cluster has fewer than rows/k*min-dev rows")
+	itrPat := fs.Int("itr-pat", def.ItrPat, "stop after this many rounds without a lower cost")
+	seed := fs.Uint64("seed", def.Seed, "seed of the sample, the first medoids and the replacements")
+	device := fs.String("device", "auto", "auto | cpu | cuda (same result on each)")
+	assignOut := fs.String("assignments-out", "", "write row,cluster for every input row to this CSV file (-1 = PROCLUS outlier)")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *input == "" {
+		return usageError{fmt.Errorf("--input is required")}
+	}
+	log := newLogger(stderr)
+	dev, err := resolveDevice(*device, log)
+	if err != nil {
+		return err
+	}
+	defer dev.close()
+	tab, err := csvfile.ReadFile(*input, *label)
+	if err != nil {
+		return err
+	}
+	p := proclus.Params{K: *k, L: *l, A: *a, B: *b, MinDev: *minDev, ItrPat: *itrPat, Seed: *seed}
+	if err := p.Validate(tab.Rows(), len(tab.Cols)); err != nil {
+		return usageError{fmt.Errorf("%s: %s", *input, strings.ReplaceAll(err.Error(), "\n", "; "))}
+	}
+	start := time.Now()
+	res, err := dev.proclus(tab.Cols, p)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	out := proclusOutput{
+		Device: dev.name, Rows: tab.Rows(), K: p.K, L: p.L, Cost: res.Cost, Iterations: res.Iterations,
+		ElapsedMS: ms(elapsed), Outliers: res.Outliers, Features: tab.Features,
+	}
+	for i, m := range res.Medoids {
+		out.Clusters = append(out.Clusters, proclusCluster{MedoidRow: m, Size: res.Sizes[i], Dims: res.Dims[i]})
+	}
+	if tab.Label != nil {
+		truth := tab.Outliers()
+		tp, pos := 0, 0
+		for i, t := range truth {
+			if t {
+				pos++
+				if res.Assignment[i] < 0 {
+					tp++
+				}
+			}
+		}
+		if res.Outliers > 0 {
+			v := float64(tp) / float64(res.Outliers)
+			out.Precision = &v
+		}
+		if pos > 0 {
+			v := float64(tp) / float64(pos)
+			out.Recall = &v
+		}
+	}
+	if *assignOut != "" {
+		if err := writeAssignments(*assignOut, res.Assignment); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(out)
+	}
+	fmt.Fprintf(stdout, "PROCLUS on %s: %d rows x %d dims, k=%d l=%d: cost %.6g, %d iterations, %d outliers, %.1f ms\n",
+		out.Device, out.Rows, len(tab.Features), p.K, p.L, out.Cost, out.Iterations, out.Outliers, out.ElapsedMS)
+	for i, c := range out.Clusters {
+		names := make([]string, len(c.Dims))
+		for t, j := range c.Dims {
+			names[t] = tab.Features[j]
+		}
+		fmt.Fprintf(stdout, "  cluster %d: medoid row %d, %d rows, subspace {%s}\n", i, c.MedoidRow, c.Size, strings.Join(names, ", "))
+	}
+	if out.Precision != nil || out.Recall != nil {
+		fmt.Fprintf(stdout, "labels %q: outlier precision %s, recall %s\n", *label, fmtOpt(out.Precision), fmtOpt(out.Recall))
+	}
+	return nil
+}
+
+// proclus runs PROCLUS on the GPU when one is open and the kernels take the shape, else on the
+// CPU; both give the same result.
+func (d *device) proclus(cols [][]float32, p proclus.Params) (*proclus.Result, error) {
+	if d.gpu != nil {
+		if why := gpukern.ProclusFits(len(cols[0]), len(cols), p); why != nil {
+			d.cpuFallback("PROCLUS", why.Error())
+		} else {
+			r, err := gpukern.Proclus(d.gpu, cols, p)
+			if err != nil {
+				return nil, fmt.Errorf("GPU PROCLUS: %w", err)
+			}
+			return r, nil
+		}
+	}
+	return proclus.Run(cols, p)
+}
+
+// writeAssignments writes the --assignments-out CSV: row,cluster for every input row in order,
+// -1 for a PROCLUS outlier.
+func writeAssignments(path string, assign []int32) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--assignments-out: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	fmt.Fprintln(w, "row,cluster")
+	var line []byte
+	for i, c := range assign {
+		line = strconv.AppendInt(line[:0], int64(i), 10)
+		line = append(line, ',')
+		line = strconv.AppendInt(line, int64(c), 10)
+		line = append(line, '\n')
+		w.Write(line)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("--assignments-out: %w", err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/pipeline"
+)
+
+// TestRunAndLintHelp: `outlierd run --help` and `outlierd lint --help` say what the command does
+// and list every flag with its usage, and exit 0.
+func TestRunAndLintHelp(t *testing.T) {
+	cases := []struct {
+		cmd  string
+		want []string
+	}{
+		{"run", []string{
+			"Usage: outlierd run --config FILE",
+			"Runs the streaming pipeline",
+			"SIGHUP",
+			"-config",
+			"pipeline YAML file (required)",
+			"-log-level",
+			"debug, info, warn or error",
+		}},
+		{"lint", []string{
+			"Usage: outlierd lint --config FILE",
+			"Validates a pipeline config",
+			"file:line:column",
+			"-config",
+			"pipeline YAML file (required)",
+		}},
+	}
+	for _, tc := range cases {
+		for _, h := range []string{"--help", "-h"} {
+			out, errs, code := outlierd(t, tc.cmd, h)
+			if code != 0 {
+				t.Errorf("%s %s: exit %d", tc.cmd, h, code)
+			}
+			help := out + errs
+			for _, w := range tc.want {
+				if !strings.Contains(help, w) {
+					t.Errorf("%s %s: help lacks %q:\n%s", tc.cmd, h, w, help)
+				}
+			}
+		}
+	}
+}
+
+// TestRunLogLevel: the log level is run.log_level unless --log-level overrides it; an unknown
+// level is a usage error. At the default (info) a debug line, which is what kafka-go's Logger
+// writes through the source's adapter, writes nothing; at debug it is written.
+func TestRunLogLevel(t *testing.T) {
+	cfg := pipeline.Default()
+	cases := []struct {
+		flag, config string
+		want         zerolog.Level
+	}{
+		{"", "info", zerolog.InfoLevel},
+		{"", "debug", zerolog.DebugLevel},
+		{"warn", "debug", zerolog.WarnLevel},
+		{"debug", "info", zerolog.DebugLevel},
+	}
+	for _, tc := range cases {
+		cfg.Run.LogLevel = tc.config
+		var buf bytes.Buffer
+		log, err := runLogger(&buf, tc.flag, cfg)
+		if err != nil {
+			t.Fatalf("flag %q config %q: %v", tc.flag, tc.config, err)
+		}
+		if got := log.GetLevel(); got != tc.want {
+			t.Errorf("flag %q config %q: level %v, want %v", tc.flag, tc.config, got, tc.want)
+		}
+		log.Debug().Msg("entering loop for consumer group")
+		if wrote := buf.Len() > 0; wrote != (tc.want == zerolog.DebugLevel) {
+			t.Errorf("flag %q config %q: debug line written = %v at level %v", tc.flag, tc.config, wrote, tc.want)
+		}
+	}
+	if _, err := runLogger(&bytes.Buffer{}, "loud", pipeline.Default()); err == nil || !strings.Contains(err.Error(), "--log-level") {
+		t.Errorf("--log-level loud: got %v, want a usage error naming --log-level", err)
+	}
+	if d := pipeline.Default(); d.Run.LogLevel != "info" {
+		t.Errorf("default run.log_level is %q, want info", d.Run.LogLevel)
+	}
+}
+
+// TestLintRefusesRollupOverTwentyFeatures: `outlierd lint` refuses exhaustive roll-up over 21
+// features, naming the key at its line and column (it used to pass lint and stop the pipeline
+// at its first scored batch).
+func TestLintRefusesRollupOverTwentyFeatures(t *testing.T) {
+	names := make([]string, 21)
+	for i := range names {
+		names[i] = "f" + strconv.Itoa(i)
+	}
+	body := "ingest:\n  brokers: [\"localhost:9092\"]\n  topic: in\n  group_id: g\n  features: [" + strings.Join(names, ", ") + "]\n" +
+		"detect:\n  density:\n    mode: rollup\n" +
+		"sink:\n  brokers: [\"localhost:9092\"]\n  topic: out\n  dead_letter_topic: dl\n"
+	path := writeFile(t, "rollup.yaml", body)
+	_, errs, code := outlierd(t, "lint", "--config", path)
+	want := path + ":8:5: detect.density.mode: rollup tests all 2^r - 1 subspaces of the r features and accepts at most r = 20, but ingest.features has 21"
+	if code != 1 || !strings.Contains(errs, want) {
+		t.Fatalf("lint: exit %d, stderr %q; want exit 1 and %q", code, errs, want)
+	}
+	path = writeFile(t, "rollup20.yaml", strings.Replace(body, ", f20]", "]", 1))
+	if out, errs, code := outlierd(t, "lint", "--config", path); code != 0 {
+		t.Fatalf("lint of rollup over 20 features: exit %d: %s%s", code, out, errs)
+	}
+}

@@ -1,0 +1,77 @@
+package gpukern
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
+)
+
+// DistributedNode is a node of the distributed solving set (solvingset.DistributedSolvingSet) on
+// one device: its partition, LNN heaps, UB and state stay resident, and each step is the single
+// device's kernel on the partition (ss_gather, ss_dtoc, ss_candlist, ss_select). With one node
+// per GPU, DistributedSolvingSet spreads a SolvingSet over every GPU of a host; its top-n and w*
+// equal SolvingSet's on one device and on the CPU (the same arithmetic, canonical weights).
+// Device memory per node: about rows*(4*dims + 4*K + 4*M + 16) bytes of its partition.
+type DistributedNode struct {
+	d    *Device
+	rows int
+	impl *distNode
+}
+
+var _ solvingset.Node = (*DistributedNode)(nil)
+
+// NewDistributedNode uploads the partition cols (column-major, finite) to d for k neighbours
+// and at most m candidates per iteration. Close frees it.
+func NewDistributedNode(d *Device, cols [][]float32, k, m int) (*DistributedNode, error) {
+	rows, err := columnsShape("cols", cols)
+	if err != nil {
+		return nil, fmt.Errorf("gpukern.NewDistributedNode: %w", err)
+	}
+	if k < 1 || k > KNNMaxK || m < 1 || len(cols) > MaxDims {
+		return nil, fmt.Errorf("gpukern.NewDistributedNode: k=%d (1..%d), m=%d (>= 1), %d dimensions (<= %d)", k, KNNMaxK, m, len(cols), MaxDims)
+	}
+	for j, c := range cols {
+		for i, v := range c {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return nil, fmt.Errorf("gpukern.NewDistributedNode: row %d dimension %d is %v: data must be finite", i, j, v)
+			}
+		}
+	}
+	impl, err := d.newDistNode(cols, rows, k, m)
+	if err != nil {
+		return nil, fmt.Errorf("gpukern.NewDistributedNode: %w", err)
+	}
+	return &DistributedNode{d: d, rows: rows, impl: impl}, nil
+}
+
+// Rows implements solvingset.Node.
+func (n *DistributedNode) Rows() int { return n.rows }
+
+// Take implements solvingset.Node.
+func (n *DistributedNode) Take(rows []int) (coords, lnn []float32, err error) {
+	for _, r := range rows {
+		if r < 0 || r >= n.rows {
+			return nil, nil, fmt.Errorf("gpukern.DistributedNode.Take: row %d of %d", r, n.rows)
+		}
+	}
+	return n.d.distTake(n.impl, rows)
+}
+
+// Compare implements solvingset.Node.
+func (n *DistributedNode) Compare(coords, lnnc []float32, minOUT float64) ([]bool, error) {
+	return n.d.distCompare(n.impl, coords, lnnc, minOUT)
+}
+
+// Neighbours implements solvingset.Node.
+func (n *DistributedNode) Neighbours(from, count []int) ([][]float32, error) {
+	return n.d.distNeighbours(n.impl, from, count)
+}
+
+// Select implements solvingset.Node.
+func (n *DistributedNode) Select(m int, minOUT float64) (rows []int, ub []float64, active int, err error) {
+	return n.d.distSelect(n.impl, m, minOUT)
+}
+
+// Close frees the node's device memory.
+func (n *DistributedNode) Close() error { return n.d.distFree(n.impl) }

@@ -1,0 +1,103 @@
+//go:build cuda
+
+package gpukern
+
+import (
+	"errors"
+	"fmt"
+
+	"gorgonia.org/cu"
+
+	"github.com/outlierd/outlierd/stages/detect/hypercube"
+)
+
+// hcBlock is the number of threads (rows, or cells) per block of both kernels (the paper's 256).
+const hcBlock = 256
+
+// hypercubeEncode uploads the columns and the grid and downloads the packed keys of every row.
+func (d *Device) hypercubeEncode(cols [][]float32, g *hypercube.Grid, keys []uint64) error {
+	rows := len(cols[0])
+	err := d.do(func() (err error) {
+		var xp, lp, sp, kp cu.DevicePtr
+		defer func() { err = errors.Join(err, frees(xp, lp, sp, kp)) }()
+		if xp, err = uploadCols(d, "columns", cols, rows); err != nil {
+			return err
+		}
+		if lp, err = upload(d, "grid minima", g.Min); err != nil {
+			return err
+		}
+		if sp, err = upload(d, "grid scales", g.Scale); err != nil {
+			return err
+		}
+		if kp, err = alloc("keys", int64(len(keys))*8); err != nil {
+			return err
+		}
+		if rows == 0 {
+			return nil
+		}
+		grid := (rows + hcBlock - 1) / hcBlock
+		if err = d.launch("hc_encode", [3]int{grid, 1, 1}, [3]int{hcBlock, 1, 1}, 0,
+			xp, int64(rows), int64(len(cols)), lp, sp, int64(g.Bins), int64(g.Bits()), int64(g.PerWord()), int64(g.Words()), kp); err != nil {
+			return err
+		}
+		return download(d, "keys", keys, kp)
+	})
+	if err != nil {
+		return fmt.Errorf("hc_encode: %w", err)
+	}
+	return nil
+}
+
+// hypercubeDensity uploads the distinct cells and the tree and downloads w of every cell.
+func (d *Device) hypercubeDensity(c *hypercube.Cells, t *hypercube.Tree, w []int64) error {
+	g := c.Grid
+	ncell := c.Len()
+	if ncell == 0 {
+		return nil
+	}
+	quad, hi := hcNodes(t)
+	loc := make([]int32, g.Dims())
+	for j := range loc {
+		loc[j] = int32(j/g.PerWord())<<8 | int32((g.PerWord()-1-j%g.PerWord())*g.Bits())
+	}
+	masks := make([]uint64, 0, 10)
+	for p := range 2 {
+		f, one, hk, m3, hk1 := g.SWAR(p)
+		masks = append(masks, f, one, hk, m3, hk1)
+	}
+	err := d.do(func() (err error) {
+		var kp, cp, np, hp, lp, mp, wp cu.DevicePtr
+		defer func() { err = errors.Join(err, frees(kp, cp, np, hp, lp, mp, wp)) }()
+		if kp, err = upload(d, "cell keys", c.Keys); err != nil {
+			return err
+		}
+		if cp, err = upload(d, "cell counts", c.Count); err != nil {
+			return err
+		}
+		if np, err = upload(d, "tree nodes", quad); err != nil {
+			return err
+		}
+		if hp, err = upload(d, "tree leaf ends", hi); err != nil {
+			return err
+		}
+		if lp, err = upload(d, "dimension locations", loc); err != nil {
+			return err
+		}
+		if mp, err = upload(d, "neighbour masks", masks); err != nil {
+			return err
+		}
+		if wp, err = alloc("densities", int64(ncell)*8); err != nil {
+			return err
+		}
+		grid := (ncell + hcBlock - 1) / hcBlock
+		if err = d.launch("hc_density", [3]int{grid, 1, 1}, [3]int{hcBlock, 1, 1}, 0,
+			kp, cp, int64(ncell), np, hp, int64(len(t.Nodes)), int64(g.Dims()), int64(g.Bits()), lp, int64(g.Words()), mp, wp); err != nil {
+			return err
+		}
+		return download(d, "densities", w, wp)
+	})
+	if err != nil {
+		return fmt.Errorf("hc_density: %w", err)
+	}
+	return nil
+}

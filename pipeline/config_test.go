@@ -1,0 +1,230 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"gopkg.in/yaml.v3"
+
+	"github.com/outlierd/outlierd/stages/detect/density"
+)
+
+// features21 is a flow list of 21 feature names, one more than exhaustive roll-up accepts.
+var features21 = func() string {
+	names := make([]string, density.MaxRollupDims+1)
+	for i := range names {
+		names[i] = fmt.Sprintf("f%02d", i+1)
+	}
+	return "[" + strings.Join(names, ", ") + "]"
+}()
+
+// sections of a valid config, to build the bad ones from (line numbers in the cases count them).
+const (
+	ingestOK = "ingest:\n  brokers: [\"localhost:9092\"]\n  topic: in\n  group_id: g\n  features: [a, b]\n" // lines 1-5
+	sinkOK   = "sink:\n  brokers: [\"localhost:9092\"]\n  topic: out\n  dead_letter_topic: dl\n"            // 4 lines
+)
+
+// TestConfigErrorsNameKeyAndPosition: every problem of a config file is one line
+// "file:line:column: key: message", the key with its full dotted path and the position of that
+// key in the file (of its section when the key is left out); a config that cannot run (roll-up
+// over more than 20 features) is refused here, by lint, not at the first batch.
+func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
+	notDir := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(notDir, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		yaml string
+		want []string // the exact lines of the error
+	}{
+		{"rollup over 21 features", "ingest:\n  brokers: [\"localhost:9092\"]\n  topic: in\n  group_id: g\n  features: " + features21 + "\ndetect:\n  density:\n    mode: rollup\n" + sinkOK,
+			[]string{"c.yaml:8:5: detect.density.mode: rollup tests all 2^r - 1 subspaces of the r features and accepts at most r = 20, but ingest.features has 21 (use independent, restricted or averaging)"}},
+		{"group_id empty", "ingest:\n  brokers: [\"localhost:9092\"]\n  topic: in\n  group_id: \"\"\n  features: [a, b]\n" + sinkOK,
+			[]string{"c.yaml:4:3: ingest.group_id: required"}},
+		{"topic left out: its section", "ingest:\n  brokers: [\"localhost:9092\"]\n  group_id: g\n  features: [a, b]\n" + sinkOK,
+			[]string{"c.yaml:1:1: ingest.topic: required"}},
+		{"feature reserved, and emit and eta", ingestOK + "detect:\n  density:\n    eta: 7\n" + sinkOK + "  emit: \"alll\"\n",
+			[]string{"c.yaml:8:5: detect.density.eta: must be in (0, 1], got 7", `c.yaml:13:3: sink.emit: "alll", want "outliers" or "all"`}},
+		{"feature element", "ingest:\n  brokers: [\"localhost:9092\"]\n  topic: in\n  group_id: g\n  features:\n    - a\n    - _b\n" + sinkOK,
+			[]string{`c.yaml:7:7: ingest.features[1]: "_b" starts with "_", reserved for the coordinate columns`}},
+		{"broker element", "ingest:\n  brokers: [\"localhost:9092\", nohost]\n  topic: in\n  group_id: g\n  features: [a, b]\n" + sinkOK,
+			[]string{`c.yaml:2:31: ingest.brokers[1]: "nohost" is not host:port`}},
+		{"device, run, http", "device: gpu\n" + ingestOK + sinkOK + "run:\n  queue_batches: 0\nhttp:\n  lag_interval: 1ms\n",
+			[]string{
+				`c.yaml:1:1: device: must be auto, cpu or cuda, got "gpu"`,
+				"c.yaml:12:3: run.queue_batches: must be >= 1, got 0",
+				"c.yaml:14:3: http.lag_interval: must be >= 100ms (shorter only loads the brokers), got 1ms",
+			}},
+		{"min_records above the window", ingestOK + "detect:\n  window: 1000\n" + sinkOK,
+			[]string{"c.yaml:6:1: detect.min_records: must be in [2, window=1000], got 5000"}},
+		{"sink topic is the input topic", ingestOK + "sink:\n  brokers: [\"localhost:9092\"]\n  topic: in\n  dead_letter_topic: dl\n",
+			[]string{`c.yaml:8:3: sink.topic: "in" is the input topic: outputs would be read back as input`}},
+		{"tls keys while tls is off", ingestOK + "  security:\n    tls:\n      ca_file: /x.pem\n" + sinkOK,
+			[]string{"c.yaml:7:5: ingest.security.tls.enabled: false, but tls.ca_file set: set tls.enabled: true, or remove them"}},
+		{"state_dir is a file", ingestOK + "detect:\n  state_dir: " + notDir + "\n" + sinkOK,
+			[]string{fmt.Sprintf("c.yaml:7:3: detect.state_dir: %q is not a directory", notDir)}},
+		{"log level", ingestOK + sinkOK + "run:\n  log_level: loud\n",
+			[]string{`c.yaml:11:3: run.log_level: "loud", want debug, info, warn or error`}},
+		{"input topic name Kafka refuses", "ingest:\n  brokers: [\"localhost:9092\"]\n  topic: \"in put\"\n  group_id: g\n  features: [a, b]\n" + sinkOK,
+			[]string{`c.yaml:3:3: ingest.topic: "in put": Kafka topic names use only [a-zA-Z0-9._-]`}},
+		{"key at its parent's level", ingestOK + "detect:\n  density:\n  eta: 0.3\n" + sinkOK,
+			[]string{"c.yaml:8:3: detect.eta: unknown key (not a field of detect.Config)"}},
+		{"value of the wrong type", ingestOK + "detect:\n  distance:\n    k: many\n" + sinkOK,
+			[]string{"c.yaml:8:8: detect.distance.k: cannot unmarshal !!str `many` into int"}},
+		{"key indented under the wrong parent", ingestOK + "sink:\n  brokers: [\"localhost:9092\"]\n  topic: out\n dead_letter_topic: dl\n",
+			[]string{"c.yaml:9:2: YAML syntax: did not find expected key"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfigBytes("c.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("config accepted, want:\n%s", strings.Join(tc.want, "\n"))
+			}
+			if got, want := err.Error(), strings.Join(tc.want, "\n"); got != want {
+				t.Errorf("got\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+}
+
+// wideConfig is a pipeline over kfake reading a stream of 21 features f01..f21 (JSON), small
+// enough to build its first model from a few hundred records.
+func wideConfig(br testBroker, in, out, dlq, group string) Config {
+	cfg := Default()
+	cfg.Device = "cpu"
+	cfg.Ingest.Brokers, cfg.Ingest.Topic, cfg.Ingest.GroupID = br.addrs, in, group
+	cfg.Ingest.Features = strings.Split(strings.Trim(strings.ReplaceAll(features21, " ", ""), "[]"), ",")
+	cfg.Ingest.BatchSize, cfg.Ingest.MaxWait = 100, 20*time.Millisecond
+	cfg.Sink.Brokers, cfg.Sink.Topic, cfg.Sink.DeadLetterTopic, cfg.Sink.Emit = br.addrs, out, dlq, "all"
+	d := &cfg.Detect
+	d.Window, d.MinRecords, d.RefreshRecords, d.RefreshInterval = 600, 300, 1<<30, time.Hour
+	d.Density.Clusters, d.Density.Iterations, d.Density.Samples = 20, 2, 50
+	d.Distance.K, d.Distance.N, d.Distance.M = 5, 5, 20
+	cfg.HTTP.Listen = ""
+	return cfg
+}
+
+// TestRollupOverTwentyFeaturesRefusedAtStart: pipeline.New refuses roll-up over 21 features
+// (before, it started and stopped at the first scored batch); 20 features are accepted.
+func TestRollupOverTwentyFeaturesRefusedAtStart(t *testing.T) {
+	cfg := wideConfig(testBroker{addrs: []string{"localhost:9092"}}, "in", "out", "dl", "g")
+	cfg.Detect.Density.Mode = "rollup"
+	_, err := New(cfg, zerolog.Nop())
+	want := "detect.density.mode: rollup tests all 2^r - 1 subspaces of the r features and accepts at most r = 20, but ingest.features has 21"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("New: got %v, want an error containing %q", err, want)
+	}
+	cfg.Ingest.Features = cfg.Ingest.Features[:density.MaxRollupDims]
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("rollup over %d features refused: %v", density.MaxRollupDims, err)
+	}
+}
+
+// TestReloadRefusesRollupOverTwentyFeatures: a running pipeline over 21 features is reloaded
+// with detect.density.mode: rollup (a live key). The reload is refused naming the key at its
+// file:line:column, the running configuration stays, and the pipeline keeps scoring (before,
+// the reload applied and the pipeline stopped at the next batch). On kfake, and on the real
+// broker of KAFKA_BOOTSTRAP (make test).
+func TestReloadRefusesRollupOverTwentyFeatures(t *testing.T) {
+	t.Run("kfake", func(t *testing.T) { reloadRefusesRollup(t, kfakeBroker(t)) })
+	t.Run("kafka", func(t *testing.T) { reloadRefusesRollup(t, realBroker(t)) })
+}
+
+func reloadRefusesRollup(t *testing.T, br testBroker) {
+	in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
+	createTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
+	cfg := wideConfig(br, in, out, dlq, group)
+	path := filepath.Join(t.TempDir(), "pipeline.yaml")
+	write := func(c Config) []byte {
+		t.Helper()
+		b, err := yaml.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	write(cfg)
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rl *Reloader
+	run := startPipeline(t, cfg, func(p *Pipeline) { rl = NewReloader(p, path, zerolog.Nop()) })
+	cl := newProducer(t, br)
+	defer cl.Close()
+	rng := rand.New(rand.NewPCG(15, 4))
+	produced := 0
+	produce := func(n int) {
+		t.Helper()
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			var b strings.Builder
+			b.WriteByte('{')
+			for j, f := range cfg.Ingest.Features {
+				if j > 0 {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, "%q:%.4f", f, rng.NormFloat64())
+			}
+			b.WriteByte('}')
+			recs[i] = &kgo.Record{Topic: in, Partition: 0, Value: []byte(b.String())}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		produced += n
+		deadline := time.Now().Add(30 * time.Second)
+		for run.p.Stats().RecordsOut.Load() < int64(produced) {
+			select {
+			case <-run.done:
+				t.Fatalf("the pipeline stopped after %d of %d records: %v", run.p.Stats().RecordsOut.Load(), produced, run.err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d records out after 30 s", run.p.Stats().RecordsOut.Load(), produced)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	produce(400) // the first model is built from 300 and scores every record
+	if run.p.Detect().Model() == nil {
+		t.Fatal("no model after 400 records")
+	}
+
+	bad := cfg
+	bad.Detect.Density.Mode = "rollup"
+	text := write(bad)
+	line, col := 0, 0
+	for i, l := range strings.Split(string(text), "\n") {
+		if k := strings.Index(l, "mode: rollup"); k >= 0 {
+			line, col = i+1, k+1
+		}
+	}
+	_, err = rl.Reload(context.Background())
+	want := fmt.Sprintf("%s:%d:%d: detect.density.mode: rollup tests all 2^r - 1 subspaces", path, line, col)
+	if !errors.Is(err, ErrReloadRejected) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("reload: got %v, want ErrReloadRejected containing %q", err, want)
+	}
+	if got := rl.Config().Detect.Density.Mode; got != "independent" {
+		t.Errorf("running config's mode is %q after the refused reload, want independent", got)
+	}
+	produce(400) // still scoring with the running configuration
+	if err := run.stop(t, 30*time.Second); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}

@@ -1,0 +1,223 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/detect/density"
+	"github.com/outlierd/outlierd/stages/sink"
+)
+
+// createCompactedTopic creates a one-partition topic with cleanup.policy=compact (the model
+// topic as docs/OPERATIONS.md says to create it) and waits for its leader.
+func createCompactedTopic(t *testing.T, br testBroker, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := kafka.DialContext(ctx, "tcp", br.addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl, err := conn.Controller()
+	conn.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := kafka.DialContext(ctx, "tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if err := cc.CreateTopics(kafka.TopicConfig{Topic: name, NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}}); err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	createTopics(t, br, map[string]int{name: 1}) // exists: waits for its leader
+}
+
+// publishedModel reads the newest model of the model topic as a scorer would.
+func publishedModel(t *testing.T, cfg Config) *detect.Model {
+	t.Helper()
+	f, err := newModelFollower(cfg.modelTopic(), cfg.Ingest.Features, zerolog.New(zerolog.NewTestWriter(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := f.newest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestBuilderAndScorersRealBroker: one builder and three scorers on a 6-partition topic.
+//   - every record gets exactly one verdict (de-duplicated by id), the verdict the published
+//     model gives it (recomputed here from the model read back from the topic: what a single
+//     process serving that model would say), naming the model's global version;
+//   - the builder stopped, the scorers keep serving the last model and lose nothing;
+//   - a restarted scorer serves the newest model at once, before any new record;
+//   - a corrupt message on the model topic is skipped, and a new builder continues the
+//     version sequence (version 2), which the scorers then serve.
+func TestBuilderAndScorersRealBroker(t *testing.T) {
+	br := realBroker(t)
+	const parts = 6
+	in, out, dlq, group, mt := uniqueName("role-in"), uniqueName("role-out"), uniqueName("role-dlq"), uniqueName("role-group"), uniqueName("role-models")
+	createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	createCompactedTopic(t, br, mt)
+	recs := makeSensorRecords(t, 20_000, parts, 51, 0.01, 0.005)
+	input := newInput(in, parts, recs)
+	produceSome(t, br, input, recs[:8000])
+
+	base := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
+	base.Detect.MinRecords, base.Detect.RefreshRecords, base.Detect.RefreshInterval = 3000, 1<<30, time.Hour
+	base.Run.ModelTopic = mt
+	base.Run.CommitInterval = 200 * time.Millisecond
+	builderCfg, scorerCfg := base, base
+	builderCfg.Run.Role, scorerCfg.Run.Role = "builder", "scorer"
+	// A model split into many chunks: the reassembly is exercised on every publication.
+	builderCfg.Sink.MaxMessageBytes = 16 << 10
+
+	builder := startPipeline(t, builderCfg, nil)
+	waitFor(t, 60*time.Second, "builder's first model", func() bool { return builder.p.Stats().ModelVersion.Load() == 1 })
+	scorers := make([]*running, 3)
+	for i := range scorers {
+		scorers[i] = startPipeline(t, scorerCfg, nil)
+	}
+	waitCommittedBelow(t, br, group, input, 8000, 90*time.Second)
+
+	// The builder dies; the scorers serve on with model 1.
+	if err := builder.stop(t, 20*time.Second); err != nil {
+		t.Fatalf("builder stop: %v", err)
+	}
+	produceSome(t, br, input, recs[8000:12000])
+	waitCommittedBelow(t, br, group, input, 12000, 90*time.Second)
+
+	// A scorer restarts: the model is installed before it reads any record.
+	if err := scorers[0].stop(t, 20*time.Second); err != nil {
+		t.Fatalf("scorer stop: %v", err)
+	}
+	scorers[0] = startPipeline(t, scorerCfg, nil)
+	waitFor(t, 20*time.Second, "the restarted scorer serving model 1", func() bool {
+		return scorers[0].p.Stats().ModelVersion.Load() == 1 && scorers[0].p.Stats().RecordsIn.Load() == 0
+	})
+
+	// A corrupt model message, then a new builder: it continues with version 2.
+	w := &kafka.Writer{Addr: kafka.TCP(br.addrs...), Topic: mt, RequiredAcks: kafka.RequireAll}
+	err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte(modelKeyPrefix + "0"), Value: []byte("not a model"),
+		Headers: []kafka.Header{{Key: headerModelVersion, Value: []byte("99")}, {Key: headerModelChunk, Value: []byte("0/1")},
+			{Key: headerModelSHA256, Value: []byte("00000000000000000000000000000000000000000000000000000000000000ff")}}})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	builder2 := startPipeline(t, builderCfg, nil)
+	produceSome(t, br, input, recs[12000:])
+	waitFor(t, 60*time.Second, "the new builder's model", func() bool { return builder2.p.Stats().ModelVersion.Load() == 2 })
+	waitCommittedBelow(t, br, group, input, len(recs), 90*time.Second)
+	waitFor(t, 30*time.Second, "every scorer serving model 2", func() bool {
+		for _, s := range scorers {
+			if s.p.Stats().ModelVersion.Load() != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	model2 := publishedModel(t, builderCfg)
+	if model2 == nil || model2.Version != 2 {
+		t.Fatalf("newest published model %v, want version 2 (the corrupt message skipped)", model2)
+	}
+	for _, s := range append(scorers, builder2) {
+		if err := s.stop(t, 20*time.Second); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+	}
+
+	// Every valid record: one verdict, the one its model gives.
+	byID, n := readVerdicts(t, br, out, parts)
+	models := map[uint64]*detect.Model{2: model2}
+	byModel := map[uint64][]*sensorRecord{}
+	for _, rec := range recs {
+		if rec.malformed {
+			continue
+		}
+		v, ok := byID[fmt.Sprintf("%s/%d/%d", in, rec.p, rec.off)]
+		if !ok || v.Scores == nil {
+			t.Fatalf("record %d/%d: output %v, want a scored verdict", rec.p, rec.off, v)
+		}
+		byModel[v.ModelVersion] = append(byModel[v.ModelVersion], rec)
+	}
+	if len(byModel[1]) < 10000 {
+		t.Fatalf("model 1 scored %d records, want the first 12000's valid ones (versions seen: %d)", len(byModel[1]), len(byModel))
+	}
+	for v := range byModel {
+		if v != 1 && v != 2 {
+			t.Fatalf("records scored by model %d: only 1 and 2 were published", v)
+		}
+	}
+	// Model 1 is recomputed from the builder's own copy: the first model a fresh builder
+	// publishes is the one the scorers served (version 1 was only ever published once).
+	models[1] = builder.p.Detect().Model()
+	if models[1] == nil || models[1].Version != 1 {
+		t.Fatal("the first builder's model is gone")
+	}
+	dp := density.Params{Eta: base.Detect.Density.Eta, Delta: base.Detect.Density.Delta, Samples: base.Detect.Density.Samples,
+		Mode: density.Independent, Seed: base.Detect.Seed, Exact: true}
+	checked := 0
+	for v, rs := range byModel {
+		// Records of the builder's window are its members by identity, in the scorers too.
+		mem := models[v].Members
+		member := func(r *sensorRecord) bool {
+			for _, pr := range mem.Ranges {
+				if pr.Partition == r.p && r.off >= pr.Lo && r.off <= pr.Hi && mem.Topic == in {
+					return true
+				}
+			}
+			return false
+		}
+		want := scoreWith(t, models[v], rs, dp, member)
+		for _, rec := range rs {
+			got := byID[fmt.Sprintf("%s/%d/%d", in, rec.p, rec.off)]
+			w := want[rec]
+			if got.Scores.Outlier != w.outlier || got.Scores.Weight != w.weight || got.Scores.DensityOutlier != w.density.Outlier {
+				t.Errorf("record %d/%d, model %d: scorer said %+v, the model says outlier %v weight %v density %v",
+					rec.p, rec.off, v, *got.Scores, w.outlier, w.weight, w.density.Outlier)
+			}
+			checked++
+		}
+	}
+	t.Logf("%d outputs, %d distinct records checked against models 1 (%d records) and 2 (%d records)", n, checked, len(byModel[1]), len(byModel[2]))
+}
+
+// waitCommittedBelow waits until the scoring group's committed offsets cover the first upto
+// records produced (each partition's highest offset among them, plus one).
+func waitCommittedBelow(t testing.TB, br testBroker, group string, in *sensorInput, upto int, limit time.Duration) {
+	t.Helper()
+	need := make([]int64, in.parts)
+	for _, r := range in.records[:upto] {
+		need[r.p] = max(need[r.p], r.off+1)
+	}
+	waitFor(t, limit, fmt.Sprintf("group %s committing the first %d records", group, upto), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := committedOffsets(ctx, br, group, in.topic, in.parts)
+		if err != nil {
+			return false
+		}
+		for p := range c {
+			if c[p] < need[p] {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -1,0 +1,71 @@
+package detect
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/outlierd/outlierd/pipeline/config"
+	"github.com/outlierd/outlierd/stages/detect/density"
+)
+
+// TestValidateFeatures: exhaustive roll-up is refused above density.MaxRollupDims features (the
+// limit density.Model enforces at the first batch), naming detect.density.mode; other modes and
+// 20 features pass.
+func TestValidateFeatures(t *testing.T) {
+	c := Default()
+	c.Density.Mode = "rollup"
+	if err := c.ValidateFeatures(density.MaxRollupDims); err != nil {
+		t.Errorf("rollup over %d features: %v", density.MaxRollupDims, err)
+	}
+	err := c.ValidateFeatures(density.MaxRollupDims + 1)
+	var fe *config.FieldError
+	if !errors.As(err, &fe) || fe.Key != "detect.density.mode" {
+		t.Errorf("rollup over %d features: got %v, want a FieldError for detect.density.mode", density.MaxRollupDims+1, err)
+	}
+	for _, m := range []string{"independent", "restricted", "averaging"} {
+		c.Density.Mode = m
+		if err := c.ValidateFeatures(200); err != nil {
+			t.Errorf("%s over 200 features: %v", m, err)
+		}
+	}
+}
+
+// TestValidateStateDir: detect.state_dir must be a directory snapshots can be written to, or
+// one that can be created; Validate leaves nothing behind.
+func TestValidateStateDir(t *testing.T) {
+	tmp := t.TempDir()
+	file := filepath.Join(tmp, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		dir  string
+		want string // "" = valid
+	}{
+		{tmp, ""},
+		{filepath.Join(tmp, "new", "nested"), ""},
+		{file, "is not a directory"},
+		{filepath.Join(file, "sub"), "cannot be created"},
+	}
+	for _, tc := range tests {
+		c := Default()
+		c.StateDir = tc.dir
+		err := c.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("state_dir %s: %v", tc.dir, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), "detect.state_dir: ") || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("state_dir %s: got %v, want detect.state_dir: ... %s", tc.dir, err, tc.want)
+		}
+	}
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 || ents[0].Name() != "file" {
+		t.Errorf("Validate left %v in the directory, want only the test's file (no probe, nothing created)", ents)
+	}
+}

@@ -1,0 +1,212 @@
+package hypercube
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+)
+
+// maxWords is the longest key: MaxDims dimensions of 16 bits, 3 per word.
+const maxWords = (MaxDims + 62/16 - 1) / (62 / 16)
+
+// Counts is the streaming form of the score: the exact number of points per occupied cell of a
+// grid frozen when the model was built (its Min/Max/Scale never move, so a cell keeps its key
+// while points come and go), kept in a hash map from packed key to count. Add and Remove change
+// the counts of a batch's cells only (O(batch * d)); nothing is rebuilt.
+//
+// Score needs w of the query cells and w_max over the window, i.e. neighbour sums. It builds a
+// search index (the sorted occupied cells, their LTR tree and every cell's w, as Detect does) the
+// first time it is called after the counts changed, and reuses it until they change again: one
+// index per batch in the pipeline's add-score-evict cycle (the sort plus the neighbour search of
+// every occupied cell, on all cores), and the map itself is never rebuilt. A query in an occupied
+// cell (a batch scored after it was added) then costs a binary search; only queries in empty
+// cells walk the tree. Not safe for concurrent use.
+type Counts struct {
+	g     *Grid
+	m     map[string]int32
+	total int64
+	snap  *snapshot // nil when the counts changed since it was built
+	buf   [maxWords * 8]byte
+	key   [maxWords]uint64
+}
+
+// snapshot is the search index over the counts at one moment: the sorted cells, their tree and
+// the w of every occupied cell.
+type snapshot struct {
+	cells *Cells
+	tree  *Tree
+	w     []int64
+	wMax  int64
+}
+
+// lookup returns w of the cell with key k: its precomputed w when it is occupied (binary search
+// in the sorted keys), else a tree search.
+func (s *snapshot) lookup(k []uint64) int64 {
+	W := len(k)
+	keys := s.cells.Keys
+	i, found := sort.Find(s.cells.Len(), func(i int) int { return slices.Compare(k, keys[i*W:i*W+W]) })
+	if found {
+		return s.w[i]
+	}
+	return s.tree.Search(s.cells, k)
+}
+
+// NewCounts returns empty counts over grid g.
+func NewCounts(g *Grid) *Counts { return &Counts{g: g, m: map[string]int32{}} }
+
+// Grid is the frozen grid.
+func (c *Counts) Grid() *Grid { return c.g }
+
+// Len is the number of occupied cells.
+func (c *Counts) Len() int { return len(c.m) }
+
+// Total is the number of points counted.
+func (c *Counts) Total() int64 { return c.total }
+
+// rowKey packs row i of cols into c.key and returns it and its bytes (valid until the next call).
+func (c *Counts) rowKey(cols [][]float32, i int) ([]uint64, []byte) {
+	g := c.g
+	W := g.words
+	k := c.key[:W]
+	clear(k)
+	for j, col := range cols {
+		k[j/g.perWord] |= uint64(g.Coord(j, col[i])) << g.shift(j)
+	}
+	for w, v := range k {
+		binary.BigEndian.PutUint64(c.buf[w*8:], v)
+	}
+	return k, c.buf[:W*8]
+}
+
+func (c *Counts) check(what string, cols [][]float32) (int, error) {
+	n, err := shape(cols)
+	if err != nil {
+		return 0, fmt.Errorf("hypercube.Counts.%s: %w", what, err)
+	}
+	if len(cols) != c.g.Dims() {
+		return 0, fmt.Errorf("hypercube.Counts.%s: %d dimensions, the grid has %d", what, len(cols), c.g.Dims())
+	}
+	for j, col := range cols {
+		for i, v := range col {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return 0, fmt.Errorf("hypercube.Counts.%s: row %d dimension %d is %v: values must be finite", what, i, j, v)
+			}
+		}
+	}
+	return n, nil
+}
+
+// Add counts every row of a batch (column-major, the grid's dimensions, finite values).
+func (c *Counts) Add(cols [][]float32) error {
+	n, err := c.check("Add", cols)
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		_, b := c.rowKey(cols, i)
+		c.m[string(b)]++
+	}
+	c.total += int64(n)
+	if n > 0 {
+		c.snap = nil
+	}
+	return nil
+}
+
+// Remove uncounts every row of a batch added before (the rows leaving the window). It changes
+// nothing and returns an error if some cell would go below zero (rows that were never added).
+func (c *Counts) Remove(cols [][]float32) error {
+	n, err := c.check("Remove", cols)
+	if err != nil {
+		return err
+	}
+	dec := map[string]int32{}
+	for i := range n {
+		_, b := c.rowKey(cols, i)
+		dec[string(b)]++
+	}
+	for k, v := range dec {
+		if c.m[k] < v {
+			return fmt.Errorf("hypercube.Counts.Remove: %d rows of a cell that holds %d: rows removed that were not added", v, c.m[k])
+		}
+	}
+	for k, v := range dec {
+		if c.m[k] == v {
+			delete(c.m, k)
+		} else {
+			c.m[k] -= v
+		}
+	}
+	c.total -= int64(n)
+	if n > 0 {
+		c.snap = nil
+	}
+	return nil
+}
+
+// Cells returns the occupied cells in key order with their counts (RowCell is nil): what
+// Distinct gives on the rows now counted.
+func (c *Counts) Cells() *Cells { return c.index().cells }
+
+func (c *Counts) index() *snapshot {
+	if c.snap != nil {
+		return c.snap
+	}
+	g := c.g
+	W := g.words
+	keys := make([]uint64, 0, len(c.m)*W)
+	counts := make([]int32, 0, len(c.m))
+	for k, v := range c.m {
+		for w := range W {
+			keys = append(keys, binary.BigEndian.Uint64([]byte(k[w*8:])))
+		}
+		counts = append(counts, v)
+	}
+	cells := Distinct(g, keys, len(counts)) // distinct already: this only sorts
+	for i, cell := range cells.RowCell {
+		cells.Count[cell] = counts[i]
+	}
+	cells.RowCell = nil
+	s := &snapshot{cells: cells, tree: BuildTree(cells, DefaultMinSplit), w: make([]int64, cells.Len())}
+	s.tree.Density(cells, s.w, 0)
+	for _, v := range s.w {
+		s.wMax = max(s.wMax, v)
+	}
+	c.snap = s
+	return s
+}
+
+// Score writes, for every query row, w (the counted points in its cell and the cells within +-1
+// of it in every dimension) into w and O = 1 - w / w_max into o, w_max being the largest w of an
+// occupied cell. A query need not be counted itself; when its neighbourhood holds more than w_max
+// points (an empty cell between dense ones) O is clamped to 0. With nothing counted every w is 0
+// and every O is 1. len(w) and len(o) must be the row count; o may be nil.
+func (c *Counts) Score(cols [][]float32, w []int64, o []float64) error {
+	n, err := c.check("Score", cols)
+	if err != nil {
+		return err
+	}
+	if len(w) != n || (o != nil && len(o) != n) {
+		return fmt.Errorf("hypercube.Counts.Score: %d rows but len(w) = %d, len(o) = %d", n, len(w), len(o))
+	}
+	if len(c.m) == 0 {
+		for i := range n {
+			w[i] = 0
+			if o != nil {
+				o[i] = 1
+			}
+		}
+		return nil
+	}
+	s := c.index()
+	for i := range n {
+		k, _ := c.rowKey(cols, i)
+		w[i] = s.lookup(k)
+		if o != nil {
+			o[i] = max(0, Score(w[i], s.wMax))
+		}
+	}
+	return nil
+}

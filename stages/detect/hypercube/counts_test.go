@@ -1,0 +1,155 @@
+package hypercube
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func sub(cols [][]float32, lo, hi int) [][]float32 {
+	out := make([][]float32, len(cols))
+	for j, c := range cols {
+		out[j] = c[lo:hi]
+	}
+	return out
+}
+
+// TestCountsSlidingWindow: adding each batch and removing the one that leaves the window gives,
+// after every step, the cells and counts that Distinct builds from scratch on the window's rows,
+// and Score's w equals the brute-force neighbour count against the window (with values outside
+// the grid's range clamped to the edge cells, as the frozen grid does).
+func TestCountsSlidingWindow(t *testing.T) {
+	r := newRand(t, 7)
+	for _, c := range []struct {
+		name       string
+		d, bins    int
+		batch, win int
+	}{
+		{"4-D b=7", 4, 7, 97, 5},
+		{"18-D b=5", 18, 5, 120, 4},
+		{"128-D b=3", 128, 3, 40, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const batches = 14
+			data := blobs(r, c.batch*batches, c.d, 4)
+			// Freeze the grid on the first window; later batches reach outside it.
+			g, err := FitGrid(sub(data, 0, c.batch*c.win), c.bins)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cnt := NewCounts(g)
+			queries := blobs(r, 60, c.d, 4)
+			for b := range batches {
+				if err := cnt.Add(sub(data, b*c.batch, (b+1)*c.batch)); err != nil {
+					t.Fatal(err)
+				}
+				if b >= c.win {
+					old := b - c.win
+					if err := cnt.Remove(sub(data, old*c.batch, (old+1)*c.batch)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				lo := max(0, b-c.win+1) * c.batch
+				win := sub(data, lo, (b+1)*c.batch)
+				n := len(win[0])
+				if cnt.Total() != int64(n) {
+					t.Fatalf("batch %d: total %d, window %d", b, cnt.Total(), n)
+				}
+				keys := make([]uint64, n*g.Words())
+				g.Encode(win, keys)
+				want := Distinct(g, keys, n)
+				got := cnt.Cells()
+				if !slices.Equal(got.Keys, want.Keys) || !slices.Equal(got.Count, want.Count) {
+					t.Fatalf("batch %d: counts differ from a build from scratch (%d vs %d cells)", b, got.Len(), want.Len())
+				}
+				checkCountsScore(t, g, cnt, win, queries)                             // mostly empty cells: tree walks
+				checkCountsScore(t, g, cnt, win, sub(data, b*c.batch, (b+1)*c.batch)) // the batch just added: occupied cells
+			}
+		})
+	}
+}
+
+// checkCountsScore compares Score with the brute-force neighbour count of each query against the
+// window, on the frozen grid, and O with 1 - w/w_max clamped at 0.
+func checkCountsScore(t *testing.T, g *Grid, cnt *Counts, win, queries [][]float32) {
+	t.Helper()
+	coord := func(cols [][]float32, i int) []int {
+		c := make([]int, len(cols))
+		for j := range cols {
+			c[j] = int(g.Coord(j, cols[j][i]))
+		}
+		return c
+	}
+	near := func(a, b []int) bool {
+		for j := range a {
+			if a[j]-b[j] > 1 || b[j]-a[j] > 1 {
+				return false
+			}
+		}
+		return true
+	}
+	n := len(win[0])
+	wc := make([][]int, n)
+	for i := range wc {
+		wc[i] = coord(win, i)
+	}
+	var wMax int64
+	for _, a := range wc {
+		var w int64
+		for _, b := range wc {
+			if near(a, b) {
+				w++
+			}
+		}
+		wMax = max(wMax, w)
+	}
+	nq := len(queries[0])
+	w := make([]int64, nq)
+	o := make([]float64, nq)
+	if err := cnt.Score(queries, w, o); err != nil {
+		t.Fatal(err)
+	}
+	for q := range nq {
+		a := coord(queries, q)
+		var want int64
+		for _, b := range wc {
+			if near(a, b) {
+				want++
+			}
+		}
+		if w[q] != want {
+			t.Fatalf("query %d: w %d, brute force %d", q, w[q], want)
+		}
+		if wo := max(0, 1-float64(want)/float64(wMax)); o[q] != wo {
+			t.Fatalf("query %d: O %v, want %v", q, o[q], wo)
+		}
+	}
+}
+
+func TestCountsRemoveUnknownChangesNothing(t *testing.T) {
+	g, err := NewGrid(4, []float64{0, 0}, []float64{1, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnt := NewCounts(g)
+	if err := cnt.Add([][]float32{{0.1, 0.1, 0.9}, {0.1, 0.1, 0.9}}); err != nil {
+		t.Fatal(err)
+	}
+	err = cnt.Remove([][]float32{{0.1, 0.1, 0.1}, {0.1, 0.1, 0.1}}) // three rows of a cell that holds two
+	if err == nil || !strings.Contains(err.Error(), "not added") {
+		t.Fatalf("removing more than was added: %v", err)
+	}
+	if cnt.Total() != 3 || cnt.Len() != 2 || !slices.Equal(cnt.Cells().Count, []int32{2, 1}) {
+		t.Fatalf("a refused Remove changed the counts: total %d, cells %d, counts %v", cnt.Total(), cnt.Len(), cnt.Cells().Count)
+	}
+	if err := cnt.Add([][]float32{{0.5}}); err == nil || !strings.Contains(err.Error(), "1 dimensions, the grid has 2") {
+		t.Fatalf("wrong dimensions: %v", err)
+	}
+	if err := cnt.Remove([][]float32{{0.1, 0.1, 0.9}, {0.1, 0.1, 0.9}}); err != nil {
+		t.Fatal(err)
+	}
+	w, o := make([]int64, 1), make([]float64, 1)
+	if err := cnt.Score([][]float32{{0.5}, {0.5}}, w, o); err != nil || w[0] != 0 || o[0] != 1 {
+		t.Fatalf("empty counts: w %d, O %v, err %v; want 0, 1", w[0], o[0], err)
+	}
+}

@@ -1,0 +1,491 @@
+package solvingset
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+)
+
+// The distributed (lazy) solving set (ALGORITHMS.md §1, thesis ch. 7): a supervisor holds S,
+// OUT and minOUT; each node holds a partition D_j of the rows. Per iteration the supervisor
+// takes the candidates out of their nodes, compares them with each other (step b), broadcasts
+// them with their neighbour lists, and every node compares its partition with them (step c,
+// same pruning); the supervisor merges each candidate's neighbour lists into its exact weight
+// (step d), updates OUT, and asks every node for its best active points, from which it takes
+// the next m candidates (steps e, f). The top-n and w* are those of SolvingSet: every
+// candidate meets every row of every node, and a weight is the canonical sum of the k smallest
+// of all its distances, whichever node found them.
+//
+// Lazy merging: a node sends, per candidate, its local distances in ascending order but only
+// the first ceil(k/J) of them (J nodes) at first; the supervisor asks a node for the rest of a
+// candidate's list only where that node's last sent distance is below the merged k-th, i.e.
+// where the k-th is not yet certain. Node is the contract; CPUNode is the reference node and
+// gpukern's DistributedNode the device one.
+
+// Node is one partition of D, driven by DistributedSolvingSet. Rows are local (0..Rows()-1);
+// coordinates and neighbour lists are row-major (dims or k values per point). Methods are
+// called by one goroutine at a time per node; different nodes run concurrently.
+type Node interface {
+	// Rows is the number of rows of the partition.
+	Rows() int
+	// Take moves local rows into S (they are never compared as data or selected again) and
+	// returns their coordinates and neighbour lists LNN (k distances each, +Inf where fewer
+	// than k are known).
+	Take(rows []int) (coords, lnn []float32, err error)
+	// Compare is step c on the node: every row not in S meets every candidate (coords) unless
+	// the pair is pruned (both the row's UB and the candidate's bound, from lnnc, below minOUT,
+	// with PruneMargin), the rows' LNN are updated, and for each candidate j the node keeps
+	// its local distances below lnnc's k-th. It returns done[j] = the candidate's running
+	// bound fell below minOUT on this node (it cannot be an outlier). lnnc holds k values per
+	// candidate (LNNC after step b).
+	Compare(coords, lnnc []float32, minOUT float64) (done []bool, err error)
+	// Neighbours returns, for each candidate j of the last Compare, its local distances kept
+	// there from position from[j] on, ascending, at most count[j] of them (a count of 0 asks
+	// nothing).
+	Neighbours(from, count []int) ([][]float32, error)
+	// Select is steps e and f on the node: the rows not in S with UB >= minOUT (margin
+	// applied) are active; it returns up to m of them with the largest UB (ties: lower row
+	// first), with their UB, and how many are active.
+	Select(m int, minOUT float64) (rows []int, ub []float64, active int, err error)
+}
+
+// DistributedResult is the outcome of DistributedSolvingSet: Result, plus the traffic.
+type DistributedResult struct {
+	Result
+	// ListValues counts the neighbour-list values the nodes sent in step d (lazy: fewer than
+	// candidates x nodes x k).
+	ListValues int64
+	// Refetches counts the candidate lists asked again (the lazy merge's second round).
+	Refetches int64
+}
+
+// DistributedSolvingSet runs the distributed solving set over nodes holding consecutive
+// partitions of the rows (node j holds global rows offset_j .. offset_j+Rows()-1, in order).
+// p.Workers is not used (nodes parallelise themselves).
+func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (DistributedResult, error) {
+	if len(nodes) == 0 {
+		return DistributedResult{}, errors.New("solvingset: no nodes")
+	}
+	offset := make([]int, len(nodes)+1)
+	for j, nd := range nodes {
+		offset[j+1] = offset[j] + nd.Rows()
+	}
+	rows := offset[len(nodes)]
+	if err := p.Validate(rows); err != nil {
+		return DistributedResult{}, err
+	}
+	k, m := p.K, min(p.M, rows)
+	margin := PruneMargin(k)
+	out := NewTopN(p.N)
+	owner := func(g int) int { // the node holding global row g
+		j, _ := slices.BinarySearch(offset, g+1)
+		return j - 1
+	}
+	var res DistributedResult
+	var weights []Outlier
+	cand := FirstCandidates(rows, m, p.Seed)
+	per := k
+	if lazy {
+		per = (k + len(nodes) - 1) / len(nodes)
+	}
+	iter := 0
+	for len(cand) > 0 {
+		iter++
+		nc := len(cand)
+		res.SolvingSet = append(res.SolvingSet, cand...)
+		// Step a: the candidates leave their nodes with their coordinates and LNN.
+		candX := make([]float32, nc*dims)
+		lnnc := make([]float32, nc*k)
+		byNode := make([][]int, len(nodes)) // positions in cand
+		for t, g := range cand {
+			byNode[owner(g)] = append(byNode[owner(g)], t)
+		}
+		err := eachNode(nodes, func(j int, nd Node) error {
+			if len(byNode[j]) == 0 {
+				return nil
+			}
+			local := make([]int, len(byNode[j]))
+			for i, t := range byNode[j] {
+				local[i] = cand[t] - offset[j]
+			}
+			x, h, err := nd.Take(local)
+			if err != nil {
+				return err
+			}
+			for i, t := range byNode[j] {
+				copy(candX[t*dims:(t+1)*dims], x[i*dims:(i+1)*dims])
+				copy(lnnc[t*k:(t+1)*k], h[i*k:(i+1)*k])
+				heapify(lnnc[t*k : (t+1)*k])
+			}
+			return nil
+		})
+		if err != nil {
+			return res, fmt.Errorf("solvingset: iteration %d: take: %w", iter, err)
+		}
+		// Step b: candidates against candidates, on the supervisor (m^2 distances).
+		for a := range nc {
+			ha := lnnc[a*k : (a+1)*k]
+			for b := range nc {
+				if a == b {
+					continue
+				}
+				if d := sqrt32(sqDistRowMajor(candX, a, b, dims)); d < ha[0] {
+					heapReplaceTop(ha, d)
+				}
+			}
+			res.DistanceComputations += int64(nc - 1)
+		}
+		minOUT := out.Min()
+		// Step c on every node, concurrently. A candidate whose bound after step b is already
+		// below minOUT is done (it cannot be an outlier), as is one that any node finds done.
+		done := make([]bool, nc)
+		for t := range nc {
+			done[t] = plainSum(lnnc[t*k:(t+1)*k])*margin < minOUT
+		}
+		var mu sync.Mutex
+		err = eachNode(nodes, func(j int, nd Node) error {
+			dj, err := nd.Compare(candX, lnnc, minOUT)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			for t := range nc {
+				done[t] = done[t] || dj[t]
+			}
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return res, fmt.Errorf("solvingset: iteration %d: compare: %w", iter, err)
+		}
+		// Step d: merge each candidate's lists into its exact weight.
+		ws, values, refetches, err := mergeLists(nodes, lnnc, done, k, per)
+		if err != nil {
+			return res, fmt.Errorf("solvingset: iteration %d: neighbour lists: %w", iter, err)
+		}
+		res.ListValues += values
+		res.Refetches += refetches
+		for t, g := range cand {
+			if !done[t] { // a done candidate's weight is below minOUT: it changes nothing
+				weights = append(weights, Outlier{Row: g, Weight: ws[t]})
+				out.Offer(ws[t])
+			}
+		}
+		minOUT = out.Min()
+		// Steps e, f: the next candidates are the m active points with the largest UB.
+		type pick struct {
+			row int
+			ub  float64
+		}
+		var picks []pick
+		err = eachNode(nodes, func(j int, nd Node) error {
+			r, ub, _, err := nd.Select(m, minOUT)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			for i := range r {
+				picks = append(picks, pick{offset[j] + r[i], ub[i]})
+			}
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return res, fmt.Errorf("solvingset: iteration %d: select: %w", iter, err)
+		}
+		slices.SortFunc(picks, func(a, b pick) int {
+			if c := cmp.Compare(b.ub, a.ub); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.row, b.row)
+		})
+		cand = cand[:0:0]
+		for _, pk := range picks[:min(m, len(picks))] {
+			cand = append(cand, pk.row)
+		}
+	}
+	if out.Len() < p.N {
+		return res, fmt.Errorf("solvingset: internal error: %d weights for n=%d", out.Len(), p.N)
+	}
+	res.WStar = out.Min()
+	for _, o := range weights {
+		if o.Weight >= res.WStar {
+			res.Outliers = append(res.Outliers, o)
+		}
+	}
+	sortOutliers(res.Outliers)
+	res.Iterations = iter
+	return res, nil
+}
+
+// mergeLists is step d: for every candidate not done, the k smallest of LNNC (after step b)
+// and every node's local distances, summed canonically. Each node first sends per values per
+// candidate (k when not lazy). A node whose list may hold more (it sent all it was asked) and
+// whose last value is below the merged k-th is asked for the rest of that candidate's list:
+// values it has not sent are >= its last one, so otherwise none of them can enter the k
+// smallest, and the k-th (hence the weight) is certain.
+func mergeLists(nodes []Node, lnnc []float32, done []bool, k, per int) (weights []float64, values, refetches int64, err error) {
+	nc := len(done)
+	lists := make([][][]float32, len(nodes)) // [node][candidate] ascending
+	complete := make([][]bool, len(nodes))   // [node][candidate]: the whole list was sent
+	ask := func(j int, from, count []int) error {
+		got, err := nodes[j].Neighbours(from, count)
+		if err != nil {
+			return err
+		}
+		for t := range nc {
+			if count[t] == 0 {
+				continue
+			}
+			lists[j][t] = append(lists[j][t], got[t]...)
+			values += int64(len(got[t]))
+			complete[j][t] = len(got[t]) < count[t] || len(lists[j][t]) >= k
+		}
+		return nil
+	}
+	from, count := make([]int, nc), make([]int, nc)
+	for t := range nc {
+		if !done[t] {
+			count[t] = per
+		}
+	}
+	for j := range nodes {
+		lists[j], complete[j] = make([][]float32, nc), make([]bool, nc)
+		if err := ask(j, from, count); err != nil {
+			return nil, 0, 0, err
+		}
+	}
+	weights = make([]float64, nc)
+	merged := make([]float32, 0, k*(len(nodes)+1))
+	for t := range nc {
+		if done[t] {
+			continue
+		}
+		for {
+			merged = append(merged[:0], lnnc[t*k:(t+1)*k]...)
+			for j := range nodes {
+				merged = append(merged, lists[j][t]...)
+			}
+			slices.Sort(merged)
+			kth := merged[k-1]
+			var more []int
+			for j := range nodes {
+				if l := lists[j][t]; !complete[j][t] && len(l) > 0 && l[len(l)-1] < kth {
+					more = append(more, j)
+				}
+			}
+			if len(more) == 0 {
+				var s float64 // the canonical weight: ascending float64 sum
+				for _, v := range merged[:k] {
+					s += float64(v)
+				}
+				weights[t] = s
+				break
+			}
+			for _, j := range more {
+				f, c := make([]int, nc), make([]int, nc)
+				f[t], c[t] = len(lists[j][t]), k-len(lists[j][t])
+				if err := ask(j, f, c); err != nil {
+					return nil, 0, 0, err
+				}
+				complete[j][t] = true
+				refetches++
+			}
+		}
+	}
+	return weights, values, refetches, nil
+}
+
+// eachNode runs fn for every node concurrently and returns the first error.
+func eachNode(nodes []Node, fn func(j int, nd Node) error) error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for j, nd := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[j] = fn(j, nd)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// sqDistRowMajor is sqDist for two points of a row-major array.
+func sqDistRowMajor(x []float32, a, b, dims int) float32 {
+	var s float32
+	for d := range dims {
+		t := x[a*dims+d] - x[b*dims+d]
+		s += float32(t * t)
+	}
+	return s
+}
+
+// CPUNode is the reference Node: a partition in memory, compared with plain loops over worker
+// goroutines. Its arithmetic is the package's (bit-identical distances).
+type CPUNode struct {
+	x        [][]float32 // [dim][row]
+	k        int
+	margin   float64
+	heap     []float32 // k per row, max-heaps
+	inS      []bool
+	workers  int
+	ncand    int
+	local    []float32 // per candidate of the last Compare: its local distances below LNNC's k-th, k slots
+	localLen []int
+}
+
+// NewCPUNode makes a node of the column-major partition cols (shared, not copied).
+func NewCPUNode(cols [][]float32, k, workers int) *CPUNode {
+	rows := len(cols[0])
+	n := &CPUNode{x: cols, k: k, margin: PruneMargin(k), heap: make([]float32, rows*k), inS: make([]bool, rows), workers: workerCount(workers)}
+	fillInf(n.heap)
+	return n
+}
+
+// Rows implements Node.
+func (n *CPUNode) Rows() int { return len(n.inS) }
+
+// Take implements Node.
+func (n *CPUNode) Take(rows []int) (coords, lnn []float32, err error) {
+	dims := len(n.x)
+	coords, lnn = make([]float32, len(rows)*dims), make([]float32, len(rows)*n.k)
+	for i, r := range rows {
+		if r < 0 || r >= len(n.inS) || n.inS[r] {
+			return nil, nil, fmt.Errorf("row %d is not a row of the partition outside S", r)
+		}
+		n.inS[r] = true
+		for d := range dims {
+			coords[i*dims+d] = n.x[d][r]
+		}
+		copy(lnn[i*n.k:(i+1)*n.k], n.heap[r*n.k:(r+1)*n.k])
+	}
+	return coords, lnn, nil
+}
+
+// ub is a heap's upper bound: its plain sum, +Inf until it is full.
+func ub(h []float32) float64 {
+	if math.IsInf(float64(h[0]), 1) {
+		return math.Inf(1)
+	}
+	return plainSum(h)
+}
+
+// Compare implements Node. Workers take ranges of rows; each keeps, per candidate, a heap of
+// its rows' distances below the candidate's k-th, merged at the end.
+func (n *CPUNode) Compare(coords, lnnc []float32, minOUT float64) ([]bool, error) {
+	dims, k := len(n.x), n.k
+	nc := len(coords) / dims
+	n.ncand = nc
+	candUB := make([]float64, nc)
+	kth := make([]float32, nc)
+	for t := range nc {
+		candUB[t] = ub(lnnc[t*k : (t+1)*k])
+		kth[t] = slices.Max(lnnc[t*k : (t+1)*k])
+	}
+	rows := len(n.inS)
+	type part struct{ h []float32 }
+	parts := make([]part, n.workers)
+	inf := float32(math.Inf(1))
+	parallelFor(n.workers, rows, 1024, func(w, lo, hi int) {
+		if parts[w].h == nil {
+			parts[w].h = make([]float32, nc*k)
+			fillInf(parts[w].h)
+		}
+		h := parts[w].h
+		for i := lo; i < hi; i++ {
+			if n.inS[i] {
+				continue
+			}
+			hp := n.heap[i*k : (i+1)*k]
+			rowPruned := ub(hp)*n.margin < minOUT
+			for t := range nc {
+				if rowPruned && candUB[t]*n.margin < minOUT {
+					continue
+				}
+				d := sqrt32(sqDist(n.x, i, coords[t*dims:(t+1)*dims]))
+				if d < hp[0] {
+					heapReplaceTop(hp, d)
+				}
+				if hc := h[t*k : (t+1)*k]; d < kth[t] && d < hc[0] {
+					heapReplaceTop(hc, d)
+				}
+			}
+		}
+	})
+	// Merge the workers' heaps per candidate; the candidate's bound is that of LNNC with them.
+	n.local = make([]float32, nc*k)
+	n.localLen = make([]int, nc)
+	done := make([]bool, nc)
+	all := make([]float32, 0, k*len(parts))
+	for t := range nc {
+		all = all[:0]
+		for _, p := range parts {
+			if p.h == nil {
+				continue
+			}
+			for _, v := range p.h[t*k : (t+1)*k] {
+				if v < inf {
+					all = append(all, v)
+				}
+			}
+		}
+		slices.Sort(all)
+		l := min(len(all), k)
+		copy(n.local[t*k:], all[:l])
+		n.localLen[t] = l
+		// The running bound: the k smallest of LNNC and the local distances.
+		merged := append(slices.Clone(lnnc[t*k:(t+1)*k]), all[:l]...)
+		slices.Sort(merged)
+		done[t] = plainSum(merged[:k])*n.margin < minOUT // +Inf while fewer than k are known
+	}
+	return done, nil
+}
+
+// Neighbours implements Node.
+func (n *CPUNode) Neighbours(from, count []int) ([][]float32, error) {
+	if len(from) != n.ncand || len(count) != n.ncand {
+		return nil, fmt.Errorf("%d/%d requests for %d candidates", len(from), len(count), n.ncand)
+	}
+	out := make([][]float32, n.ncand)
+	for t := range n.ncand {
+		lo := min(from[t], n.localLen[t])
+		hi := min(lo+count[t], n.localLen[t])
+		out[t] = slices.Clone(n.local[t*n.k+lo : t*n.k+hi])
+	}
+	return out, nil
+}
+
+// Select implements Node.
+func (n *CPUNode) Select(m int, minOUT float64) (rows []int, ubs []float64, active int, err error) {
+	type item struct {
+		row int
+		ub  float64
+	}
+	var items []item
+	for i := range n.inS {
+		if n.inS[i] {
+			continue
+		}
+		u := ub(n.heap[i*n.k : (i+1)*n.k])
+		if u*n.margin < minOUT {
+			continue
+		}
+		active++
+		items = append(items, item{i, u})
+	}
+	slices.SortFunc(items, func(a, b item) int {
+		if c := cmp.Compare(b.ub, a.ub); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.row, b.row)
+	})
+	for _, it := range items[:min(m, len(items))] {
+		rows = append(rows, it.row)
+		ubs = append(ubs, it.ub)
+	}
+	return rows, ubs, active, nil
+}
