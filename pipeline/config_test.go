@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"gopkg.in/yaml.v3"
 
+	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/detect/density"
 )
 
@@ -110,6 +111,7 @@ func wideConfig(br testBroker, in, out, dlq, group string) Config {
 	d.Window, d.MinRecords, d.RefreshRecords, d.RefreshInterval = 600, 300, 1<<30, time.Hour
 	d.Density.Clusters, d.Density.Iterations, d.Density.Samples = 20, 2, 50
 	d.Distance.K, d.Distance.N, d.Distance.M = 5, 5, 20
+	d.FlagBy = detect.FlagByVerdicts // the tests check the paper's verdicts and the combine rule
 	cfg.HTTP.Listen = ""
 	return cfg
 }
