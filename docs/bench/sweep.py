@@ -12,7 +12,7 @@ set for a grid of settings:
          objective: mean F1 of the flags.
 For each set left out, the other sets choose the setting with the best mean objective; the
 report says which setting each choice gave and how the left-out set scores under it, so the
-defaults are not tuned to the sets at hand (docs/BENCHMARKS.md §4).
+defaults are not tuned to the sets at hand (docs/BENCHMARKS.md §8).
 """
 import argparse
 import itertools

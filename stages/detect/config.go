@@ -65,7 +65,7 @@ type Config struct {
 	// rate when the window is clean), in (0, 0.5]. Its resolution is one calibration record (at
 	// least 1/4096; 10/alarm_rate records calibrate). Default 0.02: the best mean stream F1 on
 	// the labelled sets (1-7% outliers), chosen again by 3 of 5 sets left out
-	// (docs/BENCHMARKS.md §6). Set it to the share of records worth a look: it is the budget.
+	// (docs/BENCHMARKS.md §8). Set it to the share of records worth a look: it is the budget.
 	AlarmRate float64 `yaml:"alarm_rate"`
 	// Score configures the ranking detectors and the combined score.
 	Score ScoreConfig `yaml:"score"`
@@ -126,7 +126,7 @@ type ScoreConfig struct {
 	Sample int `yaml:"sample"`
 	// K is the distance score's neighbours in R (capped at Sample-1). Default 100 (5% of the
 	// sample): larger k ranks better on the labelled sets, whose outliers come in small groups
-	// (docs/BENCHMARKS.md §6); a stream of isolated anomalies prefers a small k (the demo: 5).
+	// (docs/BENCHMARKS.md §8); a stream of isolated anomalies prefers a small k (the demo: 5).
 	K int `yaml:"k"`
 	// Combine is how the calibrated scores of both detectors make the combined score: `mean`
 	// (default) or `max` of their surprisals.
