@@ -1,0 +1,52 @@
+package detect
+
+import (
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/stages/ingest/synth"
+)
+
+// BenchmarkScoreRanking is the cost of one scored batch of 1000 records (8 features, with
+// uncertainty, the default density and distance settings, a model of 20,000 records) with the
+// ranking scores (the default: tail score, w_k(q, R) to 2048 records with k = 100, calibration)
+// and without them (the paper's verdicts only: a model with no ranking part), on the CPU.
+//
+//	go test ./stages/detect -run '^$' -bench ScoreRanking -benchtime 20x -count 5
+func BenchmarkScoreRanking(b *testing.B) {
+	mem := memory.NewGoAllocator()
+	cfg := Default()
+	cfg.Window, cfg.MinRecords = 20000, 20000
+	sp := synth.DefaultUncertainParams()
+	sp.Rows, sp.Dims, sp.Seed = 21000, 8, 5
+	d := synth.One(sp)
+	s, err := NewStage(cfg, d.Features, true, zerolog.Nop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	feed(b, s, mem, d, 0, 20000, 1000)
+	m := s.Model()
+	if m == nil || m.Ranker == nil {
+		b.Fatal("no model")
+	}
+	for _, c := range []struct {
+		name   string
+		ranker *Ranker
+	}{{"ranking", m.Ranker}, {"verdicts-only", nil}} {
+		b.Run(c.name, func(b *testing.B) {
+			m.Ranker = c.ranker
+			bt := makeBatch(b, mem, d, 20000, 21000, true)
+			defer bt.Record.Release()
+			b.ResetTimer()
+			for range b.N {
+				if err := s.score(bt); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/record")
+		})
+	}
+}
