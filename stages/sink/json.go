@@ -254,6 +254,8 @@ func explain(s batch.Score) string {
 	}
 	var parts []string
 	switch {
+	case s.Outlier && s.Score > s.Threshold: // detect.flag_by rate: the combined score decided
+		parts = append(parts, fmt.Sprintf("outlier score %.3g > threshold %.3g (detect.alarm_rate)", s.Score, s.Threshold))
 	case s.Outlier && (s.DensityOutlier || s.DistanceOutlier):
 		if s.DensityOutlier {
 			parts = append(parts, density)

@@ -111,6 +111,9 @@ func TestExplain(t *testing.T) {
 		{batch.Score{Scored: true}, "inlier"},
 		{batch.Score{Scored: true, Outlier: true, EtaProbability: 0.6, Weight: 5, WStar: 6},
 			"outlier by the combined rule: density normal: lowest eta-probability 0.6 >= delta; kNN weight 5.00 < w* 6.00"},
+		// detect.flag_by rate: the combined score decided; the verdicts follow as context.
+		{batch.Score{Scored: true, Outlier: true, DensityOutlier: true, EtaProbability: 0.1, Subspace: []string{"temp"}, Weight: 5, WStar: 6, Score: 3.5, Threshold: 2.1},
+			"outlier score 3.5 > threshold 2.1 (detect.alarm_rate): low density in subspace temp: eta-probability 0.1 < delta; kNN weight 5.00 < w* 6.00"},
 	}
 	for _, tc := range tests {
 		if got := explain(tc.s); got != tc.want {
