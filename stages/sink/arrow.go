@@ -3,7 +3,6 @@ package sink
 import (
 	"bytes"
 	"fmt"
-	"math"
 	"strconv"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -46,7 +45,7 @@ import (
 //	subspace            list<utf8> feature names of eta_probability's subspace
 //	explanation         utf8     the same line as the JSON output's "explanation"
 //	score               float64  the combined outlier score, higher = more outlying (null when
-//	                             unscored or not finite)
+//	                             not scored)
 //
 // Schema metadata: "outlierd.topic" (source topic) and "outlierd.model_version" (decimal).
 // Payloads are not included: the columns are the decoded record.
@@ -183,8 +182,8 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 			sub.AppendNull()
 		}
 		expl.Append(explain(s))
-		if s.Scored && !math.IsNaN(s.Score) && !math.IsInf(s.Score, 0) {
-			score.Append(s.Score)
+		if s.Scored {
+			score.Append(s.Score) // non-finite as IEEE 754, like the other float columns
 		} else {
 			score.AppendNull()
 		}
