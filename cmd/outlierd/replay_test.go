@@ -124,6 +124,24 @@ func TestReplayBatchCase(t *testing.T) {
 	if res.Rows != 1200 || res.Unscored != 0 || res.ModelsBuilt != 1 {
 		t.Fatalf("rows %d, unscored %d, models built %d: want 1200, 0, 1\n%s", res.Rows, res.Unscored, res.ModelsBuilt, out)
 	}
+	// A pipeline config with only a detect section is enough; its alarm rate sets the flags:
+	// one model of 1200 rows, a rate of 0.05 flags about 60 (the calibration's quantile).
+	cfg := writeFile(t, "detect.yaml", "detect:\n  alarm_rate: 0.05\n")
+	out, errs, code = outlierd(t, "replay", "--input", path, "--window", "5000", "--config", cfg, "--json")
+	if code != 0 {
+		t.Fatalf("--config: exit %d: %s", code, errs)
+	}
+	var r2 struct {
+		Flagged int `json:"flagged"`
+	}
+	if err := json.Unmarshal([]byte(out), &r2); err != nil {
+		t.Fatal(err)
+	}
+	// The threshold is the 95th percentile of the calibration records' scores (all 1200 rows
+	// here), so between 59 and 61 rows lie strictly above it unless scores tie there.
+	if r2.Flagged < 55 || r2.Flagged > 65 {
+		t.Errorf("alarm rate 0.05 of 1200 rows flagged %d, want about 60", r2.Flagged)
+	}
 }
 
 // TestReplayErrors: bad input is refused with a clear message.
