@@ -121,6 +121,20 @@ type Score struct {
 	Weight float64
 	// WStar is the weight of the n-th top outlier of the window the model was built from.
 	WStar float64
+	// Hypercube is set when the hypercube density detector ran (detect.hypercube.enabled).
+	Hypercube *HypercubeScore
+}
+
+// HypercubeScore is the hypercube density detector's result for one record (GDBOD over the
+// window's grid counts).
+type HypercubeScore struct {
+	// Score is O = 1 - w/w_max, higher = more outlying.
+	Score float64
+	// Neighbours is w: the window's records in the record's cell and every cell within ±1 of it
+	// in every dimension (the record itself included).
+	Neighbours int64
+	// Outlier: Neighbours <= detect.hypercube.max_neighbours.
+	Outlier bool
 }
 
 // DeadLetter is a message that could not be decoded, with its source coordinates.

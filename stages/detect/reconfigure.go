@@ -48,6 +48,7 @@ var changeKinds = map[string]ChangeKind{
 	"refresh_records": ChangeLive, "refresh_interval": ChangeLive,
 	"density.mode": ChangeLive, "density.eta": ChangeLive, "density.delta": ChangeLive,
 	"density.samples": ChangeLive, "distance.n": ChangeLive,
+	"hypercube.enabled": ChangeLive, "hypercube.bins": ChangeLive, "hypercube.max_neighbours": ChangeLive,
 
 	"window": ChangeRebuild, "seed": ChangeRebuild, "density.clusters": ChangeRebuild,
 	"density.iterations": ChangeRebuild, "distance.k": ChangeRebuild, "distance.m": ChangeRebuild,
@@ -124,7 +125,13 @@ func (s *Stage) Reconfigure(cfg Config) (Reconfiguration, error) {
 		}
 	}
 	building := s.building
+	hcChanged := cfg.Hypercube.Enabled != s.cfg.Hypercube.Enabled || cfg.Hypercube.Bins != s.cfg.Hypercube.Bins
 	s.cfg = cfg
+	if hcChanged {
+		if err := s.resetHypercube(); err != nil { // new grid or detector: counted afresh from the window
+			return Reconfiguration{}, err
+		}
+	}
 	s.reconcile(true)
 	r.RebuildStarted = s.building && !building
 	s.log.Info().Strs("live", r.Live).Strs("rebuild", r.Rebuild).Bool("rebuild_started", r.RebuildStarted).
@@ -238,5 +245,5 @@ func (s *Stage) resizeWindow(capacity int) error {
 	}
 	s.win = w
 	s.ids = s.ids.resize(capacity)
-	return nil
+	return s.resetHypercube() // the counts follow the window's records
 }

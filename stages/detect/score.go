@@ -96,6 +96,19 @@ func (s *Stage) score(b *batch.Batch) error {
 			Outlier: combine(s.cfg.Combine, v.Outlier, dist),
 		}
 	}
+	if err := s.scoreHypercube(nm, b.Scores); err != nil {
+		return err
+	}
+	if s.hc.counts != nil { // the hypercube verdict joins the rule: any flags, all must agree
+		for i := range b.Scores {
+			switch h := b.Scores[i].Hypercube.Outlier; s.cfg.Combine {
+			case CombineAny:
+				b.Scores[i].Outlier = b.Scores[i].Outlier || h
+			case CombineAll:
+				b.Scores[i].Outlier = b.Scores[i].Outlier && h
+			}
+		}
+	}
 	b.ModelVersion = m.Version
 	return nil
 }

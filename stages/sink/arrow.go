@@ -44,6 +44,10 @@ import (
 //	w_star              float64
 //	subspace            list<utf8> feature names of eta_probability's subspace
 //	explanation         utf8     the same line as the JSON output's "explanation"
+//	hypercube_score     float64  the hypercube detector's O = 1 - w/w_max; null when it did
+//	                             not run (detect.hypercube.enabled false, or not scored)
+//	hypercube_neighbours int64   its w (the record itself included); null likewise
+//	hypercube_outlier   bool     its verdict; null likewise
 //
 // Schema metadata: "outlierd.topic" (source topic) and "outlierd.model_version" (decimal).
 // Payloads are not included: the columns are the decoded record.
@@ -60,6 +64,10 @@ const (
 	ColWStar           = "w_star"
 	ColSubspace        = "subspace"
 	ColExplanation     = "explanation"
+	// The hypercube detector's columns (null when it did not run).
+	ColHypercubeScore      = "hypercube_score"
+	ColHypercubeNeighbours = "hypercube_neighbours"
+	ColHypercubeOutlier    = "hypercube_outlier"
 )
 
 // arrowSchema builds the output schema for batch b (see the table above).
@@ -88,6 +96,9 @@ func arrowSchema(b *batch.Batch, c *columns) *arrow.Schema {
 		arrow.Field{Name: ColWStar, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 		arrow.Field{Name: ColSubspace, Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
 		arrow.Field{Name: ColExplanation, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: ColHypercubeScore, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		arrow.Field{Name: ColHypercubeNeighbours, Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		arrow.Field{Name: ColHypercubeOutlier, Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
 	)
 	md := arrow.NewMetadata(
 		[]string{"outlierd.topic", "outlierd.model_version"},
@@ -136,6 +147,9 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 	sub := next().(*array.ListBuilder)
 	subNames := sub.ValueBuilder().(*array.StringBuilder)
 	expl := next().(*array.StringBuilder)
+	hcScore := next().(*array.Float64Builder)
+	hcNeighbours := next().(*array.Int64Builder)
+	hcOutlier := next().(*array.BooleanBuilder)
 
 	for _, i := range rows {
 		part.Append(c.partition.Value(i))
@@ -177,6 +191,15 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 			sub.AppendNull()
 		}
 		expl.Append(explain(s))
+		if h := s.Hypercube; s.Scored && h != nil {
+			hcScore.Append(h.Score)
+			hcNeighbours.Append(h.Neighbours)
+			hcOutlier.Append(h.Outlier)
+		} else {
+			hcScore.AppendNull()
+			hcNeighbours.AppendNull()
+			hcOutlier.AppendNull()
+		}
 	}
 
 	rec := rb.NewRecord()

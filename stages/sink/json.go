@@ -84,18 +84,29 @@ type jsonScores struct {
 	DistanceOutlier bool    `json:"distance_outlier"`
 	Weight          float64 `json:"weight"`
 	WStar           float64 `json:"w_star"`
+	// Hypercube is present only when the hypercube detector ran (detect.hypercube.enabled).
+	Hypercube *jsonHypercube `json:"hypercube,omitempty"`
+}
+
+// jsonHypercube is the hypercube detector's result in "scores" (batch.HypercubeScore): always
+// finite (O is in [0, 1], w a count).
+type jsonHypercube struct {
+	Score      float64 `json:"score"`
+	Neighbours int64   `json:"neighbours"`
+	Outlier    bool    `json:"outlier"`
 }
 
 // jsonScoresNonFinite is jsonScores for a record with a non-finite float: each float field is
 // a float64 or, when not finite, its string (see jsonFloat). A type of its own so that the
 // common, all-finite case keeps encoding/json's direct float64 encoding.
 type jsonScoresNonFinite struct {
-	Outlier         bool `json:"outlier"`
-	DensityOutlier  bool `json:"density_outlier"`
-	EtaProbability  any  `json:"eta_probability"`
-	DistanceOutlier bool `json:"distance_outlier"`
-	Weight          any  `json:"weight"`
-	WStar           any  `json:"w_star"`
+	Outlier         bool           `json:"outlier"`
+	DensityOutlier  bool           `json:"density_outlier"`
+	EtaProbability  any            `json:"eta_probability"`
+	DistanceOutlier bool           `json:"distance_outlier"`
+	Weight          any            `json:"weight"`
+	WStar           any            `json:"w_star"`
+	Hypercube       *jsonHypercube `json:"hypercube,omitempty"`
 }
 
 // Spellings of the non-finite floats in the JSON output.
@@ -132,6 +143,7 @@ func scoresJSON(sc *batch.Score) any {
 			DistanceOutlier: sc.DistanceOutlier,
 			Weight:          sc.Weight,
 			WStar:           sc.WStar,
+			Hypercube:       hypercubeJSON(sc.Hypercube),
 		}
 	}
 	return &jsonScoresNonFinite{
@@ -141,7 +153,15 @@ func scoresJSON(sc *batch.Score) any {
 		DistanceOutlier: sc.DistanceOutlier,
 		Weight:          jsonFloat(sc.Weight),
 		WStar:           jsonFloat(sc.WStar),
+		Hypercube:       hypercubeJSON(sc.Hypercube),
 	}
+}
+
+func hypercubeJSON(h *batch.HypercubeScore) *jsonHypercube {
+	if h == nil {
+		return nil
+	}
+	return &jsonHypercube{Score: h.Score, Neighbours: h.Neighbours, Outlier: h.Outlier}
 }
 
 // outputID is the deterministic id of the output of one source message.
@@ -247,14 +267,23 @@ func explain(s batch.Score) string {
 	} else if distanceRan {
 		distance = fmt.Sprintf("kNN weight %.2f < w* %.2f", s.Weight, s.WStar)
 	}
+	var hcube string
+	if h := s.Hypercube; h != nil && h.Outlier {
+		hcube = fmt.Sprintf("sparse in the joint space: %d window records within one grid cell in every feature", h.Neighbours)
+	} else if h != nil {
+		hcube = fmt.Sprintf("hypercube neighbours %d", h.Neighbours)
+	}
 	var parts []string
 	switch {
-	case s.Outlier && (s.DensityOutlier || s.DistanceOutlier):
+	case s.Outlier && (s.DensityOutlier || s.DistanceOutlier || s.Hypercube != nil && s.Hypercube.Outlier):
 		if s.DensityOutlier {
 			parts = append(parts, density)
 		}
 		if s.DistanceOutlier {
 			parts = append(parts, distance)
+		}
+		if s.Hypercube != nil && s.Hypercube.Outlier {
+			parts = append(parts, hcube)
 		}
 		return strings.Join(parts, "; ")
 	case s.Outlier:
@@ -262,7 +291,7 @@ func explain(s batch.Score) string {
 	default:
 		parts = append(parts, "inlier")
 	}
-	for _, p := range []string{density, distance} {
+	for _, p := range []string{density, distance, hcube} {
 		if p != "" {
 			parts = append(parts, p)
 		}
