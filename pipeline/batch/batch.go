@@ -115,6 +115,9 @@ type Score struct {
 	EtaProbability float64
 	// Subspace names the features of the subspace where EtaProbability was seen.
 	Subspace []string
+	// SubspaceOf says where Subspace came from when a detector chose it ("PROCLUS cluster 3"),
+	// empty for the density mode's own subspaces.
+	SubspaceOf string
 	// DistanceOutlier: Weight >= WStar.
 	DistanceOutlier bool
 	// Weight is w_k(q, S), the sum of the distances to the k nearest solving-set points.

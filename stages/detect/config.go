@@ -68,6 +68,8 @@ type Config struct {
 	StateDir string `yaml:"state_dir"`
 	// Hypercube configures the hypercube density detector (GDBOD), off by default.
 	Hypercube HypercubeConfig `yaml:"hypercube"`
+	// Proclus configures PROCLUS subspaces for the density test, off by default.
+	Proclus ProclusConfig `yaml:"proclus"`
 	// Snapshots is how many snapshots StateDir keeps (the newest). More survive more corrupt
 	// files at the cost of disk (one model each). Default 3.
 	Snapshots int `yaml:"snapshots"`
@@ -113,6 +115,23 @@ type HypercubeConfig struct {
 	MaxNeighbours int `yaml:"max_neighbours"`
 }
 
+// ProclusConfig makes PROCLUS (GPU-FAST-PROCLUS's algorithm, ALGORITHMS.md §4) a source of
+// subspaces for the density test: each model clusters its normalised window into K projected
+// clusters, each with its own subspace of about L features, and every record is also tested in
+// the subspace of its nearest cluster (sampled, s = density.samples). A low eta-probability
+// there flags the record and names the cluster and its features in the explanation ("low
+// density in subspace temp+vibration (PROCLUS cluster 3)"). The clusters travel with the model
+// (snapshots, the model topic).
+type ProclusConfig struct {
+	// Enabled adds the test. Default false (it costs about a sampled subspace per record).
+	Enabled bool `yaml:"enabled"`
+	// K is the number of clusters (1..window). Default 10 (the paper's).
+	K int `yaml:"k"`
+	// L is the average features per cluster subspace (1..features; at least 2 per cluster when
+	// the stream has 2 or more). Default 3.
+	L int `yaml:"l"`
+}
+
 // DistanceConfig configures the solving set (ALGORITHMS.md §1).
 type DistanceConfig struct {
 	// K is the number of neighbours in a record's weight. Default 50.
@@ -135,6 +154,7 @@ func Default() Config {
 		Density:   DensityConfig{Mode: "independent", Eta: 0.2, Delta: 0.2, Samples: 800, Clusters: 200, Iterations: 4},
 		Distance:  DistanceConfig{K: 50, N: 50, M: 100},
 		Hypercube: HypercubeConfig{Bins: hypercube.DefaultBins, MaxNeighbours: 1},
+		Proclus:   ProclusConfig{K: 10, L: 3},
 	}
 }
 
@@ -198,6 +218,14 @@ func (c *Config) Validate() error {
 	if c.Snapshots < 1 {
 		add("snapshots", "must be >= 1, got %d", c.Snapshots)
 	}
+	if p := c.Proclus; p.Enabled || p.K != 0 || p.L != 0 {
+		if p.K < 1 || p.K > c.MinRecords {
+			add("proclus.k", "must be in [1, min_records=%d], got %d", c.MinRecords, p.K)
+		}
+		if p.L < 1 {
+			add("proclus.l", "must be >= 1, got %d", p.L)
+		}
+	}
 	if h := c.Hypercube; h.Enabled || h.Bins != 0 || h.MaxNeighbours != 0 {
 		if h.Bins < 2 || h.Bins > hypercube.MaxBins {
 			add("hypercube.bins", "must be in [2, %d], got %d", hypercube.MaxBins, h.Bins)
@@ -219,6 +247,9 @@ func (c *Config) Validate() error {
 // r features, and density.Model refuses it above density.MaxRollupDims at the first batch
 // scored. Checked here, with the other keys, so that lint, the start and a reload refuse it.
 func (c *Config) ValidateFeatures(features int) error {
+	if c.Proclus.Enabled && c.Proclus.L > features {
+		return config.Fieldf("detect.proclus.l", "must be <= the %d features, got %d", features, c.Proclus.L)
+	}
 	if c.Hypercube.Enabled && features > hypercube.MaxDims {
 		return config.Fieldf("detect.hypercube.enabled", "the hypercube grid takes at most %d features, ingest.features has %d", hypercube.MaxDims, features)
 	}

@@ -50,6 +50,9 @@ var changeKinds = map[string]ChangeKind{
 	"density.samples": ChangeLive, "distance.n": ChangeLive,
 	"hypercube.enabled": ChangeLive, "hypercube.bins": ChangeLive, "hypercube.max_neighbours": ChangeLive,
 
+	// PROCLUS's keys apply with the next model, built at the next batch (Reconfigure marks it
+	// due): live, since the serving model stays valid meanwhile.
+	"proclus.enabled": ChangeLive, "proclus.k": ChangeLive, "proclus.l": ChangeLive,
 	"window": ChangeRebuild, "seed": ChangeRebuild, "density.clusters": ChangeRebuild,
 	"density.iterations": ChangeRebuild, "distance.k": ChangeRebuild, "distance.m": ChangeRebuild,
 
@@ -126,6 +129,9 @@ func (s *Stage) Reconfigure(cfg Config) (Reconfiguration, error) {
 	}
 	building := s.building
 	hcChanged := cfg.Hypercube.Enabled != s.cfg.Hypercube.Enabled || cfg.Hypercube.Bins != s.cfg.Hypercube.Bins
+	if cfg.Proclus != s.cfg.Proclus && s.model != nil {
+		s.ext.rebuildDue = true // the clusters are part of the model
+	}
 	s.cfg = cfg
 	if hcChanged {
 		if err := s.resetHypercube(); err != nil { // new grid or detector: counted afresh from the window

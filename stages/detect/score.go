@@ -83,6 +83,10 @@ func (s *Stage) score(b *batch.Batch) error {
 	if err := detectDensity(s.accel, s.accelRe, m, nm, ns, dp, verdicts); err != nil {
 		return fmt.Errorf("detect: density: %w", err)
 	}
+	of := make([]string, n) // where a detector's subspace in the verdict came from ("": the mode's)
+	if m.Subspaces != nil {
+		s.testClusterSubspaces(m, nm, ns, dp.Index, dp, verdicts, of)
+	}
 	scoreDistance(s.accel, s.accelRe, m.Distance, nm, weights)
 	scoreMembers(m, b, nm, weights)
 	b.Scores = make([]batch.Score, n)
@@ -91,7 +95,7 @@ func (s *Stage) score(b *batch.Batch) error {
 		sub := s.subspaceNames(v.Subspace)
 		dist := m.Distance.IsOutlier(weights[i])
 		b.Scores[i] = batch.Score{
-			Scored: true, DensityOutlier: v.Outlier, EtaProbability: v.EtaProbability, Subspace: sub,
+			Scored: true, DensityOutlier: v.Outlier, EtaProbability: v.EtaProbability, Subspace: sub, SubspaceOf: of[i],
 			DistanceOutlier: dist, Weight: weights[i], WStar: m.Distance.WStar,
 			Outlier: combine(s.cfg.Combine, v.Outlier, dist),
 		}

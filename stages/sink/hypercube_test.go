@@ -34,3 +34,18 @@ func TestHypercubeInOutputs(t *testing.T) {
 		t.Errorf("scores %s mention a detector that did not run", got)
 	}
 }
+
+// TestProclusInExplanation: a density verdict from a PROCLUS cluster's subspace names the
+// cluster; a record outside every cluster says so instead of an eta-probability it did not fail.
+func TestProclusInExplanation(t *testing.T) {
+	low := batch.Score{Scored: true, Outlier: true, DensityOutlier: true, EtaProbability: 0.01,
+		Subspace: []string{"temp", "vibration"}, SubspaceOf: "PROCLUS cluster 3"}
+	if e := explain(low); !strings.Contains(e, "low density in subspace temp+vibration (PROCLUS cluster 3): eta-probability 0.01 < delta") {
+		t.Errorf("explanation %q", e)
+	}
+	off := low
+	off.EtaProbability, off.SubspaceOf = 1, "outside every PROCLUS cluster; nearest: cluster 2"
+	if e := explain(off); !strings.Contains(e, "outside every PROCLUS cluster; nearest: cluster 2 in subspace temp+vibration") || strings.Contains(e, "< delta") {
+		t.Errorf("explanation %q", e)
+	}
+}

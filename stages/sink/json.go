@@ -257,10 +257,12 @@ func explain(s batch.Score) string {
 	distanceRan := s.DistanceOutlier || s.Weight != 0 || s.WStar != 0
 	eta := strconv.FormatFloat(s.EtaProbability, 'g', 3, 64)
 	var density, distance string
-	if s.DensityOutlier {
-		density = fmt.Sprintf("low density%s: eta-probability %s < delta", inSubspace(s.Subspace), eta)
+	if s.DensityOutlier && strings.HasPrefix(s.SubspaceOf, "outside") {
+		density = s.SubspaceOf + inSubspace(s.Subspace, "") // PROCLUS: off every cluster there
+	} else if s.DensityOutlier {
+		density = fmt.Sprintf("low density%s: eta-probability %s < delta", inSubspace(s.Subspace, s.SubspaceOf), eta)
 	} else if densityRan {
-		density = fmt.Sprintf("density normal%s: lowest eta-probability %s >= delta", inSubspace(s.Subspace), eta)
+		density = fmt.Sprintf("density normal%s: lowest eta-probability %s >= delta", inSubspace(s.Subspace, s.SubspaceOf), eta)
 	}
 	if s.DistanceOutlier {
 		distance = fmt.Sprintf("kNN weight %.2f >= w* %.2f", s.Weight, s.WStar)
@@ -302,10 +304,14 @@ func explain(s batch.Score) string {
 	return parts[0] + ": " + strings.Join(parts[1:], "; ")
 }
 
-// inSubspace renders " in subspace a+b", or "" for an empty subspace.
-func inSubspace(sub []string) string {
+// inSubspace renders " in subspace a+b" (with its origin, " (PROCLUS cluster 3)", when a
+// detector chose it), or "" for an empty subspace.
+func inSubspace(sub []string, of string) string {
 	if len(sub) == 0 {
 		return ""
+	}
+	if of != "" {
+		return " in subspace " + strings.Join(sub, "+") + " (" + of + ")"
 	}
 	return " in subspace " + strings.Join(sub, "+")
 }
