@@ -101,6 +101,14 @@ func (d *Device) KNNWeights(S, Q [][]float32, k int, out []float64) error {
 	return gpukern.KNNWeights(d.gpu, S, Q, k, out)
 }
 
+// Weights is every row's exact weight w_k(p, D \ {p}) on the GPU (solvingset.Weights' twin).
+func (d *Device) Weights(cols [][]float32, k int, out []float64) error {
+	if d.gpu == nil {
+		return gpukern.ErrNoDevice
+	}
+	return gpukern.Weights(d.gpu, cols, k, out)
+}
+
 // DetectRecords is the density test of normalised records on the GPU, with the model's density
 // (its kernel parameters and density bounds table) kept resident between batches of one model.
 func (d *Device) DetectRecords(m *detect.Model, means, sds [][]float32, p density.Params, out []density.Verdict) error {

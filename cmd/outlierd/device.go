@@ -63,6 +63,22 @@ func (d *device) bruteForce(cols [][]float32, p solvingset.Params) (solvingset.R
 	return solvingset.BruteForce(cols, p)
 }
 
+// weights is every row's exact weight (a row is not its own neighbour), for ROC AUC: the GPU's
+// all-rows k-NN pass when there is a GPU (bit-identical to the CPU's), else solvingset.Weights.
+func (d *device) weights(cols [][]float32, k int) ([]float64, error) {
+	if d.gpu != nil && k <= gpukern.KNNMaxK && len(cols) <= gpukern.MaxDims {
+		out := make([]float64, len(cols[0]))
+		if err := d.dev.Weights(cols, k, out); err != nil {
+			return nil, fmt.Errorf("GPU exact weights: %w", err)
+		}
+		return out, nil
+	}
+	if d.gpu != nil {
+		d.cpuFallback("exact weights", fmt.Sprintf("k=%d or %d dimensions above the GPU kernel's %d, %d", k, len(cols), gpukern.KNNMaxK, gpukern.MaxDims))
+	}
+	return solvingset.Weights(cols, k, 0), nil
+}
+
 // scoreBatch writes w_k(q, S) of every query (raw units) into out.
 func (d *device) scoreBatch(m *solvingset.Model, cols [][]float32, out []float64) error {
 	if err := m.CheckBatch(cols, out); err != nil {
