@@ -9,6 +9,7 @@ import (
 	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/stages/detect/density"
 	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/stages/microcluster"
 )
 
 // device runs the detectors on the CPU (the tuned multi-core implementation) or on an NVIDIA
@@ -77,6 +78,22 @@ func (d *device) weights(cols [][]float32, k int) ([]float64, error) {
 		d.cpuFallback("exact weights", fmt.Sprintf("k=%d or %d dimensions above the GPU kernel's %d, %d", k, len(cols), gpukern.KNNMaxK, gpukern.MaxDims))
 	}
 	return solvingset.Weights(cols, k, 0), nil
+}
+
+// cluster is microcluster.Cluster, on the GPU when there is one (the same clusters and
+// assignment, pipeline.Device.Cluster); beyond the kernels' limits, or when the GPU fails, on the
+// CPU, which also reports input it refuses.
+func (d *device) cluster(means, sds [][]float32, q, iterations int, seed uint64) (*microcluster.MicroClusters, []int32, error) {
+	if d.gpu != nil && q <= gpukern.ReduceMaxQ && len(means) <= gpukern.MaxDims {
+		mc, assign, err := d.dev.Cluster(means, sds, q, iterations, seed)
+		if err == nil {
+			return mc, assign, nil
+		}
+		d.cpuFallback("micro-clustering", err.Error())
+	} else if d.gpu != nil {
+		d.cpuFallback("micro-clustering", fmt.Sprintf("q=%d or %d dimensions above the GPU kernels' %d, %d", q, len(means), gpukern.ReduceMaxQ, gpukern.MaxDims))
+	}
+	return microcluster.Cluster(means, sds, q, iterations, seed, 0)
 }
 
 // scoreBatch writes w_k(q, S) of every query (raw units) into out.
