@@ -33,7 +33,7 @@ var modules = []struct {
 	name, ptx string
 	kernels   []string
 }{
-	{"knn", knnPTX, []string{"knn_weights_q32", "knn_weights_q64", "knn_weights_q128", "knn_weights_q256"}},
+	{"knn", knnPTX, knnKernelNames()},
 	{"microcluster", microclusterPTX, []string{"assign_nearest", "cf_reduce_chunk", "cf_finalize"}},
 	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_candnn", "ss_select"}},
 	{"density", densityPTX, []string{"density_records", "density_clusters"}},

@@ -9,8 +9,8 @@ import (
 	"gorgonia.org/cu"
 )
 
-// knnBlock is the number of threads per block of knn_weights_q*: one warp per query, 16 queries
-// per block sharing each shared-memory tile of S (64-72 registers per thread: two blocks per SM).
+// knnBlock is the number of threads per block of knn_weights_*: one warp per two queries, 32
+// queries per block sharing each shared-memory tile of S.
 const knnBlock = 512
 
 // tileFor returns the number of points per shared-memory tile for d dimensions: a multiple of 32
@@ -20,14 +20,36 @@ func tileFor(d, want int) int {
 	return max(t, 32)
 }
 
-// knnKernel names the instantiation of knn_weights whose register queue (32, 64, 128 or 256
-// slots per warp) is the smallest that holds k.
-func knnKernel(k int) string {
-	q := 32
-	for q < k {
-		q *= 2
+// knnDims are the compile-time dimension counts of knn.cu's kernels; data of fewer dimensions is
+// zero-padded to the next one (bit-identical results), more than the last use the _dany kernels.
+var knnDims = []int{2, 3, 4, 6, 8, 10, 12, 16}
+
+// knnKernel names the instantiation of knn_weights for k and d (the register queue of 64 or 256
+// slots per warp that holds k; the compile-time dimensions that hold d), its shared-memory rows
+// and its tile (KNN_TILE in knn.cu for compile-time dimensions, tileFor otherwise).
+func knnKernel(k, d, ns int) (name string, rows, tile int) {
+	q := 64
+	if k > 64 {
+		q = 256
 	}
-	return fmt.Sprintf("knn_weights_q%d", q)
+	for _, D := range knnDims {
+		if d <= D {
+			return fmt.Sprintf("knn_weights_q%d_d%d", q, D), D, min(2048, (12288/D)/32*32)
+		}
+	}
+	return fmt.Sprintf("knn_weights_q%d_dany", q), d, tileFor(d, ns)
+}
+
+// knnKernelNames lists every instantiation, for the module table.
+func knnKernelNames() []string {
+	var names []string
+	for _, q := range []int{64, 256} {
+		for _, D := range knnDims {
+			names = append(names, fmt.Sprintf("knn_weights_q%d_d%d", q, D))
+		}
+		names = append(names, fmt.Sprintf("knn_weights_q%d_dany", q))
+	}
+	return names
 }
 
 func (d *Device) knnWeights(S, Q [][]float32, ns, nq, k int, out []float64) error {
@@ -73,14 +95,14 @@ func (d *Device) knnRun(what string, S, Q [][]float32, ns, nq, k int, self bool,
 // skips point i. The grid is at most one resident wave (the blocks run over the queries), so a
 // block loads a single-tile S once for all its queries.
 func (d *Device) launchKNN(sp cu.DevicePtr, ns int, qp cu.DevicePtr, nq, dims, k int, self bool, op cu.DevicePtr) error {
-	tile := tileFor(dims, ns)
-	name := knnKernel(k)
-	shared := dims * tile * 4
+	name, rows, tile := knnKernel(k, dims, ns)
+	shared := rows * tile * 4
 	perSM, err := d.fns[name].MaxActiveBlocksPerMultiProcessor(knnBlock, int64(shared))
 	if err != nil {
 		return fmt.Errorf("kernel %s: cuOccupancyMaxActiveBlocksPerMultiprocessor: %w", name, err)
 	}
-	grid := min((nq+knnBlock/32-1)/(knnBlock/32), max(perSM, 1)*d.smCount)
+	perBlock := knnBlock / 32 * 2 // queries
+	grid := min((nq+perBlock-1)/perBlock, max(perSM, 1)*d.smCount)
 	var selfArg int64
 	if self {
 		selfArg = 1

@@ -68,3 +68,23 @@ __device__ __forceinline__ float tile_lane_dist2(const float (&qr)[TILE_QREG], c
     }
     return acc;
 }
+
+// tile_lane_dist2_pair returns in a0, a1 the squared distances from two queries (coordinates in
+// registers, D compile-time dimensions) to tile point t of a tile with the compile-time stride
+// TILE: each coordinate of the point is read from shared memory once for both queries (immediate
+// offsets, no address arithmetic). Dimensions past the data's (zero in the queries and in the
+// tile) add (0-0)^2 = +0, which leaves a non-negative float32 sum unchanged: the bits are those of
+// tile_dist2 on the unpadded data.
+template <int D, int TILE>
+__device__ __forceinline__ void tile_lane_dist2_pair(const float (&q0)[D], const float (&q1)[D], const float* s,
+                                                     int t, float& a0, float& a1) {
+    a0 = 0.0f;
+    a1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < D; j++) {
+        const float p = s[j * TILE + t];
+        const float u0 = __fsub_rn(q0[j], p), u1 = __fsub_rn(q1[j], p);
+        a0 = __fadd_rn(a0, __fmul_rn(u0, u0));
+        a1 = __fadd_rn(a1, __fmul_rn(u1, u1));
+    }
+}
