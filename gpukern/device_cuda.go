@@ -35,7 +35,7 @@ var modules = []struct {
 }{
 	{"knn", knnPTX, knnKernelNames()},
 	{"microcluster", microclusterPTX, []string{"assign_nearest", "cf_reduce_chunk", "cf_finalize"}},
-	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_candnn", "ss_select"}},
+	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_candnn_q64", "ss_candnn_q256", "ss_select"}},
 	{"density", densityPTX, []string{"density_records", "density_clusters"}},
 }
 

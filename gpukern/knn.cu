@@ -90,6 +90,9 @@ __device__ __forceinline__ void knn_weights_body(const float* __restrict__ S, lo
                 loaded = true;
             }
             if (!live0) continue;
+            // With self, the tile position of each query's own point (-1 when not in this tile).
+            const int own0 = (self && i0 >= base && i0 < base + m) ? (int)(i0 - base) : -1;
+            const int own1 = (self && i1 >= base && i1 < base + m) ? (int)(i1 - base) : -1;
             for (int t0 = 0; t0 < m; t0 += 32) {
                 const int t = t0 + lane;
                 float a0, a1;
@@ -102,9 +105,8 @@ __device__ __forceinline__ void knn_weights_body(const float* __restrict__ S, lo
                                                  nq, i1)
                                : 0.0f;
                 }
-                const long long p = base + t;
-                knn_consider(wq0, a0, t < m && !(self && p == i0), lane, k, tau0, tau20);
-                if (live1) knn_consider(wq1, a1, t < m && !(self && p == i1), lane, k, tau1, tau21);
+                knn_consider(wq0, a0, t < m && t != own0, lane, k, tau0, tau20);
+                if (live1) knn_consider(wq1, a1, t < m && t != own1, lane, k, tau1, tau21);
             }
         }
         if (live0) {
