@@ -2,7 +2,8 @@
 // for solving-set prediction (KNNWeights) and every row's exact weight (Weights), the
 // micro-clustering passes (Assign, Reduce, Cluster), SolvingSet, and density sampling
 // (DetectRecords, DetectClusters: every mode, sampled or exact 1-D). k smallest distances are
-// selected by warps in registers (select.cuh), shared by the k-NN kernels and SolvingSet's CandNN. Each GPU function has a CPU twin of the same name (stages/detect/solvingset,
+// selected by warps in registers (select.cuh), shared by the k-NN kernels and SolvingSet's CandNN.
+// Each GPU function has a CPU twin of the same name (stages/detect/solvingset,
 // stages/microcluster, stages/detect/density) and a parity test against it. Device.Counters keeps
 // running totals of kernel time and bytes copied each way, for the pipeline's metrics.
 //
