@@ -74,7 +74,7 @@ func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []
 	nsds := scaleSDs(sds, m.Scale, rows)
 
 	q := min(cfg.Density.Clusters, rows)
-	mc, _, err := microcluster.Cluster(ncols, nsds, q, cfg.Density.Iterations, cfg.Seed, 0)
+	mc, _, err := clusterOn(a, rep, ncols, nsds, q, cfg.Density.Iterations, cfg.Seed)
 	if err != nil {
 		return nil, fmt.Errorf("detect: micro-clustering the window: %w", err)
 	}
