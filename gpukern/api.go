@@ -35,6 +35,28 @@ func KNNWeights(d *Device, S, Q [][]float32, k int, out []float64) error {
 	return d.knnWeights(S, Q, ns, nq, k, out)
 }
 
+// Weights writes to out[i] the exact weight w_k(p_i, D \ {p_i}) of every row of cols (a row is
+// not its own neighbour; a duplicate of it at another index is), the all-rows pass that ROC AUC
+// needs: each row against all rows on the GPU (rows^2 distances). 1 <= k <= min(KNNMaxK, rows-1)
+// and len(out) == rows. Bit-identical to solvingset.Weights (same float32 distances, the same k
+// nearest summed in ascending order in float64). Host slices; the transfers are included.
+func Weights(d *Device, cols [][]float32, k int, out []float64) error {
+	n, err := columnsShape("cols", cols)
+	if err != nil {
+		return fmt.Errorf("gpukern.Weights: %w", err)
+	}
+	if len(cols) > MaxDims {
+		return fmt.Errorf("gpukern.Weights: %d dimensions, at most %d supported", len(cols), MaxDims)
+	}
+	if len(out) != n {
+		return fmt.Errorf("gpukern.Weights: %w: %d rows but len(out) = %d", errShape, n, len(out))
+	}
+	if k < 1 || k > KNNMaxK || k >= n {
+		return fmt.Errorf("gpukern.Weights: need 1 <= k <= min(%d, rows-1), got k=%d for %d rows", KNNMaxK, k, n)
+	}
+	return d.weights(cols, n, k, out)
+}
+
 // Assign writes to out[i] the index of the centroid nearest to row i of means (squared Euclidean
 // distance in float32, ties to the lowest index), bit-identical to microcluster.Assign. centroids
 // is column-major [dim][cluster] with q >= 1 clusters; len(out) must be the row count. Host slices;

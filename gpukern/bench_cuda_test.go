@@ -96,7 +96,7 @@ func BenchmarkKNNWeightsKernel(b *testing.B) {
 		if op, err = alloc("out", nq*8); err != nil {
 			return err
 		}
-		ms, err = timeOnDevice(b, func() error { return d.launchKNN(sp, ns, qp, nq, dims, k, op) })
+		ms, err = timeOnDevice(b, func() error { return d.launchKNN(sp, ns, qp, nq, dims, k, false, op) })
 		return err
 	})
 	if err != nil {

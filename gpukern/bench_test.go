@@ -24,6 +24,21 @@ func BenchmarkKNNWeightsHost(b *testing.B) {
 	}
 }
 
+// BenchmarkWeightsHost: every row's exact weight (the all-rows pass of topn --label-column),
+// 567,000 x 3 uniform rows, k = 50 (the size of the 2MASS set of issue 12), transfers included.
+func BenchmarkWeightsHost(b *testing.B) {
+	const n = 567_000
+	d := openDevice(b)
+	X := randCols(newRand(b, 3), n, 3)
+	out := make([]float64, n)
+	b.ResetTimer()
+	for range b.N {
+		if err := gpukern.Weights(d, X, 50, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkClusterHost: 6,000,000 x 10, q = 200, 4 passes on resident data through the exported
 // Cluster (the upload of the centroids and the download of the assignment and features included).
 func BenchmarkClusterHost(b *testing.B) {

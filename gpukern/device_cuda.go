@@ -36,9 +36,9 @@ var modules = []struct {
 	name, ptx string
 	kernels   []string
 }{
-	{"knn", knnPTX, []string{"knn_weights"}},
+	{"knn", knnPTX, knnKernelNames()},
 	{"microcluster", microclusterPTX, []string{"assign_nearest", "cf_reduce_chunk", "cf_finalize"}},
-	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_candnn", "ss_candlist", "ss_select"}},
+	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_candnn_q64", "ss_candnn_q256", "ss_candlist_q64", "ss_candlist_q256", "ss_select"}},
 	{"density", densityPTX, []string{"density_records", "density_clusters"}},
 	{"hypercube", hypercubePTX, []string{"hc_encode", "hc_density"}},
 }

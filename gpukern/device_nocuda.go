@@ -53,6 +53,10 @@ func (d *Device) knnWeights(S, Q [][]float32, ns, nq, k int, out []float64) erro
 	return fmt.Errorf("gpukern.KNNWeights: %w", errNoCUDA)
 }
 
+func (d *Device) weights(cols [][]float32, n, k int, out []float64) error {
+	return fmt.Errorf("gpukern.Weights: %w", errNoCUDA)
+}
+
 func (d *Device) assign(means, centroids [][]float32, n, q int, out []int32) error {
 	return fmt.Errorf("gpukern.Assign: %w", errNoCUDA)
 }

@@ -56,7 +56,7 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int) (*distNode, error
 			{&b.heap, "LNN heaps", N * K * 4}, {&b.ub, "UB", N * 8}, {&b.state, "state", N * 4},
 			{&b.cand, "candidates", M * 4}, {&b.candX, "candidate coordinates", M * D * 4},
 			{&b.candHeap, "LNNC", M * K * 4}, {&b.candDone, "done flags", M * 4},
-			{&b.distM, "distance matrix", M * N * 4}, {&b.scratch, "CandNN scratch", M * ssCandNNThreads * K * 4},
+			{&b.distM, "distance matrix", M * N * 4},
 			{&b.selKey, "selection keys", int64(n.blocks*n.take) * 8}, {&b.selIdx, "selection indices", int64(n.blocks*n.take) * 4},
 			{&b.active, "active count", 8}, {&n.list, "local lists", M * K * 4},
 		}
@@ -149,8 +149,12 @@ func (d *Device) distCompare(n *distNode, coords, lnnc []float32, minOUT float64
 			b.x, N, int64(n.dims), b.candX, b.candDone, NC, K, b.state, b.heap, b.ub, b.distM, n.margin, minOUT); err != nil {
 			return err
 		}
-		if err := d.launch("ss_candlist", [3]int{nc, 1, 1}, [3]int{ssCandNNThreads, 1, 1}, 0,
-			b.distM, N, K, b.candHeap, b.candDone, b.scratch, n.margin, minOUT, n.list, NC); err != nil {
+		candlist := "ss_candlist_q64" // the warp queue that holds k (64 or 256 slots)
+		if n.k > 64 {
+			candlist = "ss_candlist_q256"
+		}
+		if err := d.launch(candlist, [3]int{nc, 1, 1}, [3]int{ssCandNNThreads, 1, 1}, 0,
+			b.distM, N, K, b.candHeap, b.candDone, n.margin, minOUT, n.list, NC); err != nil {
 			return err
 		}
 		return download(d, "done flags", done32, b.candDone)

@@ -1,8 +1,11 @@
 // Package gpukern holds the CUDA kernels of outlierd and their Go launchers: batch k-NN weights
-// for solving-set prediction (KNNWeights), the micro-clustering passes (Assign, Reduce,
-// Cluster), SolvingSet, density sampling (DetectRecords, DetectClusters: every mode, sampled
-// or exact 1-D), and the hypercube density of GDBOD (Hypercube: key encoding and the LTR tree
-// search; stages/detect/hypercube). Each GPU function has a CPU twin of the same name (stages/detect/solvingset,
+// for solving-set prediction (KNNWeights) and every row's exact weight (Weights), the
+// micro-clustering passes (Assign, Reduce, Cluster), SolvingSet and the nodes of the distributed
+// solving set (DistributedNode), density sampling (DetectRecords, DetectClusters: every mode,
+// sampled or exact 1-D), and the hypercube density of GDBOD (Hypercube: key encoding and the LTR
+// tree search; stages/detect/hypercube). k smallest distances are selected by warps in registers
+// (select.cuh), shared by the k-NN kernels and SolvingSet's CandNN. Each GPU function has a CPU
+// twin of the same name (stages/detect/solvingset,
 // stages/microcluster, stages/detect/density) and a parity test against it. Device.Counters keeps
 // running totals of kernel time and bytes copied each way, for the pipeline's metrics.
 //
@@ -53,7 +56,8 @@ var ErrNoDevice = errors.New("gpukern: no CUDA device")
 // errShape is wrapped by the errors for inconsistent input shapes.
 var errShape = errors.New("gpukern: inconsistent shapes")
 
-// KNNMaxK is the largest k that KNNWeights accepts: the per-thread heap has this many slots.
+// KNNMaxK is the largest k that KNNWeights, Weights and SolvingSet accept: the largest warp
+// register queue of knn.cu (select.cuh) has this many slots, as has SolvingSet's per-thread heap.
 const KNNMaxK = 256
 
 // MaxDims is the largest dimension count of KNNWeights, Assign and Cluster: a tile of 32 points

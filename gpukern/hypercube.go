@@ -71,7 +71,10 @@ func Hypercube(d *Device, cols [][]float32, p HypercubeParams) (*HypercubeResult
 	if minSplit == 0 {
 		minSplit = hypercube.DefaultMinSplit
 	}
-	tree := hypercube.BuildTree(cells, minSplit)
+	tree, err := hypercube.BuildTree(cells, minSplit)
+	if err != nil {
+		return nil, fmt.Errorf("gpukern.Hypercube: %w", err)
+	}
 	lap(&tm.Tree)
 	w := make([]int64, cells.Len())
 	if err := d.hypercubeDensity(cells, tree, w); err != nil {

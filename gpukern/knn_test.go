@@ -22,6 +22,13 @@ func TestKNNWeightsParity(t *testing.T) {
 		{"k=|S|", 64, 200, 2, 64, false},
 		{"k>|S| gives +Inf", 20, 50, 4, 30, false},
 		{"k=256 max", 700, 257, 5, 256, false},
+		{"k=100 queue of 128", 3000, 333, 6, 100, false},
+		{"k=33 queue of 64, d=17 past the register coordinates", 1500, 95, 17, 33, false},
+		{"d=9 padded to 10, k=64 full queue", 2100, 301, 9, 64, false},
+		{"d=16 two tiles, k=65 queue of 256", 1000, 200, 16, 65, false},
+		{"d=12 k=1 two tiles", 1300, 77, 12, 1, false},
+		{"d=7 padded to 8, k=150", 2500, 63, 7, 150, false},
+		{"d=13 padded to 16, duplicates", 800, 150, 13, 30, true},
 		{"multi-tile d=2", 2500, 1000, 2, 50, false},
 		{"multi-tile d=10, ragged", 1999, 1031, 10, 50, false},
 		{"d=1", 333, 129, 1, 7, false},
@@ -60,6 +67,58 @@ func TestKNNWeightsParity(t *testing.T) {
 			}
 			if bad > 0 {
 				t.Errorf("%d of %d weights differ", bad, c.nq)
+			}
+		})
+	}
+}
+
+// TestWeightsParity compares the all-rows pass (each row against all rows, itself skipped by
+// index) with solvingset.Weights bit for bit, on data with exact duplicates (a duplicate at
+// another index is a neighbour at distance 0, the row itself is not) and over several tiles.
+func TestWeightsParity(t *testing.T) {
+	d := openDevice(t)
+	cases := []struct {
+		name   string
+		n, dim int
+		k      int
+		dup    bool
+	}{
+		{"k=1", 300, 2, 1, false},
+		{"k=n-1", 65, 3, 64, false},
+		{"multi-tile d=3 k=50", 5000, 3, 50, false},
+		{"duplicates", 900, 3, 20, true},
+		{"d=10 k=200", 1200, 10, 200, false},
+	}
+	for ci, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRand(t, uint64(300+ci))
+			X := randCols(r, c.n, c.dim)
+			if c.dup {
+				for j := range X {
+					for i := range X[j] {
+						X[j][i] = X[j][i%11] // 11 distinct points, each repeated
+					}
+				}
+			}
+			want := solvingset.Weights(X, c.k, 0)
+			got := make([]float64, c.n)
+			for i := range got {
+				got[i] = math.NaN()
+			}
+			if err := gpukern.Weights(d, X, c.k, got); err != nil {
+				t.Fatal(err)
+			}
+			bad := 0
+			for i := range got {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+					if bad < 5 {
+						t.Errorf("row %d: GPU %v, CPU %v", i, got[i], want[i])
+					}
+					bad++
+				}
+			}
+			if bad > 0 {
+				t.Errorf("%d of %d weights differ", bad, c.n)
 			}
 		})
 	}

@@ -1,7 +1,7 @@
 // solvingset.cu: the SolvingSet algorithm on the GPU (ALGORITHMS.md §1, "GPU structure"), with
 // the papers' best structure: CToC (thread per candidate), DToC (thread per point, candidates in
-// shared memory, writes the distance matrix), CandNN (block per candidate, per-thread heaps over
-// strided slices of its distM row, a tree merge, and the S-MS early exit) and a two-level top-m
+// shared memory, writes the distance matrix), CandNN (block per candidate, warp register queues over
+// strided slices of its distM row (select.cuh), a merge in warp 0, and the S-MS early exit) and a two-level top-m
 // selection of the next candidates (per-block bitonic sort here, a k-way merge on the host).
 //
 // Layout: X is N x dims column-major float32. LNN heaps are slot-major (heap[s*N + p]) so that
@@ -13,6 +13,8 @@
 // order, weights as float64 sums in ascending order, pruning `ub * margin < minOUT`. The heap of a
 // point sees the candidates in the same order as on the CPU, so its UB is bit-identical and the
 // same candidates are chosen.
+#include "select.cuh"
+
 #define KMAX 256
 #define INF __int_as_float(0x7f800000)
 
@@ -142,43 +144,66 @@ extern "C" __global__ void ss_dtoc(const float* __restrict__ X, ll N, ll dims,
 }
 
 #define CANDNN_STEP 1024  // entries per thread between early-exit checks
+#define CANDNN_THREADS 256
+#define CANDNN_WARPS (CANDNN_THREADS / 32)
+#define CANDNN_LOADS 4  // row entries each lane loads before offering them (loads in flight)
 
-// candnn: step c, candidates' side, block per candidate j. Each thread keeps a max-heap
-// (local memory) of the k smallest distances of its strided slice of distM row j that are below
-// the candidate's current k-th distance; every CANDNN_STEP entries a thread whose heap is full
-// tests its sum as an upper bound of w_k(c, D) (any k points bound it) and the block stops when
-// the candidate is pruned (S-MS early exit). Otherwise the heaps are merged pairwise (tree, through
-// scratch[block][slot][thread]) and sorted ascending. ss_candnn merges them with LNNC and thread 0
-// writes the exact weight (ascending float64 sum), only for candidates that stay not done;
-// ss_candlist (a node of the distributed solving set) writes the sorted local list itself,
-// slot-major (list[s*nc + j], +inf padded), so that the first slots of every candidate are one
-// contiguous download (the lazy merge).
-__device__ __forceinline__ void candnn(const float* __restrict__ distM, ll N, ll k,
-                                       const float* __restrict__ candHeap, int* candDone,
-                                       double* weight, float* scratch, double margin, double minOUT,
-                                       float* list, ll nc) {
+// ss_candnn_q*: step c, candidates' side, block per candidate j (CANDNN_THREADS threads). Each
+// warp keeps the k smallest distances of its strided slice of distM row j that are below the
+// candidate's current k-th distance in a register queue (select.cuh; 64 or 256 slots, k <= slots).
+// Every CANDNN_STEP entries per thread a warp whose queue holds k finite distances tests their sum
+// as an upper bound of w_k(c, D) (any k points bound it; PruneMargin covers any summation order),
+// and the block stops when the candidate is pruned (S-MS early exit). Otherwise warp 0 merges the
+// other warps' queues, then LNNC (the candidate's heap), and writes the exact weight (ascending
+// float64 sum: the k smallest of the row and LNNC as a multiset, as the CPU's). Row values equal
+// to LNNC's largest, T0, are not needed: LNNC holds enough copies of T0. weight[j] is written only
+// for candidates that stay not done. With list set (ss_candlist_q*: a node of the distributed
+// solving set) warp 0 skips LNNC and writes the queue's first k values, the candidate's local
+// distances below T0 ascending (+inf padded), slot-major: list[s*nc + j], so that the first
+// slots of every candidate are one contiguous download (the lazy merge).
+template <int R>
+__device__ __forceinline__ void candnn_body(const float* __restrict__ distM, ll N, ll kl,
+                                            const float* __restrict__ candHeap, int* candDone, double* weight,
+                                            double margin, double minOUT, float* list, ll nc) {
     __shared__ int sStop;
+    __shared__ float sQ[CANDNN_WARPS][32 * R];
     const ll j = blockIdx.x;
     if (candDone[j]) return;  // block-uniform
-    const int tid = threadIdx.x, nt = blockDim.x;
+    const int k = (int)kl;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const float* row = distM + j * N;
     const float* lnnc = candHeap + j * k;
-    const float T0 = lnnc[0];
-    float h[KMAX];
-    for (int s = 0; s < k; s++) h[s] = INF;
+    const float T0 = lnnc[0];  // LNNC's root, its largest
+    WarpQueue<R> wq;
+    wq.init();
+    float tau = T0, tau2 = __fmul_rn(T0, T0);  // min(T0, the queue's k-th); fl(tau^2)
     if (tid == 0) sStop = 0;
     __syncthreads();
-    for (ll base = 0; base < N; base += (ll)nt * CANDNN_STEP) {
-        const ll end = min(N, base + (ll)nt * CANDNN_STEP);
-        for (ll e = base + tid; e < end; e += nt) {
-            const float d2 = row[e];
-            const float t = fminf(T0, h[0]);
-            if (d2 <= __fmul_rn(t, t)) {  // prefilter: sqrtf(d2) < t implies d2 <= float32(t*t)
-                const float dist = sqrtf(d2);
-                if (dist < t) replace_top(h, 1, (int)k, dist);
+    for (ll base = 0; base < N; base += (ll)CANDNN_THREADS * CANDNN_STEP) {
+        const ll end = min(N, base + (ll)CANDNN_THREADS * CANDNN_STEP);
+        for (ll e0 = base + warp * 32; e0 < end; e0 += (ll)CANDNN_THREADS * CANDNN_LOADS) {  // warp-uniform
+            float d2[CANDNN_LOADS];
+#pragma unroll
+            for (int u = 0; u < CANDNN_LOADS; u++) {
+                const ll e = e0 + (ll)u * CANDNN_THREADS + lane;
+                d2[u] = e < end ? row[e] : INF;  // +inf never qualifies
+            }
+#pragma unroll
+            for (int u = 0; u < CANDNN_LOADS; u++) {
+                // prefilter: sqrtf(d2) < tau implies d2 <= fl(tau^2)
+                const bool pre = d2[u] <= tau2;
+                const float dist = pre ? sqrtf(d2[u]) : tau;
+                const float kth = wq.offer(pre && dist < tau, dist, lane, k, tau);
+                if (kth < tau) {
+                    tau = kth;
+                    tau2 = __fmul_rn(tau, tau);
+                }
             }
         }
-        if (h[0] < INF && pruned(plain_sum(h, 1, (int)k), margin, minOUT)) atomicOr(&sStop, 1);
+        if (wq.get(k - 1) < INF) {  // the queue holds k distances of the row: their sum bounds w_k
+            const double ub = wq.ascending_sum(k);
+            if (lane == 0 && pruned(ub, margin, minOUT)) atomicOr(&sStop, 1);
+        }
         __syncthreads();
         if (sStop) break;
         __syncthreads();  // sStop is read by all before anyone could set it in the next step
@@ -187,58 +212,54 @@ __device__ __forceinline__ void candnn(const float* __restrict__ distM, ll N, ll
         if (tid == 0) candDone[j] = 1;
         return;
     }
-    float* mine = scratch + (ll)blockIdx.x * k * nt + tid;
-    for (int s = 0; s < k; s++) mine[(ll)s * nt] = h[s];
-    for (int half = nt / 2; half > 0; half >>= 1) {
-        __syncthreads();
-        if (tid < half) {
-            const float* other = mine + half;
-            for (int s = 0; s < k; s++) {
-                const float v = other[(ll)s * nt];
-                if (v < h[0]) replace_top(h, 1, (int)k, v);
-            }
-            for (int s = 0; s < k; s++) mine[(ll)s * nt] = h[s];
+#pragma unroll
+    for (int r = 0; r < R; r++) sQ[warp][lane * R + r] = wq.q[r];
+    __syncthreads();
+    if (warp != 0) return;
+    for (int w = 1; w < CANDNN_WARPS; w++) {
+        for (int b = 0; b < 32 * R; b += 32) {
+            const float v = sQ[w][b + lane];  // < T0 or +inf
+            const float kth = wq.offer(v < tau, v, lane, k, tau);
+            tau = fminf(tau, kth);
         }
     }
-    if (tid != 0) return;
-    if (!list)
-        for (int s = 0; s < k; s++)
-            if (lnnc[s] < h[0]) replace_top(h, 1, (int)k, lnnc[s]);
-    // Heap sort ascending.
-    for (int end = (int)k - 1; end > 0; end--) {
-        const float last = h[end];
-        h[end] = h[0];
-        int p = 0;
-        for (;;) {
-            int c = 2 * p + 1;
-            if (c >= end) break;
-            if (c + 1 < end && h[c + 1] > h[c]) c++;
-            if (h[c] <= last) break;
-            h[p] = h[c];
-            p = c;
-        }
-        h[p] = last;
-    }
-    if (list) {
-        for (int s = 0; s < k; s++) list[(ll)s * nc + j] = h[s];
+    if (list) {  // lane l holds positions l*R .. l*R+R-1
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (lane * R + r < k) list[(ll)(lane * R + r) * nc + j] = wq.q[r];
         return;
     }
-    double w = 0.0;  // the canonical float64 sum
-    for (int s = 0; s < k; s++) w = __dadd_rn(w, (double)h[s]);
-    weight[j] = w;
+    float kth = wq.get(k - 1);  // LNNC's values are <= T0: filter them by the queue's own k-th
+    for (int b = 0; b < k; b += 32) {
+        const float v = b + lane < k ? lnnc[b + lane] : INF;
+        kth = wq.offer(v < kth, v, lane, k, kth);
+    }
+    const double w = wq.ascending_sum(k);
+    if (lane == 0) weight[j] = w;
 }
 
-extern "C" __global__ void ss_candnn(const float* __restrict__ distM, ll N, ll k,
-                                     const float* __restrict__ candHeap, int* candDone,
-                                     double* weight, float* scratch, double margin, double minOUT) {
-    candnn(distM, N, k, candHeap, candDone, weight, scratch, margin, minOUT, nullptr, 0);
+extern "C" __global__ void __launch_bounds__(CANDNN_THREADS)
+    ss_candnn_q64(const float* __restrict__ distM, ll N, ll k, const float* __restrict__ candHeap, int* candDone,
+                  double* weight, double margin, double minOUT) {
+    candnn_body<2>(distM, N, k, candHeap, candDone, weight, margin, minOUT, nullptr, 0);
 }
 
-extern "C" __global__ void ss_candlist(const float* __restrict__ distM, ll N, ll k,
-                                       const float* __restrict__ candHeap, int* candDone,
-                                       float* scratch, double margin, double minOUT, float* list,
-                                       ll nc) {
-    candnn(distM, N, k, candHeap, candDone, nullptr, scratch, margin, minOUT, list, nc);
+extern "C" __global__ void __launch_bounds__(CANDNN_THREADS)
+    ss_candnn_q256(const float* __restrict__ distM, ll N, ll k, const float* __restrict__ candHeap, int* candDone,
+                   double* weight, double margin, double minOUT) {
+    candnn_body<8>(distM, N, k, candHeap, candDone, weight, margin, minOUT, nullptr, 0);
+}
+
+extern "C" __global__ void __launch_bounds__(CANDNN_THREADS)
+    ss_candlist_q64(const float* __restrict__ distM, ll N, ll k, const float* __restrict__ candHeap, int* candDone,
+                    double margin, double minOUT, float* list, ll nc) {
+    candnn_body<2>(distM, N, k, candHeap, candDone, nullptr, margin, minOUT, list, nc);
+}
+
+extern "C" __global__ void __launch_bounds__(CANDNN_THREADS)
+    ss_candlist_q256(const float* __restrict__ distM, ll N, ll k, const float* __restrict__ candHeap, int* candDone,
+                     double margin, double minOUT, float* list, ll nc) {
+    candnn_body<8>(distM, N, k, candHeap, candDone, nullptr, margin, minOUT, list, nc);
 }
 
 #define SEL_SLICE 2048

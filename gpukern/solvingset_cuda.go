@@ -12,7 +12,7 @@ import (
 )
 
 const (
-	ssCandNNThreads = 256  // threads per ss_candnn block (a power of two: tree merge)
+	ssCandNNThreads = 256  // threads per ss_candnn_q* block (CANDNN_THREADS in solvingset.cu)
 	ssSelectSlice   = 2048 // points per ss_select block (SEL_SLICE in solvingset.cu)
 	ssSelectThreads = 1024 // SEL_THREADS
 )
@@ -21,12 +21,12 @@ const (
 type ssBuffers struct {
 	x, heap, ub, state                              cu.DevicePtr
 	cand, candX, candHeap, candUB, candDone, weight cu.DevicePtr
-	distM, scratch, selKey, selIdx, active          cu.DevicePtr
+	distM, selKey, selIdx, active                   cu.DevicePtr
 }
 
 func (b *ssBuffers) free() error {
 	return frees(b.x, b.heap, b.ub, b.state, b.cand, b.candX, b.candHeap, b.candUB, b.candDone,
-		b.weight, b.distM, b.scratch, b.selKey, b.selIdx, b.active)
+		b.weight, b.distM, b.selKey, b.selIdx, b.active)
 }
 
 func (d *Device) solvingSet(cols [][]float32, rows int, p SolvingSetParams) (SolvingSetResult, error) {
@@ -49,6 +49,10 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 	N, D, K, M := int64(rows), int64(dims), int64(k), int64(m)
 	blocks := (rows + ssSelectSlice - 1) / ssSelectSlice
 	take := min(m, ssSelectSlice)
+	candnn := "ss_candnn_q64" // the warp queue that holds k (64 or 256 slots)
+	if k > 64 {
+		candnn = "ss_candnn_q256"
+	}
 	var err error
 	if b.x, err = uploadCols(d, "data", cols, rows); err != nil {
 		return SolvingSetResult{}, err
@@ -62,7 +66,6 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 		{&b.cand, "candidates", M * 4}, {&b.candX, "candidate coordinates", M * D * 4},
 		{&b.candHeap, "LNNC heaps", M * K * 4}, {&b.candUB, "UB_C", M * 8}, {&b.candDone, "done flags", M * 4},
 		{&b.weight, "weights", M * 8}, {&b.distM, "distance matrix", M * N * 4},
-		{&b.scratch, "CandNN scratch", M * ssCandNNThreads * K * 4},
 		{&b.selKey, "selection keys", int64(blocks*take) * 8}, {&b.selIdx, "selection indices", int64(blocks*take) * 4},
 		{&b.active, "active count", 8},
 	}
@@ -108,7 +111,7 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 			{"ss_gather", (nc + 127) / 128, 128, 0, []any{b.x, N, D, b.heap, K, b.cand, NC, b.state, b.candX, b.candHeap}},
 			{"ss_ctoc", (nc + 127) / 128, 128, 0, []any{b.candX, NC, D, K, b.candHeap, b.candUB, b.candDone, margin, minOUT}},
 			{"ss_dtoc", (rows + 255) / 256, 256, nc * (dims + 1) * 4, []any{b.x, N, D, b.candX, b.candDone, NC, K, b.state, b.heap, b.ub, b.distM, margin, minOUT}},
-			{"ss_candnn", nc, ssCandNNThreads, 0, []any{b.distM, N, K, b.candHeap, b.candDone, b.weight, b.scratch, margin, minOUT}},
+			{candnn, nc, ssCandNNThreads, 0, []any{b.distM, N, K, b.candHeap, b.candDone, b.weight, margin, minOUT}},
 		}
 		for _, s := range steps {
 			if err := d.launch(s.kernel, [3]int{s.grid, 1, 1}, [3]int{s.block, 1, 1}, s.shared, s.params...); err != nil {

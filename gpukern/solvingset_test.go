@@ -30,9 +30,14 @@ func TestSolvingSetParity(t *testing.T) {
 		{"10-D 8k n=25 m=37", synth.Gaussian(8000, 10, 13).Cols, gpukern.SolvingSetParams{K: 10, N: 25, M: 37, Seed: 3}},
 		{"ties: 2-D grid", gridCols(60), gpukern.SolvingSetParams{K: 4, N: 7, M: 50, Seed: 4}},
 		{"k=1 m=1", synth.G2D(3000, 14).Cols, gpukern.SolvingSetParams{K: 1, N: 3, M: 1, Seed: 5}},
+		{"6-D 6k k=100 (CandNN queue of 256)", synth.Gaussian(6000, 6, 15).Cols, gpukern.SolvingSetParams{K: 100, N: 10, M: 60, Seed: 6}},
+		{"g2d 300k (several CandNN early-exit steps)", synth.G2D(300000, 16).Cols, gpukern.SolvingSetParams{K: 50, N: 10, M: 100, Seed: 7}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if testing.Short() && len(c.cols[0]) > 100_000 {
+				t.Skip("short: the sanitizer runs of gpucheck.sh skip the large case")
+			}
 			want, err := solvingset.SolvingSet(c.cols, solvingset.Params{K: c.p.K, N: c.p.N, M: c.p.M, Seed: c.p.Seed}, nil)
 			if err != nil {
 				t.Fatal(err)

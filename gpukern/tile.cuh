@@ -1,7 +1,9 @@
-// tile.cuh: the distance-tile primitive shared by knn_weights (knn.cu) and assign_nearest
-// (microcluster.cu): a block walks a point set in tiles kept in shared memory, and each thread
-// computes TILE_BATCH squared distances at a time with the dimensions in the outer loop (its own
-// coordinate is read once per dimension per batch; the tile values are shared-memory broadcasts).
+// tile.cuh: the distance-tile primitives shared by knn_weights (knn.cu) and assign_nearest
+// (microcluster.cu): a block walks a point set in tiles kept in shared memory. In tile_dist2 each
+// thread computes TILE_BATCH squared distances at a time with the dimensions in the outer loop (its
+// own coordinate is read once per dimension per batch; the tile values are shared-memory
+// broadcasts); in tile_lane_dist2 the lanes of a warp take one tile point each against a query
+// held in registers (the layout of the warp selection, select.cuh).
 //
 // Arithmetic matches the CPU twins bit for bit: per dimension t = x_j - p_j, acc = acc + t*t, each
 // op rounded to float32 (__fsub_rn/__fmul_rn/__fadd_rn forbid FMA contraction), dimensions in
@@ -38,5 +40,51 @@ __device__ __forceinline__ void tile_dist2(float (&acc)[TILE_BATCH], const float
             const float t = __fsub_rn(xj, row[c]);
             acc[c] = __fadd_rn(acc[c], __fmul_rn(t, t));
         }
+    }
+}
+
+// TILE_QREG is the number of query coordinates tile_lane_dist2 keeps in registers; dimensions
+// past it are read from global memory (one warp-uniform address, an L1 broadcast).
+#define TILE_QREG 16
+
+// tile_lane_dist2 returns the squared distance from query i of the column-major set X (nx points)
+// to tile point t (t < mp: a padding slot gives a finite value that the caller ignores). qr holds
+// the query's first TILE_QREG coordinates. Same operations, operand order and dimension order as
+// tile_dist2, hence the same bits.
+__device__ __forceinline__ float tile_lane_dist2(const float (&qr)[TILE_QREG], const float* s, long long tile,
+                                                 int t, int d, const float* __restrict__ X, long long nx,
+                                                 long long i) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < TILE_QREG; j++) {
+        if (j < d) {
+            const float u = __fsub_rn(qr[j], s[j * tile + t]);
+            acc = __fadd_rn(acc, __fmul_rn(u, u));
+        }
+    }
+    for (int j = TILE_QREG; j < d; j++) {
+        const float u = __fsub_rn(X[j * nx + i], s[j * tile + t]);
+        acc = __fadd_rn(acc, __fmul_rn(u, u));
+    }
+    return acc;
+}
+
+// tile_lane_dist2_pair returns in a0, a1 the squared distances from two queries (coordinates in
+// registers, D compile-time dimensions) to tile point t of a tile with the compile-time stride
+// TILE: each coordinate of the point is read from shared memory once for both queries (immediate
+// offsets, no address arithmetic). Dimensions past the data's (zero in the queries and in the
+// tile) add (0-0)^2 = +0, which leaves a non-negative float32 sum unchanged: the bits are those of
+// tile_dist2 on the unpadded data.
+template <int D, int TILE>
+__device__ __forceinline__ void tile_lane_dist2_pair(const float (&q0)[D], const float (&q1)[D], const float* s,
+                                                     int t, float& a0, float& a1) {
+    a0 = 0.0f;
+    a1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < D; j++) {
+        const float p = s[j * TILE + t];
+        const float u0 = __fsub_rn(q0[j], p), u1 = __fsub_rn(q1[j], p);
+        a0 = __fadd_rn(a0, __fmul_rn(u0, u0));
+        a1 = __fadd_rn(a1, __fmul_rn(u1, u1));
     }
 }

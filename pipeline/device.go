@@ -11,6 +11,7 @@ import (
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/detect/density"
 	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/stages/microcluster"
 )
 
 // Device is where the distance-based steps run: the CPU, or an NVIDIA GPU through gpukern
@@ -154,6 +155,66 @@ func (d *Device) KNNWeights(S, Q [][]float32, k int, out []float64) error {
 		return gpukern.ErrNoDevice
 	}
 	return gpukern.KNNWeights(d.gpu, S, Q, k, out)
+}
+
+// Weights is every row's exact weight w_k(p, D \ {p}) on the GPU (solvingset.Weights' twin).
+func (d *Device) Weights(cols [][]float32, k int, out []float64) error {
+	if d.gpu == nil {
+		return gpukern.ErrNoDevice
+	}
+	return gpukern.Weights(d.gpu, cols, k, out)
+}
+
+// Cluster is microcluster.Cluster with the passes on the GPU: the same initial centres
+// (microcluster.InitialCentroids), the window uploaded once, then per pass gpukern.Cluster
+// (assign + reduce, bit-identical to the CPU's by its parity tests) from centres kept on the
+// host, so that a cluster that empties keeps the centre it had as its anchor, as on the CPU. Input
+// that the CPU refuses is refused here with the CPU's error.
+func (d *Device) Cluster(means, sds [][]float32, q, iterations int, seed uint64) (*microcluster.MicroClusters, []int32, error) {
+	if d.gpu == nil {
+		return nil, nil, gpukern.ErrNoDevice
+	}
+	cent, err := microcluster.InitialCentroids(means, sds, q, iterations, seed)
+	if err != nil {
+		return nil, nil, err
+	}
+	mcols, err := d.gpu.Upload(means)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer mcols.Free()
+	var scols *gpukern.Columns
+	if sds != nil {
+		if scols, err = d.gpu.Upload(sds); err != nil {
+			return nil, nil, err
+		}
+		defer scols.Free()
+	}
+	assign := make([]int32, len(means[0]))
+	var mc *microcluster.MicroClusters
+	for range iterations {
+		f, err := gpukern.Cluster(mcols, scols, cent, 1, assign)
+		if err != nil {
+			return nil, nil, err
+		}
+		if mc, err = microcluster.New(len(means), q); err != nil {
+			return nil, nil, err
+		}
+		mc.N = f.N
+		for j := range means {
+			mc.CF1[j], mc.CF2[j] = f.CF1[j], f.CF2[j]
+			if f.EF2 != nil {
+				mc.EF2[j] = f.EF2[j]
+			}
+			for c, n := range f.N {
+				if n == 0 {
+					mc.Anchor[j][c] = float64(cent[j][c])
+				}
+			}
+		}
+		cent = mc.Centroids()
+	}
+	return mc, assign, nil
 }
 
 // DetectRecords is the density test of normalised records on the GPU, with the model's density

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -220,4 +223,67 @@ func waitCommittedBelow(t testing.TB, br testBroker, group string, in *sensorInp
 		}
 		return true
 	})
+}
+
+// TestRolesSeveralProcessesRealBroker: the roles as separate OS processes (the real binary,
+// `outlierd run` with the same config file but run.role): one builder and two scorers on a
+// 4-partition topic. Every valid record gets a scored output from a scorer, named by the
+// global model version the builder published (1: refresh is off), and the scoring group commits
+// the whole topic; the builder's own group reads it all too.
+func TestRolesSeveralProcessesRealBroker(t *testing.T) {
+	br := realBroker(t)
+	bin := outlierdBinary(t)
+	c := defaultE2E(br, sink.EmitAll)
+	c.refreshRecords = 1 << 30
+	const parts = 4
+	mt := uniqueName("proc-models")
+	createTopics(t, br, map[string]int{c.in: parts, c.out: parts, c.dlq: 1})
+	createCompactedTopic(t, br, mt)
+	input := newInput(c.in, parts, makeSensorRecords(t, 6000, parts, 71, 0.01, 0.005))
+	produceSensors(t, br, input)
+	log := newChildLog(t)
+	write := func(role string) string {
+		y := strings.Replace(c.yaml(), "  shutdown_timeout: 20s\n", "  shutdown_timeout: 20s\n  role: "+role+"\n  model_topic: "+mt+"\n", 1)
+		y = strings.Replace(y, "refresh_interval: 30s", "refresh_interval: 1h", 1)
+		path := filepath.Join(t.TempDir(), role+".yaml")
+		if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	builder := startChild(t, bin, write("builder"), log, "builder")
+	scorerCfg := write("scorer")
+	scorers := []*child{startChild(t, bin, scorerCfg, log, "scorer 1"), startChild(t, bin, scorerCfg, log, "scorer 2")}
+	valid := 0
+	for _, r := range input.records {
+		if !r.malformed {
+			valid++
+		}
+	}
+	waitCommittedBelow(t, br, c.group, input, len(input.records), 120*time.Second)
+	waitCommittedBelow(t, br, BuilderGroup(c.group), input, len(input.records), 60*time.Second)
+	for _, s := range append(scorers, builder) {
+		if err := s.stop(t, 40*time.Second); err != nil {
+			t.Fatalf("graceful stop: %v", err)
+		}
+	}
+	byID, n := readVerdicts(t, br, c.out, parts)
+	versions := map[uint64]int{}
+	for _, rec := range input.records {
+		if rec.malformed {
+			continue
+		}
+		v, ok := byID[fmt.Sprintf("%s/%d/%d", c.in, rec.p, rec.off)]
+		if !ok || v.Scores == nil {
+			t.Fatalf("record %d/%d: output %v, want a scored verdict", rec.p, rec.off, v)
+		}
+		versions[v.ModelVersion]++
+	}
+	if len(versions) != 1 || versions[1] != valid {
+		t.Errorf("model versions of the outputs %v, want all %d from the builder's model 1", versions, valid)
+	}
+	if got := len(log.grep(`"message":"model published"`)); got != 1 {
+		t.Errorf("%d publications logged, want 1", got)
+	}
+	t.Logf("%d outputs for %d valid records, versions %v", n, valid, versions)
 }

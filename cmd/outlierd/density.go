@@ -15,7 +15,6 @@ import (
 	"github.com/outlierd/outlierd/stages/detect/density"
 	"github.com/outlierd/outlierd/stages/detect/quality"
 	"github.com/outlierd/outlierd/stages/ingest/csvfile"
-	"github.com/outlierd/outlierd/stages/microcluster"
 )
 
 // densityOutput is the JSON contract of `outlierd density --json`.
@@ -140,7 +139,7 @@ func runDensity(args []string, stdout, stderr io.Writer) error {
 		}
 		uncertainty = "derived: std * U(0,1) * " + strconv.FormatFloat(*mult, 'g', -1, 64)
 	}
-	mc, assign, err := microcluster.Cluster(nm, ns, *clusters, *iters, *seed, 0)
+	mc, assign, err := dev.cluster(nm, ns, *clusters, *iters, *seed)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/stages/detect/density"
 	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/stages/microcluster"
 )
 
 // device runs the detectors on the CPU (the tuned multi-core implementation) or on an NVIDIA
@@ -61,6 +62,38 @@ func (d *device) solvingSet(cols [][]float32, p solvingset.Params, progress func
 func (d *device) bruteForce(cols [][]float32, p solvingset.Params) (solvingset.Result, error) {
 	d.cpuFallback("BruteForce", "the nested-loop oracle has no GPU kernel")
 	return solvingset.BruteForce(cols, p)
+}
+
+// weights is every row's exact weight (a row is not its own neighbour), for ROC AUC: the GPU's
+// all-rows k-NN pass when there is a GPU (bit-identical to the CPU's), else solvingset.Weights.
+func (d *device) weights(cols [][]float32, k int) ([]float64, error) {
+	if d.gpu != nil && k <= gpukern.KNNMaxK && len(cols) <= gpukern.MaxDims {
+		out := make([]float64, len(cols[0]))
+		if err := d.dev.Weights(cols, k, out); err != nil {
+			return nil, fmt.Errorf("GPU exact weights: %w", err)
+		}
+		return out, nil
+	}
+	if d.gpu != nil {
+		d.cpuFallback("exact weights", fmt.Sprintf("k=%d or %d dimensions above the GPU kernel's %d, %d", k, len(cols), gpukern.KNNMaxK, gpukern.MaxDims))
+	}
+	return solvingset.Weights(cols, k, 0), nil
+}
+
+// cluster is microcluster.Cluster, on the GPU when there is one (the same clusters and
+// assignment, pipeline.Device.Cluster); beyond the kernels' limits, or when the GPU fails, on the
+// CPU, which also reports input it refuses.
+func (d *device) cluster(means, sds [][]float32, q, iterations int, seed uint64) (*microcluster.MicroClusters, []int32, error) {
+	if d.gpu != nil && q <= gpukern.ReduceMaxQ && len(means) <= gpukern.MaxDims {
+		mc, assign, err := d.dev.Cluster(means, sds, q, iterations, seed)
+		if err == nil {
+			return mc, assign, nil
+		}
+		d.cpuFallback("micro-clustering", err.Error())
+	} else if d.gpu != nil {
+		d.cpuFallback("micro-clustering", fmt.Sprintf("q=%d or %d dimensions above the GPU kernels' %d, %d", q, len(means), gpukern.ReduceMaxQ, gpukern.MaxDims))
+	}
+	return microcluster.Cluster(means, sds, q, iterations, seed, 0)
 }
 
 // scoreBatch writes w_k(q, S) of every query (raw units) into out.

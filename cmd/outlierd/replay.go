@@ -273,11 +273,15 @@ func replayQuality(res *replayResult, scores []batch.Score, outlier []bool) {
 	res.Detectors = map[string]detectorQuality{}
 	for _, d := range detect.ScoreNames() {
 		v := make([]float64, len(scores))
+		ran := false
 		for i, s := range scores {
 			v[i] = math.Inf(-1)
-			if s.Scored {
-				v[i] = detect.DetectorScore(&s, d)
+			if x := detect.DetectorScore(&s, d); s.Scored && !math.IsNaN(x) {
+				v[i], ran = x, true
 			}
+		}
+		if !ran { // a detector that is not enabled (the hypercube by default)
+			continue
 		}
 		auc, ap := optFloat(quality.ROCAUC(v, outlier)), optFloat(quality.AveragePrecision(v, outlier))
 		if d == detect.ScoreCombined {

@@ -116,8 +116,13 @@ func runTopN(args []string, stdout, stderr io.Writer) error {
 	if tab.Label != nil {
 		labels := tab.Outliers()
 		pn := quality.PrecisionAtN(flagged, labels)
-		// ROC AUC ranks every row, so every row's exact weight is computed (O(N^2) distances).
-		auc := quality.ROCAUC(solvingset.Weights(tab.Cols, *k, 0), labels)
+		// ROC AUC ranks every row, so every row's exact weight is computed (O(N^2) distances;
+		// on the GPU when there is one).
+		all, err := dev.weights(tab.Cols, *k)
+		if err != nil {
+			return err
+		}
+		auc := quality.ROCAUC(all, labels)
 		out.PrecisionAtN, out.ROCAUC = finiteOrNil(pn), finiteOrNil(auc)
 		cnt := 0
 		for _, l := range labels {

@@ -115,12 +115,17 @@ type Score struct {
 	EtaProbability float64
 	// Subspace names the features of the subspace where EtaProbability was seen.
 	Subspace []string
+	// SubspaceOf says where Subspace came from when a detector chose it ("PROCLUS cluster 3"),
+	// empty for the density mode's own subspaces.
+	SubspaceOf string
 	// DistanceOutlier: Weight >= WStar.
 	DistanceOutlier bool
 	// Weight is w_k(q, S), the sum of the distances to the k nearest solving-set points.
 	Weight float64
 	// WStar is the weight of the n-th top outlier of the window the model was built from.
 	WStar float64
+	// Hypercube is set when the hypercube density detector ran (detect.hypercube.enabled).
+	Hypercube *HypercubeScore
 	// Score is the combined outlier score, higher = more outlying: the mean over the ranking
 	// detectors (detect.score.detectors) of -log10 of the record's tail probability among the
 	// window's own scores (stages/detect/calibrate.go). NaN when the model has no ranking part.
@@ -128,11 +133,23 @@ type Score struct {
 	// Threshold is the combined score the model flags above at detect.alarm_rate.
 	Threshold float64
 	// DensityScore is the density detector's raw ranking score: the per-feature tail score
-	// (sum over features of -ln tail probability in the window, ECOD), in nats.
+	// (sum over features of -ln of the rarer tail probability in the window, ECOD), in nats.
 	DensityScore float64
 	// DistanceScore is the distance detector's raw ranking score: w_k(q, R), the k-NN weight
-	// against a uniform sample R of the window (normalised units).
+	// against a uniform sample R of the window (in the window's standardised units).
 	DistanceScore float64
+}
+
+// HypercubeScore is the hypercube density detector's result for one record (GDBOD over the
+// window's grid counts).
+type HypercubeScore struct {
+	// Score is O = 1 - w/w_max, higher = more outlying.
+	Score float64
+	// Neighbours is w: the window's records in the record's cell and every cell within ±1 of it
+	// in every dimension (the record itself included).
+	Neighbours int64
+	// Outlier: Neighbours <= detect.hypercube.max_neighbours.
+	Outlier bool
 }
 
 // DeadLetter is a message that could not be decoded, with its source coordinates.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/outlierd/outlierd/stages/detect/density"
 	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/stages/microcluster"
 )
 
 // Accelerator runs the distance-based steps on a device (a GPU through gpukern); its results
@@ -22,6 +23,9 @@ type Accelerator interface {
 	// DetectRecords is m.Density.DetectRecords on the device, for normalised records. The device
 	// may keep m's density model resident until a call with another model.
 	DetectRecords(m *Model, means, sds [][]float32, p density.Params, out []density.Verdict) error
+	// Cluster is microcluster.Cluster (the model's micro-clustering of the normalised window)
+	// on the device: the same result, clusters and assignment.
+	Cluster(means, sds [][]float32, q, iterations int, seed uint64) (*microcluster.MicroClusters, []int32, error)
 }
 
 // SetAccelerator makes the stage run SolvingSet and k-NN scoring on a; nil means the CPU.
@@ -41,6 +45,19 @@ func solvingSetOn(a Accelerator, rep *accelReport, cols [][]float32, p solvingse
 		rep.failed(a, "SolvingSet", err)
 	}
 	return solvingset.SolvingSet(cols, p, nil)
+}
+
+// clusterOn micro-clusters the normalised window on the accelerator when there is one, else (or
+// on its failure) on the CPU.
+func clusterOn(a Accelerator, rep *accelReport, means, sds [][]float32, q, iterations int, seed uint64) (*microcluster.MicroClusters, []int32, error) {
+	if a != nil {
+		mc, assign, err := a.Cluster(means, sds, q, iterations, seed)
+		if err == nil {
+			return mc, assign, nil
+		}
+		rep.failed(a, "micro-clustering", err)
+	}
+	return microcluster.Cluster(means, sds, q, iterations, seed, 0)
 }
 
 // scoreDistance writes w_k(q, S) for normalised queries, on the accelerator when there is one.

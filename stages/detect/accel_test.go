@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -13,14 +14,16 @@ import (
 
 	"github.com/outlierd/outlierd/stages/detect/density"
 	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/stages/microcluster"
 )
 
 // fakeAccel stands in for a GPU: in mode "mark" its density verdicts are recognisable (every
 // record an outlier with eta-probability -1); in mode "fail" it scribbles on the output and
 // fails. It records the models it was given.
 type fakeAccel struct {
-	mode   string
-	models []*Model
+	mode      string
+	models    []*Model
+	clustered int // Cluster calls
 }
 
 func (f *fakeAccel) Name() string { return "fake" }
@@ -30,6 +33,13 @@ func (f *fakeAccel) SolvingSet(cols [][]float32, p solvingset.Params) (solvingse
 func (f *fakeAccel) KNNWeights(S, Q [][]float32, k int, out []float64) error {
 	solvingset.KNNWeights(S, Q, k, 0, out)
 	return nil
+}
+func (f *fakeAccel) Cluster(means, sds [][]float32, q, iterations int, seed uint64) (*microcluster.MicroClusters, []int32, error) {
+	f.clustered++
+	if f.mode == "fail" {
+		return nil, nil, errors.New("device lost")
+	}
+	return microcluster.Cluster(means, sds, q, iterations, seed, 0)
 }
 func (f *fakeAccel) DetectRecords(m *Model, means, sds [][]float32, p density.Params, out []density.Verdict) error {
 	f.models = append(f.models, m)
@@ -80,6 +90,34 @@ func TestDensityRunsOnTheAccelerator(t *testing.T) {
 		if a.DensityOutlier != b.DensityOutlier || a.EtaProbability != b.EtaProbability || !slices.Equal(a.Subspace, b.Subspace) ||
 			a.Outlier != b.Outlier || math.Float64bits(a.Weight) != math.Float64bits(b.Weight) {
 			t.Fatalf("record %d: after a device failure %+v, CPU alone %+v", i, b, a)
+		}
+	}
+}
+
+// TestModelClustersOnTheAccelerator: a model build micro-clusters the window on the accelerator,
+// and when the accelerator fails the CPU clusters it instead, with the same model either way.
+func TestModelClustersOnTheAccelerator(t *testing.T) {
+	cfg := testConfig()
+	d := testData(3000, 5)
+	want, err := Build(d.Cols, d.SD, d.Features, cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"mark", "fail"} {
+		f := &fakeAccel{mode: mode}
+		var logged bytes.Buffer
+		got, err := buildOn(f, &accelReport{log: zerolog.New(&logged)}, d.Cols, d.SD, d.Features, cfg, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.clustered != 1 {
+			t.Errorf("%s: the accelerator clustered %d times, want 1", mode, f.clustered)
+		}
+		if !reflect.DeepEqual(got.MicroClusters, want.MicroClusters) {
+			t.Errorf("%s: micro-clusters differ from the CPU build's", mode)
+		}
+		if failed := strings.Contains(logged.String(), "micro-clustering"); failed != (mode == "fail") {
+			t.Errorf("%s: log %q", mode, logged.String())
 		}
 	}
 }

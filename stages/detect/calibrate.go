@@ -40,14 +40,16 @@ const (
 	ScoreDistance       = "distance"        // w_k(q, R) to the window sample (batch.Score.DistanceScore)
 	ScoreEtaProbability = "eta_probability" // 1 - the paper's lowest eta-probability
 	ScoreSolvingSet     = "solving_set"     // w_k(q, S), the solving set's weight
+	ScoreHypercube      = "hypercube"       // the hypercube detector's O = 1 - w/w_max (when enabled)
 )
 
 // ScoreNames lists every score a scored record carries.
 func ScoreNames() []string {
-	return []string{ScoreCombined, ScoreDensity, ScoreDistance, ScoreEtaProbability, ScoreSolvingSet}
+	return []string{ScoreCombined, ScoreDensity, ScoreDistance, ScoreEtaProbability, ScoreSolvingSet, ScoreHypercube}
 }
 
-// DetectorScore returns score name of s (higher = more outlying); NaN for an unknown name.
+// DetectorScore returns score name of s (higher = more outlying); NaN for an unknown name or a
+// detector that did not run.
 func DetectorScore(s *batch.Score, name string) float64 {
 	switch name {
 	case ScoreCombined:
@@ -60,6 +62,10 @@ func DetectorScore(s *batch.Score, name string) float64 {
 		return 1 - s.EtaProbability
 	case ScoreSolvingSet:
 		return s.Weight
+	case ScoreHypercube:
+		if s.Hypercube != nil {
+			return s.Hypercube.Score
+		}
 	}
 	return math.NaN()
 }

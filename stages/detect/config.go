@@ -18,6 +18,7 @@ import (
 
 	"github.com/outlierd/outlierd/pipeline/config"
 	"github.com/outlierd/outlierd/stages/detect/density"
+	"github.com/outlierd/outlierd/stages/detect/hypercube"
 )
 
 // Combine rules: how the two verdicts make the decision that is emitted.
@@ -79,6 +80,10 @@ type Config struct {
 	// at start the newest valid snapshot built with this configuration serves at once, so
 	// scoring resumes without waiting for min_records. Default empty: no snapshots.
 	StateDir string `yaml:"state_dir"`
+	// Hypercube configures the hypercube density detector (GDBOD), off by default.
+	Hypercube HypercubeConfig `yaml:"hypercube"`
+	// Proclus configures PROCLUS subspaces for the density test, off by default.
+	Proclus ProclusConfig `yaml:"proclus"`
 	// Snapshots is how many snapshots StateDir keeps (the newest). More survive more corrupt
 	// files at the cost of disk (one model each). Default 3.
 	Snapshots int `yaml:"snapshots"`
@@ -102,6 +107,43 @@ type DensityConfig struct {
 	Clusters int `yaml:"clusters"`
 	// Iterations of re-assignment when the window is re-clustered. Default 4.
 	Iterations int `yaml:"iterations"`
+}
+
+// HypercubeConfig configures the hypercube density detector (GDBOD, ALGORITHMS.md §3): the
+// window's records counted per cell of a grid over the normalised space, kept incrementally
+// (each batch added, the evicted records removed; rebuilt only when a new model changes the
+// normalisation). A record's w is the count in its cell and every cell within ±1 of it in every
+// dimension: it sees a record that is ordinary in every feature alone but sits in an empty
+// region of the joint space, which the one-feature-at-a-time density test cannot.
+type HypercubeConfig struct {
+	// Enabled adds the detector: every record gets scores.hypercube (O = 1 - w/w_max) and its
+	// verdict joins the combine rule (any: it flags too; all: it must flag too). Default false:
+	// on the labelled sets its ranking is coarse (ROC AUC 0.52-0.98, docs/BENCHMARKS.md §7).
+	Enabled bool `yaml:"enabled"`
+	// Bins is b per dimension, over [0,1] of the normalised space (the window's 0.5%-99.5%
+	// range; the tails fall in the edge cells). More bins: finer cells, sparser counts.
+	// Default 7 (the paper's).
+	Bins int `yaml:"bins"`
+	// MaxNeighbours flags a record whose w is at most this (the record itself counts). Default
+	// 1: no other record of the window within one cell in every dimension.
+	MaxNeighbours int `yaml:"max_neighbours"`
+}
+
+// ProclusConfig makes PROCLUS (GPU-FAST-PROCLUS's algorithm, ALGORITHMS.md §4) a source of
+// subspaces for the density test: each model clusters its normalised window into K projected
+// clusters, each with its own subspace of about L features, and every record is also tested in
+// the subspace of its nearest cluster (sampled, s = density.samples). A low eta-probability
+// there flags the record and names the cluster and its features in the explanation ("low
+// density in subspace temp+vibration (PROCLUS cluster 3)"). The clusters travel with the model
+// (snapshots, the model topic).
+type ProclusConfig struct {
+	// Enabled adds the test. Default false (it costs about a sampled subspace per record).
+	Enabled bool `yaml:"enabled"`
+	// K is the number of clusters (1..window). Default 10 (the paper's).
+	K int `yaml:"k"`
+	// L is the average features per cluster subspace (1..features; at least 2 per cluster when
+	// the stream has 2 or more). Default 3.
+	L int `yaml:"l"`
 }
 
 // DistanceConfig configures the solving set (ALGORITHMS.md §1).
@@ -148,8 +190,10 @@ func Default() Config {
 		// combine any, eta = delta = 0.2, n = 0.1% of the window: the setting with the best mean
 		// F1 over nine labelled streams and the best worst case relative to each set's own best;
 		// leaving one set out, the others choose it again 8 times of 9 (docs/BENCHMARKS.md §3).
-		Density:  DensityConfig{Mode: "independent", Eta: 0.2, Delta: 0.2, Samples: 800, Clusters: 200, Iterations: 4},
-		Distance: DistanceConfig{K: 50, N: 50, M: 100},
+		Density:   DensityConfig{Mode: "independent", Eta: 0.2, Delta: 0.2, Samples: 800, Clusters: 200, Iterations: 4},
+		Distance:  DistanceConfig{K: 50, N: 50, M: 100},
+		Hypercube: HypercubeConfig{Bins: hypercube.DefaultBins, MaxNeighbours: 1},
+		Proclus:   ProclusConfig{K: 10, L: 3},
 	}
 }
 
@@ -233,6 +277,22 @@ func (c *Config) Validate() error {
 	if c.Snapshots < 1 {
 		add("snapshots", "must be >= 1, got %d", c.Snapshots)
 	}
+	if p := c.Proclus; p.Enabled || p.K != 0 || p.L != 0 {
+		if p.K < 1 || p.K > c.MinRecords {
+			add("proclus.k", "must be in [1, min_records=%d], got %d", c.MinRecords, p.K)
+		}
+		if p.L < 1 {
+			add("proclus.l", "must be >= 1, got %d", p.L)
+		}
+	}
+	if h := c.Hypercube; h.Enabled || h.Bins != 0 || h.MaxNeighbours != 0 {
+		if h.Bins < 2 || h.Bins > hypercube.MaxBins {
+			add("hypercube.bins", "must be in [2, %d], got %d", hypercube.MaxBins, h.Bins)
+		}
+		if h.MaxNeighbours < 1 {
+			add("hypercube.max_neighbours", "must be >= 1 (the record itself is counted), got %d", h.MaxNeighbours)
+		}
+	}
 	if c.StateDir != "" {
 		if err := checkStateDir(c.StateDir); err != nil {
 			add("state_dir", "%w", err)
@@ -246,6 +306,12 @@ func (c *Config) Validate() error {
 // r features, and density.Model refuses it above density.MaxRollupDims at the first batch
 // scored. Checked here, with the other keys, so that lint, the start and a reload refuse it.
 func (c *Config) ValidateFeatures(features int) error {
+	if c.Proclus.Enabled && c.Proclus.L > features {
+		return config.Fieldf("detect.proclus.l", "must be <= the %d features, got %d", features, c.Proclus.L)
+	}
+	if c.Hypercube.Enabled && features > hypercube.MaxDims {
+		return config.Fieldf("detect.hypercube.enabled", "the hypercube grid takes at most %d features, ingest.features has %d", hypercube.MaxDims, features)
+	}
 	if mode, err := density.ParseMode(c.Density.Mode); err == nil && mode == density.Rollup && features > density.MaxRollupDims {
 		return config.Fieldf("detect.density.mode", "rollup tests all 2^r - 1 subspaces of the r features and accepts at most r = %d, but ingest.features has %d (use independent, restricted or averaging)",
 			density.MaxRollupDims, features)

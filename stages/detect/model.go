@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/stages/detect/density"
+	"github.com/outlierd/outlierd/stages/detect/proclus"
 	"github.com/outlierd/outlierd/stages/detect/solvingset"
 	"github.com/outlierd/outlierd/stages/microcluster"
 )
@@ -30,6 +31,9 @@ type Model struct {
 	Distance *solvingset.Model
 	// WindowRecords is how many records the model was built from.
 	WindowRecords int
+	// Subspaces are the PROCLUS clusters of the normalised window (detect.proclus; nil when
+	// off): each record is also density-tested in its nearest cluster's subspace.
+	Subspaces *proclus.Result
 	// Members are the records the model was built from, by identity (members.go): scored,
 	// they do not count themselves as their own neighbour.
 	Members Members
@@ -73,7 +77,7 @@ func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []
 	nsds := scaleSDs(sds, m.Scale, rows)
 
 	q := min(cfg.Density.Clusters, rows)
-	mc, _, err := microcluster.Cluster(ncols, nsds, q, cfg.Density.Iterations, cfg.Seed, 0)
+	mc, _, err := clusterOn(a, rep, ncols, nsds, q, cfg.Density.Iterations, cfg.Seed)
 	if err != nil {
 		return nil, fmt.Errorf("detect: micro-clustering the window: %w", err)
 	}
@@ -97,6 +101,14 @@ func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []
 	}
 	if mode, _ := density.ParseMode(cfg.Density.Mode); mode != density.Independent {
 		m.Density.Bounds() // this mode samples: build the bounds table here, off the scoring path
+	}
+
+	if cfg.Proclus.Enabled {
+		pp := proclus.Default()
+		pp.K, pp.L, pp.Seed = min(cfg.Proclus.K, rows), min(cfg.Proclus.L, len(ncols)), cfg.Seed
+		if m.Subspaces, err = proclus.Run(ncols, pp); err != nil {
+			return nil, fmt.Errorf("detect: PROCLUS subspaces of the window: %w", err)
+		}
 	}
 
 	p := solvingset.Params{K: min(cfg.Distance.K, rows-1), N: EffectiveN(cfg.Distance.N, cfg.Window, rows), M: cfg.Distance.M, Seed: cfg.Seed}

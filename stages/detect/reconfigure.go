@@ -49,7 +49,11 @@ var changeKinds = map[string]ChangeKind{
 	"density.mode": ChangeLive, "density.eta": ChangeLive, "density.delta": ChangeLive,
 	"density.samples": ChangeLive, "distance.n": ChangeLive,
 	"flag_by": ChangeLive, "alarm_rate": ChangeLive,
+	"hypercube.enabled": ChangeLive, "hypercube.bins": ChangeLive, "hypercube.max_neighbours": ChangeLive,
 
+	// PROCLUS's keys apply with the next model, built at the next batch (Reconfigure marks it
+	// due): live, since the serving model stays valid meanwhile.
+	"proclus.enabled": ChangeLive, "proclus.k": ChangeLive, "proclus.l": ChangeLive,
 	"window": ChangeRebuild, "seed": ChangeRebuild, "density.clusters": ChangeRebuild,
 	"density.iterations": ChangeRebuild, "distance.k": ChangeRebuild, "distance.m": ChangeRebuild,
 	"score.detectors": ChangeRebuild, "score.sample": ChangeRebuild, "score.k": ChangeRebuild,
@@ -127,7 +131,16 @@ func (s *Stage) Reconfigure(cfg Config) (Reconfiguration, error) {
 		}
 	}
 	building := s.building
+	hcChanged := cfg.Hypercube.Enabled != s.cfg.Hypercube.Enabled || cfg.Hypercube.Bins != s.cfg.Hypercube.Bins
+	if cfg.Proclus != s.cfg.Proclus && s.model != nil {
+		s.ext.rebuildDue = true // the clusters are part of the model
+	}
 	s.cfg = cfg
+	if hcChanged {
+		if err := s.resetHypercube(); err != nil { // new grid or detector: counted afresh from the window
+			return Reconfiguration{}, err
+		}
+	}
 	s.reconcile(true)
 	r.RebuildStarted = s.building && !building
 	s.log.Info().Strs("live", r.Live).Strs("rebuild", r.Rebuild).Bool("rebuild_started", r.RebuildStarted).
@@ -241,5 +254,5 @@ func (s *Stage) resizeWindow(capacity int) error {
 	}
 	s.win = w
 	s.ids = s.ids.resize(capacity)
-	return nil
+	return s.resetHypercube() // the counts follow the window's records
 }

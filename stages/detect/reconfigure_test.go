@@ -230,13 +230,15 @@ func TestChangeKindsCoverConfig(t *testing.T) {
 			v.SetUint(1)
 		case reflect.Float64:
 			v.SetFloat(1)
+		case reflect.Bool:
+			v.SetBool(true)
 		default:
 			t.Fatalf("field kind %s: extend this test", v.Kind())
 		}
 	}
 	set(v)
 	keys := config.Diff("detect", a, b)
-	if len(keys) != 24 {
+	if len(keys) != 30 {
 		t.Errorf("%d keys: %v", len(keys), keys)
 	}
 	for _, k := range keys {

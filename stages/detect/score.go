@@ -85,6 +85,10 @@ func (s *Stage) score(b *batch.Batch) error {
 	if err := detectDensity(s.accel, s.accelRe, m, nm, ns, dp, verdicts); err != nil {
 		return fmt.Errorf("detect: density: %w", err)
 	}
+	of := make([]string, n) // where a detector's subspace in the verdict came from ("": the mode's)
+	if m.Subspaces != nil {
+		s.testClusterSubspaces(m, nm, ns, dp.Index, dp, verdicts, of)
+	}
 	scoreDistance(s.accel, s.accelRe, m.Distance, nm, weights)
 	scoreMembers(m, b, nm, weights)
 	var dens, distScore []float64
@@ -99,7 +103,7 @@ func (s *Stage) score(b *batch.Batch) error {
 		sub := s.subspaceNames(v.Subspace)
 		dist := m.Distance.IsOutlier(weights[i])
 		sc := batch.Score{
-			Scored: true, DensityOutlier: v.Outlier, EtaProbability: v.EtaProbability, Subspace: sub,
+			Scored: true, DensityOutlier: v.Outlier, EtaProbability: v.EtaProbability, Subspace: sub, SubspaceOf: of[i],
 			DistanceOutlier: dist, Weight: weights[i], WStar: m.Distance.WStar,
 			Outlier: combine(s.cfg.Combine, v.Outlier, dist),
 			Score:   math.NaN(), Threshold: threshold, DensityScore: math.NaN(), DistanceScore: math.NaN(),
@@ -112,6 +116,21 @@ func (s *Stage) score(b *batch.Batch) error {
 			}
 		}
 		b.Scores[i] = sc
+	}
+	if err := s.scoreHypercube(nm, b.Scores); err != nil {
+		return err
+	}
+	// The hypercube verdict joins the verdicts' rule (any flags, all must agree); under
+	// flag_by rate the combined score alone decides.
+	if s.hc.counts != nil && s.cfg.FlagBy == FlagByVerdicts {
+		for i := range b.Scores {
+			switch h := b.Scores[i].Hypercube.Outlier; s.cfg.Combine {
+			case CombineAny:
+				b.Scores[i].Outlier = b.Scores[i].Outlier || h
+			case CombineAll:
+				b.Scores[i].Outlier = b.Scores[i].Outlier && h
+			}
+		}
 	}
 	b.ModelVersion = m.Version
 	return nil

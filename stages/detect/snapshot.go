@@ -19,6 +19,7 @@ import (
 
 	"github.com/outlierd/outlierd/pipeline/sealed"
 	"github.com/outlierd/outlierd/stages/detect/density"
+	"github.com/outlierd/outlierd/stages/detect/proclus"
 	"github.com/outlierd/outlierd/stages/detect/solvingset"
 	"github.com/outlierd/outlierd/stages/microcluster"
 )
@@ -37,8 +38,8 @@ import (
 //	                build params: window u64, clusters u32, iterations u32, k u32, n u32,
 //	                m u32, seed u64,
 //	                dims u32, q u32, flags u32 (bit 0: anchors present; bit 1: members
-//	                present (version 2); bit 2: the ranking part follows the members,
-//	                snapshot_rank.go; others must be 0),
+//	                present, bit 2: PROCLUS subspaces present (version 2); bit 3: the
+//	                ranking part follows the subspaces, snapshot_rank.go; others must be 0),
 //	                dims x { name length u32, name UTF-8 },
 //	                dims x offset f32, dims x scale f32,
 //	                CF1, CF2, EF2: dims x q f64 each (column-major), N: q x i64,
@@ -48,7 +49,9 @@ import (
 //	                solving set: length u64, then a solvingset model file (its own format,
 //	                magic and checksum: solvingset.Model.Save),
 //	                if members: topic (length u32, UTF-8), count u32,
-//	                count x { partition u32, lo u64, hi u64 } (Members)
+//	                count x { partition u32, lo u64, hi u64 } (Members),
+//	                if subspaces: k u32, k x { medoid row u64, radius f64, dims count u32,
+//	                dims x u32 (ascending), center dims x f32 (all model dims) } (Subspaces)
 //	20+P    32    SHA-256 of bytes [0, 20+P)
 //
 // The density model is not stored: density.NewModel(micro-clusters, bandwidths) rebuilds it
@@ -59,6 +62,7 @@ const (
 	SnapshotFormat     = 2
 	snapFlagAnchors    = 1
 	snapFlagMembers    = 2
+	snapFlagSubspaces  = 4
 	maxSnapshotDims    = 1 << 16
 	maxSnapshotName    = 1 << 12
 	maxSnapshotQ       = 1 << 24
@@ -179,6 +183,9 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 	if len(m.Members.Ranges) > 0 {
 		flags |= snapFlagMembers
 	}
+	if m.Subspaces != nil {
+		flags |= snapFlagSubspaces
+	}
 	if m.Ranker != nil {
 		flags |= snapFlagRanker
 	}
@@ -215,6 +222,18 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 			e.U32(uint32(r.Partition))
 			e.U64(uint64(r.Lo))
 			e.U64(uint64(r.Hi))
+		}
+	}
+	if r := m.Subspaces; r != nil {
+		e.U32(uint32(len(r.Centers)))
+		for c := range r.Centers {
+			e.U64(uint64(r.Medoids[c]))
+			e.F64s([]float64{r.Radius[c]})
+			e.U32(uint32(len(r.Dims[c])))
+			for _, j := range r.Dims[c] {
+				e.U32(uint32(j))
+			}
+			e.F32s(r.Centers[c])
 		}
 	}
 	if m.Ranker != nil {
@@ -266,7 +285,7 @@ func decodeSnapshot(p []byte) (*Model, error) {
 	if q < 1 || q > maxSnapshotQ {
 		return nil, snapErr("q %d out of range [1, %d]", q, maxSnapshotQ)
 	}
-	if flags&^(snapFlagAnchors|snapFlagMembers|snapFlagRanker) != 0 {
+	if flags&^(snapFlagAnchors|snapFlagMembers|snapFlagSubspaces|snapFlagRanker) != 0 {
 		return nil, snapErr("unknown flags %#x", flags)
 	}
 	// The tuples alone take 8*q*(3*dims+1) bytes: a header the payload cannot hold is refused
@@ -319,6 +338,13 @@ func decodeSnapshot(p []byte) (*Model, error) {
 			}
 			m.Members.Ranges = append(m.Members.Ranges, r)
 		}
+	}
+	if flags&snapFlagSubspaces != 0 {
+		sub, err := decodeSubspaces(d, dims)
+		if err != nil {
+			return nil, err
+		}
+		m.Subspaces = sub
 	}
 	if d.Err() != nil {
 		return nil, sealedErr(d.Err())
@@ -598,4 +624,35 @@ func (d *SnapshotDir) LoadNewest(features []string, cfg Config) (Loaded, error) 
 		return out, nil
 	}
 	return out, nil
+}
+
+// decodeSubspaces reads the PROCLUS clusters of a snapshot (the fields Nearest needs).
+func decodeSubspaces(d *sealed.Decoder, dims int) (*proclus.Result, error) {
+	k := d.U32("cluster count")
+	if d.Err() == nil && (k < 1 || uint64(k) > uint64(d.Left())/(16+4*uint64(dims))) {
+		return nil, snapErr("%d PROCLUS clusters cannot fit in the %d bytes left", k, d.Left())
+	}
+	r := &proclus.Result{}
+	for c := uint32(0); c < k && d.Err() == nil; c++ {
+		r.Medoids = append(r.Medoids, int(d.U64("medoid")))
+		r.Radius = append(r.Radius, d.F64s(1, "radius")...)
+		nd := d.U32("subspace size")
+		if d.Err() == nil && (nd < 1 || int(nd) > dims) {
+			return nil, snapErr("cluster %d has a subspace of %d of %d dimensions", c, nd, dims)
+		}
+		sub := make([]int, 0, nd)
+		for i := uint32(0); i < nd && d.Err() == nil; i++ {
+			j := int(d.U32("subspace dimension"))
+			if j >= dims || (len(sub) > 0 && j <= sub[len(sub)-1]) {
+				return nil, snapErr("cluster %d: subspace dimension %d out of range or order", c, j)
+			}
+			sub = append(sub, j)
+		}
+		r.Dims = append(r.Dims, sub)
+		r.Centers = append(r.Centers, d.F32s(uint64(dims), "cluster center"))
+	}
+	if d.Err() != nil {
+		return nil, sealedErr(d.Err())
+	}
+	return r, nil
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // snapFlagRanker marks a snapshot that carries the model's ranking part (calibrate.go),
-// written after the members:
+// written after the PROCLUS subspaces:
 //
 //	score.detectors (text), score.combine (text), score.sample u32, score.k u32,
 //	tail: dims x { count u64, count x f32 (ascending) }, dims x spread f64,
@@ -21,7 +21,7 @@ import (
 //
 // A snapshot without it (written before the ranking scores existed) is refused by Fits as
 // built with other parameters, so the stage builds a model afresh.
-const snapFlagRanker = 4
+const snapFlagRanker = 8
 
 func encodeRanker(e *sealed.Encoder, r *Ranker) {
 	e.Text(r.Params.Detectors)

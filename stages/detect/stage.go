@@ -38,6 +38,7 @@ type Stage struct {
 
 	scratch scoreScratch
 	ext     stageExt     // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
+	hc      hcState      // the hypercube detector's counts (hypercube_stage.go)
 	role    Role         // all, builder or scorer (roles.go)
 	singles [][]string   // singles[j] = {features[j]}, shared by the scores of 1-D subspaces
 	accel   Accelerator  // runs SolvingSet, k-NN scoring and the density test on a GPU; nil: the CPU
@@ -89,10 +90,13 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 	if err != nil {
 		return nil, err
 	}
-	if err := s.win.Push(means, sds, nil); err != nil {
+	if err := s.win.Push(means, sds, s.evictedSink()); err != nil {
 		return nil, err
 	}
 	s.ids.push(b.Topic, b.Partitions(), b.Offsets())
+	if err := s.followWindow(means); err != nil {
+		return nil, err
+	}
 	s.sinceLast += b.Len()
 	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.building {
 		if s.cfg.BeforeModel == BeforeModelHold {
@@ -244,6 +248,9 @@ func (s *Stage) collect(wait bool) {
 // install makes m the serving model.
 func (s *Stage) install(m *Model) error {
 	s.model, s.version = m, m.Version
+	if err := s.resetHypercube(); err != nil { // the counts follow the new normalisation
+		s.log.Error().Err(err).Msg("hypercube detector off until the next model")
+	}
 	s.installed(m)
 	s.log.Info().Uint64("model_version", m.Version).Int("window", m.WindowRecords).
 		Int("solving_set", len(m.Distance.Points[0])).Float64("w_star", m.Distance.WStar).

@@ -37,26 +37,11 @@ func clusterPlain(means, sds [][]float32, q, iterations int, seed uint64, worker
 // after the first, the number of exact row-centre distances the bounded pass computed.
 func cluster(means, sds [][]float32, q, iterations int, seed uint64, workers int, bounded bool,
 	computed *[]int) (*MicroClusters, []int32, error) {
-	n, err := checkData(means, sds)
+	cent, err := InitialCentroids(means, sds, q, iterations, seed)
 	if err != nil {
 		return nil, nil, err
 	}
-	if q <= 0 || iterations <= 0 {
-		return nil, nil, fmt.Errorf("microcluster: need q >= 1 and iterations >= 1, got q=%d iterations=%d", q, iterations)
-	}
-	if q > n {
-		return nil, nil, fmt.Errorf("microcluster: q=%d initial centroids need at least %d distinct rows, have %d", q, q, n)
-	}
-	r := len(means)
-	cent := make([][]float32, r)
-	for j := range r {
-		cent[j] = make([]float32, q)
-	}
-	for c, i := range sampleDistinct(n, q, seed) {
-		for j := range r {
-			cent[j][c] = means[j][i]
-		}
-	}
+	n, r := len(means[0]), len(means)
 	assign := make([]int32, n)
 	var bs *elkanState
 	if bounded && n*((q+7)/8*8) <= maxBoundBytes && r <= maxBoundDims {
@@ -93,6 +78,33 @@ func cluster(means, sds [][]float32, q, iterations int, seed uint64, workers int
 		cent = mc.Centroids()
 	}
 	return mc, assign, nil
+}
+
+// InitialCentroids checks Cluster's input (shapes, finite means, 1 <= q <= rows, iterations >= 1)
+// and returns the centres Cluster starts from: q distinct rows of means drawn from seed,
+// column-major [dim][cluster]. A device that runs the passes itself (gpukern.Cluster) starts from
+// them to give Cluster's result, and refuses what Cluster refuses.
+func InitialCentroids(means, sds [][]float32, q, iterations int, seed uint64) ([][]float32, error) {
+	n, err := checkData(means, sds)
+	if err != nil {
+		return nil, err
+	}
+	if q <= 0 || iterations <= 0 {
+		return nil, fmt.Errorf("microcluster: need q >= 1 and iterations >= 1, got q=%d iterations=%d", q, iterations)
+	}
+	if q > n {
+		return nil, fmt.Errorf("microcluster: q=%d initial centroids need at least %d distinct rows, have %d", q, q, n)
+	}
+	cent := make([][]float32, len(means))
+	for j := range cent {
+		cent[j] = make([]float32, q)
+	}
+	for c, i := range sampleDistinct(n, q, seed) {
+		for j := range cent {
+			cent[j][c] = means[j][i]
+		}
+	}
+	return cent, nil
 }
 
 // sampleDistinct draws q distinct row indices from [0, n) (Floyd's algorithm: O(q) time and

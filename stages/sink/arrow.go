@@ -44,6 +44,10 @@ import (
 //	w_star              float64
 //	subspace            list<utf8> feature names of eta_probability's subspace
 //	explanation         utf8     the same line as the JSON output's "explanation"
+//	hypercube_score     float64  the hypercube detector's O = 1 - w/w_max; null when it did
+//	                             not run (detect.hypercube.enabled false, or not scored)
+//	hypercube_neighbours int64   its w (the record itself included); null likewise
+//	hypercube_outlier   bool     its verdict; null likewise
 //	score               float64  the combined outlier score, higher = more outlying (null when
 //	                             not scored)
 //
@@ -62,7 +66,11 @@ const (
 	ColWStar           = "w_star"
 	ColSubspace        = "subspace"
 	ColExplanation     = "explanation"
-	ColScore           = "score"
+	// The hypercube detector's columns (null when it did not run).
+	ColHypercubeScore      = "hypercube_score"
+	ColHypercubeNeighbours = "hypercube_neighbours"
+	ColHypercubeOutlier    = "hypercube_outlier"
+	ColScore               = "score"
 )
 
 // arrowSchema builds the output schema for batch b (see the table above).
@@ -91,6 +99,9 @@ func arrowSchema(b *batch.Batch, c *columns) *arrow.Schema {
 		arrow.Field{Name: ColWStar, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 		arrow.Field{Name: ColSubspace, Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
 		arrow.Field{Name: ColExplanation, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: ColHypercubeScore, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		arrow.Field{Name: ColHypercubeNeighbours, Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		arrow.Field{Name: ColHypercubeOutlier, Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
 		arrow.Field{Name: ColScore, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	)
 	md := arrow.NewMetadata(
@@ -140,6 +151,9 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 	sub := next().(*array.ListBuilder)
 	subNames := sub.ValueBuilder().(*array.StringBuilder)
 	expl := next().(*array.StringBuilder)
+	hcScore := next().(*array.Float64Builder)
+	hcNeighbours := next().(*array.Int64Builder)
+	hcOutlier := next().(*array.BooleanBuilder)
 	score := next().(*array.Float64Builder)
 
 	for _, i := range rows {
@@ -182,6 +196,15 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 			sub.AppendNull()
 		}
 		expl.Append(explain(s))
+		if h := s.Hypercube; s.Scored && h != nil {
+			hcScore.Append(h.Score)
+			hcNeighbours.Append(h.Neighbours)
+			hcOutlier.Append(h.Outlier)
+		} else {
+			hcScore.AppendNull()
+			hcNeighbours.AppendNull()
+			hcOutlier.AppendNull()
+		}
 		if s.Scored {
 			score.Append(s.Score) // non-finite as IEEE 754, like the other float columns
 		} else {

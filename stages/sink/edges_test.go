@@ -346,7 +346,7 @@ func TestArrowStableIDs(t *testing.T) {
 	}{
 		{[]int{7, 8, 30}, 1 << 20},
 		{[]int{1, 2, 3, 20, 39}, 1 << 20},
-		{nil, 3000}, // split by size: several messages per partition
+		{nil, 4000}, // split by size: several messages per partition
 	} {
 		ids2, keys2 := idsOf(redelivery.cuts, redelivery.maxBytes)
 		if len(ids2) != len(ids1) {

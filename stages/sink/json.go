@@ -84,21 +84,32 @@ type jsonScores struct {
 	DistanceOutlier bool    `json:"distance_outlier"`
 	Weight          float64 `json:"weight"`
 	WStar           float64 `json:"w_star"`
+	// Hypercube is present only when the hypercube detector ran (detect.hypercube.enabled).
+	Hypercube *jsonHypercube `json:"hypercube,omitempty"`
 	// Score is the combined outlier score, higher = more outlying (batch.Score.Score).
 	Score float64 `json:"score"`
+}
+
+// jsonHypercube is the hypercube detector's result in "scores" (batch.HypercubeScore): always
+// finite (O is in [0, 1], w a count).
+type jsonHypercube struct {
+	Score      float64 `json:"score"`
+	Neighbours int64   `json:"neighbours"`
+	Outlier    bool    `json:"outlier"`
 }
 
 // jsonScoresNonFinite is jsonScores for a record with a non-finite float: each float field is
 // a float64 or, when not finite, its string (see jsonFloat). A type of its own so that the
 // common, all-finite case keeps encoding/json's direct float64 encoding.
 type jsonScoresNonFinite struct {
-	Outlier         bool `json:"outlier"`
-	DensityOutlier  bool `json:"density_outlier"`
-	EtaProbability  any  `json:"eta_probability"`
-	DistanceOutlier bool `json:"distance_outlier"`
-	Weight          any  `json:"weight"`
-	WStar           any  `json:"w_star"`
-	Score           any  `json:"score"`
+	Outlier         bool           `json:"outlier"`
+	DensityOutlier  bool           `json:"density_outlier"`
+	EtaProbability  any            `json:"eta_probability"`
+	DistanceOutlier bool           `json:"distance_outlier"`
+	Weight          any            `json:"weight"`
+	WStar           any            `json:"w_star"`
+	Hypercube       *jsonHypercube `json:"hypercube,omitempty"`
+	Score           any            `json:"score"`
 }
 
 // Spellings of the non-finite floats in the JSON output.
@@ -135,6 +146,7 @@ func scoresJSON(sc *batch.Score) any {
 			DistanceOutlier: sc.DistanceOutlier,
 			Weight:          sc.Weight,
 			WStar:           sc.WStar,
+			Hypercube:       hypercubeJSON(sc.Hypercube),
 			Score:           sc.Score,
 		}
 	}
@@ -145,8 +157,16 @@ func scoresJSON(sc *batch.Score) any {
 		DistanceOutlier: sc.DistanceOutlier,
 		Weight:          jsonFloat(sc.Weight),
 		WStar:           jsonFloat(sc.WStar),
+		Hypercube:       hypercubeJSON(sc.Hypercube),
 		Score:           jsonFloat(sc.Score),
 	}
+}
+
+func hypercubeJSON(h *batch.HypercubeScore) *jsonHypercube {
+	if h == nil {
+		return nil
+	}
+	return &jsonHypercube{Score: h.Score, Neighbours: h.Neighbours, Outlier: h.Outlier}
 }
 
 // outputID is the deterministic id of the output of one source message.
@@ -242,26 +262,37 @@ func explain(s batch.Score) string {
 	distanceRan := s.DistanceOutlier || s.Weight != 0 || s.WStar != 0
 	eta := strconv.FormatFloat(s.EtaProbability, 'g', 3, 64)
 	var density, distance string
-	if s.DensityOutlier {
-		density = fmt.Sprintf("low density%s: eta-probability %s < delta", inSubspace(s.Subspace), eta)
+	if s.DensityOutlier && strings.HasPrefix(s.SubspaceOf, "outside") {
+		density = s.SubspaceOf + inSubspace(s.Subspace, "") // PROCLUS: off every cluster there
+	} else if s.DensityOutlier {
+		density = fmt.Sprintf("low density%s: eta-probability %s < delta", inSubspace(s.Subspace, s.SubspaceOf), eta)
 	} else if densityRan {
-		density = fmt.Sprintf("density normal%s: lowest eta-probability %s >= delta", inSubspace(s.Subspace), eta)
+		density = fmt.Sprintf("density normal%s: lowest eta-probability %s >= delta", inSubspace(s.Subspace, s.SubspaceOf), eta)
 	}
 	if s.DistanceOutlier {
 		distance = fmt.Sprintf("kNN weight %.2f >= w* %.2f", s.Weight, s.WStar)
 	} else if distanceRan {
 		distance = fmt.Sprintf("kNN weight %.2f < w* %.2f", s.Weight, s.WStar)
 	}
+	var hcube string
+	if h := s.Hypercube; h != nil && h.Outlier {
+		hcube = fmt.Sprintf("sparse in the joint space: %d window records within one grid cell in every feature", h.Neighbours)
+	} else if h != nil {
+		hcube = fmt.Sprintf("hypercube neighbours %d", h.Neighbours)
+	}
 	var parts []string
 	switch {
 	case s.Outlier && s.Score > s.Threshold: // detect.flag_by rate: the combined score decided
 		parts = append(parts, fmt.Sprintf("outlier score %.3g > threshold %.3g (detect.alarm_rate)", s.Score, s.Threshold))
-	case s.Outlier && (s.DensityOutlier || s.DistanceOutlier):
+	case s.Outlier && (s.DensityOutlier || s.DistanceOutlier || s.Hypercube != nil && s.Hypercube.Outlier):
 		if s.DensityOutlier {
 			parts = append(parts, density)
 		}
 		if s.DistanceOutlier {
 			parts = append(parts, distance)
+		}
+		if s.Hypercube != nil && s.Hypercube.Outlier {
+			parts = append(parts, hcube)
 		}
 		return strings.Join(parts, "; ")
 	case s.Outlier:
@@ -269,7 +300,7 @@ func explain(s batch.Score) string {
 	default:
 		parts = append(parts, "inlier")
 	}
-	for _, p := range []string{density, distance} {
+	for _, p := range []string{density, distance, hcube} {
 		if p != "" {
 			parts = append(parts, p)
 		}
@@ -280,10 +311,14 @@ func explain(s batch.Score) string {
 	return parts[0] + ": " + strings.Join(parts[1:], "; ")
 }
 
-// inSubspace renders " in subspace a+b", or "" for an empty subspace.
-func inSubspace(sub []string) string {
+// inSubspace renders " in subspace a+b" (with its origin, " (PROCLUS cluster 3)", when a
+// detector chose it), or "" for an empty subspace.
+func inSubspace(sub []string, of string) string {
 	if len(sub) == 0 {
 		return ""
+	}
+	if of != "" {
+		return " in subspace " + strings.Join(sub, "+") + " (" + of + ")"
 	}
 	return " in subspace " + strings.Join(sub, "+")
 }

@@ -326,7 +326,7 @@ func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []
 	defer rd.Release()
 	sch := rd.Schema()
 	wantNames := []string{"temp", "pressure", "temp_sd", "pressure_sd", "_partition", "_offset", "_key", "_timestamp",
-		ColID, ColScored, ColOutlier, ColDensityOutlier, ColEtaProbability, ColDistanceOutlier, ColWeight, ColWStar, ColSubspace, ColExplanation, ColScore}
+		ColID, ColScored, ColOutlier, ColDensityOutlier, ColEtaProbability, ColDistanceOutlier, ColWeight, ColWStar, ColSubspace, ColExplanation, ColHypercubeScore, ColHypercubeNeighbours, ColHypercubeOutlier, ColScore}
 	var names []string
 	for _, f := range sch.Fields() {
 		names = append(names, f.Name)

@@ -148,12 +148,15 @@ func (c *Counts) Remove(cols [][]float32) error {
 
 // Cells returns the occupied cells in key order with their counts (RowCell is nil): what
 // Distinct gives on the rows now counted.
-func (c *Counts) Cells() *Cells { return c.index().cells }
-
-func (c *Counts) index() *snapshot {
+func (c *Counts) Cells() *Cells {
 	if c.snap != nil {
-		return c.snap
+		return c.snap.cells
 	}
+	return c.sorted()
+}
+
+// sorted lists the map's cells in key order.
+func (c *Counts) sorted() *Cells {
 	g := c.g
 	W := g.words
 	keys := make([]uint64, 0, len(c.m)*W)
@@ -169,13 +172,25 @@ func (c *Counts) index() *snapshot {
 		cells.Count[cell] = counts[i]
 	}
 	cells.RowCell = nil
-	s := &snapshot{cells: cells, tree: BuildTree(cells, DefaultMinSplit), w: make([]int64, cells.Len())}
+	return cells
+}
+
+func (c *Counts) index() (*snapshot, error) {
+	if c.snap != nil {
+		return c.snap, nil
+	}
+	cells := c.sorted()
+	tree, err := BuildTree(cells, DefaultMinSplit)
+	if err != nil {
+		return nil, fmt.Errorf("hypercube.Counts.Score: %w", err)
+	}
+	s := &snapshot{cells: cells, tree: tree, w: make([]int64, cells.Len())}
 	s.tree.Density(cells, s.w, 0)
 	for _, v := range s.w {
 		s.wMax = max(s.wMax, v)
 	}
 	c.snap = s
-	return s
+	return s, nil
 }
 
 // Score writes, for every query row, w (the counted points in its cell and the cells within +-1
@@ -200,7 +215,10 @@ func (c *Counts) Score(cols [][]float32, w []int64, o []float64) error {
 		}
 		return nil
 	}
-	s := c.index()
+	s, err := c.index()
+	if err != nil {
+		return err
+	}
 	for i := range n {
 		k, _ := c.rowKey(cols, i)
 		w[i] = s.lookup(k)

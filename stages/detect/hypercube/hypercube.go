@@ -89,7 +89,10 @@ func Detect(cols [][]float32, p Params) (*Result, error) {
 	keys := make([]uint64, n*g.Words())
 	encodeParallel(g, cols, keys, p.Workers)
 	c := Distinct(g, keys, n)
-	t := BuildTree(c, p.minSplit())
+	t, err := BuildTree(c, p.minSplit())
+	if err != nil {
+		return nil, err
+	}
 	w := make([]int64, c.Len())
 	t.Density(c, w, p.Workers)
 	return Finish(g, c, w), nil

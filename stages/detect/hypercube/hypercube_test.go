@@ -439,3 +439,18 @@ func TestDistinctParallelMatchesStableSort(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildTreeRefusesOverflow: a tree that could need 2^31 nodes (32-bit indices) is refused
+// before it is built, with the way out in the message.
+func TestBuildTreeRefusesOverflow(t *testing.T) {
+	mins, maxs := make([]float64, 128), make([]float64, 128)
+	g, err := NewGrid(7, mins, maxs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 16,647,161 cells * (1 + 128/1) >= 2^31 - 1: only the count is read before the refusal.
+	c := &Cells{Grid: g, Count: make([]int32, 16_647_161)}
+	if _, err := BuildTree(c, 1); err == nil || !strings.Contains(err.Error(), "raise MinSplit") {
+		t.Fatalf("complete tree over 16.6M cells at d = 128: %v, want a refusal", err)
+	}
+}

@@ -1,6 +1,8 @@
 package hypercube
 
 import (
+	"fmt"
+	"math"
 	"runtime"
 	"sync"
 )
@@ -36,7 +38,17 @@ type Tree struct {
 // again by dimension t+1 (a node at the last dimension holds one cell and is always a leaf).
 // minSplit <= 1 builds the complete tree. Construction is O(|H| * depth); the subtrees of the
 // top-level nodes are built in parallel and concatenated.
-func BuildTree(c *Cells, minSplit int) *Tree {
+//
+// Node indices are int32 (the GPU's too). The tree has at most |H| leaves and, per depth, at most
+// |H| / minSplit internal nodes (each holds minSplit cells or more, and they are disjoint), so
+// BuildTree refuses, before building, a tree that could reach 2^31 nodes: |H| * (1 + d /
+// minSplit) >= 2^31 (at d = 128 and the default minSplit, about 290 million distinct cells).
+func BuildTree(c *Cells, minSplit int) (*Tree, error) {
+	m := max(1, minSplit)
+	if bound := int64(c.Len()) * (1 + int64(c.Grid.Dims())/int64(m)); bound >= math.MaxInt32 {
+		return nil, fmt.Errorf("hypercube: %d distinct cells in %d dimensions with MinSplit %d could need %d tree nodes, more than the %d that 32-bit node indices address: raise MinSplit",
+			c.Len(), c.Grid.Dims(), minSplit, bound, math.MaxInt32)
+	}
 	t := &Tree{MinSplit: minSplit}
 	var runs [][2]int
 	for s := 0; s < c.Len(); {
@@ -69,7 +81,7 @@ func BuildTree(c *Cells, minSplit int) *Tree {
 		}
 		t.Nodes[top].Up = int32(total)
 	}
-	return t
+	return t, nil
 }
 
 // runEnd is the end of the run of cells from s (< hi) with s's coordinate in dimension dim.

@@ -1,0 +1,117 @@
+//go:build cuda
+
+package main
+
+import (
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/stages/microcluster"
+)
+
+// TestExactWeightsGPUMatchesCPU: topn --label-column's exact weights on the GPU (the all-rows
+// pass) are bit-identical to solvingset.Weights, also with duplicated rows (a duplicate at
+// another index is a neighbour at distance 0, the row itself is not), and k above the kernel's
+// limit falls back to the CPU with the same result.
+func TestExactWeightsGPUMatchesCPU(t *testing.T) {
+	dev, err := resolveDevice("cuda", zerolog.Nop())
+	if err != nil {
+		t.Skipf("no GPU: %v", err)
+	}
+	defer dev.close()
+	r := rand.New(rand.NewPCG(7, 8))
+	const n = 4000
+	cols := make([][]float32, 3)
+	for j := range cols {
+		cols[j] = make([]float32, n)
+		for i := range cols[j] {
+			cols[j][i] = float32(r.NormFloat64())
+		}
+		for i := 0; i < n; i += 10 {
+			cols[j][i] = cols[j][i/10] // every tenth row repeats an earlier one
+		}
+	}
+	for _, k := range []int{50, 300} {
+		got, err := dev.weights(cols, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := solvingset.Weights(cols, k, 0)
+		bad := 0
+		for i := range want {
+			if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+				if bad < 5 {
+					t.Errorf("k=%d row %d: got %v, CPU %v", k, i, got[i], want[i])
+				}
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Errorf("k=%d: %d of %d weights differ", k, bad, n)
+		}
+	}
+}
+
+// TestClusterGPUMatchesCPU: micro-clustering on the GPU (pipeline.Device.Cluster, the passes of
+// gpukern.Cluster from host-kept centres) gives microcluster.Cluster's clusters, anchors and
+// assignment exactly: with and without uncertainty, and on data with few distinct rows, where
+// clusters empty and keep their anchors.
+func TestClusterGPUMatchesCPU(t *testing.T) {
+	dev, err := resolveDevice("cuda", zerolog.Nop())
+	if err != nil {
+		t.Skipf("no GPU: %v", err)
+	}
+	defer dev.close()
+	r := rand.New(rand.NewPCG(9, 10))
+	const n, dims = 20000, 5
+	means, sds := make([][]float32, dims), make([][]float32, dims)
+	for j := range means {
+		means[j], sds[j] = make([]float32, n), make([]float32, n)
+		for i := range means[j] {
+			means[j][i] = float32(r.NormFloat64())
+			sds[j][i] = float32(r.Float64())
+		}
+	}
+	few := make([][]float32, dims) // 40 distinct rows, q = 60 clusters: some must empty
+	for j := range few {
+		few[j] = make([]float32, n)
+		for i := range few[j] {
+			few[j][i] = means[j][i%40]
+		}
+	}
+	cases := []struct {
+		name       string
+		means, sds [][]float32
+		q, iters   int
+	}{
+		{"uncertain", means, sds, 200, 4},
+		{"certain", means, nil, 50, 3},
+		{"empty clusters", few, nil, 60, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			wantMC, wantA, err := microcluster.Cluster(c.means, c.sds, c.q, c.iters, 3, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotMC, gotA, err := dev.dev.Cluster(c.means, c.sds, c.q, c.iters, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(gotA, wantA) {
+				t.Error("assignments differ")
+			}
+			if !reflect.DeepEqual(gotMC, wantMC) {
+				t.Error("micro-clusters differ")
+			}
+		})
+	}
+	if _, _, err := dev.dev.Cluster(means, nil, n+1, 2, 3); err == nil {
+		t.Error("q > rows accepted")
+	}
+}

@@ -1,0 +1,105 @@
+package detect
+
+import (
+	"context"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/outlierd/outlierd/stages/ingest/synth"
+)
+
+// diagonalData: two features on the line x = y (plus a little noise, uniform along it), so each
+// feature alone is ordinary everywhere in [0, 1]; rows listed in odd are moved to an empty
+// corner, (0.9, 0.1) or (0.1, 0.9) in turn: ordinary in each feature, alone in the joint space.
+func diagonalData(rows int, odd map[int]bool) *synth.Data {
+	r := rand.New(rand.NewPCG(8, 9))
+	d := &synth.Data{Features: []string{"x1", "x2", "x3"}, Cols: make([][]float32, 3), SD: make([][]float32, 3)}
+	for j := range 3 {
+		d.Cols[j], d.SD[j] = make([]float32, rows), make([]float32, rows)
+	}
+	for i := range rows {
+		t := r.Float64()
+		d.Cols[0][i] = float32(t + r.NormFloat64()*0.01)
+		d.Cols[1][i] = float32(t + r.NormFloat64()*0.01)
+		d.Cols[2][i] = float32(r.Float64())
+		if odd[i] {
+			d.Cols[0][i], d.Cols[1][i] = 0.9, 0.1
+			if i%2 == 0 {
+				d.Cols[0][i], d.Cols[1][i] = 0.1, 0.9
+			}
+		}
+	}
+	return d
+}
+
+// TestHypercubeDetectorInTheStage: with detect.hypercube.enabled the counts follow the window
+// batch by batch (equal to counts rebuilt from the window after many evictions and a model
+// swap), a record ordinary in every feature but alone in the joint space is flagged by the
+// hypercube detector (and so by combine any) where the density test, one feature at a time,
+// does not flag it, and turning the detector off live removes its scores.
+func TestHypercubeDetectorInTheStage(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	cfg := testConfig()
+	cfg.Hypercube.Enabled = true
+	cfg.RefreshRecords = 1500
+	odd := map[int]bool{4321: true, 5678: true}
+	d := diagonalData(6000, odd)
+	s := newTestStage(t, cfg)
+	flagged := map[int]bool{}
+	densityFlagged := map[int]bool{}
+	for lo := 0; lo < 6000; lo += 250 {
+		out, err := s.Process(context.Background(), makeBatch(t, mem, d, lo, lo+250, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range out {
+			first := int(b.Offsets()[0])
+			for i, sc := range b.Scores {
+				if sc.Hypercube == nil {
+					t.Fatalf("row %d: no hypercube score", first+i)
+				}
+				if sc.Hypercube.Outlier {
+					if !sc.Outlier {
+						t.Errorf("row %d: hypercube outlier, combined inlier under combine any", first+i)
+					}
+					flagged[first+i] = true
+				}
+				if sc.DensityOutlier {
+					densityFlagged[first+i] = true
+				}
+			}
+			b.Record.Release()
+		}
+		s.collect(true)
+	}
+	if s.Model().Version < 3 {
+		t.Fatalf("model version %d: the counts never followed a swap", s.Model().Version)
+	}
+	for r := range odd {
+		if !flagged[r] || densityFlagged[r] {
+			t.Errorf("row %d: hypercube flagged %v, density %v; want the hypercube alone", r, flagged[r], densityFlagged[r])
+		}
+	}
+	if len(flagged) > 60 { // 1%: the diagonal's own sparse ends may be alone in their cells
+		t.Errorf("%d of 6000 rows flagged by the hypercube detector", len(flagged))
+	}
+	incremental := s.hc.counts.Cells()
+	if err := s.resetHypercube(); err != nil {
+		t.Fatal(err)
+	}
+	if rebuilt := s.hc.counts.Cells(); !reflect.DeepEqual(incremental.Count, rebuilt.Count) || s.hc.counts.Total() != int64(s.win.Len()) {
+		t.Fatalf("incremental counts differ from the window's: %d vs %d cells, total %d for %d records", incremental.Len(), rebuilt.Len(), s.hc.counts.Total(), s.win.Len())
+	}
+	off := cfg
+	off.Hypercube.Enabled = false
+	if _, err := s.Reconfigure(off); err != nil {
+		t.Fatal(err)
+	}
+	if sc := scoreWith(t, s, mem, d, 100, 110); sc[0].Hypercube != nil || s.hc.counts != nil {
+		t.Error("the detector still scores after it was turned off")
+	}
+}
