@@ -137,3 +137,36 @@ func TestAlarmRateFlagsThatRate(t *testing.T) {
 		}
 	}
 }
+
+// TestRankingScoresStayFiniteAtExtremes: the largest float32 values (a sensor's "no reading"
+// sentinel) in the window and in a query give finite scores, and the query ranks above the
+// window's records: the tail score caps a feature's excess, the distance space is clamped.
+func TestRankingScoresStayFiniteAtExtremes(t *testing.T) {
+	d := testData(1500, 4)
+	d.Cols[0][7] = math.MaxFloat32 // in the window
+	cfg := testConfig()
+	cfg.FlagBy = FlagByRate
+	m, err := Build(d.Cols, d.SD, d.Features, cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := m.Ranker
+	q := [][]float32{{-math.MaxFloat32, 0.5}, {math.MaxFloat32, 0.5}, {0.5, 0.5}}
+	dens, dist := make([]float64, 2), make([]float64, 2)
+	r.Tail.Score(q, dens)
+	solvingsetKNN(r, q, dist)
+	for i := range 2 {
+		s := r.combine(dens[i], dist[i])
+		if math.IsNaN(s) || math.IsInf(s, 0) || math.IsNaN(dens[i]) || math.IsInf(dist[i], 0) {
+			t.Fatalf("query %d: density %v, distance %v, combined %v", i, dens[i], dist[i], s)
+		}
+	}
+	if a, b := r.combine(dens[0], dist[0]), r.combine(dens[1], dist[1]); !(a > b) || !(a > r.Threshold(0.001)) {
+		t.Fatalf("the extreme query scores %v, an ordinary one %v, threshold %v", a, b, r.Threshold(0.001))
+	}
+}
+
+// solvingsetKNN is the distance score of raw queries as rankBatch computes it for new records.
+func solvingsetKNN(r *Ranker, q [][]float32, out []float64) {
+	r.Ref.ScoreBatch(r.distanceSpace(q, nil), out, 1)
+}
