@@ -17,19 +17,20 @@ import (
 //
 // Each ranking detector gives a raw score, higher = more outlying:
 //   - density: the per-feature tail score of package rank (ECOD: the sum over features of
-//     -ln of the record's tail probability in the window's own distribution of the feature,
+//     -ln of the record's rarer tail probability in the window's own distribution of the feature,
 //     the same one-feature-at-a-time view as the density test's mode independent, but summed
 //     over the features instead of the minimum of 1-D tests);
 //   - distance: w_k(q, R), the sum of the distances to the k nearest records of R, a uniform
-//     random sample of the window (score.sample records, normalised space); unlike
+//     random sample of the window (score.sample records, in a standardised space of its own:
+//     the model's normalisation for the paper's detectors does not change it); unlike
 //     w_k(q, S) (the solving set: a verdict, exact only above w*) it ranks every record.
 //
 // A model calibrates each detector against its own window: calibration records (a uniform
 // sample of the window, scored as members, i.e. without counting themselves) give the
 // distribution of the raw score, and a record's calibrated score is -log10 of its tail
 // probability there (rank.Calibration). The combined score is the mean of the calibrated
-// scores of the detectors in score.detectors: 2 means "as rare as the top 1% of the window,
-// on average over the detectors". The alarm threshold is the (1 - alarm_rate) quantile of
+// scores of the detectors in score.detectors (score.combine: max, the larger): 2 means "as
+// rare as the top 1% of the window, on average over the detectors". The alarm threshold is the (1 - alarm_rate) quantile of
 // the calibration records' own combined scores, so flag_by: rate flags about alarm_rate of
 // the records of a stream like the window, whatever the data's units.
 
@@ -149,20 +150,33 @@ func buildRanker(cols [][]float32, features []string, cfg Config) (*Ranker, erro
 	return r, nil
 }
 
-// standardisation is each feature's mean and standard deviation (float64): the distance
-// score's space, as k-NN detectors are used in practice (a feature in large units would
-// otherwise dominate every distance). A constant feature gets unit 1.
+// standardisation is each feature's median and winsorised standard deviation (float64): the
+// distance score's space, as k-NN detectors are used in practice (a feature in large units
+// would otherwise dominate every distance). The deviation is taken of the values clamped to
+// the window's [0.5%, 99.5%] quantiles, so a few extreme records (a FLT_MAX sentinel) do not
+// squeeze every other record of their feature to one point; the median centres the clamped
+// range (distances do not depend on the centre). A feature without spread gets unit 1.
 func standardisation(cols [][]float32) (center, unit []float64) {
 	center, unit = make([]float64, len(cols)), make([]float64, len(cols))
+	var buf []float32
 	for j, c := range cols {
-		var mean, m2 float64
-		for i, v := range c { // Welford: no cancellation for features far from 0
-			d := float64(v) - mean
-			mean += d / float64(i+1)
-			m2 += d * (float64(v) - mean)
+		center[j], unit[j] = 0, 1
+		n := len(c)
+		if n == 0 {
+			continue
 		}
-		center[j], unit[j] = mean, 1
-		if sd := math.Sqrt(m2 / float64(max(len(c), 1))); sd > 0 && !math.IsInf(1/sd, 0) {
+		buf = append(buf[:0], c...)
+		slices.Sort(buf)
+		lo, hi := float64(buf[int(0.005*float64(n-1))]), float64(buf[int(math.Ceil(0.995*float64(n-1)))])
+		center[j] = float64(buf[(n-1)/2])
+		var mean, m2 float64
+		for i, v := range c { // Welford on the clamped values
+			x := min(max(float64(v), lo), hi)
+			d := x - mean
+			mean += d / float64(i+1)
+			m2 += d * (x - mean)
+		}
+		if sd := math.Sqrt(m2 / float64(n)); sd > 0 && !math.IsInf(1/sd, 0) {
 			unit[j] = sd
 		}
 	}

@@ -151,6 +151,12 @@ func TestRankingScoresStayFiniteAtExtremes(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := m.Ranker
+	// One sentinel must not set feature 0's unit of distance: it stays that of the others.
+	clean := testData(1500, 4)
+	_, want := standardisation(clean.Cols)
+	if u := r.Unit[0]; !(u > want[0]/2 && u < want[0]*2) {
+		t.Fatalf("feature 0's unit %v with one FLT_MAX in the window, %v without", u, want[0])
+	}
 	q := [][]float32{{-math.MaxFloat32, 0.5}, {math.MaxFloat32, 0.5}, {0.5, 0.5}}
 	dens, dist := make([]float64, 2), make([]float64, 2)
 	r.Tail.Score(q, dens)
