@@ -199,6 +199,9 @@ def main():
         for name, path in sets:
             df, X, y, note = load(path, args.max_rows)
             n = len(y)
+            if y.min() == y.max():
+                print(f"# {name}: one class only in its labels, skipped", file=sys.stderr)
+                continue
             runs = []
             if "batch" in modes:
                 runs.append(("batch", np.arange(n)))
