@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"time"
 
@@ -96,26 +94,7 @@ func runHypercube(args []string, stdout, stderr io.Writer) error {
 
 // writeHypercubeScores writes the --scores-out CSV: row,score, one line per input row in order.
 func writeHypercubeScores(path string, scores []float64) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--scores-out: %w", err)
-	}
-	w := bufio.NewWriter(f)
-	fmt.Fprintln(w, "row,score")
-	var line []byte
-	for i, s := range scores {
-		line = strconv.AppendInt(line[:0], int64(i), 10)
-		line = append(line, ',')
-		line = strconv.AppendFloat(line, s, 'g', -1, 64)
-		line = append(line, '\n')
-		w.Write(line)
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("--scores-out: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("--scores-out: %w", err)
-	}
-	return nil
+	return writeRowCSV(path, "--scores-out", "row,score", len(scores), func(line []byte, i int) []byte {
+		return strconv.AppendFloat(line, scores[i], 'g', -1, 64)
+	})
 }

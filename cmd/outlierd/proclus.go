@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -150,23 +148,7 @@ func (d *device) proclus(cols [][]float32, p proclus.Params) (*proclus.Result, e
 // writeAssignments writes the --assignments-out CSV: row,cluster for every input row in order,
 // -1 for a PROCLUS outlier.
 func writeAssignments(path string, assign []int32) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--assignments-out: %w", err)
-	}
-	w := bufio.NewWriter(f)
-	fmt.Fprintln(w, "row,cluster")
-	var line []byte
-	for i, c := range assign {
-		line = strconv.AppendInt(line[:0], int64(i), 10)
-		line = append(line, ',')
-		line = strconv.AppendInt(line, int64(c), 10)
-		line = append(line, '\n')
-		w.Write(line)
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("--assignments-out: %w", err)
-	}
-	return f.Close()
+	return writeRowCSV(path, "--assignments-out", "row,cluster", len(assign), func(line []byte, i int) []byte {
+		return strconv.AppendInt(line, int64(assign[i]), 10)
+	})
 }
