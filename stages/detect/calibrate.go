@@ -74,7 +74,7 @@ func DetectorScore(s *batch.Score, name string) float64 {
 // Reason says which tests fired for a scored record, ';'-separated: the alarm threshold
 // ("score X > threshold T"), the density test ("eta-probability P < delta in [f]") and the
 // solving set's verdict ("w_k(q,S) W >= w* V", which never misses a top-n outlier of the
-// window). Which of them decide the flag is detect.flag_by's and detect.combine's rule; a
+// window) and, when enabled, the hypercube's ("hypercube neighbours N <= max_neighbours"). Which of them decide the flag is detect.flag_by's and detect.combine's rule; a
 // test can fire on a record that is not flagged. Empty when none fired.
 func Reason(s *batch.Score) string {
 	var parts []string
@@ -86,6 +86,9 @@ func Reason(s *batch.Score) string {
 	}
 	if s.DistanceOutlier {
 		parts = append(parts, "w_k(q,S) "+fmtG(s.Weight)+" >= w* "+fmtG(s.WStar))
+	}
+	if h := s.Hypercube; h != nil && h.Outlier {
+		parts = append(parts, "hypercube neighbours "+strconv.FormatInt(h.Neighbours, 10)+" <= max_neighbours")
 	}
 	return strings.Join(parts, "; ")
 }
