@@ -176,3 +176,18 @@ func TestRankingScoresStayFiniteAtExtremes(t *testing.T) {
 func solvingsetKNN(r *Ranker, q [][]float32, out []float64) {
 	r.Ref.ScoreBatch(r.distanceSpace(q, nil), out, 1)
 }
+
+// TestReasonNamesEveryTestThatFired: the alarm threshold first, then the paper's verdicts and
+// the hypercube's; nothing for a record no test flagged.
+func TestReasonNamesEveryTestThatFired(t *testing.T) {
+	s := batch.Score{Scored: true, Score: 3.2, Threshold: 2.5, DensityOutlier: true, EtaProbability: 0.01,
+		Subspace: []string{"temp"}, DistanceOutlier: true, Weight: 9, WStar: 6,
+		Hypercube: &batch.HypercubeScore{Neighbours: 1, Outlier: true}}
+	want := "score 3.2 > threshold 2.5; eta-probability 0.01 < delta in [temp]; w_k(q,S) 9 >= w* 6; hypercube neighbours 1 <= max_neighbours"
+	if got := Reason(&s); got != want {
+		t.Errorf("Reason = %q, want %q", got, want)
+	}
+	if got := Reason(&batch.Score{Scored: true, Score: 1, Threshold: 2.5}); got != "" {
+		t.Errorf("Reason of an inlier = %q, want empty", got)
+	}
+}
