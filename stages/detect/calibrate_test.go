@@ -191,3 +191,35 @@ func TestReasonNamesEveryTestThatFired(t *testing.T) {
 		t.Errorf("Reason of an inlier = %q, want empty", got)
 	}
 }
+
+// TestReconfigureScoreRebuilds: a score.* change rebuilds the model with the new settings
+// (the ranker is part of the model); alarm_rate applies to the next batch with the same model.
+func TestReconfigureScoreRebuilds(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	cfg := testConfig()
+	s, flaggedRows := readyStage(t, mem, cfg)
+	next := cfg
+	next.Score.K, next.Score.Combine = 7, CombineMax
+	r, err := s.Reconfigure(next)
+	if err != nil || !r.RebuildStarted {
+		t.Fatalf("score change: %+v %v, want a rebuild started", r, err)
+	}
+	s.collect(true)
+	if m := s.Model(); m.Version != 2 || m.Ranker.Ref.K != 7 || m.Ranker.Params.Combine != CombineMax {
+		t.Fatalf("version %d, ranker k %d combine %q: want 2, 7, max", m.Version, m.Ranker.Ref.K, m.Ranker.Params.Combine)
+	}
+	next.AlarmRate = 0.3
+	if r, err = s.Reconfigure(next); err != nil || r.RebuildStarted || len(r.Rebuild) > 0 {
+		t.Fatalf("alarm_rate change: %+v %v, want live", r, err)
+	}
+	next.FlagBy = FlagByRate
+	if _, err = s.Reconfigure(next); err != nil {
+		t.Fatal(err)
+	}
+	flagged := len(flaggedRows(1500, 2500)) // the records after the window, drawn like it
+	// 30% of 1000 records like the window: binomial sd 14.5, plus the threshold's own error.
+	if flagged < 230 || flagged > 370 || s.Model().Version != 2 {
+		t.Fatalf("alarm rate 0.3 flagged %d of 1000 (model %d)", flagged, s.Model().Version)
+	}
+}

@@ -159,7 +159,8 @@ func (s *Stage) reconcile(start bool) {
 	if m == nil {
 		return // the first build reads s.cfg
 	}
-	due := len(m.Params.rebuildDiff(buildParams(s.cfg))) > 0
+	// The ranking part (score.*) is built with the model too (calibrate.go).
+	due := len(m.Params.rebuildDiff(buildParams(s.cfg))) > 0 || rankerFits(m.Ranker, s.cfg) != nil
 	if !due && m.Params.N != s.cfg.Distance.N {
 		if dm, ok := m.WithN(s.cfg.Distance.N); ok {
 			s.model = dm
