@@ -1,0 +1,226 @@
+package detect
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/rs/zerolog"
+)
+
+// ReadSnapshotFile reads a snapshot file.
+func ReadSnapshotFile(path string) (*Model, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("detect: snapshot: %w", err)
+	}
+	defer f.Close()
+	m, err := ReadSnapshot(bufio.NewReader(f))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// SnapshotDir keeps the newest model snapshots of a stage in a directory. Files are named
+// model-<sequence>.osnap with a sequence number that only grows (taken from the directory at
+// open), so "newest" never depends on the clock or on model versions, which restart at 1 when
+// no snapshot fits. Save and LoadNewest are safe for concurrent use.
+type SnapshotDir struct {
+	dir  string
+	keep int
+	log  zerolog.Logger
+
+	mu   sync.Mutex
+	next uint64 // sequence number of the next Save
+}
+
+// OpenSnapshotDir creates dir if needed, removes temporary files that a crash during a Save
+// left behind, and returns the directory; keep (>= 1) is how many snapshots Save keeps.
+func OpenSnapshotDir(dir string, keep int, log zerolog.Logger) (*SnapshotDir, error) {
+	if dir == "" {
+		return nil, errors.New("detect: snapshot directory: empty path")
+	}
+	if keep < 1 {
+		return nil, fmt.Errorf("detect: snapshot directory: keep must be >= 1, got %d", keep)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("detect: snapshot directory: %w", err)
+	}
+	d := &SnapshotDir{dir: dir, keep: keep, log: log}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("detect: snapshot directory: %w", err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, "."+snapshotPrefix) && strings.Contains(name, ".tmp") {
+			if err := os.Remove(filepath.Join(dir, name)); err == nil {
+				log.Warn().Str("file", name).Msg("removed a snapshot left unfinished by a crash")
+			}
+		}
+		if seq, ok := snapshotSeq(name); ok && seq >= d.next {
+			d.next = seq + 1
+		}
+	}
+	return d, nil
+}
+
+// Dir is the directory's path.
+func (d *SnapshotDir) Dir() string { return d.dir }
+
+// snapshotSeq parses model-<seq>.osnap.
+func snapshotSeq(name string) (uint64, bool) {
+	s, ok := strings.CutPrefix(name, snapshotPrefix)
+	if !ok {
+		return 0, false
+	}
+	if s, ok = strings.CutSuffix(s, snapshotExt); !ok {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(s, 10, 64)
+	return seq, err == nil
+}
+
+// List returns the snapshot files, newest first.
+func (d *SnapshotDir) List() ([]string, error) {
+	ents, err := os.ReadDir(d.dir)
+	if err != nil {
+		return nil, fmt.Errorf("detect: snapshot directory: %w", err)
+	}
+	type file struct {
+		seq  uint64
+		path string
+	}
+	var fs []file
+	for _, e := range ents {
+		if seq, ok := snapshotSeq(e.Name()); ok && e.Type().IsRegular() {
+			fs = append(fs, file{seq, filepath.Join(d.dir, e.Name())})
+		}
+	}
+	slices.SortFunc(fs, func(a, b file) int { return -cmpU64(a.seq, b.seq) })
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.path
+	}
+	return out, nil
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Save writes m as the newest snapshot, atomically: a temporary file in the directory, fsync,
+// rename, fsync of the directory, so a crash leaves the previous snapshots and either the whole
+// new one or nothing. Then it removes all but the newest keep snapshots. It returns the path.
+func (d *SnapshotDir) Save(m *Model) (path string, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	path = filepath.Join(d.dir, fmt.Sprintf("%s%020d%s", snapshotPrefix, d.next, snapshotExt))
+	f, err := os.CreateTemp(d.dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return "", fmt.Errorf("detect: snapshot: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err = WriteSnapshot(f, m); err != nil {
+		return "", err
+	}
+	if err = f.Sync(); err != nil {
+		return "", fmt.Errorf("detect: snapshot %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return "", fmt.Errorf("detect: snapshot %s: %w", path, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("detect: snapshot %s: %w", path, err)
+	}
+	d.next++
+	// The rename is durable only once the directory is synced.
+	if dir, derr := os.Open(d.dir); derr == nil {
+		if serr := dir.Sync(); serr != nil {
+			d.log.Warn().Err(serr).Str("dir", d.dir).Msg("fsync of the snapshot directory failed; the newest snapshot may not survive a power loss")
+		}
+		dir.Close()
+	}
+	files, lerr := d.List()
+	if lerr != nil {
+		d.log.Warn().Err(lerr).Msg("listing snapshots to prune them failed")
+		return path, nil
+	}
+	for _, old := range files[min(d.keep, len(files)):] {
+		if rerr := os.Remove(old); rerr != nil {
+			d.log.Warn().Err(rerr).Str("file", old).Msg("removing an old snapshot failed")
+		}
+	}
+	return path, nil
+}
+
+// SkippedSnapshot is a snapshot LoadNewest passed over, with the reason.
+type SkippedSnapshot struct {
+	Path   string
+	Reason error
+}
+
+// Loaded is the outcome of LoadNewest.
+type Loaded struct {
+	// Model is the newest snapshot that reads back intact and fits, with w* set for the
+	// configuration's n (Model.WithN); nil when none does.
+	Model *Model
+	// Path is Model's file.
+	Path string
+	// Skipped are the newer snapshots passed over (corrupt, truncated, another format, or
+	// built for other features or parameters), newest first.
+	Skipped []SkippedSnapshot
+}
+
+// LoadNewest returns the newest snapshot that is intact and fits features and cfg
+// (Model.Fits). Every snapshot passed over is logged with its reason, and none is ever
+// loaded half: a file either reads back whole with its checksum or is skipped. The error is
+// only for a directory that cannot be read.
+func (d *SnapshotDir) LoadNewest(features []string, cfg Config) (Loaded, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out Loaded
+	files, err := d.List()
+	if err != nil {
+		return out, err
+	}
+	for _, path := range files {
+		m, err := ReadSnapshotFile(path)
+		if err == nil {
+			err = m.Fits(features, cfg)
+		}
+		if err == nil {
+			var ok bool
+			if m, ok = m.WithN(cfg.Distance.N); !ok { // Fits checked n
+				err = fmt.Errorf("%w: no w* for n = %d", ErrSnapshotMismatch, cfg.Distance.N)
+			}
+		}
+		if err != nil {
+			d.log.Warn().Err(err).Str("file", path).Msg("model snapshot skipped")
+			out.Skipped = append(out.Skipped, SkippedSnapshot{Path: path, Reason: err})
+			continue
+		}
+		out.Model, out.Path = m, path
+		return out, nil
+	}
+	return out, nil
+}
