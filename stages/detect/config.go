@@ -116,8 +116,9 @@ type DensityConfig struct {
 // dimension: it sees a record that is ordinary in every feature alone but sits in an empty
 // region of the joint space, which the one-feature-at-a-time density test cannot.
 type HypercubeConfig struct {
-	// Enabled adds the detector: every record gets scores.hypercube (O = 1 - w/w_max) and its
-	// verdict joins the combine rule (any: it flags too; all: it must flag too). Default false:
+	// Enabled adds the detector: every record gets scores.hypercube (O = 1 - w/w_max) and, under
+	// flag_by: verdicts, its verdict joins the combine rule (any: it flags too; all: it must flag
+	// too); under flag_by: rate it is reported, not part of the flag. Default false:
 	// on the labelled sets its ranking is coarse (ROC AUC 0.52-0.98, docs/BENCHMARKS.md §7).
 	Enabled bool `yaml:"enabled"`
 	// Bins is b per dimension, over [0,1] of the normalised space (the window's 0.5%-99.5%
