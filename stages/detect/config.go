@@ -133,9 +133,10 @@ type HypercubeConfig struct {
 // ProclusConfig makes PROCLUS (GPU-FAST-PROCLUS's algorithm, ALGORITHMS.md §4) a source of
 // subspaces for the density test: each model clusters its normalised window into K projected
 // clusters, each with its own subspace of about L features, and every record is also tested in
-// the subspace of its nearest cluster (sampled, s = density.samples). A low eta-probability
-// there flags the record and names the cluster and its features in the explanation ("low
-// density in subspace temp+vibration (PROCLUS cluster 3)"). The clusters travel with the model
+// the subspace of its nearest cluster (sampled, s = density.samples) and checked against the
+// cluster's sphere. A low eta-probability there, or a record outside every sphere, sets the
+// density verdict (a flag under flag_by: verdicts) and names the cluster and its features in
+// the explanation ("low density in subspace temp+vibration (PROCLUS cluster 3)"). The clusters travel with the model
 // (snapshots, the model topic).
 type ProclusConfig struct {
 	// Enabled adds the test. Default false (it costs about a sampled subspace per record).
