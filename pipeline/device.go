@@ -102,9 +102,10 @@ func (d *Device) distributedSolvingSet(cols [][]float32, p solvingset.Params) (s
 	devs := append([]*gpukern.Device{d.gpu}, d.more...)
 	rows := len(cols[0])
 	nodes := make([]solvingset.Node, 0, len(devs))
+	var owned []*gpukern.DistributedNode
 	defer func() {
-		for _, n := range nodes {
-			n.(*gpukern.DistributedNode).Close()
+		for _, n := range owned {
+			n.Close()
 		}
 	}()
 	for i, g := range devs {
@@ -117,7 +118,7 @@ func (d *Device) distributedSolvingSet(cols [][]float32, p solvingset.Params) (s
 		if err != nil {
 			return solvingset.Result{}, err
 		}
-		nodes = append(nodes, n)
+		nodes, owned = append(nodes, n), append(owned, n)
 	}
 	r, err := solvingset.DistributedSolvingSet(nodes, len(cols), p, true)
 	if err != nil {

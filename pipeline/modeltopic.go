@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -324,7 +325,7 @@ func (f *modelFollower) next(ctx context.Context, after uint64, stopAt int64) (*
 		if err == nil && m.Version != version {
 			err = fmt.Errorf("snapshot of version %d published as version %d", m.Version, version)
 		}
-		if err == nil && !equalStrings(m.Features, f.features) {
+		if err == nil && !slices.Equal(m.Features, f.features) {
 			err = fmt.Errorf("%w: built for features %v, the stream has %v", detect.ErrSnapshotMismatch, m.Features, f.features)
 		}
 		if err != nil {
@@ -368,15 +369,3 @@ func (f *modelFollower) newest(ctx context.Context) (*detect.Model, error) {
 }
 
 func (f *modelFollower) Close() error { return f.r.Close() }
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}

@@ -74,16 +74,6 @@ func (b *Batch) Offsets() []int64 {
 	return nil
 }
 
-// StreamIndex is a record's identity as one number: a hash of the topic and partition plus the
-// offset. Whatever reads a record (a first delivery, a redelivery after a crash, another
-// process), it gets the same index, so anything derived from it (the density test's random
-// stream) gives the same verdict. Offsets of one partition map to consecutive, distinct indices;
-// two partitions collide only if their hashes lie within the offsets' span of each other
-// (probability about span/2^64).
-func StreamIndex(topic string, partition int32, offset int64) uint64 {
-	return TopicHashOf(topic).StreamIndex(partition, offset)
-}
-
 // TopicHash is a topic's hash, computed once for every record of a batch (StreamIndex).
 type TopicHash uint64
 
@@ -94,7 +84,12 @@ func TopicHashOf(topic string) TopicHash {
 	return TopicHash(h.Sum64())
 }
 
-// StreamIndex is batch.StreamIndex for a record of this topic.
+// StreamIndex is a record's identity as one number: the topic's hash mixed with the partition,
+// plus the offset. Whatever reads a record (a first delivery, a redelivery after a crash, another
+// process), it gets the same index, so anything derived from it (the density test's random
+// stream) gives the same verdict. Offsets of one partition map to consecutive, distinct indices;
+// two partitions collide only if their hashes lie within the offsets' span of each other
+// (probability about span/2^64).
 func (t TopicHash) StreamIndex(partition int32, offset int64) uint64 {
 	z := uint64(t) ^ (uint64(uint32(partition)) * 0x9E3779B97F4A7C15)
 	// One splitmix64 round spreads the partitions across the 64-bit space.

@@ -273,24 +273,6 @@ func (s *Stage) rankBatch(m *Model, b *batch.Batch, means [][]float32) (density,
 	sc.space = r.distanceSpace(means, sc.space)
 	nm := sc.space
 	scoreDistance(s.accel, s.accelRe, r.Ref, nm, distance)
-	if len(m.Members.Ranges) == 0 {
-		return density, distance
-	}
-	parts, offs := b.Partitions(), b.Offsets()
-	var idx []int
-	for i := range n {
-		if m.Members.contains(b.Topic, parts[i], offs[i]) {
-			idx = append(idx, i)
-		}
-	}
-	if len(idx) == 0 {
-		return density, distance
-	}
-	q := pick(nm, idx)
-	w := make([]float64, len(idx))
-	solvingset.KNNWeightsMembers(r.Ref.Points, q, r.Ref.K, 0, w)
-	for t, i := range idx {
-		distance[i] = w[t]
-	}
+	rescoreMembers(m, b, r.Ref.Points, r.Ref.K, nm, distance)
 	return density, distance
 }

@@ -56,12 +56,7 @@ func (s *Stage) ContinueVersions(v uint64) {
 // processScorer scores b with the installed model, or holds/passes it before the first one.
 func (s *Stage) processScorer(b *batch.Batch) ([]*batch.Batch, error) {
 	if s.model == nil {
-		if s.cfg.BeforeModel == BeforeModelHold {
-			s.held = append(s.held, b)
-			return nil, nil
-		}
-		b.Scores = make([]batch.Score, b.Len()) // Scored = false
-		return []*batch.Batch{b}, nil
+		return s.beforeModel(b), nil
 	}
 	if err := s.score(b); err != nil {
 		return nil, err

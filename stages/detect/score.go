@@ -90,7 +90,7 @@ func (s *Stage) score(b *batch.Batch) error {
 		s.testClusterSubspaces(m, nm, ns, dp.Index, dp, verdicts, of)
 	}
 	scoreDistance(s.accel, s.accelRe, m.Distance, nm, weights)
-	scoreMembers(m, b, nm, weights)
+	rescoreMembers(m, b, m.Distance.Points, m.Distance.K, nm, weights)
 	var dens, distScore []float64
 	threshold := math.Inf(1)
 	if m.Ranker != nil {
@@ -194,9 +194,11 @@ func (s *Stage) subspaceNames(dims []int) []string {
 	return sub
 }
 
-// scoreMembers rescores the batch's records that belong to m's window (by identity) with
-// solvingset.KNNWeightsMembers (the record itself does not count as its neighbour).
-func scoreMembers(m *Model, b *batch.Batch, nm [][]float32, weights []float64) {
+// rescoreMembers rescores, with solvingset.KNNWeightsMembers against ref (k neighbours), the
+// batch's records that belong to m's window by identity (Members): a record of the window is
+// not its own neighbour. nm are the batch's queries in ref's space; weights are overwritten for
+// those records only.
+func rescoreMembers(m *Model, b *batch.Batch, ref [][]float32, k int, nm [][]float32, weights []float64) {
 	if len(m.Members.Ranges) == 0 {
 		return
 	}
@@ -210,15 +212,8 @@ func scoreMembers(m *Model, b *batch.Batch, nm [][]float32, weights []float64) {
 	if len(idx) == 0 {
 		return
 	}
-	q := make([][]float32, len(nm))
-	for j := range nm {
-		q[j] = make([]float32, len(idx))
-		for t, i := range idx {
-			q[j][t] = nm[j][i]
-		}
-	}
 	w := make([]float64, len(idx))
-	solvingset.KNNWeightsMembers(m.Distance.Points, q, m.Distance.K, 0, w)
+	solvingset.KNNWeightsMembers(ref, pick(nm, idx), k, 0, w)
 	for t, i := range idx {
 		weights[i] = w[t]
 	}

@@ -116,12 +116,7 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 	}
 
 	if s.model == nil {
-		if s.cfg.BeforeModel == BeforeModelHold {
-			s.held = append(s.held, b)
-			return nil, nil
-		}
-		b.Scores = make([]batch.Score, b.Len()) // Scored = false
-		return []*batch.Batch{b}, nil
+		return s.beforeModel(b), nil
 	}
 	out := append(s.held, b)
 	s.held = nil
@@ -131,6 +126,17 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 		}
 	}
 	return out, nil
+}
+
+// beforeModel is what happens to b while no model serves (before_model): held, or passed on
+// unscored at once.
+func (s *Stage) beforeModel(b *batch.Batch) []*batch.Batch {
+	if s.cfg.BeforeModel == BeforeModelHold {
+		s.held = append(s.held, b)
+		return nil
+	}
+	b.Scores = make([]batch.Score, b.Len()) // Scored = false
+	return []*batch.Batch{b}
 }
 
 // Flush returns the batches still held (at shutdown), scored by the model if there is one.
