@@ -47,11 +47,11 @@
 #                  <run>/security (mode 700), and also prints the exports of
 #                  KAFKA_SASL_SSL_BOOTSTRAP, KAFKA_MTLS_BOOTSTRAP, KAFKA_TLS_CA,
 #                  KAFKA_TLS_CLIENT_CERT, KAFKA_TLS_CLIENT_KEY, KAFKA_SASL_USERNAME and
-#                  KAFKA_SASL_PASSWORD (pipeline/kafkasec's integration test reads them).
+#                  KAFKA_SASL_PASSWORD (internal/core/kafkasec's integration test reads them).
 #                  Whether a running broker has them is fixed at its start. Measured
 #                  (2026-11-21, same machine, load 8-12, jars cached): start 13.1 and 17.7 s
 #                  with KAFKA_SECURITY=1, 13.5 and 16.3 s without (noise: the JVM start
-#                  dominates; the openssl part alone takes 1.4 s); pipeline/kafkasec's
+#                  dominates; the openssl part alone takes 1.4 s); internal/core/kafkasec's
 #                  integration tests then take 18-20 s.
 # `start` prints `export KAFKA_BOOTSTRAP=127.0.0.1:<port>` on stdout (logs go to stderr), so
 # `eval "$(.ci/kafka.sh start)"` starts the broker and sets the variable; `env` prints it again.

@@ -7,7 +7,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 "$here/deps.sh"
 # A broker started here also gets the secured listeners (KAFKA_SECURITY=1 in kafka.sh: SASL_SSL
-# and mTLS, for pipeline/kafkasec's integration tests; no measurable start-up cost beyond the
+# and mTLS, for internal/core/kafkasec's integration tests; no measurable start-up cost beyond the
 # certificates); KAFKA_SECURITY=0 leaves them out, and those tests then skip.
 export KAFKA_SECURITY="${KAFKA_SECURITY:-1}"
 started=0

@@ -6,8 +6,8 @@ import (
 	"math"
 	"math/bits"
 
-	"github.com/outlierd/outlierd/stages/detect/density"
-	"github.com/outlierd/outlierd/stages/microcluster"
+	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
 )
 
 // DensityMaxDims is the largest dimension count of DetectRecords and DetectClusters (the

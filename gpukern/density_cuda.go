@@ -7,7 +7,7 @@ import (
 
 	"gorgonia.org/cu"
 
-	"github.com/outlierd/outlierd/stages/detect/density"
+	"github.com/outlierd/outlierd/internal/algo/density"
 )
 
 // densityBlock is the number of threads (objects) per block of density_records/clusters. Small

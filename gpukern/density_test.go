@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/gpukern"
-	"github.com/outlierd/outlierd/stages/detect/density"
-	"github.com/outlierd/outlierd/stages/ingest/synth"
-	"github.com/outlierd/outlierd/stages/microcluster"
+	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 )
 
 // densityFixture clusters a small 'one' data set and returns the CPU model, the GPU model built

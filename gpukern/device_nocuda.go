@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/outlierd/outlierd/stages/detect/density"
-	"github.com/outlierd/outlierd/stages/detect/hypercube"
+	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/algo/hypercube"
 )
 
 // noCUDA is why this build has no GPU; NoteCompanion adds why the CUDA companion did not take over.

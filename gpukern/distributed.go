@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
 // DistributedNode is a node of the distributed solving set (solvingset.DistributedSolvingSet) on

@@ -10,7 +10,7 @@ import (
 
 	"gorgonia.org/cu"
 
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
 // distNode is a DistributedNode's device state: the partition and the buffers of one

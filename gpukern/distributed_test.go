@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/gpukern"
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
-	"github.com/outlierd/outlierd/stages/ingest/synth"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 )
 
 // gpuNodes makes DistributedNodes over consecutive, nearly equal partitions of cols, node i on

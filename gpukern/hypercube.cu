@@ -1,5 +1,5 @@
 // hypercube.cu: the hypercube density of GDBOD (Munugala and Gowanlock; ALGORITHMS.md §3), the
-// GPU twin of stages/detect/hypercube (Grid.Encode and Tree.Density). The host fits the grid,
+// GPU twin of internal/algo/hypercube (Grid.Encode and Tree.Density). The host fits the grid,
 // sorts the keys, builds the LTR tree and computes the scores; these kernels do the per-row
 // encoding and the per-cell neighbour search, with the CPU's arithmetic, so counts and scores are
 // identical.

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/outlierd/outlierd/stages/detect/hypercube"
+	"github.com/outlierd/outlierd/internal/algo/hypercube"
 )
 
 // HypercubeParams are the parameters of Hypercube (hypercube.Params without the CPU worker knob).

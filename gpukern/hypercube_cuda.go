@@ -8,7 +8,7 @@ import (
 
 	"gorgonia.org/cu"
 
-	"github.com/outlierd/outlierd/stages/detect/hypercube"
+	"github.com/outlierd/outlierd/internal/algo/hypercube"
 )
 
 // hcBlock is the number of threads (rows, or cells) per block of both kernels (the paper's 256).

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/outlierd/outlierd/gpukern"
-	"github.com/outlierd/outlierd/stages/detect/hypercube"
+	"github.com/outlierd/outlierd/internal/algo/hypercube"
 )
 
 // hcBlobs: k Gaussian clusters (sd 0.04) around random centres plus 2% uniform noise.

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/outlierd/outlierd/gpukern"
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
 // TestKNNWeightsParity compares the GPU weights with the CPU twin bit for bit: both compute the

@@ -1,5 +1,5 @@
 // microcluster.cu: the micro-clustering passes of Matsumoto, Hung, Yiu (ALGORITHMS.md §2),
-// bit-identical to the CPU twins in stages/microcluster.
+// bit-identical to the CPU twins in internal/algo/microcluster.
 //
 // Layout: means, sds are n x d column-major float32 (x[j*n + i]); centroids are q x d column-major
 // float32 (c[j*q + c]); assign is n int32 (-1 or out of range = no cluster); the cluster features

@@ -8,7 +8,7 @@ import (
 
 	"gorgonia.org/cu"
 
-	"github.com/outlierd/outlierd/stages/microcluster"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
 )
 
 // assignBlock is the number of threads (objects) per block of assign_nearest.

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/outlierd/outlierd/gpukern"
-	"github.com/outlierd/outlierd/stages/microcluster"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
 )
 
 // TestAssignParity: the GPU assignment equals microcluster.Assign exactly (same float32 distance

@@ -1,14 +1,14 @@
 // proclus.cu: the O(rows) passes of GPU-FAST-PROCLUS (ALGORITHMS.md §4; the paper's algorithms 3,
 // 5 and 6 with the FAST caching of section 3): localities by their change only over cached
 // medoid distances, Manhattan segmental assignment (with the refinement's outliers), and the
-// per-cluster spreads of the cost. The host (stages/detect/proclus.RunEngine) keeps the control
+// per-cluster spreads of the cost. The host (internal/algo/proclus.RunEngine) keeps the control
 // flow; gpukern/proclus_cuda.go launches these.
 //
 // Layout: X is rows x d column-major float32 (X[j*n + p]). dist is the FAST distance cache, one row
 // of n float32 per candidate medoid (dist[slot*n + p]). Per-pair lists: cluster i owns the
 // (cluster, dimension) pairs t in [off[i], off[i+1]) with dimension dims[t].
 //
-// Exactness (parity with the CPU engine, stages/detect/proclus/engine.go): every per-row term is
+// Exactness (parity with the CPU engine, internal/algo/proclus/engine.go): every per-row term is
 // rounded once to a 64-bit integer, (long long)(|x - c| * scale_j) or (long long)(x * scale_j)
 // with scale_j a power of two, and the terms are added as integers (warp shuffles, shared-memory
 // atomics, one global atomic per block and counter): integer addition is associative, so the

@@ -3,7 +3,7 @@ package gpukern
 import (
 	"fmt"
 
-	"github.com/outlierd/outlierd/stages/detect/proclus"
+	"github.com/outlierd/outlierd/internal/algo/proclus"
 )
 
 // ProclusMaxCounters bounds k*(dims+1), the per-block counters of the PROCLUS kernels (8 bytes

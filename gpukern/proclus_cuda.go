@@ -12,7 +12,7 @@ import (
 
 	"gorgonia.org/cu"
 
-	"github.com/outlierd/outlierd/stages/detect/proclus"
+	"github.com/outlierd/outlierd/internal/algo/proclus"
 )
 
 //go:embed proclus.ptx

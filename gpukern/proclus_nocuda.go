@@ -5,7 +5,7 @@ package gpukern
 import (
 	"fmt"
 
-	"github.com/outlierd/outlierd/stages/detect/proclus"
+	"github.com/outlierd/outlierd/internal/algo/proclus"
 )
 
 // UploadProclus fails with ErrNoDevice in this build.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/gpukern"
-	"github.com/outlierd/outlierd/stages/detect/proclus"
+	"github.com/outlierd/outlierd/internal/algo/proclus"
 )
 
 // sameResult fails the test unless the GPU result equals the CPU's field for field (medoids,

@@ -7,7 +7,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
 // SolvingSetParams are the parameters of SolvingSet in the papers' names (solvingset.Params

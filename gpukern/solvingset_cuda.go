@@ -8,7 +8,7 @@ import (
 
 	"gorgonia.org/cu"
 
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
 const (

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/outlierd/outlierd/gpukern"
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
-	"github.com/outlierd/outlierd/stages/ingest/synth"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 )
 
 // TestSolvingSetParity: the GPU returns the CPU twin's top-n exactly: the same rows with

@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"gopkg.in/yaml.v3"
 
+	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/stages/detect"
-	"github.com/outlierd/outlierd/stages/detect/density"
 )
 
 // features21 is a flow list of 21 feature names, one more than exhaustive roll-up accepts.

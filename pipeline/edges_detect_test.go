@@ -11,8 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 	"github.com/outlierd/outlierd/stages/detect"
-	"github.com/outlierd/outlierd/stages/ingest/synth"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 

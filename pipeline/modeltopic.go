@@ -15,7 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/outlierd/outlierd/pipeline/kafkasec"
+	"github.com/outlierd/outlierd/internal/core/kafkasec"
 	"github.com/outlierd/outlierd/stages/detect"
 )
 

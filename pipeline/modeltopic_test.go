@@ -7,8 +7,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 	"github.com/outlierd/outlierd/stages/detect"
-	"github.com/outlierd/outlierd/stages/ingest/synth"
 )
 
 // testModel builds a small model of the sensor features.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/outlierd/outlierd/pipeline/config"
+	"github.com/outlierd/outlierd/internal/core/config"
 	"github.com/outlierd/outlierd/stages/detect"
 )
 

@@ -23,8 +23,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 	"github.com/outlierd/outlierd/stages/ingest"
-	"github.com/outlierd/outlierd/stages/ingest/synth"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
-	"github.com/outlierd/outlierd/pipeline/config"
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/config"
 	"github.com/outlierd/outlierd/stages/detect"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/stages/detect"
-	"github.com/outlierd/outlierd/stages/detect/density"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 

@@ -20,9 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/ingest"
-	"github.com/outlierd/outlierd/stages/ingest/synth"
 )
 
 // Helpers shared by the integration tests and the end-to-end benchmark: brokers, topics,

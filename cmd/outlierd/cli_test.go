@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outlierd/outlierd/stages/detect/quality"
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
-	"github.com/outlierd/outlierd/stages/ingest/csvfile"
+	"github.com/outlierd/outlierd/internal/algo/quality"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 )
 
 // outlierd runs the CLI in-process and returns stdout, stderr and the exit status.

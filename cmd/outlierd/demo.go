@@ -20,10 +20,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outlierd/outlierd/configs"
+	"github.com/outlierd/outlierd/internal/algo/quality"
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/pipeline/metrics"
-	"github.com/outlierd/outlierd/stages/detect/quality"
-	"github.com/outlierd/outlierd/stages/ingest/synth"
 )
 
 // runDemo runs the main job with nothing else installed: an in-process Kafka-protocol broker

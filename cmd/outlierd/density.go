@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/gpukern"
-	"github.com/outlierd/outlierd/stages/detect/density"
-	"github.com/outlierd/outlierd/stages/detect/quality"
-	"github.com/outlierd/outlierd/stages/ingest/csvfile"
+	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/algo/quality"
+	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 )
 
 // densityOutput is the JSON contract of `outlierd density --json`.

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/outlierd/outlierd/stages/ingest/synth"
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 )
 
 // runGen writes a synthetic data set as CSV (header row) to stdout: the features, then for

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outlierd/outlierd/stages/detect/hypercube"
-	"github.com/outlierd/outlierd/stages/detect/quality"
-	"github.com/outlierd/outlierd/stages/ingest/csvfile"
+	"github.com/outlierd/outlierd/internal/algo/hypercube"
+	"github.com/outlierd/outlierd/internal/algo/quality"
+	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 )
 
 // TestHypercubeContract: the JSON has the contract's fields, --scores-out has one row,score line

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/outlierd/outlierd/stages/detect/quality"
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
-	"github.com/outlierd/outlierd/stages/ingest/csvfile"
+	"github.com/outlierd/outlierd/internal/algo/quality"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 )
 
 // predictOutput is the JSON contract of `outlierd predict --json`.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/gpukern"
-	"github.com/outlierd/outlierd/stages/detect/proclus"
-	"github.com/outlierd/outlierd/stages/ingest/csvfile"
+	"github.com/outlierd/outlierd/internal/algo/proclus"
+	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 )
 
 // proclusOutput is the JSON contract of `outlierd proclus --json` (issue 11): k, l, cost,

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outlierd/outlierd/stages/detect/proclus"
+	"github.com/outlierd/outlierd/internal/algo/proclus"
 )
 
 // plantedCSV writes a planted data set (proclus.GeneratePlanted) as CSV with a label column

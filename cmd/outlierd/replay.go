@@ -14,13 +14,13 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 
+	"github.com/outlierd/outlierd/internal/algo/quality"
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/config"
+	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 	"github.com/outlierd/outlierd/pipeline"
-	"github.com/outlierd/outlierd/pipeline/batch"
-	"github.com/outlierd/outlierd/pipeline/config"
 	"github.com/outlierd/outlierd/stages/detect"
-	"github.com/outlierd/outlierd/stages/detect/quality"
 	"github.com/outlierd/outlierd/stages/ingest"
-	"github.com/outlierd/outlierd/stages/ingest/csvfile"
 )
 
 // replayHelp is printed above the flags: what replay reproduces of the pipeline and what not.

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outlierd/outlierd/stages/detect/quality"
+	"github.com/outlierd/outlierd/internal/algo/quality"
 )
 
 // labelledCSV writes rows of 3 Gaussian features with a label column; every 50th row is

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Chooses the detect stage's default combine rule, eta = delta and n from the raw lines that
-docs/bench/combine writes (-raw FILE), robustly across sets: every (rule, eta, n/W) is ranked by
+cmd/benchcombine writes (-raw FILE), robustly across sets: every (rule, eta, n/W) is ranked by
 its mean F1 over the sets (each set counts once: its window and uncertainty variants are
 averaged first), and a leave-one-set-out check says how much F1 a set loses when the setting is
 chosen without it, compared with the best setting for that set.

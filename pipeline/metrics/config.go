@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/outlierd/outlierd/pipeline/config"
+	"github.com/outlierd/outlierd/internal/core/config"
 )
 
 // Config is the pipeline's `http` section: the listener serving /metrics, /healthz and

@@ -20,9 +20,9 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/stages/ingest"
-	"github.com/outlierd/outlierd/stages/ingest/synth"
 )
 
 // TestPipelineMetrics runs the whole pipeline on an in-process broker with a known input

@@ -5,9 +5,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/outlierd/outlierd/stages/detect/density"
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
-	"github.com/outlierd/outlierd/stages/microcluster"
+	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
 // Accelerator runs the distance-based steps on a device (a GPU through gpukern); its results

@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
-	"github.com/outlierd/outlierd/stages/detect/rank"
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/internal/algo/rank"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
 // The combined score (docs/DESIGN.md, "the combined score").

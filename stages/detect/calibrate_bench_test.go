@@ -6,7 +6,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 
-	"github.com/outlierd/outlierd/stages/ingest/synth"
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 )
 
 // BenchmarkScoreRanking is the cost of one scored batch of 1000 records (8 features, with

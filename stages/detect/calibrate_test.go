@@ -8,8 +8,8 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
-	"github.com/outlierd/outlierd/stages/detect/rank"
+	"github.com/outlierd/outlierd/internal/algo/rank"
+	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
 // runAll feeds rows [0, rows) of d through s in batches of size and returns every score in order.

@@ -16,9 +16,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/outlierd/outlierd/pipeline/config"
-	"github.com/outlierd/outlierd/stages/detect/density"
-	"github.com/outlierd/outlierd/stages/detect/hypercube"
+	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/algo/hypercube"
+	"github.com/outlierd/outlierd/internal/core/config"
 )
 
 // Combine rules: how the two verdicts make the decision that is emitted.

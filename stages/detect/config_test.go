@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outlierd/outlierd/pipeline/config"
-	"github.com/outlierd/outlierd/stages/detect/density"
+	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/core/config"
 )
 
 // TestValidateFeatures: exhaustive roll-up is refused above density.MaxRollupDims features (the

@@ -7,7 +7,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
-	"github.com/outlierd/outlierd/stages/ingest/synth"
+
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 )
 
 // TestExtremeValuesAreScoredAndFlagged: finite but extreme readings (FLT_MAX, the common "no

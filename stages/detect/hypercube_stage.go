@@ -3,9 +3,9 @@ package detect
 import (
 	"fmt"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
-	"github.com/outlierd/outlierd/stages/detect/hypercube"
-	"github.com/outlierd/outlierd/stages/microcluster/window"
+	"github.com/outlierd/outlierd/internal/algo/hypercube"
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/stages/microcluster"
 )
 
 // The hypercube density detector in the stage (detect.hypercube): the window's records counted
@@ -22,7 +22,7 @@ const hypercubeLo, hypercubeHi = 0.0, 1.0
 // the scratch of the evicted records.
 type hcState struct {
 	counts  *hypercube.Counts // nil when off or before the first model
-	evicted window.Evicted
+	evicted microcluster.Evicted
 	w       []int64
 	o       []float64
 }
@@ -54,7 +54,7 @@ func (s *Stage) resetHypercube() error {
 }
 
 // evictedSink is where Push reports the evicted records: the detector's scratch when it counts.
-func (s *Stage) evictedSink() *window.Evicted {
+func (s *Stage) evictedSink() *microcluster.Evicted {
 	if s.hc.counts == nil {
 		return nil
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
-	"github.com/outlierd/outlierd/stages/ingest/synth"
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 )
 
 // diagonalData: two features on the line x = y (plus a little noise, uniform along it), so each

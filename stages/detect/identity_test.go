@@ -5,7 +5,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
 // TestSampledVerdictsFollowRecordIdentity: in a sampling mode, a record's verdict depends on

@@ -6,10 +6,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/outlierd/outlierd/stages/detect/density"
-	"github.com/outlierd/outlierd/stages/detect/proclus"
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
-	"github.com/outlierd/outlierd/stages/microcluster"
+	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
+	"github.com/outlierd/outlierd/internal/algo/proclus"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
 // Model is everything a record is scored against: the window's normalisation, its

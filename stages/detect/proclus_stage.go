@@ -3,7 +3,7 @@ package detect
 import (
 	"strconv"
 
-	"github.com/outlierd/outlierd/stages/detect/density"
+	"github.com/outlierd/outlierd/internal/algo/density"
 )
 
 // proclusStream separates the PROCLUS subspace test's draws from the density mode's: a record's

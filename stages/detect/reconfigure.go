@@ -5,8 +5,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/outlierd/outlierd/pipeline/config"
-	"github.com/outlierd/outlierd/stages/microcluster/window"
+	"github.com/outlierd/outlierd/internal/core/config"
+	"github.com/outlierd/outlierd/stages/microcluster"
 )
 
 // ChangeKind says how a changed configuration key reaches a running stage.
@@ -235,7 +235,7 @@ func (s *Stage) openSnapshots() error {
 // resizeWindow re-creates the window with a new capacity, keeping its newest records (as many
 // as fit), and the identities of those records with it.
 func (s *Stage) resizeWindow(capacity int) error {
-	w, err := window.New(capacity, len(s.features), s.withSD)
+	w, err := microcluster.New(capacity, len(s.features), s.withSD)
 	if err != nil {
 		return fmt.Errorf("detect: new window: %w", err)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
-	"github.com/outlierd/outlierd/pipeline/config"
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/core/config"
 )
 
 // readyStage is a stage whose first model (version 1) serves, built from rows [0, 1500) of d.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
 // Role is the stage's part in a deployment of several processes (run.role; docs/OPERATIONS.md

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
-	"github.com/outlierd/outlierd/stages/detect/density"
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
 // scoreScratch holds buffers reused batch after batch on the stage's goroutine.

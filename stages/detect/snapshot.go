@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outlierd/outlierd/pipeline/sealed"
-	"github.com/outlierd/outlierd/stages/detect/density"
-	"github.com/outlierd/outlierd/stages/detect/proclus"
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
-	"github.com/outlierd/outlierd/stages/microcluster"
+	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
+	"github.com/outlierd/outlierd/internal/algo/proclus"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/core/sealed"
 )
 
 // Snapshot file format, version 2 (integers and floats little-endian; version 1 is version 2

@@ -5,9 +5,9 @@ import (
 	"math"
 	"slices"
 
-	"github.com/outlierd/outlierd/pipeline/sealed"
-	"github.com/outlierd/outlierd/stages/detect/rank"
-	"github.com/outlierd/outlierd/stages/detect/solvingset"
+	"github.com/outlierd/outlierd/internal/algo/rank"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/core/sealed"
 )
 
 // snapFlagRanker marks a snapshot that carries the model's ranking part (calibrate.go),

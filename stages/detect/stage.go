@@ -9,8 +9,8 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/rs/zerolog"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
-	"github.com/outlierd/outlierd/stages/microcluster/window"
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/stages/microcluster"
 )
 
 // Stage is the detect stage: it is owned by one goroutine (the pipeline's detect loop) and
@@ -22,7 +22,7 @@ type Stage struct {
 	withSD   bool
 	log      zerolog.Logger
 
-	win *window.Window
+	win *microcluster.Window
 	// ids are the identities (partition, offset) of the window's records, in step with it:
 	// a model's Members come from them (members.go).
 	ids *idRing
@@ -57,7 +57,7 @@ func NewStage(cfg Config, features []string, withSD bool, log zerolog.Logger) (*
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	w, err := window.New(cfg.Window, len(features), withSD)
+	w, err := microcluster.New(cfg.Window, len(features), withSD)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func NewStage(cfg Config, features []string, withSD bool, log zerolog.Logger) (*
 func (s *Stage) Model() *Model { return s.model }
 
 // Window is the stage's window (read-only use: metrics).
-func (s *Stage) Window() *window.Window { return s.win }
+func (s *Stage) Window() *microcluster.Window { return s.win }
 
 // Process adds b to the window, scores it with the model now serving, and returns the
 // batches that are ready to go downstream, in arrival order: b itself, or nothing while

@@ -12,7 +12,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 
-	"github.com/outlierd/outlierd/pipeline/checkpoint"
+	"github.com/outlierd/outlierd/internal/core/checkpoint"
 )
 
 // benchJSON is a typical sensor message: 10 features, their uncertainties, a nested device

@@ -11,8 +11,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
-	"github.com/outlierd/outlierd/pipeline/checkpoint"
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/checkpoint"
 )
 
 // fetchLongPoll is kafka-go's ReaderConfig.MaxWait: the client's read deadline for a fetch,

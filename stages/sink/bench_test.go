@@ -11,7 +11,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
 // benchBatch is a 1000-record batch over 3 partitions, every record an outlier (so emit:

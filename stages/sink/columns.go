@@ -8,7 +8,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
 // columns gives typed access to the columns of a Batch.Record (layout in package batch).

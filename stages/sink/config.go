@@ -9,8 +9,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/outlierd/outlierd/pipeline/config"
-	"github.com/outlierd/outlierd/pipeline/kafkasec"
+	"github.com/outlierd/outlierd/internal/core/config"
+	"github.com/outlierd/outlierd/internal/core/kafkasec"
 )
 
 // Emit values: which records become output messages.

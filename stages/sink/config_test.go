@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outlierd/outlierd/pipeline/config"
+	"github.com/outlierd/outlierd/internal/core/config"
 )
 
 // TestConfigYAML loads a sink section through the strict loader: yaml tags, durations, defaults

@@ -14,7 +14,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
 // Tests of the sink at the pipeline's edges (issue 15): extreme and non-finite scores, payloads

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
 // TestHypercubeInOutputs: the hypercube detector's result is in "scores" (and its flag in the

@@ -26,7 +26,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
 // Header names on output and dead-letter messages.

@@ -1,4 +1,4 @@
-package window
+package microcluster
 
 import (
 	"math/rand/v2"

@@ -15,9 +15,9 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
-	"github.com/outlierd/outlierd/pipeline/checkpoint"
-	"github.com/outlierd/outlierd/pipeline/kafkasec"
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/checkpoint"
+	"github.com/outlierd/outlierd/internal/core/kafkasec"
 	"github.com/outlierd/outlierd/stages/ingest"
 	"github.com/outlierd/outlierd/stages/sink"
 )

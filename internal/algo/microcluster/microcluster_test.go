@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outlierd/outlierd/stages/ingest/synth"
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 )
 
 // randomCols returns n rows of r uniform [0,1) means and sds, column-major.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outlierd/outlierd/stages/ingest/synth"
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 )
 
 var g2d = sync.OnceValue(func() *synth.Data { return synth.G2D(1_000_000, 1) })

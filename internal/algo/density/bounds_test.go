@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/outlierd/outlierd/stages/microcluster"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
 )
 
 // adversarialModels are models whose bounds are easy to get wrong: point masses (minVariance),

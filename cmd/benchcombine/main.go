@@ -38,12 +38,12 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 
-	"github.com/outlierd/outlierd/pipeline/batch"
+	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/algo/quality"
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/datasets/csvfile"
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 	"github.com/outlierd/outlierd/stages/detect"
-	"github.com/outlierd/outlierd/stages/detect/density"
-	"github.com/outlierd/outlierd/stages/detect/quality"
-	"github.com/outlierd/outlierd/stages/ingest/csvfile"
-	"github.com/outlierd/outlierd/stages/ingest/synth"
 )
 
 // dataset is one labelled stream: raw feature columns, optional uncertainty, labels.

@@ -28,7 +28,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/outlierd/outlierd/pipeline/config"
+	"github.com/outlierd/outlierd/internal/core/config"
 )
 
 // SASL mechanisms accepted by SASL.Mechanism (case-insensitive).

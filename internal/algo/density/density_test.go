@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outlierd/outlierd/stages/ingest/synth"
-	"github.com/outlierd/outlierd/stages/microcluster"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 )
 
 // buildModel clusters a synthetic data set and returns its model and the data.

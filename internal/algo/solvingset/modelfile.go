@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/outlierd/outlierd/pipeline/sealed"
+	"github.com/outlierd/outlierd/internal/core/sealed"
 )
 
 // Model file format, version 1 (all integers and floats little-endian):

@@ -1,9 +1,9 @@
-// Package window keeps the most recent W records of the stream, column-major, as a ring
+// Package microcluster is the window stage: it keeps the most recent W records of the stream, column-major, as a ring
 // buffer. It is the data the model is rebuilt from; Push can report the records it evicts,
 // for summaries that subtract their contribution (counts kept over the window).
 //
 // A Window is owned by one goroutine (the detect stage's); it has no locks.
-package window
+package microcluster
 
 import "fmt"
 

@@ -25,7 +25,7 @@ import (
 	"math"
 	"sync"
 
-	"github.com/outlierd/outlierd/stages/microcluster"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
 )
 
 // minVariance floors a kernel variance h^2 + Delta. It is reached only by a dimension in which all

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outlierd/outlierd/pipeline/kafkasec"
+	"github.com/outlierd/outlierd/internal/core/kafkasec"
 )
 
 // TestTLSHandshake runs the TLS handshake of the built kafka.Dialer against an in-process TLS

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/outlierd/outlierd/configs"
+	"github.com/outlierd/outlierd/internal/core/config"
+	"github.com/outlierd/outlierd/internal/core/kafkasec"
 	"github.com/outlierd/outlierd/pipeline"
-	"github.com/outlierd/outlierd/pipeline/config"
-	"github.com/outlierd/outlierd/pipeline/kafkasec"
 	"github.com/outlierd/outlierd/stages/ingest"
 	"github.com/outlierd/outlierd/stages/sink"
 )

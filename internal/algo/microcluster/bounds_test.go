@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/outlierd/outlierd/stages/ingest/synth"
+	"github.com/outlierd/outlierd/internal/datasets/synth"
 )
 
 // gridCols returns n rows of r integer coordinates in [0, side): many rows coincide and many
