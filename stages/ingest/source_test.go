@@ -261,7 +261,7 @@ func testSource(t *testing.T, env kafkaEnv) {
 		if err != nil {
 			t.Fatalf("Next after %d of %d messages: %v", len(seen), len(msgs), err)
 		}
-		if b == nil && len(dls) == 0 {
+		if b == nil && dls.Len() == 0 {
 			t.Fatal("Next returned neither a batch nor dead letters")
 		}
 		var rows [][2]int64
@@ -273,7 +273,7 @@ func testSource(t *testing.T, env kafkaEnv) {
 				t.Fatal(err)
 			}
 		}
-		for _, d := range dls {
+		for _, d := range dls.All() {
 			co := [2]int64{int64(d.Partition), d.Offset}
 			m, ok := byOffset[co]
 			if !ok || m.reason == "" {
@@ -597,8 +597,8 @@ func TestSourceBatchEdges(t *testing.T) {
 	var times []int64
 	for rows < 2 {
 		b, dls, err := src.Next(ctx)
-		if err != nil || len(dls) != 0 || b == nil {
-			t.Fatalf("Next: batch %v, %d dead letters, err %v", b, len(dls), err)
+		if err != nil || dls.Len() != 0 || b == nil {
+			t.Fatalf("Next: batch %v, %d dead letters, err %v", b, dls.Len(), err)
 		}
 		k := b.Record.Column(4).(*array.Binary)
 		ts := b.Record.Column(5).(*array.Timestamp)
@@ -620,7 +620,7 @@ func TestSourceBatchEdges(t *testing.T) {
 		if err != nil || b != nil {
 			t.Fatalf("Next over malformed messages: batch %v, err %v", b, err)
 		}
-		dead = append(dead, dls...)
+		dead = append(dead, dls.All()...)
 	}
 	if dead[0].Reason != "invalid JSON at byte 0: expected a JSON object" || dead[1].Reason != `field "sensor.hum": missing` || dead[1].Partition != 1 || dead[1].Offset != 1 {
 		t.Fatalf("dead letters %+v", dead)
