@@ -291,7 +291,7 @@ func runStage(d *dataset, ws windowSpec, eta float64, n, batchSize int, seed uin
 				v.density[r], v.distance[r], v.eta[r], v.weight[r] = s.DensityOutlier, s.DistanceOutlier, s.EtaProbability, s.Weight
 			}
 			emitted += b.Len()
-			b.Record.Release()
+			b.Release()
 		}
 		return nil
 	}

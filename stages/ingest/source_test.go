@@ -255,6 +255,7 @@ func testSource(t *testing.T, env kafkaEnv) {
 	start := time.Now()
 	seen := map[[2]int64]bool{}
 	var held [][2]int64 // the first batch's records, acknowledged only at the end
+	var heldAck func()   // acks them (through the acks Next attached), then releases
 	batches, dead := 0, 0
 	for len(seen) < len(msgs) {
 		b, dls, err := src.Next(ctx)
@@ -268,8 +269,8 @@ func testSource(t *testing.T, env kafkaEnv) {
 		if b != nil {
 			batches++
 			rows, err = rowsOf(b, byOffset, cfg.BatchSize)
-			b.Record.Release()
 			if err != nil {
+				b.Release()
 				t.Fatal(err)
 			}
 		}
@@ -291,13 +292,12 @@ func testSource(t *testing.T, env kafkaEnv) {
 			}
 			seen[co] = true
 		}
+		ack := func() { b.Ack(); b.Release(); dls.Ack() }
 		if held == nil {
-			held = rows
+			held, heldAck = rows, ack
 			continue
 		}
-		for _, co := range rows {
-			cp.Done(int(co[0]), co[1])
-		}
+		ack()
 	}
 	elapsed := time.Since(start)
 	wantDead := 0
@@ -320,9 +320,7 @@ func testSource(t *testing.T, env kafkaEnv) {
 			t.Fatalf("partition %d committed %d past the unacknowledged offset %d", co[0], got[int(co[0])], co[1])
 		}
 	}
-	for _, co := range held {
-		cp.Done(int(co[0]), co[1])
-	}
+	heldAck()
 	sent, err := src.Commit(ctx)
 	if err != nil {
 		t.Fatalf("Commit: %v", err)
