@@ -255,7 +255,7 @@ func testSource(t *testing.T, env kafkaEnv) {
 	start := time.Now()
 	seen := map[[2]int64]bool{}
 	var held [][2]int64 // the first batch's records, acknowledged only at the end
-	var heldAck func()   // acks them (through the acks Next attached), then releases
+	var heldAck func()  // acks them (through the acks Next attached), then releases
 	batches, dead := 0, 0
 	for len(seen) < len(msgs) {
 		b, dls, err := src.Next(ctx)
