@@ -141,8 +141,9 @@ func (p *Pipeline) Metrics() *metrics.Metrics { return p.metrics }
 // ctx ends, the drain has cfg.Run.ShutdownTimeout; past it the work is abandoned (the hard
 // stop) and is re-read after a restart, since its offsets were never committed.
 //
-// Goroutines, all started and awaited here: fetch (source -> fetched), detect (fetched ->
-// scored), sink (scored -> broker, marks done), commit (a ticker committing done offsets).
+// Goroutines, all started and awaited here: fetch (source -> fetched: batches and dead
+// letters), detect (fetched -> scored), sink (scored -> broker, then the acks: sinkloop.go),
+// commit (a ticker committing the acked offsets).
 func (p *Pipeline) Run(ctx context.Context) error {
 	p.log.Info().Str("flow", p.cfg.summary()).Str("device", p.dev.Name()).Msg("pipeline starting")
 	// work ends on the hard stop or a failure; fetching ends with ctx (the soft stop).
