@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 
@@ -32,12 +31,17 @@ type Stats struct {
 
 // Pipeline is one running instance: a source, the detect stage and a sink.
 type Pipeline struct {
-	cfg   Config
-	log   zerolog.Logger
-	cp    *checkpoint.Checkpointer
-	src   *ingest.Source
+	cfg Config
+	log zerolog.Logger
+	// src, stage and snk are the stages as Run's goroutines see them (stages.go): New sets them
+	// to an ingest.Source, det and a sink.Sink. det is the concrete detect stage, for what only
+	// the wiring touches (roles, live reloads, Detect); reload sets the sink's emit through
+	// emit.
+	src   Source
+	stage Stage
+	snk   Sink
 	det   *detect.Stage
-	snk   *sink.Sink
+	emit  func(string) error
 	dev   *Device // where SolvingSet and k-NN scoring run (cpu or a GPU)
 	stats Stats
 	// metrics are the Prometheus series (pipeline/metrics), fed once per batch, never per
@@ -66,25 +70,31 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 	if err := checkTopics(cfg, log); err != nil { // before the reader joins (topics.go)
 		return nil, err
 	}
-	p := &Pipeline{cfg: cfg, log: log, cp: checkpoint.New(), reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
-	var err error
+	p := &Pipeline{cfg: cfg, log: log, reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
 	in := cfg.Ingest
 	if cfg.Run.Role == "builder" {
 		in.GroupID = BuilderGroup(in.GroupID) // the builder reads every partition
 	}
-	if p.src, err = ingest.NewSource(in, p.cp, memory.DefaultAllocator, log); err != nil {
+	// The source's own checkpointer: its batches' acks mark records done there, and only its
+	// Commit reads it.
+	src, err := ingest.NewSource(in, checkpoint.New(), memory.DefaultAllocator, log)
+	if err != nil {
 		return nil, fmt.Errorf("pipeline: source: %w", err)
 	}
-	if p.snk, err = sink.New(cfg.Sink); err != nil {
+	p.src = src
+	snk, err := sink.New(cfg.Sink)
+	if err != nil {
 		p.src.Close()
 		return nil, fmt.Errorf("pipeline: sink: %w", err)
 	}
+	p.snk, p.emit = snk, snk.SetEmit
 	withSD := cfg.Ingest.Uncertainty != nil
 	if p.det, err = detect.NewStage(cfg.Detect, cfg.Ingest.Features, withSD, log); err != nil {
 		p.src.Close()
 		p.snk.Close()
 		return nil, fmt.Errorf("pipeline: detect: %w", err)
 	}
+	p.stage = p.det
 	p.det.OnModel = func(m *detect.Model) { p.stats.ModelVersion.Store(m.Version) }
 	if err := p.setUpRole(); err != nil {
 		p.src.Close()
@@ -131,8 +141,9 @@ func (p *Pipeline) Metrics() *metrics.Metrics { return p.metrics }
 // ctx ends, the drain has cfg.Run.ShutdownTimeout; past it the work is abandoned (the hard
 // stop) and is re-read after a restart, since its offsets were never committed.
 //
-// Goroutines, all started and awaited here: fetch (source -> fetched), detect (fetched ->
-// scored), sink (scored -> broker, marks done), commit (a ticker committing done offsets).
+// Goroutines, all started and awaited here: fetch (source -> fetched: batches and dead
+// letters), detect (fetched -> scored), sink (scored -> broker, then the acks: sinkloop.go),
+// commit (a ticker committing the acked offsets).
 func (p *Pipeline) Run(ctx context.Context) error {
 	p.log.Info().Str("flow", p.cfg.summary()).Str("device", p.dev.Name()).Msg("pipeline starting")
 	// work ends on the hard stop or a failure; fetching ends with ctx (the soft stop).
@@ -149,8 +160,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	defer stopFetch()
 	context.AfterFunc(work, stopFetch)
 
-	fetched := make(chan *batch.Batch, p.cfg.Run.QueueBatches)
-	scored := make(chan *batch.Batch, p.cfg.Run.QueueBatches)
+	fetched := make(chan item, p.cfg.Run.QueueBatches)
+	scored := make(chan item, p.cfg.Run.QueueBatches)
 	p.metrics.SetQueue("fetched", func() int { return len(fetched) })
 	p.metrics.SetQueue("scored", func() int { return len(scored) })
 	// /readyz says "not ready" from the soft stop on, and once Run has returned.
@@ -161,7 +172,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if err != nil {
 		abandon(err)
 		<-roleDone
-		p.det.Close()
+		p.stage.Close()
 		p.dev.Close()
 		return errors.Join(err, p.src.Close(), p.snk.Close(), p.closeRole())
 	}
@@ -211,8 +222,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		if err := p.sinkLoop(work, scored); err != nil {
 			fail(err)
 		}
-		for b := range scored { // after a failure: release what is left (never acked, re-read later)
-			b.Record.Release()
+		for it := range scored { // after a failure: release what is left (never acked, re-read later)
+			it.release()
 		}
 	}()
 	commitDone := make(chan struct{})
@@ -252,7 +263,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	<-commitDone
 	<-lagDone
 	<-roleDone
-	p.det.Close()
+	p.stage.Close()
 	p.dev.Close()
 	closeErr := errors.Join(p.src.Close(), p.snk.Close(), p.closeRole())
 	if firstErr != nil {
@@ -264,41 +275,33 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return closeErr
 }
 
-// fetchLoop reads batches until ctx ends; dead letters are written (and marked done) here.
-func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- *batch.Batch) error {
+// fetchLoop reads batches until ctx ends and sends them, and the dead letters met on the way,
+// to the detect goroutine; it writes nothing.
+func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- item) error {
 	fetchFailures := 0 // consecutive transient fetch errors (the backoff grows with them)
+	send := func(it item) bool {
+		select {
+		case out <- it: // blocks while the stages downstream are full: backpressure
+			return true
+		case <-work.Done():
+			it.release()
+			return false
+		}
+	}
 	for {
 		start := time.Now()
 		b, dls, err := p.src.Next(ctx)
-		if b != nil || len(dls) > 0 {
+		if b != nil || dls.Len() > 0 {
 			p.metrics.ObserveBatch(metrics.StageFetch, time.Since(start))
 		}
-		if len(dls) > 0 && p.role == detect.RoleBuilder {
-			// The scorers, which read the same messages, write the dead letters.
-			for _, d := range dls {
-				p.cp.Done(d.Partition, d.Offset)
-			}
-		} else if len(dls) > 0 {
-			werr := p.retry(work, writeDeadLetters, func() error { return p.snk.WriteDeadLetters(work, dls) })
-			if werr != nil {
-				if b != nil {
-					b.Record.Release()
-				}
-				return fmt.Errorf("pipeline: dead-letter topic: %w", werr)
-			}
-			for _, d := range dls {
-				p.cp.Done(d.Partition, d.Offset)
-			}
-			p.stats.DeadLetters.Add(int64(len(dls)))
-			p.metrics.AddDeadLetters(len(dls))
+		if dls.Len() > 0 && !send(item{dl: dls}) {
+			b.Release()
+			return nil
 		}
 		if b != nil {
 			p.stats.RecordsIn.Add(int64(b.Len()))
 			p.metrics.AddRecordsIn(b.Len())
-			select {
-			case out <- b: // blocks while the stages downstream are full: backpressure
-			case <-work.Done():
-				b.Record.Release()
+			if !send(item{b: b}) {
 				return nil
 			}
 		}
@@ -321,16 +324,19 @@ func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- *batch.Batch)
 	}
 }
 
-// detectLoop scores every batch; held batches are flushed when the input ends. Live reloads
-// (reload.go) are applied here, between batches, so the stage needs no lock.
-func (p *Pipeline) detectLoop(work context.Context, in <-chan *batch.Batch, out chan<- *batch.Batch) error {
+// detectLoop scores every batch and passes dead letters on; held batches are flushed when the
+// input ends. Live reloads (reload.go) are applied here, between batches, so the stage needs no
+// lock.
+func (p *Pipeline) detectLoop(work context.Context, in <-chan item, out chan<- item) error {
 	defer close(p.detectDone)
 	send := func(bs []*batch.Batch) bool {
-		for _, b := range bs {
+		for i, b := range bs {
 			select {
-			case out <- b:
+			case out <- item{b: b}:
 			case <-work.Done():
-				b.Record.Release()
+				for _, b := range bs[i:] {
+					b.Release()
+				}
 				return false
 			}
 		}
@@ -355,22 +361,31 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan *batch.Batch, out 
 			if !send(ready) {
 				return nil
 			}
-		case b, ok := <-in:
+		case it, ok := <-in:
 			if open = ok; !ok {
 				break
 			}
+			if it.b == nil { // dead letters: straight on to the sink
+				select {
+				case out <- it:
+				case <-work.Done():
+					return nil
+				}
+				continue
+			}
+			b := it.b
 			start := time.Now()
-			ready, err := p.det.Process(work, b)
+			ready, err := p.stage.Process(work, b)
 			p.metrics.ObserveBatch(metrics.StageDetect, time.Since(start))
 			if g := p.dev.GPU(); g != nil {
 				k, up, down := g.Counters()
 				p.metrics.AddGPU(k-gpuSeen.kernel, up-gpuSeen.up, down-gpuSeen.down)
 				gpuSeen.kernel, gpuSeen.up, gpuSeen.down = k, up, down
 			}
-			p.metrics.SetWindow(p.det.Window().Len(), p.det.Window().Cap())
+			p.metrics.SetWindow(p.stage.Window().Len(), p.stage.Window().Cap())
 			p.showModel()
 			if err != nil {
-				b.Record.Release()
+				b.Release()
 				return fmt.Errorf("pipeline: detect: %w", err)
 			}
 			if !send(ready) {
@@ -378,7 +393,7 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan *batch.Batch, out 
 			}
 		}
 	}
-	rest, err := p.det.Flush()
+	rest, err := p.stage.Flush()
 	if err != nil {
 		return fmt.Errorf("pipeline: detect: %w", err)
 	}
@@ -386,38 +401,10 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan *batch.Batch, out 
 	return nil
 }
 
-// builderAckLoop marks a builder's batches done as they leave the detect stage (they are in
-// the window; nothing is written) until in is closed.
-func (p *Pipeline) builderAckLoop(in <-chan *batch.Batch) {
-	for b := range in {
-		p.markDone(b)
-		b.Record.Release()
-	}
-}
-
-// markDone is called by the sink once a batch's outputs are acknowledged.
-func (p *Pipeline) markDone(b *batch.Batch) {
-	rec := b.Record
-	parts := rec.Column(rec.Schema().FieldIndices(batch.ColPartition)[0]).(*array.Int32).Int32Values()
-	offs := rec.Column(rec.Schema().FieldIndices(batch.ColOffset)[0]).(*array.Int64).Int64Values()
-	for i := range parts {
-		p.cp.Done(int(parts[i]), offs[i])
-	}
-	flagged := 0
-	for _, s := range b.Scores {
-		if s.Outlier {
-			flagged++
-		}
-	}
-	p.stats.RecordsOut.Add(int64(len(parts)))
-	p.stats.Flagged.Add(int64(flagged))
-	p.metrics.AddRecordsOut(len(parts), flagged)
-}
-
 // showModel shows the serving model in the metrics when it changed: a build, a snapshot loaded
 // at start, or a reload that took w* from the top weights. One pointer comparison a batch.
 func (p *Pipeline) showModel() {
-	m := p.det.Model()
+	m := p.stage.Model()
 	if m == nil || m == p.shown {
 		return
 	}

@@ -179,7 +179,7 @@ func (r *Reloader) Apply(ctx context.Context, cfg Config) (ReloadResult, error) 
 	}
 	if cfg.Sink.Emit != r.cur.Sink.Emit {
 		// Validated above, so it cannot fail after the detect part applied.
-		if err := r.p.snk.SetEmit(cfg.Sink.Emit); err != nil {
+		if err := r.p.emit(cfg.Sink.Emit); err != nil {
 			return res, fmt.Errorf("pipeline: reload: sink: %w", err)
 		}
 	}

@@ -12,8 +12,6 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 
-	"github.com/outlierd/outlierd/internal/core/batch"
-	"github.com/outlierd/outlierd/pipeline/metrics"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
@@ -164,30 +162,3 @@ const (
 	writeOutputs     = "sink write"
 	writeDeadLetters = "dead-letter write"
 )
-
-// sinkLoop writes every scored batch until in is closed or work ends. A batch whose write
-// fails transiently is written again until it succeeds (retry); only then are its offsets
-// marked done. Every batch taken from in is released here.
-func (p *Pipeline) sinkLoop(work context.Context, in <-chan *batch.Batch) error {
-	for {
-		select {
-		case <-work.Done():
-			return nil
-		case b, ok := <-in:
-			if !ok {
-				return nil
-			}
-			start := time.Now()
-			err := p.retry(work, writeOutputs, func() error { return p.snk.Write(work, b) })
-			if err == nil {
-				// Encoding and producing until acknowledged, retries included.
-				p.metrics.ObserveBatch(metrics.StageSink, time.Since(start))
-				p.markDone(b)
-			}
-			b.Record.Release()
-			if err != nil && work.Err() == nil {
-				return fmt.Errorf("pipeline: sink: %w", err)
-			}
-		}
-	}
-}

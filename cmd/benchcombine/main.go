@@ -291,13 +291,17 @@ func runStage(d *dataset, ws windowSpec, eta float64, n, batchSize int, seed uin
 				v.density[r], v.distance[r], v.eta[r], v.weight[r] = s.DensityOutlier, s.DistanceOutlier, s.EtaProbability, s.Weight
 			}
 			emitted += b.Len()
-			b.Record.Release()
+			b.Release()
 		}
 		return nil
 	}
 	for lo := 0; lo < rows; lo += batchSize {
 		hi := min(lo+batchSize, rows)
-		out, err := st.Process(context.Background(), makeBatch(mem, d, lo, hi))
+		b, err := makeBatch(mem, d, lo, hi)
+		if err != nil {
+			return nil, err
+		}
+		out, err := st.Process(context.Background(), b)
 		if err != nil {
 			return nil, err
 		}
@@ -320,31 +324,29 @@ func runStage(d *dataset, ws windowSpec, eta float64, n, batchSize int, seed uin
 	return v, nil
 }
 
-// makeBatch builds the Arrow record the ingest stage would: one Float32 column per feature,
-// then one per uncertainty.
-func makeBatch(mem memory.Allocator, d *dataset, lo, hi int) *batch.Batch {
-	var fields []arrow.Field
-	var arrs []arrow.Array
-	add := func(name string, vals []float32) {
-		b := array.NewFloat32Builder(mem)
-		b.AppendValues(vals, nil)
-		fields = append(fields, arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Float32})
-		arrs = append(arrs, b.NewArray())
-		b.Release()
-	}
-	for j, f := range d.features {
-		add(f, d.cols[j][lo:hi])
+// makeBatch builds the batch the ingest stage would (batch.Schema): the feature and
+// uncertainty columns, partition 0 and offset = row (the row's identity), no key, time = row ms.
+func makeBatch(mem memory.Allocator, d *dataset, lo, hi int) (*batch.Batch, error) {
+	rb := array.NewRecordBuilder(mem, batch.Schema(d.features, d.sds != nil))
+	defer rb.Release()
+	col := 0
+	for j := range d.features {
+		rb.Field(col).(*array.Float32Builder).AppendValues(d.cols[j][lo:hi], nil)
+		col++
 	}
 	if d.sds != nil {
-		for j, f := range d.features {
-			add(f+batch.UncertaintySuffix, d.sds[j][lo:hi])
+		for j := range d.features {
+			rb.Field(col).(*array.Float32Builder).AppendValues(d.sds[j][lo:hi], nil)
+			col++
 		}
 	}
-	rec := array.NewRecord(arrow.NewSchema(fields, nil), arrs, int64(hi-lo))
-	for _, a := range arrs {
-		a.Release()
+	for i := lo; i < hi; i++ {
+		rb.Field(col).(*array.Int32Builder).Append(0)
+		rb.Field(col + 1).(*array.Int64Builder).Append(int64(i))
+		rb.Field(col + 2).(*array.BinaryBuilder).AppendNull()
+		rb.Field(col + 3).(*array.TimestampBuilder).Append(arrow.Timestamp(i))
 	}
-	return &batch.Batch{Topic: d.name, Features: d.features, Record: rec}
+	return batch.New(d.name, d.features, rb.NewRecord(), nil)
 }
 
 // load1 loads a set in stream order (shuffled with seed), with the asked uncertainty.

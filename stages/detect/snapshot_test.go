@@ -52,21 +52,16 @@ func makeBatch(t testing.TB, mem memory.Allocator, d *synth.Data, lo, hi int, wi
 // new records).
 func makeBatchAt(t testing.TB, mem memory.Allocator, d *synth.Data, lo, hi int, withSD bool, first int64) *batch.Batch {
 	t.Helper()
-	var fields []arrow.Field
 	var cols [][]float32
-	for j, f := range d.Features {
-		fields = append(fields, arrow.Field{Name: f, Type: arrow.PrimitiveTypes.Float32})
+	for j := range d.Features {
 		cols = append(cols, d.Cols[j][lo:hi])
 	}
 	if withSD {
-		for j, f := range d.Features {
-			fields = append(fields, arrow.Field{Name: f + batch.UncertaintySuffix, Type: arrow.PrimitiveTypes.Float32})
+		for j := range d.Features {
 			cols = append(cols, d.SD[j][lo:hi])
 		}
 	}
-	fields = append(fields, arrow.Field{Name: batch.ColPartition, Type: arrow.PrimitiveTypes.Int32},
-		arrow.Field{Name: batch.ColOffset, Type: arrow.PrimitiveTypes.Int64})
-	bld := array.NewRecordBuilder(mem, arrow.NewSchema(fields, nil))
+	bld := array.NewRecordBuilder(mem, batch.Schema(d.Features, withSD))
 	defer bld.Release()
 	for j, c := range cols {
 		bld.Field(j).(*array.Float32Builder).AppendValues(c, nil)
@@ -74,8 +69,14 @@ func makeBatchAt(t testing.TB, mem memory.Allocator, d *synth.Data, lo, hi int, 
 	for i := lo; i < hi; i++ {
 		bld.Field(len(cols)).(*array.Int32Builder).Append(0)
 		bld.Field(len(cols) + 1).(*array.Int64Builder).Append(first + int64(i-lo))
+		bld.Field(len(cols) + 2).(*array.BinaryBuilder).AppendNull()
+		bld.Field(len(cols) + 3).(*array.TimestampBuilder).Append(arrow.Timestamp(i))
 	}
-	return &batch.Batch{Topic: "t", Features: d.Features, Record: bld.NewRecord()}
+	b, err := batch.New("t", d.Features, bld.NewRecord(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // feed pushes rows [lo, hi) of d through s in batches of size and releases what comes out.

@@ -3,10 +3,9 @@ package detect
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
@@ -173,41 +172,23 @@ func (s *Stage) Close() {
 	s.ext.saves.Wait()
 }
 
-// columns returns the batch's feature (and uncertainty) columns as float32 slices, without copying.
+// columns returns the batch's feature (and uncertainty) columns as float32 slices, without
+// copying (batch.New resolved and checked them).
 func (s *Stage) columns(b *batch.Batch) (means, sds [][]float32, err error) {
-	rec := b.Record
+	if !b.Resolved() || !slices.Equal(b.Features, s.features) || (s.withSD && !b.HasUncertainty()) {
+		return nil, nil, fmt.Errorf("detect: batch of features %v (uncertainty %v), want %v (uncertainty %v)", b.Features, b.HasUncertainty(), s.features, s.withSD)
+	}
 	means = make([][]float32, len(s.features))
 	if s.withSD {
 		sds = make([][]float32, len(s.features))
 	}
-	for j, f := range s.features {
-		col, ok := float32Column(rec, f)
-		if !ok {
-			return nil, nil, fmt.Errorf("detect: batch has no Float32 column %q", f)
-		}
-		means[j] = col
+	for j := range s.features {
+		means[j] = b.Feature(j)
 		if s.withSD {
-			sd, ok := float32Column(rec, f+batch.UncertaintySuffix)
-			if !ok {
-				return nil, nil, fmt.Errorf("detect: batch has no Float32 column %q", f+batch.UncertaintySuffix)
-			}
-			sds[j] = sd
+			sds[j] = b.Uncertainty(j)
 		}
 	}
 	return means, sds, nil
-}
-
-// float32Column returns a Float32 column's values by name, sharing the Arrow buffer.
-func float32Column(rec arrow.Record, name string) ([]float32, bool) {
-	idx := rec.Schema().FieldIndices(name)
-	if len(idx) != 1 {
-		return nil, false
-	}
-	col, ok := rec.Column(idx[0]).(*array.Float32)
-	if !ok {
-		return nil, false
-	}
-	return col.Float32Values(), true
 }
 
 // startBuild snapshots the window and builds the next model on a new goroutine.

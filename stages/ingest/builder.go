@@ -11,28 +11,6 @@ import (
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
-// Schema returns the Arrow schema of the batches for these features: one Float32 column per
-// feature, one Float32 "<feature>_sd" per feature when withSD, then _partition (Int32),
-// _offset (Int64), _key (Binary, nullable) and _timestamp (Timestamp ms, UTC).
-func Schema(features []string, withSD bool) *arrow.Schema {
-	fields := make([]arrow.Field, 0, 2*len(features)+4)
-	for _, f := range features {
-		fields = append(fields, arrow.Field{Name: f, Type: arrow.PrimitiveTypes.Float32})
-	}
-	if withSD {
-		for _, f := range features {
-			fields = append(fields, arrow.Field{Name: f + batch.UncertaintySuffix, Type: arrow.PrimitiveTypes.Float32})
-		}
-	}
-	fields = append(fields,
-		arrow.Field{Name: batch.ColPartition, Type: arrow.PrimitiveTypes.Int32},
-		arrow.Field{Name: batch.ColOffset, Type: arrow.PrimitiveTypes.Int64},
-		arrow.Field{Name: batch.ColKey, Type: arrow.BinaryTypes.Binary, Nullable: true},
-		arrow.Field{Name: batch.ColTimestamp, Type: &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"}},
-	)
-	return arrow.NewSchema(fields, nil)
-}
-
 // Builder accumulates decoded records into one batch.Batch at a time. Its buffers come from
 // the injected allocator; Build hands them over to the batch's Record. Not safe for
 // concurrent use.
@@ -62,7 +40,7 @@ func NewBuilder(alloc memory.Allocator, topic string, features []string, withSD 
 		features: append([]string(nil), features...),
 		withSD:   withSD,
 		capacity: max(capacity, 1),
-		rb:       array.NewRecordBuilder(alloc, Schema(features, withSD)),
+		rb:       array.NewRecordBuilder(alloc, batch.Schema(features, withSD)),
 	}
 	i := 0
 	for range features {
@@ -123,11 +101,9 @@ func (b *Builder) Build() *batch.Batch {
 	if b.n == 0 {
 		return nil
 	}
-	out := &batch.Batch{
-		Topic:    b.topic,
-		Features: append([]string(nil), b.features...),
-		Record:   b.rb.NewRecord(),
-		Payloads: b.payloads,
+	out, err := batch.New(b.topic, append([]string(nil), b.features...), b.rb.NewRecord(), b.payloads)
+	if err != nil { // the builder's record is batch.Schema by construction
+		panic(fmt.Sprintf("ingest: builder made a batch outside the contract: %v", err))
 	}
 	b.payloads = make([][]byte, 0, b.capacity)
 	b.n = 0

@@ -84,9 +84,10 @@ type Config struct {
 	// MaxWait is how long a batch stays open after its first record before it is closed short
 	// of BatchSize. Default 100ms. It bounds the latency added by batching at low traffic.
 	MaxWait time.Duration `yaml:"max_wait"`
-	// DeadLetterTopic receives the messages that cannot be decoded (the sink writes them, with
-	// the reason in a header). Optional: when empty, dead letters are logged and dropped. Must
-	// differ from Topic.
+	// DeadLetterTopic is deprecated and read by nothing but validation: the sink writes the dead
+	// letters to sink.dead_letter_topic. Still accepted so that configs that set it keep
+	// loading; when set it must equal sink.dead_letter_topic (pipeline config) and differ from
+	// Topic. Leave it out.
 	DeadLetterTopic string `yaml:"dead_letter_topic"`
 	// FetchMaxBytes is the most bytes one fetch request asks the broker for. Default 10 MiB.
 	// It must exceed the largest message; larger values cost memory per partition fetched.

@@ -32,9 +32,11 @@ const fetchLongPoll = 2 * time.Second
 // commit loop, one fetcher per assigned partition); Close stops all of them and waits for them.
 //
 // Delivery: at least once. Every fetched message (decoded or dead letter) is registered with the
-// Checkpointer; whoever finishes a record (the sink, after the broker acknowledged its output)
-// marks it done, and Commit commits per partition only the offset below which all records are
-// done. After a crash or rebalance, records not committed are read again.
+// Checkpointer, and the batch or dead letters that carry it leave Next with an ack to it
+// (batch.Batch.Ack, batch.DeadLetters.Ack): whoever finishes them (the pipeline's sink loop,
+// after the broker acknowledged the outputs) resolves the ack, which marks the records done, and
+// Commit commits per partition only the offset below which all records are done. Nothing else
+// touches the Checkpointer. After a crash or rebalance, records not committed are read again.
 //
 // Rebalances: kafka-go's Reader re-reads a partition from its committed offset when it is
 // assigned again and has no revocation callback. Next therefore treats an offset at or below
@@ -142,16 +144,17 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 // Next returns the next batch and the dead letters met while filling it. It blocks until at
 // least one message arrives, then collects until Config.BatchSize messages or Config.MaxWait
 // after the first one, whichever comes first. Either the batch (nil when every message was a
-// dead letter) or the dead letters may be empty, not both. The caller owns the batch (and
-// releases its Record); every record and dead letter returned is registered with the
-// Checkpointer, and must be marked done there once processed (a dead letter once written to
-// the dead-letter topic, or logged when there is none).
+// dead letter) or the dead letters (nil when there were none) may be missing, not both. The
+// caller owns both (batch's ownership rule). Every record and dead letter returned is
+// registered with the Checkpointer and carries its ack: Ack once processed (a batch once its
+// outputs were acknowledged, dead letters once written to the dead-letter topic); what is never
+// acked is never committed.
 //
 // When ctx ends, or the fetch fails, after some messages were fetched, Next returns them
 // (with a nil error) and reports the error on the next call; with nothing fetched it returns
 // the error (ctx.Err() or a fetch error; io.EOF wrapped after Close). Not safe for concurrent
 // use with itself; Commit and Close may be called concurrently.
-func (s *Source) Next(ctx context.Context) (*batch.Batch, []batch.DeadLetter, error) {
+func (s *Source) Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters, error) {
 	s.nextMu.Lock()
 	defer s.nextMu.Unlock()
 	if s.builder == nil {
@@ -211,7 +214,15 @@ func (s *Source) Next(ctx context.Context) (*batch.Batch, []batch.DeadLetter, er
 			})
 		}
 	}
-	return s.builder.Build(), dead, nil
+	b := s.builder.Build()
+	if b != nil {
+		b.SetAck(s.cp)
+	}
+	var dls *batch.DeadLetters
+	if len(dead) > 0 {
+		dls = batch.NewDeadLetters(dead, s.cp)
+	}
+	return b, dls, nil
 }
 
 // track registers a fetched message with the checkpointer, handling the re-reads that follow

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
@@ -188,15 +187,10 @@ func rowsOf(b *batch.Batch, byOffset map[[2]int64]itMessage, batchSize int) ([][
 	if b.Len() == 0 || b.Len() > batchSize || len(b.Payloads) != b.Len() {
 		return nil, fmt.Errorf("batch of %d rows (%d payloads), batch size %d", b.Len(), len(b.Payloads), batchSize)
 	}
-	rec := b.Record
-	temp := rec.Column(0).(*array.Float32)
-	hum := rec.Column(1).(*array.Float32)
-	part := rec.Column(2).(*array.Int32)
-	off := rec.Column(3).(*array.Int64)
-	key := rec.Column(4).(*array.Binary)
+	temp, hum, part, off, key := b.Feature(0), b.Feature(1), b.Partitions(), b.Offsets(), b.Keys()
 	var out [][2]int64
 	for r := 0; r < b.Len(); r++ {
-		co := [2]int64{int64(part.Value(r)), off.Value(r)}
+		co := [2]int64{int64(part[r]), off[r]}
 		m, ok := byOffset[co]
 		if !ok {
 			return nil, fmt.Errorf("row %d: partition %d offset %d was never produced", r, co[0], co[1])
@@ -208,8 +202,8 @@ func rowsOf(b *batch.Batch, byOffset map[[2]int64]itMessage, batchSize int) ([][
 		if err := json.Unmarshal(b.Payloads[r], &payload); err != nil || payload.P != m.p || payload.I != m.i {
 			return nil, fmt.Errorf("row %d (p %d, offset %d): payload %s, want p %d i %d", r, co[0], co[1], b.Payloads[r], m.p, m.i)
 		}
-		if temp.Value(r) != float32(m.i)+0.5 || hum.Value(r) != float32(m.p) || string(key.Value(r)) != fmt.Sprintf("k-%d-%d", m.p, m.i) {
-			return nil, fmt.Errorf("row %d: temp %v hum %v key %q for %q", r, temp.Value(r), hum.Value(r), key.Value(r), m.value)
+		if temp[r] != float32(m.i)+0.5 || hum[r] != float32(m.p) || string(key.Value(r)) != fmt.Sprintf("k-%d-%d", m.p, m.i) {
+			return nil, fmt.Errorf("row %d: temp %v hum %v key %q for %q", r, temp[r], hum[r], key.Value(r), m.value)
 		}
 		out = append(out, co)
 	}
@@ -255,25 +249,26 @@ func testSource(t *testing.T, env kafkaEnv) {
 	start := time.Now()
 	seen := map[[2]int64]bool{}
 	var held [][2]int64 // the first batch's records, acknowledged only at the end
+	var heldAck func()  // acks them (through the acks Next attached), then releases
 	batches, dead := 0, 0
 	for len(seen) < len(msgs) {
 		b, dls, err := src.Next(ctx)
 		if err != nil {
 			t.Fatalf("Next after %d of %d messages: %v", len(seen), len(msgs), err)
 		}
-		if b == nil && len(dls) == 0 {
+		if b == nil && dls.Len() == 0 {
 			t.Fatal("Next returned neither a batch nor dead letters")
 		}
 		var rows [][2]int64
 		if b != nil {
 			batches++
 			rows, err = rowsOf(b, byOffset, cfg.BatchSize)
-			b.Record.Release()
 			if err != nil {
+				b.Release()
 				t.Fatal(err)
 			}
 		}
-		for _, d := range dls {
+		for _, d := range dls.All() {
 			co := [2]int64{int64(d.Partition), d.Offset}
 			m, ok := byOffset[co]
 			if !ok || m.reason == "" {
@@ -291,13 +286,12 @@ func testSource(t *testing.T, env kafkaEnv) {
 			}
 			seen[co] = true
 		}
+		ack := func() { b.Ack(); b.Release(); dls.Ack() }
 		if held == nil {
-			held = rows
+			held, heldAck = rows, ack
 			continue
 		}
-		for _, co := range rows {
-			cp.Done(int(co[0]), co[1])
-		}
+		ack()
 	}
 	elapsed := time.Since(start)
 	wantDead := 0
@@ -320,9 +314,7 @@ func testSource(t *testing.T, env kafkaEnv) {
 			t.Fatalf("partition %d committed %d past the unacknowledged offset %d", co[0], got[int(co[0])], co[1])
 		}
 	}
-	for _, co := range held {
-		cp.Done(int(co[0]), co[1])
-	}
+	heldAck()
 	sent, err := src.Commit(ctx)
 	if err != nil {
 		t.Fatalf("Commit: %v", err)
@@ -597,17 +589,16 @@ func TestSourceBatchEdges(t *testing.T) {
 	var times []int64
 	for rows < 2 {
 		b, dls, err := src.Next(ctx)
-		if err != nil || len(dls) != 0 || b == nil {
-			t.Fatalf("Next: batch %v, %d dead letters, err %v", b, len(dls), err)
+		if err != nil || dls.Len() != 0 || b == nil {
+			t.Fatalf("Next: batch %v, %d dead letters, err %v", b, dls.Len(), err)
 		}
-		k := b.Record.Column(4).(*array.Binary)
-		ts := b.Record.Column(5).(*array.Timestamp)
+		k, ts := b.Keys(), b.Timestamps()
 		for r := 0; r < b.Len(); r++ {
 			keys = append(keys, string(k.Value(r)))
 			times = append(times, int64(ts.Value(r)))
 		}
 		rows += b.Len()
-		b.Record.Release()
+		b.Release()
 	}
 	if fmt.Sprint(keys) != "[dev-a 7]" || fmt.Sprint(times) != fmt.Sprint([]int64{tsMS, 1700000000123}) {
 		t.Fatalf("keys %v, times %v", keys, times)
@@ -620,7 +611,7 @@ func TestSourceBatchEdges(t *testing.T) {
 		if err != nil || b != nil {
 			t.Fatalf("Next over malformed messages: batch %v, err %v", b, err)
 		}
-		dead = append(dead, dls...)
+		dead = append(dead, dls.All()...)
 	}
 	if dead[0].Reason != "invalid JSON at byte 0: expected a JSON object" || dead[1].Reason != `field "sensor.hum": missing` || dead[1].Partition != 1 || dead[1].Offset != 1 {
 		t.Fatalf("dead letters %+v", dead)

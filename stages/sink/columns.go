@@ -11,7 +11,8 @@ import (
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
-// columns gives typed access to the columns of a Batch.Record (layout in package batch).
+// columns is the sink's view of a batch's columns (typed and checked by batch.New, never
+// looked up here) and of the emit mode its Write started with.
 type columns struct {
 	rows      int
 	features  []*array.Float32 // row-aligned with Batch.Features
@@ -24,72 +25,24 @@ type columns struct {
 	emit      string // the sink's Emit when this batch's Write started
 }
 
-// batchColumns checks b against the batch contract and returns its columns. A batch that breaks
-// the contract is a bug upstream: it is an error, not a dead letter, so that it cannot be
-// committed past silently.
+// batchColumns checks that b holds to the batch contract (made by batch.New, Payloads and
+// Scores row-aligned) and returns its columns. A batch that breaks the contract is a bug
+// upstream: it is an error, not a dead letter, so that it cannot be committed past silently.
 func batchColumns(b *batch.Batch) (*columns, error) {
-	if b == nil || b.Record == nil {
-		return nil, fmt.Errorf("sink: batch has no record")
+	if !b.Resolved() {
+		return nil, fmt.Errorf("sink: batch has no record made by batch.New")
 	}
-	rec := b.Record
-	c := &columns{rows: int(rec.NumRows())}
+	c := &columns{rows: b.Len(), partition: b.PartitionArray(), offset: b.OffsetArray(), key: b.Keys(), ts: b.Timestamps()}
 	if len(b.Payloads) != c.rows {
 		return nil, fmt.Errorf("sink: batch of topic %q has %d rows but %d payloads", b.Topic, c.rows, len(b.Payloads))
 	}
 	if b.Scores != nil && len(b.Scores) != c.rows {
 		return nil, fmt.Errorf("sink: batch of topic %q has %d rows but %d scores", b.Topic, c.rows, len(b.Scores))
 	}
-	sch := rec.Schema()
-	col := func(name string) (arrow.Array, error) {
-		idx := sch.FieldIndices(name)
-		if len(idx) != 1 {
-			return nil, fmt.Errorf("sink: batch of topic %q: want exactly one column %q, have %d", b.Topic, name, len(idx))
-		}
-		return rec.Column(idx[0]), nil
-	}
-	for _, f := range b.Features {
-		a, err := col(f)
-		if err != nil {
-			return nil, err
-		}
-		fa, ok := a.(*array.Float32)
-		if !ok {
-			return nil, fmt.Errorf("sink: batch of topic %q: feature column %q is %s, want float32", b.Topic, f, a.DataType())
-		}
-		c.features = append(c.features, fa)
-		var sd *array.Float32
-		if idx := sch.FieldIndices(f + batch.UncertaintySuffix); len(idx) == 1 {
-			if sd, ok = rec.Column(idx[0]).(*array.Float32); !ok {
-				return nil, fmt.Errorf("sink: batch of topic %q: uncertainty column %q is not float32", b.Topic, f+batch.UncertaintySuffix)
-			}
-		}
-		c.sds = append(c.sds, sd)
-	}
-	var ok bool
-	a, err := col(batch.ColPartition)
-	if err != nil {
-		return nil, err
-	}
-	if c.partition, ok = a.(*array.Int32); !ok {
-		return nil, fmt.Errorf("sink: batch of topic %q: %s is %s, want int32", b.Topic, batch.ColPartition, a.DataType())
-	}
-	if a, err = col(batch.ColOffset); err != nil {
-		return nil, err
-	}
-	if c.offset, ok = a.(*array.Int64); !ok {
-		return nil, fmt.Errorf("sink: batch of topic %q: %s is %s, want int64", b.Topic, batch.ColOffset, a.DataType())
-	}
-	if a, err = col(batch.ColKey); err != nil {
-		return nil, err
-	}
-	if c.key, ok = a.(*array.Binary); !ok {
-		return nil, fmt.Errorf("sink: batch of topic %q: %s is %s, want binary", b.Topic, batch.ColKey, a.DataType())
-	}
-	if a, err = col(batch.ColTimestamp); err != nil {
-		return nil, err
-	}
-	if c.ts, ok = a.(*array.Timestamp); !ok {
-		return nil, fmt.Errorf("sink: batch of topic %q: %s is %s, want timestamp", b.Topic, batch.ColTimestamp, a.DataType())
+	c.features = make([]*array.Float32, len(b.Features))
+	c.sds = make([]*array.Float32, len(b.Features))
+	for j := range b.Features {
+		c.features[j], c.sds[j] = b.FeatureArray(j), b.UncertaintyArray(j)
 	}
 	c.tsUnit = c.ts.DataType().(*arrow.TimestampType).Unit
 	return c, nil

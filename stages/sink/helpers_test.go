@@ -36,24 +36,10 @@ type row struct {
 // scored=false leaves Scores nil (a batch before the first model).
 func newBatch(t testing.TB, mem memory.Allocator, topic string, features []string, withSD, scored bool, rows []row) *batch.Batch {
 	t.Helper()
-	var fields []arrow.Field
-	for _, f := range features {
-		fields = append(fields, arrow.Field{Name: f, Type: arrow.PrimitiveTypes.Float32})
-	}
-	if withSD {
-		for _, f := range features {
-			fields = append(fields, arrow.Field{Name: f + batch.UncertaintySuffix, Type: arrow.PrimitiveTypes.Float32})
-		}
-	}
-	fields = append(fields,
-		arrow.Field{Name: batch.ColPartition, Type: arrow.PrimitiveTypes.Int32},
-		arrow.Field{Name: batch.ColOffset, Type: arrow.PrimitiveTypes.Int64},
-		arrow.Field{Name: batch.ColKey, Type: arrow.BinaryTypes.Binary, Nullable: true},
-		arrow.Field{Name: batch.ColTimestamp, Type: &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"}},
-	)
-	rb := array.NewRecordBuilder(mem, arrow.NewSchema(fields, nil))
+	rb := array.NewRecordBuilder(mem, batch.Schema(features, withSD))
 	defer rb.Release()
-	b := &batch.Batch{Topic: topic, Features: features}
+	var payloads [][]byte
+	var scores []batch.Score
 	d := len(features)
 	for _, r := range rows {
 		for j := 0; j < d; j++ {
@@ -74,12 +60,16 @@ func newBatch(t testing.TB, mem memory.Allocator, topic string, features []strin
 			rb.Field(col + 2).(*array.BinaryBuilder).Append(r.key)
 		}
 		rb.Field(col + 3).(*array.TimestampBuilder).Append(arrow.Timestamp(r.ts.UnixMilli()))
-		b.Payloads = append(b.Payloads, r.payload)
+		payloads = append(payloads, r.payload)
 		if scored {
-			b.Scores = append(b.Scores, r.score)
+			scores = append(scores, r.score)
 		}
 	}
-	b.Record = rb.NewRecord()
+	b, err := batch.New(topic, features, rb.NewRecord(), payloads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Scores = scores
 	return b
 }
 

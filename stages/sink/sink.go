@@ -3,8 +3,10 @@
 // messages that could not be decoded, outputs too large to write) to a dead-letter topic.
 //
 // Delivery is at-least-once. Write and WriteDeadLetters return nil only after the broker
-// acknowledged every message with acks=all; only then may the caller mark the batch's input
-// offsets done. A failed or cancelled write may still have written some messages, and a retried
+// acknowledged every message with acks=all; only then may the caller resolve the batch's ack
+// (batch.Batch.Ack, batch.DeadLetters.Ack), which lets the source commit the input offsets.
+// The sink neither acks nor releases a batch: its caller, the pipeline's sink loop, is the
+// batch's last owner (the ownership rule of package batch). A failed or cancelled write may still have written some messages, and a retried
 // produce request may duplicate messages (kafka-go has no idempotent producer), so every message
 // carries a deterministic id (header outlierd-id) for consumers to de-duplicate. An Arrow
 // message's id is its offset range, which changes when a re-read batch has other boundaries:
@@ -150,9 +152,10 @@ func (s *Sink) Stats() Stats {
 // It returns nil only after the broker acknowledged all of them (acks=all); the caller may then
 // mark b's offsets done. A batch with nothing to emit returns nil at once.
 //
-// Write neither keeps nor releases b: the caller still owns it (and releases b.Record after
-// marking the offsets; Run does both). A batch that breaks the batch contract (columns missing,
-// Payloads or Scores not row-aligned) is an error. On error nothing may be assumed about which
+// Write neither keeps, acks nor releases b: the caller still owns it, and after a nil return
+// calls b.Ack, then b.Release (batch's ownership rule; the pipeline's sink loop does both). A
+// batch that breaks the batch contract (not made by batch.New, Payloads or Scores not
+// row-aligned) is an error. On error nothing may be assumed about which
 // messages were written: retrying the whole batch is safe (consumers de-duplicate by id).
 func (s *Sink) Write(ctx context.Context, b *batch.Batch) error {
 	c, err := batchColumns(b)
@@ -319,8 +322,8 @@ func (s *Sink) arrowMessages(b *batch.Batch, c *columns) ([]kafka.Message, []bat
 
 // WriteDeadLetters writes dls to the dead-letter topic: value = the original message, key = the
 // original key, headers outlierd-error, outlierd-source and outlierd-time. It returns nil only
-// after the broker acknowledged all of them (acks=all); the caller may then mark their offsets
-// done.
+// after the broker acknowledged all of them (acks=all); the caller may then Ack them
+// (batch.DeadLetters.Ack).
 func (s *Sink) WriteDeadLetters(ctx context.Context, dls []batch.DeadLetter) error {
 	if len(dls) == 0 {
 		return nil
@@ -429,34 +432,6 @@ func writerRetries(err error) bool {
 	}
 	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-}
-
-// Run writes every batch from in until in is closed (then it returns nil) or ctx is done. After
-// a batch's Write succeeds it calls done(b) (where the caller marks b's offsets for commit), then
-// releases b.Record. On a Write error it releases the batch, does not call done (so its offsets
-// are never committed and the batch is re-read after a restart) and returns the error.
-func (s *Sink) Run(ctx context.Context, in <-chan *batch.Batch, done func(*batch.Batch)) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case b, ok := <-in:
-			if !ok {
-				return nil
-			}
-			err := s.Write(ctx, b)
-			if err == nil && done != nil {
-				done(b)
-			}
-			if b != nil && b.Record != nil {
-				b.Record.Release()
-				b.Record = nil
-			}
-			if err != nil {
-				return err
-			}
-		}
-	}
 }
 
 // Close flushes and closes the writer. Writes after Close fail.

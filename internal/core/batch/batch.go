@@ -1,13 +1,18 @@
-// Package batch holds the contract types that flow between the stages of the pipeline:
-// a Batch travels source -> microcluster -> detect -> sink, and a DeadLetter goes from the
-// source straight to the sink's dead-letter topic.
+// Package batch holds the contract that flows between the stages of the pipeline: a Batch
+// travels source -> detect -> sink, carrying its records (an Arrow record of the one Schema),
+// their scores and the ack that tells the source they are done; DeadLetters go from the source
+// to the sink's dead-letter topic with an ack of their own.
 //
-// Ownership: a Batch has exactly one owner at a time, the stage that holds it. A stage hands
-// it on over a channel and must not touch it afterwards. The sink releases Record after the
-// broker acknowledged the batch's outputs and the offsets were marked done.
+// Ownership, the one rule: a Batch has exactly one owner at a time, the goroutine holding it; it
+// hands the batch on over a channel and does not touch it afterwards. The last owner calls
+// Release: the sink loop (or the builder role's ack loop) after Ack, once the broker
+// acknowledged the batch's outputs; any owner that drops a batch instead (a failure, the hard
+// stop, batches held for a first model that never came) releases it without Ack, so its records
+// are never committed and are read again after a restart (at-least-once).
 package batch
 
 import (
+	"fmt"
 	"hash/fnv"
 	"time"
 
@@ -26,15 +31,45 @@ const (
 // UncertaintySuffix names the uncertainty column of a feature: "<feature>_sd".
 const UncertaintySuffix = "_sd"
 
-// Batch is the unit of work of the pipeline.
+// Schema is the Arrow schema of every batch of these features, the one definition that the
+// source builds and every stage reads: one Float32 column per feature (named as the feature),
+// one Float32 "<feature>_sd" per feature when withSD, then _partition (Int32), _offset (Int64),
+// _key (Binary, nullable) and _timestamp (Timestamp ms, UTC).
+func Schema(features []string, withSD bool) *arrow.Schema {
+	fields := make([]arrow.Field, 0, 2*len(features)+4)
+	for _, f := range features {
+		fields = append(fields, arrow.Field{Name: f, Type: arrow.PrimitiveTypes.Float32})
+	}
+	if withSD {
+		for _, f := range features {
+			fields = append(fields, arrow.Field{Name: f + UncertaintySuffix, Type: arrow.PrimitiveTypes.Float32})
+		}
+	}
+	fields = append(fields,
+		arrow.Field{Name: ColPartition, Type: arrow.PrimitiveTypes.Int32},
+		arrow.Field{Name: ColOffset, Type: arrow.PrimitiveTypes.Int64},
+		arrow.Field{Name: ColKey, Type: arrow.BinaryTypes.Binary, Nullable: true},
+		arrow.Field{Name: ColTimestamp, Type: TimestampType},
+	)
+	return arrow.NewSchema(fields, nil)
+}
+
+// TimestampType is the type of the _timestamp column: milliseconds, UTC.
+var TimestampType = &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"}
+
+// Acker is told which source records are done; the source's checkpoint.Checkpointer is one.
+type Acker interface {
+	Done(partition int, offset int64) bool
+}
+
+// Batch is the unit of work of the pipeline. Make it with New (the columns are checked and
+// resolved there, once); the accessors of a Batch not made by New return nil.
 type Batch struct {
 	// Topic is the source topic of every record in the batch.
 	Topic string
 	// Features are the feature names, in the column order of the Float32 feature columns.
 	Features []string
-	// Record holds one Float32 column per feature (named as the feature), one Float32 column
-	// per uncertainty ("<feature>_sd", present only when uncertainty is configured), then the
-	// source coordinates _partition, _offset, _key and _timestamp.
+	// Record holds the columns of Schema(Features, withSD).
 	Record arrow.Record
 	// Payloads are the original message values, row-aligned with Record.
 	Payloads [][]byte
@@ -42,6 +77,60 @@ type Batch struct {
 	Scores []Score
 	// ModelVersion is the version of the model that scored the batch (0 = none yet).
 	ModelVersion uint64
+
+	cols *columns // resolved by New; nil after Release
+	ack  Acker    // set by the source (SetAck); nil once Ack ran
+}
+
+// columns are Record's columns, typed.
+type columns struct {
+	features, sds []*array.Float32 // sds nil without uncertainty columns
+	partition     *array.Int32
+	offset        *array.Int64
+	key           *array.Binary
+	ts            *array.Timestamp
+}
+
+// New makes a batch of rec, whose columns must be Schema(features, withSD) for either withSD
+// (names, order and types; an error names the first column that differs). payloads are the
+// original message values, one per row, or nil (a batch that never reaches the sink). The
+// batch owns rec from here (see the package doc).
+func New(topic string, features []string, rec arrow.Record, payloads [][]byte) (*Batch, error) {
+	if rec == nil {
+		return nil, fmt.Errorf("batch: topic %q: no record", topic)
+	}
+	d, n := len(features), int(rec.NumCols())
+	withSD := n == 2*d+4
+	if n != d+4 && !withSD {
+		return nil, fmt.Errorf("batch: topic %q: %d columns, want %d or %d (features %v, then the uncertainties when configured, then %s, %s, %s, %s)",
+			topic, n, d+4, 2*d+4, features, ColPartition, ColOffset, ColKey, ColTimestamp)
+	}
+	if payloads != nil && len(payloads) != int(rec.NumRows()) {
+		return nil, fmt.Errorf("batch: topic %q: %d rows but %d payloads", topic, rec.NumRows(), len(payloads))
+	}
+	want := Schema(features, withSD)
+	for i, f := range want.Fields() {
+		got := rec.Schema().Field(i)
+		if got.Name != f.Name || !arrow.TypeEqual(got.Type, f.Type) {
+			return nil, fmt.Errorf("batch: topic %q: column %d is %q (%s), want %q (%s)", topic, i, got.Name, got.Type, f.Name, f.Type)
+		}
+	}
+	c := &columns{features: make([]*array.Float32, d)}
+	for j := range d {
+		c.features[j] = rec.Column(j).(*array.Float32)
+	}
+	if withSD {
+		c.sds = make([]*array.Float32, d)
+		for j := range d {
+			c.sds[j] = rec.Column(d + j).(*array.Float32)
+		}
+	}
+	at := n - 4
+	c.partition = rec.Column(at).(*array.Int32)
+	c.offset = rec.Column(at + 1).(*array.Int64)
+	c.key = rec.Column(at + 2).(*array.Binary)
+	c.ts = rec.Column(at + 3).(*array.Timestamp)
+	return &Batch{Topic: topic, Features: features, Record: rec, Payloads: payloads, cols: c}, nil
 }
 
 // Len is the number of records in the batch.
@@ -52,26 +141,169 @@ func (b *Batch) Len() int {
 	return int(b.Record.NumRows())
 }
 
-// Partitions are the records' source partitions (the _partition column), sharing the Arrow
-// buffer; nil when the record has no such column.
-func (b *Batch) Partitions() []int32 {
-	if idx := b.Record.Schema().FieldIndices(ColPartition); len(idx) == 1 {
-		if c, ok := b.Record.Column(idx[0]).(*array.Int32); ok {
-			return c.Int32Values()
-		}
+// Resolved reports whether b was made by New and not released: its accessors are valid.
+func (b *Batch) Resolved() bool { return b != nil && b.cols != nil }
+
+// Feature is feature column j's values, sharing the Arrow buffer.
+func (b *Batch) Feature(j int) []float32 {
+	if b.cols == nil {
+		return nil
 	}
-	return nil
+	return b.cols.features[j].Float32Values()
 }
 
-// Offsets are the records' source offsets (the _offset column), sharing the Arrow buffer; nil
-// when the record has no such column.
-func (b *Batch) Offsets() []int64 {
-	if idx := b.Record.Schema().FieldIndices(ColOffset); len(idx) == 1 {
-		if c, ok := b.Record.Column(idx[0]).(*array.Int64); ok {
-			return c.Int64Values()
-		}
+// FeatureArray is feature column j as an Arrow array (with its validity, for writers that keep
+// nulls).
+func (b *Batch) FeatureArray(j int) *array.Float32 {
+	if b.cols == nil {
+		return nil
 	}
-	return nil
+	return b.cols.features[j]
+}
+
+// HasUncertainty reports whether the batch has the "<feature>_sd" columns.
+func (b *Batch) HasUncertainty() bool { return b.cols != nil && b.cols.sds != nil }
+
+// Uncertainty is feature j's uncertainty column's values, sharing the Arrow buffer; nil without
+// uncertainty columns.
+func (b *Batch) Uncertainty(j int) []float32 {
+	if !b.HasUncertainty() {
+		return nil
+	}
+	return b.cols.sds[j].Float32Values()
+}
+
+// UncertaintyArray is feature j's uncertainty column as an Arrow array; nil without.
+func (b *Batch) UncertaintyArray(j int) *array.Float32 {
+	if !b.HasUncertainty() {
+		return nil
+	}
+	return b.cols.sds[j]
+}
+
+// Partitions are the records' source partitions (_partition), sharing the Arrow buffer.
+func (b *Batch) Partitions() []int32 {
+	if b.cols == nil {
+		return nil
+	}
+	return b.cols.partition.Int32Values()
+}
+
+// Offsets are the records' source offsets (_offset), sharing the Arrow buffer.
+func (b *Batch) Offsets() []int64 {
+	if b.cols == nil {
+		return nil
+	}
+	return b.cols.offset.Int64Values()
+}
+
+// PartitionArray is the _partition column as an Arrow array.
+func (b *Batch) PartitionArray() *array.Int32 {
+	if b.cols == nil {
+		return nil
+	}
+	return b.cols.partition
+}
+
+// OffsetArray is the _offset column as an Arrow array.
+func (b *Batch) OffsetArray() *array.Int64 {
+	if b.cols == nil {
+		return nil
+	}
+	return b.cols.offset
+}
+
+// Keys is the _key column (null where the message had no key).
+func (b *Batch) Keys() *array.Binary {
+	if b.cols == nil {
+		return nil
+	}
+	return b.cols.key
+}
+
+// Timestamps is the _timestamp column (milliseconds, UTC).
+func (b *Batch) Timestamps() *array.Timestamp {
+	if b.cols == nil {
+		return nil
+	}
+	return b.cols.ts
+}
+
+// Time is record i's timestamp, and false when it is null.
+func (b *Batch) Time(i int) (time.Time, bool) {
+	if b.cols == nil || b.cols.ts.IsNull(i) {
+		return time.Time{}, false
+	}
+	return b.cols.ts.Value(i).ToTime(arrow.Millisecond).UTC(), true
+}
+
+// SetAck is called by the source that made b: Ack then marks b's records done in a.
+func (b *Batch) SetAck(a Acker) { b.ack = a }
+
+// Ack marks every record of b done at its source, so that their offsets may be committed. The
+// sink loop calls it once the broker acknowledged b's outputs (the builder role's ack loop once
+// b is in the window: it writes nothing), before Release; nothing else does. Later calls do
+// nothing.
+func (b *Batch) Ack() {
+	if b == nil || b.ack == nil {
+		return
+	}
+	parts, offs := b.Partitions(), b.Offsets()
+	for i := range parts {
+		b.ack.Done(int(parts[i]), offs[i])
+	}
+	b.ack = nil
+}
+
+// Release frees b's Arrow record (see the package doc for who calls it); the accessors return
+// nil afterwards. Safe on a nil batch and more than once.
+func (b *Batch) Release() {
+	if b == nil || b.Record == nil {
+		return
+	}
+	b.Record.Release()
+	b.Record, b.cols = nil, nil
+}
+
+// DeadLetters are the messages the source could not decode while filling one batch, with the
+// ack that marks them done at their source. The sink loop writes them to the dead-letter topic
+// and calls Ack once the broker acknowledged them (the builder role, which writes nothing, calls
+// Ack at once: the scorers write them).
+type DeadLetters struct {
+	Letters []DeadLetter
+	ack     Acker
+}
+
+// NewDeadLetters is called by the source: Ack marks letters done in a (nil: nowhere).
+func NewDeadLetters(letters []DeadLetter, a Acker) *DeadLetters {
+	return &DeadLetters{Letters: letters, ack: a}
+}
+
+// All are the dead letters (nil on a nil DeadLetters).
+func (d *DeadLetters) All() []DeadLetter {
+	if d == nil {
+		return nil
+	}
+	return d.Letters
+}
+
+// Len is the number of dead letters.
+func (d *DeadLetters) Len() int {
+	if d == nil {
+		return 0
+	}
+	return len(d.Letters)
+}
+
+// Ack marks every dead letter done at its source; later calls do nothing.
+func (d *DeadLetters) Ack() {
+	if d == nil || d.ack == nil {
+		return
+	}
+	for _, l := range d.Letters {
+		d.ack.Done(l.Partition, l.Offset)
+	}
+	d.ack = nil
 }
 
 // TopicHash is a topic's hash, computed once for every record of a batch (StreamIndex).

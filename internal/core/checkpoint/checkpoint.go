@@ -9,7 +9,8 @@
 // bookkeeping only; committing is the source's job.
 //
 // One Checkpointer serves one topic. All methods are safe for concurrent use: the source
-// registers from its fetch goroutine while sinks mark records done from theirs.
+// registers from its fetch goroutine while the acks of its batches (batch.Batch.Ack) mark
+// records done from the sink goroutine.
 package checkpoint
 
 import (

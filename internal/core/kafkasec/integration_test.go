@@ -190,8 +190,8 @@ func testSecureFlow(t *testing.T, b secureBroker, v variant) {
 		if err != nil {
 			t.Fatalf("source next after %d records: %v", len(seen), err)
 		}
-		if len(dls) > 0 {
-			t.Fatalf("dead letters: %+v", dls)
+		if dls.Len() > 0 {
+			t.Fatalf("dead letters: %+v", dls.All())
 		}
 		if bt == nil {
 			continue
@@ -208,12 +208,8 @@ func testSecureFlow(t *testing.T, b secureBroker, v variant) {
 		if err := snk.Write(ctx, bt); err != nil {
 			t.Fatalf("sink write: %v", err)
 		}
-		offs := bt.Record.Column(bt.Record.Schema().FieldIndices(batch.ColOffset)[0]).(interface{ Value(int) int64 })
-		parts := bt.Record.Column(bt.Record.Schema().FieldIndices(batch.ColPartition)[0]).(interface{ Value(int) int32 })
-		for i := 0; i < bt.Len(); i++ {
-			cp.Done(int(parts.Value(i)), offs.Value(i))
-		}
-		bt.Record.Release()
+		bt.Ack()
+		bt.Release()
 	}
 	committed, err := src.Commit(ctx)
 	if err != nil {

@@ -1,0 +1,437 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/checkpoint"
+	"github.com/outlierd/outlierd/pipeline/metrics"
+	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/microcluster"
+)
+
+// The drain, the commit and the retries of Run, with fakes of Source, Stage and Sink
+// (stages.go): no Kafka. The fake source registers its records with a real Checkpointer, as
+// ingest.Source does, and records every ack; its Commit records what would be committed.
+
+// loopCoord is a record's (partition, offset).
+type loopCoord [2]int64
+
+// step is one Next of the fake source: n records of partition part from offset first, then d
+// dead letters at the offsets after them.
+type step struct {
+	part     int
+	first    int64
+	n, d     int
+	deadOnly bool // no records, only the d dead letters
+}
+
+// recordingAcker is the source's Checkpointer, counting every ack.
+type recordingAcker struct {
+	cp    *checkpoint.Checkpointer
+	mu    sync.Mutex
+	acked map[loopCoord]int
+}
+
+func (a *recordingAcker) Done(partition int, offset int64) bool {
+	a.mu.Lock()
+	a.acked[loopCoord{int64(partition), offset}]++
+	a.mu.Unlock()
+	return a.cp.Done(partition, offset)
+}
+
+type fakeSource struct {
+	t       *testing.T
+	mem     memory.Allocator
+	ack     *recordingAcker
+	mu      sync.Mutex
+	plan    []step
+	fetched []loopCoord // every record and dead letter handed out
+	commits []map[int]int64
+	drained chan struct{} // closed once the plan is handed out
+}
+
+func newFakeSource(t *testing.T, mem memory.Allocator, plan []step) *fakeSource {
+	return &fakeSource{t: t, mem: mem, plan: plan, drained: make(chan struct{}),
+		ack: &recordingAcker{cp: checkpoint.New(), acked: map[loopCoord]int{}}}
+}
+
+func (s *fakeSource) Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters, error) {
+	s.mu.Lock()
+	if len(s.plan) == 0 {
+		s.mu.Unlock()
+		select {
+		case <-s.drained:
+		default:
+			close(s.drained)
+		}
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	}
+	st := s.plan[0]
+	s.plan = s.plan[1:]
+	defer s.mu.Unlock()
+	var b *batch.Batch
+	if !st.deadOnly {
+		rb := array.NewRecordBuilder(s.mem, batch.Schema([]string{"x"}, false))
+		defer rb.Release()
+		payloads := make([][]byte, st.n)
+		for i := range st.n {
+			off := st.first + int64(i)
+			rb.Field(0).(*array.Float32Builder).Append(float32(off))
+			rb.Field(1).(*array.Int32Builder).Append(int32(st.part))
+			rb.Field(2).(*array.Int64Builder).Append(off)
+			rb.Field(3).(*array.BinaryBuilder).AppendNull()
+			rb.Field(4).(*array.TimestampBuilder).Append(arrow.Timestamp(off))
+			payloads[i] = []byte("{}")
+			s.register(st.part, off)
+		}
+		var err error
+		if b, err = batch.New("in", []string{"x"}, rb.NewRecord(), payloads); err != nil {
+			s.t.Fatal(err)
+		}
+		b.SetAck(s.ack)
+	}
+	var dls *batch.DeadLetters
+	if st.d > 0 {
+		var letters []batch.DeadLetter
+		for i := range st.d {
+			off := st.first + int64(st.n+i)
+			letters = append(letters, batch.DeadLetter{Topic: "in", Partition: st.part, Offset: off, Reason: "test"})
+			s.register(st.part, off)
+		}
+		dls = batch.NewDeadLetters(letters, s.ack)
+	}
+	return b, dls, nil
+}
+
+func (s *fakeSource) register(part int, off int64) {
+	if err := s.ack.cp.Register(part, off); err != nil {
+		s.t.Error(err)
+	}
+	s.fetched = append(s.fetched, loopCoord{int64(part), off})
+}
+
+func (s *fakeSource) Commit(context.Context) (map[int]int64, error) {
+	c := s.ack.cp.Committable()
+	s.mu.Lock()
+	s.commits = append(s.commits, c)
+	s.mu.Unlock()
+	return c, nil
+}
+
+func (s *fakeSource) Close() error { return nil }
+
+// lastCommit is the last commit's map (nil without any).
+func (s *fakeSource) lastCommit() map[int]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.commits) == 0 {
+		return nil
+	}
+	return s.commits[len(s.commits)-1]
+}
+
+// fakeStage scores every record (Scored, not an outlier) and holds nothing.
+type fakeStage struct{ win *microcluster.Window }
+
+func (f *fakeStage) Process(_ context.Context, b *batch.Batch) ([]*batch.Batch, error) {
+	b.Scores = make([]batch.Score, b.Len())
+	for i := range b.Scores {
+		b.Scores[i].Scored = true
+	}
+	return []*batch.Batch{b}, nil
+}
+func (f *fakeStage) Flush() ([]*batch.Batch, error) { return nil, nil }
+func (f *fakeStage) Model() *detect.Model           { return nil }
+func (f *fakeStage) Window() *microcluster.Window   { return f.win }
+func (f *fakeStage) Close()                         {}
+
+// fakeSink records what it acknowledged; fail, when set, decides each write's outcome (call
+// counts from 1 over both kinds of write).
+type fakeSink struct {
+	t       *testing.T
+	delay   time.Duration
+	fail    func(call int, b *batch.Batch) error
+	mu      sync.Mutex
+	calls   int
+	written map[loopCoord]int // records whose outputs were acknowledged
+	dead    map[loopCoord]int // dead letters acknowledged
+}
+
+func newFakeSink(t *testing.T) *fakeSink {
+	return &fakeSink{t: t, written: map[loopCoord]int{}, dead: map[loopCoord]int{}}
+}
+
+func (s *fakeSink) try(ctx context.Context, b *batch.Batch) error {
+	if s.delay > 0 {
+		select {
+		case <-time.After(s.delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	s.calls++
+	call := s.calls
+	s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail(call, b)
+	}
+	return nil
+}
+
+func (s *fakeSink) Write(ctx context.Context, b *batch.Batch) error {
+	if !b.Resolved() || len(b.Scores) != b.Len() {
+		s.t.Errorf("sink got a batch released or not scored (resolved %v, %d scores, %d rows)", b.Resolved(), len(b.Scores), b.Len())
+	}
+	if err := s.try(ctx, b); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	parts, offs := b.Partitions(), b.Offsets()
+	for i := range parts {
+		s.written[loopCoord{int64(parts[i]), offs[i]}]++
+	}
+	return nil
+}
+
+func (s *fakeSink) WriteDeadLetters(ctx context.Context, dls []batch.DeadLetter) error {
+	if err := s.try(ctx, nil); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range dls {
+		s.dead[loopCoord{int64(d.Partition), d.Offset}]++
+	}
+	return nil
+}
+
+func (s *fakeSink) Close() error { return nil }
+
+// loopPipeline is a Pipeline of the fakes, as New would wire it (role all, CPU). The
+// periodic commit is off (an hour) unless a test sets it: the final commit alone must cover
+// the drain.
+func loopPipeline(t *testing.T, src Source, snk Sink, tweak func(*Config)) *Pipeline {
+	t.Helper()
+	cfg := Default()
+	cfg.Ingest.Topic, cfg.Sink.Topic, cfg.Sink.DeadLetterTopic = "in", "out", "dlq"
+	cfg.Run.QueueBatches, cfg.Run.CommitInterval, cfg.Run.ShutdownTimeout = 2, time.Hour, 5*time.Second
+	cfg.Sink.MaxAttempts = 3
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	win, err := microcluster.New(16, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Pipeline{cfg: cfg, log: zerolog.Nop(), src: src, stage: &fakeStage{win: win}, snk: snk,
+		dev: &Device{name: "cpu"}, metrics: metrics.New(), reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
+}
+
+// runUntilDrained runs p, makes the soft stop once the source handed out its plan, and returns
+// Run's error.
+func runUntilDrained(t *testing.T, p *Pipeline, src *fakeSource) error {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-src.drained:
+		stop()
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatal("the source's plan was not fetched within 20 s")
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return within 20 s of the soft stop")
+		return nil
+	}
+}
+
+// plan8 is 8 batches of 5 records over partitions 0 and 1, with dead letters among them.
+func plan8() []step {
+	var plan []step
+	next := map[int]int64{}
+	for i := range 8 {
+		st := step{part: i % 2, first: next[i%2], n: 5}
+		if i%3 == 0 {
+			st.d = 2
+		}
+		plan = append(plan, st)
+		next[i%2] += int64(st.n + st.d)
+	}
+	plan = append(plan, step{part: 0, first: next[0], d: 3, deadOnly: true})
+	return plan
+}
+
+// TestLoopsDrainAtSoftStop: with a slow sink, batches are still queued when the soft stop
+// comes; every fetched record is scored, written and acked exactly once, every dead letter
+// written by the sink and acked, the final commit covers all of them, and every Arrow record
+// is released.
+func TestLoopsDrainAtSoftStop(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	src := newFakeSource(t, mem, plan8())
+	snk := newFakeSink(t)
+	snk.delay = 20 * time.Millisecond // the soft stop finds batches in the queues
+	p := loopPipeline(t, src, snk, nil)
+	if err := runUntilDrained(t, p, src); err != nil {
+		t.Fatalf("Run after the soft stop: %v", err)
+	}
+	end := map[int]int64{}
+	for _, c := range src.fetched {
+		if snk.written[c]+snk.dead[c] != 1 {
+			t.Errorf("record %v: written %d times, dead-lettered %d times, want once", c, snk.written[c], snk.dead[c])
+		}
+		if src.ack.acked[c] != 1 {
+			t.Errorf("record %v acked %d times, want once", c, src.ack.acked[c])
+		}
+		end[int(c[0])] = max(end[int(c[0])], c[1]+1)
+	}
+	if got := src.lastCommit(); len(got) != len(end) || got[0] != end[0] || got[1] != end[1] {
+		t.Errorf("final commit %v, want %v (everything fetched)", got, end)
+	}
+	if n := p.stats.DeadLetters.Load(); n != int64(len(snk.dead)) || n == 0 {
+		t.Errorf("%d dead letters counted, %d written", n, len(snk.dead))
+	}
+}
+
+// refused is an error the broker answers with (retriable, counted against max_attempts).
+var refused = kafka.NotEnoughReplicas
+
+// unreachableErr is a write that could not reach the broker (retried, never counted).
+var unreachableErr = &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+
+// TestLoopsCommitOnlyAcked: the third batch's write is refused every time; the run ends with
+// that error after sink.max_attempts refusals, and no commit, periodic (every 5 ms) or final,
+// ever passes the first record of that batch: only acked offsets are committed.
+func TestLoopsCommitOnlyAcked(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	plan := []step{{part: 0, first: 0, n: 5}, {part: 0, first: 5, n: 5}, {part: 0, first: 10, n: 5}, {part: 0, first: 15, n: 5}}
+	src := newFakeSource(t, mem, plan)
+	snk := newFakeSink(t)
+	snk.fail = func(_ int, b *batch.Batch) error {
+		if b != nil && b.Offsets()[0] == 10 {
+			return refused
+		}
+		return nil
+	}
+	p := loopPipeline(t, src, snk, func(c *Config) { c.Run.CommitInterval = 5 * time.Millisecond })
+	err := runUntilDrained(t, p, src)
+	if err == nil || !errors.Is(err, kafka.NotEnoughReplicas) || !strings.Contains(err.Error(), "gave up after 3 attempts") {
+		t.Fatalf("Run: %v, want the refusal after 3 attempts (sink.max_attempts)", err)
+	}
+	for _, c := range src.commits {
+		if c[0] > 10 {
+			t.Fatalf("committed partition 0 at %d, past the failed batch at 10 (commits %v)", c[0], src.commits)
+		}
+	}
+	for c, n := range src.ack.acked {
+		if c[1] >= 10 && c[1] < 15 {
+			t.Errorf("record %v of the failed batch acked %d times", c, n)
+		}
+	}
+	if snk.written[loopCoord{0, 10}] != 0 {
+		t.Error("the refused batch counted as written")
+	}
+}
+
+// TestLoopsRetryTransient: writes that cannot reach the broker (any number) and refusals
+// below sink.max_attempts are retried; every record is then written, acked and committed.
+func TestLoopsRetryTransient(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	plan := []step{{part: 0, first: 0, n: 5, d: 1}, {part: 1, first: 0, n: 5}, {part: 0, first: 6, n: 5}}
+	src := newFakeSource(t, mem, plan)
+	snk := newFakeSink(t)
+	// Calls 1-3 fail unreachable (uncounted), 4-5 are refused (2 < max_attempts 3): the first
+	// item (the dead letter) goes through at call 6; then every fifth call is refused once.
+	snk.fail = func(call int, _ *batch.Batch) error {
+		switch {
+		case call <= 3:
+			return unreachableErr
+		case call <= 5:
+			return refused
+		case call%5 == 0:
+			return refused
+		}
+		return nil
+	}
+	p := loopPipeline(t, src, snk, nil)
+	if err := runUntilDrained(t, p, src); err != nil {
+		t.Fatalf("Run: %v, want nil (the failures were transient)", err)
+	}
+	for _, c := range src.fetched {
+		if snk.written[c]+snk.dead[c] != 1 || src.ack.acked[c] != 1 {
+			t.Errorf("record %v: written %d, dead-lettered %d, acked %d times; want once", c, snk.written[c], snk.dead[c], src.ack.acked[c])
+		}
+	}
+	if got := src.lastCommit(); got[0] != 11 || got[1] != 5 {
+		t.Errorf("final commit %v, want map[0:11 1:5]", got)
+	}
+	if snk.calls < 8 {
+		t.Errorf("%d write calls: the failures were not retried", snk.calls)
+	}
+}
+
+// TestLoopsHardStopAbandons: the second batch's write never reaches the broker (retried
+// without end); the soft stop cannot drain it, so past run.shutdown_timeout the hard stop
+// abandons it: Run returns the timeout, the batch is never acked (its offsets stay
+// uncommitted, re-read after a restart) and every record is released.
+func TestLoopsHardStopAbandons(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	plan := []step{{part: 0, first: 0, n: 5}, {part: 0, first: 5, n: 5}, {part: 0, first: 10, n: 5}}
+	src := newFakeSource(t, mem, plan)
+	snk := newFakeSink(t)
+	snk.fail = func(_ int, b *batch.Batch) error {
+		if b == nil || b.Offsets()[0] >= 5 {
+			return unreachableErr
+		}
+		return nil
+	}
+	p := loopPipeline(t, src, snk, func(c *Config) { c.Run.ShutdownTimeout = 300 * time.Millisecond })
+	start := time.Now()
+	err := runUntilDrained(t, p, src)
+	if err == nil || !strings.Contains(err.Error(), "shutdown timeout") {
+		t.Fatalf("Run: %v, want the shutdown timeout", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Run took %v to give up (shutdown timeout 300 ms)", d)
+	}
+	for c, n := range src.ack.acked {
+		if c[1] >= 5 {
+			t.Errorf("abandoned record %v acked %d times", c, n)
+		}
+	}
+	if got := src.ack.cp.Committable(); got[0] != 5 {
+		t.Errorf("committable %v, want partition 0 at 5 (the first batch only)", got)
+	}
+	for _, c := range src.commits {
+		if c[0] > 5 {
+			t.Errorf("committed %v past the acked records", c)
+		}
+	}
+}

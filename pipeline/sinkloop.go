@@ -1,0 +1,93 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/pipeline/metrics"
+)
+
+// The sink goroutine: the last owner of every batch and the only writer of outputs and dead
+// letters. An item is acked (batch.Batch.Ack, batch.DeadLetters.Ack: its offsets may then be
+// committed) only after the broker acknowledged what it wrote, then released; an item whose
+// write failed, or that the hard stop abandoned, is released without its ack, so it is read
+// again after a restart (at-least-once).
+
+// sinkLoop writes every item until in is closed or work ends. A write that fails transiently is
+// tried again until it succeeds (retry.go); only then is the item acked.
+func (p *Pipeline) sinkLoop(work context.Context, in <-chan item) error {
+	for {
+		select {
+		case <-work.Done():
+			return nil
+		case it, ok := <-in:
+			if !ok {
+				return nil
+			}
+			if err := p.sinkItem(work, it); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// sinkItem writes one item, acks it when the broker acknowledged it, and releases it.
+func (p *Pipeline) sinkItem(work context.Context, it item) error {
+	defer it.release()
+	if dl := it.dl; dl != nil {
+		err := p.retry(work, writeDeadLetters, func() error { return p.snk.WriteDeadLetters(work, dl.Letters) })
+		if err != nil {
+			if work.Err() != nil {
+				return nil // the hard stop: abandoned, never acked
+			}
+			return fmt.Errorf("pipeline: dead-letter topic: %w", err)
+		}
+		dl.Ack()
+		p.stats.DeadLetters.Add(int64(dl.Len()))
+		p.metrics.AddDeadLetters(dl.Len())
+		return nil
+	}
+	b := it.b
+	start := time.Now()
+	err := p.retry(work, writeOutputs, func() error { return p.snk.Write(work, b) })
+	if err != nil {
+		if work.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("pipeline: sink: %w", err)
+	}
+	// Encoding and producing until acknowledged, retries included.
+	p.metrics.ObserveBatch(metrics.StageSink, time.Since(start))
+	p.acked(b)
+	return nil
+}
+
+// builderAckLoop is a builder's sink goroutine: it writes nothing, so a batch is done once it
+// is in the window (it left the detect stage) and dead letters at once (the scorers, which read
+// the same messages, write them). It runs until in is closed.
+func (p *Pipeline) builderAckLoop(in <-chan item) {
+	for it := range in {
+		if it.dl != nil {
+			it.dl.Ack()
+		} else {
+			p.acked(it.b)
+		}
+		it.release()
+	}
+}
+
+// acked acks b and counts it.
+func (p *Pipeline) acked(b *batch.Batch) {
+	b.Ack()
+	flagged := 0
+	for _, s := range b.Scores {
+		if s.Outlier {
+			flagged++
+		}
+	}
+	p.stats.RecordsOut.Add(int64(b.Len()))
+	p.stats.Flagged.Add(int64(flagged))
+	p.metrics.AddRecordsOut(b.Len(), flagged)
+}

@@ -1,0 +1,58 @@
+package pipeline
+
+import (
+	"context"
+
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/microcluster"
+)
+
+// The stages as the pipeline's goroutines see them: the loops of Run (fetch, detect, sink,
+// commit) talk to these interfaces only, so that drain, commit and retry are tested with fakes,
+// without Kafka (loops_test.go). ingest.Source, detect.Stage and sink.Sink implement them.
+
+// Source is the input: batches with the acks to their records, dead letters with theirs, and
+// the commit of what was acked (ingest.Source).
+type Source interface {
+	// Next blocks for the next batch and the dead letters met while filling it (either may be
+	// nil, not both, when err is nil).
+	Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters, error)
+	// Commit commits, per partition, the offset below which every record was acked.
+	Commit(ctx context.Context) (map[int]int64, error)
+	Close() error
+}
+
+// Stage is the detect stage as the detect goroutine sees it (detect.Stage).
+type Stage interface {
+	// Process scores b and returns the batches ready to go on (none while held for a model).
+	Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, error)
+	// Flush returns the batches still held, at the end of the input.
+	Flush() ([]*batch.Batch, error)
+	// Model is the model now serving (nil before the first), Window the stage's window: both
+	// for the metrics.
+	Model() *detect.Model
+	Window() *microcluster.Window
+	// Close waits for the stage's own goroutines (a model build, snapshot writes).
+	Close()
+}
+
+// Sink is the output (sink.Sink): both writes return nil only once the broker acknowledged
+// every message (acks=all).
+type Sink interface {
+	Write(ctx context.Context, b *batch.Batch) error
+	WriteDeadLetters(ctx context.Context, dls []batch.DeadLetter) error
+	Close() error
+}
+
+// item is what travels on the pipeline's channels, fetch -> detect -> sink: a batch of
+// records, or the dead letters met while fetching one (exactly one is set). Dead letters pass
+// the detect goroutine untouched, so the sink goroutine is the only writer.
+type item struct {
+	b  *batch.Batch
+	dl *batch.DeadLetters
+}
+
+// release drops the item unwritten (a failure or the hard stop): its records are never acked,
+// so they are read again after a restart.
+func (it item) release() { it.b.Release() }
