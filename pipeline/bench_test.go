@@ -165,10 +165,11 @@ func benchEndToEnd(b *testing.B, br testBroker, n, rate int) {
 		cpu0 := processCPU(b)
 		var installs []time.Time // when each model started serving (written on the detect goroutine, read after Run)
 		r := startPipeline(b, cfg, func(p *Pipeline) {
-			st := p.Detect()
-			prev := st.OnModel
-			st.OnModel = func(m *detect.Model) {
-				prev(m)
+			prev := p.watchModels
+			p.watchModels = func(m *detect.Model) {
+				if prev != nil {
+					prev(m)
+				}
 				installs = append(installs, time.Now())
 			}
 		})

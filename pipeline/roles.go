@@ -47,18 +47,11 @@ func (c *Config) modelTopic() modelTopicConfig {
 
 // setUpRole prepares the builder's publisher or the scorer's follower (New).
 func (p *Pipeline) setUpRole() error {
-	p.role, _ = detect.ParseRole(p.cfg.Run.Role) // validated
-	p.det.SetRole(p.role)
 	var err error
 	switch p.role {
 	case detect.RoleBuilder:
 		if p.pub, err = newModelPublisher(p.cfg.modelTopic(), p.log); err != nil {
 			return err
-		}
-		onModel := p.det.OnModel
-		p.det.OnModel = func(m *detect.Model) {
-			onModel(m)
-			p.pub.Publish(m)
 		}
 		fallthrough // a builder reads the topic to continue its version sequence
 	case detect.RoleScorer:

@@ -513,8 +513,8 @@ func traceModels(p *Pipeline, in *sensorInput) *modelTrace {
 		delete(byPrint, f)
 	}
 	st := p.Detect()
-	prev := st.OnModel
-	st.OnModel = func(m *detect.Model) {
+	prev := p.watchModels
+	p.watchModels = func(m *detect.Model) {
 		if prev != nil {
 			prev(m)
 		}

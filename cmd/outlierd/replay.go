@@ -158,15 +158,16 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer device.Close()
-	st, err := detect.NewStage(dc, features, sds != nil, log)
+	models := 0
+	countModels := func(_ *detect.Model, fresh bool) {
+		if fresh {
+			models++
+		}
+	}
+	st, err := detect.NewStage(dc, features, sds != nil, detect.Deps{Log: log, Accelerator: device.Accelerator(), OnModel: countModels})
 	if err != nil {
 		return err
 	}
-	if a := device.Accelerator(); a != nil {
-		st.SetAccelerator(a)
-	}
-	models := 0
-	st.OnModel = func(*detect.Model) { models++ }
 
 	start := time.Now()
 	scores, err := replayRows(st, features, means, sds, cfg.Ingest.BatchSize)

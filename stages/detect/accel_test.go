@@ -65,9 +65,8 @@ func TestDensityRunsOnTheAccelerator(t *testing.T) {
 	cpu := scoreWith(t, s, mem, d, 2000, 2600)
 
 	f := &fakeAccel{mode: "mark"}
-	s.SetAccelerator(f)
 	var logged bytes.Buffer
-	s.accelRe.log = zerolog.New(&logged)
+	s.deps.Accelerator, s.accelRe = f, &accelReport{log: zerolog.New(&logged)}
 	for _, sc := range scoreWith(t, s, mem, d, 2000, 2600) {
 		if !sc.DensityOutlier || sc.EtaProbability != -1 {
 			t.Fatalf("density verdict %+v did not come from the accelerator", sc)

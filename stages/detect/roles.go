@@ -17,7 +17,7 @@ const (
 	// everything (the default).
 	RoleAll Role = iota
 	// RoleBuilder keeps the window and builds models but scores nothing: Process returns each
-	// batch unscored at once, and the models are published by whoever watches OnModel.
+	// batch unscored at once, and the models are published by whoever watches Deps.OnModel.
 	RoleBuilder
 	// RoleScorer keeps no window and builds nothing: models arrive through InstallModel, and
 	// Process scores with the newest (holding or passing records before the first, as
@@ -42,14 +42,11 @@ func (r Role) String() string {
 	return [...]string{"all", "builder", "scorer"}[r]
 }
 
-// SetRole sets the stage's role; call it before the first Process.
-func (s *Stage) SetRole(r Role) { s.role = r }
-
 // ContinueVersions makes the next model the stage builds version v+1 (a builder that follows
 // another keeps the published sequence going). It has no effect once a model serves.
 func (s *Stage) ContinueVersions(v uint64) {
-	if s.model == nil && v > s.version {
-		s.version = v
+	if s.model == nil && v > s.builds.version {
+		s.builds.version = v
 	}
 }
 
