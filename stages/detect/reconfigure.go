@@ -137,7 +137,7 @@ func (s *Stage) Reconfigure(cfg Config) (Reconfiguration, error) {
 	}
 	s.cfg = cfg
 	if hcChanged {
-		if err := s.resetHypercube(); err != nil { // new grid or detector: counted afresh from the window
+		if err := s.resetFollowers(); err != nil { // new grid or detector: counted afresh from the window
 			return Reconfiguration{}, err
 		}
 	}
@@ -256,5 +256,5 @@ func (s *Stage) resizeWindow(capacity int) error {
 	}
 	s.win = w
 	s.ids = s.ids.resize(capacity)
-	return s.resetHypercube() // the counts follow the window's records
+	return s.resetFollowers() // the counts follow the window's records
 }

@@ -21,7 +21,6 @@ type Stage struct {
 	cfg      Config
 	features []string
 	withSD   bool
-	singles  [][]string // singles[j] = {features[j]}, shared by the scores of 1-D subspaces
 	deps     Deps
 	accelRe  *accelReport // logs the steps deps.Accelerator failed
 
@@ -35,10 +34,15 @@ type Stage struct {
 	builds buildState
 	held   []*batch.Batch // batches waiting for the first model (before_model: hold)
 
-	// The detectors' state between batches and the scoring buffers.
-	scratch scoreScratch
-	hc      hcState  // the hypercube detector's counts (hypercube_stage.go)
-	ext     stageExt // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
+	// The detectors that score (detector.go: the model's, then the hypercube), those of them
+	// that follow the window push by push, the records a push evicted for them, and the
+	// scoring buffers.
+	detectors []Detector
+	followers []Follower
+	evicted   microcluster.Evicted
+	scratch   scoreScratch
+
+	ext stageExt // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
 }
 
 // Deps are what a stage is given at construction besides its configuration.
@@ -84,10 +88,9 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 	}
 	s := &Stage{cfg: cfg, features: features, withSD: withSD, deps: deps, accelRe: &accelReport{log: deps.Log},
 		win: w, ids: newIDRing(cfg.Window), builds: buildState{done: make(chan buildResult, 1), lastBuild: time.Now()}}
-	s.singles = make([][]string, len(features))
-	for j, f := range features {
-		s.singles[j] = []string{f}
-	}
+	hc := &hypercubeDetector{}
+	s.detectors = append(modelDetectors(deps.Accelerator, s.accelRe, features), hc)
+	s.followers = []Follower{hc}
 	if err := s.openSnapshots(); err != nil {
 		return nil, err
 	}
@@ -116,7 +119,7 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 		return nil, err
 	}
 	s.ids.push(b.Topic, b.Partitions(), b.Offsets())
-	if err := s.followWindow(means); err != nil {
+	if err := s.follow(means); err != nil {
 		return nil, err
 	}
 	s.builds.sinceLast += b.Len()
@@ -276,7 +279,7 @@ func (s *Stage) collect(wait bool) {
 // install makes m the serving model.
 func (s *Stage) install(m *Model) error {
 	s.model, s.builds.version = m, m.Version
-	if err := s.resetHypercube(); err != nil { // the counts follow the new normalisation
+	if err := s.resetFollowers(); err != nil { // the counts follow the new normalisation
 		s.deps.Log.Error().Err(err).Msg("hypercube detector off until the next model")
 	}
 	s.deps.Log.Info().Uint64("model_version", m.Version).Int("window", m.WindowRecords).
@@ -292,4 +295,43 @@ func (s *Stage) announce(m *Model, fresh bool) {
 	if s.deps.OnModel != nil && !s.ext.loading {
 		s.deps.OnModel(m, fresh)
 	}
+}
+
+// evictedSink is where Push reports the evicted records: the stage's scratch while a follower
+// follows the window, else nowhere (nil).
+func (s *Stage) evictedSink() *microcluster.Evicted {
+	for _, f := range s.followers {
+		if f.Following() {
+			s.evicted.Reset()
+			return &s.evicted
+		}
+	}
+	return nil
+}
+
+// follow applies one push (the batch's records added, s.evicted removed) to the followers.
+func (s *Stage) follow(added [][]float32) error {
+	var evicted [][]float32
+	if s.evicted.Len() > 0 {
+		evicted = s.evicted.Cols
+	}
+	for _, f := range s.followers {
+		if f.Following() {
+			if err := f.Follow(s.model, added, evicted); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// resetFollowers recounts the followers' state from the window under the serving model and
+// the configuration in force.
+func (s *Stage) resetFollowers() error {
+	for _, f := range s.followers {
+		if err := f.Reset(s.model, &s.cfg, s.win); err != nil {
+			return err
+		}
+	}
+	return nil
 }
