@@ -188,7 +188,7 @@ func measure(w io.Writer, raw *json.Encoder, d *dataset, u string, ws windowSpec
 		}
 		byN[i] = v
 	}
-	rules := []string{detect.CombineAny, detect.CombineAll, detect.CombineDensity, detect.CombineDistance}
+	rules := []detect.Combine{detect.CombineAny, detect.CombineAll, detect.CombineDensity, detect.CombineDistance}
 	flag := make([]bool, d.rows())
 	for i, eta := range etas {
 		for t, n := range ns {
@@ -230,7 +230,7 @@ func measure(w io.Writer, raw *json.Encoder, d *dataset, u string, ws windowSpec
 	return nil
 }
 
-func combine(rule string, dens, dist bool) bool {
+func combine(rule detect.Combine, dens, dist bool) bool {
 	switch rule {
 	case detect.CombineAll:
 		return dens && dist

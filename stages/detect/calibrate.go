@@ -197,18 +197,12 @@ func pick(cols [][]float32, idx []int) [][]float32 {
 	return out
 }
 
-// How score.combine joins the calibrated scores of score.detectors: both.
-const (
-	CombineMean = "mean" // the mean surprisal: a record rare for both detectors ranks first
-	CombineMax  = "max"  // the largest: a record rare for either detector ranks high
-)
-
 // combine is the combined score of raw detector scores (score.detectors, score.combine).
 func (r *Ranker) combine(density, distance float64) float64 {
 	switch r.Params.Detectors {
-	case ScoreDensity:
+	case DetectorsDensity:
 		return r.Density.Surprisal(density)
-	case ScoreDistance:
+	case DetectorsDistance:
 		return r.Distance.Surprisal(distance)
 	}
 	a, b := r.Density.Surprisal(density), r.Distance.Surprisal(distance)

@@ -46,7 +46,7 @@ func (d *densityDetector) Build(m *Model, w *BuildWindow) error {
 	if err != nil {
 		return fmt.Errorf("detect: density model: %w", err)
 	}
-	if mode, _ := density.ParseMode(cfg.Density.Mode); mode != density.Independent {
+	if cfg.Density.Mode != DensityIndependent {
 		m.Density.Bounds() // this mode samples: build the bounds table here, off the scoring path
 	}
 	return nil

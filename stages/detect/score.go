@@ -109,7 +109,7 @@ func decide(cfg *Config, ranked bool, scores []batch.Score) {
 }
 
 // combine applies the configured rule to the two verdicts.
-func combine(rule string, densityOutlier, distanceOutlier bool) bool {
+func combine(rule Combine, densityOutlier, distanceOutlier bool) bool {
 	switch rule {
 	case CombineAll:
 		return densityOutlier && distanceOutlier
@@ -122,11 +122,10 @@ func combine(rule string, densityOutlier, distanceOutlier bool) bool {
 }
 
 func (s *Stage) densityParams() density.Params {
-	mode, _ := density.ParseMode(s.cfg.Density.Mode) // validated with the config
 	// Exact: 1-D subspaces are integrated exactly (no sampling noise, and fast enough for a
 	// stream). Index (set by score) gives each record the stream of its identity.
 	return density.Params{Eta: s.cfg.Density.Eta, Delta: s.cfg.Density.Delta, Samples: s.cfg.Density.Samples,
-		Mode: mode, Seed: s.cfg.Seed, Exact: true}
+		Mode: s.cfg.Density.Mode.Algo(), Seed: s.cfg.Seed, Exact: true}
 }
 
 // streamIndices are the batch's records' density stream indices, from their identity (topic,
