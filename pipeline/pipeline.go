@@ -70,7 +70,7 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 	p := &Pipeline{cfg: cfg, log: log, cp: checkpoint.New(), reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
 	var err error
 	in := cfg.Ingest
-	if cfg.Run.Role == "builder" {
+	if cfg.Run.Role == detect.RoleBuilder {
 		in.GroupID = BuilderGroup(in.GroupID) // the builder reads every partition
 	}
 	if p.src, err = ingest.NewSource(in, p.cp, memory.DefaultAllocator, log); err != nil {
@@ -80,12 +80,12 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 		p.src.Close()
 		return nil, fmt.Errorf("pipeline: sink: %w", err)
 	}
-	if p.dev, err = OpenDevice(cfg.Device, log); err != nil {
+	if p.dev, err = OpenDevice(string(cfg.Device), log); err != nil {
 		p.src.Close()
 		p.snk.Close()
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	p.role, _ = detect.ParseRole(cfg.Run.Role) // validated
+	p.role = cfg.Run.Role
 	deps := detect.Deps{Log: log, Role: p.role, Accelerator: p.dev.Accelerator(), OnModel: p.modelChanged}
 	if p.det, err = detect.NewStage(cfg.Detect, cfg.Ingest.Features, cfg.Ingest.Uncertainty != nil, deps); err != nil {
 		p.src.Close()

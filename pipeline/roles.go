@@ -21,9 +21,9 @@ func BuilderGroup(scoringGroup string) string { return scoringGroup + ".builder"
 
 // validateRole checks run.role and what it needs.
 func (c *Config) validateRole() []error {
-	role, err := detect.ParseRole(c.Run.Role)
-	if err != nil {
-		return []error{config.Fieldf("run.role", "must be all, builder or scorer, got %q", c.Run.Role)}
+	role := c.Run.Role
+	if !role.Valid() {
+		return []error{config.Fieldf("run.role", "must be all, builder or scorer, got %q", role)}
 	}
 	var errs []error
 	if role != detect.RoleAll {

@@ -98,9 +98,9 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *dev != "" {
-		cfg.Device = *dev
+		cfg.Device = pipeline.DeviceChoice(*dev)
 	}
-	if err := oneOf("device", cfg.Device, "auto", "cpu", "cuda"); err != nil {
+	if err := oneOf("device", string(cfg.Device), "auto", "cpu", "cuda"); err != nil {
 		return err
 	}
 	tab, err := csvfile.ReadFile(*input, *labelCol)
@@ -153,7 +153,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	}
 
 	log := newLogger(stderr).Level(zerolog.WarnLevel)
-	device, err := pipeline.OpenDevice(cfg.Device, log)
+	device, err := pipeline.OpenDevice(string(cfg.Device), log)
 	if err != nil {
 		return err
 	}
