@@ -21,7 +21,7 @@ type columns struct {
 	key       *array.Binary
 	ts        *array.Timestamp
 	tsUnit    arrow.TimeUnit
-	emit      string // the sink's Emit when this batch's Write started
+	emit      Emit // the sink's Emit when this batch's Write started
 }
 
 // batchColumns checks b against the batch contract and returns its columns. A batch that breaks
@@ -128,7 +128,7 @@ func (c *columns) deadLetter(b *batch.Batch, i int, reason string) batch.DeadLet
 }
 
 // emitted reports whether row i becomes an output under the emit mode.
-func emitted(b *batch.Batch, i int, emit string) bool {
+func emitted(b *batch.Batch, i int, emit Emit) bool {
 	if emit == EmitAll {
 		return true
 	}
