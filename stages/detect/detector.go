@@ -45,8 +45,8 @@ type Follower interface {
 // BuildWindow is what a model is built from: the window's snapshot in raw units and in the
 // model's normalised units, with the configuration of the build.
 type BuildWindow struct {
-	Raw, RawSDs [][]float32 // column-major, raw units (RawSDs nil: no uncertainty columns)
-	Means, SDs  [][]float32 // normalised by the model's Offset and Scale (SDs 0 when none)
+	Raw        [][]float32 // column-major, raw units
+	Means, SDs [][]float32 // normalised by the model's Offset and Scale (SDs 0 when none)
 	// Spread is each feature's interquartile range in normalised units (the robust bandwidth).
 	Spread []float64
 	Cfg    *Config

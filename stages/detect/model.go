@@ -77,7 +77,7 @@ func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []
 	}
 	nsds := scaleSDs(sds, m.Scale, rows)
 
-	w := &BuildWindow{Raw: cols, RawSDs: sds, Means: ncols, SDs: nsds, Spread: spread, Cfg: &cfg}
+	w := &BuildWindow{Raw: cols, Means: ncols, SDs: nsds, Spread: spread, Cfg: &cfg}
 	for _, d := range modelDetectors(a, rep, features) {
 		if err := d.Build(m, w); err != nil {
 			return nil, err

@@ -12,8 +12,8 @@ import (
 
 // Role is the stage's part in a deployment of several processes (run.role; docs/OPERATIONS.md
 // "Builder and scorers"): one builder makes the models of the whole stream, many scorers score
-// their partitions with them.
-// The words are run.role's, decoded once when the YAML is loaded.
+// their partitions with them. The words are run.role's, decoded once when the YAML is loaded;
+// Deps.Role left empty is RoleAll.
 type Role string
 
 const (
