@@ -41,7 +41,7 @@ type Pipeline struct {
 	dev   *Device // where SolvingSet and k-NN scoring run (cpu or a GPU)
 	stats Stats
 	// metrics are the Prometheus series (pipeline/metrics), fed once per batch, never per
-	// record; lag polls the consumer lag while the http listener is on (nil when it is off);
+	// record; lag polls the consumer lag while the http listener is on (nil when it is off).
 	metrics *metrics.Metrics
 	lag     *metrics.LagPoller
 	// watchModels, when set (tests, benchmarks), is told of every new model after the
