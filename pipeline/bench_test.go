@@ -155,7 +155,7 @@ func benchEndToEnd(b *testing.B, br testBroker, n, rate int) {
 			produceSensors(b, br, input)
 		}
 		emit := sink.EmitAll
-		if os.Getenv("OUTLIERD_BENCH_EMIT") == sink.EmitOutliers {
+		if sink.Emit(os.Getenv("OUTLIERD_BENCH_EMIT")) == sink.EmitOutliers {
 			// The default config's emit: latency of the flagged records only; throughput from
 			// outputs is then not measured (see backlog-default for that).
 			emit = sink.EmitOutliers
@@ -165,10 +165,11 @@ func benchEndToEnd(b *testing.B, br testBroker, n, rate int) {
 		cpu0 := processCPU(b)
 		var installs []time.Time // when each model started serving (written on the detect goroutine, read after Run)
 		r := startPipeline(b, cfg, func(p *Pipeline) {
-			st := p.Detect()
-			prev := st.OnModel
-			st.OnModel = func(m *detect.Model) {
-				prev(m)
+			prev := p.watchModels
+			p.watchModels = func(m *detect.Model) {
+				if prev != nil {
+					prev(m)
+				}
 				installs = append(installs, time.Now())
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"gopkg.in/yaml.v3"
 
 	"github.com/outlierd/outlierd/internal/core/config"
 	"github.com/outlierd/outlierd/pipeline/metrics"
@@ -25,7 +26,7 @@ import (
 type Config struct {
 	// Device is auto (the GPU when the binary was built with CUDA and one is present, else the
 	// CPU), cpu or cuda. Default auto.
-	Device string `yaml:"device"`
+	Device DeviceChoice `yaml:"device"`
 	// Ingest is the Kafka source: brokers, topic, group, decoder and features.
 	Ingest ingest.Config `yaml:"ingest"`
 	// Detect is the model and the scoring.
@@ -55,7 +56,7 @@ type RunConfig struct {
 	// group "<ingest.group_id>.builder", builds models and publishes them to ModelTopic; emits
 	// nothing) or scorer (scores the partitions the group gives it with the newest model of
 	// ModelTopic; keeps no window, builds nothing). One model of the whole stream, many scorers.
-	Role string `yaml:"role"`
+	Role detect.Role `yaml:"role"`
 	// ModelTopic is the topic models travel on from the builder to the scorers, on the output
 	// cluster (sink.brokers, sink.security). Create it with one partition and
 	// cleanup.policy=compact. Required for builder and scorer; unused by all.
@@ -67,8 +68,28 @@ type RunConfig struct {
 	// LogLevel is the least severe level logged: debug, info (default), warn or error. debug
 	// adds the Kafka client's own messages (joins, fetches, rebalances: most of the log) and
 	// per-model details; `outlierd run --log-level` overrides it. A change needs a restart.
-	LogLevel string `yaml:"log_level"`
+	LogLevel LogLevel `yaml:"log_level"`
 }
+
+// DeviceChoice is the device key: where detection runs. The word is decoded once when the
+// YAML is loaded and checked by Validate.
+type DeviceChoice string
+
+// The device words.
+const (
+	DeviceAuto DeviceChoice = "auto" // the GPU when the binary has CUDA and one is present, else the CPU
+	DeviceCPU  DeviceChoice = "cpu"
+	DeviceCUDA DeviceChoice = "cuda"
+)
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (d *DeviceChoice) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, d) }
+
+// LogLevel is run.log_level, decoded once when the YAML is loaded and checked by Validate.
+type LogLevel string
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (l *LogLevel) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, l) }
 
 // logLevels maps run.log_level to zerolog's levels.
 var logLevels = map[string]zerolog.Level{
@@ -86,11 +107,11 @@ func ParseLogLevel(s string) (zerolog.Level, error) {
 // Default is the configuration with every default filled in.
 func Default() Config {
 	return Config{
-		Device: "auto",
+		Device: DeviceAuto,
 		Ingest: ingest.Default(),
 		Detect: detect.Default(),
 		Sink:   sink.Default(),
-		Run:    RunConfig{QueueBatches: 4, CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second, Role: "all", LogLevel: "info"},
+		Run:    RunConfig{QueueBatches: 4, CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second, Role: detect.RoleAll, LogLevel: "info"},
 		HTTP:   metrics.DefaultConfig(),
 	}
 }
@@ -103,7 +124,7 @@ func (c *Config) Validate() error {
 	var errs []error
 	add := func(key, format string, a ...any) { errs = append(errs, config.Fieldf(key, format, a...)) }
 	switch c.Device {
-	case "auto", "cpu", "cuda":
+	case DeviceAuto, DeviceCPU, DeviceCUDA:
 	default:
 		add("device", "must be auto, cpu or cuda, got %q", c.Device)
 	}
@@ -126,7 +147,7 @@ func (c *Config) Validate() error {
 	if c.Run.ShutdownTimeout <= 0 {
 		add("run.shutdown_timeout", "must be > 0, got %s", c.Run.ShutdownTimeout)
 	}
-	if _, err := ParseLogLevel(c.Run.LogLevel); err != nil {
+	if _, err := ParseLogLevel(string(c.Run.LogLevel)); err != nil {
 		add("run.log_level", "%w", err)
 	}
 	if c.Ingest.Topic != "" { // empty: ingest's Validate says it is required

@@ -209,9 +209,11 @@ func TestFirstModelsDoNotFloodRealBroker(t *testing.T) {
 	var mu sync.Mutex
 	windows := map[uint64]int{} // model version -> the records it was built from
 	r := startPipeline(t, cfg, func(p *Pipeline) {
-		prev := p.Detect().OnModel
-		p.Detect().OnModel = func(m *detect.Model) {
-			prev(m)
+		prev := p.watchModels
+		p.watchModels = func(m *detect.Model) {
+			if prev != nil {
+				prev(m)
+			}
 			mu.Lock()
 			windows[m.Version] = m.WindowRecords
 			mu.Unlock()

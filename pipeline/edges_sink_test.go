@@ -85,8 +85,8 @@ func jsonScore(raw json.RawMessage) (float64, error) {
 // the end. Before, a +Inf weight made the JSON output unencodable and the record a dead letter.
 func TestExtremeScoresReachOutputRealBroker(t *testing.T) {
 	br := realBroker(t)
-	for _, format := range []string{sink.FormatJSON, sink.FormatArrow} {
-		t.Run(format, func(t *testing.T) {
+	for _, format := range []sink.Format{sink.FormatJSON, sink.FormatArrow} {
+		t.Run(string(format), func(t *testing.T) {
 			const parts = 2
 			in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
 			createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})

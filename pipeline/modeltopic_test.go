@@ -108,7 +108,7 @@ func TestRoleConfig(t *testing.T) {
 		{"builder", "in", "is also the input"},
 		{"leader", "m", "run.role: must be all, builder or scorer"},
 	} {
-		c.Run.Role, c.Run.ModelTopic = tc.role, tc.topic
+		c.Run.Role, c.Run.ModelTopic = detect.Role(tc.role), tc.topic
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("role %s, model topic %q: %v, want %q", tc.role, tc.topic, err, tc.want)
 		}

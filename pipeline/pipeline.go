@@ -41,15 +41,16 @@ type Pipeline struct {
 	stage Stage
 	snk   Sink
 	det   *detect.Stage
-	emit  func(string) error
+	emit  func(sink.Emit) error
 	dev   *Device // where SolvingSet and k-NN scoring run (cpu or a GPU)
 	stats Stats
 	// metrics are the Prometheus series (pipeline/metrics), fed once per batch, never per
-	// record; lag polls the consumer lag while the http listener is on (nil when it is off);
-	// shown is the model the metrics show (touched by Run, then by the detect goroutine only).
+	// record; lag polls the consumer lag while the http listener is on (nil when it is off).
 	metrics *metrics.Metrics
 	lag     *metrics.LagPoller
-	shown   *detect.Model
+	// watchModels, when set (tests, benchmarks), is told of every new model after the
+	// pipeline's own use of it (modelChanged), on the goroutine that installs it.
+	watchModels func(*detect.Model)
 	// reconf carries live reloads to the detect goroutine (reload.go); detectDone is closed
 	// when that goroutine ends, so a reload never waits for a loop that is gone.
 	reconf     chan reconfRequest
@@ -72,7 +73,7 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 	}
 	p := &Pipeline{cfg: cfg, log: log, reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
 	in := cfg.Ingest
-	if cfg.Run.Role == "builder" {
+	if cfg.Run.Role == detect.RoleBuilder {
 		in.GroupID = BuilderGroup(in.GroupID) // the builder reads every partition
 	}
 	// The source's own checkpointer: its batches' acks mark records done there, and only its
@@ -88,25 +89,26 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 		return nil, fmt.Errorf("pipeline: sink: %w", err)
 	}
 	p.snk, p.emit = snk, snk.SetEmit
-	withSD := cfg.Ingest.Uncertainty != nil
-	if p.det, err = detect.NewStage(cfg.Detect, cfg.Ingest.Features, withSD, log); err != nil {
+	if p.dev, err = OpenDevice(string(cfg.Device), log); err != nil {
 		p.src.Close()
 		p.snk.Close()
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	p.role = cfg.Run.Role
+	deps := detect.Deps{Log: log, Role: p.role, Accelerator: p.dev.Accelerator(), OnModel: p.modelChanged}
+	if p.det, err = detect.NewStage(cfg.Detect, cfg.Ingest.Features, cfg.Ingest.Uncertainty != nil, deps); err != nil {
+		p.src.Close()
+		p.snk.Close()
+		p.dev.Close()
 		return nil, fmt.Errorf("pipeline: detect: %w", err)
 	}
 	p.stage = p.det
-	p.det.OnModel = func(m *detect.Model) { p.stats.ModelVersion.Store(m.Version) }
 	if err := p.setUpRole(); err != nil {
 		p.src.Close()
 		p.snk.Close()
+		p.dev.Close()
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	if p.dev, err = OpenDevice(cfg.Device, log); err != nil {
-		p.src.Close()
-		p.snk.Close()
-		return nil, fmt.Errorf("pipeline: %w", err)
-	}
-	p.det.SetAccelerator(p.dev.Accelerator())
 	p.metrics = metrics.New()
 	p.metrics.SetDevice(p.dev.Name())
 	p.metrics.SetStaleModelAfter(cfg.Run.StaleModelAfter)
@@ -176,7 +178,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.dev.Close()
 		return errors.Join(err, p.src.Close(), p.snk.Close(), p.closeRole())
 	}
-	p.showModel() // a model loaded from a snapshot (or the model topic) serves from the start
+	if m := p.det.Model(); m != nil { // loaded from a snapshot: NewStage announces nothing
+		p.showModel(m)
+	}
 	lagDone := make(chan struct{})
 	if p.lag != nil {
 		go func() { // lag: polls the brokers until the end of Run
@@ -357,7 +361,6 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan item, out chan<- i
 			if err != nil {
 				return fmt.Errorf("pipeline: detect: %w", err)
 			}
-			p.showModel()
 			if !send(ready) {
 				return nil
 			}
@@ -383,7 +386,6 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan item, out chan<- i
 				gpuSeen.kernel, gpuSeen.up, gpuSeen.down = k, up, down
 			}
 			p.metrics.SetWindow(p.stage.Window().Len(), p.stage.Window().Cap())
-			p.showModel()
 			if err != nil {
 				b.Release()
 				return fmt.Errorf("pipeline: detect: %w", err)
@@ -401,14 +403,25 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan item, out chan<- i
 	return nil
 }
 
-// showModel shows the serving model in the metrics when it changed: a build, a snapshot loaded
-// at start, or a reload that took w* from the top weights. One pointer comparison a batch.
-func (p *Pipeline) showModel() {
-	m := p.stage.Model()
-	if m == nil || m == p.shown {
-		return
+// modelChanged is the detect stage's notice that m serves (detect.Deps.OnModel, on the detect
+// goroutine, or on Run's before it starts): a new model (fresh) counts in the stats and, in a
+// builder, is published; every serving model shows in the metrics, the one a reload retuned
+// (w* from the top weights) too.
+func (p *Pipeline) modelChanged(m *detect.Model, fresh bool) {
+	if fresh {
+		p.stats.ModelVersion.Store(m.Version)
+		if p.pub != nil {
+			p.pub.Publish(m)
+		}
 	}
-	p.shown = m
+	p.showModel(m)
+	if fresh && p.watchModels != nil {
+		p.watchModels(m)
+	}
+}
+
+// showModel shows m, the serving model, in the metrics.
+func (p *Pipeline) showModel(m *detect.Model) {
 	info := metrics.ModelInfo{Version: m.Version, BuiltAt: m.BuiltAt, BuildTime: m.BuildTime, WindowRecords: m.WindowRecords}
 	if m.MicroClusters != nil {
 		info.MicroClusters = m.MicroClusters.Q()

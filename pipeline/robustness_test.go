@@ -45,7 +45,7 @@ import (
 type e2eConfig struct {
 	brokers             []string
 	in, out, dlq, group string
-	emit                string
+	emit                sink.Emit
 	batchSize           int // ingest.batch_size
 	fetchMaxBytes       int // ingest.fetch_max_bytes
 	queueBatches        int // run.queue_batches
@@ -61,7 +61,7 @@ type e2eConfig struct {
 // shared 2-core machine, and a 6 s session timeout (the broker's minimum,
 // group.min.session.timeout.ms) so that a member killed with -9 is dropped from the group
 // after 6 s rather than the default 30 s.
-func defaultE2E(br testBroker, emit string) e2eConfig {
+func defaultE2E(br testBroker, emit sink.Emit) e2eConfig {
 	return e2eConfig{
 		brokers: br.addrs,
 		in:      uniqueName("in"), out: uniqueName("out"), dlq: uniqueName("dlq"), group: uniqueName("group"),

@@ -21,9 +21,9 @@ func BuilderGroup(scoringGroup string) string { return scoringGroup + ".builder"
 
 // validateRole checks run.role and what it needs.
 func (c *Config) validateRole() []error {
-	role, err := detect.ParseRole(c.Run.Role)
-	if err != nil {
-		return []error{config.Fieldf("run.role", "must be all, builder or scorer, got %q", c.Run.Role)}
+	role := c.Run.Role
+	if !role.Valid() {
+		return []error{config.Fieldf("run.role", "must be all, builder or scorer, got %q", role)}
 	}
 	var errs []error
 	if role != detect.RoleAll {
@@ -47,18 +47,11 @@ func (c *Config) modelTopic() modelTopicConfig {
 
 // setUpRole prepares the builder's publisher or the scorer's follower (New).
 func (p *Pipeline) setUpRole() error {
-	p.role, _ = detect.ParseRole(p.cfg.Run.Role) // validated
-	p.det.SetRole(p.role)
 	var err error
 	switch p.role {
 	case detect.RoleBuilder:
 		if p.pub, err = newModelPublisher(p.cfg.modelTopic(), p.log); err != nil {
 			return err
-		}
-		onModel := p.det.OnModel
-		p.det.OnModel = func(m *detect.Model) {
-			onModel(m)
-			p.pub.Publish(m)
 		}
 		fallthrough // a builder reads the topic to continue its version sequence
 	case detect.RoleScorer:

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
@@ -36,7 +37,7 @@ func BenchmarkRoles(b *testing.B) {
 				var rs []*running
 				for _, role := range roles {
 					cfg := sensorConfig(br, in, out, dlq, group, sink.EmitOutliers)
-					cfg.Run.Role, cfg.Run.ModelTopic = role, mt
+					cfg.Run.Role, cfg.Run.ModelTopic = detect.Role(role), mt
 					rs = append(rs, startPipeline(b, cfg, nil))
 				}
 				// Done when every group that reads (the scoring group; the builder's own)

@@ -23,6 +23,7 @@ import (
 	"github.com/outlierd/outlierd/internal/datasets/synth"
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/ingest"
+	"github.com/outlierd/outlierd/stages/sink"
 )
 
 // Helpers shared by the integration tests and the end-to-end benchmark: brokers, topics,
@@ -356,7 +357,7 @@ func header(r *kgo.Record, k string) (string, bool) {
 
 // sensorConfig is the pipeline configuration of the tests: the default one with the brokers,
 // topics and group, the sensor features with their "_sd" uncertainties, on the CPU.
-func sensorConfig(br testBroker, in, out, dlq, group, emit string) Config {
+func sensorConfig(br testBroker, in, out, dlq, group string, emit sink.Emit) Config {
 	cfg := Default()
 	cfg.Device = "cpu"
 	cfg.Ingest.Brokers = br.addrs
@@ -513,8 +514,8 @@ func traceModels(p *Pipeline, in *sensorInput) *modelTrace {
 		delete(byPrint, f)
 	}
 	st := p.Detect()
-	prev := st.OnModel
-	st.OnModel = func(m *detect.Model) {
+	prev := p.watchModels
+	p.watchModels = func(m *detect.Model) {
 		if prev != nil {
 			prev(m)
 		}

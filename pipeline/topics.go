@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outlierd/outlierd/internal/core/kafkasec"
+	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
@@ -50,7 +51,7 @@ func checkTopics(cfg Config, log zerolog.Logger) error {
 		errs = append(errs, fmt.Errorf("pipeline: ingest.topic: topic %q does not exist on %s (outlierd never creates its input topic)",
 			in.name, strings.Join(in.brokers, ",")))
 	}
-	if cfg.Run.Role == "builder" { // a builder writes no outputs and no dead letters
+	if cfg.Run.Role == detect.RoleBuilder { // a builder writes no outputs and no dead letters
 		return errors.Join(errs...)
 	}
 	for _, out := range []topicRef{

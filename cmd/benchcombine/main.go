@@ -188,7 +188,7 @@ func measure(w io.Writer, raw *json.Encoder, d *dataset, u string, ws windowSpec
 		}
 		byN[i] = v
 	}
-	rules := []string{detect.CombineAny, detect.CombineAll, detect.CombineDensity, detect.CombineDistance}
+	rules := []detect.Combine{detect.CombineAny, detect.CombineAll, detect.CombineDensity, detect.CombineDistance}
 	flag := make([]bool, d.rows())
 	for i, eta := range etas {
 		for t, n := range ns {
@@ -230,7 +230,7 @@ func measure(w io.Writer, raw *json.Encoder, d *dataset, u string, ws windowSpec
 	return nil
 }
 
-func combine(rule string, dens, dist bool) bool {
+func combine(rule detect.Combine, dens, dist bool) bool {
 	switch rule {
 	case detect.CombineAll:
 		return dens && dist
@@ -270,14 +270,18 @@ func runStage(d *dataset, ws windowSpec, eta float64, n, batchSize int, seed uin
 	if d.name == "sensors" {
 		cfg.Distance.K = 20 // configs/demo.yaml
 	}
-	st, err := detect.NewStage(cfg, d.features, d.sds != nil, zerolog.Nop())
+	rows := d.rows()
+	v := &verdicts{density: make([]bool, rows), distance: make([]bool, rows), eta: make([]float64, rows), weight: make([]float64, rows)}
+	countModels := func(_ *detect.Model, fresh bool) {
+		if fresh {
+			v.models++
+		}
+	}
+	st, err := detect.NewStage(cfg, d.features, d.sds != nil, detect.Deps{Log: zerolog.Nop(), OnModel: countModels})
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	rows := d.rows()
-	v := &verdicts{density: make([]bool, rows), distance: make([]bool, rows), eta: make([]float64, rows), weight: make([]float64, rows)}
-	st.OnModel = func(*detect.Model) { v.models++ }
 	mem := memory.NewGoAllocator()
 	start := time.Now()
 	emitted := 0

@@ -98,9 +98,9 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *dev != "" {
-		cfg.Device = *dev
+		cfg.Device = pipeline.DeviceChoice(*dev)
 	}
-	if err := oneOf("device", cfg.Device, "auto", "cpu", "cuda"); err != nil {
+	if err := oneOf("device", string(cfg.Device), "auto", "cpu", "cuda"); err != nil {
 		return err
 	}
 	tab, err := csvfile.ReadFile(*input, *labelCol)
@@ -153,20 +153,21 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	}
 
 	log := newLogger(stderr).Level(zerolog.WarnLevel)
-	device, err := pipeline.OpenDevice(cfg.Device, log)
+	device, err := pipeline.OpenDevice(string(cfg.Device), log)
 	if err != nil {
 		return err
 	}
 	defer device.Close()
-	st, err := detect.NewStage(dc, features, sds != nil, log)
+	models := 0
+	countModels := func(_ *detect.Model, fresh bool) {
+		if fresh {
+			models++
+		}
+	}
+	st, err := detect.NewStage(dc, features, sds != nil, detect.Deps{Log: log, Accelerator: device.Accelerator(), OnModel: countModels})
 	if err != nil {
 		return err
 	}
-	if a := device.Accelerator(); a != nil {
-		st.SetAccelerator(a)
-	}
-	models := 0
-	st.OnModel = func(*detect.Model) { models++ }
 
 	start := time.Now()
 	scores, err := replayRows(st, features, means, sds, cfg.Ingest.BatchSize)

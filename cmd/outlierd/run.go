@@ -118,7 +118,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 // run.log_level. Below info it passes the Kafka client's debug messages (stages/ingest routes
 // kafka-go's Logger to debug and its ErrorLogger to warn), which are most of a debug log.
 func runLogger(stderr io.Writer, override string, cfg pipeline.Config) (zerolog.Logger, error) {
-	name := cfg.Run.LogLevel
+	name := string(cfg.Run.LogLevel)
 	if override != "" {
 		name = override
 	}

@@ -66,7 +66,7 @@ func TestRunLogLevel(t *testing.T) {
 		{"debug", "info", zerolog.DebugLevel},
 	}
 	for _, tc := range cases {
-		cfg.Run.LogLevel = tc.config
+		cfg.Run.LogLevel = pipeline.LogLevel(tc.config)
 		var buf bytes.Buffer
 		log, err := runLogger(&buf, tc.flag, cfg)
 		if err != nil {

@@ -28,12 +28,6 @@ type Accelerator interface {
 	Cluster(means, sds [][]float32, q, iterations int, seed uint64) (*microcluster.MicroClusters, []int32, error)
 }
 
-// SetAccelerator makes the stage run SolvingSet and k-NN scoring on a; nil means the CPU.
-// Call it before the first Process.
-func (s *Stage) SetAccelerator(a Accelerator) {
-	s.accel, s.accelRe = a, &accelReport{log: s.log}
-}
-
 // solvingSet runs SolvingSet on the accelerator when there is one, else (or on its failure)
 // on the CPU.
 func solvingSetOn(a Accelerator, rep *accelReport, cols [][]float32, p solvingset.Params) (solvingset.Result, error) {

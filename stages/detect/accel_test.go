@@ -65,9 +65,8 @@ func TestDensityRunsOnTheAccelerator(t *testing.T) {
 	cpu := scoreWith(t, s, mem, d, 2000, 2600)
 
 	f := &fakeAccel{mode: "mark"}
-	s.SetAccelerator(f)
 	var logged bytes.Buffer
-	s.accelRe.log = zerolog.New(&logged)
+	useAccelerator(s, f, zerolog.New(&logged))
 	for _, sc := range scoreWith(t, s, mem, d, 2000, 2600) {
 		if !sc.DensityOutlier || sc.EtaProbability != -1 {
 			t.Fatalf("density verdict %+v did not come from the accelerator", sc)
@@ -120,4 +119,11 @@ func TestModelClustersOnTheAccelerator(t *testing.T) {
 			t.Errorf("%s: log %q", mode, logged.String())
 		}
 	}
+}
+
+// useAccelerator makes a running stage's detectors use a, as NewStage would have with
+// Deps.Accelerator, logging a's failures to log (the test switches from the CPU mid-stream).
+func useAccelerator(s *Stage, a Accelerator, log zerolog.Logger) {
+	s.deps.Accelerator, s.accelRe = a, &accelReport{log: log}
+	s.detectors = append(modelDetectors(a, s.accelRe, s.features), s.detectors[len(s.detectors)-1])
 }

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/outlierd/outlierd/internal/algo/rank"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
@@ -69,28 +68,6 @@ func DetectorScore(s *batch.Score, name string) float64 {
 		}
 	}
 	return math.NaN()
-}
-
-// Reason says which tests fired for a scored record, ';'-separated: the alarm threshold
-// ("score X > threshold T"), the density test ("eta-probability P < delta in [f]") and the
-// solving set's verdict ("w_k(q,S) W >= w* V", which never misses a top-n outlier of the
-// window) and, when enabled, the hypercube's ("hypercube neighbours N <= max_neighbours"). Which of them decide the flag is detect.flag_by's and detect.combine's rule; a
-// test can fire on a record that is not flagged. Empty when none fired.
-func Reason(s *batch.Score) string {
-	var parts []string
-	if s.Score > s.Threshold {
-		parts = append(parts, "score "+fmtG(s.Score)+" > threshold "+fmtG(s.Threshold))
-	}
-	if s.DensityOutlier {
-		parts = append(parts, "eta-probability "+fmtG(s.EtaProbability)+" < delta in ["+strings.Join(s.Subspace, " ")+"]")
-	}
-	if s.DistanceOutlier {
-		parts = append(parts, "w_k(q,S) "+fmtG(s.Weight)+" >= w* "+fmtG(s.WStar))
-	}
-	if h := s.Hypercube; h != nil && h.Outlier {
-		parts = append(parts, "hypercube neighbours "+strconv.FormatInt(h.Neighbours, 10)+" <= max_neighbours")
-	}
-	return strings.Join(parts, "; ")
 }
 
 func fmtG(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
@@ -220,18 +197,12 @@ func pick(cols [][]float32, idx []int) [][]float32 {
 	return out
 }
 
-// How score.combine joins the calibrated scores of score.detectors: both.
-const (
-	CombineMean = "mean" // the mean surprisal: a record rare for both detectors ranks first
-	CombineMax  = "max"  // the largest: a record rare for either detector ranks high
-)
-
 // combine is the combined score of raw detector scores (score.detectors, score.combine).
 func (r *Ranker) combine(density, distance float64) float64 {
 	switch r.Params.Detectors {
-	case ScoreDensity:
+	case DetectorsDensity:
 		return r.Density.Surprisal(density)
-	case ScoreDistance:
+	case DetectorsDistance:
 		return r.Distance.Surprisal(distance)
 	}
 	a, b := r.Density.Surprisal(density), r.Distance.Surprisal(distance)
@@ -253,26 +224,54 @@ func (r *Ranker) Threshold(rate float64) float64 {
 	return r.Combined[max(c-1-above, 0)]
 }
 
-// rankScratch holds the ranking buffers reused batch after batch.
-type rankScratch struct {
-	density, distance []float64
-	space             [][]float32
+// rankDetector is the calibrated ranking as a Detector: its part of a model is the Ranker
+// (the tail score's distributions, the window sample of the k-NN distance score, their
+// calibration and the alarm threshold's reference); it writes the raw scores, the combined
+// score and the threshold of the alarm rate, by which flag_by: rate decides. It reads the raw
+// means (its own spaces) and no other detector's fields.
+type rankDetector struct {
+	accel             Accelerator
+	rep               *accelReport
+	density, distance []float64   // scratch, batch after batch
+	space             [][]float32 // the batch in the distance score's space
 }
 
-// rankBatch writes the batch's density and distance raw scores. Records of the model's own
-// window (Members, by identity) are scored as members: not their own neighbour.
-func (s *Stage) rankBatch(m *Model, b *batch.Batch, means [][]float32) (density, distance []float64) {
-	n := b.Len()
-	sc := &s.scratch.rank
-	if cap(sc.density) < n {
-		sc.density, sc.distance = make([]float64, n), make([]float64, n)
-	}
-	density, distance = sc.density[:n], sc.distance[:n]
+// Build builds the Ranker from the window's raw columns.
+func (d *rankDetector) Build(m *Model, w *BuildWindow) error {
+	var err error
+	m.Ranker, err = buildRanker(w.Raw, m.Features, *w.Cfg)
+	return err
+}
+
+// Score writes DensityScore, DistanceScore, Score and Threshold (left as they are, NaN and
+// +Inf, for a model without a Ranker). Records of the model's own window (Members, by
+// identity) are scored as members: not their own neighbour.
+func (d *rankDetector) Score(q *Query, out []batch.Score) error {
+	m, n := q.Model, len(out)
 	r := m.Ranker
-	r.Tail.Score(means, density)
-	sc.space = r.distanceSpace(means, sc.space)
-	nm := sc.space
-	scoreDistance(s.accel, s.accelRe, r.Ref, nm, distance)
-	rescoreMembers(m, b, r.Ref.Points, r.Ref.K, nm, distance)
-	return density, distance
+	if r == nil {
+		return nil
+	}
+	if cap(d.density) < n {
+		d.density, d.distance = make([]float64, n), make([]float64, n)
+	}
+	density, distance := d.density[:n], d.distance[:n]
+	r.Tail.Score(q.Raw, density)
+	d.space = r.distanceSpace(q.Raw, d.space)
+	scoreDistance(d.accel, d.rep, r.Ref, d.space, distance)
+	rescoreMembers(m, q.Batch, r.Ref.Points, r.Ref.K, d.space, distance)
+	threshold := r.Threshold(q.Cfg.AlarmRate)
+	for i := range out {
+		out[i].DensityScore, out[i].DistanceScore = density[i], distance[i]
+		out[i].Score, out[i].Threshold = r.combine(density[i], distance[i]), threshold
+	}
+	return nil
+}
+
+// Explain: "score X > threshold T".
+func (d *rankDetector) Explain(s *batch.Score) string {
+	if s.Score > s.Threshold {
+		return "score " + fmtG(s.Score) + " > threshold " + fmtG(s.Threshold)
+	}
+	return ""
 }

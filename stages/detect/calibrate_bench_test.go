@@ -22,7 +22,7 @@ func BenchmarkScoreRanking(b *testing.B) {
 	sp := synth.DefaultUncertainParams()
 	sp.Rows, sp.Dims, sp.Seed = 21000, 8, 5
 	d := synth.One(sp)
-	s, err := NewStage(cfg, d.Features, true, zerolog.Nop())
+	s, err := NewStage(cfg, d.Features, true, Deps{Log: zerolog.Nop()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -172,7 +172,7 @@ func TestRankingScoresStayFiniteAtExtremes(t *testing.T) {
 	}
 }
 
-// solvingsetKNN is the distance score of raw queries as rankBatch computes it for new records.
+// solvingsetKNN is the distance score of raw queries as rankDetector.Score computes it for new records.
 func solvingsetKNN(r *Ranker, q [][]float32, out []float64) {
 	r.Ref.ScoreBatch(r.distanceSpace(q, nil), out, 1)
 }

@@ -21,20 +21,6 @@ import (
 	"github.com/outlierd/outlierd/internal/core/config"
 )
 
-// Combine rules: how the two verdicts make the decision that is emitted.
-const (
-	CombineAny      = "any"      // flag when either detector flags (the default: measured best across sets, docs/BENCHMARKS.md §3)
-	CombineAll      = "all"      // flag when both flag (fewer false positives, lower recall)
-	CombineDensity  = "density"  // density sampling alone
-	CombineDistance = "distance" // solving-set prediction alone
-)
-
-// Before the first model exists, records are held or passed through.
-const (
-	BeforeModelHold = "hold" // wait for the first model; records are scored by it (no record goes unscored)
-	BeforeModelPass = "pass" // emit unscored at once (scores.scored = false); nothing is flagged until the model exists
-)
-
 // Config configures the detect stage (YAML section `detect`).
 type Config struct {
 	// Window is W, the number of most recent records the model is built from. Larger windows
@@ -53,15 +39,15 @@ type Config struct {
 	RefreshInterval time.Duration `yaml:"refresh_interval"`
 	// BeforeModel is `hold` (default) or `pass`: what happens to records that arrive before the
 	// first model exists.
-	BeforeModel string `yaml:"before_model"`
+	BeforeModel BeforeModel `yaml:"before_model"`
 	// Combine is `any` (default), `all`, `density` or `distance`: the rule on the paper's
 	// verdicts that flags a record when flag_by is `verdicts`.
-	Combine string `yaml:"combine"`
+	Combine Combine `yaml:"combine"`
 	// FlagBy is what raises a flag: `rate` (default) flags a record whose combined score
 	// (batch.Score.Score, calibrate.go) exceeds the window's (1 - alarm_rate) quantile;
 	// `verdicts` flags by the paper's thresholds (eta/delta, w*) and the combine rule. Either
 	// way every score and verdict is computed and carried in the output.
-	FlagBy string `yaml:"flag_by"`
+	FlagBy FlagBy `yaml:"flag_by"`
 	// AlarmRate is the fraction of a window's records that flag_by: rate flags (the false-alarm
 	// rate when the window is clean), in (0, 0.5]. Its resolution is one calibration record (at
 	// least 1/4096; 10/alarm_rate records calibrate). Default 0.02: the best mean stream F1 on
@@ -92,7 +78,7 @@ type Config struct {
 // DensityConfig configures the density test (ALGORITHMS.md §2).
 type DensityConfig struct {
 	// Mode is independent (default, the paper's proposal), rollup, restricted or averaging.
-	Mode string `yaml:"mode"`
+	Mode DensityMode `yaml:"mode"`
 	// Eta is the density a record's surroundings must reach, on data normalised to [0,1]
 	// (where the average density is 1). Default 0.2 (the paper's 0.5 flags most
 	// tail records of a multi-dimensional stream; docs/BENCHMARKS.md §3).
@@ -163,7 +149,7 @@ type DistanceConfig struct {
 type ScoreConfig struct {
 	// Detectors is which calibrated scores the combined score averages: `both` (default),
 	// `density` (the per-feature tail score) or `distance` (k-NN to the window sample).
-	Detectors string `yaml:"detectors"`
+	Detectors ScoreDetectors `yaml:"detectors"`
 	// Sample is |R|, the window records the distance score measures against. Larger is closer
 	// to the k-NN weight against the whole window at a cost of features x Sample operations
 	// per record. Default 2048.
@@ -174,14 +160,8 @@ type ScoreConfig struct {
 	K int `yaml:"k"`
 	// Combine is how the calibrated scores of both detectors make the combined score: `mean`
 	// (default) or `max` of their surprisals.
-	Combine string `yaml:"combine"`
+	Combine ScoreCombine `yaml:"combine"`
 }
-
-// FlagBy values.
-const (
-	FlagByRate     = "rate"     // the combined score above the alarm rate's threshold
-	FlagByVerdicts = "verdicts" // the paper's verdicts and the combine rule
-)
 
 // Default is the configuration with every default filled in.
 func Default() Config {
@@ -192,11 +172,11 @@ func Default() Config {
 		// distance's calibrated scores, k = 100 of a 2048-record sample: the best mean ROC AUC +
 		// AP over eight labelled sets in the batch case and the best mean stream F1; chosen
 		// again by most sets left out (docs/BENCHMARKS.md §8).
-		FlagBy: FlagByRate, AlarmRate: 0.02, Score: ScoreConfig{Detectors: "both", Sample: 2048, K: 100, Combine: CombineMean},
+		FlagBy: FlagByRate, AlarmRate: 0.02, Score: ScoreConfig{Detectors: DetectorsBoth, Sample: 2048, K: 100, Combine: CombineMean},
 		// combine any, eta = delta = 0.2, n = 0.1% of the window: the setting with the best mean
 		// F1 over nine labelled streams and the best worst case relative to each set's own best;
 		// leaving one set out, the others choose it again 8 times of 9 (docs/BENCHMARKS.md §3).
-		Density:   DensityConfig{Mode: "independent", Eta: 0.2, Delta: 0.2, Samples: 800, Clusters: 200, Iterations: 4},
+		Density:   DensityConfig{Mode: DensityIndependent, Eta: 0.2, Delta: 0.2, Samples: 800, Clusters: 200, Iterations: 4},
 		Distance:  DistanceConfig{K: 50, N: 50, M: 100},
 		Hypercube: HypercubeConfig{Bins: hypercube.DefaultBins, MaxNeighbours: 1},
 		Proclus:   ProclusConfig{K: 10, L: 3},
@@ -236,7 +216,7 @@ func (c *Config) Validate() error {
 		add("alarm_rate", "must be in (0, 0.5], got %g", c.AlarmRate)
 	}
 	switch c.Score.Detectors {
-	case "both", ScoreDensity, ScoreDistance:
+	case DetectorsBoth, DetectorsDensity, DetectorsDistance:
 	default:
 		add("score.detectors", "must be both, density or distance, got %q", c.Score.Detectors)
 	}
@@ -250,9 +230,7 @@ func (c *Config) Validate() error {
 		add("score.k", "must be >= 1, got %d", c.Score.K)
 	}
 	d := c.Density
-	switch d.Mode {
-	case "independent", "rollup", "restricted", "averaging":
-	default:
+	if !d.Mode.valid() {
 		add("density.mode", "must be independent, rollup, restricted or averaging, got %q", d.Mode)
 	}
 	if !(d.Eta > 0 && d.Eta <= 1) {
@@ -318,7 +296,7 @@ func (c *Config) ValidateFeatures(features int) error {
 	if c.Hypercube.Enabled && features > hypercube.MaxDims {
 		return config.Fieldf("detect.hypercube.enabled", "the hypercube grid takes at most %d features, ingest.features has %d", hypercube.MaxDims, features)
 	}
-	if mode, err := density.ParseMode(c.Density.Mode); err == nil && mode == density.Rollup && features > density.MaxRollupDims {
+	if c.Density.Mode == DensityRollup && features > density.MaxRollupDims {
 		return config.Fieldf("detect.density.mode", "rollup tests all 2^r - 1 subspaces of the r features and accepts at most r = %d, but ingest.features has %d (use independent, restricted or averaging)",
 			density.MaxRollupDims, features)
 	}

@@ -25,7 +25,7 @@ func TestValidateFeatures(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Key != "detect.density.mode" {
 		t.Errorf("rollup over %d features: got %v, want a FieldError for detect.density.mode", density.MaxRollupDims+1, err)
 	}
-	for _, m := range []string{"independent", "restricted", "averaging"} {
+	for _, m := range []DensityMode{DensityIndependent, DensityRestricted, DensityAveraging} {
 		c.Density.Mode = m
 		if err := c.ValidateFeatures(200); err != nil {
 			t.Errorf("%s over 200 features: %v", m, err)
@@ -67,5 +67,36 @@ func TestValidateStateDir(t *testing.T) {
 	}
 	if len(ents) != 1 || ents[0].Name() != "file" {
 		t.Errorf("Validate left %v in the directory, want only the test's file (no probe, nothing created)", ents)
+	}
+}
+
+// TestEnumsDecodeAtLoad: the section's words decode into their typed values when the YAML is
+// loaded, a word outside an enum is Validate's FieldError at its key, and a value of the wrong
+// kind is reported as for a plain string (the message the keys had before they were typed).
+func TestEnumsDecodeAtLoad(t *testing.T) {
+	type doc struct {
+		Detect Config `yaml:"detect"`
+	}
+	d := doc{Detect: Default()}
+	yml := "detect:\n  combine: all\n  flag_by: verdicts\n  before_model: pass\n  score:\n    detectors: distance\n    combine: max\n  density:\n    mode: rollup\n"
+	if err := config.LoadBytes("c.yaml", []byte(yml), &d); err != nil {
+		t.Fatal(err)
+	}
+	c := d.Detect
+	if c.Combine != CombineAll || c.FlagBy != FlagByVerdicts || c.BeforeModel != BeforeModelPass ||
+		c.Score.Detectors != DetectorsDistance || c.Score.Combine != CombineMax || c.Density.Mode.Algo() != density.Rollup {
+		t.Errorf("decoded %+v", c)
+	}
+	d = doc{Detect: Default()}
+	err := config.LoadBytes("c.yaml", []byte("detect:\n  combine: [any]\n"), &d)
+	if err == nil || err.Error() != "c.yaml:2:12: detect.combine: cannot unmarshal !!seq into string" {
+		t.Errorf("a list for combine: got %v", err)
+	}
+	d = doc{Detect: Default()}
+	d.Detect.Density.Mode = "sideways"
+	err = d.Detect.Validate()
+	var fe *config.FieldError
+	if !errors.As(err, &fe) || fe.Key != "detect.density.mode" || !strings.Contains(err.Error(), `got "sideways"`) {
+		t.Errorf("an unknown mode: got %v", err)
 	}
 }

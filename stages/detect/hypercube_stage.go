@@ -2,79 +2,76 @@ package detect
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/outlierd/outlierd/internal/algo/hypercube"
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/stages/microcluster"
 )
 
-// The hypercube density detector in the stage (detect.hypercube): the window's records counted
-// per grid cell of the serving model's normalised space. The counts follow the window batch by
-// batch (hypercube.Counts: the batch added, the evicted records removed) and are rebuilt from the
-// window only when the normalisation changes (a new model) or the detector's keys do.
+// hypercubeDetector is the hypercube density detector (GDBOD; package hypercube,
+// detect.hypercube) as a Detector and a Follower: the window's records counted per grid cell
+// of the serving model's normalised space. Its state is not part of the model but follows the
+// window batch by batch (hypercube.Counts: the batch added, the evicted records removed),
+// rebuilt from the window only when the normalisation changes (a new model), the window does,
+// or the detector's keys do (Reset). Counting a batch costs O(batch); rebuilding per batch
+// would cost O(window), and a model rebuild would leave the counts a refresh behind.
+type hypercubeDetector struct {
+	counts *hypercube.Counts // nil when off or before the first model
+	w      []int64
+	o      []float64
+}
 
 // hypercubeLo, hypercubeHi are the grid's span in the normalised space, per dimension: the
 // window's 0.5%-99.5% range, [0,1], as GDBOD spans its data's range; the tails beyond land in
 // the edge cells (the other detectors judge how far out they are).
 const hypercubeLo, hypercubeHi = 0.0, 1.0
 
-// hcState is the detector's state: the counts over the window under the serving model, and
-// the scratch of the evicted records.
-type hcState struct {
-	counts  *hypercube.Counts // nil when off or before the first model
-	evicted microcluster.Evicted
-	w       []int64
-	o       []float64
-}
+// Build does nothing: the counts are the Follower's state, not the model's.
+func (d *hypercubeDetector) Build(*Model, *BuildWindow) error { return nil }
 
-// resetHypercube rebuilds the counts from the window under the serving model (or drops them
-// when the detector is off or no model serves).
-func (s *Stage) resetHypercube() error {
-	s.hc.counts = nil
-	if !s.cfg.Hypercube.Enabled || s.model == nil {
+// Following is true while the counts exist.
+func (d *hypercubeDetector) Following() bool { return d.counts != nil }
+
+// Reset rebuilds the counts from the window under m (or drops them when the detector is off or
+// no model serves).
+func (d *hypercubeDetector) Reset(m *Model, cfg *Config, win *microcluster.Window) error {
+	d.counts = nil
+	if !cfg.Hypercube.Enabled || m == nil {
 		return nil
 	}
-	dims := len(s.features)
+	dims := len(m.Features)
 	lo, hi := make([]float64, dims), make([]float64, dims)
 	for j := range dims {
 		lo[j], hi[j] = hypercubeLo, hypercubeHi
 	}
-	g, err := hypercube.NewGrid(s.cfg.Hypercube.Bins, lo, hi)
+	g, err := hypercube.NewGrid(cfg.Hypercube.Bins, lo, hi)
 	if err != nil {
 		return fmt.Errorf("detect: hypercube grid: %w", err)
 	}
 	c := hypercube.NewCounts(g)
-	cols, _ := s.win.Snapshot()
-	nm, _ := s.model.normalised(cols, nil, nil)
+	window, _ := win.Snapshot()
+	nm, _ := m.normalised(window, nil, nil)
 	if err := c.Add(nm); err != nil {
 		return fmt.Errorf("detect: hypercube counts: %w", err)
 	}
-	s.hc.counts = c
+	d.counts = c
 	return nil
 }
 
-// evictedSink is where Push reports the evicted records: the detector's scratch when it counts.
-func (s *Stage) evictedSink() *microcluster.Evicted {
-	if s.hc.counts == nil {
-		return nil
-	}
-	s.hc.evicted.Reset()
-	return &s.hc.evicted
-}
-
-// followWindow applies one push to the counts: the batch's records added, the evicted ones
-// removed, both normalised by the serving model.
-func (s *Stage) followWindow(means [][]float32) error {
-	c := s.hc.counts
+// Follow applies one push to the counts: the batch's records added, the evicted ones removed,
+// both normalised by the serving model.
+func (d *hypercubeDetector) Follow(m *Model, added, evicted [][]float32) error {
+	c := d.counts
 	if c == nil {
 		return nil
 	}
-	nm, _ := s.model.normalised(means, nil, nil)
+	nm, _ := m.normalised(added, nil, nil)
 	if err := c.Add(nm); err != nil {
 		return fmt.Errorf("detect: hypercube counts: %w", err)
 	}
-	if s.hc.evicted.Len() > 0 {
-		ne, _ := s.model.normalised(s.hc.evicted.Cols, nil, nil)
+	if len(evicted) > 0 && len(evicted[0]) > 0 {
+		ne, _ := m.normalised(evicted, nil, nil)
 		if err := c.Remove(ne); err != nil {
 			return fmt.Errorf("detect: hypercube counts: %w", err)
 		}
@@ -82,24 +79,32 @@ func (s *Stage) followWindow(means [][]float32) error {
 	return nil
 }
 
-// scoreHypercube fills the batch's hypercube scores from the counts (normalised queries).
-func (s *Stage) scoreHypercube(nm [][]float32, scores []batch.Score) error {
-	c := s.hc.counts
+// Score writes Hypercube from the counts (normalised queries).
+func (d *hypercubeDetector) Score(q *Query, out []batch.Score) error {
+	c := d.counts
 	if c == nil {
 		return nil
 	}
-	n := len(scores)
-	if cap(s.hc.w) < n {
-		s.hc.w, s.hc.o = make([]int64, n), make([]float64, n)
+	n := len(out)
+	if cap(d.w) < n {
+		d.w, d.o = make([]int64, n), make([]float64, n)
 	}
-	w, o := s.hc.w[:n], s.hc.o[:n]
-	if err := c.Score(nm, w, o); err != nil {
+	w, o := d.w[:n], d.o[:n]
+	if err := c.Score(q.Means, w, o); err != nil {
 		return fmt.Errorf("detect: hypercube score: %w", err)
 	}
 	hs := make([]batch.HypercubeScore, n) // one allocation per batch, shared by the rows
 	for i := range n {
-		hs[i] = batch.HypercubeScore{Score: o[i], Neighbours: w[i], Outlier: w[i] <= int64(s.cfg.Hypercube.MaxNeighbours)}
-		scores[i].Hypercube = &hs[i]
+		hs[i] = batch.HypercubeScore{Score: o[i], Neighbours: w[i], Outlier: w[i] <= int64(q.Cfg.Hypercube.MaxNeighbours)}
+		out[i].Hypercube = &hs[i]
 	}
 	return nil
+}
+
+// Explain: "hypercube neighbours N <= max_neighbours".
+func (d *hypercubeDetector) Explain(s *batch.Score) string {
+	if h := s.Hypercube; h != nil && h.Outlier {
+		return "hypercube neighbours " + strconv.FormatInt(h.Neighbours, 10) + " <= max_neighbours"
+	}
+	return ""
 }

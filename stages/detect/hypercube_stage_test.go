@@ -87,19 +87,20 @@ func TestHypercubeDetectorInTheStage(t *testing.T) {
 	if len(flagged) > 60 { // 1%: the diagonal's own sparse ends may be alone in their cells
 		t.Errorf("%d of 6000 rows flagged by the hypercube detector", len(flagged))
 	}
-	incremental := s.hc.counts.Cells()
-	if err := s.resetHypercube(); err != nil {
+	hc := s.followers[0].(*hypercubeDetector)
+	incremental := hc.counts.Cells()
+	if err := s.resetFollowers(); err != nil {
 		t.Fatal(err)
 	}
-	if rebuilt := s.hc.counts.Cells(); !reflect.DeepEqual(incremental.Count, rebuilt.Count) || s.hc.counts.Total() != int64(s.win.Len()) {
-		t.Fatalf("incremental counts differ from the window's: %d vs %d cells, total %d for %d records", incremental.Len(), rebuilt.Len(), s.hc.counts.Total(), s.win.Len())
+	if rebuilt := hc.counts.Cells(); !reflect.DeepEqual(incremental.Count, rebuilt.Count) || hc.counts.Total() != int64(s.win.Len()) {
+		t.Fatalf("incremental counts differ from the window's: %d vs %d cells, total %d for %d records", incremental.Len(), rebuilt.Len(), hc.counts.Total(), s.win.Len())
 	}
 	off := cfg
 	off.Hypercube.Enabled = false
 	if _, err := s.Reconfigure(off); err != nil {
 		t.Fatal(err)
 	}
-	if sc := scoreWith(t, s, mem, d, 100, 110); sc[0].Hypercube != nil || s.hc.counts != nil {
+	if sc := scoreWith(t, s, mem, d, 100, 110); sc[0].Hypercube != nil || hc.counts != nil {
 		t.Error("the detector still scores after it was turned off")
 	}
 }

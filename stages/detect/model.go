@@ -57,7 +57,8 @@ func Build(cols, sds [][]float32, features []string, cfg Config, version uint64)
 	return buildOn(nil, nil, cols, sds, features, cfg, version)
 }
 
-// buildOn is Build with SolvingSet on the accelerator a (nil: the CPU).
+// buildOn is Build with the steps an accelerator takes on a (nil: the CPU): the window is
+// normalised, then each of the model's detectors (modelDetectors) builds its part.
 func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []string, cfg Config, version uint64) (*Model, error) {
 	start := time.Now()
 	rows := 0
@@ -76,53 +77,11 @@ func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []
 	}
 	nsds := scaleSDs(sds, m.Scale, rows)
 
-	q := min(cfg.Density.Clusters, rows)
-	mc, _, err := clusterOn(a, rep, ncols, nsds, q, cfg.Density.Iterations, cfg.Seed)
-	if err != nil {
-		return nil, fmt.Errorf("detect: micro-clustering the window: %w", err)
-	}
-	m.MicroClusters = mc
-	h, err := density.Bandwidths(mc)
-	if err != nil {
-		return nil, fmt.Errorf("detect: bandwidths: %w", err)
-	}
-	// Silverman's robust rule: sigma is min(standard deviation, IQR/1.349). One record far out
-	// inflates the standard deviation (a 1e6 in 50,000 records makes it about 4,500) and with it
-	// the bandwidth, until the density is below eta everywhere and every record is flagged; the
-	// interquartile range does not move. An IQR of 0 (over half the values tie) gives no bound.
-	for j := range h {
-		if spread[j] > 0 {
-			h[j] = min(h[j], density.Silverman(spread[j]/1.349, int64(rows)))
+	w := &BuildWindow{Raw: cols, Means: ncols, SDs: nsds, Spread: spread, Cfg: &cfg}
+	for _, d := range modelDetectors(a, rep, features) {
+		if err := d.Build(m, w); err != nil {
+			return nil, err
 		}
-	}
-	m.Density, err = density.NewModel(mc, h)
-	if err != nil {
-		return nil, fmt.Errorf("detect: density model: %w", err)
-	}
-	if mode, _ := density.ParseMode(cfg.Density.Mode); mode != density.Independent {
-		m.Density.Bounds() // this mode samples: build the bounds table here, off the scoring path
-	}
-
-	if cfg.Proclus.Enabled {
-		pp := proclus.Default()
-		pp.K, pp.L, pp.Seed = min(cfg.Proclus.K, rows), min(cfg.Proclus.L, len(ncols)), cfg.Seed
-		if m.Subspaces, err = proclus.Run(ncols, pp); err != nil {
-			return nil, fmt.Errorf("detect: PROCLUS subspaces of the window: %w", err)
-		}
-	}
-
-	p := solvingset.Params{K: min(cfg.Distance.K, rows-1), N: EffectiveN(cfg.Distance.N, cfg.Window, rows), M: cfg.Distance.M, Seed: cfg.Seed}
-	res, err := solvingSetOn(a, rep, ncols, p)
-	if err != nil {
-		return nil, fmt.Errorf("detect: solving set of the window: %w", err)
-	}
-	m.Distance = solvingset.NewModel(ncols, features, res, p.K)
-	m.TopWeights = make([]float64, len(res.Outliers))
-	for i, o := range res.Outliers { // sorted by descending weight
-		m.TopWeights[i] = o.Weight
-	}
-	if m.Ranker, err = buildRanker(cols, features, cfg); err != nil {
-		return nil, err
 	}
 	m.BuiltAt = time.Now()
 	m.BuildTime = m.BuiltAt.Sub(start)

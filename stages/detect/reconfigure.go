@@ -130,20 +130,20 @@ func (s *Stage) Reconfigure(cfg Config) (Reconfiguration, error) {
 			return Reconfiguration{}, err
 		}
 	}
-	building := s.building
+	building := s.builds.running
 	hcChanged := cfg.Hypercube.Enabled != s.cfg.Hypercube.Enabled || cfg.Hypercube.Bins != s.cfg.Hypercube.Bins
 	if cfg.Proclus != s.cfg.Proclus && s.model != nil {
 		s.ext.rebuildDue = true // the clusters are part of the model
 	}
 	s.cfg = cfg
 	if hcChanged {
-		if err := s.resetHypercube(); err != nil { // new grid or detector: counted afresh from the window
+		if err := s.resetFollowers(); err != nil { // new grid or detector: counted afresh from the window
 			return Reconfiguration{}, err
 		}
 	}
 	s.reconcile(true)
-	r.RebuildStarted = s.building && !building
-	s.log.Info().Strs("live", r.Live).Strs("rebuild", r.Rebuild).Bool("rebuild_started", r.RebuildStarted).
+	r.RebuildStarted = s.builds.running && !building
+	s.deps.Log.Info().Strs("live", r.Live).Strs("rebuild", r.Rebuild).Bool("rebuild_started", r.RebuildStarted).
 		Msg("detect configuration reloaded")
 	return r, nil
 }
@@ -164,7 +164,8 @@ func (s *Stage) reconcile(start bool) {
 	if !due && m.Params.N != s.cfg.Distance.N {
 		if dm, ok := m.WithN(s.cfg.Distance.N); ok {
 			s.model = dm
-			s.log.Info().Uint64("model_version", dm.Version).Int("n", s.cfg.Distance.N).
+			s.announce(dm, false)
+			s.deps.Log.Info().Uint64("model_version", dm.Version).Int("n", s.cfg.Distance.N).
 				Float64("w_star", dm.Distance.WStar).Msg("w* taken from the model's top weights for the new n")
 		} else {
 			due = true
@@ -174,7 +175,7 @@ func (s *Stage) reconcile(start bool) {
 		return
 	}
 	s.ext.rebuildDue = true
-	if start && !s.building && s.win.Len() >= s.cfg.MinRecords {
+	if start && !s.builds.running && s.win.Len() >= s.cfg.MinRecords {
 		s.startBuild()
 	}
 }
@@ -189,10 +190,10 @@ func (s *Stage) installed(m *Model) {
 			defer s.ext.saves.Done()
 			path, err := d.Save(m)
 			if err != nil {
-				s.log.Error().Err(err).Uint64("model_version", m.Version).Msg("model snapshot failed; the model keeps serving")
+				s.deps.Log.Error().Err(err).Uint64("model_version", m.Version).Msg("model snapshot failed; the model keeps serving")
 				return
 			}
-			s.log.Debug().Str("file", path).Uint64("model_version", m.Version).Msg("model snapshot written")
+			s.deps.Log.Debug().Str("file", path).Uint64("model_version", m.Version).Msg("model snapshot written")
 		}()
 	}
 	s.reconcile(false)
@@ -206,7 +207,7 @@ func (s *Stage) openSnapshots() error {
 	if s.cfg.StateDir == "" {
 		return nil
 	}
-	d, err := OpenSnapshotDir(s.cfg.StateDir, s.cfg.Snapshots, s.log)
+	d, err := OpenSnapshotDir(s.cfg.StateDir, s.cfg.Snapshots, s.deps.Log)
 	if err != nil {
 		return err
 	}
@@ -216,18 +217,18 @@ func (s *Stage) openSnapshots() error {
 		return err
 	}
 	if ld.Model == nil {
-		s.log.Info().Str("dir", d.Dir()).Int("skipped", len(ld.Skipped)).Msg("no usable model snapshot: the first model is built from the stream")
+		s.deps.Log.Info().Str("dir", d.Dir()).Int("skipped", len(ld.Skipped)).Msg("no usable model snapshot: the first model is built from the stream")
 		return nil
 	}
 	s.ext.loading = true
 	err = s.install(ld.Model)
 	s.ext.loading = false
 	if err != nil {
-		s.log.Warn().Err(err).Str("file", ld.Path).Msg("model snapshot could not be installed; the first model is built from the stream")
+		s.deps.Log.Warn().Err(err).Str("file", ld.Path).Msg("model snapshot could not be installed; the first model is built from the stream")
 		return nil
 	}
 	s.ext.rebuildDue = true
-	s.log.Info().Str("file", ld.Path).Uint64("model_version", ld.Model.Version).Time("built_at", ld.Model.BuiltAt).
+	s.deps.Log.Info().Str("file", ld.Path).Uint64("model_version", ld.Model.Version).Time("built_at", ld.Model.BuiltAt).
 		Msg("model loaded from snapshot: scoring resumes at once")
 	return nil
 }
@@ -255,5 +256,5 @@ func (s *Stage) resizeWindow(capacity int) error {
 	}
 	s.win = w
 	s.ids = s.ids.resize(capacity)
-	return s.resetHypercube() // the counts follow the window's records
+	return s.resetFollowers() // the counts follow the window's records
 }

@@ -53,7 +53,7 @@ func TestReconfigureThresholdsApplyLive(t *testing.T) {
 	if want := []string{"detect.density.eta", "detect.density.delta"}; !slices.Equal(r.Live, want) || len(r.Rebuild) != 0 || r.RebuildStarted {
 		t.Errorf("Reconfigure = %+v, want live %v and no rebuild", r, want)
 	}
-	if s.building || s.Model() != m {
+	if s.builds.running || s.Model() != m {
 		t.Fatal("a threshold change rebuilt or replaced the model")
 	}
 	after := flagged(2000, 3000)
@@ -91,8 +91,8 @@ func TestReconfigureWStarPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(r.Live, []string{"detect.distance.n"}) || s.building {
-		t.Fatalf("n 20 -> 5: %+v, building %v; want live, no rebuild", r, s.building)
+	if !slices.Equal(r.Live, []string{"detect.distance.n"}) || s.builds.running {
+		t.Fatalf("n 20 -> 5: %+v, building %v; want live, no rebuild", r, s.builds.running)
 	}
 	m := s.Model()
 	// The model was built from min_records = half the window: n scales to it (EffectiveN).
@@ -200,7 +200,7 @@ func TestReconfigureRejects(t *testing.T) {
 			if _, err := s.Reconfigure(next); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want %q", err, c.want)
 			}
-			if !reflect.DeepEqual(s.Config(), cfg) || s.building || s.Model().Version != 1 {
+			if !reflect.DeepEqual(s.Config(), cfg) || s.builds.running || s.Model().Version != 1 {
 				t.Error("a rejected configuration changed the stage")
 			}
 			if after := flagged(2000, 2500); !slices.Equal(after, before) {

@@ -4,52 +4,50 @@ import (
 	"fmt"
 	"slices"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/config"
 )
 
 // Role is the stage's part in a deployment of several processes (run.role; docs/OPERATIONS.md
 // "Builder and scorers"): one builder makes the models of the whole stream, many scorers score
-// their partitions with them.
-type Role int
+// their partitions with them. The words are run.role's, decoded once when the YAML is loaded;
+// Deps.Role left empty is RoleAll.
+type Role string
 
 const (
 	// RoleAll keeps a window, builds models from it and scores with them: one process does
 	// everything (the default).
-	RoleAll Role = iota
+	RoleAll Role = "all"
 	// RoleBuilder keeps the window and builds models but scores nothing: Process returns each
-	// batch unscored at once, and the models are published by whoever watches OnModel.
-	RoleBuilder
+	// batch unscored at once, and the models are published by whoever watches Deps.OnModel.
+	RoleBuilder Role = "builder"
 	// RoleScorer keeps no window and builds nothing: models arrive through InstallModel, and
 	// Process scores with the newest (holding or passing records before the first, as
 	// before_model says).
-	RoleScorer
+	RoleScorer Role = "scorer"
 )
 
-// ParseRole reads run.role.
-func ParseRole(s string) (Role, error) {
-	switch s {
-	case "all", "":
-		return RoleAll, nil
-	case "builder":
-		return RoleBuilder, nil
-	case "scorer":
-		return RoleScorer, nil
+// UnmarshalYAML decodes run.role; an empty word is all (as the key left out).
+func (r *Role) UnmarshalYAML(n *yaml.Node) error {
+	if err := config.DecodeEnum(n, r); err != nil {
+		return err
 	}
-	return RoleAll, fmt.Errorf("role must be all, builder or scorer, got %q", s)
+	if *r == "" {
+		*r = RoleAll
+	}
+	return nil
 }
 
-func (r Role) String() string {
-	return [...]string{"all", "builder", "scorer"}[r]
-}
-
-// SetRole sets the stage's role; call it before the first Process.
-func (s *Stage) SetRole(r Role) { s.role = r }
+// Valid says whether r is one of the words.
+func (r Role) Valid() bool { return r == RoleAll || r == RoleBuilder || r == RoleScorer }
 
 // ContinueVersions makes the next model the stage builds version v+1 (a builder that follows
 // another keeps the published sequence going). It has no effect once a model serves.
 func (s *Stage) ContinueVersions(v uint64) {
-	if s.model == nil && v > s.version {
-		s.version = v
+	if s.model == nil && v > s.builds.version {
+		s.builds.version = v
 	}
 }
 

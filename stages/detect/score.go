@@ -9,13 +9,11 @@ import (
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
-// scoreScratch holds buffers reused batch after batch on the stage's goroutine.
+// scoreScratch holds buffers reused batch after batch on the stage's goroutine (each detector
+// keeps its own).
 type scoreScratch struct {
 	means, sds [][]float32
-	verdicts   []density.Verdict
-	weights    []float64
 	streams    []uint64
-	rank       rankScratch
 }
 
 // Normalised maps raw means and uncertainties (column-major) to the model's units, exactly as
@@ -58,12 +56,8 @@ func (m *Model) normalised(means, sds [][]float32, sc *scoreScratch) (nm, ns [][
 	return bufM, bufS
 }
 
-// score fills b.Scores with the serving model's verdicts.
-//
-// Records that are members of the model's own window (Members: the held batches scored by the
-// first model, built from them; a re-read of them after a restart or in a scorer) are scored
-// without counting themselves: S holds every top-n outlier of the window, and a member of S
-// scored as a new query would meet itself at distance 0 and could fall below w*.
+// score fills b.Scores: every detector writes its fields (Stage.detectors, in order), then
+// decide takes the flag from them.
 func (s *Stage) score(b *batch.Batch) error {
 	m := s.model
 	means, sds, err := s.columns(b)
@@ -72,72 +66,50 @@ func (s *Stage) score(b *batch.Batch) error {
 	}
 	n := b.Len()
 	nm, ns := m.normalised(means, sds, &s.scratch)
-	sc := &s.scratch
-	if cap(sc.verdicts) < n {
-		sc.verdicts, sc.weights = make([]density.Verdict, n), make([]float64, n)
-	}
-	verdicts, weights := sc.verdicts[:n], sc.weights[:n]
-	dp := s.densityParams()
-	if dp.Index, err = streamIndices(b, sc.streams); err != nil {
+	q := Query{Model: m, Cfg: &s.cfg, Raw: means, Means: nm, SDs: ns, Density: s.densityParams(), Batch: b}
+	if q.Density.Index, err = streamIndices(b, s.scratch.streams); err != nil {
 		return err
 	}
-	sc.streams = dp.Index
-	if err := detectDensity(s.accel, s.accelRe, m, nm, ns, dp, verdicts); err != nil {
-		return fmt.Errorf("detect: density: %w", err)
-	}
-	of := make([]string, n) // where a detector's subspace in the verdict came from ("": the mode's)
-	if m.Subspaces != nil {
-		s.testClusterSubspaces(m, nm, ns, dp.Index, dp, verdicts, of)
-	}
-	scoreDistance(s.accel, s.accelRe, m.Distance, nm, weights)
-	rescoreMembers(m, b, m.Distance.Points, m.Distance.K, nm, weights)
-	var dens, distScore []float64
-	threshold := math.Inf(1)
-	if m.Ranker != nil {
-		dens, distScore = s.rankBatch(m, b, means)
-		threshold = m.Ranker.Threshold(s.cfg.AlarmRate)
-	}
+	s.scratch.streams = q.Density.Index
 	b.Scores = make([]batch.Score, n)
-	for i := range n {
-		v := verdicts[i]
-		sub := s.subspaceNames(v.Subspace)
-		dist := m.Distance.IsOutlier(weights[i])
-		sc := batch.Score{
-			Scored: true, DensityOutlier: v.Outlier, EtaProbability: v.EtaProbability, Subspace: sub, SubspaceOf: of[i],
-			DistanceOutlier: dist, Weight: weights[i], WStar: m.Distance.WStar,
-			Outlier: combine(s.cfg.Combine, v.Outlier, dist),
-			Score:   math.NaN(), Threshold: threshold, DensityScore: math.NaN(), DistanceScore: math.NaN(),
-		}
-		if m.Ranker != nil {
-			sc.DensityScore, sc.DistanceScore = dens[i], distScore[i]
-			sc.Score = m.Ranker.combine(dens[i], distScore[i])
-			if s.cfg.FlagBy == FlagByRate {
-				sc.Outlier = sc.Score > threshold
-			}
-		}
-		b.Scores[i] = sc
+	for i := range b.Scores {
+		b.Scores[i] = batch.Score{Scored: true, Score: math.NaN(), Threshold: math.Inf(1), DensityScore: math.NaN(), DistanceScore: math.NaN()}
 	}
-	if err := s.scoreHypercube(nm, b.Scores); err != nil {
-		return err
-	}
-	// The hypercube verdict joins the verdicts' rule (any flags, all must agree); under
-	// flag_by rate the combined score alone decides.
-	if s.hc.counts != nil && s.cfg.FlagBy == FlagByVerdicts {
-		for i := range b.Scores {
-			switch h := b.Scores[i].Hypercube.Outlier; s.cfg.Combine {
-			case CombineAny:
-				b.Scores[i].Outlier = b.Scores[i].Outlier || h
-			case CombineAll:
-				b.Scores[i].Outlier = b.Scores[i].Outlier && h
-			}
+	for _, d := range s.detectors {
+		if err := d.Score(&q, b.Scores); err != nil {
+			return err
 		}
 	}
+	decide(&s.cfg, m.Ranker != nil, b.Scores)
 	b.ModelVersion = m.Version
 	return nil
 }
 
+// decide sets each record's flag from the detectors' fields: under flag_by: verdicts the
+// combine rule on the paper's verdicts, the hypercube's joining it when the detector ran (any:
+// it flags too; all: it must flag too); under flag_by: rate the combined score above the
+// alarm threshold alone (when the model has a ranking part; else the verdicts decide).
+func decide(cfg *Config, ranked bool, scores []batch.Score) {
+	byRate := ranked && cfg.FlagBy == FlagByRate
+	for i := range scores {
+		sc := &scores[i]
+		sc.Outlier = combine(cfg.Combine, sc.DensityOutlier, sc.DistanceOutlier)
+		if byRate {
+			sc.Outlier = sc.Score > sc.Threshold
+		}
+		if h := sc.Hypercube; h != nil && cfg.FlagBy == FlagByVerdicts {
+			switch cfg.Combine {
+			case CombineAny:
+				sc.Outlier = sc.Outlier || h.Outlier
+			case CombineAll:
+				sc.Outlier = sc.Outlier && h.Outlier
+			}
+		}
+	}
+}
+
 // combine applies the configured rule to the two verdicts.
-func combine(rule string, densityOutlier, distanceOutlier bool) bool {
+func combine(rule Combine, densityOutlier, distanceOutlier bool) bool {
 	switch rule {
 	case CombineAll:
 		return densityOutlier && distanceOutlier
@@ -150,11 +122,10 @@ func combine(rule string, densityOutlier, distanceOutlier bool) bool {
 }
 
 func (s *Stage) densityParams() density.Params {
-	mode, _ := density.ParseMode(s.cfg.Density.Mode) // validated with the config
 	// Exact: 1-D subspaces are integrated exactly (no sampling noise, and fast enough for a
 	// stream). Index (set by score) gives each record the stream of its identity.
 	return density.Params{Eta: s.cfg.Density.Eta, Delta: s.cfg.Density.Delta, Samples: s.cfg.Density.Samples,
-		Mode: mode, Seed: s.cfg.Seed, Exact: true}
+		Mode: s.cfg.Density.Mode.Algo(), Seed: s.cfg.Seed, Exact: true}
 }
 
 // streamIndices are the batch's records' density stream indices, from their identity (topic,
@@ -175,23 +146,6 @@ func streamIndices(b *batch.Batch, dst []uint64) ([]uint64, error) {
 		dst[i] = th.StreamIndex(parts[i], offs[i])
 	}
 	return dst, nil
-}
-
-// subspaceNames names a subspace's features. One-dimensional subspaces (all of mode
-// independent) share one slice per feature: no allocation per record on the hot path.
-// Scores are read-only downstream, so sharing is safe.
-func (s *Stage) subspaceNames(dims []int) []string {
-	if len(dims) == 1 {
-		return s.singles[dims[0]]
-	}
-	if len(dims) == 0 {
-		return nil
-	}
-	sub := make([]string, len(dims))
-	for t, j := range dims {
-		sub[t] = s.features[j]
-	}
-	return sub
 }
 
 // rescoreMembers rescores, with solvingset.KNNWeightsMembers against ref (k neighbours), the

@@ -24,8 +24,8 @@ import (
 const snapFlagRanker = 8
 
 func encodeRanker(e *sealed.Encoder, r *Ranker) {
-	e.Text(r.Params.Detectors)
-	e.Text(r.Params.Combine)
+	e.Text(string(r.Params.Detectors))
+	e.Text(string(r.Params.Combine))
 	e.U32(uint32(r.Params.Sample))
 	e.U32(uint32(r.Params.K))
 	for _, s := range r.Tail.Sorted {
@@ -51,8 +51,8 @@ func encodeRanker(e *sealed.Encoder, r *Ranker) {
 func decodeRanker(d *sealed.Decoder, features []string) (*Ranker, error) {
 	dims := len(features)
 	r := &Ranker{Tail: &rank.Tail{Sorted: make([][]float32, dims)}}
-	r.Params.Detectors = d.Text(64, "score.detectors")
-	r.Params.Combine = d.Text(64, "score.combine")
+	r.Params.Detectors = ScoreDetectors(d.Text(64, "score.detectors"))
+	r.Params.Combine = ScoreCombine(d.Text(64, "score.combine"))
 	r.Params.Sample = int(d.U32("score.sample"))
 	r.Params.K = int(d.U32("score.k"))
 	for j := range dims {

@@ -107,7 +107,7 @@ func scoreWith(t testing.TB, s *Stage, mem memory.Allocator, d *synth.Data, lo, 
 
 func newTestStage(t testing.TB, cfg Config) *Stage {
 	t.Helper()
-	s, err := NewStage(cfg, []string{"x1", "x2", "x3"}, true, zerolog.Nop())
+	s, err := NewStage(cfg, []string{"x1", "x2", "x3"}, true, Deps{Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatalf("NewStage: %v", err)
 	}
@@ -413,7 +413,7 @@ func TestStageResumesFromSnapshot(t *testing.T) {
 		t.Fatalf("first batch after restart: %d batches out, want 1 scored by version 1", len(out))
 	}
 	out[0].Record.Release()
-	if b.building {
+	if b.builds.running {
 		t.Error("a rebuild started before the window holds min_records")
 	}
 	// Once the window holds min_records, a model of the current stream replaces the snapshot.
@@ -438,7 +438,7 @@ func TestStageSkipsCorruptSnapshotAtStart(t *testing.T) {
 	}
 	// An unusable directory is an error: the configuration asks for snapshots.
 	cfg.StateDir = filepath.Join(cfg.StateDir, "model-00000000000000000000.osnap", "sub")
-	if _, err := NewStage(cfg, []string{"x1", "x2", "x3"}, true, zerolog.Nop()); err == nil {
+	if _, err := NewStage(cfg, []string{"x1", "x2", "x3"}, true, Deps{Log: zerolog.Nop()}); err == nil {
 		t.Error("NewStage with a state_dir below a file: want an error")
 	}
 }

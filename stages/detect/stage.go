@@ -16,34 +16,59 @@ import (
 // has no locks. Model rebuilds run on one extra goroutine at a time, started by Process and
 // working on their own snapshot; their result is picked up by a later Process call.
 type Stage struct {
+	// What the stage scores, and with what: fixed at construction (cfg changes by Reconfigure).
 	cfg      Config
 	features []string
 	withSD   bool
-	log      zerolog.Logger
+	deps     Deps
+	accelRe  *accelReport // logs the steps deps.Accelerator failed
 
+	// The window and the identities (partition, offset) of its records, in step with it: a
+	// model's Members come from them (members.go).
 	win *microcluster.Window
-	// ids are the identities (partition, offset) of the window's records, in step with it:
-	// a model's Members come from them (members.go).
 	ids *idRing
 
-	model     *Model
-	version   uint64
-	sinceLast int       // records pushed since the last build started
-	lastBuild time.Time // when the last build started
-	building  bool
+	// The serving model, the builds that replace it, and the batches held for the first one.
+	model  *Model
+	builds buildState
+	held   []*batch.Batch // batches waiting for the first model (before_model: hold)
+
+	// The detectors that score (detector.go: the model's, then the hypercube), those of them
+	// that follow the window push by push, the records a push evicted for them, and the
+	// scoring buffers.
+	detectors []Detector
+	followers []Follower
+	evicted   microcluster.Evicted
+	scratch   scoreScratch
+
+	ext stageExt // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
+}
+
+// Deps are what a stage is given at construction besides its configuration.
+type Deps struct {
+	// Log receives the stage's events (a model serving, a failed rebuild, snapshots).
+	Log zerolog.Logger
+	// Role is the stage's part in a deployment of several processes (run.role). Default
+	// RoleAll.
+	Role Role
+	// Accelerator runs SolvingSet, micro-clustering, k-NN scoring and the density test on a
+	// device; nil: the CPU.
+	Accelerator Accelerator
+	// OnModel, if set, is told on the stage's goroutine whenever the serving model changes, so
+	// that nobody has to poll Model: fresh is true for a new model (built, or given to
+	// InstallModel), false for the serving model with w* taken from its top weights after a
+	// reload of distance.n (the same version: nothing new to publish). A model loaded from a
+	// snapshot by NewStage is not announced (nobody listens yet): Model returns it.
+	OnModel func(m *Model, fresh bool)
+}
+
+// buildState is the model builds' bookkeeping.
+type buildState struct {
+	version   uint64           // the newest model's version (the next build is version+1)
+	sinceLast int              // records pushed since the last build started
+	lastBuild time.Time        // when the last build started
+	running   bool             // a build runs; its result arrives on done
 	done      chan buildResult // capacity 1: the running build's result
-
-	held []*batch.Batch // batches waiting for the first model (before_model: hold)
-
-	scratch scoreScratch
-	ext     stageExt     // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
-	hc      hcState      // the hypercube detector's counts (hypercube_stage.go)
-	role    Role         // all, builder or scorer (roles.go)
-	singles [][]string   // singles[j] = {features[j]}, shared by the scores of 1-D subspaces
-	accel   Accelerator  // runs SolvingSet, k-NN scoring and the density test on a GPU; nil: the CPU
-	accelRe *accelReport // logs the steps the accelerator failed
-	// OnModel, if set, is called (on the stage's goroutine) whenever a new model starts serving.
-	OnModel func(*Model)
 }
 
 type buildResult struct {
@@ -52,7 +77,7 @@ type buildResult struct {
 }
 
 // NewStage makes the stage for a stream of the given features.
-func NewStage(cfg Config, features []string, withSD bool, log zerolog.Logger) (*Stage, error) {
+func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -60,11 +85,11 @@ func NewStage(cfg Config, features []string, withSD bool, log zerolog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	s := &Stage{cfg: cfg, features: features, withSD: withSD, log: log, win: w, ids: newIDRing(cfg.Window), done: make(chan buildResult, 1), lastBuild: time.Now()}
-	s.singles = make([][]string, len(features))
-	for j, f := range features {
-		s.singles[j] = []string{f}
-	}
+	s := &Stage{cfg: cfg, features: features, withSD: withSD, deps: deps, accelRe: &accelReport{log: deps.Log},
+		win: w, ids: newIDRing(cfg.Window), builds: buildState{done: make(chan buildResult, 1), lastBuild: time.Now()}}
+	hc := &hypercubeDetector{}
+	s.detectors = append(modelDetectors(deps.Accelerator, s.accelRe, features), hc)
+	s.followers = []Follower{hc}
 	if err := s.openSnapshots(); err != nil {
 		return nil, err
 	}
@@ -82,7 +107,7 @@ func (s *Stage) Window() *microcluster.Window { return s.win }
 // records are held for the first model, or every held batch once it exists.
 func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, error) {
 	s.collect(false)
-	if s.role == RoleScorer {
+	if s.deps.Role == RoleScorer {
 		return s.processScorer(b)
 	}
 	means, sds, err := s.columns(b)
@@ -93,11 +118,11 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 		return nil, err
 	}
 	s.ids.push(b.Topic, b.Partitions(), b.Offsets())
-	if err := s.followWindow(means); err != nil {
+	if err := s.follow(means); err != nil {
 		return nil, err
 	}
-	s.sinceLast += b.Len()
-	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.building {
+	s.builds.sinceLast += b.Len()
+	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.builds.running {
 		if s.cfg.BeforeModel == BeforeModelHold {
 			// Nothing can be emitted until the first model exists: build it right here.
 			s.startBuild()
@@ -105,12 +130,12 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 		} else {
 			s.startBuild()
 		}
-	} else if s.model != nil && !s.building && s.win.Len() >= s.cfg.MinRecords &&
-		(s.ext.rebuildDue || s.sinceLast >= s.cfg.RefreshRecords || time.Since(s.lastBuild) >= s.cfg.RefreshInterval) {
+	} else if s.model != nil && !s.builds.running && s.win.Len() >= s.cfg.MinRecords &&
+		(s.ext.rebuildDue || s.builds.sinceLast >= s.cfg.RefreshRecords || time.Since(s.builds.lastBuild) >= s.cfg.RefreshInterval) {
 		// The window holds fewer than min_records only after a start from a snapshot.
 		s.startBuild()
 	}
-	if s.role == RoleBuilder {
+	if s.deps.Role == RoleBuilder {
 		return []*batch.Batch{b}, nil // in the window: done (a builder scores nothing)
 	}
 
@@ -145,15 +170,15 @@ func (s *Stage) beforeModel(b *batch.Batch) []*batch.Batch {
 // and its output acknowledged, or it is read again). Under pass every batch already went out
 // unscored, so nothing is held.
 func (s *Stage) Flush() ([]*batch.Batch, error) {
-	s.collect(s.building)
+	s.collect(s.builds.running)
 	out := s.held
 	s.held = nil
 	if s.model == nil {
 		for _, b := range out {
-			b.Record.Release()
+			b.Release()
 		}
 		if len(out) > 0 {
-			s.log.Info().Int("batches", len(out)).Msg("stopping before the first model: held records are left uncommitted, to be read and scored after a restart")
+			s.deps.Log.Info().Int("batches", len(out)).Msg("stopping before the first model: held records are left uncommitted, to be read and scored after a restart")
 		}
 		return nil, nil
 	}
@@ -168,7 +193,7 @@ func (s *Stage) Flush() ([]*batch.Batch, error) {
 // Close waits for a running build to finish (it holds only its own snapshot) and for
 // snapshot writes in flight.
 func (s *Stage) Close() {
-	s.collect(s.building)
+	s.collect(s.builds.running)
 	s.ext.saves.Wait()
 }
 
@@ -194,56 +219,100 @@ func (s *Stage) columns(b *batch.Batch) (means, sds [][]float32, err error) {
 // startBuild snapshots the window and builds the next model on a new goroutine.
 func (s *Stage) startBuild() {
 	cols, sds := s.win.Snapshot()
-	s.building, s.sinceLast, s.lastBuild = true, 0, time.Now()
+	s.builds.running, s.builds.sinceLast, s.builds.lastBuild = true, 0, time.Now()
 	s.ext.rebuildDue = false // this build reads the configuration now in force
-	version := s.version + 1
-	cfg, features, accel, rep, members := s.cfg, s.features, s.accel, s.accelRe, s.ids.members()
+	version := s.builds.version + 1
+	cfg, features, accel, rep, members := s.cfg, s.features, s.deps.Accelerator, s.accelRe, s.ids.members()
 	go func() {
 		m, err := buildOn(accel, rep, cols, sds, features, cfg, version)
 		if m != nil {
 			m.Members = members
 		}
-		s.done <- buildResult{model: m, err: err}
+		s.builds.done <- buildResult{model: m, err: err}
 	}()
 }
 
 // collect installs a finished build; with wait it blocks until the running build ends.
 func (s *Stage) collect(wait bool) {
-	if !s.building {
+	if !s.builds.running {
 		return
 	}
 	var r buildResult
 	if wait {
-		r = <-s.done
+		r = <-s.builds.done
 	} else {
 		select {
-		case r = <-s.done:
+		case r = <-s.builds.done:
 		default:
 			return
 		}
 	}
-	s.building = false
+	s.builds.running = false
 	if r.err == nil {
 		r.err = s.install(r.model)
 	}
 	if r.err != nil {
 		// The previous model keeps serving; the next trigger tries again.
-		s.log.Error().Err(r.err).Msg("model rebuild failed; the previous model keeps serving")
+		s.deps.Log.Error().Err(r.err).Msg("model rebuild failed; the previous model keeps serving")
 	}
 }
 
 // install makes m the serving model.
 func (s *Stage) install(m *Model) error {
-	s.model, s.version = m, m.Version
-	if err := s.resetHypercube(); err != nil { // the counts follow the new normalisation
-		s.log.Error().Err(err).Msg("hypercube detector off until the next model")
+	s.model, s.builds.version = m, m.Version
+	if err := s.resetFollowers(); err != nil { // the counts follow the new normalisation
+		s.deps.Log.Error().Err(err).Msg("hypercube detector off until the next model")
 	}
-	s.installed(m)
-	s.log.Info().Uint64("model_version", m.Version).Int("window", m.WindowRecords).
+	s.deps.Log.Info().Uint64("model_version", m.Version).Int("window", m.WindowRecords).
 		Int("solving_set", len(m.Distance.Points[0])).Float64("w_star", m.Distance.WStar).
 		Dur("build", m.BuildTime).Msg("model serving")
-	if s.OnModel != nil {
-		s.OnModel(m)
+	s.announce(m, true)
+	s.installed(m) // may retune m to the configuration now in force, announced after it
+	return nil
+}
+
+// announce tells Deps.OnModel that m serves (not while NewStage loads a snapshot).
+func (s *Stage) announce(m *Model, fresh bool) {
+	if s.deps.OnModel != nil && !s.ext.loading {
+		s.deps.OnModel(m, fresh)
+	}
+}
+
+// evictedSink is where Push reports the evicted records: the stage's scratch while a follower
+// follows the window, else nowhere (nil).
+func (s *Stage) evictedSink() *microcluster.Evicted {
+	for _, f := range s.followers {
+		if f.Following() {
+			s.evicted.Reset()
+			return &s.evicted
+		}
+	}
+	return nil
+}
+
+// follow applies one push (the batch's records added, s.evicted removed) to the followers.
+func (s *Stage) follow(added [][]float32) error {
+	var evicted [][]float32
+	if s.evicted.Len() > 0 {
+		evicted = s.evicted.Cols
+	}
+	for _, f := range s.followers {
+		if f.Following() {
+			if err := f.Follow(s.model, added, evicted); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// resetFollowers recounts the followers' state from the window under the serving model and
+// the configuration in force.
+func (s *Stage) resetFollowers() error {
+	for _, f := range s.followers {
+		if err := f.Reset(s.model, &s.cfg, s.win); err != nil {
+			return err
+		}
 	}
 	return nil
 }

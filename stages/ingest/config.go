@@ -20,23 +20,39 @@ import (
 	"strings"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/core/config"
 	"github.com/outlierd/outlierd/internal/core/kafkasec"
 )
 
+// Format is ingest.format: how message values are encoded. The word is decoded once when the
+// YAML is loaded (UnmarshalYAML) and checked by Validate; NewDecoder picks its decoder by it.
+type Format string
+
 // Formats accepted by Config.Format.
 const (
-	FormatJSON   = "json"
-	FormatCSV    = "csv"
-	FormatLogfmt = "logfmt"
+	FormatJSON   Format = "json"
+	FormatCSV    Format = "csv"
+	FormatLogfmt Format = "logfmt"
 )
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (f *Format) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, f) }
+
+// StartOffset is ingest.start_offset: where a group without committed offsets starts. The word
+// is decoded once when the YAML is loaded and checked by Validate.
+type StartOffset string
 
 // Start offsets accepted by Config.StartOffset.
 const (
-	StartEarliest = "earliest"
-	StartLatest   = "latest"
+	StartEarliest StartOffset = "earliest"
+	StartLatest   StartOffset = "latest"
 )
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (s *StartOffset) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, s) }
 
 // Config configures the Kafka source and its decoder. Decode it from YAML strictly (unknown keys
 // are errors) on top of Default(), then call Validate.
@@ -52,9 +68,9 @@ type Config struct {
 	// StartOffset is where a group without committed offsets starts: "earliest" (default:
 	// nothing already in the topic is skipped) or "latest" (only new records; less backlog at
 	// first start).
-	StartOffset string `yaml:"start_offset"`
+	StartOffset StartOffset `yaml:"start_offset"`
 	// Format of the message values: "json" (default), "csv" (one line per message) or "logfmt".
-	Format string `yaml:"format"`
+	Format Format `yaml:"format"`
 	// Features are the fields read as features, in column order. JSON: dotted paths into nested
 	// objects ("sensor.temp"). CSV: names from CSVHeader, or 0-based column indices ("0", "3")
 	// when there is no header. logfmt: keys. Values must be numbers (JSON strings are refused,

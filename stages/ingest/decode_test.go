@@ -8,7 +8,7 @@ import (
 )
 
 // testConfig returns a valid config for format with the given features; mutate adjusts it.
-func testConfig(format string, features []string, mutate func(*Config)) Config {
+func testConfig(format Format, features []string, mutate func(*Config)) Config {
 	c := Default()
 	c.Topic, c.GroupID = "in", "g"
 	c.Format = format

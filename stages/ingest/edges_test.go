@@ -79,7 +79,7 @@ func TestDecodeLogfmtDuplicateKeys(t *testing.T) {
 func TestDecodeFLTMax(t *testing.T) {
 	t.Parallel()
 	const fltMax = float32(3.4028234663852886e38)
-	for _, format := range []string{FormatJSON, FormatLogfmt} {
+	for _, format := range []Format{FormatJSON, FormatLogfmt} {
 		cfg := testConfig(format, []string{"a", "b"}, nil)
 		msg := func(a, b string) string {
 			if format == FormatJSON {
@@ -88,11 +88,11 @@ func TestDecodeFLTMax(t *testing.T) {
 			return "a=" + a + " b=" + b
 		}
 		runDecodeCases(t, cfg, []decodeCase{
-			{name: format + ": FLT_MAX printed", in: msg("3.4028235e38", "-3.4028235e+38"), values: []float32{fltMax, -fltMax}},
-			{name: format + ": FLT_MAX in full", in: msg("340282346638528859811704183484516925440", "1e20"), values: []float32{fltMax, 1e20}},
-			{name: format + ": just below the rounding midpoint", in: msg("3.40282356779733e38", "0"), values: []float32{fltMax, 0}},
-			{name: format + ": past the midpoint", in: msg("3.4028236e38", "0"), err: `field "a": out of float32 range: 3.4028236e+38`},
-			{name: format + ": 1e39", in: msg("0", "-1e39"), err: `field "b": out of float32 range: -1e+39`},
+			{name: string(format) + ": FLT_MAX printed", in: msg("3.4028235e38", "-3.4028235e+38"), values: []float32{fltMax, -fltMax}},
+			{name: string(format) + ": FLT_MAX in full", in: msg("340282346638528859811704183484516925440", "1e20"), values: []float32{fltMax, 1e20}},
+			{name: string(format) + ": just below the rounding midpoint", in: msg("3.40282356779733e38", "0"), values: []float32{fltMax, 0}},
+			{name: string(format) + ": past the midpoint", in: msg("3.4028236e38", "0"), err: `field "a": out of float32 range: 3.4028236e+38`},
+			{name: string(format) + ": 1e39", in: msg("0", "-1e39"), err: `field "b": out of float32 range: -1e+39`},
 		})
 	}
 }

@@ -42,7 +42,7 @@ func BenchmarkWrite(b *testing.B) {
 	settings := []struct {
 		size    int
 		timeout time.Duration
-		format  string
+		format  Format
 	}{
 		{100, time.Second, FormatJSON}, // kafka-go defaults
 		{1000, time.Second, FormatJSON},

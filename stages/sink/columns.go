@@ -22,7 +22,7 @@ type columns struct {
 	key       *array.Binary
 	ts        *array.Timestamp
 	tsUnit    arrow.TimeUnit
-	emit      string // the sink's Emit when this batch's Write started
+	emit      Emit // the sink's Emit when this batch's Write started
 }
 
 // batchColumns checks that b holds to the batch contract (made by batch.New, Payloads and
@@ -81,7 +81,7 @@ func (c *columns) deadLetter(b *batch.Batch, i int, reason string) batch.DeadLet
 }
 
 // emitted reports whether row i becomes an output under the emit mode.
-func emitted(b *batch.Batch, i int, emit string) bool {
+func emitted(b *batch.Batch, i int, emit Emit) bool {
 	if emit == EmitAll {
 		return true
 	}

@@ -8,22 +8,44 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"gopkg.in/yaml.v3"
 
 	"github.com/outlierd/outlierd/internal/core/config"
 	"github.com/outlierd/outlierd/internal/core/kafkasec"
 )
 
-// Emit values: which records become output messages.
+// Emit is sink.emit: which records become output messages. The word is decoded once when the
+// YAML is loaded (UnmarshalYAML) and checked by Validate.
+type Emit string
+
+// Emit values.
 const (
-	EmitOutliers = "outliers" // only records whose Score.Outlier is true
-	EmitAll      = "all"      // every record, scored or not (each carries its verdict)
+	EmitOutliers Emit = "outliers" // only records whose Score.Outlier is true
+	EmitAll      Emit = "all"      // every record, scored or not (each carries its verdict)
 )
 
-// Format values: how outputs are encoded.
+// UnmarshalYAML decodes the word (Validate checks it).
+func (e *Emit) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, e) }
+
+// Format is sink.format: how outputs are encoded. The word is decoded once when the YAML is
+// loaded and checked by Validate.
+type Format string
+
+// Format values.
 const (
-	FormatJSON  = "json"  // one JSON object per emitted record (see encodeJSON for the schema)
-	FormatArrow = "arrow" // one Arrow IPC stream per batch and source partition (see arrowSchema)
+	FormatJSON  Format = "json"  // one JSON object per emitted record (see encodeJSON for the schema)
+	FormatArrow Format = "arrow" // one Arrow IPC stream per batch and source partition (see arrowSchema)
 )
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (f *Format) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, f) }
+
+// Compression is sink.compression: the produce codec's word, decoded once when the YAML is
+// loaded and checked by Validate (compressionCodecs).
+type Compression string
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (c *Compression) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, c) }
 
 // AcksAll is the only accepted RequiredAcks value.
 const AcksAll = "all"
@@ -66,12 +88,12 @@ type Config struct {
 	// Emit is "outliers" (default: only flagged records are written, the usual alerting use)
 	// or "all" (every record with its scores: a full audit trail, at the cost of output volume
 	// equal to the input volume).
-	Emit string `yaml:"emit"`
+	Emit Emit `yaml:"emit"`
 
 	// Format is "json" (default: one self-describing message per record, for humans and
 	// generic consumers) or "arrow" (one Arrow IPC stream per batch and source partition: far
 	// fewer and smaller messages for analytical consumers, but binary and batch-grained).
-	Format string `yaml:"format"`
+	Format Format `yaml:"format"`
 
 	// BatchSize is the most messages the writer puts in one produce request per partition
 	// (kafka-go Writer.BatchSize). Default 1000. Larger batches mean fewer requests; a batch that
@@ -105,7 +127,7 @@ type Config struct {
 	// Compression is the produce compression codec: "none" (default), "gzip", "snappy", "lz4"
 	// or "zstd". JSON outputs compress several-fold with lz4/zstd, trading producer CPU for
 	// network and broker disk; on a loopback or fast LAN "none" is fastest.
-	Compression string `yaml:"compression"`
+	Compression Compression `yaml:"compression"`
 
 	// WriteTimeout bounds one produce request (kafka-go Writer.WriteTimeout). Default 10s.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
@@ -149,7 +171,7 @@ func Default() Config {
 }
 
 // compressionCodecs maps Config.Compression to kafka-go codecs.
-var compressionCodecs = map[string]kafka.Compression{
+var compressionCodecs = map[Compression]kafka.Compression{
 	"none":   0,
 	"gzip":   kafka.Gzip,
 	"snappy": kafka.Snappy,

@@ -11,8 +11,8 @@ import (
 // the running one stays.
 func TestSetEmit(t *testing.T) {
 	forEachBroker(t, func(t *testing.T, br broker) {
-		for _, format := range []string{FormatJSON, FormatArrow} {
-			t.Run(format, func(t *testing.T) {
+		for _, format := range []Format{FormatJSON, FormatArrow} {
+			t.Run(string(format), func(t *testing.T) {
 				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 				defer mem.AssertSize(t, 0)
 				cfg := testConfig(t, br)

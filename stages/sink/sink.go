@@ -63,7 +63,7 @@ type Sink struct {
 	outputs, deadLetters, batches atomic.Int64
 
 	// emit is Config.Emit as now in force: SetEmit replaces it while Writes run (a live reload).
-	emit atomic.Pointer[string]
+	emit atomic.Pointer[Emit]
 }
 
 // Option customises a Sink.
@@ -127,7 +127,7 @@ func (s *Sink) Config() Config {
 
 // SetEmit changes Config.Emit for the batches whose Write starts from now on (a live reload);
 // a Write in progress keeps the value it started with, so no batch is emitted half one way.
-func (s *Sink) SetEmit(emit string) error {
+func (s *Sink) SetEmit(emit Emit) error {
 	if emit != EmitOutliers && emit != EmitAll {
 		return fmt.Errorf("sink: emit must be %s or %s, got %q", EmitOutliers, EmitAll, emit)
 	}

@@ -212,8 +212,8 @@ func TestBatchContractErrors(t *testing.T) {
 // string "NaN"), not the dead-letter topic.
 func TestWriteJSON(t *testing.T) {
 	forEachBroker(t, func(t *testing.T, br broker) {
-		for _, emit := range []string{EmitOutliers, EmitAll} {
-			t.Run(emit, func(t *testing.T) {
+		for _, emit := range []Emit{EmitOutliers, EmitAll} {
+			t.Run(string(emit), func(t *testing.T) {
 				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 				defer mem.AssertSize(t, 0)
 				cfg := testConfig(t, br)
@@ -707,7 +707,7 @@ func TestCompression(t *testing.T) {
 				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 				defer mem.AssertSize(t, 0)
 				cfg := testConfig(t, br)
-				cfg.Compression = codec
+				cfg.Compression = Compression(codec)
 				s, err := New(cfg)
 				if err != nil {
 					t.Fatal(err)

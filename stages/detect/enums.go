@@ -1,0 +1,115 @@
+package detect
+
+import (
+	"gopkg.in/yaml.v3"
+
+	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/core/config"
+)
+
+// The detect section's enums: typed words, decoded once when the YAML is loaded (each
+// UnmarshalYAML: config.DecodeEnum) and checked by Config.Validate, so the stage switches on
+// typed constants and never parses a word per batch. The words are the YAML's.
+
+// BeforeModel is detect.before_model: what happens to records that arrive before the first
+// model exists.
+type BeforeModel string
+
+// The before_model words.
+const (
+	BeforeModelHold BeforeModel = "hold" // wait for the first model; records are scored by it (no record goes unscored)
+	BeforeModelPass BeforeModel = "pass" // emit unscored at once (scores.scored = false); nothing is flagged until the model exists
+)
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (v *BeforeModel) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
+
+// Combine is detect.combine: the rule on the paper's verdicts that flags a record under
+// flag_by: verdicts.
+type Combine string
+
+// The combine words.
+const (
+	CombineAny      Combine = "any"      // flag when either detector flags (the default: measured best across sets, docs/BENCHMARKS.md §3)
+	CombineAll      Combine = "all"      // flag when both flag (fewer false positives, lower recall)
+	CombineDensity  Combine = "density"  // density sampling alone
+	CombineDistance Combine = "distance" // solving-set prediction alone
+)
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (v *Combine) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
+
+// FlagBy is detect.flag_by: what raises a flag.
+type FlagBy string
+
+// The flag_by words.
+const (
+	FlagByRate     FlagBy = "rate"     // the combined score above the alarm rate's threshold
+	FlagByVerdicts FlagBy = "verdicts" // the paper's verdicts and the combine rule
+)
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (v *FlagBy) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
+
+// ScoreDetectors is detect.score.detectors: which calibrated scores the combined score takes.
+type ScoreDetectors string
+
+// The score.detectors words.
+const (
+	DetectorsBoth     ScoreDetectors = "both"     // the tail score's and the k-NN distance's (score.combine joins them)
+	DetectorsDensity  ScoreDetectors = "density"  // the per-feature tail score alone
+	DetectorsDistance ScoreDetectors = "distance" // the k-NN distance to the window sample alone
+)
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (v *ScoreDetectors) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
+
+// ScoreCombine is detect.score.combine: how the calibrated scores of both detectors make the
+// combined score.
+type ScoreCombine string
+
+// The score.combine words.
+const (
+	CombineMean ScoreCombine = "mean" // the mean surprisal: a record rare for both detectors ranks first
+	CombineMax  ScoreCombine = "max"  // the largest: a record rare for either detector ranks high
+)
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (v *ScoreCombine) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
+
+// DensityMode is detect.density.mode: which subspaces the density test tests
+// (ALGORITHMS.md §2; package density's Mode).
+type DensityMode string
+
+// The density.mode words.
+const (
+	DensityIndependent DensityMode = "independent"
+	DensityRollup      DensityMode = "rollup"
+	DensityRestricted  DensityMode = "restricted"
+	DensityAveraging   DensityMode = "averaging"
+)
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (v *DensityMode) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
+
+// valid says whether m is one of the words.
+func (m DensityMode) valid() bool {
+	switch m {
+	case DensityIndependent, DensityRollup, DensityRestricted, DensityAveraging:
+		return true
+	}
+	return false
+}
+
+// Algo is m as package density's Mode (independent for a word Validate refuses).
+func (m DensityMode) Algo() density.Mode {
+	switch m {
+	case DensityRollup:
+		return density.Rollup
+	case DensityRestricted:
+		return density.Restricted
+	case DensityAveraging:
+		return density.Averaging
+	}
+	return density.Independent
+}
