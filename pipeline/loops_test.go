@@ -240,7 +240,7 @@ func loopPipeline(t *testing.T, src Source, snk Sink, tweak func(*Config)) *Pipe
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Pipeline{cfg: cfg, log: zerolog.Nop(), src: src, stage: &fakeStage{win: win}, snk: snk,
+	return &Pipeline{cfg: cfg, log: zerolog.Nop(), role: detect.RoleAll, src: src, stage: &fakeStage{win: win}, snk: snk,
 		dev: &Device{name: "cpu"}, metrics: metrics.New(), reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
 }
 

@@ -178,7 +178,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.dev.Close()
 		return errors.Join(err, p.src.Close(), p.snk.Close(), p.closeRole())
 	}
-	if m := p.det.Model(); m != nil { // loaded from a snapshot: NewStage announces nothing
+	if m := p.stage.Model(); m != nil { // loaded from a snapshot: NewStage announces nothing
 		p.showModel(m)
 	}
 	lagDone := make(chan struct{})
