@@ -55,10 +55,6 @@ func Available() (bool, string) {
 	return true, fmt.Sprintf("%d CUDA device(s), driver %d", n, cu.Version())
 }
 
-// NoteCompanion is for the CPU build (why its CUDA companion did not take over); this is the
-// CUDA build, which has no companion.
-func NoteCompanion(string) {}
-
 // Device is one CUDA device with its own context, owned by one goroutine locked to an OS thread;
 // every CUDA call runs on that goroutine. Methods and kernel entries are safe for concurrent use
 // (they are serialised through the owner). Close releases the context and all its memory.

@@ -10,15 +10,9 @@ import (
 	"github.com/outlierd/outlierd/internal/algo/hypercube"
 )
 
-// noCUDA is why this build has no GPU; NoteCompanion adds why the CUDA companion did not take over.
-var noCUDA = "built without CUDA (build with -tags cuda)"
-
 // Available reports whether a CUDA device can be used and, if not, why: this build has no CUDA.
-func Available() (bool, string) { return false, noCUDA }
-
-// NoteCompanion records why the CUDA companion binary (cmd/outlierd: outlierd-cuda) did not take
-// over, for Available's reason. Call it before opening devices.
-func NoteCompanion(why string) { noCUDA = "built without CUDA; " + why }
+// (Why the CUDA companion binary did not take over is the caller's: accel.Options.NoCompanion.)
+func Available() (bool, string) { return false, "built without CUDA (build with -tags cuda)" }
 
 // Device is one CUDA device. In this build (no cuda tag) none can be opened.
 type Device struct{}

@@ -272,7 +272,7 @@ func (s *Stage) rankBatch(m *Model, b *batch.Batch, means [][]float32) (density,
 	r.Tail.Score(means, density)
 	sc.space = r.distanceSpace(means, sc.space)
 	nm := sc.space
-	scoreDistance(s.accel, s.accelRe, r.Ref, nm, distance)
+	scoreDistance(s.accel, r.Ref, nm, distance)
 	rescoreMembers(m, b, r.Ref.Points, r.Ref.K, nm, distance)
 	return density, distance
 }

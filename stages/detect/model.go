@@ -54,11 +54,11 @@ type Model struct {
 // Build makes a model from a window snapshot (raw units, column-major; sds nil when the
 // stream carries no uncertainty).
 func Build(cols, sds [][]float32, features []string, cfg Config, version uint64) (*Model, error) {
-	return buildOn(nil, nil, cols, sds, features, cfg, version)
+	return buildOn(nil, cols, sds, features, cfg, version)
 }
 
 // buildOn is Build with SolvingSet on the accelerator a (nil: the CPU).
-func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []string, cfg Config, version uint64) (*Model, error) {
+func buildOn(a Accelerator, cols, sds [][]float32, features []string, cfg Config, version uint64) (*Model, error) {
 	start := time.Now()
 	rows := 0
 	if len(cols) > 0 {
@@ -77,7 +77,7 @@ func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []
 	nsds := scaleSDs(sds, m.Scale, rows)
 
 	q := min(cfg.Density.Clusters, rows)
-	mc, _, err := clusterOn(a, rep, ncols, nsds, q, cfg.Density.Iterations, cfg.Seed)
+	mc, _, err := clusterOn(a, ncols, nsds, q, cfg.Density.Iterations, cfg.Seed)
 	if err != nil {
 		return nil, fmt.Errorf("detect: micro-clustering the window: %w", err)
 	}
@@ -112,7 +112,7 @@ func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []
 	}
 
 	p := solvingset.Params{K: min(cfg.Distance.K, rows-1), N: EffectiveN(cfg.Distance.N, cfg.Window, rows), M: cfg.Distance.M, Seed: cfg.Seed}
-	res, err := solvingSetOn(a, rep, ncols, p)
+	res, err := solvingSetOn(a, ncols, p)
 	if err != nil {
 		return nil, fmt.Errorf("detect: solving set of the window: %w", err)
 	}

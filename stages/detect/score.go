@@ -82,14 +82,14 @@ func (s *Stage) score(b *batch.Batch) error {
 		return err
 	}
 	sc.streams = dp.Index
-	if err := detectDensity(s.accel, s.accelRe, m, nm, ns, dp, verdicts); err != nil {
+	if err := detectDensity(s.accel, m, nm, ns, dp, verdicts); err != nil {
 		return fmt.Errorf("detect: density: %w", err)
 	}
 	of := make([]string, n) // where a detector's subspace in the verdict came from ("": the mode's)
 	if m.Subspaces != nil {
 		s.testClusterSubspaces(m, nm, ns, dp.Index, dp, verdicts, of)
 	}
-	scoreDistance(s.accel, s.accelRe, m.Distance, nm, weights)
+	scoreDistance(s.accel, m.Distance, nm, weights)
 	rescoreMembers(m, b, m.Distance.Points, m.Distance.K, nm, weights)
 	var dens, distScore []float64
 	threshold := math.Inf(1)

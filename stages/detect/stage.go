@@ -37,12 +37,11 @@ type Stage struct {
 	held []*batch.Batch // batches waiting for the first model (before_model: hold)
 
 	scratch scoreScratch
-	ext     stageExt     // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
-	hc      hcState      // the hypercube detector's counts (hypercube_stage.go)
-	role    Role         // all, builder or scorer (roles.go)
-	singles [][]string   // singles[j] = {features[j]}, shared by the scores of 1-D subspaces
-	accel   Accelerator  // runs SolvingSet, k-NN scoring and the density test on a GPU; nil: the CPU
-	accelRe *accelReport // logs the steps the accelerator failed
+	ext     stageExt    // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
+	hc      hcState     // the hypercube detector's counts (hypercube_stage.go)
+	role    Role        // all, builder or scorer (roles.go)
+	singles [][]string  // singles[j] = {features[j]}, shared by the scores of 1-D subspaces
+	accel   Accelerator // runs SolvingSet, k-NN scoring and the density test on a GPU; nil: the CPU
 	// OnModel, if set, is called (on the stage's goroutine) whenever a new model starts serving.
 	OnModel func(*Model)
 }
@@ -216,9 +215,9 @@ func (s *Stage) startBuild() {
 	s.building, s.sinceLast, s.lastBuild = true, 0, time.Now()
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.version + 1
-	cfg, features, accel, rep, members := s.cfg, s.features, s.accel, s.accelRe, s.ids.members()
+	cfg, features, accel, members := s.cfg, s.features, s.accel, s.ids.members()
 	go func() {
-		m, err := buildOn(accel, rep, cols, sds, features, cfg, version)
+		m, err := buildOn(accel, cols, sds, features, cfg, version)
 		if m != nil {
 			m.Members = members
 		}
