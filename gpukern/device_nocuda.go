@@ -55,11 +55,11 @@ func (d *Device) assign(means, centroids [][]float32, n, q int, out []int32) err
 	return fmt.Errorf("gpukern.Assign: %w", errNoCUDA)
 }
 
-func (d *Device) reduce(means, sds [][]float32, assign []int32, n, q int) (*ClusterFeatures, error) {
+func (d *Device) reduce(means, sds [][]float32, assign []int32, n, q, chunk int) (*ClusterFeatures, error) {
 	return nil, fmt.Errorf("gpukern.Reduce: %w", errNoCUDA)
 }
 
-func (d *Device) cluster(means, sds *Columns, centroids [][]float32, q, iterations int, assign []int32) (*ClusterFeatures, error) {
+func (d *Device) cluster(means, sds *Columns, centroids [][]float32, q, iterations, chunk int, assign []int32) (*ClusterFeatures, error) {
 	return nil, fmt.Errorf("gpukern.Cluster: %w", errNoCUDA)
 }
 
@@ -77,7 +77,7 @@ func (d *Device) dropDensityModel(m *DensityModel) error { return errNoCUDA }
 
 type distNode struct{}
 
-func (d *Device) newDistNode(cols [][]float32, rows, k, m int) (*distNode, error) {
+func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (*distNode, error) {
 	return nil, errNoCUDA
 }
 func (d *Device) distTake(n *distNode, rows []int) ([]float32, []float32, error) {

@@ -9,6 +9,9 @@ import (
 
 // The glue between the algorithms' types and gpukern's launches (GPU paths only: d.gpu != nil).
 
+// A GPU node of the distributed solving set is a solvingset.Node.
+var _ solvingset.Node = (*gpukern.DistributedNode)(nil)
+
 // multiGPURows is the smallest window SolvingSet spreads over several GPUs: the distributed
 // solving set has a serial part of 2-5 ms per iteration (docs/BENCHMARKS.md §4.3.1), which a
 // 10M-row window amortises (1.7-1.9x on 2 GPUs) and a 50,000-row window would not.
@@ -19,7 +22,9 @@ func (d *Device) gpuSolvingSet(cols [][]float32, p solvingset.Params) (solvingse
 	if len(d.more) > 0 && len(cols) > 0 && len(cols[0]) >= multiGPURows {
 		return d.distributedSolvingSet(cols, p)
 	}
-	r, err := gpukern.SolvingSet(d.gpu, cols, gpukern.SolvingSetParams{K: p.K, N: p.N, M: p.M, Seed: p.Seed})
+	rows := len(cols[0])
+	r, err := gpukern.SolvingSet(d.gpu, cols, gpukern.SolvingSetParams{K: p.K, N: p.N, M: p.M,
+		First: solvingset.FirstCandidates(rows, min(p.M, rows), p.Seed), Margin: solvingset.PruneMargin(p.K)})
 	if err != nil {
 		return solvingset.Result{}, err
 	}
@@ -48,7 +53,7 @@ func (d *Device) distributedSolvingSet(cols [][]float32, p solvingset.Params) (s
 		for j := range cols {
 			part[j] = cols[j][lo:hi]
 		}
-		n, err := gpukern.NewDistributedNode(g, part, p.K, p.M)
+		n, err := gpukern.NewDistributedNode(g, part, p.K, p.M, solvingset.PruneMargin(p.K))
 		if err != nil {
 			return solvingset.Result{}, err
 		}
@@ -80,9 +85,10 @@ func (d *Device) gpuCluster(means, sds [][]float32, cent [][]float32, q, iterati
 		defer scols.Free()
 	}
 	assign := make([]int32, len(means[0]))
+	chunk := microcluster.ReduceChunkRows(len(assign)) // the CPU twin's partial sums
 	var mc *microcluster.MicroClusters
 	for range iterations {
-		f, err := gpukern.Cluster(mcols, scols, cent, 1, assign)
+		f, err := gpukern.Cluster(mcols, scols, cent, 1, chunk, assign)
 		if err != nil {
 			return nil, nil, err
 		}
