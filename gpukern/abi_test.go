@@ -1,7 +1,7 @@
 package gpukern
 
 import (
-	"os"
+	"embed"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -14,6 +14,12 @@ type abiCase struct {
 	goType      reflect.Type
 }
 
+// kernelSources are the sources the layout tests read, embedded so that the test binary checks
+// them wherever it runs (gpucheck.sh runs it from the repository root on the GPU machine).
+//
+//go:embed density.cu density.ptx
+var kernelSources embed.FS
+
 var (
 	sizeAssert   = regexp.MustCompile(`static_assert\(sizeof\((\w+)\) == (\d+),`)
 	offsetAssert = regexp.MustCompile(`static_assert\(offsetof\((\w+), (\w+)\) == (\d+),`)
@@ -25,7 +31,7 @@ var (
 func checkABI(t *testing.T, cases []abiCase) {
 	t.Helper()
 	for _, c := range cases {
-		src, err := os.ReadFile(c.cu)
+		src, err := kernelSources.ReadFile(c.cu)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +79,7 @@ func checkABI(t *testing.T, cases []abiCase) {
 // so a .cu edited without `make ptx` (or a stale PTX) fails here too.
 func checkPTXParam(t *testing.T, ptx, kernel string, goType reflect.Type) {
 	t.Helper()
-	src, err := os.ReadFile(ptx)
+	src, err := kernelSources.ReadFile(ptx)
 	if err != nil {
 		t.Fatal(err)
 	}
