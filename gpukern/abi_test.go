@@ -17,7 +17,7 @@ type abiCase struct {
 // kernelSources are the sources the layout tests read, embedded so that the test binary checks
 // them wherever it runs (gpucheck.sh runs it from the repository root on the GPU machine).
 //
-//go:embed density.cu density.ptx
+//go:embed density.cu density.ptx hypercube.cu hypercube.ptx
 var kernelSources embed.FS
 
 var (
@@ -101,4 +101,13 @@ func TestDensityABI(t *testing.T) {
 	})
 	checkPTXParam(t, "density.ptx", "density_records", reflect.TypeFor[densRecordsParams]())
 	checkPTXParam(t, "density.ptx", "density_clusters", reflect.TypeFor[densClustersParams]())
+}
+
+func TestHypercubeABI(t *testing.T) {
+	checkABI(t, []abiCase{
+		{"hypercube.cu", "HcEncodeParams", reflect.TypeFor[hcEncodeParams]()},
+		{"hypercube.cu", "HcDensityParams", reflect.TypeFor[hcDensityParams]()},
+	})
+	checkPTXParam(t, "hypercube.ptx", "hc_encode", reflect.TypeFor[hcEncodeParams]())
+	checkPTXParam(t, "hypercube.ptx", "hc_density", reflect.TypeFor[hcDensityParams]())
 }
