@@ -400,7 +400,7 @@ extern "C" __global__ void density_records(const DensRecordsParams P) {
     const ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= P.c.n) return;
     const DensArgs A = dens_args(P.c);
-    const u64 stream = P.index ? P.index[i] : P.firstIndex + (u64)i;
+    const u64 stream = P.index ? __ldg(P.index + i) : P.firstIndex + (u64)i;
     detect_object(A, P.means, P.sds, i, P.c.seed, stream, P.c.prob, P.c.mask, P.c.flag);
 }
 
@@ -410,5 +410,5 @@ extern "C" __global__ void density_clusters(const DensClustersParams P) {
     const ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= P.c.n) return;
     const DensArgs A = dens_args(P.c);
-    detect_object(A, P.means, P.sds, i, P.c.seed, (u64)P.index[i], P.c.prob, P.c.mask, P.c.flag);
+    detect_object(A, P.means, P.sds, i, P.c.seed, (u64)__ldg(P.index + i), P.c.prob, P.c.mask, P.c.flag);
 }
