@@ -72,24 +72,28 @@ func Assign(d *Device, means, centroids [][]float32, out []int32) error {
 	return d.assign(means, centroids, n, q, out)
 }
 
-// Reduce computes the cluster features of q clusters from the rows and their assignment,
-// bit-identical to microcluster.Reduce (same chunking and summation order). sds may be nil
-// (certain data: EF2 = 0). Rows whose assignment is outside [0, q) belong to no cluster.
-// 1 <= q <= ReduceMaxQ.
-func Reduce(d *Device, means, sds [][]float32, assign []int32, q int) (*ClusterFeatures, error) {
+// Reduce computes the cluster features of q clusters from the rows and their assignment, summed
+// in partial sums of chunkRows consecutive rows, then the partial sums in order: bit-identical to
+// microcluster.Reduce when chunkRows is its chunking (microcluster.ReduceChunkRows(rows), which
+// the caller passes: internal/accel). sds may be nil (certain data: EF2 = 0). Rows whose
+// assignment is outside [0, q) belong to no cluster. 1 <= q <= ReduceMaxQ, chunkRows >= 1.
+func Reduce(d *Device, means, sds [][]float32, assign []int32, q, chunkRows int) (*ClusterFeatures, error) {
 	n, err := reduceShape(means, sds, len(assign), q)
 	if err != nil {
 		return nil, fmt.Errorf("gpukern.Reduce: %w", err)
 	}
-	return d.reduce(means, sds, assign, n, q)
+	if chunkRows < 1 {
+		return nil, fmt.Errorf("gpukern.Reduce: need chunkRows >= 1, got %d", chunkRows)
+	}
+	return d.reduce(means, sds, assign, n, q, chunkRows)
 }
 
 // Cluster runs `iterations` passes of Assign and Reduce on data resident on the device, starting
 // from the given centroids (column-major [dim][cluster]), with microcluster.Cluster's rule that an
 // empty cluster keeps its previous centre. It returns the features of the last pass and writes
-// that pass's assignment to assign (len = rows). sds may be nil. Bit-identical to running
-// microcluster.Assign, Reduce and MicroClusters.Centroids in the same loop on the CPU.
-func Cluster(means, sds *Columns, centroids [][]float32, iterations int, assign []int32) (*ClusterFeatures, error) {
+// that pass's assignment to assign (len = rows). sds may be nil. chunkRows is Reduce's. Bit-identical
+// to running microcluster.Assign, Reduce and MicroClusters.Centroids in the same loop on the CPU.
+func Cluster(means, sds *Columns, centroids [][]float32, iterations, chunkRows int, assign []int32) (*ClusterFeatures, error) {
 	if means == nil {
 		return nil, fmt.Errorf("gpukern.Cluster: %w: means is nil", errShape)
 	}
@@ -100,7 +104,10 @@ func Cluster(means, sds *Columns, centroids [][]float32, iterations int, assign 
 	if err := clusterShape(means, sds, len(centroids), q, iterations, len(assign)); err != nil {
 		return nil, fmt.Errorf("gpukern.Cluster: %w", err)
 	}
-	return means.dev.cluster(means, sds, centroids, q, iterations, assign)
+	if chunkRows < 1 {
+		return nil, fmt.Errorf("gpukern.Cluster: need chunkRows >= 1, got %d", chunkRows)
+	}
+	return means.dev.cluster(means, sds, centroids, q, iterations, chunkRows, assign)
 }
 
 func assignShape(means, centroids [][]float32, nOut int) (n, q int, err error) {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"gorgonia.org/cu"
+
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
 )
 
 // Device-side benchmarks: data resident on the device, each kernel sequence timed with CUDA
@@ -147,7 +149,7 @@ func BenchmarkCluster(b *testing.B) {
 				if ap, err = alloc("assign", n*4); err != nil {
 					return err
 				}
-				if buf, err = newCFBuffers(n, dims, q); err != nil {
+				if buf, err = newCFBuffers(n, dims, q, microcluster.ReduceChunkRows(n)); err != nil {
 					return err
 				}
 				// A first assignment so that reduce alone sums real clusters.

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
 )
 
 // BenchmarkKNNWeightsHost: the brief's target, 1,000,000 queries vs |S| = 2000 in 10 dimensions,
@@ -64,12 +65,12 @@ func BenchmarkClusterHost(b *testing.B) {
 	}
 	defer es.Free()
 	assign := make([]int32, n)
-	if _, err := gpukern.Cluster(xs, es, init, 4, assign); err != nil {
+	if _, err := gpukern.Cluster(xs, es, init, 4, microcluster.ReduceChunkRows(len(assign)), assign); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for range b.N {
-		if _, err := gpukern.Cluster(xs, es, init, 4, assign); err != nil {
+		if _, err := gpukern.Cluster(xs, es, init, 4, microcluster.ReduceChunkRows(len(assign)), assign); err != nil {
 			b.Fatal(err)
 		}
 	}

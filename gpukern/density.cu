@@ -45,6 +45,8 @@
 // flag[i] (1 = outlier). r <= DENS_MAXR.
 #define DENS_MAXR 64
 
+#include <cstddef>
+
 typedef unsigned long long u64;
 typedef long long ll;
 
@@ -103,6 +105,8 @@ __device__ double phi_inv(double p) {
 }
 
 // The model and parameters one thread reads.
+// The pointers are read-only for the kernel's life: reads go through __ldg (the read-only path
+// that __restrict__ kernel parameters used to select; struct members cannot carry it).
 struct DensArgs {
     ll n, r, k;
     const double *mu, *coef, *inv2;
@@ -117,7 +121,7 @@ struct DensArgs {
 
 // density.Bounds.Cell: the table entry of u in dimension j.
 __device__ __forceinline__ ll bounds_cell(const DensArgs& A, int j, double u) {
-    const double t = __dmul_rn(__dsub_rn(u, A.bOrigin[j]), A.bInvStep[j]);
+    const double t = __dmul_rn(__dsub_rn(u, __ldg(A.bOrigin + j)), __ldg(A.bInvStep + j));
     ll c = 0;
     if (!(t >= 0.0)) {
         c = 0;
@@ -136,9 +140,9 @@ __device__ __forceinline__ double density_at(const DensArgs& A, int j, double u)
     const double* ij = A.inv2 + (ll)j * A.k;
     double f = 0.0;
     for (ll c = 0; c < A.k; c++) {
-        const double d = __dsub_rn(u, mj[c]);
-        const double e = __dmul_rn(__dmul_rn(d, d), ij[c]);
-        if (e < 745.0) f = __dadd_rn(f, __dmul_rn(cj[c], exp(-e)));
+        const double d = __dsub_rn(u, __ldg(mj + c));
+        const double e = __dmul_rn(__dmul_rn(d, d), __ldg(ij + c));
+        if (e < 745.0) f = __dadd_rn(f, __dmul_rn(__ldg(cj + c), exp(-e)));
     }
     return f;
 }
@@ -158,14 +162,14 @@ __device__ __forceinline__ double normal_mass(double a, double b, double mu, dou
 
 // The exact eta-probability of dimension j: density's region.mass.
 __device__ double region_mass(const DensArgs& A, int j, double x, double psi) {
-    const ll lo = A.regOff[j], hi = A.regOff[j + 1];
+    const ll lo = __ldg(A.regOff + j), hi = __ldg(A.regOff + j + 1);
     if (psi == 0.0) {
         for (ll t = lo; t < hi; t++)
-            if (x > A.regLo[t] && x < A.regHi[t]) return 1.0;
+            if (x > __ldg(A.regLo + t) && x < __ldg(A.regHi + t)) return 1.0;
         return 0.0;
     }
     double p = 0.0;
-    for (ll t = lo; t < hi; t++) p = __dadd_rn(p, normal_mass(A.regLo[t], A.regHi[t], x, psi));
+    for (ll t = lo; t < hi; t++) p = __dadd_rn(p, normal_mass(__ldg(A.regLo + t), __ldg(A.regHi + t), x, psi));
     return p < 1.0 ? p : 1.0;
 }
 
@@ -176,7 +180,7 @@ __device__ double eta_probability(const DensArgs& A, const T* means, const T* sd
                                   const int* sub, int a, u64* s) {
     if (a == 1 && A.exact) {
         const int j = sub[0];
-        return region_mass(A, j, (double)means[j * A.n + i], sds ? (double)sds[j * A.n + i] : 0.0);
+        return region_mass(A, j, (double)__ldg(means + j * A.n + i), sds ? (double)__ldg(sds + j * A.n + i) : 0.0);
     }
     const double fa = (double)a;
     // density.Model.etaProbability's thresholds (boundsSlack = 2^-40).
@@ -188,14 +192,14 @@ __device__ double eta_probability(const DensArgs& A, const T* means, const T* sd
         double lo = 0.0, hi = 0.0;
         for (int q = 0; q < a; q++) {
             const int j = sub[q];
-            const double x = (double)means[j * A.n + i];
-            const double psi = sds ? (double)sds[j * A.n + i] : 0.0;
+            const double x = (double)__ldg(means + j * A.n + i);
+            const double psi = sds ? (double)__ldg(sds + j * A.n + i) : 0.0;
             const double xs = __dadd_rn(x, __dmul_rn(psi, phi_inv(xs_uniform(s))));
             xsv[q] = xs;
             if (A.cells > 0) {
                 const ll c = bounds_cell(A, j, xs);
-                lo = __dadd_rn(lo, A.bLo[c]);
-                hi = __dadd_rn(hi, A.bHi[c]);
+                lo = __dadd_rn(lo, __ldg(A.bLo + c));
+                hi = __dadd_rn(hi, __ldg(A.bHi + c));
             }
         }
         if (A.cells == 0) {  // no table (the plain loop, for comparison): every sample in full
@@ -298,57 +302,113 @@ __device__ void detect_object(const DensArgs& A, const T* means, const T* sds, l
     flag[i] = flagged;
 }
 
-#define DENS_PARAMS                                                                              \
-    ll n, ll r, const double *__restrict__ mu, const double *__restrict__ coef,                   \
-        const double *__restrict__ inv2, ll k, double eta, double delta, ll samples, ll mode,     \
-        u64 seed, ll exact, const double *__restrict__ regLo, const double *__restrict__ regHi,  \
-        const ll *__restrict__ regOff, const double *__restrict__ bLo,                           \
-        const double *__restrict__ bHi, const double *__restrict__ bOrigin,                      \
-        const double *__restrict__ bInvStep, ll cells, double *__restrict__ prob,                \
-        u64 *__restrict__ mask, int *__restrict__ flag
+// The kernels' parameters: one struct passed by value per kernel (gpukern launches it with
+// launchStruct). Every member is 8 bytes, so there is no padding; the Go mirrors (densCommon,
+// densRecordsParams, densClustersParams in density_abi.go) are held to the offsets asserted here
+// by TestDensityABI, which reads these lines, so a mismatch fails a test without a GPU.
+struct DensCommon {
+    ll n, r;                       // objects, dimensions
+    const double *mu, *coef, *inv2;  // model, r x k row-major
+    ll k;                          // non-empty clusters of the model
+    double eta, delta;
+    ll samples, mode;
+    u64 seed;
+    ll exact;                      // != 0: 1-D subspaces computed exactly
+    const double *regLo, *regHi;   // exact regions
+    const ll* regOff;
+    const double *bLo, *bHi, *bOrigin, *bInvStep;  // density bounds table (cells = 0: none)
+    ll cells;
+    double* prob;                  // outputs, n each
+    u64* mask;
+    int* flag;
+};
+struct DensRecordsParams {
+    const float *means, *sds;  // n x r column-major; sds null: certain records
+    const u64* index;          // the records' streams, or null: firstIndex + i
+    u64 firstIndex;
+    DensCommon c;
+};
+struct DensClustersParams {
+    const double *means, *sds;  // centroids and sqrt(Delta) of the non-empty clusters
+    const ll* index;            // each object's cluster index among all q (its stream)
+    DensCommon c;
+};
+static_assert(sizeof(DensCommon) == 184, "DensCommon size");
+static_assert(offsetof(DensCommon, n) == 0, "DensCommon.n");
+static_assert(offsetof(DensCommon, r) == 8, "DensCommon.r");
+static_assert(offsetof(DensCommon, mu) == 16, "DensCommon.mu");
+static_assert(offsetof(DensCommon, coef) == 24, "DensCommon.coef");
+static_assert(offsetof(DensCommon, inv2) == 32, "DensCommon.inv2");
+static_assert(offsetof(DensCommon, k) == 40, "DensCommon.k");
+static_assert(offsetof(DensCommon, eta) == 48, "DensCommon.eta");
+static_assert(offsetof(DensCommon, delta) == 56, "DensCommon.delta");
+static_assert(offsetof(DensCommon, samples) == 64, "DensCommon.samples");
+static_assert(offsetof(DensCommon, mode) == 72, "DensCommon.mode");
+static_assert(offsetof(DensCommon, seed) == 80, "DensCommon.seed");
+static_assert(offsetof(DensCommon, exact) == 88, "DensCommon.exact");
+static_assert(offsetof(DensCommon, regLo) == 96, "DensCommon.regLo");
+static_assert(offsetof(DensCommon, regHi) == 104, "DensCommon.regHi");
+static_assert(offsetof(DensCommon, regOff) == 112, "DensCommon.regOff");
+static_assert(offsetof(DensCommon, bLo) == 120, "DensCommon.bLo");
+static_assert(offsetof(DensCommon, bHi) == 128, "DensCommon.bHi");
+static_assert(offsetof(DensCommon, bOrigin) == 136, "DensCommon.bOrigin");
+static_assert(offsetof(DensCommon, bInvStep) == 144, "DensCommon.bInvStep");
+static_assert(offsetof(DensCommon, cells) == 152, "DensCommon.cells");
+static_assert(offsetof(DensCommon, prob) == 160, "DensCommon.prob");
+static_assert(offsetof(DensCommon, mask) == 168, "DensCommon.mask");
+static_assert(offsetof(DensCommon, flag) == 176, "DensCommon.flag");
+static_assert(sizeof(DensRecordsParams) == 216, "DensRecordsParams size");
+static_assert(offsetof(DensRecordsParams, means) == 0, "DensRecordsParams.means");
+static_assert(offsetof(DensRecordsParams, sds) == 8, "DensRecordsParams.sds");
+static_assert(offsetof(DensRecordsParams, index) == 16, "DensRecordsParams.index");
+static_assert(offsetof(DensRecordsParams, firstIndex) == 24, "DensRecordsParams.firstIndex");
+static_assert(offsetof(DensRecordsParams, c) == 32, "DensRecordsParams.c");
+static_assert(sizeof(DensClustersParams) == 208, "DensClustersParams size");
+static_assert(offsetof(DensClustersParams, means) == 0, "DensClustersParams.means");
+static_assert(offsetof(DensClustersParams, sds) == 8, "DensClustersParams.sds");
+static_assert(offsetof(DensClustersParams, index) == 16, "DensClustersParams.index");
+static_assert(offsetof(DensClustersParams, c) == 24, "DensClustersParams.c");
 
-#define DENS_ARGS                                                                                \
-    DensArgs A;                                                                                  \
-    A.n = n;                                                                                     \
-    A.r = r;                                                                                     \
-    A.k = k;                                                                                     \
-    A.mu = mu;                                                                                   \
-    A.coef = coef;                                                                               \
-    A.inv2 = inv2;                                                                               \
-    A.eta = eta;                                                                                 \
-    A.delta = delta;                                                                             \
-    A.samples = samples;                                                                         \
-    A.mode = mode;                                                                               \
-    A.exact = exact != 0;                                                                        \
-    A.regLo = regLo;                                                                             \
-    A.regHi = regHi;                                                                             \
-    A.regOff = regOff;                                                                           \
-    A.bLo = bLo;                                                                                 \
-    A.bHi = bHi;                                                                                 \
-    A.bOrigin = bOrigin;                                                                         \
-    A.bInvStep = bInvStep;                                                                       \
-    A.cells = cells;
+// dens_args is the per-thread view of the common parameters.
+__device__ __forceinline__ DensArgs dens_args(const DensCommon& P) {
+    DensArgs A;
+    A.n = P.n;
+    A.r = P.r;
+    A.k = P.k;
+    A.mu = P.mu;
+    A.coef = P.coef;
+    A.inv2 = P.inv2;
+    A.eta = P.eta;
+    A.delta = P.delta;
+    A.samples = P.samples;
+    A.mode = P.mode;
+    A.exact = P.exact != 0;
+    A.regLo = P.regLo;
+    A.regHi = P.regHi;
+    A.regOff = P.regOff;
+    A.bLo = P.bLo;
+    A.bHi = P.bHi;
+    A.bOrigin = P.bOrigin;
+    A.bInvStep = P.bInvStep;
+    A.cells = P.cells;
+    return A;
+}
 
 // Records: float32 columns, record i draws from stream index[i] (the record's identity,
 // density.Params.Index) or, when index is null, firstIndex + i.
-extern "C" __global__ void density_records(const float* __restrict__ means,
-                                           const float* __restrict__ sds,
-                                           const u64* __restrict__ index, u64 firstIndex,
-                                           DENS_PARAMS) {
+extern "C" __global__ void density_records(const DensRecordsParams P) {
     const ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    DENS_ARGS
-    const u64 stream = index ? index[i] : firstIndex + (u64)i;
-    detect_object(A, means, sds, i, seed, stream, prob, mask, flag);
+    if (i >= P.c.n) return;
+    const DensArgs A = dens_args(P.c);
+    const u64 stream = P.index ? __ldg(P.index + i) : P.firstIndex + (u64)i;
+    detect_object(A, P.means, P.sds, i, P.c.seed, stream, P.c.prob, P.c.mask, P.c.flag);
 }
 
 // Clusters: float64 centroids and sqrt(Delta) of the non-empty clusters; object i draws from
 // stream index[i], its cluster's index among all q.
-extern "C" __global__ void density_clusters(const double* __restrict__ means,
-                                            const double* __restrict__ sds,
-                                            const ll* __restrict__ index, DENS_PARAMS) {
+extern "C" __global__ void density_clusters(const DensClustersParams P) {
     const ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    DENS_ARGS
-    detect_object(A, means, sds, i, seed, (u64)index[i], prob, mask, flag);
+    if (i >= P.c.n) return;
+    const DensArgs A = dens_args(P.c);
+    detect_object(A, P.means, P.sds, i, P.c.seed, (u64)__ldg(P.index + i), P.c.prob, P.c.mask, P.c.flag);
 }

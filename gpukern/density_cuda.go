@@ -4,6 +4,7 @@ package gpukern
 
 import (
 	"errors"
+	"unsafe"
 
 	"gorgonia.org/cu"
 
@@ -89,13 +90,18 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 		if b == nil { // this call samples nothing, or samples without the bounds (densityPlain)
 			cells = 0
 		}
-		common := []any{int64(n), int64(m.dims), mb.mu, mb.coef, mb.inv2, int64(m.k), p.Eta, p.Delta, int64(p.Samples), int64(p.Mode),
-			p.Seed, exact, lop, hip, offp, mb.lower, mb.upper, mb.origin, mb.invStep, cells, pp, mp, fp}
+		c := densCommon{N: int64(n), R: int64(m.dims), Mu: uint64(mb.mu), Coef: uint64(mb.coef), Inv2: uint64(mb.inv2),
+			K: int64(m.k), Eta: p.Eta, Delta: p.Delta, Samples: int64(p.Samples), Mode: int64(p.Mode), Seed: p.Seed,
+			Exact: exact, RegLo: uint64(lop), RegHi: uint64(hip), RegOff: uint64(offp), BLo: uint64(mb.lower),
+			BHi: uint64(mb.upper), BOrigin: uint64(mb.origin), BInvStep: uint64(mb.invStep), Cells: cells,
+			Prob: uint64(pp), Mask: uint64(mp), Flag: uint64(fp)}
 		grid, block := [3]int{(n + densityBlock - 1) / densityBlock, 1, 1}, [3]int{densityBlock, 1, 1}
 		if obj.clusters {
-			err = d.launch("density_clusters", grid, block, 0, append([]any{xp, ep, ixp}, common...)...)
+			a := densClustersParams{Means: uint64(xp), SDs: uint64(ep), Index: uint64(ixp), C: c}
+			err = d.launchStruct("density_clusters", grid, block, 0, unsafe.Pointer(&a), unsafe.Sizeof(a))
 		} else {
-			err = d.launch("density_records", grid, block, 0, append([]any{xp, ep, ixp, p.FirstIndex}, common...)...)
+			a := densRecordsParams{Means: uint64(xp), SDs: uint64(ep), Index: uint64(ixp), FirstIndex: p.FirstIndex, C: c}
+			err = d.launchStruct("density_records", grid, block, 0, unsafe.Pointer(&a), unsafe.Sizeof(a))
 		}
 		if err != nil {
 			return err

@@ -55,10 +55,6 @@ func Available() (bool, string) {
 	return true, fmt.Sprintf("%d CUDA device(s), driver %d", n, cu.Version())
 }
 
-// NoteCompanion is for the CPU build (why its CUDA companion did not take over); this is the
-// CUDA build, which has no companion.
-func NoteCompanion(string) {}
-
 // Device is one CUDA device with its own context, owned by one goroutine locked to an OS thread;
 // every CUDA call runs on that goroutine. Methods and kernel entries are safe for concurrent use
 // (they are serialised through the owner). Close releases the context and all its memory.
@@ -228,13 +224,9 @@ func (d *Device) Close() error {
 }
 
 // launch starts kernel on the default stream with the given 64-bit parameters (cu copies 8 bytes
-// from every parameter pointer, so only 8-byte values may be passed). With OUTLIERD_CUDA_SYNC=1 it
-// synchronises so that an asynchronous fault is reported here, by this kernel. Owner thread only.
+// from every parameter pointer, so only 8-byte values may be passed). Kernels whose parameters are
+// one struct passed by value use launchStruct instead. Owner thread only.
 func (d *Device) launch(kernel string, grid, block [3]int, shared int, params ...any) error {
-	fn, ok := d.fns[kernel]
-	if !ok {
-		return fmt.Errorf("kernel %s: not loaded", kernel)
-	}
 	ptrs := make([]unsafe.Pointer, len(params))
 	for i, p := range params {
 		switch v := p.(type) {
@@ -250,6 +242,19 @@ func (d *Device) launch(kernel string, grid, block [3]int, shared int, params ..
 			return fmt.Errorf("kernel %s: parameter %d has type %T; only 8-byte DevicePtr, int64, float64 are safe with cu v0.9.6", kernel, i, p)
 		}
 	}
+	return d.timed(kernel, grid, block, shared, func(fn cu.Function) error {
+		return fn.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, cu.Stream{}, ptrs)
+	})
+}
+
+// timed runs start (one launch of kernel) between two events, for Counters' kernel time. With
+// OUTLIERD_CUDA_SYNC=1 it synchronises so that an asynchronous fault is reported here, by this
+// kernel. Owner thread only.
+func (d *Device) timed(kernel string, grid, block [3]int, shared int, start func(cu.Function) error) error {
+	fn, ok := d.fns[kernel]
+	if !ok {
+		return fmt.Errorf("kernel %s: not loaded", kernel)
+	}
 	ev, err := d.eventPair()
 	if err != nil {
 		return fmt.Errorf("kernel %s: %w", kernel, err)
@@ -258,7 +263,7 @@ func (d *Device) launch(kernel string, grid, block [3]int, shared int, params ..
 		d.spare = append(d.spare, ev)
 		return fmt.Errorf("kernel %s: cuEventRecord: %w", kernel, err)
 	}
-	if err := fn.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, cu.Stream{}, ptrs); err != nil {
+	if err := start(fn); err != nil {
 		d.spare = append(d.spare, ev)
 		return fmt.Errorf("kernel %s: cuLaunchKernel(grid %v, block %v, shared %d B): %w", kernel, grid, block, shared, err)
 	}

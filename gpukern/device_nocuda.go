@@ -10,15 +10,9 @@ import (
 	"github.com/outlierd/outlierd/internal/algo/hypercube"
 )
 
-// noCUDA is why this build has no GPU; NoteCompanion adds why the CUDA companion did not take over.
-var noCUDA = "built without CUDA (build with -tags cuda)"
-
 // Available reports whether a CUDA device can be used and, if not, why: this build has no CUDA.
-func Available() (bool, string) { return false, noCUDA }
-
-// NoteCompanion records why the CUDA companion binary (cmd/outlierd: outlierd-cuda) did not take
-// over, for Available's reason. Call it before opening devices.
-func NoteCompanion(why string) { noCUDA = "built without CUDA; " + why }
+// (Why the CUDA companion binary did not take over is the caller's: accel.Options.NoCompanion.)
+func Available() (bool, string) { return false, "built without CUDA (build with -tags cuda)" }
 
 // Device is one CUDA device. In this build (no cuda tag) none can be opened.
 type Device struct{}
@@ -61,11 +55,11 @@ func (d *Device) assign(means, centroids [][]float32, n, q int, out []int32) err
 	return fmt.Errorf("gpukern.Assign: %w", errNoCUDA)
 }
 
-func (d *Device) reduce(means, sds [][]float32, assign []int32, n, q int) (*ClusterFeatures, error) {
+func (d *Device) reduce(means, sds [][]float32, assign []int32, n, q, chunk int) (*ClusterFeatures, error) {
 	return nil, fmt.Errorf("gpukern.Reduce: %w", errNoCUDA)
 }
 
-func (d *Device) cluster(means, sds *Columns, centroids [][]float32, q, iterations int, assign []int32) (*ClusterFeatures, error) {
+func (d *Device) cluster(means, sds *Columns, centroids [][]float32, q, iterations, chunk int, assign []int32) (*ClusterFeatures, error) {
 	return nil, fmt.Errorf("gpukern.Cluster: %w", errNoCUDA)
 }
 
@@ -83,7 +77,7 @@ func (d *Device) dropDensityModel(m *DensityModel) error { return errNoCUDA }
 
 type distNode struct{}
 
-func (d *Device) newDistNode(cols [][]float32, rows, k, m int) (*distNode, error) {
+func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (*distNode, error) {
 	return nil, errNoCUDA
 }
 func (d *Device) distTake(n *distNode, rows []int) ([]float32, []float32, error) {

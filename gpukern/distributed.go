@@ -3,8 +3,6 @@ package gpukern
 import (
 	"fmt"
 	"math"
-
-	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
 // DistributedNode is a node of the distributed solving set (solvingset.DistributedSolvingSet) on
@@ -19,17 +17,16 @@ type DistributedNode struct {
 	impl *distNode
 }
 
-var _ solvingset.Node = (*DistributedNode)(nil)
-
 // NewDistributedNode uploads the partition cols (column-major, finite) to d for k neighbours
-// and at most m candidates per iteration. Close frees it.
-func NewDistributedNode(d *Device, cols [][]float32, k, m int) (*DistributedNode, error) {
+// and at most m candidates per iteration, pruning with SolvingSetParams.Margin's margin. Close
+// frees it. It satisfies solvingset.Node structurally (internal/accel asserts it).
+func NewDistributedNode(d *Device, cols [][]float32, k, m int, margin float64) (*DistributedNode, error) {
 	rows, err := columnsShape("cols", cols)
 	if err != nil {
 		return nil, fmt.Errorf("gpukern.NewDistributedNode: %w", err)
 	}
-	if k < 1 || k > KNNMaxK || m < 1 || len(cols) > MaxDims {
-		return nil, fmt.Errorf("gpukern.NewDistributedNode: k=%d (1..%d), m=%d (>= 1), %d dimensions (<= %d)", k, KNNMaxK, m, len(cols), MaxDims)
+	if k < 1 || k > KNNMaxK || m < 1 || len(cols) > MaxDims || !(margin >= 1) || math.IsInf(margin, 0) {
+		return nil, fmt.Errorf("gpukern.NewDistributedNode: k=%d (1..%d), m=%d (>= 1), %d dimensions (<= %d), margin %v (finite, >= 1)", k, KNNMaxK, m, len(cols), MaxDims, margin)
 	}
 	for j, c := range cols {
 		for i, v := range c {
@@ -38,7 +35,7 @@ func NewDistributedNode(d *Device, cols [][]float32, k, m int) (*DistributedNode
 			}
 		}
 	}
-	impl, err := d.newDistNode(cols, rows, k, m)
+	impl, err := d.newDistNode(cols, rows, k, m, margin)
 	if err != nil {
 		return nil, fmt.Errorf("gpukern.NewDistributedNode: %w", err)
 	}

@@ -9,8 +9,6 @@ import (
 	"unsafe"
 
 	"gorgonia.org/cu"
-
-	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
 // distNode is a DistributedNode's device state: the partition and the buffers of one
@@ -28,13 +26,13 @@ type distNode struct {
 	have          int
 }
 
-func (d *Device) newDistNode(cols [][]float32, rows, k, m int) (*distNode, error) {
+func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (*distNode, error) {
 	dims := len(cols)
 	m = min(m, rows)
 	if int64(m)*int64(dims+1)*4 > 48<<10 {
 		return nil, fmt.Errorf("m=%d candidates of %d dimensions exceed ss_dtoc's 48 KiB of shared memory", m, dims)
 	}
-	n := &distNode{rows: rows, dims: dims, k: k, m: m, margin: solvingset.PruneMargin(k)}
+	n := &distNode{rows: rows, dims: dims, k: k, m: m, margin: margin}
 	n.blocks = (rows + ssSelectSlice - 1) / ssSelectSlice
 	n.take = min(m, ssSelectSlice)
 	err := d.do(func() (err error) {

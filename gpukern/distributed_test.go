@@ -24,7 +24,7 @@ func gpuNodes(t testing.TB, devs []*gpukern.Device, cols [][]float32, nodes, k, 
 		for j := range cols {
 			part[j] = cols[j][lo:hi]
 		}
-		n, err := gpukern.NewDistributedNode(devs[i%len(devs)], part, k, m)
+		n, err := gpukern.NewDistributedNode(devs[i%len(devs)], part, k, m, solvingset.PruneMargin(k))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +105,7 @@ func BenchmarkDistributedSolvingSet(b *testing.B) {
 			var times []time.Duration
 			for range b.N {
 				t0 := time.Now()
-				if _, err := gpukern.SolvingSet(devs[0], cols, gpukern.SolvingSetParams{K: p.K, N: p.N, M: p.M, Seed: p.Seed}); err != nil {
+				if _, err := gpukern.SolvingSet(devs[0], cols, gpuParams(p, len(cols[0]))); err != nil {
 					b.Fatal(err)
 				}
 				times = append(times, time.Since(t0))

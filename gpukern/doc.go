@@ -4,10 +4,25 @@
 // solving set (DistributedNode), density sampling (DetectRecords, DetectClusters: every mode,
 // sampled or exact 1-D), and the hypercube density of GDBOD (Hypercube: key encoding and the LTR
 // tree search; stages/detect/hypercube). k smallest distances are selected by warps in registers
-// (select.cuh), shared by the k-NN kernels and SolvingSet's CandNN. Each GPU function has a CPU
-// twin of the same name (stages/detect/solvingset,
-// stages/microcluster, stages/detect/density) and a parity test against it. Device.Counters keeps
-// running totals of kernel time and bytes copied each way, for the pipeline's metrics.
+// (select.cuh, the one selection header, which also holds SolvingSet's neighbour heap), shared by
+// the k-NN kernels and SolvingSet's CandNN. Each GPU function has a CPU twin of the same name
+// (internal/algo/solvingset, microcluster, density, hypercube, proclus) and a parity test against
+// it. Device.Counters keeps running totals of kernel time and bytes copied each way, for the
+// pipeline's metrics.
+//
+// Callers: internal/accel is the one place that chooses CPU or GPU, falls back to the CPU twin
+// after a device failure, and turns the algorithms' types into these calls (the CPU twin's
+// chunking, first candidates and pruning margin are passed in: Reduce's chunkRows,
+// SolvingSetParams.First and .Margin). What still ties gpukern to the algorithm packages: the
+// density model and verdict types (density.Model for the exact regions and the bounds table),
+// hypercube's grid/cells/tree host steps inside Hypercube, proclus.Engine's types, and
+// solvingset.TopN in SolvingSet's host loop.
+//
+// Kernel ABI: a kernel whose parameters are one struct passed by value (density_records,
+// density_clusters) is launched with launchStruct (cuLaunchKernel's packed buffer); its Go mirror
+// (density_abi.go) has only 8-byte fields, and TestDensityABI holds it to the .cu's
+// static_asserts and to the PTX's parameter size, without a GPU. The other kernels still take
+// positional 8-byte parameters (launch).
 //
 // Build: the kernels need `-tags cuda` and the CUDA driver headers and link stub (.ci/cuda.sh
 // fetches them). Without the tag the package keeps the same exported API: Available reports
@@ -20,11 +35,11 @@
 // (cmd/outlierd/companion.go), so `--device auto` works with either.
 //
 // Density sampling decides almost every sample from the model's density bounds table
-// (density.Bounds, stages/detect/density/bounds.go), uploaded with the model; KeepDensityModel
+// (density.Bounds, internal/algo/density/bounds.go), uploaded with the model; KeepDensityModel
 // keeps a model and its table resident between calls (the pipeline keeps the serving model's).
 //
 // Projected clustering (Proclus, ProclusData; proclus.cu) is GPU-FAST-PROCLUS: the control flow
-// stays on the host (stages/detect/proclus.RunEngine, shared with the CPU), the O(rows) passes run
+// stays on the host (internal/algo/proclus.RunEngine, shared with the CPU), the O(rows) passes run
 // here with the FAST distance cache and incremental localities; the sums are int64 fixed point,
 // so the result equals the CPU's exactly.
 //

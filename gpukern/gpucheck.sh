@@ -3,9 +3,9 @@
 # machine (no Go toolchain is needed there):
 #   eval "$(.ci/cuda.sh)"; go test -c -tags cuda -o .gpubuild/gpukern.test ./gpukern/
 #   gpukern/gpucheck.sh [.gpubuild/gpukern.test]
-# With CMDTEST set to a cuda-tagged test binary of cmd/outlierd
-# (go test -c -tags cuda -o .gpubuild/cmd.test ./cmd/outlierd), its GPU-vs-CPU tests run too
-# (topn's exact weights, micro-clustering).
+# With ACCELTEST set to a cuda-tagged test binary of internal/accel
+# (go test -c -tags cuda -o .gpubuild/accel.test ./internal/accel), its GPU-vs-CPU tests run too
+# (the exact weights of topn, micro-clustering; each also checks that no call fell back).
 # It records the device, runs every test, runs the parity tests under compute-sanitizer memcheck
 # and racecheck (with OUTLIERD_CUDA_SYNC=1 so a fault names its kernel), then the benchmarks.
 # Logs go to $OUT (the device tool's output folder) or ./gpucheck-out.
@@ -30,8 +30,8 @@ step() { # name, command...: runs the command, logs it to $out/name.log, records
 } | tee "$out/device.txt"
 step tests "$bin" -test.v -test.count=1 -test.timeout 180s
 san=(compute-sanitizer --error-exitcode 3 --print-limit 20)
-if [ -n "${CMDTEST:-}" ]; then
-	step cmdtests "$CMDTEST" -test.run GPUMatchesCPU -test.v -test.count=1 -test.timeout 120s
+if [ -n "${ACCELTEST:-}" ]; then
+	step acceltests "$ACCELTEST" -test.run GPUMatchesCPU -test.v -test.count=1 -test.timeout 120s
 fi
 step memcheck env OUTLIERD_CUDA_SYNC=1 timeout 300 "${san[@]}" --tool memcheck "$bin" -test.run Parity -test.short -test.count=1 -test.timeout 280s
 step racecheck env OUTLIERD_CUDA_SYNC=1 timeout 300 "${san[@]}" --tool racecheck "$bin" -test.run Parity -test.short -test.count=1 -test.timeout 280s

@@ -82,7 +82,7 @@ func TestNilDevice(t *testing.T) {
 	if err := gpukern.Assign(nil, S, cent, make([]int32, 3)); !errors.Is(err, gpukern.ErrNoDevice) {
 		t.Errorf("Assign(nil device) = %v, want ErrNoDevice", err)
 	}
-	if _, err := gpukern.Reduce(nil, S, nil, asg, 1); !errors.Is(err, gpukern.ErrNoDevice) {
+	if _, err := gpukern.Reduce(nil, S, nil, asg, 1, 8192); !errors.Is(err, gpukern.ErrNoDevice) {
 		t.Errorf("Reduce(nil device) = %v, want ErrNoDevice", err)
 	}
 }
@@ -110,14 +110,14 @@ func TestShapeErrors(t *testing.T) {
 		{"assign out length", func() error { return gpukern.Assign(nil, S, cent, make([]int32, 2)) }},
 		{"assign no centroids", func() error { return gpukern.Assign(nil, S, [][]float32{{}, {}}, make([]int32, 3)) }},
 		{"assign dims differ", func() error { return gpukern.Assign(nil, S, cent[:1], make([]int32, 3)) }},
-		{"reduce q=0", func() error { _, err := gpukern.Reduce(nil, S, nil, make([]int32, 3), 0); return err }},
+		{"reduce q=0", func() error { _, err := gpukern.Reduce(nil, S, nil, make([]int32, 3), 0, 8192); return err }},
 		{"reduce q too big", func() error {
-			_, err := gpukern.Reduce(nil, S, nil, make([]int32, 3), gpukern.ReduceMaxQ+1)
+			_, err := gpukern.Reduce(nil, S, nil, make([]int32, 3), gpukern.ReduceMaxQ+1, 8192)
 			return err
 		}},
-		{"reduce assign length", func() error { _, err := gpukern.Reduce(nil, S, nil, make([]int32, 2), 1); return err }},
-		{"reduce sds shape", func() error { _, err := gpukern.Reduce(nil, S, S[:1], make([]int32, 3), 1); return err }},
-		{"cluster nil means", func() error { _, err := gpukern.Cluster(nil, nil, cent, 1, nil); return err }},
+		{"reduce assign length", func() error { _, err := gpukern.Reduce(nil, S, nil, make([]int32, 2), 1, 8192); return err }},
+		{"reduce sds shape", func() error { _, err := gpukern.Reduce(nil, S, S[:1], make([]int32, 3), 1, 8192); return err }},
+		{"cluster nil means", func() error { _, err := gpukern.Cluster(nil, nil, cent, 1, 8192, nil); return err }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

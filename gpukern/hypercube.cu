@@ -21,12 +21,14 @@
 // Limits: d <= 128 (HC_MAXD), W <= 43, node count and cells < 2^31.
 #define HC_MAXD 128
 
+#include <cstddef>
+
 typedef unsigned long long u64;
 typedef long long ll;
 
-extern "C" __global__ void hc_encode(const float* __restrict__ X, ll n, ll d,
-                                     const double* __restrict__ lo, const double* __restrict__ scale,
-                                     ll bins, ll bits, ll per, ll W, u64* __restrict__ keys) {
+__device__ __forceinline__ void hc_encode_body(const float* __restrict__ X, ll n, ll d,
+                                               const double* __restrict__ lo, const double* __restrict__ scale,
+                                               ll bins, ll bits, ll per, ll W, u64* __restrict__ keys) {
     ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     for (ll w = 0; w < W; w++) {
@@ -54,17 +56,19 @@ __device__ __forceinline__ bool near_word(u64 x, u64 y, const Swar& e, const Swa
     return (z & o.highK) == o.highK && ((z + o.m3) & o.highK1) == 0;
 }
 
-extern "C" __global__ void hc_density(const u64* __restrict__ keys, const int* __restrict__ count, ll ncell,
-                                      const int4* __restrict__ nodes, const int* __restrict__ hi, ll nnodes,
-                                      ll d, ll bits, const int* __restrict__ loc, ll W,
-                                      const u64* __restrict__ masks, ll* __restrict__ w) {
+__device__ __forceinline__ void hc_density_body(const u64* __restrict__ keys, const int* __restrict__ count, ll ncell,
+                                                const int4* __restrict__ nodes, const int* __restrict__ hi, ll nnodes,
+                                                ll d, ll bits, const int* __restrict__ loc, ll W,
+                                                const u64* __restrict__ masks, ll* __restrict__ w) {
     __shared__ int sLoc[HC_MAXD];
-    for (int j = threadIdx.x; j < d; j += blockDim.x) sLoc[j] = loc[j];
+    for (int j = threadIdx.x; j < d; j += blockDim.x) sLoc[j] = __ldg(loc + j);
     __syncthreads();
     ll q = (ll)blockIdx.x * blockDim.x + threadIdx.x;
     if (q >= ncell) return;
-    const Swar e = {masks[0], masks[1], masks[2], masks[3], masks[4]};
-    const Swar o = {masks[5], masks[6], masks[7], masks[8], masks[9]};
+    // __ldg: the read-only path that the __restrict__ kernel parameters gave before the
+    // parameter struct (for these loads nvcc does not carry it through the inlined body).
+    const Swar e = {__ldg(masks + 0), __ldg(masks + 1), __ldg(masks + 2), __ldg(masks + 3), __ldg(masks + 4)};
+    const Swar o = {__ldg(masks + 5), __ldg(masks + 6), __ldg(masks + 7), __ldg(masks + 8), __ldg(masks + 9)};
     const unsigned fmask = (1u << bits) - 1;
     const u64* kq = keys + q * W;
     ll acc = 0;
@@ -100,4 +104,59 @@ extern "C" __global__ void hc_density(const u64* __restrict__ keys, const int* _
         }
     }
     w[q] = acc;
+}
+
+// The kernels' parameters: one struct passed by value per kernel (gpukern's launchStruct), every
+// member 8 bytes; the Go mirrors (hypercube_abi.go) are held to these offsets by TestHypercubeABI.
+// The bodies above keep __restrict__ parameters (inlined, so the loads stay on the read-only path).
+struct HcEncodeParams {
+    const float* X;  // n x d column-major
+    ll n, d;
+    const double *lo, *scale;  // the grid, per dimension
+    ll bins, bits, per, W;
+    u64* keys;  // [n][W]
+};
+struct HcDensityParams {
+    const u64* keys;  // [ncell][W] ascending
+    const int* count;
+    ll ncell;
+    const int4* nodes;  // the tree, depth-first pre-order
+    const int* hi;
+    ll nnodes, d, bits;
+    const int* loc;
+    ll W;
+    const u64* masks;  // 10: even then odd field positions
+    ll* w;
+};
+static_assert(sizeof(HcEncodeParams) == 80, "HcEncodeParams size");
+static_assert(offsetof(HcEncodeParams, X) == 0, "HcEncodeParams.X");
+static_assert(offsetof(HcEncodeParams, n) == 8, "HcEncodeParams.n");
+static_assert(offsetof(HcEncodeParams, d) == 16, "HcEncodeParams.d");
+static_assert(offsetof(HcEncodeParams, lo) == 24, "HcEncodeParams.lo");
+static_assert(offsetof(HcEncodeParams, scale) == 32, "HcEncodeParams.scale");
+static_assert(offsetof(HcEncodeParams, bins) == 40, "HcEncodeParams.bins");
+static_assert(offsetof(HcEncodeParams, bits) == 48, "HcEncodeParams.bits");
+static_assert(offsetof(HcEncodeParams, per) == 56, "HcEncodeParams.per");
+static_assert(offsetof(HcEncodeParams, W) == 64, "HcEncodeParams.W");
+static_assert(offsetof(HcEncodeParams, keys) == 72, "HcEncodeParams.keys");
+static_assert(sizeof(HcDensityParams) == 96, "HcDensityParams size");
+static_assert(offsetof(HcDensityParams, keys) == 0, "HcDensityParams.keys");
+static_assert(offsetof(HcDensityParams, count) == 8, "HcDensityParams.count");
+static_assert(offsetof(HcDensityParams, ncell) == 16, "HcDensityParams.ncell");
+static_assert(offsetof(HcDensityParams, nodes) == 24, "HcDensityParams.nodes");
+static_assert(offsetof(HcDensityParams, hi) == 32, "HcDensityParams.hi");
+static_assert(offsetof(HcDensityParams, nnodes) == 40, "HcDensityParams.nnodes");
+static_assert(offsetof(HcDensityParams, d) == 48, "HcDensityParams.d");
+static_assert(offsetof(HcDensityParams, bits) == 56, "HcDensityParams.bits");
+static_assert(offsetof(HcDensityParams, loc) == 64, "HcDensityParams.loc");
+static_assert(offsetof(HcDensityParams, W) == 72, "HcDensityParams.W");
+static_assert(offsetof(HcDensityParams, masks) == 80, "HcDensityParams.masks");
+static_assert(offsetof(HcDensityParams, w) == 88, "HcDensityParams.w");
+
+extern "C" __global__ void hc_encode(const HcEncodeParams P) {
+    hc_encode_body(P.X, P.n, P.d, P.lo, P.scale, P.bins, P.bits, P.per, P.W, P.keys);
+}
+
+extern "C" __global__ void hc_density(const HcDensityParams P) {
+    hc_density_body(P.keys, P.count, P.ncell, P.nodes, P.hi, P.nnodes, P.d, P.bits, P.loc, P.W, P.masks, P.w);
 }

@@ -5,6 +5,7 @@ package gpukern
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"gorgonia.org/cu"
 
@@ -36,8 +37,9 @@ func (d *Device) hypercubeEncode(cols [][]float32, g *hypercube.Grid, keys []uin
 			return nil
 		}
 		grid := (rows + hcBlock - 1) / hcBlock
-		if err = d.launch("hc_encode", [3]int{grid, 1, 1}, [3]int{hcBlock, 1, 1}, 0,
-			xp, int64(rows), int64(len(cols)), lp, sp, int64(g.Bins), int64(g.Bits()), int64(g.PerWord()), int64(g.Words()), kp); err != nil {
+		a := hcEncodeParams{X: uint64(xp), N: int64(rows), D: int64(len(cols)), Lo: uint64(lp), Scale: uint64(sp),
+			Bins: int64(g.Bins), Bits: int64(g.Bits()), Per: int64(g.PerWord()), W: int64(g.Words()), Keys: uint64(kp)}
+		if err = d.launchStruct("hc_encode", [3]int{grid, 1, 1}, [3]int{hcBlock, 1, 1}, 0, unsafe.Pointer(&a), unsafe.Sizeof(a)); err != nil {
 			return err
 		}
 		return download(d, "keys", keys, kp)
@@ -90,8 +92,10 @@ func (d *Device) hypercubeDensity(c *hypercube.Cells, t *hypercube.Tree, w []int
 			return err
 		}
 		grid := (ncell + hcBlock - 1) / hcBlock
-		if err = d.launch("hc_density", [3]int{grid, 1, 1}, [3]int{hcBlock, 1, 1}, 0,
-			kp, cp, int64(ncell), np, hp, int64(len(t.Nodes)), int64(g.Dims()), int64(g.Bits()), lp, int64(g.Words()), mp, wp); err != nil {
+		a := hcDensityParams{Keys: uint64(kp), Count: uint64(cp), NCell: int64(ncell), Nodes: uint64(np), Hi: uint64(hp),
+			NNodes: int64(len(t.Nodes)), D: int64(g.Dims()), Bits: int64(g.Bits()), Loc: uint64(lp), W: int64(g.Words()),
+			Masks: uint64(mp), Out: uint64(wp)}
+		if err = d.launchStruct("hc_density", [3]int{grid, 1, 1}, [3]int{hcBlock, 1, 1}, 0, unsafe.Pointer(&a), unsafe.Sizeof(a)); err != nil {
 			return err
 		}
 		return download(d, "densities", w, wp)

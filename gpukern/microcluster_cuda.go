@@ -7,8 +7,6 @@ import (
 	"fmt"
 
 	"gorgonia.org/cu"
-
-	"github.com/outlierd/outlierd/internal/algo/microcluster"
 )
 
 // assignBlock is the number of threads (objects) per block of assign_nearest.
@@ -28,8 +26,8 @@ type cfBuffers struct {
 	part, pcount, cf, count   cu.DevicePtr
 }
 
-func newCFBuffers(n, dims, q int) (b *cfBuffers, err error) {
-	b = &cfBuffers{n: n, dims: dims, q: q, chunk: microcluster.ReduceChunkRows(n)}
+func newCFBuffers(n, dims, q, chunk int) (b *cfBuffers, err error) {
+	b = &cfBuffers{n: n, dims: dims, q: q, chunk: chunk}
 	b.chunks = (n + b.chunk - 1) / b.chunk
 	if b.part, err = alloc("chunk sums", int64(b.chunks)*int64(dims)*3*int64(q)*8); err != nil {
 		return nil, err
@@ -114,7 +112,7 @@ func (d *Device) assign(means, centroids [][]float32, n, q int, out []int32) err
 	return nil
 }
 
-func (d *Device) reduce(means, sds [][]float32, assign []int32, n, q int) (*ClusterFeatures, error) {
+func (d *Device) reduce(means, sds [][]float32, assign []int32, n, q, chunk int) (*ClusterFeatures, error) {
 	var f *ClusterFeatures
 	err := d.do(func() (err error) {
 		var xp, ep, ap cu.DevicePtr
@@ -136,7 +134,7 @@ func (d *Device) reduce(means, sds [][]float32, assign []int32, n, q int) (*Clus
 		if ap, err = upload(d, "assign", assign); err != nil {
 			return err
 		}
-		if b, err = newCFBuffers(n, len(means), q); err != nil {
+		if b, err = newCFBuffers(n, len(means), q, chunk); err != nil {
 			return err
 		}
 		if err = d.launchReduce(xp, ep, ap, b, 0); err != nil {
@@ -151,7 +149,7 @@ func (d *Device) reduce(means, sds [][]float32, assign []int32, n, q int) (*Clus
 	return f, nil
 }
 
-func (d *Device) cluster(means, sds *Columns, centroids [][]float32, q, iterations int, assign []int32) (*ClusterFeatures, error) {
+func (d *Device) cluster(means, sds *Columns, centroids [][]float32, q, iterations, chunk int, assign []int32) (*ClusterFeatures, error) {
 	if means.ptr == 0 || (sds != nil && sds.ptr == 0) {
 		return nil, fmt.Errorf("gpukern.Cluster: columns already freed")
 	}
@@ -171,7 +169,7 @@ func (d *Device) cluster(means, sds *Columns, centroids [][]float32, q, iteratio
 		if ap, err = alloc("assign", int64(means.rows)*4); err != nil {
 			return err
 		}
-		if b, err = newCFBuffers(means.rows, means.dims, q); err != nil {
+		if b, err = newCFBuffers(means.rows, means.dims, q, chunk); err != nil {
 			return err
 		}
 		if err = d.clusterPasses(means, sds, cp, ap, b, iterations); err != nil {

@@ -125,7 +125,7 @@ func TestReduceParity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := gpukern.Reduce(d, X, E, A, c.q)
+			got, err := gpukern.Reduce(d, X, E, A, c.q, microcluster.ReduceChunkRows(len(A)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +184,7 @@ func TestClusterParity(t *testing.T) {
 	}
 	defer es.Free()
 	got := make([]int32, n)
-	f, err := gpukern.Cluster(xs, es, init, iterations, got)
+	f, err := gpukern.Cluster(xs, es, init, iterations, microcluster.ReduceChunkRows(len(got)), got)
 	if err != nil {
 		t.Fatal(err)
 	}

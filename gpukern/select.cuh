@@ -1,9 +1,10 @@
-// select.cuh: warp-cooperative k-smallest selection in registers (the WarpSelect idea of FAISS,
-// Johnson et al., "Billion-scale similarity search with GPUs", 2017, reduced to its core): a warp
-// owns one sorted queue of 32*R values spread over its lanes' registers, lane l holding the
-// positions l*R .. l*R+R-1 in ascending order. No local memory, no divergence: every lane runs
-// every step, so the cost of a selection is the number of insertions, not the slowest lane's
-// heap sifts.
+// select.cuh: the kernels' one selection header. First, warp-cooperative k-smallest selection in
+// registers (the WarpSelect idea of FAISS, Johnson et al., "Billion-scale similarity search with
+// GPUs", 2017, reduced to its core): a warp owns one sorted queue of 32*R values spread over its
+// lanes' registers, lane l holding the positions l*R .. l*R+R-1 in ascending order. No local
+// memory, no divergence: every lane runs every step, so the cost of a selection is the number of
+// insertions, not the slowest lane's heap sifts. Then (at the end) the max-heap that SolvingSet's
+// per-point neighbour lists keep in global memory between launches.
 //
 // Use: every lane computes one candidate distance; a ballot of `dist < threshold` names the lanes
 // with a candidate, and the warp inserts them one at a time (shuffled to all lanes), or merges
@@ -122,3 +123,28 @@ struct WarpQueue {
         return w;
     }
 };
+
+// The other selection of the kernels: a max-heap of the k smallest values kept in global memory
+// between launches (SolvingSet's per-point LNN heaps, which outlive a warp's registers), the
+// CPU twin's heap (solvingset's heapReplaceTop) operation for operation, so that its storage order,
+// and the float64 sum in that order (the upper bound), are the CPU's bit for bit. Slot s lives
+// at h[s*stride] (stride 1: contiguous; N: slot-major over N points).
+__device__ __forceinline__ void replace_top(float* h, long long stride, int k, float v) {
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= k) break;
+        if (c + 1 < k && h[(c + 1) * stride] > h[c * stride]) c++;
+        if (h[c * stride] <= v) break;
+        h[i * stride] = h[c * stride];
+        i = c;
+    }
+    h[i * stride] = v;
+}
+
+// plain_sum is the float64 sum of a heap's k slots in storage order (solvingset's upper bound).
+__device__ __forceinline__ double plain_sum(const float* h, long long stride, int k) {
+    double s = 0.0;
+    for (int i = 0; i < k; i++) s = __dadd_rn(s, (double)h[i * stride]);
+    return s;
+}

@@ -30,26 +30,6 @@ __device__ __forceinline__ float sqdist_cols(const float* __restrict__ X, ll N, 
     return s;
 }
 
-// replace_top on a heap whose slot s lives at h[s*stride] (stride 1: contiguous).
-__device__ __forceinline__ void replace_top(float* h, ll stride, int k, float v) {
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= k) break;
-        if (c + 1 < k && h[(c + 1) * stride] > h[c * stride]) c++;
-        if (h[c * stride] <= v) break;
-        h[i * stride] = h[c * stride];
-        i = c;
-    }
-    h[i * stride] = v;
-}
-
-__device__ __forceinline__ double plain_sum(const float* h, ll stride, int k) {
-    double s = 0.0;
-    for (int i = 0; i < k; i++) s = __dadd_rn(s, (double)h[i * stride]);
-    return s;
-}
-
 __device__ __forceinline__ bool pruned(double ub, double margin, double minOUT) {
     return __dmul_rn(ub, margin) < minOUT;
 }

@@ -10,8 +10,9 @@ import (
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
-// SolvingSetParams are the parameters of SolvingSet in the papers' names (solvingset.Params
-// without the worker knob).
+// SolvingSetParams are the parameters of SolvingSet in the papers' names, with the two values
+// that the CPU twin's arithmetic fixes and the caller passes (internal/accel: from solvingset), so
+// that the result equals the CPU's.
 type SolvingSetParams struct {
 	// K is the number of nearest neighbours summed into a weight; 1 <= K < rows, K <= KNNMaxK.
 	K int
@@ -20,8 +21,13 @@ type SolvingSetParams struct {
 	// M is the number of candidates per iteration; M >= 1, and M*(dims+1) <= 12288 so that the
 	// candidates fit in a block's shared memory.
 	M int
-	// Seed seeds the random draw of the first M candidates (the CPU twin's draw).
-	Seed uint64
+	// First are the first candidates: min(M, rows) distinct rows (solvingset.FirstCandidates,
+	// the CPU twin's seeded draw).
+	First []int
+	// Margin is the relative slack of the pruning tests, >= 1 (solvingset.PruneMargin(K)): an
+	// upper bound u is below minOUT only when u*Margin < minOUT, which covers the rounding of
+	// sums taken in another order.
+	Margin float64
 }
 
 // Outlier is one top-n outlier: its row in the input and its exact weight w_k(row, D).
@@ -93,6 +99,20 @@ func (p SolvingSetParams) validate(rows, dims int) error {
 	}
 	if dims > MaxDims {
 		errs = append(errs, fmt.Errorf("%d dimensions, at most %d supported", dims, MaxDims))
+	}
+	if p.M >= 1 && len(p.First) != min(p.M, rows) {
+		errs = append(errs, fmt.Errorf("need min(m, rows) = %d first candidates, got %d", min(p.M, rows), len(p.First)))
+	}
+	seen := make(map[int]bool, len(p.First))
+	for _, r := range p.First {
+		if r < 0 || r >= rows || seen[r] {
+			errs = append(errs, fmt.Errorf("first candidate %d is out of [0, %d) or repeated", r, rows))
+			break
+		}
+		seen[r] = true
+	}
+	if !(p.Margin >= 1) || math.IsInf(p.Margin, 0) {
+		errs = append(errs, fmt.Errorf("need a finite margin >= 1, got %v", p.Margin))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid parameters: %w", errors.Join(errs...))

@@ -5,6 +5,7 @@ package gpukern
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"gorgonia.org/cu"
 
@@ -74,7 +75,7 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 			return SolvingSetResult{}, err
 		}
 	}
-	margin := solvingset.PruneMargin(k)
+	margin := p.Margin
 	if err := d.launch("ss_init", [3]int{(rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
 		b.heap, b.ub, b.state, N, K); err != nil {
 		return SolvingSetResult{}, err
@@ -82,7 +83,7 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 	out := solvingset.NewTopN(p.N)
 	var weights []Outlier
 	var sset []int
-	cand := solvingset.FirstCandidates(rows, m, p.Seed)
+	cand := slices.Clone(p.First)
 	cand32 := make([]int32, m)
 	w := make([]float64, m)
 	done := make([]int32, m)

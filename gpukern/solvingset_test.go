@@ -23,26 +23,26 @@ func TestSolvingSetParity(t *testing.T) {
 	cases := []struct {
 		name string
 		cols [][]float32
-		p    gpukern.SolvingSetParams
+		p    solvingset.Params
 	}{
-		{"g2d 30k", synth.G2D(30000, 11).Cols, gpukern.SolvingSetParams{K: 50, N: 10, M: 100, Seed: 1}},
-		{"g3d 20k k=5", synth.G3D(20000, 12).Cols, gpukern.SolvingSetParams{K: 5, N: 10, M: 100, Seed: 2}},
-		{"10-D 8k n=25 m=37", synth.Gaussian(8000, 10, 13).Cols, gpukern.SolvingSetParams{K: 10, N: 25, M: 37, Seed: 3}},
-		{"ties: 2-D grid", gridCols(60), gpukern.SolvingSetParams{K: 4, N: 7, M: 50, Seed: 4}},
-		{"k=1 m=1", synth.G2D(3000, 14).Cols, gpukern.SolvingSetParams{K: 1, N: 3, M: 1, Seed: 5}},
-		{"6-D 6k k=100 (CandNN queue of 256)", synth.Gaussian(6000, 6, 15).Cols, gpukern.SolvingSetParams{K: 100, N: 10, M: 60, Seed: 6}},
-		{"g2d 300k (several CandNN early-exit steps)", synth.G2D(300000, 16).Cols, gpukern.SolvingSetParams{K: 50, N: 10, M: 100, Seed: 7}},
+		{"g2d 30k", synth.G2D(30000, 11).Cols, solvingset.Params{K: 50, N: 10, M: 100, Seed: 1}},
+		{"g3d 20k k=5", synth.G3D(20000, 12).Cols, solvingset.Params{K: 5, N: 10, M: 100, Seed: 2}},
+		{"10-D 8k n=25 m=37", synth.Gaussian(8000, 10, 13).Cols, solvingset.Params{K: 10, N: 25, M: 37, Seed: 3}},
+		{"ties: 2-D grid", gridCols(60), solvingset.Params{K: 4, N: 7, M: 50, Seed: 4}},
+		{"k=1 m=1", synth.G2D(3000, 14).Cols, solvingset.Params{K: 1, N: 3, M: 1, Seed: 5}},
+		{"6-D 6k k=100 (CandNN queue of 256)", synth.Gaussian(6000, 6, 15).Cols, solvingset.Params{K: 100, N: 10, M: 60, Seed: 6}},
+		{"g2d 300k (several CandNN early-exit steps)", synth.G2D(300000, 16).Cols, solvingset.Params{K: 50, N: 10, M: 100, Seed: 7}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if testing.Short() && len(c.cols[0]) > 100_000 {
 				t.Skip("short: the sanitizer runs of gpucheck.sh skip the large case")
 			}
-			want, err := solvingset.SolvingSet(c.cols, solvingset.Params{K: c.p.K, N: c.p.N, M: c.p.M, Seed: c.p.Seed}, nil)
+			want, err := solvingset.SolvingSet(c.cols, c.p, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := gpukern.SolvingSet(d, c.cols, c.p)
+			got, err := gpukern.SolvingSet(d, c.cols, gpuParams(c.p, len(c.cols[0])))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,6 +62,12 @@ func TestSolvingSetParity(t *testing.T) {
 				got.Iterations, len(got.SolvingSet), want.Iterations, len(want.SolvingSet), slices.Equal(got.SolvingSet, want.SolvingSet))
 		})
 	}
+}
+
+// gpuParams is internal/accel's conversion: the CPU twin's first candidates and pruning margin.
+func gpuParams(p solvingset.Params, rows int) gpukern.SolvingSetParams {
+	return gpukern.SolvingSetParams{K: p.K, N: p.N, M: p.M,
+		First: solvingset.FirstCandidates(rows, min(p.M, rows), p.Seed), Margin: solvingset.PruneMargin(p.K)}
 }
 
 // gridCols is an n x n integer grid in 2-D: massive ties in distances, weights and UB.
@@ -86,7 +92,11 @@ func TestSolvingSetBadParams(t *testing.T) {
 		{"n=0", cols, gpukern.SolvingSetParams{K: 5, N: 0, M: 10}},
 		{"m=0", cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 0}},
 		{"m too big", synth.Gaussian(20000, 10, 1).Cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 5000}},
-		{"NaN", nan, gpukern.SolvingSetParams{K: 1, N: 1, M: 1}},
+		{"NaN", nan, gpukern.SolvingSetParams{K: 1, N: 1, M: 1, First: []int{0}, Margin: 1}},
+		{"no first candidates", cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 10, Margin: 1}},
+		{"first candidate out of range", cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 1, First: []int{100}, Margin: 1}},
+		{"repeated first candidate", cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 2, First: []int{3, 3}, Margin: 1}},
+		{"margin below 1", cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 1, First: []int{0}, Margin: 0.5}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -107,16 +117,17 @@ func BenchmarkSolvingSet(b *testing.B) {
 		{"g2d-1M", synth.G2D(1_000_000, 1)},
 		{"gauss10d-1M", synth.Gaussian(1_000_000, 10, 2)},
 	} {
-		p := gpukern.SolvingSetParams{K: 50, N: 10, M: 100, Seed: 1}
+		p := solvingset.Params{K: 50, N: 10, M: 100, Seed: 1}
+		gp := gpuParams(p, len(c.data.Cols[0]))
 		b.Run("gpu-"+c.name, func(b *testing.B) {
 			d := openDevice(b)
-			res, err := gpukern.SolvingSet(d, c.data.Cols, p) // warm-up
+			res, err := gpukern.SolvingSet(d, c.data.Cols, gp) // warm-up
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
 			for range b.N {
-				if _, err := gpukern.SolvingSet(d, c.data.Cols, p); err != nil {
+				if _, err := gpukern.SolvingSet(d, c.data.Cols, gp); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -128,7 +139,7 @@ func BenchmarkSolvingSet(b *testing.B) {
 				b.Skip("the CPU reference is timed only on the GPU machine, in its own step of gpucheck.sh")
 			}
 			for range b.N {
-				if _, err := solvingset.SolvingSet(c.data.Cols, solvingset.Params{K: p.K, N: p.N, M: p.M, Seed: p.Seed}, nil); err != nil {
+				if _, err := solvingset.SolvingSet(c.data.Cols, p, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

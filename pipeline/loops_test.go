@@ -240,8 +240,12 @@ func loopPipeline(t *testing.T, src Source, snk Sink, tweak func(*Config)) *Pipe
 	if err != nil {
 		t.Fatal(err)
 	}
+	dev, err := OpenDevice("cpu", zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &Pipeline{cfg: cfg, log: zerolog.Nop(), role: detect.RoleAll, src: src, stage: &fakeStage{win: win}, snk: snk,
-		dev: &Device{name: "cpu"}, metrics: metrics.New(), reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
+		dev: dev, metrics: metrics.New(), reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
 }
 
 // runUntilDrained runs p, makes the soft stop once the source handed out its plan, and returns

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/internal/accel"
 )
 
 // The CUDA companion. A release has two binaries: outlierd, the CPU build, which starts
@@ -42,27 +43,25 @@ var deviceCommands = map[string]bool{"topn": true, "predict": true, "density": t
 
 // handOff execs the CUDA companion for args when this is the CPU build, the command can use a
 // GPU, the device is not forced to cpu and the companion starts here. It returns only when it
-// does not hand over (execve replaces the process). The reason it did not, if a GPU might have
-// been wanted, is noted for the device log line (gpukern.NoteCompanion).
-func handOff(args []string) {
+// does not hand over (execve replaces the process), with the reason it did not when a GPU might
+// have been wanted ("" otherwise), for the device log line (accel.Options.NoCompanion).
+func handOff(args []string) string {
 	if cudaBuild || len(args) == 0 || !deviceCommands[args[0]] || os.Getenv(handedOffEnv) != "" {
-		return
+		return ""
 	}
 	if deviceFlag(args[1:]) == "cpu" {
-		return
+		return ""
 	}
 	path, err := companionPath()
 	if err != nil {
-		gpukern.NoteCompanion(err.Error())
-		return
+		return err.Error()
 	}
 	if err := probeCompanion(path); err != nil {
-		gpukern.NoteCompanion(err.Error())
-		return
+		return err.Error()
 	}
 	env := append(os.Environ(), handedOffEnv+"=1")
 	err = syscall.Exec(path, append([]string{path}, args...), env)
-	gpukern.NoteCompanion(fmt.Sprintf("could not start %s: %v", path, err))
+	return fmt.Sprintf("could not start %s: %v", path, err)
 }
 
 // deviceFlag is the value of --device (or -device) in a command's arguments, "" if absent.
@@ -149,12 +148,15 @@ func firstLine(s string) string {
 // runDevices reports where the device-capable commands can run: the GPUs this binary opens, or
 // why none. Exit status 0 when a GPU opens, 1 when none does (the CPU build, after a companion
 // could not take over, reports why and exits 1).
-func runDevices(args []string, stdout, stderr io.Writer) error {
+func runDevices(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("devices", stderr)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	ok, why := gpukern.Available()
+	if !ok && opt.NoCompanion != "" {
+		why = "built without CUDA; " + opt.NoCompanion
+	}
 	if !ok {
 		fmt.Fprintf(stdout, "cpu: %d cores (no GPU: %s)\n", runtime.NumCPU(), why)
 		return errors.New("no usable GPU")

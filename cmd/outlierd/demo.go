@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outlierd/outlierd/configs"
+	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/algo/quality"
 	"github.com/outlierd/outlierd/internal/datasets/synth"
 	"github.com/outlierd/outlierd/pipeline"
@@ -29,7 +30,7 @@ import (
 // runDemo runs the main job with nothing else installed: an in-process Kafka-protocol broker
 // (kfake), a synthetic sensor producer with injected anomalies (known ground truth), the
 // pipeline with configs/demo.yaml, and a live summary scored against the ground truth.
-func runDemo(args []string, stdout, stderr io.Writer) error {
+func runDemo(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("demo", stderr)
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
 	rate := fs.Int("rate", 5000, "records per second the producer sends")
@@ -74,6 +75,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "outlierd demo: in-process Kafka on %s; %d records/s, %.1f%% anomalies, %.2f%% malformed; topics %s -> %s (dead letters: %s)\n",
 		brokers, *rate, 100**anomalies, 100**bad, cfg.Ingest.Topic, cfg.Sink.Topic, cfg.Sink.DeadLetterTopic)
 
+	noteCompanion(log, string(cfg.Device), opt)
 	p, err := pipeline.New(cfg, log)
 	if err != nil {
 		return err

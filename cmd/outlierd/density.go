@@ -11,10 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/algo/quality"
-	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 )
 
 // densityOutput is the JSON contract of `outlierd density --json`.
@@ -43,7 +42,7 @@ type densityTimings struct {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func runDensity(args []string, stdout, stderr io.Writer) error {
+func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("density", stderr)
 	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
 	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
@@ -101,15 +100,11 @@ func runDensity(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("%s", strings.Join(errs, "; "))}
 	}
 	log := newLogger(stderr)
-	dev, err := resolveDevice(*device, log)
+	dev, tab, err := openInput(*device, *input, *label, log, opt, "--")
 	if err != nil {
 		return err
 	}
-	defer dev.close()
-	tab, err := csvfile.ReadFile(*input, *label)
-	if err != nil {
-		return err
-	}
+	defer dev.Close()
 	features, means, sds, err := tab.SplitUncertainty(*suffix)
 	if err != nil {
 		return err
@@ -139,7 +134,7 @@ func runDensity(args []string, stdout, stderr io.Writer) error {
 		}
 		uncertainty = "derived: std * U(0,1) * " + strconv.FormatFloat(*mult, 'g', -1, 64)
 	}
-	mc, assign, err := dev.cluster(nm, ns, *clusters, *iters, *seed)
+	mc, assign, err := dev.Cluster(nm, ns, *clusters, *iters, *seed)
 	if err != nil {
 		return err
 	}
@@ -157,11 +152,8 @@ func runDensity(args []string, stdout, stderr io.Writer) error {
 		return usageError{err}
 	}
 	verdicts := make([]density.Verdict, rows)
-	gpuModel := func() (*gpukern.DensityModel, error) {
-		return gpukern.NewDensityModel(&gpukern.ClusterFeatures{CF1: mc.CF1, CF2: mc.CF2, EF2: mc.EF2, N: mc.N}, h)
-	}
 	if *gran == "cluster" {
-		cv, err := dev.detectClusters(model, len(features), p, gpuModel)
+		cv, err := dev.DetectClusters(model, mc, p)
 		if err != nil {
 			return err
 		}
@@ -169,12 +161,12 @@ func runDensity(args []string, stdout, stderr io.Writer) error {
 			verdicts[i] = cv[c]
 		}
 	} else {
-		if err := dev.detectRecords(model, features, nm, ns, p, verdicts, gpuModel); err != nil {
+		if err := dev.DetectRecords(model, mc, nm, ns, p, verdicts); err != nil {
 			return err
 		}
 	}
 	tAll := time.Since(start)
-	out := densityOutput{Mode: *mode, Granularity: *gran, Method: *method, Device: dev.name, Rows: rows, Dims: len(features),
+	out := densityOutput{Mode: *mode, Granularity: *gran, Method: *method, Device: dev.Name(), Rows: rows, Dims: len(features),
 		Clusters: mc.Q(), ElapsedMS: ms(tAll), Timings: densityTimings{MicroclusterMS: ms(tMC), DetectMS: ms(tAll - tMC)}, Uncertainty: uncertainty}
 	flags := make([]bool, rows)
 	scores := make([]float64, rows)

@@ -7,10 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/algo/hypercube"
 	"github.com/outlierd/outlierd/internal/algo/quality"
-	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 )
 
 // hypercubeOutput is the JSON contract of `outlierd hypercube --json`.
@@ -26,7 +25,7 @@ type hypercubeOutput struct {
 	AveragePrecision *float64 `json:"average_precision,omitempty"`
 }
 
-func runHypercube(args []string, stdout, stderr io.Writer) error {
+func runHypercube(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("hypercube", stderr)
 	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
 	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
@@ -44,32 +43,21 @@ func runHypercube(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--bins must be in [2, %d], got %d", hypercube.MaxBins, *bins)}
 	}
 	log := newLogger(stderr)
-	dev, err := resolveDevice(*device, log)
+	dev, tab, err := openInput(*device, *input, *label, log, opt, "--")
 	if err != nil {
 		return err
 	}
-	defer dev.close()
-	tab, err := csvfile.ReadFile(*input, *label)
-	if err != nil {
-		return err
-	}
+	defer dev.Close()
 	if len(tab.Cols) > hypercube.MaxDims {
 		return fmt.Errorf("%s: %d feature columns, the hypercube score supports at most %d dimensions", *input, len(tab.Cols), hypercube.MaxDims)
 	}
 	start := time.Now()
-	var res *hypercube.Result
-	if dev.gpu != nil {
-		var gr *gpukern.HypercubeResult
-		gr, err = gpukern.Hypercube(dev.gpu, tab.Cols, gpukern.HypercubeParams{Bins: *bins})
-		if err != nil {
-			return fmt.Errorf("GPU hypercube density: %w", err)
-		}
-		res = gr.Result
-	} else if res, err = hypercube.Detect(tab.Cols, hypercube.Params{Bins: *bins}); err != nil {
+	res, err := dev.Hypercube(tab.Cols, *bins)
+	if err != nil {
 		return fmt.Errorf("%s: %w", *input, err)
 	}
 	elapsed := time.Since(start)
-	out := hypercubeOutput{Device: dev.name, Rows: tab.Rows(), Dims: len(tab.Cols), Bins: *bins,
+	out := hypercubeOutput{Device: dev.Name(), Rows: tab.Rows(), Dims: len(tab.Cols), Bins: *bins,
 		Cells: res.Cells.Len(), WMax: res.WMax, ElapsedMS: ms(elapsed)}
 	if tab.Label != nil {
 		labels := tab.Outliers()

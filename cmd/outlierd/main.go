@@ -24,6 +24,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"golang.org/x/term"
+
+	"github.com/outlierd/outlierd/internal/accel"
 )
 
 // command is one subcommand: its one-line summary and its entry point.
@@ -32,20 +34,25 @@ type command struct {
 	run     func(args []string, stdout, stderr io.Writer) error
 }
 
-func commands() map[string]command {
+// commands is the command table; the device commands get opt (what main learnt about the
+// devices: why the CUDA companion did not take over).
+func commands(opt accel.Options) map[string]command {
+	on := func(f func([]string, io.Writer, io.Writer, accel.Options) error) func([]string, io.Writer, io.Writer) error {
+		return func(args []string, stdout, stderr io.Writer) error { return f(args, stdout, stderr, opt) }
+	}
 	return map[string]command{
 		"gen":     {"write a synthetic data set as CSV to stdout", runGen},
-		"topn":    {"exact top-n distance-based outliers of a CSV file", runTopN},
-		"predict": {"score a CSV file against a saved solving-set model", runPredict},
-		"density": {"outliers in uncertain data: micro-clusters and density sampling", runDensity},
-		"proclus": {"projected clustering (PROCLUS): k clusters, each in its own subspace, and outliers", runProclus},
+		"topn":    {"exact top-n distance-based outliers of a CSV file", on(runTopN)},
+		"predict": {"score a CSV file against a saved solving-set model", on(runPredict)},
+		"density": {"outliers in uncertain data: micro-clusters and density sampling", on(runDensity)},
+		"proclus": {"projected clustering (PROCLUS): k clusters, each in its own subspace, and outliers", on(runProclus)},
 		"lint":    {"validate a pipeline config without running it", runLint},
-		"run":     {"run the streaming pipeline (Kafka in, outliers out)", runRun},
-		"replay":  {"feed a CSV file through the detect stage as the pipeline does, without Kafka", runReplay},
-		"demo":    {"the main job on an embedded default: in-process Kafka, sensor stream, live summary", runDemo},
-		"devices": {"where the GPU commands run: the GPU this binary opens, or why none", runDevices},
+		"run":     {"run the streaming pipeline (Kafka in, outliers out)", on(runRun)},
+		"replay":  {"feed a CSV file through the detect stage as the pipeline does, without Kafka", on(runReplay)},
+		"demo":    {"the main job on an embedded default: in-process Kafka, sensor stream, live summary", on(runDemo)},
+		"devices": {"where the GPU commands run: the GPU this binary opens, or why none", on(runDevices)},
 
-		"hypercube": {"hypercube (grid) neighbourhood density scores of a CSV file (GDBOD)", runHypercube},
+		"hypercube": {"hypercube (grid) neighbourhood density scores of a CSV file (GDBOD)", on(runHypercube)},
 	}
 }
 
@@ -56,12 +63,19 @@ func (u usageError) Error() string { return u.err.Error() }
 func (u usageError) Unwrap() error { return u.err }
 
 func main() {
-	handOff(os.Args[1:]) // the CPU build execs the CUDA companion when it starts here (companion.go)
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	// The CPU build execs the CUDA companion when it starts here (companion.go), else learns why not.
+	why := handOff(os.Args[1:])
+	os.Exit(runWith(os.Args[1:], os.Stdout, os.Stderr, accel.Options{NoCompanion: why}))
 }
 
+// run runs one command line (no companion was tried).
 func run(args []string, stdout, stderr io.Writer) int {
-	cmds := commands()
+	return runWith(args, stdout, stderr, accel.Options{})
+}
+
+// runWith runs one command line with what main learnt about the devices.
+func runWith(args []string, stdout, stderr io.Writer, opt accel.Options) int {
+	cmds := commands(opt)
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr, cmds)
 		if len(args) == 0 {

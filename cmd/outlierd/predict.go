@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/algo/quality"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/datasets/csvfile"
@@ -30,7 +31,7 @@ type predictResult struct {
 	Outlier bool    `json:"outlier"`
 }
 
-func runPredict(args []string, stdout, stderr io.Writer) error {
+func runPredict(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("predict", stderr)
 	modelPath := fs.String("model", "", "model file written by `outlierd topn --model-out` (required)")
 	input := fs.String("input", "", "CSV file with the model's feature columns (required)")
@@ -44,11 +45,11 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--model and --input are required")}
 	}
 	log := newLogger(stderr)
-	dev, err := resolveDevice(*device, log)
+	dev, err := openDevice(*device, log, opt, "--")
 	if err != nil {
 		return err
 	}
-	defer dev.close()
+	defer dev.Close()
 	model, err := solvingset.LoadFile(*modelPath)
 	if err != nil {
 		return err
@@ -61,10 +62,10 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	weights := make([]float64, tab.Rows())
-	if err := dev.scoreBatch(model, tab.Cols, weights); err != nil {
+	if err := dev.Predict(model, tab.Cols, weights); err != nil {
 		return err
 	}
-	out := predictOutput{Rows: tab.Rows(), WStar: model.WStar, Device: dev.name, Results: make([]predictResult, tab.Rows())}
+	out := predictOutput{Rows: tab.Rows(), WStar: model.WStar, Device: dev.Name(), Results: make([]predictResult, tab.Rows())}
 	flags := make([]bool, tab.Rows())
 	for i, w := range weights {
 		flags[i] = model.IsOutlier(w)
@@ -83,7 +84,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(out)
 	}
-	fmt.Fprintf(stdout, "%d rows scored against |S| = %d (k=%d, w* = %.6g) on %s: %d flagged\n\n", out.Rows, len(model.Points[0]), model.K, model.WStar, dev.name, out.Flagged)
+	fmt.Fprintf(stdout, "%d rows scored against |S| = %d (k=%d, w* = %.6g) on %s: %d flagged\n\n", out.Rows, len(model.Points[0]), model.K, model.WStar, dev.Name(), out.Flagged)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "row\tweight\t")
 	for _, r := range out.Results {

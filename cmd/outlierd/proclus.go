@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/algo/proclus"
-	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 )
 
 // proclusOutput is the JSON contract of `outlierd proclus --json` (issue 11): k, l, cost,
@@ -37,7 +36,7 @@ type proclusCluster struct {
 	Dims      []int `json:"dims"`
 }
 
-func runProclus(args []string, stdout, stderr io.Writer) error {
+func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	def := proclus.Default()
 	fs := newFlagSet("proclus", stderr)
 	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
@@ -59,27 +58,23 @@ func runProclus(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--input is required")}
 	}
 	log := newLogger(stderr)
-	dev, err := resolveDevice(*device, log)
+	dev, tab, err := openInput(*device, *input, *label, log, opt, "--")
 	if err != nil {
 		return err
 	}
-	defer dev.close()
-	tab, err := csvfile.ReadFile(*input, *label)
-	if err != nil {
-		return err
-	}
+	defer dev.Close()
 	p := proclus.Params{K: *k, L: *l, A: *a, B: *b, MinDev: *minDev, ItrPat: *itrPat, Seed: *seed}
 	if err := p.Validate(tab.Rows(), len(tab.Cols)); err != nil {
 		return usageError{fmt.Errorf("%s: %s", *input, strings.ReplaceAll(err.Error(), "\n", "; "))}
 	}
 	start := time.Now()
-	res, err := dev.proclus(tab.Cols, p)
+	res, err := dev.Proclus(tab.Cols, p)
 	if err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
 	out := proclusOutput{
-		Device: dev.name, Rows: tab.Rows(), K: p.K, L: p.L, Cost: res.Cost, Iterations: res.Iterations,
+		Device: dev.Name(), Rows: tab.Rows(), K: p.K, L: p.L, Cost: res.Cost, Iterations: res.Iterations,
 		ElapsedMS: ms(elapsed), Outliers: res.Outliers, Features: tab.Features,
 	}
 	for i, m := range res.Medoids {
@@ -126,23 +121,6 @@ func runProclus(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "labels %q: outlier precision %s, recall %s\n", *label, fmtOpt(out.Precision), fmtOpt(out.Recall))
 	}
 	return nil
-}
-
-// proclus runs PROCLUS on the GPU when one is open and the kernels take the shape, else on the
-// CPU; both give the same result.
-func (d *device) proclus(cols [][]float32, p proclus.Params) (*proclus.Result, error) {
-	if d.gpu != nil {
-		if why := gpukern.ProclusFits(len(cols[0]), len(cols), p); why != nil {
-			d.cpuFallback("PROCLUS", why.Error())
-		} else {
-			r, err := gpukern.Proclus(d.gpu, cols, p)
-			if err != nil {
-				return nil, fmt.Errorf("GPU PROCLUS: %w", err)
-			}
-			return r, nil
-		}
-	}
-	return proclus.Run(cols, p)
 }
 
 // writeAssignments writes the --assignments-out CSV: row,cluster for every input row in order,

@@ -14,10 +14,10 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 
+	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/algo/quality"
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/core/config"
-	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/ingest"
@@ -65,7 +65,7 @@ type detectorQuality struct {
 	AveragePrecision *float64 `json:"average_precision"`
 }
 
-func runReplay(args []string, stdout, stderr io.Writer) error {
+func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("replay", stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, replayHelp, "\nFlags:\n")
@@ -100,13 +100,12 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	if *dev != "" {
 		cfg.Device = pipeline.DeviceChoice(*dev)
 	}
-	if err := oneOf("device", string(cfg.Device), "auto", "cpu", "cuda"); err != nil {
-		return err
-	}
-	tab, err := csvfile.ReadFile(*input, *labelCol)
+	log := newLogger(stderr).Level(zerolog.WarnLevel)
+	device, tab, err := openInput(string(cfg.Device), *input, *labelCol, log, opt, "")
 	if err != nil {
 		return err
 	}
+	defer device.Close()
 	features, means, sds, err := tab.SplitUncertainty(batch.UncertaintySuffix)
 	if err != nil {
 		return err
@@ -152,19 +151,17 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		return usageError{err} // the file's values were valid: the flags made them so
 	}
 
-	log := newLogger(stderr).Level(zerolog.WarnLevel)
-	device, err := pipeline.OpenDevice(string(cfg.Device), log)
-	if err != nil {
-		return err
-	}
-	defer device.Close()
 	models := 0
 	countModels := func(_ *detect.Model, fresh bool) {
 		if fresh {
 			models++
 		}
 	}
-	st, err := detect.NewStage(dc, features, sds != nil, detect.Deps{Log: log, Accelerator: device.Accelerator(), OnModel: countModels})
+	deps := detect.Deps{Log: log, OnModel: countModels}
+	if device.IsGPU() { // on the CPU the stage runs the CPU code itself, as in the pipeline
+		deps.Accelerator = device
+	}
+	st, err := detect.NewStage(dc, features, sds != nil, deps)
 	if err != nil {
 		return err
 	}

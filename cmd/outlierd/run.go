@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/pipeline/metrics"
 )
@@ -66,7 +67,7 @@ func runLint(args []string, stdout, stderr io.Writer) error {
 // runRun runs the pipeline until SIGINT/SIGTERM, then stops gracefully (drain, flush, commit).
 // SIGHUP, or a change of the file's content (checked every second), reloads the config live
 // (pipeline/reload.go says what applies at once, what rebuilds and what needs a restart).
-func runRun(args []string, stdout, stderr io.Writer) error {
+func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("run", stderr)
 	path := fs.String("config", "", "pipeline YAML file (required)")
 	level := fs.String("log-level", "", "least severe level logged: debug, info, warn or error (default: the config's run.log_level, itself info by default); debug adds the Kafka client's own messages")
@@ -90,6 +91,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	noteCompanion(log, string(cfg.Device), opt)
 	p, err := pipeline.New(cfg, log)
 	if err != nil {
 		return err

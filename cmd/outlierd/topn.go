@@ -8,9 +8,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/algo/quality"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
-	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 )
 
 // topnOutput is the JSON contract of `outlierd topn --json` (other tools parse it).
@@ -44,7 +44,7 @@ type labelledSummary struct {
 	Outliers int    `json:"outliers"`
 }
 
-func runTopN(args []string, stdout, stderr io.Writer) error {
+func runTopN(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("topn", stderr)
 	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
 	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
@@ -66,15 +66,11 @@ func runTopN(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(stderr)
-	dev, err := resolveDevice(*device, log)
+	dev, tab, err := openInput(*device, *input, *label, log, opt, "--")
 	if err != nil {
 		return err
 	}
-	defer dev.close()
-	tab, err := csvfile.ReadFile(*input, *label)
-	if err != nil {
-		return err
-	}
+	defer dev.Close()
 	p := solvingset.Params{K: *k, N: *n, M: *m, Seed: *seed}
 	if err := p.Validate(tab.Rows()); err != nil {
 		return usageError{fmt.Errorf("%s: %w", *input, err)}
@@ -86,10 +82,10 @@ func runTopN(args []string, stdout, stderr io.Writer) error {
 	start := time.Now()
 	var res solvingset.Result
 	if *algo == "bruteforce" {
-		res, err = dev.bruteForce(tab.Cols, p)
+		res, err = dev.BruteForce(tab.Cols, p)
 	} else {
 		bar := newProgress(stderr, "SolvingSet")
-		res, err = dev.solvingSet(tab.Cols, p, bar.update)
+		res, err = dev.SolvingSetProgress(tab.Cols, p, bar.update)
 		bar.finish()
 	}
 	if err != nil {
@@ -98,7 +94,7 @@ func runTopN(args []string, stdout, stderr io.Writer) error {
 	elapsed := time.Since(start)
 
 	out := topnOutput{
-		Algorithm: *algo, Device: dev.name, Rows: tab.Rows(), Dims: len(tab.Cols),
+		Algorithm: *algo, Device: dev.Name(), Rows: tab.Rows(), Dims: len(tab.Cols),
 		K: *k, N: *n, M: *m, WStar: res.WStar,
 		SolvingSetSize: len(res.SolvingSet), Iterations: res.Iterations,
 		DistanceComputations: res.DistanceComputations,
@@ -118,7 +114,7 @@ func runTopN(args []string, stdout, stderr io.Writer) error {
 		pn := quality.PrecisionAtN(flagged, labels)
 		// ROC AUC ranks every row, so every row's exact weight is computed (O(N^2) distances;
 		// on the GPU when there is one).
-		all, err := dev.weights(tab.Cols, *k)
+		all, err := dev.Weights(tab.Cols, *k)
 		if err != nil {
 			return err
 		}

@@ -231,7 +231,6 @@ func (r *Ranker) Threshold(rate float64) float64 {
 // means (its own spaces) and no other detector's fields.
 type rankDetector struct {
 	accel             Accelerator
-	rep               *accelReport
 	density, distance []float64   // scratch, batch after batch
 	space             [][]float32 // the batch in the distance score's space
 }
@@ -258,7 +257,7 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 	density, distance := d.density[:n], d.distance[:n]
 	r.Tail.Score(q.Raw, density)
 	d.space = r.distanceSpace(q.Raw, d.space)
-	scoreDistance(d.accel, d.rep, r.Ref, d.space, distance)
+	scoreDistance(d.accel, r.Ref, d.space, distance)
 	rescoreMembers(m, q.Batch, r.Ref.Points, r.Ref.K, d.space, distance)
 	threshold := r.Threshold(q.Cfg.AlarmRate)
 	for i := range out {

@@ -69,13 +69,13 @@ type Query struct {
 // score: the density test, PROCLUS's subspaces (which refine the density verdict), the
 // solving-set prediction, and the calibrated ranking (which reads no other detector's fields;
 // flag_by: rate decides by it). a (nil: the CPU) runs the steps it can.
-func modelDetectors(a Accelerator, rep *accelReport, features []string) []Detector {
+func modelDetectors(a Accelerator, features []string) []Detector {
 	names := newSubspaceNames(features)
 	return []Detector{
-		&densityDetector{accel: a, rep: rep, names: names},
+		&densityDetector{accel: a, names: names},
 		&proclusDetector{names: names},
-		&solvingSetDetector{accel: a, rep: rep},
-		&rankDetector{accel: a, rep: rep},
+		&solvingSetDetector{accel: a},
+		&rankDetector{accel: a},
 	}
 }
 

@@ -15,7 +15,6 @@ import (
 // window and tests the records.
 type densityDetector struct {
 	accel    Accelerator
-	rep      *accelReport
 	names    *subspaceNames
 	verdicts []density.Verdict // scratch, batch after batch
 }
@@ -24,7 +23,7 @@ type densityDetector struct {
 func (d *densityDetector) Build(m *Model, w *BuildWindow) error {
 	cfg, rows := w.Cfg, len(w.Means[0])
 	q := min(cfg.Density.Clusters, rows)
-	mc, _, err := clusterOn(d.accel, d.rep, w.Means, w.SDs, q, cfg.Density.Iterations, cfg.Seed)
+	mc, _, err := clusterOn(d.accel, w.Means, w.SDs, q, cfg.Density.Iterations, cfg.Seed)
 	if err != nil {
 		return fmt.Errorf("detect: micro-clustering the window: %w", err)
 	}
@@ -59,7 +58,7 @@ func (d *densityDetector) Score(q *Query, out []batch.Score) error {
 		d.verdicts = make([]density.Verdict, n)
 	}
 	verdicts := d.verdicts[:n]
-	if err := detectDensity(d.accel, d.rep, q.Model, q.Means, q.SDs, q.Density, verdicts); err != nil {
+	if err := detectDensity(d.accel, q.Model, q.Means, q.SDs, q.Density, verdicts); err != nil {
 		return fmt.Errorf("detect: density: %w", err)
 	}
 	for i, v := range verdicts {

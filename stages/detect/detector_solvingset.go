@@ -14,7 +14,6 @@ import (
 // window. The accelerator (nil: the CPU) runs SolvingSet and the k-NN weights.
 type solvingSetDetector struct {
 	accel   Accelerator
-	rep     *accelReport
 	weights []float64 // scratch, batch after batch
 }
 
@@ -23,7 +22,7 @@ type solvingSetDetector struct {
 func (d *solvingSetDetector) Build(m *Model, w *BuildWindow) error {
 	cfg, rows := w.Cfg, len(w.Means[0])
 	p := solvingset.Params{K: min(cfg.Distance.K, rows-1), N: EffectiveN(cfg.Distance.N, cfg.Window, rows), M: cfg.Distance.M, Seed: cfg.Seed}
-	res, err := solvingSetOn(d.accel, d.rep, w.Means, p)
+	res, err := solvingSetOn(d.accel, w.Means, p)
 	if err != nil {
 		return fmt.Errorf("detect: solving set of the window: %w", err)
 	}
@@ -45,7 +44,7 @@ func (d *solvingSetDetector) Score(q *Query, out []batch.Score) error {
 		d.weights = make([]float64, n)
 	}
 	weights := d.weights[:n]
-	scoreDistance(d.accel, d.rep, m.Distance, q.Means, weights)
+	scoreDistance(d.accel, m.Distance, q.Means, weights)
 	rescoreMembers(m, q.Batch, m.Distance.Points, m.Distance.K, q.Means, weights)
 	for i, w := range weights {
 		out[i].Weight, out[i].WStar, out[i].DistanceOutlier = w, m.Distance.WStar, m.Distance.IsOutlier(w)

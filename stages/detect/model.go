@@ -54,12 +54,12 @@ type Model struct {
 // Build makes a model from a window snapshot (raw units, column-major; sds nil when the
 // stream carries no uncertainty).
 func Build(cols, sds [][]float32, features []string, cfg Config, version uint64) (*Model, error) {
-	return buildOn(nil, nil, cols, sds, features, cfg, version)
+	return buildOn(nil, cols, sds, features, cfg, version)
 }
 
 // buildOn is Build with the steps an accelerator takes on a (nil: the CPU): the window is
 // normalised, then each of the model's detectors (modelDetectors) builds its part.
-func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []string, cfg Config, version uint64) (*Model, error) {
+func buildOn(a Accelerator, cols, sds [][]float32, features []string, cfg Config, version uint64) (*Model, error) {
 	start := time.Now()
 	rows := 0
 	if len(cols) > 0 {
@@ -78,7 +78,7 @@ func buildOn(a Accelerator, rep *accelReport, cols, sds [][]float32, features []
 	nsds := scaleSDs(sds, m.Scale, rows)
 
 	w := &BuildWindow{Raw: cols, Means: ncols, SDs: nsds, Spread: spread, Cfg: &cfg}
-	for _, d := range modelDetectors(a, rep, features) {
+	for _, d := range modelDetectors(a, features) {
 		if err := d.Build(m, w); err != nil {
 			return nil, err
 		}

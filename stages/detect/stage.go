@@ -21,7 +21,6 @@ type Stage struct {
 	features []string
 	withSD   bool
 	deps     Deps
-	accelRe  *accelReport // logs the steps deps.Accelerator failed
 
 	// The window and the identities (partition, offset) of its records, in step with it: a
 	// model's Members come from them (members.go).
@@ -85,10 +84,10 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 	if err != nil {
 		return nil, err
 	}
-	s := &Stage{cfg: cfg, features: features, withSD: withSD, deps: deps, accelRe: &accelReport{log: deps.Log},
+	s := &Stage{cfg: cfg, features: features, withSD: withSD, deps: deps,
 		win: w, ids: newIDRing(cfg.Window), builds: buildState{done: make(chan buildResult, 1), lastBuild: time.Now()}}
 	hc := &hypercubeDetector{}
-	s.detectors = append(modelDetectors(deps.Accelerator, s.accelRe, features), hc)
+	s.detectors = append(modelDetectors(deps.Accelerator, features), hc)
 	s.followers = []Follower{hc}
 	if err := s.openSnapshots(); err != nil {
 		return nil, err
@@ -222,9 +221,9 @@ func (s *Stage) startBuild() {
 	s.builds.running, s.builds.sinceLast, s.builds.lastBuild = true, 0, time.Now()
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.builds.version + 1
-	cfg, features, accel, rep, members := s.cfg, s.features, s.deps.Accelerator, s.accelRe, s.ids.members()
+	cfg, features, accel, members := s.cfg, s.features, s.deps.Accelerator, s.ids.members()
 	go func() {
-		m, err := buildOn(accel, rep, cols, sds, features, cfg, version)
+		m, err := buildOn(accel, cols, sds, features, cfg, version)
 		if m != nil {
 			m.Members = members
 		}

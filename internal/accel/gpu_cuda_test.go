@@ -1,6 +1,6 @@
 //go:build cuda
 
-package main
+package accel
 
 import (
 	"math"
@@ -14,16 +14,12 @@ import (
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
-// TestExactWeightsGPUMatchesCPU: topn --label-column's exact weights on the GPU (the all-rows
+// TestExactWeightsGPUMatchesCPU: the exact weights (topn --label-column) on the GPU (the all-rows
 // pass) are bit-identical to solvingset.Weights, also with duplicated rows (a duplicate at
 // another index is a neighbour at distance 0, the row itself is not), and k above the kernel's
 // limit falls back to the CPU with the same result.
 func TestExactWeightsGPUMatchesCPU(t *testing.T) {
-	dev, err := resolveDevice("cuda", zerolog.Nop())
-	if err != nil {
-		t.Skipf("no GPU: %v", err)
-	}
-	defer dev.close()
+	dev := openGPU(t)
 	r := rand.New(rand.NewPCG(7, 8))
 	const n = 4000
 	cols := make([][]float32, 3)
@@ -37,7 +33,7 @@ func TestExactWeightsGPUMatchesCPU(t *testing.T) {
 		}
 	}
 	for _, k := range []int{50, 300} {
-		got, err := dev.weights(cols, k)
+		got, err := dev.Weights(cols, k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,18 +51,17 @@ func TestExactWeightsGPUMatchesCPU(t *testing.T) {
 			t.Errorf("k=%d: %d of %d weights differ", k, bad, n)
 		}
 	}
+	if f := dev.Fallbacks(); f != 0 {
+		t.Errorf("%d calls fell back to the CPU after a device failure", f)
+	}
 }
 
-// TestClusterGPUMatchesCPU: micro-clustering on the GPU (pipeline.Device.Cluster, the passes of
-// gpukern.Cluster from host-kept centres) gives microcluster.Cluster's clusters, anchors and
+// TestClusterGPUMatchesCPU: micro-clustering on the GPU (Device.Cluster, the passes of gpukern.Cluster
+// from host-kept centres) gives microcluster.Cluster's clusters, anchors and
 // assignment exactly: with and without uncertainty, and on data with few distinct rows, where
 // clusters empty and keep their anchors.
 func TestClusterGPUMatchesCPU(t *testing.T) {
-	dev, err := resolveDevice("cuda", zerolog.Nop())
-	if err != nil {
-		t.Skipf("no GPU: %v", err)
-	}
-	defer dev.close()
+	dev := openGPU(t)
 	r := rand.New(rand.NewPCG(9, 10))
 	const n, dims = 20000, 5
 	means, sds := make([][]float32, dims), make([][]float32, dims)
@@ -99,7 +94,7 @@ func TestClusterGPUMatchesCPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gotMC, gotA, err := dev.dev.Cluster(c.means, c.sds, c.q, c.iters, 3)
+			gotMC, gotA, err := dev.Cluster(c.means, c.sds, c.q, c.iters, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +106,21 @@ func TestClusterGPUMatchesCPU(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := dev.dev.Cluster(means, nil, n+1, 2, 3); err == nil {
+	if _, _, err := dev.Cluster(means, nil, n+1, 2, 3); err == nil {
 		t.Error("q > rows accepted")
 	}
+	if f := dev.Fallbacks(); f != 0 {
+		t.Errorf("%d calls fell back to the CPU: the GPU path was not the one compared", f)
+	}
+}
+
+// openGPU opens the GPU or skips; the test fails if a call it compares fell back to the CPU.
+func openGPU(t *testing.T) *Device {
+	t.Helper()
+	dev, err := Open("cuda", zerolog.Nop(), Options{})
+	if err != nil {
+		t.Skipf("no GPU: %v", err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	return dev
 }

@@ -1,0 +1,113 @@
+package gpukern
+
+import (
+	"embed"
+	"reflect"
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+// abiCase is one kernel parameter struct: the C struct of a .cu file and its Go mirror.
+type abiCase struct {
+	cu, cStruct string
+	goType      reflect.Type
+}
+
+// kernelSources are the sources the layout tests read, embedded so that the test binary checks
+// them wherever it runs (gpucheck.sh runs it from the repository root on the GPU machine).
+//
+//go:embed density.cu density.ptx hypercube.cu hypercube.ptx
+var kernelSources embed.FS
+
+var (
+	sizeAssert   = regexp.MustCompile(`static_assert\(sizeof\((\w+)\) == (\d+),`)
+	offsetAssert = regexp.MustCompile(`static_assert\(offsetof\((\w+), (\w+)\) == (\d+),`)
+)
+
+// checkABI holds the Go mirror of each C struct to the .cu's static_asserts (which nvcc checks
+// against the C layout when the PTX is built): the same size, every C member asserted, each at
+// the offset of the Go field tagged with its name, and no Go field left unasserted.
+func checkABI(t *testing.T, cases []abiCase) {
+	t.Helper()
+	for _, c := range cases {
+		src, err := kernelSources.ReadFile(c.cu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := -1
+		for _, m := range sizeAssert.FindAllStringSubmatch(string(src), -1) {
+			if m[1] == c.cStruct {
+				size, _ = strconv.Atoi(m[2])
+			}
+		}
+		if size < 0 {
+			t.Fatalf("%s: no static_assert of sizeof(%s)", c.cu, c.cStruct)
+		}
+		if got := int(c.goType.Size()); got != size {
+			t.Errorf("%s: sizeof(%s) = %d, Go %s is %d bytes", c.cu, c.cStruct, size, c.goType, got)
+		}
+		offsets := map[string]int{}
+		for _, m := range offsetAssert.FindAllStringSubmatch(string(src), -1) {
+			if m[1] == c.cStruct {
+				offsets[m[2]], _ = strconv.Atoi(m[3])
+			}
+		}
+		for i := range c.goType.NumField() {
+			f := c.goType.Field(i)
+			name := f.Tag.Get("c")
+			off, ok := offsets[name]
+			if !ok {
+				t.Errorf("%s: Go field %s.%s (c:%q) has no static_assert of its offset in %s", c.cu, c.goType, f.Name, name, c.cStruct)
+				continue
+			}
+			delete(offsets, name)
+			if int(f.Offset) != off {
+				t.Errorf("%s: %s.%s is at offset %d, Go %s.%s at %d", c.cu, c.cStruct, name, off, c.goType, f.Name, f.Offset)
+			}
+			if f.Type.Size() != 8 && f.Type.Kind() != reflect.Struct {
+				t.Errorf("Go %s.%s is %d bytes: only 8-byte members keep the layout free of padding", c.goType, f.Name, f.Type.Size())
+			}
+		}
+		for name := range offsets {
+			t.Errorf("%s: %s.%s has no Go field in %s", c.cu, c.cStruct, name, c.goType)
+		}
+	}
+}
+
+// checkPTXParam holds a kernel's by-value parameter in the committed PTX to the Go struct's size,
+// so a .cu edited without `make ptx` (or a stale PTX) fails here too.
+func checkPTXParam(t *testing.T, ptx, kernel string, goType reflect.Type) {
+	t.Helper()
+	src, err := kernelSources.ReadFile(ptx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`\.entry ` + kernel + `\(\s*\.param \.align 8 \.b8 ` + kernel + `_param_0\[(\d+)\]\s*\)`)
+	m := re.FindSubmatch(src)
+	if m == nil {
+		t.Fatalf("%s: kernel %s does not take exactly one 8-aligned struct parameter", ptx, kernel)
+	}
+	if n, _ := strconv.Atoi(string(m[1])); n != int(goType.Size()) {
+		t.Errorf("%s: %s takes %d bytes, Go %s is %d", ptx, kernel, n, goType, goType.Size())
+	}
+}
+
+func TestDensityABI(t *testing.T) {
+	checkABI(t, []abiCase{
+		{"density.cu", "DensCommon", reflect.TypeFor[densCommon]()},
+		{"density.cu", "DensRecordsParams", reflect.TypeFor[densRecordsParams]()},
+		{"density.cu", "DensClustersParams", reflect.TypeFor[densClustersParams]()},
+	})
+	checkPTXParam(t, "density.ptx", "density_records", reflect.TypeFor[densRecordsParams]())
+	checkPTXParam(t, "density.ptx", "density_clusters", reflect.TypeFor[densClustersParams]())
+}
+
+func TestHypercubeABI(t *testing.T) {
+	checkABI(t, []abiCase{
+		{"hypercube.cu", "HcEncodeParams", reflect.TypeFor[hcEncodeParams]()},
+		{"hypercube.cu", "HcDensityParams", reflect.TypeFor[hcDensityParams]()},
+	})
+	checkPTXParam(t, "hypercube.ptx", "hc_encode", reflect.TypeFor[hcEncodeParams]())
+	checkPTXParam(t, "hypercube.ptx", "hc_density", reflect.TypeFor[hcDensityParams]())
+}
