@@ -113,7 +113,8 @@ func TestJSONNonFiniteScores(t *testing.T) {
 func TestJSONFiniteScoresUnchanged(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	vals := []float64{0, -0.0, 1e-300, 5e-324, 1e-7, 0.12, 6.02, 1e20, 1e21, math.MaxFloat32, math.MaxFloat64, -math.MaxFloat64}
+	// math.Copysign(0, -1) is negative zero (the literal -0.0 is +0 in Go): encoding/json writes it "-0".
+	vals := []float64{0, math.Copysign(0, -1), 1e-300, 5e-324, 1e-7, 0.12, 6.02, 1e20, 1e21, math.MaxFloat32, math.MaxFloat64, -math.MaxFloat64}
 	var rows []row
 	for i, v := range vals {
 		rows = append(rows, row{part: 0, off: int64(i), ts: ts0, feats: []float32{0, 0}, payload: []byte("{}"),
