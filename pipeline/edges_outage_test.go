@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,39 +37,10 @@ import (
 //	                              freezing every partition
 //	TestUnreachable               which failed writes count against sink.max_attempts
 
-// logBuffer is a log sink the tests read back (the pipeline logs from several goroutines).
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the logged lines containing every one of subs.
-func (b *logBuffer) lines(subs ...string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-	for _, l := range strings.Split(b.buf.String(), "\n") {
-		ok := l != ""
-		for _, s := range subs {
-			ok = ok && strings.Contains(l, s)
-		}
-		if ok {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 // startLogged is startPipeline with the log also kept in a buffer the test can search.
-func startLogged(t *testing.T, cfg Config) (*running, *logBuffer) {
+func startLogged(t *testing.T, cfg Config) (*running, *testsupport.LogBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testsupport.LogBuffer{}
 	log := zerolog.New(io.MultiWriter(zerolog.NewTestWriter(t), logs)).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	p, err := New(cfg, log)
 	if err != nil {
@@ -507,7 +476,7 @@ func TestSinkCannotWriteRealBroker(t *testing.T) {
 		t.Errorf("readiness reason %q does not name the key sink.topic", why)
 	}
 	time.Sleep(time.Second) // a few attempts
-	failed := logs.lines(`"level":"warn"`, "sink write")
+	failed := logs.Lines(`"level":"warn"`, "sink write")
 	if len(failed) == 0 {
 		t.Fatal("no warning about the failed sink writes")
 	}
