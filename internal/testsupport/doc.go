@@ -5,7 +5,10 @@
 // endpoint. Only tests import it (its files are not _test.go files so that other packages'
 // tests can): nothing in the product depends on it.
 //
-// The batch builder lives in testsupport/testbatch: it imports stages/ingest for the batch
-// schema, and ingest's own tests import this package, so the two cannot be one package until
-// the schema moves below ingest.
+// Its subpackages keep the tests that need only one thing from linking the rest:
+//   - testbatch: batches built on the real batch schema. It imports stages/ingest for the
+//     schema, and ingest's own tests import this package, so the two cannot be one package
+//     until the schema moves below ingest (then testbatch can fold in here).
+//   - testcols: feature columns for the algorithm and kernel tests (uniform, Gaussian blobs).
+//   - cputime: the process's CPU time, for benchmarks on a shared machine.
 package testsupport
