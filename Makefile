@@ -24,7 +24,7 @@ test: vet unit fuzz
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
-	.ci/staticcheck.sh
+	GO=$(GO) .ci/staticcheck.sh
 	$(GO) mod tidy -diff
 	@long=$$(git ls-files '*.go' ':!:*_test.go' | xargs wc -l | awk '$$2 != "total" && $$1 > 600 {print $$2 " (" $$1 " lines)"}'); \
 	  if [ -n "$$long" ]; then echo "non-test Go files over 600 lines: $$long"; exit 1; fi

@@ -9,4 +9,4 @@ cd "$(dirname "$0")/.."
 eval "$(.ci/cuda.sh)"
 export CGO_CFLAGS CGO_LDFLAGS
 if [[ $# -eq 0 ]]; then set -- ./...; fi
-printf 'cpu:\ncuda: -tags=cuda\n' | go tool staticcheck -matrix "$@"
+printf 'cpu:\ncuda: -tags=cuda\n' | "${GO:-go}" tool staticcheck -matrix "$@"
