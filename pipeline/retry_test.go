@@ -144,20 +144,7 @@ func TestFetchRetried(t *testing.T) {
 			return nil, nil, false // kfake handles it
 		}
 		refused++
-		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewFetchResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewFetchResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.KafkaStorageError.Code
-				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return testsupport.FailFetch(req, kerr.KafkaStorageError), nil, true
 	})
 
 	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)

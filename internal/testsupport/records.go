@@ -155,3 +155,22 @@ func FailProduce(req *kmsg.ProduceRequest, code *kerr.Error) *kmsg.ProduceRespon
 	}
 	return resp
 }
+
+// FailFetch is the answer of a kfake control function that refuses a fetch request: every
+// partition of every topic in req fails with code (e.g. kerr.KafkaStorageError, retriable).
+func FailFetch(req *kmsg.FetchRequest, code *kerr.Error) *kmsg.FetchResponse {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.ErrorCode = code.Code
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
