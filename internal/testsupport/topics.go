@@ -90,6 +90,8 @@ func EndOffsets(ctx context.Context, br Broker, topic string, parts int) ([]int6
 }
 
 // CommittedOffsets returns the group's committed offset of each partition of topic (-1: none).
+// For a group that never committed, Apache Kafka answers -1 everywhere, kfake an error
+// (GROUP_ID_NOT_FOUND): pollers retry on errors.
 func CommittedOffsets(ctx context.Context, br Broker, group, topic string, parts int) ([]int64, error) {
 	cl := &kafka.Client{Addr: kafka.TCP(br.Addrs...), Timeout: 10 * time.Second}
 	ps := make([]int, parts)
