@@ -19,9 +19,10 @@ import (
 	"github.com/outlierd/outlierd/stages/ingest"
 )
 
-// Helpers shared by the integration tests and the end-to-end benchmark: brokers, topics,
-// producing the sensor stream, reading topics back, the group's committed offsets, running
-// the pipeline, and the model trace that tells which model scored which record.
+// Helpers shared by the pipeline's integration tests and the end-to-end benchmark: producing
+// the sensor stream, running the pipeline, and the model trace that tells which model scored
+// which record. Brokers, topics, reading topics back and group offsets are
+// internal/testsupport's, shared with the other packages' tests.
 
 // sensorDims is the number of features of the sensor stream.
 const sensorDims = 8
