@@ -19,9 +19,15 @@ build:
 # each fuzz target briefly.
 test: vet unit fuzz
 
+# vet: gofmt, go vet, staticcheck over the CPU and CUDA builds (.ci/staticcheck.sh), go.mod
+# tidy, and no non-test Go file over 600 lines (split such a file by concept).
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	GO=$(GO) .ci/staticcheck.sh
+	$(GO) mod tidy -diff
+	@long=$$(git ls-files '*.go' ':!:*_test.go' | xargs wc -l | awk '$$2 != "total" && $$1 > 600 {print $$2 " (" $$1 " lines)"}'); \
+	  if [ -n "$$long" ]; then echo "non-test Go files over 600 lines: $$long"; exit 1; fi
 
 unit:
 	.ci/with-kafka.sh $(GO) test -count=1 -timeout 40m ./...

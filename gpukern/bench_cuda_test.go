@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/outlierd/outlierd/internal/algo/microcluster"
+	"github.com/outlierd/outlierd/internal/testsupport/testcols"
 )
 
 // Device-side benchmarks: data resident on the device, each kernel sequence timed with CUDA
@@ -18,15 +19,7 @@ import (
 // included) have their own benchmarks in the external test package.
 
 func benchCols(rows, dims int, seed uint64) [][]float32 {
-	r := rand.New(rand.NewPCG(seed, 7))
-	cols := make([][]float32, dims)
-	for j := range cols {
-		cols[j] = make([]float32, rows)
-		for i := range cols[j] {
-			cols[j][i] = r.Float32()
-		}
-	}
-	return cols
+	return testcols.Uniform(rand.New(rand.NewPCG(seed, 7)), rows, dims)
 }
 
 func benchDevice(b *testing.B) *Device {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/algo/microcluster"
+	"github.com/outlierd/outlierd/internal/testsupport/testcols"
 )
 
 // BenchmarkKNNWeightsHost: the brief's target, 1,000,000 queries vs |S| = 2000 in 10 dimensions,
@@ -12,7 +13,7 @@ import (
 func BenchmarkKNNWeightsHost(b *testing.B) {
 	d := openDevice(b)
 	r := newRand(b, 1)
-	S, Q := randCols(r, 2000, 10), randCols(r, 1_000_000, 10)
+	S, Q := testcols.Uniform(r, 2000, 10), testcols.Uniform(r, 1_000_000, 10)
 	out := make([]float64, 1_000_000)
 	if err := gpukern.KNNWeights(d, S, Q, 50, out); err != nil { // warm-up: JIT, first allocations
 		b.Fatal(err)
@@ -30,7 +31,7 @@ func BenchmarkKNNWeightsHost(b *testing.B) {
 func BenchmarkWeightsHost(b *testing.B) {
 	const n = 567_000
 	d := openDevice(b)
-	X := randCols(newRand(b, 3), n, 3)
+	X := testcols.Uniform(newRand(b, 3), n, 3)
 	out := make([]float64, n)
 	b.ResetTimer()
 	for range b.N {
@@ -46,7 +47,7 @@ func BenchmarkClusterHost(b *testing.B) {
 	const n, dims, q = 6_000_000, 10, 200
 	d := openDevice(b)
 	r := newRand(b, 2)
-	X, E := randCols(r, n, dims), randCols(r, n, dims)
+	X, E := testcols.Uniform(r, n, dims), testcols.Uniform(r, n, dims)
 	init := make([][]float32, dims)
 	for j := range init {
 		init[j] = make([]float32, q)

@@ -26,18 +26,6 @@ func openDevice(t testing.TB) *gpukern.Device {
 	return d
 }
 
-// randCols returns rows x dims column-major values uniform in [0, 1).
-func randCols(r *rand.Rand, rows, dims int) [][]float32 {
-	cols := make([][]float32, dims)
-	for j := range cols {
-		cols[j] = make([]float32, rows)
-		for i := range cols[j] {
-			cols[j][i] = r.Float32()
-		}
-	}
-	return cols
-}
-
 // newRand returns a seeded generator and logs the seed so that a failure can be replayed.
 func newRand(t testing.TB, seed uint64) *rand.Rand {
 	t.Helper()

@@ -10,28 +10,8 @@ import (
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/algo/hypercube"
+	"github.com/outlierd/outlierd/internal/testsupport/testcols"
 )
-
-// hcBlobs: k Gaussian clusters (sd 0.04) around random centres plus 2% uniform noise.
-func hcBlobs(r *rand.Rand, n, d, k int) [][]float32 {
-	centres := randCols(r, k, d)
-	cols := make([][]float32, d)
-	for j := range cols {
-		cols[j] = make([]float32, n)
-	}
-	for i := range n {
-		c := r.IntN(k)
-		noise := r.IntN(50) == 0
-		for j := range d {
-			if noise {
-				cols[j][i] = r.Float32()
-			} else {
-				cols[j][i] = centres[j][c] + float32(0.04*r.NormFloat64())
-			}
-		}
-	}
-	return cols
-}
 
 // TestHypercubeParity: the GPU's cells, counts, row cells, densities, w_max and scores equal
 // hypercube.Detect's exactly (integer counts, and the same float64 formula for the scores), on
@@ -44,17 +24,17 @@ func TestHypercubeParity(t *testing.T) {
 		minSplit int
 		make     func(r *rand.Rand) [][]float32
 	}{
-		{"uniform 200k x 10 b=7", 7, 0, func(r *rand.Rand) [][]float32 { return randCols(r, 200_000, 10) }},
-		{"blobs 100k x 18 b=7", 7, 0, func(r *rand.Rand) [][]float32 { return hcBlobs(r, 100_000, 18, 6) }},
-		{"blobs 50k x 28 b=7 full tree", 7, 1, func(r *rand.Rand) [][]float32 { return hcBlobs(r, 50_000, 28, 5) }},
-		{"blobs 30k x 6 b=7 one leaf", 7, 1 << 30, func(r *rand.Rand) [][]float32 { return hcBlobs(r, 30_000, 6, 4) }},
-		{"d=128 b=7 uniform", 7, 0, func(r *rand.Rand) [][]float32 { return randCols(r, 5000, 128) }},
-		{"d=128 b=3 clustered", 3, 0, func(r *rand.Rand) [][]float32 { return hcBlobs(r, 5000, 128, 3) }},
-		{"b=2", 2, 0, func(r *rand.Rand) [][]float32 { return randCols(r, 20000, 12) }},
-		{"b=65536 multi-word", hypercube.MaxBins, 0, func(r *rand.Rand) [][]float32 { return hcBlobs(r, 20000, 9, 3) }},
-		{"one dimension", 7, 0, func(r *rand.Rand) [][]float32 { return hcBlobs(r, 10000, 1, 3) }},
+		{"uniform 200k x 10 b=7", 7, 0, func(r *rand.Rand) [][]float32 { return testcols.Uniform(r, 200_000, 10) }},
+		{"blobs 100k x 18 b=7", 7, 0, func(r *rand.Rand) [][]float32 { return testcols.Blobs(r, 100_000, 18, 6) }},
+		{"blobs 50k x 28 b=7 full tree", 7, 1, func(r *rand.Rand) [][]float32 { return testcols.Blobs(r, 50_000, 28, 5) }},
+		{"blobs 30k x 6 b=7 one leaf", 7, 1 << 30, func(r *rand.Rand) [][]float32 { return testcols.Blobs(r, 30_000, 6, 4) }},
+		{"d=128 b=7 uniform", 7, 0, func(r *rand.Rand) [][]float32 { return testcols.Uniform(r, 5000, 128) }},
+		{"d=128 b=3 clustered", 3, 0, func(r *rand.Rand) [][]float32 { return testcols.Blobs(r, 5000, 128, 3) }},
+		{"b=2", 2, 0, func(r *rand.Rand) [][]float32 { return testcols.Uniform(r, 20000, 12) }},
+		{"b=65536 multi-word", hypercube.MaxBins, 0, func(r *rand.Rand) [][]float32 { return testcols.Blobs(r, 20000, 9, 3) }},
+		{"one dimension", 7, 0, func(r *rand.Rand) [][]float32 { return testcols.Blobs(r, 10000, 1, 3) }},
 		{"duplicates", 5, 0, func(r *rand.Rand) [][]float32 {
-			c := randCols(r, 30000, 6)
+			c := testcols.Uniform(r, 30000, 6)
 			for j := range c {
 				for i := range c[j] {
 					c[j][i] = c[j][i%13]
@@ -63,7 +43,7 @@ func TestHypercubeParity(t *testing.T) {
 			return c
 		}},
 		{"all points in one cell", 7, 0, func(r *rand.Rand) [][]float32 {
-			c := randCols(r, 4000, 3)
+			c := testcols.Uniform(r, 4000, 3)
 			for j := range c {
 				for i := range c[j] {
 					c[j][i] = 2.5
@@ -71,9 +51,9 @@ func TestHypercubeParity(t *testing.T) {
 			}
 			return c
 		}},
-		{"empty neighbours b=200", 200, 0, func(r *rand.Rand) [][]float32 { return randCols(r, 3000, 5) }},
+		{"empty neighbours b=200", 200, 0, func(r *rand.Rand) [][]float32 { return testcols.Uniform(r, 3000, 5) }},
 		{"x at bin edges and 1.0", 4, 0, func(r *rand.Rand) [][]float32 {
-			c := randCols(r, 10000, 4)
+			c := testcols.Uniform(r, 10000, 4)
 			for j := range c {
 				for i := range c[j] {
 					c[j][i] = float32(r.IntN(9)) / 8
@@ -81,7 +61,7 @@ func TestHypercubeParity(t *testing.T) {
 			}
 			return c
 		}},
-		{"one row", 7, 0, func(r *rand.Rand) [][]float32 { return randCols(r, 1, 4) }},
+		{"one row", 7, 0, func(r *rand.Rand) [][]float32 { return testcols.Uniform(r, 1, 4) }},
 	}
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -143,8 +123,8 @@ func TestHypercubeErrors(t *testing.T) {
 // The benchmark data: uniform in [0,1]^d in the shapes of the paper's SuSy (5,000,000 x 18) and
 // Higgs (10,000,000 x 28; the paper's Higgs has 11,000,000 rows), generated once per process.
 var hcData = map[string]func() [][]float32{
-	"5Mx18":  sync.OnceValue(func() [][]float32 { return randCols(rand.New(rand.NewPCG(18, 1)), 5_000_000, 18) }),
-	"10Mx28": sync.OnceValue(func() [][]float32 { return randCols(rand.New(rand.NewPCG(28, 1)), 10_000_000, 28) }),
+	"5Mx18":  sync.OnceValue(func() [][]float32 { return testcols.Uniform(rand.New(rand.NewPCG(18, 1)), 5_000_000, 18) }),
+	"10Mx28": sync.OnceValue(func() [][]float32 { return testcols.Uniform(rand.New(rand.NewPCG(28, 1)), 10_000_000, 28) }),
 }
 
 // BenchmarkHypercube: b = 7, MinSplit 20 (the paper's GPU settings), GPU through the host entry

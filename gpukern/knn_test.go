@@ -6,6 +6,7 @@ import (
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/testsupport/testcols"
 )
 
 // TestKNNWeightsParity compares the GPU weights with the CPU twin bit for bit: both compute the
@@ -38,7 +39,7 @@ func TestKNNWeightsParity(t *testing.T) {
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRand(t, uint64(100+ci))
-			S := randCols(r, c.ns, c.dim)
+			S := testcols.Uniform(r, c.ns, c.dim)
 			if c.dup {
 				for j := range S {
 					for i := range S[j] {
@@ -46,7 +47,7 @@ func TestKNNWeightsParity(t *testing.T) {
 					}
 				}
 			}
-			Q := randCols(r, c.nq, c.dim)
+			Q := testcols.Uniform(r, c.nq, c.dim)
 			want := make([]float64, c.nq)
 			solvingset.KNNWeights(S, Q, c.k, 0, want)
 			got := make([]float64, c.nq)
@@ -92,7 +93,7 @@ func TestWeightsParity(t *testing.T) {
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRand(t, uint64(300+ci))
-			X := randCols(r, c.n, c.dim)
+			X := testcols.Uniform(r, c.n, c.dim)
 			if c.dup {
 				for j := range X {
 					for i := range X[j] {

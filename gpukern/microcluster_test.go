@@ -7,6 +7,7 @@ import (
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/algo/microcluster"
+	"github.com/outlierd/outlierd/internal/testsupport/testcols"
 )
 
 // TestAssignParity: the GPU assignment equals microcluster.Assign exactly (same float32 distance
@@ -28,8 +29,8 @@ func TestAssignParity(t *testing.T) {
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRand(t, uint64(200+ci))
-			X := randCols(r, c.n, c.dim)
-			C := randCols(r, c.q, c.dim)
+			X := testcols.Uniform(r, c.n, c.dim)
+			C := testcols.Uniform(r, c.q, c.dim)
 			if c.dupCentres {
 				for j := range C {
 					for i := range C[j] {
@@ -106,10 +107,10 @@ func TestReduceParity(t *testing.T) {
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRand(t, uint64(300+ci))
-			X := randCols(r, c.n, c.dim)
+			X := testcols.Uniform(r, c.n, c.dim)
 			var E [][]float32
 			if !c.certain {
-				E = randCols(r, c.n, c.dim)
+				E = testcols.Uniform(r, c.n, c.dim)
 			}
 			A := make([]int32, c.n)
 			for i := range A {
@@ -140,8 +141,8 @@ func TestClusterParity(t *testing.T) {
 	d := openDevice(t)
 	const n, dim, q, iterations = 120000, 6, 200, 4
 	r := newRand(t, 400)
-	X := randCols(r, n, dim)
-	E := randCols(r, n, dim)
+	X := testcols.Uniform(r, n, dim)
+	E := testcols.Uniform(r, n, dim)
 	init := make([][]float32, dim)
 	for j := range init {
 		init[j] = make([]float32, q)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/algo/proclus"
+	"github.com/outlierd/outlierd/internal/testsupport/testcols"
 )
 
 // sameResult fails the test unless the GPU result equals the CPU's field for field (medoids,
@@ -39,14 +40,14 @@ func TestProclusParity(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newRand(t, 41)
-	uniform := randCols(r, 4097, 7)
-	shifted := randCols(r, 3001, 5)
+	uniform := testcols.Uniform(r, 4097, 7)
+	shifted := testcols.Uniform(r, 3001, 5)
 	for j := range shifted {
 		for i := range shifted[j] {
 			shifted[j][i] = (shifted[j][i] - 0.5) * 1e6 // negative and large: fixed-point signs and scales
 		}
 	}
-	oneDim := randCols(r, 999, 1)
+	oneDim := testcols.Uniform(r, 999, 1)
 	dup := make([][]float32, 3)
 	for j := range dup {
 		dup[j] = slices.Repeat([]float32{2.5}, 300)
@@ -116,7 +117,7 @@ func TestProclusParityResident(t *testing.T) {
 func TestProclusEngineParity(t *testing.T) {
 	d := openDevice(t)
 	r := newRand(t, 43)
-	cols := randCols(r, 10007, 6)
+	cols := testcols.Uniform(r, 10007, 6)
 	pd, err := d.UploadProclus(cols)
 	if err != nil {
 		t.Fatal(err)

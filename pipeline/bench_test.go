@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/sink"
 )
@@ -37,7 +38,7 @@ import (
 //
 //	.ci/with-kafka.sh go test -run '^$' -bench PipelineEndToEnd -benchtime 1x ./pipeline/
 func BenchmarkPipelineEndToEnd(b *testing.B) {
-	br := realBroker(b)
+	br := testsupport.RealBroker(b)
 	n := envInt(b, "OUTLIERD_BENCH_RECORDS", 300_000)
 	rate := envInt(b, "OUTLIERD_BENCH_RATE", 5_000)
 	steadyN := envInt(b, "OUTLIERD_BENCH_STEADY_RECORDS", 100_000)
@@ -50,13 +51,13 @@ func BenchmarkPipelineEndToEnd(b *testing.B) {
 // included (the target is stated for the default config). Throughput comes from the
 // pipeline's own count of records written and acknowledged, sampled every 20 ms (outputs exist
 // only for flagged records); latency from the outputs of the flagged records.
-func benchBacklogDefault(b *testing.B, br testBroker, n int) {
+func benchBacklogDefault(b *testing.B, br testsupport.Broker, n int) {
 	var sustained, cpu, lat []float64
 	for range b.N {
 		b.StopTimer()
 		const parts = 3
-		in, out, dlq, group := uniqueName("bin"), uniqueName("bout"), uniqueName("bdlq"), uniqueName("bgroup")
-		createTopics(b, br, map[string]int{in: parts, out: parts, dlq: 1})
+		in, out, dlq, group := testsupport.UniqueName("bin"), testsupport.UniqueName("bout"), testsupport.UniqueName("bdlq"), testsupport.UniqueName("bgroup")
+		testsupport.CreateTopics(b, br, map[string]int{in: parts, out: parts, dlq: 1})
 		input := newInput(in, parts, makeSensorRecords(b, n, parts, 11, 0.01, 0.005))
 		produceSensors(b, br, input)
 		cfg := sensorConfig(br, in, out, dlq, group, sink.EmitOutliers)
@@ -105,8 +106,8 @@ func benchBacklogDefault(b *testing.B, br testBroker, n int) {
 		}
 		sustained = append(sustained, 0.8*float64(valid)/t90.Sub(t10).Seconds())
 		flagged := 0
-		scanTopic(b, br, out, parts, func(m *kgo.Record) {
-			id, _ := header(m, sink.HeaderID)
+		testsupport.ScanTopic(b, br, out, parts, func(m *kgo.Record) {
+			id, _ := testsupport.Header(m, sink.HeaderID)
 			c, err := parseID(id, in)
 			if err != nil {
 				b.Fatalf("output id %q: %v", id, err)
@@ -142,14 +143,14 @@ const lateAfter = 15 * time.Second
 
 // benchEndToEnd runs the pipeline over n records, pre-produced (rate 0) or produced at rate
 // records/s while it runs, b.N times, and reports the metrics of the runs together.
-func benchEndToEnd(b *testing.B, br testBroker, n, rate int) {
+func benchEndToEnd(b *testing.B, br testsupport.Broker, n, rate int) {
 	var lat, latWarm, latLate []float64 // milliseconds; late: produced >= 15 s after the start
 	var rps, sustained, cpu []float64
 	for range b.N {
 		b.StopTimer()
 		const parts = 3
-		in, out, dlq, group := uniqueName("bin"), uniqueName("bout"), uniqueName("bdlq"), uniqueName("bgroup")
-		createTopics(b, br, map[string]int{in: parts, out: parts, dlq: 1})
+		in, out, dlq, group := testsupport.UniqueName("bin"), testsupport.UniqueName("bout"), testsupport.UniqueName("bdlq"), testsupport.UniqueName("bgroup")
+		testsupport.CreateTopics(b, br, map[string]int{in: parts, out: parts, dlq: 1})
 		input := newInput(in, parts, makeSensorRecords(b, n, parts, 11, 0.01, 0.005))
 		if rate == 0 {
 			produceSensors(b, br, input)
@@ -194,8 +195,8 @@ func benchEndToEnd(b *testing.B, br testBroker, n, rate int) {
 		for i, rec := range input.records {
 			index[rec] = i
 		}
-		scanTopic(b, br, out, parts, func(m *kgo.Record) {
-			id, _ := header(m, sink.HeaderID)
+		testsupport.ScanTopic(b, br, out, parts, func(m *kgo.Record) {
+			id, _ := testsupport.Header(m, sink.HeaderID)
 			c, err := parseID(id, in)
 			if err != nil {
 				b.Fatalf("output id %q: %v", id, err)
@@ -282,8 +283,8 @@ func benchEndToEnd(b *testing.B, br testBroker, n, rate int) {
 // produceSteady produces in.records at rate records/s (every 5 ms what is due by then, so a
 // slow produce call is caught up by the next) and returns the rate achieved. The produce time
 // in each message is the time of its produce call.
-func produceSteady(b *testing.B, br testBroker, in *sensorInput, rate int) float64 {
-	cl := newProducer(b, br)
+func produceSteady(b *testing.B, br testsupport.Broker, in *sensorInput, rate int) float64 {
+	cl := testsupport.NewProducer(b, br)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/detect"
 )
 
@@ -100,13 +101,13 @@ func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
 
 // wideConfig is a pipeline over kfake reading a stream of 21 features f01..f21 (JSON), small
 // enough to build its first model from a few hundred records.
-func wideConfig(br testBroker, in, out, dlq, group string) Config {
+func wideConfig(br testsupport.Broker, in, out, dlq, group string) Config {
 	cfg := Default()
 	cfg.Device = "cpu"
-	cfg.Ingest.Brokers, cfg.Ingest.Topic, cfg.Ingest.GroupID = br.addrs, in, group
+	cfg.Ingest.Brokers, cfg.Ingest.Topic, cfg.Ingest.GroupID = br.Addrs, in, group
 	cfg.Ingest.Features = strings.Split(strings.Trim(strings.ReplaceAll(features21, " ", ""), "[]"), ",")
 	cfg.Ingest.BatchSize, cfg.Ingest.MaxWait = 100, 20*time.Millisecond
-	cfg.Sink.Brokers, cfg.Sink.Topic, cfg.Sink.DeadLetterTopic, cfg.Sink.Emit = br.addrs, out, dlq, "all"
+	cfg.Sink.Brokers, cfg.Sink.Topic, cfg.Sink.DeadLetterTopic, cfg.Sink.Emit = br.Addrs, out, dlq, "all"
 	d := &cfg.Detect
 	d.Window, d.MinRecords, d.RefreshRecords, d.RefreshInterval = 600, 300, 1<<30, time.Hour
 	d.Density.Clusters, d.Density.Iterations, d.Density.Samples = 20, 2, 50
@@ -119,7 +120,7 @@ func wideConfig(br testBroker, in, out, dlq, group string) Config {
 // TestRollupOverTwentyFeaturesRefusedAtStart: pipeline.New refuses roll-up over 21 features
 // (before, it started and stopped at the first scored batch); 20 features are accepted.
 func TestRollupOverTwentyFeaturesRefusedAtStart(t *testing.T) {
-	cfg := wideConfig(testBroker{addrs: []string{"localhost:9092"}}, "in", "out", "dl", "g")
+	cfg := wideConfig(testsupport.Broker{Addrs: []string{"localhost:9092"}}, "in", "out", "dl", "g")
 	cfg.Detect.Density.Mode = "rollup"
 	_, err := New(cfg, zerolog.Nop())
 	want := "detect.density.mode: rollup tests all 2^r - 1 subspaces of the r features and accepts at most r = 20, but ingest.features has 21"
@@ -138,13 +139,13 @@ func TestRollupOverTwentyFeaturesRefusedAtStart(t *testing.T) {
 // the reload applied and the pipeline stopped at the next batch). On kfake, and on the real
 // broker of KAFKA_BOOTSTRAP (make test).
 func TestReloadRefusesRollupOverTwentyFeatures(t *testing.T) {
-	t.Run("kfake", func(t *testing.T) { reloadRefusesRollup(t, kfakeBroker(t)) })
-	t.Run("kafka", func(t *testing.T) { reloadRefusesRollup(t, realBroker(t)) })
+	t.Run("kfake", func(t *testing.T) { reloadRefusesRollup(t, testsupport.KfakeBroker(t)) })
+	t.Run("kafka", func(t *testing.T) { reloadRefusesRollup(t, testsupport.RealBroker(t)) })
 }
 
-func reloadRefusesRollup(t *testing.T, br testBroker) {
-	in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
-	createTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
+func reloadRefusesRollup(t *testing.T, br testsupport.Broker) {
+	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
 	cfg := wideConfig(br, in, out, dlq, group)
 	path := filepath.Join(t.TempDir(), "pipeline.yaml")
 	write := func(c Config) []byte {
@@ -165,7 +166,7 @@ func reloadRefusesRollup(t *testing.T, br testBroker) {
 	}
 	var rl *Reloader
 	run := startPipeline(t, cfg, func(p *Pipeline) { rl = NewReloader(p, path, zerolog.Nop()) })
-	cl := newProducer(t, br)
+	cl := testsupport.NewProducer(t, br)
 	defer cl.Close()
 	rng := rand.New(rand.NewPCG(15, 4))
 	produced := 0

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/sink"
 )
@@ -36,10 +37,10 @@ type edgeVerdict struct {
 
 // readVerdicts reads the output topic and de-duplicates by id (the documented rule: a
 // redelivered record's output carries the same id), failing on a message that is not JSON.
-func readVerdicts(t *testing.T, br testBroker, topic string, parts int) (byID map[string]edgeVerdict, messages int) {
+func readVerdicts(t *testing.T, br testsupport.Broker, topic string, parts int) (byID map[string]edgeVerdict, messages int) {
 	t.Helper()
 	byID = map[string]edgeVerdict{}
-	messages = scanTopic(t, br, topic, parts, func(r *kgo.Record) {
+	messages = testsupport.ScanTopic(t, br, topic, parts, func(r *kgo.Record) {
 		var v edgeVerdict
 		if err := json.Unmarshal(r.Value, &v); err != nil {
 			t.Fatalf("output %d/%d is not JSON: %v: %.200s", r.Partition, r.Offset, err, r.Value)
@@ -50,9 +51,9 @@ func readVerdicts(t *testing.T, br testBroker, topic string, parts int) (byID ma
 }
 
 // produceSome produces recs with a producer of its own.
-func produceSome(t *testing.T, br testBroker, in *sensorInput, recs []*sensorRecord) {
+func produceSome(t *testing.T, br testsupport.Broker, in *sensorInput, recs []*sensorRecord) {
 	t.Helper()
-	cl := newProducer(t, br)
+	cl := testsupport.NewProducer(t, br)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -77,10 +78,10 @@ func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 // stops gracefully are neither emitted unscored nor committed; after a restart they are read
 // again and scored, and every record ends with exactly one scored edgeVerdict.
 func TestHoldStopBeforeFirstModelRealBroker(t *testing.T) {
-	br := realBroker(t)
+	br := testsupport.RealBroker(t)
 	const parts = 2
-	in, out, dlq, group := uniqueName("hold-in"), uniqueName("hold-out"), uniqueName("hold-dlq"), uniqueName("hold-group")
-	createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	in, out, dlq, group := testsupport.UniqueName("hold-in"), testsupport.UniqueName("hold-out"), testsupport.UniqueName("hold-dlq"), testsupport.UniqueName("hold-group")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
 	recs := makeSensorRecords(t, 2600, parts, 41, 0.01, 0)
 	input := newInput(in, parts, recs)
 	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
@@ -97,7 +98,7 @@ func TestHoldStopBeforeFirstModelRealBroker(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	committed, err := committedOffsets(ctx, br, group, in, parts)
+	committed, err := testsupport.CommittedOffsets(ctx, br, group, in, parts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,10 +140,10 @@ func TestHoldStopBeforeFirstModelRealBroker(t *testing.T) {
 // flagged — inside the first model's own window, where min-max scaling squeezed 1e20 next to
 // the inliers, and as new records of a later model.
 func TestExtremeValuesRealBroker(t *testing.T) {
-	br := realBroker(t)
+	br := testsupport.RealBroker(t)
 	const parts = 2
-	in, out, dlq, group := uniqueName("xv-in"), uniqueName("xv-out"), uniqueName("xv-dlq"), uniqueName("xv-group")
-	createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	in, out, dlq, group := testsupport.UniqueName("xv-in"), testsupport.UniqueName("xv-out"), testsupport.UniqueName("xv-dlq"), testsupport.UniqueName("xv-group")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
 	recs := makeSensorRecords(t, 6000, parts, 43, 0.01, 0)
 	extreme := map[int]string{400: "3.4028234663852886e38", 900: "1e20", 4000: "-3.4028234663852886e38", 4001: "1e20"}
 	for i, v := range extreme {
@@ -196,10 +197,10 @@ func cfgFeature(i int) string {
 // distance, the detector whose threshold (w*, the n-th top weight) depends on the window size
 // (the density threshold eta does not).
 func TestFirstModelsDoNotFloodRealBroker(t *testing.T) {
-	br := realBroker(t)
+	br := testsupport.RealBroker(t)
 	const parts, records = 3, 110_000
-	in, out, dlq, group := uniqueName("flood-in"), uniqueName("flood-out"), uniqueName("flood-dlq"), uniqueName("flood-group")
-	createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	in, out, dlq, group := testsupport.UniqueName("flood-in"), testsupport.UniqueName("flood-out"), testsupport.UniqueName("flood-dlq"), testsupport.UniqueName("flood-group")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
 	recs := makeSensorRecords(t, records, parts, 45, 0.01, 0)
 	input := newInput(in, parts, recs)
 	produceSensors(t, br, input)

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
@@ -38,39 +37,10 @@ import (
 //	                              freezing every partition
 //	TestUnreachable               which failed writes count against sink.max_attempts
 
-// logBuffer is a log sink the tests read back (the pipeline logs from several goroutines).
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the logged lines containing every one of subs.
-func (b *logBuffer) lines(subs ...string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-	for _, l := range strings.Split(b.buf.String(), "\n") {
-		ok := l != ""
-		for _, s := range subs {
-			ok = ok && strings.Contains(l, s)
-		}
-		if ok {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 // startLogged is startPipeline with the log also kept in a buffer the test can search.
-func startLogged(t *testing.T, cfg Config) (*running, *logBuffer) {
+func startLogged(t *testing.T, cfg Config) (*running, *testsupport.LogBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testsupport.LogBuffer{}
 	log := zerolog.New(io.MultiWriter(zerolog.NewTestWriter(t), logs)).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	p, err := New(cfg, log)
 	if err != nil {
@@ -101,7 +71,7 @@ func (k *testKafka) kafkaCmd(t *testing.T, cmd string, env ...string) {
 
 // serves reports whether the broker answers metadata for topics with a leader for every
 // partition (a fresh transport each time: kafka-go's caches metadata).
-func serves(br testBroker, topics map[string]int) bool {
+func serves(br testsupport.Broker, topics map[string]int) bool {
 	names := make([]string, 0, len(topics))
 	for n := range topics {
 		names = append(names, n)
@@ -110,7 +80,7 @@ func serves(br testBroker, topics map[string]int) bool {
 	defer cancel()
 	tr := &kafka.Transport{DialTimeout: time.Second}
 	defer tr.CloseIdleConnections()
-	cl := &kafka.Client{Addr: kafka.TCP(br.addrs...), Timeout: time.Second, Transport: tr}
+	cl := &kafka.Client{Addr: kafka.TCP(br.Addrs...), Timeout: time.Second, Transport: tr}
 	md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
 	if err != nil || len(md.Topics) != len(names) {
 		return false
@@ -157,10 +127,10 @@ func sampleReady(p *Pipeline, stop <-chan struct{}) <-chan []readySample {
 }
 
 // sumCommitted is the sum of the group's committed offsets over in's partitions (-1 on error).
-func sumCommitted(br testBroker, group string, in *sensorInput) int64 {
+func sumCommitted(br testsupport.Broker, group string, in *sensorInput) int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	c, err := committedOffsets(ctx, br, group, in.topic, in.parts)
+	c, err := testsupport.CommittedOffsets(ctx, br, group, in.topic, in.parts)
 	if err != nil {
 		return -1
 	}
@@ -187,16 +157,16 @@ func TestBrokerOutageRealBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real broker of its own, stopped and restarted")
 	}
-	realBroker(t)
+	testsupport.RealBroker(t)
 	k := startTestKafka(t)
 	br := k.br
 	const parts, total, first = 3, 6000, 2000
-	in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
+	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
 	topics := map[string]int{in: parts, out: parts, dlq: 1}
-	createTopics(t, br, topics)
+	testsupport.CreateTopics(t, br, topics)
 	recs := makeSensorRecords(t, total, parts, 151, 0.01, 0.005)
 	input := newInput(in, parts, recs)
-	cl := newProducer(t, br)
+	cl := testsupport.NewProducer(t, br)
 	defer cl.Close()
 	pctx, pcancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer pcancel()
@@ -329,7 +299,7 @@ func TestBrokerOutageRealBroker(t *testing.T) {
 	ids := map[string]bool{}
 	for _, o := range outs {
 		for _, m := range o {
-			id, _ := header(m, sink.HeaderID)
+			id, _ := testsupport.Header(m, sink.HeaderID)
 			ids[id] = true
 		}
 	}
@@ -346,13 +316,13 @@ func TestBrokerOutageRealBroker(t *testing.T) {
 }
 
 // deleteTopics deletes topics and waits until the broker no longer lists them.
-func deleteTopics(t *testing.T, br testBroker, topics ...string) {
+func deleteTopics(t *testing.T, br testsupport.Broker, topics ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
-	cl := &kafka.Client{Addr: kafka.TCP(br.addrs...), Timeout: 10 * time.Second, Transport: tr}
+	cl := &kafka.Client{Addr: kafka.TCP(br.Addrs...), Timeout: 10 * time.Second, Transport: tr}
 	res, err := cl.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics})
 	if err != nil {
 		t.Fatalf("delete topics %v: %v", topics, err)
@@ -363,7 +333,7 @@ func deleteTopics(t *testing.T, br testBroker, topics ...string) {
 		}
 	}
 	for {
-		md, err := (&kafka.Client{Addr: kafka.TCP(br.addrs...), Timeout: 5 * time.Second, Transport: &kafka.Transport{}}).
+		md, err := (&kafka.Client{Addr: kafka.TCP(br.Addrs...), Timeout: 5 * time.Second, Transport: &kafka.Transport{}}).
 			Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
 		gone := err == nil
 		if gone {
@@ -386,14 +356,14 @@ func deleteTopics(t *testing.T, br testBroker, topics ...string) {
 // broker auto-creates topics (auto.create.topics.enable=true, Kafka's default), so a check
 // that let any client's metadata request create them would pass a typo silently.
 func TestMissingTopicsRealBroker(t *testing.T) {
-	br := realBroker(t)
+	br := testsupport.RealBroker(t)
 	for _, missing := range []string{"ingest.topic", "sink.topic", "sink.dead_letter_topic"} {
 		t.Run(missing, func(t *testing.T) {
-			in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
+			in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
 			name := map[string]string{"ingest.topic": in, "sink.topic": out, "sink.dead_letter_topic": dlq}[missing]
 			topics := map[string]int{in: 2, out: 2, dlq: 1}
 			delete(topics, name)
-			createTopics(t, br, topics)
+			testsupport.CreateTopics(t, br, topics)
 			cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
 			t0 := time.Now()
 			p, err := New(cfg, zerolog.New(zerolog.NewTestWriter(t)))
@@ -424,11 +394,11 @@ func TestMissingTopicsRealBroker(t *testing.T) {
 // missing and sink.create_topics on: New creates them, with as many partitions as the input
 // topic (create_partitions 0) or create_partitions, and the broker's replication factor.
 func TestCreateTopicsRealBroker(t *testing.T) {
-	br := realBroker(t)
+	br := testsupport.RealBroker(t)
 	for _, parts := range []int{0, 5} {
 		t.Run(fmt.Sprintf("create_partitions=%d", parts), func(t *testing.T) {
-			in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
-			createTopics(t, br, map[string]int{in: 2})
+			in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+			testsupport.CreateTopics(t, br, map[string]int{in: 2})
 			cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
 			cfg.Sink.CreateTopics = true
 			cfg.Sink.CreatePartitions = parts
@@ -459,13 +429,13 @@ func TestCreateTopicsRealBroker(t *testing.T) {
 // record arrives: the pipeline must stop with an error naming the key, the topic and the
 // attempts, not retry forever with every partition frozen behind that record.
 func TestSinkCannotWriteRealBroker(t *testing.T) {
-	br := realBroker(t)
+	br := testsupport.RealBroker(t)
 	const parts = 2
-	in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
-	createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
 	recs := makeSensorRecords(t, 3000, parts, 152, 0.01, 0)
 	input := newInput(in, parts, recs)
-	cl := newProducer(t, br)
+	cl := testsupport.NewProducer(t, br)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -506,7 +476,7 @@ func TestSinkCannotWriteRealBroker(t *testing.T) {
 		t.Errorf("readiness reason %q does not name the key sink.topic", why)
 	}
 	time.Sleep(time.Second) // a few attempts
-	failed := logs.lines(`"level":"warn"`, "sink write")
+	failed := logs.Lines(`"level":"warn"`, "sink write")
 	if len(failed) == 0 {
 		t.Fatal("no warning about the failed sink writes")
 	}
@@ -515,7 +485,7 @@ func TestSinkCannotWriteRealBroker(t *testing.T) {
 			t.Errorf("warning does not name the output topic %s: %s", out, l)
 		}
 	}
-	createTopics(t, br, map[string]int{out: parts})
+	testsupport.CreateTopics(t, br, map[string]int{out: parts})
 	r.waitCommitted(t, br, group, input, 60*time.Second)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if ok, why := r.p.Metrics().Ready(); ok {
@@ -528,8 +498,8 @@ func TestSinkCannotWriteRealBroker(t *testing.T) {
 		t.Fatalf("Run returned %v, want nil", err)
 	}
 	ids := map[string]bool{}
-	for _, m := range readTopic(t, br, out, parts) {
-		id, _ := header(m, sink.HeaderID)
+	for _, m := range testsupport.ReadTopic(t, br, out, parts) {
+		id, _ := testsupport.Header(m, sink.HeaderID)
 		ids[id] = true
 	}
 	for _, rec := range recs[1500:] { // the first half's outputs went with the deleted topic
@@ -539,8 +509,8 @@ func TestSinkCannotWriteRealBroker(t *testing.T) {
 	}
 
 	t.Run("dead-letter topic gone", func(t *testing.T) {
-		in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
-		createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+		in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+		testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
 		cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
 		cfg.Sink.MaxAttempts = 3
 		r, _ := startLogged(t, cfg)

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/sink"
 )
@@ -84,12 +85,12 @@ func jsonScore(raw json.RawMessage) (float64, error) {
 // IEEE values (Arrow); nothing reaches the dead-letter topic, and the offsets are committed to
 // the end. Before, a +Inf weight made the JSON output unencodable and the record a dead letter.
 func TestExtremeScoresReachOutputRealBroker(t *testing.T) {
-	br := realBroker(t)
+	br := testsupport.RealBroker(t)
 	for _, format := range []sink.Format{sink.FormatJSON, sink.FormatArrow} {
 		t.Run(string(format), func(t *testing.T) {
 			const parts = 2
-			in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
-			createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+			in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+			testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
 			cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
 			cfg.Sink.Format = format
 
@@ -103,7 +104,7 @@ func TestExtremeScoresReachOutputRealBroker(t *testing.T) {
 			extreme := extremeCases(t, normal[0])
 			extreme = append(extreme, extremeCases(t, normal[1])...) // the other partition too
 			after := makeSensorRecords(t, 500, parts, 22, 0, 0)
-			cl := newProducer(t, br)
+			cl := testsupport.NewProducer(t, br)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			for _, recs := range [][]*sensorRecord{extreme, after} {
@@ -118,10 +119,10 @@ func TestExtremeScoresReachOutputRealBroker(t *testing.T) {
 				t.Fatalf("graceful stop: Run returned %v, want nil", err)
 			}
 
-			if dls := readTopic(t, br, dlq, 1); len(dls) != 0 {
+			if dls := testsupport.ReadTopic(t, br, dlq, 1); len(dls) != 0 {
 				for _, m := range dls {
-					src, _ := header(m, sink.HeaderSource)
-					reason, _ := header(m, sink.HeaderError)
+					src, _ := testsupport.Header(m, sink.HeaderSource)
+					reason, _ := testsupport.Header(m, sink.HeaderError)
 					t.Errorf("dead letter from %s: %s", src, reason)
 				}
 			}
@@ -132,7 +133,7 @@ func TestExtremeScoresReachOutputRealBroker(t *testing.T) {
 			// Each produced record's outputs, by id, and the extreme records' scores.
 			seen := map[string]int{}
 			scores := map[string][3]float64{} // id -> eta-probability, weight, w*
-			for _, m := range readTopic(t, br, out, parts) {
+			for _, m := range testsupport.ReadTopic(t, br, out, parts) {
 				if format == sink.FormatJSON {
 					readJSONOutput(t, m, seen, scores)
 				} else {
@@ -173,7 +174,7 @@ func readJSONOutput(t *testing.T, m *kgo.Record, seen map[string]int, scores map
 		t.Errorf("output at %d/%d: %v", m.Partition, m.Offset, err)
 		return
 	}
-	if id, _ := header(m, sink.HeaderID); id != o.ID {
+	if id, _ := testsupport.Header(m, sink.HeaderID); id != o.ID {
 		t.Errorf("output %s: header %s = %q", o.ID, sink.HeaderID, id)
 	}
 	seen[o.ID]++
@@ -240,15 +241,15 @@ func readArrowOutput(t *testing.T, m *kgo.Record, seen map[string]int, scores ma
 // produced record, "<topic>/<partition>/<offset>". before_model: pass, so that the rows go out
 // without waiting for a model (they are then unscored).
 func TestArrowIDsStableRealBroker(t *testing.T) {
-	br := realBroker(t)
+	br := testsupport.RealBroker(t)
 	const parts = 2
-	in := uniqueName("in")
-	createTopics(t, br, map[string]int{in: parts})
+	in := testsupport.UniqueName("in")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts})
 	input := newInput(in, parts, makeSensorRecords(t, 3000, parts, 23, 0, 0))
 	produceSensors(t, br, input)
 	run := func(batchSize int) (map[string]int, map[string]bool) {
-		out, dlq, group := uniqueName("out"), uniqueName("dlq"), uniqueName("group")
-		createTopics(t, br, map[string]int{out: parts, dlq: 1})
+		out, dlq, group := testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+		testsupport.CreateTopics(t, br, map[string]int{out: parts, dlq: 1})
 		cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
 		cfg.Sink.Format = sink.FormatArrow
 		cfg.Detect.BeforeModel = detect.BeforeModelPass
@@ -259,7 +260,7 @@ func TestArrowIDsStableRealBroker(t *testing.T) {
 			t.Fatalf("graceful stop: Run returned %v, want nil", err)
 		}
 		seen, keys := map[string]int{}, map[string]bool{}
-		for _, m := range readTopic(t, br, out, parts) {
+		for _, m := range testsupport.ReadTopic(t, br, out, parts) {
 			keys[string(m.Key)] = true
 			readArrowOutput(t, m, seen, map[string][3]float64{})
 		}

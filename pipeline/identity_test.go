@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
@@ -26,13 +27,13 @@ import (
 // restricted mode's verdicts are mostly decided by the exact 1-D test, so the sampled part is
 // pinned more sharply by detect's TestSampledVerdictsFollowRecordIdentity.
 func TestKill9SameVerdictsRealBroker(t *testing.T) {
-	br := realBroker(t)
+	br := testsupport.RealBroker(t)
 	bin := outlierdBinary(t)
 	c := defaultE2E(br, sink.EmitAll)
 	c.refreshRecords = 1 << 30 // one model: the snapshot the restart loads
 	c.commitInterval = 3 * time.Second
 	const parts = 3
-	createTopics(t, br, map[string]int{c.in: parts, c.out: parts, c.dlq: 1})
+	testsupport.CreateTopics(t, br, map[string]int{c.in: parts, c.out: parts, c.dlq: 1})
 	input := newInput(c.in, parts, makeSensorRecords(t, 8000, parts, 61, 0.01, 0))
 	produceSensors(t, br, input)
 	state := t.TempDir()
@@ -47,7 +48,7 @@ func TestKill9SameVerdictsRealBroker(t *testing.T) {
 	outputs := func() int64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		end, err := endOffsets(ctx, br, c.out, parts)
+		end, err := testsupport.EndOffsets(ctx, br, c.out, parts)
 		if err != nil {
 			return 0
 		}
@@ -82,7 +83,7 @@ func TestKill9SameVerdictsRealBroker(t *testing.T) {
 		} `json:"scores"`
 	}
 	byID := map[string][]out{}
-	scanTopic(t, br, c.out, parts, func(r *kgo.Record) {
+	testsupport.ScanTopic(t, br, c.out, parts, func(r *kgo.Record) {
 		var o out
 		if err := json.Unmarshal(r.Value, &o); err != nil {
 			t.Fatalf("output not JSON: %v", err)

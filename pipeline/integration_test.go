@@ -16,6 +16,7 @@ import (
 
 	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/ingest"
 	"github.com/outlierd/outlierd/stages/sink"
@@ -38,14 +39,14 @@ type sensorRun struct {
 }
 
 func TestPipelineRealBroker(t *testing.T) {
-	br := realBroker(t)
+	br := testsupport.RealBroker(t)
 	// 200,000 records with the default configuration: a first model at 5,000 records and a
 	// rebuild every 25,000, so about eight models serve during the run.
 	runSensorCheck(t, br, sensorRun{records: 200_000, anomalyRate: 0.01, badRate: 0.005, limit: 150 * time.Second})
 }
 
 func TestPipelineKfake(t *testing.T) {
-	br := kfakeBroker(t)
+	br := testsupport.KfakeBroker(t)
 	// A tenth of the records; refresh_records is lowered from 25,000 to 5,000 so that several
 	// models serve in 20,000 records and the attribution of records to models is exercised.
 	runSensorCheck(t, br, sensorRun{records: 20_000, anomalyRate: 0.01, badRate: 0.005, limit: 60 * time.Second,
@@ -54,14 +55,14 @@ func TestPipelineKfake(t *testing.T) {
 
 // runSensorCheck produces the stream, runs the pipeline with emit: outliers until everything
 // is committed, stops it gracefully and checks every output, dead letter and offset.
-func runSensorCheck(t *testing.T, br testBroker, run sensorRun) {
+func runSensorCheck(t *testing.T, br testsupport.Broker, run sensorRun) {
 	const parts = 3
-	in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
-	createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
 	input := newInput(in, parts, makeSensorRecords(t, run.records, parts, 7, run.anomalyRate, run.badRate))
 	t0 := time.Now()
 	produceSensors(t, br, input)
-	t.Logf("%s: produced %d records to %s in %s", br.name, run.records, in, time.Since(t0).Round(time.Millisecond))
+	t.Logf("%s: produced %d records to %s in %s", br.Name, run.records, in, time.Since(t0).Round(time.Millisecond))
 
 	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitOutliers)
 	if run.tune != nil {
@@ -76,18 +77,18 @@ func runSensorCheck(t *testing.T, br testBroker, run sensorRun) {
 	}
 	st := r.p.Stats()
 	t.Logf("%s: %d records committed in %s: %.0f records/s end to end (group join and the first model build included); %d flagged, %d dead letters, %d models, %d commits",
-		br.name, run.records, elapsed.Round(time.Millisecond), float64(run.records)/elapsed.Seconds(),
+		br.Name, run.records, elapsed.Round(time.Millisecond), float64(run.records)/elapsed.Seconds(),
 		st.Flagged.Load(), st.DeadLetters.Load(), len(trace.models), st.Commits.Load())
 
 	// The committed offsets reach the end of every partition, and the final commit of the
 	// graceful stop did not move them past it.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	committed, err := committedOffsets(ctx, br, group, in, parts)
+	committed, err := testsupport.CommittedOffsets(ctx, br, group, in, parts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ends, err := endOffsets(ctx, br, in, parts)
+	ends, err := testsupport.EndOffsets(ctx, br, in, parts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +115,8 @@ func runSensorCheck(t *testing.T, br testBroker, run sensorRun) {
 		t.Errorf("stats: %d dead letters, want %d (the malformed messages, each once)", got, malformed)
 	}
 
-	checkDeadLetters(t, cfg, input, readTopic(t, br, dlq, 1))
-	checkOutputs(t, cfg, input, readTopic(t, br, out, parts), trace)
+	checkDeadLetters(t, cfg, input, testsupport.ReadTopic(t, br, dlq, 1))
+	checkOutputs(t, cfg, input, testsupport.ReadTopic(t, br, out, parts), trace)
 }
 
 // checkDeadLetters: every malformed message is in the dead-letter topic exactly once, with its
@@ -131,8 +132,8 @@ func checkDeadLetters(t *testing.T, cfg Config, in *sensorInput, dls []*kgo.Reco
 	seen := map[coord]int{}
 	bad := 0
 	for _, m := range dls {
-		src, ok1 := header(m, sink.HeaderSource)
-		reason, ok2 := header(m, sink.HeaderError)
+		src, ok1 := testsupport.Header(m, sink.HeaderSource)
+		reason, ok2 := testsupport.Header(m, sink.HeaderError)
 		if !ok1 || !ok2 || reason == "" {
 			t.Errorf("dead letter at offset %d lacks %s (%q) or %s (%q)", m.Offset, sink.HeaderSource, src, sink.HeaderError, reason)
 			bad++
@@ -258,7 +259,7 @@ func checkOutputs(t *testing.T, cfg Config, in *sensorInput, outs []*kgo.Record,
 		if err != nil {
 			t.Fatalf("output id %q: %v", o.ID, err)
 		}
-		if hid, _ := header(m, sink.HeaderID); hid != o.ID || c != (coord{o.Partition, o.Offset}) || o.Topic != in.topic {
+		if hid, _ := testsupport.Header(m, sink.HeaderID); hid != o.ID || c != (coord{o.Partition, o.Offset}) || o.Topic != in.topic {
 			t.Fatalf("output %q: header id %q, topic %q, partition %d, offset %d disagree", o.ID, hid, o.Topic, o.Partition, o.Offset)
 		}
 		rec, ok := in.byCoord[c]

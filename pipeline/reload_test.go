@@ -14,6 +14,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"gopkg.in/yaml.v3"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
 func TestClassifyChanges(t *testing.T) {
@@ -63,10 +65,10 @@ type reloadOutput struct {
 // change rebuilds, invalid or restart-only configs are rejected while the pipeline keeps
 // going; reloads come from Apply, from a file change and from SIGHUP.
 func TestReloadRunningPipeline(t *testing.T) {
-	br := kfakeBroker(t)
+	br := testsupport.KfakeBroker(t)
 	const parts = 2
-	in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
-	createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
 	input := newInput(in, parts, makeSensorRecords(t, 6000, parts, 21, 0.01, 0))
 	index := map[coord]int{} // record -> its place in the stream, filled as produced
 
@@ -99,7 +101,7 @@ func TestReloadRunningPipeline(t *testing.T) {
 		rl = NewReloader(p, path, zerolog.New(zerolog.NewTestWriter(t)))
 	})
 	p := run.p
-	cl := newProducer(t, br)
+	cl := testsupport.NewProducer(t, br)
 	defer cl.Close()
 	produced := 0
 	produce := func(n int) (lo, hi int) {
@@ -127,7 +129,7 @@ func TestReloadRunningPipeline(t *testing.T) {
 	outputs := func(lo, hi int) []reloadOutput {
 		t.Helper()
 		var outs []reloadOutput
-		for _, r := range readTopic(t, br, out, parts) {
+		for _, r := range testsupport.ReadTopic(t, br, out, parts) {
 			var o reloadOutput
 			if err := json.Unmarshal(r.Value, &o); err != nil {
 				t.Fatal(err)

@@ -14,9 +14,9 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
@@ -55,15 +55,11 @@ func TestTransient(t *testing.T) {
 // running, write every batch and dead letter once the broker accepts them again, and commit
 // everything; TestSinkCannotWriteRealBroker checks that max_attempts refusals stop it.
 func TestSinkWriteRetried(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	br := testBroker{name: "kfake", addrs: c.ListenAddrs()}
+	br := testsupport.KfakeBroker(t)
+	c := br.Kfake
 	const parts, n = 3, 6000
-	in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
-	createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
 	input := newInput(in, parts, makeSensorRecords(t, n, parts, 5, 0.01, 0.01))
 	produceSensors(t, br, input)
 
@@ -83,20 +79,10 @@ func TestSinkWriteRetried(t *testing.T) {
 		if !refuse {
 			return nil, nil, false // kfake handles it
 		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
 		for _, rt := range req.Topics {
 			failed[rt.Topic]++
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.NotEnoughReplicas.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
 		}
-		return resp, nil, true
+		return testsupport.FailProduce(req, kerr.NotEnoughReplicas), nil, true
 	})
 
 	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
@@ -114,13 +100,13 @@ func TestSinkWriteRetried(t *testing.T) {
 	}
 	mu.Unlock()
 	outs := map[string]int{}
-	for _, m := range readTopic(t, br, out, parts) {
-		id, _ := header(m, sink.HeaderID)
+	for _, m := range testsupport.ReadTopic(t, br, out, parts) {
+		id, _ := testsupport.Header(m, sink.HeaderID)
 		outs[id]++
 	}
 	dls := map[string]int{}
-	for _, m := range readTopic(t, br, dlq, 1) {
-		id, _ := header(m, sink.HeaderSource)
+	for _, m := range testsupport.ReadTopic(t, br, dlq, 1) {
+		id, _ := testsupport.Header(m, sink.HeaderSource)
 		dls[id]++
 	}
 	for _, rec := range input.records {
@@ -139,15 +125,11 @@ func TestSinkWriteRetried(t *testing.T) {
 // kafka-go's reader hands to FetchMessage. The pipeline must keep fetching and, in the end,
 // output every record and commit everything.
 func TestFetchRetried(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	br := testBroker{name: "kfake", addrs: c.ListenAddrs()}
+	br := testsupport.KfakeBroker(t)
+	c := br.Kfake
 	const parts, n, refusals = 3, 3000, 6
-	in, out, dlq, group := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("group")
-	createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
 	input := newInput(in, parts, makeSensorRecords(t, n, parts, 6, 0.01, 0))
 	produceSensors(t, br, input)
 
@@ -162,20 +144,7 @@ func TestFetchRetried(t *testing.T) {
 			return nil, nil, false // kfake handles it
 		}
 		refused++
-		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewFetchResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewFetchResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.KafkaStorageError.Code
-				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return testsupport.FailFetch(req, kerr.KafkaStorageError), nil, true
 	})
 
 	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
@@ -191,8 +160,8 @@ func TestFetchRetried(t *testing.T) {
 	}
 	mu.Unlock()
 	outs := map[string]int{}
-	for _, m := range readTopic(t, br, out, parts) {
-		id, _ := header(m, sink.HeaderID)
+	for _, m := range testsupport.ReadTopic(t, br, out, parts) {
+		id, _ := testsupport.Header(m, sink.HeaderID)
 		outs[id]++
 	}
 	for _, rec := range input.records {

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/ingest"
 	"github.com/outlierd/outlierd/stages/sink"
 )
@@ -61,10 +62,10 @@ type e2eConfig struct {
 // shared 2-core machine, and a 6 s session timeout (the broker's minimum,
 // group.min.session.timeout.ms) so that a member killed with -9 is dropped from the group
 // after 6 s rather than the default 30 s.
-func defaultE2E(br testBroker, emit sink.Emit) e2eConfig {
+func defaultE2E(br testsupport.Broker, emit sink.Emit) e2eConfig {
 	return e2eConfig{
-		brokers: br.addrs,
-		in:      uniqueName("in"), out: uniqueName("out"), dlq: uniqueName("dlq"), group: uniqueName("group"),
+		brokers: br.Addrs,
+		in:      testsupport.UniqueName("in"), out: testsupport.UniqueName("out"), dlq: testsupport.UniqueName("dlq"), group: testsupport.UniqueName("group"),
 		emit:      emit,
 		batchSize: 500, fetchMaxBytes: 10 << 20, queueBatches: 4, commitInterval: 500 * time.Millisecond,
 		window: 10000, minRecords: 2000, refreshRecords: 10000,
@@ -309,7 +310,7 @@ func (c *child) stop(t *testing.T, limit time.Duration) error {
 
 // waitDone polls the group's committed offsets until they reach in.end on every partition.
 // It fails the test when the child exits first or limit passes.
-func waitDone(t *testing.T, br testBroker, c *child, group string, in *sensorInput, limit time.Duration) {
+func waitDone(t *testing.T, br testsupport.Broker, c *child, group string, in *sensorInput, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	var last []int64
@@ -318,7 +319,7 @@ func waitDone(t *testing.T, br testBroker, c *child, group string, in *sensorInp
 			t.Fatalf("pid %d exited before its offsets reached the end (committed %v, end %v): %v", c.pid, last, in.end, c.err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		got, err := committedOffsets(ctx, br, group, in.topic, in.parts)
+		got, err := testsupport.CommittedOffsets(ctx, br, group, in.topic, in.parts)
 		cancel()
 		if err == nil {
 			last = got
@@ -418,8 +419,8 @@ func deadLettersByCoord(t *testing.T, cfg Config, in *sensorInput, dls []*kgo.Re
 	seen := map[coord]int{}
 	bad, truncated := 0, 0
 	for _, m := range dls {
-		src, _ := header(m, sink.HeaderSource)
-		reason, _ := header(m, sink.HeaderError)
+		src, _ := testsupport.Header(m, sink.HeaderSource)
+		reason, _ := testsupport.Header(m, sink.HeaderError)
 		c, err := parseID(src, in.topic)
 		if err != nil {
 			t.Fatalf("dead letter at offset %d: %s %q: %v", m.Offset, sink.HeaderSource, src, err)
@@ -436,7 +437,7 @@ func deadLettersByCoord(t *testing.T, cfg Config, in *sensorInput, dls []*kgo.Re
 		case !bytes.Equal(m.Value, rec.value) || !bytes.Equal(m.Key, rec.key):
 			// A dead letter too large for sink.max_message_bytes carries a prefix of the value
 			// and the original length in outlierd-truncated.
-			trunc, ok := header(m, sink.HeaderTruncated)
+			trunc, ok := testsupport.Header(m, sink.HeaderTruncated)
 			if ok && trunc == strconv.Itoa(len(rec.value)) && bytes.HasPrefix(rec.value, m.Value) && bytes.Equal(m.Key, rec.key) &&
 				len(rec.value)+len(rec.key) > sinkMaxMessageBytes/2 {
 				truncated++
@@ -464,9 +465,9 @@ func deadLettersByCoord(t *testing.T, cfg Config, in *sensorInput, dls []*kgo.Re
 const sinkMaxMessageBytes = 1_000_000
 
 // produceAll creates the topics and produces recs to in.
-func produceAll(t *testing.T, br testBroker, in *sensorInput, recs []*sensorRecord) {
+func produceAll(t *testing.T, br testsupport.Broker, in *sensorInput, recs []*sensorRecord) {
 	t.Helper()
-	cl := newProducer(t, br)
+	cl := testsupport.NewProducer(t, br)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -584,12 +585,12 @@ func TestMalformedInputRealBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end robustness test (child process, real broker)")
 	}
-	br := realBroker(t)
+	br := testsupport.RealBroker(t)
 	bin := outlierdBinary(t)
 	ec := defaultE2E(br, sink.EmitAll)
 	ec.minRecords = 1000 // the first model after 1,000 valid records
 	const parts, valid = 3, 6000
-	createTopics(t, br, map[string]int{ec.in: parts, ec.out: parts, ec.dlq: 1})
+	testsupport.CreateTopics(t, br, map[string]int{ec.in: parts, ec.out: parts, ec.dlq: 1})
 
 	gen := synth.NewSensorStream(11, 0.01, 0)
 	var recs []*sensorRecord
@@ -661,8 +662,8 @@ func TestMalformedInputRealBroker(t *testing.T) {
 		t.Fatalf("graceful stop: exit %v, want 0", err)
 	}
 
-	outs := outputsByCoord(t, in, readTopic(t, br, ec.out, parts))
-	dls := deadLettersByCoord(t, cfg, in, readTopic(t, br, ec.dlq, 1))
+	outs := outputsByCoord(t, in, testsupport.ReadTopic(t, br, ec.out, parts))
+	dls := deadLettersByCoord(t, cfg, in, testsupport.ReadTopic(t, br, ec.dlq, 1))
 	byKind := map[string]int{}
 	for _, r := range in.records {
 		at := coord{r.p, r.off}
@@ -692,7 +693,7 @@ func TestMalformedInputRealBroker(t *testing.T) {
 type testKafka struct {
 	port    int
 	runDir  string // .ci/kafka.sh's runtime state of this port (server.properties, data, broker.pid)
-	br      testBroker
+	br      testsupport.Broker
 	waiters sync.WaitGroup // Wait of the broker processes this test relaunched
 }
 
@@ -704,7 +705,7 @@ const kafkaScript = "../.ci/kafka.sh"
 func startTestKafka(t *testing.T) *testKafka {
 	t.Helper()
 	port := freePortPair(t)
-	k := &testKafka{port: port, br: testBroker{name: "kafka-own", addrs: []string{"127.0.0.1:" + strconv.Itoa(port)}}}
+	k := &testKafka{port: port, br: testsupport.Broker{Name: "kafka-own", Addrs: []string{"127.0.0.1:" + strconv.Itoa(port)}}}
 	cache := os.Getenv("OUTLIERD_CACHE")
 	if cache == "" {
 		home, _ := os.UserHomeDir()
@@ -731,7 +732,7 @@ func startTestKafka(t *testing.T) *testKafka {
 		k.waiters.Wait()
 		os.RemoveAll(k.runDir)
 	})
-	t.Logf("own broker on %s, started in %s", k.br.addrs[0], time.Since(t0).Round(time.Millisecond))
+	t.Logf("own broker on %s, started in %s", k.br.Addrs[0], time.Since(t0).Round(time.Millisecond))
 	return k
 }
 
@@ -820,7 +821,7 @@ func (k *testKafka) restart(t *testing.T, downtime time.Duration, topics map[str
 		// A fresh transport each time: kafka-go's transport answers metadata requests from its
 		// cache, which would report the topics of the broker before it stopped.
 		tr := &kafka.Transport{}
-		cl := &kafka.Client{Addr: kafka.TCP(k.br.addrs...), Timeout: 5 * time.Second, Transport: tr}
+		cl := &kafka.Client{Addr: kafka.TCP(k.br.Addrs...), Timeout: 5 * time.Second, Transport: tr}
 		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
 		tr.CloseIdleConnections()
 		ready := err == nil && len(md.Topics) == len(names)
@@ -848,10 +849,10 @@ func (k *testKafka) restart(t *testing.T, downtime time.Duration, topics map[str
 // crashes or outages: every valid record is output at least once, every malformed one is in
 // the dead-letter topic at least once, nothing else is there. It returns the outputs by
 // coordinate and the number of duplicates (outputs beyond one per record).
-func checkAtLeastOnce(t *testing.T, br testBroker, cfg Config, in *sensorInput, outParts int) (map[coord][]*kgo.Record, int) {
+func checkAtLeastOnce(t *testing.T, br testsupport.Broker, cfg Config, in *sensorInput, outParts int) (map[coord][]*kgo.Record, int) {
 	t.Helper()
-	outs := outputsByCoord(t, in, readTopic(t, br, cfg.Sink.Topic, outParts))
-	dls := deadLettersByCoord(t, cfg, in, readTopic(t, br, cfg.Sink.DeadLetterTopic, 1))
+	outs := outputsByCoord(t, in, testsupport.ReadTopic(t, br, cfg.Sink.Topic, outParts))
+	dls := deadLettersByCoord(t, cfg, in, testsupport.ReadTopic(t, br, cfg.Sink.DeadLetterTopic, 1))
 	missing, missingDL, dups, dupDL := 0, 0, 0, 0
 	for _, r := range in.records {
 		at := coord{r.p, r.off}
@@ -892,14 +893,14 @@ func TestBrokerRestartRealBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end robustness test (child process, own broker)")
 	}
-	realBroker(t) // skips without KAFKA_BOOTSTRAP: the test runs where a broker can run
+	testsupport.RealBroker(t) // skips without KAFKA_BOOTSTRAP: the test runs where a broker can run
 	bin := outlierdBinary(t)
 	k := startTestKafka(t)
 	br := k.br
 	ec := defaultE2E(br, sink.EmitAll)
 	const parts, total = 3, 40_000
 	topics := map[string]int{ec.in: parts, ec.out: parts, ec.dlq: 1}
-	createTopics(t, br, topics)
+	testsupport.CreateTopics(t, br, topics)
 	recs := makeSensorRecords(t, total, parts, 21, 0.01, 0.005)
 	in := newInput(ec.in, parts, recs)
 	produceAll(t, br, in, recs[:total/2])
@@ -912,7 +913,7 @@ func TestBrokerRestartRealBroker(t *testing.T) {
 	// until the broker is back.
 	produced := make(chan error, 1)
 	go func() {
-		cl := newProducer(t, br)
+		cl := testsupport.NewProducer(t, br)
 		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 		defer cancel()
@@ -946,7 +947,7 @@ func TestBrokerRestartRealBroker(t *testing.T) {
 }
 
 // waitOutputs waits until the output topic holds at least n messages.
-func waitOutputs(t *testing.T, br testBroker, c *child, topic string, parts int, n int64, limit time.Duration) {
+func waitOutputs(t *testing.T, br testsupport.Broker, c *child, topic string, parts int, n int64, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
@@ -954,7 +955,7 @@ func waitOutputs(t *testing.T, br testBroker, c *child, topic string, parts int,
 			t.Fatalf("outlierd exited: %v", c.err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ends, err := endOffsets(ctx, br, topic, parts)
+		ends, err := testsupport.EndOffsets(ctx, br, topic, parts)
 		cancel()
 		sum := int64(0)
 		for _, e := range ends {
@@ -1010,7 +1011,7 @@ type meterSample struct {
 	n  int64
 }
 
-func startOutputMeter(br testBroker, topic string, parts int) *outputMeter {
+func startOutputMeter(br testsupport.Broker, topic string, parts int) *outputMeter {
 	m := &outputMeter{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
@@ -1018,7 +1019,7 @@ func startOutputMeter(br testBroker, topic string, parts int) *outputMeter {
 		defer tick.Stop()
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			ends, err := endOffsets(ctx, br, topic, parts)
+			ends, err := testsupport.EndOffsets(ctx, br, topic, parts)
 			cancel()
 			if err == nil {
 				n := int64(0)
@@ -1119,11 +1120,11 @@ func TestCrashRestartRealBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end robustness test (child process, real broker)")
 	}
-	br := realBroker(t)
+	br := testsupport.RealBroker(t)
 	bin := outlierdBinary(t)
 	ec := defaultE2E(br, sink.EmitAll)
 	const parts, total, kills = 3, 100_000, 5
-	createTopics(t, br, map[string]int{ec.in: parts, ec.out: parts, ec.dlq: 1})
+	testsupport.CreateTopics(t, br, map[string]int{ec.in: parts, ec.out: parts, ec.dlq: 1})
 	recs := makeSensorRecords(t, total, parts, 31, 0.01, 0.005)
 	in := newInput(ec.in, parts, recs)
 	// The stream arrives at 3,000 messages/s (33 s in all), below the pipeline's rate, so that
@@ -1133,7 +1134,7 @@ func TestCrashRestartRealBroker(t *testing.T) {
 	t0 := time.Now()
 	produced := make(chan error, 1)
 	go func() {
-		cl := newProducer(t, br)
+		cl := testsupport.NewProducer(t, br)
 		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 		defer cancel()
@@ -1173,9 +1174,9 @@ func TestCrashRestartRealBroker(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // requests the broker had already received are served
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		var err error
-		run.committed, err = committedOffsets(ctx, br, ec.group, ec.in, parts)
+		run.committed, err = testsupport.CommittedOffsets(ctx, br, ec.group, ec.in, parts)
 		if err == nil {
-			run.outEnd, err = endOffsets(ctx, br, ec.out, parts)
+			run.outEnd, err = testsupport.EndOffsets(ctx, br, ec.out, parts)
 		}
 		cancel()
 		if err != nil {
@@ -1320,14 +1321,14 @@ func procMemKiB(pid int, field string) (int64, error) {
 }
 
 // groupLag is the sum over partitions of end offset minus committed offset (none: 0).
-func groupLag(br testBroker, group, topic string, parts int) (int64, error) {
+func groupLag(br testsupport.Broker, group, topic string, parts int) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ends, err := endOffsets(ctx, br, topic, parts)
+	ends, err := testsupport.EndOffsets(ctx, br, topic, parts)
 	if err != nil {
 		return 0, err
 	}
-	committed, err := committedOffsets(ctx, br, group, topic, parts)
+	committed, err := testsupport.CommittedOffsets(ctx, br, group, topic, parts)
 	if err != nil {
 		return 0, err
 	}
@@ -1360,14 +1361,14 @@ func TestOverloadRealBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end robustness test (child process, real broker)")
 	}
-	br := realBroker(t)
+	br := testsupport.RealBroker(t)
 	bin := outlierdBinary(t)
 	ec := defaultE2E(br, sink.EmitAll)
 	ec.queueBatches = 2
 	ec.fetchMaxBytes = 1 << 20
 	const parts, warm, flood = 3, 50_000, 400_000
 	const allowanceKiB = 32 << 10
-	createTopics(t, br, map[string]int{ec.in: parts, ec.out: parts, ec.dlq: 1})
+	testsupport.CreateTopics(t, br, map[string]int{ec.in: parts, ec.out: parts, ec.dlq: 1})
 	recs := makeSensorRecords(t, warm+flood, parts, 41, 0.01, 0)
 	in := newInput(ec.in, parts, recs)
 	produceAll(t, br, in, recs[:warm])
@@ -1409,7 +1410,7 @@ func TestOverloadRealBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	tf := time.Now()
-	cl := newProducer(t, br)
+	cl := testsupport.NewProducer(t, br)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	for lo := warm; lo < warm+flood; lo += 20_000 {
 		if err := produceRecords(ctx, cl, in, recs[lo:lo+20_000]); err != nil {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/sink"
 )
@@ -17,11 +18,11 @@ import (
 //
 //	.ci/with-kafka.sh go test -run '^$' -bench Roles -benchtime 1x ./pipeline/
 func BenchmarkRoles(b *testing.B) {
-	br := realBroker(b)
+	br := testsupport.RealBroker(b)
 	n := envInt(b, "OUTLIERD_BENCH_RECORDS", 200_000)
 	const parts = 6
-	in := uniqueName("rb-in")
-	createTopics(b, br, map[string]int{in: parts})
+	in := testsupport.UniqueName("rb-in")
+	testsupport.CreateTopics(b, br, map[string]int{in: parts})
 	input := newInput(in, parts, makeSensorRecords(b, n, parts, 13, 0.01, 0))
 	produceSensors(b, br, input)
 	for _, roles := range [][]string{{"all"}, {"builder"}, {"builder", "scorer"}} {
@@ -31,8 +32,8 @@ func BenchmarkRoles(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			for range b.N {
-				out, dlq, group, mt := uniqueName("rb-out"), uniqueName("rb-dlq"), uniqueName("rb-group"), uniqueName("rb-models")
-				createTopics(b, br, map[string]int{out: parts, dlq: 1, mt: 1})
+				out, dlq, group, mt := testsupport.UniqueName("rb-out"), testsupport.UniqueName("rb-dlq"), testsupport.UniqueName("rb-group"), testsupport.UniqueName("rb-models")
+				testsupport.CreateTopics(b, br, map[string]int{out: parts, dlq: 1, mt: 1})
 				cpu0, t0 := processCPU(b), time.Now()
 				var rs []*running
 				for _, role := range roles {

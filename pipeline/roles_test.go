@@ -3,10 +3,8 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,35 +13,17 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
 // createCompactedTopic creates a one-partition topic with cleanup.policy=compact (the model
 // topic as docs/OPERATIONS.md says to create it) and waits for its leader.
-func createCompactedTopic(t *testing.T, br testBroker, name string) {
+func createCompactedTopic(t *testing.T, br testsupport.Broker, name string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := kafka.DialContext(ctx, "tcp", br.addrs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctrl, err := conn.Controller()
-	conn.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := kafka.DialContext(ctx, "tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	if err := cc.CreateTopics(kafka.TopicConfig{Topic: name, NumPartitions: 1, ReplicationFactor: 1,
-		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}}); err != nil {
-		t.Fatalf("create %s: %v", name, err)
-	}
-	createTopics(t, br, map[string]int{name: 1}) // exists: waits for its leader
+	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: name, NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
 }
 
 // publishedModel reads the newest model of the model topic as a scorer would.
@@ -72,10 +52,10 @@ func publishedModel(t *testing.T, cfg Config) *detect.Model {
 //   - a corrupt message on the model topic is skipped, and a new builder continues the
 //     version sequence (version 2), which the scorers then serve.
 func TestBuilderAndScorersRealBroker(t *testing.T) {
-	br := realBroker(t)
+	br := testsupport.RealBroker(t)
 	const parts = 6
-	in, out, dlq, group, mt := uniqueName("role-in"), uniqueName("role-out"), uniqueName("role-dlq"), uniqueName("role-group"), uniqueName("role-models")
-	createTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	in, out, dlq, group, mt := testsupport.UniqueName("role-in"), testsupport.UniqueName("role-out"), testsupport.UniqueName("role-dlq"), testsupport.UniqueName("role-group"), testsupport.UniqueName("role-models")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
 	createCompactedTopic(t, br, mt)
 	recs := makeSensorRecords(t, 20_000, parts, 51, 0.01, 0.005)
 	input := newInput(in, parts, recs)
@@ -115,7 +95,7 @@ func TestBuilderAndScorersRealBroker(t *testing.T) {
 	})
 
 	// A corrupt model message, then a new builder: it continues with version 2.
-	w := &kafka.Writer{Addr: kafka.TCP(br.addrs...), Topic: mt, RequiredAcks: kafka.RequireAll}
+	w := &kafka.Writer{Addr: kafka.TCP(br.Addrs...), Topic: mt, RequiredAcks: kafka.RequireAll}
 	err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte(modelKeyPrefix + "0"), Value: []byte("not a model"),
 		Headers: []kafka.Header{{Key: headerModelVersion, Value: []byte("99")}, {Key: headerModelChunk, Value: []byte("0/1")},
 			{Key: headerModelSHA256, Value: []byte("00000000000000000000000000000000000000000000000000000000000000ff")}}})
@@ -203,7 +183,7 @@ func TestBuilderAndScorersRealBroker(t *testing.T) {
 
 // waitCommittedBelow waits until the scoring group's committed offsets cover the first upto
 // records produced (each partition's highest offset among them, plus one).
-func waitCommittedBelow(t testing.TB, br testBroker, group string, in *sensorInput, upto int, limit time.Duration) {
+func waitCommittedBelow(t testing.TB, br testsupport.Broker, group string, in *sensorInput, upto int, limit time.Duration) {
 	t.Helper()
 	need := make([]int64, in.parts)
 	for _, r := range in.records[:upto] {
@@ -212,7 +192,7 @@ func waitCommittedBelow(t testing.TB, br testBroker, group string, in *sensorInp
 	waitFor(t, limit, fmt.Sprintf("group %s committing the first %d records", group, upto), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		c, err := committedOffsets(ctx, br, group, in.topic, in.parts)
+		c, err := testsupport.CommittedOffsets(ctx, br, group, in.topic, in.parts)
 		if err != nil {
 			return false
 		}
@@ -231,13 +211,13 @@ func waitCommittedBelow(t testing.TB, br testBroker, group string, in *sensorInp
 // global model version the builder published (1: refresh is off), and the scoring group commits
 // the whole topic; the builder's own group reads it all too.
 func TestRolesSeveralProcessesRealBroker(t *testing.T) {
-	br := realBroker(t)
+	br := testsupport.RealBroker(t)
 	bin := outlierdBinary(t)
 	c := defaultE2E(br, sink.EmitAll)
 	c.refreshRecords = 1 << 30
 	const parts = 4
-	mt := uniqueName("proc-models")
-	createTopics(t, br, map[string]int{c.in: parts, c.out: parts, c.dlq: 1})
+	mt := testsupport.UniqueName("proc-models")
+	testsupport.CreateTopics(t, br, map[string]int{c.in: parts, c.out: parts, c.dlq: 1})
 	createCompactedTopic(t, br, mt)
 	input := newInput(c.in, parts, makeSensorRecords(t, 6000, parts, 71, 0.01, 0.005))
 	produceSensors(t, br, input)

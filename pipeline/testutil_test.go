@@ -3,123 +3,30 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"net"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/ingest"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
-// Helpers shared by the integration tests and the end-to-end benchmark: brokers, topics,
-// producing the sensor stream, reading topics back, the group's committed offsets, running
-// the pipeline, and the model trace that tells which model scored which record.
+// Helpers shared by the pipeline's integration tests and the end-to-end benchmark: producing
+// the sensor stream, running the pipeline, and the model trace that tells which model scored
+// which record. Brokers, topics, reading topics back and group offsets are
+// internal/testsupport's, shared with the other packages' tests.
 
 // sensorDims is the number of features of the sensor stream.
 const sensorDims = 8
-
-// testBroker is a Kafka to run against: the real one named by KAFKA_BOOTSTRAP, or kfake.
-type testBroker struct {
-	name  string
-	addrs []string
-}
-
-// realBroker returns the broker of KAFKA_BOOTSTRAP, or skips.
-func realBroker(tb testing.TB) testBroker {
-	tb.Helper()
-	bs := os.Getenv("KAFKA_BOOTSTRAP")
-	if bs == "" {
-		tb.Skip("KAFKA_BOOTSTRAP not set: run `.ci/kafka.sh start` and `eval \"$(.ci/kafka.sh env)\"`, or `.ci/with-kafka.sh go test ./pipeline/`, to run against Apache Kafka")
-	}
-	return testBroker{name: "kafka", addrs: strings.Split(bs, ",")}
-}
-
-// kfakeBroker starts an in-process kfake cluster for the test.
-func kfakeBroker(tb testing.TB) testBroker {
-	tb.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		tb.Fatalf("kfake: %v", err)
-	}
-	tb.Cleanup(c.Close)
-	return testBroker{name: "kfake", addrs: c.ListenAddrs()}
-}
-
-// nameSeq makes topic and group names unique within a run; the time makes them unique
-// across runs against the same long-lived broker.
-var nameSeq atomic.Int64
-
-func uniqueName(prefix string) string {
-	return fmt.Sprintf("outlierd-%s-%d-%d", prefix, time.Now().UnixNano(), nameSeq.Add(1))
-}
-
-// createTopics creates the topics (name -> partitions) with kafka-go's Conn.CreateTopics on
-// the controller, then waits until every partition has a leader, so that the first produce
-// does not race the creation.
-func createTopics(tb testing.TB, br testBroker, topics map[string]int) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := kafka.DialContext(ctx, "tcp", br.addrs[0])
-	if err != nil {
-		tb.Fatalf("dial %s: %v", br.addrs[0], err)
-	}
-	ctrl, err := conn.Controller()
-	conn.Close()
-	if err != nil {
-		tb.Fatalf("find the controller via %s: %v", br.addrs[0], err)
-	}
-	cc, err := kafka.DialContext(ctx, "tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
-	if err != nil {
-		tb.Fatalf("dial the controller %s:%d: %v", ctrl.Host, ctrl.Port, err)
-	}
-	defer cc.Close()
-	var cfgs []kafka.TopicConfig
-	var names []string
-	for name, parts := range topics {
-		cfgs = append(cfgs, kafka.TopicConfig{Topic: name, NumPartitions: parts, ReplicationFactor: 1})
-		names = append(names, name)
-	}
-	if err := cc.CreateTopics(cfgs...); err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
-		tb.Fatalf("create topics %v: %v", names, err)
-	}
-	cl := &kafka.Client{Addr: kafka.TCP(br.addrs...), Timeout: 10 * time.Second}
-	for {
-		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
-		ready := err == nil && len(md.Topics) == len(names)
-		if ready {
-			for _, tp := range md.Topics {
-				ready = ready && tp.Error == nil && len(tp.Partitions) == topics[tp.Name]
-				for _, p := range tp.Partitions {
-					ready = ready && p.Leader.Host != ""
-				}
-			}
-		}
-		if ready {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			tb.Fatalf("topics %v have no leaders after 30s (last metadata error: %v)", names, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
 
 // coord is a message's place in the input topic.
 type coord struct {
@@ -182,22 +89,6 @@ func newInput(topic string, parts int, recs []*sensorRecord) *sensorInput {
 	return &sensorInput{topic: topic, parts: parts, records: recs, byCoord: make(map[coord]*sensorRecord, len(recs)), end: make([]int64, parts)}
 }
 
-// producer is a franz-go client, a client independent of the kafka-go code under test, that
-// produces to explicit partitions.
-func newProducer(tb testing.TB, br testBroker) *kgo.Client {
-	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(br.addrs...),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchMaxBytes(1<<20),
-		kgo.MaxBufferedRecords(100_000),
-		kgo.ProducerLinger(2*time.Millisecond))
-	if err != nil {
-		tb.Fatalf("kgo producer: %v", err)
-	}
-	return cl
-}
-
 // produceRecords produces recs synchronously (at-most one produce in flight per call; the
 // client batches per partition) and records their offsets and times in in.
 func produceRecords(ctx context.Context, cl *kgo.Client, in *sensorInput, recs []*sensorRecord) error {
@@ -221,9 +112,9 @@ func produceRecords(ctx context.Context, cl *kgo.Client, in *sensorInput, recs [
 }
 
 // produceSensors creates nothing; it produces all of in.records in chunks.
-func produceSensors(tb testing.TB, br testBroker, in *sensorInput) {
+func produceSensors(tb testing.TB, br testsupport.Broker, in *sensorInput) {
 	tb.Helper()
-	cl := newProducer(tb, br)
+	cl := testsupport.NewProducer(tb, br)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -238,134 +129,17 @@ func produceSensors(tb testing.TB, br testBroker, in *sensorInput) {
 	}
 }
 
-// endOffsets returns each partition's end offset (the high watermark) of topic.
-func endOffsets(ctx context.Context, br testBroker, topic string, parts int) ([]int64, error) {
-	cl := &kafka.Client{Addr: kafka.TCP(br.addrs...), Timeout: 10 * time.Second}
-	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	for p := range parts {
-		req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
-	}
-	res, err := cl.ListOffsets(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
-	}
-	out := make([]int64, parts)
-	for _, po := range res.Topics[topic] {
-		if po.Error != nil {
-			return nil, fmt.Errorf("list offsets of %s/%d: %w", topic, po.Partition, po.Error)
-		}
-		out[po.Partition] = po.LastOffset
-	}
-	return out, nil
-}
-
-// committedOffsets returns the group's committed offset of each partition (-1: none).
-func committedOffsets(ctx context.Context, br testBroker, group, topic string, parts int) ([]int64, error) {
-	cl := &kafka.Client{Addr: kafka.TCP(br.addrs...), Timeout: 10 * time.Second}
-	ps := make([]int, parts)
-	for p := range ps {
-		ps[p] = p
-	}
-	res, err := cl.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ps}})
-	if err != nil {
-		return nil, fmt.Errorf("offset fetch for group %s: %w", group, err)
-	}
-	if res.Error != nil {
-		return nil, fmt.Errorf("offset fetch for group %s: %w", group, res.Error)
-	}
-	out := make([]int64, parts)
-	for p := range out {
-		out[p] = -1
-	}
-	for _, po := range res.Topics[topic] {
-		if po.Error != nil {
-			return nil, fmt.Errorf("offset fetch for group %s, partition %d: %w", group, po.Partition, po.Error)
-		}
-		out[po.Partition] = po.CommittedOffset
-	}
-	return out, nil
-}
-
-// readTopic reads every message of topic from the start up to its end offsets (taken now).
-func readTopic(tb testing.TB, br testBroker, topic string, parts int) []*kgo.Record {
-	tb.Helper()
-	var out []*kgo.Record
-	scanTopic(tb, br, topic, parts, func(r *kgo.Record) { out = append(out, r) })
-	return out
-}
-
-// scanTopic calls fn, in offset order per partition, with every message of topic from the
-// start up to its end offsets (taken now), read with franz-go's consumer; it returns how many.
-func scanTopic(tb testing.TB, br testBroker, topic string, parts int, fn func(*kgo.Record)) int {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	end, err := endOffsets(ctx, br, topic, parts)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	want := map[int32]kgo.Offset{}
-	total := int64(0)
-	for p, e := range end {
-		if e > 0 {
-			want[int32(p)] = kgo.NewOffset().AtStart()
-			total += e
-		}
-	}
-	if total == 0 {
-		return 0
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(br.addrs...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
-		kgo.FetchMaxBytes(32<<20), kgo.FetchMaxPartitionBytes(16<<20))
-	if err != nil {
-		tb.Fatalf("kgo consumer: %v", err)
-	}
-	defer cl.Close()
-	next := make([]int64, parts) // next offset expected per partition
-	remaining, n := len(want), 0
-	for remaining > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			tb.Fatalf("reading %s: got %d of %d messages before the timeout", topic, n, total)
-		}
-		fs.EachError(func(tp string, p int32, err error) { tb.Logf("fetch %s/%d: %v", tp, p, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset >= end[r.Partition] || r.Offset < next[r.Partition] {
-				return
-			}
-			next[r.Partition] = r.Offset + 1
-			n++
-			fn(r)
-			if r.Offset == end[r.Partition]-1 {
-				remaining--
-			}
-		})
-	}
-	return n
-}
-
-// header returns the value of header k of r.
-func header(r *kgo.Record, k string) (string, bool) {
-	for _, h := range r.Headers {
-		if h.Key == k {
-			return string(h.Value), true
-		}
-	}
-	return "", false
-}
-
 // sensorConfig is the pipeline configuration of the tests: the default one with the brokers,
 // topics and group, the sensor features with their "_sd" uncertainties, on the CPU.
-func sensorConfig(br testBroker, in, out, dlq, group string, emit sink.Emit) Config {
+func sensorConfig(br testsupport.Broker, in, out, dlq, group string, emit sink.Emit) Config {
 	cfg := Default()
 	cfg.Device = "cpu"
-	cfg.Ingest.Brokers = br.addrs
+	cfg.Ingest.Brokers = br.Addrs
 	cfg.Ingest.Topic = in
 	cfg.Ingest.GroupID = group
 	cfg.Ingest.Features = synth.SensorFeatures
 	cfg.Ingest.Uncertainty = &ingest.Uncertainty{Suffix: "_sd"}
-	cfg.Sink.Brokers = br.addrs
+	cfg.Sink.Brokers = br.Addrs
 	cfg.Sink.Topic = out
 	cfg.Sink.DeadLetterTopic = dlq
 	cfg.Sink.Emit = emit
@@ -424,7 +198,7 @@ func (r *running) stop(tb testing.TB, limit time.Duration) error {
 // partition, and returns when the pipeline's counters first showed every message done (its
 // records acknowledged by the sink or its dead letter written): a finer time than the commit,
 // which waits for the next commit interval. It fails when Run returns first or limit passes.
-func (r *running) waitCommitted(tb testing.TB, br testBroker, group string, in *sensorInput, limit time.Duration) time.Time {
+func (r *running) waitCommitted(tb testing.TB, br testsupport.Broker, group string, in *sensorInput, limit time.Duration) time.Time {
 	tb.Helper()
 	deadline := time.After(limit)
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -458,7 +232,7 @@ func (r *running) waitCommitted(tb testing.TB, br testBroker, group string, in *
 				last, in.end, limit, st.RecordsIn.Load(), st.RecordsOut.Load(), st.DeadLetters.Load())
 		case <-tick.C:
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			c, err := committedOffsets(ctx, br, group, in.topic, in.parts)
+			c, err := testsupport.CommittedOffsets(ctx, br, group, in.topic, in.parts)
 			cancel()
 			if err != nil {
 				tb.Logf("polling committed offsets: %v", err)

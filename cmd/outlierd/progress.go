@@ -32,15 +32,6 @@ func (p *progress) update(iter, active int) {
 	_ = p.bar.Add(1)
 }
 
-// step advances a bar without a detailed message.
-func (p *progress) step(msg string) {
-	if p.bar == nil {
-		return
-	}
-	p.bar.Describe(msg)
-	_ = p.bar.Add(1)
-}
-
 func (p *progress) finish() {
 	if p.bar != nil {
 		_ = p.bar.Finish()

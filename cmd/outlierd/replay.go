@@ -114,11 +114,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		return fmt.Errorf("%s: no feature column", *input)
 	}
 	rows := tab.Rows()
-	if sds != nil {
-		for j := range sds {
-			if sds[j] == nil { // a feature without its _sd column is certain
-				sds[j] = make([]float32, rows)
-			}
+	for j := range sds { // nil sds (no _sd column at all): nothing to fill
+		if sds[j] == nil { // a feature without its _sd column is certain
+			sds[j] = make([]float32, rows)
 		}
 	}
 

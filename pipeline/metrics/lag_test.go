@@ -3,18 +3,16 @@ package metrics
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
-	"os"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
 func TestPartitionLag(t *testing.T) {
@@ -54,20 +52,14 @@ func TestNewLagPollerValidates(t *testing.T) {
 	}
 }
 
-var topicSeq atomic.Int64
-
 // TestLagPoller measures a known lag on an in-process kfake cluster and, when KAFKA_BOOTSTRAP
 // is set, on the real broker there; on kfake it also checks that a stopped cluster turns the
 // broker-connected state (and /readyz) off.
 func TestLagPoller(t *testing.T) {
 	t.Run("kfake", func(t *testing.T) {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		addrs := c.ListenAddrs() // before Close: it blocks on a closed cluster
-		m := testLag(t, addrs)
+		br := testsupport.KfakeBroker(t)
+		c, addrs := br.Kfake, br.Addrs // addrs before Close: ListenAddrs blocks on a closed cluster
+		m := testLag(t, br)
 		c.Close()
 		l, err := NewLagPoller(LagConfig{Brokers: addrs, Topic: "t", GroupID: "g", Interval: time.Second}, m, zerolog.Nop())
 		if err != nil {
@@ -83,50 +75,27 @@ func TestLagPoller(t *testing.T) {
 		}
 	})
 	t.Run("kafka", func(t *testing.T) {
-		bs := os.Getenv("KAFKA_BOOTSTRAP")
-		if bs == "" {
-			t.Skip("KAFKA_BOOTSTRAP not set: skipping the real-broker run (.ci/kafka.sh starts one)")
-		}
-		testLag(t, strings.Split(bs, ","))
+		testLag(t, testsupport.RealBroker(t))
 	})
 }
 
 // testLag writes 10, 20 and 0 records to the three partitions of a new topic, commits
 // partition 0 at offset 4 for a group, and checks the lag both start positions give.
-func testLag(t *testing.T, brokers []string) *Metrics {
+func testLag(t *testing.T, br testsupport.Broker) *Metrics {
+	brokers := br.Addrs
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	topic := fmt.Sprintf("lag-%d-%d", time.Now().UnixNano(), topicSeq.Add(1))
+	topic := testsupport.UniqueName("lag")
 	group := topic + "-group"
-	cl := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
-	res, err := cl.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: topic, NumPartitions: 3, ReplicationFactor: 1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := res.Errors[topic]; err != nil {
-		t.Fatal(err)
-	}
-	// The key names the partition: the balancer sends each record there.
-	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond,
-		Balancer: kafka.BalancerFunc(func(m kafka.Message, _ ...int) int { p, _ := strconv.Atoi(string(m.Key)); return p })}
-	defer w.Close()
-	var msgs []kafka.Message
+	testsupport.CreateTopics(t, br, map[string]int{topic: 3})
+	var recs []*kgo.Record
 	for p, n := range []int{10, 20, 0} {
 		for range n {
-			msgs = append(msgs, kafka.Message{Key: []byte(strconv.Itoa(p)), Value: []byte("x")})
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Value: []byte("x")})
 		}
 	}
-	// Right after creation the partitions may have no leader yet: retry briefly.
-	for {
-		err = w.WriteMessages(ctx, msgs...)
-		if err == nil || ctx.Err() != nil || !errors.Is(err, kafka.UnknownTopicOrPartition) && !errors.Is(err, kafka.LeaderNotAvailable) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("produce: %v", err)
-	}
+	testsupport.Produce(t, br, recs...)
+	cl := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
 	// A simple commit (generation -1, no member): the group has no live members. A fresh
 	// broker answers "not coordinator" until its offsets topic exists: retry briefly.
 	for {

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
 // TestScrapeAfterKnownEvents feeds known per-batch events and checks every outlierd series
@@ -145,7 +147,7 @@ outlierd_broker_connected 0
 	}
 
 	// The latency histogram: counts and sums per stage, and the buckets the values fall in.
-	fams := scrape(t, srv.URL+"/metrics")
+	fams := testsupport.Scrape(t, srv.URL+"/metrics")
 	hist := fams["outlierd_batch_duration_seconds"]
 	if hist == nil || hist.GetType() != dto.MetricType_HISTOGRAM {
 		t.Fatalf("outlierd_batch_duration_seconds missing or not a histogram: %v", hist)
@@ -233,7 +235,7 @@ func scrapeAndCompare(t *testing.T, url string, expected io.Reader, names ...str
 	if err != nil {
 		return fmt.Errorf("parsing the expected text: %w", err)
 	}
-	got := scrape(t, url)
+	got := testsupport.Scrape(t, url)
 	var diffs []string
 	for _, name := range names {
 		g, w := flatten(got[name]), flatten(want[name])
@@ -281,37 +283,6 @@ func flatten(f *dto.MetricFamily) map[string]string {
 	return out
 }
 
-// scrape GETs url and parses the Prometheus text format.
-func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parsing %s: %v", url, err)
-	}
-	return fams
-}
-
-// get returns the status and body of a GET.
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
-
 // TestReadyzTransitions walks /readyz through every condition: ready only while connected,
 // serving a model and not stopping; /healthz stays 200 throughout.
 func TestReadyzTransitions(t *testing.T) {
@@ -334,7 +305,7 @@ func TestReadyzTransitions(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.do()
-		status, body := get(t, srv.URL+"/readyz")
+		status, body := testsupport.Get(t, srv.URL+"/readyz")
 		if status != s.status {
 			t.Errorf("%s: /readyz %d (%q), want %d", s.name, status, body, s.status)
 		}
@@ -346,11 +317,11 @@ func TestReadyzTransitions(t *testing.T) {
 		if s.status == 200 && strings.Contains(body, "not") {
 			t.Errorf("%s: ready body %q", s.name, body)
 		}
-		if st, body := get(t, srv.URL+"/healthz"); st != 200 || body != "ok\n" {
+		if st, body := testsupport.Get(t, srv.URL+"/healthz"); st != 200 || body != "ok\n" {
 			t.Errorf("%s: /healthz %d %q", s.name, st, body)
 		}
 	}
-	if st, _ := get(t, srv.URL+"/nothing"); st != 404 {
+	if st, _ := testsupport.Get(t, srv.URL+"/nothing"); st != 404 {
 		t.Errorf("/nothing: %d, want 404", st)
 	}
 }
@@ -362,10 +333,10 @@ func TestListen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, body := get(t, "http://"+s.Addr()+"/healthz"); st != 200 || body != "ok\n" {
+	if st, body := testsupport.Get(t, "http://"+s.Addr()+"/healthz"); st != 200 || body != "ok\n" {
 		t.Fatalf("/healthz: %d %q", st, body)
 	}
-	if st, _ := get(t, "http://"+s.Addr()+"/metrics"); st != 200 {
+	if st, _ := testsupport.Get(t, "http://"+s.Addr()+"/metrics"); st != 200 {
 		t.Fatalf("/metrics: %d", st)
 	}
 	if _, err := Listen(s.Addr(), m, zerolog.Nop()); err == nil {

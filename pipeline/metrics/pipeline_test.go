@@ -3,10 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -14,13 +11,12 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/rs/zerolog"
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/stages/ingest"
 )
@@ -32,34 +28,25 @@ import (
 // everything is committed; and /readyz from 503 (before Run) to 200 (brokers answer, a model
 // serves) to 503 (stopped).
 func TestPipelineMetrics(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in"), kfake.SeedTopics(1, "out", "dlq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	brokers := c.ListenAddrs()
+	br := testsupport.KfakeBroker(t, kfake.SeedTopics(2, "in"), kfake.SeedTopics(1, "out", "dlq"))
+	brokers := br.Addrs
 
 	// 6000 messages of the demo's sensor stream, 1% malformed, alternating partitions.
 	const total = 6000
 	gen := synth.NewSensorStream(7, 0.01, 0.01)
-	msgs := make([]kafka.Message, total)
+	msgs := make([]*kgo.Record, total)
 	bad := 0
 	for i := range msgs {
 		_, v, _, malformed := gen.Next()
 		if malformed {
 			bad++
 		}
-		msgs[i] = kafka.Message{Key: []byte(strconv.Itoa(i % 2)), Value: v}
+		msgs[i] = &kgo.Record{Topic: "in", Partition: int32(i % 2), Key: []byte(strconv.Itoa(i % 2)), Value: v}
 	}
 	good := total - bad
-	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "in", RequiredAcks: kafka.RequireAll, BatchSize: 1000, BatchTimeout: time.Millisecond,
-		Balancer: kafka.BalancerFunc(func(m kafka.Message, _ ...int) int { p, _ := strconv.Atoi(string(m.Key)); return p })}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := w.WriteMessages(ctx, msgs...); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	testsupport.Produce(t, br, msgs...)
 
 	cfg := pipeline.Default()
 	cfg.Ingest.Brokers, cfg.Ingest.Topic, cfg.Ingest.GroupID = brokers, "in", "metrics-test"
@@ -79,7 +66,7 @@ func TestPipelineMetrics(t *testing.T) {
 	}
 	srv := httptest.NewServer(p.Metrics().Handler())
 	defer srv.Close()
-	if st, body := get(t, srv.URL+"/readyz"); st != 503 {
+	if st, body := testsupport.Get(t, srv.URL+"/readyz"); st != 503 {
 		t.Fatalf("/readyz before Run: %d %q", st, body)
 	}
 
@@ -92,8 +79,8 @@ func TestPipelineMetrics(t *testing.T) {
 	// partition, and /readyz says ready (the poll succeeded and the model serves).
 	var fams map[string]*dto.MetricFamily
 	for {
-		fams = scrape(t, srv.URL+"/metrics")
-		st, _ := get(t, srv.URL+"/readyz")
+		fams = testsupport.Scrape(t, srv.URL+"/metrics")
+		st, _ := testsupport.Get(t, srv.URL+"/readyz")
 		if value(fams, "outlierd_records_out_total") == float64(good) && st == 200 &&
 			value(fams, "outlierd_consumer_lag", "partition", "0") == 0 && value(fams, "outlierd_consumer_lag", "partition", "1") == 0 {
 			break
@@ -165,7 +152,7 @@ func TestPipelineMetrics(t *testing.T) {
 	if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v", err)
 	}
-	if st, body := get(t, srv.URL+"/readyz"); st != 503 || !strings.Contains(body, "stopping") {
+	if st, body := testsupport.Get(t, srv.URL+"/readyz"); st != 503 || !strings.Contains(body, "stopping") {
 		t.Fatalf("/readyz after Run: %d %q", st, body)
 	}
 }
@@ -191,33 +178,4 @@ next:
 		return m.GetGauge().GetValue()
 	}
 	return math.NaN()
-}
-
-func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parsing %s: %v", url, err)
-	}
-	return fams
-}
-
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(fmt.Errorf("reading %s: %w", url, err))
-	}
-	return resp.StatusCode, string(b)
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
 // TestReadyzSourceAndSink walks /readyz through the source's and the sink's part of readiness
@@ -56,7 +58,7 @@ func TestReadyzSourceAndSink(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.do()
-		status, body := get(t, srv.URL+"/readyz")
+		status, body := testsupport.Get(t, srv.URL+"/readyz")
 		if status != s.status {
 			t.Errorf("%s: /readyz %d (%q), want %d", s.name, status, body, s.status)
 		}

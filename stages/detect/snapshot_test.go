@@ -12,14 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
 // testConfig is small enough that a model builds in tens of milliseconds on 2 cores, and
@@ -52,31 +51,7 @@ func makeBatch(t testing.TB, mem memory.Allocator, d *synth.Data, lo, hi int, wi
 // new records).
 func makeBatchAt(t testing.TB, mem memory.Allocator, d *synth.Data, lo, hi int, withSD bool, first int64) *batch.Batch {
 	t.Helper()
-	var cols [][]float32
-	for j := range d.Features {
-		cols = append(cols, d.Cols[j][lo:hi])
-	}
-	if withSD {
-		for j := range d.Features {
-			cols = append(cols, d.SD[j][lo:hi])
-		}
-	}
-	bld := array.NewRecordBuilder(mem, batch.Schema(d.Features, withSD))
-	defer bld.Release()
-	for j, c := range cols {
-		bld.Field(j).(*array.Float32Builder).AppendValues(c, nil)
-	}
-	for i := lo; i < hi; i++ {
-		bld.Field(len(cols)).(*array.Int32Builder).Append(0)
-		bld.Field(len(cols) + 1).(*array.Int64Builder).Append(first + int64(i-lo))
-		bld.Field(len(cols) + 2).(*array.BinaryBuilder).AppendNull()
-		bld.Field(len(cols) + 3).(*array.TimestampBuilder).Append(arrow.Timestamp(i))
-	}
-	b, err := batch.New("t", d.Features, bld.NewRecord(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return testbatch.FromColumns(t, mem, "t", d.Features, d.Cols, d.SD, withSD, lo, hi, first)
 }
 
 // feed pushes rows [lo, hi) of d through s in batches of size and releases what comes out.

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,9 +13,11 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/core/checkpoint"
+	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
 // Integration tests of Source: against kfake (in-process, always) and against a real Apache
@@ -25,43 +25,24 @@ import (
 
 const itPartitions = 3
 
-// kafkaEnv is a broker to test against.
+// kafkaEnv is a broker to test against, with the input topic (itPartitions partitions).
 type kafkaEnv struct {
-	brokers []string
-	topic   string
+	br    testsupport.Broker
+	topic string
 }
 
+// kfakeEnv is an in-process kfake cluster with the topic "in".
 func kfakeEnv(t testing.TB) kafkaEnv {
 	t.Helper()
 	topic := "in"
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(itPartitions, topic))
-	if err != nil {
-		t.Fatalf("kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return kafkaEnv{brokers: c.ListenAddrs(), topic: topic}
+	return kafkaEnv{br: testsupport.KfakeBroker(t, kfake.SeedTopics(itPartitions, topic)), topic: topic}
 }
 
-// realEnv creates a fresh 3-partition topic on the broker named by KAFKA_BOOTSTRAP, or skips.
+// realEnv creates a fresh topic on the broker named by KAFKA_BOOTSTRAP, or skips.
 func realEnv(t testing.TB) kafkaEnv {
 	t.Helper()
-	bs := os.Getenv("KAFKA_BOOTSTRAP")
-	if bs == "" {
-		t.Skip("KAFKA_BOOTSTRAP not set; run `.ci/kafka.sh start` and export what it prints to test against Apache Kafka")
-	}
-	env := kafkaEnv{brokers: strings.Split(bs, ","), topic: fmt.Sprintf("outlierd-ingest-it-%d", time.Now().UnixNano())}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl := &kafka.Client{Addr: kafka.TCP(env.brokers...), Timeout: 10 * time.Second}
-	res, err := cl.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
-		{Topic: env.topic, NumPartitions: itPartitions, ReplicationFactor: 1},
-	}})
-	if err != nil {
-		t.Fatalf("create topic on %s: %v", bs, err)
-	}
-	if err := res.Errors[env.topic]; err != nil {
-		t.Fatalf("create topic %s: %v", env.topic, err)
-	}
+	env := kafkaEnv{br: testsupport.RealBroker(t), topic: testsupport.UniqueName("ingest-it")}
+	testsupport.CreateTopics(t, env.br, map[string]int{env.topic: itPartitions})
 	return env
 }
 
@@ -98,76 +79,37 @@ func makeMessages(p, from, n int, withBad bool) []itMessage {
 // produce writes msgs to their partitions and returns the offset of each, keyed by (p, i).
 func produce(t testing.TB, env kafkaEnv, msgs []itMessage) map[[2]int]int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl := &kafka.Client{Addr: kafka.TCP(env.brokers...), Timeout: 10 * time.Second}
-	byPart := map[int][]itMessage{}
-	for _, m := range msgs {
-		byPart[m.p] = append(byPart[m.p], m)
+	recs := make([]*kgo.Record, len(msgs))
+	for j, m := range msgs {
+		recs[j] = &kgo.Record{Topic: env.topic, Partition: int32(m.p), Key: []byte(fmt.Sprintf("k-%d-%d", m.p, m.i)), Value: []byte(m.value)}
 	}
+	testsupport.Produce(t, env.br, recs...)
 	offsets := map[[2]int]int64{}
-	for p, all := range byPart {
-		// Chunks keep each request under the broker's maximum message (batch) size.
-		for len(all) > 0 {
-			ms := all[:min(len(all), 2000)]
-			all = all[len(ms):]
-			var res *kafka.ProduceResponse
-			var err error
-			// A just-created topic may not have a leader for a moment: retry briefly. The
-			// records are readers consumed by an attempt, so each attempt gets fresh ones.
-			for attempt := 0; ; attempt++ {
-				recs := make([]kafka.Record, len(ms))
-				for j, m := range ms {
-					recs[j] = kafka.Record{Key: kafka.NewBytes([]byte(fmt.Sprintf("k-%d-%d", m.p, m.i))), Value: kafka.NewBytes([]byte(m.value))}
-				}
-				res, err = cl.Produce(ctx, &kafka.ProduceRequest{
-					Topic: env.topic, Partition: p, RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(recs...),
-				})
-				if err == nil && res.Error != nil {
-					err = res.Error
-				}
-				if err == nil || attempt == 50 || ctx.Err() != nil {
-					break
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-			if err != nil {
-				t.Fatalf("produce to partition %d: %v", p, err)
-			}
-			for j, m := range ms {
-				offsets[[2]int{m.p, m.i}] = res.BaseOffset + int64(j)
-			}
-		}
+	for j, m := range msgs {
+		offsets[[2]int{m.p, m.i}] = recs[j].Offset
 	}
 	return offsets
 }
 
-// committed returns the group's committed offset per partition.
+// committed returns the group's committed offset per partition (-1: none).
 func committed(t *testing.T, env kafkaEnv, group string) map[int]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl := &kafka.Client{Addr: kafka.TCP(env.brokers...), Timeout: 10 * time.Second}
-	res, err := cl.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{env.topic: {0, 1, 2}}})
+	offs, err := testsupport.CommittedOffsets(ctx, env.br, group, env.topic, itPartitions)
 	if err != nil {
-		t.Fatalf("offset fetch: %v", err)
-	}
-	if res.Error != nil {
-		t.Fatalf("offset fetch: %v", res.Error)
+		t.Fatal(err)
 	}
 	out := map[int]int64{}
-	for _, p := range res.Topics[env.topic] {
-		if p.Error != nil {
-			t.Fatalf("offset fetch partition %d: %v", p.Partition, p.Error)
-		}
-		out[p.Partition] = p.CommittedOffset
+	for p, o := range offs {
+		out[p] = o
 	}
 	return out
 }
 
 func itConfig(env kafkaEnv, group string) Config {
 	c := Default()
-	c.Brokers, c.Topic, c.GroupID = env.brokers, env.topic, group
+	c.Brokers, c.Topic, c.GroupID = env.br.Addrs, env.topic, group
 	c.Features = []string{"temp", "sensor.hum"}
 	c.BatchSize = 16
 	c.MaxWait = 50 * time.Millisecond
@@ -526,7 +468,7 @@ func groupMembers(t *testing.T, env kafkaEnv, group string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cl := &kafka.Client{Addr: kafka.TCP(env.brokers...), Timeout: 5 * time.Second}
+	cl := &kafka.Client{Addr: kafka.TCP(env.br.Addrs...), Timeout: 5 * time.Second}
 	res, err := cl.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
 	if err != nil || len(res.Groups) != 1 || res.Groups[0].Error != nil || res.Groups[0].GroupState != "Stable" {
 		return 0

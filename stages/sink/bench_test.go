@@ -4,28 +4,28 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
 // benchBatch is a 1000-record batch over 3 partitions, every record an outlier (so emit:
 // outliers writes 1000 messages), with a ~60-byte JSON payload.
 func benchBatch(b *testing.B, mem memory.Allocator) *batch.Batch {
-	rows := make([]row, 1000)
+	rows := make([]testbatch.Row, 1000)
 	for i := range rows {
-		rows[i] = row{part: int32(i % 3), off: int64(i), key: []byte(fmt.Sprintf("sensor-%d", i%50)), ts: ts0,
-			feats:   []float32{float32(i), float32(2 * i)},
-			payload: []byte(fmt.Sprintf(`{"sensor":"sensor-%d","temp":%d.5,"pressure":%d}`, i%50, i, 2*i)),
-			score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, EtaProbability: 0.7,
+		rows[i] = testbatch.Row{Partition: int32(i % 3), Offset: int64(i), Key: []byte(fmt.Sprintf("sensor-%d", i%50)), Time: ts0,
+			Features: []float32{float32(i), float32(2 * i)},
+			Payload:  []byte(fmt.Sprintf(`{"sensor":"sensor-%d","temp":%d.5,"pressure":%d}`, i%50, i, 2*i)),
+			Score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, EtaProbability: 0.7,
 				Subspace: []string{"temp"}, Weight: 8.5, WStar: 6}}
 	}
-	return newBatch(b, mem, "bench", features, false, true, rows)
+	return testbatch.New(b, mem, "bench", features, false, true, rows)
 }
 
 // BenchmarkWrite measures synchronous Write of 1000 outputs (acks=all) for several
@@ -57,16 +57,11 @@ func BenchmarkWrite(b *testing.B) {
 		for _, st := range settings {
 			name := fmt.Sprintf("%s/%s/size=%d/timeout=%v", target, st.format, st.size, st.timeout)
 			b.Run(name, func(b *testing.B) {
-				br := broker{name: target}
+				var br testsupport.Broker
 				if target == "kfake" {
-					c, err := kfake.NewCluster(kfake.NumBrokers(1))
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer c.Close()
-					br.addrs = c.ListenAddrs()
+					br = testsupport.KfakeBroker(b)
 				} else {
-					br.addrs = strings.Split(os.Getenv("KAFKA_BOOTSTRAP"), ",")
+					br = testsupport.RealBroker(b)
 				}
 				cfg := testConfig(b, br)
 				cfg.BatchSize, cfg.BatchTimeout, cfg.Format = st.size, st.timeout, st.format

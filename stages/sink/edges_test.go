@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
 // Tests of the sink at the pipeline's edges (issue 15): extreme and non-finite scores, payloads
@@ -23,18 +24,18 @@ import (
 // extremeRows are records far out: features at 1e20 and FLT_MAX (a common "no reading"
 // sentinel), with the scores such records get or may get: a +Inf kNN weight (the squared
 // distance overflows float32), a NaN, a -Inf and a weight that is finite but huge.
-func extremeRows() []row {
+func extremeRows() []testbatch.Row {
 	inf, nan := math.Inf(1), math.NaN()
-	return []row{
-		{part: 0, off: 1, key: []byte("far"), ts: ts0, feats: []float32{1e20, 0}, payload: []byte(`{"temp":1e20,"pressure":0}`),
-			score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, EtaProbability: 0, Weight: inf, WStar: 6.02}},
-		{part: 0, off: 2, key: []byte("max"), ts: ts0, feats: []float32{math.MaxFloat32, 0}, payload: []byte(`{"temp":3.4028235e38,"pressure":0}`),
-			score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, DensityOutlier: true, EtaProbability: nan,
+	return []testbatch.Row{
+		{Partition: 0, Offset: 1, Key: []byte("far"), Time: ts0, Features: []float32{1e20, 0}, Payload: []byte(`{"temp":1e20,"pressure":0}`),
+			Score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, EtaProbability: 0, Weight: inf, WStar: 6.02}},
+		{Partition: 0, Offset: 2, Key: []byte("max"), Time: ts0, Features: []float32{math.MaxFloat32, 0}, Payload: []byte(`{"temp":3.4028235e38,"pressure":0}`),
+			Score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, DensityOutlier: true, EtaProbability: nan,
 				Subspace: []string{"temp"}, Weight: inf, WStar: inf}},
-		{part: 1, off: 3, key: []byte("neg"), ts: ts0, feats: []float32{-math.MaxFloat32, 0}, payload: []byte(`{"temp":-3.4028235e38,"pressure":0}`),
-			score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, EtaProbability: math.Inf(-1), Weight: nan, WStar: 1}},
-		{part: 1, off: 4, key: []byte("huge"), ts: ts0, feats: []float32{1e20, 1e20}, payload: []byte(`{"temp":1e20,"pressure":1e20}`),
-			score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, EtaProbability: 1e-300, Weight: math.MaxFloat64, WStar: 6.02}},
+		{Partition: 1, Offset: 3, Key: []byte("neg"), Time: ts0, Features: []float32{-math.MaxFloat32, 0}, Payload: []byte(`{"temp":-3.4028235e38,"pressure":0}`),
+			Score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, EtaProbability: math.Inf(-1), Weight: nan, WStar: 1}},
+		{Partition: 1, Offset: 4, Key: []byte("huge"), Time: ts0, Features: []float32{1e20, 1e20}, Payload: []byte(`{"temp":1e20,"pressure":1e20}`),
+			Score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, EtaProbability: 1e-300, Weight: math.MaxFloat64, WStar: 6.02}},
 	}
 }
 
@@ -75,7 +76,7 @@ func TestJSONNonFiniteScores(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	rows := extremeRows()
-	b := newBatch(t, mem, "sensors", features, false, true, rows)
+	b := testbatch.New(t, mem, "sensors", features, false, true, rows)
 	defer b.Record.Release()
 	c, err := batchColumns(b)
 	if err != nil {
@@ -84,7 +85,7 @@ func TestJSONNonFiniteScores(t *testing.T) {
 	for i, r := range rows {
 		v, err := encodeJSON(b, c, i)
 		if err != nil {
-			t.Errorf("row %d (weight %v, w* %v, eta %v): %v", i, r.score.Weight, r.score.WStar, r.score.EtaProbability, err)
+			t.Errorf("row %d (weight %v, w* %v, eta %v): %v", i, r.Score.Weight, r.Score.WStar, r.Score.EtaProbability, err)
 			continue
 		}
 		if !json.Valid(v) || !utf8.Valid(v) {
@@ -96,7 +97,7 @@ func TestJSONNonFiniteScores(t *testing.T) {
 		if err := json.Unmarshal(v, &out); err != nil {
 			t.Fatalf("row %d: %v: %s", i, err, v)
 		}
-		for name, want := range map[string]float64{"weight": r.score.Weight, "w_star": r.score.WStar, "eta_probability": r.score.EtaProbability} {
+		for name, want := range map[string]float64{"weight": r.Score.Weight, "w_star": r.Score.WStar, "eta_probability": r.Score.EtaProbability} {
 			if got := floatOut(t, out.Scores[name]); !sameFloat(got, want) {
 				t.Errorf("row %d: %s = %s, want %v", i, name, out.Scores[name], want)
 			}
@@ -113,13 +114,14 @@ func TestJSONNonFiniteScores(t *testing.T) {
 func TestJSONFiniteScoresUnchanged(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	vals := []float64{0, -0.0, 1e-300, 5e-324, 1e-7, 0.12, 6.02, 1e20, 1e21, math.MaxFloat32, math.MaxFloat64, -math.MaxFloat64}
-	var rows []row
+	// math.Copysign(0, -1) is negative zero (the literal -0.0 is +0 in Go): encoding/json writes it "-0".
+	vals := []float64{0, math.Copysign(0, -1), 1e-300, 5e-324, 1e-7, 0.12, 6.02, 1e20, 1e21, math.MaxFloat32, math.MaxFloat64, -math.MaxFloat64}
+	var rows []testbatch.Row
 	for i, v := range vals {
-		rows = append(rows, row{part: 0, off: int64(i), ts: ts0, feats: []float32{0, 0}, payload: []byte("{}"),
-			score: batch.Score{Scored: true, EtaProbability: v, Weight: v, WStar: v}})
+		rows = append(rows, testbatch.Row{Partition: 0, Offset: int64(i), Time: ts0, Features: []float32{0, 0}, Payload: []byte("{}"),
+			Score: batch.Score{Scored: true, EtaProbability: v, Weight: v, WStar: v}})
 	}
-	b := newBatch(t, mem, "s", features, false, true, rows)
+	b := testbatch.New(t, mem, "s", features, false, true, rows)
 	defer b.Record.Release()
 	c, err := batchColumns(b)
 	if err != nil {
@@ -146,16 +148,16 @@ func TestArrowNonFiniteScores(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	rows := extremeRows()
-	b := newBatch(t, mem, "sensors", features, false, true, rows)
+	b := testbatch.New(t, mem, "sensors", features, false, true, rows)
 	defer b.Record.Release()
 	msgs := arrowOutputs(t, mem, b, 1<<20)
 	seen := 0
 	for _, m := range msgs {
 		forEachArrowRow(t, mem, m.Value, func(get func(string) any) {
 			off := get("_offset").(int64)
-			var r *row
+			var r *testbatch.Row
 			for i := range rows {
-				if rows[i].off == off {
+				if rows[i].Offset == off {
 					r = &rows[i]
 				}
 			}
@@ -163,14 +165,14 @@ func TestArrowNonFiniteScores(t *testing.T) {
 				t.Fatalf("row with offset %d not in the batch", off)
 			}
 			seen++
-			for name, want := range map[string]float64{ColWeight: r.score.Weight, ColWStar: r.score.WStar, ColEtaProbability: r.score.EtaProbability} {
+			for name, want := range map[string]float64{ColWeight: r.Score.Weight, ColWStar: r.Score.WStar, ColEtaProbability: r.Score.EtaProbability} {
 				got, ok := get(name).(float64)
 				if !ok || !sameFloat(got, want) {
 					t.Errorf("offset %d: %s = %v, want %v", off, name, get(name), want)
 				}
 			}
-			if got := get("temp").(float32); got != r.feats[0] {
-				t.Errorf("offset %d: temp = %v, want %v", off, got, r.feats[0])
+			if got := get("temp").(float32); got != r.Features[0] {
+				t.Errorf("offset %d: temp = %v, want %v", off, got, r.Features[0])
 			}
 		})
 	}
@@ -259,12 +261,12 @@ func TestJSONPayloadInvalidUTF8(t *testing.T) {
 		[]byte("{\"temp\":1,\"pressure\":2,\"\xc3\x28\":\"x\"}"),        // invalid UTF-8 in a key
 		[]byte("{\"temp\":1,\"pressure\":2,\"note\":\"\xed\xa0\x80\"}"), // an encoded surrogate
 	}
-	var rows []row
+	var rows []testbatch.Row
 	for i, p := range payloads {
-		rows = append(rows, row{part: 0, off: int64(i), ts: ts0, feats: []float32{1, 2}, payload: p,
-			score: batch.Score{Scored: true, Weight: 1, WStar: 2}})
+		rows = append(rows, testbatch.Row{Partition: 0, Offset: int64(i), Time: ts0, Features: []float32{1, 2}, Payload: p,
+			Score: batch.Score{Scored: true, Weight: 1, WStar: 2}})
 	}
-	b := newBatch(t, mem, "s", features, false, true, rows)
+	b := testbatch.New(t, mem, "s", features, false, true, rows)
 	defer b.Record.Release()
 	c, err := batchColumns(b)
 	if err != nil {
@@ -305,10 +307,10 @@ func TestJSONPayloadInvalidUTF8(t *testing.T) {
 func TestArrowStableIDs(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	var rows []row
+	var rows []testbatch.Row
 	for i := 0; i < 40; i++ {
-		rows = append(rows, row{part: int32(i % 3), off: int64(100 + i/3), ts: ts0, feats: []float32{float32(i), 1}, payload: []byte("{}"),
-			score: batch.Score{Scored: true, Outlier: i%4 == 0, Weight: float64(i), WStar: 20}})
+		rows = append(rows, testbatch.Row{Partition: int32(i % 3), Offset: int64(100 + i/3), Time: ts0, Features: []float32{float32(i), 1}, Payload: []byte("{}"),
+			Score: batch.Score{Scored: true, Outlier: i%4 == 0, Weight: float64(i), WStar: 20}})
 	}
 	// idsOf encodes rows as batches cut at the given boundaries and returns id -> temp of each
 	// output row, and the message keys.
@@ -316,7 +318,7 @@ func TestArrowStableIDs(t *testing.T) {
 		ids, keys := map[string]float32{}, map[string]bool{}
 		lo := 0
 		for _, hi := range append(cuts, len(rows)) {
-			b := newBatch(t, mem, "sensors", features, false, true, rows[lo:hi])
+			b := testbatch.New(t, mem, "sensors", features, false, true, rows[lo:hi])
 			for _, m := range arrowOutputs(t, mem, b, maxBytes) {
 				keys[string(m.Key)] = true
 				forEachArrowRow(t, mem, m.Value, func(get func(string) any) {

@@ -5,12 +5,15 @@ import (
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
 // TestSetEmit: a live reload of emit applies to the next Write; an invalid value is refused and
 // the running one stays.
 func TestSetEmit(t *testing.T) {
-	forEachBroker(t, func(t *testing.T, br broker) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		for _, format := range []Format{FormatJSON, FormatArrow} {
 			t.Run(string(format), func(t *testing.T) {
 				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
@@ -22,7 +25,7 @@ func TestSetEmit(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer s.Close()
-				b := newBatch(t, mem, "sensors", features, false, true, sampleRows())
+				b := testbatch.New(t, mem, "sensors", features, false, true, sampleRows())
 				defer b.Record.Release()
 				outliers, rows := int64(0), int64(b.Len())
 				for _, sc := range b.Scores {
@@ -47,8 +50,8 @@ func TestSetEmit(t *testing.T) {
 					}
 					parts := map[int32]bool{}
 					for _, r := range sampleRows() {
-						if all || r.score.Outlier {
-							parts[r.part] = true
+						if all || r.Score.Outlier {
+							parts[r.Partition] = true
 						}
 					}
 					return int64(len(parts))

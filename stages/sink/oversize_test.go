@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
 // Regression tests for inputs near the broker's message limit (found by the pipeline's
@@ -24,7 +26,7 @@ import (
 // value (then key) cut to fit and the original length in outlierd-truncated; a small one is
 // untouched.
 func TestOversizeDeadLetter(t *testing.T) {
-	forEachBroker(t, func(t *testing.T, br broker) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		cfg := testConfig(t, br)
 		cfg.MaxMessageBytes = 4096 // the same arithmetic as the default 1,000,000, at test size
 		s, err := New(cfg)
@@ -42,10 +44,10 @@ func TestOversizeDeadLetter(t *testing.T) {
 		if err := s.WriteDeadLetters(context.Background(), dls); err != nil {
 			t.Fatalf("WriteDeadLetters: %v (an oversized dead letter must be cut to fit, not fail the write)", err)
 		}
-		recs := consume(t, br, cfg.DeadLetterTopic, len(dls))
+		recs := testsupport.ConsumeExactly(t, br, cfg.DeadLetterTopic, len(dls))
 		for _, r := range recs {
-			src, _ := header(r, HeaderSource)
-			trunc, hasTrunc := header(r, HeaderTruncated)
+			src, _ := testsupport.Header(r, HeaderSource)
+			trunc, hasTrunc := testsupport.Header(r, HeaderTruncated)
 			size := len(r.Key) + len(r.Value)
 			for _, h := range r.Headers {
 				size += len(h.Key) + len(h.Value)
@@ -69,7 +71,7 @@ func TestOversizeDeadLetter(t *testing.T) {
 			default:
 				t.Errorf("unexpected dead letter %q", src)
 			}
-			if reason, _ := header(r, HeaderError); reason != "not JSON" {
+			if reason, _ := testsupport.Header(r, HeaderError); reason != "not JSON" {
 				t.Errorf("%s: reason %q", src, reason)
 			}
 		}
@@ -81,7 +83,7 @@ func TestOversizeDeadLetter(t *testing.T) {
 // payload_bytes), scores included; the others keep their payloads. Nothing goes to the
 // dead-letter topic.
 func TestOversizeOutput(t *testing.T) {
-	forEachBroker(t, func(t *testing.T, br broker) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer mem.AssertSize(t, 0)
 		cfg := testConfig(t, br)
@@ -94,11 +96,11 @@ func TestOversizeOutput(t *testing.T) {
 		defer s.Close()
 		bigPayload := []byte(`{"temp":21.5,"pressure":1013,"pad":"` + strings.Repeat("x", 8000) + `"}`)
 		sc := batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, Weight: 9, WStar: 6}
-		rows := []row{
-			{part: 0, off: 1, key: []byte("a"), ts: ts0, feats: []float32{21.5, 1013}, payload: bigPayload, score: sc},
-			{part: 0, off: 2, key: []byte("b"), ts: ts0.Add(time.Millisecond), feats: []float32{20, 1000}, payload: []byte(`{"temp":20}`), score: sc},
+		rows := []testbatch.Row{
+			{Partition: 0, Offset: 1, Key: []byte("a"), Time: ts0, Features: []float32{21.5, 1013}, Payload: bigPayload, Score: sc},
+			{Partition: 0, Offset: 2, Key: []byte("b"), Time: ts0.Add(time.Millisecond), Features: []float32{20, 1000}, Payload: []byte(`{"temp":20}`), Score: sc},
 		}
-		b := newBatch(t, mem, "in", features, false, true, rows)
+		b := testbatch.New(t, mem, "in", features, false, true, rows)
 		defer b.Record.Release()
 		if err := s.Write(context.Background(), b); err != nil {
 			t.Fatalf("Write: %v", err)
@@ -106,7 +108,7 @@ func TestOversizeOutput(t *testing.T) {
 		if st := s.Stats(); st.Outputs != 2 || st.DeadLetters != 0 {
 			t.Fatalf("stats %+v: want 2 outputs, no dead letters", st)
 		}
-		for _, r := range consume(t, br, cfg.Topic, 2) {
+		for _, r := range testsupport.ConsumeExactly(t, br, cfg.Topic, 2) {
 			var o struct {
 				ID              string          `json:"id"`
 				Payload         json.RawMessage `json:"payload"`

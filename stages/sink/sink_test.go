@@ -19,10 +19,11 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -30,26 +31,26 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 var ts0 = time.Date(2026, 11, 3, 10, 0, 0, 123_000_000, time.UTC)
 
 // sampleRows covers the cases of the JSON schema: key kinds, payload kinds, each verdict.
-func sampleRows() []row {
-	return []row{
-		{part: 0, off: 10, key: []byte("sensor-1"), ts: ts0, feats: []float32{21.5, 1013}, sds: []float32{0.1, 2},
-			payload: []byte(`{"temp": 21.5, "pressure": 1013, "note": "<ok> & fine"}`),
-			score: batch.Score{Scored: true, Outlier: true, DensityOutlier: true, EtaProbability: 0.12,
+func sampleRows() []testbatch.Row {
+	return []testbatch.Row{
+		{Partition: 0, Offset: 10, Key: []byte("sensor-1"), Time: ts0, Features: []float32{21.5, 1013}, SD: []float32{0.1, 2},
+			Payload: []byte(`{"temp": 21.5, "pressure": 1013, "note": "<ok> & fine"}`),
+			Score: batch.Score{Scored: true, Outlier: true, DensityOutlier: true, EtaProbability: 0.12,
 				Subspace: []string{"temp", "pressure"}, Weight: 3.5, WStar: 6.02}},
-		{part: 0, off: 11, key: []byte("sensor-2"), ts: ts0.Add(time.Millisecond), feats: []float32{20, 1000}, sds: []float32{0.1, 2},
-			payload: []byte(`{"temp":20,"pressure":1000}`),
-			score:   batch.Score{Scored: true, EtaProbability: 0.83, Subspace: []string{"temp"}, Weight: 2.104, WStar: 6.02}},
-		{part: 1, off: 7, key: []byte{0xff, 0x00, 0xfe}, ts: ts0.Add(2 * time.Millisecond), feats: []float32{99, 2000}, sds: []float32{0.5, 3},
-			payload: []byte("temp=99 pressure=2000"),
-			score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, EtaProbability: 0.9,
+		{Partition: 0, Offset: 11, Key: []byte("sensor-2"), Time: ts0.Add(time.Millisecond), Features: []float32{20, 1000}, SD: []float32{0.1, 2},
+			Payload: []byte(`{"temp":20,"pressure":1000}`),
+			Score:   batch.Score{Scored: true, EtaProbability: 0.83, Subspace: []string{"temp"}, Weight: 2.104, WStar: 6.02}},
+		{Partition: 1, Offset: 7, Key: []byte{0xff, 0x00, 0xfe}, Time: ts0.Add(2 * time.Millisecond), Features: []float32{99, 2000}, SD: []float32{0.5, 3},
+			Payload: []byte("temp=99 pressure=2000"),
+			Score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, EtaProbability: 0.9,
 				Subspace: []string{"pressure"}, Weight: 8.3149, WStar: 6.02}},
-		{part: 1, off: 8, key: nil, ts: ts0.Add(3 * time.Millisecond), feats: []float32{-40, 500}, sds: []float32{1, 1},
-			payload: []byte{0xc3, 0x28, 0x01},
-			score: batch.Score{Scored: true, Outlier: true, DensityOutlier: true, DistanceOutlier: true, EtaProbability: 0.004,
+		{Partition: 1, Offset: 8, Key: nil, Time: ts0.Add(3 * time.Millisecond), Features: []float32{-40, 500}, SD: []float32{1, 1},
+			Payload: []byte{0xc3, 0x28, 0x01},
+			Score: batch.Score{Scored: true, Outlier: true, DensityOutlier: true, DistanceOutlier: true, EtaProbability: 0.004,
 				Subspace: []string{"temp"}, Weight: 12, WStar: 6.02}},
-		{part: 2, off: 0, key: []byte("sensor-3"), ts: ts0.Add(4 * time.Millisecond), feats: []float32{22, 1012}, sds: []float32{0.1, 2},
-			payload: []byte(`"just a string"`),
-			score:   batch.Score{}},
+		{Partition: 2, Offset: 0, Key: []byte("sensor-3"), Time: ts0.Add(4 * time.Millisecond), Features: []float32{22, 1012}, SD: []float32{0.1, 2},
+			Payload: []byte(`"just a string"`),
+			Score:   batch.Score{}},
 	}
 }
 
@@ -59,7 +60,7 @@ var features = []string{"temp", "pressure"}
 func TestJSONGolden(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	b := newBatch(t, mem, "sensors", features, true, true, sampleRows())
+	b := testbatch.New(t, mem, "sensors", features, true, true, sampleRows())
 	defer b.Record.Release()
 	b.ModelVersion = 3
 	c, err := batchColumns(b)
@@ -180,7 +181,7 @@ func with(b *batch.Batch, f func(*batch.Batch)) *batch.Batch {
 func TestBatchContractErrors(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	good := newBatch(t, mem, "in", features, false, true, sampleRows())
+	good := testbatch.New(t, mem, "in", features, false, true, sampleRows())
 	defer good.Record.Release()
 	tests := []struct {
 		name string
@@ -211,7 +212,7 @@ func TestBatchContractErrors(t *testing.T) {
 // and that a record with a non-finite score reaches the output topic (its NaN written as the
 // string "NaN"), not the dead-letter topic.
 func TestWriteJSON(t *testing.T) {
-	forEachBroker(t, func(t *testing.T, br broker) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		for _, emit := range []Emit{EmitOutliers, EmitAll} {
 			t.Run(string(emit), func(t *testing.T) {
 				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
@@ -226,10 +227,10 @@ func TestWriteJSON(t *testing.T) {
 
 				rows := sampleRows()
 				// A NaN weight has no JSON number: it is written as "NaN" and the record goes out.
-				rows = append(rows, row{part: 2, off: 1, key: []byte("sensor-nan"), ts: ts0, feats: []float32{1, 2},
-					payload: []byte(`{"temp":1}`),
-					score:   batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, Weight: math.NaN(), WStar: 1}})
-				b := newBatch(t, mem, "sensors", features, false, true, rows)
+				rows = append(rows, testbatch.Row{Partition: 2, Offset: 1, Key: []byte("sensor-nan"), Time: ts0, Features: []float32{1, 2},
+					Payload: []byte(`{"temp":1}`),
+					Score:   batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, Weight: math.NaN(), WStar: 1}})
+				b := testbatch.New(t, mem, "sensors", features, false, true, rows)
 				defer b.Record.Release()
 				b.ModelVersion = 7
 				if err := s.Write(context.Background(), b); err != nil {
@@ -238,15 +239,15 @@ func TestWriteJSON(t *testing.T) {
 
 				var wantIDs []string
 				for _, r := range rows {
-					if emit == EmitAll || r.score.Outlier {
-						wantIDs = append(wantIDs, outputID("sensors", r.part, r.off))
+					if emit == EmitAll || r.Score.Outlier {
+						wantIDs = append(wantIDs, outputID("sensors", r.Partition, r.Offset))
 					}
 				}
-				recs := consume(t, br, cfg.Topic, len(wantIDs))
+				recs := testsupport.ConsumeExactly(t, br, cfg.Topic, len(wantIDs))
 				var gotIDs []string
 				c, _ := batchColumns(b)
 				for _, r := range recs {
-					id, ok := header(r, HeaderID)
+					id, ok := testsupport.Header(r, HeaderID)
 					if !ok {
 						t.Fatalf("output without %s header", HeaderID)
 					}
@@ -279,7 +280,7 @@ func TestWriteJSON(t *testing.T) {
 					t.Errorf("output ids %v, want %v", gotIDs, wantIDs)
 				}
 
-				consume(t, br, cfg.DeadLetterTopic, 0) // nothing there
+				testsupport.ConsumeExactly(t, br, cfg.DeadLetterTopic, 0) // nothing there
 				if st := s.Stats(); st.Outputs != int64(len(wantIDs)) || st.DeadLetters != 0 || st.Batches != 1 {
 					t.Errorf("stats %+v", st)
 				}
@@ -290,7 +291,7 @@ func TestWriteJSON(t *testing.T) {
 
 // TestWriteArrow reads the outputs back with arrow's IPC reader.
 func TestWriteArrow(t *testing.T) {
-	forEachBroker(t, func(t *testing.T, br broker) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer mem.AssertSize(t, 0)
 		cfg := testConfig(t, br)
@@ -301,14 +302,14 @@ func TestWriteArrow(t *testing.T) {
 		}
 		defer s.Close()
 		rows := sampleRows()
-		b := newBatch(t, mem, "sensors", features, true, true, rows)
+		b := testbatch.New(t, mem, "sensors", features, true, true, rows)
 		defer b.Record.Release()
 		b.ModelVersion = 3
 		if err := s.Write(context.Background(), b); err != nil {
 			t.Fatalf("Write: %v", err)
 		}
 		// Rows cover partitions 0 (offsets 10-11), 1 (7-8) and 2 (0): three messages.
-		recs := consume(t, br, cfg.Topic, 3)
+		recs := testsupport.ConsumeExactly(t, br, cfg.Topic, 3)
 		wantKeys := map[string][]int{"sensors/0/10-11": {0, 1}, "sensors/1/7-8": {2, 3}, "sensors/2/0-0": {4}}
 		for _, r := range recs {
 			idx, ok := wantKeys[string(r.Key)]
@@ -316,7 +317,7 @@ func TestWriteArrow(t *testing.T) {
 				t.Fatalf("unexpected key %q", r.Key)
 			}
 			delete(wantKeys, string(r.Key))
-			if id, _ := header(r, HeaderID); id != string(r.Key) {
+			if id, _ := testsupport.Header(r, HeaderID); id != string(r.Key) {
 				t.Errorf("header %s = %q, want the key", HeaderID, id)
 			}
 			checkArrowMessage(t, mem, r.Value, rows, idx)
@@ -325,7 +326,7 @@ func TestWriteArrow(t *testing.T) {
 }
 
 // checkArrowMessage decodes one Arrow output and compares it with rows[idx...].
-func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []row, idx []int) {
+func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []testbatch.Row, idx []int) {
 	t.Helper()
 	rd, err := ipc.NewReader(bytes.NewReader(value), ipc.WithAllocator(mem))
 	if err != nil {
@@ -354,49 +355,49 @@ func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []
 	}
 	for k, i := range idx {
 		r := rows[i]
-		if got := rec.Column(0).(*array.Float32).Value(k); got != r.feats[0] {
-			t.Errorf("row %d temp %v, want %v", i, got, r.feats[0])
+		if got := rec.Column(0).(*array.Float32).Value(k); got != r.Features[0] {
+			t.Errorf("row %d temp %v, want %v", i, got, r.Features[0])
 		}
-		if got := rec.Column(3).(*array.Float32).Value(k); got != r.sds[1] {
-			t.Errorf("row %d pressure_sd %v, want %v", i, got, r.sds[1])
+		if got := rec.Column(3).(*array.Float32).Value(k); got != r.SD[1] {
+			t.Errorf("row %d pressure_sd %v, want %v", i, got, r.SD[1])
 		}
-		if got := rec.Column(5).(*array.Int64).Value(k); got != r.off {
-			t.Errorf("row %d offset %v, want %v", i, got, r.off)
+		if got := rec.Column(5).(*array.Int64).Value(k); got != r.Offset {
+			t.Errorf("row %d offset %v, want %v", i, got, r.Offset)
 		}
 		keys := rec.Column(6).(*array.Binary)
-		if (r.key == nil) != keys.IsNull(k) || (r.key != nil && !bytes.Equal(keys.Value(k), r.key)) {
+		if (r.Key == nil) != keys.IsNull(k) || (r.Key != nil && !bytes.Equal(keys.Value(k), r.Key)) {
 			t.Errorf("row %d key mismatch", i)
 		}
-		if got := rec.Column(7).(*array.Timestamp).Value(k); got != arrow.Timestamp(r.ts.UnixMilli()) {
+		if got := rec.Column(7).(*array.Timestamp).Value(k); got != arrow.Timestamp(r.Time.UnixMilli()) {
 			t.Errorf("row %d timestamp %v", i, got)
 		}
-		if got, want := rec.Column(8).(*array.String).Value(k), outputID("sensors", r.part, r.off); got != want {
+		if got, want := rec.Column(8).(*array.String).Value(k), outputID("sensors", r.Partition, r.Offset); got != want {
 			t.Errorf("row %d %s %q, want %q", i, ColID, got, want)
 		}
 		scored := rec.Column(9).(*array.Boolean).Value(k)
-		if scored != r.score.Scored {
+		if scored != r.Score.Scored {
 			t.Errorf("row %d scored %v", i, scored)
 		}
 		eta := rec.Column(12).(*array.Float64)
-		if r.score.Scored && eta.Value(k) != r.score.EtaProbability || !r.score.Scored && !eta.IsNull(k) {
+		if r.Score.Scored && eta.Value(k) != r.Score.EtaProbability || !r.Score.Scored && !eta.IsNull(k) {
 			t.Errorf("row %d eta-probability %v (null %v)", i, eta.Value(k), eta.IsNull(k))
 		}
-		if got := rec.Column(14).(*array.Float64).Value(k); r.score.Scored && got != r.score.Weight {
+		if got := rec.Column(14).(*array.Float64).Value(k); r.Score.Scored && got != r.Score.Weight {
 			t.Errorf("row %d weight %v", i, got)
 		}
 		sub := rec.Column(16).(*array.List)
-		if r.score.Scored {
+		if r.Score.Scored {
 			start, end := sub.ValueOffsets(k)
 			names := sub.ListValues().(*array.String)
 			var got []string
 			for j := start; j < end; j++ {
 				got = append(got, names.Value(int(j)))
 			}
-			if !reflect.DeepEqual(got, r.score.Subspace) {
-				t.Errorf("row %d subspace %v, want %v", i, got, r.score.Subspace)
+			if !reflect.DeepEqual(got, r.Score.Subspace) {
+				t.Errorf("row %d subspace %v, want %v", i, got, r.Score.Subspace)
 			}
 		}
-		if got := rec.Column(17).(*array.String).Value(k); got != explain(r.score) {
+		if got := rec.Column(17).(*array.String).Value(k); got != explain(r.Score) {
 			t.Errorf("row %d explanation %q", i, got)
 		}
 	}
@@ -408,7 +409,7 @@ func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []
 // TestArrowSplit checks that a stream above max_message_bytes is split by rows, every emitted
 // row arriving exactly once, and that emit: outliers keeps only outliers.
 func TestArrowSplit(t *testing.T) {
-	forEachBroker(t, func(t *testing.T, br broker) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer mem.AssertSize(t, 0)
 		cfg := testConfig(t, br)
@@ -419,17 +420,17 @@ func TestArrowSplit(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		var rows []row
+		var rows []testbatch.Row
 		outliers := map[int64]bool{}
 		for i := 0; i < 600; i++ {
-			r := row{part: 0, off: int64(i), key: []byte("k"), ts: ts0, feats: []float32{float32(i), 0}, payload: []byte("{}"),
-				score: batch.Score{Scored: true, Outlier: i%2 == 0, DistanceOutlier: i%2 == 0, Weight: float64(i), WStar: 1}}
-			if r.score.Outlier {
-				outliers[r.off] = true
+			r := testbatch.Row{Partition: 0, Offset: int64(i), Key: []byte("k"), Time: ts0, Features: []float32{float32(i), 0}, Payload: []byte("{}"),
+				Score: batch.Score{Scored: true, Outlier: i%2 == 0, DistanceOutlier: i%2 == 0, Weight: float64(i), WStar: 1}}
+			if r.Score.Outlier {
+				outliers[r.Offset] = true
 			}
 			rows = append(rows, r)
 		}
-		b := newBatch(t, mem, "big", features, false, true, rows)
+		b := testbatch.New(t, mem, "big", features, false, true, rows)
 		defer b.Record.Release()
 		if err := s.Write(context.Background(), b); err != nil {
 			t.Fatalf("Write: %v", err)
@@ -438,7 +439,7 @@ func TestArrowSplit(t *testing.T) {
 		if st.Outputs < 2 || st.DeadLetters != 0 {
 			t.Fatalf("stats %+v: want the stream split into several messages, no dead letters", st)
 		}
-		recs := consume(t, br, cfg.Topic, int(st.Outputs))
+		recs := testsupport.ConsumeExactly(t, br, cfg.Topic, int(st.Outputs))
 		seen := map[int64]int{}
 		for _, r := range recs {
 			if len(r.Value) > cfg.MaxMessageBytes {
@@ -472,7 +473,7 @@ func TestArrowSplit(t *testing.T) {
 }
 
 func TestWriteDeadLetters(t *testing.T) {
-	forEachBroker(t, func(t *testing.T, br broker) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		cfg := testConfig(t, br)
 		s, err := New(cfg)
 		if err != nil {
@@ -488,22 +489,22 @@ func TestWriteDeadLetters(t *testing.T) {
 		if err := s.WriteDeadLetters(context.Background(), dls); err != nil {
 			t.Fatalf("WriteDeadLetters: %v", err)
 		}
-		recs := consume(t, br, cfg.DeadLetterTopic, len(dls))
+		recs := testsupport.ConsumeExactly(t, br, cfg.DeadLetterTopic, len(dls))
 		for _, d := range dls {
 			src := outputID(d.Topic, int32(d.Partition), d.Offset)
 			found := false
 			for _, r := range recs {
-				if h, _ := header(r, HeaderSource); h != src {
+				if h, _ := testsupport.Header(r, HeaderSource); h != src {
 					continue
 				}
 				found = true
 				if !bytes.Equal(r.Value, d.Value) || !bytes.Equal(r.Key, d.Key) {
 					t.Errorf("%s: key %q value %q", src, r.Key, r.Value)
 				}
-				if h, _ := header(r, HeaderError); h != d.Reason {
+				if h, _ := testsupport.Header(r, HeaderError); h != d.Reason {
 					t.Errorf("%s: reason %q", src, h)
 				}
-				if h, _ := header(r, HeaderTime); h != d.Time.Format(time.RFC3339Nano) {
+				if h, _ := testsupport.Header(r, HeaderTime); h != d.Time.Format(time.RFC3339Nano) {
 					t.Errorf("%s: time %q", src, h)
 				}
 			}
@@ -522,7 +523,8 @@ func TestWriteDeadLetters(t *testing.T) {
 func TestWriteWaitsForAck(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	c, br := newKfake(t)
+	br := testsupport.KfakeBroker(t)
+	c := br.Kfake
 	cfg := testConfig(t, br)
 	s, err := New(cfg)
 	if err != nil {
@@ -539,7 +541,7 @@ func TestWriteWaitsForAck(t *testing.T) {
 		return nil, nil, false // then let the cluster handle (and acknowledge) it
 	})
 
-	b := newBatch(t, mem, "in", features, false, true, sampleRows())
+	b := testbatch.New(t, mem, "in", features, false, true, sampleRows())
 	defer b.Record.Release()
 	done := make(chan error, 1)
 	go func() { done <- s.Write(context.Background(), b) }()
@@ -566,7 +568,7 @@ func TestWriteWaitsForAck(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Write did not return after the acknowledgement")
 	}
-	consume(t, br, cfg.Topic, 3) // rows 0, 2 and 3 are outliers
+	testsupport.ConsumeExactly(t, br, cfg.Topic, 3) // rows 0, 2 and 3 are outliers
 }
 
 // TestWriteFailsWithoutAck makes the broker answer every produce with NOT_ENOUGH_REPLICAS (what
@@ -574,7 +576,8 @@ func TestWriteWaitsForAck(t *testing.T) {
 func TestWriteFailsWithoutAck(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	c, br := newKfake(t)
+	br := testsupport.KfakeBroker(t)
+	c := br.Kfake
 	cfg := testConfig(t, br)
 	cfg.MaxAttempts = 2
 	s, err := New(cfg)
@@ -590,21 +593,9 @@ func TestWriteFailsWithoutAck(t *testing.T) {
 		mu.Lock()
 		acks = append(acks, req.Acks)
 		mu.Unlock()
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.NotEnoughReplicas.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return testsupport.FailProduce(req, kerr.NotEnoughReplicas), nil, true
 	})
-	b := newBatch(t, mem, "in", features, false, true, sampleRows())
+	b := testbatch.New(t, mem, "in", features, false, true, sampleRows())
 	defer b.Record.Release()
 	err = s.Write(context.Background(), b)
 	if err == nil {
@@ -626,16 +617,6 @@ func TestWriteFailsWithoutAck(t *testing.T) {
 	if st := s.Stats(); st != (Stats{}) {
 		t.Errorf("stats after a failed write: %+v", st)
 	}
-}
-
-func newKfake(t *testing.T) (*kfake.Cluster, broker) {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c, broker{name: "kfake", addrs: c.ListenAddrs(), kfake: c}
 }
 
 func sameSet(a, b []string) bool {
@@ -660,7 +641,7 @@ func sameSet(a, b []string) bool {
 // TestWriteOrder writes 1000 outputs encoded by 3 workers and checks that each partition's
 // outputs arrive in source-offset order (same key, same partition, same order).
 func TestWriteOrder(t *testing.T) {
-	forEachBroker(t, func(t *testing.T, br broker) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer mem.AssertSize(t, 0)
 		cfg := testConfig(t, br)
@@ -669,19 +650,19 @@ func TestWriteOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		rows := make([]row, 1000)
+		rows := make([]testbatch.Row, 1000)
 		for i := range rows {
-			rows[i] = row{part: 0, off: int64(i), key: []byte{byte('a' + i%7)}, ts: ts0, feats: []float32{1, 2},
-				payload: []byte("{}"), score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, Weight: 2, WStar: 1}}
+			rows[i] = testbatch.Row{Partition: 0, Offset: int64(i), Key: []byte{byte('a' + i%7)}, Time: ts0, Features: []float32{1, 2},
+				Payload: []byte("{}"), Score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, Weight: 2, WStar: 1}}
 		}
-		b := newBatch(t, mem, "in", features, false, true, rows)
+		b := testbatch.New(t, mem, "in", features, false, true, rows)
 		defer b.Record.Release()
 		if err := s.Write(context.Background(), b); err != nil {
 			t.Fatal(err)
 		}
 		last := map[string]int64{}
 		part := map[string]int32{}
-		for _, r := range consume(t, br, cfg.Topic, len(rows)) {
+		for _, r := range testsupport.ConsumeExactly(t, br, cfg.Topic, len(rows)) {
 			var out jsonOutput
 			if err := json.Unmarshal(r.Value, &out); err != nil {
 				t.Fatal(err)
@@ -701,7 +682,7 @@ func TestWriteOrder(t *testing.T) {
 
 // TestCompression writes through every codec and reads the outputs back.
 func TestCompression(t *testing.T) {
-	forEachBroker(t, func(t *testing.T, br broker) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		for _, codec := range []string{"gzip", "snappy", "lz4", "zstd"} {
 			t.Run(codec, func(t *testing.T) {
 				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
@@ -713,12 +694,12 @@ func TestCompression(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer s.Close()
-				b := newBatch(t, mem, "in", features, false, true, sampleRows())
+				b := testbatch.New(t, mem, "in", features, false, true, sampleRows())
 				defer b.Record.Release()
 				if err := s.Write(context.Background(), b); err != nil {
 					t.Fatalf("Write: %v", err)
 				}
-				for _, r := range consume(t, br, cfg.Topic, 3) {
+				for _, r := range testsupport.ConsumeExactly(t, br, cfg.Topic, 3) {
 					var out struct{ Scores jsonScores }
 					if err := json.Unmarshal(r.Value, &out); err != nil || !out.Scores.Outlier {
 						t.Errorf("output %s: %v", r.Value, err)

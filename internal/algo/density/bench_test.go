@@ -2,10 +2,10 @@ package density
 
 import (
 	"fmt"
-	"math"
 	"runtime"
-	"syscall"
 	"testing"
+
+	"github.com/outlierd/outlierd/internal/testsupport/cputime"
 )
 
 // BenchmarkDetectClustersIndependent: the paper's default detection, 'independent' with s = 800
@@ -14,14 +14,14 @@ func BenchmarkDetectClustersIndependent(b *testing.B) {
 	m, _, _ := buildModel(b, "one", 100_000, 10, 200)
 	p := DefaultParams()
 	b.ResetTimer()
-	cpu0 := cpuSeconds()
+	cpu0 := cputime.Seconds()
 	for b.Loop() {
 		if _, err := m.DetectClusters(p); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/detect")
-	b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/detect")
+	b.ReportMetric((cputime.Seconds()-cpu0)/float64(b.N), "cpu-s/detect")
 }
 
 // BenchmarkRecordsExact: the fast record-granularity method (independent, exact 1-D) on
@@ -36,7 +36,7 @@ func BenchmarkRecordsExact(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	cpu0 := cpuSeconds()
+	cpu0 := cputime.Seconds()
 	for b.Loop() {
 		if err := m.DetectRecords(d.Cols, d.SD, p, out); err != nil {
 			b.Fatal(err)
@@ -46,7 +46,7 @@ func BenchmarkRecordsExact(b *testing.B) {
 	rate := records / b.Elapsed().Seconds()
 	b.ReportMetric(rate, "records/s")
 	b.ReportMetric(rate/float64(runtime.GOMAXPROCS(0)), "records/s/core")
-	b.ReportMetric(records/(cpuSeconds()-cpu0), "records/cpu-s")
+	b.ReportMetric(records/(cputime.Seconds()-cpu0), "records/cpu-s")
 }
 
 // BenchmarkRecordsSampled: the sampled detection, independent at record granularity
@@ -71,7 +71,7 @@ func BenchmarkRecordsSampled(b *testing.B) {
 			m.noBounds = plain
 			defer func() { m.noBounds = false }()
 			m.Bounds() // built once per model, outside the loop, as in a stream
-			cpu0 := cpuSeconds()
+			cpu0 := cputime.Seconds()
 			for b.Loop() {
 				if err := m.DetectRecords(means, sds, p, out); err != nil {
 					b.Fatal(err)
@@ -79,7 +79,7 @@ func BenchmarkRecordsSampled(b *testing.B) {
 			}
 			records := float64(rows) * float64(b.N)
 			b.ReportMetric(records/b.Elapsed().Seconds(), "records/s")
-			b.ReportMetric(records/(cpuSeconds()-cpu0), "records/cpu-s")
+			b.ReportMetric(records/(cputime.Seconds()-cpu0), "records/cpu-s")
 		})
 	}
 }
@@ -111,14 +111,4 @@ func BenchmarkModesByDims(b *testing.B) {
 			})
 		}
 	}
-}
-
-// cpuSeconds is the process's user+system CPU time: on a shared machine the wall time of a
-// benchmark depends on the other tenants, its CPU time much less.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return math.NaN()
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }

@@ -2,6 +2,8 @@ package hypercube
 
 import (
 	"testing"
+
+	"github.com/outlierd/outlierd/internal/testsupport/testcols"
 )
 
 // BenchmarkDetect: uniform data in the paper's SuSy shape, scaled down for the dev machine (the
@@ -12,7 +14,7 @@ func BenchmarkDetect(b *testing.B) {
 		n, d int
 	}{{"500k x 18", 500_000, 18}, {"200k x 28", 200_000, 28}} {
 		b.Run(c.name, func(b *testing.B) {
-			cols := uniform(newRand(b, 1), c.n, c.d)
+			cols := testcols.Uniform(newRand(b, 1), c.n, c.d)
 			b.ResetTimer()
 			for range b.N {
 				res, err := Detect(cols, Params{Bins: DefaultBins})
@@ -30,7 +32,7 @@ func BenchmarkDetect(b *testing.B) {
 // rebuilt once: the counts changed), evict the oldest batch.
 func BenchmarkCountsBatch(b *testing.B) {
 	const batch, win, d = 10_000, 10, 10
-	data := blobs(newRand(b, 3), batch*(win+20), d, 8)
+	data := testcols.Blobs(newRand(b, 3), batch*(win+20), d, 8)
 	g, err := FitGrid(data, DefaultBins)
 	if err != nil {
 		b.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/outlierd/outlierd/internal/testsupport/testcols"
 )
 
 func sub(cols [][]float32, lo, hi int) [][]float32 {
@@ -31,14 +33,14 @@ func TestCountsSlidingWindow(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const batches = 14
-			data := blobs(r, c.batch*batches, c.d, 4)
+			data := testcols.Blobs(r, c.batch*batches, c.d, 4)
 			// Freeze the grid on the first window; later batches reach outside it.
 			g, err := FitGrid(sub(data, 0, c.batch*c.win), c.bins)
 			if err != nil {
 				t.Fatal(err)
 			}
 			cnt := NewCounts(g)
-			queries := blobs(r, 60, c.d, 4)
+			queries := testcols.Blobs(r, 60, c.d, 4)
 			for b := range batches {
 				if err := cnt.Add(sub(data, b*c.batch, (b+1)*c.batch)); err != nil {
 					t.Fatal(err)

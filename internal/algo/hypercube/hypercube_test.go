@@ -8,45 +8,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/outlierd/outlierd/internal/testsupport/testcols"
 )
 
 func newRand(t testing.TB, seed uint64) *rand.Rand {
 	t.Helper()
 	t.Logf("seed %d", seed)
 	return rand.New(rand.NewPCG(seed, 0x6879706572))
-}
-
-func uniform(r *rand.Rand, n, d int) [][]float32 {
-	cols := make([][]float32, d)
-	for j := range cols {
-		cols[j] = make([]float32, n)
-		for i := range cols[j] {
-			cols[j][i] = r.Float32()
-		}
-	}
-	return cols
-}
-
-// blobs: k Gaussian clusters (sd 0.04) around random centres, plus 2% uniform noise: dense
-// neighbourhoods and empty ones in the same set.
-func blobs(r *rand.Rand, n, d, k int) [][]float32 {
-	centres := uniform(r, k, d)
-	cols := make([][]float32, d)
-	for j := range cols {
-		cols[j] = make([]float32, n)
-	}
-	for i := range n {
-		c := r.IntN(k)
-		noise := r.IntN(50) == 0
-		for j := range d {
-			if noise {
-				cols[j][i] = r.Float32()
-			} else {
-				cols[j][i] = centres[j][c] + float32(0.04*r.NormFloat64())
-			}
-		}
-	}
-	return cols
 }
 
 // bruteCoords computes every row's cell independently of Grid: x normalised to [0,1] by the
@@ -132,15 +101,15 @@ func TestDetectMatchesBruteForce(t *testing.T) {
 		bins int
 		make func(r *rand.Rand) [][]float32
 	}{
-		{"uniform 3-D b=7", 7, func(r *rand.Rand) [][]float32 { return uniform(r, 2000, 3) }},
-		{"uniform 10-D b=4", 4, func(r *rand.Rand) [][]float32 { return uniform(r, 1500, 10) }},
-		{"blobs 6-D b=7", 7, func(r *rand.Rand) [][]float32 { return blobs(r, 2000, 6, 5) }},
-		{"blobs 18-D b=7", 7, func(r *rand.Rand) [][]float32 { return blobs(r, 1500, 18, 4) }},
-		{"b=2", 2, func(r *rand.Rand) [][]float32 { return uniform(r, 800, 5) }},
-		{"one dimension", 7, func(r *rand.Rand) [][]float32 { return blobs(r, 1000, 1, 3) }},
-		{"one dimension b=1000", 1000, func(r *rand.Rand) [][]float32 { return uniform(r, 1000, 1) }},
+		{"uniform 3-D b=7", 7, func(r *rand.Rand) [][]float32 { return testcols.Uniform(r, 2000, 3) }},
+		{"uniform 10-D b=4", 4, func(r *rand.Rand) [][]float32 { return testcols.Uniform(r, 1500, 10) }},
+		{"blobs 6-D b=7", 7, func(r *rand.Rand) [][]float32 { return testcols.Blobs(r, 2000, 6, 5) }},
+		{"blobs 18-D b=7", 7, func(r *rand.Rand) [][]float32 { return testcols.Blobs(r, 1500, 18, 4) }},
+		{"b=2", 2, func(r *rand.Rand) [][]float32 { return testcols.Uniform(r, 800, 5) }},
+		{"one dimension", 7, func(r *rand.Rand) [][]float32 { return testcols.Blobs(r, 1000, 1, 3) }},
+		{"one dimension b=1000", 1000, func(r *rand.Rand) [][]float32 { return testcols.Uniform(r, 1000, 1) }},
 		{"duplicates", 5, func(r *rand.Rand) [][]float32 {
-			c := uniform(r, 1200, 4)
+			c := testcols.Uniform(r, 1200, 4)
 			for j := range c {
 				for i := range c[j] {
 					c[j][i] = c[j][i%9] // 9 distinct points, each repeated
@@ -149,7 +118,7 @@ func TestDetectMatchesBruteForce(t *testing.T) {
 			return c
 		}},
 		{"all points in one cell", 7, func(r *rand.Rand) [][]float32 {
-			c := uniform(r, 300, 3)
+			c := testcols.Uniform(r, 300, 3)
 			for j := range c {
 				for i := range c[j] {
 					c[j][i] = 0.5 // every dimension constant: one cell
@@ -158,15 +127,15 @@ func TestDetectMatchesBruteForce(t *testing.T) {
 			return c
 		}},
 		{"one constant dimension", 6, func(r *rand.Rand) [][]float32 {
-			c := uniform(r, 700, 3)
+			c := testcols.Uniform(r, 700, 3)
 			for i := range c[1] {
 				c[1][i] = -3
 			}
 			return c
 		}},
-		{"empty neighbours b=50", 50, func(r *rand.Rand) [][]float32 { return uniform(r, 300, 4) }},
+		{"empty neighbours b=50", 50, func(r *rand.Rand) [][]float32 { return testcols.Uniform(r, 300, 4) }},
 		{"x exactly at 0, 1/b boundaries and 1.0", 4, func(r *rand.Rand) [][]float32 {
-			c := uniform(r, 1000, 3)
+			c := testcols.Uniform(r, 1000, 3)
 			for j := range c {
 				for i := range c[j] {
 					c[j][i] = float32(r.IntN(9)) / 8 // 0, 0.125, ..., 1.0: edges of the 4 bins and x = 1
@@ -174,11 +143,11 @@ func TestDetectMatchesBruteForce(t *testing.T) {
 			}
 			return c
 		}},
-		{"d=128 b=3 clustered", 3, func(r *rand.Rand) [][]float32 { return blobs(r, 600, 128, 3) }},
-		{"d=128 b=7 uniform", 7, func(r *rand.Rand) [][]float32 { return uniform(r, 400, 128) }},
-		{"d=40 b=300 (multi-word, 9 bits)", 300, func(r *rand.Rand) [][]float32 { return blobs(r, 800, 40, 2) }},
+		{"d=128 b=3 clustered", 3, func(r *rand.Rand) [][]float32 { return testcols.Blobs(r, 600, 128, 3) }},
+		{"d=128 b=7 uniform", 7, func(r *rand.Rand) [][]float32 { return testcols.Uniform(r, 400, 128) }},
+		{"d=40 b=300 (multi-word, 9 bits)", 300, func(r *rand.Rand) [][]float32 { return testcols.Blobs(r, 800, 40, 2) }},
 		{"negative and large values", 7, func(r *rand.Rand) [][]float32 {
-			c := blobs(r, 1000, 5, 3)
+			c := testcols.Blobs(r, 1000, 5, 3)
 			for j := range c {
 				for i := range c[j] {
 					c[j][i] = c[j][i]*1e6 - 3e5
@@ -304,7 +273,7 @@ func TestErrors(t *testing.T) {
 func TestDistinctOrder(t *testing.T) {
 	r := newRand(t, 5)
 	for _, bins := range []int{2, 7, 300} {
-		cols := blobs(r, 5000, 30, 3)
+		cols := testcols.Blobs(r, 5000, 30, 3)
 		g, err := FitGrid(cols, bins)
 		if err != nil {
 			t.Fatal(err)
@@ -401,10 +370,10 @@ func TestDistinctParallelMatchesStableSort(t *testing.T) {
 		bins    int
 		workers int
 	}{
-		{"few cells, 1 word", blobs(r, 20000, 3, 2), 3, 7},
-		{"few cells, 3 words", blobs(r, 20000, 50, 2), 3, 5},
-		{"distinct, 2 words", uniform(r, 30000, 28), 7, 7},
-		{"16-bit fields", uniform(r, 10000, 7), MaxBins, 3},
+		{"few cells, 1 word", testcols.Blobs(r, 20000, 3, 2), 3, 7},
+		{"few cells, 3 words", testcols.Blobs(r, 20000, 50, 2), 3, 5},
+		{"distinct, 2 words", testcols.Uniform(r, 30000, 28), 7, 7},
+		{"16-bit fields", testcols.Uniform(r, 10000, 7), MaxBins, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			parallelism = func() int { return c.workers }

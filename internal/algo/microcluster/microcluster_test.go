@@ -3,11 +3,11 @@ package microcluster
 import (
 	"math"
 	"math/rand/v2"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/internal/testsupport/cputime"
 )
 
 // randomCols returns n rows of r uniform [0,1) means and sds, column-major.
@@ -384,14 +384,14 @@ func BenchmarkCluster(b *testing.B) {
 		fn   func(means, sds [][]float32, q, iterations int, seed uint64, workers int) (*MicroClusters, []int32, error)
 	}{{"bounded", Cluster}, {"plain", clusterPlain}} {
 		b.Run(bc.name, func(b *testing.B) {
-			start, cpu0 := time.Now(), cpuSeconds()
+			start, cpu0 := time.Now(), cputime.Seconds()
 			for range b.N {
 				if _, _, err := bc.fn(d.Cols, d.SD, 200, 4, 1, 0); err != nil {
 					b.Fatal(err)
 				}
 			}
 			sec := time.Since(start).Seconds() / float64(b.N)
-			b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/cluster")
+			b.ReportMetric((cputime.Seconds()-cpu0)/float64(b.N), "cpu-s/cluster")
 			bytes := float64(p.Rows*p.Dims*4) * 4 * 2
 			b.ReportMetric(sec, "s/cluster")
 			b.ReportMetric(bytes/sec/1e9, "GB/s")
@@ -411,14 +411,4 @@ func BenchmarkAssign(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(out))*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/float64(len(out)*200*10), "ns/row-centroid-dim")
-}
-
-// cpuSeconds is the process's user+system CPU time: on a shared machine the wall time of a
-// benchmark depends on the other tenants, its CPU time much less.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return math.NaN()
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }

@@ -110,14 +110,6 @@ var dataSets = []dataSet{
 	{"tiny", func(r *rand.Rand) [][]float32 { return gaussCols(r, 300, 2, 1e-15) }},
 }
 
-func outlierRows(res Result) []int {
-	rows := make([]int, len(res.Outliers))
-	for i, o := range res.Outliers {
-		rows[i] = o.Row
-	}
-	return rows
-}
-
 func TestBruteForceMatchesNaive(t *testing.T) {
 	t.Parallel()
 	for si, ds := range dataSets {

@@ -1,13 +1,11 @@
 package kafkasec_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/core/checkpoint"
 	"github.com/outlierd/outlierd/internal/core/kafkasec"
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/ingest"
 	"github.com/outlierd/outlierd/stages/sink"
 )
@@ -65,24 +64,6 @@ func (b secureBroker) variants() []variant {
 		{"SASL_SSL SCRAM-SHA-512", b.saslSSL, kafkasec.Config{TLS: tlsCA, SASL: sasl(kafkasec.MechanismSCRAMSHA512)}},
 		{"SSL client certificate", b.mtls, kafkasec.Config{TLS: kafkasec.TLS{Enabled: true, CAFile: b.ca, CertFile: b.cert, KeyFile: b.key}}},
 	}
-}
-
-// syncBuffer is a log destination written by the Reader's goroutines and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // createTopics creates the topics (1 partition each) through a client using sec's Transport.
@@ -154,7 +135,7 @@ func testSecureFlow(t *testing.T, b secureBroker, v variant) {
 	}
 
 	// 2. The source reads them through a consumer group.
-	var logs syncBuffer
+	var logs testsupport.LogBuffer
 	log := zerolog.New(&logs).Level(zerolog.DebugLevel)
 	srcCfg := ingest.Default()
 	srcCfg.Brokers, srcCfg.Topic, srcCfg.GroupID, srcCfg.Security = []string{v.bootstrap}, in, "outlierd-sec-"+suffix, v.sec
@@ -298,7 +279,7 @@ func TestSecureRefusals(t *testing.T) {
 			if werr == nil {
 				t.Error("the sink wrote through a refused connection")
 			}
-			var logs syncBuffer
+			var logs testsupport.LogBuffer
 			ic := ingest.Default()
 			ic.Brokers, ic.Topic, ic.GroupID, ic.Features, ic.Security = []string{tc.bootstrap}, "outlierd-sec-refused", "outlierd-sec-refused", []string{"a"}, tc.sec
 			src, err := ingest.NewSource(ic, checkpoint.New(), memory.DefaultAllocator, zerolog.New(&logs).Level(zerolog.DebugLevel))
