@@ -349,8 +349,8 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan item, out chan<- i
 	// gpuSeen are the GPU's running totals already added to the metrics; after each batch the
 	// change (this batch's kernels and copies, and those of any model rebuild since) is added.
 	var gpuSeen struct {
-		kernel   time.Duration
-		up, down int64
+		kernel              time.Duration
+		up, down, fallbacks int64
 	}
 	for open := true; open; {
 		select {
@@ -382,8 +382,9 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan item, out chan<- i
 			p.metrics.ObserveBatch(metrics.StageDetect, time.Since(start))
 			if g := p.dev.GPU(); g != nil {
 				k, up, down := g.Counters()
-				p.metrics.AddGPU(k-gpuSeen.kernel, up-gpuSeen.up, down-gpuSeen.down)
-				gpuSeen.kernel, gpuSeen.up, gpuSeen.down = k, up, down
+				fb := p.dev.Fallbacks()
+				p.metrics.AddGPU(k-gpuSeen.kernel, up-gpuSeen.up, down-gpuSeen.down, fb-gpuSeen.fallbacks)
+				gpuSeen.kernel, gpuSeen.up, gpuSeen.down, gpuSeen.fallbacks = k, up, down, fb
 			}
 			p.metrics.SetWindow(p.stage.Window().Len(), p.stage.Window().Cap())
 			if err != nil {

@@ -86,6 +86,7 @@ type Metrics struct {
 	commits, commitErrors, lagPollErrors        prometheus.Counter
 	windowRecords, windowCapacity               prometheus.Gauge
 	gpuKernelSeconds                            prometheus.Counter
+	gpuFallbacks                                prometheus.Counter
 	gpuBytesToDevice, gpuBytesToHost            prometheus.Counter
 	brokerConnected                             prometheus.Gauge
 
@@ -137,6 +138,7 @@ func New() *Metrics {
 	m.windowRecords = gauge("outlierd_window_records", "Records in the sliding window the next model is built from.")
 	m.windowCapacity = gauge("outlierd_window_capacity", "Capacity of the sliding window (detect.window).")
 	m.gpuKernelSeconds = counter("outlierd_gpu_kernel_seconds_total", "Time spent in GPU kernels (0 on the CPU).")
+	m.gpuFallbacks = counter("outlierd_gpu_fallbacks_total", "GPU steps that failed on the device and ran on the CPU instead (same results; internal/accel's policy).")
 	bytesMoved := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outlierd_gpu_transfer_bytes_total",
 		Help: "Bytes copied between host and GPU (0 on the CPU)."}, []string{"direction"})
 	m.gpuBytesToDevice = bytesMoved.WithLabelValues("host_to_device")
@@ -149,7 +151,7 @@ func New() *Metrics {
 		m.batchDuration[s] = hist.WithLabelValues(s.String())
 	}
 	m.reg.MustRegister(m.recordsIn, m.recordsOut, m.flagged, m.deadLetters, m.commits, m.commitErrors,
-		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.gpuKernelSeconds, bytesMoved,
+		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.gpuKernelSeconds, m.gpuFallbacks, bytesMoved,
 		m.brokerConnected, hist, stateCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -229,10 +231,12 @@ func (m *Metrics) SetDevice(name string) {
 	m.mu.Unlock()
 }
 
-// AddGPU adds GPU work: kernel time and bytes copied each way. Nothing calls it on the CPU,
+// AddGPU adds GPU work: kernel time, bytes copied each way, and the steps that failed on the
+// device and ran on the CPU instead. Nothing calls it on the CPU,
 // where the series stay 0.
-func (m *Metrics) AddGPU(kernel time.Duration, hostToDevice, deviceToHost int64) {
+func (m *Metrics) AddGPU(kernel time.Duration, hostToDevice, deviceToHost, fallbacks int64) {
 	m.gpuKernelSeconds.Add(kernel.Seconds())
+	m.gpuFallbacks.Add(float64(fallbacks))
 	m.gpuBytesToDevice.Add(float64(hostToDevice))
 	m.gpuBytesToHost.Add(float64(deviceToHost))
 }

@@ -201,7 +201,7 @@ outlierd_broker_connected 0
 	m.SetDevice("cuda:NVIDIA H100")
 	m.SetLag("sensors", map[int]int64{0: 1})
 	m.SetQueue("scored", nil)
-	m.AddGPU(250*time.Millisecond, 4096, 1024)
+	m.AddGPU(250*time.Millisecond, 4096, 1024, 2)
 	if err := scrapeAndCompare(t, srv.URL+"/metrics", strings.NewReader(`
 # HELP outlierd_device_info The device the detectors run on (value always 1).
 # TYPE outlierd_device_info gauge
@@ -219,8 +219,11 @@ outlierd_gpu_kernel_seconds_total 0.25
 # TYPE outlierd_gpu_transfer_bytes_total counter
 outlierd_gpu_transfer_bytes_total{direction="device_to_host"} 1024
 outlierd_gpu_transfer_bytes_total{direction="host_to_device"} 4096
+# HELP outlierd_gpu_fallbacks_total GPU steps that failed on the device and ran on the CPU instead (same results; internal/accel's policy).
+# TYPE outlierd_gpu_fallbacks_total counter
+outlierd_gpu_fallbacks_total 2
 `), "outlierd_device_info", "outlierd_consumer_lag", "outlierd_queue_batches", "outlierd_gpu_kernel_seconds_total",
-		"outlierd_gpu_transfer_bytes_total"); err != nil {
+		"outlierd_gpu_transfer_bytes_total", "outlierd_gpu_fallbacks_total"); err != nil {
 		t.Fatalf("after changes: %v", err)
 	}
 }
