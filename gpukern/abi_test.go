@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -17,7 +18,8 @@ type abiCase struct {
 // kernelSources are the sources the layout tests read, embedded so that the test binary checks
 // them wherever it runs (gpucheck.sh runs it from the repository root on the GPU machine).
 //
-//go:embed density.cu density.ptx hypercube.cu hypercube.ptx
+//go:embed density.cu density.ptx hypercube.cu hypercube.ptx knn.cu knn.ptx microcluster.cu microcluster.ptx
+//go:embed solvingset.cu solvingset.ptx proclus.cu proclus.ptx
 var kernelSources embed.FS
 
 var (
@@ -110,4 +112,83 @@ func TestHypercubeABI(t *testing.T) {
 	})
 	checkPTXParam(t, "hypercube.ptx", "hc_encode", reflect.TypeFor[hcEncodeParams]())
 	checkPTXParam(t, "hypercube.ptx", "hc_density", reflect.TypeFor[hcDensityParams]())
+}
+
+// entryName matches a kernel entry of a PTX file.
+var entryName = regexp.MustCompile(`\.entry (\w+)\(`)
+
+// checkPTXEntries holds every kernel of a PTX file to its Go mirror (by name, or by prefix for a
+// family of instantiations): each entry takes exactly one struct of the mirror's size, and no
+// entry is left without a mirror (the positional launch form is gone).
+func checkPTXEntries(t *testing.T, ptx string, mirrors map[string]reflect.Type) {
+	t.Helper()
+	src, err := kernelSources.ReadFile(ptx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := entryName.FindAllSubmatch(src, -1)
+	if len(entries) == 0 {
+		t.Fatalf("%s: no kernel entries", ptx)
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		kernel := string(e[1])
+		goType, key := mirrors[kernel], kernel
+		for prefix, tp := range mirrors {
+			if goType == nil && strings.HasSuffix(prefix, "*") && strings.HasPrefix(kernel, strings.TrimSuffix(prefix, "*")) {
+				goType, key = tp, prefix
+			}
+		}
+		if goType == nil {
+			t.Errorf("%s: kernel %s has no Go parameter struct", ptx, kernel)
+			continue
+		}
+		seen[key] = true
+		checkPTXParam(t, ptx, kernel, goType)
+	}
+	for key := range mirrors {
+		if !seen[key] {
+			t.Errorf("%s: no kernel %s", ptx, key)
+		}
+	}
+}
+
+func TestKernelABI(t *testing.T) {
+	checkABI(t, []abiCase{
+		{"knn.cu", "KnnParams", reflect.TypeFor[knnParams]()},
+		{"microcluster.cu", "McAssignParams", reflect.TypeFor[mcAssignParams]()},
+		{"microcluster.cu", "McReduceParams", reflect.TypeFor[mcReduceParams]()},
+		{"microcluster.cu", "McFinalizeParams", reflect.TypeFor[mcFinalizeParams]()},
+		{"solvingset.cu", "SsInitParams", reflect.TypeFor[ssInitParams]()},
+		{"solvingset.cu", "SsGatherParams", reflect.TypeFor[ssGatherParams]()},
+		{"solvingset.cu", "SsCtocParams", reflect.TypeFor[ssCtocParams]()},
+		{"solvingset.cu", "SsDtocParams", reflect.TypeFor[ssDtocParams]()},
+		{"solvingset.cu", "SsCandNNParams", reflect.TypeFor[ssCandNNParams]()},
+		{"solvingset.cu", "SsCandListParams", reflect.TypeFor[ssCandListParams]()},
+		{"solvingset.cu", "SsSelectParams", reflect.TypeFor[ssSelectParams]()},
+		{"proclus.cu", "PcLocalityParams", reflect.TypeFor[pcLocalityParams]()},
+		{"proclus.cu", "PcAssignParams", reflect.TypeFor[pcAssignParams]()},
+		{"proclus.cu", "PcSpreadParams", reflect.TypeFor[pcSpreadParams]()},
+	})
+	// 18 instantiations (2 queue sizes x 9 dimension variants), one struct.
+	checkPTXEntries(t, "knn.ptx", map[string]reflect.Type{"knn_weights_*": reflect.TypeFor[knnParams]()})
+	checkPTXEntries(t, "microcluster.ptx", map[string]reflect.Type{
+		"assign_nearest":  reflect.TypeFor[mcAssignParams](),
+		"cf_reduce_chunk": reflect.TypeFor[mcReduceParams](),
+		"cf_finalize":     reflect.TypeFor[mcFinalizeParams](),
+	})
+	checkPTXEntries(t, "solvingset.ptx", map[string]reflect.Type{
+		"ss_init":       reflect.TypeFor[ssInitParams](),
+		"ss_gather":     reflect.TypeFor[ssGatherParams](),
+		"ss_ctoc":       reflect.TypeFor[ssCtocParams](),
+		"ss_dtoc":       reflect.TypeFor[ssDtocParams](),
+		"ss_candnn_*":   reflect.TypeFor[ssCandNNParams](),
+		"ss_candlist_*": reflect.TypeFor[ssCandListParams](),
+		"ss_select":     reflect.TypeFor[ssSelectParams](),
+	})
+	checkPTXEntries(t, "proclus.ptx", map[string]reflect.Type{
+		"proclus_locality": reflect.TypeFor[pcLocalityParams](),
+		"proclus_assign":   reflect.TypeFor[pcAssignParams](),
+		"proclus_spread":   reflect.TypeFor[pcSpreadParams](),
+	})
 }

@@ -223,30 +223,6 @@ func (d *Device) Close() error {
 	return nil
 }
 
-// launch starts kernel on the default stream with the given 64-bit parameters (cu copies 8 bytes
-// from every parameter pointer, so only 8-byte values may be passed). Kernels whose parameters are
-// one struct passed by value use launchStruct instead. Owner thread only.
-func (d *Device) launch(kernel string, grid, block [3]int, shared int, params ...any) error {
-	ptrs := make([]unsafe.Pointer, len(params))
-	for i, p := range params {
-		switch v := p.(type) {
-		case cu.DevicePtr:
-			ptrs[i] = unsafe.Pointer(&v)
-		case int64:
-			ptrs[i] = unsafe.Pointer(&v)
-		case float64:
-			ptrs[i] = unsafe.Pointer(&v)
-		case uint64:
-			ptrs[i] = unsafe.Pointer(&v)
-		default:
-			return fmt.Errorf("kernel %s: parameter %d has type %T; only 8-byte DevicePtr, int64, float64 are safe with cu v0.9.6", kernel, i, p)
-		}
-	}
-	return d.timed(kernel, grid, block, shared, func(fn cu.Function) error {
-		return fn.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, cu.Stream{}, ptrs)
-	})
-}
-
 // timed runs start (one launch of kernel) between two events, for Counters' kernel time. With
 // OUTLIERD_CUDA_SYNC=1 it synchronises so that an asynchronous fault is reported here, by this
 // kernel. Owner thread only.

@@ -63,7 +63,8 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (
 				return err
 			}
 		}
-		return d.launch("ss_init", [3]int{(rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0, b.heap, b.ub, b.state, N, K)
+		return launchParams(d, "ss_init", [3]int{(rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
+			&ssInitParams{Heap: uint64(b.heap), UB: uint64(b.ub), State: uint64(b.state), N: N, K: K})
 	})
 	if err != nil {
 		return nil, err
@@ -90,8 +91,10 @@ func (d *Device) distTake(n *distNode, rows []int) (coords, lnn []float32, err e
 		}
 		d.toDevice.Add(int64(nc) * 4)
 		b := &n.b
-		if err := d.launch("ss_gather", [3]int{(nc + 127) / 128, 1, 1}, [3]int{128, 1, 1}, 0,
-			b.x, int64(n.rows), int64(n.dims), b.heap, int64(n.k), b.cand, int64(nc), b.state, b.candX, b.candHeap); err != nil {
+		if err := launchParams(d, "ss_gather", [3]int{(nc + 127) / 128, 1, 1}, [3]int{128, 1, 1}, 0, &ssGatherParams{
+			X: uint64(b.x), N: int64(n.rows), Dims: int64(n.dims), Heap: uint64(b.heap), K: int64(n.k),
+			Cand: uint64(b.cand), Nc: int64(nc), State: uint64(b.state), CandX: uint64(b.candX),
+			CandHeap: uint64(b.candHeap)}); err != nil {
 			return err
 		}
 		if err := download(d, "candidate coordinates", coords, b.candX); err != nil {
@@ -143,16 +146,19 @@ func (d *Device) distCompare(n *distNode, coords, lnnc []float32, minOUT float64
 		}
 		d.toDevice.Add(int64(nc) * 4)
 		N, NC, K := int64(n.rows), int64(nc), int64(n.k)
-		if err := d.launch("ss_dtoc", [3]int{(n.rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, nc*(n.dims+1)*4,
-			b.x, N, int64(n.dims), b.candX, b.candDone, NC, K, b.state, b.heap, b.ub, b.distM, n.margin, minOUT); err != nil {
+		if err := launchParams(d, "ss_dtoc", [3]int{(n.rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, nc*(n.dims+1)*4,
+			&ssDtocParams{X: uint64(b.x), N: N, Dims: int64(n.dims), CandX: uint64(b.candX), CandDone: uint64(b.candDone),
+				Nc: NC, K: K, State: uint64(b.state), Heap: uint64(b.heap), UB: uint64(b.ub), DistM: uint64(b.distM),
+				Margin: n.margin, MinOUT: minOUT}); err != nil {
 			return err
 		}
 		candlist := "ss_candlist_q64" // the warp queue that holds k (64 or 256 slots)
 		if n.k > 64 {
 			candlist = "ss_candlist_q256"
 		}
-		if err := d.launch(candlist, [3]int{nc, 1, 1}, [3]int{ssCandNNThreads, 1, 1}, 0,
-			b.distM, N, K, b.candHeap, b.candDone, n.margin, minOUT, n.list, NC); err != nil {
+		if err := launchParams(d, candlist, [3]int{nc, 1, 1}, [3]int{ssCandNNThreads, 1, 1}, 0, &ssCandListParams{
+			DistM: uint64(b.distM), N: N, K: K, CandHeap: uint64(b.candHeap), CandDone: uint64(b.candDone),
+			Margin: n.margin, MinOUT: minOUT, List: uint64(n.list), Nc: NC}); err != nil {
 			return err
 		}
 		return download(d, "done flags", done32, b.candDone)
@@ -213,8 +219,9 @@ func (d *Device) distSelect(n *distNode, m int, minOUT float64) (rows []int, ub 
 		if err := cu.MemsetD8(b.active, 0, 8); err != nil {
 			return fmt.Errorf("cuMemsetD8(active): %w", err)
 		}
-		if err := d.launch("ss_select", [3]int{n.blocks, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0,
-			b.ub, b.state, int64(n.rows), int64(m), n.margin, minOUT, b.selKey, b.selIdx, b.active); err != nil {
+		if err := launchParams(d, "ss_select", [3]int{n.blocks, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0, &ssSelectParams{
+			UB: uint64(b.ub), State: uint64(b.state), N: int64(n.rows), M: int64(m), Margin: n.margin, MinOUT: minOUT,
+			OutKey: uint64(b.selKey), OutIdx: uint64(b.selIdx), Active: uint64(b.active)}); err != nil {
 			return err
 		}
 		if err := download(d, "selection keys", keys, b.selKey); err != nil {

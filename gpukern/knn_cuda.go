@@ -107,6 +107,7 @@ func (d *Device) launchKNN(sp cu.DevicePtr, ns int, qp cu.DevicePtr, nq, dims, k
 	if self {
 		selfArg = 1
 	}
-	return d.launch(name, [3]int{grid, 1, 1}, [3]int{knnBlock, 1, 1}, shared,
-		sp, int64(ns), qp, int64(nq), int64(dims), int64(k), int64(tile), selfArg, op)
+	return launchParams(d, name, [3]int{grid, 1, 1}, [3]int{knnBlock, 1, 1}, shared, &knnParams{S: uint64(sp),
+		Ns: int64(ns), Q: uint64(qp), Nq: int64(nq), D: int64(dims), K: int64(k), Tile: int64(tile), Self: selfArg,
+		Out: uint64(op)})
 }

@@ -46,3 +46,9 @@ func (d *Device) launchStruct(kernel string, grid, block [3]int, shared int, par
 		return fmt.Errorf("CUresult %d", int(r))
 	})
 }
+
+// launchParams launches kernel with *p, a Go mirror of its parameter struct (kernel_abi.go,
+// density_abi.go, hypercube_abi.go), as its one by-value parameter. Owner thread only.
+func launchParams[P any](d *Device, kernel string, grid, block [3]int, shared int, p *P) error {
+	return d.launchStruct(kernel, grid, block, shared, unsafe.Pointer(p), unsafe.Sizeof(*p))
+}

@@ -5,6 +5,12 @@
 // float32 (c[j*q + c]); assign is n int32 (-1 or out of range = no cluster); the cluster features
 // are column-major float64 [d][q] and counts int64 [q].
 
+// Parameters: each kernel takes one struct by value (gpukern's launchStruct; Go mirrors in
+// kernel_abi.go, held to the static_asserts by TestKernelABI) and hands its members to an inlined
+// body with __restrict__ parameters, which keeps the loads on the read-only path (ld.global.nc)
+// except the query reload in tile_dist2: there __ldg costs assign_nearest 8 registers (56 -> 64),
+// and a plain ld.global is L1-cached on sm_70 and later alike.
+
 #include "tile.cuh"
 
 #define BATCH TILE_BATCH
@@ -14,7 +20,7 @@
 // Euclidean distance (float32, each op rounded, dimensions in index order: the sequence of
 // microcluster.SquaredDistance). Strictly-smaller comparisons in increasing centroid order give
 // ties to the lowest index; all-NaN distances leave cluster 0, as on the CPU.
-extern "C" __global__ void assign_nearest(const float* __restrict__ X, long long n,
+static __device__ __forceinline__ void assign_nearest_body(const float* __restrict__ X, long long n,
                                           const float* __restrict__ C, long long q, long long d,
                                           long long tile, int* __restrict__ assign) {
     extern __shared__ float sC[];  // [d][tile]
@@ -44,6 +50,28 @@ extern "C" __global__ void assign_nearest(const float* __restrict__ X, long long
     if (live) assign[i] = bestC;
 }
 
+// McAssignParams is assign_nearest's parameter, passed by value (Go mirror: mcAssignParams).
+struct McAssignParams {
+    const float* X;
+    long long n;
+    const float* C;
+    long long q;
+    long long d;
+    long long tile;
+    int* assign;
+};
+static_assert(sizeof(McAssignParams) == 56, "McAssignParams size");
+static_assert(offsetof(McAssignParams, X) == 0, "McAssignParams.X");
+static_assert(offsetof(McAssignParams, n) == 8, "McAssignParams.n");
+static_assert(offsetof(McAssignParams, C) == 16, "McAssignParams.C");
+static_assert(offsetof(McAssignParams, q) == 24, "McAssignParams.q");
+static_assert(offsetof(McAssignParams, d) == 32, "McAssignParams.d");
+static_assert(offsetof(McAssignParams, tile) == 40, "McAssignParams.tile");
+static_assert(offsetof(McAssignParams, assign) == 48, "McAssignParams.assign");
+extern "C" __global__ void assign_nearest(const McAssignParams P) {
+    assign_nearest_body(P.X, P.n, P.C, P.q, P.d, P.tile, P.assign);
+}
+
 #define RED_TILE 1024
 
 // cf_reduce_chunk: one block per (chunk, dimension): blockIdx.x = chunk of `chunk` rows,
@@ -53,7 +81,7 @@ extern "C" __global__ void assign_nearest(const float* __restrict__ X, long long
 // contraction cannot change a result). Blocks of dimension 0 also count members. Rows are staged
 // through shared memory so each warp reads them as broadcasts.
 // Outputs: part[((chunk*d + j)*3 + s)*q + c] for s = CF1, CF2, EF2, and pcount[chunk*q + c].
-extern "C" __global__ void cf_reduce_chunk(const float* __restrict__ X, const float* __restrict__ E,
+static __device__ __forceinline__ void cf_reduce_chunk_body(const float* __restrict__ X, const float* __restrict__ E,
                                            const int* __restrict__ assign, long long n, long long d,
                                            long long q, long long chunk, double* __restrict__ part,
                                            long long* __restrict__ pcount) {
@@ -97,12 +125,38 @@ extern "C" __global__ void cf_reduce_chunk(const float* __restrict__ X, const fl
     }
 }
 
+// McReduceParams is cf_reduce_chunk's parameter, passed by value (Go mirror: mcReduceParams).
+struct McReduceParams {
+    const float* X;
+    const float* E;
+    const int* assign;
+    long long n;
+    long long d;
+    long long q;
+    long long chunk;
+    double* part;
+    long long* pcount;
+};
+static_assert(sizeof(McReduceParams) == 72, "McReduceParams size");
+static_assert(offsetof(McReduceParams, X) == 0, "McReduceParams.X");
+static_assert(offsetof(McReduceParams, E) == 8, "McReduceParams.E");
+static_assert(offsetof(McReduceParams, assign) == 16, "McReduceParams.assign");
+static_assert(offsetof(McReduceParams, n) == 24, "McReduceParams.n");
+static_assert(offsetof(McReduceParams, d) == 32, "McReduceParams.d");
+static_assert(offsetof(McReduceParams, q) == 40, "McReduceParams.q");
+static_assert(offsetof(McReduceParams, chunk) == 48, "McReduceParams.chunk");
+static_assert(offsetof(McReduceParams, part) == 56, "McReduceParams.part");
+static_assert(offsetof(McReduceParams, pcount) == 64, "McReduceParams.pcount");
+extern "C" __global__ void cf_reduce_chunk(const McReduceParams P) {
+    cf_reduce_chunk_body(P.X, P.E, P.assign, P.n, P.d, P.q, P.chunk, P.part, P.pcount);
+}
+
 // cf_finalize: one thread per (dimension, cluster), plus the counts: adds the chunk partials in
 // chunk order (microcluster.Reduce's merge order, so the totals are bit-identical), writes
 // cf[(s*d + j)*q + c] and count[c], and, when cent is not null, the new centroid
 // float32(CF1/n) or, for an empty cluster, leaves the previous centroid (microcluster.Cluster's
 // anchor rule).
-extern "C" __global__ void cf_finalize(const double* __restrict__ part,
+static __device__ __forceinline__ void cf_finalize_body(const double* __restrict__ part,
                                        const long long* __restrict__ pcount, long long chunks,
                                        long long d, long long q, double* __restrict__ cf,
                                        long long* __restrict__ count, float* __restrict__ cent) {
@@ -123,4 +177,28 @@ extern "C" __global__ void cf_finalize(const double* __restrict__ part,
     cf[(2 * d + j) * q + c] = s3;
     if (j == 0) count[c] = nc;
     if (cent && nc > 0) cent[j * q + c] = (float)__ddiv_rn(s1, (double)nc);
+}
+
+// McFinalizeParams is cf_finalize's parameter, passed by value (Go mirror: mcFinalizeParams).
+struct McFinalizeParams {
+    const double* part;
+    const long long* pcount;
+    long long chunks;
+    long long d;
+    long long q;
+    double* cf;
+    long long* count;
+    float* cent;
+};
+static_assert(sizeof(McFinalizeParams) == 64, "McFinalizeParams size");
+static_assert(offsetof(McFinalizeParams, part) == 0, "McFinalizeParams.part");
+static_assert(offsetof(McFinalizeParams, pcount) == 8, "McFinalizeParams.pcount");
+static_assert(offsetof(McFinalizeParams, chunks) == 16, "McFinalizeParams.chunks");
+static_assert(offsetof(McFinalizeParams, d) == 24, "McFinalizeParams.d");
+static_assert(offsetof(McFinalizeParams, q) == 32, "McFinalizeParams.q");
+static_assert(offsetof(McFinalizeParams, cf) == 40, "McFinalizeParams.cf");
+static_assert(offsetof(McFinalizeParams, count) == 48, "McFinalizeParams.count");
+static_assert(offsetof(McFinalizeParams, cent) == 56, "McFinalizeParams.cent");
+extern "C" __global__ void cf_finalize(const McFinalizeParams P) {
+    cf_finalize_body(P.part, P.pcount, P.chunks, P.d, P.q, P.cf, P.count, P.cent);
 }

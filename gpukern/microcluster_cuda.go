@@ -16,8 +16,9 @@ const assignBlock = 256
 func (d *Device) launchAssign(xp cu.DevicePtr, n int, cp cu.DevicePtr, q, dims int, ap cu.DevicePtr) error {
 	tile := tileFor(dims, q)
 	grid := (n + assignBlock - 1) / assignBlock
-	return d.launch("assign_nearest", [3]int{grid, 1, 1}, [3]int{assignBlock, 1, 1}, dims*tile*4,
-		xp, int64(n), cp, int64(q), int64(dims), int64(tile), ap)
+	return launchParams(d, "assign_nearest", [3]int{grid, 1, 1}, [3]int{assignBlock, 1, 1}, dims*tile*4,
+		&mcAssignParams{X: uint64(xp), N: int64(n), C: uint64(cp), Q: int64(q), D: int64(dims), Tile: int64(tile),
+			Assign: uint64(ap)})
 }
 
 // cfBuffers are the scratch and result buffers of one Reduce on the device.
@@ -60,13 +61,15 @@ func (d *Device) launchReduce(xp, ep, ap cu.DevicePtr, b *cfBuffers, cent cu.Dev
 		return nil
 	}
 	block := max(32, (b.q+31)/32*32)
-	if err := d.launch("cf_reduce_chunk", [3]int{b.chunks, b.dims, 1}, [3]int{block, 1, 1}, 0,
-		xp, ep, ap, int64(b.n), int64(b.dims), int64(b.q), int64(b.chunk), b.part, b.pcount); err != nil {
+	if err := launchParams(d, "cf_reduce_chunk", [3]int{b.chunks, b.dims, 1}, [3]int{block, 1, 1}, 0,
+		&mcReduceParams{X: uint64(xp), E: uint64(ep), Assign: uint64(ap), N: int64(b.n), D: int64(b.dims),
+			Q: int64(b.q), Chunk: int64(b.chunk), Part: uint64(b.part), Pcount: uint64(b.pcount)}); err != nil {
 		return err
 	}
 	t := b.dims * b.q
-	return d.launch("cf_finalize", [3]int{(t + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
-		b.part, b.pcount, int64(b.chunks), int64(b.dims), int64(b.q), b.cf, b.count, cent)
+	return launchParams(d, "cf_finalize", [3]int{(t + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
+		&mcFinalizeParams{Part: uint64(b.part), Pcount: uint64(b.pcount), Chunks: int64(b.chunks), D: int64(b.dims),
+			Q: int64(b.q), Cf: uint64(b.cf), Count: uint64(b.count), Cent: uint64(cent)})
 }
 
 // features downloads the cluster features; owner thread only.

@@ -203,7 +203,7 @@ func (pd *ProclusData) grid() [3]int {
 	return [3]int{max(g, 1), 1, 1}
 }
 
-func (pd *ProclusData) at(off int) cu.DevicePtr { return cu.DevicePtr(pd.par + uintptr(off)) }
+func (pd *ProclusData) at(off int) uint64 { return uint64(pd.par) + uint64(off) }
 
 // Locality (proclus.Engine): proclus_locality over the changed localities.
 func (pd *ProclusData) Locality(qs []proclus.Query, sums, counts []int64) error {
@@ -228,9 +228,9 @@ func (pd *ProclusData) Locality(qs []proclus.Query, sums, counts []int64) error 
 		if err := pd.send(&p, cnt); err != nil {
 			return err
 		}
-		if err := pd.dev.launch("proclus_locality", pd.grid(), [3]int{pcThreads, 1, 1}, cnt*8,
-			cu.DevicePtr(pd.x), int64(pd.rows), int64(d), int64(nq), pd.at(oSlot), pd.at(oFresh), pd.at(oMed), pd.at(oBand),
-			cu.DevicePtr(pd.dist), cu.DevicePtr(pd.scale), cu.DevicePtr(pd.out)); err != nil {
+		if err := launchParams(pd.dev, "proclus_locality", pd.grid(), [3]int{pcThreads, 1, 1}, cnt*8, &pcLocalityParams{
+			X: uint64(pd.x), N: int64(pd.rows), D: int64(d), Nq: int64(nq), Slot: pd.at(oSlot), Fresh: pd.at(oFresh),
+			Med: pd.at(oMed), Band: pd.at(oBand), Dist: uint64(pd.dist), Scale: uint64(pd.scale), Out: uint64(pd.out)}); err != nil {
 			return err
 		}
 		all := make([]int64, cnt)
@@ -263,9 +263,10 @@ func (pd *ProclusData) Assign(centers [][]float32, off, dims []int, radius []flo
 		if err := pd.send(&p, cnt); err != nil {
 			return err
 		}
-		if err := pd.dev.launch("proclus_assign", pd.grid(), [3]int{pcThreads, 1, 1}, cnt*8,
-			cu.DevicePtr(pd.x), int64(pd.rows), int64(pd.dims), int64(k), pd.at(oMed), pd.at(oOff), pd.at(oDims), pd.at(oRad),
-			use, cu.DevicePtr(pd.scale), cu.DevicePtr(pd.cur), cu.DevicePtr(pd.out)); err != nil {
+		if err := launchParams(pd.dev, "proclus_assign", pd.grid(), [3]int{pcThreads, 1, 1}, cnt*8, &pcAssignParams{
+			X: uint64(pd.x), N: int64(pd.rows), D: int64(pd.dims), K: int64(k), Med: pd.at(oMed), Off: pd.at(oOff),
+			Dims: pd.at(oDims), Radius: pd.at(oRad), UseRadius: use, Scale: uint64(pd.scale), Assign: uint64(pd.cur),
+			Out: uint64(pd.out)}); err != nil {
 			return err
 		}
 		all := make([]int64, cnt)
@@ -288,9 +289,9 @@ func (pd *ProclusData) Spread(center []float64, off, dims []int, sums []int64) e
 		if err := pd.send(&p, cnt); err != nil {
 			return err
 		}
-		if err := pd.dev.launch("proclus_spread", pd.grid(), [3]int{pcThreads, 1, 1}, cnt*8,
-			cu.DevicePtr(pd.x), int64(pd.rows), int64(pd.dims), int64(k), cu.DevicePtr(pd.cur), pd.at(oCen), pd.at(oOff), pd.at(oDims),
-			cu.DevicePtr(pd.scale), cu.DevicePtr(pd.out)); err != nil {
+		if err := launchParams(pd.dev, "proclus_spread", pd.grid(), [3]int{pcThreads, 1, 1}, cnt*8, &pcSpreadParams{
+			X: uint64(pd.x), N: int64(pd.rows), D: int64(pd.dims), K: int64(k), Assign: uint64(pd.cur), Center: pd.at(oCen),
+			Off: pd.at(oOff), Dims: pd.at(oDims), Scale: uint64(pd.scale), Out: uint64(pd.out)}); err != nil {
 			return err
 		}
 		return pd.receive(sums)

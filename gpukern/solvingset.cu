@@ -13,6 +13,13 @@
 // order, weights as float64 sums in ascending order, pruning `ub * margin < minOUT`. The heap of a
 // point sees the candidates in the same order as on the CPU, so its UB is bit-identical and the
 // same candidates are chosen.
+// Parameters: each kernel (or pair of queue sizes) takes one struct by value (gpukern's
+// launchStruct; Go mirrors in kernel_abi.go, held to the static_asserts by TestKernelABI) and
+// hands its members to an inlined body. Through the struct nvcc drops the read-only path of the
+// bodies' __restrict__ parameters, so the read-only loads go through __ldg (61 ld.global.nc, as
+// before); ptxas gives ss_candnn_q256 and ss_candlist_q64 8 registers more (48, 40), without it
+// they lose the read-only path and ss_candnn_q256 spills.
+
 #include "select.cuh"
 
 #define KMAX 256
@@ -35,7 +42,7 @@ __device__ __forceinline__ bool pruned(double ub, double margin, double minOUT) 
 }
 
 // ss_init: every LNN heap +inf, UB +inf, every point in D \ S.
-extern "C" __global__ void ss_init(float* heap, double* ub, int* state, ll N, ll k) {
+static __device__ __forceinline__ void ss_init_body(float* heap, double* ub, int* state, ll N, ll k) {
     const ll p = (ll)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= N) return;
     for (ll s = 0; s < k; s++) heap[s * N + p] = INF;
@@ -43,8 +50,26 @@ extern "C" __global__ void ss_init(float* heap, double* ub, int* state, ll N, ll
     state[p] = 0;
 }
 
+// SsInitParams is ss_init's parameter, passed by value (Go mirror: ssInitParams).
+struct SsInitParams {
+    float* heap;
+    double* ub;
+    int* state;
+    ll N;
+    ll k;
+};
+static_assert(sizeof(SsInitParams) == 40, "SsInitParams size");
+static_assert(offsetof(SsInitParams, heap) == 0, "SsInitParams.heap");
+static_assert(offsetof(SsInitParams, ub) == 8, "SsInitParams.ub");
+static_assert(offsetof(SsInitParams, state) == 16, "SsInitParams.state");
+static_assert(offsetof(SsInitParams, N) == 24, "SsInitParams.N");
+static_assert(offsetof(SsInitParams, k) == 32, "SsInitParams.k");
+extern "C" __global__ void ss_init(const SsInitParams P) {
+    ss_init_body(P.heap, P.ub, P.state, P.N, P.k);
+}
+
 // ss_gather: step a, thread per candidate: move it into S, copy its coordinates and LNN.
-extern "C" __global__ void ss_gather(const float* __restrict__ X, ll N, ll dims,
+static __device__ __forceinline__ void ss_gather_body(const float* __restrict__ X, ll N, ll dims,
                                      const float* __restrict__ heap, ll k, const int* __restrict__ cand,
                                      ll nc, int* state, float* candX, float* candHeap) {
     const ll j = (ll)blockIdx.x * blockDim.x + threadIdx.x;
@@ -55,9 +80,37 @@ extern "C" __global__ void ss_gather(const float* __restrict__ X, ll N, ll dims,
     for (ll s = 0; s < k; s++) candHeap[j * k + s] = heap[s * N + p];
 }
 
+// SsGatherParams is ss_gather's parameter, passed by value (Go mirror: ssGatherParams).
+struct SsGatherParams {
+    const float* X;
+    ll N;
+    ll dims;
+    const float* heap;
+    ll k;
+    const int* cand;
+    ll nc;
+    int* state;
+    float* candX;
+    float* candHeap;
+};
+static_assert(sizeof(SsGatherParams) == 80, "SsGatherParams size");
+static_assert(offsetof(SsGatherParams, X) == 0, "SsGatherParams.X");
+static_assert(offsetof(SsGatherParams, N) == 8, "SsGatherParams.N");
+static_assert(offsetof(SsGatherParams, dims) == 16, "SsGatherParams.dims");
+static_assert(offsetof(SsGatherParams, heap) == 24, "SsGatherParams.heap");
+static_assert(offsetof(SsGatherParams, k) == 32, "SsGatherParams.k");
+static_assert(offsetof(SsGatherParams, cand) == 40, "SsGatherParams.cand");
+static_assert(offsetof(SsGatherParams, nc) == 48, "SsGatherParams.nc");
+static_assert(offsetof(SsGatherParams, state) == 56, "SsGatherParams.state");
+static_assert(offsetof(SsGatherParams, candX) == 64, "SsGatherParams.candX");
+static_assert(offsetof(SsGatherParams, candHeap) == 72, "SsGatherParams.candHeap");
+extern "C" __global__ void ss_gather(const SsGatherParams P) {
+    ss_gather_body(P.X, P.N, P.dims, P.heap, P.k, P.cand, P.nc, P.state, P.candX, P.candHeap);
+}
+
 // ss_ctoc: step b, thread per candidate j: LNNC(j) meets every other candidate (in index order),
 // then UB_C and the done flag.
-extern "C" __global__ void ss_ctoc(const float* __restrict__ candX, ll nc, ll dims, ll k,
+static __device__ __forceinline__ void ss_ctoc_body(const float* __restrict__ candX, ll nc, ll dims, ll k,
                                    float* candHeap, double* candUB, int* candDone, double margin,
                                    double minOUT) {
     const ll j = (ll)blockIdx.x * blockDim.x + threadIdx.x;
@@ -69,7 +122,7 @@ extern "C" __global__ void ss_ctoc(const float* __restrict__ candX, ll nc, ll di
         const float* ci = candX + i * dims;
         float s = 0.0f;
         for (ll d = 0; d < dims; d++) {
-            const float t = __fsub_rn(cj[d], ci[d]);
+            const float t = __fsub_rn(__ldg(cj + d), __ldg(ci + d));
             s = __fadd_rn(s, __fmul_rn(t, t));
         }
         const float dist = sqrtf(s);
@@ -80,11 +133,37 @@ extern "C" __global__ void ss_ctoc(const float* __restrict__ candX, ll nc, ll di
     candDone[j] = pruned(u, margin, minOUT) ? 1 : 0;
 }
 
+// SsCtocParams is ss_ctoc's parameter, passed by value (Go mirror: ssCtocParams).
+struct SsCtocParams {
+    const float* candX;
+    ll nc;
+    ll dims;
+    ll k;
+    float* candHeap;
+    double* candUB;
+    int* candDone;
+    double margin;
+    double minOUT;
+};
+static_assert(sizeof(SsCtocParams) == 72, "SsCtocParams size");
+static_assert(offsetof(SsCtocParams, candX) == 0, "SsCtocParams.candX");
+static_assert(offsetof(SsCtocParams, nc) == 8, "SsCtocParams.nc");
+static_assert(offsetof(SsCtocParams, dims) == 16, "SsCtocParams.dims");
+static_assert(offsetof(SsCtocParams, k) == 24, "SsCtocParams.k");
+static_assert(offsetof(SsCtocParams, candHeap) == 32, "SsCtocParams.candHeap");
+static_assert(offsetof(SsCtocParams, candUB) == 40, "SsCtocParams.candUB");
+static_assert(offsetof(SsCtocParams, candDone) == 48, "SsCtocParams.candDone");
+static_assert(offsetof(SsCtocParams, margin) == 56, "SsCtocParams.margin");
+static_assert(offsetof(SsCtocParams, minOUT) == 64, "SsCtocParams.minOUT");
+extern "C" __global__ void ss_ctoc(const SsCtocParams P) {
+    ss_ctoc_body(P.candX, P.nc, P.dims, P.k, P.candHeap, P.candUB, P.candDone, P.margin, P.minOUT);
+}
+
 // ss_dtoc: step c, points' side, thread per point p, the candidates in shared memory
 // (sC[d*nc + j], then nc done flags). A point in S only blanks its distM entries; an active
 // point updates its LNN (global heap, root cached) against every candidate in index order; every
 // point writes its squared distance to each not-done candidate.
-extern "C" __global__ void ss_dtoc(const float* __restrict__ X, ll N, ll dims,
+static __device__ __forceinline__ void ss_dtoc_body(const float* __restrict__ X, ll N, ll dims,
                                    const float* __restrict__ candX, const int* __restrict__ candDone,
                                    ll nc, ll k, const int* __restrict__ state, float* heap, double* ub,
                                    float* distM, double margin, double minOUT) {
@@ -123,6 +202,40 @@ extern "C" __global__ void ss_dtoc(const float* __restrict__ X, ll N, ll dims,
     if (changed) ub[p] = plain_sum(heap + p, N, (int)k);
 }
 
+// SsDtocParams is ss_dtoc's parameter, passed by value (Go mirror: ssDtocParams).
+struct SsDtocParams {
+    const float* X;
+    ll N;
+    ll dims;
+    const float* candX;
+    const int* candDone;
+    ll nc;
+    ll k;
+    const int* state;
+    float* heap;
+    double* ub;
+    float* distM;
+    double margin;
+    double minOUT;
+};
+static_assert(sizeof(SsDtocParams) == 104, "SsDtocParams size");
+static_assert(offsetof(SsDtocParams, X) == 0, "SsDtocParams.X");
+static_assert(offsetof(SsDtocParams, N) == 8, "SsDtocParams.N");
+static_assert(offsetof(SsDtocParams, dims) == 16, "SsDtocParams.dims");
+static_assert(offsetof(SsDtocParams, candX) == 24, "SsDtocParams.candX");
+static_assert(offsetof(SsDtocParams, candDone) == 32, "SsDtocParams.candDone");
+static_assert(offsetof(SsDtocParams, nc) == 40, "SsDtocParams.nc");
+static_assert(offsetof(SsDtocParams, k) == 48, "SsDtocParams.k");
+static_assert(offsetof(SsDtocParams, state) == 56, "SsDtocParams.state");
+static_assert(offsetof(SsDtocParams, heap) == 64, "SsDtocParams.heap");
+static_assert(offsetof(SsDtocParams, ub) == 72, "SsDtocParams.ub");
+static_assert(offsetof(SsDtocParams, distM) == 80, "SsDtocParams.distM");
+static_assert(offsetof(SsDtocParams, margin) == 88, "SsDtocParams.margin");
+static_assert(offsetof(SsDtocParams, minOUT) == 96, "SsDtocParams.minOUT");
+extern "C" __global__ void ss_dtoc(const SsDtocParams P) {
+    ss_dtoc_body(P.X, P.N, P.dims, P.candX, P.candDone, P.nc, P.k, P.state, P.heap, P.ub, P.distM, P.margin, P.minOUT);
+}
+
 #define CANDNN_STEP 1024  // entries per thread between early-exit checks
 #define CANDNN_THREADS 256
 #define CANDNN_WARPS (CANDNN_THREADS / 32)
@@ -153,7 +266,7 @@ __device__ __forceinline__ void candnn_body(const float* __restrict__ distM, ll 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const float* row = distM + j * N;
     const float* lnnc = candHeap + j * k;
-    const float T0 = lnnc[0];  // LNNC's root, its largest
+    const float T0 = __ldg(lnnc);  // LNNC's root, its largest
     WarpQueue<R> wq;
     wq.init();
     float tau = T0, tau2 = __fmul_rn(T0, T0);  // min(T0, the queue's k-th); fl(tau^2)
@@ -166,7 +279,7 @@ __device__ __forceinline__ void candnn_body(const float* __restrict__ distM, ll 
 #pragma unroll
             for (int u = 0; u < CANDNN_LOADS; u++) {
                 const ll e = e0 + (ll)u * CANDNN_THREADS + lane;
-                d2[u] = e < end ? row[e] : INF;  // +inf never qualifies
+                d2[u] = e < end ? __ldg(row + e) : INF;  // +inf never qualifies
             }
 #pragma unroll
             for (int u = 0; u < CANDNN_LOADS; u++) {
@@ -211,35 +324,67 @@ __device__ __forceinline__ void candnn_body(const float* __restrict__ distM, ll 
     }
     float kth = wq.get(k - 1);  // LNNC's values are <= T0: filter them by the queue's own k-th
     for (int b = 0; b < k; b += 32) {
-        const float v = b + lane < k ? lnnc[b + lane] : INF;
+        const float v = b + lane < k ? __ldg(lnnc + b + lane) : INF;
         kth = wq.offer(v < kth, v, lane, k, kth);
     }
     const double w = wq.ascending_sum(k);
     if (lane == 0) weight[j] = w;
 }
 
-extern "C" __global__ void __launch_bounds__(CANDNN_THREADS)
-    ss_candnn_q64(const float* __restrict__ distM, ll N, ll k, const float* __restrict__ candHeap, int* candDone,
-                  double* weight, double margin, double minOUT) {
-    candnn_body<2>(distM, N, k, candHeap, candDone, weight, margin, minOUT, nullptr, 0);
+// SsCandNNParams is ss_candnn_q*'s parameter and SsCandListParams ss_candlist_q*'s (the
+// distributed nodes' list form), passed by value (Go mirrors: ssCandNNParams, ssCandListParams).
+// Each kernel hands the body the other form's members as compile-time nulls, as before.
+struct SsCandNNParams {
+    const float* distM;
+    ll N, k;
+    const float* candHeap;
+    int* candDone;
+    double* weight;
+    double margin, minOUT;
+};
+static_assert(sizeof(SsCandNNParams) == 64, "SsCandNNParams size");
+static_assert(offsetof(SsCandNNParams, distM) == 0, "SsCandNNParams.distM");
+static_assert(offsetof(SsCandNNParams, N) == 8, "SsCandNNParams.N");
+static_assert(offsetof(SsCandNNParams, k) == 16, "SsCandNNParams.k");
+static_assert(offsetof(SsCandNNParams, candHeap) == 24, "SsCandNNParams.candHeap");
+static_assert(offsetof(SsCandNNParams, candDone) == 32, "SsCandNNParams.candDone");
+static_assert(offsetof(SsCandNNParams, weight) == 40, "SsCandNNParams.weight");
+static_assert(offsetof(SsCandNNParams, margin) == 48, "SsCandNNParams.margin");
+static_assert(offsetof(SsCandNNParams, minOUT) == 56, "SsCandNNParams.minOUT");
+struct SsCandListParams {
+    const float* distM;
+    ll N, k;
+    const float* candHeap;
+    int* candDone;
+    double margin, minOUT;
+    float* list;
+    ll nc;
+};
+static_assert(sizeof(SsCandListParams) == 72, "SsCandListParams size");
+static_assert(offsetof(SsCandListParams, distM) == 0, "SsCandListParams.distM");
+static_assert(offsetof(SsCandListParams, N) == 8, "SsCandListParams.N");
+static_assert(offsetof(SsCandListParams, k) == 16, "SsCandListParams.k");
+static_assert(offsetof(SsCandListParams, candHeap) == 24, "SsCandListParams.candHeap");
+static_assert(offsetof(SsCandListParams, candDone) == 32, "SsCandListParams.candDone");
+static_assert(offsetof(SsCandListParams, margin) == 40, "SsCandListParams.margin");
+static_assert(offsetof(SsCandListParams, minOUT) == 48, "SsCandListParams.minOUT");
+static_assert(offsetof(SsCandListParams, list) == 56, "SsCandListParams.list");
+static_assert(offsetof(SsCandListParams, nc) == 64, "SsCandListParams.nc");
+
+extern "C" __global__ void __launch_bounds__(CANDNN_THREADS) ss_candnn_q64(const SsCandNNParams P) {
+    candnn_body<2>(P.distM, P.N, P.k, P.candHeap, P.candDone, P.weight, P.margin, P.minOUT, nullptr, 0);
 }
 
-extern "C" __global__ void __launch_bounds__(CANDNN_THREADS)
-    ss_candnn_q256(const float* __restrict__ distM, ll N, ll k, const float* __restrict__ candHeap, int* candDone,
-                   double* weight, double margin, double minOUT) {
-    candnn_body<8>(distM, N, k, candHeap, candDone, weight, margin, minOUT, nullptr, 0);
+extern "C" __global__ void __launch_bounds__(CANDNN_THREADS) ss_candnn_q256(const SsCandNNParams P) {
+    candnn_body<8>(P.distM, P.N, P.k, P.candHeap, P.candDone, P.weight, P.margin, P.minOUT, nullptr, 0);
 }
 
-extern "C" __global__ void __launch_bounds__(CANDNN_THREADS)
-    ss_candlist_q64(const float* __restrict__ distM, ll N, ll k, const float* __restrict__ candHeap, int* candDone,
-                    double margin, double minOUT, float* list, ll nc) {
-    candnn_body<2>(distM, N, k, candHeap, candDone, nullptr, margin, minOUT, list, nc);
+extern "C" __global__ void __launch_bounds__(CANDNN_THREADS) ss_candlist_q64(const SsCandListParams P) {
+    candnn_body<2>(P.distM, P.N, P.k, P.candHeap, P.candDone, nullptr, P.margin, P.minOUT, P.list, P.nc);
 }
 
-extern "C" __global__ void __launch_bounds__(CANDNN_THREADS)
-    ss_candlist_q256(const float* __restrict__ distM, ll N, ll k, const float* __restrict__ candHeap, int* candDone,
-                     double margin, double minOUT, float* list, ll nc) {
-    candnn_body<8>(distM, N, k, candHeap, candDone, nullptr, margin, minOUT, list, nc);
+extern "C" __global__ void __launch_bounds__(CANDNN_THREADS) ss_candlist_q256(const SsCandListParams P) {
+    candnn_body<8>(P.distM, P.N, P.k, P.candHeap, P.candDone, nullptr, P.margin, P.minOUT, P.list, P.nc);
 }
 
 #define SEL_SLICE 2048
@@ -249,7 +394,7 @@ extern "C" __global__ void __launch_bounds__(CANDNN_THREADS)
 // (UB descending, index ascending) with a bitonic sort in shared memory, inactive points (in S or
 // pruned) keyed -1 so they sink, and writes its best min(m, SEL_SLICE) (key, index) pairs to
 // outKey/outIdx[b*m ...]. active[0] accumulates the number of active points.
-extern "C" __global__ void ss_select(const double* __restrict__ ub, const int* __restrict__ state,
+static __device__ __forceinline__ void ss_select_body(const double* __restrict__ ub, const int* __restrict__ state,
                                      ll N, ll m, double margin, double minOUT, double* outKey,
                                      int* outIdx, unsigned long long* active) {
     __shared__ double sK[SEL_SLICE];
@@ -293,4 +438,30 @@ extern "C" __global__ void ss_select(const double* __restrict__ ub, const int* _
         outIdx[blockIdx.x * take + t] = sI[t];
     }
     if (threadIdx.x == 0) atomicAdd(active, (unsigned long long)sAct);
+}
+
+// SsSelectParams is ss_select's parameter, passed by value (Go mirror: ssSelectParams).
+struct SsSelectParams {
+    const double* ub;
+    const int* state;
+    ll N;
+    ll m;
+    double margin;
+    double minOUT;
+    double* outKey;
+    int* outIdx;
+    unsigned long long* active;
+};
+static_assert(sizeof(SsSelectParams) == 72, "SsSelectParams size");
+static_assert(offsetof(SsSelectParams, ub) == 0, "SsSelectParams.ub");
+static_assert(offsetof(SsSelectParams, state) == 8, "SsSelectParams.state");
+static_assert(offsetof(SsSelectParams, N) == 16, "SsSelectParams.N");
+static_assert(offsetof(SsSelectParams, m) == 24, "SsSelectParams.m");
+static_assert(offsetof(SsSelectParams, margin) == 32, "SsSelectParams.margin");
+static_assert(offsetof(SsSelectParams, minOUT) == 40, "SsSelectParams.minOUT");
+static_assert(offsetof(SsSelectParams, outKey) == 48, "SsSelectParams.outKey");
+static_assert(offsetof(SsSelectParams, outIdx) == 56, "SsSelectParams.outIdx");
+static_assert(offsetof(SsSelectParams, active) == 64, "SsSelectParams.active");
+extern "C" __global__ void ss_select(const SsSelectParams P) {
+    ss_select_body(P.ub, P.state, P.N, P.m, P.margin, P.minOUT, P.outKey, P.outIdx, P.active);
 }

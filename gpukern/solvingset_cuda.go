@@ -76,8 +76,8 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 		}
 	}
 	margin := p.Margin
-	if err := d.launch("ss_init", [3]int{(rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
-		b.heap, b.ub, b.state, N, K); err != nil {
+	if err := launchParams(d, "ss_init", [3]int{(rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
+		&ssInitParams{Heap: uint64(b.heap), UB: uint64(b.ub), State: uint64(b.state), N: N, K: K}); err != nil {
 		return SolvingSetResult{}, err
 	}
 	out := solvingset.NewTopN(p.N)
@@ -103,19 +103,32 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 			return SolvingSetResult{}, fmt.Errorf("iteration %d: cuMemcpyHtoD(candidates): %w", iter, err)
 		}
 		d.toDevice.Add(NC * 4)
-		steps := []struct {
-			kernel      string
-			grid, block int
-			shared      int
-			params      []any
-		}{
-			{"ss_gather", (nc + 127) / 128, 128, 0, []any{b.x, N, D, b.heap, K, b.cand, NC, b.state, b.candX, b.candHeap}},
-			{"ss_ctoc", (nc + 127) / 128, 128, 0, []any{b.candX, NC, D, K, b.candHeap, b.candUB, b.candDone, margin, minOUT}},
-			{"ss_dtoc", (rows + 255) / 256, 256, nc * (dims + 1) * 4, []any{b.x, N, D, b.candX, b.candDone, NC, K, b.state, b.heap, b.ub, b.distM, margin, minOUT}},
-			{candnn, nc, ssCandNNThreads, 0, []any{b.distM, N, K, b.candHeap, b.candDone, b.weight, margin, minOUT}},
+		// Steps a-c, in order; the first failure stops the iteration.
+		steps := []func() error{
+			func() error {
+				return launchParams(d, "ss_gather", [3]int{(nc + 127) / 128, 1, 1}, [3]int{128, 1, 1}, 0, &ssGatherParams{
+					X: uint64(b.x), N: N, Dims: D, Heap: uint64(b.heap), K: K, Cand: uint64(b.cand), Nc: NC,
+					State: uint64(b.state), CandX: uint64(b.candX), CandHeap: uint64(b.candHeap)})
+			},
+			func() error {
+				return launchParams(d, "ss_ctoc", [3]int{(nc + 127) / 128, 1, 1}, [3]int{128, 1, 1}, 0, &ssCtocParams{
+					CandX: uint64(b.candX), Nc: NC, Dims: D, K: K, CandHeap: uint64(b.candHeap), CandUB: uint64(b.candUB),
+					CandDone: uint64(b.candDone), Margin: margin, MinOUT: minOUT})
+			},
+			func() error {
+				return launchParams(d, "ss_dtoc", [3]int{(rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, nc*(dims+1)*4, &ssDtocParams{
+					X: uint64(b.x), N: N, Dims: D, CandX: uint64(b.candX), CandDone: uint64(b.candDone), Nc: NC, K: K,
+					State: uint64(b.state), Heap: uint64(b.heap), UB: uint64(b.ub), DistM: uint64(b.distM), Margin: margin,
+					MinOUT: minOUT})
+			},
+			func() error {
+				return launchParams(d, candnn, [3]int{nc, 1, 1}, [3]int{ssCandNNThreads, 1, 1}, 0, &ssCandNNParams{
+					DistM: uint64(b.distM), N: N, K: K, CandHeap: uint64(b.candHeap), CandDone: uint64(b.candDone),
+					Weight: uint64(b.weight), Margin: margin, MinOUT: minOUT})
+			},
 		}
-		for _, s := range steps {
-			if err := d.launch(s.kernel, [3]int{s.grid, 1, 1}, [3]int{s.block, 1, 1}, s.shared, s.params...); err != nil {
+		for _, step := range steps {
+			if err := step(); err != nil {
 				return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
 			}
 		}
@@ -139,8 +152,9 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 		if err := cu.MemsetD8(b.active, 0, 8); err != nil {
 			return SolvingSetResult{}, fmt.Errorf("iteration %d: cuMemsetD8(active): %w", iter, err)
 		}
-		if err := d.launch("ss_select", [3]int{blocks, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0,
-			b.ub, b.state, N, M, margin, minOUT, b.selKey, b.selIdx, b.active); err != nil {
+		if err := launchParams(d, "ss_select", [3]int{blocks, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0, &ssSelectParams{
+			UB: uint64(b.ub), State: uint64(b.state), N: N, M: M, Margin: margin, MinOUT: minOUT,
+			OutKey: uint64(b.selKey), OutIdx: uint64(b.selIdx), Active: uint64(b.active)}); err != nil {
 			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
 		}
 		if err := download(d, "selection keys", keys, b.selKey); err != nil {

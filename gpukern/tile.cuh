@@ -10,6 +10,10 @@
 // index order (solvingset's and microcluster.SquaredDistance's sequence).
 #pragma once
 
+// The global loads go through __ldg: the points are read-only in every kernel that includes this
+// header, and the kernels take one parameter struct, through which nvcc does not carry the
+// __restrict__ (read-only path) of the inlined bodies' parameters.
+
 #define TILE_BATCH 32
 
 // tile_load copies points [base, base + m) of the column-major point set P (np points, d
@@ -20,7 +24,7 @@ __device__ __forceinline__ void tile_load(float* s, const float* __restrict__ P,
                                           long long tile, long long base, int m, int mp) {
     for (long long e = threadIdx.x; e < d * mp; e += blockDim.x) {
         const int j = (int)(e / mp), t = (int)(e % mp);
-        s[j * tile + t] = t < m ? P[j * np + base + t] : 0.0f;
+        s[j * tile + t] = t < m ? __ldg(P + j * np + base + t) : 0.0f;
     }
 }
 
@@ -63,7 +67,7 @@ __device__ __forceinline__ float tile_lane_dist2(const float (&qr)[TILE_QREG], c
         }
     }
     for (int j = TILE_QREG; j < d; j++) {
-        const float u = __fsub_rn(X[j * nx + i], s[j * tile + t]);
+        const float u = __fsub_rn(__ldg(X + j * nx + i), s[j * tile + t]);
         acc = __fadd_rn(acc, __fmul_rn(u, u));
     }
     return acc;
