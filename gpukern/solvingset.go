@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
-
-	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
-// SolvingSetParams are the parameters of SolvingSet in the papers' names, with the two values
-// that the CPU twin's arithmetic fixes and the caller passes (internal/accel: from solvingset), so
-// that the result equals the CPU's.
+// SolvingSetParams are the parameters of SolvingSet in the papers' names, with what the CPU
+// twin's arithmetic fixes and the caller passes (internal/accel: from solvingset), so that the
+// result equals the CPU's: the first candidates, the pruning margin and OUT.
 type SolvingSetParams struct {
 	// K is the number of nearest neighbours summed into a weight; 1 <= K < rows, K <= KNNMaxK.
 	K int
@@ -28,6 +26,17 @@ type SolvingSetParams struct {
 	// upper bound u is below minOUT only when u*Margin < minOUT, which covers the rounding of
 	// sums taken in another order.
 	Margin float64
+	// Out is OUT, empty: the host loop offers it each exact weight and prunes against its Min.
+	Out TopWeights
+}
+
+// TopWeights is the papers' OUT, the N largest exact weights so far: Offer adds a weight, Min is
+// minOUT (0 until N weights were offered), Len how many it holds. The caller passes the CPU
+// twin's (solvingset.NewTopN(N)), so that minOUT and w* are the CPU's bit for bit.
+type TopWeights interface {
+	Offer(w float64)
+	Min() float64
+	Len() int
 }
 
 // Outlier is one top-n outlier: its row in the input and its exact weight w_k(row, D).
@@ -111,6 +120,9 @@ func (p SolvingSetParams) validate(rows, dims int) error {
 		}
 		seen[r] = true
 	}
+	if p.Out == nil || p.Out.Len() != 0 {
+		errs = append(errs, errors.New("need an empty OUT (Out)"))
+	}
 	if !(p.Margin >= 1) || math.IsInf(p.Margin, 0) {
 		errs = append(errs, fmt.Errorf("need a finite margin >= 1, got %v", p.Margin))
 	}
@@ -181,7 +193,7 @@ func mergeTopMKeys(keys []float64, idx []int32, take, m int) ([]int, []float64) 
 }
 
 // finish builds the result from the candidates' exact weights (solvingset's run, final part).
-func finish(weights []Outlier, out *solvingset.TopN, n int, sset []int, iter int) (SolvingSetResult, error) {
+func finish(weights []Outlier, out TopWeights, n int, sset []int, iter int) (SolvingSetResult, error) {
 	if out.Len() < n {
 		return SolvingSetResult{}, fmt.Errorf("internal error: %d weights for n=%d", out.Len(), n)
 	}

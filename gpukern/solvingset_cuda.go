@@ -8,8 +8,6 @@ import (
 	"slices"
 
 	"gorgonia.org/cu"
-
-	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
 const (
@@ -80,7 +78,7 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 		&ssInitParams{Heap: uint64(b.heap), UB: uint64(b.ub), State: uint64(b.state), N: N, K: K}); err != nil {
 		return SolvingSetResult{}, err
 	}
-	out := solvingset.NewTopN(p.N)
+	out := p.Out
 	var weights []Outlier
 	var sset []int
 	cand := slices.Clone(p.First)

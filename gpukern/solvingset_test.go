@@ -67,7 +67,8 @@ func TestSolvingSetParity(t *testing.T) {
 // gpuParams is internal/accel's conversion: the CPU twin's first candidates and pruning margin.
 func gpuParams(p solvingset.Params, rows int) gpukern.SolvingSetParams {
 	return gpukern.SolvingSetParams{K: p.K, N: p.N, M: p.M,
-		First: solvingset.FirstCandidates(rows, min(p.M, rows), p.Seed), Margin: solvingset.PruneMargin(p.K)}
+		First: solvingset.FirstCandidates(rows, min(p.M, rows), p.Seed), Margin: solvingset.PruneMargin(p.K),
+		Out: solvingset.NewTopN(p.N)}
 }
 
 // gridCols is an n x n integer grid in 2-D: massive ties in distances, weights and UB.
@@ -92,11 +93,12 @@ func TestSolvingSetBadParams(t *testing.T) {
 		{"n=0", cols, gpukern.SolvingSetParams{K: 5, N: 0, M: 10}},
 		{"m=0", cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 0}},
 		{"m too big", synth.Gaussian(20000, 10, 1).Cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 5000}},
-		{"NaN", nan, gpukern.SolvingSetParams{K: 1, N: 1, M: 1, First: []int{0}, Margin: 1}},
+		{"NaN", nan, gpukern.SolvingSetParams{K: 1, N: 1, M: 1, First: []int{0}, Margin: 1, Out: solvingset.NewTopN(1)}},
 		{"no first candidates", cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 10, Margin: 1}},
-		{"first candidate out of range", cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 1, First: []int{100}, Margin: 1}},
-		{"repeated first candidate", cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 2, First: []int{3, 3}, Margin: 1}},
-		{"margin below 1", cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 1, First: []int{0}, Margin: 0.5}},
+		{"first candidate out of range", cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 1, First: []int{100}, Margin: 1, Out: solvingset.NewTopN(1)}},
+		{"repeated first candidate", cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 2, First: []int{3, 3}, Margin: 1, Out: solvingset.NewTopN(1)}},
+		{"margin below 1", cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 1, First: []int{0}, Margin: 0.5, Out: solvingset.NewTopN(1)}},
+		{"no OUT", cols, gpukern.SolvingSetParams{K: 5, N: 1, M: 1, First: []int{0}, Margin: 1}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -121,13 +123,17 @@ func BenchmarkSolvingSet(b *testing.B) {
 		gp := gpuParams(p, len(c.data.Cols[0]))
 		b.Run("gpu-"+c.name, func(b *testing.B) {
 			d := openDevice(b)
-			res, err := gpukern.SolvingSet(d, c.data.Cols, gp) // warm-up
+			run := func() (gpukern.SolvingSetResult, error) {
+				gp.Out = solvingset.NewTopN(p.N) // OUT is per call (inside gpukern.SolvingSet before)
+				return gpukern.SolvingSet(d, c.data.Cols, gp)
+			}
+			res, err := run() // warm-up
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
 			for range b.N {
-				if _, err := gpukern.SolvingSet(d, c.data.Cols, gp); err != nil {
+				if _, err := run(); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -24,7 +24,8 @@ func (d *Device) gpuSolvingSet(cols [][]float32, p solvingset.Params) (solvingse
 	}
 	rows := len(cols[0])
 	r, err := gpukern.SolvingSet(d.gpu, cols, gpukern.SolvingSetParams{K: p.K, N: p.N, M: p.M,
-		First: solvingset.FirstCandidates(rows, min(p.M, rows), p.Seed), Margin: solvingset.PruneMargin(p.K)})
+		First: solvingset.FirstCandidates(rows, min(p.M, rows), p.Seed), Margin: solvingset.PruneMargin(p.K),
+		Out: solvingset.NewTopN(p.N)})
 	if err != nil {
 		return solvingset.Result{}, err
 	}
