@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/internal/algo/density"
-	"github.com/outlierd/outlierd/internal/algo/hypercube"
 )
 
 // Available reports whether a CUDA device can be used and, if not, why: this build has no CUDA.
@@ -93,10 +92,10 @@ func (d *Device) distSelect(n *distNode, m int, minOUT float64) ([]int, []float6
 	return nil, nil, 0, errNoCUDA
 }
 func (d *Device) distFree(n *distNode) error { return nil }
-func (d *Device) hypercubeEncode(cols [][]float32, g *hypercube.Grid, keys []uint64) error {
+func (d *Device) hypercubeEncode(cols [][]float32, g *HypercubeGrid, keys []uint64) error {
 	return errNoCUDA
 }
 
-func (d *Device) hypercubeDensity(c *hypercube.Cells, t *hypercube.Tree, w []int64) error {
+func (d *Device) hypercubeDensity(g *HypercubeGrid, keys []uint64, count []int32, nodes []HypercubeNode, w []int64) error {
 	return errNoCUDA
 }

@@ -3,95 +3,101 @@ package gpukern
 import (
 	"fmt"
 	"math"
-	"time"
-
-	"github.com/outlierd/outlierd/internal/algo/hypercube"
 )
 
-// HypercubeParams are the parameters of Hypercube (hypercube.Params without the CPU worker knob).
-type HypercubeParams struct {
-	// Bins is b, the bins per dimension; 2 <= Bins <= hypercube.MaxBins.
-	Bins int
-	// MinSplit is the tree's m (0: hypercube.DefaultMinSplit); speed only, never the result.
-	MinSplit int
+// HypercubeMaxDims is the largest dimension count of the hypercube kernels (HC_MAXD in
+// hypercube.cu, hypercube.MaxDims on the CPU): hc_density keeps each dimension's key location in
+// shared memory.
+const HypercubeMaxDims = 128
+
+// HypercubeGrid is the grid of GDBOD's hypercube density as the kernels read it, field for field
+// the CPU's (internal/algo/hypercube.Grid; internal/accel converts): per dimension the minimum
+// and the scale (bins per unit), b bins, and the packed key layout, Bits per coordinate,
+// PerWord coordinates per 64-bit word (dimension 0 in the highest used bits of word 0), Words
+// words per key. SWAR holds the word-parallel neighbour test's masks of the even and odd field
+// positions (hypercube.Grid.SWAR(0), SWAR(1): field, one, highK, m3, highK1).
+type HypercubeGrid struct {
+	Min, Scale                 []float64
+	Bins, Bits, PerWord, Words int
+	SWAR                       [2][5]uint64
 }
 
-// HypercubeResult is hypercube.Detect's result with the time of each step.
-type HypercubeResult struct {
-	*hypercube.Result
-	Timings HypercubeTimings
+// HypercubeNode is one node of the LTR tree over the distinct cells, in depth-first pre-order,
+// field for field hypercube.Node (see there): Coord its coordinate in dimension Depth, Brk the
+// node after its subtree, Up its parent's Brk, [Lo, Hi) its cells.
+type HypercubeNode struct {
+	Coord  uint16
+	Depth  uint8
+	Leaf   bool
+	Brk    int32
+	Up     int32
+	Lo, Hi int32
 }
 
-// HypercubeTimings is the wall time of each step of Hypercube: the host's min/max (Fit), the
-// upload, hc_encode and the key download (Encode), the host's sort + unique (Distinct) and tree
-// (Tree), the upload of cells and tree, hc_density and the download (Search), and the per-row
-// scores (Finish).
-type HypercubeTimings struct {
-	Fit, Encode, Distinct, Tree, Search, Finish time.Duration
+// check validates g for dims dimensions.
+func (g *HypercubeGrid) check(dims int) error {
+	if dims < 1 || dims > HypercubeMaxDims {
+		return fmt.Errorf("%d dimensions, need 1..%d", dims, HypercubeMaxDims)
+	}
+	if len(g.Min) != dims || len(g.Scale) != dims {
+		return fmt.Errorf("%w: the grid has %d minima and %d scales for %d dimensions", errShape, len(g.Min), len(g.Scale), dims)
+	}
+	if g.Bins < 2 || g.Bits < 1 || g.PerWord < 1 || g.Bits*g.PerWord > 64 || g.Words != (dims+g.PerWord-1)/g.PerWord {
+		return fmt.Errorf("%w: grid of %d bins, %d bits, %d per word, %d words for %d dimensions", errShape, g.Bins, g.Bits, g.PerWord, g.Words, dims)
+	}
+	return nil
 }
 
-// Hypercube scores every row of cols (column-major, finite, 1..hypercube.MaxDims dimensions)
-// with the hypercube density of GDBOD, as hypercube.Detect does and with the same result (cells,
-// w, w_max and scores identical): the grid is fitted on the host (min/max), hc_encode packs the
-// cell keys on the device with the CPU's float64 arithmetic, the host sorts them and builds the
-// LTR tree (the paper's split: GPU encoding, CPU ordered map), and hc_density runs the stackless
-// tree search of every distinct cell, one thread per cell. Host slices; the transfers are
-// included. Device memory: about rows*(4*dims + 8*words) + cells*(8*words + 12) + nodes*20 bytes.
-func Hypercube(d *Device, cols [][]float32, p HypercubeParams) (*HypercubeResult, error) {
+// HypercubeEncode packs the cell key of every row of cols (column-major, finite) into keys
+// (row-major, g.Words per row), bit-identical to hypercube.Grid.Encode: hc_encode computes each
+// coordinate with the CPU's float64 arithmetic. Host slices; the transfers are included.
+func HypercubeEncode(d *Device, cols [][]float32, g *HypercubeGrid, keys []uint64) error {
 	rows, err := columnsShape("cols", cols)
 	if err != nil {
-		return nil, fmt.Errorf("gpukern.Hypercube: %w", err)
+		return fmt.Errorf("gpukern.HypercubeEncode: %w", err)
 	}
-	hp := hypercube.Params{Bins: p.Bins, MinSplit: p.MinSplit}
-	if err := hp.Validate(); err != nil {
-		return nil, fmt.Errorf("gpukern.Hypercube: %w", err)
+	if err := g.check(len(cols)); err != nil {
+		return fmt.Errorf("gpukern.HypercubeEncode: %w", err)
 	}
 	if rows > math.MaxInt32 {
-		return nil, fmt.Errorf("gpukern.Hypercube: %d rows, at most %d", rows, math.MaxInt32)
+		return fmt.Errorf("gpukern.HypercubeEncode: %d rows, at most %d", rows, math.MaxInt32)
 	}
-	var tm HypercubeTimings
-	t0 := time.Now()
-	lap := func(dst *time.Duration) {
-		now := time.Now()
-		*dst, t0 = now.Sub(t0), now
+	if len(keys) != rows*g.Words {
+		return fmt.Errorf("gpukern.HypercubeEncode: %w: %d rows of %d words but len(keys) = %d", errShape, rows, g.Words, len(keys))
 	}
-	g, err := hypercube.FitGrid(cols, p.Bins)
-	if err != nil {
-		return nil, fmt.Errorf("gpukern.Hypercube: %w", err)
+	return d.hypercubeEncode(cols, g, keys)
+}
+
+// HypercubeDensity writes to w[c] the neighbourhood density of distinct cell c (the rows in the
+// cells within one bin of it in every dimension, itself included), equal to hypercube.Tree.Density:
+// hc_density runs the stackless search of the LTR tree, one thread per cell, with integer counts.
+// keys holds the distinct cells' packed keys ascending (len(count) cells of g.Words words), count
+// their row counts, nodes the tree over them (hypercube.BuildTree). Host slices; the transfers are
+// included. Device memory: about cells*(8*words + 12) + nodes*20 bytes.
+func HypercubeDensity(d *Device, g *HypercubeGrid, keys []uint64, count []int32, nodes []HypercubeNode, w []int64) error {
+	dims := len(g.Min)
+	if err := g.check(dims); err != nil {
+		return fmt.Errorf("gpukern.HypercubeDensity: %w", err)
 	}
-	lap(&tm.Fit)
-	keys := make([]uint64, rows*g.Words())
-	if err := d.hypercubeEncode(cols, g, keys); err != nil {
-		return nil, fmt.Errorf("gpukern.Hypercube: %w", err)
+	if len(keys) != len(count)*g.Words || len(w) != len(count) {
+		return fmt.Errorf("gpukern.HypercubeDensity: %w: %d cells but %d key words (%d per key) and %d densities",
+			errShape, len(count), len(keys), g.Words, len(w))
 	}
-	lap(&tm.Encode)
-	cells := hypercube.Distinct(g, keys, rows)
-	lap(&tm.Distinct)
-	minSplit := p.MinSplit
-	if minSplit == 0 {
-		minSplit = hypercube.DefaultMinSplit
+	if len(count) > 0 && len(nodes) == 0 || len(nodes) > math.MaxInt32 {
+		return fmt.Errorf("gpukern.HypercubeDensity: %w: a tree of %d nodes over %d cells", errShape, len(nodes), len(count))
 	}
-	tree, err := hypercube.BuildTree(cells, minSplit)
-	if err != nil {
-		return nil, fmt.Errorf("gpukern.Hypercube: %w", err)
+	if len(count) == 0 {
+		return nil
 	}
-	lap(&tm.Tree)
-	w := make([]int64, cells.Len())
-	if err := d.hypercubeDensity(cells, tree, w); err != nil {
-		return nil, fmt.Errorf("gpukern.Hypercube: %w", err)
-	}
-	lap(&tm.Search)
-	r := hypercube.Finish(g, cells, w)
-	lap(&tm.Finish)
-	return &HypercubeResult{Result: r, Timings: tm}, nil
+	return d.hypercubeDensity(g, keys, count, nodes, w)
 }
 
 // hcNodes flattens the tree for the kernel: four int32 per node (meta = coord | depth << 16 |
 // leaf << 24, brk, up, lo) and the leaves' hi apart (read only at a leaf).
-func hcNodes(t *hypercube.Tree) (quad []int32, hi []int32) {
-	quad = make([]int32, 4*len(t.Nodes))
-	hi = make([]int32, len(t.Nodes))
-	for i, n := range t.Nodes {
+func hcNodes(nodes []HypercubeNode) (quad []int32, hi []int32) {
+	quad = make([]int32, 4*len(nodes))
+	hi = make([]int32, len(nodes))
+	for i, n := range nodes {
 		meta := int32(n.Coord) | int32(n.Depth)<<16
 		if n.Leaf {
 			meta |= 1 << 24

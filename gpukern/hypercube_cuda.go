@@ -8,15 +8,13 @@ import (
 	"unsafe"
 
 	"gorgonia.org/cu"
-
-	"github.com/outlierd/outlierd/internal/algo/hypercube"
 )
 
 // hcBlock is the number of threads (rows, or cells) per block of both kernels (the paper's 256).
 const hcBlock = 256
 
 // hypercubeEncode uploads the columns and the grid and downloads the packed keys of every row.
-func (d *Device) hypercubeEncode(cols [][]float32, g *hypercube.Grid, keys []uint64) error {
+func (d *Device) hypercubeEncode(cols [][]float32, g *HypercubeGrid, keys []uint64) error {
 	rows := len(cols[0])
 	err := d.do(func() (err error) {
 		var xp, lp, sp, kp cu.DevicePtr
@@ -38,7 +36,7 @@ func (d *Device) hypercubeEncode(cols [][]float32, g *hypercube.Grid, keys []uin
 		}
 		grid := (rows + hcBlock - 1) / hcBlock
 		a := hcEncodeParams{X: uint64(xp), N: int64(rows), D: int64(len(cols)), Lo: uint64(lp), Scale: uint64(sp),
-			Bins: int64(g.Bins), Bits: int64(g.Bits()), Per: int64(g.PerWord()), W: int64(g.Words()), Keys: uint64(kp)}
+			Bins: int64(g.Bins), Bits: int64(g.Bits), Per: int64(g.PerWord), W: int64(g.Words), Keys: uint64(kp)}
 		if err = d.launchStruct("hc_encode", [3]int{grid, 1, 1}, [3]int{hcBlock, 1, 1}, 0, unsafe.Pointer(&a), unsafe.Sizeof(a)); err != nil {
 			return err
 		}
@@ -51,29 +49,21 @@ func (d *Device) hypercubeEncode(cols [][]float32, g *hypercube.Grid, keys []uin
 }
 
 // hypercubeDensity uploads the distinct cells and the tree and downloads w of every cell.
-func (d *Device) hypercubeDensity(c *hypercube.Cells, t *hypercube.Tree, w []int64) error {
-	g := c.Grid
-	ncell := c.Len()
-	if ncell == 0 {
-		return nil
-	}
-	quad, hi := hcNodes(t)
-	loc := make([]int32, g.Dims())
+func (d *Device) hypercubeDensity(g *HypercubeGrid, keys []uint64, count []int32, nodes []HypercubeNode, w []int64) error {
+	ncell := len(count)
+	quad, hi := hcNodes(nodes)
+	loc := make([]int32, len(g.Min))
 	for j := range loc {
-		loc[j] = int32(j/g.PerWord())<<8 | int32((g.PerWord()-1-j%g.PerWord())*g.Bits())
+		loc[j] = int32(j/g.PerWord)<<8 | int32((g.PerWord-1-j%g.PerWord)*g.Bits)
 	}
-	masks := make([]uint64, 0, 10)
-	for p := range 2 {
-		f, one, hk, m3, hk1 := g.SWAR(p)
-		masks = append(masks, f, one, hk, m3, hk1)
-	}
+	masks := append(g.SWAR[0][:], g.SWAR[1][:]...)
 	err := d.do(func() (err error) {
 		var kp, cp, np, hp, lp, mp, wp cu.DevicePtr
 		defer func() { err = errors.Join(err, frees(kp, cp, np, hp, lp, mp, wp)) }()
-		if kp, err = upload(d, "cell keys", c.Keys); err != nil {
+		if kp, err = upload(d, "cell keys", keys); err != nil {
 			return err
 		}
-		if cp, err = upload(d, "cell counts", c.Count); err != nil {
+		if cp, err = upload(d, "cell counts", count); err != nil {
 			return err
 		}
 		if np, err = upload(d, "tree nodes", quad); err != nil {
@@ -93,7 +83,7 @@ func (d *Device) hypercubeDensity(c *hypercube.Cells, t *hypercube.Tree, w []int
 		}
 		grid := (ncell + hcBlock - 1) / hcBlock
 		a := hcDensityParams{Keys: uint64(kp), Count: uint64(cp), NCell: int64(ncell), Nodes: uint64(np), Hi: uint64(hp),
-			NNodes: int64(len(t.Nodes)), D: int64(g.Dims()), Bits: int64(g.Bits()), Loc: uint64(lp), W: int64(g.Words()),
+			NNodes: int64(len(nodes)), D: int64(len(g.Min)), Bits: int64(g.Bits), Loc: uint64(lp), W: int64(g.Words),
 			Masks: uint64(mp), Out: uint64(wp)}
 		if err = d.launchStruct("hc_density", [3]int{grid, 1, 1}, [3]int{hcBlock, 1, 1}, 0, unsafe.Pointer(&a), unsafe.Sizeof(a)); err != nil {
 			return err

@@ -115,7 +115,7 @@ func TestClusterGPUMatchesCPU(t *testing.T) {
 }
 
 // openGPU opens the GPU or skips; the test fails if a call it compares fell back to the CPU.
-func openGPU(t *testing.T) *Device {
+func openGPU(t testing.TB) *Device {
 	t.Helper()
 	dev, err := Open("cuda", zerolog.Nop(), Options{})
 	if err != nil {

@@ -160,11 +160,8 @@ func (d *Device) densityUncovered(dims int) string {
 
 // Hypercube is hypercube.Detect with b bins per dimension.
 func (d *Device) Hypercube(cols [][]float32, bins int) (res *hypercube.Result, err error) {
-	err = d.step("hypercube density", "", func() error {
-		gr, err := gpukern.Hypercube(d.gpu, cols, gpukern.HypercubeParams{Bins: bins})
-		if err == nil {
-			res = gr.Result
-		}
+	err = d.step("hypercube density", "", func() (err error) {
+		res, _, err = gpuHypercube(d.gpu, cols, hypercube.Params{Bins: bins})
 		return err
 	}, func() (err error) {
 		res, err = hypercube.Detect(cols, hypercube.Params{Bins: bins})
