@@ -11,8 +11,6 @@ import (
 	"unsafe"
 
 	"gorgonia.org/cu"
-
-	"github.com/outlierd/outlierd/internal/algo/proclus"
 )
 
 //go:embed proclus.ptx
@@ -37,19 +35,18 @@ const (
 	pcParamBytes = 256 << 10
 )
 
-// UploadProclus checks column-major host data (cols[j][i], finite; proclus.Prepare), copies it to
-// the device for PROCLUS runs and allocates the run buffers (the distance cache is allocated by
-// the first run).
+// UploadProclus copies column-major host data (cols[j][i]; the caller checks it finite, as
+// proclus.Prepare does) to the device for PROCLUS runs and allocates the run buffers (the
+// distance cache is allocated by Begin).
 func (d *Device) UploadProclus(cols [][]float32) (*ProclusData, error) {
 	rows, err := columnsShape("cols", cols)
 	if err != nil {
-		return nil, fmt.Errorf("gpukern.Proclus: %w", err)
+		return nil, fmt.Errorf("gpukern.UploadProclus: %w", err)
 	}
-	data, err := proclus.Prepare(cols)
-	if err != nil {
-		return nil, fmt.Errorf("gpukern.Proclus: %w", err)
+	if rows > math.MaxInt32 {
+		return nil, fmt.Errorf("gpukern.UploadProclus: %d rows, at most %d (an int32 assignment)", rows, math.MaxInt32)
 	}
-	pd := &ProclusData{dev: d, data: data, rows: rows, dims: len(cols)}
+	pd := &ProclusData{dev: d, rows: rows, dims: len(cols)}
 	err = d.do(func() error {
 		x, err := uploadCols(d, "PROCLUS data", cols, rows)
 		if err != nil {
@@ -74,7 +71,7 @@ func (d *Device) UploadProclus(cols [][]float32) (*ProclusData, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("gpukern.Proclus: %w", err), pd.Free())
+		return nil, errors.Join(fmt.Errorf("gpukern.UploadProclus: %w", err), pd.Free())
 	}
 	return pd, nil
 }
@@ -100,7 +97,7 @@ func (pd *ProclusData) Free() error {
 	return nil
 }
 
-// Begin (proclus.Engine) uploads the fixed-point scales and grows the distance cache to slots
+// Begin (proclus.Engine.Begin) uploads the fixed-point scales and grows the distance cache to slots
 // rows.
 func (pd *ProclusData) Begin(scales []float64, slots int) error {
 	if len(scales) != pd.dims {
@@ -205,8 +202,8 @@ func (pd *ProclusData) grid() [3]int {
 
 func (pd *ProclusData) at(off int) uint64 { return uint64(pd.par) + uint64(off) }
 
-// Locality (proclus.Engine): proclus_locality over the changed localities.
-func (pd *ProclusData) Locality(qs []proclus.Query, sums, counts []int64) error {
+// Locality (proclus.Engine.Locality): proclus_locality over the changed localities.
+func (pd *ProclusData) Locality(qs []ProclusQuery, sums, counts []int64) error {
 	nq, d := len(qs), pd.dims
 	slot, fresh := make([]int64, nq), make([]int64, nq)
 	med, band := make([]float32, 0, nq*d), make([]float32, 0, 2*nq)
@@ -243,7 +240,7 @@ func (pd *ProclusData) Locality(qs []proclus.Query, sums, counts []int64) error 
 	})
 }
 
-// Assign (proclus.Engine): proclus_assign.
+// Assign (proclus.Engine.Assign): proclus_assign.
 func (pd *ProclusData) Assign(centers [][]float32, off, dims []int, radius []float64, counts, sums []int64) error {
 	k := len(centers)
 	med := make([]float32, 0, k*pd.dims)
@@ -279,7 +276,7 @@ func (pd *ProclusData) Assign(centers [][]float32, off, dims []int, radius []flo
 	})
 }
 
-// Spread (proclus.Engine): proclus_spread over the current assignment.
+// Spread (proclus.Engine.Spread): proclus_spread over the current assignment.
 func (pd *ProclusData) Spread(center []float64, off, dims []int, sums []int64) error {
 	k := len(off) - 1
 	var p pcPack

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/algo/proclus"
 	"github.com/outlierd/outlierd/internal/testsupport/testcols"
 )
@@ -76,7 +76,7 @@ func TestProclusParity(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: CPU: %v", c.name, err)
 		}
-		gpu, err := gpukern.Proclus(d, c.cols, c.p)
+		gpu, err := accel.GPUProclus(d, c.cols, c.p)
 		if err != nil {
 			t.Fatalf("%s: GPU: %v", c.name, err)
 		}
@@ -92,6 +92,10 @@ func TestProclusParityResident(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	data, err := proclus.Prepare(pl.Cols)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pd, err := d.UploadProclus(pl.Cols)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +108,7 @@ func TestProclusParityResident(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gpu, err := pd.Run(p)
+		gpu, err := accel.RunProclus(pd, data, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,9 +127,9 @@ func TestProclusEngineParity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pd.Free()
-	cpu := proclus.NewCPUEngine(cols, 3)
+	cpu, gpu := proclus.NewCPUEngine(cols, 3), accel.ProclusEngine(pd)
 	sc := proclus.Scales(cols)
-	for _, e := range []proclus.Engine{cpu, pd} {
+	for _, e := range []proclus.Engine{cpu, gpu} {
 		if err := e.Begin(sc, 4); err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +148,7 @@ func TestProclusEngineParity(t *testing.T) {
 		}
 		var s [2][]int64
 		var c [2][]int64
-		for i, e := range []proclus.Engine{cpu, pd} {
+		for i, e := range []proclus.Engine{cpu, gpu} {
 			s[i], c[i] = make([]int64, 2*len(cols)), make([]int64, 2)
 			if err := e.Locality(qs, s[i], c[i]); err != nil {
 				t.Fatal(err)
@@ -160,7 +164,7 @@ func TestProclusEngineParity(t *testing.T) {
 	for _, rad := range [][]float64{nil, radius} {
 		var cnt, sum [2][]int64
 		var asg [2][]int32
-		for i, e := range []proclus.Engine{cpu, pd} {
+		for i, e := range []proclus.Engine{cpu, gpu} {
 			cnt[i], sum[i], asg[i] = make([]int64, 3), make([]int64, 6), make([]int32, 10007)
 			if err := e.Assign(centers, off, dims, rad, cnt[i], sum[i]); err != nil {
 				t.Fatal(err)
@@ -174,7 +178,7 @@ func TestProclusEngineParity(t *testing.T) {
 		}
 		var sp [2][]int64
 		center := []float64{0.5, 0.25, 0.125, 0.7, 0.1, 0.9}
-		for i, e := range []proclus.Engine{cpu, pd} {
+		for i, e := range []proclus.Engine{cpu, gpu} {
 			sp[i] = make([]int64, 6)
 			if err := e.Spread(center, off, dims, sp[i]); err != nil {
 				t.Fatal(err)
@@ -200,7 +204,7 @@ func TestProclusMillion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gpu, err := gpukern.Proclus(d, pl.Cols, p)
+	gpu, err := accel.GPUProclus(d, pl.Cols, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,6 +267,10 @@ func BenchmarkProclus(b *testing.B) {
 	b.Run("upload", func(b *testing.B) {
 		d := openDevice(b)
 		for range b.N {
+			// The host check and scales (proclus.Prepare), then the copy: UploadProclus did both.
+			if _, err := proclus.Prepare(pl.Cols); err != nil {
+				b.Fatal(err)
+			}
 			pd, err := d.UploadProclus(pl.Cols)
 			if err != nil {
 				b.Fatal(err)
@@ -275,19 +283,23 @@ func BenchmarkProclus(b *testing.B) {
 		p.K, p.L = kl[0], kl[1]
 		b.Run(benchName("gpu", kl), func(b *testing.B) {
 			d := openDevice(b)
+			data, err := proclus.Prepare(pl.Cols)
+			if err != nil {
+				b.Fatal(err)
+			}
 			pd, err := d.UploadProclus(pl.Cols)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer pd.Free()
 			var res *proclus.Result
-			if res, err = pd.Run(p); err != nil { // warm-up: JIT, the distance cache allocation
+			if res, err = accel.RunProclus(pd, data, p); err != nil { // warm-up: JIT, the distance cache allocation
 				b.Fatal(err)
 			}
 			k0, _, _ := d.Counters()
 			b.ResetTimer()
 			for range b.N {
-				if res, err = pd.Run(p); err != nil {
+				if res, err = accel.RunProclus(pd, data, p); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -358,11 +370,11 @@ func TestProclusBreakdown(t *testing.T) {
 	for _, kl := range [][2]int{{5, 3}, {10, 5}, {15, 7}} {
 		p := proclus.Default()
 		p.K, p.L = kl[0], kl[1]
-		want, err := pd.Run(p) // also the warm-up
+		want, err := accel.RunProclus(pd, data, p) // also the warm-up
 		if err != nil {
 			t.Fatal(err)
 		}
-		te := &timedEngine{Engine: pd}
+		te := &timedEngine{Engine: accel.ProclusEngine(pd)}
 		st := time.Now()
 		got, err := data.Run(p, te)
 		total := time.Since(st)

@@ -174,12 +174,12 @@ func (d *Device) Hypercube(cols [][]float32, bins int) (res *hypercube.Result, e
 func (d *Device) Proclus(cols [][]float32, p proclus.Params) (res *proclus.Result, err error) {
 	uncovered := ""
 	if d.gpu != nil {
-		if why := gpukern.ProclusFits(len(cols[0]), len(cols), p); why != nil {
+		if why := gpukern.ProclusFits(p.K, len(cols)); why != nil {
 			uncovered = why.Error()
 		}
 	}
 	err = d.step("PROCLUS", uncovered, func() (err error) {
-		res, err = gpukern.Proclus(d.gpu, cols, p)
+		res, err = GPUProclus(d.gpu, cols, p)
 		return err
 	}, func() (err error) {
 		res, err = proclus.Run(cols, p)
