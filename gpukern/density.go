@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-
-	"github.com/outlierd/outlierd/internal/algo/density"
-	"github.com/outlierd/outlierd/internal/algo/microcluster"
 )
 
 // DensityMaxDims is the largest dimension count of DetectRecords and DetectClusters (the
@@ -17,7 +14,8 @@ const DensityMaxDims = 64
 // DensityModel is the per-dimension cluster density f_j(u) = sum_c coef_jc exp(-(u-mu_jc)^2 inv2_jc)
 // over the non-empty micro-clusters (ALGORITHMS.md §2), built exactly as density.NewModel builds its
 // own, so that both evaluate bit-identical densities on the host, plus the tested objects of
-// cluster granularity and the CPU twin that computes the exact method's regions.
+// cluster granularity and the CPU twin's host tables (the exact method's regions, the density
+// bounds).
 type DensityModel struct {
 	dims, k        int
 	mu, coef, inv2 []float64 // [j*k + c], non-empty clusters
@@ -26,8 +24,27 @@ type DensityModel struct {
 	objMean, objSD []float64
 	objIndex       []int64
 	q              int
-	// cpu is density.NewModel of the same tuples; its Regions are the exact method's intervals.
-	cpu *density.Model
+	// tables are the CPU twin's (density.NewModel of the same tuples): regions and bounds.
+	tables DensityTables
+}
+
+// DensityTables are what the kernels take from the CPU twin's model of the same tuples, built on
+// the host once per model (internal/accel adapts a density.Model): the exact 1-D method's
+// superlevel sets {u : f_j(u) > eta} as disjoint open intervals in increasing order, dimension
+// j's in lo[off[j]:off[j+1]], hi[off[j]:off[j+1]] (len(off) = r+1); and the density bounds table
+// that decides most samples without the sum over clusters (density.Bounds).
+type DensityTables interface {
+	Regions(eta float64) (lo, hi []float64, off []int64, err error)
+	Bounds() *DensityBounds
+}
+
+// DensityBounds is the density bounds table, field for field density.Bounds: G cells per
+// dimension, sample u of dimension j in cell 1 + floor((u - Origin[j]) * InvStep[j]) clamped to
+// [0, Cells+1], and the lower and upper bounds of f_j per cell ([j*(Cells+2) + cell]).
+type DensityBounds struct {
+	Cells           int
+	Origin, InvStep []float64
+	Lower, Upper    []float64
 }
 
 // densityMinVariance is density's minVariance: the floor of a kernel variance h^2 + Delta.
@@ -36,8 +53,12 @@ const densityMinVariance = 1e-12
 // NewDensityModel builds the model from cluster features and per-dimension bandwidths h (for
 // example density.Bandwidths of the same clusters), with density.NewModel's arithmetic: cluster
 // c of n_c > 0 members contributes mean CF1/n_c, variance max(h^2 + Delta, 1e-12) with Delta =
-// max(0, CF2/n - mu^2 + EF2/n), weight n_c/N.
-func NewDensityModel(f *ClusterFeatures, h []float64) (*DensityModel, error) {
+// max(0, CF2/n - mu^2 + EF2/n), weight n_c/N. tables are the CPU twin's of the same tuples and
+// bandwidths (internal/accel.DensityModelOf passes them).
+func NewDensityModel(f *ClusterFeatures, h []float64, tables DensityTables) (*DensityModel, error) {
+	if tables == nil {
+		return nil, errors.New("gpukern.NewDensityModel: no host tables")
+	}
 	if f == nil || len(f.CF1) == 0 || len(f.N) == 0 {
 		return nil, errors.New("gpukern.NewDensityModel: no micro-clusters")
 	}
@@ -68,17 +89,13 @@ func NewDensityModel(f *ClusterFeatures, h []float64) (*DensityModel, error) {
 	if total <= 0 {
 		return nil, errors.New("gpukern.NewDensityModel: the micro-clusters summarise no objects")
 	}
-	cpu, err := density.NewModel(&microcluster.MicroClusters{CF1: f.CF1, CF2: f.CF2, EF2: f.EF2, N: f.N}, h)
-	if err != nil {
-		return nil, fmt.Errorf("gpukern.NewDensityModel: %w", err)
-	}
 	k := 0
 	for _, n := range f.N {
 		if n > 0 {
 			k++
 		}
 	}
-	m := &DensityModel{dims: r, k: k, q: q, cpu: cpu,
+	m := &DensityModel{dims: r, k: k, q: q, tables: tables,
 		mu: make([]float64, 0, r*k), coef: make([]float64, 0, r*k), inv2: make([]float64, 0, r*k),
 		objMean: make([]float64, 0, r*k), objSD: make([]float64, 0, r*k), objIndex: make([]int64, 0, k)}
 	for c, nc := range f.N {
@@ -110,21 +127,6 @@ func NewDensityModel(f *ClusterFeatures, h []float64) (*DensityModel, error) {
 	return m, nil
 }
 
-// DensityModelOf is NewDensityModel(mc's features, cpu.H) for a CPU model built by
-// density.NewModel(mc, cpu.H): it shares cpu's exact-method regions and density bounds table,
-// built once per model, instead of building its own.
-func DensityModelOf(cpu *density.Model, mc *microcluster.MicroClusters) (*DensityModel, error) {
-	if cpu == nil || mc == nil {
-		return nil, errors.New("gpukern.DensityModelOf: nil model")
-	}
-	m, err := NewDensityModel(&ClusterFeatures{CF1: mc.CF1, CF2: mc.CF2, EF2: mc.EF2, N: mc.N}, cpu.H)
-	if err != nil {
-		return nil, err
-	}
-	m.cpu = cpu
-	return m, nil
-}
-
 // Dims is the number of dimensions r.
 func (m *DensityModel) Dims() int { return m.dims }
 
@@ -141,7 +143,24 @@ func (m *DensityModel) Density(j int, u float64) float64 {
 	return f
 }
 
-// DensityParams are the detection parameters, density.Params without Workers.
+// DensityMode chooses the subspaces a sampled object is tested in, density.Mode's values (the
+// kernels take the number): DensityIndependent (each single dimension in a random order, stopping
+// at the first flag), DensityRollup (all 2^r - 1 subspaces, refused above DensityMaxRollupDims),
+// DensityRestricted (the prefixes {1}, {1,2}, ..., {1..r}), DensityAveraging (the full space).
+type DensityMode int
+
+const (
+	DensityIndependent DensityMode = iota
+	DensityRollup
+	DensityRestricted
+	DensityAveraging
+)
+
+// DensityMaxRollupDims is the largest dimensionality DensityRollup accepts (density.MaxRollupDims).
+const DensityMaxRollupDims = 20
+
+// DensityParams are the detection parameters, density.Params without Workers (internal/accel
+// converts).
 type DensityParams struct {
 	// Eta is the density threshold (> 0, finite).
 	Eta float64
@@ -149,9 +168,8 @@ type DensityParams struct {
 	Delta float64
 	// Samples is s, the samples per object and sampled subspace (>= 1).
 	Samples int
-	// Mode chooses the subspaces (density.Mode; the zero value is Independent). Rollup is refused
-	// above density.MaxRollupDims, as on the CPU.
-	Mode density.Mode
+	// Mode chooses the subspaces (the zero value is DensityIndependent).
+	Mode DensityMode
 	// Seed selects the random streams (density's ObjectStream).
 	Seed uint64
 	// FirstIndex is the stream index of the first record (record i uses FirstIndex + i); clusters
@@ -164,29 +182,39 @@ type DensityParams struct {
 	Exact bool
 }
 
-// DensityParamsOf is the CPU twin's parameters as the kernels' (Workers has no GPU meaning).
-func DensityParamsOf(p density.Params) DensityParams {
-	return DensityParams{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples, Mode: p.Mode, Seed: p.Seed,
-		FirstIndex: p.FirstIndex, Index: p.Index, Exact: p.Exact}
+// DensityVerdict is the result for one object, field for field density.Verdict: whether the
+// eta-probability fell below Delta in a tested subspace, the lowest eta-probability seen, and the
+// dimensions (increasing) of the subspace where it was seen (nil for an untested object).
+type DensityVerdict struct {
+	Outlier        bool
+	EtaProbability float64
+	Subspace       []int
 }
 
-// cpu is p as the CPU twin's parameters, whose Validate this package shares.
-func (p DensityParams) cpu() density.Params {
-	return density.Params{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples, Mode: p.Mode,
-		Seed: p.Seed, FirstIndex: p.FirstIndex, Index: p.Index, Exact: p.Exact}
-}
-
-// check validates p for objects objects of the model's dimensionality.
+// check validates p (density.Params.Validate's rules) for objects of the model's dimensionality.
 func (p DensityParams) check(m *DensityModel) error {
-	if err := p.cpu().Validate(); err != nil {
-		return err
+	var errs []error
+	if !(p.Eta > 0) || math.IsInf(p.Eta, 0) {
+		errs = append(errs, fmt.Errorf("eta must be finite and > 0, got %v", p.Eta))
+	}
+	if !(p.Delta >= 0 && p.Delta <= 1) {
+		errs = append(errs, fmt.Errorf("delta must be in [0, 1], got %v", p.Delta))
+	}
+	if p.Samples < 1 {
+		errs = append(errs, fmt.Errorf("samples must be >= 1, got %d", p.Samples))
+	}
+	if p.Mode < DensityIndependent || p.Mode > DensityAveraging {
+		errs = append(errs, fmt.Errorf("unknown mode %d", int(p.Mode)))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid parameters: %w", errors.Join(errs...))
 	}
 	if m.dims > DensityMaxDims {
 		return fmt.Errorf("%d dimensions, at most %d supported", m.dims, DensityMaxDims)
 	}
-	if p.Mode == density.Rollup && m.dims > density.MaxRollupDims {
+	if p.Mode == DensityRollup && m.dims > DensityMaxRollupDims {
 		return fmt.Errorf("exhaustive roll-up refused for r=%d > %d (2^r-1 subspaces per object); use independent, restricted or averaging",
-			m.dims, density.MaxRollupDims)
+			m.dims, DensityMaxRollupDims)
 	}
 	return nil
 }
@@ -198,15 +226,13 @@ func (m *DensityModel) densityRegions(p DensityParams) (lo, hi []float64, off []
 	if !p.Exact {
 		return nil, nil, off, nil
 	}
-	rg, err := m.cpu.Regions(p.Eta)
+	lo, hi, off, err = m.tables.Regions(p.Eta)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	for j, iv := range rg {
-		for _, x := range iv {
-			lo, hi = append(lo, x.Lo), append(hi, x.Hi)
-		}
-		off[j+1] = int64(len(lo))
+	if len(off) != m.dims+1 || len(hi) != len(lo) || off[0] != 0 || off[m.dims] != int64(len(lo)) {
+		return nil, nil, nil, fmt.Errorf("%w: regions of %d intervals (%d ends) with %d offsets for %d dimensions",
+			errShape, len(lo), len(hi), len(off), m.dims)
 	}
 	return lo, hi, off, nil
 }
@@ -215,13 +241,13 @@ func (m *DensityModel) densityRegions(p DensityParams) (lo, hi []float64, off []
 // and benchmarks that compare the two.
 var densityPlain bool
 
-// samplingBounds is the CPU twin's density bounds table (density.Bounds, built once per model)
-// when p samples any subspace, nil when it samples none (independent with the exact 1-D method).
-func (m *DensityModel) samplingBounds(p DensityParams) *density.Bounds {
-	if p.Exact && p.Mode == density.Independent || densityPlain {
+// samplingBounds is the CPU twin's density bounds table (built once per model) when p samples
+// any subspace, nil when it samples none (independent with the exact 1-D method).
+func (m *DensityModel) samplingBounds(p DensityParams) *DensityBounds {
+	if p.Exact && p.Mode == DensityIndependent || densityPlain {
 		return nil
 	}
-	return m.cpu.Bounds()
+	return m.tables.Bounds()
 }
 
 // KeepDensityModel uploads m's kernel parameters to stay on d, and its density bounds table
@@ -257,9 +283,9 @@ type densityResult struct {
 	flag []int32
 }
 
-// verdicts turns the kernel's results into density.Verdicts; the subspaces share one backing
-// array (one allocation for all objects).
-func (res densityResult) verdicts(out []density.Verdict, pos []int) {
+// verdicts turns the kernel's results into verdicts; the subspaces share one backing array (one
+// allocation for all objects).
+func (res densityResult) verdicts(out []DensityVerdict, pos []int) {
 	total := 0
 	for _, m := range res.mask {
 		total += bits.OnesCount64(m)
@@ -278,7 +304,7 @@ func (res densityResult) verdicts(out []density.Verdict, pos []int) {
 		if pos != nil {
 			o = pos[i]
 		}
-		out[o] = density.Verdict{Outlier: res.flag[i] != 0, EtaProbability: res.prob[i], Subspace: sub}
+		out[o] = DensityVerdict{Outlier: res.flag[i] != 0, EtaProbability: res.prob[i], Subspace: sub}
 	}
 }
 
@@ -289,7 +315,7 @@ func (res densityResult) verdicts(out []density.Verdict, pos []int) {
 // lies within about 1e-16 of Eta (exp and log are the device's, which may differ from Go's in the
 // last bit); exact 1-D probabilities differ from the CPU's by at most a few ulps (CUDA's erfc), so
 // a verdict can differ only where one lies within that of Delta.
-func DetectRecords(d *Device, m *DensityModel, means, sds [][]float32, p DensityParams, out []density.Verdict) error {
+func DetectRecords(d *Device, m *DensityModel, means, sds [][]float32, p DensityParams, out []DensityVerdict) error {
 	if m == nil {
 		return errors.New("gpukern.DetectRecords: nil model")
 	}
@@ -342,7 +368,7 @@ func DetectRecords(d *Device, m *DensityModel, means, sds [][]float32, p Density
 // sqrt(Delta) and draws from stream index c; an empty cluster is not tested (Outlier false,
 // EtaProbability 1, Subspace nil). The result has q entries; density.Inherit gives members their
 // cluster's verdict. Parity as DetectRecords.
-func DetectClusters(d *Device, m *DensityModel, p DensityParams) ([]density.Verdict, error) {
+func DetectClusters(d *Device, m *DensityModel, p DensityParams) ([]DensityVerdict, error) {
 	if m == nil {
 		return nil, errors.New("gpukern.DetectClusters: nil model")
 	}
@@ -357,9 +383,9 @@ func DetectClusters(d *Device, m *DensityModel, p DensityParams) ([]density.Verd
 	if err != nil {
 		return nil, fmt.Errorf("gpukern.DetectClusters: %w", err)
 	}
-	out := make([]density.Verdict, m.q)
+	out := make([]DensityVerdict, m.q)
 	for c := range out {
-		out[c] = density.Verdict{EtaProbability: 1}
+		out[c] = DensityVerdict{EtaProbability: 1}
 	}
 	pos := make([]int, len(m.objIndex))
 	for i, c := range m.objIndex {

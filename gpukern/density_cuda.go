@@ -7,8 +7,6 @@ import (
 	"unsafe"
 
 	"gorgonia.org/cu"
-
-	"github.com/outlierd/outlierd/internal/algo/density"
 )
 
 // densityBlock is the number of threads (objects) per block of density_records/clusters. Small
@@ -18,7 +16,7 @@ const densityBlock = 64
 
 // detectDensity uploads the objects, the model and (exact) the regions, runs density_records or
 // density_clusters and downloads the results.
-func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityParams, lo, hi []float64, off []int64, b *density.Bounds) (densityResult, error) {
+func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityParams, lo, hi []float64, off []int64, b *DensityBounds) (densityResult, error) {
 	n := obj.n
 	res := densityResult{prob: make([]float64, n), mask: make([]uint64, n), flag: make([]int32, n)}
 	err := d.do(func() (err error) {
@@ -129,7 +127,7 @@ func (mb *densityBuffers) free() error {
 }
 
 // uploadDensityModel copies the model and, when b is not nil, its bounds table. Owner thread only.
-func uploadDensityModel(d *Device, m *DensityModel, b *density.Bounds) (mb *densityBuffers, err error) {
+func uploadDensityModel(d *Device, m *DensityModel, b *DensityBounds) (mb *densityBuffers, err error) {
 	mb = &densityBuffers{}
 	defer func() {
 		if err != nil {
@@ -153,7 +151,7 @@ func uploadDensityModel(d *Device, m *DensityModel, b *density.Bounds) (mb *dens
 }
 
 // uploadBounds adds the density bounds table to mb (which has none). Owner thread only.
-func (mb *densityBuffers) uploadBounds(d *Device, b *density.Bounds) (err error) {
+func (mb *densityBuffers) uploadBounds(d *Device, b *DensityBounds) (err error) {
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, frees(mb.lower, mb.upper, mb.origin, mb.invStep))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/algo/microcluster"
 	"github.com/outlierd/outlierd/internal/datasets/synth"
@@ -32,7 +33,7 @@ func densityFixture(t testing.TB, rows, dims, q int) (*density.Model, *gpukern.D
 	if err != nil {
 		t.Fatal(err)
 	}
-	gpu, err := gpukern.NewDensityModel(&gpukern.ClusterFeatures{CF1: mc.CF1, CF2: mc.CF2, EF2: mc.EF2, N: mc.N}, h)
+	gpu, err := gpukern.NewDensityModel(&gpukern.ClusterFeatures{CF1: mc.CF1, CF2: mc.CF2, EF2: mc.EF2, N: mc.N}, h, accel.DensityTables(cpu))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,28 +104,24 @@ func parityObject(t *testing.T, what string, w, g density.Verdict, delta float64
 
 // densityCases are the parameter sets of the parity tests: every mode, sampled and exact, eta
 // 0.5 (few flags) and 2 (many: the early stops).
-func densityCases() []gpukern.DensityParams {
-	var cs []gpukern.DensityParams
+func densityCases() []density.Params {
+	var cs []density.Params
 	for _, mode := range []density.Mode{density.Independent, density.Restricted, density.Averaging, density.Rollup} {
 		for _, exact := range []bool{false, true} {
 			for _, eta := range []float64{0.5, 2} {
-				cs = append(cs, gpukern.DensityParams{Eta: eta, Delta: 0.5, Samples: 150, Mode: mode, Seed: 9, FirstIndex: 1000, Exact: exact})
+				cs = append(cs, density.Params{Eta: eta, Delta: 0.5, Samples: 150, Mode: mode, Seed: 9, FirstIndex: 1000, Exact: exact})
 			}
 		}
 	}
 	return cs
 }
 
-func caseName(p gpukern.DensityParams) string {
+func caseName(p density.Params) string {
 	method := "sampled"
 	if p.Exact {
 		method = "exact"
 	}
 	return fmt.Sprintf("%s/%s/eta=%g", p.Mode, method, p.Eta)
-}
-
-func cpuParams(p gpukern.DensityParams) density.Params {
-	return density.Params{Eta: p.Eta, Delta: p.Delta, Samples: p.Samples, Mode: p.Mode, Seed: p.Seed, FirstIndex: p.FirstIndex, Exact: p.Exact}
 }
 
 // maxIntervals is the largest interval count of any dimension's superlevel set at eta.
@@ -165,11 +162,11 @@ func TestDetectRecordsParity(t *testing.T) {
 		for _, p := range densityCases() {
 			t.Run(fmt.Sprintf("certain=%v/%s", certain, caseName(p)), func(t *testing.T) {
 				want := make([]density.Verdict, n)
-				if err := cpu.DetectRecords(means, sds, cpuParams(p), want); err != nil {
+				if err := cpu.DetectRecords(means, sds, p, want); err != nil {
 					t.Fatal(err)
 				}
 				got := make([]density.Verdict, n)
-				if err := gpukern.DetectRecords(d, gpu, means, sds, p, got); err != nil {
+				if err := accel.GPUDetectRecords(d, gpu, means, sds, p, got); err != nil {
 					t.Fatal(err)
 				}
 				tol := exactTolerance(maxIntervals(t, cpu, p.Eta))
@@ -216,14 +213,14 @@ func TestDetectRecordsBoundsMatchPlain(t *testing.T) {
 	}
 	for _, mode := range []density.Mode{density.Independent, density.Restricted, density.Averaging} {
 		for _, eta := range []float64{0.5, f0 / dims} {
-			p := gpukern.DensityParams{Eta: eta, Delta: 0.5, Samples: 200, Mode: mode, Seed: 3, FirstIndex: 7}
+			p := density.Params{Eta: eta, Delta: 0.5, Samples: 200, Mode: mode, Seed: 3, FirstIndex: 7}
 			bounded := make([]density.Verdict, n)
-			if err := gpukern.DetectRecords(d, gpu, means, sds, p, bounded); err != nil {
+			if err := accel.GPUDetectRecords(d, gpu, means, sds, p, bounded); err != nil {
 				t.Fatal(err)
 			}
 			plain := make([]density.Verdict, n)
 			gpukern.SetDensityPlain(true)
-			err := gpukern.DetectRecords(d, gpu, means, sds, p, plain)
+			err := accel.GPUDetectRecords(d, gpu, means, sds, p, plain)
 			gpukern.SetDensityPlain(false)
 			if err != nil {
 				t.Fatal(err)
@@ -246,7 +243,7 @@ func TestKeepDensityModel(t *testing.T) {
 	d := openDevice(t)
 	const rows, dims, q, n = 3000, 4, 40, 400
 	cpu, _, mc, data := densityFixture(t, rows, dims, q)
-	gpu, err := gpukern.DensityModelOf(cpu, mc)
+	gpu, err := accel.DensityModelOf(cpu, mc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,13 +251,13 @@ func TestKeepDensityModel(t *testing.T) {
 	for j := range dims {
 		means[j], sds[j] = data.Cols[j][:n], data.SD[j][:n]
 	}
-	for _, p := range []gpukern.DensityParams{
+	for _, p := range []density.Params{
 		{Eta: 0.5, Delta: 0.5, Samples: 100, Mode: density.Restricted, Seed: 2},
 		{Eta: 0.5, Delta: 0.5, Samples: 100, Mode: density.Independent, Seed: 2, Exact: true},
 	} {
 		perCall := make([]density.Verdict, n)
 		_, up0, _ := d.Counters()
-		if err := gpukern.DetectRecords(d, gpu, means, sds, p, perCall); err != nil {
+		if err := accel.GPUDetectRecords(d, gpu, means, sds, p, perCall); err != nil {
 			t.Fatal(err)
 		}
 		_, up1, _ := d.Counters()
@@ -268,11 +265,11 @@ func TestKeepDensityModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		resident := make([]density.Verdict, n)
-		if err := gpukern.DetectRecords(d, gpu, means, sds, p, resident); err != nil { // may bring the table
+		if err := accel.GPUDetectRecords(d, gpu, means, sds, p, resident); err != nil { // may bring the table
 			t.Fatal(err)
 		}
 		_, up2, _ := d.Counters()
-		if err := gpukern.DetectRecords(d, gpu, means, sds, p, resident); err != nil {
+		if err := accel.GPUDetectRecords(d, gpu, means, sds, p, resident); err != nil {
 			t.Fatal(err)
 		}
 		_, up3, _ := d.Counters()
@@ -284,7 +281,7 @@ func TestKeepDensityModel(t *testing.T) {
 				t.Fatalf("%s record %d: per call %+v, resident %+v", caseName(p), i, perCall[i], resident[i])
 			}
 		}
-		lo, hi, off, err := gpu.RegionsForTest(p)
+		lo, hi, off, err := gpu.RegionsForTest(accel.DensityParams(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,11 +316,11 @@ func TestDetectClustersParity(t *testing.T) {
 	t.Logf("%d clusters, %d empty", mc.Q(), empty)
 	for _, p := range densityCases() {
 		t.Run(caseName(p), func(t *testing.T) {
-			want, err := cpu.DetectClusters(cpuParams(p))
+			want, err := cpu.DetectClusters(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := gpukern.DetectClusters(d, gpu, p)
+			got, err := accel.GPUDetectClusters(d, gpu, p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -372,8 +369,8 @@ func TestDensityCounters(t *testing.T) {
 		means[j], sds[j] = data.Cols[j][:n], data.SD[j][:n]
 	}
 	kt0, up0, down0 := d.Counters()
-	p := gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 50, Mode: density.Averaging, Seed: 3}
-	if err := gpukern.DetectRecords(d, gpu, means, sds, p, make([]density.Verdict, n)); err != nil {
+	p := density.Params{Eta: 0.5, Delta: 0.5, Samples: 50, Mode: density.Averaging, Seed: 3}
+	if err := accel.GPUDetectRecords(d, gpu, means, sds, p, make([]density.Verdict, n)); err != nil {
 		t.Fatal(err)
 	}
 	kt1, up1, down1 := d.Counters()
@@ -392,39 +389,39 @@ func TestDensityCounters(t *testing.T) {
 
 func TestDetectRecordsBadInput(t *testing.T) {
 	_, gpu, _, data := densityFixture(t, 500, 3, 10)
-	ok := gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 10}
+	ok := density.Params{Eta: 0.5, Delta: 0.5, Samples: 10}
 	bad := [][]float32{{0.1, float32(math.NaN())}, {0, 0}, {0, 0}}
 	cases := []struct {
 		name  string
 		means [][]float32
-		p     gpukern.DensityParams
+		p     density.Params
 		out   int
 	}{
-		{"eta=0", data.Cols, gpukern.DensityParams{Eta: 0, Delta: 0.5, Samples: 10}, 500},
-		{"delta>1", data.Cols, gpukern.DensityParams{Eta: 0.5, Delta: 2, Samples: 10}, 500},
-		{"samples=0", data.Cols, gpukern.DensityParams{Eta: 0.5, Delta: 0.5}, 500},
-		{"unknown mode", data.Cols, gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 10, Mode: 7}, 500},
+		{"eta=0", data.Cols, density.Params{Eta: 0, Delta: 0.5, Samples: 10}, 500},
+		{"delta>1", data.Cols, density.Params{Eta: 0.5, Delta: 2, Samples: 10}, 500},
+		{"samples=0", data.Cols, density.Params{Eta: 0.5, Delta: 0.5}, 500},
+		{"unknown mode", data.Cols, density.Params{Eta: 0.5, Delta: 0.5, Samples: 10, Mode: 7}, 500},
 		{"dims differ", data.Cols[:2], ok, 500},
 		{"out length", data.Cols, ok, 3},
 		{"NaN", bad, ok, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if err := gpukern.DetectRecords(nil, gpu, c.means, nil, c.p, make([]density.Verdict, c.out)); err == nil {
+			if err := accel.GPUDetectRecords(nil, gpu, c.means, nil, c.p, make([]density.Verdict, c.out)); err == nil {
 				t.Fatal("no error")
 			}
 		})
 	}
-	if _, err := gpukern.DetectClusters(nil, gpu, gpukern.DensityParams{Eta: -1, Delta: 0.5, Samples: 10}); err == nil {
+	if _, err := accel.GPUDetectClusters(nil, gpu, density.Params{Eta: -1, Delta: 0.5, Samples: 10}); err == nil {
 		t.Error("DetectClusters eta=-1: no error")
 	}
-	if _, err := gpukern.DetectClusters(nil, nil, ok); err == nil {
+	if _, err := accel.GPUDetectClusters(nil, nil, ok); err == nil {
 		t.Error("DetectClusters nil model: no error")
 	}
 	// Exhaustive roll-up is refused above density.MaxRollupDims, as on the CPU.
 	_, wide, _, wdata := densityFixture(t, 300, density.MaxRollupDims+1, 5)
-	rollup := gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 10, Mode: density.Rollup}
-	if err := gpukern.DetectRecords(nil, wide, wdata.Cols, nil, rollup, make([]density.Verdict, 300)); err == nil {
+	rollup := density.Params{Eta: 0.5, Delta: 0.5, Samples: 10, Mode: density.Rollup}
+	if err := accel.GPUDetectRecords(nil, wide, wdata.Cols, nil, rollup, make([]density.Verdict, 300)); err == nil {
 		t.Error("roll-up at r=21: no error")
 	}
 }
@@ -432,17 +429,17 @@ func TestDetectRecordsBadInput(t *testing.T) {
 // benchDensity runs DetectRecords b.N times on rows x dims 'one' records against q = 200
 // clusters (transfers included) and reports records/s and the kernel's share from the device
 // counters.
-func benchDensity(b *testing.B, rows, dims int, p gpukern.DensityParams) {
+func benchDensity(b *testing.B, rows, dims int, p density.Params) {
 	d := openDevice(b)
 	_, gpu, _, data := densityFixture(b, rows, dims, 200)
-	out := make([]density.Verdict, rows)
-	if err := gpukern.DetectRecords(d, gpu, data.Cols, data.SD, p, out); err != nil { // warm-up, regions
+	gp, out := accel.DensityParams(p), make([]gpukern.DensityVerdict, rows)
+	if err := gpukern.DetectRecords(d, gpu, data.Cols, data.SD, gp, out); err != nil { // warm-up, regions
 		b.Fatal(err)
 	}
 	k0, _, _ := d.Counters()
 	b.ResetTimer()
 	for range b.N {
-		if err := gpukern.DetectRecords(d, gpu, data.Cols, data.SD, p, out); err != nil {
+		if err := gpukern.DetectRecords(d, gpu, data.Cols, data.SD, gp, out); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -470,20 +467,20 @@ func BenchmarkDetectRecords(b *testing.B) {
 			dims = 5
 		}
 		b.Run(fmt.Sprintf("%s-%dd", mode, dims), func(b *testing.B) {
-			benchDensity(b, 100_000, dims, gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 800, Mode: mode, Seed: 1})
+			benchDensity(b, 100_000, dims, density.Params{Eta: 0.5, Delta: 0.5, Samples: 800, Mode: mode, Seed: 1})
 		})
 	}
 	// The paper's loop (no density bounds) for the case, in the same run: same verdicts.
 	b.Run("independent-10d-plain", func(b *testing.B) {
 		gpukern.SetDensityPlain(true)
 		defer gpukern.SetDensityPlain(false)
-		benchDensity(b, 100_000, 10, gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 800, Seed: 1})
+		benchDensity(b, 100_000, 10, density.Params{Eta: 0.5, Delta: 0.5, Samples: 800, Seed: 1})
 	})
 }
 
 // BenchmarkDetectRecordsExact: the exact 1-D method, mode independent, 1,000,000 records x 10.
 func BenchmarkDetectRecordsExact(b *testing.B) {
-	benchDensity(b, 1_000_000, 10, gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 800, Seed: 1, Exact: true})
+	benchDensity(b, 1_000_000, 10, density.Params{Eta: 0.5, Delta: 0.5, Samples: 800, Seed: 1, Exact: true})
 }
 
 // BenchmarkDetectClusters: cluster granularity, q = 200 clusters of 100,000 x 10, s = 800,
@@ -494,9 +491,9 @@ func BenchmarkDetectClusters(b *testing.B) {
 	_, gpu, _, _ := densityFixture(b, 100_000, 10, 200)
 	for _, mode := range []density.Mode{density.Independent, density.Restricted, density.Averaging} {
 		b.Run(mode.String(), func(b *testing.B) {
-			p := gpukern.DensityParams{Eta: 0.5, Delta: 0.5, Samples: 800, Mode: mode, Seed: 1}
+			p := density.Params{Eta: 0.5, Delta: 0.5, Samples: 800, Mode: mode, Seed: 1}
 			for range b.N {
-				if _, err := gpukern.DetectClusters(d, gpu, p); err != nil {
+				if _, err := gpukern.DetectClusters(d, gpu, accel.DensityParams(p)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -522,15 +519,13 @@ func TestDetectRecordsStreamIndexParity(t *testing.T) {
 		index[i] = r.Uint64()
 	}
 	for _, mode := range []density.Mode{density.Restricted, density.Averaging} {
-		p := gpukern.DensityParams{Eta: 2, Delta: 0.5, Samples: 150, Mode: mode, Seed: 9, FirstIndex: 1000, Index: index}
+		p := density.Params{Eta: 2, Delta: 0.5, Samples: 150, Mode: mode, Seed: 9, FirstIndex: 1000, Index: index}
 		want := make([]density.Verdict, n)
-		cp := cpuParams(p)
-		cp.Index = index
-		if err := cpu.DetectRecords(means, sds, cp, want); err != nil {
+		if err := cpu.DetectRecords(means, sds, p, want); err != nil {
 			t.Fatal(err)
 		}
 		got := make([]density.Verdict, n)
-		if err := gpukern.DetectRecords(d, gpu, means, sds, p, got); err != nil {
+		if err := accel.GPUDetectRecords(d, gpu, means, sds, p, got); err != nil {
 			t.Fatal(err)
 		}
 		for i := range n {

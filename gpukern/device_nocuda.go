@@ -5,8 +5,6 @@ package gpukern
 import (
 	"fmt"
 	"time"
-
-	"github.com/outlierd/outlierd/internal/algo/density"
 )
 
 // Available reports whether a CUDA device can be used and, if not, why: this build has no CUDA.
@@ -66,7 +64,7 @@ func (d *Device) solvingSet(cols [][]float32, rows int, p SolvingSetParams) (Sol
 	return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: %w", errNoCUDA)
 }
 
-func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityParams, lo, hi []float64, off []int64, b *density.Bounds) (densityResult, error) {
+func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityParams, lo, hi []float64, off []int64, b *DensityBounds) (densityResult, error) {
 	return densityResult{}, errNoCUDA
 }
 

@@ -127,7 +127,7 @@ func (d *Device) residentDensity(dm *density.Model, mc *microcluster.MicroCluste
 		}
 		d.densModel, d.densGPU = nil, nil
 	}
-	gm, err := gpukern.DensityModelOf(dm, mc)
+	gm, err := DensityModelOf(dm, mc)
 	if err != nil {
 		return nil, err
 	}

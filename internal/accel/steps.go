@@ -129,7 +129,7 @@ func (d *Device) DetectRecords(dm *density.Model, mc *microcluster.MicroClusters
 		if err != nil {
 			return err
 		}
-		return gpukern.DetectRecords(d.gpu, gm, means, sds, gpukern.DensityParamsOf(p), out)
+		return GPUDetectRecords(d.gpu, gm, means, sds, p, out)
 	}, func() error {
 		return dm.DetectRecords(means, sds, p, out)
 	})
@@ -142,7 +142,7 @@ func (d *Device) DetectClusters(dm *density.Model, mc *microcluster.MicroCluster
 		if err != nil {
 			return err
 		}
-		v, err = gpukern.DetectClusters(d.gpu, gm, gpukern.DensityParamsOf(p))
+		v, err = GPUDetectClusters(d.gpu, gm, p)
 		return err
 	}, func() (err error) {
 		v, err = dm.DetectClusters(p)
