@@ -4,7 +4,6 @@ package gpukern
 
 import (
 	"errors"
-	"unsafe"
 
 	"gorgonia.org/cu"
 )
@@ -96,10 +95,10 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 		grid, block := [3]int{(n + densityBlock - 1) / densityBlock, 1, 1}, [3]int{densityBlock, 1, 1}
 		if obj.clusters {
 			a := densClustersParams{Means: uint64(xp), SDs: uint64(ep), Index: uint64(ixp), C: c}
-			err = d.launchStruct("density_clusters", grid, block, 0, unsafe.Pointer(&a), unsafe.Sizeof(a))
+			err = launchParams(d, "density_clusters", grid, block, 0, &a)
 		} else {
 			a := densRecordsParams{Means: uint64(xp), SDs: uint64(ep), Index: uint64(ixp), FirstIndex: p.FirstIndex, C: c}
-			err = d.launchStruct("density_records", grid, block, 0, unsafe.Pointer(&a), unsafe.Sizeof(a))
+			err = launchParams(d, "density_records", grid, block, 0, &a)
 		}
 		if err != nil {
 			return err

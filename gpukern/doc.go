@@ -2,27 +2,32 @@
 // for solving-set prediction (KNNWeights) and every row's exact weight (Weights), the
 // micro-clustering passes (Assign, Reduce, Cluster), SolvingSet and the nodes of the distributed
 // solving set (DistributedNode), density sampling (DetectRecords, DetectClusters: every mode,
-// sampled or exact 1-D), and the hypercube density of GDBOD (Hypercube: key encoding and the LTR
-// tree search; stages/detect/hypercube). k smallest distances are selected by warps in registers
+// sampled or exact 1-D), the hypercube density of GDBOD (HypercubeEncode, HypercubeDensity: key
+// encoding and the LTR tree search) and the O(rows) passes of GPU-FAST-PROCLUS (ProclusData).
+// k smallest distances are selected by warps in registers
 // (select.cuh, the one selection header, which also holds SolvingSet's neighbour heap), shared by
 // the k-NN kernels and SolvingSet's CandNN. Each GPU function has a CPU twin of the same name
 // (internal/algo/solvingset, microcluster, density, hypercube, proclus) and a parity test against
 // it. Device.Counters keeps running totals of kernel time and bytes copied each way, for the
 // pipeline's metrics.
 //
-// Callers: internal/accel is the one place that chooses CPU or GPU, falls back to the CPU twin
-// after a device failure, and turns the algorithms' types into these calls (the CPU twin's
-// chunking, first candidates and pruning margin are passed in: Reduce's chunkRows,
-// SolvingSetParams.First and .Margin). What still ties gpukern to the algorithm packages: the
-// density model and verdict types (density.Model for the exact regions and the bounds table),
-// hypercube's grid/cells/tree host steps inside Hypercube, proclus.Engine's types, and
-// solvingset.TopN in SolvingSet's host loop.
+// Callers: gpukern is a leaf: it imports no outlierd package, and its API is slices, numbers and
+// its own parameter and result types. internal/accel is the one place that chooses CPU or GPU,
+// falls back to the CPU twin after a device failure, and turns the algorithms' types into these
+// calls; what the CPU twin's arithmetic fixes is passed in (Reduce's chunkRows, SolvingSetParams'
+// First, Margin and Out; the density model's DensityTables: the exact regions and the bounds
+// table), and the host steps of the hypercube density (grid, sort, tree, scores) and PROCLUS's
+// control flow (proclus.Engine over ProclusData) run there. The parity tests (package
+// gpukern_test) compare against the CPU twins through internal/accel's converters.
 //
-// Kernel ABI: a kernel whose parameters are one struct passed by value (density_records,
-// density_clusters) is launched with launchStruct (cuLaunchKernel's packed buffer); its Go mirror
-// (density_abi.go) has only 8-byte fields, and TestDensityABI holds it to the .cu's
-// static_asserts and to the PTX's parameter size, without a GPU. The other kernels still take
-// positional 8-byte parameters (launch).
+// Kernel ABI: every kernel takes one struct passed by value, launched with launchParams
+// (cuLaunchKernel's packed buffer; gorgonia.org/cu's Launch copies 8 bytes per parameter and is
+// not used for kernels). The Go mirrors (kernel_abi.go, density_abi.go, hypercube_abi.go) have
+// only 8-byte fields; TestKernelABI, TestDensityABI and TestHypercubeABI hold them to the .cu's
+// static_asserts and to the parameter size of every entry of the committed PTX, without a GPU.
+// Through a struct nvcc drops the read-only path (ld.global.nc) that __restrict__ parameters
+// give, so the kernels hand the members to inlined bodies and read inputs through __ldg where
+// that keeps the code as it was (each .cu says where it does not, and why).
 //
 // Build: the kernels need `-tags cuda` and the CUDA driver headers and link stub (.ci/cuda.sh
 // fetches them). Without the tag the package keeps the same exported API: Available reports
@@ -35,13 +40,13 @@
 // (cmd/outlierd/companion.go), so `--device auto` works with either.
 //
 // Density sampling decides almost every sample from the model's density bounds table
-// (density.Bounds, internal/algo/density/bounds.go), uploaded with the model; KeepDensityModel
+// (DensityBounds, the CPU twin's density.Bounds), uploaded with the model; KeepDensityModel
 // keeps a model and its table resident between calls (the pipeline keeps the serving model's).
 //
-// Projected clustering (Proclus, ProclusData; proclus.cu) is GPU-FAST-PROCLUS: the control flow
-// stays on the host (internal/algo/proclus.RunEngine, shared with the CPU), the O(rows) passes run
-// here with the FAST distance cache and incremental localities; the sums are int64 fixed point,
-// so the result equals the CPU's exactly.
+// Projected clustering (ProclusData; proclus.cu) is GPU-FAST-PROCLUS: the control flow stays on
+// the host (internal/algo/proclus, shared with the CPU; internal/accel.GPUProclus), the O(rows)
+// passes run here with the FAST distance cache and incremental localities; the sums are int64
+// fixed point, so the result equals the CPU's exactly.
 //
 // Kernels are CUDA C (<name>.cu), compiled to PTX for compute_80 by nvcc 11.8 (PTX ISA 7.8, which
 // every driver from CUDA 11.8 on JIT-compiles, sm_90 included); the PTX is committed and embedded.

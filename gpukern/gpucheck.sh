@@ -5,7 +5,8 @@
 #   gpukern/gpucheck.sh [.gpubuild/gpukern.test]
 # With ACCELTEST set to a cuda-tagged test binary of internal/accel
 # (go test -c -tags cuda -o .gpubuild/accel.test ./internal/accel), its GPU-vs-CPU tests run too
-# (the exact weights of topn, micro-clustering; each also checks that no call fell back).
+# (the exact weights of topn, micro-clustering, the hypercube detector; each also checks that no
+# call fell back), and its benchmarks (the hypercube detector with the host steps) after gpukern's.
 # It records the device, runs every test, runs the parity tests under compute-sanitizer memcheck
 # and racecheck (with OUTLIERD_CUDA_SYNC=1 so a fault names its kernel), then the benchmarks.
 # Logs go to $OUT (the device tool's output folder) or ./gpucheck-out.
@@ -36,6 +37,9 @@ fi
 step memcheck env OUTLIERD_CUDA_SYNC=1 timeout 300 "${san[@]}" --tool memcheck "$bin" -test.run Parity -test.short -test.count=1 -test.timeout 280s
 step racecheck env OUTLIERD_CUDA_SYNC=1 timeout 300 "${san[@]}" --tool racecheck "$bin" -test.run Parity -test.short -test.count=1 -test.timeout 280s
 step bench env GPUKERN_SKIP_CPU=1 "$bin" -test.run '^$' -test.bench "${BENCH:-.}" -test.benchtime "${BENCHTIME:-10x}" -test.count 3 -test.timeout 300s
+if [ -n "${ACCELTEST:-}" ]; then
+	step accelbench env GPUKERN_SKIP_CPU=1 "$ACCELTEST" -test.run '^$' -test.bench "${ACCELBENCH:-.}" -test.benchtime "${BENCHTIME:-10x}" -test.count 3 -test.timeout 300s
+fi
 # The CPU twin on the same machine, for the speed-up (bounded: it can take long on 10-D data).
 step cpu timeout 240 "$bin" -test.run '^$' -test.bench 'SolvingSet/cpu-g2d' -test.benchtime 1x -test.count 1
 exit $status

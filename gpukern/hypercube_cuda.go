@@ -5,7 +5,6 @@ package gpukern
 import (
 	"errors"
 	"fmt"
-	"unsafe"
 
 	"gorgonia.org/cu"
 )
@@ -37,7 +36,7 @@ func (d *Device) hypercubeEncode(cols [][]float32, g *HypercubeGrid, keys []uint
 		grid := (rows + hcBlock - 1) / hcBlock
 		a := hcEncodeParams{X: uint64(xp), N: int64(rows), D: int64(len(cols)), Lo: uint64(lp), Scale: uint64(sp),
 			Bins: int64(g.Bins), Bits: int64(g.Bits), Per: int64(g.PerWord), W: int64(g.Words), Keys: uint64(kp)}
-		if err = d.launchStruct("hc_encode", [3]int{grid, 1, 1}, [3]int{hcBlock, 1, 1}, 0, unsafe.Pointer(&a), unsafe.Sizeof(a)); err != nil {
+		if err = launchParams(d, "hc_encode", [3]int{grid, 1, 1}, [3]int{hcBlock, 1, 1}, 0, &a); err != nil {
 			return err
 		}
 		return download(d, "keys", keys, kp)
@@ -85,7 +84,7 @@ func (d *Device) hypercubeDensity(g *HypercubeGrid, keys []uint64, count []int32
 		a := hcDensityParams{Keys: uint64(kp), Count: uint64(cp), NCell: int64(ncell), Nodes: uint64(np), Hi: uint64(hp),
 			NNodes: int64(len(nodes)), D: int64(len(g.Min)), Bits: int64(g.Bits), Loc: uint64(lp), W: int64(g.Words),
 			Masks: uint64(mp), Out: uint64(wp)}
-		if err = d.launchStruct("hc_density", [3]int{grid, 1, 1}, [3]int{hcBlock, 1, 1}, 0, unsafe.Pointer(&a), unsafe.Sizeof(a)); err != nil {
+		if err = launchParams(d, "hc_density", [3]int{grid, 1, 1}, [3]int{hcBlock, 1, 1}, 0, &a); err != nil {
 			return err
 		}
 		return download(d, "densities", w, wp)

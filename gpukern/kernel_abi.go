@@ -2,7 +2,7 @@ package gpukern
 
 // The parameter structs of the k-NN, micro-clustering, solving-set and PROCLUS kernels (knn.cu,
 // microcluster.cu, solvingset.cu, proclus.cu), one per kernel or per family sharing a signature,
-// passed by value in one launch buffer (launchStruct). Every field is 8 bytes (device pointers as
+// passed by value in one launch buffer (launchParams). Every field is 8 bytes (device pointers as
 // uint64), so Go lays them out as C does; the `c` tags name the C members, and TestKernelABI holds
 // the offsets to the .cu files' static_asserts and the sizes to the PTX's parameter sizes.
 
