@@ -1,0 +1,122 @@
+package solvingset
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// knnSelectRef is the select path as it was before the drain work (issue 12 item 6): every
+// squared distance dimension by dimension in float32, the self point skipped once, a
+// quickselect of the k smallest, their square roots sorted ascending and summed in float64.
+// It pins the optimised knnSelect bit for bit.
+func knnSelectRef(Q, R [][]float32, k int, skipSelf bool, out []float64) {
+	nq, nr, dims := len(Q[0]), len(R[0]), len(R)
+	d2 := make([]float32, nr)
+	b := make([]uint32, nr)
+	for i := range nq {
+		for s := range nr {
+			t := Q[0][i] - R[0][s]
+			d2[s] = float32(t * t)
+		}
+		for j := 1; j < dims; j++ {
+			for s := range nr {
+				t := Q[j][i] - R[j][s]
+				d2[s] += float32(t * t)
+			}
+		}
+		n := nr
+		if skipSelf {
+			for s := range n {
+				if d2[s] == 0 {
+					d2[s], d2[n-1] = d2[n-1], d2[s]
+					n--
+					break
+				}
+			}
+		}
+		if n < k {
+			out[i] = math.Inf(1)
+			continue
+		}
+		for s, v := range d2[:n] {
+			b[s] = math.Float32bits(v)
+		}
+		slices.Sort(b[:n])
+		sel := make([]float32, k)
+		for t, v := range b[:k] {
+			sel[t] = sqrt32(math.Float32frombits(v))
+		}
+		slices.Sort(sel)
+		var sum float64
+		for _, v := range sel {
+			sum += float64(v)
+		}
+		out[i] = sum
+	}
+}
+
+// TestKNNSelectMatchesReference pins the select path (KNNWeights below the heap crossover and
+// KNNWeightsMembers) to knnSelectRef bit for bit: the pipeline's shapes (|R| = 2048, k = 100;
+// |S| = 300, k = 50, 8-D), ties on a grid, members (the self point at distance 0), duplicates,
+// and values spread over many octaves (the exact-sum shortcut must fall back to sorting).
+func TestKNNSelectMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	type shape struct{ nR, nQ, dims, k int }
+	for _, c := range []shape{
+		{2048, 300, 8, 100}, {300, 300, 8, 50}, {2000, 100, 10, 50}, {1, 3, 1, 1}, {7, 20, 3, 7},
+		{103, 50, 2, 5}, {4096, 40, 4, 3}, {65, 30, 5, 64}, {2050, 60, 1, 100},
+	} {
+		for _, kind := range []string{"normal", "grid", "octaves", "dups"} {
+			gen := func(n int) [][]float32 {
+				cols := make([][]float32, c.dims)
+				for j := range cols {
+					cols[j] = make([]float32, n)
+					for i := range cols[j] {
+						switch kind {
+						case "grid": // many equal distances (ties)
+							cols[j][i] = float32(r.IntN(4))
+						case "octaves": // distances from 1e-6 to 1e6: sums that are not exact in float64
+							cols[j][i] = float32(r.NormFloat64() * math.Pow(10, float64(r.IntN(13)-6)))
+						case "dups": // few distinct points: many zero distances
+							cols[j][i] = float32(r.IntN(3)) * 0.1
+						default:
+							cols[j][i] = float32(r.NormFloat64())
+						}
+					}
+				}
+				return cols
+			}
+			R := gen(c.nR)
+			Q := gen(c.nQ)
+			// Members: the first half of the queries are rows of R.
+			M := make([][]float32, c.dims)
+			for j := range M {
+				M[j] = slices.Clone(Q[j])
+				for i := range min(c.nQ/2, c.nR) {
+					M[j][i] = R[j][(i*7)%c.nR]
+				}
+			}
+			for _, members := range []bool{false, true} {
+				q := Q
+				if members {
+					q = M
+				}
+				want, got := make([]float64, c.nQ), make([]float64, c.nQ)
+				knnSelectRef(q, R, c.k, members, want)
+				if members {
+					KNNWeightsMembers(R, q, c.k, 2, got)
+				} else {
+					knnSelectWeights(q, R, c.k, 2, got)
+				}
+				for i := range want {
+					if math.Float64bits(want[i]) != math.Float64bits(got[i]) {
+						t.Fatalf("%+v %s members=%v: query %d: reference %v (%x), got %v (%x)",
+							c, kind, members, i, want[i], math.Float64bits(want[i]), got[i], math.Float64bits(got[i]))
+					}
+				}
+			}
+		}
+	}
+}
