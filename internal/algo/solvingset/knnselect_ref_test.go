@@ -1,6 +1,7 @@
 package solvingset
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -118,5 +119,76 @@ func TestKNNSelectMatchesReference(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestSumSqrtBitsOrder: the sum skips the sort only where float64 adds exactly; where the
+// order matters (roots many octaves apart, so the small ones are lost when added after the
+// large one), it must still give the ascending sum, whatever the order of sel.
+func TestSumSqrtBitsOrder(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	bits := func(d2 ...float32) []uint32 {
+		out := make([]uint32, len(d2))
+		for i, v := range d2 {
+			out[i] = math.Float32bits(v)
+		}
+		return out
+	}
+	ascending := func(sel []uint32) float64 {
+		roots := make([]float32, len(sel))
+		for i, v := range sel {
+			roots[i] = sqrt32(math.Float32frombits(v))
+		}
+		slices.Sort(roots)
+		var s float64
+		for _, v := range roots {
+			s += float64(v)
+		}
+		return s
+	}
+	var lost []float32 // 1 and 99 roots of 3e-17: the order decides whether they count
+	lost = append(lost, 1)
+	for range 99 {
+		lost = append(lost, 9e-34)
+	}
+	var near []float32 // roots within a factor of 10: the fast path
+	for range 100 {
+		near = append(near, float32(1+99*r.Float64()))
+	}
+	cases := map[string][]uint32{
+		"lost": bits(lost...), "near": bits(near...), "zeros": bits(0, 0, 0),
+		"zero and some": bits(0, 4, 0, 9, 1e-20), "inf": bits(1, float32(math.Inf(1)), 2),
+	}
+	if s := ascending(cases["lost"]); s == 1 {
+		t.Fatalf("the lost case does not depend on the order (%v): fix the test", s)
+	}
+	for name, sel := range cases {
+		for range 20 {
+			r.Shuffle(len(sel), func(i, j int) { sel[i], sel[j] = sel[j], sel[i] })
+			want := ascending(sel)
+			got := sumSqrtBits(slices.Clone(sel), make([]float32, len(sel)))
+			if math.Float64bits(got) != math.Float64bits(want) {
+				t.Fatalf("%s: sum %v, ascending %v", name, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkKNNSelectDrain: the pipeline's two k-NN scorings per batch of 1000 records, 8-D, one
+// worker: the ranking score against the window sample (|R| = 2048, k = 100) and the solving
+// set's weight (|S| = 300, k = 50). ns/op is per query.
+//
+//	go test -run '^$' -bench KNNSelectDrain -count 5 ./internal/algo/solvingset/
+func BenchmarkKNNSelectDrain(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct{ nR, k int }{{2048, 100}, {300, 50}} {
+		R, Q := gaussCols(r, c.nR, 8, 1), gaussCols(r, 1000, 8, 1)
+		out := make([]float64, 1000)
+		b.Run(fmt.Sprintf("R%d_k%d", c.nR, c.k), func(b *testing.B) {
+			for b.Loop() {
+				knnSelectWeights(Q, R, c.k, 1, out)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/query")
+		})
 	}
 }
