@@ -35,7 +35,7 @@ func knnSelectWeights(Q, R [][]float32, k, workers int, out []float64) int64 {
 //
 // The work per query, as the drain of the pipeline needs it (|R| = 2048, k = 100, 8-D: about
 // 3.5x less CPU than one dimension at a time in scalar float32, a full quickselect and a sort):
-// the distances on their bit patterns with SSE (sqDistCol), a threshold from a sample that
+// the distances on their bit patterns with AVX2 or SSE (sqDistsBlock, sqDistCol), a threshold from a sample that
 // leaves about 2k candidates for the selection (prefilterBits), and the ascending sum only where
 // float64 could round it (sumSqrtBits). Each step gives bit-identical weights.
 func knnSelect(Q, R [][]float32, k, workers int, skipSelf bool, out []float64) int64 {
@@ -44,16 +44,24 @@ func knnSelect(Q, R [][]float32, k, workers int, skipSelf bool, out []float64) i
 	scratch := make([]selectScratch, workers)
 	for w := range scratch {
 		scratch[w] = selectScratch{bits: make([]uint32, nr), cand: make([]uint32, nr),
-			sample: make([]uint32, nr/prefilterStride+1), roots: make([]float32, k)}
+			sample: make([]uint32, nr/prefilterStride+1), roots: make([]float32, k), query: make([]float32, len(R))}
 	}
 	parallelFor(workers, nq, knnTileSize, func(w, lo, hi int) {
 		sc := &scratch[w]
 		b := sc.bits
 		for i := lo; i < hi; i++ {
+			q := sc.query
+			for j := range q {
+				q[j] = Q[j][i]
+			}
+			done := sqDistsBlock(b, R, q) // the first points, 32 at a time (AVX2), else none
 			for j, col := range R {
 				col = col[:nr]
-				x := Q[j][i]
-				sqDistColGo(b, col, x, j > 0, sqDistCol(b, col, x, j > 0))
+				from := done
+				if done == 0 {
+					from = sqDistCol(b, col, q[j], j > 0) // SSE, 4 at a time
+				}
+				sqDistColGo(b, col, q[j], j > 0, from)
 			}
 			n := nr
 			if skipSelf {
@@ -90,6 +98,7 @@ type selectScratch struct {
 	cand   []uint32  // the candidates below the sample's threshold
 	sample []uint32  // every prefilterStride-th distance
 	roots  []float32 // the k selected distances
+	query  []float32 // the query's coordinates
 }
 
 // The prefilter: a sample of every prefilterStride-th squared distance gives a threshold that

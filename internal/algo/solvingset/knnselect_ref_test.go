@@ -63,6 +63,7 @@ func knnSelectRef(Q, R [][]float32, k int, skipSelf bool, out []float64) {
 // |S| = 300, k = 50, 8-D), ties on a grid, members (the self point at distance 0), duplicates,
 // and values spread over many octaves (the exact-sum shortcut must fall back to sorting).
 func TestKNNSelectMatchesReference(t *testing.T) {
+	defer func(v bool) { hasAVX2 = v }(hasAVX2)
 	r := rand.New(rand.NewPCG(21, 22))
 	type shape struct{ nR, nQ, dims, k int }
 	for _, c := range []shape{
@@ -99,7 +100,9 @@ func TestKNNSelectMatchesReference(t *testing.T) {
 					M[j][i] = R[j][(i*7)%c.nR]
 				}
 			}
-			for _, members := range []bool{false, true} {
+			for _, tc := range []struct{ members, avx2 bool }{{false, hasAVX2}, {true, hasAVX2}, {false, false}, {true, false}} {
+				members := tc.members
+				hasAVX2 = tc.avx2 // the SSE path too where the CPU has AVX2
 				q := Q
 				if members {
 					q = M
@@ -113,8 +116,8 @@ func TestKNNSelectMatchesReference(t *testing.T) {
 				}
 				for i := range want {
 					if math.Float64bits(want[i]) != math.Float64bits(got[i]) {
-						t.Fatalf("%+v %s members=%v: query %d: reference %v (%x), got %v (%x)",
-							c, kind, members, i, want[i], math.Float64bits(want[i]), got[i], math.Float64bits(got[i]))
+						t.Fatalf("%+v %s members=%v avx2=%v: query %d: reference %v (%x), got %v (%x)",
+							c, kind, members, hasAVX2, i, want[i], math.Float64bits(want[i]), got[i], math.Float64bits(got[i]))
 					}
 				}
 			}

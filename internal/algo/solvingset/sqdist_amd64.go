@@ -1,5 +1,7 @@
 package solvingset
 
+import "golang.org/x/sys/cpu"
+
 // sqDistCol adds one dimension to the squared distances of a query coordinate x to the
 // reference points' coordinates col, on the bit patterns of the float32 sums (dst[i] =
 // Float32bits of the running sum): with add false dst[i] = (x - col[i])^2, else dst[i] +=
@@ -10,3 +12,28 @@ package solvingset
 //
 //go:noescape
 func sqDistCol(dst []uint32, col []float32, x float32, add bool) int
+
+// sqDistBlockAVX2 writes the squared distances (Float32bits) of the query q (one coordinate
+// per dimension) to the reference points R (column-major) for the points i < len(dst) rounded
+// down to a multiple of 32, and returns that count: the sum over the dimensions in order,
+// from +0, of (q[j] - R[j][i])^2, each operation rounded to float32 as the scalar code does
+// (VSUBPS, VMULPS, VADDPS; no FMA), so bit-identical to sqDistColGo dimension after dimension.
+// Every R[j] must hold at least len(dst) points and len(q) == len(R); AVX2 only (hasAVX2).
+//
+//go:noescape
+func sqDistBlockAVX2(dst []uint32, R [][]float32, q []float32) int
+
+// hasAVX2 selects sqDistBlockAVX2 (a variable so that the tests also run the SSE path).
+var hasAVX2 = cpu.X86.HasAVX2
+
+// sqDistsBlock writes the squared distances of the query q to the first points of R with
+// sqDistBlockAVX2 where the CPU has AVX2, and returns how many it wrote (0 without AVX2).
+func sqDistsBlock(dst []uint32, R [][]float32, q []float32) int {
+	if !hasAVX2 {
+		return 0
+	}
+	for _, c := range R {
+		_ = c[:len(dst)] // the kernel reads len(dst) points of every column
+	}
+	return sqDistBlockAVX2(dst, R, q)
+}

@@ -79,3 +79,65 @@ add4:
 done:
 	MOVQ R11, ret+56(FP)
 	RET
+
+// func sqDistBlockAVX2(dst []uint32, R [][]float32, q []float32) int
+// For i < n = len(dst) rounded down to a multiple of 32 (every R[j] at least as long, len(q) =
+// len(R)): dst[i] = bits of the float32 sum over j, in order, of (q[j] - R[j][i])^2, starting
+// from +0. 32 reference points per block in four YMM accumulators, the dimensions inside the
+// block, so each sum is stored once. Returns n.
+TEXT ·sqDistBlockAVX2(SB), NOSPLIT, $0-80
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), R11
+	ANDQ $-32, R11
+	MOVQ R_base+24(FP), SI
+	MOVQ R_len+32(FP), R8
+	MOVQ q_base+48(FP), DX
+	XORQ CX, CX
+
+block:
+	CMPQ   CX, R11
+	JGE    done
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   R9, R9
+	MOVQ   SI, R10
+
+dim:
+	CMPQ         R9, R8
+	JGE          store
+	MOVQ         (R10), BX              // R[j]'s data
+	VBROADCASTSS (DX)(R9*4), Y4         // q[j]
+	VMOVUPS      (BX)(CX*4), Y5
+	VMOVUPS      32(BX)(CX*4), Y6
+	VMOVUPS      64(BX)(CX*4), Y7
+	VMOVUPS      96(BX)(CX*4), Y8
+	VSUBPS       Y5, Y4, Y5             // q[j] - c
+	VSUBPS       Y6, Y4, Y6
+	VSUBPS       Y7, Y4, Y7
+	VSUBPS       Y8, Y4, Y8
+	VMULPS       Y5, Y5, Y5             // rounded to float32: no FMA
+	VMULPS       Y6, Y6, Y6
+	VMULPS       Y7, Y7, Y7
+	VMULPS       Y8, Y8, Y8
+	VADDPS       Y5, Y0, Y0
+	VADDPS       Y6, Y1, Y1
+	VADDPS       Y7, Y2, Y2
+	VADDPS       Y8, Y3, Y3
+	ADDQ         $24, R10               // next slice header
+	INCQ         R9
+	JMP          dim
+
+store:
+	VMOVUPS Y0, (DI)(CX*4)
+	VMOVUPS Y1, 32(DI)(CX*4)
+	VMOVUPS Y2, 64(DI)(CX*4)
+	VMOVUPS Y3, 96(DI)(CX*4)
+	ADDQ    $32, CX
+	JMP     block
+
+done:
+	VZEROUPPER
+	MOVQ R11, ret+72(FP)
+	RET
