@@ -123,17 +123,11 @@ func (sc *selectScratch) prefilterBits(b []uint32, k int) []uint32 {
 	}
 	j := min(m, prefilterSlack*k*m/len(b)+4)
 	selectSmallestBits(smp[:m], j) // the largest of the j smallest is left at smp[j-1]
-	t := int64(smp[j-1])
-	c := sc.cand[:len(b)]
-	n := 0
-	for _, v := range b {
-		c[n] = v
-		n += int(uint64(t-int64(v))>>63) ^ 1 // v <= t
-	}
+	n := packLE(sc.cand, b, smp[j-1])
 	if n < k {
 		return nil
 	}
-	return c[:n]
+	return sc.cand[:n]
 }
 
 // sumSqrtBits is the sum in float64 of the square roots of the squared distances sel (bit
@@ -167,6 +161,17 @@ func sumSqrtBits(sel []uint32, roots []float32) float64 {
 		sum += float64(v)
 	}
 	return sum
+}
+
+// packLEGo is packLE's loop in Go from src[i] on, n values already in dst: branch-free, the
+// value is always written and n advances when v <= t.
+func packLEGo(dst, src []uint32, t uint32, i, n int) int {
+	dst = dst[:len(src)]
+	for _, v := range src[i:] {
+		dst[n] = v
+		n += int(uint64(int64(t)-int64(v))>>63) ^ 1 // v <= t
+	}
+	return n
 }
 
 // sqDistColGo is sqDistCol's loop in Go, from index from on (the tail the SSE loop leaves).

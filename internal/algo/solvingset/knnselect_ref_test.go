@@ -195,3 +195,66 @@ func BenchmarkKNNSelectDrain(b *testing.B) {
 		})
 	}
 }
+
+// TestKNNSelectPrefilterFallback: the sample of every 8th reference point holds the nearest
+// points, so fewer than k distances lie below the sample's threshold and the selection must
+// fall back to all of them; and packLE keeps exactly the values <= t, in order (both paths).
+func TestKNNSelectPrefilterFallback(t *testing.T) {
+	defer func(v bool) { hasAVX2 = v }(hasAVX2)
+	const n, k = 2048, 100
+	R := [][]float32{make([]float32, n), make([]float32, n)}
+	for s := range n {
+		if s%prefilterStride == 0 {
+			R[0][s], R[1][s] = 0.001*float32(s), 0
+		} else {
+			R[0][s], R[1][s] = 100+float32(s), 1
+		}
+	}
+	Q := [][]float32{{0, 0.5, 3000}, {0, 0, 1}}
+	sc := selectScratch{cand: make([]uint32, n), sample: make([]uint32, n/prefilterStride+1)}
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, avx := range []bool{true, false} {
+		hasAVX2 = avx && cpuHasAVX2()
+		want, got := make([]float64, 3), make([]float64, 3)
+		knnSelectRef(Q, R, k, false, want)
+		knnSelectWeights(Q, R, k, 1, got)
+		for i := range want {
+			if math.Float64bits(want[i]) != math.Float64bits(got[i]) {
+				t.Fatalf("avx2=%v query %d: reference %v, got %v", hasAVX2, i, want[i], got[i])
+			}
+		}
+		b := make([]uint32, n)
+		for s := range b {
+			b[s] = math.Float32bits(float32(s % 300))
+		}
+		if c := sc.prefilterBits(b, k); c == nil || len(c) < k {
+			t.Fatalf("a uniform spread should pass the prefilter, got %d candidates", len(c))
+		}
+		for s := range b {
+			b[s] = math.Float32bits(float32(1000 + s))
+			if s%prefilterStride == 0 {
+				b[s] = math.Float32bits(float32(s))
+			}
+		}
+		if c := sc.prefilterBits(b, k); c != nil {
+			t.Fatalf("the strided sample holds the smallest: want the fallback (nil), got %d candidates", len(c))
+		}
+		for _, ln := range []int{0, 1, 7, 8, 9, 63, 64, 1000} {
+			src := make([]uint32, ln)
+			for s := range src {
+				src[s] = math.Float32bits(float32(r.IntN(20)))
+			}
+			th := math.Float32bits(float32(r.IntN(20)))
+			var want []uint32
+			for _, v := range src {
+				if v <= th {
+					want = append(want, v)
+				}
+			}
+			dst := make([]uint32, ln)
+			if m := packLE(dst, src, th); !slices.Equal(dst[:m], want) {
+				t.Fatalf("avx2=%v len %d: packLE kept %v, want %v", hasAVX2, ln, dst[:m], want)
+			}
+		}
+	}
+}

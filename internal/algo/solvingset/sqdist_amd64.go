@@ -37,3 +37,44 @@ func sqDistsBlock(dst []uint32, R [][]float32, q []float32) int {
 	}
 	return sqDistBlockAVX2(dst, R, q)
 }
+
+// packLEAVX2 copies the values v <= t of src (non-negative float bit patterns) to dst in order,
+// for the indices below len(src) rounded down to a multiple of 8, and returns how many it
+// copied; len(dst) >= len(src); AVX2 and POPCNT only. perm is packPerm.
+//
+//go:noescape
+func packLEAVX2(dst, src []uint32, t uint32, perm *[256][8]uint32) int
+
+// packPerm[mask] lists the lanes whose bit is set in mask first (ascending), then the others:
+// the permutation that left-packs eight lanes.
+var packPerm = func() *[256][8]uint32 {
+	var p [256][8]uint32
+	for m := range p {
+		n := 0
+		for l := range 8 {
+			if m>>l&1 == 1 {
+				p[m][n] = uint32(l)
+				n++
+			}
+		}
+		for l := range 8 {
+			if m>>l&1 == 0 {
+				p[m][n] = uint32(l)
+				n++
+			}
+		}
+	}
+	return &p
+}()
+
+// packLE copies the values v <= t of src (non-negative float bit patterns) to dst (len(dst) >=
+// len(src)) in order and returns how many: eight at a time with AVX2 where the CPU has it.
+func packLE(dst, src []uint32, t uint32) int {
+	n, i := 0, 0
+	if hasAVX2 && cpu.X86.HasPOPCNT {
+		dst = dst[:len(src)]
+		n = packLEAVX2(dst, src, t, packPerm)
+		i = len(src) &^ 7
+	}
+	return packLEGo(dst, src, t, i, n)
+}

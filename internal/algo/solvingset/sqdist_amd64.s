@@ -141,3 +141,42 @@ done:
 	VZEROUPPER
 	MOVQ R11, ret+72(FP)
 	RET
+
+// func packLEAVX2(dst, src []uint32, t uint32, perm *[256][8]uint32) int
+// Left-packs the src[i] <= t (signed compare: the bit patterns of non-negative floats are
+// below 2^31) of i < len(src) rounded down to a multiple of 8 into dst, in order, eight at a
+// time: the compare's mask picks a permutation that moves the kept lanes first, all eight lanes
+// are stored at dst[n] and n advances by the count kept. len(dst) >= len(src). Returns n.
+TEXT ·packLEAVX2(SB), NOSPLIT, $0-72
+	MOVQ         dst_base+0(FP), DI
+	MOVQ         src_base+24(FP), SI
+	MOVQ         src_len+32(FP), R11
+	ANDQ         $-8, R11
+	MOVL         t+48(FP), AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         perm+56(FP), R8
+	XORQ         CX, CX                 // i
+	XORQ         DX, DX                 // n
+
+loop:
+	CMPQ      CX, R11
+	JGE       done
+	VMOVDQU   (SI)(CX*4), Y1
+	VPCMPGTD  Y0, Y1, Y2                // src > t
+	VMOVMSKPS Y2, AX
+	XORQ      $0xff, AX                 // src <= t
+	MOVQ      AX, BX
+	SHLQ      $5, BX                    // 32 bytes per permutation
+	VMOVDQU   (R8)(BX*1), Y3
+	VPERMD    Y1, Y3, Y1                // the kept lanes first
+	VMOVDQU   Y1, (DI)(DX*4)
+	POPCNTQ   AX, AX
+	ADDQ      AX, DX
+	ADDQ      $8, CX
+	JMP       loop
+
+done:
+	VZEROUPPER
+	MOVQ DX, ret+64(FP)
+	RET

@@ -13,3 +13,7 @@ var hasAVX2 = false
 
 // sqDistsBlock handles no point here: sqDistCol does them all.
 func sqDistsBlock(dst []uint32, R [][]float32, q []float32) int { return 0 }
+
+// packLE copies the values v <= t of src to dst (len(dst) >= len(src)) in order and returns
+// how many.
+func packLE(dst, src []uint32, t uint32) int { return packLEGo(dst, src, t, 0, 0) }
