@@ -12,7 +12,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"sync"
 )
 
 // Tail is the window's empirical distribution, one feature at a time.
@@ -22,70 +21,6 @@ type Tail struct {
 	// Spread[j] is the unit in which the tail keeps falling beyond the window's range: the
 	// interquartile range, or the range, or 1 for a constant feature (always > 0).
 	Spread []float64
-
-	// index narrows Score's searches in Sorted (built on first use, from Sorted).
-	indexOnce sync.Once
-	index     []bucketIndex
-}
-
-// bucketIndex maps a value to the range of Sorted[j] its counts lie in: bucket(x) =
-// floor((x - lo) * scale), clamped to [0, len(start)-2], is monotone in x (each step rounds
-// monotonically), so every s[i] with bucket(s[i]) < bucket(x) is < x and every one with
-// bucket(s[i]) > bucket(x) is > x: the first s[i] > x (or >= x) is in [start[b], start[b+1]],
-// start[b] being the first i with bucket(s[i]) >= b. About 8 values per bucket: the search is a
-// few steps in a table that stays in cache, instead of 16 steps over the whole window.
-type bucketIndex struct {
-	lo, scale float64
-	start     []int32 // nil: no index (few values, no spread); search all of Sorted[j]
-}
-
-// bucketValues is the mean number of values per bucket.
-const bucketValues = 8
-
-func newBucketIndex(s []float32) bucketIndex {
-	n := len(s)
-	if n < 4*bucketValues || n > math.MaxInt32 {
-		return bucketIndex{}
-	}
-	lo, hi := float64(s[0]), float64(s[n-1])
-	if !(hi > lo) || math.IsInf(hi-lo, 0) {
-		return bucketIndex{}
-	}
-	buckets := n / bucketValues
-	ix := bucketIndex{lo: lo, scale: float64(buckets) / (hi - lo), start: make([]int32, buckets+1)}
-	b := 0
-	for i, v := range s {
-		for bv := ix.bucket(v); b <= bv; b++ {
-			ix.start[b] = int32(i)
-		}
-	}
-	for ; b <= buckets; b++ {
-		ix.start[b] = int32(n)
-	}
-	return ix
-}
-
-// bucket is x's bucket, in [0, len(start)-2]; x is not NaN.
-func (ix *bucketIndex) bucket(x float32) int {
-	f := (float64(x) - ix.lo) * ix.scale
-	last := len(ix.start) - 2
-	switch {
-	case f <= 0:
-		return 0
-	case f >= float64(last):
-		return last
-	}
-	return int(f)
-}
-
-// counts returns #{v <= x} and #{v < x} in ascending s (the index's values).
-func (ix *bucketIndex) counts(s []float32, x float32) (le, lt int) {
-	lo, hi := 0, len(s)
-	if ix.start != nil && x == x { // NaN: every comparison false, as over all of s
-		b := ix.bucket(x)
-		lo, hi = int(ix.start[b]), int(ix.start[b+1])
-	}
-	return lo + countAbove(s[lo:hi], x, false), lo + countAbove(s[lo:hi], x, true)
 }
 
 // NewTail builds the per-feature distributions from column-major raw values (finite).
@@ -123,8 +58,8 @@ func NewTail(cols [][]float32) *Tail {
 func (t *Tail) surprisals(j int, x float32, base float64) (left, right float64) {
 	s := t.Sorted[j]
 	n := len(s)
-	le, lt := t.index[j].counts(s, x) // #{v <= x}, #{v < x}
-	ge := n - lt
+	le := countAbove(s, x, false) // #{v <= x}
+	ge := n - countAbove(s, x, true)
 	left = base - math.Log(float64(max(le, 1)))
 	right = base - math.Log(float64(max(ge, 1)))
 	if n > 0 && x < s[0] {
@@ -158,12 +93,6 @@ func countAbove(s []float32, x float32, orEqual bool) int {
 // which is the rarer tail). Higher is more outlying. q is column-major with the model's
 // features.
 func (t *Tail) Score(q [][]float32, out []float64) {
-	t.indexOnce.Do(func() {
-		t.index = make([]bucketIndex, len(t.Sorted))
-		for j, s := range t.Sorted {
-			t.index[j] = newBucketIndex(s)
-		}
-	})
 	bases := make([]float64, len(q))
 	for j := range q {
 		bases[j] = math.Log(float64(len(t.Sorted[j])))

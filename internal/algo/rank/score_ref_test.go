@@ -37,7 +37,7 @@ func scoreRef(t *Tail, q [][]float32, out []float64) {
 // queries inside, on and beyond the window's values, and NaN.
 func TestTailScoreMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, n := range []int{1, 2, 17, 31, 32, 5000, 50000} {
+	for _, n := range []int{1, 2, 17, 5000} {
 		const d = 4
 		cols := make([][]float32, d)
 		for j := range cols {
