@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 )
 
 // knnSelectMaxRefs bounds the reference sets that knnSelectWeights handles (one float32 of
@@ -41,13 +42,13 @@ func knnSelectWeights(Q, R [][]float32, k, workers int, out []float64) int64 {
 func knnSelect(Q, R [][]float32, k, workers int, skipSelf bool, out []float64) int64 {
 	nq, nr := len(Q[0]), len(R[0])
 	workers = workerCount(workers)
-	scratch := make([]selectScratch, workers)
+	scratch := make([]*selectScratch, workers)
 	for w := range scratch {
-		scratch[w] = selectScratch{bits: make([]uint32, nr), cand: make([]uint32, nr),
-			sample: make([]uint32, nr/prefilterStride+1), roots: make([]float32, k), query: make([]float32, len(R))}
+		scratch[w] = getSelectScratch(nr, k, len(R))
+		defer selectScratchPool.Put(scratch[w])
 	}
 	parallelFor(workers, nq, knnTileSize, func(w, lo, hi int) {
-		sc := &scratch[w]
+		sc := scratch[w]
 		b := sc.bits
 		for i := lo; i < hi; i++ {
 			q := sc.query
@@ -99,6 +100,28 @@ type selectScratch struct {
 	sample []uint32  // every prefilterStride-th distance
 	roots  []float32 // the k selected distances
 	query  []float32 // the query's coordinates
+}
+
+// selectScratchPool keeps the workers' buffers between calls: the pipeline scores every batch
+// twice (the solving set, the ranking sample), and fresh buffers per call were most of what the
+// scoring allocated.
+var selectScratchPool = sync.Pool{New: func() any { return new(selectScratch) }}
+
+// getSelectScratch returns buffers for nr reference points, k neighbours and dims coordinates.
+func getSelectScratch(nr, k, dims int) *selectScratch {
+	sc := selectScratchPool.Get().(*selectScratch)
+	sc.bits, sc.cand = grow(sc.bits, nr), grow(sc.cand, nr)
+	sc.sample = grow(sc.sample, nr/prefilterStride+1)
+	sc.roots, sc.query = grow(sc.roots, k), grow(sc.query, dims)
+	return sc
+}
+
+// grow returns b resized to n, reallocated only when its capacity is short.
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
 }
 
 // The prefilter: a sample of every prefilterStride-th squared distance gives a threshold that
