@@ -126,9 +126,12 @@ func grow[T any](b []T, n int) []T {
 
 // The prefilter: a sample of every prefilterStride-th squared distance gives a threshold that
 // about prefilterSlack*k of all the distances lie below; the selection then runs on those only.
-// Below prefilterMin*k reference points the selection on all of them is as cheap.
+// Below prefilterMin*k reference points the selection on all of them is as cheap. Stride 16
+// (128 samples of 2048, threshold at the 16th: about 250 candidates for k = 100; fewer than k,
+// the fallback, has a probability near 1e-4 for random distances) measured 14% faster per
+// query than 8 and as fast as 32 (BenchmarkKNNSelectDrain, 2026-11-23).
 const (
-	prefilterStride = 8
+	prefilterStride = 16
 	prefilterSlack  = 2
 	prefilterMin    = 8
 )
