@@ -35,10 +35,11 @@ func knnSelectWeights(Q, R [][]float32, k, workers int, out []float64) int64 {
 // skipped first (the query itself, see KNNWeightsMembers).
 //
 // The work per query, as the drain of the pipeline needs it (|R| = 2048, k = 100, 8-D: about
-// 3.5x less CPU than one dimension at a time in scalar float32, a full quickselect and a sort):
-// the distances on their bit patterns with AVX2 or SSE (sqDistsBlock, sqDistCol), a threshold from a sample that
-// leaves about 2k candidates for the selection (prefilterBits), and the ascending sum only where
-// float64 could round it (sumSqrtBits). Each step gives bit-identical weights.
+// 6x less CPU than one dimension at a time in scalar float32, a full quickselect and a sort,
+// BenchmarkKNNSelectDrain): the distances on their bit patterns with AVX2 or SSE (sqDistsBlock,
+// sqDistCol), a threshold from a sample that leaves about 2.5k candidates for the selection
+// (prefilterBits), and the ascending sum only where float64 could round it (sumSqrtBits). Each
+// step gives bit-identical weights.
 func knnSelect(Q, R [][]float32, k, workers int, skipSelf bool, out []float64) int64 {
 	nq, nr := len(Q[0]), len(R[0])
 	workers = workerCount(workers)
