@@ -63,7 +63,8 @@ func knnSelectRef(Q, R [][]float32, k int, skipSelf bool, out []float64) {
 // |S| = 300, k = 50, 8-D), ties on a grid, members (the self point at distance 0), duplicates,
 // and values spread over many octaves (the exact-sum shortcut must fall back to sorting).
 func TestKNNSelectMatchesReference(t *testing.T) {
-	defer func(v bool) { hasAVX2 = v }(hasAVX2)
+	native2, native512 := hasAVX2, hasAVX512
+	defer func() { hasAVX2, hasAVX512 = native2, native512 }()
 	r := rand.New(rand.NewPCG(21, 22))
 	type shape struct{ nR, nQ, dims, k int }
 	for _, c := range []shape{
@@ -100,9 +101,13 @@ func TestKNNSelectMatchesReference(t *testing.T) {
 					M[j][i] = R[j][(i*7)%c.nR]
 				}
 			}
-			for _, tc := range []struct{ members, avx2 bool }{{false, hasAVX2}, {true, hasAVX2}, {false, false}, {true, false}} {
+			for _, tc := range []struct{ members, avx2, avx512 bool }{
+				{false, native2, native512}, {true, native2, native512}, // the CPU's widest kernel
+				{false, native2, false}, {true, native2, false}, // AVX2 where the CPU also has AVX-512
+				{false, false, false}, {true, false, false}, // SSE
+			} {
 				members := tc.members
-				hasAVX2 = tc.avx2 // the SSE path too where the CPU has AVX2
+				hasAVX2, hasAVX512 = tc.avx2, tc.avx512
 				q := Q
 				if members {
 					q = M
@@ -116,8 +121,8 @@ func TestKNNSelectMatchesReference(t *testing.T) {
 				}
 				for i := range want {
 					if math.Float64bits(want[i]) != math.Float64bits(got[i]) {
-						t.Fatalf("%+v %s members=%v avx2=%v: query %d: reference %v (%x), got %v (%x)",
-							c, kind, members, hasAVX2, i, want[i], math.Float64bits(want[i]), got[i], math.Float64bits(got[i]))
+						t.Fatalf("%+v %s members=%v avx2=%v avx512=%v: query %d: reference %v (%x), got %v (%x)",
+							c, kind, members, hasAVX2, hasAVX512, i, want[i], math.Float64bits(want[i]), got[i], math.Float64bits(got[i]))
 					}
 				}
 			}
@@ -200,7 +205,7 @@ func BenchmarkKNNSelectDrain(b *testing.B) {
 // points, so fewer than k distances lie below the sample's threshold and the selection must
 // fall back to all of them; and packLE keeps exactly the values <= t, in order (both paths).
 func TestKNNSelectPrefilterFallback(t *testing.T) {
-	defer func(v bool) { hasAVX2 = v }(hasAVX2)
+	defer func(a, b bool) { hasAVX2, hasAVX512 = a, b }(hasAVX2, hasAVX512)
 	const n, k = 2048, 100
 	R := [][]float32{make([]float32, n), make([]float32, n)}
 	for s := range n {
@@ -215,6 +220,7 @@ func TestKNNSelectPrefilterFallback(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, avx := range []bool{true, false} {
 		hasAVX2 = avx && cpuHasAVX2()
+		hasAVX512 = false
 		want, got := make([]float64, 3), make([]float64, 3)
 		knnSelectRef(Q, R, k, false, want)
 		knnSelectWeights(Q, R, k, 1, got)

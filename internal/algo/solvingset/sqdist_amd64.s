@@ -180,3 +180,90 @@ done:
 	VZEROUPPER
 	MOVQ DX, ret+64(FP)
 	RET
+
+// func sqDistBlockAVX512(dst []uint32, R [][]float32, q []float32) int
+// sqDistBlockAVX2 with 16-lane ZMM registers: blocks of 64 points in four accumulators, then
+// blocks of 16 in one, so it handles len(dst) rounded down to a multiple of 16. Returns that.
+TEXT ·sqDistBlockAVX512(SB), NOSPLIT, $0-80
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), R11
+	MOVQ R11, R12
+	ANDQ $-64, R11            // end of the 64-point blocks
+	ANDQ $-16, R12            // end of the 16-point blocks
+	MOVQ R_base+24(FP), SI
+	MOVQ R_len+32(FP), R8
+	MOVQ q_base+48(FP), DX
+	XORQ CX, CX
+
+block64:
+	CMPQ   CX, R11
+	JGE    block16
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	XORQ   R9, R9
+	MOVQ   SI, R10
+
+dim64:
+	CMPQ         R9, R8
+	JGE          store64
+	MOVQ         (R10), BX
+	VBROADCASTSS (DX)(R9*4), Z4
+	VMOVUPS      (BX)(CX*4), Z5
+	VMOVUPS      64(BX)(CX*4), Z6
+	VMOVUPS      128(BX)(CX*4), Z7
+	VMOVUPS      192(BX)(CX*4), Z8
+	VSUBPS       Z5, Z4, Z5
+	VSUBPS       Z6, Z4, Z6
+	VSUBPS       Z7, Z4, Z7
+	VSUBPS       Z8, Z4, Z8
+	VMULPS       Z5, Z5, Z5
+	VMULPS       Z6, Z6, Z6
+	VMULPS       Z7, Z7, Z7
+	VMULPS       Z8, Z8, Z8
+	VADDPS       Z5, Z0, Z0
+	VADDPS       Z6, Z1, Z1
+	VADDPS       Z7, Z2, Z2
+	VADDPS       Z8, Z3, Z3
+	ADDQ         $24, R10
+	INCQ         R9
+	JMP          dim64
+
+store64:
+	VMOVUPS Z0, (DI)(CX*4)
+	VMOVUPS Z1, 64(DI)(CX*4)
+	VMOVUPS Z2, 128(DI)(CX*4)
+	VMOVUPS Z3, 192(DI)(CX*4)
+	ADDQ    $64, CX
+	JMP     block64
+
+block16:
+	CMPQ   CX, R12
+	JGE    done512
+	VPXORD Z0, Z0, Z0
+	XORQ   R9, R9
+	MOVQ   SI, R10
+
+dim16:
+	CMPQ         R9, R8
+	JGE          store16
+	MOVQ         (R10), BX
+	VBROADCASTSS (DX)(R9*4), Z4
+	VMOVUPS      (BX)(CX*4), Z5
+	VSUBPS       Z5, Z4, Z5
+	VMULPS       Z5, Z5, Z5
+	VADDPS       Z5, Z0, Z0
+	ADDQ         $24, R10
+	INCQ         R9
+	JMP          dim16
+
+store16:
+	VMOVUPS Z0, (DI)(CX*4)
+	ADDQ    $16, CX
+	JMP     block16
+
+done512:
+	VZEROUPPER
+	MOVQ R12, ret+72(FP)
+	RET

@@ -8,8 +8,8 @@ func sqDistCol(dst []uint32, col []float32, x float32, add bool) int {
 	return len(col)
 }
 
-// hasAVX2 is false where no AVX2 kernel exists (the tests set it on amd64 only).
-var hasAVX2 = false
+// hasAVX2 and hasAVX512 are false where no such kernel exists (the tests set them on amd64 only).
+var hasAVX2, hasAVX512 = false, false
 
 // sqDistsBlock handles no point here: sqDistCol does them all.
 func sqDistsBlock(dst []uint32, R [][]float32, q []float32) int { return 0 }
