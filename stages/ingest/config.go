@@ -1,5 +1,5 @@
 // Package ingest reads records from a Kafka topic through a consumer group, decodes them (JSON,
-// CSV or logfmt) into feature values, and assembles Arrow batches (package pipeline/batch) for
+// CSV or logfmt) into feature values, and assembles Arrow batches (package internal/core/batch) for
 // the rest of the pipeline. Messages that cannot be decoded become dead letters; every fetched
 // message is registered with a per-partition checkpointer, and Source.Commit commits only what
 // the checkpointer says is done.

@@ -231,6 +231,9 @@ func parseDecimal(text []byte) (float64, error) {
 	if !digits {
 		return 0, fmt.Errorf("not a number: %s", quoteShort(text))
 	}
+	if v, ok := fastDecimal(text); ok {
+		return v, nil
+	}
 	v, err := strconv.ParseFloat(string(text), 64)
 	if err != nil {
 		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
@@ -240,6 +243,50 @@ func parseDecimal(text []byte) (float64, error) {
 	}
 	return v, nil
 }
+
+// fastDecimal parses the plain decimals sensors send ("-12.375": an optional '-', digits, an
+// optional '.' and digits; at most 15 significant digits) as the integer of their digits
+// divided by a power of ten: both exact in float64 (below 2^53 and 10^22), so the one division
+// is correctly rounded, as strconv.ParseFloat's result is: the same float64. ok is false for
+// anything else (an exponent, more digits, a '+'), which strconv.ParseFloat then parses.
+func fastDecimal(text []byte) (v float64, ok bool) {
+	i, n := 0, len(text)
+	neg := n > 0 && text[0] == '-'
+	if neg {
+		i++
+	}
+	var m uint64
+	digits, frac := 0, -1 // frac: digits after the '.', -1 before it
+	for ; i < n; i++ {
+		c := text[i]
+		switch {
+		case c >= '0' && c <= '9':
+			m = m*10 + uint64(c-'0')
+			digits++
+			if frac >= 0 {
+				frac++
+			}
+		case c == '.' && frac < 0 && digits > 0:
+			frac = 0
+		default:
+			return 0, false
+		}
+	}
+	if digits == 0 || digits > 15 || frac == 0 {
+		return 0, false
+	}
+	v = float64(m)
+	if frac > 0 {
+		v /= pow10[frac]
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
+// pow10 are the powers of ten that float64 holds exactly (fastDecimal needs up to 10^15).
+var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
 
 // isNaNOrInf reports whether text spells NaN or an infinity the way producers print them.
 func isNaNOrInf(text []byte) bool {

@@ -474,9 +474,13 @@ func (d *jsonDecoder) target(n *jsonNode) error {
 func (d *jsonDecoder) store(s *slot, num, text []byte, isNum, isText bool, raw []byte) error {
 	switch {
 	case isNum && (s.role == roleFeature || s.role == roleSD):
-		v, perr := strconv.ParseFloat(string(num), 64)
-		if perr != nil { // only a range error is possible after the grammar check
-			return &FieldError{Field: s.field, Problem: "out of range: " + quoteShort(num)}
+		v, ok := fastDecimal(num)
+		if !ok {
+			var perr error
+			v, perr = strconv.ParseFloat(string(num), 64)
+			if perr != nil { // only a range error is possible after the grammar check
+				return &FieldError{Field: s.field, Problem: "out of range: " + quoteShort(num)}
+			}
 		}
 		return setNumber(s, v, d.out)
 	case isNum && s.role == roleKey:

@@ -185,7 +185,7 @@ type pair struct {
 
 func (p *pair) Validate() error { return errors.Join(p.Ingest.Validate(), p.Sink.Validate()) }
 
-// TestLoadYAML decodes security sections through pipeline/config: ${ENV} interpolation of the
+// TestLoadYAML decodes security sections through internal/core/config: ${ENV} interpolation of the
 // password, scalar forms, the strict key check, and sharing one section with a YAML anchor.
 func TestLoadYAML(t *testing.T) {
 	p := newTestPKI(t)
@@ -304,7 +304,7 @@ func TestShippedConfig(t *testing.T) {
 	}
 }
 
-// TestDiff checks that a config reload sees a changed password (pipeline/config.Diff walks
+// TestDiff checks that a config reload sees a changed password (internal/core/config.Diff walks
 // structs by exported fields, and a Secret has none) and only a changed one, and names the
 // key, not the value.
 func TestDiff(t *testing.T) {

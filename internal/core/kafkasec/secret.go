@@ -84,7 +84,7 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 // UnmarshalYAML reads the secret from a YAML scalar (after ${ENV} interpolation by
-// pipeline/config). Any scalar is taken as text, so an unquoted numeric password keeps its
+// internal/core/config). Any scalar is taken as text, so an unquoted numeric password keeps its
 // digits as written; a null or absent value leaves the secret empty. Errors never quote the
 // value.
 func (s *Secret) UnmarshalYAML(n *yaml.Node) error {

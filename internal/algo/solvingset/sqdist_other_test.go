@@ -1,0 +1,5 @@
+//go:build !amd64
+
+package solvingset
+
+func cpuHasAVX2() bool { return false }
