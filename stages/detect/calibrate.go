@@ -103,7 +103,7 @@ func calibrationRecords(rows int, alarmRate float64) int {
 // buildRanker builds the ranking part from the window's raw columns. Deterministic for a seed.
 func buildRanker(cols [][]float32, features []string, cfg Config) (*Ranker, error) {
 	rows := len(cols[0])
-	r := &Ranker{Tail: rank.NewTail(cols), Params: cfg.Score}
+	r := &Ranker{Tail: newTail(cols), Params: cfg.Score}
 	r.Center, r.Unit = standardisation(cols)
 	ncols := r.distanceSpace(cols, nil)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x72616e6b)) // "rank"
@@ -138,14 +138,14 @@ func buildRanker(cols [][]float32, features []string, cfg Config) (*Ranker, erro
 // range (distances do not depend on the centre). A feature without spread gets unit 1.
 func standardisation(cols [][]float32) (center, unit []float64) {
 	center, unit = make([]float64, len(cols)), make([]float64, len(cols))
-	var buf []float32
-	for j, c := range cols {
+	perFeature(len(cols), func(j int) {
+		c := cols[j]
 		center[j], unit[j] = 0, 1
 		n := len(c)
 		if n == 0 {
-			continue
+			return
 		}
-		buf = append(buf[:0], c...)
+		buf := slices.Clone(c)
 		slices.Sort(buf)
 		lo, hi := float64(buf[int(0.005*float64(n-1))]), float64(buf[int(math.Ceil(0.995*float64(n-1)))])
 		center[j] = float64(buf[(n-1)/2])
@@ -159,7 +159,7 @@ func standardisation(cols [][]float32) (center, unit []float64) {
 		if sd := math.Sqrt(m2 / float64(n)); sd > 0 && !math.IsInf(1/sd, 0) {
 			unit[j] = sd
 		}
-	}
+	})
 	return center, unit
 }
 
@@ -233,6 +233,7 @@ type rankDetector struct {
 	accel             Accelerator
 	density, distance []float64   // scratch, batch after batch
 	space             [][]float32 // the batch in the distance score's space
+	chunks            [][]float32 // the tail score's column headers per goroutine (tailScores)
 }
 
 // Build builds the Ranker from the window's raw columns.
@@ -255,10 +256,13 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 		d.density, d.distance = make([]float64, n), make([]float64, n)
 	}
 	density, distance := d.density[:n], d.distance[:n]
-	r.Tail.Score(q.Raw, density)
+	// The tail score on the cores while the distance score runs (on the GPU when there is one).
+	wait, chunks := tailScores(r.Tail, q.Raw, density, d.chunks)
+	d.chunks = chunks
 	d.space = r.distanceSpace(q.Raw, d.space)
 	scoreDistance(d.accel, r.Ref, d.space, distance)
 	rescoreMembers(m, q.Batch, r.Ref.Points, r.Ref.K, d.space, distance)
+	wait()
 	threshold := r.Threshold(q.Cfg.AlarmRate)
 	for i := range out {
 		out[i].DensityScore, out[i].DistanceScore = density[i], distance[i]

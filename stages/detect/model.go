@@ -128,13 +128,13 @@ func robustNormalisation(cols [][]float32) (offset, scale []float32, iqr []float
 	offset = make([]float32, len(cols))
 	scale = make([]float32, len(cols))
 	iqr = make([]float64, len(cols))
-	var buf []float32
-	for j, c := range cols {
+	perFeature(len(cols), func(j int) { // one sort per feature, on its own core
+		c := cols[j]
 		offset[j], scale[j] = 0, 1
 		if len(c) == 0 {
-			continue
+			return
 		}
-		buf = append(buf[:0], c...)
+		buf := slices.Clone(c)
 		slices.Sort(buf)
 		n := len(buf)
 		lo, hi := buf[int(QuantileLow*float64(n-1))], buf[int(math.Ceil(QuantileHigh*float64(n-1)))]
@@ -148,7 +148,7 @@ func robustNormalisation(cols [][]float32) (offset, scale []float32, iqr []float
 			}
 		}
 		iqr[j] = (float64(buf[(3*(n-1))/4]) - float64(buf[(n-1)/4])) * float64(scale[j])
-	}
+	})
 	return offset, scale, iqr
 }
 
