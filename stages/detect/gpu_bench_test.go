@@ -32,7 +32,7 @@ import (
 //   - on the GPU, the device counters over the measured span: kernel time and bytes copied
 //     per 1000 records.
 //
-// Knobs: OUTLIERD_BENCH_WINDOWS (default "50000,1000000"), OUTLIERD_BENCH_MEASURE (records
+// Knobs: OUTLIERD_BENCH_BATCH (records per batch, default 1000), OUTLIERD_BENCH_WINDOWS (default "50000,1000000"), OUTLIERD_BENCH_MEASURE (records
 // measured after the window is full, default 1,000,000 on the GPU and 400,000 on the CPU), OUTLIERD_BENCH_CPUPROFILE
 // (a file prefix: a CPU profile of each measured span is written to <prefix>-<W>-<device>.prof).
 //
@@ -85,6 +85,14 @@ func benchStageDevice(b *testing.B, w int, dev string) {
 		}
 		measure = v
 	}
+	size := benchBatch
+	if s := os.Getenv("OUTLIERD_BENCH_BATCH"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 || 100*benchBatch%v != 0 {
+			b.Fatalf("OUTLIERD_BENCH_BATCH=%q: want a divisor of 100,000", s)
+		}
+		size = v
+	}
 	sp := synth.DefaultUncertainParams()
 	sp.Rows, sp.Dims, sp.Seed = w+measure, 8, 5
 	data := synth.One(sp)
@@ -102,9 +110,9 @@ func benchStageDevice(b *testing.B, w int, dev string) {
 		s.collect(s.builds.running) // the window full, no build in flight: steady state starts
 		b.Logf("W=%d %s: window filled in %.1fs, model version %d", w, d.Name(), time.Since(warm).Seconds(), s.builds.version)
 
-		batches := make([]*batch.Batch, 0, measure/benchBatch)
-		for lo := w; lo+benchBatch <= w+measure; lo += benchBatch {
-			batches = append(batches, makeBatch(b, mem, data, lo, lo+benchBatch, true))
+		batches := make([]*batch.Batch, 0, measure/size)
+		for lo := w; lo+size <= w+measure; lo += size {
+			batches = append(batches, makeBatch(b, mem, data, lo, lo+size, true))
 		}
 		var k0 time.Duration
 		var h0, d0 int64
@@ -128,7 +136,7 @@ func benchStageDevice(b *testing.B, w int, dev string) {
 				}
 				o.Record.Release()
 			}
-			if (i+1)*benchBatch%segment == 0 {
+			if (i+1)*size%segment == 0 {
 				now := time.Now()
 				segs = append(segs, segment/now.Sub(segStart).Seconds())
 				segStart = now
@@ -137,7 +145,7 @@ func benchStageDevice(b *testing.B, w int, dev string) {
 		elapsed := time.Since(start)
 		stopProfile()
 		builds := s.builds.version - v0
-		n := float64(len(batches) * benchBatch)
+		n := float64(len(batches) * size)
 		b.ReportMetric(median(segs), "records/s")
 		b.ReportMetric(n/elapsed.Seconds(), "overall_records/s")
 		b.ReportMetric(float64(builds), "builds")
@@ -149,8 +157,8 @@ func benchStageDevice(b *testing.B, w int, dev string) {
 			b.Logf("W=%d %s: kernel time %.0f ms of %.0f ms wall (%.1f%%), %.1f MB to the device, %.1f MB back, fallbacks %d",
 				w, d.Name(), float64(k1-k0)/1e6, float64(elapsed)/1e6, 100*float64(k1-k0)/float64(elapsed), float64(h1-h0)/1e6, float64(d1-d0)/1e6, d.Fallbacks())
 		}
-		b.Logf("W=%d %s: %d records in %.2fs (%.0f records/s overall; segments of 100k: %v), %d builds during the span",
-			w, d.Name(), int(n), elapsed.Seconds(), n/elapsed.Seconds(), roundAll(segs), builds)
+		b.Logf("W=%d %s, batches of %d: %d records in %.2fs (%.0f records/s overall; segments of 100k: %v), %d builds during the span",
+			w, d.Name(), size, int(n), elapsed.Seconds(), n/elapsed.Seconds(), roundAll(segs), builds)
 
 		// The model build of the full window, step by step.
 		cols, sds := s.win.Snapshot()
