@@ -100,11 +100,12 @@ func calibrationRecords(rows int, alarmRate float64) int {
 	return min(c, rows)
 }
 
-// buildRanker builds the ranking part from the window's raw columns. Deterministic for a seed.
-func buildRanker(cols [][]float32, features []string, cfg Config) (*Ranker, error) {
+// buildRanker builds the ranking part from the window's raw columns (sorted: the same, each
+// ascending). Deterministic for a seed.
+func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Ranker, error) {
 	rows := len(cols[0])
-	r := &Ranker{Tail: newTail(cols), Params: cfg.Score}
-	r.Center, r.Unit = standardisation(cols)
+	r := &Ranker{Tail: tailOfSorted(sorted), Params: cfg.Score}
+	r.Center, r.Unit = standardisation(cols, sorted)
 	ncols := r.distanceSpace(cols, nil)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x72616e6b)) // "rank"
 	m := min(cfg.Score.Sample, rows)
@@ -136,17 +137,16 @@ func buildRanker(cols [][]float32, features []string, cfg Config) (*Ranker, erro
 // the window's [0.5%, 99.5%] quantiles, so a few extreme records (a FLT_MAX sentinel) do not
 // squeeze every other record of their feature to one point; the median centres the clamped
 // range (distances do not depend on the centre). A feature without spread gets unit 1.
-func standardisation(cols [][]float32) (center, unit []float64) {
+// sorted holds each column in ascending order (sortedColumns).
+func standardisation(cols, sorted [][]float32) (center, unit []float64) {
 	center, unit = make([]float64, len(cols)), make([]float64, len(cols))
 	perFeature(len(cols), func(j int) {
-		c := cols[j]
+		c, buf := cols[j], sorted[j]
 		center[j], unit[j] = 0, 1
 		n := len(c)
 		if n == 0 {
 			return
 		}
-		buf := slices.Clone(c)
-		slices.Sort(buf)
 		lo, hi := float64(buf[int(0.005*float64(n-1))]), float64(buf[int(math.Ceil(0.995*float64(n-1)))])
 		center[j] = float64(buf[(n-1)/2])
 		var mean, m2 float64
@@ -239,7 +239,7 @@ type rankDetector struct {
 // Build builds the Ranker from the window's raw columns.
 func (d *rankDetector) Build(m *Model, w *BuildWindow) error {
 	var err error
-	m.Ranker, err = buildRanker(w.Raw, m.Features, *w.Cfg)
+	m.Ranker, err = buildRanker(w.Raw, w.Sorted, m.Features, *w.Cfg)
 	return err
 }
 
@@ -256,9 +256,13 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 		d.density, d.distance = make([]float64, n), make([]float64, n)
 	}
 	density, distance := d.density[:n], d.distance[:n]
-	// The tail score on the cores while the distance score runs (on the GPU when there is one).
+	// The tail score on the cores, while the distance score runs on the GPU when there is one;
+	// on the CPU the distance score takes every core itself, so the tail score ends first.
 	wait, chunks := tailScores(r.Tail, q.Raw, density, d.chunks)
 	d.chunks = chunks
+	if d.accel == nil {
+		wait()
+	}
 	d.space = r.distanceSpace(q.Raw, d.space)
 	scoreDistance(d.accel, r.Ref, d.space, distance)
 	rescoreMembers(m, q.Batch, r.Ref.Points, r.Ref.K, d.space, distance)

@@ -199,14 +199,15 @@ func timedBuild(b *testing.B, a Accelerator, cols, sds [][]float32, features []s
 	rows := len(cols[0])
 	m := &Model{Version: 1, Features: features, WindowRecords: rows, Params: buildParams(cfg)}
 	var spread []float64
-	m.Offset, m.Scale, spread = robustNormalisation(cols)
+	sorted := sortedColumns(cols)
+	m.Offset, m.Scale, spread = robustNormalisation(sorted)
 	ncols := make([][]float32, len(cols))
 	for j := range cols {
 		ncols[j] = normalise(cols[j], m.Offset[j], m.Scale[j], nil)
 	}
 	nsds := scaleSDs(sds, m.Scale, rows)
-	steps := fmt.Sprintf("normalisation %.1f", ms(time.Since(start)))
-	w := &BuildWindow{Raw: cols, Means: ncols, SDs: nsds, Spread: spread, Cfg: &cfg}
+	steps := fmt.Sprintf("sort + normalisation %.1f", ms(time.Since(start)))
+	w := &BuildWindow{Raw: cols, Sorted: sorted, Means: ncols, SDs: nsds, Spread: spread, Cfg: &cfg}
 	for _, d := range modelDetectors(a, features) {
 		t := time.Now()
 		if err := d.Build(m, w); err != nil {
@@ -274,7 +275,7 @@ func BenchmarkWindowUpload(b *testing.B) {
 			cfg := Default()
 			cfg.Window = w
 			m := &Model{}
-			m.Offset, m.Scale, _ = robustNormalisation(data.Cols)
+			m.Offset, m.Scale, _ = robustNormalisation(sortedColumns(data.Cols))
 			ncols := make([][]float32, len(data.Cols))
 			for j := range data.Cols {
 				ncols[j] = normalise(data.Cols[j], m.Offset[j], m.Scale[j], nil)

@@ -2,6 +2,7 @@ package detect
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/outlierd/outlierd/internal/algo/rank"
@@ -63,12 +64,26 @@ func perFeature(dims int, f func(j int)) {
 	wg.Wait()
 }
 
-// newTail is rank.NewTail with one goroutine per feature (NewTail of one column is that
-// column's part of NewTail of all: its sort and spread).
-func newTail(cols [][]float32) *rank.Tail {
-	t := &rank.Tail{Sorted: make([][]float32, len(cols)), Spread: make([]float64, len(cols))}
+// sortedColumns returns a copy of each column, ascending, one goroutine per feature: the one
+// sort of a build, shared by the normalisation's quantiles, the distance score's
+// standardisation and the tail score's distributions (three sorts of the window per feature
+// before, 24 sorts of 1M values per build at W = 1M with 8 features).
+func sortedColumns(cols [][]float32) [][]float32 {
+	out := make([][]float32, len(cols))
 	perFeature(len(cols), func(j int) {
-		one := rank.NewTail(cols[j : j+1])
+		out[j] = slices.Clone(cols[j])
+		slices.Sort(out[j])
+	})
+	return out
+}
+
+// tailOfSorted is rank.NewTail of the columns that sorted holds in ascending order, one
+// goroutine per feature: NewTail of one column is that column's part of NewTail of all (its
+// sorted copy and spread), and its sort of an ascending column is a linear pass.
+func tailOfSorted(sorted [][]float32) *rank.Tail {
+	t := &rank.Tail{Sorted: make([][]float32, len(sorted)), Spread: make([]float64, len(sorted))}
+	perFeature(len(sorted), func(j int) {
+		one := rank.NewTail(sorted[j : j+1])
 		t.Sorted[j], t.Spread[j] = one.Sorted[0], one.Spread[0]
 	})
 	return t

@@ -8,13 +8,13 @@ import (
 	"github.com/outlierd/outlierd/internal/algo/rank"
 )
 
-// TestParallelTailIsSerial: the tail score in chunks on goroutines and the per-feature
-// NewTail give the serial results bit for bit, for batch sizes around the chunking's edges
+// TestParallelTailIsSerial: the tail score in chunks on goroutines and the Tail made from the
+// build's sorted columns give the serial results bit for bit, for batch sizes around the chunking's edges
 // (one chunk, uneven chunks, more workers than rows allow).
 func TestParallelTailIsSerial(t *testing.T) {
 	d := testData(5000, 3)
 	want := rank.NewTail(d.Cols)
-	got := newTail(d.Cols)
+	got := tailOfSorted(sortedColumns(d.Cols))
 	for j := range d.Cols {
 		if !slices.Equal(got.Sorted[j], want.Sorted[j]) || got.Spread[j] != want.Spread[j] {
 			t.Fatalf("newTail feature %d differs from rank.NewTail", j)
