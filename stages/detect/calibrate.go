@@ -234,6 +234,31 @@ type rankDetector struct {
 	density, distance []float64   // scratch, batch after batch
 	space             [][]float32 // the batch in the distance score's space
 	chunks            [][]float32 // the tail score's column headers per goroutine (tailScores)
+	tailWait          func()      // the tail score started by prescore, nil when none runs
+}
+
+// prescore starts the batch's tail score on the cores before the other detectors score, so
+// that it runs while their steps run on the GPU (issue 12 item 5); Score waits for it. On the
+// CPU nothing starts early: the other detectors' steps take every core themselves.
+func (d *rankDetector) prescore(q *Query, n int) {
+	d.settle()
+	r := q.Model.Ranker
+	if d.accel == nil || r == nil {
+		return
+	}
+	if cap(d.density) < n {
+		d.density, d.distance = make([]float64, n), make([]float64, n)
+	}
+	d.tailWait, d.chunks = tailScores(r.Tail, q.Raw, d.density[:n], d.chunks)
+}
+
+// settle waits for a tail score that prescore started (one a failed batch left running must
+// not write into the next batch's scores).
+func (d *rankDetector) settle() {
+	if d.tailWait != nil {
+		d.tailWait()
+		d.tailWait = nil
+	}
 }
 
 // Build builds the Ranker from the window's raw columns.
@@ -252,21 +277,19 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 	if r == nil {
 		return nil
 	}
-	if cap(d.density) < n {
-		d.density, d.distance = make([]float64, n), make([]float64, n)
-	}
-	density, distance := d.density[:n], d.distance[:n]
-	// The tail score on the cores, while the distance score runs on the GPU when there is one;
-	// on the CPU the distance score takes every core itself, so the tail score ends first.
-	wait, chunks := tailScores(r.Tail, q.Raw, density, d.chunks)
-	d.chunks = chunks
-	if d.accel == nil {
+	if d.tailWait == nil { // not started by prescore: the tail score first, on every core
+		if cap(d.density) < n {
+			d.density, d.distance = make([]float64, n), make([]float64, n)
+		}
+		var wait func()
+		wait, d.chunks = tailScores(r.Tail, q.Raw, d.density[:n], d.chunks)
 		wait()
 	}
+	density, distance := d.density[:n], d.distance[:n]
 	d.space = r.distanceSpace(q.Raw, d.space)
 	scoreDistance(d.accel, r.Ref, d.space, distance)
 	rescoreMembers(m, q.Batch, r.Ref.Points, r.Ref.K, d.space, distance)
-	wait()
+	d.settle()
 	threshold := r.Threshold(q.Cfg.AlarmRate)
 	for i := range out {
 		out[i].DensityScore, out[i].DistanceScore = density[i], distance[i]

@@ -1,11 +1,18 @@
 package detect
 
 import (
+	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
 	"github.com/outlierd/outlierd/internal/algo/rank"
+	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
 // TestParallelTailIsSerial: the tail score in chunks on goroutines and the Tail made from the
@@ -34,6 +41,41 @@ func TestParallelTailIsSerial(t *testing.T) {
 		for i := range serial {
 			if math.Float64bits(serial[i]) != math.Float64bits(par[i]) {
 				t.Fatalf("n=%d row %d: parallel %v, serial %v", n, i, par[i], serial[i])
+			}
+		}
+	}
+}
+
+// twinAccel is an accelerator that runs the CPU twins: scores through it must be the CPU's.
+type twinAccel struct{ fakeAccel }
+
+func (a *twinAccel) DetectRecords(dm *density.Model, mc *microcluster.MicroClusters, means, sds [][]float32, p density.Params, out []density.Verdict) error {
+	return dm.DetectRecords(means, sds, p, out)
+}
+
+// TestPrescoreScoresAsTheCPU: with an accelerator the tail score starts before the other
+// detectors and runs beside them (prescore); every field of every score is the CPU path's, batch
+// after batch (run with -race: the early goroutines share nothing with the other detectors).
+func TestPrescoreScoresAsTheCPU(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cfg := testConfig()
+	cfg.FlagBy = FlagByRate // the default: the ranking part scores
+	s, _ := readyStage(t, mem, cfg)
+	if s.Model() == nil || s.Model().Ranker == nil {
+		t.Fatal("no model with a ranking part")
+	}
+	d := testData(6000, 11)
+	var want [][]batch.Score
+	for lo := 2000; lo < 3000; lo += 250 {
+		want = append(want, slices.Clone(scoreWith(t, s, mem, d, lo, lo+250)))
+	}
+	useAccelerator(s, &twinAccel{})
+	for i, lo := 0, 2000; lo < 3000; i, lo = i+1, lo+250 {
+		got := scoreWith(t, s, mem, d, lo, lo+250)
+		for r := range got {
+			if !reflect.DeepEqual(fmt.Sprint(got[r]), fmt.Sprint(want[i][r])) {
+				t.Fatalf("batch %d record %d: accelerator path %+v, CPU %+v", i, r, got[r], want[i][r])
 			}
 		}
 	}
