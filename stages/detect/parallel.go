@@ -10,9 +10,9 @@ import (
 
 // The CPU work of the hot path and of a build spread over the cores (issue 12 item 5: at
 // W = 1,000,000 the tail score's binary searches in 4 MB sorted columns took 5.5 µs per record
-// on one core, 70% of the stage's time on the GPU, and a build's per-feature sorts 3.9 s of
-// its 4.5 s). Each piece of work writes its own rows or its own feature, so the results are
-// the serial code's, bit for bit.
+// on one core, 70% of the stage's time on the GPU, and a build's serial per-feature sorts most
+// of its 4.2-4.9 s; docs/BENCHMARKS.md §4.5). Each piece of work writes its own rows or its own
+// feature, so the results are the serial code's, bit for bit.
 
 // tailChunkRows is the fewest rows a goroutine of the tail score takes: below it the
 // goroutine costs more than the searches it saves (about 5 µs per record at W = 1M, 1 µs at
