@@ -100,11 +100,12 @@ func calibrationRecords(rows int, alarmRate float64) int {
 	return min(c, rows)
 }
 
-// buildRanker builds the ranking part from the window's raw columns. Deterministic for a seed.
-func buildRanker(cols [][]float32, features []string, cfg Config) (*Ranker, error) {
+// buildRanker builds the ranking part from the window's raw columns (sorted: the same, each
+// ascending). Deterministic for a seed.
+func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Ranker, error) {
 	rows := len(cols[0])
-	r := &Ranker{Tail: rank.NewTail(cols), Params: cfg.Score}
-	r.Center, r.Unit = standardisation(cols)
+	r := &Ranker{Tail: tailOfSorted(sorted), Params: cfg.Score}
+	r.Center, r.Unit = standardisation(cols, sorted)
 	ncols := r.distanceSpace(cols, nil)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x72616e6b)) // "rank"
 	m := min(cfg.Score.Sample, rows)
@@ -136,17 +137,16 @@ func buildRanker(cols [][]float32, features []string, cfg Config) (*Ranker, erro
 // the window's [0.5%, 99.5%] quantiles, so a few extreme records (a FLT_MAX sentinel) do not
 // squeeze every other record of their feature to one point; the median centres the clamped
 // range (distances do not depend on the centre). A feature without spread gets unit 1.
-func standardisation(cols [][]float32) (center, unit []float64) {
+// sorted holds each column in ascending order (sortedColumns).
+func standardisation(cols, sorted [][]float32) (center, unit []float64) {
 	center, unit = make([]float64, len(cols)), make([]float64, len(cols))
-	var buf []float32
-	for j, c := range cols {
+	perFeature(len(cols), func(j int) {
+		c, buf := cols[j], sorted[j]
 		center[j], unit[j] = 0, 1
 		n := len(c)
 		if n == 0 {
-			continue
+			return
 		}
-		buf = append(buf[:0], c...)
-		slices.Sort(buf)
 		lo, hi := float64(buf[int(0.005*float64(n-1))]), float64(buf[int(math.Ceil(0.995*float64(n-1)))])
 		center[j] = float64(buf[(n-1)/2])
 		var mean, m2 float64
@@ -159,7 +159,7 @@ func standardisation(cols [][]float32) (center, unit []float64) {
 		if sd := math.Sqrt(m2 / float64(n)); sd > 0 && !math.IsInf(1/sd, 0) {
 			unit[j] = sd
 		}
-	}
+	})
 	return center, unit
 }
 
@@ -233,12 +233,38 @@ type rankDetector struct {
 	accel             Accelerator
 	density, distance []float64   // scratch, batch after batch
 	space             [][]float32 // the batch in the distance score's space
+	chunks            [][]float32 // the tail score's column headers per goroutine (tailScores)
+	tailWait          func()      // the tail score started by prescore, nil when none runs
+}
+
+// prescore starts the batch's tail score on the cores before the other detectors score, so
+// that it runs while their steps run on the GPU (issue 12 item 5); Score waits for it. On the
+// CPU nothing starts early: the other detectors' steps take every core themselves.
+func (d *rankDetector) prescore(q *Query, n int) {
+	d.settle()
+	r := q.Model.Ranker
+	if d.accel == nil || r == nil {
+		return
+	}
+	if cap(d.density) < n {
+		d.density, d.distance = make([]float64, n), make([]float64, n)
+	}
+	d.tailWait, d.chunks = tailScores(r.Tail, q.Raw, d.density[:n], d.chunks)
+}
+
+// settle waits for a tail score that prescore started (one a failed batch left running must
+// not write into the next batch's scores).
+func (d *rankDetector) settle() {
+	if d.tailWait != nil {
+		d.tailWait()
+		d.tailWait = nil
+	}
 }
 
 // Build builds the Ranker from the window's raw columns.
 func (d *rankDetector) Build(m *Model, w *BuildWindow) error {
 	var err error
-	m.Ranker, err = buildRanker(w.Raw, m.Features, *w.Cfg)
+	m.Ranker, err = buildRanker(w.Raw, w.Sorted, m.Features, *w.Cfg)
 	return err
 }
 
@@ -251,14 +277,19 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 	if r == nil {
 		return nil
 	}
-	if cap(d.density) < n {
-		d.density, d.distance = make([]float64, n), make([]float64, n)
+	if d.tailWait == nil { // not started by prescore: the tail score first, on every core
+		if cap(d.density) < n {
+			d.density, d.distance = make([]float64, n), make([]float64, n)
+		}
+		var wait func()
+		wait, d.chunks = tailScores(r.Tail, q.Raw, d.density[:n], d.chunks)
+		wait()
 	}
 	density, distance := d.density[:n], d.distance[:n]
-	r.Tail.Score(q.Raw, density)
 	d.space = r.distanceSpace(q.Raw, d.space)
 	scoreDistance(d.accel, r.Ref, d.space, distance)
 	rescoreMembers(m, q.Batch, r.Ref.Points, r.Ref.K, d.space, distance)
+	d.settle()
 	threshold := r.Threshold(q.Cfg.AlarmRate)
 	for i := range out {
 		out[i].DensityScore, out[i].DistanceScore = density[i], distance[i]

@@ -153,7 +153,7 @@ func TestRankingScoresStayFiniteAtExtremes(t *testing.T) {
 	r := m.Ranker
 	// One sentinel must not set feature 0's unit of distance: it stays that of the others.
 	clean := testData(1500, 4)
-	_, want := standardisation(clean.Cols)
+	_, want := standardisation(clean.Cols, sortedColumns(clean.Cols))
 	if u := r.Unit[0]; !(u > want[0]/2 && u < want[0]*2) {
 		t.Fatalf("feature 0's unit %v with one FLT_MAX in the window, %v without", u, want[0])
 	}

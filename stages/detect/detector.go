@@ -46,6 +46,7 @@ type Follower interface {
 // model's normalised units, with the configuration of the build.
 type BuildWindow struct {
 	Raw        [][]float32 // column-major, raw units
+	Sorted     [][]float32 // Raw's columns each in ascending order (the build's one sort)
 	Means, SDs [][]float32 // normalised by the model's Offset and Scale (SDs 0 when none)
 	// Spread is each feature's interquartile range in normalised units (the robust bandwidth).
 	Spread []float64

@@ -3,7 +3,6 @@ package detect
 import (
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/outlierd/outlierd/internal/algo/density"
@@ -70,14 +69,15 @@ func buildOn(a Accelerator, cols, sds [][]float32, features []string, cfg Config
 	}
 	m := &Model{Version: version, Features: features, WindowRecords: rows, Params: buildParams(cfg)}
 	var spread []float64
-	m.Offset, m.Scale, spread = robustNormalisation(cols)
+	sorted := sortedColumns(cols)
+	m.Offset, m.Scale, spread = robustNormalisation(sorted)
 	ncols := make([][]float32, len(cols))
 	for j := range cols {
 		ncols[j] = normalise(cols[j], m.Offset[j], m.Scale[j], nil)
 	}
 	nsds := scaleSDs(sds, m.Scale, rows)
 
-	w := &BuildWindow{Raw: cols, Means: ncols, SDs: nsds, Spread: spread, Cfg: &cfg}
+	w := &BuildWindow{Raw: cols, Sorted: sorted, Means: ncols, SDs: nsds, Spread: spread, Cfg: &cfg}
 	for _, d := range modelDetectors(a, features) {
 		if err := d.Build(m, w); err != nil {
 			return nil, err
@@ -123,20 +123,18 @@ const NormalisedLimit = 1e6
 // that range is empty (more than 99% of the values tie) the full [min, max] is used, and a
 // constant column gets scale 1 (its values all map to 0), so nothing divides by zero. A range
 // so narrow that its inverse overflows float32 is treated as constant too. iqr is each column's
-// interquartile range in normalised units (for the robust bandwidth).
-func robustNormalisation(cols [][]float32) (offset, scale []float32, iqr []float64) {
-	offset = make([]float32, len(cols))
-	scale = make([]float32, len(cols))
-	iqr = make([]float64, len(cols))
-	var buf []float32
-	for j, c := range cols {
+// interquartile range in normalised units (for the robust bandwidth). sorted holds each column
+// in ascending order (sortedColumns).
+func robustNormalisation(sorted [][]float32) (offset, scale []float32, iqr []float64) {
+	offset = make([]float32, len(sorted))
+	scale = make([]float32, len(sorted))
+	iqr = make([]float64, len(sorted))
+	for j, buf := range sorted {
 		offset[j], scale[j] = 0, 1
-		if len(c) == 0 {
+		n := len(buf)
+		if n == 0 {
 			continue
 		}
-		buf = append(buf[:0], c...)
-		slices.Sort(buf)
-		n := len(buf)
 		lo, hi := buf[int(QuantileLow*float64(n-1))], buf[int(math.Ceil(QuantileHigh*float64(n-1)))]
 		if !(hi > lo) {
 			lo, hi = buf[0], buf[n-1]

@@ -76,6 +76,11 @@ func (s *Stage) score(b *batch.Batch) error {
 		b.Scores[i] = batch.Score{Scored: true, Score: math.NaN(), Threshold: math.Inf(1), DensityScore: math.NaN(), DistanceScore: math.NaN()}
 	}
 	for _, d := range s.detectors {
+		if p, ok := d.(prescorer); ok {
+			p.prescore(&q, n)
+		}
+	}
+	for _, d := range s.detectors {
 		if err := d.Score(&q, b.Scores); err != nil {
 			return err
 		}
@@ -83,6 +88,12 @@ func (s *Stage) score(b *batch.Batch) error {
 	decide(&s.cfg, m.Ranker != nil, b.Scores)
 	b.ModelVersion = m.Version
 	return nil
+}
+
+// prescorer is a Detector with CPU work that can start before the detectors score, to run on
+// the cores while the others' steps run on the GPU; its Score waits for that work.
+type prescorer interface {
+	prescore(q *Query, n int)
 }
 
 // decide sets each record's flag from the detectors' fields: under flag_by: verdicts the

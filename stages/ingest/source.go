@@ -55,8 +55,8 @@ type Source struct {
 
 	// nextMu serialises Next and the builder's release in Close.
 	nextMu  sync.Mutex
-	dec     Decoder
-	decoded *Decoded
+	decs    []Decoder    // one per core (decodeall.go)
+	pending []pendingMsg // the batch being filled
 	builder *Builder
 	// deferred is a fetch error met after some records of a batch were already fetched: that
 	// batch is returned first and the error on the following call.
@@ -76,6 +76,10 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		return nil, errors.New("ingest: NewSource needs a checkpointer and an allocator")
 	}
 	dec, err := NewDecoder(cfg) // validates cfg
+	if err != nil {
+		return nil, err
+	}
+	decs, err := newDecoders(cfg, dec)
 	if err != nil {
 		return nil, err
 	}
@@ -134,8 +138,7 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		cp:        cp,
 		log:       log,
 		reader:    kafka.NewReader(rc),
-		dec:       dec,
-		decoded:   cfg.NewDecoded(),
+		decs:      decs,
 		builder:   NewBuilder(alloc, cfg.Topic, cfg.Features, cfg.Uncertainty != nil, cfg.BatchSize),
 		committed: map[int]int64{},
 	}, nil
@@ -187,9 +190,20 @@ func (s *Source) Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters, er
 			fctx, cancel = context.WithTimeout(ctx, s.cfg.MaxWait)
 			defer cancel()
 		}
-		fetched++
 		s.track(m)
-		if err := s.dec.Decode(m.Value, s.decoded); err != nil {
+		if fetched == len(s.pending) {
+			s.pending = append(s.pending, pendingMsg{})
+		}
+		s.pending[fetched].m = m
+		fetched++
+	}
+	msgs := s.pending[:fetched]
+	s.decodeAll(msgs)
+	for i := range msgs {
+		p := &msgs[i]
+		m := p.m
+		p.m = kafka.Message{} // the batch holds the payload; the slot does not
+		if err := p.err; err != nil {
 			dead = append(dead, batch.DeadLetter{
 				Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
 				Key: m.Key, Value: m.Value, Time: m.Time, Reason: err.Error(),
@@ -197,15 +211,14 @@ func (s *Source) Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters, er
 			continue
 		}
 		key := m.Key
-		if s.decoded.HasKey {
-			// Decoded.Key is only valid until the next Decode; Append copies it.
-			key = s.decoded.Key
+		if p.d.HasKey {
+			key = p.key // Append copies it
 		}
 		ts := m.Time
-		if s.decoded.HasEventTime {
-			ts = time.UnixMilli(s.decoded.EventTime)
+		if p.d.HasEventTime {
+			ts = time.UnixMilli(p.d.EventTime)
 		}
-		if err := s.builder.Append(s.decoded, int32(m.Partition), m.Offset, key, ts, m.Value); err != nil {
+		if err := s.builder.Append(p.d, int32(m.Partition), m.Offset, key, ts, m.Value); err != nil {
 			// Cannot happen with a decoder and builder made from the same config; a dead letter
 			// keeps the record visible rather than dropping it.
 			dead = append(dead, batch.DeadLetter{

@@ -1,0 +1,212 @@
+package pipeline
+
+import (
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/sink"
+)
+
+// BenchmarkPipelineDevice is the whole pipeline at GPU speed (issue 12 item 5b): the in-process
+// broker (kfake, as the tests use it), the 8-feature sensor stream with "_sd" uncertainties, the
+// default configuration (flag_by: rate, emit: outliers) with `device: cuda` and with
+// `device: cpu`, in one run. Per device:
+//
+//   - backlog: N records (OUTLIERD_BENCH_RECORDS, default 1,000,000) produced first, then
+//     drained: sustained records/s between 10% and 90% of the records acknowledged (the
+//     pipeline's own counter, sampled every 20 ms), and overall (start-up included);
+//   - steady: records produced at OUTLIERD_BENCH_RATE records/s (default 300,000) while the
+//     pipeline runs, OUTLIERD_BENCH_STEADY_RECORDS of them (default 1,500,000): the rate the
+//     producer achieved, and latency (output time - produce time, Kafka CreateTimes in ms) of
+//     the flagged records produced at least 5 s after the start (group join and first model
+//     excluded): p50, p99.
+//
+// OUTLIERD_BENCH_CPUPROFILE=<prefix> writes a CPU profile of each backlog drain to
+// <prefix>-<device>.prof. The same records are used for both devices.
+//
+//	eval "$(.ci/cuda.sh)"; go test -c -tags cuda -o pipeline.test ./pipeline/
+//	./pipeline.test -test.run '^$' -test.bench PipelineDevice -test.benchtime 1x -test.v
+func BenchmarkPipelineDevice(b *testing.B) {
+	n := envInt(b, "OUTLIERD_BENCH_RECORDS", 1_000_000)
+	rate := envInt(b, "OUTLIERD_BENCH_RATE", 300_000)
+	steadyN := envInt(b, "OUTLIERD_BENCH_STEADY_RECORDS", 1_500_000)
+	const parts = 6
+	backlog := makeSensorRecords(b, n, parts, 11, 0.01, 0.005)
+	steady := makeSensorRecords(b, steadyN, parts, 12, 0.01, 0.005)
+	for _, dev := range []DeviceChoice{"cuda", "cpu"} {
+		b.Run(string(dev), func(b *testing.B) {
+			if dev == "cuda" {
+				d, err := OpenDevice(string(dev), zerolog.Nop())
+				if err != nil {
+					b.Skipf("no GPU: %v", err)
+				}
+				d.Close()
+			}
+			b.Run("backlog", func(b *testing.B) { benchDeviceBacklog(b, dev, parts, backlog) })
+			b.Run("steady", func(b *testing.B) { benchDeviceSteady(b, dev, parts, steady, rate) })
+		})
+	}
+}
+
+// deviceConfig is the default configuration on kfake with the device.
+func deviceConfig(br testsupport.Broker, dev DeviceChoice, in, out, dlq, group string) Config {
+	cfg := sensorConfig(br, in, out, dlq, group, Default().Sink.Emit)
+	cfg.Device = dev
+	cfg.Detect.FlagBy = detect.Default().FlagBy // sensorConfig's tests check verdicts; the default flags by rate
+	return cfg
+}
+
+func benchDeviceBacklog(b *testing.B, dev DeviceChoice, parts int, recs []*sensorRecord) {
+	var sustained, overall []float64
+	for range b.N {
+		b.StopTimer()
+		br := testsupport.KfakeBroker(b)
+		in, out, dlq, group := testsupport.UniqueName("din"), testsupport.UniqueName("dout"), testsupport.UniqueName("ddlq"), testsupport.UniqueName("dgroup")
+		testsupport.CreateTopics(b, br, map[string]int{in: parts, out: parts, dlq: 1})
+		input := newInput(in, parts, recs)
+		t0 := time.Now()
+		produceSensors(b, br, input)
+		b.Logf("%s: produced %d records to kfake in %.1fs", dev, len(recs), time.Since(t0).Seconds())
+		valid := countValid(input)
+		cfg := deviceConfig(br, dev, in, out, dlq, group)
+		stopProfile := startPipelineProfile(b, string(dev))
+		b.StartTimer()
+		r := startPipeline(b, cfg, nil)
+		t10, t90 := sampleProgress(r, valid)
+		doneAt := r.waitCommitted(b, br, group, input, 10*time.Minute)
+		b.StopTimer()
+		stopProfile()
+		st := r.p.Stats()
+		if err := r.stop(b, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
+			b.Fatalf("graceful stop: %v", err)
+		}
+		t1, t9 := <-t10, <-t90
+		if t1.IsZero() || t9.IsZero() {
+			b.Fatalf("the record counter never reached 10%%/90%% of %d", valid)
+		}
+		sustained = append(sustained, 0.8*float64(valid)/t9.Sub(t1).Seconds())
+		overall = append(overall, float64(valid)/doneAt.Sub(r.started).Seconds())
+		b.Logf("%s backlog: %d valid records, %d flagged, %d dead letters, model version %d; sustained %.0f records/s, overall %.0f (start-up included)",
+			dev, valid, st.Flagged.Load(), st.DeadLetters.Load(), st.ModelVersion.Load(), sustained[len(sustained)-1], overall[len(overall)-1])
+	}
+	b.ReportMetric(median(sustained), "sustained_records/s")
+	b.ReportMetric(median(overall), "records/s")
+}
+
+// sampleProgress reports when the pipeline's acknowledged-record counter first reached 10% and
+// 90% of valid (zero times if it never did before the pipeline stops).
+func sampleProgress(r *running, valid int) (t10, t90 <-chan time.Time) {
+	c10, c90 := make(chan time.Time, 1), make(chan time.Time, 1)
+	go func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		var a, z time.Time
+		defer func() { c10 <- a; c90 <- z }()
+		for {
+			select {
+			case <-r.done:
+				return
+			case now := <-tick.C:
+				done := r.p.Stats().RecordsOut.Load()
+				if a.IsZero() && done >= int64(valid/10) {
+					a = now
+				}
+				if done >= int64(valid*9/10) {
+					z = now
+					return
+				}
+			}
+		}
+	}()
+	return c10, c90
+}
+
+func benchDeviceSteady(b *testing.B, dev DeviceChoice, parts int, recs []*sensorRecord, rate int) {
+	const warmup = 5 * time.Second
+	var lat []float64
+	var achieved, behind []float64
+	for range b.N {
+		b.StopTimer()
+		br := testsupport.KfakeBroker(b)
+		in, out, dlq, group := testsupport.UniqueName("sin"), testsupport.UniqueName("sout"), testsupport.UniqueName("sdlq"), testsupport.UniqueName("sgroup")
+		testsupport.CreateTopics(b, br, map[string]int{in: parts, out: parts, dlq: 1})
+		input := newInput(in, parts, recs)
+		cfg := deviceConfig(br, dev, in, out, dlq, group)
+		b.StartTimer()
+		r := startPipeline(b, cfg, nil)
+		got := produceSteady(b, br, input, rate)
+		lastIn := time.Now()
+		doneAt := r.waitCommitted(b, br, group, input, 10*time.Minute)
+		b.StopTimer()
+		if err := r.stop(b, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
+			b.Fatalf("graceful stop: %v", err)
+		}
+		achieved = append(achieved, got)
+		behind = append(behind, doneAt.Sub(lastIn).Seconds())
+		var l []float64
+		testsupport.ScanTopic(b, br, out, parts, func(m *kgo.Record) {
+			id, _ := testsupport.Header(m, sink.HeaderID)
+			c, err := parseID(id, in)
+			if err != nil {
+				b.Fatalf("output id %q: %v", id, err)
+			}
+			if rec, ok := input.byCoord[c]; ok && rec.time.Sub(r.started) >= warmup {
+				l = append(l, float64(m.Timestamp.UnixMilli()-rec.time.UnixMilli()))
+			}
+		})
+		if len(l) == 0 {
+			b.Fatal("no flagged outputs after the warm-up")
+		}
+		lat = append(lat, l...)
+		b.Logf("%s steady: produced %d records at %.0f records/s (asked %d); all done %.2fs after the last produce; %d flagged outputs after %s: p50 %.0f ms, p99 %.0f ms",
+			dev, len(recs), got, rate, behind[len(behind)-1], len(l), warmup, quantile(append([]float64(nil), l...), 0.5), quantile(append([]float64(nil), l...), 0.99))
+	}
+	b.ReportMetric(median(achieved), "produced_records/s")
+	b.ReportMetric(median(behind), "drain_after_last_s")
+	b.ReportMetric(quantile(lat, 0.50), "p50_ms")
+	b.ReportMetric(quantile(lat, 0.99), "p99_ms")
+}
+
+func countValid(in *sensorInput) int {
+	valid := 0
+	for _, rec := range in.records {
+		if !rec.malformed {
+			valid++
+		}
+	}
+	return valid
+}
+
+// startPipelineProfile starts a CPU profile when OUTLIERD_BENCH_CPUPROFILE is set.
+func startPipelineProfile(b *testing.B, name string) func() {
+	prefix := os.Getenv("OUTLIERD_BENCH_CPUPROFILE")
+	if prefix == "" {
+		return func() {}
+	}
+	f, err := os.Create(fmt.Sprintf("%s-%s.prof", prefix, name))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
+func median(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	return quantile(append([]float64(nil), x...), 0.5)
+}
