@@ -1,9 +1,6 @@
 package pipeline
 
 import (
-	"fmt"
-	"os"
-	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -11,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/internal/testsupport/cputime"
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/sink"
 )
@@ -77,7 +75,7 @@ func benchDeviceBacklog(b *testing.B, dev DeviceChoice, parts int, recs []*senso
 		b.Logf("%s: produced %d records to kfake in %.1fs", dev, len(recs), time.Since(t0).Seconds())
 		valid := countValid(input)
 		cfg := deviceConfig(br, dev, in, out, dlq, group)
-		stopProfile := startPipelineProfile(b, string(dev))
+		stopProfile := cputime.Profile(b, string(dev))
 		b.StartTimer()
 		r := startPipeline(b, cfg, nil)
 		t10, t90 := sampleProgress(r, valid)
@@ -183,25 +181,6 @@ func countValid(in *sensorInput) int {
 		}
 	}
 	return valid
-}
-
-// startPipelineProfile starts a CPU profile when OUTLIERD_BENCH_CPUPROFILE is set.
-func startPipelineProfile(b *testing.B, name string) func() {
-	prefix := os.Getenv("OUTLIERD_BENCH_CPUPROFILE")
-	if prefix == "" {
-		return func() {}
-	}
-	f, err := os.Create(fmt.Sprintf("%s-%s.prof", prefix, name))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		b.Fatal(err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}
 }
 
 func median(x []float64) float64 {

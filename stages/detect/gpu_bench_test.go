@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/internal/testsupport/cputime"
 )
 
 // BenchmarkStageDevice is the detect stage alone at GPU speed (issue 12 item 5a): batches of
@@ -120,7 +120,7 @@ func benchStageDevice(b *testing.B, w int, dev string) {
 			k0, h0, d0 = d.GPU().Counters()
 		}
 		v0 := s.builds.version
-		stopProfile := startProfile(b, w, dev)
+		stopProfile := cputime.Profile(b, fmt.Sprintf("%d-%s", w, dev))
 		const segment = 100 * benchBatch
 		var segs []float64
 		start := time.Now()
@@ -219,25 +219,6 @@ func timedBuild(b *testing.B, a Accelerator, cols, sds [][]float32, features []s
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// startProfile starts a CPU profile of the measured span when OUTLIERD_BENCH_CPUPROFILE is set.
-func startProfile(b *testing.B, w int, dev string) func() {
-	prefix := os.Getenv("OUTLIERD_BENCH_CPUPROFILE")
-	if prefix == "" {
-		return func() {}
-	}
-	f, err := os.Create(fmt.Sprintf("%s-%d-%s.prof", prefix, w, dev))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		b.Fatal(err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}
-}
 
 func median(x []float64) float64 {
 	if len(x) == 0 {
