@@ -99,6 +99,13 @@ type jsonDecoder struct {
 	keyBuf  []byte // unescaped object key (only keys with escapes)
 	strBuf  []byte // unescaped string value at a target path
 	keyCopy []byte // the record key, kept apart from strBuf
+
+	// the last number() read: numPlain when it is a plain decimal (no exponent, at most
+	// maxFastDigits digits), then its value is plainDecimal(numM, numFrac, numNeg)
+	numM     uint64
+	numFrac  int
+	numNeg   bool
+	numPlain bool
 }
 
 func newJSONDecoder(p *plan) *jsonDecoder {
@@ -313,14 +320,22 @@ func (d *jsonDecoder) number() ([]byte, error) {
 	start := d.pos
 	p := d.pos
 	n := len(d.data)
-	if p < n && d.data[p] == '-' {
+	neg := p < n && d.data[p] == '-'
+	if neg {
 		p++
 	}
+	// The digits' integer and the count after the '.', gathered while checking the grammar:
+	// for a plain decimal they are fastDecimal's, without a second pass over the text.
+	var m uint64
+	digits, frac := 0, 0
 	switch {
 	case p < n && d.data[p] == '0':
 		p++
+		digits = 1
 	case p < n && d.data[p] >= '1' && d.data[p] <= '9':
 		for p < n && d.data[p] >= '0' && d.data[p] <= '9' {
+			m = m*10 + uint64(d.data[p]-'0')
+			digits++
 			p++
 		}
 	default:
@@ -334,10 +349,16 @@ func (d *jsonDecoder) number() ([]byte, error) {
 			return nil, d.syntax("invalid number: digit expected after '.'")
 		}
 		for p < n && d.data[p] >= '0' && d.data[p] <= '9' {
+			m = m*10 + uint64(d.data[p]-'0')
+			digits++
+			frac++
 			p++
 		}
 	}
+	d.numPlain = digits <= maxFastDigits
+	d.numM, d.numFrac, d.numNeg = m, frac, neg
 	if p < n && (d.data[p] == 'e' || d.data[p] == 'E') {
+		d.numPlain = false
 		p++
 		if p < n && (d.data[p] == '+' || d.data[p] == '-') {
 			p++
@@ -524,8 +545,10 @@ func (d *jsonDecoder) target(n *jsonNode) error {
 func (d *jsonDecoder) store(s *slot, num, text []byte, isNum, isText bool, raw []byte) error {
 	switch {
 	case isNum && (s.role == roleFeature || s.role == roleSD):
-		v, ok := fastDecimal(num)
-		if !ok {
+		var v float64
+		if d.numPlain {
+			v = plainDecimal(d.numM, d.numFrac, d.numNeg)
+		} else {
 			var perr error
 			v, perr = strconv.ParseFloat(string(num), 64)
 			if perr != nil { // only a range error is possible after the grammar check
