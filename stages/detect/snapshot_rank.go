@@ -50,15 +50,16 @@ func encodeRanker(e *sealed.Encoder, r *Ranker) {
 // decodeRanker reads what encodeRanker wrote for a model of these features and checks it.
 func decodeRanker(d *sealed.Decoder, features []string) (*Ranker, error) {
 	dims := len(features)
-	r := &Ranker{Tail: &rank.Tail{Sorted: make([][]float32, dims)}}
+	r := &Ranker{}
+	sorted := make([][]float32, dims)
 	r.Params.Detectors = ScoreDetectors(d.Text(64, "score.detectors"))
 	r.Params.Combine = ScoreCombine(d.Text(64, "score.combine"))
 	r.Params.Sample = int(d.U32("score.sample"))
 	r.Params.K = int(d.U32("score.k"))
 	for j := range dims {
-		r.Tail.Sorted[j] = d.F32s(d.U64("tail count"), "tail values")
+		sorted[j] = d.F32s(d.U64("tail count"), "tail values")
 	}
-	r.Tail.Spread = d.F64s(uint64(dims), "tail spreads")
+	spread := d.F64s(uint64(dims), "tail spreads")
 	r.Center = d.F64s(uint64(dims), "distance centres")
 	r.Unit = d.F64s(uint64(dims), "distance units")
 	rows, k := d.U64("sample rows"), int(d.U32("sample k"))
@@ -74,6 +75,7 @@ func decodeRanker(d *sealed.Decoder, features []string) (*Ranker, error) {
 	if d.Err() != nil {
 		return nil, sealedErr(d.Err())
 	}
+	r.Tail = rank.TailOf(sorted, spread)
 	r.Ref = &solvingset.Model{Points: pts, Features: features, K: k, WStar: math.Inf(1)}
 	r.Density, r.Distance, r.Combined = cals[0], cals[1], cals[2].Sorted
 	if err := checkRanker(r); err != nil {

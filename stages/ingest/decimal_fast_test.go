@@ -58,3 +58,60 @@ func TestFastDecimalMatchesParseFloat(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONNumbersMatchParseFloat: the JSON decoder's features (plain decimals from the digits
+// gathered by its grammar check, the rest through strconv.ParseFloat) are float32 of
+// strconv.ParseFloat's value, bit for bit: signs, zeros, up to 31 digits, up to 18 after the
+// '.', and exponents.
+func TestJSONNumbersMatchParseFloat(t *testing.T) {
+	cfg := testConfig(FormatJSON, []string{"a", "b"}, nil)
+	dec, err := NewDecoder(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := cfg.NewDecoded()
+	r := rand.New(rand.NewPCG(33, 34))
+	num := func() string {
+		b := []byte{}
+		if r.IntN(2) == 0 {
+			b = append(b, '-')
+		}
+		if r.IntN(4) == 0 {
+			b = append(b, '0')
+		} else {
+			b = append(b, byte('1'+r.IntN(9)))
+			for range r.IntN(12) {
+				b = append(b, byte('0'+r.IntN(10)))
+			}
+		}
+		if r.IntN(3) > 0 {
+			b = append(b, '.')
+			for range 1 + r.IntN(18) {
+				b = append(b, byte('0'+r.IntN(10)))
+			}
+		}
+		if r.IntN(5) == 0 {
+			b = append(b, "eE"[r.IntN(2)])
+			if r.IntN(2) == 0 {
+				b = append(b, "+-"[r.IntN(2)])
+			}
+			b = append(b, byte('0'+r.IntN(10)))
+		}
+		return string(b)
+	}
+	for range 100000 {
+		a, b := num(), num()
+		if err := dec.Decode([]byte(`{"a":`+a+`,"x":`+num()+`,"b":`+b+`}`), out); err != nil {
+			t.Fatalf("%s, %s: %v", a, b, err)
+		}
+		for j, s := range []string{a, b} {
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := math.Float32bits(out.Values[j]), math.Float32bits(float32(v)); got != want {
+				t.Fatalf("%s: decoded %v (%x), ParseFloat %v (%x)", s, out.Values[j], got, float32(v), want)
+			}
+		}
+	}
+}

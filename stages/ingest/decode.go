@@ -272,17 +272,26 @@ func fastDecimal(text []byte) (v float64, ok bool) {
 			return 0, false
 		}
 	}
-	if digits == 0 || digits > 15 || frac == 0 {
+	if digits == 0 || digits > maxFastDigits || frac == 0 {
 		return 0, false
 	}
-	v = float64(m)
+	return plainDecimal(m, max(frac, 0), neg), true
+}
+
+// maxFastDigits is the most significant digits fastDecimal takes: their integer is below 2^53.
+const maxFastDigits = 15
+
+// plainDecimal is m / 10^frac, negated when neg: exact operands (m < 2^53, frac <= 15), so the
+// one division is correctly rounded.
+func plainDecimal(m uint64, frac int, neg bool) float64 {
+	v := float64(m)
 	if frac > 0 {
 		v /= pow10[frac]
 	}
 	if neg {
 		v = -v
 	}
-	return v, true
+	return v
 }
 
 // pow10 are the powers of ten that float64 holds exactly (fastDecimal needs up to 10^15).

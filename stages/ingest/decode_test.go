@@ -2,7 +2,11 @@ package ingest
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -228,5 +232,47 @@ func TestNewDecoderRejectsInvalidConfig(t *testing.T) {
 	t.Parallel()
 	if _, err := NewDecoder(testConfig("xml", []string{"x"}, nil)); err == nil {
 		t.Fatal("NewDecoder accepted format xml")
+	}
+}
+
+// TestDecodeJSONKeyOrderMemo: one decoder fed messages whose layouts repeat, change, grow,
+// shrink and nest (the key-order memo hits, misses and is replaced; distinct unwanted keys
+// overflow its byte budget) decodes each exactly as a fresh decoder does.
+func TestDecodeJSONKeyOrderMemo(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(FormatJSON, []string{"a", "b", "s.c"}, func(c *Config) {
+		c.KeyField = "s.id"
+		c.Uncertainty = &Uncertainty{Suffix: "_sd", Default: ptr(0.5)}
+	})
+	long, err := NewDecoder(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	parts := []string{`"a":1.5`, `"a_sd":0.25`, `"b":-2`, `"b_sd":1`, `"s":{"c":3,"id":"k"}`, `"s":{"id":7,"c":4,"x":[1]}`,
+		`"ab":9`, `"":0`, `"\u0061":8`, `"a_s":5`, `"s":{"c":"no"}`, `"b":true`}
+	for m := range 3000 {
+		var fields []string
+		switch {
+		case m%3 != 0 && m > 0: // the layout of message 0 again
+			fields = parts[:5]
+		default:
+			for range 1 + rng.IntN(9) {
+				fields = append(fields, parts[rng.IntN(len(parts))])
+			}
+			if m%7 == 0 { // a new unwanted key: the memo's byte budget fills and is reset
+				fields = append(fields[:len(fields)/2], append([]string{fmt.Sprintf(`"u%d_%s":0`, m, strings.Repeat("z", 200))}, fields[len(fields)/2:]...)...)
+			}
+		}
+		msg := []byte("{" + strings.Join(fields, ",") + "}")
+		fresh, err := NewDecoder(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, got := cfg.NewDecoded(), cfg.NewDecoded()
+		errW, errG := fresh.Decode(msg, want), long.Decode(msg, got)
+		if fmt.Sprint(errW) != fmt.Sprint(errG) || (errW == nil && !reflect.DeepEqual(want, got)) {
+			t.Fatalf("message %d %s: fresh decoder %+v, %v; long-lived %+v, %v", m, msg, want, errW, got, errG)
+		}
 	}
 }

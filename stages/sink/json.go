@@ -14,7 +14,8 @@ import (
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
-// jsonOutput is the JSON output message, one per emitted record (format: json). Schema:
+// The JSON output message, one per emitted record (format: json), written by encodeJSONRow.
+// Schema:
 //
 //	{
 //	  "id":               "<topic>/<partition>/<offset>" of the source message. Deterministic, so
@@ -59,58 +60,9 @@ import (
 //
 // Kafka message: key = the source key (so one key's outputs keep their order on one partition),
 // header outlierd-id = id.
-type jsonOutput struct {
-	ID              string          `json:"id"`
-	Topic           string          `json:"topic"`
-	Partition       int32           `json:"partition"`
-	Offset          int64           `json:"offset"`
-	Key             *string         `json:"key"`
-	KeyEncoding     string          `json:"key_encoding,omitempty"`
-	Timestamp       *string         `json:"timestamp"`
-	Payload         json.RawMessage `json:"payload"`
-	PayloadEncoding string          `json:"payload_encoding"`
-	PayloadBytes    int             `json:"payload_bytes,omitempty"`
-	Scores          any             `json:"scores"` // nil, *jsonScores or *jsonScoresNonFinite
-	Explanation     string          `json:"explanation"`
-	Subspace        []string        `json:"subspace"`
-	ModelVersion    uint64          `json:"model_version"`
-}
-
-// jsonScores is the "scores" object of jsonOutput.
-type jsonScores struct {
-	Outlier         bool    `json:"outlier"`
-	DensityOutlier  bool    `json:"density_outlier"`
-	EtaProbability  float64 `json:"eta_probability"`
-	DistanceOutlier bool    `json:"distance_outlier"`
-	Weight          float64 `json:"weight"`
-	WStar           float64 `json:"w_star"`
-	// Hypercube is present only when the hypercube detector ran (detect.hypercube.enabled).
-	Hypercube *jsonHypercube `json:"hypercube,omitempty"`
-	// Score is the combined outlier score, higher = more outlying (batch.Score.Score).
-	Score float64 `json:"score"`
-}
-
-// jsonHypercube is the hypercube detector's result in "scores" (batch.HypercubeScore): always
-// finite (O is in [0, 1], w a count).
-type jsonHypercube struct {
-	Score      float64 `json:"score"`
-	Neighbours int64   `json:"neighbours"`
-	Outlier    bool    `json:"outlier"`
-}
-
-// jsonScoresNonFinite is jsonScores for a record with a non-finite float: each float field is
-// a float64 or, when not finite, its string (see jsonFloat). A type of its own so that the
-// common, all-finite case keeps encoding/json's direct float64 encoding.
-type jsonScoresNonFinite struct {
-	Outlier         bool           `json:"outlier"`
-	DensityOutlier  bool           `json:"density_outlier"`
-	EtaProbability  any            `json:"eta_probability"`
-	DistanceOutlier bool           `json:"distance_outlier"`
-	Weight          any            `json:"weight"`
-	WStar           any            `json:"w_star"`
-	Hypercube       *jsonHypercube `json:"hypercube,omitempty"`
-	Score           any            `json:"score"`
-}
+//
+// jsonOutput (json_ref_test.go) declares the same fields for encoding/json, the reference the
+// tests compare encodeJSONRow with and decode outputs into.
 
 // Spellings of the non-finite floats in the JSON output.
 const (
@@ -136,39 +88,6 @@ func jsonFloat(v float64) any {
 	return v
 }
 
-// scoresJSON returns the "scores" object of a scored record.
-func scoresJSON(sc *batch.Score) any {
-	if finite(sc.EtaProbability) && finite(sc.Weight) && finite(sc.WStar) && finite(sc.Score) {
-		return &jsonScores{
-			Outlier:         sc.Outlier,
-			DensityOutlier:  sc.DensityOutlier,
-			EtaProbability:  sc.EtaProbability,
-			DistanceOutlier: sc.DistanceOutlier,
-			Weight:          sc.Weight,
-			WStar:           sc.WStar,
-			Hypercube:       hypercubeJSON(sc.Hypercube),
-			Score:           sc.Score,
-		}
-	}
-	return &jsonScoresNonFinite{
-		Outlier:         sc.Outlier,
-		DensityOutlier:  sc.DensityOutlier,
-		EtaProbability:  jsonFloat(sc.EtaProbability),
-		DistanceOutlier: sc.DistanceOutlier,
-		Weight:          jsonFloat(sc.Weight),
-		WStar:           jsonFloat(sc.WStar),
-		Hypercube:       hypercubeJSON(sc.Hypercube),
-		Score:           jsonFloat(sc.Score),
-	}
-}
-
-func hypercubeJSON(h *batch.HypercubeScore) *jsonHypercube {
-	if h == nil {
-		return nil
-	}
-	return &jsonHypercube{Score: h.Score, Neighbours: h.Neighbours, Outlier: h.Outlier}
-}
-
 // outputID is the deterministic id of the output of one source message.
 func outputID(topic string, partition int32, offset int64) string {
 	return topic + "/" + strconv.Itoa(int(partition)) + "/" + strconv.FormatInt(offset, 10)
@@ -184,62 +103,206 @@ func encodeJSONOmitted(b *batch.Batch, c *columns, i int) ([]byte, error) {
 	return encodeJSONRow(b, c, i, true)
 }
 
-// encodeJSONRow returns the JSON output of row i of b, with the payload unless omitPayload.
+// encodeJSONRow returns the JSON output of row i of b, with the payload unless omitPayload:
+// appended by hand in jsonOutput's field order, byte for byte what encoding/json writes for
+// it (SetEscapeHTML(false), without the trailing newline). encoding/json's reflection was
+// most of the 10 us per flagged record that the sink spent (the drain's profile, 2026-11-23);
+// TestEncodeJSONMatchesEncodingJSON pins this encoder to it.
 func encodeJSONRow(b *batch.Batch, c *columns, i int, omitPayload bool) ([]byte, error) {
-	out := jsonOutput{
-		ID:           outputID(b.Topic, c.partition.Value(i), c.offset.Value(i)),
-		Topic:        b.Topic,
-		Partition:    c.partition.Value(i),
-		Offset:       c.offset.Value(i),
-		Subspace:     []string{},
-		ModelVersion: b.ModelVersion,
-	}
+	part, off := c.partition.Value(i), c.offset.Value(i)
+	p := b.Payloads[i]
+	dst := make([]byte, 0, 384+len(b.Topic)+len(p))
+	dst = append(dst, `{"id":`...)
+	dst = appendJSONString(dst, outputID(b.Topic, part, off), false)
+	dst = append(dst, `,"topic":`...)
+	dst = appendJSONString(dst, b.Topic, false)
+	dst = append(dst, `,"partition":`...)
+	dst = strconv.AppendInt(dst, int64(part), 10)
+	dst = append(dst, `,"offset":`...)
+	dst = strconv.AppendInt(dst, off, 10)
+	dst = append(dst, `,"key":`...)
 	if k := c.keyAt(i); k != nil {
 		s, enc := textOrBase64(k)
-		out.Key, out.KeyEncoding = &s, enc
-	}
-	if t, ok := c.timeAt(i); ok {
-		s := t.Format(time.RFC3339Nano)
-		out.Timestamp = &s
-	}
-	p := b.Payloads[i]
-	if omitPayload {
-		out.Payload, out.PayloadEncoding, out.PayloadBytes = json.RawMessage("null"), "omitted", len(p)
-	} else if utf8.Valid(p) && json.Valid(p) {
-		// json.Valid does not check UTF-8 (as encoding/json's decoder, it takes invalid bytes in
-		// strings): embedded raw they would make the output invalid JSON, so such a payload
-		// falls through to base64.
-		out.Payload, out.PayloadEncoding = p, "json"
+		dst = appendJSONString(dst, s, false)
+		dst = append(dst, `,"key_encoding":`...)
+		dst = appendJSONString(dst, enc, false)
 	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"timestamp":`...)
+	if t, ok := c.timeAt(i); ok {
+		dst = appendJSONString(dst, t.Format(time.RFC3339Nano), false)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"payload":`...)
+	var payloadEncoding string
+	buf := bytes.NewBuffer(dst)
+	switch {
+	case omitPayload:
+		dst, payloadEncoding = append(dst, "null"...), "omitted"
+	case utf8.Valid(p) && json.Compact(buf, p) == nil:
+		// Valid JSON (Compact validates as json.Valid does, and writes nothing when it fails),
+		// embedded compactly as encoding/json writes a RawMessage. Neither checks UTF-8 (as
+		// encoding/json's decoder, they take invalid bytes in strings): embedded raw they would
+		// make the output invalid JSON, so such a payload falls through to base64.
+		dst, payloadEncoding = buf.Bytes(), "json"
+	default:
 		s, enc := textOrBase64(p)
-		q, err := json.Marshal(s)
-		if err != nil {
-			return nil, fmt.Errorf("encode payload: %w", err)
-		}
-		out.Payload, out.PayloadEncoding = q, enc
+		dst = appendJSONString(dst, s, true) // json.Marshal's escaping: HTML characters too
+		payloadEncoding = enc
 		if enc == "utf8" {
-			out.PayloadEncoding = "string"
+			payloadEncoding = "string"
 		}
+	}
+	dst = append(dst, `,"payload_encoding":`...)
+	dst = appendJSONString(dst, payloadEncoding, false)
+	if omitPayload && len(p) != 0 { // omitempty
+		dst = append(dst, `,"payload_bytes":`...)
+		dst = strconv.AppendInt(dst, int64(len(p)), 10)
 	}
 	var sc batch.Score
 	if b.Scores != nil {
 		sc = b.Scores[i]
 	}
+	dst = append(dst, `,"scores":`...)
+	subspace := []string{}
 	if sc.Scored {
-		out.Scores = scoresJSON(&sc)
+		var err error
+		if dst, err = appendScoresJSON(dst, &sc); err != nil {
+			return nil, err
+		}
 		if sc.Subspace != nil {
-			out.Subspace = sc.Subspace
+			subspace = sc.Subspace
+		}
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"explanation":`...)
+	dst = appendJSONString(dst, explain(sc), false)
+	dst = append(dst, `,"subspace":[`...)
+	for j, f := range subspace {
+		if j > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, f, false)
+	}
+	dst = append(dst, `],"model_version":`...)
+	dst = strconv.AppendUint(dst, b.ModelVersion, 10)
+	return append(dst, '}'), nil
+}
+
+// appendScoresJSON appends the "scores" object of a scored record: jsonScores, or with a
+// non-finite float jsonScoresNonFinite (each such field a string, see jsonFloat).
+func appendScoresJSON(dst []byte, sc *batch.Score) ([]byte, error) {
+	dst = append(dst, `{"outlier":`...)
+	dst = strconv.AppendBool(dst, sc.Outlier)
+	dst = append(dst, `,"density_outlier":`...)
+	dst = strconv.AppendBool(dst, sc.DensityOutlier)
+	dst = append(dst, `,"eta_probability":`...)
+	dst = appendJSONFloatOrName(dst, sc.EtaProbability)
+	dst = append(dst, `,"distance_outlier":`...)
+	dst = strconv.AppendBool(dst, sc.DistanceOutlier)
+	dst = append(dst, `,"weight":`...)
+	dst = appendJSONFloatOrName(dst, sc.Weight)
+	dst = append(dst, `,"w_star":`...)
+	dst = appendJSONFloatOrName(dst, sc.WStar)
+	if h := sc.Hypercube; h != nil {
+		if !finite(h.Score) { // encoding/json refuses it
+			return nil, fmt.Errorf("encode output as JSON: json: unsupported value: %s", strconv.FormatFloat(h.Score, 'g', -1, 64))
+		}
+		dst = append(dst, `,"hypercube":{"score":`...)
+		dst = appendJSONFloat(dst, h.Score)
+		dst = append(dst, `,"neighbours":`...)
+		dst = strconv.AppendInt(dst, h.Neighbours, 10)
+		dst = append(dst, `,"outlier":`...)
+		dst = strconv.AppendBool(dst, h.Outlier)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `,"score":`...)
+	dst = appendJSONFloatOrName(dst, sc.Score)
+	return append(dst, '}'), nil
+}
+
+// appendJSONFloatOrName appends v as a JSON number when finite, else as the string of
+// jsonFloat.
+func appendJSONFloatOrName(dst []byte, v float64) []byte {
+	if s, ok := jsonFloat(v).(string); ok {
+		return appendJSONString(dst, s, false)
+	}
+	return appendJSONFloat(dst, v)
+}
+
+// appendJSONFloat appends finite v as encoding/json writes a float64: the shortest decimal
+// that reads back to v, in exponent form below 1e-6 and from 1e21 on (as ES6 does), exponents
+// without a leading zero.
+func appendJSONFloat(dst []byte, v float64) []byte {
+	abs := math.Abs(v)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, v, format, -1, 64)
+	if format == 'e' {
+		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1] // e-09 -> e-9
+			dst = dst[:n-1]
 		}
 	}
-	out.Explanation = explain(sc)
+	return dst
+}
 
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // keep payload and names byte-faithful ("<", ">", "&" unescaped)
-	if err := enc.Encode(&out); err != nil {
-		return nil, fmt.Errorf("encode output as JSON: %w", err)
+// appendJSONString appends s as encoding/json writes a string: '"' and '\\' and the control
+// characters escaped (\b \f \n \r \t, else \u00XX), invalid UTF-8 as \ufffd, U+2028 and
+// U+2029 escaped, and with escapeHTML also '<', '>' and '&' (\u003c ...).
+func appendJSONString(dst []byte, s string, escapeHTML bool) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && (!escapeHTML || b != '<' && b != '>' && b != '&') {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 // textOrBase64 returns b as a string when it is valid UTF-8 ("utf8"), else as standard base64

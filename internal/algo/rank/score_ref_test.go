@@ -33,12 +33,14 @@ func scoreRef(t *Tail, q [][]float32, out []float64) {
 	}
 }
 
-// TestTailScoreMatchesReference: continuous, discrete (ties), constant and one-value features,
-// queries inside, on and beyond the window's values, and NaN.
+// TestTailScoreMatchesReference: continuous, discrete (ties), constant, heavy-tailed and
+// one-value features, queries inside, on and beyond the window's values, and NaN; windows with
+// and without the bucket index, built by NewTail, by TailOf (a snapshot read back) and as a
+// literal (no index).
 func TestTailScoreMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, n := range []int{1, 2, 17, 5000} {
-		const d = 4
+	for _, n := range []int{1, 2, 17, 40, 5000, 50000} {
+		const d = 5
 		cols := make([][]float32, d)
 		for j := range cols {
 			cols[j] = make([]float32, n)
@@ -50,8 +52,10 @@ func TestTailScoreMatchesReference(t *testing.T) {
 					cols[j][i] = float32(rng.IntN(5))
 				case 2:
 					cols[j][i] = 3
-				default:
+				case 3:
 					cols[j][i] = float32(rng.ExpFloat64())
+				default:
+					cols[j][i] = float32(math.Exp(rng.NormFloat64() * 4)) // a few far outliers
 				}
 			}
 		}
@@ -76,11 +80,19 @@ func TestTailScoreMatchesReference(t *testing.T) {
 		q[0][3] = float32(math.NaN())
 		want, got := make([]float64, rows), make([]float64, rows)
 		scoreRef(tl, q, want)
-		tl.Score(q, got)
-		for i := range want {
-			if math.Float64bits(want[i]) != math.Float64bits(got[i]) {
-				t.Fatalf("n=%d row %d: reference %v, got %v", n, i, want[i], got[i])
+		for _, c := range []struct {
+			name string
+			tl   *Tail
+		}{{"NewTail", tl}, {"TailOf", TailOf(tl.Sorted, tl.Spread)}, {"literal", &Tail{Sorted: tl.Sorted, Spread: tl.Spread}}} {
+			c.tl.Score(q, got)
+			for i := range want {
+				if math.Float64bits(want[i]) != math.Float64bits(got[i]) {
+					t.Fatalf("%s n=%d row %d: reference %v, got %v", c.name, n, i, want[i], got[i])
+				}
 			}
+		}
+		if indexed := tl.index[0].start != nil; indexed != (n >= 4*valuesPerBucket) {
+			t.Fatalf("n=%d: index built %v", n, indexed)
 		}
 	}
 }

@@ -86,9 +86,8 @@ func knnSelect(Q, R [][]float32, k, workers int, skipSelf bool, out []float64) i
 				}
 			}
 			// Select on the bit patterns: for non-negative floats their integer order is the
-			// float order, and the branch-free selection is several times faster.
-			selectSmallestBits(cand, k)
-			out[i] = sumSqrtBits(cand[:k], sc.roots)
+			// float order, and the partitions run eight values at a time.
+			out[i] = sumSqrtBits(sc.smallestK(cand, k), sc.roots)
 		}
 	})
 	return int64(nq) * int64(nr)
@@ -96,11 +95,13 @@ func knnSelect(Q, R [][]float32, k, workers int, skipSelf bool, out []float64) i
 
 // selectScratch is one worker's buffers for knnSelect.
 type selectScratch struct {
-	bits   []uint32  // squared distances (Float32bits), one per reference point
-	cand   []uint32  // the candidates below the sample's threshold
-	sample []uint32  // every prefilterStride-th distance
-	roots  []float32 // the k selected distances
-	query  []float32 // the query's coordinates
+	bits   []uint32    // squared distances (Float32bits), one per reference point
+	cand   []uint32    // the candidates below the sample's threshold
+	sample []uint32    // every prefilterStride-th distance
+	roots  []float32   // the k selected distances
+	query  []float32   // the query's coordinates
+	part   [2][]uint32 // smallestK's partitions
+	sel    []uint32    // smallestK's result
 }
 
 // selectScratchPool keeps the workers' buffers between calls: the pipeline scores every batch
@@ -114,6 +115,7 @@ func getSelectScratch(nr, k, dims int) *selectScratch {
 	sc.bits, sc.cand = grow(sc.bits, nr), grow(sc.cand, nr)
 	sc.sample = grow(sc.sample, nr/prefilterStride+1)
 	sc.roots, sc.query = grow(sc.roots, k), grow(sc.query, dims)
+	sc.part[0], sc.part[1], sc.sel = grow(sc.part[0], nr), grow(sc.part[1], nr), grow(sc.sel, max(k, nr/prefilterStride+1))
 	return sc
 }
 
@@ -149,8 +151,7 @@ func (sc *selectScratch) prefilterBits(b []uint32, k int) []uint32 {
 		m++
 	}
 	j := min(m, prefilterSlack*k*m/len(b)+4)
-	selectSmallestBits(smp[:m], j) // the largest of the j smallest is left at smp[j-1]
-	n := packLE(sc.cand, b, smp[j-1])
+	n := packLE(sc.cand, b, slices.Max(sc.smallestK(smp[:m], j)))
 	if n < k {
 		return nil
 	}
@@ -188,6 +189,69 @@ func sumSqrtBits(sel []uint32, roots []float32) float64 {
 		sum += float64(v)
 	}
 	return sum
+}
+
+// smallestKMin is the size below which smallestK hands the rest to selectSmallestBits: a few
+// values cost less there than another partition and its pivot.
+const smallestKMin = 16
+
+// smallestK returns the k smallest values of a (bit patterns of non-negative floats; 1 <= k <=
+// len(a)), in no order, in sc.sel; a and sc.part are clobbered (len(sc.part[i]) >= len(a),
+// cap(sc.sel) >= k). A quickselect whose partitions split the range with partition (eight
+// values per AVX2 step into two buffers, instead of one branch-free swap per value, which
+// waits on the previous one's store: 1,400 ns per drained record in the profile before it):
+// each round keeps the side that holds the k-th value and, when that is the upper side, moves
+// the lower one to the result. The pivot is one of three spread samples, the one nearest the
+// quantile k/len of the range; a round that keeps everything (the pivot is the maximum) ends
+// the partitioning, and selectSmallestBits finishes the last few or many-equal values.
+func (sc *selectScratch) smallestK(a []uint32, k int) []uint32 {
+	out := sc.sel[:0]
+	bufs := [3][]uint32{a, sc.part[0], sc.part[1]}
+	ci := 0 // cur lies in bufs[ci]
+	cur := a
+	for len(cur) > smallestKMin && k < len(cur) {
+		n := len(cur)
+		x, y, z := cur[n/4], cur[n/2], cur[n-1-n/4]
+		x, y = min(x, y), max(x, y)
+		y, z = min(y, z), max(y, z)
+		x, y = min(x, y), max(x, y) // x <= y <= z
+		p := y
+		switch {
+		case 3*k < n:
+			p = x
+		case 3*k > 2*n:
+			p = z
+		}
+		d1, d2 := (ci+1)%3, (ci+2)%3
+		nle := partition(bufs[d1], bufs[d2], cur, p)
+		if nle == n {
+			break // p is the maximum: no progress
+		}
+		if nle >= k {
+			ci, cur = d1, bufs[d1][:nle]
+			continue
+		}
+		out = append(out, bufs[d1][:nle]...)
+		k -= nle
+		ci, cur = d2, bufs[d2][:n-nle]
+	}
+	selectSmallestBits(cur, k)
+	return append(out, cur[:k]...)
+}
+
+// partitionGo is partition's loop in Go from src[i] on, n values of src[:i] already in le and
+// the other i-n in gt: branch-free, each value is written to both and one end advances.
+func partitionGo(le, gt, src []uint32, t uint32, i, n int) int {
+	le, gt = le[:len(src)], gt[:len(src)]
+	g := i - n
+	for _, v := range src[i:] {
+		in := int(uint64(int64(t)-int64(v))>>63) ^ 1 // v <= t
+		le[n] = v
+		gt[g] = v
+		n += in
+		g += in ^ 1
+	}
+	return n
 }
 
 // packLEGo is packLE's loop in Go from src[i] on, n values already in dst: branch-free, the

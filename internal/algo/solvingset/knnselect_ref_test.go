@@ -203,7 +203,8 @@ func BenchmarkKNNSelectDrain(b *testing.B) {
 
 // TestKNNSelectPrefilterFallback: the sample of every 8th reference point holds the nearest
 // points, so fewer than k distances lie below the sample's threshold and the selection must
-// fall back to all of them; and packLE keeps exactly the values <= t, in order (both paths).
+// fall back to all of them; and packLE keeps exactly the values <= t, in order, and partition
+// splits there (both paths).
 func TestKNNSelectPrefilterFallback(t *testing.T) {
 	defer func(a, b bool) { hasAVX2, hasAVX512 = a, b }(hasAVX2, hasAVX512)
 	const n, k = 2048, 100
@@ -216,7 +217,8 @@ func TestKNNSelectPrefilterFallback(t *testing.T) {
 		}
 	}
 	Q := [][]float32{{0, 0.5, 3000}, {0, 0, 1}}
-	sc := selectScratch{cand: make([]uint32, n), sample: make([]uint32, n/prefilterStride+1)}
+	sc := getSelectScratch(n, k, 2)
+	defer selectScratchPool.Put(sc)
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, avx := range []bool{true, false} {
 		hasAVX2 = avx && cpuHasAVX2()
@@ -260,6 +262,16 @@ func TestKNNSelectPrefilterFallback(t *testing.T) {
 			dst := make([]uint32, ln)
 			if m := packLE(dst, src, th); !slices.Equal(dst[:m], want) {
 				t.Fatalf("avx2=%v len %d: packLE kept %v, want %v", hasAVX2, ln, dst[:m], want)
+			}
+			var wantGT []uint32
+			for _, v := range src {
+				if v > th {
+					wantGT = append(wantGT, v)
+				}
+			}
+			le, gt := make([]uint32, ln), make([]uint32, ln)
+			if m := partition(le, gt, src, th); !slices.Equal(le[:m], want) || !slices.Equal(gt[:ln-m], wantGT) {
+				t.Fatalf("avx2=%v len %d: partition split %v | %v, want %v | %v", hasAVX2, ln, le[:m], gt[:ln-m], want, wantGT)
 			}
 		}
 	}

@@ -195,6 +195,43 @@ func TestSelectSmallestBits(t *testing.T) {
 	}
 }
 
+// TestSmallestK checks the partitioning selection against a sort, as TestSelectSmallestBits,
+// on ranges long enough for several partition rounds (and the values equal to a pivot that is
+// the maximum), with and without AVX2.
+func TestSmallestK(t *testing.T) {
+	defer func(a bool) { hasAVX2 = a }(hasAVX2)
+	r := rand.New(rand.NewPCG(9, 8))
+	gens := map[string]func() float32{
+		"ties":   func() float32 { return float32(r.IntN(5)) },
+		"normal": func() float32 { return float32(math.Abs(r.NormFloat64())) },
+		"zero+inf": func() float32 {
+			return [...]float32{0, 1, float32(math.Inf(1))}[r.IntN(3)]
+		},
+	}
+	for _, avx := range []bool{true, false} {
+		hasAVX2 = avx && cpuHasAVX2()
+		for name, gen := range gens {
+			for range 1000 {
+				n := 1 + r.IntN(2100)
+				k := 1 + r.IntN(min(n, 120))
+				sc := getSelectScratch(n, k, 1)
+				a := make([]uint32, n)
+				for i := range a {
+					a[i] = math.Float32bits(gen())
+				}
+				want := slices.Clone(a)
+				slices.Sort(want)
+				got := slices.Clone(sc.smallestK(a, k))
+				slices.Sort(got)
+				if !slices.Equal(got, want[:k]) {
+					t.Fatalf("avx2=%v %s n=%d k=%d: selected %v, want %v", hasAVX2, name, n, k, got, want[:k])
+				}
+				selectScratchPool.Put(sc)
+			}
+		}
+	}
+}
+
 // BenchmarkSelectSmallestBits compares the two selections at the shapes of mergePending (the k
 // = 50 smallest of 100 or 150 distances).
 func BenchmarkSelectSmallestBits(b *testing.B) {

@@ -83,6 +83,27 @@ var packPerm = func() *[256][8]uint32 {
 	return &p
 }()
 
+// partitionAVX2 copies the values v <= t of src (non-negative float bit patterns) to le and the
+// others to gt, each in order, for the indices below len(src) rounded down to a multiple of 8,
+// and returns how many went to le; len(le), len(gt) >= len(src); AVX2 and POPCNT only. perm is
+// packPerm.
+//
+//go:noescape
+func partitionAVX2(le, gt, src []uint32, t uint32, perm *[256][8]uint32) int
+
+// partition copies the values v <= t of src (non-negative float bit patterns) to le and the
+// others to gt (len(le), len(gt) >= len(src)), each in order, and returns how many went to le:
+// eight at a time with AVX2 where the CPU has it.
+func partition(le, gt, src []uint32, t uint32) int {
+	n, i := 0, 0
+	if hasAVX2 && cpu.X86.HasPOPCNT {
+		le, gt = le[:len(src)], gt[:len(src)]
+		n = partitionAVX2(le, gt, src, t, packPerm)
+		i = len(src) &^ 7
+	}
+	return partitionGo(le, gt, src, t, i, n)
+}
+
 // packLE copies the values v <= t of src (non-negative float bit patterns) to dst (len(dst) >=
 // len(src)) in order and returns how many: eight at a time with AVX2 where the CPU has it.
 func packLE(dst, src []uint32, t uint32) int {

@@ -267,3 +267,53 @@ done512:
 	VZEROUPPER
 	MOVQ R12, ret+72(FP)
 	RET
+
+// func partitionAVX2(le, gt, src []uint32, t uint32, perm *[256][8]uint32) int
+// Splits src[i] (i < len(src) rounded down to a multiple of 8) by the signed compare with t
+// (the bit patterns of non-negative floats are below 2^31): the values <= t are left-packed to
+// le, the others to gt, each in order, eight at a time as in packLEAVX2 (every store writes
+// all eight lanes at the current end). len(le), len(gt) >= len(src). Returns the count in le;
+// gt holds the rest of the rounded-down length.
+TEXT ·partitionAVX2(SB), NOSPLIT, $0-96
+	MOVQ         le_base+0(FP), DI
+	MOVQ         gt_base+24(FP), R9
+	MOVQ         src_base+48(FP), SI
+	MOVQ         src_len+56(FP), R11
+	ANDQ         $-8, R11
+	MOVL         t+72(FP), AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         perm+80(FP), R8
+	XORQ         CX, CX                 // i
+	XORQ         DX, DX                 // count in le
+	XORQ         R10, R10               // count in gt
+
+ploop:
+	CMPQ      CX, R11
+	JGE       pdone
+	VMOVDQU   (SI)(CX*4), Y1
+	VPCMPGTD  Y0, Y1, Y2                // src > t
+	VMOVMSKPS Y2, AX                    // the lanes for gt
+	MOVQ      AX, BX
+	XORQ      $0xff, BX                 // the lanes for le
+	MOVQ      BX, R12
+	SHLQ      $5, R12                   // 32 bytes per permutation
+	VMOVDQU   (R8)(R12*1), Y3
+	VPERMD    Y1, Y3, Y4
+	VMOVDQU   Y4, (DI)(DX*4)
+	MOVQ      AX, R12
+	SHLQ      $5, R12
+	VMOVDQU   (R8)(R12*1), Y3
+	VPERMD    Y1, Y3, Y5
+	VMOVDQU   Y5, (R9)(R10*4)
+	POPCNTQ   BX, BX
+	ADDQ      BX, DX
+	POPCNTQ   AX, AX
+	ADDQ      AX, R10
+	ADDQ      $8, CX
+	JMP       ploop
+
+pdone:
+	VZEROUPPER
+	MOVQ DX, ret+88(FP)
+	RET

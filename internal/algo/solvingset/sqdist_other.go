@@ -17,3 +17,7 @@ func sqDistsBlock(dst []uint32, R [][]float32, q []float32) int { return 0 }
 // packLE copies the values v <= t of src to dst (len(dst) >= len(src)) in order and returns
 // how many.
 func packLE(dst, src []uint32, t uint32) int { return packLEGo(dst, src, t, 0, 0) }
+
+// partition copies the values v <= t of src to le and the others to gt (len(le), len(gt) >=
+// len(src)), each in order, and returns how many went to le.
+func partition(le, gt, src []uint32, t uint32) int { return partitionGo(le, gt, src, t, 0, 0) }
