@@ -216,6 +216,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		if err := p.detectLoop(work, fetched, scored); err != nil {
 			fail(err)
 		}
+		for it := range fetched { // after a failure or the hard stop: never acked, read again later
+			it.release()
+		}
 	}()
 	go func() { // sink
 		defer wg.Done()

@@ -190,10 +190,14 @@ func (s *Stage) Flush() ([]*batch.Batch, error) {
 }
 
 // Close waits for a running build to finish (it holds only its own snapshot) and for
-// snapshot writes in flight.
+// snapshot writes in flight, and releases the batches still held for a first model.
 func (s *Stage) Close() {
 	s.collect(s.builds.running)
 	s.ext.saves.Wait()
+	for _, b := range s.held { // held when the run was abandoned (Flush was not reached): never acked
+		b.Release()
+	}
+	s.held = nil
 }
 
 // columns returns the batch's feature (and uncertainty) columns as float32 slices, without

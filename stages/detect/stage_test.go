@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"context"
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
@@ -56,4 +57,28 @@ func TestOnModelPushesEveryServingModel(t *testing.T) {
 	if len(got) != 1 || !got[0].fresh || got[0].m != r.Model() || r.Model().Version != 2 {
 		t.Fatalf("after the rebuild: %d notices, want one fresh notice of version 2", len(got))
 	}
+}
+
+// TestCloseReleasesHeldBatches: batches held for the first model (before_model: hold) that
+// never reached Flush (the run was abandoned: a failure or the hard stop) are released by Close;
+// they were never passed on, so never acknowledged, and are read again after a restart.
+func TestCloseReleasesHeldBatches(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cfg := testConfig()
+	s, err := NewStage(cfg, []string{"x1", "x2", "x3"}, true, Deps{Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := testData(600, 3)
+	for lo := 0; lo < 600; lo += 200 { // 600 < min_records 1000: all held
+		ready, err := s.Process(context.Background(), makeBatch(t, mem, d, lo, lo+200, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ready) != 0 {
+			t.Fatalf("%d batches passed on before the first model under hold", len(ready))
+		}
+	}
+	s.Close()
 }

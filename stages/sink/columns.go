@@ -48,14 +48,19 @@ func batchColumns(b *batch.Batch) (*columns, error) {
 	return c, nil
 }
 
-// keyAt returns a copy of row i's Kafka key, nil when the key was null. A copy, because kafka-go
-// may still read a message after a cancelled WriteMessages returned, when the caller may have
-// released the record that the key's bytes live in.
+// keyAt returns a copy of row i's Kafka key, nil when the key was null and empty (not nil) when
+// it was present and empty: Arrow gives nil for an empty value when no row of the batch has key
+// bytes, and a nil key would make the output's key null and its partition random. A copy,
+// because kafka-go may still read a message after a cancelled WriteMessages returned, when the
+// caller may have released the record that the key's bytes live in.
 func (c *columns) keyAt(i int) []byte {
 	if c.key.IsNull(i) {
 		return nil
 	}
-	return bytes.Clone(c.key.Value(i))
+	if v := c.key.Value(i); len(v) > 0 {
+		return bytes.Clone(v)
+	}
+	return []byte{}
 }
 
 // timeAt returns row i's timestamp in UTC, and false when it is null.

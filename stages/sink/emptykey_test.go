@@ -11,9 +11,9 @@ import (
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
-// TestReviewEmptyKeyIsNotNull: a record whose key is present but empty (ingest: "a present key
+// TestEmptyKeyIsNotNull: a record whose key is present but empty (ingest: "a present key
 // is never null, even empty") must give "key": "" whatever the other rows of its batch hold.
-func TestReviewEmptyKeyIsNotNull(t *testing.T) {
+func TestEmptyKeyIsNotNull(t *testing.T) {
 	mem := memory.NewGoAllocator()
 	for _, keys := range [][][]byte{{{}, []byte("a")}, {{}}, {{}, {}}} {
 		var rows []testbatch.Row

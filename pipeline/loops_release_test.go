@@ -10,10 +10,10 @@ import (
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
-// TestReviewHardStopReleasesQueuedBatches: at the hard stop every batch is released (DESIGN:
+// TestLoopsHardStopReleasesQueuedBatches: at the hard stop every batch is released (DESIGN:
 // "every path that drops a batch ... releases it"), including those still queued in the
 // fetched channel when the detect goroutine gives up.
-func TestReviewHardStopReleasesQueuedBatches(t *testing.T) {
+func TestLoopsHardStopReleasesQueuedBatches(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	var plan []step
 	for i := range 10 {
