@@ -159,6 +159,7 @@ func (f *fakeStage) Flush() ([]*batch.Batch, error) { return nil, nil }
 func (f *fakeStage) Model() *detect.Model           { return nil }
 func (f *fakeStage) Window() *microcluster.Window   { return f.win }
 func (f *fakeStage) Close()                         {}
+func (f *fakeStage) Abandon()                       {}
 
 // fakeSink records what it acknowledged; fail, when set, decides each write's outcome (call
 // counts from 1 over both kinds of write).

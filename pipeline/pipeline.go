@@ -219,6 +219,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		for it := range fetched { // after a failure or the hard stop: never acked, read again later
 			it.release()
 		}
+		p.stage.Abandon()
 	}()
 	go func() { // sink
 		defer wg.Done()

@@ -33,6 +33,9 @@ type Stage interface {
 	// for the metrics.
 	Model() *detect.Model
 	Window() *microcluster.Window
+	// Abandon releases what the stage still holds when the run ends without Flush (a failure
+	// or the hard stop): never acknowledged, read again after a restart.
+	Abandon()
 	// Close waits for the stage's own goroutines (a model build, snapshot writes).
 	Close()
 }

@@ -190,11 +190,17 @@ func (s *Stage) Flush() ([]*batch.Batch, error) {
 }
 
 // Close waits for a running build to finish (it holds only its own snapshot) and for
-// snapshot writes in flight, and releases the batches still held for a first model.
+// snapshot writes in flight.
 func (s *Stage) Close() {
 	s.collect(s.builds.running)
 	s.ext.saves.Wait()
-	for _, b := range s.held { // held when the run was abandoned (Flush was not reached): never acked
+}
+
+// Abandon releases the batches still held for a first model when the run is abandoned (a
+// failure or the hard stop, so Flush is not reached): they were never passed on, so never
+// acknowledged, and are read again after a restart. After Flush it has nothing to do.
+func (s *Stage) Abandon() {
+	for _, b := range s.held {
 		b.Release()
 	}
 	s.held = nil

@@ -59,10 +59,10 @@ func TestOnModelPushesEveryServingModel(t *testing.T) {
 	}
 }
 
-// TestCloseReleasesHeldBatches: batches held for the first model (before_model: hold) that
-// never reached Flush (the run was abandoned: a failure or the hard stop) are released by Close;
-// they were never passed on, so never acknowledged, and are read again after a restart.
-func TestCloseReleasesHeldBatches(t *testing.T) {
+// TestAbandonReleasesHeldBatches: batches held for the first model (before_model: hold) that
+// never reached Flush (the run was abandoned: a failure or the hard stop) are released by
+// Abandon; they were never passed on, so never acknowledged, and are read again after a restart.
+func TestAbandonReleasesHeldBatches(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	cfg := testConfig()
@@ -80,5 +80,6 @@ func TestCloseReleasesHeldBatches(t *testing.T) {
 			t.Fatalf("%d batches passed on before the first model under hold", len(ready))
 		}
 	}
-	s.Close()
+	s.Close() // waits only: the held batches stay held (replay calls Close between batches)
+	s.Abandon()
 }
