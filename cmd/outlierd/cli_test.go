@@ -51,17 +51,8 @@ func TestTopNSolvingSetEqualsBruteForce(t *testing.T) {
 	var res [2]map[string]any
 	for i, algo := range []string{"solvingset", "bruteforce"} {
 		out, errs, code := outlierd(t, "topn", "--input", path, "--k", "10", "--n", "15", "--m", "50", "--algorithm", algo, "--device", "cpu", "--json")
-		if code != 0 {
-			t.Fatalf("%s: exit %d: %s", algo, code, errs)
-		}
-		if err := json.Unmarshal([]byte(out), &res[i]); err != nil {
-			t.Fatalf("%s: stdout is not one JSON object: %v\n%s", algo, err, out)
-		}
-		for _, f := range []string{"algorithm", "device", "rows", "dims", "k", "n", "m", "w_star", "outliers", "solving_set_size", "iterations", "distance_computations", "elapsed_ms"} {
-			if _, ok := res[i][f]; !ok {
-				t.Errorf("%s: JSON lacks %q", algo, f)
-			}
-		}
+		res[i] = contractJSON(t, algo, out, errs, code, "algorithm", "device", "rows", "dims", "k", "n", "m", "w_star", "outliers",
+			"solving_set_size", "iterations", "distance_computations", "elapsed_ms")
 	}
 	if res[0]["w_star"] != res[1]["w_star"] {
 		t.Fatalf("w* differs: solvingset %v, bruteforce %v", res[0]["w_star"], res[1]["w_star"])
@@ -188,18 +179,8 @@ func TestDensityScoresOutAgreesWithJSON(t *testing.T) {
 	for _, gran := range []string{"cluster", "record"} {
 		out, errs, code := outlierd(t, "density", "--input", path, "--label-column", "label", "--clusters", "50",
 			"--granularity", gran, "--scores-out", scores, "--json", "--device", "cpu")
-		if code != 0 {
-			t.Fatalf("%s: exit %d: %s", gran, code, errs)
-		}
-		var js map[string]any
-		if err := json.Unmarshal([]byte(out), &js); err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range []string{"mode", "granularity", "rows", "dims", "clusters", "flagged", "elapsed_ms", "timings", "precision", "recall", "f1", "roc_auc"} {
-			if _, ok := js[f]; !ok {
-				t.Errorf("JSON lacks %q", f)
-			}
-		}
+		js := contractJSON(t, gran, out, errs, code, "mode", "granularity", "rows", "dims", "clusters", "flagged", "elapsed_ms",
+			"timings", "precision", "recall", "f1", "roc_auc")
 		f, _ := os.Open(scores)
 		recs, err := csv.NewReader(f).ReadAll()
 		f.Close()
@@ -242,4 +223,23 @@ func TestLintShippedAndBadConfig(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, "bad.yaml:3:3") || !strings.Contains(errs, "featurez") {
 		t.Fatalf("misspelt key: exit %d, %q", code, errs)
 	}
+}
+
+// contractJSON checks a command's run against its JSON contract: exit 0, stdout one JSON object
+// with every one of fields; it returns the object. what names the run in failures.
+func contractJSON(t *testing.T, what, out, errs string, code int, fields ...string) map[string]any {
+	t.Helper()
+	if code != 0 {
+		t.Fatalf("%s: exit %d: %s", what, code, errs)
+	}
+	var js map[string]any
+	if err := json.Unmarshal([]byte(out), &js); err != nil {
+		t.Fatalf("%s: stdout is not one JSON object: %v\n%s", what, err, out)
+	}
+	for _, f := range fields {
+		if _, ok := js[f]; !ok {
+			t.Errorf("%s: JSON lacks %q", what, f)
+		}
+	}
+	return js
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/csv"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,18 +22,7 @@ func TestHypercubeContract(t *testing.T) {
 	scores := filepath.Join(t.TempDir(), "scores.csv")
 	out, errs, code := outlierd(t, "hypercube", "--input", path, "--label-column", "label", "--bins", "6",
 		"--scores-out", scores, "--json", "--device", "cpu")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
-	var js map[string]any
-	if err := json.Unmarshal([]byte(out), &js); err != nil {
-		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out)
-	}
-	for _, f := range []string{"rows", "dims", "bins", "cells", "elapsed_ms", "roc_auc", "average_precision"} {
-		if _, ok := js[f]; !ok {
-			t.Errorf("JSON lacks %q", f)
-		}
-	}
+	js := contractJSON(t, "hypercube", out, errs, code, "rows", "dims", "bins", "cells", "elapsed_ms", "roc_auc", "average_precision")
 	tab, err := csvfile.ReadFile(path, "label")
 	if err != nil {
 		t.Fatal(err)

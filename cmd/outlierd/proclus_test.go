@@ -49,18 +49,7 @@ func TestProclusCLIContract(t *testing.T) {
 	assign := filepath.Join(t.TempDir(), "assign.csv")
 	out, errs, code := outlierd(t, "proclus", "--input", path, "--label-column", "outlier", "--k", "5", "--l", "4",
 		"--seed", "3", "--device", "cpu", "--assignments-out", assign, "--json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
-	var raw map[string]any
-	if err := json.Unmarshal([]byte(out), &raw); err != nil {
-		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out)
-	}
-	for _, f := range []string{"k", "l", "cost", "iterations", "elapsed_ms", "outliers", "clusters"} {
-		if _, ok := raw[f]; !ok {
-			t.Errorf("JSON lacks %q", f)
-		}
-	}
+	contractJSON(t, "proclus", out, errs, code, "k", "l", "cost", "iterations", "elapsed_ms", "outliers", "clusters")
 	var res struct {
 		K, L       int
 		Cost       float64

@@ -43,18 +43,8 @@ func TestReplayContract(t *testing.T) {
 	vpath := filepath.Join(t.TempDir(), "verdicts.csv")
 	out, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--window", "1000",
 		"--min-records", "500", "--refresh-records", "700", "--device", "cpu", "--verdicts-out", vpath, "--json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
-	var res map[string]any
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out)
-	}
-	for _, f := range []string{"rows", "flagged", "models_built", "elapsed_ms", "precision", "recall", "f1", "roc_auc", "average_precision", "detectors"} {
-		if _, ok := res[f]; !ok {
-			t.Errorf("JSON lacks %q", f)
-		}
-	}
+	res := contractJSON(t, "replay", out, errs, code, "rows", "flagged", "models_built", "elapsed_ms", "precision", "recall", "f1",
+		"roc_auc", "average_precision", "detectors")
 	// 500 records hold for the first model, then a rebuild every 700: builds at 500, 1200,
 	// 1900, 2600 (batches of 1000 start them at the first batch boundary past each).
 	if res["rows"].(float64) != 3000 || res["models_built"].(float64) < 2 {

@@ -104,7 +104,7 @@ func calibrationRecords(rows int, alarmRate float64) int {
 // ascending). Deterministic for a seed.
 func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Ranker, error) {
 	rows := len(cols[0])
-	r := &Ranker{Tail: tailOfSorted(sorted), Params: cfg.Score}
+	r := &Ranker{Tail: rank.TailOfSorted(sorted), Params: cfg.Score}
 	r.Center, r.Unit = standardisation(cols, sorted)
 	ncols := r.distanceSpace(cols, nil)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x72616e6b)) // "rank"

@@ -76,16 +76,3 @@ func sortedColumns(cols [][]float32) [][]float32 {
 	})
 	return out
 }
-
-// tailOfSorted is rank.NewTail of the columns that sorted holds in ascending order, one
-// goroutine per feature: NewTail of one column is that column's part of NewTail of all (its
-// sorted copy and spread), and its sort of an ascending column is a linear pass; TailOf then
-// adds the search index over all features, as NewTail does.
-func tailOfSorted(sorted [][]float32) *rank.Tail {
-	t := &rank.Tail{Sorted: make([][]float32, len(sorted)), Spread: make([]float64, len(sorted))}
-	perFeature(len(sorted), func(j int) {
-		one := rank.NewTail(sorted[j : j+1])
-		t.Sorted[j], t.Spread[j] = one.Sorted[0], one.Spread[0]
-	})
-	return rank.TailOf(t.Sorted, t.Spread) // with the search index NewTail builds
-}

@@ -21,10 +21,10 @@ import (
 func TestParallelTailIsSerial(t *testing.T) {
 	d := testData(5000, 3)
 	want := rank.NewTail(d.Cols)
-	got := tailOfSorted(sortedColumns(d.Cols))
+	got := rank.TailOfSorted(sortedColumns(d.Cols))
 	for j := range d.Cols {
 		if !slices.Equal(got.Sorted[j], want.Sorted[j]) || got.Spread[j] != want.Spread[j] {
-			t.Fatalf("newTail feature %d differs from rank.NewTail", j)
+			t.Fatalf("TailOfSorted feature %d differs from rank.NewTail", j)
 		}
 	}
 	var scratch [][]float32

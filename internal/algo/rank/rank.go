@@ -86,31 +86,36 @@ func (ix *bucketIndex) bucket(x float32) int {
 
 // NewTail builds the per-feature distributions from column-major raw values (finite).
 func NewTail(cols [][]float32) *Tail {
-	t := &Tail{Sorted: make([][]float32, len(cols)), Spread: make([]float64, len(cols))}
+	sorted := make([][]float32, len(cols))
 	for j, c := range cols {
-		s := slices.Clone(c)
-		slices.Sort(s)
-		t.Sorted[j] = s
+		sorted[j] = slices.Clone(c)
+		slices.Sort(sorted[j])
 	}
-	for j, s := range t.Sorted {
+	return TailOfSorted(sorted)
+}
+
+// TailOfSorted is NewTail of columns already in ascending order (a model build's one sort of
+// the window), sharing them rather than copying: the caller must not change them afterwards.
+func TailOfSorted(sorted [][]float32) *Tail {
+	spread := make([]float64, len(sorted))
+	for j, s := range sorted {
 		n := len(s)
 		if n == 0 {
-			t.Spread[j] = 1
+			spread[j] = 1
 			continue
 		}
 		iqr := float64(s[(3*(n-1))/4]) - float64(s[(n-1)/4])
 		rng := float64(s[n-1]) - float64(s[0])
 		switch {
 		case iqr > 0:
-			t.Spread[j] = iqr
+			spread[j] = iqr
 		case rng > 0:
-			t.Spread[j] = rng
+			spread[j] = rng
 		default:
-			t.Spread[j] = 1
+			spread[j] = 1
 		}
 	}
-	t.buildIndex()
-	return t
+	return TailOf(sorted, spread)
 }
 
 // TailOf is the Tail of already sorted values and their spreads (a model read back from a
