@@ -1,6 +1,9 @@
 package gpukern
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // KNNWeights writes to out[i] the weight w_k(q_i, S), the sum of the Euclidean distances from
 // query i to its k nearest points of S (ALGORITHMS.md §1; a query is never a member of S, so no
@@ -33,6 +36,36 @@ func KNNWeights(d *Device, S, Q [][]float32, k int, out []float64) error {
 		return nil
 	}
 	return d.knnWeights(S, Q, ns, nq, k, out)
+}
+
+// KNNWeightsOn is KNNWeights against points already on the device (S from Device.Upload, which
+// the caller keeps while it scores against them: a model's solving set, resident while the
+// model serves), so that a stream of query batches uploads only its queries. The device keeps
+// the buffers for the queries and the weights between calls. Bit-identical to KNNWeights.
+func KNNWeightsOn(S *Columns, Q [][]float32, k int, out []float64) error {
+	if S == nil || S.ptr == 0 {
+		return fmt.Errorf("gpukern.KNNWeightsOn: %w: S is not on a device (nil or freed)", errShape)
+	}
+	nq, err := columnsShape("Q", Q)
+	if err != nil {
+		return fmt.Errorf("gpukern.KNNWeightsOn: %w", err)
+	}
+	if len(Q) != S.dims {
+		return fmt.Errorf("gpukern.KNNWeightsOn: %w: S has %d dimensions, Q has %d", errShape, S.dims, len(Q))
+	}
+	if S.dims > MaxDims {
+		return fmt.Errorf("gpukern.KNNWeightsOn: %d dimensions, at most %d supported", S.dims, MaxDims)
+	}
+	if len(out) != nq {
+		return fmt.Errorf("gpukern.KNNWeightsOn: %w: %d queries but len(out) = %d", errShape, nq, len(out))
+	}
+	if k < 1 || k > KNNMaxK {
+		return fmt.Errorf("gpukern.KNNWeightsOn: need 1 <= k <= %d, got k=%d", KNNMaxK, k)
+	}
+	if nq == 0 {
+		return nil
+	}
+	return S.dev.knnWeightsOn(S, Q, nq, k, out)
 }
 
 // Weights writes to out[i] the exact weight w_k(p_i, D \ {p_i}) of every row of cols (a row is
@@ -175,4 +208,10 @@ func clusterShape(means, sds *Columns, dims, q, iterations, nAssign int) error {
 		return fmt.Errorf("%w: %d rows but len(assign) = %d", errShape, means.rows, nAssign)
 	}
 	return nil
+}
+
+// KernelTotal is one kernel's launches and GPU time (Device.KernelTimes).
+type KernelTotal struct {
+	Launches int64
+	Time     time.Duration
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"unsafe"
 )
 
 // DensityMaxDims is the largest dimension count of DetectRecords and DetectClusters (the
@@ -281,6 +282,20 @@ type densityResult struct {
 	prob []float64
 	mask []uint64
 	flag []int32
+	// back holds prob, mask and flag in one array, in that order (the device's layout: one copy
+	// back).
+	back []uint64
+}
+
+// newDensityResult is a result for n objects, its three arrays views of one backing array.
+func newDensityResult(n int) densityResult {
+	back := make([]uint64, 2*n+(n+1)/2)
+	res := densityResult{mask: back[n : 2*n], back: back}
+	if n > 0 {
+		res.prob = unsafe.Slice((*float64)(unsafe.Pointer(&back[0])), n)
+		res.flag = unsafe.Slice((*int32)(unsafe.Pointer(&back[2*n])), n)
+	}
+	return res
 }
 
 // verdicts turns the kernel's results into verdicts; the subspaces share one backing array (one

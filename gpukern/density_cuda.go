@@ -4,6 +4,7 @@ package gpukern
 
 import (
 	"errors"
+	"unsafe"
 
 	"gorgonia.org/cu"
 )
@@ -13,44 +14,50 @@ import (
 // thread holds its slot.
 const densityBlock = 64
 
-// detectDensity uploads the objects, the model and (exact) the regions, runs density_records or
-// density_clusters and downloads the results.
+// detectDensity runs density_records or density_clusters: the objects, their streams and (exact)
+// the regions go up in one copy into a kept buffer, the model is resident (KeepDensityModel) or
+// uploaded for this call, and the three results come back in one copy (resident_cuda.go: a
+// stream calls this once per batch).
 func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityParams, lo, hi []float64, off []int64, b *DensityBounds) (densityResult, error) {
 	n := obj.n
-	res := densityResult{prob: make([]float64, n), mask: make([]uint64, n), flag: make([]int32, n)}
+	res := newDensityResult(n)
 	err := d.do(func() (err error) {
-		var xp, ep, ixp, lop, hip, offp, pp, mp, fp cu.DevicePtr
 		var mb *densityBuffers // the model: resident (KeepDensityModel), or uploaded for this call
 		defer func() {
-			err = errors.Join(err, frees(xp, ep, ixp, lop, hip, offp, pp, mp, fp))
 			if mb != nil && d.dens[m] != mb {
 				err = errors.Join(err, mb.free())
 			}
 		}()
+		var pk pack
+		pk.reset(d.packBuf)
+		defer func() { d.packBuf = pk.buf[:0] }()
+		none := int64(-1) // an offset for "no such array" (a nil pointer in the kernel)
+		xo, eo, io := none, none, none
 		if obj.clusters {
-			if xp, err = upload(d, "cluster centroids", m.objMean); err != nil {
-				return err
-			}
-			if ep, err = upload(d, "cluster sqrt(Delta)", m.objSD); err != nil {
-				return err
-			}
-			if ixp, err = upload(d, "cluster indices", m.objIndex); err != nil {
-				return err
-			}
+			xo = pk.add(unsafe.Pointer(unsafe.SliceData(m.objMean)), int64(len(m.objMean))*8)
+			eo = pk.add(unsafe.Pointer(unsafe.SliceData(m.objSD)), int64(len(m.objSD))*8)
+			io = pk.add(unsafe.Pointer(unsafe.SliceData(m.objIndex)), int64(len(m.objIndex))*8)
 		} else {
-			if xp, err = uploadCols(d, "means", obj.means, n); err != nil {
-				return err
-			}
+			xo = pk.addCols(obj.means, n)
 			if p.Index != nil { // the records' own streams (0: firstIndex + i in the kernel)
-				if ixp, err = upload(d, "record stream indices", p.Index); err != nil {
-					return err
-				}
+				io = pk.add(unsafe.Pointer(&p.Index[0]), int64(n)*8)
 			}
 			if obj.sds != nil {
-				if ep, err = uploadCols(d, "sds", obj.sds, n); err != nil {
-					return err
-				}
+				eo = pk.addCols(obj.sds, n)
 			}
+		}
+		loo := pk.add(unsafe.Pointer(unsafe.SliceData(lo)), int64(len(lo))*8)
+		hio := pk.add(unsafe.Pointer(unsafe.SliceData(hi)), int64(len(hi))*8)
+		offo := pk.add(unsafe.Pointer(unsafe.SliceData(off)), int64(len(off))*8)
+		base, err := pk.upload(d, scratchDensIn, "density inputs")
+		if err != nil {
+			return err
+		}
+		at := func(o int64) uint64 {
+			if o < 0 {
+				return 0
+			}
+			return uint64(base) + uint64(o)
 		}
 		if mb = d.dens[m]; mb == nil {
 			if mb, err = uploadDensityModel(d, m, b); err != nil {
@@ -61,22 +68,8 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 				return err
 			}
 		}
-		if lop, err = upload(d, "region lower ends", lo); err != nil {
-			return err
-		}
-		if hip, err = upload(d, "region upper ends", hi); err != nil {
-			return err
-		}
-		if offp, err = upload(d, "region offsets", off); err != nil {
-			return err
-		}
-		if pp, err = alloc("eta-probabilities", int64(n)*8); err != nil {
-			return err
-		}
-		if mp, err = alloc("subspaces", int64(n)*8); err != nil {
-			return err
-		}
-		if fp, err = alloc("flags", int64(n)*4); err != nil {
+		outp, err := d.scratch(scratchDensOut, "density results", int64(len(res.back))*8)
+		if err != nil {
 			return err
 		}
 		exact := int64(0)
@@ -89,27 +82,21 @@ func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityPar
 		}
 		c := densCommon{N: int64(n), R: int64(m.dims), Mu: uint64(mb.mu), Coef: uint64(mb.coef), Inv2: uint64(mb.inv2),
 			K: int64(m.k), Eta: p.Eta, Delta: p.Delta, Samples: int64(p.Samples), Mode: int64(p.Mode), Seed: p.Seed,
-			Exact: exact, RegLo: uint64(lop), RegHi: uint64(hip), RegOff: uint64(offp), BLo: uint64(mb.lower),
+			Exact: exact, RegLo: at(loo), RegHi: at(hio), RegOff: at(offo), BLo: uint64(mb.lower),
 			BHi: uint64(mb.upper), BOrigin: uint64(mb.origin), BInvStep: uint64(mb.invStep), Cells: cells,
-			Prob: uint64(pp), Mask: uint64(mp), Flag: uint64(fp)}
+			Prob: uint64(outp), Mask: uint64(outp) + uint64(n)*8, Flag: uint64(outp) + uint64(n)*16}
 		grid, block := [3]int{(n + densityBlock - 1) / densityBlock, 1, 1}, [3]int{densityBlock, 1, 1}
 		if obj.clusters {
-			a := densClustersParams{Means: uint64(xp), SDs: uint64(ep), Index: uint64(ixp), C: c}
+			a := densClustersParams{Means: at(xo), SDs: at(eo), Index: at(io), C: c}
 			err = launchParams(d, "density_clusters", grid, block, 0, &a)
 		} else {
-			a := densRecordsParams{Means: uint64(xp), SDs: uint64(ep), Index: uint64(ixp), FirstIndex: p.FirstIndex, C: c}
+			a := densRecordsParams{Means: at(xo), SDs: at(eo), Index: at(io), FirstIndex: p.FirstIndex, C: c}
 			err = launchParams(d, "density_records", grid, block, 0, &a)
 		}
 		if err != nil {
 			return err
 		}
-		if err = download(d, "eta-probabilities", res.prob, pp); err != nil {
-			return err
-		}
-		if err = download(d, "subspaces", res.mask, mp); err != nil {
-			return err
-		}
-		return download(d, "flags", res.flag, fp)
+		return download(d, "density results", res.back, outp)
 	})
 	return res, err
 }

@@ -72,6 +72,9 @@ type Device struct {
 	// Running totals for Counters: kernel time in nanoseconds (CUDA events around every
 	// launch), bytes copied host -> device and device -> host.
 	kernelNS, toDevice, toHost atomic.Int64
+	// byKernel is the kernel time per kernel name (KernelTimes), under byKernelMu.
+	byKernelMu sync.Mutex
+	byKernel   map[string]KernelTotal
 
 	// Owned by the owner goroutine.
 	ctx  cu.CUContext
@@ -79,11 +82,16 @@ type Device struct {
 	fns  map[string]cu.Function
 	// pending are the event pairs of the launches of the closure now running, read after it
 	// returns; spare are event pairs kept for reuse (creating events costs a driver call).
-	pending, spare [][2]cu.Event
+	pending []launchEvents
+	spare   [][2]cu.Event
 	// dens are the density models kept resident (KeepDensityModel).
 	dens map[*DensityModel]*densityBuffers
 	// staging is uploadCols' host buffer for packing small uploads into one copy.
 	staging []float32
+	// scratchBufs are the device buffers the streaming entry points keep between calls, packBuf
+	// their host staging buffer (resident_cuda.go).
+	scratchBufs [nScratch]scratchBuffer
+	packBuf     []byte
 }
 
 // maxSpareEvents bounds the event pairs kept for reuse.
@@ -174,7 +182,13 @@ func (d *Device) teardown() error {
 		}
 	}
 	d.mods = nil
-	for _, ev := range append(d.pending, d.spare...) {
+	if err := d.freeScratch(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, le := range d.pending {
+		d.spare = append(d.spare, le.ev)
+	}
+	for _, ev := range d.spare {
 		for i := range ev {
 			if err := cu.DestroyEvent(&ev[i]); err != nil {
 				errs = append(errs, fmt.Errorf("cuEventDestroy: %w", err))
@@ -249,7 +263,7 @@ func (d *Device) timed(kernel string, grid, block [3]int, shared int, start func
 		d.spare = append(d.spare, ev)
 		return fmt.Errorf("kernel %s: cuEventRecord: %w", kernel, err)
 	}
-	d.pending = append(d.pending, ev)
+	d.pending = append(d.pending, launchEvents{kernel: kernel, ev: ev})
 	if d.syncEach {
 		if err := cu.Synchronize(); err != nil {
 			return fmt.Errorf("kernel %s: cuCtxSynchronize after launch: %w", kernel, err)
@@ -284,10 +298,19 @@ func (d *Device) eventPair() ([2]cu.Event, error) {
 // total; the fault itself was reported by the closure. Owner thread only.
 func (d *Device) settle() {
 	var ns int64
-	for _, ev := range d.pending {
+	for _, le := range d.pending {
+		ev := le.ev
 		if ev[1].Synchronize() == nil {
 			if ms, err := ev[0].Elapsed(ev[1]); err == nil {
-				ns += int64(ms * 1e6)
+				t := int64(ms * 1e6)
+				ns += t
+				d.byKernelMu.Lock()
+				if d.byKernel == nil {
+					d.byKernel = map[string]KernelTotal{}
+				}
+				kt := d.byKernel[le.kernel]
+				d.byKernel[le.kernel] = KernelTotal{Launches: kt.Launches + 1, Time: kt.Time + time.Duration(t)}
+				d.byKernelMu.Unlock()
 			}
 		}
 		if len(d.spare) < maxSpareEvents {
@@ -299,6 +322,27 @@ func (d *Device) settle() {
 	}
 	d.pending = d.pending[:0]
 	d.kernelNS.Add(ns)
+}
+
+// launchEvents are one launch's start and end events, with its kernel's name.
+type launchEvents struct {
+	kernel string
+	ev     [2]cu.Event
+}
+
+// KernelTimes returns, per kernel name, the launches and GPU time since Open (the split of
+// Counters' kernel time: where a benchmark's device time goes). Safe for concurrent use.
+func (d *Device) KernelTimes() map[string]KernelTotal {
+	out := map[string]KernelTotal{}
+	if d == nil {
+		return out
+	}
+	d.byKernelMu.Lock()
+	defer d.byKernelMu.Unlock()
+	for k, v := range d.byKernel {
+		out[k] = v
+	}
+	return out
 }
 
 // Counters returns running totals since Open: the GPU time of every kernel launched (measured

@@ -97,3 +97,10 @@ func (d *Device) hypercubeEncode(cols [][]float32, g *HypercubeGrid, keys []uint
 func (d *Device) hypercubeDensity(g *HypercubeGrid, keys []uint64, count []int32, nodes []HypercubeNode, w []int64) error {
 	return errNoCUDA
 }
+
+func (d *Device) knnWeightsOn(S *Columns, Q [][]float32, nq, k int, out []float64) error {
+	return fmt.Errorf("gpukern.KNNWeightsOn: %w", errNoCUDA)
+}
+
+// KernelTimes is empty in this build: no kernel runs.
+func (d *Device) KernelTimes() map[string]KernelTotal { return map[string]KernelTotal{} }

@@ -97,17 +97,24 @@ func (d *Device) knnRun(what string, S, Q [][]float32, ns, nq, k int, self bool,
 func (d *Device) launchKNN(sp cu.DevicePtr, ns int, qp cu.DevicePtr, nq, dims, k int, self bool, op cu.DevicePtr) error {
 	name, rows, tile := knnKernel(k, dims, ns)
 	shared := rows * tile * 4
-	perSM, err := d.fns[name].MaxActiveBlocksPerMultiProcessor(knnBlock, int64(shared))
+	// A batch of a stream (1000 queries) in blocks of 512 threads would be 32 blocks on a quarter
+	// of the SMs; smaller blocks spread it over at least two per SM (each block reads S from L2:
+	// a few hundred KB per block, microseconds).
+	block := knnBlock
+	for block > 64 && (nq+block/16-1)/(block/16) < 2*d.smCount {
+		block /= 2
+	}
+	perSM, err := d.fns[name].MaxActiveBlocksPerMultiProcessor(block, int64(shared))
 	if err != nil {
 		return fmt.Errorf("kernel %s: cuOccupancyMaxActiveBlocksPerMultiprocessor: %w", name, err)
 	}
-	perBlock := knnBlock / 32 * 2 // queries
+	perBlock := block / 32 * 2 // queries
 	grid := min((nq+perBlock-1)/perBlock, max(perSM, 1)*d.smCount)
 	var selfArg int64
 	if self {
 		selfArg = 1
 	}
-	return launchParams(d, name, [3]int{grid, 1, 1}, [3]int{knnBlock, 1, 1}, shared, &knnParams{S: uint64(sp),
+	return launchParams(d, name, [3]int{grid, 1, 1}, [3]int{block, 1, 1}, shared, &knnParams{S: uint64(sp),
 		Ns: int64(ns), Q: uint64(qp), Nq: int64(nq), D: int64(dims), K: int64(k), Tile: int64(tile), Self: selfArg,
 		Out: uint64(op)})
 }

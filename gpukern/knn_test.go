@@ -57,19 +57,44 @@ func TestKNNWeightsParity(t *testing.T) {
 			if err := gpukern.KNNWeights(d, S, Q, c.k, got); err != nil {
 				t.Fatal(err)
 			}
-			bad := 0
-			for i := range got {
-				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
-					if bad < 5 {
-						t.Errorf("query %d: GPU %v, CPU %v", i, got[i], want[i])
-					}
-					bad++
+			sameBits(t, "KNNWeights", got, want)
+			// The same against S resident (the stage's path): the cases' query counts go up and
+			// down, so the kept query and weight buffers are grown and reused.
+			res, err := d.Upload(S)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := res.Free(); err != nil {
+					t.Error(err)
 				}
+			}()
+			for i := range got {
+				got[i] = math.NaN()
 			}
-			if bad > 0 {
-				t.Errorf("%d of %d weights differ", bad, c.nq)
+			if err := gpukern.KNNWeightsOn(res, Q, c.k, got); err != nil {
+				t.Fatal(err)
 			}
+			sameBits(t, "KNNWeightsOn", got, want)
 		})
+	}
+}
+
+// sameBits fails t for every weight of got that differs from want in any bit (the first five
+// are named).
+func sameBits(t *testing.T, what string, got, want []float64) {
+	t.Helper()
+	bad := 0
+	for i := range got {
+		if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+			if bad < 5 {
+				t.Errorf("%s: query %d: GPU %v, CPU %v", what, i, got[i], want[i])
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%s: %d of %d weights differ", what, bad, len(got))
 	}
 }
 

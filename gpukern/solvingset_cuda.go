@@ -29,21 +29,45 @@ func (b *ssBuffers) free() error {
 }
 
 func (d *Device) solvingSet(cols [][]float32, rows int, p SolvingSetParams) (SolvingSetResult, error) {
-	var res SolvingSetResult
-	err := d.do(func() (err error) {
-		var b ssBuffers
-		defer func() { err = errors.Join(err, b.free()) }()
-		res, err = d.runSolvingSet(&b, cols, rows, p)
-		return err
-	})
+	var b ssBuffers
+	res, err := d.runSolvingSet(&b, cols, rows, p)
+	err = errors.Join(err, d.do(b.free))
 	if err != nil {
 		return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: %w", err)
 	}
 	return res, nil
 }
 
-// runSolvingSet is the host loop; owner thread only.
+// runSolvingSet is the host loop. It hands the device to its owner thread once for the set-up
+// and once per iteration rather than for the whole run, so that a stream's scoring calls (a
+// batch every millisecond or so) are served between iterations instead of waiting for the whole
+// build (227 ms at W = 1M: issue 12 item 5).
 func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p SolvingSetParams) (SolvingSetResult, error) {
+	var res SolvingSetResult
+	var iterate func() (bool, error)
+	if err := d.do(func() (err error) {
+		iterate, err = d.startSolvingSet(b, cols, rows, p, &res)
+		return err
+	}); err != nil {
+		return SolvingSetResult{}, err
+	}
+	for {
+		var more bool
+		if err := d.do(func() (err error) {
+			more, err = iterate()
+			return err
+		}); err != nil {
+			return SolvingSetResult{}, err
+		}
+		if !more {
+			return res, nil
+		}
+	}
+}
+
+// startSolvingSet uploads the data, allocates the buffers and initialises the heaps; iterate runs
+// one iteration (false when it was the last, with *res set). Owner thread only, both.
+func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows int, p SolvingSetParams, res *SolvingSetResult) (iterate func() (bool, error), err error) {
 	dims, k, m := len(cols), p.K, min(p.M, rows)
 	N, D, K, M := int64(rows), int64(dims), int64(k), int64(m)
 	blocks := (rows + ssSelectSlice - 1) / ssSelectSlice
@@ -52,9 +76,8 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 	if k > 64 {
 		candnn = "ss_candnn_q256"
 	}
-	var err error
 	if b.x, err = uploadCols(d, "data", cols, rows); err != nil {
-		return SolvingSetResult{}, err
+		return nil, err
 	}
 	allocs := []struct {
 		p     *cu.DevicePtr
@@ -70,13 +93,13 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 	}
 	for _, a := range allocs {
 		if *a.p, err = alloc(a.what, a.bytes); err != nil {
-			return SolvingSetResult{}, err
+			return nil, err
 		}
 	}
 	margin := p.Margin
 	if err := launchParams(d, "ss_init", [3]int{(rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
 		&ssInitParams{Heap: uint64(b.heap), UB: uint64(b.ub), State: uint64(b.state), N: N, K: K}); err != nil {
-		return SolvingSetResult{}, err
+		return nil, err
 	}
 	out := p.Out
 	var weights []Outlier
@@ -88,7 +111,12 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 	keys := make([]float64, blocks*take)
 	idx := make([]int32, blocks*take)
 	iter := 0
-	for len(cand) > 0 {
+	return func() (bool, error) {
+		if len(cand) == 0 {
+			r, err := finish(weights, out, p.N, sset, iter)
+			*res = r
+			return false, err
+		}
 		iter++
 		nc := len(cand)
 		NC := int64(nc)
@@ -98,7 +126,7 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 		}
 		minOUT := out.Min()
 		if err := cu.MemcpyHtoD(b.cand, unsafePtr32(cand32), NC*4); err != nil {
-			return SolvingSetResult{}, fmt.Errorf("iteration %d: cuMemcpyHtoD(candidates): %w", iter, err)
+			return false, fmt.Errorf("iteration %d: cuMemcpyHtoD(candidates): %w", iter, err)
 		}
 		d.toDevice.Add(NC * 4)
 		// Steps a-c, in order; the first failure stops the iteration.
@@ -127,14 +155,14 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 		}
 		for _, step := range steps {
 			if err := step(); err != nil {
-				return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
+				return false, fmt.Errorf("iteration %d: %w", iter, err)
 			}
 		}
 		if err := download(d, "weights", w[:nc], b.weight); err != nil {
-			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
+			return false, fmt.Errorf("iteration %d: %w", iter, err)
 		}
 		if err := download(d, "done flags", done[:nc], b.candDone); err != nil {
-			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
+			return false, fmt.Errorf("iteration %d: %w", iter, err)
 		}
 		// Step d: a candidate that is not done met every point: its weight is exact. A done one
 		// has UB_C * margin < minOUT, so on the CPU its (exact or partial) weight would not change
@@ -148,20 +176,20 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 		minOUT = out.Min()
 		// Steps e, f: the next candidates, the m active points with the largest UB.
 		if err := cu.MemsetD8(b.active, 0, 8); err != nil {
-			return SolvingSetResult{}, fmt.Errorf("iteration %d: cuMemsetD8(active): %w", iter, err)
+			return false, fmt.Errorf("iteration %d: cuMemsetD8(active): %w", iter, err)
 		}
 		if err := launchParams(d, "ss_select", [3]int{blocks, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0, &ssSelectParams{
 			UB: uint64(b.ub), State: uint64(b.state), N: N, M: M, Margin: margin, MinOUT: minOUT,
 			OutKey: uint64(b.selKey), OutIdx: uint64(b.selIdx), Active: uint64(b.active)}); err != nil {
-			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
+			return false, fmt.Errorf("iteration %d: %w", iter, err)
 		}
 		if err := download(d, "selection keys", keys, b.selKey); err != nil {
-			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
+			return false, fmt.Errorf("iteration %d: %w", iter, err)
 		}
 		if err := download(d, "selection indices", idx, b.selIdx); err != nil {
-			return SolvingSetResult{}, fmt.Errorf("iteration %d: %w", iter, err)
+			return false, fmt.Errorf("iteration %d: %w", iter, err)
 		}
 		cand = mergeTopM(keys, idx, take, m)
-	}
-	return finish(weights, out, p.N, sset, iter)
+		return true, nil
+	}, nil
 }

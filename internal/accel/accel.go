@@ -61,6 +61,8 @@ type Device struct {
 	densMu    sync.Mutex
 	densModel *density.Model
 	densGPU   *gpukern.DensityModel
+	// points are the models' point sets kept resident for k-NN scoring (points.go).
+	points residentPoints
 }
 
 // Open resolves `device: auto|cpu|cuda`: auto takes the GPU when this binary was built with CUDA

@@ -124,3 +124,47 @@ func openGPU(t testing.TB) *Device {
 	t.Cleanup(func() { dev.Close() })
 	return dev
 }
+
+// TestModelWeightsResident: scoring batches against models whose points stay resident gives
+// solvingset.KNNWeights' weights bit for bit, across more models than stay resident (the least
+// recently used is freed and uploaded again when it comes back), with batches of varying sizes.
+func TestModelWeightsResident(t *testing.T) {
+	dev := openGPU(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	cols := func(rows, dims int) [][]float32 {
+		c := make([][]float32, dims)
+		for j := range c {
+			c[j] = make([]float32, rows)
+			for i := range c[j] {
+				c[j][i] = float32(r.Float64())
+			}
+		}
+		return c
+	}
+	var models []*solvingset.Model
+	for i := range maxResidentPointSets + 2 {
+		models = append(models, &solvingset.Model{Points: cols(300+97*i, 8), K: 5 + 7*i, WStar: math.Inf(1)})
+	}
+	order := []int{0, 1, 0, 2, 3, 4, 5, 0, 1, 5, 5, 2}
+	for step, mi := range order {
+		m := models[mi]
+		Q := cols(50+31*step, 8)
+		want := make([]float64, len(Q[0]))
+		solvingset.KNNWeights(m.Points, Q, m.K, 0, want)
+		got := make([]float64, len(Q[0]))
+		if err := dev.ModelWeights(m, Q, got); err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+				t.Fatalf("step %d (model %d): query %d: GPU %v, CPU %v", step, mi, i, got[i], want[i])
+			}
+		}
+	}
+	if n := len(dev.points.sets); n != maxResidentPointSets {
+		t.Errorf("%d point sets resident, want %d", n, maxResidentPointSets)
+	}
+	if f := dev.Fallbacks(); f != 0 {
+		t.Errorf("%d calls fell back to the CPU: the GPU path was not the one compared", f)
+	}
+}

@@ -16,8 +16,9 @@ type Accelerator interface {
 	Name() string
 	// SolvingSet is solvingset.SolvingSet.
 	SolvingSet(cols [][]float32, p solvingset.Params) (solvingset.Result, error)
-	// KNNWeights is solvingset.KNNWeights (w_k(q, S) per query).
-	KNNWeights(S, Q [][]float32, k int, out []float64) error
+	// ModelWeights is solvingset.KNNWeights against m's points with m's k (w_k(q, S) per query,
+	// the queries in m's space). The device may keep m's points resident while m is used.
+	ModelWeights(m *solvingset.Model, Q [][]float32, out []float64) error
 	// DetectRecords is dm.DetectRecords for normalised records, dm being density.NewModel(mc, h)
 	// (a model's Density and MicroClusters). The device may keep dm resident until a call with
 	// another model.
@@ -46,7 +47,7 @@ func clusterOn(a Accelerator, means, sds [][]float32, q, iterations int, seed ui
 
 // scoreDistance writes w_k(q, S) for normalised queries, on the accelerator when there is one.
 func scoreDistance(a Accelerator, m *solvingset.Model, q [][]float32, out []float64) {
-	if a != nil && a.KNNWeights(m.Points, q, m.K, out) == nil {
+	if a != nil && a.ModelWeights(m, q, out) == nil {
 		return
 	}
 	m.ScoreBatch(q, out, 0)

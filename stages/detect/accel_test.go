@@ -23,8 +23,8 @@ func (f *fakeAccel) Name() string { return "fake" }
 func (f *fakeAccel) SolvingSet(cols [][]float32, p solvingset.Params) (solvingset.Result, error) {
 	return solvingset.SolvingSet(cols, p, nil)
 }
-func (f *fakeAccel) KNNWeights(S, Q [][]float32, k int, out []float64) error {
-	solvingset.KNNWeights(S, Q, k, 0, out)
+func (f *fakeAccel) ModelWeights(m *solvingset.Model, Q [][]float32, out []float64) error {
+	solvingset.KNNWeights(m.Points, Q, m.K, 0, out)
 	return nil
 }
 func (f *fakeAccel) Cluster(means, sds [][]float32, q, iterations int, seed uint64) (*microcluster.MicroClusters, []int32, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 
+	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/datasets/synth"
@@ -116,8 +117,10 @@ func benchStageDevice(b *testing.B, w int, dev string) {
 		}
 		var k0 time.Duration
 		var h0, d0 int64
+		var kt0 map[string]gpukern.KernelTotal
 		if d.IsGPU() {
 			k0, h0, d0 = d.GPU().Counters()
+			kt0 = d.GPU().KernelTimes()
 		}
 		v0 := s.builds.version
 		stopProfile := cputime.Profile(b, fmt.Sprintf("%d-%s", w, dev))
@@ -156,6 +159,7 @@ func benchStageDevice(b *testing.B, w int, dev string) {
 			b.ReportMetric(float64(d1-d0)/(n/1000), "d2h_B/1k_records")
 			b.Logf("W=%d %s: kernel time %.0f ms of %.0f ms wall (%.1f%%), %.1f MB to the device, %.1f MB back, fallbacks %d",
 				w, d.Name(), float64(k1-k0)/1e6, float64(elapsed)/1e6, 100*float64(k1-k0)/float64(elapsed), float64(h1-h0)/1e6, float64(d1-d0)/1e6, d.Fallbacks())
+			b.Logf("W=%d %s: kernel time by kernel: %s", w, d.Name(), kernelSplit(kt0, d.GPU().KernelTimes()))
 		}
 		b.Logf("W=%d %s, batches of %d: %d records in %.2fs (%.0f records/s overall; segments of 100k: %v), %d builds during the span",
 			w, d.Name(), size, int(n), elapsed.Seconds(), n/elapsed.Seconds(), roundAll(segs), builds)
@@ -311,4 +315,25 @@ func BenchmarkWindowUpload(b *testing.B) {
 			}
 		})
 	}
+}
+
+// kernelSplit formats the kernel time between two KernelTimes, largest first: "name ms (launches)".
+func kernelSplit(before, after map[string]gpukern.KernelTotal) string {
+	type row struct {
+		name string
+		t    gpukern.KernelTotal
+	}
+	var rows []row
+	for name, a := range after {
+		b := before[name]
+		if n := a.Launches - b.Launches; n > 0 {
+			rows = append(rows, row{name, gpukern.KernelTotal{Launches: n, Time: a.Time - b.Time}})
+		}
+	}
+	slices.SortFunc(rows, func(x, y row) int { return int(y.t.Time - x.t.Time) })
+	parts := make([]string, len(rows))
+	for i, r := range rows {
+		parts[i] = fmt.Sprintf("%s %.1f ms (%d, %.1f us each)", r.name, float64(r.t.Time)/1e6, r.t.Launches, float64(r.t.Time)/1e3/float64(r.t.Launches))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/outlierd/outlierd/internal/algo/radix"
+
 	"github.com/outlierd/outlierd/internal/algo/rank"
 )
 
@@ -72,7 +74,7 @@ func sortedColumns(cols [][]float32) [][]float32 {
 	out := make([][]float32, len(cols))
 	perFeature(len(cols), func(j int) {
 		out[j] = slices.Clone(cols[j])
-		slices.Sort(out[j])
+		radix.Float32s(out[j], nil)
 	})
 	return out
 }

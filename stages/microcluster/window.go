@@ -5,7 +5,10 @@
 // A Window is owned by one goroutine (the detect stage's); it has no locks.
 package microcluster
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Window is a ring buffer of the last Cap records: means (and, optionally, uncertainties)
 // per dimension.
@@ -144,15 +147,20 @@ func (w *Window) Snapshot() (cols, sds [][]float32) {
 		out = append(out, src[first:]...)
 		return append(out, src[:w.next]...)
 	}
-	cols = make([][]float32, w.dims)
-	for j := range w.dims {
-		cols[j] = cp(w.cols[j])
-	}
-	if w.sds != nil {
-		sds = make([][]float32, w.dims)
+	// One goroutine per column: a build snapshots the window on the stage's goroutine, which
+	// scores nothing meanwhile (at W = 1M with uncertainties 64 MB, about 70 ms on one core).
+	var wg sync.WaitGroup
+	copyAll := func(src [][]float32) [][]float32 {
+		out := make([][]float32, w.dims)
 		for j := range w.dims {
-			sds[j] = cp(w.sds[j])
+			wg.Go(func() { out[j] = cp(src[j]) })
 		}
+		return out
 	}
+	cols = copyAll(w.cols)
+	if w.sds != nil {
+		sds = copyAll(w.sds)
+	}
+	wg.Wait()
 	return cols, sds
 }

@@ -1,0 +1,119 @@
+//go:build cuda
+
+package gpukern
+
+import (
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// The streaming entry points (a batch of records scored against a model that stays on the
+// device) call the GPU once per batch, thousands of times a second. What a call costs besides
+// its kernels is fixed per call: each cuMemAlloc and cuMemFree tens of microseconds (cuMemFree
+// also waits for the device), each cuMemcpy from pageable memory several microseconds whatever
+// its size at a batch's few kilobytes (issue 12 item 5: 1.6 ms of owner-thread time per
+// 1000-record batch at W = 1M, with S uploaded every batch). So those calls keep their device
+// buffers between calls (scratch slots, grow-only) and gather their inputs into one host staging
+// buffer for a single copy (a pack), and their outputs into one device buffer for a single copy
+// back.
+
+// scratchSlot names a device buffer kept between calls; each streaming entry point has its own
+// slots, so one call never overwrites another's buffer while it is in use (calls are serialised
+// on the owner thread, and each call has finished with its slots when it returns).
+type scratchSlot int
+
+const (
+	scratchKNNIn   scratchSlot = iota // KNNWeightsOn: the queries
+	scratchKNNOut                     // KNNWeightsOn: the weights
+	scratchDensIn                     // DetectRecords: records, uncertainties, streams, regions
+	scratchDensOut                    // DetectRecords: eta-probabilities, subspaces, flags
+	nScratch
+)
+
+// scratchBuffer is one kept device buffer.
+type scratchBuffer struct {
+	ptr   cu.DevicePtr
+	bytes int64
+}
+
+// scratch returns slot s's device buffer of at least bytes, growing it (to the next power of
+// two, so a stream of slightly growing batches does not reallocate each time). Owner thread only.
+func (d *Device) scratch(s scratchSlot, what string, bytes int64) (cu.DevicePtr, error) {
+	b := &d.scratchBufs[s]
+	if b.ptr != 0 && b.bytes >= bytes {
+		return b.ptr, nil
+	}
+	size := int64(256)
+	for size < bytes {
+		size <<= 1
+	}
+	if b.ptr != 0 {
+		if err := frees(b.ptr); err != nil {
+			return 0, err
+		}
+		*b = scratchBuffer{}
+	}
+	p, err := alloc(what, size)
+	if err != nil {
+		return 0, err
+	}
+	*b = scratchBuffer{ptr: p, bytes: size}
+	return p, nil
+}
+
+// freeScratch frees every kept buffer (teardown; the context's destruction would too, but a
+// device closed with its buffers freed reports a fault here rather than never). Owner thread only.
+func (d *Device) freeScratch() error {
+	var ps []cu.DevicePtr
+	for i := range d.scratchBufs {
+		ps = append(ps, d.scratchBufs[i].ptr)
+		d.scratchBufs[i] = scratchBuffer{}
+	}
+	return frees(ps...)
+}
+
+// upload copies the pack into scratch slot s (one copy) and returns the slot's device address,
+// to which add's offsets are relative. Owner thread only.
+func (p *pack) upload(d *Device, s scratchSlot, what string) (cu.DevicePtr, error) {
+	base, err := d.scratch(s, what, int64(len(p.buf)))
+	if err != nil {
+		return 0, err
+	}
+	if len(p.buf) == 0 {
+		return base, nil
+	}
+	if err := cu.MemcpyHtoD(base, unsafe.Pointer(&p.buf[0]), int64(len(p.buf))); err != nil {
+		return 0, fmt.Errorf("cuMemcpyHtoD(%s, %d B packed): %w", what, len(p.buf), err)
+	}
+	d.toDevice.Add(int64(len(p.buf)))
+	return base, nil
+}
+
+// knnWeightsOn is KNNWeightsOn: the queries up in one copy into a kept buffer, the weights back
+// in one copy from another.
+func (d *Device) knnWeightsOn(S *Columns, Q [][]float32, nq, k int, out []float64) error {
+	err := d.do(func() error {
+		var pk pack
+		pk.reset(d.packBuf)
+		defer func() { d.packBuf = pk.buf[:0] }()
+		pk.addCols(Q, nq)
+		qp, err := pk.upload(d, scratchKNNIn, "queries")
+		if err != nil {
+			return err
+		}
+		op, err := d.scratch(scratchKNNOut, "weights", int64(nq)*8)
+		if err != nil {
+			return err
+		}
+		if err := d.launchKNN(cu.DevicePtr(S.ptr), S.rows, qp, nq, S.dims, k, false, op); err != nil {
+			return err
+		}
+		return download(d, "weights", out, op)
+	})
+	if err != nil {
+		return fmt.Errorf("gpukern.KNNWeightsOn: %w", err)
+	}
+	return nil
+}
