@@ -18,7 +18,7 @@ type abiCase struct {
 // kernelSources are the sources the layout tests read, embedded so that the test binary checks
 // them wherever it runs (gpucheck.sh runs it from the repository root on the GPU machine).
 //
-//go:embed density.cu density.ptx hypercube.cu hypercube.ptx knn.cu knn.ptx microcluster.cu microcluster.ptx
+//go:embed density.cu density.ptx hypercube.cu hypercube.ptx knn.cu knn.ptx knnsplit.cu knnsplit.ptx microcluster.cu microcluster.ptx
 //go:embed solvingset.cu solvingset.ptx proclus.cu proclus.ptx
 var kernelSources embed.FS
 
@@ -156,6 +156,8 @@ func checkPTXEntries(t *testing.T, ptx string, mirrors map[string]reflect.Type) 
 func TestKernelABI(t *testing.T) {
 	checkABI(t, []abiCase{
 		{"knn.cu", "KnnParams", reflect.TypeFor[knnParams]()},
+		{"knnsplit.cu", "KnnSplitParams", reflect.TypeFor[knnSplitParams]()},
+		{"knnsplit.cu", "KnnMergeParams", reflect.TypeFor[knnMergeParams]()},
 		{"microcluster.cu", "McAssignParams", reflect.TypeFor[mcAssignParams]()},
 		{"microcluster.cu", "McReduceParams", reflect.TypeFor[mcReduceParams]()},
 		{"microcluster.cu", "McFinalizeParams", reflect.TypeFor[mcFinalizeParams]()},
@@ -172,6 +174,11 @@ func TestKernelABI(t *testing.T) {
 	})
 	// 18 instantiations (2 queue sizes x 9 dimension variants), one struct.
 	checkPTXEntries(t, "knn.ptx", map[string]reflect.Type{"knn_weights_*": reflect.TypeFor[knnParams]()})
+	// 16 split instantiations (2 queue sizes x 8 dimension variants) and 2 merges.
+	checkPTXEntries(t, "knnsplit.ptx", map[string]reflect.Type{
+		"knn_split_*": reflect.TypeFor[knnSplitParams](),
+		"knn_merge_*": reflect.TypeFor[knnMergeParams](),
+	})
 	checkPTXEntries(t, "microcluster.ptx", map[string]reflect.Type{
 		"assign_nearest":  reflect.TypeFor[mcAssignParams](),
 		"cf_reduce_chunk": reflect.TypeFor[mcReduceParams](),

@@ -43,29 +43,37 @@ func KNNWeights(d *Device, S, Q [][]float32, k int, out []float64) error {
 // model serves), so that a stream of query batches uploads only its queries. The device keeps
 // the buffers for the queries and the weights between calls. Bit-identical to KNNWeights.
 func KNNWeightsOn(S *Columns, Q [][]float32, k int, out []float64) error {
+	if err := knnOnShape(S, Q, k, len(out)); err != nil {
+		return fmt.Errorf("gpukern.KNNWeightsOn: %w", err)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return S.dev.knnWeightsOn(S, Q, len(out), k, out)
+}
+
+// knnOnShape checks KNNWeightsOn's arguments (nOut weights).
+func knnOnShape(S *Columns, Q [][]float32, k, nOut int) error {
 	if S == nil || S.ptr == 0 {
-		return fmt.Errorf("gpukern.KNNWeightsOn: %w: S is not on a device (nil or freed)", errShape)
+		return fmt.Errorf("%w: S is not on a device (nil or freed)", errShape)
 	}
 	nq, err := columnsShape("Q", Q)
 	if err != nil {
-		return fmt.Errorf("gpukern.KNNWeightsOn: %w", err)
+		return err
 	}
 	if len(Q) != S.dims {
-		return fmt.Errorf("gpukern.KNNWeightsOn: %w: S has %d dimensions, Q has %d", errShape, S.dims, len(Q))
+		return fmt.Errorf("%w: S has %d dimensions, Q has %d", errShape, S.dims, len(Q))
 	}
 	if S.dims > MaxDims {
-		return fmt.Errorf("gpukern.KNNWeightsOn: %d dimensions, at most %d supported", S.dims, MaxDims)
+		return fmt.Errorf("%d dimensions, at most %d supported", S.dims, MaxDims)
 	}
-	if len(out) != nq {
-		return fmt.Errorf("gpukern.KNNWeightsOn: %w: %d queries but len(out) = %d", errShape, nq, len(out))
+	if nOut != nq {
+		return fmt.Errorf("%w: %d queries but len(out) = %d", errShape, nq, nOut)
 	}
 	if k < 1 || k > KNNMaxK {
-		return fmt.Errorf("gpukern.KNNWeightsOn: need 1 <= k <= %d, got k=%d", KNNMaxK, k)
+		return fmt.Errorf("need 1 <= k <= %d, got k=%d", KNNMaxK, k)
 	}
-	if nq == 0 {
-		return nil
-	}
-	return S.dev.knnWeightsOn(S, Q, nq, k, out)
+	return nil
 }
 
 // Weights writes to out[i] the exact weight w_k(p_i, D \ {p_i}) of every row of cols (a row is

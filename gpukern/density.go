@@ -331,51 +331,73 @@ func (res densityResult) verdicts(out []DensityVerdict, pos []int) {
 // last bit); exact 1-D probabilities differ from the CPU's by at most a few ulps (CUDA's erfc), so
 // a verdict can differ only where one lies within that of Delta.
 func DetectRecords(d *Device, m *DensityModel, means, sds [][]float32, p DensityParams, out []DensityVerdict) error {
-	if m == nil {
-		return errors.New("gpukern.DetectRecords: nil model")
-	}
-	n, err := columnsShape("means", means)
+	rq, err := recordsRequest(m, means, sds, p, len(out))
 	if err != nil {
 		return fmt.Errorf("gpukern.DetectRecords: %w", err)
 	}
-	if _, err := reduceShape(means, sds, n, 1); err != nil { // sds shape
-		return fmt.Errorf("gpukern.DetectRecords: %w", err)
-	}
-	if len(out) != n {
-		return fmt.Errorf("gpukern.DetectRecords: %w: %d verdicts for %d records", errShape, len(out), n)
-	}
-	if p.Index != nil && len(p.Index) != n {
-		return fmt.Errorf("gpukern.DetectRecords: %w: %d stream indices for %d records", errShape, len(p.Index), n)
-	}
-	for j := range means {
-		for i, v := range means[j] {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("gpukern.DetectRecords: row %d dimension %d is %v", i, j, v)
-			}
-			if sds != nil && (!(sds[j][i] >= 0) || math.IsInf(float64(sds[j][i]), 0)) {
-				return fmt.Errorf("gpukern.DetectRecords: uncertainty of row %d dimension %d is %v, want finite >= 0", i, j, sds[j][i])
-			}
-		}
-	}
-	if len(means) != m.dims {
-		return fmt.Errorf("gpukern.DetectRecords: %w: records have %d dimensions, model %d", errShape, len(means), m.dims)
-	}
-	if err := p.check(m); err != nil {
-		return fmt.Errorf("gpukern.DetectRecords: %w", err)
-	}
-	if n == 0 {
+	if rq.obj.n == 0 {
 		return nil
 	}
-	lo, hi, off, err := m.densityRegions(p)
-	if err != nil {
-		return fmt.Errorf("gpukern.DetectRecords: %w", err)
-	}
-	res, err := d.detectDensity(m, densityObjects{means: means, sds: sds, n: n}, p, lo, hi, off, m.samplingBounds(p))
+	res, err := d.detectDensity(m, rq.obj, p, rq.lo, rq.hi, rq.off, rq.bounds)
 	if err != nil {
 		return fmt.Errorf("gpukern.DetectRecords: %w", err)
 	}
 	res.verdicts(out, nil)
 	return nil
+}
+
+// densityRequest is a checked density test of records: the objects, the exact method's regions
+// and the sampling bounds table (nil: none).
+type densityRequest struct {
+	obj    densityObjects
+	lo, hi []float64
+	off    []int64
+	bounds *DensityBounds
+}
+
+// recordsRequest checks DetectRecords' arguments (nOut verdicts) and prepares its tables.
+func recordsRequest(m *DensityModel, means, sds [][]float32, p DensityParams, nOut int) (densityRequest, error) {
+	if m == nil {
+		return densityRequest{}, errors.New("nil model")
+	}
+	n, err := columnsShape("means", means)
+	if err != nil {
+		return densityRequest{}, err
+	}
+	if _, err := reduceShape(means, sds, n, 1); err != nil { // sds shape
+		return densityRequest{}, err
+	}
+	if nOut != n {
+		return densityRequest{}, fmt.Errorf("%w: %d verdicts for %d records", errShape, nOut, n)
+	}
+	if p.Index != nil && len(p.Index) != n {
+		return densityRequest{}, fmt.Errorf("%w: %d stream indices for %d records", errShape, len(p.Index), n)
+	}
+	for j := range means {
+		for i, v := range means[j] {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return densityRequest{}, fmt.Errorf("row %d dimension %d is %v", i, j, v)
+			}
+			if sds != nil && (!(sds[j][i] >= 0) || math.IsInf(float64(sds[j][i]), 0)) {
+				return densityRequest{}, fmt.Errorf("uncertainty of row %d dimension %d is %v, want finite >= 0", i, j, sds[j][i])
+			}
+		}
+	}
+	if len(means) != m.dims {
+		return densityRequest{}, fmt.Errorf("%w: records have %d dimensions, model %d", errShape, len(means), m.dims)
+	}
+	if err := p.check(m); err != nil {
+		return densityRequest{}, err
+	}
+	rq := densityRequest{obj: densityObjects{means: means, sds: sds, n: n}}
+	if n == 0 {
+		return rq, nil
+	}
+	if rq.lo, rq.hi, rq.off, err = m.densityRegions(p); err != nil {
+		return densityRequest{}, err
+	}
+	rq.bounds = m.samplingBounds(p)
+	return rq, nil
 }
 
 // DetectClusters tests the q micro-clusters themselves (cluster granularity): the GPU twin of

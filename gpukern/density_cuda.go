@@ -19,86 +19,118 @@ const densityBlock = 64
 // uploaded for this call, and the three results come back in one copy (resident_cuda.go: a
 // stream calls this once per batch).
 func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityParams, lo, hi []float64, off []int64, b *DensityBounds) (densityResult, error) {
-	n := obj.n
-	res := newDensityResult(n)
+	res := newDensityResult(obj.n)
 	err := d.do(func() (err error) {
-		var mb *densityBuffers // the model: resident (KeepDensityModel), or uploaded for this call
-		defer func() {
-			if mb != nil && d.dens[m] != mb {
-				err = errors.Join(err, mb.free())
-			}
-		}()
 		var pk pack
 		pk.reset(d.packBuf)
 		defer func() { d.packBuf = pk.buf[:0] }()
-		none := int64(-1) // an offset for "no such array" (a nil pointer in the kernel)
-		xo, eo, io := none, none, none
-		if obj.clusters {
-			xo = pk.add(unsafe.Pointer(unsafe.SliceData(m.objMean)), int64(len(m.objMean))*8)
-			eo = pk.add(unsafe.Pointer(unsafe.SliceData(m.objSD)), int64(len(m.objSD))*8)
-			io = pk.add(unsafe.Pointer(unsafe.SliceData(m.objIndex)), int64(len(m.objIndex))*8)
-		} else {
-			xo = pk.addCols(obj.means, n)
-			if p.Index != nil { // the records' own streams (0: firstIndex + i in the kernel)
-				io = pk.add(unsafe.Pointer(&p.Index[0]), int64(n)*8)
-			}
-			if obj.sds != nil {
-				eo = pk.addCols(obj.sds, n)
-			}
-		}
-		loo := pk.add(unsafe.Pointer(unsafe.SliceData(lo)), int64(len(lo))*8)
-		hio := pk.add(unsafe.Pointer(unsafe.SliceData(hi)), int64(len(hi))*8)
-		offo := pk.add(unsafe.Pointer(unsafe.SliceData(off)), int64(len(off))*8)
+		in := packDensity(&pk, m, obj, p, lo, hi, off)
 		base, err := pk.upload(d, scratchDensIn, "density inputs")
 		if err != nil {
 			return err
-		}
-		at := func(o int64) uint64 {
-			if o < 0 {
-				return 0
-			}
-			return uint64(base) + uint64(o)
-		}
-		if mb = d.dens[m]; mb == nil {
-			if mb, err = uploadDensityModel(d, m, b); err != nil {
-				return err
-			}
-		} else if b != nil && mb.cells == 0 { // resident, and the first call that samples
-			if err = mb.uploadBounds(d, b); err != nil {
-				return err
-			}
 		}
 		outp, err := d.scratch(scratchDensOut, "density results", int64(len(res.back))*8)
 		if err != nil {
 			return err
 		}
-		exact := int64(0)
-		if p.Exact {
-			exact = 1
-		}
-		cells := mb.cells
-		if b == nil { // this call samples nothing, or samples without the bounds (densityPlain)
-			cells = 0
-		}
-		c := densCommon{N: int64(n), R: int64(m.dims), Mu: uint64(mb.mu), Coef: uint64(mb.coef), Inv2: uint64(mb.inv2),
-			K: int64(m.k), Eta: p.Eta, Delta: p.Delta, Samples: int64(p.Samples), Mode: int64(p.Mode), Seed: p.Seed,
-			Exact: exact, RegLo: at(loo), RegHi: at(hio), RegOff: at(offo), BLo: uint64(mb.lower),
-			BHi: uint64(mb.upper), BOrigin: uint64(mb.origin), BInvStep: uint64(mb.invStep), Cells: cells,
-			Prob: uint64(outp), Mask: uint64(outp) + uint64(n)*8, Flag: uint64(outp) + uint64(n)*16}
-		grid, block := [3]int{(n + densityBlock - 1) / densityBlock, 1, 1}, [3]int{densityBlock, 1, 1}
-		if obj.clusters {
-			a := densClustersParams{Means: at(xo), SDs: at(eo), Index: at(io), C: c}
-			err = launchParams(d, "density_clusters", grid, block, 0, &a)
-		} else {
-			a := densRecordsParams{Means: at(xo), SDs: at(eo), Index: at(io), FirstIndex: p.FirstIndex, C: c}
-			err = launchParams(d, "density_records", grid, block, 0, &a)
-		}
+		mb, release, err := d.densityModelOn(m, b)
 		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, release()) }()
+		if err = d.launchDensity(cu.Stream{}, m, mb, obj, p, b, in.at(base), outp); err != nil {
 			return err
 		}
 		return download(d, "density results", res.back, outp)
 	})
 	return res, err
+}
+
+// densityInputs are the offsets in a pack of a density launch's inputs (-1: none).
+type densityInputs struct {
+	means, sds, index, lo, hi, off int64
+}
+
+// densityPointers are those inputs on the device (0: none).
+type densityPointers struct {
+	means, sds, index, lo, hi, off uint64
+}
+
+func (in densityInputs) at(base cu.DevicePtr) densityPointers {
+	at := func(o int64) uint64 {
+		if o < 0 {
+			return 0
+		}
+		return uint64(base) + uint64(o)
+	}
+	return densityPointers{at(in.means), at(in.sds), at(in.index), at(in.lo), at(in.hi), at(in.off)}
+}
+
+// packDensity adds a density launch's inputs to pk: the objects (records, or the model's
+// clusters), the records' stream indices, and the exact method's regions.
+func packDensity(pk *pack, m *DensityModel, obj densityObjects, p DensityParams, lo, hi []float64, off []int64) densityInputs {
+	in := densityInputs{-1, -1, -1, -1, -1, -1}
+	if obj.clusters {
+		in.means = pk.add(unsafe.Pointer(unsafe.SliceData(m.objMean)), int64(len(m.objMean))*8)
+		in.sds = pk.add(unsafe.Pointer(unsafe.SliceData(m.objSD)), int64(len(m.objSD))*8)
+		in.index = pk.add(unsafe.Pointer(unsafe.SliceData(m.objIndex)), int64(len(m.objIndex))*8)
+	} else {
+		in.means = pk.addCols(obj.means, obj.n)
+		if p.Index != nil { // the records' own streams (0: firstIndex + i in the kernel)
+			in.index = pk.add(unsafe.Pointer(&p.Index[0]), int64(obj.n)*8)
+		}
+		if obj.sds != nil {
+			in.sds = pk.addCols(obj.sds, obj.n)
+		}
+	}
+	in.lo = pk.add(unsafe.Pointer(unsafe.SliceData(lo)), int64(len(lo))*8)
+	in.hi = pk.add(unsafe.Pointer(unsafe.SliceData(hi)), int64(len(hi))*8)
+	in.off = pk.add(unsafe.Pointer(unsafe.SliceData(off)), int64(len(off))*8)
+	return in
+}
+
+// densityModelOn returns m on the device: resident (KeepDensityModel; its bounds table uploaded
+// with the first call that samples), or uploaded for this call, which release frees. Owner thread
+// only.
+func (d *Device) densityModelOn(m *DensityModel, b *DensityBounds) (mb *densityBuffers, release func() error, err error) {
+	if mb = d.dens[m]; mb != nil {
+		if b != nil && mb.cells == 0 {
+			if err = mb.uploadBounds(d, b); err != nil {
+				return nil, nil, err
+			}
+		}
+		return mb, func() error { return nil }, nil
+	}
+	if mb, err = uploadDensityModel(d, m, b); err != nil {
+		return nil, nil, err
+	}
+	return mb, mb.free, nil
+}
+
+// launchDensity launches density_records (or density_clusters) on stream, writing the n results
+// at out as newDensityResult lays them out (prob, mask, flag). Owner thread only.
+func (d *Device) launchDensity(stream cu.Stream, m *DensityModel, mb *densityBuffers, obj densityObjects, p DensityParams, b *DensityBounds, in densityPointers, out cu.DevicePtr) error {
+	n := obj.n
+	exact := int64(0)
+	if p.Exact {
+		exact = 1
+	}
+	cells := mb.cells
+	if b == nil { // this call samples nothing, or samples without the bounds (densityPlain)
+		cells = 0
+	}
+	c := densCommon{N: int64(n), R: int64(m.dims), Mu: uint64(mb.mu), Coef: uint64(mb.coef), Inv2: uint64(mb.inv2),
+		K: int64(m.k), Eta: p.Eta, Delta: p.Delta, Samples: int64(p.Samples), Mode: int64(p.Mode), Seed: p.Seed,
+		Exact: exact, RegLo: in.lo, RegHi: in.hi, RegOff: in.off, BLo: uint64(mb.lower),
+		BHi: uint64(mb.upper), BOrigin: uint64(mb.origin), BInvStep: uint64(mb.invStep), Cells: cells,
+		Prob: uint64(out), Mask: uint64(out) + uint64(n)*8, Flag: uint64(out) + uint64(n)*16}
+	grid, block := [3]int{(n + densityBlock - 1) / densityBlock, 1, 1}, [3]int{densityBlock, 1, 1}
+	if obj.clusters {
+		a := densClustersParams{Means: in.means, SDs: in.sds, Index: in.index, C: c}
+		return launchParamsOn(d, stream, "density_clusters", grid, block, 0, &a)
+	}
+	a := densRecordsParams{Means: in.means, SDs: in.sds, Index: in.index, FirstIndex: p.FirstIndex, C: c}
+	return launchParamsOn(d, stream, "density_records", grid, block, 0, &a)
 }
 
 // densityBuffers is a density model on the device: its kernels' parameters and the density

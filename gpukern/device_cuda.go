@@ -19,6 +19,9 @@ import (
 //go:embed knn.ptx
 var knnPTX string
 
+//go:embed knnsplit.ptx
+var knnSplitPTX string
+
 //go:embed microcluster.ptx
 var microclusterPTX string
 
@@ -37,6 +40,7 @@ var modules = []struct {
 	kernels   []string
 }{
 	{"knn", knnPTX, knnKernelNames()},
+	{"knnsplit", knnSplitPTX, knnSplitKernelNames()},
 	{"microcluster", microclusterPTX, []string{"assign_nearest", "cf_reduce_chunk", "cf_finalize"}},
 	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_candnn_q64", "ss_candnn_q256", "ss_candlist_q64", "ss_candlist_q256", "ss_select"}},
 	{"density", densityPTX, []string{"density_records", "density_clusters"}},
@@ -92,6 +96,9 @@ type Device struct {
 	// their host staging buffer (resident_cuda.go).
 	scratchBufs [nScratch]scratchBuffer
 	packBuf     []byte
+	// stepStreams are Score's streams, one per concurrent step (blocking streams: they wait for
+	// the default stream's copies before them, and the copies after wait for them).
+	stepStreams [MaxScoreSteps]cu.Stream
 }
 
 // maxSpareEvents bounds the event pairs kept for reuse.
@@ -156,6 +163,11 @@ func (d *Device) init() error {
 	if d.ctx, err = dev.MakeContext(cu.SchedAuto); err != nil {
 		return fmt.Errorf("cuCtxCreate: %w", err)
 	}
+	for i := range d.stepStreams {
+		if d.stepStreams[i], err = cu.MakeStream(cu.DefaultStream); err != nil {
+			return fmt.Errorf("cuStreamCreate: %w", err)
+		}
+	}
 	for _, m := range modules {
 		mod, err := cu.LoadData(m.ptx)
 		if err != nil {
@@ -184,6 +196,13 @@ func (d *Device) teardown() error {
 	d.mods = nil
 	if err := d.freeScratch(); err != nil {
 		errs = append(errs, err)
+	}
+	for i := range d.stepStreams {
+		if d.stepStreams[i] != (cu.Stream{}) {
+			if err := d.stepStreams[i].Destroy(); err != nil {
+				errs = append(errs, fmt.Errorf("cuStreamDestroy: %w", err))
+			}
+		}
 	}
 	for _, le := range d.pending {
 		d.spare = append(d.spare, le.ev)
@@ -242,7 +261,7 @@ func (d *Device) Close() error {
 // timed runs start (one launch of kernel) between two events, for Counters' kernel time. With
 // OUTLIERD_CUDA_SYNC=1 it synchronises so that an asynchronous fault is reported here, by this
 // kernel. Owner thread only.
-func (d *Device) timed(kernel string, grid, block [3]int, shared int, start func(cu.Function) error) error {
+func (d *Device) timed(stream cu.Stream, kernel string, grid, block [3]int, shared int, start func(cu.Function) error) error {
 	fn, ok := d.fns[kernel]
 	if !ok {
 		return fmt.Errorf("kernel %s: not loaded", kernel)
@@ -251,7 +270,7 @@ func (d *Device) timed(kernel string, grid, block [3]int, shared int, start func
 	if err != nil {
 		return fmt.Errorf("kernel %s: %w", kernel, err)
 	}
-	if err := ev[0].Record(cu.Stream{}); err != nil {
+	if err := ev[0].Record(stream); err != nil {
 		d.spare = append(d.spare, ev)
 		return fmt.Errorf("kernel %s: cuEventRecord: %w", kernel, err)
 	}
@@ -259,7 +278,7 @@ func (d *Device) timed(kernel string, grid, block [3]int, shared int, start func
 		d.spare = append(d.spare, ev)
 		return fmt.Errorf("kernel %s: cuLaunchKernel(grid %v, block %v, shared %d B): %w", kernel, grid, block, shared, err)
 	}
-	if err := ev[1].Record(cu.Stream{}); err != nil {
+	if err := ev[1].Record(stream); err != nil {
 		d.spare = append(d.spare, ev)
 		return fmt.Errorf("kernel %s: cuEventRecord: %w", kernel, err)
 	}

@@ -104,3 +104,5 @@ func (d *Device) knnWeightsOn(S *Columns, Q [][]float32, nq, k int, out []float6
 
 // KernelTimes is empty in this build: no kernel runs.
 func (d *Device) KernelTimes() map[string]KernelTotal { return map[string]KernelTotal{} }
+
+func (d *Device) score(s *Scoring, dens densityRequest) error { return errNoCUDA }

@@ -19,6 +19,29 @@ type knnParams struct {
 	Out  uint64 `c:"out"`
 }
 
+// knnSplitParams is the parameter of every knn_split_q*_d* instantiation (knnsplit.cu:
+// KnnSplitParams).
+type knnSplitParams struct {
+	S       uint64 `c:"S"`
+	Ns      int64  `c:"ns"`
+	Q       uint64 `c:"Q"`
+	Nq      int64  `c:"nq"`
+	D       int64  `c:"d"`
+	K       int64  `c:"k"`
+	Slices  int64  `c:"slices"`
+	Slice   int64  `c:"slice"`
+	Partial uint64 `c:"partial"`
+}
+
+// knnMergeParams is knn_merge_q*'s parameter (knnsplit.cu: KnnMergeParams).
+type knnMergeParams struct {
+	Partial uint64 `c:"partial"`
+	Nq      int64  `c:"nq"`
+	K       int64  `c:"k"`
+	Slices  int64  `c:"slices"`
+	Out     uint64 `c:"out"`
+}
+
 // mcAssignParams is assign_nearest's parameter (microcluster.cu: McAssignParams).
 type mcAssignParams struct {
 	X      uint64 `c:"X"`

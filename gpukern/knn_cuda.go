@@ -80,7 +80,12 @@ func (d *Device) knnRun(what string, S, Q [][]float32, ns, nq, k int, self bool,
 		if op, err = alloc("out", int64(nq)*8); err != nil {
 			return err
 		}
-		if err = d.launchKNN(sp, ns, q, nq, len(S), k, self, op); err != nil {
+		if self {
+			err = d.launchKNN(sp, ns, q, nq, len(S), k, true, op)
+		} else {
+			err = d.launchKNNAny(cu.Stream{}, sp, ns, q, nq, len(S), k, scratchKNNPartial, op)
+		}
+		if err != nil {
 			return err
 		}
 		return download(d, "out", out, op)
@@ -95,6 +100,11 @@ func (d *Device) knnRun(what string, S, Q [][]float32, ns, nq, k int, self bool,
 // skips point i. The grid is at most one resident wave (the blocks run over the queries), so a
 // block loads a single-tile S once for all its queries.
 func (d *Device) launchKNN(sp cu.DevicePtr, ns int, qp cu.DevicePtr, nq, dims, k int, self bool, op cu.DevicePtr) error {
+	return d.launchKNNOn(cu.Stream{}, sp, ns, qp, nq, dims, k, self, op)
+}
+
+// launchKNNOn is launchKNN on stream (Score's concurrent steps). Owner thread only.
+func (d *Device) launchKNNOn(stream cu.Stream, sp cu.DevicePtr, ns int, qp cu.DevicePtr, nq, dims, k int, self bool, op cu.DevicePtr) error {
 	name, rows, tile := knnKernel(k, dims, ns)
 	shared := rows * tile * 4
 	// A batch of a stream (1000 queries) in blocks of 512 threads would be 32 blocks on a quarter
@@ -114,7 +124,7 @@ func (d *Device) launchKNN(sp cu.DevicePtr, ns int, qp cu.DevicePtr, nq, dims, k
 	if self {
 		selfArg = 1
 	}
-	return launchParams(d, name, [3]int{grid, 1, 1}, [3]int{block, 1, 1}, shared, &knnParams{S: uint64(sp),
+	return launchParamsOn(d, stream, name, [3]int{grid, 1, 1}, [3]int{block, 1, 1}, shared, &knnParams{S: uint64(sp),
 		Ns: int64(ns), Q: uint64(qp), Nq: int64(nq), D: int64(dims), K: int64(k), Tile: int64(tile), Self: selfArg,
 		Out: uint64(op)})
 }

@@ -35,6 +35,11 @@ func TestKNNWeightsParity(t *testing.T) {
 		{"d=1", 333, 129, 1, 7, false},
 		{"d=37 tile<ns", 900, 100, 37, 20, false},
 		{"ties", 500, 400, 3, 40, true},
+		// A stream's batch against a large S: split into slices (knnsplit.cu), several tiles each.
+		{"split d=8 k=50", 20000, 1000, 8, 50, false},
+		{"split d=8 k=100 queue of 256", 20000, 333, 8, 100, false},
+		{"split d=5 padded, ragged slices, duplicates", 9999, 77, 5, 64, true},
+		{"split d=16 k=1", 7000, 500, 16, 1, false},
 	}
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -25,11 +25,15 @@ import (
 type scratchSlot int
 
 const (
-	scratchKNNIn   scratchSlot = iota // KNNWeightsOn: the queries
-	scratchKNNOut                     // KNNWeightsOn: the weights
-	scratchDensIn                     // DetectRecords: records, uncertainties, streams, regions
-	scratchDensOut                    // DetectRecords: eta-probabilities, subspaces, flags
-	nScratch
+	scratchKNNIn        scratchSlot = iota // KNNWeightsOn: the queries
+	scratchKNNOut                          // KNNWeightsOn: the weights
+	scratchDensIn                          // DetectRecords: records, uncertainties, streams, regions
+	scratchDensOut                         // DetectRecords: eta-probabilities, subspaces, flags
+	scratchScoreIn                         // Score: every step's inputs
+	scratchScoreOut                        // Score: every step's results
+	scratchKNNPartial                      // KNNWeightsOn: the slices' k-lists (knnsplit.cu)
+	scratchScorePartial                    // Score: the same, one slot per step from here
+	nScratch            = scratchScorePartial + MaxScoreSteps
 )
 
 // scratchBuffer is one kept device buffer.
@@ -107,7 +111,7 @@ func (d *Device) knnWeightsOn(S *Columns, Q [][]float32, nq, k int, out []float6
 		if err != nil {
 			return err
 		}
-		if err := d.launchKNN(cu.DevicePtr(S.ptr), S.rows, qp, nq, S.dims, k, false, op); err != nil {
+		if err := d.launchKNNAny(cu.Stream{}, cu.DevicePtr(S.ptr), S.rows, qp, nq, S.dims, k, scratchKNNPartial, op); err != nil {
 			return err
 		}
 		return download(d, "weights", out, op)
@@ -116,4 +120,14 @@ func (d *Device) knnWeightsOn(S *Columns, Q [][]float32, nq, k int, out []float6
 		return fmt.Errorf("gpukern.KNNWeightsOn: %w", err)
 	}
 	return nil
+}
+
+// launchKNNAny runs the k-NN weights of nq queries against S on stream: split into slices of S
+// (knnsplit.cu, lists in scratch slot partial) when the batch alone would leave most of the device
+// idle, else knn.cu's kernel. The same weights either way. Owner thread only.
+func (d *Device) launchKNNAny(stream cu.Stream, sp cu.DevicePtr, ns int, qp cu.DevicePtr, nq, dims, k int, partial scratchSlot, op cu.DevicePtr) error {
+	if slices := d.knnSlices(nq, ns, dims, k); slices > 1 {
+		return d.launchKNNSplit(stream, sp, ns, qp, nq, dims, k, slices, partial, op)
+	}
+	return d.launchKNNOn(stream, sp, ns, qp, nq, dims, k, false, op)
 }

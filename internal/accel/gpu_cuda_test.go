@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/algo/microcluster"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
@@ -163,6 +164,65 @@ func TestModelWeightsResident(t *testing.T) {
 	}
 	if n := len(dev.points.sets); n != maxResidentPointSets {
 		t.Errorf("%d point sets resident, want %d", n, maxResidentPointSets)
+	}
+	if f := dev.Fallbacks(); f != 0 {
+		t.Errorf("%d calls fell back to the CPU: the GPU path was not the one compared", f)
+	}
+}
+
+// TestScoreBatchMatchesSteps: one ScoreBatch call gives what DetectRecords and ModelWeights give
+// called one by one on the GPU (density verdicts equal, weights bit for bit the CPU's), without
+// falling back.
+func TestScoreBatchMatchesSteps(t *testing.T) {
+	dev := openGPU(t)
+	r := rand.New(rand.NewPCG(13, 14))
+	const n, dims = 3000, 5
+	means, sds := make([][]float32, dims), make([][]float32, dims)
+	for j := range means {
+		means[j], sds[j] = make([]float32, n), make([]float32, n)
+		for i := range means[j] {
+			means[j][i] = float32(r.Float64())
+			sds[j][i] = float32(r.Float64() / 20)
+		}
+	}
+	mc, _, err := microcluster.Cluster(means, sds, 40, 3, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := density.Bandwidths(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dm, err := density.NewModel(mc, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	S := &solvingset.Model{Points: means, K: 50, WStar: math.Inf(1)}
+	R := &solvingset.Model{Points: sds, K: 100, WStar: math.Inf(1)}
+	q, qs := make([][]float32, dims), make([][]float32, dims)
+	for j := range q {
+		q[j], qs[j] = means[j][:1000], sds[j][:1000]
+	}
+	p := density.Params{Eta: 0.5, Delta: 0.5, Mode: density.Independent, Seed: 1, Exact: true}
+	wantV := make([]density.Verdict, 1000)
+	if err := dev.DetectRecords(dm, mc, q, qs, p, wantV); err != nil {
+		t.Fatal(err)
+	}
+	wantS, wantR := make([]float64, 1000), make([]float64, 1000)
+	solvingset.KNNWeights(S.Points, q, S.K, 0, wantS)
+	solvingset.KNNWeights(R.Points, qs, R.K, 0, wantR)
+	dens := &density.Scoring{Model: dm, Clusters: mc, Means: q, SDs: qs, Params: p, Out: make([]density.Verdict, 1000)}
+	knn := []solvingset.Scoring{{Model: S, Queries: q, Out: make([]float64, 1000)}, {Model: R, Queries: qs, Out: make([]float64, 1000)}}
+	if err := dev.ScoreBatch(dens, knn); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(dens.Out, wantV) {
+		t.Error("density verdicts differ from DetectRecords'")
+	}
+	for i := range wantS {
+		if math.Float64bits(knn[0].Out[i]) != math.Float64bits(wantS[i]) || math.Float64bits(knn[1].Out[i]) != math.Float64bits(wantR[i]) {
+			t.Fatalf("query %d: weights %v %v, CPU %v %v", i, knn[0].Out[i], knn[1].Out[i], wantS[i], wantR[i])
+		}
 	}
 	if f := dev.Fallbacks(); f != 0 {
 		t.Errorf("%d calls fell back to the CPU: the GPU path was not the one compared", f)

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
@@ -70,4 +71,70 @@ func (d *Device) ModelWeights(m *solvingset.Model, Q [][]float32, out []float64)
 		solvingset.KNNWeights(m.Points, Q, m.K, 0, out)
 		return nil
 	})
+}
+
+// ScoreBatch runs a batch's scoring steps in one device call (gpukern.Score: each step's kernel on
+// its own stream, the inputs up in one copy, the results back in one): the density test (dens,
+// when not nil: dens.Model.DetectRecords) and the k-NN weights against models' points (knn:
+// ModelWeights each). The results are the steps' own, on the GPU or the CPU. A batch the kernels
+// do not cover in one call (a step beyond a kernel's limit, too many steps) runs step by step,
+// each under the policy; a device failure runs the whole batch on the CPU.
+func (d *Device) ScoreBatch(dens *density.Scoring, knn []solvingset.Scoring) error {
+	cpu := func() error {
+		for _, s := range knn {
+			solvingset.KNNWeights(s.Model.Points, s.Queries, s.Model.K, 0, s.Out)
+		}
+		if dens != nil {
+			return dens.Model.DetectRecords(dens.Means, dens.SDs, dens.Params, dens.Out)
+		}
+		return nil
+	}
+	if d.gpu == nil {
+		return cpu()
+	}
+	steps := len(knn)
+	whole := dens == nil || d.densityUncovered(len(dens.Means)) == ""
+	if dens != nil {
+		steps++
+	}
+	for _, s := range knn {
+		whole = whole && s.Model.K <= gpukern.KNNMaxK && len(s.Model.Points) <= gpukern.MaxDims
+	}
+	if !whole || steps > gpukern.MaxScoreSteps {
+		for _, s := range knn {
+			if err := d.ModelWeights(s.Model, s.Queries, s.Out); err != nil {
+				return err
+			}
+		}
+		if dens != nil {
+			return d.DetectRecords(dens.Model, dens.Clusters, dens.Means, dens.SDs, dens.Params, dens.Out)
+		}
+		return nil
+	}
+	return d.step("batch scoring", "", func() error {
+		var sc gpukern.Scoring
+		var verdicts []gpukern.DensityVerdict
+		if dens != nil {
+			gm, err := d.residentDensity(dens.Model, dens.Clusters)
+			if err != nil {
+				return err
+			}
+			verdicts = make([]gpukern.DensityVerdict, len(dens.Out))
+			sc.Density = &gpukern.DensityStep{Model: gm, Means: dens.Means, SDs: dens.SDs, Params: DensityParams(dens.Params), Out: verdicts}
+		}
+		for _, s := range knn {
+			S, err := d.points.get(d.gpu, s.Model)
+			if err != nil {
+				return err
+			}
+			sc.KNN = append(sc.KNN, gpukern.KNNStep{S: S, Q: s.Queries, K: s.Model.K, Out: s.Out})
+		}
+		if err := gpukern.Score(d.gpu, &sc); err != nil {
+			return err
+		}
+		for i, v := range verdicts {
+			dens.Out[i] = density.Verdict(v)
+		}
+		return nil
+	}, cpu)
 }

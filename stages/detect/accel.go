@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"fmt"
 	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/algo/microcluster"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
@@ -23,6 +24,10 @@ type Accelerator interface {
 	// (a model's Density and MicroClusters). The device may keep dm resident until a call with
 	// another model.
 	DetectRecords(dm *density.Model, mc *microcluster.MicroClusters, means, sds [][]float32, p density.Params, out []density.Verdict) error
+	// ScoreBatch runs a batch's device steps in one call: the density test (dens, when not nil)
+	// and the k-NN weights against models' points (knn), with DetectRecords' and ModelWeights'
+	// results; the steps overlap on the device.
+	ScoreBatch(dens *density.Scoring, knn []solvingset.Scoring) error
 	// Cluster is microcluster.Cluster (the model's micro-clustering of the normalised window):
 	// the same result, clusters and assignment.
 	Cluster(means, sds [][]float32, q, iterations int, seed uint64) (*microcluster.MicroClusters, []int32, error)
@@ -60,4 +65,40 @@ func detectDensity(a Accelerator, m *Model, means, sds [][]float32, p density.Pa
 		return a.DetectRecords(m.Density, m.MicroClusters, means, sds, p, out)
 	}
 	return m.Density.DetectRecords(means, sds, p, out)
+}
+
+// devicePlanner is a Detector with per-batch device steps that join the batch's one accelerator
+// call (Accelerator.ScoreBatch) instead of making calls of their own: plan adds them to p, and
+// Score then reads their results (Query.planned). One call per batch instead of one per step
+// saves the copies and synchronisations of the others, and the steps' kernels overlap (issue 12
+// item 5: three calls per 1000-record batch were most of the stage's time on the GPU).
+type devicePlanner interface {
+	plan(q *Query, p *devicePlan)
+}
+
+// devicePlan is a batch's device steps.
+type devicePlan struct {
+	density *density.Scoring
+	knn     []solvingset.Scoring
+}
+
+// runDevicePlan plans the detectors' device steps and runs them in one accelerator call; it
+// returns whether it did (then every planner's results are in place).
+func runDevicePlan(a Accelerator, detectors []Detector, q *Query) (bool, error) {
+	if a == nil {
+		return false, nil
+	}
+	var p devicePlan
+	for _, d := range detectors {
+		if pl, ok := d.(devicePlanner); ok {
+			pl.plan(q, &p)
+		}
+	}
+	if p.density == nil && len(p.knn) == 0 {
+		return false, nil
+	}
+	if err := a.ScoreBatch(p.density, p.knn); err != nil {
+		return false, fmt.Errorf("detect: density: %w", err) // only the density test can refuse its input
+	}
+	return true, nil
 }

@@ -17,6 +17,12 @@ import (
 type fakeAccel struct {
 	models    []*density.Model
 	clustered int // Cluster calls
+	// exact: DetectRecords gives the CPU's verdicts (not recognisable ones).
+	exact bool
+	// batches counts ScoreBatch calls, steps the calls of DetectRecords and ModelWeights
+	// made outside one.
+	batches, steps int
+	inBatch        bool
 }
 
 func (f *fakeAccel) Name() string { return "fake" }
@@ -24,6 +30,9 @@ func (f *fakeAccel) SolvingSet(cols [][]float32, p solvingset.Params) (solvingse
 	return solvingset.SolvingSet(cols, p, nil)
 }
 func (f *fakeAccel) ModelWeights(m *solvingset.Model, Q [][]float32, out []float64) error {
+	if !f.inBatch {
+		f.steps++
+	}
 	solvingset.KNNWeights(m.Points, Q, m.K, 0, out)
 	return nil
 }
@@ -33,10 +42,55 @@ func (f *fakeAccel) Cluster(means, sds [][]float32, q, iterations int, seed uint
 }
 func (f *fakeAccel) DetectRecords(dm *density.Model, mc *microcluster.MicroClusters, means, sds [][]float32, p density.Params, out []density.Verdict) error {
 	f.models = append(f.models, dm)
+	if !f.inBatch {
+		f.steps++
+	}
+	if f.exact {
+		return dm.DetectRecords(means, sds, p, out)
+	}
 	for i := range out {
 		out[i] = density.Verdict{Outlier: true, EtaProbability: -1}
 	}
 	return nil
+}
+
+func (f *fakeAccel) ScoreBatch(dens *density.Scoring, knn []solvingset.Scoring) error {
+	f.batches++
+	f.inBatch = true
+	defer func() { f.inBatch = false }()
+	for _, s := range knn {
+		if err := f.ModelWeights(s.Model, s.Queries, s.Out); err != nil {
+			return err
+		}
+	}
+	if dens != nil {
+		return f.DetectRecords(dens.Model, dens.Clusters, dens.Means, dens.SDs, dens.Params, dens.Out)
+	}
+	return nil
+}
+
+// TestOneDeviceCallPerBatch: with an accelerator the stage makes one ScoreBatch call per batch
+// (the density test and the k-NN weights against S and R together) and no call per step, and
+// the scores are the CPU stage's, field for field.
+func TestOneDeviceCallPerBatch(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cfg := testConfig()
+	cpu, _ := readyStage(t, mem, cfg)
+	dev, _ := readyStage(t, mem, cfg)
+	f := &fakeAccel{exact: true}
+	useAccelerator(dev, f)
+	d := testData(6000, 11)
+	for _, r := range [][2]int{{2000, 2600}, {2600, 2601}, {3000, 4000}} {
+		want := scoreWith(t, cpu, mem, d, r[0], r[1])
+		got := scoreWith(t, dev, mem, d, r[0], r[1])
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("rows %v: the scores with the accelerator differ from the CPU stage's", r)
+		}
+	}
+	if f.batches != 3 || f.steps != 0 {
+		t.Errorf("%d ScoreBatch calls and %d calls per step for 3 batches, want 3 and 0", f.batches, f.steps)
+	}
 }
 
 // TestDensityRunsOnTheAccelerator: with an accelerator the stage takes its density verdicts

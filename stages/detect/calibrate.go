@@ -277,17 +277,22 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 	if r == nil {
 		return nil
 	}
+	if cap(d.distance) < n { // (plan, when it ran, made it: its results are in it)
+		d.distance = make([]float64, n)
+	}
 	if d.tailWait == nil { // not started by prescore: the tail score first, on every core
 		if cap(d.density) < n {
-			d.density, d.distance = make([]float64, n), make([]float64, n)
+			d.density = make([]float64, n)
 		}
 		var wait func()
 		wait, d.chunks = tailScores(r.Tail, q.Raw, d.density[:n], d.chunks)
 		wait()
 	}
 	density, distance := d.density[:n], d.distance[:n]
-	d.space = r.distanceSpace(q.Raw, d.space)
-	scoreDistance(d.accel, r.Ref, d.space, distance)
+	if !q.planned {
+		d.space = r.distanceSpace(q.Raw, d.space)
+		scoreDistance(d.accel, r.Ref, d.space, distance)
+	}
 	rescoreMembers(m, q.Batch, r.Ref.Points, r.Ref.K, d.space, distance)
 	d.settle()
 	threshold := r.Threshold(q.Cfg.AlarmRate)
@@ -296,6 +301,19 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 		out[i].Score, out[i].Threshold = r.combine(density[i], distance[i]), threshold
 	}
 	return nil
+}
+
+// plan adds the batch's distances to the window sample R to the batch's accelerator call.
+func (d *rankDetector) plan(q *Query, p *devicePlan) {
+	r, n := q.Model.Ranker, len(q.Raw[0])
+	if r == nil {
+		return
+	}
+	if cap(d.distance) < n { // (d.density may be in use: prescore's tail score writes it)
+		d.distance = make([]float64, n)
+	}
+	d.space = r.distanceSpace(q.Raw, d.space)
+	p.knn = append(p.knn, solvingset.Scoring{Model: r.Ref, Queries: d.space, Out: d.distance[:n]})
 }
 
 // Explain: "score X > threshold T".

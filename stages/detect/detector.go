@@ -64,6 +64,9 @@ type Query struct {
 	// Batch gives the records' identities (Members: a record of the model's window is not its
 	// own neighbour).
 	Batch *batch.Batch
+	// planned: the detectors' device steps ran in one accelerator call before Score
+	// (devicePlanner); their results are in the detectors' buffers.
+	planned bool
 }
 
 // modelDetectors are the detectors whose parts make a model, in the order they build and

@@ -51,15 +51,26 @@ func (d *densityDetector) Build(m *Model, w *BuildWindow) error {
 	return nil
 }
 
-// Score writes DensityOutlier, EtaProbability and Subspace.
-func (d *densityDetector) Score(q *Query, out []batch.Score) error {
-	n := len(out)
+// plan adds the batch's density test to the batch's accelerator call.
+func (d *densityDetector) plan(q *Query, p *devicePlan) {
+	p.density = &density.Scoring{Model: q.Model.Density, Clusters: q.Model.MicroClusters, Means: q.Means, SDs: q.SDs,
+		Params: q.Density, Out: d.verdictsFor(len(q.Means[0]))}
+}
+
+func (d *densityDetector) verdictsFor(n int) []density.Verdict {
 	if cap(d.verdicts) < n {
 		d.verdicts = make([]density.Verdict, n)
 	}
-	verdicts := d.verdicts[:n]
-	if err := detectDensity(d.accel, q.Model, q.Means, q.SDs, q.Density, verdicts); err != nil {
-		return fmt.Errorf("detect: density: %w", err)
+	return d.verdicts[:n]
+}
+
+// Score writes DensityOutlier, EtaProbability and Subspace.
+func (d *densityDetector) Score(q *Query, out []batch.Score) error {
+	verdicts := d.verdictsFor(len(out))
+	if !q.planned {
+		if err := detectDensity(d.accel, q.Model, q.Means, q.SDs, q.Density, verdicts); err != nil {
+			return fmt.Errorf("detect: density: %w", err)
+		}
 	}
 	for i, v := range verdicts {
 		out[i].DensityOutlier, out[i].EtaProbability, out[i].Subspace = v.Outlier, v.EtaProbability, d.names.of(v.Subspace)

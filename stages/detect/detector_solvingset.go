@@ -39,17 +39,28 @@ func (d *solvingSetDetector) Build(m *Model, w *BuildWindow) error {
 // window, and a member of S scored as a new query would meet itself at distance 0 and could
 // fall below w*.
 func (d *solvingSetDetector) Score(q *Query, out []batch.Score) error {
-	m, n := q.Model, len(out)
-	if cap(d.weights) < n {
-		d.weights = make([]float64, n)
+	m := q.Model
+	weights := d.weightsFor(len(out))
+	if !q.planned {
+		scoreDistance(d.accel, m.Distance, q.Means, weights)
 	}
-	weights := d.weights[:n]
-	scoreDistance(d.accel, m.Distance, q.Means, weights)
 	rescoreMembers(m, q.Batch, m.Distance.Points, m.Distance.K, q.Means, weights)
 	for i, w := range weights {
 		out[i].Weight, out[i].WStar, out[i].DistanceOutlier = w, m.Distance.WStar, m.Distance.IsOutlier(w)
 	}
 	return nil
+}
+
+// plan adds the batch's w_k(q, S) to the batch's accelerator call.
+func (d *solvingSetDetector) plan(q *Query, p *devicePlan) {
+	p.knn = append(p.knn, solvingset.Scoring{Model: q.Model.Distance, Queries: q.Means, Out: d.weightsFor(len(q.Means[0]))})
+}
+
+func (d *solvingSetDetector) weightsFor(n int) []float64 {
+	if cap(d.weights) < n {
+		d.weights = make([]float64, n)
+	}
+	return d.weights[:n]
 }
 
 // Explain: "w_k(q,S) W >= w* V".

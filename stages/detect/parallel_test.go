@@ -9,8 +9,6 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
-	"github.com/outlierd/outlierd/internal/algo/density"
-	"github.com/outlierd/outlierd/internal/algo/microcluster"
 	"github.com/outlierd/outlierd/internal/algo/rank"
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
@@ -46,13 +44,6 @@ func TestParallelTailIsSerial(t *testing.T) {
 	}
 }
 
-// twinAccel is an accelerator that runs the CPU twins: scores through it must be the CPU's.
-type twinAccel struct{ fakeAccel }
-
-func (a *twinAccel) DetectRecords(dm *density.Model, mc *microcluster.MicroClusters, means, sds [][]float32, p density.Params, out []density.Verdict) error {
-	return dm.DetectRecords(means, sds, p, out)
-}
-
 // TestPrescoreScoresAsTheCPU: with an accelerator the tail score starts before the other
 // detectors and runs beside them (prescore); every field of every score is the CPU path's, batch
 // after batch (run with -race: the early goroutines share nothing with the other detectors).
@@ -70,7 +61,7 @@ func TestPrescoreScoresAsTheCPU(t *testing.T) {
 	for lo := 2000; lo < 3000; lo += 250 {
 		want = append(want, slices.Clone(scoreWith(t, s, mem, d, lo, lo+250)))
 	}
-	useAccelerator(s, &twinAccel{})
+	useAccelerator(s, &fakeAccel{exact: true}) // the CPU twins: scores through it must be the CPU's
 	for i, lo := 0, 2000; lo < 3000; i, lo = i+1, lo+250 {
 		got := scoreWith(t, s, mem, d, lo, lo+250)
 		for r := range got {

@@ -80,6 +80,9 @@ func (s *Stage) score(b *batch.Batch) error {
 			p.prescore(&q, n)
 		}
 	}
+	if q.planned, err = runDevicePlan(s.deps.Accelerator, s.detectors, &q); err != nil {
+		return err
+	}
 	for _, d := range s.detectors {
 		if err := d.Score(&q, b.Scores); err != nil {
 			return err

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
 )
 
 // Mode chooses the subspaces tested (parameters a, b of the paper's algorithm 3).
@@ -463,4 +465,16 @@ func parallelObjects(n, workers, dims int, fn func(i int, d *detector)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// Scoring is one batch of records tested against a model: Model.DetectRecords(Means, SDs, Params,
+// Out). Clusters are the micro-clusters the model was made from (density.NewModel), from which a
+// device builds its copy of it. It is the unit a device takes in one call with a batch's other
+// steps.
+type Scoring struct {
+	Model      *Model
+	Clusters   *microcluster.MicroClusters
+	Means, SDs [][]float32
+	Params     Params
+	Out        []Verdict
 }

@@ -190,3 +190,12 @@ func (m *Model) ScoreBatch(Q [][]float32, out []float64, workers int) {
 
 // IsOutlier applies the prediction rule: score >= w*.
 func (m *Model) IsOutlier(score float64) bool { return score >= m.WStar }
+
+// Scoring is one batch of queries scored against a model: Out[i] = w_k(Queries[i], Points) with
+// the model's k, the queries already in the model's space (KNNWeights(Model.Points, Queries,
+// Model.K, ...)). It is the unit a device takes in one call with a batch's other steps.
+type Scoring struct {
+	Model   *Model
+	Queries [][]float32
+	Out     []float64
+}
