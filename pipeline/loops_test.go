@@ -164,13 +164,15 @@ func (f *fakeStage) Abandon()                       {}
 // fakeSink records what it acknowledged; fail, when set, decides each write's outcome (call
 // counts from 1 over both kinds of write).
 type fakeSink struct {
-	t       *testing.T
-	delay   time.Duration
-	fail    func(call int, b *batch.Batch) error
-	mu      sync.Mutex
-	calls   int
-	written map[loopCoord]int // records whose outputs were acknowledged
-	dead    map[loopCoord]int // dead letters acknowledged
+	t     *testing.T
+	delay time.Duration
+	fail  func(call int, b *batch.Batch) error
+	mu    sync.Mutex
+	calls int
+	// inFlight counts the writes under way, maxInFlight the most at once.
+	inFlight, maxInFlight int
+	written               map[loopCoord]int // records whose outputs were acknowledged
+	dead                  map[loopCoord]int // dead letters acknowledged
 }
 
 func newFakeSink(t *testing.T) *fakeSink {
@@ -178,6 +180,15 @@ func newFakeSink(t *testing.T) *fakeSink {
 }
 
 func (s *fakeSink) try(ctx context.Context, b *batch.Batch) error {
+	s.mu.Lock()
+	s.inFlight++
+	s.maxInFlight = max(s.maxInFlight, s.inFlight)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
 	if s.delay > 0 {
 		select {
 		case <-time.After(s.delay):
@@ -327,6 +338,41 @@ var refused = kafka.NotEnoughReplicas
 
 // unreachableErr is a write that could not reach the broker (retried, never counted).
 var unreachableErr = &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+
+// TestLoopsSinkWriters: run.sink_writers batches are written at once (a write waits for the
+// broker), and with 1 one at a time; either way every record is written and acked once and the
+// final commit covers them all (acks out of order commit only the done prefix).
+func TestLoopsSinkWriters(t *testing.T) {
+	for _, writers := range []int{1, 3} {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		var plan []step
+		for i := range 12 {
+			plan = append(plan, step{part: i % 2, first: int64(5 * (i / 2)), n: 5})
+		}
+		src := newFakeSource(t, mem, plan)
+		snk := newFakeSink(t)
+		snk.delay = 20 * time.Millisecond
+		p := loopPipeline(t, src, snk, func(c *Config) { c.Run.SinkWriters, c.Run.QueueBatches = writers, 4 })
+		if err := runUntilDrained(t, p, src); err != nil {
+			t.Fatalf("writers=%d: Run: %v", writers, err)
+		}
+		if snk.maxInFlight != writers {
+			t.Errorf("writers=%d: %d writes at once at most", writers, snk.maxInFlight)
+		}
+		if len(snk.written) != 60 {
+			t.Errorf("writers=%d: %d records written, want 60", writers, len(snk.written))
+		}
+		for c, n := range src.ack.acked {
+			if n != 1 {
+				t.Errorf("writers=%d: record %v acked %d times", writers, c, n)
+			}
+		}
+		if last := src.lastCommit(); last[0] != 30 || last[1] != 30 {
+			t.Errorf("writers=%d: final commit %v, want both partitions at 30", writers, last)
+		}
+		mem.AssertSize(t, 0)
+	}
+}
 
 // TestLoopsCommitOnlyAcked: the third batch's write is refused every time; the run ends with
 // that error after sink.max_attempts refusals, and no commit, periodic (every 5 ms) or final,

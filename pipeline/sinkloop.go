@@ -15,9 +15,36 @@ import (
 // write failed, or that the hard stop abandoned, is released without its ack, so it is read
 // again after a restart (at-least-once).
 
-// sinkLoop writes every item until in is closed or work ends. A write that fails transiently is
-// tried again until it succeeds (retry.go); only then is the item acked.
+// sinkLoop writes every item until in is closed or work ends, run.sink_writers items at once
+// (each write waits for the broker's acknowledgement; the checkpoint takes acks in any order). A
+// write that fails transiently is tried again until it succeeds (retry.go); only then is the
+// item acked. The first write that fails for good stops the other writers (what they hold is
+// abandoned, never acked) and is returned.
 func (p *Pipeline) sinkLoop(work context.Context, in <-chan item) error {
+	writers := max(1, p.cfg.Run.SinkWriters)
+	ctx, stop := context.WithCancel(work)
+	defer stop()
+	errs := make(chan error, writers)
+	for range writers {
+		go func() {
+			err := p.sinkWrites(ctx, in)
+			if err != nil {
+				stop()
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range writers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// sinkWrites is one writer of sinkLoop.
+func (p *Pipeline) sinkWrites(work context.Context, in <-chan item) error {
 	for {
 		select {
 		case <-work.Done():
