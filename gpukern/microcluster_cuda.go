@@ -9,17 +9,35 @@ import (
 	"gorgonia.org/cu"
 )
 
-// assignBlock is the number of threads (objects) per block of assign_nearest.
-const assignBlock = 256
+// assignBlock is the number of threads per block of assign_nearest (its __launch_bounds__), and
+// assignRows the objects each thread takes (ASSIGN_ROWS in microcluster.cu).
+const (
+	assignBlock = 256
+	assignRows  = 2
+)
+
+// assignTile is assign_nearest's centroid tile for dims dimensions and q centroids: a multiple of
+// 32 (the kernel reads the tile rows as float4 and batches 32 centroids), at most 1024 and at
+// most 48 KiB of shared memory.
+func assignTile(dims, q int) int {
+	return max(32, min(1024, (48*1024/4/dims)/32*32, (q+31)/32*32))
+}
 
 // launchAssign runs assign_nearest on device buffers; owner thread only.
 func (d *Device) launchAssign(xp cu.DevicePtr, n int, cp cu.DevicePtr, q, dims int, ap cu.DevicePtr) error {
-	tile := tileFor(dims, q)
-	grid := (n + assignBlock - 1) / assignBlock
+	tile := assignTile(dims, q)
+	grid := (n + assignBlock*assignRows - 1) / (assignBlock * assignRows)
 	return launchParams(d, "assign_nearest", [3]int{grid, 1, 1}, [3]int{assignBlock, 1, 1}, dims*tile*4,
 		&mcAssignParams{X: uint64(xp), N: int64(n), C: uint64(cp), Q: int64(q), D: int64(dims), Tile: int64(tile),
 			Assign: uint64(ap)})
 }
+
+// reduceBlock is cf_reduce_chunk's block size (RED_THREADS in microcluster.cu).
+const reduceBlock = 256
+
+// reduceShared is cf_reduce_chunk's dynamic shared memory for q clusters: q+1 int32 start offsets
+// and 8 warps x q uint16 counts (20.5 KiB at ReduceMaxQ, beside its 14 KiB static tile).
+func reduceShared(q int) int { return (q+1)*4 + reduceBlock/32*q*2 }
 
 // cfBuffers are the scratch and result buffers of one Reduce on the device.
 type cfBuffers struct {
@@ -60,8 +78,7 @@ func (d *Device) launchReduce(xp, ep, ap cu.DevicePtr, b *cfBuffers, cent cu.Dev
 		}
 		return nil
 	}
-	block := max(32, (b.q+31)/32*32)
-	if err := launchParams(d, "cf_reduce_chunk", [3]int{b.chunks, b.dims, 1}, [3]int{block, 1, 1}, 0,
+	if err := launchParams(d, "cf_reduce_chunk", [3]int{b.chunks, b.dims, 1}, [3]int{reduceBlock, 1, 1}, reduceShared(b.q),
 		&mcReduceParams{X: uint64(xp), E: uint64(ep), Assign: uint64(ap), N: int64(b.n), D: int64(b.dims),
 			Q: int64(b.q), Chunk: int64(b.chunk), Part: uint64(b.part), Pcount: uint64(b.pcount)}); err != nil {
 		return err
