@@ -157,6 +157,7 @@ func TestKernelABI(t *testing.T) {
 	checkABI(t, []abiCase{
 		{"knn.cu", "KnnParams", reflect.TypeFor[knnParams]()},
 		{"microcluster.cu", "McAssignParams", reflect.TypeFor[mcAssignParams]()},
+		{"microcluster.cu", "McSortParams", reflect.TypeFor[mcSortParams]()},
 		{"microcluster.cu", "McReduceParams", reflect.TypeFor[mcReduceParams]()},
 		{"microcluster.cu", "McFinalizeParams", reflect.TypeFor[mcFinalizeParams]()},
 		{"solvingset.cu", "SsInitParams", reflect.TypeFor[ssInitParams]()},
@@ -173,9 +174,10 @@ func TestKernelABI(t *testing.T) {
 	// 18 instantiations (2 queue sizes x 9 dimension variants), one struct.
 	checkPTXEntries(t, "knn.ptx", map[string]reflect.Type{"knn_weights_*": reflect.TypeFor[knnParams]()})
 	checkPTXEntries(t, "microcluster.ptx", map[string]reflect.Type{
-		"assign_nearest":  reflect.TypeFor[mcAssignParams](),
-		"cf_reduce_chunk": reflect.TypeFor[mcReduceParams](),
-		"cf_finalize":     reflect.TypeFor[mcFinalizeParams](),
+		"assign_nearest":    reflect.TypeFor[mcAssignParams](),
+		"cf_sort":           reflect.TypeFor[mcSortParams](),
+		"cf_reduce_chunk_*": reflect.TypeFor[mcReduceParams](),
+		"cf_finalize":       reflect.TypeFor[mcFinalizeParams](),
 	})
 	checkPTXEntries(t, "solvingset.ptx", map[string]reflect.Type{
 		"ss_init":       reflect.TypeFor[ssInitParams](),

@@ -85,7 +85,7 @@ const KNNMaxK = 256
 const MaxDims = 384
 
 // ReduceMaxQ is the largest cluster count that Reduce and Cluster accept: each of the 256 threads
-// of a cf_reduce_chunk block owns at most 4 clusters' sums (RED_OWN in microcluster.cu).
+// of a cf_reduce_chunk_o4 block owns at most 4 clusters' sums (RED_OWN in microcluster.cu).
 const ReduceMaxQ = 1024
 
 // columnsShape checks that cols has at least one dimension and equal-length columns, and returns

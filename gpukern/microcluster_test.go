@@ -142,25 +142,28 @@ func TestReduceParity(t *testing.T) {
 }
 
 // TestReduceChunkRows: Reduce with chunkings other than microcluster's (chunks shorter than, equal
-// to and not a multiple of cf_reduce_chunk's 1024-row tile, and one chunk for everything) equals
-// a plain row-order reference with the same chunks bit for bit.
+// to and not a multiple of the 2048-row sort tile of cf_sort, so that chunks share tiles, and one
+// chunk for everything), with q below and above 256 (cf_reduce_chunk_o1 and _o4), equals a plain
+// row-order reference with the same chunks bit for bit.
 func TestReduceChunkRows(t *testing.T) {
 	d := openDevice(t)
-	const n, dim, q = 10000, 2, 37
+	const n, dim = 10000, 2
 	r := newRand(t, 350)
 	X := testcols.Uniform(r, n, dim)
 	E := testcols.Uniform(r, n, dim)
-	A := make([]int32, n)
-	for i := range A {
-		A[i] = int32(r.IntN(q+2)) - 1 // -1 and q: no cluster
-	}
-	for _, chunk := range []int{1, 31, 1000, 1024, 2500, n} {
-		want := chunkedReduce(X, E, A, q, chunk)
-		got, err := gpukern.Reduce(d, X, E, A, q, chunk)
-		if err != nil {
-			t.Fatal(err)
+	for _, q := range []int{37, 600} {
+		A := make([]int32, n)
+		for i := range A {
+			A[i] = int32(r.IntN(q+2)) - 1 // -1 and q: no cluster
 		}
-		t.Run(fmt.Sprint("chunk=", chunk), func(t *testing.T) { sameFeatures(t, got, want) })
+		for _, chunk := range []int{1, 31, 1000, 2048, 3000, n} {
+			want := chunkedReduce(X, E, A, q, chunk)
+			got, err := gpukern.Reduce(d, X, E, A, q, chunk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Run(fmt.Sprintf("q=%d chunk=%d", q, chunk), func(t *testing.T) { sameFeatures(t, got, want) })
+		}
 	}
 }
 
