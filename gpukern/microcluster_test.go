@@ -141,11 +141,11 @@ func TestReduceParity(t *testing.T) {
 	}
 }
 
-// TestReduceChunkRows: Reduce with chunkings other than microcluster's (chunks shorter than, equal
+// TestReduceChunksParity: Reduce with chunkings other than microcluster's (chunks shorter than, equal
 // to and not a multiple of the 2048-row sort tile of cf_sort, so that chunks share tiles, and one
 // chunk for everything), with q below and above 256 (cf_reduce_chunk_o1 and _o4), equals a plain
 // row-order reference with the same chunks bit for bit.
-func TestReduceChunkRows(t *testing.T) {
+func TestReduceChunksParity(t *testing.T) {
 	d := openDevice(t)
 	const n, dim = 10000, 2
 	r := newRand(t, 350)
