@@ -159,6 +159,7 @@ func TestKernelABI(t *testing.T) {
 		{"knnsplit.cu", "KnnSplitParams", reflect.TypeFor[knnSplitParams]()},
 		{"knnsplit.cu", "KnnMergeParams", reflect.TypeFor[knnMergeParams]()},
 		{"microcluster.cu", "McAssignParams", reflect.TypeFor[mcAssignParams]()},
+		{"microcluster.cu", "McSortParams", reflect.TypeFor[mcSortParams]()},
 		{"microcluster.cu", "McReduceParams", reflect.TypeFor[mcReduceParams]()},
 		{"microcluster.cu", "McFinalizeParams", reflect.TypeFor[mcFinalizeParams]()},
 		{"solvingset.cu", "SsInitParams", reflect.TypeFor[ssInitParams]()},
@@ -180,9 +181,10 @@ func TestKernelABI(t *testing.T) {
 		"knn_merge_*": reflect.TypeFor[knnMergeParams](),
 	})
 	checkPTXEntries(t, "microcluster.ptx", map[string]reflect.Type{
-		"assign_nearest":  reflect.TypeFor[mcAssignParams](),
-		"cf_reduce_chunk": reflect.TypeFor[mcReduceParams](),
-		"cf_finalize":     reflect.TypeFor[mcFinalizeParams](),
+		"assign_nearest":    reflect.TypeFor[mcAssignParams](),
+		"cf_sort":           reflect.TypeFor[mcSortParams](),
+		"cf_reduce_chunk_*": reflect.TypeFor[mcReduceParams](),
+		"cf_finalize":       reflect.TypeFor[mcFinalizeParams](),
 	})
 	checkPTXEntries(t, "solvingset.ptx", map[string]reflect.Type{
 		"ss_init":       reflect.TypeFor[ssInitParams](),

@@ -84,8 +84,8 @@ const KNNMaxK = 256
 // of every dimension must fit in the 48 KiB of shared memory a block gets without opting in.
 const MaxDims = 384
 
-// ReduceMaxQ is the largest cluster count that Reduce and Cluster accept: one thread of a block
-// owns each cluster.
+// ReduceMaxQ is the largest cluster count that Reduce and Cluster accept: each of the 256 threads
+// of a cf_reduce_chunk_o4 block owns at most 4 clusters' sums (RED_OWN in microcluster.cu).
 const ReduceMaxQ = 1024
 
 // columnsShape checks that cols has at least one dimension and equal-length columns, and returns

@@ -53,11 +53,21 @@ type mcAssignParams struct {
 	Assign uint64 `c:"assign"`
 }
 
-// mcReduceParams is cf_reduce_chunk's parameter (microcluster.cu: McReduceParams).
+// mcSortParams is cf_sort's parameter (microcluster.cu: McSortParams).
+type mcSortParams struct {
+	Assign uint64 `c:"assign"`
+	N      int64  `c:"n"`
+	Q      int64  `c:"q"`
+	Idx    uint64 `c:"idx"`
+	Starts uint64 `c:"starts"`
+}
+
+// mcReduceParams is the parameter of cf_reduce_chunk_o1 and _o4 (microcluster.cu: McReduceParams).
 type mcReduceParams struct {
 	X      uint64 `c:"X"`
 	E      uint64 `c:"E"`
-	Assign uint64 `c:"assign"`
+	Idx    uint64 `c:"idx"`
+	Starts uint64 `c:"starts"`
 	N      int64  `c:"n"`
 	D      int64  `c:"d"`
 	Q      int64  `c:"q"`

@@ -9,29 +9,60 @@ import (
 	"gorgonia.org/cu"
 )
 
-// assignBlock is the number of threads (objects) per block of assign_nearest.
-const assignBlock = 256
+// assignBlock is the number of threads per block of assign_nearest (its __launch_bounds__), and
+// assignRows the objects each thread takes (ASSIGN_ROWS in microcluster.cu).
+const (
+	assignBlock = 256
+	assignRows  = 2
+)
+
+// assignTile is assign_nearest's centroid tile for dims dimensions and q centroids: a multiple of
+// 32 (the kernel reads the tile rows as float4 and batches 32 centroids), at most 1024 and at
+// most 48 KiB of shared memory.
+func assignTile(dims, q int) int {
+	return max(32, min(1024, (48*1024/4/dims)/32*32, (q+31)/32*32))
+}
 
 // launchAssign runs assign_nearest on device buffers; owner thread only.
 func (d *Device) launchAssign(xp cu.DevicePtr, n int, cp cu.DevicePtr, q, dims int, ap cu.DevicePtr) error {
-	tile := tileFor(dims, q)
-	grid := (n + assignBlock - 1) / assignBlock
+	tile := assignTile(dims, q)
+	grid := (n + assignBlock*assignRows - 1) / (assignBlock * assignRows)
 	return launchParams(d, "assign_nearest", [3]int{grid, 1, 1}, [3]int{assignBlock, 1, 1}, dims*tile*4,
 		&mcAssignParams{X: uint64(xp), N: int64(n), C: uint64(cp), Q: int64(q), D: int64(dims), Tile: int64(tile),
 			Assign: uint64(ap)})
 }
 
-// cfBuffers are the scratch and result buffers of one Reduce on the device.
+// reduceBlock is the block size of cf_sort and cf_reduce_chunk_o* (RED_THREADS in
+// microcluster.cu), reduceTile the rows of a sort tile (RED_TILE).
+const (
+	reduceBlock = 256
+	reduceTile  = 2048
+)
+
+// sortShared is cf_sort's dynamic shared memory for q clusters: 8 warps x q uint16 counts (16 KiB
+// at ReduceMaxQ, beside its 8 KiB of keys).
+func sortShared(q int) int { return reduceBlock / 32 * q * 2 }
+
+// cfBuffers are the scratch and result buffers of one Reduce on the device: the sorted rows of
+// each tile (uint16, tiles x reduceTile) and their cluster starts (int32, tiles x (q+1)), the
+// per-chunk partial sums and counts, the features and counts.
 type cfBuffers struct {
-	n, dims, q, chunk, chunks int
-	part, pcount, cf, count   cu.DevicePtr
+	n, dims, q, chunk, chunks, tiles     int
+	idx, starts, part, pcount, cf, count cu.DevicePtr
 }
 
 func newCFBuffers(n, dims, q, chunk int) (b *cfBuffers, err error) {
 	b = &cfBuffers{n: n, dims: dims, q: q, chunk: chunk}
 	b.chunks = (n + b.chunk - 1) / b.chunk
-	if b.part, err = alloc("chunk sums", int64(b.chunks)*int64(dims)*3*int64(q)*8); err != nil {
+	b.tiles = (n + reduceTile - 1) / reduceTile
+	if b.idx, err = alloc("sorted rows", int64(b.tiles)*reduceTile*2); err != nil {
 		return nil, err
+	}
+	if b.starts, err = alloc("cluster starts", int64(b.tiles)*int64(q+1)*4); err != nil {
+		return nil, errors.Join(err, b.free())
+	}
+	if b.part, err = alloc("chunk sums", int64(b.chunks)*int64(dims)*3*int64(q)*8); err != nil {
+		return nil, errors.Join(err, b.free())
 	}
 	if b.pcount, err = alloc("chunk counts", int64(b.chunks)*int64(q)*8); err != nil {
 		return nil, errors.Join(err, b.free())
@@ -45,10 +76,10 @@ func newCFBuffers(n, dims, q, chunk int) (b *cfBuffers, err error) {
 	return b, nil
 }
 
-func (b *cfBuffers) free() error { return frees(b.part, b.pcount, b.cf, b.count) }
+func (b *cfBuffers) free() error { return frees(b.idx, b.starts, b.part, b.pcount, b.cf, b.count) }
 
-// launchReduce runs cf_reduce_chunk then cf_finalize; cent (or 0) receives the new centroids.
-// Owner thread only.
+// launchReduce runs cf_sort, cf_reduce_chunk_o1 (q <= 256 clusters, one per thread) or _o4, and
+// cf_finalize; cent (or 0) receives the new centroids. Owner thread only.
 func (d *Device) launchReduce(xp, ep, ap cu.DevicePtr, b *cfBuffers, cent cu.DevicePtr) error {
 	if b.chunks == 0 {
 		// No rows: the features are all zero (and the centroids stay), as on the CPU.
@@ -60,10 +91,17 @@ func (d *Device) launchReduce(xp, ep, ap cu.DevicePtr, b *cfBuffers, cent cu.Dev
 		}
 		return nil
 	}
-	block := max(32, (b.q+31)/32*32)
-	if err := launchParams(d, "cf_reduce_chunk", [3]int{b.chunks, b.dims, 1}, [3]int{block, 1, 1}, 0,
-		&mcReduceParams{X: uint64(xp), E: uint64(ep), Assign: uint64(ap), N: int64(b.n), D: int64(b.dims),
-			Q: int64(b.q), Chunk: int64(b.chunk), Part: uint64(b.part), Pcount: uint64(b.pcount)}); err != nil {
+	if err := launchParams(d, "cf_sort", [3]int{b.tiles, 1, 1}, [3]int{reduceBlock, 1, 1}, sortShared(b.q),
+		&mcSortParams{Assign: uint64(ap), N: int64(b.n), Q: int64(b.q), Idx: uint64(b.idx), Starts: uint64(b.starts)}); err != nil {
+		return err
+	}
+	kernel := "cf_reduce_chunk_o1"
+	if b.q > reduceBlock {
+		kernel = "cf_reduce_chunk_o4"
+	}
+	if err := launchParams(d, kernel, [3]int{b.chunks, b.dims, 1}, [3]int{reduceBlock, 1, 1}, (b.q+1)*4,
+		&mcReduceParams{X: uint64(xp), E: uint64(ep), Idx: uint64(b.idx), Starts: uint64(b.starts), N: int64(b.n),
+			D: int64(b.dims), Q: int64(b.q), Chunk: int64(b.chunk), Part: uint64(b.part), Pcount: uint64(b.pcount)}); err != nil {
 		return err
 	}
 	t := b.dims * b.q

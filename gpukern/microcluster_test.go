@@ -1,6 +1,7 @@
 package gpukern_test
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -20,6 +21,7 @@ func TestAssignParity(t *testing.T) {
 		dupCentres bool // centroids repeated: exact distance ties
 	}{
 		{"q=1", 1000, 3, 1, false},
+		{"fewer rows than a block", 100, 5, 40, false},
 		{"q=200 d=10", 20011, 10, 200, false},
 		{"q not multiple of 32", 5000, 4, 77, false},
 		{"multi-tile q=300 d=50", 3000, 50, 300, false},
@@ -103,6 +105,7 @@ func TestReduceParity(t *testing.T) {
 		{"certain data", 100000, 2, 50, true, false},
 		{"q=1024 max", 30000, 2, 1024, false, true},
 		{"empty clusters", 9000, 5, 300, false, false},
+		{"skewed", 50000, 3, 700, false, true}, // most rows in cluster 0: long runs per sorted tile
 	}
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -117,6 +120,9 @@ func TestReduceParity(t *testing.T) {
 				A[i] = int32(r.IntN(c.q))
 				if c.name == "empty clusters" {
 					A[i] = int32(r.IntN(c.q / 3)) // two thirds of the clusters get no row
+				}
+				if c.name == "skewed" && r.IntN(10) != 0 {
+					A[i] = 0
 				}
 				if c.outside && r.IntN(50) == 0 {
 					A[i] = []int32{-1, int32(c.q)}[r.IntN(2)]
@@ -133,6 +139,65 @@ func TestReduceParity(t *testing.T) {
 			sameFeatures(t, got, want)
 		})
 	}
+}
+
+// TestReduceChunksParity: Reduce with chunkings other than microcluster's (chunks shorter than, equal
+// to and not a multiple of the 2048-row sort tile of cf_sort, so that chunks share tiles, and one
+// chunk for everything), with q below and above 256 (cf_reduce_chunk_o1 and _o4), equals a plain
+// row-order reference with the same chunks bit for bit.
+func TestReduceChunksParity(t *testing.T) {
+	d := openDevice(t)
+	const n, dim = 10000, 2
+	r := newRand(t, 350)
+	X := testcols.Uniform(r, n, dim)
+	E := testcols.Uniform(r, n, dim)
+	for _, q := range []int{37, 600} {
+		A := make([]int32, n)
+		for i := range A {
+			A[i] = int32(r.IntN(q+2)) - 1 // -1 and q: no cluster
+		}
+		for _, chunk := range []int{1, 31, 1000, 2048, 3000, n} {
+			want := chunkedReduce(X, E, A, q, chunk)
+			got, err := gpukern.Reduce(d, X, E, A, q, chunk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Run(fmt.Sprintf("q=%d chunk=%d", q, chunk), func(t *testing.T) { sameFeatures(t, got, want) })
+		}
+	}
+}
+
+// chunkedReduce is the definition Reduce implements: per chunk of chunk rows, each cluster's
+// means, squared means and squared sds added in row order, then the chunk sums added in chunk
+// order.
+func chunkedReduce(X, E [][]float32, A []int32, q, chunk int) *microcluster.MicroClusters {
+	m, err := microcluster.New(len(X), q)
+	if err != nil {
+		panic(err)
+	}
+	for lo := 0; lo < len(A); lo += chunk {
+		hi := min(lo+chunk, len(A))
+		for j := range X {
+			s1, s2, s3 := make([]float64, q), make([]float64, q), make([]float64, q)
+			for i := lo; i < hi; i++ {
+				if c := A[i]; c >= 0 && int(c) < q {
+					v, e := float64(X[j][i]), float64(E[j][i])
+					s1[c] += v
+					s2[c] += v * v
+					s3[c] += e * e
+					if j == 0 {
+						m.N[c]++
+					}
+				}
+			}
+			for c := range q {
+				m.CF1[j][c] += s1[c]
+				m.CF2[j][c] += s2[c]
+				m.EF2[j][c] += s3[c]
+			}
+		}
+	}
+	return m
 }
 
 // TestClusterParity runs the passes on resident data and compares them with the same loop on
