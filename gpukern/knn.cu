@@ -115,7 +115,9 @@ __device__ __forceinline__ float knn_bound(float x) {
 // warp computes the exact distances of the listed points only, adding those <= E to the queue
 // (mostly whole-warp merges). The queue keeps the 32*R smallest values added, and all of the k
 // smallest are among them. A list that overflows (heavy ties) falls back to the exact distances
-// of the whole tile for that query.
+// of the whole tile for that query. With several tiles, the queue's k-th after each tile (the
+// largest of k exact values) tightens E and F for the next, so that a large S (the all-rows
+// pass) collects about k ln(tiles) more candidates, not a first tile's share per tile.
 template <int R, int D, int NQ>
 __device__ __forceinline__ void knn_weights_body(const float* __restrict__ S, long long ns,
                                                  const float* __restrict__ Q, long long nq, long long dl,
@@ -184,6 +186,7 @@ __device__ __forceinline__ void knn_weights_body(const float* __restrict__ S, lo
 #pragma unroll
                 for (int i = 0; i < NQ; i++) m1[i] = m2[i] = KNN_INF;
                 const int pm = min(m, KNN_PREFIX * 32);
+#pragma unroll 1  // (as the collecting pass)
                 for (int t0 = 0; t0 < pm; t0 += 32) {
                     const int t = t0 + lane;
                     float a[NQ];
@@ -210,6 +213,7 @@ __device__ __forceinline__ void knn_weights_body(const float* __restrict__ S, lo
                 int count[NQ];
 #pragma unroll
                 for (int i = 0; i < NQ; i++) count[i] = 0;
+#pragma unroll 1  // (unrolled by 2, at 64 registers: 7 % slower, BENCH.md)
                 for (int t0 = 0; t0 < m; t0 += 32) {  // the collecting pass
                     const int t = t0 + lane;
                     float a[NQ];
@@ -218,9 +222,11 @@ __device__ __forceinline__ void knn_weights_body(const float* __restrict__ S, lo
                     for (int i = 0; i < NQ; i++) {
                         const bool c = t < m && t != own[i] && a[i] <= F[i];
                         const unsigned mask = __ballot_sync(WARP_FULL, c);
-                        const int pos = count[i] + __popc(mask & ltmask);
-                        if (c && pos < KNN_LIST) lists[i * KNN_LIST + pos] = (unsigned short)t;
-                        count[i] += __popc(mask);
+                        if (mask) {  // (most batches of a later tile have no candidate)
+                            const int pos = count[i] + __popc(mask & ltmask);
+                            if (c && pos < KNN_LIST) lists[i * KNN_LIST + pos] = (unsigned short)t;
+                            count[i] += __popc(mask);
+                        }
                     }
                 }
                 __syncwarp();  // the lists are written
@@ -242,6 +248,13 @@ __device__ __forceinline__ void knn_weights_body(const float* __restrict__ S, lo
                             float a[1];
                             knn_dist2<D, 1, false>(qv, sS, tile, t, d, Q, nq, qq, a);
                             wq[i].add(t < m && t != own[i] && a[0] <= E[i], a[0], lane);
+                        }
+                    }
+                    if (tb + 1 < ntiles) {  // the queue's k-th (k exact values) bounds the next tiles tighter
+                        const float kth = wq[i].get(k - 1);
+                        if (kth < E[i]) {
+                            E[i] = kth;
+                            F[i] = knn_bound(kth);
                         }
                     }
                 }

@@ -20,7 +20,7 @@ func TestKNNWeightsParity(t *testing.T) {
 		dup         bool    // S made of a few distinct points repeated: heavy distance ties
 		scale       float32 // coordinates multiplied by it (0: 1)
 		offset      float32 // then shifted by it
-		near        bool    // every other query an ulp from a point of S: distances 2^24 apart
+		near        bool    // every other query an ulp from a point of S: distances 2^40 apart
 	}{
 		{"k=1", 100, 300, 3, 1, false, 0, 0, false},
 		{"k=|S|", 64, 200, 2, 64, false, 0, 0, false},
@@ -45,7 +45,7 @@ func TestKNNWeightsParity(t *testing.T) {
 		{"subnormal distances", 1200, 200, 6, 50, false, 1e-19, 0, false},
 		// Far from the origin: the differences carry few significant bits, many distances tie.
 		{"offset 1e4", 1500, 300, 4, 60, false, 0, 1e4, false},
-		// A neighbour at about 1e-7 and others near 1: the weight is summed in ascending order
+		// A neighbour at about 1e-13 and others near 1: the weight is summed in ascending order
 		// (the values span more than the 23 binades of the tree sum's exact case).
 		{"near copies, k=64", 2000, 300, 10, 64, false, 0, 0, true},
 		{"near copies, k=5, d=3", 700, 300, 3, 5, false, 0, 0, true},
@@ -72,11 +72,14 @@ func TestKNNWeightsParity(t *testing.T) {
 					}
 				}
 			}
-			if c.near {
-				for j := range Q {
-					for i := 0; i < c.nq; i += 2 {
-						Q[j][i] = math.Nextafter32(S[j][(7*i)%c.ns], 2)
+			if c.near { // every other query 2^-43 from a point of S, whose first coordinate is 1e-6
+				for i := 0; i < c.nq; i += 2 {
+					p := (7 * i) % c.ns
+					S[0][p] = 1e-6
+					for j := range Q {
+						Q[j][i] = S[j][p]
 					}
+					Q[0][i] = math.Nextafter32(S[0][p], 1)
 				}
 			}
 			want := make([]float64, c.nq)
