@@ -2,16 +2,19 @@
 
 package gpukern
 
+/*
+#cgo LDFLAGS: -lcuda
+#include <cuda.h>
+*/
+import "C"
+
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"gorgonia.org/cu"
 )
-
-// knnBlock is the number of threads per block of knn_weights_*: one warp per two queries, 32
-// queries per block sharing each shared-memory tile of S.
-const knnBlock = 512
 
 // tileFor returns the number of points per shared-memory tile for d dimensions: a multiple of 32
 // (the kernels' register batch), at most 1024, with d*tile floats within 48 KiB.
@@ -34,7 +37,7 @@ func knnKernel(k, d, ns int) (name string, rows, tile int) {
 	}
 	for _, D := range knnDims {
 		if d <= D {
-			return fmt.Sprintf("knn_weights_q%d_d%d", q, D), D, min(2048, (12288/D)/32*32)
+			return fmt.Sprintf("knn_weights_q%d_d%d", q, D), D, min(knnTileMax, (knnTileBytes/4/D)/32*32)
 		}
 	}
 	return fmt.Sprintf("knn_weights_q%d_dany", q), d, tileFor(d, ns)
@@ -80,12 +83,7 @@ func (d *Device) knnRun(what string, S, Q [][]float32, ns, nq, k int, self bool,
 		if op, err = alloc("out", int64(nq)*8); err != nil {
 			return err
 		}
-		if self {
-			err = d.launchKNN(sp, ns, q, nq, len(S), k, true, op)
-		} else {
-			err = d.launchKNNAny(cu.Stream{}, sp, ns, q, nq, len(S), k, scratchKNNPartial, op)
-		}
-		if err != nil {
+		if err = d.launchKNN(sp, ns, q, nq, len(S), k, self, op); err != nil {
 			return err
 		}
 		return download(d, "out", out, op)
@@ -107,24 +105,42 @@ func (d *Device) launchKNN(sp cu.DevicePtr, ns int, qp cu.DevicePtr, nq, dims, k
 func (d *Device) launchKNNOn(stream cu.Stream, sp cu.DevicePtr, ns int, qp cu.DevicePtr, nq, dims, k int, self bool, op cu.DevicePtr) error {
 	name, rows, tile := knnKernel(k, dims, ns)
 	shared := rows * tile * 4
-	// A batch of a stream (1000 queries) in blocks of 512 threads would be 32 blocks on a quarter
-	// of the SMs; smaller blocks spread it over at least two per SM (each block reads S from L2:
-	// a few hundred KB per block, microseconds).
-	block := knnBlock
-	for block > 64 && (nq+block/16-1)/(block/16) < 2*d.smCount {
-		block /= 2
+	if k <= 64 { // the 64-slot kernels' candidate lists
+		shared += knnBlock / 32 * knnQueriesPerWarp * knnList * 2
 	}
-	perSM, err := d.fns[name].MaxActiveBlocksPerMultiProcessor(block, int64(shared))
+	if err := allowShared(d, name, shared); err != nil {
+		return err
+	}
+	perSM, err := d.fns[name].MaxActiveBlocksPerMultiProcessor(knnBlock, int64(shared))
 	if err != nil {
 		return fmt.Errorf("kernel %s: cuOccupancyMaxActiveBlocksPerMultiprocessor: %w", name, err)
 	}
-	perBlock := block / 32 * 2 // queries
+	perBlock := knnBlock / 32 * knnQueriesPerWarp // queries
 	grid := min((nq+perBlock-1)/perBlock, max(perSM, 1)*d.smCount)
 	var selfArg int64
 	if self {
 		selfArg = 1
 	}
-	return launchParamsOn(d, stream, name, [3]int{grid, 1, 1}, [3]int{block, 1, 1}, shared, &knnParams{S: uint64(sp),
+	return launchParamsOn(d, stream, name, [3]int{grid, 1, 1}, [3]int{knnBlock, 1, 1}, shared, &knnParams{S: uint64(sp),
 		Ns: int64(ns), Q: uint64(qp), Nq: int64(nq), D: int64(dims), K: int64(k), Tile: int64(tile), Self: selfArg,
 		Out: uint64(op)})
+}
+
+// allowShared raises kernel's dynamic shared-memory limit to bytes when that is past the 48 KiB
+// default (cuFuncSetAttribute, MAX_DYNAMIC_SHARED_SIZE_BYTES; the limit is per function and
+// cheap to set again). Owner thread only.
+func allowShared(d *Device, kernel string, bytes int) error {
+	if bytes <= 48*1024 {
+		return nil
+	}
+	fn, ok := d.fns[kernel]
+	if !ok {
+		return fmt.Errorf("kernel %s: not loaded", kernel)
+	}
+	// cu.Function is a struct holding the CUfunction handle and nothing else (launch_cuda.go).
+	f := *(*C.CUfunction)(unsafe.Pointer(&fn))
+	if r := C.cuFuncSetAttribute(f, C.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, C.int(bytes)); r != C.CUDA_SUCCESS {
+		return fmt.Errorf("kernel %s: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %d): CUresult %d", kernel, bytes, int(r))
+	}
+	return nil
 }

@@ -9,18 +9,20 @@
 // Use: every lane computes one candidate distance; a ballot of `dist < threshold` names the lanes
 // with a candidate, and the warp inserts them one at a time (shuffled to all lanes), or merges
 // the whole batch when there are many (FAISS's "merge of candidate tiles"), then reads the new
-// threshold, the k-th smallest so far (k <= 32*R). The threshold may be stale within one
-// ballot: an inserted value larger than the k-th one lands behind position k-1 (or falls off the
-// end) and never changes positions 0..k-1, so the first k positions are exactly the k smallest
-// values offered (as a multiset; ties are interchangeable). NaN is never offered (`NaN < x` is
-// false), and +inf offers are rejected by the initial +inf threshold, as by the CPU heap.
+// threshold, the k-th smallest so far (k <= 32*R) (offer; add when the caller filters by a bound
+// of its own). The threshold may be stale within one ballot: an inserted value larger than the
+// k-th one lands behind position k-1 (or falls off the end) and never changes positions 0..k-1,
+// so the first k positions are exactly the k smallest values offered (as a multiset; ties are
+// interchangeable). NaN is never offered (`NaN < x` is false), and +inf offers are rejected by
+// the initial +inf threshold, as by the CPU heap. sort orders a queue filled lane by lane, and
+// sum gives the ascending float64 sum's bits with a warp tree where that is exact.
 #pragma once
 
 #define WARP_FULL 0xffffffffu
 
 // SELECT_MERGE_MIN is the number of offers in one ballot from which WarpQueue::offer merges the
 // whole batch (about 120 instructions for R = 2) instead of inserting one value at a time (about
-// 16 each).
+// 12 each).
 #define SELECT_MERGE_MIN 8
 
 template <int R>
@@ -33,13 +35,14 @@ struct WarpQueue {
     }
 
     // insert adds v (the same value in every lane) and drops the largest value: new[p] = old[p]
-    // when old[p] <= v, else max(old[p-1], v) (old[-1] = -inf). The whole warp must call it.
+    // when old[p] <= v, else max(old[p-1], v) (old[-1] = -inf), i.e. min(old[p], max(old[p-1], v))
+    // (old[p-1] <= old[p]): two min/max per slot, no compare. The whole warp must call it.
     __device__ __forceinline__ void insert(float v, int lane) {
         float prev = __shfl_up_sync(WARP_FULL, q[R - 1], 1);
         if (lane == 0) prev = __int_as_float(0xff800000);  // -inf
 #pragma unroll
-        for (int r = R - 1; r > 0; r--) q[r] = q[r] <= v ? q[r] : fmaxf(q[r - 1], v);
-        q[0] = q[0] <= v ? q[0] : fmaxf(prev, v);
+        for (int r = R - 1; r > 0; r--) q[r] = fminf(q[r], fmaxf(q[r - 1], v));
+        q[0] = fminf(q[0], fmaxf(prev, v));
     }
 
     // get returns position p (warp-uniform, 0 <= p < 32*R) in every lane. The whole warp must call it.
@@ -95,24 +98,62 @@ struct WarpQueue {
         }
     }
 
-    // offer adds the values of the lanes whose pred is set and returns the new threshold,
-    // position k-1 (or `threshold` unchanged when no lane offered). A few offers are inserted one
-    // at a time in lane order; from SELECT_MERGE_MIN on, one bitonic merge of the whole batch is
-    // cheaper (the first batches of a query, when every distance is a candidate). Either way the
-    // queue ends up holding the 32*R smallest values offered. Warp-uniform call.
-    __device__ __forceinline__ float offer(bool pred, float v, int lane, int k, float threshold) {
+    // add adds the values of the lanes whose pred is set and says whether there were any. A few
+    // are inserted one at a time (from the highest lane down: the order does not change the
+    // multiset kept); from SELECT_MERGE_MIN on, one bitonic merge of the whole batch is cheaper
+    // (the first batches of a query, when every distance is a candidate). Either way the queue
+    // ends up holding the 32*R smallest values offered. Warp-uniform call.
+    __device__ __forceinline__ bool add(bool pred, float v, int lane) {
         unsigned mask = __ballot_sync(WARP_FULL, pred);
-        if (mask == 0) return threshold;
+        if (mask == 0) return false;
         if (__popc(mask) >= SELECT_MERGE_MIN) {
             merge32(pred ? v : __int_as_float(0x7f800000), lane);
         } else {
             do {
-                const int src = __ffs(mask) - 1;
-                mask &= mask - 1;
+                const int src = 31 - __clz(mask);
+                mask ^= 1u << src;
                 insert(__shfl_sync(WARP_FULL, v, src), lane);
             } while (mask);
         }
-        return get(k - 1);
+        return true;
+    }
+
+    // offer is add that returns the new threshold, position k-1 (or `threshold` unchanged when no
+    // lane offered). Warp-uniform call.
+    __device__ __forceinline__ float offer(bool pred, float v, int lane, int k, float threshold) {
+        return add(pred, v, lane) ? get(k - 1) : threshold;
+    }
+
+    // sort orders the queue's 32*R values ascending (a bitonic sort over the warp's positions
+    // lane*R + r), for a queue filled directly rather than through add. Warp-uniform call.
+    __device__ __forceinline__ void sort(int lane) {
+        constexpr int N = 32 * R;
+#pragma unroll
+        for (int size = 2; size <= N; size <<= 1) {
+#pragma unroll
+            for (int stride = size >> 1; stride > 0; stride >>= 1) {
+                if (stride >= R) {  // partners in other lanes
+                    const int ls = stride / R;
+                    const bool lower = (lane & ls) == 0;
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        const bool asc = ((lane * R + r) & size) == 0;
+                        const float o = __shfl_xor_sync(WARP_FULL, q[r], ls);
+                        q[r] = lower == asc ? fminf(q[r], o) : fmaxf(q[r], o);
+                    }
+                } else {  // partners in the same lane
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        if ((r & stride) == 0) {
+                            const bool asc = ((lane * R + r) & size) == 0;
+                            const float lo = fminf(q[r], q[r | stride]), hi = fmaxf(q[r], q[r | stride]);
+                            q[r] = asc ? lo : hi;
+                            q[r | stride] = asc ? hi : lo;
+                        }
+                    }
+                }
+            }
+        }
     }
 
     // ascending_sum is the float64 sum of positions 0..k-1 in ascending order (solvingset's
@@ -121,6 +162,36 @@ struct WarpQueue {
         double w = 0.0;
         for (int c = 0; c < k; c++) w = __dadd_rn(w, (double)get(c));
         return w;
+    }
+
+    // sum is ascending_sum for non-negative values (distances), computed as a warp tree when
+    // that gives the same bits: when the nonzero values among positions 0..k-1 span at most
+    // 29 - log2(32R) binades, every one is a multiple of the smallest one's ulp U and any sum of
+    // them is below 2^53 U, so every partial sum, in any order, is exact in float64. Zeros add
+    // nothing, +inf makes +inf in any order (no NaN or -inf is ever kept). Otherwise (rare: a
+    // neighbour 2^23 times nearer than another) the ascending sum. Warp-uniform call.
+    __device__ __forceinline__ double sum(int k, int lane) const {
+        constexpr unsigned SPAN = R == 1 ? 24 : R == 2 ? 23 : R == 4 ? 22 : R == 8 ? 21 : 0;
+        static_assert(SPAN > 0, "sum: R must be 1, 2, 4 or 8");
+        double s = 0.0;
+        unsigned emin = 0xffu, emax = 0u;  // exponent fields of the nonzero values (subnormals: 1)
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            if (lane * R + r < k) {
+                s = __dadd_rn(s, (double)q[r]);
+                const unsigned e = __float_as_uint(q[r]) >> 23;  // sign bit 0
+                if (q[r] != 0.0f) {
+                    emin = min(emin, max(e, 1u));
+                    emax = max(emax, e);
+                }
+            }
+        }
+        emin = __reduce_min_sync(WARP_FULL, emin);
+        emax = __reduce_max_sync(WARP_FULL, emax);
+        if (emax > emin + SPAN) return ascending_sum(k);
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) s = __dadd_rn(s, __shfl_xor_sync(WARP_FULL, s, off));
+        return s;
     }
 };
 

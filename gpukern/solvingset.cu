@@ -239,7 +239,7 @@ extern "C" __global__ void ss_dtoc(const SsDtocParams P) {
 #define CANDNN_STEP 1024  // entries per thread between early-exit checks
 #define CANDNN_THREADS 256
 #define CANDNN_WARPS (CANDNN_THREADS / 32)
-#define CANDNN_LOADS 4  // row entries each lane loads before offering them (loads in flight)
+#define CANDNN_LOADS 16  // row entries each lane loads before offering them (loads in flight; 4: BENCH.md)
 
 // ss_candnn_q*: step c, candidates' side, block per candidate j (CANDNN_THREADS threads). Each
 // warp keeps the k smallest distances of its strided slice of distM row j that are below the
