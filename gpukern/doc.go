@@ -43,6 +43,14 @@
 // (DensityBounds, the CPU twin's density.Bounds), uploaded with the model; KeepDensityModel
 // keeps a model and its table resident between calls (the pipeline keeps the serving model's).
 //
+// Streaming (a stream's batch of about 1000 records scored against resident models, thousands
+// of times a second): KNNWeightsOn scores against points kept on the device (Device.Upload),
+// splitting S into slices when the batch alone would leave the device idle (knnsplit.cu: each
+// slice's k smallest, then their merge: the same multiset, the same bits); Score runs a batch's
+// density test and k-NN steps in one call, each kernel on its own stream, the inputs packed into
+// one copy (pack.go) and the results back in one; the device keeps those calls' buffers between
+// calls (resident_cuda.go). Device.KernelTimes splits the kernel time by kernel.
+//
 // Projected clustering (ProclusData; proclus.cu) is GPU-FAST-PROCLUS: the control flow stays on
 // the host (internal/algo/proclus, shared with the CPU; internal/accel.GPUProclus), the O(rows)
 // passes run here with the FAST distance cache and incremental localities; the sums are int64
