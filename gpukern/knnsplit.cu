@@ -19,8 +19,10 @@
 #include "select.cuh"
 #include "tile.cuh"
 
-// kns_consider is knn.cu's knn_consider: offer sqrtf(d2) when d2 <= fl(tau^2) (no candidate is
-// dropped: see there) and keep the threshold tau, the k-th smallest offered, and tau2 = fl(tau^2).
+// kns_consider offers sqrtf(d2) when d2 <= fl(tau^2) and keeps the threshold tau, the k-th
+// smallest offered, and tau2 = fl(tau^2). The prefilter drops no candidate: sqrtf(d2) < tau needs
+// d2 < tau^2 in the reals, hence d2 <= fl(tau^2) (rounding is monotone; solvingset.sq32), and it
+// saves the root of every distance that is not one.
 template <int R>
 __device__ __forceinline__ void kns_consider(WarpQueue<R>& wq, float d2, bool ok, int lane, int k, float& tau,
                                              float& tau2) {
