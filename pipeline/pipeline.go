@@ -111,6 +111,15 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 	}
 	p.metrics = metrics.New()
 	p.metrics.SetDevice(p.dev.Name())
+	if g := p.dev.GPU(); g != nil {
+		p.metrics.SetKernelTimes(func() map[string]metrics.KernelTime {
+			out := map[string]metrics.KernelTime{}
+			for k, t := range g.KernelTimes() {
+				out[k] = metrics.KernelTime{Launches: t.Launches, Time: t.Time}
+			}
+			return out
+		})
+	}
 	p.metrics.SetStaleModelAfter(cfg.Run.StaleModelAfter)
 	if cfg.HTTP.Enabled() {
 		if p.lag, err = p.newLagPoller(); err != nil {

@@ -97,6 +97,8 @@ type Metrics struct {
 	lag    map[int]int64 // partition -> lag, for lagTopic
 	topic  string
 	queues map[string]func() int
+	// kernelTimes reads the GPU's per-kernel totals (SetKernelTimes; nil on the CPU).
+	kernelTimes func() map[string]KernelTime
 
 	connected atomic.Bool
 	serving   atomic.Bool
@@ -152,7 +154,7 @@ func New() *Metrics {
 	}
 	m.reg.MustRegister(m.recordsIn, m.recordsOut, m.flagged, m.deadLetters, m.commits, m.commitErrors,
 		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.gpuKernelSeconds, m.gpuFallbacks, bytesMoved,
-		m.brokerConnected, hist, stateCollector{m},
+		m.brokerConnected, hist, stateCollector{m}, kernelCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

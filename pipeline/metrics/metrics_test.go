@@ -390,3 +390,34 @@ func TestReadyzStaleModel(t *testing.T) {
 		t.Fatalf("fresh model: not ready: %s", why)
 	}
 }
+
+// TestKernelTimes: with SetKernelTimes each scrape reports the device's per-kernel totals as
+// read then (none without it, as on the CPU).
+func TestKernelTimes(t *testing.T) {
+	m := New()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	if err := scrapeAndCompare(t, srv.URL+"/metrics", strings.NewReader(""), "outlierd_gpu_kernel_time_seconds_total", "outlierd_gpu_kernel_launches_total"); err != nil {
+		t.Fatalf("without a GPU: %v", err)
+	}
+	launches := int64(0)
+	m.SetKernelTimes(func() map[string]KernelTime {
+		launches += 1000
+		return map[string]KernelTime{"knn_split_q64_d8": {Launches: launches, Time: time.Duration(launches) * 100 * time.Microsecond}}
+	})
+	want := func(n int64, seconds string) string {
+		return `
+# HELP outlierd_gpu_kernel_launches_total Launches per GPU kernel since start.
+# TYPE outlierd_gpu_kernel_launches_total counter
+outlierd_gpu_kernel_launches_total{kernel="knn_split_q64_d8"} ` + strconv.FormatInt(n, 10) + `
+# HELP outlierd_gpu_kernel_time_seconds_total GPU time per kernel since start: the split of outlierd_gpu_kernel_seconds_total (a batch's kernels run side by side on streams, so the sum can exceed wall time).
+# TYPE outlierd_gpu_kernel_time_seconds_total counter
+outlierd_gpu_kernel_time_seconds_total{kernel="knn_split_q64_d8"} ` + seconds + `
+`
+	}
+	for i, seconds := range []string{"0.1", "0.2"} {
+		if err := scrapeAndCompare(t, srv.URL+"/metrics", strings.NewReader(want(int64(1000*(i+1)), seconds)), "outlierd_gpu_kernel_time_seconds_total", "outlierd_gpu_kernel_launches_total"); err != nil {
+			t.Fatalf("scrape %d: %v", i+1, err)
+		}
+	}
+}
