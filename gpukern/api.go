@@ -46,10 +46,10 @@ func KNNWeightsOn(S *Columns, Q [][]float32, k int, out []float64) error {
 	if err := knnOnShape(S, Q, k, len(out)); err != nil {
 		return fmt.Errorf("gpukern.KNNWeightsOn: %w", err)
 	}
-	if len(out) == 0 {
-		return nil
+	if _, err := S.dev.run(nil, []KNNStep{{S: S, Q: Q, K: k, Out: out}}); err != nil {
+		return fmt.Errorf("gpukern.KNNWeightsOn: %w", err)
 	}
-	return S.dev.knnWeightsOn(S, Q, len(out), k, out)
+	return nil
 }
 
 // knnOnShape checks KNNWeightsOn's arguments (nOut weights).

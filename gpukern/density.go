@@ -338,7 +338,7 @@ func DetectRecords(d *Device, m *DensityModel, means, sds [][]float32, p Density
 	if rq.obj.n == 0 {
 		return nil
 	}
-	res, err := d.detectDensity(m, rq.obj, p, rq.lo, rq.hi, rq.off, rq.bounds)
+	res, err := d.run(&densityJob{m: m, rq: rq, p: p}, nil)
 	if err != nil {
 		return fmt.Errorf("gpukern.DetectRecords: %w", err)
 	}
@@ -416,7 +416,8 @@ func DetectClusters(d *Device, m *DensityModel, p DensityParams) ([]DensityVerdi
 	if err != nil {
 		return nil, fmt.Errorf("gpukern.DetectClusters: %w", err)
 	}
-	res, err := d.detectDensity(m, densityObjects{clusters: true, n: m.k}, p, lo, hi, off, m.samplingBounds(p))
+	rq := densityRequest{obj: densityObjects{clusters: true, n: m.k}, lo: lo, hi: hi, off: off, bounds: m.samplingBounds(p)}
+	res, err := d.run(&densityJob{m: m, rq: rq, p: p}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("gpukern.DetectClusters: %w", err)
 	}

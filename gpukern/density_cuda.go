@@ -14,38 +14,6 @@ import (
 // thread holds its slot.
 const densityBlock = 64
 
-// detectDensity runs density_records or density_clusters: the objects, their streams and (exact)
-// the regions go up in one copy into a kept buffer, the model is resident (KeepDensityModel) or
-// uploaded for this call, and the three results come back in one copy (resident_cuda.go: a
-// stream calls this once per batch).
-func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityParams, lo, hi []float64, off []int64, b *DensityBounds) (densityResult, error) {
-	res := newDensityResult(obj.n)
-	err := d.do(func() (err error) {
-		var pk pack
-		pk.reset(d.packBuf)
-		defer func() { d.packBuf = pk.buf[:0] }()
-		in := packDensity(&pk, m, obj, p, lo, hi, off)
-		base, err := pk.upload(d, scratchDensIn, "density inputs")
-		if err != nil {
-			return err
-		}
-		outp, err := d.scratch(scratchDensOut, "density results", int64(len(res.back))*8)
-		if err != nil {
-			return err
-		}
-		mb, release, err := d.densityModelOn(m, b)
-		if err != nil {
-			return err
-		}
-		defer func() { err = errors.Join(err, release()) }()
-		if err = d.launchDensity(cu.Stream{}, m, mb, obj, p, b, in.at(base), outp); err != nil {
-			return err
-		}
-		return download(d, "density results", res.back, outp)
-	})
-	return res, err
-}
-
 // densityInputs are the offsets in a pack of a density launch's inputs (-1: none).
 type densityInputs struct {
 	means, sds, index, lo, hi, off int64

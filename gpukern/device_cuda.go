@@ -90,10 +90,8 @@ type Device struct {
 	spare   [][2]cu.Event
 	// dens are the density models kept resident (KeepDensityModel).
 	dens map[*DensityModel]*densityBuffers
-	// staging is uploadCols' host buffer for packing small uploads into one copy.
-	staging []float32
-	// scratchBufs are the device buffers the streaming entry points keep between calls, packBuf
-	// their host staging buffer (resident_cuda.go).
+	// scratchBufs are the device buffers the streaming calls keep between calls (resident_cuda.go);
+	// packBuf is the host staging buffer of every packed upload (pack.go).
 	scratchBufs [nScratch]scratchBuffer
 	packBuf     []byte
 	// stepStreams are Score's streams, one per concurrent step (blocking streams: they wait for
@@ -419,16 +417,12 @@ func uploadCols(d *Device, what string, cols [][]float32, rows int) (cu.DevicePt
 		return p, nil
 	}
 	if total := int64(len(cols)) * int64(rows) * 4; len(cols) > 1 && total <= packMaxBytes {
-		n := len(cols) * rows
-		if cap(d.staging) < n {
-			d.staging = make([]float32, n)
-		}
-		buf := d.staging[:n]
-		for j, c := range cols {
-			copy(buf[j*rows:(j+1)*rows], c[:rows])
-		}
-		// From pageable memory the copy has finished with buf when the call returns.
-		if err := cu.MemcpyHtoD(p, unsafe.Pointer(&buf[0]), total); err != nil {
+		var pk pack
+		pk.reset(d.packBuf)
+		pk.addCols(cols, rows)
+		d.packBuf = pk.buf[:0]
+		// From pageable memory the copy has finished with the pack when the call returns.
+		if err := cu.MemcpyHtoD(p, unsafe.Pointer(&pk.buf[0]), total); err != nil {
 			_ = frees(p)
 			return 0, fmt.Errorf("cuMemcpyHtoD(%s, %d columns packed): %w", what, len(cols), err)
 		}

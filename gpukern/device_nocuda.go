@@ -64,10 +64,6 @@ func (d *Device) solvingSet(cols [][]float32, rows int, p SolvingSetParams) (Sol
 	return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: %w", errNoCUDA)
 }
 
-func (d *Device) detectDensity(m *DensityModel, obj densityObjects, p DensityParams, lo, hi []float64, off []int64, b *DensityBounds) (densityResult, error) {
-	return densityResult{}, errNoCUDA
-}
-
 func (d *Device) keepDensityModel(m *DensityModel) error { return errNoCUDA }
 
 func (d *Device) dropDensityModel(m *DensityModel) error { return errNoCUDA }
@@ -98,11 +94,9 @@ func (d *Device) hypercubeDensity(g *HypercubeGrid, keys []uint64, count []int32
 	return errNoCUDA
 }
 
-func (d *Device) knnWeightsOn(S *Columns, Q [][]float32, nq, k int, out []float64) error {
-	return fmt.Errorf("gpukern.KNNWeightsOn: %w", errNoCUDA)
-}
-
 // KernelTimes is empty in this build: no kernel runs.
 func (d *Device) KernelTimes() map[string]KernelTotal { return map[string]KernelTotal{} }
 
-func (d *Device) score(s *Scoring, dens densityRequest) error { return errNoCUDA }
+func (d *Device) run(dens *densityJob, knn []KNNStep) (densityResult, error) {
+	return densityResult{}, errNoCUDA
+}

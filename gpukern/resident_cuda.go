@@ -9,7 +9,7 @@ import (
 	"gorgonia.org/cu"
 )
 
-// The streaming entry points (a batch of records scored against a model that stays on the
+// The streaming calls (run: a batch of records scored against a model that stays on the
 // device) call the GPU once per batch, thousands of times a second. What a call costs besides
 // its kernels is fixed per call: each cuMemAlloc and cuMemFree tens of microseconds (cuMemFree
 // also waits for the device), each cuMemcpy from pageable memory several microseconds whatever
@@ -19,21 +19,16 @@ import (
 // buffer for a single copy (a pack), and their outputs into one device buffer for a single copy
 // back.
 
-// scratchSlot names a device buffer kept between calls; each streaming entry point has its own
-// slots, so one call never overwrites another's buffer while it is in use (calls are serialised
-// on the owner thread, and each call has finished with its slots when it returns).
+// scratchSlot names a device buffer kept between calls. The streaming calls (run) are serialised
+// on the owner thread and have finished with their slots when they return, so they share the
+// slots; within one call each concurrent k-NN step has a slot of its own for its slices' lists.
 type scratchSlot int
 
 const (
-	scratchKNNIn        scratchSlot = iota // KNNWeightsOn: the queries
-	scratchKNNOut                          // KNNWeightsOn: the weights
-	scratchDensIn                          // DetectRecords: records, uncertainties, streams, regions
-	scratchDensOut                         // DetectRecords: eta-probabilities, subspaces, flags
-	scratchScoreIn                         // Score: every step's inputs
-	scratchScoreOut                        // Score: every step's results
-	scratchKNNPartial                      // KNNWeightsOn: the slices' k-lists (knnsplit.cu)
-	scratchScorePartial                    // Score: the same, one slot per step from here
-	nScratch            = scratchScorePartial + MaxScoreSteps
+	scratchIn      scratchSlot = iota // every step's inputs
+	scratchOut                        // every step's results
+	scratchPartial                    // the k-NN slices' lists (knnsplit.cu), one slot per step from here
+	nScratch       = scratchPartial + MaxScoreSteps
 )
 
 // scratchBuffer is one kept device buffer.
@@ -93,33 +88,6 @@ func (p *pack) upload(d *Device, s scratchSlot, what string) (cu.DevicePtr, erro
 	}
 	d.toDevice.Add(int64(len(p.buf)))
 	return base, nil
-}
-
-// knnWeightsOn is KNNWeightsOn: the queries up in one copy into a kept buffer, the weights back
-// in one copy from another.
-func (d *Device) knnWeightsOn(S *Columns, Q [][]float32, nq, k int, out []float64) error {
-	err := d.do(func() error {
-		var pk pack
-		pk.reset(d.packBuf)
-		defer func() { d.packBuf = pk.buf[:0] }()
-		pk.addCols(Q, nq)
-		qp, err := pk.upload(d, scratchKNNIn, "queries")
-		if err != nil {
-			return err
-		}
-		op, err := d.scratch(scratchKNNOut, "weights", int64(nq)*8)
-		if err != nil {
-			return err
-		}
-		if err := d.launchKNNAny(cu.Stream{}, cu.DevicePtr(S.ptr), S.rows, qp, nq, S.dims, k, scratchKNNPartial, op); err != nil {
-			return err
-		}
-		return download(d, "weights", out, op)
-	})
-	if err != nil {
-		return fmt.Errorf("gpukern.KNNWeightsOn: %w", err)
-	}
-	return nil
 }
 
 // launchKNNAny runs the k-NN weights of nq queries against S on stream: split into slices of S

@@ -38,14 +38,14 @@ type KNNStep struct {
 // results back in one. At most MaxScoreSteps steps; every KNN step's S must be on d.
 func Score(d *Device, s *Scoring) error {
 	steps := len(s.KNN)
-	var dens densityRequest
+	var dens *densityJob
 	if s.Density != nil {
 		steps++
-		var err error
-		dens, err = recordsRequest(s.Density.Model, s.Density.Means, s.Density.SDs, s.Density.Params, len(s.Density.Out))
+		rq, err := recordsRequest(s.Density.Model, s.Density.Means, s.Density.SDs, s.Density.Params, len(s.Density.Out))
 		if err != nil {
 			return fmt.Errorf("gpukern.Score: density: %w", err)
 		}
+		dens = &densityJob{m: s.Density.Model, rq: rq, p: s.Density.Params}
 	}
 	if steps > MaxScoreSteps {
 		return fmt.Errorf("gpukern.Score: %d steps, at most %d", steps, MaxScoreSteps)
@@ -58,8 +58,20 @@ func Score(d *Device, s *Scoring) error {
 			return fmt.Errorf("gpukern.Score: k-NN step %d: S is on another device", i)
 		}
 	}
-	if err := d.score(s, dens); err != nil {
+	res, err := d.run(dens, s.KNN)
+	if err != nil {
 		return fmt.Errorf("gpukern.Score: %w", err)
 	}
+	if dens != nil {
+		res.verdicts(s.Density.Out, nil)
+	}
 	return nil
+}
+
+// densityJob is a checked density test on one model: DetectRecords', DetectClusters' or a Score
+// density step's.
+type densityJob struct {
+	m  *DensityModel
+	rq densityRequest
+	p  DensityParams
 }

@@ -9,25 +9,27 @@ import (
 	"gorgonia.org/cu"
 )
 
-// score runs Score's steps: one packed upload on the default stream, each step's kernel on its own
-// step stream (blocking streams: they start after the upload and run side by side), then one
-// download on the default stream, which waits for all of them.
-func (d *Device) score(s *Scoring, dens densityRequest) error {
+// run is the one streaming call that Score, DetectRecords, DetectClusters and KNNWeightsOn make:
+// one packed upload on the default stream into a kept buffer, each step's kernel on its own step
+// stream (blocking streams: they start after the upload and run side by side), then one
+// download on the default stream, which waits for all of them. It returns the density step's
+// results (zero without one) and writes each k-NN step's weights.
+func (d *Device) run(dens *densityJob, knn []KNNStep) (densityResult, error) {
 	var res densityResult
-	withDensity := s.Density != nil && dens.obj.n > 0
+	withDensity := dens != nil && dens.rq.obj.n > 0
 	if withDensity {
-		res = newDensityResult(dens.obj.n)
+		res = newDensityResult(dens.rq.obj.n)
 	}
 	// The results, in one device buffer: the density results (newDensityResult's layout), then
 	// each k-NN step's weights.
 	words := len(res.back)
-	knnAt := make([]int, len(s.KNN))
-	for i, st := range s.KNN {
+	knnAt := make([]int, len(knn))
+	for i, st := range knn {
 		knnAt[i] = words
 		words += len(st.Out)
 	}
 	if words == 0 {
-		return nil
+		return res, nil
 	}
 	host := make([]uint64, words)
 	err := d.do(func() (err error) {
@@ -36,40 +38,40 @@ func (d *Device) score(s *Scoring, dens densityRequest) error {
 		defer func() { d.packBuf = pk.buf[:0] }()
 		var din densityInputs
 		if withDensity {
-			din = packDensity(&pk, s.Density.Model, dens.obj, s.Density.Params, dens.lo, dens.hi, dens.off)
+			din = packDensity(&pk, dens.m, dens.rq.obj, dens.p, dens.rq.lo, dens.rq.hi, dens.rq.off)
 		}
-		qAt := make([]int64, len(s.KNN))
-		for i, st := range s.KNN {
+		qAt := make([]int64, len(knn))
+		for i, st := range knn {
 			qAt[i] = pk.addCols(st.Q, len(st.Out))
 		}
-		base, err := pk.upload(d, scratchScoreIn, "scoring inputs")
+		base, err := pk.upload(d, scratchIn, "scoring inputs")
 		if err != nil {
 			return err
 		}
-		outp, err := d.scratch(scratchScoreOut, "scoring results", int64(words)*8)
+		outp, err := d.scratch(scratchOut, "scoring results", int64(words)*8)
 		if err != nil {
 			return err
 		}
 		stream := 0
 		if withDensity {
-			mb, release, derr := d.densityModelOn(s.Density.Model, dens.bounds)
+			mb, release, derr := d.densityModelOn(dens.m, dens.rq.bounds)
 			if derr != nil {
 				return derr
 			}
 			defer func() { err = errors.Join(err, release()) }()
-			if err := d.launchDensity(d.stepStreams[stream], s.Density.Model, mb, dens.obj, s.Density.Params, dens.bounds, din.at(base), outp); err != nil {
+			if err := d.launchDensity(d.stepStreams[stream], dens.m, mb, dens.rq.obj, dens.p, dens.rq.bounds, din.at(base), outp); err != nil {
 				return err
 			}
 			stream++
 		}
-		for i, st := range s.KNN {
+		for i, st := range knn {
 			nq := len(st.Out)
 			if nq == 0 {
 				continue
 			}
 			qp := base + cu.DevicePtr(qAt[i])
 			op := outp + cu.DevicePtr(knnAt[i]*8)
-			if err := d.launchKNNAny(d.stepStreams[stream], cu.DevicePtr(st.S.ptr), st.S.rows, qp, nq, st.S.dims, st.K, scratchScorePartial+scratchSlot(stream), op); err != nil {
+			if err := d.launchKNNAny(d.stepStreams[stream], cu.DevicePtr(st.S.ptr), st.S.rows, qp, nq, st.S.dims, st.K, scratchPartial+scratchSlot(stream), op); err != nil {
 				return err
 			}
 			stream++
@@ -77,15 +79,12 @@ func (d *Device) score(s *Scoring, dens densityRequest) error {
 		return download(d, "scoring results", host, outp)
 	})
 	if err != nil {
-		return err
+		return densityResult{}, err
 	}
-	if withDensity {
-		copy(res.back, host[:len(res.back)])
-		res.verdicts(s.Density.Out, nil)
-	}
-	for i, st := range s.KNN {
+	copy(res.back, host[:len(res.back)])
+	for i, st := range knn {
 		w := host[knnAt[i] : knnAt[i]+len(st.Out)]
 		copy(st.Out, unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(w))), len(w)))
 	}
-	return nil
+	return res, nil
 }

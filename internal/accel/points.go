@@ -57,10 +57,7 @@ func (r *residentPoints) get(g *gpukern.Device, m *solvingset.Model) (*gpukern.C
 // normalised records; solvingset.KNNWeights on the CPU). On the GPU m.Points stay resident while
 // m serves, so a batch uploads only its queries.
 func (d *Device) ModelWeights(m *solvingset.Model, Q [][]float32, out []float64) error {
-	uncovered := ""
-	if m.K > gpukern.KNNMaxK || len(m.Points) > gpukern.MaxDims {
-		uncovered = fmt.Sprintf("k=%d or %d dimensions above the GPU kernel's %d, %d", m.K, len(m.Points), gpukern.KNNMaxK, gpukern.MaxDims)
-	}
+	uncovered := knnUncovered(m.K, len(m.Points))
 	return d.step("k-NN scoring", uncovered, func() error {
 		S, err := d.points.get(d.gpu, m)
 		if err != nil {
@@ -98,7 +95,7 @@ func (d *Device) ScoreBatch(dens *density.Scoring, knn []solvingset.Scoring) err
 		steps++
 	}
 	for _, s := range knn {
-		whole = whole && s.Model.K <= gpukern.KNNMaxK && len(s.Model.Points) <= gpukern.MaxDims
+		whole = whole && knnUncovered(s.Model.K, len(s.Model.Points)) == ""
 	}
 	if !whole || steps > gpukern.MaxScoreSteps {
 		for _, s := range knn {

@@ -44,10 +44,7 @@ func (d *Device) BruteForce(cols [][]float32, p solvingset.Params) (res solvings
 
 // KNNWeights is solvingset.KNNWeights (w_k(q, S) per query, all cores on the CPU).
 func (d *Device) KNNWeights(S, Q [][]float32, k int, out []float64) error {
-	uncovered := ""
-	if k > gpukern.KNNMaxK || len(S) > gpukern.MaxDims {
-		uncovered = fmt.Sprintf("k=%d or %d dimensions above the GPU kernel's %d, %d", k, len(S), gpukern.KNNMaxK, gpukern.MaxDims)
-	}
+	uncovered := knnUncovered(k, len(S))
 	return d.step("k-NN scoring", uncovered, func() error {
 		return gpukern.KNNWeights(d.gpu, S, Q, k, out)
 	}, func() error {
@@ -59,10 +56,7 @@ func (d *Device) KNNWeights(S, Q [][]float32, k int, out []float64) error {
 // Weights is every row's exact weight w_k(p, D \ {p}), solvingset.Weights (for ROC AUC).
 func (d *Device) Weights(cols [][]float32, k int) ([]float64, error) {
 	out := make([]float64, len(cols[0]))
-	uncovered := ""
-	if k > gpukern.KNNMaxK || len(cols) > gpukern.MaxDims {
-		uncovered = fmt.Sprintf("k=%d or %d dimensions above the GPU kernel's %d, %d", k, len(cols), gpukern.KNNMaxK, gpukern.MaxDims)
-	}
+	uncovered := knnUncovered(k, len(cols))
 	err := d.step("exact weights", uncovered, func() error {
 		return gpukern.Weights(d.gpu, cols, k, out)
 	}, func() error {
@@ -77,10 +71,7 @@ func (d *Device) Predict(m *solvingset.Model, cols [][]float32, out []float64) e
 	if err := m.CheckBatch(cols, out); err != nil {
 		return err
 	}
-	uncovered := ""
-	if m.K > gpukern.KNNMaxK || len(cols) > gpukern.MaxDims {
-		uncovered = fmt.Sprintf("k=%d or %d dimensions above the GPU kernel's %d, %d", m.K, len(cols), gpukern.KNNMaxK, gpukern.MaxDims)
-	}
+	uncovered := knnUncovered(m.K, len(cols))
 	return d.step("prediction", uncovered, func() error {
 		q := cols
 		if m.Offset != nil { // the model's normalisation, as ScoreBatch applies it
@@ -186,4 +177,13 @@ func (d *Device) Proclus(cols [][]float32, p proclus.Params) (res *proclus.Resul
 		return err
 	})
 	return res, err
+}
+
+// knnUncovered says why the k-NN kernels do not cover k neighbours in dims dimensions ("" when
+// they do).
+func knnUncovered(k, dims int) string {
+	if k > gpukern.KNNMaxK || dims > gpukern.MaxDims {
+		return fmt.Sprintf("k=%d or %d dimensions above the GPU kernel's %d, %d", k, dims, gpukern.KNNMaxK, gpukern.MaxDims)
+	}
+	return ""
 }

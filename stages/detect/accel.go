@@ -2,6 +2,7 @@ package detect
 
 import (
 	"fmt"
+
 	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/algo/microcluster"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
@@ -17,16 +18,11 @@ type Accelerator interface {
 	Name() string
 	// SolvingSet is solvingset.SolvingSet.
 	SolvingSet(cols [][]float32, p solvingset.Params) (solvingset.Result, error)
-	// ModelWeights is solvingset.KNNWeights against m's points with m's k (w_k(q, S) per query,
-	// the queries in m's space). The device may keep m's points resident while m is used.
-	ModelWeights(m *solvingset.Model, Q [][]float32, out []float64) error
-	// DetectRecords is dm.DetectRecords for normalised records, dm being density.NewModel(mc, h)
-	// (a model's Density and MicroClusters). The device may keep dm resident until a call with
-	// another model.
-	DetectRecords(dm *density.Model, mc *microcluster.MicroClusters, means, sds [][]float32, p density.Params, out []density.Verdict) error
-	// ScoreBatch runs a batch's device steps in one call: the density test (dens, when not nil)
-	// and the k-NN weights against models' points (knn), with DetectRecords' and ModelWeights'
-	// results; the steps overlap on the device.
+	// ScoreBatch runs a batch's device steps in one call, the only scoring call the stage makes
+	// to the device: the density test (dens, when not nil: dens.Model.DetectRecords, the model
+	// density.NewModel(dens.Clusters, h)) and the k-NN weights against models' points (knn:
+	// solvingset.KNNWeights with each model's k, the queries in its space). The device may keep
+	// the models resident while they are used; the steps overlap on it.
 	ScoreBatch(dens *density.Scoring, knn []solvingset.Scoring) error
 	// Cluster is microcluster.Cluster (the model's micro-clustering of the normalised window):
 	// the same result, clusters and assignment.
@@ -48,23 +44,6 @@ func clusterOn(a Accelerator, means, sds [][]float32, q, iterations int, seed ui
 		return a.Cluster(means, sds, q, iterations, seed)
 	}
 	return microcluster.Cluster(means, sds, q, iterations, seed, 0)
-}
-
-// scoreDistance writes w_k(q, S) for normalised queries, on the accelerator when there is one.
-func scoreDistance(a Accelerator, m *solvingset.Model, q [][]float32, out []float64) {
-	if a != nil && a.ModelWeights(m, q, out) == nil {
-		return
-	}
-	m.ScoreBatch(q, out, 0)
-}
-
-// detectDensity runs the density test of normalised records on the accelerator when there is
-// one, else on the CPU.
-func detectDensity(a Accelerator, m *Model, means, sds [][]float32, p density.Params, out []density.Verdict) error {
-	if a != nil {
-		return a.DetectRecords(m.Density, m.MicroClusters, means, sds, p, out)
-	}
-	return m.Density.DetectRecords(means, sds, p, out)
 }
 
 // devicePlanner is a Detector with per-batch device steps that join the batch's one accelerator

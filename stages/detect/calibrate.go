@@ -291,9 +291,9 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 		wait()
 	}
 	density, distance := d.density[:n], d.distance[:n]
-	if !q.planned {
+	if !q.planned { // the CPU (with a device, plan's call computed them)
 		d.space = r.distanceSpace(q.Raw, d.space)
-		scoreDistance(d.accel, r.Ref, d.space, distance)
+		r.Ref.ScoreBatch(d.space, distance, 0)
 	}
 	rescoreMembers(m, q.Batch, r.Ref.Points, r.Ref.K, d.space, distance)
 	d.settle()

@@ -67,8 +67,8 @@ func (d *densityDetector) verdictsFor(n int) []density.Verdict {
 // Score writes DensityOutlier, EtaProbability and Subspace.
 func (d *densityDetector) Score(q *Query, out []batch.Score) error {
 	verdicts := d.verdictsFor(len(out))
-	if !q.planned {
-		if err := detectDensity(d.accel, q.Model, q.Means, q.SDs, q.Density, verdicts); err != nil {
+	if !q.planned { // the CPU (with a device, plan's call tested them)
+		if err := q.Model.Density.DetectRecords(q.Means, q.SDs, q.Density, verdicts); err != nil {
 			return fmt.Errorf("detect: density: %w", err)
 		}
 	}

@@ -41,8 +41,8 @@ func (d *solvingSetDetector) Build(m *Model, w *BuildWindow) error {
 func (d *solvingSetDetector) Score(q *Query, out []batch.Score) error {
 	m := q.Model
 	weights := d.weightsFor(len(out))
-	if !q.planned {
-		scoreDistance(d.accel, m.Distance, q.Means, weights)
+	if !q.planned { // the CPU (with a device, plan's call computed them)
+		m.Distance.ScoreBatch(q.Means, weights, 0)
 	}
 	rescoreMembers(m, q.Batch, m.Distance.Points, m.Distance.K, q.Means, weights)
 	for i, w := range weights {

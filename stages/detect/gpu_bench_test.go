@@ -200,26 +200,13 @@ func feedRange(b *testing.B, s *Stage, mem memory.Allocator, data *synth.Data, l
 // timedBuild is buildOn with each step timed: the normalisation, then each detector's Build.
 func timedBuild(b *testing.B, a Accelerator, cols, sds [][]float32, features []string, cfg Config) (string, float64) {
 	start := time.Now()
-	rows := len(cols[0])
-	m := &Model{Version: 1, Features: features, WindowRecords: rows, Params: buildParams(cfg)}
-	var spread []float64
-	sorted := sortedColumns(cols)
-	m.Offset, m.Scale, spread = robustNormalisation(sorted)
-	ncols := make([][]float32, len(cols))
-	for j := range cols {
-		ncols[j] = normalise(cols[j], m.Offset[j], m.Scale[j], nil)
+	var steps []string
+	if _, err := buildSteps(a, cols, sds, features, cfg, 1, func(what string, took time.Duration) {
+		steps = append(steps, fmt.Sprintf("%s %.1f", what, ms(took)))
+	}); err != nil {
+		b.Fatal(err)
 	}
-	nsds := scaleSDs(sds, m.Scale, rows)
-	steps := fmt.Sprintf("sort + normalisation %.1f", ms(time.Since(start)))
-	w := &BuildWindow{Raw: cols, Sorted: sorted, Means: ncols, SDs: nsds, Spread: spread, Cfg: &cfg}
-	for _, d := range modelDetectors(a, features) {
-		t := time.Now()
-		if err := d.Build(m, w); err != nil {
-			b.Fatal(err)
-		}
-		steps += fmt.Sprintf(", %T %.1f", d, ms(time.Since(t)))
-	}
-	return steps, ms(time.Since(start))
+	return strings.Join(steps, ", "), ms(time.Since(start))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

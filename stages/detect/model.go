@@ -59,6 +59,13 @@ func Build(cols, sds [][]float32, features []string, cfg Config, version uint64)
 // buildOn is Build with the steps an accelerator takes on a (nil: the CPU): the window is
 // normalised, then each of the model's detectors (modelDetectors) builds its part.
 func buildOn(a Accelerator, cols, sds [][]float32, features []string, cfg Config, version uint64) (*Model, error) {
+	return buildSteps(a, cols, sds, features, cfg, version, nil)
+}
+
+// buildSteps is buildOn calling step (when not nil) after the normalisation ("sort +
+// normalisation") and after each detector's Build (its type), with the time since the step
+// began: the build's profile for the benchmarks.
+func buildSteps(a Accelerator, cols, sds [][]float32, features []string, cfg Config, version uint64, step func(what string, took time.Duration)) (*Model, error) {
 	start := time.Now()
 	rows := 0
 	if len(cols) > 0 {
@@ -76,11 +83,18 @@ func buildOn(a Accelerator, cols, sds [][]float32, features []string, cfg Config
 		ncols[j] = normalise(cols[j], m.Offset[j], m.Scale[j], nil)
 	}
 	nsds := scaleSDs(sds, m.Scale, rows)
+	if step != nil {
+		step("sort + normalisation", time.Since(start))
+	}
 
 	w := &BuildWindow{Raw: cols, Sorted: sorted, Means: ncols, SDs: nsds, Spread: spread, Cfg: &cfg}
 	for _, d := range modelDetectors(a, features) {
+		t := time.Now()
 		if err := d.Build(m, w); err != nil {
 			return nil, err
+		}
+		if step != nil {
+			step(fmt.Sprintf("%T", d), time.Since(t))
 		}
 	}
 	m.BuiltAt = time.Now()
