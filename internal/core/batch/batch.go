@@ -365,6 +365,19 @@ type Score struct {
 	// DistanceScore is the distance detector's raw ranking score: w_k(q, R), the k-NN weight
 	// against a uniform sample R of the window (in the window's standardised units).
 	DistanceScore float64
+	// Suppressed: the record reached the flag's threshold (detect.min_score) but the alarm cap
+	// (detect.alarm_rate of the last detect.window records) was spent, so it is not flagged.
+	Suppressed bool
+	// Deviations name, for a flagged or suppressed record, the features farthest out and how
+	// far, in robust standard deviations from the window's median (farthest first).
+	Deviations []Deviation
+}
+
+// Deviation is how far one feature of a record lies from the model's window: (x - median) /
+// (interquartile range / 1.349).
+type Deviation struct {
+	Feature  string
+	RobustSD float64
 }
 
 // HypercubeScore is the hypercube density detector's result for one record (GDBOD over the
