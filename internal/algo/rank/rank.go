@@ -46,9 +46,9 @@ const TailQuantile = 0.01
 // tail's surprisal is HiBase + (x - Hi)/HiScale; below Lo the mirror image. Median and
 // RobustSD give the explanation's robust units.
 type tailFit struct {
-	Lo, Hi             float64
-	LoBase, HiBase     float64 // the empirical surprisal at Lo and Hi (continuity)
-	LoScale, HiScale   float64 // > 0
+	Lo, Hi           float64
+	LoBase, HiBase   float64 // the empirical surprisal at Lo and Hi (continuity)
+	LoScale, HiScale float64 // > 0
 	Median, RobustSD float64 // RobustSD > 0
 }
 
