@@ -333,10 +333,18 @@ func (d *rankDetector) plan(q *Query, p *devicePlan) {
 	p.knn = append(p.knn, solvingset.Scoring{Model: r.Ref, Queries: d.space, Out: d.distance[:n]})
 }
 
-// Explain: "score X > threshold T".
+// Explain: "score X >= threshold T (temp +23.4 robust sd from the window's median)", said
+// to be suppressed when the alarm cap held it back.
 func (d *rankDetector) Explain(s *batch.Score) string {
-	if s.Score > s.Threshold {
-		return "score " + fmtG(s.Score) + " > threshold " + fmtG(s.Threshold)
+	if !(s.Score >= s.Threshold) {
+		return ""
 	}
-	return ""
+	e := "score " + fmtG(s.Score) + " >= threshold " + fmtG(s.Threshold)
+	if devs := batch.DeviationsText(s.Deviations); devs != "" {
+		e += " (" + devs + ")"
+	}
+	if s.Suppressed {
+		e = "suppressed, the alarm cap is spent: " + e
+	}
+	return e
 }

@@ -137,13 +137,10 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 		} else {
 			s.startBuild()
 		}
-	} else if s.model != nil && !s.builds.running && s.win.Len() >= s.cfg.MinRecords &&
-		(s.ext.rebuildDue || s.builds.sinceLast >= s.cfg.Refresh() || time.Since(s.builds.lastBuild) >= s.cfg.RefreshInterval) {
-		// The window holds fewer than min_records only after a start from a snapshot.
-		s.startBuild()
 	}
 	if s.deps.Role == RoleBuilder {
 		delete(s.pending, b)
+		s.maybeRebuild()
 		return []*batch.Batch{b}, nil // in the window: done (a builder scores nothing)
 	}
 
@@ -157,7 +154,19 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 			return nil, err
 		}
 	}
+	// After scoring: the build leaves out the records this batch found significant.
+	s.maybeRebuild()
 	return out, nil
+}
+
+// maybeRebuild starts the next model's build when one is due: refresh_records records or
+// refresh_interval since the last, or a reload that needs one.
+func (s *Stage) maybeRebuild() {
+	if s.model != nil && !s.builds.running && s.win.Len() >= s.cfg.MinRecords &&
+		(s.ext.rebuildDue || s.builds.sinceLast >= s.cfg.Refresh() || time.Since(s.builds.lastBuild) >= s.cfg.RefreshInterval) {
+		// The window holds fewer than min_records only after a start from a snapshot.
+		s.startBuild()
+	}
 }
 
 // beforeModel is what happens to b while no model serves (before_model): held, or passed on

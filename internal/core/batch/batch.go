@@ -14,6 +14,7 @@ package batch
 import (
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -378,6 +379,28 @@ type Score struct {
 type Deviation struct {
 	Feature  string
 	RobustSD float64
+}
+
+// DeviationsText renders deviations as "temp +23.4 robust sd, pressure -5.12 robust sd from the
+// window's median" ("" for none): the explanations' wording, shared by replay and the sink.
+func DeviationsText(devs []Deviation) string {
+	if len(devs) == 0 {
+		return ""
+	}
+	var b []byte
+	for i, d := range devs {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, d.Feature...)
+		b = append(b, ' ')
+		if d.RobustSD >= 0 {
+			b = append(b, '+')
+		}
+		b = strconv.AppendFloat(b, d.RobustSD, 'g', 3, 64)
+		b = append(b, " robust sd"...)
+	}
+	return string(append(b, " from the window's median"...))
 }
 
 // HypercubeScore is the hypercube density detector's result for one record (GDBOD over the
