@@ -3,6 +3,7 @@ package detect
 import (
 	"math"
 	"slices"
+	"time"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
@@ -185,5 +186,53 @@ func explainDeviations(r *Ranker, features []string, raw [][]float32, scores []b
 			}
 			sc.Deviations = append(sc.Deviations, batch.Deviation{Feature: features[d.j], RobustSD: d.z})
 		}
+	}
+}
+
+// alertGroups folds continuing alerts per key (detect.alert_cooldown): the last alert's time
+// of each key and the flagged records folded into it since. Bounded: past maxAlertKeys keys
+// the groups are forgotten (a key then starts a new alert: one alert too many, never one lost).
+type alertGroups struct {
+	open map[string]*alertGroup
+}
+
+type alertGroup struct {
+	at     int64 // the alert's timestamp, ms
+	folded int
+}
+
+const maxAlertKeys = 1 << 16
+
+// fold takes the flagged records of b in order: each one within its key's cooldown after the
+// key's last alert is Grouped; any other is an alert carrying Folded.
+func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
+	if cooldown <= 0 {
+		return
+	}
+	keys, ts := b.Keys(), b.Timestamps()
+	if g.open == nil || len(g.open) > maxAlertKeys {
+		g.open = map[string]*alertGroup{}
+	}
+	for i := range b.Scores {
+		sc := &b.Scores[i]
+		if !sc.Outlier {
+			continue
+		}
+		var k string
+		if keys != nil && keys.IsValid(i) {
+			k = string(keys.Value(i))
+		}
+		var at int64
+		if ts != nil && ts.IsValid(i) {
+			at = int64(ts.Value(i))
+		}
+		if o, ok := g.open[k]; ok && at >= o.at && at-o.at < cooldown.Milliseconds() {
+			sc.Grouped = true
+			o.folded++
+			continue
+		} else if ok {
+			sc.Folded = o.folded
+		}
+		g.open[k] = &alertGroup{at: at}
 	}
 }

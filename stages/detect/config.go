@@ -66,6 +66,12 @@ type Config struct {
 	// broken sensor) cannot page without bound. Under flag_by: rate it is the quota: the share
 	// of a window's records flagged whatever they are. In (0, 0.5]. Default 0.02.
 	AlarmRate float64 `yaml:"alarm_rate"`
+	// AlertCooldown groups continuing alerts: after a key's alert (a flagged record), its
+	// flagged records within this long (by the records' timestamps) are folded into it, marked
+	// grouped and not emitted under sink.emit: outliers (every record is still scored, and
+	// emitted under emit: all); the key's next alert says how many were folded. Records without
+	// a key share one group. Default 0: every flagged record is an alert of its own.
+	AlertCooldown time.Duration `yaml:"alert_cooldown"`
 	// Score configures the ranking detectors and the combined score.
 	Score ScoreConfig `yaml:"score"`
 	// Density configures micro-clustering and density sampling.
@@ -224,6 +230,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FlagBy != FlagBySignificance && c.FlagBy != FlagByRate && c.FlagBy != FlagByVerdicts {
 		add("flag_by", "must be significance, rate or verdicts, got %q", c.FlagBy)
+	}
+	if c.AlertCooldown < 0 {
+		add("alert_cooldown", "must be >= 0 (0: off), got %s", c.AlertCooldown)
 	}
 	if !(c.MinScore > 0) || math.IsInf(c.MinScore, 0) {
 		add("min_score", "must be a number > 0, got %g", c.MinScore)

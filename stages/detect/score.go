@@ -90,6 +90,7 @@ func (s *Stage) score(b *batch.Batch) error {
 	}
 	decide(&s.cfg, m.Ranker != nil, b.Scores)
 	s.capAlarms(b, m.Ranker != nil)
+	s.groups.fold(b, s.cfg.AlertCooldown)
 	explainDeviations(m.Ranker, m.Features, means, b.Scores)
 	b.ModelVersion = m.Version
 	return nil

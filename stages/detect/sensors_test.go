@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
@@ -12,6 +13,7 @@ import (
 	"github.com/outlierd/outlierd/internal/algo/quality"
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
 // Issue 20's sensor streams: three correlated sensors (temperature 70 ± 2, pressure and
@@ -254,5 +256,46 @@ func TestCalibratedScoreFinite(t *testing.T) {
 			t.Fatalf("temperature %g scores %v after %v: want finite and rising", x, s, prev)
 		}
 		prev = s
+	}
+}
+
+// TestAlertCooldownFoldsPerKey: with alert_cooldown 1m, a key's flagged records within a
+// minute of its last alert are grouped (not alerts of their own), the next alert after the
+// cooldown counts them, and keys do not share groups.
+func TestAlertCooldownFoldsPerKey(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	t0 := time.Date(2026, 11, 26, 6, 0, 0, 0, time.UTC)
+	rows := []testbatch.Row{
+		{Offset: 0, Key: []byte("a"), Time: t0},                       // alert
+		{Offset: 1, Key: []byte("a"), Time: t0.Add(10 * time.Second)}, // grouped
+		{Offset: 2, Key: []byte("b"), Time: t0.Add(20 * time.Second)}, // alert: another key
+		{Offset: 3, Key: []byte("a"), Time: t0.Add(30 * time.Second)}, // grouped
+		{Offset: 4, Key: []byte("a"), Time: t0.Add(40 * time.Second)}, // not flagged
+		{Offset: 5, Key: []byte("a"), Time: t0.Add(70 * time.Second)}, // alert, folded 2
+	}
+	for i := range rows {
+		rows[i].Features = []float32{0}
+		rows[i].Score = batch.Score{Scored: true, Outlier: i != 4}
+	}
+	b := testbatch.New(t, mem, "t", []string{"x"}, false, true, rows)
+	defer b.Release()
+	var g alertGroups
+	g.fold(b, time.Minute)
+	want := []struct {
+		grouped bool
+		folded  int
+	}{{false, 0}, {true, 0}, {false, 0}, {true, 0}, {false, 0}, {false, 2}}
+	for i, w := range want {
+		if sc := b.Scores[i]; sc.Grouped != w.grouped || sc.Folded != w.folded {
+			t.Errorf("row %d: grouped %v folded %d, want %v %d", i, sc.Grouped, sc.Folded, w.grouped, w.folded)
+		}
+	}
+	// Off (0): nothing is grouped.
+	b.Scores[1].Grouped = false
+	var off alertGroups
+	off.fold(b, 0)
+	if b.Scores[1].Grouped {
+		t.Error("alert_cooldown 0 grouped a record")
 	}
 }

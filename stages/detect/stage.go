@@ -30,8 +30,10 @@ type Stage struct {
 	// builds); pending is where each pushed batch not yet scored starts in it.
 	sig     *recordBits
 	pending map[*batch.Batch]uint64
-	// alarms is flag_by: significance's cap on the share of the last window's records flagged.
+	// alarms is flag_by: significance's cap on the share of the last window's records flagged;
+	// groups fold continuing alerts per key (alert_cooldown).
 	alarms *alarmCap
+	groups alertGroups
 
 	// The serving model, the builds that replace it, and the batches held for the first one.
 	model  *Model

@@ -383,6 +383,12 @@ func explain(s batch.Score) string {
 		}
 		return out
 	}
+	if s.Outlier && s.Folded > 0 {
+		score += fmt.Sprintf("; %d more flagged records of this key were folded into its previous alert (detect.alert_cooldown)", s.Folded)
+	}
+	if s.Outlier && s.Grouped {
+		score += "; folded into this key's open alert (detect.alert_cooldown)"
+	}
 	switch {
 	case s.Outlier && score != "":
 		return strings.Join(append([]string{"outlier: " + score}, fired()...), "; ")

@@ -372,6 +372,13 @@ type Score struct {
 	// Deviations name, for a flagged or suppressed record, the features farthest out and how
 	// far, in robust standard deviations from the window's median (farthest first).
 	Deviations []Deviation
+	// Grouped: a flagged record that falls within its key's alert cooldown
+	// (detect.alert_cooldown) after the key's last alert: folded into that alert, so the sink
+	// does not emit it under emit: outliers (it does under emit: all).
+	Grouped bool
+	// Folded, on an alert (a flagged record not Grouped), is how many flagged records of its key
+	// were folded into the key's previous alert (0 without a cooldown).
+	Folded int
 }
 
 // Deviation is how far one feature of a record lies from the model's window: (x - median) /
