@@ -203,11 +203,14 @@ func (t *Tail) buildIndex() {
 }
 
 // surprisal returns -ln of the rarer of the left and right tail probabilities of x in feature
-// j, max(-ln P(X <= x), -ln P(X >= x)): within the window's [TailQuantile, 1 - TailQuantile]
-// quantiles P(X <= x) and P(X >= x) estimated as count/n, the window's empirical distribution
-// as ECOD uses it; beyond them the fitted exponential tails (TailQuantile), continuous at the
-// quantiles and rising without bound with the distance (finite for every finite x: the scale
-// is at least a float32 spacing). base is ln(n) (Score computes it once per feature).
+// j, max(-ln P(X <= x), -ln P(X >= x)), P(X <= x) and P(X >= x) estimated as count/n, the
+// window's empirical distribution as ECOD uses it (1/n at and beyond the window's extremes);
+// beyond the window's [TailQuantile, 1 - TailQuantile] quantiles the larger of that and the
+// fitted exponential tail (TailQuantile), which is continuous at the quantiles and rises
+// without bound with the distance (finite for every finite x: the scale is at least a float32
+// spacing). The larger of the two: where the window's own tail is heavier than the fit (a
+// skewed feature of a labelled table) the empirical rarity ranks as ECOD's does; far out the fit
+// does. base is ln(n) (Score computes it once per feature).
 //
 // One logarithm instead of two, with the same bits as the maximum of both: below the range
 // the right tail is ln(n) - ln(n) = 0 and the left one is >= 0 (above it, the mirror image);
@@ -220,12 +223,12 @@ func (t *Tail) surprisal(j int, x float32, base float64) float64 {
 	if n == 0 {
 		return 0
 	}
-	f := &t.fits[j]
-	switch xf := float64(x); {
+	var fitted float64
+	switch f, xf := &t.fits[j], float64(x); {
 	case xf > f.Hi:
-		return f.HiBase + (xf-f.Hi)/f.HiScale
+		fitted = f.HiBase + beyond((xf-f.Hi)/f.HiScale, base)
 	case xf < f.Lo:
-		return f.LoBase + (f.Lo-xf)/f.LoScale
+		fitted = f.LoBase + beyond((f.Lo-xf)/f.LoScale, base)
 	}
 	var le, lt int // #{v <= x}, #{v < x}
 	if ix := &t.index[j]; ix.start != nil && x == x {
@@ -237,7 +240,18 @@ func (t *Tail) surprisal(j int, x float32, base float64) float64 {
 		le, lt = counts(s, x)
 	}
 	ge := n - lt
-	return base - math.Log(float64(max(min(le, ge), 1)))
+	return max(fitted, base-math.Log(float64(max(min(le, ge), 1))))
+}
+
+// beyond is the fitted tail's surprisal u e-folds past its quantile: u up to ln(n), then
+// growing as the logarithm of the excess, so that one feature far out still ranks by how far
+// but cannot outweigh every other feature's evidence linearly (a skewed feature of a labelled
+// table whose top decile is narrow would otherwise decide every ranking alone).
+func beyond(u, base float64) float64 {
+	if u <= base {
+		return u
+	}
+	return base + math.Log1p(u-base)
 }
 
 // counts returns #{v <= x} and #{v < x} in ascending s: the first index with s[i] > x and

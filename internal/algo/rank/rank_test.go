@@ -39,14 +39,16 @@ func bruteTail(cols [][]float32, q []float32, spread []float64) float64 {
 				scale = spread[j]
 			}
 			_, ge := count(float32(hi))
-			sum += base - math.Log(float64(ge)) + (x-hi)/scale
+			_, gx := count(q[j])
+			sum += max(base-math.Log(float64(ge))+beyond((x-hi)/scale, base), base-math.Log(float64(max(gx, 1))))
 		case x < lo:
 			scale := (at(10*TailQuantile) - lo) / math.Ln10
 			if !(scale > 0) {
 				scale = spread[j]
 			}
 			le, _ := count(float32(lo))
-			sum += base - math.Log(float64(le)) + (lo-x)/scale
+			lx, _ := count(q[j])
+			sum += max(base-math.Log(float64(le))+beyond((lo-x)/scale, base), base-math.Log(float64(max(lx, 1))))
 		default:
 			le, ge := count(q[j])
 			sum += base - math.Log(float64(max(min(le, ge), 1)))

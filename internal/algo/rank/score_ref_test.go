@@ -18,20 +18,19 @@ func scoreRef(t *Tail, q [][]float32, out []float64) {
 			n := len(s)
 			x := q[j][i]
 			f := t.fits[j]
+			fitted := 0.0
 			switch {
 			case float64(x) > f.Hi:
-				sum += f.HiBase + (float64(x)-f.Hi)/f.HiScale
-				continue
+				fitted = f.HiBase + beyond((float64(x)-f.Hi)/f.HiScale, math.Log(float64(n)))
 			case float64(x) < f.Lo:
-				sum += f.LoBase + (f.Lo-float64(x))/f.LoScale
-				continue
+				fitted = f.LoBase + beyond((f.Lo-float64(x))/f.LoScale, math.Log(float64(n)))
 			}
 			le := sort.Search(n, func(i int) bool { return s[i] > x })
 			ge := n - sort.Search(n, func(i int) bool { return s[i] >= x })
 			base := math.Log(float64(n))
 			left := base - math.Log(float64(max(le, 1)))
 			right := base - math.Log(float64(max(ge, 1)))
-			sum += max(left, right)
+			sum += max(fitted, left, right)
 		}
 		out[i] = sum
 	}
