@@ -25,31 +25,14 @@ type Tail struct {
 	// index[j] narrows the two searches of feature j to one bucket (derived from Sorted: built
 	// by NewTail and TailOf; a Tail without it searches all of Sorted[j]).
 	index []bucketIndex
-	// fits[j] are feature j's fitted tails and robust location and scale (derived from Sorted
-	// and Spread by TailOf).
-	fits []tailFit
+	// robust[j] is feature j's median and robust sd (derived from Sorted and Spread by TailOf).
+	robust []robust
 }
 
-// TailQuantile is where a feature's empirical distribution hands over to its fitted tails:
-// beyond the window's TailQuantile and 1 - TailQuantile quantiles the tail probability falls
-// exponentially, at the rate it fell from the 10*TailQuantile quantile to the TailQuantile one.
-// The empirical distribution ends at the window's most extreme records, so a record beyond it
-// would score the same however far out it is (a +50 degree spike as a record just past the
-// noise), and a window that holds earlier spikes would rank a new one among them; the fitted
-// tail keeps rising with the distance, and it rests on quantiles that outliers making up less
-// than TailQuantile of the window do not move. An exponential tail is heavier than a Gaussian
-// one: the scores of Gaussian noise beyond the quantile are conservative (at 4 sd about 8.3
-// nats where the Gaussian tail gives 10.4).
-const TailQuantile = 0.01
-
-// tailFit is one feature's fitted tails: beyond Hi (the 1 - TailQuantile quantile) the right
-// tail's surprisal is HiBase + (x - Hi)/HiScale; below Lo the mirror image. Median and
-// RobustSD give the explanation's robust units.
-type tailFit struct {
-	Lo, Hi           float64
-	LoBase, HiBase   float64 // the empirical surprisal at Lo and Hi (continuity)
-	LoScale, HiScale float64 // > 0
-	Median, RobustSD float64 // RobustSD > 0
+// robust is one feature's median and robust standard deviation (the interquartile range /
+// 1.349, or the spread / 1.349 where that is 0): the explanation's units.
+type robust struct {
+	Median, SD float64
 }
 
 // bucketIndex splits a feature's value range into equal buckets: start[b] is the number of
@@ -148,49 +131,32 @@ func TailOfSorted(sorted [][]float32) *Tail {
 func TailOf(sorted [][]float32, spread []float64) *Tail {
 	t := &Tail{Sorted: sorted, Spread: spread}
 	t.buildIndex()
-	t.fits = make([]tailFit, len(sorted))
+	t.robust = make([]robust, len(sorted))
 	for j, s := range sorted {
-		t.fits[j] = fitTails(s, spread[j])
+		t.robust[j] = robustOf(s, spread[j])
 	}
 	return t
 }
 
-// fitTails fits feature j's exponential tails from its sorted values (see TailQuantile). The
-// scale is the distance from the 10*TailQuantile to the TailQuantile quantile per e-fold of
-// probability (ln 10); where that distance is 0 (a discrete feature: more than 9% of the values
-// tie at the edge) the feature's spread is the scale, as the window's range was before.
-func fitTails(s []float32, spread float64) tailFit {
+// robustOf is a feature's median and robust sd from its sorted values.
+func robustOf(s []float32, spread float64) robust {
 	n := len(s)
-	f := tailFit{LoScale: spread, HiScale: spread, RobustSD: spread / 1.349}
 	if n == 0 {
-		f.RobustSD = 1
-		return f
+		return robust{SD: 1}
 	}
 	q := func(p float64) float64 { return float64(s[int(math.Round(p*float64(n-1)))]) }
-	f.Lo, f.Hi = q(TailQuantile), q(1-TailQuantile)
-	f.Median = q(0.5)
-	if d := (q(10*TailQuantile) - f.Lo) / math.Ln10; d > 0 && !math.IsInf(d, 0) {
-		f.LoScale = d
-	}
-	if d := (f.Hi - q(1-10*TailQuantile)) / math.Ln10; d > 0 && !math.IsInf(d, 0) {
-		f.HiScale = d
-	}
-	base := math.Log(float64(n))
-	le, _ := counts(s, float32(f.Lo))
-	_, lt := counts(s, float32(f.Hi))
-	f.LoBase = base - math.Log(float64(max(le, 1)))
-	f.HiBase = base - math.Log(float64(max(n-lt, 1)))
+	r := robust{Median: q(0.5), SD: spread / 1.349}
 	if iqr := q(0.75) - q(0.25); iqr > 0 && !math.IsInf(iqr, 0) {
-		f.RobustSD = iqr / 1.349 // a normal distribution's sd
+		r.SD = iqr / 1.349 // a normal distribution's sd
 	}
-	return f
+	return r
 }
 
 // Deviation is how far x lies from feature j's median in robust standard deviations (the
 // window's interquartile range / 1.349; its spread where that is 0): the explanation's unit.
 func (t *Tail) Deviation(j int, x float32) float64 {
-	f := &t.fits[j]
-	return (float64(x) - f.Median) / f.RobustSD
+	r := &t.robust[j]
+	return (float64(x) - r.Median) / r.SD
 }
 
 func (t *Tail) buildIndex() {
@@ -203,14 +169,13 @@ func (t *Tail) buildIndex() {
 }
 
 // surprisal returns -ln of the rarer of the left and right tail probabilities of x in feature
-// j, max(-ln P(X <= x), -ln P(X >= x)), P(X <= x) and P(X >= x) estimated as count/n, the
-// window's empirical distribution as ECOD uses it (1/n at and beyond the window's extremes);
-// beyond the window's [TailQuantile, 1 - TailQuantile] quantiles the larger of that and the
-// fitted exponential tail (TailQuantile), which is continuous at the quantiles and rises
-// without bound with the distance (finite for every finite x: the scale is at least a float32
-// spacing). The larger of the two: where the window's own tail is heavier than the fit (a
-// skewed feature of a labelled table) the empirical rarity ranks as ECOD's does; far out the fit
-// does. base is ln(n) (Score computes it once per feature).
+// j, max(-ln P(X <= x), -ln P(X >= x)): P(X <= x) and P(X >= x) estimated as count/n, the
+// window's empirical distribution as ECOD uses it, and 1/n for a record at or beyond the
+// window's extreme (a tail is never 0). Beyond the window's range the tail keeps falling,
+// exponentially in units of Spread[j] up to 1/n^2, then ever more slowly (beyond): records
+// beyond the range rank by how far beyond without bound (a +50 degree spike above one just past
+// the noise), yet one feature cannot outweigh the others' evidence linearly. base is ln(n)
+// (Score computes it once per feature).
 //
 // One logarithm instead of two, with the same bits as the maximum of both: below the range
 // the right tail is ln(n) - ln(n) = 0 and the left one is >= 0 (above it, the mirror image);
@@ -220,16 +185,6 @@ func (t *Tail) buildIndex() {
 func (t *Tail) surprisal(j int, x float32, base float64) float64 {
 	s := t.Sorted[j]
 	n := len(s)
-	if n == 0 {
-		return 0
-	}
-	var fitted float64
-	switch f, xf := &t.fits[j], float64(x); {
-	case xf > f.Hi:
-		fitted = f.HiBase + beyond((xf-f.Hi)/f.HiScale, base)
-	case xf < f.Lo:
-		fitted = f.LoBase + beyond((f.Lo-xf)/f.LoScale, base)
-	}
 	var le, lt int // #{v <= x}, #{v < x}
 	if ix := &t.index[j]; ix.start != nil && x == x {
 		b := ix.bucket(x)
@@ -240,13 +195,19 @@ func (t *Tail) surprisal(j int, x float32, base float64) float64 {
 		le, lt = counts(s, x)
 	}
 	ge := n - lt
-	return max(fitted, base-math.Log(float64(max(min(le, ge), 1))))
+	switch {
+	case n > 0 && x < s[0]:
+		return base - math.Log(float64(max(le, 1))) + beyond((float64(s[0])-float64(x))/t.Spread[j], base)
+	case n > 0 && x > s[n-1]:
+		return base - math.Log(float64(max(ge, 1))) + beyond((float64(x)-float64(s[n-1]))/t.Spread[j], base)
+	}
+	return base - math.Log(float64(max(min(le, ge), 1)))
 }
 
-// beyond is the fitted tail's surprisal u e-folds past its quantile: u up to ln(n), then
-// growing as the logarithm of the excess, so that one feature far out still ranks by how far
-// but cannot outweigh every other feature's evidence linearly (a skewed feature of a labelled
-// table whose top decile is narrow would otherwise decide every ranking alone).
+// beyond is the surprisal u spreads past the window's extreme: u up to ln(n) (the tail falls
+// to 1/n^2), then growing as the logarithm of the excess, so that one feature far out still
+// ranks by how far, without bound and finite for every finite value, but cannot outweigh every
+// other feature's evidence linearly.
 func beyond(u, base float64) float64 {
 	if u <= base {
 		return u
@@ -296,7 +257,7 @@ func (t *Tail) Score(q [][]float32, out []float64) {
 	for j := range q {
 		bases[j] = math.Log(float64(len(t.Sorted[j])))
 	}
-	if len(t.fits) != len(t.Sorted) { // a Tail built as a literal: no index, no fits
+	if len(t.robust) != len(t.Sorted) { // a Tail built as a literal: no index
 		t = TailOf(t.Sorted, t.Spread)
 	}
 	for i := range out {
@@ -311,19 +272,25 @@ func (t *Tail) Score(q [][]float32, out []float64) {
 // Calibration maps a detector's raw score (higher = more outlying) to the surprisal of its
 // tail probability among the window's own scores: -log10 P(S >= score), with P estimated
 // from the sorted calibration scores, interpolated between them so that it ranks exactly as
-// the raw score does, up to the calibration's 1 - TailQuantile quantile (the knee); beyond it
-// an exponential tail fitted to the scores from the 1 - 10*TailQuantile quantile to the knee
-// (one decade of probability) keeps rising with the score. Beyond the knee the calibration
-// records' own order no longer counts: a window that holds a few outliers (fewer than
-// TailQuantile of it) would otherwise make their scores its top and squeeze every record
-// beyond the bulk, near or far, into the same few hundredths of a decade.
+// the raw score does, and beyond the largest extended at the rate of the top decile. A window
+// that holds a few outliers (fewer than TailQuantile of it) makes their scores the top of its
+// calibration and would squeeze every record beyond the bulk, near or far, into the same few
+// hundredths of a decade; so the surprisal is also never below an exponential tail fitted from
+// the calibration's 1 - 10*TailQuantile to its 1 - TailQuantile quantile (the knee: one decade
+// of probability), which those outliers do not move and which keeps rising with the score.
 type Calibration struct {
 	// Sorted are the calibration scores, ascending (finite).
 	Sorted []float64
-	// Slope is the surprisal added per unit of raw score beyond the knee: the rate at which
-	// the surprisal rose over the decade below it (derived from Sorted: CalibrationOf).
+	// Slope is the surprisal added per unit of raw score beyond the largest calibration score:
+	// the rate at which it rose from the 90th percentile to the largest.
 	Slope float64
+	// knee is the fitted tail's rate per unit of raw score beyond the knee (0: none); derived
+	// from Sorted, as Slope is (CalibrationOf).
+	knee float64
 }
+
+// TailQuantile is where a calibration hands over to its fitted tail (see Calibration).
+const TailQuantile = 0.01
 
 // NewCalibration sorts a copy of the calibration scores (non-finite ones are dropped).
 func NewCalibration(scores []float64) Calibration {
@@ -338,55 +305,64 @@ func NewCalibration(scores []float64) Calibration {
 }
 
 // CalibrationOf is the Calibration of finite scores already in ascending order (shared, not
-// copied): its slope is derived from them (a snapshot stores the scores).
+// copied), with its slopes derived from them (a snapshot stores the scores and the slope).
 func CalibrationOf(s []float64) Calibration {
 	c := Calibration{Sorted: s}
 	n := len(s)
 	if n == 0 {
 		return c
 	}
-	ki, k := c.knee()
-	r90 := s[int(math.Round((1-10*TailQuantile)*float64(n-1)))]
+	top := math.Log10(float64(n + 1))
+	r90 := s[(9*(n-1))/10]
 	switch {
-	case k > r90:
-		c.Slope = (c.empirical(k, ki) - c.empirical(r90, ki)) / (k - r90)
+	case s[n-1] > r90:
+		c.Slope = (top - c.empirical(r90)) / (s[n-1] - r90)
 	case s[n-1] > s[0]:
-		c.Slope = (math.Log10(float64(n+1)) - c.empirical(s[0], ki)) / (s[n-1] - s[0])
+		c.Slope = (top - c.empirical(s[0])) / (s[n-1] - s[0])
 	default:
 		c.Slope = 1 / max(math.Abs(s[0]), 1)
+	}
+	if ki, lo := c.kneeAt(), s[int(math.Round((1-10*TailQuantile)*float64(n-1)))]; s[ki] > lo {
+		c.knee = (c.empirical(s[ki]) - c.empirical(lo)) / (s[ki] - lo)
 	}
 	return c
 }
 
-// knee is the index and value of the 1 - TailQuantile quantile of the calibration scores.
-func (c *Calibration) knee() (int, float64) {
-	i := int(math.Round((1 - TailQuantile) * float64(len(c.Sorted)-1)))
-	return i, c.Sorted[i]
+// kneeAt is the index of the calibration's 1 - TailQuantile quantile.
+func (c *Calibration) kneeAt() int {
+	return int(math.Round((1 - TailQuantile) * float64(len(c.Sorted)-1)))
 }
 
-// empirical is -log10 of the interpolated tail probability (n - pos(r))/(n + 1) of r among
-// the calibration scores up to the knee (r <= the knee's value, ki its index).
-func (c *Calibration) empirical(r float64, ki int) float64 {
+// empirical is -log10 of the interpolated tail probability (n - pos(r))/(n + 1) of r among the
+// calibration scores (r at most the largest).
+func (c *Calibration) empirical(r float64) float64 {
 	s := c.Sorted
 	n := len(s)
-	i := sort.SearchFloat64s(s[:ki+1], r) // first index with s[i] >= r
+	i := sort.SearchFloat64s(s, r) // first index with s[i] >= r
 	pos := float64(i)
-	if i <= ki && s[i] > r && i > 0 {
+	if s[i] > r && i > 0 {
 		pos = float64(i-1) + (r-s[i-1])/(s[i]-s[i-1])
 	}
 	return math.Log10(float64(n+1)) - math.Log10(float64(n)-pos)
 }
 
-// Surprisal is -log10 of the tail probability of score r among the calibration scores (see
-// Calibration); 0 for an empty calibration or a NaN score. Monotone in r, continuous, and
-// finite for every finite r.
+// Surprisal is -log10 of the tail probability of score r among the calibration scores, never
+// below the fitted tail beyond the knee (see Calibration); 0 for an empty calibration or a NaN
+// score. Monotone in r, continuous, and finite for every finite r.
 func (c *Calibration) Surprisal(r float64) float64 {
-	if len(c.Sorted) == 0 || math.IsNaN(r) {
+	s := c.Sorted
+	n := len(s)
+	if n == 0 || math.IsNaN(r) {
 		return 0
 	}
-	ki, k := c.knee()
-	if r > k {
-		return c.empirical(k, ki) + c.Slope*(r-k)
+	var e float64
+	if r > s[n-1] {
+		e = math.Log10(float64(n+1)) + c.Slope*(r-s[n-1])
+	} else {
+		e = c.empirical(r)
 	}
-	return c.empirical(r, ki)
+	if k := s[c.kneeAt()]; r > k && c.knee > 0 {
+		return max(e, c.empirical(k)+c.knee*(r-k))
+	}
+	return e
 }

@@ -3,56 +3,36 @@ package rank
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 )
 
-// bruteTail is the tail score computed from the definition: within the window's
-// [TailQuantile, 1 - TailQuantile] quantiles the sum over features of max(U_l, U_r) of
-// pyod.models.ecod 3.x (counts by a full scan); beyond them the fitted exponential tails,
-// continuous at the quantiles.
+// bruteTail is the tail score computed from the definition (pyod.models.ecod 3.x: the sum
+// over features of max(U_l, U_r, U_skew) = max(U_l, U_r)), with counts by a full scan.
 func bruteTail(cols [][]float32, q []float32, spread []float64) float64 {
 	var sum float64
 	for j, c := range cols {
-		s := slices.Clone(c)
-		slices.Sort(s)
-		n := len(s)
-		at := func(p float64) float64 { return float64(s[int(math.Round(p*float64(n-1)))]) }
-		lo, hi := at(TailQuantile), at(1-TailQuantile)
-		count := func(x float32) (le, ge int) {
-			for _, v := range c {
-				if v <= x {
-					le++
-				}
-				if v >= x {
-					ge++
-				}
+		n := len(c)
+		le, ge := 0, 0
+		lo, hi := c[0], c[0]
+		for _, v := range c {
+			if v <= q[j] {
+				le++
 			}
-			return le, ge
+			if v >= q[j] {
+				ge++
+			}
+			lo, hi = min(lo, v), max(hi, v)
 		}
 		base := math.Log(float64(n))
-		x := float64(q[j])
-		switch {
-		case x > hi:
-			scale := (hi - at(1-10*TailQuantile)) / math.Ln10
-			if !(scale > 0) {
-				scale = spread[j]
-			}
-			_, ge := count(float32(hi))
-			_, gx := count(q[j])
-			sum += max(base-math.Log(float64(ge))+beyond((x-hi)/scale, base), base-math.Log(float64(max(gx, 1))))
-		case x < lo:
-			scale := (at(10*TailQuantile) - lo) / math.Ln10
-			if !(scale > 0) {
-				scale = spread[j]
-			}
-			le, _ := count(float32(lo))
-			lx, _ := count(q[j])
-			sum += max(base-math.Log(float64(le))+beyond((lo-x)/scale, base), base-math.Log(float64(max(lx, 1))))
-		default:
-			le, ge := count(q[j])
-			sum += base - math.Log(float64(max(min(le, ge), 1)))
+		a := base - math.Log(float64(max(le, 1)))
+		b := base - math.Log(float64(max(ge, 1)))
+		if q[j] < lo {
+			a += beyond((float64(lo)-float64(q[j]))/spread[j], base)
 		}
+		if q[j] > hi {
+			b += beyond((float64(q[j])-float64(hi))/spread[j], base)
+		}
+		sum += max(a, b)
 	}
 	return sum
 }
@@ -133,5 +113,33 @@ func TestCalibrationSurprisal(t *testing.T) {
 			t.Fatalf("Surprisal not monotone at %v: %v < %v", r, s, prev)
 		}
 		prev = s
+	}
+}
+
+// TestCalibrationKneeOutrunsWindowOutliers: a calibration whose top holds a few outliers (5 of
+// 1005 scores at 10,000 against a bulk of 1..1000) still gives a new record far beyond the bulk
+// a surprisal well above the bulk's top, rising with the score, although its rank among the
+// calibration scores is below those outliers: the fitted tail beyond the knee (issue 20: the
+// calibrated distances saturated at the window's edge).
+func TestCalibrationKneeOutrunsWindowOutliers(t *testing.T) {
+	var scores []float64
+	for i := 1; i <= 1000; i++ {
+		scores = append(scores, float64(i))
+	}
+	for range 5 {
+		scores = append(scores, 10000)
+	}
+	c := NewCalibration(scores)
+	emp := math.Log10(1006) - math.Log10(6) // the empirical surprisal just below the five: 2.22
+	prev := c.Surprisal(1000)
+	for _, r := range []float64{2000, 5000, 9000, 10000, 1e6, math.MaxFloat64 / 4} {
+		s := c.Surprisal(r)
+		if !(s > prev) || math.IsInf(s, 0) {
+			t.Fatalf("Surprisal(%g) = %v after %v: want finite and rising", r, s, prev)
+		}
+		prev = s
+	}
+	if s := c.Surprisal(5000); s < emp+1 {
+		t.Errorf("Surprisal(5000) = %v: the window's five outliers squeeze it to their rank (%v)", s, emp)
 	}
 }
