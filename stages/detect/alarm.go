@@ -152,7 +152,8 @@ func significant(cfg *Config, ranked bool, sc *batch.Score) bool {
 // explainDeviations names, for every flagged or suppressed record, the features farthest from
 // the window's median in robust standard deviations (the ranking's tail distributions): the
 // farthest, and any other at least 3 robust sd out and at least half as far, at most three.
-func explainDeviations(r *Ranker, features []string, raw [][]float32, scores []batch.Score) {
+// byKey: explain the records scored by a key's model (keyed.go, with that key's r) or the others.
+func explainDeviations(r *Ranker, features []string, raw [][]float32, scores []batch.Score, byKey bool) {
 	if r == nil || r.Tail == nil {
 		return
 	}
@@ -163,7 +164,7 @@ func explainDeviations(r *Ranker, features []string, raw [][]float32, scores []b
 	var devs []dev
 	for i := range scores {
 		sc := &scores[i]
-		if !sc.Outlier && !sc.Suppressed {
+		if !sc.Outlier && !sc.Suppressed || sc.ByKey != byKey {
 			continue
 		}
 		devs = devs[:0]

@@ -72,6 +72,12 @@ type Config struct {
 	// emitted under emit: all); the key's next alert says how many were folded. Records without
 	// a key share one group. Default 0: every flagged record is an alert of its own.
 	AlertCooldown time.Duration `yaml:"alert_cooldown"`
+	// KeyBy is `none` (default: one model for the whole stream) or `key`: a model per record
+	// key (the Kafka key, or ingest.key_field's value) besides the global one (keyed.go; docs/DESIGN.md,
+	// "Models per key"). Needs flag_by: significance.
+	KeyBy KeyBy `yaml:"key_by"`
+	// Keys configures the models per key (key_by: key).
+	Keys KeysConfig `yaml:"keys"`
 	// Score configures the ranking detectors and the combined score.
 	Score ScoreConfig `yaml:"score"`
 	// Density configures micro-clustering and density sampling.
@@ -91,6 +97,27 @@ type Config struct {
 	// Snapshots is how many snapshots StateDir keeps (the newest). More survive more corrupt
 	// files at the cost of disk (one model each). Default 3.
 	Snapshots int `yaml:"snapshots"`
+}
+
+// KeysConfig configures the models per key (detect.key_by: key).
+type KeysConfig struct {
+	// Window is each key's window: its last this many records make its model. Default 200: about
+	// 13 KB a key with 3 features (docs/BENCHMARKS.md §12), and a +8 sd spike is far beyond the
+	// range of 200 records of noise.
+	Window int `yaml:"window"`
+	// MinRecords is how many records a key needs before it gets a model of its own; until then
+	// the global model scores its records (and their explanation says so). Default 50: a
+	// key's first fiftieth records already give a tail and a calibration that see +8 sd (the
+	// fleet of docs/BENCHMARKS.md §12: a quarter of a window of warm-up costs recall).
+	MinRecords int `yaml:"min_records"`
+	// K is the distance score's neighbours in the key's window. Default 10.
+	K int `yaml:"k"`
+	// MaxKeys bounds the keys held: past it the key seen least recently is evicted (and starts
+	// cold again). Default 100000.
+	MaxKeys int `yaml:"max_keys"`
+	// MaxBytes bounds the keys' windows and models together (as KeyStats.Bytes accounts them);
+	// 0: no bound but max_keys. Default 0.
+	MaxBytes int64 `yaml:"max_bytes"`
 }
 
 // DensityConfig configures the density test (ALGORITHMS.md §2).
@@ -198,6 +225,7 @@ func Default() Config {
 		Density:   DensityConfig{Mode: DensityIndependent, Eta: 0.2, Delta: 0.2, Samples: 800, Clusters: 200, Iterations: 4},
 		Distance:  DistanceConfig{K: 50, N: 50, M: 100},
 		Hypercube: HypercubeConfig{Bins: hypercube.DefaultBins, MaxNeighbours: 1},
+		KeyBy:     KeyByNone, Keys: KeysConfig{Window: 200, MinRecords: 50, K: 10, MaxKeys: 100000},
 		Proclus:   ProclusConfig{K: 10, L: 3},
 	}
 }
@@ -230,6 +258,32 @@ func (c *Config) Validate() error {
 	}
 	if c.FlagBy != FlagBySignificance && c.FlagBy != FlagByRate && c.FlagBy != FlagByVerdicts {
 		add("flag_by", "must be significance, rate or verdicts, got %q", c.FlagBy)
+	}
+	switch c.KeyBy {
+	case KeyByNone:
+	case KeyByKey:
+		if c.FlagBy != FlagBySignificance {
+			add("key_by", "models per key flag by significance: set flag_by: significance (got %q)", c.FlagBy)
+		}
+	default:
+		add("key_by", "must be none or key, got %q", c.KeyBy)
+	}
+	if kc := c.Keys; c.KeyBy == KeyByKey || kc != (KeysConfig{}) {
+		if kc.Window < 8 {
+			add("keys.window", "must be >= 8, got %d", kc.Window)
+		}
+		if kc.K < 1 {
+			add("keys.k", "must be >= 1, got %d", kc.K)
+		}
+		if kc.MinRecords <= kc.K || kc.MinRecords > kc.Window {
+			add("keys.min_records", "must be in (keys.k=%d, keys.window=%d], got %d", kc.K, kc.Window, kc.MinRecords)
+		}
+		if kc.MaxKeys < 1 {
+			add("keys.max_keys", "must be >= 1, got %d", kc.MaxKeys)
+		}
+		if kc.MaxBytes < 0 {
+			add("keys.max_bytes", "must be >= 0 (0: no bound), got %d", kc.MaxBytes)
+		}
 	}
 	if c.AlertCooldown < 0 {
 		add("alert_cooldown", "must be >= 0 (0: off), got %s", c.AlertCooldown)

@@ -52,6 +52,18 @@ const (
 // UnmarshalYAML decodes the word (Validate checks it).
 func (v *FlagBy) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
 
+// KeyBy is detect.key_by: one model for the stream, or one per record key besides it.
+type KeyBy string
+
+// The key_by words.
+const (
+	KeyByNone KeyBy = "none" // one model for the whole stream
+	KeyByKey  KeyBy = "key"  // a model per record key (keyed.go)
+)
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (v *KeyBy) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
+
 // ScoreDetectors is detect.score.detectors: which calibrated scores the combined score takes.
 type ScoreDetectors string
 

@@ -60,6 +60,9 @@ var changeKinds = map[string]ChangeKind{
 	"score.combine": ChangeRebuild,
 
 	"state_dir": ChangeRestart, "snapshots": ChangeRestart,
+	// The models per key are held by key with their windows: a change of their shape restarts.
+	"key_by": ChangeRestart, "keys.window": ChangeRestart, "keys.min_records": ChangeRestart,
+	"keys.k": ChangeRestart, "keys.max_keys": ChangeRestart, "keys.max_bytes": ChangeRestart,
 }
 
 // Change is one changed key of the detect configuration.

@@ -89,9 +89,12 @@ func (s *Stage) score(b *batch.Batch) error {
 		}
 	}
 	decide(&s.cfg, m.Ranker != nil, b.Scores)
+	if s.keyed != nil {
+		s.keyed.score(&s.cfg, s.features, b, means) // warm keys: their own model decides
+	}
 	s.capAlarms(b, m.Ranker != nil)
 	s.groups.fold(b, s.cfg.AlertCooldown)
-	explainDeviations(m.Ranker, m.Features, means, b.Scores)
+	explainDeviations(m.Ranker, m.Features, means, b.Scores, false)
 	b.ModelVersion = m.Version
 	return nil
 }
@@ -109,7 +112,9 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 	for i := range b.Scores {
 		sc := &b.Scores[i]
 		sig := significant(&s.cfg, ranked, sc)
-		if byCap {
+		if sc.ByKey { // decided by its key's model and cap (keyed.go)
+			sig = sc.Outlier || sc.Suppressed
+		} else if byCap {
 			sc.Outlier = s.alarms.admit(sig, limit)
 			sc.Suppressed = sig && !sc.Outlier
 		}

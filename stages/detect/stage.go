@@ -34,6 +34,8 @@ type Stage struct {
 	// groups fold continuing alerts per key (alert_cooldown).
 	alarms *alarmCap
 	groups alertGroups
+	// keyed holds the models per key (key_by: key; nil otherwise).
+	keyed *keyedScorer
 
 	// The serving model, the builds that replace it, and the batches held for the first one.
 	model  *Model
@@ -95,6 +97,9 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 	s := &Stage{cfg: cfg, features: features, withSD: withSD, deps: deps,
 		win: w, ids: newIDRing(cfg.Window), sig: newRecordBits(cfg.Window), pending: map[*batch.Batch]uint64{},
 		alarms: newAlarmCap(cfg.Window), builds: buildState{done: make(chan buildResult, 1), lastBuild: time.Now()}}
+	if cfg.KeyBy == KeyByKey {
+		s.keyed = newKeyedScorer()
+	}
 	hc := &hypercubeDetector{}
 	s.detectors = append(modelDetectors(deps.Accelerator, features), hc)
 	s.followers = []Follower{hc}
@@ -102,6 +107,14 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 		return nil, err
 	}
 	return s, nil
+}
+
+// KeyStats are the models per key's figures (zero without key_by).
+func (s *Stage) KeyStats() KeyStats {
+	if s.keyed == nil {
+		return KeyStats{}
+	}
+	return s.keyed.stats()
 }
 
 // Model is the model now serving (nil before the first).

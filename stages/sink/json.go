@@ -383,6 +383,9 @@ func explain(s batch.Score) string {
 		}
 		return out
 	}
+	if score != "" && s.Warming {
+		score += "; scored by the global model: its key has too few records for its own (detect.keys.min_records)"
+	}
 	if s.Outlier && s.Folded > 0 {
 		score += fmt.Sprintf("; %d more flagged records of this key were folded into its previous alert (detect.alert_cooldown)", s.Folded)
 	}

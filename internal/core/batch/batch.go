@@ -372,6 +372,9 @@ type Score struct {
 	// Deviations name, for a flagged or suppressed record, the features farthest out and how
 	// far, in robust standard deviations from the window's median (farthest first).
 	Deviations []Deviation
+	// ByKey: the record was scored by its key's own model (detect.key_by); Warming: key_by is
+	// set but the key has too few records for a model yet, so the global model scored it.
+	ByKey, Warming bool
 	// Grouped: a flagged record that falls within its key's alert cooldown
 	// (detect.alert_cooldown) after the key's last alert: folded into that alert, so the sink
 	// does not emit it under emit: outliers (it does under emit: all).

@@ -1,0 +1,207 @@
+package detect
+
+import (
+	"container/list"
+	"math"
+	"slices"
+
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/core/batch"
+)
+
+// Models per key (detect.key_by: key; docs/DESIGN.md, "Models per key"). A fleet of sensors
+// on one topic is many populations: a +8 sd spike of one sensor sits inside another's range,
+// so one window and one threshold for the topic cannot see it. With key_by every key keeps a
+// window of its own last keys.window records and, once it holds keys.min_records, a model of
+// its own: the ranking part (the per-feature tail score and the k-NN distance to the key's
+// window, each calibrated against the key's own records, and their combined calibration),
+// which is what flag_by: significance decides by. The paper's detectors (the solving set, the
+// micro-cluster density, the hypercube, PROCLUS) stay global: each needs thousands of records to
+// mean anything (w* is the window's top 0.1%, the density is summarised in 200 micro-clusters),
+// more than a key has or than 16 KB a key can hold.
+//
+// A key's model depends on that key's records alone: its window, its rebuilds (every
+// keys.window/4 of its records, synchronously, in stream order), its records found significant
+// (left out of its next models, as the global ones are), and its own alarm cap (alarm_rate of its
+// last keys.window records). So once warm, a key's records get the same verdicts in the keyed
+// stream as when its records are replayed alone. Until a key is warm its records are scored by
+// the global model and say so. Keys unseen for longest are evicted past keys.max_keys or
+// keys.max_bytes (an evicted key starts cold again).
+
+// keyedScorer holds the per-key state of a stage (owned by the stage's goroutine).
+type keyedScorer struct {
+	keys      map[string]*keyState
+	lru       *list.List // front: the key seen most recently
+	bytes     int64
+	evictions uint64
+	warm      int // keys with a model
+}
+
+// keyState is one key's window, bookkeeping and model.
+type keyState struct {
+	key   string
+	cols  [][]float32 // the key's window, a ring per feature (capacity keys.window)
+	sig   []bool      // in step with cols: the record was significant under the key's model
+	next  int
+	size  int
+	since int // records since the key's last build
+	model *Ranker
+	cap   *alarmCap
+	elem  *list.Element
+}
+
+// KeyStats are the keyed models' figures for the metrics.
+type KeyStats struct {
+	Live, Warming int    // keys with a model of their own; keys still scored by the global model
+	Evictions     uint64 // keys evicted so far (least recently seen first)
+	Bytes         int64  // the keys' windows and models, as accounted (keyBytes)
+}
+
+func newKeyedScorer() *keyedScorer {
+	return &keyedScorer{keys: map[string]*keyState{}, lru: list.New()}
+}
+
+// stats reports the keyed models' figures.
+func (k *keyedScorer) stats() KeyStats {
+	return KeyStats{Live: k.warm, Warming: len(k.keys) - k.warm, Evictions: k.evictions, Bytes: k.bytes}
+}
+
+// keyBytes is what a key holds at a window of w records of d features: its window (float32),
+// the significance bits and the alarm ring (a byte each), and, once warm, its model: the
+// sorted window (float32), the window in the distance space (float32), three calibrations of w
+// scores (float64), and about 300 bytes of headers and map entry.
+func keyBytes(w, d int, warm bool) int64 {
+	b := int64(w*d*4 + 2*w + 300)
+	if warm {
+		b += int64(2*w*d*4 + 3*w*8 + d*(w/8+2)*4) // + the tail's bucket index
+	}
+	return b
+}
+
+// score scores the records of b whose key is warm with the key's model and decides their flag
+// (significance, the key's cap); every record is then pushed into its key's window, which
+// rebuilds the key's model when due. raw are b's feature columns. Records of keys still warming
+// keep the global model's scores and are marked Warming. Called after the global scoring.
+func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw [][]float32) {
+	keys := b.Keys()
+	d := len(raw)
+	x := make([][]float32, d)
+	one := make([][]float32, d)
+	dens, dist := make([]float64, 1), make([]float64, 1)
+	space := make([][]float32, d)
+	for j := range space {
+		space[j] = make([]float32, 1)
+	}
+	for i := range b.Scores {
+		var key string
+		if keys != nil && keys.IsValid(i) {
+			key = string(keys.Value(i))
+		}
+		st := k.state(key, cfg, d)
+		for j := range raw {
+			x[j] = raw[j][i : i+1]
+			one[j] = x[j]
+		}
+		sc := &b.Scores[i]
+		sig := false
+		if r := st.model; r != nil {
+			r.Tail.Score(one, dens)
+			r.distanceSpace(one, space)
+			solvingset.KNNWeights(r.Ref.Points, space, r.Ref.K, 1, dist)
+			sc.DensityScore, sc.DistanceScore = dens[0], dist[0]
+			sc.Score, sc.Threshold = r.combine(dens[0], dist[0]), cfg.MinScore
+			sig = sc.Score >= sc.Threshold
+			sc.Outlier = st.cap.admit(sig, max(1, int(math.Floor(cfg.AlarmRate*float64(cfg.Keys.Window)))))
+			sc.Suppressed = sig && !sc.Outlier
+			sc.ByKey, sc.Warming = true, false
+			sc.Deviations = nil
+			explainDeviations(r, features, one, b.Scores[i:i+1], true)
+		} else {
+			sc.Warming = true
+		}
+		k.push(st, x, sig, cfg)
+	}
+}
+
+// state returns key's state, made (cold) when new; the key becomes the most recently seen, and
+// the least recently seen keys are evicted past the limits.
+func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
+	if st, ok := k.keys[key]; ok {
+		k.lru.MoveToFront(st.elem)
+		return st
+	}
+	w := cfg.Keys.Window
+	st := &keyState{key: key, cols: make([][]float32, d), sig: make([]bool, w), cap: newAlarmCap(w)}
+	for j := range st.cols {
+		st.cols[j] = make([]float32, w)
+	}
+	st.elem = k.lru.PushFront(st)
+	k.keys[key] = st
+	k.bytes += keyBytes(w, d, false)
+	for len(k.keys) > cfg.Keys.MaxKeys || (cfg.Keys.MaxBytes > 0 && k.bytes > cfg.Keys.MaxBytes && len(k.keys) > 1) {
+		k.evict(k.lru.Back().Value.(*keyState), d)
+	}
+	return st
+}
+
+func (k *keyedScorer) evict(st *keyState, d int) {
+	k.lru.Remove(st.elem)
+	delete(k.keys, st.key)
+	k.bytes -= keyBytes(len(st.sig), d, st.model != nil)
+	if st.model != nil {
+		k.warm--
+	}
+	k.evictions++
+}
+
+// push appends one record to its key's window and rebuilds the key's model when it is due:
+// when the window first holds keys.min_records, then every keys.window/4 records.
+func (k *keyedScorer) push(st *keyState, x [][]float32, sig bool, cfg *Config) {
+	w := len(st.sig)
+	for j := range st.cols {
+		st.cols[j][st.next] = x[j][0]
+	}
+	st.sig[st.next] = sig
+	st.next = (st.next + 1) % w
+	st.size = min(st.size+1, w)
+	st.since++
+	if st.size >= cfg.Keys.MinRecords && (st.model == nil || st.since >= max(1, w/4)) {
+		k.build(st, cfg)
+	}
+}
+
+// build makes the key's model from its window, oldest first, without the records found
+// significant (while the rest is at least outcastFloor of the window).
+func (k *keyedScorer) build(st *keyState, cfg *Config) {
+	w, d := len(st.sig), len(st.cols)
+	cols := make([][]float32, d)
+	first := (st.next - st.size + w) % w
+	bits := make([]bool, st.size)
+	for i := range st.size {
+		bits[i] = st.sig[(first+i)%w]
+	}
+	for j := range cols {
+		cols[j] = make([]float32, st.size)
+		for i := range st.size {
+			cols[j][i] = st.cols[j][(first+i)%w]
+		}
+	}
+	cols, _, _ = withoutOutcasts(cols, nil, bits, w)
+	sorted := make([][]float32, d)
+	for j, c := range cols {
+		sorted[j] = slices.Clone(c)
+		slices.Sort(sorted[j])
+	}
+	kc := *cfg
+	kc.Score.Sample, kc.Score.K = len(cols[0]), cfg.Keys.K
+	r, err := buildRanker(cols, sorted, nil, kc)
+	st.since = 0
+	if err != nil {
+		return // too few records left: the previous model (or the global one) keeps scoring
+	}
+	if st.model == nil {
+		k.warm++
+		k.bytes += keyBytes(w, d, true) - keyBytes(w, d, false)
+	}
+	st.model = r
+}

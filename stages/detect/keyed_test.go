@@ -1,0 +1,273 @@
+package detect
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/algo/quality"
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
+)
+
+// fleetRow is one reading of a fleet: its sensor, value and label.
+type fleetRow struct {
+	key   string
+	value float32
+	spike bool
+}
+
+// fleet is issue 21's fleet: sensors with baselines spread over 0..1000 and noise sd 1..5,
+// readings in random sensor order, spikes of +8 sd of the sensor's own noise on rate of them.
+func fleet(sensors, rows int, rate float64, seed uint64) []fleetRow {
+	r := rand.New(rand.NewPCG(seed, 21))
+	base, sd := make([]float64, sensors), make([]float64, sensors)
+	for i := range sensors {
+		base[i], sd[i] = 1000*r.Float64(), 1+4*r.Float64()
+	}
+	out := make([]fleetRow, rows)
+	for i := range out {
+		s := r.IntN(sensors)
+		v := base[s] + sd[s]*r.NormFloat64()
+		spike := r.Float64() < rate
+		if spike {
+			v += 8 * sd[s]
+		}
+		out[i] = fleetRow{key: fmt.Sprintf("sensor-%03d", s), value: float32(v), spike: spike}
+	}
+	return out
+}
+
+// runFleet feeds rows (offsets = their index) through a keyed stage in batches of 500 and
+// returns the records' scores in order.
+func runFleet(t *testing.T, cfg Config, rows []fleetRow, offsets []int64) []batch.Score {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out := make([]batch.Score, 0, len(rows))
+	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	take := func(bs []*batch.Batch) {
+		for _, b := range bs {
+			out = append(out, b.Scores...)
+			b.Release()
+		}
+	}
+	for lo := 0; lo < len(rows); lo += 500 {
+		var tr []testbatch.Row
+		for i := lo; i < min(lo+500, len(rows)); i++ {
+			tr = append(tr, testbatch.Row{Offset: offsets[i], Key: []byte(rows[i].key), Time: t0.Add(time.Duration(i) * time.Second), Features: []float32{rows[i].value}})
+		}
+		bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		take(bs)
+		s.collect(true)
+	}
+	bs, err := s.Flush()
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(bs)
+	return out
+}
+
+// keyedConfig is the default configuration with key_by: key and, to keep the test short, a
+// global window of 5000 (the keys' settings stay the defaults).
+func keyedConfig() Config {
+	cfg := Default()
+	cfg.KeyBy = KeyByKey
+	cfg.Window, cfg.MinRecords, cfg.Distance.N = 5000, 1000, 5
+	return cfg
+}
+
+// TestFleetPerKeyModels: 200 sensors, baselines over 0..1000, noise sd 1..5, 0.2% spikes of +8
+// sd of the sensor's own noise (issue 21's fleet): one model for the topic cannot see them (a
+// spike of one sensor sits inside the others' range); a model per key does: AP >= 0.9, recall
+// >= 0.8, precision >= 0.5 over the whole stream of 1000 readings a sensor, the keys' warm-up
+// (keys.min_records = 50 readings each, 5% of the stream, scored by the global model, which
+// misses their spikes) included. (At 600 readings a sensor the warm-up is 8% and the whole
+// stream's AP 0.86, the warm keys' own 0.96.)
+func TestFleetPerKeyModels(t *testing.T) {
+	rows := fleet(200, 200000, 0.002, 1) // 1000 readings a sensor, 50 of them warm-up
+	offs := make([]int64, len(rows))
+	label := make([]bool, len(rows))
+	for i := range rows {
+		offs[i], label[i] = int64(i), rows[i].spike
+	}
+	for _, keyed := range []bool{false, true} {
+		cfg := keyedConfig()
+		if !keyed {
+			cfg.KeyBy = KeyByNone
+		}
+		sc := runFleet(t, cfg, rows, offs)
+		scores, flags := make([]float64, len(sc)), make([]bool, len(sc))
+		warming := 0
+		for i, s := range sc {
+			scores[i], flags[i] = s.Score, s.Outlier
+			if s.Warming {
+				warming++
+			}
+		}
+		c := quality.Count(flags, label)
+		ap := quality.AveragePrecision(scores, label)
+		var ws []float64
+		var wl []bool
+		for i, s := range sc {
+			if s.ByKey {
+				ws, wl = append(ws, s.Score), append(wl, label[i])
+			}
+		}
+		if keyed {
+			t.Logf("AP of the records scored by their key's model: %.3f", quality.AveragePrecision(ws, wl))
+		}
+		t.Logf("keyed %v: spikes %d, flagged %d, precision %.3f, recall %.3f, AP %.3f, scored while warming %d", keyed, c.TP+c.FN, c.TP+c.FP, c.Precision(), c.Recall(), ap, warming)
+		if keyed && (ap < 0.9 || c.Recall() < 0.8 || c.Precision() < 0.5) {
+			t.Errorf("per key: AP %.3f, recall %.3f, precision %.3f: want >= 0.9, 0.8, 0.5", ap, c.Recall(), c.Precision())
+		}
+		if !keyed && c.Recall() > 0.5 {
+			t.Errorf("one model for the fleet found %.2f of the spikes: the test no longer shows the need", c.Recall())
+		}
+	}
+}
+
+// TestWarmKeyScoresAsAlone: once a key is warm, its records get the same scores and verdicts in
+// the keyed stream as when that key's records are replayed alone (its model depends on its own
+// records only).
+func TestWarmKeyScoresAsAlone(t *testing.T) {
+	rows := fleet(20, 20000, 0.002, 2)
+	offs := make([]int64, len(rows))
+	for i := range rows {
+		offs[i] = int64(i)
+	}
+	all := runFleet(t, keyedConfig(), rows, offs)
+	var alone []fleetRow
+	var aloneOffs []int64
+	var idx []int
+	for i, r := range rows {
+		if r.key == "sensor-007" {
+			alone, aloneOffs, idx = append(alone, r), append(aloneOffs, offs[i]), append(idx, i)
+		}
+	}
+	cfg := keyedConfig()
+	cfg.Window, cfg.MinRecords, cfg.Density.Clusters = 500, 100, 50 // the key alone's global model (it scores only the warm-up)
+	solo := runFleet(t, cfg, alone, aloneOffs)
+	warm := 0
+	for t2, i := range idx {
+		a, b := all[i], solo[t2]
+		if a.ByKey != b.ByKey {
+			t.Fatalf("record %d of the key: by key %v in the fleet, %v alone", t2, a.ByKey, b.ByKey)
+		}
+		if !a.ByKey {
+			continue
+		}
+		warm++
+		if math.Float64bits(a.Score) != math.Float64bits(b.Score) || a.Outlier != b.Outlier || a.Suppressed != b.Suppressed {
+			t.Fatalf("record %d of the key: score %v flag %v in the fleet, %v %v alone", t2, a.Score, a.Outlier, b.Score, b.Outlier)
+		}
+	}
+	if warm < len(idx)/2 {
+		t.Fatalf("%d of %d records scored by the key's model", warm, len(idx))
+	}
+}
+
+// TestKeysEvictedLeastRecentlySeen: past keys.max_keys the key seen least recently goes (and
+// starts cold again); the stats count live, warming, evictions and bytes.
+func TestKeysEvictedLeastRecentlySeen(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.Keys.MaxKeys = 3
+	k := newKeyedScorer()
+	for _, key := range []string{"a", "b", "c", "a", "d"} {
+		k.state(key, &cfg, 2)
+	}
+	if _, ok := k.keys["b"]; ok || len(k.keys) != 3 || k.evictions != 1 {
+		t.Fatalf("keys %v, evictions %d: want b evicted (least recently seen)", k.keys, k.evictions)
+	}
+	st := k.stats()
+	if st.Warming != 3 || st.Live != 0 || st.Bytes != 3*keyBytes(cfg.Keys.Window, 2, false) {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// BenchmarkKeyedStage: the detect stage with key_by: key and the default settings, 3 features,
+// batches of 1000 records of random keys, every key warm before the timer (each key's
+// keys.min_records records pushed first); reports records/s and the heap per key (after a GC,
+// the keyed state's share of the heap over the keys).
+func BenchmarkKeyedStage(b *testing.B) {
+	for _, keys := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+			if keys > 10000 && testing.Short() {
+				b.Skip("100,000 keys: a 5M-record warm-up")
+			}
+			cfg := Default()
+			cfg.KeyBy = KeyByKey
+			mem := memory.NewGoAllocator()
+			s, err := NewStage(cfg, []string{"a", "b", "c"}, false, Deps{Log: zerolog.Nop()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			r := rand.New(rand.NewPCG(5, 5))
+			names := make([][]byte, keys)
+			for i := range names {
+				names[i] = []byte(fmt.Sprintf("key-%06d", i))
+			}
+			var off int64
+			t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+			next := func(key func(i int) int) *batch.Batch {
+				rows := make([]testbatch.Row, 1000)
+				for i := range rows {
+					k := key(i)
+					rows[i] = testbatch.Row{Offset: off, Key: names[k], Time: t0,
+						Features: []float32{float32(k) + float32(r.NormFloat64()), float32(r.NormFloat64()), float32(r.NormFloat64())}}
+					off++
+				}
+				return testbatch.New(b, mem, "bench", []string{"a", "b", "c"}, false, false, rows)
+			}
+			process := func(bt *batch.Batch) {
+				out, err := s.Process(context.Background(), bt)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, o := range out {
+					o.Release()
+				}
+			}
+			for n := 0; n < keys*cfg.Keys.MinRecords; n += 1000 { // warm every key, in turn
+				process(next(func(i int) int { return (n + i) % keys }))
+			}
+			s.collect(true)
+			var ms runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			st := s.KeyStats()
+			batches := make([]*batch.Batch, b.N)
+			for i := range batches {
+				batches[i] = next(func(int) int { return r.IntN(keys) })
+			}
+			b.ResetTimer()
+			for _, bt := range batches {
+				process(bt)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "records/s")
+			b.ReportMetric(float64(st.Bytes)/float64(keys), "bytes/key")
+			b.ReportMetric(float64(ms.HeapAlloc)/float64(keys), "heap-bytes/key")
+			if st.Live != keys {
+				b.Fatalf("%d keys warm of %d", st.Live, keys)
+			}
+		})
+	}
+}
