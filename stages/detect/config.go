@@ -226,7 +226,7 @@ func Default() Config {
 		Distance:  DistanceConfig{K: 50, N: 50, M: 100},
 		Hypercube: HypercubeConfig{Bins: hypercube.DefaultBins, MaxNeighbours: 1},
 		KeyBy:     KeyByNone, Keys: KeysConfig{Window: 200, MinRecords: 50, K: 10, MaxKeys: 100000},
-		Proclus:   ProclusConfig{K: 10, L: 3},
+		Proclus: ProclusConfig{K: 10, L: 3},
 	}
 }
 
