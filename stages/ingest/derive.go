@@ -1,0 +1,350 @@
+package ingest
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+	_ "time/tzdata" // derive.timezone works on hosts without a zoneinfo database
+)
+
+// Derived features (ingest.derive, Config.Derive), computed after decoding, on one goroutine,
+// in record order: the source calls Deriver.Apply for each decoded record of a batch in fetch
+// order (after decodeall.go decoded the batch on every core), and replay for each row in file
+// order. Kafka orders the records of a partition, not those of a topic, so a series is the
+// records of one (partition, key): its differences and robust z follow that key's order within
+// its partition whatever the interleaving of partitions in fetches, and a replay of the same
+// records per partition gives the same values. A partition read again from an earlier offset
+// (a rebalance, a restart of the group's member) starts its series afresh, as a process started
+// at that offset would: the state is in memory only, so after a restart each key's first
+// difference is 0 again and its robust z 0 until min_values values.
+//
+// Values are computed in float64 and stored as float32 like every feature, always finite:
+//   - diff: x - previous x of the series; the series' first record gets 0 (no change known: a
+//     feature cannot be missing, and 0 never raises a flag by itself). Uncertainty
+//     sqrt(sd^2 + previous sd^2).
+//   - robust_z: (x - median) / scale over the series' previous `last` values (x excluded, so a
+//     spike does not dilute its own score). scale = 1.4826 MAD (the normal sd's consistent
+//     estimate); when MAD is 0 (more than half the values equal), 1.2533 x the mean absolute
+//     deviation (the same for a normal); at least scale_floor. With no scale at all (a history
+//     of one value, no floor) z is 0 for that value and +-1e6 for any other; with fewer than
+//     min_values previous values z is 0. Clamped to +-1e6. Uncertainty sd / scale.
+//   - time_of_day, day_of_week: the angle of the timestamp's wall-clock time in
+//     derive.timezone within its day (0 at 00:00) or week (0 at Monday 00:00), as sin and cos,
+//     so that 23:59 and 00:00 are neighbours. Uncertainty 0.
+
+// zLimit bounds a robust z: a record a million robust units out is as far as any ranking needs,
+// and it keeps the distances of many such columns finite in float32.
+const zLimit = 1e6
+
+// Deriver computes the derived features of Config.Derive. Not safe for concurrent use.
+type Deriver struct {
+	nFeat   int // len(Config.Features): the decoded columns
+	cols    int // every feature column, derived ones included
+	withSD  bool
+	loc     *time.Location
+	ops     []deriveOp
+	nDiff   int // diff slots per series
+	ringLen int // float32s of robust_z rings per series
+
+	series  map[string]*series
+	lru     series // sentinel of the recency list: lru.next is the most recent
+	maxKeys int
+	lastOff map[int32]int64 // the last offset applied per partition (a re-read resets it)
+
+	out     Decoded   // Apply's result, reused
+	scratch []float64 // robust_z's selection buffer
+	keyBuf  []byte
+}
+
+// deriveOp is one derived feature, resolved to column indices.
+type deriveOp struct {
+	kind      DeriveKind
+	src, dst  int // source column (diff, robust_z); first destination column
+	slot      int // diff: its previous-value slot; robust_z: its ring's start in the series
+	last, min int
+	floor     float64
+}
+
+// series is the state of one (partition, key).
+type series struct {
+	id         string
+	partition  int32
+	prev, next *series
+	seen       bool      // a previous record exists (diff)
+	prevVal    []float32 // per diff: previous value, then (withSD) previous uncertainty
+	ring       []float32 // every robust_z's ring of previous values, one after another
+	fill, pos  []int32   // per robust_z: values held, next write position
+}
+
+// NewDeriver validates cfg and returns its Deriver; nil (and no error) without ingest.derive.
+func NewDeriver(cfg Config) (*Deriver, error) {
+	if cfg.Derive == nil {
+		return nil, nil
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("ingest: invalid config: %w", err)
+	}
+	loc, err := time.LoadLocation(cfg.Derive.Timezone)
+	if err != nil {
+		return nil, err
+	}
+	cols := cfg.Columns()
+	d := &Deriver{
+		nFeat: len(cfg.Features), cols: len(cols), withSD: cfg.Uncertainty != nil, loc: loc,
+		series: map[string]*series{}, maxKeys: cfg.Derive.MaxKeys, lastOff: map[int32]int64{},
+	}
+	d.lru.next, d.lru.prev = &d.lru, &d.lru
+	index := func(name string) int {
+		for i, c := range cols {
+			if c == name {
+				return i
+			}
+		}
+		return -1 // Validate made sure it exists
+	}
+	dst := d.nFeat
+	for _, f := range cfg.Derive.Features {
+		op := deriveOp{kind: f.Kind, dst: dst, last: f.Last, min: f.MinValues, floor: f.ScaleFloor}
+		switch f.Kind {
+		case DeriveDiff:
+			op.src, op.slot = index(f.Of), d.nDiff
+			d.nDiff++
+		case DeriveRobustZ:
+			op.src, op.slot = index(f.Of), d.ringLen
+			d.ringLen += f.Last
+			d.scratch = make([]float64, max(len(d.scratch), f.Last))
+		}
+		d.ops = append(d.ops, op)
+		dst += len(f.Columns())
+	}
+	d.out.Values = make([]float32, d.cols)
+	if d.withSD {
+		d.out.SD = make([]float32, d.cols)
+	}
+	return d, nil
+}
+
+// Columns is the number of feature columns Apply fills (features and derived).
+func (d *Deriver) Columns() int { return d.cols }
+
+// Keys is the number of series held (at most derive.max_keys).
+func (d *Deriver) Keys() int { return len(d.series) }
+
+// Apply returns in's record with its derived features after its features, and advances the
+// record's series. Records must come in each partition's order: an offset at or below the last
+// one applied for the partition means the partition is read again (a rebalance), and its series
+// start afresh. key is the record's key (nil and empty are the same series), ts its timestamp.
+// The result is valid until the next call.
+func (d *Deriver) Apply(in *Decoded, partition int32, offset int64, key []byte, ts time.Time) *Decoded {
+	if last, ok := d.lastOff[partition]; ok && offset <= last {
+		d.resetPartition(partition)
+	}
+	d.lastOff[partition] = offset
+	out := &d.out
+	copy(out.Values, in.Values)
+	if d.withSD {
+		copy(out.SD, in.SD)
+	}
+	out.Key, out.HasKey, out.EventTime, out.HasEventTime = in.Key, in.HasKey, in.EventTime, in.HasEventTime
+	s := d.seriesOf(partition, key)
+	for i := range d.ops {
+		op := &d.ops[i]
+		switch op.kind {
+		case DeriveDiff:
+			d.diff(op, s)
+		case DeriveRobustZ:
+			d.robustZ(op, s, i)
+		case DeriveTimeOfDay, DeriveDayOfWeek:
+			d.cyclic(op, ts)
+		}
+	}
+	s.seen = true
+	return out
+}
+
+func (d *Deriver) diff(op *deriveOp, s *series) {
+	x := d.out.Values[op.src]
+	v, sd := 0.0, 0.0
+	if s.seen {
+		v = float64(x) - float64(s.prevVal[op.slot])
+		if d.withSD {
+			a, b := float64(d.out.SD[op.src]), float64(s.prevVal[d.nDiff+op.slot])
+			sd = math.Sqrt(a*a + b*b)
+		}
+	}
+	s.prevVal[op.slot] = x
+	d.out.Values[op.dst] = finite32(v)
+	if d.withSD {
+		s.prevVal[d.nDiff+op.slot] = d.out.SD[op.src]
+		d.out.SD[op.dst] = finite32(sd)
+	}
+}
+
+// robustZ is op's z of the current value against the series' previous values, which it then
+// joins (the oldest falls out past op.last). k is op's index among d.ops (for fill and pos).
+func (d *Deriver) robustZ(op *deriveOp, s *series, k int) {
+	x := float64(d.out.Values[op.src])
+	ring := s.ring[op.slot : op.slot+op.last]
+	n := int(s.fill[k])
+	z, sd := 0.0, 0.0
+	if n >= op.min {
+		buf := d.scratch[:n]
+		for i := range buf {
+			buf[i] = float64(ring[i])
+		}
+		med := median(buf)
+		var sumAD float64
+		for i, v := range buf {
+			buf[i] = math.Abs(v - med)
+			sumAD += buf[i]
+		}
+		scale := 1.4826 * median(buf)
+		if scale == 0 {
+			scale = 1.2533 * sumAD / float64(n)
+		}
+		scale = max(scale, op.floor)
+		switch {
+		case scale > 0 && !math.IsInf(scale, 0):
+			z = (x - med) / scale
+			if d.withSD {
+				sd = float64(d.out.SD[op.src]) / scale
+			}
+		case x > med:
+			z = zLimit
+		case x < med:
+			z = -zLimit
+		}
+		z = max(-zLimit, min(zLimit, z))
+	}
+	d.out.Values[op.dst] = float32(z)
+	if d.withSD {
+		d.out.SD[op.dst] = finite32(sd)
+	}
+	ring[s.pos[k]] = float32(x)
+	s.pos[k] = int32((int(s.pos[k]) + 1) % op.last)
+	s.fill[k] = int32(min(n+1, op.last))
+}
+
+func (d *Deriver) cyclic(op *deriveOp, ts time.Time) {
+	t := ts.In(d.loc)
+	sec := float64(t.Hour()*3600+t.Minute()*60+t.Second()) + float64(t.Nanosecond())/1e9
+	var frac float64
+	if op.kind == DeriveTimeOfDay {
+		frac = sec / 86400
+	} else {
+		day := (int(t.Weekday()) + 6) % 7 // Monday 0
+		frac = (float64(day)*86400 + sec) / (7 * 86400)
+	}
+	sin, cos := math.Sincos(2 * math.Pi * frac)
+	d.out.Values[op.dst], d.out.Values[op.dst+1] = float32(sin), float32(cos)
+	if d.withSD {
+		d.out.SD[op.dst], d.out.SD[op.dst+1] = 0, 0
+	}
+}
+
+// finite32 is v as a float32, +-FLT_MAX where it overflows (the difference of two values near
+// +-FLT_MAX): a feature is always finite.
+func finite32(v float64) float32 {
+	return float32(max(-math.MaxFloat32, min(math.MaxFloat32, v)))
+}
+
+// seriesOf finds or makes the series of (partition, key), most recent from now on; a new one
+// past max_keys reuses the least recently seen series' memory.
+func (d *Deriver) seriesOf(partition int32, key []byte) *series {
+	d.keyBuf = binary.LittleEndian.AppendUint32(d.keyBuf[:0], uint32(partition))
+	d.keyBuf = append(d.keyBuf, key...)
+	s, ok := d.series[string(d.keyBuf)] // no allocation: the compiler's map index of a []byte
+	if ok {
+		d.unlink(s)
+	} else {
+		if len(d.series) >= d.maxKeys {
+			s = d.lru.prev
+			d.unlink(s)
+			delete(d.series, s.id)
+			s.seen = false
+			clear(s.fill)
+			clear(s.pos)
+		} else {
+			s = &series{prevVal: make([]float32, 2*d.nDiff), ring: make([]float32, d.ringLen),
+				fill: make([]int32, len(d.ops)), pos: make([]int32, len(d.ops))}
+		}
+		s.id, s.partition = string(d.keyBuf), partition
+		d.series[s.id] = s
+	}
+	s.next, s.prev = d.lru.next, &d.lru // to the front
+	d.lru.next.prev = s
+	d.lru.next = s
+	return s
+}
+
+func (d *Deriver) unlink(s *series) {
+	s.prev.next, s.next.prev = s.next, s.prev
+}
+
+// resetPartition forgets the series of partition p (it is being read again).
+func (d *Deriver) resetPartition(p int32) {
+	for id, s := range d.series {
+		if s.partition == p {
+			d.unlink(s)
+			delete(d.series, id)
+		}
+	}
+	delete(d.lastOff, p)
+}
+
+// median of buf (reordered): the middle value, or the mean of the two middle ones.
+func median(buf []float64) float64 {
+	n := len(buf)
+	hi := selectNth(buf, n/2)
+	if n%2 == 1 {
+		return hi
+	}
+	lo := buf[0] // selectNth left buf[:n/2] <= hi: its largest is the other middle value
+	for _, v := range buf[1 : n/2] {
+		lo = max(lo, v)
+	}
+	return lo/2 + hi/2
+}
+
+// selectNth reorders buf so that buf[k] is its k-th smallest, buf[:k] <= buf[k] <= buf[k+1:],
+// and returns it (Hoare's quickselect, median-of-three pivots: deterministic, O(len) expected).
+func selectNth(buf []float64, k int) float64 {
+	lo, hi := 0, len(buf)-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if buf[mid] < buf[lo] {
+			buf[mid], buf[lo] = buf[lo], buf[mid]
+		}
+		if buf[hi] < buf[lo] {
+			buf[hi], buf[lo] = buf[lo], buf[hi]
+		}
+		if buf[hi] < buf[mid] {
+			buf[hi], buf[mid] = buf[mid], buf[hi]
+		}
+		pivot := buf[mid]
+		i, j := lo, hi
+		for i <= j {
+			for buf[i] < pivot {
+				i++
+			}
+			for buf[j] > pivot {
+				j--
+			}
+			if i <= j {
+				buf[i], buf[j] = buf[j], buf[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return buf[k]
+		}
+	}
+	return buf[k]
+}
