@@ -391,3 +391,43 @@ func TestSourceDerives(t *testing.T) {
 		b.Release()
 	}
 }
+
+// BenchmarkDeriveApply: the derive step per record (one goroutine, in fetch order), 1000 keys
+// round robin, one feature: each kind alone and the four together.
+func BenchmarkDeriveApply(b *testing.B) {
+	for _, c := range []struct{ name, yaml string }{
+		{"diff", "[{kind: diff, of: temp}]"},
+		{"robust_z60", "[{kind: robust_z, of: temp, last: 60}]"},
+		{"cyclic", "[{kind: time_of_day}, {kind: day_of_week}]"},
+		{"all", "[{kind: diff, of: temp}, {kind: robust_z, of: temp, last: 60}, {kind: time_of_day}, {kind: day_of_week}]"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := Default()
+			cfg.Topic, cfg.GroupID, cfg.Features = "in", "g", []string{"temp"}
+			if err := config.LoadBytes("b.yaml", []byte("topic: in\ngroup_id: g\nfeatures: [temp]\nderive:\n  features: "+c.yaml+"\n"), &cfg); err != nil {
+				b.Fatal(err)
+			}
+			d, err := NewDeriver(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			keys := make([][]byte, 1000)
+			for i := range keys {
+				keys[i] = fmt.Appendf(nil, "sensor-%d", i)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			vals := make([]float32, 4096)
+			for i := range vals {
+				vals[i] = float32(70 + 2*rng.NormFloat64())
+			}
+			in := &Decoded{Values: make([]float32, 1)}
+			ts := monday6
+			var off int64
+			for b.Loop() {
+				in.Values[0] = vals[off&4095]
+				d.Apply(in, 0, off, keys[off%1000], ts.Add(time.Duration(off)*time.Second))
+				off++
+			}
+		})
+	}
+}
