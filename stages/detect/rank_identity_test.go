@@ -93,3 +93,54 @@ func TestRankerSampleCountsCopies(t *testing.T) {
 		t.Fatalf("R has %d records", len(got))
 	}
 }
+
+// TestRecordKeysParallel: the keys on several goroutines (shards of the hash space) are the
+// serial pass's, copies included.
+func TestRecordKeysParallel(t *testing.T) {
+	d := testData(100000, 8)
+	cols := pick(d.Cols, make([]int, 100000)) // copies of row 0 ...
+	for j := range cols {
+		copy(cols[j][30000:], d.Cols[j][30000:]) // ... then distinct rows
+	}
+	want := recordKeysOn(cols, 3, 1)
+	for _, w := range []int{2, 3, 8} {
+		if !slices.Equal(recordKeysOn(cols, 3, w), want) {
+			t.Fatalf("%d workers: other keys than one", w)
+		}
+	}
+	seen := map[uint64]bool{}
+	for _, k := range want {
+		seen[k.key] = true
+	}
+	if len(seen) != 100000 {
+		t.Fatal("copies share a key")
+	}
+}
+
+// BenchmarkRankerSamples: choosing R (2048) and the calibration records (4096) of a window of
+// 1M records of 8 features by identity (sample.go), against the two seeded permutations of
+// window positions it replaced.
+func BenchmarkRankerSamples(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	cols := make([][]float32, 8)
+	for j := range cols {
+		cols[j] = make([]float32, 1<<20)
+		for i := range cols[j] {
+			cols[j][i] = float32(rng.NormFloat64())
+		}
+	}
+	b.Run("identity", func(b *testing.B) {
+		for b.Loop() {
+			keys := recordKeys(cols, 1)
+			smallestKeys(keys, 2048, saltSample)
+			smallestKeys(keys, 4096, saltCalibration)
+		}
+	})
+	b.Run("position", func(b *testing.B) {
+		r := rand.New(rand.NewPCG(1, 0x72616e6b))
+		for b.Loop() {
+			_ = r.Perm(1 << 20)[:2048]
+			_ = r.Perm(1 << 20)[:4096]
+		}
+	})
+}
