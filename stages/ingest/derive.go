@@ -1,9 +1,11 @@
 package ingest
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 	_ "time/tzdata" // derive.timezone works on hosts without a zoneinfo database
 )
@@ -73,7 +75,7 @@ type series struct {
 	prev, next *series
 	seen       bool      // a previous record exists (diff)
 	prevVal    []float32 // per diff: previous value, then (withSD) previous uncertainty
-	ring       []float32 // every robust_z's ring of previous values, one after another
+	ring       []float32 // every robust_z's ring of previous values, one after another, then each one's values sorted
 	fill, pos  []int32   // per robust_z: values held, next write position
 }
 
@@ -113,7 +115,6 @@ func NewDeriver(cfg Config) (*Deriver, error) {
 		case DeriveRobustZ:
 			op.src, op.slot = index(f.Of), d.ringLen
 			d.ringLen += f.Last
-			d.scratch = make([]float64, max(len(d.scratch), f.Last))
 		}
 		d.ops = append(d.ops, op)
 		dst += len(f.Columns())
@@ -183,36 +184,42 @@ func (d *Deriver) diff(op *deriveOp, s *series) {
 
 // robustZ is op's z of the current value against the series' previous values, which it then
 // joins (the oldest falls out past op.last). k is op's index among d.ops (for fill and pos).
+// The series keeps its previous values twice: in arrival order (a ring: which one falls out)
+// and sorted (the median is read off, the MAD found by a binary search, the update one
+// insertion): O(log last) plus two moves of at most last values, where selecting the median
+// and the MAD anew was O(last) with unpredictable branches (3.5 us a record at last = 60).
 func (d *Deriver) robustZ(op *deriveOp, s *series, k int) {
-	x := float64(d.out.Values[op.src])
+	x := d.out.Values[op.src]
 	ring := s.ring[op.slot : op.slot+op.last]
+	sorted := s.ring[d.ringLen+op.slot : d.ringLen+op.slot+op.last]
 	n := int(s.fill[k])
 	z, sd := 0.0, 0.0
 	if n >= op.min {
-		buf := d.scratch[:n]
-		for i := range buf {
-			buf[i] = float64(ring[i])
+		vals := sorted[:n]
+		med := float64(vals[n/2])
+		if n%2 == 0 {
+			med = float64(vals[n/2-1])/2 + med/2
 		}
-		med := median(buf)
-		var sumAD float64
-		for i, v := range buf {
-			buf[i] = math.Abs(v - med)
-			sumAD += buf[i]
-		}
-		scale := 1.4826 * median(buf)
+		mad := medianDistance(vals, med)
+		scale := 1.4826 * mad
 		if scale == 0 {
+			var sumAD float64
+			for _, v := range vals {
+				sumAD += math.Abs(float64(v) - med)
+			}
 			scale = 1.2533 * sumAD / float64(n)
 		}
 		scale = max(scale, op.floor)
+		xf := float64(x)
 		switch {
 		case scale > 0 && !math.IsInf(scale, 0):
-			z = (x - med) / scale
+			z = (xf - med) / scale
 			if d.withSD {
 				sd = float64(d.out.SD[op.src]) / scale
 			}
-		case x > med:
+		case xf > med:
 			z = zLimit
-		case x < med:
+		case xf < med:
 			z = -zLimit
 		}
 		z = max(-zLimit, min(zLimit, z))
@@ -221,9 +228,52 @@ func (d *Deriver) robustZ(op *deriveOp, s *series, k int) {
 	if d.withSD {
 		d.out.SD[op.dst] = finite32(sd)
 	}
-	ring[s.pos[k]] = float32(x)
-	s.pos[k] = int32((int(s.pos[k]) + 1) % op.last)
-	s.fill[k] = int32(min(n+1, op.last))
+	p := int(s.pos[k])
+	if n == op.last { // the oldest value leaves the sorted copy
+		i, _ := slices.BinarySearch(sorted[:n], ring[p])
+		copy(sorted[i:n-1], sorted[i+1:n])
+		n--
+	}
+	i, _ := slices.BinarySearch(sorted[:n], x)
+	copy(sorted[i+1:n+1], sorted[i:n])
+	sorted[i] = x
+	ring[p] = x
+	s.pos[k] = int32((p + 1) % op.last)
+	s.fill[k] = int32(n + 1)
+}
+
+// medianDistance is the median of |v - med| over the sorted values vals (the MAD when med is
+// their median): the distances below med, read downwards, and above it, read upwards, are two
+// sorted sequences, whose k-th smallest a binary search finds.
+func medianDistance(vals []float32, med float64) float64 {
+	n := len(vals)
+	m, _ := slices.BinarySearchFunc(vals, med, func(v float32, t float64) int { return cmp.Compare(float64(v), t) })
+	below := func(t int) float64 { return med - float64(vals[m-1-t]) } // ascending in t
+	above := func(t int) float64 { return float64(vals[m+t]) - med }   // ascending in t
+	a, b := m, n-m
+	kth := func(k int) float64 { // the k-th smallest (0-based) of the two sequences
+		lo, hi := max(0, k+1-b), min(k+1, a) // i taken from below, k+1-i from above
+		for lo < hi {
+			i := lo + (hi-lo)/2
+			if j := k + 1 - i; j > 0 && below(i) < above(j-1) {
+				lo = i + 1
+			} else {
+				hi = i
+			}
+		}
+		i, j := lo, k+1-lo
+		switch {
+		case i == 0:
+			return above(j - 1)
+		case j == 0:
+			return below(i - 1)
+		}
+		return max(below(i-1), above(j-1))
+	}
+	if n%2 == 1 {
+		return kth(n / 2)
+	}
+	return kth(n/2-1)/2 + kth(n/2)/2
 }
 
 func (d *Deriver) cyclic(op *deriveOp, ts time.Time) {
@@ -266,7 +316,7 @@ func (d *Deriver) seriesOf(partition int32, key []byte) *series {
 			clear(s.fill)
 			clear(s.pos)
 		} else {
-			s = &series{prevVal: make([]float32, 2*d.nDiff), ring: make([]float32, d.ringLen),
+			s = &series{prevVal: make([]float32, 2*d.nDiff), ring: make([]float32, 2*d.ringLen),
 				fill: make([]int32, len(d.ops)), pos: make([]int32, len(d.ops))}
 		}
 		s.id, s.partition = string(d.keyBuf), partition
@@ -291,60 +341,4 @@ func (d *Deriver) resetPartition(p int32) {
 		}
 	}
 	delete(d.lastOff, p)
-}
-
-// median of buf (reordered): the middle value, or the mean of the two middle ones.
-func median(buf []float64) float64 {
-	n := len(buf)
-	hi := selectNth(buf, n/2)
-	if n%2 == 1 {
-		return hi
-	}
-	lo := buf[0] // selectNth left buf[:n/2] <= hi: its largest is the other middle value
-	for _, v := range buf[1 : n/2] {
-		lo = max(lo, v)
-	}
-	return lo/2 + hi/2
-}
-
-// selectNth reorders buf so that buf[k] is its k-th smallest, buf[:k] <= buf[k] <= buf[k+1:],
-// and returns it (Hoare's quickselect, median-of-three pivots: deterministic, O(len) expected).
-func selectNth(buf []float64, k int) float64 {
-	lo, hi := 0, len(buf)-1
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		if buf[mid] < buf[lo] {
-			buf[mid], buf[lo] = buf[lo], buf[mid]
-		}
-		if buf[hi] < buf[lo] {
-			buf[hi], buf[lo] = buf[lo], buf[hi]
-		}
-		if buf[hi] < buf[mid] {
-			buf[hi], buf[mid] = buf[mid], buf[hi]
-		}
-		pivot := buf[mid]
-		i, j := lo, hi
-		for i <= j {
-			for buf[i] < pivot {
-				i++
-			}
-			for buf[j] > pivot {
-				j--
-			}
-			if i <= j {
-				buf[i], buf[j] = buf[j], buf[i]
-				i++
-				j--
-			}
-		}
-		switch {
-		case k <= j:
-			hi = j
-		case k >= i:
-			lo = i
-		default:
-			return buf[k]
-		}
-	}
-	return buf[k]
 }

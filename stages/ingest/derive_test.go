@@ -277,27 +277,69 @@ func TestDeriveExtremesStayFinite(t *testing.T) {
 	}
 }
 
-// TestMedianSelect: median and selectNth against a sort, with many ties.
-func TestMedianSelect(t *testing.T) {
+// TestRobustZAgainstSorting: the sorted-window robust z equals the definition computed by
+// sorting the previous values and their distances to the median anew, bit for bit, over
+// sequences with many ties (MAD 0 often) and both parities of the count.
+func TestRobustZAgainstSorting(t *testing.T) {
+	c := deriveConfig(t, "derive:\n  features: [{kind: robust_z, of: temp, last: 7, min_values: 2}, {kind: robust_z, of: temp, last: 10, min_values: 3, scale_floor: 0.25}]\n")
+	d, err := NewDeriver(c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for trial := range 2000 {
-		n := 1 + rng.IntN(40)
-		buf := make([]float64, n)
-		for i := range buf {
-			buf[i] = float64(rng.IntN(1 + trial%10))
+	var hist []float32
+	in := &Decoded{Values: make([]float32, 1)}
+	want := func(last, minValues int, floor float64, x float32) float32 {
+		prev := hist[max(0, len(hist)-last):]
+		n := len(prev)
+		if n < minValues {
+			return 0
 		}
-		s := slices.Sorted(slices.Values(buf))
-		want := s[n/2]
-		if n%2 == 0 {
-			want = s[n/2-1]/2 + s[n/2]/2
+		s := slices.Sorted(slices.Values(prev))
+		mid := func(v []float64) float64 {
+			if n%2 == 1 {
+				return v[n/2]
+			}
+			return v[n/2-1]/2 + v[n/2]/2
 		}
-		if got := median(slices.Clone(buf)); got != want {
-			t.Fatalf("median of %v: %v, want %v", buf, got, want)
+		f := make([]float64, n)
+		for i, v := range s {
+			f[i] = float64(v)
 		}
-		k := rng.IntN(n)
-		if got := selectNth(slices.Clone(buf), k); got != s[k] {
-			t.Fatalf("select %d of %v: %v, want %v", k, buf, got, s[k])
+		med := mid(f)
+		dev := make([]float64, n)
+		var sum float64
+		for i, v := range f {
+			dev[i] = math.Abs(v - med)
+			sum += dev[i]
 		}
+		slices.Sort(dev)
+		scale := 1.4826 * mid(dev)
+		if scale == 0 {
+			scale = 1.2533 * sum / float64(n)
+		}
+		scale = max(scale, floor)
+		switch {
+		case scale > 0:
+			return float32(max(-zLimit, min(zLimit, (float64(x)-med)/scale)))
+		case float64(x) > med:
+			return zLimit
+		case float64(x) < med:
+			return -zLimit
+		}
+		return 0
+	}
+	for i := range 5000 {
+		x := float32(rng.IntN(1 + i%7)) // few distinct values: ties, MAD 0
+		if i%13 == 0 {
+			x = float32(rng.NormFloat64())
+		}
+		in.Values[0] = x
+		out := d.Apply(in, 0, int64(i), nil, monday6)
+		if w0, w1 := want(7, 2, 0, x), want(10, 3, 0.25, x); out.Values[1] != w0 || out.Values[2] != w1 {
+			t.Fatalf("record %d (%v after %v): z %v, %v; by sorting %v, %v", i, x, hist[max(0, len(hist)-10):], out.Values[1], out.Values[2], w0, w1)
+		}
+		hist = append(hist, x)
 	}
 }
 
@@ -398,6 +440,7 @@ func BenchmarkDeriveApply(b *testing.B) {
 	for _, c := range []struct{ name, yaml string }{
 		{"diff", "[{kind: diff, of: temp}]"},
 		{"robust_z60", "[{kind: robust_z, of: temp, last: 60}]"},
+		{"robust_z1440", "[{kind: robust_z, of: temp, last: 1440}]"},
 		{"cyclic", "[{kind: time_of_day}, {kind: day_of_week}]"},
 		{"all", "[{kind: diff, of: temp}, {kind: robust_z, of: temp, last: 60}, {kind: time_of_day}, {kind: day_of_week}]"},
 	} {
