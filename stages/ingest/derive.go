@@ -54,9 +54,8 @@ type Deriver struct {
 	maxKeys int
 	lastOff map[int32]int64 // the last offset applied per partition (a re-read resets it)
 
-	out     Decoded   // Apply's result, reused
-	scratch []float64 // robust_z's selection buffer
-	keyBuf  []byte
+	out    Decoded // Apply's result, reused
+	keyBuf []byte
 }
 
 // deriveOp is one derived feature, resolved to column indices.
