@@ -283,6 +283,23 @@ func headerFeatures(ic *ingest.Config, label string, warn io.Writer, path string
 		fmt.Fprintf(warn, " (not %s: a name starting with \"_\" or repeated)", strings.Join(skipped, ", "))
 	}
 	fmt.Fprintln(warn)
+	for _, f := range ic.Features {
+		if timeLike(f) {
+			fmt.Fprintf(warn, "replay: %s: the feature %q looks like a time: pass --timestamp-column %s (or set ingest.features) if it is one\n", path, f, f)
+		}
+	}
+}
+
+// timeLike reports whether a column name reads as a time (ts, time, timestamp, date, epoch...,
+// ..._ms): such a column as a feature makes every record's time an outlier axis.
+func timeLike(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case "ts", "t", "time", "timestamp", "date", "datetime":
+		return true
+	}
+	return strings.HasPrefix(n, "epoch") || strings.HasSuffix(n, "_ms") || strings.HasSuffix(n, "_ts") ||
+		strings.HasSuffix(n, "timestamp") || strings.HasSuffix(n, "_time")
 }
 
 // unread notes the header's columns that nothing reads (not a feature, uncertainty, key,

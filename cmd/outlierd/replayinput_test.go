@@ -218,6 +218,13 @@ func TestReplayInputFlags(t *testing.T) {
 	if !strings.Contains(warn.String(), "no ingest.features in the config: the features are the columns temp, pressure, humidity") {
 		t.Fatalf("stderr %q", warn.String())
 	}
+	warn.Reset()
+	if _, err := readReplayInput(replayInput{path: path, label: "label", key: "id", ingest: ingest.Default()}, &warn); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(warn.String(), `the feature "epoch_ms" looks like a time: pass --timestamp-column epoch_ms`) {
+		t.Fatalf("stderr %q: no word on epoch_ms", warn.String())
+	}
 	jsonl := writeSensors(t, "s.jsonl", rows)
 	cfg := writeFile(t, "c.yaml", "ingest:\n  features: [temp]\n  derive:\n    features: [{kind: day_of_week}]\n")
 	bad := writeFile(t, "bad.jsonl", `{"temp":1}`+"\n"+`{"temp":"x"}`+"\n")
