@@ -14,9 +14,10 @@ import (
 // in record order: the source calls Deriver.Apply for each decoded record of a batch in fetch
 // order (after decodeall.go decoded the batch on every core), and replay for each row in file
 // order. Kafka orders the records of a partition, not those of a topic, so a series is the
-// records of one (partition, key): its differences and robust z follow that key's order within
-// its partition whatever the interleaving of partitions in fetches, and a replay of the same
-// records per partition gives the same values. A partition read again from an earlier offset
+// records of one (partition, key) (records without a key: one series per partition): its
+// differences and robust z follow that key's order within its partition whatever the
+// interleaving of partitions in fetches, and a replay of the same records per partition gives
+// the same values. A partition read again from an earlier offset
 // (a rebalance, a restart of the group's member) starts its series afresh, as a process started
 // at that offset would: the state is in memory only, so after a restart each key's first
 // difference is 0 again and its robust z 0 until min_values values.
@@ -74,7 +75,7 @@ type series struct {
 	prev, next *series
 	seen       bool      // a previous record exists (diff)
 	prevVal    []float32 // per diff: previous value, then (withSD) previous uncertainty
-	ring       []float32 // every robust_z's ring of previous values, one after another, then each one's values sorted
+	ring       []float32 // each robust_z's previous values in arrival order, then each one's sorted
 	fill, pos  []int32   // per robust_z: values held, next write position
 }
 
@@ -124,9 +125,6 @@ func NewDeriver(cfg Config) (*Deriver, error) {
 	}
 	return d, nil
 }
-
-// Columns is the number of feature columns Apply fills (features and derived).
-func (d *Deriver) Columns() int { return d.cols }
 
 // Keys is the number of series held (at most derive.max_keys).
 func (d *Deriver) Keys() int { return len(d.series) }
