@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outlierd/outlierd/internal/core/config"
 	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/ingest"
 	"github.com/outlierd/outlierd/stages/sink"
@@ -91,5 +93,26 @@ func TestPipelineDerivedFeatures(t *testing.T) {
 	}
 	if rows != n || scored != n {
 		t.Fatalf("%d rows out, %d scored; want %d each", rows, scored, n)
+	}
+}
+
+// TestReloadDerive: a reload of the same ingest.derive (its defaults filled by validation in
+// both) changes nothing; another derive needs a restart (it changes the features).
+func TestReloadDerive(t *testing.T) {
+	load := func(derive string) Config {
+		c := Default()
+		doc := "ingest:\n  topic: in\n  group_id: g\n  features: [temp]\n  derive:\n    features: [" + derive + "]\n" +
+			"sink:\n  brokers: [\"localhost:9092\"]\n  topic: out\n  dead_letter_topic: dl\n"
+		if err := config.LoadBytes("c.yaml", []byte(doc), &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a := load("{kind: robust_z, of: temp, last: 30}")
+	if ch := ClassifyChanges(a, load("{kind: robust_z, of: temp, last: 30}")); len(ch.Restart)+len(ch.Live)+len(ch.Rebuild) != 0 {
+		t.Fatalf("the same derive reloaded: %+v", ch)
+	}
+	if ch := ClassifyChanges(a, load("{kind: robust_z, of: temp, last: 30, min_values: 5}")); !slices.Equal(ch.Restart, []string{"ingest.derive"}) {
+		t.Fatalf("another derive: %+v, want a restart for ingest.derive", ch)
 	}
 }
