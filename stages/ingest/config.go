@@ -433,7 +433,7 @@ type Derive struct {
 	// series is the records of one (partition, key); beyond MaxKeys series the least recently
 	// seen one is forgotten, and its key starts afresh when it comes back (its first diff is
 	// 0, its robust z 0 until min_values values). Records without a key are one series per
-	// partition. Memory: about MaxKeys x (8 bytes per diff + 8 x last per robust_z + 250 +
+	// partition. Memory: about MaxKeys x (8 bytes per diff + 8 x last per robust_z + 300 +
 	// the key's length) bytes. Default 100000.
 	MaxKeys int `yaml:"max_keys"`
 	// Timezone is the IANA zone (e.g. "Europe/Berlin") whose wall clock time_of_day and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -473,4 +474,30 @@ func BenchmarkDeriveApply(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestDeriveStateBound: the documented per-series estimate holds: max_keys series of 32-byte
+// keys, each robust_z of last 60 and a diff, stay within StateBound (heap measured).
+func TestDeriveStateBound(t *testing.T) {
+	c := deriveConfig(t, "derive:\n  max_keys: 20000\n  features: [{kind: diff, of: temp}, {kind: robust_z, of: temp, last: 60}]\n")
+	d, err := NewDeriver(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	in := &Decoded{Values: make([]float32, 1)}
+	for i := range 40000 { // twice max_keys: the memory of evicted series is reused
+		in.Values[0] = float32(i)
+		d.Apply(in, 0, int64(i), fmt.Appendf(nil, "%032d", i), monday6)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	used, bound := int64(after.HeapAlloc)-int64(before.HeapAlloc), d.StateBound(32)
+	t.Logf("%d series: %d bytes held, bound %d", d.Keys(), used, bound)
+	if d.Keys() != 20000 || used > bound {
+		t.Fatalf("%d series hold %d bytes, over the bound %d", d.Keys(), used, bound)
+	}
+	runtime.KeepAlive(d)
 }

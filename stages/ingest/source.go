@@ -93,6 +93,10 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		start = kafka.LastOffset
 	}
 	log = log.With().Str("stage", "ingest").Str("topic", cfg.Topic).Str("group", cfg.GroupID).Logger()
+	if derive != nil {
+		log.Info().Strs("columns", cfg.Columns()[len(cfg.Features):]).Int("max_keys", cfg.Derive.MaxKeys).
+			Int64("state_bound_mib", derive.StateBound(32)>>20).Msg("derived features (state bound for 32-byte keys)")
+	}
 	var reaper *memberReaper          // made last, once nothing can fail (it holds a context)
 	debugLog := kafkaDebugLogger(log) // at debug level: kafka-go's chatter, off by default
 	rc := kafka.ReaderConfig{
