@@ -100,9 +100,11 @@ func TestReplayShuffledFileSameScores(t *testing.T) {
 	}
 	spath := writeFile(t, "shuffled.csv", strings.Join(shuffled, "\n")+"\n")
 	dir := t.TempDir()
+	// flag_by: rate (the window's quantile: about 60 flags here), so that flags are compared too.
+	cfg := writeFile(t, "rate.yaml", "detect:\n  flag_by: rate\n")
 	run := func(in, out string) ([]string, []bool) {
 		_, errs, code := outlierd(t, "replay", "--input", in, "--label-column", "label", "--window", "5000", "--device", "cpu",
-			"--verdicts-out", out)
+			"--config", cfg, "--verdicts-out", out)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errs)
 		}
