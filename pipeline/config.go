@@ -141,8 +141,8 @@ func (c *Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if len(c.Ingest.Features) > 0 {
-		if err := c.Detect.ValidateFeatures(len(c.Ingest.Features)); err != nil {
+	if len(c.Ingest.Features) > 0 { // the detectors see the derived features as features too
+		if err := c.Detect.ValidateFeatures(len(c.Ingest.Columns())); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -192,5 +192,5 @@ func LoadConfigBytes(name string, data []byte) (Config, error) {
 
 // summary is a short description of the config for the start-up log line.
 func (c *Config) summary() string {
-	return fmt.Sprintf("%s -> %s (features %s)", c.Ingest.Topic, c.Sink.Topic, strings.Join(c.Ingest.Features, ","))
+	return fmt.Sprintf("%s -> %s (features %s)", c.Ingest.Topic, c.Sink.Topic, strings.Join(c.Ingest.Columns(), ","))
 }

@@ -96,7 +96,7 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 	}
 	p.role = cfg.Run.Role
 	deps := detect.Deps{Log: log, Role: p.role, Accelerator: p.dev.Accelerator(), OnModel: p.modelChanged}
-	if p.det, err = detect.NewStage(cfg.Detect, cfg.Ingest.Features, cfg.Ingest.Uncertainty != nil, deps); err != nil {
+	if p.det, err = detect.NewStage(cfg.Detect, cfg.Ingest.Columns(), cfg.Ingest.Uncertainty != nil, deps); err != nil {
 		p.src.Close()
 		p.snk.Close()
 		p.dev.Close()

@@ -55,7 +55,7 @@ func (p *Pipeline) setUpRole() error {
 		}
 		fallthrough // a builder reads the topic to continue its version sequence
 	case detect.RoleScorer:
-		if p.follow, err = newModelFollower(p.cfg.modelTopic(), p.cfg.Ingest.Features, p.log); err != nil {
+		if p.follow, err = newModelFollower(p.cfg.modelTopic(), p.cfg.Ingest.Columns(), p.log); err != nil {
 			return err
 		}
 		p.models = make(chan *detect.Model, 1)

@@ -24,20 +24,25 @@ import (
 )
 
 // replayHelp is printed above the flags: what replay reproduces of the pipeline and what not.
-const replayHelp = `outlierd replay: feed a CSV file through the detect stage exactly as the pipeline does
-(the same window, hold before the first model, rebuild cadence, thresholds and combine rule),
-in file order, without Kafka. Rows go in batches of ingest.batch_size (the config's, default
+const replayHelp = `outlierd replay: feed a file through the ingest decoding and the detect stage exactly as the
+pipeline does (the same decoders, derived features, window, hold before the first model,
+rebuild cadence, thresholds and combine rule), in file order, without Kafka. Each line is one
+message: CSV (a header line first), JSON lines or logfmt, read with the config's ingest section
+(features, uncertainty, key_field, event_time_field, derive); without ingest.features a CSV
+file's columns are the features. Rows go in batches of ingest.batch_size (the config's, default
 1000) built with the ingest stage's Arrow schema. Differences from a live pipeline, so that a
 replay is reproducible: models are rebuilt by record count only (detect.refresh_interval, a
-wall-clock trigger, is not used), and a model whose build a batch started serves from the next
-batch on (live, it serves once the build finishes). With --window >= the file's rows, one
-model of the whole file scores every row: the batch case (min_records then defaults to the
-file's rows; clusters, k and n are capped by min_records for a short file).
+wall-clock trigger, is not used), a model whose build a batch started serves from the next
+batch on (live, it serves once the build finishes), and a malformed line stops the replay with
+its file:line (live, a dead letter). With --window >= the file's rows, one model of the whole
+file scores every row: the batch case (min_records then defaults to the file's rows; clusters,
+k and n are capped by min_records for a short file).
 `
 
 // replayConfig is the pipeline config file as replay reads it: every section is decoded
 // strictly (a typo is still an error with its line), but only detect (and device) must be
-// valid, so a config without ingest or sink works. A distinct type, so that
+// valid, and of ingest the keys that say how a record is read (replayinput.go), so a config
+// without ingest or sink works. A distinct type, so that
 // pipeline.Config's Validate is not called on the whole.
 type replayConfig pipeline.Config
 
@@ -71,9 +76,12 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		fmt.Fprint(stderr, replayHelp, "\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	input := fs.String("input", "", "CSV file with a header row (required); columns named <feature>_sd are that feature's uncertainty")
-	labelCol := fs.String("label-column", "", "column holding the ground truth (non-zero = outlier): not a feature; adds precision, recall, F1, ROC AUC and AP to --json")
-	cfgPath := fs.String("config", "", "pipeline YAML: its detect section (and device) is used; ingest and sink may be absent")
+	input := fs.String("input", "", "file of one record per line (required): CSV with a header line, JSON lines or logfmt; without ingest.features, CSV columns named <feature>_sd are that feature's uncertainty")
+	format := fs.String("format", "", "csv|json|logfmt (empty: by the extension .csv, .json/.jsonl/.ndjson, .logfmt; else the config's ingest.format when it names features; else csv)")
+	labelCol := fs.String("label-column", "", "field holding the ground truth (a number, non-zero = outlier): not a feature; adds precision, recall, F1, ROC AUC and AP to --json")
+	keyCol := fs.String("key-column", "", "field holding the record key (the series of ingest.derive); default the config's ingest.key_field")
+	timeCol := fs.String("timestamp-column", "", "field holding the record time, RFC 3339 or epoch ms (time_of_day, day_of_week); default the config's ingest.event_time_field; else the row index in ms")
+	cfgPath := fs.String("config", "", "pipeline YAML: its detect section (and device) is used, and of ingest how records are read (features, uncertainty, key_field, event_time_field, derive, format, csv_*); ingest and sink may be absent")
 	window := fs.Int("window", 0, "detect.window W (0: the config's); >= the file's rows gives the batch case")
 	minRecords := fs.Int("min-records", 0, "detect.min_records (0: the config's, capped at the window)")
 	refresh := fs.Int("refresh-records", 0, "detect.refresh_records (0: the config's)")
@@ -101,23 +109,19 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		cfg.Device = pipeline.DeviceChoice(*dev)
 	}
 	log := newLogger(stderr).Level(zerolog.WarnLevel)
-	device, tab, err := openInput(string(cfg.Device), *input, *labelCol, log, opt, "")
+	device, err := openDevice(string(cfg.Device), log, opt, "")
 	if err != nil {
 		return err
 	}
 	defer device.Close()
-	features, means, sds, err := tab.SplitUncertainty(batch.UncertaintySuffix)
+	tab, err := readReplayInput(replayInput{path: *input, format: *format, label: *labelCol, key: *keyCol, timeCol: *timeCol,
+		ingest: cfg.Ingest, haveFeatures: len(cfg.Ingest.Features) > 0, config: *cfgPath != ""}, stderr)
 	if err != nil {
 		return err
 	}
+	features, sds, rows := tab.features, tab.sds, tab.rows()
 	if len(features) == 0 {
 		return fmt.Errorf("%s: no feature column", *input)
-	}
-	rows := tab.Rows()
-	for j := range sds { // nil sds (no _sd column at all): nothing to fill
-		if sds[j] == nil { // a feature without its _sd column is certain
-			sds[j] = make([]float32, rows)
-		}
 	}
 
 	dc := cfg.Detect
@@ -165,7 +169,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	}
 
 	start := time.Now()
-	scores, err := replayRows(st, features, means, sds, cfg.Ingest.BatchSize)
+	scores, err := replayRows(st, tab, cfg.Ingest.BatchSize)
 	st.Close()
 	if err != nil {
 		return err
@@ -183,7 +187,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		}
 	}
 	if *labelCol != "" {
-		replayQuality(&res, scores, tab.Outliers())
+		replayQuality(&res, scores, tab.outliers)
 	}
 	if *verdictsOut != "" {
 		if err := writeVerdicts(*verdictsOut, scores); err != nil {
@@ -206,8 +210,8 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 
 // replayRows feeds the rows through st in batches built as the ingest stage builds them
 // and returns every row's score in file order.
-func replayRows(st *detect.Stage, features []string, means, sds [][]float32, batchSize int) ([]batch.Score, error) {
-	rows := len(means[0])
+func replayRows(st *detect.Stage, tab *replayTable, batchSize int) ([]batch.Score, error) {
+	features, means, sds, rows := tab.features, tab.means, tab.sds, tab.rows()
 	batchSize = max(batchSize, 1)
 	bld := ingest.NewBuilder(memory.NewGoAllocator(), "replay", features, sds != nil, batchSize)
 	defer bld.Release()
@@ -222,7 +226,6 @@ func replayRows(st *detect.Stage, features []string, means, sds [][]float32, bat
 	if sds != nil {
 		d.SD = make([]float32, len(features))
 	}
-	epoch := time.Unix(0, 0).UTC()
 	for lo := 0; lo < rows; lo += batchSize {
 		hi := min(lo+batchSize, rows)
 		for i := lo; i < hi; i++ {
@@ -232,8 +235,8 @@ func replayRows(st *detect.Stage, features []string, means, sds [][]float32, bat
 					d.SD[j] = sds[j][i]
 				}
 			}
-			// Partition 0, offset = row index, time = row index in ms: the row's coordinates.
-			if err := bld.Append(&d, 0, int64(i), nil, epoch.Add(time.Duration(i)*time.Millisecond), nil); err != nil {
+			// Partition 0, offset = row index: the row's identity; its key and time as read.
+			if err := bld.Append(&d, 0, int64(i), tab.keys[i], tab.times[i], nil); err != nil {
 				return nil, err
 			}
 		}

@@ -3,7 +3,6 @@ package detect
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 
@@ -20,7 +19,7 @@ import (
 //     the same one-feature-at-a-time view as the density test's mode independent, but summed
 //     over the features instead of the minimum of 1-D tests);
 //   - distance: w_k(q, R), the sum of the distances to the k nearest records of R, a uniform
-//     random sample of the window (score.sample records, in a standardised space of its own:
+//     sample of the window chosen by record identity (sample.go; score.sample records, in a standardised space of its own:
 //     the model's normalisation for the paper's detectors does not change it); unlike
 //     w_k(q, S) (the solving set: a verdict, exact only above w*) it ranks every record.
 //
@@ -105,16 +104,17 @@ func calibrationRecords(rows int, alarmRate float64) int {
 }
 
 // buildRanker builds the ranking part from the window's raw columns (sorted: the same, each
-// ascending). Deterministic for a seed.
+// ascending). Deterministic for a seed, and a function of the window's records whatever their
+// order (sample.go).
 func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Ranker, error) {
 	rows := len(cols[0])
 	r := &Ranker{Tail: rank.TailOfSorted(sorted), Params: cfg.Score}
 	r.Center, r.Unit = standardisation(cols, sorted)
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x72616e6b)) // "rank"
+	keys := recordKeys(cols, cfg.Seed) // R and the calibration records by identity (sample.go)
 	m := min(cfg.Score.Sample, rows)
 	// Only the picked rows are mapped to the distance space (the map is per value): at W = 1M
 	// mapping the whole window was 15% of this build.
-	ref := r.distanceSpace(pick(cols, rng.Perm(rows)[:m]), nil)
+	ref := r.distanceSpace(pick(cols, smallestKeys(keys, m, saltSample)), nil)
 	k := min(cfg.Score.K, m-1)
 	if k < 1 {
 		return nil, fmt.Errorf("detect: the distance score needs a window sample of at least 2 records, has %d", m)
@@ -122,7 +122,7 @@ func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Rank
 	r.Ref = &solvingset.Model{Points: ref, Features: features, K: k, WStar: math.Inf(1)}
 
 	c := calibrationRecords(rows, cfg.AlarmRate)
-	calIdx := rng.Perm(rows)[:c]
+	calIdx := smallestKeys(keys, c, saltCalibration)
 	calRaw := pick(cols, calIdx)
 	calNorm := r.distanceSpace(calRaw, nil)
 	dens, dist := make([]float64, c), make([]float64, c)
@@ -148,16 +148,16 @@ func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Rank
 func standardisation(cols, sorted [][]float32) (center, unit []float64) {
 	center, unit = make([]float64, len(cols)), make([]float64, len(cols))
 	perFeature(len(cols), func(j int) {
-		c, buf := cols[j], sorted[j]
+		buf := sorted[j]
 		center[j], unit[j] = 0, 1
-		n := len(c)
+		n := len(buf)
 		if n == 0 {
 			return
 		}
 		lo, hi := float64(buf[int(0.005*float64(n-1))]), float64(buf[int(math.Ceil(0.995*float64(n-1)))])
 		center[j] = float64(buf[(n-1)/2])
 		var mean, m2 float64
-		for i, v := range c { // Welford on the clamped values
+		for i, v := range buf { // Welford on the clamped values, sorted: the window order changes no bit
 			x := min(max(float64(v), lo), hi)
 			d := x - mean
 			mean += d / float64(i+1)

@@ -4,9 +4,11 @@
 // message is registered with a per-partition checkpointer, and Source.Commit commits only what
 // the checkpointer says is done.
 //
-// Files: config.go (Config, Default, Validate), decode.go (the Decoder interface and value
-// parsing shared by the formats), json.go, csv.go, logfmt.go (the decoders), builder.go (the
-// Arrow batch builder), source.go (the Kafka source).
+// Files: config.go (Config, Default, Validate), deriveconfig.go (the ingest.derive section),
+// decode.go (the Decoder interface and value parsing shared by the formats), json.go, csv.go,
+// logfmt.go (the decoders), builder.go (the Arrow batch builder), derive.go (derived features:
+// per-key differences and rolling robust z, time of day and day of week), source.go (the Kafka
+// source).
 package ingest
 
 import (
@@ -87,6 +89,11 @@ type Config struct {
 	// unit) comes from. Nil (default): no uncertainty columns; the algorithms for uncertain data
 	// then cannot run.
 	Uncertainty *Uncertainty `yaml:"uncertainty"`
+	// Derive declares derived features (derive.go): per-key first differences and rolling
+	// robust z-scores of features, and the time of day and day of week of the record's
+	// timestamp as cyclic (sin, cos) pairs. Their columns follow Features in the batch, so the
+	// detectors see them as ordinary features. Nil (default): none.
+	Derive *Derive `yaml:"derive"`
 	// KeyField is a field whose value becomes the record key (_key): a string, or a number's
 	// text. Optional; by default the Kafka message key is used. When set, it must be present.
 	KeyField string `yaml:"key_field"`
@@ -256,6 +263,9 @@ func (c *Config) Validate() error {
 				bad(what, "%w", err)
 			}
 		}
+	}
+	if c.Derive != nil {
+		c.Derive.validate(c.Features, c.Uncertainty != nil, bad, claim)
 	}
 	if formatOK && c.KeyField != "" {
 		if err := c.checkField(c.KeyField); err != nil {

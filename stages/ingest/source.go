@@ -56,6 +56,7 @@ type Source struct {
 	// nextMu serialises Next and the builder's release in Close.
 	nextMu  sync.Mutex
 	decs    []Decoder    // one per core (decodeall.go)
+	derive  *Deriver     // ingest.derive, applied in fetch order after decoding; nil: none
 	pending []pendingMsg // the batch being filled
 	builder *Builder
 	// deferred is a fetch error met after some records of a batch were already fetched: that
@@ -83,11 +84,19 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 	if err != nil {
 		return nil, err
 	}
+	derive, err := NewDeriver(cfg)
+	if err != nil {
+		return nil, err
+	}
 	start := kafka.FirstOffset
 	if cfg.StartOffset == StartLatest {
 		start = kafka.LastOffset
 	}
 	log = log.With().Str("stage", "ingest").Str("topic", cfg.Topic).Str("group", cfg.GroupID).Logger()
+	if derive != nil {
+		log.Info().Strs("columns", cfg.Columns()[len(cfg.Features):]).Int("max_keys", cfg.Derive.MaxKeys).
+			Int64("state_bound_mib", derive.StateBound(32)>>20).Msg("derived features (state bound for 32-byte keys)")
+	}
 	var reaper *memberReaper          // made last, once nothing can fail (it holds a context)
 	debugLog := kafkaDebugLogger(log) // at debug level: kafka-go's chatter, off by default
 	rc := kafka.ReaderConfig{
@@ -139,7 +148,8 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		log:       log,
 		reader:    kafka.NewReader(rc),
 		decs:      decs,
-		builder:   NewBuilder(alloc, cfg.Topic, cfg.Features, cfg.Uncertainty != nil, cfg.BatchSize),
+		derive:    derive,
+		builder:   NewBuilder(alloc, cfg.Topic, cfg.Columns(), cfg.Uncertainty != nil, cfg.BatchSize),
 		committed: map[int]int64{},
 	}, nil
 }
@@ -218,7 +228,11 @@ func (s *Source) Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters, er
 		if p.d.HasEventTime {
 			ts = time.UnixMilli(p.d.EventTime)
 		}
-		if err := s.builder.Append(p.d, int32(m.Partition), m.Offset, key, ts, m.Value); err != nil {
+		d := p.d
+		if s.derive != nil { // here, one record after the other in fetch order (derive.go)
+			d = s.derive.Apply(d, int32(m.Partition), m.Offset, key, ts)
+		}
+		if err := s.builder.Append(d, int32(m.Partition), m.Offset, key, ts, m.Value); err != nil {
 			// Cannot happen with a decoder and builder made from the same config; a dead letter
 			// keeps the record visible rather than dropping it.
 			dead = append(dead, batch.DeadLetter{

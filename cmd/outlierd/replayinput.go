@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/stages/ingest"
+)
+
+// Replay reads its input as the pipeline reads a topic (issue 20 item 6): each line is one
+// message, decoded by the ingest stage's own decoder for the format (stages/ingest: json.go,
+// csv.go, logfmt.go) with the config's ingest section (features, uncertainty, key_field,
+// event_time_field, csv_delimiter), and the derived features of ingest.derive computed by the
+// same Deriver, in file order (one partition, the row index as its offset). What differs from
+// a topic, and why:
+//   - CSV files carry a header line: without ingest.csv_header the first line names the
+//     columns (csv_header); with it, a first line equal to it is skipped (a file written with a
+//     header) and any other is data (a dump of the topic's messages).
+//   - Without ingest.features (no config, or one with only a detect section) a CSV file's
+//     columns are the features, as replay always read tabular sets: every column but the label,
+//     key and timestamp columns, "<f>_sd" columns being f's uncertainty; stderr says which.
+//     JSON lines and logfmt need ingest.features (a line has no column list).
+//   - A record the pipeline would send to the dead-letter topic stops replay with its
+//     file:line and the decoder's reason: a backtest should not score a subset silently.
+//   - Empty lines are skipped. Without a timestamp field a row's time is its index in ms since
+//     the epoch (time_of_day and day_of_week then refuse to run).
+
+// replayTable is the input as the detect stage will see it, column-major, in file order.
+type replayTable struct {
+	features []string    // ingest.Config.Columns(): the features, then the derived ones
+	means    [][]float32 // per feature column
+	sds      [][]float32 // nil without uncertainty
+	keys     [][]byte    // per row; nil: no key
+	times    []time.Time // per row
+	outliers []bool      // the label's verdicts; nil without a label column
+}
+
+func (t *replayTable) rows() int { return len(t.times) }
+
+// replayInput is what decides how the file is read.
+type replayInput struct {
+	path, format         string // format "": the extension's, else the config's
+	label, key, timeCol  string // flags ("": none, or the config's key_field / event_time_field)
+	ingest               ingest.Config
+	haveFeatures, config bool // the config names ingest.features; a config was given
+}
+
+// replayFormat is --format, else the file's extension (.csv; .json, .jsonl, .ndjson; .logfmt),
+// else the config's ingest.format when it names the features, else CSV.
+func (in *replayInput) replayFormat() (ingest.Format, error) {
+	if in.format != "" {
+		f := ingest.Format(in.format)
+		if f != ingest.FormatCSV && f != ingest.FormatJSON && f != ingest.FormatLogfmt {
+			return "", usageError{fmt.Errorf("--format %q: want csv, json or logfmt", in.format)}
+		}
+		return f, nil
+	}
+	switch strings.ToLower(filepath.Ext(in.path)) {
+	case ".csv":
+		return ingest.FormatCSV, nil
+	case ".json", ".jsonl", ".ndjson":
+		return ingest.FormatJSON, nil
+	case ".logfmt":
+		return ingest.FormatLogfmt, nil
+	}
+	if in.haveFeatures {
+		return in.ingest.Format, nil
+	}
+	return ingest.FormatCSV, nil
+}
+
+// readReplayInput reads the file through the pipeline's decoders; notes for the user (columns
+// not read, features taken from the header) go to warn.
+func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
+	ic := in.ingest
+	format, err := in.replayFormat()
+	if err != nil {
+		return nil, err
+	}
+	ic.Format = format
+	if ic.Topic == "" { // the keys of a topic replay has none of
+		ic.Topic = "replay"
+	}
+	if ic.GroupID == "" {
+		ic.GroupID = "replay"
+	}
+	if in.key != "" {
+		ic.KeyField = in.key
+	}
+	if in.timeCol != "" {
+		ic.EventTimeField = in.timeCol
+	}
+	f, err := os.Open(in.path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot open: %w", in.path, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	line := 0
+	var first []byte // a CSV header line, once read
+	if format == ingest.FormatCSV {
+		for sc.Scan() {
+			line++
+			if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+				first = slices.Clone(sc.Bytes())
+				break
+			}
+		}
+		if first == nil {
+			if err := sc.Err(); err != nil {
+				return nil, fmt.Errorf("%s: %w", in.path, err)
+			}
+			return nil, fmt.Errorf("%s: empty file: expected a header line", in.path)
+		}
+		header, err := csvHeader(first, ic.CSVDelimiter)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: header: %w", in.path, line, err)
+		}
+		switch {
+		case len(ic.CSVHeader) == 0:
+			ic.CSVHeader, first = header, nil
+		case slices.Equal(header, ic.CSVHeader):
+			first = nil // a header line: not data
+		}
+		if in.label != "" && !slices.Contains(ic.CSVHeader, in.label) {
+			return nil, fmt.Errorf("%s: --label-column %q is not a column of the header %v", in.path, in.label, ic.CSVHeader)
+		}
+		if !in.haveFeatures {
+			headerFeatures(&ic, in.label, warn, in.path)
+		} else {
+			unread(ic, in.label, warn, in.path)
+		}
+	} else if !in.haveFeatures {
+		return nil, usageError{fmt.Errorf("%s: --format %s needs ingest.features in --config (a %s line has no column list)", in.path, format, format)}
+	}
+	if in.label != "" && (slices.Contains(ic.Features, in.label) || in.label == ic.KeyField || in.label == ic.EventTimeField) {
+		return nil, usageError{fmt.Errorf("--label-column %q is also a feature, the key or the timestamp", in.label)}
+	}
+	dec, err := ingest.NewDecoder(ic)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the ingest section does not fit %s: %w", configName(in), in.path, err)
+	}
+	der, err := ingest.NewDeriver(ic)
+	if err != nil {
+		return nil, err
+	}
+	if ic.Derive != nil && ic.EventTimeField == "" {
+		for i, d := range ic.Derive.Features {
+			if d.Kind == ingest.DeriveTimeOfDay || d.Kind == ingest.DeriveDayOfWeek {
+				return nil, usageError{fmt.Errorf("ingest.derive.features[%d] (%s) needs the records' time: set ingest.event_time_field or --timestamp-column", i, d.Kind)}
+			}
+		}
+	}
+	var label ingest.Decoder
+	if in.label != "" {
+		lc := ic
+		lc.Features, lc.Uncertainty, lc.KeyField, lc.EventTimeField, lc.Derive = []string{in.label}, nil, "", "", nil
+		if label, err = ingest.NewDecoder(lc); err != nil {
+			return nil, fmt.Errorf("--label-column: %w", err)
+		}
+	}
+
+	t := &replayTable{features: ic.Columns()}
+	t.means = make([][]float32, len(t.features))
+	if ic.Uncertainty != nil {
+		t.sds = make([][]float32, len(t.features))
+	}
+	d, ld := ic.NewDecoded(), &ingest.Decoded{Values: make([]float32, 1)}
+	epoch := time.Unix(0, 0).UTC()
+	row := func(text []byte, at int) error {
+		if err := dec.Decode(text, d); err != nil {
+			return fmt.Errorf("%s:%d: %w", in.path, at, err)
+		}
+		var key []byte
+		if d.HasKey {
+			key = append([]byte{}, d.Key...)
+		}
+		ts := epoch.Add(time.Duration(len(t.times)) * time.Millisecond)
+		if d.HasEventTime {
+			ts = time.UnixMilli(d.EventTime).UTC()
+		}
+		out := d
+		if der != nil { // partition 0, offset = the row: file order is the partition's order
+			out = der.Apply(d, 0, int64(len(t.times)), key, ts)
+		}
+		for j := range t.features {
+			t.means[j] = append(t.means[j], out.Values[j])
+			if t.sds != nil {
+				t.sds[j] = append(t.sds[j], out.SD[j])
+			}
+		}
+		t.keys, t.times = append(t.keys, key), append(t.times, ts)
+		if label != nil {
+			if err := label.Decode(text, ld); err != nil {
+				return fmt.Errorf("%s:%d: label: %w", in.path, at, err)
+			}
+			t.outliers = append(t.outliers, ld.Values[0] != 0)
+		}
+		return nil
+	}
+	if first != nil {
+		if err := row(first, line); err != nil {
+			return nil, err
+		}
+	}
+	for sc.Scan() {
+		line++
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		if err := row(sc.Bytes(), line); err != nil {
+			return nil, err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s:%d: %w", in.path, line+1, err)
+	}
+	if t.rows() == 0 {
+		return nil, fmt.Errorf("%s: no records", in.path)
+	}
+	return t, nil
+}
+
+func configName(in replayInput) string {
+	if in.config {
+		return "--config"
+	}
+	return "replay"
+}
+
+// csvHeader splits a header line into its trimmed names.
+func csvHeader(line []byte, delim string) ([]string, error) {
+	r := csv.NewReader(bytes.NewReader(line))
+	r.Comma = []rune(delim)[0]
+	names, err := r.Read()
+	if err != nil {
+		return nil, err
+	}
+	for i := range names {
+		names[i] = strings.TrimSpace(names[i])
+	}
+	return names, nil
+}
+
+// headerFeatures makes the header's columns the features (replay's reading of a tabular file
+// without ingest.features): all but the label, key, timestamp and "_"-prefixed columns; a
+// column "<f>_sd" of a column f is f's uncertainty (a feature without one is certain).
+func headerFeatures(ic *ingest.Config, label string, warn io.Writer, path string) {
+	sd := map[string]string{}
+	for _, h := range ic.CSVHeader {
+		if base, ok := strings.CutSuffix(h, batch.UncertaintySuffix); ok && slices.Contains(ic.CSVHeader, base) {
+			sd[base] = h
+		}
+	}
+	ic.Features, ic.Uncertainty = nil, nil
+	var skipped []string
+	for _, h := range ic.CSVHeader {
+		switch {
+		case h == label || h == ic.KeyField || h == ic.EventTimeField:
+		case strings.HasPrefix(h, "_") || slices.Contains(ic.Features, h):
+			skipped = append(skipped, h)
+		case sd[strings.TrimSuffix(h, batch.UncertaintySuffix)] == h:
+		default:
+			ic.Features = append(ic.Features, h)
+		}
+	}
+	if len(sd) > 0 {
+		zero := 0.0
+		ic.Uncertainty = &ingest.Uncertainty{Fields: sd, Default: &zero}
+	}
+	fmt.Fprintf(warn, "replay: %s: no ingest.features in the config: the features are the columns %s", path, strings.Join(ic.Features, ", "))
+	if len(skipped) > 0 {
+		fmt.Fprintf(warn, " (not %s: a name starting with \"_\" or repeated)", strings.Join(skipped, ", "))
+	}
+	fmt.Fprintln(warn)
+	for _, f := range ic.Features {
+		if timeLike(f) {
+			fmt.Fprintf(warn, "replay: %s: the feature %q looks like a time: pass --timestamp-column %s (or set ingest.features) if it is one\n", path, f, f)
+		}
+	}
+}
+
+// timeLike reports whether a column name reads as a time (ts, time, timestamp, date, epoch...,
+// ..._ms): such a column as a feature makes every record's time an outlier axis.
+func timeLike(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case "ts", "t", "time", "timestamp", "date", "datetime":
+		return true
+	}
+	return strings.HasPrefix(n, "epoch") || strings.HasSuffix(n, "_ms") || strings.HasSuffix(n, "_ts") ||
+		strings.HasSuffix(n, "timestamp") || strings.HasSuffix(n, "_time")
+}
+
+// unread notes the header's columns that nothing reads (not a feature, uncertainty, key,
+// timestamp or label): with ingest.features they are left out, as the pipeline leaves them.
+func unread(ic ingest.Config, label string, warn io.Writer, path string) {
+	read := map[string]bool{label: true, ic.KeyField: true, ic.EventTimeField: true}
+	for _, f := range ic.Features {
+		read[f] = true
+		if u := ic.Uncertainty; u != nil {
+			if s, ok := u.Fields[f]; ok {
+				read[s] = true
+			} else if u.Suffix != "" {
+				read[f+u.Suffix] = true
+			}
+		}
+	}
+	var out []string
+	for _, h := range ic.CSVHeader {
+		if !read[h] {
+			out = append(out, h)
+		}
+	}
+	if len(out) > 0 {
+		fmt.Fprintf(warn, "replay: %s: columns not read (not in ingest.features, key_field, event_time_field or --label-column): %s\n", path, strings.Join(out, ", "))
+	}
+}

@@ -1,0 +1,118 @@
+package pipeline
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outlierd/outlierd/internal/core/config"
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/stages/ingest"
+	"github.com/outlierd/outlierd/stages/sink"
+)
+
+// TestPipelineDerivedFeatures: with ingest.derive the pipeline scores the derived columns as
+// features and writes them to the Arrow output: three keys interleaved in one partition, each
+// key's temp rising by 1 a record, so temp.diff is 0 for a key's first record and 1 after.
+func TestPipelineDerivedFeatures(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
+	const n = 1500
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		k := i % 3
+		recs[i] = &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", k),
+			Value: fmt.Appendf(nil, `{"temp":%d,"hum":%g}`, 100*k+i/3, 40+float64(i%17)/4)}
+	}
+	testsupport.Produce(t, br, recs...)
+
+	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
+	cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp", "hum"}, nil
+	cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{
+		{Kind: ingest.DeriveDiff, Of: "temp"}, {Kind: ingest.DeriveRobustZ, Of: "temp", Last: 10}}}
+	cfg.Sink.Format = sink.FormatArrow
+	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Distance.N = 1000, 500, 50
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := startPipeline(t, cfg, nil)
+	deadline := time.Now().Add(60 * time.Second)
+	for r.p.Stats().RecordsOut.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d records out after 60 s", r.p.Stats().RecordsOut.Load(), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rows, scored := 0, 0
+	for _, m := range testsupport.ReadTopic(t, br, out, 1) {
+		rd, err := ipc.NewReader(bytes.NewReader(m.Value))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sch := rd.Schema()
+		idx := func(name string) int {
+			f := sch.FieldIndices(name)
+			if len(f) != 1 {
+				t.Fatalf("Arrow output: column %q appears %d times (schema %v)", name, len(f), sch)
+			}
+			return f[0]
+		}
+		diff, rz, off, sc := idx("temp.diff"), idx("temp.rz10"), idx("_offset"), idx(sink.ColScored)
+		for rd.Next() {
+			rec := rd.Record()
+			for k := range int(rec.NumRows()) {
+				o := rec.Column(off).(*array.Int64).Value(k)
+				want := float32(1)
+				if o < 3 {
+					want = 0
+				}
+				if got := rec.Column(diff).(*array.Float32).Value(k); got != want {
+					t.Fatalf("offset %d: temp.diff %v, want %v", o, got, want)
+				}
+				// A key's previous 10 temps are t-10..t-1: median t-5.5, MAD 2.5: z = 5.5/3.7065.
+				if z := rec.Column(rz).(*array.Float32).Value(k); o >= 33 && z != float32(5.5/(1.4826*2.5)) {
+					t.Fatalf("offset %d: temp.rz10 %v", o, z)
+				}
+				if rec.Column(sc).(*array.Boolean).Value(k) {
+					scored++
+				}
+				rows++
+			}
+		}
+		rd.Release()
+	}
+	if rows != n || scored != n {
+		t.Fatalf("%d rows out, %d scored; want %d each", rows, scored, n)
+	}
+}
+
+// TestReloadDerive: a reload of the same ingest.derive (its defaults filled by validation in
+// both) changes nothing; another derive needs a restart (it changes the features).
+func TestReloadDerive(t *testing.T) {
+	load := func(derive string) Config {
+		c := Default()
+		doc := "ingest:\n  topic: in\n  group_id: g\n  features: [temp]\n  derive:\n    features: [" + derive + "]\n" +
+			"sink:\n  brokers: [\"localhost:9092\"]\n  topic: out\n  dead_letter_topic: dl\n"
+		if err := config.LoadBytes("c.yaml", []byte(doc), &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a := load("{kind: robust_z, of: temp, last: 30}")
+	if ch := ClassifyChanges(a, load("{kind: robust_z, of: temp, last: 30}")); len(ch.Restart)+len(ch.Live)+len(ch.Rebuild) != 0 {
+		t.Fatalf("the same derive reloaded: %+v", ch)
+	}
+	if ch := ClassifyChanges(a, load("{kind: robust_z, of: temp, last: 30, min_values: 5}")); !slices.Equal(ch.Restart, []string{"ingest.derive"}) {
+		t.Fatalf("another derive: %+v, want a restart for ingest.derive", ch)
+	}
+}
