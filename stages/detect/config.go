@@ -31,12 +31,19 @@ type Config struct {
 	// MinRecords is how many records the window must hold before the first model is built.
 	// Default 5000.
 	MinRecords int `yaml:"min_records"`
-	// RefreshRecords rebuilds the model after this many new records, so that the model (its
-	// tails, calibration and threshold) follows a drifting stream. Default 0: a quarter of the
-	// window, so a drift of one standard deviation per window leaves the model at most about
-	// three quarters of one behind (the window's median lags by half a window); a build costs
-	// about 0.1 s of one core at W = 50000 and runs beside scoring, one at a time.
+	// RefreshRecords rebuilds the whole model after this many new records. Default 200000
+	// (four default windows): a full build (the solving set, the micro-clusters) costs about a
+	// second of one core at W = 50000, so a count trigger near W would spend the CPU on
+	// rebuilds at high rates; RefreshInterval keeps the model fresh at low rates, and
+	// recalibrate_records keeps the scores following the stream in between.
 	RefreshRecords int `yaml:"refresh_records"`
+	// RecalibrateRecords rebuilds the model's ranking part alone (each feature's tail, the
+	// distance sample, the calibrations: what flag_by significance and rate decide by) after
+	// this many new records, as a new model version. Default 0: a quarter of the window, so a
+	// drift of one standard deviation per window leaves the calibration at most about three
+	// quarters of one behind (the window's median lags by half a window); about a twentieth of a
+	// full build's cost.
+	RecalibrateRecords int `yaml:"recalibrate_records"`
 	// RefreshInterval rebuilds the model after this long, if any record arrived. Default 30s.
 	RefreshInterval time.Duration `yaml:"refresh_interval"`
 	// BeforeModel is `hold` (default) or `pass`: what happens to records that arrive before the
@@ -211,7 +218,7 @@ type ScoreConfig struct {
 // Default is the configuration with every default filled in.
 func Default() Config {
 	return Config{
-		Window: 50000, MinRecords: 5000, RefreshInterval: 30 * time.Second,
+		Window: 50000, MinRecords: 5000, RefreshRecords: 200000, RefreshInterval: 30 * time.Second,
 		BeforeModel: BeforeModelHold, Combine: CombineAny, Seed: 1, Snapshots: 3,
 		// flag by significance at 5 with a cap of 0.02 (docs/BENCHMARKS.md §9); the combined
 		// score the mean of the tail score's and the k-NN distance's calibrated scores, k = 100
@@ -242,8 +249,11 @@ func (c *Config) Validate() error {
 	if c.MinRecords < 2 || c.MinRecords > c.Window {
 		add("min_records", "must be in [2, window=%d], got %d", c.Window, c.MinRecords)
 	}
-	if c.RefreshRecords < 0 {
-		add("refresh_records", "must be >= 0 (0: a quarter of the window), got %d", c.RefreshRecords)
+	if c.RefreshRecords < 1 {
+		add("refresh_records", "must be >= 1, got %d", c.RefreshRecords)
+	}
+	if c.RecalibrateRecords < 0 {
+		add("recalibrate_records", "must be >= 0 (0: a quarter of the window), got %d", c.RecalibrateRecords)
 	}
 	if c.RefreshInterval <= 0 {
 		add("refresh_interval", "must be > 0, got %s", c.RefreshInterval)
@@ -364,11 +374,14 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Refresh is the number of new records after which the model is rebuilt: refresh_records, or
-// a quarter of the window when it is 0.
-func (c *Config) Refresh() int {
-	if c.RefreshRecords > 0 {
-		return c.RefreshRecords
+// Refresh is the number of new records after which the whole model is rebuilt.
+func (c *Config) Refresh() int { return c.RefreshRecords }
+
+// Recalibrate is the number of new records after which the model's ranking part is rebuilt:
+// recalibrate_records, or a quarter of the window when it is 0.
+func (c *Config) Recalibrate() int {
+	if c.RecalibrateRecords > 0 {
+		return c.RecalibrateRecords
 	}
 	return max(1, c.Window/4)
 }

@@ -45,7 +45,7 @@ func (k ChangeKind) String() string {
 // its guarantee (no false negatives: w_k(q, S) >= w_k(q, D) holds for every threshold).
 var changeKinds = map[string]ChangeKind{
 	"combine": ChangeLive, "before_model": ChangeLive, "min_records": ChangeLive,
-	"refresh_records": ChangeLive, "refresh_interval": ChangeLive,
+	"refresh_records": ChangeLive, "refresh_interval": ChangeLive, "recalibrate_records": ChangeLive,
 	"density.mode": ChangeLive, "density.eta": ChangeLive, "density.delta": ChangeLive,
 	"density.samples": ChangeLive, "distance.n": ChangeLive,
 	"flag_by": ChangeLive, "alarm_rate": ChangeLive, "min_score": ChangeLive, "alert_cooldown": ChangeLive,

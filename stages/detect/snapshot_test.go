@@ -25,7 +25,7 @@ import (
 // never refreshes on its own (the tests decide when builds happen).
 func testConfig() Config {
 	c := Default()
-	c.Window, c.MinRecords, c.RefreshRecords, c.RefreshInterval = 2000, 1000, 1<<30, time.Hour
+	c.Window, c.MinRecords, c.RefreshRecords, c.RecalibrateRecords, c.RefreshInterval = 2000, 1000, 1<<30, 1<<30, time.Hour
 	c.Density.Clusters, c.Density.Iterations, c.Density.Samples = 20, 2, 100
 	c.Distance.K, c.Distance.N, c.Distance.M = 10, 20, 50
 	c.FlagBy = FlagByVerdicts // these tests follow the paper's verdicts; calibrate_test.go the rate

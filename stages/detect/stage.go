@@ -75,6 +75,7 @@ type Deps struct {
 type buildState struct {
 	version   uint64           // the newest model's version (the next build is version+1)
 	sinceLast int              // records pushed since the last build started
+	sinceRank int              // records pushed since the last build or recalibration started
 	lastBuild time.Time        // when the last build started
 	running   bool             // a build runs; its result arrives on done
 	done      chan buildResult // capacity 1: the running build's result
@@ -144,6 +145,7 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 		return nil, err
 	}
 	s.builds.sinceLast += b.Len()
+	s.builds.sinceRank += b.Len()
 	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.builds.running {
 		if s.cfg.BeforeModel == BeforeModelHold {
 			// Nothing can be emitted until the first model exists: build it right here.
@@ -181,7 +183,35 @@ func (s *Stage) maybeRebuild() {
 		(s.ext.rebuildDue || s.builds.sinceLast >= s.cfg.Refresh() || time.Since(s.builds.lastBuild) >= s.cfg.RefreshInterval) {
 		// The window holds fewer than min_records only after a start from a snapshot.
 		s.startBuild()
+	} else if s.model != nil && s.model.Ranker != nil && !s.builds.running && s.win.Len() >= s.cfg.MinRecords &&
+		s.builds.sinceRank >= s.cfg.Recalibrate() {
+		s.startRecalibration()
 	}
+}
+
+// startRecalibration rebuilds the serving model's ranking part alone (the tails, the distance
+// sample, the calibrations: what flag_by: significance and rate decide by) from a snapshot of
+// the window on the build goroutine, as a new model version sharing the other parts: the
+// calibration follows the stream every recalibrate_records, at a small part of a full build's
+// cost (the solving set and the micro-clusters stay until the next full build).
+func (s *Stage) startRecalibration() {
+	cols, _ := s.win.Snapshot()
+	cols, _, _ = withoutOutcasts(cols, nil, s.sig.newest(s.win.Len()), s.cfg.Window)
+	s.builds.running, s.builds.sinceRank = true, 0
+	next := *s.model
+	next.Version = s.builds.version + 1
+	next.Members = s.ids.members()
+	cfg := s.cfg
+	go func() {
+		start := time.Now()
+		r, err := buildRanker(cols, sortedColumns(cols), next.Features, cfg)
+		if err != nil {
+			s.builds.done <- buildResult{err: err}
+			return
+		}
+		next.Ranker, next.BuiltAt, next.BuildTime = r, time.Now(), time.Since(start)
+		s.builds.done <- buildResult{model: &next}
+	}()
 }
 
 // beforeModel is what happens to b while no model serves (before_model): held, or passed on
@@ -266,7 +296,7 @@ func (s *Stage) startBuild() {
 	// Records found significant are left out of the model's reference (alarm.go): a fault
 	// repeated does not become normal.
 	cols, sds, _ = withoutOutcasts(cols, sds, s.sig.newest(s.win.Len()), s.cfg.Window)
-	s.builds.running, s.builds.sinceLast, s.builds.lastBuild = true, 0, time.Now()
+	s.builds.running, s.builds.sinceLast, s.builds.sinceRank, s.builds.lastBuild = true, 0, 0, time.Now()
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.builds.version + 1
 	cfg, features, accel, members := s.cfg, s.features, s.deps.Accelerator, s.ids.members()
