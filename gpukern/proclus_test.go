@@ -127,7 +127,7 @@ func TestProclusEngineParity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pd.Free()
-	cpu, gpu := proclus.NewCPUEngine(cols, 3), accel.ProclusEngine(pd)
+	cpu, gpu := proclus.NewCPUEngine(cols, 3), accel.ProclusEngine(pd.ProclusRun)
 	sc := proclus.Scales(cols)
 	for _, e := range []proclus.Engine{cpu, gpu} {
 		if err := e.Begin(sc, 4); err != nil {
@@ -369,12 +369,12 @@ func TestProclusBreakdown(t *testing.T) {
 	}
 	for _, kl := range [][2]int{{5, 3}, {10, 5}, {15, 7}} {
 		p := proclus.Default()
-		p.K, p.L = kl[0], kl[1]
+		p.K, p.L, p.Restarts = kl[0], kl[1], 1
 		want, err := accel.RunProclus(pd, data, p) // also the warm-up
 		if err != nil {
 			t.Fatal(err)
 		}
-		te := &timedEngine{Engine: accel.ProclusEngine(pd)}
+		te := &timedEngine{Engine: accel.ProclusEngine(pd.ProclusRun)}
 		st := time.Now()
 		got, err := data.Run(p, te)
 		total := time.Since(st)

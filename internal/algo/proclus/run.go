@@ -2,16 +2,20 @@ package proclus
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
 // pcgStream is the second PCG word (the first is Params.Seed): "proclus" in ASCII.
 const pcgStream = 0x70726f636c7573
 
-// Run clusters column-major cols (cols[j][i] = row i in dimension j; finite values) on the CPU.
+// Run clusters column-major cols (cols[j][i] = row i in dimension j; finite values) on the CPU:
+// p.Restarts runs, one after the other, each over all cores.
 func Run(cols [][]float32, p Params) (*Result, error) {
 	return RunEngine(cols, p, NewCPUEngine(cols, 0))
 }
@@ -62,9 +66,69 @@ func Prepare(cols [][]float32) (*Data, error) {
 // Rows is the number of rows.
 func (dt *Data) Rows() int { return dt.rows }
 
-// Run runs PROCLUS with p on eng, an engine over the same columns.
-func (dt *Data) Run(p Params, eng Engine) (*Result, error) {
+// Run runs PROCLUS's p.Restarts restarts (restart r from seed RestartSeed(p.Seed, r)) on
+// engines over the same columns and returns the result of lowest Cost, ties to the lowest
+// restart, with every restart's cost (Result.RestartCosts). Each engine runs one restart at a
+// time; with several engines (a GPU's run states sharing one uploaded data set) the restarts run
+// concurrently, one goroutine per engine, and the result is the same whatever their number and
+// timing (each restart depends only on its seed).
+func (dt *Data) Run(p Params, engines ...Engine) (*Result, error) {
+	if err := p.Validate(dt.rows, len(dt.cols)); err != nil {
+		return nil, fmt.Errorf("proclus: %w", err)
+	}
+	if len(engines) == 0 {
+		return nil, fmt.Errorf("proclus: no engine")
+	}
+	R := p.Restarts
+	costs := make([]float64, R)
+	errs := make([]error, R)
+	var next atomic.Int64
+	var failed atomic.Bool
+	bests := make([]*Result, len(engines))
+	var wg sync.WaitGroup
+	for w, eng := range engines[:min(len(engines), R)] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				r := int(next.Add(1) - 1)
+				if r >= R || failed.Load() {
+					return
+				}
+				q := p
+				q.Seed = RestartSeed(p.Seed, r)
+				res, err := dt.RunOnce(q, eng)
+				if err != nil {
+					errs[r] = fmt.Errorf("restart %d (seed %d): %w", r, q.Seed, err)
+					failed.Store(true)
+					return
+				}
+				res.Restart, costs[r] = r, res.FullCost
+				if b := bests[w]; b == nil || res.FullCost < b.FullCost || (res.FullCost == b.FullCost && r < b.Restart) {
+					bests[w] = res
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var best *Result
+	for _, b := range bests {
+		if b != nil && (best == nil || b.FullCost < best.FullCost || (b.FullCost == best.FullCost && b.Restart < best.Restart)) {
+			best = b
+		}
+	}
+	best.RestartCosts = costs
+	return best, nil
+}
+
+// RunOnce is one run of PROCLUS from p.Seed (p.Restarts is not used) on eng, an engine over the
+// same columns: the result has Restart 0, Seed p.Seed and RestartCosts its own Cost.
+func (dt *Data) RunOnce(p Params, eng Engine) (*Result, error) {
 	cols, n := dt.cols, dt.rows
+	p.Restarts = 1
 	if err := p.Validate(n, len(cols)); err != nil {
 		return nil, fmt.Errorf("proclus: %w", err)
 	}
@@ -85,7 +149,12 @@ func (dt *Data) Run(p Params, eng Engine) (*Result, error) {
 	if err := eng.Begin(r.scales, len(cands)); err != nil {
 		return nil, fmt.Errorf("proclus: %w", err)
 	}
-	return r.run()
+	res, err := r.run()
+	if err != nil {
+		return nil, err
+	}
+	res.Seed, res.RestartCosts = p.Seed, []float64{res.FullCost}
+	return res, nil
 }
 
 // runner is one run's host state. Per candidate slot s (FAST-PROCLUS): prev[s] is the squared
@@ -367,13 +436,20 @@ func (r *runner) refine(best []int, br round) (*Result, error) {
 			}
 		}
 	}
+	// The restarts' criterion first: equation 2 with every row in its nearest cluster. Cost
+	// (below) leaves the outliers out, so it rewards a run that misses a cluster and sets its
+	// rows aside as outliers; this one charges them.
+	_, full, err := r.assignAndCost(ctr, dims, nil)
+	if err != nil {
+		return nil, err
+	}
 	counts, cost, err := r.assignAndCost(ctr, dims, radius)
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{
 		Medoids: make([]int, k), Dims: dims, Centers: ctr, Radius: radius,
-		Assignment: make([]int32, r.n), Sizes: make([]int, k), Cost: cost,
+		Assignment: make([]int32, r.n), Sizes: make([]int, k), Cost: cost, FullCost: full,
 	}
 	clustered := 0
 	for i, s := range best {
