@@ -21,7 +21,9 @@
 //
 // Restarts: PROCLUS is a randomised local search that often ends in a local optimum (two medoids
 // in one planted cluster, another cluster missed) at a visibly higher cost; Run makes
-// Params.Restarts runs, each from its own seed (RestartSeed), and keeps the one of lowest Cost.
+// Params.Restarts runs, each from its own seed (RestartSeed), and keeps the one of lowest
+// FullCost (equation 2 with every row clustered: Cost leaves the outliers out, which favours a
+// run that misses a cluster and sets its rows aside).
 //
 // Determinism: one PCG stream seeded by a run's seed drives every random choice of that run;
 // every tie (the farthest candidate, the lowest Z, the nearest medoid, the smallest cluster, the
@@ -58,7 +60,8 @@ type Params struct {
 	// uses RestartSeed(Seed, r) (restart 0 uses Seed itself).
 	Seed uint64
 	// Restarts is the number of runs, each from its own seed (RestartSeed), of which the one of
-	// lowest Cost is returned (ties to the lowest restart); >= 1. Default DefaultRestarts.
+	// lowest FullCost is returned (ties to the lowest restart); 1..MaxRestarts. Default
+	// DefaultRestarts.
 	Restarts int
 }
 

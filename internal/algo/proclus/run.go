@@ -67,8 +67,8 @@ func Prepare(cols [][]float32) (*Data, error) {
 func (dt *Data) Rows() int { return dt.rows }
 
 // Run runs PROCLUS's p.Restarts restarts (restart r from seed RestartSeed(p.Seed, r)) on
-// engines over the same columns and returns the result of lowest Cost, ties to the lowest
-// restart, with every restart's cost (Result.RestartCosts). Each engine runs one restart at a
+// engines over the same columns and returns the result of lowest FullCost, ties to the lowest
+// restart, with every restart's FullCost (Result.RestartCosts). Each engine runs one restart at a
 // time; with several engines (a GPU's run states sharing one uploaded data set) the restarts run
 // concurrently, one goroutine per engine, and the result is the same whatever their number and
 // timing (each restart depends only on its seed).
@@ -125,7 +125,7 @@ func (dt *Data) Run(p Params, engines ...Engine) (*Result, error) {
 }
 
 // RunOnce is one run of PROCLUS from p.Seed (p.Restarts is not used) on eng, an engine over the
-// same columns: the result has Restart 0, Seed p.Seed and RestartCosts its own Cost.
+// same columns: the result has Restart 0, Seed p.Seed and RestartCosts its own FullCost.
 func (dt *Data) RunOnce(p Params, eng Engine) (*Result, error) {
 	cols, n := dt.cols, dt.rows
 	p.Restarts = 1
