@@ -65,30 +65,6 @@ type Params struct {
 	Restarts int
 }
 
-// DefaultRestarts is Params.Restarts' default. A single run misses planted subspace clusters on
-// 30-40% of seeds with 5 clusters and 70% with 8; the smallest number of restarts from which
-// every seed 1..20 recovered them (adjusted Rand index >= 0.95) was 2-5 on sets of issue 24's
-// shape, 4 on a harder 20,000-row set and 11 with 8 clusters (docs/BENCHMARKS.md §6.1). 20 keeps
-// a margin on all of them: all 20 runs miss with probability 0.71^20 = 0.1% at 8 clusters.
-const DefaultRestarts = 20
-
-// MaxRestarts bounds Params.Restarts (a guard against a typo's hours of runs).
-const MaxRestarts = 1000
-
-// RestartSeed is the seed of restart r of a run with seed: seed itself for r = 0 (so one restart
-// is the single run of that seed), else the r-th output of SplitMix64 started at seed (Steele et
-// al. 2014: mix64(seed + r*0x9e3779b97f4a7c15), a bijective mixer, so nearby seeds and restarts do
-// not give related PCG streams).
-func RestartSeed(seed uint64, r int) uint64 {
-	if r == 0 {
-		return seed
-	}
-	z := seed + uint64(r)*0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
 // Default returns the paper's defaults (k = 10, l = 5, A = 100, B = 10, minDev = 0.7, itrPat =
 // 5) with seed 1 and DefaultRestarts restarts.
 func Default() Params {

@@ -2,13 +2,10 @@ package proclus
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sync"
-	"sync/atomic"
 )
 
 // pcgStream is the second PCG word (the first is Params.Seed): "proclus" in ASCII.
@@ -65,64 +62,6 @@ func Prepare(cols [][]float32) (*Data, error) {
 
 // Rows is the number of rows.
 func (dt *Data) Rows() int { return dt.rows }
-
-// Run runs PROCLUS's p.Restarts restarts (restart r from seed RestartSeed(p.Seed, r)) on
-// engines over the same columns and returns the result of lowest FullCost, ties to the lowest
-// restart, with every restart's FullCost (Result.RestartCosts). Each engine runs one restart at a
-// time; with several engines (a GPU's run states sharing one uploaded data set) the restarts run
-// concurrently, one goroutine per engine, and the result is the same whatever their number and
-// timing (each restart depends only on its seed).
-func (dt *Data) Run(p Params, engines ...Engine) (*Result, error) {
-	if err := p.Validate(dt.rows, len(dt.cols)); err != nil {
-		return nil, fmt.Errorf("proclus: %w", err)
-	}
-	if len(engines) == 0 {
-		return nil, fmt.Errorf("proclus: no engine")
-	}
-	R := p.Restarts
-	costs := make([]float64, R)
-	errs := make([]error, R)
-	var next atomic.Int64
-	var failed atomic.Bool
-	bests := make([]*Result, len(engines))
-	var wg sync.WaitGroup
-	for w, eng := range engines[:min(len(engines), R)] {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				r := int(next.Add(1) - 1)
-				if r >= R || failed.Load() {
-					return
-				}
-				q := p
-				q.Seed = RestartSeed(p.Seed, r)
-				res, err := dt.RunOnce(q, eng)
-				if err != nil {
-					errs[r] = fmt.Errorf("restart %d (seed %d): %w", r, q.Seed, err)
-					failed.Store(true)
-					return
-				}
-				res.Restart, costs[r] = r, res.FullCost
-				if b := bests[w]; b == nil || res.FullCost < b.FullCost || (res.FullCost == b.FullCost && r < b.Restart) {
-					bests[w] = res
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	var best *Result
-	for _, b := range bests {
-		if b != nil && (best == nil || b.FullCost < best.FullCost || (b.FullCost == best.FullCost && b.Restart < best.Restart)) {
-			best = b
-		}
-	}
-	best.RestartCosts = costs
-	return best, nil
-}
 
 // RunOnce is one run of PROCLUS from p.Seed (p.Restarts is not used) on eng, an engine over the
 // same columns: the result has Restart 0, Seed p.Seed and RestartCosts its own FullCost.
