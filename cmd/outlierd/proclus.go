@@ -123,8 +123,8 @@ func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 		out.Device, out.Rows, len(tab.Features), p.K, p.L, out.Cost, out.Iterations, out.Outliers, out.ElapsedMS)
 	if p.Restarts > 1 {
 		lo, hi := slices.Min(out.RestartCosts), slices.Max(out.RestartCosts)
-		fmt.Fprintf(stdout, "restart %d of %d (seed %d) kept: cost with every row clustered %.6g (restarts %.6g-%.6g)\n",
-			out.Restart, p.Restarts, out.Seed, out.FullCost, lo, hi)
+		fmt.Fprintf(stdout, "kept restart %d of 0-%d (seed %d): cost with every row clustered %.6g (all restarts %.6g-%.6g)\n",
+			out.Restart, p.Restarts-1, out.Seed, out.FullCost, lo, hi)
 	}
 	for i, c := range out.Clusters {
 		names := make([]string, len(c.Dims))

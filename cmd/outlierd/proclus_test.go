@@ -131,7 +131,7 @@ func TestProclusCLIContract(t *testing.T) {
 	}
 	// The table output names the subspace features.
 	txt, errs, code := outlierd(t, "proclus", "--input", path, "--label-column", "outlier", "--k", "5", "--l", "4", "--seed", "3", "--device", "cpu")
-	if code != 0 || !strings.Contains(txt, "subspace {f") || !strings.Contains(txt, "outlier precision") {
+	if code != 0 || !strings.Contains(txt, "subspace {f") || !strings.Contains(txt, "outlier precision") || !strings.Contains(txt, "kept restart ") {
 		t.Errorf("table output (exit %d, %s):\n%s", code, errs, txt)
 	}
 }
