@@ -10,7 +10,8 @@ const ProclusMaxCounters = 6144
 // the columns, uploaded once, and its own run state (an embedded ProclusRun, whose methods are
 // the passes), which stays allocated between runs, as the paper's several (k, l) settings and the
 // restarts reuse it. NewRun adds run states over the same columns, so that several runs (the
-// restarts) proceed at once without another upload. Free returns the memory.
+// restarts) proceed at once without another upload. NewRun, RunStates and Free are not safe for
+// concurrent use (the run states' passes are); Free returns the memory.
 type ProclusData struct {
 	dev        *Device
 	rows, dims int
@@ -33,16 +34,17 @@ type ProclusRun struct {
 }
 
 // ProclusRunBytes is the device memory of one run state with slots candidate medoids over rows
-// rows (ProclusData.NewRun, then Begin): the distance cache and two assignments.
+// rows (ProclusData.NewRun, then Begin): the distance cache, two assignments, the launch
+// parameters and the counters (the scales, 8 bytes a dimension, aside).
 func ProclusRunBytes(rows, slots int) int64 {
-	return int64(rows)*(4*int64(slots)+8) + pcParamBytes + 2*ProclusMaxCounters*8
+	return int64(rows)*(4*int64(slots)+8) + pcParamBytes + ProclusMaxCounters*8
 }
 
 // pcParamBytes is the parameter buffer of one launch: at most ProclusMaxCounters pairs of
 // (float64 centre + int64 dimension) plus the medoid coordinates, offsets and radii.
 const pcParamBytes = 256 << 10
 
-// ProclusQuery is one medoid's locality change for ProclusData.Locality, field for field
+// ProclusQuery is one medoid's locality change for ProclusRun.Locality, field for field
 // proclus.Query: the medoid's distance-cache slot, whether the slot is not computed yet, the
 // medoid's coordinates, and the band Lo < squared distance <= Hi (Lo = -1: from the medoid).
 type ProclusQuery struct {
