@@ -8,7 +8,7 @@ import (
 )
 
 // DefaultRestarts is Params.Restarts' default. A single run misses planted subspace clusters on
-// 30-40% of seeds with 5 clusters and 70% with 8; the smallest number of restarts from which
+// 25-40% of seeds with 5 clusters and 70% with 8; the smallest number of restarts from which
 // every seed 1..20 recovered them (adjusted Rand index >= 0.95) was 2-5 on sets of issue 24's
 // shape, 4 on a harder 20,000-row set and 11 with 8 clusters (docs/BENCHMARKS.md §6.1). 20 keeps
 // a margin on all of them: all 20 runs miss with probability 0.71^20 = 0.1% at 8 clusters.
