@@ -54,7 +54,8 @@
 // Projected clustering (ProclusData; proclus.cu) is GPU-FAST-PROCLUS: the control flow stays on
 // the host (internal/algo/proclus, shared with the CPU; internal/accel.GPUProclus), the O(rows)
 // passes run here with the FAST distance cache and incremental localities; the sums are int64
-// fixed point, so the result equals the CPU's exactly.
+// fixed point, so the result equals the CPU's exactly. The restarts share one upload, each
+// running on its own run state (ProclusRun) over it, several at once.
 //
 // Kernels are CUDA C (<name>.cu), compiled to PTX for compute_80 by nvcc 11.8 (PTX ISA 7.8, which
 // every driver from CUDA 11.8 on JIT-compiles, sm_90 included); the PTX is committed and embedded.

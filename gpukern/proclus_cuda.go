@@ -30,13 +30,10 @@ const (
 	// pcBlocksPerSM caps the grid: each block strides over the rows, so the number of global
 	// atomic flushes is blocks*counters, not rows.
 	pcBlocksPerSM = 8
-	// pcParamBytes is the parameter buffer of one launch: at most ProclusMaxCounters pairs of
-	// (float64 centre + int64 dimension) plus the medoid coordinates, offsets and radii.
-	pcParamBytes = 256 << 10
 )
 
 // UploadProclus copies column-major host data (cols[j][i]; the caller checks it finite, as
-// proclus.Prepare does) to the device for PROCLUS runs and allocates the run buffers (the
+// proclus.Prepare does) to the device for PROCLUS runs and allocates its own run state (the
 // distance cache is allocated by Begin).
 func (d *Device) UploadProclus(cols [][]float32) (*ProclusData, error) {
 	rows, err := columnsShape("cols", cols)
@@ -53,14 +50,33 @@ func (d *Device) UploadProclus(cols [][]float32) (*ProclusData, error) {
 			return err
 		}
 		pd.x = uintptr(x)
+		return nil
+	})
+	if err == nil {
+		pd.ProclusRun, err = pd.NewRun()
+	}
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("gpukern.UploadProclus: %w", err), pd.Free())
+	}
+	return pd, nil
+}
+
+// NewRun allocates another run state over pd's columns (the distance cache is allocated by
+// Begin): about ProclusRunBytes(rows, slots). Free (of the run or of pd) returns it.
+func (pd *ProclusData) NewRun() (*ProclusRun, error) {
+	if pd.x == 0 {
+		return nil, fmt.Errorf("gpukern.ProclusData.NewRun: %w", errShape)
+	}
+	r := &ProclusRun{pd: pd}
+	err := pd.dev.do(func() error {
 		for _, a := range []struct {
 			p     *uintptr
 			what  string
 			bytes int64
 		}{
-			{&pd.cur, "assignment", int64(rows) * 4}, {&pd.best, "best assignment", int64(rows) * 4},
-			{&pd.scale, "fixed-point scales", int64(len(cols)) * 8}, {&pd.par, "parameters", pcParamBytes},
-			{&pd.out, "counters", ProclusMaxCounters * 8},
+			{&r.cur, "assignment", int64(pd.rows) * 4}, {&r.best, "best assignment", int64(pd.rows) * 4},
+			{&r.scale, "fixed-point scales", int64(pd.dims) * 8}, {&r.par, "parameters", pcParamBytes},
+			{&r.out, "counters", ProclusMaxCounters * 8},
 		} {
 			p, err := alloc(a.what, a.bytes)
 			if err != nil {
@@ -71,18 +87,65 @@ func (d *Device) UploadProclus(cols [][]float32) (*ProclusData, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("gpukern.UploadProclus: %w", err), pd.Free())
+		return nil, errors.Join(fmt.Errorf("gpukern.ProclusData.NewRun: %w", err), r.Free())
 	}
-	return pd, nil
+	pd.runs = append(pd.runs, r)
+	return r, nil
 }
 
-// Free returns the device memory; a second call does nothing.
+// RunStates returns up to n run states over pd for runs with slots candidate medoids each: pd's
+// own first, then those made by earlier calls, then new ones (NewRun), kept until Free. It makes
+// a new one only while the device has twice its ProclusRunBytes free, so concurrent runs never
+// take the memory that other work on the device needs; it returns at least pd's own.
+func (pd *ProclusData) RunStates(n, slots int) ([]*ProclusRun, error) {
+	if len(pd.runs) < n {
+		var free int64
+		if err := pd.dev.do(func() (err error) {
+			free, _, err = cu.MemInfo()
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("gpukern.ProclusData.RunStates: cuMemGetInfo: %w", err)
+		}
+		need := ProclusRunBytes(pd.rows, slots)
+		for len(pd.runs) < n && free >= 2*need {
+			if _, err := pd.NewRun(); err != nil {
+				return nil, err
+			}
+			free -= need
+		}
+	}
+	return pd.runs[:min(n, len(pd.runs))], nil
+}
+
+// Free returns the data's memory and that of every run state over it (their later use fails); a
+// second call does nothing.
 func (pd *ProclusData) Free() error {
 	if pd == nil || pd.dev == nil {
 		return nil
 	}
-	ps := []*uintptr{&pd.x, &pd.dist, &pd.cur, &pd.best, &pd.scale, &pd.par, &pd.out}
-	err := pd.dev.do(func() error {
+	var errs []error
+	for _, r := range pd.runs {
+		errs = append(errs, r.Free())
+	}
+	pd.runs = nil
+	errs = append(errs, pd.dev.do(func() error {
+		err := frees(cu.DevicePtr(pd.x))
+		pd.x = 0
+		return err
+	}))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("gpukern.ProclusData.Free: %w", err)
+	}
+	return nil
+}
+
+// Free returns the run state's memory; a second call does nothing.
+func (pr *ProclusRun) Free() error {
+	if pr == nil || pr.pd == nil {
+		return nil
+	}
+	ps := []*uintptr{&pr.dist, &pr.cur, &pr.best, &pr.scale, &pr.par, &pr.out}
+	err := pr.pd.dev.do(func() error {
 		var errs []error
 		for _, p := range ps {
 			errs = append(errs, frees(cu.DevicePtr(*p)))
@@ -90,34 +153,38 @@ func (pd *ProclusData) Free() error {
 		}
 		return errors.Join(errs...)
 	})
-	pd.distSlots = 0
+	pr.distSlots = 0
 	if err != nil {
-		return fmt.Errorf("gpukern.ProclusData.Free: %w", err)
+		return fmt.Errorf("gpukern.ProclusRun.Free: %w", err)
 	}
 	return nil
 }
 
 // Begin (proclus.Engine.Begin) uploads the fixed-point scales and grows the distance cache to slots
 // rows.
-func (pd *ProclusData) Begin(scales []float64, slots int) error {
+func (pr *ProclusRun) Begin(scales []float64, slots int) error {
+	pd := pr.pd
 	if len(scales) != pd.dims {
 		return fmt.Errorf("%w: %d scales for %d dimensions", errShape, len(scales), pd.dims)
 	}
+	if pr.cur == 0 {
+		return fmt.Errorf("%w: the run state is freed", errShape)
+	}
 	return pd.dev.do(func() error {
-		if err := cu.MemcpyHtoD(cu.DevicePtr(pd.scale), unsafe.Pointer(&scales[0]), int64(len(scales))*8); err != nil {
+		if err := cu.MemcpyHtoD(cu.DevicePtr(pr.scale), unsafe.Pointer(&scales[0]), int64(len(scales))*8); err != nil {
 			return fmt.Errorf("cuMemcpyHtoD(scales): %w", err)
 		}
 		pd.dev.toDevice.Add(int64(len(scales)) * 8)
-		if slots > pd.distSlots {
-			if err := frees(cu.DevicePtr(pd.dist)); err != nil {
+		if slots > pr.distSlots {
+			if err := frees(cu.DevicePtr(pr.dist)); err != nil {
 				return err
 			}
-			pd.dist, pd.distSlots = 0, 0
+			pr.dist, pr.distSlots = 0, 0
 			p, err := alloc("FAST distance cache (B*k rows of rows float32)", int64(slots)*int64(pd.rows)*4)
 			if err != nil {
 				return err
 			}
-			pd.dist, pd.distSlots = uintptr(p), slots
+			pr.dist, pr.distSlots = uintptr(p), slots
 		}
 		return nil
 	})
@@ -167,7 +234,8 @@ func (p *pcPack) f32(v []float32) int {
 }
 
 // send copies the packed parameters to the device and zeroes cnt counters; owner thread only.
-func (pd *ProclusData) send(p *pcPack, cnt int) error {
+func (pr *ProclusRun) send(p *pcPack, cnt int) error {
+	pd := pr.pd
 	if len(p.b) > pcParamBytes {
 		return fmt.Errorf("PROCLUS parameters take %d bytes, at most %d", len(p.b), pcParamBytes)
 	}
@@ -175,41 +243,44 @@ func (pd *ProclusData) send(p *pcPack, cnt int) error {
 		return fmt.Errorf("PROCLUS needs %d counters, at most %d", cnt, ProclusMaxCounters)
 	}
 	if len(p.b) > 0 {
-		if err := cu.MemcpyHtoD(cu.DevicePtr(pd.par), unsafe.Pointer(&p.b[0]), int64(len(p.b))); err != nil {
+		if err := cu.MemcpyHtoD(cu.DevicePtr(pr.par), unsafe.Pointer(&p.b[0]), int64(len(p.b))); err != nil {
 			return fmt.Errorf("cuMemcpyHtoD(PROCLUS parameters): %w", err)
 		}
 		pd.dev.toDevice.Add(int64(len(p.b)))
 	}
-	if err := cu.MemsetD32(cu.DevicePtr(pd.out), 0, int64(cnt)*2); err != nil {
+	if err := cu.MemsetD32(cu.DevicePtr(pr.out), 0, int64(cnt)*2); err != nil {
 		return fmt.Errorf("cuMemsetD32(PROCLUS counters): %w", err)
 	}
 	return nil
 }
 
 // receive downloads cnt counters into dst (two's-complement int64); owner thread only.
-func (pd *ProclusData) receive(dst []int64) error {
+func (pr *ProclusRun) receive(dst []int64) error {
+	pd := pr.pd
 	if len(dst) == 0 {
 		return nil
 	}
 	u := unsafe.Slice((*uint64)(unsafe.Pointer(&dst[0])), len(dst))
-	return download(pd.dev, "PROCLUS counters", u, cu.DevicePtr(pd.out))
+	return download(pd.dev, "PROCLUS counters", u, cu.DevicePtr(pr.out))
 }
 
-func (pd *ProclusData) grid() [3]int {
+func (pr *ProclusRun) grid() [3]int {
+	pd := pr.pd
 	g := min((pd.rows+pcThreads-1)/pcThreads, pd.dev.smCount*pcBlocksPerSM)
 	return [3]int{max(g, 1), 1, 1}
 }
 
-func (pd *ProclusData) at(off int) uint64 { return uint64(pd.par) + uint64(off) }
+func (pr *ProclusRun) at(off int) uint64 { return uint64(pr.par) + uint64(off) }
 
 // Locality (proclus.Engine.Locality): proclus_locality over the changed localities.
-func (pd *ProclusData) Locality(qs []ProclusQuery, sums, counts []int64) error {
+func (pr *ProclusRun) Locality(qs []ProclusQuery, sums, counts []int64) error {
+	pd := pr.pd
 	nq, d := len(qs), pd.dims
 	slot, fresh := make([]int64, nq), make([]int64, nq)
 	med, band := make([]float32, 0, nq*d), make([]float32, 0, 2*nq)
 	for q, x := range qs {
-		if x.Slot < 0 || x.Slot >= pd.distSlots {
-			return fmt.Errorf("%w: query %d has slot %d of %d", errShape, q, x.Slot, pd.distSlots)
+		if x.Slot < 0 || x.Slot >= pr.distSlots {
+			return fmt.Errorf("%w: query %d has slot %d of %d", errShape, q, x.Slot, pr.distSlots)
 		}
 		slot[q] = int64(x.Slot)
 		if x.Fresh {
@@ -222,16 +293,16 @@ func (pd *ProclusData) Locality(qs []ProclusQuery, sums, counts []int64) error {
 	oSlot, oFresh, oMed, oBand := p.i64(slot), p.i64(fresh), p.f32(med), p.f32(band)
 	cnt := nq*d + nq
 	return pd.dev.do(func() error {
-		if err := pd.send(&p, cnt); err != nil {
+		if err := pr.send(&p, cnt); err != nil {
 			return err
 		}
-		if err := launchParams(pd.dev, "proclus_locality", pd.grid(), [3]int{pcThreads, 1, 1}, cnt*8, &pcLocalityParams{
-			X: uint64(pd.x), N: int64(pd.rows), D: int64(d), Nq: int64(nq), Slot: pd.at(oSlot), Fresh: pd.at(oFresh),
-			Med: pd.at(oMed), Band: pd.at(oBand), Dist: uint64(pd.dist), Scale: uint64(pd.scale), Out: uint64(pd.out)}); err != nil {
+		if err := launchParams(pd.dev, "proclus_locality", pr.grid(), [3]int{pcThreads, 1, 1}, cnt*8, &pcLocalityParams{
+			X: uint64(pd.x), N: int64(pd.rows), D: int64(d), Nq: int64(nq), Slot: pr.at(oSlot), Fresh: pr.at(oFresh),
+			Med: pr.at(oMed), Band: pr.at(oBand), Dist: uint64(pr.dist), Scale: uint64(pr.scale), Out: uint64(pr.out)}); err != nil {
 			return err
 		}
 		all := make([]int64, cnt)
-		if err := pd.receive(all); err != nil {
+		if err := pr.receive(all); err != nil {
 			return err
 		}
 		copy(sums, all[:nq*d])
@@ -241,7 +312,8 @@ func (pd *ProclusData) Locality(qs []ProclusQuery, sums, counts []int64) error {
 }
 
 // Assign (proclus.Engine.Assign): proclus_assign.
-func (pd *ProclusData) Assign(centers [][]float32, off, dims []int, radius []float64, counts, sums []int64) error {
+func (pr *ProclusRun) Assign(centers [][]float32, off, dims []int, radius []float64, counts, sums []int64) error {
+	pd := pr.pd
 	k := len(centers)
 	med := make([]float32, 0, k*pd.dims)
 	for _, c := range centers {
@@ -257,17 +329,17 @@ func (pd *ProclusData) Assign(centers [][]float32, off, dims []int, radius []flo
 	oMed, oOff, oDims, oRad := p.f32(med), p.ints(off), p.ints(dims), p.f64(rad)
 	cnt := k + len(dims)
 	return pd.dev.do(func() error {
-		if err := pd.send(&p, cnt); err != nil {
+		if err := pr.send(&p, cnt); err != nil {
 			return err
 		}
-		if err := launchParams(pd.dev, "proclus_assign", pd.grid(), [3]int{pcThreads, 1, 1}, cnt*8, &pcAssignParams{
-			X: uint64(pd.x), N: int64(pd.rows), D: int64(pd.dims), K: int64(k), Med: pd.at(oMed), Off: pd.at(oOff),
-			Dims: pd.at(oDims), Radius: pd.at(oRad), UseRadius: use, Scale: uint64(pd.scale), Assign: uint64(pd.cur),
-			Out: uint64(pd.out)}); err != nil {
+		if err := launchParams(pd.dev, "proclus_assign", pr.grid(), [3]int{pcThreads, 1, 1}, cnt*8, &pcAssignParams{
+			X: uint64(pd.x), N: int64(pd.rows), D: int64(pd.dims), K: int64(k), Med: pr.at(oMed), Off: pr.at(oOff),
+			Dims: pr.at(oDims), Radius: pr.at(oRad), UseRadius: use, Scale: uint64(pr.scale), Assign: uint64(pr.cur),
+			Out: uint64(pr.out)}); err != nil {
 			return err
 		}
 		all := make([]int64, cnt)
-		if err := pd.receive(all); err != nil {
+		if err := pr.receive(all); err != nil {
 			return err
 		}
 		copy(counts, all[:k])
@@ -277,25 +349,27 @@ func (pd *ProclusData) Assign(centers [][]float32, off, dims []int, radius []flo
 }
 
 // Spread (proclus.Engine.Spread): proclus_spread over the current assignment.
-func (pd *ProclusData) Spread(center []float64, off, dims []int, sums []int64) error {
+func (pr *ProclusRun) Spread(center []float64, off, dims []int, sums []int64) error {
+	pd := pr.pd
 	k := len(off) - 1
 	var p pcPack
 	oCen, oOff, oDims := p.f64(center), p.ints(off), p.ints(dims)
 	cnt := len(dims)
 	return pd.dev.do(func() error {
-		if err := pd.send(&p, cnt); err != nil {
+		if err := pr.send(&p, cnt); err != nil {
 			return err
 		}
-		if err := launchParams(pd.dev, "proclus_spread", pd.grid(), [3]int{pcThreads, 1, 1}, cnt*8, &pcSpreadParams{
-			X: uint64(pd.x), N: int64(pd.rows), D: int64(pd.dims), K: int64(k), Assign: uint64(pd.cur), Center: pd.at(oCen),
-			Off: pd.at(oOff), Dims: pd.at(oDims), Scale: uint64(pd.scale), Out: uint64(pd.out)}); err != nil {
+		if err := launchParams(pd.dev, "proclus_spread", pr.grid(), [3]int{pcThreads, 1, 1}, cnt*8, &pcSpreadParams{
+			X: uint64(pd.x), N: int64(pd.rows), D: int64(pd.dims), K: int64(k), Assign: uint64(pr.cur), Center: pr.at(oCen),
+			Off: pr.at(oOff), Dims: pr.at(oDims), Scale: uint64(pr.scale), Out: uint64(pr.out)}); err != nil {
 			return err
 		}
-		return pd.receive(sums)
+		return pr.receive(sums)
 	})
 }
 
-func (pd *ProclusData) copyAssign(dst, src uintptr) error {
+func (pr *ProclusRun) copyAssign(dst, src uintptr) error {
+	pd := pr.pd
 	return pd.dev.do(func() error {
 		if err := cu.MemcpyDtoD(cu.DevicePtr(dst), cu.DevicePtr(src), int64(pd.rows)*4); err != nil {
 			return fmt.Errorf("cuMemcpyDtoD(assignment): %w", err)
@@ -305,15 +379,16 @@ func (pd *ProclusData) copyAssign(dst, src uintptr) error {
 }
 
 // KeepBest (proclus.Engine) copies the current assignment to the best, on the device.
-func (pd *ProclusData) KeepBest() error { return pd.copyAssign(pd.best, pd.cur) }
+func (pr *ProclusRun) KeepBest() error { return pr.copyAssign(pr.best, pr.cur) }
 
 // UseBest (proclus.Engine) copies the best assignment to the current, on the device.
-func (pd *ProclusData) UseBest() error { return pd.copyAssign(pd.cur, pd.best) }
+func (pr *ProclusRun) UseBest() error { return pr.copyAssign(pr.cur, pr.best) }
 
 // Assignment (proclus.Engine) downloads the current assignment.
-func (pd *ProclusData) Assignment(dst []int32) error {
+func (pr *ProclusRun) Assignment(dst []int32) error {
+	pd := pr.pd
 	if len(dst) != pd.rows {
 		return fmt.Errorf("%w: %d rows but len(dst) = %d", errShape, pd.rows, len(dst))
 	}
-	return pd.dev.do(func() error { return download(pd.dev, "assignment", dst, cu.DevicePtr(pd.cur)) })
+	return pd.dev.do(func() error { return download(pd.dev, "assignment", dst, cu.DevicePtr(pr.cur)) })
 }

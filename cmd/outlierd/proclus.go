@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,20 +15,28 @@ import (
 
 // proclusOutput is the JSON contract of `outlierd proclus --json` (issue 11): k, l, cost,
 // iterations, elapsed_ms, outliers (a count) and clusters; device, rows and features say what ran
-// on what, and with a label column precision/recall rate the outlier flags against it.
+// on what, and with a label column precision/recall rate the outlier flags against it. Issue 24
+// added the restarts: restarts (how many), restart (the one returned, 0-based), seed (its seed),
+// full_cost (its criterion) and restart_costs (every restart's criterion, in restart order); cost
+// and iterations are the returned restart's.
 type proclusOutput struct {
-	Device     string           `json:"device"`
-	Rows       int              `json:"rows"`
-	K          int              `json:"k"`
-	L          int              `json:"l"`
-	Cost       float64          `json:"cost"`
-	Iterations int              `json:"iterations"`
-	ElapsedMS  float64          `json:"elapsed_ms"`
-	Outliers   int              `json:"outliers"`
-	Clusters   []proclusCluster `json:"clusters"`
-	Features   []string         `json:"features"`
-	Precision  *float64         `json:"precision,omitempty"`
-	Recall     *float64         `json:"recall,omitempty"`
+	Device       string           `json:"device"`
+	Rows         int              `json:"rows"`
+	K            int              `json:"k"`
+	L            int              `json:"l"`
+	Cost         float64          `json:"cost"`
+	Iterations   int              `json:"iterations"`
+	Restarts     int              `json:"restarts"`
+	Restart      int              `json:"restart"`
+	Seed         uint64           `json:"seed"`
+	FullCost     float64          `json:"full_cost"`
+	RestartCosts []float64        `json:"restart_costs"`
+	ElapsedMS    float64          `json:"elapsed_ms"`
+	Outliers     int              `json:"outliers"`
+	Clusters     []proclusCluster `json:"clusters"`
+	Features     []string         `json:"features"`
+	Precision    *float64         `json:"precision,omitempty"`
+	Recall       *float64         `json:"recall,omitempty"`
 }
 
 type proclusCluster struct {
@@ -47,7 +56,8 @@ func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	b := fs.Int("b", def.B, "b*k candidate medoids picked farthest-first from the sample, 1 <= b <= a")
 	minDev := fs.Float64("min-dev", def.MinDev, "a medoid is bad when its cluster has fewer than rows/k*min-dev rows")
 	itrPat := fs.Int("itr-pat", def.ItrPat, "stop after this many rounds without a lower cost")
-	seed := fs.Uint64("seed", def.Seed, "seed of the sample, the first medoids and the replacements")
+	seed := fs.Uint64("seed", def.Seed, "seed of the sample, the first medoids and the replacements; restart r > 0 uses SplitMix64's r-th output from it")
+	restarts := fs.Int("restarts", def.Restarts, "runs from derived seeds; the one of lowest cost (every row in its nearest cluster) is kept")
 	device := fs.String("device", "auto", "auto | cpu | cuda (same result on each)")
 	assignOut := fs.String("assignments-out", "", "write row,cluster for every input row to this CSV file (-1 = PROCLUS outlier)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
@@ -63,7 +73,7 @@ func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 		return err
 	}
 	defer dev.Close()
-	p := proclus.Params{K: *k, L: *l, A: *a, B: *b, MinDev: *minDev, ItrPat: *itrPat, Seed: *seed}
+	p := proclus.Params{K: *k, L: *l, A: *a, B: *b, MinDev: *minDev, ItrPat: *itrPat, Seed: *seed, Restarts: *restarts}
 	if err := p.Validate(tab.Rows(), len(tab.Cols)); err != nil {
 		return usageError{fmt.Errorf("%s: %s", *input, strings.ReplaceAll(err.Error(), "\n", "; "))}
 	}
@@ -75,6 +85,7 @@ func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	elapsed := time.Since(start)
 	out := proclusOutput{
 		Device: dev.Name(), Rows: tab.Rows(), K: p.K, L: p.L, Cost: res.Cost, Iterations: res.Iterations,
+		Restarts: p.Restarts, Restart: res.Restart, Seed: res.Seed, FullCost: res.FullCost, RestartCosts: res.RestartCosts,
 		ElapsedMS: ms(elapsed), Outliers: res.Outliers, Features: tab.Features,
 	}
 	for i, m := range res.Medoids {
@@ -110,6 +121,11 @@ func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	}
 	fmt.Fprintf(stdout, "PROCLUS on %s: %d rows x %d dims, k=%d l=%d: cost %.6g, %d iterations, %d outliers, %.1f ms\n",
 		out.Device, out.Rows, len(tab.Features), p.K, p.L, out.Cost, out.Iterations, out.Outliers, out.ElapsedMS)
+	if p.Restarts > 1 {
+		lo, hi := slices.Min(out.RestartCosts), slices.Max(out.RestartCosts)
+		fmt.Fprintf(stdout, "kept restart %d of 0-%d (seed %d): cost with every row clustered %.6g (all restarts %.6g-%.6g)\n",
+			out.Restart, p.Restarts-1, out.Seed, out.FullCost, lo, hi)
+	}
 	for i, c := range out.Clusters {
 		names := make([]string, len(c.Dims))
 		for t, j := range c.Dims {

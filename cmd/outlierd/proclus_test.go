@@ -49,15 +49,21 @@ func TestProclusCLIContract(t *testing.T) {
 	assign := filepath.Join(t.TempDir(), "assign.csv")
 	out, errs, code := outlierd(t, "proclus", "--input", path, "--label-column", "outlier", "--k", "5", "--l", "4",
 		"--seed", "3", "--device", "cpu", "--assignments-out", assign, "--json")
-	contractJSON(t, "proclus", out, errs, code, "k", "l", "cost", "iterations", "elapsed_ms", "outliers", "clusters")
+	contractJSON(t, "proclus", out, errs, code, "k", "l", "cost", "iterations", "elapsed_ms", "outliers", "clusters",
+		"restarts", "restart", "seed", "full_cost", "restart_costs")
 	var res struct {
-		K, L       int
-		Cost       float64
-		Iterations int
-		Outliers   int
-		Features   []string
-		Precision  *float64
-		Clusters   []struct {
+		K, L         int
+		Cost         float64
+		Iterations   int
+		Restarts     int
+		Restart      int
+		Seed         uint64
+		FullCost     float64   `json:"full_cost"`
+		RestartCosts []float64 `json:"restart_costs"`
+		Outliers     int
+		Features     []string
+		Precision    *float64
+		Clusters     []struct {
 			MedoidRow int   `json:"medoid_row"`
 			Size      int   `json:"size"`
 			Dims      []int `json:"dims"`
@@ -68,6 +74,12 @@ func TestProclusCLIContract(t *testing.T) {
 	}
 	if res.K != 5 || res.L != 4 || len(res.Clusters) != 5 || res.Iterations < 1 || !(res.Cost > 0) {
 		t.Fatalf("JSON %s", out)
+	}
+	// The default restarts, the kept one the first of lowest cost, its seed derived from --seed.
+	if res.Restarts != proclus.DefaultRestarts || len(res.RestartCosts) != res.Restarts ||
+		res.RestartCosts[res.Restart] != res.FullCost || slices.Index(res.RestartCosts, slices.Min(res.RestartCosts)) != res.Restart ||
+		res.Seed != proclus.RestartSeed(3, res.Restart) {
+		t.Errorf("restarts %d, kept %d (seed %d, cost %v), costs %v", res.Restarts, res.Restart, res.Seed, res.FullCost, res.RestartCosts)
 	}
 	if len(res.Features) != 15 || slices.Contains(res.Features, "outlier") {
 		t.Errorf("features %v: the label column must not be one", res.Features)
@@ -119,7 +131,7 @@ func TestProclusCLIContract(t *testing.T) {
 	}
 	// The table output names the subspace features.
 	txt, errs, code := outlierd(t, "proclus", "--input", path, "--label-column", "outlier", "--k", "5", "--l", "4", "--seed", "3", "--device", "cpu")
-	if code != 0 || !strings.Contains(txt, "subspace {f") || !strings.Contains(txt, "outlier precision") {
+	if code != 0 || !strings.Contains(txt, "subspace {f") || !strings.Contains(txt, "outlier precision") || !strings.Contains(txt, "kept restart ") {
 		t.Errorf("table output (exit %d, %s):\n%s", code, errs, txt)
 	}
 }
@@ -141,6 +153,7 @@ func TestProclusCLIBadInput(t *testing.T) {
 		{[]string{"proclus", "--input", good, "--k", "2", "--l", "2", "--b", "0"}, 2, "b must be in [1, a=100], got 0"},
 		{[]string{"proclus", "--input", good, "--k", "2", "--l", "2", "--itr-pat", "0"}, 2, "itr-pat must be >= 1"},
 		{[]string{"proclus", "--input", good, "--k", "2", "--l", "2", "--min-dev", "-1"}, 2, "min-dev must be finite and >= 0"},
+		{[]string{"proclus", "--input", good, "--k", "2", "--l", "2", "--restarts", "0"}, 2, "restarts must be in [1, 1000], got 0"},
 		{[]string{"proclus", "--input", good, "--device", "tpu"}, 2, "--device must be one of"},
 		{[]string{"proclus"}, 2, "--input is required"},
 		{[]string{"proclus", "--input", good, "--label-column", "zzz"}, 1, `label column "zzz" not in the header`},

@@ -19,6 +19,7 @@ import (
 
 	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/algo/hypercube"
+	"github.com/outlierd/outlierd/internal/algo/proclus"
 	"github.com/outlierd/outlierd/internal/core/config"
 )
 
@@ -184,6 +185,11 @@ type ProclusConfig struct {
 	// L is the average features per cluster subspace (1..features; at least 2 per cluster when
 	// the stream has 2 or more). Default 3.
 	L int `yaml:"l"`
+	// Restarts is the number of PROCLUS runs per model, restart r from a seed derived from
+	// detect.seed (proclus.RestartSeed), of which the one of lowest cost (every record in its
+	// nearest cluster) is kept: one run often ends with two medoids in one cluster and another
+	// cluster missed (1..1000). Default proclus.DefaultRestarts (docs/BENCHMARKS.md §6.1).
+	Restarts int `yaml:"restarts"`
 }
 
 // DistanceConfig configures the solving set (ALGORITHMS.md §1).
@@ -233,7 +239,7 @@ func Default() Config {
 		Distance:  DistanceConfig{K: 50, N: 50, M: 100},
 		Hypercube: HypercubeConfig{Bins: hypercube.DefaultBins, MaxNeighbours: 1},
 		KeyBy:     KeyByNone, Keys: KeysConfig{Window: 200, MinRecords: 50, K: 10, MaxKeys: 100000},
-		Proclus: ProclusConfig{K: 10, L: 3},
+		Proclus: ProclusConfig{K: 10, L: 3, Restarts: proclus.DefaultRestarts},
 	}
 }
 
@@ -350,12 +356,15 @@ func (c *Config) Validate() error {
 	if c.Snapshots < 1 {
 		add("snapshots", "must be >= 1, got %d", c.Snapshots)
 	}
-	if p := c.Proclus; p.Enabled || p.K != 0 || p.L != 0 {
+	if p := c.Proclus; p.Enabled || p.K != 0 || p.L != 0 || p.Restarts != 0 {
 		if p.K < 1 || p.K > c.MinRecords {
 			add("proclus.k", "must be in [1, min_records=%d], got %d", c.MinRecords, p.K)
 		}
 		if p.L < 1 {
 			add("proclus.l", "must be >= 1, got %d", p.L)
+		}
+		if p.Restarts < 1 || p.Restarts > proclus.MaxRestarts {
+			add("proclus.restarts", "must be in [1, %d], got %d", proclus.MaxRestarts, p.Restarts)
 		}
 	}
 	if h := c.Hypercube; h.Enabled || h.Bins != 0 || h.MaxNeighbours != 0 {

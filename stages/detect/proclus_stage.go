@@ -22,7 +22,8 @@ type proclusDetector struct {
 	names *subspaceNames
 }
 
-// Build clusters the normalised window into proclus.k clusters of about proclus.l features.
+// Build clusters the normalised window into proclus.k clusters of about proclus.l features,
+// keeping the best of proclus.restarts runs.
 func (d *proclusDetector) Build(m *Model, w *BuildWindow) error {
 	cfg := w.Cfg
 	if !cfg.Proclus.Enabled {
@@ -30,6 +31,7 @@ func (d *proclusDetector) Build(m *Model, w *BuildWindow) error {
 	}
 	pp := proclus.Default()
 	pp.K, pp.L, pp.Seed = min(cfg.Proclus.K, len(w.Means[0])), min(cfg.Proclus.L, len(w.Means)), cfg.Seed
+	pp.Restarts = cfg.Proclus.Restarts
 	var err error
 	if m.Subspaces, err = proclus.Run(w.Means, pp); err != nil {
 		return fmt.Errorf("detect: PROCLUS subspaces of the window: %w", err)

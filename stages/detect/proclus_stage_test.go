@@ -3,6 +3,7 @@ package detect
 import (
 	"bytes"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,7 +19,7 @@ func TestProclusSubspacesInTheStage(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
 	cfg := testConfig()
-	cfg.Proclus = ProclusConfig{Enabled: true, K: 4, L: 2}
+	cfg.Proclus = ProclusConfig{Enabled: true, K: 4, L: 2, Restarts: 3}
 	cfg.Density.Samples = 400
 	odd := map[int]bool{1234: true, 1777: true}
 	d := diagonalData(2000, odd)
@@ -27,6 +28,10 @@ func TestProclusSubspacesInTheStage(t *testing.T) {
 	m := s.Model()
 	if m == nil || m.Subspaces == nil || len(m.Subspaces.Dims) != 4 {
 		t.Fatalf("model %v: want 4 PROCLUS clusters", m)
+	}
+	// detect.proclus.restarts reaches the runs: the model keeps the first of lowest cost of 3.
+	if rc := m.Subspaces.RestartCosts; len(rc) != 3 || slices.Index(rc, slices.Min(rc)) != m.Subspaces.Restart {
+		t.Errorf("restart costs %v, kept restart %d: want the first lowest of 3", rc, m.Subspaces.Restart)
 	}
 	withSub, flagged := 0, map[int]string{}
 	for lo := 1000; lo < 2000; lo += 250 {

@@ -53,7 +53,7 @@ var changeKinds = map[string]ChangeKind{
 
 	// PROCLUS's keys apply with the next model, built at the next batch (Reconfigure marks it
 	// due): live, since the serving model stays valid meanwhile.
-	"proclus.enabled": ChangeLive, "proclus.k": ChangeLive, "proclus.l": ChangeLive,
+	"proclus.enabled": ChangeLive, "proclus.k": ChangeLive, "proclus.l": ChangeLive, "proclus.restarts": ChangeLive,
 	"window": ChangeRebuild, "seed": ChangeRebuild, "density.clusters": ChangeRebuild,
 	"density.iterations": ChangeRebuild, "distance.k": ChangeRebuild, "distance.m": ChangeRebuild,
 	"score.detectors": ChangeRebuild, "score.sample": ChangeRebuild, "score.k": ChangeRebuild,

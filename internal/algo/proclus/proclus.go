@@ -19,9 +19,15 @@
 // H += λ·ΣΔL) change a bit. Distances are float32 with a fixed operation order and no FMA
 // (SquaredDistance), as in the kernels.
 //
-// Determinism: one PCG stream seeded by Params.Seed drives every random choice; every tie (the
-// farthest candidate, the lowest Z, the nearest medoid, the smallest cluster) goes to the lowest
-// index.
+// Restarts: PROCLUS is a randomised local search that often ends in a local optimum (two medoids
+// in one planted cluster, another cluster missed) at a visibly higher cost; Run makes
+// Params.Restarts runs, each from its own seed (RestartSeed), and keeps the one of lowest
+// FullCost (equation 2 with every row clustered: Cost leaves the outliers out, which favours a
+// run that misses a cluster and sets its rows aside).
+//
+// Determinism: one PCG stream seeded by a run's seed drives every random choice of that run;
+// every tie (the farthest candidate, the lowest Z, the nearest medoid, the smallest cluster, the
+// lowest cost among restarts) goes to the lowest index.
 package proclus
 
 import (
@@ -50,14 +56,19 @@ type Params struct {
 	// ItrPat is the patience: the iterative phase stops after ItrPat rounds without a lower cost;
 	// >= 1. Default 5.
 	ItrPat int
-	// Seed seeds the PCG stream of the sample, the first medoid and the replacements.
+	// Seed seeds the PCG stream of the sample, the first medoid and the replacements; restart r
+	// uses RestartSeed(Seed, r) (restart 0 uses Seed itself).
 	Seed uint64
+	// Restarts is the number of runs, each from its own seed (RestartSeed), of which the one of
+	// lowest FullCost is returned (ties to the lowest restart); 1..MaxRestarts. Default
+	// DefaultRestarts.
+	Restarts int
 }
 
 // Default returns the paper's defaults (k = 10, l = 5, A = 100, B = 10, minDev = 0.7, itrPat =
-// 5) with seed 1.
+// 5) with seed 1 and DefaultRestarts restarts.
 func Default() Params {
-	return Params{K: 10, L: 5, A: 100, B: 10, MinDev: 0.7, ItrPat: 5, Seed: 1}
+	return Params{K: 10, L: 5, A: 100, B: 10, MinDev: 0.7, ItrPat: 5, Seed: 1, Restarts: DefaultRestarts}
 }
 
 // Validate checks the parameters against a data set of rows x dims and returns every problem,
@@ -94,6 +105,9 @@ func (p Params) Validate(rows, dims int) error {
 	if p.ItrPat < 1 {
 		errs = append(errs, fmt.Errorf("itr-pat must be >= 1, got %d", p.ItrPat))
 	}
+	if p.Restarts < 1 || p.Restarts > MaxRestarts {
+		errs = append(errs, fmt.Errorf("restarts must be in [1, %d], got %d", MaxRestarts, p.Restarts))
+	}
 	return errors.Join(errs...)
 }
 
@@ -118,10 +132,19 @@ type Result struct {
 	// Cost is equation (2) of the paper for the returned clusters: the mean over the clustered
 	// rows of the Manhattan segmental distance to their cluster's centroid in its subspace.
 	Cost float64
+	// FullCost is equation 2 for the returned medoids and subspaces with every row in its
+	// nearest cluster (no outliers set aside): the restarts' criterion (see Params.Restarts).
+	FullCost float64
 	// BestCost is the lowest cost of the iterative phase (before refinement, all rows clustered).
 	BestCost float64
 	// Iterations is the number of rounds of the iterative phase.
 	Iterations int
+	// Restart is the restart this result comes from (0-based) and Seed its seed
+	// (RestartSeed(Params.Seed, Restart)); RestartCosts[r] is restart r's FullCost, for all
+	// Params.Restarts restarts.
+	Restart      int
+	Seed         uint64
+	RestartCosts []float64
 }
 
 // Segmental is the Manhattan segmental distance between x and c in dims: Σ_{j∈dims}|x_j - c_j| /

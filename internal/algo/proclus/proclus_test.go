@@ -344,6 +344,8 @@ func TestValidate(t *testing.T) {
 		{func(p *Params) { p.B = 200 }, "b must be in [1, a=100]"},
 		{func(p *Params) { p.MinDev = -1 }, "min-dev"},
 		{func(p *Params) { p.ItrPat = 0 }, "itr-pat"},
+		{func(p *Params) { p.Restarts = 0 }, "restarts must be in [1, 1000], got 0"},
+		{func(p *Params) { p.Restarts = MaxRestarts + 1 }, "restarts must be in [1, 1000], got 1001"},
 	}
 	for _, c := range cases {
 		p := Default()

@@ -11,7 +11,8 @@ import (
 // pcgStream is the second PCG word (the first is Params.Seed): "proclus" in ASCII.
 const pcgStream = 0x70726f636c7573
 
-// Run clusters column-major cols (cols[j][i] = row i in dimension j; finite values) on the CPU.
+// Run clusters column-major cols (cols[j][i] = row i in dimension j; finite values) on the CPU:
+// p.Restarts runs, one after the other, each over all cores.
 func Run(cols [][]float32, p Params) (*Result, error) {
 	return RunEngine(cols, p, NewCPUEngine(cols, 0))
 }
@@ -62,9 +63,11 @@ func Prepare(cols [][]float32) (*Data, error) {
 // Rows is the number of rows.
 func (dt *Data) Rows() int { return dt.rows }
 
-// Run runs PROCLUS with p on eng, an engine over the same columns.
-func (dt *Data) Run(p Params, eng Engine) (*Result, error) {
+// RunOnce is one run of PROCLUS from p.Seed (p.Restarts is not used) on eng, an engine over the
+// same columns: the result has Restart 0, Seed p.Seed and RestartCosts its own FullCost.
+func (dt *Data) RunOnce(p Params, eng Engine) (*Result, error) {
 	cols, n := dt.cols, dt.rows
+	p.Restarts = 1
 	if err := p.Validate(n, len(cols)); err != nil {
 		return nil, fmt.Errorf("proclus: %w", err)
 	}
@@ -85,7 +88,12 @@ func (dt *Data) Run(p Params, eng Engine) (*Result, error) {
 	if err := eng.Begin(r.scales, len(cands)); err != nil {
 		return nil, fmt.Errorf("proclus: %w", err)
 	}
-	return r.run()
+	res, err := r.run()
+	if err != nil {
+		return nil, err
+	}
+	res.Seed, res.RestartCosts = p.Seed, []float64{res.FullCost}
+	return res, nil
 }
 
 // runner is one run's host state. Per candidate slot s (FAST-PROCLUS): prev[s] is the squared
@@ -367,13 +375,20 @@ func (r *runner) refine(best []int, br round) (*Result, error) {
 			}
 		}
 	}
+	// The restarts' criterion first: equation 2 with every row in its nearest cluster. Cost
+	// (below) leaves the outliers out, so it rewards a run that misses a cluster and sets its
+	// rows aside as outliers; this one charges them.
+	_, full, err := r.assignAndCost(ctr, dims, nil)
+	if err != nil {
+		return nil, err
+	}
 	counts, cost, err := r.assignAndCost(ctr, dims, radius)
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{
 		Medoids: make([]int, k), Dims: dims, Centers: ctr, Radius: radius,
-		Assignment: make([]int32, r.n), Sizes: make([]int, k), Cost: cost,
+		Assignment: make([]int32, r.n), Sizes: make([]int, k), Cost: cost, FullCost: full,
 	}
 	clustered := 0
 	for i, s := range best {

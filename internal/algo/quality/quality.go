@@ -138,3 +138,39 @@ func AveragePrecision(scores []float64, outlier []bool) float64 {
 	}
 	return ap
 }
+
+// AdjustedRandIndex is the adjusted Rand index (Hubert and Arabie 1985) of two partitions of the
+// same items, a[i] and b[i] being item i's class in each (any int32 labels; a PROCLUS outlier's
+// -1 is a class of its own): the share of item pairs on which they agree, corrected for chance,
+// so that 1 is identical partitions (up to renaming) and a random one scores about 0. It is
+// scikit-learn's adjusted_rand_score, 1 when both put every item in one class or each in its own
+// (the index is undefined there). It panics when the lengths differ.
+func AdjustedRandIndex(a, b []int32) float64 {
+	if len(a) != len(b) {
+		panic("quality.AdjustedRandIndex: partitions of different lengths")
+	}
+	type pair struct{ x, y int32 }
+	cell, row, col := map[pair]int{}, map[int32]int{}, map[int32]int{}
+	for i := range a {
+		cell[pair{a[i], b[i]}]++
+		row[a[i]]++
+		col[b[i]]++
+	}
+	c2 := func(n int) float64 { return float64(n) * float64(n-1) / 2 }
+	var index, sa, sb float64
+	for _, n := range cell {
+		index += c2(n)
+	}
+	for _, n := range row {
+		sa += c2(n)
+	}
+	for _, n := range col {
+		sb += c2(n)
+	}
+	expected := sa * sb / c2(len(a))
+	maxIndex := (sa + sb) / 2
+	if maxIndex == expected {
+		return 1
+	}
+	return (index - expected) / (maxIndex - expected)
+}

@@ -148,3 +148,29 @@ func TestAveragePrecisionDefinition(t *testing.T) {
 		}
 	}
 }
+
+// TestAdjustedRandIndexKnownValues: values from scikit-learn's adjusted_rand_score (its
+// documentation's examples and two computed by hand from the contingency table).
+func TestAdjustedRandIndexKnownValues(t *testing.T) {
+	cases := []struct {
+		a, b []int32
+		want float64
+	}{
+		{[]int32{0, 0, 1, 1}, []int32{0, 0, 1, 1}, 1},
+		{[]int32{0, 0, 1, 1}, []int32{1, 1, 0, 0}, 1}, // renamed
+		{[]int32{0, 0, 1, 2}, []int32{0, 0, 1, 1}, 0.5714285714285714},
+		{[]int32{0, 0, 1, 1}, []int32{0, 0, 1, 2}, 0.5714285714285714}, // symmetric
+		{[]int32{0, 0, 0, 0}, []int32{0, 1, 2, 3}, 0},
+		{[]int32{0, 0, 1, 1}, []int32{0, 1, 0, 1}, -0.5},
+		// table [[2,1],[0,3]] over 6 items: index 4, rows 3+3... sa = 3+3 = 6, sb = 1+6 = 7,
+		// expected 6*7/15 = 2.8, max 6.5: (4-2.8)/(6.5-2.8)
+		{[]int32{0, 0, 0, 1, 1, 1}, []int32{0, 0, 1, 1, 1, 1}, 1.2 / 3.7},
+		{[]int32{-1, -1, 5}, []int32{-1, -1, -1}, 0}, // outlier labels are ordinary classes
+		{[]int32{3, 3, 3}, []int32{7, 7, 7}, 1},      // one class each: defined as 1
+	}
+	for i, c := range cases {
+		if got := AdjustedRandIndex(c.a, c.b); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("case %d: got %.15g want %.15g", i, got, c.want)
+		}
+	}
+}
