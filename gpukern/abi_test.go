@@ -169,6 +169,7 @@ func TestKernelABI(t *testing.T) {
 		{"solvingset.cu", "SsCandNNParams", reflect.TypeFor[ssCandNNParams]()},
 		{"solvingset.cu", "SsCandListParams", reflect.TypeFor[ssCandListParams]()},
 		{"solvingset.cu", "SsSelectParams", reflect.TypeFor[ssSelectParams]()},
+		{"solvingset.cu", "SsSelectMergeParams", reflect.TypeFor[ssSelectMergeParams]()},
 		{"proclus.cu", "PcLocalityParams", reflect.TypeFor[pcLocalityParams]()},
 		{"proclus.cu", "PcAssignParams", reflect.TypeFor[pcAssignParams]()},
 		{"proclus.cu", "PcSpreadParams", reflect.TypeFor[pcSpreadParams]()},
@@ -187,13 +188,14 @@ func TestKernelABI(t *testing.T) {
 		"cf_finalize":       reflect.TypeFor[mcFinalizeParams](),
 	})
 	checkPTXEntries(t, "solvingset.ptx", map[string]reflect.Type{
-		"ss_init":       reflect.TypeFor[ssInitParams](),
-		"ss_gather":     reflect.TypeFor[ssGatherParams](),
-		"ss_ctoc":       reflect.TypeFor[ssCtocParams](),
-		"ss_dtoc":       reflect.TypeFor[ssDtocParams](),
-		"ss_candnn_*":   reflect.TypeFor[ssCandNNParams](),
-		"ss_candlist_*": reflect.TypeFor[ssCandListParams](),
-		"ss_select":     reflect.TypeFor[ssSelectParams](),
+		"ss_init":         reflect.TypeFor[ssInitParams](),
+		"ss_gather":       reflect.TypeFor[ssGatherParams](),
+		"ss_ctoc":         reflect.TypeFor[ssCtocParams](),
+		"ss_dtoc":         reflect.TypeFor[ssDtocParams](),
+		"ss_candnn_*":     reflect.TypeFor[ssCandNNParams](),
+		"ss_candlist_*":   reflect.TypeFor[ssCandListParams](),
+		"ss_select":       reflect.TypeFor[ssSelectParams](),
+		"ss_select_merge": reflect.TypeFor[ssSelectMergeParams](),
 	})
 	checkPTXEntries(t, "proclus.ptx", map[string]reflect.Type{
 		"proclus_locality": reflect.TypeFor[pcLocalityParams](),

@@ -154,6 +154,16 @@ type ssSelectParams struct {
 	Active uint64  `c:"active"`
 }
 
+// ssSelectMergeParams is ss_select_merge's parameter (solvingset.cu: SsSelectMergeParams).
+type ssSelectMergeParams struct {
+	InKey  uint64 `c:"inKey"`
+	InIdx  uint64 `c:"inIdx"`
+	L      int64  `c:"L"`
+	Take   int64  `c:"take"`
+	OutKey uint64 `c:"outKey"`
+	OutIdx uint64 `c:"outIdx"`
+}
+
 // ssCandNNParams is ss_candnn_q64's and ss_candnn_q256's parameter (solvingset.cu: SsCandNNParams).
 type ssCandNNParams struct {
 	DistM    uint64  `c:"distM"`

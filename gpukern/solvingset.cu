@@ -109,13 +109,19 @@ extern "C" __global__ void ss_gather(const SsGatherParams P) {
 }
 
 // ss_ctoc: step b, thread per candidate j: LNNC(j) meets every other candidate (in index order),
-// then UB_C and the done flag.
+// then UB_C and the done flag. LNNC is worked on in shared memory (slot s of thread t at
+// sH[s*blockDim + t], blockDim*k floats of dynamic shared memory): the same heap operations as
+// in global memory, hence the same storage order and plain sum, without a global round trip per
+// sift step.
 static __device__ __forceinline__ void ss_ctoc_body(const float* __restrict__ candX, ll nc, ll dims, ll k,
                                    float* candHeap, double* candUB, int* candDone, double margin,
                                    double minOUT) {
+    extern __shared__ float sH[];
     const ll j = (ll)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= nc) return;
-    float* h = candHeap + j * k;
+    const ll T = blockDim.x;
+    float* h = sH + threadIdx.x;
+    for (ll s = 0; s < k; s++) h[s * T] = candHeap[j * k + s];
     const float* cj = candX + j * dims;
     for (ll i = 0; i < nc; i++) {
         if (i == j) continue;
@@ -126,9 +132,10 @@ static __device__ __forceinline__ void ss_ctoc_body(const float* __restrict__ ca
             s = __fadd_rn(s, __fmul_rn(t, t));
         }
         const float dist = sqrtf(s);
-        if (dist < h[0]) replace_top(h, 1, (int)k, dist);
+        if (dist < h[0]) replace_top(h, T, (int)k, dist);
     }
-    const double u = plain_sum(h, 1, (int)k);
+    for (ll s = 0; s < k; s++) candHeap[j * k + s] = h[s * T];
+    const double u = plain_sum(h, T, (int)k);
     candUB[j] = u;
     candDone[j] = pruned(u, margin, minOUT) ? 1 : 0;
 }
@@ -160,15 +167,26 @@ extern "C" __global__ void ss_ctoc(const SsCtocParams P) {
 }
 
 // ss_dtoc: step c, points' side, thread per point p, the candidates in shared memory
-// (sC[d*nc + j], then nc done flags). A point in S only blanks its distM entries; an active
-// point updates its LNN (global heap, root cached) against every candidate in index order; every
-// point writes its squared distance to each not-done candidate.
-static __device__ __forceinline__ void ss_dtoc_body(const float* __restrict__ X, ll N, ll dims,
+// (sC[d*nc + j], then nc done flags), then the LNN heaps of the block's points (slot s of thread
+// t at sH[s*blockDim + t]: blockDim*k floats). A point in S only blanks its distM entries; every
+// point writes its squared distance to each not-done candidate; an active point meets every
+// candidate in index order, and at the first one nearer than its heap's root (the largest kept
+// distance, read from global memory) copies its heap into shared memory, updates it there with
+// the CPU heap's operations (replace_top: the same storage order, so the same plain-sum UB bit
+// for bit) and writes it back once at the end. A candidate at or beyond the root never enters
+// (the root only shrinks), so a point no candidate improves reads one slot of its heap; the
+// heaps stayed in global memory before, at a global round trip per sift step (2/3 of SolvingSet's
+// time at 1M rows: gpukern/BENCH.md). For dims <= SS_DTOC_REGDIMS the point's coordinates are
+// read once into registers.
+#define SS_DTOC_REGDIMS 16
+template <bool REG>
+__device__ __forceinline__ void ss_dtoc_body(const float* __restrict__ X, ll N, ll dims,
                                    const float* __restrict__ candX, const int* __restrict__ candDone,
                                    ll nc, ll k, const int* __restrict__ state, float* heap, double* ub,
                                    float* distM, double margin, double minOUT) {
     extern __shared__ float sC[];
     int* sDone = (int*)(sC + nc * dims);
+    float* sH = (float*)(sDone + nc);
     for (ll e = threadIdx.x; e < nc * dims; e += blockDim.x) {
         const ll j = e / dims, d = e % dims;
         sC[d * nc + j] = candX[e];
@@ -182,24 +200,52 @@ static __device__ __forceinline__ void ss_dtoc_body(const float* __restrict__ X,
             if (!sDone[j]) distM[j * N + p] = INF;
         return;
     }
+    float xp[REG ? SS_DTOC_REGDIMS : 1];
+    if (REG) {
+#pragma unroll
+        for (int d = 0; d < SS_DTOC_REGDIMS; d++) {
+            xp[d] = 0.0f;
+            if (d < dims) xp[d] = __ldg(X + d * N + p);
+        }
+    }
+    const ll T = blockDim.x;
+    float* h = sH + threadIdx.x;
     const bool live = !pruned(ub[p], margin, minOUT);
     float top = heap[p];
-    bool changed = false;
+    bool loaded = false;
     for (ll j = 0; j < nc; j++) {
         const bool done = sDone[j] != 0;
         if (!live && done) continue;
-        const float d2 = sqdist_cols(X, N, dims, p, sC + j, nc);
+        float d2;
+        if (REG) {
+            d2 = 0.0f;
+#pragma unroll
+            for (int d = 0; d < SS_DTOC_REGDIMS; d++) {
+                if (d < dims) {
+                    const float t = __fsub_rn(xp[d], sC[d * nc + j]);
+                    d2 = __fadd_rn(d2, __fmul_rn(t, t));
+                }
+            }
+        } else {
+            d2 = sqdist_cols(X, N, dims, p, sC + j, nc);
+        }
         if (!done) distM[j * N + p] = d2;
         if (live) {
             const float dist = sqrtf(d2);
             if (dist < top) {
-                replace_top(heap + p, N, (int)k, dist);
-                top = heap[p];
-                changed = true;
+                if (!loaded) {
+                    for (ll s = 0; s < k; s++) h[s * T] = heap[s * N + p];
+                    loaded = true;
+                }
+                replace_top(h, T, (int)k, dist);
+                top = h[0];
             }
         }
     }
-    if (changed) ub[p] = plain_sum(heap + p, N, (int)k);
+    if (loaded) {
+        for (ll s = 0; s < k; s++) heap[s * N + p] = h[s * T];
+        ub[p] = plain_sum(h, T, (int)k);
+    }
 }
 
 // SsDtocParams is ss_dtoc's parameter, passed by value (Go mirror: ssDtocParams).
@@ -233,7 +279,10 @@ static_assert(offsetof(SsDtocParams, distM) == 80, "SsDtocParams.distM");
 static_assert(offsetof(SsDtocParams, margin) == 88, "SsDtocParams.margin");
 static_assert(offsetof(SsDtocParams, minOUT) == 96, "SsDtocParams.minOUT");
 extern "C" __global__ void ss_dtoc(const SsDtocParams P) {
-    ss_dtoc_body(P.X, P.N, P.dims, P.candX, P.candDone, P.nc, P.k, P.state, P.heap, P.ub, P.distM, P.margin, P.minOUT);
+    if (P.dims <= SS_DTOC_REGDIMS)
+        ss_dtoc_body<true>(P.X, P.N, P.dims, P.candX, P.candDone, P.nc, P.k, P.state, P.heap, P.ub, P.distM, P.margin, P.minOUT);
+    else
+        ss_dtoc_body<false>(P.X, P.N, P.dims, P.candX, P.candDone, P.nc, P.k, P.state, P.heap, P.ub, P.distM, P.margin, P.minOUT);
 }
 
 #define CANDNN_STEP 1024  // entries per thread between early-exit checks
@@ -390,6 +439,30 @@ extern "C" __global__ void __launch_bounds__(CANDNN_THREADS) ss_candlist_q256(co
 #define SEL_SLICE 2048
 #define SEL_THREADS 1024
 
+// sel_sort sorts a block's SEL_SLICE (key, index) pairs in shared memory best first with a
+// bitonic sort: "a before b" iff a.key > b.key || (a.key == b.key && a.idx < b.idx). It begins
+// with a barrier (the caller's stores) and ends with one.
+__device__ __forceinline__ void sel_sort(double* sK, int* sI) {
+    for (int size = 2; size <= SEL_SLICE; size <<= 1) {
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            __syncthreads();
+            for (int t = threadIdx.x; t < SEL_SLICE / 2; t += blockDim.x) {
+                const int lo = 2 * t - (t & (stride - 1));
+                const int hi = lo + stride;
+                const bool desc = (lo & size) == 0;  // this run sorts best-first
+                const double ka = sK[lo], kb = sK[hi];
+                const int ia = sI[lo], ib = sI[hi];
+                const bool bFirst = kb > ka || (kb == ka && ib < ia);
+                if (bFirst == desc) {
+                    sK[lo] = kb; sK[hi] = ka;
+                    sI[lo] = ib; sI[hi] = ia;
+                }
+            }
+        }
+    }
+    __syncthreads();
+}
+
 // ss_select: first level of the top-m selection. Block b sorts its slice of SEL_SLICE points by
 // (UB descending, index ascending) with a bitonic sort in shared memory, inactive points (in S or
 // pruned) keyed -1 so they sink, and writes its best min(m, SEL_SLICE) (key, index) pairs to
@@ -413,25 +486,7 @@ static __device__ __forceinline__ void ss_select_body(const double* __restrict__
         sK[t] = key;
         sI[t] = (int)min(p, (ll)0x7fffffff);
     }
-    // Bitonic sort; "a before b" iff a.key > b.key || (a.key == b.key && a.idx < b.idx).
-    for (int size = 2; size <= SEL_SLICE; size <<= 1) {
-        for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            __syncthreads();
-            for (int t = threadIdx.x; t < SEL_SLICE / 2; t += blockDim.x) {
-                const int lo = 2 * t - (t & (stride - 1));
-                const int hi = lo + stride;
-                const bool desc = (lo & size) == 0;  // this run sorts best-first
-                const double ka = sK[lo], kb = sK[hi];
-                const int ia = sI[lo], ib = sI[hi];
-                const bool bFirst = kb > ka || (kb == ka && ib < ia);
-                if (bFirst == desc) {
-                    sK[lo] = kb; sK[hi] = ka;
-                    sI[lo] = ib; sI[hi] = ia;
-                }
-            }
-        }
-    }
-    __syncthreads();
+    sel_sort(sK, sI);
     const ll take = min(m, (ll)SEL_SLICE);
     for (ll t = threadIdx.x; t < take; t += blockDim.x) {
         outKey[blockIdx.x * take + t] = sK[t];
@@ -464,4 +519,47 @@ static_assert(offsetof(SsSelectParams, outIdx) == 56, "SsSelectParams.outIdx");
 static_assert(offsetof(SsSelectParams, active) == 64, "SsSelectParams.active");
 extern "C" __global__ void ss_select(const SsSelectParams P) {
     ss_select_body(P.ub, P.state, P.N, P.m, P.margin, P.minOUT, P.outKey, P.outIdx, P.active);
+}
+
+// ss_select_merge: a further level of the top-m selection, on the device. The previous level
+// left L (key, index) pairs in runs of take, each run best first; block b sorts pairs
+// b*SEL_SLICE .. of them (padded with key -1, which sinks: inactive) and writes its best take.
+// The m best overall are among the best take of every slice, so each level keeps them and
+// shrinks the list about SEL_SLICE/take-fold; the host launches levels until one block is left
+// and downloads m pairs instead of every block's (5.9 MB per iteration at 10M rows).
+static __device__ __forceinline__ void ss_select_merge_body(const double* __restrict__ inKey, const int* __restrict__ inIdx,
+                                                          ll L, ll take, double* outKey, int* outIdx) {
+    __shared__ double sK[SEL_SLICE];
+    __shared__ int sI[SEL_SLICE];
+    const ll base = (ll)blockIdx.x * SEL_SLICE;
+    for (int t = threadIdx.x; t < SEL_SLICE; t += blockDim.x) {
+        const ll e = base + t;
+        sK[t] = e < L ? inKey[e] : -1.0;
+        sI[t] = e < L ? inIdx[e] : 0x7fffffff;
+    }
+    sel_sort(sK, sI);
+    for (ll t = threadIdx.x; t < take; t += blockDim.x) {
+        outKey[blockIdx.x * take + t] = sK[t];
+        outIdx[blockIdx.x * take + t] = sI[t];
+    }
+}
+
+// SsSelectMergeParams is ss_select_merge's parameter, passed by value (Go mirror: ssSelectMergeParams).
+struct SsSelectMergeParams {
+    const double* inKey;
+    const int* inIdx;
+    ll L;
+    ll take;
+    double* outKey;
+    int* outIdx;
+};
+static_assert(sizeof(SsSelectMergeParams) == 48, "SsSelectMergeParams size");
+static_assert(offsetof(SsSelectMergeParams, inKey) == 0, "SsSelectMergeParams.inKey");
+static_assert(offsetof(SsSelectMergeParams, inIdx) == 8, "SsSelectMergeParams.inIdx");
+static_assert(offsetof(SsSelectMergeParams, L) == 16, "SsSelectMergeParams.L");
+static_assert(offsetof(SsSelectMergeParams, take) == 24, "SsSelectMergeParams.take");
+static_assert(offsetof(SsSelectMergeParams, outKey) == 32, "SsSelectMergeParams.outKey");
+static_assert(offsetof(SsSelectMergeParams, outIdx) == 40, "SsSelectMergeParams.outIdx");
+extern "C" __global__ void ss_select_merge(const SsSelectMergeParams P) {
+    ss_select_merge_body(P.inKey, P.inIdx, P.L, P.take, P.outKey, P.outIdx);
 }

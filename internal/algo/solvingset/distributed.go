@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 )
 
 // The distributed (lazy) solving set (ALGORITHMS.md §1, thesis ch. 7): a supervisor holds S,
@@ -60,6 +61,19 @@ type DistributedResult struct {
 	ListValues int64
 	// Refetches counts the candidate lists asked again (the lazy merge's second round).
 	Refetches int64
+	// Phases is the supervisor's wall time per step, summed over the iterations.
+	Phases DistributedPhases
+}
+
+// DistributedPhases is the wall time of each step of DistributedSolvingSet on the supervisor,
+// summed over the iterations: each node step's time is that of the slowest node (the barrier),
+// so the phases say where a run with more nodes stops scaling.
+type DistributedPhases struct {
+	Take       time.Duration // step a: the candidates leave their nodes
+	Candidates time.Duration // step b on the supervisor
+	Compare    time.Duration // step c on every node
+	Merge      time.Duration // step d: the lists merged into weights
+	Select     time.Duration // steps e, f: every node's best, merged into the next candidates
 }
 
 // DistributedSolvingSet runs the distributed solving set over nodes holding consecutive
@@ -99,6 +113,7 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 		// Step a: the candidates leave their nodes with their coordinates and LNN.
 		candX := make([]float32, nc*dims)
 		lnnc := make([]float32, nc*k)
+		t0 := time.Now()
 		byNode := make([][]int, len(nodes)) // positions in cand
 		for t, g := range cand {
 			byNode[owner(g)] = append(byNode[owner(g)], t)
@@ -125,6 +140,8 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 		if err != nil {
 			return res, fmt.Errorf("solvingset: iteration %d: take: %w", iter, err)
 		}
+		t1 := time.Now()
+		res.Phases.Take += t1.Sub(t0)
 		// Step b: candidates against candidates, on the supervisor (m^2 distances).
 		for a := range nc {
 			ha := lnnc[a*k : (a+1)*k]
@@ -139,6 +156,8 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 			res.DistanceComputations += int64(nc - 1)
 		}
 		minOUT := out.Min()
+		t2 := time.Now()
+		res.Phases.Candidates += t2.Sub(t1)
 		// Step c on every node, concurrently. A candidate whose bound after step b is already
 		// below minOUT is done (it cannot be an outlier), as is one that any node finds done.
 		done := make([]bool, nc)
@@ -161,6 +180,8 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 		if err != nil {
 			return res, fmt.Errorf("solvingset: iteration %d: compare: %w", iter, err)
 		}
+		t3 := time.Now()
+		res.Phases.Compare += t3.Sub(t2)
 		// Step d: merge each candidate's lists into its exact weight.
 		ws, values, refetches, err := mergeLists(nodes, lnnc, done, k, per)
 		if err != nil {
@@ -175,6 +196,8 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 			}
 		}
 		minOUT = out.Min()
+		t4 := time.Now()
+		res.Phases.Merge += t4.Sub(t3)
 		// Steps e, f: the next candidates are the m active points with the largest UB.
 		type pick struct {
 			row int
@@ -206,6 +229,7 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 		for _, pk := range picks[:min(m, len(picks))] {
 			cand = append(cand, pk.row)
 		}
+		res.Phases.Select += time.Since(t4)
 	}
 	if out.Len() < p.N {
 		return res, fmt.Errorf("solvingset: internal error: %d weights for n=%d", out.Len(), p.N)
