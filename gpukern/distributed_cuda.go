@@ -236,7 +236,7 @@ func (d *Device) distSelect(n *distNode, m int, minOUT float64) (rows []int, ub 
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("gpukern.DistributedNode.Select: %w", err)
 	}
-	rows, ub = mergeTopMKeys(keys[:L], idx[:L], take, m)
+	rows, ub = topByKey(keys[:L], idx[:L], m)
 	return rows, ub, int(act[0]), nil
 }
 

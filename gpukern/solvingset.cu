@@ -1,8 +1,9 @@
 // solvingset.cu: the SolvingSet algorithm on the GPU (ALGORITHMS.md §1, "GPU structure"), with
 // the papers' best structure: CToC (thread per candidate), DToC (thread per point, candidates in
 // shared memory, writes the distance matrix), CandNN (block per candidate, warp register queues over
-// strided slices of its distM row (select.cuh), a merge in warp 0, and the S-MS early exit) and a two-level top-m
-// selection of the next candidates (per-block bitonic sort here, a k-way merge on the host).
+// strided slices of its distM row (select.cuh), a merge in warp 0, and the S-MS early exit) and a top-m selection of the next
+// candidates in levels (ss_select per slice of points, ss_select_merge over the slices' lists;
+// the host sorts the last short list).
 //
 // Layout: X is N x dims column-major float32. LNN heaps are slot-major (heap[s*N + p]) so that
 // reading every point's root is coalesced. Candidates: cand[j] = point index, candX[j*dims + d],
@@ -169,16 +170,34 @@ extern "C" __global__ void ss_ctoc(const SsCtocParams P) {
 // ss_dtoc: step c, points' side, thread per point p, the candidates in shared memory
 // (sC[d*nc + j], then nc done flags), then the LNN heaps of the block's points (slot s of thread
 // t at sH[s*blockDim + t]: blockDim*k floats). A point in S only blanks its distM entries; every
-// point writes its squared distance to each not-done candidate; an active point meets every
-// candidate in index order, and at the first one nearer than its heap's root (the largest kept
-// distance, read from global memory) copies its heap into shared memory, updates it there with
-// the CPU heap's operations (replace_top: the same storage order, so the same plain-sum UB bit
-// for bit) and writes it back once at the end. A candidate at or beyond the root never enters
-// (the root only shrinks), so a point no candidate improves reads one slot of its heap; the
-// heaps stayed in global memory before, at a global round trip per sift step (2/3 of SolvingSet's
-// time at 1M rows: gpukern/BENCH.md). For dims <= SS_DTOC_REGDIMS the point's coordinates are
-// read once into registers.
+// point writes its squared distance to each not-done candidate. An active point's LNN meets every
+// candidate in index order with the CPU heap's operations (replace_top: the same storage order,
+// hence the same plain-sum UB bit for bit), bound first: the first pass (the distances, distM)
+// also notes whether any candidate is nearer than the heap's root, the largest kept distance
+// (the only slot it reads); a candidate at or beyond the root never enters, since the root only
+// shrinks. Only then is the heap copied into shared memory, by the warp's lanes that need it
+// together (one coalesced load per slot), and a second pass recomputes the same distances (same
+// bits) and makes the inserts there; the heap goes back once. Before, the heaps stayed in global
+// memory, a dependent global round trip per sift step: 2/3 of SolvingSet's time at 1M rows
+// (gpukern/BENCH.md). For dims <= SS_DTOC_REGDIMS the point's coordinates sit in registers.
+// Prefilter: sqrtf(d2) < top implies d2 <= fl(top^2) (sqrtf is correctly rounded and monotone,
+// so sqrtf(d2) < top gives sqrt(d2) < top, d2 < top^2 and d2 = fl(d2) <= fl(top^2)).
 #define SS_DTOC_REGDIMS 16
+template <bool REG>
+__device__ __forceinline__ float dtoc_dist(const float* __restrict__ X, ll N, ll dims, ll p, const float* xp,
+                                           const float* sC, ll nc, ll j) {
+    if (!REG) return sqdist_cols(X, N, dims, p, sC + j, nc);
+    float d2 = 0.0f;
+#pragma unroll
+    for (int d = 0; d < SS_DTOC_REGDIMS; d++) {
+        if (d < dims) {
+            const float t = __fsub_rn(xp[d], sC[d * nc + j]);
+            d2 = __fadd_rn(d2, __fmul_rn(t, t));
+        }
+    }
+    return d2;
+}
+
 template <bool REG>
 __device__ __forceinline__ void ss_dtoc_body(const float* __restrict__ X, ll N, ll dims,
                                    const float* __restrict__ candX, const int* __restrict__ candDone,
@@ -208,44 +227,36 @@ __device__ __forceinline__ void ss_dtoc_body(const float* __restrict__ X, ll N, 
             if (d < dims) xp[d] = __ldg(X + d * N + p);
         }
     }
-    const ll T = blockDim.x;
-    float* h = sH + threadIdx.x;
     const bool live = !pruned(ub[p], margin, minOUT);
-    float top = heap[p];
-    bool loaded = false;
+    float top = live ? heap[p] : 0.0f;
+    float top2 = __fmul_rn(top, top);
+    bool need = false;
     for (ll j = 0; j < nc; j++) {
         const bool done = sDone[j] != 0;
         if (!live && done) continue;
-        float d2;
-        if (REG) {
-            d2 = 0.0f;
-#pragma unroll
-            for (int d = 0; d < SS_DTOC_REGDIMS; d++) {
-                if (d < dims) {
-                    const float t = __fsub_rn(xp[d], sC[d * nc + j]);
-                    d2 = __fadd_rn(d2, __fmul_rn(t, t));
-                }
-            }
-        } else {
-            d2 = sqdist_cols(X, N, dims, p, sC + j, nc);
-        }
+        const float d2 = dtoc_dist<REG>(X, N, dims, p, xp, sC, nc, j);
         if (!done) distM[j * N + p] = d2;
-        if (live) {
+        need = need || (live && d2 <= top2 && sqrtf(d2) < top);
+    }
+    if (!need) return;
+    const ll T = blockDim.x;
+    float* h = sH + threadIdx.x;
+#pragma unroll 10
+    for (ll s = 0; s < k; s++) h[s * T] = heap[s * N + p];
+    for (ll j = 0; j < nc; j++) {
+        const float d2 = dtoc_dist<REG>(X, N, dims, p, xp, sC, nc, j);
+        if (d2 <= top2) {
             const float dist = sqrtf(d2);
             if (dist < top) {
-                if (!loaded) {
-                    for (ll s = 0; s < k; s++) h[s * T] = heap[s * N + p];
-                    loaded = true;
-                }
                 replace_top(h, T, (int)k, dist);
                 top = h[0];
+                top2 = __fmul_rn(top, top);
             }
         }
     }
-    if (loaded) {
-        for (ll s = 0; s < k; s++) heap[s * N + p] = h[s * T];
-        ub[p] = plain_sum(h, T, (int)k);
-    }
+#pragma unroll 10
+    for (ll s = 0; s < k; s++) heap[s * N + p] = h[s * T];
+    ub[p] = plain_sum(h, T, (int)k);
 }
 
 // SsDtocParams is ss_dtoc's parameter, passed by value (Go mirror: ssDtocParams).
@@ -463,16 +474,17 @@ __device__ __forceinline__ void sel_sort(double* sK, int* sI) {
     __syncthreads();
 }
 
-// ss_select: first level of the top-m selection. Block b sorts its slice of SEL_SLICE points by
-// (UB descending, index ascending) with a bitonic sort in shared memory, inactive points (in S or
-// pruned) keyed -1 so they sink, and writes its best min(m, SEL_SLICE) (key, index) pairs to
-// outKey/outIdx[b*m ...]. active[0] accumulates the number of active points.
+// ss_select: first level of the top-m selection. Block b writes the best take = min(m, SEL_SLICE)
+// (key, index) pairs of its slice of SEL_SLICE points to outKey/outIdx[b*take ...]: inactive
+// points (in S or pruned) are keyed -1; a slice with more than take active points is sorted by
+// (UB descending, index ascending) with a bitonic sort in shared memory, one with at most take
+// hands them on unsorted. active[0] accumulates the number of active points.
 static __device__ __forceinline__ void ss_select_body(const double* __restrict__ ub, const int* __restrict__ state,
                                      ll N, ll m, double margin, double minOUT, double* outKey,
                                      int* outIdx, unsigned long long* active) {
     __shared__ double sK[SEL_SLICE];
     __shared__ int sI[SEL_SLICE];
-    __shared__ unsigned int sAct;
+    __shared__ unsigned int sAct, sPos;
     const ll base = (ll)blockIdx.x * SEL_SLICE;
     if (threadIdx.x == 0) sAct = 0;
     __syncthreads();
@@ -486,13 +498,34 @@ static __device__ __forceinline__ void ss_select_body(const double* __restrict__
         sK[t] = key;
         sI[t] = (int)min(p, (ll)0x7fffffff);
     }
-    sel_sort(sK, sI);
+    __syncthreads();
     const ll take = min(m, (ll)SEL_SLICE);
+    const unsigned act = sAct;
+    if (threadIdx.x == 0) atomicAdd(active, (unsigned long long)act);
+    if (act <= take) {
+        // Every active point goes on: no sort, the active pairs in the first act slots in any
+        // order (the next level, ss_select_merge, or the host sorts them), the rest key -1.
+        // After the first iterations most slices are here (pruned points are inactive).
+        if (threadIdx.x == 0) sPos = 0;
+        __syncthreads();
+        for (int t = threadIdx.x; t < SEL_SLICE; t += blockDim.x) {
+            if (sK[t] >= 0.0) {
+                const unsigned at = atomicAdd(&sPos, 1u);
+                outKey[blockIdx.x * take + at] = sK[t];
+                outIdx[blockIdx.x * take + at] = sI[t];
+            }
+        }
+        for (ll t = act + threadIdx.x; t < take; t += blockDim.x) {
+            outKey[blockIdx.x * take + t] = -1.0;
+            outIdx[blockIdx.x * take + t] = 0x7fffffff;
+        }
+        return;
+    }
+    sel_sort(sK, sI);
     for (ll t = threadIdx.x; t < take; t += blockDim.x) {
         outKey[blockIdx.x * take + t] = sK[t];
         outIdx[blockIdx.x * take + t] = sI[t];
     }
-    if (threadIdx.x == 0) atomicAdd(active, (unsigned long long)sAct);
 }
 
 // SsSelectParams is ss_select's parameter, passed by value (Go mirror: ssSelectParams).
@@ -522,7 +555,7 @@ extern "C" __global__ void ss_select(const SsSelectParams P) {
 }
 
 // ss_select_merge: a further level of the top-m selection, on the device. The previous level
-// left L (key, index) pairs in runs of take, each run best first; block b sorts pairs
+// left L (key, index) pairs in runs of take; block b sorts pairs
 // b*SEL_SLICE .. of them (padded with key -1, which sinks: inactive) and writes its best take.
 // The m best overall are among the best take of every slice, so each level keeps them and
 // shrinks the list about SEL_SLICE/take-fold; the host launches levels until one block is left

@@ -281,7 +281,7 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 		if err != nil {
 			return false, fmt.Errorf("iteration %d: %w", iter, err)
 		}
-		cand = mergeTopM(keys[:L], idx[:L], take, m)
+		cand, _ = topByKey(keys[:L], idx[:L], m)
 		return true, nil
 	}, nil
 }
