@@ -9,7 +9,7 @@ import (
 
 // DistributedNode is a node of the distributed solving set (solvingset.DistributedSolvingSet) on
 // one device: its partition, LNN heaps, UB and state stay resident, and each step is the single
-// device's kernel on the partition (ss_gather, ss_dtoc, ss_candlist, ss_select). With one node
+// device's kernel on the partition (ss_gather, ss_dtoc, ss_candpart and ss_candmerge in list form, ss_select). With one node
 // per GPU, DistributedSolvingSet spreads a SolvingSet over every GPU of a host; its top-n and w*
 // equal SolvingSet's on one device and on the CPU (the same arithmetic, canonical weights).
 // Device memory per node: about rows*(4*dims + 4*K + 4*M + 16) bytes of its partition.

@@ -66,6 +66,9 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (
 		if err := b.allocSelect2(n.blocks, n.take); err != nil {
 			return err
 		}
+		if err := b.allocPart(m, k); err != nil {
+			return err
+		}
 		return launchParams(d, "ss_init", [3]int{(rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
 			&ssInitParams{Heap: uint64(b.heap), UB: uint64(b.ub), State: uint64(b.state), N: N, K: K})
 	})
@@ -148,17 +151,10 @@ func (d *Device) distCompare(n *distNode, coords, lnnc []float32, minOUT float64
 			return fmt.Errorf("cuMemcpyHtoD(done flags): %w", err)
 		}
 		d.toDevice.Add(int64(nc) * 4)
-		N, NC, K := int64(n.rows), int64(nc), int64(n.k)
 		if err := launchDtoc(d, b, n.rows, n.dims, nc, n.k, n.margin, minOUT); err != nil {
 			return err
 		}
-		candlist := "ss_candlist_q64" // the warp queue that holds k (64 or 256 slots)
-		if n.k > 64 {
-			candlist = "ss_candlist_q256"
-		}
-		if err := launchParams(d, candlist, [3]int{nc, 1, 1}, [3]int{ssCandNNThreads, 1, 1}, 0, &ssCandListParams{
-			DistM: uint64(b.distM), N: N, K: K, CandHeap: uint64(b.candHeap), CandDone: uint64(b.candDone),
-			Margin: n.margin, MinOUT: minOUT, List: uint64(n.list), Nc: NC}); err != nil {
+		if err := launchCandNN(d, b, n.rows, nc, n.k, n.margin, minOUT, 0, n.list); err != nil {
 			return err
 		}
 		if err := download(d, "done flags", done32, b.candDone); err != nil {

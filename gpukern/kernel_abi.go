@@ -164,30 +164,30 @@ type ssSelectMergeParams struct {
 	OutIdx uint64 `c:"outIdx"`
 }
 
-// ssCandNNParams is ss_candnn_q64's and ss_candnn_q256's parameter (solvingset.cu: SsCandNNParams).
-type ssCandNNParams struct {
+// ssCandPartParams is ss_candpart_q64's and ss_candpart_q256's parameter (solvingset.cu:
+// SsCandPartParams).
+type ssCandPartParams struct {
 	DistM    uint64  `c:"distM"`
 	N        int64   `c:"N"`
 	K        int64   `c:"k"`
 	CandHeap uint64  `c:"candHeap"`
 	CandDone uint64  `c:"candDone"`
-	Weight   uint64  `c:"weight"`
 	Margin   float64 `c:"margin"`
 	MinOUT   float64 `c:"minOUT"`
+	Part     uint64  `c:"part"`
 }
 
-// ssCandListParams is ss_candlist_q64's and ss_candlist_q256's parameter, the distributed nodes'
-// form of ss_candnn (solvingset.cu: SsCandListParams).
-type ssCandListParams struct {
-	DistM    uint64  `c:"distM"`
-	N        int64   `c:"N"`
-	K        int64   `c:"k"`
-	CandHeap uint64  `c:"candHeap"`
-	CandDone uint64  `c:"candDone"`
-	Margin   float64 `c:"margin"`
-	MinOUT   float64 `c:"minOUT"`
-	List     uint64  `c:"list"`
-	Nc       int64   `c:"nc"`
+// ssCandMergeParams is ss_candmerge_q64's and ss_candmerge_q256's parameter (solvingset.cu:
+// SsCandMergeParams); List 0 is the weight form, else the distributed nodes' list form.
+type ssCandMergeParams struct {
+	Part     uint64 `c:"part"`
+	S        int64  `c:"S"`
+	K        int64  `c:"k"`
+	CandHeap uint64 `c:"candHeap"`
+	CandDone uint64 `c:"candDone"`
+	Weight   uint64 `c:"weight"`
+	List     uint64 `c:"list"`
+	Nc       int64  `c:"nc"`
 }
 
 // pcLocalityParams is proclus_locality's parameter (proclus.cu: PcLocalityParams).

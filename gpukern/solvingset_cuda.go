@@ -11,7 +11,9 @@ import (
 )
 
 const (
-	ssCandNNThreads = 256  // threads per ss_candnn_q* block (CANDNN_THREADS in solvingset.cu)
+	ssCandNNThreads = 256 // threads per ss_candpart_q* block (CANDNN_THREADS in solvingset.cu)
+	// ssCandSlicesMax is the most slices ss_candpart_q* splits a candidate's distM row into.
+	ssCandSlicesMax = 32
 	ssSelectSlice   = 2048 // points per ss_select block (SEL_SLICE in solvingset.cu)
 	ssSelectThreads = 1024 // SEL_THREADS
 )
@@ -22,11 +24,12 @@ type ssBuffers struct {
 	cand, candX, candHeap, candUB, candDone, weight cu.DevicePtr
 	distM, selKey, selIdx, active                   cu.DevicePtr
 	selKey2, selIdx2                                cu.DevicePtr // ss_select_merge's other level
+	part                                            cu.DevicePtr // ss_candpart_q*'s slices, M x ssCandSlicesMax x k
 }
 
 func (b *ssBuffers) free() error {
 	return frees(b.x, b.heap, b.ub, b.state, b.cand, b.candX, b.candHeap, b.candUB, b.candDone,
-		b.weight, b.distM, b.selKey, b.selIdx, b.active, b.selKey2, b.selIdx2)
+		b.weight, b.distM, b.selKey, b.selIdx, b.active, b.selKey2, b.selIdx2, b.part)
 }
 
 // ssSharedBudget is the dynamic shared memory ss_dtoc and ss_ctoc give a block's LNN heaps
@@ -69,6 +72,39 @@ func launchDtoc(d *Device, b *ssBuffers, rows, dims, nc, k int, margin, minOUT f
 		X: uint64(b.x), N: int64(rows), Dims: int64(dims), CandX: uint64(b.candX), CandDone: uint64(b.candDone),
 		Nc: int64(nc), K: int64(k), State: uint64(b.state), Heap: uint64(b.heap), UB: uint64(b.ub),
 		DistM: uint64(b.distM), Margin: margin, MinOUT: minOUT})
+}
+
+// ssCandSlices is how many slices (blocks) ss_candpart_q* gives each of nc candidates' rows of
+// rows entries: about 1024 blocks in all, so that 8 share each of the 132 SMs (one block per
+// candidate left 100 blocks latency-bound at 5 % of HBM), at least 8192 entries a slice, at most
+// ssCandSlicesMax.
+func ssCandSlices(rows, nc int) int {
+	return max(1, min(ssCandSlicesMax, (1024+nc-1)/nc, rows/8192))
+}
+
+// allocPart allocates ss_candpart_q*'s slice lists for m candidates. Owner thread only.
+func (b *ssBuffers) allocPart(m, k int) (err error) {
+	b.part, err = alloc("CandNN slices", int64(m)*ssCandSlicesMax*int64(k)*4)
+	return err
+}
+
+// launchCandNN is step c's candidates' side: ss_candpart_q* over slices of the rows, then
+// ss_candmerge_q*, into weight (list 0) or, for a distributed node, the local lists. Owner
+// thread only.
+func launchCandNN(d *Device, b *ssBuffers, rows, nc, k int, margin, minOUT float64, weight, list cu.DevicePtr) error {
+	q := "q64" // the warp queue that holds k (64 or 256 slots)
+	if k > 64 {
+		q = "q256"
+	}
+	S := ssCandSlices(rows, nc)
+	if err := launchParams(d, "ss_candpart_"+q, [3]int{nc, S, 1}, [3]int{ssCandNNThreads, 1, 1}, 0, &ssCandPartParams{
+		DistM: uint64(b.distM), N: int64(rows), K: int64(k), CandHeap: uint64(b.candHeap), CandDone: uint64(b.candDone),
+		Margin: margin, MinOUT: minOUT, Part: uint64(b.part)}); err != nil {
+		return err
+	}
+	return launchParams(d, "ss_candmerge_"+q, [3]int{nc, 1, 1}, [3]int{32, 1, 1}, 0, &ssCandMergeParams{
+		Part: uint64(b.part), S: int64(S), K: int64(k), CandHeap: uint64(b.candHeap), CandDone: uint64(b.candDone),
+		Weight: uint64(weight), List: uint64(list), Nc: int64(nc)})
 }
 
 // ssSelect2Len is the length of the second selection buffers for blocks first-level lists of
@@ -178,10 +214,6 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 	N, D, K, M := int64(rows), int64(dims), int64(k), int64(m)
 	blocks := (rows + ssSelectSlice - 1) / ssSelectSlice
 	take := min(m, ssSelectSlice)
-	candnn := "ss_candnn_q64" // the warp queue that holds k (64 or 256 slots)
-	if k > 64 {
-		candnn = "ss_candnn_q256"
-	}
 	if b.x == 0 { // else resident (solvingSetResident)
 		if b.x, err = uploadCols(d, "data", cols, rows); err != nil {
 			return nil, err
@@ -205,6 +237,9 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 		}
 	}
 	if err := b.allocSelect2(blocks, take); err != nil {
+		return nil, err
+	}
+	if err := b.allocPart(m, k); err != nil {
 		return nil, err
 	}
 	margin := p.Margin
@@ -249,11 +284,7 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 			},
 			func() error { return launchCtoc(d, b, nc, dims, k, margin, minOUT) },
 			func() error { return launchDtoc(d, b, rows, dims, nc, k, margin, minOUT) },
-			func() error {
-				return launchParams(d, candnn, [3]int{nc, 1, 1}, [3]int{ssCandNNThreads, 1, 1}, 0, &ssCandNNParams{
-					DistM: uint64(b.distM), N: N, K: K, CandHeap: uint64(b.candHeap), CandDone: uint64(b.candDone),
-					Weight: uint64(b.weight), Margin: margin, MinOUT: minOUT})
-			},
+			func() error { return launchCandNN(d, b, rows, nc, k, margin, minOUT, b.weight, 0) },
 		}
 		for _, step := range steps {
 			if err := step(); err != nil {
