@@ -109,36 +109,57 @@ extern "C" __global__ void ss_gather(const SsGatherParams P) {
     ss_gather_body(P.X, P.N, P.dims, P.heap, P.k, P.cand, P.nc, P.state, P.candX, P.candHeap);
 }
 
-// ss_ctoc: step b, thread per candidate j: LNNC(j) meets every other candidate (in index order),
-// then UB_C and the done flag. LNNC is worked on in shared memory (slot s of thread t at
-// sH[s*blockDim + t], blockDim*k floats of dynamic shared memory): the same heap operations as
-// in global memory, hence the same storage order and plain sum, without a global round trip per
-// sift step.
-static __device__ __forceinline__ void ss_ctoc_body(const float* __restrict__ candX, ll nc, ll dims, ll k,
+// ss_ctoc: step b, a warp per candidate j (SS_CTOC_WARPS per block): LNNC(j) meets every other
+// candidate in index order, then UB_C and the done flag. The lanes compute the distances to 32
+// candidates at a time; those below LNNC's root (the largest kept distance) at the batch's start
+// are then tested again in index order against the current root and inserted by lane 0 with
+// replace_top, the CPU heap's operation, into a copy of LNNC in shared memory: the same inserts
+// in the same order as one thread visiting every candidate (the kernel before: a thread per
+// candidate, 100 threads in one block, 0.1 ms per iteration, latency-bound).
+#define SS_CTOC_WARPS 4
+static __device__ __forceinline__ void ss_ctoc_body(const float* __restrict__ candX, ll nc, ll dims, ll kl,
                                    float* candHeap, double* candUB, int* candDone, double margin,
                                    double minOUT) {
-    extern __shared__ float sH[];
-    const ll j = (ll)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= nc) return;
-    const ll T = blockDim.x;
-    float* h = sH + threadIdx.x;
-    for (ll s = 0; s < k; s++) h[s * T] = candHeap[j * k + s];
+    __shared__ float sH[SS_CTOC_WARPS][KMAX];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, k = (int)kl;
+    const ll j = (ll)blockIdx.x * SS_CTOC_WARPS + warp;
+    if (j >= nc) return;  // warp-uniform
+    float* h = sH[warp];
+    for (int s = lane; s < k; s += 32) h[s] = candHeap[j * k + s];
+    __syncwarp();
+    float top = h[0];
     const float* cj = candX + j * dims;
-    for (ll i = 0; i < nc; i++) {
-        if (i == j) continue;
-        const float* ci = candX + i * dims;
-        float s = 0.0f;
-        for (ll d = 0; d < dims; d++) {
-            const float t = __fsub_rn(__ldg(cj + d), __ldg(ci + d));
-            s = __fadd_rn(s, __fmul_rn(t, t));
+    for (ll i0 = 0; i0 < nc; i0 += 32) {
+        const ll i = i0 + lane;
+        float dist = INF;
+        if (i < nc && i != j) {
+            const float* ci = candX + i * dims;
+            float s = 0.0f;
+            for (ll d = 0; d < dims; d++) {
+                const float t = __fsub_rn(__ldg(cj + d), __ldg(ci + d));
+                s = __fadd_rn(s, __fmul_rn(t, t));
+            }
+            dist = sqrtf(s);
         }
-        const float dist = sqrtf(s);
-        if (dist < h[0]) replace_top(h, T, (int)k, dist);
+        unsigned mask = __ballot_sync(WARP_FULL, dist < top);
+        while (mask) {  // warp-uniform
+            const int src = __ffs(mask) - 1;
+            mask &= mask - 1;
+            const float v = __shfl_sync(WARP_FULL, dist, src);
+            if (v < top) {
+                if (lane == 0) replace_top(h, 1, k, v);
+                __syncwarp();
+                top = h[0];
+                __syncwarp();  // every lane has read the root before lane 0 sifts again
+            }
+        }
     }
-    for (ll s = 0; s < k; s++) candHeap[j * k + s] = h[s * T];
-    const double u = plain_sum(h, T, (int)k);
-    candUB[j] = u;
-    candDone[j] = pruned(u, margin, minOUT) ? 1 : 0;
+    for (int s = lane; s < k; s += 32) candHeap[j * k + s] = h[s];
+    if (lane == 0) {
+        const double u = plain_sum(h, 1, k);
+        candUB[j] = u;
+        candDone[j] = pruned(u, margin, minOUT) ? 1 : 0;
+    }
 }
 
 // SsCtocParams is ss_ctoc's parameter, passed by value (Go mirror: ssCtocParams).
@@ -566,7 +587,7 @@ static __device__ __forceinline__ void ss_select_body(const double* __restrict__
     __shared__ int sI[SEL_SLICE];
     __shared__ unsigned int sAct, sPos;
     const ll base = (ll)blockIdx.x * SEL_SLICE;
-    if (threadIdx.x == 0) sAct = 0;
+    if (threadIdx.x == 0) sAct = sPos = 0;
     __syncthreads();
     for (int t = threadIdx.x; t < SEL_SLICE; t += blockDim.x) {
         const ll p = base + t;
@@ -586,8 +607,6 @@ static __device__ __forceinline__ void ss_select_body(const double* __restrict__
         // Every active point goes on: no sort, the active pairs in the first act slots in any
         // order (the next level, ss_select_merge, or the host sorts them), the rest key -1.
         // After the first iterations most slices are here (pruned points are inactive).
-        if (threadIdx.x == 0) sPos = 0;
-        __syncthreads();
         for (int t = threadIdx.x; t < SEL_SLICE; t += blockDim.x) {
             if (sK[t] >= 0.0) {
                 const unsigned at = atomicAdd(&sPos, 1u);
@@ -645,10 +664,30 @@ static __device__ __forceinline__ void ss_select_merge_body(const double* __rest
     __shared__ double sK[SEL_SLICE];
     __shared__ int sI[SEL_SLICE];
     const ll base = (ll)blockIdx.x * SEL_SLICE;
+    __shared__ unsigned int sAct, sPos;
+    if (threadIdx.x == 0) sAct = sPos = 0;
+    __syncthreads();
     for (int t = threadIdx.x; t < SEL_SLICE; t += blockDim.x) {
         const ll e = base + t;
         sK[t] = e < L ? inKey[e] : -1.0;
         sI[t] = e < L ? inIdx[e] : 0x7fffffff;
+        if (sK[t] >= 0.0) atomicAdd(&sAct, 1u);
+    }
+    __syncthreads();
+    const unsigned act = sAct;
+    if (act <= take) {  // as in ss_select: every active pair goes on, unsorted
+        for (int t = threadIdx.x; t < SEL_SLICE; t += blockDim.x) {
+            if (sK[t] >= 0.0) {
+                const unsigned at = atomicAdd(&sPos, 1u);
+                outKey[blockIdx.x * take + at] = sK[t];
+                outIdx[blockIdx.x * take + at] = sI[t];
+            }
+        }
+        for (ll t = act + threadIdx.x; t < take; t += blockDim.x) {
+            outKey[blockIdx.x * take + t] = -1.0;
+            outIdx[blockIdx.x * take + t] = 0x7fffffff;
+        }
+        return;
     }
     sel_sort(sK, sI);
     for (ll t = threadIdx.x; t < take; t += blockDim.x) {

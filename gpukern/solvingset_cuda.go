@@ -32,12 +32,12 @@ func (b *ssBuffers) free() error {
 		b.weight, b.distM, b.selKey, b.selIdx, b.active, b.selKey2, b.selIdx2, b.part)
 }
 
-// ssSharedBudget is the dynamic shared memory ss_dtoc and ss_ctoc give a block's LNN heaps
+// ssSharedBudget is the dynamic shared memory ss_dtoc gives a block's LNN heaps
 // (threads x k floats) at most: 128 threads at k = 50 take 25 KiB, so that 6-8 blocks share an
 // SM; larger k gets fewer threads per block (down to 32: 32 KiB at k = 256).
 const ssSharedBudget = 32 * 1024
 
-// ssHeapThreads is the block size of ss_dtoc and ss_ctoc for k: 128, halved while the block's
+// ssHeapThreads is the block size of ss_dtoc for k: 128, halved while the block's
 // heaps would pass ssSharedBudget, at least 32.
 func ssHeapThreads(k int) int {
 	t := 128
@@ -47,14 +47,12 @@ func ssHeapThreads(k int) int {
 	return t
 }
 
+// ssCtocWarps is the number of candidates (warps) per ss_ctoc block (SS_CTOC_WARPS).
+const ssCtocWarps = 4
+
 // launchCtoc is step b (ss_ctoc) for nc candidates. Owner thread only.
 func launchCtoc(d *Device, b *ssBuffers, nc, dims, k int, margin, minOUT float64) error {
-	t := ssHeapThreads(k)
-	shared := t * k * 4
-	if err := allowShared(d, "ss_ctoc", shared); err != nil {
-		return err
-	}
-	return launchParams(d, "ss_ctoc", [3]int{(nc + t - 1) / t, 1, 1}, [3]int{t, 1, 1}, shared, &ssCtocParams{
+	return launchParams(d, "ss_ctoc", [3]int{(nc + ssCtocWarps - 1) / ssCtocWarps, 1, 1}, [3]int{32 * ssCtocWarps, 1, 1}, 0, &ssCtocParams{
 		CandX: uint64(b.candX), Nc: int64(nc), Dims: int64(dims), K: int64(k), CandHeap: uint64(b.candHeap),
 		CandUB: uint64(b.candUB), CandDone: uint64(b.candDone), Margin: margin, MinOUT: minOUT})
 }
