@@ -17,10 +17,10 @@ var _ solvingset.Node = (*gpukern.DistributedNode)(nil)
 // multiGPURows is the smallest window SolvingSet spreads over several GPUs (the distributed
 // solving set, one node per GPU), from BenchmarkSolvingSetDevices on 4 H200s (docs/BENCHMARKS.md
 // §4.3.1), uploads counted as the pipeline pays them: at 1M rows one GPU wins (10-D 154 ms
-// against 198 on 2 GPUs and 296 on 4; 2-D 38 against 45 and 46: the distributed run's serial
-// part, about 1 ms per iteration, is more than the work it spreads), at 2M it is a wash (0.90x
-// to 1.15x), from 5M the GPUs win (1.27x to 1.73x). Between the last two, where the ratios
-// interpolate to 1.1x for every GPU count and both shapes.
+// against 198 on 2 GPUs and 296 on 4; 2-D 38 against 45 and 46: the supervisor's steps and
+// barriers, about 2 ms per iteration, cost more than the work they spread), at 2M it is a wash
+// (0.90x to 1.15x), from 5M the GPUs win (1.27x to 1.73x). Between the last two, where the
+// ratios interpolate to 1.08x or more for every GPU count and both shapes.
 const multiGPURows = 3_000_000
 
 // gpuSolvingSet runs SolvingSet on every GPU for windows of at least multiGPURows rows, else
