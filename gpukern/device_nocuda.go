@@ -64,6 +64,10 @@ func (d *Device) solvingSet(cols [][]float32, rows int, p SolvingSetParams) (Sol
 	return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: %w", errNoCUDA)
 }
 
+func (d *Device) solvingSetResident(c *Columns, p SolvingSetParams) (SolvingSetResult, error) {
+	return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: %w", errNoCUDA)
+}
+
 func (d *Device) keepDensityModel(m *DensityModel) error { return errNoCUDA }
 
 func (d *Device) dropDensityModel(m *DensityModel) error { return errNoCUDA }

@@ -1,13 +1,15 @@
 package gpukern
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // DistributedNode is a node of the distributed solving set (solvingset.DistributedSolvingSet) on
 // one device: its partition, LNN heaps, UB and state stay resident, and each step is the single
-// device's kernel on the partition (ss_gather, ss_dtoc, ss_candlist, ss_select). With one node
+// device's kernel on the partition (ss_gather, ss_dtoc, ss_candpart and ss_candmerge in list form, ss_select). With one node
 // per GPU, DistributedSolvingSet spreads a SolvingSet over every GPU of a host; its top-n and w*
 // equal SolvingSet's on one device and on the CPU (the same arithmetic, canonical weights).
 // Device memory per node: about rows*(4*dims + 4*K + 4*M + 16) bytes of its partition.
@@ -40,6 +42,42 @@ func NewDistributedNode(d *Device, cols [][]float32, k, m int, margin float64) (
 		return nil, fmt.Errorf("gpukern.NewDistributedNode: %w", err)
 	}
 	return &DistributedNode{d: d, rows: rows, impl: impl}, nil
+}
+
+// NewDistributedNodes makes one DistributedNode per device over consecutive, nearly equal
+// partitions of cols (device i holds rows rows*i/J .. rows*(i+1)/J-1), uploading them
+// concurrently: what the pipeline pays before a distributed build. On an error it closes the
+// nodes it made.
+func NewDistributedNodes(devs []*Device, cols [][]float32, k, m int, margin float64) ([]*DistributedNode, error) {
+	rows, err := columnsShape("cols", cols)
+	if err != nil {
+		return nil, fmt.Errorf("gpukern.NewDistributedNodes: %w", err)
+	}
+	nodes := make([]*DistributedNode, len(devs))
+	errs := make([]error, len(devs))
+	var wg sync.WaitGroup
+	for i, d := range devs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lo, hi := rows*i/len(devs), rows*(i+1)/len(devs)
+			part := make([][]float32, len(cols))
+			for j := range cols {
+				part[j] = cols[j][lo:hi]
+			}
+			nodes[i], errs[i] = NewDistributedNode(d, part, k, m, margin)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, n := range nodes {
+			if n != nil {
+				err = errors.Join(err, n.Close())
+			}
+		}
+		return nil, err
+	}
+	return nodes, nil
 }
 
 // Rows implements solvingset.Node.

@@ -63,6 +63,12 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (
 				return err
 			}
 		}
+		if err := b.allocSelect2(n.blocks, n.take); err != nil {
+			return err
+		}
+		if err := b.allocPart(m, k); err != nil {
+			return err
+		}
 		return launchParams(d, "ss_init", [3]int{(rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
 			&ssInitParams{Heap: uint64(b.heap), UB: uint64(b.ub), State: uint64(b.state), N: N, K: K})
 	})
@@ -145,23 +151,23 @@ func (d *Device) distCompare(n *distNode, coords, lnnc []float32, minOUT float64
 			return fmt.Errorf("cuMemcpyHtoD(done flags): %w", err)
 		}
 		d.toDevice.Add(int64(nc) * 4)
-		N, NC, K := int64(n.rows), int64(nc), int64(n.k)
-		if err := launchParams(d, "ss_dtoc", [3]int{(n.rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, nc*(n.dims+1)*4,
-			&ssDtocParams{X: uint64(b.x), N: N, Dims: int64(n.dims), CandX: uint64(b.candX), CandDone: uint64(b.candDone),
-				Nc: NC, K: K, State: uint64(b.state), Heap: uint64(b.heap), UB: uint64(b.ub), DistM: uint64(b.distM),
-				Margin: n.margin, MinOUT: minOUT}); err != nil {
+		if err := launchDtoc(d, b, n.rows, n.dims, nc, n.k, n.margin, minOUT); err != nil {
 			return err
 		}
-		candlist := "ss_candlist_q64" // the warp queue that holds k (64 or 256 slots)
-		if n.k > 64 {
-			candlist = "ss_candlist_q256"
-		}
-		if err := launchParams(d, candlist, [3]int{nc, 1, 1}, [3]int{ssCandNNThreads, 1, 1}, 0, &ssCandListParams{
-			DistM: uint64(b.distM), N: N, K: K, CandHeap: uint64(b.candHeap), CandDone: uint64(b.candDone),
-			Margin: n.margin, MinOUT: minOUT, List: uint64(n.list), Nc: NC}); err != nil {
+		if err := launchCandNN(d, b, n.rows, nc, n.k, n.margin, minOUT, 0, n.list); err != nil {
 			return err
 		}
-		return download(d, "done flags", done32, b.candDone)
+		if err := download(d, "done flags", done32, b.candDone); err != nil {
+			return err
+		}
+		// Every list whole (nc*k floats, 20 KB at m = 100, k = 50) in the same hand-over:
+		// between GPUs of one host the lazy merge's saving is smaller than the round trip
+		// (and the barrier) of asking again, so Neighbours serves from this copy.
+		if err := download(d, "local lists", n.host, n.list); err != nil {
+			return err
+		}
+		n.have = n.k
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gpukern.DistributedNode.Compare: %w", err)
@@ -214,20 +220,11 @@ func (d *Device) distSelect(n *distNode, m int, minOUT float64) (rows []int, ub 
 	keys := make([]float64, n.blocks*take)
 	idx := make([]int32, n.blocks*take)
 	act := make([]uint64, 1)
+	L := 0
 	err = d.do(func() error {
 		b := &n.b
-		if err := cu.MemsetD8(b.active, 0, 8); err != nil {
-			return fmt.Errorf("cuMemsetD8(active): %w", err)
-		}
-		if err := launchParams(d, "ss_select", [3]int{n.blocks, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0, &ssSelectParams{
-			UB: uint64(b.ub), State: uint64(b.state), N: int64(n.rows), M: int64(m), Margin: n.margin, MinOUT: minOUT,
-			OutKey: uint64(b.selKey), OutIdx: uint64(b.selIdx), Active: uint64(b.active)}); err != nil {
-			return err
-		}
-		if err := download(d, "selection keys", keys, b.selKey); err != nil {
-			return err
-		}
-		if err := download(d, "selection indices", idx, b.selIdx); err != nil {
+		var err error
+		if L, err = selectTop(d, b, n.rows, n.blocks, m, take, n.margin, minOUT, keys, idx); err != nil {
 			return err
 		}
 		return download(d, "active count", act, b.active)
@@ -235,7 +232,7 @@ func (d *Device) distSelect(n *distNode, m int, minOUT float64) (rows []int, ub 
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("gpukern.DistributedNode.Select: %w", err)
 	}
-	rows, ub = mergeTopMKeys(keys, idx, take, m)
+	rows, ub = topByKey(keys[:L], idx[:L], m)
 	return rows, ub, int(act[0]), nil
 }
 

@@ -1,6 +1,7 @@
 package gpukern_test
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -92,47 +93,168 @@ func TestDistributedParity(t *testing.T) {
 	}
 }
 
-// BenchmarkDistributedSolvingSet: SolvingSet on 10,000,000 points (2-D and 10-D Gaussians, k=50,
-// n=10, m=100): one device (gpukern.SolvingSet), and the distributed solving set with one node
-// per device over 1 and all devices, in one run. b.N is the number of full runs; the log line
-// gives the medians.
-func BenchmarkDistributedSolvingSet(b *testing.B) {
+// BenchmarkSolvingSetDevices times SolvingSet on one GPU and the distributed solving set over J
+// GPUs (one gpukern.DistributedNode per device, lazy merge) the same way: wall time per full
+// run, median of b.N runs, in two forms.
+//   - uploads: what the pipeline pays (internal/accel): one device is gpukern.SolvingSet (the
+//     finite check, upload, allocations and frees inside); J GPUs are gpukern.NewDistributedNodes
+//     (each partition checked and uploaded, concurrently) + solvingset.DistributedSolvingSet +
+//     Close.
+//   - resident: the data already on the devices: one device is SolvingSet on uploaded columns
+//     (its buffers still allocated and freed inside: about a millisecond); J GPUs are
+//     DistributedSolvingSet on nodes built before the timer (fresh ones for every run: a run
+//     moves rows into S).
+//
+// Data: synth.Gaussian(rows, d, 21), k = 50, n = 10, m = 100. Sizes: 10M rows (the issue's
+// figures, both forms), and 500k to 5M (uploads only: where the distributed path starts to pay,
+// internal/accel's multiGPURows). J: 1, 2, 4, ... up to the devices there are. Every run's top-n
+// and w* must equal the one-device run's (else the benchmark fails). Per distributed run the
+// supervisor's phases (solvingset.DistributedPhases) are reported, summed over the iterations.
+// A sub-benchmark name selects a size: -test.bench 'SolvingSetDevices/rows=10M'.
+func BenchmarkSolvingSetDevices(b *testing.B) {
 	devs := allDevices(b)
-	for _, dims := range []int{2, 10} {
-		cols := synth.Gaussian(10_000_000, dims, 21).Cols
-		p := solvingset.Params{K: 50, N: 10, M: 100, Seed: 1}
-		b.Run(fmt.Sprintf("d=%d/one-device", dims), func(b *testing.B) {
-			var times []time.Duration
-			for range b.N {
-				t0 := time.Now()
-				if _, err := gpukern.SolvingSet(devs[0], cols, gpuParams(p, len(cols[0]))); err != nil {
-					b.Fatal(err)
-				}
-				times = append(times, time.Since(t0))
+	var gpus []int
+	for j := 1; j <= len(devs); j *= 2 {
+		gpus = append(gpus, j)
+	}
+	if gpus[len(gpus)-1] != len(devs) {
+		gpus = append(gpus, len(devs))
+	}
+	p := solvingset.Params{K: 50, N: 10, M: 100, Seed: 1}
+	for _, dims := range []int{10, 2} {
+		var all *synth.Data // generated once per dims, on first use: the sizes below are its first rows
+		for _, rows := range []int{10_000_000, 500_000, 1_000_000, 2_000_000, 5_000_000} {
+			name := fmt.Sprintf("rows=%s/d=%d", shortRows(rows), dims)
+			forms := []string{"uploads", "resident"}
+			if rows != 10_000_000 {
+				forms = forms[:1]
 			}
-			b.Logf("median %s over %d runs", median(times), len(times))
-		})
-		for _, nd := range slices.Compact([]int{1, len(devs)}) {
-			b.Run(fmt.Sprintf("d=%d/distributed-%d", dims, nd), func(b *testing.B) {
-				nodes := gpuNodes(b, devs[:nd], cols, nd, p.K, p.M)
-				var times []time.Duration
-				for range b.N {
-					// A run moves rows into S: fresh nodes for every run but the first.
-					if len(times) > 0 {
-						nodes = gpuNodes(b, devs[:nd], cols, nd, p.K, p.M)
-					}
-					t0 := time.Now()
-					r, err := solvingset.DistributedSolvingSet(nodes, dims, p, true)
-					if err != nil {
-						b.Fatal(err)
-					}
-					times = append(times, time.Since(t0))
-					b.Logf("%d iterations, |S| %d, w* %v", r.Iterations, len(r.SolvingSet), r.WStar)
+			var want *gpukern.SolvingSetResult
+			b.Run(name, func(b *testing.B) {
+				if all == nil {
+					all = synth.Gaussian(10_000_000, dims, 21)
 				}
-				b.Logf("median %s over %d runs (node upload excluded)", median(times), len(times))
+				cols := make([][]float32, dims)
+				for j := range cols {
+					cols[j] = all.Cols[j][:rows]
+				}
+				check := func(b *testing.B, what string, wstar float64, outliers []gpukern.Outlier) {
+					if want == nil {
+						return
+					}
+					if wstar != want.WStar || !slices.Equal(outliers, want.Outliers) {
+						b.Errorf("%s: w* %v outliers %v; one device %v %v", what, wstar, outliers, want.WStar, want.Outliers)
+					}
+				}
+				for _, form := range forms {
+					b.Run("one-device/"+form, func(b *testing.B) {
+						var c *gpukern.Columns
+						if form == "resident" {
+							var err error
+							if c, err = devs[0].Upload(cols); err != nil {
+								b.Fatal(err)
+							}
+							defer c.Free()
+						}
+						var times []time.Duration
+						var r gpukern.SolvingSetResult
+						for range b.N {
+							gp := gpuParams(p, rows)
+							t0 := time.Now()
+							var err error
+							if form == "resident" {
+								r, err = gpukern.SolvingSetResident(c, gp)
+							} else {
+								r, err = gpukern.SolvingSet(devs[0], cols, gp)
+							}
+							if err != nil {
+								b.Fatal(err)
+							}
+							times = append(times, time.Since(t0))
+						}
+						if want == nil {
+							want = &r
+						}
+						check(b, "one device "+form, r.WStar, r.Outliers)
+						b.ReportMetric(ms(median(times)), "median-ms")
+						b.ReportMetric(float64(r.Iterations), "iterations")
+						b.ReportMetric(float64(len(r.SolvingSet)), "|S|")
+					})
+					for _, nd := range gpus {
+						b.Run(fmt.Sprintf("gpus=%d/%s", nd, form), func(b *testing.B) {
+							if rows != 10_000_000 && nd == 1 {
+								b.Skip("one node: only at 10M (the crossover compares J >= 2 with one device)")
+							}
+							margin := solvingset.PruneMargin(p.K)
+							var times []time.Duration
+							var runs []solvingset.DistributedResult
+							for range b.N {
+								var nodes []*gpukern.DistributedNode
+								var err error
+								build := func() {
+									if nodes, err = gpukern.NewDistributedNodes(devs[:nd], cols, p.K, p.M, margin); err != nil {
+										b.Fatal(err)
+									}
+								}
+								if form == "resident" {
+									build()
+								}
+								t0 := time.Now()
+								if form == "uploads" {
+									build()
+								}
+								sn := make([]solvingset.Node, len(nodes))
+								for i, n := range nodes {
+									sn[i] = n
+								}
+								r, err := solvingset.DistributedSolvingSet(sn, dims, p, true)
+								if err != nil {
+									b.Fatal(err)
+								}
+								var cerr error
+								for _, n := range nodes {
+									cerr = errors.Join(cerr, n.Close())
+								}
+								times = append(times, time.Since(t0))
+								if cerr != nil {
+									b.Fatal(cerr)
+								}
+								outs := make([]gpukern.Outlier, len(r.Outliers))
+								for i, o := range r.Outliers {
+									outs[i] = gpukern.Outlier{Row: o.Row, Weight: o.Weight}
+								}
+								check(b, fmt.Sprintf("%d GPUs %s", nd, form), r.WStar, outs)
+								runs = append(runs, r)
+							}
+							// The median run's phases.
+							order := make([]int, len(times))
+							for i := range order {
+								order[i] = i
+							}
+							slices.SortFunc(order, func(x, y int) int { return cmp.Compare(times[x], times[y]) })
+							mr := runs[order[len(order)/2]]
+							b.ReportMetric(ms(times[order[len(order)/2]]), "median-ms")
+							b.ReportMetric(float64(mr.Iterations), "iterations")
+							ph := mr.Phases
+							for _, x := range []struct {
+								name string
+								d    time.Duration
+							}{{"take", ph.Take}, {"stepb", ph.Candidates}, {"compare", ph.Compare}, {"merge", ph.Merge}, {"select", ph.Select}} {
+								b.ReportMetric(ms(x.d), x.name+"-ms")
+							}
+						})
+					}
+				}
 			})
 		}
 	}
+}
+
+func shortRows(n int) string {
+	if n%1_000_000 == 0 {
+		return fmt.Sprintf("%dM", n/1_000_000)
+	}
+	return fmt.Sprintf("%dk", n/1000)
 }
 
 func median(ts []time.Duration) time.Duration {

@@ -9,3 +9,12 @@ func SetDensityPlain(v bool) { densityPlain = v }
 func (m *DensityModel) RegionsForTest(p DensityParams) (lo, hi []float64, off []int64, err error) {
 	return m.densityRegions(p)
 }
+
+// SolvingSetResident is SolvingSet on columns already on the device (Upload), for the benchmark
+// that times the one-device path without its upload; c must hold finite values.
+func SolvingSetResident(c *Columns, p SolvingSetParams) (SolvingSetResult, error) {
+	if err := p.validate(c.rows, c.dims); err != nil {
+		return SolvingSetResult{}, err
+	}
+	return c.dev.solvingSetResident(c, p)
+}

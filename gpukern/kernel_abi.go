@@ -154,21 +154,19 @@ type ssSelectParams struct {
 	Active uint64  `c:"active"`
 }
 
-// ssCandNNParams is ss_candnn_q64's and ss_candnn_q256's parameter (solvingset.cu: SsCandNNParams).
-type ssCandNNParams struct {
-	DistM    uint64  `c:"distM"`
-	N        int64   `c:"N"`
-	K        int64   `c:"k"`
-	CandHeap uint64  `c:"candHeap"`
-	CandDone uint64  `c:"candDone"`
-	Weight   uint64  `c:"weight"`
-	Margin   float64 `c:"margin"`
-	MinOUT   float64 `c:"minOUT"`
+// ssSelectMergeParams is ss_select_merge's parameter (solvingset.cu: SsSelectMergeParams).
+type ssSelectMergeParams struct {
+	InKey  uint64 `c:"inKey"`
+	InIdx  uint64 `c:"inIdx"`
+	L      int64  `c:"L"`
+	Take   int64  `c:"take"`
+	OutKey uint64 `c:"outKey"`
+	OutIdx uint64 `c:"outIdx"`
 }
 
-// ssCandListParams is ss_candlist_q64's and ss_candlist_q256's parameter, the distributed nodes'
-// form of ss_candnn (solvingset.cu: SsCandListParams).
-type ssCandListParams struct {
+// ssCandPartParams is ss_candpart_q64's and ss_candpart_q256's parameter (solvingset.cu:
+// SsCandPartParams).
+type ssCandPartParams struct {
 	DistM    uint64  `c:"distM"`
 	N        int64   `c:"N"`
 	K        int64   `c:"k"`
@@ -176,8 +174,20 @@ type ssCandListParams struct {
 	CandDone uint64  `c:"candDone"`
 	Margin   float64 `c:"margin"`
 	MinOUT   float64 `c:"minOUT"`
-	List     uint64  `c:"list"`
-	Nc       int64   `c:"nc"`
+	Part     uint64  `c:"part"`
+}
+
+// ssCandMergeParams is ss_candmerge_q64's and ss_candmerge_q256's parameter (solvingset.cu:
+// SsCandMergeParams); List 0 is the weight form, else the distributed nodes' list form.
+type ssCandMergeParams struct {
+	Part     uint64 `c:"part"`
+	S        int64  `c:"S"`
+	K        int64  `c:"k"`
+	CandHeap uint64 `c:"candHeap"`
+	CandDone uint64 `c:"candDone"`
+	Weight   uint64 `c:"weight"`
+	List     uint64 `c:"list"`
+	Nc       int64  `c:"nc"`
 }
 
 // pcLocalityParams is proclus_locality's parameter (proclus.cu: PcLocalityParams).

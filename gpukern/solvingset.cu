@@ -1,8 +1,10 @@
 // solvingset.cu: the SolvingSet algorithm on the GPU (ALGORITHMS.md §1, "GPU structure"), with
 // the papers' best structure: CToC (thread per candidate), DToC (thread per point, candidates in
-// shared memory, writes the distance matrix), CandNN (block per candidate, warp register queues over
-// strided slices of its distM row (select.cuh), a merge in warp 0, and the S-MS early exit) and a two-level top-m
-// selection of the next candidates (per-block bitonic sort here, a k-way merge on the host).
+// shared memory, writes the distance matrix), CandNN (blocks per slice of a candidate's distM row, warp
+// register queues over strided parts of it (select.cuh), a merge in warp 0, the S-MS early exit,
+// then a warp per candidate merging its slices) and a top-m selection of the next
+// candidates in levels (ss_select per slice of points, ss_select_merge over the slices' lists;
+// the host sorts the last short list).
 //
 // Layout: X is N x dims column-major float32. LNN heaps are slot-major (heap[s*N + p]) so that
 // reading every point's root is coalesced. Candidates: cand[j] = point index, candX[j*dims + d],
@@ -17,8 +19,7 @@
 // launchStruct; Go mirrors in kernel_abi.go, held to the static_asserts by TestKernelABI) and
 // hands its members to an inlined body. Through the struct nvcc drops the read-only path of the
 // bodies' __restrict__ parameters, so the read-only loads go through __ldg (61 ld.global.nc, as
-// before); ptxas gives ss_candnn_q256 and ss_candlist_q64 8 registers more (48, 40), without it
-// they lose the read-only path and ss_candnn_q256 spills.
+// before).
 
 #include "select.cuh"
 
@@ -108,29 +109,57 @@ extern "C" __global__ void ss_gather(const SsGatherParams P) {
     ss_gather_body(P.X, P.N, P.dims, P.heap, P.k, P.cand, P.nc, P.state, P.candX, P.candHeap);
 }
 
-// ss_ctoc: step b, thread per candidate j: LNNC(j) meets every other candidate (in index order),
-// then UB_C and the done flag.
-static __device__ __forceinline__ void ss_ctoc_body(const float* __restrict__ candX, ll nc, ll dims, ll k,
+// ss_ctoc: step b, a warp per candidate j (SS_CTOC_WARPS per block): LNNC(j) meets every other
+// candidate in index order, then UB_C and the done flag. The lanes compute the distances to 32
+// candidates at a time; those below LNNC's root (the largest kept distance) at the batch's start
+// are then tested again in index order against the current root and inserted by lane 0 with
+// replace_top, the CPU heap's operation, into a copy of LNNC in shared memory: the same inserts
+// in the same order as one thread visiting every candidate (the kernel before: a thread per
+// candidate, 100 threads in one block, 0.1 ms per iteration, latency-bound).
+#define SS_CTOC_WARPS 4
+static __device__ __forceinline__ void ss_ctoc_body(const float* __restrict__ candX, ll nc, ll dims, ll kl,
                                    float* candHeap, double* candUB, int* candDone, double margin,
                                    double minOUT) {
-    const ll j = (ll)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= nc) return;
-    float* h = candHeap + j * k;
+    __shared__ float sH[SS_CTOC_WARPS][KMAX];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, k = (int)kl;
+    const ll j = (ll)blockIdx.x * SS_CTOC_WARPS + warp;
+    if (j >= nc) return;  // warp-uniform
+    float* h = sH[warp];
+    for (int s = lane; s < k; s += 32) h[s] = candHeap[j * k + s];
+    __syncwarp();
+    float top = h[0];
     const float* cj = candX + j * dims;
-    for (ll i = 0; i < nc; i++) {
-        if (i == j) continue;
-        const float* ci = candX + i * dims;
-        float s = 0.0f;
-        for (ll d = 0; d < dims; d++) {
-            const float t = __fsub_rn(__ldg(cj + d), __ldg(ci + d));
-            s = __fadd_rn(s, __fmul_rn(t, t));
+    for (ll i0 = 0; i0 < nc; i0 += 32) {
+        const ll i = i0 + lane;
+        float dist = INF;
+        if (i < nc && i != j) {
+            const float* ci = candX + i * dims;
+            float s = 0.0f;
+            for (ll d = 0; d < dims; d++) {
+                const float t = __fsub_rn(__ldg(cj + d), __ldg(ci + d));
+                s = __fadd_rn(s, __fmul_rn(t, t));
+            }
+            dist = sqrtf(s);
         }
-        const float dist = sqrtf(s);
-        if (dist < h[0]) replace_top(h, 1, (int)k, dist);
+        unsigned mask = __ballot_sync(WARP_FULL, dist < top);
+        while (mask) {  // warp-uniform
+            const int src = __ffs(mask) - 1;
+            mask &= mask - 1;
+            const float v = __shfl_sync(WARP_FULL, dist, src);
+            if (v < top) {
+                if (lane == 0) replace_top(h, 1, k, v);
+                __syncwarp();
+                top = h[0];
+                __syncwarp();  // every lane has read the root before lane 0 sifts again
+            }
+        }
     }
-    const double u = plain_sum(h, 1, (int)k);
-    candUB[j] = u;
-    candDone[j] = pruned(u, margin, minOUT) ? 1 : 0;
+    for (int s = lane; s < k; s += 32) candHeap[j * k + s] = h[s];
+    if (lane == 0) {
+        const double u = plain_sum(h, 1, k);
+        candUB[j] = u;
+        candDone[j] = pruned(u, margin, minOUT) ? 1 : 0;
+    }
 }
 
 // SsCtocParams is ss_ctoc's parameter, passed by value (Go mirror: ssCtocParams).
@@ -160,46 +189,137 @@ extern "C" __global__ void ss_ctoc(const SsCtocParams P) {
 }
 
 // ss_dtoc: step c, points' side, thread per point p, the candidates in shared memory
-// (sC[d*nc + j], then nc done flags). A point in S only blanks its distM entries; an active
-// point updates its LNN (global heap, root cached) against every candidate in index order; every
-// point writes its squared distance to each not-done candidate.
-static __device__ __forceinline__ void ss_dtoc_body(const float* __restrict__ X, ll N, ll dims,
+// (sC[d*nc + j], then nc done flags), then the LNN heaps of the block's T points (slot s of
+// thread t at sH[s*T + t]: T*k floats). A point in S only blanks its distM entries; every point
+// writes its squared distance to each not-done candidate; an active point's LNN meets every
+// candidate in index order with the CPU heap's operations (replace_top_sh: the same storage
+// order as replace_top in global memory, hence the same plain-sum UB bits as the kernel before).
+// At the first candidate nearer than the heap's root (the largest kept distance, the only slot
+// read until then) the heap is copied into shared memory; it goes back once at the end. A
+// candidate at or beyond the root never enters (the root only shrinks). Before, the heaps stayed
+// in global memory, a dependent global round trip per sift step. The kernel is bound by the
+// instructions of the inserts (ncu: SM throughput 84 %, DRAM 6 %), so the sift works in 32-bit
+// shared-memory indices with T a compile-time block size, and sqrtf is prefiltered: sqrtf(d2) <
+// top implies d2 <= fl(top^2) (sqrtf is correctly rounded and monotone: sqrt(d2) < top, so
+// d2 < top^2 and d2 = fl(d2) <= fl(top^2)). For dims <= SS_DTOC_REGDIMS the point's
+// coordinates sit in registers.
+#define SS_DTOC_REGDIMS 16
+
+// replace_top_sh is select.cuh's replace_top (the CPU twin's heapReplaceTop) for a heap in
+// shared memory with slot stride T, each child read once.
+template <int T>
+__device__ __forceinline__ void replace_top_sh(float* h, int k, float v) {
+    int i = 0;
+    for (int c = 1; c < k; c = 2 * i + 1) {
+        float cv = h[c * T];
+        if (c + 1 < k) {
+            const float rv = h[(c + 1) * T];
+            if (rv > cv) {
+                cv = rv;
+                c++;
+            }
+        }
+        if (cv <= v) break;
+        h[i * T] = cv;
+        i = c;
+    }
+    h[i * T] = v;
+}
+
+template <int T>
+__device__ __forceinline__ double plain_sum_sh(const float* h, int k) {
+    double s = 0.0;
+    for (int i = 0; i < k; i++) s = __dadd_rn(s, (double)h[i * T]);
+    return s;
+}
+
+template <bool REG, int T>
+__device__ __forceinline__ void ss_dtoc_body(const float* __restrict__ X, ll N, ll dims,
                                    const float* __restrict__ candX, const int* __restrict__ candDone,
-                                   ll nc, ll k, const int* __restrict__ state, float* heap, double* ub,
+                                   ll nc, ll kl, const int* __restrict__ state, float* heap, double* ub,
                                    float* distM, double margin, double minOUT) {
     extern __shared__ float sC[];
     int* sDone = (int*)(sC + nc * dims);
-    for (ll e = threadIdx.x; e < nc * dims; e += blockDim.x) {
+    float* sH = (float*)(sDone + nc);
+    const int k = (int)kl;
+    for (ll e = threadIdx.x; e < nc * dims; e += T) {
         const ll j = e / dims, d = e % dims;
         sC[d * nc + j] = candX[e];
     }
-    for (ll j = threadIdx.x; j < nc; j += blockDim.x) sDone[j] = candDone[j];
+    for (ll j = threadIdx.x; j < nc; j += T) sDone[j] = candDone[j];
     __syncthreads();
-    const ll p = (ll)blockIdx.x * blockDim.x + threadIdx.x;
+    const ll p = (ll)blockIdx.x * T + threadIdx.x;
     if (p >= N) return;
+    float* dm = distM + p;
     if (state[p] != 0) {
-        for (ll j = 0; j < nc; j++)
-            if (!sDone[j]) distM[j * N + p] = INF;
+        for (ll j = 0; j < nc; j++, dm += N)
+            if (!sDone[j]) *dm = INF;
         return;
     }
+    float xp[REG ? SS_DTOC_REGDIMS : 1];
+    if (REG) {
+#pragma unroll
+        for (int d = 0; d < SS_DTOC_REGDIMS; d++) {
+            xp[d] = 0.0f;
+            if (d < dims) xp[d] = __ldg(X + d * N + p);
+        }
+    }
+    float* h = sH + threadIdx.x;
     const bool live = !pruned(ub[p], margin, minOUT);
     float top = heap[p];
+    float top2 = __fmul_rn(top, top);
+    bool loaded = false;
+#ifdef SS_DTOC_EAGER
+    if (live) {
+#pragma unroll 10
+        for (int s = 0; s < k; s++) h[s * T] = heap[s * N + p];
+        loaded = true;
+    }
     bool changed = false;
-    for (ll j = 0; j < nc; j++) {
+#endif
+    for (ll j = 0; j < nc; j++, dm += N) {
         const bool done = sDone[j] != 0;
         if (!live && done) continue;
-        const float d2 = sqdist_cols(X, N, dims, p, sC + j, nc);
-        if (!done) distM[j * N + p] = d2;
-        if (live) {
+        float d2;
+        if (REG) {
+            d2 = 0.0f;
+#pragma unroll
+            for (int d = 0; d < SS_DTOC_REGDIMS; d++) {
+                if (d < dims) {
+                    const float t = __fsub_rn(xp[d], sC[d * nc + j]);
+                    d2 = __fadd_rn(d2, __fmul_rn(t, t));
+                }
+            }
+        } else {
+            d2 = sqdist_cols(X, N, dims, p, sC + j, nc);
+        }
+        if (!done) *dm = d2;
+        if (live && d2 <= top2) {
             const float dist = sqrtf(d2);
             if (dist < top) {
-                replace_top(heap + p, N, (int)k, dist);
-                top = heap[p];
+#ifdef SS_DTOC_EAGER
                 changed = true;
+#else
+                if (!loaded) {
+#pragma unroll 10
+                    for (int s = 0; s < k; s++) h[s * T] = heap[s * N + p];
+                    loaded = true;
+                }
+#endif
+                replace_top_sh<T>(h, k, dist);
+                top = h[0];
+                top2 = __fmul_rn(top, top);
             }
         }
     }
-    if (changed) ub[p] = plain_sum(heap + p, N, (int)k);
+#ifdef SS_DTOC_EAGER
+    loaded = changed;
+#endif
+    if (loaded) {
+#pragma unroll 10
+        for (int s = 0; s < k; s++) heap[s * N + p] = h[s * T];
+        ub[p] = plain_sum_sh<T>(h, k);
+    }
 }
 
 // SsDtocParams is ss_dtoc's parameter, passed by value (Go mirror: ssDtocParams).
@@ -232,8 +352,20 @@ static_assert(offsetof(SsDtocParams, ub) == 72, "SsDtocParams.ub");
 static_assert(offsetof(SsDtocParams, distM) == 80, "SsDtocParams.distM");
 static_assert(offsetof(SsDtocParams, margin) == 88, "SsDtocParams.margin");
 static_assert(offsetof(SsDtocParams, minOUT) == 96, "SsDtocParams.minOUT");
+// ss_dtoc's block size (the host's ssHeapThreads(k)) selects the instantiation.
+template <int T>
+__device__ __forceinline__ void ss_dtoc_t(const SsDtocParams& P) {
+    if (P.dims <= SS_DTOC_REGDIMS)
+        ss_dtoc_body<true, T>(P.X, P.N, P.dims, P.candX, P.candDone, P.nc, P.k, P.state, P.heap, P.ub, P.distM, P.margin, P.minOUT);
+    else
+        ss_dtoc_body<false, T>(P.X, P.N, P.dims, P.candX, P.candDone, P.nc, P.k, P.state, P.heap, P.ub, P.distM, P.margin, P.minOUT);
+}
 extern "C" __global__ void ss_dtoc(const SsDtocParams P) {
-    ss_dtoc_body(P.X, P.N, P.dims, P.candX, P.candDone, P.nc, P.k, P.state, P.heap, P.ub, P.distM, P.margin, P.minOUT);
+    switch (blockDim.x) {
+        case 128: ss_dtoc_t<128>(P); break;
+        case 64: ss_dtoc_t<64>(P); break;
+        default: ss_dtoc_t<32>(P); break;
+    }
 }
 
 #define CANDNN_STEP 1024  // entries per thread between early-exit checks
@@ -241,39 +373,38 @@ extern "C" __global__ void ss_dtoc(const SsDtocParams P) {
 #define CANDNN_WARPS (CANDNN_THREADS / 32)
 #define CANDNN_LOADS 16  // row entries each lane loads before offering them (loads in flight; 4: BENCH.md)
 
-// ss_candnn_q*: step c, candidates' side, block per candidate j (CANDNN_THREADS threads). Each
-// warp keeps the k smallest distances of its strided slice of distM row j that are below the
-// candidate's current k-th distance in a register queue (select.cuh; 64 or 256 slots, k <= slots).
-// Every CANDNN_STEP entries per thread a warp whose queue holds k finite distances tests their sum
-// as an upper bound of w_k(c, D) (any k points bound it; PruneMargin covers any summation order),
-// and the block stops when the candidate is pruned (S-MS early exit). Otherwise warp 0 merges the
-// other warps' queues, then LNNC (the candidate's heap), and writes the exact weight (ascending
-// float64 sum: the k smallest of the row and LNNC as a multiset, as the CPU's). Row values equal
-// to LNNC's largest, T0, are not needed: LNNC holds enough copies of T0. weight[j] is written only
-// for candidates that stay not done. With list set (ss_candlist_q*: a node of the distributed
-// solving set) warp 0 skips LNNC and writes the queue's first k values, the candidate's local
-// distances below T0 ascending (+inf padded), slot-major: list[s*nc + j], so that the first
-// slots of every candidate are one contiguous download (the lazy merge).
+// ss_candpart_q*: step c, candidates' side, block (j, s) (CANDNN_THREADS threads) for slice s of
+// gridDim.y of candidate j's distM row (before: one block per candidate, 100 blocks on 132 SMs,
+// latency-bound at 5 % of HBM). Each warp keeps the k smallest distances of its strided part of
+// the slice that are below the candidate's current k-th distance in a register queue (select.cuh;
+// 64 or 256 slots, k <= slots). Every CANDNN_STEP entries per thread a warp whose queue holds k
+// finite distances tests their sum as an upper bound of w_k(c, D) (any k points bound it;
+// PruneMargin covers any summation order); a block that prunes the candidate sets its done flag
+// (S-MS early exit), and every block of the candidate stops at its next check once the flag is
+// set. Otherwise warp 0 merges the other warps' queues and writes its first k values (the
+// slice's k smallest distances below LNNC's largest, T0, ascending, +inf padded) to
+// part[(j*S + s)*k ...]; ss_candmerge_q* merges the slices. Row values equal to T0 are not
+// needed: LNNC holds enough copies of T0.
 template <int R>
-__device__ __forceinline__ void candnn_body(const float* __restrict__ distM, ll N, ll kl,
-                                            const float* __restrict__ candHeap, int* candDone, double* weight,
-                                            double margin, double minOUT, float* list, ll nc) {
+__device__ __forceinline__ void candpart_body(const float* __restrict__ distM, ll N, ll kl,
+                                              const float* __restrict__ candHeap, int* candDone,
+                                              double margin, double minOUT, float* part) {
     __shared__ int sStop;
     __shared__ float sQ[CANDNN_WARPS][32 * R];
-    const ll j = blockIdx.x;
-    if (candDone[j]) return;  // block-uniform
+    const ll j = blockIdx.x, S = gridDim.y, sl = blockIdx.y;
     const int k = (int)kl;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    if (tid == 0) sStop = *(volatile int*)(candDone + j) ? 2 : 0;  // done by step b or another slice
+    __syncthreads();
+    if (sStop) return;  // block-uniform
     const float* row = distM + j * N;
-    const float* lnnc = candHeap + j * k;
-    const float T0 = __ldg(lnnc);  // LNNC's root, its largest
+    const ll lo = N * sl / S, hi = N * (sl + 1) / S;
+    const float T0 = __ldg(candHeap + j * k);  // LNNC's root, its largest
     WarpQueue<R> wq;
     wq.init();
     float tau = T0, tau2 = __fmul_rn(T0, T0);  // min(T0, the queue's k-th); fl(tau^2)
-    if (tid == 0) sStop = 0;
-    __syncthreads();
-    for (ll base = 0; base < N; base += (ll)CANDNN_THREADS * CANDNN_STEP) {
-        const ll end = min(N, base + (ll)CANDNN_THREADS * CANDNN_STEP);
+    for (ll base = lo; base < hi; base += (ll)CANDNN_THREADS * CANDNN_STEP) {
+        const ll end = min(hi, base + (ll)CANDNN_THREADS * CANDNN_STEP);
         for (ll e0 = base + warp * 32; e0 < end; e0 += (ll)CANDNN_THREADS * CANDNN_LOADS) {  // warp-uniform
             float d2[CANDNN_LOADS];
 #pragma unroll
@@ -297,12 +428,13 @@ __device__ __forceinline__ void candnn_body(const float* __restrict__ distM, ll 
             const double ub = wq.ascending_sum(k);
             if (lane == 0 && pruned(ub, margin, minOUT)) atomicOr(&sStop, 1);
         }
+        if (tid == 0 && *(volatile int*)(candDone + j)) atomicOr(&sStop, 2);
         __syncthreads();
         if (sStop) break;
         __syncthreads();  // sStop is read by all before anyone could set it in the next step
     }
     if (sStop) {
-        if (tid == 0) candDone[j] = 1;
+        if (tid == 0 && (sStop & 1)) atomicOr(candDone + j, 1);
         return;
     }
 #pragma unroll
@@ -312,6 +444,37 @@ __device__ __forceinline__ void candnn_body(const float* __restrict__ distM, ll 
     for (int w = 1; w < CANDNN_WARPS; w++) {
         for (int b = 0; b < 32 * R; b += 32) {
             const float v = sQ[w][b + lane];  // < T0 or +inf
+            const float kth = wq.offer(v < tau, v, lane, k, tau);
+            tau = fminf(tau, kth);
+        }
+    }
+    float* out = part + (j * S + sl) * k;
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        if (lane * R + r < k) out[lane * R + r] = wq.q[r];
+}
+
+// ss_candmerge_q*: one warp per candidate j not done: the k smallest of its S slices' values
+// (ss_candpart_q*) in a register queue. Weight form (list null): with LNNC, the exact weight
+// (ascending float64 sum: the k smallest of the row and LNNC as a multiset, as the CPU's),
+// weight[j]. List form (a node of the distributed solving set): the candidate's local distances
+// below T0, ascending (+inf padded), slot-major: list[s*nc + j], so that the first slots of
+// every candidate are one contiguous download.
+template <int R>
+__device__ __forceinline__ void candmerge_body(const float* __restrict__ part, ll S, ll kl,
+                                               const float* __restrict__ candHeap, const int* __restrict__ candDone,
+                                               double* weight, float* list, ll nc) {
+    const ll j = blockIdx.x;
+    if (candDone[j]) return;  // warp-uniform: ss_candpart_q* has finished
+    const int k = (int)kl, lane = threadIdx.x & 31;
+    const float* lnnc = candHeap + j * k;
+    WarpQueue<R> wq;
+    wq.init();
+    float tau = __ldg(lnnc);  // T0: every part value is below it or +inf
+    for (ll sl = 0; sl < S; sl++) {
+        const float* in = part + (j * S + sl) * k;
+        for (int b = 0; b < k; b += 32) {
+            const float v = b + lane < k ? __ldg(in + b + lane) : INF;
             const float kth = wq.offer(v < tau, v, lane, k, tau);
             tau = fminf(tau, kth);
         }
@@ -331,89 +494,67 @@ __device__ __forceinline__ void candnn_body(const float* __restrict__ distM, ll 
     if (lane == 0) weight[j] = w;
 }
 
-// SsCandNNParams is ss_candnn_q*'s parameter and SsCandListParams ss_candlist_q*'s (the
-// distributed nodes' list form), passed by value (Go mirrors: ssCandNNParams, ssCandListParams).
-// Each kernel hands the body the other form's members as compile-time nulls, as before.
-struct SsCandNNParams {
+// SsCandPartParams is ss_candpart_q*'s parameter and SsCandMergeParams ss_candmerge_q*'s, passed
+// by value (Go mirrors: ssCandPartParams, ssCandMergeParams).
+struct SsCandPartParams {
     const float* distM;
     ll N, k;
     const float* candHeap;
     int* candDone;
-    double* weight;
     double margin, minOUT;
+    float* part;
 };
-static_assert(sizeof(SsCandNNParams) == 64, "SsCandNNParams size");
-static_assert(offsetof(SsCandNNParams, distM) == 0, "SsCandNNParams.distM");
-static_assert(offsetof(SsCandNNParams, N) == 8, "SsCandNNParams.N");
-static_assert(offsetof(SsCandNNParams, k) == 16, "SsCandNNParams.k");
-static_assert(offsetof(SsCandNNParams, candHeap) == 24, "SsCandNNParams.candHeap");
-static_assert(offsetof(SsCandNNParams, candDone) == 32, "SsCandNNParams.candDone");
-static_assert(offsetof(SsCandNNParams, weight) == 40, "SsCandNNParams.weight");
-static_assert(offsetof(SsCandNNParams, margin) == 48, "SsCandNNParams.margin");
-static_assert(offsetof(SsCandNNParams, minOUT) == 56, "SsCandNNParams.minOUT");
-struct SsCandListParams {
-    const float* distM;
-    ll N, k;
+static_assert(sizeof(SsCandPartParams) == 64, "SsCandPartParams size");
+static_assert(offsetof(SsCandPartParams, distM) == 0, "SsCandPartParams.distM");
+static_assert(offsetof(SsCandPartParams, N) == 8, "SsCandPartParams.N");
+static_assert(offsetof(SsCandPartParams, k) == 16, "SsCandPartParams.k");
+static_assert(offsetof(SsCandPartParams, candHeap) == 24, "SsCandPartParams.candHeap");
+static_assert(offsetof(SsCandPartParams, candDone) == 32, "SsCandPartParams.candDone");
+static_assert(offsetof(SsCandPartParams, margin) == 40, "SsCandPartParams.margin");
+static_assert(offsetof(SsCandPartParams, minOUT) == 48, "SsCandPartParams.minOUT");
+static_assert(offsetof(SsCandPartParams, part) == 56, "SsCandPartParams.part");
+struct SsCandMergeParams {
+    const float* part;
+    ll S, k;
     const float* candHeap;
-    int* candDone;
-    double margin, minOUT;
+    const int* candDone;
+    double* weight;
     float* list;
     ll nc;
 };
-static_assert(sizeof(SsCandListParams) == 72, "SsCandListParams size");
-static_assert(offsetof(SsCandListParams, distM) == 0, "SsCandListParams.distM");
-static_assert(offsetof(SsCandListParams, N) == 8, "SsCandListParams.N");
-static_assert(offsetof(SsCandListParams, k) == 16, "SsCandListParams.k");
-static_assert(offsetof(SsCandListParams, candHeap) == 24, "SsCandListParams.candHeap");
-static_assert(offsetof(SsCandListParams, candDone) == 32, "SsCandListParams.candDone");
-static_assert(offsetof(SsCandListParams, margin) == 40, "SsCandListParams.margin");
-static_assert(offsetof(SsCandListParams, minOUT) == 48, "SsCandListParams.minOUT");
-static_assert(offsetof(SsCandListParams, list) == 56, "SsCandListParams.list");
-static_assert(offsetof(SsCandListParams, nc) == 64, "SsCandListParams.nc");
+static_assert(sizeof(SsCandMergeParams) == 64, "SsCandMergeParams size");
+static_assert(offsetof(SsCandMergeParams, part) == 0, "SsCandMergeParams.part");
+static_assert(offsetof(SsCandMergeParams, S) == 8, "SsCandMergeParams.S");
+static_assert(offsetof(SsCandMergeParams, k) == 16, "SsCandMergeParams.k");
+static_assert(offsetof(SsCandMergeParams, candHeap) == 24, "SsCandMergeParams.candHeap");
+static_assert(offsetof(SsCandMergeParams, candDone) == 32, "SsCandMergeParams.candDone");
+static_assert(offsetof(SsCandMergeParams, weight) == 40, "SsCandMergeParams.weight");
+static_assert(offsetof(SsCandMergeParams, list) == 48, "SsCandMergeParams.list");
+static_assert(offsetof(SsCandMergeParams, nc) == 56, "SsCandMergeParams.nc");
 
-extern "C" __global__ void __launch_bounds__(CANDNN_THREADS) ss_candnn_q64(const SsCandNNParams P) {
-    candnn_body<2>(P.distM, P.N, P.k, P.candHeap, P.candDone, P.weight, P.margin, P.minOUT, nullptr, 0);
+extern "C" __global__ void __launch_bounds__(CANDNN_THREADS) ss_candpart_q64(const SsCandPartParams P) {
+    candpart_body<2>(P.distM, P.N, P.k, P.candHeap, P.candDone, P.margin, P.minOUT, P.part);
 }
 
-extern "C" __global__ void __launch_bounds__(CANDNN_THREADS) ss_candnn_q256(const SsCandNNParams P) {
-    candnn_body<8>(P.distM, P.N, P.k, P.candHeap, P.candDone, P.weight, P.margin, P.minOUT, nullptr, 0);
+extern "C" __global__ void __launch_bounds__(CANDNN_THREADS) ss_candpart_q256(const SsCandPartParams P) {
+    candpart_body<8>(P.distM, P.N, P.k, P.candHeap, P.candDone, P.margin, P.minOUT, P.part);
 }
 
-extern "C" __global__ void __launch_bounds__(CANDNN_THREADS) ss_candlist_q64(const SsCandListParams P) {
-    candnn_body<2>(P.distM, P.N, P.k, P.candHeap, P.candDone, nullptr, P.margin, P.minOUT, P.list, P.nc);
+extern "C" __global__ void __launch_bounds__(32) ss_candmerge_q64(const SsCandMergeParams P) {
+    candmerge_body<2>(P.part, P.S, P.k, P.candHeap, P.candDone, P.weight, P.list, P.nc);
 }
 
-extern "C" __global__ void __launch_bounds__(CANDNN_THREADS) ss_candlist_q256(const SsCandListParams P) {
-    candnn_body<8>(P.distM, P.N, P.k, P.candHeap, P.candDone, nullptr, P.margin, P.minOUT, P.list, P.nc);
+extern "C" __global__ void __launch_bounds__(32) ss_candmerge_q256(const SsCandMergeParams P) {
+    candmerge_body<8>(P.part, P.S, P.k, P.candHeap, P.candDone, P.weight, P.list, P.nc);
 }
 
 #define SEL_SLICE 2048
 #define SEL_THREADS 1024
 
-// ss_select: first level of the top-m selection. Block b sorts its slice of SEL_SLICE points by
-// (UB descending, index ascending) with a bitonic sort in shared memory, inactive points (in S or
-// pruned) keyed -1 so they sink, and writes its best min(m, SEL_SLICE) (key, index) pairs to
-// outKey/outIdx[b*m ...]. active[0] accumulates the number of active points.
-static __device__ __forceinline__ void ss_select_body(const double* __restrict__ ub, const int* __restrict__ state,
-                                     ll N, ll m, double margin, double minOUT, double* outKey,
-                                     int* outIdx, unsigned long long* active) {
-    __shared__ double sK[SEL_SLICE];
-    __shared__ int sI[SEL_SLICE];
-    __shared__ unsigned int sAct;
-    const ll base = (ll)blockIdx.x * SEL_SLICE;
-    if (threadIdx.x == 0) sAct = 0;
-    __syncthreads();
-    for (int t = threadIdx.x; t < SEL_SLICE; t += blockDim.x) {
-        const ll p = base + t;
-        double key = -1.0;
-        if (p < N && state[p] == 0 && !pruned(ub[p], margin, minOUT)) {
-            key = ub[p];
-            atomicAdd(&sAct, 1u);
-        }
-        sK[t] = key;
-        sI[t] = (int)min(p, (ll)0x7fffffff);
-    }
-    // Bitonic sort; "a before b" iff a.key > b.key || (a.key == b.key && a.idx < b.idx).
+// sel_sort sorts a block's SEL_SLICE (key, index) pairs in shared memory best first with a
+// bitonic sort: "a before b" iff a.key > b.key || (a.key == b.key && a.idx < b.idx). It begins
+// with a barrier (the caller's stores) and ends with one.
+__device__ __forceinline__ void sel_sort(double* sK, int* sI) {
     for (int size = 2; size <= SEL_SLICE; size <<= 1) {
         for (int stride = size >> 1; stride > 0; stride >>= 1) {
             __syncthreads();
@@ -432,12 +573,58 @@ static __device__ __forceinline__ void ss_select_body(const double* __restrict__
         }
     }
     __syncthreads();
+}
+
+// ss_select: first level of the top-m selection. Block b writes the best take = min(m, SEL_SLICE)
+// (key, index) pairs of its slice of SEL_SLICE points to outKey/outIdx[b*take ...]: inactive
+// points (in S or pruned) are keyed -1; a slice with more than take active points is sorted by
+// (UB descending, index ascending) with a bitonic sort in shared memory, one with at most take
+// hands them on unsorted. active[0] accumulates the number of active points.
+static __device__ __forceinline__ void ss_select_body(const double* __restrict__ ub, const int* __restrict__ state,
+                                     ll N, ll m, double margin, double minOUT, double* outKey,
+                                     int* outIdx, unsigned long long* active) {
+    __shared__ double sK[SEL_SLICE];
+    __shared__ int sI[SEL_SLICE];
+    __shared__ unsigned int sAct, sPos;
+    const ll base = (ll)blockIdx.x * SEL_SLICE;
+    if (threadIdx.x == 0) sAct = sPos = 0;
+    __syncthreads();
+    for (int t = threadIdx.x; t < SEL_SLICE; t += blockDim.x) {
+        const ll p = base + t;
+        double key = -1.0;
+        if (p < N && state[p] == 0 && !pruned(ub[p], margin, minOUT)) {
+            key = ub[p];
+            atomicAdd(&sAct, 1u);
+        }
+        sK[t] = key;
+        sI[t] = (int)min(p, (ll)0x7fffffff);
+    }
+    __syncthreads();
     const ll take = min(m, (ll)SEL_SLICE);
+    const unsigned act = sAct;
+    if (threadIdx.x == 0) atomicAdd(active, (unsigned long long)act);
+    if (act <= take) {
+        // Every active point goes on: no sort, the active pairs in the first act slots in any
+        // order (the next level, ss_select_merge, or the host sorts them), the rest key -1.
+        // After the first iterations most slices are here (pruned points are inactive).
+        for (int t = threadIdx.x; t < SEL_SLICE; t += blockDim.x) {
+            if (sK[t] >= 0.0) {
+                const unsigned at = atomicAdd(&sPos, 1u);
+                outKey[blockIdx.x * take + at] = sK[t];
+                outIdx[blockIdx.x * take + at] = sI[t];
+            }
+        }
+        for (ll t = act + threadIdx.x; t < take; t += blockDim.x) {
+            outKey[blockIdx.x * take + t] = -1.0;
+            outIdx[blockIdx.x * take + t] = 0x7fffffff;
+        }
+        return;
+    }
+    sel_sort(sK, sI);
     for (ll t = threadIdx.x; t < take; t += blockDim.x) {
         outKey[blockIdx.x * take + t] = sK[t];
         outIdx[blockIdx.x * take + t] = sI[t];
     }
-    if (threadIdx.x == 0) atomicAdd(active, (unsigned long long)sAct);
 }
 
 // SsSelectParams is ss_select's parameter, passed by value (Go mirror: ssSelectParams).
@@ -464,4 +651,67 @@ static_assert(offsetof(SsSelectParams, outIdx) == 56, "SsSelectParams.outIdx");
 static_assert(offsetof(SsSelectParams, active) == 64, "SsSelectParams.active");
 extern "C" __global__ void ss_select(const SsSelectParams P) {
     ss_select_body(P.ub, P.state, P.N, P.m, P.margin, P.minOUT, P.outKey, P.outIdx, P.active);
+}
+
+// ss_select_merge: a further level of the top-m selection, on the device. The previous level
+// left L (key, index) pairs in runs of take; block b sorts pairs
+// b*SEL_SLICE .. of them (padded with key -1, which sinks: inactive) and writes its best take.
+// The m best overall are among the best take of every slice, so each level keeps them and
+// shrinks the list about SEL_SLICE/take-fold; the host launches levels until one block is left
+// and downloads m pairs instead of every block's (5.9 MB per iteration at 10M rows).
+static __device__ __forceinline__ void ss_select_merge_body(const double* __restrict__ inKey, const int* __restrict__ inIdx,
+                                                          ll L, ll take, double* outKey, int* outIdx) {
+    __shared__ double sK[SEL_SLICE];
+    __shared__ int sI[SEL_SLICE];
+    const ll base = (ll)blockIdx.x * SEL_SLICE;
+    __shared__ unsigned int sAct, sPos;
+    if (threadIdx.x == 0) sAct = sPos = 0;
+    __syncthreads();
+    for (int t = threadIdx.x; t < SEL_SLICE; t += blockDim.x) {
+        const ll e = base + t;
+        sK[t] = e < L ? inKey[e] : -1.0;
+        sI[t] = e < L ? inIdx[e] : 0x7fffffff;
+        if (sK[t] >= 0.0) atomicAdd(&sAct, 1u);
+    }
+    __syncthreads();
+    const unsigned act = sAct;
+    if (act <= take) {  // as in ss_select: every active pair goes on, unsorted
+        for (int t = threadIdx.x; t < SEL_SLICE; t += blockDim.x) {
+            if (sK[t] >= 0.0) {
+                const unsigned at = atomicAdd(&sPos, 1u);
+                outKey[blockIdx.x * take + at] = sK[t];
+                outIdx[blockIdx.x * take + at] = sI[t];
+            }
+        }
+        for (ll t = act + threadIdx.x; t < take; t += blockDim.x) {
+            outKey[blockIdx.x * take + t] = -1.0;
+            outIdx[blockIdx.x * take + t] = 0x7fffffff;
+        }
+        return;
+    }
+    sel_sort(sK, sI);
+    for (ll t = threadIdx.x; t < take; t += blockDim.x) {
+        outKey[blockIdx.x * take + t] = sK[t];
+        outIdx[blockIdx.x * take + t] = sI[t];
+    }
+}
+
+// SsSelectMergeParams is ss_select_merge's parameter, passed by value (Go mirror: ssSelectMergeParams).
+struct SsSelectMergeParams {
+    const double* inKey;
+    const int* inIdx;
+    ll L;
+    ll take;
+    double* outKey;
+    int* outIdx;
+};
+static_assert(sizeof(SsSelectMergeParams) == 48, "SsSelectMergeParams size");
+static_assert(offsetof(SsSelectMergeParams, inKey) == 0, "SsSelectMergeParams.inKey");
+static_assert(offsetof(SsSelectMergeParams, inIdx) == 8, "SsSelectMergeParams.inIdx");
+static_assert(offsetof(SsSelectMergeParams, L) == 16, "SsSelectMergeParams.L");
+static_assert(offsetof(SsSelectMergeParams, take) == 24, "SsSelectMergeParams.take");
+static_assert(offsetof(SsSelectMergeParams, outKey) == 32, "SsSelectMergeParams.outKey");
+static_assert(offsetof(SsSelectMergeParams, outIdx) == 40, "SsSelectMergeParams.outIdx");
+extern "C" __global__ void ss_select_merge(const SsSelectMergeParams P) {
+    ss_select_merge_body(P.inKey, P.inIdx, P.L, P.take, P.outKey, P.outIdx);
 }

@@ -132,62 +132,30 @@ func (p SolvingSetParams) validate(rows, dims int) error {
 	return nil
 }
 
-// mergeTopM is the second level of the top-m selection: lists holds blocks of `take` (key, index)
-// pairs, each sorted best first (key descending, index ascending; key < 0 = inactive); it returns
-// the m best indices overall in that order (a k-way merge over the list heads).
-func mergeTopM(keys []float64, idx []int32, take, m int) []int {
-	out, _ := mergeTopMKeys(keys, idx, take, m)
-	return out
-}
-
-// mergeTopMKeys is mergeTopM that also returns each chosen index's key.
-func mergeTopMKeys(keys []float64, idx []int32, take, m int) ([]int, []float64) {
-	type head struct {
+// topByKey is the last level of the top-m selection: of the (key, index) pairs that the device
+// levels left (key < 0 = inactive; any order), the indices of the m best by key descending,
+// index ascending, and their keys.
+func topByKey(keys []float64, idx []int32, m int) ([]int, []float64) {
+	type pair struct {
 		key float64
 		idx int32
-		pos int // position in keys/idx
-		end int
 	}
-	better := func(a, b head) bool { return a.key > b.key || (a.key == b.key && a.idx < b.idx) }
-	var h []head
-	for b := 0; b*take < len(keys); b++ {
-		if keys[b*take] >= 0 {
-			h = append(h, head{keys[b*take], idx[b*take], b * take, (b + 1) * take})
+	var ps []pair
+	for i, k := range keys {
+		if k >= 0 {
+			ps = append(ps, pair{k, idx[i]})
 		}
 	}
-	// A binary heap with the best head on top.
-	down := func(i int) {
-		for {
-			c := 2*i + 1
-			if c >= len(h) {
-				return
-			}
-			if r := c + 1; r < len(h) && better(h[r], h[c]) {
-				c = r
-			}
-			if !better(h[c], h[i]) {
-				return
-			}
-			h[i], h[c] = h[c], h[i]
-			i = c
+	slices.SortFunc(ps, func(a, b pair) int {
+		if c := cmp.Compare(b.key, a.key); c != 0 {
+			return c
 		}
-	}
-	for i := len(h)/2 - 1; i >= 0; i-- {
-		down(i)
-	}
-	out := make([]int, 0, m)
-	outKeys := make([]float64, 0, m)
-	for len(out) < m && len(h) > 0 {
-		top := h[0]
-		out = append(out, int(top.idx))
-		outKeys = append(outKeys, top.key)
-		if n := top.pos + 1; n < top.end && keys[n] >= 0 {
-			h[0] = head{keys[n], idx[n], n, top.end}
-		} else {
-			h[0] = h[len(h)-1]
-			h = h[:len(h)-1]
-		}
-		down(0)
+		return cmp.Compare(a.idx, b.idx)
+	})
+	ps = ps[:min(m, len(ps))]
+	out, outKeys := make([]int, len(ps)), make([]float64, len(ps))
+	for i, p := range ps {
+		out[i], outKeys[i] = int(p.idx), p.key
 	}
 	return out, outKeys
 }

@@ -11,7 +11,9 @@ import (
 )
 
 const (
-	ssCandNNThreads = 256  // threads per ss_candnn_q* block (CANDNN_THREADS in solvingset.cu)
+	ssCandNNThreads = 256 // threads per ss_candpart_q* block (CANDNN_THREADS in solvingset.cu)
+	// ssCandSlicesMax is the most slices ss_candpart_q* splits a candidate's distM row into.
+	ssCandSlicesMax = 32
 	ssSelectSlice   = 2048 // points per ss_select block (SEL_SLICE in solvingset.cu)
 	ssSelectThreads = 1024 // SEL_THREADS
 )
@@ -21,16 +23,154 @@ type ssBuffers struct {
 	x, heap, ub, state                              cu.DevicePtr
 	cand, candX, candHeap, candUB, candDone, weight cu.DevicePtr
 	distM, selKey, selIdx, active                   cu.DevicePtr
+	selKey2, selIdx2                                cu.DevicePtr // ss_select_merge's other level
+	part                                            cu.DevicePtr // ss_candpart_q*'s slices, M x ssCandSlicesMax x k
 }
 
 func (b *ssBuffers) free() error {
 	return frees(b.x, b.heap, b.ub, b.state, b.cand, b.candX, b.candHeap, b.candUB, b.candDone,
-		b.weight, b.distM, b.selKey, b.selIdx, b.active)
+		b.weight, b.distM, b.selKey, b.selIdx, b.active, b.selKey2, b.selIdx2, b.part)
+}
+
+// ssSharedBudget is the dynamic shared memory ss_dtoc gives a block's LNN heaps
+// (threads x k floats) at most: 128 threads at k = 50 take 25 KiB, so that 6-8 blocks share an
+// SM; larger k gets fewer threads per block (down to 32: 32 KiB at k = 256).
+const ssSharedBudget = 32 * 1024
+
+// ssHeapThreads is the block size of ss_dtoc for k: 128, halved while the block's
+// heaps would pass ssSharedBudget, at least 32.
+func ssHeapThreads(k int) int {
+	t := 128
+	for t > 32 && t*k*4 > ssSharedBudget {
+		t /= 2
+	}
+	return t
+}
+
+// ssCtocWarps is the number of candidates (warps) per ss_ctoc block (SS_CTOC_WARPS).
+const ssCtocWarps = 4
+
+// launchCtoc is step b (ss_ctoc) for nc candidates. Owner thread only.
+func launchCtoc(d *Device, b *ssBuffers, nc, dims, k int, margin, minOUT float64) error {
+	return launchParams(d, "ss_ctoc", [3]int{(nc + ssCtocWarps - 1) / ssCtocWarps, 1, 1}, [3]int{32 * ssCtocWarps, 1, 1}, 0, &ssCtocParams{
+		CandX: uint64(b.candX), Nc: int64(nc), Dims: int64(dims), K: int64(k), CandHeap: uint64(b.candHeap),
+		CandUB: uint64(b.candUB), CandDone: uint64(b.candDone), Margin: margin, MinOUT: minOUT})
+}
+
+// launchDtoc is step c's points' side (ss_dtoc) over rows points for nc candidates: the
+// candidates and done flags (nc*(dims+1) words) and the block's heaps (threads*k floats) in
+// dynamic shared memory. Owner thread only.
+func launchDtoc(d *Device, b *ssBuffers, rows, dims, nc, k int, margin, minOUT float64) error {
+	t := ssHeapThreads(k)
+	shared := nc*(dims+1)*4 + t*k*4
+	if err := allowShared(d, "ss_dtoc", shared); err != nil {
+		return err
+	}
+	return launchParams(d, "ss_dtoc", [3]int{(rows + t - 1) / t, 1, 1}, [3]int{t, 1, 1}, shared, &ssDtocParams{
+		X: uint64(b.x), N: int64(rows), Dims: int64(dims), CandX: uint64(b.candX), CandDone: uint64(b.candDone),
+		Nc: int64(nc), K: int64(k), State: uint64(b.state), Heap: uint64(b.heap), UB: uint64(b.ub),
+		DistM: uint64(b.distM), Margin: margin, MinOUT: minOUT})
+}
+
+// ssCandSlices is how many slices (blocks) ss_candpart_q* gives each of nc candidates' rows of
+// rows entries: about 1024 blocks in all, so that 8 share each of the 132 SMs (one block per
+// candidate left 100 blocks latency-bound at 5 % of HBM), at least 8192 entries a slice, at most
+// ssCandSlicesMax.
+func ssCandSlices(rows, nc int) int {
+	return max(1, min(ssCandSlicesMax, (1024+nc-1)/nc, rows/8192))
+}
+
+// allocPart allocates ss_candpart_q*'s slice lists for m candidates. Owner thread only.
+func (b *ssBuffers) allocPart(m, k int) (err error) {
+	b.part, err = alloc("CandNN slices", int64(m)*ssCandSlicesMax*int64(k)*4)
+	return err
+}
+
+// launchCandNN is step c's candidates' side: ss_candpart_q* over slices of the rows, then
+// ss_candmerge_q*, into weight (list 0) or, for a distributed node, the local lists. Owner
+// thread only.
+func launchCandNN(d *Device, b *ssBuffers, rows, nc, k int, margin, minOUT float64, weight, list cu.DevicePtr) error {
+	q := "q64" // the warp queue that holds k (64 or 256 slots)
+	if k > 64 {
+		q = "q256"
+	}
+	S := ssCandSlices(rows, nc)
+	if err := launchParams(d, "ss_candpart_"+q, [3]int{nc, S, 1}, [3]int{ssCandNNThreads, 1, 1}, 0, &ssCandPartParams{
+		DistM: uint64(b.distM), N: int64(rows), K: int64(k), CandHeap: uint64(b.candHeap), CandDone: uint64(b.candDone),
+		Margin: margin, MinOUT: minOUT, Part: uint64(b.part)}); err != nil {
+		return err
+	}
+	return launchParams(d, "ss_candmerge_"+q, [3]int{nc, 1, 1}, [3]int{32, 1, 1}, 0, &ssCandMergeParams{
+		Part: uint64(b.part), S: int64(S), K: int64(k), CandHeap: uint64(b.candHeap), CandDone: uint64(b.candDone),
+		Weight: uint64(weight), List: uint64(list), Nc: int64(nc)})
+}
+
+// ssSelect2Len is the length of the second selection buffers for blocks first-level lists of
+// take: ss_select_merge levels run while a level shrinks the list (take <= ssSelectSlice/2).
+func ssSelect2Len(blocks, take int) int {
+	return max(1, (blocks*take+ssSelectSlice-1)/ssSelectSlice) * take
+}
+
+// allocSelect2 allocates the second selection level's buffers. Owner thread only.
+func (b *ssBuffers) allocSelect2(blocks, take int) (err error) {
+	n := int64(ssSelect2Len(blocks, take))
+	if b.selKey2, err = alloc("selection keys, second level", n*8); err != nil {
+		return err
+	}
+	b.selIdx2, err = alloc("selection indices, second level", n*4)
+	return err
+}
+
+// selectTop is steps e and f on the device: ss_select over rows points (blocks lists of take),
+// then ss_select_merge levels until one list is left or a level would not shrink it; it
+// downloads what is left (take pairs when m <= ssSelectSlice/2: 1.2 KB at m = 100, instead of
+// blocks*take) into keys and idx and returns its length. Owner thread only.
+func selectTop(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, minOUT float64, keys []float64, idx []int32) (int, error) {
+	if err := cu.MemsetD8(b.active, 0, 8); err != nil {
+		return 0, fmt.Errorf("cuMemsetD8(active): %w", err)
+	}
+	if err := launchParams(d, "ss_select", [3]int{blocks, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0, &ssSelectParams{
+		UB: uint64(b.ub), State: uint64(b.state), N: int64(rows), M: int64(m), Margin: margin, MinOUT: minOUT,
+		OutKey: uint64(b.selKey), OutIdx: uint64(b.selIdx), Active: uint64(b.active)}); err != nil {
+		return 0, err
+	}
+	inK, inI, outK, outI := b.selKey, b.selIdx, b.selKey2, b.selIdx2
+	L := blocks * take
+	for L > take && 2*take <= ssSelectSlice {
+		nb := (L + ssSelectSlice - 1) / ssSelectSlice
+		if err := launchParams(d, "ss_select_merge", [3]int{nb, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0, &ssSelectMergeParams{
+			InKey: uint64(inK), InIdx: uint64(inI), L: int64(L), Take: int64(take), OutKey: uint64(outK), OutIdx: uint64(outI)}); err != nil {
+			return 0, err
+		}
+		L = nb * take
+		inK, inI, outK, outI = outK, outI, inK, inI
+	}
+	if err := download(d, "selection keys", keys[:L], inK); err != nil {
+		return 0, err
+	}
+	if err := download(d, "selection indices", idx[:L], inI); err != nil {
+		return 0, err
+	}
+	return L, nil
 }
 
 func (d *Device) solvingSet(cols [][]float32, rows int, p SolvingSetParams) (SolvingSetResult, error) {
 	var b ssBuffers
-	res, err := d.runSolvingSet(&b, cols, rows, p)
+	res, err := d.runSolvingSet(&b, cols, rows, len(cols), p)
+	err = errors.Join(err, d.do(b.free))
+	if err != nil {
+		return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: %w", err)
+	}
+	return res, nil
+}
+
+// solvingSetResident is solvingSet on columns already on the device (c: its data stays), for
+// the benchmark that times the one-device path without its upload (the distributed nodes'
+// partitions are uploaded before their timer too). The caller has checked c's values finite.
+func (d *Device) solvingSetResident(c *Columns, p SolvingSetParams) (SolvingSetResult, error) {
+	b := ssBuffers{x: cu.DevicePtr(c.ptr)}
+	res, err := d.runSolvingSet(&b, nil, c.rows, c.dims, p)
+	b.x = 0 // c's, not the run's
 	err = errors.Join(err, d.do(b.free))
 	if err != nil {
 		return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: %w", err)
@@ -42,11 +182,11 @@ func (d *Device) solvingSet(cols [][]float32, rows int, p SolvingSetParams) (Sol
 // and once per iteration rather than for the whole run, so that a stream's scoring calls (a
 // batch every millisecond or so) are served between iterations instead of waiting for the whole
 // build (227 ms at W = 1M: issue 12 item 5).
-func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p SolvingSetParams) (SolvingSetResult, error) {
+func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int, p SolvingSetParams) (SolvingSetResult, error) {
 	var res SolvingSetResult
 	var iterate func() (bool, error)
 	if err := d.do(func() (err error) {
-		iterate, err = d.startSolvingSet(b, cols, rows, p, &res)
+		iterate, err = d.startSolvingSet(b, cols, rows, dims, p, &res)
 		return err
 	}); err != nil {
 		return SolvingSetResult{}, err
@@ -65,19 +205,17 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Solvi
 	}
 }
 
-// startSolvingSet uploads the data, allocates the buffers and initialises the heaps; iterate runs
+// startSolvingSet uploads the data (unless b.x holds it), allocates the buffers and initialises the heaps; iterate runs
 // one iteration (false when it was the last, with *res set). Owner thread only, both.
-func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows int, p SolvingSetParams, res *SolvingSetResult) (iterate func() (bool, error), err error) {
-	dims, k, m := len(cols), p.K, min(p.M, rows)
+func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int, p SolvingSetParams, res *SolvingSetResult) (iterate func() (bool, error), err error) {
+	k, m := p.K, min(p.M, rows)
 	N, D, K, M := int64(rows), int64(dims), int64(k), int64(m)
 	blocks := (rows + ssSelectSlice - 1) / ssSelectSlice
 	take := min(m, ssSelectSlice)
-	candnn := "ss_candnn_q64" // the warp queue that holds k (64 or 256 slots)
-	if k > 64 {
-		candnn = "ss_candnn_q256"
-	}
-	if b.x, err = uploadCols(d, "data", cols, rows); err != nil {
-		return nil, err
+	if b.x == 0 { // else resident (solvingSetResident)
+		if b.x, err = uploadCols(d, "data", cols, rows); err != nil {
+			return nil, err
+		}
 	}
 	allocs := []struct {
 		p     *cu.DevicePtr
@@ -95,6 +233,12 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Sol
 		if *a.p, err = alloc(a.what, a.bytes); err != nil {
 			return nil, err
 		}
+	}
+	if err := b.allocSelect2(blocks, take); err != nil {
+		return nil, err
+	}
+	if err := b.allocPart(m, k); err != nil {
+		return nil, err
 	}
 	margin := p.Margin
 	if err := launchParams(d, "ss_init", [3]int{(rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
@@ -136,22 +280,9 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Sol
 					X: uint64(b.x), N: N, Dims: D, Heap: uint64(b.heap), K: K, Cand: uint64(b.cand), Nc: NC,
 					State: uint64(b.state), CandX: uint64(b.candX), CandHeap: uint64(b.candHeap)})
 			},
-			func() error {
-				return launchParams(d, "ss_ctoc", [3]int{(nc + 127) / 128, 1, 1}, [3]int{128, 1, 1}, 0, &ssCtocParams{
-					CandX: uint64(b.candX), Nc: NC, Dims: D, K: K, CandHeap: uint64(b.candHeap), CandUB: uint64(b.candUB),
-					CandDone: uint64(b.candDone), Margin: margin, MinOUT: minOUT})
-			},
-			func() error {
-				return launchParams(d, "ss_dtoc", [3]int{(rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, nc*(dims+1)*4, &ssDtocParams{
-					X: uint64(b.x), N: N, Dims: D, CandX: uint64(b.candX), CandDone: uint64(b.candDone), Nc: NC, K: K,
-					State: uint64(b.state), Heap: uint64(b.heap), UB: uint64(b.ub), DistM: uint64(b.distM), Margin: margin,
-					MinOUT: minOUT})
-			},
-			func() error {
-				return launchParams(d, candnn, [3]int{nc, 1, 1}, [3]int{ssCandNNThreads, 1, 1}, 0, &ssCandNNParams{
-					DistM: uint64(b.distM), N: N, K: K, CandHeap: uint64(b.candHeap), CandDone: uint64(b.candDone),
-					Weight: uint64(b.weight), Margin: margin, MinOUT: minOUT})
-			},
+			func() error { return launchCtoc(d, b, nc, dims, k, margin, minOUT) },
+			func() error { return launchDtoc(d, b, rows, dims, nc, k, margin, minOUT) },
+			func() error { return launchCandNN(d, b, rows, nc, k, margin, minOUT, b.weight, 0) },
 		}
 		for _, step := range steps {
 			if err := step(); err != nil {
@@ -175,21 +306,11 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows int, p Sol
 		}
 		minOUT = out.Min()
 		// Steps e, f: the next candidates, the m active points with the largest UB.
-		if err := cu.MemsetD8(b.active, 0, 8); err != nil {
-			return false, fmt.Errorf("iteration %d: cuMemsetD8(active): %w", iter, err)
-		}
-		if err := launchParams(d, "ss_select", [3]int{blocks, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0, &ssSelectParams{
-			UB: uint64(b.ub), State: uint64(b.state), N: N, M: M, Margin: margin, MinOUT: minOUT,
-			OutKey: uint64(b.selKey), OutIdx: uint64(b.selIdx), Active: uint64(b.active)}); err != nil {
+		L, err := selectTop(d, b, rows, blocks, m, take, margin, minOUT, keys, idx)
+		if err != nil {
 			return false, fmt.Errorf("iteration %d: %w", iter, err)
 		}
-		if err := download(d, "selection keys", keys, b.selKey); err != nil {
-			return false, fmt.Errorf("iteration %d: %w", iter, err)
-		}
-		if err := download(d, "selection indices", idx, b.selIdx); err != nil {
-			return false, fmt.Errorf("iteration %d: %w", iter, err)
-		}
-		cand = mergeTopM(keys, idx, take, m)
+		cand, _ = topByKey(keys[:L], idx[:L], m)
 		return true, nil
 	}, nil
 }

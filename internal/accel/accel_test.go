@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
 // policyDevice is a Device that takes the GPU branch of every step (the GPU functions are the
@@ -106,5 +107,66 @@ func TestOpen(t *testing.T) {
 	d, err = Open("auto", zerolog.New(&logged), Options{})
 	if err != nil || d.IsGPU() || !strings.Contains(logged.String(), "built without CUDA") {
 		t.Errorf("auto without a GPU: %v, %v, log %s", d, err, logged.String())
+	}
+}
+
+// TestSolvingSetMultiGPUFallsBackToOneGPU: a failing distributed build (several GPUs) is counted
+// and logged, and GPU 0 alone serves it, before the CPU; only when one GPU fails too does the CPU
+// take it. Windows below multiGPURows, and hosts with one GPU, never try the distributed path.
+func TestSolvingSetMultiGPUFallsBackToOneGPU(t *testing.T) {
+	large := [][]float32{make([]float32, multiGPURows)}
+	small := [][]float32{make([]float32, multiGPURows-1)}
+	p := solvingset.Params{K: 5, N: 1, M: 10}
+	lost := errors.New("GPU 3 lost")
+	oneResult := solvingset.Result{WStar: 42, Iterations: 7}
+	cpuResult := solvingset.Result{WStar: 42, Iterations: 9}
+	type calls struct{ multi, one, cpu int }
+	run := func(d *Device, cols [][]float32, gpus int, multiErr, oneErr error) (solvingset.Result, calls, error) {
+		var c calls
+		var res solvingset.Result
+		err := d.step("SolvingSet", "", func() (err error) {
+			res, err = d.solvingSetOnGPUs(cols, p, gpus,
+				func([][]float32, solvingset.Params) (solvingset.Result, error) {
+					c.multi++
+					return solvingset.Result{}, multiErr
+				},
+				func([][]float32, solvingset.Params) (solvingset.Result, error) {
+					c.one++
+					return oneResult, oneErr
+				})
+			return err
+		}, func() error {
+			c.cpu++
+			res = cpuResult
+			return nil
+		})
+		return res, c, err
+	}
+
+	d, logged := policyDevice()
+	res, c, err := run(d, large, 4, lost, nil)
+	if err != nil || c != (calls{1, 1, 0}) || res.Iterations != oneResult.Iterations {
+		t.Errorf("distributed fails: got %+v calls, result %+v, err %v; want one try each of the distributed and the one-GPU path, the one-GPU result", c, res, err)
+	}
+	if d.Fallbacks() != 1 || !strings.Contains(logged.String(), "SolvingSet on every GPU") || !strings.Contains(logged.String(), "GPU 3 lost") {
+		t.Errorf("the distributed failure was not counted (%d) and logged: %s", d.Fallbacks(), logged)
+	}
+
+	d, _ = policyDevice()
+	res, c, err = run(d, large, 2, lost, errors.New("GPU 0 lost"))
+	if err != nil || c != (calls{1, 1, 1}) || res.Iterations != cpuResult.Iterations || d.Fallbacks() != 2 {
+		t.Errorf("both GPU paths fail: got %+v calls, result %+v, err %v, %d fallbacks; want the CPU's result after two counted failures", c, res, err, d.Fallbacks())
+	}
+
+	for _, tc := range []struct {
+		name string
+		cols [][]float32
+		gpus int
+	}{{"window below multiGPURows", small, 4}, {"one GPU", large, 1}} {
+		d, _ = policyDevice()
+		_, c, err = run(d, tc.cols, tc.gpus, lost, nil)
+		if err != nil || c != (calls{0, 1, 0}) || d.Fallbacks() != 0 {
+			t.Errorf("%s: got %+v calls, err %v, %d fallbacks; want the one-GPU path only", tc.name, c, err, d.Fallbacks())
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package accel
 
 import (
+	"fmt"
+
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/algo/microcluster"
@@ -12,16 +14,40 @@ import (
 // A GPU node of the distributed solving set is a solvingset.Node.
 var _ solvingset.Node = (*gpukern.DistributedNode)(nil)
 
-// multiGPURows is the smallest window SolvingSet spreads over several GPUs: the distributed
-// solving set has a serial part of 2-5 ms per iteration (docs/BENCHMARKS.md §4.3.1), which a
-// 10M-row window amortises (1.7-1.9x on 2 GPUs) and a 50,000-row window would not.
-const multiGPURows = 1_000_000
+// multiGPURows is the smallest window SolvingSet spreads over several GPUs (the distributed
+// solving set, one node per GPU), from BenchmarkSolvingSetDevices on 4 H200s (docs/BENCHMARKS.md
+// §4.3.1), uploads counted as the pipeline pays them: at 1M rows one GPU wins (10-D 154 ms
+// against 198 on 2 GPUs and 296 on 4; 2-D 38 against 45 and 46: the supervisor's steps and
+// barriers, about 2 ms per iteration, cost more than the work they spread), at 2M it is a wash
+// (0.90x to 1.15x), from 5M the GPUs win (1.27x to 1.73x). Between the last two, where the
+// ratios interpolate to 1.08x or more for every GPU count and both shapes.
+const multiGPURows = 3_000_000
 
-// gpuSolvingSet runs SolvingSet on GPU 0, or over every GPU for large windows.
+// gpuSolvingSet runs SolvingSet on every GPU for windows of at least multiGPURows rows, else
+// (or when that fails) on GPU 0.
 func (d *Device) gpuSolvingSet(cols [][]float32, p solvingset.Params) (solvingset.Result, error) {
-	if len(d.more) > 0 && len(cols) > 0 && len(cols[0]) >= multiGPURows {
-		return d.distributedSolvingSet(cols, p)
+	return d.solvingSetOnGPUs(cols, p, 1+len(d.more), d.distributedSolvingSet, d.oneGPUSolvingSet)
+}
+
+// solvingSetOnGPUs is the GPU side of SolvingSet's policy: the distributed solving set (multi)
+// over gpus devices for windows of at least multiGPURows rows; when it fails (a GPU lost, out
+// of memory on one of them), the build is counted and logged as a device failure and one GPU
+// (one) takes it, and only when that fails too does the error reach step, which hands the
+// build to the CPU. The same result either way (both paths' parity tests).
+func (d *Device) solvingSetOnGPUs(cols [][]float32, p solvingset.Params, gpus int,
+	multi, one func([][]float32, solvingset.Params) (solvingset.Result, error)) (solvingset.Result, error) {
+	if gpus > 1 && len(cols) > 0 && len(cols[0]) >= multiGPURows {
+		r, err := multi(cols, p)
+		if err == nil {
+			return r, nil
+		}
+		d.failed("SolvingSet on every GPU", fmt.Errorf("%w (one GPU takes the build)", err))
 	}
+	return one(cols, p)
+}
+
+// oneGPUSolvingSet runs SolvingSet on GPU 0.
+func (d *Device) oneGPUSolvingSet(cols [][]float32, p solvingset.Params) (solvingset.Result, error) {
 	rows := len(cols[0])
 	r, err := gpukern.SolvingSet(d.gpu, cols, gpukern.SolvingSetParams{K: p.K, N: p.N, M: p.M,
 		First: solvingset.FirstCandidates(rows, min(p.M, rows), p.Seed), Margin: solvingset.PruneMargin(p.K),
@@ -37,28 +63,21 @@ func (d *Device) gpuSolvingSet(cols [][]float32, p solvingset.Params) (solvingse
 }
 
 // distributedSolvingSet runs SolvingSet over every GPU, one node per device over consecutive
-// partitions of the rows; the same result as one device.
+// partitions of the rows (uploaded concurrently); the same result as one device.
 func (d *Device) distributedSolvingSet(cols [][]float32, p solvingset.Params) (solvingset.Result, error) {
 	devs := append([]*gpukern.Device{d.gpu}, d.more...)
-	rows := len(cols[0])
-	nodes := make([]solvingset.Node, 0, len(devs))
-	var owned []*gpukern.DistributedNode
+	owned, err := gpukern.NewDistributedNodes(devs, cols, p.K, p.M, solvingset.PruneMargin(p.K))
+	if err != nil {
+		return solvingset.Result{}, err
+	}
 	defer func() {
 		for _, n := range owned {
 			n.Close()
 		}
 	}()
-	for i, g := range devs {
-		lo, hi := rows*i/len(devs), rows*(i+1)/len(devs)
-		part := make([][]float32, len(cols))
-		for j := range cols {
-			part[j] = cols[j][lo:hi]
-		}
-		n, err := gpukern.NewDistributedNode(g, part, p.K, p.M, solvingset.PruneMargin(p.K))
-		if err != nil {
-			return solvingset.Result{}, err
-		}
-		nodes, owned = append(nodes, n), append(owned, n)
+	nodes := make([]solvingset.Node, len(owned))
+	for i, n := range owned {
+		nodes[i] = n
 	}
 	r, err := solvingset.DistributedSolvingSet(nodes, len(cols), p, true)
 	if err != nil {

@@ -228,3 +228,37 @@ func TestScoreBatchMatchesSteps(t *testing.T) {
 		t.Errorf("%d calls fell back to the CPU: the GPU path was not the one compared", f)
 	}
 }
+
+// TestSolvingSetGPUMatchesCPU: accel's SolvingSet on the GPUs there are (one GPU, or the
+// distributed solving set over every GPU at multiGPURows rows and more) returns the CPU twin's
+// top-n with bit-identical weights and w*, and neither path fell back.
+func TestSolvingSetGPUMatchesCPU(t *testing.T) {
+	dev := openGPU(t)
+	t.Logf("%d GPU(s)", 1+len(dev.more))
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, rows := range []int{20_000, multiGPURows} {
+		cols := make([][]float32, 2)
+		for j := range cols {
+			cols[j] = make([]float32, rows)
+			for i := range cols[j] {
+				cols[j][i] = float32(r.NormFloat64() * float64(1+i%3))
+			}
+		}
+		p := solvingset.Params{K: 50, N: 10, M: 100, Seed: 1}
+		want, err := solvingset.SolvingSet(cols, p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := dev.SolvingSet(cols, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Float64bits(got.WStar) != math.Float64bits(want.WStar) || !reflect.DeepEqual(got.Outliers, want.Outliers) {
+			t.Errorf("%d rows: GPU w* %v %v, CPU %v %v", rows, got.WStar, got.Outliers, want.WStar, want.Outliers)
+		}
+		t.Logf("%d rows: %d iterations, |S| %d (CPU %d, %d)", rows, got.Iterations, len(got.SolvingSet), want.Iterations, len(want.SolvingSet))
+	}
+	if dev.Fallbacks() != 0 {
+		t.Errorf("%d fallbacks: a GPU path failed", dev.Fallbacks())
+	}
+}
