@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 )
@@ -33,6 +34,37 @@ func (p *progress) update(iter, active int) {
 }
 
 func (p *progress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
+
+// countProgress is a bar over a known count (produce's records), on stderr when it is a
+// terminal.
+type countProgress struct{ bar *progressbar.ProgressBar }
+
+func newCountProgress(stderr io.Writer, total int64, what string) *countProgress {
+	if !isTerminal(stderr) {
+		return &countProgress{}
+	}
+	return &countProgress{bar: progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(stderr),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("records"),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)}
+}
+
+func (p *countProgress) add(n int) {
+	if p.bar != nil {
+		_ = p.bar.Add(n)
+	}
+}
+
+func (p *countProgress) finish() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}

@@ -23,18 +23,6 @@ import (
 	"github.com/outlierd/outlierd/stages/ingest"
 )
 
-// replayHelp is printed above the flags: what replay reproduces of the pipeline and what not.
-const replayHelp = `outlierd replay: feed a CSV file through the detect stage exactly as the pipeline does
-(the same window, hold before the first model, rebuild cadence, thresholds and combine rule),
-in file order, without Kafka. Rows go in batches of ingest.batch_size (the config's, default
-1000) built with the ingest stage's Arrow schema. Differences from a live pipeline, so that a
-replay is reproducible: models are rebuilt by record count only (detect.refresh_interval, a
-wall-clock trigger, is not used), and a model whose build a batch started serves from the next
-batch on (live, it serves once the build finishes). With --window >= the file's rows, one
-model of the whole file scores every row: the batch case (min_records then defaults to the
-file's rows; clusters, k and n are capped by min_records for a short file).
-`
-
 // replayConfig is the pipeline config file as replay reads it: every section is decoded
 // strictly (a typo is still an error with its line), but only detect (and device) must be
 // valid, so a config without ingest or sink works. A distinct type, so that
@@ -67,10 +55,6 @@ type detectorQuality struct {
 
 func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("replay", stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, replayHelp, "\nFlags:\n")
-		fs.PrintDefaults()
-	}
 	input := fs.String("input", "", "CSV file with a header row (required); columns named <feature>_sd are that feature's uncertainty")
 	labelCol := fs.String("label-column", "", "column holding the ground truth (non-zero = outlier): not a feature; adds precision, recall, F1, ROC AUC and AP to --json")
 	cfgPath := fs.String("config", "", "pipeline YAML: its detect section (and device) is used; ingest and sink may be absent")
