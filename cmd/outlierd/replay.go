@@ -316,3 +316,7 @@ func writeVerdicts(path string, scores []batch.Score) (err error) {
 	w.Flush()
 	return w.Error()
 }
+
+// Derive is the pipeline config's (window-bound detect defaults; sink brokers), so that a
+// config file replay reads means what it means to outlierd run.
+func (c *replayConfig) Derive(written func(path string) bool) { (*pipeline.Config)(c).Derive(written) }

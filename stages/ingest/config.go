@@ -62,8 +62,9 @@ type Config struct {
 	Brokers []string `yaml:"brokers"`
 	// Topic is the topic to consume. Required.
 	Topic string `yaml:"topic"`
-	// GroupID is the consumer group. Required: offsets are committed to the group, and the
-	// group spreads partitions over several outlierd processes.
+	// GroupID is the consumer group: offsets are committed to the group, and the group spreads
+	// partitions over several outlierd processes. Default "outlierd"; give each pipeline that
+	// reads the same topic for another purpose a group of its own.
 	GroupID string `yaml:"group_id"`
 	// StartOffset is where a group without committed offsets starts: "earliest" (default:
 	// nothing already in the topic is skipped) or "latest" (only new records; less backlog at
@@ -136,11 +137,12 @@ type Uncertainty struct {
 	Default *float64 `yaml:"default"`
 }
 
-// Default returns the configuration with every default filled in. Topic, GroupID and Features
-// have no default and must be set.
+// Default returns the configuration with every default filled in. Topic and Features have no
+// default and must be set.
 func Default() Config {
 	return Config{
 		Brokers:           []string{"localhost:9092"},
+		GroupID:           "outlierd",
 		StartOffset:       StartEarliest,
 		Format:            FormatJSON,
 		CSVDelimiter:      ",",
