@@ -113,7 +113,9 @@ type validator interface{ Validate() error }
 // before Validate, with written reporting whether the file sets a key (its path as FieldErrors
 // name it: "detect.min_records"; a section written as an alias counts as written, its keys
 // not).
-type Deriver interface{ Derive(written func(path string) bool) }
+type Deriver interface {
+	Derive(written func(path string) bool)
+}
 
 // writtenKeys lists the key paths a document sets.
 func writtenKeys(doc *yaml.Node) map[string]bool {
