@@ -33,6 +33,35 @@ func (p *progress) update(iter, active int) {
 	_ = p.bar.Add(1)
 }
 
+// spin shows what while a step without iterations of its own runs (topn's exact-weight pass),
+// the spinner turning until the returned stop is called.
+func (p *progress) spin(what string) (stop func()) {
+	if p.bar == nil {
+		return func() {}
+	}
+	p.bar.Describe(what)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = p.bar.Add(1)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		p.finish()
+	}
+}
+
 func (p *progress) finish() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
