@@ -38,7 +38,6 @@ func TestEveryCommandHelp(t *testing.T) {
 	}
 }
 
-
 // TestTopLevelHelpAligned: every summary of the command list starts in the same column
 // (hypercube, the longest name, used to push its own out of line).
 func TestTopLevelHelpAligned(t *testing.T) {

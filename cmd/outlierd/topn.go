@@ -26,9 +26,9 @@ type topnOutput struct {
 	Outliers             []outlierJSON    `json:"outliers"`
 	SolvingSetSize       int              `json:"solving_set_size"`
 	Iterations           int              `json:"iterations"`
-	DistanceComputations int64            `json:"distance_computations"` // -1: not counted (GPU)
-	ElapsedMS            float64          `json:"elapsed_ms"` // the search and, with labels, the exact-weight pass
-	SearchMS             float64          `json:"search_ms"`  // SolvingSet or BruteForce alone
+	DistanceComputations int64            `json:"distance_computations"`   // -1: not counted (GPU)
+	ElapsedMS            float64          `json:"elapsed_ms"`              // the search and, with labels, the exact-weight pass
+	SearchMS             float64          `json:"search_ms"`               // SolvingSet or BruteForce alone
 	LabelPassMS          float64          `json:"label_pass_ms,omitempty"` // every row's exact weight, for ROC AUC
 	PrecisionAtN         *float64         `json:"precision_at_n,omitempty"`
 	ROCAUC               *float64         `json:"roc_auc,omitempty"`
