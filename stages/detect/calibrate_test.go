@@ -180,7 +180,7 @@ func solvingsetKNN(r *Ranker, q [][]float32, out []float64) {
 // TestReasonNamesEveryTestThatFired: the alarm threshold first, then the paper's verdicts and
 // the hypercube's; nothing for a record no test flagged.
 func TestReasonNamesEveryTestThatFired(t *testing.T) {
-	s := batch.Score{Scored: true, Score: 3.2, Threshold: 2.5, DensityOutlier: true, EtaProbability: 0.01,
+	s := batch.Score{Scored: true, Outlier: true, Score: 3.2, Threshold: 2.5, DensityOutlier: true, EtaProbability: 0.01,
 		Subspace: []string{"temp"}, DistanceOutlier: true, Weight: 9, WStar: 6,
 		Hypercube: &batch.HypercubeScore{Neighbours: 1, Outlier: true}}
 	want := "score 3.2 > threshold 2.5; eta-probability 0.01 < delta in [temp]; w_k(q,S) 9 >= w* 6; hypercube neighbours 1 <= max_neighbours"
@@ -189,6 +189,12 @@ func TestReasonNamesEveryTestThatFired(t *testing.T) {
 	}
 	if got := Reason(&batch.Score{Scored: true, Score: 1, Threshold: 2.5}); got != "" {
 		t.Errorf("Reason of an inlier = %q, want empty", got)
+	}
+	// A verdict that fired on a record the rule did not flag (flag_by: rate, the score below
+	// the threshold) is named as such, never as an outlier's reason.
+	in := batch.Score{Scored: true, Score: 1, Threshold: 2.5, DensityOutlier: true, EtaProbability: 0.01, Subspace: []string{"temp"}}
+	if got, want := Reason(&in), "not flagged (detect.flag_by and combine decide); fired: eta-probability 0.01 < delta in [temp]"; got != want {
+		t.Errorf("Reason of a record not flagged = %q, want %q", got, want)
 	}
 }
 

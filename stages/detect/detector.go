@@ -93,13 +93,19 @@ var explainOrder = []Detector{&rankDetector{}, &densityDetector{}, &solvingSetDe
 // solving set's verdict ("w_k(q,S) W >= w* V", which never misses a top-n outlier of the
 // window) and, when enabled, the hypercube's ("hypercube neighbours N <= max_neighbours").
 // Which of them decide the flag is detect.flag_by's and detect.combine's rule; a test can fire
-// on a record that is not flagged. Empty when none fired.
+// on a record that is not flagged (under flag_by: rate the paper's verdicts are computed but do
+// not flag; under combine: all one verdict is not enough): its reason then starts with "not
+// flagged", so that a reason never reads as an outlier's beside a false flag. Empty when none
+// fired.
 func Reason(s *batch.Score) string {
 	var parts []string
 	for _, d := range explainOrder {
 		if e := d.Explain(s); e != "" {
 			parts = append(parts, e)
 		}
+	}
+	if len(parts) > 0 && !s.Outlier {
+		return "not flagged (detect.flag_by and combine decide); fired: " + strings.Join(parts, "; ")
 	}
 	return strings.Join(parts, "; ")
 }
