@@ -143,6 +143,13 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// stopAfterParse makes every command return errParsedOnly once its flags parsed: the README
+// test checks that each documented command line is accepted without running it.
+var (
+	stopAfterParse bool
+	errParsedOnly  = errors.New("flags parsed (stopAfterParse)")
+)
+
 // parseFlags parses args and refuses stray positional arguments.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
@@ -153,6 +160,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	if stopAfterParse {
+		return errParsedOnly
 	}
 	return nil
 }

@@ -95,19 +95,26 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	w := &kafka.Writer{Addr: kafka.TCP(in.Brokers...), Topic: in.Topic, RequiredAcks: kafka.RequireAll,
-		BatchSize: produceBatch, BatchTimeout: 5 * time.Millisecond, Balancer: &kafka.RoundRobin{}}
-	if *keyCol != "" {
-		w.Balancer = &kafka.Hash{} // one key's records stay in order on one partition
-	}
+	// A transport of its own: kafka-go's default one caches metadata, and would not see a
+	// topic created a moment ago.
+	tr := &kafka.Transport{}
 	if in.Security.Enabled() {
-		if w.Transport, err = in.Security.Transport(); err != nil {
+		if tr, err = in.Security.Transport(); err != nil {
 			return err
 		}
 	}
-	defer w.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	cl := &kafka.Client{Addr: kafka.TCP(in.Brokers...), Timeout: 10 * time.Second, Transport: tr}
+	if _, err := topicPartitionIDs(ctx, cl, "ingest.topic", in.Topic, in.Brokers); err != nil {
+		return err
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(in.Brokers...), Topic: in.Topic, RequiredAcks: kafka.RequireAll,
+		BatchSize: produceBatch, BatchTimeout: 5 * time.Millisecond, Balancer: &kafka.RoundRobin{}, Transport: tr}
+	if *keyCol != "" {
+		w.Balancer = &kafka.Hash{} // one key's records stay in order on one partition
+	}
+	defer w.Close()
 
 	bar := newCountProgress(stderr, total, "producing to "+in.Topic)
 	start := time.Now()

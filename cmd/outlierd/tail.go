@@ -186,7 +186,8 @@ func formatTail(o *tailOutput) string {
 // nothing left on the broker), from the beginning or the end, into one channel.
 func readTopic(ctx context.Context, cfg pipeline.Config, fromStart bool) (<-chan kafka.Message, <-chan error, error) {
 	sc := cfg.Sink
-	cl := &kafka.Client{Addr: kafka.TCP(sc.Brokers...), Timeout: 10 * time.Second}
+	// A transport of its own: kafka-go's default one caches metadata across clients.
+	cl := &kafka.Client{Addr: kafka.TCP(sc.Brokers...), Timeout: 10 * time.Second, Transport: &kafka.Transport{}}
 	dialer := kafka.DefaultDialer
 	if sc.Security.Enabled() {
 		tr, err := sc.Security.Transport()
@@ -198,26 +199,19 @@ func readTopic(ctx context.Context, cfg pipeline.Config, fromStart bool) (<-chan
 			return nil, nil, err
 		}
 	}
-	md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{sc.Topic}})
+	parts, err := topicPartitionIDs(ctx, cl, "sink.topic", sc.Topic, sc.Brokers)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sink.topic %q on %s: %w", sc.Topic, strings.Join(sc.Brokers, ","), err)
-	}
-	if len(md.Topics) != 1 || md.Topics[0].Error != nil || len(md.Topics[0].Partitions) == 0 {
-		why := "it does not exist (outlierd topics create --config FILE creates it)"
-		if len(md.Topics) == 1 && md.Topics[0].Error != nil && !errors.Is(md.Topics[0].Error, kafka.UnknownTopicOrPartition) {
-			why = md.Topics[0].Error.Error()
-		}
-		return nil, nil, fmt.Errorf("sink.topic %q on %s: %s", sc.Topic, strings.Join(sc.Brokers, ","), why)
+		return nil, nil, err
 	}
 	start := kafka.LastOffset
 	if fromStart {
 		start = kafka.FirstOffset
 	}
 	out := make(chan kafka.Message, 256)
-	errc := make(chan error, len(md.Topics[0].Partitions))
+	errc := make(chan error, len(parts))
 	var once sync.Once
-	for _, p := range md.Topics[0].Partitions {
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: sc.Brokers, Topic: sc.Topic, Partition: p.ID, Dialer: dialer,
+	for _, p := range parts {
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: sc.Brokers, Topic: sc.Topic, Partition: p, Dialer: dialer,
 			MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 250 * time.Millisecond})
 		if err := r.SetOffset(start); err != nil {
 			r.Close()
@@ -229,7 +223,7 @@ func readTopic(ctx context.Context, cfg pipeline.Config, fromStart bool) (<-chan
 				m, err := r.ReadMessage(ctx)
 				if err != nil {
 					if ctx.Err() == nil {
-						once.Do(func() { errc <- fmt.Errorf("reading sink.topic %q partition %d: %w", sc.Topic, p.ID, err) })
+						once.Do(func() { errc <- fmt.Errorf("reading sink.topic %q partition %d: %w", sc.Topic, p, err) })
 					}
 					return
 				}
@@ -242,4 +236,42 @@ func readTopic(ctx context.Context, cfg pipeline.Config, fromStart bool) (<-chan
 		}()
 	}
 	return out, errc, nil
+}
+
+// topicWait is how long a topic just created may take to show in the brokers' metadata.
+const topicWait = 5 * time.Second
+
+// topicPartitionIDs returns the partitions of topic (named by key in the config), waiting up to
+// topicWait for one that does not show yet (created a moment ago).
+func topicPartitionIDs(ctx context.Context, cl *kafka.Client, key, topic string, brokers []string) ([]int, error) {
+	deadline := time.Now().Add(topicWait)
+	for {
+		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+		if err != nil {
+			return nil, fmt.Errorf("%s %q on %s: %w", key, topic, strings.Join(brokers, ","), err)
+		}
+		var why error
+		switch {
+		case len(md.Topics) != 1:
+		case md.Topics[0].Error != nil && !errors.Is(md.Topics[0].Error, kafka.UnknownTopicOrPartition) && !errors.Is(md.Topics[0].Error, kafka.LeaderNotAvailable):
+			why = md.Topics[0].Error
+		case md.Topics[0].Error == nil && len(md.Topics[0].Partitions) > 0:
+			var ids []int
+			for _, p := range md.Topics[0].Partitions {
+				ids = append(ids, p.ID)
+			}
+			return ids, nil
+		}
+		if why != nil {
+			return nil, fmt.Errorf("%s %q on %s: %w", key, topic, strings.Join(brokers, ","), why)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s %q on %s: it does not exist (outlierd topics create --config FILE creates it)", key, topic, strings.Join(brokers, ","))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
