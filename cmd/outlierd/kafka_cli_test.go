@@ -17,7 +17,15 @@ import (
 
 	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/stages/ingest"
 )
+
+// ingestJSON is an ingest section with the JSON format (produce's target).
+func ingestJSON() ingest.Config {
+	c := ingest.Default()
+	c.Topic, c.Features = "in", []string{"t"}
+	return c
+}
 
 // kafkaConfig writes a pipeline config for br with topics of their own (prefix), ingest.format
 // format, and a model topic; it returns the file and the topic names (input, output, dead
@@ -327,4 +335,45 @@ func shellWords(line string) []string {
 		words = append(words, cur.String())
 	}
 	return words
+}
+
+// TestProduceRecordReader: JSON lines and logfmt lines go as they are, keyed by a field (a JSON
+// string or number's text, a logfmt value bare or quoted); a line that is not a JSON object,
+// or lacks the key, is refused naming the file and line.
+func TestProduceRecordReader(t *testing.T) {
+	read := func(format, text, key string) ([][2]string, error) {
+		r, err := newRecordReader(strings.NewReader(text), "f", format, ingestJSON(), ',', key)
+		if err != nil {
+			return nil, err
+		}
+		var out [][2]string
+		for {
+			k, v, err := r.next()
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			if err != nil {
+				return out, err
+			}
+			out = append(out, [2]string{string(k), string(v)})
+		}
+	}
+	got, err := read("json", "{\"id\":\"a\",\"t\":1}\n\n{\"id\":7,\"t\":2}\n", "id")
+	if err != nil || len(got) != 2 || got[0] != [2]string{"a", `{"id":"a","t":1}`} || got[1][0] != "7" {
+		t.Errorf("json lines: %q %v", got, err)
+	}
+	if _, err := read("json", "{\"id\":\"a\"}\n[1,2]\n", "id"); err == nil || !strings.HasPrefix(err.Error(), "f:2: not a JSON object") {
+		t.Errorf("a JSON array: %v", err)
+	}
+	if _, err := read("json", "{\"t\":1}\n", "id"); err == nil || err.Error() != `f:1: no field "id" (--key-column)` {
+		t.Errorf("no key field: %v", err)
+	}
+	got, err = read("logfmt", "dev=\"pump 1\" temp=3\ntemp=4 dev=p2\n", "dev")
+	if err != nil || len(got) != 2 || got[0] != [2]string{"pump 1", `dev="pump 1" temp=3`} || got[1][0] != "p2" {
+		t.Errorf("logfmt lines: %q %v", got, err)
+	}
+	got, err = read("csv", "dev,temp\n\"a b\",1\n", "")
+	if err != nil || len(got) != 1 || got[0] != [2]string{"", `{"dev":"a b","temp":1}`} {
+		t.Errorf("csv to json: %q %v", got, err)
+	}
 }
