@@ -68,6 +68,8 @@ func TestYAMLMistakesInUserTerms(t *testing.T) {
 		{in + "detect:\n  density:\n    etta: 0.3\n" + out, "c.yaml:6:5: unknown key `etta` in detect.density; did you mean `eta`?"},
 		{in + "detect:\n  alarm_rate: high\n" + out, "c.yaml:5:15: detect.alarm_rate: expected a number (such as 0.2 or 1e-3), got `high`"},
 		{in + "detect:\n  hypercube:\n    enabled: sometimes\n" + out, "c.yaml:6:14: detect.hypercube.enabled: expected true or false, got `sometimes`"},
+		{in + "detect:\n  seed: -1\n" + out, "c.yaml:5:9: detect.seed: expected a whole number >= 0, got `-1`"},
+		{in + "  fill: 3\n" + out, "c.yaml:4:9: ingest.fill: expected a section of `name: value` lines indented below the key, got `3`"},
 	} {
 		_, err := LoadConfigBytes("c.yaml", []byte(tc.yaml))
 		if err == nil || err.Error() != tc.want {

@@ -235,6 +235,14 @@ func TestReadmeQuickstartParses(t *testing.T) {
 	table := commands(accel.Options{})
 	stopAfterParse = true
 	defer func() { stopAfterParse = false }()
+	// The check can fail: a flag tail does not have is refused at the parse.
+	bad := readmeCommands("```sh\nX=1 bin/outlierd tail --config c.yaml --follow 2> e &  # x\n```\n")
+	if len(bad) != 1 || strings.Join(bad[0], " ") != "tail --config c.yaml --follow" {
+		t.Fatalf("readmeCommands: %q", bad)
+	}
+	if err := table["tail"].run(bad[0][1:], io.Discard, io.Discard); errors.Is(err, errParsedOnly) {
+		t.Fatal("tail --follow parsed")
+	}
 	for _, c := range cmds {
 		if c[0] == "help" { // runWith's: help CMD is CMD -h
 			if _, ok := table[c[1]]; !ok || len(c) != 2 {

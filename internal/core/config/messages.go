@@ -46,6 +46,8 @@ func valueMessage(kind, got, goType string, t reflect.Type, interpolated bool) s
 	switch {
 	case t == durationType || goType == "time.Duration":
 		return "expected a duration" + shown + ": write a duration such as 100ms, 30s or 5m"
+	case isIntType(goType) && strings.HasPrefix(goType, "uint") && strings.HasPrefix(got, "-"):
+		return "expected a whole number >= 0" + shown
 	case isIntType(goType):
 		msg := "expected a whole number" + shown
 		if m := reSuffixed.FindStringSubmatch(got); m != nil && !interpolated {
