@@ -74,6 +74,8 @@ cuda-check:
 ptx:
 	$(MAKE) -C gpukern ptx
 
+# A local broker for the README's quickstart (and the tests): 127.0.0.1:$KAFKA_PORT, default
+# 39092 (KAFKA_PORT=39392 make kafka-start for another); see .ci/kafka.sh.
 kafka-start:
 	.ci/kafka.sh start
 kafka-stop:
