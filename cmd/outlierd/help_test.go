@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -122,5 +124,21 @@ func TestLabelLikeColumnWarns(t *testing.T) {
 		if strings.Contains(errs, "is used as a feature") {
 			t.Errorf("%v --label-column label: warned anyway:\n%s", cmd, errs)
 		}
+	}
+}
+
+// TestSampleDataIsGenerated: data/sensors.csv, the README's sample, is what the command the
+// README names writes (so it can be made again, and a generator change shows here).
+func TestSampleDataIsGenerated(t *testing.T) {
+	want, err := os.ReadFile(filepath.Join("..", "..", "data", "sensors.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "6000", "--seed", "7", "--outlier-ratio", "0.01")
+	if code != 0 || out != string(want) {
+		t.Fatalf("gen --kind sensors differs from data/sensors.csv (exit %d, %s)", code, errs)
+	}
+	if n := strings.Count(out, ",1\n"); n < 30 || n > 100 {
+		t.Errorf("%d labelled spikes in 6000 rows at 1%%", n)
 	}
 }
