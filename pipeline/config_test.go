@@ -80,7 +80,7 @@ func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
 		{"input topic name Kafka refuses", "ingest:\n  brokers: [\"localhost:9092\"]\n  topic: \"in put\"\n  group_id: g\n  features: [a, b]\n" + sinkOK,
 			[]string{`c.yaml:3:3: ingest.topic: "in put": Kafka topic names use only [a-zA-Z0-9._-]`}},
 		{"key at its parent's level", ingestOK + "detect:\n  density:\n  eta: 0.3\n" + sinkOK,
-			[]string{"c.yaml:8:3: unknown key `eta` in detect; the keys there are alarm_rate, before_model, combine, density, distance, flag_by, hypercube, min_records, proclus, refresh_interval, refresh_records, score, seed, snapshots, state_dir, window"}},
+			[]string{"c.yaml:8:3: unknown key `eta` in detect; `eta` is a key of detect.density: indent it under density"}},
 		{"value of the wrong type", ingestOK + "detect:\n  distance:\n    k: many\n" + sinkOK,
 			[]string{"c.yaml:8:8: detect.distance.k: expected a whole number (such as 1000), got `many`"}},
 		{"key indented under the wrong parent", ingestOK + "sink:\n  brokers: [\"localhost:9092\"]\n  topic: out\n dead_letter_topic: dl\n",

@@ -464,8 +464,8 @@ func (x *index) issue(msg string, original map[*yaml.Node]string) (Issue, *yaml.
 		f := reField.FindStringSubmatch(rest)
 		e = pick(func(c entry) bool { return c.mapKey && c.value == f[1] })
 		if e != nil && len(e.segs) > 0 {
-			valid := keysOf(typeAt(x.root, e.segs[:len(e.segs)-1]))
-			return Issue{Line: e.orig.Line, Column: e.orig.Column, Msg: unknownKeyMessage(f[1], e.parent, valid)}, e.orig
+			parent := typeAt(x.root, e.segs[:len(e.segs)-1])
+			return Issue{Line: e.orig.Line, Column: e.orig.Column, Msg: unknownKeyMessage(f[1], e.parent, parent)}, e.orig
 		}
 		rest = fmt.Sprintf("unknown key `%s` (not a field of %s)", f[1], f[2])
 	case reDupKey.MatchString(rest):

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,14 +88,17 @@ func isIntType(goType string) bool {
 	return false
 }
 
-// unknownKeyMessage words an unknown key: "unknown key `windw` in detect; did you mean
-// `window`?", or the keys that exist there when none is close.
-func unknownKeyMessage(key, parent string, valid []string) string {
+// unknownKeyMessage words an unknown key of the section parent (its type t): "unknown key
+// `windw` in detect; did you mean `window`?"; for a key of one of its sections written a level
+// too high, where it belongs ("`eta` is a key of detect.density: indent it under density");
+// else the keys that exist there.
+func unknownKeyMessage(key, parent string, t reflect.Type) string {
 	where := "at the top level"
 	if parent != "" {
 		where = "in " + parent
 	}
 	msg := fmt.Sprintf("unknown key `%s` %s", key, where)
+	valid := keysOf(t)
 	if len(valid) == 0 {
 		return msg
 	}
@@ -112,6 +116,11 @@ func unknownKeyMessage(key, parent string, valid []string) string {
 	}
 	if bestD <= limit {
 		return msg + fmt.Sprintf("; did you mean `%s`?", best)
+	}
+	for _, section := range valid {
+		if slices.Contains(keysOf(typeAt(t, []string{section})), key) {
+			return msg + fmt.Sprintf("; `%s` is a key of %s: indent it under %s", key, strings.TrimPrefix(parent+"."+section, "."), section)
+		}
 	}
 	sorted := append([]string(nil), valid...)
 	sort.Strings(sorted)
