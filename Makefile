@@ -14,8 +14,11 @@ DEMO_DURATION ?= 60s
 
 all: build
 
+# VERSION is what `outlierd version` prints (main.version): the tag or commit of the tree.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/outlierd
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/outlierd
 
 # test: formatting and vet, then every package's tests with a real local Apache Kafka broker up
 # (started by .ci/kafka.sh, stopped on exit; tests that need it read KAFKA_BOOTSTRAP), then
@@ -71,6 +74,8 @@ cuda-check:
 ptx:
 	$(MAKE) -C gpukern ptx
 
+# A local broker for the README's quickstart (and the tests): 127.0.0.1:$KAFKA_PORT, default
+# 39092 (KAFKA_PORT=39392 make kafka-start for another); see .ci/kafka.sh.
 kafka-start:
 	.ci/kafka.sh start
 kafka-stop:

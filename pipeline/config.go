@@ -118,10 +118,31 @@ func Default() Config {
 		Device: DeviceAuto,
 		Ingest: ingest.Default(),
 		Detect: detect.Default(),
-		Sink:   sink.Default(),
+		Sink:   defaultSink(),
 		Run:    RunConfig{QueueBatches: 4, SinkWriters: 4, CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second, Role: detect.RoleAll, LogLevel: "info"},
 		HTTP:   metrics.DefaultConfig(),
 	}
+}
+
+// Derive fills the defaults that follow other keys when the file leaves them out (LoadConfig
+// calls it before Validate): sink.brokers and sink.security are ingest's (the outputs go to the
+// cluster the input comes from), and detect's window-bound defaults (detect.Config.Derive).
+func (c *Config) Derive(written func(path string) bool) {
+	if !written("sink.brokers") {
+		c.Sink.Brokers = append([]string(nil), c.Ingest.Brokers...)
+		if !written("sink.security") {
+			c.Sink.Security = c.Ingest.Security
+		}
+	}
+	c.Detect.Derive(func(key string) bool { return written("detect." + key) })
+}
+
+// defaultSink is sink.Default with ingest's default brokers (Derive makes them the file's
+// ingest.brokers).
+func defaultSink() sink.Config {
+	s := sink.Default()
+	s.Brokers = ingest.Default().Brokers
+	return s
 }
 
 // Validate reports every problem of every section at once (errors.Join), each a

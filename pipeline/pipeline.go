@@ -61,6 +61,9 @@ type Pipeline struct {
 	pub    *modelPublisher
 	follow *modelFollower
 	models chan *detect.Model
+	// waitLogged is when noteWaiting last logged, waitLogs how often (detect goroutine only).
+	waitLogged time.Time
+	waitLogs   int
 }
 
 // New connects the stages (no goroutine starts before Run).
@@ -189,6 +192,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	if m := p.stage.Model(); m != nil { // loaded from a snapshot: NewStage announces nothing
 		p.showModel(m)
+	} else {
+		p.noteWaiting(true)
 	}
 	lagDone := make(chan struct{})
 	if p.lag != nil {
@@ -272,7 +277,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		if c, err := p.src.Commit(final); err != nil {
 			fail(fmt.Errorf("pipeline: final commit: %w", err))
 		} else {
-			p.log.Info().Interface("committed", c).Msg("final offsets committed")
+			if len(c) == 0 {
+				p.log.Info().Msg("final commit: nothing new (every done offset was committed before)")
+			} else {
+				p.log.Info().Interface("committed", c).Msg("final offsets committed (partition: next offset)")
+			}
 		}
 		cancel()
 	}
@@ -400,6 +409,9 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan item, out chan<- i
 				gpuSeen.kernel, gpuSeen.up, gpuSeen.down, gpuSeen.fallbacks = k, up, down, fb
 			}
 			p.metrics.SetWindow(p.stage.Window().Len(), p.stage.Window().Cap())
+			if p.stage.Model() == nil {
+				p.noteWaiting(false)
+			}
 			if err != nil {
 				b.Release()
 				return fmt.Errorf("pipeline: detect: %w", err)
@@ -415,6 +427,33 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan item, out chan<- i
 	}
 	send(rest)
 	return nil
+}
+
+// waitLogEvery spaces the log lines that say how far the first model is (the readiness
+// reason says it at every scrape).
+const waitLogEvery = 10 * time.Second
+
+// noteWaiting says what the first model waits for, in /readyz's reason and in the log: at the
+// start, at the first batch and then every waitLogEvery until it serves.
+func (p *Pipeline) noteWaiting(start bool) {
+	d := p.cfg.Detect
+	var why string
+	switch {
+	case p.role == detect.RoleScorer:
+		why = fmt.Sprintf("waiting for the first model from the builder on run.model_topic %q", p.cfg.Run.ModelTopic)
+	case d.BeforeModel == detect.BeforeModelPass:
+		why = fmt.Sprintf("%d of detect.min_records=%d records in the window for the first model (before_model: pass: records go out unscored until then)",
+			p.stage.Window().Len(), d.MinRecords)
+	default:
+		why = fmt.Sprintf("holding %d of detect.min_records=%d records for the first model (before_model: hold)", p.stage.Window().Len(), d.MinRecords)
+	}
+	p.metrics.SetWaiting(why)
+	now := time.Now()
+	if start || p.waitLogs == 1 || now.Sub(p.waitLogged) >= waitLogEvery {
+		p.waitLogs++
+		p.waitLogged = now
+		p.log.Info().Int("window_records", p.stage.Window().Len()).Int("min_records", d.MinRecords).Msg(why)
+	}
 }
 
 // modelChanged is the detect stage's notice that m serves (detect.Deps.OnModel, on the detect

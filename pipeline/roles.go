@@ -141,7 +141,7 @@ func (p *Pipeline) installFollowed(m *detect.Model) ([]*batch.Batch, error) {
 		return nil, err
 	}
 	if ok {
-		p.log.Info().Uint64("model_version", m.Version).Dur("age", time.Since(m.BuiltAt)).Msg("scorer: newer model serving")
+		p.log.Info().Uint64("model_version", m.Version).Float64("age_s", time.Since(m.BuiltAt).Seconds()).Msg("scorer: newer model serving")
 	}
 	return ready, nil
 }

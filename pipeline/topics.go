@@ -42,6 +42,8 @@ func checkTopics(cfg Config, log zerolog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), topicCheckWait)
 	defer cancel()
 	in := topicRef{"ingest.topic", cfg.Ingest.Topic, cfg.Ingest.Brokers, cfg.Ingest.Security}
+	log.Info().Str("input", cfg.Ingest.Topic).Str("output", cfg.Sink.Topic).Str("dead_letters", cfg.Sink.DeadLetterTopic).
+		Str("brokers", strings.Join(cfg.Ingest.Brokers, ",")).Msg("checking that the topics exist")
 	inParts, err := topicPartitions(ctx, in, log)
 	if err != nil {
 		return err
@@ -71,7 +73,7 @@ func checkTopics(cfg Config, log zerolog.Logger) error {
 			if parts == 0 {
 				parts = max(inParts, 1)
 			}
-			if err := createTopic(ctx, out, parts, cfg.Sink.CreateReplicationFactor); err != nil {
+			if err := createTopic(ctx, out, parts, cfg.Sink.CreateReplicationFactor, nil); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -126,7 +128,8 @@ func topicPartitions(ctx context.Context, t topicRef, log zerolog.Logger) (int, 
 			return 0, fmt.Errorf("pipeline: %s: checking topic %q on %s: %w", t.key, t.name, strings.Join(t.brokers, ","), err)
 		}
 		log.Warn().Err(err).Str("key", t.key).Str("topic", t.name).Int("attempt", attempt).
-			Msg("cannot check the topic: brokers unreachable; retrying")
+			Str("brokers", strings.Join(t.brokers, ",")).Float64("gives_up_after_s", topicCheckWait.Seconds()).
+			Msg("waiting for the brokers to check the topic: unreachable; retrying")
 		if !backoff(ctx, attempt) {
 			return 0, fmt.Errorf("pipeline: %s: cannot check topic %q: brokers %s unreachable for %s: %w",
 				t.key, t.name, strings.Join(t.brokers, ","), topicCheckWait, err)
@@ -134,9 +137,10 @@ func topicPartitions(ctx context.Context, t topicRef, log zerolog.Logger) (int, 
 	}
 }
 
-// createTopic creates t with parts partitions and replication factor rf (0: the broker's
-// default), and waits until every partition has a leader, so the first write finds it.
-func createTopic(ctx context.Context, t topicRef, parts, rf int) error {
+// createTopic creates t with parts partitions, replication factor rf (0: the broker's default)
+// and the topic configs entries, and waits until every partition has a leader, so the first
+// write finds it.
+func createTopic(ctx context.Context, t topicRef, parts, rf int, entries []kafka.ConfigEntry) error {
 	cl, tr, err := t.client()
 	if err != nil {
 		return err
@@ -146,7 +150,7 @@ func createTopic(ctx context.Context, t topicRef, parts, rf int) error {
 		rf = -1 // CreateTopics v4+: the broker's default.replication.factor
 	}
 	res, err := cl.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
-		{Topic: t.name, NumPartitions: parts, ReplicationFactor: rf}}})
+		{Topic: t.name, NumPartitions: parts, ReplicationFactor: rf, ConfigEntries: entries}}})
 	if err == nil {
 		err = res.Errors[t.name]
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -39,7 +40,23 @@ func openInput(device, input, label string, log zerolog.Logger, opt accel.Option
 		dev.Close()
 		return nil, nil, err
 	}
+	warnLabelFeatures(log, tab)
 	return dev, tab, nil
+}
+
+// labelNames are column names that usually hold the ground truth, not a measurement.
+var labelNames = map[string]bool{"label": true, "labels": true, "class": true, "anomaly": true, "outlier": true,
+	"is_anomaly": true, "is_outlier": true, "target": true, "ground_truth": true}
+
+// warnLabelFeatures warns when a feature column is named like a label: without --label-column
+// it is used as a feature, and the ground truth then decides the distances.
+func warnLabelFeatures(log zerolog.Logger, tab *csvfile.Table) {
+	for _, f := range tab.Features {
+		if labelNames[strings.ToLower(strings.TrimSpace(f))] {
+			log.Warn().Str("file", tab.Path).Str("column", f).
+				Msgf("column %q is used as a feature, but its name says it is the ground truth: give --label-column %s to leave it out (and score against it)", f, f)
+		}
+	}
 }
 
 // noteCompanion logs why the CUDA companion did not take over, for the commands whose device the

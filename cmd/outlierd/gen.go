@@ -13,7 +13,7 @@ import (
 // the uncertain kinds one uncertainty column "<feature>_sd" per feature and the label column.
 func runGen(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("gen", stderr)
-	kind := fs.String("kind", "", "data set: g2d (N(0,I), any --dims), g3d (three 3-D Gaussians), one, three (uncertain, labelled)")
+	kind := fs.String("kind", "", "data set: g2d (N(0,I), any --dims), g3d (three 3-D Gaussians), one, three (uncertain, labelled), sensors (temp, pressure, humidity, vibration with labelled spikes)")
 	rows := fs.Int("rows", 0, "number of rows (required)")
 	dims := fs.Int("dims", 0, "dimensions (default: 2 for g2d, 3 for g3d, 10 for one/three)")
 	seed := fs.Uint64("seed", 1, "random seed")
@@ -25,7 +25,7 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := oneOf("kind", *kind, "g2d", "g3d", "one", "three"); err != nil {
+	if err := oneOf("kind", *kind, "g2d", "g3d", "one", "three", "sensors"); err != nil {
 		return err
 	}
 	if *rows < 2 {
@@ -34,6 +34,16 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	set := flagsSet(fs)
 	var d *synth.Data
 	switch *kind {
+	case "sensors":
+		for _, f := range []string{"dims", "offset", "outlier-dims", "uncertainty-multiplier"} {
+			if set[f] {
+				return usageError{fmt.Errorf("--%s does not apply to --kind sensors (4 features; --outlier-ratio sets the share of spikes)", f)}
+			}
+		}
+		if !(*ratio >= 0 && *ratio < 1) {
+			return usageError{fmt.Errorf("--outlier-ratio must be in [0, 1), got %g", *ratio)}
+		}
+		d = synth.Sensors(*rows, *seed, *ratio)
 	case "g2d", "g3d":
 		for _, f := range []string{"outlier-ratio", "offset", "outlier-dims", "uncertainty-multiplier"} {
 			if set[f] {

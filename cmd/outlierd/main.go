@@ -6,8 +6,11 @@
 //	outlierd density  outliers in uncertain data by micro-clusters and density sampling
 //	outlierd hypercube  hypercube (grid) neighbourhood density scores (GDBOD)
 //	outlierd lint     validate a pipeline config; outlierd run: the streaming pipeline
+//	outlierd topics   create the topics a pipeline config names; produce: send a file to its
+//	                  input topic; tail: print its outliers
 //	outlierd demo     the main job on an embedded default
 //	outlierd devices  the GPU this binary (or its CUDA companion, outlierd-cuda) opens, or why none
+//	outlierd version  the build: version, Go version, cpu or cuda
 //
 // Every command prints one clear line and exits non-zero on bad input; with --json the
 // result on stdout is exactly one JSON object.
@@ -51,6 +54,10 @@ func commands(opt accel.Options) map[string]command {
 		"replay":  {"feed a CSV file through the detect stage as the pipeline does, without Kafka", on(runReplay)},
 		"demo":    {"the main job on an embedded default: in-process Kafka, sensor stream, live summary", on(runDemo)},
 		"devices": {"where the GPU commands run: the GPU this binary opens, or why none", on(runDevices)},
+		"topics":  {"create the input, output, dead-letter and model topics of a pipeline config", runTopics},
+		"produce": {"send a file's records (CSV, JSON lines, logfmt) to a pipeline config's input topic", runProduce},
+		"tail":    {"print the outliers of a pipeline config's output topic, de-duplicated by id", runTail},
+		"version": {"print the version, the Go version and the build (cpu or cuda)", runVersion},
 
 		"hypercube": {"hypercube (grid) neighbourhood density scores of a CSV file (GDBOD)", on(runHypercube)},
 	}
@@ -76,12 +83,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 // runWith runs one command line with what main learnt about the devices.
 func runWith(args []string, stdout, stderr io.Writer, opt accel.Options) int {
 	cmds := commands(opt)
+	if len(args) >= 2 && args[0] == "help" {
+		// help CMD is CMD -h: the command's own help, not the list.
+		if _, ok := cmds[args[1]]; !ok {
+			fmt.Fprintf(stderr, "outlierd: unknown command %q (run 'outlierd help')\n", args[1])
+			return 2
+		}
+		args = []string{args[1], "-h"}
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr, cmds)
 		if len(args) == 0 {
 			return 2
 		}
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = []string{"version"}
 	}
 	c, ok := cmds[args[0]]
 	if !ok {
@@ -102,24 +120,35 @@ func runWith(args []string, stdout, stderr io.Writer, opt accel.Options) int {
 
 func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "outlierd: streaming outlier detection (distance-based solving sets, density sampling in uncertain data)")
-	fmt.Fprintln(w, "\nUsage: outlierd <command> [flags]   (outlierd <command> -h for its flags)")
+	fmt.Fprintln(w, "\nUsage: outlierd <command> [flags]   (outlierd help <command>, or outlierd <command> -h, for its flags)")
 	fmt.Fprintln(w, "\nCommands:")
 	names := make([]string, 0, len(cmds))
+	width := 0
 	for n := range cmds {
 		names = append(names, n)
+		width = max(width, len(n))
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
+		fmt.Fprintf(w, "  %-*s  %s\n", width, n, cmds[n].summary)
 	}
 }
 
-// newFlagSet makes a subcommand's flag set that reports errors instead of exiting.
+// newFlagSet makes a subcommand's flag set that reports errors instead of exiting; -h prints
+// the command's help in the one layout every command shares (help.go).
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("outlierd "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { printHelp(fs, name) }
 	return fs
 }
+
+// stopAfterParse makes every command return errParsedOnly once its flags parsed: the README
+// test checks that each documented command line is accepted without running it.
+var (
+	stopAfterParse bool
+	errParsedOnly  = errors.New("flags parsed (stopAfterParse)")
+)
 
 // parseFlags parses args and refuses stray positional arguments.
 func parseFlags(fs *flag.FlagSet, args []string) error {
@@ -131,6 +160,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	if stopAfterParse {
+		return errParsedOnly
 	}
 	return nil
 }

@@ -58,6 +58,7 @@ func runPredict(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	if err != nil {
 		return err
 	}
+	warnLabelFeatures(log, tab)
 	if err := sameFeatures(model.Features, tab.Features, *modelPath, *input); err != nil {
 		return err
 	}

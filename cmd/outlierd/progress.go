@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 )
@@ -32,7 +33,67 @@ func (p *progress) update(iter, active int) {
 	_ = p.bar.Add(1)
 }
 
+// spin shows what while a step without iterations of its own runs (topn's exact-weight pass),
+// the spinner turning until the returned stop is called.
+func (p *progress) spin(what string) (stop func()) {
+	if p.bar == nil {
+		return func() {}
+	}
+	p.bar.Describe(what)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = p.bar.Add(1)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		p.finish()
+	}
+}
+
 func (p *progress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
+
+// countProgress is a bar over a known count (produce's records), on stderr when it is a
+// terminal.
+type countProgress struct{ bar *progressbar.ProgressBar }
+
+func newCountProgress(stderr io.Writer, total int64, what string) *countProgress {
+	if !isTerminal(stderr) {
+		return &countProgress{}
+	}
+	return &countProgress{bar: progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(stderr),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("records"),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)}
+}
+
+func (p *countProgress) add(n int) {
+	if p.bar != nil {
+		_ = p.bar.Add(n)
+	}
+}
+
+func (p *countProgress) finish() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}

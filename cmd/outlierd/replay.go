@@ -23,22 +23,6 @@ import (
 	"github.com/outlierd/outlierd/stages/ingest"
 )
 
-// replayHelp is printed above the flags: what replay reproduces of the pipeline and what not.
-const replayHelp = `outlierd replay: feed a file through the ingest decoding and the detect stage exactly as the
-pipeline does (the same decoders, derived features, window, hold before the first model,
-rebuild cadence, thresholds and combine rule), in file order, without Kafka. Each line is one
-message: CSV (a header line first), JSON lines or logfmt, read with the config's ingest section
-(features, uncertainty, key_field, event_time_field, derive); without ingest.features a CSV
-file's columns are the features. Rows go in batches of ingest.batch_size (the config's, default
-1000) built with the ingest stage's Arrow schema. Differences from a live pipeline, so that a
-replay is reproducible: models are rebuilt by record count only (detect.refresh_interval, a
-wall-clock trigger, is not used), a model whose build a batch started serves from the next
-batch on (live, it serves once the build finishes), and a malformed line stops the replay with
-its file:line (live, a dead letter). With --window >= the file's rows, one model of the whole
-file scores every row: the batch case (min_records then defaults to the file's rows; clusters,
-k and n are capped by min_records for a short file).
-`
-
 // replayConfig is the pipeline config file as replay reads it: every section is decoded
 // strictly (a typo is still an error with its line), but only detect (and device) must be
 // valid, and of ingest the keys that say how a record is read (replayinput.go), so a config
@@ -72,10 +56,6 @@ type detectorQuality struct {
 
 func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("replay", stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, replayHelp, "\nFlags:\n")
-		fs.PrintDefaults()
-	}
 	input := fs.String("input", "", "file of one record per line (required): CSV with a header line, JSON lines or logfmt; without ingest.features, CSV columns named <feature>_sd are that feature's uncertainty")
 	format := fs.String("format", "", "csv|json|logfmt (empty: by the extension .csv, .json/.jsonl/.ndjson, .logfmt; else the config's ingest.format when it names features; else csv)")
 	labelCol := fs.String("label-column", "", "field holding the ground truth (a number, non-zero = outlier): not a feature; adds precision, recall, F1, ROC AUC and AP to --json")
@@ -335,3 +315,7 @@ func writeVerdicts(path string, scores []batch.Score) (err error) {
 	w.Flush()
 	return w.Error()
 }
+
+// Derive is the pipeline config's (window-bound detect defaults; sink brokers), so that a
+// config file replay reads means what it means to outlierd run.
+func (c *replayConfig) Derive(written func(path string) bool) { (*pipeline.Config)(c).Derive(written) }

@@ -78,6 +78,11 @@ func TestReplayContract(t *testing.T) {
 		if flags[i] && !strings.Contains(r[3], "threshold") {
 			t.Errorf("row %d flagged (default flag_by rate) with reason %q", i, r[3])
 		}
+		// A row not flagged never carries an outlier's reason (the density verdict fired on
+		// rows that flag_by: rate did not flag, and the reason read as an outlier's).
+		if !flags[i] && r[3] != "" && !strings.HasPrefix(r[3], "not flagged") {
+			t.Errorf("row %d: outlier false, reason %q", i, r[3])
+		}
 	}
 	c := quality.Count(flags, labels)
 	if int(res["flagged"].(float64)) != c.TP+c.FP || math.Abs(res["f1"].(float64)-c.F1()) > 1e-12 {

@@ -283,6 +283,11 @@ func headerFeatures(ic *ingest.Config, label string, warn io.Writer, path string
 		fmt.Fprintf(warn, " (not %s: a name starting with \"_\" or repeated)", strings.Join(skipped, ", "))
 	}
 	fmt.Fprintln(warn)
+	for _, f := range ic.Features { // as warnLabelFeatures says it for the other batch commands
+		if labelNames[strings.ToLower(strings.TrimSpace(f))] {
+			fmt.Fprintf(warn, "replay: %s: column %q is used as a feature, but its name says it is the ground truth: give --label-column %s to leave it out (and score against it)\n", path, f, f)
+		}
+	}
 	for _, f := range ic.Features {
 		if timeLike(f) {
 			fmt.Fprintf(warn, "replay: %s: the feature %q looks like a time: pass --timestamp-column %s (or set ingest.features) if it is one\n", path, f, f)

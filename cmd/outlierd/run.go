@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os/signal"
@@ -16,41 +15,10 @@ import (
 	"github.com/outlierd/outlierd/pipeline/metrics"
 )
 
-// lintHelp and runHelp are what `outlierd lint -h` and `outlierd run -h` print above the flags.
-const (
-	lintHelp = `Usage: outlierd lint --config FILE
-
-Validates a pipeline config without running anything: the YAML strictly (an unknown or
-misspelt key is an error), every value, and what the stages need of each other (e.g.
-detect.density.mode: rollup accepts at most 20 features). Every problem is printed, one per line, as
-file:line:column: key: message; the exit status is 0 when the file is valid, 1 when not.
-outlierd run refuses the same files at start, and a reload refuses them while running.`
-	runHelp = `Usage: outlierd run --config FILE [--log-level LEVEL]
-
-Runs the streaming pipeline: reads ingest.topic through the consumer group, scores each record
-against the model of the recent window, writes to sink.topic (and malformed records to
-sink.dead_letter_topic), and commits offsets once every record below them is written.
-SIGINT/SIGTERM stop gracefully (drain, flush, commit) within run.shutdown_timeout. SIGHUP, or a
-change of the file's content, reloads the config live; a reload the running pipeline cannot
-apply is refused and logged, and the running config keeps going. Logs are JSON lines on stderr
-(readable lines on a terminal).`
-)
-
-// describe makes fs print help (what the command does) and then every flag with its usage.
-func describe(fs *flag.FlagSet, help string) {
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintln(w, help)
-		fmt.Fprintln(w, "\nFlags:")
-		fs.PrintDefaults()
-	}
-}
-
 // runLint validates a pipeline config without running anything.
 func runLint(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("lint", stderr)
 	path := fs.String("config", "", "pipeline YAML file (required)")
-	describe(fs, lintHelp)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -71,7 +39,6 @@ func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("run", stderr)
 	path := fs.String("config", "", "pipeline YAML file (required)")
 	level := fs.String("log-level", "", "least severe level logged: debug, info, warn or error (default: the config's run.log_level, itself info by default); debug adds the Kafka client's own messages")
-	describe(fs, runHelp)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

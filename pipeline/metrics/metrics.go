@@ -117,6 +117,9 @@ type Metrics struct {
 	caughtUp         atomic.Bool
 	sourceStaleAfter atomic.Int64
 	sinkFailing      map[string]string
+	// waiting says what the first model waits for (SetWaiting; guarded by mu), /readyz's
+	// reason until a model serves.
+	waiting string
 }
 
 // New returns a Metrics with its own registry, holding the pipeline's series plus the Go
@@ -226,6 +229,15 @@ func (m *Metrics) SetModel(info ModelInfo) {
 	m.serving.Store(true)
 }
 
+// SetWaiting says what the first model waits for ("holding 100 of 5000 records
+// (detect.min_records) for the first model"); /readyz gives it as the reason while no model
+// serves.
+func (m *Metrics) SetWaiting(why string) {
+	m.mu.Lock()
+	m.waiting = why
+	m.mu.Unlock()
+}
+
 // SetDevice names the device the detectors run on ("cpu", or "cuda:<GPU name>").
 func (m *Metrics) SetDevice(name string) {
 	m.mu.Lock()
@@ -317,7 +329,14 @@ func (m *Metrics) Ready() (bool, string) {
 		why = append(why, "not connected to the brokers")
 	}
 	if !m.serving.Load() {
-		why = append(why, "no model serving yet")
+		m.mu.Lock()
+		waiting := m.waiting
+		m.mu.Unlock()
+		if waiting != "" {
+			why = append(why, "no model serving yet: "+waiting)
+		} else {
+			why = append(why, "no model serving yet")
+		}
 	} else if d := time.Duration(m.staleAfter.Load()); d > 0 {
 		m.mu.Lock()
 		version, age := m.model.Version, m.now().Sub(m.model.BuiltAt)

@@ -30,6 +30,8 @@ type Config struct {
 	// Default 50000.
 	Window int `yaml:"window"`
 	// MinRecords is how many records the window must hold before the first model is built.
+	// Default 5000, or the window when the window is smaller and min_records is left out
+	// (Derive; density.clusters, distance.k and n then follow it down).
 	// Default 5000.
 	MinRecords int `yaml:"min_records"`
 	// RefreshRecords rebuilds the whole model after this many new records. Default 200000
@@ -240,6 +242,33 @@ func Default() Config {
 		Hypercube: HypercubeConfig{Bins: hypercube.DefaultBins, MaxNeighbours: 1},
 		KeyBy:     KeyByNone, Keys: KeysConfig{Window: 200, MinRecords: 50, K: 10, MaxKeys: 100000},
 		Proclus: ProclusConfig{K: 10, L: 3, Restarts: proclus.DefaultRestarts},
+	}
+}
+
+// Derive fills the defaults that follow the window when the file leaves them out (written
+// reports whether a key under detect. is set: "min_records"): min_records is the default 5000,
+// or the window when that is smaller (a window of 1000 alone is valid: its first model comes
+// once it is full); then density.clusters, distance.k, distance.n and proclus.k, each bounded by
+// min_records, come down with it (clusters and n to min_records, k below it). A value the file
+// sets is never changed: Validate judges it.
+func (c *Config) Derive(written func(key string) bool) {
+	if !written("min_records") {
+		c.MinRecords = min(c.MinRecords, c.Window)
+	}
+	if c.MinRecords < 2 {
+		return // Validate says why
+	}
+	if !written("density.clusters") {
+		c.Density.Clusters = min(c.Density.Clusters, c.MinRecords)
+	}
+	if !written("distance.k") {
+		c.Distance.K = min(c.Distance.K, c.MinRecords-1)
+	}
+	if !written("distance.n") {
+		c.Distance.N = min(c.Distance.N, c.MinRecords)
+	}
+	if !written("proclus.k") {
+		c.Proclus.K = min(c.Proclus.K, c.MinRecords)
 	}
 }
 

@@ -89,7 +89,7 @@ func TestEnumsDecodeAtLoad(t *testing.T) {
 	}
 	d = doc{Detect: Default()}
 	err := config.LoadBytes("c.yaml", []byte("detect:\n  combine: [any]\n"), &d)
-	if err == nil || err.Error() != "c.yaml:2:12: detect.combine: cannot unmarshal !!seq into string" {
+	if err == nil || err.Error() != "c.yaml:2:12: detect.combine: expected a single value (text), got a list" {
 		t.Errorf("a list for combine: got %v", err)
 	}
 	d = doc{Detect: Default()}

@@ -342,7 +342,7 @@ func (s *Stage) install(m *Model) error {
 	}
 	s.deps.Log.Info().Uint64("model_version", m.Version).Int("window", m.WindowRecords).
 		Int("solving_set", len(m.Distance.Points[0])).Float64("w_star", m.Distance.WStar).
-		Dur("build", m.BuildTime).Msg("model serving")
+		Float64("build_ms", float64(m.BuildTime.Microseconds())/1000).Msg("model serving")
 	s.announce(m, true)
 	s.installed(m) // may retune m to the configuration now in force, announced after it
 	return nil

@@ -43,6 +43,18 @@ const (
 // UnmarshalYAML decodes the word (Validate checks it).
 func (f *Format) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, f) }
 
+// MissingPolicy is ingest.missing: what a record with a missing feature becomes.
+type MissingPolicy string
+
+// The policies of Config.Missing.
+const (
+	MissingDeadLetter MissingPolicy = "dead_letter"
+	MissingFill       MissingPolicy = "fill"
+)
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (m *MissingPolicy) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, m) }
+
 // StartOffset is ingest.start_offset: where a group without committed offsets starts. The word
 // is decoded once when the YAML is loaded and checked by Validate.
 type StartOffset string
@@ -64,8 +76,9 @@ type Config struct {
 	Brokers []string `yaml:"brokers"`
 	// Topic is the topic to consume. Required.
 	Topic string `yaml:"topic"`
-	// GroupID is the consumer group. Required: offsets are committed to the group, and the
-	// group spreads partitions over several outlierd processes.
+	// GroupID is the consumer group: offsets are committed to the group, and the group spreads
+	// partitions over several outlierd processes. Default "outlierd"; give each pipeline that
+	// reads the same topic for another purpose a group of its own.
 	GroupID string `yaml:"group_id"`
 	// StartOffset is where a group without committed offsets starts: "earliest" (default:
 	// nothing already in the topic is skipped) or "latest" (only new records; less backlog at
@@ -83,8 +96,22 @@ type Config struct {
 	// it, fields may be named; without it, fields are 0-based indices. When set, every message
 	// must have exactly this many columns.
 	CSVHeader []string `yaml:"csv_header"`
-	// CSVDelimiter is the CSV field separator, one character. Default ",".
+	// CSVDelimiter is the CSV field separator, one character. Default ",". (Columns are
+	// selected by Features: names from CSVHeader or indices; other columns are skipped.)
 	CSVDelimiter string `yaml:"csv_delimiter"`
+	// CSVMissing lists the CSV field texts that mean "no value" for a feature or an
+	// uncertainty (compared after trimming spaces and tabs), besides the empty field, which
+	// always does. Default ["NA", "N/A", "null"], as sensor exports write gaps ("NaN" is
+	// refused as a producer bug unless listed here). Missing decides what happens to the record.
+	CSVMissing []string `yaml:"csv_missing"`
+	// Missing is what happens to a record with a feature missing (absent, an empty CSV field,
+	// or one of CSVMissing): "dead_letter" (default): the record goes to the dead-letter topic
+	// with the reason `field "temp": missing`; "fill": the feature takes its Fill value (a
+	// feature without one still sends the record to the dead-letter topic).
+	Missing MissingPolicy `yaml:"missing"`
+	// Fill is each feature's value when it is missing, under Missing: fill ({temp: 20.0}).
+	// Keys must be features; values finite.
+	Fill map[string]float64 `yaml:"fill"`
 	// Uncertainty says where each feature's uncertainty (a standard deviation, in the feature's
 	// unit) comes from. Nil (default): no uncertainty columns; the algorithms for uncertain data
 	// then cannot run.
@@ -143,14 +170,17 @@ type Uncertainty struct {
 	Default *float64 `yaml:"default"`
 }
 
-// Default returns the configuration with every default filled in. Topic, GroupID and Features
-// have no default and must be set.
+// Default returns the configuration with every default filled in. Topic and Features have no
+// default and must be set.
 func Default() Config {
 	return Config{
 		Brokers:           []string{"localhost:9092"},
+		GroupID:           "outlierd",
 		StartOffset:       StartEarliest,
 		Format:            FormatJSON,
 		CSVDelimiter:      ",",
+		CSVMissing:        []string{"NA", "N/A", "null"},
+		Missing:           MissingDeadLetter,
 		BatchSize:         1000,
 		MaxWait:           100 * time.Millisecond,
 		FetchMaxBytes:     10 << 20,
@@ -208,6 +238,32 @@ func (c *Config) Validate() error {
 		bad("session_timeout", "%v must be at least 3 x heartbeat_interval (%v)", c.SessionTimeout, c.HeartbeatInterval)
 	}
 	errs = append(errs, c.Security.Problems("ingest.security.")...)
+
+	switch c.Missing {
+	case MissingDeadLetter:
+		if len(c.Fill) > 0 {
+			bad("fill", "only with missing: %s (missing is %s)", MissingFill, c.Missing)
+		}
+	case MissingFill:
+		if len(c.Fill) == 0 {
+			bad("fill", "missing: fill needs a value per feature to fill ({%s: 0})", strings.Join(c.Features, ": 0, "))
+		}
+	default:
+		bad("missing", "%q is not %q or %q", c.Missing, MissingDeadLetter, MissingFill)
+	}
+	for _, f := range slices.Sorted(maps.Keys(c.Fill)) {
+		v := c.Fill[f]
+		if !slices.Contains(c.Features, f) {
+			bad(fmt.Sprintf("fill[%q]", f), "%q is not a feature", f)
+		} else if math.IsNaN(v) || math.IsInf(float64(float32(v)), 0) {
+			bad(fmt.Sprintf("fill[%q]", f), "%v must be a finite float32", v)
+		}
+	}
+	for i, m := range c.CSVMissing {
+		if strings.TrimSpace(m) != m || m == "" {
+			bad(fmt.Sprintf("csv_missing[%d]", i), "%q: write the text without surrounding spaces (the empty field is always missing)", m)
+		}
+	}
 
 	formatOK := true
 	switch c.Format {

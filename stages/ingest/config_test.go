@@ -15,9 +15,12 @@ func TestDefaultIsValidOnceRequiredFieldsAreSet(t *testing.T) {
 	c := Default()
 	err := c.Validate()
 	if err == nil {
-		t.Fatal("Default() without topic, group and features validated")
+		t.Fatal("Default() without topic and features validated")
 	}
-	for _, want := range []string{"topic: required", "group_id: required", "features: at least one"} {
+	if c.GroupID != "outlierd" {
+		t.Errorf("default group_id %q, want outlierd", c.GroupID)
+	}
+	for _, want := range []string{"topic: required", "features: at least one"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

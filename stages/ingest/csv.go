@@ -24,10 +24,18 @@ type csvDecoder struct {
 	fields  []span
 	buf     []byte
 	keyCopy []byte
+	// missing holds Config.CSVMissing; maxMissing is its longest text (a longer field is not
+	// looked up).
+	missing    map[string]bool
+	maxMissing int
 }
 
 func newCSVDecoder(c *Config, p *plan) *csvDecoder {
-	d := &csvDecoder{plan: p, header: len(c.CSVHeader), delim: c.CSVDelimiter[0], found: make([]bool, len(p.slots))}
+	d := &csvDecoder{plan: p, header: len(c.CSVHeader), delim: c.CSVDelimiter[0], found: make([]bool, len(p.slots)), missing: map[string]bool{}}
+	for _, m := range c.CSVMissing {
+		d.missing[m] = true
+		d.maxMissing = max(d.maxMissing, len(m))
+	}
 	for _, s := range p.slots {
 		col, err := c.csvColumn(s.field)
 		if err != nil {
@@ -118,8 +126,10 @@ func (d *csvDecoder) Decode(value []byte, out *Decoded) error {
 			src = d.buf
 		}
 		text := src[f.start:f.end]
-		if len(trimSpace(text)) == 0 {
+		if t := trimSpace(text); len(t) == 0 {
 			continue // an empty field is a missing value
+		} else if (s.role == roleFeature || s.role == roleSD) && len(t) <= d.maxMissing && d.missing[string(t)] {
+			continue // ingest.csv_missing: a missing value (plan.finish applies ingest.missing)
 		}
 		if s.role == roleKey {
 			d.keyCopy = append(d.keyCopy[:0], text...)

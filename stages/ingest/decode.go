@@ -104,10 +104,22 @@ type plan struct {
 	sdDefault []float32
 	// constSD lists the features whose uncertainty has no field: always the default.
 	constSD []int
+	// fill[i] is feature i's value when it is missing (ingest.missing: fill); NaN when it has
+	// none (the record is then a dead letter). Nil without missing: fill.
+	fill []float32
 }
 
 func newPlan(c *Config) *plan {
 	p := &plan{}
+	if c.Missing == MissingFill {
+		p.fill = make([]float32, len(c.Features))
+		for i, f := range c.Features {
+			p.fill[i] = float32(math.NaN())
+			if v, ok := c.Fill[f]; ok {
+				p.fill[i] = float32(v)
+			}
+		}
+	}
 	if u := c.Uncertainty; u != nil {
 		def := float32(math.NaN())
 		if u.Default != nil {
@@ -151,6 +163,10 @@ func (p *plan) finish(found []bool, out *Decoded) error {
 		}
 		if s.role == roleSD && !math.IsNaN(float64(p.sdDefault[s.idx])) {
 			out.SD[s.idx] = p.sdDefault[s.idx]
+			continue
+		}
+		if s.role == roleFeature && p.fill != nil && !math.IsNaN(float64(p.fill[s.idx])) {
+			out.Values[s.idx] = p.fill[s.idx]
 			continue
 		}
 		return &FieldError{Field: s.field, Problem: "missing"}

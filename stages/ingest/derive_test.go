@@ -380,7 +380,7 @@ func TestDeriveConfigErrors(t *testing.T) {
 		{"derive:\n  features: []\n",
 			`c.yaml:6:5: ingest.derive.features: at least one derived feature (or leave derive out)`},
 		{"derive:\n  features:\n    - {kind: diff, of: temp, lag: 2}\n",
-			`c.yaml:7:32: ingest.derive.features[0].lag: unknown key (not a field of ingest.DerivedFeature)`},
+			"c.yaml:7:32: unknown key `lag` in ingest.derive.features[0]; the keys there are kind, last, min_values, name, of, scale_floor"},
 	}
 	for _, tc := range tests {
 		c := pipelineFile{Ingest: Default()}

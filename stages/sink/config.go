@@ -52,8 +52,10 @@ const AcksAll = "all"
 
 // Config configures the sink. Zero values are not defaults: start from Default() and override.
 type Config struct {
-	// Brokers are the bootstrap brokers, "host:port". Required; no default. Listing more than one
-	// only matters for the first connection: the writer learns the cluster from metadata.
+	// Brokers are the bootstrap brokers, "host:port". In a pipeline config the default is
+	// ingest.brokers (and sink.security ingest.security, when sink.security is left out: the
+	// same cluster); set them for an output cluster of its own. Listing more than one only
+	// matters for the first connection: the writer learns the cluster from metadata.
 	Brokers []string `yaml:"brokers"`
 
 	// Topic receives the outputs. Required. The topic must exist, or CreateTopics must be on:

@@ -35,7 +35,7 @@ compression: zstd
 
 	cfg = Default()
 	err = config.LoadBytes("sink.yaml", []byte("brokers: [\"k:9092\"]\ntopic: out\ndead_letter_topic: dlq\nrequired_ack: 1\n"), &cfg)
-	if err == nil || !strings.Contains(err.Error(), `sink.yaml:4:1: required_ack: unknown key`) {
+	if err == nil || !strings.Contains(err.Error(), "sink.yaml:4:1: unknown key `required_ack` at the top level; did you mean `required_acks`?") {
 		t.Errorf("got %v, want the misspelt key at 4:1", err)
 	}
 	cfg = Default()

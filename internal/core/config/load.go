@@ -21,7 +21,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -106,6 +108,39 @@ func (e *ValidationError) Unwrap() error { return e.Err }
 // validator is implemented by config structs that check their own values.
 type validator interface{ Validate() error }
 
+// Deriver is implemented by a config whose defaults follow other keys (detect.min_records
+// follows detect.window when the file leaves it out): LoadBytes calls Derive after decoding and
+// before Validate, with written reporting whether the file sets a key (its path as FieldErrors
+// name it: "detect.min_records"; a section written as an alias counts as written, its keys
+// not).
+type Deriver interface {
+	Derive(written func(path string) bool)
+}
+
+// writtenKeys lists the key paths a document sets.
+func writtenKeys(doc *yaml.Node) map[string]bool {
+	keys := map[string]bool{}
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				p := joinKey(path, n.Content[i].Value)
+				keys[p] = true
+				walk(n.Content[i+1], p)
+			}
+		}
+	}
+	if doc != nil {
+		walk(doc, "")
+	}
+	return keys
+}
+
 // Load reads the YAML file at path and decodes it into *into; see LoadBytes.
 func Load[T any](path string, into *T) error {
 	data, err := os.ReadFile(path)
@@ -136,6 +171,10 @@ func LoadBytes[T any](name string, data []byte, into *T) error {
 	if len(issues) > 0 {
 		sortIssues(issues)
 		return &Error{File: name, Issues: issues}
+	}
+	if d, ok := any(&tmp).(Deriver); ok {
+		keys := writtenKeys(doc)
+		d.Derive(func(path string) bool { return keys[path] })
 	}
 	if v, ok := any(&tmp).(validator); ok {
 		if err := v.Validate(); err != nil {
@@ -171,7 +210,7 @@ func decodeDoc(doc *yaml.Node, data []byte, out any, lookup lookupFunc) []Issue 
 	// unknown keys), and positions are mapped back to the file through a parallel walk of the two
 	// trees.
 	src := data
-	idx := &index{}
+	idx := &index{root: reflect.TypeOf(out).Elem()}
 	if len(it.original) == 0 {
 		idx.addSame(doc)
 	} else {
@@ -184,7 +223,7 @@ func decodeDoc(doc *yaml.Node, data []byte, out any, lookup lookupFunc) []Issue 
 		if err := yamlSafe(func() error { return yaml.Unmarshal(enc, &doc2) }); err != nil {
 			return append(issues, Issue{Msg: fmt.Sprintf("re-parsing the interpolated document: %v", err)})
 		}
-		idx.addPair(doc, &doc2, false, "")
+		idx.addPair(doc, &doc2, false, "", nil, "")
 		src = enc
 	}
 
@@ -323,10 +362,16 @@ type entry struct {
 	value  string // value in the decoded text
 	mapKey bool
 	path   string // the node's key path from the root ("detect.density.eta", "ingest.features[2]")
+	// segs is path as the keys to follow from the root type ("[]" for a list item), parent
+	// the path of the mapping holding a key (for an unknown key's message).
+	segs   []string
+	parent string
 }
 
 // index finds the file position of a node that a yaml.v3 decode message refers to by line.
 type index struct {
+	// root is the type decoded into (the keys an unknown key could have meant).
+	root   reflect.Type
 	byLine map[int][]entry
 	// lineMap maps a decoded-text line to the file line of the first node on it.
 	lineMap map[int]int
@@ -344,25 +389,27 @@ func (x *index) add(e entry) {
 }
 
 // addSame indexes a tree decoded from the file's own bytes.
-func (x *index) addSame(n *yaml.Node) { x.addPair(n, n, false, "") }
+func (x *index) addSame(n *yaml.Node) { x.addPair(n, n, false, "", nil, "") }
 
 // addPair indexes b (decoded text) against a (file), whose key path is path. The trees have the
 // same shape by construction; where they do not, the walk stops and positions there stay
 // unknown.
-func (x *index) addPair(a, b *yaml.Node, mapKey bool, path string) {
-	x.add(entry{line: b.Line, orig: a, kind: b.Kind, value: b.Value, mapKey: mapKey, path: path})
+func (x *index) addPair(a, b *yaml.Node, mapKey bool, path string, segs []string, parent string) {
+	x.add(entry{line: b.Line, orig: a, kind: b.Kind, value: b.Value, mapKey: mapKey, path: path, segs: segs, parent: parent})
 	if a.Kind != b.Kind || len(a.Content) != len(b.Content) || a.Kind == yaml.AliasNode {
 		return
 	}
 	for i := range a.Content {
-		p := path
+		p, s := path, segs
 		switch a.Kind {
 		case yaml.MappingNode:
 			p = joinKey(path, a.Content[i-i%2].Value)
+			s = append(slices.Clip(segs), a.Content[i-i%2].Value)
 		case yaml.SequenceNode:
 			p = path + "[" + strconv.Itoa(i) + "]"
+			s = append(slices.Clip(segs), "[]")
 		}
-		x.addPair(a.Content[i], b.Content[i], a.Kind == yaml.MappingNode && i%2 == 0, p)
+		x.addPair(a.Content[i], b.Content[i], a.Kind == yaml.MappingNode && i%2 == 0, p, s, path)
 	}
 }
 
@@ -416,7 +463,11 @@ func (x *index) issue(msg string, original map[*yaml.Node]string) (Issue, *yaml.
 	case reField.MatchString(rest):
 		f := reField.FindStringSubmatch(rest)
 		e = pick(func(c entry) bool { return c.mapKey && c.value == f[1] })
-		rest = fmt.Sprintf("unknown key (not a field of %s)", f[2])
+		if e != nil && len(e.segs) > 0 {
+			parent := typeAt(x.root, e.segs[:len(e.segs)-1])
+			return Issue{Line: e.orig.Line, Column: e.orig.Column, Msg: unknownKeyMessage(f[1], e.parent, parent)}, e.orig
+		}
+		rest = fmt.Sprintf("unknown key `%s` (not a field of %s)", f[1], f[2])
 	case reDupKey.MatchString(rest):
 		k := reDupKey.FindStringSubmatch(rest)[1]
 		e = pick(func(c entry) bool { return c.mapKey && strconv.Quote(c.value) == `"`+k+`"` })
@@ -436,17 +487,21 @@ func (x *index) issue(msg string, original map[*yaml.Node]string) (Issue, *yaml.
 		if e == nil {
 			e = pick(func(c entry) bool { return !c.mapKey && c.kind == want })
 		}
-		if e != nil {
+		switch {
+		case e != nil:
+			got, interpolated := "", false
 			if o, ok := original[e.orig]; ok {
 				// Never echo an expanded value: quote the scalar as written in the file.
-				rest = fmt.Sprintf("cannot unmarshal %s `%s` (after interpolation) into %s", v[1], o, v[3])
+				got, interpolated = o, true
+			} else if e.orig.Kind == yaml.ScalarNode {
+				got = e.orig.Value
 			}
-		}
-	}
-	if e == nil && len(original) > 0 {
-		// The node is not identified, so it may be an interpolated one: drop the quoted value.
-		if v := reValue.FindStringSubmatch(rest); v != nil {
-			rest = fmt.Sprintf("cannot unmarshal %s into %s", v[1], v[3])
+			rest = valueMessage(v[1], got, v[3], typeAt(x.root, e.segs), interpolated)
+		case len(original) > 0:
+			// The node is not identified, so it may be an interpolated one: no value shown.
+			rest = valueMessage(v[1], "", v[3], nil, false)
+		default:
+			rest = valueMessage(v[1], strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(v[2]), "`"), "`"), v[3], nil, false)
 		}
 	}
 	// The key path is named only for a node identified above; the first node on the line gives

@@ -236,7 +236,7 @@ security:
 	for _, tc := range []struct{ yaml, want string }{
 		{"security:\n  sasl:\n    mechanism: plain\n    passwrd: x\n", "passwrd"},
 		{"security:\n  sasl:\n    password: {a: b}\n", "bad.yaml:3:5: a secret must be a string"},
-		{"security:\n  tls:\n    enabled: yes please\n", "bool"},
+		{"security:\n  tls:\n    enabled: yes please\n", "expected true or false"},
 	} {
 		var s section
 		err := config.LoadBytes("bad.yaml", []byte(tc.yaml), &s)

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 )
@@ -75,4 +76,43 @@ func (s *SensorStream) Next() (key, value []byte, anomaly, malformed bool) {
 	}
 	b = fmt.Appendf(b, `,"anomaly":%t}`, anomaly)
 	return key, b, anomaly, false
+}
+
+// SensorTableFeatures are the features of Sensors: the first four of the sensor stream, the
+// reference pipeline config's (configs/pipeline.yaml).
+var SensorTableFeatures = SensorFeatures[:4]
+
+// Sensors is a table of rows sensor readings (temp, pressure, humidity, vibration) drawn as the
+// stream draws them (three operating modes, Gaussian noise), with a fraction anomalyRate of
+// spikes: one to three of the features shifted by 6 to 10 spreads, labelled 1. The README's
+// sample file (data/sensors.csv: `outlierd gen --kind sensors`).
+func Sensors(rows int, seed uint64, anomalyRate float64) *Data {
+	r := newRand(seed)
+	d := &Data{Features: append([]string(nil), SensorTableFeatures...), Label: make([]uint8, rows)}
+	for range d.Features {
+		d.Cols = append(d.Cols, make([]float32, rows))
+	}
+	for i := range rows {
+		mode := r.IntN(3)
+		var v [4]float64
+		for j := range v {
+			v[j] = sensorModes[mode][j] + sensorSpread[j]*r.NormFloat64()
+		}
+		if r.Float64() < anomalyRate {
+			d.Label[i] = 1
+			for range 1 + r.IntN(3) {
+				j := r.IntN(4)
+				shift := (6 + 4*r.Float64()) * sensorSpread[j]
+				if r.IntN(2) == 0 {
+					shift = -shift
+				}
+				v[j] += shift
+			}
+		}
+		for j := range v {
+			// Rounded as a sensor reports (4 decimals): a readable file.
+			d.Cols[j][i] = float32(math.Round(v[j]*1e4) / 1e4)
+		}
+	}
+	return d
 }

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+)
+
+// help is what `outlierd CMD -h` (and `outlierd help CMD`) prints above the flags: the usage
+// line's arguments and what the command does. Every command prints the same layout:
+//
+//	Usage: outlierd CMD ARGS
+//
+//	ABOUT
+//
+//	Flags:
+//	  -flag ...
+type help struct{ args, about string }
+
+// helps is keyed by command name; TestEveryCommandHelp holds every command of the table to it.
+var helps = map[string]help{
+	"gen": {"--kind KIND --rows N [flags] > FILE.csv",
+		`Writes a synthetic data set as CSV (header row) to stdout: g2d (N(0, I), any --dims), g3d
+(three 3-D Gaussians), one and three (uncertain data of the density-sampling paper: features,
+their "<feature>_sd" uncertainty columns and a label column) and sensors (temp, pressure,
+humidity, vibration of machines in three operating modes, with injected spikes in the label
+column: the README's sample data/sensors.csv).`},
+	"topn": {"--input FILE.csv [flags]",
+		`Exact top-n distance-based outliers of a CSV file: the n rows with the largest weight (the
+sum of the distances to their k nearest neighbours), by SolvingSet or the nested-loop oracle,
+and optionally the prediction model (--model-out). With --label-column, precision@n and ROC
+AUC against the labels (ROC AUC needs every row's exact weight: a second pass, O(rows^2)).`},
+	"predict": {"--model FILE --input FILE.csv [flags]",
+		`Scores a CSV file against a saved solving-set model (topn --model-out): w_k(q, S) per row,
+flagged when >= w* (never misses an exact top-n outlier).`},
+	"density": {"--input FILE.csv [flags]",
+		`Outliers in uncertain data (Matsumoto, Hung, Yiu): micro-clusters and the eta-probability
+in four modes, at record or cluster granularity. Columns named <feature>_sd are that
+feature's uncertainty.`},
+	"hypercube": {"--input FILE.csv [flags]",
+		`Hypercube (grid) neighbourhood density scores (GDBOD): score = 1 - w/w_max per row, with
+ROC AUC and average precision against --label-column.`},
+	"proclus": {"--input FILE.csv --k K --l L [flags]",
+		`Projected clustering (PROCLUS): k clusters, each in its own subspace of about l features,
+and the rows off every cluster (outliers, cluster -1). PROCLUS is a randomised local search:
+the best (lowest full cost) of --restarts runs is kept, each from a seed derived from --seed.`},
+	"replay": {"--input FILE [--format csv|json|logfmt] [--config FILE] [flags]",
+		`Feeds a file through the ingest decoding and the detect stage exactly as the pipeline does
+(the same decoders, derived features, window, hold before the first model, rebuild cadence,
+thresholds and combine rule), in file order, without Kafka. Each line is one message: CSV (a
+header line first), JSON lines or logfmt, read with the config's ingest section (features,
+uncertainty, key_field, event_time_field, derive); without ingest.features a CSV file's columns
+are the features. Rows go in batches of ingest.batch_size (the config's, default 1000) built
+with the ingest stage's Arrow schema. Differences from a live pipeline, so that a replay is
+reproducible: models are rebuilt by record count only (detect.refresh_interval, a wall-clock
+trigger, is not used), a model whose build a batch started serves from the next batch on (live,
+it serves once the build finishes), and a malformed line stops the replay with its file:line
+(live, a dead letter). With --window >= the file's rows, one model of the whole file scores
+every row: the batch case (min_records then defaults to the file's rows; clusters, k and n are
+capped by min_records for a short file).`},
+	"lint": {"--config FILE",
+		`Validates a pipeline config without running anything: the YAML strictly (an unknown or
+misspelt key is an error), every value, and what the stages need of each other (e.g.
+detect.density.mode: rollup accepts at most 20 features). Every problem is printed, one per
+line, as file:line:column: key: message; the exit status is 0 when the file is valid, 1 when
+not. outlierd run refuses the same files at start, and a reload refuses them while running.`},
+	"run": {"--config FILE [--log-level LEVEL]",
+		`Runs the streaming pipeline: reads ingest.topic through the consumer group, scores each record
+against the model of the recent window, writes to sink.topic (and malformed records to
+sink.dead_letter_topic), and commits offsets once every record below them is written.
+SIGINT/SIGTERM stop gracefully (drain, flush, commit) within run.shutdown_timeout. SIGHUP, or a
+change of the file's content, reloads the config live; a reload the running pipeline cannot
+apply is refused and logged, and the running config keeps going. Logs are JSON lines on stderr
+(readable lines on a terminal).`},
+	"demo": {"[--duration D] [flags]",
+		`The main job on an embedded default: an in-process Kafka-protocol broker, a sensor stream
+with injected anomalies, the pipeline (configs/demo.yaml) and a live summary with precision
+and recall against the injected ground truth.`},
+	"devices": {"",
+		`Says where the GPU commands (topn, predict, density, hypercube, run, demo) would run: the
+GPU this binary opens, or why none (a CPU build hands those commands to its CUDA companion,
+outlierd-cuda, when that one starts here). Exit status 1 when no GPU is usable.`},
+	"topics": {"create --config FILE [--partitions N]",
+		`Creates the topics a pipeline config names on its brokers: ingest.topic (--partitions, default
+3), sink.topic and sink.dead_letter_topic (sink.create_partitions, 0: as many as the input
+topic), and run.model_topic when set (1 partition, cleanup.policy=compact), each with
+sink.create_replication_factor (0: the broker's default). A topic that exists is reported
+("exists", with its partitions) and left as it is, so running it twice is harmless.`},
+	"produce": {"--config FILE --input FILE [--format csv|json|logfmt] [--key-column C] [--rate N/s]",
+		`Sends a file's records to the config's ingest.topic (brokers and security from ingest), one
+message per record, in the config's ingest.format: a CSV file (header row) becomes JSON objects
+or logfmt lines named by its header, or CSV lines (without the header) when ingest.format is
+csv; JSON lines (one object per line) and logfmt lines go as they are to a topic of their own
+format. --key-column makes a column (field, key) the message key. A progress bar shows on a
+terminal; the summary line says how many records went, and how fast.`},
+	"tail": {"--config FILE [--all] [--json] [--from-beginning] [--idle-exit D]",
+		`Prints the outliers the pipeline writes to the config's sink.topic (sink.format json), one line
+each: id, key, score and the explanation, each id once (a producer retry or a restart can
+write a record twice; the copies carry the same id). Scores of "Infinity" (a record so far
+out that its weight overflows) are understood. --all prints every output (sink.emit: all
+writes inliers too), --json the output objects themselves, one per line. It reads new outputs
+until Ctrl-C, from the beginning of the topic with --from-beginning, and stops after
+--idle-exit without a new output.`},
+	"version": {"[--json]",
+		`Prints the version (set at build time with -ldflags "-X main.version=v1.2.3", else the module
+version or VCS revision Go recorded), the Go version, the build (cpu, or cuda for the binary
+built with -tags cuda) and the platform. --json prints one object.`},
+}
+
+// printHelp writes name's help and fs's flags to fs's output.
+func printHelp(fs *flag.FlagSet, name string) {
+	w := fs.Output()
+	h := helps[name]
+	fmt.Fprintln(w, strings.TrimRight("Usage: outlierd "+name+" "+h.args, " "))
+	if h.about != "" {
+		fmt.Fprintln(w, "\n"+h.about)
+	}
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		fmt.Fprintln(w, "\nFlags: none")
+		return
+	}
+	fmt.Fprintln(w, "\nFlags:")
+	fs.PrintDefaults()
+}

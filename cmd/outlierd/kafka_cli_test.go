@@ -1,0 +1,387 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outlierd/outlierd/internal/accel"
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/stages/ingest"
+)
+
+// ingestJSON is an ingest section with the JSON format (produce's target).
+func ingestJSON() ingest.Config {
+	c := ingest.Default()
+	c.Topic, c.Features = "in", []string{"t"}
+	return c
+}
+
+// kafkaConfig writes a pipeline config for br with topics of their own (prefix), ingest.format
+// format, and a model topic; it returns the file and the topic names (input, output, dead
+// letters, models).
+func kafkaConfig(t *testing.T, br testsupport.Broker, format string) (string, [4]string) {
+	t.Helper()
+	var n [4]string
+	for i, what := range []string{"in", "out", "dlq", "models"} {
+		n[i] = testsupport.UniqueName(what)
+	}
+	extra := ""
+	if format == "csv" {
+		extra = "  csv_header: [sensor, temp, pressure]\n"
+	}
+	cfg := fmt.Sprintf("ingest:\n  brokers: [%q]\n  topic: %s\n  format: %s\n  features: [temp, pressure]\n%s"+
+		"detect:\n  window: 500\nsink:\n  topic: %s\n  dead_letter_topic: %s\nrun:\n  role: builder\n  model_topic: %s\nhttp:\n  listen: \"\"\n",
+		strings.Join(br.Addrs, ","), n[0], format, extra, n[1], n[2], n[3])
+	return writeFile(t, "pipeline.yaml", cfg), n
+}
+
+// TestTopicsCreate: every topic of the config is created (the input with --partitions, the
+// outputs with as many, the model topic with one partition, compacted), and a second run
+// reports them as existing, without an error.
+func TestTopicsCreate(t *testing.T) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
+		path, names := kafkaConfig(t, br, "json")
+		for run, created := range []bool{true, false} {
+			out, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "2", "--json")
+			if code != 0 {
+				t.Fatalf("run %d: exit %d: %s", run, code, errs)
+			}
+			var res topicsOutput
+			if err := json.Unmarshal([]byte(out), &res); err != nil {
+				t.Fatalf("run %d: %v: %s", run, err, out)
+			}
+			if len(res.Topics) != 4 {
+				t.Fatalf("run %d: %d topics: %+v", run, len(res.Topics), res.Topics)
+			}
+			want := map[string]int{names[0]: 2, names[1]: 2, names[2]: 2, names[3]: 1}
+			for _, tp := range res.Topics {
+				if tp.Created != created || want[tp.Topic] != tp.Partitions {
+					t.Errorf("run %d: %+v, want created %v with %d partitions", run, tp, created, want[tp.Topic])
+				}
+			}
+		}
+		// The model topic is compacted (what the scorers' catch-up read relies on).
+		conn, err := kafka.Dial("tcp", br.Addrs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		cl := &kafka.Client{Addr: kafka.TCP(br.Addrs...)}
+		res, err := cl.DescribeConfigs(t.Context(), &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{
+			{ResourceType: kafka.ResourceTypeTopic, ResourceName: names[3], ConfigNames: []string{"cleanup.policy"}}}})
+		if err != nil || len(res.Resources) != 1 || len(res.Resources[0].ConfigEntries) != 1 || res.Resources[0].ConfigEntries[0].ConfigValue != "compact" {
+			t.Errorf("model topic config: %+v %v", res, err)
+		}
+		if _, errs, code := outlierd(t, "topics", "delete", "--config", path); code != 2 || !strings.Contains(errs, "the one subcommand is create") {
+			t.Errorf("topics delete: exit %d %q", code, errs)
+		}
+	})
+}
+
+// TestProduce: a CSV file goes to the input topic one message per row, in the topic's format
+// (JSON objects with numbers as numbers and an empty field left out; CSV lines without the
+// header), keyed by --key-column, and --rate paces it.
+func TestProduce(t *testing.T) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
+		var b strings.Builder
+		b.WriteString("sensor,temp,pressure\n")
+		const rows = 300
+		for i := range rows {
+			temp := fmt.Sprintf("%d.5", 20+i%7)
+			if i == 7 {
+				temp = "" // a missing value: left out of the JSON object
+			}
+			fmt.Fprintf(&b, "pump-%d,%s,101.%d\n", i%3, temp, i%10)
+		}
+		data := writeFile(t, "sensors.csv", b.String())
+		for _, format := range []string{"json", "csv"} {
+			path, names := kafkaConfig(t, br, format)
+			if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "3"); code != 0 {
+				t.Fatalf("topics create: %s", errs)
+			}
+			start := time.Now()
+			out, errs, code := outlierd(t, "produce", "--config", path, "--input", data, "--key-column", "sensor", "--rate", "1500/s", "--json")
+			took := time.Since(start)
+			if code != 0 {
+				t.Fatalf("%s: exit %d: %s", format, code, errs)
+			}
+			var res produceOutput
+			if err := json.Unmarshal([]byte(out), &res); err != nil || res.Records != rows || res.MessageFormat != format || res.Format != "csv" {
+				t.Fatalf("%s: %s (%v)", format, out, err)
+			}
+			// 300 records at 1500/s: at least 0.2 s less one write's worth (1/20 s), so the
+			// pacing is measured, not the broker.
+			if took < 150*time.Millisecond {
+				t.Errorf("%s: 300 records at --rate 1500/s took %v", format, took)
+			}
+			recs := testsupport.ReadTopic(t, br, names[0], 3)
+			if len(recs) != rows {
+				t.Fatalf("%s: %d messages in the topic, want %d", format, len(recs), rows)
+			}
+			byKey := map[string][]*kgo.Record{}
+			for _, r := range recs {
+				byKey[string(r.Key)] = append(byKey[string(r.Key)], r)
+			}
+			for k, rs := range byKey {
+				if !strings.HasPrefix(k, "pump-") || len(rs) != rows/3 || slices.ContainsFunc(rs, func(r *kgo.Record) bool { return r.Partition != rs[0].Partition }) {
+					t.Errorf("%s: key %q: %d messages, not all on one partition", format, k, len(rs))
+				}
+			}
+			var first, seventh string
+			for _, r := range recs {
+				if r.Partition == byKey["pump-0"][0].Partition && strings.Contains(string(r.Value), "101.0") && first == "" {
+					first = string(r.Value)
+				}
+				if strings.Contains(string(r.Value), "101.7") && strings.Contains(string(r.Value), "pump-1") && seventh == "" {
+					seventh = string(r.Value)
+				}
+			}
+			switch format {
+			case "json":
+				if first != `{"sensor":"pump-0","temp":20.5,"pressure":101.0}` || seventh != `{"sensor":"pump-1","pressure":101.7}` {
+					t.Errorf("json messages %q, %q", first, seventh)
+				}
+			case "csv":
+				if first != "pump-0,20.5,101.0" || seventh != "pump-1,,101.7" {
+					t.Errorf("csv messages %q, %q", first, seventh)
+				}
+			}
+		}
+		// A header the topic's csv_header does not have is refused, naming both.
+		path, _ := kafkaConfig(t, br, "csv")
+		bad := writeFile(t, "other.csv", "id,temp,pressure\nx,1,2\n")
+		if _, errs, code := outlierd(t, "produce", "--config", path, "--input", bad); code != 1 || !strings.Contains(errs, "differs from ingest.csv_header sensor,temp,pressure") {
+			t.Errorf("mismatched header: exit %d %q", code, errs)
+		}
+	})
+}
+
+// TestTail: tail prints each outlier once (copies share the id), with key, score and
+// explanation, reads "Infinity" scores, leaves inliers and unscored records out unless --all,
+// and --json prints the outputs themselves.
+func TestTail(t *testing.T) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
+		path, names := kafkaConfig(t, br, "json")
+		if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "2"); code != 0 {
+			t.Fatalf("topics create: %s", errs)
+		}
+		output := func(id, key, scores, why string) *kgo.Record {
+			k := "null"
+			if key != "" {
+				k = fmt.Sprintf(`%q,"key_encoding":"utf8"`, key)
+			}
+			v := fmt.Sprintf(`{"id":%q,"topic":"in","partition":0,"offset":1,"key":%s,"timestamp":null,"payload":{},"payload_encoding":"json","scores":%s,"explanation":%q,"subspace":[],"model_version":1}`,
+				id, k, scores, why)
+			return &kgo.Record{Topic: names[1], Partition: 0, Value: []byte(v)}
+		}
+		const out = `{"outlier":true,"density_outlier":false,"eta_probability":1,"distance_outlier":true,"weight":%s,"w_star":2,"score":%s}`
+		const in = `{"outlier":false,"density_outlier":false,"eta_probability":1,"distance_outlier":false,"weight":1,"w_star":2,"score":0.5}`
+		testsupport.Produce(t, br,
+			output("in/0/1", "pump-1", fmt.Sprintf(out, "9.5", "4.25"), "outlier score 4.25 > threshold 3"),
+			output("in/0/2", "pump-2", in, "inlier"),
+			output("in/0/1", "pump-1", fmt.Sprintf(out, "9.5", "4.25"), "outlier score 4.25 > threshold 3"), // a copy
+			output("in/0/3", "", fmt.Sprintf(out, `"Infinity"`, `"Infinity"`), "far out"),
+			output("in/0/4", "pump-4", "null", "not scored: no model yet"),
+		)
+		stdout, errs, code := outlierd(t, "tail", "--config", path, "--from-beginning", "--idle-exit", "2s")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		want := "in/0/1  key=pump-1  score=4.25  outlier score 4.25 > threshold 3\nin/0/3  key=-  score=Infinity  far out\n"
+		if stdout != want {
+			t.Errorf("tail printed\n%s\nwant\n%s", stdout, want)
+		}
+		if !strings.Contains(errs, "2 printed, 1 copies skipped") {
+			t.Errorf("stderr %q", errs)
+		}
+		stdout, _, _ = outlierd(t, "tail", "--config", path, "--from-beginning", "--all", "--max", "4")
+		if n := strings.Count(stdout, "\n"); n != 4 || !strings.Contains(stdout, "key=pump-2  score=0.50 (inlier)  inlier") ||
+			!strings.Contains(stdout, "key=pump-4  score=unscored  not scored") {
+			t.Errorf("tail --all printed\n%s", stdout)
+		}
+		stdout, _, _ = outlierd(t, "tail", "--config", path, "--from-beginning", "--json", "--max", "2")
+		lines := strings.Split(strings.TrimSpace(stdout), "\n")
+		var o map[string]any
+		if len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &o) != nil || o["id"] != "in/0/3" {
+			t.Errorf("tail --json printed\n%s", stdout)
+		}
+	})
+}
+
+// TestReadmeQuickstartParses: every outlierd command of the README's quickstart (and of its
+// other shell blocks) is a command this binary has, with flags it accepts: each is run with
+// its arguments up to the flag parse only (a stand-in config and input where they name files
+// a clone has not made yet).
+func TestReadmeQuickstartParses(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := readmeCommands(string(readme))
+	if len(cmds) < 10 || !slices.ContainsFunc(cmds, func(c []string) bool { return c[0] == "tail" }) {
+		t.Fatalf("found %d outlierd commands in README.md (want the quickstart's): %v", len(cmds), cmds)
+	}
+	table := commands(accel.Options{})
+	stopAfterParse = true
+	defer func() { stopAfterParse = false }()
+	// The check can fail: a flag tail does not have is refused at the parse.
+	bad := readmeCommands("```sh\nX=1 bin/outlierd tail --config c.yaml --follow 2> e &  # x\n```\n")
+	if len(bad) != 1 || strings.Join(bad[0], " ") != "tail --config c.yaml --follow" {
+		t.Fatalf("readmeCommands: %q", bad)
+	}
+	if err := table["tail"].run(bad[0][1:], io.Discard, io.Discard); errors.Is(err, errParsedOnly) {
+		t.Fatal("tail --follow parsed")
+	}
+	for _, c := range cmds {
+		if c[0] == "help" { // runWith's: help CMD is CMD -h
+			if _, ok := table[c[1]]; !ok || len(c) != 2 {
+				t.Errorf("README: outlierd %s: no such command", strings.Join(c, " "))
+			}
+			continue
+		}
+		cmd, ok := table[c[0]]
+		if !ok {
+			t.Errorf("README: outlierd %s: no such command", strings.Join(c, " "))
+			continue
+		}
+		var errb strings.Builder
+		if err := cmd.run(c[1:], io.Discard, &errb); !errors.Is(err, errParsedOnly) {
+			t.Errorf("README: outlierd %s: %v %s", strings.Join(c, " "), err, errb.String())
+		}
+	}
+}
+
+// readmeCommands returns the argument lists of every outlierd invocation in the shell blocks
+// of a Markdown text (continuation lines joined, comments and redirections left out).
+func readmeCommands(md string) [][]string {
+	var out [][]string
+	inBlock := false
+	var script []string
+	for _, l := range strings.Split(md, "\n") {
+		switch {
+		case strings.HasPrefix(l, "```sh"):
+			inBlock = true
+		case strings.HasPrefix(l, "```"):
+			inBlock = false
+		case inBlock:
+			script = append(script, l)
+		}
+	}
+	joined := strings.ReplaceAll(strings.Join(script, "\n"), "\\\n", " ")
+	for _, line := range strings.Split(joined, "\n") {
+		toks := shellWords(line)
+		for i := 0; i < len(toks); i++ {
+			if !strings.HasSuffix(toks[i], "outlierd") || i+1 >= len(toks) {
+				continue
+			}
+			if i > 0 && !isCommandStart(toks[i-1]) {
+				continue // an argument that names the binary (a path in a comment-free prose line)
+			}
+			var args []string
+			for _, a := range toks[i+1:] {
+				if strings.ContainsAny(a, "<>|&;") {
+					break
+				}
+				args = append(args, a)
+			}
+			if len(args) > 0 {
+				out = append(out, args)
+			}
+		}
+	}
+	return out
+}
+
+// isCommandStart: the token before a command name (a shell operator or an environment
+// assignment).
+func isCommandStart(prev string) bool {
+	return strings.ContainsAny(prev, "|&;(") || strings.Contains(prev, "=")
+}
+
+// shellWords splits a shell line into words: whitespace-separated, "..." and '...' kept whole
+// (quotes removed), a # at the start of a word ending the line.
+func shellWords(line string) []string {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	var quote rune
+	for _, r := range line {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case r == '"' || r == '\'':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		case r == '#' && !inWord:
+			return words
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
+}
+
+// TestProduceRecordReader: JSON lines and logfmt lines go as they are, keyed by a field (a JSON
+// string or number's text, a logfmt value bare or quoted); a line that is not a JSON object,
+// or lacks the key, is refused naming the file and line.
+func TestProduceRecordReader(t *testing.T) {
+	read := func(format, text, key string) ([][2]string, error) {
+		r, err := newRecordReader(strings.NewReader(text), "f", format, ingestJSON(), ',', key)
+		if err != nil {
+			return nil, err
+		}
+		var out [][2]string
+		for {
+			k, v, err := r.next()
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			if err != nil {
+				return out, err
+			}
+			out = append(out, [2]string{string(k), string(v)})
+		}
+	}
+	got, err := read("json", "{\"id\":\"a\",\"t\":1}\n\n{\"id\":7,\"t\":2}\n", "id")
+	if err != nil || len(got) != 2 || got[0] != [2]string{"a", `{"id":"a","t":1}`} || got[1][0] != "7" {
+		t.Errorf("json lines: %q %v", got, err)
+	}
+	if _, err := read("json", "{\"id\":\"a\"}\n[1,2]\n", "id"); err == nil || !strings.HasPrefix(err.Error(), "f:2: not a JSON object") {
+		t.Errorf("a JSON array: %v", err)
+	}
+	if _, err := read("json", "{\"t\":1}\n", "id"); err == nil || err.Error() != `f:1: no field "id" (--key-column)` {
+		t.Errorf("no key field: %v", err)
+	}
+	got, err = read("logfmt", "dev=\"pump 1\" temp=3\ntemp=4 dev=p2\n", "dev")
+	if err != nil || len(got) != 2 || got[0] != [2]string{"pump 1", `dev="pump 1" temp=3`} || got[1][0] != "p2" {
+		t.Errorf("logfmt lines: %q %v", got, err)
+	}
+	got, err = read("csv", "dev,temp\n\"a b\",1\n", "")
+	if err != nil || len(got) != 1 || got[0] != [2]string{"", `{"dev":"a b","temp":1}`} {
+		t.Errorf("csv to json: %q %v", got, err)
+	}
+}

@@ -1,0 +1,420 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/pipeline"
+	"github.com/outlierd/outlierd/stages/ingest"
+)
+
+// produceOutput is the JSON contract of `outlierd produce --json`.
+type produceOutput struct {
+	Input         string  `json:"input"`
+	Format        string  `json:"format"`         // the file's
+	MessageFormat string  `json:"message_format"` // ingest.format: what went to the topic
+	Topic         string  `json:"topic"`
+	Records       int     `json:"records"`
+	ElapsedMS     float64 `json:"elapsed_ms"`
+	RecordsPerS   float64 `json:"records_per_s"`
+}
+
+// produceBatch is how many messages one write hands the producer (each write waits for the
+// broker's acknowledgement, acks=all).
+const produceBatch = 500
+
+func runProduce(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("produce", stderr)
+	path := fs.String("config", "", "pipeline YAML file (required): ingest.brokers, ingest.topic, ingest.format, the CSV settings and security")
+	input := fs.String("input", "", "file of records (required): CSV with a header row, JSON lines (one object per line) or logfmt lines")
+	format := fs.String("format", "", "the file's format: csv | json | logfmt (default: from its extension, .csv, .json/.jsonl/.ndjson, .logfmt/.log)")
+	keyCol := fs.String("key-column", "", "column (CSV header name, JSON field, logfmt key) whose value is the message key (default: no key)")
+	rate := fs.String("rate", "", "records per second, N or N/s (default: as fast as the broker acknowledges)")
+	delim := fs.String("delimiter", "", "CSV file: its field separator (default: ingest.csv_delimiter, itself \",\")")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *path == "" || *input == "" {
+		return usageError{fmt.Errorf("--config and --input are required")}
+	}
+	perSec, err := parseRate(*rate)
+	if err != nil {
+		return usageError{fmt.Errorf("--rate: %w", err)}
+	}
+	fileFormat := *format
+	if fileFormat == "" {
+		if fileFormat = formatOf(*input); fileFormat == "" {
+			return usageError{fmt.Errorf("%s: cannot tell the format from the extension; give --format csv|json|logfmt", *input)}
+		}
+	}
+	if err := oneOf("format", fileFormat, "csv", "json", "logfmt"); err != nil {
+		return err
+	}
+	cfg, err := pipeline.LoadConfig(*path)
+	if err != nil {
+		return err
+	}
+	in := cfg.Ingest
+	if *delim == "" {
+		*delim = in.CSVDelimiter
+	}
+	if len([]rune(*delim)) != 1 {
+		return usageError{fmt.Errorf("--delimiter must be one character, got %q", *delim)}
+	}
+	if fileFormat != "csv" && fileFormat != string(in.Format) {
+		return fmt.Errorf("%s: a %s file goes to a %s topic as it is, but ingest.format is %s (a CSV file converts to any format)",
+			*input, fileFormat, fileFormat, in.Format)
+	}
+	total, err := countRecords(*input, fileFormat)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(*input)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	recs, err := newRecordReader(f, *input, fileFormat, in, []rune(*delim)[0], *keyCol)
+	if err != nil {
+		return err
+	}
+
+	// A transport of its own: kafka-go's default one caches metadata, and would not see a
+	// topic created a moment ago.
+	tr := &kafka.Transport{}
+	if in.Security.Enabled() {
+		if tr, err = in.Security.Transport(); err != nil {
+			return err
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	cl := &kafka.Client{Addr: kafka.TCP(in.Brokers...), Timeout: 10 * time.Second, Transport: tr}
+	if _, err := topicPartitionIDs(ctx, cl, "ingest.topic", in.Topic, in.Brokers); err != nil {
+		return err
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(in.Brokers...), Topic: in.Topic, RequiredAcks: kafka.RequireAll,
+		BatchSize: produceBatch, BatchTimeout: 5 * time.Millisecond, Balancer: &kafka.RoundRobin{}, Transport: tr}
+	if *keyCol != "" {
+		w.Balancer = &kafka.Hash{} // one key's records stay in order on one partition
+	}
+	defer w.Close()
+
+	bar := newCountProgress(stderr, total, "producing to "+in.Topic)
+	start := time.Now()
+	sent := 0
+	chunk := produceBatch
+	if perSec > 0 {
+		chunk = max(1, min(produceBatch, int(perSec/20))) // about 20 writes a second
+	}
+	msgs := make([]kafka.Message, 0, chunk)
+	flush := func() error {
+		if len(msgs) == 0 {
+			return nil
+		}
+		if err := w.WriteMessages(ctx, msgs...); err != nil {
+			return fmt.Errorf("writing to topic %q on %s after %d records: %w", in.Topic, strings.Join(in.Brokers, ","), sent, err)
+		}
+		sent += len(msgs)
+		bar.add(len(msgs))
+		msgs = msgs[:0]
+		if perSec > 0 { // pace: the n-th record leaves no earlier than n/rate after the start
+			if d := time.Until(start.Add(time.Duration(float64(sent) / perSec * float64(time.Second)))); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+				}
+			}
+		}
+		return nil
+	}
+	for {
+		key, value, err := recs.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			bar.finish()
+			return err
+		}
+		msgs = append(msgs, kafka.Message{Key: key, Value: value})
+		if len(msgs) == chunk {
+			if err := flush(); err != nil {
+				bar.finish()
+				return err
+			}
+		}
+	}
+	err = flush()
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	out := produceOutput{Input: *input, Format: fileFormat, MessageFormat: string(in.Format), Topic: in.Topic, Records: sent,
+		ElapsedMS: float64(elapsed.Microseconds()) / 1000, RecordsPerS: float64(sent) / max(elapsed.Seconds(), 1e-9)}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(out)
+	}
+	_, err = fmt.Fprintf(stdout, "%s: %d records to topic %s on %s (%s -> %s) in %.1f s, %.0f records/s\n",
+		*input, sent, in.Topic, strings.Join(in.Brokers, ","), fileFormat, in.Format, elapsed.Seconds(), out.RecordsPerS)
+	return err
+}
+
+// parseRate reads --rate: "500", "500/s" or "" (no limit, 0).
+func parseRate(s string) (float64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "/s"), 64)
+	if err != nil || !(v > 0) || v > 1e9 {
+		return 0, fmt.Errorf("%q is not a positive number of records per second (e.g. 500 or 500/s)", s)
+	}
+	return v, nil
+}
+
+// formatOf is a file's format by its extension ("" when the extension does not say).
+func formatOf(path string) string {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".csv":
+		return "csv"
+	case ".json", ".jsonl", ".ndjson":
+		return "json"
+	case ".logfmt", ".log":
+		return "logfmt"
+	}
+	return ""
+}
+
+// countRecords counts the records of the file (its non-empty lines, less a CSV header) for the
+// progress bar; a CSV field with a newline inside quotes makes it an upper bound.
+func countRecords(path, format string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var n int64
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			n++
+		}
+	}
+	if format == "csv" && n > 0 {
+		n-- // the header
+	}
+	return n, sc.Err()
+}
+
+// recordReader yields a file's records as messages in the topic's format.
+type recordReader struct {
+	next func() (key, value []byte, err error)
+}
+
+func newRecordReader(r io.Reader, name, format string, in ingest.Config, delim rune, keyCol string) (*recordReader, error) {
+	if format == "csv" {
+		return newCSVRecords(r, name, in, delim, keyCol)
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	line := 0
+	return &recordReader{next: func() ([]byte, []byte, error) {
+		for sc.Scan() {
+			line++
+			text := bytes.TrimSpace(sc.Bytes())
+			if len(text) == 0 {
+				continue
+			}
+			value := bytes.Clone(text)
+			var key []byte
+			switch format {
+			case "json":
+				var obj map[string]json.RawMessage
+				if err := json.Unmarshal(value, &obj); err != nil {
+					return nil, nil, fmt.Errorf("%s:%d: not a JSON object on one line: %v", name, line, err)
+				}
+				if keyCol != "" {
+					raw, ok := obj[keyCol]
+					if !ok {
+						return nil, nil, fmt.Errorf("%s:%d: no field %q (--key-column)", name, line, keyCol)
+					}
+					var s string
+					if json.Unmarshal(raw, &s) == nil {
+						key = []byte(s)
+					} else {
+						key = bytes.Clone(raw)
+					}
+				}
+			case "logfmt":
+				if keyCol != "" {
+					v, ok := logfmtValue(value, keyCol)
+					if !ok {
+						return nil, nil, fmt.Errorf("%s:%d: no key %q (--key-column)", name, line, keyCol)
+					}
+					key = []byte(v)
+				}
+			}
+			return key, value, nil
+		}
+		if err := sc.Err(); err != nil {
+			return nil, nil, fmt.Errorf("%s:%d: %w", name, line+1, err)
+		}
+		return nil, nil, io.EOF
+	}}, nil
+}
+
+// newCSVRecords reads a CSV file with a header row and writes each row in the topic's format.
+func newCSVRecords(r io.Reader, name string, in ingest.Config, delim rune, keyCol string) (*recordReader, error) {
+	cr := csv.NewReader(r)
+	cr.Comma = delim
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: empty file (a CSV file starts with its header row)", name)
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	header = append([]string(nil), header...)
+	keyIdx := -1
+	if keyCol != "" {
+		for i, h := range header {
+			if h == keyCol {
+				keyIdx = i
+			}
+		}
+		if keyIdx < 0 {
+			return nil, fmt.Errorf("%s:1: no column %q (--key-column) in the header %s", name, keyCol, strings.Join(header, ","))
+		}
+	}
+	if in.Format == ingest.FormatCSV && len(in.CSVHeader) > 0 && strings.Join(in.CSVHeader, "\x00") != strings.Join(header, "\x00") {
+		return nil, fmt.Errorf("%s:1: the header %s differs from ingest.csv_header %s (the messages carry no header: the columns must be the same, in order)",
+			name, strings.Join(header, ","), strings.Join(in.CSVHeader, ","))
+	}
+	var buf bytes.Buffer
+	return &recordReader{next: func() ([]byte, []byte, error) {
+		row, err := cr.Read()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, nil, io.EOF
+			}
+			return nil, nil, fmt.Errorf("%s: %w", name, err) // csv.ParseError names line and column
+		}
+		buf.Reset()
+		switch in.Format {
+		case ingest.FormatJSON:
+			buf.WriteByte('{')
+			n := 0
+			for i, v := range row {
+				if v == "" { // an empty field is a missing value: left out
+					continue
+				}
+				if n > 0 {
+					buf.WriteByte(',')
+				}
+				n++
+				k, _ := json.Marshal(header[i])
+				buf.Write(k)
+				buf.WriteByte(':')
+				buf.Write(jsonValue(v))
+			}
+			buf.WriteByte('}')
+		case ingest.FormatLogfmt:
+			for i, v := range row {
+				if i > 0 {
+					buf.WriteByte(' ')
+				}
+				buf.WriteString(header[i])
+				buf.WriteByte('=')
+				buf.WriteString(logfmtQuote(v))
+			}
+		default: // csv: the row itself, with the topic's delimiter
+			cw := csv.NewWriter(&buf)
+			cw.Comma = rune(in.CSVDelimiter[0])
+			if err := cw.Write(row); err != nil {
+				return nil, nil, err
+			}
+			cw.Flush()
+			buf.Truncate(buf.Len() - 1) // the newline
+		}
+		var key []byte
+		if keyIdx >= 0 {
+			key = []byte(row[keyIdx])
+		}
+		return key, bytes.Clone(buf.Bytes()), nil
+	}}, nil
+}
+
+// jsonValue writes a CSV field as JSON: a number as a number (the text as written, when it is
+// a JSON number), anything else as a string.
+func jsonValue(v string) []byte {
+	t := strings.TrimSpace(v)
+	if _, err := strconv.ParseFloat(t, 64); err == nil && json.Valid([]byte(t)) {
+		return []byte(t)
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// logfmtQuote quotes a logfmt value when it is empty or holds a space, '=' or a quote.
+func logfmtQuote(v string) string {
+	if v != "" && !strings.ContainsAny(v, " =\"\t\n\r\\") {
+		return v
+	}
+	return strconv.Quote(v)
+}
+
+// logfmtValue finds key's value in a logfmt line (bare or double-quoted).
+func logfmtValue(line []byte, key string) (string, bool) {
+	s := string(line)
+	for len(s) > 0 {
+		s = strings.TrimLeft(s, " \t")
+		eq := strings.IndexAny(s, "= \t")
+		if eq < 0 {
+			return "", false
+		}
+		k := s[:eq]
+		if s[eq] != '=' {
+			s = s[eq:]
+			continue
+		}
+		s = s[eq+1:]
+		var v string
+		if strings.HasPrefix(s, `"`) {
+			q, err := strconv.QuotedPrefix(s)
+			if err != nil {
+				return "", false
+			}
+			v, _ = strconv.Unquote(q)
+			s = s[len(q):]
+		} else {
+			end := strings.IndexAny(s, " \t")
+			if end < 0 {
+				end = len(s)
+			}
+			v, s = s[:end], s[end:]
+		}
+		if k == key {
+			return v, true
+		}
+	}
+	return "", false
+}

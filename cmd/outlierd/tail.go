@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/pipeline"
+	"github.com/outlierd/outlierd/stages/sink"
+)
+
+// tailOutput is one output record of the pipeline as tail reads it: the fields of the JSON
+// output contract (stages/sink/json.go) that tail prints.
+type tailOutput struct {
+	ID          string      `json:"id"`
+	Key         *string     `json:"key"`
+	KeyEncoding string      `json:"key_encoding"`
+	Scores      *tailScores `json:"scores"`
+	Explanation string      `json:"explanation"`
+}
+
+type tailScores struct {
+	Outlier bool      `json:"outlier"`
+	Score   jsonFloat `json:"score"`
+}
+
+// jsonFloat reads a float of the output contract: a JSON number, or for a non-finite value
+// the string "Infinity", "-Infinity" or "NaN".
+type jsonFloat float64
+
+func (f *jsonFloat) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		switch s {
+		case sink.JSONPosInf:
+			*f = jsonFloat(math.Inf(1))
+		case sink.JSONNegInf:
+			*f = jsonFloat(math.Inf(-1))
+		case sink.JSONNaN:
+			*f = jsonFloat(math.NaN())
+		default:
+			return fmt.Errorf("%q is not a number, %q, %q or %q", s, sink.JSONPosInf, sink.JSONNegInf, sink.JSONNaN)
+		}
+		return nil
+	}
+	var v float64
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*f = jsonFloat(v)
+	return nil
+}
+
+// seenIDs remembers the ids printed, the oldest forgotten past its bound (a copy arrives close
+// to its original: a producer retry, or the span a restart re-reads).
+type seenIDs struct {
+	set   map[string]struct{}
+	order []string
+	limit int
+}
+
+func (s *seenIDs) add(id string) bool {
+	if _, ok := s.set[id]; ok {
+		return false
+	}
+	if len(s.order) == s.limit {
+		delete(s.set, s.order[0])
+		s.order = s.order[1:]
+	}
+	s.set[id] = struct{}{}
+	s.order = append(s.order, id)
+	return true
+}
+
+func runTail(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("tail", stderr)
+	path := fs.String("config", "", "pipeline YAML file (required): sink.brokers, sink.topic and security")
+	all := fs.Bool("all", false, "print every output (inliers, and records not scored yet), not only the outliers")
+	asJSON := fs.Bool("json", false, "print the output objects themselves, one JSON object per line")
+	fromStart := fs.Bool("from-beginning", false, "read the topic from its beginning (default: only outputs written from now on)")
+	idle := fs.Duration("idle-exit", 0, "stop after this long without a new output (0: run until Ctrl-C)")
+	maxN := fs.Int("max", 0, "stop after printing this many outputs (0: no limit)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return usageError{fmt.Errorf("--config is required")}
+	}
+	cfg, err := pipeline.LoadConfig(*path)
+	if err != nil {
+		return err
+	}
+	if cfg.Sink.Format != sink.FormatJSON {
+		return fmt.Errorf("%s: sink.format is %s; tail reads JSON outputs (sink.format: json)", *path, cfg.Sink.Format)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	msgs, errc, err := readTopic(ctx, cfg, *fromStart)
+	if err != nil {
+		return err
+	}
+	var idleC <-chan time.Time
+	var timer *time.Timer
+	if *idle > 0 {
+		timer = time.NewTimer(*idle)
+		defer timer.Stop()
+		idleC = timer.C
+	}
+	seen := &seenIDs{set: map[string]struct{}{}, limit: 1 << 20}
+	printed, dups := 0, 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-idleC:
+			fmt.Fprintf(stderr, "outlierd tail: no new output for %s: %d printed, %d copies skipped\n", *idle, printed, dups)
+			return nil
+		case err := <-errc:
+			return err
+		case m := <-msgs:
+			if timer != nil {
+				timer.Reset(*idle)
+			}
+			var o tailOutput
+			if err := json.Unmarshal(m.Value, &o); err != nil {
+				return fmt.Errorf("topic %s partition %d offset %d: not an outlierd JSON output: %v", m.Topic, m.Partition, m.Offset, err)
+			}
+			if !*all && (o.Scores == nil || !o.Scores.Outlier) {
+				continue
+			}
+			if !seen.add(o.ID) {
+				dups++
+				continue
+			}
+			if *asJSON {
+				fmt.Fprintf(stdout, "%s\n", m.Value)
+			} else {
+				fmt.Fprintln(stdout, formatTail(&o))
+			}
+			if printed++; *maxN > 0 && printed >= *maxN {
+				return nil
+			}
+		}
+	}
+}
+
+// formatTail is tail's line: id, key, score (or "unscored") and the explanation.
+func formatTail(o *tailOutput) string {
+	key := "-"
+	if o.Key != nil {
+		key = *o.Key
+		if o.KeyEncoding == "base64" {
+			key = "base64:" + key
+		}
+	}
+	score := "unscored"
+	if o.Scores != nil {
+		v := float64(o.Scores.Score)
+		switch {
+		case math.IsInf(v, 1):
+			score = "Infinity"
+		case math.IsInf(v, -1):
+			score = "-Infinity"
+		default:
+			score = strconv.FormatFloat(v, 'f', 2, 64)
+		}
+		if !o.Scores.Outlier {
+			score += " (inlier)"
+		}
+	}
+	return fmt.Sprintf("%s  key=%s  score=%s  %s", o.ID, key, score, o.Explanation)
+}
+
+// readTopic reads every partition of sink.topic (no consumer group: nothing is committed,
+// nothing left on the broker), from the beginning or the end, into one channel.
+func readTopic(ctx context.Context, cfg pipeline.Config, fromStart bool) (<-chan kafka.Message, <-chan error, error) {
+	sc := cfg.Sink
+	// A transport of its own: kafka-go's default one caches metadata across clients.
+	cl := &kafka.Client{Addr: kafka.TCP(sc.Brokers...), Timeout: 10 * time.Second, Transport: &kafka.Transport{}}
+	dialer := kafka.DefaultDialer
+	if sc.Security.Enabled() {
+		tr, err := sc.Security.Transport()
+		if err != nil {
+			return nil, nil, err
+		}
+		cl.Transport = tr
+		if dialer, err = sc.Security.Dialer(); err != nil {
+			return nil, nil, err
+		}
+	}
+	parts, err := topicPartitionIDs(ctx, cl, "sink.topic", sc.Topic, sc.Brokers)
+	if err != nil {
+		return nil, nil, err
+	}
+	start := kafka.LastOffset
+	if fromStart {
+		start = kafka.FirstOffset
+	}
+	out := make(chan kafka.Message, 256)
+	errc := make(chan error, len(parts))
+	var once sync.Once
+	for _, p := range parts {
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: sc.Brokers, Topic: sc.Topic, Partition: p, Dialer: dialer,
+			MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 250 * time.Millisecond})
+		if err := r.SetOffset(start); err != nil {
+			r.Close()
+			return nil, nil, err
+		}
+		go func() {
+			defer r.Close()
+			for {
+				m, err := r.ReadMessage(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						once.Do(func() { errc <- fmt.Errorf("reading sink.topic %q partition %d: %w", sc.Topic, p, err) })
+					}
+					return
+				}
+				select {
+				case out <- m:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	return out, errc, nil
+}
+
+// topicWait is how long a topic just created may take to show in the brokers' metadata.
+const topicWait = 5 * time.Second
+
+// topicPartitionIDs returns the partitions of topic (named by key in the config), waiting up to
+// topicWait for one that does not show yet (created a moment ago).
+func topicPartitionIDs(ctx context.Context, cl *kafka.Client, key, topic string, brokers []string) ([]int, error) {
+	deadline := time.Now().Add(topicWait)
+	for {
+		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+		if err != nil {
+			return nil, fmt.Errorf("%s %q on %s: %w", key, topic, strings.Join(brokers, ","), err)
+		}
+		var why error
+		switch {
+		case len(md.Topics) != 1:
+		case md.Topics[0].Error != nil && !errors.Is(md.Topics[0].Error, kafka.UnknownTopicOrPartition) && !errors.Is(md.Topics[0].Error, kafka.LeaderNotAvailable):
+			why = md.Topics[0].Error
+		case md.Topics[0].Error == nil && len(md.Topics[0].Partitions) > 0:
+			var ids []int
+			for _, p := range md.Topics[0].Partitions {
+				ids = append(ids, p.ID)
+			}
+			return ids, nil
+		}
+		if why != nil {
+			return nil, fmt.Errorf("%s %q on %s: %w", key, topic, strings.Join(brokers, ","), why)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s %q on %s: it does not exist (outlierd topics create --config FILE creates it)", key, topic, strings.Join(brokers, ","))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

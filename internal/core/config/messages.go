@@ -1,0 +1,256 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// yaml.v3 words its decoding errors in Go's terms ("cannot unmarshal !!str `50k` into int",
+// "field windw not found in type detect.Config"). The messages here say the same in the terms
+// of the person editing the file: what kind of value the key takes, with an example, and for
+// an unknown key the key it most likely meant (edit distance) or the keys that exist there.
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// reSuffixed matches a number written with a thousands suffix ("50k", "1.5M").
+var reSuffixed = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)([kKmM])$`)
+
+// valueMessage rewords yaml.v3's "cannot unmarshal KIND `VALUE` into GOTYPE". got is the value
+// as written in the file ("" when it must not be echoed: interpolated, maybe a secret, or not a
+// scalar), kind the YAML tag (!!str, !!seq, !!map, ...), goType yaml.v3's name of the
+// destination type, t that type when known (nil otherwise), interpolated whether ${...} made
+// the value.
+func valueMessage(kind, got, goType string, t reflect.Type, interpolated bool) string {
+	shown := ""
+	switch {
+	case got != "" && interpolated:
+		shown = fmt.Sprintf(", got `%s` (after interpolation)", got)
+	case got != "":
+		shown = fmt.Sprintf(", got `%s`", got)
+	case kind == "!!seq":
+		shown = ", got a list"
+	case kind == "!!map":
+		shown = ", got a section (keys below it)"
+	}
+	goType = strings.TrimLeft(goType, "*")
+	if t != nil {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+	}
+	switch {
+	case t == durationType || goType == "time.Duration":
+		return "expected a duration" + shown + ": write a duration such as 100ms, 30s or 5m"
+	case isIntType(goType) && strings.HasPrefix(goType, "uint") && strings.HasPrefix(got, "-"):
+		return "expected a whole number >= 0" + shown
+	case isIntType(goType):
+		msg := "expected a whole number" + shown
+		if m := reSuffixed.FindStringSubmatch(got); m != nil && !interpolated {
+			f, _ := strconv.ParseFloat(m[1], 64)
+			mult := 1e3
+			if strings.EqualFold(m[2], "m") {
+				mult = 1e6
+			}
+			return msg + fmt.Sprintf(": write %s (no unit suffixes)", strconv.FormatFloat(f*mult, 'f', -1, 64))
+		}
+		return "expected a whole number (such as 1000)" + shown
+	case goType == "float64" || goType == "float32":
+		return "expected a number (such as 0.2 or 1e-3)" + shown
+	case goType == "bool":
+		return "expected true or false" + shown
+	case goType == "string":
+		return "expected a single value (text)" + shown
+	case strings.HasPrefix(goType, "[]"):
+		example := "[temp, pressure]"
+		if got != "" && kind != "!!seq" && kind != "!!map" && !interpolated {
+			example = "[" + got + "]"
+		}
+		return "expected a list" + shown + ": write a list such as " + example
+	case strings.HasPrefix(goType, "map["):
+		return "expected a section of `name: value` lines indented below the key" + shown
+	case t != nil && t.Kind() == reflect.Struct || strings.Contains(goType, "."):
+		return "expected a section of keys indented below it" + shown
+	}
+	return fmt.Sprintf("cannot read %s as %s", strings.TrimPrefix(shown, ", got "), goType)
+}
+
+func isIntType(goType string) bool {
+	switch goType {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return true
+	}
+	return false
+}
+
+// unknownKeyMessage words an unknown key of the section parent (its type t): "unknown key
+// `windw` in detect; did you mean `window`?"; for a key of one of its sections written a level
+// too high, where it belongs ("`eta` is a key of detect.density: indent it under density");
+// else the keys that exist there.
+func unknownKeyMessage(key, parent string, t reflect.Type) string {
+	where := "at the top level"
+	if parent != "" {
+		where = "in " + parent
+	}
+	msg := fmt.Sprintf("unknown key `%s` %s", key, where)
+	valid := keysOf(t)
+	if len(valid) == 0 {
+		return msg
+	}
+	best, bestD := "", 1<<30
+	for _, v := range valid {
+		if d := editDistance(strings.ToLower(key), v); d < bestD {
+			best, bestD = v, d
+		}
+	}
+	// Close: one edit for a short key, two from four letters on, a third of a long key's
+	// letters (windw -> window, mdoe -> mode; group -> group_id, 3 edits of 5, is not offered).
+	limit := max(len(key)/3, 2)
+	if len(key) < 4 {
+		limit = 1
+	}
+	if bestD <= limit {
+		return msg + fmt.Sprintf("; did you mean `%s`?", best)
+	}
+	for _, section := range valid {
+		if slices.Contains(keysOf(typeAt(t, []string{section})), key) {
+			return msg + fmt.Sprintf("; `%s` is a key of %s: indent it under %s", key, strings.TrimPrefix(parent+"."+section, "."), section)
+		}
+	}
+	sorted := append([]string(nil), valid...)
+	sort.Strings(sorted)
+	return msg + "; the keys there are " + strings.Join(sorted, ", ")
+}
+
+// editDistance is the optimal-string-alignment distance of a and b: insertions, deletions,
+// substitutions and transpositions of neighbours (mdoe -> mode is one), bytes (keys are ASCII).
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
+
+// typeAt follows path (mapping keys, "[]" for a list item) from t through the YAML names of
+// struct fields, pointers, slices and maps; nil where the path leaves the type.
+func typeAt(t reflect.Type, path []string) reflect.Type {
+	for _, seg := range path {
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t == nil {
+			return nil
+		}
+		switch t.Kind() {
+		case reflect.Struct:
+			f, ok := fieldByYAML(t, seg)
+			if !ok {
+				return nil
+			}
+			t = f.Type
+		case reflect.Slice, reflect.Array:
+			if seg != "[]" {
+				return nil
+			}
+			t = t.Elem()
+		case reflect.Map:
+			t = t.Elem()
+		default:
+			return nil
+		}
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+// yamlName is a struct field's key: its yaml tag's name, else the lowercased field name (as
+// yaml.v3 does); "-" when it is not decoded, "" for an inline field.
+func yamlName(f reflect.StructField) (string, bool) {
+	tag := f.Tag.Get("yaml")
+	name, opts, _ := strings.Cut(tag, ",")
+	if name == "-" || !f.IsExported() {
+		return "", false
+	}
+	if strings.Contains(","+opts+",", ",inline,") {
+		return "", true
+	}
+	if name == "" {
+		name = strings.ToLower(f.Name)
+	}
+	return name, true
+}
+
+// fieldByYAML finds the field decoded from key (through inline fields).
+func fieldByYAML(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, ok := yamlName(f)
+		if !ok {
+			continue
+		}
+		if name == "" {
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				if g, ok := fieldByYAML(ft, key); ok {
+					return g, true
+				}
+			}
+			continue
+		}
+		if name == key {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// keysOf lists the keys a struct type accepts (nil for another type).
+func keysOf(t reflect.Type) []string {
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, ok := yamlName(f)
+		switch {
+		case !ok:
+		case name == "":
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			out = append(out, keysOf(ft)...)
+		default:
+			out = append(out, name)
+		}
+	}
+	return out
+}

@@ -1,0 +1,70 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/stages/sink"
+)
+
+// TopicResult is what CreateTopics did with one topic.
+type TopicResult struct {
+	Key        string `json:"key"`   // the config key naming it: ingest.topic, sink.topic, ...
+	Topic      string `json:"topic"` // its name
+	Partitions int    `json:"partitions"`
+	Created    bool   `json:"created"` // false: it existed (left as it is)
+}
+
+// CreateTopics creates the topics cfg names (`outlierd topics create`): ingest.topic with
+// inputPartitions, sink.topic and sink.dead_letter_topic with sink.create_partitions (0: as many
+// as the input topic), and run.model_topic when set, with one partition and
+// cleanup.policy=compact (what the builder and scorers expect, docs/OPERATIONS.md), each with
+// sink.create_replication_factor (0: the broker's default). A topic that exists is reported
+// and left unchanged, so it is idempotent. Every failure is returned at once (errors.Join),
+// beside the results of the topics that worked.
+func CreateTopics(ctx context.Context, cfg Config, inputPartitions int, log zerolog.Logger) ([]TopicResult, error) {
+	if inputPartitions < 1 {
+		return nil, fmt.Errorf("pipeline: input partitions must be >= 1, got %d", inputPartitions)
+	}
+	rf := cfg.Sink.CreateReplicationFactor
+	var out []TopicResult
+	var errs []error
+	// ensure creates t unless it exists and returns its partition count.
+	ensure := func(t topicRef, parts int, entries []kafka.ConfigEntry) int {
+		n, err := topicPartitions(ctx, t, log)
+		if err != nil {
+			errs = append(errs, err)
+			return 0
+		}
+		if n > 0 {
+			out = append(out, TopicResult{Key: t.key, Topic: t.name, Partitions: n})
+			return n
+		}
+		if err := createTopic(ctx, t, parts, rf, entries); err != nil {
+			errs = append(errs, err)
+			return 0
+		}
+		out = append(out, TopicResult{Key: t.key, Topic: t.name, Partitions: parts, Created: true})
+		return parts
+	}
+	inParts := ensure(topicRef{"ingest.topic", cfg.Ingest.Topic, cfg.Ingest.Brokers, cfg.Ingest.Security}, inputPartitions, nil)
+	outParts := cfg.Sink.CreatePartitions
+	if outParts == 0 {
+		outParts = max(inParts, inputPartitions)
+	}
+	for _, t := range []topicRef{
+		{sink.KeyTopic, cfg.Sink.Topic, cfg.Sink.Brokers, cfg.Sink.Security},
+		{sink.KeyDeadLetterTopic, cfg.Sink.DeadLetterTopic, cfg.Sink.Brokers, cfg.Sink.Security},
+	} {
+		ensure(t, outParts, nil)
+	}
+	if cfg.Run.ModelTopic != "" {
+		ensure(topicRef{"run.model_topic", cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.Security}, 1,
+			[]kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}})
+	}
+	return out, errors.Join(errs...)
+}
