@@ -158,6 +158,7 @@ func (f *fakeStage) Process(_ context.Context, b *batch.Batch) ([]*batch.Batch, 
 func (f *fakeStage) Flush() ([]*batch.Batch, error) { return nil, nil }
 func (f *fakeStage) Model() *detect.Model           { return nil }
 func (f *fakeStage) Window() *microcluster.Window   { return f.win }
+func (f *fakeStage) KeyStats() detect.KeyStats      { return detect.KeyStats{} }
 func (f *fakeStage) Close()                         {}
 func (f *fakeStage) Abandon()                       {}
 

@@ -409,6 +409,9 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan item, out chan<- i
 				gpuSeen.kernel, gpuSeen.up, gpuSeen.down, gpuSeen.fallbacks = k, up, down, fb
 			}
 			p.metrics.SetWindow(p.stage.Window().Len(), p.stage.Window().Cap())
+			if ks := p.stage.KeyStats(); ks != (detect.KeyStats{}) {
+				p.metrics.SetKeys(ks.Live, ks.Warming, ks.Bytes, ks.Evictions)
+			}
 			if p.stage.Model() == nil {
 				p.noteWaiting(false)
 			}

@@ -33,6 +33,8 @@ type Stage interface {
 	// for the metrics.
 	Model() *detect.Model
 	Window() *microcluster.Window
+	// KeyStats are the models per key's figures (zero without detect.key_by), for the metrics.
+	KeyStats() detect.KeyStats
 	// Abandon releases what the stage still holds when the run ends without Flush (a failure
 	// or the hard stop): never acknowledged, read again after a restart.
 	Abandon()

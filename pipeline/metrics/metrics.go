@@ -85,6 +85,9 @@ type Metrics struct {
 	batchDuration                               [numStages]prometheus.Observer
 	commits, commitErrors, lagPollErrors        prometheus.Counter
 	windowRecords, windowCapacity               prometheus.Gauge
+	keysLive, keysWarming, keysBytes            prometheus.Gauge // detect.key_by (SetKeys)
+	keyEvictions                                prometheus.Counter
+	keyEvictionsSeen                            uint64
 	gpuKernelSeconds                            prometheus.Counter
 	gpuFallbacks                                prometheus.Counter
 	gpuBytesToDevice, gpuBytesToHost            prometheus.Counter
@@ -142,6 +145,10 @@ func New() *Metrics {
 	m.lagPollErrors = counter("outlierd_lag_poll_errors_total", "Consumer-lag polls that failed.")
 	m.windowRecords = gauge("outlierd_window_records", "Records in the sliding window the next model is built from.")
 	m.windowCapacity = gauge("outlierd_window_capacity", "Capacity of the sliding window (detect.window).")
+	m.keysLive = gauge("outlierd_keys_live", "Keys with a model of their own (detect.key_by: key).")
+	m.keysWarming = gauge("outlierd_keys_warming", "Keys held but still scored by the global model (fewer than detect.keys.min_records records).")
+	m.keysBytes = gauge("outlierd_keys_bytes", "Bytes of the keys' windows and models, as detect accounts them (bounded by detect.keys.max_bytes).")
+	m.keyEvictions = counter("outlierd_key_evictions_total", "Keys evicted, least recently seen first (detect.keys.max_keys, max_bytes).")
 	m.gpuKernelSeconds = counter("outlierd_gpu_kernel_seconds_total", "Time spent in GPU kernels (0 on the CPU).")
 	m.gpuFallbacks = counter("outlierd_gpu_fallbacks_total", "GPU steps that failed on the device and ran on the CPU instead (same results; internal/accel's policy).")
 	bytesMoved := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outlierd_gpu_transfer_bytes_total",
@@ -156,7 +163,7 @@ func New() *Metrics {
 		m.batchDuration[s] = hist.WithLabelValues(s.String())
 	}
 	m.reg.MustRegister(m.recordsIn, m.recordsOut, m.flagged, m.deadLetters, m.commits, m.commitErrors,
-		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.gpuKernelSeconds, m.gpuFallbacks, bytesMoved,
+		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.keysLive, m.keysWarming, m.keysBytes, m.keyEvictions, m.gpuKernelSeconds, m.gpuFallbacks, bytesMoved,
 		m.brokerConnected, hist, stateCollector{m}, kernelCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -219,6 +226,19 @@ func (m *Metrics) CommitDone(err error) {
 func (m *Metrics) SetWindow(records, capacity int) {
 	m.windowRecords.Set(float64(records))
 	m.windowCapacity.Set(float64(capacity))
+}
+
+// SetKeys records the models per key's figures (detect.Stage.KeyStats): keys live and warming,
+// the bytes they hold, and the evictions so far (a running total: the counter takes the growth).
+// Called from the detect goroutine only.
+func (m *Metrics) SetKeys(live, warming int, bytes int64, evictions uint64) {
+	m.keysLive.Set(float64(live))
+	m.keysWarming.Set(float64(warming))
+	m.keysBytes.Set(float64(bytes))
+	if evictions > m.keyEvictionsSeen {
+		m.keyEvictions.Add(float64(evictions - m.keyEvictionsSeen))
+		m.keyEvictionsSeen = evictions
+	}
 }
 
 // SetModel records the model that now serves; from then on /readyz may report ready.

@@ -421,3 +421,30 @@ outlierd_gpu_kernel_time_seconds_total{kernel="knn_split_q64_d8"} ` + seconds + 
 		}
 	}
 }
+
+// TestSetKeys: the models per key's gauges, and evictions as a counter of the running total's
+// growth (a total that does not grow adds nothing).
+func TestSetKeys(t *testing.T) {
+	m := New()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	m.SetKeys(10, 4, 180000, 5)
+	m.SetKeys(12, 3, 190000, 7)
+	m.SetKeys(12, 3, 190000, 7)
+	if err := scrapeAndCompare(t, srv.URL+"/metrics", strings.NewReader(`
+# HELP outlierd_keys_live Keys with a model of their own (detect.key_by: key).
+# TYPE outlierd_keys_live gauge
+outlierd_keys_live 12
+# HELP outlierd_keys_warming Keys held but still scored by the global model (fewer than detect.keys.min_records records).
+# TYPE outlierd_keys_warming gauge
+outlierd_keys_warming 3
+# HELP outlierd_keys_bytes Bytes of the keys' windows and models, as detect accounts them (bounded by detect.keys.max_bytes).
+# TYPE outlierd_keys_bytes gauge
+outlierd_keys_bytes 190000
+# HELP outlierd_key_evictions_total Keys evicted, least recently seen first (detect.keys.max_keys, max_bytes).
+# TYPE outlierd_key_evictions_total counter
+outlierd_key_evictions_total 7
+`), "outlierd_keys_live", "outlierd_keys_warming", "outlierd_keys_bytes", "outlierd_key_evictions_total"); err != nil {
+		t.Fatal(err)
+	}
+}
