@@ -29,6 +29,15 @@ func createCompactedTopic(t *testing.T, br testsupport.Broker, name string) {
 // publishedModel reads the newest model of the model topic as a scorer would.
 func publishedModel(t *testing.T, cfg Config) *detect.Model {
 	t.Helper()
+	if f := published(t, cfg); f != nil {
+		return f.model
+	}
+	return nil
+}
+
+// published reads the newest model of the model topic and its hypercube counts.
+func published(t *testing.T, cfg Config) *followed {
+	t.Helper()
 	f, err := newModelFollower(cfg.modelTopic(), cfg.Ingest.Features, zerolog.New(zerolog.NewTestWriter(t)))
 	if err != nil {
 		t.Fatal(err)

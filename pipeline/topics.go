@@ -51,6 +51,18 @@ func checkTopics(cfg Config, log zerolog.Logger) error {
 		errs = append(errs, fmt.Errorf("pipeline: ingest.topic: topic %q does not exist on %s (outlierd never creates its input topic)",
 			in.name, strings.Join(in.brokers, ",")))
 	}
+	if cfg.Run.Role != detect.RoleAll {
+		// Asked without auto-creation: a model topic the broker auto-created would be
+		// delete-policy (retention could empty it); the operator creates it compacted.
+		mt := topicRef{"run.model_topic", cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.Security}
+		switch n, err := topicPartitions(ctx, mt, log); {
+		case err != nil:
+			errs = append(errs, err)
+		case n == 0:
+			errs = append(errs, fmt.Errorf("pipeline: run.model_topic: topic %q does not exist on %s (create it with one partition and cleanup.policy=compact: docs/OPERATIONS.md)",
+				mt.name, strings.Join(mt.brokers, ",")))
+		}
+	}
 	if cfg.Run.Role == detect.RoleBuilder { // a builder writes no outputs and no dead letters
 		return errors.Join(errs...)
 	}

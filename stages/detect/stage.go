@@ -31,6 +31,8 @@ type Stage struct {
 	model  *Model
 	builds buildState
 	held   []*batch.Batch // batches waiting for the first model (before_model: hold)
+	// heldRecords counts the records of held (HeldRecords).
+	heldRecords int
 
 	// The detectors that score (detector.go: the model's, then the hypercube), those of them
 	// that follow the window push by push, the records a push evicted for them, and the
@@ -86,7 +88,7 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 	}
 	s := &Stage{cfg: cfg, features: features, withSD: withSD, deps: deps,
 		win: w, ids: newIDRing(cfg.Window), builds: buildState{done: make(chan buildResult, 1), lastBuild: time.Now()}}
-	hc := &hypercubeDetector{}
+	hc := &hypercubeDetector{scorer: deps.Role == RoleScorer}
 	s.detectors = append(modelDetectors(deps.Accelerator, features), hc)
 	s.followers = []Follower{hc}
 	if err := s.openSnapshots(); err != nil {
@@ -142,7 +144,7 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 		return s.beforeModel(b), nil
 	}
 	out := append(s.held, b)
-	s.held = nil
+	s.held, s.heldRecords = nil, 0
 	for _, ob := range out {
 		if err := s.score(ob); err != nil {
 			return nil, err
@@ -156,6 +158,7 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 func (s *Stage) beforeModel(b *batch.Batch) []*batch.Batch {
 	if s.cfg.BeforeModel == BeforeModelHold {
 		s.held = append(s.held, b)
+		s.heldRecords += b.Len()
 		return nil
 	}
 	b.Scores = make([]batch.Score, b.Len()) // Scored = false
@@ -171,7 +174,7 @@ func (s *Stage) beforeModel(b *batch.Batch) []*batch.Batch {
 func (s *Stage) Flush() ([]*batch.Batch, error) {
 	s.collect(s.builds.running)
 	out := s.held
-	s.held = nil
+	s.held, s.heldRecords = nil, 0
 	if s.model == nil {
 		for _, b := range out {
 			b.Release()
@@ -203,7 +206,7 @@ func (s *Stage) Abandon() {
 	for _, b := range s.held {
 		b.Release()
 	}
-	s.held = nil
+	s.held, s.heldRecords = nil, 0
 }
 
 // columns returns the batch's feature (and uncertainty) columns as float32 slices, without
