@@ -84,27 +84,39 @@ func modelVersionFloor(topicHighest, own uint64, now time.Time) uint64 {
 }
 
 // readModelTopic is the start-up read of the model topic (the newest usable model, nil when
-// none), retrying what a broker says while it settles (a topic created a moment ago: not
-// leader for partition, unknown topic while metadata propagates, the coordinator loading) for
-// at most topicCheckWait, logging what it waits for; anything else fails at once.
+// none), retried through startRetry.
 func (p *Pipeline) readModelTopic(ctx context.Context) (*followed, error) {
-	deadline := time.Now().Add(topicCheckWait)
+	var newest *followed
+	err := startRetry(ctx, p.log.With().Str("key", "run.model_topic").Str("topic", p.cfg.Run.ModelTopic).Logger(), topicCheckWait,
+		"waiting for the model topic to be readable (its partition's leader, metadata or coordinator not ready yet); retrying",
+		func(ctx context.Context) (err error) {
+			if newest, err = p.follow.newest(ctx); err != nil {
+				p.follow.reset()
+			}
+			return err
+		})
+	return newest, err
+}
+
+// startRetry runs op, a start-up request, again after what a broker says while it settles
+// (a topic created a moment ago: not leader for partition, unknown topic while metadata
+// propagates, the coordinator loading; the broker not reachable yet) for at most limit, with
+// backoff, logging what it waits for (waiting) at each failure; anything else fails at once.
+func startRetry(ctx context.Context, log zerolog.Logger, limit time.Duration, waiting string, op func(context.Context) error) error {
+	deadline := time.Now().Add(limit)
 	for attempt := 1; ; attempt++ {
-		rctx, cancel := context.WithTimeout(ctx, max(time.Until(deadline), time.Second))
-		newest, err := p.follow.newest(rctx)
+		octx, cancel := context.WithTimeout(ctx, max(time.Until(deadline), time.Second))
+		err := op(octx)
 		cancel()
 		if err == nil || ctx.Err() != nil || !transient(err) {
-			return newest, err
+			return err
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("still failing after %s (transient errors retried): %w", topicCheckWait, err)
+			return fmt.Errorf("still failing after %s (transient errors retried): %w", limit, err)
 		}
-		p.log.Warn().Err(err).Str("key", "run.model_topic").Str("topic", p.cfg.Run.ModelTopic).Int("attempt", attempt).
-			Dur("gives_up_in", time.Until(deadline).Round(time.Second)).
-			Msg("waiting for the model topic to be readable (its partition's leader, metadata or coordinator not ready yet); retrying")
-		p.follow.reset()
+		log.Warn().Err(err).Int("attempt", attempt).Dur("gives_up_in", time.Until(deadline).Round(time.Second)).Msg(waiting)
 		if !backoff(ctx, attempt) {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }
