@@ -264,8 +264,10 @@ func TestBuilderVersionsRealBroker(t *testing.T) {
 	br := testsupport.RealBroker(t)
 	const parts = 2
 	in, out, dlq, group, mt := roleTopics(t, br, parts)
-	recs := makeSensorRecords(t, 3000, parts, 71, 0.01, 0)
-	produceSensors(t, br, newInput(in, parts, recs))
+	recs := makeSensorRecords(t, 6000, parts, 71, 0.01, 0)
+	input := newInput(in, parts, recs)
+	produceSome(t, br, input, recs[:3000])
+	more := recs[3000:]
 	base := roleConfig(br, in, out, dlq, group, mt)
 	builderCfg := func(name, stateDir string) Config {
 		c := base
@@ -277,7 +279,16 @@ func TestBuilderVersionsRealBroker(t *testing.T) {
 	runBuilder := func(c Config) uint64 {
 		t.Helper()
 		b := startPipeline(t, c, nil)
-		waitFor(t, 60*time.Second, "a model", func() bool { return b.p.Stats().ModelVersion.Load() != 0 })
+		loaded := b.p.Stats().ModelVersion.Load() // from state_dir (not published again)
+		polls := 0
+		waitFor(t, 60*time.Second, "a model built", func() bool {
+			// A refresh's model is installed at the next batch: give it batches.
+			if polls++; loaded != 0 && polls%20 == 0 && len(more) >= 100 {
+				produceSome(t, br, input, more[:100])
+				more = more[100:]
+			}
+			return b.p.Stats().ModelVersion.Load() != loaded
+		})
 		v := b.p.Stats().ModelVersion.Load()
 		waitFor(t, 30*time.Second, "its publication", func() bool { m := publishedModel(t, c); return m != nil && m.Version == v })
 		if err := b.stop(t, 20*time.Second); err != nil {
@@ -294,8 +305,10 @@ func TestBuilderVersionsRealBroker(t *testing.T) {
 	if v2 <= v1 {
 		t.Fatalf("second builder's version %d, want above %d", v2, v1)
 	}
-	// The standby with v1 in state_dir.
-	v3 := runBuilder(builderCfg("c", state))
+	// The standby with v1 in state_dir: it serves v1 and builds its next model at a refresh.
+	standby := builderCfg("c", state)
+	standby.Detect.RefreshRecords = 2500
+	v3 := runBuilder(standby)
 	if v3 <= v2 {
 		t.Fatalf("a builder with version %d in state_dir published %d, want above the topic's %d", v1, v3, v2)
 	}
@@ -319,9 +332,21 @@ func TestBuilderVersionsRealBroker(t *testing.T) {
 	t.Logf("versions %d, %d, %d (state_dir at %d), %d after the topic was emptied", v1, v2, v3, v1, v4)
 }
 
-// deleteAllRecords empties partition 0 of topic (DeleteRecords up to its end offset).
+// deleteAllRecords empties partition 0 of topic (DeleteRecords up to its end offset, after
+// making the topic compact,delete: the broker refuses DeleteRecords on a compact-only topic),
+// as retention on a compact,delete topic or an operator does.
 func deleteAllRecords(t *testing.T, br testsupport.Broker, topic string) {
 	t.Helper()
+	ac := &kafka.Client{Addr: kafka.TCP(br.Addrs...), Timeout: 10 * time.Second}
+	ares, err := ac.IncrementalAlterConfigs(context.Background(), &kafka.IncrementalAlterConfigsRequest{Resources: []kafka.IncrementalAlterConfigsRequestResource{{
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic,
+		Configs: []kafka.IncrementalAlterConfigsRequestConfig{{Name: "cleanup.policy", Value: "compact,delete", ConfigOperation: kafka.ConfigOperationSet}}}}})
+	if err == nil && len(ares.Resources) == 1 {
+		err = ares.Resources[0].Error
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	conn, err := kafka.DialLeader(context.Background(), "tcp", br.Addrs[0], topic, 0)
 	if err != nil {
 		t.Fatal(err)
