@@ -289,3 +289,4 @@ run:
 		t.Error("modelMessages at 1024 (no room for a chunk): no error")
 	}
 }
+

@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
@@ -110,4 +111,53 @@ func TestScorerHypercubeGivesBuildersVerdicts(t *testing.T) {
 		}
 	}
 	b.Release()
+}
+
+// TestModelPublicationSizes measures what docs/OPERATIONS.md states of the model topic: the
+// bytes a builder publishes per model (its snapshot, plus its hypercube counts when that
+// detector is on) for 3 features at the default settings and windows of 2k, 10k and 50k
+// records of synthetic uncertain data. It checks that the size grows with the window and stays
+// under 2 MB at 50k (so a model is a few chunks at the default max_message_bytes and fits the
+// model topic's segments many times over).
+func TestModelPublicationSizes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a model of 50,000 records")
+	}
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	prev := 0
+	for _, w := range []int{2000, 10_000, 50_000} {
+		cfg := Default()
+		cfg.Window, cfg.MinRecords = w, w
+		cfg.Hypercube.Enabled = true
+		d := testData(w, 5)
+		var s *Stage
+		var model *Model
+		var cube []byte
+		s, err := NewStage(cfg, d.Features, true, Deps{Log: zerolog.Nop(), Role: RoleBuilder, OnModel: func(m *Model, fresh bool) {
+			if fresh {
+				model, cube = m, s.PublishedHypercube()
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		feed(t, s, mem, d, 0, w, 1000)
+		s.collect(true)
+		s.Close()
+		if model == nil {
+			t.Fatalf("window %d: no model", w)
+		}
+		var snap bytes.Buffer
+		if err := WriteSnapshot(&snap, model); err != nil {
+			t.Fatal(err)
+		}
+		size := snap.Len() + len(cube)
+		t.Logf("3 features, window %d: snapshot %d bytes + hypercube counts %d bytes = %d bytes (solving set %d)",
+			w, snap.Len(), len(cube), size, len(model.Distance.Points[0]))
+		if size <= prev || size > 2<<20 {
+			t.Errorf("window %d: %d bytes (window before: %d)", w, size, prev)
+		}
+		prev = size
+	}
 }
