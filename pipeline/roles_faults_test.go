@@ -493,3 +493,26 @@ func (b *syncBuffer) String() string {
 }
 
 func (b *syncBuffer) contains(s string) bool { return strings.Contains(b.String(), s) }
+
+// TestMissingModelTopicRealBroker: a model topic that does not exist stops a scorer at start,
+// naming run.model_topic, and nothing creates it (a broker-created topic would be
+// delete-policy, which retention empties); the brokers' metadata is asked again for
+// metadataSettle first, in case the topic was created a moment ago.
+func TestMissingModelTopicRealBroker(t *testing.T) {
+	br := testsupport.RealBroker(t)
+	in, out, dlq, group, _ := roleTopics(t, br, 1)
+	mt := testsupport.UniqueName("no-models")
+	cfg := roleConfig(br, in, out, dlq, group, mt)
+	cfg.Run.Role = "scorer"
+	t0 := time.Now()
+	_, err := New(cfg, zerolog.New(zerolog.NewTestWriter(t)))
+	if err == nil || !strings.Contains(err.Error(), "run.model_topic") || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("New with the model topic missing: %v, want an error naming run.model_topic", err)
+	}
+	if d := time.Since(t0); d < metadataSettle || d > metadataSettle+5*time.Second {
+		t.Errorf("New failed after %s, want after the %s of settling", d, metadataSettle)
+	}
+	if serves(br, map[string]int{mt: 1}) {
+		t.Errorf("model topic %q exists after the failed start", mt)
+	}
+}

@@ -42,7 +42,7 @@ func checkTopics(cfg Config, log zerolog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), topicCheckWait)
 	defer cancel()
 	in := topicRef{"ingest.topic", cfg.Ingest.Topic, cfg.Ingest.Brokers, cfg.Ingest.Security}
-	inParts, err := topicPartitions(ctx, in, log)
+	inParts, err := settledPartitions(ctx, in, log)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func checkTopics(cfg Config, log zerolog.Logger) error {
 		// Asked without auto-creation: a model topic the broker auto-created would be
 		// delete-policy (retention could empty it); the operator creates it compacted.
 		mt := topicRef{"run.model_topic", cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.Security}
-		switch n, err := topicPartitions(ctx, mt, log); {
+		switch n, err := settledPartitions(ctx, mt, log); {
 		case err != nil:
 			errs = append(errs, err)
 		case n == 0:
@@ -105,6 +105,28 @@ func (t topicRef) client() (*kafka.Client, *kafka.Transport, error) {
 		}
 	}
 	return &kafka.Client{Addr: kafka.TCP(t.brokers...), Timeout: 10 * time.Second, Transport: tr}, tr, nil
+}
+
+// metadataSettle is how long a topic the brokers do not list is asked for again before it is
+// called missing: a topic created a moment ago may not be in every broker's metadata yet.
+var metadataSettle = 2 * time.Second
+
+// settledPartitions is topicPartitions for a topic outlierd never creates (the input and the
+// model topic): an answer "unknown" is asked again for metadataSettle, with a log line, before
+// it stands.
+func settledPartitions(ctx context.Context, t topicRef, log zerolog.Logger) (int, error) {
+	deadline := time.Now().Add(metadataSettle)
+	for attempt := 1; ; attempt++ {
+		n, err := topicPartitions(ctx, t, log)
+		if err != nil || n > 0 || time.Now().After(deadline) {
+			return n, err
+		}
+		log.Info().Str("key", t.key).Str("topic", t.name).Int("attempt", attempt).
+			Msg("topic not in the brokers' metadata (yet?); asking again in case it was created a moment ago")
+		if !backoffMax(ctx, attempt, time.Second) {
+			return n, nil
+		}
+	}
 }
 
 // topicPartitions returns the partition count of t (0 when the broker says it does not
