@@ -289,4 +289,3 @@ run:
 		t.Error("modelMessages at 1024 (no room for a chunk): no error")
 	}
 }
-
