@@ -114,9 +114,10 @@ func TestReplayBatchCase(t *testing.T) {
 	if res.Rows != 1200 || res.Unscored != 0 || res.ModelsBuilt != 1 {
 		t.Fatalf("rows %d, unscored %d, models built %d: want 1200, 0, 1\n%s", res.Rows, res.Unscored, res.ModelsBuilt, out)
 	}
-	// A pipeline config with only a detect section is enough; its alarm rate sets the flags:
-	// one model of 1200 rows, a rate of 0.05 flags about 60 (the calibration's quantile).
-	cfg := writeFile(t, "detect.yaml", "detect:\n  alarm_rate: 0.05\n")
+	// A pipeline config with only a detect section is enough; under flag_by: rate (the quota)
+	// its alarm rate sets the flags: one model of 1200 rows, a rate of 0.05 flags about 60 (the
+	// calibration's quantile).
+	cfg := writeFile(t, "detect.yaml", "detect:\n  flag_by: rate\n  alarm_rate: 0.05\n")
 	out, errs, code = outlierd(t, "replay", "--input", path, "--window", "5000", "--config", cfg, "--json")
 	if code != 0 {
 		t.Fatalf("--config: exit %d: %s", code, errs)

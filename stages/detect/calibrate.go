@@ -83,8 +83,12 @@ type Ranker struct {
 	Center, Unit []float64
 	// Density and Distance calibrate the two raw scores.
 	Density, Distance rank.Calibration
-	// Combined are the calibration records' combined scores, ascending.
+	// Combined are the calibration records' combined scores before the final calibration (the
+	// mean, or max, of their detectors' calibrated scores), ascending.
 	Combined []float64
+	// Final calibrates Combined in turn (derived from it), so that the combined score is -log10
+	// of a tail probability among the window's records, as min_score reads it.
+	Final rank.Calibration
 	// Params are the score settings the ranker was built with (Params.Detectors: which
 	// calibrated scores the combined score averages).
 	Params ScoreConfig
@@ -127,9 +131,10 @@ func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Rank
 	r.Density, r.Distance = rank.NewCalibration(dens), rank.NewCalibration(dist)
 	r.Combined = make([]float64, c)
 	for i := range c {
-		r.Combined[i] = r.combine(dens[i], dist[i])
+		r.Combined[i] = r.mean(dens[i], dist[i])
 	}
 	slices.Sort(r.Combined)
+	r.Final = rank.CalibrationOf(r.Combined)
 	return r, nil
 }
 
@@ -199,8 +204,15 @@ func pick(cols [][]float32, idx []int) [][]float32 {
 	return out
 }
 
-// combine is the combined score of raw detector scores (score.detectors, score.combine).
+// combine is the combined score of raw detector scores: their mean (score.detectors,
+// score.combine) calibrated against the calibration records' own (Final).
 func (r *Ranker) combine(density, distance float64) float64 {
+	return r.Final.Surprisal(r.mean(density, distance))
+}
+
+// mean is the mean (or max: score.combine) of the calibrated scores of the detectors in
+// score.detectors.
+func (r *Ranker) mean(density, distance float64) float64 {
 	switch r.Params.Detectors {
 	case DetectorsDensity:
 		return r.Density.Surprisal(density)
@@ -223,7 +235,7 @@ func (r *Ranker) Threshold(rate float64) float64 {
 		return math.Inf(1)
 	}
 	above := int(math.Floor(rate * float64(c)))
-	return r.Combined[max(c-1-above, 0)]
+	return r.Final.Surprisal(r.Combined[max(c-1-above, 0)])
 }
 
 // rankDetector is the calibrated ranking as a Detector: its part of a model is the Ranker
@@ -297,7 +309,10 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 	}
 	rescoreMembers(m, q.Batch, r.Ref.Points, r.Ref.K, d.space, distance)
 	d.settle()
-	threshold := r.Threshold(q.Cfg.AlarmRate)
+	threshold := q.Cfg.MinScore // flag_by: significance (alarm.go: the cap follows)
+	if q.Cfg.FlagBy != FlagBySignificance {
+		threshold = r.Threshold(q.Cfg.AlarmRate)
+	}
 	for i := range out {
 		out[i].DensityScore, out[i].DistanceScore = density[i], distance[i]
 		out[i].Score, out[i].Threshold = r.combine(density[i], distance[i]), threshold
@@ -318,10 +333,18 @@ func (d *rankDetector) plan(q *Query, p *devicePlan) {
 	p.knn = append(p.knn, solvingset.Scoring{Model: r.Ref, Queries: d.space, Out: d.distance[:n]})
 }
 
-// Explain: "score X > threshold T".
+// Explain: "score X >= threshold T (temp +23.4 robust sd from the window's median)", said
+// to be suppressed when the alarm cap held it back.
 func (d *rankDetector) Explain(s *batch.Score) string {
-	if s.Score > s.Threshold {
-		return "score " + fmtG(s.Score) + " > threshold " + fmtG(s.Threshold)
+	if !(s.Score >= s.Threshold) {
+		return ""
 	}
-	return ""
+	e := "score " + fmtG(s.Score) + " >= threshold " + fmtG(s.Threshold)
+	if devs := batch.DeviationsText(s.Deviations); devs != "" {
+		e += " (" + devs + ")"
+	}
+	if s.Suppressed {
+		e = "suppressed, the alarm cap is spent: " + e
+	}
+	return e
 }

@@ -180,15 +180,24 @@ func solvingsetKNN(r *Ranker, q [][]float32, out []float64) {
 // TestReasonNamesEveryTestThatFired: the alarm threshold first, then the paper's verdicts and
 // the hypercube's; nothing for a record no test flagged.
 func TestReasonNamesEveryTestThatFired(t *testing.T) {
-	s := batch.Score{Scored: true, Score: 3.2, Threshold: 2.5, DensityOutlier: true, EtaProbability: 0.01,
+	s := batch.Score{Scored: true, Outlier: true, Score: 3.2, Threshold: 2.5, DensityOutlier: true, EtaProbability: 0.01,
 		Subspace: []string{"temp"}, DistanceOutlier: true, Weight: 9, WStar: 6,
-		Hypercube: &batch.HypercubeScore{Neighbours: 1, Outlier: true}}
-	want := "score 3.2 > threshold 2.5; eta-probability 0.01 < delta in [temp]; w_k(q,S) 9 >= w* 6; hypercube neighbours 1 <= max_neighbours"
+		Hypercube: &batch.HypercubeScore{Neighbours: 1, Outlier: true}, Deviations: []batch.Deviation{{Feature: "temp", RobustSD: -7.5}}}
+	want := "score 3.2 >= threshold 2.5 (temp -7.5 robust sd from the window's median); eta-probability 0.01 < delta in [temp]; w_k(q,S) 9 >= w* 6; hypercube neighbours 1 <= max_neighbours"
 	if got := Reason(&s); got != want {
 		t.Errorf("Reason = %q, want %q", got, want)
 	}
 	if got := Reason(&batch.Score{Scored: true, Score: 1, Threshold: 2.5}); got != "" {
 		t.Errorf("Reason of an inlier = %q, want empty", got)
+	}
+	// A test that fired on a record the flag rule left unflagged gives no reason: a verdict row
+	// never says false beside an outlier's reason.
+	if got := Reason(&batch.Score{Scored: true, Score: 1, Threshold: 2.5, DensityOutlier: true, Subspace: []string{"temp"}}); got != "" {
+		t.Errorf("Reason of an unflagged record = %q, want empty", got)
+	}
+	sup := batch.Score{Scored: true, Suppressed: true, Score: 6, Threshold: 5}
+	if got := Reason(&sup); got != "suppressed, the alarm cap is spent: score 6 >= threshold 5" {
+		t.Errorf("Reason of a suppressed record = %q", got)
 	}
 }
 

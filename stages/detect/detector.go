@@ -88,13 +88,17 @@ func modelDetectors(a Accelerator, features []string) []Detector {
 // verdict and its subspace.
 var explainOrder = []Detector{&rankDetector{}, &densityDetector{}, &solvingSetDetector{}, &hypercubeDetector{}}
 
-// Reason says which tests fired for a scored record, ';'-separated: the alarm threshold
-// ("score X > threshold T"), the density test ("eta-probability P < delta in [f]") and the
-// solving set's verdict ("w_k(q,S) W >= w* V", which never misses a top-n outlier of the
-// window) and, when enabled, the hypercube's ("hypercube neighbours N <= max_neighbours").
-// Which of them decide the flag is detect.flag_by's and detect.combine's rule; a test can fire
-// on a record that is not flagged. Empty when none fired.
+// Reason says why a flagged (or suppressed) record was flagged, ';'-separated: the threshold
+// ("score X >= threshold T" with the features farthest out), the density test
+// ("eta-probability P < delta in [f]") and the solving set's verdict ("w_k(q,S) W >= w* V",
+// which never misses a top-n outlier of the window) and, when enabled, the hypercube's
+// ("hypercube neighbours N <= max_neighbours"): the tests that fired. Which of them decide the
+// flag is detect.flag_by's and detect.combine's rule. Empty for a record neither flagged nor
+// suppressed, so a reason never stands beside a verdict it contradicts.
 func Reason(s *batch.Score) string {
+	if !s.Outlier && !s.Suppressed {
+		return ""
+	}
 	var parts []string
 	for _, d := range explainOrder {
 		if e := d.Explain(s); e != "" {

@@ -44,8 +44,9 @@ type FlagBy string
 
 // The flag_by words.
 const (
-	FlagByRate     FlagBy = "rate"     // the combined score above the alarm rate's threshold
-	FlagByVerdicts FlagBy = "verdicts" // the paper's verdicts and the combine rule
+	FlagBySignificance FlagBy = "significance" // the combined score at least min_score, at most alarm_rate of the records
+	FlagByRate         FlagBy = "rate"         // the combined score above the window's (1 - alarm_rate) quantile: a quota
+	FlagByVerdicts     FlagBy = "verdicts"     // the paper's verdicts and the combine rule
 )
 
 // UnmarshalYAML decodes the word (Validate checks it).

@@ -48,7 +48,7 @@ var changeKinds = map[string]ChangeKind{
 	"refresh_records": ChangeLive, "refresh_interval": ChangeLive,
 	"density.mode": ChangeLive, "density.eta": ChangeLive, "density.delta": ChangeLive,
 	"density.samples": ChangeLive, "distance.n": ChangeLive,
-	"flag_by": ChangeLive, "alarm_rate": ChangeLive,
+	"flag_by": ChangeLive, "alarm_rate": ChangeLive, "min_score": ChangeLive, "alert_cooldown": ChangeLive,
 	"hypercube.enabled": ChangeLive, "hypercube.bins": ChangeLive, "hypercube.max_neighbours": ChangeLive,
 
 	// PROCLUS's keys apply with the next model, built at the next batch (Reconfigure marks it
@@ -256,5 +256,7 @@ func (s *Stage) resizeWindow(capacity int) error {
 	}
 	s.win = w
 	s.ids = s.ids.resize(capacity)
+	s.sig = s.sig.resize(capacity)
+	s.alarms = newAlarmCap(capacity)
 	return s.resetFollowers() // the counts follow the window's records
 }

@@ -89,8 +89,34 @@ func (s *Stage) score(b *batch.Batch) error {
 		}
 	}
 	decide(&s.cfg, m.Ranker != nil, b.Scores)
+	s.capAlarms(b, m.Ranker != nil)
+	s.groups.fold(b, s.cfg.AlertCooldown)
+	explainDeviations(m.Ranker, m.Features, means, b.Scores)
 	b.ModelVersion = m.Version
 	return nil
+}
+
+// capAlarms applies flag_by: significance's cap (alarm_rate of the last window's records) in
+// stream order, and marks the batch's significant records in the window (left out of the
+// next builds). Only under significance: flag_by rate flags a share of every window and
+// verdicts a few percent, and leaving those out of each build would trim the window's tails
+// model after model.
+func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
+	first, pushed := s.pending[b]
+	delete(s.pending, b)
+	byCap := ranked && s.cfg.FlagBy == FlagBySignificance
+	limit := capLimit(&s.cfg)
+	for i := range b.Scores {
+		sc := &b.Scores[i]
+		sig := significant(&s.cfg, ranked, sc)
+		if byCap {
+			sc.Outlier = s.alarms.admit(sig, limit)
+			sc.Suppressed = sig && !sc.Outlier
+		}
+		if sig && pushed && byCap {
+			s.sig.set(first + uint64(i))
+		}
+	}
 }
 
 // prescorer is a Detector with CPU work that can start before the detectors score, to run on
@@ -104,7 +130,7 @@ type prescorer interface {
 // it flags too; all: it must flag too); under flag_by: rate the combined score above the
 // alarm threshold alone (when the model has a ranking part; else the verdicts decide).
 func decide(cfg *Config, ranked bool, scores []batch.Score) {
-	byRate := ranked && cfg.FlagBy == FlagByRate
+	byRate := ranked && (cfg.FlagBy == FlagByRate || cfg.FlagBy == FlagBySignificance)
 	for i := range scores {
 		sc := &scores[i]
 		sc.Outlier = combine(cfg.Combine, sc.DensityOutlier, sc.DistanceOutlier)

@@ -77,7 +77,10 @@ func decodeRanker(d *sealed.Decoder, features []string) (*Ranker, error) {
 	}
 	r.Tail = rank.TailOf(sorted, spread)
 	r.Ref = &solvingset.Model{Points: pts, Features: features, K: k, WStar: math.Inf(1)}
-	r.Density, r.Distance, r.Combined = cals[0], cals[1], cals[2].Sorted
+	// The slopes are derived from the scores (rank.CalibrationOf): recomputed, so that a model
+	// read back scores exactly as the one that was written.
+	r.Density, r.Distance = rank.CalibrationOf(cals[0].Sorted), rank.CalibrationOf(cals[1].Sorted)
+	r.Combined, r.Final = cals[2].Sorted, rank.CalibrationOf(cals[2].Sorted)
 	if err := checkRanker(r); err != nil {
 		return nil, err
 	}

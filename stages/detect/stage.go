@@ -26,6 +26,14 @@ type Stage struct {
 	// model's Members come from them (members.go).
 	win *microcluster.Window
 	ids *idRing
+	// sig marks the window's records found significant (alarm.go: left out of the next
+	// builds); pending is where each pushed batch not yet scored starts in it.
+	sig     *recordBits
+	pending map[*batch.Batch]uint64
+	// alarms is flag_by: significance's cap on the share of the last window's records flagged;
+	// groups fold continuing alerts per key (alert_cooldown).
+	alarms *alarmCap
+	groups alertGroups
 
 	// The serving model, the builds that replace it, and the batches held for the first one.
 	model  *Model
@@ -87,7 +95,8 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 		return nil, err
 	}
 	s := &Stage{cfg: cfg, features: features, withSD: withSD, deps: deps,
-		win: w, ids: newIDRing(cfg.Window), builds: buildState{done: make(chan buildResult, 1), lastBuild: time.Now()}}
+		win: w, ids: newIDRing(cfg.Window), sig: newRecordBits(cfg.Window), pending: map[*batch.Batch]uint64{},
+		alarms: newAlarmCap(cfg.Window), builds: buildState{done: make(chan buildResult, 1), lastBuild: time.Now()}}
 	hc := &hypercubeDetector{scorer: deps.Role == RoleScorer}
 	s.detectors = append(modelDetectors(deps.Accelerator, features), hc)
 	s.followers = []Follower{hc}
@@ -119,6 +128,7 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 		return nil, err
 	}
 	s.ids.push(b.Topic, b.Partitions(), b.Offsets())
+	s.pending[b] = s.sig.push(b.Len())
 	if err := s.follow(means); err != nil {
 		return nil, err
 	}
@@ -131,12 +141,10 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 		} else {
 			s.startBuild()
 		}
-	} else if s.model != nil && !s.builds.running && s.win.Len() >= s.cfg.MinRecords &&
-		(s.ext.rebuildDue || s.builds.sinceLast >= s.cfg.RefreshRecords || time.Since(s.builds.lastBuild) >= s.cfg.RefreshInterval) {
-		// The window holds fewer than min_records only after a start from a snapshot.
-		s.startBuild()
 	}
 	if s.deps.Role == RoleBuilder {
+		delete(s.pending, b)
+		s.maybeRebuild()
 		return []*batch.Batch{b}, nil // in the window: done (a builder scores nothing)
 	}
 
@@ -150,7 +158,19 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 			return nil, err
 		}
 	}
+	// After scoring: the build leaves out the records this batch found significant.
+	s.maybeRebuild()
 	return out, nil
+}
+
+// maybeRebuild starts the next model's build when one is due: refresh_records records or
+// refresh_interval since the last, or a reload that needs one.
+func (s *Stage) maybeRebuild() {
+	if s.model != nil && !s.builds.running && s.win.Len() >= s.cfg.MinRecords &&
+		(s.ext.rebuildDue || s.builds.sinceLast >= s.cfg.Refresh() || time.Since(s.builds.lastBuild) >= s.cfg.RefreshInterval) {
+		// The window holds fewer than min_records only after a start from a snapshot.
+		s.startBuild()
+	}
 }
 
 // beforeModel is what happens to b while no model serves (before_model): held, or passed on
@@ -177,6 +197,7 @@ func (s *Stage) Flush() ([]*batch.Batch, error) {
 	s.held, s.heldRecords = nil, 0
 	if s.model == nil {
 		for _, b := range out {
+			delete(s.pending, b)
 			b.Release()
 		}
 		if len(out) > 0 {
@@ -204,6 +225,7 @@ func (s *Stage) Close() {
 // acknowledged, and are read again after a restart. After Flush it has nothing to do.
 func (s *Stage) Abandon() {
 	for _, b := range s.held {
+		delete(s.pending, b)
 		b.Release()
 	}
 	s.held, s.heldRecords = nil, 0
@@ -231,6 +253,9 @@ func (s *Stage) columns(b *batch.Batch) (means, sds [][]float32, err error) {
 // startBuild snapshots the window and builds the next model on a new goroutine.
 func (s *Stage) startBuild() {
 	cols, sds := s.win.Snapshot()
+	// Records found significant are left out of the model's reference (alarm.go): a fault
+	// repeated does not become normal.
+	cols, sds, _ = withoutOutcasts(cols, sds, s.sig.newest(s.win.Len()), s.cfg.Window)
 	s.builds.running, s.builds.sinceLast, s.builds.lastBuild = true, 0, time.Now()
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.builds.version + 1

@@ -90,5 +90,7 @@ func emitted(b *batch.Batch, i int, emit Emit) bool {
 	if emit == EmitAll {
 		return true
 	}
-	return b.Scores != nil && b.Scores[i].Scored && b.Scores[i].Outlier
+	// A record grouped into its key's open alert (detect.alert_cooldown) is not an alert of
+	// its own.
+	return b.Scores != nil && b.Scores[i].Scored && b.Scores[i].Outlier && !b.Scores[i].Grouped
 }

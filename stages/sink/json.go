@@ -343,35 +343,74 @@ func explain(s batch.Score) string {
 	} else if h != nil {
 		hcube = fmt.Sprintf("hypercube neighbours %d", h.Neighbours)
 	}
-	var parts []string
-	switch {
-	case s.Outlier && s.Score > s.Threshold: // detect.flag_by rate: the combined score decided
-		parts = append(parts, fmt.Sprintf("outlier score %.3g > threshold %.3g (detect.alarm_rate)", s.Score, s.Threshold))
-	case s.Outlier && (s.DensityOutlier || s.DistanceOutlier || s.Hypercube != nil && s.Hypercube.Outlier):
+	// What decided: the combined score (flag_by significance or rate) when it reached the
+	// threshold, else the paper's verdicts. The explanation never contradicts the flag: an
+	// outlier by the score lists the tests that fired beside it, not those that found the record
+	// normal; an inlier lists the tests that found it normal, not one that fired alone.
+	// A model without a ranking part leaves Score NaN and Threshold +Inf (a threshold of 0
+	// is none either: every calibrated threshold is positive).
+	ranked := !math.IsNaN(s.Score) && s.Threshold > 0 && !math.IsInf(s.Threshold, 0)
+	score := ""
+	if ranked && s.Score >= s.Threshold {
+		score = fmt.Sprintf("score %.3g >= threshold %.3g", s.Score, s.Threshold)
+		if d := batch.DeviationsText(s.Deviations); d != "" {
+			score += " (" + d + ")"
+		}
+	}
+	fired := func() []string {
+		var out []string
 		if s.DensityOutlier {
-			parts = append(parts, density)
+			out = append(out, density)
 		}
 		if s.DistanceOutlier {
-			parts = append(parts, distance)
+			out = append(out, distance)
 		}
 		if s.Hypercube != nil && s.Hypercube.Outlier {
-			parts = append(parts, hcube)
+			out = append(out, hcube)
 		}
-		return strings.Join(parts, "; ")
+		return out
+	}
+	normal := func() []string {
+		var out []string
+		if !s.DensityOutlier && density != "" {
+			out = append(out, density)
+		}
+		if !s.DistanceOutlier && distance != "" {
+			out = append(out, distance)
+		}
+		if s.Hypercube != nil && !s.Hypercube.Outlier {
+			out = append(out, hcube)
+		}
+		return out
+	}
+	if s.Outlier && s.Folded > 0 {
+		score += fmt.Sprintf("; %d more flagged records of this key were folded into its previous alert (detect.alert_cooldown)", s.Folded)
+	}
+	if s.Outlier && s.Grouped {
+		score += "; folded into this key's open alert (detect.alert_cooldown)"
+	}
+	switch {
+	case s.Outlier && score != "":
+		return strings.Join(append([]string{"outlier: " + score}, fired()...), "; ")
+	case s.Suppressed && score != "":
+		return "not flagged, the alarm cap is spent (detect.alarm_rate): " + score
+	case s.Outlier && len(fired()) > 0:
+		return strings.Join(fired(), "; ")
 	case s.Outlier:
-		parts = append(parts, "outlier by the combined rule")
-	default:
-		parts = append(parts, "inlier")
+		return "outlier by the combined rule"
 	}
-	for _, p := range []string{density, distance, hcube} {
-		if p != "" {
-			parts = append(parts, p)
+	head := "inlier"
+	if ranked {
+		head = fmt.Sprintf("inlier: score %.3g < threshold %.3g", s.Score, s.Threshold)
+	}
+	if parts := normal(); len(parts) > 0 {
+		sep := ": "
+		if head != "inlier" {
+			sep = "; "
 		}
+		return head + sep + strings.Join(parts, "; ")
 	}
-	if len(parts) == 1 {
-		return parts[0]
-	}
-	return parts[0] + ": " + strings.Join(parts[1:], "; ")
+	return head
 }
 
 // inSubspace renders " in subspace a+b" (with its origin, " (PROCLUS cluster 3)", when a

@@ -110,11 +110,25 @@ func TestExplain(t *testing.T) {
 			"inlier: density normal in subspace a: lowest eta-probability 0.9 >= delta; kNN weight 1.00 < w* 2.00"},
 		{batch.Score{Scored: true, EtaProbability: 0.9}, "inlier: density normal: lowest eta-probability 0.9 >= delta"},
 		{batch.Score{Scored: true}, "inlier"},
+		// Flagged, yet no test fired (the hypercube under combine all, say): the normal tests
+		// are not listed as if they explained the flag.
 		{batch.Score{Scored: true, Outlier: true, EtaProbability: 0.6, Weight: 5, WStar: 6},
-			"outlier by the combined rule: density normal: lowest eta-probability 0.6 >= delta; kNN weight 5.00 < w* 6.00"},
-		// detect.flag_by rate: the combined score decided; the verdicts follow as context.
+			"outlier by the combined rule"},
+		// detect.flag_by significance or rate: the combined score decided; the tests that fired
+		// follow as evidence, never those that found the record normal (issue 20: "density
+		// normal; kNN weight < w*" read as a contradiction of the flag).
 		{batch.Score{Scored: true, Outlier: true, DensityOutlier: true, EtaProbability: 0.1, Subspace: []string{"temp"}, Weight: 5, WStar: 6, Score: 3.5, Threshold: 2.1},
-			"outlier score 3.5 > threshold 2.1 (detect.alarm_rate): low density in subspace temp: eta-probability 0.1 < delta; kNN weight 5.00 < w* 6.00"},
+			"outlier: score 3.5 >= threshold 2.1; low density in subspace temp: eta-probability 0.1 < delta"},
+		{batch.Score{Scored: true, Outlier: true, Weight: 5, WStar: 6, EtaProbability: 0.7, Score: 12.5, Threshold: 5,
+			Deviations: []batch.Deviation{{Feature: "temp", RobustSD: 23.41}, {Feature: "humidity", RobustSD: -12}}},
+			"outlier: score 12.5 >= threshold 5 (temp +23.4 robust sd, humidity -12 robust sd from the window's median)"},
+		// Over the threshold with the cap spent: said so, not called an inlier.
+		{batch.Score{Scored: true, Suppressed: true, Score: 6, Threshold: 5, Deviations: []batch.Deviation{{Feature: "temp", RobustSD: 9}}},
+			"not flagged, the alarm cap is spent (detect.alarm_rate): score 6 >= threshold 5 (temp +9 robust sd from the window's median)"},
+		// An inlier by the score whose density test fired alone: the fired test is not listed
+		// (issue 20: "inlier: low density ... < delta").
+		{batch.Score{Scored: true, DensityOutlier: true, EtaProbability: 0, Subspace: []string{"temp"}, Weight: 1, WStar: 2, Score: 1.2, Threshold: 5},
+			"inlier: score 1.2 < threshold 5; kNN weight 1.00 < w* 2.00"},
 	}
 	for _, tc := range tests {
 		if got := explain(tc.s); got != tc.want {

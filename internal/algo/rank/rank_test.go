@@ -3,36 +3,56 @@ package rank
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
-// bruteTail is the tail score computed from the definition (pyod.models.ecod 3.x: the sum
-// over features of max(U_l, U_r, U_skew) = max(U_l, U_r)), with counts by a full scan.
+// bruteTail is the tail score computed from the definition: within the window's
+// [TailQuantile, 1 - TailQuantile] quantiles the sum over features of max(U_l, U_r) of
+// pyod.models.ecod 3.x (counts by a full scan); beyond them the fitted exponential tails,
+// continuous at the quantiles.
 func bruteTail(cols [][]float32, q []float32, spread []float64) float64 {
 	var sum float64
 	for j, c := range cols {
-		n := len(c)
-		le, ge := 0, 0
-		lo, hi := c[0], c[0]
-		for _, v := range c {
-			if v <= q[j] {
-				le++
+		s := slices.Clone(c)
+		slices.Sort(s)
+		n := len(s)
+		at := func(p float64) float64 { return float64(s[int(math.Round(p*float64(n-1)))]) }
+		lo, hi := at(TailQuantile), at(1-TailQuantile)
+		count := func(x float32) (le, ge int) {
+			for _, v := range c {
+				if v <= x {
+					le++
+				}
+				if v >= x {
+					ge++
+				}
 			}
-			if v >= q[j] {
-				ge++
-			}
-			lo, hi = min(lo, v), max(hi, v)
+			return le, ge
 		}
 		base := math.Log(float64(n))
-		a := base - math.Log(float64(max(le, 1)))
-		b := base - math.Log(float64(max(ge, 1)))
-		if q[j] < lo {
-			a += min(float64(lo-q[j])/spread[j], base)
+		x := float64(q[j])
+		switch {
+		case x > hi:
+			scale := (hi - at(1-10*TailQuantile)) / math.Ln10
+			if !(scale > 0) {
+				scale = spread[j]
+			}
+			_, ge := count(float32(hi))
+			_, gx := count(q[j])
+			sum += max(base-math.Log(float64(ge))+beyond((x-hi)/scale, base), base-math.Log(float64(max(gx, 1))))
+		case x < lo:
+			scale := (at(10*TailQuantile) - lo) / math.Ln10
+			if !(scale > 0) {
+				scale = spread[j]
+			}
+			le, _ := count(float32(lo))
+			lx, _ := count(q[j])
+			sum += max(base-math.Log(float64(le))+beyond((lo-x)/scale, base), base-math.Log(float64(max(lx, 1))))
+		default:
+			le, ge := count(q[j])
+			sum += base - math.Log(float64(max(min(le, ge), 1)))
 		}
-		if q[j] > hi {
-			b += min(float64(q[j]-hi)/spread[j], base)
-		}
-		sum += max(a, b)
 	}
 	return sum
 }

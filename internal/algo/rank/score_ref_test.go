@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// scoreRef is Tail.Score as it was before the drain work (issue 12 item 6): sort.Search for
-// both counts and ln(n) per call. It pins the optimised Score bit for bit.
+// scoreRef is Tail.Score written plainly: sort.Search for both counts and ln(n) per call
+// inside the fitted quantiles, the fitted tails beyond. It pins the optimised Score (bucket
+// index, branch-free counts, one logarithm) bit for bit.
 func scoreRef(t *Tail, q [][]float32, out []float64) {
 	for i := range out {
 		var sum float64
@@ -16,18 +17,20 @@ func scoreRef(t *Tail, q [][]float32, out []float64) {
 			s := t.Sorted[j]
 			n := len(s)
 			x := q[j][i]
+			f := t.fits[j]
+			fitted := 0.0
+			switch {
+			case float64(x) > f.Hi:
+				fitted = f.HiBase + beyond((float64(x)-f.Hi)/f.HiScale, math.Log(float64(n)))
+			case float64(x) < f.Lo:
+				fitted = f.LoBase + beyond((f.Lo-float64(x))/f.LoScale, math.Log(float64(n)))
+			}
 			le := sort.Search(n, func(i int) bool { return s[i] > x })
 			ge := n - sort.Search(n, func(i int) bool { return s[i] >= x })
 			base := math.Log(float64(n))
 			left := base - math.Log(float64(max(le, 1)))
 			right := base - math.Log(float64(max(ge, 1)))
-			if n > 0 && x < s[0] {
-				left += min((float64(s[0])-float64(x))/t.Spread[j], base)
-			}
-			if n > 0 && x > s[n-1] {
-				right += min((float64(x)-float64(s[n-1]))/t.Spread[j], base)
-			}
-			sum += max(left, right)
+			sum += max(fitted, left, right)
 		}
 		out[i] = sum
 	}

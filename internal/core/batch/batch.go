@@ -14,6 +14,7 @@ package batch
 import (
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -365,6 +366,48 @@ type Score struct {
 	// DistanceScore is the distance detector's raw ranking score: w_k(q, R), the k-NN weight
 	// against a uniform sample R of the window (in the window's standardised units).
 	DistanceScore float64
+	// Suppressed: the record reached the flag's threshold (detect.min_score) but the alarm cap
+	// (detect.alarm_rate of the last detect.window records) was spent, so it is not flagged.
+	Suppressed bool
+	// Deviations name, for a flagged or suppressed record, the features farthest out and how
+	// far, in robust standard deviations from the window's median (farthest first).
+	Deviations []Deviation
+	// Grouped: a flagged record that falls within its key's alert cooldown
+	// (detect.alert_cooldown) after the key's last alert: folded into that alert, so the sink
+	// does not emit it under emit: outliers (it does under emit: all).
+	Grouped bool
+	// Folded, on an alert (a flagged record not Grouped), is how many flagged records of its key
+	// were folded into the key's previous alert (0 without a cooldown).
+	Folded int
+}
+
+// Deviation is how far one feature of a record lies from the model's window: (x - median) /
+// (interquartile range / 1.349).
+type Deviation struct {
+	Feature  string
+	RobustSD float64
+}
+
+// DeviationsText renders deviations as "temp +23.4 robust sd, pressure -5.12 robust sd from the
+// window's median" ("" for none): the explanations' wording, shared by replay and the sink.
+func DeviationsText(devs []Deviation) string {
+	if len(devs) == 0 {
+		return ""
+	}
+	var b []byte
+	for i, d := range devs {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, d.Feature...)
+		b = append(b, ' ')
+		if d.RobustSD >= 0 {
+			b = append(b, '+')
+		}
+		b = strconv.AppendFloat(b, d.RobustSD, 'g', 3, 64)
+		b = append(b, " robust sd"...)
+	}
+	return string(append(b, " from the window's median"...))
 }
 
 // HypercubeScore is the hypercube density detector's result for one record (GDBOD over the

@@ -1,0 +1,238 @@
+package detect
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/outlierd/outlierd/internal/core/batch"
+)
+
+// The flag under flag_by: significance (docs/DESIGN.md, "Flags"): a record is significant when
+// its combined score reaches min_score; it is flagged when it is significant and the alarm cap
+// allows it (at most alarm_rate of the last `window` records flagged); a significant record over
+// the cap is suppressed (explained, not flagged). Significant records are kept out of the
+// next models' reference (outcasts), so a fault does not become normal by repeating.
+
+// recordBits is one bit per record of the window, in step with it: bit i of the record pushed
+// as the stream's n-th is at n mod capacity. The stage marks the records it found significant
+// after scoring them (their batch was pushed before), and a build reads the bits of the
+// records it snapshots, oldest first.
+type recordBits struct {
+	bits   []bool
+	pushed uint64 // records pushed so far
+}
+
+func newRecordBits(capacity int) *recordBits { return &recordBits{bits: make([]bool, capacity)} }
+
+// push adds m records with their bits clear and returns the stream index of the first.
+func (r *recordBits) push(m int) uint64 {
+	first := r.pushed
+	c := uint64(len(r.bits))
+	for i := r.pushed + uint64(max(0, m-len(r.bits))); i < r.pushed+uint64(m); i++ {
+		r.bits[i%c] = false
+	}
+	r.pushed += uint64(m)
+	return first
+}
+
+// set sets the bit of the record pushed as the stream's n-th, if it is still in the window.
+func (r *recordBits) set(n uint64) {
+	if c := uint64(len(r.bits)); n < r.pushed && r.pushed-n <= c {
+		r.bits[n%c] = true
+	}
+}
+
+// newest returns the bits of the newest size records, oldest first (the window's Snapshot order).
+func (r *recordBits) newest(size int) []bool {
+	c := uint64(len(r.bits))
+	size = min(size, len(r.bits), int(r.pushed))
+	out := make([]bool, size)
+	for i := range size {
+		out[i] = r.bits[(r.pushed-uint64(size)+uint64(i))%c]
+	}
+	return out
+}
+
+// resize keeps the newest bits in a ring of the new capacity.
+func (r *recordBits) resize(capacity int) *recordBits {
+	keep := r.newest(capacity)
+	n := newRecordBits(capacity)
+	n.pushed = uint64(len(keep))
+	copy(n.bits, keep)
+	return n
+}
+
+// outcastFloor is the share of the window a build keeps at least: significant records are
+// left out of a build while the others are at least this share of the window; a window where
+// fewer remain (a level shift that has lasted almost a whole window) is built from whole, so
+// a new normal is learnt after about a window instead of never.
+const outcastFloor = 0.05
+
+// withoutOutcasts returns the rows of a window snapshot (cols, sds: column-major, oldest first)
+// whose bits are clear, or the snapshot itself when nothing is left out or too few would remain
+// (outcastFloor of window). The second result is how many rows were left out.
+func withoutOutcasts(cols, sds [][]float32, bits []bool, window int) ([][]float32, [][]float32, int) {
+	rows := 0
+	if len(cols) > 0 {
+		rows = len(cols[0])
+	}
+	if len(bits) != rows {
+		return cols, sds, 0
+	}
+	out := 0
+	for _, b := range bits {
+		if b {
+			out++
+		}
+	}
+	if out == 0 || float64(rows-out) < outcastFloor*float64(window) || rows-out < 2 {
+		return cols, sds, 0
+	}
+	keep := func(src [][]float32) [][]float32 {
+		if src == nil {
+			return nil
+		}
+		dst := make([][]float32, len(src))
+		for j, c := range src {
+			d := make([]float32, 0, rows-out)
+			for i, v := range c {
+				if !bits[i] {
+					d = append(d, v)
+				}
+			}
+			dst[j] = d
+		}
+		return dst
+	}
+	return keep(cols), keep(sds), out
+}
+
+// alarmCap counts the flags over the last `window` records: flag_by: significance flags a
+// significant record only while fewer than floor(alarm_rate * window) of them are flagged.
+type alarmCap struct {
+	flagged []bool // the last len(flagged) records' flags, a ring
+	next    int
+	filled  int
+	count   int // flags in the ring
+}
+
+func newAlarmCap(window int) *alarmCap { return &alarmCap{flagged: make([]bool, max(window, 1))} }
+
+// admit takes the next record in stream order: whether it is significant, and the number of
+// flags allowed per window; it returns whether the record is flagged.
+func (a *alarmCap) admit(significant bool, limit int) bool {
+	if a.filled == len(a.flagged) && a.flagged[a.next] {
+		a.count--
+	}
+	flag := significant && a.count < limit
+	a.flagged[a.next] = flag
+	if flag {
+		a.count++
+	}
+	a.next = (a.next + 1) % len(a.flagged)
+	a.filled = min(a.filled+1, len(a.flagged))
+	return flag
+}
+
+// capLimit is the number of flags the cap allows per window: at least one.
+func capLimit(cfg *Config) int {
+	return max(1, int(math.Floor(cfg.AlarmRate*float64(cfg.Window))))
+}
+
+// significant reports whether a scored record reached the flag's threshold before the cap:
+// under flag_by: significance its combined score is at least min_score (Threshold carries it).
+func significant(cfg *Config, ranked bool, sc *batch.Score) bool {
+	if ranked && cfg.FlagBy == FlagBySignificance {
+		return sc.Score >= sc.Threshold
+	}
+	return sc.Outlier
+}
+
+// explainDeviations names, for every flagged or suppressed record, the features farthest from
+// the window's median in robust standard deviations (the ranking's tail distributions): the
+// farthest, and any other at least 3 robust sd out and at least half as far, at most three.
+func explainDeviations(r *Ranker, features []string, raw [][]float32, scores []batch.Score) {
+	if r == nil || r.Tail == nil {
+		return
+	}
+	type dev struct {
+		j int
+		z float64
+	}
+	var devs []dev
+	for i := range scores {
+		sc := &scores[i]
+		if !sc.Outlier && !sc.Suppressed {
+			continue
+		}
+		devs = devs[:0]
+		for j := range raw {
+			devs = append(devs, dev{j, r.Tail.Deviation(j, raw[j][i])})
+		}
+		slices.SortStableFunc(devs, func(a, b dev) int {
+			switch za, zb := math.Abs(a.z), math.Abs(b.z); {
+			case za > zb:
+				return -1
+			case za < zb:
+				return 1
+			}
+			return 0
+		})
+		sc.Deviations = sc.Deviations[:0]
+		for t, d := range devs {
+			if t > 0 && (t >= 3 || math.Abs(d.z) < 3 || math.Abs(d.z) < math.Abs(devs[0].z)/2) {
+				break
+			}
+			sc.Deviations = append(sc.Deviations, batch.Deviation{Feature: features[d.j], RobustSD: d.z})
+		}
+	}
+}
+
+// alertGroups folds continuing alerts per key (detect.alert_cooldown): the last alert's time
+// of each key and the flagged records folded into it since. Bounded: past maxAlertKeys keys
+// the groups are forgotten (a key then starts a new alert: one alert too many, never one lost).
+type alertGroups struct {
+	open map[string]*alertGroup
+}
+
+type alertGroup struct {
+	at     int64 // the alert's timestamp, ms
+	folded int
+}
+
+const maxAlertKeys = 1 << 16
+
+// fold takes the flagged records of b in order: each one within its key's cooldown after the
+// key's last alert is Grouped; any other is an alert carrying Folded.
+func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
+	if cooldown <= 0 {
+		return
+	}
+	keys, ts := b.Keys(), b.Timestamps()
+	if g.open == nil || len(g.open) > maxAlertKeys {
+		g.open = map[string]*alertGroup{}
+	}
+	for i := range b.Scores {
+		sc := &b.Scores[i]
+		if !sc.Outlier {
+			continue
+		}
+		var k string
+		if keys != nil && keys.IsValid(i) {
+			k = string(keys.Value(i))
+		}
+		var at int64
+		if ts != nil && ts.IsValid(i) {
+			at = int64(ts.Value(i))
+		}
+		if o, ok := g.open[k]; ok && at >= o.at && at-o.at < cooldown.Milliseconds() {
+			sc.Grouped = true
+			o.folded++
+			continue
+		} else if ok {
+			sc.Folded = o.folded
+		}
+		g.open[k] = &alertGroup{at: at}
+	}
+}
