@@ -492,8 +492,6 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func (b *syncBuffer) contains(s string) bool { return strings.Contains(b.String(), s) }
-
 // TestMissingModelTopicRealBroker: a model topic that does not exist stops a scorer at start,
 // naming run.model_topic, and nothing creates it (a broker-created topic would be
 // delete-policy, which retention empties); the brokers' metadata is asked again for
