@@ -3,10 +3,12 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -513,4 +515,97 @@ func TestMissingModelTopicRealBroker(t *testing.T) {
 	if serves(br, map[string]int{mt: 1}) {
 		t.Errorf("model topic %q exists after the failed start", mt)
 	}
+}
+
+// TestBuilderKill9ProcessesRealBroker (issue 25 item 4, as the independent test ran it): a
+// builder and a scorer as separate processes (the real binary), the builder killed with -9
+// after its first model and started again at once, with a 30 s session timeout. The restarted
+// builder removes its dead predecessor from the group and publishes its first model without
+// waiting out that session (before: the whole 30 s, then the model), numbered above the first;
+// the scorer, serving the first model throughout, takes the new one, and every record gets
+// exactly one verdict.
+func TestBuilderKill9ProcessesRealBroker(t *testing.T) {
+	br := testsupport.RealBroker(t)
+	bin := outlierdBinary(t)
+	c := defaultE2E(br, sink.EmitAll)
+	c.refreshRecords = 1 << 30
+	c.sessionTimeout = 30 * time.Second
+	c.heartbeat = 3 * time.Second
+	const parts = 4
+	mt := testsupport.UniqueName("kill-models")
+	testsupport.CreateTopics(t, br, map[string]int{c.in: parts, c.out: parts, c.dlq: 1})
+	createCompactedTopic(t, br, mt)
+	recs := makeSensorRecords(t, 8000, parts, 79, 0.01, 0)
+	input := newInput(c.in, parts, recs)
+	produceSome(t, br, input, recs[:4000])
+	log := newChildLog(t)
+	write := func(role string) string {
+		y := strings.Replace(c.yaml(), "  shutdown_timeout: 20s\n", "  shutdown_timeout: 20s\n  role: "+role+"\n  model_topic: "+mt+"\n", 1)
+		y = strings.Replace(y, "refresh_interval: 30s", "refresh_interval: 1h", 1)
+		path := filepath.Join(t.TempDir(), role+".yaml")
+		if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	builderCfg := write("builder")
+	published := func() int { return len(log.grep(`"message":"model published"`)) }
+	builder := startChild(t, bin, builderCfg, log, "builder")
+	scorer := startChild(t, bin, write("scorer"), log, "scorer")
+	waitFor(t, 60*time.Second, "the first model published", func() bool { return published() == 1 })
+	waitCommittedBelow(t, br, c.group, input, 4000, 90*time.Second)
+
+	builder.kill9(t)
+	restart := time.Now()
+	builder = startChild(t, bin, builderCfg, log, "builder (restarted)")
+	produceSome(t, br, input, recs[4000:])
+	waitFor(t, 60*time.Second, "the restarted builder's model published", func() bool { return published() == 2 })
+	took := time.Since(restart)
+	waitCommittedBelow(t, br, c.group, input, len(recs), 90*time.Second)
+	for _, p := range []*child{scorer, builder} {
+		if err := p.stop(t, 40*time.Second); err != nil {
+			t.Fatalf("graceful stop: %v", err)
+		}
+	}
+	if took > c.sessionTimeout/2 {
+		t.Errorf("the restarted builder published %s after its start, want well within the dead member's session (%s)", took, c.sessionTimeout)
+	}
+	if len(log.grep("left by a previous builder")) != 1 {
+		t.Error("the restarted builder did not say it removed its predecessor's member")
+	}
+	byID, n := readVerdicts(t, br, c.out, parts)
+	versions := map[uint64]int{}
+	for _, rec := range recs {
+		v, ok := byID[fmt.Sprintf("%s/%d/%d", c.in, rec.p, rec.off)]
+		if !ok || v.Scores == nil {
+			t.Fatalf("record %d/%d: output %+v, want a scored verdict", rec.p, rec.off, v)
+		}
+		versions[v.ModelVersion]++
+	}
+	if len(byID) != len(recs) {
+		t.Errorf("%d distinct outputs for %d records", len(byID), len(recs))
+	}
+	// The two publications, in order: the restarted builder's numbered above the first, and
+	// the scorer serving it.
+	var pubs []uint64
+	for _, l := range log.grep(`"message":"model published"`) {
+		var e struct {
+			V uint64 `json:"model_version"`
+		}
+		if i := strings.Index(l, "{"); i >= 0 && json.Unmarshal([]byte(l[i:]), &e) == nil {
+			pubs = append(pubs, e.V)
+		}
+	}
+	if len(pubs) != 2 || pubs[1] <= pubs[0] {
+		t.Fatalf("versions published %v, want two, the restarted builder's above the first", pubs)
+	}
+	if len(log.grep(fmt.Sprintf(`"model_version":%d,"age"`, pubs[1]))) != 1 {
+		t.Errorf("the scorer did not install the restarted builder's model %d", pubs[1])
+	}
+	for v := range versions {
+		if !slices.Contains(pubs, v) {
+			t.Errorf("outputs scored by version %d, which was not published (%v)", v, pubs)
+		}
+	}
+	t.Logf("restarted builder published %s after its start; %d outputs for %d records; versions %v", took.Round(time.Millisecond), n, len(recs), versions)
 }
