@@ -67,7 +67,8 @@ type RunConfig struct {
 	Role detect.Role `yaml:"role"`
 	// ModelTopic is the topic models travel on from the builder to the scorers, on the output
 	// cluster (sink.brokers, sink.security). Create it with one partition and
-	// cleanup.policy=compact. Required for builder and scorer; unused by all.
+	// cleanup.policy=compact. Required for builder and scorer; unused by all. With it,
+	// sink.max_message_bytes must be at least 2048 (a model chunk and its framing).
 	ModelTopic string `yaml:"model_topic"`
 	// StaleModelAfter makes a scorer not ready (/readyz 503, with the model's age) once its
 	// model is older than this: the builder stopped publishing. 0 (default) never does; the

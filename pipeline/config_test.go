@@ -109,7 +109,7 @@ func wideConfig(br testsupport.Broker, in, out, dlq, group string) Config {
 	cfg.Ingest.BatchSize, cfg.Ingest.MaxWait = 100, 20*time.Millisecond
 	cfg.Sink.Brokers, cfg.Sink.Topic, cfg.Sink.DeadLetterTopic, cfg.Sink.Emit = br.Addrs, out, dlq, "all"
 	d := &cfg.Detect
-	d.Window, d.MinRecords, d.RefreshRecords, d.RefreshInterval = 600, 300, 1<<30, time.Hour
+	d.Window, d.MinRecords, d.RefreshRecords, d.RecalibrateRecords, d.RefreshInterval = 600, 300, 1<<30, 1<<30, time.Hour
 	d.Density.Clusters, d.Density.Iterations, d.Density.Samples = 20, 2, 50
 	d.Distance.K, d.Distance.N, d.Distance.M = 5, 5, 20
 	d.FlagBy = detect.FlagByVerdicts // the tests check the paper's verdicts and the combine rule

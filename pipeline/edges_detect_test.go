@@ -32,6 +32,10 @@ type edgeVerdict struct {
 		DensityOutlier  bool    `json:"density_outlier"`
 		DistanceOutlier bool    `json:"distance_outlier"`
 		Weight          float64 `json:"weight"`
+		Hypercube       *struct {
+			Neighbours int64 `json:"neighbours"`
+			Outlier    bool  `json:"outlier"`
+		} `json:"hypercube"`
 	} `json:"scores"`
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,42 +22,81 @@ import (
 
 // The model topic: how a builder hands its models to the scorers (run.role).
 //
-// A model is its sealed snapshot (detect.WriteSnapshot: versioned, SHA-256 checksummed),
-// split into chunks of at most chunkBytes so that a model of any size passes the broker's
-// message limit. Chunk i of n of version v is one message with key "outlierd-model/<i>" (a
-// compacted topic keeps the newest of each key: the newest model, whatever its size, plus at
-// most stale chunks of higher index from an older, larger model, which the reader skips) and
-// headers outlierd-model-version (v), outlierd-model-chunk ("i/n") and outlierd-model-sha256
-// (of the whole snapshot). The topic has one partition, so a reader sees the chunks of one
-// publication in order; it reassembles a version from its n consecutive chunks, checks the
-// digest, decodes the snapshot (which checks its own checksum) and installs it if newer.
-// Anything else (a stray message, a chunk out of sequence, a digest mismatch, a snapshot that
-// does not decode) is skipped with the reason logged and counted.
+// A publication is a model's sealed snapshot (detect.WriteSnapshot: versioned, SHA-256
+// checksummed) followed by the builder's hypercube counts when its hypercube detector is on
+// (hypercube.AppendCells; header outlierd-model-hypercube gives their length), split into
+// chunks of at most maxMessageBytes-modelChunkOverhead bytes so that a model of any size passes
+// the broker's message limit. Chunk i of n of version v is one message with key
+// "outlierd-model/<v>/<i>" and headers outlierd-model-version (v), outlierd-model-chunk ("i/n")
+// and outlierd-model-sha256 (of the whole publication). Keys are per version, so compaction
+// (the topic is compacted: it keeps the newest message of each key) never drops a chunk of
+// the last complete model for a chunk of a newer publication that was cut short (a builder
+// killed mid-publication): every version's chunks stay until the builder, after publishing a
+// newer version completely, writes tombstones (null values) for the keys of every older one it
+// has seen on the topic; compaction then removes both (tombstones themselves after
+// delete.retention.ms). So the topic holds the newest complete model at all times, plus at
+// most the chunks of a newer publication cut short and of versions whose tombstones are not
+// yet written. The topic has one partition, so a reader sees the chunks of one publication in
+// order; it reassembles a version from its n consecutive chunks, checks the digest, decodes
+// the snapshot (which checks its own checksum) and installs it if newer. Anything else (a
+// stray message, a chunk out of sequence, a digest mismatch, a snapshot that does not decode)
+// is skipped with the reason logged and counted; tombstones are passed over silently.
+//
+// Versions (modelVersionFloor): a builder's first model is one above the highest version any
+// chunk on the topic carries, above its own snapshot's (detect.state_dir), and above the Unix
+// time of its start in milliseconds, so versions only grow, across builder restarts with or
+// without state_dir, and also after the topic was emptied (deleted records, a recreated topic):
+// the clock then carries the sequence, since a builder publishes far fewer than 1,000 models a
+// second. Scorers install only versions above the one they serve.
 const (
 	headerModelVersion = "outlierd-model-version"
 	headerModelChunk   = "outlierd-model-chunk"
 	headerModelSHA256  = "outlierd-model-sha256"
-	modelKeyPrefix     = "outlierd-model/"
+	// headerModelHypercube is the byte length of the hypercube counts at the publication's end
+	// (absent: none, the builder's hypercube detector is off).
+	headerModelHypercube = "outlierd-model-hypercube"
+	modelKeyPrefix       = "outlierd-model/"
 	// modelChunkOverhead is what a chunk's message adds to its value (key, headers, record
-	// framing): well above the ~200 bytes they take, so a chunk never exceeds the limit.
+	// framing): well above the ~250 bytes they take, so a chunk never exceeds the limit.
 	modelChunkOverhead = 1024
+	// minModelChunk is the smallest chunk lint accepts (sink.max_message_bytes >= 2048 with a
+	// model topic): below it a model of a 2k window (about 120 KB) takes over a hundred chunks.
+	minModelChunk = 1024
 )
 
-// modelMessages is the publication of one model: its sealed snapshot split into chunks.
-func modelMessages(m *detect.Model, maxMessageBytes int) ([]kafka.Message, error) {
+// modelChunkKey is the key of chunk i of version v.
+func modelChunkKey(v uint64, i int) string {
+	return modelKeyPrefix + strconv.FormatUint(v, 10) + "/" + strconv.Itoa(i)
+}
+
+// publication is what a builder publishes: a model and its hypercube counts (nil: none).
+type publication struct {
+	model     *detect.Model
+	hypercube []byte
+}
+
+// modelMessages is the publication of one model: its sealed snapshot and hypercube counts split
+// into chunks.
+func modelMessages(pub publication, maxMessageBytes int) ([]kafka.Message, error) {
+	chunk := maxMessageBytes - modelChunkOverhead
+	if chunk < minModelChunk { // lint refuses it (validateRole); a caller that skipped lint errs, never divides by 0
+		return nil, fmt.Errorf("sink.max_message_bytes %d leaves %d bytes for a model chunk, want at least %d (%d + %d)",
+			maxMessageBytes, chunk, minModelChunk, minModelChunk, modelChunkOverhead)
+	}
+	m := pub.model
 	var buf bytes.Buffer
 	if err := detect.WriteSnapshot(&buf, m); err != nil {
 		return nil, err
 	}
+	buf.Write(pub.hypercube)
 	data := buf.Bytes()
 	sum := sha256.Sum256(data)
-	chunk := maxMessageBytes - modelChunkOverhead
 	n := max(1, (len(data)+chunk-1)/chunk)
 	msgs := make([]kafka.Message, n)
 	for i := range n {
 		part := data[i*chunk : min(len(data), (i+1)*chunk)]
 		msgs[i] = kafka.Message{
-			Key:   []byte(modelKeyPrefix + strconv.Itoa(i)),
+			Key:   []byte(modelChunkKey(m.Version, i)),
 			Value: part,
 			Headers: []kafka.Header{
 				{Key: headerModelVersion, Value: []byte(strconv.FormatUint(m.Version, 10))},
@@ -64,50 +104,91 @@ func modelMessages(m *detect.Model, maxMessageBytes int) ([]kafka.Message, error
 				{Key: headerModelSHA256, Value: []byte(hex.EncodeToString(sum[:]))},
 			},
 		}
+		if pub.hypercube != nil {
+			msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: headerModelHypercube, Value: []byte(strconv.Itoa(len(pub.hypercube)))})
+		}
 	}
 	return msgs, nil
 }
 
-// modelAssembler reassembles publications from the model topic's messages, read in order.
+// modelAssembler reassembles publications from the model topic's messages, read in order,
+// and keeps what a builder must know of the topic: the highest version of any chunk, and the
+// keys whose newest message is not a tombstone (live: key -> version, nil unless tracked).
 type modelAssembler struct {
 	version uint64
 	n, next int
 	sum     string
+	cube    int // the hypercube counts' length (headerModelHypercube), -1: none
 	data    []byte
+
+	highest uint64
+	live    map[string]uint64
 }
 
-// add takes the next message; it returns a whole snapshot's bytes and version when m
-// completes one, and an error (the message is skipped) when m does not fit the protocol.
-func (a *modelAssembler) add(m kafka.Message) (data []byte, version uint64, err error) {
+// assembled is one publication read back.
+type assembled struct {
+	version   uint64
+	snapshot  []byte
+	hypercube []byte // nil: none
+}
+
+// add takes the next message; it returns a whole publication when m completes one, and an
+// error (the message is skipped) when m does not fit the protocol. A tombstone returns nothing.
+func (a *modelAssembler) add(m kafka.Message) (*assembled, error) {
+	if m.Value == nil { // a tombstone: the key's older chunks are gone
+		if a.live != nil {
+			delete(a.live, string(m.Key))
+		}
+		return nil, nil
+	}
 	h := map[string]string{}
 	for _, x := range m.Headers {
 		h[x.Key] = string(x.Value)
 	}
 	v, err1 := strconv.ParseUint(h[headerModelVersion], 10, 64)
 	i, n, err2 := parseChunk(h[headerModelChunk])
-	if err1 != nil || err2 != nil || len(h[headerModelSHA256]) != 64 {
-		return nil, 0, fmt.Errorf("not a model chunk (headers %s=%q, %s=%q, %s=%q)", headerModelVersion, h[headerModelVersion],
-			headerModelChunk, h[headerModelChunk], headerModelSHA256, h[headerModelSHA256])
+	cube, err3 := -1, error(nil)
+	if c, ok := h[headerModelHypercube]; ok {
+		if cube, err3 = strconv.Atoi(c); err3 == nil && cube < 0 {
+			err3 = errors.New("negative")
+		}
 	}
+	if a.live != nil && len(m.Key) > 0 {
+		a.live[string(m.Key)] = v // a stray message is live too: the builder's tombstones clear it
+	}
+	if err1 != nil || err2 != nil || err3 != nil || len(h[headerModelSHA256]) != 64 {
+		return nil, fmt.Errorf("not a model chunk (headers %s=%q, %s=%q, %s=%q, %s=%q)", headerModelVersion, h[headerModelVersion],
+			headerModelChunk, h[headerModelChunk], headerModelSHA256, h[headerModelSHA256], headerModelHypercube, h[headerModelHypercube])
+	}
+	a.highest = max(a.highest, v)
 	if i == 0 { // a new publication starts; whatever was pending is abandoned
-		*a = modelAssembler{version: v, n: n, sum: h[headerModelSHA256], data: append([]byte(nil), m.Value...), next: 1}
-	} else if v != a.version || n != a.n || i != a.next || h[headerModelSHA256] != a.sum {
-		// A stale chunk of an older, larger model that compaction kept, or a publication cut
-		// short: skip it.
-		return nil, 0, fmt.Errorf("chunk %d/%d of version %d out of sequence (assembling chunk %d/%d of version %d)", i, n, v, a.next, a.n, a.version)
+		a.version, a.n, a.next, a.sum, a.cube = v, n, 1, h[headerModelSHA256], cube
+		a.data = append(a.data[:0:0], m.Value...)
+	} else if v != a.version || n != a.n || i != a.next || h[headerModelSHA256] != a.sum || cube != a.cube {
+		// A publication cut short, or chunks of one whose start compaction or retention
+		// removed: skip it.
+		return nil, fmt.Errorf("chunk %d/%d of version %d out of sequence (assembling chunk %d/%d of version %d)", i, n, v, a.next, a.n, a.version)
 	} else {
 		a.data = append(a.data, m.Value...)
 		a.next++
 	}
 	if a.next < a.n {
-		return nil, 0, nil
+		return nil, nil
 	}
-	data, version, sum := a.data, a.version, a.sum
-	*a = modelAssembler{}
-	if got := sha256.Sum256(data); hex.EncodeToString(got[:]) != sum {
-		return nil, 0, fmt.Errorf("model version %d: SHA-256 of the %d reassembled bytes differs from its header", version, len(data))
+	out := &assembled{version: a.version, snapshot: a.data}
+	sum, cube := a.sum, a.cube
+	a.version, a.n, a.next, a.sum, a.data = 0, 0, 0, "", nil
+	if got := sha256.Sum256(out.snapshot); hex.EncodeToString(got[:]) != sum {
+		return nil, fmt.Errorf("model version %d: SHA-256 of the %d reassembled bytes differs from its header", out.version, len(out.snapshot))
 	}
-	return data, version, nil
+	if cube > len(out.snapshot) {
+		return nil, fmt.Errorf("model version %d: %d bytes of hypercube counts in a publication of %d", out.version, cube, len(out.snapshot))
+	}
+	if cube >= 0 {
+		k := len(out.snapshot) - cube
+		out.snapshot, out.hypercube = out.snapshot[:k:k], out.snapshot[k:]
+	}
+	return out, nil
 }
 
 // parseChunk reads "i/n".
@@ -144,13 +225,18 @@ type modelTopicConfig struct {
 // modelPublisher is a builder's writer of models to the model topic. Publish never blocks the
 // detect goroutine: the newest model waits in a one-slot mailbox (an older one not yet
 // written is replaced: the scorers only need the newest) and run writes it, retrying
-// transient failures with backoff until it succeeds or ctx ends.
+// transient failures with backoff until it succeeds or ctx ends. After each complete
+// publication it writes tombstones for the chunks of every older version on the topic.
 type modelPublisher struct {
 	cfg     modelTopicConfig
-	w       *kafka.Writer
+	w       *kafka.Writer // chunks, one at a time, in order
+	tw      *kafka.Writer // tombstones, batched (their order does not matter)
 	log     zerolog.Logger
-	mailbox chan *detect.Model
+	mailbox chan publication
 	onDone  func(version uint64, err error) // after each publication (metrics, tests)
+	// live are the topic's keys whose newest message is not a tombstone, with their versions:
+	// what the start-up read found (setLive) plus what run wrote since. Only run touches it.
+	live map[string]uint64
 }
 
 func newModelPublisher(cfg modelTopicConfig, log zerolog.Logger) (*modelPublisher, error) {
@@ -164,27 +250,34 @@ func newModelPublisher(cfg modelTopicConfig, log zerolog.Logger) (*modelPublishe
 		MaxAttempts:  1, // retried by run, with backoff, as long as it takes
 		WriteTimeout: 30 * time.Second,
 	}
+	tw := &kafka.Writer{Addr: w.Addr, Topic: cfg.topic, Balancer: &kafka.LeastBytes{}, BatchSize: 10_000,
+		BatchBytes: int64(cfg.maxMessageBytes), BatchTimeout: 10 * time.Millisecond, RequiredAcks: kafka.RequireAll,
+		MaxAttempts: 3, WriteTimeout: 30 * time.Second}
 	if cfg.security.Enabled() {
 		tr, err := cfg.security.Transport()
 		if err != nil {
 			return nil, fmt.Errorf("model topic: %w", err)
 		}
-		w.Transport = tr
+		w.Transport, tw.Transport = tr, tr
 	}
-	return &modelPublisher{cfg: cfg, w: w, log: log.With().Str("model_topic", cfg.topic).Logger(), mailbox: make(chan *detect.Model, 1)}, nil
+	return &modelPublisher{cfg: cfg, w: w, tw: tw, log: log.With().Str("model_topic", cfg.topic).Logger(),
+		mailbox: make(chan publication, 1), live: map[string]uint64{}}, nil
 }
 
-// Publish queues m, replacing a model not yet written.
-func (p *modelPublisher) Publish(m *detect.Model) {
+// setLive records the keys the start-up read found live (before run starts).
+func (p *modelPublisher) setLive(live map[string]uint64) { maps.Copy(p.live, live) }
+
+// Publish queues pub, replacing a model not yet written.
+func (p *modelPublisher) Publish(pub publication) {
 	for {
 		select {
-		case p.mailbox <- m:
+		case p.mailbox <- pub:
 			return
 		default:
 		}
 		select {
 		case old := <-p.mailbox:
-			p.log.Info().Uint64("model_version", old.Version).Msg("model superseded before it was published")
+			p.log.Info().Uint64("model_version", old.model.Version).Msg("model superseded before it was published")
 		default:
 		}
 	}
@@ -196,10 +289,13 @@ func (p *modelPublisher) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case m := <-p.mailbox:
-			err := p.write(ctx, m)
+		case pub := <-p.mailbox:
+			err := p.write(ctx, pub)
+			if err == nil {
+				p.tombstone(ctx, pub.model.Version)
+			}
 			if p.onDone != nil {
-				p.onDone(m.Version, err)
+				p.onDone(pub.model.Version, err)
 			}
 		}
 	}
@@ -207,8 +303,9 @@ func (p *modelPublisher) run(ctx context.Context) {
 
 // write publishes one model, chunk by chunk in order, retrying transient errors; a newer
 // model in the mailbox supersedes a failing one.
-func (p *modelPublisher) write(ctx context.Context, m *detect.Model) error {
-	msgs, err := modelMessages(m, p.cfg.maxMessageBytes)
+func (p *modelPublisher) write(ctx context.Context, pub publication) error {
+	m := pub.model
+	msgs, err := modelMessages(pub, p.cfg.maxMessageBytes)
 	if err != nil {
 		p.log.Error().Err(err).Uint64("model_version", m.Version).Msg("model cannot be encoded; not published")
 		return err
@@ -223,9 +320,11 @@ func (p *modelPublisher) write(ctx context.Context, m *detect.Model) error {
 			if err = p.w.WriteMessages(ctx, x); err != nil {
 				break
 			}
+			p.live[string(x.Key)] = m.Version
 		}
 		if err == nil {
-			p.log.Info().Uint64("model_version", m.Version).Int("bytes", size).Int("chunks", len(msgs)).Msg("model published")
+			p.log.Info().Uint64("model_version", m.Version).Int("bytes", size).Int("chunks", len(msgs)).
+				Int("hypercube_bytes", len(pub.hypercube)).Msg("model published")
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -245,7 +344,45 @@ func (p *modelPublisher) write(ctx context.Context, m *detect.Model) error {
 	}
 }
 
-func (p *modelPublisher) Close() error { return p.w.Close() }
+// tombstone writes a tombstone for every live key of a version below v (v is published
+// completely): compaction then removes the older versions' chunks. A failure is logged; the
+// keys stay live and the next publication tries again.
+func (p *modelPublisher) tombstone(ctx context.Context, v uint64) {
+	msgs := p.tombstones(v)
+	if len(msgs) == 0 {
+		return
+	}
+	if err := p.tw.WriteMessages(ctx, msgs...); err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn().Err(err).Int("keys", len(msgs)).Uint64("model_version", v).
+				Msg("tombstones for older model versions failed; retried after the next publication")
+		}
+		return
+	}
+	for _, m := range msgs {
+		delete(p.live, string(m.Key))
+	}
+	p.log.Info().Int("keys", len(msgs)).Uint64("model_version", v).Msg("older model versions' chunks tombstoned (compaction removes them)")
+}
+
+// tombstones are the tombstones (nil values) for every live key of a version below v, in key
+// order: the older versions' chunks, a publication cut short, strays.
+func (p *modelPublisher) tombstones(v uint64) []kafka.Message {
+	var keys []string
+	for k, kv := range p.live {
+		if kv < v {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	msgs := make([]kafka.Message, len(keys))
+	for i, k := range keys {
+		msgs[i] = kafka.Message{Key: []byte(k)}
+	}
+	return msgs
+}
+
+func (p *modelPublisher) Close() error { return errors.Join(p.w.Close(), p.tw.Close()) }
 
 // modelFollower is a scorer's reader of the model topic (partition 0 from the start, no
 // consumer group: every scorer reads every model).
@@ -302,28 +439,34 @@ func (f *modelFollower) offsets(ctx context.Context) (first, end int64, err erro
 	return 0, 0, fmt.Errorf("model topic %q: offsets: %w", f.cfg.topic, last)
 }
 
+// followed is a usable model read from the topic and the hypercube counts published with it.
+type followed struct {
+	model     *detect.Model
+	hypercube []byte
+}
+
 // next reads messages until one completes a usable model (newer than after) or ctx ends.
 // When stopAt >= 0 it also returns (nil, nil) once it has read every message below stopAt.
-func (f *modelFollower) next(ctx context.Context, after uint64, stopAt int64) (*detect.Model, int64, error) {
+func (f *modelFollower) next(ctx context.Context, after uint64, stopAt int64) (*followed, error) {
 	for {
 		if stopAt >= 0 && f.r.Offset() >= stopAt { // (before the first read Offset is negative)
-			return nil, f.r.Offset(), nil
+			return nil, nil
 		}
 		msg, err := f.r.ReadMessage(ctx)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		data, version, err := f.asm.add(msg)
+		pub, err := f.asm.add(msg)
 		if err != nil {
 			f.skip(msg, err)
 			continue
 		}
-		if data == nil || version <= after {
+		if pub == nil || pub.version <= after {
 			continue
 		}
-		m, err := decodeModel(data)
-		if err == nil && m.Version != version {
-			err = fmt.Errorf("snapshot of version %d published as version %d", m.Version, version)
+		m, err := decodeModel(pub.snapshot)
+		if err == nil && m.Version != pub.version {
+			err = fmt.Errorf("snapshot of version %d published as version %d", m.Version, pub.version)
 		}
 		if err == nil && !slices.Equal(m.Features, f.features) {
 			err = fmt.Errorf("%w: built for features %v, the stream has %v", detect.ErrSnapshotMismatch, m.Features, f.features)
@@ -332,7 +475,7 @@ func (f *modelFollower) next(ctx context.Context, after uint64, stopAt int64) (*
 			f.skip(msg, err)
 			continue
 		}
-		return m, msg.Offset, nil
+		return &followed{model: m, hypercube: pub.hypercube}, nil
 	}
 }
 
@@ -342,8 +485,9 @@ func (f *modelFollower) skip(msg kafka.Message, err error) {
 }
 
 // newest reads the whole topic as it is now and returns its newest usable model (nil when
-// there is none yet), so that a scorer serves at once from its start.
-func (f *modelFollower) newest(ctx context.Context) (*detect.Model, error) {
+// there is none yet), so that a scorer serves at once from its start. f.asm.highest is then the
+// highest version of any chunk read.
+func (f *modelFollower) newest(ctx context.Context) (*followed, error) {
 	first, end, err := f.offsets(ctx)
 	if err != nil {
 		return nil, err
@@ -351,13 +495,13 @@ func (f *modelFollower) newest(ctx context.Context) (*detect.Model, error) {
 	if first >= end {
 		return nil, nil // empty (or everything expired): nothing to read now
 	}
-	var best *detect.Model
+	var best *followed
 	for {
 		after := uint64(0)
 		if best != nil {
-			after = best.Version
+			after = best.model.Version
 		}
-		m, _, err := f.next(ctx, after, end)
+		m, err := f.next(ctx, after, end)
 		if err != nil {
 			return nil, err
 		}
@@ -369,3 +513,16 @@ func (f *modelFollower) newest(ctx context.Context) (*detect.Model, error) {
 }
 
 func (f *modelFollower) Close() error { return f.r.Close() }
+
+// reset makes the next read start again from the topic's first message, forgetting what was
+// read (after a start-up read that failed half way).
+func (f *modelFollower) reset() {
+	if err := f.r.SetOffset(kafka.FirstOffset); err != nil {
+		f.log.Warn().Err(err).Msg("model topic reader reset failed")
+	}
+	live := f.asm.live
+	if live != nil {
+		clear(live)
+	}
+	f.asm = modelAssembler{live: live}
+}

@@ -60,7 +60,7 @@ type Pipeline struct {
 	role   detect.Role
 	pub    *modelPublisher
 	follow *modelFollower
-	models chan *detect.Model
+	models chan *followed
 	// waitLogged is when noteWaiting last logged, waitLogs how often (detect goroutine only).
 	waitLogged time.Time
 	waitLogs   int
@@ -78,6 +78,7 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 	in := cfg.Ingest
 	if cfg.Run.Role == detect.RoleBuilder {
 		in.GroupID = BuilderGroup(in.GroupID) // the builder reads every partition
+		leaveDeadBuilders(cfg, log)           // before the join, so that it need not wait out a dead one
 	}
 	// The source's own checkpointer: its batches' acks mark records done there, and only its
 	// Commit reads it.
@@ -227,7 +228,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	go func() { // detect
 		defer wg.Done()
 		defer close(scored)
-		if err := p.detectLoop(work, fetched, scored); err != nil {
+		if err := p.detectLoop(work, ctx.Done(), fetched, scored); err != nil {
 			fail(err)
 		}
 		for it := range fetched { // after a failure or the hard stop: never acked, read again later
@@ -352,8 +353,9 @@ func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- item) error {
 
 // detectLoop scores every batch and passes dead letters on; held batches are flushed when the
 // input ends. Live reloads (reload.go) are applied here, between batches, so the stage needs no
-// lock.
-func (p *Pipeline) detectLoop(work context.Context, in <-chan item, out chan<- item) error {
+// lock. A scorer holding records for its first model stops taking batches once they reach
+// holdBound (stopping, the soft stop, lifts that: the input then ends).
+func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in <-chan item, out chan<- item) error {
 	defer close(p.detectDone)
 	send := func(bs []*batch.Batch) bool {
 		for i, b := range bs {
@@ -374,8 +376,17 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan item, out chan<- i
 		kernel              time.Duration
 		up, down, fallbacks int64
 	}
+	hold, stopped := p.holdBound(), false
 	for open := true; open; {
+		src, stop := in, stopping
+		if !stopped && hold.pause(p) {
+			src = nil // the fetched queue fills, then fetching waits: backpressure
+		} else {
+			stop = nil
+		}
 		select {
+		case <-stop:
+			stopped = true
 		case req := <-p.reconf:
 			p.applyReconf(req)
 		case m := <-p.models: // a scorer's newer model (nil channel in the other roles)
@@ -386,7 +397,7 @@ func (p *Pipeline) detectLoop(work context.Context, in <-chan item, out chan<- i
 			if !send(ready) {
 				return nil
 			}
-		case it, ok := <-in:
+		case it, ok := <-src:
 			if open = ok; !ok {
 				break
 			}
@@ -466,8 +477,8 @@ func (p *Pipeline) noteWaiting(start bool) {
 func (p *Pipeline) modelChanged(m *detect.Model, fresh bool) {
 	if fresh {
 		p.stats.ModelVersion.Store(m.Version)
-		if p.pub != nil {
-			p.pub.Publish(m)
+		if p.pub != nil { // with the counts the hypercube detector just reset to (a scorer's)
+			p.pub.Publish(publication{model: m, hypercube: p.det.PublishedHypercube()})
 		}
 	}
 	p.showModel(m)

@@ -74,7 +74,7 @@ func TestReloadRunningPipeline(t *testing.T) {
 
 	cfg := sensorConfig(br, in, out, dlq, group, "all")
 	d := &cfg.Detect
-	d.Window, d.MinRecords, d.RefreshRecords, d.RefreshInterval = 4000, 2000, 1<<30, time.Hour
+	d.Window, d.MinRecords, d.RefreshRecords, d.RecalibrateRecords, d.RefreshInterval = 4000, 2000, 1<<30, 1<<30, time.Hour
 	d.Density.Clusters, d.Density.Iterations, d.Density.Samples = 50, 2, 100
 	d.Distance.K, d.Distance.N, d.Distance.M = 10, 20, 50
 	d.Combine = "density"

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/core/config"
 	"github.com/outlierd/outlierd/stages/detect"
@@ -34,6 +37,11 @@ func (c *Config) validateRole() []error {
 			errs = append(errs, config.Fieldf("run.model_topic", "%q is also the input, output or dead-letter topic", c.Run.ModelTopic))
 		}
 	}
+	if role != detect.RoleAll && c.Sink.MaxMessageBytes-modelChunkOverhead < minModelChunk {
+		// The model topic's chunks are max_message_bytes less their framing: leave room for one.
+		errs = append(errs, config.Fieldf("sink.max_message_bytes", "%d leaves %d bytes for a model chunk with run.role %s, want at least %d (a chunk of %d plus %d of key, headers and framing)",
+			c.Sink.MaxMessageBytes, c.Sink.MaxMessageBytes-modelChunkOverhead, role, minModelChunk+modelChunkOverhead, minModelChunk, modelChunkOverhead))
+	}
 	if c.Run.StaleModelAfter < 0 {
 		errs = append(errs, config.Fieldf("run.stale_model_after", "must be >= 0, got %s", c.Run.StaleModelAfter))
 	}
@@ -58,32 +66,90 @@ func (p *Pipeline) setUpRole() error {
 		if p.follow, err = newModelFollower(p.cfg.modelTopic(), p.cfg.Ingest.Columns(), p.log); err != nil {
 			return err
 		}
-		p.models = make(chan *detect.Model, 1)
+		p.models = make(chan *followed, 1)
 	}
 	return nil
 }
 
-// startRole runs before the stages start (Run): a builder learns the last published version
-// (its models continue the sequence, so the scorers take them as newer); a scorer installs the
-// newest model at once and then follows the topic on its own goroutine (awaited through done).
+// modelVersionFloor is the version a builder's first model must exceed: the highest version
+// of any chunk on the model topic (a publication cut short included), its own serving model's
+// (a state_dir snapshot), and the Unix time of now in milliseconds. The clock keeps versions
+// growing after the topic was emptied (records deleted, the topic recreated), where nothing
+// else remembers them: every earlier version was below the clock of its own start plus the
+// models published since, and a builder publishes far fewer than 1,000 models a second (one
+// per refresh, each a build of min_records or more). A builder whose clock is behind the
+// previous one's by more than that, on an emptied topic, is the case this cannot cover.
+func modelVersionFloor(topicHighest, own uint64, now time.Time) uint64 {
+	return max(topicHighest, own, uint64(max(now.UnixMilli(), 0)))
+}
+
+// readModelTopic is the start-up read of the model topic (the newest usable model, nil when
+// none), retried through startRetry.
+func (p *Pipeline) readModelTopic(ctx context.Context) (*followed, error) {
+	var newest *followed
+	err := startRetry(ctx, p.log.With().Str("key", "run.model_topic").Str("topic", p.cfg.Run.ModelTopic).Logger(), topicCheckWait,
+		"waiting for the model topic to be readable (its partition's leader, metadata or coordinator not ready yet); retrying",
+		func(ctx context.Context) (err error) {
+			if newest, err = p.follow.newest(ctx); err != nil {
+				p.follow.reset()
+			}
+			return err
+		})
+	return newest, err
+}
+
+// startRetry runs op, a start-up request, again after what a broker says while it settles
+// (a topic created a moment ago: not leader for partition, unknown topic while metadata
+// propagates, the coordinator loading; the broker not reachable yet) for at most limit, with
+// backoff, logging what it waits for (waiting) at each failure; anything else fails at once.
+func startRetry(ctx context.Context, log zerolog.Logger, limit time.Duration, waiting string, op func(context.Context) error) error {
+	deadline := time.Now().Add(limit)
+	for attempt := 1; ; attempt++ {
+		octx, cancel := context.WithTimeout(ctx, max(time.Until(deadline), time.Second))
+		err := op(octx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !transient(err) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still failing after %s (transient errors retried): %w", limit, err)
+		}
+		log.Warn().Err(err).Int("attempt", attempt).Dur("gives_up_in", time.Until(deadline).Round(time.Second)).Msg(waiting)
+		if !backoff(ctx, attempt) {
+			return ctx.Err()
+		}
+	}
+}
+
+// startRole runs before the stages start (Run): a builder learns the versions on the topic
+// (its models continue above them, so the scorers take them as newer) and the keys to
+// tombstone later; a scorer installs the newest model at once and then follows the topic on
+// its own goroutine (awaited through done).
 func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, err error) {
 	closed := make(chan struct{})
 	if p.role == detect.RoleAll {
 		close(closed)
 		return closed, nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, p.cfg.Run.ShutdownTimeout)
-	newest, err := p.follow.newest(rctx)
-	cancel()
+	if p.role == detect.RoleBuilder {
+		p.follow.asm.live = map[string]uint64{}
+	}
+	newest, err := p.readModelTopic(ctx)
 	if err != nil {
 		close(closed)
 		return closed, fmt.Errorf("pipeline: reading the model topic %q (run.model_topic): %w", p.cfg.Run.ModelTopic, err)
 	}
 	if p.role == detect.RoleBuilder {
+		own := p.det.NextVersion() - 1
+		floor := modelVersionFloor(p.follow.asm.highest, own, time.Now())
+		p.det.ContinueVersions(floor)
+		p.pub.setLive(p.follow.asm.live)
+		ev := p.log.Info().Uint64("topic_highest_version", p.follow.asm.highest).Uint64("state_version", own).
+			Uint64("next_version", p.det.NextVersion()).Int("live_keys", len(p.follow.asm.live))
 		if newest != nil {
-			p.det.ContinueVersions(newest.Version)
-			p.log.Info().Uint64("published_version", newest.Version).Msg("builder: the next model continues the published sequence")
+			ev = ev.Uint64("published_version", newest.model.Version)
 		}
+		ev.Msg("builder: the next model's version is above every version on the model topic, in state_dir and the clock (ms)")
 		go func() {
 			defer close(closed)
 			p.pub.run(work)
@@ -91,12 +157,12 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 		return closed, nil
 	}
 	if newest != nil {
-		if _, _, err := p.det.InstallModel(newest); err != nil {
+		if _, _, err := p.det.InstallModel(newest.model, newest.hypercube); err != nil {
 			close(closed)
 			return closed, err
 		}
-		p.stats.ModelVersion.Store(newest.Version)
-		p.log.Info().Uint64("model_version", newest.Version).Time("built_at", newest.BuiltAt).Msg("scorer: serving the newest published model")
+		p.stats.ModelVersion.Store(newest.model.Version)
+		p.log.Info().Uint64("model_version", newest.model.Version).Time("built_at", newest.model.BuiltAt).Msg("scorer: serving the newest published model")
 	} else {
 		p.log.Info().Msg("scorer: no model published yet; records wait for the first (before_model)")
 	}
@@ -104,10 +170,10 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 		defer close(closed)
 		after := uint64(0)
 		if newest != nil {
-			after = newest.Version
+			after = newest.model.Version
 		}
 		for {
-			m, _, err := p.follow.next(work, after, -1)
+			m, err := p.follow.next(work, after, -1)
 			if err != nil {
 				if work.Err() == nil {
 					p.log.Warn().Err(err).Msg("model topic read failed; retrying")
@@ -118,7 +184,7 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 				}
 				return
 			}
-			after = m.Version
+			after = m.model.Version
 			select { // a newer model replaces one the detect goroutine has not taken yet
 			case <-p.models:
 			default:
@@ -131,8 +197,9 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 
 // installFollowed installs a model from the topic on the detect goroutine and returns the
 // batches held for the first model, now scored.
-func (p *Pipeline) installFollowed(m *detect.Model) ([]*batch.Batch, error) {
-	ready, ok, err := p.det.InstallModel(m)
+func (p *Pipeline) installFollowed(f *followed) ([]*batch.Batch, error) {
+	m := f.model
+	ready, ok, err := p.det.InstallModel(m, f.hypercube)
 	if err != nil {
 		if errors.Is(err, detect.ErrSnapshotMismatch) {
 			p.log.Error().Err(err).Uint64("model_version", m.Version).Msg("published model refused")
@@ -144,6 +211,102 @@ func (p *Pipeline) installFollowed(m *detect.Model) ([]*batch.Batch, error) {
 		p.log.Info().Uint64("model_version", m.Version).Float64("age_s", time.Since(m.BuiltAt).Seconds()).Msg("scorer: newer model serving")
 	}
 	return ready, nil
+}
+
+// holdLimit pauses a scorer's intake while it holds records for its first model
+// (before_model: hold): at most detect.window records (the memory a builder's window takes)
+// wait, plus the batches in the queues, instead of every record fetched however long the
+// builder takes. The held records are neither lost nor committed: they are scored when the
+// model comes, or left uncommitted at a stop and read again.
+type holdLimit struct {
+	bound  int // 0: never pauses (another role, or before_model: pass)
+	paused bool
+}
+
+func (p *Pipeline) holdBound() *holdLimit {
+	h := &holdLimit{}
+	if p.role == detect.RoleScorer && p.cfg.Detect.BeforeModel == detect.BeforeModelHold {
+		h.bound = p.cfg.Detect.Window
+	}
+	return h
+}
+
+// pause says whether the detect loop must take no batch now, logging when that changes.
+func (h *holdLimit) pause(p *Pipeline) bool {
+	full := h.bound > 0 && p.det.Model() == nil && p.det.HeldRecords() >= h.bound
+	if full != h.paused {
+		h.paused = full
+		if full {
+			p.log.Warn().Int("held_records", p.det.HeldRecords()).Int("bound", h.bound).Str("model_topic", p.cfg.Run.ModelTopic).
+				Msg("scorer: holding detect.window records for the first model (before_model: hold); fetching paused until the builder publishes one on run.model_topic")
+		} else {
+			p.log.Info().Int("held_records", p.det.HeldRecords()).Msg("scorer: fetching resumed")
+		}
+	}
+	return full
+}
+
+// leaveDeadBuilders removes the members a previous builder left in the builder's group before
+// this one joins. A builder killed without leaving (kill -9, a crash, a lost host) stays a
+// member until its session expires (ingest.session_timeout, 30 s by default), and the new
+// builder's join waits for it: half a minute with no model. A builder is alone in its group by
+// design (it reads every partition), so any member found at start is a dead predecessor, or a
+// second builder run by mistake (which then rejoins at once). LeaveGroup by member id is what
+// stages/ingest/rejoin.go sends for the members the reader abandons. When the group cannot be
+// read or left, it says that the join may wait for the session to expire, and goes on.
+func leaveDeadBuilders(cfg Config, log zerolog.Logger) {
+	group := BuilderGroup(cfg.Ingest.GroupID)
+	log = log.With().Str("group", group).Logger()
+	tr := &kafka.Transport{DialTimeout: 5 * time.Second}
+	if cfg.Ingest.Security.Enabled() {
+		var err error
+		if tr, err = cfg.Ingest.Security.Transport(); err != nil {
+			log.Warn().Err(err).Msg("builder: cannot check the group for a previous builder's member")
+			return
+		}
+	}
+	defer tr.CloseIdleConnections()
+	cl := &kafka.Client{Addr: kafka.TCP(cfg.Ingest.Brokers...), Timeout: 5 * time.Second, Transport: tr}
+	ctx, cancel := context.WithTimeout(context.Background(), topicCheckWait)
+	defer cancel()
+	var members []kafka.DescribeGroupsResponseMember
+	for attempt := 1; ; attempt++ {
+		res, err := cl.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+		if err == nil && len(res.Groups) == 1 {
+			err = res.Groups[0].Error
+			members = res.Groups[0].Members
+		}
+		if err == nil {
+			break
+		}
+		if !transient(err) || !backoff(ctx, attempt) {
+			log.Warn().Err(err).Dur("session_timeout", cfg.Ingest.SessionTimeout).
+				Msg("builder: cannot read its group; if a previous builder was killed, the first assignment waits up to ingest.session_timeout for its session to expire")
+			return
+		}
+	}
+	if len(members) == 0 {
+		return
+	}
+	req := &kafka.LeaveGroupRequest{GroupID: group}
+	for _, m := range members {
+		req.Members = append(req.Members, kafka.LeaveGroupRequestMember{ID: m.MemberID})
+		log.Info().Str("member", m.MemberID).Str("client_host", m.ClientHost).
+			Msg("builder: its group still has a member, left by a previous builder (killed?); removing it so the join need not wait for its session to expire")
+	}
+	res, err := cl.LeaveGroup(ctx, req)
+	if err == nil {
+		err = res.Error
+		for _, mr := range res.Members {
+			if !errors.Is(mr.Error, kafka.UnknownMemberId) { // gone already: fine
+				err = errors.Join(err, mr.Error)
+			}
+		}
+	}
+	if err != nil {
+		log.Warn().Err(err).Dur("session_timeout", cfg.Ingest.SessionTimeout).
+			Msg("builder: could not remove the previous builder's member; the first assignment waits up to ingest.session_timeout for its session to expire")
+	}
 }
 
 // closeRole closes the role's clients.

@@ -29,6 +29,15 @@ func createCompactedTopic(t *testing.T, br testsupport.Broker, name string) {
 // publishedModel reads the newest model of the model topic as a scorer would.
 func publishedModel(t *testing.T, cfg Config) *detect.Model {
 	t.Helper()
+	if f := published(t, cfg); f != nil {
+		return f.model
+	}
+	return nil
+}
+
+// published reads the newest model of the model topic and its hypercube counts.
+func published(t *testing.T, cfg Config) *followed {
+	t.Helper()
 	f, err := newModelFollower(cfg.modelTopic(), cfg.Ingest.Features, zerolog.New(zerolog.NewTestWriter(t)))
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +59,8 @@ func publishedModel(t *testing.T, cfg Config) *detect.Model {
 //   - the builder stopped, the scorers keep serving the last model and lose nothing;
 //   - a restarted scorer serves the newest model at once, before any new record;
 //   - a corrupt message on the model topic is skipped, and a new builder continues the
-//     version sequence (version 2), which the scorers then serve.
+//     version sequence (a version above the first's and above the corrupt message's), which
+//     the scorers then serve.
 func TestBuilderAndScorersRealBroker(t *testing.T) {
 	br := testsupport.RealBroker(t)
 	const parts = 6
@@ -62,7 +72,7 @@ func TestBuilderAndScorersRealBroker(t *testing.T) {
 	produceSome(t, br, input, recs[:8000])
 
 	base := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
-	base.Detect.MinRecords, base.Detect.RefreshRecords, base.Detect.RefreshInterval = 3000, 1<<30, time.Hour
+	base.Detect.MinRecords, base.Detect.RefreshRecords, base.Detect.RecalibrateRecords, base.Detect.RefreshInterval = 3000, 1<<30, 1<<30, time.Hour
 	base.Run.ModelTopic = mt
 	base.Run.CommitInterval = 200 * time.Millisecond
 	builderCfg, scorerCfg := base, base
@@ -71,14 +81,15 @@ func TestBuilderAndScorersRealBroker(t *testing.T) {
 	builderCfg.Sink.MaxMessageBytes = 16 << 10
 
 	builder := startPipeline(t, builderCfg, nil)
-	waitFor(t, 60*time.Second, "builder's first model", func() bool { return builder.p.Stats().ModelVersion.Load() == 1 })
+	waitFor(t, 60*time.Second, "builder's first model", func() bool { return builder.p.Stats().ModelVersion.Load() != 0 })
+	v1 := builder.p.Stats().ModelVersion.Load()
 	scorers := make([]*running, 3)
 	for i := range scorers {
 		scorers[i] = startPipeline(t, scorerCfg, nil)
 	}
 	waitCommittedBelow(t, br, group, input, 8000, 90*time.Second)
 
-	// The builder dies; the scorers serve on with model 1.
+	// The builder dies; the scorers serve on with model v1.
 	if err := builder.stop(t, 20*time.Second); err != nil {
 		t.Fatalf("builder stop: %v", err)
 	}
@@ -90,11 +101,11 @@ func TestBuilderAndScorersRealBroker(t *testing.T) {
 		t.Fatalf("scorer stop: %v", err)
 	}
 	scorers[0] = startPipeline(t, scorerCfg, nil)
-	waitFor(t, 20*time.Second, "the restarted scorer serving model 1", func() bool {
-		return scorers[0].p.Stats().ModelVersion.Load() == 1 && scorers[0].p.Stats().RecordsIn.Load() == 0
+	waitFor(t, 20*time.Second, "the restarted scorer serving model v1", func() bool {
+		return scorers[0].p.Stats().ModelVersion.Load() == v1 && scorers[0].p.Stats().RecordsIn.Load() == 0
 	})
 
-	// A corrupt model message, then a new builder: it continues with version 2.
+	// A corrupt model message, then a new builder: it continues above v1.
 	w := &kafka.Writer{Addr: kafka.TCP(br.Addrs...), Topic: mt, RequiredAcks: kafka.RequireAll}
 	err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte(modelKeyPrefix + "0"), Value: []byte("not a model"),
 		Headers: []kafka.Header{{Key: headerModelVersion, Value: []byte("99")}, {Key: headerModelChunk, Value: []byte("0/1")},
@@ -105,19 +116,23 @@ func TestBuilderAndScorersRealBroker(t *testing.T) {
 	}
 	builder2 := startPipeline(t, builderCfg, nil)
 	produceSome(t, br, input, recs[12000:])
-	waitFor(t, 60*time.Second, "the new builder's model", func() bool { return builder2.p.Stats().ModelVersion.Load() == 2 })
+	waitFor(t, 60*time.Second, "the new builder's model", func() bool { return builder2.p.Stats().ModelVersion.Load() != 0 })
+	v2 := builder2.p.Stats().ModelVersion.Load()
+	if v2 <= max(v1, 99) {
+		t.Fatalf("the new builder's version %d, want above %d (the first builder's) and 99 (the corrupt message's)", v2, v1)
+	}
 	waitCommittedBelow(t, br, group, input, len(recs), 90*time.Second)
-	waitFor(t, 30*time.Second, "every scorer serving model 2", func() bool {
+	waitFor(t, 30*time.Second, "every scorer serving model v2", func() bool {
 		for _, s := range scorers {
-			if s.p.Stats().ModelVersion.Load() != 2 {
+			if s.p.Stats().ModelVersion.Load() != v2 {
 				return false
 			}
 		}
 		return true
 	})
 	model2 := publishedModel(t, builderCfg)
-	if model2 == nil || model2.Version != 2 {
-		t.Fatalf("newest published model %v, want version 2 (the corrupt message skipped)", model2)
+	if model2 == nil || model2.Version != v2 {
+		t.Fatalf("newest published model %v, want version %d (the corrupt message skipped)", model2, v2)
 	}
 	for _, s := range append(scorers, builder2) {
 		if err := s.stop(t, 20*time.Second); err != nil {
@@ -127,7 +142,7 @@ func TestBuilderAndScorersRealBroker(t *testing.T) {
 
 	// Every valid record: one verdict, the one its model gives.
 	byID, n := readVerdicts(t, br, out, parts)
-	models := map[uint64]*detect.Model{2: model2}
+	models := map[uint64]*detect.Model{v2: model2}
 	byModel := map[uint64][]*sensorRecord{}
 	for _, rec := range recs {
 		if rec.malformed {
@@ -139,18 +154,17 @@ func TestBuilderAndScorersRealBroker(t *testing.T) {
 		}
 		byModel[v.ModelVersion] = append(byModel[v.ModelVersion], rec)
 	}
-	if len(byModel[1]) < 10000 {
-		t.Fatalf("model 1 scored %d records, want the first 12000's valid ones (versions seen: %d)", len(byModel[1]), len(byModel))
+	if len(byModel[v1]) < 10000 {
+		t.Fatalf("model v1 scored %d records, want the first 12000's valid ones (versions seen: %d)", len(byModel[v1]), len(byModel))
 	}
 	for v := range byModel {
-		if v != 1 && v != 2 {
-			t.Fatalf("records scored by model %d: only 1 and 2 were published", v)
+		if v != v1 && v != v2 {
+			t.Fatalf("records scored by model %d: only %d and %d were published", v, v1, v2)
 		}
 	}
-	// Model 1 is recomputed from the builder's own copy: the first model a fresh builder
-	// publishes is the one the scorers served (version 1 was only ever published once).
-	models[1] = builder.p.Detect().Model()
-	if models[1] == nil || models[1].Version != 1 {
+	// Model v1 is recomputed from the builder's own copy: the one the scorers served.
+	models[v1] = builder.p.Detect().Model()
+	if models[v1] == nil || models[v1].Version != v1 {
 		t.Fatal("the first builder's model is gone")
 	}
 	dp := density.Params{Eta: base.Detect.Density.Eta, Delta: base.Detect.Density.Delta, Samples: base.Detect.Density.Samples,
@@ -178,7 +192,7 @@ func TestBuilderAndScorersRealBroker(t *testing.T) {
 			checked++
 		}
 	}
-	t.Logf("%d outputs, %d distinct records checked against models 1 (%d records) and 2 (%d records)", n, checked, len(byModel[1]), len(byModel[2]))
+	t.Logf("%d outputs, %d distinct records checked against models %d (%d records) and %d (%d records)", n, checked, v1, len(byModel[v1]), v2, len(byModel[v2]))
 }
 
 // waitCommittedBelow waits until the scoring group's committed offsets cover the first upto
@@ -208,7 +222,7 @@ func waitCommittedBelow(t testing.TB, br testsupport.Broker, group string, in *s
 // TestRolesSeveralProcessesRealBroker: the roles as separate OS processes (the real binary,
 // `outlierd run` with the same config file but run.role): one builder and two scorers on a
 // 4-partition topic. Every valid record gets a scored output from a scorer, named by the
-// global model version the builder published (1: refresh is off), and the scoring group commits
+// global model version the builder published (one: refresh is off), and the scoring group commits
 // the whole topic; the builder's own group reads it all too.
 func TestRolesSeveralProcessesRealBroker(t *testing.T) {
 	br := testsupport.RealBroker(t)
@@ -231,6 +245,7 @@ func TestRolesSeveralProcessesRealBroker(t *testing.T) {
 		}
 		return path
 	}
+	builderStart := time.Now()
 	builder := startChild(t, bin, write("builder"), log, "builder")
 	scorerCfg := write("scorer")
 	scorers := []*child{startChild(t, bin, scorerCfg, log, "scorer 1"), startChild(t, bin, scorerCfg, log, "scorer 2")}
@@ -259,8 +274,13 @@ func TestRolesSeveralProcessesRealBroker(t *testing.T) {
 		}
 		versions[v.ModelVersion]++
 	}
-	if len(versions) != 1 || versions[1] != valid {
-		t.Errorf("model versions of the outputs %v, want all %d from the builder's model 1", versions, valid)
+	if len(versions) != 1 {
+		t.Errorf("model versions of the outputs %v, want all %d from the builder's one model", versions, valid)
+	}
+	for v, k := range versions { // the builder's only model: one version, above the clock at its start
+		if k != valid || v < uint64(builderStart.UnixMilli()) {
+			t.Errorf("version %d scored %d records, want all %d by a version above the builder's start (%d ms)", v, k, valid, builderStart.UnixMilli())
+		}
 	}
 	if got := len(log.grep(`"message":"model published"`)); got != 1 {
 		t.Errorf("%d publications logged, want 1", got)

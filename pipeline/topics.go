@@ -44,7 +44,7 @@ func checkTopics(cfg Config, log zerolog.Logger) error {
 	in := topicRef{"ingest.topic", cfg.Ingest.Topic, cfg.Ingest.Brokers, cfg.Ingest.Security}
 	log.Info().Str("input", cfg.Ingest.Topic).Str("output", cfg.Sink.Topic).Str("dead_letters", cfg.Sink.DeadLetterTopic).
 		Str("brokers", strings.Join(cfg.Ingest.Brokers, ",")).Msg("checking that the topics exist")
-	inParts, err := topicPartitions(ctx, in, log)
+	inParts, err := settledPartitions(ctx, in, log)
 	if err != nil {
 		return err
 	}
@@ -52,6 +52,18 @@ func checkTopics(cfg Config, log zerolog.Logger) error {
 	if inParts == 0 {
 		errs = append(errs, fmt.Errorf("pipeline: ingest.topic: topic %q does not exist on %s (outlierd never creates its input topic)",
 			in.name, strings.Join(in.brokers, ",")))
+	}
+	if cfg.Run.Role != detect.RoleAll {
+		// Asked without auto-creation: a model topic the broker auto-created would be
+		// delete-policy (retention could empty it); the operator creates it compacted.
+		mt := topicRef{"run.model_topic", cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.Security}
+		switch n, err := settledPartitions(ctx, mt, log); {
+		case err != nil:
+			errs = append(errs, err)
+		case n == 0:
+			errs = append(errs, fmt.Errorf("pipeline: run.model_topic: topic %q does not exist on %s (create it with one partition and cleanup.policy=compact: docs/OPERATIONS.md)",
+				mt.name, strings.Join(mt.brokers, ",")))
+		}
 	}
 	if cfg.Run.Role == detect.RoleBuilder { // a builder writes no outputs and no dead letters
 		return errors.Join(errs...)
@@ -95,6 +107,28 @@ func (t topicRef) client() (*kafka.Client, *kafka.Transport, error) {
 		}
 	}
 	return &kafka.Client{Addr: kafka.TCP(t.brokers...), Timeout: 10 * time.Second, Transport: tr}, tr, nil
+}
+
+// metadataSettle is how long a topic the brokers do not list is asked for again before it is
+// called missing: a topic created a moment ago may not be in every broker's metadata yet.
+var metadataSettle = 2 * time.Second
+
+// settledPartitions is topicPartitions for a topic outlierd never creates (the input and the
+// model topic): an answer "unknown" is asked again for metadataSettle, with a log line, before
+// it stands.
+func settledPartitions(ctx context.Context, t topicRef, log zerolog.Logger) (int, error) {
+	deadline := time.Now().Add(metadataSettle)
+	for attempt := 1; ; attempt++ {
+		n, err := topicPartitions(ctx, t, log)
+		if err != nil || n > 0 || time.Now().After(deadline) {
+			return n, err
+		}
+		log.Info().Str("key", t.key).Str("topic", t.name).Int("attempt", attempt).
+			Msg("topic not in the brokers' metadata (yet?); asking again in case it was created a moment ago")
+		if !backoffMax(ctx, attempt, time.Second) {
+			return n, nil
+		}
+	}
 }
 
 // topicPartitions returns the partition count of t (0 when the broker says it does not

@@ -50,7 +50,8 @@ type Config struct {
 	// RefreshInterval rebuilds the model after this long, if any record arrived. Default 30s.
 	RefreshInterval time.Duration `yaml:"refresh_interval"`
 	// BeforeModel is `hold` (default) or `pass`: what happens to records that arrive before the
-	// first model exists.
+	// first model exists. A scorer (run.role) holds at most Window records, then stops fetching
+	// until the builder publishes a model (docs/OPERATIONS.md "Builder and scorers").
 	BeforeModel BeforeModel `yaml:"before_model"`
 	// Combine is `any` (default), `all`, `density` or `distance`: the rule on the paper's
 	// verdicts that flags a record when flag_by is `verdicts`.

@@ -16,10 +16,18 @@ import (
 // rebuilt from the window only when the normalisation changes (a new model), the window does,
 // or the detector's keys do (Reset). Counting a batch costs O(batch); rebuilding per batch
 // would cost O(window), and a model rebuild would leave the counts a refresh behind.
+//
+// A scorer (RoleScorer) keeps no window: its counts are the builder's, published with each
+// model (Stage.PublishedHypercube, InstallModel), frozen until the next model. Counting an
+// empty window instead would give every record w = 0 and flag it.
 type hypercubeDetector struct {
 	counts *hypercube.Counts // nil when off or before the first model
 	w      []int64
 	o      []float64
+	// scorer: the counts come from published (the serving model's, nil when its builder had
+	// the detector off), never from the window.
+	scorer    bool
+	published *hypercube.Cells
 }
 
 // hypercubeLo, hypercubeHi are the grid's span in the normalised space, per dimension: the
@@ -38,6 +46,17 @@ func (d *hypercubeDetector) Following() bool { return d.counts != nil }
 func (d *hypercubeDetector) Reset(m *Model, cfg *Config, win *microcluster.Window) error {
 	d.counts = nil
 	if !cfg.Hypercube.Enabled || m == nil {
+		return nil
+	}
+	if d.scorer {
+		switch p := d.published; {
+		case p == nil:
+			return fmt.Errorf("detect: model %d came without hypercube counts (detect.hypercube.enabled is off in the builder)", m.Version)
+		case p.Grid.Bins != cfg.Hypercube.Bins || p.Grid.Dims() != len(m.Features):
+			return fmt.Errorf("detect: model %d's hypercube counts are on %d bins x %d dimensions, detect.hypercube.bins is %d for %d features",
+				m.Version, p.Grid.Bins, p.Grid.Dims(), cfg.Hypercube.Bins, len(m.Features))
+		}
+		d.counts = hypercube.CountsOf(d.published)
 		return nil
 	}
 	dims := len(m.Features)
@@ -107,4 +126,17 @@ func (d *hypercubeDetector) Explain(s *batch.Score) string {
 		return "hypercube neighbours " + strconv.FormatInt(h.Neighbours, 10) + " <= max_neighbours"
 	}
 	return ""
+}
+
+// PublishedHypercube is what a builder publishes with its serving model for the scorers: the
+// hypercube counts of its window under that model (hypercube.AppendCells), or nil when the
+// detector is off. Called when the model is announced (Deps.OnModel), it gives the counts of the
+// window the model was installed on.
+func (s *Stage) PublishedHypercube() []byte {
+	for _, f := range s.followers {
+		if hc, ok := f.(*hypercubeDetector); ok && hc.counts != nil {
+			return hypercube.AppendCells(nil, hc.counts.Cells())
+		}
+	}
+	return nil
 }

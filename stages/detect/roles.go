@@ -6,6 +6,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/outlierd/outlierd/internal/algo/hypercube"
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/core/config"
 )
@@ -43,13 +44,22 @@ func (r *Role) UnmarshalYAML(n *yaml.Node) error {
 // Valid says whether r is one of the words.
 func (r Role) Valid() bool { return r == RoleAll || r == RoleBuilder || r == RoleScorer }
 
-// ContinueVersions makes the next model the stage builds version v+1 (a builder that follows
-// another keeps the published sequence going). It has no effect once a model serves.
+// ContinueVersions makes the next model the stage builds at least version v+1 (a builder that
+// follows another keeps the published sequence going, above every version the scorers may
+// serve), also when a model from a snapshot (state_dir) serves: versions never go back.
 func (s *Stage) ContinueVersions(v uint64) {
-	if s.model == nil && v > s.builds.version {
+	if v > s.builds.version {
 		s.builds.version = v
 	}
 }
+
+// NextVersion is the version the next model built will have.
+func (s *Stage) NextVersion() uint64 { return s.builds.version + 1 }
+
+// HeldRecords is how many records wait for the first model (before_model: hold): a scorer's
+// pipeline stops fetching once they reach its bound, so that memory stays bounded however long
+// the builder takes.
+func (s *Stage) HeldRecords() int { return s.heldRecords }
 
 // processScorer scores b with the installed model, or holds/passes it before the first one.
 func (s *Stage) processScorer(b *batch.Batch) ([]*batch.Batch, error) {
@@ -64,20 +74,33 @@ func (s *Stage) processScorer(b *batch.Batch) ([]*batch.Batch, error) {
 
 // InstallModel makes m, a model built elsewhere (a builder's), serve from the next record on,
 // when it is newer than the one serving, and returns the batches held for the first model,
-// now scored. A model for other features is refused; an older or equal version is ignored
+// now scored. hypercubeCells are the builder's hypercube counts published with m
+// (PublishedHypercube; nil when it had the detector off); a scorer's hypercube detector scores
+// with them. A model for other features is refused; an older or equal version is ignored
 // (ok false), so a replayed model topic never moves a scorer back.
-func (s *Stage) InstallModel(m *Model) (ready []*batch.Batch, ok bool, err error) {
+func (s *Stage) InstallModel(m *Model, hypercubeCells []byte) (ready []*batch.Batch, ok bool, err error) {
 	if !slices.Equal(m.Features, s.features) {
 		return nil, false, fmt.Errorf("%w: built for features %v, the stream has %v", ErrSnapshotMismatch, m.Features, s.features)
 	}
 	if s.model != nil && m.Version <= s.model.Version {
 		return nil, false, nil
 	}
+	var cells *hypercube.Cells
+	if hypercubeCells != nil {
+		if cells, err = hypercube.ReadCells(hypercubeCells); err != nil {
+			return nil, false, fmt.Errorf("%w: model %d: %w", ErrSnapshotMismatch, m.Version, err)
+		}
+	}
+	for _, f := range s.followers {
+		if hc, ok := f.(*hypercubeDetector); ok {
+			hc.published = cells
+		}
+	}
 	if err := s.install(m); err != nil {
 		return nil, false, err
 	}
 	ready = s.held
-	s.held = nil
+	s.held, s.heldRecords = nil, 0
 	for _, b := range ready {
 		if err := s.score(b); err != nil {
 			return nil, true, err

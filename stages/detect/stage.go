@@ -41,6 +41,8 @@ type Stage struct {
 	model  *Model
 	builds buildState
 	held   []*batch.Batch // batches waiting for the first model (before_model: hold)
+	// heldRecords counts the records of held (HeldRecords).
+	heldRecords int
 
 	// The detectors that score (detector.go: the model's, then the hypercube), those of them
 	// that follow the window push by push, the records a push evicted for them, and the
@@ -101,7 +103,7 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 	if cfg.KeyBy == KeyByKey {
 		s.keyed = newKeyedScorer()
 	}
-	hc := &hypercubeDetector{}
+	hc := &hypercubeDetector{scorer: deps.Role == RoleScorer}
 	s.detectors = append(modelDetectors(deps.Accelerator, features), hc)
 	s.followers = []Follower{hc}
 	if err := s.openSnapshots(); err != nil {
@@ -165,7 +167,7 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 		return s.beforeModel(b), nil
 	}
 	out := append(s.held, b)
-	s.held = nil
+	s.held, s.heldRecords = nil, 0
 	for _, ob := range out {
 		if err := s.score(ob); err != nil {
 			return nil, err
@@ -219,6 +221,7 @@ func (s *Stage) startRecalibration() {
 func (s *Stage) beforeModel(b *batch.Batch) []*batch.Batch {
 	if s.cfg.BeforeModel == BeforeModelHold {
 		s.held = append(s.held, b)
+		s.heldRecords += b.Len()
 		return nil
 	}
 	b.Scores = make([]batch.Score, b.Len()) // Scored = false
@@ -234,7 +237,7 @@ func (s *Stage) beforeModel(b *batch.Batch) []*batch.Batch {
 func (s *Stage) Flush() ([]*batch.Batch, error) {
 	s.collect(s.builds.running)
 	out := s.held
-	s.held = nil
+	s.held, s.heldRecords = nil, 0
 	if s.model == nil {
 		for _, b := range out {
 			delete(s.pending, b)
@@ -268,7 +271,7 @@ func (s *Stage) Abandon() {
 		delete(s.pending, b)
 		b.Release()
 	}
-	s.held = nil
+	s.held, s.heldRecords = nil, 0
 }
 
 // columns returns the batch's feature (and uncertainty) columns as float32 slices, without

@@ -228,3 +228,92 @@ func (c *Counts) Score(cols [][]float32, w []int64, o []float64) error {
 	}
 	return nil
 }
+
+// CountsOf makes Counts holding cells' counts (cells from Counts.Cells or Distinct, on the same
+// grid): how a process that keeps no window of its own takes over another's counts.
+func CountsOf(cells *Cells) *Counts {
+	c := NewCounts(cells.Grid)
+	W := cells.Grid.words
+	b := make([]byte, W*8)
+	for i, n := range cells.Count {
+		for w, k := range cells.Keys[i*W : (i+1)*W] {
+			binary.BigEndian.PutUint64(b[w*8:], k)
+		}
+		c.m[string(b)] += n
+		c.total += int64(n)
+	}
+	return c
+}
+
+// AppendCells appends cells in a binary form that ReadCells reads back (little-endian: bins
+// u32, dims u32, dims x {min f64, max f64}, cells u64, cells x words x key u64, cells x count
+// i32). It carries no checksum: the caller's envelope does (the model topic's SHA-256).
+func AppendCells(b []byte, cells *Cells) []byte {
+	g := cells.Grid
+	b = binary.LittleEndian.AppendUint32(b, uint32(g.Bins))
+	b = binary.LittleEndian.AppendUint32(b, uint32(g.Dims()))
+	for j := range g.Dims() {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(g.Min[j]))
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(g.Max[j]))
+	}
+	b = binary.LittleEndian.AppendUint64(b, uint64(cells.Len()))
+	for _, k := range cells.Keys {
+		b = binary.LittleEndian.AppendUint64(b, k)
+	}
+	for _, n := range cells.Count {
+		b = binary.LittleEndian.AppendUint32(b, uint32(n))
+	}
+	return b
+}
+
+// ReadCells reads what AppendCells wrote, checking every length and that the keys ascend and
+// lie in the grid, so that a damaged input is an error, never a panic or a wrong count.
+func ReadCells(b []byte) (*Cells, error) {
+	bad := func(what string) (*Cells, error) { return nil, fmt.Errorf("hypercube.ReadCells: %s", what) }
+	if len(b) < 8 {
+		return bad("short header")
+	}
+	bins, dims := int(binary.LittleEndian.Uint32(b)), int(binary.LittleEndian.Uint32(b[4:]))
+	b = b[8:]
+	if dims < 1 || dims > MaxDims || len(b) < dims*16+8 {
+		return bad(fmt.Sprintf("%d dimensions, %d bytes left", dims, len(b)))
+	}
+	lo, hi := make([]float64, dims), make([]float64, dims)
+	for j := range dims {
+		lo[j], hi[j] = math.Float64frombits(binary.LittleEndian.Uint64(b)), math.Float64frombits(binary.LittleEndian.Uint64(b[8:]))
+		b = b[16:]
+	}
+	g, err := NewGrid(bins, lo, hi)
+	if err != nil {
+		return nil, fmt.Errorf("hypercube.ReadCells: %w", err)
+	}
+	n := binary.LittleEndian.Uint64(b)
+	b = b[8:]
+	W := g.words
+	if n > uint64(len(b)) || uint64(len(b)) != n*uint64(W*8+4) {
+		return bad(fmt.Sprintf("%d cells of %d words in %d bytes", n, W, len(b)))
+	}
+	cells := &Cells{Grid: g, Keys: make([]uint64, int(n)*W), Count: make([]int32, n)}
+	for i := range cells.Keys {
+		cells.Keys[i] = binary.LittleEndian.Uint64(b)
+		b = b[8:]
+	}
+	for i := range cells.Count {
+		if cells.Count[i] = int32(binary.LittleEndian.Uint32(b)); cells.Count[i] <= 0 {
+			return bad(fmt.Sprintf("cell %d counts %d", i, cells.Count[i]))
+		}
+		b = b[4:]
+	}
+	for i := range cells.Len() {
+		k := cells.Key(i)
+		for j := range dims {
+			if int(g.Field(k, j)) >= bins {
+				return bad(fmt.Sprintf("cell %d outside the grid in dimension %d", i, j))
+			}
+		}
+		if i > 0 && slices.Compare(cells.Key(i-1), k) >= 0 {
+			return bad(fmt.Sprintf("cell keys not ascending at %d", i))
+		}
+	}
+	return cells, nil
+}

@@ -155,3 +155,50 @@ func TestCountsRemoveUnknownChangesNothing(t *testing.T) {
 		t.Fatalf("empty counts: w %d, O %v, err %v; want 0, 1", w[0], o[0], err)
 	}
 }
+
+// TestCellsRoundTrip: counts written by AppendCells, read by ReadCells and made Counts again by
+// CountsOf score every query exactly as the original (18 dimensions: keys of two words), and
+// damaged bytes (cut short, a count of zero, keys out of order) are errors.
+func TestCellsRoundTrip(t *testing.T) {
+	r := newRand(t, 11)
+	data := testcols.Blobs(r, 3000, 18, 4)
+	g, err := FitGrid(data, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := NewCounts(g)
+	if err := orig.Add(data); err != nil {
+		t.Fatal(err)
+	}
+	enc := AppendCells(nil, orig.Cells())
+	cells, err := ReadCells(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := CountsOf(cells)
+	if got.Total() != orig.Total() || got.Len() != orig.Len() {
+		t.Fatalf("read back %d rows in %d cells, want %d in %d", got.Total(), got.Len(), orig.Total(), orig.Len())
+	}
+	q := testcols.Blobs(r, 200, 18, 4)
+	w1, o1, w2, o2 := make([]int64, 200), make([]float64, 200), make([]int64, 200), make([]float64, 200)
+	if err := orig.Score(q, w1, o1); err != nil {
+		t.Fatal(err)
+	}
+	if err := got.Score(q, w2, o2); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(w1, w2) || !slices.Equal(o1, o2) {
+		t.Fatal("scores of the counts read back differ from the original's")
+	}
+	W := g.Words()
+	zero := slices.Clone(enc)
+	clear(zero[len(zero)-4:]) // the last cell's count
+	swapped := slices.Clone(enc)
+	head := 8 + 18*16 + 8
+	copy(swapped[head:head+8*W], enc[head+8*W:head+16*W]) // cell 0's key := cell 1's
+	for name, b := range map[string][]byte{"cut short": enc[:len(enc)-3], "zero count": zero, "keys out of order": swapped, "empty": nil} {
+		if _, err := ReadCells(b); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
