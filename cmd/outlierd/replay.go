@@ -46,6 +46,55 @@ type replayResult struct {
 	ROCAUC           *float64                   `json:"roc_auc,omitempty"`
 	AveragePrecision *float64                   `json:"average_precision,omitempty"`
 	Detectors        map[string]detectorQuality `json:"detectors,omitempty"`
+	Keys             *replayKeys                `json:"keys,omitempty"`
+}
+
+// replayKeys is the models per key's part of the --json object (detect.key_by: key).
+type replayKeys struct {
+	Count          int    `json:"count"`           // distinct keys in the file
+	Live           int    `json:"live"`            // keys with a model of their own at the end
+	Warming        int    `json:"warming"`         // keys still scored by the global model at the end
+	Evictions      uint64 `json:"evictions"`       // keys evicted (detect.keys.max_keys, max_bytes)
+	ScoredByKey    int    `json:"scored_by_key"`   // rows scored by their key's model
+	ScoredGlobally int    `json:"scored_globally"` // rows scored by the global model (their key warming)
+	// PerKey has each key's rows, flags and rows scored by its own model (left out above
+	// maxReplayPerKey keys: the totals above still count them).
+	PerKey map[string]replayKey `json:"per_key,omitempty"`
+}
+
+type replayKey struct {
+	Rows    int `json:"rows"`
+	Flagged int `json:"flagged"`
+	ByKey   int `json:"by_key"`
+}
+
+// maxReplayPerKey bounds the per-key map of the JSON.
+const maxReplayPerKey = 10000
+
+// keyCounts is the per-key part of replay's result.
+func keyCounts(st *detect.Stage, keys [][]byte, scores []batch.Score) *replayKeys {
+	ks := st.KeyStats()
+	r := &replayKeys{Live: ks.Live, Warming: ks.Warming, Evictions: ks.Evictions}
+	per := map[string]replayKey{}
+	for i, s := range scores {
+		k := per[string(keys[i])]
+		k.Rows++
+		if s.Outlier {
+			k.Flagged++
+		}
+		if s.ByKey {
+			k.ByKey++
+			r.ScoredByKey++
+		} else if s.Scored {
+			r.ScoredGlobally++
+		}
+		per[string(keys[i])] = k
+	}
+	r.Count = len(per)
+	if r.Count <= maxReplayPerKey {
+		r.PerKey = per
+	}
+	return r
 }
 
 // detectorQuality is one detector's own score measured against the labels.
@@ -59,7 +108,8 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	input := fs.String("input", "", "file of one record per line (required): CSV with a header line, JSON lines or logfmt; without ingest.features, CSV columns named <feature>_sd are that feature's uncertainty")
 	format := fs.String("format", "", "csv|json|logfmt (empty: by the extension .csv, .json/.jsonl/.ndjson, .logfmt; else the config's ingest.format when it names features; else csv)")
 	labelCol := fs.String("label-column", "", "field holding the ground truth (a number, non-zero = outlier): not a feature; adds precision, recall, F1, ROC AUC and AP to --json")
-	keyCol := fs.String("key-column", "", "field holding the record key (the series of ingest.derive); default the config's ingest.key_field")
+	keyCol := fs.String("key-column", "", "field holding the record key (the series of ingest.derive, and a model per key: --key-by); default the config's ingest.key_field")
+	keyBy := fs.String("key-by", "", "detect.key_by: none|key (empty: key when --key-column is given, else the config's)")
 	timeCol := fs.String("timestamp-column", "", "field holding the record time, RFC 3339 or epoch ms (time_of_day, day_of_week); default the config's ingest.event_time_field; else the row index in ms")
 	cfgPath := fs.String("config", "", "pipeline YAML: its detect section (and device) is used, and of ingest how records are read (features, uncertainty, key_field, event_time_field, derive, format, csv_*); ingest and sink may be absent")
 	window := fs.Int("window", 0, "detect.window W (0: the config's); >= the file's rows gives the batch case")
@@ -123,6 +173,12 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if set["refresh-records"] {
 		dc.RefreshRecords = *refresh
 	}
+	switch {
+	case *keyBy != "":
+		dc.KeyBy = detect.KeyBy(*keyBy)
+	case *keyCol != "":
+		dc.KeyBy = detect.KeyByKey // a model per key of the named column
+	}
 	dc.RefreshInterval = time.Duration(math.MaxInt64) // rebuilds by record count only (see the help)
 	dc.StateDir = ""                                  // a replay neither reads nor writes snapshots
 	// Parameters bounded by min_records follow it down for a short file.
@@ -168,6 +224,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	}
 	if *labelCol != "" {
 		replayQuality(&res, scores, tab.outliers)
+	}
+	if dc.KeyBy == detect.KeyByKey {
+		res.Keys = keyCounts(st, tab.keys, scores)
 	}
 	if *verdictsOut != "" {
 		if err := writeVerdicts(*verdictsOut, scores); err != nil {

@@ -160,3 +160,49 @@ func TestReplayErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayKeyColumn: --key-column gives a model per key (detect.key_by: key): a fleet of 20
+// sensors with baselines far apart, one +10 sd spike of a sensor's own noise that lies inside
+// the fleet's range, flagged once the sensor is warm; the JSON counts the keys, the rows each
+// key's model scored, and the key column is not a feature.
+func TestReplayKeyColumn(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("sensor,value,label\n")
+	r := rand.New(rand.NewPCG(4, 21))
+	spikeAt := 20*150 + 7 // sensor 7, its 151st reading: warm (keys.min_records 50)
+	for i := range 20 * 200 {
+		s := i % 20
+		v, lab := 50*float64(s)+r.NormFloat64(), 0
+		if i == spikeAt {
+			v, lab = v+10, 1
+		}
+		fmt.Fprintf(&b, "s%02d,%.4f,%d\n", s, v, lab)
+	}
+	path := writeFile(t, "fleet.csv", b.String())
+	out, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--key-column", "sensor", "--window", "2000", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var res struct {
+		Features int     `json:"features"`
+		Flagged  int     `json:"flagged"`
+		Recall   float64 `json:"recall"`
+		Keys     struct {
+			Count       int `json:"count"`
+			Live        int `json:"live"`
+			ScoredByKey int `json:"scored_by_key"`
+			PerKey      map[string]struct {
+				Rows, Flagged, ByKey int
+			} `json:"per_key"`
+		} `json:"keys"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Features != 1 || res.Keys.Count != 20 || res.Keys.Live != 20 || res.Keys.ScoredByKey != 20*150 || res.Keys.PerKey["s07"].Rows != 200 {
+		t.Fatalf("features %d, keys %+v: want 1 feature, 20 keys live, 3000 rows by key", res.Features, res.Keys)
+	}
+	if res.Recall != 1 || res.Keys.PerKey["s07"].Flagged < 1 {
+		t.Errorf("the +10 sd spike of s07 not flagged: recall %v, flagged %d\n%s", res.Recall, res.Flagged, out)
+	}
+}
