@@ -71,6 +71,9 @@ func (s *Stage) score(b *batch.Batch) error {
 		return err
 	}
 	s.scratch.streams = q.Density.Index
+	if s.keyed != nil {
+		q.byKey = s.keyed.warmRows(b)
+	}
 	b.Scores = make([]batch.Score, n)
 	for i := range b.Scores {
 		b.Scores[i] = batch.Score{Scored: true, Score: math.NaN(), Threshold: math.Inf(1), DensityScore: math.NaN(), DistanceScore: math.NaN()}
