@@ -117,4 +117,7 @@ func (p *Pipeline) acked(b *batch.Batch) {
 	p.stats.RecordsOut.Add(int64(b.Len()))
 	p.stats.Flagged.Add(int64(flagged))
 	p.metrics.AddRecordsOut(b.Len(), flagged)
+	if p.cfg.HTTP.Enabled() { // the live view at / (pipeline/metrics/live.go)
+		p.metrics.OfferBatch(b, flagged)
+	}
 }

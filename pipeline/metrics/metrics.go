@@ -117,13 +117,18 @@ type Metrics struct {
 	caughtUp         atomic.Bool
 	sourceStaleAfter atomic.Int64
 	sinkFailing      map[string]string
+
+	// live is the live view's feed (live.go, liveview.go); liveStreams counts its open pages.
+	live        *liveFeed
+	liveStreams atomic.Int32
 }
 
 // New returns a Metrics with its own registry, holding the pipeline's series plus the Go
 // runtime and process collectors (memory, goroutines, CPU, open files). The device is "cpu"
 // until SetDevice.
 func New() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), now: time.Now, device: "cpu", queues: map[string]func() int{}, sinkFailing: map[string]string{}}
+	m := &Metrics{reg: prometheus.NewRegistry(), now: time.Now, device: "cpu", queues: map[string]func() int{}, sinkFailing: map[string]string{},
+		live: newLiveFeed()}
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	}
@@ -224,6 +229,7 @@ func (m *Metrics) SetModel(info ModelInfo) {
 	m.model = &info
 	m.mu.Unlock()
 	m.serving.Store(true)
+	m.live.modelChanged(info, m.now())
 }
 
 // SetDevice names the device the detectors run on ("cpu", or "cuda:<GPU name>").
