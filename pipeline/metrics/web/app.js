@@ -3,7 +3,7 @@
 'use strict';
 (() => {
   const MAX_POINTS = 200000; // the page's own history (the server keeps the last 8192)
-  const MAX_ALERTS = 500;
+  const MAX_ALERTS = 5000; // the table shows the newest ALERT_ROWS; the chart all in its span
   const ALERT_ROWS = 100;
   const $ = (id) => document.getElementById(id);
 
@@ -227,21 +227,29 @@
     }
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, w, h);
-    const L = 48, R = 12, T = 10, B = 24;
-    const t1 = now(), t0 = t1 - state.span;
+    const L = 48, R = 16, T = 14, B = 24;
+    const t1 = now();
+    // The span, or less while the page has less: the chart fills its width from the start.
+    const first = state.points.length ? state.points[0].t : t1;
+    const t0 = Math.max(t1 - state.span, Math.min(first, t1 - 10000));
     const pts = state.points.filter((p) => p.t >= t0 && (!state.key || p.k === state.key));
     const alerts = state.alerts.filter((a) => a.t >= t0 && (!state.key || a.key === state.key));
-    let ymax = 0, finite = 0;
+    // The score axis follows the bulk, not the extremes: up to the largest of 1.5x the
+    // threshold, the 99.5th percentile of the sampled scores and the 95th of the alerts'; a
+    // score above it (a spike can score 10,000 where the threshold is 2) is drawn at the top as
+    // a triangle, with its value when far beyond.
+    const quantile = (vs, q) => {
+      const f = vs.filter(Number.isFinite).sort((a, b) => a - b);
+      return f.length ? f[Math.min(f.length - 1, Math.floor(q * f.length))] : 0;
+    };
+    const finite = pts.filter((p) => Number.isFinite(p.s)).length;
+    let ymax = 1.1 * Math.max(quantile(pts.map((p) => p.s), 0.995), quantile(alerts.map((a) => a.score), 0.95));
     for (const p of pts) {
-      if (Number.isFinite(p.s)) { ymax = Math.max(ymax, p.s); finite++; }
-      if (Number.isFinite(p.th)) ymax = Math.max(ymax, p.th);
+      if (Number.isFinite(p.th)) ymax = Math.max(ymax, 1.5 * p.th);
     }
-    for (const a of alerts) {
-      if (Number.isFinite(a.score)) ymax = Math.max(ymax, a.score);
-    }
-    ymax = ymax > 0 ? ymax * 1.1 : 1;
+    if (!(ymax > 0)) ymax = 1;
     const x = (t) => L + (w - L - R) * (t - t0) / (t1 - t0);
-    const y = (s) => (s === Infinity || s > ymax ? T : T + (h - T - B) * (1 - s / ymax));
+    const y = (s) => (s > ymax ? T : T + (h - T - B) * (1 - Math.max(s, 0) / ymax));
 
     // axes and grid
     ctx.font = '11px system-ui, sans-serif';
@@ -254,15 +262,15 @@
     for (let v = 0; v <= ymax; v += ys) {
       const yy = Math.round(y(v)) + 0.5;
       ctx.beginPath(); ctx.moveTo(L, yy); ctx.lineTo(w - R, yy); ctx.stroke();
-      ctx.fillText(fmt(v), L - 6, yy);
+      ctx.fillText(fmt(v, 2), L - 6, yy);
     }
     ctx.textAlign = 'center';
     ctx.textBaseline = 'top';
-    const xs = niceStep(state.span / 1000, 6) * 1000;
+    const xs = niceStep((t1 - t0) / 1000, 6) * 1000;
     for (let t = Math.ceil(t0 / xs) * xs; t <= t1; t += xs) {
       const xx = Math.round(x(t)) + 0.5;
       ctx.beginPath(); ctx.moveTo(xx, T); ctx.lineTo(xx, h - B); ctx.stroke();
-      ctx.fillText(clock(t), xx, h - B + 6);
+      if (xx > L + 25 && xx < w - R - 25) ctx.fillText(clock(t), xx, h - B + 6);
     }
 
     // threshold: a step line through the sampled points' thresholds (one per model)
@@ -303,16 +311,19 @@
       drawn++;
     }
     ctx.globalAlpha = 1;
-    // every flagged record: a diamond (a triangle at the top when the score is beyond the axis)
-    ctx.fillStyle = color('--out');
-    ctx.strokeStyle = '#fff';
+    // every flagged record: a diamond (a triangle at the top, with its score, when the score is
+    // beyond the axis)
     let alertsDrawn = 0;
+    ctx.textAlign = 'left';
+    ctx.textBaseline = 'middle';
     for (const a of alerts) {
       if (Number.isNaN(a.score)) continue;
-      const ax = x(a.t), ay = y(a.score);
+      const ax = x(a.t), ay = y(a.score), over = a.score > ymax;
+      ctx.fillStyle = color('--out');
+      ctx.strokeStyle = '#fff';
       ctx.beginPath();
-      if (a.score === Infinity || a.score > ymax) {
-        ctx.moveTo(ax, ay); ctx.lineTo(ax - 5, ay + 8); ctx.lineTo(ax + 5, ay + 8);
+      if (over) {
+        ctx.moveTo(ax, ay - 6); ctx.lineTo(ax - 5, ay + 3); ctx.lineTo(ax + 5, ay + 3);
       } else {
         ctx.moveTo(ax, ay - 5); ctx.lineTo(ax + 5, ay); ctx.lineTo(ax, ay + 5); ctx.lineTo(ax - 5, ay);
       }
@@ -320,6 +331,10 @@
       ctx.fill();
       ctx.lineWidth = 0.75;
       ctx.stroke();
+      if (over && a.score > 3 * ymax) {
+        ctx.fillStyle = color('--text');
+        ctx.fillText(fmt(a.score) + (a.key ? ' ' + a.key : ''), Math.min(ax + 7, w - R - 90), ay);
+      }
       alertsDrawn++;
     }
     canvas.dataset.pointsDrawn = String(drawn);
