@@ -64,7 +64,7 @@ func Listen(addr string, m *Metrics, log zerolog.Logger) (*Server, error) {
 	s := &Server{
 		srv: &http.Server{
 			BaseContext: func(net.Listener) context.Context { return base },
-			Handler: m.Handler(),
+			Handler:     m.Handler(),
 			// A scrape is small and local; these bound what a stuck client can hold.
 			ReadHeaderTimeout: 5 * time.Second,
 			WriteTimeout:      30 * time.Second,
