@@ -82,6 +82,8 @@ type Metrics struct {
 	now func() time.Time // the clock of model age (tests replace it)
 
 	recordsIn, recordsOut, flagged, deadLetters prometheus.Counter
+	// detectorOutliers: density, distance, hypercube (outlierd_detector_outliers_total).
+	detectorOutliers [3]prometheus.Counter
 	batchDuration                               [numStages]prometheus.Observer
 	commits, commitErrors, lagPollErrors        prometheus.Counter
 	windowRecords, windowCapacity               prometheus.Gauge
@@ -99,6 +101,9 @@ type Metrics struct {
 	queues map[string]func() int
 	// kernelTimes reads the GPU's per-kernel totals (SetKernelTimes; nil on the CPU).
 	kernelTimes func() map[string]KernelTime
+	// live is the live view's feed (live.go, liveview.go); liveStreams counts its open pages.
+	live        *liveFeed
+	liveStreams atomic.Int32
 
 	connected atomic.Bool
 	serving   atomic.Bool
@@ -117,10 +122,6 @@ type Metrics struct {
 	caughtUp         atomic.Bool
 	sourceStaleAfter atomic.Int64
 	sinkFailing      map[string]string
-
-	// live is the live view's feed (live.go, liveview.go); liveStreams counts its open pages.
-	live        *liveFeed
-	liveStreams atomic.Int32
 }
 
 // New returns a Metrics with its own registry, holding the pipeline's series plus the Go
@@ -139,6 +140,12 @@ func New() *Metrics {
 	m.recordsOut = counter("outlierd_records_out_total", "Records whose batch the sink wrote and the broker acknowledged.")
 	m.flagged = counter("outlierd_records_flagged_total", "Acknowledged records whose combined verdict is outlier.")
 	m.deadLetters = counter("outlierd_dead_letters_total", "Input messages written to the dead-letter topic (malformed input).")
+	byDetector := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outlierd_detector_outliers_total",
+		Help: "Acknowledged records each detector's own verdict calls outliers (density: eta-probability < delta, PROCLUS included; distance: w_k(q, S) >= w*; hypercube: too few grid neighbours; 0 while a detector is off), flagged by the combined rule or not."},
+		[]string{"detector"})
+	for i, d := range []string{"density", "distance", "hypercube"} {
+		m.detectorOutliers[i] = byDetector.WithLabelValues(d)
+	}
 	m.commits = counter("outlierd_offset_commits_total", "Offset commits that succeeded (including those with nothing new to commit).")
 	m.commitErrors = counter("outlierd_offset_commit_errors_total", "Offset commits that failed (retried at the next interval).")
 	m.lagPollErrors = counter("outlierd_lag_poll_errors_total", "Consumer-lag polls that failed.")
@@ -157,7 +164,7 @@ func New() *Metrics {
 	for s := range numStages {
 		m.batchDuration[s] = hist.WithLabelValues(s.String())
 	}
-	m.reg.MustRegister(m.recordsIn, m.recordsOut, m.flagged, m.deadLetters, m.commits, m.commitErrors,
+	m.reg.MustRegister(m.recordsIn, m.recordsOut, m.flagged, m.deadLetters, byDetector, m.commits, m.commitErrors,
 		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.gpuKernelSeconds, m.gpuFallbacks, bytesMoved,
 		m.brokerConnected, hist, stateCollector{m}, kernelCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -177,6 +184,16 @@ func (m *Metrics) AddRecordsIn(n int) {
 func (m *Metrics) AddRecordsOut(out, flagged int) {
 	m.recordsOut.Add(float64(out))
 	m.flagged.Add(float64(flagged))
+}
+
+// AddDetectorOutliers counts an acknowledged batch's records that the density, distance and
+// hypercube detectors each call outliers (outlierd_detector_outliers_total{detector}).
+func (m *Metrics) AddDetectorOutliers(density, distance, hypercube int) {
+	for i, n := range [...]int{density, distance, hypercube} {
+		if n > 0 {
+			m.detectorOutliers[i].Add(float64(n))
+		}
+	}
 }
 
 // AddDeadLetters counts n messages written to the dead-letter topic (the source fetched them).
@@ -225,11 +242,11 @@ func (m *Metrics) SetWindow(records, capacity int) {
 
 // SetModel records the model that now serves; from then on /readyz may report ready.
 func (m *Metrics) SetModel(info ModelInfo) {
+	m.live.modelChanged(info, m.now())
 	m.mu.Lock()
 	m.model = &info
 	m.mu.Unlock()
 	m.serving.Store(true)
-	m.live.modelChanged(info, m.now())
 }
 
 // SetDevice names the device the detectors run on ("cpu", or "cuda:<GPU name>").

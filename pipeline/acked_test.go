@@ -51,3 +51,46 @@ func BenchmarkAcked(b *testing.B) {
 		})
 	}
 }
+
+// TestAckedCountsDetectors: acked counts the combined flags and each detector's own verdicts
+// into the metrics.
+func TestAckedCountsDetectors(t *testing.T) {
+	scores := []batch.Score{
+		{Scored: true, Outlier: true, DensityOutlier: true, DistanceOutlier: true},
+		{Scored: true, DensityOutlier: true},
+		{Scored: true, Outlier: true, Hypercube: &batch.HypercubeScore{Outlier: true}},
+		{Scored: true, Hypercube: &batch.HypercubeScore{}},
+	}
+	rows := make([]testbatch.Row, len(scores))
+	for i := range rows {
+		rows[i] = testbatch.Row{Offset: int64(i), Features: []float32{1}, Score: scores[i]}
+	}
+	bt := testbatch.New(t, memory.NewGoAllocator(), "in", []string{"x"}, false, true, rows)
+	defer bt.Release()
+	cfg := Default()
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	p := &Pipeline{cfg: cfg, metrics: metrics.New()}
+	p.acked(bt)
+	fams, err := p.metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			name := f.GetName()
+			for _, l := range m.GetLabel() {
+				name += "/" + l.GetValue()
+			}
+			got[name] = m.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{"outlierd_records_out_total": 4, "outlierd_records_flagged_total": 2,
+		"outlierd_detector_outliers_total/density": 2, "outlierd_detector_outliers_total/distance": 1,
+		"outlierd_detector_outliers_total/hypercube": 1}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+}
