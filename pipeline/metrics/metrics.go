@@ -82,15 +82,15 @@ type Metrics struct {
 	now func() time.Time // the clock of model age (tests replace it)
 
 	recordsIn, recordsOut, flagged, deadLetters prometheus.Counter
+	batchDuration                               [numStages]prometheus.Observer
+	commits, commitErrors, lagPollErrors        prometheus.Counter
+	windowRecords, windowCapacity               prometheus.Gauge
+	gpuKernelSeconds                            prometheus.Counter
+	gpuFallbacks                                prometheus.Counter
+	gpuBytesToDevice, gpuBytesToHost            prometheus.Counter
+	brokerConnected                             prometheus.Gauge
 	// detectorOutliers: density, distance, hypercube (outlierd_detector_outliers_total).
-	detectorOutliers                     [3]prometheus.Counter
-	batchDuration                        [numStages]prometheus.Observer
-	commits, commitErrors, lagPollErrors prometheus.Counter
-	windowRecords, windowCapacity        prometheus.Gauge
-	gpuKernelSeconds                     prometheus.Counter
-	gpuFallbacks                         prometheus.Counter
-	gpuBytesToDevice, gpuBytesToHost     prometheus.Counter
-	brokerConnected                      prometheus.Gauge
+	detectorOutliers [3]prometheus.Counter
 
 	// mu guards the state read at scrape time by the custom collectors below.
 	mu     sync.Mutex
