@@ -37,6 +37,8 @@ type livePoint struct {
 	score     float64
 	threshold float64
 	outlier   bool
+	// suppressed: over the threshold, not flagged (the alarm cap of flag_by: significance).
+	suppressed bool
 }
 
 // liveAlert is one flagged record, with what its explanation is made of.
@@ -146,7 +148,7 @@ func (m *Metrics) OfferBatch(b *batch.Batch, flagged int) {
 		if !s.Scored {
 			continue
 		}
-		sampled[ns] = livePoint{at: at, key: keyAt(i), score: s.Score, threshold: s.Threshold, outlier: s.Outlier}
+		sampled[ns] = livePoint{at: at, key: keyAt(i), score: s.Score, threshold: s.Threshold, outlier: s.Outlier, suppressed: s.Suppressed}
 		ns++
 	}
 	var alerts []liveAlert

@@ -92,6 +92,7 @@ type (
 		Score     jnum   `json:"s"`
 		Threshold jnum   `json:"th"`
 		Outlier   bool   `json:"o"`
+		Suppress  bool   `json:"u,omitempty"` // over the threshold, not flagged: the alarm cap
 	}
 	liveAlertJSON struct {
 		T           int64    `json:"t"`
@@ -236,7 +237,7 @@ func (m *Metrics) liveEvents(w http.ResponseWriter, r *http.Request) {
 func pointsJSON(ps []livePoint) []livePointJSON {
 	out := make([]livePointJSON, len(ps))
 	for i, p := range ps {
-		out[i] = livePointJSON{T: p.at, Key: p.key, Score: jnum(p.score), Threshold: jnum(p.threshold), Outlier: p.outlier}
+		out[i] = livePointJSON{T: p.at, Key: p.key, Score: jnum(p.score), Threshold: jnum(p.threshold), Outlier: p.outlier, Suppress: p.suppressed}
 	}
 	return out
 }

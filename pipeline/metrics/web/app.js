@@ -303,6 +303,15 @@
     let drawn = 0;
     for (const p of pts) {
       if (Number.isNaN(p.s)) continue;
+      if (p.u) { // over the threshold but not flagged: the alarm cap was spent
+        ctx.strokeStyle = color('--out');
+        ctx.lineWidth = 1;
+        ctx.beginPath();
+        ctx.arc(x(p.t), y(p.s), 3, 0, 2 * Math.PI);
+        ctx.stroke();
+        drawn++;
+        continue;
+      }
       ctx.fillStyle = p.o ? color('--out') : color('--in');
       ctx.globalAlpha = p.o ? 1 : (state.key ? 0.9 : 0.45);
       ctx.beginPath();
