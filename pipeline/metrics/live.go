@@ -157,6 +157,7 @@ func (m *Metrics) OfferBatch(b *batch.Batch, flagged int) {
 		skip := flagged - liveAlertCap // the ring keeps only the last liveAlertCap
 		parts, offs := b.Partitions(), b.Offsets()
 		d := len(b.Features)
+		values := make([]float32, d*cap(alerts)) // one allocation for every alert's values
 		for i := range n {
 			s := &b.Scores[i]
 			if !s.Outlier {
@@ -167,7 +168,8 @@ func (m *Metrics) OfferBatch(b *batch.Batch, flagged int) {
 				continue
 			}
 			a := liveAlert{at: at, topic: b.Topic, partition: parts[i], offset: offs[i], key: keyAt(i),
-				model: b.ModelVersion, features: b.Features, values: make([]float32, d), score: *s}
+				model: b.ModelVersion, features: b.Features, values: values[:d:d], score: *s}
+			values = values[d:]
 			for j := range d {
 				a.values[j] = b.Feature(j)[i]
 			}
