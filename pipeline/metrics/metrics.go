@@ -1,6 +1,6 @@
 // Package metrics is the pipeline's observability surface: Prometheus collectors fed by the
 // pipeline once per batch (never per record), a consumer-lag poller, and the HTTP listener
-// that serves /metrics, /healthz and /readyz.
+// that serves /metrics, /healthz, /readyz and the live view at / (live.go, liveview.go).
 //
 // Every series is named outlierd_*; docs/OPERATIONS.md lists them with the alerts worth
 // setting. A Metrics owns its own registry (no global state), so several pipelines in one
