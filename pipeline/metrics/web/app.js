@@ -69,59 +69,73 @@
   }
 
   // ---- events ----
-  const es = new EventSource('/live/events');
-  es.onopen = () => {
-    // The server sends everything it holds on every (re)connect: start over.
-    reset();
-    const c = $('conn');
-    c.textContent = 'live';
-    c.className = 'badge ok';
-  };
-  es.onerror = () => {
-    const c = $('conn');
-    c.textContent = 'reconnecting…';
-    c.className = 'badge warn';
-  };
-  es.addEventListener('points', (e) => {
-    window.outlierdLive.events++;
-    for (const p of JSON.parse(e.data)) {
-      p.s = num(p.s);
-      p.th = num(p.th);
-      state.points.push(p);
-      seeKey(p.k);
-    }
-    if (state.points.length > MAX_POINTS) state.points.splice(0, state.points.length - MAX_POINTS);
-    state.dirty = true;
-  });
-  es.addEventListener('alerts', (e) => {
-    window.outlierdLive.events++;
-    const fresh = JSON.parse(e.data);
-    for (const a of fresh) {
-      a.score = num(a.score);
-      a.threshold = num(a.threshold);
-      a.values = a.values.map(num);
-      seeKey(a.key);
-    }
-    state.alerts = fresh.reverse().concat(state.alerts).slice(0, MAX_ALERTS);
-    renderAlerts();
-    state.dirty = true;
-  });
-  es.addEventListener('models', (e) => {
-    window.outlierdLive.events++;
-    for (const m of JSON.parse(e.data)) {
-      m.w_star = num(m.w_star);
-      state.models.set(m.version, m);
-    }
-    renderModels();
-  });
-  es.addEventListener('status', (e) => {
-    window.outlierdLive.events++;
-    const st = JSON.parse(e.data);
-    state.clockOffset = st.t - Date.now();
-    state.prev = state.status;
-    state.status = st;
-    renderStatus();
-  });
+  // EventSource reconnects by itself after a dropped stream; a refused one (the pipeline
+  // restarting, or too many pages open: 503) it gives up on, so the page tries again itself.
+  let es;
+  function connect() {
+    es = new EventSource('/live/events');
+    es.onopen = () => {
+      // The server sends everything it holds on every (re)connect: start over.
+      reset();
+      const c = $('conn');
+      c.textContent = 'live';
+      c.className = 'badge ok';
+    };
+    es.onerror = () => {
+      const c = $('conn');
+      c.className = 'badge warn';
+      if (es.readyState === EventSource.CLOSED) {
+        c.textContent = 'disconnected: retrying in 5 s';
+        setTimeout(connect, 5000);
+      } else {
+        c.textContent = 'reconnecting…';
+      }
+    };
+    listen(es);
+  }
+  function listen(es) {
+    es.addEventListener('points', (e) => {
+      window.outlierdLive.events++;
+      for (const p of JSON.parse(e.data)) {
+        p.s = num(p.s);
+        p.th = num(p.th);
+        state.points.push(p);
+        seeKey(p.k);
+      }
+      if (state.points.length > MAX_POINTS) state.points.splice(0, state.points.length - MAX_POINTS);
+      state.dirty = true;
+    });
+    es.addEventListener('alerts', (e) => {
+      window.outlierdLive.events++;
+      const fresh = JSON.parse(e.data);
+      for (const a of fresh) {
+        a.score = num(a.score);
+        a.threshold = num(a.threshold);
+        a.values = a.values.map(num);
+        seeKey(a.key);
+      }
+      state.alerts = fresh.reverse().concat(state.alerts).slice(0, MAX_ALERTS);
+      renderAlerts();
+      state.dirty = true;
+    });
+    es.addEventListener('models', (e) => {
+      window.outlierdLive.events++;
+      for (const m of JSON.parse(e.data)) {
+        m.w_star = num(m.w_star);
+        state.models.set(m.version, m);
+      }
+      renderModels();
+    });
+    es.addEventListener('status', (e) => {
+      window.outlierdLive.events++;
+      const st = JSON.parse(e.data);
+      state.clockOffset = st.t - Date.now();
+      state.prev = state.status;
+      state.status = st;
+      renderStatus();
+    });
+  }
+  connect();
 
   // ---- tiles ----
   function renderStatus() {
