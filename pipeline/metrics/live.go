@@ -167,6 +167,9 @@ func (m *Metrics) OfferBatch(b *batch.Batch, flagged int) {
 				skip--
 				continue
 			}
+			if len(alerts) == cap(alerts) { // flagged undercounted: keep what was sized for
+				break
+			}
 			a := liveAlert{at: at, topic: b.Topic, partition: parts[i], offset: offs[i], key: keyAt(i),
 				model: b.ModelVersion, features: b.Features, values: values[:d:d], score: *s}
 			values = values[d:]
