@@ -110,6 +110,7 @@ def parse_args():
     ap.add_argument("--nab", default=os.environ.get("OUTLIERD_NAB", NAB_DEFAULT), help="NAB checkout (default $OUTLIERD_NAB or ~/.cache/outlierd/nab)")
     ap.add_argument("--config", default="", help="pipeline config for outlierd replay (default: none, pipeline.Default())")
     ap.add_argument("--replay-args", default="", help="extra arguments for outlierd replay, e.g. \"--window 5000 --refresh-records 2500\"")
+    ap.add_argument("--with-ts", action="store_true", help="give outlierd a ts column (epoch ms) too, for a --config whose ingest names it the timestamp (derived time features); the peers never see it")
     ap.add_argument("--only-ours", action="store_true", help="run outlierd only (quick sweeps of its config)")
     ap.add_argument("--raw", default="", help="write every figure as one JSON object per line here")
     ap.add_argument("--markdown", action="store_true", help="print Markdown tables")
@@ -142,6 +143,14 @@ def run_outlierd(binary, csv_path, probation, args, key_column=None):
         score = pd.to_numeric(v["score"], errors="coerce").to_numpy(dtype=np.float64)
         flags = v["outlier"].astype(str).str.lower().eq("true").to_numpy()
         return score, flags, res
+
+
+def run_outlierd_rows(binary, df, probation, args, td):
+    """run_outlierd on the rows of df (a frame with a label column), written to a file in td."""
+    path = os.path.join(td, "rows.csv")
+    df.to_csv(path, index=False)
+    score, flags, _ = run_outlierd(binary, path, probation, args)
+    return score, flags
 
 
 def hst(X):
@@ -228,7 +237,31 @@ def madz(X, probation):
     return z, z > Z_MAD
 
 
-def per_key(fn, X, keys, probation):
+def windowed_gaussian(x):
+    """NAB's own windowedGaussian baseline (nab/detectors/gaussian/windowedGaussian_detector.py,
+    ported, vectorised): 1 - the two-sided Gaussian tail probability of x under the mean and
+    (population) sd of a window that fills to 6400 values, then slides by 100. A check of this
+    driver of NAB's scorer on a detector run here: NAB publishes 39.6 (standard) for it."""
+    import numpy as np
+    from scipy.special import erfc
+
+    size, step = 6400, 100
+    n = len(x)
+    c1 = np.concatenate([[0.0], np.cumsum(x)])
+    c2 = np.concatenate([[0.0], np.cumsum(x * x)])
+    i = np.arange(n)
+    end = np.where(i <= size, i, size + step * ((i - size) // step))  # the window is x[end-len : end]
+    start = np.maximum(end - size, 0)
+    cnt = np.maximum(end - start, 1)
+    mean = (c1[end] - c1[start]) / cnt
+    sd = np.sqrt(np.maximum((c2[end] - c2[start]) / cnt - mean * mean, 0.0))
+    sd = np.where(sd == 0.0, 0.000001, sd)
+    score = 1 - 0.5 * erfc(np.abs(x - mean) / sd / np.sqrt(2))
+    score[0] = 0.0
+    return score
+
+
+def per_key(fn, X, keys, probation, pass_index=False):
     """fn run on each key's rows alone (in order), results scattered back; probation is then
     counted in the key's own rows, scaled by the key's share of the stream."""
     import numpy as np
@@ -237,8 +270,8 @@ def per_key(fn, X, keys, probation):
     uniq, inv = np.unique(keys, return_inverse=True)
     for k in range(len(uniq)):
         idx = np.flatnonzero(inv == k)
-        p = max(1, round(probation * len(idx) / len(X)))
-        s, f = fn(X[idx], p)
+        p = max(2, round(probation * len(idx) / len(X)))
+        s, f = fn(X[idx], p, idx) if pass_index else fn(X[idx], p)
         score[idx], flags[idx] = s, f
     return score, flags
 
@@ -309,7 +342,7 @@ def run_generated(binary, args, td, raw):
         t0 = time.time()
         path = os.path.join(td, f"{name}.csv")
         with open(path, "w") as fh:
-            subprocess.check_call([binary, "gen", "--kind", "sensors", "--head", str(P_GEN)] + gargs.split(), stdout=fh)
+            subprocess.check_call([binary, "gen", "--kind", "sensors", "--head", str(P_GEN)] + (["--ts"] if args.with_ts else []) + gargs.split(), stdout=fh)
         df = pd.read_csv(path)
         y = df["label"].to_numpy(dtype=int)
         keys = df["key"].to_numpy() if "key" in df.columns else None
@@ -328,8 +361,17 @@ def run_generated(binary, args, td, raw):
                "keyed": bool(keys is not None and keyed), "scores": {}}
         m = evaluate(score[ev], flags[ev], yv)
         m["seconds"] = ours_s
-        row["scores"]["outlierd"] = m
+        row["scores"]["outlierd" + (" global" if keys is not None and not keyed else "")] = m
         n_equal = m["flagged"]
+        if keys is not None and not keyed:
+            # Until replay has --key-column: a replay of each key's rows alone (what per-key
+            # models would see), P scaled to the key's share of the stream like the peers'.
+            t1 = time.time()
+            # min_records >= 20: replay refuses fewer than detect.proclus.k (10) records.
+            s, f = per_key(lambda Xk, p, idx: run_outlierd_rows(binary, df.drop(columns=["key"]).iloc[idx], max(p, 20), args, td), X, keys, P_GEN, pass_index=True)
+            pm = evaluate(s[ev], f[ev], yv)
+            pm["seconds"] = time.time() - t1
+            row["scores"]["outlierd per key (a replay per key)"] = pm
         if not args.only_ours:
             for peer, (s, f, secs) in peers(X, P_GEN, keys).items():
                 pm = evaluate(s[ev], f[ev], yv, n_equal)
@@ -441,6 +483,9 @@ def run_nab(binary, args, td, raw):
         per = {"outlierd": (score, flags, time.time() - t1)}
         if not args.only_ours:
             per.update(peers(df[["value"]].to_numpy(dtype=np.float64), max(p, 2)))
+            t1 = time.time()
+            wg = windowed_gaussian(df["value"].to_numpy(dtype=np.float64))
+            per["NAB windowedGaussian"] = (wg, np.zeros(n, dtype=bool), time.time() - t1)
         for det, (s, f, sec) in per.items():
             s = np.nan_to_num(np.asarray(s, dtype=np.float64), nan=-np.inf)
             dets.setdefault(det, []).append(list(0.5 + np.arctan(s) / np.pi))
