@@ -38,8 +38,8 @@ its nab/sweeper.py (imported from the NAB checkout and run as is) driven as nab/
 and nab/runner.py's normalize() drive it: one threshold per detector and profile optimised
 over the corpus, the sum of the files' scores at it, normalised to 100 * (raw - null) /
 (perfect - null) with the null detector's raw score computed the same way. Scores enter NAB
-as 0.5 + atan(s)/pi (a fixed monotone map into (0, 1): NAB's sweep depends only on the
-order); outlierd's verdicts enter as a 0/1 detector of their own ("outlierd flags"). Point-wise
+as their dense rank over the corpus / the number of distinct scores (NAB's sweep depends only
+on that order, ties included); outlierd's verdicts enter as a 0/1 detector of their own ("outlierd flags"). Point-wise
 AP on NAB labels a row 1 inside a NAB window, after the probation (mean over the files with
 a window). See docs/bench/README.md for what chose which parameter.
 """
@@ -422,11 +422,12 @@ def nab_score(sweeper_mod, costs, files, scores, threshold=None):
         for (rel, df, win), s in zip(files, scores):
             rows.extend(sw.calcSweepScore(list(df["timestamp"]), list(s), win, rel))
         threshold = sorted(sw.calcScoreByThreshold(rows), key=lambda x: x.score, reverse=True)[0].threshold
-    raw = 0.0
+    raw, flagged = 0.0, 0
     for (rel, df, win), s in zip(files, scores):
         _, match = sw.scoreDataSet(list(df["timestamp"]), list(s), win, rel, threshold)
         raw += match.score
-    return threshold, raw
+        flagged += match.tp + match.fp
+    return threshold, raw, flagged
 
 
 NULL_RAW = {}
@@ -442,9 +443,28 @@ def nab_normalise(sweeper_mod, profiles, files, scores):
         if key not in NULL_RAW:  # the null detector: NAB's results/null, a constant 0.5
             NULL_RAW[key] = nab_score(sweeper_mod, costs, files, [[0.5] * len(df) for _, df, _ in files])[1]
         null_raw = NULL_RAW[key]
-        thr, raw = nab_score(sweeper_mod, costs, files, scores)
+        thr, raw, flagged = nab_score(sweeper_mod, costs, files, scores)
         perfect = n_windows * costs["tpWeight"]
-        out[prof] = {"score": 100 * (raw - null_raw) / (perfect - null_raw), "threshold": thr, "raw": raw, "null_raw": null_raw}
+        out[prof] = {"score": 100 * (raw - null_raw) / (perfect - null_raw), "threshold": thr, "flagged": flagged,
+                     "raw": raw, "null_raw": null_raw}
+    return out
+
+
+def to_unit(scores):
+    """A detector's per-file scores as NAB's sweeper wants them, in [0, 1]: the dense rank of
+    each score over the whole corpus / the number of distinct scores. NAB's sweep and its
+    corpus-wide threshold depend only on that order (ties included), which this keeps
+    exactly (a squashing function such as atan would merge scores near its ends)."""
+    import numpy as np
+    from scipy.stats import rankdata
+
+    flat = np.concatenate(scores)
+    rank = rankdata(flat, method="dense")
+    unit = rank / rank.max()
+    out, at = [], 0
+    for s in scores:
+        out.append(list(unit[at:at + len(s)]))
+        at += len(s)
     return out
 
 
@@ -488,10 +508,10 @@ def run_nab(binary, args, td, raw):
             per["NAB windowedGaussian"] = (wg, np.zeros(n, dtype=bool), time.time() - t1)
         for det, (s, f, sec) in per.items():
             s = np.nan_to_num(np.asarray(s, dtype=np.float64), nan=-np.inf)
-            dets.setdefault(det, []).append(list(0.5 + np.arctan(s) / np.pi))
+            dets.setdefault(det, []).append(s)
             secs[det] = secs.get(det, 0.0) + sec
             if det == "outlierd":
-                dets.setdefault("outlierd flags", []).append([1.0 if v else 0.0 for v in f])
+                dets.setdefault("outlierd flags", []).append(f.astype(np.float64))
             yv = y[p:]
             if 0 < yv.sum() < len(yv):
                 pointwise.setdefault(det, []).append(evaluate(s[p:], f[p:], yv)["ap"])
@@ -499,7 +519,7 @@ def run_nab(binary, args, td, raw):
     results = {"files": len(files), "windows": sum(len(w) for _, _, w in files), "rows": sum(len(df) for _, df, _ in files),
                "detectors": {}}
     for det, scores in dets.items():
-        r = nab_normalise(sweeper_mod, profiles, files, scores)
+        r = nab_normalise(sweeper_mod, profiles, files, to_unit(scores))
         r["pointwise_ap"] = float(np.mean(pointwise[det])) if det in pointwise else None
         r["seconds"] = secs.get(det)
         results["detectors"][det] = r
@@ -526,7 +546,7 @@ def check_numenta(sweeper_mod, profiles, files, nab):
     for prof, spec in profiles.items():
         # NAB's published figures were scored at its config/thresholds.json, found by an
         # earlier optimizer; today's sweep can find a slightly better threshold.
-        _, raw = nab_score(sweeper_mod, spec["CostMatrix"], files, scores, thresholds[prof]["threshold"])
+        _, raw, _ = nab_score(sweeper_mod, spec["CostMatrix"], files, scores, thresholds[prof]["threshold"])
         g = got[prof]
         at = 100 * (raw - g["null_raw"]) / (sum(len(w) for _, _, w in files) * spec["CostMatrix"]["tpWeight"] - g["null_raw"])
         print(f"# NAB self-check, numenta {prof}: {g['score']:.2f} here (optimised threshold {g['threshold']:.4f}), "
@@ -580,11 +600,11 @@ def report_nab(res, md):
     if not res:
         return
     print(("#### " if md else "") + f"NAB: {res['files']} files, {res['rows']} rows, {res['windows']} windows; NAB's scorer (normalised, higher is better) and point-wise AP\n")
-    head = ["detector", "standard", "reward low FP", "reward low FN", "threshold (standard)", "point-wise AP", "s"]
+    head = ["detector", "standard", "reward low FP", "reward low FN", "rows flagged at NAB's threshold (standard)", "point-wise AP", "s"]
     rows = []
     for det, r in sorted(res["detectors"].items(), key=lambda x: -x[1]["standard"]["score"]):
         rows.append([det, f"{r['standard']['score']:.1f}", f"{r['reward_low_FP_rate']['score']:.1f}", f"{r['reward_low_FN_rate']['score']:.1f}",
-                     f"{r['standard']['threshold']:.4g}", fmt(r["pointwise_ap"]), "—" if r["seconds"] is None else f"{r['seconds']:.0f}"])
+                     str(r["standard"]["flagged"]), fmt(r["pointwise_ap"]), "—" if r["seconds"] is None else f"{r['seconds']:.0f}"])
     table(head, rows, md)
 
 
@@ -603,6 +623,11 @@ def main():
             gen_res = run_generated(binary, args, td, raw)
         if "nab" in sets:
             nab_res = run_nab(binary, args, td, raw)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    print(f"stream_sbs {' '.join(sys.argv[1:])}: commit {commit}{' (modified)' if dirty else ''}, "
+          f"{time.strftime('%Y-%m-%d %H:%MZ', time.gmtime(started))}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, "
+          f"{time.time() - started:.0f} s\n")
     report_generated(gen_res, args.markdown)
     report_nab(nab_res, args.markdown)
     print(f"{time.time() - started:.0f} s in all", file=sys.stderr)
