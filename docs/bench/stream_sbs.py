@@ -489,6 +489,7 @@ def run_nab(binary, args, td, raw):
     dets = {}  # detector -> list of per-file scores in [0, 1]
     pointwise = {}  # detector -> list of per-file AP
     secs = {}
+    quiet = {}  # detector -> [rows flagged, rows] after the probation of the series without a window
     t0 = time.time()
     for rel, df, win in files:
         n = len(df)
@@ -513,6 +514,10 @@ def run_nab(binary, args, td, raw):
             if det == "outlierd":
                 dets.setdefault("outlierd flags", []).append(f.astype(np.float64))
             yv = y[p:]
+            if not win:
+                q = quiet.setdefault(det, [0, 0])
+                q[0] += int(np.asarray(f[p:]).sum())
+                q[1] += n - p
             if 0 < yv.sum() < len(yv):
                 pointwise.setdefault(det, []).append(evaluate(s[p:], f[p:], yv)["ap"])
         print(f"# NAB {rel}: {n} rows, {len(win)} windows, {time.time() - t0:.0f} s so far", file=sys.stderr)
@@ -521,6 +526,7 @@ def run_nab(binary, args, td, raw):
     for det, scores in dets.items():
         r = nab_normalise(sweeper_mod, profiles, files, to_unit(scores))
         r["pointwise_ap"] = float(np.mean(pointwise[det])) if det in pointwise else None
+        r["quiet_share"] = quiet[det][0] / quiet[det][1] if det in quiet and det != "NAB windowedGaussian" else None
         r["seconds"] = secs.get(det)
         results["detectors"][det] = r
         if raw:
@@ -600,11 +606,14 @@ def report_nab(res, md):
     if not res:
         return
     print(("#### " if md else "") + f"NAB: {res['files']} files, {res['rows']} rows, {res['windows']} windows; NAB's scorer (normalised, higher is better) and point-wise AP\n")
-    head = ["detector", "standard", "reward low FP", "reward low FN", "rows flagged at NAB's threshold (standard)", "point-wise AP", "s"]
+    head = ["detector", "standard", "reward low FP", "reward low FN", "rows flagged at NAB's threshold (standard)", "point-wise AP",
+            "own flags on the series without anomaly", "s"]
     rows = []
     for det, r in sorted(res["detectors"].items(), key=lambda x: -x[1]["standard"]["score"]):
         rows.append([det, f"{r['standard']['score']:.1f}", f"{r['reward_low_FP_rate']['score']:.1f}", f"{r['reward_low_FN_rate']['score']:.1f}",
-                     str(r["standard"]["flagged"]), fmt(r["pointwise_ap"]), "—" if r["seconds"] is None else f"{r['seconds']:.0f}"])
+                     str(r["standard"]["flagged"]), fmt(r["pointwise_ap"]),
+                     "—" if r.get("quiet_share") is None else f"{100 * r['quiet_share']:.2f}%",
+                     "—" if r["seconds"] is None else f"{r['seconds']:.0f}"])
     table(head, rows, md)
 
 
