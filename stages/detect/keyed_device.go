@@ -154,27 +154,39 @@ func (k *keyedScorer) flush(cfg *Config, features []string, b *batch.Batch, raw 
 	}
 	built := make([]*Ranker, len(kb.due))
 	buildKeys(kb.due, built, cfg)
-	var slots []int32
-	var tails []*rank.Tail
-	var refs []*solvingset.Model
-	var centers, units [][]float64
+	var rebuilt []*keyState
 	for t, st := range kb.due {
 		st.due = false
 		if built[t] == nil || k.keys[st.key] != st { // (evicted before the flush: dropped)
 			continue
 		}
 		st.model = built[t]
+		rebuilt = append(rebuilt, st)
+	}
+	kb.due = kb.due[:0]
+	k.install(rebuilt)
+}
+
+// install puts the keys' models on the device (a slot for a key that has none), in one upload.
+// After a failed upload the CPU scores from the next batch on (every model is on the host).
+func (k *keyedScorer) install(keys []*keyState) {
+	if len(keys) == 0 {
+		return
+	}
+	slots := make([]int32, len(keys))
+	tails := make([]*rank.Tail, len(keys))
+	refs := make([]*solvingset.Model, len(keys))
+	centers, units := make([][]float64, len(keys)), make([][]float64, len(keys))
+	for t, st := range keys {
 		if st.slot < 0 {
 			st.slot = k.slots.get()
 		}
 		r := st.model
-		slots, tails, refs = append(slots, st.slot), append(tails, r.Tail), append(refs, r.Ref)
-		centers, units = append(centers, r.Center), append(units, r.Unit)
+		slots[t], tails[t], refs[t], centers[t], units[t] = st.slot, r.Tail, r.Ref, r.Center, r.Unit
 	}
-	kb.due = kb.due[:0]
 	if err := k.dev.Install(slots, tails, refs, centers, units); err != nil {
 		k.dev.Close()
-		k.dev = nil // the CPU scores from the next batch on (every model is on the host)
+		k.dev = nil
 	}
 }
 
