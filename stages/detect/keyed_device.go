@@ -140,13 +140,7 @@ func (k *keyedScorer) flush(cfg *Config, features []string, b *batch.Batch, raw 
 		if err := k.dev.Score(kb.slot, kb.x, tail, dist); err != nil {
 			cpuRawScores(kb.q, raw, tail, dist) // (a KeyedModels scores on its CPU itself; this is its error)
 		}
-		one := make([][]float32, d)
-		for t, q := range kb.q {
-			for j := range raw {
-				one[j] = raw[j][q.i : q.i+1]
-			}
-			q.st.sig[q.ring] = decideByKey(cfg, features, q.st, q.model, one, b.Scores[q.i:q.i+1], tail[t], dist[t])
-		}
+		decideQueued(cfg, features, b, raw, kb.q, tail, dist)
 		kb.q = kb.q[:0]
 	}
 	if len(kb.due) == 0 {
@@ -188,6 +182,43 @@ func (k *keyedScorer) install(keys []*keyState) {
 		k.dev.Close()
 		k.dev = nil
 	}
+}
+
+// decideGrain is the fewest queued records per worker of decideQueued (a variable: the tests
+// lower it to run the workers on small batches).
+var decideGrain = 1024
+
+// decideQueued decides the queued records from their raw scores (tail, dist), each key's records
+// in stream order (its cap), on every core when there are many: worker w takes the keys of
+// slot % workers == w (a queued key's slot is its own while it is queued), and each record writes
+// only its own score and its key's window.
+func decideQueued(cfg *Config, features []string, b *batch.Batch, raw [][]float32, q []queued, tail, dist []float64) {
+	workers := min(runtime.GOMAXPROCS(0), len(q)/decideGrain)
+	decide := func(w, workers int) {
+		one := make([][]float32, len(raw))
+		for t, r := range q {
+			if workers > 1 && int(r.slot)%workers != w {
+				continue
+			}
+			for j := range raw {
+				one[j] = raw[j][r.i : r.i+1]
+			}
+			r.st.sig[r.ring] = decideByKey(cfg, features, r.st, r.model, one, b.Scores[r.i:r.i+1], tail[t], dist[t])
+		}
+	}
+	if workers <= 1 {
+		decide(0, 1)
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			decide(w, workers)
+		}()
+	}
+	wg.Wait()
 }
 
 // buildKeys builds the keys' models (nil where a build failed), on every core when there are

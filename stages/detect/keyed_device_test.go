@@ -118,10 +118,12 @@ func (s *keyedStream) next(t testing.TB, n, among int) (*batch.Batch, *batch.Bat
 
 // checkKeyedParity feeds the same batches to a keyedScorer on the CPU and one with dev, and holds
 // every record's scores, verdict and explanation, the keys' windows and significance, and the
-// stats to each other bit for bit: few keys with many records a batch (a key's model rebuilt
+// stats to each other bit for bit, the decisions spread over workers: few keys with many records a batch (a key's model rebuilt
 // mid-batch: flushes), many keys past keys.max_keys (evictions with records queued and builds
 // due), a short window (rebuilds every 10 records).
 func checkKeyedParity(t *testing.T, newDev func(window int) KeyedModels) {
+	defer func(g int) { decideGrain = g }(decideGrain)
+	decideGrain = 16 // the decisions on several workers even for these batches
 	for _, c := range []struct {
 		name                        string
 		keys, among, batch, batches int
