@@ -200,11 +200,15 @@ const keyedChunk = 32
 // keyedChunks groups records by slot: order lists the records slot by slot (stream order within
 // a slot), chunks holds (slot, first position in order, count <= keyedChunk) triples.
 func keyedChunks(slot []int32) (order []int32, chunks []int32) {
-	order = make([]int32, len(slot))
-	for i := range order {
-		order[i] = int32(i)
+	keys := make([]uint64, len(slot)) // slot, then position: one sort of integers, stable by construction
+	for i, s := range slot {
+		keys[i] = uint64(uint32(s))<<32 | uint64(i)
 	}
-	slices.SortStableFunc(order, func(a, b int32) int { return int(slot[a]) - int(slot[b]) })
+	slices.Sort(keys)
+	order = make([]int32, len(slot))
+	for p, k := range keys {
+		order[p] = int32(uint32(k))
+	}
 	for i := 0; i < len(order); {
 		j := i + 1
 		for j < len(order) && j-i < keyedChunk && slot[order[j]] == slot[order[i]] {

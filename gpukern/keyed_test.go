@@ -133,3 +133,36 @@ func q2space(km *gpukern.KeyedModel, q [][]float32) [][]float32 {
 	}
 	return out
 }
+
+// TestKeyedChunks: the records grouped by slot, each slot's in stream order, in chunks of at
+// most a warp's 32 records of one slot that cover every record once.
+func TestKeyedChunks(t *testing.T) {
+	r := newRand(t, 5)
+	slot := make([]int32, 3000)
+	for i := range slot {
+		slot[i] = int32(r.IntN(40))
+		if i%2 == 0 {
+			slot[i] = 7
+		}
+	}
+	order, chunks := gpukern.KeyedChunks(slot)
+	seen := make([]bool, len(slot))
+	for c := 0; c < len(chunks); c += 3 {
+		s, first, count := chunks[c], int(chunks[c+1]), int(chunks[c+2])
+		if count < 1 || count > 32 {
+			t.Fatalf("chunk of %d records", count)
+		}
+		for p := first; p < first+count; p++ {
+			i := order[p]
+			if slot[i] != s || seen[i] || p > first && order[p-1] >= i {
+				t.Fatalf("chunk %d: record %d (slot %d) out of place", c/3, i, slot[i])
+			}
+			seen[i] = true
+		}
+	}
+	for i, ok := range seen {
+		if !ok {
+			t.Fatalf("record %d in no chunk", i)
+		}
+	}
+}
