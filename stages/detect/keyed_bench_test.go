@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 
+	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
@@ -173,11 +175,26 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 			for i := range batches {
 				batches[i] = kb.next(b, c.batch)
 			}
+			var before map[string]gpukern.KernelTotal
+			if c.dev {
+				before = gpuShared.GPU().KernelTimes()
+			}
 			b.ResetTimer()
 			for _, bt := range batches {
 				kb.process(b, bt)
 			}
 			b.StopTimer()
+			if c.dev { // where the device's time went (the timed batches only)
+				var all time.Duration
+				for name, kt := range gpuShared.GPU().KernelTimes() {
+					d := kt.Time - before[name].Time
+					all += d
+					if d > 0 && strings.HasPrefix(name, "keyed") {
+						b.Logf("%s: %d launches, %v", name, kt.Launches-before[name].Launches, d)
+					}
+				}
+				b.Logf("all kernels: %v of %v", all, b.Elapsed())
+			}
 			st := kb.s.KeyStats()
 			b.ReportMetric(float64(b.N*c.batch)/b.Elapsed().Seconds(), "records/s")
 			b.ReportMetric(float64(st.DeviceBytes)/float64(c.keys), "device-bytes/key")
