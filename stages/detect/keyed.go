@@ -122,11 +122,11 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 		space[j] = make([]float32, 1)
 	}
 	for i := range b.Scores {
-		var key string
+		var key []byte
 		if keys != nil && keys.IsValid(i) {
-			key = string(keys.Value(i))
+			key = keys.Value(i)
 		}
-		st := k.state(key, cfg, d)
+		st := k.stateOf(key, cfg, d)
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
 			one[j] = x[j]
@@ -159,6 +159,15 @@ func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, raw []
 	sc.Deviations = nil
 	explainDeviations(r, features, raw, out, true)
 	return sig
+}
+
+// stateOf is state for a key's bytes, without a string made for a key already held.
+func (k *keyedScorer) stateOf(key []byte, cfg *Config, d int) *keyState {
+	if st, ok := k.keys[string(key)]; ok {
+		k.lru.MoveToFront(st.elem)
+		return st
+	}
+	return k.state(string(key), cfg, d)
 }
 
 // state returns key's state, made (cold) when new; the key becomes the most recently seen, and

@@ -92,11 +92,11 @@ func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Bat
 	x := make([][]float32, d)
 	var kb keyedBatch
 	for i := range b.Scores {
-		var key string
+		var key []byte
 		if keys != nil && keys.IsValid(i) {
-			key = string(keys.Value(i))
+			key = keys.Value(i)
 		}
-		st := k.state(key, cfg, d)
+		st := k.stateOf(key, cfg, d)
 		if st.due { // its new model first
 			k.flush(cfg, features, b, raw, &kb)
 		}
