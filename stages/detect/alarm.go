@@ -71,7 +71,8 @@ const outcastFloor = 0.05
 
 // withoutOutcasts returns the rows of a window snapshot (cols, sds: column-major, oldest first)
 // whose bits are clear, or the snapshot itself when nothing is left out or too few would remain
-// (outcastFloor of window). The second result is how many rows were left out.
+// (outcastFloor of the window, or of the rows it holds while it fills). The second result is
+// how many rows were left out.
 func withoutOutcasts(cols, sds [][]float32, bits []bool, window int) ([][]float32, [][]float32, int) {
 	rows := 0
 	if len(cols) > 0 {
@@ -86,7 +87,7 @@ func withoutOutcasts(cols, sds [][]float32, bits []bool, window int) ([][]float3
 			out++
 		}
 	}
-	if out == 0 || float64(rows-out) < outcastFloor*float64(window) || rows-out < 2 {
+	if out == 0 || float64(rows-out) < outcastFloor*float64(min(window, rows)) || rows-out < 2 {
 		return cols, sds, 0
 	}
 	keep := func(src [][]float32) [][]float32 {

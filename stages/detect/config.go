@@ -42,7 +42,8 @@ type Config struct {
 	RefreshRecords int `yaml:"refresh_records"`
 	// RecalibrateRecords rebuilds the model's ranking part alone (each feature's tail, the
 	// distance sample, the calibrations: what flag_by significance and rate decide by) after
-	// this many new records, as a new model version. Default 0: a quarter of the window, so a
+	// this many new records, as a new model version. Default 0: a quarter of the records the
+	// window holds (of the window once it is full), so a
 	// drift of one standard deviation per window leaves the calibration at most about three
 	// quarters of one behind (the window's median lags by half a window); about a twentieth of a
 	// full build's cost.
@@ -416,13 +417,17 @@ func (c *Config) Validate() error {
 // Refresh is the number of new records after which the whole model is rebuilt.
 func (c *Config) Refresh() int { return c.RefreshRecords }
 
-// Recalibrate is the number of new records after which the model's ranking part is rebuilt:
-// recalibrate_records, or a quarter of the window when it is 0.
-func (c *Config) Recalibrate() int {
+// Recalibrate is the number of new records after which the model's ranking part is rebuilt,
+// for a window now holding held records: recalibrate_records, or when it is 0 a quarter of the
+// records the window holds (a quarter of the window once it is full): while the window fills,
+// a model built from its first min_records records would otherwise score a stream many times
+// longer than itself before the first recalibration (a series of a few thousand records at the
+// default W = 50,000: never).
+func (c *Config) Recalibrate(held int) int {
 	if c.RecalibrateRecords > 0 {
 		return c.RecalibrateRecords
 	}
-	return max(1, c.Window/4)
+	return max(1, min(c.Window, held)/4)
 }
 
 // ValidateFeatures reports what this configuration cannot do with a stream of the given

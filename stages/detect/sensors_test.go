@@ -299,3 +299,27 @@ func TestAlertCooldownFoldsPerKey(t *testing.T) {
 		t.Error("alert_cooldown 0 grouped a record")
 	}
 }
+
+// TestStuckWhileWindowFills: a sensor stuck far out soon after the first model, while the
+// window (W = 50,000, the default) still holds a few thousand records and recalibrations come
+// every quarter of them: the stuck records stay out of the recalibrations (the outcast floor is
+// a share of the records held, not of the capacity), so the fault stays significant. Before,
+// the floor of 5% of 50,000 took the stuck records back into the model within 900 records.
+func TestStuckWhileWindowFills(t *testing.T) {
+	cfg := Default()
+	cfg.MinRecords = 2000
+	d, _ := sensorStream(8000, 7, nil, nil)
+	for i := 2150; i < 7150; i++ {
+		d.Cols[0][i] = 86 // +8 sd of the temperature's noise
+	}
+	_, flagged, suppressed, _ := streamScores(t, cfg, d)
+	sig := 0
+	for i := 2150; i < 7150; i++ {
+		if flagged[i] || suppressed[i] {
+			sig++
+		}
+	}
+	if sig < 4500 {
+		t.Errorf("%d of 5000 stuck records significant, want >= 4500", sig)
+	}
+}

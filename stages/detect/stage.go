@@ -191,7 +191,7 @@ func (s *Stage) maybeRebuild() {
 		// The window holds fewer than min_records only after a start from a snapshot.
 		s.startBuild()
 	} else if s.model != nil && s.model.Ranker != nil && !s.builds.running && s.win.Len() >= s.cfg.MinRecords &&
-		s.builds.sinceRank >= s.cfg.Recalibrate() {
+		s.builds.sinceRank >= s.cfg.Recalibrate(s.win.Len()) {
 		s.startRecalibration()
 	}
 }
