@@ -57,44 +57,90 @@ func (m *Model) normalised(means, sds [][]float32, sc *scoreScratch) (nm, ns [][
 }
 
 // score fills b.Scores: every detector writes its fields (Stage.detectors, in order), then
-// decide takes the flag from them.
+// decide takes the flag from them. It is begin and finish back to back on the first lane, the
+// device call made inline (overlap.go runs the two halves a batch apart).
 func (s *Stage) score(b *batch.Batch) error {
-	m := s.model
-	means, sds, err := s.columns(b)
+	sc, err := s.begin(b, 0, false)
 	if err != nil {
 		return err
 	}
-	n := b.Len()
-	nm, ns := m.normalised(means, sds, &s.scratch)
-	q := Query{Model: m, Cfg: &s.cfg, Raw: means, Means: nm, SDs: ns, Density: s.densityParams(), Batch: b}
-	if q.Density.Index, err = streamIndices(b, s.scratch.streams); err != nil {
-		return err
+	return s.finish(sc)
+}
+
+// begin is a batch's scoring up to the device: the normalisation, the stream indices, the
+// prescorers' CPU work started on the cores, and the detectors' device steps in one
+// accelerator call, made inline or (async) on a goroutine of its own that waits for the call
+// of the batch in flight, so that the accelerator sees the calls one at a time, in order.
+// Everything it writes is lane's (the lane's detectors and scratch).
+func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
+	m := s.model
+	means, sds, err := s.columns(b)
+	if err != nil {
+		return nil, err
 	}
-	s.scratch.streams = q.Density.Index
+	dets, scratch := s.lane(lane)
+	n := b.Len()
+	nm, ns := m.normalised(means, sds, scratch)
+	sc := &scoring{b: b, lane: lane, raw: means}
+	sc.q = Query{Model: m, Cfg: &s.cfg, Raw: means, Means: nm, SDs: ns, Density: s.densityParams(), Batch: b}
+	if sc.q.Density.Index, err = streamIndices(b, scratch.streams); err != nil {
+		return nil, err
+	}
+	scratch.streams = sc.q.Density.Index
 	b.Scores = make([]batch.Score, n)
 	for i := range b.Scores {
 		b.Scores[i] = batch.Score{Scored: true, Score: math.NaN(), Threshold: math.Inf(1), DensityScore: math.NaN(), DistanceScore: math.NaN()}
 	}
-	for _, d := range s.detectors {
+	for _, d := range dets {
 		if p, ok := d.(prescorer); ok {
-			p.prescore(&q, n)
+			p.prescore(&sc.q, n)
 		}
 	}
-	if q.planned, err = runDevicePlan(s.deps.Accelerator, s.detectors, &q); err != nil {
+	plan := planDevice(s.deps.Accelerator, dets, &sc.q)
+	switch {
+	case plan == nil:
+	case !async:
+		sc.q.planned, sc.devErr = true, runPlan(s.deps.Accelerator, plan)
+	default:
+		sc.q.planned = true
+		sc.devDone = make(chan struct{})
+		var before chan struct{}
+		if s.flight != nil {
+			before = s.flight.devDone
+		}
+		a := s.deps.Accelerator
+		go func() {
+			if before != nil {
+				<-before
+			}
+			sc.devErr = runPlan(a, plan)
+			close(sc.devDone)
+		}()
+	}
+	return sc, nil
+}
+
+// finish is the rest of a batch's scoring once its device call has returned: each detector's
+// fields, the decision, the keys' models, the alarm cap and the significance marks (in stream
+// order: batches finish in the order they began), the alert groups and the explanations.
+func (s *Stage) finish(sc *scoring) error {
+	b, q, m := sc.b, &sc.q, sc.q.Model
+	dets, _ := s.lane(sc.lane)
+	if err := sc.wait(); err != nil {
 		return err
 	}
-	for _, d := range s.detectors {
-		if err := d.Score(&q, b.Scores); err != nil {
+	for _, d := range dets {
+		if err := d.Score(q, b.Scores); err != nil {
 			return err
 		}
 	}
 	decide(&s.cfg, m.Ranker != nil, b.Scores)
 	if s.keyed != nil {
-		s.keyed.score(&s.cfg, s.features, b, means) // warm keys: their own model decides
+		s.keyed.score(&s.cfg, s.features, b, sc.raw) // warm keys: their own model decides
 	}
 	s.capAlarms(b, m.Ranker != nil)
 	s.groups.fold(b, s.cfg.AlertCooldown)
-	explainDeviations(m.Ranker, m.Features, means, b.Scores, false)
+	explainDeviations(m.Ranker, m.Features, sc.raw, b.Scores, false)
 	b.ModelVersion = m.Version
 	return nil
 }

@@ -51,6 +51,11 @@ type Stage struct {
 	followers []Follower
 	evicted   microcluster.Evicted
 	scratch   scoreScratch
+	// With overlap (Deps.Overlap, overlap.go): the second lane, the batch in flight, and the
+	// batches finished outside Process (settle) that wait to be returned.
+	alt    lanes
+	flight *scoring
+	ready  []*batch.Batch
 
 	ext stageExt // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
 }
@@ -71,6 +76,11 @@ type Deps struct {
 	// reload of distance.n (the same version: nothing new to publish). A model loaded from a
 	// snapshot by NewStage is not announced (nobody listens yet): Model returns it.
 	OnModel func(m *Model, fresh bool)
+	// Overlap: with an Accelerator, Process begins a batch's scoring, the device call running on
+	// its own, and returns the batch before it, finished meanwhile (overlap.go): the host work
+	// of one batch overlaps the device work of the other. Drain returns the batch in flight;
+	// the pipeline calls it whenever no batch waits. Verdicts are the same as without.
+	Overlap bool
 }
 
 // buildState is the model builds' bookkeeping.
@@ -134,28 +144,11 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 	if s.deps.Role == RoleScorer {
 		return s.processScorer(b)
 	}
-	means, sds, err := s.columns(b)
-	if err != nil {
-		return nil, err
+	if s.overlapping() && s.model != nil {
+		return s.processOverlapped(b) // overlap.go
 	}
-	if err := s.win.Push(means, sds, s.evictedSink()); err != nil {
+	if err := s.pushBatch(b); err != nil {
 		return nil, err
-	}
-	s.ids.push(b.Topic, b.Partitions(), b.Offsets())
-	s.pending[b] = s.sig.push(b.Len())
-	if err := s.follow(means); err != nil {
-		return nil, err
-	}
-	s.builds.sinceLast += b.Len()
-	s.builds.sinceRank += b.Len()
-	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.builds.running {
-		if s.cfg.BeforeModel == BeforeModelHold {
-			// Nothing can be emitted until the first model exists: build it right here.
-			s.startBuild()
-			s.collect(true)
-		} else {
-			s.startBuild()
-		}
 	}
 	if s.deps.Role == RoleBuilder {
 		delete(s.pending, b)
@@ -175,7 +168,36 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 	}
 	// After scoring: the build leaves out the records this batch found significant.
 	s.maybeRebuild()
-	return out, nil
+	return s.takeReady(out), nil
+}
+
+// pushBatch adds b to the window (and the identities, the significance bits and the
+// followers), and starts the first model's build once the window holds min_records.
+func (s *Stage) pushBatch(b *batch.Batch) error {
+	means, sds, err := s.columns(b)
+	if err != nil {
+		return err
+	}
+	if err := s.win.Push(means, sds, s.evictedSink()); err != nil {
+		return err
+	}
+	s.ids.push(b.Topic, b.Partitions(), b.Offsets())
+	s.pending[b] = s.sig.push(b.Len())
+	if err := s.follow(means); err != nil {
+		return err
+	}
+	s.builds.sinceLast += b.Len()
+	s.builds.sinceRank += b.Len()
+	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.builds.running {
+		if s.cfg.BeforeModel == BeforeModelHold {
+			// Nothing can be emitted until the first model exists: build it right here.
+			s.startBuild()
+			s.collect(true)
+		} else {
+			s.startBuild()
+		}
+	}
+	return nil
 }
 
 // maybeRebuild starts the next model's build when one is due: refresh_records records or
@@ -235,7 +257,11 @@ func (s *Stage) beforeModel(b *batch.Batch) []*batch.Batch {
 // and its output acknowledged, or it is read again). Under pass every batch already went out
 // unscored, so nothing is held.
 func (s *Stage) Flush() ([]*batch.Batch, error) {
+	if err := s.settle(); err != nil { // the batch in flight (overlap.go) first: stream order
+		return nil, err
+	}
 	s.collect(s.builds.running)
+	done := s.takeReady(nil)
 	out := s.held
 	s.held, s.heldRecords = nil, 0
 	if s.model == nil {
@@ -253,12 +279,13 @@ func (s *Stage) Flush() ([]*batch.Batch, error) {
 			return nil, err
 		}
 	}
-	return out, nil
+	return append(done, out...), nil
 }
 
 // Close waits for a running build to finish (it holds only its own snapshot) and for
 // snapshot writes in flight.
 func (s *Stage) Close() {
+	s.abandonFlight() // after Flush or Abandon nothing is in flight
 	s.collect(s.builds.running)
 	s.ext.saves.Wait()
 }
@@ -267,6 +294,12 @@ func (s *Stage) Close() {
 // failure or the hard stop, so Flush is not reached): they were never passed on, so never
 // acknowledged, and are read again after a restart. After Flush it has nothing to do.
 func (s *Stage) Abandon() {
+	s.abandonFlight()
+	for _, b := range s.ready {
+		delete(s.pending, b)
+		b.Release()
+	}
+	s.ready = nil
 	for _, b := range s.held {
 		delete(s.pending, b)
 		b.Release()
