@@ -99,7 +99,9 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	p.role = cfg.Run.Role
-	deps := detect.Deps{Log: log, Role: p.role, Accelerator: p.dev.Accelerator(), OnModel: p.modelChanged}
+	// On a GPU the host work of one batch overlaps the device's scoring of the one before
+	// (detect.Deps.Overlap: the same verdicts; detectLoop drains it when no batch waits).
+	deps := detect.Deps{Log: log, Role: p.role, Accelerator: p.dev.Accelerator(), OnModel: p.modelChanged, Overlap: p.dev.IsGPU()}
 	if p.det, err = detect.NewStage(cfg.Detect, cfg.Ingest.Columns(), cfg.Ingest.Uncertainty != nil, deps); err != nil {
 		p.src.Close()
 		p.snk.Close()
@@ -377,7 +379,20 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 		up, down, fallbacks int64
 	}
 	hold, stopped := p.holdBound(), false
+	drainer, overlapped := p.stage.(interface{ Drain() ([]*batch.Batch, error) })
 	for open := true; open; {
+		if overlapped && len(in) == 0 {
+			// With overlap (detect.Deps.Overlap) a batch waits in the stage for the next one
+			// to arrive: when none waits here, it goes on now (no latency added below the
+			// stage's capacity; at a backlog the next batch is already queued).
+			ready, err := drainer.Drain()
+			if err != nil {
+				return fmt.Errorf("pipeline: detect: %w", err)
+			}
+			if !send(ready) {
+				return nil
+			}
+		}
 		src, stop := in, stopping
 		if !stopped && hold.pause(p) {
 			src = nil // the fetched queue fills, then fetching waits: backpressure
