@@ -101,7 +101,10 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 	p.role = cfg.Run.Role
 	// On a GPU the host work of one batch overlaps the device's scoring of the one before
 	// (detect.Deps.Overlap: the same verdicts; detectLoop drains it when no batch waits).
-	deps := detect.Deps{Log: log, Role: p.role, Accelerator: p.dev.Accelerator(), OnModel: p.modelChanged, Overlap: p.dev.IsGPU()}
+	deps := detect.Deps{Log: log, Role: p.role, Accelerator: p.dev.Accelerator(), OnModel: p.modelChanged}
+	if p.dev.IsGPU() {
+		deps.Overlap = detect.OverlapOnGPU
+	}
 	if p.det, err = detect.NewStage(cfg.Detect, cfg.Ingest.Columns(), cfg.Ingest.Uncertainty != nil, deps); err != nil {
 		p.src.Close()
 		p.snk.Close()
@@ -379,7 +382,9 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 		up, down, fallbacks int64
 	}
 	hold, stopped := p.holdBound(), false
-	drainer, overlapped := p.stage.(interface{ Drain() ([]*batch.Batch, error) })
+	drainer, overlapped := p.stage.(interface {
+		Drain() ([]*batch.Batch, error)
+	})
 	for open := true; open; {
 		if overlapped && len(in) == 0 {
 			// With overlap (detect.Deps.Overlap) a batch waits in the stage for the next one

@@ -75,8 +75,11 @@ const benchBatch = 1000
 
 func benchStageDevice(b *testing.B, w int, dev string) {
 	// cuda: the stage as the pipeline runs it on a GPU, host and device overlapped
-	// (Deps.Overlap); cuda-sync: one batch at a time (before issue 22).
-	overlap, name := dev == "cuda", dev
+	// (Deps.Overlap = OverlapOnGPU); cuda-sync: one batch at a time (before issue 22).
+	depth, name := 0, dev
+	if dev == "cuda" {
+		depth = OverlapOnGPU
+	}
 	dev, _ = strings.CutSuffix(dev, "-sync")
 	d, a := openBenchDevice(b, dev)
 	measure := 1_000_000 // five rebuilds at the default refresh
@@ -112,7 +115,7 @@ func benchStageDevice(b *testing.B, w int, dev string) {
 		cfg.RefreshRecords = v
 	}
 	for range b.N {
-		s, err := NewStage(cfg, data.Features, true, Deps{Log: zerolog.Nop(), Accelerator: a, Overlap: overlap})
+		s, err := NewStage(cfg, data.Features, true, Deps{Log: zerolog.Nop(), Accelerator: a, Overlap: depth})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -12,9 +12,9 @@ import (
 )
 
 // TestOverlapOnTheGPUScoresAsTheCPU: the stage on the GPU with host and device overlapped (as
-// the pipeline runs it) gives the CPU stage's verdicts, scores, suppressions and significance
-// marks, batch by batch (the kernels are bit-identical to their CPU twins; the overlap changes
-// no order that matters).
+// the pipeline runs it) gives the verdicts, scores, suppressions and significance marks of the
+// GPU stage one batch at a time, batch by batch, and those of the CPU stage (the kernels are
+// bit-identical to their CPU twins).
 func TestOverlapOnTheGPUScoresAsTheCPU(t *testing.T) {
 	d, err := accel.Open("cuda", zerolog.Nop(), accel.Options{})
 	if err != nil {
@@ -27,12 +27,16 @@ func TestOverlapOnTheGPUScoresAsTheCPU(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	cfg, data := overlapConfig(), testData(6000, 11)
-	want, wantSig, _ := overlapRun(t, mem, cfg, data, Deps{Log: zerolog.Nop()})
-	got, gotSig, lagged := overlapRun(t, mem, cfg, data, Deps{Log: zerolog.Nop(), Accelerator: d, Overlap: true})
-	sameVerdicts(t, want, got, wantSig, gotSig)
-	if lagged < len(want)-2 {
-		t.Fatalf("%d of %d Process calls returned the batch before: not overlapped", lagged, len(want))
+	// Overlap on the GPU against one batch at a time on the GPU: the overlap's own promise.
+	sync, syncSig, _ := overlapRun(t, mem, cfg, data, Deps{Log: zerolog.Nop(), Accelerator: d})
+	got, gotSig, lagged := overlapRun(t, mem, cfg, data, Deps{Log: zerolog.Nop(), Accelerator: d, Overlap: OverlapOnGPU})
+	sameVerdicts(t, sync, got, syncSig, gotSig)
+	if lagged < len(sync)-2*OverlapOnGPU {
+		t.Fatalf("%d of %d Process calls returned the batches before only: not overlapped", lagged, len(sync))
 	}
+	// And against the CPU stage (the kernels' parity, end to end through the stage).
+	want, wantSig, _ := overlapRun(t, mem, cfg, data, Deps{Log: zerolog.Nop()})
+	sameVerdicts(t, want, got, wantSig, gotSig)
 	if d.Fallbacks() != 0 {
 		t.Fatalf("%d steps fell back to the CPU: the GPU was not tested", d.Fallbacks())
 	}

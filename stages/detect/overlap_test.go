@@ -23,18 +23,22 @@ func TestOverlapScoresAsSynchronous(t *testing.T) {
 	defer mem.AssertSize(t, 0)
 	cfg, d := overlapConfig(), testData(6000, 11)
 	want, wantSig, _ := overlapRun(t, mem, cfg, d, Deps{Log: zerolog.Nop(), Accelerator: &fakeAccel{exact: true}})
-	got, gotSig, lagged := overlapRun(t, mem, cfg, d, Deps{Log: zerolog.Nop(), Accelerator: &fakeAccel{exact: true}, Overlap: true})
-	sameVerdicts(t, want, got, wantSig, gotSig)
-	if lagged < len(want)-2 {
-		t.Fatalf("%d of %d Process calls returned the batch before: not overlapped", lagged, len(want))
+	for _, depth := range []int{1, 3} {
+		got, gotSig, lagged := overlapRun(t, mem, cfg, d, Deps{Log: zerolog.Nop(), Accelerator: &fakeAccel{exact: true}, Overlap: depth})
+		sameVerdicts(t, want, got, wantSig, gotSig)
+		if lagged < len(want)-2*depth {
+			t.Fatalf("depth %d: %d of %d Process calls returned the batches before only: not overlapped", depth, lagged, len(want))
+		}
 	}
 }
 
 // overlapConfig is the test configuration under flag_by: significance with a cap that bites
-// (4 flags per 2000 records): the cap and the marks depend on the order records are admitted.
+// (4 flags per 2000 records): the cap and the marks depend on the order records are admitted;
+// with the hypercube detector on.
 func overlapConfig() Config {
 	cfg := testConfig()
 	cfg.FlagBy, cfg.MinScore, cfg.AlarmRate = FlagBySignificance, 1, 0.002
+	cfg.Hypercube.Enabled = true // a follower: its counts must be those after the batch's own push
 	return cfg
 }
 
@@ -113,7 +117,12 @@ func sameVerdicts(t *testing.T, want, got map[int64][]batch.Score, wantSig, gotS
 	flagged, suppressed := 0, 0
 	for off, w := range want {
 		if !reflect.DeepEqual(got[off], w) {
-			t.Fatalf("batch at offset %d: the scores differ from the synchronous stage's", off)
+			for i := range w {
+				if i >= len(got[off]) || !reflect.DeepEqual(got[off][i], w[i]) {
+					t.Fatalf("record at offset %d: scores differ\n got %+v\nwant %+v", off+int64(i), at(got[off], i), w[i])
+				}
+			}
+			t.Fatalf("batch at offset %d: the scores differ", off)
 		}
 		for _, sc := range w {
 			if sc.Outlier {
@@ -131,4 +140,12 @@ func sameVerdicts(t *testing.T, want, got map[int64][]batch.Score, wantSig, gotS
 		t.Fatal("the significance marks in the window differ")
 	}
 	t.Logf("%d batches, %d flagged, %d suppressed", len(want), flagged, suppressed)
+}
+
+// at is s[i], or a zero Score past its end.
+func at(s []batch.Score, i int) batch.Score {
+	if i < len(s) {
+		return s[i]
+	}
+	return batch.Score{}
 }

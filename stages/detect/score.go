@@ -98,36 +98,30 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 	}
 	plan := planDevice(s.deps.Accelerator, dets, &sc.q)
 	switch {
-	case plan == nil:
-	case !async:
-		sc.q.planned, sc.devErr = true, runPlan(s.deps.Accelerator, plan)
-	default:
+	case async:
+		sc.cfg = s.cfg // the goroutine reads it while Process goes on (Reconfigure settles first)
+		sc.q.Cfg, sc.q.planned = &sc.cfg, plan != nil
+		s.scoreAsync(sc, dets, plan)
+	case plan != nil:
 		sc.q.planned = true
-		sc.devDone = make(chan struct{})
-		var before chan struct{}
-		if s.flight != nil {
-			before = s.flight.devDone
-		}
-		a := s.deps.Accelerator
-		go func() {
-			if before != nil {
-				<-before
-			}
-			sc.devErr = runPlan(a, plan)
-			close(sc.devDone)
-		}()
+		sc.err = runPlan(s.deps.Accelerator, plan)
 	}
 	return sc, nil
 }
 
 // finish is the rest of a batch's scoring once its device call has returned: each detector's
-// fields, the decision, the keys' models, the alarm cap and the significance marks (in stream
-// order: batches finish in the order they began), the alert groups and the explanations.
+// fields (those computed beside the device call by begin's goroutine, then the followers'),
+// the decision, the keys' models, the alarm cap and the significance marks (in stream order:
+// batches finish in the order they began), the alert groups and the explanations.
 func (s *Stage) finish(sc *scoring) error {
 	b, q, m := sc.b, &sc.q, sc.q.Model
 	dets, _ := s.lane(sc.lane)
-	if err := sc.wait(); err != nil {
-		return err
+	if sc.done != nil {
+		<-sc.done
+		dets = s.followerDetectors()
+	}
+	if sc.err != nil {
+		return sc.err
 	}
 	for _, d := range dets {
 		if err := d.Score(q, b.Scores); err != nil {

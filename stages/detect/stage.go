@@ -53,12 +53,18 @@ type Stage struct {
 	scratch   scoreScratch
 	// With overlap (Deps.Overlap, overlap.go): the second lane, the batch in flight, and the
 	// batches finished outside Process (settle) that wait to be returned.
-	alt    lanes
-	flight *scoring
+	alt    []*lanes
+	flight []*scoring
 	ready  []*batch.Batch
 
 	ext stageExt // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
 }
+
+// OverlapOnGPU is Deps.Overlap as the pipeline sets it on a GPU: four batches in flight are
+// four scoring calls queued for the device, served together between a model build's
+// SolvingSet iterations (about 1.3 ms each at W = 1M) instead of one per iteration
+// (docs/BENCHMARKS.md §4.7).
+const OverlapOnGPU = 4
 
 // Deps are what a stage is given at construction besides its configuration.
 type Deps struct {
@@ -76,11 +82,12 @@ type Deps struct {
 	// reload of distance.n (the same version: nothing new to publish). A model loaded from a
 	// snapshot by NewStage is not announced (nobody listens yet): Model returns it.
 	OnModel func(m *Model, fresh bool)
-	// Overlap: with an Accelerator, Process begins a batch's scoring, the device call running on
-	// its own, and returns the batch before it, finished meanwhile (overlap.go): the host work
-	// of one batch overlaps the device work of the other. Drain returns the batch in flight;
-	// the pipeline calls it whenever no batch waits. Verdicts are the same as without.
-	Overlap bool
+	// Overlap is how many batches may be in flight with an Accelerator (0: none): Process
+	// begins a batch's scoring, the device call running on its own, and returns the batches
+	// before it once more than Overlap are in flight (overlap.go): the host work of one batch
+	// overlaps the device work of the others. Drain returns the batches in flight; the
+	// pipeline calls it whenever no batch waits. Verdicts are the same as without.
+	Overlap int
 }
 
 // buildState is the model builds' bookkeeping.
