@@ -3,6 +3,7 @@
 package detect
 
 import (
+	"math"
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
@@ -34,8 +35,21 @@ func TestOverlapOnTheGPUScoresAsTheCPU(t *testing.T) {
 	if lagged < len(sync)-2*OverlapOnGPU {
 		t.Fatalf("%d of %d Process calls returned the batches before only: not overlapped", lagged, len(sync))
 	}
-	// And against the CPU stage (the kernels' parity, end to end through the stage).
+	// And against the CPU stage (the kernels' parity, end to end through the stage): every
+	// field the same but the exact 1-D eta-probability, which CUDA's erfc (<= 5 ulp) may move by
+	// a few ulp (gpukern's exactTolerance: <= 16 ulp per interval of the superlevel set; 64
+	// intervals here are far more than a 20-cluster model's). On the H100 (2026-11-26, before
+	// this tolerance) the comparison stopped at a record whose eta-probability differed by 1 ulp,
+	// every other field equal.
 	want, wantSig, _ := overlapRun(t, mem, cfg, data, Deps{Log: zerolog.Nop()})
+	const etaTol = 16 * 64 * 0x1p-53
+	for off, w := range want {
+		for i := range w {
+			if g := &got[off][i]; math.Abs(g.EtaProbability-w[i].EtaProbability) <= etaTol {
+				g.EtaProbability = w[i].EtaProbability
+			}
+		}
+	}
 	sameVerdicts(t, want, got, wantSig, gotSig)
 	if d.Fallbacks() != 0 {
 		t.Fatalf("%d steps fell back to the CPU: the GPU was not tested", d.Fallbacks())
