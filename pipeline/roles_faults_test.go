@@ -599,7 +599,7 @@ func TestBuilderKill9ProcessesRealBroker(t *testing.T) {
 	if len(pubs) != 2 || pubs[1] <= pubs[0] {
 		t.Fatalf("versions published %v, want two, the restarted builder's above the first", pubs)
 	}
-	if len(log.grep(fmt.Sprintf(`"model_version":%d,"age"`, pubs[1]))) != 1 {
+	if len(log.grep(fmt.Sprintf(`"model_version":%d,"age_s"`, pubs[1]))) != 1 {
 		t.Errorf("the scorer did not install the restarted builder's model %d", pubs[1])
 	}
 	for v := range versions {

@@ -108,13 +108,27 @@ func (p *Pipeline) builderAckLoop(in <-chan item) {
 // acked acks b and counts it.
 func (p *Pipeline) acked(b *batch.Batch) {
 	b.Ack()
-	flagged := 0
-	for _, s := range b.Scores {
+	var flagged, density, distance, hypercube int
+	for i := range b.Scores {
+		s := &b.Scores[i]
 		if s.Outlier {
 			flagged++
+		}
+		if s.DensityOutlier {
+			density++
+		}
+		if s.DistanceOutlier {
+			distance++
+		}
+		if s.Hypercube != nil && s.Hypercube.Outlier {
+			hypercube++
 		}
 	}
 	p.stats.RecordsOut.Add(int64(b.Len()))
 	p.stats.Flagged.Add(int64(flagged))
 	p.metrics.AddRecordsOut(b.Len(), flagged)
+	p.metrics.AddDetectorOutliers(density, distance, hypercube)
+	if p.cfg.HTTP.Enabled() { // the live view at / (pipeline/metrics/live.go)
+		p.metrics.OfferBatch(b, flagged)
+	}
 }

@@ -243,3 +243,39 @@ func contractJSON(t *testing.T, what, out, errs string, code int, fields ...stri
 	}
 	return js
 }
+
+// TestGenSensorsColumns: gen --kind sensors writes ts, key, the features, anomaly_kind and
+// label in that order, the label agrees with the kind column, and the other kinds' options
+// are refused with it (and its options with them).
+func TestGenSensorsColumns(t *testing.T) {
+	out, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "3000", "--ts", "--keys", "5", "--sensors", "2",
+		"--spike-rate", "0.01", "--stuck", "1", "--stuck-length", "20", "--kind-column", "--seed", "3")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if lines[0] != "ts,key,value1,value2,anomaly_kind,label" || len(lines) != 3001 {
+		t.Fatalf("header %q, %d lines", lines[0], len(lines))
+	}
+	spikes, stuck := 0, 0
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		if (f[4] != "") != (f[5] == "1") {
+			t.Fatalf("kind %q disagrees with label %q: %s", f[4], f[5], l)
+		}
+		spikes += strings.Count(f[4], "spike")
+		stuck += strings.Count(f[4], "stuck")
+	}
+	if spikes != 30 || stuck != 20 {
+		t.Fatalf("%d spike rows and %d stuck rows, want 30 and 20", spikes, stuck)
+	}
+	for _, c := range []struct{ args []string }{
+		{[]string{"gen", "--kind", "sensors", "--rows", "10", "--outlier-ratio", "0.1"}},
+		{[]string{"gen", "--kind", "g2d", "--rows", "10", "--spike-rate", "0.1"}},
+		{[]string{"gen", "--kind", "sensors", "--rows", "10", "--correlation", "1"}},
+	} {
+		if _, errs, code := outlierd(t, c.args...); code != 2 || errs == "" {
+			t.Errorf("%v: exit %d (%s), want 2 with a message", c.args, code, errs)
+		}
+	}
+}

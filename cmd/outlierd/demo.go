@@ -29,8 +29,16 @@ import (
 
 // runDemo runs the main job with nothing else installed: an in-process Kafka-protocol broker
 // (kfake), a synthetic sensor producer with injected anomalies (known ground truth), the
-// pipeline with configs/demo.yaml, and a live summary scored against the ground truth.
+// pipeline with configs/demo.yaml, and a live summary scored against the ground truth, until
+// SIGINT or SIGTERM.
 func runDemo(args []string, stdout, stderr io.Writer, opt accel.Options) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return demo(ctx, args, stdout, stderr, opt)
+}
+
+// demo is runDemo until ctx ends (the browser test ends it).
+func demo(ctx context.Context, args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("demo", stderr)
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
 	rate := fs.Int("rate", 5000, "records per second the producer sends")
@@ -45,8 +53,6 @@ func runDemo(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	}
 	log := newLogger(stderr).Level(zerolog.WarnLevel)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	if *duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *duration)
@@ -87,7 +93,7 @@ func runDemo(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 			return err
 		}
 		defer shutdownHTTP(srv, log)
-		fmt.Fprintf(stderr, "outlierd demo: metrics on http://%s/metrics (health: /healthz, /readyz)\n", srv.Addr())
+		fmt.Fprintf(stderr, "outlierd demo: live view on http://%s/ (metrics: /metrics; health: /healthz, /readyz)\n", srv.Addr())
 	}
 	var wg sync.WaitGroup
 	var prodErr, pipeErr, sumErr error

@@ -11,9 +11,10 @@ import (
 
 // runGen writes a synthetic data set as CSV (header row) to stdout: the features, then for
 // the uncertain kinds one uncertainty column "<feature>_sd" per feature and the label column.
+// --kind sensors writes a labelled stream in time order (gen_sensors.go).
 func runGen(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("gen", stderr)
-	kind := fs.String("kind", "", "data set: g2d (N(0,I), any --dims), g3d (three 3-D Gaussians), one, three (uncertain, labelled), sensors (temp, pressure, humidity, vibration with labelled spikes)")
+	kind := fs.String("kind", "", "data set: g2d (N(0,I), any --dims), g3d (three 3-D Gaussians), one, three (uncertain, labelled), sensors (a labelled sensor stream in time order: gen_sensors.go), machines (temp, pressure, humidity, vibration of machines in three operating modes, labelled spikes: the README's data/sensors.csv)")
 	rows := fs.Int("rows", 0, "number of rows (required)")
 	dims := fs.Int("dims", 0, "dimensions (default: 2 for g2d, 3 for g3d, 10 for one/three)")
 	seed := fs.Uint64("seed", 1, "random seed")
@@ -22,22 +23,36 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	offset := fs.Float64("offset", def.Offset, "one: shift of the outliers' mean")
 	odims := fs.Float64("outlier-dims", def.OutlierDims, "one/three: fraction of dimensions the outliers differ in")
 	mult := fs.Float64("uncertainty-multiplier", def.UncertaintyMultiplier, "one/three: uncertainty = std * U(0,1) * multiplier")
+	sensors := addSensorFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := oneOf("kind", *kind, "g2d", "g3d", "one", "three", "sensors"); err != nil {
+	if err := oneOf("kind", *kind, "g2d", "g3d", "one", "three", "sensors", "machines"); err != nil {
 		return err
 	}
 	if *rows < 2 {
 		return usageError{fmt.Errorf("--rows must be >= 2, got %d", *rows)}
 	}
 	set := flagsSet(fs)
+	if *kind == "sensors" {
+		for _, f := range []string{"dims", "outlier-ratio", "offset", "outlier-dims", "uncertainty-multiplier"} {
+			if set[f] {
+				return usageError{fmt.Errorf("--%s does not apply to --kind sensors (see --sensors)", f)}
+			}
+		}
+		return genSensors(sensors, *rows, *seed, stdout)
+	}
+	for _, f := range sensors.names {
+		if set[f] {
+			return usageError{fmt.Errorf("--%s applies to --kind sensors only", f)}
+		}
+	}
 	var d *synth.Data
 	switch *kind {
-	case "sensors":
+	case "machines":
 		for _, f := range []string{"dims", "offset", "outlier-dims", "uncertainty-multiplier"} {
 			if set[f] {
-				return usageError{fmt.Errorf("--%s does not apply to --kind sensors (4 features; --outlier-ratio sets the share of spikes)", f)}
+				return usageError{fmt.Errorf("--%s does not apply to --kind machines (4 features; --outlier-ratio sets the share of spikes)", f)}
 			}
 		}
 		if !(*ratio >= 0 && *ratio < 1) {

@@ -22,9 +22,11 @@ var helps = map[string]help{
 	"gen": {"--kind KIND --rows N [flags] > FILE.csv",
 		`Writes a synthetic data set as CSV (header row) to stdout: g2d (N(0, I), any --dims), g3d
 (three 3-D Gaussians), one and three (uncertain data of the density-sampling paper: features,
-their "<feature>_sd" uncertainty columns and a label column) and sensors (temp, pressure,
+their "<feature>_sd" uncertainty columns and a label column), machines (temp, pressure,
 humidity, vibration of machines in three operating modes, with injected spikes in the label
-column: the README's sample data/sensors.csv).`},
+column: the README's sample data/sensors.csv) and sensors (a labelled sensor stream in time
+order: correlated sensors, spikes, level shifts, stuck values, drift, daily seasonality, a
+fleet of keys with their own baselines; docs/bench/README.md).`},
 	"topn": {"--input FILE.csv [flags]",
 		`Exact top-n distance-based outliers of a CSV file: the n rows with the largest weight (the
 sum of the distances to their k nearest neighbours), by SolvingSet or the nested-loop oracle,

@@ -107,7 +107,7 @@ func TestTopNElapsedCoversTheLabelPass(t *testing.T) {
 // TestLabelLikeColumnWarns: a column named like the ground truth that is used as a feature
 // (no --label-column) is warned about, by every batch command that reads a CSV file.
 func TestLabelLikeColumnWarns(t *testing.T) {
-	path := gen(t, "--kind", "sensors", "--rows", "600", "--seed", "2")
+	path := gen(t, "--kind", "machines", "--rows", "600", "--seed", "2")
 	for _, cmd := range [][]string{
 		{"topn", "--k", "5", "--n", "5"}, {"density"}, {"hypercube"}, {"proclus", "--k", "3", "--l", "2"},
 		{"replay", "--window", "600"},
@@ -134,9 +134,9 @@ func TestSampleDataIsGenerated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "6000", "--seed", "7", "--outlier-ratio", "0.01")
+	out, errs, code := outlierd(t, "gen", "--kind", "machines", "--rows", "6000", "--seed", "7", "--outlier-ratio", "0.01")
 	if code != 0 || out != string(want) {
-		t.Fatalf("gen --kind sensors differs from data/sensors.csv (exit %d, %s)", code, errs)
+		t.Fatalf("gen --kind machines differs from data/sensors.csv (exit %d, %s)", code, errs)
 	}
 	if n := strings.Count(out, ",1\n"); n < 30 || n > 100 {
 		t.Errorf("%d labelled spikes in 6000 rows at 1%%", n)

@@ -1,6 +1,6 @@
 // Command outlierd is the streaming outlier detector and its batch tools.
 //
-//	outlierd gen      write a synthetic data set (g2d, g3d, one, three) as CSV
+//	outlierd gen      write a synthetic data set (g2d, g3d, one, three, sensors) as CSV
 //	outlierd topn     exact top-n distance-based outliers of a CSV file (SolvingSet or BruteForce)
 //	outlierd predict  score a CSV file against a saved solving-set model
 //	outlierd density  outliers in uncertain data by micro-clusters and density sampling

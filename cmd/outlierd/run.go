@@ -70,7 +70,7 @@ func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 		if err != nil {
 			return err
 		}
-		log.Info().Str("addr", srv.Addr()).Msg("serving /metrics, /healthz and /readyz")
+		log.Info().Str("addr", srv.Addr()).Str("live_view", "http://"+srv.Addr()+"/").Msg("serving the live view at /, /metrics, /healthz and /readyz")
 		defer shutdownHTTP(srv, log)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -9,11 +9,11 @@ import (
 	"github.com/outlierd/outlierd/internal/core/config"
 )
 
-// Config is the pipeline's `http` section: the listener serving /metrics, /healthz and
-// /readyz, and the consumer-lag polling that feeds it.
+// Config is the pipeline's `http` section: the listener serving the live view (/), /metrics,
+// /healthz and /readyz, and the consumer-lag polling that feeds it.
 type Config struct {
 	// Listen is the host:port to serve on; port 0 picks a free one. Empty turns the
-	// listener and the lag polling off. Default 127.0.0.1:9464 (loopback only: to be scraped
+	// listener, the live view's feed and the lag polling off. Default 127.0.0.1:9464 (loopback only: to be scraped
 	// from elsewhere, say so, e.g. 0.0.0.0:9464 in a container).
 	Listen string `yaml:"listen"`
 	// LagInterval is the time between consumer-lag polls (four small broker requests each).

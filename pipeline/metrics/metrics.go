@@ -1,6 +1,6 @@
 // Package metrics is the pipeline's observability surface: Prometheus collectors fed by the
 // pipeline once per batch (never per record), a consumer-lag poller, and the HTTP listener
-// that serves /metrics, /healthz and /readyz.
+// that serves /metrics, /healthz, /readyz and the live view at / (live.go, liveview.go).
 //
 // Every series is named outlierd_*; docs/OPERATIONS.md lists them with the alerts worth
 // setting. A Metrics owns its own registry (no global state), so several pipelines in one
@@ -92,6 +92,8 @@ type Metrics struct {
 	gpuFallbacks                                prometheus.Counter
 	gpuBytesToDevice, gpuBytesToHost            prometheus.Counter
 	brokerConnected                             prometheus.Gauge
+	// detectorOutliers: density, distance, hypercube (outlierd_detector_outliers_total).
+	detectorOutliers [3]prometheus.Counter
 
 	// mu guards the state read at scrape time by the custom collectors below.
 	mu     sync.Mutex
@@ -102,6 +104,9 @@ type Metrics struct {
 	queues map[string]func() int
 	// kernelTimes reads the GPU's per-kernel totals (SetKernelTimes; nil on the CPU).
 	kernelTimes func() map[string]KernelTime
+	// live is the live view's feed (live.go, liveview.go); liveStreams counts its open pages.
+	live        *liveFeed
+	liveStreams atomic.Int32
 
 	connected atomic.Bool
 	serving   atomic.Bool
@@ -129,7 +134,8 @@ type Metrics struct {
 // runtime and process collectors (memory, goroutines, CPU, open files). The device is "cpu"
 // until SetDevice.
 func New() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), now: time.Now, device: "cpu", queues: map[string]func() int{}, sinkFailing: map[string]string{}}
+	m := &Metrics{reg: prometheus.NewRegistry(), now: time.Now, device: "cpu", queues: map[string]func() int{}, sinkFailing: map[string]string{},
+		live: newLiveFeed()}
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	}
@@ -140,6 +146,12 @@ func New() *Metrics {
 	m.recordsOut = counter("outlierd_records_out_total", "Records whose batch the sink wrote and the broker acknowledged.")
 	m.flagged = counter("outlierd_records_flagged_total", "Acknowledged records whose combined verdict is outlier.")
 	m.deadLetters = counter("outlierd_dead_letters_total", "Input messages written to the dead-letter topic (malformed input).")
+	byDetector := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outlierd_detector_outliers_total",
+		Help: "Acknowledged records each detector's own verdict calls outliers (density: eta-probability < delta, PROCLUS included; distance: w_k(q, S) >= w*; hypercube: too few grid neighbours; 0 while a detector is off), flagged by the combined rule or not."},
+		[]string{"detector"})
+	for i, d := range []string{"density", "distance", "hypercube"} {
+		m.detectorOutliers[i] = byDetector.WithLabelValues(d)
+	}
 	m.commits = counter("outlierd_offset_commits_total", "Offset commits that succeeded (including those with nothing new to commit).")
 	m.commitErrors = counter("outlierd_offset_commit_errors_total", "Offset commits that failed (retried at the next interval).")
 	m.lagPollErrors = counter("outlierd_lag_poll_errors_total", "Consumer-lag polls that failed.")
@@ -162,7 +174,7 @@ func New() *Metrics {
 	for s := range numStages {
 		m.batchDuration[s] = hist.WithLabelValues(s.String())
 	}
-	m.reg.MustRegister(m.recordsIn, m.recordsOut, m.flagged, m.deadLetters, m.commits, m.commitErrors,
+	m.reg.MustRegister(m.recordsIn, m.recordsOut, m.flagged, m.deadLetters, byDetector, m.commits, m.commitErrors,
 		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.keysLive, m.keysWarming, m.keysBytes, m.keyEvictions, m.gpuKernelSeconds, m.gpuFallbacks, bytesMoved,
 		m.brokerConnected, hist, stateCollector{m}, kernelCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -182,6 +194,16 @@ func (m *Metrics) AddRecordsIn(n int) {
 func (m *Metrics) AddRecordsOut(out, flagged int) {
 	m.recordsOut.Add(float64(out))
 	m.flagged.Add(float64(flagged))
+}
+
+// AddDetectorOutliers counts an acknowledged batch's records that the density, distance and
+// hypercube detectors each call outliers (outlierd_detector_outliers_total{detector}).
+func (m *Metrics) AddDetectorOutliers(density, distance, hypercube int) {
+	for i, n := range [...]int{density, distance, hypercube} {
+		if n > 0 {
+			m.detectorOutliers[i].Add(float64(n))
+		}
+	}
 }
 
 // AddDeadLetters counts n messages written to the dead-letter topic (the source fetched them).
@@ -243,6 +265,7 @@ func (m *Metrics) SetKeys(live, warming int, bytes int64, evictions uint64) {
 
 // SetModel records the model that now serves; from then on /readyz may report ready.
 func (m *Metrics) SetModel(info ModelInfo) {
+	m.live.modelChanged(info, m.now())
 	m.mu.Lock()
 	m.model = &info
 	m.mu.Unlock()

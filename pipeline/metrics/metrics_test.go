@@ -51,6 +51,8 @@ outlierd_device_info{device="cpu"} 1
 	}
 	m.AddRecordsOut(1000, 12)
 	m.AddRecordsOut(900, 3)
+	m.AddDetectorOutliers(9, 4, 0)
+	m.AddDetectorOutliers(2, 0, 0)
 	m.AddDeadLetters(5)
 	m.CommitDone(nil)
 	m.CommitDone(nil)
@@ -79,6 +81,11 @@ outlierd_records_flagged_total 15
 # HELP outlierd_dead_letters_total Input messages written to the dead-letter topic (malformed input).
 # TYPE outlierd_dead_letters_total counter
 outlierd_dead_letters_total 5
+# HELP outlierd_detector_outliers_total Acknowledged records each detector's own verdict calls outliers (density: eta-probability < delta, PROCLUS included; distance: w_k(q, S) >= w*; hypercube: too few grid neighbours; 0 while a detector is off), flagged by the combined rule or not.
+# TYPE outlierd_detector_outliers_total counter
+outlierd_detector_outliers_total{detector="density"} 11
+outlierd_detector_outliers_total{detector="distance"} 4
+outlierd_detector_outliers_total{detector="hypercube"} 0
 # HELP outlierd_offset_commits_total Offset commits that succeeded (including those with nothing new to commit).
 # TYPE outlierd_offset_commits_total counter
 outlierd_offset_commits_total 2
@@ -136,7 +143,7 @@ outlierd_gpu_transfer_bytes_total{direction="host_to_device"} 0
 outlierd_broker_connected 0
 `
 	names := []string{"outlierd_records_in_total", "outlierd_records_out_total", "outlierd_records_flagged_total",
-		"outlierd_dead_letters_total", "outlierd_offset_commits_total", "outlierd_offset_commit_errors_total",
+		"outlierd_dead_letters_total", "outlierd_detector_outliers_total", "outlierd_offset_commits_total", "outlierd_offset_commit_errors_total",
 		"outlierd_window_records", "outlierd_window_capacity", "outlierd_model_version", "outlierd_model_age_seconds",
 		"outlierd_model_built_timestamp_seconds", "outlierd_model_build_seconds", "outlierd_model_window_records",
 		"outlierd_microclusters", "outlierd_solving_set_size", "outlierd_w_star", "outlierd_consumer_lag",

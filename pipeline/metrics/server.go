@@ -13,11 +13,15 @@ import (
 )
 
 // Handler serves /metrics (Prometheus text or OpenMetrics, by content negotiation), /healthz
-// (200 while the process serves HTTP: it is alive) and /readyz (200 only while connected to
+// (200 while the process serves HTTP: it is alive), /readyz (200 only while connected to
 // the brokers, a model is serving and the pipeline is not stopping; 503 with the reasons
-// otherwise).
+// otherwise) and the live view: the page at /, its files under /live/, its events at
+// /live/events (liveview.go).
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", liveHeaders(http.HandlerFunc(livePage)))
+	mux.Handle("GET /live/", liveHeaders(liveAssets()))
+	mux.HandleFunc("GET /live/events", m.liveEvents)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		// A failing collector yields the other series rather than a failed scrape.
 		ErrorHandling: promhttp.ContinueOnError,
@@ -54,9 +58,13 @@ func Listen(addr string, m *Metrics, log zerolog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
 	}
+	// Every request's context ends when Shutdown begins, so the live view's event streams, which
+	// never go idle, end instead of holding Shutdown until its deadline.
+	base, stopStreams := context.WithCancel(context.Background())
 	s := &Server{
 		srv: &http.Server{
-			Handler: m.Handler(),
+			BaseContext: func(net.Listener) context.Context { return base },
+			Handler:     m.Handler(),
 			// A scrape is small and local; these bound what a stuck client can hold.
 			ReadHeaderTimeout: 5 * time.Second,
 			WriteTimeout:      30 * time.Second,
@@ -65,6 +73,7 @@ func Listen(addr string, m *Metrics, log zerolog.Logger) (*Server, error) {
 		ln:   ln,
 		done: make(chan error, 1),
 	}
+	s.srv.RegisterOnShutdown(stopStreams)
 	go func() {
 		err := s.srv.Serve(ln)
 		if errors.Is(err, http.ErrServerClosed) {

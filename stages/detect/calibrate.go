@@ -305,7 +305,7 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 	density, distance := d.density[:n], d.distance[:n]
 	if !q.planned { // the CPU (with a device, plan's call computed them)
 		d.space = r.distanceSpace(q.Raw, d.space)
-		r.Ref.ScoreBatch(d.space, distance, 0)
+		scoreExcept(r.Ref, d.space, distance, q.byKey)
 	}
 	rescoreMembers(m, q.Batch, r.Ref.Points, r.Ref.K, d.space, distance)
 	d.settle()
@@ -318,6 +318,31 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 		out[i].Score, out[i].Threshold = r.combine(density[i], distance[i]), threshold
 	}
 	return nil
+}
+
+// scoreExcept is ref.ScoreBatch of the rows of space not marked in skip (their key's own model
+// scores them: keyed.go), the skipped rows' weights NaN; all rows when skip is nil. The k-NN
+// to a 2048-record R is most of the CPU's work per record.
+func scoreExcept(ref *solvingset.Model, space [][]float32, out []float64, skip []bool) {
+	if skip == nil || !slices.Contains(skip, true) {
+		ref.ScoreBatch(space, out, 0)
+		return
+	}
+	var idx []int
+	for i, s := range skip {
+		out[i] = math.NaN()
+		if !s {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
+	w := make([]float64, len(idx))
+	ref.ScoreBatch(pick(space, idx), w, 0)
+	for t, i := range idx {
+		out[i] = w[t]
+	}
 }
 
 // plan adds the batch's distances to the window sample R to the batch's accelerator call.

@@ -123,6 +123,26 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 	}
 }
 
+// warmRows marks the records of b whose key has a model now (nil when none has): the global
+// ranking skips them. A key that warms within b is not marked (its records are scored both ways).
+func (k *keyedScorer) warmRows(b *batch.Batch) []bool {
+	if k.warm == 0 {
+		return nil
+	}
+	keys := b.Keys()
+	out := make([]bool, b.Len())
+	for i := range out {
+		var key string
+		if keys != nil && keys.IsValid(i) {
+			key = string(keys.Value(i))
+		}
+		if st, ok := k.keys[key]; ok && st.model != nil {
+			out[i] = true
+		}
+	}
+	return out
+}
+
 // state returns key's state, made (cold) when new; the key becomes the most recently seen, and
 // the least recently seen keys are evicted past the limits.
 func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {

@@ -69,9 +69,9 @@ func (s *Stage) score(b *batch.Batch) error {
 
 // begin is a batch's scoring up to the device: the normalisation, the stream indices, the
 // prescorers' CPU work started on the cores, and the detectors' device steps in one
-// accelerator call, made inline or (async) on a goroutine of its own that waits for the call
-// of the batch in flight, so that the accelerator sees the calls one at a time, in order.
-// Everything it writes is lane's (the lane's detectors and scratch).
+// accelerator call, made inline or (async) on a goroutine of the batch's own (scoreAsync, with
+// the stateless detectors' fields after it). Everything it writes is lane's (the lane's
+// detectors and scratch).
 func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 	m := s.model
 	means, sds, err := s.columns(b)
@@ -87,6 +87,9 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 		return nil, err
 	}
 	scratch.streams = sc.q.Density.Index
+	if s.keyed != nil {
+		sc.q.byKey = s.keyed.warmRows(b) // (read by the CPU path only: with a device every row is scored)
+	}
 	b.Scores = make([]batch.Score, n)
 	for i := range b.Scores {
 		b.Scores[i] = batch.Score{Scored: true, Score: math.NaN(), Threshold: math.Inf(1), DensityScore: math.NaN(), DistanceScore: math.NaN()}

@@ -85,7 +85,7 @@ var SensorTableFeatures = SensorFeatures[:4]
 // Sensors is a table of rows sensor readings (temp, pressure, humidity, vibration) drawn as the
 // stream draws them (three operating modes, Gaussian noise), with a fraction anomalyRate of
 // spikes: one to three of the features shifted by 6 to 10 spreads, labelled 1. The README's
-// sample file (data/sensors.csv: `outlierd gen --kind sensors`).
+// sample file (data/sensors.csv: `outlierd gen --kind machines`).
 func Sensors(rows int, seed uint64, anomalyRate float64) *Data {
 	r := newRand(seed)
 	d := &Data{Features: append([]string(nil), SensorTableFeatures...), Label: make([]uint8, rows)}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/outlierd/outlierd/internal/datasets/synth"
+)
+
+// sensorFlags are gen's options for --kind sensors (synth.SeriesParams; its file comment
+// defines the stream and its labels). They are registered on gen's flag set and refused with
+// the other kinds.
+type sensorFlags struct {
+	p         synth.SeriesParams
+	ts        bool
+	keyColumn string
+	kindCol   bool
+	names     []string // the flags' names, to refuse them with another kind
+}
+
+func addSensorFlags(fs *flag.FlagSet) *sensorFlags {
+	sf := &sensorFlags{p: synth.DefaultSeriesParams()}
+	p := &sf.p
+	before := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { before[f.Name] = true })
+	fs.IntVar(&p.Sensors, "sensors", p.Sensors, "sensors: features per row (per key with --keys); without --keys at most 8: temp 70+-2, pressure 101.3+-0.4, humidity 45+-3, vibration, current, voltage, rpm, flow")
+	fs.Float64Var(&p.Correlation, "correlation", p.Correlation, "sensors: share rho of each sensor's variance from a shared factor (pairwise correlation +-rho; humidity and voltage load negatively)")
+	fs.IntVar(&p.Head, "head", 0, "sensors: the first N rows carry no anomaly (a clean warm-up)")
+	fs.IntVar(&p.Sensor, "anomaly-sensor", p.Sensor, "sensors: index of the sensor anomalies hit (0 = temp); -1 draws one per anomaly")
+	fs.Float64Var(&p.SpikeRate, "spike-rate", p.SpikeRate, "sensors: share of rows with a spike (exactly round(rate*rows) spikes, at distinct rows after --head)")
+	fs.Float64Var(&p.SpikeMin, "spike-min", p.SpikeMin, "sensors: smallest spike, in the sensor's sd")
+	fs.Float64Var(&p.SpikeMax, "spike-max", p.SpikeMax, "sensors: largest spike, in the sensor's sd (size uniform in [min, max])")
+	fs.IntVar(&p.SpikeSign, "spike-sign", p.SpikeSign, "sensors: 1 up, -1 down, 0 either")
+	fs.IntVar(&p.Shifts, "shifts", 0, "sensors: number of level shifts (value += shift-size sd, noise continues)")
+	fs.Float64Var(&p.ShiftSize, "shift-size", p.ShiftSize, "sensors: level shift in sd (signed)")
+	fs.IntVar(&p.ShiftLength, "shift-length", p.ShiftLength, "sensors: records of the key a shift lasts (0: to the end)")
+	fs.IntVar(&p.Stuck, "stuck", 0, "sensors: number of stuck spans (a constant value, no noise)")
+	fs.Float64Var(&p.StuckAt, "stuck-at", p.StuckAt, "sensors: stuck value in sd from the baseline (0: the sensor's last value before the span)")
+	fs.IntVar(&p.StuckLength, "stuck-length", p.StuckLength, "sensors: records of the key a stuck span lasts (0: to the end)")
+	fs.IntVar(&p.SpanLabel, "span-label", 0, "sensors: label the first N records of a shift or stuck span 1 (0: every record of the span)")
+	fs.Float64Var(&p.Drift, "drift", 0, "sensors: each mean moves this many sd (random sign per sensor) every --drift-every rows; normal, never labelled")
+	fs.IntVar(&p.DriftEvery, "drift-every", p.DriftEvery, "sensors: rows per --drift sd")
+	fs.Float64Var(&p.Daily, "daily", 0, "sensors: daily seasonality amplitude in sd (peak at 15:00 UTC); normal, never labelled")
+	fs.IntVar(&p.Contextual, "contextual", 0, "sensors: contextual anomalies: a reading normal twelve hours away (needs --daily)")
+	fs.Int64Var(&p.StartMS, "start-ms", p.StartMS, "sensors: timestamp of row 0, epoch ms (default 2026-01-01T00:00Z)")
+	fs.Int64Var(&p.PeriodMS, "period-ms", p.PeriodMS, "sensors: sample period in ms (row i is at start + i*period)")
+	fs.BoolVar(&sf.ts, "ts", false, "sensors: write a first column ts (epoch ms)")
+	fs.IntVar(&p.Keys, "keys", 0, "sensors: a fleet of N keys (a key column; each row one reading of a random key) with their own baselines and noise")
+	fs.StringVar(&sf.keyColumn, "key-column", "key", "sensors: the fleet's key column name")
+	fs.Float64Var(&p.BaselineMin, "baseline-min", p.BaselineMin, "sensors: fleet baselines are uniform in [baseline-min, baseline-max]")
+	fs.Float64Var(&p.BaselineMax, "baseline-max", p.BaselineMax, "sensors: see --baseline-min")
+	fs.Float64Var(&p.NoiseMin, "noise-min", p.NoiseMin, "sensors: fleet noise sd is uniform in [noise-min, noise-max]")
+	fs.Float64Var(&p.NoiseMax, "noise-max", p.NoiseMax, "sensors: see --noise-min")
+	fs.BoolVar(&sf.kindCol, "kind-column", false, "sensors: write a column anomaly_kind (spike, shift, stuck, contextual, '+'-joined; empty when normal) before label")
+	fs.VisitAll(func(f *flag.Flag) {
+		if !before[f.Name] {
+			sf.names = append(sf.names, f.Name)
+		}
+	})
+	return sf
+}
+
+// genSensors writes the sensor stream as CSV: [ts,][key,]sensors...,[anomaly_kind,]label.
+func genSensors(sf *sensorFlags, rows int, seed uint64, stdout io.Writer) error {
+	sf.p.Rows, sf.p.Seed = rows, seed
+	if sf.p.Keys > 0 && sf.keyColumn == "" {
+		return usageError{fmt.Errorf("--key-column must not be empty")}
+	}
+	s, err := synth.SensorSeries(sf.p)
+	if err != nil {
+		return usageError{err}
+	}
+	bw := bufio.NewWriterSize(stdout, 1<<20)
+	var line []byte
+	var head []string
+	if sf.ts {
+		head = append(head, "ts")
+	}
+	if s.Key != nil {
+		head = append(head, sf.keyColumn)
+	}
+	head = append(head, s.Features...)
+	if sf.kindCol {
+		head = append(head, "anomaly_kind")
+	}
+	head = append(head, "label")
+	seen := map[string]bool{}
+	for _, h := range head {
+		if seen[h] {
+			return usageError{fmt.Errorf("column %q appears twice (--key-column)", h)}
+		}
+		seen[h] = true
+	}
+	for i, h := range head {
+		if i > 0 {
+			line = append(line, ',')
+		}
+		line = append(line, h...)
+	}
+	line = append(line, '\n')
+	if _, err := bw.Write(line); err != nil {
+		return err
+	}
+	for i := range s.Rows() {
+		line = line[:0]
+		if sf.ts {
+			line = strconv.AppendInt(line, s.TS[i], 10)
+			line = append(line, ',')
+		}
+		if s.Key != nil {
+			line = append(line, s.Key[i]...)
+			line = append(line, ',')
+		}
+		for j := range s.Cols {
+			line = strconv.AppendFloat(line, float64(s.Cols[j][i]), 'g', -1, 32)
+			line = append(line, ',')
+		}
+		if sf.kindCol {
+			line = append(line, s.Kind[i]...)
+			line = append(line, ',')
+		}
+		line = append(line, '0'+s.Label[i], '\n')
+		if _, err := bw.Write(line); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
