@@ -409,6 +409,17 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 		case <-stop:
 			stopped = true
 		case req := <-p.reconf:
+			if overlapped { // the batches in flight finish first, under the configuration they began with
+				ready, err := drainer.Drain()
+				if err != nil { // a scoring failure, fatal as in Process (not a rejected configuration)
+					req.reply <- reconfReply{err: fmt.Errorf("the detect stage failed: %w", err)}
+					return fmt.Errorf("pipeline: detect: %w", err)
+				}
+				if !send(ready) {
+					req.reply <- reconfReply{err: errors.New("the pipeline is stopping")}
+					return nil
+				}
+			}
 			p.applyReconf(req)
 		case m := <-p.models: // a scorer's newer model (nil channel in the other roles)
 			ready, err := p.installFollowed(m)
