@@ -19,7 +19,7 @@ type abiCase struct {
 // them wherever it runs (gpucheck.sh runs it from the repository root on the GPU machine).
 //
 //go:embed density.cu density.ptx hypercube.cu hypercube.ptx knn.cu knn.ptx knnsplit.cu knnsplit.ptx microcluster.cu microcluster.ptx
-//go:embed solvingset.cu solvingset.ptx proclus.cu proclus.ptx
+//go:embed solvingset.cu solvingset.ptx proclus.cu proclus.ptx keyed.cu keyed.ptx
 var kernelSources embed.FS
 
 var (
@@ -112,6 +112,27 @@ func TestHypercubeABI(t *testing.T) {
 	})
 	checkPTXParam(t, "hypercube.ptx", "hc_encode", reflect.TypeFor[hcEncodeParams]())
 	checkPTXParam(t, "hypercube.ptx", "hc_density", reflect.TypeFor[hcDensityParams]())
+}
+
+func TestKeyedABI(t *testing.T) {
+	checkABI(t, []abiCase{
+		{"keyed.cu", "KeyedScoreParams", reflect.TypeFor[keyedScoreParams]()},
+		{"keyed.cu", "KeyedInstallParams", reflect.TypeFor[keyedInstallParams]()},
+	})
+	checkPTXEntries(t, "keyed.ptx", map[string]reflect.Type{
+		"keyed_score_*": reflect.TypeFor[keyedScoreParams](),
+		"keyed_install": reflect.TypeFor[keyedInstallParams](),
+	})
+	src, err := kernelSources.ReadFile("keyed.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"KEYED_MAXD": KeyedMaxDims, "KEYED_BLOCK": keyedBlock} {
+		m := regexp.MustCompile(`#define ` + name + ` (\d+)`).FindSubmatch(src)
+		if m == nil || string(m[1]) != strconv.Itoa(want) {
+			t.Errorf("keyed.cu: %s is %q, Go's mirror %d", name, m, want)
+		}
+	}
 }
 
 // entryName matches a kernel entry of a PTX file.

@@ -34,6 +34,9 @@ var densityPTX string
 //go:embed hypercube.ptx
 var hypercubePTX string
 
+//go:embed keyed.ptx
+var keyedPTX string
+
 // modules lists the embedded PTX modules and the kernels each one exports.
 var modules = []struct {
 	name, ptx string
@@ -45,6 +48,7 @@ var modules = []struct {
 	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_candpart_q64", "ss_candpart_q256", "ss_candmerge_q64", "ss_candmerge_q256", "ss_select", "ss_select_merge"}},
 	{"density", densityPTX, []string{"density_records", "density_clusters"}},
 	{"hypercube", hypercubePTX, []string{"hc_encode", "hc_density"}},
+	{"keyed", keyedPTX, []string{"keyed_score_q32", "keyed_score_q64", "keyed_install"}},
 }
 
 // Available reports whether a CUDA device can be used and, if not, why.

@@ -18,3 +18,6 @@ func SolvingSetResident(c *Columns, p SolvingSetParams) (SolvingSetResult, error
 	}
 	return c.dev.solvingSetResident(c, p)
 }
+
+// KeyedChunks is keyedChunks, for TestKeyedChunks.
+func KeyedChunks(slot []int32) (order, chunks []int32) { return keyedChunks(slot) }

@@ -11,7 +11,10 @@ import (
 // and falls back to the CPU after a device failure (its one policy).
 type Device struct{ *accel.Device }
 
-var _ detect.Accelerator = (*accel.Device)(nil)
+var (
+	_ detect.Accelerator      = (*accel.Device)(nil)
+	_ detect.KeyedAccelerator = (*accel.Device)(nil) // (the keys' models resident on the GPU)
+)
 
 // OpenDevice resolves `device: auto|cpu|cuda` (accel.Open).
 func OpenDevice(choice string, log zerolog.Logger) (*Device, error) {

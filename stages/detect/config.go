@@ -113,13 +113,13 @@ type Config struct {
 // KeysConfig configures the models per key (detect.key_by: key).
 type KeysConfig struct {
 	// Window is each key's window: its last this many records make its model. Default 200: about
-	// 13 KB a key with 3 features (docs/BENCHMARKS.md §12), and a +8 sd spike is far beyond the
+	// 13 KB a key with 3 features (docs/BENCHMARKS.md §13), and a +8 sd spike is far beyond the
 	// range of 200 records of noise.
 	Window int `yaml:"window"`
 	// MinRecords is how many records a key needs before it gets a model of its own; until then
 	// the global model scores its records (and their explanation says so). Default 50: a
 	// key's first fiftieth records already give a tail and a calibration that see +8 sd (the
-	// fleet of docs/BENCHMARKS.md §12: a quarter of a window of warm-up costs recall).
+	// fleet of docs/BENCHMARKS.md §13: a quarter of a window of warm-up costs recall).
 	MinRecords int `yaml:"min_records"`
 	// K is the distance score's neighbours in the key's window. Default 10.
 	K int `yaml:"k"`

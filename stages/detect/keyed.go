@@ -35,6 +35,10 @@ type keyedScorer struct {
 	bytes     int64
 	evictions uint64
 	warm      int // keys with a model
+
+	// dev keeps the warm keys' models on the device (keyed_device.go; nil: the CPU scores).
+	dev   KeyedModels
+	slots slotPool
 }
 
 // keyState is one key's window, bookkeeping and model.
@@ -48,6 +52,12 @@ type keyState struct {
 	model *Ranker
 	cap   *alarmCap
 	elem  *list.Element
+	// With a device (keyed_device.go): slot is the key's model's slot there (-1: none yet); due
+	// says a build was due at the key's last record and waits for the batch's flush; warm says the
+	// key is counted as warm (its first build was due).
+	slot int32
+	due  bool
+	warm bool
 }
 
 // KeyStats are the keyed models' figures for the metrics.
@@ -55,15 +65,30 @@ type KeyStats struct {
 	Live, Warming int    // keys with a model of their own; keys still scored by the global model
 	Evictions     uint64 // keys evicted so far (least recently seen first)
 	Bytes         int64  // the keys' windows and models, as accounted (keyBytes)
+	DeviceBytes   int64  // the keys' models resident on the device (0 on the CPU)
 }
 
 func newKeyedScorer() *keyedScorer {
 	return &keyedScorer{keys: map[string]*keyState{}, lru: list.New()}
 }
 
+// close releases the device's models.
+func (k *keyedScorer) close() error {
+	if k.dev == nil {
+		return nil
+	}
+	err := k.dev.Close()
+	k.dev = nil
+	return err
+}
+
 // stats reports the keyed models' figures.
 func (k *keyedScorer) stats() KeyStats {
-	return KeyStats{Live: k.warm, Warming: len(k.keys) - k.warm, Evictions: k.evictions, Bytes: k.bytes}
+	st := KeyStats{Live: k.warm, Warming: len(k.keys) - k.warm, Evictions: k.evictions, Bytes: k.bytes}
+	if k.dev != nil {
+		st.DeviceBytes = k.dev.Bytes()
+	}
+	return st
 }
 
 // keyBytes is what a key holds at a window of w records of d features: its window (float32),
@@ -83,6 +108,10 @@ func keyBytes(w, d int, warm bool) int64 {
 // rebuilds the key's model when due. raw are b's feature columns. Records of keys still warming
 // keep the global model's scores and are marked Warming. Called after the global scoring.
 func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw [][]float32) {
+	if k.dev != nil {
+		k.scoreOnDevice(cfg, features, b, raw)
+		return
+	}
 	keys := b.Keys()
 	d := len(raw)
 	x := make([][]float32, d)
@@ -93,11 +122,11 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 		space[j] = make([]float32, 1)
 	}
 	for i := range b.Scores {
-		var key string
+		var key []byte
 		if keys != nil && keys.IsValid(i) {
-			key = string(keys.Value(i))
+			key = keys.Value(i)
 		}
-		st := k.state(key, cfg, d)
+		st := k.stateOf(key, cfg, d)
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
 			one[j] = x[j]
@@ -108,14 +137,7 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 			r.Tail.Score(one, dens)
 			r.distanceSpace(one, space)
 			solvingset.KNNWeights(r.Ref.Points, space, r.Ref.K, 1, dist)
-			sc.DensityScore, sc.DistanceScore = dens[0], dist[0]
-			sc.Score, sc.Threshold = r.combine(dens[0], dist[0]), cfg.MinScore
-			sig = sc.Score >= sc.Threshold
-			sc.Outlier = st.cap.admit(sig, max(1, int(math.Floor(cfg.AlarmRate*float64(cfg.Keys.Window)))))
-			sc.Suppressed = sig && !sc.Outlier
-			sc.ByKey, sc.Warming = true, false
-			sc.Deviations = nil
-			explainDeviations(r, features, one, b.Scores[i:i+1], true)
+			sig = decideByKey(cfg, features, st, r, one, b.Scores[i:i+1], dens[0], dist[0])
 		} else {
 			sc.Warming = true
 		}
@@ -143,6 +165,31 @@ func (k *keyedScorer) warmRows(b *batch.Batch) []bool {
 	return out
 }
 
+// decideByKey scores one record (raw: its values, out: its score) by its key's model r from the
+// raw scores, and decides its flag by significance and the key's cap; it returns whether the
+// record was significant.
+func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, raw [][]float32, out []batch.Score, dens, dist float64) bool {
+	sc := &out[0]
+	sc.DensityScore, sc.DistanceScore = dens, dist
+	sc.Score, sc.Threshold = r.combine(dens, dist), cfg.MinScore
+	sig := sc.Score >= sc.Threshold
+	sc.Outlier = st.cap.admit(sig, max(1, int(math.Floor(cfg.AlarmRate*float64(cfg.Keys.Window)))))
+	sc.Suppressed = sig && !sc.Outlier
+	sc.ByKey, sc.Warming = true, false
+	sc.Deviations = nil
+	explainDeviations(r, features, raw, out, true)
+	return sig
+}
+
+// stateOf is state for a key's bytes, without a string made for a key already held.
+func (k *keyedScorer) stateOf(key []byte, cfg *Config, d int) *keyState {
+	if st, ok := k.keys[string(key)]; ok {
+		k.lru.MoveToFront(st.elem)
+		return st
+	}
+	return k.state(string(key), cfg, d)
+}
+
 // state returns key's state, made (cold) when new; the key becomes the most recently seen, and
 // the least recently seen keys are evicted past the limits.
 func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
@@ -151,7 +198,7 @@ func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 		return st
 	}
 	w := cfg.Keys.Window
-	st := &keyState{key: key, cols: make([][]float32, d), sig: make([]bool, w), cap: newAlarmCap(w)}
+	st := &keyState{key: key, cols: make([][]float32, d), sig: make([]bool, w), cap: newAlarmCap(w), slot: -1}
 	for j := range st.cols {
 		st.cols[j] = make([]float32, w)
 	}
@@ -167,16 +214,29 @@ func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 func (k *keyedScorer) evict(st *keyState, d int) {
 	k.lru.Remove(st.elem)
 	delete(k.keys, st.key)
-	k.bytes -= keyBytes(len(st.sig), d, st.model != nil)
-	if st.model != nil {
+	k.bytes -= keyBytes(len(st.sig), d, st.warm)
+	if st.warm {
 		k.warm--
 	}
+	if st.slot >= 0 {
+		k.slots.release(st.slot)
+		st.slot = -1
+	}
+	st.due = false // (a build waiting for the flush is dropped with the key)
 	k.evictions++
 }
 
 // push appends one record to its key's window and rebuilds the key's model when it is due:
 // when the window first holds keys.min_records, then every keys.window/4 records.
 func (k *keyedScorer) push(st *keyState, x [][]float32, sig bool, cfg *Config) {
+	if k.append(st, x, sig, cfg) {
+		k.build(st, cfg)
+	}
+}
+
+// append appends one record to its key's window and says whether the key's model is due: when
+// the window first holds keys.min_records, then every keys.window/4 records.
+func (k *keyedScorer) append(st *keyState, x [][]float32, sig bool, cfg *Config) bool {
 	w := len(st.sig)
 	for j := range st.cols {
 		st.cols[j][st.next] = x[j][0]
@@ -185,14 +245,33 @@ func (k *keyedScorer) push(st *keyState, x [][]float32, sig bool, cfg *Config) {
 	st.next = (st.next + 1) % w
 	st.size = min(st.size+1, w)
 	st.since++
-	if st.size >= cfg.Keys.MinRecords && (st.model == nil || st.since >= max(1, w/4)) {
-		k.build(st, cfg)
-	}
+	return st.size >= cfg.Keys.MinRecords && (!st.warm || st.since >= max(1, w/4))
 }
 
 // build makes the key's model from its window, oldest first, without the records found
 // significant (while the rest is at least outcastFloor of the window).
 func (k *keyedScorer) build(st *keyState, cfg *Config) {
+	r, err := buildKeyModel(st, cfg)
+	st.since = 0
+	if err != nil {
+		return // too few records left: the previous model (or the global one) keeps scoring
+	}
+	k.markWarm(st)
+	st.model = r
+}
+
+// markWarm counts st as warm (once).
+func (k *keyedScorer) markWarm(st *keyState) {
+	if !st.warm {
+		st.warm = true
+		k.warm++
+		w, d := len(st.sig), len(st.cols)
+		k.bytes += keyBytes(w, d, true) - keyBytes(w, d, false)
+	}
+}
+
+// buildKeyModel is the key's model from its window (build); it reads st only.
+func buildKeyModel(st *keyState, cfg *Config) (*Ranker, error) {
 	w, d := len(st.sig), len(st.cols)
 	cols := make([][]float32, d)
 	first := (st.next - st.size + w) % w
@@ -214,14 +293,5 @@ func (k *keyedScorer) build(st *keyState, cfg *Config) {
 	}
 	kc := *cfg
 	kc.Score.Sample, kc.Score.K = len(cols[0]), cfg.Keys.K
-	r, err := buildRanker(cols, sorted, nil, kc)
-	st.since = 0
-	if err != nil {
-		return // too few records left: the previous model (or the global one) keeps scoring
-	}
-	if st.model == nil {
-		k.warm++
-		k.bytes += keyBytes(w, d, true) - keyBytes(w, d, false)
-	}
-	st.model = r
+	return buildRanker(cols, sorted, nil, kc)
 }

@@ -119,6 +119,11 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 		alarms: newAlarmCap(cfg.Window), builds: buildState{done: make(chan buildResult, 1), lastBuild: time.Now()}}
 	if cfg.KeyBy == KeyByKey {
 		s.keyed = newKeyedScorer()
+		if ka, ok := deps.Accelerator.(KeyedAccelerator); ok { // the keys' models resident on the device
+			if s.keyed.dev, err = ka.KeyedModels(len(features), cfg.Keys.Window); err != nil {
+				return nil, err
+			}
+		}
 	}
 	hc := &hypercubeDetector{scorer: deps.Role == RoleScorer}
 	s.detectors = append(modelDetectors(deps.Accelerator, features), hc)
@@ -295,6 +300,11 @@ func (s *Stage) Close() {
 	s.abandonFlight() // after Flush or Abandon nothing is in flight
 	s.collect(s.builds.running)
 	s.ext.saves.Wait()
+	if s.keyed != nil {
+		if err := s.keyed.close(); err != nil {
+			s.deps.Log.Warn().Err(err).Msg("releasing the keys' models on the device")
+		}
+	}
 }
 
 // Abandon releases the batches still held for a first model when the run is abandoned (a

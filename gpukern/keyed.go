@@ -1,0 +1,246 @@
+package gpukern
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Models per key (keyed.cu; issue 21 item 2): every warm key's ranking model stays resident in a
+// slot of a KeyedStore, and a batch's records, grouped by key, are scored against their own key's
+// model in one launch. The raw scores are the CPU's bit for bit: the tail score of rank.Tail.Score
+// and the k-NN weight of solvingset.KNNWeights (KeyedScoreReference is the CPU twin the parity
+// tests hold the kernel to, and it to those two).
+
+// KeyedMaxDims is the most features the keyed kernels take (keyed.cu: KEYED_MAXD).
+const KeyedMaxDims = 64
+
+// keyedBlock is keyed_score's threads per block (keyed.cu: KEYED_BLOCK): 8 warps, 8 chunks.
+const keyedBlock = 256
+
+// KeyedMaxK is the largest k the keyed kernels select (the 64-slot register queue).
+const KeyedMaxK = 64
+
+// KeyedShape is the shape of every slot of a store: Dims features, at most Window values per
+// feature in the sorted tails and Window points in R.
+type KeyedShape struct {
+	Dims, Window int
+}
+
+// SlotBytes is the device memory one key's model takes (keyed.cu's slot layout, padded to 16).
+func (s KeyedShape) SlotBytes() int {
+	b := 24*s.Dims + 16 + 8*s.Dims*s.Window
+	return (b + 15) &^ 15
+}
+
+// Check reports why the kernels cannot take the shape ("" when they can).
+func (s KeyedShape) Check() string {
+	switch {
+	case s.Dims < 1 || s.Dims > KeyedMaxDims:
+		return fmt.Sprintf("%d features (the keyed kernels take 1..%d)", s.Dims, KeyedMaxDims)
+	case s.Window < 2 || s.Window > 1<<20:
+		return fmt.Sprintf("a window of %d records (the keyed kernels take 2..%d)", s.Window, 1<<20)
+	}
+	return ""
+}
+
+// KeyedModel is one key's ranking model as the kernels read it: the tail score's distributions
+// (rank.Tail's Sorted and Spread) and the distance score's window sample R with its space
+// (detect's Ranker: Ref.Points, Ref.K, Center, Unit). Sorted's columns have one length n, Points'
+// one length m, both at most the shape's Window; 1 <= K <= KeyedMaxK.
+type KeyedModel struct {
+	Sorted       [][]float32
+	Spread       []float64
+	Points       [][]float32
+	Center, Unit []float64
+	K            int
+}
+
+// check reports why m does not fit shape s (nil when it does).
+func (m *KeyedModel) check(s KeyedShape) error {
+	if len(m.Sorted) != s.Dims || len(m.Points) != s.Dims || len(m.Spread) != s.Dims || len(m.Center) != s.Dims || len(m.Unit) != s.Dims {
+		return fmt.Errorf("gpukern: keyed model of %d/%d/%d/%d/%d features, the store's are %d", len(m.Sorted), len(m.Points), len(m.Spread), len(m.Center), len(m.Unit), s.Dims)
+	}
+	n, p := len(m.Sorted[0]), len(m.Points[0])
+	if n > s.Window || p > s.Window {
+		return fmt.Errorf("gpukern: keyed model of %d values and %d points, the store's window is %d", n, p, s.Window)
+	}
+	for j := range s.Dims {
+		if len(m.Sorted[j]) != n || len(m.Points[j]) != p {
+			return fmt.Errorf("gpukern: keyed model's feature %d has %d values and %d points, feature 0 %d and %d", j, len(m.Sorted[j]), len(m.Points[j]), n, p)
+		}
+	}
+	if m.K < 1 || m.K > KeyedMaxK {
+		return fmt.Errorf("gpukern: keyed model's k = %d (the kernels take 1..%d)", m.K, KeyedMaxK)
+	}
+	return nil
+}
+
+// encode writes m into dst (SlotBytes bytes) in keyed.cu's slot layout.
+func (m *KeyedModel) encode(s KeyedShape, dst []byte) {
+	clear(dst)
+	le := binary.LittleEndian
+	d, w := s.Dims, s.Window
+	for j := range d {
+		le.PutUint64(dst[8*j:], math.Float64bits(m.Spread[j]))
+		le.PutUint64(dst[8*(d+j):], math.Float64bits(m.Center[j]))
+		le.PutUint64(dst[8*(2*d+j):], math.Float64bits(m.Unit[j]))
+	}
+	h := 24 * d
+	le.PutUint32(dst[h:], uint32(len(m.Sorted[0])))
+	le.PutUint32(dst[h+4:], uint32(len(m.Points[0])))
+	le.PutUint32(dst[h+8:], uint32(m.K))
+	f := h + 16
+	for j := range d {
+		for i, v := range m.Sorted[j] {
+			le.PutUint32(dst[f+4*(j*w+i):], math.Float32bits(v))
+		}
+		for i, v := range m.Points[j] {
+			le.PutUint32(dst[f+4*((d+j)*w+i):], math.Float32bits(v))
+		}
+	}
+}
+
+// KeyedLogs is the table of natural logarithms the kernels read, logs[c] = math.Log(c) for c =
+// 0..window: the host's bits, so the tail score's surprisals are the CPU's.
+func KeyedLogs(window int) []float64 {
+	logs := make([]float64, window+1)
+	for c := range logs {
+		logs[c] = math.Log(float64(c))
+	}
+	return logs
+}
+
+// keyedLimit bounds the distance space's coordinates (detect's distanceLimit).
+const keyedLimit = 1e6
+
+// KeyedScoreReference is the CPU twin of keyed_score for one record x (finite values, one per
+// feature): the tail score in nats and w_k(q, R), with host set where the tail score needs the
+// host's log1p (then tail is not the score: the caller scores that record's tail itself). Same
+// arithmetic, step for step, as the kernel (keyed.cu); logs is KeyedLogs of at least the model's n.
+func KeyedScoreReference(m *KeyedModel, x []float32, logs []float64) (tail, dist float64, host bool) {
+	d := len(m.Sorted)
+	n := len(m.Sorted[0])
+	lnN := logs[n]
+	q := make([]float32, d)
+	for j := range d {
+		s, h := keyedSurprisal(m.Sorted[j], x[j], m.Spread[j], lnN, logs)
+		tail += s
+		host = host || h
+		t := (float64(x[j]) - m.Center[j]) / m.Unit[j]
+		if t > keyedLimit {
+			t = keyedLimit
+		} else if t < -keyedLimit {
+			t = -keyedLimit
+		}
+		q[j] = float32(t)
+	}
+	mp := len(m.Points[0])
+	if m.K > mp {
+		return tail, math.Inf(1), host
+	}
+	d2 := make([]float32, mp)
+	for i := range mp {
+		var a float32
+		for j := range d {
+			u := q[j] - m.Points[j][i]
+			if j == 0 {
+				a = float32(u * u) // (the conversions keep each product rounded: no fused multiply-add)
+			} else {
+				a += float32(u * u)
+			}
+		}
+		d2[i] = a
+	}
+	slices.Sort(d2)
+	for i := range m.K {
+		dist += float64(float32(math.Sqrt(float64(d2[i]))))
+	}
+	return tail, dist, host
+}
+
+// keyedSurprisal is keyed.cu's keyed_surprisal: rank's surprisal of x among ascending s.
+func keyedSurprisal(s []float32, x float32, spread, base float64, logs []float64) (float64, bool) {
+	n := len(s)
+	a, b := 0, 0
+	if n > 0 {
+		for l := n; l > 1; {
+			half := l >> 1
+			if s[a+half-1] <= x {
+				a += half
+			}
+			if s[b+half-1] < x {
+				b += half
+			}
+			l -= half
+		}
+		if s[a] <= x {
+			a++
+		}
+		if s[b] < x {
+			b++
+		}
+	}
+	le, ge := a, n-b
+	switch {
+	case n > 0 && x < s[0]:
+		u := (float64(s[0]) - float64(x)) / spread
+		return base - logs[max(le, 1)] + u, !(u <= base)
+	case n > 0 && x > s[n-1]:
+		u := (float64(x) - float64(s[n-1])) / spread
+		return base - logs[max(ge, 1)] + u, !(u <= base)
+	}
+	return base - logs[max(min(le, ge), 1)], false
+}
+
+// keyedChunk is the most records of one key a warp takes (keyed.cu: a chunk's count).
+const keyedChunk = 32
+
+// keyedChunks groups records by slot: order lists the records slot by slot (stream order within
+// a slot), chunks holds (slot, first position in order, count <= keyedChunk) triples.
+func keyedChunks(slot []int32) (order []int32, chunks []int32) {
+	keys := make([]uint64, len(slot)) // slot, then position: one sort of integers, stable by construction
+	for i, s := range slot {
+		keys[i] = uint64(uint32(s))<<32 | uint64(i)
+	}
+	slices.Sort(keys)
+	order = make([]int32, len(slot))
+	for p, k := range keys {
+		order[p] = int32(uint32(k))
+	}
+	for i := 0; i < len(order); {
+		j := i + 1
+		for j < len(order) && j-i < keyedChunk && slot[order[j]] == slot[order[i]] {
+			j++
+		}
+		chunks = append(chunks, slot[order[i]], int32(i), int32(j-i))
+		i = j
+	}
+	return order, chunks
+}
+
+// keyedScoreParams is keyed_score_q*'s parameter (keyed.cu: KeyedScoreParams).
+type keyedScoreParams struct {
+	Slots     uint64 `c:"slots"`
+	SlotBytes int64  `c:"slot_bytes"`
+	D         int64  `c:"d"`
+	W         int64  `c:"w"`
+	Logs      uint64 `c:"logs"`
+	Chunks    uint64 `c:"chunks"`
+	NChunk    int64  `c:"nchunk"`
+	X         uint64 `c:"x"`
+	N         int64  `c:"n"`
+	Tail      uint64 `c:"tail"`
+	Dist      uint64 `c:"dist"`
+	Host      uint64 `c:"host"`
+}
+
+// keyedInstallParams is keyed_install's parameter (keyed.cu: KeyedInstallParams).
+type keyedInstallParams struct {
+	Staged    uint64 `c:"staged"`
+	Slot      uint64 `c:"slot"`
+	Count     int64  `c:"count"`
+	SlotBytes int64  `c:"slot_bytes"`
+	Slots     uint64 `c:"slots"`
+}

@@ -1,0 +1,207 @@
+//go:build cuda
+
+package gpukern
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// KeyedStore keeps keys' ranking models resident on one device, a slot of Shape.SlotBytes() each
+// (keyed.cu's layout): the caller owns the slot numbers (a key's slot for as long as the key is
+// warm) and installs a key's model in its slot whenever the model is rebuilt. Methods are safe for
+// concurrent use (serialised through the device's owner thread).
+type KeyedStore struct {
+	dev   *Device
+	shape KeyedShape
+	// Owned by the owner thread.
+	ptr   cu.DevicePtr // capacity slots
+	slots int
+	logs  cu.DevicePtr
+	maxK  int
+}
+
+// NewKeyedStore makes an empty store for models of shape s on d.
+func (d *Device) NewKeyedStore(s KeyedShape) (*KeyedStore, error) {
+	if why := s.Check(); why != "" {
+		return nil, fmt.Errorf("gpukern.NewKeyedStore: %s", why)
+	}
+	st := &KeyedStore{dev: d, shape: s}
+	err := d.do(func() (err error) {
+		st.logs, err = upload(d, "keyed logarithms", KeyedLogs(s.Window))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gpukern.NewKeyedStore: %w", err)
+	}
+	return st, nil
+}
+
+// Shape is the store's slot shape.
+func (s *KeyedStore) Shape() KeyedShape { return s.shape }
+
+// Bytes is the device memory the store holds: its slots (allocated capacity) and the logarithms.
+func (s *KeyedStore) Bytes() int64 {
+	var b int64
+	_ = s.dev.do(func() error {
+		b = int64(s.slots)*int64(s.shape.SlotBytes()) + int64(s.shape.Window+1)*8
+		return nil
+	})
+	return b
+}
+
+// grow makes room for slot index top (capacity doubles, the old slots copied on the device).
+// Owner thread only.
+func (s *KeyedStore) grow(top int) error {
+	if top < s.slots {
+		return nil
+	}
+	n := max(top+1, 2*s.slots, 1024)
+	sb := int64(s.shape.SlotBytes())
+	p, err := alloc("keyed slots", int64(n)*sb)
+	if err != nil {
+		return err
+	}
+	if s.ptr != 0 {
+		if err := cu.MemcpyDtoD(p, s.ptr, int64(s.slots)*sb); err != nil {
+			return errors.Join(fmt.Errorf("cuMemcpyDtoD(keyed slots): %w", err), frees(p))
+		}
+		if err := frees(s.ptr); err != nil {
+			return errors.Join(err, frees(p))
+		}
+	}
+	s.ptr, s.slots = p, n
+	return nil
+}
+
+// Install puts models[i] into slot slots[i] (replacing what was there) with one upload and one
+// launch: the pipeline installs every model its batch rebuilt at once.
+func (s *KeyedStore) Install(slots []int32, models []*KeyedModel) error {
+	if len(slots) != len(models) {
+		return fmt.Errorf("gpukern.KeyedStore.Install: %d slots, %d models", len(slots), len(models))
+	}
+	if len(slots) == 0 {
+		return nil
+	}
+	sb := s.shape.SlotBytes()
+	staged := make([]byte, len(models)*sb)
+	top, maxK := 0, 0
+	for i, m := range models {
+		if err := m.check(s.shape); err != nil {
+			return fmt.Errorf("gpukern.KeyedStore.Install: slot %d: %w", slots[i], err)
+		}
+		if slots[i] < 0 {
+			return fmt.Errorf("gpukern.KeyedStore.Install: slot %d", slots[i])
+		}
+		m.encode(s.shape, staged[i*sb:(i+1)*sb])
+		top, maxK = max(top, int(slots[i])), max(maxK, m.K)
+	}
+	d := s.dev
+	err := d.do(func() error {
+		if err := s.grow(top); err != nil {
+			return err
+		}
+		var pk pack
+		pk.reset(d.packBuf)
+		defer func() { d.packBuf = pk.buf[:0] }()
+		at := pk.add(unsafe.Pointer(&staged[0]), int64(len(staged)))
+		slotAt := pk.add(unsafe.Pointer(&slots[0]), int64(len(slots))*4)
+		base, err := pk.upload(d, scratchIn, "keyed models")
+		if err != nil {
+			return err
+		}
+		s.maxK = max(s.maxK, maxK)
+		p := keyedInstallParams{Staged: uint64(base) + uint64(at), Slot: uint64(base) + uint64(slotAt),
+			Count: int64(len(slots)), SlotBytes: int64(sb), Slots: uint64(s.ptr)}
+		return launchParams(d, "keyed_install", [3]int{len(slots), 1, 1}, [3]int{128, 1, 1}, 0, &p)
+	})
+	if err != nil {
+		return fmt.Errorf("gpukern.KeyedStore.Install: %w", err)
+	}
+	return nil
+}
+
+// Score scores records x (column-major, Dims columns of len(slot) finite values) against the
+// models in their slots, in one launch: tail[i] the tail score (rank.Tail.Score's bits) and
+// dist[i] w_k(q, R) (solvingset.KNNWeights's), host[i] set where the tail needs the host
+// (KeyedScoreReference). Every slot named must hold a model.
+func (s *KeyedStore) Score(slot []int32, x [][]float32, tail, dist []float64, host []bool) error {
+	n := len(slot)
+	if len(x) != s.shape.Dims || len(tail) != n || len(dist) != n || len(host) != n {
+		return fmt.Errorf("gpukern.KeyedStore.Score: %d records, %d columns (store: %d), %d/%d/%d outputs", n, len(x), s.shape.Dims, len(tail), len(dist), len(host))
+	}
+	if n == 0 {
+		return nil
+	}
+	dims := s.shape.Dims
+	order, chunks := keyedChunks(slot)
+	xs := make([]float32, n*dims)
+	for p, i := range order {
+		for j := range dims {
+			xs[p*dims+j] = x[j][i]
+		}
+	}
+	nchunk := len(chunks) / 3
+	back := make([]uint64, 2*n+(n+1)/2) // tail, dist, host (int32)
+	d := s.dev
+	err := d.do(func() error {
+		for _, sl := range slot {
+			if int(sl) >= s.slots || sl < 0 {
+				return fmt.Errorf("slot %d: no model installed (capacity %d)", sl, s.slots)
+			}
+		}
+		var pk pack
+		pk.reset(d.packBuf)
+		defer func() { d.packBuf = pk.buf[:0] }()
+		chAt := pk.add(unsafe.Pointer(&chunks[0]), int64(len(chunks))*4)
+		xAt := pk.add(unsafe.Pointer(&xs[0]), int64(len(xs))*4)
+		base, err := pk.upload(d, scratchIn, "keyed records")
+		if err != nil {
+			return err
+		}
+		out, err := d.scratch(scratchOut, "keyed scores", int64(len(back))*8)
+		if err != nil {
+			return err
+		}
+		kernel := "keyed_score_q32"
+		if s.maxK > 32 {
+			kernel = "keyed_score_q64"
+		}
+		p := keyedScoreParams{Slots: uint64(s.ptr), SlotBytes: int64(s.shape.SlotBytes()), D: int64(dims),
+			W: int64(s.shape.Window), Logs: uint64(s.logs), Chunks: uint64(base) + uint64(chAt), NChunk: int64(nchunk),
+			X: uint64(base) + uint64(xAt), N: int64(n), Tail: uint64(out), Dist: uint64(out) + uint64(8*n),
+			Host: uint64(out) + uint64(16*n)}
+		grid := (nchunk + keyedBlock/32 - 1) / (keyedBlock / 32)
+		if err := launchParams(d, kernel, [3]int{grid, 1, 1}, [3]int{keyedBlock, 1, 1}, 0, &p); err != nil {
+			return err
+		}
+		return download(d, "keyed scores", back, out)
+	})
+	if err != nil {
+		return fmt.Errorf("gpukern.KeyedStore.Score: %w", err)
+	}
+	flags := unsafe.Slice((*int32)(unsafe.Pointer(&back[2*n])), n)
+	for p, i := range order {
+		tail[i] = math.Float64frombits(back[p])
+		dist[i] = math.Float64frombits(back[n+p])
+		host[i] = flags[p] != 0
+	}
+	return nil
+}
+
+// Free returns the store's device memory; a second call does nothing.
+func (s *KeyedStore) Free() error {
+	err := s.dev.do(func() error {
+		err := frees(s.ptr, s.logs)
+		s.ptr, s.logs, s.slots = 0, 0, 0
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("gpukern.KeyedStore.Free: %w", err)
+	}
+	return nil
+}

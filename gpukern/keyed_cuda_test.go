@@ -1,0 +1,119 @@
+//go:build cuda
+
+package gpukern_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/outlierd/outlierd/gpukern"
+)
+
+// TestKeyedStoreMatchesReference: keyed_score gives KeyedScoreReference's scores and host flags
+// bit for bit for records of many keys in one launch: 300 keys of several n, m and k (k up to
+// 40, the 64-slot queue), batches with one record of a key and with more than a warp's 32 (a
+// key's records split over chunks), slots past the first allocation (the store grows, the slots
+// copied), and again after models are re-installed in place (a key's rebuild).
+func TestKeyedStoreMatchesReference(t *testing.T) {
+	d := openDevice(t)
+	const dims, window = 3, 200
+	st, err := d.NewKeyedStore(gpukern.KeyedShape{Dims: dims, Window: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Free()
+	r := newRand(t, 2121)
+	logs := gpukern.KeyedLogs(window)
+	const keys = 300
+	models := make([]*gpukern.KeyedModel, keys)
+	slots := make([]int32, keys)
+	build := func() {
+		for i := range models {
+			n := 51 + r.IntN(150)
+			k := []int{10, 1, 31, 40}[i%4]
+			models[i], _ = keyedFixture(r, n, min(n, 20+r.IntN(181)), dims, k)
+			slots[i] = int32(i * 7) // up to 2093: past the first 1024 slots
+		}
+		if err := st.Install(slots, models); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(round int) {
+		for _, size := range []int{1, 97, 5000} {
+			key := make([]int, size)
+			slot := make([]int32, size)
+			x := make([][]float32, dims)
+			for j := range x {
+				x[j] = make([]float32, size)
+			}
+			for i := range size {
+				key[i] = r.IntN(keys)
+				if i%3 == 0 {
+					key[i] = 5 // one key with many records: more than one chunk
+				}
+				slot[i] = slots[key[i]]
+				q := keyedQueries(r, models[key[i]], 5)
+				for j := range dims {
+					x[j][i] = q[j][i%5]
+				}
+			}
+			tail, dist, host := make([]float64, size), make([]float64, size), make([]bool, size)
+			if err := st.Score(slot, x, tail, dist, host); err != nil {
+				t.Fatal(err)
+			}
+			flagged := 0
+			for i := range size {
+				xi := []float32{x[0][i], x[1][i], x[2][i]}
+				wt, wd, wh := gpukern.KeyedScoreReference(models[key[i]], xi, logs)
+				if math.Float64bits(dist[i]) != math.Float64bits(wd) || host[i] != wh || !wh && math.Float64bits(tail[i]) != math.Float64bits(wt) {
+					t.Fatalf("round %d batch %d record %d (key %d, k %d): GPU %v %v %v, reference %v %v %v", round, size, i, key[i], models[key[i]].K, tail[i], dist[i], host[i], wt, wd, wh)
+				}
+				if wh {
+					flagged++
+				}
+			}
+			if size > 97 && (flagged == 0 || flagged == size) {
+				t.Fatalf("batch %d: %d records for the host: the queries miss a case", size, flagged)
+			}
+		}
+	}
+	build()
+	check(0)
+	build() // every key rebuilt: the slots overwritten in place
+	check(1)
+}
+
+// BenchmarkKeyedScore: keyed_score alone (one Score call: grouping, upload, one launch, download)
+// for batches of 20,000 records of random keys among 100,000 resident, 3 features, window 200, k 10.
+func BenchmarkKeyedScore(b *testing.B) {
+	d := openDevice(b)
+	const dims, window, keys, batch = 3, 200, 100000, 20000
+	st, err := d.NewKeyedStore(gpukern.KeyedShape{Dims: dims, Window: window})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Free()
+	r := newRand(b, 3)
+	m, _ := keyedFixture(r, window, window, dims, 10)
+	slots := make([]int32, keys)
+	models := make([]*gpukern.KeyedModel, keys)
+	for i := range slots {
+		slots[i], models[i] = int32(i), m
+	}
+	if err := st.Install(slots, models); err != nil {
+		b.Fatal(err)
+	}
+	slot := make([]int32, batch)
+	for i := range slot {
+		slot[i] = int32(r.IntN(keys))
+	}
+	x := keyedQueries(r, m, batch)
+	tail, dist, host := make([]float64, batch), make([]float64, batch), make([]bool, batch)
+	b.ResetTimer()
+	for range b.N {
+		if err := st.Score(slot, x, tail, dist, host); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "records/s")
+}

@@ -1,0 +1,193 @@
+package accel
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/internal/algo/rank"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+)
+
+// KeyedModel is one key's ranking model in the algorithms' types (detect's Ranker for a key):
+// the tail score's distributions, the window sample R of the k-NN distance score with its k, and
+// R's space (x' = clamp((x - Center) / Unit, +-1e6)).
+type KeyedModel struct {
+	Tail         *rank.Tail
+	Ref          *solvingset.Model
+	Center, Unit []float64
+}
+
+// KeyedModels is detect.KeyedModels, spelled out here (an alias of the same interface literal)
+// so that the stage's optional KeyedAccelerator method is implemented without importing detect.
+type KeyedModels = interface {
+	Install(slots []int32, tails []*rank.Tail, refs []*solvingset.Model, centers, units [][]float64) error
+	Score(slots []int32, x [][]float32, tail, dist []float64) error
+	Bytes() int64
+	Close() error
+}
+
+// KeyedModels opens a KeyedStore for the detect stage (detect.KeyedAccelerator).
+func (d *Device) KeyedModels(dims, window int) (KeyedModels, error) {
+	return d.KeyedStore(dims, window)
+}
+
+// KeyedStore keeps keys' models resident on the GPU (a slot per warm key, the caller's slot
+// numbers) and scores a batch's records of many keys in one call (gpukern.KeyedStore). It keeps
+// the host's models too: a call the kernels do not cover, or one the device fails, runs on the CPU
+// with them (the same scores). Not safe for concurrent use (a stage's goroutine owns it).
+type KeyedStore struct {
+	d      *Device
+	gpu    *gpukern.KeyedStore // nil: every call on the CPU
+	shape  gpukern.KeyedShape
+	models []KeyedModel // by slot
+	why    string       // why the kernels do not take the store ("" when they do)
+}
+
+// KeyedStore opens a store for models of dims features and windows of window records; on the
+// CPU, or for a shape the kernels do not take, every call runs on the CPU.
+func (d *Device) KeyedStore(dims, window int) (*KeyedStore, error) {
+	s := &KeyedStore{d: d, shape: gpukern.KeyedShape{Dims: dims, Window: window}}
+	s.why = s.shape.Check()
+	if d.gpu == nil || s.why != "" {
+		return s, nil
+	}
+	g, err := d.gpu.NewKeyedStore(s.shape)
+	if err != nil {
+		d.failed("keyed models", err)
+		return s, nil
+	}
+	s.gpu = g
+	return s, nil
+}
+
+// SlotBytes is the device memory one key's model takes (0 on the CPU).
+func (s *KeyedStore) SlotBytes() int {
+	if s.gpu == nil {
+		return 0
+	}
+	return s.shape.SlotBytes()
+}
+
+// Bytes is the device memory the store holds (0 on the CPU).
+func (s *KeyedStore) Bytes() int64 {
+	if s.gpu == nil {
+		return 0
+	}
+	return s.gpu.Bytes()
+}
+
+// Install puts model i in slot slots[i] (a key's new model), in one upload: its tail score's
+// distributions, its window sample R with k, and R's space.
+func (s *KeyedStore) Install(slots []int32, tails []*rank.Tail, refs []*solvingset.Model, centers, units [][]float64) error {
+	models := make([]KeyedModel, len(slots))
+	for i := range models {
+		models[i] = KeyedModel{Tail: tails[i], Ref: refs[i], Center: centers[i], Unit: units[i]}
+	}
+	for i, sl := range slots {
+		if sl < 0 {
+			return fmt.Errorf("accel.KeyedStore.Install: slot %d", sl)
+		}
+		for int(sl) >= len(s.models) {
+			s.models = append(s.models, KeyedModel{})
+		}
+		s.models[sl] = models[i]
+	}
+	if s.gpu == nil || len(slots) == 0 {
+		return nil
+	}
+	gm := make([]*gpukern.KeyedModel, len(models))
+	for i, m := range models {
+		if m.Ref.K > gpukern.KeyedMaxK || len(m.Tail.Sorted[0]) > s.shape.Window || len(m.Ref.Points[0]) > s.shape.Window {
+			s.dropGPU(fmt.Sprintf("a key's model of k = %d, %d values (the keyed kernels take k <= %d, %d values)", m.Ref.K, len(m.Tail.Sorted[0]), gpukern.KeyedMaxK, s.shape.Window))
+			return nil
+		}
+		gm[i] = &gpukern.KeyedModel{Sorted: m.Tail.Sorted, Spread: m.Tail.Spread, Points: m.Ref.Points, Center: m.Center, Unit: m.Unit, K: m.Ref.K}
+	}
+	if err := s.gpu.Install(slots, gm); err != nil {
+		// The device's copy is now unknown: the CPU takes every later call of this store.
+		s.d.failed("keyed models", err)
+		s.dropGPU("")
+	}
+	return nil
+}
+
+// dropGPU frees the device's store: the host's models score from now on.
+func (s *KeyedStore) dropGPU(why string) {
+	if why != "" {
+		s.why = why
+		s.d.notCovered("keyed scoring", why)
+	}
+	if err := s.gpu.Free(); err != nil {
+		s.d.failed("keyed models", err)
+	}
+	s.gpu = nil
+}
+
+// Score writes for record i (x column-major) the tail score tail[i] and w_k(q, R) dist[i]
+// against the model in slot slots[i]: rank.Tail.Score's and solvingset.KNNWeights's bits, all
+// records in one device call. The CPU scores what the kernels leave to it: a tail past the
+// window's range by more than ln n spreads (rank's log1p), a record with a non-finite value, and
+// everything after a device failure.
+func (s *KeyedStore) Score(slots []int32, x [][]float32, tail, dist []float64) error {
+	n := len(slots)
+	if n == 0 {
+		return nil
+	}
+	host := make([]bool, n)
+	onGPU := false
+	why := s.why
+	if why == "" && s.gpu == nil {
+		why = "the keyed models' device store was given up after a failure"
+	}
+	err := s.d.step("keyed scoring", why, func() error {
+		if err := s.gpu.Score(slots, x, tail, dist, host); err != nil {
+			return err
+		}
+		onGPU = true
+		return nil
+	}, func() error { return nil })
+	if err != nil {
+		return err
+	}
+	one, q := make([][]float32, len(x)), make([][]float32, len(x))
+	for j := range q {
+		q[j] = make([]float32, 1)
+	}
+	out := make([]float64, 1)
+	for i := range n {
+		finite := true
+		for j := range x {
+			v := x[j][i]
+			finite = finite && !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0)
+		}
+		if onGPU && finite && !host[i] {
+			continue
+		}
+		m := &s.models[slots[i]]
+		for j := range x {
+			one[j] = x[j][i : i+1]
+		}
+		m.Tail.Score(one, out)
+		tail[i] = out[0]
+		if onGPU && finite {
+			continue // the device's distance is the CPU's
+		}
+		for j := range x { // detect's distanceSpace
+			q[j][0] = float32(max(-1e6, min(1e6, (float64(x[j][i])-m.Center[j])/m.Unit[j])))
+		}
+		solvingset.KNNWeights(m.Ref.Points, q, m.Ref.K, 1, out)
+		dist[i] = out[0]
+	}
+	return nil
+}
+
+// Close frees the device's store.
+func (s *KeyedStore) Close() error {
+	if s.gpu == nil {
+		return nil
+	}
+	err := s.gpu.Free()
+	s.gpu = nil
+	return err
+}

@@ -1,0 +1,81 @@
+package accel
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/algo/rank"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+)
+
+// TestKeyedStoreOnCPU: without a GPU (and so after a device failure or for a model the kernels do
+// not take) a KeyedStore scores every record on the CPU with its slot's model: rank.Tail.Score's
+// and solvingset.KNNWeights's bits in R's space, non-finite values included, slots in any order.
+func TestKeyedStoreOnCPU(t *testing.T) {
+	d := &Device{name: "cpu", log: zerolog.Nop()}
+	st, err := d.KeyedModels(2, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := rand.New(rand.NewPCG(4, 21))
+	slots := []int32{5, 0, 2}
+	tails := make([]*rank.Tail, 3)
+	refs := make([]*solvingset.Model, 3)
+	centers, units := make([][]float64, 3), make([][]float64, 3)
+	for m := range slots {
+		cols := [][]float32{make([]float32, 80), make([]float32, 80)}
+		for j := range cols {
+			for i := range cols[j] {
+				cols[j][i] = float32(100*m) + float32(r.NormFloat64())
+			}
+		}
+		tails[m] = rank.NewTail(cols)
+		centers[m], units[m] = []float64{float64(100 * m), 0}, []float64{1, 2}
+		refs[m] = &solvingset.Model{Points: space(cols, centers[m], units[m]), K: 3 + m}
+	}
+	if err := st.Install(slots, tails, refs, centers, units); err != nil {
+		t.Fatal(err)
+	}
+	n := 300
+	x := [][]float32{make([]float32, n), make([]float32, n)}
+	which := make([]int32, n)
+	model := make([]int, n)
+	for i := range n {
+		model[i] = r.IntN(3)
+		which[i] = slots[model[i]]
+		for j := range x {
+			x[j][i] = float32(100*model[i]) + float32(3*r.NormFloat64())
+		}
+	}
+	x[0][7], x[1][9] = float32(math.NaN()), float32(math.Inf(1))
+	tail, dist := make([]float64, n), make([]float64, n)
+	if err := st.Score(which, x, tail, dist); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		m := model[i]
+		one := [][]float32{x[0][i : i+1], x[1][i : i+1]}
+		wt, wd := make([]float64, 1), make([]float64, 1)
+		tails[m].Score(one, wt)
+		solvingset.KNNWeights(refs[m].Points, space(one, centers[m], units[m]), refs[m].K, 1, wd)
+		if math.Float64bits(tail[i]) != math.Float64bits(wt[0]) || math.Float64bits(dist[i]) != math.Float64bits(wd[0]) {
+			t.Fatalf("record %d (slot %d): %v %v, the CPU's %v %v", i, which[i], tail[i], dist[i], wt[0], wd[0])
+		}
+	}
+}
+
+// space maps columns to a key's distance space (detect's distanceSpace).
+func space(cols [][]float32, center, unit []float64) [][]float32 {
+	out := make([][]float32, len(cols))
+	for j, c := range cols {
+		out[j] = make([]float32, len(c))
+		for i, v := range c {
+			out[j][i] = float32(max(-1e6, min(1e6, (float64(v)-center[j])/unit[j])))
+		}
+	}
+	return out
+}

@@ -1,0 +1,221 @@
+package detect
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/internal/accel"
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
+)
+
+// openGPU is internal/accel's GPU for the device tests (skipped without one).
+func openGPU(tb testing.TB) *accel.Device {
+	tb.Helper()
+	d, err := accel.Open("cuda", zerolog.Nop(), accel.Options{})
+	if err != nil {
+		tb.Skipf("no GPU: %v", err)
+	}
+	tb.Cleanup(func() { d.Close() })
+	return d
+}
+
+// TestKeyedGPUMatchesCPU: the keyed scorer with the keys' models resident on the GPU (accel's
+// store, gpukern's keyed kernels) gives the CPU path's scores, verdicts and windows bit for bit.
+func TestKeyedGPUMatchesCPU(t *testing.T) {
+	d := openGPU(t)
+	checkKeyedParity(t, func(window int) KeyedModels {
+		m, err := d.KeyedModels(3, window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.(*accel.KeyedStore).SlotBytes() == 0 {
+			t.Fatal("the keyed models are not on the GPU")
+		}
+		return m
+	})
+}
+
+// keyedBench is a keyed stage with every key warm, for the benchmarks: 3 features, key i's
+// feature a around i, b and c standard normal (BenchmarkKeyedStage's stream).
+type keyedBench struct {
+	s     *Stage
+	names [][]byte
+	r     *rand.Rand
+	mem   memory.Allocator
+	off   int64
+}
+
+// newKeyedBench makes a stage of cfg (key_by: key) with keys warm keys: each key's window filled
+// with keys.window records and its model built, on every core (keys are independent), its
+// rebuild clock set at a uniform phase so that the timed batches rebuild at the steady rate (one
+// build per keys.window/4 records of a key); its models installed on the device in uploads of
+// 16,384; then 60,000 records through the stage build the global model.
+func newKeyedBench(tb testing.TB, cfg Config, keys int, a Accelerator) *keyedBench {
+	cfg.KeyBy = KeyByKey
+	cfg.Keys.MaxKeys = max(cfg.Keys.MaxKeys, keys)
+	s, err := NewStage(cfg, []string{"a", "b", "c"}, false, Deps{Log: zerolog.Nop(), Accelerator: a})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kb := &keyedBench{s: s, names: make([][]byte, keys), r: rand.New(rand.NewPCG(5, 5)), mem: memory.NewGoAllocator()}
+	k, w := s.keyed, cfg.Keys.Window
+	states := make([]*keyState, keys)
+	for i := range keys {
+		kb.names[i] = []byte(fmt.Sprintf("key-%07d", i))
+		states[i] = k.state(string(kb.names[i]), &s.cfg, 3)
+	}
+	models := make([]*Ranker, keys)
+	var wg sync.WaitGroup
+	workers := runtime.GOMAXPROCS(0)
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 9))
+			for i := g; i < keys; i += workers {
+				st := states[i]
+				for t := range w {
+					st.cols[0][t] = float32(i) + float32(r.NormFloat64())
+					st.cols[1][t], st.cols[2][t] = float32(r.NormFloat64()), float32(r.NormFloat64())
+				}
+				st.size, st.next = w, 0
+				m, err := buildKeyModel(st, &s.cfg)
+				if err != nil {
+					panic(err)
+				}
+				models[i] = m
+				st.since = r.IntN(max(1, w/4))
+			}
+		}()
+	}
+	wg.Wait()
+	for i, st := range states {
+		k.markWarm(st)
+		st.model = models[i]
+	}
+	if k.dev != nil {
+		for lo := 0; lo < keys; lo += 16384 {
+			k.install(states[lo:min(lo+16384, keys)])
+		}
+	}
+	for range 60 {
+		kb.process(tb, kb.next(tb, 1000))
+	}
+	s.collect(true)
+	return kb
+}
+
+func (kb *keyedBench) next(tb testing.TB, n int) *batch.Batch {
+	rows := make([]testbatch.Row, n)
+	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	for i := range rows {
+		k := kb.r.IntN(len(kb.names))
+		rows[i] = testbatch.Row{Offset: kb.off, Key: kb.names[k], Time: t0,
+			Features: []float32{float32(k) + float32(kb.r.NormFloat64()), float32(kb.r.NormFloat64()), float32(kb.r.NormFloat64())}}
+		kb.off++
+	}
+	return testbatch.New(tb, kb.mem, "bench", []string{"a", "b", "c"}, false, false, rows)
+}
+
+func (kb *keyedBench) process(tb testing.TB, b *batch.Batch) {
+	out, err := kb.s.Process(context.Background(), b)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, o := range out {
+		o.Release()
+	}
+}
+
+// keyedBenchCache keeps the warm stages between a benchmark's runs (b.N = 1, the -benchtime
+// count, -count's repetitions): warming a million keys takes longer than the timed part.
+var keyedBenchCache = map[string]*keyedBench{}
+
+// BenchmarkKeyedStageDevice: the detect stage with key_by: key at the default settings, 3
+// features, every key warm (newKeyedBench), batches of random keys through Process: on the GPU
+// (the global model's steps and the keys' scores on the device) for 100,000 and 1,000,000 keys
+// resident, and on the CPU (no accelerator) for 100,000, over the same stream. Reports records/s,
+// the device memory per key (the store's slots over the keys) and the host's accounted bytes per
+// key. Run with a fixed -benchtime (e.g. 50x): the warm stages are kept for the process's life.
+func BenchmarkKeyedStageDevice(b *testing.B) {
+	for _, c := range []struct {
+		dev         bool
+		keys, batch int
+	}{{true, 100000, 20000}, {true, 100000, 1000}, {false, 100000, 20000}, {false, 100000, 1000}, {true, 1000000, 20000}, {true, 1000000, 1000}} {
+		where := "cpu"
+		if c.dev {
+			where = "gpu"
+		}
+		b.Run(fmt.Sprintf("%s/keys=%d/batch=%d", where, c.keys, c.batch), func(b *testing.B) {
+			var a Accelerator
+			if c.dev {
+				a = openGPUShared(b)
+			}
+			name := fmt.Sprintf("%s/%d", where, c.keys)
+			kb := keyedBenchCache[name]
+			if kb == nil {
+				t0 := time.Now()
+				kb = newKeyedBench(b, Default(), c.keys, a)
+				keyedBenchCache[name] = kb
+				runtime.GC()
+				b.Logf("%d keys warm in %v", c.keys, time.Since(t0))
+			}
+			batches := make([]*batch.Batch, b.N)
+			for i := range batches {
+				batches[i] = kb.next(b, c.batch)
+			}
+			var before map[string]gpukern.KernelTotal
+			if c.dev {
+				before = gpuShared.GPU().KernelTimes()
+			}
+			b.ResetTimer()
+			for _, bt := range batches {
+				kb.process(b, bt)
+			}
+			b.StopTimer()
+			if c.dev { // where the device's time went (the timed batches only)
+				var all time.Duration
+				for name, kt := range gpuShared.GPU().KernelTimes() {
+					d := kt.Time - before[name].Time
+					all += d
+					if d > 0 && strings.HasPrefix(name, "keyed") {
+						b.Logf("%s: %d launches, %v", name, kt.Launches-before[name].Launches, d)
+					}
+				}
+				b.Logf("all kernels: %v of %v", all, b.Elapsed())
+			}
+			st := kb.s.KeyStats()
+			b.ReportMetric(float64(b.N*c.batch)/b.Elapsed().Seconds(), "records/s")
+			b.ReportMetric(float64(st.DeviceBytes)/float64(c.keys), "device-bytes/key")
+			b.ReportMetric(float64(st.Bytes)/float64(c.keys), "bytes/key")
+			if st.Live != c.keys {
+				b.Fatalf("%d keys warm of %d", st.Live, c.keys)
+			}
+		})
+	}
+}
+
+// gpuShared is one GPU for all of BenchmarkKeyedStageDevice's runs.
+var gpuShared *accel.Device
+
+func openGPUShared(b *testing.B) *accel.Device {
+	if gpuShared == nil {
+		d, err := accel.Open("cuda", zerolog.Nop(), accel.Options{})
+		if err != nil {
+			b.Skipf("no GPU: %v", err)
+		}
+		gpuShared = d
+	}
+	return gpuShared
+}

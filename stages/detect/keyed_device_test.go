@@ -1,0 +1,202 @@
+package detect
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/internal/algo/rank"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
+)
+
+// twinKeyed is KeyedModels on gpukern's CPU twin of the keyed kernels (KeyedScoreReference), with
+// internal/accel's split of the work: the tails past the kernels' reach on the CPU. It also counts
+// the calls, so the tests see the batching.
+type twinKeyed struct {
+	models           map[int32]*gpukern.KeyedModel
+	tails            map[int32]*rank.Tail
+	logs             []float64
+	scores, installs int
+	host             int
+}
+
+func newTwinKeyed(window int) *twinKeyed {
+	return &twinKeyed{models: map[int32]*gpukern.KeyedModel{}, tails: map[int32]*rank.Tail{}, logs: gpukern.KeyedLogs(window)}
+}
+
+func (t *twinKeyed) Install(slots []int32, tails []*rank.Tail, refs []*solvingset.Model, centers, units [][]float64) error {
+	t.installs++
+	for i, s := range slots {
+		t.models[s] = &gpukern.KeyedModel{Sorted: tails[i].Sorted, Spread: tails[i].Spread, Points: refs[i].Points, Center: centers[i], Unit: units[i], K: refs[i].K}
+		t.tails[s] = tails[i]
+	}
+	return nil
+}
+
+func (t *twinKeyed) Score(slots []int32, x [][]float32, tail, dist []float64) error {
+	t.scores++
+	one, rec, out := make([][]float32, len(x)), make([]float32, len(x)), make([]float64, 1)
+	for i, s := range slots {
+		for j := range x {
+			rec[j], one[j] = x[j][i], x[j][i:i+1]
+		}
+		var host bool
+		tail[i], dist[i], host = gpukern.KeyedScoreReference(t.models[s], rec, t.logs)
+		if host {
+			t.host++
+			t.tails[s].Score(one, out)
+			tail[i] = out[0]
+		}
+	}
+	return nil
+}
+
+func (t *twinKeyed) Bytes() int64 { return 0 }
+func (t *twinKeyed) Close() error { return nil }
+
+// keyedStream is a fleet of keys with baselines of their own, 3 features, 1% spikes of +8 sd
+// and 0.5% far ones (+60 sd: past the kernels' tail, the host's log1p), in batches.
+type keyedStream struct {
+	r        *rand.Rand
+	keys     int
+	base, sd [][3]float64
+	off      int64
+	mem      memory.Allocator
+}
+
+func newKeyedStream(keys int, seed uint64) *keyedStream {
+	s := &keyedStream{r: rand.New(rand.NewPCG(seed, 21)), keys: keys, mem: memory.NewGoAllocator()}
+	for range keys {
+		var b, d [3]float64
+		for j := range b {
+			b[j], d[j] = 1000*s.r.Float64(), 1+4*s.r.Float64()
+		}
+		s.base, s.sd = append(s.base, b), append(s.sd, d)
+	}
+	return s
+}
+
+// next is a batch of n records, keys drawn from the first `among` keys (80% from the first
+// 100), twice (two batches of the
+// same records), and its raw columns.
+func (s *keyedStream) next(t testing.TB, n, among int) (*batch.Batch, *batch.Batch, [][]float32) {
+	rows := make([]testbatch.Row, n)
+	raw := make([][]float32, 3)
+	for i := range rows {
+		k := s.r.IntN(among)
+		if s.r.Float64() < 0.8 { // most records from the first 100 keys: they stay, the rest come and go
+			k = s.r.IntN(min(among, 100))
+		}
+		f := make([]float32, 3)
+		for j := range f {
+			v := s.base[k][j] + s.sd[k][j]*s.r.NormFloat64()
+			switch u := s.r.Float64(); {
+			case u < 0.005:
+				v += 60 * s.sd[k][j]
+			case u < 0.015:
+				v += 8 * s.sd[k][j]
+			}
+			f[j] = float32(v)
+			raw[j] = append(raw[j], f[j])
+		}
+		rows[i] = testbatch.Row{Offset: s.off, Key: []byte(fmt.Sprintf("key-%04d", k)), Time: time.Unix(s.off, 0), Features: f}
+		s.off++
+	}
+	b1 := testbatch.New(t, s.mem, "keys", []string{"a", "b", "c"}, false, false, rows)
+	b2 := testbatch.New(t, s.mem, "keys", []string{"a", "b", "c"}, false, false, rows)
+	b1.Scores, b2.Scores = make([]batch.Score, n), make([]batch.Score, n)
+	return b1, b2, raw
+}
+
+// checkKeyedParity feeds the same batches to a keyedScorer on the CPU and one with dev, and holds
+// every record's scores, verdict and explanation, the keys' windows and significance, and the
+// stats to each other bit for bit, the decisions spread over workers: few keys with many records a batch (a key's model rebuilt
+// mid-batch: flushes), many keys past keys.max_keys (evictions with records queued and builds
+// due), a short window (rebuilds every 10 records).
+func checkKeyedParity(t *testing.T, newDev func(window int) KeyedModels) {
+	defer func(g int) { decideGrain = g }(decideGrain)
+	decideGrain = 16 // the decisions on several workers even for these batches
+	for _, c := range []struct {
+		name                        string
+		keys, among, batch, batches int
+		window, minRecords, k, max  int
+	}{
+		{"few keys, many records each", 6, 6, 700, 6, 200, 50, 10, 100000},
+		{"evictions", 400, 400, 500, 40, 200, 50, 10, 150},
+		{"short window", 50, 50, 600, 8, 40, 20, 5, 100000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Default()
+			cfg.KeyBy = KeyByKey
+			cfg.Keys.Window, cfg.Keys.MinRecords, cfg.Keys.K, cfg.Keys.MaxKeys = c.window, c.minRecords, c.k, c.max
+			features := []string{"a", "b", "c"}
+			cpu, dev := newKeyedScorer(), newKeyedScorer()
+			dev.dev = newDev(c.window)
+			defer dev.close()
+			s := newKeyedStream(c.keys, 7)
+			byKey, sigs := 0, 0
+			for n := range c.batches {
+				b1, b2, raw := s.next(t, c.batch, c.among)
+				cpu.score(&cfg, features, b1, raw)
+				dev.score(&cfg, features, b2, raw)
+				for i := range b1.Scores {
+					a, b := b1.Scores[i], b2.Scores[i]
+					if !reflect.DeepEqual(a, b) || math.Float64bits(a.Score) != math.Float64bits(b.Score) {
+						t.Fatalf("batch %d record %d: CPU %+v, device %+v", n, i, a, b)
+					}
+					if a.ByKey {
+						byKey++
+					}
+					if a.Outlier || a.Suppressed {
+						sigs++
+					}
+				}
+				b1.Release()
+				b2.Release()
+			}
+			devStats := dev.stats()
+			devStats.DeviceBytes = 0 // (the CPU holds none)
+			if cpu.stats() != devStats || len(cpu.keys) != len(dev.keys) {
+				t.Fatalf("stats: CPU %+v, device %+v", cpu.stats(), dev.stats())
+			}
+			for key, a := range cpu.keys {
+				b := dev.keys[key]
+				if b == nil || !reflect.DeepEqual(a.cols, b.cols) || !reflect.DeepEqual(a.sig, b.sig) || a.since != b.since || !reflect.DeepEqual(a.cap, b.cap) {
+					t.Fatalf("key %s: the windows, significance or caps differ", key)
+				}
+			}
+			if byKey < c.batch*c.batches/20 || sigs == 0 || c.max < c.keys && cpu.stats().Evictions == 0 {
+				t.Fatalf("%d records scored by their key, %d significant: the stream misses the point", byKey, sigs)
+			}
+			t.Logf("%d records by key, %d significant, stats %+v", byKey, sigs, dev.stats())
+		})
+	}
+}
+
+// TestKeyedDeviceMatchesCPU: the device path of the keyed scorer (queued records, deferred
+// rebuilds, flushes, slots) on the kernels' CPU twin gives the CPU path's verdicts bit for bit,
+// with tails past the kernel's reach scored on the host and keys' models rebuilt within a batch.
+func TestKeyedDeviceMatchesCPU(t *testing.T) {
+	var twins []*twinKeyed
+	checkKeyedParity(t, func(window int) KeyedModels {
+		tw := newTwinKeyed(window)
+		twins = append(twins, tw)
+		return tw
+	})
+	for _, tw := range twins {
+		if tw.host == 0 {
+			t.Fatalf("no tail went to the host: the far spikes miss the case")
+		}
+	}
+	if few := twins[0]; few.scores < 2*6 {
+		t.Fatalf("few keys: %d device calls for 6 batches: no flush within a batch", few.scores)
+	}
+}
