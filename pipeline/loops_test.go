@@ -487,3 +487,79 @@ func TestLoopsHardStopAbandons(t *testing.T) {
 		}
 	}
 }
+
+// lagStage is a stage that overlaps batches as detect.Stage does on a GPU (Deps.Overlap): Process
+// returns the batch before the one it is given, Drain and Flush the one it holds.
+type lagStage struct {
+	fakeStage
+	held *batch.Batch
+}
+
+func (l *lagStage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, error) {
+	if _, err := l.fakeStage.Process(ctx, b); err != nil {
+		return nil, err
+	}
+	prev := l.held
+	l.held = b
+	if prev == nil {
+		return nil, nil
+	}
+	return []*batch.Batch{prev}, nil
+}
+func (l *lagStage) Drain() ([]*batch.Batch, error) {
+	if l.held == nil {
+		return nil, nil
+	}
+	b := l.held
+	l.held = nil
+	return []*batch.Batch{b}, nil
+}
+func (l *lagStage) Flush() ([]*batch.Batch, error) { return l.Drain() }
+func (l *lagStage) Abandon() {
+	if l.held != nil {
+		l.held.Release()
+		l.held = nil
+	}
+}
+
+// TestLoopsDrainOverlappedStage: with a stage that keeps a batch in flight, the detect loop
+// passes it on as soon as no batch waits, without the next batch or the stop: every record is
+// written while the pipeline still runs (overlap adds no latency to a stream that keeps up).
+func TestLoopsDrainOverlappedStage(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	src := newFakeSource(t, mem, plan8())
+	snk := newFakeSink(t)
+	p := loopPipeline(t, src, snk, nil)
+	p.stage = &lagStage{fakeStage: fakeStage{win: p.stage.Window()}}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-src.drained:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the source's plan was not fetched within 20 s")
+	}
+	all := func() bool {
+		snk.mu.Lock()
+		defer snk.mu.Unlock()
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		for _, c := range src.fetched {
+			if snk.written[c]+snk.dead[c] != 1 {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(5 * time.Second); !all(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("records still unwritten 5 s after the last fetch: the batch in flight waited for the next batch or the stop")
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}

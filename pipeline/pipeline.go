@@ -99,7 +99,12 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	p.role = cfg.Run.Role
+	// On a GPU the host work of one batch overlaps the device's scoring of the one before
+	// (detect.Deps.Overlap: the same verdicts; detectLoop drains it when no batch waits).
 	deps := detect.Deps{Log: log, Role: p.role, Accelerator: p.dev.Accelerator(), OnModel: p.modelChanged}
+	if p.dev.IsGPU() {
+		deps.Overlap = detect.OverlapOnGPU
+	}
 	if p.det, err = detect.NewStage(cfg.Detect, cfg.Ingest.Columns(), cfg.Ingest.Uncertainty != nil, deps); err != nil {
 		p.src.Close()
 		p.snk.Close()
@@ -378,7 +383,22 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 		up, down, fallbacks int64
 	}
 	hold, stopped := p.holdBound(), false
+	drainer, overlapped := p.stage.(interface {
+		Drain() ([]*batch.Batch, error)
+	})
 	for open := true; open; {
+		if overlapped && len(in) == 0 {
+			// With overlap (detect.Deps.Overlap) a batch waits in the stage for the next one
+			// to arrive: when none waits here, it goes on now (no latency added below the
+			// stage's capacity; at a backlog the next batch is already queued).
+			ready, err := drainer.Drain()
+			if err != nil {
+				return fmt.Errorf("pipeline: detect: %w", err)
+			}
+			if !send(ready) {
+				return nil
+			}
+		}
 		src, stop := in, stopping
 		if !stopped && hold.pause(p) {
 			src = nil // the fetched queue fills, then fetching waits: backpressure
@@ -389,6 +409,17 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 		case <-stop:
 			stopped = true
 		case req := <-p.reconf:
+			if overlapped { // the batches in flight finish first, under the configuration they began with
+				ready, err := drainer.Drain()
+				if err != nil { // a scoring failure, fatal as in Process (not a rejected configuration)
+					req.reply <- reconfReply{err: fmt.Errorf("the detect stage failed: %w", err)}
+					return fmt.Errorf("pipeline: detect: %w", err)
+				}
+				if !send(ready) {
+					req.reply <- reconfReply{err: errors.New("the pipeline is stopping")}
+					return nil
+				}
+			}
 			p.applyReconf(req)
 		case m := <-p.models: // a scorer's newer model (nil channel in the other roles)
 			ready, err := p.installFollowed(m)

@@ -3,6 +3,7 @@
 package accel
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -260,5 +261,63 @@ func TestSolvingSetGPUMatchesCPU(t *testing.T) {
 	}
 	if dev.Fallbacks() != 0 {
 		t.Errorf("%d fallbacks: a GPU path failed", dev.Fallbacks())
+	}
+}
+
+// TestScoreBatchConcurrent: scoring calls of several batches at once (the detect stage's
+// overlap), against more models than stay resident, give solvingset.KNNWeights' weights bit
+// for bit: a model's points in use by one call are not freed by another's upload.
+func TestScoreBatchConcurrent(t *testing.T) {
+	dev := openGPU(t)
+	r := rand.New(rand.NewPCG(21, 22))
+	cols := func(rows int) [][]float32 {
+		c := make([][]float32, 8)
+		for j := range c {
+			c[j] = make([]float32, rows)
+			for i := range c[j] {
+				c[j][i] = float32(r.Float64())
+			}
+		}
+		return c
+	}
+	const callers, calls = 2*maxResidentPointSets + 1, 12
+	models := make([]*solvingset.Model, callers)
+	queries := make([][][]float32, callers)
+	wants := make([][]float64, callers)
+	for i := range models {
+		models[i] = &solvingset.Model{Points: cols(2000 + 101*i), K: 10, WStar: math.Inf(1)}
+		queries[i] = cols(500)
+		wants[i] = make([]float64, 500)
+		solvingset.KNNWeights(models[i].Points, queries[i], models[i].K, 0, wants[i])
+	}
+	errs := make(chan error, callers)
+	for i := range callers {
+		go func() {
+			for range calls {
+				got := make([]float64, 500)
+				if err := dev.ScoreBatch(nil, []solvingset.Scoring{{Model: models[i], Queries: queries[i], Out: got}}); err != nil {
+					errs <- err
+					return
+				}
+				for q := range got {
+					if math.Float64bits(got[q]) != math.Float64bits(wants[i][q]) {
+						errs <- fmt.Errorf("model %d, query %d: GPU %v, CPU %v", i, q, got[q], wants[i][q])
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range callers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(dev.points.sets); n > maxResidentPointSets {
+		t.Errorf("%d point sets resident after the calls, want at most %d", n, maxResidentPointSets)
+	}
+	if f := dev.Fallbacks(); f != 0 {
+		t.Errorf("%d calls fell back to the CPU: the GPU path was not the one compared", f)
 	}
 }

@@ -1,6 +1,7 @@
 package accel
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -25,15 +26,20 @@ type residentPoints struct {
 type pointSet struct {
 	m    *solvingset.Model
 	cols *gpukern.Columns
+	// users are the calls between get and put of this set: a set in use is not freed (scoring
+	// calls of several batches run at once: the detect stage's overlap).
+	users int
 }
 
-// get returns m.Points on g, uploading them when they are not resident and freeing the least
-// recently used set beyond maxResidentPointSets.
+// get returns m.Points on g, uploading them when they are not resident, and counts the caller
+// as a user until put(m). Sets beyond maxResidentPointSets are freed, least recently used
+// first, once no call uses them.
 func (r *residentPoints) get(g *gpukern.Device, m *solvingset.Model) (*gpukern.Columns, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, s := range r.sets {
 		if s.m == m {
+			s.users++
 			r.sets = append(append(r.sets[:i:i], r.sets[i+1:]...), s)
 			return s.cols, nil
 		}
@@ -42,15 +48,38 @@ func (r *residentPoints) get(g *gpukern.Device, m *solvingset.Model) (*gpukern.C
 	if err != nil {
 		return nil, err
 	}
-	r.sets = append(r.sets, pointSet{m: m, cols: cols})
-	if len(r.sets) > maxResidentPointSets {
-		old := r.sets[0]
-		r.sets = append(r.sets[:0], r.sets[1:]...)
-		if err := old.cols.Free(); err != nil {
-			return nil, fmt.Errorf("freeing an earlier model's points: %w", err)
+	r.sets = append(r.sets, pointSet{m: m, cols: cols, users: 1})
+	return cols, r.evict()
+}
+
+// put ends a use of m's set begun by get.
+func (r *residentPoints) put(m *solvingset.Model) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.sets {
+		if r.sets[i].m == m && r.sets[i].users > 0 {
+			r.sets[i].users--
+			break
 		}
 	}
-	return cols, nil
+	return r.evict()
+}
+
+// evict frees the least recently used sets not in use while more than maxResidentPointSets are
+// kept. r.mu held.
+func (r *residentPoints) evict() error {
+	for i := 0; len(r.sets) > maxResidentPointSets && i < len(r.sets); {
+		old := r.sets[i]
+		if old.users > 0 {
+			i++
+			continue
+		}
+		r.sets = append(r.sets[:i], r.sets[i+1:]...)
+		if err := old.cols.Free(); err != nil {
+			return fmt.Errorf("freeing an earlier model's points: %w", err)
+		}
+	}
+	return nil
 }
 
 // ModelWeights writes w_k(q, m.Points) with m's k for queries already in m's space (the stage's
@@ -63,7 +92,8 @@ func (d *Device) ModelWeights(m *solvingset.Model, Q [][]float32, out []float64)
 		if err != nil {
 			return err
 		}
-		return gpukern.KNNWeightsOn(S, Q, m.K, out)
+		err = gpukern.KNNWeightsOn(S, Q, m.K, out)
+		return errors.Join(err, d.points.put(m))
 	}, func() error {
 		solvingset.KNNWeights(m.Points, Q, m.K, 0, out)
 		return nil
@@ -108,7 +138,7 @@ func (d *Device) ScoreBatch(dens *density.Scoring, knn []solvingset.Scoring) err
 		}
 		return nil
 	}
-	return d.step("batch scoring", "", func() error {
+	return d.step("batch scoring", "", func() (err error) {
 		var sc gpukern.Scoring
 		var verdicts []gpukern.DensityVerdict
 		if dens != nil {
@@ -120,10 +150,11 @@ func (d *Device) ScoreBatch(dens *density.Scoring, knn []solvingset.Scoring) err
 			sc.Density = &gpukern.DensityStep{Model: gm, Means: dens.Means, SDs: dens.SDs, Params: DensityParams(dens.Params), Out: verdicts}
 		}
 		for _, s := range knn {
-			S, err := d.points.get(d.gpu, s.Model)
-			if err != nil {
-				return err
+			S, gerr := d.points.get(d.gpu, s.Model)
+			if gerr != nil {
+				return gerr
 			}
+			defer func() { err = errors.Join(err, d.points.put(s.Model)) }() // (the named result)
 			sc.KNN = append(sc.KNN, gpukern.KNNStep{S: S, Q: s.Queries, K: s.Model.K, Out: s.Out})
 		}
 		if err := gpukern.Score(d.gpu, &sc); err != nil {

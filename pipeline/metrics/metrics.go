@@ -30,7 +30,9 @@ const (
 	// the idle wait.
 	StageFetch Stage = iota
 	// StageDetect is one detect-stage Process call: window push, live micro-clusters and
-	// scoring (and, once, the synchronous first model build under before_model: hold).
+	// scoring (and, once, the synchronous first model build under before_model: hold). On a
+	// GPU a call begins its batch and finishes an earlier one (detect.Deps.Overlap): it times
+	// the stage's goroutine, not one batch from start to end.
 	StageDetect
 	// StageSink is one sink write: encoding and producing the outputs until the broker
 	// acknowledged them (acks=all).

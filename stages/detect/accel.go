@@ -61,11 +61,11 @@ type devicePlan struct {
 	knn     []solvingset.Scoring
 }
 
-// runDevicePlan plans the detectors' device steps and runs them in one accelerator call; it
-// returns whether it did (then every planner's results are in place).
-func runDevicePlan(a Accelerator, detectors []Detector, q *Query) (bool, error) {
+// planDevice plans the detectors' device steps of a batch: nil without an accelerator or
+// without a step for it.
+func planDevice(a Accelerator, detectors []Detector, q *Query) *devicePlan {
 	if a == nil {
-		return false, nil
+		return nil
 	}
 	var p devicePlan
 	for _, d := range detectors {
@@ -74,10 +74,16 @@ func runDevicePlan(a Accelerator, detectors []Detector, q *Query) (bool, error) 
 		}
 	}
 	if p.density == nil && len(p.knn) == 0 {
-		return false, nil
+		return nil
 	}
+	return &p
+}
+
+// runPlan runs a batch's device steps in one accelerator call; then every planner's results
+// are in place.
+func runPlan(a Accelerator, p *devicePlan) error {
 	if err := a.ScoreBatch(p.density, p.knn); err != nil {
-		return false, fmt.Errorf("detect: density: %w", err) // only the density test can refuse its input
+		return fmt.Errorf("detect: density: %w", err) // only the density test can refuse its input
 	}
-	return true, nil
+	return nil
 }

@@ -2,6 +2,7 @@ package detect
 
 import (
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
@@ -15,6 +16,7 @@ import (
 // with eta-probability -1). It records the density models it was given and counts Cluster calls.
 // The CPU fallback after a device failure is the accelerator's (internal/accel, tested there).
 type fakeAccel struct {
+	mu        sync.Mutex // ScoreBatch is called from several goroutines with overlap
 	models    []*density.Model
 	clustered int // Cluster calls
 	// exact: the density test gives the CPU's verdicts (not recognisable ones).
@@ -31,6 +33,8 @@ func (f *fakeAccel) Cluster(means, sds [][]float32, q, iterations int, seed uint
 	return microcluster.Cluster(means, sds, q, iterations, seed, 0)
 }
 func (f *fakeAccel) ScoreBatch(dens *density.Scoring, knn []solvingset.Scoring) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.batches++
 	for _, s := range knn {
 		solvingset.KNNWeights(s.Model.Points, s.Queries, s.Model.K, 0, s.Out)

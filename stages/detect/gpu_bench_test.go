@@ -52,7 +52,7 @@ func BenchmarkStageDevice(b *testing.B) {
 		}
 	}
 	for _, w := range windows {
-		for _, dev := range []string{"cuda", "cpu"} {
+		for _, dev := range []string{"cuda", "cuda-sync", "cpu"} {
 			b.Run(fmt.Sprintf("W=%d/%s", w, dev), func(b *testing.B) { benchStageDevice(b, w, dev) })
 		}
 	}
@@ -74,6 +74,13 @@ func openBenchDevice(b *testing.B, dev string) (*accel.Device, Accelerator) {
 const benchBatch = 1000
 
 func benchStageDevice(b *testing.B, w int, dev string) {
+	// cuda: the stage as the pipeline runs it on a GPU, host and device overlapped
+	// (Deps.Overlap = OverlapOnGPU); cuda-sync: one batch at a time (before issue 22).
+	depth, name := 0, dev
+	if dev == "cuda" {
+		depth = OverlapOnGPU
+	}
+	dev, _ = strings.CutSuffix(dev, "-sync")
 	d, a := openBenchDevice(b, dev)
 	measure := 1_000_000 // five rebuilds at the default refresh
 	if dev == "cpu" {
@@ -108,13 +115,20 @@ func benchStageDevice(b *testing.B, w int, dev string) {
 		cfg.RefreshRecords = v
 	}
 	for range b.N {
-		s, err := NewStage(cfg, data.Features, true, Deps{Log: zerolog.Nop(), Accelerator: a})
+		s, err := NewStage(cfg, data.Features, true, Deps{Log: zerolog.Nop(), Accelerator: a, Overlap: depth})
 		if err != nil {
 			b.Fatal(err)
 		}
 		// Fill the window (batches of 10,000: fewer calls; the builds it triggers run as usual).
 		warm := time.Now()
 		feedRange(b, s, mem, data, 0, w, 10*benchBatch)
+		fill, err := s.Drain()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, o := range fill {
+			o.Record.Release()
+		}
 		s.collect(s.builds.running) // the window full, no build in flight: steady state starts
 		b.Logf("W=%d %s: window filled in %.1fs, model version %d", w, d.Name(), time.Since(warm).Seconds(), s.builds.version)
 
@@ -130,7 +144,7 @@ func benchStageDevice(b *testing.B, w int, dev string) {
 			kt0 = d.GPU().KernelTimes()
 		}
 		v0 := s.builds.version
-		stopProfile := cputime.Profile(b, fmt.Sprintf("%d-%s", w, dev))
+		stopProfile := cputime.Profile(b, fmt.Sprintf("%d-%s", w, name))
 		const segment = 100 * benchBatch
 		var segs []float64
 		start := time.Now()
@@ -151,6 +165,13 @@ func benchStageDevice(b *testing.B, w int, dev string) {
 				segs = append(segs, segment/now.Sub(segStart).Seconds())
 				segStart = now
 			}
+		}
+		rest, err := s.Flush() // the batch still in flight with overlap
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, o := range rest {
+			o.Record.Release()
 		}
 		elapsed := time.Since(start)
 		stopProfile()

@@ -114,6 +114,9 @@ func (s *Stage) Reconfigure(cfg Config) (Reconfiguration, error) {
 	if err := cfg.Validate(); err != nil {
 		return r, fmt.Errorf("detect: configuration rejected: %w", err)
 	}
+	if err := s.settle(); err != nil { // the batch in flight finishes under the configuration it began with
+		return r, err
+	}
 	var restart []string
 	for _, c := range ConfigChanges(s.cfg, cfg) {
 		switch c.Kind {

@@ -57,47 +57,87 @@ func (m *Model) normalised(means, sds [][]float32, sc *scoreScratch) (nm, ns [][
 }
 
 // score fills b.Scores: every detector writes its fields (Stage.detectors, in order), then
-// decide takes the flag from them.
+// decide takes the flag from them. It is begin and finish back to back on the first lane, the
+// device call made inline (overlap.go runs the two halves a batch apart).
 func (s *Stage) score(b *batch.Batch) error {
-	m := s.model
-	means, sds, err := s.columns(b)
+	sc, err := s.begin(b, 0, false)
 	if err != nil {
 		return err
 	}
-	n := b.Len()
-	nm, ns := m.normalised(means, sds, &s.scratch)
-	q := Query{Model: m, Cfg: &s.cfg, Raw: means, Means: nm, SDs: ns, Density: s.densityParams(), Batch: b}
-	if q.Density.Index, err = streamIndices(b, s.scratch.streams); err != nil {
-		return err
+	return s.finish(sc)
+}
+
+// begin is a batch's scoring up to the device: the normalisation, the stream indices, the
+// prescorers' CPU work started on the cores, and the detectors' device steps in one
+// accelerator call, made inline or (async) on a goroutine of the batch's own (scoreAsync, with
+// the stateless detectors' fields after it). Everything it writes is lane's (the lane's
+// detectors and scratch).
+func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
+	m := s.model
+	means, sds, err := s.columns(b)
+	if err != nil {
+		return nil, err
 	}
-	s.scratch.streams = q.Density.Index
+	dets, scratch := s.lane(lane)
+	n := b.Len()
+	nm, ns := m.normalised(means, sds, scratch)
+	sc := &scoring{b: b, lane: lane, raw: means}
+	sc.q = Query{Model: m, Cfg: &s.cfg, Raw: means, Means: nm, SDs: ns, Density: s.densityParams(), Batch: b}
+	if sc.q.Density.Index, err = streamIndices(b, scratch.streams); err != nil {
+		return nil, err
+	}
+	scratch.streams = sc.q.Density.Index
 	if s.keyed != nil {
-		q.byKey = s.keyed.warmRows(b)
+		sc.q.byKey = s.keyed.warmRows(b) // (read by the CPU path only: with a device every row is scored)
 	}
 	b.Scores = make([]batch.Score, n)
 	for i := range b.Scores {
 		b.Scores[i] = batch.Score{Scored: true, Score: math.NaN(), Threshold: math.Inf(1), DensityScore: math.NaN(), DistanceScore: math.NaN()}
 	}
-	for _, d := range s.detectors {
+	for _, d := range dets {
 		if p, ok := d.(prescorer); ok {
-			p.prescore(&q, n)
+			p.prescore(&sc.q, n)
 		}
 	}
-	if q.planned, err = runDevicePlan(s.deps.Accelerator, s.detectors, &q); err != nil {
-		return err
+	plan := planDevice(s.deps.Accelerator, dets, &sc.q)
+	switch {
+	case async:
+		sc.cfg = s.cfg // the goroutine reads it while Process goes on (Reconfigure settles first)
+		sc.q.Cfg, sc.q.planned = &sc.cfg, plan != nil
+		s.scoreAsync(sc, dets, plan)
+	case plan != nil:
+		sc.q.planned = true
+		sc.err = runPlan(s.deps.Accelerator, plan)
 	}
-	for _, d := range s.detectors {
-		if err := d.Score(&q, b.Scores); err != nil {
+	return sc, nil
+}
+
+// finish is the rest of a batch's scoring once its device call has returned: each detector's
+// fields (those computed beside the device call by begin's goroutine, then the followers'),
+// the decision, the keys' models, the alarm cap and the significance marks (in stream order:
+// batches finish in the order they began), the alert groups and the explanations.
+func (s *Stage) finish(sc *scoring) error {
+	b, q, m := sc.b, &sc.q, sc.q.Model
+	dets, _ := s.lane(sc.lane)
+	if sc.done != nil {
+		<-sc.done
+		dets = s.followerDetectors()
+	}
+	if sc.err != nil {
+		return sc.err
+	}
+	for _, d := range dets {
+		if err := d.Score(q, b.Scores); err != nil {
 			return err
 		}
 	}
 	decide(&s.cfg, m.Ranker != nil, b.Scores)
 	if s.keyed != nil {
-		s.keyed.score(&s.cfg, s.features, b, means) // warm keys: their own model decides
+		s.keyed.score(&s.cfg, s.features, b, sc.raw) // warm keys: their own model decides
 	}
 	s.capAlarms(b, m.Ranker != nil)
 	s.groups.fold(b, s.cfg.AlertCooldown)
-	explainDeviations(m.Ranker, m.Features, means, b.Scores, false)
+	explainDeviations(m.Ranker, m.Features, sc.raw, b.Scores, false)
 	b.ModelVersion = m.Version
 	return nil
 }

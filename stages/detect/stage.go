@@ -51,9 +51,20 @@ type Stage struct {
 	followers []Follower
 	evicted   microcluster.Evicted
 	scratch   scoreScratch
+	// With overlap (Deps.Overlap, overlap.go): the second lane, the batch in flight, and the
+	// batches finished outside Process (settle) that wait to be returned.
+	alt    []*lanes
+	flight []*scoring
+	ready  []*batch.Batch
 
 	ext stageExt // snapshots and live reconfiguration (snapshot.go, reconfigure.go)
 }
+
+// OverlapOnGPU is Deps.Overlap as the pipeline sets it on a GPU: four batches in flight are
+// four scoring calls queued for the device, served together between a model build's
+// SolvingSet iterations (about 1.3 ms each at W = 1M) instead of one per iteration
+// (docs/BENCHMARKS.md §4.7).
+const OverlapOnGPU = 4
 
 // Deps are what a stage is given at construction besides its configuration.
 type Deps struct {
@@ -71,6 +82,12 @@ type Deps struct {
 	// reload of distance.n (the same version: nothing new to publish). A model loaded from a
 	// snapshot by NewStage is not announced (nobody listens yet): Model returns it.
 	OnModel func(m *Model, fresh bool)
+	// Overlap is how many batches may be in flight with an Accelerator (0: none): Process
+	// begins a batch's scoring, the device call running on its own, and returns the batches
+	// before it once more than Overlap are in flight (overlap.go): the host work of one batch
+	// overlaps the device work of the others. Drain returns the batches in flight; the
+	// pipeline calls it whenever no batch waits. Verdicts are the same as without.
+	Overlap int
 }
 
 // buildState is the model builds' bookkeeping.
@@ -139,28 +156,11 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 	if s.deps.Role == RoleScorer {
 		return s.processScorer(b)
 	}
-	means, sds, err := s.columns(b)
-	if err != nil {
-		return nil, err
+	if s.overlapping() && s.model != nil {
+		return s.processOverlapped(b) // overlap.go
 	}
-	if err := s.win.Push(means, sds, s.evictedSink()); err != nil {
+	if err := s.pushBatch(b); err != nil {
 		return nil, err
-	}
-	s.ids.push(b.Topic, b.Partitions(), b.Offsets())
-	s.pending[b] = s.sig.push(b.Len())
-	if err := s.follow(means); err != nil {
-		return nil, err
-	}
-	s.builds.sinceLast += b.Len()
-	s.builds.sinceRank += b.Len()
-	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.builds.running {
-		if s.cfg.BeforeModel == BeforeModelHold {
-			// Nothing can be emitted until the first model exists: build it right here.
-			s.startBuild()
-			s.collect(true)
-		} else {
-			s.startBuild()
-		}
 	}
 	if s.deps.Role == RoleBuilder {
 		delete(s.pending, b)
@@ -180,7 +180,36 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 	}
 	// After scoring: the build leaves out the records this batch found significant.
 	s.maybeRebuild()
-	return out, nil
+	return s.takeReady(out), nil
+}
+
+// pushBatch adds b to the window (and the identities, the significance bits and the
+// followers), and starts the first model's build once the window holds min_records.
+func (s *Stage) pushBatch(b *batch.Batch) error {
+	means, sds, err := s.columns(b)
+	if err != nil {
+		return err
+	}
+	if err := s.win.Push(means, sds, s.evictedSink()); err != nil {
+		return err
+	}
+	s.ids.push(b.Topic, b.Partitions(), b.Offsets())
+	s.pending[b] = s.sig.push(b.Len())
+	if err := s.follow(means); err != nil {
+		return err
+	}
+	s.builds.sinceLast += b.Len()
+	s.builds.sinceRank += b.Len()
+	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.builds.running {
+		if s.cfg.BeforeModel == BeforeModelHold {
+			// Nothing can be emitted until the first model exists: build it right here.
+			s.startBuild()
+			s.collect(true)
+		} else {
+			s.startBuild()
+		}
+	}
+	return nil
 }
 
 // maybeRebuild starts the next model's build when one is due: refresh_records records or
@@ -240,7 +269,11 @@ func (s *Stage) beforeModel(b *batch.Batch) []*batch.Batch {
 // and its output acknowledged, or it is read again). Under pass every batch already went out
 // unscored, so nothing is held.
 func (s *Stage) Flush() ([]*batch.Batch, error) {
+	if err := s.settle(); err != nil { // the batch in flight (overlap.go) first: stream order
+		return nil, err
+	}
 	s.collect(s.builds.running)
+	done := s.takeReady(nil)
 	out := s.held
 	s.held, s.heldRecords = nil, 0
 	if s.model == nil {
@@ -258,12 +291,13 @@ func (s *Stage) Flush() ([]*batch.Batch, error) {
 			return nil, err
 		}
 	}
-	return out, nil
+	return append(done, out...), nil
 }
 
 // Close waits for a running build to finish (it holds only its own snapshot) and for
 // snapshot writes in flight.
 func (s *Stage) Close() {
+	s.abandonFlight() // after Flush or Abandon nothing is in flight
 	s.collect(s.builds.running)
 	s.ext.saves.Wait()
 	if s.keyed != nil {
@@ -277,6 +311,12 @@ func (s *Stage) Close() {
 // failure or the hard stop, so Flush is not reached): they were never passed on, so never
 // acknowledged, and are read again after a restart. After Flush it has nothing to do.
 func (s *Stage) Abandon() {
+	s.abandonFlight()
+	for _, b := range s.ready {
+		delete(s.pending, b)
+		b.Release()
+	}
+	s.ready = nil
 	for _, b := range s.held {
 		delete(s.pending, b)
 		b.Release()

@@ -1,0 +1,245 @@
+package detect
+
+import (
+	"github.com/outlierd/outlierd/internal/core/batch"
+)
+
+// The detect stage's host and device work overlapped (Deps.Overlap; issue 22 item 1). On the
+// GPU a 1000-record batch costs the stage's goroutine its host work (the normalisation, the
+// distance space of the ranking sample, the tail score, the combined score's calibration, the
+// decision) and one synchronous device call; one after the other, the device idles while the
+// host works and the host waits while the device scores, and a model build's SolvingSet
+// iteration (about 1.3 ms of the device at W = 1M) holds every batch's call behind it.
+//
+// Overlapped, Process(b) begins b's scoring (begin: the normalisation and the distance space on
+// the stage's goroutine, the tail score on the cores, and on a goroutine of b's own the device
+// call, then the detectors' fields that need no state of
+// the stage: the density verdicts, the solving set's weights, the calibrated scores), and
+// finishes the oldest batch in flight once more than Deps.Overlap are (finish: the followers'
+// fields, the decision, the keys' models, the alarm cap, the alert groups), and returns it.
+// Several batches in flight mean several calls queued for the device: they are served together
+// between a build's iterations instead of one per iteration.
+//
+// Verdicts are the synchronous stage's: a batch is scored by the model serving when it began,
+// and everything that carries state from batch to batch runs in stream order, as the
+// synchronous Process orders it: a batch joins the window (pushBatch: the followers, the
+// significance bits' slots, the rebuild counters) only after the batch before it finished, and
+// finishes after it joined. The one difference is when a build that a batch triggers starts:
+// once that batch finished, so up to Deps.Overlap batches later than without overlap (a build's
+// result is picked up whenever it is ready anyway). Batches in flight are finished by the
+// next Process calls, by Drain (the pipeline calls it whenever no batch waits, so overlap adds
+// no latency to a stream that keeps up), by Flush and by any call that changes the stage's
+// configuration or window (settle).
+
+// scoring is one batch's scoring between begin and finish.
+type scoring struct {
+	b      *batch.Batch
+	lane   int
+	q      Query
+	cfg    Config      // the configuration the batch began under (q.Cfg points here)
+	raw    [][]float32 // the batch's raw means (columns of b)
+	pushed bool        // b joined the window (pushBatch)
+	// done is closed when the device call and the detectors' fields computed beside it
+	// (scoreAsync) are done, with err.
+	done chan struct{}
+	err  error
+}
+
+// lanes is one more set of the model's detectors and their scratch (the first is the Stage's
+// own), made at the first batch that needs it.
+type lanes struct {
+	detectors []Detector
+	scratch   scoreScratch
+}
+
+// lane returns the detectors and the scratch of lane i (0 .. Deps.Overlap).
+func (s *Stage) lane(i int) ([]Detector, *scoreScratch) {
+	if i == 0 {
+		return s.detectors, &s.scratch
+	}
+	for len(s.alt) < i {
+		s.alt = append(s.alt, &lanes{})
+	}
+	l := s.alt[i-1]
+	if l.detectors == nil {
+		// The model's detectors keep per-batch buffers: a set of their own. The followers (the
+		// hypercube) score only in finish, one batch at a time: shared.
+		l.detectors = append(modelDetectors(s.deps.Accelerator, s.features), s.followerDetectors()...)
+	}
+	return l.detectors, &l.scratch
+}
+
+// followerDetectors are the detectors at the end of Stage.detectors that follow the window
+// (NewStage puts them last): they score in finish, in stream order.
+func (s *Stage) followerDetectors() []Detector {
+	return s.detectors[len(s.detectors)-len(s.followers):]
+}
+
+// overlapping says whether Process overlaps batches: asked for, with an accelerator, in a
+// stage that builds and scores (a scorer's models arrive between batches: it stays synchronous).
+func (s *Stage) overlapping() bool {
+	return s.deps.Overlap > 0 && s.deps.Accelerator != nil && (s.deps.Role == RoleAll || s.deps.Role == "")
+}
+
+// scoreAsync starts, on a goroutine of sc's own, the device call and then the fields of the
+// detectors that are not followers. The calls of the batches in flight go to the accelerator
+// at once (it takes concurrent calls: internal/accel), so that a device busy with a build's
+// SolvingSet iteration serves all of them when it ends rather than one per iteration.
+func (s *Stage) scoreAsync(sc *scoring, dets []Detector, plan *devicePlan) {
+	a, own := s.deps.Accelerator, dets[:len(dets)-len(s.followers)]
+	sc.done = make(chan struct{})
+	go func() {
+		defer close(sc.done)
+		if plan != nil {
+			if sc.err = runPlan(a, plan); sc.err != nil {
+				return
+			}
+		}
+		for _, d := range own {
+			if sc.err = d.Score(&sc.q, sc.b.Scores); sc.err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// wait waits for everything begin started (the device call, the detectors' fields beside it,
+// the tail score): nothing writes into the lane afterwards.
+func (sc *scoring) wait(dets []Detector) {
+	if sc.done != nil {
+		<-sc.done
+	}
+	for _, d := range dets {
+		if r, ok := d.(*rankDetector); ok {
+			r.settle()
+		}
+	}
+}
+
+// freeLane is a lane no batch in flight uses.
+func (s *Stage) freeLane() int {
+	for i := 0; ; i++ {
+		used := false
+		for _, sc := range s.flight {
+			used = used || sc.lane == i
+		}
+		if !used {
+			return i
+		}
+	}
+}
+
+// land finishes the oldest batch in flight (joining it to the window first if it has not yet),
+// with what the synchronous Process does after scoring (the next build's trigger), then joins
+// the next one to the window, and returns the finished batch. On an error every batch in
+// flight is dropped (see drop).
+func (s *Stage) land(current *batch.Batch) ([]*batch.Batch, error) {
+	if len(s.flight) == 0 {
+		return nil, nil
+	}
+	sc := s.flight[0]
+	if !sc.pushed {
+		if err := s.pushBatch(sc.b); err != nil {
+			s.drop(current)
+			return nil, err
+		}
+		sc.pushed = true
+	}
+	if err := s.finish(sc); err != nil {
+		s.drop(current)
+		return nil, err
+	}
+	s.flight = s.flight[1:]
+	s.maybeRebuild()
+	if len(s.flight) > 0 && !s.flight[0].pushed {
+		// The next batch joins the window now: after the batch before it finished, as
+		// without overlap.
+		if err := s.pushBatch(s.flight[0].b); err != nil {
+			s.flight = append([]*scoring{sc}, s.flight...) // (released with the others)
+			s.drop(current)
+			return nil, err
+		}
+		s.flight[0].pushed = true
+	}
+	return []*batch.Batch{sc.b}, nil
+}
+
+// drop waits for the work of every batch in flight and releases them, except current (the
+// batch of the failing Process call, which its caller releases): the stage fails, nothing in
+// flight was passed on, so nothing is acknowledged and all of it is read again after a restart.
+func (s *Stage) drop(current *batch.Batch) {
+	for _, sc := range s.flight {
+		dets, _ := s.lane(sc.lane)
+		sc.wait(dets)
+		delete(s.pending, sc.b)
+		if sc.b != current {
+			sc.b.Release()
+		}
+	}
+	s.flight = nil
+}
+
+// settle finishes every batch in flight before a call that changes what finish reads (the
+// configuration, the window, the model): they wait in s.ready for the next Process, Drain or
+// Flush to return them.
+func (s *Stage) settle() error {
+	for len(s.flight) > 0 {
+		out, err := s.land(nil)
+		if err != nil {
+			return err
+		}
+		s.ready = append(s.ready, out...)
+	}
+	return nil
+}
+
+// Drain finishes the batches in flight and returns the batches ready to go on (none without
+// overlap): the pipeline calls it whenever no batch waits for the stage.
+func (s *Stage) Drain() ([]*batch.Batch, error) {
+	if err := s.settle(); err != nil {
+		return nil, err
+	}
+	return s.takeReady(nil), nil
+}
+
+// takeReady returns the batches settled earlier, then out.
+func (s *Stage) takeReady(out []*batch.Batch) []*batch.Batch {
+	if len(s.ready) == 0 {
+		return out
+	}
+	r := append(s.ready, out...)
+	s.ready = nil
+	return r
+}
+
+// processOverlapped is Process with overlap, once a model serves: b begins, and while more than
+// Deps.Overlap batches are in flight the oldest finishes and is returned.
+func (s *Stage) processOverlapped(b *batch.Batch) ([]*batch.Batch, error) {
+	next, err := s.begin(b, s.freeLane(), true)
+	if err != nil {
+		return nil, err
+	}
+	s.flight = append(s.flight, next)
+	if len(s.flight) == 1 { // nothing before it in flight: it joins the window at once
+		if err := s.pushBatch(b); err != nil {
+			s.drop(b)
+			return nil, err
+		}
+		next.pushed = true
+	}
+	var out []*batch.Batch
+	for len(s.flight) > s.deps.Overlap {
+		done, err := s.land(b)
+		if err != nil {
+			for _, o := range out { // finished, but the stage fails: never passed on
+				o.Release()
+			}
+			return nil, err
+		}
+		out = append(out, done...)
+	}
+	return s.takeReady(out), nil
+}
+
+// abandonFlight waits for the batches in flight and releases them unfinished.
+func (s *Stage) abandonFlight() { s.drop(nil) }

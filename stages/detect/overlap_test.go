@@ -1,0 +1,221 @@
+package detect
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
+)
+
+// TestOverlapScoresAsSynchronous: with Deps.Overlap, Process returns the batch before the one
+// it is given (the device call of this one on its way), every batch comes back once, in stream
+// order, with the scores, flags, suppressions and significance marks of the synchronous stage,
+// through a live reconfiguration (which finishes the batch in flight under the configuration
+// it began with) and Flush (which returns the last).
+func TestOverlapScoresAsSynchronous(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cfg, d := overlapConfig(), testData(6000, 11)
+	want, wantSig, _ := overlapRun(t, mem, cfg, d, Deps{Log: zerolog.Nop(), Accelerator: &fakeAccel{exact: true}})
+	for _, depth := range []int{1, 3} {
+		got, gotSig, lagged := overlapRun(t, mem, cfg, d, Deps{Log: zerolog.Nop(), Accelerator: &fakeAccel{exact: true}, Overlap: depth})
+		sameVerdicts(t, want, got, wantSig, gotSig)
+		if lagged < len(want)-2*depth {
+			t.Fatalf("depth %d: %d of %d Process calls returned the batches before only: not overlapped", depth, lagged, len(want))
+		}
+	}
+}
+
+// overlapConfig is the test configuration under flag_by: significance with a cap that bites
+// (4 flags per 2000 records): the cap and the marks depend on the order records are admitted;
+// with the hypercube detector on.
+func overlapConfig() Config {
+	cfg := testConfig()
+	cfg.FlagBy, cfg.MinScore, cfg.AlarmRate = FlagBySignificance, 1, 0.002
+	cfg.Hypercube.Enabled = true // a follower: its counts must be those after the batch's own push
+	return cfg
+}
+
+// overlapRun feeds rows [0, 1500) of d for the first model, then rows [1500, 5000) in batches
+// of 250 through Process, with a live reconfiguration at row 3000 and Flush at the end. It
+// returns each batch's scores by its first offset, the window's significance marks, and how
+// many Process calls returned the batch before the one given.
+func overlapRun(t *testing.T, mem memory.Allocator, cfg Config, d *synth.Data, deps Deps) (map[int64][]batch.Score, []bool, int) {
+	t.Helper()
+	s, err := NewStage(cfg, d.Features, true, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	feed(t, s, mem, d, 0, 1500, 250) // the first model, built on the spot (before_model: hold)
+	if s.Model() == nil {
+		t.Fatal("no model after 1500 records")
+	}
+	fill, err := s.Drain() // the last batch of the fill, in flight with overlap
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range fill {
+		b.Record.Release()
+	}
+	got := map[int64][]batch.Score{}
+	var order []int64
+	lagged := 0
+	take := func(out []*batch.Batch) {
+		for _, b := range out {
+			first := b.Offsets()[0]
+			if _, dup := got[first]; dup {
+				t.Fatalf("batch at offset %d returned twice", first)
+			}
+			got[first] = slices.Clone(b.Scores)
+			order = append(order, first)
+			b.Record.Release()
+		}
+	}
+	for lo := 1500; lo < 5000; lo += 250 {
+		if lo == 3000 {
+			next := cfg
+			next.MinScore = 1.5 // live: applies from the next batch scored
+			if _, err := s.Reconfigure(next); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b := makeBatch(t, mem, d, lo, lo+250, true)
+		out, err := s.Process(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(out, b) {
+			lagged++
+		}
+		take(out)
+	}
+	rest, err := s.Flush()
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(rest)
+	if !slices.IsSorted(order) || len(order) != (5000-1500)/250 {
+		t.Fatalf("batches came back at offsets %v, want each of 1500, 1750, .. 4750 once, in order", order)
+	}
+	return got, s.sig.newest(s.win.Len()), lagged
+}
+
+// sameVerdicts fails unless got has want's scores batch by batch, field for field, and want's
+// significance marks; and unless the cap bit (some records flagged, some suppressed).
+func sameVerdicts(t *testing.T, want, got map[int64][]batch.Score, wantSig, gotSig []bool) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d batches back, want %d", len(got), len(want))
+	}
+	flagged, suppressed := 0, 0
+	for off, w := range want {
+		if !reflect.DeepEqual(got[off], w) {
+			for i := range w {
+				if i >= len(got[off]) || !reflect.DeepEqual(got[off][i], w[i]) {
+					t.Fatalf("record at offset %d: scores differ\n got %+v\nwant %+v", off+int64(i), at(got[off], i), w[i])
+				}
+			}
+			t.Fatalf("batch at offset %d: the scores differ", off)
+		}
+		for _, sc := range w {
+			if sc.Outlier {
+				flagged++
+			}
+			if sc.Suppressed {
+				suppressed++
+			}
+		}
+	}
+	if suppressed == 0 || flagged == 0 {
+		t.Fatalf("%d flagged, %d suppressed: the cap did not bite, the test proves nothing about its order", flagged, suppressed)
+	}
+	if !slices.Equal(gotSig, wantSig) {
+		t.Fatal("the significance marks in the window differ")
+	}
+	t.Logf("%d batches, %d flagged, %d suppressed", len(want), flagged, suppressed)
+}
+
+// at is s[i], or a zero Score past its end.
+func at(s []batch.Score, i int) batch.Score {
+	if i < len(s) {
+		return s[i]
+	}
+	return batch.Score{}
+}
+
+// TestOverlapKeyedAsSynchronous: with key_by: key (models per key, built and applied in finish,
+// in stream order) the overlapped stage's scores are the synchronous stage's, record for record,
+// through the keys' warm-up (issue 22 item 4: per-key scoring runs through the same path).
+func TestOverlapKeyedAsSynchronous(t *testing.T) {
+	cfg := keyedConfig()
+	// No global rebuild in the span: a build starts up to Overlap batches later with overlap.
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	rows := fleet(20, 4000, 0.01, 7)
+	run := func(depth int) ([]batch.Score, uint64) {
+		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+		defer mem.AssertSize(t, 0)
+		s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Accelerator: &fakeAccel{exact: true}, Overlap: depth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		var out []batch.Score
+		take := func(bs []*batch.Batch) {
+			for _, b := range bs {
+				out = append(out, slices.Clone(b.Scores)...)
+				b.Release()
+			}
+		}
+		t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+		for lo := 0; lo < len(rows); lo += 250 {
+			var tr []testbatch.Row
+			for i := lo; i < lo+250; i++ {
+				tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Time: t0.Add(time.Duration(i) * time.Second), Features: []float32{rows[i].value}})
+			}
+			bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			take(bs)
+		}
+		bs, err := s.Flush()
+		if err != nil {
+			t.Fatal(err)
+		}
+		take(bs)
+		return out, s.builds.version
+	}
+	want, v := run(0)
+	got, gv := run(3)
+	if v != 1 || gv != 1 {
+		t.Fatalf("model versions %d and %d: a global rebuild in the span", v, gv)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d scores, want %d", len(got), len(want))
+	}
+	byKey, flagged := 0, 0
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("record %d: scores differ\n got %+v\nwant %+v", i, got[i], want[i])
+		}
+		if want[i].ByKey {
+			byKey++
+		}
+		if want[i].Outlier {
+			flagged++
+		}
+	}
+	if byKey == 0 || flagged == 0 {
+		t.Fatalf("%d records scored by their key's model, %d flagged: the test proves nothing", byKey, flagged)
+	}
+	t.Logf("%d records, %d scored by their key's model, %d flagged", len(want), byKey, flagged)
+}
