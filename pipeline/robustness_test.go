@@ -102,6 +102,7 @@ detect:
   window: %[8]d
   min_records: %[9]d
   refresh_records: %[10]d
+  recalibrate_records: %[10]d
   refresh_interval: 30s
   before_model: hold
   combine: any
