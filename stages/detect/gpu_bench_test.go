@@ -33,7 +33,7 @@ import (
 //   - on the GPU, the device counters over the measured span: kernel time and bytes copied
 //     per 1000 records.
 //
-// Knobs: OUTLIERD_BENCH_REFRESH (detect.refresh_records, default the config's: window/4), OUTLIERD_BENCH_BATCH (records per batch, default 1000), OUTLIERD_BENCH_WINDOWS (default "50000,1000000"), OUTLIERD_BENCH_MEASURE (records
+// Knobs: OUTLIERD_BENCH_REFRESH (detect.refresh_records, default the config's 200000), OUTLIERD_BENCH_BATCH (records per batch, default 1000), OUTLIERD_BENCH_WINDOWS (default "50000,1000000"), OUTLIERD_BENCH_MEASURE (records
 // measured after the window is full, default 1,000,000 on the GPU and 400,000 on the CPU), OUTLIERD_BENCH_CPUPROFILE
 // (a file prefix: a CPU profile of each measured span is written to <prefix>-<W>-<device>.prof).
 //
@@ -107,7 +107,7 @@ func benchStageDevice(b *testing.B, w int, dev string) {
 	mem := memory.NewGoAllocator()
 	cfg := Default()
 	cfg.Window = w
-	if s := os.Getenv("OUTLIERD_BENCH_REFRESH"); s != "" { // detect.refresh_records (0: window/4)
+	if s := os.Getenv("OUTLIERD_BENCH_REFRESH"); s != "" { // detect.refresh_records
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 0 {
 			b.Fatalf("OUTLIERD_BENCH_REFRESH=%q", s)
