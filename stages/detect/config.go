@@ -114,7 +114,7 @@ type Config struct {
 // KeysConfig configures the models per key (detect.key_by: key).
 type KeysConfig struct {
 	// Window is each key's window: its last this many records make its model. Default 200: about
-	// 13 KB a key with 3 features (docs/BENCHMARKS.md §13), and a +8 sd spike is far beyond the
+	// 15.4 KB a key with 3 features (docs/BENCHMARKS.md §13), and a +8 sd spike is far beyond the
 	// range of 200 records of noise.
 	Window int `yaml:"window"`
 	// MinRecords is how many records a key needs before it gets a model of its own; until then
