@@ -52,11 +52,18 @@ var labelNames = map[string]bool{"label": true, "labels": true, "class": true, "
 // it is used as a feature, and the ground truth then decides the distances.
 func warnLabelFeatures(log zerolog.Logger, tab *csvfile.Table) {
 	for _, f := range tab.Features {
-		if labelNames[strings.ToLower(strings.TrimSpace(f))] {
-			log.Warn().Str("file", tab.Path).Str("column", f).
-				Msgf("column %q is used as a feature, but its name says it is the ground truth: give --label-column %s to leave it out (and score against it)", f, f)
+		if labelLike(f) {
+			log.Warn().Str("file", tab.Path).Str("column", f).Msg(labelFeatureWarning(f))
 		}
 	}
+}
+
+// labelLike says whether a column's name says it holds the ground truth.
+func labelLike(name string) bool { return labelNames[strings.ToLower(strings.TrimSpace(name))] }
+
+// labelFeatureWarning is the warning about a label-like column f used as a feature.
+func labelFeatureWarning(f string) string {
+	return fmt.Sprintf("column %q is used as a feature, but its name says it is the ground truth: give --label-column %s to leave it out (and score against it)", f, f)
 }
 
 // noteCompanion logs why the CUDA companion did not take over, for the commands whose device the

@@ -81,9 +81,11 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: a %s file goes to a %s topic as it is, but ingest.format is %s (a CSV file converts to any format)",
 			*input, fileFormat, fileFormat, in.Format)
 	}
-	total, err := countRecords(*input, fileFormat)
-	if err != nil {
-		return err
+	var total int64 // the bar's total: counted only when there is a bar to show it
+	if isTerminal(stderr) {
+		if total, err = countRecords(*input, fileFormat); err != nil {
+			return err
+		}
 	}
 	f, err := os.Open(*input)
 	if err != nil {
@@ -310,6 +312,13 @@ func newCSVRecords(r io.Reader, name string, in ingest.Config, delim rune, keyCo
 			name, strings.Join(header, ","), strings.Join(in.CSVHeader, ","))
 	}
 	var buf bytes.Buffer
+	// Per file, not per row: the header names as JSON strings, and one CSV writer into buf.
+	quoted := make([][]byte, len(header))
+	for i, h := range header {
+		quoted[i], _ = json.Marshal(h)
+	}
+	cw := csv.NewWriter(&buf)
+	cw.Comma = rune(in.CSVDelimiter[0])
 	return &recordReader{next: func() ([]byte, []byte, error) {
 		row, err := cr.Read()
 		if err != nil {
@@ -331,8 +340,7 @@ func newCSVRecords(r io.Reader, name string, in ingest.Config, delim rune, keyCo
 					buf.WriteByte(',')
 				}
 				n++
-				k, _ := json.Marshal(header[i])
-				buf.Write(k)
+				buf.Write(quoted[i])
 				buf.WriteByte(':')
 				buf.Write(jsonValue(v))
 			}
@@ -347,8 +355,6 @@ func newCSVRecords(r io.Reader, name string, in ingest.Config, delim rune, keyCo
 				buf.WriteString(logfmtQuote(v))
 			}
 		default: // csv: the row itself, with the topic's delimiter
-			cw := csv.NewWriter(&buf)
-			cw.Comma = rune(in.CSVDelimiter[0])
 			if err := cw.Write(row); err != nil {
 				return nil, nil, err
 			}

@@ -284,8 +284,8 @@ func headerFeatures(ic *ingest.Config, label string, warn io.Writer, path string
 	}
 	fmt.Fprintln(warn)
 	for _, f := range ic.Features { // as warnLabelFeatures says it for the other batch commands
-		if labelNames[strings.ToLower(strings.TrimSpace(f))] {
-			fmt.Fprintf(warn, "replay: %s: column %q is used as a feature, but its name says it is the ground truth: give --label-column %s to leave it out (and score against it)\n", path, f, f)
+		if labelLike(f) {
+			fmt.Fprintf(warn, "replay: %s: %s\n", path, labelFeatureWarning(f))
 		}
 	}
 	for _, f := range ic.Features {

@@ -136,18 +136,10 @@ func (a *alarmCap) admit(significant bool, limit int) bool {
 	return flag
 }
 
-// capLimit is the number of flags the cap allows per window: at least one.
-func capLimit(cfg *Config) int {
-	return max(1, int(math.Floor(cfg.AlarmRate*float64(cfg.Window))))
-}
-
-// significant reports whether a scored record reached the flag's threshold before the cap:
-// under flag_by: significance its combined score is at least min_score (Threshold carries it).
-func significant(cfg *Config, ranked bool, sc *batch.Score) bool {
-	if ranked && cfg.FlagBy == FlagBySignificance {
-		return sc.Score >= sc.Threshold
-	}
-	return sc.Outlier
+// capLimit is the number of flags the cap allows per window of records (the stage's window,
+// or a key's): alarm_rate of it, at least one.
+func capLimit(alarmRate float64, window int) int {
+	return max(1, int(math.Floor(alarmRate*float64(window))))
 }
 
 // explainDeviations names, for every flagged or suppressed record, the features farthest from

@@ -2,7 +2,6 @@ package detect
 
 import (
 	"container/list"
-	"math"
 	"slices"
 
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
@@ -120,8 +119,7 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 	}
 	keys := b.Keys()
 	d := len(raw)
-	x := make([][]float32, d)
-	one := make([][]float32, d)
+	x := make([][]float32, d) // the record's values, column-major
 	dens, dist := make([]float64, 1), make([]float64, 1)
 	space := make([][]float32, d)
 	for j := range space {
@@ -135,15 +133,14 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 		st := k.stateOf(key, cfg, d)
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
-			one[j] = x[j]
 		}
 		sc := &b.Scores[i]
 		sig := false
 		if r := st.model; r != nil {
-			r.Tail.Score(one, dens)
-			r.distanceSpace(one, space)
+			r.Tail.Score(x, dens)
+			r.distanceSpace(x, space)
 			solvingset.KNNWeights(r.Ref.Points, space, r.Ref.K, 1, dist)
-			sig = decideByKey(cfg, features, st, r, one, b.Scores[i:i+1], dens[0], dist[0])
+			sig = decideByKey(cfg, features, st, r, x, b.Scores[i:i+1], dens[0], dist[0])
 		} else {
 			sc.Warming = true
 		}
@@ -179,7 +176,7 @@ func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, raw []
 	sc.DensityScore, sc.DistanceScore = dens, dist
 	sc.Score, sc.Threshold = r.combine(dens, dist), cfg.MinScore
 	sig := sc.Score >= sc.Threshold
-	sc.Outlier = st.cap.admit(sig, max(1, int(math.Floor(cfg.AlarmRate*float64(cfg.Keys.Window)))))
+	sc.Outlier = st.cap.admit(sig, capLimit(cfg.AlarmRate, cfg.Keys.Window))
 	sc.Suppressed = sig && !sc.Outlier
 	sc.ByKey, sc.Warming = true, false
 	sc.Deviations = nil

@@ -151,11 +151,11 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 	first, pushed := s.pending[b]
 	delete(s.pending, b)
 	byCap := ranked && s.cfg.FlagBy == FlagBySignificance
-	limit := capLimit(&s.cfg)
+	limit := capLimit(s.cfg.AlarmRate, s.cfg.Window)
 	for i := range b.Scores {
 		sc := &b.Scores[i]
-		sig := significant(&s.cfg, ranked, sc)
-		if sc.ByKey { // decided by its key's model and cap (keyed.go)
+		sig := sc.Outlier // decide's flag before the cap (significance: the score reached min_score)
+		if sc.ByKey {     // decided by its key's model and cap (keyed.go)
 			sig = sc.Outlier || sc.Suppressed
 		} else if byCap {
 			sc.Outlier = s.alarms.admit(sig, limit)
@@ -176,14 +176,20 @@ type prescorer interface {
 // decide sets each record's flag from the detectors' fields: under flag_by: verdicts the
 // combine rule on the paper's verdicts, the hypercube's joining it when the detector ran (any:
 // it flags too; all: it must flag too); under flag_by: rate the combined score above the
-// alarm threshold alone (when the model has a ranking part; else the verdicts decide).
+// alarm threshold alone; under flag_by: significance the combined score at least min_score,
+// which capAlarms then holds to the cap (both when the model has a ranking part; else the
+// verdicts decide).
 func decide(cfg *Config, ranked bool, scores []batch.Score) {
-	byRate := ranked && (cfg.FlagBy == FlagByRate || cfg.FlagBy == FlagBySignificance)
+	byRate := ranked && cfg.FlagBy == FlagByRate
+	bySignificance := ranked && cfg.FlagBy == FlagBySignificance
 	for i := range scores {
 		sc := &scores[i]
 		sc.Outlier = combine(cfg.Combine, sc.DensityOutlier, sc.DistanceOutlier)
-		if byRate {
+		switch {
+		case byRate:
 			sc.Outlier = sc.Score > sc.Threshold
+		case bySignificance: // significant: capAlarms then applies the cap
+			sc.Outlier = sc.Score >= sc.Threshold
 		}
 		if h := sc.Hypercube; h != nil && cfg.FlagBy == FlagByVerdicts {
 			switch cfg.Combine {

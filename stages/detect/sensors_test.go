@@ -212,7 +212,7 @@ func TestStuckSensorStaysSignificant(t *testing.T) {
 			sig++
 		}
 	}
-	limit := capLimit(&cfg)
+	limit := capLimit(cfg.AlarmRate, cfg.Window)
 	worst := 0
 	for lo := 0; lo+cfg.Window <= len(flagged); lo += 100 {
 		c := 0

@@ -225,14 +225,21 @@ func (s *Stage) maybeRebuild() {
 	}
 }
 
+// reference is what a build or a recalibration reads: a snapshot of the window without the
+// records found significant (alarm.go: a fault repeated does not become normal).
+func (s *Stage) reference() (cols, sds [][]float32) {
+	cols, sds = s.win.Snapshot()
+	cols, sds, _ = withoutOutcasts(cols, sds, s.sig.newest(s.win.Len()), s.cfg.Window)
+	return cols, sds
+}
+
 // startRecalibration rebuilds the serving model's ranking part alone (the tails, the distance
 // sample, the calibrations: what flag_by: significance and rate decide by) from a snapshot of
 // the window on the build goroutine, as a new model version sharing the other parts: the
 // calibration follows the stream every recalibrate_records, at a small part of a full build's
 // cost (the solving set and the micro-clusters stay until the next full build).
 func (s *Stage) startRecalibration() {
-	cols, _ := s.win.Snapshot()
-	cols, _, _ = withoutOutcasts(cols, nil, s.sig.newest(s.win.Len()), s.cfg.Window)
+	cols, _ := s.reference()
 	s.builds.running, s.builds.sinceRank = true, 0
 	next := *s.model
 	next.Version = s.builds.version + 1
@@ -345,10 +352,7 @@ func (s *Stage) columns(b *batch.Batch) (means, sds [][]float32, err error) {
 
 // startBuild snapshots the window and builds the next model on a new goroutine.
 func (s *Stage) startBuild() {
-	cols, sds := s.win.Snapshot()
-	// Records found significant are left out of the model's reference (alarm.go): a fault
-	// repeated does not become normal.
-	cols, sds, _ = withoutOutcasts(cols, sds, s.sig.newest(s.win.Len()), s.cfg.Window)
+	cols, sds := s.reference()
 	s.builds.running, s.builds.sinceLast, s.builds.sinceRank, s.builds.lastBuild = true, 0, 0, time.Now()
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.builds.version + 1

@@ -392,15 +392,18 @@ func explain(s batch.Score) string {
 	if s.Outlier && s.Grouped {
 		score += "; folded into this key's open alert (detect.alert_cooldown)"
 	}
-	switch {
-	case s.Outlier && score != "":
-		return strings.Join(append([]string{"outlier: " + score}, fired()...), "; ")
-	case s.Suppressed && score != "":
-		return "not flagged, the alarm cap is spent (detect.alarm_rate): " + score
-	case s.Outlier && len(fired()) > 0:
-		return strings.Join(fired(), "; ")
-	case s.Outlier:
+	if s.Outlier {
+		f := fired()
+		switch {
+		case score != "":
+			return strings.Join(append([]string{"outlier: " + score}, f...), "; ")
+		case len(f) > 0:
+			return strings.Join(f, "; ")
+		}
 		return "outlier by the combined rule"
+	}
+	if s.Suppressed && score != "" {
+		return "not flagged, the alarm cap is spent (detect.alarm_rate): " + score
 	}
 	head := "inlier"
 	if ranked {

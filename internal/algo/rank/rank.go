@@ -284,9 +284,10 @@ type Calibration struct {
 	// Slope is the surprisal added per unit of raw score beyond the largest calibration score:
 	// the rate at which it rose from the 90th percentile to the largest.
 	Slope float64
-	// knee is the fitted tail's rate per unit of raw score beyond the knee (0: none); derived
-	// from Sorted, as Slope is (CalibrationOf).
-	knee float64
+	// knee is the fitted tail's rate per unit of raw score beyond the knee (0: none), kneeAt
+	// and kneeBase the knee's score and its surprisal; derived from Sorted, as Slope is
+	// (CalibrationOf), once rather than per record.
+	knee, kneeAt, kneeBase float64
 }
 
 // TailQuantile is where a calibration hands over to its fitted tail (see Calibration).
@@ -322,15 +323,12 @@ func CalibrationOf(s []float64) Calibration {
 	default:
 		c.Slope = 1 / max(math.Abs(s[0]), 1)
 	}
-	if ki, lo := c.kneeAt(), s[int(math.Round((1-10*TailQuantile)*float64(n-1)))]; s[ki] > lo {
-		c.knee = (c.empirical(s[ki]) - c.empirical(lo)) / (s[ki] - lo)
+	ki := int(math.Round((1 - TailQuantile) * float64(n-1)))
+	c.kneeAt, c.kneeBase = s[ki], c.empirical(s[ki])
+	if lo := s[int(math.Round((1-10*TailQuantile)*float64(n-1)))]; c.kneeAt > lo {
+		c.knee = (c.kneeBase - c.empirical(lo)) / (c.kneeAt - lo)
 	}
 	return c
-}
-
-// kneeAt is the index of the calibration's 1 - TailQuantile quantile.
-func (c *Calibration) kneeAt() int {
-	return int(math.Round((1 - TailQuantile) * float64(len(c.Sorted)-1)))
 }
 
 // empirical is -log10 of the interpolated tail probability (n - pos(r))/(n + 1) of r among the
@@ -361,8 +359,8 @@ func (c *Calibration) Surprisal(r float64) float64 {
 	} else {
 		e = c.empirical(r)
 	}
-	if k := s[c.kneeAt()]; r > k && c.knee > 0 {
-		return max(e, c.empirical(k)+c.knee*(r-k))
+	if r > c.kneeAt && c.knee > 0 {
+		return max(e, c.kneeBase+c.knee*(r-c.kneeAt))
 	}
 	return e
 }
