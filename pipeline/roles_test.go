@@ -203,6 +203,12 @@ func waitCommittedBelow(t testing.TB, br testsupport.Broker, group string, in *s
 	for _, r := range in.records[:upto] {
 		need[r.p] = max(need[r.p], r.off+1)
 	}
+	var last []int64 // what the group had committed at the last look, for the failure message
+	defer func() {
+		if t.Failed() {
+			t.Logf("group %s: committed %v, needed %v", group, last, need)
+		}
+	}()
 	waitFor(t, limit, fmt.Sprintf("group %s committing the first %d records", group, upto), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -210,6 +216,7 @@ func waitCommittedBelow(t testing.TB, br testsupport.Broker, group string, in *s
 		if err != nil {
 			return false
 		}
+		last = c
 		for p := range c {
 			if c[p] < need[p] {
 				return false

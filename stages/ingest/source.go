@@ -43,8 +43,8 @@ const fetchLongPoll = 2 * time.Second
 // the last one registered for a partition as "this partition was revoked and reassigned":
 // it revokes the partition in the Checkpointer (late acks for the old fetches are ignored) and
 // starts tracking it afresh. A partition that moved to another group member keeps its last
-// committable offset here; committing it again is harmless (at most re-delivery to the new
-// owner), never a loss.
+// committable offset here, and stale messages of it fetched before the rebalance may still
+// arrive and move it; Commit never sends an offset the group is already past (forward.go).
 type Source struct {
 	cfg    Config
 	cp     *checkpoint.Checkpointer
@@ -277,15 +277,34 @@ func (s *Source) track(m kafka.Message) {
 
 // Commit commits to the group, for each partition, the offset below which every record is
 // done (Checkpointer.Committable), skipping partitions whose offset has not moved since the
-// last successful Commit. It blocks until the broker acknowledged the commit or ctx ends, and
+// last successful Commit and those the group is already at or past (forward.go). It blocks
+// until the broker acknowledged the commit or ctx ends, and
 // returns what was committed (nil when nothing moved). Safe to call concurrently with Next.
 func (s *Source) Commit(ctx context.Context) (map[int]int64, error) {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
+	var moved []int
+	committable := s.cp.Committable()
+	for p, off := range committable {
+		if last, ok := s.committed[p]; !ok || last != off {
+			moved = append(moved, p)
+		}
+	}
+	if len(moved) == 0 {
+		return nil, nil
+	}
+	group, err := s.groupCommitted(ctx, moved) // forward.go: never move the group back
+	if err != nil {
+		return nil, err
+	}
 	var msgs []kafka.Message
 	var sent map[int]int64
-	for p, off := range s.cp.Committable() {
-		if last, ok := s.committed[p]; ok && last == off {
+	for _, p := range moved {
+		off := committable[p]
+		if at, ok := group[p]; ok && at >= off {
+			s.log.Debug().Int("partition", p).Int64("done", off).Int64("group_committed", at).
+				Msg("not committing: the group is already further on this partition (it moved to another member in a rebalance)")
+			s.committed[p] = off
 			continue
 		}
 		if sent == nil {
