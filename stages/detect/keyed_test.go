@@ -47,7 +47,7 @@ func fleet(sensors, rows int, rate float64, seed uint64) []fleetRow {
 
 // runFleet feeds rows (offsets = their index) through a keyed stage in batches of 500 and
 // returns the records' scores in order.
-func runFleet(t *testing.T, cfg Config, rows []fleetRow, offsets []int64) []batch.Score {
+func runFleet(t testing.TB, cfg Config, rows []fleetRow, offsets []int64) []batch.Score {
 	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
