@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outlierd/outlierd/pipeline"
@@ -97,20 +98,17 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	// A transport of its own: kafka-go's default one caches metadata, and would not see a
-	// topic created a moment ago.
-	tr := &kafka.Transport{}
-	if in.Security.Enabled() {
-		if tr, err = in.Security.Transport(); err != nil {
-			return err
-		}
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	cl := &kafka.Client{Addr: kafka.TCP(in.Brokers...), Timeout: 10 * time.Second, Transport: tr}
-	if _, err := topicPartitionIDs(ctx, cl, "ingest.topic", in.Topic, in.Brokers); err != nil {
+	topic := pipeline.InputTopic(cfg)
+	if _, err := topic.PartitionIDs(ctx, newLogger(stderr).Level(zerolog.WarnLevel)); err != nil {
 		return err
 	}
+	tr, err := topic.Transport()
+	if err != nil {
+		return err
+	}
+	defer tr.CloseIdleConnections() // after w.Close (deferred below, so run first)
 	w := &kafka.Writer{Addr: kafka.TCP(in.Brokers...), Topic: in.Topic, RequiredAcks: kafka.RequireAll,
 		BatchSize: produceBatch, BatchTimeout: 5 * time.Millisecond, Balancer: &kafka.RoundRobin{}, Transport: tr}
 	if *keyCol != "" {
