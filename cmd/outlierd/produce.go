@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -60,7 +59,7 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	}
 	fileFormat := *format
 	if fileFormat == "" {
-		if fileFormat = formatOf(*input); fileFormat == "" {
+		if fileFormat = string(formatOf(*input)); fileFormat == "" {
 			return usageError{fmt.Errorf("%s: cannot tell the format from the extension; give --format csv|json|logfmt", *input)}
 		}
 	}
@@ -187,19 +186,6 @@ func parseRate(s string) (float64, error) {
 		return 0, fmt.Errorf("%q is not a positive number of records per second (e.g. 500 or 500/s)", s)
 	}
 	return v, nil
-}
-
-// formatOf is a file's format by its extension ("" when the extension does not say).
-func formatOf(path string) string {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".csv":
-		return "csv"
-	case ".json", ".jsonl", ".ndjson":
-		return "json"
-	case ".logfmt", ".log":
-		return "logfmt"
-	}
-	return ""
 }
 
 // countRecords counts the records of the file (its non-empty lines, less a CSV header) for the

@@ -54,8 +54,8 @@ type replayInput struct {
 	haveFeatures, config bool // the config names ingest.features; a config was given
 }
 
-// replayFormat is --format, else the file's extension (.csv; .json, .jsonl, .ndjson; .logfmt),
-// else the config's ingest.format when it names the features, else CSV.
+// replayFormat is --format, else the file's extension (formatOf), else the config's
+// ingest.format when it names the features, else CSV.
 func (in *replayInput) replayFormat() (ingest.Format, error) {
 	if in.format != "" {
 		f := ingest.Format(in.format)
@@ -64,18 +64,27 @@ func (in *replayInput) replayFormat() (ingest.Format, error) {
 		}
 		return f, nil
 	}
-	switch strings.ToLower(filepath.Ext(in.path)) {
-	case ".csv":
-		return ingest.FormatCSV, nil
-	case ".json", ".jsonl", ".ndjson":
-		return ingest.FormatJSON, nil
-	case ".logfmt":
-		return ingest.FormatLogfmt, nil
+	if f := formatOf(in.path); f != "" {
+		return f, nil
 	}
 	if in.haveFeatures {
 		return in.ingest.Format, nil
 	}
 	return ingest.FormatCSV, nil
+}
+
+// formatOf is a file's format by its extension, for produce and replay ("" when the extension
+// does not say): .csv; .json, .jsonl, .ndjson; .logfmt, .log.
+func formatOf(path string) ingest.Format {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".csv":
+		return ingest.FormatCSV
+	case ".json", ".jsonl", ".ndjson":
+		return ingest.FormatJSON
+	case ".logfmt", ".log":
+		return ingest.FormatLogfmt
+	}
+	return ""
 }
 
 // readReplayInput reads the file through the pipeline's decoders; notes for the user (columns

@@ -254,3 +254,25 @@ func TestReplayInputFlags(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 }
+
+// TestFormatByExtension: produce and replay tell a file's format from its extension the same
+// way (.log is logfmt for both, as produce's help has always said); only where the extension
+// says nothing do they differ (produce asks for --format, replay takes the config's or CSV).
+func TestFormatByExtension(t *testing.T) {
+	for path, want := range map[string]ingest.Format{
+		"a.csv": ingest.FormatCSV, "a.CSV": ingest.FormatCSV, "a.json": ingest.FormatJSON, "a.jsonl": ingest.FormatJSON,
+		"a.ndjson": ingest.FormatJSON, "a.logfmt": ingest.FormatLogfmt, "a.log": ingest.FormatLogfmt, "a.txt": "",
+	} {
+		if got := ingest.Format(formatOf(path)); got != want {
+			t.Errorf("formatOf(%s) = %q, want %q", path, got, want)
+		}
+		in := replayInput{path: path, haveFeatures: true, ingest: ingest.Config{Format: ingest.FormatJSON}}
+		got, err := in.replayFormat()
+		if want == "" {
+			want = ingest.FormatJSON // the config's
+		}
+		if err != nil || got != want {
+			t.Errorf("replay's format of %s = %q (%v), want %q", path, got, err, want)
+		}
+	}
+}
