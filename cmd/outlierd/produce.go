@@ -116,6 +116,7 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	defer w.Close()
 
 	bar := newCountProgress(stderr, total, "producing to "+in.Topic)
+	defer bar.finish()
 	start := time.Now()
 	sent := 0
 	chunk := produceBatch
@@ -149,22 +150,19 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 		if err != nil {
-			bar.finish()
 			return err
 		}
 		msgs = append(msgs, kafka.Message{Key: key, Value: value})
 		if len(msgs) == chunk {
 			if err := flush(); err != nil {
-				bar.finish()
 				return err
 			}
 		}
 	}
-	err = flush()
-	bar.finish()
-	if err != nil {
+	if err := flush(); err != nil {
 		return err
 	}
+	bar.finish() // before the summary line (a second finish does nothing)
 	elapsed := time.Since(start)
 	out := produceOutput{Input: *input, Format: fileFormat, MessageFormat: string(in.Format), Topic: in.Topic, Records: sent,
 		ElapsedMS: float64(elapsed.Microseconds()) / 1000, RecordsPerS: float64(sent) / max(elapsed.Seconds(), 1e-9)}
