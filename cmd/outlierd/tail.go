@@ -30,35 +30,8 @@ type tailOutput struct {
 }
 
 type tailScores struct {
-	Outlier bool      `json:"outlier"`
-	Score   jsonFloat `json:"score"`
-}
-
-// jsonFloat reads a float of the output contract: a JSON number, or for a non-finite value
-// the string "Infinity", "-Infinity" or "NaN".
-type jsonFloat float64
-
-func (f *jsonFloat) UnmarshalJSON(b []byte) error {
-	var s string
-	if json.Unmarshal(b, &s) == nil {
-		switch s {
-		case sink.JSONPosInf:
-			*f = jsonFloat(math.Inf(1))
-		case sink.JSONNegInf:
-			*f = jsonFloat(math.Inf(-1))
-		case sink.JSONNaN:
-			*f = jsonFloat(math.NaN())
-		default:
-			return fmt.Errorf("%q is not a number, %q, %q or %q", s, sink.JSONPosInf, sink.JSONNegInf, sink.JSONNaN)
-		}
-		return nil
-	}
-	var v float64
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*f = jsonFloat(v)
-	return nil
+	Outlier bool           `json:"outlier"`
+	Score   sink.JSONFloat `json:"score"`
 }
 
 // seenIDs remembers the ids printed, the oldest forgotten past its bound (a copy arrives close
