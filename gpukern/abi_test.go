@@ -133,6 +133,14 @@ func TestKeyedABI(t *testing.T) {
 			t.Errorf("keyed.cu: %s is %q, Go's mirror %d", name, m, want)
 		}
 	}
+	// The clamp of the distance space: the kernel's, its CPU twin's and the host fallback's.
+	m := regexp.MustCompile(`#define KEYED_LIMIT (\S+)`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("keyed.cu: no KEYED_LIMIT")
+	}
+	if v, err := strconv.ParseFloat(string(m[1]), 64); err != nil || v != KeyedLimit {
+		t.Errorf("keyed.cu: KEYED_LIMIT is %q, Go's KeyedLimit %g", m[1], KeyedLimit)
+	}
 }
 
 // entryName matches a kernel entry of a PTX file.

@@ -112,8 +112,12 @@ func KeyedLogs(window int) []float64 {
 	return logs
 }
 
-// keyedLimit bounds the distance space's coordinates (detect's distanceLimit).
-const keyedLimit = 1e6
+// KeyedLimit bounds the distance space's coordinates, x' = clamp((x - center) / unit,
+// +-KeyedLimit): detect's distanceLimit (a stage test holds them equal) and keyed.cu's
+// KEYED_LIMIT, so that the kernel, its CPU twin here and the host's fallback in
+// internal/accel clamp alike. Float32 squared distances of a few hundred features stay finite,
+// and a record a million units out is already as far as any ranking needs.
+const KeyedLimit = 1e6
 
 // KeyedScoreReference is the CPU twin of keyed_score for one record x (finite values, one per
 // feature): the tail score in nats and w_k(q, R), with host set where the tail score needs the
@@ -129,10 +133,10 @@ func KeyedScoreReference(m *KeyedModel, x []float32, logs []float64) (tail, dist
 		tail += s
 		host = host || h
 		t := (float64(x[j]) - m.Center[j]) / m.Unit[j]
-		if t > keyedLimit {
-			t = keyedLimit
-		} else if t < -keyedLimit {
-			t = -keyedLimit
+		if t > KeyedLimit {
+			t = KeyedLimit
+		} else if t < -KeyedLimit {
+			t = -KeyedLimit
 		}
 		q[j] = float32(t)
 	}

@@ -130,7 +130,6 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 		})
 	}
 	p.metrics.SetStaleModelAfter(cfg.Run.StaleModelAfter)
-	p.metrics.SetExplain(sink.Explain) // the live view explains an alert as its output does
 	if cfg.HTTP.Enabled() {
 		if p.lag, err = p.newLagPoller(); err != nil {
 			p.src.Close()

@@ -29,11 +29,23 @@ import (
 // making a wrong bootstrap address look like a hang.
 const topicCheckWait = 30 * time.Second
 
-// topicRef is one topic the pipeline needs, with the key that names it.
-type topicRef struct {
-	key, name string
-	brokers   []string
-	security  kafkasec.Config
+// TopicRef is one topic of a config, with the key that names it, its brokers and their TLS and
+// SASL settings: what a client for the topic is made from (Client, Dialer), here and in the
+// commands (outlierd produce, tail).
+type TopicRef struct {
+	Key, Name string // the config key naming the topic ("sink.topic"), and the topic
+	Brokers   []string
+	Security  kafkasec.Config
+}
+
+// InputTopic is cfg's ingest.topic, on the ingest brokers.
+func InputTopic(cfg Config) TopicRef {
+	return TopicRef{"ingest.topic", cfg.Ingest.Topic, cfg.Ingest.Brokers, cfg.Ingest.Security}
+}
+
+// OutputTopic is cfg's sink.topic, on the sink brokers.
+func OutputTopic(cfg Config) TopicRef {
+	return TopicRef{sink.KeyTopic, cfg.Sink.Topic, cfg.Sink.Brokers, cfg.Sink.Security}
 }
 
 // checkTopics makes sure every topic of cfg exists, creating the sink's missing ones when
@@ -41,45 +53,46 @@ type topicRef struct {
 func checkTopics(cfg Config, log zerolog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), topicCheckWait)
 	defer cancel()
-	in := topicRef{"ingest.topic", cfg.Ingest.Topic, cfg.Ingest.Brokers, cfg.Ingest.Security}
+	in := InputTopic(cfg)
 	log.Info().Str("input", cfg.Ingest.Topic).Str("output", cfg.Sink.Topic).Str("dead_letters", cfg.Sink.DeadLetterTopic).
 		Str("brokers", strings.Join(cfg.Ingest.Brokers, ",")).Msg("checking that the topics exist")
-	inParts, err := settledPartitions(ctx, in, log)
+	inIDs, err := settledPartitions(ctx, in, log)
 	if err != nil {
 		return err
 	}
+	inParts := len(inIDs)
 	var errs []error
 	if inParts == 0 {
 		errs = append(errs, fmt.Errorf("pipeline: ingest.topic: topic %q does not exist on %s (outlierd never creates its input topic)",
-			in.name, strings.Join(in.brokers, ",")))
+			in.Name, strings.Join(in.Brokers, ",")))
 	}
 	if cfg.Run.Role != detect.RoleAll {
 		// Asked without auto-creation: a model topic the broker auto-created would be
 		// delete-policy (retention could empty it); the operator creates it compacted.
-		mt := topicRef{"run.model_topic", cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.Security}
-		switch n, err := settledPartitions(ctx, mt, log); {
+		mt := TopicRef{"run.model_topic", cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.Security}
+		switch ids, err := settledPartitions(ctx, mt, log); {
 		case err != nil:
 			errs = append(errs, err)
-		case n == 0:
+		case len(ids) == 0:
 			errs = append(errs, fmt.Errorf("pipeline: run.model_topic: topic %q does not exist on %s (create it with one partition and cleanup.policy=compact: docs/OPERATIONS.md)",
-				mt.name, strings.Join(mt.brokers, ",")))
+				mt.Name, strings.Join(mt.Brokers, ",")))
 		}
 	}
 	if cfg.Run.Role == detect.RoleBuilder { // a builder writes no outputs and no dead letters
 		return errors.Join(errs...)
 	}
-	for _, out := range []topicRef{
-		{sink.KeyTopic, cfg.Sink.Topic, cfg.Sink.Brokers, cfg.Sink.Security},
+	for _, out := range []TopicRef{
+		OutputTopic(cfg),
 		{sink.KeyDeadLetterTopic, cfg.Sink.DeadLetterTopic, cfg.Sink.Brokers, cfg.Sink.Security},
 	} {
-		n, err := topicPartitions(ctx, out, log)
+		ids, err := topicPartitions(ctx, out, log)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
-		case n > 0:
+		case len(ids) > 0:
 		case !cfg.Sink.CreateTopics:
 			errs = append(errs, fmt.Errorf("pipeline: %s: topic %q does not exist on %s (create it, or set sink.create_topics: true)",
-				out.key, out.name, strings.Join(out.brokers, ",")))
+				out.Key, out.Name, strings.Join(out.Brokers, ",")))
 		default:
 			parts := cfg.Sink.CreatePartitions
 			if parts == 0 {
@@ -89,24 +102,61 @@ func checkTopics(cfg Config, log zerolog.Logger) error {
 				errs = append(errs, err)
 				continue
 			}
-			log.Info().Str("key", out.key).Str("topic", out.name).Int("partitions", parts).
+			log.Info().Str("key", out.Key).Str("topic", out.Name).Int("partitions", parts).
 				Int("replication_factor", cfg.Sink.CreateReplicationFactor).Msg("created the missing topic (sink.create_topics; replication factor 0: the broker's default)")
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// client is a kafka-go client for t's brokers on a transport of its own (kafka-go's
-// transports cache metadata: a fresh one sees the topics as they are now).
-func (t topicRef) client() (*kafka.Client, *kafka.Transport, error) {
-	tr := &kafka.Transport{DialTimeout: 5 * time.Second}
-	if t.security.Enabled() {
-		var err error
-		if tr, err = t.security.Transport(); err != nil {
-			return nil, nil, fmt.Errorf("pipeline: %s: %w", t.key, err)
-		}
+// Transport is a kafka-go transport of its own for t's brokers (kafka-go's transports cache
+// metadata: a fresh one sees the topics as they are now), with t's TLS and SASL. Its owner
+// calls CloseIdleConnections when done (a Writer closes only a transport it made itself).
+func (t TopicRef) Transport() (*kafka.Transport, error) {
+	if !t.Security.Enabled() {
+		return &kafka.Transport{DialTimeout: 5 * time.Second}, nil
 	}
-	return &kafka.Client{Addr: kafka.TCP(t.brokers...), Timeout: 10 * time.Second, Transport: tr}, tr, nil
+	tr, err := t.Security.Transport()
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %s: %w", t.Key, err)
+	}
+	return tr, nil
+}
+
+// Client is a kafka-go client for t's brokers on a Transport of its own, returned beside it.
+func (t TopicRef) Client() (*kafka.Client, *kafka.Transport, error) {
+	tr, err := t.Transport()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &kafka.Client{Addr: kafka.TCP(t.Brokers...), Timeout: 10 * time.Second, Transport: tr}, tr, nil
+}
+
+// Dialer is the dialer for a kafka.Reader of t: kafka.DefaultDialer, or with t's TLS and SASL.
+func (t TopicRef) Dialer() (*kafka.Dialer, error) {
+	if !t.Security.Enabled() {
+		return kafka.DefaultDialer, nil
+	}
+	d, err := t.Security.Dialer()
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %s: %w", t.Key, err)
+	}
+	return d, nil
+}
+
+// PartitionIDs returns the ids of t's partitions, for a command that reads or writes the topic
+// outside a pipeline (outlierd produce, tail): asked as New asks (a topic created a moment ago
+// is waited for, metadataSettle; brokers that cannot be reached, up to topicCheckWait, each
+// failure logged), and a topic that does not exist is an error naming its key.
+func (t TopicRef) PartitionIDs(ctx context.Context, log zerolog.Logger) ([]int, error) {
+	ctx, cancel := context.WithTimeout(ctx, topicCheckWait)
+	defer cancel()
+	ids, err := settledPartitions(ctx, t, log)
+	if err == nil && len(ids) == 0 {
+		err = fmt.Errorf("pipeline: %s: topic %q does not exist on %s (outlierd topics create --config FILE creates it)",
+			t.Key, t.Name, strings.Join(t.Brokers, ","))
+	}
+	return ids, err
 }
 
 // metadataSettle is how long a topic the brokers do not list is asked for again before it is
@@ -116,57 +166,61 @@ var metadataSettle = 2 * time.Second
 // settledPartitions is topicPartitions for a topic outlierd never creates (the input and the
 // model topic): an answer "unknown" is asked again for metadataSettle, with a log line, before
 // it stands.
-func settledPartitions(ctx context.Context, t topicRef, log zerolog.Logger) (int, error) {
+func settledPartitions(ctx context.Context, t TopicRef, log zerolog.Logger) ([]int, error) {
 	deadline := time.Now().Add(metadataSettle)
 	for attempt := 1; ; attempt++ {
-		n, err := topicPartitions(ctx, t, log)
-		if err != nil || n > 0 || time.Now().After(deadline) {
-			return n, err
+		ids, err := topicPartitions(ctx, t, log)
+		if err != nil || len(ids) > 0 || time.Now().After(deadline) {
+			return ids, err
 		}
-		log.Info().Str("key", t.key).Str("topic", t.name).Int("attempt", attempt).
+		log.Info().Str("key", t.Key).Str("topic", t.Name).Int("attempt", attempt).
 			Msg("topic not in the brokers' metadata (yet?); asking again in case it was created a moment ago")
 		if !backoffMax(ctx, attempt, time.Second) {
-			return n, nil
+			return nil, nil
 		}
 	}
 }
 
-// topicPartitions returns the partition count of t (0 when the broker says it does not
+// topicPartitions returns the ids of t's partitions (none when the broker says it does not
 // exist). While the brokers cannot be reached it retries (logging each failure) until ctx
 // ends; an answer refusing the request (authorization) is an error naming the key.
-func topicPartitions(ctx context.Context, t topicRef, log zerolog.Logger) (int, error) {
-	cl, tr, err := t.client()
+func topicPartitions(ctx context.Context, t TopicRef, log zerolog.Logger) ([]int, error) {
+	cl, tr, err := t.Client()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer tr.CloseIdleConnections()
 	for attempt := 1; ; attempt++ {
 		// kafka.MetadataRequest never sets AllowAutoTopicCreation: asking does not create.
-		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{t.name}})
+		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{t.Name}})
 		if err == nil {
 			for _, tp := range md.Topics {
-				if tp.Name != t.name {
+				if tp.Name != t.Name {
 					continue
 				}
 				switch {
 				case errors.Is(tp.Error, kafka.UnknownTopicOrPartition):
-					return 0, nil
+					return nil, nil
 				case tp.Error != nil && !errors.Is(tp.Error, kafka.LeaderNotAvailable):
-					return 0, fmt.Errorf("pipeline: %s: topic %q on %s: %w", t.key, t.name, strings.Join(t.brokers, ","), tp.Error)
+					return nil, fmt.Errorf("pipeline: %s: topic %q on %s: %w", t.Key, t.Name, strings.Join(t.Brokers, ","), tp.Error)
 				}
-				return len(tp.Partitions), nil
+				ids := make([]int, len(tp.Partitions))
+				for i, p := range tp.Partitions {
+					ids[i] = p.ID
+				}
+				return ids, nil
 			}
-			return 0, nil // not listed: unknown
+			return nil, nil // not listed: unknown
 		}
 		if !unreachable(err) && !transient(err) {
-			return 0, fmt.Errorf("pipeline: %s: checking topic %q on %s: %w", t.key, t.name, strings.Join(t.brokers, ","), err)
+			return nil, fmt.Errorf("pipeline: %s: checking topic %q on %s: %w", t.Key, t.Name, strings.Join(t.Brokers, ","), err)
 		}
-		log.Warn().Err(err).Str("key", t.key).Str("topic", t.name).Int("attempt", attempt).
-			Str("brokers", strings.Join(t.brokers, ",")).Float64("gives_up_after_s", topicCheckWait.Seconds()).
+		log.Warn().Err(err).Str("key", t.Key).Str("topic", t.Name).Int("attempt", attempt).
+			Str("brokers", strings.Join(t.Brokers, ",")).Float64("gives_up_after_s", topicCheckWait.Seconds()).
 			Msg("waiting for the brokers to check the topic: unreachable; retrying")
 		if !backoff(ctx, attempt) {
-			return 0, fmt.Errorf("pipeline: %s: cannot check topic %q: brokers %s unreachable for %s: %w",
-				t.key, t.name, strings.Join(t.brokers, ","), topicCheckWait, err)
+			return nil, fmt.Errorf("pipeline: %s: cannot check topic %q: brokers %s unreachable for %s: %w",
+				t.Key, t.Name, strings.Join(t.Brokers, ","), topicCheckWait, err)
 		}
 	}
 }
@@ -174,8 +228,8 @@ func topicPartitions(ctx context.Context, t topicRef, log zerolog.Logger) (int, 
 // createTopic creates t with parts partitions, replication factor rf (0: the broker's default)
 // and the topic configs entries, and waits until every partition has a leader, so the first
 // write finds it.
-func createTopic(ctx context.Context, t topicRef, parts, rf int, entries []kafka.ConfigEntry) error {
-	cl, tr, err := t.client()
+func createTopic(ctx context.Context, t TopicRef, parts, rf int, entries []kafka.ConfigEntry) error {
+	cl, tr, err := t.Client()
 	if err != nil {
 		return err
 	}
@@ -184,15 +238,15 @@ func createTopic(ctx context.Context, t topicRef, parts, rf int, entries []kafka
 		rf = -1 // CreateTopics v4+: the broker's default.replication.factor
 	}
 	res, err := cl.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
-		{Topic: t.name, NumPartitions: parts, ReplicationFactor: rf, ConfigEntries: entries}}})
+		{Topic: t.Name, NumPartitions: parts, ReplicationFactor: rf, ConfigEntries: entries}}})
 	if err == nil {
-		err = res.Errors[t.name]
+		err = res.Errors[t.Name]
 	}
 	if err != nil && !errors.Is(err, kafka.TopicAlreadyExists) { // another instance was first
-		return fmt.Errorf("pipeline: %s: creating topic %q (sink.create_topics): %w", t.key, t.name, err)
+		return fmt.Errorf("pipeline: %s: creating topic %q (sink.create_topics): %w", t.Key, t.Name, err)
 	}
 	for attempt := 1; ; attempt++ {
-		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{t.name}})
+		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{t.Name}})
 		ready := err == nil && len(md.Topics) == 1 && md.Topics[0].Error == nil && len(md.Topics[0].Partitions) > 0
 		if ready {
 			for _, p := range md.Topics[0].Partitions {
@@ -203,7 +257,7 @@ func createTopic(ctx context.Context, t topicRef, parts, rf int, entries []kafka
 			return nil
 		}
 		if !backoff(ctx, attempt) {
-			return fmt.Errorf("pipeline: %s: topic %q created but without leaders after %s (last error %v)", t.key, t.name, topicCheckWait, err)
+			return fmt.Errorf("pipeline: %s: topic %q created but without leaders after %s (last error %v)", t.Key, t.Name, topicCheckWait, err)
 		}
 	}
 }

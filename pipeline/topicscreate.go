@@ -34,36 +34,36 @@ func CreateTopics(ctx context.Context, cfg Config, inputPartitions int, log zero
 	var out []TopicResult
 	var errs []error
 	// ensure creates t unless it exists and returns its partition count.
-	ensure := func(t topicRef, parts int, entries []kafka.ConfigEntry) int {
-		n, err := topicPartitions(ctx, t, log)
+	ensure := func(t TopicRef, parts int, entries []kafka.ConfigEntry) int {
+		ids, err := topicPartitions(ctx, t, log)
 		if err != nil {
 			errs = append(errs, err)
 			return 0
 		}
-		if n > 0 {
-			out = append(out, TopicResult{Key: t.key, Topic: t.name, Partitions: n})
+		if n := len(ids); n > 0 {
+			out = append(out, TopicResult{Key: t.Key, Topic: t.Name, Partitions: n})
 			return n
 		}
 		if err := createTopic(ctx, t, parts, rf, entries); err != nil {
 			errs = append(errs, err)
 			return 0
 		}
-		out = append(out, TopicResult{Key: t.key, Topic: t.name, Partitions: parts, Created: true})
+		out = append(out, TopicResult{Key: t.Key, Topic: t.Name, Partitions: parts, Created: true})
 		return parts
 	}
-	inParts := ensure(topicRef{"ingest.topic", cfg.Ingest.Topic, cfg.Ingest.Brokers, cfg.Ingest.Security}, inputPartitions, nil)
+	inParts := ensure(InputTopic(cfg), inputPartitions, nil)
 	outParts := cfg.Sink.CreatePartitions
 	if outParts == 0 {
 		outParts = max(inParts, inputPartitions)
 	}
-	for _, t := range []topicRef{
-		{sink.KeyTopic, cfg.Sink.Topic, cfg.Sink.Brokers, cfg.Sink.Security},
+	for _, t := range []TopicRef{
+		OutputTopic(cfg),
 		{sink.KeyDeadLetterTopic, cfg.Sink.DeadLetterTopic, cfg.Sink.Brokers, cfg.Sink.Security},
 	} {
 		ensure(t, outParts, nil)
 	}
 	if cfg.Run.ModelTopic != "" {
-		ensure(topicRef{"run.model_topic", cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.Security}, 1,
+		ensure(TopicRef{"run.model_topic", cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.Security}, 1,
 			[]kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}})
 	}
 	return out, errors.Join(errs...)

@@ -385,3 +385,35 @@ func TestProduceRecordReader(t *testing.T) {
 		t.Errorf("csv to json: %q %v", got, err)
 	}
 }
+
+// TestProduceTailSecured: topics create, produce and tail reach a SASL_SSL listener through the
+// config's security sections (pipeline.TopicRef: the pipeline's one way to make a client for a
+// topic), as the pipeline does; a plaintext client there fails the TLS handshake. Skips without
+// the secured listeners of `KAFKA_SECURITY=1 .ci/kafka.sh start`.
+func TestProduceTailSecured(t *testing.T) {
+	bootstrap := os.Getenv("KAFKA_SASL_SSL_BOOTSTRAP")
+	ca, user := os.Getenv("KAFKA_TLS_CA"), os.Getenv("KAFKA_SASL_USERNAME")
+	if bootstrap == "" || ca == "" || user == "" || os.Getenv("KAFKA_SASL_PASSWORD") == "" {
+		t.Skip("no secured broker: KAFKA_SECURITY=1 .ci/kafka.sh start, and export what it prints")
+	}
+	in, out := testsupport.UniqueName("sec-in"), testsupport.UniqueName("sec-out")
+	sec := fmt.Sprintf("  security:\n    tls: {enabled: true, ca_file: %q}\n"+
+		"    sasl: {mechanism: scram-sha-512, username: %q, password: \"${KAFKA_SASL_PASSWORD}\"}\n", ca, user)
+	path := writeFile(t, "pipeline.yaml", fmt.Sprintf("ingest:\n  brokers: [%q]\n  topic: %s\n  features: [temp]\n%s"+
+		"sink:\n  topic: %s\n  dead_letter_topic: %s-dlq\n%shttp:\n  listen: \"\"\n", bootstrap, in, sec, out, out, sec))
+	if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "2"); code != 0 {
+		t.Fatalf("topics create: exit %d: %s", code, errs)
+	}
+	data := writeFile(t, "r.csv", "temp\n1.5\n2.5\n3.5\n")
+	res, errs, code := outlierd(t, "produce", "--config", path, "--input", data, "--json")
+	var po produceOutput
+	if code != 0 || json.Unmarshal([]byte(res), &po) != nil || po.Records != 3 {
+		t.Fatalf("produce: exit %d: %s %s", code, res, errs)
+	}
+	// The output topic is empty: tail must connect (metadata, then a reader per partition) and
+	// stop idle, without an error.
+	if res, errs, code := outlierd(t, "tail", "--config", path, "--from-beginning", "--idle-exit", "1s"); code != 0 || res != "" ||
+		!strings.Contains(errs, "0 printed") {
+		t.Fatalf("tail: exit %d: %q %s", code, res, errs)
+	}
+}

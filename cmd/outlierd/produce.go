@@ -11,12 +11,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outlierd/outlierd/pipeline"
@@ -59,7 +59,7 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	}
 	fileFormat := *format
 	if fileFormat == "" {
-		if fileFormat = formatOf(*input); fileFormat == "" {
+		if fileFormat = string(formatOf(*input)); fileFormat == "" {
 			return usageError{fmt.Errorf("%s: cannot tell the format from the extension; give --format csv|json|logfmt", *input)}
 		}
 	}
@@ -97,20 +97,17 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	// A transport of its own: kafka-go's default one caches metadata, and would not see a
-	// topic created a moment ago.
-	tr := &kafka.Transport{}
-	if in.Security.Enabled() {
-		if tr, err = in.Security.Transport(); err != nil {
-			return err
-		}
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	cl := &kafka.Client{Addr: kafka.TCP(in.Brokers...), Timeout: 10 * time.Second, Transport: tr}
-	if _, err := topicPartitionIDs(ctx, cl, "ingest.topic", in.Topic, in.Brokers); err != nil {
+	topic := pipeline.InputTopic(cfg)
+	if _, err := topic.PartitionIDs(ctx, newLogger(stderr).Level(zerolog.WarnLevel)); err != nil {
 		return err
 	}
+	tr, err := topic.Transport()
+	if err != nil {
+		return err
+	}
+	defer tr.CloseIdleConnections() // after w.Close (deferred below, so run first)
 	w := &kafka.Writer{Addr: kafka.TCP(in.Brokers...), Topic: in.Topic, RequiredAcks: kafka.RequireAll,
 		BatchSize: produceBatch, BatchTimeout: 5 * time.Millisecond, Balancer: &kafka.RoundRobin{}, Transport: tr}
 	if *keyCol != "" {
@@ -119,6 +116,7 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	defer w.Close()
 
 	bar := newCountProgress(stderr, total, "producing to "+in.Topic)
+	defer bar.finish()
 	start := time.Now()
 	sent := 0
 	chunk := produceBatch
@@ -152,22 +150,19 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 		if err != nil {
-			bar.finish()
 			return err
 		}
 		msgs = append(msgs, kafka.Message{Key: key, Value: value})
 		if len(msgs) == chunk {
 			if err := flush(); err != nil {
-				bar.finish()
 				return err
 			}
 		}
 	}
-	err = flush()
-	bar.finish()
-	if err != nil {
+	if err := flush(); err != nil {
 		return err
 	}
+	bar.finish() // before the summary line (a second finish does nothing)
 	elapsed := time.Since(start)
 	out := produceOutput{Input: *input, Format: fileFormat, MessageFormat: string(in.Format), Topic: in.Topic, Records: sent,
 		ElapsedMS: float64(elapsed.Microseconds()) / 1000, RecordsPerS: float64(sent) / max(elapsed.Seconds(), 1e-9)}
@@ -189,19 +184,6 @@ func parseRate(s string) (float64, error) {
 		return 0, fmt.Errorf("%q is not a positive number of records per second (e.g. 500 or 500/s)", s)
 	}
 	return v, nil
-}
-
-// formatOf is a file's format by its extension ("" when the extension does not say).
-func formatOf(path string) string {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".csv":
-		return "csv"
-	case ".json", ".jsonl", ".ndjson":
-		return "json"
-	case ".logfmt", ".log":
-		return "logfmt"
-	}
-	return ""
 }
 
 // countRecords counts the records of the file (its non-empty lines, less a CSV header) for the

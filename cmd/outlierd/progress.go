@@ -9,7 +9,8 @@ import (
 )
 
 // progress shows a long run's state on stderr when it is a terminal, and nothing otherwise
-// (so that logs and pipes stay clean).
+// (so that logs and pipes stay clean): a spinner (newProgress) or a bar over a known count
+// (newCountProgress).
 type progress struct{ bar *progressbar.ProgressBar }
 
 func newProgress(stderr io.Writer, what string) *progress {
@@ -22,6 +23,29 @@ func newProgress(stderr io.Writer, what string) *progress {
 		progressbar.OptionSpinnerType(14),
 		progressbar.OptionClearOnFinish(),
 	)}
+}
+
+// newCountProgress is a bar over total records (produce's).
+func newCountProgress(stderr io.Writer, total int64, what string) *progress {
+	if !isTerminal(stderr) {
+		return &progress{}
+	}
+	return &progress{bar: progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(stderr),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("records"),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)}
+}
+
+// add counts n more records done.
+func (p *progress) add(n int) {
+	if p.bar != nil {
+		_ = p.bar.Add(n)
+	}
 }
 
 // update reports an iteration of SolvingSet and the points still active.
@@ -63,37 +87,6 @@ func (p *progress) spin(what string) (stop func()) {
 }
 
 func (p *progress) finish() {
-	if p.bar != nil {
-		_ = p.bar.Finish()
-	}
-}
-
-// countProgress is a bar over a known count (produce's records), on stderr when it is a
-// terminal.
-type countProgress struct{ bar *progressbar.ProgressBar }
-
-func newCountProgress(stderr io.Writer, total int64, what string) *countProgress {
-	if !isTerminal(stderr) {
-		return &countProgress{}
-	}
-	return &countProgress{bar: progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(stderr),
-		progressbar.OptionSetDescription(what),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("records"),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionClearOnFinish(),
-	)}
-}
-
-func (p *countProgress) add(n int) {
-	if p.bar != nil {
-		_ = p.bar.Add(n)
-	}
-}
-
-func (p *countProgress) finish() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}

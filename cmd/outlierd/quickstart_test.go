@@ -84,29 +84,44 @@ func TestReadmeQuickstartRealBroker(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-c", strings.Join(script, "\n")+"\nwait\n")
 	cmd.Dir = root
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	runLog, _ := os.ReadFile(filepath.Join(dir, "run.log"))
 	if err != nil {
 		t.Fatalf("quickstart: %v\nscript:\n%s\noutput:\n%s\nrun.log:\n%s", err, strings.Join(script, "\n"), out, runLog)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	outliers := regexp.MustCompile(`^` + regexp.QuoteMeta(in) + `/\d+/\d+  key=-  score=[0-9.]+(|Infinity)  \S`)
+	outliers := regexp.MustCompile(`^` + regexp.QuoteMeta(in) + `/\d+/\d+  key=-  score=([0-9.]+|Infinity)  \S`)
 	n := 0
 	for _, l := range lines {
 		if outliers.MatchString(l) {
 			n++
 		}
 	}
-	// Each output tail prints is a flagged record (the pipeline's "flagged" count at its stop;
-	// records grouped into an open alert, detect.alert_cooldown, are flagged but not emitted);
-	// the file has 60 spikes, of which the defaults flag about 20 and the rate budget more.
+	// tail prints each flagged record once: the pipeline's "flagged" (run.log's last line)
+	// counts every record acknowledged with the verdict, so a record scored twice (read again
+	// after a rebalance) counts twice, while its second output, with the same id, is a copy
+	// tail skips and counts. With detect.alert_cooldown 0 (the shipped config) no flagged record
+	// goes unemitted, so printed <= flagged <= printed + copies (a producer retry's copy raises
+	// only the right side). The file has 60 spikes, of which the defaults flagged 9 to 15 in 21
+	// runs (the first model's 5,000 records depend on how the 3 partitions interleave): at
+	// least 5, half the fewest seen, says the pipeline flags (the former 10 failed runs of 9).
 	flagged := -1
 	if m := regexp.MustCompile(`"flagged":(\d+)`).FindSubmatch(runLog); m != nil {
 		flagged, _ = strconv.Atoi(string(m[1]))
 	}
-	if !strings.Contains(string(out), "data/sensors.csv: 6000 records to topic "+in) || n < 10 || n > flagged {
-		t.Errorf("%d outliers printed, %d flagged; output:\n%s\nrun.log:\n%s", n, flagged, out, runLog)
+	printed, copies := -1, -1
+	if m := regexp.MustCompile(`(\d+) printed, (\d+) copies skipped`).FindStringSubmatch(stderr.String()); m != nil {
+		printed, _ = strconv.Atoi(m[1])
+		copies, _ = strconv.Atoi(m[2])
 	}
+	if !strings.Contains(string(out), "data/sensors.csv: 6000 records to topic "+in) || n < 5 || n != printed ||
+		n > flagged || flagged > n+copies {
+		t.Errorf("%d outliers printed (tail: %d, %d copies skipped), %d flagged; output:\n%s\nstderr:\n%s\nrun.log:\n%s",
+			n, printed, copies, flagged, out, stderr.String(), runLog)
+	}
+	t.Logf("%d outliers printed, %d copies skipped, %d flagged", n, copies, flagged)
 	if !strings.Contains(string(runLog), `"message":"model serving"`) || !strings.Contains(string(runLog), `"message":"pipeline stopped"`) {
 		t.Errorf("run.log:\n%s", runLog)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,8 +55,8 @@ type replayInput struct {
 	haveFeatures, config bool // the config names ingest.features; a config was given
 }
 
-// replayFormat is --format, else the file's extension (.csv; .json, .jsonl, .ndjson; .logfmt),
-// else the config's ingest.format when it names the features, else CSV.
+// replayFormat is --format, else the file's extension (formatOf), else the config's
+// ingest.format when it names the features, else CSV.
 func (in *replayInput) replayFormat() (ingest.Format, error) {
 	if in.format != "" {
 		f := ingest.Format(in.format)
@@ -64,18 +65,27 @@ func (in *replayInput) replayFormat() (ingest.Format, error) {
 		}
 		return f, nil
 	}
-	switch strings.ToLower(filepath.Ext(in.path)) {
-	case ".csv":
-		return ingest.FormatCSV, nil
-	case ".json", ".jsonl", ".ndjson":
-		return ingest.FormatJSON, nil
-	case ".logfmt":
-		return ingest.FormatLogfmt, nil
+	if f := formatOf(in.path); f != "" {
+		return f, nil
 	}
 	if in.haveFeatures {
 		return in.ingest.Format, nil
 	}
 	return ingest.FormatCSV, nil
+}
+
+// formatOf is a file's format by its extension, for produce and replay ("" when the extension
+// does not say): .csv; .json, .jsonl, .ndjson; .logfmt, .log.
+func formatOf(path string) ingest.Format {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".csv":
+		return ingest.FormatCSV
+	case ".json", ".jsonl", ".ndjson":
+		return ingest.FormatJSON
+	case ".logfmt", ".log":
+		return ingest.FormatLogfmt
+	}
+	return ""
 }
 
 // readReplayInput reads the file through the pipeline's decoders; notes for the user (columns
@@ -146,7 +156,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 	if in.label != "" && (slices.Contains(ic.Features, in.label) || in.label == ic.KeyField || in.label == ic.EventTimeField) {
 		return nil, usageError{fmt.Errorf("--label-column %q is also a feature, the key or the timestamp", in.label)}
 	}
-	dec, err := ingest.NewDecoder(ic)
+	dec, err := ingest.NewDecoder(withLabel(ic, in.label))
 	if err != nil {
 		return nil, fmt.Errorf("%s: the ingest section does not fit %s: %w", configName(in), in.path, err)
 	}
@@ -161,25 +171,28 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 			}
 		}
 	}
-	var label ingest.Decoder
-	if in.label != "" {
-		lc := ic
-		lc.Features, lc.Uncertainty, lc.KeyField, lc.EventTimeField, lc.Derive = []string{in.label}, nil, "", "", nil
-		if label, err = ingest.NewDecoder(lc); err != nil {
-			return nil, fmt.Errorf("--label-column: %w", err)
-		}
-	}
-
 	t := &replayTable{features: ic.Columns()}
 	t.means = make([][]float32, len(t.features))
 	if ic.Uncertainty != nil {
 		t.sds = make([][]float32, len(t.features))
 	}
-	d, ld := ic.NewDecoded(), &ingest.Decoded{Values: make([]float32, 1)}
+	nf := len(ic.Features)
+	full := ic.NewDecoded()
+	if in.label != "" { // the label is decoded after the features, in the same pass
+		full.Values = make([]float32, nf+1)
+		if full.SD != nil {
+			full.SD = make([]float32, nf+1)
+		}
+	}
 	epoch := time.Unix(0, 0).UTC()
 	row := func(text []byte, at int) error {
-		if err := dec.Decode(text, d); err != nil {
+		if err := dec.Decode(text, full); err != nil {
 			return fmt.Errorf("%s:%d: %w", in.path, at, err)
+		}
+		d := *full // the features alone, for the Deriver and the table
+		d.Values = full.Values[:nf]
+		if d.SD != nil {
+			d.SD = full.SD[:nf]
 		}
 		var key []byte
 		if d.HasKey {
@@ -189,9 +202,9 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		if d.HasEventTime {
 			ts = time.UnixMilli(d.EventTime).UTC()
 		}
-		out := d
+		out := &d
 		if der != nil { // partition 0, offset = the row: file order is the partition's order
-			out = der.Apply(d, 0, int64(len(t.times)), key, ts)
+			out = der.Apply(&d, 0, int64(len(t.times)), key, ts)
 		}
 		for j := range t.features {
 			t.means[j] = append(t.means[j], out.Values[j])
@@ -200,11 +213,8 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 			}
 		}
 		t.keys, t.times = append(t.keys, key), append(t.times, ts)
-		if label != nil {
-			if err := label.Decode(text, ld); err != nil {
-				return fmt.Errorf("%s:%d: label: %w", in.path, at, err)
-			}
-			t.outliers = append(t.outliers, ld.Values[0] != 0)
+		if in.label != "" {
+			t.outliers = append(t.outliers, full.Values[nf] != 0)
 		}
 		return nil
 	}
@@ -229,6 +239,34 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		return nil, fmt.Errorf("%s: no records", in.path)
 	}
 	return t, nil
+}
+
+// withLabel is the decoder's view of ic that reads the label too, after the features, so that a
+// line is parsed once (a second decoder for the label alone parsed every line twice). The
+// label's uncertainty, which nothing reads, comes from the first feature's source (its field,
+// or the default): a field read for two slots is read once, and the label adds no way for a
+// line to fail but its own absence. ingest.fill names features only, so a label without a
+// value stops replay, as it did.
+func withLabel(ic ingest.Config, label string) ingest.Config {
+	if label == "" {
+		return ic
+	}
+	ic.Features = append(slices.Clone(ic.Features), label)
+	if u := ic.Uncertainty; u != nil {
+		uc := *u
+		uc.Fields = maps.Clone(u.Fields)
+		f0 := ic.Features[0]
+		if sd, ok := u.Fields[f0]; ok {
+			uc.Fields[label] = sd
+		} else if u.Suffix != "" {
+			if uc.Fields == nil {
+				uc.Fields = map[string]string{}
+			}
+			uc.Fields[label] = f0 + u.Suffix
+		} // else the first feature's uncertainty is the default: the label's too
+		ic.Uncertainty = &uc
+	}
+	return ic
 }
 
 func configName(in replayInput) string {

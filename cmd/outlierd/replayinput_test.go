@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -41,7 +42,7 @@ func sensorRows(n int, seed uint64) []sensorRow {
 }
 
 // writeSensors writes rows as CSV (with a header), JSON lines or logfmt.
-func writeSensors(t *testing.T, name string, rows []sensorRow) string {
+func writeSensors(t testing.TB, name string, rows []sensorRow) string {
 	t.Helper()
 	var b strings.Builder
 	switch filepath.Ext(name) {
@@ -252,5 +253,77 @@ func TestReplayInputFlags(t *testing.T) {
 	_, errs, code := outlierd(t, "replay", "--device", "cpu", "--window", "1000", "--input", jsonl, "--config", cfg, "--timestamp-column", "epoch_ms")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
+	}
+}
+
+// TestFormatByExtension: produce and replay tell a file's format from its extension the same
+// way (.log is logfmt for both, as produce's help has always said); only where the extension
+// says nothing do they differ (produce asks for --format, replay takes the config's or CSV).
+func TestFormatByExtension(t *testing.T) {
+	for path, want := range map[string]ingest.Format{
+		"a.csv": ingest.FormatCSV, "a.CSV": ingest.FormatCSV, "a.json": ingest.FormatJSON, "a.jsonl": ingest.FormatJSON,
+		"a.ndjson": ingest.FormatJSON, "a.logfmt": ingest.FormatLogfmt, "a.log": ingest.FormatLogfmt, "a.txt": "",
+	} {
+		if got := ingest.Format(formatOf(path)); got != want {
+			t.Errorf("formatOf(%s) = %q, want %q", path, got, want)
+		}
+		in := replayInput{path: path, haveFeatures: true, ingest: ingest.Config{Format: ingest.FormatJSON}}
+		got, err := in.replayFormat()
+		if want == "" {
+			want = ingest.FormatJSON // the config's
+		}
+		if err != nil || got != want {
+			t.Errorf("replay's format of %s = %q (%v), want %q", path, got, err, want)
+		}
+	}
+}
+
+// TestReplayLabelWithFillAndUncertainty: the label is read in the same pass as the features,
+// whatever the ingest section says of missing values and uncertainty: with missing: fill (its
+// fill names features only) and an uncertainty per feature without a default, every row's
+// label is read, and a row without one stops replay naming the field.
+func TestReplayLabelWithFillAndUncertainty(t *testing.T) {
+	rows := sensorRows(200, 3)
+	var b strings.Builder
+	b.WriteString("temp,temp_sd,pressure,pressure_sd,label\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%g,0.5,%g,0.25,%d\n", r.t, r.p, r.label)
+	}
+	path := writeFile(t, "u.csv", b.String())
+	ic := ingest.Default()
+	ic.Format, ic.Features = ingest.FormatCSV, []string{"temp", "pressure"}
+	ic.Uncertainty = &ingest.Uncertainty{Suffix: "_sd"}
+	ic.Missing, ic.Fill = ingest.MissingFill, map[string]float64{"temp": 0, "pressure": 0}
+	var warn strings.Builder
+	tab, err := readReplayInput(replayInput{path: path, label: "label", ingest: ic, haveFeatures: true, config: true}, &warn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab.rows() != len(rows) || len(tab.outliers) != len(rows) || tab.sds == nil || tab.sds[1][0] != 0.25 {
+		t.Fatalf("%d rows, %d labels, sds %v", tab.rows(), len(tab.outliers), tab.sds != nil)
+	}
+	for i, r := range rows {
+		if tab.outliers[i] != (r.label != 0) {
+			t.Fatalf("row %d: label %v, want %d", i, tab.outliers[i], r.label)
+		}
+	}
+	bad := writeFile(t, "v.csv", "temp,temp_sd,pressure,pressure_sd,label\n1,0.5,2,0.25,1\n1,0.5,2,0.25,\n")
+	if _, err := readReplayInput(replayInput{path: bad, label: "label", ingest: ic, haveFeatures: true, config: true}, &warn); err == nil ||
+		!strings.Contains(err.Error(), "v.csv:3") || !strings.Contains(err.Error(), `"label"`) {
+		t.Fatalf("a row without its label: %v", err)
+	}
+}
+
+// BenchmarkReadReplayInput reads a labelled CSV of 20,000 sensor rows (key, time, three
+// features, the label) as replay does; ns/op is per file.
+func BenchmarkReadReplayInput(b *testing.B) {
+	path := writeSensors(b, "s.csv", sensorRows(20000, 1))
+	ic := ingest.Default()
+	ic.Format, ic.Features = ingest.FormatCSV, []string{"temp", "pressure", "humidity"}
+	in := replayInput{path: path, label: "label", key: "id", timeCol: "epoch_ms", ingest: ic, haveFeatures: true, config: true}
+	for b.Loop() {
+		if _, err := readReplayInput(in, io.Discard); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -3,17 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os/signal"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outlierd/outlierd/pipeline"
@@ -31,35 +30,8 @@ type tailOutput struct {
 }
 
 type tailScores struct {
-	Outlier bool      `json:"outlier"`
-	Score   jsonFloat `json:"score"`
-}
-
-// jsonFloat reads a float of the output contract: a JSON number, or for a non-finite value
-// the string "Infinity", "-Infinity" or "NaN".
-type jsonFloat float64
-
-func (f *jsonFloat) UnmarshalJSON(b []byte) error {
-	var s string
-	if json.Unmarshal(b, &s) == nil {
-		switch s {
-		case sink.JSONPosInf:
-			*f = jsonFloat(math.Inf(1))
-		case sink.JSONNegInf:
-			*f = jsonFloat(math.Inf(-1))
-		case sink.JSONNaN:
-			*f = jsonFloat(math.NaN())
-		default:
-			return fmt.Errorf("%q is not a number, %q, %q or %q", s, sink.JSONPosInf, sink.JSONNegInf, sink.JSONNaN)
-		}
-		return nil
-	}
-	var v float64
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*f = jsonFloat(v)
-	return nil
+	Outlier bool           `json:"outlier"`
+	Score   sink.JSONFloat `json:"score"`
 }
 
 // seenIDs remembers the ids printed, the oldest forgotten past its bound (a copy arrives close
@@ -106,7 +78,7 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	msgs, errc, err := readTopic(ctx, cfg, *fromStart)
+	msgs, errc, err := readTopic(ctx, cfg, *fromStart, newLogger(stderr).Level(zerolog.WarnLevel))
 	if err != nil {
 		return err
 	}
@@ -184,22 +156,14 @@ func formatTail(o *tailOutput) string {
 
 // readTopic reads every partition of sink.topic (no consumer group: nothing is committed,
 // nothing left on the broker), from the beginning or the end, into one channel.
-func readTopic(ctx context.Context, cfg pipeline.Config, fromStart bool) (<-chan kafka.Message, <-chan error, error) {
+func readTopic(ctx context.Context, cfg pipeline.Config, fromStart bool, log zerolog.Logger) (<-chan kafka.Message, <-chan error, error) {
 	sc := cfg.Sink
-	// A transport of its own: kafka-go's default one caches metadata across clients.
-	cl := &kafka.Client{Addr: kafka.TCP(sc.Brokers...), Timeout: 10 * time.Second, Transport: &kafka.Transport{}}
-	dialer := kafka.DefaultDialer
-	if sc.Security.Enabled() {
-		tr, err := sc.Security.Transport()
-		if err != nil {
-			return nil, nil, err
-		}
-		cl.Transport = tr
-		if dialer, err = sc.Security.Dialer(); err != nil {
-			return nil, nil, err
-		}
+	topic := pipeline.OutputTopic(cfg)
+	parts, err := topic.PartitionIDs(ctx, log)
+	if err != nil {
+		return nil, nil, err
 	}
-	parts, err := topicPartitionIDs(ctx, cl, "sink.topic", sc.Topic, sc.Brokers)
+	dialer, err := topic.Dialer()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -236,42 +200,4 @@ func readTopic(ctx context.Context, cfg pipeline.Config, fromStart bool) (<-chan
 		}()
 	}
 	return out, errc, nil
-}
-
-// topicWait is how long a topic just created may take to show in the brokers' metadata.
-const topicWait = 5 * time.Second
-
-// topicPartitionIDs returns the partitions of topic (named by key in the config), waiting up to
-// topicWait for one that does not show yet (created a moment ago).
-func topicPartitionIDs(ctx context.Context, cl *kafka.Client, key, topic string, brokers []string) ([]int, error) {
-	deadline := time.Now().Add(topicWait)
-	for {
-		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-		if err != nil {
-			return nil, fmt.Errorf("%s %q on %s: %w", key, topic, strings.Join(brokers, ","), err)
-		}
-		var why error
-		switch {
-		case len(md.Topics) != 1:
-		case md.Topics[0].Error != nil && !errors.Is(md.Topics[0].Error, kafka.UnknownTopicOrPartition) && !errors.Is(md.Topics[0].Error, kafka.LeaderNotAvailable):
-			why = md.Topics[0].Error
-		case md.Topics[0].Error == nil && len(md.Topics[0].Partitions) > 0:
-			var ids []int
-			for _, p := range md.Topics[0].Partitions {
-				ids = append(ids, p.ID)
-			}
-			return ids, nil
-		}
-		if why != nil {
-			return nil, fmt.Errorf("%s %q on %s: %w", key, topic, strings.Join(brokers, ","), why)
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%s %q on %s: it does not exist (outlierd topics create --config FILE creates it)", key, topic, strings.Join(brokers, ","))
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

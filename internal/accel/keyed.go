@@ -11,7 +11,7 @@ import (
 
 // KeyedModel is one key's ranking model in the algorithms' types (detect's Ranker for a key):
 // the tail score's distributions, the window sample R of the k-NN distance score with its k, and
-// R's space (x' = clamp((x - Center) / Unit, +-1e6)).
+// R's space (x' = clamp((x - Center) / Unit, +-gpukern.KeyedLimit)).
 type KeyedModel struct {
 	Tail         *rank.Tail
 	Ref          *solvingset.Model
@@ -173,8 +173,8 @@ func (s *KeyedStore) Score(slots []int32, x [][]float32, tail, dist []float64) e
 		if onGPU && finite {
 			continue // the device's distance is the CPU's
 		}
-		for j := range x { // detect's distanceSpace
-			q[j][0] = float32(max(-1e6, min(1e6, (float64(x[j][i])-m.Center[j])/m.Unit[j])))
+		for j := range x { // detect's distanceSpace, clamped as the kernel clamps
+			q[j][0] = float32(max(-gpukern.KeyedLimit, min(gpukern.KeyedLimit, (float64(x[j][i])-m.Center[j])/m.Unit[j])))
 		}
 		solvingset.KNNWeights(m.Ref.Points, q, m.Ref.K, 1, out)
 		dist[i] = out[0]

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/algo/rank"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
@@ -74,7 +75,7 @@ func space(cols [][]float32, center, unit []float64) [][]float32 {
 	for j, c := range cols {
 		out[j] = make([]float32, len(c))
 		for i, v := range c {
-			out[j][i] = float32(max(-1e6, min(1e6, (float64(v)-center[j])/unit[j])))
+			out[j][i] = float32(max(-gpukern.KeyedLimit, min(gpukern.KeyedLimit, (float64(v)-center[j])/unit[j])))
 		}
 	}
 	return out

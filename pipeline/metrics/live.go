@@ -102,22 +102,11 @@ type liveFeed struct {
 	points ring[livePoint]
 	alerts ring[liveAlert]
 	models ring[liveModel]
-	// explain renders a flagged record's explanation (the sink's, set by the pipeline:
-	// SetExplain); nil shows the score against the threshold.
-	explain func(batch.Score) string
 }
 
 func newLiveFeed() *liveFeed {
 	return &liveFeed{points: newRing[livePoint](livePointCap), alerts: newRing[liveAlert](liveAlertCap),
 		models: newRing[liveModel](liveModelCap)}
-}
-
-// SetExplain sets how the live view explains a flagged record (the pipeline gives the sink's
-// explanation, the one its outputs carry).
-func (m *Metrics) SetExplain(explain func(batch.Score) string) {
-	m.live.mu.Lock()
-	m.live.explain = explain
-	m.live.mu.Unlock()
 }
 
 // OfferBatch hands a batch whose outputs the broker acknowledged to the live view: up to
@@ -206,10 +195,9 @@ func (f *liveFeed) modelChanged(info ModelInfo, at time.Time) {
 
 // liveSnapshot is what a reader copies out of the feed in one go.
 type liveSnapshot struct {
-	points  []livePoint
-	alerts  []liveAlert
-	models  []liveModel
-	explain func(batch.Score) string
+	points []livePoint
+	alerts []liveAlert
+	models []liveModel
 }
 
 // read copies out everything after the given sequences.
@@ -217,5 +205,5 @@ func (f *liveFeed) read(points, alerts, models uint64) liveSnapshot {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return liveSnapshot{points: f.points.since(nil, points), alerts: f.alerts.since(nil, alerts),
-		models: f.models.since(nil, models), explain: f.explain}
+		models: f.models.since(nil, models)}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
+	"github.com/outlierd/outlierd/stages/sink"
 )
 
 var liveFeatures = []string{"temp", "pressure"}
@@ -154,11 +155,11 @@ func readEvents(t *testing.T, resp *http.Response, out chan<- sseEvent) {
 // then the status, then only what is new.
 func TestLiveEvents(t *testing.T) {
 	m := New()
-	m.SetExplain(func(s batch.Score) string { return "because " + s.SubspaceOf })
 	m.SetModel(ModelInfo{Version: 3, BuiltAt: time.Now(), BuildTime: 1500 * time.Millisecond, WindowRecords: 5000, WStar: 7.5})
 	b := liveBatch(t, 0, 32, 5)
 	defer b.Release()
 	b.Scores[5].Score, b.Scores[5].SubspaceOf = math.Inf(1), "far out"
+	explanation := sink.Explain(b.Scores[5])
 	m.OfferBatch(b, 1)
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
@@ -205,8 +206,8 @@ func TestLiveEvents(t *testing.T) {
 	if err := json.Unmarshal([]byte(next("alerts")), &alerts); err != nil || len(alerts) != 1 {
 		t.Fatalf("alerts event %v (%v), want the one flagged record", alerts, err)
 	}
-	if a := alerts[0]; a["id"] != "in/1/5" || a["score"] != "Infinity" || a["explanation"] != "because far out" || a["key"] != "k2" {
-		t.Errorf("alert %v: want id in/1/5, score \"Infinity\", the pipeline's explanation, key k2", a)
+	if a := alerts[0]; a["id"] != "in/1/5" || a["score"] != "Infinity" || a["explanation"] != explanation || a["key"] != "k2" {
+		t.Errorf("alert %v: want id in/1/5, score \"Infinity\", the sink's explanation %q, key k2", a, explanation)
 	}
 	var st map[string]any
 	if err := json.Unmarshal([]byte(next("status")), &st); err != nil || st["model_version"] != 3.0 || st["device"] != "cpu" {
@@ -299,5 +300,23 @@ func BenchmarkOfferBatch(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		m.OfferBatch(bt, len(flagged))
+	}
+}
+
+// TestLiveAlertAsTheSinkWrites: an alert carries the id and the explanation of the record's
+// output, and spells its floats as the output does (encoding/json's shortest form: 1e-7, not
+// strconv's 'g' 1e-07; "Infinity" and "NaN" for the non-finite ones).
+func TestLiveAlertAsTheSinkWrites(t *testing.T) {
+	sc := batch.Score{Scored: true, Outlier: true, Score: 1e-7, Threshold: math.Inf(1), SubspaceOf: "far out"}
+	a := liveAlert{topic: "in", partition: 2, offset: 9, score: sc, features: liveFeatures, values: []float32{0.5, float32(math.NaN())}}
+	data, err := json.Marshal(alertsJSON([]liveAlert{a}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	why, _ := json.Marshal(sink.Explain(sc))
+	for _, want := range []string{`"id":"in/2/9"`, `"score":1e-7`, `"threshold":"Infinity"`, `"values":[0.5,"NaN"]`, `"explanation":` + string(why)} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("alert %s: no %s", data, want)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"embed"
 	"encoding/json"
 	"io/fs"
-	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -12,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/stages/sink"
 )
 
 // The live view: a page at / (web/: HTML, JS and CSS embedded in the binary, nothing loaded from
@@ -66,55 +65,37 @@ func liveHeaders(h http.Handler) http.Handler {
 	})
 }
 
-// jnum is a float64 as JSON: a number when finite, else the string "Infinity", "-Infinity" or
-// "NaN" (as the sink writes them; JavaScript's Number() reads them back).
-type jnum float64
-
-// MarshalJSON implements json.Marshaler.
-func (v jnum) MarshalJSON() ([]byte, error) {
-	f := float64(v)
-	switch {
-	case math.IsNaN(f):
-		return []byte(`"NaN"`), nil
-	case math.IsInf(f, 1):
-		return []byte(`"Infinity"`), nil
-	case math.IsInf(f, -1):
-		return []byte(`"-Infinity"`), nil
-	}
-	return strconv.AppendFloat(nil, f, 'g', -1, 64), nil
-}
-
 // The events' payloads.
 type (
 	livePointJSON struct {
-		T         int64  `json:"t"`
-		Key       string `json:"k"`
-		Score     jnum   `json:"s"`
-		Threshold jnum   `json:"th"`
-		Outlier   bool   `json:"o"`
-		Suppress  bool   `json:"u,omitempty"` // over the threshold, not flagged: the alarm cap
+		T         int64          `json:"t"`
+		Key       string         `json:"k"`
+		Score     sink.JSONFloat `json:"s"`
+		Threshold sink.JSONFloat `json:"th"`
+		Outlier   bool           `json:"o"`
+		Suppress  bool           `json:"u,omitempty"` // over the threshold, not flagged: the alarm cap
 	}
 	liveAlertJSON struct {
-		T           int64    `json:"t"`
-		RecordTime  int64    `json:"record_t,omitempty"`
-		ID          string   `json:"id"`
-		Key         string   `json:"key"`
-		Score       jnum     `json:"score"`
-		Threshold   jnum     `json:"threshold"`
-		Model       uint64   `json:"model"`
-		Explanation string   `json:"explanation"`
-		Features    []string `json:"features"`
-		Values      []jnum   `json:"values"`
+		T           int64            `json:"t"`
+		RecordTime  int64            `json:"record_t,omitempty"`
+		ID          string           `json:"id"`
+		Key         string           `json:"key"`
+		Score       sink.JSONFloat   `json:"score"`
+		Threshold   sink.JSONFloat   `json:"threshold"`
+		Model       uint64           `json:"model"`
+		Explanation string           `json:"explanation"`
+		Features    []string         `json:"features"`
+		Values      []sink.JSONFloat `json:"values"`
 	}
 	liveModelJSON struct {
-		Version       uint64  `json:"version"`
-		Since         int64   `json:"since"`
-		BuiltAt       int64   `json:"built_at"`
-		BuildMillis   float64 `json:"build_ms"`
-		WindowRecords int     `json:"window_records"`
-		MicroClusters int     `json:"micro_clusters"`
-		SolvingSet    int     `json:"solving_set"`
-		WStar         jnum    `json:"w_star"`
+		Version       uint64         `json:"version"`
+		Since         int64          `json:"since"`
+		BuiltAt       int64          `json:"built_at"`
+		BuildMillis   float64        `json:"build_ms"`
+		WindowRecords int            `json:"window_records"`
+		MicroClusters int            `json:"micro_clusters"`
+		SolvingSet    int            `json:"solving_set"`
+		WStar         sink.JSONFloat `json:"w_star"`
 	}
 	liveStatusJSON struct {
 		T              int64            `json:"t"`
@@ -218,7 +199,7 @@ func (m *Metrics) liveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		if n := len(snap.alerts); ok && n > 0 {
 			seenAlerts = snap.alerts[n-1].seq
-			ok = send("alerts", alertsJSON(snap.alerts, snap.explain))
+			ok = send("alerts", alertsJSON(snap.alerts))
 		}
 		if ok && tick%liveStatusEvery == 0 {
 			ok = send("status", m.liveStatus())
@@ -237,26 +218,21 @@ func (m *Metrics) liveEvents(w http.ResponseWriter, r *http.Request) {
 func pointsJSON(ps []livePoint) []livePointJSON {
 	out := make([]livePointJSON, len(ps))
 	for i, p := range ps {
-		out[i] = livePointJSON{T: p.at, Key: p.key, Score: jnum(p.score), Threshold: jnum(p.threshold), Outlier: p.outlier, Suppress: p.suppressed}
+		out[i] = livePointJSON{T: p.at, Key: p.key, Score: sink.JSONFloat(p.score), Threshold: sink.JSONFloat(p.threshold), Outlier: p.outlier, Suppress: p.suppressed}
 	}
 	return out
 }
 
-func alertsJSON(as []liveAlert, explain func(batch.Score) string) []liveAlertJSON {
+// alertsJSON is the alerts event: each flagged record with the id and the explanation its
+// output carries (stages/sink: the same functions).
+func alertsJSON(as []liveAlert) []liveAlertJSON {
 	out := make([]liveAlertJSON, len(as))
 	for i, a := range as {
-		e := liveAlertJSON{T: a.at, RecordTime: a.recordAt,
-			ID:  a.topic + "/" + strconv.Itoa(int(a.partition)) + "/" + strconv.FormatInt(a.offset, 10),
-			Key: a.key, Score: jnum(a.score.Score), Threshold: jnum(a.score.Threshold), Model: a.model,
-			Features: a.features, Values: make([]jnum, len(a.values))}
+		e := liveAlertJSON{T: a.at, RecordTime: a.recordAt, ID: sink.OutputID(a.topic, a.partition, a.offset),
+			Key: a.key, Score: sink.JSONFloat(a.score.Score), Threshold: sink.JSONFloat(a.score.Threshold), Model: a.model,
+			Features: a.features, Values: make([]sink.JSONFloat, len(a.values)), Explanation: sink.Explain(a.score)}
 		for j, v := range a.values {
-			e.Values[j] = jnum(v)
-		}
-		if explain != nil {
-			e.Explanation = explain(a.score)
-		} else {
-			e.Explanation = "score " + strconv.FormatFloat(a.score.Score, 'g', 3, 64) + " > threshold " +
-				strconv.FormatFloat(a.score.Threshold, 'g', 3, 64)
+			e.Values[j] = sink.JSONFloat(v)
 		}
 		out[i] = e
 	}
@@ -268,7 +244,7 @@ func modelsJSON(ms []liveModel) []liveModelJSON {
 	for i, v := range ms {
 		out[i] = liveModelJSON{Version: v.info.Version, Since: v.at, BuiltAt: v.info.BuiltAt.UnixMilli(),
 			BuildMillis: float64(v.info.BuildTime.Microseconds()) / 1e3, WindowRecords: v.info.WindowRecords,
-			MicroClusters: v.info.MicroClusters, SolvingSet: v.info.SolvingSetSize, WStar: jnum(v.info.WStar)}
+			MicroClusters: v.info.MicroClusters, SolvingSet: v.info.SolvingSetSize, WStar: sink.JSONFloat(v.info.WStar)}
 	}
 	return out
 }

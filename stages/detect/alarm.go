@@ -14,55 +14,6 @@ import (
 // the cap is suppressed (explained, not flagged). Significant records are kept out of the
 // next models' reference (outcasts), so a fault does not become normal by repeating.
 
-// recordBits is one bit per record of the window, in step with it: bit i of the record pushed
-// as the stream's n-th is at n mod capacity. The stage marks the records it found significant
-// after scoring them (their batch was pushed before), and a build reads the bits of the
-// records it snapshots, oldest first.
-type recordBits struct {
-	bits   []bool
-	pushed uint64 // records pushed so far
-}
-
-func newRecordBits(capacity int) *recordBits { return &recordBits{bits: make([]bool, capacity)} }
-
-// push adds m records with their bits clear and returns the stream index of the first.
-func (r *recordBits) push(m int) uint64 {
-	first := r.pushed
-	c := uint64(len(r.bits))
-	for i := r.pushed + uint64(max(0, m-len(r.bits))); i < r.pushed+uint64(m); i++ {
-		r.bits[i%c] = false
-	}
-	r.pushed += uint64(m)
-	return first
-}
-
-// set sets the bit of the record pushed as the stream's n-th, if it is still in the window.
-func (r *recordBits) set(n uint64) {
-	if c := uint64(len(r.bits)); n < r.pushed && r.pushed-n <= c {
-		r.bits[n%c] = true
-	}
-}
-
-// newest returns the bits of the newest size records, oldest first (the window's Snapshot order).
-func (r *recordBits) newest(size int) []bool {
-	c := uint64(len(r.bits))
-	size = min(size, len(r.bits), int(r.pushed))
-	out := make([]bool, size)
-	for i := range size {
-		out[i] = r.bits[(r.pushed-uint64(size)+uint64(i))%c]
-	}
-	return out
-}
-
-// resize keeps the newest bits in a ring of the new capacity.
-func (r *recordBits) resize(capacity int) *recordBits {
-	keep := r.newest(capacity)
-	n := newRecordBits(capacity)
-	n.pushed = uint64(len(keep))
-	copy(n.bits, keep)
-	return n
-}
-
 // outcastFloor is the share of the window a build keeps at least: significant records are
 // left out of a build while the others are at least this share of the window; a window where
 // fewer remain (a level shift that has lasted almost a whole window) is built from whole, so

@@ -189,7 +189,8 @@ func (r *Ranker) distanceSpace(cols, dst [][]float32) [][]float32 {
 
 // distanceLimit bounds the distance space's coordinates: float32 squared distances of a
 // few hundred features stay finite, and a record a million units out is already as far as
-// any ranking needs.
+// any ranking needs. The keyed kernel and internal/accel's host fallback clamp by the same
+// bound, gpukern.KeyedLimit (TestDistanceLimitIsTheKernels).
 const distanceLimit = 1e6
 
 // pick returns the rows idx of column-major cols (a copy).

@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
+	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/algo/rank"
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
@@ -230,5 +231,14 @@ func TestReconfigureScoreRebuilds(t *testing.T) {
 	// 30% of 1000 records like the window: binomial sd 14.5, plus the threshold's own error.
 	if flagged < 230 || flagged > 370 || s.Model().Version != 2 {
 		t.Fatalf("alarm rate 0.3 flagged %d of 1000 (model %d)", flagged, s.Model().Version)
+	}
+}
+
+// TestDistanceLimitIsTheKernels: the stage's distance space is clamped as the keyed kernel and
+// the accelerator's host fallback clamp it (gpukern.KeyedLimit), so a key scored on the device,
+// on its CPU twin or by the stage itself gets the same distance.
+func TestDistanceLimitIsTheKernels(t *testing.T) {
+	if distanceLimit != gpukern.KeyedLimit {
+		t.Fatalf("detect's distanceLimit %g, gpukern.KeyedLimit %g", float64(distanceLimit), float64(gpukern.KeyedLimit))
 	}
 }

@@ -37,52 +37,81 @@ func (m *Members) contains(topic string, p int32, off int64) bool {
 	return ok && off >= m.Ranges[i].Lo && off <= m.Ranges[i].Hi
 }
 
-// idRing keeps the identities (partition, offset) of the window's records, in step with the
-// window (the same capacity and order), and the topic they come from.
-type idRing struct {
-	topic string
-	parts []int32
-	offs  []int64
-	next  int
-	size  int
+// windowRing keeps what the stage knows of each record of the window beyond its values, in
+// step with the window (the same capacity and order: the oldest fall out as they do there):
+// its identity (partition, offset), from which a model's Members come, and whether it was found
+// significant (alarm.go: left out of the next builds). One ring for both, pushed and resized
+// together. A record is addressed by its stream index (the records pushed before it), which
+// a resize keeps, so a batch pushed before a resize and scored after it (held for the first
+// model) marks its own records.
+type windowRing struct {
+	topic  string
+	parts  []int32
+	offs   []int64
+	sig    []bool
+	pushed uint64 // records pushed so far; record n is at n mod capacity
+	size   int    // records held: the newest, up to the capacity (fewer after growing)
 }
 
-func newIDRing(capacity int) *idRing {
-	return &idRing{parts: make([]int32, capacity), offs: make([]int64, capacity)}
+func newWindowRing(capacity int) *windowRing {
+	return &windowRing{parts: make([]int32, capacity), offs: make([]int64, capacity), sig: make([]bool, capacity)}
 }
 
-// push appends a batch's identities (the oldest fall out, as in the window).
-func (r *idRing) push(topic string, parts []int32, offs []int64) {
+// held is the number of records in the ring.
+func (r *windowRing) held() int { return r.size }
+
+// push appends a batch's identities, not significant (the oldest fall out, as in the window),
+// and returns the stream index of the batch's first record.
+func (r *windowRing) push(topic string, parts []int32, offs []int64) uint64 {
+	first := r.pushed
+	c := uint64(len(r.parts))
 	r.topic = topic
-	c := len(r.parts)
-	for i := max(0, len(parts)-c); i < len(parts); i++ {
-		r.parts[r.next], r.offs[r.next] = parts[i], offs[i]
-		r.next = (r.next + 1) % c
-		r.size = min(r.size+1, c)
+	for i := max(0, len(parts)-len(r.parts)); i < len(parts); i++ {
+		k := (first + uint64(i)) % c
+		r.parts[k], r.offs[k], r.sig[k] = parts[i], offs[i], false
+	}
+	r.pushed += uint64(len(parts))
+	r.size = min(r.size+len(parts), len(r.parts))
+	return first
+}
+
+// setSignificant marks record n (a stream index), if it is still in the window.
+func (r *windowRing) setSignificant(n uint64) {
+	if n < r.pushed && r.pushed-n <= uint64(r.size) {
+		r.sig[n%uint64(len(r.sig))] = true
 	}
 }
 
-// resize keeps the newest min(size, capacity) identities in a ring of the new capacity.
-func (r *idRing) resize(capacity int) *idRing {
-	n := newIDRing(capacity)
-	n.topic = r.topic
-	c := len(r.parts)
-	keep := min(r.size, capacity)
-	start := (r.next - keep + c) % c
-	for i := range keep {
-		n.parts[i], n.offs[i] = r.parts[(start+i)%c], r.offs[(start+i)%c]
+// significant returns the marks of the newest size records, oldest first (the window's
+// Snapshot order).
+func (r *windowRing) significant(size int) []bool {
+	size = min(size, r.held())
+	c := uint64(len(r.sig))
+	out := make([]bool, size)
+	for i := range size {
+		out[i] = r.sig[(r.pushed-uint64(size)+uint64(i))%c]
 	}
-	n.size, n.next = keep, keep%capacity
+	return out
+}
+
+// resize keeps the newest records (as many as fit) in a ring of the new capacity, under the
+// same stream indices.
+func (r *windowRing) resize(capacity int) *windowRing {
+	n := newWindowRing(capacity)
+	n.topic, n.pushed, n.size = r.topic, r.pushed, min(r.size, capacity)
+	c, nc := uint64(len(r.parts)), uint64(capacity)
+	for i := r.pushed - uint64(n.size); i < r.pushed; i++ {
+		n.parts[i%nc], n.offs[i%nc], n.sig[i%nc] = r.parts[i%c], r.offs[i%c], r.sig[i%c]
+	}
 	return n
 }
 
 // members are the per-partition offset ranges of the identities held.
-func (r *idRing) members() Members {
+func (r *windowRing) members() Members {
 	lo, hi := map[int32]int64{}, map[int32]int64{}
-	c := len(r.parts)
-	start := (r.next - r.size + c) % c
-	for i := range r.size {
-		p, o := r.parts[(start+i)%c], r.offs[(start+i)%c]
+	c := uint64(len(r.parts))
+	for i := r.pushed - uint64(r.held()); i < r.pushed; i++ {
+		p, o := r.parts[i%c], r.offs[i%c]
 		if l, ok := lo[p]; !ok || o < l {
 			lo[p] = o
 		}

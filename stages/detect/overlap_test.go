@@ -106,7 +106,7 @@ func overlapRun(t *testing.T, mem memory.Allocator, cfg Config, d *synth.Data, d
 	if !slices.IsSorted(order) || len(order) != (5000-1500)/250 {
 		t.Fatalf("batches came back at offsets %v, want each of 1500, 1750, .. 4750 once, in order", order)
 	}
-	return got, s.sig.newest(s.win.Len()), lagged
+	return got, s.recs.significant(s.win.Len()), lagged
 }
 
 // sameVerdicts fails unless got has want's scores batch by batch, field for field, and want's

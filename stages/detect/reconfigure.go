@@ -261,8 +261,7 @@ func (s *Stage) resizeWindow(capacity int) error {
 		}
 	}
 	s.win = w
-	s.ids = s.ids.resize(capacity)
-	s.sig = s.sig.resize(capacity)
+	s.recs = s.recs.resize(capacity)
 	s.alarms = newAlarmCap(capacity)
 	return s.resetFollowers() // the counts follow the window's records
 }

@@ -169,8 +169,8 @@ func TestReconfigureRebuilds(t *testing.T) {
 	if r, err = s.Reconfigure(next); err != nil || !r.RebuildStarted {
 		t.Fatalf("window change: %+v %v", r, err)
 	}
-	if s.win.Cap() != 1200 || s.win.Len() != 1200 || s.ids.size != 1200 {
-		t.Errorf("window cap %d len %d, identities %d; want 1200 each", s.win.Cap(), s.win.Len(), s.ids.size)
+	if s.win.Cap() != 1200 || s.win.Len() != 1200 || s.recs.held() != 1200 {
+		t.Errorf("window cap %d len %d, identities %d; want 1200 each", s.win.Cap(), s.win.Len(), s.recs.held())
 	}
 	s.collect(true)
 	if m := s.Model(); m.Version != 4 || m.WindowRecords != 1200 {

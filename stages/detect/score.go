@@ -162,7 +162,7 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 			sc.Suppressed = sig && !sc.Outlier
 		}
 		if sig && pushed && byCap {
-			s.sig.set(first + uint64(i))
+			s.recs.setSignificant(first + uint64(i))
 		}
 	}
 }

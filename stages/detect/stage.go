@@ -22,13 +22,11 @@ type Stage struct {
 	withSD   bool
 	deps     Deps
 
-	// The window and the identities (partition, offset) of its records, in step with it: a
-	// model's Members come from them (members.go).
-	win *microcluster.Window
-	ids *idRing
-	// sig marks the window's records found significant (alarm.go: left out of the next
-	// builds); pending is where each pushed batch not yet scored starts in it.
-	sig     *recordBits
+	// The window, and in step with it its records' identities (a model's Members) and marks
+	// (significant: left out of the next builds, alarm.go); pending is the stream index in recs
+	// of each pushed batch not yet scored.
+	win     *microcluster.Window
+	recs    *windowRing
 	pending map[*batch.Batch]uint64
 	// alarms is flag_by: significance's cap on the share of the last window's records flagged;
 	// groups fold continuing alerts per key (alert_cooldown).
@@ -115,7 +113,7 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 		return nil, err
 	}
 	s := &Stage{cfg: cfg, features: features, withSD: withSD, deps: deps,
-		win: w, ids: newIDRing(cfg.Window), sig: newRecordBits(cfg.Window), pending: map[*batch.Batch]uint64{},
+		win: w, recs: newWindowRing(cfg.Window), pending: map[*batch.Batch]uint64{},
 		alarms: newAlarmCap(cfg.Window), builds: buildState{done: make(chan buildResult, 1), lastBuild: time.Now()}}
 	if cfg.KeyBy == KeyByKey {
 		s.keyed = newKeyedScorer()
@@ -193,8 +191,7 @@ func (s *Stage) pushBatch(b *batch.Batch) error {
 	if err := s.win.Push(means, sds, s.evictedSink()); err != nil {
 		return err
 	}
-	s.ids.push(b.Topic, b.Partitions(), b.Offsets())
-	s.pending[b] = s.sig.push(b.Len())
+	s.pending[b] = s.recs.push(b.Topic, b.Partitions(), b.Offsets())
 	if err := s.follow(means); err != nil {
 		return err
 	}
@@ -229,7 +226,7 @@ func (s *Stage) maybeRebuild() {
 // records found significant (alarm.go: a fault repeated does not become normal).
 func (s *Stage) reference() (cols, sds [][]float32) {
 	cols, sds = s.win.Snapshot()
-	cols, sds, _ = withoutOutcasts(cols, sds, s.sig.newest(s.win.Len()), s.cfg.Window)
+	cols, sds, _ = withoutOutcasts(cols, sds, s.recs.significant(s.win.Len()), s.cfg.Window)
 	return cols, sds
 }
 
@@ -243,7 +240,7 @@ func (s *Stage) startRecalibration() {
 	s.builds.running, s.builds.sinceRank = true, 0
 	next := *s.model
 	next.Version = s.builds.version + 1
-	next.Members = s.ids.members()
+	next.Members = s.recs.members()
 	cfg := s.cfg
 	go func() {
 		start := time.Now()
@@ -356,7 +353,7 @@ func (s *Stage) startBuild() {
 	s.builds.running, s.builds.sinceLast, s.builds.sinceRank, s.builds.lastBuild = true, 0, 0, time.Now()
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.builds.version + 1
-	cfg, features, accel, members := s.cfg, s.features, s.deps.Accelerator, s.ids.members()
+	cfg, features, accel, members := s.cfg, s.features, s.deps.Accelerator, s.recs.members()
 	go func() {
 		m, err := buildOn(accel, cols, sds, features, cfg, version)
 		if m != nil {

@@ -47,8 +47,9 @@ type Deriver struct {
 	withSD  bool
 	loc     *time.Location
 	ops     []deriveOp
-	nDiff   int // diff slots per series
-	ringLen int // float32s of robust_z rings per series
+	wall    bool // some op reads the record's wall-clock time (time_of_day, day_of_week)
+	nDiff   int  // diff slots per series
+	ringLen int  // float32s of robust_z rings per series
 
 	series  map[string]*series
 	lru     series // sentinel of the recency list: lru.next is the most recent
@@ -79,17 +80,16 @@ type series struct {
 	fill, pos  []int32   // per robust_z: values held, next write position
 }
 
-// NewDeriver validates cfg and returns its Deriver; nil (and no error) without ingest.derive.
+// NewDeriver returns the Deriver of cfg; nil (and no error) without ingest.derive. cfg must be
+// valid: NewDecoder validates it, and every caller (the source, replay) makes its decoder first,
+// so it is not validated twice here.
 func NewDeriver(cfg Config) (*Deriver, error) {
 	if cfg.Derive == nil {
 		return nil, nil
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("ingest: invalid config: %w", err)
-	}
 	loc, err := time.LoadLocation(cfg.Derive.Timezone)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("ingest: derive.timezone: %w", err)
 	}
 	cols := cfg.Columns()
 	d := &Deriver{
@@ -97,24 +97,25 @@ func NewDeriver(cfg Config) (*Deriver, error) {
 		series: map[string]*series{}, maxKeys: cfg.Derive.MaxKeys, lastOff: map[int32]int64{},
 	}
 	d.lru.next, d.lru.prev = &d.lru, &d.lru
-	index := func(name string) int {
-		for i, c := range cols {
-			if c == name {
-				return i
-			}
-		}
-		return -1 // Validate made sure it exists
-	}
 	dst := d.nFeat
-	for _, f := range cfg.Derive.Features {
+	for i, f := range cfg.Derive.Features {
 		op := deriveOp{kind: f.Kind, dst: dst, last: f.Last, min: f.MinValues, floor: f.ScaleFloor}
 		switch f.Kind {
-		case DeriveDiff:
-			op.src, op.slot = index(f.Of), d.nDiff
-			d.nDiff++
-		case DeriveRobustZ:
-			op.src, op.slot = index(f.Of), d.ringLen
-			d.ringLen += f.Last
+		case DeriveDiff, DeriveRobustZ:
+			// Validate made sure `of` names an earlier column; an unvalidated config stops here
+			// rather than indexing with -1.
+			if op.src = slices.Index(cols[:dst], f.Of); op.src < 0 {
+				return nil, fmt.Errorf("ingest: derive.features[%d].of: %q is not a feature or an earlier derived feature", i, f.Of)
+			}
+			if f.Kind == DeriveDiff {
+				op.slot = d.nDiff
+				d.nDiff++
+			} else {
+				op.slot = d.ringLen
+				d.ringLen += f.Last
+			}
+		case DeriveTimeOfDay, DeriveDayOfWeek:
+			d.wall = true
 		}
 		d.ops = append(d.ops, op)
 		dst += len(f.Columns())
@@ -158,6 +159,10 @@ func (d *Deriver) Apply(in *Decoded, partition int32, offset int64, key []byte, 
 	}
 	out.Key, out.HasKey, out.EventTime, out.HasEventTime = in.Key, in.HasKey, in.EventTime, in.HasEventTime
 	s := d.seriesOf(partition, key)
+	var wall wallClock
+	if d.wall { // once per record, whichever of time_of_day and day_of_week read it
+		wall = wallClockOf(ts.In(d.loc))
+	}
 	for i := range d.ops {
 		op := &d.ops[i]
 		switch op.kind {
@@ -166,7 +171,7 @@ func (d *Deriver) Apply(in *Decoded, partition int32, offset int64, key []byte, 
 		case DeriveRobustZ:
 			d.robustZ(op, s, i)
 		case DeriveTimeOfDay, DeriveDayOfWeek:
-			d.cyclic(op, ts)
+			d.cyclic(op, wall)
 		}
 	}
 	s.seen = true
@@ -285,15 +290,23 @@ func medianDistance(vals []float32, med float64) float64 {
 	return kth(n/2-1)/2 + kth(n/2)/2
 }
 
-func (d *Deriver) cyclic(op *deriveOp, ts time.Time) {
-	t := ts.In(d.loc)
-	sec := float64(t.Hour()*3600+t.Minute()*60+t.Second()) + float64(t.Nanosecond())/1e9
+// wallClock is a record's time in derive.timezone as the cyclic features read it.
+type wallClock struct {
+	sec float64 // seconds since midnight
+	day int     // day of the week, Monday 0
+}
+
+func wallClockOf(t time.Time) wallClock {
+	return wallClock{sec: float64(t.Hour()*3600+t.Minute()*60+t.Second()) + float64(t.Nanosecond())/1e9,
+		day: (int(t.Weekday()) + 6) % 7}
+}
+
+func (d *Deriver) cyclic(op *deriveOp, w wallClock) {
 	var frac float64
 	if op.kind == DeriveTimeOfDay {
-		frac = sec / 86400
+		frac = w.sec / 86400
 	} else {
-		day := (int(t.Weekday()) + 6) % 7 // Monday 0
-		frac = (float64(day)*86400 + sec) / (7 * 86400)
+		frac = (float64(w.day)*86400 + w.sec) / (7 * 86400)
 	}
 	sin, cos := math.Sincos(2 * math.Pi * frac)
 	d.out.Values[op.dst], d.out.Values[op.dst+1] = float32(sin), float32(cos)

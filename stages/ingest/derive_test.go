@@ -501,3 +501,18 @@ func TestDeriveStateBound(t *testing.T) {
 	}
 	runtime.KeepAlive(d)
 }
+
+// TestNewDeriverTakesAValidatedConfig: NewDeriver does not validate the config again (NewDecoder,
+// made first by every caller, did: a problem elsewhere in the section is not its to report),
+// and a derived feature of an unknown column is an error naming its key, not an index of -1.
+func TestNewDeriverTakesAValidatedConfig(t *testing.T) {
+	c := deriveConfig(t, "derive:\n  features: [{kind: diff, of: temp}]\n")
+	c.Brokers = nil // invalid, but not the Deriver's concern
+	if d, err := NewDeriver(c); err != nil || d == nil {
+		t.Fatalf("NewDeriver of a config with no brokers: %v, %v", d, err)
+	}
+	c.Derive.Features[0].Of = "humidity"
+	if _, err := NewDeriver(c); err == nil || !strings.Contains(err.Error(), `derive.features[0].of: "humidity"`) {
+		t.Fatalf("NewDeriver with an unknown of: %v", err)
+	}
+}

@@ -169,7 +169,7 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 		} else {
 			ts.Append(c.ts.Value(i))
 		}
-		id.Append(outputID(b.Topic, c.partition.Value(i), c.offset.Value(i)))
+		id.Append(OutputID(b.Topic, c.partition.Value(i), c.offset.Value(i)))
 		var s batch.Score
 		if b.Scores != nil {
 			s = b.Scores[i]
@@ -195,7 +195,7 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 			wstar.AppendNull()
 			sub.AppendNull()
 		}
-		expl.Append(explain(s))
+		expl.Append(Explain(s))
 		if h := s.Hypercube; s.Scored && h != nil {
 			hcScore.Append(h.Score)
 			hcNeighbours.Append(h.Neighbours)

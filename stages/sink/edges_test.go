@@ -323,7 +323,7 @@ func TestArrowStableIDs(t *testing.T) {
 				keys[string(m.Key)] = true
 				forEachArrowRow(t, mem, m.Value, func(get func(string) any) {
 					id, _ := get(ColID).(string)
-					want := outputID("sensors", get("_partition").(int32), get("_offset").(int64))
+					want := OutputID("sensors", get("_partition").(int32), get("_offset").(int64))
 					if id != want {
 						t.Errorf("row %s: _id %q", want, id)
 					}

@@ -24,7 +24,7 @@ func TestHypercubeInOutputs(t *testing.T) {
 			t.Errorf("weight %v: scores %s lack the hypercube result", w, got)
 		}
 	}
-	if e := explain(with); !strings.Contains(e, "sparse in the joint space: 1 window records") {
+	if e := Explain(with); !strings.Contains(e, "sparse in the joint space: 1 window records") {
 		t.Errorf("explanation %q does not name the hypercube flag", e)
 	}
 	without := with
@@ -40,12 +40,12 @@ func TestHypercubeInOutputs(t *testing.T) {
 func TestProclusInExplanation(t *testing.T) {
 	low := batch.Score{Scored: true, Outlier: true, DensityOutlier: true, EtaProbability: 0.01,
 		Subspace: []string{"temp", "vibration"}, SubspaceOf: "PROCLUS cluster 3"}
-	if e := explain(low); !strings.Contains(e, "low density in subspace temp+vibration (PROCLUS cluster 3): eta-probability 0.01 < delta") {
+	if e := Explain(low); !strings.Contains(e, "low density in subspace temp+vibration (PROCLUS cluster 3): eta-probability 0.01 < delta") {
 		t.Errorf("explanation %q", e)
 	}
 	off := low
 	off.EtaProbability, off.SubspaceOf = 1, "outside every PROCLUS cluster; nearest: cluster 2"
-	if e := explain(off); !strings.Contains(e, "outside every PROCLUS cluster; nearest: cluster 2 in subspace temp+vibration") || strings.Contains(e, "< delta") {
+	if e := Explain(off); !strings.Contains(e, "outside every PROCLUS cluster; nearest: cluster 2 in subspace temp+vibration") || strings.Contains(e, "< delta") {
 		t.Errorf("explanation %q", e)
 	}
 }

@@ -88,9 +88,42 @@ func jsonFloat(v float64) any {
 	return v
 }
 
-// outputID is the deterministic id of the output of one source message.
-func outputID(topic string, partition int32, offset int64) string {
+// OutputID is the deterministic id of the output of one source message ("id" in the JSON
+// output, the header outlierd-id, the live view's alerts).
+func OutputID(topic string, partition int32, offset int64) string {
 	return topic + "/" + strconv.Itoa(int(partition)) + "/" + strconv.FormatInt(offset, 10)
+}
+
+// JSONFloat is a float of the output contract for encoding/json, written as the sink writes
+// it (a number when finite, else JSONPosInf, JSONNegInf or JSONNaN) and read back from either
+// (the live view writes its floats with it, outlierd tail reads the outputs' with it).
+type JSONFloat float64
+
+// MarshalJSON implements json.Marshaler.
+func (f JSONFloat) MarshalJSON() ([]byte, error) { return appendJSONFloatOrName(nil, float64(f)), nil }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (f *JSONFloat) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		switch s {
+		case JSONPosInf:
+			*f = JSONFloat(math.Inf(1))
+		case JSONNegInf:
+			*f = JSONFloat(math.Inf(-1))
+		case JSONNaN:
+			*f = JSONFloat(math.NaN())
+		default:
+			return fmt.Errorf("%q is not a number, %q, %q or %q", s, JSONPosInf, JSONNegInf, JSONNaN)
+		}
+		return nil
+	}
+	var v float64
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*f = JSONFloat(v)
+	return nil
 }
 
 // encodeJSON returns the JSON output of row i of b.
@@ -113,7 +146,7 @@ func encodeJSONRow(b *batch.Batch, c *columns, i int, omitPayload bool) ([]byte,
 	p := b.Payloads[i]
 	dst := make([]byte, 0, 384+len(b.Topic)+len(p))
 	dst = append(dst, `{"id":`...)
-	dst = appendJSONString(dst, outputID(b.Topic, part, off), false)
+	dst = appendJSONString(dst, OutputID(b.Topic, part, off), false)
 	dst = append(dst, `,"topic":`...)
 	dst = appendJSONString(dst, b.Topic, false)
 	dst = append(dst, `,"partition":`...)
@@ -179,7 +212,7 @@ func encodeJSONRow(b *batch.Batch, c *columns, i int, omitPayload bool) ([]byte,
 		dst = append(dst, "null"...)
 	}
 	dst = append(dst, `,"explanation":`...)
-	dst = appendJSONString(dst, explain(sc), false)
+	dst = appendJSONString(dst, Explain(sc), false)
 	dst = append(dst, `,"subspace":[`...)
 	for j, f := range subspace {
 		if j > 0 {
@@ -314,10 +347,11 @@ func textOrBase64(b []byte) (string, string) {
 	return base64.StdEncoding.EncodeToString(b), "base64"
 }
 
-// explain renders a score as one line. For an outlier it gives the tests that flagged it; for
+// Explain renders a score as one line: the "explanation" of its JSON output (and the line the
+// live view shows for each alert). For an outlier it gives the tests that flagged it; for
 // an inlier the result of each test. A test whose fields are all zero and that did not fire is
 // taken as not run (e.g. the distance detector disabled) and left out.
-func explain(s batch.Score) string {
+func Explain(s batch.Score) string {
 	if !s.Scored {
 		return "not scored: no model yet"
 	}

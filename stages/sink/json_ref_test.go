@@ -108,7 +108,7 @@ func hypercubeJSON(h *batch.HypercubeScore) *jsonHypercube {
 // jsonOutput. It pins encodeJSONRow byte for byte.
 func encodeJSONRowRef(b *batch.Batch, c *columns, i int, omitPayload bool) ([]byte, error) {
 	out := jsonOutput{
-		ID:           outputID(b.Topic, c.partition.Value(i), c.offset.Value(i)),
+		ID:           OutputID(b.Topic, c.partition.Value(i), c.offset.Value(i)),
 		Topic:        b.Topic,
 		Partition:    c.partition.Value(i),
 		Offset:       c.offset.Value(i),
@@ -152,7 +152,7 @@ func encodeJSONRowRef(b *batch.Batch, c *columns, i int, omitPayload bool) ([]by
 			out.Subspace = sc.Subspace
 		}
 	}
-	out.Explanation = explain(sc)
+	out.Explanation = Explain(sc)
 
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

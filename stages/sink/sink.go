@@ -242,7 +242,7 @@ func (s *Sink) jsonRows(b *batch.Batch, c *columns, lo, hi int) ([]kafka.Message
 			dead = append(dead, c.deadLetter(b, i, "sink: "+err.Error()))
 			continue
 		}
-		id := outputID(b.Topic, c.partition.Value(i), c.offset.Value(i))
+		id := OutputID(b.Topic, c.partition.Value(i), c.offset.Value(i))
 		m := kafka.Message{
 			Topic:   s.cfg.Topic,
 			Key:     c.keyAt(i),
@@ -351,7 +351,7 @@ func (s *Sink) deadLetterMessage(d batch.DeadLetter) kafka.Message {
 		Value: d.Value,
 		Headers: []kafka.Header{
 			{Key: HeaderError, Value: []byte(d.Reason)},
-			{Key: HeaderSource, Value: []byte(outputID(d.Topic, int32(d.Partition), d.Offset))},
+			{Key: HeaderSource, Value: []byte(OutputID(d.Topic, int32(d.Partition), d.Offset))},
 			{Key: HeaderTime, Value: []byte(d.Time.UTC().Format(time.RFC3339Nano))},
 		},
 	}

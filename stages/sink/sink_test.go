@@ -131,8 +131,8 @@ func TestExplain(t *testing.T) {
 			"inlier: score 1.2 < threshold 5; kNN weight 1.00 < w* 2.00"},
 	}
 	for _, tc := range tests {
-		if got := explain(tc.s); got != tc.want {
-			t.Errorf("explain(%+v) = %q, want %q", tc.s, got, tc.want)
+		if got := Explain(tc.s); got != tc.want {
+			t.Errorf("Explain(%+v) = %q, want %q", tc.s, got, tc.want)
 		}
 	}
 }
@@ -254,7 +254,7 @@ func TestWriteJSON(t *testing.T) {
 				var wantIDs []string
 				for _, r := range rows {
 					if emit == EmitAll || r.Score.Outlier {
-						wantIDs = append(wantIDs, outputID("sensors", r.Partition, r.Offset))
+						wantIDs = append(wantIDs, OutputID("sensors", r.Partition, r.Offset))
 					}
 				}
 				recs := testsupport.ConsumeExactly(t, br, cfg.Topic, len(wantIDs))
@@ -278,7 +278,7 @@ func TestWriteJSON(t *testing.T) {
 					}
 					// Find the source row and compare key and the whole encoding.
 					for i := 0; i < c.rows; i++ {
-						if outputID("sensors", c.partition.Value(i), c.offset.Value(i)) != id {
+						if OutputID("sensors", c.partition.Value(i), c.offset.Value(i)) != id {
 							continue
 						}
 						if !bytes.Equal(r.Key, c.keyAt(i)) {
@@ -385,7 +385,7 @@ func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []
 		if got := rec.Column(7).(*array.Timestamp).Value(k); got != arrow.Timestamp(r.Time.UnixMilli()) {
 			t.Errorf("row %d timestamp %v", i, got)
 		}
-		if got, want := rec.Column(8).(*array.String).Value(k), outputID("sensors", r.Partition, r.Offset); got != want {
+		if got, want := rec.Column(8).(*array.String).Value(k), OutputID("sensors", r.Partition, r.Offset); got != want {
 			t.Errorf("row %d %s %q, want %q", i, ColID, got, want)
 		}
 		scored := rec.Column(9).(*array.Boolean).Value(k)
@@ -411,7 +411,7 @@ func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []
 				t.Errorf("row %d subspace %v, want %v", i, got, r.Score.Subspace)
 			}
 		}
-		if got := rec.Column(17).(*array.String).Value(k); got != explain(r.Score) {
+		if got := rec.Column(17).(*array.String).Value(k); got != Explain(r.Score) {
 			t.Errorf("row %d explanation %q", i, got)
 		}
 	}
@@ -505,7 +505,7 @@ func TestWriteDeadLetters(t *testing.T) {
 		}
 		recs := testsupport.ConsumeExactly(t, br, cfg.DeadLetterTopic, len(dls))
 		for _, d := range dls {
-			src := outputID(d.Topic, int32(d.Partition), d.Offset)
+			src := OutputID(d.Topic, int32(d.Partition), d.Offset)
 			found := false
 			for _, r := range recs {
 				if h, _ := testsupport.Header(r, HeaderSource); h != src {

@@ -64,7 +64,8 @@ func Prepare(cols [][]float32) (*Data, error) {
 func (dt *Data) Rows() int { return dt.rows }
 
 // RunOnce is one run of PROCLUS from p.Seed (p.Restarts is not used) on eng, an engine over the
-// same columns: the result has Restart 0, Seed p.Seed and RestartCosts its own FullCost.
+// same columns: the result has Restart 0, Seed p.Seed and no RestartCosts (Run, which compares
+// the restarts, fills them).
 func (dt *Data) RunOnce(p Params, eng Engine) (*Result, error) {
 	cols, n := dt.cols, dt.rows
 	p.Restarts = 1
@@ -92,7 +93,7 @@ func (dt *Data) RunOnce(p Params, eng Engine) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.Seed, res.RestartCosts = p.Seed, []float64{res.FullCost}
+	res.Seed = p.Seed
 	return res, nil
 }
 
