@@ -2,6 +2,7 @@ package detect
 
 import (
 	"math"
+	"slices"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
@@ -62,6 +63,13 @@ func (r *recentRing) rank(x float64, m int) float64 {
 	r.next = (r.next + 1) % m
 	r.filled = min(r.filled+1, m)
 	return v
+}
+
+// clone is an independent copy of the ring.
+func (r *recentRing) clone() recentRing {
+	c := *r
+	c.s = slices.Clone(r.s)
+	return c
 }
 
 // resize keeps the newest min(filled, m) scores in a ring of capacity m (order within the ring
