@@ -41,7 +41,12 @@ over the corpus, the sum of the files' scores at it, normalised to 100 * (raw - 
 as their dense rank over the corpus / the number of distinct scores (NAB's sweep depends only
 on that order, ties included); outlierd's verdicts enter as a 0/1 detector of their own ("outlierd flags"). Point-wise
 AP on NAB labels a row 1 inside a NAB window, after the probation (mean over the files with
-a window). See docs/bench/README.md for what chose which parameter.
+a window). outlierd's `recent` column (detect.recent_scores: its combined score ranked among its
+series' last scores) is reported as a detector of its own, "outlierd recent", with the same
+flags. SKAB (--sets skab, --skab or $OUTLIERD_SKAB): its 34 labelled experiments (8 sensors),
+each anomalous span a window for the same driver of NAB's scorer, and SKAB's own outlier
+figures (F1, FAR, MAR) of each detector's flags. See docs/bench/README.md for what chose
+which parameter.
 """
 import argparse
 import warnings
@@ -105,9 +110,10 @@ def ensure_venv(script=__file__):
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help=f"streams {','.join(sorted(QUICK_STREAMS))} and NAB's {QUICK_NAB} only")
-    ap.add_argument("--sets", default="gen,nab", help="gen, nab or both (comma-separated)")
+    ap.add_argument("--sets", default="gen,nab", help="gen, nab, skab (comma-separated; default gen,nab)")
     ap.add_argument("--streams", default="", help="generated streams to run (default: all; see STREAMS)")
     ap.add_argument("--nab", default=os.environ.get("OUTLIERD_NAB", NAB_DEFAULT), help="NAB checkout (default $OUTLIERD_NAB or ~/.cache/outlierd/nab)")
+    ap.add_argument("--skab", default=os.environ.get("OUTLIERD_SKAB", os.path.expanduser("~/.cache/outlierd/skab")), help="SKAB checkout (default $OUTLIERD_SKAB or ~/.cache/outlierd/skab); --sets skab")
     ap.add_argument("--config", default="", help="pipeline config for outlierd replay (default: none, pipeline.Default())")
     ap.add_argument("--replay-args", default="", help="extra arguments for outlierd replay, e.g. \"--window 5000 --refresh-records 2500\"")
     ap.add_argument("--with-ts", action="store_true", help="give outlierd a ts column (epoch ms) too, for a --config whose ingest names it the timestamp (derived time features); the peers never see it")
@@ -122,7 +128,7 @@ def parse_args():
 
 
 def run_outlierd(binary, csv_path, probation, args, key_column=None):
-    """outlierd replay over csv_path; returns (score, flags, json result)."""
+    """outlierd replay over csv_path; returns (score, flags, json result, recent score or None)."""
     import numpy as np
     import pandas as pd
 
@@ -142,14 +148,19 @@ def run_outlierd(binary, csv_path, probation, args, key_column=None):
         v = pd.read_csv(vpath, keep_default_na=False)
         score = pd.to_numeric(v["score"], errors="coerce").to_numpy(dtype=np.float64)
         flags = v["outlier"].astype(str).str.lower().eq("true").to_numpy()
-        return score, flags, res
+        recent = None  # detect.recent_scores (batch.Score.Recent); absent from older binaries, empty when off
+        if "recent" in v.columns:
+            recent = pd.to_numeric(v["recent"], errors="coerce").to_numpy(dtype=np.float64)
+            if np.isnan(recent).all():
+                recent = None
+        return score, flags, res, recent
 
 
 def run_outlierd_rows(binary, df, probation, args, td):
     """run_outlierd on the rows of df (a frame with a label column), written to a file in td."""
     path = os.path.join(td, "rows.csv")
     df.to_csv(path, index=False)
-    score, flags, _ = run_outlierd(binary, path, probation, args)
+    score, flags, _, _ = run_outlierd(binary, path, probation, args)
     return score, flags
 
 
@@ -353,7 +364,7 @@ def run_generated(binary, args, td, raw):
             ours_path = os.path.join(td, f"{name}-nokey.csv")
             df.drop(columns=["key"]).to_csv(ours_path, index=False)
         t1 = time.time()
-        score, flags, res = run_outlierd(binary, ours_path, P_GEN, args, "key" if (keys is not None and keyed) else None)
+        score, flags, res, recent = run_outlierd(binary, ours_path, P_GEN, args, "key" if (keys is not None and keyed) else None)
         ours_s = time.time() - t1
         ev = slice(P_GEN, None)
         yv = y[ev]
@@ -363,6 +374,10 @@ def run_generated(binary, args, td, raw):
         m["seconds"] = ours_s
         row["scores"]["outlierd" + (" global" if keys is not None and not keyed else "")] = m
         n_equal = m["flagged"]
+        if recent is not None:  # the same verdicts; the ranking of the recent score
+            rm = evaluate(recent[ev], flags[ev], yv)
+            rm["seconds"] = ours_s
+            row["scores"]["outlierd recent"] = rm
         if keys is not None and not keyed:
             # Until replay has --key-column: a replay of each key's rows alone (what per-key
             # models would see), P scaled to the key's share of the stream like the peers'.
@@ -472,20 +487,49 @@ def nab_probation(n):
     return int(min(math.floor(0.15 * n), 0.15 * 5000))  # sweeper.py _getProbationaryLength
 
 
-def run_nab(binary, args, td, raw):
+SKAB_HELP = """SKAB not found at {path}: the SKAB part needs the data/ of github.com/waico/SKAB (GPL-3.0,
+kept outside the repository), e.g.
+    git clone --depth 1 https://github.com/waico/SKAB ~/.cache/outlierd/skab
+or point OUTLIERD_SKAB (or --skab) at one. It is scored by NAB's sweeper: it needs NAB too."""
+
+
+def skab_corpus(skab, quick):
+    """SKAB's labelled experiments (data/valve1, valve2, other: 34 files, 8 sensors, one
+    anomalous span or more each), as NAB-style (name, frame, windows): each maximal run of
+    anomaly = 1 rows is a window."""
+    import numpy as np
+    import pandas as pd
+
+    files = []
+    for d in ("valve1", "valve2", "other"):
+        names = sorted((f for f in os.listdir(os.path.join(skab, "data", d)) if f.endswith(".csv")), key=lambda f: int(f.split(".")[0]))
+        for f in names[:2] if quick else names:
+            df = pd.read_csv(os.path.join(skab, "data", d, f), sep=";", parse_dates=["datetime"]).rename(columns={"datetime": "timestamp"})
+            y = df["anomaly"].to_numpy(dtype=int)
+            edges = np.flatnonzero(np.diff(np.concatenate([[0], y, [0]])))  # starts and ends (exclusive) of the runs of 1
+            win = [(df["timestamp"][a], df["timestamp"][b - 1]) for a, b in zip(edges[::2], edges[1::2])]
+            files.append((f"{d}/{f}", df.drop(columns=["anomaly", "changepoint"]), win))
+    return files
+
+
+def run_nab(binary, args, td, raw, corpus="nab"):
     import numpy as np
 
-    if not os.path.isdir(os.path.join(args.nab, "data")):
-        print(NAB_HELP.format(path=args.nab), file=sys.stderr)
-        if "nab" in set(args.sets.split(",")) and args.sets != "gen,nab":
+    home = args.nab if corpus == "nab" else args.skab
+    if not os.path.isdir(os.path.join(home, "data")) or not os.path.isdir(os.path.join(args.nab, "nab")):
+        print(NAB_HELP.format(path=args.nab) if corpus == "nab" or not os.path.isdir(os.path.join(args.nab, "nab"))
+              else SKAB_HELP.format(path=args.skab), file=sys.stderr)
+        if corpus in set(args.sets.split(",")) and args.sets != "gen,nab":
             raise SystemExit(2)
         return None
-    sweeper_mod = load_sweeper(args.nab)
+    sweeper_mod = load_sweeper(args.nab)  # SKAB too is scored by NAB's sweeper
     with open(os.path.join(args.nab, "config", "profiles.json")) as fh:
         profiles = json.load(fh)
-    files = nab_corpus(args.nab, args.quick)
-    if args.nab_self_check:
+    files = nab_corpus(args.nab, args.quick) if corpus == "nab" else skab_corpus(args.skab, args.quick)
+    if args.nab_self_check and corpus == "nab":
         check_numenta(sweeper_mod, profiles, files, args.nab)
+    feats = [c for c in files[0][1].columns if c != "timestamp"]
+    skab_own = {}  # SKAB's outlier-detection metric: detector -> [tp, fp, fn, tn] of its own flags after the probation
     dets = {}  # detector -> list of per-file scores in [0, 1]
     pointwise = {}  # detector -> list of per-file AP
     secs = {}
@@ -498,12 +542,15 @@ def run_nab(binary, args, td, raw):
         for a, b in win:
             y[((df["timestamp"] >= a) & (df["timestamp"] <= b)).to_numpy()] = 1
         path = os.path.join(td, "nab.csv")
-        df[["value"]].assign(label=y).to_csv(path, index=False)
+        df[feats].assign(label=y).to_csv(path, index=False)
         t1 = time.time()
-        score, flags, _ = run_outlierd(binary, path, max(p, 2), args)
+        score, flags, _, recent = run_outlierd(binary, path, max(p, 2), args)
         per = {"outlierd": (score, flags, time.time() - t1)}
+        if recent is not None:
+            per["outlierd recent"] = (recent, flags, 0.0)
         if not args.only_ours:
-            per.update(peers(df[["value"]].to_numpy(dtype=np.float64), max(p, 2)))
+            per.update(peers(df[feats].to_numpy(dtype=np.float64), max(p, 2)))
+        if not args.only_ours and corpus == "nab":
             t1 = time.time()
             wg = windowed_gaussian(df["value"].to_numpy(dtype=np.float64))
             per["NAB windowedGaussian"] = (wg, np.zeros(n, dtype=bool), time.time() - t1)
@@ -514,23 +561,32 @@ def run_nab(binary, args, td, raw):
             if det == "outlierd":
                 dets.setdefault("outlierd flags", []).append(f.astype(np.float64))
             yv = y[p:]
+            if det not in ("outlierd recent", "NAB windowedGaussian"):  # those have no flags of their own
+                fv = np.asarray(f[p:], dtype=bool)
+                c = skab_own.setdefault(det, [0, 0, 0, 0])
+                for k, v in enumerate(((fv & (yv == 1)).sum(), (fv & (yv == 0)).sum(), (~fv & (yv == 1)).sum(), (~fv & (yv == 0)).sum())):
+                    c[k] += int(v)
             if not win:
                 q = quiet.setdefault(det, [0, 0])
                 q[0] += int(np.asarray(f[p:]).sum())
                 q[1] += n - p
             if 0 < yv.sum() < len(yv):
                 pointwise.setdefault(det, []).append(evaluate(s[p:], f[p:], yv)["ap"])
-        print(f"# NAB {rel}: {n} rows, {len(win)} windows, {time.time() - t0:.0f} s so far", file=sys.stderr)
-    results = {"files": len(files), "windows": sum(len(w) for _, _, w in files), "rows": sum(len(df) for _, df, _ in files),
+        print(f"# {corpus} {rel}: {n} rows, {len(win)} windows, {time.time() - t0:.0f} s so far", file=sys.stderr)
+    results = {"corpus": corpus, "files": len(files), "windows": sum(len(w) for _, _, w in files), "rows": sum(len(df) for _, df, _ in files),
                "detectors": {}}
     for det, scores in dets.items():
         r = nab_normalise(sweeper_mod, profiles, files, to_unit(scores))
         r["pointwise_ap"] = float(np.mean(pointwise[det])) if det in pointwise else None
-        r["quiet_share"] = quiet[det][0] / quiet[det][1] if det in quiet and det != "NAB windowedGaussian" else None
+        r["quiet_share"] = quiet[det][0] / quiet[det][1] if det in quiet and det not in ("NAB windowedGaussian", "outlierd recent") else None
         r["seconds"] = secs.get(det)
+        if det in skab_own:  # SKAB's outlier-detection figures of the detector's own flags, pooled over the files
+            tp, fp, fn, tn = skab_own[det]
+            r["own_f1"] = 2 * tp / max(2 * tp + fp + fn, 1)
+            r["own_far"], r["own_mar"] = fp / max(fp + tn, 1), fn / max(fn + tp, 1)
         results["detectors"][det] = r
         if raw:
-            raw.write(json.dumps({"part": "nab", "detector": det, **r}) + "\n")
+            raw.write(json.dumps({"part": corpus, "detector": det, **r}) + "\n")
             raw.flush()
     return results
 
@@ -605,15 +661,23 @@ def report_generated(results, md):
 def report_nab(res, md):
     if not res:
         return
-    print(("#### " if md else "") + f"NAB: {res['files']} files, {res['rows']} rows, {res['windows']} windows; NAB's scorer (normalised, higher is better) and point-wise AP\n")
-    head = ["detector", "standard", "reward low FP", "reward low FN", "rows flagged at NAB's threshold (standard)", "point-wise AP",
-            "own flags on the series without anomaly", "s"]
+    skab = res["corpus"] == "skab"
+    what = "SKAB (each anomaly span a window)" if skab else "NAB"
+    print(("#### " if md else "") + f"{what}: {res['files']} files, {res['rows']} rows, {res['windows']} windows; NAB's scorer (normalised, higher is better) and point-wise AP"
+          + ("; SKAB's own F1, FAR and MAR of each detector's flags" if skab else "") + "\n")
+    head = ["detector", "standard", "reward low FP", "reward low FN", "rows flagged at NAB's threshold (standard)", "point-wise AP"]
+    head += ["own flags F1", "FAR", "MAR"] if skab else ["own flags on the series without anomaly"]
+    head.append("s")
     rows = []
     for det, r in sorted(res["detectors"].items(), key=lambda x: -x[1]["standard"]["score"]):
-        rows.append([det, f"{r['standard']['score']:.1f}", f"{r['reward_low_FP_rate']['score']:.1f}", f"{r['reward_low_FN_rate']['score']:.1f}",
-                     str(r["standard"]["flagged"]), fmt(r["pointwise_ap"]),
-                     "—" if r.get("quiet_share") is None else f"{100 * r['quiet_share']:.2f}%",
-                     "—" if r["seconds"] is None else f"{r['seconds']:.0f}"])
+        row = [det, f"{r['standard']['score']:.1f}", f"{r['reward_low_FP_rate']['score']:.1f}", f"{r['reward_low_FN_rate']['score']:.1f}",
+               str(r["standard"]["flagged"]), fmt(r["pointwise_ap"])]
+        if skab:
+            row += ["—", "—", "—"] if "own_f1" not in r else [f"{r['own_f1']:.2f}", f"{100 * r['own_far']:.1f}%", f"{100 * r['own_mar']:.1f}%"]
+        else:
+            row.append("—" if r.get("quiet_share") is None else f"{100 * r['quiet_share']:.2f}%")
+        row.append("—" if r["seconds"] is None else f"{r['seconds']:.0f}")
+        rows.append(row)
     table(head, rows, md)
 
 
@@ -626,12 +690,14 @@ def main():
     subprocess.check_call(["go", "build", "-o", binary, "./cmd/outlierd"], cwd=ROOT)
     raw = open(args.raw, "w") if args.raw else None
     started = time.time()
-    gen_res, nab_res = [], None
+    gen_res, nab_res, skab_res = [], None, None
     with tempfile.TemporaryDirectory() as td:
         if "gen" in sets:
             gen_res = run_generated(binary, args, td, raw)
         if "nab" in sets:
             nab_res = run_nab(binary, args, td, raw)
+        if "skab" in sets:
+            skab_res = run_nab(binary, args, td, raw, "skab")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     print(f"stream_sbs {' '.join(sys.argv[1:])}: commit {commit}{' (modified)' if dirty else ''}, "
@@ -639,6 +705,7 @@ def main():
           f"{time.time() - started:.0f} s\n")
     report_generated(gen_res, args.markdown)
     report_nab(nab_res, args.markdown)
+    report_nab(skab_res, args.markdown)
     print(f"{time.time() - started:.0f} s in all", file=sys.stderr)
 
 

@@ -35,6 +35,7 @@ import (
 // Score names, as replay's JSON and the benchmark report them.
 const (
 	ScoreCombined       = "combined"        // batch.Score.Score
+	ScoreRecent         = "recent"          // batch.Score.Recent: the combined score among its series' recent ones (recent.go)
 	ScoreDensity        = "density"         // the tail score (batch.Score.DensityScore)
 	ScoreDistance       = "distance"        // w_k(q, R) to the window sample (batch.Score.DistanceScore)
 	ScoreEtaProbability = "eta_probability" // 1 - the paper's lowest eta-probability
@@ -44,7 +45,7 @@ const (
 
 // ScoreNames lists every score a scored record carries.
 func ScoreNames() []string {
-	return []string{ScoreCombined, ScoreDensity, ScoreDistance, ScoreEtaProbability, ScoreSolvingSet, ScoreHypercube}
+	return []string{ScoreCombined, ScoreRecent, ScoreDensity, ScoreDistance, ScoreEtaProbability, ScoreSolvingSet, ScoreHypercube}
 }
 
 // DetectorScore returns score name of s (higher = more outlying); NaN for an unknown name or a
@@ -53,6 +54,8 @@ func DetectorScore(s *batch.Score, name string) float64 {
 	switch name {
 	case ScoreCombined:
 		return s.Score
+	case ScoreRecent:
+		return s.Recent
 	case ScoreDensity:
 		return s.DensityScore
 	case ScoreDistance:

@@ -84,6 +84,13 @@ type Config struct {
 	// emitted under emit: all); the key's next alert says how many were folded. Records without
 	// a key share one group. Default 0: every flagged record is an alert of its own.
 	AlertCooldown time.Duration `yaml:"alert_cooldown"`
+	// RecentScores is how many of a series' last combined scores (its key's under key_by: key,
+	// else the stream's) rank each record's score into batch.Score.Recent (recent.go): its tail
+	// probability among them, rising beyond their largest by the excess; a score to rank or
+	// threshold many series by, since a series the model does not fit falls back to its own
+	// recent past. It does not change the flag. Default 100 (chosen on SKAB, docs/BENCHMARKS.md
+	// §12.10); 0: off (Recent is NaN).
+	RecentScores int `yaml:"recent_scores"`
 	// KeyBy is `none` (default: one model for the whole stream) or `key`: a model per record
 	// key (the Kafka key, or ingest.key_field's value) besides the global one (keyed.go; docs/DESIGN.md,
 	// "Models per key"). Needs flag_by: significance.
@@ -235,7 +242,7 @@ func Default() Config {
 		// of a 2048-record sample: the best mean ROC AUC + AP over eight labelled sets in the
 		// batch case and the best mean stream F1; chosen again by most sets left out
 		// (docs/BENCHMARKS.md §8).
-		FlagBy: FlagBySignificance, MinScore: 5, AlarmRate: 0.02, Score: ScoreConfig{Detectors: DetectorsBoth, Sample: 2048, K: 100, Combine: CombineMean},
+		FlagBy: FlagBySignificance, MinScore: 5, AlarmRate: 0.02, RecentScores: 100, Score: ScoreConfig{Detectors: DetectorsBoth, Sample: 2048, K: 100, Combine: CombineMean},
 		// combine any, eta = delta = 0.2, n = 0.1% of the window: the setting with the best mean
 		// F1 over nine labelled streams and the best worst case relative to each set's own best;
 		// leaving one set out, the others choose it again 8 times of 9 (docs/BENCHMARKS.md §3).
@@ -331,6 +338,9 @@ func (c *Config) Validate() error {
 		if kc.MaxBytes < 0 {
 			add("keys.max_bytes", "must be >= 0 (0: no bound), got %d", kc.MaxBytes)
 		}
+	}
+	if c.RecentScores < 0 || c.RecentScores > 1<<20 {
+		add("recent_scores", "must be in [0, %d] (0: off), got %d", 1<<20, c.RecentScores)
 	}
 	if c.AlertCooldown < 0 {
 		add("alert_cooldown", "must be >= 0 (0: off), got %s", c.AlertCooldown)

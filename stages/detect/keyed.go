@@ -51,6 +51,8 @@ type keyState struct {
 	model *Ranker
 	cap   *alarmCap
 	elem  *list.Element
+	// recent is the key's last combined scores (recent.go), sized at its first record.
+	recent recentRing
 	// With a device (keyed_device.go): slot is the key's model's slot there (-1: none yet); due
 	// says a build was due at the key's last record and waits for the batch's flush; warm says the
 	// key is counted as warm (its first build was due).
@@ -184,6 +186,9 @@ func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, raw []
 	return sig
 }
 
+// recentBytes is a key's ring of m recent scores (float64).
+func recentBytes(m int) int64 { return int64(8 * m) }
+
 // stateOf is state for a key's bytes, without a string made for a key already held.
 func (k *keyedScorer) stateOf(key []byte, cfg *Config, d int) *keyState {
 	if st, ok := k.keys[string(key)]; ok {
@@ -202,12 +207,13 @@ func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 	}
 	w := cfg.Keys.Window
 	st := &keyState{key: key, cols: make([][]float32, d), sig: make([]bool, w), cap: newAlarmCap(w), slot: -1}
+	st.recent.s = make([]float64, cfg.RecentScores)
 	for j := range st.cols {
 		st.cols[j] = make([]float32, w)
 	}
 	st.elem = k.lru.PushFront(st)
 	k.keys[key] = st
-	k.bytes += keyBytes(w, d, false)
+	k.bytes += keyBytes(w, d, false) + recentBytes(cfg.RecentScores)
 	for len(k.keys) > cfg.Keys.MaxKeys || (cfg.Keys.MaxBytes > 0 && k.bytes > cfg.Keys.MaxBytes && len(k.keys) > 1) {
 		k.evict(k.lru.Back().Value.(*keyState), d)
 	}
@@ -217,7 +223,7 @@ func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 func (k *keyedScorer) evict(st *keyState, d int) {
 	k.lru.Remove(st.elem)
 	delete(k.keys, st.key)
-	k.bytes -= keyBytes(len(st.sig), d, st.warm)
+	k.bytes -= keyBytes(len(st.sig), d, st.warm) + recentBytes(len(st.recent.s))
 	if st.warm {
 		k.warm--
 	}

@@ -49,6 +49,7 @@ var changeKinds = map[string]ChangeKind{
 	"density.mode": ChangeLive, "density.eta": ChangeLive, "density.delta": ChangeLive,
 	"density.samples": ChangeLive, "distance.n": ChangeLive,
 	"flag_by": ChangeLive, "alarm_rate": ChangeLive, "min_score": ChangeLive, "alert_cooldown": ChangeLive,
+	"recent_scores":     ChangeLive, // (the rings resize at the next record, keeping the newest)
 	"hypercube.enabled": ChangeLive, "hypercube.bins": ChangeLive, "hypercube.max_neighbours": ChangeLive,
 
 	// PROCLUS's keys apply with the next model, built at the next batch (Reconfigure marks it

@@ -92,7 +92,7 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 	}
 	b.Scores = make([]batch.Score, n)
 	for i := range b.Scores {
-		b.Scores[i] = batch.Score{Scored: true, Score: math.NaN(), Threshold: math.Inf(1), DensityScore: math.NaN(), DistanceScore: math.NaN()}
+		b.Scores[i] = batch.Score{Scored: true, Score: math.NaN(), Recent: math.NaN(), Threshold: math.Inf(1), DensityScore: math.NaN(), DistanceScore: math.NaN()}
 	}
 	for _, d := range dets {
 		if p, ok := d.(prescorer); ok {
@@ -136,6 +136,7 @@ func (s *Stage) finish(sc *scoring) error {
 		s.keyed.score(&s.cfg, s.features, b, sc.raw) // warm keys: their own model decides
 	}
 	s.capAlarms(b, m.Ranker != nil)
+	s.rankRecent(b)
 	s.groups.fold(b, s.cfg.AlertCooldown)
 	explainDeviations(m.Ranker, m.Features, sc.raw, b.Scores, false)
 	b.ModelVersion = m.Version

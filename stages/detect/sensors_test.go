@@ -57,6 +57,13 @@ func sensorStream(n int, seed uint64, spike func(i int, r *rand.Rand) (float32, 
 // batch (replay's order), so the models follow refresh_records exactly.
 func streamScores(t *testing.T, cfg Config, d *synth.Data) (scores []float64, flagged, suppressed []bool, s *Stage) {
 	t.Helper()
+	scores, _, flagged, suppressed, s = streamScoresRecent(t, cfg, d)
+	return scores, flagged, suppressed, s
+}
+
+// streamScoresRecent is streamScores with every record's recent score (batch.Score.Recent).
+func streamScoresRecent(t *testing.T, cfg Config, d *synth.Data) (scores, recent []float64, flagged, suppressed []bool, s *Stage) {
+	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
 	s, err := NewStage(cfg, d.Features, false, Deps{Log: zerolog.Nop()})
@@ -65,7 +72,7 @@ func streamScores(t *testing.T, cfg Config, d *synth.Data) (scores []float64, fl
 	}
 	t.Cleanup(s.Close)
 	n := len(d.Cols[0])
-	scores, flagged, suppressed = make([]float64, n), make([]bool, n), make([]bool, n)
+	scores, recent, flagged, suppressed = make([]float64, n), make([]float64, n), make([]bool, n), make([]bool, n)
 	seen := 0
 	take := func(out []*batch.Batch) {
 		for _, b := range out {
@@ -74,7 +81,7 @@ func streamScores(t *testing.T, cfg Config, d *synth.Data) (scores []float64, fl
 				if !sc.Scored {
 					t.Fatalf("row %d unscored", first+i)
 				}
-				scores[first+i], flagged[first+i], suppressed[first+i] = sc.Score, sc.Outlier, sc.Suppressed
+				scores[first+i], recent[first+i], flagged[first+i], suppressed[first+i] = sc.Score, sc.Recent, sc.Outlier, sc.Suppressed
 				if sc.Outlier && (len(sc.Deviations) == 0 || Reason(&sc) == "") {
 					t.Fatalf("row %d flagged without deviations or a reason: %+v", first+i, sc)
 				}
@@ -99,7 +106,7 @@ func streamScores(t *testing.T, cfg Config, d *synth.Data) (scores []float64, fl
 	if seen != n {
 		t.Fatalf("%d of %d records came out", seen, n)
 	}
-	return scores, flagged, suppressed, s
+	return scores, recent, flagged, suppressed, s
 }
 
 func share(b []bool) float64 {

@@ -32,6 +32,8 @@ type Stage struct {
 	// groups fold continuing alerts per key (alert_cooldown).
 	alarms *alarmCap
 	groups alertGroups
+	// recent is the stream's last combined scores (recent.go; the keys' are in keyed).
+	recent recentRing
 	// keyed holds the models per key (key_by: key; nil otherwise).
 	keyed *keyedScorer
 

@@ -3,6 +3,7 @@ package sink
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -50,6 +51,8 @@ import (
 //	hypercube_outlier   bool     its verdict; null likewise
 //	score               float64  the combined outlier score, higher = more outlying (null when
 //	                             not scored)
+//	recent              float64  the score ranked among its series' recent scores
+//	                             (detect.recent_scores; null when not scored or off)
 //
 // Schema metadata: "outlierd.topic" (source topic) and "outlierd.model_version" (decimal).
 // Payloads are not included: the columns are the decoded record.
@@ -71,6 +74,7 @@ const (
 	ColHypercubeNeighbours = "hypercube_neighbours"
 	ColHypercubeOutlier    = "hypercube_outlier"
 	ColScore               = "score"
+	ColRecent              = "recent" // batch.Score.Recent (null: not scored, or detect.recent_scores 0)
 )
 
 // arrowSchema builds the output schema for batch b (see the table above).
@@ -103,6 +107,7 @@ func arrowSchema(b *batch.Batch, c *columns) *arrow.Schema {
 		arrow.Field{Name: ColHypercubeNeighbours, Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		arrow.Field{Name: ColHypercubeOutlier, Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
 		arrow.Field{Name: ColScore, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		arrow.Field{Name: ColRecent, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	)
 	md := arrow.NewMetadata(
 		[]string{"outlierd.topic", "outlierd.model_version"},
@@ -155,6 +160,7 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 	hcNeighbours := next().(*array.Int64Builder)
 	hcOutlier := next().(*array.BooleanBuilder)
 	score := next().(*array.Float64Builder)
+	recent := next().(*array.Float64Builder)
 
 	for _, i := range rows {
 		part.Append(c.partition.Value(i))
@@ -209,6 +215,11 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 			score.Append(s.Score) // non-finite as IEEE 754, like the other float columns
 		} else {
 			score.AppendNull()
+		}
+		if s.Scored && !math.IsNaN(s.Recent) {
+			recent.Append(s.Recent)
+		} else {
+			recent.AppendNull()
 		}
 	}
 

@@ -44,6 +44,10 @@ import (
 //	    "distance_outlier": kNN weight >= w* (bool)
 //	    "weight":           w_k(q, S) (float, see below)
 //	    "w_star":           w* of the model (float, see below)
+//	    "hypercube":        {score, neighbours, outlier} when the hypercube detector ran
+//	    "score":            the combined outlier score (float, see below)
+//	    "recent":           the score ranked among its series' recent scores
+//	                        (detect.recent_scores; absent when off)
 //	  }
 //	  "explanation":      one human-readable line, e.g. "low density in subspace temp+pressure:
 //	                      eta-probability 0.12 < delta; kNN weight 8.31 >= w* 6.02"
@@ -254,6 +258,10 @@ func appendScoresJSON(dst []byte, sc *batch.Score) ([]byte, error) {
 	}
 	dst = append(dst, `,"score":`...)
 	dst = appendJSONFloatOrName(dst, sc.Score)
+	if !math.IsNaN(sc.Recent) { // absent when detect.recent_scores is 0
+		dst = append(dst, `,"recent":`...)
+		dst = appendJSONFloatOrName(dst, sc.Recent)
+	}
 	return append(dst, '}'), nil
 }
 

@@ -47,6 +47,8 @@ type jsonScores struct {
 	Hypercube *jsonHypercube `json:"hypercube,omitempty"`
 	// Score is the combined outlier score, higher = more outlying (batch.Score.Score).
 	Score float64 `json:"score"`
+	// Recent is batch.Score.Recent: nil (absent) when NaN, a float64, or jsonFloat's string.
+	Recent any `json:"recent,omitempty"`
 }
 
 // jsonHypercube is the hypercube detector's result in "scores" (batch.HypercubeScore): always
@@ -69,6 +71,7 @@ type jsonScoresNonFinite struct {
 	WStar           any            `json:"w_star"`
 	Hypercube       *jsonHypercube `json:"hypercube,omitempty"`
 	Score           any            `json:"score"`
+	Recent          any            `json:"recent,omitempty"`
 }
 
 // scoresJSON returns the "scores" object of a scored record.
@@ -83,6 +86,7 @@ func scoresJSON(sc *batch.Score) any {
 			WStar:           sc.WStar,
 			Hypercube:       hypercubeJSON(sc.Hypercube),
 			Score:           sc.Score,
+			Recent:          recentJSON(sc.Recent),
 		}
 	}
 	return &jsonScoresNonFinite{
@@ -94,7 +98,17 @@ func scoresJSON(sc *batch.Score) any {
 		WStar:           jsonFloat(sc.WStar),
 		Hypercube:       hypercubeJSON(sc.Hypercube),
 		Score:           jsonFloat(sc.Score),
+		Recent:          recentJSON(sc.Recent),
 	}
+}
+
+// recentJSON is the "recent" field: absent when NaN (detect.recent_scores off), else as the
+// other floats.
+func recentJSON(v float64) any {
+	if math.IsNaN(v) {
+		return nil
+	}
+	return jsonFloat(v)
 }
 
 func hypercubeJSON(h *batch.HypercubeScore) *jsonHypercube {

@@ -36,10 +36,10 @@ func sampleRows() []testbatch.Row {
 		{Partition: 0, Offset: 10, Key: []byte("sensor-1"), Time: ts0, Features: []float32{21.5, 1013}, SD: []float32{0.1, 2},
 			Payload: []byte(`{"temp": 21.5, "pressure": 1013, "note": "<ok> & fine"}`),
 			Score: batch.Score{Scored: true, Outlier: true, DensityOutlier: true, EtaProbability: 0.12,
-				Subspace: []string{"temp", "pressure"}, Weight: 3.5, WStar: 6.02}},
+				Subspace: []string{"temp", "pressure"}, Weight: 3.5, WStar: 6.02, Recent: 2.5}},
 		{Partition: 0, Offset: 11, Key: []byte("sensor-2"), Time: ts0.Add(time.Millisecond), Features: []float32{20, 1000}, SD: []float32{0.1, 2},
 			Payload: []byte(`{"temp":20,"pressure":1000}`),
-			Score:   batch.Score{Scored: true, EtaProbability: 0.83, Subspace: []string{"temp"}, Weight: 2.104, WStar: 6.02}},
+			Score:   batch.Score{Scored: true, EtaProbability: 0.83, Subspace: []string{"temp"}, Weight: 2.104, WStar: 6.02, Recent: math.NaN()}},
 		{Partition: 1, Offset: 7, Key: []byte{0xff, 0x00, 0xfe}, Time: ts0.Add(2 * time.Millisecond), Features: []float32{99, 2000}, SD: []float32{0.5, 3},
 			Payload: []byte("temp=99 pressure=2000"),
 			Score: batch.Score{Scored: true, Outlier: true, DistanceOutlier: true, EtaProbability: 0.9,
@@ -349,7 +349,7 @@ func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []
 	defer rd.Release()
 	sch := rd.Schema()
 	wantNames := []string{"temp", "pressure", "temp_sd", "pressure_sd", "_partition", "_offset", "_key", "_timestamp",
-		ColID, ColScored, ColOutlier, ColDensityOutlier, ColEtaProbability, ColDistanceOutlier, ColWeight, ColWStar, ColSubspace, ColExplanation, ColHypercubeScore, ColHypercubeNeighbours, ColHypercubeOutlier, ColScore}
+		ColID, ColScored, ColOutlier, ColDensityOutlier, ColEtaProbability, ColDistanceOutlier, ColWeight, ColWStar, ColSubspace, ColExplanation, ColHypercubeScore, ColHypercubeNeighbours, ColHypercubeOutlier, ColScore, ColRecent}
 	var names []string
 	for _, f := range sch.Fields() {
 		names = append(names, f.Name)
@@ -413,6 +413,11 @@ func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []
 		}
 		if got := rec.Column(17).(*array.String).Value(k); got != Explain(r.Score) {
 			t.Errorf("row %d explanation %q", i, got)
+		}
+		// recent: null when not scored or NaN (detect.recent_scores 0), else the value.
+		recent := rec.Column(22).(*array.Float64)
+		if wantNull := !r.Score.Scored || math.IsNaN(r.Score.Recent); recent.IsNull(k) != wantNull || !wantNull && recent.Value(k) != r.Score.Recent {
+			t.Errorf("row %d recent %v (null %v), want %v", i, recent.Value(k), recent.IsNull(k), r.Score.Recent)
 		}
 	}
 	if rd.Next() {

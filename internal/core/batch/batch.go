@@ -358,6 +358,12 @@ type Score struct {
 	// detectors (detect.score.detectors) of -log10 of the record's tail probability among the
 	// window's own scores (stages/detect/calibrate.go). NaN when the model has no ranking part.
 	Score float64
+	// Recent is Score ranked among the last detect.recent_scores scores of the record's own
+	// series (its key under detect.key_by: key, else the stream): -log10 of its tail
+	// probability there, rising by Score's excess beyond the largest of them. Comparable
+	// across series whether or not the model fits each (stages/detect/recent.go); not the
+	// flag's score. NaN when off or unscored.
+	Recent float64
 	// Threshold is the combined score the model flags above at detect.alarm_rate.
 	Threshold float64
 	// DensityScore is the density detector's raw ranking score: the per-feature tail score

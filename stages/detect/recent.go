@@ -1,0 +1,110 @@
+package detect
+
+import (
+	"math"
+	"slices"
+
+	"github.com/outlierd/outlierd/internal/core/batch"
+)
+
+// The recent score (batch.Score.Recent; detect.recent_scores, docs/DESIGN.md "Flags"): the
+// combined score says how rare a record is under its model, which is only as right as the
+// model; a series the model does not fit (a level it has not learnt, a quantised or spiky
+// signal whose fitted tail is too steep) gets large scores record after record, and a
+// threshold over many series then pages on that series' ordinary records before another
+// series' anomalies. Recent ranks the record's combined score among the last recent_scores
+// combined scores of its own series (its key under key_by: key, else the stream): -log10 of its
+// tail probability there, (1 + #{recent >= s}) / (m + 1) over the m held, the conformal
+// p-value; beyond the largest recent score it keeps rising by the combined score's excess over
+// it (the same decimal log units), so a record far beyond its series' recent past still ranks
+// by how far. For a series the model fits, Recent is about the combined score (both are
+// -log10 of a tail probability); for one it does not, the series' ordinary records fall back
+// to their rank among its own recent records. The flag still follows the combined score
+// (min_score, the cap, the outcasts): Recent is for ranking and thresholding across series,
+// not a verdict, and a fault that repeats becomes ordinary in it while the verdict keeps it
+// significant for a window (issue 20 item 4).
+
+// recentRing is a series' last combined scores, a ring (owned by the stage's goroutine).
+type recentRing struct {
+	s      []float64
+	next   int
+	filled int
+}
+
+// rank returns the recent score of combined score x against the ring, then adds x to it
+// (capacity m: the ring is resized to it, keeping the newest, when detect.recent_scores
+// changed). NaN for a NaN x (not added); x itself while the ring is empty.
+func (r *recentRing) rank(x float64, m int) float64 {
+	if math.IsNaN(x) || m <= 0 {
+		return math.NaN()
+	}
+	if len(r.s) != m {
+		r.resize(m)
+	}
+	var v float64
+	switch n := r.filled; {
+	case n == 0:
+		v = x
+	default:
+		ge, top := 0, math.Inf(-1)
+		for _, y := range r.s[:n] {
+			if y >= x {
+				ge++
+			}
+			top = max(top, y)
+		}
+		if ge == 0 { // beyond the series' recent records: their resolution, then the excess
+			v = math.Log10(float64(n+1)) + (x - top)
+		} else {
+			v = math.Log10(float64(n+1)) - math.Log10(float64(1+ge))
+		}
+	}
+	r.s[r.next] = x
+	r.next = (r.next + 1) % m
+	r.filled = min(r.filled+1, m)
+	return v
+}
+
+// clone is an independent copy of the ring.
+func (r *recentRing) clone() recentRing {
+	c := *r
+	c.s = slices.Clone(r.s)
+	return c
+}
+
+// resize keeps the newest min(filled, m) scores in a ring of capacity m (order within the ring
+// does not matter to rank: only the held scores do).
+func (r *recentRing) resize(m int) {
+	keep := min(r.filled, m)
+	s := make([]float64, m)
+	for i := range keep { // oldest first, so the next write replaces the oldest kept
+		s[keep-1-i] = r.s[(r.next-1-i+2*len(r.s))%len(r.s)]
+	}
+	r.s, r.next, r.filled = s, keep%m, keep
+}
+
+// rankRecent sets every scored record's Recent in stream order: against its key's ring under
+// key_by: key (a key evicted within the batch uses none: NaN), else the stage's.
+func (s *Stage) rankRecent(b *batch.Batch) {
+	m := s.cfg.RecentScores
+	keys := b.Keys()
+	for i := range b.Scores {
+		sc := &b.Scores[i]
+		sc.Recent = math.NaN()
+		if !sc.Scored || m <= 0 {
+			continue
+		}
+		if s.keyed == nil {
+			sc.Recent = s.recent.rank(sc.Score, m)
+			continue
+		}
+		var key []byte
+		if keys != nil && keys.IsValid(i) {
+			key = keys.Value(i)
+		}
+		if st, ok := s.keyed.keys[string(key)]; ok {
+			s.keyed.bytes += recentBytes(m) - recentBytes(len(st.recent.s)) // (recent_scores changed)
+			sc.Recent = st.recent.rank(sc.Score, m)
+		}
+	}
+}

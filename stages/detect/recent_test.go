@@ -1,0 +1,99 @@
+package detect
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestRecentRingRanks: against the held scores, Recent is -log10 of the conformal tail
+// probability (1 + #{held >= x}) / (m + 1); beyond the largest it is log10(m + 1) plus the
+// excess; it never falls as x rises; a NaN is neither ranked nor held; a resize keeps the newest.
+func TestRecentRingRanks(t *testing.T) {
+	var r recentRing
+	if v := r.rank(3, 4); v != 3 {
+		t.Fatalf("empty ring: %v, want the score itself", v)
+	}
+	for _, x := range []float64{1, 2, 0.5} {
+		r.rank(x, 4)
+	}
+	// held: 3, 1, 2, 0.5 (m = 4)
+	probe := func(x float64) float64 {
+		c := r.clone() // probing must not add to r (rank adds x to the ring)
+		return c.rank(x, 4)
+	}
+	for _, tc := range []struct{ x, want float64 }{
+		{2, math.Log10(5) - math.Log10(3)},   // 2 and 3 at or above
+		{0.1, math.Log10(5) - math.Log10(5)}, // all four: 0
+		{4.5, math.Log10(5) + 1.5},           // beyond the largest (3) by 1.5
+	} {
+		if got := probe(tc.x); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("rank(%v) = %v, want %v", tc.x, got, tc.want)
+		}
+	}
+	prev := math.Inf(-1)
+	for x := -1.0; x < 10; x += 0.01 {
+		v := probe(x)
+		if v < prev {
+			t.Fatalf("rank(%v) = %v fell below %v", x, v, prev)
+		}
+		prev = v
+	}
+	if v := r.rank(math.NaN(), 4); !math.IsNaN(v) || r.filled != 4 || r.next != 0 {
+		t.Fatalf("NaN: %v, filled %d next %d", v, r.filled, r.next)
+	}
+	r.rank(7, 4) // replaces the oldest (3): held 7, 1, 2, 0.5
+	r.resize(2)  // keeps the newest two: 0.5 and 7
+	if got := probe(6); r.filled != 2 || math.Abs(got-(math.Log10(3)-math.Log10(2))) > 1e-12 {
+		t.Errorf("after resize: filled %d, rank(6) = %v", r.filled, got)
+	}
+}
+
+// TestRecentRanksAcrossSeries: the case detect.recent_scores is for (NAB's corpus-wide
+// threshold, a fleet paged on one threshold). Series B's level jumps 40 sd and stays there: its
+// records are significant for the window (outcasts: a fault does not become normal by
+// repeating) and their combined scores stay above series A's one spike of 15 sd, so one
+// threshold on the combined score pages on B's continuing fault before A's spike. Recent ranks
+// each record among its own series' last 100 scores: B's continuing records fall below
+// min_score (log10(101) = 2 within their recent range, a little more where one rises beyond
+// it) and A's spike stays far above them. The flags do not change.
+func TestRecentRanksAcrossSeries(t *testing.T) {
+	cfg := Default()
+	cfg.Window, cfg.MinRecords = 5000, 1000
+	cfg.Distance.N = 5
+	const n, at = 8000, 6000
+	a, _ := sensorStream(n, 11, func(i int, _ *rand.Rand) (float32, bool) {
+		if i == at {
+			return 30, true // 15 sd of the temperature's noise
+		}
+		return 0, false
+	}, nil)
+	b, _ := sensorStream(n, 12, nil, func(i int) float32 {
+		if i >= 3000 {
+			return 80 // 40 sd
+		}
+		return 0
+	})
+	scoresA, recentA, flagsA, _, _ := streamScoresRecent(t, cfg, a)
+	scoresB, recentB, flagsB, _, _ := streamScoresRecent(t, cfg, b)
+	topScoreB, topRecentB := math.Inf(-1), math.Inf(-1)
+	for i := 3100; i < n; i++ {
+		topScoreB, topRecentB = max(topScoreB, scoresB[i]), max(topRecentB, recentB[i])
+	}
+	t.Logf("A's spike: score %.2f recent %.2f; B after its first 100 shifted records: top score %.2f, top recent %.2f", scoresA[at], recentA[at], topScoreB, topRecentB)
+	if !(scoresA[at] < topScoreB) {
+		t.Fatalf("the combined score already ranks A's spike (%.2f) above B's fault (%.2f): the case is not made", scoresA[at], topScoreB)
+	}
+	if !(topRecentB < cfg.MinScore) || !(recentA[at] > topRecentB+1) {
+		t.Errorf("recent: A's spike %.2f, B's continuing fault up to %.2f: want the fault below min_score %g and the spike above it by > 1", recentA[at], topRecentB, cfg.MinScore)
+	}
+	off := cfg
+	off.RecentScores = 0
+	_, flagsA0, _, _ := streamScores(t, off, a)
+	_, flagsB0, _, _ := streamScores(t, off, b)
+	for i := range n {
+		if flagsA[i] != flagsA0[i] || flagsB[i] != flagsB0[i] {
+			t.Fatalf("row %d: recent_scores changed a flag", i)
+		}
+	}
+}
