@@ -116,7 +116,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	minRecords := fs.Int("min-records", 0, "detect.min_records (0: the config's, capped at the window)")
 	refresh := fs.Int("refresh-records", 0, "detect.refresh_records (0: the config's)")
 	dev := fs.String("device", "", "auto|cpu|cuda (empty: the config's device)")
-	verdictsOut := fs.String("verdicts-out", "", "write row,score,recent,outlier,reason for every row to this CSV file (recent: detect.recent_scores)")
+	verdictsOut := fs.String("verdicts-out", "", "write row,score,outlier,reason,recent for every row to this CSV file (recent: detect.recent_scores; last, so that readers of the first four columns are unaffected)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -345,7 +345,7 @@ func fmtFigure(v *float64) string {
 	return strconv.FormatFloat(*v, 'f', 3, 64)
 }
 
-// writeVerdicts writes row,score,recent,outlier,reason (RFC 4180 by encoding/csv) for every
+// writeVerdicts writes row,score,outlier,reason,recent (RFC 4180 by encoding/csv) for every
 // row; an unscored row has empty scores and the reason "unscored", recent is empty when off.
 func writeVerdicts(path string, scores []batch.Score) (err error) {
 	f, err := os.Create(path)
@@ -358,7 +358,7 @@ func writeVerdicts(path string, scores []batch.Score) (err error) {
 		}
 	}()
 	w := csv.NewWriter(f)
-	if err := w.Write([]string{"row", "score", "recent", "outlier", "reason"}); err != nil {
+	if err := w.Write([]string{"row", "score", "outlier", "reason", "recent"}); err != nil {
 		return err
 	}
 	for i, s := range scores {
@@ -370,7 +370,7 @@ func writeVerdicts(path string, scores []batch.Score) (err error) {
 			}
 			reason = detect.Reason(&s)
 		}
-		if err := w.Write([]string{strconv.Itoa(i), score, recent, strconv.FormatBool(s.Outlier), reason}); err != nil {
+		if err := w.Write([]string{strconv.Itoa(i), score, strconv.FormatBool(s.Outlier), reason, recent}); err != nil {
 			return err
 		}
 	}

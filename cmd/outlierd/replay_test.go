@@ -36,7 +36,7 @@ func labelledCSV(t *testing.T, rows int) (string, []bool) {
 }
 
 // TestReplayContract checks replay's documented outputs: one verdict line per input row, in
-// order, with the header row,score,recent,outlier,reason; the JSON's fields; and figures that agree
+// order, with the header row,score,outlier,reason,recent; the JSON's fields; and figures that agree
 // with the verdicts file and the labels.
 func TestReplayContract(t *testing.T) {
 	path, labels := labelledCSV(t, 3000)
@@ -59,7 +59,7 @@ func TestReplayContract(t *testing.T) {
 	if err != nil {
 		t.Fatalf("verdicts file is not RFC 4180 CSV: %v", err)
 	}
-	if strings.Join(recs[0], ",") != "row,score,recent,outlier,reason" || len(recs) != 3001 {
+	if strings.Join(recs[0], ",") != "row,score,outlier,reason,recent" || len(recs) != 3001 {
 		t.Fatalf("header %v, %d lines", recs[0], len(recs))
 	}
 	flags := make([]bool, 3000)
@@ -68,23 +68,23 @@ func TestReplayContract(t *testing.T) {
 		if r[0] != strconv.Itoa(i) {
 			t.Fatalf("line %d has row %q", i+1, r[0])
 		}
-		if r[3] != "true" && r[3] != "false" {
-			t.Fatalf("row %d: outlier %q", i, r[3])
+		if r[2] != "true" && r[2] != "false" {
+			t.Fatalf("row %d: outlier %q", i, r[2])
 		}
-		flags[i] = r[3] == "true"
+		flags[i] = r[2] == "true"
 		if scores[i], err = strconv.ParseFloat(r[1], 64); err != nil {
 			t.Fatalf("row %d: score %q: %v", i, r[1], err)
 		}
-		if _, err := strconv.ParseFloat(r[2], 64); err != nil {
-			t.Fatalf("row %d: recent %q: %v", i, r[2], err)
+		if _, err := strconv.ParseFloat(r[4], 64); err != nil {
+			t.Fatalf("row %d: recent %q: %v", i, r[4], err)
 		}
-		if flags[i] && !strings.Contains(r[4], "threshold") {
-			t.Errorf("row %d flagged (default flag_by rate) with reason %q", i, r[4])
+		if flags[i] && !strings.Contains(r[3], "threshold") {
+			t.Errorf("row %d flagged (default flag_by rate) with reason %q", i, r[3])
 		}
 		// A row not flagged never carries an outlier's reason (the density verdict fired on
 		// rows that flag_by: rate did not flag, and the reason read as an outlier's).
-		if !flags[i] && r[4] != "" && !strings.HasPrefix(r[4], "not flagged") {
-			t.Errorf("row %d: outlier false, reason %q", i, r[4])
+		if !flags[i] && r[3] != "" && !strings.HasPrefix(r[3], "not flagged") {
+			t.Errorf("row %d: outlier false, reason %q", i, r[3])
 		}
 	}
 	c := quality.Count(flags, labels)

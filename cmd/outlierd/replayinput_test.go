@@ -78,7 +78,7 @@ func readVerdicts(t *testing.T, path string) ([]string, []bool) {
 	var scores []string
 	var flags []bool
 	for _, r := range recs[1:] {
-		scores, flags = append(scores, r[1]), append(flags, r[3] == "true") // row,score,recent,outlier,reason
+		scores, flags = append(scores, r[1]), append(flags, r[2] == "true") // row,score,outlier,reason,recent
 	}
 	return scores, flags
 }
