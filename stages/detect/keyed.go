@@ -38,6 +38,13 @@ type keyedScorer struct {
 	// dev keeps the warm keys' models on the device (keyed_device.go; nil: the CPU scores).
 	dev   KeyedModels
 	slots slotPool
+
+	// follower: a scorer's keys (run.role scorer), whose models come from the builder through
+	// InstallKeyModels (keyed_topic.go): no windows, no builds. dirty (a builder's, nil
+	// otherwise) are the keys whose model changed or that were evicted warm since the last
+	// TakeKeyModels.
+	follower bool
+	dirty    map[string]struct{}
 }
 
 // keyState is one key's window, bookkeeping and model.
@@ -57,6 +64,9 @@ type keyState struct {
 	slot int32
 	due  bool
 	warm bool
+	// version is the builder's version of the key's model (a scorer's, from the model topic; 0
+	// where the key's model was built here).
+	version uint64
 }
 
 // KeyStats are the keyed models' figures for the metrics.
@@ -69,6 +79,13 @@ type KeyStats struct {
 
 func newKeyedScorer() *keyedScorer {
 	return &keyedScorer{keys: map[string]*keyState{}, lru: list.New()}
+}
+
+// markDirty notes that key's model changed or that the key was evicted warm (a builder's).
+func (k *keyedScorer) markDirty(key string) {
+	if k.dirty != nil {
+		k.dirty[key] = struct{}{}
+	}
 }
 
 // close releases the device's models.
@@ -140,11 +157,13 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 			r.Tail.Score(x, dens)
 			r.distanceSpace(x, space)
 			solvingset.KNNWeights(r.Ref.Points, space, r.Ref.K, 1, dist)
-			sig = decideByKey(cfg, features, st, r, x, b.Scores[i:i+1], dens[0], dist[0])
+			sig = decideByKey(cfg, features, st, r, st.version, x, b.Scores[i:i+1], dens[0], dist[0])
 		} else {
 			sc.Warming = true
 		}
-		k.push(st, x, sig, cfg)
+		if !k.follower {
+			k.push(st, x, sig, cfg)
+		}
 	}
 }
 
@@ -171,14 +190,14 @@ func (k *keyedScorer) warmRows(b *batch.Batch) []bool {
 // decideByKey scores one record (raw: its values, out: its score) by its key's model r from the
 // raw scores, and decides its flag by significance and the key's cap; it returns whether the
 // record was significant.
-func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, raw [][]float32, out []batch.Score, dens, dist float64) bool {
+func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, version uint64, raw [][]float32, out []batch.Score, dens, dist float64) bool {
 	sc := &out[0]
 	sc.DensityScore, sc.DistanceScore = dens, dist
 	sc.Score, sc.Threshold = r.combine(dens, dist), cfg.MinScore
 	sig := sc.Score >= sc.Threshold
 	sc.Outlier = st.cap.admit(sig, capLimit(cfg.AlarmRate, cfg.Keys.Window))
 	sc.Suppressed = sig && !sc.Outlier
-	sc.ByKey, sc.Warming = true, false
+	sc.ByKey, sc.Warming, sc.KeyModelVersion = true, false, version
 	sc.Deviations = nil
 	explainDeviations(r, features, raw, out, true)
 	return sig
@@ -201,9 +220,12 @@ func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 		return st
 	}
 	w := cfg.Keys.Window
-	st := &keyState{key: key, cols: make([][]float32, d), sig: make([]bool, w), cap: newAlarmCap(w), slot: -1}
-	for j := range st.cols {
-		st.cols[j] = make([]float32, w)
+	st := &keyState{key: key, sig: make([]bool, w), cap: newAlarmCap(w), slot: -1}
+	if !k.follower { // (a scorer's key keeps no window)
+		st.cols = make([][]float32, d)
+		for j := range st.cols {
+			st.cols[j] = make([]float32, w)
+		}
 	}
 	st.elem = k.lru.PushFront(st)
 	k.keys[key] = st
@@ -220,6 +242,7 @@ func (k *keyedScorer) evict(st *keyState, d int) {
 	k.bytes -= keyBytes(len(st.sig), d, st.warm)
 	if st.warm {
 		k.warm--
+		k.markDirty(st.key)
 	}
 	if st.slot >= 0 {
 		k.slots.release(st.slot)
@@ -261,6 +284,7 @@ func (k *keyedScorer) build(st *keyState, cfg *Config) {
 	}
 	k.markWarm(st)
 	st.model = r
+	k.markDirty(st.key)
 }
 
 // markWarm counts st as warm (once).

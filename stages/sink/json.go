@@ -44,6 +44,8 @@ import (
 //	    "distance_outlier": kNN weight >= w* (bool)
 //	    "weight":           w_k(q, S) (float, see below)
 //	    "w_star":           w* of the model (float, see below)
+//	    "key_model_version": with detect.key_by on a scorer, the builder's version of the key's
+//	                        model that scored the record (absent otherwise)
 //	  }
 //	  "explanation":      one human-readable line, e.g. "low density in subspace temp+pressure:
 //	                      eta-probability 0.12 < delta; kNN weight 8.31 >= w* 6.02"
@@ -221,6 +223,10 @@ func appendScoresJSON(dst []byte, sc *batch.Score) ([]byte, error) {
 	}
 	dst = append(dst, `,"score":`...)
 	dst = appendJSONFloatOrName(dst, sc.Score)
+	if sc.KeyModelVersion != 0 {
+		dst = append(dst, `,"key_model_version":`...)
+		dst = strconv.AppendUint(dst, sc.KeyModelVersion, 10)
+	}
 	return append(dst, '}'), nil
 }
 

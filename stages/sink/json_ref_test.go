@@ -47,6 +47,9 @@ type jsonScores struct {
 	Hypercube *jsonHypercube `json:"hypercube,omitempty"`
 	// Score is the combined outlier score, higher = more outlying (batch.Score.Score).
 	Score float64 `json:"score"`
+	// KeyModelVersion is the builder's version of the key's model that scored it (scorers
+	// with detect.key_by; absent otherwise).
+	KeyModelVersion uint64 `json:"key_model_version,omitempty"`
 }
 
 // jsonHypercube is the hypercube detector's result in "scores" (batch.HypercubeScore): always
@@ -69,6 +72,7 @@ type jsonScoresNonFinite struct {
 	WStar           any            `json:"w_star"`
 	Hypercube       *jsonHypercube `json:"hypercube,omitempty"`
 	Score           any            `json:"score"`
+	KeyModelVersion uint64         `json:"key_model_version,omitempty"`
 }
 
 // scoresJSON returns the "scores" object of a scored record.
@@ -83,6 +87,7 @@ func scoresJSON(sc *batch.Score) any {
 			WStar:           sc.WStar,
 			Hypercube:       hypercubeJSON(sc.Hypercube),
 			Score:           sc.Score,
+			KeyModelVersion: sc.KeyModelVersion,
 		}
 	}
 	return &jsonScoresNonFinite{
@@ -94,6 +99,7 @@ func scoresJSON(sc *batch.Score) any {
 		WStar:           jsonFloat(sc.WStar),
 		Hypercube:       hypercubeJSON(sc.Hypercube),
 		Score:           jsonFloat(sc.Score),
+		KeyModelVersion: sc.KeyModelVersion,
 	}
 }
 
@@ -199,6 +205,9 @@ func TestEncodeJSONMatchesEncodingJSON(t *testing.T) {
 				"{\"bad\":\"\xff\"}", "plain <text> & more\n", "\x00\x01\xfe", "", `{"a":1}{"b":2}`, "é\u2028"))
 			sc := batch.Score{Scored: true, Outlier: r.IntN(2) == 0, DensityOutlier: r.IntN(2) == 0, DistanceOutlier: r.IntN(2) == 0,
 				EtaProbability: f(), Weight: f(), WStar: f(), Score: f(), Threshold: f()}
+			if r.IntN(3) == 0 { // a scorer's record scored by its key's published model
+				sc.ByKey, sc.KeyModelVersion = true, r.Uint64()
+			}
 			switch r.IntN(3) {
 			case 1:
 				sc.Subspace = []string{}
