@@ -61,6 +61,11 @@ type Pipeline struct {
 	pub    *modelPublisher
 	follow *modelFollower
 	models chan *followed
+	// With detect.key_by (modelkeys.go): a builder's publisher of the keys' models, and the
+	// highest key model version on the topic at its start; a scorer's inbox of them.
+	keyPub     *keyPublisher
+	keyHighest uint64
+	keys       *keyInbox
 	// waitLogged is when noteWaiting last logged, waitLogs how often (detect goroutine only).
 	waitLogged time.Time
 	waitLogs   int
@@ -383,6 +388,10 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 		up, down, fallbacks int64
 	}
 	hold, stopped := p.holdBound(), false
+	var keyReady <-chan struct{}
+	if p.keys != nil {
+		keyReady = p.keys.ready
+	}
 	drainer, overlapped := p.stage.(interface {
 		Drain() ([]*batch.Batch, error)
 	})
@@ -421,6 +430,8 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 				}
 			}
 			p.applyReconf(req)
+		case <-keyReady: // a scorer's keys' models (modelkeys.go)
+			p.det.InstallKeyModels(p.keys.take())
 		case m := <-p.models: // a scorer's newer model (nil channel in the other roles)
 			ready, err := p.installFollowed(m)
 			if err != nil {
@@ -454,6 +465,9 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 			p.metrics.SetWindow(p.stage.Window().Len(), p.stage.Window().Cap())
 			if ks := p.stage.KeyStats(); ks != (detect.KeyStats{}) {
 				p.metrics.SetKeys(ks.Live, ks.Warming, ks.Bytes, ks.Evictions)
+			}
+			if p.keyPub != nil { // a builder's keys whose model changed: to the model topic
+				p.keyPub.add(p.det.TakeKeyModels())
 			}
 			if p.stage.Model() == nil {
 				p.noteWaiting(false)

@@ -104,7 +104,8 @@ func checkKeyHeader(d *sealed.Decoder, features []string, cfg *Config) error {
 
 // checkKeyRanker refuses a key's model that its settings cannot have built.
 func checkKeyRanker(r *Ranker, cfg *Config) error {
-	if r.Params.Detectors != cfg.Score.Detectors || r.Params.Combine != cfg.Score.Combine || r.Params.K != cfg.Keys.K || r.Ref.K != cfg.Keys.K {
+	// (A key's sample R of m records has k = min(keys.k, m-1) neighbours.)
+	if r.Params.Detectors != cfg.Score.Detectors || r.Params.Combine != cfg.Score.Combine || r.Params.K != cfg.Keys.K || r.Ref.K > cfg.Keys.K {
 		return snapErr("a key's model of score %+v (k %d) under keys.k %d", r.Params, r.Ref.K, cfg.Keys.K)
 	}
 	return nil
@@ -365,3 +366,16 @@ func readKeysFile(path string, decode func([]byte) error) error {
 
 // SkippedKeys are the keys' state files NewStage passed over, with the reasons (newest first).
 func (s *Stage) SkippedKeys() []SkippedSnapshot { return s.ext.keysSkipped }
+
+// KeyModelBound is the most bytes EncodeKeyModel takes for a key of keyLen bytes under cfg: a
+// key's model holds at most keys.window records in its tails, its sample and its calibrations.
+func KeyModelBound(features []string, cfg *Config, keyLen int) int {
+	d, w := len(features), cfg.Keys.Window
+	names := 0
+	for _, f := range features {
+		names += 4 + len(f)
+	}
+	score := 2*(4+len(cfg.Score.Detectors)) + 2*(4+len(cfg.Score.Combine))
+	head := sealed.HeaderSize + sealed.SumSize + 4 + names + 12 + score + 4 + keyLen + 8
+	return head + 8 + d*(8+4*w) + 3*8*d + 12 + 4*d*w + 3*(16+8*w)
+}

@@ -1,0 +1,298 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/stages/detect"
+)
+
+// The keys' models on the model topic (detect.key_by: key with run.role builder/scorer; issue 21
+// item 3; docs/DESIGN.md "Models per key").
+//
+// Each key's model is one message, keyed "outlierd-key/<key>", its value the key's model sealed
+// (detect.EncodeKeyModel: format version, features and keys' settings, key, version, the model;
+// SHA-256), header outlierd-key-model-version. This is the changelog of Kafka Streams: the topic
+// is compacted, so Kafka keeps the newest message of each key, and a key's model is complete in
+// its one message: a publication cut short (a builder killed) has written some keys' new
+// models and not the others', and every key still has its last complete model on the topic.
+// An evicted key (least recently seen at the builder) gets a tombstone: scorers drop its model
+// and compaction removes it, so the topic holds only the builder's live keys. Scorers read the
+// whole topic at start (installing every key's newest model before they score) and follow it.
+//
+// Granularity: a builder rebuilds a warm key every keys.window/4 of its records, so a key
+// rebuilt many times between two publications is published once, with its newest model: the
+// detect goroutine hands the keys whose model changed to the publisher after each batch
+// (detect.Stage.TakeKeyModels, newest per key), and the publisher writes what is pending at most
+// once per keyPublishEvery, all of it in one WriteMessages (kafka-go batches them into produce
+// requests of up to max_message_bytes). So the topic's write rate is bounded by the keys
+// rebuilt per keyPublishEvery, not by the builds; a message per key (not per batch of keys) is
+// what lets compaction keep each key's newest model alone, whatever happened to the others.
+//
+// Versions: a publication's version is above the previous one's, above every key model's
+// version on the topic at the builder's start, and at least the clock in ms (as the global
+// models', modelVersionFloor), so a restarted builder's models are newer. A scorer installs the
+// messages in topic order (one partition, one builder: the last message of a key is its newest
+// model) and names the version of the key's model that scored each record in its output.
+const (
+	keyModelPrefix        = "outlierd-key/"
+	headerKeyModelVersion = "outlierd-key-model-version"
+	// keyPublishEvery is the shortest time between two publications of keys' models.
+	keyPublishEvery = time.Second
+	// assumedKeyBytes is the key length the start-up check allows for (a longer key's model that
+	// then does not fit sink.max_message_bytes is logged and not published).
+	assumedKeyBytes = 256
+)
+
+// keyPublisher is a builder's writer of the keys' models. add never blocks the detect goroutine.
+type keyPublisher struct {
+	cfg      modelTopicConfig
+	w        *kafka.Writer
+	log      zerolog.Logger
+	features []string
+	detect   detect.Config
+
+	mu      sync.Mutex
+	pending map[string]*detect.Ranker // the newest model of each key not yet written (nil: evicted)
+	wake    chan struct{}
+
+	// version is the last publication's (floor: set before run starts, from the topic).
+	version uint64
+	// cut, in tests, cuts a publication short: it returns the messages to write and whether
+	// the publisher then dies (writes nothing more), as a builder killed mid-publication.
+	cut func([]kafka.Message) ([]kafka.Message, bool)
+	// onDone, if set, is told after each publication (tests).
+	onDone func(version uint64, keys int, err error)
+}
+
+func newKeyPublisher(cfg modelTopicConfig, features []string, det detect.Config, log zerolog.Logger) (*keyPublisher, error) {
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(cfg.brokers...),
+		Topic:        cfg.topic,
+		Balancer:     &kafka.LeastBytes{}, // one partition
+		BatchSize:    10_000,
+		BatchBytes:   int64(cfg.maxMessageBytes),
+		BatchTimeout: 10 * time.Millisecond,
+		RequiredAcks: kafka.RequireAll,
+		MaxAttempts:  1, // retried by run, with backoff
+		WriteTimeout: 30 * time.Second,
+	}
+	if cfg.security.Enabled() {
+		tr, err := cfg.security.Transport()
+		if err != nil {
+			return nil, fmt.Errorf("model topic: %w", err)
+		}
+		w.Transport = tr
+	}
+	return &keyPublisher{cfg: cfg, w: w, log: log.With().Str("model_topic", cfg.topic).Logger(), features: features,
+		detect: det, pending: map[string]*detect.Ranker{}, wake: make(chan struct{}, 1)}, nil
+}
+
+// add queues the keys' models (a key's newer model replaces one not yet written).
+func (p *keyPublisher) add(ms []detect.KeyModel) {
+	if len(ms) == 0 {
+		return
+	}
+	p.mu.Lock()
+	for _, m := range ms {
+		p.pending[m.Key] = m.Model
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+func (p *keyPublisher) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run publishes what is pending, at most once per keyPublishEvery, until ctx ends.
+func (p *keyPublisher) run(ctx context.Context) {
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		}
+		if wait := keyPublishEvery - time.Since(last); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		last = time.Now()
+		p.mu.Lock()
+		todo := p.pending
+		p.pending = map[string]*detect.Ranker{}
+		p.mu.Unlock()
+		if len(todo) == 0 {
+			continue
+		}
+		p.version = max(p.version+1, uint64(max(time.Now().UnixMilli(), 0)))
+		died, err := p.publish(ctx, todo)
+		if p.onDone != nil {
+			p.onDone(p.version, len(todo), err)
+		}
+		if died {
+			return
+		}
+		if err != nil { // written again with the next publication, unless a newer model came
+			p.mu.Lock()
+			for k, r := range todo {
+				if _, newer := p.pending[k]; !newer {
+					p.pending[k] = r
+				}
+			}
+			p.mu.Unlock()
+			if !backoff(ctx, 1) {
+				return
+			}
+			p.signal()
+		}
+	}
+}
+
+// publish writes one publication: a message per key (a tombstone for an evicted key), in key
+// order, retrying transient failures; a model too large for sink.max_message_bytes is logged and
+// left out.
+func (p *keyPublisher) publish(ctx context.Context, todo map[string]*detect.Ranker) (died bool, err error) {
+	keys := make([]string, 0, len(todo))
+	for k := range todo {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	v := []byte(strconv.FormatUint(p.version, 10))
+	msgs := make([]kafka.Message, 0, len(keys))
+	size, tombstones, tooLarge := 0, 0, 0
+	for _, k := range keys {
+		m := kafka.Message{Key: []byte(keyModelPrefix + k), Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: v}}}
+		if r := todo[k]; r != nil {
+			if m.Value, err = detect.EncodeKeyModel(p.features, &p.detect, k, p.version, r); err != nil {
+				return false, err
+			}
+			if len(m.Value)+len(m.Key)+modelChunkOverhead > p.cfg.maxMessageBytes {
+				tooLarge++
+				continue
+			}
+		} else {
+			tombstones++
+		}
+		size += len(m.Value)
+		msgs = append(msgs, m)
+	}
+	if tooLarge > 0 {
+		p.log.Error().Int("keys", tooLarge).Int("max_message_bytes", p.cfg.maxMessageBytes).
+			Msg("keys' models larger than sink.max_message_bytes (their keys too long?) not published: their records are scored by the global model on the scorers")
+	}
+	if p.cut != nil {
+		msgs, died = p.cut(msgs)
+	}
+	for attempt := 1; ; attempt++ {
+		if err = p.w.WriteMessages(ctx, msgs...); err == nil {
+			break
+		}
+		if ctx.Err() != nil || !transient(err) {
+			p.log.Error().Err(err).Uint64("key_model_version", p.version).Int("keys", len(msgs)).Msg("keys' models not published; retried with the next publication")
+			return died, err
+		}
+		p.log.Warn().Err(err).Int("attempt", attempt).Msg("keys' models publication failed; retrying")
+		if !backoff(ctx, attempt) {
+			return died, ctx.Err()
+		}
+	}
+	p.log.Info().Uint64("key_model_version", p.version).Int("keys", len(msgs)-tombstones).Int("evicted", tombstones).
+		Int("bytes", size).Msg("keys' models published")
+	return died, nil
+}
+
+func (p *keyPublisher) Close() error { return p.w.Close() }
+
+// isKeyModel says whether a model topic message is a key's model (or its tombstone).
+func isKeyModel(m kafka.Message) bool { return bytes.HasPrefix(m.Key, []byte(keyModelPrefix)) }
+
+// keyModelVersion is a key model message's version header (0 when absent or not a number).
+func keyModelVersion(m kafka.Message) uint64 {
+	for _, h := range m.Headers {
+		if h.Key == headerKeyModelVersion {
+			v, _ := strconv.ParseUint(string(h.Value), 10, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// keyInbox carries the keys' models a scorer's follower read to the detect goroutine: the newest
+// of each key (the topic's order), taken whenever ready signals.
+type keyInbox struct {
+	mu      sync.Mutex
+	pending map[string]detect.KeyModel
+	ready   chan struct{}
+}
+
+func newKeyInbox() *keyInbox {
+	return &keyInbox{pending: map[string]detect.KeyModel{}, ready: make(chan struct{}, 1)}
+}
+
+func (b *keyInbox) put(m detect.KeyModel) {
+	b.mu.Lock()
+	b.pending[m.Key] = m
+	b.mu.Unlock()
+	select {
+	case b.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (b *keyInbox) take() []detect.KeyModel {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.pending) == 0 {
+		return nil
+	}
+	out := make([]detect.KeyModel, 0, len(b.pending))
+	for _, m := range b.pending {
+		out = append(out, m)
+	}
+	clear(b.pending)
+	return out
+}
+
+// keyReader is the follower's handler of key model messages for a scorer: each is decoded (off
+// the detect goroutine) and put in the inbox; one that does not decode or fit is skipped with
+// the reason (the key keeps the model it has).
+func (p *Pipeline) keyReader(f *modelFollower) func(kafka.Message) {
+	return func(msg kafka.Message) {
+		key := string(msg.Key[len(keyModelPrefix):])
+		if msg.Value == nil {
+			p.keys.put(detect.KeyModel{Key: key})
+			return
+		}
+		k, v, r, err := detect.DecodeKeyModel(msg.Value, p.cfg.Ingest.Columns(), &p.cfg.Detect)
+		if err == nil && k != key {
+			err = fmt.Errorf("the model of key %q published under key %q", k, key)
+		}
+		if err != nil {
+			f.skip(msg, err)
+			return
+		}
+		p.keys.put(detect.KeyModel{Key: key, Version: v, Model: r})
+	}
+}
+
+// keyVersionFloor, for a builder, makes the follower note the highest key model version on the
+// topic (its first publication's version is above it).
+func keyVersionFloor(highest *uint64) func(kafka.Message) {
+	return func(msg kafka.Message) { *highest = max(*highest, keyModelVersion(msg)) }
+}

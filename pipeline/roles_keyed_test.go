@@ -1,0 +1,224 @@
+package pipeline
+
+import (
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/stages/detect"
+)
+
+// Models per key in a builder/scorer deployment (issue 21 item 3): the keys' models travel on
+// the compacted model topic, one message per key (modelkeys.go).
+
+// keyedRecords is the sensor stream (64 keys) with each key's records on one partition, as a
+// producer partitioning by key writes them: scorers then see every record of their keys.
+func keyedRecords(t *testing.T, n, parts int, seed uint64) []*sensorRecord {
+	recs := makeSensorRecords(t, n, parts, seed, 0.01, 0.002)
+	for _, r := range recs {
+		h := fnv.New32a()
+		h.Write(r.key)
+		r.p = int32(h.Sum32() % uint32(parts))
+	}
+	return recs
+}
+
+// keyModelsOnTopic reads the key model messages on the model topic and returns each key's
+// newest version (0: a tombstone), as a scorer installs them.
+func keyModelsOnTopic(t *testing.T, br testsupport.Broker, cfg Config) (newest map[string]uint64) {
+	t.Helper()
+	newest = map[string]uint64{}
+	for _, m := range modelTopicMessages(t, br, cfg.Run.ModelTopic) {
+		if !isKeyModel(m) {
+			continue
+		}
+		key := string(m.Key[len(keyModelPrefix):])
+		if m.Value == nil {
+			newest[key] = 0
+			continue
+		}
+		k, v, _, err := detect.DecodeKeyModel(m.Value, cfg.Ingest.Columns(), &cfg.Detect)
+		if err != nil || k != key || v != keyModelVersion(m) {
+			t.Fatalf("key model message %s at %d: key %q version %d (header %d): %v", m.Key, m.Offset, k, v, keyModelVersion(m), err)
+		}
+		newest[key] = v
+	}
+	return newest
+}
+
+// TestKeyedBuilderAndScorersRealBroker: a builder and three scorers with detect.key_by: key on a
+// 6-partition topic partitioned by key.
+//   - the builder publishes the keys' models on the model topic, and every record a scorer
+//     scores by its key's model names that model's version and gets exactly the score that
+//     model (read back from the topic) gives it;
+//   - the builder killed mid-publication (some keys' new models written, the others' not):
+//     the scorers serve on, and a restarted scorer serves, for every key, the newest complete
+//     model on the topic (nothing of the cut publication is half-installed or lost);
+//   - a new builder's keys' models (versions above the first's) replace them on every scorer.
+func TestKeyedBuilderAndScorersRealBroker(t *testing.T) {
+	br := testsupport.RealBroker(t)
+	const parts = 6
+	in, out, dlq, group, mt := roleTopics(t, br, parts)
+	recs := keyedRecords(t, 36_000, parts, 81)
+	input := newInput(in, parts, recs)
+	produceSome(t, br, input, recs[:12000])
+
+	base := roleConfig(br, in, out, dlq, group, mt)
+	base.Detect.FlagBy = detect.FlagBySignificance
+	base.Detect.KeyBy = detect.KeyByKey
+	builderCfg, scorerCfg := base, base
+	builderCfg.Run.Role, scorerCfg.Run.Role = "builder", "scorer"
+
+	// Every key model the builders write is recorded (the broker compacts the topic: the older
+	// versions do not stay on it). The first builder's third publication is cut after half its
+	// messages, and the builder dies there (writes nothing more), as one killed mid-publication.
+	var mu sync.Mutex
+	all := map[string]map[uint64]*detect.Ranker{}
+	record := func(msgs []kafka.Message) {
+		for _, m := range msgs {
+			if m.Value == nil {
+				continue
+			}
+			k, v, r, err := detect.DecodeKeyModel(m.Value, base.Ingest.Columns(), &base.Detect)
+			if err != nil {
+				t.Errorf("key model %s: %v", m.Key, err)
+				continue
+			}
+			if all[k] == nil {
+				all[k] = map[uint64]*detect.Ranker{}
+			}
+			all[k][v] = r
+		}
+	}
+	pubs, cutAt := 0, -1
+	builder := startPipeline(t, builderCfg, func(p *Pipeline) {
+		p.keyPub.cut = func(msgs []kafka.Message) ([]kafka.Message, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if pubs++; pubs == 3 {
+				cutAt = len(msgs) / 2
+				msgs = msgs[:cutAt]
+			}
+			record(msgs)
+			return msgs, pubs == 3
+		}
+	})
+	waitFor(t, 60*time.Second, "the builder publishing models of all 64 keys", func() bool {
+		newest := keyModelsOnTopic(t, br, base)
+		return len(newest) == 64
+	})
+	scorers := make([]*running, 3)
+	for i := range scorers {
+		scorers[i] = startPipeline(t, scorerCfg, nil)
+	}
+	waitCommittedBelow(t, br, group, input, 12000, 90*time.Second)
+
+	// More records: the keys rebuild, the builder publishes and dies in its third publication.
+	produceSome(t, br, input, recs[12000:24000])
+	waitFor(t, 60*time.Second, "the builder's cut publication", func() bool { mu.Lock(); defer mu.Unlock(); return cutAt >= 0 })
+	if err := builder.stop(t, 20*time.Second); err != nil {
+		t.Fatalf("builder stop: %v", err)
+	}
+	waitCommittedBelow(t, br, group, input, 24000, 90*time.Second)
+	newestAtKill := keyModelsOnTopic(t, br, base)
+	versions := map[uint64]int{}
+	for _, v := range newestAtKill {
+		versions[v]++
+	}
+	if cutAt < 1 || len(versions) < 2 {
+		t.Fatalf("the cut publication wrote %d messages, newest versions per key %v: want some keys' new models and some keys' older ones", cutAt, versions)
+	}
+
+	// A scorer restarts: it serves every key's newest complete model on the topic.
+	if err := scorers[0].stop(t, 20*time.Second); err != nil {
+		t.Fatalf("scorer stop: %v", err)
+	}
+	scorers[0] = startPipeline(t, scorerCfg, nil)
+	waitFor(t, 30*time.Second, "the restarted scorer serving every key's newest complete model", func() bool {
+		for key, v := range newestAtKill {
+			if r, got := scorers[0].p.Detect().KeyModelOf(key); r == nil || got != v {
+				return false
+			}
+		}
+		return true
+	})
+
+	// A new builder: its keys' models are newer, and every scorer serves them.
+	builder2 := startPipeline(t, builderCfg, func(p *Pipeline) {
+		p.keyPub.cut = func(msgs []kafka.Message) ([]kafka.Message, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			record(msgs)
+			return msgs, false
+		}
+	})
+	produceSome(t, br, input, recs[24000:])
+	waitCommittedBelow(t, br, group, input, len(recs), 120*time.Second)
+	var newest map[string]uint64
+	waitFor(t, 60*time.Second, "every scorer serving the new builder's keys' models", func() bool {
+		newest = keyModelsOnTopic(t, br, base)
+		for key, v := range newest {
+			if v <= newestAtKill[key] {
+				return false
+			}
+		}
+		for _, s := range scorers {
+			for key, v := range newest {
+				if _, got := s.p.Detect().KeyModelOf(key); got != v {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for _, s := range append(scorers, builder2) {
+		if err := s.stop(t, 20*time.Second); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+	}
+
+	// Every record scored by its key's model: the score that model gives it.
+	mu.Lock()
+	defer mu.Unlock()
+	byID, n := readVerdicts(t, br, out, parts)
+	byKey, flagged := 0, 0
+	for _, rec := range recs {
+		if rec.malformed {
+			continue
+		}
+		v, ok := byID[fmt.Sprintf("%s/%d/%d", in, rec.p, rec.off)]
+		if !ok || v.Scores == nil {
+			t.Fatalf("record %d/%d: output %v, want a scored verdict", rec.p, rec.off, v)
+		}
+		if v.Scores.KeyModelVersion == 0 {
+			continue // its key was not warm yet on the scorer: the global model scored it
+		}
+		byKey++
+		r := all[string(rec.key)][v.Scores.KeyModelVersion]
+		if r == nil {
+			var have []uint64
+			for v := range all[string(rec.key)] {
+				have = append(have, v)
+			}
+			t.Fatalf("record %d/%d (%s) scored by key model version %d, which was never published (published: %v; %d keys)", rec.p, rec.off, rec.key, v.Scores.KeyModelVersion, have, len(all))
+		}
+		want := r.ScoreRecord(rec.means[:])
+		if v.Scores.Score != want || (v.Scores.Outlier && want < base.Detect.MinScore) {
+			t.Errorf("record %d/%d (%s), key model %d: scorer said score %v outlier %v, the model says %v (min_score %v)",
+				rec.p, rec.off, rec.key, v.Scores.KeyModelVersion, v.Scores.Score, v.Scores.Outlier, want, base.Detect.MinScore)
+		}
+		if v.Scores.Outlier {
+			flagged++
+		}
+	}
+	if byKey < len(recs)/2 || flagged == 0 {
+		t.Fatalf("%d of %d records scored by their key's model (%d flagged), want most of them and some flagged", byKey, len(recs), flagged)
+	}
+	t.Logf("%d outputs; %d records checked against their key's published model (%d flagged); the cut publication wrote %d messages; newest versions per key at the kill %v",
+		n, byKey, flagged, cutAt, versions)
+}
