@@ -186,10 +186,7 @@ func (p *keyPublisher) publish(ctx context.Context, todo map[string]*detect.Rank
 				tooLarge++
 				continue
 			}
-		} else {
-			tombstones++
 		}
-		size += len(m.Value)
 		msgs = append(msgs, m)
 	}
 	if tooLarge > 0 {
@@ -198,6 +195,12 @@ func (p *keyPublisher) publish(ctx context.Context, todo map[string]*detect.Rank
 	}
 	if p.cut != nil {
 		msgs, died = p.cut(msgs)
+	}
+	for _, m := range msgs {
+		size += len(m.Value)
+		if m.Value == nil {
+			tombstones++
+		}
 	}
 	for attempt := 1; ; attempt++ {
 		if err = p.w.WriteMessages(ctx, msgs...); err == nil {

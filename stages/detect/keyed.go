@@ -148,6 +148,10 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 			key = keys.Value(i)
 		}
 		st := k.stateOf(key, cfg, d)
+		if st == nil { // a scorer's key without a published model
+			b.Scores[i].Warming = true
+			continue
+		}
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
 		}
@@ -203,11 +207,15 @@ func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, versio
 	return sig
 }
 
-// stateOf is state for a key's bytes, without a string made for a key already held.
+// stateOf is state for a key's bytes, without a string made for a key already held. A scorer's
+// key (follower) is made by InstallKeyModels only: nil for a key it holds no model of.
 func (k *keyedScorer) stateOf(key []byte, cfg *Config, d int) *keyState {
 	if st, ok := k.keys[string(key)]; ok {
 		k.lru.MoveToFront(st.elem)
 		return st
+	}
+	if k.follower {
+		return nil
 	}
 	return k.state(string(key), cfg, d)
 }

@@ -99,6 +99,10 @@ func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Bat
 			key = keys.Value(i)
 		}
 		st := k.stateOf(key, cfg, d)
+		if st == nil { // a scorer's key without a published model
+			b.Scores[i].Warming = true
+			continue
+		}
 		if st.due { // its new model first
 			k.flush(cfg, features, b, raw, &kb)
 		}
