@@ -64,6 +64,11 @@ type keyPublisher struct {
 	pending map[string]*detect.Ranker // the newest model of each key not yet written (nil: evicted)
 	wake    chan struct{}
 
+	// every is run.key_publish_interval: the least time between two publications of a key;
+	// published is when each key's model was last written (only run touches it).
+	every     time.Duration
+	published map[string]time.Time
+
 	// version is the last publication's (floor: set before run starts, from the topic).
 	version uint64
 	// cut, in tests, cuts a publication short: it returns the messages to write and whether
@@ -93,7 +98,7 @@ func newKeyPublisher(cfg modelTopicConfig, features []string, det detect.Config,
 		w.Transport = tr
 	}
 	return &keyPublisher{cfg: cfg, w: w, log: log.With().Str("model_topic", cfg.topic).Logger(), features: features,
-		detect: det, pending: map[string]*detect.Ranker{}, wake: make(chan struct{}, 1)}, nil
+		detect: det, pending: map[string]*detect.Ranker{}, wake: make(chan struct{}, 1), published: map[string]time.Time{}}, nil
 }
 
 // add queues the keys' models (a key's newer model replaces one not yet written).
@@ -116,7 +121,9 @@ func (p *keyPublisher) signal() {
 	}
 }
 
-// run publishes what is pending, at most once per keyPublishEvery, until ctx ends.
+// run publishes what is pending and due (a key not published within every), at most once per
+// keyPublishEvery, until ctx ends; a key not yet due waits, with its newest model, for a later
+// round.
 func (p *keyPublisher) run(ctx context.Context) {
 	var last time.Time
 	for {
@@ -133,10 +140,10 @@ func (p *keyPublisher) run(ctx context.Context) {
 			}
 		}
 		last = time.Now()
-		p.mu.Lock()
-		todo := p.pending
-		p.pending = map[string]*detect.Ranker{}
-		p.mu.Unlock()
+		todo, waiting := p.due(last)
+		if waiting {
+			p.signal() // a later round takes them
+		}
 		if len(todo) == 0 {
 			continue
 		}
@@ -148,7 +155,15 @@ func (p *keyPublisher) run(ctx context.Context) {
 		if died {
 			return
 		}
-		if err != nil { // written again with the next publication, unless a newer model came
+		if err == nil {
+			for k, r := range todo {
+				if r == nil {
+					delete(p.published, k)
+				} else {
+					p.published[k] = last
+				}
+			}
+		} else { // written again with the next publication, unless a newer model came
 			p.mu.Lock()
 			for k, r := range todo {
 				if _, newer := p.pending[k]; !newer {
@@ -162,6 +177,23 @@ func (p *keyPublisher) run(ctx context.Context) {
 			p.signal()
 		}
 	}
+}
+
+// due takes the pending keys due at now (never published, last published at least every ago,
+// or evicted) and says whether others wait.
+func (p *keyPublisher) due(now time.Time) (todo map[string]*detect.Ranker, waiting bool) {
+	todo = map[string]*detect.Ranker{}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, r := range p.pending {
+		if at, ok := p.published[k]; ok && r != nil && now.Sub(at) < p.every {
+			waiting = true
+			continue
+		}
+		todo[k] = r
+		delete(p.pending, k)
+	}
+	return todo, waiting
 }
 
 // publish writes one publication: a message per key (a tombstone for an evicted key), in key

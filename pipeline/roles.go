@@ -50,6 +50,9 @@ func (c *Config) validateRole() []error {
 				c.Sink.MaxMessageBytes, role, need, c.Detect.Keys.Window, len(c.Ingest.Columns()), assumedKeyBytes))
 		}
 	}
+	if c.Run.KeyPublishInterval < 0 {
+		errs = append(errs, config.Fieldf("run.key_publish_interval", "must be >= 0, got %s", c.Run.KeyPublishInterval))
+	}
 	if c.Run.StaleModelAfter < 0 {
 		errs = append(errs, config.Fieldf("run.stale_model_after", "must be >= 0, got %s", c.Run.StaleModelAfter))
 	}
@@ -84,6 +87,7 @@ func (p *Pipeline) setUpRole() error {
 		if p.keyPub, err = newKeyPublisher(p.cfg.modelTopic(), p.cfg.Ingest.Columns(), p.cfg.Detect, p.log); err != nil {
 			return err
 		}
+		p.keyPub.every = p.cfg.Run.KeyPublishInterval
 		p.follow.onKey = keyVersionFloor(&p.keyHighest)
 		return nil
 	}

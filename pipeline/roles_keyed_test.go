@@ -73,6 +73,7 @@ func TestKeyedBuilderAndScorersRealBroker(t *testing.T) {
 	base.Detect.KeyBy = detect.KeyByKey
 	builderCfg, scorerCfg := base, base
 	builderCfg.Run.Role, scorerCfg.Run.Role = "builder", "scorer"
+	builderCfg.Run.KeyPublishInterval = 2 * time.Second // a key rebuilt within it waits, with its newest model
 
 	// Every key model the builders write is recorded (the broker compacts the topic: the older
 	// versions do not stay on it). The first builder's third publication is cut after half its
@@ -221,4 +222,66 @@ func TestKeyedBuilderAndScorersRealBroker(t *testing.T) {
 	}
 	t.Logf("%d outputs; %d records checked against their key's published model (%d flagged); the cut publication wrote %d messages; newest versions per key at the kill %v",
 		n, byKey, flagged, cutAt, versions)
+}
+
+// TestKeyedRestartRealBroker (issue 21 item 3): a role-all pipeline with key_by and state_dir,
+// stopped and started again, resumes every key warm before it reads a record (the keys' state
+// written at the stop), and after the rest of the stream every key is still warm (none started
+// cold again).
+func TestKeyedRestartRealBroker(t *testing.T) {
+	br := testsupport.RealBroker(t)
+	const parts = 3
+	in, out, dlq, group, mt := roleTopics(t, br, parts)
+	recs := keyedRecords(t, 12_000, parts, 83)
+	input := newInput(in, parts, recs)
+	produceSome(t, br, input, recs[:8000])
+	cfg := roleConfig(br, in, out, dlq, group, mt)
+	cfg.Run.ModelTopic = ""
+	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	cfg.Detect.StateDir = t.TempDir()
+
+	first := startPipeline(t, cfg, nil)
+	waitCommittedBelow(t, br, group, input, 8000, 60*time.Second)
+	if err := first.stop(t, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	atStop := first.p.Detect().KeyStats()
+	if atStop.Live != 64 {
+		t.Fatalf("%d keys warm at the stop, want 64", atStop.Live)
+	}
+	second := startPipeline(t, cfg, nil)
+	if st := second.p.Detect().KeyStats(); st.Live != atStop.Live || st.Bytes != atStop.Bytes || second.p.Stats().RecordsIn.Load() != 0 {
+		t.Fatalf("restarted: keys %+v after %d records, want %+v before any", st, second.p.Stats().RecordsIn.Load(), atStop)
+	}
+	produceSome(t, br, input, recs[8000:])
+	waitCommittedBelow(t, br, group, input, len(recs), 60*time.Second)
+	if err := second.stop(t, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if st := second.p.Detect().KeyStats(); st.Live != 64 || st.Warming != 0 {
+		t.Fatalf("keys after the rest of the stream %+v, want the 64 warm ones", st)
+	}
+}
+
+// TestKeyPublishInterval: a key's first model is due at once, a newer one only once
+// run.key_publish_interval has passed since the key's last publication (then its newest model
+// goes), and an evicted key's tombstone at once.
+func TestKeyPublishInterval(t *testing.T) {
+	p := &keyPublisher{pending: map[string]*detect.Ranker{}, wake: make(chan struct{}, 1), every: 10 * time.Second,
+		published: map[string]time.Time{}}
+	t0 := time.Now()
+	r1, r2 := &detect.Ranker{}, &detect.Ranker{}
+	p.published["warm"], p.published["gone"] = t0, t0
+	p.add([]detect.KeyModel{{Key: "new", Model: r1}, {Key: "warm", Model: r1}, {Key: "gone"}})
+	p.add([]detect.KeyModel{{Key: "warm", Model: r2}}) // rebuilt again before any round
+	todo, waiting := p.due(t0.Add(time.Second))
+	if len(todo) != 2 || todo["new"] != r1 || todo["gone"] != nil || !waiting {
+		t.Fatalf("round 1: due %v, waiting %v: want the new key's model and the tombstone, the warm key waiting", todo, waiting)
+	}
+	if todo, waiting = p.due(t0.Add(9 * time.Second)); len(todo) != 0 || !waiting {
+		t.Fatalf("round 2 (9 s): due %v, waiting %v: want nothing due yet", todo, waiting)
+	}
+	if todo, waiting = p.due(t0.Add(10 * time.Second)); len(todo) != 1 || todo["warm"] != r2 || waiting {
+		t.Fatalf("round 3 (10 s): due %v, waiting %v: want the warm key's newest model", todo, waiting)
+	}
 }

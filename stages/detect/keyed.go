@@ -119,6 +119,15 @@ func keyBytes(w, d int, warm bool) int64 {
 	return b
 }
 
+// bytesOf is keyBytes for this scorer's keys: a scorer's keys (follower) hold no window.
+func (k *keyedScorer) bytesOf(w, d int, warm bool) int64 {
+	b := keyBytes(w, d, warm)
+	if k.follower {
+		b -= int64(w * d * 4)
+	}
+	return b
+}
+
 // warmOverhead is what a warm key's model costs beyond its arrays (the Ranker and its tail,
 // sample and calibrations' headers, the robust units, allocation slack): BenchmarkKeyedStage
 // measured the heap's growth at 15.4-15.5 KB a key with full windows at the defaults (3
@@ -237,7 +246,7 @@ func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 	}
 	st.elem = k.lru.PushFront(st)
 	k.keys[key] = st
-	k.bytes += keyBytes(w, d, false)
+	k.bytes += k.bytesOf(w, d, false)
 	for len(k.keys) > cfg.Keys.MaxKeys || (cfg.Keys.MaxBytes > 0 && k.bytes > cfg.Keys.MaxBytes && len(k.keys) > 1) {
 		k.evict(k.lru.Back().Value.(*keyState), d)
 	}
@@ -247,7 +256,7 @@ func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 func (k *keyedScorer) evict(st *keyState, d int) {
 	k.lru.Remove(st.elem)
 	delete(k.keys, st.key)
-	k.bytes -= keyBytes(len(st.sig), d, st.warm)
+	k.bytes -= k.bytesOf(len(st.sig), d, st.warm)
 	if st.warm {
 		k.warm--
 		k.markDirty(st.key)
@@ -301,7 +310,7 @@ func (k *keyedScorer) markWarm(st *keyState) {
 		st.warm = true
 		k.warm++
 		w, d := len(st.sig), len(st.cols)
-		k.bytes += keyBytes(w, d, true) - keyBytes(w, d, false)
+		k.bytes += k.bytesOf(w, d, true) - k.bytesOf(w, d, false)
 	}
 }
 
