@@ -126,9 +126,9 @@ func Default() Config {
 		Ingest: ingest.Default(),
 		Detect: detect.Default(),
 		Sink:   defaultSink(),
-		Run:    RunConfig{QueueBatches: 4, SinkWriters: 4, CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second, Role: detect.RoleAll, LogLevel: "info",
+		Run: RunConfig{QueueBatches: 4, SinkWriters: 4, CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second, Role: detect.RoleAll, LogLevel: "info",
 			KeyPublishInterval: 10 * time.Second},
-		HTTP:   metrics.DefaultConfig(),
+		HTTP: metrics.DefaultConfig(),
 	}
 }
 
