@@ -311,7 +311,7 @@ func (p *Pipeline) keyReader(f *modelFollower) func(kafka.Message) {
 	return func(msg kafka.Message) {
 		key := string(msg.Key[len(keyModelPrefix):])
 		if msg.Value == nil {
-			p.keys.put(detect.KeyModel{Key: key})
+			p.keys.put(detect.KeyModel{Key: key, Version: keyModelVersion(msg)})
 			return
 		}
 		k, v, r, err := detect.DecodeKeyModel(msg.Value, p.cfg.Ingest.Columns(), &p.cfg.Detect)

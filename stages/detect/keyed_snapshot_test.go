@@ -199,6 +199,7 @@ func TestKeyModelMessage(t *testing.T) {
 	if bound := KeyModelBound([]string{"value"}, &cfg, len("sensor-001")); len(v) > bound || len(v) < bound*3/4 {
 		t.Errorf("a key's model of a full window takes %d bytes, KeyModelBound says %d: want a bound, and a close one", len(v), bound)
 	}
+	t.Logf("a key's model of a full window (%d records, 1 feature): %d bytes on the model topic", cfg.Keys.Window, len(v))
 	key, version, back, err := DecodeKeyModel(v, []string{"value"}, &cfg)
 	if err != nil || key != "sensor-001" || version != 77 {
 		t.Fatalf("decoded %q version %d, %v", key, version, err)

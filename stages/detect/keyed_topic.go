@@ -80,9 +80,10 @@ func (s *Stage) TakeKeyModels() []KeyModel {
 	return out
 }
 
-// InstallKeyModels makes a scorer's keys serve the builder's models, in the order given (the
-// model topic's: the last one of a key wins); a KeyModel without a model drops the key (the
-// builder evicted it: its records are scored by the global model until it is warm again there).
+// InstallKeyModels makes a scorer's keys serve the builder's models; a KeyModel without a model
+// drops the key (the builder evicted it: its records are scored by the global model until it
+// is warm again there). A version at or below the one a key serves is ignored, so a replayed
+// model topic never moves a key back (versions only grow, across builders: modelkeys.go).
 // Installed keys count as seen now (least-recently-seen order). Without key_by it does nothing.
 func (s *Stage) InstallKeyModels(ms []KeyModel) {
 	k := s.keyed
@@ -92,6 +93,9 @@ func (s *Stage) InstallKeyModels(ms []KeyModel) {
 	d := len(s.features)
 	var onDevice []*keyState
 	for _, m := range ms {
+		if st, ok := k.keys[m.Key]; ok && m.Version <= st.version {
+			continue
+		}
 		if m.Model == nil {
 			if st, ok := k.keys[m.Key]; ok {
 				k.evict(st, d)

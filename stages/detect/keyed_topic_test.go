@@ -123,8 +123,9 @@ func TestKeyedBuilderToScorers(t *testing.T) {
 		version++
 		var sent []KeyModel
 		for _, km := range builder.TakeKeyModels() {
-			if km.Model == nil {
+			if km.Model == nil { // (a tombstone carries its publication's version)
 				tombstones++
+				km.Version = version
 				sent = append(sent, km)
 				continue
 			}
@@ -143,6 +144,17 @@ func TestKeyedBuilderToScorers(t *testing.T) {
 		}
 		scorer.InstallKeyModels(sent)
 		devScorer.InstallKeyModels(sent)
+		for _, km := range sent { // a replay of an older version, model or tombstone, changes nothing
+			m, v := scorer.KeyModelOf(km.Key)
+			if m == nil {
+				continue
+			}
+			scorer.InstallKeyModels([]KeyModel{{Key: km.Key, Version: v - 1, Model: &Ranker{}}, {Key: km.Key, Version: v - 1}})
+			if m2, v2 := scorer.KeyModelOf(km.Key); m2 != m || v2 != v {
+				t.Fatalf("%s: a replayed older version (%d) replaced version %d", km.Key, v-1, v)
+			}
+			break
+		}
 	}
 	bst, sst := builder.KeyStats(), scorer.KeyStats()
 	if sst.Live != bst.Live || sst.Warming != 0 {
