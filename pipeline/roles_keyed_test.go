@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -283,5 +284,25 @@ func TestKeyPublishInterval(t *testing.T) {
 	}
 	if todo, waiting = p.due(t0.Add(10 * time.Second)); len(todo) != 1 || todo["warm"] != r2 || waiting {
 		t.Fatalf("round 3 (10 s): due %v, waiting %v: want the warm key's newest model", todo, waiting)
+	}
+}
+
+// TestKeyedRoleMessageSizeChecked: with key_by and a builder/scorer role, a sink.max_message_bytes
+// that cannot carry one key's model (one message per key) is refused at start, naming what it
+// needs; one that can is accepted.
+func TestKeyedRoleMessageSizeChecked(t *testing.T) {
+	cfg := roleConfig(testsupport.Broker{Addrs: []string{"localhost:9092"}}, "in", "out", "dl", "g", "models")
+	cfg.Run.Role = "scorer"
+	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	cfg.Sink.MaxMessageBytes = 16 << 10 // 8 features x 200 records: about 18 KB a key
+	need := detect.KeyModelBound(cfg.Ingest.Columns(), &cfg.Detect, len(keyModelPrefix)+assumedKeyBytes) + modelChunkOverhead
+	err := cfg.Validate()
+	want := fmt.Sprintf("sink.max_message_bytes: 16384 cannot carry a key's model with detect.key_by and run.role scorer: want at least %d", need)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Validate: %v, want %q", err, want)
+	}
+	cfg.Sink.MaxMessageBytes = need
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("max_message_bytes %d refused: %v", need, err)
 	}
 }
