@@ -1,8 +1,10 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +29,39 @@ func keyedRecords(t *testing.T, n, parts int, seed uint64) []*sensorRecord {
 		r.p = int32(h.Sum32() % uint32(parts))
 	}
 	return recs
+}
+
+// compactedAtOnce creates a one-partition model topic that the broker compacts as soon as its
+// cleaner looks (every 15 s): tiny segments rolled after 100 ms, any dirty ratio.
+func compactedAtOnce(t *testing.T, br testsupport.Broker, topic string) {
+	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: topic, NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"},
+			{ConfigName: "segment.ms", ConfigValue: "100"}, {ConfigName: "min.cleanable.dirty.ratio", ConfigValue: "0.001"},
+			{ConfigName: "min.compaction.lag.ms", ConfigValue: "0"}}})
+}
+
+// waitCompacted waits for a compaction pass over the topic: a witness key written twice has
+// lost its first value (a message now and then rolls the segment so the cleaner may take it).
+func waitCompacted(t *testing.T, br testsupport.Broker, topic string) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(br.Addrs...), Topic: topic, RequiredAcks: kafka.RequireAll, BatchSize: 1}
+	defer w.Close()
+	mark := func(s string) {
+		if err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte("compaction-witness"), Value: []byte(s)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark("1")
+	waitFor(t, 90*time.Second, "the broker compacting the model topic", func() bool {
+		time.Sleep(200 * time.Millisecond)
+		mark("2")
+		for _, m := range modelTopicMessages(t, br, topic) {
+			if string(m.Value) == "1" {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // keyModelsOnTopic reads the key model messages on the model topic and returns each key's
@@ -57,14 +92,17 @@ func keyModelsOnTopic(t *testing.T, br testsupport.Broker, cfg Config) (newest m
 //   - the builder publishes the keys' models on the model topic, and every record a scorer
 //     scores by its key's model names that model's version and gets exactly the score that
 //     model (read back from the topic) gives it;
-//   - the builder killed mid-publication (some keys' new models written, the others' not):
-//     the scorers serve on, and a restarted scorer serves, for every key, the newest complete
-//     model on the topic (nothing of the cut publication is half-installed or lost);
+//   - the builder killed mid-publication (some keys' new models written, the others' not), and
+//     the broker compacting the topic (it keeps one message a key, the newest): the scorers
+//     serve on, and a restarted scorer serves, for every key, its newest complete model;
 //   - a new builder's keys' models (versions above the first's) replace them on every scorer.
 func TestKeyedBuilderAndScorersRealBroker(t *testing.T) {
 	br := testsupport.RealBroker(t)
 	const parts = 6
-	in, out, dlq, group, mt := roleTopics(t, br, parts)
+	in, out, dlq, group := testsupport.UniqueName("kr-in"), testsupport.UniqueName("kr-out"), testsupport.UniqueName("kr-dlq"), testsupport.UniqueName("kr-group")
+	mt := testsupport.UniqueName("kr-models")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	compactedAtOnce(t, br, mt)
 	recs := keyedRecords(t, 36_000, parts, 81)
 	input := newInput(in, parts, recs)
 	produceSome(t, br, input, recs[:12000])
@@ -136,7 +174,22 @@ func TestKeyedBuilderAndScorersRealBroker(t *testing.T) {
 		t.Fatalf("the cut publication wrote %d messages, newest versions per key %v: want some keys' new models and some keys' older ones", cutAt, versions)
 	}
 
-	// A scorer restarts: it serves every key's newest complete model on the topic.
+	// The broker compacts the topic (the keys' older models go); then a scorer restarts: it
+	// serves every key's newest complete model on the topic, the last of the cut publication's
+	// keys and the one before it of the others.
+	waitCompacted(t, br, mt)
+	if got := keyModelsOnTopic(t, br, base); !maps.Equal(got, newestAtKill) {
+		t.Fatalf("after compaction the topic's newest key models %v, before it %v", got, newestAtKill)
+	}
+	kept := 0
+	for _, m := range modelTopicMessages(t, br, mt) {
+		if isKeyModel(m) {
+			kept++
+		}
+	}
+	if kept != len(newestAtKill) {
+		t.Fatalf("after compaction the topic holds %d key model messages, want one for each of the %d keys", kept, len(newestAtKill))
+	}
 	if err := scorers[0].stop(t, 20*time.Second); err != nil {
 		t.Fatalf("scorer stop: %v", err)
 	}
