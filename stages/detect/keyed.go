@@ -65,8 +65,10 @@ type keyState struct {
 	due  bool
 	warm bool
 	// version is the builder's version of the key's model (a scorer's, from the model topic; 0
-	// where the key's model was built here).
-	version uint64
+	// where the key's model was built here). partition is the input partition of the key's
+	// latest record (a builder's; a scorer's: the one its model was published with).
+	version   uint64
+	partition int32
 }
 
 // KeyStats are the keyed models' figures for the metrics.
@@ -143,7 +145,7 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 		k.scoreOnDevice(cfg, features, b, raw)
 		return
 	}
-	keys := b.Keys()
+	keys, parts := b.Keys(), b.Partitions()
 	d := len(raw)
 	x := make([][]float32, d) // the record's values, column-major
 	dens, dist := make([]float64, 1), make([]float64, 1)
@@ -160,6 +162,9 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 		if st == nil { // a scorer's key without a published model
 			b.Scores[i].Warming = true
 			continue
+		}
+		if !k.follower {
+			st.partition = parts[i]
 		}
 		for j := range raw {
 			x[j] = raw[j][i : i+1]

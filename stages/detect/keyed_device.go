@@ -89,7 +89,7 @@ type keyedBatch struct {
 
 // scoreOnDevice is score with the device (see above).
 func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Batch, raw [][]float32) {
-	keys := b.Keys()
+	keys, parts := b.Keys(), b.Partitions()
 	d := len(raw)
 	x := make([][]float32, d)
 	var kb keyedBatch
@@ -102,6 +102,9 @@ func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Bat
 		if st == nil { // a scorer's key without a published model
 			b.Scores[i].Warming = true
 			continue
+		}
+		if !k.follower {
+			st.partition = parts[i]
 		}
 		if st.due { // its new model first
 			k.flush(cfg, features, b, raw, &kb)

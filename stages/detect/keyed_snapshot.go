@@ -21,7 +21,8 @@ import (
 // SHA-256; little-endian), written as keys-<sequence>.osnap beside the global model's snapshots:
 //
 //	payload: keyHeader, then count u64, count x {
-//	           key (length u32, bytes), size u32 (records in the key's window, <= keys.window),
+//	           key (length u32, bytes), partition u32 (the input partition of its latest record),
+//	           size u32 (records in the key's window, <= keys.window),
 //	           window: dims x size f32 (oldest first), size x u8 (significant: 0 or 1),
 //	           since u32 (records since the key's last build),
 //	           alarm cap: next u32, filled u32, keys.window x u8 (flagged: 0 or 1),
@@ -163,6 +164,7 @@ func (k *keyedScorer) encodeKeys(features []string, cfg *Config) []byte {
 		st := el.Value.(*keyState)
 		w := len(st.sig)
 		e.Text(st.key)
+		e.U32(uint32(st.partition))
 		e.U32(uint32(st.size))
 		first := (st.next - st.size + w) % w
 		for _, c := range st.cols {
@@ -204,9 +206,9 @@ func (k *keyedScorer) decodeKeys(p []byte, features []string, cfg *Config) error
 	}
 	dims, w := len(features), cfg.Keys.Window
 	n := d.U64("key count")
-	// A key takes at least its length, size, since, cap and model flag: a count the payload
-	// cannot hold is refused before any allocation.
-	if d.Err() == nil && n > uint64(d.Left())/uint64(17+w) {
+	// A key takes at least its length, partition, size, since, cap and model flag: a count the
+	// payload cannot hold is refused before any allocation.
+	if d.Err() == nil && n > uint64(d.Left())/uint64(21+w) {
 		return snapErr("%d keys cannot fit in the %d bytes left", n, d.Left())
 	}
 	flag := func(what string) (bool, error) {
@@ -221,6 +223,7 @@ func (k *keyedScorer) decodeKeys(p []byte, features []string, cfg *Config) error
 	}
 	for range n {
 		key := d.Text(maxKeyLength, "key")
+		partition := int32(d.U32("partition"))
 		size := int(d.U32("window size"))
 		if d.Err() != nil {
 			return sealedErr(d.Err())
@@ -232,6 +235,7 @@ func (k *keyedScorer) decodeKeys(p []byte, features []string, cfg *Config) error
 			return snapErr("key %q twice", key)
 		}
 		st := k.state(key, cfg, dims)
+		st.partition = partition
 		for j := range dims {
 			copy(st.cols[j], d.F32s(uint64(size), "window values"))
 		}

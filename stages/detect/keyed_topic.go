@@ -14,11 +14,14 @@ import (
 // have, applying each key's alarm cap themselves. A scorer's keys keep no window.
 
 // KeyModel is one key's model as a builder hands it out (Model nil: the key was evicted, so its
-// published model no longer holds) and a scorer installs it (Version: the builder's).
+// published model no longer holds) and a scorer installs it (Version: the builder's; Partition:
+// the input partition of the key's latest record at the builder, which scorers keep their
+// partitions' keys by).
 type KeyModel struct {
-	Key     string
-	Version uint64
-	Model   *Ranker
+	Key       string
+	Version   uint64
+	Partition int32
+	Model     *Ranker
 }
 
 // newKeyed is an empty keyedScorer of the stage's role.
@@ -72,7 +75,7 @@ func (s *Stage) TakeKeyModels() []KeyModel {
 	for key := range s.keyed.dirty {
 		km := KeyModel{Key: key}
 		if st, ok := s.keyed.keys[key]; ok {
-			km.Model = st.model // (nil: evicted, and back cold since)
+			km.Model, km.Partition = st.model, st.partition // (nil: evicted, and back cold since)
 		}
 		out = append(out, km)
 	}
@@ -103,7 +106,7 @@ func (s *Stage) InstallKeyModels(ms []KeyModel) {
 			continue
 		}
 		st := k.state(m.Key, &s.cfg, d)
-		st.model, st.version = m.Model, m.Version
+		st.model, st.version, st.partition = m.Model, m.Version, m.Partition
 		k.markWarm(st)
 		if k.dev != nil {
 			onDevice = append(onDevice, st)
@@ -120,6 +123,27 @@ func (s *Stage) InstallKeyModels(ms []KeyModel) {
 		}
 		k.install(live)
 	}
+}
+
+// DropKeysOutside drops a scorer's keys whose partition keep refuses (after a rebalance: the
+// partitions moved to another scorer) and returns how many it dropped. Without key_by, or on
+// another role, it does nothing.
+func (s *Stage) DropKeysOutside(keep func(partition int32) bool) int {
+	k := s.keyed
+	if k == nil || !k.follower {
+		return 0
+	}
+	var drop []*keyState
+	for _, st := range k.keys {
+		if !keep(st.partition) {
+			drop = append(drop, st)
+		}
+	}
+	for _, st := range drop {
+		k.evict(st, len(s.features))
+		k.evictions-- // (moved, not evicted)
+	}
+	return len(drop)
 }
 
 // KeyModelOf is the model a key scores with now (nil: none), and its version.

@@ -71,7 +71,7 @@ func TestKeyedBuilderToScorers(t *testing.T) {
 				}
 				f[j] = float32(v)
 			}
-			rows[i] = testbatch.Row{Offset: off, Key: []byte(fmt.Sprintf("key-%02d", k)), Time: time.Unix(off, 0), Features: f}
+			rows[i] = testbatch.Row{Partition: int32(k % 4), Offset: off, Key: []byte(fmt.Sprintf("key-%02d", k)), Time: time.Unix(off, 0), Features: f}
 			off++
 		}
 		var out [4][]*batch.Batch
@@ -132,6 +132,9 @@ func TestKeyedBuilderToScorers(t *testing.T) {
 			if a, _ := all.KeyModelOf(km.Key); a == nil || !reflect.DeepEqual(a, km.Model) {
 				t.Fatalf("batch %d, %s: the builder's model differs from role all's", n, km.Key)
 			}
+			if km.Partition != int32(keyIndex(km.Key)%4) {
+				t.Fatalf("%s published with partition %d, its records' is %d", km.Key, km.Partition, keyIndex(km.Key)%4)
+			}
 			v, err := EncodeKeyModel(features, &cfg, km.Key, version, km.Model)
 			if err != nil {
 				t.Fatal(err)
@@ -140,7 +143,7 @@ func TestKeyedBuilderToScorers(t *testing.T) {
 			if err != nil || key != km.Key || ver != version {
 				t.Fatalf("%s: read back %q version %d: %v", km.Key, key, ver, err)
 			}
-			sent = append(sent, KeyModel{Key: key, Version: ver, Model: back})
+			sent = append(sent, KeyModel{Key: key, Version: ver, Partition: km.Partition, Model: back})
 		}
 		scorer.InstallKeyModels(sent)
 		devScorer.InstallKeyModels(sent)
@@ -165,8 +168,27 @@ func TestKeyedBuilderToScorers(t *testing.T) {
 			t.Fatalf("%s: the scorer's model %v, the builder's %v", key, m != nil, st.model != nil)
 		}
 	}
+	// A rebalance takes the odd partitions away: the scorer keeps the even partitions' keys only.
+	even := func(p int32) bool { return p%2 == 0 }
+	before := scorer.KeyStats().Live
+	dropped := scorer.DropKeysOutside(even)
+	for key, st := range scorer.keyed.keys {
+		if !even(st.partition) || keyIndex(key)%2 != 0 {
+			t.Fatalf("%s (partition %d) kept after its partition moved away", key, st.partition)
+		}
+	}
+	if after := scorer.KeyStats(); dropped == 0 || after.Live != before-dropped || after.Evictions != sst.Evictions {
+		t.Fatalf("dropped %d of %d keys, stats %+v (before %+v): want the odd partitions' keys gone, not counted as evictions", dropped, before, after, sst)
+	}
 	if byKey < 60*500/2 || tombstones == 0 {
 		t.Fatalf("%d records scored by their key's model, %d keys evicted: the stream misses the point", byKey, tombstones)
 	}
 	t.Logf("%d records scored by their key's published model; %d evictions sent; builder %+v", byKey, tombstones, bst)
+}
+
+// keyIndex is k of "key-<k>".
+func keyIndex(key string) int {
+	var k int
+	fmt.Sscanf(key, "key-%d", &k)
+	return k
 }
