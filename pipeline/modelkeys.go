@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -45,6 +46,9 @@ import (
 const (
 	keyModelPrefix        = "outlierd-key/"
 	headerKeyModelVersion = "outlierd-key-model-version"
+	// headerKeyPartition is the input partition of the key's latest record at the builder:
+	// the scorer assigned that partition keeps the key's model.
+	headerKeyPartition = "outlierd-key-partition"
 	// keyPublishEvery is the shortest time between two publications of keys' models.
 	keyPublishEvery = time.Second
 	// assumedKeyBytes is the key length the start-up check allows for (a longer key's model that
@@ -61,7 +65,7 @@ type keyPublisher struct {
 	detect   detect.Config
 
 	mu      sync.Mutex
-	pending map[string]*detect.Ranker // the newest model of each key not yet written (nil: evicted)
+	pending map[string]detect.KeyModel // the newest model of each key not yet written (Model nil: evicted)
 	wake    chan struct{}
 
 	// every is run.key_publish_interval: the least time between two publications of a key;
@@ -98,7 +102,7 @@ func newKeyPublisher(cfg modelTopicConfig, features []string, det detect.Config,
 		w.Transport = tr
 	}
 	return &keyPublisher{cfg: cfg, w: w, log: log.With().Str("model_topic", cfg.topic).Logger(), features: features,
-		detect: det, pending: map[string]*detect.Ranker{}, wake: make(chan struct{}, 1), published: map[string]time.Time{}}, nil
+		detect: det, pending: map[string]detect.KeyModel{}, wake: make(chan struct{}, 1), published: map[string]time.Time{}}, nil
 }
 
 // add queues the keys' models (a key's newer model replaces one not yet written).
@@ -108,7 +112,7 @@ func (p *keyPublisher) add(ms []detect.KeyModel) {
 	}
 	p.mu.Lock()
 	for _, m := range ms {
-		p.pending[m.Key] = m.Model
+		p.pending[m.Key] = m
 	}
 	p.mu.Unlock()
 	p.signal()
@@ -156,8 +160,8 @@ func (p *keyPublisher) run(ctx context.Context) {
 			return
 		}
 		if err == nil {
-			for k, r := range todo {
-				if r == nil {
+			for k, m := range todo {
+				if m.Model == nil {
 					delete(p.published, k)
 				} else {
 					p.published[k] = last
@@ -165,9 +169,9 @@ func (p *keyPublisher) run(ctx context.Context) {
 			}
 		} else { // written again with the next publication, unless a newer model came
 			p.mu.Lock()
-			for k, r := range todo {
+			for k, m := range todo {
 				if _, newer := p.pending[k]; !newer {
-					p.pending[k] = r
+					p.pending[k] = m
 				}
 			}
 			p.mu.Unlock()
@@ -181,16 +185,16 @@ func (p *keyPublisher) run(ctx context.Context) {
 
 // due takes the pending keys due at now (never published, last published at least every ago,
 // or evicted) and says whether others wait.
-func (p *keyPublisher) due(now time.Time) (todo map[string]*detect.Ranker, waiting bool) {
-	todo = map[string]*detect.Ranker{}
+func (p *keyPublisher) due(now time.Time) (todo map[string]detect.KeyModel, waiting bool) {
+	todo = map[string]detect.KeyModel{}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for k, r := range p.pending {
-		if at, ok := p.published[k]; ok && r != nil && now.Sub(at) < p.every {
+	for k, m := range p.pending {
+		if at, ok := p.published[k]; ok && m.Model != nil && now.Sub(at) < p.every {
 			waiting = true
 			continue
 		}
-		todo[k] = r
+		todo[k] = m
 		delete(p.pending, k)
 	}
 	return todo, waiting
@@ -199,7 +203,7 @@ func (p *keyPublisher) due(now time.Time) (todo map[string]*detect.Ranker, waiti
 // publish writes one publication: a message per key (a tombstone for an evicted key), in key
 // order, retrying transient failures; a model too large for sink.max_message_bytes is logged and
 // left out.
-func (p *keyPublisher) publish(ctx context.Context, todo map[string]*detect.Ranker) (died bool, err error) {
+func (p *keyPublisher) publish(ctx context.Context, todo map[string]detect.KeyModel) (died bool, err error) {
 	keys := make([]string, 0, len(todo))
 	for k := range todo {
 		keys = append(keys, k)
@@ -209,8 +213,9 @@ func (p *keyPublisher) publish(ctx context.Context, todo map[string]*detect.Rank
 	msgs := make([]kafka.Message, 0, len(keys))
 	size, tombstones, tooLarge := 0, 0, 0
 	for _, k := range keys {
-		m := kafka.Message{Key: []byte(keyModelPrefix + k), Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: v}}}
-		if r := todo[k]; r != nil {
+		m := kafka.Message{Key: []byte(keyModelPrefix + k), Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: v},
+			{Key: headerKeyPartition, Value: []byte(strconv.Itoa(int(todo[k].Partition)))}}}
+		if r := todo[k].Model; r != nil {
 			if m.Value, err = detect.EncodeKeyModel(p.features, &p.detect, k, p.version, r); err != nil {
 				return false, err
 			}
@@ -282,7 +287,9 @@ func newKeyInbox() *keyInbox {
 
 func (b *keyInbox) put(m detect.KeyModel) {
 	b.mu.Lock()
-	b.pending[m.Key] = m
+	if o, ok := b.pending[m.Key]; !ok || m.Version > o.Version { // (a restore may read an older one)
+		b.pending[m.Key] = m
+	}
 	b.mu.Unlock()
 	select {
 	case b.ready <- struct{}{}:
@@ -290,7 +297,8 @@ func (b *keyInbox) put(m detect.KeyModel) {
 	}
 }
 
-func (b *keyInbox) take() []detect.KeyModel {
+// take returns the keys' models waiting, those of partitions keep takes (the scorer's now).
+func (b *keyInbox) take(keep func(int32) bool) []detect.KeyModel {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.pending) == 0 {
@@ -298,20 +306,26 @@ func (b *keyInbox) take() []detect.KeyModel {
 	}
 	out := make([]detect.KeyModel, 0, len(b.pending))
 	for _, m := range b.pending {
-		out = append(out, m)
+		if keep(m.Partition) {
+			out = append(out, m)
+		}
 	}
 	clear(b.pending)
 	return out
 }
 
-// keyReader is the follower's handler of key model messages for a scorer: each is decoded (off
-// the detect goroutine) and put in the inbox; one that does not decode or fit is skipped with
-// the reason (the key keeps the model it has).
-func (p *Pipeline) keyReader(f *modelFollower) func(kafka.Message) {
+// keyReader is the follower's handler of key model messages for a scorer: those of the
+// partitions keep takes are decoded (off the detect goroutine) and put in the inbox; one that
+// does not decode or fit is skipped with the reason (the key keeps the model it has).
+func (p *Pipeline) keyReader(f *modelFollower, keep func(partition int32) bool) func(kafka.Message) {
 	return func(msg kafka.Message) {
 		key := string(msg.Key[len(keyModelPrefix):])
+		part := keyPartition(msg)
+		if !keep(part) {
+			return // another scorer's key
+		}
 		if msg.Value == nil {
-			p.keys.put(detect.KeyModel{Key: key, Version: keyModelVersion(msg)})
+			p.keys.put(detect.KeyModel{Key: key, Version: keyModelVersion(msg), Partition: part})
 			return
 		}
 		k, v, r, err := detect.DecodeKeyModel(msg.Value, p.cfg.Ingest.Columns(), &p.cfg.Detect)
@@ -322,12 +336,148 @@ func (p *Pipeline) keyReader(f *modelFollower) func(kafka.Message) {
 			f.skip(msg, err)
 			return
 		}
-		p.keys.put(detect.KeyModel{Key: key, Version: v, Model: r})
+		p.keys.put(detect.KeyModel{Key: key, Version: v, Partition: part, Model: r})
 	}
+}
+
+// keyPartition is a key model message's partition header (-1 when absent or not a number).
+func keyPartition(m kafka.Message) int32 {
+	for _, h := range m.Headers {
+		if h.Key == headerKeyPartition {
+			if v, err := strconv.ParseInt(string(h.Value), 10, 32); err == nil {
+				return int32(v)
+			}
+		}
+	}
+	return -1
 }
 
 // keyVersionFloor, for a builder, makes the follower note the highest key model version on the
 // topic (its first publication's version is above it).
 func keyVersionFloor(highest *uint64) func(kafka.Message) {
 	return func(msg kafka.Message) { *highest = max(*highest, keyModelVersion(msg)) }
+}
+
+// keyScope is a scorer's share of the keys: the partitions its consumer group assigned it
+// (ingest.Source.OnAssigned). Before the first assignment it is unknown and takes every key (the
+// start-up read, before the group is joined); from then on the scorer keeps only the models of
+// its partitions' keys: at each rebalance the detect goroutine drops the keys of the partitions
+// moved away (changed) and a restore reads the model topic again for the keys of the partitions
+// moved in.
+type keyScope struct {
+	mu      sync.Mutex
+	known   bool
+	parts   map[int32]bool
+	changed chan struct{} // capacity 1
+}
+
+func newKeyScope() *keyScope { return &keyScope{changed: make(chan struct{}, 1)} }
+
+// keep says whether the scorer keeps the keys of partition p now.
+func (s *keyScope) keep(p int32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.known || s.parts[p]
+}
+
+// set takes an assignment and returns the partitions it adds (none at the first: the start-up
+// read took every key).
+func (s *keyScope) set(parts []int32) (added map[int32]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := make(map[int32]bool, len(parts))
+	added = map[int32]bool{}
+	for _, q := range parts {
+		next[q] = true
+		if s.known && !s.parts[q] {
+			added[q] = true
+		}
+	}
+	s.known, s.parts = true, next
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+	return added
+}
+
+// followAssignments makes a scorer's keys follow its source's assignment (when the source
+// reports one: else every scorer keeps every key). Restores run on work and are awaited through
+// p.restores.
+func (p *Pipeline) followAssignments(work context.Context) {
+	src, ok := p.src.(interface{ OnAssigned(func([]int32)) })
+	if !ok || p.keys == nil {
+		return
+	}
+	src.OnAssigned(func(parts []int32) {
+		added := p.scope.set(parts)
+		p.log.Info().Ints32("partitions", parts).Int("moved_in", len(added)).Msg("scorer: keeps the keys' models of its partitions")
+		if len(added) == 0 || work.Err() != nil {
+			return
+		}
+		p.restores.Add(1)
+		go func() {
+			defer p.restores.Done()
+			p.restoreKeys(work, added)
+		}()
+	})
+}
+
+// restoreKeys reads the model topic from its start to its end now for the keys of the partitions
+// parts (moved to this scorer by a rebalance), retrying with backoff until it succeeds or work
+// ends. Their records are scored by the global model until their keys' models arrive (seconds:
+// the time to read the topic).
+func (p *Pipeline) restoreKeys(work context.Context, parts map[int32]bool) {
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		f, err := newModelFollower(p.cfg.modelTopic(), p.cfg.Ingest.Columns(), p.log)
+		if err == nil {
+			f.onKey = p.keyReader(f, func(q int32) bool { return parts[q] && p.scope.keep(q) })
+			_, err = f.newest(work)
+			f.Close()
+		}
+		if err == nil {
+			p.log.Info().Int("partitions", len(parts)).Dur("took", time.Since(start)).Msg("scorer: keys' models of the partitions moved in read from the model topic")
+			return
+		}
+		if work.Err() != nil {
+			return
+		}
+		p.log.Warn().Err(err).Int("attempt", attempt).Msg("scorer: reading the keys' models of the partitions moved in failed; retrying")
+		if !backoff(work, attempt) {
+			return
+		}
+	}
+}
+
+// KeyVersions are the versions of the keys' models a running scorer serves, by key, and the
+// partitions whose keys it keeps (nil: not known yet), read on its detect goroutine (for tests
+// and diagnostics). It fails on another role or without key_by, or when ctx ends first.
+func (p *Pipeline) KeyVersions(ctx context.Context) (map[string]uint64, []int32, error) {
+	if p.keyQuery == nil {
+		return nil, nil, errors.New("pipeline: not a scorer with detect.key_by: key")
+	}
+	reply := make(chan map[string]uint64, 1)
+	select {
+	case p.keyQuery <- reply:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	var v map[string]uint64
+	select {
+	case v = <-reply:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	p.scope.mu.Lock()
+	defer p.scope.mu.Unlock()
+	if !p.scope.known {
+		return v, nil, nil
+	}
+	parts := make([]int32, 0, len(p.scope.parts))
+	for q := range p.scope.parts {
+		parts = append(parts, q)
+	}
+	slices.Sort(parts)
+	return v, parts, nil
 }

@@ -66,6 +66,11 @@ type Pipeline struct {
 	keyPub     *keyPublisher
 	keyHighest uint64
 	keys       *keyInbox
+	// scope is a scorer's partitions, whose keys' models it keeps; restores are the reads of
+	// the model topic for the keys of partitions moved in (modelkeys.go).
+	scope    *keyScope
+	restores sync.WaitGroup
+	keyQuery chan chan map[string]uint64 // KeyVersions' requests to the detect goroutine
 	// waitLogged is when noteWaiting last logged, waitLogs how often (detect goroutine only).
 	waitLogged time.Time
 	waitLogs   int
@@ -388,9 +393,10 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 		up, down, fallbacks int64
 	}
 	hold, stopped := p.holdBound(), false
-	var keyReady <-chan struct{}
+	var keyReady, scopeChanged <-chan struct{}
+	var keyQuery chan chan map[string]uint64
 	if p.keys != nil {
-		keyReady = p.keys.ready
+		keyReady, scopeChanged, keyQuery = p.keys.ready, p.scope.changed, p.keyQuery
 	}
 	drainer, overlapped := p.stage.(interface {
 		Drain() ([]*batch.Batch, error)
@@ -431,7 +437,13 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 			}
 			p.applyReconf(req)
 		case <-keyReady: // a scorer's keys' models (modelkeys.go)
-			p.det.InstallKeyModels(p.keys.take())
+			p.det.InstallKeyModels(p.keys.take(p.scope.keep))
+		case reply := <-keyQuery:
+			reply <- p.det.KeyVersions()
+		case <-scopeChanged: // a rebalance: the keys of the partitions moved away go
+			if n := p.det.DropKeysOutside(p.scope.keep); n > 0 {
+				p.log.Info().Int("keys", n).Msg("scorer: keys' models of the partitions moved away dropped")
+			}
 		case m := <-p.models: // a scorer's newer model (nil channel in the other roles)
 			ready, err := p.installFollowed(m)
 			if err != nil {

@@ -91,8 +91,8 @@ func (p *Pipeline) setUpRole() error {
 		p.follow.onKey = keyVersionFloor(&p.keyHighest)
 		return nil
 	}
-	p.keys = newKeyInbox()
-	p.follow.onKey = p.keyReader(p.follow)
+	p.keys, p.scope, p.keyQuery = newKeyInbox(), newKeyScope(), make(chan chan map[string]uint64)
+	p.follow.onKey = p.keyReader(p.follow, p.scope.keep)
 	return nil
 }
 
@@ -198,12 +198,14 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 		p.log.Info().Msg("scorer: no model published yet; records wait for the first (before_model)")
 	}
 	if p.keys != nil { // every key's newest model on the topic, before the first record
-		ms := p.keys.take()
+		ms := p.keys.take(p.scope.keep)
 		p.det.InstallKeyModels(ms)
 		p.log.Info().Int("keys", len(ms)).Msg("scorer: serving the keys' newest published models")
+		p.followAssignments(work)
 	}
 	go func() { // follow: hands every newer model to the detect goroutine
 		defer close(closed)
+		defer p.restores.Wait()
 		after := uint64(0)
 		if newest != nil {
 			after = newest.model.Version

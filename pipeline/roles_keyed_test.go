@@ -31,6 +31,62 @@ func keyedRecords(t *testing.T, n, parts int, seed uint64) []*sensorRecord {
 	return recs
 }
 
+// waitServed waits until the running scorers hold, between them, the keys' models of want():
+// each key's at its version, on the scorer whose partitions include the key's, and no scorer any
+// other key; it fails naming what still differed.
+func waitServed(t *testing.T, what string, scorers []*running, keyPart map[string]int32, want func() map[string]uint64) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		why := served(scorers, keyPart, want())
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: after 60 s, %s", what, why)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// served says how the scorers' keys differ from want ("" when they do not).
+func served(scorers []*running, keyPart map[string]int32, want map[string]uint64) string {
+	owner := map[int32]int{}
+	held := make([]map[string]uint64, len(scorers))
+	for i, s := range scorers {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		v, parts, err := s.p.KeyVersions(ctx)
+		cancel()
+		if err != nil || parts == nil {
+			return fmt.Sprintf("scorer %d: no assignment yet (%v)", i, err)
+		}
+		for _, q := range parts {
+			if j, dup := owner[q]; dup {
+				return fmt.Sprintf("partition %d on scorers %d and %d", q, j, i)
+			}
+			owner[q] = i
+		}
+		held[i] = v
+	}
+	for key, v := range want {
+		i, ok := owner[keyPart[key]]
+		if !ok {
+			return fmt.Sprintf("partition %d (key %s) on no scorer", keyPart[key], key)
+		}
+		if held[i][key] != v {
+			return fmt.Sprintf("key %s: scorer %d serves version %d, want %d", key, i, held[i][key], v)
+		}
+	}
+	for i, h := range held {
+		for key := range h {
+			if owner[keyPart[key]] != i {
+				return fmt.Sprintf("scorer %d holds key %s of partition %d, not one of its own", i, key, keyPart[key])
+			}
+		}
+	}
+	return ""
+}
+
 // compactedAtOnce creates a one-partition model topic that the broker compacts as soon as its
 // cleaner looks (every 15 s): tiny segments rolled after 100 ms, any dirty ratio.
 func compactedAtOnce(t *testing.T, br testsupport.Broker, topic string) {
@@ -92,9 +148,12 @@ func keyModelsOnTopic(t *testing.T, br testsupport.Broker, cfg Config) (newest m
 //   - the builder publishes the keys' models on the model topic, and every record a scorer
 //     scores by its key's model names that model's version and gets exactly the score that
 //     model (read back from the topic) gives it;
+//   - each scorer keeps the models of its partitions' keys only, and a rebalance moves them
+//     (a scorer stopped: the others read its partitions' keys' models from the topic; back:
+//     it serves them again and the others drop them);
 //   - the builder killed mid-publication (some keys' new models written, the others' not), and
 //     the broker compacting the topic (it keeps one message a key, the newest): the scorers
-//     serve on, and a restarted scorer serves, for every key, its newest complete model;
+//     serve on, and a restarted scorer serves, for its keys, their newest complete models;
 //   - a new builder's keys' models (versions above the first's) replace them on every scorer.
 func TestKeyedBuilderAndScorersRealBroker(t *testing.T) {
 	br := testsupport.RealBroker(t)
@@ -152,11 +211,17 @@ func TestKeyedBuilderAndScorersRealBroker(t *testing.T) {
 		newest := keyModelsOnTopic(t, br, base)
 		return len(newest) == 64
 	})
+	keyPart := map[string]int32{}
+	for _, r := range recs {
+		keyPart[string(r.key)] = r.p
+	}
+	onTopic := func() map[string]uint64 { return keyModelsOnTopic(t, br, base) }
 	scorers := make([]*running, 3)
 	for i := range scorers {
 		scorers[i] = startPipeline(t, scorerCfg, nil)
 	}
 	waitCommittedBelow(t, br, group, input, 12000, 90*time.Second)
+	waitServed(t, "each scorer serving the newest models of its partitions' keys, and no other key", scorers, keyPart, onTopic)
 
 	// More records: the keys rebuild, the builder publishes and dies in its third publication.
 	produceSome(t, br, input, recs[12000:24000])
@@ -190,18 +255,13 @@ func TestKeyedBuilderAndScorersRealBroker(t *testing.T) {
 	if kept != len(newestAtKill) {
 		t.Fatalf("after compaction the topic holds %d key model messages, want one for each of the %d keys", kept, len(newestAtKill))
 	}
+	atKill := func() map[string]uint64 { return newestAtKill }
 	if err := scorers[0].stop(t, 20*time.Second); err != nil {
 		t.Fatalf("scorer stop: %v", err)
 	}
+	waitServed(t, "the other scorers taking its partitions and their keys' models (read from the compacted topic)", scorers[1:], keyPart, atKill)
 	scorers[0] = startPipeline(t, scorerCfg, nil)
-	waitFor(t, 30*time.Second, "the restarted scorer serving every key's newest complete model", func() bool {
-		for key, v := range newestAtKill {
-			if r, got := scorers[0].p.Detect().KeyModelOf(key); r == nil || got != v {
-				return false
-			}
-		}
-		return true
-	})
+	waitServed(t, "the restarted scorer serving its partitions' keys' newest complete models", scorers, keyPart, atKill)
 
 	// A new builder: its keys' models are newer, and every scorer serves them.
 	builder2 := startPipeline(t, builderCfg, func(p *Pipeline) {
@@ -214,23 +274,15 @@ func TestKeyedBuilderAndScorersRealBroker(t *testing.T) {
 	})
 	produceSome(t, br, input, recs[24000:])
 	waitCommittedBelow(t, br, group, input, len(recs), 120*time.Second)
-	var newest map[string]uint64
-	waitFor(t, 60*time.Second, "every scorer serving the new builder's keys' models", func() bool {
-		newest = keyModelsOnTopic(t, br, base)
-		for key, v := range newest {
+	waitFor(t, 60*time.Second, "the new builder publishing every key's model", func() bool {
+		for key, v := range onTopic() {
 			if v <= newestAtKill[key] {
 				return false
 			}
 		}
-		for _, s := range scorers {
-			for key, v := range newest {
-				if _, got := s.p.Detect().KeyModelOf(key); got != v {
-					return false
-				}
-			}
-		}
 		return true
 	})
+	waitServed(t, "the scorers serving the new builder's keys' models", scorers, keyPart, onTopic)
 	for _, s := range append(scorers, builder2) {
 		if err := s.stop(t, 20*time.Second); err != nil {
 			t.Fatalf("stop: %v", err)
@@ -321,7 +373,7 @@ func TestKeyedRestartRealBroker(t *testing.T) {
 // run.key_publish_interval has passed since the key's last publication (then its newest model
 // goes), and an evicted key's tombstone at once.
 func TestKeyPublishInterval(t *testing.T) {
-	p := &keyPublisher{pending: map[string]*detect.Ranker{}, wake: make(chan struct{}, 1), every: 10 * time.Second,
+	p := &keyPublisher{pending: map[string]detect.KeyModel{}, wake: make(chan struct{}, 1), every: 10 * time.Second,
 		published: map[string]time.Time{}}
 	t0 := time.Now()
 	r1, r2 := &detect.Ranker{}, &detect.Ranker{}
@@ -329,13 +381,13 @@ func TestKeyPublishInterval(t *testing.T) {
 	p.add([]detect.KeyModel{{Key: "new", Model: r1}, {Key: "warm", Model: r1}, {Key: "gone"}})
 	p.add([]detect.KeyModel{{Key: "warm", Model: r2}}) // rebuilt again before any round
 	todo, waiting := p.due(t0.Add(time.Second))
-	if len(todo) != 2 || todo["new"] != r1 || todo["gone"] != nil || !waiting {
+	if len(todo) != 2 || todo["new"].Model != r1 || todo["gone"].Model != nil || !waiting {
 		t.Fatalf("round 1: due %v, waiting %v: want the new key's model and the tombstone, the warm key waiting", todo, waiting)
 	}
 	if todo, waiting = p.due(t0.Add(9 * time.Second)); len(todo) != 0 || !waiting {
 		t.Fatalf("round 2 (9 s): due %v, waiting %v: want nothing due yet", todo, waiting)
 	}
-	if todo, waiting = p.due(t0.Add(10 * time.Second)); len(todo) != 1 || todo["warm"] != r2 || waiting {
+	if todo, waiting = p.due(t0.Add(10 * time.Second)); len(todo) != 1 || todo["warm"].Model != r2 || waiting {
 		t.Fatalf("round 3 (10 s): due %v, waiting %v: want the warm key's newest model", todo, waiting)
 	}
 }

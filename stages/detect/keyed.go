@@ -42,9 +42,9 @@ type keyedScorer struct {
 	// follower: a scorer's keys (run.role scorer), whose models come from the builder through
 	// InstallKeyModels (keyed_topic.go): no windows, no builds. dirty (a builder's, nil
 	// otherwise) are the keys whose model changed or that were evicted warm since the last
-	// TakeKeyModels.
+	// TakeKeyModels, with their partitions (an evicted key's is gone with its state).
 	follower bool
-	dirty    map[string]struct{}
+	dirty    map[string]int32
 }
 
 // keyState is one key's window, bookkeeping and model.
@@ -83,10 +83,10 @@ func newKeyedScorer() *keyedScorer {
 	return &keyedScorer{keys: map[string]*keyState{}, lru: list.New()}
 }
 
-// markDirty notes that key's model changed or that the key was evicted warm (a builder's).
-func (k *keyedScorer) markDirty(key string) {
+// markDirty notes that st's model changed or that st was evicted warm (a builder's).
+func (k *keyedScorer) markDirty(st *keyState) {
 	if k.dirty != nil {
-		k.dirty[key] = struct{}{}
+		k.dirty[st.key] = st.partition
 	}
 }
 
@@ -264,7 +264,7 @@ func (k *keyedScorer) evict(st *keyState, d int) {
 	k.bytes -= k.bytesOf(len(st.sig), d, st.warm)
 	if st.warm {
 		k.warm--
-		k.markDirty(st.key)
+		k.markDirty(st)
 	}
 	if st.slot >= 0 {
 		k.slots.release(st.slot)
@@ -306,7 +306,7 @@ func (k *keyedScorer) build(st *keyState, cfg *Config) {
 	}
 	k.markWarm(st)
 	st.model = r
-	k.markDirty(st.key)
+	k.markDirty(st)
 }
 
 // markWarm counts st as warm (once).

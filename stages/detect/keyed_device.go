@@ -164,7 +164,7 @@ func (k *keyedScorer) flush(cfg *Config, features []string, b *batch.Batch, raw 
 			continue
 		}
 		st.model = built[t]
-		k.markDirty(st.key)
+		k.markDirty(st)
 		rebuilt = append(rebuilt, st)
 	}
 	kb.due = kb.due[:0]

@@ -337,9 +337,9 @@ func (s *Stage) loadKeys() error {
 			continue
 		}
 		s.keyed.takeStateOf(k)
-		for key, st := range s.keyed.keys { // published again by a builder: it may have died before
+		for _, st := range s.keyed.keys { // published again by a builder: it may have died before
 			if st.model != nil {
-				s.keyed.markDirty(key)
+				s.keyed.markDirty(st)
 			}
 		}
 		st := s.keyed.stats()

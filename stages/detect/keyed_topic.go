@@ -29,7 +29,7 @@ func (s *Stage) newKeyed() *keyedScorer {
 	k := newKeyedScorer()
 	k.follower = s.deps.Role == RoleScorer
 	if s.deps.Role == RoleBuilder {
-		k.dirty = map[string]struct{}{}
+		k.dirty = map[string]int32{}
 	}
 	return k
 }
@@ -72,8 +72,8 @@ func (s *Stage) TakeKeyModels() []KeyModel {
 		return nil
 	}
 	out := make([]KeyModel, 0, len(s.keyed.dirty))
-	for key := range s.keyed.dirty {
-		km := KeyModel{Key: key}
+	for key, part := range s.keyed.dirty {
+		km := KeyModel{Key: key, Partition: part}
 		if st, ok := s.keyed.keys[key]; ok {
 			km.Model, km.Partition = st.model, st.partition // (nil: evicted, and back cold since)
 		}
@@ -144,6 +144,20 @@ func (s *Stage) DropKeysOutside(keep func(partition int32) bool) int {
 		k.evictions-- // (moved, not evicted)
 	}
 	return len(drop)
+}
+
+// KeyVersions are the versions of the keys' models a scorer serves, by key (nil without key_by).
+func (s *Stage) KeyVersions() map[string]uint64 {
+	if s.keyed == nil {
+		return nil
+	}
+	out := make(map[string]uint64, s.keyed.warm)
+	for key, st := range s.keyed.keys {
+		if st.model != nil {
+			out[key] = st.version
+		}
+	}
+	return out
 }
 
 // KeyModelOf is the model a key scores with now (nil: none), and its version.

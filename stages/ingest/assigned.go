@@ -21,6 +21,7 @@ type assignment struct {
 	topic string
 	mu    sync.Mutex
 	on    func(partitions []int32)
+	last  []int32 // the latest assignment (nil: none heard yet)
 }
 
 // observe takes a kafka-go log event; an assignment event of the topic reaches on.
@@ -33,10 +34,10 @@ func (a *assignment) observe(msg string, args []any) {
 		return
 	}
 	a.mu.Lock()
-	on := a.on
-	a.mu.Unlock()
-	if on != nil {
-		on(parts)
+	defer a.mu.Unlock() // (held while on runs: assignments reach it one at a time, in order)
+	a.last = parts
+	if a.on != nil {
+		a.on(parts)
 	}
 }
 
@@ -65,9 +66,15 @@ func assignedPartitions(m any, topic string) (parts []int32, ok bool) {
 }
 
 // OnAssigned makes f hear the Source's partitions of its topic at every new assignment (a
-// rebalance; empty when it has none), on kafka-go's goroutine.
+// rebalance; empty when it has none), on kafka-go's goroutine, one at a time and in order; an
+// assignment heard before OnAssigned reaches f at once (the reader joins its group as soon as
+// it is made).
 func (s *Source) OnAssigned(f func(partitions []int32)) {
-	s.assigned.mu.Lock()
-	s.assigned.on = f
-	s.assigned.mu.Unlock()
+	a := s.assigned
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.on = f
+	if a.last != nil {
+		f(a.last)
+	}
 }
