@@ -50,7 +50,25 @@ func feedFleet(t *testing.T, s *Stage, mem memory.Allocator, rows []fleetRow, lo
 
 func newFleetStage(t *testing.T, cfg Config, features []string) *Stage {
 	t.Helper()
-	s, err := NewStage(cfg, features, false, Deps{Log: zerolog.New(zerolog.NewTestWriter(t))})
+	return newFleetStageOn(t, cfg, features, nil)
+}
+
+// keyedTwinAccel is fakeAccel (the CPU's verdicts) that keeps the keys' models on the keyed
+// kernels' CPU twin (keyed_device_test.go), as a GPU does.
+type keyedTwinAccel struct {
+	fakeAccel
+	twins []*twinKeyed
+}
+
+func (a *keyedTwinAccel) KeyedModels(dims, window int) (KeyedModels, error) {
+	tw := newTwinKeyed(window)
+	a.twins = append(a.twins, tw)
+	return tw, nil
+}
+
+func newFleetStageOn(t *testing.T, cfg Config, features []string, accel Accelerator) *Stage {
+	t.Helper()
+	s, err := NewStage(cfg, features, false, Deps{Log: zerolog.New(zerolog.NewTestWriter(t)), Accelerator: accel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +82,20 @@ func newFleetStage(t *testing.T, cfg Config, features []string) *Stage {
 // every key started cold after a restart, scored by the global model for keys.min_records
 // records.
 func TestKeyedStateSurvivesRestart(t *testing.T) {
+	t.Run("cpu", func(t *testing.T) { keyedRestart(t, nil) })
+	// The keys' models loaded go to the device at once (the kernels' CPU twin here), and score
+	// there as they did before the stop.
+	t.Run("device", func(t *testing.T) {
+		a := &keyedTwinAccel{fakeAccel: fakeAccel{exact: true}}
+		keyedRestart(t, a)
+		if len(a.twins) != 2 || len(a.twins[1].models) != 40 || a.twins[1].scores == 0 {
+			t.Fatalf("device stores %d; the restarted stage's holds %d models and scored %d times: want the 40 keys' models loaded onto it and scoring",
+				len(a.twins), len(a.twins[len(a.twins)-1].models), a.twins[len(a.twins)-1].scores)
+		}
+	})
+}
+
+func keyedRestart(t *testing.T, accel Accelerator) {
 	rows := fleet(40, 24000, 0.003, 3)
 	const cut = 12000
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
@@ -75,7 +107,7 @@ func TestKeyedStateSurvivesRestart(t *testing.T) {
 
 	cfg := keyedConfig()
 	cfg.StateDir = t.TempDir()
-	a := newFleetStage(t, cfg, []string{"value"})
+	a := newFleetStageOn(t, cfg, []string{"value"}, accel)
 	feedFleet(t, a, mem, rows, 0, cut)
 	warmAtStop := a.KeyStats()
 	a.Close() // the keys' state is written at the stop
@@ -83,7 +115,7 @@ func TestKeyedStateSurvivesRestart(t *testing.T) {
 		t.Fatalf("%d keys warm at the stop, want all 40", warmAtStop.Live)
 	}
 
-	b := newFleetStage(t, cfg, []string{"value"})
+	b := newFleetStageOn(t, cfg, []string{"value"}, accel)
 	defer b.Close()
 	if st := b.KeyStats(); st.Live != warmAtStop.Live || st.Warming != warmAtStop.Warming || st.Bytes != warmAtStop.Bytes {
 		t.Fatalf("after the restart: %+v, want the keys as they were at the stop: %+v", st, warmAtStop)
