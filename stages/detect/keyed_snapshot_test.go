@@ -16,8 +16,8 @@ import (
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
-// feedFleet runs rows[lo:hi] (offsets = their index) through s in batches of 500 and returns
-// their scores in order.
+// feedFleet runs rows[lo:hi] (offsets = their index, partitions by key: fleetPartition)
+// through s in batches of 500 and returns their scores in order.
 func feedFleet(t *testing.T, s *Stage, mem memory.Allocator, rows []fleetRow, lo, hi int) []batch.Score {
 	t.Helper()
 	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
@@ -31,7 +31,7 @@ func feedFleet(t *testing.T, s *Stage, mem memory.Allocator, rows []fleetRow, lo
 	for at := lo; at < hi; at += 500 {
 		var tr []testbatch.Row
 		for i := at; i < min(at+500, hi); i++ {
-			tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Time: t0.Add(time.Duration(i) * time.Second), Features: []float32{rows[i].value}})
+			tr = append(tr, testbatch.Row{Partition: fleetPartition(rows[i].key), Offset: int64(i), Key: []byte(rows[i].key), Time: t0.Add(time.Duration(i) * time.Second), Features: []float32{rows[i].value}})
 		}
 		bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr))
 		if err != nil {
@@ -47,6 +47,9 @@ func feedFleet(t *testing.T, s *Stage, mem memory.Allocator, rows []fleetRow, lo
 	take(bs)
 	return out
 }
+
+// fleetPartition is a fleet key's partition: its last digit mod 3.
+func fleetPartition(key string) int32 { return int32(key[len(key)-1]-'0') % 3 }
 
 func newFleetStage(t *testing.T, cfg Config, features []string) *Stage {
 	t.Helper()

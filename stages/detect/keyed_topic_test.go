@@ -192,3 +192,47 @@ func keyIndex(key string) int {
 	fmt.Sscanf(key, "key-%d", &k)
 	return k
 }
+
+// TestKeyedBuilderRestartRepublishes: a builder restarted from its state_dir hands out every warm
+// key's model again, with the key's partition (a builder may die between a key's rebuild and its
+// publication), and the models are those it held at the stop.
+func TestKeyedBuilderRestartRepublishes(t *testing.T) {
+	features := []string{"value"}
+	cfg := keyedConfig()
+	cfg.StateDir = t.TempDir()
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	rows := fleet(12, 6000, 0, 6)
+	newBuilder := func() *Stage {
+		s, err := NewStage(cfg, features, false, Deps{Log: zerolog.Nop(), Role: RoleBuilder})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a := newBuilder()
+	feedFleet(t, a, mem, rows, 0, len(rows))
+	a.TakeKeyModels() // published
+	held := map[string]*Ranker{}
+	for key, st := range a.keyed.keys {
+		held[key] = st.model
+	}
+	a.Close()
+
+	b := newBuilder()
+	defer b.Close()
+	got := b.TakeKeyModels()
+	if len(got) != len(held) || len(held) != 12 {
+		t.Fatalf("the restarted builder hands out %d keys' models, want the %d held at the stop (12)", len(got), len(held))
+	}
+	for _, km := range got {
+		if km.Model == nil || km.Partition != fleetPartition(km.Key) {
+			t.Fatalf("%s: handed out %v (partition %d), want its model at the stop (partition %d)", km.Key, km.Model != nil, km.Partition, fleetPartition(km.Key))
+		}
+		for _, x := range []float32{rows[0].value, 500, 1e6} {
+			if a, b := km.Model.ScoreRecord([]float32{x}), held[km.Key].ScoreRecord([]float32{x}); a != b {
+				t.Fatalf("%s: the model handed out scores %v %v, the one at the stop %v", km.Key, x, a, b)
+			}
+		}
+	}
+}
