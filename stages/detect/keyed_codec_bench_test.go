@@ -8,8 +8,8 @@ import (
 // 3 features and the default keys' settings (full windows of 200): a key's model encoded for the
 // model topic (the builder's publisher, per key) and decoded (a scorer, per key: its start-up
 // read and a restore after a rebalance are this times the keys on the topic), and the keys'
-// state file encoded (on the detect goroutine: the pause a save costs) and decoded (at start).
-// ns/op is per key throughout.
+// state copied (on the detect goroutine: the pause a save costs), encoded (on the saver's
+// goroutine) and decoded (at start). ns/op is per key throughout.
 func BenchmarkKeysCodec(b *testing.B) {
 	const keys = 10_000
 	kb := newKeyedBench(b, keyedConfig(), keys, nil)
@@ -47,9 +47,15 @@ func BenchmarkKeysCodec(b *testing.B) {
 		}
 	})
 	state := s.keyed.encodeKeys(s.features, &s.cfg)
+	b.Run("state-copy", func(b *testing.B) {
+		for range b.N / keys {
+			s.keyed.keysCopy()
+		}
+	})
+	states := s.keyed.keysCopy()
 	b.Run("state-encode", func(b *testing.B) {
 		for range b.N / keys {
-			s.keyed.encodeKeys(s.features, &s.cfg)
+			encodeKeyStates(states, s.features, &s.cfg)
 		}
 		b.ReportMetric(float64(len(state))/keys, "bytes/key")
 	})

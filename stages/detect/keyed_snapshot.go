@@ -157,11 +157,36 @@ func DecodeKeyModel(value []byte, features []string, cfg *Config) (key string, v
 // encodeKeys is the payload of the keys' state file: every key, least recently seen first (so
 // that decoding them in order rebuilds the recency order).
 func (k *keyedScorer) encodeKeys(features []string, cfg *Config) []byte {
-	var e sealed.Encoder
-	encodeKeyHeader(&e, features, cfg)
-	e.U64(uint64(len(k.keys)))
+	return encodeKeyStates(k.keysCopy(), features, cfg)
+}
+
+// keysCopy copies every key's state, least recently seen first, for an encoding elsewhere: the
+// windows, bits and caps (the next batch changes them); the models are shared (a key's model is
+// replaced, never changed).
+func (k *keyedScorer) keysCopy() []keyState {
+	out := make([]keyState, 0, len(k.keys))
 	for el := k.lru.Back(); el != nil; el = el.Prev() {
 		st := el.Value.(*keyState)
+		c := keyState{key: st.key, partition: st.partition, size: st.size, next: st.next, since: st.since,
+			model: st.model, sig: slices.Clone(st.sig), cols: make([][]float32, len(st.cols))}
+		for j := range st.cols {
+			c.cols[j] = slices.Clone(st.cols[j])
+		}
+		capCopy := *st.cap
+		capCopy.flagged = slices.Clone(st.cap.flagged)
+		c.cap = &capCopy
+		out = append(out, c)
+	}
+	return out
+}
+
+// encodeKeyStates is encodeKeys of copied states (keysCopy).
+func encodeKeyStates(states []keyState, features []string, cfg *Config) []byte {
+	var e sealed.Encoder
+	encodeKeyHeader(&e, features, cfg)
+	e.U64(uint64(len(states)))
+	for i := range states {
+		st := &states[i]
 		w := len(st.sig)
 		e.Text(st.key)
 		e.U32(uint32(st.partition))
@@ -285,18 +310,19 @@ func (k *keyedScorer) decodeKeys(p []byte, features []string, cfg *Config) error
 	return nil
 }
 
-// saveKeys writes the keys' state to state_dir (keys-<sequence>.osnap): encoded here, on the
-// stage's goroutine (the encoding is the copy: the keys change with the next batch), written
-// and synced on its own goroutine unless wait. Without state_dir or key_by it does nothing.
+// saveKeys writes the keys' state to state_dir (keys-<sequence>.osnap): copied here, on the
+// stage's goroutine (the keys change with the next batch), encoded, written and synced on its
+// own goroutine unless wait. Without state_dir or key_by it does nothing.
 func (s *Stage) saveKeys(wait bool) {
 	d := s.ext.snaps
 	if d == nil || s.keyed == nil || s.deps.Role == RoleScorer || len(s.keyed.keys) == 0 {
 		return // (a scorer's keys' models come from the model topic; no keys: nothing to resume)
 	}
 	s.ext.keysSaved = time.Now()
-	payload := s.keyed.encodeKeys(s.features, &s.cfg)
-	keys := len(s.keyed.keys)
+	states, features, cfg := s.keyed.keysCopy(), s.features, s.cfg
+	keys := len(states)
 	write := func() {
+		payload := encodeKeyStates(states, features, &cfg)
 		path, err := d.saveAs(keysPrefix, &d.nextKeys, func(w io.Writer) error {
 			return keysSnapshotFile.Write(w, KeysSnapshotFormat, payload)
 		})
