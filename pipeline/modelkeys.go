@@ -369,6 +369,31 @@ type keyScope struct {
 	known   bool
 	parts   map[int32]bool
 	changed chan struct{} // capacity 1
+	// restores are the restores running; closed: no more start (the scorer is stopping).
+	restores sync.WaitGroup
+	closed   bool
+}
+
+// startRestore runs restore on a goroutine of its own, unless the scorer is stopping.
+func (s *keyScope) startRestore(restore func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.restores.Add(1)
+	go func() {
+		defer s.restores.Done()
+		restore()
+	}()
+}
+
+// close starts no more restores and waits for those running (they end with the run's context).
+func (s *keyScope) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.restores.Wait()
 }
 
 func newKeyScope() *keyScope { return &keyScope{changed: make(chan struct{}, 1)} }
@@ -402,8 +427,8 @@ func (s *keyScope) set(parts []int32) (added map[int32]bool) {
 }
 
 // followAssignments makes a scorer's keys follow its source's assignment (when the source
-// reports one: else every scorer keeps every key). Restores run on work and are awaited through
-// p.restores.
+// reports one: else every scorer keeps every key). Restores run on work; p.scope.close awaits
+// them.
 func (p *Pipeline) followAssignments(work context.Context) {
 	src, ok := p.src.(interface{ OnAssigned(func([]int32)) })
 	if !ok || p.keys == nil {
@@ -412,14 +437,9 @@ func (p *Pipeline) followAssignments(work context.Context) {
 	src.OnAssigned(func(parts []int32) {
 		added := p.scope.set(parts)
 		p.log.Info().Ints32("partitions", parts).Int("moved_in", len(added)).Msg("scorer: keeps the keys' models of its partitions")
-		if len(added) == 0 || work.Err() != nil {
-			return
+		if len(added) > 0 {
+			p.scope.startRestore(func() { p.restoreKeys(work, added) })
 		}
-		p.restores.Add(1)
-		go func() {
-			defer p.restores.Done()
-			p.restoreKeys(work, added)
-		}()
 	})
 }
 

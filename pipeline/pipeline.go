@@ -66,10 +66,8 @@ type Pipeline struct {
 	keyPub     *keyPublisher
 	keyHighest uint64
 	keys       *keyInbox
-	// scope is a scorer's partitions, whose keys' models it keeps; restores are the reads of
-	// the model topic for the keys of partitions moved in (modelkeys.go).
+	// scope is a scorer's partitions, whose keys' models it keeps (modelkeys.go).
 	scope    *keyScope
-	restores sync.WaitGroup
 	keyQuery chan chan map[string]uint64 // KeyVersions' requests to the detect goroutine
 	// waitLogged is when noteWaiting last logged, waitLogs how often (detect goroutine only).
 	waitLogged time.Time

@@ -205,7 +205,9 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 	}
 	go func() { // follow: hands every newer model to the detect goroutine
 		defer close(closed)
-		defer p.restores.Wait()
+		if p.scope != nil {
+			defer p.scope.close() // the restores of the keys of partitions moved in
+		}
 		after := uint64(0)
 		if newest != nil {
 			after = newest.model.Version
