@@ -74,6 +74,12 @@ type RunConfig struct {
 	// model is older than this: the builder stopped publishing. 0 (default) never does; the
 	// age is always in outlierd_model_age_seconds.
 	StaleModelAfter time.Duration `yaml:"stale_model_after"`
+	// KeyPublishInterval, for a builder with detect.key_by: key, is the least time between two
+	// publications of one key's model on ModelTopic (its first model goes out at once; a key
+	// rebuilt more often is published with its newest model when the interval has passed).
+	// It bounds the model topic's write rate at about keys x 15 KB / interval (docs/OPERATIONS.md
+	// "Models per key"). Default 10s; 0: every rebuild (gathered once a second).
+	KeyPublishInterval time.Duration `yaml:"key_publish_interval"`
 	// LogLevel is the least severe level logged: debug, info (default), warn or error. debug
 	// adds the Kafka client's own messages (joins, fetches, rebalances: most of the log) and
 	// per-model details; `outlierd run --log-level` overrides it. A change needs a restart.
@@ -120,8 +126,9 @@ func Default() Config {
 		Ingest: ingest.Default(),
 		Detect: detect.Default(),
 		Sink:   defaultSink(),
-		Run:    RunConfig{QueueBatches: 4, SinkWriters: 4, CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second, Role: detect.RoleAll, LogLevel: "info"},
-		HTTP:   metrics.DefaultConfig(),
+		Run: RunConfig{QueueBatches: 4, SinkWriters: 4, CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second, Role: detect.RoleAll, LogLevel: "info",
+			KeyPublishInterval: 10 * time.Second},
+		HTTP: metrics.DefaultConfig(),
 	}
 }
 

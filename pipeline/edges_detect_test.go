@@ -32,6 +32,8 @@ type edgeVerdict struct {
 		DensityOutlier  bool    `json:"density_outlier"`
 		DistanceOutlier bool    `json:"distance_outlier"`
 		Weight          float64 `json:"weight"`
+		Score           float64 `json:"score"`
+		KeyModelVersion uint64  `json:"key_model_version"`
 		Hypercube       *struct {
 			Neighbours int64 `json:"neighbours"`
 			Outlier    bool  `json:"outlier"`

@@ -395,6 +395,9 @@ type modelFollower struct {
 	features []string
 	// skipped counts messages that did not make a usable model (their reasons are logged).
 	skipped int
+	// onKey takes the keys' models' messages (modelkeys.go; nil: they are passed over): they
+	// are no part of a publication of the global model.
+	onKey func(kafka.Message)
 }
 
 func newModelFollower(cfg modelTopicConfig, features []string, log zerolog.Logger) (*modelFollower, error) {
@@ -455,6 +458,12 @@ func (f *modelFollower) next(ctx context.Context, after uint64, stopAt int64) (*
 		msg, err := f.r.ReadMessage(ctx)
 		if err != nil {
 			return nil, err
+		}
+		if isKeyModel(msg) {
+			if f.onKey != nil {
+				f.onKey(msg)
+			}
+			continue
 		}
 		pub, err := f.asm.add(msg)
 		if err != nil {

@@ -61,6 +61,14 @@ type Pipeline struct {
 	pub    *modelPublisher
 	follow *modelFollower
 	models chan *followed
+	// With detect.key_by (modelkeys.go): a builder's publisher of the keys' models, and the
+	// highest key model version on the topic at its start; a scorer's inbox of them.
+	keyPub     *keyPublisher
+	keyHighest uint64
+	keys       *keyInbox
+	// scope is a scorer's partitions, whose keys' models it keeps (modelkeys.go).
+	scope    *keyScope
+	keyQuery chan chan map[string]uint64 // KeyVersions' requests to the detect goroutine
 	// waitLogged is when noteWaiting last logged, waitLogs how often (detect goroutine only).
 	waitLogged time.Time
 	waitLogs   int
@@ -382,6 +390,11 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 		up, down, fallbacks int64
 	}
 	hold, stopped := p.holdBound(), false
+	var keyReady, scopeChanged <-chan struct{}
+	var keyQuery chan chan map[string]uint64
+	if p.keys != nil {
+		keyReady, scopeChanged, keyQuery = p.keys.ready, p.scope.changed, p.keyQuery
+	}
 	drainer, overlapped := p.stage.(interface {
 		Drain() ([]*batch.Batch, error)
 	})
@@ -420,6 +433,14 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 				}
 			}
 			p.applyReconf(req)
+		case <-keyReady: // a scorer's keys' models (modelkeys.go)
+			p.det.InstallKeyModels(p.keys.take(p.scope.keep))
+		case reply := <-keyQuery:
+			reply <- p.det.KeyVersions()
+		case <-scopeChanged: // a rebalance: the keys of the partitions moved away go
+			if n := p.det.DropKeysOutside(p.scope.keep); n > 0 {
+				p.log.Info().Int("keys", n).Msg("scorer: keys' models of the partitions moved away dropped")
+			}
 		case m := <-p.models: // a scorer's newer model (nil channel in the other roles)
 			ready, err := p.installFollowed(m)
 			if err != nil {
@@ -453,6 +474,9 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 			p.metrics.SetWindow(p.stage.Window().Len(), p.stage.Window().Cap())
 			if ks := p.stage.KeyStats(); ks != (detect.KeyStats{}) {
 				p.metrics.SetKeys(ks.Live, ks.Warming, ks.Bytes, ks.Evictions)
+			}
+			if p.keyPub != nil { // a builder's keys whose model changed: to the model topic
+				p.keyPub.add(p.det.TakeKeyModels())
 			}
 			if p.stage.Model() == nil {
 				p.noteWaiting(false)

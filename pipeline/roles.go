@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -42,6 +43,16 @@ func (c *Config) validateRole() []error {
 		errs = append(errs, config.Fieldf("sink.max_message_bytes", "%d leaves %d bytes for a model chunk with run.role %s, want at least %d (a chunk of %d plus %d of key, headers and framing)",
 			c.Sink.MaxMessageBytes, c.Sink.MaxMessageBytes-modelChunkOverhead, role, minModelChunk+modelChunkOverhead, minModelChunk, modelChunkOverhead))
 	}
+	if role != detect.RoleAll && c.Detect.KeyBy == detect.KeyByKey {
+		// A key's model is one message (modelkeys.go): the largest, of a key of assumedKeyBytes.
+		if need := detect.KeyModelBound(c.Ingest.Columns(), &c.Detect, len(keyModelPrefix)+assumedKeyBytes) + modelChunkOverhead; c.Sink.MaxMessageBytes < need {
+			errs = append(errs, config.Fieldf("sink.max_message_bytes", "%d cannot carry a key's model with detect.key_by and run.role %s: want at least %d (detect.keys.window %d of %d features, a key of %d bytes)",
+				c.Sink.MaxMessageBytes, role, need, c.Detect.Keys.Window, len(c.Ingest.Columns()), assumedKeyBytes))
+		}
+	}
+	if c.Run.KeyPublishInterval < 0 {
+		errs = append(errs, config.Fieldf("run.key_publish_interval", "must be >= 0, got %s", c.Run.KeyPublishInterval))
+	}
 	if c.Run.StaleModelAfter < 0 {
 		errs = append(errs, config.Fieldf("run.stale_model_after", "must be >= 0, got %s", c.Run.StaleModelAfter))
 	}
@@ -68,6 +79,20 @@ func (p *Pipeline) setUpRole() error {
 		}
 		p.models = make(chan *followed, 1)
 	}
+	if p.role == detect.RoleAll || p.cfg.Detect.KeyBy != detect.KeyByKey {
+		return nil
+	}
+	// The keys' models (modelkeys.go).
+	if p.role == detect.RoleBuilder {
+		if p.keyPub, err = newKeyPublisher(p.cfg.modelTopic(), p.cfg.Ingest.Columns(), p.cfg.Detect, p.log); err != nil {
+			return err
+		}
+		p.keyPub.every = p.cfg.Run.KeyPublishInterval
+		p.follow.onKey = keyVersionFloor(&p.keyHighest)
+		return nil
+	}
+	p.keys, p.scope, p.keyQuery = newKeyInbox(), newKeyScope(), make(chan chan map[string]uint64)
+	p.follow.onKey = p.keyReader(p.follow, p.scope.keep)
 	return nil
 }
 
@@ -150,9 +175,15 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 			ev = ev.Uint64("published_version", newest.model.Version)
 		}
 		ev.Msg("builder: the next model's version is above every version on the model topic, in state_dir and the clock (ms)")
+		var wg sync.WaitGroup
+		wg.Go(func() { p.pub.run(work) })
+		if p.keyPub != nil {
+			p.keyPub.version = p.keyHighest
+			wg.Go(func() { p.keyPub.run(work) })
+		}
 		go func() {
 			defer close(closed)
-			p.pub.run(work)
+			wg.Wait()
 		}()
 		return closed, nil
 	}
@@ -166,8 +197,17 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 	} else {
 		p.log.Info().Msg("scorer: no model published yet; records wait for the first (before_model)")
 	}
+	if p.keys != nil { // every key's newest model on the topic, before the first record
+		ms := p.keys.take(p.scope.keep)
+		p.det.InstallKeyModels(ms)
+		p.log.Info().Int("keys", len(ms)).Msg("scorer: serving the keys' newest published models")
+		p.followAssignments(work)
+	}
 	go func() { // follow: hands every newer model to the detect goroutine
 		defer close(closed)
+		if p.scope != nil {
+			defer p.scope.close() // the restores of the keys of partitions moved in
+		}
 		after := uint64(0)
 		if newest != nil {
 			after = newest.model.Version
@@ -314,6 +354,9 @@ func (p *Pipeline) closeRole() error {
 	var errs []error
 	if p.pub != nil {
 		errs = append(errs, p.pub.Close())
+	}
+	if p.keyPub != nil {
+		errs = append(errs, p.keyPub.Close())
 	}
 	if p.follow != nil {
 		errs = append(errs, p.follow.Close())

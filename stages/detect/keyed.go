@@ -38,6 +38,13 @@ type keyedScorer struct {
 	// dev keeps the warm keys' models on the device (keyed_device.go; nil: the CPU scores).
 	dev   KeyedModels
 	slots slotPool
+
+	// follower: a scorer's keys (run.role scorer), whose models come from the builder through
+	// InstallKeyModels (keyed_topic.go): no windows, no builds. dirty (a builder's, nil
+	// otherwise) are the keys whose model changed or that were evicted warm since the last
+	// TakeKeyModels, with their partitions (an evicted key's is gone with its state).
+	follower bool
+	dirty    map[string]int32
 }
 
 // keyState is one key's window, bookkeeping and model.
@@ -59,6 +66,11 @@ type keyState struct {
 	slot int32
 	due  bool
 	warm bool
+	// version is the builder's version of the key's model (a scorer's, from the model topic; 0
+	// where the key's model was built here). partition is the input partition of the key's
+	// latest record (a builder's; a scorer's: the one its model was published with).
+	version   uint64
+	partition int32
 }
 
 // KeyStats are the keyed models' figures for the metrics.
@@ -71,6 +83,13 @@ type KeyStats struct {
 
 func newKeyedScorer() *keyedScorer {
 	return &keyedScorer{keys: map[string]*keyState{}, lru: list.New()}
+}
+
+// markDirty notes that st's model changed or that st was evicted warm (a builder's).
+func (k *keyedScorer) markDirty(st *keyState) {
+	if k.dirty != nil {
+		k.dirty[st.key] = st.partition
+	}
 }
 
 // close releases the device's models.
@@ -104,6 +123,15 @@ func keyBytes(w, d int, warm bool) int64 {
 	return b
 }
 
+// bytesOf is keyBytes for this scorer's keys: a scorer's keys (follower) hold no window.
+func (k *keyedScorer) bytesOf(w, d int, warm bool) int64 {
+	b := keyBytes(w, d, warm)
+	if k.follower {
+		b -= int64(w * d * 4)
+	}
+	return b
+}
+
 // warmOverhead is what a warm key's model costs beyond its arrays (the Ranker and its tail,
 // sample and calibrations' headers, the robust units, allocation slack): BenchmarkKeyedStage
 // measured the heap's growth at 15.4-15.5 KB a key with full windows at the defaults (3
@@ -119,7 +147,7 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 		k.scoreOnDevice(cfg, features, b, raw)
 		return
 	}
-	keys := b.Keys()
+	keys, parts := b.Keys(), b.Partitions()
 	d := len(raw)
 	x := make([][]float32, d) // the record's values, column-major
 	dens, dist := make([]float64, 1), make([]float64, 1)
@@ -133,6 +161,13 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 			key = keys.Value(i)
 		}
 		st := k.stateOf(key, cfg, d)
+		if st == nil { // a scorer's key without a published model
+			b.Scores[i].Warming = true
+			continue
+		}
+		if !k.follower {
+			st.partition = parts[i]
+		}
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
 		}
@@ -142,11 +177,13 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 			r.Tail.Score(x, dens)
 			r.distanceSpace(x, space)
 			solvingset.KNNWeights(r.Ref.Points, space, r.Ref.K, 1, dist)
-			sig = decideByKey(cfg, features, st, r, x, b.Scores[i:i+1], dens[0], dist[0])
+			sig = decideByKey(cfg, features, st, r, st.version, x, b.Scores[i:i+1], dens[0], dist[0])
 		} else {
 			sc.Warming = true
 		}
-		k.push(st, x, sig, cfg)
+		if !k.follower {
+			k.push(st, x, sig, cfg)
+		}
 	}
 }
 
@@ -173,14 +210,14 @@ func (k *keyedScorer) warmRows(b *batch.Batch) []bool {
 // decideByKey scores one record (raw: its values, out: its score) by its key's model r from the
 // raw scores, and decides its flag by significance and the key's cap; it returns whether the
 // record was significant.
-func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, raw [][]float32, out []batch.Score, dens, dist float64) bool {
+func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, version uint64, raw [][]float32, out []batch.Score, dens, dist float64) bool {
 	sc := &out[0]
 	sc.DensityScore, sc.DistanceScore = dens, dist
 	sc.Score, sc.Threshold = r.combine(dens, dist), cfg.MinScore
 	sig := sc.Score >= sc.Threshold
 	sc.Outlier = st.cap.admit(sig, capLimit(cfg.AlarmRate, cfg.Keys.Window))
 	sc.Suppressed = sig && !sc.Outlier
-	sc.ByKey, sc.Warming = true, false
+	sc.ByKey, sc.Warming, sc.KeyModelVersion = true, false, version
 	sc.Deviations = nil
 	explainDeviations(r, features, raw, out, true)
 	return sig
@@ -189,11 +226,15 @@ func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, raw []
 // recentBytes is a key's ring of m recent scores (float64).
 func recentBytes(m int) int64 { return int64(8 * m) }
 
-// stateOf is state for a key's bytes, without a string made for a key already held.
+// stateOf is state for a key's bytes, without a string made for a key already held. A scorer's
+// key (follower) is made by InstallKeyModels only: nil for a key it holds no model of.
 func (k *keyedScorer) stateOf(key []byte, cfg *Config, d int) *keyState {
 	if st, ok := k.keys[string(key)]; ok {
 		k.lru.MoveToFront(st.elem)
 		return st
+	}
+	if k.follower {
+		return nil
 	}
 	return k.state(string(key), cfg, d)
 }
@@ -206,14 +247,17 @@ func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 		return st
 	}
 	w := cfg.Keys.Window
-	st := &keyState{key: key, cols: make([][]float32, d), sig: make([]bool, w), cap: newAlarmCap(w), slot: -1}
+	st := &keyState{key: key, sig: make([]bool, w), cap: newAlarmCap(w), slot: -1}
 	st.recent.s = make([]float64, cfg.RecentScores)
-	for j := range st.cols {
-		st.cols[j] = make([]float32, w)
+	if !k.follower { // (a scorer's key keeps no window)
+		st.cols = make([][]float32, d)
+		for j := range st.cols {
+			st.cols[j] = make([]float32, w)
+		}
 	}
 	st.elem = k.lru.PushFront(st)
 	k.keys[key] = st
-	k.bytes += keyBytes(w, d, false) + recentBytes(cfg.RecentScores)
+	k.bytes += k.bytesOf(w, d, false) + recentBytes(cfg.RecentScores)
 	for len(k.keys) > cfg.Keys.MaxKeys || (cfg.Keys.MaxBytes > 0 && k.bytes > cfg.Keys.MaxBytes && len(k.keys) > 1) {
 		k.evict(k.lru.Back().Value.(*keyState), d)
 	}
@@ -223,9 +267,10 @@ func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 func (k *keyedScorer) evict(st *keyState, d int) {
 	k.lru.Remove(st.elem)
 	delete(k.keys, st.key)
-	k.bytes -= keyBytes(len(st.sig), d, st.warm) + recentBytes(len(st.recent.s))
+	k.bytes -= k.bytesOf(len(st.sig), d, st.warm) + recentBytes(len(st.recent.s))
 	if st.warm {
 		k.warm--
+		k.markDirty(st)
 	}
 	if st.slot >= 0 {
 		k.slots.release(st.slot)
@@ -267,6 +312,7 @@ func (k *keyedScorer) build(st *keyState, cfg *Config) {
 	}
 	k.markWarm(st)
 	st.model = r
+	k.markDirty(st)
 }
 
 // markWarm counts st as warm (once).
@@ -275,7 +321,7 @@ func (k *keyedScorer) markWarm(st *keyState) {
 		st.warm = true
 		k.warm++
 		w, d := len(st.sig), len(st.cols)
-		k.bytes += keyBytes(w, d, true) - keyBytes(w, d, false)
+		k.bytes += k.bytesOf(w, d, true) - k.bytesOf(w, d, false)
 	}
 }
 

@@ -75,6 +75,8 @@ type queued struct {
 	ring  int       // the record's position in the key's window
 	model *Ranker   // the model the record meets
 	slot  int32
+	// version is model's (keyState.version).
+	version uint64
 }
 
 // keyedBatch is scoreOnDevice's queue and scratch.
@@ -87,7 +89,7 @@ type keyedBatch struct {
 
 // scoreOnDevice is score with the device (see above).
 func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Batch, raw [][]float32) {
-	keys := b.Keys()
+	keys, parts := b.Keys(), b.Partitions()
 	d := len(raw)
 	x := make([][]float32, d)
 	var kb keyedBatch
@@ -97,6 +99,13 @@ func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Bat
 			key = keys.Value(i)
 		}
 		st := k.stateOf(key, cfg, d)
+		if st == nil { // a scorer's key without a published model
+			b.Scores[i].Warming = true
+			continue
+		}
+		if !k.follower {
+			st.partition = parts[i]
+		}
 		if st.due { // its new model first
 			k.flush(cfg, features, b, raw, &kb)
 		}
@@ -104,11 +113,11 @@ func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Bat
 			x[j] = raw[j][i : i+1]
 		}
 		if st.model != nil {
-			kb.q = append(kb.q, queued{i: i, st: st, ring: st.next, model: st.model, slot: st.slot})
+			kb.q = append(kb.q, queued{i: i, st: st, ring: st.next, model: st.model, slot: st.slot, version: st.version})
 		} else {
 			b.Scores[i].Warming = true
 		}
-		if k.append(st, x, false, cfg) { // (the significance is written at the flush)
+		if !k.follower && k.append(st, x, false, cfg) { // (the significance is written at the flush)
 			st.since = 0
 			st.due = true
 			k.markWarm(st) // (a key's build cannot fail: min_records > keys.k >= 1, so R has >= 2 records)
@@ -155,6 +164,7 @@ func (k *keyedScorer) flush(cfg *Config, features []string, b *batch.Batch, raw 
 			continue
 		}
 		st.model = built[t]
+		k.markDirty(st)
 		rebuilt = append(rebuilt, st)
 	}
 	kb.due = kb.due[:0]
@@ -203,7 +213,7 @@ func decideQueued(cfg *Config, features []string, b *batch.Batch, raw [][]float3
 			for j := range raw {
 				one[j] = raw[j][r.i : r.i+1]
 			}
-			r.st.sig[r.ring] = decideByKey(cfg, features, r.st, r.model, one, b.Scores[r.i:r.i+1], tail[t], dist[t])
+			r.st.sig[r.ring] = decideByKey(cfg, features, r.st, r.model, r.version, one, b.Scores[r.i:r.i+1], tail[t], dist[t])
 		}
 	}
 	if workers <= 1 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/outlierd/outlierd/internal/core/config"
 	"github.com/outlierd/outlierd/stages/microcluster"
@@ -102,6 +103,10 @@ type stageExt struct {
 	saves      sync.WaitGroup // snapshot writes in flight
 	rebuildDue bool           // build as soon as the window holds min_records
 	loading    bool           // installing a loaded snapshot: not saved again
+	// keysSaved is when the keys' state was last saved (keyed_snapshot.go), keysSkipped the
+	// keys' state files passed over at start.
+	keysSaved   time.Time
+	keysSkipped []SkippedSnapshot
 }
 
 // Reconfigure applies cfg to the running stage, on the stage's goroutine (the pipeline's
@@ -202,6 +207,11 @@ func (s *Stage) installed(m *Model) {
 			}
 			s.deps.Log.Debug().Str("file", path).Uint64("model_version", m.Version).Msg("model snapshot written")
 		}()
+		// The keys' state beside it, at most once per refresh_interval (it is every key's
+		// window and model: about keys x 15 KB) and at the stop (Close).
+		if time.Since(s.ext.keysSaved) >= s.cfg.RefreshInterval {
+			s.saveKeys(false)
+		}
 	}
 	s.reconcile(false)
 }
@@ -219,6 +229,9 @@ func (s *Stage) openSnapshots() error {
 		return err
 	}
 	s.ext.snaps = d
+	if err := s.loadKeys(); err != nil {
+		return err
+	}
 	ld, err := d.LoadNewest(s.features, s.cfg)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,6 +40,8 @@ type SnapshotDir struct {
 
 	mu   sync.Mutex
 	next uint64 // sequence number of the next Save
+	// nextKeys is the next keys' state file's (keyed_snapshot.go: keys-<sequence>.osnap).
+	nextKeys uint64
 }
 
 // OpenSnapshotDir creates dir if needed, removes temporary files that a crash during a Save
@@ -60,13 +63,16 @@ func OpenSnapshotDir(dir string, keep int, log zerolog.Logger) (*SnapshotDir, er
 	}
 	for _, e := range ents {
 		name := e.Name()
-		if strings.HasPrefix(name, "."+snapshotPrefix) && strings.Contains(name, ".tmp") {
+		if (strings.HasPrefix(name, "."+snapshotPrefix) || strings.HasPrefix(name, "."+keysPrefix)) && strings.Contains(name, ".tmp") {
 			if err := os.Remove(filepath.Join(dir, name)); err == nil {
 				log.Warn().Str("file", name).Msg("removed a snapshot left unfinished by a crash")
 			}
 		}
-		if seq, ok := snapshotSeq(name); ok && seq >= d.next {
+		if seq, ok := snapshotSeq(name, snapshotPrefix); ok && seq >= d.next {
 			d.next = seq + 1
+		}
+		if seq, ok := snapshotSeq(name, keysPrefix); ok && seq >= d.nextKeys {
+			d.nextKeys = seq + 1
 		}
 	}
 	return d, nil
@@ -75,9 +81,9 @@ func OpenSnapshotDir(dir string, keep int, log zerolog.Logger) (*SnapshotDir, er
 // Dir is the directory's path.
 func (d *SnapshotDir) Dir() string { return d.dir }
 
-// snapshotSeq parses model-<seq>.osnap.
-func snapshotSeq(name string) (uint64, bool) {
-	s, ok := strings.CutPrefix(name, snapshotPrefix)
+// snapshotSeq parses <prefix><seq>.osnap (prefix model- or keys-).
+func snapshotSeq(name, prefix string) (uint64, bool) {
+	s, ok := strings.CutPrefix(name, prefix)
 	if !ok {
 		return 0, false
 	}
@@ -89,7 +95,10 @@ func snapshotSeq(name string) (uint64, bool) {
 }
 
 // List returns the snapshot files, newest first.
-func (d *SnapshotDir) List() ([]string, error) {
+func (d *SnapshotDir) List() ([]string, error) { return d.list(snapshotPrefix) }
+
+// list returns the files <prefix><seq>.osnap, newest first.
+func (d *SnapshotDir) list(prefix string) ([]string, error) {
 	ents, err := os.ReadDir(d.dir)
 	if err != nil {
 		return nil, fmt.Errorf("detect: snapshot directory: %w", err)
@@ -100,7 +109,7 @@ func (d *SnapshotDir) List() ([]string, error) {
 	}
 	var fs []file
 	for _, e := range ents {
-		if seq, ok := snapshotSeq(e.Name()); ok && e.Type().IsRegular() {
+		if seq, ok := snapshotSeq(e.Name(), prefix); ok && e.Type().IsRegular() {
 			fs = append(fs, file{seq, filepath.Join(d.dir, e.Name())})
 		}
 	}
@@ -126,9 +135,15 @@ func cmpU64(a, b uint64) int {
 // rename, fsync of the directory, so a crash leaves the previous snapshots and either the whole
 // new one or nothing. Then it removes all but the newest keep snapshots. It returns the path.
 func (d *SnapshotDir) Save(m *Model) (path string, err error) {
+	return d.saveAs(snapshotPrefix, &d.next, func(w io.Writer) error { return WriteSnapshot(w, m) })
+}
+
+// saveAs is Save of what write writes, as <prefix><*next>.osnap, keeping the newest keep files
+// of that prefix.
+func (d *SnapshotDir) saveAs(prefix string, next *uint64, write func(io.Writer) error) (path string, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	path = filepath.Join(d.dir, fmt.Sprintf("%s%020d%s", snapshotPrefix, d.next, snapshotExt))
+	path = filepath.Join(d.dir, fmt.Sprintf("%s%020d%s", prefix, *next, snapshotExt))
 	f, err := os.CreateTemp(d.dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return "", fmt.Errorf("detect: snapshot: %w", err)
@@ -140,7 +155,7 @@ func (d *SnapshotDir) Save(m *Model) (path string, err error) {
 			os.Remove(tmp)
 		}
 	}()
-	if err = WriteSnapshot(f, m); err != nil {
+	if err = write(f); err != nil {
 		return "", err
 	}
 	if err = f.Sync(); err != nil {
@@ -152,7 +167,7 @@ func (d *SnapshotDir) Save(m *Model) (path string, err error) {
 	if err = os.Rename(tmp, path); err != nil {
 		return "", fmt.Errorf("detect: snapshot %s: %w", path, err)
 	}
-	d.next++
+	*next++
 	// The rename is durable only once the directory is synced.
 	if dir, derr := os.Open(d.dir); derr == nil {
 		if serr := dir.Sync(); serr != nil {
@@ -160,7 +175,7 @@ func (d *SnapshotDir) Save(m *Model) (path string, err error) {
 		}
 		dir.Close()
 	}
-	files, lerr := d.List()
+	files, lerr := d.list(prefix)
 	if lerr != nil {
 		d.log.Warn().Err(lerr).Msg("listing snapshots to prune them failed")
 		return path, nil

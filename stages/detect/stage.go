@@ -118,7 +118,7 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 		win: w, recs: newWindowRing(cfg.Window), pending: map[*batch.Batch]uint64{},
 		alarms: newAlarmCap(cfg.Window), builds: buildState{done: make(chan buildResult, 1), lastBuild: time.Now()}}
 	if cfg.KeyBy == KeyByKey {
-		s.keyed = newKeyedScorer()
+		s.keyed = s.newKeyed()
 		if ka, ok := deps.Accelerator.(KeyedAccelerator); ok { // the keys' models resident on the device
 			if s.keyed.dev, err = ka.KeyedModels(len(features), cfg.Keys.Window); err != nil {
 				return nil, err
@@ -164,6 +164,11 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 	}
 	if s.deps.Role == RoleBuilder {
 		delete(s.pending, b)
+		if s.keyed != nil { // the keys' models: built as role all builds them (keyed_topic.go)
+			if err := s.keyedBuilderPass(b); err != nil {
+				return nil, err
+			}
+		}
 		s.maybeRebuild()
 		return []*batch.Batch{b}, nil // in the window: done (a builder scores nothing)
 	}
@@ -306,6 +311,7 @@ func (s *Stage) Close() {
 	s.abandonFlight() // after Flush or Abandon nothing is in flight
 	s.collect(s.builds.running)
 	s.ext.saves.Wait()
+	s.saveKeys(true) // the keys' state as the stop leaves it (keyed_snapshot.go)
 	if s.keyed != nil {
 		if err := s.keyed.close(); err != nil {
 			s.deps.Log.Warn().Err(err).Msg("releasing the keys' models on the device")

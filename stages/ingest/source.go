@@ -52,6 +52,8 @@ type Source struct {
 	reader *kafka.Reader
 	// reaper leaves the group for the member ids the reader abandons (rejoin.go).
 	reaper *memberReaper
+	// assigned hears kafka-go's assignment events (assigned.go).
+	assigned *assignment
 
 	// nextMu serialises Next and the builder's release in Close.
 	nextMu  sync.Mutex
@@ -97,7 +99,8 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		log.Info().Strs("columns", cfg.Columns()[len(cfg.Features):]).Int("max_keys", cfg.Derive.MaxKeys).
 			Int64("state_bound_mib", derive.StateBound(32)>>20).Msg("derived features (state bound for 32-byte keys)")
 	}
-	var reaper *memberReaper          // made last, once nothing can fail (it holds a context)
+	var reaper *memberReaper // made last, once nothing can fail (it holds a context)
+	assigned := &assignment{topic: cfg.Topic}
 	debugLog := kafkaDebugLogger(log) // at debug level: kafka-go's chatter, off by default
 	rc := kafka.ReaderConfig{
 		Brokers:  append([]string(nil), cfg.Brokers...),
@@ -120,6 +123,7 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		JoinGroupBackoff: time.Second,
 		Logger: kafka.LoggerFunc(func(msg string, args ...any) {
 			reaper.observe(msg, args) // rejoin.go: finish the LeaveGroup of abandoned members
+			assigned.observe(msg, args)
 			debugLog.Printf(msg, args...)
 		}),
 		ErrorLogger: kafkaErrorLogger(log),
@@ -143,6 +147,7 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 	reaper = newMemberReaper(cfg.GroupID, cfg.Brokers, tr, log)
 	return &Source{
 		reaper:    reaper,
+		assigned:  assigned,
 		cfg:       cfg,
 		cp:        cp,
 		log:       log,

@@ -48,6 +48,8 @@ import (
 //	    "score":            the combined outlier score (float, see below)
 //	    "recent":           the score ranked among its series' recent scores
 //	                        (detect.recent_scores; absent when off)
+//	    "key_model_version": with detect.key_by on a scorer, the builder's version of the key's
+//	                        model that scored the record (absent otherwise)
 //	  }
 //	  "explanation":      one human-readable line, e.g. "low density in subspace temp+pressure:
 //	                      eta-probability 0.12 < delta; kNN weight 8.31 >= w* 6.02"
@@ -261,6 +263,10 @@ func appendScoresJSON(dst []byte, sc *batch.Score) ([]byte, error) {
 	if !math.IsNaN(sc.Recent) { // absent when detect.recent_scores is 0
 		dst = append(dst, `,"recent":`...)
 		dst = appendJSONFloatOrName(dst, sc.Recent)
+	}
+	if sc.KeyModelVersion != 0 {
+		dst = append(dst, `,"key_model_version":`...)
+		dst = strconv.AppendUint(dst, sc.KeyModelVersion, 10)
 	}
 	return append(dst, '}'), nil
 }

@@ -49,6 +49,9 @@ type jsonScores struct {
 	Score float64 `json:"score"`
 	// Recent is batch.Score.Recent: nil (absent) when NaN, a float64, or jsonFloat's string.
 	Recent any `json:"recent,omitempty"`
+	// KeyModelVersion is the builder's version of the key's model that scored it (scorers
+	// with detect.key_by; absent otherwise).
+	KeyModelVersion uint64 `json:"key_model_version,omitempty"`
 }
 
 // jsonHypercube is the hypercube detector's result in "scores" (batch.HypercubeScore): always
@@ -72,6 +75,7 @@ type jsonScoresNonFinite struct {
 	Hypercube       *jsonHypercube `json:"hypercube,omitempty"`
 	Score           any            `json:"score"`
 	Recent          any            `json:"recent,omitempty"`
+	KeyModelVersion uint64         `json:"key_model_version,omitempty"`
 }
 
 // scoresJSON returns the "scores" object of a scored record.
@@ -87,6 +91,7 @@ func scoresJSON(sc *batch.Score) any {
 			Hypercube:       hypercubeJSON(sc.Hypercube),
 			Score:           sc.Score,
 			Recent:          recentJSON(sc.Recent),
+			KeyModelVersion: sc.KeyModelVersion,
 		}
 	}
 	return &jsonScoresNonFinite{
@@ -99,6 +104,7 @@ func scoresJSON(sc *batch.Score) any {
 		Hypercube:       hypercubeJSON(sc.Hypercube),
 		Score:           jsonFloat(sc.Score),
 		Recent:          recentJSON(sc.Recent),
+		KeyModelVersion: sc.KeyModelVersion,
 	}
 }
 
@@ -213,6 +219,9 @@ func TestEncodeJSONMatchesEncodingJSON(t *testing.T) {
 				"{\"bad\":\"\xff\"}", "plain <text> & more\n", "\x00\x01\xfe", "", `{"a":1}{"b":2}`, "é\u2028"))
 			sc := batch.Score{Scored: true, Outlier: r.IntN(2) == 0, DensityOutlier: r.IntN(2) == 0, DistanceOutlier: r.IntN(2) == 0,
 				EtaProbability: f(), Weight: f(), WStar: f(), Score: f(), Threshold: f()}
+			if r.IntN(3) == 0 { // a scorer's record scored by its key's published model
+				sc.ByKey, sc.KeyModelVersion = true, r.Uint64()
+			}
 			switch r.IntN(3) {
 			case 1:
 				sc.Subspace = []string{}

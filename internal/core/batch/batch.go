@@ -381,6 +381,9 @@ type Score struct {
 	// ByKey: the record was scored by its key's own model (detect.key_by); Warming: key_by is
 	// set but the key has too few records for a model yet, so the global model scored it.
 	ByKey, Warming bool
+	// KeyModelVersion, with ByKey, is the version of the key's model a builder published
+	// (run.role scorer; 0 where the key's model was built by the stage itself).
+	KeyModelVersion uint64
 	// Grouped: a flagged record that falls within its key's alert cooldown
 	// (detect.alert_cooldown) after the key's last alert: folded into that alert, so the sink
 	// does not emit it under emit: outliers (it does under emit: all).

@@ -1,0 +1,503 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/stages/detect"
+)
+
+// The keys' models on the model topic (detect.key_by: key with run.role builder/scorer; issue 21
+// item 3; docs/DESIGN.md "Models per key").
+//
+// Each key's model is one message, keyed "outlierd-key/<key>", its value the key's model sealed
+// (detect.EncodeKeyModel: format version, features and keys' settings, key, version, the model;
+// SHA-256), header outlierd-key-model-version. This is the changelog of Kafka Streams: the topic
+// is compacted, so Kafka keeps the newest message of each key, and a key's model is complete in
+// its one message: a publication cut short (a builder killed) has written some keys' new
+// models and not the others', and every key still has its last complete model on the topic.
+// An evicted key (least recently seen at the builder) gets a tombstone: scorers drop its model
+// and compaction removes it, so the topic holds only the builder's live keys. Scorers read the
+// whole topic at start (installing every key's newest model before they score) and follow it.
+//
+// Granularity: a builder rebuilds a warm key every keys.window/4 of its records, so a key
+// rebuilt many times between two publications is published once, with its newest model: the
+// detect goroutine hands the keys whose model changed to the publisher after each batch
+// (detect.Stage.TakeKeyModels, newest per key), and the publisher writes what is pending at most
+// once per keyPublishEvery, all of it in one WriteMessages (kafka-go batches them into produce
+// requests of up to max_message_bytes). So the topic's write rate is bounded by the keys
+// rebuilt per keyPublishEvery, not by the builds; a message per key (not per batch of keys) is
+// what lets compaction keep each key's newest model alone, whatever happened to the others.
+//
+// Versions: a publication's version is above the previous one's, above every key model's
+// version on the topic at the builder's start, and at least the clock in ms (as the global
+// models', modelVersionFloor), so a restarted builder's models are newer. A scorer installs the
+// messages in topic order (one partition, one builder: the last message of a key is its newest
+// model) and names the version of the key's model that scored each record in its output.
+const (
+	keyModelPrefix        = "outlierd-key/"
+	headerKeyModelVersion = "outlierd-key-model-version"
+	// headerKeyPartition is the input partition of the key's latest record at the builder:
+	// the scorer assigned that partition keeps the key's model.
+	headerKeyPartition = "outlierd-key-partition"
+	// keyPublishEvery is the shortest time between two publications of keys' models.
+	keyPublishEvery = time.Second
+	// assumedKeyBytes is the key length the start-up check allows for (a longer key's model that
+	// then does not fit sink.max_message_bytes is logged and not published).
+	assumedKeyBytes = 256
+)
+
+// keyPublisher is a builder's writer of the keys' models. add never blocks the detect goroutine.
+type keyPublisher struct {
+	cfg      modelTopicConfig
+	w        *kafka.Writer
+	log      zerolog.Logger
+	features []string
+	detect   detect.Config
+
+	mu      sync.Mutex
+	pending map[string]detect.KeyModel // the newest model of each key not yet written (Model nil: evicted)
+	wake    chan struct{}
+
+	// every is run.key_publish_interval: the least time between two publications of a key;
+	// published is when each key's model was last written (only run touches it).
+	every     time.Duration
+	published map[string]time.Time
+
+	// version is the last publication's (floor: set before run starts, from the topic).
+	version uint64
+	// cut, in tests, cuts a publication short: it returns the messages to write and whether
+	// the publisher then dies (writes nothing more), as a builder killed mid-publication.
+	cut func([]kafka.Message) ([]kafka.Message, bool)
+	// onDone, if set, is told after each publication (tests).
+	onDone func(version uint64, keys int, err error)
+}
+
+func newKeyPublisher(cfg modelTopicConfig, features []string, det detect.Config, log zerolog.Logger) (*keyPublisher, error) {
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(cfg.brokers...),
+		Topic:        cfg.topic,
+		Balancer:     &kafka.LeastBytes{}, // one partition
+		BatchSize:    10_000,
+		BatchBytes:   int64(cfg.maxMessageBytes),
+		BatchTimeout: 10 * time.Millisecond,
+		RequiredAcks: kafka.RequireAll,
+		MaxAttempts:  1, // retried by run, with backoff
+		WriteTimeout: 30 * time.Second,
+	}
+	if cfg.security.Enabled() {
+		tr, err := cfg.security.Transport()
+		if err != nil {
+			return nil, fmt.Errorf("model topic: %w", err)
+		}
+		w.Transport = tr
+	}
+	return &keyPublisher{cfg: cfg, w: w, log: log.With().Str("model_topic", cfg.topic).Logger(), features: features,
+		detect: det, pending: map[string]detect.KeyModel{}, wake: make(chan struct{}, 1), published: map[string]time.Time{}}, nil
+}
+
+// add queues the keys' models (a key's newer model replaces one not yet written).
+func (p *keyPublisher) add(ms []detect.KeyModel) {
+	if len(ms) == 0 {
+		return
+	}
+	p.mu.Lock()
+	for _, m := range ms {
+		p.pending[m.Key] = m
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+func (p *keyPublisher) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run publishes what is pending and due (a key not published within every), at most once per
+// keyPublishEvery, until ctx ends; a key not yet due waits, with its newest model, for a later
+// round.
+func (p *keyPublisher) run(ctx context.Context) {
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		}
+		if wait := keyPublishEvery - time.Since(last); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		last = time.Now()
+		todo, waiting := p.due(last)
+		if waiting {
+			p.signal() // a later round takes them
+		}
+		if len(todo) == 0 {
+			continue
+		}
+		p.version = max(p.version+1, uint64(max(time.Now().UnixMilli(), 0)))
+		died, err := p.publish(ctx, todo)
+		if p.onDone != nil {
+			p.onDone(p.version, len(todo), err)
+		}
+		if died {
+			return
+		}
+		if err == nil {
+			for k, m := range todo {
+				if m.Model == nil {
+					delete(p.published, k)
+				} else {
+					p.published[k] = last
+				}
+			}
+		} else { // written again with the next publication, unless a newer model came
+			p.mu.Lock()
+			for k, m := range todo {
+				if _, newer := p.pending[k]; !newer {
+					p.pending[k] = m
+				}
+			}
+			p.mu.Unlock()
+			if !backoff(ctx, 1) {
+				return
+			}
+			p.signal()
+		}
+	}
+}
+
+// due takes the pending keys due at now (never published, last published at least every ago,
+// or evicted) and says whether others wait.
+func (p *keyPublisher) due(now time.Time) (todo map[string]detect.KeyModel, waiting bool) {
+	todo = map[string]detect.KeyModel{}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, m := range p.pending {
+		if at, ok := p.published[k]; ok && m.Model != nil && now.Sub(at) < p.every {
+			waiting = true
+			continue
+		}
+		todo[k] = m
+		delete(p.pending, k)
+	}
+	return todo, waiting
+}
+
+// publish writes one publication: a message per key (a tombstone for an evicted key), in key
+// order, retrying transient failures; a model too large for sink.max_message_bytes is logged and
+// left out.
+func (p *keyPublisher) publish(ctx context.Context, todo map[string]detect.KeyModel) (died bool, err error) {
+	keys := make([]string, 0, len(todo))
+	for k := range todo {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	v := []byte(strconv.FormatUint(p.version, 10))
+	msgs := make([]kafka.Message, 0, len(keys))
+	size, tombstones, tooLarge := 0, 0, 0
+	for _, k := range keys {
+		m := kafka.Message{Key: []byte(keyModelPrefix + k), Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: v},
+			{Key: headerKeyPartition, Value: []byte(strconv.Itoa(int(todo[k].Partition)))}}}
+		if r := todo[k].Model; r != nil {
+			if m.Value, err = detect.EncodeKeyModel(p.features, &p.detect, k, p.version, r); err != nil {
+				return false, err
+			}
+			if len(m.Value)+len(m.Key)+modelChunkOverhead > p.cfg.maxMessageBytes {
+				tooLarge++
+				continue
+			}
+		}
+		msgs = append(msgs, m)
+	}
+	if tooLarge > 0 {
+		p.log.Error().Int("keys", tooLarge).Int("max_message_bytes", p.cfg.maxMessageBytes).
+			Msg("keys' models larger than sink.max_message_bytes (their keys too long?) not published: their records are scored by the global model on the scorers")
+	}
+	if p.cut != nil {
+		msgs, died = p.cut(msgs)
+	}
+	for _, m := range msgs {
+		size += len(m.Value)
+		if m.Value == nil {
+			tombstones++
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		if err = p.w.WriteMessages(ctx, msgs...); err == nil {
+			break
+		}
+		if ctx.Err() != nil || !transient(err) {
+			p.log.Error().Err(err).Uint64("key_model_version", p.version).Int("keys", len(msgs)).Msg("keys' models not published; retried with the next publication")
+			return died, err
+		}
+		p.log.Warn().Err(err).Int("attempt", attempt).Msg("keys' models publication failed; retrying")
+		if !backoff(ctx, attempt) {
+			return died, ctx.Err()
+		}
+	}
+	p.log.Info().Uint64("key_model_version", p.version).Int("keys", len(msgs)-tombstones).Int("evicted", tombstones).
+		Int("bytes", size).Msg("keys' models published")
+	return died, nil
+}
+
+func (p *keyPublisher) Close() error { return p.w.Close() }
+
+// isKeyModel says whether a model topic message is a key's model (or its tombstone).
+func isKeyModel(m kafka.Message) bool { return bytes.HasPrefix(m.Key, []byte(keyModelPrefix)) }
+
+// keyModelVersion is a key model message's version header (0 when absent or not a number).
+func keyModelVersion(m kafka.Message) uint64 {
+	for _, h := range m.Headers {
+		if h.Key == headerKeyModelVersion {
+			v, _ := strconv.ParseUint(string(h.Value), 10, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// keyInbox carries the keys' models a scorer's follower read to the detect goroutine: the newest
+// of each key (the topic's order), taken whenever ready signals.
+type keyInbox struct {
+	mu      sync.Mutex
+	pending map[string]detect.KeyModel
+	ready   chan struct{}
+}
+
+func newKeyInbox() *keyInbox {
+	return &keyInbox{pending: map[string]detect.KeyModel{}, ready: make(chan struct{}, 1)}
+}
+
+func (b *keyInbox) put(m detect.KeyModel) {
+	b.mu.Lock()
+	if o, ok := b.pending[m.Key]; !ok || m.Version > o.Version { // (a restore may read an older one)
+		b.pending[m.Key] = m
+	}
+	b.mu.Unlock()
+	select {
+	case b.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the keys' models waiting, those of partitions keep takes (the scorer's now).
+func (b *keyInbox) take(keep func(int32) bool) []detect.KeyModel {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.pending) == 0 {
+		return nil
+	}
+	out := make([]detect.KeyModel, 0, len(b.pending))
+	for _, m := range b.pending {
+		if keep(m.Partition) {
+			out = append(out, m)
+		}
+	}
+	clear(b.pending)
+	return out
+}
+
+// keyReader is the follower's handler of key model messages for a scorer: those of the
+// partitions keep takes are decoded (off the detect goroutine) and put in the inbox; one that
+// does not decode or fit is skipped with the reason (the key keeps the model it has).
+func (p *Pipeline) keyReader(f *modelFollower, keep func(partition int32) bool) func(kafka.Message) {
+	return func(msg kafka.Message) {
+		key := string(msg.Key[len(keyModelPrefix):])
+		part := keyPartition(msg)
+		if !keep(part) {
+			return // another scorer's key
+		}
+		if msg.Value == nil {
+			p.keys.put(detect.KeyModel{Key: key, Version: keyModelVersion(msg), Partition: part})
+			return
+		}
+		k, v, r, err := detect.DecodeKeyModel(msg.Value, p.cfg.Ingest.Columns(), &p.cfg.Detect)
+		if err == nil && k != key {
+			err = fmt.Errorf("the model of key %q published under key %q", k, key)
+		}
+		if err != nil {
+			f.skip(msg, err)
+			return
+		}
+		p.keys.put(detect.KeyModel{Key: key, Version: v, Partition: part, Model: r})
+	}
+}
+
+// keyPartition is a key model message's partition header (-1 when absent or not a number).
+func keyPartition(m kafka.Message) int32 {
+	for _, h := range m.Headers {
+		if h.Key == headerKeyPartition {
+			if v, err := strconv.ParseInt(string(h.Value), 10, 32); err == nil {
+				return int32(v)
+			}
+		}
+	}
+	return -1
+}
+
+// keyVersionFloor, for a builder, makes the follower note the highest key model version on the
+// topic (its first publication's version is above it).
+func keyVersionFloor(highest *uint64) func(kafka.Message) {
+	return func(msg kafka.Message) { *highest = max(*highest, keyModelVersion(msg)) }
+}
+
+// keyScope is a scorer's share of the keys: the partitions its consumer group assigned it
+// (ingest.Source.OnAssigned). Before the first assignment it is unknown and takes every key (the
+// start-up read, before the group is joined); from then on the scorer keeps only the models of
+// its partitions' keys: at each rebalance the detect goroutine drops the keys of the partitions
+// moved away (changed) and a restore reads the model topic again for the keys of the partitions
+// moved in.
+type keyScope struct {
+	mu      sync.Mutex
+	known   bool
+	parts   map[int32]bool
+	changed chan struct{} // capacity 1
+	// restores are the restores running; closed: no more start (the scorer is stopping).
+	restores sync.WaitGroup
+	closed   bool
+}
+
+// startRestore runs restore on a goroutine of its own, unless the scorer is stopping.
+func (s *keyScope) startRestore(restore func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.restores.Add(1)
+	go func() {
+		defer s.restores.Done()
+		restore()
+	}()
+}
+
+// close starts no more restores and waits for those running (they end with the run's context).
+func (s *keyScope) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.restores.Wait()
+}
+
+func newKeyScope() *keyScope { return &keyScope{changed: make(chan struct{}, 1)} }
+
+// keep says whether the scorer keeps the keys of partition p now.
+func (s *keyScope) keep(p int32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.known || s.parts[p]
+}
+
+// set takes an assignment and returns the partitions it adds (none at the first: the start-up
+// read took every key).
+func (s *keyScope) set(parts []int32) (added map[int32]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := make(map[int32]bool, len(parts))
+	added = map[int32]bool{}
+	for _, q := range parts {
+		next[q] = true
+		if s.known && !s.parts[q] {
+			added[q] = true
+		}
+	}
+	s.known, s.parts = true, next
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+	return added
+}
+
+// followAssignments makes a scorer's keys follow its source's assignment (when the source
+// reports one: else every scorer keeps every key). Restores run on work; p.scope.close awaits
+// them.
+func (p *Pipeline) followAssignments(work context.Context) {
+	src, ok := p.src.(interface{ OnAssigned(func([]int32)) })
+	if !ok || p.keys == nil {
+		return
+	}
+	src.OnAssigned(func(parts []int32) {
+		added := p.scope.set(parts)
+		p.log.Info().Ints32("partitions", parts).Int("moved_in", len(added)).Msg("scorer: keeps the keys' models of its partitions")
+		if len(added) > 0 {
+			p.scope.startRestore(func() { p.restoreKeys(work, added) })
+		}
+	})
+}
+
+// restoreKeys reads the model topic from its start to its end now for the keys of the partitions
+// parts (moved to this scorer by a rebalance), retrying with backoff until it succeeds or work
+// ends. Their records are scored by the global model until their keys' models arrive (seconds:
+// the time to read the topic).
+func (p *Pipeline) restoreKeys(work context.Context, parts map[int32]bool) {
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		f, err := newModelFollower(p.cfg.modelTopic(), p.cfg.Ingest.Columns(), p.log)
+		if err == nil {
+			f.onKey = p.keyReader(f, func(q int32) bool { return parts[q] && p.scope.keep(q) })
+			_, err = f.newest(work)
+			f.Close()
+		}
+		if err == nil {
+			p.log.Info().Int("partitions", len(parts)).Dur("took", time.Since(start)).Msg("scorer: keys' models of the partitions moved in read from the model topic")
+			return
+		}
+		if work.Err() != nil {
+			return
+		}
+		p.log.Warn().Err(err).Int("attempt", attempt).Msg("scorer: reading the keys' models of the partitions moved in failed; retrying")
+		if !backoff(work, attempt) {
+			return
+		}
+	}
+}
+
+// KeyVersions are the versions of the keys' models a running scorer serves, by key, and the
+// partitions whose keys it keeps (nil: not known yet), read on its detect goroutine (for tests
+// and diagnostics). It fails on another role or without key_by, or when ctx ends first.
+func (p *Pipeline) KeyVersions(ctx context.Context) (map[string]uint64, []int32, error) {
+	if p.keyQuery == nil {
+		return nil, nil, errors.New("pipeline: not a scorer with detect.key_by: key")
+	}
+	reply := make(chan map[string]uint64, 1)
+	select {
+	case p.keyQuery <- reply:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	var v map[string]uint64
+	select {
+	case v = <-reply:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	p.scope.mu.Lock()
+	defer p.scope.mu.Unlock()
+	if !p.scope.known {
+		return v, nil, nil
+	}
+	parts := make([]int32, 0, len(p.scope.parts))
+	for q := range p.scope.parts {
+		parts = append(parts, q)
+	}
+	slices.Sort(parts)
+	return v, parts, nil
+}

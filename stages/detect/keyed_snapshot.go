@@ -1,0 +1,411 @@
+package detect
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outlierd/outlierd/internal/core/sealed"
+)
+
+// The keys' state (key_by: key) in detect.state_dir and on the model topic (issue 21 item 3).
+//
+// Keys' state file, format version 1 (sealed envelope: magic, version, payload length, payload,
+// SHA-256; little-endian), written as keys-<sequence>.osnap beside the global model's snapshots:
+//
+//	payload: keyHeader, then count u64, count x {
+//	           key (length u32, bytes), partition u32 (the input partition of its latest record),
+//	           size u32 (records in the key's window, <= keys.window),
+//	           window: dims x size f32 (oldest first), size x u8 (significant: 0 or 1),
+//	           since u32 (records since the key's last build),
+//	           alarm cap: next u32, filled u32, keys.window x u8 (flagged: 0 or 1),
+//	           model u8 (0: none yet, 1: encodeRanker follows) }
+//
+//	keyHeader: dims u32, dims x feature name (length u32, UTF-8), keys.window u32,
+//	           keys.min_records u32, keys.k u32, score.detectors (text), score.combine (text)
+//
+// A key's model on the model topic (one message per key, EncodeKeyModel): magic
+// "\x89ODKM\r\n\x1a", format version 1, payload keyHeader, key (length u32, bytes), version u64,
+// then encodeRanker. Both are refused, with the reason, when the header differs from the
+// configuration (the features, keys.window/min_records/k, score.detectors/combine shape a key's
+// model), as the global snapshot is (ErrSnapshotMismatch); a file or message that does not read
+// back whole is refused with ErrSnapshotFormat.
+const (
+	keysSnapshotMagic = "\x89ODKS\r\n\x1a"
+	keyModelMagic     = "\x89ODKM\r\n\x1a"
+	// KeysSnapshotFormat is the newest keys' state format this code reads and writes.
+	KeysSnapshotFormat = 1
+	// KeyModelFormat is the newest format of a key's model on the model topic.
+	KeyModelFormat = 1
+	keysPrefix     = "keys-"
+	maxKeyLength   = 1 << 16
+)
+
+var (
+	keysSnapshotFile = sealed.Format{Magic: keysSnapshotMagic, Name: "outlierd keys' state snapshot", Newest: KeysSnapshotFormat, MaxPayload: maxSnapshotPayload}
+	keyModelFile     = sealed.Format{Magic: keyModelMagic, Name: "outlierd key model", Newest: KeyModelFormat, MaxPayload: 1 << 32}
+)
+
+// encodeKeyHeader writes what shapes the keys' models: the features and the keys' settings.
+func encodeKeyHeader(e *sealed.Encoder, features []string, cfg *Config) {
+	e.U32(uint32(len(features)))
+	for _, f := range features {
+		e.Text(f)
+	}
+	e.U32(uint32(cfg.Keys.Window))
+	e.U32(uint32(cfg.Keys.MinRecords))
+	e.U32(uint32(cfg.Keys.K))
+	e.Text(string(cfg.Score.Detectors))
+	e.Text(string(cfg.Score.Combine))
+}
+
+// checkKeyHeader reads a header and says how it differs from features and cfg (nil: it fits).
+func checkKeyHeader(d *sealed.Decoder, features []string, cfg *Config) error {
+	dims := d.U32("dims")
+	if d.Err() == nil && (dims < 1 || dims > maxSnapshotDims) {
+		return snapErr("dims %d out of range [1, %d]", dims, maxSnapshotDims)
+	}
+	names := make([]string, 0, dims)
+	for j := uint32(0); j < dims && d.Err() == nil; j++ {
+		names = append(names, d.Text(maxSnapshotName, "feature name"))
+	}
+	w, mr, k := d.U32("keys.window"), d.U32("keys.min_records"), d.U32("keys.k")
+	det, comb := d.Text(64, "score.detectors"), d.Text(64, "score.combine")
+	if d.Err() != nil {
+		return sealedErr(d.Err())
+	}
+	if !slices.Equal(names, features) {
+		return fmt.Errorf("%w: keys' models built for features [%s], the stream has [%s]", ErrSnapshotMismatch,
+			strings.Join(names, " "), strings.Join(features, " "))
+	}
+	var diff []string
+	cmp := func(name string, a, b uint32) {
+		if a != b {
+			diff = append(diff, fmt.Sprintf("%s %d -> %d", name, a, b))
+		}
+	}
+	cmp("keys.window", w, uint32(cfg.Keys.Window))
+	cmp("keys.min_records", mr, uint32(cfg.Keys.MinRecords))
+	cmp("keys.k", k, uint32(cfg.Keys.K))
+	if det != string(cfg.Score.Detectors) || comb != string(cfg.Score.Combine) {
+		diff = append(diff, fmt.Sprintf("score.detectors/combine %s/%s -> %s/%s", det, comb, cfg.Score.Detectors, cfg.Score.Combine))
+	}
+	if len(diff) > 0 {
+		return fmt.Errorf("%w: keys' models built with other settings (%s)", ErrSnapshotMismatch, strings.Join(diff, ", "))
+	}
+	return nil
+}
+
+// checkKeyRanker refuses a key's model that its settings cannot have built.
+func checkKeyRanker(r *Ranker, cfg *Config) error {
+	// (A key's sample R of m records has k = min(keys.k, m-1) neighbours.)
+	if r.Params.Detectors != cfg.Score.Detectors || r.Params.Combine != cfg.Score.Combine || r.Params.K != cfg.Keys.K || r.Ref.K > cfg.Keys.K {
+		return snapErr("a key's model of score %+v (k %d) under keys.k %d", r.Params, r.Ref.K, cfg.Keys.K)
+	}
+	return nil
+}
+
+// EncodeKeyModel is a key's model r as one model-topic message value (the format above).
+func EncodeKeyModel(features []string, cfg *Config, key string, version uint64, r *Ranker) ([]byte, error) {
+	var e sealed.Encoder
+	encodeKeyHeader(&e, features, cfg)
+	e.Text(key)
+	e.U64(version)
+	encodeRanker(&e, r)
+	var b bytes.Buffer
+	if err := keyModelFile.Write(&b, KeyModelFormat, e.Payload()); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// DecodeKeyModel reads a value of EncodeKeyModel, refusing one that does not fit features and
+// cfg (ErrSnapshotMismatch) or does not read back whole (ErrSnapshotFormat).
+func DecodeKeyModel(value []byte, features []string, cfg *Config) (key string, version uint64, r *Ranker, err error) {
+	_, p, err := keyModelFile.Read(bytes.NewReader(value))
+	if err != nil {
+		return "", 0, nil, sealedErr(err)
+	}
+	d := sealed.NewDecoder(p)
+	if err := checkKeyHeader(d, features, cfg); err != nil {
+		return "", 0, nil, err
+	}
+	key = d.Text(maxKeyLength, "key")
+	version = d.U64("version")
+	if d.Err() != nil {
+		return "", 0, nil, sealedErr(d.Err())
+	}
+	if r, err = decodeRanker(d, features); err == nil {
+		err = checkKeyRanker(r, cfg)
+	}
+	if err == nil && d.Left() != 0 {
+		err = snapErr("%d unread bytes at the end of a key's model", d.Left())
+	}
+	if err != nil {
+		return "", 0, nil, fmt.Errorf("key %q: %w", key, err)
+	}
+	return key, version, r, nil
+}
+
+// encodeKeys is the payload of the keys' state file: every key, least recently seen first (so
+// that decoding them in order rebuilds the recency order).
+func (k *keyedScorer) encodeKeys(features []string, cfg *Config) []byte {
+	return encodeKeyStates(k.keysCopy(), features, cfg)
+}
+
+// keysCopy copies every key's state, least recently seen first, for an encoding elsewhere: the
+// windows, bits and caps (the next batch changes them); the models are shared (a key's model is
+// replaced, never changed).
+func (k *keyedScorer) keysCopy() []keyState {
+	out := make([]keyState, 0, len(k.keys))
+	for el := k.lru.Back(); el != nil; el = el.Prev() {
+		st := el.Value.(*keyState)
+		c := keyState{key: st.key, partition: st.partition, size: st.size, next: st.next, since: st.since,
+			model: st.model, sig: slices.Clone(st.sig), cols: make([][]float32, len(st.cols))}
+		for j := range st.cols {
+			c.cols[j] = slices.Clone(st.cols[j])
+		}
+		capCopy := *st.cap
+		capCopy.flagged = slices.Clone(st.cap.flagged)
+		c.cap = &capCopy
+		out = append(out, c)
+	}
+	return out
+}
+
+// encodeKeyStates is encodeKeys of copied states (keysCopy).
+func encodeKeyStates(states []keyState, features []string, cfg *Config) []byte {
+	var e sealed.Encoder
+	encodeKeyHeader(&e, features, cfg)
+	e.U64(uint64(len(states)))
+	for i := range states {
+		st := &states[i]
+		w := len(st.sig)
+		e.Text(st.key)
+		e.U32(uint32(st.partition))
+		e.U32(uint32(st.size))
+		first := (st.next - st.size + w) % w
+		for _, c := range st.cols {
+			for i := range st.size {
+				e.U32(math.Float32bits(c[(first+i)%w]))
+			}
+		}
+		for i := range st.size {
+			e.Raw([]byte{boolByte(st.sig[(first+i)%w])})
+		}
+		e.U32(uint32(st.since))
+		e.U32(uint32(st.cap.next))
+		e.U32(uint32(st.cap.filled))
+		for _, f := range st.cap.flagged {
+			e.Raw([]byte{boolByte(f)})
+		}
+		if st.model == nil {
+			e.Raw([]byte{0})
+			continue
+		}
+		e.Raw([]byte{1})
+		encodeRanker(&e, st.model)
+	}
+	return e.Payload()
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// decodeKeys reads a keys' state payload into k (empty, of the stage's settings).
+func (k *keyedScorer) decodeKeys(p []byte, features []string, cfg *Config) error {
+	d := sealed.NewDecoder(p)
+	if err := checkKeyHeader(d, features, cfg); err != nil {
+		return err
+	}
+	dims, w := len(features), cfg.Keys.Window
+	n := d.U64("key count")
+	// A key takes at least its length, partition, size, since, cap and model flag: a count the
+	// payload cannot hold is refused before any allocation.
+	if d.Err() == nil && n > uint64(d.Left())/uint64(21+w) {
+		return snapErr("%d keys cannot fit in the %d bytes left", n, d.Left())
+	}
+	flag := func(what string) (bool, error) {
+		b := d.Take(1, what)
+		if d.Err() != nil {
+			return false, sealedErr(d.Err())
+		}
+		if b[0] > 1 {
+			return false, snapErr("%s is %d, want 0 or 1", what, b[0])
+		}
+		return b[0] == 1, nil
+	}
+	for range n {
+		key := d.Text(maxKeyLength, "key")
+		partition := int32(d.U32("partition"))
+		size := int(d.U32("window size"))
+		if d.Err() != nil {
+			return sealedErr(d.Err())
+		}
+		if size > w {
+			return snapErr("key %q holds %d records, keys.window is %d", key, size, w)
+		}
+		if _, dup := k.keys[key]; dup {
+			return snapErr("key %q twice", key)
+		}
+		st := k.state(key, cfg, dims)
+		st.partition = partition
+		for j := range dims {
+			copy(st.cols[j], d.F32s(uint64(size), "window values"))
+		}
+		var err error
+		for i := range size {
+			if st.sig[i], err = flag("significance"); err != nil {
+				return err
+			}
+		}
+		st.size, st.next = size, size%w
+		st.since = int(d.U32("records since the key's build"))
+		st.cap.next, st.cap.filled = int(d.U32("alarm cap position")), int(d.U32("alarm cap filled"))
+		if d.Err() == nil && (st.cap.next >= w || st.cap.filled > w) {
+			return snapErr("key %q: alarm cap at %d, filled %d, of %d", key, st.cap.next, st.cap.filled, w)
+		}
+		for i := range st.cap.flagged {
+			if st.cap.flagged[i], err = flag("alarm flag"); err != nil {
+				return err
+			}
+			if st.cap.flagged[i] {
+				st.cap.count++
+			}
+		}
+		model, err := flag("model flag")
+		if err != nil || !model {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		r, err := decodeRanker(d, features)
+		if err == nil {
+			err = checkKeyRanker(r, cfg)
+		}
+		if err != nil {
+			return fmt.Errorf("key %q: %w", key, err)
+		}
+		st.model = r
+		k.markWarm(st)
+	}
+	if d.Err() != nil {
+		return sealedErr(d.Err())
+	}
+	if d.Left() != 0 {
+		return snapErr("%d unread bytes at the end of the keys' state", d.Left())
+	}
+	return nil
+}
+
+// saveKeys writes the keys' state to state_dir (keys-<sequence>.osnap): copied here, on the
+// stage's goroutine (the keys change with the next batch), encoded, written and synced on its
+// own goroutine unless wait. Without state_dir or key_by it does nothing.
+func (s *Stage) saveKeys(wait bool) {
+	d := s.ext.snaps
+	if d == nil || s.keyed == nil || s.deps.Role == RoleScorer || len(s.keyed.keys) == 0 {
+		return // (a scorer's keys' models come from the model topic; no keys: nothing to resume)
+	}
+	s.ext.keysSaved = time.Now()
+	states, features, cfg := s.keyed.keysCopy(), s.features, s.cfg
+	keys := len(states)
+	write := func() {
+		payload := encodeKeyStates(states, features, &cfg)
+		path, err := d.saveAs(keysPrefix, &d.nextKeys, func(w io.Writer) error {
+			return keysSnapshotFile.Write(w, KeysSnapshotFormat, payload)
+		})
+		if err != nil {
+			s.deps.Log.Error().Err(err).Int("keys", keys).Msg("keys' state snapshot failed; the keys keep scoring")
+			return
+		}
+		s.deps.Log.Debug().Str("file", path).Int("keys", keys).Int("bytes", len(payload)).Msg("keys' state snapshot written")
+	}
+	if wait {
+		write()
+		return
+	}
+	s.ext.saves.Add(1)
+	go func() {
+		defer s.ext.saves.Done()
+		write()
+	}()
+}
+
+// loadKeys installs the newest keys' state of state_dir that reads back whole and fits the
+// stage's features and keys' settings; the others are logged and skipped (as model snapshots).
+func (s *Stage) loadKeys() error {
+	d := s.ext.snaps
+	if d == nil || s.keyed == nil || s.deps.Role == RoleScorer {
+		return nil
+	}
+	files, err := d.list(keysPrefix)
+	if err != nil {
+		return err
+	}
+	for _, path := range files {
+		k := s.newKeyed()
+		err := readKeysFile(path, func(p []byte) error { return k.decodeKeys(p, s.features, &s.cfg) })
+		if err != nil {
+			s.deps.Log.Warn().Err(err).Str("file", path).Msg("keys' state snapshot skipped")
+			s.ext.keysSkipped = append(s.ext.keysSkipped, SkippedSnapshot{Path: path, Reason: err})
+			continue
+		}
+		s.keyed.takeStateOf(k)
+		for _, st := range s.keyed.keys { // published again by a builder: it may have died before
+			if st.model != nil {
+				s.keyed.markDirty(st)
+			}
+		}
+		st := s.keyed.stats()
+		s.deps.Log.Info().Str("file", path).Int("keys", st.Live+st.Warming).Int("warm", st.Live).
+			Msg("keys' state loaded from snapshot: warm keys score with their own models at once")
+		return nil
+	}
+	return nil
+}
+
+func readKeysFile(path string, decode func([]byte) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("detect: keys' snapshot: %w", err)
+	}
+	defer f.Close()
+	_, p, err := keysSnapshotFile.Read(bufio.NewReader(f))
+	if err == nil {
+		err = decode(p)
+	} else {
+		err = sealedErr(err)
+	}
+	if err != nil && !errors.Is(err, ErrSnapshotFormat) && !errors.Is(err, ErrSnapshotMismatch) {
+		err = fmt.Errorf("%w: %w", ErrSnapshotFormat, err)
+	}
+	return err
+}
+
+// SkippedKeys are the keys' state files NewStage passed over, with the reasons (newest first).
+func (s *Stage) SkippedKeys() []SkippedSnapshot { return s.ext.keysSkipped }
+
+// KeyModelBound is the most bytes EncodeKeyModel takes for a key of keyLen bytes under cfg: a
+// key's model holds at most keys.window records in its tails, its sample and its calibrations.
+func KeyModelBound(features []string, cfg *Config, keyLen int) int {
+	d, w := len(features), cfg.Keys.Window
+	names := 0
+	for _, f := range features {
+		names += 4 + len(f)
+	}
+	score := 2*(4+len(cfg.Score.Detectors)) + 2*(4+len(cfg.Score.Combine))
+	head := sealed.HeaderSize + sealed.SumSize + 4 + names + 12 + score + 4 + keyLen + 8
+	return head + 8 + d*(8+4*w) + 3*8*d + 12 + 4*d*w + 3*(16+8*w)
+}

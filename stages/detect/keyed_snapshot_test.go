@@ -1,0 +1,258 @@
+package detect
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
+)
+
+// feedFleet runs rows[lo:hi] (offsets = their index, partitions by key: fleetPartition)
+// through s in batches of 500 and returns their scores in order.
+func feedFleet(t *testing.T, s *Stage, mem memory.Allocator, rows []fleetRow, lo, hi int) []batch.Score {
+	t.Helper()
+	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	var out []batch.Score
+	take := func(bs []*batch.Batch) {
+		for _, b := range bs {
+			out = append(out, b.Scores...)
+			b.Release()
+		}
+	}
+	for at := lo; at < hi; at += 500 {
+		var tr []testbatch.Row
+		for i := at; i < min(at+500, hi); i++ {
+			tr = append(tr, testbatch.Row{Partition: fleetPartition(rows[i].key), Offset: int64(i), Key: []byte(rows[i].key), Time: t0.Add(time.Duration(i) * time.Second), Features: []float32{rows[i].value}})
+		}
+		bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		take(bs)
+		s.collect(true)
+	}
+	bs, err := s.Flush()
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(bs)
+	return out
+}
+
+// fleetPartition is a fleet key's partition: its last digit mod 3.
+func fleetPartition(key string) int32 { return int32(key[len(key)-1]-'0') % 3 }
+
+func newFleetStage(t *testing.T, cfg Config, features []string) *Stage {
+	t.Helper()
+	return newFleetStageOn(t, cfg, features, nil)
+}
+
+// keyedTwinAccel is fakeAccel (the CPU's verdicts) that keeps the keys' models on the keyed
+// kernels' CPU twin (keyed_device_test.go), as a GPU does.
+type keyedTwinAccel struct {
+	fakeAccel
+	twins []*twinKeyed
+}
+
+func (a *keyedTwinAccel) KeyedModels(dims, window int) (KeyedModels, error) {
+	tw := newTwinKeyed(window)
+	a.twins = append(a.twins, tw)
+	return tw, nil
+}
+
+func newFleetStageOn(t *testing.T, cfg Config, features []string, accel Accelerator) *Stage {
+	t.Helper()
+	s, err := NewStage(cfg, features, false, Deps{Log: zerolog.New(zerolog.NewTestWriter(t)), Accelerator: accel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestKeyedStateSurvivesRestart (issue 21 item 3): a restarted stage with key_by and state_dir
+// resumes every key: the keys warm at the stop are warm at once after it, and every record that
+// the uninterrupted stream scores by its key's model gets the same score and verdict after the
+// restart (each key's window, significance bits, alarm cap and model come back whole). Before,
+// every key started cold after a restart, scored by the global model for keys.min_records
+// records.
+func TestKeyedStateSurvivesRestart(t *testing.T) {
+	t.Run("cpu", func(t *testing.T) { keyedRestart(t, nil) })
+	// The keys' models loaded go to the device at once (the kernels' CPU twin here), and score
+	// there as they did before the stop.
+	t.Run("device", func(t *testing.T) {
+		a := &keyedTwinAccel{fakeAccel: fakeAccel{exact: true}}
+		keyedRestart(t, a)
+		if len(a.twins) != 2 || len(a.twins[1].models) != 40 || a.twins[1].scores == 0 {
+			t.Fatalf("device stores %d; the restarted stage's holds %d models and scored %d times: want the 40 keys' models loaded onto it and scoring",
+				len(a.twins), len(a.twins[len(a.twins)-1].models), a.twins[len(a.twins)-1].scores)
+		}
+	})
+}
+
+func keyedRestart(t *testing.T, accel Accelerator) {
+	rows := fleet(40, 24000, 0.003, 3)
+	const cut = 12000
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+
+	ref := newFleetStage(t, keyedConfig(), []string{"value"})
+	want := feedFleet(t, ref, mem, rows, 0, len(rows))
+	ref.Close()
+
+	cfg := keyedConfig()
+	cfg.StateDir = t.TempDir()
+	a := newFleetStageOn(t, cfg, []string{"value"}, accel)
+	feedFleet(t, a, mem, rows, 0, cut)
+	warmAtStop := a.KeyStats()
+	a.Close() // the keys' state is written at the stop
+	if warmAtStop.Live != 40 {
+		t.Fatalf("%d keys warm at the stop, want all 40", warmAtStop.Live)
+	}
+
+	b := newFleetStageOn(t, cfg, []string{"value"}, accel)
+	defer b.Close()
+	if st := b.KeyStats(); st.Live != warmAtStop.Live || st.Warming != warmAtStop.Warming || st.Bytes != warmAtStop.Bytes {
+		t.Fatalf("after the restart: %+v, want the keys as they were at the stop: %+v", st, warmAtStop)
+	}
+	got := feedFleet(t, b, mem, rows, cut, len(rows))
+	byKey, flagged := 0, 0
+	for i, w := range want[cut:] {
+		g := got[i]
+		if !w.ByKey {
+			continue
+		}
+		byKey++
+		if w.Outlier {
+			flagged++
+		}
+		if !g.ByKey || g.Score != w.Score || g.Outlier != w.Outlier || g.Suppressed != w.Suppressed {
+			t.Fatalf("record %d (%s) after the restart: by key %v, score %v, outlier %v, suppressed %v; without the restart: score %v, outlier %v, suppressed %v",
+				cut+i, rows[cut+i].key, g.ByKey, g.Score, g.Outlier, g.Suppressed, w.Score, w.Outlier, w.Suppressed)
+		}
+	}
+	if byKey != len(rows)-cut || flagged == 0 {
+		t.Fatalf("%d of %d records after the restart scored by their key's model (%d flagged), want all and some flagged", byKey, len(rows)-cut, flagged)
+	}
+	t.Logf("%d keys resumed warm; %d records after the restart scored as without it, %d flagged", warmAtStop.Live, byKey, flagged)
+}
+
+// TestKeyedStateRefused: a keys' state written for other features or other keys' settings, or
+// corrupt, is refused with the reason (logged, skipped, as the global snapshots): the keys
+// start cold, and the newest file that fits is the one taken.
+func TestKeyedStateRefused(t *testing.T) {
+	rows := fleet(10, 3000, 0, 4)
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	cfg := keyedConfig()
+	cfg.StateDir = t.TempDir()
+	a := newFleetStage(t, cfg, []string{"value"})
+	feedFleet(t, a, mem, rows, 0, len(rows))
+	a.Close()
+	files, err := a.ext.snaps.list(keysPrefix)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("keys' state files %v, %v: want the one of the stop", files, err)
+	}
+	for _, f := range files[1:] { // (the one of the first global model: cold keys)
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	other := cfg
+	other.Keys.Window = 100
+	other.Keys.MinRecords = 25
+	for _, c := range []struct {
+		name     string
+		cfg      Config
+		features []string
+		want     error
+		reason   string
+	}{
+		{"keys.window", other, []string{"value"}, ErrSnapshotMismatch, "keys.window 200 -> 100, keys.min_records 50 -> 25"},
+		{"features", cfg, []string{"reading"}, ErrSnapshotMismatch, "built for features [value], the stream has [reading]"},
+	} {
+		s := newFleetStage(t, c.cfg, c.features)
+		sk := s.SkippedKeys()
+		s.ext.saves.Wait()
+		if st := s.KeyStats(); st.Live+st.Warming != 0 || len(sk) != 1 || !errors.Is(sk[0].Reason, c.want) || !strings.Contains(sk[0].Reason.Error(), c.reason) {
+			t.Errorf("%s: keys %+v, skipped %v: want the file refused for %q", c.name, st, sk, c.reason)
+		}
+		s.ext.snaps = nil // (not saved at its Close: the file stays the only one)
+		s.Close()
+	}
+
+	// Corrupt: one byte flipped; the stage starts cold and says why.
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)/2] ^= 0x40
+	bad := filepath.Join(cfg.StateDir, "keys-09999999999999999999.osnap")
+	if err := os.WriteFile(bad, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newFleetStage(t, cfg, []string{"value"})
+	sk := s.SkippedKeys()
+	st := s.KeyStats()
+	s.ext.snaps = nil
+	s.Close()
+	if len(sk) != 1 || sk[0].Path != bad || !errors.Is(sk[0].Reason, ErrSnapshotFormat) || !strings.Contains(sk[0].Reason.Error(), "checksum") {
+		t.Fatalf("skipped %v, want the corrupt newest file refused by its checksum", sk)
+	}
+	if st.Live != 10 { // the older, intact file serves
+		t.Fatalf("keys %+v after skipping the corrupt file, want the 10 warm keys of the intact one", st)
+	}
+}
+
+// TestKeyModelMessage: a key's model as the model topic carries it reads back scoring exactly as
+// it was built, and is refused for other features or keys' settings, or when cut or corrupt.
+func TestKeyModelMessage(t *testing.T) {
+	rows := fleet(3, 3000, 0, 5)
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	cfg := keyedConfig()
+	s := newFleetStage(t, cfg, []string{"value"})
+	feedFleet(t, s, mem, rows, 0, len(rows))
+	defer s.Close()
+	r, _ := s.KeyModelOf("sensor-001")
+	if r == nil {
+		t.Fatal("sensor-001 has no model")
+	}
+	v, err := EncodeKeyModel([]string{"value"}, &cfg, "sensor-001", 77, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bound := KeyModelBound([]string{"value"}, &cfg, len("sensor-001")); len(v) > bound || len(v) < bound*3/4 {
+		t.Errorf("a key's model of a full window takes %d bytes, KeyModelBound says %d: want a bound, and a close one", len(v), bound)
+	}
+	t.Logf("a key's model of a full window (%d records, 1 feature): %d bytes on the model topic", cfg.Keys.Window, len(v))
+	key, version, back, err := DecodeKeyModel(v, []string{"value"}, &cfg)
+	if err != nil || key != "sensor-001" || version != 77 {
+		t.Fatalf("decoded %q version %d, %v", key, version, err)
+	}
+	for _, x := range []float32{rows[0].value, rows[0].value + 50, -1e30} {
+		if a, b := r.ScoreRecord([]float32{x}), back.ScoreRecord([]float32{x}); a != b {
+			t.Errorf("score of %v: %v built, %v read back", x, a, b)
+		}
+	}
+	other := cfg
+	other.Keys.K = 5
+	if _, _, _, err := DecodeKeyModel(v, []string{"value"}, &other); !errors.Is(err, ErrSnapshotMismatch) || !strings.Contains(err.Error(), "keys.k 10 -> 5") {
+		t.Errorf("keys.k changed: %v, want a mismatch naming keys.k", err)
+	}
+	if _, _, _, err := DecodeKeyModel(v, []string{"temp"}, &cfg); !errors.Is(err, ErrSnapshotMismatch) {
+		t.Errorf("other features: %v, want a mismatch", err)
+	}
+	if _, _, _, err := DecodeKeyModel(v[:len(v)-40], []string{"value"}, &cfg); !errors.Is(err, ErrSnapshotFormat) {
+		t.Errorf("cut short: %v, want a format error", err)
+	}
+}

@@ -1,0 +1,185 @@
+package detect
+
+import (
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/core/batch"
+)
+
+// Models per key in a builder/scorer deployment (run.role; docs/DESIGN.md "Models per key"):
+// the builder keeps every key's window and builds its models exactly as role all does (it
+// scores its records by their key's model too, to know which are significant and stay out of
+// the key's next build, and drops those scores); the pipeline takes the keys whose model
+// changed (TakeKeyModels) and publishes them on the model topic, one message per key;
+// scorers install them (InstallKeyModels) and score each key's records with the newest they
+// have, applying each key's alarm cap themselves. A scorer's keys keep no window.
+
+// KeyModel is one key's model as a builder hands it out (Model nil: the key was evicted, so its
+// published model no longer holds) and a scorer installs it (Version: the builder's; Partition:
+// the input partition of the key's latest record at the builder, which scorers keep their
+// partitions' keys by).
+type KeyModel struct {
+	Key       string
+	Version   uint64
+	Partition int32
+	Model     *Ranker
+}
+
+// newKeyed is an empty keyedScorer of the stage's role.
+func (s *Stage) newKeyed() *keyedScorer {
+	k := newKeyedScorer()
+	k.follower = s.deps.Role == RoleScorer
+	if s.deps.Role == RoleBuilder {
+		k.dirty = map[string]int32{}
+	}
+	return k
+}
+
+// takeStateOf makes the keys of o (loaded, without a device) k's own, and puts the warm keys'
+// models on k's device.
+func (k *keyedScorer) takeStateOf(o *keyedScorer) {
+	k.keys, k.lru, k.bytes, k.warm = o.keys, o.lru, o.bytes, o.warm
+	if k.dev == nil {
+		return
+	}
+	var warm []*keyState
+	for _, st := range k.keys {
+		if st.model != nil {
+			warm = append(warm, st)
+		}
+	}
+	k.install(warm)
+}
+
+// keyedBuilderPass runs a builder's batch through its keys (keyed.go's score: each warm key's
+// records scored by its model, every record pushed into its key's window, the builds when due)
+// and drops the scores: a builder outputs nothing.
+func (s *Stage) keyedBuilderPass(b *batch.Batch) error {
+	raw, _, err := s.columns(b)
+	if err != nil {
+		return err
+	}
+	b.Scores = make([]batch.Score, b.Len())
+	s.keyed.score(&s.cfg, s.features, b, raw)
+	b.Scores = nil
+	return nil
+}
+
+// TakeKeyModels returns, on a builder, the keys whose model changed since the last call, each
+// with its newest model, and the keys evicted since (Model nil), in no particular order; nil on
+// the other roles or without key_by.
+func (s *Stage) TakeKeyModels() []KeyModel {
+	if s.keyed == nil || len(s.keyed.dirty) == 0 {
+		return nil
+	}
+	out := make([]KeyModel, 0, len(s.keyed.dirty))
+	for key, part := range s.keyed.dirty {
+		km := KeyModel{Key: key, Partition: part}
+		if st, ok := s.keyed.keys[key]; ok {
+			km.Model, km.Partition = st.model, st.partition // (nil: evicted, and back cold since)
+		}
+		out = append(out, km)
+	}
+	clear(s.keyed.dirty)
+	return out
+}
+
+// InstallKeyModels makes a scorer's keys serve the builder's models; a KeyModel without a model
+// drops the key (the builder evicted it: its records are scored by the global model until it
+// is warm again there). A version at or below the one a key serves is ignored, so a replayed
+// model topic never moves a key back (versions only grow, across builders: modelkeys.go).
+// Installed keys count as seen now (least-recently-seen order). Without key_by it does nothing.
+func (s *Stage) InstallKeyModels(ms []KeyModel) {
+	k := s.keyed
+	if k == nil || !k.follower {
+		return
+	}
+	d := len(s.features)
+	var onDevice []*keyState
+	for _, m := range ms {
+		if st, ok := k.keys[m.Key]; ok && m.Version <= st.version {
+			continue
+		}
+		if m.Model == nil {
+			if st, ok := k.keys[m.Key]; ok {
+				k.evict(st, d)
+			}
+			continue
+		}
+		st := k.state(m.Key, &s.cfg, d)
+		st.model, st.version, st.partition = m.Model, m.Version, m.Partition
+		k.markWarm(st)
+		if k.dev != nil {
+			onDevice = append(onDevice, st)
+		}
+	}
+	if k.dev != nil { // each key still held once (installed twice, or evicted by a later one)
+		seen := make(map[*keyState]bool, len(onDevice))
+		live := onDevice[:0]
+		for _, st := range onDevice {
+			if !seen[st] && k.keys[st.key] == st {
+				seen[st] = true
+				live = append(live, st)
+			}
+		}
+		k.install(live)
+	}
+}
+
+// DropKeysOutside drops a scorer's keys whose partition keep refuses (after a rebalance: the
+// partitions moved to another scorer) and returns how many it dropped. Without key_by, or on
+// another role, it does nothing.
+func (s *Stage) DropKeysOutside(keep func(partition int32) bool) int {
+	k := s.keyed
+	if k == nil || !k.follower {
+		return 0
+	}
+	var drop []*keyState
+	for _, st := range k.keys {
+		if !keep(st.partition) {
+			drop = append(drop, st)
+		}
+	}
+	for _, st := range drop {
+		k.evict(st, len(s.features))
+		k.evictions-- // (moved, not evicted)
+	}
+	return len(drop)
+}
+
+// KeyVersions are the versions of the keys' models a scorer serves, by key (nil without key_by).
+func (s *Stage) KeyVersions() map[string]uint64 {
+	if s.keyed == nil {
+		return nil
+	}
+	out := make(map[string]uint64, s.keyed.warm)
+	for key, st := range s.keyed.keys {
+		if st.model != nil {
+			out[key] = st.version
+		}
+	}
+	return out
+}
+
+// KeyModelOf is the model a key scores with now (nil: none), and its version.
+func (s *Stage) KeyModelOf(key string) (*Ranker, uint64) {
+	if s.keyed == nil {
+		return nil, 0
+	}
+	if st, ok := s.keyed.keys[key]; ok {
+		return st.model, st.version
+	}
+	return nil, 0
+}
+
+// ScoreRecord is the combined score a key's model gives a record of values x (one per feature):
+// what a scorer's verdict for that record rests on (it is significant at min_score).
+func (r *Ranker) ScoreRecord(x []float32) float64 {
+	cols := make([][]float32, len(x))
+	for j := range x {
+		cols[j] = x[j : j+1]
+	}
+	dens, dist := make([]float64, 1), make([]float64, 1)
+	r.Tail.Score(cols, dens)
+	solvingset.KNNWeights(r.Ref.Points, r.distanceSpace(cols, nil), r.Ref.K, 1, dist)
+	return r.combine(dens[0], dist[0])
+}

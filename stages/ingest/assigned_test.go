@@ -1,0 +1,76 @@
+package ingest
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/outlierd/outlierd/internal/core/checkpoint"
+)
+
+// TestSourceAssigned: a Source hears its assignment from kafka-go's own event (on kfake): alone
+// in its group, every partition of its topic. This holds assigned.go to the kafka-go version in
+// go.mod (its event's text and map type), which the scorers' keys' models depend on.
+func TestSourceAssigned(t *testing.T) {
+	env := kfakeEnv(t)
+	src, err := NewSource(itConfig(env, "g-assigned"), checkpoint.New(), memory.NewGoAllocator(), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var mu sync.Mutex
+	var got [][]int32
+	src.OnAssigned(func(p []int32) {
+		mu.Lock()
+		got = append(got, p)
+		mu.Unlock()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go func() { // the group is joined by the first fetch
+		if b, dl, err := src.Next(ctx); err == nil {
+			if b != nil {
+				b.Release()
+			}
+			_ = dl
+		}
+	}()
+	want := []int32{0, 1, 2}[:itPartitions]
+	for {
+		mu.Lock()
+		n := len(got)
+		ok := n > 0 && slices.Equal(got[n-1], want)
+		mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("assignments heard %v, want %v", got, want)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// TestAssignedPartitions: the map of kafka-go's event read by reflection: the topic's partitions,
+// ascending; any other shape is not read.
+func TestAssignedPartitions(t *testing.T) {
+	type topicPartition struct {
+		topic     string
+		partition int32
+	}
+	m := map[topicPartition]int64{{"in", 4}: 0, {"in", 1}: 7, {"other", 2}: 0}
+	if p, ok := assignedPartitions(m, "in"); !ok || !slices.Equal(p, []int32{1, 4}) {
+		t.Errorf("got %v %v, want [1 4]", p, ok)
+	}
+	if p, ok := assignedPartitions(map[topicPartition]int64{}, "in"); !ok || len(p) != 0 || p == nil {
+		t.Errorf("empty assignment: got %v %v, want [] (none assigned, not unknown)", p, ok)
+	}
+	if _, ok := assignedPartitions(map[string]int64{"in": 1}, "in"); ok {
+		t.Error("a map of another key type was read")
+	}
+}
