@@ -84,7 +84,8 @@ func (r *recentRing) resize(m int) {
 }
 
 // rankRecent sets every scored record's Recent in stream order: against its key's ring under
-// key_by: key (a key evicted within the batch uses none: NaN), else the stage's.
+// key_by: key (a key evicted within the batch uses none: NaN; a scorer's key without a model
+// of its own, the stage's), else the stage's.
 func (s *Stage) rankRecent(b *batch.Batch) {
 	m := s.cfg.RecentScores
 	keys := b.Keys()
@@ -105,6 +106,10 @@ func (s *Stage) rankRecent(b *batch.Batch) {
 		if st, ok := s.keyed.keys[string(key)]; ok {
 			s.keyed.bytes += recentBytes(m) - recentBytes(len(st.recent.s)) // (recent_scores changed)
 			sc.Recent = st.recent.rank(sc.Score, m)
+		} else if s.keyed.follower && sc.Warming {
+			// A scorer holds no state for a key it has no model of (role all holds every key
+			// from its first record): such records rank among the stream's recent scores.
+			sc.Recent = s.recent.rank(sc.Score, m)
 		}
 	}
 }
