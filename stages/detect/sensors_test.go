@@ -140,6 +140,28 @@ func TestSensorSpikesFlaggedByDefault(t *testing.T) {
 	}
 }
 
+// TestSensorDenseSpikesFlagged: the issue's new user's spike test (temperature 120-130 against
+// 70 ± 2: +25..+30 sd) at its rate, 0.46% of 20,000 records (91 spikes with this seed; the issue
+// had 93): every spike flagged,
+// precision at least 0.9. The spikes are 0.46% of every window the models are built from,
+// so a calibration that lets the window's own outliers squeeze new ones (a knee above the top
+// 0.5%) misses them all (docs/BENCHMARKS.md §11.2: a knee at 99.9% flagged none).
+func TestSensorDenseSpikesFlagged(t *testing.T) {
+	d, label := sensorStream(20000, 8, func(i int, r *rand.Rand) (float32, bool) {
+		if r.Float64() < 0.0046 {
+			return float32(50 + 10*r.Float64()), true
+		}
+		return 0, false
+	}, nil)
+	scores, flagged, _, _ := streamScores(t, Default(), d)
+	c := quality.Count(flagged, label)
+	ap := quality.AveragePrecision(scores, label)
+	t.Logf("spikes %d: flagged %d, precision %.3f, recall %.3f, AP %.4f", c.TP+c.FN, c.TP+c.FP, c.Precision(), c.Recall(), ap)
+	if c.TP+c.FN < 50 || c.FN != 0 || c.Precision() < 0.9 {
+		t.Errorf("precision %.3f, recall %.3f: want every spike, precision >= 0.9", c.Precision(), c.Recall())
+	}
+}
+
 // TestSensorDeviationsExplainSpike: a flagged spike's explanation names the temperature first
 // and how far out it is in robust units.
 func TestSensorDeviationsExplainSpike(t *testing.T) {
@@ -326,6 +348,7 @@ func TestStuckWhileWindowFills(t *testing.T) {
 			sig++
 		}
 	}
+	t.Logf("significant %d of 5000 stuck records", sig)
 	if sig < 4500 {
 		t.Errorf("%d of 5000 stuck records significant, want >= 4500", sig)
 	}
