@@ -142,10 +142,10 @@ func TestSensorSpikesFlaggedByDefault(t *testing.T) {
 
 // TestSensorDenseSpikesFlagged: the issue's new user's spike test (temperature 120-130 against
 // 70 ± 2: +25..+30 sd) at its rate, 0.46% of 20,000 records (91 spikes with this seed; the issue
-// had 93): every spike flagged,
-// precision at least 0.9. The spikes are 0.46% of every window the models are built from,
-// so a calibration that lets the window's own outliers squeeze new ones (a knee above the top
-// 0.5%) misses them all (docs/BENCHMARKS.md §11.2: a knee at 99.9% flagged none).
+// had 93): every spike flagged, precision at least 0.9. The spikes are 0.46% of every window
+// the models are built from, so a calibration that lets the window's own outliers squeeze new
+// ones (a knee above the top 0.5%) misses them all (docs/BENCHMARKS.md §11.2: a knee at 99.9%
+// flagged none).
 func TestSensorDenseSpikesFlagged(t *testing.T) {
 	d, label := sensorStream(20000, 8, func(i int, r *rand.Rand) (float32, bool) {
 		if r.Float64() < 0.0046 {
@@ -159,6 +159,40 @@ func TestSensorDenseSpikesFlagged(t *testing.T) {
 	t.Logf("spikes %d: flagged %d, precision %.3f, recall %.3f, AP %.4f", c.TP+c.FN, c.TP+c.FP, c.Precision(), c.Recall(), ap)
 	if c.TP+c.FN < 50 || c.FN != 0 || c.Precision() < 0.9 {
 		t.Errorf("precision %.3f, recall %.3f: want every spike, precision >= 0.9", c.Precision(), c.Recall())
+	}
+}
+
+// TestSeasonalContextualRanked: stream_sbs.py's "seasonal" stream (three sensors with a daily
+// cycle of ±5 sd, 20 contextual anomalies: a reading normal twelve hours away, inside the
+// stream's range), default configuration, min_records 2000 as the benchmark replays it: the
+// combined score ranks the anomalies after the probation with AP at least 0.9 (0.942 here, 0.940
+// in docs/BENCHMARKS.md §12's replay). Only the joint (distance) view sees them, and only the
+// calibration's fitted tail (the knee, rank.TailQuantile) lifts that detector above the
+// per-feature one's ordinary records: without the knee this test measured AP 0.103, with the
+// knee lowered by 1 or 3 decades 0.927 and 0.622 (§11.2's last follow-up). The labelled tables
+// would rather have it lower: this test is the other side of that trade.
+func TestSeasonalContextualRanked(t *testing.T) {
+	p := synth.DefaultSeriesParams()
+	p.SpikeRate, p.Daily, p.Contextual, p.Seed, p.Head = 0, 5, 20, 5, 2000
+	s, err := synth.SensorSeries(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Default()
+	cfg.MinRecords = 2000
+	scores, _, _, _ := streamScores(t, cfg, &s.Data)
+	label := make([]bool, len(s.Label)-p.Head)
+	anomalies := 0
+	for i := range label {
+		label[i] = s.Label[p.Head+i] != 0
+		if label[i] {
+			anomalies++
+		}
+	}
+	ap := quality.AveragePrecision(scores[p.Head:], label)
+	t.Logf("contextual anomalies %d: AP %.3f", anomalies, ap)
+	if anomalies != p.Contextual || ap < 0.9 {
+		t.Errorf("%d contextual anomalies, AP %.3f: want %d, AP >= 0.9", anomalies, ap, p.Contextual)
 	}
 }
 
