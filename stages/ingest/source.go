@@ -207,11 +207,11 @@ func (s *Source) Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters, er
 				return nil, nil, err
 			}
 			s.held = c
-			if fetched == 0 {
-				var cancel context.CancelFunc
-				fctx, cancel = context.WithTimeout(ctx, s.cfg.MaxWait)
-				defer cancel()
-			}
+		}
+		if fetched == 0 { // the first record (a chunk never is empty): the batch window opens
+			var cancel context.CancelFunc
+			fctx, cancel = context.WithTimeout(ctx, s.cfg.MaxWait)
+			defer cancel()
 		}
 		take := min(s.cfg.BatchSize-fetched, len(s.held.msgs))
 		for _, m := range s.held.msgs[:take] {
