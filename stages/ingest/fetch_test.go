@@ -67,3 +67,58 @@ func TestSourceChunkRemainderClosesOnMaxWait(t *testing.T) {
 		}
 	}
 }
+
+func TestSourceCommitsAtGenerationEndKfake(t *testing.T) {
+	testCommitsAtGenerationEnd(t, kfakeEnv(t))
+}
+
+func TestSourceCommitsAtGenerationEndRealBroker(t *testing.T) {
+	testCommitsAtGenerationEnd(t, realEnv(t))
+}
+
+// testCommitsAtGenerationEnd: member A fetches and acknowledges every record but never calls
+// Commit; when member B joins, A's generation ends and A commits what is done with it, so the
+// partitions' next owners start after A's work instead of reading it all again. Without the
+// commit at the generation's end nothing would be committed here.
+func testCommitsAtGenerationEnd(t *testing.T, env kafkaEnv) {
+	const per = 20
+	var msgs []itMessage
+	for p := range itPartitions {
+		msgs = append(msgs, makeMessages(p, 0, per, false)...)
+	}
+	produce(t, env, msgs)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	group := fmt.Sprintf("g-genend-%d", time.Now().UnixNano())
+	cfg := itConfig(env, group)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	a, err := NewSource(cfg, checkpoint.New(), mem, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for got := 0; got < len(msgs); {
+		b, dls, err := a.Next(ctx)
+		if err != nil || dls.Len() != 0 || b == nil {
+			t.Fatalf("Next after %d records: batch %v, %d dead letters, err %v", got, b, dls.Len(), err)
+		}
+		got += b.Len()
+		b.Ack()
+		b.Release()
+	}
+	if c := committed(t, env, group); c[0] > 0 || c[1] > 0 || c[2] > 0 {
+		t.Fatalf("committed %v before any Commit or rebalance", c)
+	}
+
+	b, err := NewSource(cfg, checkpoint.New(), mem, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	waitFor(t, ctx, "A's done offsets committed when B's join ends A's generation", func() bool {
+		c := committed(t, env, group)
+		return c[0] == per && c[1] == per && c[2] == per
+	})
+}
