@@ -48,10 +48,10 @@ const fetchLongPoll = 2 * time.Second
 // committable offset here; committing it again is harmless (at most re-delivery to the new
 // owner), never a loss.
 type Source struct {
-	cfg    Config
-	cp     *checkpoint.Checkpointer
-	log    zerolog.Logger
-	fetch  *groupFetcher
+	cfg   Config
+	cp    *checkpoint.Checkpointer
+	log   zerolog.Logger
+	fetch *groupFetcher
 	// reaper leaves the group for the member ids kafka-go abandons (rejoin.go).
 	reaper *memberReaper
 
