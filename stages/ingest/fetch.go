@@ -273,7 +273,7 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 				return
 			}
 			switch {
-			case err == nil, errors.Is(err, io.EOF): // the fetch's records all read
+			case errors.Is(err, io.EOF): // the fetch's records all read
 				errcount = 0
 				continue
 			case errors.Is(err, io.ErrNoProgress): // a corrupted connection: a new one
