@@ -162,13 +162,16 @@ func (f *groupFetcher) startGeneration(gen *kafka.Generation, seq int64) {
 		case <-ctx.Done(): // the generation ended
 		case <-f.stctx.Done(): // closing: ends the generation
 		}
-		cancel()
-		wg.Wait()
+		// At once, not after the partition goroutines stopped: from here its chunks are
+		// dropped and Commit waits for the next generation; this one's last commit, of what
+		// is done, follows below.
 		f.mu.Lock()
 		f.gen = nil
 		f.live.Store(0)
 		f.started = make(chan struct{})
 		f.mu.Unlock()
+		cancel()
+		wg.Wait()
 		if f.stctx.Err() == nil {
 			f.revoked(gen)
 		}
