@@ -262,17 +262,24 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 			continue
 		}
 		attempt = 0 // a failure after a good start does not inherit the backoff
+		// When the generation ends or the fetcher closes, a fetch waiting on the broker's long
+		// poll (up to fetchLongPoll) is cut short: rebalances and Close need not wait for it.
+		stopCut := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+		closeConn := func() {
+			stopCut()
+			conn.Close()
+		}
 		offset = start
 		errcount := 0
 	readLoop:
 		for {
 			if !sleepCtx(ctx, backoffDelay(errcount, readBackoffMin, readBackoffMax)) {
-				conn.Close()
+				closeConn()
 				return
 			}
 			offset, err = f.read(ctx, seq, conn, offset)
 			if ctx.Err() != nil { // the generation ended, or the fetcher closed
-				conn.Close()
+				closeConn()
 				return
 			}
 			switch {
@@ -280,11 +287,11 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 				errcount = 0
 				continue
 			case errors.Is(err, io.ErrNoProgress): // a corrupted connection: a new one
-				conn.Close()
+				closeConn()
 				break readLoop
 			case errors.Is(err, kafka.UnknownTopicOrPartition), errors.Is(err, kafka.NotLeaderForPartition):
 				f.errf("fetching partition %d of %s at offset %d: %v (finding its leader again)", partition, f.topic, offset, err)
-				conn.Close()
+				closeConn()
 				break readLoop
 			case errors.Is(err, kafka.RequestTimedOut):
 				errcount = 0
@@ -293,7 +300,7 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 				first, last, oerr := readOffsets(conn)
 				if oerr != nil {
 					f.errf("partition %d of %s: reading its first and last offsets: %v", partition, f.topic, oerr)
-					conn.Close()
+					closeConn()
 					break readLoop
 				}
 				switch {
@@ -314,7 +321,7 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 					_ = f.send(ctx, chunk{gen: seq, err: err})
 				} else {
 					f.errf("fetching partition %d of %s at offset %d: %v (reconnecting)", partition, f.topic, offset, err)
-					conn.Close()
+					closeConn()
 					break readLoop
 				}
 			}
@@ -368,6 +375,9 @@ func (f *groupFetcher) read(ctx context.Context, seq int64, conn *kafka.Conn, of
 	// The read deadline is what the fetch's long poll derives from (kafka-go: deadline minus
 	// an allowance for the round trip); see fetchLongPoll.
 	_ = conn.SetReadDeadline(time.Now().Add(fetchLongPoll))
+	if err := ctx.Err(); err != nil {
+		return offset, err // ended before the deadline was set: the cut (fetchPartition) came first
+	}
 	b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: f.maxBytes})
 	var msgs []kafka.Message
 	var err error

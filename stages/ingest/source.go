@@ -15,14 +15,15 @@ import (
 	"github.com/outlierd/outlierd/internal/core/checkpoint"
 )
 
-// fetchLongPoll is kafka-go's ReaderConfig.MaxWait: the client's read deadline for a fetch,
+// fetchLongPoll is the client's read deadline for a fetch (kafka-go's ReaderConfig.MaxWait),
 // from which kafka-go derives the broker's long-poll time by subtracting an RTT allowance (1 s,
 // or a quarter of the deadline when shorter). With MinBytes 1 a fetch returns as soon as any
 // record exists, so this only paces idle polling; it is not the batch latency (Config.MaxWait).
 // Short values leave too little margin: at 500 ms (broker waits 375 ms, client gives up at 500)
 // idle fetches from Kafka 4.1 on a loaded 2-core machine hit "i/o timeout" and reconnect. Long
-// values delay Close and rebalances, which wait for the fetches in flight (5 s made each take
-// about 4 s). 2 s: the broker holds an idle fetch 1 s, with 1 s of margin.
+// values once delayed Close and rebalances, which waited for the fetches in flight (5 s made
+// each take about 4 s); the fetches are now cut short then (fetch.go). 2 s: the broker holds
+// an idle fetch 1 s, with 1 s of margin.
 const fetchLongPoll = 2 * time.Second
 
 // Source reads the configured topic through a consumer group and yields decoded batches.
