@@ -234,6 +234,20 @@ func (l *childLog) grep(s string) []string {
 	return out
 }
 
+// waitLines waits until the children's output has n lines containing s; it fails the test
+// when c exits first or limit passes.
+func (l *childLog) waitLines(t *testing.T, c *child, s string, n int, limit time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); len(l.grep(s)) < n; time.Sleep(50 * time.Millisecond) {
+		if c.exited() {
+			t.Fatalf("pid %d exited before the children's output had %d lines with %q: %v", c.pid, n, s, c.err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the children's output has %d lines with %q after %s, want %d", len(l.grep(s)), s, limit, n)
+		}
+	}
+}
+
 // writeConfig writes c's YAML into the test's temporary directory.
 func writeConfig(t *testing.T, c e2eConfig) string {
 	t.Helper()
@@ -1189,6 +1203,10 @@ func TestCrashRestartRealBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("produced %d messages in %s", total, time.Since(t0).Round(time.Millisecond))
+	// The last run may find every offset committed already (the run killed before it finished
+	// the stream): its SIGTERM must not come before it handles signals, which it does from
+	// "pipeline starting" on.
+	log.waitLines(t, c, "pipeline starting", kills+1, 60*time.Second)
 	waitDone(t, br, c, ec.group, in, 120*time.Second)
 	if err := c.stop(t, 30*time.Second); err != nil {
 		t.Fatalf("graceful stop of the last run: exit %v, want 0", err)
