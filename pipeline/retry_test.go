@@ -122,7 +122,7 @@ func TestSinkWriteRetried(t *testing.T) {
 
 // TestFetchRetried is the regression test of the pipeline stopping on a failed fetch: kfake
 // answers the first fetches of the input topic with KAFKA_STORAGE_ERROR (retriable), which
-// kafka-go's reader hands to FetchMessage. The pipeline must keep fetching and, in the end,
+// the source's partition fetcher hands to Next. The pipeline must keep fetching and, in the end,
 // output every record and commit everything.
 func TestFetchRetried(t *testing.T) {
 	br := testsupport.KfakeBroker(t)

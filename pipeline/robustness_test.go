@@ -234,6 +234,20 @@ func (l *childLog) grep(s string) []string {
 	return out
 }
 
+// waitLines waits until the children's output has n lines containing s; it fails the test
+// when c exits first or limit passes.
+func (l *childLog) waitLines(t *testing.T, c *child, s string, n int, limit time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); len(l.grep(s)) < n; time.Sleep(50 * time.Millisecond) {
+		if c.exited() {
+			t.Fatalf("pid %d exited before the children's output had %d lines with %q: %v", c.pid, n, s, c.err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the children's output has %d lines with %q after %s, want %d", len(l.grep(s)), s, limit, n)
+		}
+	}
+}
+
 // writeConfig writes c's YAML into the test's temporary directory.
 func writeConfig(t *testing.T, c e2eConfig) string {
 	t.Helper()
@@ -1111,8 +1125,8 @@ type incarnation struct {
 //     trip and the ticker on this loaded machine (commits take milliseconds; the allowance
 //     grows by commit_interval for each commit that failed), and batch_size because a batch
 //     is acknowledged at once. The records fetched but not yet acknowledged at a kill (at most
-//     the queues, (2 x queue_batches + 4) x batch_size) are read again but are not duplicates:
-//     they were never output.
+//     the queues, (2 x queue_batches + partitions + 7) x batch_size) are read again but are
+//     not duplicates: they were never output.
 //
 // "Every record the exact rule flags appears in the output": with emit: all every record
 // appears with its verdict; which records are flagged depends on the model, which a killed
@@ -1189,6 +1203,10 @@ func TestCrashRestartRealBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("produced %d messages in %s", total, time.Since(t0).Round(time.Millisecond))
+	// The last run may find every offset committed already (the run killed before it finished
+	// the stream): its SIGTERM must not come before it handles signals, which it does from
+	// "pipeline starting" on.
+	log.waitLines(t, c, "pipeline starting", kills+1, 60*time.Second)
 	waitDone(t, br, c, ec.group, in, 120*time.Second)
 	if err := c.stop(t, 30*time.Second); err != nil {
 		t.Fatalf("graceful stop of the last run: exit %v, want 0", err)
@@ -1344,16 +1362,17 @@ func groupLag(br testsupport.Broker, group, topic string, parts int) (int64, err
 // must stay in Kafka (consumer lag grows) while the process's resident memory stays at what its
 // bounded queues imply, whatever the backlog.
 //
-// The bound. Between the broker and the acknowledgement, a record is in one of: kafka-go's
-// prefetch queue (batch_size messages), the batch being built, the fetched queue
-// (queue_batches), the batch the fetch loop holds, the batch in the detect stage, the scored
-// queue (queue_batches), the batch in the sink: at most (2 x queue_batches + 4) x batch_size
-// records, here 4,000. Fetch responses are read in pieces of at most fetch_max_bytes (1 MiB
+// The bound. Between the broker and the acknowledgement, a record is in one of: the source's
+// fetched chunks (one per partition goroutine and 4 queued, each at most batch_size messages:
+// stages/ingest/fetch.go), the batch being built, the fetched queue (queue_batches), the batch
+// the fetch loop holds, the batch in the detect stage, the scored queue (queue_batches), the
+// batch in the sink: at most (2 x queue_batches + partitions + 7) x batch_size records, here
+// 7,000. Fetch responses are read in pieces of at most fetch_max_bytes (1 MiB
 // here) per partition connection. The window and model are fixed by detect.window. None of
 // this depends on the backlog. The warm-up runs the same regime (a backlog of 50,000 messages
 // consumed at full speed, queues full, models rebuilt), so its resident peak R0 is the
 // baseline, and the flood may add only run-to-run variation: allowance 32 MiB, which covers
-// the in-flight records (4,000 x ~2 KiB with the output encodings = 8 MiB) twice over for the
+// the in-flight records (7,000 x ~2 KiB with the output encodings = 14 MiB) twice over for the
 // garbage collector's headroom (GOGC=100 lets the heap reach twice the live data), the fetch
 // buffers (3 x 1 MiB) and model-build transients, while a pipeline that buffered the backlog
 // would hold 100+ MiB more (the flood's 400,000 messages are ~130 MB, and the lag is asserted

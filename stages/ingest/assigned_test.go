@@ -12,9 +12,8 @@ import (
 	"github.com/outlierd/outlierd/internal/core/checkpoint"
 )
 
-// TestSourceAssigned: a Source hears its assignment from kafka-go's own event (on kfake): alone
-// in its group, every partition of its topic. This holds assigned.go to the kafka-go version in
-// go.mod (its event's text and map type), which the scorers' keys' models depend on.
+// TestSourceAssigned: a Source hears its assignment (on kfake): alone in its group, every
+// partition of its topic, which the scorers' keys' models depend on.
 func TestSourceAssigned(t *testing.T) {
 	env := kfakeEnv(t)
 	src, err := NewSource(itConfig(env, "g-assigned"), checkpoint.New(), memory.NewGoAllocator(), testLogger(t))
@@ -53,24 +52,5 @@ func TestSourceAssigned(t *testing.T) {
 			t.Fatalf("assignments heard %v, want %v", got, want)
 		case <-time.After(50 * time.Millisecond):
 		}
-	}
-}
-
-// TestAssignedPartitions: the map of kafka-go's event read by reflection: the topic's partitions,
-// ascending; any other shape is not read.
-func TestAssignedPartitions(t *testing.T) {
-	type topicPartition struct {
-		topic     string
-		partition int32
-	}
-	m := map[topicPartition]int64{{"in", 4}: 0, {"in", 1}: 7, {"other", 2}: 0}
-	if p, ok := assignedPartitions(m, "in"); !ok || !slices.Equal(p, []int32{1, 4}) {
-		t.Errorf("got %v %v, want [1 4]", p, ok)
-	}
-	if p, ok := assignedPartitions(map[topicPartition]int64{}, "in"); !ok || len(p) != 0 || p == nil {
-		t.Errorf("empty assignment: got %v %v, want [] (none assigned, not unknown)", p, ok)
-	}
-	if _, ok := assignedPartitions(map[string]int64{"in": 1}, "in"); ok {
-		t.Error("a map of another key type was read")
 	}
 }

@@ -15,21 +15,23 @@ import (
 	"github.com/outlierd/outlierd/internal/core/checkpoint"
 )
 
-// fetchLongPoll is kafka-go's ReaderConfig.MaxWait: the client's read deadline for a fetch,
+// fetchLongPoll is the client's read deadline for a fetch (kafka-go's ReaderConfig.MaxWait),
 // from which kafka-go derives the broker's long-poll time by subtracting an RTT allowance (1 s,
 // or a quarter of the deadline when shorter). With MinBytes 1 a fetch returns as soon as any
 // record exists, so this only paces idle polling; it is not the batch latency (Config.MaxWait).
 // Short values leave too little margin: at 500 ms (broker waits 375 ms, client gives up at 500)
 // idle fetches from Kafka 4.1 on a loaded 2-core machine hit "i/o timeout" and reconnect. Long
-// values delay Close and rebalances, which wait for the fetches in flight (5 s made each take
-// about 4 s). 2 s: the broker holds an idle fetch 1 s, with 1 s of margin.
+// values once delayed Close and rebalances, which waited for the fetches in flight (5 s made
+// each take about 4 s); the fetches are now cut short then (fetch.go). 2 s: the broker holds
+// an idle fetch 1 s, with 1 s of margin.
 const fetchLongPoll = 2 * time.Second
 
 // Source reads the configured topic through a consumer group and yields decoded batches.
 //
-// Goroutines: the Source starts none of its own; Next and Commit run on their callers'
-// goroutines. The kafka-go Reader inside starts its own (group membership and heartbeats, the
-// commit loop, one fetcher per assigned partition); Close stops all of them and waits for them.
+// Goroutines: Next and Commit run on their callers' goroutines. Inside, kafka-go's
+// ConsumerGroup keeps the membership (joins, heartbeats), and the Source fetches each assigned
+// partition on a goroutine of its own, handing messages to Next in chunks (fetch.go); Close
+// stops all of them and waits for them.
 //
 // Delivery: at least once. Every fetched message (decoded or dead letter) is registered with the
 // Checkpointer, and the batch or dead letters that carry it leave Next with an ack to it
@@ -38,21 +40,22 @@ const fetchLongPoll = 2 * time.Second
 // Commit commits per partition only the offset below which all records are done. Nothing else
 // touches the Checkpointer. After a crash or rebalance, records not committed are read again.
 //
-// Rebalances: kafka-go's Reader re-reads a partition from its committed offset when it is
-// assigned again and has no revocation callback. Next therefore treats an offset at or below
-// the last one registered for a partition as "this partition was revoked and reassigned":
-// it revokes the partition in the Checkpointer (late acks for the old fetches are ignored) and
-// starts tracking it afresh. A partition that moved to another group member keeps its last
-// committable offset here, and stale messages of it fetched before the rebalance may still
-// arrive and move it; Commit never sends an offset the group is already past (forward.go).
+// Rebalances: when a generation ends, its partitions stop being fetched, what is done is
+// committed, and chunks fetched but not yet taken are dropped (fetch.go). A partition assigned
+// again is read from its committed offset. Next therefore treats an offset at or below the
+// last one registered for a partition as "this partition was revoked and reassigned": it
+// revokes the partition in the Checkpointer (late acks for the old fetches are ignored) and
+// starts tracking it afresh. A partition that moved to another group member is not committed
+// by this one any more, though batches of it taken before the rebalance may still finish here
+// (keepAssigned: committing them would move the group's offset back).
 type Source struct {
-	cfg    Config
-	cp     *checkpoint.Checkpointer
-	log    zerolog.Logger
-	reader *kafka.Reader
-	// reaper leaves the group for the member ids the reader abandons (rejoin.go).
+	cfg   Config
+	cp    *checkpoint.Checkpointer
+	log   zerolog.Logger
+	fetch *groupFetcher
+	// reaper leaves the group for the member ids kafka-go abandons (rejoin.go).
 	reaper *memberReaper
-	// assigned hears kafka-go's assignment events (assigned.go).
+	// assigned passes each generation's partitions on (assigned.go).
 	assigned *assignment
 
 	// nextMu serialises Next and the builder's release in Close.
@@ -60,6 +63,7 @@ type Source struct {
 	decs    []Decoder    // one per core (decodeall.go)
 	derive  *Deriver     // ingest.derive, applied in fetch order after decoding; nil: none
 	pending []pendingMsg // the batch being filled
+	held    chunk        // what is left of the chunk the last batch was filled from
 	builder *Builder
 	// deferred is a fetch error met after some records of a batch were already fetched: that
 	// batch is returned first and the error on the following call.
@@ -69,10 +73,12 @@ type Source struct {
 	// what moved.
 	commitMu  sync.Mutex
 	committed map[int]int64
+	// commits are the commits still running after their caller's context ended; Close waits.
+	commits sync.WaitGroup
 }
 
-// NewSource validates cfg and connects a consumer-group reader (the connection itself is made
-// lazily by the first Next). cp tracks this source's records and must not be shared with
+// NewSource validates cfg and joins the consumer group (in the background: the first Next
+// waits for the first assignment). cp tracks this source's records and must not be shared with
 // another topic; alloc provides the batches' Arrow buffers.
 func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, log zerolog.Logger) (*Source, error) {
 	if cp == nil || alloc == nil {
@@ -99,44 +105,38 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		log.Info().Strs("columns", cfg.Columns()[len(cfg.Features):]).Int("max_keys", cfg.Derive.MaxKeys).
 			Int64("state_bound_mib", derive.StateBound(32)>>20).Msg("derived features (state bound for 32-byte keys)")
 	}
-	var reaper *memberReaper // made last, once nothing can fail (it holds a context)
-	assigned := &assignment{topic: cfg.Topic}
+	var reaper *memberReaper          // made before the group, whose logger it reads
 	debugLog := kafkaDebugLogger(log) // at debug level: kafka-go's chatter, off by default
-	rc := kafka.ReaderConfig{
-		Brokers:  append([]string(nil), cfg.Brokers...),
-		GroupID:  cfg.GroupID,
-		Topic:    cfg.Topic,
-		MinBytes: 1,
-		MaxBytes: cfg.FetchMaxBytes,
-		MaxWait:  fetchLongPoll,
-		// A batch's worth of messages prefetched, so a batch rarely waits on the network.
-		QueueCapacity:     cfg.BatchSize,
+	errLog := kafkaErrorLogger(log)
+	cgc := kafka.ConsumerGroupConfig{
+		ID:      cfg.GroupID,
+		Brokers: append([]string(nil), cfg.Brokers...),
+		Topics:  []string{cfg.Topic},
+		// kafka-go's Reader's defaults, as before.
+		GroupBalancers:    []kafka.GroupBalancer{kafka.RangeGroupBalancer{}, kafka.RoundRobinGroupBalancer{}},
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		SessionTimeout:    cfg.SessionTimeout,
-		// Synchronous commits: Commit returns once the broker has the offsets, so the caller
-		// knows what is durable. (A non-zero interval would make CommitMessages fire-and-forget.)
-		CommitInterval: 0,
-		StartOffset:    start,
-		// After a lost coordinator the reader tries to join again every JoinGroupBackoff
+		StartOffset:       start,
+		// After a lost coordinator the group tries to join again every JoinGroupBackoff
 		// (kafka-go's default 5 s): 1 s resumes within a second of the broker answering, at
 		// the cost of a warning a second while it is away.
 		JoinGroupBackoff: time.Second,
 		Logger: kafka.LoggerFunc(func(msg string, args ...any) {
 			reaper.observe(msg, args) // rejoin.go: finish the LeaveGroup of abandoned members
-			assigned.observe(msg, args)
 			debugLog.Printf(msg, args...)
 		}),
-		ErrorLogger: kafkaErrorLogger(log),
+		ErrorLogger: errLog,
+		Dialer:      kafka.DefaultDialer,
 	}
 	if cfg.Security.Enabled() {
-		// Only then: without security the Reader keeps kafka.DefaultDialer, as before.
-		if rc.Dialer, err = cfg.Security.Dialer(); err != nil {
+		// Only then: without security the group and the fetches use kafka.DefaultDialer.
+		if cgc.Dialer, err = cfg.Security.Dialer(); err != nil {
 			return nil, fmt.Errorf("ingest: %w", err)
 		}
 		log.Info().Stringer("security", cfg.Security).Msg("kafka security")
 	}
-	if err := rc.Validate(); err != nil {
-		return nil, fmt.Errorf("ingest: reader config: %w", err)
+	if err := cgc.Validate(); err != nil {
+		return nil, fmt.Errorf("ingest: consumer group config: %w", err)
 	}
 	var tr *kafka.Transport // the reaper's; nil: a plaintext one of its own
 	if cfg.Security.Enabled() {
@@ -145,18 +145,25 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		}
 	}
 	reaper = newMemberReaper(cfg.GroupID, cfg.Brokers, tr, log)
-	return &Source{
+	s := &Source{
 		reaper:    reaper,
-		assigned:  assigned,
+		assigned:  &assignment{},
 		cfg:       cfg,
 		cp:        cp,
 		log:       log,
-		reader:    kafka.NewReader(rc),
 		decs:      decs,
 		derive:    derive,
 		builder:   NewBuilder(alloc, cfg.Topic, cfg.Columns(), cfg.Uncertainty != nil, cfg.BatchSize),
 		committed: map[int]int64{},
-	}, nil
+	}
+	s.fetch, err = newGroupFetcher(cgc, cfg.Topic, cfg.BatchSize, cfg.FetchMaxBytes,
+		debugLog.Printf, errLog.Printf, s.assigned.set, s.commitRevoked)
+	if err != nil {
+		reaper.close()
+		s.builder.Release()
+		return nil, fmt.Errorf("ingest: consumer group: %w", err)
+	}
+	return s, nil
 }
 
 // Next returns the next batch and the dead letters met while filling it. It blocks until at
@@ -188,29 +195,39 @@ func (s *Source) Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters, er
 		fctx    = ctx // batch-window context once the first message is in
 	)
 	for fetched < s.cfg.BatchSize {
-		m, err := s.reader.FetchMessage(fctx)
-		if err != nil {
-			if fetched > 0 && ctx.Err() == nil && fctx.Err() != nil {
-				break // MaxWait elapsed: close the batch short
+		if len(s.held.msgs) == 0 || s.held.gen != s.fetch.live.Load() {
+			// (A revoked generation's remainder is dropped as its queued chunks are: fetch.go.)
+			s.held = chunk{}
+			c, err := s.fetch.next(fctx)
+			if err != nil {
+				if fetched > 0 && ctx.Err() == nil && fctx.Err() != nil {
+					break // MaxWait elapsed: close the batch short
+				}
+				err = fmt.Errorf("ingest: fetch from %s: %w", s.cfg.Topic, err)
+				if fetched > 0 {
+					s.deferred = err
+					break
+				}
+				return nil, nil, err
 			}
-			err = fmt.Errorf("ingest: fetch from %s: %w", s.cfg.Topic, err)
-			if fetched > 0 {
-				s.deferred = err
-				break
-			}
-			return nil, nil, err
+			s.held = c
 		}
-		if fetched == 0 {
+		if fetched == 0 { // the first record (a chunk never is empty): the batch window opens
 			var cancel context.CancelFunc
 			fctx, cancel = context.WithTimeout(ctx, s.cfg.MaxWait)
 			defer cancel()
 		}
-		s.track(m)
-		if fetched == len(s.pending) {
-			s.pending = append(s.pending, pendingMsg{})
+		take := min(s.cfg.BatchSize-fetched, len(s.held.msgs))
+		for _, m := range s.held.msgs[:take] {
+			s.track(m)
+			if fetched == len(s.pending) {
+				s.pending = append(s.pending, pendingMsg{})
+			}
+			s.pending[fetched].m = m
+			fetched++
 		}
-		s.pending[fetched].m = m
-		fetched++
+		clear(s.held.msgs[:take]) // the batch holds the payloads; the chunk does not
+		s.held.msgs = s.held.msgs[take:]
 	}
 	msgs := s.pending[:fetched]
 	s.decodeAll(msgs)
@@ -282,71 +299,129 @@ func (s *Source) track(m kafka.Message) {
 
 // Commit commits to the group, for each partition, the offset below which every record is
 // done (Checkpointer.Committable), skipping partitions whose offset has not moved since the
-// last successful Commit and those the group is already at or past (forward.go). It blocks
-// until the broker acknowledged the commit or ctx ends, and
-// returns what was committed (nil when nothing moved). Safe to call concurrently with Next.
+// last successful Commit. It commits with the generation in progress, waiting for one while
+// the group rebalances, tries up to commitAttempts times (as kafka-go's Reader did), blocks
+// until the broker acknowledged the commit or ctx ends, and returns what was committed (nil
+// when nothing moved). Safe to call concurrently with Next.
 func (s *Source) Commit(ctx context.Context) (map[int]int64, error) {
 	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
-	var moved []int
-	committable := s.cp.Committable()
-	for p, off := range committable {
-		if last, ok := s.committed[p]; !ok || last != off {
-			moved = append(moved, p)
-		}
-	}
-	if len(moved) == 0 {
+	moved := len(s.moved()) > 0
+	s.commitMu.Unlock()
+	if !moved {
 		return nil, nil
 	}
-	group, err := s.groupCommitted(ctx, moved) // forward.go: never move the group back
+	gen, err := s.fetch.current(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("ingest: commit: %w", err)
 	}
-	var msgs []kafka.Message
+	type result struct {
+		sent map[int]int64
+		err  error
+	}
+	res := make(chan result, 1)
+	s.commits.Add(1)
+	go func() { // a commit in flight ends by itself (the coordinator's timeout); ctx need not wait
+		defer s.commits.Done()
+		sent, err := s.commitWith(gen, commitAttempts)
+		res <- result{sent, err}
+	}()
+	select {
+	case r := <-res:
+		return r.sent, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("ingest: commit: %w", ctx.Err())
+	}
+}
+
+// commitRevoked commits what is done with a generation that just ended (its partitions may go
+// to other members, which start from the committed offsets). One attempt: the next generation
+// waits for it, and a failure costs only re-reads.
+func (s *Source) commitRevoked(gen *kafka.Generation) {
+	if sent, err := s.commitWith(gen, 1); err != nil {
+		s.log.Warn().Err(err).Int32("generation", gen.ID).Msg("commit at the end of a generation failed; the partitions' next owners may read some done records again")
+	} else if len(sent) > 0 {
+		s.log.Info().Int32("generation", gen.ID).Interface("committed", sent).Msg("generation ended (rebalance): done offsets committed")
+	}
+}
+
+// commitWith commits the offsets that moved with gen, in up to attempts tries.
+func (s *Source) commitWith(gen *kafka.Generation, attempts int) (map[int]int64, error) {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	sent := s.moved()
+	s.keepAssigned(gen, sent)
+	if len(sent) == 0 {
+		return nil, nil
+	}
+	var err error
+	for a := range attempts {
+		if a > 0 && !sleepCtx(s.fetch.stctx, backoffDelay(a, commitBackoffMin, commitBackoffMax)) {
+			break // closing: no more tries
+		}
+		// Committable is the next offset to read: what the group stores.
+		if err = gen.CommitOffsets(map[string]map[int]int64{s.cfg.Topic: sent}); err == nil {
+			for p, off := range sent {
+				s.committed[p] = off
+			}
+			return sent, nil
+		}
+	}
+	return nil, fmt.Errorf("ingest: commit offsets %v: %w", sent, err)
+}
+
+// keepAssigned leaves out of sent the partitions gen does not hold, and stops tracking them.
+// Batches taken before a rebalance finish after it, those of partitions now another member's
+// too: committing them would move the group's offset back behind the new owner's (it read on
+// from the offset committed at the generation's end), and on an idle partition it would stay
+// there (TestSourceNoBackwardCommit; seen in CI as TestBuilderAndScorersRealBroker's group
+// never committing its last records). Their late acks are ignored; the new owner has read, or
+// will read again, everything past the committed offset. commitMu must be held.
+func (s *Source) keepAssigned(gen *kafka.Generation, sent map[int]int64) {
+	held := map[int]bool{}
+	for _, a := range gen.Assignments[s.cfg.Topic] {
+		held[a.ID] = true
+	}
+	for p := range sent {
+		if !held[p] {
+			delete(sent, p)
+			s.cp.Revoke(p)
+			delete(s.committed, p)
+			s.log.Info().Int("partition", p).Int32("generation", gen.ID).
+				Msg("partition moved to another member: its records still in flight here will not be committed by this member")
+		}
+	}
+}
+
+// moved is the committable offset of each partition that moved since its last commit; nil if
+// none did. commitMu must be held.
+func (s *Source) moved() map[int]int64 {
 	var sent map[int]int64
-	for _, p := range moved {
-		off := committable[p]
-		if at, ok := group[p]; ok && at >= off {
-			s.log.Debug().Int("partition", p).Int64("done", off).Int64("group_committed", at).
-				Msg("not committing: the group is already further on this partition (it moved to another member in a rebalance)")
-			s.committed[p] = off
+	for p, off := range s.cp.Committable() {
+		if last, ok := s.committed[p]; ok && last == off {
 			continue
 		}
 		if sent == nil {
 			sent = map[int]int64{}
 		}
 		sent[p] = off
-		// kafka-go commits Offset+1 of the message it is given (commit.go makeCommit), and
-		// Committable already is the next offset to read: hand it the offset before.
-		msgs = append(msgs, kafka.Message{Topic: s.cfg.Topic, Partition: p, Offset: off - 1})
 	}
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	if err := s.reader.CommitMessages(ctx, msgs...); err != nil {
-		return nil, fmt.Errorf("ingest: commit offsets %v: %w", sent, err)
-	}
-	for p, off := range sent {
-		s.committed[p] = off
-	}
-	return sent, nil
+	return sent
 }
 
-// Close leaves the consumer group, stops the reader's goroutines and frees the builder. A Next
-// blocked in a fetch returns an error. Commit what is done before closing: commits after Close
-// fail.
+// Close leaves the consumer group, stops the fetching goroutines, waits for commits in flight
+// and frees the builder. A Next blocked in a fetch returns an error (io.EOF wrapped). Commit
+// what is done before closing: commits after Close fail.
 func (s *Source) Close() error {
-	s.reaper.close()        // before the reader: its own LeaveGroup at Close is kafka-go's
-	err := s.reader.Close() // unblocks a Next waiting in FetchMessage
+	s.reaper.close() // before the group: its own LeaveGroup at Close is kafka-go's
+	s.fetch.close()  // unblocks a Next waiting for a chunk
+	s.commits.Wait()
 	s.nextMu.Lock()
 	if s.builder != nil {
 		s.builder.Release()
 		s.builder = nil
 	}
+	s.held = chunk{}
 	s.nextMu.Unlock()
-	if err != nil {
-		return fmt.Errorf("ingest: close reader: %w", err)
-	}
 	return nil
 }
 

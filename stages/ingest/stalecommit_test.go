@@ -15,14 +15,13 @@ func TestSourceNoBackwardCommitKfake(t *testing.T) { testNoBackwardCommit(t, kfa
 
 func TestSourceNoBackwardCommitRealBroker(t *testing.T) { testNoBackwardCommit(t, realEnv(t)) }
 
-// testNoBackwardCommit: kafka-go's Reader keeps the messages it fetched before a rebalance and
-// delivers them after it, also those of partitions now assigned to another member (reader.go,
-// unsubscribe: "it would be interesting to drain the r.msgs channel ..."). Member A holds a
-// batch fetched alone; B joins, takes some of A's partitions, consumes them further and commits;
-// then A finishes its old batch and commits. A must not move B's partitions' committed offsets
-// back to where its stale batch ended: the group's offset would stay behind the records B has
-// done (lag that never clears on an idle partition, and a re-read of B's work after a restart).
-// Seen in CI as TestBuilderAndScorersRealBroker's group never committing its last records.
+// testNoBackwardCommit: member A holds a batch taken alone (not yet done); B joins, takes some
+// of A's partitions, consumes them further and commits; then A finishes its old batch and
+// commits. A must not move B's partitions' committed offsets back to where its old batch ended:
+// the group's offset would stay behind the records B has done (lag that never clears on an
+// idle partition, and a re-read of B's work after a restart). Seen in CI as
+// TestBuilderAndScorersRealBroker's group never committing its last records (with kafka-go's
+// Reader, which also handed out messages fetched before a rebalance after it).
 func testNoBackwardCommit(t *testing.T, env kafkaEnv) {
 	var first, second []itMessage
 	for p := range itPartitions {

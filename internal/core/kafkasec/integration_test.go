@@ -94,7 +94,7 @@ func createTopics(t *testing.T, bootstrap string, sec kafkasec.Config, topics ..
 
 // TestSecureSourceAndSink produces, consumes and commits through the pipeline's own sink and
 // source over each secured connection: the sink (kafka.Writer on kafkasec's Transport) writes
-// the input records, the source (consumer-group kafka.Reader on kafkasec's Dialer) reads and
+// the input records, the source (consumer group and partition fetches on kafkasec's Dialer) reads and
 // decodes them and commits their offsets, the sink writes one output per record, and a reader
 // on the Dialer reads the outputs back. The source's log is checked for the password.
 func TestSecureSourceAndSink(t *testing.T) {

@@ -1,0 +1,444 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Fetching in chunks, not message by message.
+//
+// kafka-go's Reader hands every message from its partition goroutines to FetchMessage over one
+// channel: on the 16-core GPU host that hand-off held the pipeline near 500k records/s
+// (docs/BENCHMARKS.md §4.7: runtime.selectgo 2.5 s and runtime.lock2 1.4 s of 17 s of CPU, six
+// partition goroutines contending for the channel and one consumer waiting on it). The Source
+// therefore drives kafka-go's lower layers itself: kafka.ConsumerGroup for membership (joins,
+// heartbeats, assignments and the committed offsets they start from: the Reader's own), and per
+// assigned partition one goroutine that fetches record batches from the partition leader
+// (Dialer.DialLeader, Conn.ReadBatchWith: the Reader's fetch loop, its error handling kept case
+// for case) and hands them on in chunks of up to Config.BatchSize messages: one channel
+// operation per chunk instead of per message. Commits go through the live Generation.
+//
+// Rebalances: when a generation ends (kafka-go's heartbeat saw a rebalance, or the coordinator
+// went away), its partition goroutines stop before the next generation starts, the offsets done
+// so far are committed with the ending generation (one attempt: the next owner starts from them
+// instead of from older ones), and chunks of that generation not yet taken by Next are dropped
+// (their records were never registered; the partition's next owner reads them again from the
+// committed offset). What Next had already taken stays tracked as before (Source: the re-read
+// from the committed offset is seen as an offset regression).
+
+// fetchChunks is how many chunks wait between the partition goroutines and Next, beyond the one
+// each partition goroutine holds: enough for Next to fill a few batches without waiting for a
+// fetch, few enough that memory stays near (partitions + fetchChunks) x BatchSize messages.
+const fetchChunks = 4
+
+// Retry pacing of the partition goroutines and commits: kafka-go's Reader's defaults
+// (ReadBackoffMin/Max, MaxAttempts, the commit retries), so that outages are ridden out as before.
+const (
+	readBackoffMin  = 100 * time.Millisecond
+	readBackoffMax  = time.Second
+	readMaxAttempts = 3
+	// readBatchTimeout bounds the reading of one chunk's messages from a fetch response
+	// already under way (kafka-go's ReadBatchTimeout default).
+	readBatchTimeout = 10 * time.Second
+	commitAttempts   = 3
+	commitBackoffMin = 100 * time.Millisecond
+	commitBackoffMax = 5 * time.Second
+)
+
+// chunk is consecutive messages of one partition from one fetch, or an error of a partition
+// goroutine, tagged with the generation that fetched it.
+type chunk struct {
+	gen  int64 // groupFetcher's sequence number of the generation
+	msgs []kafka.Message
+	err  error
+}
+
+// groupFetcher is the consumer-group member and its partition goroutines.
+type groupFetcher struct {
+	topic      string
+	brokers    []string
+	dialer     *kafka.Dialer
+	chunkSize  int
+	maxBytes   int
+	logf, errf func(string, ...any)
+	// assigned is called with a generation's partitions of the topic (ascending) when it
+	// starts, before any of them is fetched.
+	assigned func(partitions []int32)
+	// revoked is called when a generation ends while the fetcher is open, after its partition
+	// goroutines stopped: the Source commits what is done with that generation.
+	revoked func(*kafka.Generation)
+
+	cg     *kafka.ConsumerGroup
+	chunks chan chunk
+	errs   chan error // group errors, offered to a waiting Next as the Reader does (unbuffered)
+	stctx  context.Context
+	stop   context.CancelFunc
+	done   chan struct{} // run returned (the group was left)
+
+	// live is the sequence number of the generation in progress, 0 between generations.
+	live atomic.Int64
+	// mu guards gen and started.
+	mu  sync.Mutex
+	gen *kafka.Generation // in progress; nil between generations
+	// started is closed when a generation starts; replaced when it ends.
+	started chan struct{}
+}
+
+func newGroupFetcher(cgc kafka.ConsumerGroupConfig, topic string, chunkSize, maxBytes int,
+	logf, errf func(string, ...any), assigned func([]int32), revoked func(*kafka.Generation)) (*groupFetcher, error) {
+	cg, err := kafka.NewConsumerGroup(cgc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	f := &groupFetcher{
+		topic: topic, brokers: cgc.Brokers, dialer: cgc.Dialer, chunkSize: chunkSize, maxBytes: maxBytes,
+		logf: logf, errf: errf, assigned: assigned, revoked: revoked,
+		cg: cg, chunks: make(chan chunk, fetchChunks), errs: make(chan error),
+		stctx: ctx, stop: stop, done: make(chan struct{}), started: make(chan struct{}),
+	}
+	go f.run()
+	return f, nil
+}
+
+// run takes the group's generations one after the other until close (kafka-go's Reader.run).
+func (f *groupFetcher) run() {
+	defer close(f.done)
+	defer f.cg.Close() // leaves the group
+	var seq int64
+	failures := 0
+	for {
+		gen, err := f.cg.Next(f.stctx)
+		if err != nil {
+			if f.stctx.Err() != nil {
+				return
+			}
+			f.errf("%v", err)
+			// The Reader reports every readMaxAttempts-th failure to a waiting FetchMessage and
+			// otherwise only logs it; the group keeps trying either way.
+			if failures++; failures%readMaxAttempts == 0 {
+				select {
+				case f.errs <- err:
+				default:
+				}
+			}
+			continue
+		}
+		failures = 0
+		seq++
+		f.startGeneration(gen, seq)
+	}
+}
+
+// startGeneration starts fetching the generation's partitions of the topic.
+func (f *groupFetcher) startGeneration(gen *kafka.Generation, seq int64) {
+	var parts []kafka.PartitionAssignment
+	for topic, as := range gen.Assignments {
+		if topic == f.topic {
+			parts = append(parts, as...)
+		}
+	}
+	f.logf("generation %d of group %s (member %s): fetching %d partitions of %s %v",
+		gen.ID, gen.GroupID, gen.MemberID, len(parts), f.topic, parts)
+	ids := make([]int32, 0, len(parts))
+	for _, a := range parts {
+		ids = append(ids, int32(a.ID))
+	}
+	slices.Sort(ids)
+	f.assigned(ids)
+	f.mu.Lock()
+	f.gen = gen
+	f.live.Store(seq)
+	close(f.started)
+	f.mu.Unlock()
+	gen.Start(func(ctx context.Context) {
+		fctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for _, a := range parts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f.fetchPartition(fctx, seq, a.ID, a.Offset)
+			}()
+		}
+		select {
+		case <-ctx.Done(): // the generation ended
+		case <-f.stctx.Done(): // closing: ends the generation
+		}
+		// At once, not after the partition goroutines stopped: from here its chunks are
+		// dropped and Commit waits for the next generation; this one's last commit, of what
+		// is done, follows below.
+		f.mu.Lock()
+		f.gen = nil
+		f.live.Store(0)
+		f.started = make(chan struct{})
+		f.mu.Unlock()
+		cancel()
+		wg.Wait()
+		if f.stctx.Err() == nil {
+			f.revoked(gen)
+		}
+	})
+}
+
+// current returns the generation in progress, waiting for one while the group rebalances.
+func (f *groupFetcher) current(ctx context.Context) (*kafka.Generation, error) {
+	for {
+		f.mu.Lock()
+		gen, started := f.gen, f.started
+		f.mu.Unlock()
+		if gen != nil {
+			return gen, nil
+		}
+		select {
+		case <-started:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-f.stctx.Done():
+			return nil, io.ErrClosedPipe // as the Reader's commits after Close
+		}
+	}
+}
+
+// next returns the next chunk of messages of the generation in progress, or an error of the
+// group or of a partition goroutine; io.EOF once the fetcher is closed.
+func (f *groupFetcher) next(ctx context.Context) (chunk, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return chunk{}, ctx.Err()
+		case <-f.stctx.Done():
+			return chunk{}, io.EOF
+		case err := <-f.errs:
+			return chunk{}, err
+		case c := <-f.chunks:
+			if c.gen != f.live.Load() {
+				continue // a revoked generation's (see above)
+			}
+			if c.err != nil {
+				if errors.Is(c.err, io.EOF) {
+					c.err = io.ErrUnexpectedEOF // io.EOF means closed (kafka-go's convention)
+				}
+				return chunk{}, c.err
+			}
+			return c, nil
+		}
+	}
+}
+
+// close stops the partition goroutines, leaves the group and waits for all of it.
+func (f *groupFetcher) close() {
+	f.stop()
+	<-f.done
+}
+
+func (f *groupFetcher) send(ctx context.Context, c chunk) error {
+	select {
+	case f.chunks <- c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// fetchPartition fetches partition from offset (the group's committed offset, or
+// kafka.FirstOffset/LastOffset) until ctx ends, retrying whatever fails: kafka-go's reader.run,
+// case for case, with chunks for messages.
+func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition int, offset int64) {
+	for attempt := 0; ; attempt++ {
+		if attempt != 0 && !sleepCtx(ctx, backoffDelay(attempt, readBackoffMin, readBackoffMax)) {
+			return
+		}
+		f.logf("fetching partition %d of %s from offset %d", partition, f.topic, offset)
+		conn, start, err := f.dialPartition(ctx, partition, offset)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !errors.Is(err, kafka.OffsetOutOfRange) && attempt >= readMaxAttempts {
+				_ = f.send(ctx, chunk{gen: seq, err: err})
+			} else {
+				// Past the partition's end: more records may come. Else the broker may be
+				// briefly away: tried readMaxAttempts times before it is reported.
+				f.errf("error initializing the fetch of partition %d of %s: %v", partition, f.topic, err)
+			}
+			continue
+		}
+		attempt = 0 // a failure after a good start does not inherit the backoff
+		// When the generation ends or the fetcher closes, a fetch waiting on the broker's long
+		// poll (up to fetchLongPoll) is cut short: rebalances and Close need not wait for it.
+		stopCut := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+		closeConn := func() {
+			stopCut()
+			conn.Close()
+		}
+		offset = start
+		errcount := 0
+	readLoop:
+		for {
+			if !sleepCtx(ctx, backoffDelay(errcount, readBackoffMin, readBackoffMax)) {
+				closeConn()
+				return
+			}
+			offset, err = f.read(ctx, seq, conn, offset)
+			if ctx.Err() != nil { // the generation ended, or the fetcher closed
+				closeConn()
+				return
+			}
+			switch {
+			case errors.Is(err, io.EOF): // the fetch's records all read
+				errcount = 0
+				continue
+			case errors.Is(err, io.ErrNoProgress): // a corrupted connection: a new one
+				closeConn()
+				break readLoop
+			case errors.Is(err, kafka.UnknownTopicOrPartition), errors.Is(err, kafka.NotLeaderForPartition):
+				f.errf("fetching partition %d of %s at offset %d: %v (finding its leader again)", partition, f.topic, offset, err)
+				closeConn()
+				break readLoop
+			case errors.Is(err, kafka.RequestTimedOut):
+				errcount = 0
+				continue
+			case errors.Is(err, kafka.OffsetOutOfRange):
+				first, last, oerr := readOffsets(conn)
+				if oerr != nil {
+					f.errf("partition %d of %s: reading its first and last offsets: %v", partition, f.topic, oerr)
+					closeConn()
+					break readLoop
+				}
+				switch {
+				case offset < first:
+					f.errf("partition %d of %s: offset %d is before the first retained (%d); skipping %d records",
+						partition, f.topic, offset, first, first-offset)
+					offset, errcount = first, 0
+					continue
+				case offset < last:
+					errcount = 0
+					continue
+				default:
+					f.errf("partition %d of %s: offset %d is past the last (%d); waiting for records", partition, f.topic, offset, last)
+				}
+			default:
+				var ke kafka.Error
+				if errors.As(err, &ke) {
+					_ = f.send(ctx, chunk{gen: seq, err: err})
+				} else {
+					f.errf("fetching partition %d of %s at offset %d: %v (reconnecting)", partition, f.topic, offset, err)
+					closeConn()
+					break readLoop
+				}
+			}
+			errcount++
+		}
+	}
+}
+
+// dialPartition connects to the partition's leader, trying each bootstrap broker, and seeks to
+// offset (FirstOffset/LastOffset resolved, an offset before the first retained moved up to it).
+func (f *groupFetcher) dialPartition(ctx context.Context, partition int, offset int64) (*kafka.Conn, int64, error) {
+	var err error
+	for _, broker := range f.brokers {
+		var conn *kafka.Conn
+		if conn, err = f.dialer.DialLeader(ctx, "tcp", broker, f.topic, partition); err != nil {
+			continue
+		}
+		first, last, oerr := readOffsets(conn)
+		if oerr != nil {
+			conn.Close()
+			return nil, 0, oerr
+		}
+		switch {
+		case offset == kafka.FirstOffset:
+			offset = first
+		case offset == kafka.LastOffset:
+			offset = last
+		case offset < first:
+			offset = first
+		}
+		start, serr := conn.Seek(offset, kafka.SeekAbsolute)
+		if serr != nil {
+			conn.Close()
+			return nil, 0, serr
+		}
+		_ = conn.SetDeadline(time.Time{})
+		return conn, start, nil
+	}
+	return nil, 0, err
+}
+
+func readOffsets(conn *kafka.Conn) (first, last int64, err error) {
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	return conn.ReadOffsets()
+}
+
+// read makes one fetch from offset and hands its messages on in chunks of up to chunkSize. It
+// returns the offset after the last message handed on and the error that ended the fetch
+// (io.EOF: all of it read).
+func (f *groupFetcher) read(ctx context.Context, seq int64, conn *kafka.Conn, offset int64) (int64, error) {
+	// The read deadline is what the fetch's long poll derives from (kafka-go: deadline minus
+	// an allowance for the round trip); see fetchLongPoll.
+	_ = conn.SetReadDeadline(time.Now().Add(fetchLongPoll))
+	if err := ctx.Err(); err != nil {
+		return offset, err // ended before the deadline was set: the cut (fetchPartition) came first
+	}
+	b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: f.maxBytes})
+	var msgs []kafka.Message
+	var err error
+	for {
+		if len(msgs) == 0 {
+			// Per chunk rather than per message (the Reader's way): a chunk is read from
+			// the connection's buffer in well under the timeout unless the broker stalls.
+			_ = conn.SetReadDeadline(time.Now().Add(readBatchTimeout))
+			msgs = make([]kafka.Message, 0, min(f.chunkSize, 256))
+		}
+		var m kafka.Message
+		if m, err = b.ReadMessage(); err != nil {
+			break
+		}
+		msgs = append(msgs, m)
+		if len(msgs) == f.chunkSize {
+			if err = f.send(ctx, chunk{gen: seq, msgs: msgs}); err != nil {
+				break
+			}
+			offset = m.Offset + 1
+			msgs = nil
+		}
+	}
+	b.Close()
+	if len(msgs) > 0 && ctx.Err() == nil {
+		if serr := f.send(ctx, chunk{gen: seq, msgs: msgs}); serr != nil {
+			err = serr
+		} else {
+			offset = msgs[len(msgs)-1].Offset + 1
+		}
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	return offset, err
+}
+
+// backoffDelay is kafka-go's backoff: attempt² x lo, at most hi (0 for attempt 0).
+func backoffDelay(attempt int, lo, hi time.Duration) time.Duration {
+	return min(time.Duration(attempt*attempt)*lo, hi)
+}
+
+// sleepCtx waits d, reporting false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
