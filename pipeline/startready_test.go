@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/pipeline/metrics"
@@ -70,6 +73,7 @@ func awaitReadyz(t *testing.T, base, want string, newDone <-chan made, limit tim
 			t.Fatalf("/healthz while New checks the topics: %d %q %v, want 200 ok", hst, hbody, err)
 		}
 		if st == http.StatusServiceUnavailable && strings.Contains(body, want) {
+			t.Logf("/readyz: %d %q", st, body)
 			return
 		}
 		select {
@@ -162,4 +166,51 @@ func TestReadyzDuringTopicCheck(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestReadyzWhileBrokersUnreachable (issue 23): a broker that starts after outlierd (a
+// Kubernetes pod beside its broker, a compose file) is waited for, up to topicCheckWait, with
+// /healthz 200 (a liveness probe must not restart the process for it) and /readyz 503 saying
+// that the brokers cannot be reached yet, with the error; once the broker is up, the check
+// passes and New returns the pipeline.
+func TestReadyzWhileBrokersUnreachable(t *testing.T) {
+	port, err := freeTCPPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	in, out, dlq := testsupport.UniqueName("rz-in"), testsupport.UniqueName("rz-out"), testsupport.UniqueName("rz-dlq")
+	br := testsupport.Broker{Name: "late", Addrs: []string{addr}}
+	base, newDone := newServed(t, sensorConfig(br, in, out, dlq, testsupport.UniqueName("rz-group"), sink.EmitAll))
+	awaitReadyz(t, base, fmt.Sprintf("not ready: checking that the topics exist on %s: waiting for the brokers to answer about ingest.topic %q (unreachable, attempt ",
+		addr, in), newDone, 10*time.Second)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(1, in, out, dlq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	select {
+	case r := <-newDone:
+		if r.err != nil {
+			t.Fatalf("New once the broker was up: %v", r.err)
+		}
+		r.p.src.Close()
+		r.p.snk.Close()
+		r.p.dev.Close()
+	case <-time.After(topicCheckWait):
+		t.Fatal("New did not return once the broker was up")
+	}
+	if st, body, err := get(base + "/readyz"); err != nil || st != 503 || strings.Contains(body, "topic") {
+		t.Errorf("/readyz once the topics were checked: %d %q %v, want 503 for the running pipeline's reasons only", st, body, err)
+	}
+}
+
+// freeTCPPort is a port nothing listens on (for a moment).
+func freeTCPPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
