@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,15 +75,30 @@ type Pipeline struct {
 	waitLogs   int
 }
 
-// New connects the stages (no goroutine starts before Run).
+// New connects the stages (no goroutine starts before Run), with metrics of its own.
 func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
+	return NewWithMetrics(cfg, log, metrics.New())
+}
+
+// NewWithMetrics is New feeding m, which the caller may serve already (cmd/outlierd does): while
+// New checks the topics (up to topicCheckWait for brokers that cannot be reached), /readyz says
+// what the check waits for, and, when New fails, why.
+func NewWithMetrics(cfg Config, log zerolog.Logger, m *metrics.Metrics) (_ *Pipeline, err error) {
+	defer func() {
+		if err != nil {
+			m.SetStarting("start failed: " + strings.ReplaceAll(err.Error(), "\n", "; ")) // errors.Join's lines
+		} else {
+			m.SetStarting("")
+		}
+	}()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkTopics(cfg, log); err != nil { // before the reader joins (topics.go)
+	if err := checkTopics(cfg, log, m.SetStarting); err != nil { // before the reader joins (topics.go)
 		return nil, err
 	}
-	p := &Pipeline{cfg: cfg, log: log, reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
+	m.SetStarting(fmt.Sprintf("topics checked; starting the source, the sink and the detectors (device %s)", cfg.Device))
+	p := &Pipeline{cfg: cfg, log: log, metrics: m, reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
 	in := cfg.Ingest
 	if cfg.Run.Role == detect.RoleBuilder {
 		in.GroupID = BuilderGroup(in.GroupID) // the builder reads every partition
@@ -126,7 +142,6 @@ func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
 		p.dev.Close()
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	p.metrics = metrics.New()
 	p.metrics.SetDevice(p.dev.Name())
 	if g := p.dev.GPU(); g != nil {
 		p.metrics.SetKernelTimes(func() map[string]metrics.KernelTime {

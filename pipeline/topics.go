@@ -48,15 +48,33 @@ func OutputTopic(cfg Config) TopicRef {
 	return TopicRef{sink.KeyTopic, cfg.Sink.Topic, cfg.Sink.Brokers, cfg.Sink.Security}
 }
 
+// checkNote is told what the topic check waits for, as /readyz's reason (metrics.SetStarting);
+// nil where nobody listens (outlierd topics create, produce, tail).
+type checkNote func(why string)
+
+// waitingFor tells n that the check waits for what, on t's brokers.
+func (n checkNote) waitingFor(t TopicRef, what string) {
+	if n != nil {
+		n(fmt.Sprintf("checking that the topics exist on %s: waiting for %s", strings.Join(t.Brokers, ","), what))
+	}
+}
+
+// asking tells n that the check asks the brokers about t.
+func (n checkNote) asking(t TopicRef) {
+	n.waitingFor(t, fmt.Sprintf("the brokers' metadata of %s %q", t.Key, t.Name))
+}
+
 // checkTopics makes sure every topic of cfg exists, creating the sink's missing ones when
-// sink.create_topics is on. It returns every missing topic at once (errors.Join).
-func checkTopics(cfg Config, log zerolog.Logger) error {
+// sink.create_topics is on. It returns every missing topic at once (errors.Join). note hears
+// what it waits for at each step.
+func checkTopics(cfg Config, log zerolog.Logger, note checkNote) error {
 	ctx, cancel := context.WithTimeout(context.Background(), topicCheckWait)
 	defer cancel()
 	in := InputTopic(cfg)
 	log.Info().Str("input", cfg.Ingest.Topic).Str("output", cfg.Sink.Topic).Str("dead_letters", cfg.Sink.DeadLetterTopic).
 		Str("brokers", strings.Join(cfg.Ingest.Brokers, ",")).Msg("checking that the topics exist")
-	inIDs, err := settledPartitions(ctx, in, log)
+	note.asking(in)
+	inIDs, err := settledPartitions(ctx, in, log, note)
 	if err != nil {
 		return err
 	}
@@ -70,7 +88,8 @@ func checkTopics(cfg Config, log zerolog.Logger) error {
 		// Asked without auto-creation: a model topic the broker auto-created would be
 		// delete-policy (retention could empty it); the operator creates it compacted.
 		mt := TopicRef{"run.model_topic", cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.Security}
-		switch ids, err := settledPartitions(ctx, mt, log); {
+		note.asking(mt)
+		switch ids, err := settledPartitions(ctx, mt, log, note); {
 		case err != nil:
 			errs = append(errs, err)
 		case len(ids) == 0:
@@ -85,7 +104,8 @@ func checkTopics(cfg Config, log zerolog.Logger) error {
 		OutputTopic(cfg),
 		{sink.KeyDeadLetterTopic, cfg.Sink.DeadLetterTopic, cfg.Sink.Brokers, cfg.Sink.Security},
 	} {
-		ids, err := topicPartitions(ctx, out, log)
+		note.asking(out)
+		ids, err := topicPartitions(ctx, out, log, note)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
@@ -98,7 +118,7 @@ func checkTopics(cfg Config, log zerolog.Logger) error {
 			if parts == 0 {
 				parts = max(inParts, 1)
 			}
-			if err := createTopic(ctx, out, parts, cfg.Sink.CreateReplicationFactor, nil); err != nil {
+			if err := createTopic(ctx, out, parts, cfg.Sink.CreateReplicationFactor, nil, note); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -151,7 +171,7 @@ func (t TopicRef) Dialer() (*kafka.Dialer, error) {
 func (t TopicRef) PartitionIDs(ctx context.Context, log zerolog.Logger) ([]int, error) {
 	ctx, cancel := context.WithTimeout(ctx, topicCheckWait)
 	defer cancel()
-	ids, err := settledPartitions(ctx, t, log)
+	ids, err := settledPartitions(ctx, t, log, nil)
 	if err == nil && len(ids) == 0 {
 		err = fmt.Errorf("pipeline: %s: topic %q does not exist on %s (outlierd topics create --config FILE creates it)",
 			t.Key, t.Name, strings.Join(t.Brokers, ","))
@@ -166,13 +186,15 @@ var metadataSettle = 2 * time.Second
 // settledPartitions is topicPartitions for a topic outlierd never creates (the input and the
 // model topic): an answer "unknown" is asked again for metadataSettle, with a log line, before
 // it stands.
-func settledPartitions(ctx context.Context, t TopicRef, log zerolog.Logger) ([]int, error) {
+func settledPartitions(ctx context.Context, t TopicRef, log zerolog.Logger, note checkNote) ([]int, error) {
 	deadline := time.Now().Add(metadataSettle)
 	for attempt := 1; ; attempt++ {
-		ids, err := topicPartitions(ctx, t, log)
+		ids, err := topicPartitions(ctx, t, log, note)
 		if err != nil || len(ids) > 0 || time.Now().After(deadline) {
 			return ids, err
 		}
+		note.waitingFor(t, fmt.Sprintf("%s %q to appear in the brokers' metadata (not listed there; asked again for %s in case it was created a moment ago)",
+			t.Key, t.Name, metadataSettle))
 		log.Info().Str("key", t.Key).Str("topic", t.Name).Int("attempt", attempt).
 			Msg("topic not in the brokers' metadata (yet?); asking again in case it was created a moment ago")
 		if !backoffMax(ctx, attempt, time.Second) {
@@ -184,7 +206,7 @@ func settledPartitions(ctx context.Context, t TopicRef, log zerolog.Logger) ([]i
 // topicPartitions returns the ids of t's partitions (none when the broker says it does not
 // exist). While the brokers cannot be reached it retries (logging each failure) until ctx
 // ends; an answer refusing the request (authorization) is an error naming the key.
-func topicPartitions(ctx context.Context, t TopicRef, log zerolog.Logger) ([]int, error) {
+func topicPartitions(ctx context.Context, t TopicRef, log zerolog.Logger, note checkNote) ([]int, error) {
 	cl, tr, err := t.Client()
 	if err != nil {
 		return nil, err
@@ -218,6 +240,8 @@ func topicPartitions(ctx context.Context, t TopicRef, log zerolog.Logger) ([]int
 		log.Warn().Err(err).Str("key", t.Key).Str("topic", t.Name).Int("attempt", attempt).
 			Str("brokers", strings.Join(t.Brokers, ",")).Float64("gives_up_after_s", topicCheckWait.Seconds()).
 			Msg("waiting for the brokers to check the topic: unreachable; retrying")
+		note.waitingFor(t, fmt.Sprintf("the brokers to answer about %s %q (unreachable, attempt %d, gives up after %s: %v)",
+			t.Key, t.Name, attempt, topicCheckWait, err))
 		if !backoff(ctx, attempt) {
 			return nil, fmt.Errorf("pipeline: %s: cannot check topic %q: brokers %s unreachable for %s: %w",
 				t.Key, t.Name, strings.Join(t.Brokers, ","), topicCheckWait, err)
@@ -228,7 +252,7 @@ func topicPartitions(ctx context.Context, t TopicRef, log zerolog.Logger) ([]int
 // createTopic creates t with parts partitions, replication factor rf (0: the broker's default)
 // and the topic configs entries, and waits until every partition has a leader, so the first
 // write finds it.
-func createTopic(ctx context.Context, t TopicRef, parts, rf int, entries []kafka.ConfigEntry) error {
+func createTopic(ctx context.Context, t TopicRef, parts, rf int, entries []kafka.ConfigEntry, note checkNote) error {
 	cl, tr, err := t.Client()
 	if err != nil {
 		return err
@@ -237,6 +261,7 @@ func createTopic(ctx context.Context, t TopicRef, parts, rf int, entries []kafka
 	if rf == 0 {
 		rf = -1 // CreateTopics v4+: the broker's default.replication.factor
 	}
+	note.waitingFor(t, fmt.Sprintf("the brokers to create %s %q (sink.create_topics)", t.Key, t.Name))
 	res, err := cl.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
 		{Topic: t.Name, NumPartitions: parts, ReplicationFactor: rf, ConfigEntries: entries}}})
 	if err == nil {
@@ -245,6 +270,7 @@ func createTopic(ctx context.Context, t TopicRef, parts, rf int, entries []kafka
 	if err != nil && !errors.Is(err, kafka.TopicAlreadyExists) { // another instance was first
 		return fmt.Errorf("pipeline: %s: creating topic %q (sink.create_topics): %w", t.Key, t.Name, err)
 	}
+	note.waitingFor(t, fmt.Sprintf("a leader for every partition of %s %q, created a moment ago", t.Key, t.Name))
 	for attempt := 1; ; attempt++ {
 		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{t.Name}})
 		ready := err == nil && len(md.Topics) == 1 && md.Topics[0].Error == nil && len(md.Topics[0].Partitions) > 0

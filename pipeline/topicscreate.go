@@ -35,7 +35,7 @@ func CreateTopics(ctx context.Context, cfg Config, inputPartitions int, log zero
 	var errs []error
 	// ensure creates t unless it exists and returns its partition count.
 	ensure := func(t TopicRef, parts int, entries []kafka.ConfigEntry) int {
-		ids, err := topicPartitions(ctx, t, log)
+		ids, err := topicPartitions(ctx, t, log, nil)
 		if err != nil {
 			errs = append(errs, err)
 			return 0
@@ -44,7 +44,7 @@ func CreateTopics(ctx context.Context, cfg Config, inputPartitions int, log zero
 			out = append(out, TopicResult{Key: t.Key, Topic: t.Name, Partitions: n})
 			return n
 		}
-		if err := createTopic(ctx, t, parts, rf, entries); err != nil {
+		if err := createTopic(ctx, t, parts, rf, entries, nil); err != nil {
 			errs = append(errs, err)
 			return 0
 		}

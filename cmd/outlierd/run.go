@@ -59,19 +59,22 @@ func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 		return err
 	}
 	noteCompanion(log, string(cfg.Device), opt)
-	p, err := pipeline.New(cfg, log)
-	if err != nil {
-		return err
-	}
+	// The HTTP listener serves before the pipeline starts: while New checks the topics (up to
+	// 30 s for brokers that cannot be reached) /healthz answers (a liveness probe must not
+	// restart a process that waits for a broker) and /readyz says what the check waits for. A
+	// taken port fails here, before anything else.
+	m := metrics.New()
 	if cfg.HTTP.Enabled() {
-		// A taken port fails here, before anything runs (the process then exits, which closes
-		// the pipeline's idle connections).
-		srv, err := metrics.Listen(cfg.HTTP.Listen, p.Metrics(), log)
+		srv, err := metrics.Listen(cfg.HTTP.Listen, m, log)
 		if err != nil {
 			return err
 		}
 		log.Info().Str("addr", srv.Addr()).Str("live_view", "http://"+srv.Addr()+"/").Msg("serving the live view at /, /metrics, /healthz and /readyz")
 		defer shutdownHTTP(srv, log)
+	}
+	p, err := pipeline.NewWithMetrics(cfg, log, m)
+	if err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

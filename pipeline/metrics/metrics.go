@@ -130,6 +130,9 @@ type Metrics struct {
 	// waiting says what the first model waits for (SetWaiting; guarded by mu), /readyz's
 	// reason until a model serves.
 	waiting string
+	// starting says what pipeline.New waits for (SetStarting; guarded by mu): while it is set,
+	// it is /readyz's only reason.
+	starting string
 }
 
 // New returns a Metrics with its own registry, holding the pipeline's series plus the Go
@@ -283,6 +286,15 @@ func (m *Metrics) SetWaiting(why string) {
 	m.mu.Unlock()
 }
 
+// SetStarting says what the pipeline's start waits for (the topic check: "checking that the
+// topics exist on …: waiting for …"), or why the start failed; "" once it has started. The
+// HTTP listener serves before the start, so /readyz can say it while it lasts.
+func (m *Metrics) SetStarting(why string) {
+	m.mu.Lock()
+	m.starting = why
+	m.mu.Unlock()
+}
+
 // SetDevice names the device the detectors run on ("cpu", or "cuda:<GPU name>").
 func (m *Metrics) SetDevice(name string) {
 	m.mu.Lock()
@@ -364,8 +376,16 @@ func (m *Metrics) SetQueue(name string, length func() int) {
 // drain batches fetched before it while the source still waits to rejoin its group. Under
 // backpressure the source fetches at the pipeline's pace, so a slow pipeline stays ready. The
 // stale time is 3 lag intervals, at least 10 s (lag.go): lag is only seen once an interval,
-// and a loaded pipeline may take seconds per batch without being stuck.
+// and a loaded pipeline may take seconds per batch without being stuck. While the pipeline is
+// starting (SetStarting), what the start waits for is the only reason: the brokers, the model,
+// the sink and the source are judged once it runs.
 func (m *Metrics) Ready() (bool, string) {
+	m.mu.Lock()
+	starting := m.starting
+	m.mu.Unlock()
+	if starting != "" {
+		return false, starting
+	}
 	var why []string
 	if m.stopping.Load() {
 		why = append(why, "stopping")

@@ -293,8 +293,9 @@ func flatten(f *dto.MetricFamily) map[string]string {
 	return out
 }
 
-// TestReadyzTransitions walks /readyz through every condition: ready only while connected,
-// serving a model and not stopping; /healthz stays 200 throughout.
+// TestReadyzTransitions walks /readyz through every condition: while starting, what the start
+// waits for and nothing else; then ready only while connected, serving a model and not
+// stopping; /healthz stays 200 throughout.
 func TestReadyzTransitions(t *testing.T) {
 	m := New()
 	srv := httptest.NewServer(m.Handler())
@@ -305,7 +306,9 @@ func TestReadyzTransitions(t *testing.T) {
 		status int
 		body   []string // substrings of the body
 	}{
-		{"start", func() {}, 503, []string{"not connected to the brokers", "no model serving yet"}},
+		{"topic check", func() { m.SetStarting(`checking that the topics exist on b:9092: waiting for ingest.topic "in"`) }, 503,
+			[]string{"not ready: checking that the topics exist on b:9092: waiting for ingest.topic \"in\"\n"}},
+		{"started", func() { m.SetStarting("") }, 503, []string{"not connected to the brokers", "no model serving yet"}},
 		{"connected", func() { m.SetBrokerConnected(true) }, 503, []string{"no model serving yet"}},
 		{"model", func() { m.SetModel(ModelInfo{Version: 1, BuiltAt: time.Now()}) }, 200, []string{"ready"}},
 		{"broker lost", func() { m.SetBrokerConnected(false) }, 503, []string{"not connected to the brokers"}},

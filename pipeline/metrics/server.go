@@ -15,7 +15,8 @@ import (
 // Handler serves /metrics (Prometheus text or OpenMetrics, by content negotiation), /healthz
 // (200 while the process serves HTTP: it is alive), /readyz (200 only while connected to
 // the brokers, a model is serving and the pipeline is not stopping; 503 with the reasons
-// otherwise) and the live view: the page at /, its files under /live/, its events at
+// otherwise, and while the pipeline starts, with what the start waits for: SetStarting) and
+// the live view: the page at /, its files under /live/, its events at
 // /live/events (liveview.go).
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
