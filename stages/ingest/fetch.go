@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"sync"
@@ -223,8 +224,8 @@ func (f *groupFetcher) next(ctx context.Context) (chunk, error) {
 				continue // a revoked generation's (see above)
 			}
 			if c.err != nil {
-				if errors.Is(c.err, io.EOF) {
-					c.err = io.ErrUnexpectedEOF // io.EOF means closed (kafka-go's convention)
+				if errors.Is(c.err, io.EOF) { // io.EOF means closed (kafka-go's convention)
+					c.err = fmt.Errorf("%v: %w", c.err, io.ErrUnexpectedEOF) // (keeping where)
 				}
 				return chunk{}, c.err
 			}
@@ -263,7 +264,7 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 				return
 			}
 			if !errors.Is(err, kafka.OffsetOutOfRange) && attempt >= readMaxAttempts {
-				_ = f.send(ctx, chunk{gen: seq, err: err})
+				_ = f.send(ctx, chunk{gen: seq, err: fmt.Errorf("partition %d: starting its fetch at offset %d: %w", partition, offset, err)})
 			} else {
 				// Past the partition's end: more records may come. Else the broker may be
 				// briefly away: tried readMaxAttempts times before it is reported.
@@ -327,8 +328,8 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 				}
 			default:
 				var ke kafka.Error
-				if errors.As(err, &ke) {
-					_ = f.send(ctx, chunk{gen: seq, err: err})
+				if errors.As(err, &ke) { // (Next names the topic)
+					_ = f.send(ctx, chunk{gen: seq, err: fmt.Errorf("partition %d at offset %d: %w", partition, offset, err)})
 				} else {
 					f.errf("fetching partition %d of %s at offset %d: %v (reconnecting)", partition, f.topic, offset, err)
 					closeConn()
