@@ -31,8 +31,9 @@ import (
 // so far are committed with the ending generation (one attempt: the next owner starts from them
 // instead of from older ones), and chunks of that generation not yet taken by Next are dropped
 // (their records were never registered; the partition's next owner reads them again from the
-// committed offset). What Next had already taken stays tracked as before (Source: the re-read
-// from the committed offset is seen as an offset regression).
+// committed offset). What Next had already taken stays tracked until the next generation
+// starts, which drops it (Source.newGeneration: every partition is read again from the
+// committed offset).
 
 // fetchChunks is how many chunks wait between the partition goroutines and Next, beyond the one
 // each partition goroutine holds: enough for Next to fill a few batches without waiting for a

@@ -41,13 +41,14 @@ const fetchLongPoll = 2 * time.Second
 // touches the Checkpointer. After a crash or rebalance, records not committed are read again.
 //
 // Rebalances: when a generation ends, its partitions stop being fetched, what is done is
-// committed, and chunks fetched but not yet taken are dropped (fetch.go). A partition assigned
-// again is read from its committed offset. Next therefore treats an offset at or below the
-// last one registered for a partition as "this partition was revoked and reassigned": it
-// revokes the partition in the Checkpointer (late acks for the old fetches are ignored) and
-// starts tracking it afresh. A partition that moved to another group member is not committed
-// by this one any more, though batches of it taken before the rebalance may still finish here
-// (keepAssigned: committing them would move the group's offset back).
+// committed, and chunks fetched but not yet taken are dropped (fetch.go). When the next
+// generation starts, every partition is read again from its committed offset, so the records
+// earlier generations left in flight are dropped from the Checkpointer (newGeneration: their
+// late acks are ignored; kept partitions read them again, others are their new owners'):
+// batches of them still finish here, but their offsets are never committed, which would move
+// the group's offset back behind another member's. (Next also treats an offset at or below the
+// last one registered for a partition as a re-read, and keepAssigned commits only partitions
+// the generation holds.)
 type Source struct {
 	cfg   Config
 	cp    *checkpoint.Checkpointer
