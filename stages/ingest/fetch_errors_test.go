@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -65,5 +67,43 @@ func TestSourceFetchErrorNamesPartitionAndOffset(t *testing.T) {
 			t.Fatalf("after %d records (want %d): %q, want it to start %q", got, n, err, want)
 		}
 		return
+	}
+}
+
+// TestSourceFetchErrorNotLostAtBatchWindow (kfake): a fetch error that is ready when a batch's
+// window (max_wait) has also run out is reported on the next call, not dropped: Next's fetch
+// picks either at random, and it took any error met with the window closed for the window's
+// own. With max_wait 1 ns the window is closed as soon as it opens, so each round offers both.
+func TestSourceFetchErrorNotLostAtBatchWindow(t *testing.T) {
+	env := kfakeEnv(t)
+	cfg := itConfig(env, fmt.Sprintf("g-errwindow-%d", time.Now().UnixNano()))
+	cfg.MaxWait = time.Nanosecond
+	src, err := NewSource(cfg, checkpoint.New(), memory.NewGoAllocator(), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := src.fetch.current(ctx); err != nil { // joined: a generation is live
+		t.Fatal(err)
+	}
+	gen := src.fetch.live.Load()
+	refusal := errors.New("the broker refused the fetch")
+	for round := range 20 { // both ready each round: the error lost half the time before
+		msg := kafka.Message{Topic: env.topic, Partition: 0, Offset: int64(round), Value: []byte(`{"temp":1.5,"sensor":{"hum":2}}`)}
+		src.fetch.chunks <- chunk{gen: gen, msgs: []kafka.Message{msg}}
+		src.fetch.chunks <- chunk{gen: gen, err: refusal}
+		b, dls, err := src.Next(ctx)
+		if err != nil || b == nil || b.Len() != 1 || dls.Len() != 0 {
+			t.Fatalf("round %d: Next: batch %v, %d dead letters, err %v; want the record", round, b, dls.Len(), err)
+		}
+		b.Release()
+		short, stop := context.WithTimeout(ctx, time.Second)
+		_, _, err = src.Next(short)
+		stop()
+		if !errors.Is(err, refusal) {
+			t.Fatalf("round %d: the next call returned %v, want the fetch error met with the window closed", round, err)
+		}
 	}
 }

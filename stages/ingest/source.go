@@ -208,8 +208,8 @@ func (s *Source) Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters, er
 			s.held = chunk{}
 			c, err := s.fetch.next(fctx)
 			if err != nil {
-				if fetched > 0 && ctx.Err() == nil && fctx.Err() != nil {
-					break // MaxWait elapsed: close the batch short
+				if fetched > 0 && ctx.Err() == nil && fctx.Err() != nil && errors.Is(err, fctx.Err()) {
+					break // MaxWait elapsed: close the batch short (a fetch error is deferred below)
 				}
 				err = fmt.Errorf("ingest: fetch from %s: %w", s.cfg.Topic, err)
 				if fetched > 0 {
