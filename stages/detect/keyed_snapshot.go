@@ -312,11 +312,16 @@ func (k *keyedScorer) decodeKeys(p []byte, features []string, cfg *Config) error
 
 // saveKeys writes the keys' state to state_dir (keys-<sequence>.osnap): copied here, on the
 // stage's goroutine (the keys change with the next batch), encoded, written and synced on its
-// own goroutine unless wait. Without state_dir or key_by it does nothing.
+// own goroutine unless wait. Without state_dir or key_by it does nothing; a save that need not
+// wait is skipped while the previous one is still being written (tried again with a later
+// model), so that one copy of the keys at most waits for a slow disk.
 func (s *Stage) saveKeys(wait bool) {
 	d := s.ext.snaps
 	if d == nil || s.keyed == nil || s.deps.Role == RoleScorer || len(s.keyed.keys) == 0 {
 		return // (a scorer's keys' models come from the model topic; no keys: nothing to resume)
+	}
+	if !wait && !s.ext.keysSaving.CompareAndSwap(false, true) {
+		return // (Close waits for the one in flight, then saves the keys as they are then)
 	}
 	s.ext.keysSaved = time.Now()
 	states, features, cfg := s.keyed.keysCopy(), s.features, s.cfg
@@ -339,6 +344,7 @@ func (s *Stage) saveKeys(wait bool) {
 	s.ext.saves.Add(1)
 	go func() {
 		defer s.ext.saves.Done()
+		defer s.ext.keysSaving.Store(false)
 		write()
 	}()
 }

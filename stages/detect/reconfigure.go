@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outlierd/outlierd/internal/core/config"
@@ -107,6 +108,9 @@ type stageExt struct {
 	// keys' state files passed over at start.
 	keysSaved   time.Time
 	keysSkipped []SkippedSnapshot
+	// keysSaving is set while a keys' state save is being written: the next is skipped until
+	// it is done, so that the copies (every key's state each) cannot pile up on a slow disk.
+	keysSaving atomic.Bool
 }
 
 // Reconfigure applies cfg to the running stage, on the stage's goroutine (the pipeline's
