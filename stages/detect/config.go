@@ -88,9 +88,9 @@ type Config struct {
 	// else the stream's) rank each record's score into batch.Score.Recent (recent.go): its tail
 	// probability among them, rising beyond their largest by the excess; a score to rank or
 	// threshold many series by, since a series the model does not fit falls back to its own
-	// recent past. It does not change the flag. Cost: each scored record is compared with all
-	// of its series' held scores, and each series holds 8 bytes a score (a key's counted in
-	// keys.max_bytes); not kept across restarts. Default 100 (chosen on SKAB,
+	// recent past. It does not change the flag. Cost: each scored record is ranked among its
+	// series' held scores (a binary search), and each series holds 16 bytes a score (a
+	// key's counted in keys.max_bytes); not kept across restarts. Default 100 (chosen on SKAB,
 	// docs/BENCHMARKS.md §12.10); 0: off (Recent is NaN).
 	RecentScores int `yaml:"recent_scores"`
 	// KeyBy is `none` (default: one model for the whole stream) or `key`: a model per record

@@ -223,8 +223,8 @@ func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, versio
 	return sig
 }
 
-// recentBytes is a key's ring of m recent scores (float64).
-func recentBytes(m int) int64 { return int64(8 * m) }
+// recentBytes is a key's ring of m recent scores (float64) and their sorted copy.
+func recentBytes(m int) int64 { return int64(16 * m) }
 
 // stateOf is state for a key's bytes, without a string made for a key already held. A scorer's
 // key (follower) is made by InstallKeyModels only: nil for a key it holds no model of.
@@ -248,7 +248,7 @@ func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 	}
 	w := cfg.Keys.Window
 	st := &keyState{key: key, sig: make([]bool, w), cap: newAlarmCap(w), slot: -1}
-	st.recent.s = make([]float64, cfg.RecentScores)
+	st.recent.s, st.recent.sorted = make([]float64, cfg.RecentScores), make([]float64, 0, cfg.RecentScores)
 	if !k.follower { // (a scorer's key keeps no window)
 		st.cols = make([][]float32, d)
 		for j := range st.cols {

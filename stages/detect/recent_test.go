@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // TestRecentRingRanks: against the held scores, Recent is -log10 of the conformal tail
@@ -96,4 +97,94 @@ func TestRecentRanksAcrossSeries(t *testing.T) {
 			t.Fatalf("row %d: recent_scores changed a flag", i)
 		}
 	}
+}
+
+// naiveRecent is the recent score by its definition, the reference for recentRing: a scan of
+// the held scores (held: in any order) for #{held >= x} and their largest.
+func naiveRecent(held []float64, x float64) float64 {
+	if len(held) == 0 {
+		return x
+	}
+	ge, top := 0, math.Inf(-1)
+	for _, y := range held {
+		if y >= x {
+			ge++
+		}
+		top = max(top, y)
+	}
+	n := float64(len(held) + 1)
+	if ge == 0 {
+		return math.Log10(n) + (x - top)
+	}
+	return math.Log10(n) - math.Log10(float64(1+ge))
+}
+
+// TestRecentRingMatchesDefinition: the ring's rank (a binary search in its sorted copy) equals
+// the definition's scan bit for bit, over random streams with ties (quantised scores), ±Inf,
+// NaN (not held), and resizes of recent_scores up and down (seed printed).
+func TestRecentRingMatchesDefinition(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 20))
+	var ring recentRing
+	var held []float64 // oldest first
+	m := 1 + r.IntN(50)
+	for i := range 20000 {
+		if r.IntN(2000) == 0 { // detect.recent_scores changed
+			m = 1 + r.IntN(120)
+			held = held[max(0, len(held)-m):]
+		}
+		var x float64
+		switch k := r.IntN(100); {
+		case k == 0:
+			x = math.NaN()
+		case k == 1:
+			x = math.Inf(1)
+		case k == 2:
+			x = math.Inf(-1)
+		case k < 50:
+			x = float64(r.IntN(8)) / 2 // ties
+		default:
+			x = 10 * r.Float64()
+		}
+		got := ring.rank(x, m)
+		want := math.NaN()
+		if !math.IsNaN(x) {
+			want = naiveRecent(held, x)
+			held = append(held, x)[max(0, len(held)+1-m):]
+		}
+		if math.Float64bits(got) != math.Float64bits(want) && !(math.IsNaN(got) && math.IsNaN(want)) {
+			t.Fatalf("record %d (x %v, m %d, %d held): rank %v, want %v", i, x, m, len(held), got, want)
+		}
+	}
+}
+
+// BenchmarkRecentRank: one record's recent score at the default recent_scores (100), the ring
+// against the definition's scan over the same stream of scores (both in one run).
+func BenchmarkRecentRank(b *testing.B) {
+	const m = 100
+	r := rand.New(rand.NewPCG(1, 2))
+	xs := make([]float64, 4096)
+	for i := range xs {
+		xs[i] = 10 * r.Float64()
+	}
+	b.Run("ring", func(b *testing.B) {
+		var ring recentRing
+		for i := 0; b.Loop(); i++ {
+			ring.rank(xs[i%len(xs)], m)
+		}
+	})
+	b.Run("scan", func(b *testing.B) { // the ring before: a scan of the held scores
+		held := make([]float64, 0, m)
+		next := 0
+		for i := 0; b.Loop(); i++ {
+			x := xs[i%len(xs)]
+			naiveRecent(held, x)
+			if len(held) < m {
+				held = append(held, x)
+			} else {
+				held[next], next = x, (next+1)%m
+			}
+		}
+	})
 }
