@@ -309,24 +309,13 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 				errcount = 0
 				continue
 			case errors.Is(err, kafka.OffsetOutOfRange):
-				first, last, oerr := readOffsets(conn)
-				if oerr != nil {
-					f.errf("partition %d of %s: reading its first and last offsets: %v", partition, f.topic, oerr)
-					closeConn()
-					break readLoop
-				}
-				switch {
-				case offset < first:
-					f.errf("partition %d of %s: offset %d is before the first retained (%d); skipping %d records",
-						partition, f.topic, offset, first, first-offset)
-					offset, errcount = first, 0
-					continue
-				case offset < last:
-					errcount = 0
-					continue
-				default:
-					f.errf("partition %d of %s: offset %d is past the last (%d); waiting for records", partition, f.topic, offset, last)
-				}
+				// Retention (or DeleteRecords) overtook offset, or the log was truncated below
+				// it. The failed fetch leaves its response unread on the connection (the next
+				// request there fails: io.ErrNoProgress), so the partition is dialled again,
+				// where its first and last offsets decide (dialPartition: skip to the first
+				// retained, saying how many records are lost; past the last, wait).
+				closeConn()
+				break readLoop
 			default:
 				var ke kafka.Error
 				if errors.As(err, &ke) { // (Next names the topic)
@@ -343,7 +332,9 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 }
 
 // dialPartition connects to the partition's leader, trying each bootstrap broker, and seeks to
-// offset (FirstOffset/LastOffset resolved, an offset before the first retained moved up to it).
+// offset (FirstOffset/LastOffset resolved; an offset before the first retained moved up to it,
+// with the records skipped logged; one past the last an error wrapping kafka.OffsetOutOfRange,
+// tried again until records reach it).
 func (f *groupFetcher) dialPartition(ctx context.Context, partition int, offset int64) (*kafka.Conn, int64, error) {
 	var err error
 	for _, broker := range f.brokers {
@@ -362,7 +353,12 @@ func (f *groupFetcher) dialPartition(ctx context.Context, partition int, offset 
 		case offset == kafka.LastOffset:
 			offset = last
 		case offset < first:
+			f.errf("partition %d of %s: offset %d is before the first retained (%d); skipping %d records",
+				partition, f.topic, offset, first, first-offset)
 			offset = first
+		case offset > last:
+			conn.Close()
+			return nil, 0, fmt.Errorf("offset %d is past the last (%d), waiting for records: %w", offset, last, kafka.OffsetOutOfRange)
 		}
 		start, serr := conn.Seek(offset, kafka.SeekAbsolute)
 		if serr != nil {

@@ -2,7 +2,10 @@ package ingest
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,11 +28,10 @@ func TestFetchSkipsRecordsDeletedUnderItRealBroker(t *testing.T) {
 // testFetchSkipsRecordsDeletedUnderIt: a partition goroutine falls behind the partition's log
 // start (retention or DeleteRecords removed records it had not fetched yet); the broker answers
 // its fetch with OffsetOutOfRange, and the fetch goes on from the first retained record rather
-// than asking for the deleted offset forever. (How, today: the failed fetch leaves the
-// connection's response unread, so fetchPartition's readOffsets fails with io.ErrNoProgress
-// on kfake and Kafka 4.1 alike and the partition is dialled again, where dialPartition moves an
-// offset before the first retained up to it; the "offset < first" branch, which moves only the
-// goroutine's offset and not the connection's, as kafka-go's Reader, is not what recovers.)
+// than asking for the deleted offset forever, saying how many records it skipped (lost to this
+// consumer). Before, the skip went unsaid: fetchPartition asked for the offsets on the
+// connection the failed fetch had left unusable, logged only that this failed ("multiple Read
+// calls return no data or error"), and the dial that followed moved the offset up silently.
 func testFetchSkipsRecordsDeletedUnderIt(t *testing.T, env kafkaEnv) {
 	const n, deleteBelow = 20, 10
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -43,8 +45,15 @@ func testFetchSkipsRecordsDeletedUnderIt(t *testing.T, env kafkaEnv) {
 		}
 	}
 	var skips atomic.Int64
+	var logMu sync.Mutex
+	var logged []string
 	f := &groupFetcher{topic: env.topic, brokers: env.br.Addrs, dialer: kafka.DefaultDialer, chunkSize: 1, maxBytes: 1,
-		logf: func(string, ...any) {}, errf: func(string, ...any) { skips.Add(1) },
+		logf: func(string, ...any) {}, errf: func(format string, args ...any) {
+			skips.Add(1)
+			logMu.Lock()
+			logged = append(logged, fmt.Sprintf(format, args...))
+			logMu.Unlock()
+		},
 		chunks: make(chan chunk)} // unbuffered: the goroutine waits on each record until taken
 	fctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -76,6 +85,13 @@ func testFetchSkipsRecordsDeletedUnderIt(t *testing.T, env kafkaEnv) {
 	}
 	if off != deleteBelow {
 		t.Fatalf("after records below %d were deleted: offset %d, want %d", deleteBelow, off, deleteBelow)
+	}
+	// The records skipped are said, with where and how many (they are lost to this consumer).
+	logMu.Lock()
+	defer logMu.Unlock()
+	want := fmt.Sprintf("partition 0 of %s: offset 2 is before the first retained (%d); skipping %d records", env.topic, deleteBelow, deleteBelow-2)
+	if off1 := fmt.Sprintf("partition 0 of %s: offset 1 is before the first retained (%d); skipping %d records", env.topic, deleteBelow, deleteBelow-1); !slices.Contains(logged, want) && !slices.Contains(logged, off1) {
+		t.Errorf("logged %q, want %q (or from offset 1, deleted before its fetch)", logged, want)
 	}
 }
 
