@@ -103,7 +103,7 @@ func TestSourceRejoinAfterFailedJoin(t *testing.T) {
 // not applied (a broker shutting down: the group without the member never reached its log,
 // and the restarted broker loads the member again). The reaper must leave it again.
 func TestSourceRejoinAfterLeaveNotKept(t *testing.T) {
-	_, control, keep, gens := rejoinSource(t)
+	s, control, keep, gens := rejoinSource(t)
 	var ownLeaves, reaperLeaves atomic.Int32
 	control(int16(kmsg.LeaveGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		lr := req.(*kmsg.LeaveGroupRequest)
@@ -139,5 +139,17 @@ func TestSourceRejoinAfterLeaveNotKept(t *testing.T) {
 	waitGeneration(t, gens, <-ended)
 	if ownLeaves.Load() == 0 || reaperLeaves.Load() == 0 {
 		t.Errorf("LeaveGroups: %d of kafka-go's, %d of the reaper's; want both: the case was not made", ownLeaves.Load(), reaperLeaves.Load())
+	}
+	// The repeats end with the new generation: over two more repeat intervals at most the one
+	// that may have been in flight when it started.
+	n := reaperLeaves.Load()
+	time.Sleep(2*leaveRetryMax + 500*time.Millisecond)
+	if m := reaperLeaves.Load(); m > n+1 {
+		t.Errorf("the reaper sent %d more LeaveGroups after the new generation started, want at most 1", m-n)
+	}
+	s.reaper.mu.Lock()
+	defer s.reaper.mu.Unlock()
+	if len(s.reaper.abandoned) != 0 {
+		t.Errorf("the reaper still leaves %v after the new generation started", s.reaper.abandoned)
 	}
 }
