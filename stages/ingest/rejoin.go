@@ -191,6 +191,9 @@ func (m *memberReaper) leave(member string, moved <-chan struct{}) {
 			if !answered {
 				m.log.Info().Str("member", member).Int("attempts", attempt).
 					Msg("left the group for a member the consumer abandoned (no wait for its session to expire)")
+			} else {
+				m.log.Info().Str("member", member).Int("attempts", attempt).
+					Msg("left the group again for a member the consumer abandoned: the broker had it again (an earlier LeaveGroup was answered, not kept)")
 			}
 			answered = true
 		case errors.Is(err, kafka.UnknownMemberId):
