@@ -26,7 +26,8 @@ import (
 // kafka-go never reuses an id it abandoned.
 //
 // Two paths needed more than that (TestBrokerOutageRealBroker still stalled 30 s now and then:
-// 2 runs of 9 with a 100 ms heartbeat; TestSourceRejoinAfterFailedJoin and
+// 4 runs of 12 with a 100 ms heartbeat, 1 of 6 at the default one under load, none of 38 after;
+// docs/BENCHMARKS.md §4.8.1. TestSourceRejoinAfterFailedJoin and
 // TestSourceRejoinAfterLeaveNotKept make each happen on kfake):
 //   - kafka-go abandons a member id without a word when a JoinGroup with it fails (its
 //     joinGroup returns "" on any error, and run's leaveGroup("") does nothing): the
@@ -34,10 +35,10 @@ import (
 //     answered, the JoinGroup was not. The reaper therefore tracks the id of kafka-go's last
 //     JoinGroup answer ("joined group <group> as member <id> ...") and abandons it at the
 //     ErrorLogger's "Failed to join group <group>: <err>".
-//   - A LeaveGroup answered by a broker that is shutting down may not survive its restart:
-//     the answer comes from the coordinator's memory, and the group's state without the
-//     member (written once the rebalance completes) may never reach the log, so the restarted
-//     broker loads the member again. An answered LeaveGroup therefore proves nothing until the
+//   - A LeaveGroup answered by a broker that is shutting down (or starting) may not survive
+//     its restart: the answer comes from the coordinator's memory, the group's state without
+//     the member evidently never reached its log, and the restarted broker had the member
+//     again (seen in all 5 slow runs: answered, then the new member's join waited 30 s). An answered LeaveGroup therefore proves nothing until the
 //     group has moved on: the reaper repeats it (every leaveRetryMax; the answer is then
 //     UNKNOWN_MEMBER_ID, or the leave that counts) until a generation of another member has
 //     started, whose SyncGroup answer came after the group's new state was written.
