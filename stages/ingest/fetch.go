@@ -70,9 +70,9 @@ type groupFetcher struct {
 	chunkSize  int
 	maxBytes   int
 	logf, errf func(string, ...any)
-	// assigned is called with a generation's partitions of the topic (ascending) when it
-	// starts, before any of them is fetched.
-	assigned func(partitions []int32)
+	// assigned is called with a generation's member id and partitions of the topic
+	// (ascending) when it starts, before any of them is fetched.
+	assigned func(member string, partitions []int32)
 	// revoked is called when a generation ends while the fetcher is open, after its partition
 	// goroutines stopped: the Source commits what is done with that generation.
 	revoked func(*kafka.Generation)
@@ -94,7 +94,7 @@ type groupFetcher struct {
 }
 
 func newGroupFetcher(cgc kafka.ConsumerGroupConfig, topic string, chunkSize, maxBytes int,
-	logf, errf func(string, ...any), assigned func([]int32), revoked func(*kafka.Generation)) (*groupFetcher, error) {
+	logf, errf func(string, ...any), assigned func(string, []int32), revoked func(*kafka.Generation)) (*groupFetcher, error) {
 	cg, err := kafka.NewConsumerGroup(cgc)
 	if err != nil {
 		return nil, err
@@ -154,7 +154,7 @@ func (f *groupFetcher) startGeneration(gen *kafka.Generation, seq int64) {
 		ids = append(ids, int32(a.ID))
 	}
 	slices.Sort(ids)
-	f.assigned(ids)
+	f.assigned(gen.MemberID, ids)
 	f.mu.Lock()
 	f.gen = gen
 	f.live.Store(seq)

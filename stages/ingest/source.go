@@ -128,12 +128,16 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		// (kafka-go's default 5 s): 1 s resumes within a second of the broker answering, at
 		// the cost of a warning a second while it is away.
 		JoinGroupBackoff: time.Second,
+		// rejoin.go: the reaper reads both to finish the LeaveGroup of abandoned members.
 		Logger: kafka.LoggerFunc(func(msg string, args ...any) {
-			reaper.observe(msg, args) // rejoin.go: finish the LeaveGroup of abandoned members
+			reaper.observe(msg, args)
 			debugLog.Printf(msg, args...)
 		}),
-		ErrorLogger: errLog,
-		Dialer:      kafka.DefaultDialer,
+		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
+			reaper.observe(msg, args)
+			errLog.Printf(msg, args...)
+		}),
+		Dialer: kafka.DefaultDialer,
 	}
 	if cfg.Security.Enabled() {
 		// Only then: without security the group and the fetches use kafka.DefaultDialer.
@@ -165,7 +169,10 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		tracked:   map[int]bool{},
 	}
 	s.fetch, err = newGroupFetcher(cgc, cfg.Topic, cfg.BatchSize, cfg.FetchMaxBytes,
-		debugLog.Printf, errLog.Printf, s.newGeneration, s.commitRevoked)
+		debugLog.Printf, errLog.Printf, func(member string, parts []int32) {
+			reaper.generationStarted(member)
+			s.newGeneration(parts)
+		}, s.commitRevoked)
 	if err != nil {
 		reaper.close()
 		s.builder.Release()
