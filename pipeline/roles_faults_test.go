@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
@@ -358,25 +356,7 @@ func deleteAllRecords(t *testing.T, br testsupport.Broker, topic string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := testsupport.NewProducer(t, br)
-	defer cl.Close()
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Partition, rp.Offset = 0, end
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	req.TimeoutMillis = 10_000
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code := res.Topics[0].Partitions[0].ErrorCode; code != 0 {
-		t.Fatalf("DeleteRecords: error code %d", code)
-	}
+	testsupport.DeleteRecordsBelow(t, br, topic, 0, end)
 }
 
 // TestStartRetry (issue 25 item 3): the start-up read of the model topic met a passing broker

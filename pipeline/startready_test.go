@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -18,18 +17,6 @@ import (
 	"github.com/outlierd/outlierd/pipeline/metrics"
 	"github.com/outlierd/outlierd/stages/sink"
 )
-
-// get is a GET of url: its status and body, or the error (a refused connection included).
-func get(url string) (int, string, error) {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
 
 // made is what NewWithMetrics returned.
 type made struct {
@@ -65,11 +52,11 @@ func newServed(t *testing.T, cfg Config) (string, <-chan made) {
 func awaitReadyz(t *testing.T, base, want string, newDone <-chan made, limit time.Duration) {
 	t.Helper()
 	for deadline := time.Now().Add(limit); ; time.Sleep(20 * time.Millisecond) {
-		st, body, err := get(base + "/readyz")
+		st, body, err := testsupport.TryGet(base + "/readyz")
 		if err != nil {
 			t.Fatalf("/readyz while New checks the topics: %v", err)
 		}
-		if hst, hbody, err := get(base + "/healthz"); err != nil || hst != 200 || hbody != "ok\n" {
+		if hst, hbody, err := testsupport.TryGet(base + "/healthz"); err != nil || hst != 200 || hbody != "ok\n" {
 			t.Fatalf("/healthz while New checks the topics: %d %q %v, want 200 ok", hst, hbody, err)
 		}
 		if st == http.StatusServiceUnavailable && strings.Contains(body, want) {
@@ -116,7 +103,7 @@ func TestReadyzDuringTopicCheck(t *testing.T) {
 			if r.err == nil || r.err.Error() != wantErr {
 				t.Fatalf("New: %v, want %q", r.err, wantErr)
 			}
-			if st, body, err := get(base + "/readyz"); err != nil || st != 503 || body != "not ready: start failed: "+wantErr+"\n" {
+			if st, body, err := testsupport.TryGet(base + "/readyz"); err != nil || st != 503 || body != "not ready: start failed: "+wantErr+"\n" {
 				t.Errorf("/readyz after the failed check: %d %q %v, want 503 with the error", st, body, err)
 			}
 		})
@@ -142,7 +129,7 @@ func TestReadyzDuringTopicCheck(t *testing.T) {
 			if r.err != nil {
 				t.Fatalf("New after the input topic appeared: %v", r.err)
 			}
-			if st, body, err := get(base + "/readyz"); err != nil || st != 503 || strings.Contains(body, "topic") || !strings.Contains(body, "no model serving yet") {
+			if st, body, err := testsupport.TryGet(base + "/readyz"); err != nil || st != 503 || strings.Contains(body, "topic") || !strings.Contains(body, "no model serving yet") {
 				t.Errorf("/readyz once the topics were checked: %d %q %v, want 503 for the running pipeline's reasons only", st, body, err)
 			}
 			produceSensors(t, br, newInput(in, parts, makeSensorRecords(t, 800, parts, 23, 0.01, 0)))
@@ -156,7 +143,7 @@ func TestReadyzDuringTopicCheck(t *testing.T) {
 				}
 			}()
 			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				st, body, err := get(base + "/readyz")
+				st, body, err := testsupport.TryGet(base + "/readyz")
 				if err == nil && st == 200 && body == "ready\n" {
 					break
 				}
@@ -200,7 +187,7 @@ func TestReadyzWhileBrokersUnreachable(t *testing.T) {
 	case <-time.After(topicCheckWait):
 		t.Fatal("New did not return once the broker was up")
 	}
-	if st, body, err := get(base + "/readyz"); err != nil || st != 503 || strings.Contains(body, "topic") {
+	if st, body, err := testsupport.TryGet(base + "/readyz"); err != nil || st != 503 || strings.Contains(body, "topic") {
 		t.Errorf("/readyz once the topics were checked: %d %q %v, want 503 for the running pipeline's reasons only", st, body, err)
 	}
 }

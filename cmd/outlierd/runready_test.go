@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -49,13 +48,13 @@ func TestRunServesReadyzDuringTopicCheck(t *testing.T) {
 				break poll
 			case <-time.After(20 * time.Millisecond):
 			}
-			if st, body, err := get(base + "/readyz"); err != nil {
+			if st, body, err := testsupport.TryGet(base + "/readyz"); err != nil {
 				last = err.Error()
 			} else {
 				last = fmt.Sprintf("%d %q", st, body)
 				saw = saw || st == http.StatusServiceUnavailable && strings.HasPrefix(body, want)
 			}
-			if st, body, err := get(base + "/healthz"); err == nil && st == 200 && body == "ok\n" {
+			if st, body, err := testsupport.TryGet(base + "/healthz"); err == nil && st == 200 && body == "ok\n" {
 				healthy = true
 			}
 		}
@@ -70,16 +69,4 @@ func TestRunServesReadyzDuringTopicCheck(t *testing.T) {
 			t.Errorf("run: exit %d, stderr %q; want exit 1 with %q", r.code, r.errs, wantErr)
 		}
 	})
-}
-
-// get is a GET of url: its status and body, or the error (a refused connection included).
-func get(url string) (int, string, error) {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
 }

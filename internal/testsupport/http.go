@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -39,4 +40,17 @@ func Get(tb testing.TB, url string) (int, string) {
 		tb.Fatalf("reading %s: %v", url, err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// TryGet is a GET of url within 2 s: its status and body, or the error (a refused connection
+// included), for tests that poll an endpoint that may not be listening yet.
+func TryGet(url string) (int, string, error) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
 }

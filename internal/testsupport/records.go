@@ -174,3 +174,28 @@ func FailFetch(req *kmsg.FetchRequest, code *kerr.Error) *kmsg.FetchResponse {
 	}
 	return resp
 }
+
+// DeleteRecordsBelow makes offset the log start of topic's partition (DeleteRecords), as
+// retention or an operator does.
+func DeleteRecordsBelow(tb testing.TB, br Broker, topic string, partition int32, offset int64) {
+	tb.Helper()
+	cl := NewProducer(tb, br)
+	defer cl.Close()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = partition, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 10_000
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if code := res.Topics[0].Partitions[0].ErrorCode; code != 0 {
+		tb.Fatalf("DeleteRecords of %s/%d below %d: error code %d", topic, partition, offset, code)
+	}
+}

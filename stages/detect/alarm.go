@@ -163,10 +163,7 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 		if !sc.Outlier {
 			continue
 		}
-		var k string
-		if keys != nil && keys.IsValid(i) {
-			k = string(keys.Value(i))
-		}
+		k := string(recordKey(keys, i))
 		var at int64
 		if ts != nil && ts.IsValid(i) {
 			at = int64(ts.Value(i))

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"slices"
 
+	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
@@ -156,17 +157,9 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 		space[j] = make([]float32, 1)
 	}
 	for i := range b.Scores {
-		var key []byte
-		if keys != nil && keys.IsValid(i) {
-			key = keys.Value(i)
-		}
-		st := k.stateOf(key, cfg, d)
-		if st == nil { // a scorer's key without a published model
-			b.Scores[i].Warming = true
+		st := k.recordState(b, keys, parts, i, cfg, d)
+		if st == nil {
 			continue
-		}
-		if !k.follower {
-			st.partition = parts[i]
 		}
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
@@ -196,11 +189,7 @@ func (k *keyedScorer) warmRows(b *batch.Batch) []bool {
 	keys := b.Keys()
 	out := make([]bool, b.Len())
 	for i := range out {
-		var key string
-		if keys != nil && keys.IsValid(i) {
-			key = string(keys.Value(i))
-		}
-		if st, ok := k.keys[key]; ok && st.model != nil {
+		if st, ok := k.keys[string(recordKey(keys, i))]; ok && st.model != nil {
 			out[i] = true
 		}
 	}
@@ -221,6 +210,29 @@ func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, versio
 	sc.Deviations = nil
 	explainDeviations(r, features, raw, out, true)
 	return sig
+}
+
+// recordKey is record i's key: nil when the batch carries no keys or the record has none.
+func recordKey(keys *array.Binary, i int) []byte {
+	if keys != nil && keys.IsValid(i) {
+		return keys.Value(i)
+	}
+	return nil
+}
+
+// recordState is the state of record i's key, the key's partition noted where the keys' models
+// are built here; nil for a scorer's key it holds no published model of, whose record it marks
+// Warming (the global model scores it).
+func (k *keyedScorer) recordState(b *batch.Batch, keys *array.Binary, parts []int32, i int, cfg *Config, d int) *keyState {
+	st := k.stateOf(recordKey(keys, i), cfg, d)
+	if st == nil {
+		b.Scores[i].Warming = true
+		return nil
+	}
+	if !k.follower {
+		st.partition = parts[i]
+	}
+	return st
 }
 
 // recentBytes is a key's ring of m recent scores (float64) and their sorted copy.

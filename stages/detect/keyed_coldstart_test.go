@@ -1,35 +1,11 @@
 package detect
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/outlierd/outlierd/internal/algo/quality"
 )
-
-// growingFleet is issue 21's fleet (baselines over 0..1000, noise sd 1..5, spikes of +8 sd of
-// the sensor's own noise on rate of the readings) where the sensors join over time: sensor s
-// sends from row s*joinEvery on, each row from a sensor drawn uniformly among those joined.
-func growingFleet(sensors, rows, joinEvery int, rate float64, seed uint64) []fleetRow {
-	r := rand.New(rand.NewPCG(seed, 21))
-	base, sd := make([]float64, sensors), make([]float64, sensors)
-	for i := range sensors {
-		base[i], sd[i] = 1000*r.Float64(), 1+4*r.Float64()
-	}
-	out := make([]fleetRow, rows)
-	for i := range out {
-		s := r.IntN(min(sensors, i/joinEvery+1))
-		v := base[s] + sd[s]*r.NormFloat64()
-		spike := r.Float64() < rate
-		if spike {
-			v += 8 * sd[s]
-		}
-		out[i] = fleetRow{key: fmt.Sprintf("sensor-%04d", s), value: float32(v), spike: spike}
-	}
-	return out
-}
 
 // BenchmarkKeyedColdStart: the cold start of models per key on a fleet that grows (issue 21
 // item 5). 2,000 sensors join one every 100 readings over the first 200,000, then the fleet
@@ -40,7 +16,7 @@ func growingFleet(sensors, rows, joinEvery int, rate float64, seed uint64) []fle
 // whole stream's share, recalls, precision and AP, and records/s. Run with -benchtime 1x.
 func BenchmarkKeyedColdStart(b *testing.B) {
 	const sensors, rows, joinEvery, phase = 2000, 400_000, 100, 50_000
-	data := growingFleet(sensors, rows, joinEvery, 0.002, 7)
+	data := joiningFleet(sensors, rows, joinEvery, 0.002, 7, "sensor-%04d")
 	offs := make([]int64, rows)
 	label := make([]bool, rows)
 	for i := range data {

@@ -94,17 +94,9 @@ func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Bat
 	x := make([][]float32, d)
 	var kb keyedBatch
 	for i := range b.Scores {
-		var key []byte
-		if keys != nil && keys.IsValid(i) {
-			key = keys.Value(i)
-		}
-		st := k.stateOf(key, cfg, d)
-		if st == nil { // a scorer's key without a published model
-			b.Scores[i].Warming = true
+		st := k.recordState(b, keys, parts, i, cfg, d)
+		if st == nil {
 			continue
-		}
-		if !k.follower {
-			st.partition = parts[i]
 		}
 		if st.due { // its new model first
 			k.flush(cfg, features, b, raw, &kb)

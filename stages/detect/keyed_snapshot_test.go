@@ -1,51 +1,23 @@
 package detect
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
-	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
 // feedFleet runs rows[lo:hi] (offsets = their index, partitions by key: fleetPartition)
 // through s in batches of 500 and returns their scores in order.
 func feedFleet(t *testing.T, s *Stage, mem memory.Allocator, rows []fleetRow, lo, hi int) []batch.Score {
 	t.Helper()
-	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
-	var out []batch.Score
-	take := func(bs []*batch.Batch) {
-		for _, b := range bs {
-			out = append(out, b.Scores...)
-			b.Release()
-		}
-	}
-	for at := lo; at < hi; at += 500 {
-		var tr []testbatch.Row
-		for i := at; i < min(at+500, hi); i++ {
-			tr = append(tr, testbatch.Row{Partition: fleetPartition(rows[i].key), Offset: int64(i), Key: []byte(rows[i].key), Time: t0.Add(time.Duration(i) * time.Second), Features: []float32{rows[i].value}})
-		}
-		bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		take(bs)
-		s.collect(true)
-	}
-	bs, err := s.Flush()
-	if err != nil {
-		t.Fatal(err)
-	}
-	take(bs)
-	return out
+	return feedRows(t, s, mem, rows, lo, hi, func(i int) int64 { return int64(i) }, fleetPartition)
 }
 
 // fleetPartition is a fleet key's partition: its last digit mod 3.

@@ -27,6 +27,13 @@ type fleetRow struct {
 // fleet is issue 21's fleet: sensors with baselines spread over 0..1000 and noise sd 1..5,
 // readings in random sensor order, spikes of +8 sd of the sensor's own noise on rate of them.
 func fleet(sensors, rows int, rate float64, seed uint64) []fleetRow {
+	return joiningFleet(sensors, rows, 0, rate, seed, "sensor-%03d")
+}
+
+// joiningFleet is fleet where sensor s sends from row s*joinEvery on (0: every sensor from
+// the first row), each row from a sensor drawn uniformly among those joined; keys are
+// fmt.Sprintf(name, s).
+func joiningFleet(sensors, rows, joinEvery int, rate float64, seed uint64, name string) []fleetRow {
 	r := rand.New(rand.NewPCG(seed, 21))
 	base, sd := make([]float64, sensors), make([]float64, sensors)
 	for i := range sensors {
@@ -34,19 +41,23 @@ func fleet(sensors, rows int, rate float64, seed uint64) []fleetRow {
 	}
 	out := make([]fleetRow, rows)
 	for i := range out {
-		s := r.IntN(sensors)
+		joined := sensors
+		if joinEvery > 0 {
+			joined = min(sensors, i/joinEvery+1)
+		}
+		s := r.IntN(joined)
 		v := base[s] + sd[s]*r.NormFloat64()
 		spike := r.Float64() < rate
 		if spike {
 			v += 8 * sd[s]
 		}
-		out[i] = fleetRow{key: fmt.Sprintf("sensor-%03d", s), value: float32(v), spike: spike}
+		out[i] = fleetRow{key: fmt.Sprintf(name, s), value: float32(v), spike: spike}
 	}
 	return out
 }
 
-// runFleet feeds rows (offsets = their index) through a keyed stage in batches of 500 and
-// returns the records' scores in order.
+// runFleet feeds rows (offsets: their offsets, partition 0) through a new keyed stage in
+// batches of 500 and returns the records' scores in order.
 func runFleet(t testing.TB, cfg Config, rows []fleetRow, offsets []int64) []batch.Score {
 	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
@@ -56,18 +67,26 @@ func runFleet(t testing.TB, cfg Config, rows []fleetRow, offsets []int64) []batc
 		t.Fatal(err)
 	}
 	defer s.Close()
-	out := make([]batch.Score, 0, len(rows))
+	return feedRows(t, s, mem, rows, 0, len(rows), func(i int) int64 { return offsets[i] }, func(string) int32 { return 0 })
+}
+
+// feedRows runs rows[lo:hi] through s in batches of 500 (record i at offset(i), in partition
+// partition(its key), one second after the one before) and returns their scores in order.
+func feedRows(t testing.TB, s *Stage, mem memory.Allocator, rows []fleetRow, lo, hi int, offset func(int) int64, partition func(string) int32) []batch.Score {
+	t.Helper()
 	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	out := make([]batch.Score, 0, hi-lo)
 	take := func(bs []*batch.Batch) {
 		for _, b := range bs {
 			out = append(out, b.Scores...)
 			b.Release()
 		}
 	}
-	for lo := 0; lo < len(rows); lo += 500 {
+	for at := lo; at < hi; at += 500 {
 		var tr []testbatch.Row
-		for i := lo; i < min(lo+500, len(rows)); i++ {
-			tr = append(tr, testbatch.Row{Offset: offsets[i], Key: []byte(rows[i].key), Time: t0.Add(time.Duration(i) * time.Second), Features: []float32{rows[i].value}})
+		for i := at; i < min(at+500, hi); i++ {
+			tr = append(tr, testbatch.Row{Partition: partition(rows[i].key), Offset: offset(i), Key: []byte(rows[i].key),
+				Time: t0.Add(time.Duration(i) * time.Second), Features: []float32{rows[i].value}})
 		}
 		bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr))
 		if err != nil {

@@ -110,11 +110,7 @@ func (s *Stage) rankRecent(b *batch.Batch) {
 			sc.Recent = s.recent.rank(sc.Score, m)
 			continue
 		}
-		var key []byte
-		if keys != nil && keys.IsValid(i) {
-			key = keys.Value(i)
-		}
-		if st, ok := s.keyed.keys[string(key)]; ok {
+		if st, ok := s.keyed.keys[string(recordKey(keys, i))]; ok {
 			s.keyed.bytes += recentBytes(m) - recentBytes(len(st.recent.s)) // (recent_scores changed)
 			sc.Recent = st.recent.rank(sc.Score, m)
 		} else if s.keyed.follower && sc.Warming {

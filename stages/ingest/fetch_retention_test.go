@@ -12,7 +12,6 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outlierd/outlierd/internal/testsupport"
 )
@@ -78,7 +77,7 @@ func testFetchSkipsRecordsDeletedUnderIt(t *testing.T, env kafkaEnv) {
 	if off := recv("the first record"); off != 0 {
 		t.Fatalf("first record at offset %d, want 0", off)
 	}
-	deleteRecordsBelow(t, env, deleteBelow)
+	testsupport.DeleteRecordsBelow(t, env.br, env.topic, 0, deleteBelow)
 	off := recv("after the deletion")
 	if off == 1 { // fetched (and waiting to be taken) before the deletion
 		off = recv("after the deletion")
@@ -92,29 +91,5 @@ func testFetchSkipsRecordsDeletedUnderIt(t *testing.T, env kafkaEnv) {
 	want := fmt.Sprintf("partition 0 of %s: offset 2 is before the first retained (%d); skipping %d records", env.topic, deleteBelow, deleteBelow-2)
 	if off1 := fmt.Sprintf("partition 0 of %s: offset 1 is before the first retained (%d); skipping %d records", env.topic, deleteBelow, deleteBelow-1); !slices.Contains(logged, want) && !slices.Contains(logged, off1) {
 		t.Errorf("logged %q, want %q (or from offset 1, deleted before its fetch)", logged, want)
-	}
-}
-
-// deleteRecordsBelow makes offset the log start of env's partition 0 (DeleteRecords).
-func deleteRecordsBelow(t *testing.T, env kafkaEnv, offset int64) {
-	t.Helper()
-	cl := testsupport.NewProducer(t, env.br)
-	defer cl.Close()
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = env.topic
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Partition, rp.Offset = 0, offset
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	req.TimeoutMillis = 10_000
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code := res.Topics[0].Partitions[0].ErrorCode; code != 0 {
-		t.Fatalf("DeleteRecords below %d: error code %d", offset, code)
 	}
 }
