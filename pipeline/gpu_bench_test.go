@@ -1,10 +1,12 @@
 package pipeline
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outlierd/outlierd/internal/testsupport"
@@ -28,7 +30,10 @@ import (
 //     excluded): p50, p99.
 //
 // OUTLIERD_BENCH_CPUPROFILE=<prefix> writes a CPU profile of each backlog drain to
-// <prefix>-<device>.prof. The same records are used for both devices.
+// <prefix>-<device>.prof and of each steady run to <prefix>-<device>-steady.prof;
+// OUTLIERD_BENCH_TRACE=<prefix> an execution trace of each (<prefix>-<device>.trace, ...).
+// The same records are used for both devices. The in-process broker rolls its log segments at
+// OUTLIERD_BENCH_SEGMENT_BYTES (default 8 MiB; see benchBroker).
 //
 //	eval "$(.ci/cuda.sh)"; go test -c -tags cuda -o pipeline.test ./pipeline/
 //	./pipeline.test -test.run '^$' -test.bench PipelineDevice -test.benchtime 1x -test.v
@@ -54,6 +59,17 @@ func BenchmarkPipelineDevice(b *testing.B) {
 	}
 }
 
+// benchBroker is the in-process broker with log segments of OUTLIERD_BENCH_SEGMENT_BYTES
+// (default 8 MiB). kfake keeps a segment in one byte slice that doubles as it grows, copying
+// all of it on its single goroutine (a real broker appends to a file): at kfake's default of
+// 100 MiB, those copies held every produce and fetch for 13-20 ms runs, about 100 ms in all
+// at the steady rate's 64 MiB doubling, which is what the steady p99 measured
+// (docs/BENCHMARKS.md §4.9, an execution trace).
+func benchBroker(b *testing.B) testsupport.Broker {
+	seg := envInt(b, "OUTLIERD_BENCH_SEGMENT_BYTES", 8<<20)
+	return testsupport.KfakeBroker(b, kfake.BrokerConfigs(map[string]string{"log.segment.bytes": strconv.Itoa(seg)}))
+}
+
 // deviceConfig is the default configuration on kfake with the device.
 func deviceConfig(br testsupport.Broker, dev DeviceChoice, in, out, dlq, group string) Config {
 	cfg := sensorConfig(br, in, out, dlq, group, Default().Sink.Emit)
@@ -66,7 +82,7 @@ func benchDeviceBacklog(b *testing.B, dev DeviceChoice, parts int, recs []*senso
 	var sustained, overall []float64
 	for range b.N {
 		b.StopTimer()
-		br := testsupport.KfakeBroker(b)
+		br := benchBroker(b)
 		in, out, dlq, group := testsupport.UniqueName("din"), testsupport.UniqueName("dout"), testsupport.UniqueName("ddlq"), testsupport.UniqueName("dgroup")
 		testsupport.CreateTopics(b, br, map[string]int{in: parts, out: parts, dlq: 1})
 		input := newInput(in, parts, recs)
@@ -136,17 +152,19 @@ func benchDeviceSteady(b *testing.B, dev DeviceChoice, parts int, recs []*sensor
 	var achieved, behind []float64
 	for range b.N {
 		b.StopTimer()
-		br := testsupport.KfakeBroker(b)
+		br := benchBroker(b)
 		in, out, dlq, group := testsupport.UniqueName("sin"), testsupport.UniqueName("sout"), testsupport.UniqueName("sdlq"), testsupport.UniqueName("sgroup")
 		testsupport.CreateTopics(b, br, map[string]int{in: parts, out: parts, dlq: 1})
 		input := newInput(in, parts, recs)
 		cfg := deviceConfig(br, dev, in, out, dlq, group)
+		stopProfile := cputime.Profile(b, string(dev)+"-steady")
 		b.StartTimer()
 		r := startPipeline(b, cfg, nil)
 		got := produceSteady(b, br, input, rate)
 		lastIn := time.Now()
 		doneAt := r.waitCommitted(b, br, group, input, 10*time.Minute)
 		b.StopTimer()
+		stopProfile()
 		if err := r.stop(b, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
 			b.Fatalf("graceful stop: %v", err)
 		}

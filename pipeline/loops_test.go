@@ -489,7 +489,8 @@ func TestLoopsHardStopAbandons(t *testing.T) {
 }
 
 // lagStage is a stage that overlaps batches as detect.Stage does on a GPU (Deps.Overlap): Process
-// returns the batch before the one it is given, Drain and Flush the one it holds.
+// returns the batch before the one it is given, Drain, LandScored and Flush the one it holds
+// (scored at once: Landing is closed while it holds one).
 type lagStage struct {
 	fakeStage
 	held *batch.Batch
@@ -515,6 +516,13 @@ func (l *lagStage) Drain() ([]*batch.Batch, error) {
 	return []*batch.Batch{b}, nil
 }
 func (l *lagStage) Flush() ([]*batch.Batch, error) { return l.Drain() }
+func (l *lagStage) Landing() <-chan struct{} {
+	if l.held == nil {
+		return nil
+	}
+	return closedChan // scored at once: it goes on when no batch waits first
+}
+func (l *lagStage) LandScored() ([]*batch.Batch, error) { return l.Drain() }
 func (l *lagStage) Abandon() {
 	if l.held != nil {
 		l.held.Release()
@@ -556,6 +564,133 @@ func TestLoopsDrainOverlappedStage(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); !all(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("records still unwritten 5 s after the last fetch: the batch in flight waited for the next batch or the stop")
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// scoringStage keeps up to four batches in flight as detect.Stage does on a GPU; their scoring
+// (the device's) ends only when scored is closed. Landing and LandScored are detect.Stage's:
+// a batch goes on once scored; Drain, like detect.Stage's, waits for the scoring.
+type scoringStage struct {
+	fakeStage
+	scored    chan struct{}
+	mu        sync.Mutex
+	processed int
+	flight    []*batch.Batch
+}
+
+func (s *scoringStage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, error) {
+	if _, err := s.fakeStage.Process(ctx, b); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.processed++
+	s.mu.Unlock()
+	s.flight = append(s.flight, b)
+	var out []*batch.Batch
+	for len(s.flight) > 4 { // the oldest must land: its scoring is waited for
+		<-s.scored
+		out, s.flight = append(out, s.flight[0]), s.flight[1:]
+	}
+	return out, nil
+}
+func (s *scoringStage) Landing() <-chan struct{} {
+	if len(s.flight) == 0 {
+		return nil
+	}
+	return s.scored
+}
+func (s *scoringStage) LandScored() ([]*batch.Batch, error) {
+	select {
+	case <-s.scored:
+		out := s.flight
+		s.flight = nil
+		return out, nil
+	default:
+		return nil, nil
+	}
+}
+func (s *scoringStage) Drain() ([]*batch.Batch, error) {
+	if len(s.flight) > 0 {
+		<-s.scored
+	}
+	out := s.flight
+	s.flight = nil
+	return out, nil
+}
+func (s *scoringStage) Flush() ([]*batch.Batch, error) { return s.Drain() }
+func (s *scoringStage) Abandon() {
+	for _, b := range s.flight {
+		b.Release()
+	}
+	s.flight = nil
+}
+
+// slowSource hands out its plan's batches delay apart (a fetch slower than the stage).
+type slowSource struct {
+	*fakeSource
+	delay time.Duration
+}
+
+func (s slowSource) Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters, error) {
+	time.Sleep(s.delay)
+	return s.fakeSource.Next(ctx)
+}
+
+// TestLoopsIntakeWhileScoring: while the batches in flight are still being scored (the device
+// busy), the detect loop goes on taking the next batches: it waits for the oldest batch's
+// scoring or the next batch, whichever comes first, and never for the scoring alone while a
+// batch may arrive (docs/BENCHMARKS.md §4.9: the pipeline's intake and the device's work
+// serialised whenever the fetched queue was momentarily empty). Then, once scored, every
+// record is written while the pipeline still runs.
+func TestLoopsIntakeWhileScoring(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	src := newFakeSource(t, mem, plan8())
+	snk := newFakeSink(t)
+	p := loopPipeline(t, slowSource{src, 20 * time.Millisecond}, snk, nil)
+	st := &scoringStage{fakeStage: fakeStage{win: p.stage.Window()}, scored: make(chan struct{})}
+	p.stage = st
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	processed := func() int { st.mu.Lock(); defer st.mu.Unlock(); return st.processed }
+	// Four batches fit in flight; the detect loop must take all four while the first is
+	// being scored (the source hands one out every 20 ms: the queue is empty between them).
+	for deadline := time.Now().Add(10 * time.Second); processed() < 4; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(st.scored)
+			t.Fatalf("%d batches taken in 10 s while the first was being scored, want 4: the detect loop waited for the scoring instead of the next batch", processed())
+		}
+	}
+	close(st.scored)
+	select {
+	case <-src.drained:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the source's plan was not fetched within 20 s")
+	}
+	all := func() bool {
+		snk.mu.Lock()
+		defer snk.mu.Unlock()
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		for _, c := range src.fetched {
+			if snk.written[c]+snk.dead[c] != 1 {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(5 * time.Second); !all(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("records still unwritten 5 s after the last fetch: a scored batch waited for the next batch or the stop")
 		}
 	}
 	stop()

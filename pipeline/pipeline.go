@@ -410,21 +410,16 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 	if p.keys != nil {
 		keyReady, scopeChanged, keyQuery = p.keys.ready, p.scope.changed, p.keyQuery
 	}
-	drainer, overlapped := p.stage.(interface {
-		Drain() ([]*batch.Batch, error)
-	})
+	drainer, overlapped := p.stage.(Overlapped)
 	for open := true; open; {
-		if overlapped && len(in) == 0 {
-			// With overlap (detect.Deps.Overlap) a batch waits in the stage for the next one
-			// to arrive: when none waits here, it goes on now (no latency added below the
-			// stage's capacity; at a backlog the next batch is already queued).
-			ready, err := drainer.Drain()
-			if err != nil {
-				return fmt.Errorf("pipeline: detect: %w", err)
-			}
-			if !send(ready) {
-				return nil
-			}
+		// With overlap (detect.Deps.Overlap) batches are in flight while the device scores
+		// them: the loop waits for the oldest one's scoring or the next batch, whichever comes
+		// first, so a scored batch goes on at once (no latency added below the stage's
+		// capacity) and the intake never waits for the device alone (§4.9 of
+		// docs/BENCHMARKS.md: draining whenever the queue was empty serialised the two).
+		var landing <-chan struct{}
+		if overlapped {
+			landing = drainer.Landing()
 		}
 		src, stop := in, stopping
 		if !stopped && hold.pause(p) {
@@ -435,6 +430,14 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 		select {
 		case <-stop:
 			stopped = true
+		case <-landing:
+			ready, err := drainer.LandScored()
+			if err != nil {
+				return fmt.Errorf("pipeline: detect: %w", err)
+			}
+			if !send(ready) {
+				return nil
+			}
 		case req := <-p.reconf:
 			if overlapped { // the batches in flight finish first, under the configuration they began with
 				ready, err := drainer.Drain()

@@ -42,6 +42,16 @@ type Stage interface {
 	Close()
 }
 
+// Overlapped is a Stage that keeps batches in flight while the device scores them
+// (detect.Deps.Overlap, on a GPU: detect.Stage). The detect loop waits for Landing or the next
+// batch, whichever comes first, and passes on what LandScored returns; Drain finishes every
+// batch in flight (before a live reconfiguration).
+type Overlapped interface {
+	Landing() <-chan struct{}
+	LandScored() ([]*batch.Batch, error)
+	Drain() ([]*batch.Batch, error)
+}
+
 // Sink is the output (sink.Sink): both writes return nil only once the broker acknowledged
 // every message (acks=all).
 type Sink interface {

@@ -202,6 +202,56 @@ func (s *Stage) Drain() ([]*batch.Batch, error) {
 	return s.takeReady(nil), nil
 }
 
+// Landing is closed once the oldest batch in flight is scored (its device call and the
+// detectors' fields beside it), or at once when batches settled earlier wait to be returned;
+// nil when nothing is in flight. The pipeline waits for it or for the next batch, whichever
+// comes first, and then calls LandScored: a batch goes on as soon as it is scored, and the
+// intake never waits for the device while a batch may arrive (docs/BENCHMARKS.md §4.9).
+func (s *Stage) Landing() <-chan struct{} {
+	switch {
+	case len(s.ready) > 0:
+		return closedChan
+	case len(s.flight) == 0:
+		return nil
+	case s.flight[0].done == nil: // (scored synchronously)
+		return closedChan
+	}
+	return s.flight[0].done
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// LandScored finishes the batches in flight whose scoring ended, oldest first, up to the first
+// still being scored, and returns them after any settled earlier. It waits for nothing but the
+// tail score's last rows (begin's work on the cores, short beside the device call).
+func (s *Stage) LandScored() ([]*batch.Batch, error) {
+	var out []*batch.Batch
+	for len(s.flight) > 0 && s.flight[0].scored() {
+		done, err := s.land(nil)
+		if err != nil {
+			for _, o := range out { // finished, but the stage fails: never passed on
+				o.Release()
+			}
+			return nil, err
+		}
+		out = append(out, done...)
+	}
+	return s.takeReady(out), nil
+}
+
+// scored says whether the batch's scoring (scoreAsync's goroutine) has ended.
+func (sc *scoring) scored() bool {
+	if sc.done == nil {
+		return true
+	}
+	select {
+	case <-sc.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // takeReady returns the batches settled earlier, then out.
 func (s *Stage) takeReady(out []*batch.Batch) []*batch.Batch {
 	if len(s.ready) == 0 {

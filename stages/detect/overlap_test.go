@@ -34,6 +34,22 @@ func TestOverlapScoresAsSynchronous(t *testing.T) {
 	}
 }
 
+// TestOverlapLandingAsSynchronous: the pipeline's way with an overlapped stage (wait for
+// Landing, then LandScored, between Process calls) scores as the synchronous stage, record for
+// record, and LandScored returns scored batches without the next Process.
+func TestOverlapLandingAsSynchronous(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cfg, d := overlapConfig(), testData(6000, 11)
+	want, wantSig, _ := overlapRun(t, mem, cfg, d, Deps{Log: zerolog.Nop(), Accelerator: &fakeAccel{exact: true}})
+	var landed int
+	got, gotSig, _ := overlapRunLanding(t, mem, cfg, d, Deps{Log: zerolog.Nop(), Accelerator: &fakeAccel{exact: true}, Overlap: 3}, 2, &landed)
+	sameVerdicts(t, want, got, wantSig, gotSig)
+	if landed == 0 {
+		t.Fatal("LandScored returned no batch after Landing: the batches went on only through Process and Flush")
+	}
+}
+
 // overlapConfig is the test configuration under flag_by: significance with a cap that bites
 // (4 flags per 2000 records): the cap and the marks depend on the order records are admitted;
 // with the hypercube detector on.
@@ -49,6 +65,13 @@ func overlapConfig() Config {
 // returns each batch's scores by its first offset, the window's significance marks, and how
 // many Process calls returned the batch before the one given.
 func overlapRun(t *testing.T, mem memory.Allocator, cfg Config, d *synth.Data, deps Deps) (map[int64][]batch.Score, []bool, int) {
+	t.Helper()
+	return overlapRunLanding(t, mem, cfg, d, deps, 0, nil)
+}
+
+// overlapRunLanding is overlapRun that, after every landEvery-th Process call (none at 0),
+// waits for Landing and takes what LandScored returns, counting those batches in landed.
+func overlapRunLanding(t *testing.T, mem memory.Allocator, cfg Config, d *synth.Data, deps Deps, landEvery int, landed *int) (map[int64][]batch.Score, []bool, int) {
 	t.Helper()
 	s, err := NewStage(cfg, d.Features, true, deps)
 	if err != nil {
@@ -97,6 +120,17 @@ func overlapRun(t *testing.T, mem memory.Allocator, cfg Config, d *synth.Data, d
 			lagged++
 		}
 		take(out)
+		if landEvery > 0 && (lo-1500)/250%landEvery == landEvery-1 {
+			if c := s.Landing(); c != nil {
+				<-c
+				more, err := s.LandScored()
+				if err != nil {
+					t.Fatal(err)
+				}
+				*landed += len(more)
+				take(more)
+			}
+		}
 	}
 	rest, err := s.Flush()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"syscall"
 	"testing"
 )
@@ -21,22 +22,37 @@ func Seconds() float64 {
 }
 
 // Profile starts a CPU profile written to "<$OUTLIERD_BENCH_CPUPROFILE>-<name>.prof" when that
-// variable is set (the device benchmarks' profiles), and returns the function that stops it;
-// without the variable it does nothing.
+// variable is set (the device benchmarks' profiles), and an execution trace written to
+// "<$OUTLIERD_BENCH_TRACE>-<name>.trace" when that one is (which goroutine waits for which:
+// `go tool trace -pprof=sync`), and returns the function that stops them; without the variables
+// it does nothing.
 func Profile(tb testing.TB, name string) (stop func()) {
-	prefix := os.Getenv("OUTLIERD_BENCH_CPUPROFILE")
-	if prefix == "" {
-		return func() {}
+	var stops []func()
+	if prefix := os.Getenv("OUTLIERD_BENCH_CPUPROFILE"); prefix != "" {
+		f := create(tb, fmt.Sprintf("%s-%s.prof", prefix, name))
+		if err := pprof.StartCPUProfile(f); err != nil {
+			tb.Fatal(err)
+		}
+		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
 	}
-	f, err := os.Create(fmt.Sprintf("%s-%s.prof", prefix, name))
+	if prefix := os.Getenv("OUTLIERD_BENCH_TRACE"); prefix != "" {
+		f := create(tb, fmt.Sprintf("%s-%s.trace", prefix, name))
+		if err := trace.Start(f); err != nil {
+			tb.Fatal(err)
+		}
+		stops = append(stops, func() { trace.Stop(); f.Close() })
+	}
+	return func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+}
+
+func create(tb testing.TB, path string) *os.File {
+	f, err := os.Create(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		tb.Fatal(err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}
+	return f
 }
