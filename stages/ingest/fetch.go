@@ -46,6 +46,12 @@ const (
 	readBackoffMin  = 100 * time.Millisecond
 	readBackoffMax  = time.Second
 	readMaxAttempts = 3
+	// pastEndAttempts is how many dials in a row find the partition's end below the offset
+	// to fetch before the offset is reset (start_offset): about 3.4 s of back-off, enough for
+	// a new leader's high watermark to catch up after an election (where the end is briefly
+	// below an offset already read), far too little for records to refill a recreated topic
+	// up to an old offset.
+	pastEndAttempts = 5
 	// readBatchTimeout bounds the reading of one chunk's messages from a fetch response
 	// already under way (kafka-go's ReadBatchTimeout default).
 	readBatchTimeout = 10 * time.Second
@@ -64,12 +70,15 @@ type chunk struct {
 
 // groupFetcher is the consumer-group member and its partition goroutines.
 type groupFetcher struct {
-	topic      string
-	brokers    []string
-	dialer     *kafka.Dialer
-	chunkSize  int
-	maxBytes   int
-	logf, errf func(string, ...any)
+	topic     string
+	brokers   []string
+	dialer    *kafka.Dialer
+	chunkSize int
+	maxBytes  int
+	// resetLatest is ingest.start_offset latest: an offset past the partition's end is reset
+	// to the end (else to the first retained record), as Kafka's auto.offset.reset.
+	resetLatest bool
+	logf, errf  func(string, ...any)
 	// assigned is called with a generation's member id and partitions of the topic
 	// (ascending) when it starts, before any of them is fetched.
 	assigned func(member string, partitions []int32)
@@ -102,7 +111,8 @@ func newGroupFetcher(cgc kafka.ConsumerGroupConfig, topic string, chunkSize, max
 	ctx, stop := context.WithCancel(context.Background())
 	f := &groupFetcher{
 		topic: topic, brokers: cgc.Brokers, dialer: cgc.Dialer, chunkSize: chunkSize, maxBytes: maxBytes,
-		logf: logf, errf: errf, assigned: assigned, revoked: revoked,
+		resetLatest: cgc.StartOffset == kafka.LastOffset,
+		logf:        logf, errf: errf, assigned: assigned, revoked: revoked,
 		cg: cg, chunks: make(chan chunk, fetchChunks), errs: make(chan error),
 		stctx: ctx, stop: stop, done: make(chan struct{}), started: make(chan struct{}),
 	}
@@ -259,7 +269,7 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 			return
 		}
 		f.logf("fetching partition %d of %s from offset %d", partition, f.topic, offset)
-		conn, start, err := f.dialPartition(ctx, partition, offset)
+		conn, start, err := f.dialPartition(ctx, partition, offset, attempt >= pastEndAttempts)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -267,8 +277,9 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 			if !errors.Is(err, kafka.OffsetOutOfRange) && attempt >= readMaxAttempts {
 				_ = f.send(ctx, chunk{gen: seq, err: fmt.Errorf("partition %d: starting its fetch at offset %d: %w", partition, offset, err)})
 			} else {
-				// Past the partition's end: more records may come. Else the broker may be
-				// briefly away: tried readMaxAttempts times before it is reported.
+				// Past the partition's end: reset after pastEndAttempts (dialPartition). Else
+				// the broker may be briefly away: tried readMaxAttempts times before it is
+				// reported.
 				f.errf("error initializing the fetch of partition %d of %s: %v", partition, f.topic, err)
 			}
 			continue
@@ -333,9 +344,13 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 
 // dialPartition connects to the partition's leader, trying each bootstrap broker, and seeks to
 // offset (FirstOffset/LastOffset resolved; an offset before the first retained moved up to it,
-// with the records skipped logged; one past the last an error wrapping kafka.OffsetOutOfRange,
-// tried again until records reach it).
-func (f *groupFetcher) dialPartition(ctx context.Context, partition int, offset int64) (*kafka.Conn, int64, error) {
+// with the records skipped logged). An offset past the last is an error wrapping
+// kafka.OffsetOutOfRange unless reset: then it is reset as ingest.start_offset says (the first
+// retained record, or the end with latest), logged. Kafka's consumers do the same
+// (auto.offset.reset): the group's offset is past the end when the topic was deleted and
+// created again or the partition's log was truncated (an unclean leader election), and
+// waiting for records to reach it would skip every record below it, or wait forever.
+func (f *groupFetcher) dialPartition(ctx context.Context, partition int, offset int64, reset bool) (*kafka.Conn, int64, error) {
 	var err error
 	for _, broker := range f.brokers {
 		var conn *kafka.Conn
@@ -356,9 +371,17 @@ func (f *groupFetcher) dialPartition(ctx context.Context, partition int, offset 
 			f.errf("partition %d of %s: offset %d is before the first retained (%d); skipping %d records",
 				partition, f.topic, offset, first, first-offset)
 			offset = first
-		case offset > last:
+		case offset > last && !reset:
 			conn.Close()
 			return nil, 0, fmt.Errorf("offset %d is past the last (%d), waiting for records: %w", offset, last, kafka.OffsetOutOfRange)
+		case offset > last:
+			to, how := first, "earliest: reading from the first retained record"
+			if f.resetLatest {
+				to, how = last, "latest: reading from the end"
+			}
+			f.errf("partition %d of %s: offset %d is past the end (%d; first retained %d): the topic was recreated or the partition truncated; start_offset %s, offset %d",
+				partition, f.topic, offset, last, first, how, to)
+			offset = to
 		}
 		start, serr := conn.Seek(offset, kafka.SeekAbsolute)
 		if serr != nil {
