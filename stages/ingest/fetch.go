@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -264,6 +267,8 @@ func (f *groupFetcher) send(ctx context.Context, c chunk) error {
 // kafka.FirstOffset/LastOffset) until ctx ends, retrying whatever fails: kafka-go's reader.run,
 // case for case, with chunks for messages.
 func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition int, offset int64) {
+	// badAt is the offset whose record batch could not be decoded, bad how many times in a row.
+	badAt, bad := int64(-1), 0
 	for attempt := 0; ; attempt++ {
 		if attempt != 0 && !sleepCtx(ctx, backoffDelay(attempt, readBackoffMin, readBackoffMax)) {
 			return
@@ -284,7 +289,9 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 			}
 			continue
 		}
-		attempt = 0 // a failure after a good start does not inherit the backoff
+		// attempt is reset once the connection fetched (below), not here: a partition whose
+		// every connection fails at once (no leader there, an offset out of range, records that
+		// cannot be decoded) backs off as one whose dials fail, rather than every 100 ms.
 		// When the generation ends or the fetcher closes, a fetch waiting on the broker's long
 		// poll (up to fetchLongPoll) is cut short: rebalances and Close need not wait for it.
 		stopCut := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
@@ -300,16 +307,21 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 				closeConn()
 				return
 			}
+			from := offset
 			offset, err = f.read(ctx, seq, conn, offset)
 			if ctx.Err() != nil { // the generation ended, or the fetcher closed
 				closeConn()
 				return
+			}
+			if offset != from || errors.Is(err, io.EOF) {
+				attempt = 0 // fetching: a failure from here does not inherit the backoff
 			}
 			switch {
 			case errors.Is(err, io.EOF): // the fetch's records all read
 				errcount = 0
 				continue
 			case errors.Is(err, io.ErrNoProgress): // a corrupted connection: a new one
+				f.errf("fetching partition %d of %s at offset %d: %v (reconnecting)", partition, f.topic, offset, err)
 				closeConn()
 				break readLoop
 			case errors.Is(err, kafka.UnknownTopicOrPartition), errors.Is(err, kafka.NotLeaderForPartition):
@@ -324,16 +336,38 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 				// it. The failed fetch leaves its response unread on the connection (the next
 				// request there fails: io.ErrNoProgress), so the partition is dialled again,
 				// where its first and last offsets decide (dialPartition: skip to the first
-				// retained, saying how many records are lost; past the last, wait).
+				// retained, saying how many records are lost; past the last, wait, then reset).
+				f.errf("fetching partition %d of %s at offset %d: %v (reading its first and last offsets again)", partition, f.topic, offset, err)
 				closeConn()
 				break readLoop
 			default:
 				var ke kafka.Error
-				if errors.As(err, &ke) { // (Next names the topic)
+				switch {
+				case errors.As(err, &ke): // (Next names the topic)
 					_ = f.send(ctx, chunk{gen: seq, err: fmt.Errorf("partition %d at offset %d: %w", partition, offset, err)})
-				} else {
+				case connectionError(err):
 					f.errf("fetching partition %d of %s at offset %d: %v (reconnecting)", partition, f.topic, offset, err)
 					closeConn()
+					break readLoop
+				default:
+					// The fetched records could not be decoded (an unknown compression codec,
+					// a corrupt or unknown record batch): no retry heals that. Read again
+					// readMaxAttempts times on new connections (in case), then reported: Next
+					// returns ErrUndecodable, which stops the pipeline naming where, and the
+					// records stay uncommitted (docs/OPERATIONS.md, the failure table).
+					closeConn()
+					if offset != badAt {
+						badAt, bad = offset, 0
+					}
+					if bad++; bad < readMaxAttempts {
+						f.errf("fetching partition %d of %s at offset %d: its record batch cannot be decoded: %v (reading it again, %d of %d)",
+							partition, f.topic, offset, err, bad, readMaxAttempts)
+						break readLoop
+					}
+					bad = 0
+					if f.send(ctx, chunk{gen: seq, err: fmt.Errorf("partition %d at offset %d: %w: %v", partition, offset, ErrUndecodable, err)}) != nil {
+						return
+					}
 					break readLoop
 				}
 			}
@@ -442,6 +476,23 @@ func (f *groupFetcher) read(ctx context.Context, seq int64, conn *kafka.Conn, of
 	}
 	_ = conn.SetReadDeadline(time.Time{})
 	return offset, err
+}
+
+// ErrUndecodable is a partition's fetch whose records cannot be decoded: an unknown compression
+// codec (a producer's newer codec, a corrupt batch header), an unknown record batch format, a
+// corrupt compressed batch. No retry heals it, and the records' values are not at hand for a
+// dead letter: Next returns it naming the partition and the offset, and the pipeline stops
+// (docs/OPERATIONS.md, the failure table).
+var ErrUndecodable = errors.New("its record batch cannot be decoded")
+
+// connectionError reports whether err, met reading a fetch, is the connection's (closed,
+// reset, timed out, cut short) rather than the fetched data's: a new connection may not meet it.
+func connectionError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // backoffDelay is kafka-go's backoff: attempt² x lo, at most hi (0 for attempt 0).
