@@ -50,10 +50,10 @@ const (
 	readBackoffMax  = time.Second
 	readMaxAttempts = 3
 	// pastEndAttempts is how many dials in a row find the partition's end below the offset
-	// to fetch before the offset is reset (start_offset): about 3.4 s of back-off, enough for
-	// a new leader's high watermark to catch up after an election (where the end is briefly
-	// below an offset already read), far too little for records to refill a recreated topic
-	// up to an old offset.
+	// to fetch before the offset is reset (start_offset): about 2.4 s of back-off (more after
+	// other failures), enough for a new leader's high watermark to catch up after an election
+	// (where the end may be below an offset already read for a moment), far too little for
+	// records to refill a recreated topic up to an old offset.
 	pastEndAttempts = 5
 	// readBatchTimeout bounds the reading of one chunk's messages from a fetch response
 	// already under way (kafka-go's ReadBatchTimeout default).
@@ -267,14 +267,20 @@ func (f *groupFetcher) send(ctx context.Context, c chunk) error {
 // kafka.FirstOffset/LastOffset) until ctx ends, retrying whatever fails: kafka-go's reader.run,
 // case for case, with chunks for messages.
 func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition int, offset int64) {
-	// badAt is the offset whose record batch could not be decoded, bad how many times in a row.
-	badAt, bad := int64(-1), 0
+	// badAt is the offset whose record batch could not be decoded, bad how many times in a row;
+	// pastEnd counts the dials in a row that found offset past the partition's end.
+	badAt, bad, pastEnd := int64(-1), 0, 0
 	for attempt := 0; ; attempt++ {
 		if attempt != 0 && !sleepCtx(ctx, backoffDelay(attempt, readBackoffMin, readBackoffMax)) {
 			return
 		}
 		f.logf("fetching partition %d of %s from offset %d", partition, f.topic, offset)
-		conn, start, err := f.dialPartition(ctx, partition, offset, attempt >= pastEndAttempts)
+		conn, start, err := f.dialPartition(ctx, partition, offset, pastEnd+1 >= pastEndAttempts)
+		if errors.Is(err, kafka.OffsetOutOfRange) {
+			pastEnd++
+		} else {
+			pastEnd = 0
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -65,7 +65,7 @@ func testFetchPastTheEndResets(t *testing.T, env kafkaEnv, latest bool) {
 		}
 		return false
 	}
-	// The reset comes after pastEndAttempts dials (about 3.4 s of back-off); 15 s for a
+	// The reset comes after pastEndAttempts dials (about 2.4 s of back-off); 15 s for a
 	// loaded machine.
 	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
 	defer wcancel()
