@@ -25,9 +25,10 @@ import (
 // therefore drives kafka-go's lower layers itself: kafka.ConsumerGroup for membership (joins,
 // heartbeats, assignments and the committed offsets they start from: the Reader's own), and per
 // assigned partition one goroutine that fetches record batches from the partition leader
-// (Dialer.DialLeader, Conn.ReadBatchWith: the Reader's fetch loop, its error handling kept case
-// for case) and hands them on in chunks of up to Config.BatchSize messages: one channel
-// operation per chunk instead of per message. Commits go through the live Generation.
+// (Dialer.DialLeader, Conn.ReadBatchWith: the Reader's fetch loop, its error cases kept but for
+// the few fetchPartition names) and hands them on in chunks of up to Config.BatchSize
+// messages: one channel operation per chunk instead of per message. Commits go through the
+// live Generation.
 //
 // Rebalances: when a generation ends (kafka-go's heartbeat saw a rebalance, or the coordinator
 // went away), its partition goroutines stop before the next generation starts, the offsets done
@@ -264,8 +265,11 @@ func (f *groupFetcher) send(ctx context.Context, c chunk) error {
 }
 
 // fetchPartition fetches partition from offset (the group's committed offset, or
-// kafka.FirstOffset/LastOffset) until ctx ends, retrying whatever fails: kafka-go's reader.run,
-// case for case, with chunks for messages.
+// kafka.FirstOffset/LastOffset) until ctx ends, retrying what may heal: kafka-go's reader.run,
+// with chunks for messages, except that the back-off grows over reconnections until one
+// fetches (the Reader's restarts at 100 ms after each dial), records that cannot be decoded
+// are reported (ErrUndecodable; the Reader retried forever unless the codec was unknown), and
+// an offset past the end is reset (dialPartition; the Reader waited).
 func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition int, offset int64) {
 	// badAt is the offset whose record batch could not be decoded, bad how many times in a row;
 	// pastEnd counts the dials in a row that found offset past the partition's end.
