@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/stages/ingest"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
@@ -40,6 +41,8 @@ func TestTransient(t *testing.T) {
 		{"message too large (client)", wrap(kafka.MessageTooLargeError{}), false},
 		{"authorization", wrap(kafka.TopicAuthorizationFailed), false},
 		{"batch contract", errors.New("sink: batch has no _offset column"), false},
+		// A fetch whose records cannot be decoded stops the pipeline, naming where.
+		{"undecodable records", fmt.Errorf("ingest: fetch from in: partition 0 at offset 7: %w: unknown codec", ingest.ErrUndecodable), false},
 	} {
 		if got := transient(tc.err); got != tc.want {
 			t.Errorf("%s: transient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)

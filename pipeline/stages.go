@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/stages/detect"
@@ -71,3 +72,23 @@ type item struct {
 // release drops the item unwritten (a failure or the hard stop): its records are never acked,
 // so they are read again after a restart.
 func (it item) release() { it.b.Release() }
+
+// closeOpened closes what New opened, the stage before the device it runs on: at Run's end,
+// and when New fails after opening some of it (what is not open yet is skipped). The device's
+// error is not returned (the CPU has none; a GPU's is logged by accel).
+func (p *Pipeline) closeOpened() error {
+	if p.stage != nil {
+		p.stage.Close()
+	}
+	if p.dev != nil {
+		p.dev.Close()
+	}
+	var errs []error
+	if p.src != nil {
+		errs = append(errs, p.src.Close())
+	}
+	if p.snk != nil {
+		errs = append(errs, p.snk.Close())
+	}
+	return errors.Join(append(errs, p.closeRole())...)
+}

@@ -82,7 +82,10 @@ type Config struct {
 	GroupID string `yaml:"group_id"`
 	// StartOffset is where a group without committed offsets starts: "earliest" (default:
 	// nothing already in the topic is skipped) or "latest" (only new records; less backlog at
-	// first start).
+	// first start). It is also where a partition whose committed offset is past its end (the
+	// topic deleted and created again, a truncated log) is read from, logged: Kafka's
+	// auto.offset.reset. (An offset below the first retained record goes on from that record
+	// either way.)
 	StartOffset StartOffset `yaml:"start_offset"`
 	// Format of the message values: "json" (default), "csv" (one line per message) or "logfmt".
 	Format Format `yaml:"format"`

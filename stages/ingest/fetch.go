@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -22,9 +25,10 @@ import (
 // therefore drives kafka-go's lower layers itself: kafka.ConsumerGroup for membership (joins,
 // heartbeats, assignments and the committed offsets they start from: the Reader's own), and per
 // assigned partition one goroutine that fetches record batches from the partition leader
-// (Dialer.DialLeader, Conn.ReadBatchWith: the Reader's fetch loop, its error handling kept case
-// for case) and hands them on in chunks of up to Config.BatchSize messages: one channel
-// operation per chunk instead of per message. Commits go through the live Generation.
+// (Dialer.DialLeader, Conn.ReadBatchWith: the Reader's fetch loop, its error cases kept but for
+// the few fetchPartition names) and hands them on in chunks of up to Config.BatchSize
+// messages: one channel operation per chunk instead of per message. Commits go through the
+// live Generation.
 //
 // Rebalances: when a generation ends (kafka-go's heartbeat saw a rebalance, or the coordinator
 // went away), its partition goroutines stop before the next generation starts, the offsets done
@@ -46,6 +50,12 @@ const (
 	readBackoffMin  = 100 * time.Millisecond
 	readBackoffMax  = time.Second
 	readMaxAttempts = 3
+	// pastEndAttempts is how many dials in a row find the partition's end below the offset
+	// to fetch before the offset is reset (start_offset): about 2.4 s of back-off (more after
+	// other failures), enough for a new leader's high watermark to catch up after an election
+	// (where the end may be below an offset already read for a moment), far too little for
+	// records to refill a recreated topic up to an old offset.
+	pastEndAttempts = 5
 	// readBatchTimeout bounds the reading of one chunk's messages from a fetch response
 	// already under way (kafka-go's ReadBatchTimeout default).
 	readBatchTimeout = 10 * time.Second
@@ -64,12 +74,15 @@ type chunk struct {
 
 // groupFetcher is the consumer-group member and its partition goroutines.
 type groupFetcher struct {
-	topic      string
-	brokers    []string
-	dialer     *kafka.Dialer
-	chunkSize  int
-	maxBytes   int
-	logf, errf func(string, ...any)
+	topic     string
+	brokers   []string
+	dialer    *kafka.Dialer
+	chunkSize int
+	maxBytes  int
+	// resetLatest is ingest.start_offset latest: an offset past the partition's end is reset
+	// to the end (else to the first retained record), as Kafka's auto.offset.reset.
+	resetLatest bool
+	logf, errf  func(string, ...any)
 	// assigned is called with a generation's member id and partitions of the topic
 	// (ascending) when it starts, before any of them is fetched.
 	assigned func(member string, partitions []int32)
@@ -102,7 +115,8 @@ func newGroupFetcher(cgc kafka.ConsumerGroupConfig, topic string, chunkSize, max
 	ctx, stop := context.WithCancel(context.Background())
 	f := &groupFetcher{
 		topic: topic, brokers: cgc.Brokers, dialer: cgc.Dialer, chunkSize: chunkSize, maxBytes: maxBytes,
-		logf: logf, errf: errf, assigned: assigned, revoked: revoked,
+		resetLatest: cgc.StartOffset == kafka.LastOffset,
+		logf:        logf, errf: errf, assigned: assigned, revoked: revoked,
 		cg: cg, chunks: make(chan chunk, fetchChunks), errs: make(chan error),
 		stctx: ctx, stop: stop, done: make(chan struct{}), started: make(chan struct{}),
 	}
@@ -251,15 +265,26 @@ func (f *groupFetcher) send(ctx context.Context, c chunk) error {
 }
 
 // fetchPartition fetches partition from offset (the group's committed offset, or
-// kafka.FirstOffset/LastOffset) until ctx ends, retrying whatever fails: kafka-go's reader.run,
-// case for case, with chunks for messages.
+// kafka.FirstOffset/LastOffset) until ctx ends, retrying what may heal: kafka-go's reader.run,
+// with chunks for messages, except that the back-off grows over reconnections until one
+// fetches (the Reader's restarts at 100 ms after each dial), records that cannot be decoded
+// are reported (ErrUndecodable; the Reader retried forever unless the codec was unknown), and
+// an offset past the end is reset (dialPartition; the Reader waited).
 func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition int, offset int64) {
+	// badAt is the offset whose record batch could not be decoded, bad how many times in a row;
+	// pastEnd counts the dials in a row that found offset past the partition's end.
+	badAt, bad, pastEnd := int64(-1), 0, 0
 	for attempt := 0; ; attempt++ {
 		if attempt != 0 && !sleepCtx(ctx, backoffDelay(attempt, readBackoffMin, readBackoffMax)) {
 			return
 		}
 		f.logf("fetching partition %d of %s from offset %d", partition, f.topic, offset)
-		conn, start, err := f.dialPartition(ctx, partition, offset)
+		conn, start, err := f.dialPartition(ctx, partition, offset, pastEnd+1 >= pastEndAttempts)
+		if errors.Is(err, kafka.OffsetOutOfRange) {
+			pastEnd++
+		} else {
+			pastEnd = 0
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -267,13 +292,16 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 			if !errors.Is(err, kafka.OffsetOutOfRange) && attempt >= readMaxAttempts {
 				_ = f.send(ctx, chunk{gen: seq, err: fmt.Errorf("partition %d: starting its fetch at offset %d: %w", partition, offset, err)})
 			} else {
-				// Past the partition's end: more records may come. Else the broker may be
-				// briefly away: tried readMaxAttempts times before it is reported.
+				// Past the partition's end: reset after pastEndAttempts (dialPartition). Else
+				// the broker may be briefly away: tried readMaxAttempts times before it is
+				// reported.
 				f.errf("error initializing the fetch of partition %d of %s: %v", partition, f.topic, err)
 			}
 			continue
 		}
-		attempt = 0 // a failure after a good start does not inherit the backoff
+		// attempt is reset once the connection fetched (below), not here: a partition whose
+		// every connection fails at once (no leader there, an offset out of range, records that
+		// cannot be decoded) backs off as one whose dials fail, rather than every 100 ms.
 		// When the generation ends or the fetcher closes, a fetch waiting on the broker's long
 		// poll (up to fetchLongPoll) is cut short: rebalances and Close need not wait for it.
 		stopCut := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
@@ -289,16 +317,21 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 				closeConn()
 				return
 			}
+			from := offset
 			offset, err = f.read(ctx, seq, conn, offset)
 			if ctx.Err() != nil { // the generation ended, or the fetcher closed
 				closeConn()
 				return
+			}
+			if offset != from || errors.Is(err, io.EOF) {
+				attempt = 0 // fetching: a failure from here does not inherit the backoff
 			}
 			switch {
 			case errors.Is(err, io.EOF): // the fetch's records all read
 				errcount = 0
 				continue
 			case errors.Is(err, io.ErrNoProgress): // a corrupted connection: a new one
+				f.errf("fetching partition %d of %s at offset %d: %v (reconnecting)", partition, f.topic, offset, err)
 				closeConn()
 				break readLoop
 			case errors.Is(err, kafka.UnknownTopicOrPartition), errors.Is(err, kafka.NotLeaderForPartition):
@@ -313,16 +346,38 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 				// it. The failed fetch leaves its response unread on the connection (the next
 				// request there fails: io.ErrNoProgress), so the partition is dialled again,
 				// where its first and last offsets decide (dialPartition: skip to the first
-				// retained, saying how many records are lost; past the last, wait).
+				// retained, saying how many records are lost; past the last, wait, then reset).
+				f.errf("fetching partition %d of %s at offset %d: %v (reading its first and last offsets again)", partition, f.topic, offset, err)
 				closeConn()
 				break readLoop
 			default:
 				var ke kafka.Error
-				if errors.As(err, &ke) { // (Next names the topic)
+				switch {
+				case errors.As(err, &ke): // (Next names the topic)
 					_ = f.send(ctx, chunk{gen: seq, err: fmt.Errorf("partition %d at offset %d: %w", partition, offset, err)})
-				} else {
+				case connectionError(err):
 					f.errf("fetching partition %d of %s at offset %d: %v (reconnecting)", partition, f.topic, offset, err)
 					closeConn()
+					break readLoop
+				default:
+					// The fetched records could not be decoded (an unknown compression codec,
+					// a corrupt or unknown record batch): no retry heals that. Read again
+					// readMaxAttempts times on new connections (in case), then reported: Next
+					// returns ErrUndecodable, which stops the pipeline naming where, and the
+					// records stay uncommitted (docs/OPERATIONS.md, the failure table).
+					closeConn()
+					if offset != badAt {
+						badAt, bad = offset, 0
+					}
+					if bad++; bad < readMaxAttempts {
+						f.errf("fetching partition %d of %s at offset %d: its record batch cannot be decoded: %v (reading it again, %d of %d)",
+							partition, f.topic, offset, err, bad, readMaxAttempts)
+						break readLoop
+					}
+					bad = 0
+					if f.send(ctx, chunk{gen: seq, err: fmt.Errorf("partition %d at offset %d: %w: %v", partition, offset, ErrUndecodable, err)}) != nil {
+						return
+					}
 					break readLoop
 				}
 			}
@@ -333,9 +388,13 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 
 // dialPartition connects to the partition's leader, trying each bootstrap broker, and seeks to
 // offset (FirstOffset/LastOffset resolved; an offset before the first retained moved up to it,
-// with the records skipped logged; one past the last an error wrapping kafka.OffsetOutOfRange,
-// tried again until records reach it).
-func (f *groupFetcher) dialPartition(ctx context.Context, partition int, offset int64) (*kafka.Conn, int64, error) {
+// with the records skipped logged). An offset past the last is an error wrapping
+// kafka.OffsetOutOfRange unless reset: then it is reset as ingest.start_offset says (the first
+// retained record, or the end with latest), logged. Kafka's consumers do the same
+// (auto.offset.reset): the group's offset is past the end when the topic was deleted and
+// created again or the partition's log was truncated (an unclean leader election), and
+// waiting for records to reach it would skip every record below it, or wait forever.
+func (f *groupFetcher) dialPartition(ctx context.Context, partition int, offset int64, reset bool) (*kafka.Conn, int64, error) {
 	var err error
 	for _, broker := range f.brokers {
 		var conn *kafka.Conn
@@ -356,9 +415,17 @@ func (f *groupFetcher) dialPartition(ctx context.Context, partition int, offset 
 			f.errf("partition %d of %s: offset %d is before the first retained (%d); skipping %d records",
 				partition, f.topic, offset, first, first-offset)
 			offset = first
-		case offset > last:
+		case offset > last && !reset:
 			conn.Close()
 			return nil, 0, fmt.Errorf("offset %d is past the last (%d), waiting for records: %w", offset, last, kafka.OffsetOutOfRange)
+		case offset > last:
+			to, how := first, "earliest: reading from the first retained record"
+			if f.resetLatest {
+				to, how = last, "latest: reading from the end"
+			}
+			f.errf("partition %d of %s: offset %d is past the end (%d; first retained %d): the topic was recreated or the partition truncated; start_offset %s, offset %d",
+				partition, f.topic, offset, last, first, how, to)
+			offset = to
 		}
 		start, serr := conn.Seek(offset, kafka.SeekAbsolute)
 		if serr != nil {
@@ -419,6 +486,23 @@ func (f *groupFetcher) read(ctx context.Context, seq int64, conn *kafka.Conn, of
 	}
 	_ = conn.SetReadDeadline(time.Time{})
 	return offset, err
+}
+
+// ErrUndecodable is a partition's fetch whose records cannot be decoded: an unknown compression
+// codec (a producer's newer codec, a corrupt batch header), an unknown record batch format, a
+// corrupt compressed batch. No retry heals it, and the records' values are not at hand for a
+// dead letter: Next returns it naming the partition and the offset, and the pipeline stops
+// (docs/OPERATIONS.md, the failure table).
+var ErrUndecodable = errors.New("its record batch cannot be decoded")
+
+// connectionError reports whether err, met reading a fetch, is the connection's (closed,
+// reset, timed out, cut short) rather than the fetched data's: a new connection may not meet it.
+func connectionError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // backoffDelay is kafka-go's backoff: attempt² x lo, at most hi (0 for attempt 0).

@@ -76,10 +76,21 @@ type Source struct {
 	genMu   sync.Mutex
 	tracked map[int]bool
 
-	// commitMu guards committed: the offset last committed per partition, so Commit sends only
-	// what moved.
+	// commitMu guards committed, the offset last committed per partition (so that a commit
+	// sends only what moved), and commitEpoch. It is held only while they are read or written,
+	// never across a request to the broker or a retry's back-off: Next (track) and a
+	// generation's start (newGeneration) take it too.
 	commitMu  sync.Mutex
 	committed map[int]int64
+	// commitEpoch counts the times committed was dropped (a generation started, a partition is
+	// read again): a commit sent before does not write its offsets back into it.
+	commitEpoch uint64
+	// sending lets one commit request at a time go to the broker (a semaphore of one): each
+	// request carries the offsets done when it is sent, so an older offset never follows a
+	// newer one on the wire (the group's offset never moves back). It is held for one request
+	// (at most kafka-go's coordinator timeout, 5 s), never across the back-off between
+	// attempts, and a commit path waiting for it gives up when its context ends.
+	sending chan struct{}
 	// commits are the commits still running after their caller's context ended; Close waits.
 	commits sync.WaitGroup
 }
@@ -166,6 +177,7 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		derive:    derive,
 		builder:   NewBuilder(alloc, cfg.Topic, cfg.Columns(), cfg.Uncertainty != nil, cfg.BatchSize),
 		committed: map[int]int64{},
+		sending:   make(chan struct{}, 1),
 		tracked:   map[int]bool{},
 	}
 	s.fetch, err = newGroupFetcher(cgc, cfg.Topic, cfg.BatchSize, cfg.FetchMaxBytes,
@@ -314,6 +326,7 @@ func (s *Source) track(m kafka.Message) {
 	s.cp.Revoke(m.Partition)
 	s.commitMu.Lock()
 	delete(s.committed, m.Partition)
+	s.commitEpoch++
 	s.commitMu.Unlock()
 	if err := s.cp.Register(m.Partition, m.Offset); err != nil {
 		s.log.Error().Err(err).Int("partition", m.Partition).Msg("checkpoint refused a record after revocation")
@@ -337,16 +350,18 @@ func (s *Source) newGeneration(parts []int32) {
 	s.genMu.Unlock()
 	s.commitMu.Lock()
 	clear(s.committed)
+	s.commitEpoch++
 	s.commitMu.Unlock()
 	s.assigned.set(parts)
 }
 
 // Commit commits to the group, for each partition, the offset below which every record is
 // done (Checkpointer.Committable), skipping partitions whose offset has not moved since the
-// last successful Commit. It commits with the generation in progress, waiting for one while
+// last successful commit. It commits with the generation in progress, waiting for one while
 // the group rebalances, tries up to commitAttempts times (as kafka-go's Reader did), blocks
 // until the broker acknowledged the commit or ctx ends, and returns what was committed (nil
-// when nothing moved). Safe to call concurrently with Next.
+// when nothing moved, or when another commit path sent it first). Once ctx ends no further
+// attempt starts. Safe to call concurrently with Next.
 func (s *Source) Commit(ctx context.Context) (map[int]int64, error) {
 	s.commitMu.Lock()
 	moved := len(s.moved()) > 0
@@ -363,10 +378,16 @@ func (s *Source) Commit(ctx context.Context) (map[int]int64, error) {
 		err  error
 	}
 	res := make(chan result, 1)
+	// The attempts end with ctx or with Close; a request already sent ends by itself (the
+	// coordinator's timeout), so ctx need not wait for it.
+	actx, stop := context.WithCancel(ctx)
+	stopOnClose := context.AfterFunc(s.fetch.stctx, stop)
 	s.commits.Add(1)
-	go func() { // a commit in flight ends by itself (the coordinator's timeout); ctx need not wait
+	go func() {
 		defer s.commits.Done()
-		sent, err := s.commitWith(gen, commitAttempts)
+		defer stop()
+		defer stopOnClose()
+		sent, err := s.commitWith(actx, gen, commitAttempts)
 		res <- result{sent, err}
 	}()
 	select {
@@ -381,36 +402,67 @@ func (s *Source) Commit(ctx context.Context) (map[int]int64, error) {
 // to other members, which start from the committed offsets). One attempt: the next generation
 // waits for it, and a failure costs only re-reads.
 func (s *Source) commitRevoked(gen *kafka.Generation) {
-	if sent, err := s.commitWith(gen, 1); err != nil {
+	if sent, err := s.commitWith(s.fetch.stctx, gen, 1); err != nil {
 		s.log.Warn().Err(err).Int32("generation", gen.ID).Msg("commit at the end of a generation failed; the partitions' next owners may read some done records again")
 	} else if len(sent) > 0 {
 		s.log.Info().Int32("generation", gen.ID).Interface("committed", sent).Msg("generation ended (rebalance): done offsets committed")
 	}
 }
 
-// commitWith commits the offsets that moved with gen, in up to attempts tries.
-func (s *Source) commitWith(gen *kafka.Generation, attempts int) (map[int]int64, error) {
+// commitWith commits the offsets that moved with gen, in up to attempts tries, each sending
+// the offsets done at its start; ctx ends the waits (for a request in flight, the back-off).
+func (s *Source) commitWith(ctx context.Context, gen *kafka.Generation, attempts int) (map[int]int64, error) {
+	var (
+		tried map[int]int64
+		err   error
+	)
+	for a := range attempts {
+		if a > 0 && !sleepCtx(ctx, backoffDelay(a, commitBackoffMin, commitBackoffMax)) {
+			break // the caller gave up, or closing: no more tries
+		}
+		var sent map[int]int64
+		if sent, err = s.commitOnce(ctx, gen); err == nil {
+			return sent, nil
+		}
+		if sent != nil {
+			tried = sent
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("ingest: commit offsets %v: %w", tried, err)
+}
+
+// commitOnce sends one commit request of the offsets that moved, after the request in flight
+// (if any) was answered; nil offsets when nothing is left to commit.
+func (s *Source) commitOnce(ctx context.Context, gen *kafka.Generation) (map[int]int64, error) {
+	select {
+	case s.sending <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.sending }()
 	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
 	sent := s.moved()
 	s.keepAssigned(gen, sent)
+	epoch := s.commitEpoch
+	s.commitMu.Unlock()
 	if len(sent) == 0 {
 		return nil, nil
 	}
-	var err error
-	for a := range attempts {
-		if a > 0 && !sleepCtx(s.fetch.stctx, backoffDelay(a, commitBackoffMin, commitBackoffMax)) {
-			break // closing: no more tries
-		}
-		// Committable is the next offset to read: what the group stores.
-		if err = gen.CommitOffsets(map[string]map[int]int64{s.cfg.Topic: sent}); err == nil {
-			for p, off := range sent {
-				s.committed[p] = off
-			}
-			return sent, nil
+	// Committable is the next offset to read: what the group stores.
+	if err := gen.CommitOffsets(map[string]map[int]int64{s.cfg.Topic: sent}); err != nil {
+		return sent, err
+	}
+	s.commitMu.Lock()
+	if s.commitEpoch == epoch { // else what it reflects was dropped meanwhile (newGeneration)
+		for p, off := range sent {
+			s.committed[p] = off
 		}
 	}
-	return nil, fmt.Errorf("ingest: commit offsets %v: %w", sent, err)
+	s.commitMu.Unlock()
+	return sent, nil
 }
 
 // keepAssigned leaves out of sent the partitions gen does not hold, and stops tracking them.

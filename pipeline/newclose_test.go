@@ -1,0 +1,90 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/pipeline/metrics"
+	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/sink"
+)
+
+type closeCountedSource struct {
+	Source
+	n *atomic.Int32
+}
+
+func (c closeCountedSource) Close() error { c.n.Add(1); return c.Source.Close() }
+
+type closeCountedSink struct {
+	Sink
+	n *atomic.Int32
+}
+
+func (c closeCountedSink) Close() error { c.n.Add(1); return c.Sink.Close() }
+
+type closeCountedStage struct {
+	Stage
+	n *atomic.Int32
+}
+
+func (c closeCountedStage) Close() { c.n.Add(1); c.Stage.Close() }
+
+// TestNewClosesWhatItOpenedWhenTheLagPollerFails (kfake): when New fails at its last step (the
+// lag poller), everything it opened before is closed once: the source, the sink, the detect
+// stage and the role's clients (a builder's model publisher and model-topic reader). Before,
+// that path closed only the source and the sink: the stage (on a GPU its keys' device slots),
+// the device and the role's writers and reader were left open.
+func TestNewClosesWhatItOpenedWhenTheLagPollerFails(t *testing.T) {
+	br := testsupport.KfakeBroker(t, kfake.SeedTopics(3, "in", "out", "dlq"))
+	createCompactedTopic(t, br, "models")
+	cfg := sensorConfig(br, "in", "out", "dlq", "g-newclose", sink.EmitOutliers)
+	cfg.Run.Role, cfg.Run.ModelTopic = detect.RoleBuilder, "models"
+	if !cfg.HTTP.Enabled() {
+		t.Fatal("the default config has no HTTP listener: New makes no lag poller")
+	}
+	var src, snk, stage atomic.Int32
+	var opened *Pipeline
+	refused := errors.New("lag poller refused (test)")
+	defer func(orig func(*Pipeline) (*metrics.LagPoller, error)) { openLagPoller = orig }(openLagPoller)
+	openLagPoller = func(p *Pipeline) (*metrics.LagPoller, error) {
+		opened = p
+		p.src = closeCountedSource{p.src, &src}
+		p.snk = closeCountedSink{p.snk, &snk}
+		p.stage = closeCountedStage{p.stage, &stage}
+		return nil, refused
+	}
+	p, err := New(cfg, zerolog.New(zerolog.NewTestWriter(t)))
+	if !errors.Is(err, refused) || p != nil {
+		t.Fatalf("New: %v, %v; want the lag poller's error", p, err)
+	}
+	if opened == nil || opened.pub == nil || opened.follow == nil {
+		t.Fatal("New failed before the lag poller, or opened no role clients")
+	}
+	if src.Load() != 1 || snk.Load() != 1 || stage.Load() != 1 {
+		t.Errorf("closed the source %d, the sink %d, the stage %d times; want each once", src.Load(), snk.Load(), stage.Load())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := opened.pub.w.WriteMessages(ctx); !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("the model publisher's writer after New failed: %v, want it closed (io.ErrClosedPipe)", err)
+	}
+	if err := opened.pub.tw.WriteMessages(ctx); !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("the model publisher's second writer after New failed: %v, want it closed (io.ErrClosedPipe)", err)
+	}
+	if _, err := opened.follow.r.FetchMessage(ctx); !errors.Is(err, io.EOF) {
+		t.Errorf("the model topic's reader after New failed: %v, want it closed (io.EOF)", err)
+	}
+	if !strings.Contains(err.Error(), "pipeline: metrics: ") {
+		t.Errorf("New: %v, want it to say where", err)
+	}
+}
