@@ -114,7 +114,11 @@ def parse_args():
     ap.add_argument("--streams", default="", help="generated streams to run (default: all; see STREAMS)")
     ap.add_argument("--nab", default=os.environ.get("OUTLIERD_NAB", NAB_DEFAULT), help="NAB checkout (default $OUTLIERD_NAB or ~/.cache/outlierd/nab)")
     ap.add_argument("--skab", default=os.environ.get("OUTLIERD_SKAB", os.path.expanduser("~/.cache/outlierd/skab")), help="SKAB checkout (default $OUTLIERD_SKAB or ~/.cache/outlierd/skab); --sets skab")
+    ap.add_argument("--skab-files", default="all", choices=["all", "even", "odd"],
+                    help="SKAB's experiments by the number of their file (valve1/0.csv: 0): all, or the half that chose configs/skab.yaml (even) or the half it is reported on (odd)")
     ap.add_argument("--config", default="", help="pipeline config for outlierd replay (default: none, pipeline.Default())")
+    ap.add_argument("--also-config", action="append", default=[], metavar="SET:NAME=FILE",
+                    help="outlierd again on SET (nab or skab) with config FILE, as detector \"outlierd NAME\" (repeatable): configs side by side in one run")
     ap.add_argument("--replay-args", default="", help="extra arguments for outlierd replay, e.g. \"--window 5000 --refresh-records 2500\"")
     ap.add_argument("--with-ts", action="store_true", help="give outlierd a ts column (epoch ms) too, for a --config whose ingest names it the timestamp (derived time features); the peers never see it")
     ap.add_argument("--only-ours", action="store_true", help="run outlierd only (quick sweeps of its config)")
@@ -493,7 +497,7 @@ kept outside the repository), e.g.
 or point OUTLIERD_SKAB (or --skab) at one. It is scored by NAB's sweeper: it needs NAB too."""
 
 
-def skab_corpus(skab, quick):
+def skab_corpus(skab, quick, which="all"):
     """SKAB's labelled experiments (data/valve1, valve2, other: 34 files, 8 sensors, one
     anomalous span or more each), as NAB-style (name, frame, windows): each maximal run of
     anomaly = 1 rows is a window."""
@@ -504,6 +508,8 @@ def skab_corpus(skab, quick):
     for d in ("valve1", "valve2", "other"):
         names = sorted((f for f in os.listdir(os.path.join(skab, "data", d)) if f.endswith(".csv")), key=lambda f: int(f.split(".")[0]))
         for f in names[:2] if quick else names:
+            if which != "all" and int(f.split(".")[0]) % 2 != (0 if which == "even" else 1):
+                continue
             df = pd.read_csv(os.path.join(skab, "data", d, f), sep=";", parse_dates=["datetime"]).rename(columns={"datetime": "timestamp"})
             y = df["anomaly"].to_numpy(dtype=int)
             edges = np.flatnonzero(np.diff(np.concatenate([[0], y, [0]])))  # starts and ends (exclusive) of the runs of 1
@@ -525,7 +531,7 @@ def run_nab(binary, args, td, raw, corpus="nab"):
     sweeper_mod = load_sweeper(args.nab)  # SKAB too is scored by NAB's sweeper
     with open(os.path.join(args.nab, "config", "profiles.json")) as fh:
         profiles = json.load(fh)
-    files = nab_corpus(args.nab, args.quick) if corpus == "nab" else skab_corpus(args.skab, args.quick)
+    files = nab_corpus(args.nab, args.quick) if corpus == "nab" else skab_corpus(args.skab, args.quick, args.skab_files)
     if args.nab_self_check and corpus == "nab":
         check_numenta(sweeper_mod, profiles, files, args.nab)
     feats = [c for c in files[0][1].columns if c != "timestamp"]
@@ -548,8 +554,14 @@ def run_nab(binary, args, td, raw, corpus="nab"):
         per = {"outlierd": (score, flags, time.time() - t1)}
         if recent is not None:
             per["outlierd recent"] = (recent, flags, 0.0)
+        for name, cfg in also_configs(args, corpus):
+            t1 = time.time()
+            s2, f2, _, _ = run_outlierd(binary, path, max(p, 2), argparse.Namespace(**{**vars(args), "config": cfg}))
+            per["outlierd " + name] = (s2, f2, time.time() - t1)
         if not args.only_ours:
             per.update(peers(df[feats].to_numpy(dtype=np.float64), max(p, 2)))
+        if corpus == "skab":  # EVALUATION.md: F1 with common anomalies needs a flag-everything reference
+            per["flag everything"] = (np.zeros(n), np.ones(n, dtype=bool), 0.0)
         if not args.only_ours and corpus == "nab":
             t1 = time.time()
             wg = windowed_gaussian(df["value"].to_numpy(dtype=np.float64))
@@ -558,8 +570,8 @@ def run_nab(binary, args, td, raw, corpus="nab"):
             s = np.nan_to_num(np.asarray(s, dtype=np.float64), nan=-np.inf)
             dets.setdefault(det, []).append(s)
             secs[det] = secs.get(det, 0.0) + sec
-            if det == "outlierd":
-                dets.setdefault("outlierd flags", []).append(f.astype(np.float64))
+            if det == "outlierd" or det[len("outlierd "):] in dict(also_configs(args, corpus)):
+                dets.setdefault(det + " flags", []).append(f.astype(np.float64))
             yv = y[p:]
             if det not in ("outlierd recent", "NAB windowedGaussian"):  # those have no flags of their own
                 fv = np.asarray(f[p:], dtype=bool)
@@ -589,6 +601,19 @@ def run_nab(binary, args, td, raw, corpus="nab"):
             raw.write(json.dumps({"part": corpus, "detector": det, **r}) + "\n")
             raw.flush()
     return results
+
+
+def also_configs(args, corpus):
+    """(name, file) of each --also-config SET:NAME=FILE whose SET is corpus."""
+    out = []
+    for spec in args.also_config:
+        where, _, rest = spec.partition(":")
+        name, _, cfg = rest.partition("=")
+        if where not in ("nab", "skab") or not name or not cfg:
+            raise SystemExit(f"stream_sbs: --also-config {spec!r}: want SET:NAME=FILE, SET nab or skab")
+        if where == corpus:
+            out.append((name, cfg))
+    return out
 
 
 def check_numenta(sweeper_mod, profiles, files, nab):

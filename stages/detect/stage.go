@@ -189,21 +189,26 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 }
 
 // pushBatch adds b to the window (and the identities, the significance bits and the
-// followers), and starts the first model's build once the window holds min_records.
+// followers), and starts the first model's build once the window holds min_records. The
+// first model is built from exactly the first min_records records: a batch that crosses
+// min_records is pushed in two parts, the build snapshotting the window between them, so that
+// the records after them (a fault that begins within the batch, on a slow plant whose first
+// batch spans its whole commissioning period) are scored by a model that has not seen them,
+// whatever the batch size (replay's 1000 rows or a live stream's few).
 func (s *Stage) pushBatch(b *batch.Batch) error {
 	means, sds, err := s.columns(b)
 	if err != nil {
 		return err
 	}
-	if err := s.win.Push(means, sds, s.evictedSink()); err != nil {
+	n, cut := b.Len(), b.Len()
+	if s.model == nil && !s.builds.running && s.win.Len() < s.cfg.MinRecords && s.win.Len()+n > s.cfg.MinRecords {
+		cut = s.cfg.MinRecords - s.win.Len()
+	}
+	first := s.recs.pushed
+	if err := s.pushRows(means, sds, b.Partitions(), b.Offsets(), b.Topic, 0, cut); err != nil {
 		return err
 	}
-	s.pending[b] = s.recs.push(b.Topic, b.Partitions(), b.Offsets())
-	if err := s.follow(means); err != nil {
-		return err
-	}
-	s.builds.sinceLast += b.Len()
-	s.builds.sinceRank += b.Len()
+	s.pending[b] = first
 	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.builds.running {
 		if s.cfg.BeforeModel == BeforeModelHold {
 			// Nothing can be emitted until the first model exists: build it right here.
@@ -213,7 +218,41 @@ func (s *Stage) pushBatch(b *batch.Batch) error {
 			s.startBuild()
 		}
 	}
+	if cut < n {
+		return s.pushRows(means, sds, b.Partitions(), b.Offsets(), b.Topic, cut, n)
+	}
 	return nil
+}
+
+// pushRows pushes the batch's records [lo, hi) to the window, the identities and the
+// followers, and counts them towards the next build and recalibration.
+func (s *Stage) pushRows(means, sds [][]float32, parts []int32, offs []int64, topic string, lo, hi int) error {
+	if lo > 0 || hi < len(parts) {
+		means, sds = sliceRows(means, lo, hi), sliceRows(sds, lo, hi)
+		parts, offs = parts[lo:hi], offs[lo:hi]
+	}
+	if err := s.win.Push(means, sds, s.evictedSink()); err != nil {
+		return err
+	}
+	s.recs.push(topic, parts, offs)
+	if err := s.follow(means); err != nil {
+		return err
+	}
+	s.builds.sinceLast += hi - lo
+	s.builds.sinceRank += hi - lo
+	return nil
+}
+
+// sliceRows is the rows [lo, hi) of column-major cols (nil stays nil).
+func sliceRows(cols [][]float32, lo, hi int) [][]float32 {
+	if cols == nil {
+		return nil
+	}
+	out := make([][]float32, len(cols))
+	for j, c := range cols {
+		out[j] = c[lo:hi]
+	}
+	return out
 }
 
 // maybeRebuild starts the next model's build when one is due: refresh_records records or

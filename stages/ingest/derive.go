@@ -32,6 +32,10 @@ import (
 //     deviation (the same for a normal); at least scale_floor. With no scale at all (a history
 //     of one value, no floor) z is 0 for that value and +-1e6 for any other; with fewer than
 //     min_values previous values z is 0. Clamped to +-1e6. Uncertainty sd / scale.
+//   - mean: the mean of the series' last `last` values, the current one included (fewer at the
+//     series' start: the mean of those seen). Uncertainty sqrt(sum of their sd^2) / their
+//     number (independent errors). The sums are kept in float64 and summed afresh each time
+//     the ring wraps, so rounding cannot accumulate beyond one pass of `last` updates.
 //   - time_of_day, day_of_week: the angle of the timestamp's wall-clock time in
 //     derive.timezone within its day (0 at 00:00) or week (0 at Monday 00:00), as sin and cos,
 //     so that 23:59 and 00:00 are neighbours. Uncertainty 0.
@@ -50,6 +54,8 @@ type Deriver struct {
 	wall    bool // some op reads the record's wall-clock time (time_of_day, day_of_week)
 	nDiff   int  // diff slots per series
 	ringLen int  // float32s of robust_z rings per series
+	meanLen int  // float32s of mean rings per series (values, then with uncertainty their sds)
+	nMean   int  // mean features: each keeps two float64 sums per series
 
 	series  map[string]*series
 	lru     series // sentinel of the recency list: lru.next is the most recent
@@ -64,7 +70,8 @@ type Deriver struct {
 type deriveOp struct {
 	kind      DeriveKind
 	src, dst  int // source column (diff, robust_z); first destination column
-	slot      int // diff: its previous-value slot; robust_z: its ring's start in the series
+	slot      int // diff: its previous-value slot; robust_z, mean: its ring's start in the series
+	sum       int // mean: its sums' index in the series (value, then sd^2)
 	last, min int
 	floor     float64
 }
@@ -77,7 +84,9 @@ type series struct {
 	seen       bool      // a previous record exists (diff)
 	prevVal    []float32 // per diff: previous value, then (withSD) previous uncertainty
 	ring       []float32 // each robust_z's previous values in arrival order, then each one's sorted
-	fill, pos  []int32   // per robust_z: values held, next write position
+	mring      []float32 // each mean's last values in arrival order, then (withSD) their sds
+	sums       []float64 // per mean: the sum of its ring's values and of their sd^2
+	fill, pos  []int32   // per robust_z and mean: values held, next write position
 }
 
 // NewDeriver returns the Deriver of cfg; nil (and no error) without ingest.derive. cfg must be
@@ -101,16 +110,21 @@ func NewDeriver(cfg Config) (*Deriver, error) {
 	for i, f := range cfg.Derive.Features {
 		op := deriveOp{kind: f.Kind, dst: dst, last: f.Last, min: f.MinValues, floor: f.ScaleFloor}
 		switch f.Kind {
-		case DeriveDiff, DeriveRobustZ:
+		case DeriveDiff, DeriveRobustZ, DeriveMean:
 			// Validate made sure `of` names an earlier column; an unvalidated config stops here
 			// rather than indexing with -1.
 			if op.src = slices.Index(cols[:dst], f.Of); op.src < 0 {
 				return nil, fmt.Errorf("ingest: derive.features[%d].of: %q is not a feature or an earlier derived feature", i, f.Of)
 			}
-			if f.Kind == DeriveDiff {
+			switch f.Kind {
+			case DeriveDiff:
 				op.slot = d.nDiff
 				d.nDiff++
-			} else {
+			case DeriveMean:
+				op.slot, op.sum = d.meanLen, d.nMean
+				d.meanLen += f.Last
+				d.nMean++
+			default:
 				op.slot = d.ringLen
 				d.ringLen += f.Last
 			}
@@ -119,6 +133,9 @@ func NewDeriver(cfg Config) (*Deriver, error) {
 		}
 		d.ops = append(d.ops, op)
 		dst += len(f.Columns())
+	}
+	if d.withSD {
+		d.meanLen *= 2 // the sds' rings after the values'
 	}
 	d.out.Values = make([]float32, d.cols)
 	if d.withSD {
@@ -130,7 +147,7 @@ func NewDeriver(cfg Config) (*Deriver, error) {
 // StateBound is the most bytes the series can hold (derive.max_keys of them, keys of keyLen
 // bytes): what Derive.MaxKeys documents, for the start's log line.
 func (d *Deriver) StateBound(keyLen int) int64 {
-	per := int64(8*d.nDiff+8*d.ringLen+8*len(d.ops)) + seriesOverhead + int64(keyLen)
+	per := int64(8*d.nDiff+8*d.ringLen+4*d.meanLen+16*d.nMean+8*len(d.ops)) + seriesOverhead + int64(keyLen)
 	return int64(d.maxKeys) * per
 }
 
@@ -170,6 +187,8 @@ func (d *Deriver) Apply(in *Decoded, partition int32, offset int64, key []byte, 
 			d.diff(op, s)
 		case DeriveRobustZ:
 			d.robustZ(op, s, i)
+		case DeriveMean:
+			d.mean(op, s, i)
 		case DeriveTimeOfDay, DeriveDayOfWeek:
 			d.cyclic(op, wall)
 		}
@@ -256,6 +275,51 @@ func (d *Deriver) robustZ(op *deriveOp, s *series, k int) {
 	s.fill[k] = int32(n + 1)
 }
 
+// mean is op's mean of the series' last op.last values, the current one included. k is op's
+// index among d.ops (for fill and pos).
+func (d *Deriver) mean(op *deriveOp, s *series, k int) {
+	x := d.out.Values[op.src]
+	half := len(s.mring) / 2 // withSD: the sds' rings start here
+	ring := s.mring[op.slot : op.slot+op.last]
+	n, p := int(s.fill[k]), int(s.pos[k])
+	sum, sum2 := &s.sums[2*op.sum], &s.sums[2*op.sum+1]
+	var sd float32
+	if d.withSD {
+		sd = d.out.SD[op.src]
+	}
+	if n == op.last { // the oldest value leaves
+		*sum -= float64(ring[p])
+		if d.withSD {
+			o := float64(s.mring[half+op.slot+p])
+			*sum2 -= o * o
+		}
+		n--
+	}
+	ring[p] = x
+	*sum += float64(x)
+	if d.withSD {
+		s.mring[half+op.slot+p] = sd
+		*sum2 += float64(sd) * float64(sd)
+	}
+	n++
+	p = (p + 1) % op.last
+	if p == 0 { // once a pass: the sums afresh, so that rounding does not accumulate
+		*sum, *sum2 = 0, 0
+		for i := range n {
+			*sum += float64(ring[i])
+			if d.withSD {
+				v := float64(s.mring[half+op.slot+i])
+				*sum2 += v * v
+			}
+		}
+	}
+	s.fill[k], s.pos[k] = int32(n), int32(p)
+	d.out.Values[op.dst] = finite32(*sum / float64(n))
+	if d.withSD {
+		d.out.SD[op.dst] = finite32(math.Sqrt(max(*sum2, 0)) / float64(n))
+	}
+}
+
 // medianDistance is the median of |v - med| over the sorted values vals (the MAD when med is
 // their median): the distances below med, read downwards, and above it, read upwards, are two
 // sorted sequences, whose k-th smallest a binary search finds.
@@ -337,8 +401,10 @@ func (d *Deriver) seriesOf(partition int32, key []byte) *series {
 			s.seen = false
 			clear(s.fill)
 			clear(s.pos)
+			clear(s.sums)
 		} else {
 			s = &series{prevVal: make([]float32, 2*d.nDiff), ring: make([]float32, 2*d.ringLen),
+				mring: make([]float32, d.meanLen), sums: make([]float64, 2*d.nMean),
 				fill: make([]int32, len(d.ops)), pos: make([]int32, len(d.ops))}
 		}
 		s.id, s.partition = string(d.keyBuf), partition

@@ -28,6 +28,10 @@ const (
 	// DeriveRobustZ is the rolling robust z: (x - median) / (1.4826 MAD) of the key's previous
 	// `last` values of the feature, the current one excluded.
 	DeriveRobustZ DeriveKind = "robust_z"
+	// DeriveMean is the rolling mean of the key's last `last` values of the feature, the
+	// current one included: a slow fault's sustained shift, small against each reading's
+	// noise, is sqrt(last) times larger against the mean's.
+	DeriveMean DeriveKind = "mean"
 	// DeriveTimeOfDay is the time of day of the record's timestamp as (sin, cos).
 	DeriveTimeOfDay DeriveKind = "time_of_day"
 	// DeriveDayOfWeek is the time in the week (Monday 00:00 = angle 0) as (sin, cos).
@@ -56,16 +60,17 @@ type Derive struct {
 	Features []DerivedFeature `yaml:"features"`
 }
 
-// DerivedFeature is one derived feature (diff, robust_z) or cyclic pair (time_of_day,
+// DerivedFeature is one derived feature (diff, robust_z, mean) or cyclic pair (time_of_day,
 // day_of_week).
 type DerivedFeature struct {
-	// Kind is diff | robust_z | time_of_day | day_of_week. Required.
+	// Kind is diff | robust_z | mean | time_of_day | day_of_week. Required.
 	Kind DeriveKind `yaml:"kind"`
-	// Of is the feature it is derived from (diff, robust_z): one of ingest.features or an
+	// Of is the feature it is derived from (diff, robust_z, mean): one of ingest.features or an
 	// earlier derived feature's column.
 	Of string `yaml:"of"`
-	// Last is robust_z's N: the key's previous values it takes the median and MAD of, in
-	// [2, 100000]. Required for robust_z.
+	// Last is robust_z's N (the key's previous values it takes the median and MAD of) or mean's
+	// (the key's last values it averages, the current one included), in [2, 100000]. Required
+	// for both.
 	Last int `yaml:"last"`
 	// MinValues is robust_z's least number of previous values: with fewer the z is 0 (not yet
 	// known, never a flag by itself). Default min(last, 10); in [2, last].
@@ -76,7 +81,7 @@ type DerivedFeature struct {
 	// gives 0 for the same value and +-1e6 for another. Default 0.
 	ScaleFloor float64 `yaml:"scale_floor"`
 	// Name is the column's name (time_of_day, day_of_week: the pair's prefix, <name>.sin and
-	// <name>.cos). Default <of>.diff, <of>.rz<last>, tod, dow.
+	// <name>.cos). Default <of>.diff, <of>.rz<last>, <of>.mean<last>, tod, dow.
 	Name string `yaml:"name"`
 }
 
@@ -95,6 +100,8 @@ func (f *DerivedFeature) Columns() []string {
 		return []string{cmpOr(f.Name, f.Of+".diff")}
 	case DeriveRobustZ:
 		return []string{cmpOr(f.Name, f.Of+".rz"+strconv.Itoa(f.Last))}
+	case DeriveMean:
+		return []string{cmpOr(f.Name, f.Of+".mean"+strconv.Itoa(f.Last))}
 	case DeriveTimeOfDay:
 		p := cmpOr(f.Name, "tod")
 		return []string{p + ".sin", p + ".cos"}
@@ -154,11 +161,11 @@ func (d *Derive) validate(features []string, withSD bool, bad func(key, format s
 	for i := range d.Features {
 		f := &d.Features[i]
 		key := fmt.Sprintf("derive.features[%d]", i)
-		per := f.Kind == DeriveDiff || f.Kind == DeriveRobustZ
+		per := f.Kind == DeriveDiff || f.Kind == DeriveRobustZ || f.Kind == DeriveMean
 		switch f.Kind {
-		case DeriveDiff, DeriveRobustZ, DeriveTimeOfDay, DeriveDayOfWeek:
+		case DeriveDiff, DeriveRobustZ, DeriveMean, DeriveTimeOfDay, DeriveDayOfWeek:
 		default:
-			bad(key+".kind", "%q is not one of %q, %q, %q, %q", f.Kind, DeriveDiff, DeriveRobustZ, DeriveTimeOfDay, DeriveDayOfWeek)
+			bad(key+".kind", "%q is not one of %q, %q, %q, %q, %q", f.Kind, DeriveDiff, DeriveRobustZ, DeriveMean, DeriveTimeOfDay, DeriveDayOfWeek)
 			continue
 		}
 		switch {
@@ -168,6 +175,13 @@ func (d *Derive) validate(features []string, withSD bool, bad func(key, format s
 			bad(key+".of", "%q is not a feature or an earlier derived feature", f.Of)
 		case !per && f.Of != "":
 			bad(key+".of", "not for %s (it reads the record's timestamp)", f.Kind)
+		}
+		if f.Kind == DeriveMean {
+			if f.Last < 2 || f.Last > maxRobustZLast {
+				bad(key+".last", "%d is not in [2, %d]", f.Last, maxRobustZLast)
+			}
+		} else if f.Last != 0 && f.Kind != DeriveRobustZ {
+			bad(key+".last", "only for %s and %s", DeriveRobustZ, DeriveMean)
 		}
 		if f.Kind == DeriveRobustZ {
 			if f.Last < 2 || f.Last > maxRobustZLast {
@@ -179,9 +193,6 @@ func (d *Derive) validate(features []string, withSD bool, bad func(key, format s
 				bad(key+".scale_floor", "%v must be finite and >= 0", f.ScaleFloor)
 			}
 		} else {
-			if f.Last != 0 {
-				bad(key+".last", "only for %s", DeriveRobustZ)
-			}
 			if f.MinValues != 0 {
 				bad(key+".min_values", "only for %s", DeriveRobustZ)
 			}
