@@ -3,36 +3,34 @@ package ingest
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/segmentio/kafka-go"
 )
 
-// TestDecodeAllIsSerial: a batch decoded on several goroutines gives every message the serial
-// decode's result (values, uncertainties, key bytes, event time, error text), with valid,
-// malformed, keyless and empty-key messages interleaved across the chunks; a configured key that
-// is present is never null, even when empty (KeyNil: the decoder's own Key is nil or empty for
-// an empty key depending on what it decoded before).
-func TestDecodeAllIsSerial(t *testing.T) {
+// TestDecodeMsgInReusedSlots: messages decoded into a recycled chunk buffer (groupFetcher.recycle:
+// each slot's Decoded and key bytes held another message before, decoded by a decoder that
+// decoded others since) get the result of a fresh decode (values, uncertainties, key bytes,
+// event time, error text), with valid, malformed, keyless and empty-key messages interleaved; a
+// configured key that is present is never null, even when empty (KeyNil: the decoder's own Key
+// is nil or empty for an empty key depending on what it decoded before).
+func TestDecodeMsgInReusedSlots(t *testing.T) {
 	cfg := testConfig(FormatJSON, []string{"a", "b"}, func(c *Config) {
 		c.KeyField = "id"
 		c.EventTimeField = "ts"
 		c.Uncertainty = &Uncertainty{Suffix: "_sd", Default: ptr(0.5)}
 	})
-	dec, err := NewDecoder(cfg)
+	fresh, err := NewDecoder(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var decs []Decoder
-	for range 4 {
-		d, err := NewDecoder(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		decs = append(decs, d)
+	reused, err := NewDecoder(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	const n = 1000 // 4 goroutines of 250
-	msgs := make([]pendingMsg, n)
+	const n = 1000
+	msgs := make([]kafka.Message, n)
 	for i := range msgs {
 		var v string
 		switch i % 7 {
@@ -45,14 +43,21 @@ func TestDecodeAllIsSerial(t *testing.T) {
 		default:
 			v = fmt.Sprintf(`{"a":%d,"a_sd":0.%d,"b":-%d,"id":"dev-%d","ts":%d}`, i, i%10, i, i*31, 1700000000000+i)
 		}
-		msgs[i].m = kafka.Message{Value: []byte(v)}
+		msgs[i] = kafka.Message{Value: []byte(v)}
 	}
-	serial := &Source{cfg: cfg, decs: []Decoder{dec}}
-	parallel := &Source{cfg: cfg, decs: decs}
-	want := append([]pendingMsg(nil), msgs...)
-	serial.decodeAll(want)
-	got := append([]pendingMsg(nil), msgs...)
-	parallel.decodeAll(got)
+	decodeInto := func(dec Decoder, buf []pendingMsg, ms []kafka.Message) []pendingMsg {
+		for _, m := range ms {
+			buf = grow(buf)
+			p := &buf[len(buf)-1]
+			p.m = m
+			decodeMsg(dec, cfg.NewDecoded, p)
+		}
+		return buf
+	}
+	want := decodeInto(fresh, nil, msgs)
+	// The reused buffer first held the messages shifted by three (another kind in each slot).
+	buf := decodeInto(reused, make([]pendingMsg, 0, n), append(slices.Clone(msgs[3:]), msgs[:3]...))
+	got := decodeInto(reused, buf[:0], msgs)
 	type result struct {
 		Values, SD     []float32
 		HasKey, KeyNil bool
@@ -73,7 +78,7 @@ func TestDecodeAllIsSerial(t *testing.T) {
 	errs := 0
 	for i := range msgs {
 		if !reflect.DeepEqual(of(got[i]), of(want[i])) {
-			t.Fatalf("message %d: parallel %+v, serial %+v", i, of(got[i]), of(want[i]))
+			t.Fatalf("message %d: in a reused slot %+v, fresh %+v", i, of(got[i]), of(want[i]))
 		}
 		if want[i].err != nil {
 			errs++
@@ -83,3 +88,27 @@ func TestDecodeAllIsSerial(t *testing.T) {
 		t.Fatalf("%d of %d messages failed to decode: the test needs both kinds", errs, n)
 	}
 }
+
+// decodedChunk is a chunk of msgs of generation gen as a partition goroutine hands it to Next:
+// decoded under cfg.
+func decodedChunk(t *testing.T, cfg Config, gen int64, msgs ...kafka.Message) chunk {
+	t.Helper()
+	dec, err := NewDecoder(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := chunk{gen: gen}
+	for _, m := range msgs {
+		c.msgs = grow(c.msgs)
+		c.msgs[len(c.msgs)-1].m = m
+		decodeMsg(dec, cfg.NewDecoded, &c.msgs[len(c.msgs)-1])
+	}
+	c.buf = c.msgs
+	return c
+}
+
+// offsetsOnlyConfig and offsetsOnlyDecoder are the partition goroutines' decoding in tests of
+// the fetching that look at offsets, not values (their records are dead letters to it or not).
+var offsetsOnlyConfig = testConfig(FormatJSON, []string{"temp"}, nil)
+
+func offsetsOnlyDecoder() (Decoder, error) { return NewDecoder(offsetsOnlyConfig) }

@@ -40,9 +40,12 @@ import (
 // committed offset).
 
 // fetchChunks is how many chunks wait between the partition goroutines and Next, beyond the one
-// each partition goroutine holds: enough for Next to fill a few batches without waiting for a
-// fetch, few enough that memory stays near (partitions + fetchChunks) x BatchSize messages.
-const fetchChunks = 4
+// each partition goroutine holds: enough for Next to fill batches while the partitions' next
+// fetches are on the wire (with 4, on the 16-core GPU host, the six partition goroutines spent
+// 60% of their time waiting to hand a chunk on and then fetched at once, and Next waited 22%
+// of its time for them: docs/BENCHMARKS.md §4.9), few enough that memory stays near
+// (partitions + fetchChunks) x BatchSize messages.
+const fetchChunks = 16
 
 // Retry pacing of the partition goroutines and commits: kafka-go's Reader's defaults
 // (ReadBackoffMin/Max, MaxAttempts, the commit retries), so that outages are ridden out as before.
@@ -67,8 +70,9 @@ const (
 // chunk is consecutive messages of one partition from one fetch, or an error of a partition
 // goroutine, tagged with the generation that fetched it.
 type chunk struct {
-	gen  int64 // groupFetcher's sequence number of the generation
-	msgs []kafka.Message
+	gen  int64        // groupFetcher's sequence number of the generation
+	msgs []pendingMsg // fetched and decoded (decodeMsg), in fetch order; Next takes them from the front
+	buf  []pendingMsg // msgs as sent, handed back for reuse once Next took all of it (recycle)
 	err  error
 }
 
@@ -92,10 +96,14 @@ type groupFetcher struct {
 
 	cg     *kafka.ConsumerGroup
 	chunks chan chunk
-	errs   chan error // group errors, offered to a waiting Next as the Reader does (unbuffered)
-	stctx  context.Context
-	stop   context.CancelFunc
-	done   chan struct{} // run returned (the group was left)
+	free   chan []pendingMsg // chunks' buffers Next is done with (recycle), for reuse
+	// newDecoder makes a partition goroutine's own decoder; newDecoded a record's slots.
+	newDecoder func() (Decoder, error)
+	newDecoded func() *Decoded
+	errs       chan error // group errors, offered to a waiting Next as the Reader does (unbuffered)
+	stctx      context.Context
+	stop       context.CancelFunc
+	done       chan struct{} // run returned (the group was left)
 
 	// live is the sequence number of the generation in progress, 0 between generations.
 	live atomic.Int64
@@ -107,6 +115,7 @@ type groupFetcher struct {
 }
 
 func newGroupFetcher(cgc kafka.ConsumerGroupConfig, topic string, chunkSize, maxBytes int,
+	newDecoder func() (Decoder, error), newDecoded func() *Decoded,
 	logf, errf func(string, ...any), assigned func(string, []int32), revoked func(*kafka.Generation)) (*groupFetcher, error) {
 	cg, err := kafka.NewConsumerGroup(cgc)
 	if err != nil {
@@ -117,7 +126,8 @@ func newGroupFetcher(cgc kafka.ConsumerGroupConfig, topic string, chunkSize, max
 		topic: topic, brokers: cgc.Brokers, dialer: cgc.Dialer, chunkSize: chunkSize, maxBytes: maxBytes,
 		resetLatest: cgc.StartOffset == kafka.LastOffset,
 		logf:        logf, errf: errf, assigned: assigned, revoked: revoked,
-		cg: cg, chunks: make(chan chunk, fetchChunks), errs: make(chan error),
+		cg: cg, chunks: make(chan chunk, fetchChunks), free: make(chan []pendingMsg, fetchChunks), errs: make(chan error),
+		newDecoder: newDecoder, newDecoded: newDecoded,
 		stctx: ctx, stop: stop, done: make(chan struct{}), started: make(chan struct{}),
 	}
 	go f.run()
@@ -274,6 +284,11 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 	// badAt is the offset whose record batch could not be decoded, bad how many times in a row;
 	// pastEnd counts the dials in a row that found offset past the partition's end.
 	badAt, bad, pastEnd := int64(-1), 0, 0
+	dec, err := f.newDecoder() // (cannot fail: NewSource made one from the same config)
+	if err != nil {
+		_ = f.send(ctx, chunk{gen: seq, err: fmt.Errorf("partition %d: %w", partition, err)})
+		return
+	}
 	for attempt := 0; ; attempt++ {
 		if attempt != 0 && !sleepCtx(ctx, backoffDelay(attempt, readBackoffMin, readBackoffMax)) {
 			return
@@ -318,7 +333,7 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 				return
 			}
 			from := offset
-			offset, err = f.read(ctx, seq, conn, offset)
+			offset, err = f.read(ctx, seq, conn, dec, offset)
 			if ctx.Err() != nil { // the generation ended, or the fetcher closed
 				closeConn()
 				return
@@ -443,10 +458,10 @@ func readOffsets(conn *kafka.Conn) (first, last int64, err error) {
 	return conn.ReadOffsets()
 }
 
-// read makes one fetch from offset and hands its messages on in chunks of up to chunkSize. It
-// returns the offset after the last message handed on and the error that ended the fetch
-// (io.EOF: all of it read).
-func (f *groupFetcher) read(ctx context.Context, seq int64, conn *kafka.Conn, offset int64) (int64, error) {
+// read makes one fetch from offset and hands its messages on, decoded with dec, in chunks of up
+// to chunkSize. It returns the offset after the last message handed on and the error that ended
+// the fetch (io.EOF: all of it read).
+func (f *groupFetcher) read(ctx context.Context, seq int64, conn *kafka.Conn, dec Decoder, offset int64) (int64, error) {
 	// The read deadline is what the fetch's long poll derives from (kafka-go: deadline minus
 	// an allowance for the round trip); see fetchLongPoll.
 	_ = conn.SetReadDeadline(time.Now().Add(fetchLongPoll))
@@ -454,22 +469,26 @@ func (f *groupFetcher) read(ctx context.Context, seq int64, conn *kafka.Conn, of
 		return offset, err // ended before the deadline was set: the cut (fetchPartition) came first
 	}
 	b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: f.maxBytes})
-	var msgs []kafka.Message
+	var msgs []pendingMsg
 	var err error
 	for {
-		if len(msgs) == 0 {
-			// Per chunk rather than per message (the Reader's way): a chunk is read from
-			// the connection's buffer in well under the timeout unless the broker stalls.
+		if msgs == nil {
+			// Per chunk rather than per message (the Reader's way): a chunk is read (and
+			// decoded, a few µs a message) from the connection's buffer in well under the
+			// timeout unless the broker stalls.
 			_ = conn.SetReadDeadline(time.Now().Add(readBatchTimeout))
-			msgs = make([]kafka.Message, 0, min(f.chunkSize, 256))
+			msgs = f.buffer()
 		}
 		var m kafka.Message
 		if m, err = b.ReadMessage(); err != nil {
 			break
 		}
-		msgs = append(msgs, m)
+		msgs = grow(msgs)
+		p := &msgs[len(msgs)-1]
+		p.m = m
+		decodeMsg(dec, f.newDecoded, p)
 		if len(msgs) == f.chunkSize {
-			if err = f.send(ctx, chunk{gen: seq, msgs: msgs}); err != nil {
+			if err = f.send(ctx, chunk{gen: seq, msgs: msgs, buf: msgs}); err != nil {
 				break
 			}
 			offset = m.Offset + 1
@@ -478,14 +497,42 @@ func (f *groupFetcher) read(ctx context.Context, seq int64, conn *kafka.Conn, of
 	}
 	b.Close()
 	if len(msgs) > 0 && ctx.Err() == nil {
-		if serr := f.send(ctx, chunk{gen: seq, msgs: msgs}); serr != nil {
+		last := msgs[len(msgs)-1].m.Offset // (read before the send: Next clears what it takes)
+		if serr := f.send(ctx, chunk{gen: seq, msgs: msgs, buf: msgs}); serr != nil {
 			err = serr
 		} else {
-			offset = msgs[len(msgs)-1].Offset + 1
+			offset = last + 1
 		}
 	}
 	_ = conn.SetReadDeadline(time.Time{})
 	return offset, err
+}
+
+// buffer is an empty chunk buffer: one Next handed back (recycle), whose slots keep their
+// Decoded for reuse, or a new one.
+func (f *groupFetcher) buffer() []pendingMsg {
+	select {
+	case b := <-f.free:
+		return b[:0]
+	default:
+		return make([]pendingMsg, 0, min(f.chunkSize, 1024))
+	}
+}
+
+// recycle hands back a chunk's buffer Next took every message of (their payloads cleared).
+func (f *groupFetcher) recycle(buf []pendingMsg) {
+	select {
+	case f.free <- buf:
+	default: // enough spare: left to the collector
+	}
+}
+
+// grow extends msgs by one slot, reusing the one beyond its length when there is one.
+func grow(msgs []pendingMsg) []pendingMsg {
+	if len(msgs) < cap(msgs) {
+		return msgs[:len(msgs)+1]
+	}
+	return append(msgs, pendingMsg{})
 }
 
 // ErrUndecodable is a partition's fetch whose records cannot be decoded: an unknown compression

@@ -92,7 +92,7 @@ func TestSourceFetchErrorNotLostAtBatchWindow(t *testing.T) {
 	refusal := errors.New("the broker refused the fetch")
 	for round := range 20 { // both ready each round: the error lost half the time before
 		msg := kafka.Message{Topic: env.topic, Partition: 0, Offset: int64(round), Value: []byte(`{"temp":1.5,"sensor":{"hum":2}}`)}
-		src.fetch.chunks <- chunk{gen: gen, msgs: []kafka.Message{msg}}
+		src.fetch.chunks <- decodedChunk(t, cfg, gen, msg)
 		src.fetch.chunks <- chunk{gen: gen, err: refusal}
 		b, dls, err := src.Next(ctx)
 		if err != nil || b == nil || b.Len() != 1 || dls.Len() != 0 {

@@ -34,7 +34,7 @@ func testFetchPastTheEndResets(t *testing.T, env kafkaEnv, latest bool) {
 	produce(t, env, makeMessages(0, 0, n, false))
 	var logMu sync.Mutex
 	var logged []string
-	f := &groupFetcher{topic: env.topic, brokers: env.br.Addrs, dialer: kafka.DefaultDialer, chunkSize: 1, maxBytes: 1 << 20,
+	f := &groupFetcher{newDecoder: offsetsOnlyDecoder, newDecoded: offsetsOnlyConfig.NewDecoded, topic: env.topic, brokers: env.br.Addrs, dialer: kafka.DefaultDialer, chunkSize: 1, maxBytes: 1 << 20,
 		resetLatest: latest, logf: func(string, ...any) {}, errf: func(format string, args ...any) {
 			logMu.Lock()
 			logged = append(logged, fmt.Sprintf(format, args...))
@@ -81,7 +81,7 @@ func testFetchPastTheEndResets(t *testing.T, env kafkaEnv, latest bool) {
 	}
 	select {
 	case c := <-f.chunks:
-		if c.err != nil || len(c.msgs) != 1 || c.msgs[0].Offset != wantOff {
+		if c.err != nil || len(c.msgs) != 1 || c.msgs[0].m.Offset != wantOff {
 			t.Fatalf("after the reset: chunk of %d messages (first %v), err %v; want offset %d", len(c.msgs), c.msgs, c.err, wantOff)
 		}
 	case <-time.After(10 * time.Second):

@@ -46,7 +46,7 @@ func testFetchSkipsRecordsDeletedUnderIt(t *testing.T, env kafkaEnv) {
 	var skips atomic.Int64
 	var logMu sync.Mutex
 	var logged []string
-	f := &groupFetcher{topic: env.topic, brokers: env.br.Addrs, dialer: kafka.DefaultDialer, chunkSize: 1, maxBytes: 1,
+	f := &groupFetcher{newDecoder: offsetsOnlyDecoder, newDecoded: offsetsOnlyConfig.NewDecoded, topic: env.topic, brokers: env.br.Addrs, dialer: kafka.DefaultDialer, chunkSize: 1, maxBytes: 1,
 		logf: func(string, ...any) {}, errf: func(format string, args ...any) {
 			skips.Add(1)
 			logMu.Lock()
@@ -68,7 +68,7 @@ func testFetchSkipsRecordsDeletedUnderIt(t *testing.T, env kafkaEnv) {
 			if c.err != nil || len(c.msgs) != 1 {
 				t.Fatalf("%s: chunk of %d messages, err %v", what, len(c.msgs), c.err)
 			}
-			return c.msgs[0].Offset
+			return c.msgs[0].m.Offset
 		case <-time.After(10 * time.Second): // the fixed fetch takes milliseconds
 			t.Fatalf("%s: nothing in 10 s (%d errors logged)", what, skips.Load())
 			return -1

@@ -61,7 +61,7 @@ func TestFetchUndecodableBatchIsReported(t *testing.T) {
 	})
 	var logMu sync.Mutex
 	var logged []string
-	f := &groupFetcher{topic: env.topic, brokers: env.br.Addrs, dialer: kafka.DefaultDialer, chunkSize: 16, maxBytes: 1 << 20,
+	f := &groupFetcher{newDecoder: offsetsOnlyDecoder, newDecoded: offsetsOnlyConfig.NewDecoded, topic: env.topic, brokers: env.br.Addrs, dialer: kafka.DefaultDialer, chunkSize: 16, maxBytes: 1 << 20,
 		logf: func(string, ...any) {}, errf: func(format string, args ...any) {
 			logMu.Lock()
 			logged = append(logged, fmt.Sprintf(format, args...))

@@ -61,10 +61,8 @@ type Source struct {
 
 	// nextMu serialises Next and the builder's release in Close.
 	nextMu  sync.Mutex
-	decs    []Decoder    // one per core (decodeall.go)
-	derive  *Deriver     // ingest.derive, applied in fetch order after decoding; nil: none
-	pending []pendingMsg // the batch being filled
-	held    chunk        // what is left of the chunk the last batch was filled from
+	derive  *Deriver // ingest.derive, applied in fetch order after decoding; nil: none
+	held    chunk    // what is left of the chunk the last batch was filled from
 	builder *Builder
 	// deferred is a fetch error met after some records of a batch were already fetched: that
 	// batch is returned first and the error on the following call.
@@ -102,12 +100,7 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 	if cp == nil || alloc == nil {
 		return nil, errors.New("ingest: NewSource needs a checkpointer and an allocator")
 	}
-	dec, err := NewDecoder(cfg) // validates cfg
-	if err != nil {
-		return nil, err
-	}
-	decs, err := newDecoders(cfg, dec)
-	if err != nil {
+	if _, err := NewDecoder(cfg); err != nil { // validates cfg (each partition goroutine makes its own)
 		return nil, err
 	}
 	derive, err := NewDeriver(cfg)
@@ -173,7 +166,6 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		cfg:       cfg,
 		cp:        cp,
 		log:       log,
-		decs:      decs,
 		derive:    derive,
 		builder:   NewBuilder(alloc, cfg.Topic, cfg.Columns(), cfg.Uncertainty != nil, cfg.BatchSize),
 		committed: map[int]int64{},
@@ -181,6 +173,7 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		tracked:   map[int]bool{},
 	}
 	s.fetch, err = newGroupFetcher(cgc, cfg.Topic, cfg.BatchSize, cfg.FetchMaxBytes,
+		func() (Decoder, error) { return NewDecoder(cfg) }, cfg.NewDecoded,
 		debugLog.Printf, errLog.Printf, func(member string, parts []int32) {
 			reaper.generationStarted(member)
 			s.newGeneration(parts)
@@ -251,50 +244,18 @@ func (s *Source) Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters, er
 			defer cancel()
 		}
 		take := min(s.cfg.BatchSize-fetched, len(s.held.msgs))
-		for _, m := range s.held.msgs[:take] {
-			s.track(m)
-			if fetched == len(s.pending) {
-				s.pending = append(s.pending, pendingMsg{})
-			}
-			s.pending[fetched].m = m
-			fetched++
+		for i := range s.held.msgs[:take] {
+			s.track(s.held.msgs[i].m)
 		}
 		s.genMu.Unlock()
-		clear(s.held.msgs[:take]) // the batch holds the payloads; the chunk does not
+		for i := range s.held.msgs[:take] {
+			dead = s.appendMsg(&s.held.msgs[i], dead)
+		}
+		fetched += take
 		s.held.msgs = s.held.msgs[take:]
-	}
-	msgs := s.pending[:fetched]
-	s.decodeAll(msgs)
-	for i := range msgs {
-		p := &msgs[i]
-		m := p.m
-		p.m = kafka.Message{} // the batch holds the payload; the slot does not
-		if err := p.err; err != nil {
-			dead = append(dead, batch.DeadLetter{
-				Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
-				Key: m.Key, Value: m.Value, Time: m.Time, Reason: err.Error(),
-			})
-			continue
-		}
-		key := m.Key
-		if p.d.HasKey {
-			key = p.key // Append copies it
-		}
-		ts := m.Time
-		if p.d.HasEventTime {
-			ts = time.UnixMilli(p.d.EventTime)
-		}
-		d := p.d
-		if s.derive != nil { // here, one record after the other in fetch order (derive.go)
-			d = s.derive.Apply(d, int32(m.Partition), m.Offset, key, ts)
-		}
-		if err := s.builder.Append(d, int32(m.Partition), m.Offset, key, ts, m.Value); err != nil {
-			// Cannot happen with a decoder and builder made from the same config; a dead letter
-			// keeps the record visible rather than dropping it.
-			dead = append(dead, batch.DeadLetter{
-				Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
-				Key: m.Key, Value: m.Value, Time: m.Time, Reason: err.Error(),
-			})
+		if len(s.held.msgs) == 0 {
+			s.fetch.recycle(s.held.buf)
+			s.held = chunk{}
 		}
 	}
 	b := s.builder.Build()
@@ -306,6 +267,40 @@ func (s *Source) Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters, er
 		dls = batch.NewDeadLetters(dead, s.cp)
 	}
 	return b, dls, nil
+}
+
+// appendMsg appends p's record to the batch being built, or a dead letter for it to dead, and
+// drops p's message (the batch, or the dead letter, holds its payload).
+func (s *Source) appendMsg(p *pendingMsg, dead []batch.DeadLetter) []batch.DeadLetter {
+	m := p.m
+	p.m = kafka.Message{}
+	if err := p.err; err != nil {
+		return append(dead, batch.DeadLetter{
+			Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
+			Key: m.Key, Value: m.Value, Time: m.Time, Reason: err.Error(),
+		})
+	}
+	key := m.Key
+	if p.d.HasKey {
+		key = p.key // Append copies it
+	}
+	ts := m.Time
+	if p.d.HasEventTime {
+		ts = time.UnixMilli(p.d.EventTime)
+	}
+	d := p.d
+	if s.derive != nil { // here, one record after the other in fetch order (derive.go)
+		d = s.derive.Apply(d, int32(m.Partition), m.Offset, key, ts)
+	}
+	if err := s.builder.Append(d, int32(m.Partition), m.Offset, key, ts, m.Value); err != nil {
+		// Cannot happen with a decoder and builder made from the same config; a dead letter
+		// keeps the record visible rather than dropping it.
+		dead = append(dead, batch.DeadLetter{
+			Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
+			Key: m.Key, Value: m.Value, Time: m.Time, Reason: err.Error(),
+		})
+	}
+	return dead
 }
 
 // track registers a fetched message with the checkpointer, handling the re-reads that follow
