@@ -12,7 +12,7 @@ import (
 
 // Derived features (ingest.derive, Config.Derive), computed after decoding, on one goroutine,
 // in record order: the source calls Deriver.Apply for each decoded record of a batch in fetch
-// order (after decodeall.go decoded the batch on every core), and replay for each row in file
+// order (after the partition goroutines decoded the messages: decodeall.go), and replay for each row in file
 // order. Kafka orders the records of a partition, not those of a topic, so a series is the
 // records of one (partition, key) (records without a key: one series per partition): its
 // differences and robust z follow that key's order within its partition whatever the
