@@ -51,7 +51,9 @@ type RunConfig struct {
 	// Each batch's own outputs keep their order; outputs of batches written at once may reach
 	// the output topic in either order (1 keeps batch order). Acks may then come out of order:
 	// offsets are committed only below the oldest batch not yet acknowledged (at-least-once is
-	// unchanged). Default 4.
+	// unchanged). Default 8: a batch with malformed records is two writes (outputs, dead
+	// letters), so four writers capped the GPU build near 1,000,000 records/s on the 16-core
+	// host, each of them waiting for acks 95% of its time (docs/BENCHMARKS.md §4.9).
 	SinkWriters int `yaml:"sink_writers"`
 	// CommitInterval is how often done offsets are committed to the consumer group. Shorter
 	// means fewer duplicates after a crash, more commit traffic. Default 1s.
@@ -126,7 +128,7 @@ func Default() Config {
 		Ingest: ingest.Default(),
 		Detect: detect.Default(),
 		Sink:   defaultSink(),
-		Run: RunConfig{QueueBatches: 4, SinkWriters: 4, CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second, Role: detect.RoleAll, LogLevel: "info",
+		Run: RunConfig{QueueBatches: 4, SinkWriters: 8, CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second, Role: detect.RoleAll, LogLevel: "info",
 			KeyPublishInterval: 10 * time.Second},
 		HTTP: metrics.DefaultConfig(),
 	}
