@@ -380,5 +380,5 @@ func buildKeyModel(st *keyState, cfg *Config) (*Ranker, error) {
 	}
 	kc := *cfg
 	kc.Score.Sample, kc.Score.K = len(cols[0]), cfg.Keys.K
-	return buildRanker(cols, sorted, nil, kc)
+	return buildRankerOn(cols, sorted, nil, kc, 1) // (the caller's goroutine: keys build side by side)
 }
