@@ -22,8 +22,8 @@ import (
 //  2. rounds: each worker walks its records (touch, queue the record with the model it meets,
 //     append it to the window); a key whose rebuild comes due holds its later records for the
 //     next round. Then one device call for every record queued (or, without a device, the raw
-//     scores on each worker), each worker decides its own records (each key's cap in order) and
-//     builds its due keys, and one upload installs the models. Keys rebuilt within a batch are
+//     scores on each worker), each worker decides its own records (each key's cap in order), the
+//     due keys are built on every core, and one upload installs their models. Keys rebuilt within a batch are
 //     what makes a second round (a key with more than keys.window/4 records in one batch);
 //  3. each record's recent rank (recent.go), per key in stream order, on the workers.
 //
@@ -48,7 +48,6 @@ type keyedWorker struct {
 	todo, next []int // this round's records, those held for the next
 	q          []queued
 	due        []*keyState
-	built      []*Ranker
 	tail, dist []float64
 	warm       int   // keys warmed (their first build due) by this worker's records
 	bytes      int64 // their bytes
@@ -92,9 +91,9 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 		})
 		k.scoreQueued(ws, raw)
 		onWorkers(workers, func(w int) {
-			ws[w].decideAndBuild(cfg, features, b, raw)
+			ws[w].decide(cfg, features, b, raw)
 		})
-		k.installBuilt(ws)
+		k.buildDue(ws, cfg)
 		more := false
 		for w := range ws {
 			ws[w].todo, ws[w].next = ws[w].next, ws[w].todo[:0]
@@ -219,10 +218,9 @@ func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32) {
 	})
 }
 
-// decideAndBuild decides the worker's queued records from their raw scores, in stream order
-// (each key's cap), writes their significance into their keys' windows, then builds its due
-// keys' models.
-func (kw *keyedWorker) decideAndBuild(cfg *Config, features []string, b *batch.Batch, raw [][]float32) {
+// decide decides the worker's queued records from their raw scores, in stream order (each key's
+// cap), and writes their significance into their keys' windows.
+func (kw *keyedWorker) decide(cfg *Config, features []string, b *batch.Batch, raw [][]float32) {
 	one := make([][]float32, len(raw))
 	for t, r := range kw.q {
 		for j := range raw {
@@ -231,31 +229,33 @@ func (kw *keyedWorker) decideAndBuild(cfg *Config, features []string, b *batch.B
 		r.st.sig[r.ring] = decideByKey(cfg, features, r.st, r.model, r.version, one, b.Scores[r.i:r.i+1], kw.tail[t], kw.dist[t])
 	}
 	kw.q = kw.q[:0]
-	kw.built = kw.built[:0]
-	for _, st := range kw.due {
-		r, _ := buildKeyModel(st, cfg)
-		kw.built = append(kw.built, r)
-	}
 }
 
-// installBuilt makes the workers' built models their keys' (in worker order), counts a key
-// warm at its first model without a device (as build), and installs them on the device in one
-// upload.
-func (k *keyedScorer) installBuilt(ws []keyedWorker) {
-	var rebuilt []*keyState
+// buildDue builds the workers' due keys' models, on every core taking the next key as it frees
+// (a build is most of a key's work: shared, not per worker, so that none waits on the worker
+// with the most), then makes them their keys' in worker order, counts a key warm at its first
+// model without a device (as build), and installs them on the device in one upload.
+func (k *keyedScorer) buildDue(ws []keyedWorker, cfg *Config) {
+	var due []*keyState
 	for w := range ws {
-		for t, st := range ws[w].due {
-			st.due = false
-			r := ws[w].built[t]
-			if r == nil {
-				continue // too few records left: the previous model (or the global one) keeps scoring
-			}
-			k.markWarm(st)
-			st.model = r
-			k.markDirty(st)
-			rebuilt = append(rebuilt, st)
-		}
+		due = append(due, ws[w].due...)
 		ws[w].due = ws[w].due[:0]
+	}
+	if len(due) == 0 {
+		return
+	}
+	built := make([]*Ranker, len(due))
+	buildKeys(due, built, cfg)
+	var rebuilt []*keyState
+	for t, st := range due {
+		st.due = false
+		if built[t] == nil {
+			continue // too few records left: the previous model (or the global one) keeps scoring
+		}
+		k.markWarm(st)
+		st.model = built[t]
+		k.markDirty(st)
+		rebuilt = append(rebuilt, st)
 	}
 	if k.dev != nil {
 		k.install(rebuilt)
