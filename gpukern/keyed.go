@@ -202,16 +202,32 @@ func keyedSurprisal(s []float32, x float32, spread, base float64, logs []float64
 const keyedChunk = 32
 
 // keyedChunks groups records by slot: order lists the records slot by slot (stream order within
-// a slot), chunks holds (slot, first position in order, count <= keyedChunk) triples.
+// a slot), chunks holds (slot, first position in order, count <= keyedChunk) triples. The order
+// is a stable radix sort on the slot, a byte a pass and as many passes as the largest slot needs
+// (three at a million keys): the order of a sort by (slot, position), with no comparisons, on the
+// stage's goroutine before every keyed call.
 func keyedChunks(slot []int32) (order []int32, chunks []int32) {
-	keys := make([]uint64, len(slot)) // slot, then position: one sort of integers, stable by construction
+	n := len(slot)
+	order, tmp := make([]int32, n), make([]int32, n)
+	var top uint32
 	for i, s := range slot {
-		keys[i] = uint64(uint32(s))<<32 | uint64(i)
+		order[i] = int32(i)
+		top = max(top, uint32(s))
 	}
-	slices.Sort(keys)
-	order = make([]int32, len(slot))
-	for p, k := range keys {
-		order[p] = int32(uint32(k))
+	for shift := 0; shift < 32 && top>>shift != 0; shift += 8 {
+		var at [257]int
+		for _, i := range order {
+			at[(uint32(slot[i])>>shift)&0xff+1]++
+		}
+		for d := 1; d < len(at); d++ {
+			at[d] += at[d-1]
+		}
+		for _, i := range order {
+			d := (uint32(slot[i]) >> shift) & 0xff
+			tmp[at[d]] = i
+			at[d]++
+		}
+		order, tmp = tmp, order
 	}
 	for i := 0; i < len(order); {
 		j := i + 1

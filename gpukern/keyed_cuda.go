@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -97,9 +99,9 @@ func (s *KeyedStore) Install(slots []int32, models []*KeyedModel) error {
 		if slots[i] < 0 {
 			return fmt.Errorf("gpukern.KeyedStore.Install: slot %d", slots[i])
 		}
-		m.encode(s.shape, staged[i*sb:(i+1)*sb])
 		top, maxK = max(top, int(slots[i])), max(maxK, m.K)
 	}
+	encodeModels(s.shape, models, staged)
 	d := s.dev
 	err := d.do(func() error {
 		if err := s.grow(top); err != nil {
@@ -204,4 +206,26 @@ func (s *KeyedStore) Free() error {
 		return fmt.Errorf("gpukern.KeyedStore.Free: %w", err)
 	}
 	return nil
+}
+
+// encodeGrain is the fewest models a goroutine of encodeModels encodes (about 5 KB each at 3
+// features: a batch's rebuilt keys are hundreds, megabytes to stage).
+const encodeGrain = 64
+
+// encodeModels encodes models[i] into staged's i-th slot (shape's SlotBytes each), on every core
+// for many.
+func encodeModels(shape KeyedShape, models []*KeyedModel, staged []byte) {
+	sb := shape.SlotBytes()
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(models)/encodeGrain))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w * len(models) / workers; i < (w+1)*len(models)/workers; i++ {
+				models[i].encode(shape, staged[i*sb:(i+1)*sb])
+			}
+		}()
+	}
+	wg.Wait()
 }

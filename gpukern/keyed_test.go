@@ -1,6 +1,7 @@
 package gpukern_test
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -163,6 +164,25 @@ func TestKeyedChunks(t *testing.T) {
 	for i, ok := range seen {
 		if !ok {
 			t.Fatalf("record %d in no chunk", i)
+		}
+	}
+	// The order is a sort by (slot as unsigned, position), for slots of every size (a million
+	// keys' slots need three bytes; -1, as unsigned, all four).
+	for _, span := range []int{1, 300, 1 << 20, 1 << 31} {
+		for i := range slot {
+			slot[i] = int32(r.IntN(span))
+			if i%97 == 0 {
+				slot[i] = -1
+			}
+		}
+		order, _ := gpukern.KeyedChunks(slot)
+		want := make([]int32, len(slot))
+		for i := range want {
+			want[i] = int32(i)
+		}
+		slices.SortStableFunc(want, func(a, b int32) int { return cmp.Compare(uint32(slot[a]), uint32(slot[b])) })
+		if !slices.Equal(order, want) {
+			t.Fatalf("slots below %d: the order is not the records sorted by slot, then position", span)
 		}
 	}
 }

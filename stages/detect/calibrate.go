@@ -3,6 +3,7 @@ package detect
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 
@@ -110,9 +111,16 @@ func calibrationRecords(rows int, alarmRate float64) int {
 // ascending). Deterministic for a seed, and a function of the window's records whatever their
 // order (sample.go).
 func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Ranker, error) {
+	return buildRankerOn(cols, sorted, features, cfg, 0)
+}
+
+// buildRankerOn is buildRanker on workers goroutines (0: every core; 1: the caller's alone, as a
+// key's build on a worker of its own, keyed_parallel.go, where a 200-record window's k-NN split
+// over the cores costs more goroutines than it saves). The same bits for any workers.
+func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, workers int) (*Ranker, error) {
 	rows := len(cols[0])
 	r := &Ranker{Tail: rank.TailOfSorted(sorted), Params: cfg.Score}
-	r.Center, r.Unit = standardisation(cols, sorted)
+	r.Center, r.Unit = standardisationOn(cols, sorted, workers)
 	keys := recordKeys(cols, cfg.Seed) // R and the calibration records by identity (sample.go)
 	m := min(cfg.Score.Sample, rows)
 	// Only the picked rows are mapped to the distance space (the map is per value): at W = 1M
@@ -130,7 +138,7 @@ func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Rank
 	calNorm := r.distanceSpace(calRaw, nil)
 	dens, dist := make([]float64, c), make([]float64, c)
 	r.Tail.Score(calRaw, dens)
-	solvingset.KNNWeightsMembers(ref, calNorm, k, 0, dist) // members: a record is not its own neighbour
+	solvingset.KNNWeightsMembers(ref, calNorm, k, workers, dist) // members: a record is not its own neighbour
 	r.Density, r.Distance = rank.NewCalibration(dens), rank.NewCalibration(dist)
 	r.Combined = make([]float64, c)
 	for i := range c {
@@ -149,8 +157,21 @@ func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Rank
 // range (distances do not depend on the centre). A feature without spread gets unit 1.
 // sorted holds each column in ascending order (sortedColumns).
 func standardisation(cols, sorted [][]float32) (center, unit []float64) {
+	return standardisationOn(cols, sorted, 0)
+}
+
+// standardisationOn is standardisation, a goroutine per feature unless workers is 1.
+func standardisationOn(cols, sorted [][]float32, workers int) (center, unit []float64) {
 	center, unit = make([]float64, len(cols)), make([]float64, len(cols))
-	perFeature(len(cols), func(j int) {
+	each := perFeature
+	if workers == 1 {
+		each = func(dims int, f func(j int)) {
+			for j := range dims {
+				f(j)
+			}
+		}
+	}
+	each(len(cols), func(j int) {
 		buf := sorted[j]
 		center[j], unit[j] = 0, 1
 		n := len(buf)
@@ -317,12 +338,20 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 	if q.Cfg.FlagBy != FlagBySignificance {
 		threshold = r.Threshold(q.Cfg.AlarmRate)
 	}
-	for i := range out {
-		out[i].DensityScore, out[i].DistanceScore = density[i], distance[i]
-		out[i].Score, out[i].Threshold = r.combine(density[i], distance[i]), threshold
-	}
+	// The calibrations (three binary searches and logs a record) on every core: each record
+	// writes its own score.
+	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/combineGrain)), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			out[i].DensityScore, out[i].DistanceScore = density[i], distance[i]
+			out[i].Score, out[i].Threshold = r.combine(density[i], distance[i]), threshold
+		}
+	})
 	return nil
 }
+
+// combineGrain is the fewest records per goroutine of the ranking's calibrations (about 0.3 µs
+// a record: below it a goroutine costs more than it saves).
+const combineGrain = 512
 
 // scoreExcept is ref.ScoreBatch of the rows of space not marked in skip (their key's own model
 // scores them: keyed.go), the skipped rows' weights NaN; all rows when skip is nil. The k-NN

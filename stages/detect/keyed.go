@@ -1,7 +1,7 @@
 package detect
 
 import (
-	"container/list"
+	"runtime"
 	"slices"
 
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -31,7 +31,7 @@ import (
 // keyedScorer holds the per-key state of a stage (owned by the stage's goroutine).
 type keyedScorer struct {
 	keys      map[string]*keyState
-	lru       *list.List // front: the key seen most recently
+	lru       recency // the keys' least-recently-seen order
 	bytes     int64
 	evictions uint64
 	warm      int // keys with a model
@@ -46,6 +46,11 @@ type keyedScorer struct {
 	// TakeKeyModels, with their partitions (an evicted key's is gone with its state).
 	follower bool
 	dirty    map[string]int32
+
+	// pass is the parallel path's last batch, for its recent ranking (keyed_parallel.go);
+	// serial forces the serial path (the tests compare the two).
+	pass   keyedPass
+	serial bool
 }
 
 // keyState is one key's window, bookkeeping and model.
@@ -58,7 +63,9 @@ type keyState struct {
 	since int // records since the key's last build
 	model *Ranker
 	cap   *alarmCap
-	elem  *list.Element
+	// seen is the key's last touch (recency); gone says the key was evicted.
+	seen uint64
+	gone bool
 	// recent is the key's last combined scores (recent.go), sized at its first record.
 	recent recentRing
 	// With a device (keyed_device.go): slot is the key's model's slot there (-1: none yet); due
@@ -83,7 +90,7 @@ type KeyStats struct {
 }
 
 func newKeyedScorer() *keyedScorer {
-	return &keyedScorer{keys: map[string]*keyState{}, lru: list.New()}
+	return &keyedScorer{keys: map[string]*keyState{}}
 }
 
 // markDirty notes that st's model changed or that st was evicted warm (a builder's).
@@ -144,6 +151,9 @@ const warmOverhead = 2400
 // rebuilds the key's model when due. raw are b's feature columns. Records of keys still warming
 // keep the global model's scores and are marked Warming. Called after the global scoring.
 func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw [][]float32) {
+	if k.scoreParallel(cfg, features, b, raw) {
+		return
+	}
 	if k.dev != nil {
 		k.scoreOnDevice(cfg, features, b, raw)
 		return
@@ -182,17 +192,20 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 
 // warmRows marks the records of b whose key has a model now (nil when none has): the global
 // ranking skips them. A key that warms within b is not marked (its records are scored both ways).
+// The lookups run on every core (the map is only read).
 func (k *keyedScorer) warmRows(b *batch.Batch) []bool {
 	if k.warm == 0 {
 		return nil
 	}
-	keys := b.Keys()
-	out := make([]bool, b.Len())
-	for i := range out {
-		if st, ok := k.keys[string(recordKey(keys, i))]; ok && st.model != nil {
-			out[i] = true
+	keys, n := b.Keys(), b.Len()
+	out := make([]bool, n)
+	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/parallelGrain)), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if st, ok := k.keys[string(recordKey(keys, i))]; ok && st.model != nil {
+				out[i] = true
+			}
 		}
-	}
+	})
 	return out
 }
 
@@ -242,7 +255,7 @@ func recentBytes(m int) int64 { return int64(16 * m) }
 // key (follower) is made by InstallKeyModels only: nil for a key it holds no model of.
 func (k *keyedScorer) stateOf(key []byte, cfg *Config, d int) *keyState {
 	if st, ok := k.keys[string(key)]; ok {
-		k.lru.MoveToFront(st.elem)
+		k.lru.touch(st)
 		return st
 	}
 	if k.follower {
@@ -255,9 +268,20 @@ func (k *keyedScorer) stateOf(key []byte, cfg *Config, d int) *keyState {
 // the least recently seen keys are evicted past the limits.
 func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 	if st, ok := k.keys[key]; ok {
-		k.lru.MoveToFront(st.elem)
+		k.lru.touch(st)
 		return st
 	}
+	st := k.newState(key, cfg, d)
+	k.lru.touch(st)
+	for len(k.keys) > cfg.Keys.MaxKeys || (cfg.Keys.MaxBytes > 0 && k.bytes > cfg.Keys.MaxBytes && len(k.keys) > 1) {
+		k.evict(k.lru.oldest(), d)
+	}
+	return st
+}
+
+// newState makes key's state (cold) and holds it, untouched (state touches it; the parallel
+// path, keyed_parallel.go, touches it at its record).
+func (k *keyedScorer) newState(key string, cfg *Config, d int) *keyState {
 	w := cfg.Keys.Window
 	st := &keyState{key: key, sig: make([]bool, w), cap: newAlarmCap(w), slot: -1}
 	st.recent.s, st.recent.sorted = make([]float64, cfg.RecentScores), make([]float64, 0, cfg.RecentScores)
@@ -267,17 +291,13 @@ func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 			st.cols[j] = make([]float32, w)
 		}
 	}
-	st.elem = k.lru.PushFront(st)
 	k.keys[key] = st
 	k.bytes += k.bytesOf(w, d, false) + recentBytes(cfg.RecentScores)
-	for len(k.keys) > cfg.Keys.MaxKeys || (cfg.Keys.MaxBytes > 0 && k.bytes > cfg.Keys.MaxBytes && len(k.keys) > 1) {
-		k.evict(k.lru.Back().Value.(*keyState), d)
-	}
 	return st
 }
 
 func (k *keyedScorer) evict(st *keyState, d int) {
-	k.lru.Remove(st.elem)
+	st.gone = true // (its touches in the recency log are stale from now on)
 	delete(k.keys, st.key)
 	k.bytes -= k.bytesOf(len(st.sig), d, st.warm) + recentBytes(len(st.recent.s))
 	if st.warm {
@@ -360,5 +380,5 @@ func buildKeyModel(st *keyState, cfg *Config) (*Ranker, error) {
 	}
 	kc := *cfg
 	kc.Score.Sample, kc.Score.K = len(cols[0]), cfg.Keys.K
-	return buildRanker(cols, sorted, nil, kc)
+	return buildRankerOn(cols, sorted, nil, kc, 1) // (the caller's goroutine: keys build side by side)
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -148,6 +150,8 @@ var keyedBenchCache = map[string]*keyedBench{}
 // resident, and on the CPU (no accelerator) for 100,000, over the same stream. Reports records/s,
 // the device memory per key (the store's slots over the keys) and the host's accounted bytes per
 // key. Run with a fixed -benchtime (e.g. 50x): the warm stages are kept for the process's life.
+// OUTLIERD_BENCH_CPUPROFILE=<prefix> writes a CPU profile of each timed part alone (warming a
+// million keys takes longer than it) to <prefix>-<row>-<run>.prof (benchCPUProfile).
 func BenchmarkKeyedStageDevice(b *testing.B) {
 	for _, c := range []struct {
 		dev         bool
@@ -180,9 +184,11 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 				before = gpuShared.GPU().KernelTimes()
 			}
 			b.ResetTimer()
+			stop := benchCPUProfile(b)
 			for _, bt := range batches {
 				kb.process(b, bt)
 			}
+			stop()
 			b.StopTimer()
 			if c.dev { // where the device's time went (the timed batches only)
 				var all time.Duration
@@ -203,6 +209,35 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 				b.Fatalf("%d keys warm of %d", st.Live, c.keys)
 			}
 		})
+	}
+}
+
+// benchProfiles numbers the profiles benchCPUProfile writes (a row runs once at b.N = 1, then
+// at the -benchtime count, -count times).
+var benchProfiles int
+
+// benchCPUProfile starts a CPU profile of the timed part when OUTLIERD_BENCH_CPUPROFILE names a
+// file prefix, written to <prefix>-<row>-<run>.prof (the row's name with '/' and '=' as '_');
+// the returned function stops it.
+func benchCPUProfile(b *testing.B) func() {
+	prefix := os.Getenv("OUTLIERD_BENCH_CPUPROFILE")
+	if prefix == "" {
+		return func() {}
+	}
+	benchProfiles++
+	row := strings.NewReplacer("/", "_", "=", "_").Replace(b.Name())
+	f, err := os.Create(fmt.Sprintf("%s-%s-%d.prof", prefix, row, benchProfiles))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -85,9 +86,8 @@ func newKeyedStream(keys int, seed uint64) *keyedStream {
 }
 
 // next is a batch of n records, keys drawn from the first `among` keys (80% from the first
-// 100), twice (two batches of the
-// same records), and its raw columns.
-func (s *keyedStream) next(t testing.TB, n, among int) (*batch.Batch, *batch.Batch, [][]float32) {
+// 100), in copies batches of the same records, and its raw columns.
+func (s *keyedStream) next(t testing.TB, n, among, copies int) ([]*batch.Batch, [][]float32) {
 	rows := make([]testbatch.Row, n)
 	raw := make([][]float32, 3)
 	for i := range rows {
@@ -110,75 +110,113 @@ func (s *keyedStream) next(t testing.TB, n, among int) (*batch.Batch, *batch.Bat
 		rows[i] = testbatch.Row{Offset: s.off, Key: []byte(fmt.Sprintf("key-%04d", k)), Time: time.Unix(s.off, 0), Features: f}
 		s.off++
 	}
-	b1 := testbatch.New(t, s.mem, "keys", []string{"a", "b", "c"}, false, false, rows)
-	b2 := testbatch.New(t, s.mem, "keys", []string{"a", "b", "c"}, false, false, rows)
-	b1.Scores, b2.Scores = make([]batch.Score, n), make([]batch.Score, n)
-	return b1, b2, raw
+	bs := make([]*batch.Batch, copies)
+	for c := range bs {
+		bs[c] = testbatch.New(t, s.mem, "keys", []string{"a", "b", "c"}, false, false, rows)
+		bs[c].Scores = make([]batch.Score, n)
+	}
+	return bs, raw
 }
 
-// checkKeyedParity feeds the same batches to a keyedScorer on the CPU and one with dev, and holds
-// every record's scores, verdict and explanation, the keys' windows and significance, and the
-// stats to each other bit for bit, the decisions spread over workers: few keys with many records a batch (a key's model rebuilt
-// mid-batch: flushes), many keys past keys.max_keys (evictions with records queued and builds
-// due), a short window (rebuilds every 10 records).
+// checkKeyedParity feeds the same batches to the serial CPU path of a keyedScorer (the
+// reference) and to the CPU's parallel path, the device's serial path (dev) and its parallel path
+// (keyed_parallel.go), and holds every record's scores, verdict and explanation, the keys'
+// windows and significance, and the stats to the reference's bit for bit, the decisions and the
+// parallel path spread over 8 workers: few keys with many records a batch (a key's model rebuilt
+// mid-batch: flushes, rounds), many keys past keys.max_keys (evictions with records queued and
+// builds due: the serial path, and the parallel one until the keys fill), a short window
+// (rebuilds every 10 records).
 func checkKeyedParity(t *testing.T, newDev func(window int) KeyedModels) {
-	defer func(g int) { decideGrain = g }(decideGrain)
-	decideGrain = 16 // the decisions on several workers even for these batches
+	defer func(g, p int) { decideGrain, parallelGrain = g, p }(decideGrain, parallelGrain)
+	decideGrain, parallelGrain = 16, 16 // the decisions and the keys on several workers even for these batches
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
 	for _, c := range []struct {
 		name                        string
 		keys, among, batch, batches int
 		window, minRecords, k, max  int
+		calm                        int // among for two batches of three (0: among throughout)
 	}{
-		{"few keys, many records each", 6, 6, 700, 6, 200, 50, 10, 100000},
-		{"evictions", 400, 400, 500, 40, 200, 50, 10, 150},
-		{"short window", 50, 50, 600, 8, 40, 20, 5, 100000},
+		{"few keys, many records each", 6, 6, 700, 6, 200, 50, 10, 100000, 0},
+		{"evictions", 400, 400, 500, 40, 200, 50, 10, 150, 0},
+		{"evictions between batches of held keys", 400, 400, 500, 40, 200, 50, 10, 150, 100},
+		{"short window", 50, 50, 600, 8, 40, 20, 5, 100000, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := Default()
 			cfg.KeyBy = KeyByKey
 			cfg.Keys.Window, cfg.Keys.MinRecords, cfg.Keys.K, cfg.Keys.MaxKeys = c.window, c.minRecords, c.k, c.max
 			features := []string{"a", "b", "c"}
-			cpu, dev := newKeyedScorer(), newKeyedScorer()
-			dev.dev = newDev(c.window)
+			cpu, cpuPar, dev, devPar := newKeyedScorer(), newKeyedScorer(), newKeyedScorer(), newKeyedScorer()
+			cpu.serial, dev.serial = true, true
+			dev.dev, devPar.dev = newDev(c.window), newDev(c.window)
 			defer dev.close()
+			defer devPar.close()
+			paths := []struct {
+				name string
+				k    *keyedScorer
+			}{{"CPU, parallel", cpuPar}, {"device, serial", dev}, {"device, parallel", devPar}}
 			s := newKeyedStream(c.keys, 7)
-			byKey, sigs := 0, 0
+			byKey, sigs, parallel := 0, 0, 0
 			for n := range c.batches {
-				b1, b2, raw := s.next(t, c.batch, c.among)
-				cpu.score(&cfg, features, b1, raw)
-				dev.score(&cfg, features, b2, raw)
-				for i := range b1.Scores {
-					a, b := b1.Scores[i], b2.Scores[i]
-					if !reflect.DeepEqual(a, b) || math.Float64bits(a.Score) != math.Float64bits(b.Score) {
-						t.Fatalf("batch %d record %d: CPU %+v, device %+v", n, i, a, b)
+				among := c.among
+				if c.calm > 0 && n%3 != 0 {
+					among = c.calm // (held keys only, mostly: the parallel path between the evictions)
+				}
+				bs, raw := s.next(t, c.batch, among, 1+len(paths))
+				cpu.score(&cfg, features, bs[0], raw)
+				for p, path := range paths {
+					path.k.score(&cfg, features, bs[1+p], raw)
+					if path.k.pass.b == bs[1+p] {
+						parallel++
 					}
-					if a.ByKey {
+					for i := range bs[0].Scores {
+						a, b := bs[0].Scores[i], bs[1+p].Scores[i]
+						if !reflect.DeepEqual(a, b) || math.Float64bits(a.Score) != math.Float64bits(b.Score) {
+							t.Fatalf("batch %d record %d: CPU %+v, %s %+v", n, i, a, path.name, b)
+						}
+					}
+				}
+				for i := range bs[0].Scores {
+					if a := bs[0].Scores[i]; a.ByKey {
 						byKey++
 					}
-					if a.Outlier || a.Suppressed {
+					if a := bs[0].Scores[i]; a.Outlier || a.Suppressed {
 						sigs++
 					}
 				}
-				b1.Release()
-				b2.Release()
-			}
-			devStats := dev.stats()
-			devStats.DeviceBytes = 0 // (the CPU holds none)
-			if cpu.stats() != devStats || len(cpu.keys) != len(dev.keys) {
-				t.Fatalf("stats: CPU %+v, device %+v", cpu.stats(), dev.stats())
-			}
-			for key, a := range cpu.keys {
-				b := dev.keys[key]
-				if b == nil || !reflect.DeepEqual(a.cols, b.cols) || !reflect.DeepEqual(a.sig, b.sig) || a.since != b.since || !reflect.DeepEqual(a.cap, b.cap) {
-					t.Fatalf("key %s: the windows, significance or caps differ", key)
+				for _, b := range bs {
+					b.Release()
 				}
 			}
-			if byKey < c.batch*c.batches/20 || sigs == 0 || c.max < c.keys && cpu.stats().Evictions == 0 {
-				t.Fatalf("%d records scored by their key, %d significant: the stream misses the point", byKey, sigs)
+			for _, path := range paths {
+				st := path.k.stats()
+				st.DeviceBytes = 0 // (the CPU holds none)
+				if cpu.stats() != st || len(cpu.keys) != len(path.k.keys) {
+					t.Fatalf("stats: CPU %+v, %s %+v", cpu.stats(), path.name, path.k.stats())
+				}
+				for key, a := range cpu.keys {
+					b := path.k.keys[key]
+					if b == nil || !reflect.DeepEqual(a.cols, b.cols) || !reflect.DeepEqual(a.sig, b.sig) || a.since != b.since || !reflect.DeepEqual(a.cap, b.cap) {
+						t.Fatalf("key %s: the windows, significance or caps differ (%s)", key, path.name)
+					}
+				}
+				if !reflect.DeepEqual(recencyOrder(cpu), recencyOrder(path.k)) {
+					t.Fatalf("%s: the keys' least-recently-seen order differs", path.name)
+				}
 			}
-			t.Logf("%d records by key, %d significant, stats %+v", byKey, sigs, dev.stats())
+			if byKey < c.batch*c.batches/20 || sigs == 0 || c.max < c.keys && cpu.stats().Evictions == 0 || parallel == 0 && c.max >= c.keys {
+				t.Fatalf("%d records scored by their key, %d significant, %d batches on the parallel path: the stream misses the point", byKey, sigs, parallel)
+			}
+			t.Logf("%d records by key, %d significant, %d of %d batches on the parallel path, stats %+v", byKey, sigs, parallel, 2*c.batches, dev.stats())
 		})
 	}
+}
+
+// recencyOrder is k's keys, least recently seen first.
+func recencyOrder(k *keyedScorer) []string {
+	var out []string
+	k.lru.each(func(st *keyState) { out = append(out, st.key) })
+	return out
 }
 
 // TestKeyedDeviceMatchesCPU: the device path of the keyed scorer (queued records, deferred

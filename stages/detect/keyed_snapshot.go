@@ -165,8 +165,7 @@ func (k *keyedScorer) encodeKeys(features []string, cfg *Config) []byte {
 // replaced, never changed).
 func (k *keyedScorer) keysCopy() []keyState {
 	out := make([]keyState, 0, len(k.keys))
-	for el := k.lru.Back(); el != nil; el = el.Prev() {
-		st := el.Value.(*keyState)
+	k.lru.each(func(st *keyState) {
 		c := keyState{key: st.key, partition: st.partition, size: st.size, next: st.next, since: st.since,
 			model: st.model, sig: slices.Clone(st.sig), cols: make([][]float32, len(st.cols))}
 		for j := range st.cols {
@@ -176,7 +175,7 @@ func (k *keyedScorer) keysCopy() []keyState {
 		capCopy.flagged = slices.Clone(st.cap.flagged)
 		c.cap = &capCopy
 		out = append(out, c)
-	}
+	})
 	return out
 }
 

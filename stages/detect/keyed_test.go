@@ -279,9 +279,11 @@ func BenchmarkKeyedStage(b *testing.B) {
 				batches[i] = next(func(int) int { return r.IntN(keys) })
 			}
 			b.ResetTimer()
+			stop := benchCPUProfile(b) // (OUTLIERD_BENCH_CPUPROFILE: the timed part alone)
 			for _, bt := range batches {
 				process(bt)
 			}
+			stop()
 			b.StopTimer()
 			b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "records/s")
 			b.ReportMetric(float64(st.Bytes)/float64(keys), "bytes/key")

@@ -99,6 +99,9 @@ func (r *recentRing) resize(m int) {
 // of its own, the stage's), else the stage's.
 func (s *Stage) rankRecent(b *batch.Batch) {
 	m := s.cfg.RecentScores
+	if s.keyed != nil && s.keyed.rankRecentKeyed(b, m) {
+		return // (ranked on the keys' workers: keyed_parallel.go)
+	}
 	keys := b.Keys()
 	for i := range b.Scores {
 		sc := &b.Scores[i]

@@ -3,6 +3,7 @@ package detect
 import (
 	"fmt"
 	"math"
+	"runtime"
 
 	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
@@ -67,6 +68,9 @@ func (s *Stage) score(b *batch.Batch) error {
 	return s.finish(sc)
 }
 
+// scoresGrain is the fewest records' scores a goroutine of begin initialises.
+const scoresGrain = 4096
+
 // begin is a batch's scoring up to the device: the normalisation, the stream indices, the
 // prescorers' CPU work started on the cores, and the detectors' device steps in one
 // accelerator call, made inline or (async) on a goroutine of the batch's own (scoreAsync, with
@@ -91,9 +95,11 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 		sc.q.byKey = s.keyed.warmRows(b) // (read by the CPU path only: with a device every row is scored)
 	}
 	b.Scores = make([]batch.Score, n)
-	for i := range b.Scores {
-		b.Scores[i] = batch.Score{Scored: true, Score: math.NaN(), Recent: math.NaN(), Threshold: math.Inf(1), DensityScore: math.NaN(), DistanceScore: math.NaN()}
-	}
+	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain)), func(lo, hi int) { // (a large batch's scores are megabytes)
+		for i := lo; i < hi; i++ {
+			b.Scores[i] = batch.Score{Scored: true, Score: math.NaN(), Recent: math.NaN(), Threshold: math.Inf(1), DensityScore: math.NaN(), DistanceScore: math.NaN()}
+		}
+	})
 	for _, d := range dets {
 		if p, ok := d.(prescorer); ok {
 			p.prescore(&sc.q, n)

@@ -1,0 +1,319 @@
+package detect
+
+import (
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/outlierd/outlierd/internal/core/batch"
+)
+
+// The keys' per-record work over the cores (issue 21: a million keys resident at 2M records/s
+// on one GPU host; docs/BENCHMARKS.md §13.1.1). Everything a record does to the keyed state is
+// its own key's: the key's window, rebuild clock and alarm cap, its model (built from that
+// window alone), its recent scores. What crosses keys is the least-recently-seen order and the
+// evictions it drives, the counters, and the device's one call per flush. So a batch that can
+// evict no key (its new keys fit keys.max_keys and keys.max_bytes whatever it warms) is split by
+// key over W workers, each walking its keys' records in stream order, and its results are the
+// serial path's bit for bit whatever W is (TestKeyedParallelMatchesSerial):
+//
+//  1. the keys looked up on every core (the map only read), the new keys made in stream order;
+//  2. rounds: each worker walks its records (touch, queue the record with the model it meets,
+//     append it to the window); a key whose rebuild comes due holds its later records for the
+//     next round. Then one device call for every record queued (or, without a device, the raw
+//     scores on each worker), each worker decides its own records (each key's cap in order), the
+//     due keys are built on every core, and one upload installs their models. Keys rebuilt within a batch are
+//     what makes a second round (a key with more than keys.window/4 records in one batch);
+//  3. each record's recent rank (recent.go), per key in stream order, on the workers.
+//
+// A batch that could evict (a fleet growing past keys.max_keys) and a scorer's keys take the
+// serial path (keyed.go's score, keyed_device.go's scoreOnDevice), whose stream-order
+// bookkeeping is what defines the evictions.
+
+// parallelGrain is the fewest records per worker of the parallel path (a variable: the tests
+// lower it to run the workers on small batches).
+var parallelGrain = 256
+
+// keyedPass is what the parallel path leaves for the stage's recent ranking of the same batch.
+type keyedPass struct {
+	b       *batch.Batch
+	sts     []*keyState // each record's key (all held: nothing was evicted)
+	mine    [][]int     // each worker's records, in stream order
+	workers int
+}
+
+// keyedWorker is one worker's share of a batch.
+type keyedWorker struct {
+	todo, next []int // this round's records, those held for the next
+	q          []queued
+	due        []*keyState
+	tail, dist []float64
+	warm       int   // keys warmed (their first build due) by this worker's records
+	bytes      int64 // their bytes
+}
+
+// scoreParallel is score over the cores (above); false, having changed nothing, where the batch
+// takes the serial path.
+func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Batch, raw [][]float32) bool {
+	n := b.Len()
+	workers := min(runtime.GOMAXPROCS(0), n/parallelGrain, 255)
+	if k.follower || k.serial || workers < 2 {
+		return false
+	}
+	keys, parts := b.Keys(), b.Partitions()
+	d := len(raw)
+	sts, shard := make([]*keyState, n), make([]uint8, n)
+	onChunks(n, workers, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			key := recordKey(keys, i)
+			sts[i] = k.keys[string(key)]
+			shard[i] = uint8(keyHash(key) % uint64(workers))
+		}
+	})
+	if !k.makeNewKeys(sts, keys, cfg, d) {
+		return false
+	}
+	base, at := k.lru.reserve(n)
+	ws := make([]keyedWorker, workers)
+	mine := make([][]int, workers)
+	onWorkers(workers, func(w int) {
+		for i, s := range shard {
+			if int(s) == w {
+				mine[w] = append(mine[w], i)
+			}
+		}
+		ws[w].todo = append(ws[w].todo, mine[w]...)
+	})
+	for {
+		onWorkers(workers, func(w int) {
+			k.walk(&ws[w], cfg, b, raw, sts, parts, base, at)
+		})
+		k.scoreQueued(ws, raw)
+		onWorkers(workers, func(w int) {
+			ws[w].decide(cfg, features, b, raw)
+		})
+		k.buildDue(ws, cfg)
+		more := false
+		for w := range ws {
+			ws[w].todo, ws[w].next = ws[w].next, ws[w].todo[:0]
+			more = more || len(ws[w].todo) > 0
+		}
+		if !more {
+			break
+		}
+	}
+	for w := range ws {
+		k.warm += ws[w].warm
+		k.bytes += ws[w].bytes
+	}
+	k.lru.maybeCompact()
+	k.pass = keyedPass{b: b, sts: sts, mine: mine, workers: workers}
+	return true
+}
+
+// makeNewKeys makes the states of the records' keys not held yet (sts[i] nil), in stream order,
+// and says whether it did: not when they could evict a key during the batch (the serial path's
+// evictions then), checked against everything the batch could add (every new key, and a first
+// model for up to one key per record).
+func (k *keyedScorer) makeNewKeys(sts []*keyState, keys *array.Binary, cfg *Config, d int) bool {
+	var fresh []int
+	distinct := map[string]struct{}{}
+	for i, st := range sts {
+		if st == nil {
+			fresh = append(fresh, i)
+			distinct[string(recordKey(keys, i))] = struct{}{}
+		}
+	}
+	w := cfg.Keys.Window
+	cold := k.bytesOf(w, d, false) + recentBytes(cfg.RecentScores)
+	warming := k.bytesOf(w, d, true) - k.bytesOf(w, d, false)
+	most := k.bytes + int64(len(distinct))*cold + int64(len(sts))*warming
+	if len(k.keys)+len(distinct) > cfg.Keys.MaxKeys || cfg.Keys.MaxBytes > 0 && most > cfg.Keys.MaxBytes {
+		return false
+	}
+	for _, i := range fresh {
+		key := recordKey(keys, i)
+		st, ok := k.keys[string(key)]
+		if !ok {
+			st = k.newState(string(key), cfg, d)
+		}
+		sts[i] = st
+	}
+	return true
+}
+
+// walk is one round of a worker's records: each touched, queued with the model it meets (or
+// marked Warming), appended to its key's window; a key whose rebuild comes due holds its later
+// records for the next round (they meet the new model).
+func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, b *batch.Batch, raw [][]float32, sts []*keyState, parts []int32, base int, at uint64) {
+	x := make([][]float32, len(raw))
+	for _, i := range kw.todo {
+		st := sts[i]
+		if st.due {
+			kw.next = append(kw.next, i)
+			continue
+		}
+		st.partition = parts[i]
+		k.lru.set(base, at, i, st)
+		for j := range raw {
+			x[j] = raw[j][i : i+1]
+		}
+		if st.model != nil {
+			kw.q = append(kw.q, queued{i: i, st: st, ring: st.next, model: st.model, slot: st.slot, version: st.version})
+		} else {
+			b.Scores[i].Warming = true
+		}
+		if k.append(st, x, false, cfg) { // (the significance is written at the decision)
+			st.since, st.due = 0, true
+			kw.due = append(kw.due, st)
+			if k.dev != nil && !st.warm { // as scoreOnDevice: counted warm when due
+				st.warm = true
+				kw.warm++
+				kw.bytes += k.bytesOf(len(st.sig), len(st.cols), true) - k.bytesOf(len(st.sig), len(st.cols), false)
+			}
+		}
+	}
+}
+
+// scoreQueued gets the raw scores of every worker's queued records: one device call for all of
+// them, or (without a device, or after its error, as flush) each worker's on the CPU.
+func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32) {
+	total := 0
+	for w := range ws {
+		q := len(ws[w].q)
+		total += q
+		ws[w].tail, ws[w].dist = make([]float64, q), make([]float64, q)
+	}
+	if total == 0 {
+		return
+	}
+	if k.dev != nil {
+		slots, x := make([]int32, 0, total), make([][]float32, len(raw))
+		for j := range x {
+			x[j] = make([]float32, 0, total)
+		}
+		for w := range ws {
+			for _, q := range ws[w].q {
+				slots = append(slots, q.slot)
+				for j := range raw {
+					x[j] = append(x[j], raw[j][q.i])
+				}
+			}
+		}
+		tail, dist := make([]float64, total), make([]float64, total)
+		if err := k.dev.Score(slots, x, tail, dist); err == nil {
+			at := 0
+			for w := range ws {
+				q := len(ws[w].q)
+				copy(ws[w].tail, tail[at:at+q])
+				copy(ws[w].dist, dist[at:at+q])
+				at += q
+			}
+			return
+		}
+	}
+	onWorkers(len(ws), func(w int) {
+		cpuRawScores(ws[w].q, raw, ws[w].tail, ws[w].dist)
+	})
+}
+
+// decide decides the worker's queued records from their raw scores, in stream order (each key's
+// cap), and writes their significance into their keys' windows.
+func (kw *keyedWorker) decide(cfg *Config, features []string, b *batch.Batch, raw [][]float32) {
+	one := make([][]float32, len(raw))
+	for t, r := range kw.q {
+		for j := range raw {
+			one[j] = raw[j][r.i : r.i+1]
+		}
+		r.st.sig[r.ring] = decideByKey(cfg, features, r.st, r.model, r.version, one, b.Scores[r.i:r.i+1], kw.tail[t], kw.dist[t])
+	}
+	kw.q = kw.q[:0]
+}
+
+// buildDue builds the workers' due keys' models, on every core taking the next key as it frees
+// (a build is most of a key's work: shared, not per worker, so that none waits on the worker
+// with the most), then makes them their keys' in worker order, counts a key warm at its first
+// model without a device (as build), and installs them on the device in one upload.
+func (k *keyedScorer) buildDue(ws []keyedWorker, cfg *Config) {
+	var due []*keyState
+	for w := range ws {
+		due = append(due, ws[w].due...)
+		ws[w].due = ws[w].due[:0]
+	}
+	if len(due) == 0 {
+		return
+	}
+	built := make([]*Ranker, len(due))
+	buildKeys(due, built, cfg)
+	var rebuilt []*keyState
+	for t, st := range due {
+		st.due = false
+		if built[t] == nil {
+			continue // too few records left: the previous model (or the global one) keeps scoring
+		}
+		k.markWarm(st)
+		st.model = built[t]
+		k.markDirty(st)
+		rebuilt = append(rebuilt, st)
+	}
+	if k.dev != nil {
+		k.install(rebuilt)
+	}
+}
+
+// rankRecentKeyed is the stage's rankRecent for a batch the parallel path scored: each
+// record's combined score ranked among its key's recent ones, per key in stream order, on the
+// workers. False for another batch (the stage ranks it itself).
+func (k *keyedScorer) rankRecentKeyed(b *batch.Batch, m int) bool {
+	p := k.pass
+	k.pass = keyedPass{}
+	if p.b != b {
+		return false
+	}
+	grown := make([]int64, p.workers)
+	onWorkers(p.workers, func(w int) {
+		for _, i := range p.mine[w] {
+			sc := &b.Scores[i]
+			sc.Recent = math.NaN()
+			if !sc.Scored || m <= 0 {
+				continue
+			}
+			st := p.sts[i]
+			grown[w] += recentBytes(m) - recentBytes(len(st.recent.s)) // (recent_scores changed)
+			sc.Recent = st.recent.rank(sc.Score, m)
+		}
+	})
+	for _, g := range grown {
+		k.bytes += g
+	}
+	return true
+}
+
+// keyHash spreads keys over the workers (FNV-1a: any spread gives the same results).
+func keyHash(key []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range key {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h ^ h>>29
+}
+
+// onWorkers runs f(w) for w < workers, each on a goroutine, and waits.
+func onWorkers(workers int, f func(w int)) {
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(w)
+		}()
+	}
+	wg.Wait()
+}
+
+// onChunks runs f over [0, n) cut into workers contiguous chunks, each on a goroutine, and waits.
+func onChunks(n, workers int, f func(lo, hi int)) {
+	onWorkers(workers, func(w int) { f(n*w/workers, n*(w+1)/workers) })
+}
