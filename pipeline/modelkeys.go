@@ -319,6 +319,7 @@ func (b *keyInbox) take(keep func(int32) bool) []detect.KeyModel {
 // does not decode or fit is skipped with the reason (the key keeps the model it has).
 func (p *Pipeline) keyReader(f *modelFollower, keep func(partition int32) bool) func(kafka.Message) {
 	return func(msg kafka.Message) {
+		p.stats.KeyModelsRead.Add(1)
 		key := string(msg.Key[len(keyModelPrefix):])
 		part := keyPartition(msg)
 		if !keep(part) {

@@ -28,6 +28,9 @@ type Stats struct {
 	DeadLetters  atomic.Int64 // messages sent to the dead-letter topic
 	ModelVersion atomic.Uint64
 	Commits      atomic.Int64
+	// KeyModelsRead counts the model topic's key model messages a scorer's restores and
+	// followers read (modelkeys.go): what a rebalance costs it.
+	KeyModelsRead atomic.Int64
 }
 
 // Pipeline is one running instance: a source, the detect stage and a sink.

@@ -1,0 +1,196 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
+	"github.com/outlierd/outlierd/stages/detect"
+)
+
+// A scorer's share of the keys' models (issue 21 item 3's leftovers): what it reads and holds.
+
+// warmKeyModel is a warm key's model under cfg (a builder's detect stage fed one key's records).
+func warmKeyModel(tb testing.TB, cfg Config) *detect.Ranker {
+	tb.Helper()
+	s, err := detect.NewStage(cfg.Detect, cfg.Ingest.Columns(), true, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleBuilder})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(5, 6))
+	d := len(cfg.Ingest.Columns())
+	rows := make([]testbatch.Row, 2*cfg.Detect.Keys.Window)
+	for i := range rows {
+		x, sd := make([]float32, d), make([]float32, d)
+		for j := range d {
+			x[j], sd[j] = float32(20+rng.NormFloat64()), 0.1
+		}
+		rows[i] = testbatch.Row{Offset: int64(i), Key: []byte("k"), Time: time.UnixMilli(1_700_000_000_000 + int64(i)), Features: x, SD: sd}
+	}
+	b := testbatch.New(tb, memory.DefaultAllocator, "in", cfg.Ingest.Columns(), true, false, rows)
+	if _, err := s.Process(context.Background(), b); err != nil {
+		tb.Fatal(err)
+	}
+	for _, m := range s.TakeKeyModels() {
+		if m.Model != nil {
+			return m.Model
+		}
+	}
+	tb.Fatal("no warm key after two windows of its records")
+	return nil
+}
+
+// publishKeyModels writes r as the model of each key (key -> its input partition) at version v,
+// through a builder's publisher.
+func publishKeyModels(tb testing.TB, cfg Config, keys map[string]int32, r *detect.Ranker, v uint64) *keyPublisher {
+	tb.Helper()
+	kp, err := newKeyPublisher(cfg.modelTopic(), cfg.Ingest.Columns(), cfg.Detect, zerolog.Nop())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { kp.Close() })
+	todo := make(map[string]detect.KeyModel, len(keys))
+	for k, q := range keys {
+		todo[k] = detect.KeyModel{Key: k, Partition: q, Model: r}
+	}
+	kp.version = v
+	deadline := time.Now().Add(30 * time.Second)
+	for { // (a topic created a moment ago: its leader not known everywhere yet)
+		_, err := kp.publish(context.Background(), todo)
+		if err == nil {
+			return kp
+		}
+		if !transient(err) || time.Now().After(deadline) {
+			tb.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// gatedSource delays the assignments its source reports until the gate opens (a scorer whose
+// group has not assigned it yet).
+type gatedSource struct {
+	Source
+	gate chan struct{}
+}
+
+func (g gatedSource) OnAssigned(f func([]int32)) {
+	g.Source.(interface{ OnAssigned(func([]int32)) }).OnAssigned(func(parts []int32) {
+		<-g.gate
+		f(parts)
+	})
+}
+
+// TestKeyRestoreReadsItsPartitionsRealBroker: a scorer reads from the model topic the keys'
+// models of its input partitions only, holds none before its first assignment, and at a
+// rebalance reads only the partitions moved in (not again those it kept). 60 keys on 6 input
+// partitions, the model topic with 7 (`topics create`: the input's and the global model's).
+// Before: every restore read every key of the topic (and a scorer held every key until its
+// first assignment).
+func TestKeyRestoreReadsItsPartitionsRealBroker(t *testing.T) {
+	br := testsupport.RealBroker(t)
+	const parts, nkeys = 6, 60
+	in, out, dlq, group, mt := testsupport.UniqueName("ks-in"), testsupport.UniqueName("ks-out"), testsupport.UniqueName("ks-dlq"),
+		testsupport.UniqueName("ks-group"), testsupport.UniqueName("ks-models")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: mt, NumPartitions: parts + 1, ReplicationFactor: 1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
+	cfg := roleConfig(br, in, out, dlq, group, mt)
+	cfg.Run.Role = "scorer"
+	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	keyPart := map[string]int32{}
+	for i := range nkeys {
+		keyPart[fmt.Sprintf("sensor-%02d", i)] = int32(i % parts)
+	}
+	const version = 7
+	publishKeyModels(t, cfg, keyPart, warmKeyModel(t, cfg), version)
+	want := func() map[string]uint64 {
+		w := map[string]uint64{}
+		for k := range keyPart {
+			w[k] = version
+		}
+		return w
+	}
+
+	gate := make(chan struct{})
+	var open sync.Once
+	release := func() { open.Do(func() { close(gate) }) }
+	a := startPipeline(t, cfg, func(p *Pipeline) { p.src = gatedSource{p.src, gate} })
+	t.Cleanup(release) // (before the pipeline's own clean-up: its source's close awaits the gate)
+	time.Sleep(3 * time.Second) // its start-up read done, its group joined, the assignment held at the gate
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	held, assigned, err := a.p.KeyVersions(ctx)
+	cancel()
+	if err != nil || assigned != nil || len(held) != 0 || a.p.Stats().KeyModelsRead.Load() != 0 {
+		t.Fatalf("before its first assignment the scorer holds %d keys' models (partitions %v, err %v) after reading %d: want none read or held",
+			len(held), assigned, err, a.p.Stats().KeyModelsRead.Load())
+	}
+	release()
+	waitServed(t, "the scorer alone serving every key", []*running{a}, keyPart, want)
+	if got := a.p.Stats().KeyModelsRead.Load(); got != nkeys {
+		t.Fatalf("the scorer of all %d partitions read %d key model messages, want the %d keys' once", parts, got, nkeys)
+	}
+
+	b := startPipeline(t, cfg, nil)
+	waitServed(t, "two scorers, each serving its partitions' keys", []*running{a, b}, keyPart, want)
+	if got := b.p.Stats().KeyModelsRead.Load(); got != nkeys/2 {
+		t.Fatalf("the second scorer (3 of 6 partitions) read %d key model messages, want its %d keys'", got, nkeys/2)
+	}
+	if got := a.p.Stats().KeyModelsRead.Load(); got != nkeys {
+		t.Fatalf("the first scorer read %d key model messages after giving half its partitions away, want still %d (nothing re-read)", got, nkeys)
+	}
+	if err := b.stop(t, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitServed(t, "the first scorer serving every key again", []*running{a}, keyPart, want)
+	if got := a.p.Stats().KeyModelsRead.Load(); got != nkeys+nkeys/2 {
+		t.Fatalf("the first scorer read %d key model messages after taking 3 partitions back, want %d (%d + those partitions' %d)", got, nkeys+nkeys/2, nkeys, nkeys/2)
+	}
+	if err := a.stop(t, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKeyModelTooLargeTombstoned: a key whose new model does not fit sink.max_message_bytes gets
+// a tombstone (at the publication's version), so scorers drop its older model and score its
+// records with the global model, instead of keeping the older model silently.
+func TestKeyModelTooLargeTombstoned(t *testing.T) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
+		mt := testsupport.UniqueName("kt-models")
+		testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: mt, NumPartitions: 1, ReplicationFactor: 1,
+			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
+		cfg := roleConfig(br, "in", "out", "dlq", "g", mt)
+		cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+		r := warmKeyModel(t, cfg)
+		long := "sensor-" + strings.Repeat("x", 4000)
+		publishKeyModels(t, cfg, map[string]int32{long: 0, "short": 0}, r, 1)
+		enc, err := detect.EncodeKeyModel(cfg.Ingest.Columns(), &cfg.Detect, "short", 2, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Room for the short key's model, not for the long key's.
+		cfg.Sink.MaxMessageBytes = len(enc) + len(keyModelPrefix) + 100 + modelChunkOverhead
+		publishKeyModels(t, cfg, map[string]int32{long: 0, "short": 0}, r, 2)
+		newest := map[string]kafka.Message{}
+		for _, m := range modelTopicMessages(t, br, mt) {
+			newest[string(m.Key)] = m
+		}
+		if m := newest[keyModelPrefix+"short"]; m.Value == nil || keyModelVersion(m) != 2 {
+			t.Fatalf("the short key's newest message: version %d, %d bytes: want its model of version 2", keyModelVersion(m), len(m.Value))
+		}
+		if m := newest[keyModelPrefix+long]; m.Value != nil || keyModelVersion(m) != 2 {
+			t.Fatalf("the long key's newest message: version %d, %d bytes: want a tombstone of version 2 (its model of version 2 does not fit)", keyModelVersion(m), len(m.Value))
+		}
+	})
+}
