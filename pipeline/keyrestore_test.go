@@ -23,7 +23,8 @@ import (
 // warmKeyModel is a warm key's model under cfg (a builder's detect stage fed one key's records).
 func warmKeyModel(tb testing.TB, cfg Config) *detect.Ranker {
 	tb.Helper()
-	s, err := detect.NewStage(cfg.Detect, cfg.Ingest.Columns(), true, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleBuilder})
+	withSD := cfg.Ingest.Uncertainty != nil
+	s, err := detect.NewStage(cfg.Detect, cfg.Ingest.Columns(), withSD, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleBuilder})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -36,9 +37,12 @@ func warmKeyModel(tb testing.TB, cfg Config) *detect.Ranker {
 		for j := range d {
 			x[j], sd[j] = float32(20+rng.NormFloat64()), 0.1
 		}
+		if !withSD {
+			sd = nil
+		}
 		rows[i] = testbatch.Row{Offset: int64(i), Key: []byte("k"), Time: time.UnixMilli(1_700_000_000_000 + int64(i)), Features: x, SD: sd}
 	}
-	b := testbatch.New(tb, memory.DefaultAllocator, "in", cfg.Ingest.Columns(), true, false, rows)
+	b := testbatch.New(tb, memory.DefaultAllocator, "in", cfg.Ingest.Columns(), withSD, false, rows)
 	if _, err := s.Process(context.Background(), b); err != nil {
 		tb.Fatal(err)
 	}
@@ -127,7 +131,7 @@ func TestKeyRestoreReadsItsPartitionsRealBroker(t *testing.T) {
 	var open sync.Once
 	release := func() { open.Do(func() { close(gate) }) }
 	a := startPipeline(t, cfg, func(p *Pipeline) { p.src = gatedSource{p.src, gate} })
-	t.Cleanup(release) // (before the pipeline's own clean-up: its source's close awaits the gate)
+	t.Cleanup(release)          // (before the pipeline's own clean-up: its source's close awaits the gate)
 	time.Sleep(3 * time.Second) // its start-up read done, its group joined, the assignment held at the gate
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	held, assigned, err := a.p.KeyVersions(ctx)
@@ -181,7 +185,9 @@ func TestKeyModelTooLargeTombstoned(t *testing.T) {
 		}
 		// Room for the short key's model, not for the long key's.
 		cfg.Sink.MaxMessageBytes = len(enc) + len(keyModelPrefix) + 100 + modelChunkOverhead
-		publishKeyModels(t, cfg, map[string]int32{long: 0, "short": 0}, r, 2)
+		if kp := publishKeyModels(t, cfg, map[string]int32{long: 0, "short": 0}, r, 2); kp.tooLarge.Load() != 1 {
+			t.Fatalf("%d keys' models counted too large, want the long key's", kp.tooLarge.Load())
+		}
 		newest := map[string]kafka.Message{}
 		for _, m := range modelTopicMessages(t, br, mt) {
 			newest[string(m.Key)] = m

@@ -222,6 +222,9 @@ type modelTopicConfig struct {
 	maxMessageBytes int
 }
 
+// toPartition0 writes every message to partition 0, the global model's.
+var toPartition0 = kafka.BalancerFunc(func(kafka.Message, ...int) int { return 0 })
+
 // modelPublisher is a builder's writer of models to the model topic. Publish never blocks the
 // detect goroutine: the newest model waits in a one-slot mailbox (an older one not yet
 // written is replaced: the scorers only need the newest) and run writes it, retrying
@@ -243,14 +246,14 @@ func newModelPublisher(cfg modelTopicConfig, log zerolog.Logger) (*modelPublishe
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(cfg.brokers...),
 		Topic:        cfg.topic,
-		Balancer:     &kafka.LeastBytes{}, // one partition: every chunk goes there, in order
+		Balancer:     toPartition0, // every chunk, in order (the keys' models are on the others: keyfollow.go)
 		BatchSize:    1,
 		BatchBytes:   int64(cfg.maxMessageBytes),
 		RequiredAcks: kafka.RequireAll,
 		MaxAttempts:  1, // retried by run, with backoff, as long as it takes
 		WriteTimeout: 30 * time.Second,
 	}
-	tw := &kafka.Writer{Addr: w.Addr, Topic: cfg.topic, Balancer: &kafka.LeastBytes{}, BatchSize: 10_000,
+	tw := &kafka.Writer{Addr: w.Addr, Topic: cfg.topic, Balancer: toPartition0, BatchSize: 10_000,
 		BatchBytes: int64(cfg.maxMessageBytes), BatchTimeout: 10 * time.Millisecond, RequiredAcks: kafka.RequireAll,
 		MaxAttempts: 3, WriteTimeout: 30 * time.Second}
 	if cfg.security.Enabled() {

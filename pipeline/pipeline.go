@@ -71,8 +71,9 @@ type Pipeline struct {
 	keyHighest uint64
 	keys       *keyInbox
 	// scope is a scorer's partitions, whose keys' models it keeps (modelkeys.go).
-	scope    *keyScope
-	keyQuery chan chan map[string]uint64 // KeyVersions' requests to the detect goroutine
+	scope     *keyScope
+	keyFollow *keyFollowers               // a scorer's readers of its partitions' keys' models (keyfollow.go)
+	keyQuery  chan chan map[string]uint64 // KeyVersions' requests to the detect goroutine
 	// waitLogged is when noteWaiting last logged, waitLogs how often (detect goroutine only).
 	waitLogged time.Time
 	waitLogs   int
