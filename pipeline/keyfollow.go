@@ -149,7 +149,7 @@ type keyFollowers struct {
 	dialer *kafka.Dialer
 
 	mu     sync.Mutex
-	m      int                   // the model topic's partitions (read at the first assignment)
+	m      int                   // the model topic's partitions at the last assignment
 	live   map[int]followerScope // model partition -> its follower's
 	wg     sync.WaitGroup
 	closed bool
@@ -218,22 +218,27 @@ func (k *keyFollowers) start(need func(m int) map[int][]int32, added []int32) {
 	if k.closed {
 		return
 	}
-	if k.m == 0 {
-		for attempt := 1; ; attempt++ {
-			m, err := modelTopicPartitions(k.ctx, k.p.cfg.modelTopic(), k.dialer)
-			if err == nil {
-				k.m = m
-				break
-			}
-			k.p.log.Warn().Err(err).Int("attempt", attempt).Msg("scorer: reading the model topic's partitions failed; retrying")
-			if !backoff(k.ctx, attempt) {
-				return
-			}
+	var m int // read at each assignment: partitions added to the model topic move the keys
+	for attempt := 1; ; attempt++ {
+		var err error
+		if m, err = modelTopicPartitions(k.ctx, k.p.cfg.modelTopic(), k.dialer); err == nil {
+			break
 		}
-		if k.m == 1 {
+		k.p.log.Warn().Err(err).Int("attempt", attempt).Msg("scorer: reading the model topic's partitions failed; retrying")
+		if !backoff(k.ctx, attempt) {
+			return
+		}
+	}
+	if m != k.m {
+		for mp, f := range k.live { // every key's place changed: read again
+			f.stop()
+			delete(k.live, mp)
+		}
+		if m == 1 {
 			k.p.log.Warn().Str("model_topic", k.p.cfg.Run.ModelTopic).
 				Msg("scorer: the model topic has one partition: every scorer reads every key's model (a model topic of the input's partitions + 1, as outlierd topics create makes it with detect.key_by, lets each read only its own)")
 		}
+		k.m = m
 	}
 	want := need(k.m)
 	for mp, f := range k.live {

@@ -200,3 +200,27 @@ func TestKeyModelTooLargeTombstoned(t *testing.T) {
 		}
 	})
 }
+
+// TestCreateTopicsModelTopicKeyed: `outlierd topics create` with detect.key_by: key makes the
+// model topic with a partition for the global model and one for each input partition's keys'
+// models; without key_by, one.
+func TestCreateTopicsModelTopicKeyed(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	for _, keyed := range []bool{false, true} {
+		cfg := roleConfig(br, testsupport.UniqueName("ct-in"), testsupport.UniqueName("ct-out"), testsupport.UniqueName("ct-dlq"), "g", testsupport.UniqueName("ct-models"))
+		want := 1
+		if keyed {
+			cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+			want = 7
+		}
+		res, err := CreateTopics(context.Background(), cfg, 6, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Key == "run.model_topic" && (r.Partitions != want || !r.Created) {
+				t.Errorf("key_by %v: model topic %+v, want %d partitions, created", keyed, r, want)
+			}
+		}
+	}
+}

@@ -27,8 +27,9 @@ import (
 // its one message: a publication cut short (a builder killed) has written some keys' new
 // models and not the others', and every key still has its last complete model on the topic.
 // An evicted key (least recently seen at the builder) gets a tombstone: scorers drop its model
-// and compaction removes it, so the topic holds only the builder's live keys. Scorers read the
-// whole topic at start (installing every key's newest model before they score) and follow it.
+// and compaction removes it, so the topic holds only the builder's live keys. Each key's message
+// is on the model topic partition of its input partition, and a scorer reads and follows only
+// those of its input partitions, from its first assignment on (keyfollow.go).
 //
 // Granularity: a builder rebuilds a warm key every keys.window/4 of its records, so a key
 // rebuilt many times between two publications is published once, with its newest model: the
@@ -42,8 +43,8 @@ import (
 // Versions: a publication's version is above the previous one's, above every key model's
 // version on the topic at the builder's start, and at least the clock in ms (as the global
 // models', modelVersionFloor), so a restarted builder's models are newer. A scorer installs the
-// messages in topic order (one partition, one builder: the last message of a key is its newest
-// model) and names the version of the key's model that scored each record in its output.
+// messages in partition order (a key's messages on one partition, one builder: the last
+// message of a key is its newest model) and names the version of the key's model that scored each record in its output.
 const (
 	keyModelPrefix        = "outlierd-key/"
 	headerKeyModelVersion = "outlierd-key-model-version"
@@ -53,7 +54,7 @@ const (
 	// keyPublishEvery is the shortest time between two publications of keys' models.
 	keyPublishEvery = time.Second
 	// assumedKeyBytes is the key length the start-up check allows for (a longer key's model that
-	// then does not fit sink.max_message_bytes is logged and not published).
+	// then does not fit sink.max_message_bytes is logged, counted and tombstoned).
 	assumedKeyBytes = 256
 )
 

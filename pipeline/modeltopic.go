@@ -36,7 +36,8 @@ import (
 // has seen on the topic; compaction then removes both (tombstones themselves after
 // delete.retention.ms). So the topic holds the newest complete model at all times, plus at
 // most the chunks of a newer publication cut short and of versions whose tombstones are not
-// yet written. The topic has one partition, so a reader sees the chunks of one publication in
+// yet written. The chunks are on partition 0 (the others hold the keys' models under
+// detect.key_by: keyfollow.go), so a reader sees the chunks of one publication in
 // order; it reassembles a version from its n consecutive chunks, checks the digest, decodes
 // the snapshot (which checks its own checksum) and installs it if newer. Anything else (a
 // stray message, a chunk out of sequence, a digest mismatch, a snapshot that does not decode)
@@ -398,8 +399,8 @@ type modelFollower struct {
 	features []string
 	// skipped counts messages that did not make a usable model (their reasons are logged).
 	skipped int
-	// onKey takes the keys' models' messages (modelkeys.go; nil: they are passed over): they
-	// are no part of a publication of the global model.
+	// onKey takes the keys' models' messages on partition 0 (a builder's version floor; nil:
+	// they are passed over): they are no part of a publication of the global model.
 	onKey func(kafka.Message)
 }
 
