@@ -224,3 +224,39 @@ func TestCreateTopicsModelTopicKeyed(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyMovedTombstonedAtOldPlace: a key whose records moved to another input partition (the
+// input topic got more partitions) gets its model at the new partition's place and a tombstone
+// of the same version at the old one's, so the scorer of the old partition drops it.
+func TestKeyMovedTombstonedAtOldPlace(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	mt := testsupport.UniqueName("km-models")
+	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: mt, NumPartitions: 7, ReplicationFactor: 1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
+	cfg := roleConfig(br, "in", "out", "dlq", "g", mt)
+	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	r := warmKeyModel(t, cfg)
+	kp := publishKeyModels(t, cfg, map[string]int32{"k": 1}, r, 1)
+	kp.version = 2
+	if _, err := kp.publish(context.Background(), map[string]detect.KeyModel{"k": {Key: "k", Partition: 4, Model: r}}); err != nil {
+		t.Fatal(err)
+	}
+	old, moved := modelPartitionMessages(t, br, mt, keyModelPartition(1, 7)), modelPartitionMessages(t, br, mt, keyModelPartition(4, 7))
+	if len(old) != 2 || old[1].Value != nil || keyModelVersion(old[1]) != 2 || keyPartition(old[1]) != 1 {
+		t.Fatalf("old place (model partition %d): %d messages, want the model of version 1 then a tombstone of version 2", keyModelPartition(1, 7), len(old))
+	}
+	if len(moved) != 1 || moved[0].Value == nil || keyModelVersion(moved[0]) != 2 || keyPartition(moved[0]) != 4 {
+		t.Fatalf("new place (model partition %d): %d messages, want the model of version 2", keyModelPartition(4, 7), len(moved))
+	}
+	// A scorer holding both input partitions keeps the model, whichever it reads first.
+	for _, order := range [][]kafka.Message{{old[1], moved[0]}, {moved[0], old[1]}} {
+		p := &Pipeline{cfg: cfg, keys: newKeyInbox()}
+		read := p.keyReader(func(int32) bool { return true }, zerolog.Nop())
+		for _, m := range order {
+			read(m)
+		}
+		if got := p.keys.pending["k"]; got.Model == nil || got.Version != 2 || got.Partition != 4 {
+			t.Fatalf("read in order %d, %d: the inbox has %+v, want the model of version 2", keyPartition(order[0]), keyPartition(order[1]), got)
+		}
+	}
+}
