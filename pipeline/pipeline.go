@@ -28,8 +28,8 @@ type Stats struct {
 	DeadLetters  atomic.Int64 // messages sent to the dead-letter topic
 	ModelVersion atomic.Uint64
 	Commits      atomic.Int64
-	// KeyModelsRead counts the model topic's key model messages a scorer's restores and
-	// followers read (modelkeys.go): what a rebalance costs it.
+	// KeyModelsRead counts the messages a scorer read from the model topic's partitions of its
+	// keys (keyfollow.go): what its restores at rebalances and the builder's updates cost it.
 	KeyModelsRead atomic.Int64
 }
 
