@@ -39,8 +39,9 @@ import (
 // starts those of the partitions moved in, and leaves the others reading on: what a scorer
 // holds is not read again. Where partitions moved in share a model partition already
 // followed (fewer model partitions than input ones), that partition is read once more up to
-// its end now, for their keys only. Until a key's model arrives its records are scored by the
-// global model (said in the explanation, as for a key still warming).
+// its end now, for their keys only. The generation's fetch waits (at most keyRestoreWait) until
+// the partitions moved in are read to the ends they had: a key with a model on the topic never
+// has a record scored by the global model for want of it.
 
 // keyModelPartition is the model topic partition of the keys of input partition q on a model
 // topic of m partitions (q < 0: a message for partition 0, a key's old place on a one-partition
@@ -148,6 +149,9 @@ type keyFollowers struct {
 	cancel context.CancelFunc
 	dialer *kafka.Dialer
 
+	// slow, in tests, runs before each message is handled (a slow model topic).
+	slow func()
+
 	mu     sync.Mutex
 	m      int                   // the model topic's partitions at the last assignment
 	live   map[int]followerScope // model partition -> its follower's
@@ -197,7 +201,8 @@ func (p *Pipeline) followAssignments() {
 	src.OnAssigned(func(parts []int32) {
 		added := p.scope.set(parts)
 		p.log.Info().Ints32("partitions", parts).Ints32("moved_in", added).Msg("scorer: keeps the keys' models of its partitions")
-		p.keyFollow.start(func(m int) map[int][]int32 {
+		start := time.Now()
+		restoring := p.keyFollow.start(func(m int) map[int][]int32 {
 			need := map[int][]int32{}
 			for _, q := range parts {
 				mp := keyModelPartition(q, m)
@@ -205,18 +210,41 @@ func (p *Pipeline) followAssignments() {
 			}
 			return need
 		}, added)
+		// The generation's fetch starts when this returns: first the keys' models of the
+		// partitions moved in (bounded: a model topic that cannot be read does not stop the
+		// scoring; their records are scored by the global model until the models come).
+		waited := make(chan struct{})
+		go func() {
+			restoring.Wait()
+			close(waited)
+		}()
+		select {
+		case <-waited:
+			if len(added) > 0 {
+				p.log.Info().Ints32("moved_in", added).Dur("took", time.Since(start)).Msg("scorer: keys' models of the partitions moved in read; fetching them")
+			}
+		case <-time.After(keyRestoreWait):
+			p.log.Warn().Ints32("moved_in", added).Dur("waited", keyRestoreWait).
+				Msg("scorer: keys' models of the partitions moved in not read yet; fetching them anyway (their records scored by the global model until their models come)")
+		case <-p.keyFollow.ctx.Done():
+		}
 	})
 }
+
+// keyRestoreWait bounds how long a rebalance's fetch waits for the keys' models of the
+// partitions moved in (about 2 s for 16,667 keys' models on the dev machine: BENCHMARKS §13.2.1).
+const keyRestoreWait = 30 * time.Second
 
 // start makes the followers those of the model partitions need names (model partition -> the
 // input partitions of this scorer there), given the model topic's partition count: it stops
 // the others, starts the missing ones, and reads again, for the input partitions added only,
 // a followed partition that partitions added share.
-func (k *keyFollowers) start(need func(m int) map[int][]int32, added []int32) {
+func (k *keyFollowers) start(need func(m int) map[int][]int32, added []int32) (restoring *sync.WaitGroup) {
+	restoring = &sync.WaitGroup{}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.closed {
-		return
+		return restoring
 	}
 	var m int // read at each assignment: partitions added to the model topic move the keys
 	for attempt := 1; ; attempt++ {
@@ -226,7 +254,7 @@ func (k *keyFollowers) start(need func(m int) map[int][]int32, added []int32) {
 		}
 		k.p.log.Warn().Err(err).Int("attempt", attempt).Msg("scorer: reading the model topic's partitions failed; retrying")
 		if !backoff(k.ctx, attempt) {
-			return
+			return restoring
 		}
 	}
 	if m != k.m {
@@ -252,7 +280,8 @@ func (k *keyFollowers) start(need func(m int) map[int][]int32, added []int32) {
 		if !ok {
 			ctx, stop := context.WithCancel(k.ctx)
 			k.live[mp] = followerScope{ctx, stop}
-			k.wg.Go(func() { k.follow(ctx, mp, qs, k.p.scope.keep, false) })
+			restoring.Add(1)
+			k.wg.Go(func() { k.follow(ctx, mp, qs, k.p.scope.keep, false, restoring.Done) })
 			continue
 		}
 		var again []int32
@@ -263,19 +292,24 @@ func (k *keyFollowers) start(need func(m int) map[int][]int32, added []int32) {
 		}
 		if len(again) > 0 { // (fewer model partitions than input ones)
 			keep := func(q int32) bool { return slices.Contains(again, q) && k.p.scope.keep(q) }
-			k.wg.Go(func() { k.follow(f.ctx, mp, again, keep, true) })
+			restoring.Add(1)
+			k.wg.Go(func() { k.follow(f.ctx, mp, again, keep, true, restoring.Done) })
 		}
 	}
+	return restoring
 }
 
 // follow reads model partition mp from its first message, handing the key models of the
 // input partitions keep takes to the detect goroutine, until ctx ends (once: until the end it
 // had when it started), retrying failures with backoff from where it was; it logs when it has
-// read what the partition held at its start (the restore of its keys).
-func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func(int32) bool, once bool) {
+// read what the partition held at its start (the restore of its keys) and calls restored then
+// (or when it ends before).
+func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func(int32) bool, once bool, restored func()) {
+	restoredOnce := sync.OnceFunc(restored)
+	defer restoredOnce()
 	p, cfg := k.p, k.p.cfg.modelTopic()
 	log := p.log.With().Str("model_topic", cfg.topic).Int("model_partition", mp).Ints32("partitions", qs).Logger()
-	start, next, restored, read := time.Now(), int64(-1), false, int64(0)
+	start, next, done, read := time.Now(), int64(-1), false, int64(0)
 	handle := p.keyReader(keep, log)
 	for attempt := 1; ctx.Err() == nil; attempt++ {
 		first, end, err := partitionOffsets(ctx, cfg, k.dialer, mp)
@@ -291,8 +325,9 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 					return err
 				}
 				for {
-					if !restored && next >= end {
-						restored = true
+					if !done && next >= end {
+						done = true
+						restoredOnce()
 						log.Info().Int64("records_read", read).Dur("took", time.Since(start)).Msg("scorer: keys' models of its partitions read from the model topic")
 						if once {
 							return nil
@@ -301,6 +336,9 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 					msg, err := r.ReadMessage(ctx)
 					if err != nil {
 						return err
+					}
+					if k.slow != nil {
+						k.slow()
 					}
 					next = msg.Offset + 1
 					read++

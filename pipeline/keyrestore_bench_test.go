@@ -73,6 +73,6 @@ func benchRestore(b *testing.B, p *Pipeline, parts int, q int32) int {
 	if err != nil || m < 1 || m > 1 && m != parts+1 {
 		b.Fatalf("model topic of %d partitions (%v), want 1 or %d", m, err, parts+1)
 	}
-	k.follow(ctx, keyModelPartition(q, m), []int32{q}, p.scope.keep, true)
+	k.follow(ctx, keyModelPartition(q, m), []int32{q}, p.scope.keep, true, func() {})
 	return len(p.keys.pending)
 }

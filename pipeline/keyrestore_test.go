@@ -260,3 +260,68 @@ func TestKeyMovedTombstonedAtOldPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyRestoreBeforeFetchRealBroker: a scorer's partitions' records wait for their keys'
+// models at an assignment, so a key with a model on the topic never has a record scored by the
+// global model because the scorer was still reading (a slow model topic here: 30 ms a message,
+// about 2 s for the 64 keys). Before: the fetch began at once and the first batches of each
+// partition were scored by the global model.
+func TestKeyRestoreBeforeFetchRealBroker(t *testing.T) {
+	br := testsupport.RealBroker(t)
+	const parts = 6
+	in, out, dlq, group, mt := testsupport.UniqueName("kf-in"), testsupport.UniqueName("kf-out"), testsupport.UniqueName("kf-dlq"),
+		testsupport.UniqueName("kf-group"), testsupport.UniqueName("kf-models")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: mt, NumPartitions: parts + 1, ReplicationFactor: 1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
+	recs := keyedRecords(t, 12_000, parts, 85)
+	input := newInput(in, parts, recs)
+	produceSome(t, br, input, recs)
+	base := roleConfig(br, in, out, dlq, group, mt)
+	base.Detect.FlagBy, base.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	builderCfg, scorerCfg := base, base
+	builderCfg.Run.Role, scorerCfg.Run.Role = "builder", "scorer"
+	builder := startPipeline(t, builderCfg, nil)
+	waitFor(t, 60*time.Second, "the builder publishing the global model and all 64 keys' models", func() bool {
+		return len(keyModelsOnTopic(t, br, base)) == 64 && publishedModel(t, base) != nil
+	})
+	if err := builder.stop(t, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	scorer := startPipeline(t, scorerCfg, func(p *Pipeline) {
+		p.src = slowKeys{p.src, p}
+	})
+	waitCommittedBelow(t, br, group, input, len(recs), 90*time.Second)
+	if err := scorer.stop(t, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	byID, _ := readVerdicts(t, br, out, parts)
+	global := 0
+	for _, rec := range recs {
+		if rec.malformed {
+			continue
+		}
+		v, ok := byID[fmt.Sprintf("%s/%d/%d", in, rec.p, rec.off)]
+		if !ok || v.Scores == nil {
+			t.Fatalf("record %d/%d: output %v, want a scored verdict", rec.p, rec.off, v)
+		}
+		if v.Scores.KeyModelVersion == 0 {
+			global++
+		}
+	}
+	if global > 0 {
+		t.Fatalf("%d records scored by the global model, though every key's model was on the topic when the scorer started", global)
+	}
+}
+
+// slowKeys makes a scorer's keys' model reads slow (30 ms a message) once its followers exist
+// (they are made when the pipeline runs, after the test's hook).
+type slowKeys struct {
+	Source
+	p *Pipeline
+}
+
+func (s slowKeys) OnAssigned(f func([]int32)) {
+	s.p.keyFollow.slow = func() { time.Sleep(30 * time.Millisecond) }
+	s.Source.(interface{ OnAssigned(func([]int32)) }).OnAssigned(f)
+}

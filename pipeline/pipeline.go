@@ -481,6 +481,9 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 				continue
 			}
 			b := it.b
+			if p.keys != nil { // the keys' models read first (a restore's, before its partitions' fetch)
+				p.det.InstallKeyModels(p.keys.take(p.scope.keep))
+			}
 			start := time.Now()
 			ready, err := p.stage.Process(work, b)
 			p.metrics.ObserveBatch(metrics.StageDetect, time.Since(start))
