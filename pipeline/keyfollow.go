@@ -365,17 +365,15 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 // highestKeyVersion is the highest key model version on the model topic's partitions other
 // than 0 (partition 0 the builder's start-up read sees whole): each one's last message's, since
 // a builder's publications only grow in version and compaction keeps a partition's last
-// message.
-func highestKeyVersion(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer) (uint64, error) {
-	m, err := modelTopicPartitions(ctx, cfg, dialer)
-	if err != nil {
-		return 0, err
+// message; and the topic's partition count.
+func highestKeyVersion(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer) (highest uint64, m int, err error) {
+	if m, err = modelTopicPartitions(ctx, cfg, dialer); err != nil {
+		return 0, 0, err
 	}
-	var highest uint64
 	for mp := 1; mp < m; mp++ {
 		first, end, err := partitionOffsets(ctx, cfg, dialer, mp)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if end <= first {
 			continue
@@ -389,9 +387,9 @@ func highestKeyVersion(ctx context.Context, cfg modelTopicConfig, dialer *kafka.
 		}
 		r.Close()
 		if err != nil {
-			return 0, fmt.Errorf("model topic %q partition %d: its last message: %w", cfg.topic, mp, err)
+			return 0, 0, fmt.Errorf("model topic %q partition %d: its last message: %w", cfg.topic, mp, err)
 		}
 		highest = max(highest, keyModelVersion(msg))
 	}
-	return highest, nil
+	return highest, m, nil
 }

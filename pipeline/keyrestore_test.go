@@ -325,3 +325,46 @@ func (s slowKeys) OnAssigned(f func([]int32)) {
 	s.p.keyFollow.slow = func() { time.Sleep(30 * time.Millisecond) }
 	s.Source.(interface{ OnAssigned(func([]int32)) }).OnAssigned(f)
 }
+
+// TestBuilderTombstonesPartition0KeysRealBroker: partitions added to a one-partition model topic
+// (to move to the layout of one partition per input partition's keys): a builder's start writes
+// tombstones for the keys' models left on partition 0, so compaction removes them and the
+// scorers' start-up read of the global model no longer reads through them.
+func TestBuilderTombstonesPartition0KeysRealBroker(t *testing.T) {
+	br := testsupport.RealBroker(t)
+	const parts = 6
+	in, out, dlq, group, mt := testsupport.UniqueName("kz-in"), testsupport.UniqueName("kz-out"), testsupport.UniqueName("kz-dlq"),
+		testsupport.UniqueName("kz-group"), testsupport.UniqueName("kz-models")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: mt, NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
+	cfg := roleConfig(br, in, out, dlq, group, mt)
+	cfg.Run.Role = "builder"
+	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	old := map[string]int32{"a": 0, "b": 3, "c": 5}
+	publishKeyModels(t, cfg, old, warmKeyModel(t, cfg), 3) // the one-partition layout: all on 0
+	cl := &kafka.Client{Addr: kafka.TCP(br.Addrs...)}
+	res, err := cl.CreatePartitions(context.Background(), &kafka.CreatePartitionsRequest{Topics: []kafka.TopicPartitionsConfig{{Name: mt, Count: parts + 1}}})
+	if err == nil && len(res.Errors) > 0 {
+		err = res.Errors[mt]
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startPipeline(t, cfg, nil)
+	waitFor(t, 30*time.Second, "the builder's tombstones for the keys on partition 0", func() bool {
+		newest := map[string]kafka.Message{}
+		for _, m := range modelPartitionMessages(t, br, mt, 0) {
+			newest[string(m.Key)] = m
+		}
+		for k := range old {
+			if m, ok := newest[keyModelPrefix+k]; !ok || m.Value != nil {
+				return false
+			}
+		}
+		return true
+	})
+	if err := b.stop(t, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}

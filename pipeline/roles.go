@@ -91,7 +91,8 @@ func (p *Pipeline) setUpRole() error {
 		if p.metrics != nil {
 			p.keyPub.onTooLarge = p.metrics.AddKeyModelsTooLarge
 		}
-		p.follow.onKey = keyVersionFloor(&p.keyHighest)
+		p.keysOn0 = map[string]bool{}
+		p.follow.onKey = keyVersionFloor(&p.keyHighest, p.keysOn0)
 		return nil
 	}
 	// A scorer's keys' models are read by their partitions' followers (keyfollow.go), from its
@@ -169,11 +170,12 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 		return closed, fmt.Errorf("pipeline: reading the model topic %q (run.model_topic): %w", p.cfg.Run.ModelTopic, err)
 	}
 	var keysHighest uint64 // the keys' models on the other partitions (keyfollow.go)
+	modelParts := 1
 	if p.keyPub != nil {
 		err = startRetry(ctx, p.log.With().Str("key", "run.model_topic").Str("topic", p.cfg.Run.ModelTopic).Logger(), topicCheckWait,
 			"waiting for the model topic's partitions to be readable; retrying",
 			func(ctx context.Context) (err error) {
-				keysHighest, err = highestKeyVersion(ctx, p.cfg.modelTopic(), p.follow.dialer)
+				keysHighest, modelParts, err = highestKeyVersion(ctx, p.cfg.modelTopic(), p.follow.dialer)
 				return err
 			})
 		if err != nil {
@@ -196,7 +198,12 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 		wg.Go(func() { p.pub.run(work) })
 		if p.keyPub != nil {
 			p.keyPub.version = max(p.keyHighest, keysHighest)
-			wg.Go(func() { p.keyPub.run(work) })
+			wg.Go(func() {
+				if modelParts > 1 {
+					p.keyPub.tombstonePartition0(work, p.keysOn0)
+				}
+				p.keyPub.run(work)
+			})
 		}
 		go func() {
 			defer close(closed)
