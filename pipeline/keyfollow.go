@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -151,6 +152,8 @@ type keyFollowers struct {
 
 	// slow, in tests, runs before each message is handled (a slow model topic).
 	slow func()
+	// decodeWorkers is how many goroutines decode a partition's messages (0: GOMAXPROCS).
+	decodeWorkers int
 
 	mu     sync.Mutex
 	m      int                   // the model topic's partitions at the last assignment
@@ -310,7 +313,8 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 	p, cfg := k.p, k.p.cfg.modelTopic()
 	log := p.log.With().Str("model_topic", cfg.topic).Int("model_partition", mp).Ints32("partitions", qs).Logger()
 	start, next, done, read := time.Now(), int64(-1), false, int64(0)
-	handle := p.keyReader(keep, log)
+	dec := newDecoders(p.keyReader(keep, log), k.decodeWorkers)
+	defer dec.close()
 	for attempt := 1; ctx.Err() == nil; attempt++ {
 		first, end, err := partitionOffsets(ctx, cfg, k.dialer, mp)
 		if err == nil {
@@ -327,6 +331,7 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 				for {
 					if !done && next >= end {
 						done = true
+						dec.wait()
 						restoredOnce()
 						log.Info().Int64("records_read", read).Dur("took", time.Since(start)).Msg("scorer: keys' models of its partitions read from the model topic")
 						if once {
@@ -347,7 +352,7 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 						p.metrics.AddKeyModelsRead(1)
 					}
 					if isKeyModel(msg) {
-						handle(msg)
+						dec.do(msg)
 					}
 				}
 			}()
@@ -360,6 +365,46 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 			return
 		}
 	}
+}
+
+// decoders decode key model messages on as many goroutines as the process has CPUs: a
+// restore is bound by decoding (BENCHMARKS §13.2.1). Their order does not matter: the inbox
+// keeps a key's newest version, and a model beats a tombstone of the same version.
+type decoders struct {
+	jobs    chan kafka.Message
+	pending sync.WaitGroup // messages handed out and not decoded yet
+	workers sync.WaitGroup
+}
+
+func newDecoders(handle func(kafka.Message), n int) *decoders {
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	d := &decoders{jobs: make(chan kafka.Message, 4*n)}
+	for range n {
+		d.workers.Go(func() {
+			for m := range d.jobs {
+				handle(m)
+				d.pending.Done()
+			}
+		})
+	}
+	return d
+}
+
+// do hands msg to a decoder.
+func (d *decoders) do(msg kafka.Message) {
+	d.pending.Add(1)
+	d.jobs <- msg
+}
+
+// wait returns once every message handed out is decoded.
+func (d *decoders) wait() { d.pending.Wait() }
+
+// close decodes what is handed out and stops the decoders.
+func (d *decoders) close() {
+	close(d.jobs)
+	d.workers.Wait()
 }
 
 // highestKeyVersion is the highest key model version on the model topic's partitions other
