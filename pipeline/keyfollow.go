@@ -235,7 +235,7 @@ func (p *Pipeline) followAssignments() {
 }
 
 // keyRestoreWait bounds how long a rebalance's fetch waits for the keys' models of the
-// partitions moved in (about 2 s for 16,667 keys' models on the dev machine: BENCHMARKS §13.2.1).
+// partitions moved in (about 1.1 s for 16,667 keys' models on the dev machine: BENCHMARKS §13.2.1).
 const keyRestoreWait = 30 * time.Second
 
 // start makes the followers those of the model partitions need names (model partition -> the
