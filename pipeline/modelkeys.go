@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,8 +27,9 @@ import (
 // its one message: a publication cut short (a builder killed) has written some keys' new
 // models and not the others', and every key still has its last complete model on the topic.
 // An evicted key (least recently seen at the builder) gets a tombstone: scorers drop its model
-// and compaction removes it, so the topic holds only the builder's live keys. Scorers read the
-// whole topic at start (installing every key's newest model before they score) and follow it.
+// and compaction removes it, so the topic holds only the builder's live keys. Each key's message
+// is on the model topic partition of its input partition, and a scorer reads and follows only
+// those of its input partitions, from its first assignment on (keyfollow.go).
 //
 // Granularity: a builder rebuilds a warm key every keys.window/4 of its records, so a key
 // rebuilt many times between two publications is published once, with its newest model: the
@@ -41,8 +43,8 @@ import (
 // Versions: a publication's version is above the previous one's, above every key model's
 // version on the topic at the builder's start, and at least the clock in ms (as the global
 // models', modelVersionFloor), so a restarted builder's models are newer. A scorer installs the
-// messages in topic order (one partition, one builder: the last message of a key is its newest
-// model) and names the version of the key's model that scored each record in its output.
+// messages in partition order (a key's messages on one partition, one builder: the last
+// message of a key is its newest model) and names the version of the key's model that scored each record in its output.
 const (
 	keyModelPrefix        = "outlierd-key/"
 	headerKeyModelVersion = "outlierd-key-model-version"
@@ -52,7 +54,7 @@ const (
 	// keyPublishEvery is the shortest time between two publications of keys' models.
 	keyPublishEvery = time.Second
 	// assumedKeyBytes is the key length the start-up check allows for (a longer key's model that
-	// then does not fit sink.max_message_bytes is logged and not published).
+	// then does not fit sink.max_message_bytes is logged, counted and tombstoned).
 	assumedKeyBytes = 256
 )
 
@@ -72,6 +74,13 @@ type keyPublisher struct {
 	// published is when each key's model was last written (only run touches it).
 	every     time.Duration
 	published map[string]time.Time
+	// placed is the input partition each key's model was last written for (only publish
+	// touches it): a key whose records moved gets a tombstone at its old place.
+	placed map[string]int32
+	// tooLarge counts the keys' models not published for their size (a tombstone instead);
+	// onTooLarge, if set, hears each publication's count (metrics).
+	tooLarge   atomic.Int64
+	onTooLarge func(n int)
 
 	// version is the last publication's (floor: set before run starts, from the topic).
 	version uint64
@@ -86,7 +95,7 @@ func newKeyPublisher(cfg modelTopicConfig, features []string, det detect.Config,
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(cfg.brokers...),
 		Topic:        cfg.topic,
-		Balancer:     &kafka.LeastBytes{}, // one partition
+		Balancer:     keyModelBalancer(), // each key's at its input partition's place (keyfollow.go)
 		BatchSize:    10_000,
 		BatchBytes:   int64(cfg.maxMessageBytes),
 		BatchTimeout: 10 * time.Millisecond,
@@ -102,7 +111,7 @@ func newKeyPublisher(cfg modelTopicConfig, features []string, det detect.Config,
 		w.Transport = tr
 	}
 	return &keyPublisher{cfg: cfg, w: w, log: log.With().Str("model_topic", cfg.topic).Logger(), features: features,
-		detect: det, pending: map[string]detect.KeyModel{}, wake: make(chan struct{}, 1), published: map[string]time.Time{}}, nil
+		detect: det, pending: map[string]detect.KeyModel{}, wake: make(chan struct{}, 1), published: map[string]time.Time{}, placed: map[string]int32{}}, nil
 }
 
 // add queues the keys' models (a key's newer model replaces one not yet written).
@@ -201,8 +210,11 @@ func (p *keyPublisher) due(now time.Time) (todo map[string]detect.KeyModel, wait
 }
 
 // publish writes one publication: a message per key (a tombstone for an evicted key), in key
-// order, retrying transient failures; a model too large for sink.max_message_bytes is logged and
-// left out.
+// order, retrying transient failures. A key whose records moved to another input partition
+// also gets a tombstone at its old place, before its model. A model too large for
+// sink.max_message_bytes (a key too long, features too many) is not published: the key gets a
+// tombstone instead, so the scorers drop its older model and score its records with the global
+// model, logged with the key and counted (outlierd_key_models_too_large_total).
 func (p *keyPublisher) publish(ctx context.Context, todo map[string]detect.KeyModel) (died bool, err error) {
 	keys := make([]string, 0, len(todo))
 	for k := range todo {
@@ -210,25 +222,42 @@ func (p *keyPublisher) publish(ctx context.Context, todo map[string]detect.KeyMo
 	}
 	slices.Sort(keys)
 	v := []byte(strconv.FormatUint(p.version, 10))
+	message := func(k string, part int32) kafka.Message {
+		return kafka.Message{Key: []byte(keyModelPrefix + k), Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: v},
+			{Key: headerKeyPartition, Value: []byte(strconv.Itoa(int(part)))}}}
+	}
 	msgs := make([]kafka.Message, 0, len(keys))
-	size, tombstones, tooLarge := 0, 0, 0
+	size, tombstones := 0, 0
+	var tooLarge []string
 	for _, k := range keys {
-		m := kafka.Message{Key: []byte(keyModelPrefix + k), Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: v},
-			{Key: headerKeyPartition, Value: []byte(strconv.Itoa(int(todo[k].Partition)))}}}
-		if r := todo[k].Model; r != nil {
-			if m.Value, err = detect.EncodeKeyModel(p.features, &p.detect, k, p.version, r); err != nil {
+		km := todo[k]
+		if old, ok := p.placed[k]; ok && km.Model != nil && old != km.Partition {
+			msgs = append(msgs, message(k, old))
+		}
+		m := message(k, km.Partition)
+		if km.Model != nil {
+			if m.Value, err = detect.EncodeKeyModel(p.features, &p.detect, k, p.version, km.Model); err != nil {
 				return false, err
 			}
 			if len(m.Value)+len(m.Key)+modelChunkOverhead > p.cfg.maxMessageBytes {
-				tooLarge++
-				continue
+				if len(k) > 80 { // (named in the log by its start: such keys are the usual cause)
+					tooLarge = append(tooLarge, fmt.Sprintf("%s... (%d bytes)", k[:64], len(k)))
+				} else {
+					tooLarge = append(tooLarge, k)
+				}
+				m.Value = nil
 			}
 		}
 		msgs = append(msgs, m)
 	}
-	if tooLarge > 0 {
-		p.log.Error().Int("keys", tooLarge).Int("max_message_bytes", p.cfg.maxMessageBytes).
-			Msg("keys' models larger than sink.max_message_bytes (their keys too long?) not published: their records are scored by the global model on the scorers")
+	if len(tooLarge) > 0 {
+		p.tooLarge.Add(int64(len(tooLarge)))
+		if p.onTooLarge != nil {
+			p.onTooLarge(len(tooLarge))
+		}
+		p.log.Error().Int("keys", len(tooLarge)).Strs("first_keys", tooLarge[:min(len(tooLarge), 10)]).Int("max_message_bytes", p.cfg.maxMessageBytes).
+			Uint64("key_model_version", p.version).
+			Msg("keys' models larger than sink.max_message_bytes (their keys too long?): tombstones published instead, the scorers score these keys' records with the global model")
 	}
 	if p.cut != nil {
 		msgs, died = p.cut(msgs)
@@ -252,7 +281,14 @@ func (p *keyPublisher) publish(ctx context.Context, todo map[string]detect.KeyMo
 			return died, ctx.Err()
 		}
 	}
-	p.log.Info().Uint64("key_model_version", p.version).Int("keys", len(msgs)-tombstones).Int("evicted", tombstones).
+	for _, k := range keys {
+		if todo[k].Model == nil {
+			delete(p.placed, k)
+		} else {
+			p.placed[k] = todo[k].Partition
+		}
+	}
+	p.log.Info().Uint64("key_model_version", p.version).Int("keys", len(msgs)-tombstones).Int("tombstones", tombstones).
 		Int("bytes", size).Msg("keys' models published")
 	return died, nil
 }
@@ -287,7 +323,9 @@ func newKeyInbox() *keyInbox {
 
 func (b *keyInbox) put(m detect.KeyModel) {
 	b.mu.Lock()
-	if o, ok := b.pending[m.Key]; !ok || m.Version > o.Version { // (a restore may read an older one)
+	// A restore may read an older one; at one version a model wins over a tombstone (the
+	// tombstone of a key moved to another partition, read from its old one).
+	if o, ok := b.pending[m.Key]; !ok || m.Version > o.Version || m.Version == o.Version && o.Model == nil {
 		b.pending[m.Key] = m
 	}
 	b.mu.Unlock()
@@ -314,10 +352,10 @@ func (b *keyInbox) take(keep func(int32) bool) []detect.KeyModel {
 	return out
 }
 
-// keyReader is the follower's handler of key model messages for a scorer: those of the
-// partitions keep takes are decoded (off the detect goroutine) and put in the inbox; one that
-// does not decode or fit is skipped with the reason (the key keeps the model it has).
-func (p *Pipeline) keyReader(f *modelFollower, keep func(partition int32) bool) func(kafka.Message) {
+// keyReader is a scorer's handler of key model messages: those of the partitions keep takes
+// are decoded (off the detect goroutine) and put in the inbox; one that does not decode or fit
+// is skipped with the reason (the key keeps the model it has).
+func (p *Pipeline) keyReader(keep func(partition int32) bool, log zerolog.Logger) func(kafka.Message) {
 	return func(msg kafka.Message) {
 		key := string(msg.Key[len(keyModelPrefix):])
 		part := keyPartition(msg)
@@ -333,7 +371,7 @@ func (p *Pipeline) keyReader(f *modelFollower, keep func(partition int32) bool) 
 			err = fmt.Errorf("the model of key %q published under key %q", k, key)
 		}
 		if err != nil {
-			f.skip(msg, err)
+			log.Warn().Err(err).Int("partition", msg.Partition).Int64("offset", msg.Offset).Str("key", string(msg.Key)).Msg("model topic message skipped")
 			return
 		}
 		p.keys.put(detect.KeyModel{Key: key, Version: v, Partition: part, Model: r})
@@ -353,121 +391,39 @@ func keyPartition(m kafka.Message) int32 {
 }
 
 // keyVersionFloor, for a builder, makes the follower note the highest key model version on the
-// topic (its first publication's version is above it).
-func keyVersionFloor(highest *uint64) func(kafka.Message) {
-	return func(msg kafka.Message) { *highest = max(*highest, keyModelVersion(msg)) }
+// topic's partition 0 (its first publication's version is above it) and the keys whose newest
+// message there is a model (onPartition0: a one-partition layout's keys).
+func keyVersionFloor(highest *uint64, onPartition0 map[string]bool) func(kafka.Message) {
+	return func(msg kafka.Message) {
+		*highest = max(*highest, keyModelVersion(msg))
+		if msg.Value == nil {
+			delete(onPartition0, string(msg.Key))
+		} else {
+			onPartition0[string(msg.Key)] = true
+		}
+	}
 }
 
-// keyScope is a scorer's share of the keys: the partitions its consumer group assigned it
-// (ingest.Source.OnAssigned). Before the first assignment it is unknown and takes every key (the
-// start-up read, before the group is joined); from then on the scorer keeps only the models of
-// its partitions' keys: at each rebalance the detect goroutine drops the keys of the partitions
-// moved away (changed) and a restore reads the model topic again for the keys of the partitions
-// moved in.
-type keyScope struct {
-	mu      sync.Mutex
-	known   bool
-	parts   map[int32]bool
-	changed chan struct{} // capacity 1
-	// restores are the restores running; closed: no more start (the scorer is stopping).
-	restores sync.WaitGroup
-	closed   bool
-}
-
-// startRestore runs restore on a goroutine of its own, unless the scorer is stopping.
-func (s *keyScope) startRestore(restore func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+// tombstonePartition0 writes, on a model topic of several partitions, a tombstone on partition 0
+// for each key model message left there by a one-partition layout (partitions added since): the
+// keys' models now lie on the other partitions, and compaction then removes the old ones, which
+// every scorer's start-up read of the global model would otherwise read on. A failure is logged
+// (they are passed over by every reader; a later start tries again).
+func (p *keyPublisher) tombstonePartition0(ctx context.Context, keys map[string]bool) {
+	if len(keys) == 0 {
 		return
 	}
-	s.restores.Add(1)
-	go func() {
-		defer s.restores.Done()
-		restore()
-	}()
-}
-
-// close starts no more restores and waits for those running (they end with the run's context).
-func (s *keyScope) close() {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.restores.Wait()
-}
-
-func newKeyScope() *keyScope { return &keyScope{changed: make(chan struct{}, 1)} }
-
-// keep says whether the scorer keeps the keys of partition p now.
-func (s *keyScope) keep(p int32) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return !s.known || s.parts[p]
-}
-
-// set takes an assignment and returns the partitions it adds (none at the first: the start-up
-// read took every key).
-func (s *keyScope) set(parts []int32) (added map[int32]bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	next := make(map[int32]bool, len(parts))
-	added = map[int32]bool{}
-	for _, q := range parts {
-		next[q] = true
-		if s.known && !s.parts[q] {
-			added[q] = true
-		}
+	v := []byte(strconv.FormatUint(p.version, 10))
+	msgs := make([]kafka.Message, 0, len(keys))
+	for k := range keys { // partition -1: partition 0 (keyModelPartition)
+		msgs = append(msgs, kafka.Message{Key: []byte(k), Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: v},
+			{Key: headerKeyPartition, Value: []byte("-1")}}})
 	}
-	s.known, s.parts = true, next
-	select {
-	case s.changed <- struct{}{}:
-	default:
-	}
-	return added
-}
-
-// followAssignments makes a scorer's keys follow its source's assignment (when the source
-// reports one: else every scorer keeps every key). Restores run on work; p.scope.close awaits
-// them.
-func (p *Pipeline) followAssignments(work context.Context) {
-	src, ok := p.src.(interface{ OnAssigned(func([]int32)) })
-	if !ok || p.keys == nil {
+	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
+		p.log.Warn().Err(err).Int("keys", len(msgs)).Msg("keys' models left on partition 0 by a one-partition model topic not tombstoned; a later start tries again")
 		return
 	}
-	src.OnAssigned(func(parts []int32) {
-		added := p.scope.set(parts)
-		p.log.Info().Ints32("partitions", parts).Int("moved_in", len(added)).Msg("scorer: keeps the keys' models of its partitions")
-		if len(added) > 0 {
-			p.scope.startRestore(func() { p.restoreKeys(work, added) })
-		}
-	})
-}
-
-// restoreKeys reads the model topic from its start to its end now for the keys of the partitions
-// parts (moved to this scorer by a rebalance), retrying with backoff until it succeeds or work
-// ends. Their records are scored by the global model until their keys' models arrive (seconds:
-// the time to read the topic).
-func (p *Pipeline) restoreKeys(work context.Context, parts map[int32]bool) {
-	start := time.Now()
-	for attempt := 1; ; attempt++ {
-		f, err := newModelFollower(p.cfg.modelTopic(), p.cfg.Ingest.Columns(), p.log)
-		if err == nil {
-			f.onKey = p.keyReader(f, func(q int32) bool { return parts[q] && p.scope.keep(q) })
-			_, err = f.newest(work)
-			f.Close()
-		}
-		if err == nil {
-			p.log.Info().Int("partitions", len(parts)).Dur("took", time.Since(start)).Msg("scorer: keys' models of the partitions moved in read from the model topic")
-			return
-		}
-		if work.Err() != nil {
-			return
-		}
-		p.log.Warn().Err(err).Int("attempt", attempt).Msg("scorer: reading the keys' models of the partitions moved in failed; retrying")
-		if !backoff(work, attempt) {
-			return
-		}
-	}
+	p.log.Info().Int("keys", len(msgs)).Msg("keys' models left on partition 0 by a one-partition model topic tombstoned (the keys' models are on the other partitions now)")
 }
 
 // KeyVersions are the versions of the keys' models a running scorer serves, by key, and the

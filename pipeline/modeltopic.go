@@ -36,7 +36,8 @@ import (
 // has seen on the topic; compaction then removes both (tombstones themselves after
 // delete.retention.ms). So the topic holds the newest complete model at all times, plus at
 // most the chunks of a newer publication cut short and of versions whose tombstones are not
-// yet written. The topic has one partition, so a reader sees the chunks of one publication in
+// yet written. The chunks are on partition 0 (the others hold the keys' models under
+// detect.key_by: keyfollow.go), so a reader sees the chunks of one publication in
 // order; it reassembles a version from its n consecutive chunks, checks the digest, decodes
 // the snapshot (which checks its own checksum) and installs it if newer. Anything else (a
 // stray message, a chunk out of sequence, a digest mismatch, a snapshot that does not decode)
@@ -222,6 +223,9 @@ type modelTopicConfig struct {
 	maxMessageBytes int
 }
 
+// toPartition0 writes every message to partition 0, the global model's.
+var toPartition0 = kafka.BalancerFunc(func(kafka.Message, ...int) int { return 0 })
+
 // modelPublisher is a builder's writer of models to the model topic. Publish never blocks the
 // detect goroutine: the newest model waits in a one-slot mailbox (an older one not yet
 // written is replaced: the scorers only need the newest) and run writes it, retrying
@@ -243,14 +247,14 @@ func newModelPublisher(cfg modelTopicConfig, log zerolog.Logger) (*modelPublishe
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(cfg.brokers...),
 		Topic:        cfg.topic,
-		Balancer:     &kafka.LeastBytes{}, // one partition: every chunk goes there, in order
+		Balancer:     toPartition0, // every chunk, in order (the keys' models are on the others: keyfollow.go)
 		BatchSize:    1,
 		BatchBytes:   int64(cfg.maxMessageBytes),
 		RequiredAcks: kafka.RequireAll,
 		MaxAttempts:  1, // retried by run, with backoff, as long as it takes
 		WriteTimeout: 30 * time.Second,
 	}
-	tw := &kafka.Writer{Addr: w.Addr, Topic: cfg.topic, Balancer: &kafka.LeastBytes{}, BatchSize: 10_000,
+	tw := &kafka.Writer{Addr: w.Addr, Topic: cfg.topic, Balancer: toPartition0, BatchSize: 10_000,
 		BatchBytes: int64(cfg.maxMessageBytes), BatchTimeout: 10 * time.Millisecond, RequiredAcks: kafka.RequireAll,
 		MaxAttempts: 3, WriteTimeout: 30 * time.Second}
 	if cfg.security.Enabled() {
@@ -395,8 +399,8 @@ type modelFollower struct {
 	features []string
 	// skipped counts messages that did not make a usable model (their reasons are logged).
 	skipped int
-	// onKey takes the keys' models' messages (modelkeys.go; nil: they are passed over): they
-	// are no part of a publication of the global model.
+	// onKey takes the keys' models' messages on partition 0 (a builder's version floor; nil:
+	// they are passed over): they are no part of a publication of the global model.
 	onKey func(kafka.Message)
 }
 

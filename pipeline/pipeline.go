@@ -28,6 +28,9 @@ type Stats struct {
 	DeadLetters  atomic.Int64 // messages sent to the dead-letter topic
 	ModelVersion atomic.Uint64
 	Commits      atomic.Int64
+	// KeyModelsRead counts the messages a scorer read from the model topic's partitions of its
+	// keys (keyfollow.go): what its restores at rebalances and the builder's updates cost it.
+	KeyModelsRead atomic.Int64
 }
 
 // Pipeline is one running instance: a source, the detect stage and a sink.
@@ -66,10 +69,12 @@ type Pipeline struct {
 	// highest key model version on the topic at its start; a scorer's inbox of them.
 	keyPub     *keyPublisher
 	keyHighest uint64
+	keysOn0    map[string]bool // a builder's: key model messages on the model topic's partition 0
 	keys       *keyInbox
 	// scope is a scorer's partitions, whose keys' models it keeps (modelkeys.go).
-	scope    *keyScope
-	keyQuery chan chan map[string]uint64 // KeyVersions' requests to the detect goroutine
+	scope     *keyScope
+	keyFollow *keyFollowers               // a scorer's readers of its partitions' keys' models (keyfollow.go)
+	keyQuery  chan chan map[string]uint64 // KeyVersions' requests to the detect goroutine
 	// waitLogged is when noteWaiting last logged, waitLogs how often (detect goroutine only).
 	waitLogged time.Time
 	waitLogs   int
@@ -474,6 +479,9 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 				continue
 			}
 			b := it.b
+			if p.keys != nil { // the keys' models read first (a restore's, before its partitions' fetch)
+				p.det.InstallKeyModels(p.keys.take(p.scope.keep))
+			}
 			start := time.Now()
 			ready, err := p.stage.Process(work, b)
 			p.metrics.ObserveBatch(metrics.StageDetect, time.Since(start))

@@ -88,11 +88,16 @@ func (p *Pipeline) setUpRole() error {
 			return err
 		}
 		p.keyPub.every = p.cfg.Run.KeyPublishInterval
-		p.follow.onKey = keyVersionFloor(&p.keyHighest)
+		if p.metrics != nil {
+			p.keyPub.onTooLarge = p.metrics.AddKeyModelsTooLarge
+		}
+		p.keysOn0 = map[string]bool{}
+		p.follow.onKey = keyVersionFloor(&p.keyHighest, p.keysOn0)
 		return nil
 	}
+	// A scorer's keys' models are read by their partitions' followers (keyfollow.go), from its
+	// first assignment on; the global model's follower passes over them.
 	p.keys, p.scope, p.keyQuery = newKeyInbox(), newKeyScope(), make(chan chan map[string]uint64)
-	p.follow.onKey = p.keyReader(p.follow, p.scope.keep)
 	return nil
 }
 
@@ -164,6 +169,20 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 		close(closed)
 		return closed, fmt.Errorf("pipeline: reading the model topic %q (run.model_topic): %w", p.cfg.Run.ModelTopic, err)
 	}
+	var keysHighest uint64 // the keys' models on the other partitions (keyfollow.go)
+	modelParts := 1
+	if p.keyPub != nil {
+		err = startRetry(ctx, p.log.With().Str("key", "run.model_topic").Str("topic", p.cfg.Run.ModelTopic).Logger(), topicCheckWait,
+			"waiting for the model topic's partitions to be readable; retrying",
+			func(ctx context.Context) (err error) {
+				keysHighest, modelParts, err = highestKeyVersion(ctx, p.cfg.modelTopic(), p.follow.dialer)
+				return err
+			})
+		if err != nil {
+			close(closed)
+			return closed, fmt.Errorf("pipeline: reading the model topic %q (run.model_topic): %w", p.cfg.Run.ModelTopic, err)
+		}
+	}
 	if p.role == detect.RoleBuilder {
 		own := p.det.NextVersion() - 1
 		floor := modelVersionFloor(p.follow.asm.highest, own, time.Now())
@@ -178,8 +197,13 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 		var wg sync.WaitGroup
 		wg.Go(func() { p.pub.run(work) })
 		if p.keyPub != nil {
-			p.keyPub.version = p.keyHighest
-			wg.Go(func() { p.keyPub.run(work) })
+			p.keyPub.version = max(p.keyHighest, keysHighest)
+			wg.Go(func() {
+				if modelParts > 1 {
+					p.keyPub.tombstonePartition0(work, p.keysOn0)
+				}
+				p.keyPub.run(work)
+			})
 		}
 		go func() {
 			defer close(closed)
@@ -197,16 +221,17 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 	} else {
 		p.log.Info().Msg("scorer: no model published yet; records wait for the first (before_model)")
 	}
-	if p.keys != nil { // every key's newest model on the topic, before the first record
-		ms := p.keys.take(p.scope.keep)
-		p.det.InstallKeyModels(ms)
-		p.log.Info().Int("keys", len(ms)).Msg("scorer: serving the keys' newest published models")
-		p.followAssignments(work)
+	if p.keys != nil { // the keys' models of the scorer's partitions, from its first assignment on
+		if p.keyFollow, err = p.newKeyFollowers(work); err != nil {
+			close(closed)
+			return closed, err
+		}
+		p.followAssignments()
 	}
 	go func() { // follow: hands every newer model to the detect goroutine
 		defer close(closed)
-		if p.scope != nil {
-			defer p.scope.close() // the restores of the keys of partitions moved in
+		if p.keyFollow != nil {
+			defer p.keyFollow.close()
 		}
 		after := uint64(0)
 		if newest != nil {

@@ -113,10 +113,25 @@ func TestScorerHoldsBoundedAndHypercubeRealBroker(t *testing.T) {
 	t.Logf("scorer read at most %d records before the model; %d outputs, %d hypercube outliers, model %d", bound, msgs, flagged, version)
 }
 
-// modelTopicMessages reads every message of the model topic (partition 0), tombstones too.
+// modelTopicMessages reads every message of the model topic, tombstones too: partition 0's,
+// then each other partition's (the keys' models with detect.key_by), each in offset order.
 func modelTopicMessages(t *testing.T, br testsupport.Broker, topic string) []kafka.Message {
 	t.Helper()
-	conn, err := kafka.DialLeader(context.Background(), "tcp", br.Addrs[0], topic, 0)
+	ps, err := kafka.DefaultDialer.LookupPartitions(context.Background(), "tcp", br.Addrs[0], topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []kafka.Message
+	for mp := range len(ps) {
+		out = append(out, modelPartitionMessages(t, br, topic, mp)...)
+	}
+	return out
+}
+
+// modelPartitionMessages reads every message of the model topic's partition mp.
+func modelPartitionMessages(t *testing.T, br testsupport.Broker, topic string, mp int) []kafka.Message {
+	t.Helper()
+	conn, err := kafka.DialLeader(context.Background(), "tcp", br.Addrs[0], topic, mp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +140,7 @@ func modelTopicMessages(t *testing.T, br testsupport.Broker, topic string) []kaf
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: br.Addrs, Topic: topic, Partition: 0, MaxWait: 200 * time.Millisecond})
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: br.Addrs, Topic: topic, Partition: mp, MaxWait: 200 * time.Millisecond})
 	defer r.Close()
 	if err := r.SetOffset(first); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -87,24 +88,35 @@ func served(scorers []*running, keyPart map[string]int32, want map[string]uint64
 	return ""
 }
 
-// compactedAtOnce creates a one-partition model topic that the broker compacts as soon as its
-// cleaner looks (every 15 s): tiny segments rolled after 100 ms, any dirty ratio.
-func compactedAtOnce(t *testing.T, br testsupport.Broker, topic string) {
-	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: topic, NumPartitions: 1, ReplicationFactor: 1,
+// compactedAtOnce creates a model topic of parts partitions that the broker compacts as soon as
+// its cleaner looks (every 15 s): tiny segments rolled after 100 ms, any dirty ratio.
+func compactedAtOnce(t *testing.T, br testsupport.Broker, topic string, parts int) {
+	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: topic, NumPartitions: parts, ReplicationFactor: 1,
 		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"},
 			{ConfigName: "segment.ms", ConfigValue: "100"}, {ConfigName: "min.cleanable.dirty.ratio", ConfigValue: "0.001"},
 			{ConfigName: "min.compaction.lag.ms", ConfigValue: "0"}}})
 }
 
-// waitCompacted waits for a compaction pass over the topic: a witness key written twice has
-// lost its first value (a message now and then rolls the segment so the cleaner may take it).
+// waitCompacted waits for a compaction pass over each partition of the topic: a witness key
+// written twice to it has lost its first value (a message now and then rolls the segment so
+// the cleaner may take it).
 func waitCompacted(t *testing.T, br testsupport.Broker, topic string) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(br.Addrs...), Topic: topic, RequiredAcks: kafka.RequireAll, BatchSize: 1}
+	ps, err := kafka.DefaultDialer.LookupPartitions(context.Background(), "tcp", br.Addrs[0], topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toOwn := kafka.BalancerFunc(func(m kafka.Message, _ ...int) int { // witness i to partition i
+		i, _ := strconv.Atoi(strings.TrimPrefix(string(m.Key), "compaction-witness-"))
+		return i
+	})
+	w := &kafka.Writer{Addr: kafka.TCP(br.Addrs...), Topic: topic, RequiredAcks: kafka.RequireAll, BatchSize: 1, Balancer: toOwn}
 	defer w.Close()
 	mark := func(s string) {
-		if err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte("compaction-witness"), Value: []byte(s)}); err != nil {
-			t.Fatal(err)
+		for mp := range len(ps) {
+			if err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte("compaction-witness-" + strconv.Itoa(mp)), Value: []byte(s)}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	mark("1")
@@ -157,11 +169,19 @@ func keyModelsOnTopic(t *testing.T, br testsupport.Broker, cfg Config) (newest m
 //   - a new builder's keys' models (versions above the first's) replace them on every scorer.
 func TestKeyedBuilderAndScorersRealBroker(t *testing.T) {
 	br := testsupport.RealBroker(t)
+	// The model topic as topics create makes it (a partition for each input partition's keys,
+	// and the global model's), and of one partition (a topic made before: every key on it).
+	for _, layout := range []int{7, 1} {
+		t.Run(fmt.Sprintf("model-topic-%d-partitions", layout), func(t *testing.T) { keyedBuilderAndScorers(t, br, layout) })
+	}
+}
+
+func keyedBuilderAndScorers(t *testing.T, br testsupport.Broker, modelParts int) {
 	const parts = 6
 	in, out, dlq, group := testsupport.UniqueName("kr-in"), testsupport.UniqueName("kr-out"), testsupport.UniqueName("kr-dlq"), testsupport.UniqueName("kr-group")
 	mt := testsupport.UniqueName("kr-models")
 	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
-	compactedAtOnce(t, br, mt)
+	compactedAtOnce(t, br, mt, modelParts)
 	recs := keyedRecords(t, 36_000, parts, 81)
 	input := newInput(in, parts, recs)
 	produceSome(t, br, input, recs[:12000])

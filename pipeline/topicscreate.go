@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
@@ -63,7 +64,11 @@ func CreateTopics(ctx context.Context, cfg Config, inputPartitions int, log zero
 		ensure(t, outParts, nil)
 	}
 	if cfg.Run.ModelTopic != "" {
-		ensure(TopicRef{"run.model_topic", cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.Security}, 1,
+		mtParts := 1 // the global model's chunks
+		if cfg.Detect.KeyBy == detect.KeyByKey {
+			mtParts += max(inParts, inputPartitions) // and one for each input partition's keys' models (keyfollow.go)
+		}
+		ensure(TopicRef{"run.model_topic", cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.Security}, mtParts,
 			[]kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}})
 	}
 	return out, errors.Join(errs...)

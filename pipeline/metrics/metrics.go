@@ -89,6 +89,7 @@ type Metrics struct {
 	windowRecords, windowCapacity               prometheus.Gauge
 	keysLive, keysWarming, keysBytes            prometheus.Gauge // detect.key_by (SetKeys)
 	keyEvictions                                prometheus.Counter
+	keyModelsTooLarge, keyModelsRead            prometheus.Counter // run.role builder / scorer with key_by
 	keyEvictionsSeen                            uint64
 	gpuKernelSeconds                            prometheus.Counter
 	gpuFallbacks                                prometheus.Counter
@@ -166,6 +167,8 @@ func New() *Metrics {
 	m.keysWarming = gauge("outlierd_keys_warming", "Keys held but still scored by the global model (fewer than detect.keys.min_records records).")
 	m.keysBytes = gauge("outlierd_keys_bytes", "Bytes of the keys' windows and models, as detect accounts them (bounded by detect.keys.max_bytes).")
 	m.keyEvictions = counter("outlierd_key_evictions_total", "Keys evicted, least recently seen first (detect.keys.max_keys, max_bytes).")
+	m.keyModelsTooLarge = counter("outlierd_key_models_too_large_total", "Keys' models a builder did not publish for their size (over sink.max_message_bytes): a tombstone instead, the scorers score those keys with the global model.")
+	m.keyModelsRead = counter("outlierd_key_models_read_total", "Messages a scorer read from the model topic's partitions of its keys (restores after rebalances and what the builder published since).")
 	m.gpuKernelSeconds = counter("outlierd_gpu_kernel_seconds_total", "Time spent in GPU kernels (0 on the CPU).")
 	m.gpuFallbacks = counter("outlierd_gpu_fallbacks_total", "GPU steps that failed on the device and ran on the CPU instead (same results; internal/accel's policy).")
 	bytesMoved := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outlierd_gpu_transfer_bytes_total",
@@ -180,7 +183,7 @@ func New() *Metrics {
 		m.batchDuration[s] = hist.WithLabelValues(s.String())
 	}
 	m.reg.MustRegister(m.recordsIn, m.recordsOut, m.flagged, m.deadLetters, byDetector, m.commits, m.commitErrors,
-		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.keysLive, m.keysWarming, m.keysBytes, m.keyEvictions, m.gpuKernelSeconds, m.gpuFallbacks, bytesMoved,
+		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.keysLive, m.keysWarming, m.keysBytes, m.keyEvictions, m.keyModelsTooLarge, m.keyModelsRead, m.gpuKernelSeconds, m.gpuFallbacks, bytesMoved,
 		m.brokerConnected, hist, stateCollector{m}, kernelCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -210,6 +213,12 @@ func (m *Metrics) AddDetectorOutliers(density, distance, hypercube int) {
 		}
 	}
 }
+
+// AddKeyModelsTooLarge counts n keys' models a builder did not publish for their size.
+func (m *Metrics) AddKeyModelsTooLarge(n int) { m.keyModelsTooLarge.Add(float64(n)) }
+
+// AddKeyModelsRead counts n messages a scorer read from its keys' model partitions.
+func (m *Metrics) AddKeyModelsRead(n int) { m.keyModelsRead.Add(float64(n)) }
 
 // AddDeadLetters counts n messages written to the dead-letter topic (the source fetched them).
 func (m *Metrics) AddDeadLetters(n int) {

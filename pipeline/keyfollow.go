@@ -1,0 +1,440 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// A scorer's share of the keys' models (detect.key_by: key; issue 21 item 3; docs/DESIGN.md
+// "Models per key").
+//
+// Where a key's model lies: the builder writes it to the model topic's partition
+// keyModelPartition(q, m), q the input partition of the key's latest record (which the builder
+// sees: no partitioner is re-implemented) and m the model topic's partition count. Partition 0
+// holds the global model's chunks; the keys of input partition q go to 1 + q mod (m-1), so on a
+// model topic of input partitions + 1 (what `outlierd topics create` makes with key_by) each
+// input partition's keys have a partition of their own, and a scorer reads the keys' models of
+// its input partitions only. On a topic of one partition (one made before) every key is on
+// partition 0 beside the global model, and a scorer reads every key's message (as before); on
+// one of fewer partitions, input partitions share one and a scorer reads the keys of the
+// others sharing its ones too, decoding only its own.
+//
+// What it assumes: every record of a key is on one input partition, the one the producers'
+// partitioner picks for the key (Kafka's default partitioner with a fixed partition count
+// does), so the partition a key's model names is the one its records come from. When a key's
+// records move to another partition (partitions added to the input topic) the builder
+// writes its model to the new partition's place and a tombstone to the old one's.
+//
+// Following: a scorer follows, from each assignment of its consumer group on, the model
+// partitions of its input partitions, each from its first message and then on (a key's newer
+// model reaches it as the builder writes it), and reads nothing before its first assignment
+// (it holds no key's model until then: memory bounded by its share). A rebalance stops the
+// followers of the model partitions no longer needed (the detect goroutine drops their keys),
+// starts those of the partitions moved in, and leaves the others reading on: what a scorer
+// holds is not read again. Where partitions moved in share a model partition already
+// followed (fewer model partitions than input ones), that partition is read once more up to
+// its end now, for their keys only. The generation's fetch waits (at most keyRestoreWait) until
+// the partitions moved in are read to the ends they had: a key with a model on the topic never
+// has a record scored by the global model for want of it.
+
+// keyModelPartition is the model topic partition of the keys of input partition q on a model
+// topic of m partitions (q < 0: a message for partition 0, a key's old place on a one-partition
+// layout).
+func keyModelPartition(q int32, m int) int {
+	if m <= 1 || q < 0 {
+		return 0
+	}
+	return 1 + int(q)%(m-1)
+}
+
+// keyModelBalancer writes each key model message to its partition (keyModelPartition of its
+// partition header; Kafka numbers a topic's partitions 0..n-1).
+func keyModelBalancer() kafka.Balancer {
+	return kafka.BalancerFunc(func(msg kafka.Message, partitions ...int) int {
+		return keyModelPartition(keyPartition(msg), len(partitions))
+	})
+}
+
+// modelTopicPartitions is the model topic's partition count now.
+func modelTopicPartitions(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer) (int, error) {
+	var last error
+	for _, b := range cfg.brokers {
+		ps, err := dialer.LookupPartitions(ctx, "tcp", b, cfg.topic)
+		if err == nil && len(ps) == 0 {
+			err = fmt.Errorf("topic %q has no partitions (does it exist?)", cfg.topic)
+		}
+		if err == nil {
+			return len(ps), nil
+		}
+		last = err
+	}
+	return 0, fmt.Errorf("model topic %q: partitions: %w", cfg.topic, last)
+}
+
+// partitionOffsets are partition mp's first and end offsets now.
+func partitionOffsets(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer, mp int) (first, end int64, err error) {
+	var last error
+	for _, b := range cfg.brokers {
+		conn, err := dialer.DialLeader(ctx, "tcp", b, cfg.topic, mp)
+		if err != nil {
+			last = err
+			continue
+		}
+		first, end, err = conn.ReadOffsets()
+		conn.Close()
+		if err == nil {
+			return first, end, nil
+		}
+		last = err
+	}
+	return 0, 0, fmt.Errorf("model topic %q partition %d: offsets: %w", cfg.topic, mp, last)
+}
+
+// keyScope is a scorer's share of the keys: the partitions its consumer group assigned it
+// (ingest.Source.OnAssigned). Before the first assignment it keeps no key; from then on the
+// keys of its partitions (at each rebalance the detect goroutine drops the keys of the
+// partitions moved away when changed signals).
+type keyScope struct {
+	mu      sync.Mutex
+	known   bool
+	all     bool // a source that reports no assignment: every key (each scorer reads every partition)
+	parts   map[int32]bool
+	changed chan struct{} // capacity 1
+}
+
+func newKeyScope() *keyScope { return &keyScope{changed: make(chan struct{}, 1)} }
+
+// keep says whether the scorer keeps the keys of partition p now.
+func (s *keyScope) keep(p int32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.all || s.known && s.parts[p]
+}
+
+// set takes an assignment and returns the partitions it adds.
+func (s *keyScope) set(parts []int32) (added []int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := make(map[int32]bool, len(parts))
+	for _, q := range parts {
+		next[q] = true
+		if !s.parts[q] {
+			added = append(added, q)
+		}
+	}
+	s.known, s.parts = true, next
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+	return added
+}
+
+// followerScope is a model partition's follower's context and its cancel.
+type followerScope struct {
+	ctx  context.Context
+	stop context.CancelFunc
+}
+
+// keyFollowers are a scorer's readers of the model partitions of its input partitions.
+type keyFollowers struct {
+	p      *Pipeline
+	ctx    context.Context
+	cancel context.CancelFunc
+	dialer *kafka.Dialer
+
+	// slow, in tests, runs before each message is handled (a slow model topic).
+	slow func()
+	// decodeWorkers is how many goroutines decode a partition's messages (0: GOMAXPROCS).
+	decodeWorkers int
+
+	mu     sync.Mutex
+	m      int                   // the model topic's partitions at the last assignment
+	live   map[int]followerScope // model partition -> its follower's
+	wg     sync.WaitGroup
+	closed bool
+}
+
+func (p *Pipeline) newKeyFollowers(work context.Context) (*keyFollowers, error) {
+	dialer := kafka.DefaultDialer
+	if sec := p.cfg.modelTopic().security; sec.Enabled() {
+		d, err := sec.Dialer()
+		if err != nil {
+			return nil, fmt.Errorf("model topic: %w", err)
+		}
+		dialer = d
+	}
+	ctx, cancel := context.WithCancel(work)
+	return &keyFollowers{p: p, ctx: ctx, cancel: cancel, dialer: dialer, live: map[int]followerScope{}}, nil
+}
+
+// close stops every follower and waits for them.
+func (k *keyFollowers) close() {
+	k.cancel() // (first: start may be retrying under mu)
+	k.mu.Lock()
+	k.closed = true
+	k.mu.Unlock()
+	k.wg.Wait()
+}
+
+// followAssignments makes a scorer's keys follow its source's assignment; a source that
+// reports none makes it keep every key.
+func (p *Pipeline) followAssignments() {
+	src, ok := p.src.(interface{ OnAssigned(func([]int32)) })
+	if !ok {
+		p.scope.mu.Lock()
+		p.scope.all = true
+		p.scope.mu.Unlock()
+		p.keyFollow.start(func(m int) map[int][]int32 {
+			all := map[int][]int32{}
+			for mp := range m {
+				all[mp] = nil
+			}
+			return all
+		}, nil)
+		return
+	}
+	src.OnAssigned(func(parts []int32) {
+		added := p.scope.set(parts)
+		p.log.Info().Ints32("partitions", parts).Ints32("moved_in", added).Msg("scorer: keeps the keys' models of its partitions")
+		start := time.Now()
+		restoring := p.keyFollow.start(func(m int) map[int][]int32 {
+			need := map[int][]int32{}
+			for _, q := range parts {
+				mp := keyModelPartition(q, m)
+				need[mp] = append(need[mp], q)
+			}
+			return need
+		}, added)
+		// The generation's fetch starts when this returns: first the keys' models of the
+		// partitions moved in (bounded: a model topic that cannot be read does not stop the
+		// scoring; their records are scored by the global model until the models come).
+		waited := make(chan struct{})
+		go func() {
+			restoring.Wait()
+			close(waited)
+		}()
+		select {
+		case <-waited:
+			if len(added) > 0 {
+				p.log.Info().Ints32("moved_in", added).Dur("took", time.Since(start)).Msg("scorer: keys' models of the partitions moved in read; fetching them")
+			}
+		case <-time.After(keyRestoreWait):
+			p.log.Warn().Ints32("moved_in", added).Dur("waited", keyRestoreWait).
+				Msg("scorer: keys' models of the partitions moved in not read yet; fetching them anyway (their records scored by the global model until their models come)")
+		case <-p.keyFollow.ctx.Done():
+		}
+	})
+}
+
+// keyRestoreWait bounds how long a rebalance's fetch waits for the keys' models of the
+// partitions moved in (about 1.1 s for 16,667 keys' models on the dev machine: BENCHMARKS §13.2.1).
+const keyRestoreWait = 30 * time.Second
+
+// start makes the followers those of the model partitions need names (model partition -> the
+// input partitions of this scorer there), given the model topic's partition count: it stops
+// the others, starts the missing ones, and reads again, for the input partitions added only,
+// a followed partition that partitions added share.
+func (k *keyFollowers) start(need func(m int) map[int][]int32, added []int32) (restoring *sync.WaitGroup) {
+	restoring = &sync.WaitGroup{}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return restoring
+	}
+	var m int // read at each assignment: partitions added to the model topic move the keys
+	for attempt := 1; ; attempt++ {
+		var err error
+		if m, err = modelTopicPartitions(k.ctx, k.p.cfg.modelTopic(), k.dialer); err == nil {
+			break
+		}
+		k.p.log.Warn().Err(err).Int("attempt", attempt).Msg("scorer: reading the model topic's partitions failed; retrying")
+		if !backoff(k.ctx, attempt) {
+			return restoring
+		}
+	}
+	if m != k.m {
+		for mp, f := range k.live { // every key's place changed: read again
+			f.stop()
+			delete(k.live, mp)
+		}
+		if m == 1 {
+			k.p.log.Warn().Str("model_topic", k.p.cfg.Run.ModelTopic).
+				Msg("scorer: the model topic has one partition: every scorer reads every key's model (a model topic of the input's partitions + 1, as outlierd topics create makes it with detect.key_by, lets each read only its own)")
+		}
+		k.m = m
+	}
+	want := need(k.m)
+	for mp, f := range k.live {
+		if _, ok := want[mp]; !ok {
+			f.stop()
+			delete(k.live, mp)
+		}
+	}
+	for mp, qs := range want {
+		f, ok := k.live[mp]
+		if !ok {
+			ctx, stop := context.WithCancel(k.ctx)
+			k.live[mp] = followerScope{ctx, stop}
+			restoring.Add(1)
+			k.wg.Go(func() { k.follow(ctx, mp, qs, k.p.scope.keep, false, restoring.Done) })
+			continue
+		}
+		var again []int32
+		for _, q := range qs {
+			if slices.Contains(added, q) {
+				again = append(again, q)
+			}
+		}
+		if len(again) > 0 { // (fewer model partitions than input ones)
+			keep := func(q int32) bool { return slices.Contains(again, q) && k.p.scope.keep(q) }
+			restoring.Add(1)
+			k.wg.Go(func() { k.follow(f.ctx, mp, again, keep, true, restoring.Done) })
+		}
+	}
+	return restoring
+}
+
+// follow reads model partition mp from its first message, handing the key models of the
+// input partitions keep takes to the detect goroutine, until ctx ends (once: until the end it
+// had when it started), retrying failures with backoff from where it was; it logs when it has
+// read what the partition held at its start (the restore of its keys) and calls restored then
+// (or when it ends before).
+func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func(int32) bool, once bool, restored func()) {
+	restoredOnce := sync.OnceFunc(restored)
+	defer restoredOnce()
+	p, cfg := k.p, k.p.cfg.modelTopic()
+	log := p.log.With().Str("model_topic", cfg.topic).Int("model_partition", mp).Ints32("partitions", qs).Logger()
+	start, next, done, read := time.Now(), int64(-1), false, int64(0)
+	dec := newDecoders(p.keyReader(keep, log), k.decodeWorkers)
+	defer dec.close()
+	for attempt := 1; ctx.Err() == nil; attempt++ {
+		first, end, err := partitionOffsets(ctx, cfg, k.dialer, mp)
+		if err == nil {
+			err = func() error {
+				if next < first { // (compaction or retention removed what was below)
+					next = first
+				}
+				r := kafka.NewReader(kafka.ReaderConfig{Brokers: append([]string(nil), cfg.brokers...), Topic: cfg.topic, Partition: mp,
+					MinBytes: 1, MaxBytes: max(cfg.maxMessageBytes, 1<<20) * 2, MaxWait: 500 * time.Millisecond, Dialer: k.dialer})
+				defer r.Close()
+				if err := r.SetOffset(next); err != nil {
+					return err
+				}
+				for {
+					if !done && next >= end {
+						done = true
+						dec.wait()
+						restoredOnce()
+						log.Info().Int64("records_read", read).Dur("took", time.Since(start)).Msg("scorer: keys' models of its partitions read from the model topic")
+						if once {
+							return nil
+						}
+					}
+					msg, err := r.ReadMessage(ctx)
+					if err != nil {
+						return err
+					}
+					if k.slow != nil {
+						k.slow()
+					}
+					next = msg.Offset + 1
+					read++
+					p.stats.KeyModelsRead.Add(1)
+					if p.metrics != nil {
+						p.metrics.AddKeyModelsRead(1)
+					}
+					if isKeyModel(msg) {
+						dec.do(msg)
+					}
+				}
+			}()
+		}
+		if err == nil || ctx.Err() != nil || errors.Is(err, context.Canceled) {
+			return
+		}
+		log.Warn().Err(err).Int("attempt", attempt).Int64("offset", next).Msg("scorer: reading the keys' models failed; retrying")
+		if !backoff(ctx, attempt) {
+			return
+		}
+	}
+}
+
+// decoders decode key model messages on as many goroutines as the process has CPUs: a
+// restore is bound by decoding (BENCHMARKS §13.2.1). Their order does not matter: the inbox
+// keeps a key's newest version, and a model beats a tombstone of the same version.
+type decoders struct {
+	jobs    chan kafka.Message
+	pending sync.WaitGroup // messages handed out and not decoded yet
+	workers sync.WaitGroup
+}
+
+func newDecoders(handle func(kafka.Message), n int) *decoders {
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	d := &decoders{jobs: make(chan kafka.Message, 4*n)}
+	for range n {
+		d.workers.Go(func() {
+			for m := range d.jobs {
+				handle(m)
+				d.pending.Done()
+			}
+		})
+	}
+	return d
+}
+
+// do hands msg to a decoder.
+func (d *decoders) do(msg kafka.Message) {
+	d.pending.Add(1)
+	d.jobs <- msg
+}
+
+// wait returns once every message handed out is decoded.
+func (d *decoders) wait() { d.pending.Wait() }
+
+// close decodes what is handed out and stops the decoders.
+func (d *decoders) close() {
+	close(d.jobs)
+	d.workers.Wait()
+}
+
+// highestKeyVersion is the highest key model version on the model topic's partitions other
+// than 0 (partition 0 the builder's start-up read sees whole): each one's last message's, since
+// a builder's publications only grow in version and compaction keeps a partition's last
+// message; and the topic's partition count.
+func highestKeyVersion(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer) (highest uint64, m int, err error) {
+	if m, err = modelTopicPartitions(ctx, cfg, dialer); err != nil {
+		return 0, 0, err
+	}
+	for mp := 1; mp < m; mp++ {
+		first, end, err := partitionOffsets(ctx, cfg, dialer, mp)
+		if err != nil {
+			return 0, 0, err
+		}
+		if end <= first {
+			continue
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: append([]string(nil), cfg.brokers...), Topic: cfg.topic, Partition: mp,
+			MinBytes: 1, MaxBytes: max(cfg.maxMessageBytes, 1<<20) * 2, MaxWait: 500 * time.Millisecond, Dialer: dialer})
+		err = r.SetOffset(end - 1)
+		var msg kafka.Message
+		if err == nil {
+			msg, err = r.ReadMessage(ctx)
+		}
+		r.Close()
+		if err != nil {
+			return 0, 0, fmt.Errorf("model topic %q partition %d: its last message: %w", cfg.topic, mp, err)
+		}
+		highest = max(highest, keyModelVersion(msg))
+	}
+	return highest, m, nil
+}
