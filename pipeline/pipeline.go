@@ -411,11 +411,10 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 	}
 	drainer, overlapped := p.stage.(Overlapped)
 	for open := true; open; {
-		// With overlap (detect.Deps.Overlap) batches are in flight while the device scores
-		// them: the loop waits for the oldest one's scoring or the next batch, whichever comes
-		// first, so a scored batch goes on at once (no latency added below the stage's
-		// capacity) and the intake never waits for the device alone (§4.9 of
-		// docs/BENCHMARKS.md: draining whenever the queue was empty serialised the two).
+		// With overlap (detect.Deps.Overlap) the loop waits for the oldest batch's scoring or
+		// the next batch, whichever comes first: a scored batch goes on at once, and the intake
+		// never waits for the device alone (draining on an empty queue serialised the two:
+		// docs/BENCHMARKS.md §4.9).
 		var landing <-chan struct{}
 		if overlapped {
 			landing = drainer.Landing()
