@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"gorgonia.org/cu"
 )
@@ -25,11 +26,22 @@ type ssBuffers struct {
 	distM, selKey, selIdx, active                   cu.DevicePtr
 	selKey2, selIdx2                                cu.DevicePtr // ss_select_merge's other level
 	part                                            cu.DevicePtr // ss_candpart_q*'s slices, M x ssCandSlicesMax x k
+	// selFin is the last selection level's pairs, take keys then take indices, one download
+	// (finHost its host copy).
+	selFin  cu.DevicePtr
+	finHost []float64
+	// doneInWeight: candDone lies in weight's allocation, after M weights (the one-device run
+	// downloads both in one copy), and is not freed on its own.
+	doneInWeight bool
 }
 
 func (b *ssBuffers) free() error {
-	return frees(b.x, b.heap, b.ub, b.state, b.cand, b.candX, b.candHeap, b.candUB, b.candDone,
-		b.weight, b.distM, b.selKey, b.selIdx, b.active, b.selKey2, b.selIdx2, b.part)
+	done := b.candDone
+	if b.doneInWeight {
+		done = 0
+	}
+	return frees(b.x, b.heap, b.ub, b.state, b.cand, b.candX, b.candHeap, b.candUB, done,
+		b.weight, b.distM, b.selKey, b.selIdx, b.active, b.selKey2, b.selIdx2, b.part, b.selFin)
 }
 
 // ssSharedBudget is the dynamic shared memory ss_dtoc gives a block's LNN heaps
@@ -111,32 +123,56 @@ func ssSelect2Len(blocks, take int) int {
 	return max(1, (blocks*take+ssSelectSlice-1)/ssSelectSlice) * take
 }
 
-// allocSelect2 allocates the second selection level's buffers. Owner thread only.
+// allocSelect2 allocates the second selection level's buffers and the last level's. Owner
+// thread only.
 func (b *ssBuffers) allocSelect2(blocks, take int) (err error) {
 	n := int64(ssSelect2Len(blocks, take))
 	if b.selKey2, err = alloc("selection keys, second level", n*8); err != nil {
 		return err
 	}
-	b.selIdx2, err = alloc("selection indices, second level", n*4)
+	if b.selIdx2, err = alloc("selection indices, second level", n*4); err != nil {
+		return err
+	}
+	b.finHost = make([]float64, finWords(take))
+	b.selFin, err = alloc("selection, last level", int64(len(b.finHost))*8)
 	return err
 }
+
+// finWords is the length in float64 words of the last level's take keys and take int32 indices.
+func finWords(take int) int { return take + (take+1)/2 }
 
 // selectTop is steps e and f on the device: ss_select over rows points (blocks lists of take),
 // then ss_select_merge levels until one list is left or a level would not shrink it; it
 // downloads what is left (take pairs when m <= ssSelectSlice/2: 1.2 KB at m = 100, instead of
-// blocks*take) into keys and idx and returns its length. Owner thread only.
+// blocks*take) into keys and idx and returns its length. A last list of take pairs is written
+// to selFin and comes back in one copy. b.active, when allocated (a distributed node's), counts
+// the active points. Owner thread only.
 func selectTop(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, minOUT float64, keys []float64, idx []int32) (int, error) {
-	if err := cu.MemsetD8(b.active, 0, 8); err != nil {
-		return 0, fmt.Errorf("cuMemsetD8(active): %w", err)
+	if b.active != 0 {
+		if err := cu.MemsetD8(b.active, 0, 8); err != nil {
+			return 0, fmt.Errorf("cuMemsetD8(active): %w", err)
+		}
+	}
+	fin := b.selFin + cu.DevicePtr(take*8) // the last level's indices, after its take keys
+	levels := 0
+	for L := blocks * take; L > take && 2*take <= ssSelectSlice; L = (L + ssSelectSlice - 1) / ssSelectSlice * take {
+		levels++
+	}
+	inK, inI := b.selKey, b.selIdx
+	if levels == 0 && blocks == 1 {
+		inK, inI = b.selFin, fin
 	}
 	if err := launchParams(d, "ss_select", [3]int{blocks, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0, &ssSelectParams{
 		UB: uint64(b.ub), State: uint64(b.state), N: int64(rows), M: int64(m), Margin: margin, MinOUT: minOUT,
-		OutKey: uint64(b.selKey), OutIdx: uint64(b.selIdx), Active: uint64(b.active)}); err != nil {
+		OutKey: uint64(inK), OutIdx: uint64(inI), Active: uint64(b.active)}); err != nil {
 		return 0, err
 	}
-	inK, inI, outK, outI := b.selKey, b.selIdx, b.selKey2, b.selIdx2
+	outK, outI := b.selKey2, b.selIdx2
 	L := blocks * take
-	for L > take && 2*take <= ssSelectSlice {
+	for l := range levels {
+		if l == levels-1 {
+			outK, outI = b.selFin, fin
+		}
 		nb := (L + ssSelectSlice - 1) / ssSelectSlice
 		if err := launchParams(d, "ss_select_merge", [3]int{nb, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0, &ssSelectMergeParams{
 			InKey: uint64(inK), InIdx: uint64(inI), L: int64(L), Take: int64(take), OutKey: uint64(outK), OutIdx: uint64(outI)}); err != nil {
@@ -144,6 +180,14 @@ func selectTop(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, minOU
 		}
 		L = nb * take
 		inK, inI, outK, outI = outK, outI, inK, inI
+	}
+	if inK == b.selFin { // L == take
+		if err := download(d, "selection", b.finHost, b.selFin); err != nil {
+			return 0, err
+		}
+		copy(keys, b.finHost[:take])
+		copy(idx, unsafe.Slice((*int32)(unsafe.Pointer(&b.finHost[take])), take))
+		return L, nil
 	}
 	if err := download(d, "selection keys", keys[:L], inK); err != nil {
 		return 0, err
@@ -153,6 +197,9 @@ func selectTop(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, minOU
 	}
 	return L, nil
 }
+
+// wdWords is the length in float64 words of m weights followed by m int32 done flags.
+func wdWords(m int) int { return m + (m+1)/2 }
 
 func (d *Device) solvingSet(cols [][]float32, rows int, p SolvingSetParams) (SolvingSetResult, error) {
 	var b ssBuffers
@@ -224,16 +271,16 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 	}{
 		{&b.heap, "LNN heaps", N * K * 4}, {&b.ub, "UB", N * 8}, {&b.state, "state", N * 4},
 		{&b.cand, "candidates", M * 4}, {&b.candX, "candidate coordinates", M * D * 4},
-		{&b.candHeap, "LNNC heaps", M * K * 4}, {&b.candUB, "UB_C", M * 8}, {&b.candDone, "done flags", M * 4},
-		{&b.weight, "weights", M * 8}, {&b.distM, "distance matrix", M * N * 4},
+		{&b.candHeap, "LNNC heaps", M * K * 4}, {&b.candUB, "UB_C", M * 8},
+		{&b.weight, "weights and done flags", int64(wdWords(m)) * 8}, {&b.distM, "distance matrix", M * N * 4},
 		{&b.selKey, "selection keys", int64(blocks*take) * 8}, {&b.selIdx, "selection indices", int64(blocks*take) * 4},
-		{&b.active, "active count", 8},
 	}
 	for _, a := range allocs {
 		if *a.p, err = alloc(a.what, a.bytes); err != nil {
 			return nil, err
 		}
 	}
+	b.candDone, b.doneInWeight = b.weight+cu.DevicePtr(M*8), true
 	if err := b.allocSelect2(blocks, take); err != nil {
 		return nil, err
 	}
@@ -250,8 +297,8 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 	var sset []int
 	cand := slices.Clone(p.First)
 	cand32 := make([]int32, m)
-	w := make([]float64, m)
-	done := make([]int32, m)
+	wd := make([]float64, wdWords(m)) // the weights, then the done flags (int32)
+	w, done := wd[:m], unsafe.Slice((*int32)(unsafe.Pointer(&wd[m])), m)
 	keys := make([]float64, blocks*take)
 	idx := make([]int32, blocks*take)
 	iter := 0
@@ -289,10 +336,7 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 				return false, fmt.Errorf("iteration %d: %w", iter, err)
 			}
 		}
-		if err := download(d, "weights", w[:nc], b.weight); err != nil {
-			return false, fmt.Errorf("iteration %d: %w", iter, err)
-		}
-		if err := download(d, "done flags", done[:nc], b.candDone); err != nil {
+		if err := download(d, "weights and done flags", wd[:m+(nc+1)/2], b.weight); err != nil {
 			return false, fmt.Errorf("iteration %d: %w", iter, err)
 		}
 		// Step d: a candidate that is not done met every point: its weight is exact. A done one

@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
@@ -131,14 +132,17 @@ func BenchmarkSolvingSet(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			before := d.KernelTimes()
 			b.ResetTimer()
 			for range b.N {
 				if _, err := run(); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.StopTimer()
 			b.ReportMetric(float64(res.Iterations), "iterations")
 			b.ReportMetric(float64(len(res.SolvingSet)), "|S|")
+			reportKernelTimes(b, before, d.KernelTimes(), res.Iterations)
 		})
 		b.Run("cpu-"+c.name, func(b *testing.B) {
 			if ok, _ := gpukern.Available(); !ok || os.Getenv("GPUKERN_SKIP_CPU") == "1" {
@@ -150,5 +154,27 @@ func BenchmarkSolvingSet(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// reportKernelTimes reports where a run's time goes (issue 22): each kernel's GPU time per run
+// (CUDA events around every launch) as "<kernel>-ms", their sum as "kernels-ms", and the rest of
+// the wall time per run and iteration, the host's share (launches, copies and their
+// synchronisation, the hand-over to the device's owner thread, allocations), as
+// "host-us/iter".
+func reportKernelTimes(b *testing.B, before, after map[string]gpukern.KernelTotal, iterations int) {
+	var sum time.Duration
+	for name, t := range after {
+		dt := t.Time - before[name].Time
+		if dt <= 0 {
+			continue
+		}
+		sum += dt
+		b.ReportMetric(dt.Seconds()*1e3/float64(b.N), name+"-ms")
+	}
+	b.ReportMetric(sum.Seconds()*1e3/float64(b.N), "kernels-ms")
+	if iterations > 0 {
+		host := b.Elapsed() - sum
+		b.ReportMetric(host.Seconds()*1e6/float64(b.N)/float64(iterations), "host-us/iter")
 	}
 }
