@@ -27,20 +27,24 @@ func TestSelectTopMatchesSort(t *testing.T) {
 		rows, m      int
 		distinct     int     // distinct key values; 0: continuous
 		pIn, pPruned float64 // shares of points in S and pruned
-		minOUT       float64
+		minOUT       float64 // as a share of the key range; 0: none
+		stale        bool    // select with minOUT 0, cut with minOUT (the one-device run's order)
 	}{
-		{"continuous 10k m=100", 10_000, 100, 0, 0.1, 0, 0},
-		{"continuous 300k m=100 (3 merge levels)", 300_000, 100, 0, 0.05, 0, 0},
-		{"3 keys 300k m=100 (ties across slices)", 300_000, 100, 3, 0.05, 0, 0},
-		{"one key 50k m=37", 50_000, 37, 1, 0, 0, 0},
-		{"mostly pruned 200k m=100", 200_000, 100, 0, 0.01, 0.99, 0},
-		{"keys 0 and +inf 20k m=60", 20_000, 60, 2, 0, 0, 0},
-		{"one slice 1500 m=10", 1500, 10, 40, 0.2, 0, 0},
-		{"m=1 100k", 100_000, 1, 7, 0, 0, 0},
-		{"m=1500 100k (no merge level)", 100_000, 1500, 0, 0.3, 0, 0},
-		{"m=1024 70k many ties", 70_000, 1024, 5, 0, 0, 0},
-		{"few active 100k m=100", 100_000, 100, 0, 0.9995, 0, 0},
-		{"pruned by minOUT 100k m=50", 100_000, 50, 0, 0, 0, 0.5},
+		{"continuous 10k m=100", 10_000, 100, 0, 0.1, 0, 0, false},
+		{"continuous 300k m=100 (3 merge levels)", 300_000, 100, 0, 0.05, 0, 0, false},
+		{"3 keys 300k m=100 (ties across slices)", 300_000, 100, 3, 0.05, 0, 0, false},
+		{"one key 50k m=37", 50_000, 37, 1, 0, 0, 0, false},
+		{"mostly pruned 200k m=100", 200_000, 100, 0, 0.01, 0.99, 0, false},
+		{"keys 0 and +inf 20k m=60", 20_000, 60, 2, 0, 0, 0, false},
+		{"one slice 1500 m=10", 1500, 10, 40, 0.2, 0, 0, false},
+		{"m=1 100k", 100_000, 1, 7, 0, 0, 0, false},
+		{"m=1500 100k (no merge level)", 100_000, 1500, 0, 0.3, 0, 0, false},
+		{"m=1024 70k many ties", 70_000, 1024, 5, 0, 0, 0, false},
+		{"few active 100k m=100", 100_000, 100, 0, 0.9995, 0, 0, false},
+		{"pruned by minOUT 100k m=50", 100_000, 50, 0, 0, 0, 0.5, false},
+		{"pruned by minOUT after the selection 100k m=50", 100_000, 50, 0, 0, 0, 0.5, true},
+		{"pruned by minOUT after the selection, few left 100k m=100", 100_000, 100, 0, 0, 0, 0.9995, true},
+		{"pruned after the selection, m=1500 (host sort) 100k", 100_000, 1500, 0, 0, 0, 0.99, true},
 	}
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -84,7 +88,11 @@ func TestSelectTopMatchesSort(t *testing.T) {
 				return cmp.Compare(a.row, b.row)
 			})
 			want = want[:min(c.m, len(want))]
-			rows, keys, err := gpukern.SelectTopForTest(d, ub, state, c.m, margin, minOUT)
+			selOUT := minOUT
+			if c.stale {
+				selOUT = -1
+			}
+			rows, keys, err := gpukern.SelectTopForTest(d, ub, state, c.m, margin, selOUT, minOUT)
 			if err != nil {
 				t.Fatal(err)
 			}

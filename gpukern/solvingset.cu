@@ -735,3 +735,57 @@ static_assert(offsetof(SsSelectMergeParams, outIdx) == 40, "SsSelectMergeParams.
 extern "C" __global__ void __launch_bounds__(SEL_THREADS, 2) ss_select_merge(const SsSelectMergeParams P) {
     ss_select_merge_body(P.inKey, P.inIdx, P.L, P.take, P.outKey, P.outIdx);
 }
+
+// ss_select_sort: the last level's list on the device, in the order the CPU twin takes its next
+// candidates: one block sorts the n <= SEL_SLICE pairs of key/idx in place by (key descending,
+// index ascending; key -1, inactive, last) with a bitonic sort over the next power of two, P,
+// with P/2 threads (the host's ssSortThreads). The one-device run then hands the sorted indices
+// to the next iteration's ss_gather as its candidates (after the host has cut the prefix that
+// its new minOUT keeps) instead of uploading them, and downloads this list together with the
+// weights in one copy.
+static __device__ __forceinline__ void ss_select_sort_body(double* key, int* idx, ll n) {
+    __shared__ double sK[SEL_SLICE];
+    __shared__ int sI[SEL_SLICE];
+    int P = 2;
+    while (P < n) P <<= 1;
+    for (int t = threadIdx.x; t < P; t += blockDim.x) {
+        sK[t] = t < n ? key[t] : -1.0;
+        sI[t] = t < n ? idx[t] : 0x7fffffff;
+    }
+    for (int size = 2; size <= P; size <<= 1) {
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            __syncthreads();
+            for (int t = threadIdx.x; t < P / 2; t += blockDim.x) {
+                const int lo = 2 * t - (t & (stride - 1));
+                const int hi = lo + stride;
+                const bool desc = (lo & size) == 0;  // this run sorts best-first
+                const double ka = sK[lo], kb = sK[hi];
+                const int ia = sI[lo], ib = sI[hi];
+                const bool bFirst = kb > ka || (kb == ka && ib < ia);
+                if (bFirst == desc) {
+                    sK[lo] = kb; sK[hi] = ka;
+                    sI[lo] = ib; sI[hi] = ia;
+                }
+            }
+        }
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < n; t += blockDim.x) {
+        key[t] = sK[t];
+        idx[t] = sI[t];
+    }
+}
+
+// SsSelectSortParams is ss_select_sort's parameter, passed by value (Go mirror: ssSelectSortParams).
+struct SsSelectSortParams {
+    double* key;
+    int* idx;
+    ll n;
+};
+static_assert(sizeof(SsSelectSortParams) == 24, "SsSelectSortParams size");
+static_assert(offsetof(SsSelectSortParams, key) == 0, "SsSelectSortParams.key");
+static_assert(offsetof(SsSelectSortParams, idx) == 8, "SsSelectSortParams.idx");
+static_assert(offsetof(SsSelectSortParams, n) == 16, "SsSelectSortParams.n");
+extern "C" __global__ void __launch_bounds__(SEL_THREADS) ss_select_sort(const SsSelectSortParams P) {
+    ss_select_sort_body(P.key, P.idx, P.n);
+}
