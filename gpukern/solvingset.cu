@@ -3,8 +3,9 @@
 // shared memory, writes the distance matrix), CandNN (blocks per slice of a candidate's distM row, warp
 // register queues over strided parts of it (select.cuh), a merge in warp 0, the S-MS early exit,
 // then a warp per candidate merging its slices) and a top-m selection of the next
-// candidates in levels (ss_select per slice of points, ss_select_merge over the slices' lists;
-// the host sorts the last short list).
+// candidates in levels (ss_select: a radix selection per slice of points; ss_select_merge the
+// same over the slices' lists; ss_select_sort orders the last list, which stays on the device as
+// the next iteration's candidates).
 //
 // Layout: X is N x dims column-major float32. LNN heaps are slot-major (heap[s*N + p]) so that
 // reading every point's root is coalesced. Candidates: cand[j] = point index, candX[j*dims + d],
