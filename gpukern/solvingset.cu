@@ -205,6 +205,7 @@ extern "C" __global__ void ss_ctoc(const SsCtocParams P) {
 // d2 < top^2 and d2 = fl(d2) <= fl(top^2)). For dims <= SS_DTOC_REGDIMS the point's
 // coordinates sit in registers.
 #define SS_DTOC_REGDIMS 16
+#define SS_DTOC_PEND 8  // pending inserts per point between flushes
 
 // replace_top_sh is select.cuh's replace_top (the CPU twin's heapReplaceTop) for a heap in
 // shared memory with slot stride T, each child read once.
@@ -242,6 +243,7 @@ __device__ __forceinline__ void ss_dtoc_body(const float* __restrict__ X, ll N, 
     extern __shared__ float sC[];
     int* sDone = (int*)(sC + nc * dims);
     float* sH = (float*)(sDone + nc);
+    float* sP = sH + T * kl;  // pending inserts: slot i of thread t at sP[i*T + t]
     const int k = (int)kl;
     for (ll e = threadIdx.x; e < nc * dims; e += T) {
         const ll j = e / dims, d = e % dims;
@@ -250,9 +252,11 @@ __device__ __forceinline__ void ss_dtoc_body(const float* __restrict__ X, ll N, 
     for (ll j = threadIdx.x; j < nc; j += T) sDone[j] = candDone[j];
     __syncthreads();
     const ll p = (ll)blockIdx.x * T + threadIdx.x;
+    const bool act = p < N && state[p] == 0;
+    const unsigned wmask = __ballot_sync(WARP_FULL, act);  // the lanes that meet the candidates
     if (p >= N) return;
     float* dm = distM + p;
-    if (state[p] != 0) {
+    if (!act) {
         for (ll j = 0; j < nc; j++, dm += N)
             if (!sDone[j]) *dm = INF;
         return;
@@ -265,20 +269,65 @@ __device__ __forceinline__ void ss_dtoc_body(const float* __restrict__ X, ll N, 
             if (d < dims) xp[d] = __ldg(X + d * N + p);
         }
     }
-    float* h = sH + threadIdx.x;
     const bool live = !pruned(ub[p], margin, minOUT);
-    float top = heap[p];
+    if (!__any_sync(wmask, live)) {  // no lane inserts: only the distances of the candidates not done
+        for (ll j = 0; j < nc; j++, dm += N) {
+            if (sDone[j]) continue;
+            float d2;
+            if (REG) {
+                d2 = 0.0f;
+#pragma unroll
+                for (int d = 0; d < SS_DTOC_REGDIMS; d++) {
+                    if (d < dims) {
+                        const float t = __fsub_rn(xp[d], sC[d * nc + j]);
+                        d2 = __fadd_rn(d2, __fmul_rn(t, t));
+                    }
+                }
+            } else {
+                d2 = sqdist_cols(X, N, dims, p, sC + j, nc);
+            }
+            *dm = d2;
+        }
+        return;
+    }
+    float* h = sH + threadIdx.x;
+    float* pend = sP + threadIdx.x;
+    float top = heap[p];  // the root as of the last flush: >= the heap's current root
     float top2 = __fmul_rn(top, top);
     bool loaded = false;
-#ifdef SS_DTOC_EAGER
-    if (live) {
+    int cnt = 0;
+    // flush applies the pending distances (most: the largest count in the warp) in candidate
+    // order with the CPU heap's test against the current root: the lanes of the warp sift
+    // together, one round per pending slot.
+    auto flush = [&](int most) {
+        for (int i = 0; i < most; i++) {
+            if (i < cnt) {
+                const float v = pend[i * T];
+                if (v < top) {
+                    if (!loaded) {
 #pragma unroll 10
-        for (int s = 0; s < k; s++) h[s * T] = heap[s * N + p];
-        loaded = true;
-    }
-    bool changed = false;
-#endif
+                        for (int s = 0; s < k; s++) h[s * T] = heap[s * N + p];
+                        loaded = true;
+                    }
+                    replace_top_sh<T>(h, k, v);
+                    top = h[0];
+                }
+            }
+        }
+        top2 = __fmul_rn(top, top);
+        cnt = 0;
+    };
+    int chk = 0;  // candidates until the next test of the counts (no lane fills its slots sooner)
     for (ll j = 0; j < nc; j++, dm += N) {
+        if (chk == 0) {  // warp-uniform
+            int most = (int)__reduce_max_sync(wmask, (unsigned)cnt);
+            if (most == SS_DTOC_PEND) {
+                flush(most);
+                most = 0;
+            }
+            chk = SS_DTOC_PEND - most;
+        }
+        chk--;
         const bool done = sDone[j] != 0;
         if (!live && done) continue;
         float d2;
@@ -297,25 +346,10 @@ __device__ __forceinline__ void ss_dtoc_body(const float* __restrict__ X, ll N, 
         if (!done) *dm = d2;
         if (live && d2 <= top2) {
             const float dist = sqrtf(d2);
-            if (dist < top) {
-#ifdef SS_DTOC_EAGER
-                changed = true;
-#else
-                if (!loaded) {
-#pragma unroll 10
-                    for (int s = 0; s < k; s++) h[s * T] = heap[s * N + p];
-                    loaded = true;
-                }
-#endif
-                replace_top_sh<T>(h, k, dist);
-                top = h[0];
-                top2 = __fmul_rn(top, top);
-            }
+            if (dist < top) pend[(cnt++) * T] = dist;
         }
     }
-#ifdef SS_DTOC_EAGER
-    loaded = changed;
-#endif
+    flush((int)__reduce_max_sync(wmask, (unsigned)cnt));
     if (loaded) {
 #pragma unroll 10
         for (int s = 0; s < k; s++) heap[s * N + p] = h[s * T];

@@ -59,6 +59,9 @@ func ssHeapThreads(k int) int {
 	return t
 }
 
+// ssDtocPend is the pending inserts per point in ss_dtoc's shared memory (SS_DTOC_PEND).
+const ssDtocPend = 8
+
 // ssCtocWarps is the number of candidates (warps) per ss_ctoc block (SS_CTOC_WARPS).
 const ssCtocWarps = 4
 
@@ -74,7 +77,7 @@ func launchCtoc(d *Device, b *ssBuffers, nc, dims, k int, margin, minOUT float64
 // dynamic shared memory. Owner thread only.
 func launchDtoc(d *Device, b *ssBuffers, rows, dims, nc, k int, margin, minOUT float64) error {
 	t := ssHeapThreads(k)
-	shared := nc*(dims+1)*4 + t*k*4
+	shared := nc*(dims+1)*4 + t*k*4 + t*ssDtocPend*4
 	if err := allowShared(d, "ss_dtoc", shared); err != nil {
 		return err
 	}
