@@ -45,7 +45,7 @@ var modules = []struct {
 	{"knn", knnPTX, knnKernelNames()},
 	{"knnsplit", knnSplitPTX, knnSplitKernelNames()},
 	{"microcluster", microclusterPTX, []string{"assign_nearest", "cf_sort", "cf_reduce_chunk_o1", "cf_reduce_chunk_o4", "cf_finalize"}},
-	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_candpart_q64", "ss_candpart_q256", "ss_candmerge_q64", "ss_candmerge_q256", "ss_select", "ss_select_merge", "ss_select_sort"}},
+	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_dtoc_defer", "ss_candpart_q64", "ss_candpart_q256", "ss_candmerge_q64", "ss_candmerge_q256", "ss_select", "ss_select_merge", "ss_select_sort"}},
 	{"density", densityPTX, []string{"density_records", "density_clusters"}},
 	{"hypercube", hypercubePTX, []string{"hc_encode", "hc_density"}},
 	{"keyed", keyedPTX, []string{"keyed_score_q32", "keyed_score_q64", "keyed_install"}},
@@ -101,8 +101,6 @@ type Device struct {
 	// stepStreams are Score's streams, one per concurrent step (blocking streams: they wait for
 	// the default stream's copies before them, and the copies after wait for them).
 	stepStreams [MaxScoreSteps]cu.Stream
-	// stg is the pinned staging buffer of large uploads (stage_cuda.go), nil until the first.
-	stg *stage
 }
 
 // maxSpareEvents bounds the event pairs kept for reuse.
@@ -198,10 +196,6 @@ func (d *Device) teardown() error {
 		}
 	}
 	d.mods = nil
-	if err := d.stg.free(); err != nil {
-		errs = append(errs, err)
-	}
-	d.stg = nil
 	if err := d.freeScratch(); err != nil {
 		errs = append(errs, err)
 	}
@@ -441,7 +435,7 @@ func uploadCols(d *Device, what string, cols [][]float32, rows int) (cu.DevicePt
 	}
 	for j, c := range cols {
 		dst := p + cu.DevicePtr(int64(j)*int64(rows)*4)
-		if err := d.copyStaged(dst, unsafe.Pointer(&c[0]), int64(rows)*4); err != nil {
+		if err := cu.MemcpyHtoD(dst, unsafe.Pointer(&c[0]), int64(rows)*4); err != nil {
 			_ = frees(p)
 			return 0, fmt.Errorf("cuMemcpyHtoD(%s dimension %d): %w", what, j, err)
 		}
