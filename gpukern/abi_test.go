@@ -222,7 +222,6 @@ func TestKernelABI(t *testing.T) {
 		"ss_gather":       reflect.TypeFor[ssGatherParams](),
 		"ss_ctoc":         reflect.TypeFor[ssCtocParams](),
 		"ss_dtoc":         reflect.TypeFor[ssDtocParams](),
-		"ss_dtoc_defer":   reflect.TypeFor[ssDtocParams](),
 		"ss_candpart_*":   reflect.TypeFor[ssCandPartParams](),
 		"ss_candmerge_*":  reflect.TypeFor[ssCandMergeParams](),
 		"ss_select":       reflect.TypeFor[ssSelectParams](),

@@ -203,10 +203,8 @@ extern "C" __global__ void ss_ctoc(const SsCtocParams P) {
 // shared-memory indices with T a compile-time block size, and sqrtf is prefiltered: sqrtf(d2) <
 // top implies d2 <= fl(top^2) (sqrtf is correctly rounded and monotone: sqrt(d2) < top, so
 // d2 < top^2 and d2 = fl(d2) <= fl(top^2)). For dims <= SS_DTOC_REGDIMS the point's
-// coordinates sit in registers. Two forms (entries ss_dtoc and ss_dtoc_defer, the host's
-// ssDtocKernel): each insert at once (ss_dtoc_now_body), or deferred (ss_dtoc_defer_body).
+// coordinates sit in registers.
 #define SS_DTOC_REGDIMS 16
-#define SS_DTOC_PEND 8  // ss_dtoc_defer: pending inserts per point between flushes (ssDtocPend)
 
 // replace_top_sh is select.cuh's replace_top (the CPU twin's heapReplaceTop) for a heap in
 // shared memory with slot stride T, each child read once.
@@ -237,7 +235,7 @@ __device__ __forceinline__ double plain_sum_sh(const float* h, int k) {
 }
 
 template <bool REG, int T>
-__device__ __forceinline__ void ss_dtoc_now_body(const float* __restrict__ X, ll N, ll dims,
+__device__ __forceinline__ void ss_dtoc_body(const float* __restrict__ X, ll N, ll dims,
                                    const float* __restrict__ candX, const int* __restrict__ candDone,
                                    ll nc, ll kl, const int* __restrict__ state, float* heap, double* ub,
                                    float* distM, double margin, double minOUT) {
@@ -310,138 +308,6 @@ __device__ __forceinline__ void ss_dtoc_now_body(const float* __restrict__ X, ll
     }
 }
 
-// ss_dtoc_defer's body: the same inserts, deferred. A point whose distance beats the root it last
-// saw (a stale root, never below the heap's current one, so it admits a superset) notes the
-// distance in one of its SS_DTOC_PEND slots in shared memory; when a lane of the warp may have
-// filled its slots (tested every SS_DTOC_PEND - fullest candidates) and at the end, the warp's
-// lanes apply their notes together, in candidate order, each tested against the current root as
-// the CPU heap does: the same inserts in the same order, one sift round per slot instead of one
-// per candidate that any lane inserts (ss_dtoc_now runs a sift for every such candidate with the
-// other lanes idle). A warp with no live point only writes distances. On N(0, I) 1M x 10 it takes
-// ss_dtoc from 79.0 to 66.6 ms a run; on g2d (2-D) the cheap distances make the bookkeeping cost
-// more than it saves (17.9 -> 20.0 ms), hence ssDtocKernel picks by dimension.
-template <bool REG, int T>
-__device__ __forceinline__ void ss_dtoc_defer_body(const float* __restrict__ X, ll N, ll dims,
-                                   const float* __restrict__ candX, const int* __restrict__ candDone,
-                                   ll nc, ll kl, const int* __restrict__ state, float* heap, double* ub,
-                                   float* distM, double margin, double minOUT) {
-    extern __shared__ float sC[];
-    int* sDone = (int*)(sC + nc * dims);
-    float* sH = (float*)(sDone + nc);
-    float* sP = sH + T * kl;  // pending inserts: slot i of thread t at sP[i*T + t]
-    const int k = (int)kl;
-    for (ll e = threadIdx.x; e < nc * dims; e += T) {
-        const ll j = e / dims, d = e % dims;
-        sC[d * nc + j] = candX[e];
-    }
-    for (ll j = threadIdx.x; j < nc; j += T) sDone[j] = candDone[j];
-    __syncthreads();
-    const ll p = (ll)blockIdx.x * T + threadIdx.x;
-    const bool act = p < N && state[p] == 0;
-    const unsigned wmask = __ballot_sync(WARP_FULL, act);  // the lanes that meet the candidates
-    if (p >= N) return;
-    float* dm = distM + p;
-    if (!act) {
-        for (ll j = 0; j < nc; j++, dm += N)
-            if (!sDone[j]) *dm = INF;
-        return;
-    }
-    float xp[REG ? SS_DTOC_REGDIMS : 1];
-    if (REG) {
-#pragma unroll
-        for (int d = 0; d < SS_DTOC_REGDIMS; d++) {
-            xp[d] = 0.0f;
-            if (d < dims) xp[d] = __ldg(X + d * N + p);
-        }
-    }
-    const bool live = !pruned(ub[p], margin, minOUT);
-    if (!__any_sync(wmask, live)) {  // no lane inserts: only the distances of the candidates not done
-        for (ll j = 0; j < nc; j++, dm += N) {
-            if (sDone[j]) continue;
-            float d2;
-            if (REG) {
-                d2 = 0.0f;
-#pragma unroll
-                for (int d = 0; d < SS_DTOC_REGDIMS; d++) {
-                    if (d < dims) {
-                        const float t = __fsub_rn(xp[d], sC[d * nc + j]);
-                        d2 = __fadd_rn(d2, __fmul_rn(t, t));
-                    }
-                }
-            } else {
-                d2 = sqdist_cols(X, N, dims, p, sC + j, nc);
-            }
-            *dm = d2;
-        }
-        return;
-    }
-    float* h = sH + threadIdx.x;
-    float* pend = sP + threadIdx.x;
-    float top = heap[p];  // the root as of the last flush: >= the heap's current root
-    float top2 = __fmul_rn(top, top);
-    bool loaded = false;
-    int cnt = 0;
-    // flush applies the pending distances (most: the largest count in the warp) in candidate
-    // order with the CPU heap's test against the current root: the lanes of the warp sift
-    // together, one round per pending slot.
-    auto flush = [&](int most) {
-        for (int i = 0; i < most; i++) {
-            if (i < cnt) {
-                const float v = pend[i * T];
-                if (v < top) {
-                    if (!loaded) {
-#pragma unroll 10
-                        for (int s = 0; s < k; s++) h[s * T] = heap[s * N + p];
-                        loaded = true;
-                    }
-                    replace_top_sh<T>(h, k, v);
-                    top = h[0];
-                }
-            }
-        }
-        top2 = __fmul_rn(top, top);
-        cnt = 0;
-    };
-    int chk = 0;  // candidates until the next test of the counts (no lane fills its slots sooner)
-    for (ll j = 0; j < nc; j++, dm += N) {
-        if (chk == 0) {  // warp-uniform
-            int most = (int)__reduce_max_sync(wmask, (unsigned)cnt);
-            if (most == SS_DTOC_PEND) {
-                flush(most);
-                most = 0;
-            }
-            chk = SS_DTOC_PEND - most;
-        }
-        chk--;
-        const bool done = sDone[j] != 0;
-        if (!live && done) continue;
-        float d2;
-        if (REG) {
-            d2 = 0.0f;
-#pragma unroll
-            for (int d = 0; d < SS_DTOC_REGDIMS; d++) {
-                if (d < dims) {
-                    const float t = __fsub_rn(xp[d], sC[d * nc + j]);
-                    d2 = __fadd_rn(d2, __fmul_rn(t, t));
-                }
-            }
-        } else {
-            d2 = sqdist_cols(X, N, dims, p, sC + j, nc);
-        }
-        if (!done) *dm = d2;
-        if (live && d2 <= top2) {
-            const float dist = sqrtf(d2);
-            if (dist < top) pend[(cnt++) * T] = dist;
-        }
-    }
-    flush((int)__reduce_max_sync(wmask, (unsigned)cnt));
-    if (loaded) {
-#pragma unroll 10
-        for (int s = 0; s < k; s++) heap[s * N + p] = h[s * T];
-        ub[p] = plain_sum_sh<T>(h, k);
-    }
-}
-
 // SsDtocParams is ss_dtoc's parameter, passed by value (Go mirror: ssDtocParams).
 struct SsDtocParams {
     const float* X;
@@ -472,35 +338,19 @@ static_assert(offsetof(SsDtocParams, ub) == 72, "SsDtocParams.ub");
 static_assert(offsetof(SsDtocParams, distM) == 80, "SsDtocParams.distM");
 static_assert(offsetof(SsDtocParams, margin) == 88, "SsDtocParams.margin");
 static_assert(offsetof(SsDtocParams, minOUT) == 96, "SsDtocParams.minOUT");
-// ss_dtoc's and ss_dtoc_defer's block size (the host's ssHeapThreads(k)) selects the instantiation.
-template <bool DEFER, int T>
+// ss_dtoc's block size (the host's ssHeapThreads(k)) selects the instantiation.
+template <int T>
 __device__ __forceinline__ void ss_dtoc_t(const SsDtocParams& P) {
-    if (DEFER) {
-        if (P.dims <= SS_DTOC_REGDIMS)
-            ss_dtoc_defer_body<true, T>(P.X, P.N, P.dims, P.candX, P.candDone, P.nc, P.k, P.state, P.heap, P.ub, P.distM, P.margin, P.minOUT);
-        else
-            ss_dtoc_defer_body<false, T>(P.X, P.N, P.dims, P.candX, P.candDone, P.nc, P.k, P.state, P.heap, P.ub, P.distM, P.margin, P.minOUT);
-    } else {
-        if (P.dims <= SS_DTOC_REGDIMS)
-            ss_dtoc_now_body<true, T>(P.X, P.N, P.dims, P.candX, P.candDone, P.nc, P.k, P.state, P.heap, P.ub, P.distM, P.margin, P.minOUT);
-        else
-            ss_dtoc_now_body<false, T>(P.X, P.N, P.dims, P.candX, P.candDone, P.nc, P.k, P.state, P.heap, P.ub, P.distM, P.margin, P.minOUT);
-    }
+    if (P.dims <= SS_DTOC_REGDIMS)
+        ss_dtoc_body<true, T>(P.X, P.N, P.dims, P.candX, P.candDone, P.nc, P.k, P.state, P.heap, P.ub, P.distM, P.margin, P.minOUT);
+    else
+        ss_dtoc_body<false, T>(P.X, P.N, P.dims, P.candX, P.candDone, P.nc, P.k, P.state, P.heap, P.ub, P.distM, P.margin, P.minOUT);
 }
 extern "C" __global__ void ss_dtoc(const SsDtocParams P) {
     switch (blockDim.x) {
-        case 128: ss_dtoc_t<false, 128>(P); break;
-        case 64: ss_dtoc_t<false, 64>(P); break;
-        default: ss_dtoc_t<false, 32>(P); break;
-    }
-}
-// ss_dtoc_defer is ss_dtoc with the deferred inserts (its own entry: the bookkeeping's registers
-// would cost ss_dtoc occupancy); dynamic shared memory adds T*SS_DTOC_PEND floats.
-extern "C" __global__ void ss_dtoc_defer(const SsDtocParams P) {
-    switch (blockDim.x) {
-        case 128: ss_dtoc_t<true, 128>(P); break;
-        case 64: ss_dtoc_t<true, 64>(P); break;
-        default: ss_dtoc_t<true, 32>(P); break;
+        case 128: ss_dtoc_t<128>(P); break;
+        case 64: ss_dtoc_t<64>(P); break;
+        default: ss_dtoc_t<32>(P); break;
     }
 }
 

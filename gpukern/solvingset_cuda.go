@@ -59,9 +59,6 @@ func ssHeapThreads(k int) int {
 	return t
 }
 
-// ssDtocPend is the pending inserts per point in ss_dtoc_defer's shared memory (SS_DTOC_PEND).
-const ssDtocPend = 8
-
 // ssCtocWarps is the number of candidates (warps) per ss_ctoc block (SS_CTOC_WARPS).
 const ssCtocWarps = 4
 
@@ -72,35 +69,16 @@ func launchCtoc(d *Device, b *ssBuffers, nc, dims, k int, margin, minOUT float64
 		CandUB: uint64(b.candUB), CandDone: uint64(b.candDone), Margin: margin, MinOUT: minOUT})
 }
 
-// ssDtocDeferDims is the dimension from which step c's points' side defers its inserts
-// (ss_dtoc_defer): measured on the H100 (docs/BENCHMARKS.md §4.3.2), 2-D data runs faster with
-// the inserts at once (ss_dtoc: 17.9 against 20.0 ms a g2d 1M run) and 10-D deferred (66.6
-// against 79.0 ms on N(0, I) 1M): the deferral's bookkeeping is a few instructions per candidate,
-// worth it once a distance costs more than the sift rounds it saves. 3 to 9 dimensions were not
-// measured; 6 splits the difference.
-const ssDtocDeferDims = 6
-
-// ssDtocKernel is step c's points' side for dims dimensions and its dynamic shared memory per
-// block of t threads for nc candidates and heaps of k: the candidates and done flags
-// (nc*(dims+1) words), the block's heaps (t*k floats) and, deferred, the pending slots
-// (t*ssDtocPend floats).
-func ssDtocKernel(dims, nc, k, t int) (string, int) {
-	shared := nc*(dims+1)*4 + t*k*4
-	if dims >= ssDtocDeferDims {
-		return "ss_dtoc_defer", shared + t*ssDtocPend*4
-	}
-	return "ss_dtoc", shared
-}
-
-// launchDtoc is step c's points' side (ss_dtoc or ss_dtoc_defer: ssDtocKernel) over rows points
-// for nc candidates. Owner thread only.
+// launchDtoc is step c's points' side (ss_dtoc) over rows points for nc candidates: the
+// candidates and done flags (nc*(dims+1) words) and the block's heaps (threads*k floats) in
+// dynamic shared memory. Owner thread only.
 func launchDtoc(d *Device, b *ssBuffers, rows, dims, nc, k int, margin, minOUT float64) error {
 	t := ssHeapThreads(k)
-	kernel, shared := ssDtocKernel(dims, nc, k, t)
-	if err := allowShared(d, kernel, shared); err != nil {
+	shared := nc*(dims+1)*4 + t*k*4
+	if err := allowShared(d, "ss_dtoc", shared); err != nil {
 		return err
 	}
-	return launchParams(d, kernel, [3]int{(rows + t - 1) / t, 1, 1}, [3]int{t, 1, 1}, shared, &ssDtocParams{
+	return launchParams(d, "ss_dtoc", [3]int{(rows + t - 1) / t, 1, 1}, [3]int{t, 1, 1}, shared, &ssDtocParams{
 		X: uint64(b.x), N: int64(rows), Dims: int64(dims), CandX: uint64(b.candX), CandDone: uint64(b.candDone),
 		Nc: int64(nc), K: int64(k), State: uint64(b.state), Heap: uint64(b.heap), UB: uint64(b.ub),
 		DistM: uint64(b.distM), Margin: margin, MinOUT: minOUT})

@@ -31,9 +31,9 @@ func TestSolvingSetParity(t *testing.T) {
 		{"10-D 8k n=25 m=37", synth.Gaussian(8000, 10, 13).Cols, solvingset.Params{K: 10, N: 25, M: 37, Seed: 3}},
 		{"ties: 2-D grid", gridCols(60), solvingset.Params{K: 4, N: 7, M: 50, Seed: 4}},
 		// the sanitizers' cases (racecheck takes minutes on the others): every kernel, the
-		// selection's radix passes over ties (m < the slice's active points), both ss_dtoc forms
+		// selection's radix passes over ties (m < the slice's active points), 2-D and 10-D
 		{"small: 2-D grid 24x24", gridCols(24), solvingset.Params{K: 4, N: 5, M: 20, Seed: 8}},
-		{"small: 10-D 1500 (ss_dtoc_defer)", synth.Gaussian(1500, 10, 17).Cols, solvingset.Params{K: 10, N: 5, M: 20, Seed: 9}},
+		{"small: 10-D 1500", synth.Gaussian(1500, 10, 17).Cols, solvingset.Params{K: 10, N: 5, M: 20, Seed: 9}},
 		{"k=1 m=1", synth.G2D(3000, 14).Cols, solvingset.Params{K: 1, N: 3, M: 1, Seed: 5}},
 		{"6-D 6k k=100 (CandNN queue of 256)", synth.Gaussian(6000, 6, 15).Cols, solvingset.Params{K: 100, N: 10, M: 60, Seed: 6}},
 		{"g2d 300k (several CandNN early-exit steps)", synth.G2D(300000, 16).Cols, solvingset.Params{K: 50, N: 10, M: 100, Seed: 7}},
