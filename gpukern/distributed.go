@@ -30,12 +30,8 @@ func NewDistributedNode(d *Device, cols [][]float32, k, m int, margin float64) (
 	if k < 1 || k > KNNMaxK || m < 1 || len(cols) > MaxDims || !(margin >= 1) || math.IsInf(margin, 0) {
 		return nil, fmt.Errorf("gpukern.NewDistributedNode: k=%d (1..%d), m=%d (>= 1), %d dimensions (<= %d), margin %v (finite, >= 1)", k, KNNMaxK, m, len(cols), MaxDims, margin)
 	}
-	for j, c := range cols {
-		for i, v := range c {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return nil, fmt.Errorf("gpukern.NewDistributedNode: row %d dimension %d is %v: data must be finite", i, j, v)
-			}
-		}
+	if i, j, bad := firstNonFinite(cols); bad {
+		return nil, fmt.Errorf("gpukern.NewDistributedNode: row %d dimension %d is %v: data must be finite", i, j, cols[j][i])
 	}
 	impl, err := d.newDistNode(cols, rows, k, m, margin)
 	if err != nil {

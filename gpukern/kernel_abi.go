@@ -164,6 +164,13 @@ type ssSelectMergeParams struct {
 	OutIdx uint64 `c:"outIdx"`
 }
 
+// ssSelectSortParams is ss_select_sort's parameter (solvingset.cu: SsSelectSortParams).
+type ssSelectSortParams struct {
+	Key uint64 `c:"key"`
+	Idx uint64 `c:"idx"`
+	N   int64  `c:"n"`
+}
+
 // ssCandPartParams is ss_candpart_q64's and ss_candpart_q256's parameter (solvingset.cu:
 // SsCandPartParams).
 type ssCandPartParams struct {

@@ -3,8 +3,9 @@
 // shared memory, writes the distance matrix), CandNN (blocks per slice of a candidate's distM row, warp
 // register queues over strided parts of it (select.cuh), a merge in warp 0, the S-MS early exit,
 // then a warp per candidate merging its slices) and a top-m selection of the next
-// candidates in levels (ss_select per slice of points, ss_select_merge over the slices' lists;
-// the host sorts the last short list).
+// candidates in levels (ss_select: a radix selection per slice of points; ss_select_merge the
+// same over the slices' lists; ss_select_sort orders the last list, which stays on the device as
+// the next iteration's candidates).
 //
 // Layout: X is N x dims column-major float32. LNN heaps are slot-major (heap[s*N + p]) so that
 // reading every point's root is coalesced. Candidates: cand[j] = point index, candX[j*dims + d],
@@ -269,14 +270,6 @@ __device__ __forceinline__ void ss_dtoc_body(const float* __restrict__ X, ll N, 
     float top = heap[p];
     float top2 = __fmul_rn(top, top);
     bool loaded = false;
-#ifdef SS_DTOC_EAGER
-    if (live) {
-#pragma unroll 10
-        for (int s = 0; s < k; s++) h[s * T] = heap[s * N + p];
-        loaded = true;
-    }
-    bool changed = false;
-#endif
     for (ll j = 0; j < nc; j++, dm += N) {
         const bool done = sDone[j] != 0;
         if (!live && done) continue;
@@ -297,24 +290,17 @@ __device__ __forceinline__ void ss_dtoc_body(const float* __restrict__ X, ll N, 
         if (live && d2 <= top2) {
             const float dist = sqrtf(d2);
             if (dist < top) {
-#ifdef SS_DTOC_EAGER
-                changed = true;
-#else
                 if (!loaded) {
 #pragma unroll 10
                     for (int s = 0; s < k; s++) h[s * T] = heap[s * N + p];
                     loaded = true;
                 }
-#endif
                 replace_top_sh<T>(h, k, dist);
                 top = h[0];
                 top2 = __fmul_rn(top, top);
             }
         }
     }
-#ifdef SS_DTOC_EAGER
-    loaded = changed;
-#endif
     if (loaded) {
 #pragma unroll 10
         for (int s = 0; s < k; s++) heap[s * N + p] = h[s * T];
@@ -550,81 +536,121 @@ extern "C" __global__ void __launch_bounds__(32) ss_candmerge_q256(const SsCandM
 
 #define SEL_SLICE 2048
 #define SEL_THREADS 1024
+#define SEL_PER_THREAD (SEL_SLICE / SEL_THREADS)
 
-// sel_sort sorts a block's SEL_SLICE (key, index) pairs in shared memory best first with a
-// bitonic sort: "a before b" iff a.key > b.key || (a.key == b.key && a.idx < b.idx). It begins
-// with a barrier (the caller's stores) and ends with one.
-__device__ __forceinline__ void sel_sort(double* sK, int* sI) {
-    for (int size = 2; size <= SEL_SLICE; size <<= 1) {
-        for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            __syncthreads();
-            for (int t = threadIdx.x; t < SEL_SLICE / 2; t += blockDim.x) {
-                const int lo = 2 * t - (t & (stride - 1));
-                const int hi = lo + stride;
-                const bool desc = (lo & size) == 0;  // this run sorts best-first
-                const double ka = sK[lo], kb = sK[hi];
-                const int ia = sI[lo], ib = sI[hi];
-                const bool bFirst = kb > ka || (kb == ka && ib < ia);
-                if (bFirst == desc) {
-                    sK[lo] = kb; sK[hi] = ka;
-                    sI[lo] = ib; sI[hi] = ia;
-                }
+// sel_take is one level of the top-m selection for a block: of the SEL_SLICE (key, index) pairs
+// that its threads hold (SEL_PER_THREAD each, pair e of thread t at slot e*SEL_THREADS + t; key
+// < 0: inactive), it writes the best take by (key descending, index ascending) to
+// outKey/outIdx[blockIdx.x*take ...] in no particular order (the next level or the host sorts
+// them) and pads the rest of the take slots with (-1, 0x7fffffff). act is the number of active
+// pairs. With more than take active it finds the take-th best by radix selection on the 96-bit
+// composite (the key's bits, then the inverted index: the keys are >= 0, whose bits order as
+// unsigned integers, and no index occurs twice, so every composite is distinct): a pass histograms
+// the next 8 bits of the pairs still undecided, and the bin that holds the take-th best decides
+// every pair above it (in) and below it (out); it ends when that bin holds exactly the pairs still
+// needed (at the latest after the 12th pass, whose bins hold one pair each). Typically 4-5
+// passes of 3 barriers each, where the bitonic sort it replaces took 66 barriers and 2048 * 66 / 2
+// compare-exchanges per block (issue 22: ss_select and its merge levels, 0.19 ms per iteration
+// on g2d 1M, were latency-bound on those sorts). Block-uniform call; SEL_THREADS threads.
+__device__ __forceinline__ void sel_take(const double (&key)[SEL_PER_THREAD], const int (&idx)[SEL_PER_THREAD],
+                                         unsigned act, ll take, double* outKey, int* outIdx) {
+    __shared__ unsigned sHist[256];
+    __shared__ unsigned sPos, sDigit, sAbove;
+    __shared__ int sDone;
+    // st: 0 undecided, 1 in, 2 out
+    int st[SEL_PER_THREAD];
+#pragma unroll
+    for (int e = 0; e < SEL_PER_THREAD; e++) st[e] = key[e] >= 0.0 ? (act <= take ? 1 : 0) : 2;
+    if (threadIdx.x == 0) {
+        sPos = 0;
+        sDone = act <= take;
+    }
+    unsigned need = (unsigned)min((ll)act, take);  // pairs still to take (uniform)
+    __syncthreads();
+    for (int pass = 0; !sDone; pass++) {  // block-uniform: sDone changes only between barriers
+        if (threadIdx.x < 256) sHist[threadIdx.x] = 0;
+        __syncthreads();
+        const int sh = pass < 8 ? 56 - 8 * pass : 24 - 8 * (pass - 8);
+        unsigned dig[SEL_PER_THREAD];
+#pragma unroll
+        for (int e = 0; e < SEL_PER_THREAD; e++) {
+            // the composite's bits: the key's (+0 for -0, which a sum of distances never is), then ~index
+            const unsigned long long hi = key[e] == 0.0 ? 0ull : (unsigned long long)__double_as_longlong(key[e]);
+            dig[e] = pass < 8 ? (unsigned)(hi >> sh) & 255u : (~(unsigned)idx[e] >> sh) & 255u;
+            if (st[e] == 0) atomicAdd(&sHist[dig[e]], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x < 32) {
+            // lane l sums bins 255-8l .. 248-8l (from the top); a suffix scan over the lanes
+            const int lane = threadIdx.x;
+            unsigned sum = 0;
+#pragma unroll
+            for (int i = 0; i < 8; i++) sum += sHist[255 - 8 * lane - i];
+            unsigned incl = sum;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const unsigned v = __shfl_up_sync(WARP_FULL, incl, o);
+                if (lane >= o) incl += v;
+            }
+            const unsigned excl = incl - sum;  // pairs in the bins above this lane's
+            if (excl < need && need <= incl) {  // exactly one lane
+                unsigned above = excl, b = 255 - 8 * lane;
+                while (above + sHist[b] < need) above += sHist[b--];
+                sDigit = b;
+                sAbove = above;
+                // pass 11's bins hold one composite each, so the condition holds by then; the
+                // pass bound only guards the shift against a repeated index (a caller's bug)
+                sDone = sHist[b] == need - above || pass == 11;
+            }
+        }
+        __syncthreads();
+        const unsigned d = sDigit;
+        const bool all = sDone;
+#pragma unroll
+        for (int e = 0; e < SEL_PER_THREAD; e++)
+            if (st[e] == 0) st[e] = dig[e] > d ? 1 : dig[e] < d ? 2 : (all ? 1 : 0);
+        need -= sAbove;
+    }
+#pragma unroll
+    for (int e = 0; e < SEL_PER_THREAD; e++) {
+        if (st[e] == 1) {
+            const unsigned at = atomicAdd(&sPos, 1u);
+            if (at < take) {  // always, but for a repeated index
+                outKey[blockIdx.x * take + at] = key[e];
+                outIdx[blockIdx.x * take + at] = idx[e];
             }
         }
     }
-    __syncthreads();
+    for (ll t = min((ll)act, take) + threadIdx.x; t < take; t += blockDim.x) {
+        outKey[blockIdx.x * take + t] = -1.0;
+        outIdx[blockIdx.x * take + t] = 0x7fffffff;
+    }
 }
 
 // ss_select: first level of the top-m selection. Block b writes the best take = min(m, SEL_SLICE)
-// (key, index) pairs of its slice of SEL_SLICE points to outKey/outIdx[b*take ...]: inactive
-// points (in S or pruned) are keyed -1; a slice with more than take active points is sorted by
-// (UB descending, index ascending) with a bitonic sort in shared memory, one with at most take
-// hands them on unsorted. active[0] accumulates the number of active points.
+// (key, index) pairs of its slice of SEL_SLICE points to outKey/outIdx[b*take ...] (sel_take):
+// the key is the point's UB, or -1 for an inactive point (in S or pruned). active[0] (when not
+// null: the distributed node's count) accumulates the number of active points.
 static __device__ __forceinline__ void ss_select_body(const double* __restrict__ ub, const int* __restrict__ state,
                                      ll N, ll m, double margin, double minOUT, double* outKey,
                                      int* outIdx, unsigned long long* active) {
-    __shared__ double sK[SEL_SLICE];
-    __shared__ int sI[SEL_SLICE];
-    __shared__ unsigned int sAct, sPos;
     const ll base = (ll)blockIdx.x * SEL_SLICE;
-    if (threadIdx.x == 0) sAct = sPos = 0;
-    __syncthreads();
-    for (int t = threadIdx.x; t < SEL_SLICE; t += blockDim.x) {
-        const ll p = base + t;
-        double key = -1.0;
-        if (p < N && state[p] == 0 && !pruned(ub[p], margin, minOUT)) {
-            key = ub[p];
-            atomicAdd(&sAct, 1u);
+    double key[SEL_PER_THREAD];
+    int idx[SEL_PER_THREAD];
+    unsigned act = 0;
+#pragma unroll
+    for (int e = 0; e < SEL_PER_THREAD; e++) {
+        const ll p = base + e * SEL_THREADS + threadIdx.x;
+        key[e] = -1.0;
+        if (p < N && state[p] == 0) {
+            const double u = ub[p];
+            if (!pruned(u, margin, minOUT)) key[e] = u;
         }
-        sK[t] = key;
-        sI[t] = (int)min(p, (ll)0x7fffffff);
+        idx[e] = (int)min(p, (ll)0x7fffffff);
+        act += __syncthreads_count(key[e] >= 0.0);
     }
-    __syncthreads();
-    const ll take = min(m, (ll)SEL_SLICE);
-    const unsigned act = sAct;
-    if (threadIdx.x == 0) atomicAdd(active, (unsigned long long)act);
-    if (act <= take) {
-        // Every active point goes on: no sort, the active pairs in the first act slots in any
-        // order (the next level, ss_select_merge, or the host sorts them), the rest key -1.
-        // After the first iterations most slices are here (pruned points are inactive).
-        for (int t = threadIdx.x; t < SEL_SLICE; t += blockDim.x) {
-            if (sK[t] >= 0.0) {
-                const unsigned at = atomicAdd(&sPos, 1u);
-                outKey[blockIdx.x * take + at] = sK[t];
-                outIdx[blockIdx.x * take + at] = sI[t];
-            }
-        }
-        for (ll t = act + threadIdx.x; t < take; t += blockDim.x) {
-            outKey[blockIdx.x * take + t] = -1.0;
-            outIdx[blockIdx.x * take + t] = 0x7fffffff;
-        }
-        return;
-    }
-    sel_sort(sK, sI);
-    for (ll t = threadIdx.x; t < take; t += blockDim.x) {
-        outKey[blockIdx.x * take + t] = sK[t];
-        outIdx[blockIdx.x * take + t] = sI[t];
-    }
+    if (active && threadIdx.x == 0) atomicAdd(active, (unsigned long long)act);
+    sel_take(key, idx, act, min(m, (ll)SEL_SLICE), outKey, outIdx);
 }
 
 // SsSelectParams is ss_select's parameter, passed by value (Go mirror: ssSelectParams).
@@ -649,51 +675,31 @@ static_assert(offsetof(SsSelectParams, minOUT) == 40, "SsSelectParams.minOUT");
 static_assert(offsetof(SsSelectParams, outKey) == 48, "SsSelectParams.outKey");
 static_assert(offsetof(SsSelectParams, outIdx) == 56, "SsSelectParams.outIdx");
 static_assert(offsetof(SsSelectParams, active) == 64, "SsSelectParams.active");
-extern "C" __global__ void ss_select(const SsSelectParams P) {
+// 2 blocks of SEL_THREADS per SM: 32 registers a thread at most (46 unbounded: one block per SM).
+extern "C" __global__ void __launch_bounds__(SEL_THREADS, 2) ss_select(const SsSelectParams P) {
     ss_select_body(P.ub, P.state, P.N, P.m, P.margin, P.minOUT, P.outKey, P.outIdx, P.active);
 }
 
 // ss_select_merge: a further level of the top-m selection, on the device. The previous level
-// left L (key, index) pairs in runs of take; block b sorts pairs
-// b*SEL_SLICE .. of them (padded with key -1, which sinks: inactive) and writes its best take.
-// The m best overall are among the best take of every slice, so each level keeps them and
-// shrinks the list about SEL_SLICE/take-fold; the host launches levels until one block is left
-// and downloads m pairs instead of every block's (5.9 MB per iteration at 10M rows).
+// left L (key, index) pairs in runs of take; block b takes the best take (sel_take) of pairs
+// b*SEL_SLICE .. (padded with key -1: inactive). The m best overall are among the best take of
+// every slice, so each level keeps them and shrinks the list about SEL_SLICE/take-fold; the host
+// launches levels until one block is left and downloads m pairs instead of every block's (5.9 MB
+// per iteration at 10M rows).
 static __device__ __forceinline__ void ss_select_merge_body(const double* __restrict__ inKey, const int* __restrict__ inIdx,
                                                           ll L, ll take, double* outKey, int* outIdx) {
-    __shared__ double sK[SEL_SLICE];
-    __shared__ int sI[SEL_SLICE];
     const ll base = (ll)blockIdx.x * SEL_SLICE;
-    __shared__ unsigned int sAct, sPos;
-    if (threadIdx.x == 0) sAct = sPos = 0;
-    __syncthreads();
-    for (int t = threadIdx.x; t < SEL_SLICE; t += blockDim.x) {
-        const ll e = base + t;
-        sK[t] = e < L ? inKey[e] : -1.0;
-        sI[t] = e < L ? inIdx[e] : 0x7fffffff;
-        if (sK[t] >= 0.0) atomicAdd(&sAct, 1u);
+    double key[SEL_PER_THREAD];
+    int idx[SEL_PER_THREAD];
+    unsigned act = 0;
+#pragma unroll
+    for (int e = 0; e < SEL_PER_THREAD; e++) {
+        const ll i = base + e * SEL_THREADS + threadIdx.x;
+        key[e] = i < L ? inKey[i] : -1.0;
+        idx[e] = i < L ? inIdx[i] : 0x7fffffff;
+        act += __syncthreads_count(key[e] >= 0.0);
     }
-    __syncthreads();
-    const unsigned act = sAct;
-    if (act <= take) {  // as in ss_select: every active pair goes on, unsorted
-        for (int t = threadIdx.x; t < SEL_SLICE; t += blockDim.x) {
-            if (sK[t] >= 0.0) {
-                const unsigned at = atomicAdd(&sPos, 1u);
-                outKey[blockIdx.x * take + at] = sK[t];
-                outIdx[blockIdx.x * take + at] = sI[t];
-            }
-        }
-        for (ll t = act + threadIdx.x; t < take; t += blockDim.x) {
-            outKey[blockIdx.x * take + t] = -1.0;
-            outIdx[blockIdx.x * take + t] = 0x7fffffff;
-        }
-        return;
-    }
-    sel_sort(sK, sI);
-    for (ll t = threadIdx.x; t < take; t += blockDim.x) {
-        outKey[blockIdx.x * take + t] = sK[t];
-        outIdx[blockIdx.x * take + t] = sI[t];
-    }
+    sel_take(key, idx, act, take, outKey, outIdx);
 }
 
 // SsSelectMergeParams is ss_select_merge's parameter, passed by value (Go mirror: ssSelectMergeParams).
@@ -712,6 +718,60 @@ static_assert(offsetof(SsSelectMergeParams, L) == 16, "SsSelectMergeParams.L");
 static_assert(offsetof(SsSelectMergeParams, take) == 24, "SsSelectMergeParams.take");
 static_assert(offsetof(SsSelectMergeParams, outKey) == 32, "SsSelectMergeParams.outKey");
 static_assert(offsetof(SsSelectMergeParams, outIdx) == 40, "SsSelectMergeParams.outIdx");
-extern "C" __global__ void ss_select_merge(const SsSelectMergeParams P) {
+extern "C" __global__ void __launch_bounds__(SEL_THREADS, 2) ss_select_merge(const SsSelectMergeParams P) {
     ss_select_merge_body(P.inKey, P.inIdx, P.L, P.take, P.outKey, P.outIdx);
+}
+
+// ss_select_sort: the last level's list on the device, in the order the CPU twin takes its next
+// candidates: one block sorts the n <= SEL_SLICE pairs of key/idx in place by (key descending,
+// index ascending; key -1, inactive, last) with a bitonic sort over the next power of two, P,
+// with P/2 threads (the host's ssSortThreads). The one-device run then hands the sorted indices
+// to the next iteration's ss_gather as its candidates (after the host has cut the prefix that
+// its new minOUT keeps) instead of uploading them, and downloads this list together with the
+// weights in one copy.
+static __device__ __forceinline__ void ss_select_sort_body(double* key, int* idx, ll n) {
+    __shared__ double sK[SEL_SLICE];
+    __shared__ int sI[SEL_SLICE];
+    int P = 2;
+    while (P < n) P <<= 1;
+    for (int t = threadIdx.x; t < P; t += blockDim.x) {
+        sK[t] = t < n ? key[t] : -1.0;
+        sI[t] = t < n ? idx[t] : 0x7fffffff;
+    }
+    for (int size = 2; size <= P; size <<= 1) {
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            __syncthreads();
+            for (int t = threadIdx.x; t < P / 2; t += blockDim.x) {
+                const int lo = 2 * t - (t & (stride - 1));
+                const int hi = lo + stride;
+                const bool desc = (lo & size) == 0;  // this run sorts best-first
+                const double ka = sK[lo], kb = sK[hi];
+                const int ia = sI[lo], ib = sI[hi];
+                const bool bFirst = kb > ka || (kb == ka && ib < ia);
+                if (bFirst == desc) {
+                    sK[lo] = kb; sK[hi] = ka;
+                    sI[lo] = ib; sI[hi] = ia;
+                }
+            }
+        }
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < n; t += blockDim.x) {
+        key[t] = sK[t];
+        idx[t] = sI[t];
+    }
+}
+
+// SsSelectSortParams is ss_select_sort's parameter, passed by value (Go mirror: ssSelectSortParams).
+struct SsSelectSortParams {
+    double* key;
+    int* idx;
+    ll n;
+};
+static_assert(sizeof(SsSelectSortParams) == 24, "SsSelectSortParams size");
+static_assert(offsetof(SsSelectSortParams, key) == 0, "SsSelectSortParams.key");
+static_assert(offsetof(SsSelectSortParams, idx) == 8, "SsSelectSortParams.idx");
+static_assert(offsetof(SsSelectSortParams, n) == 16, "SsSelectSortParams.n");
+extern "C" __global__ void __launch_bounds__(SEL_THREADS) ss_select_sort(const SsSelectSortParams P) {
+    ss_select_sort_body(P.key, P.idx, P.n);
 }

@@ -76,12 +76,8 @@ func SolvingSet(d *Device, cols [][]float32, p SolvingSetParams) (SolvingSetResu
 	if err := p.validate(rows, len(cols)); err != nil {
 		return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: %w", err)
 	}
-	for j, c := range cols {
-		for i, v := range c {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: row %d dimension %d is %v: data must be finite", i, j, v)
-			}
-		}
+	if i, j, bad := firstNonFinite(cols); bad {
+		return SolvingSetResult{}, fmt.Errorf("gpukern.SolvingSet: row %d dimension %d is %v: data must be finite", i, j, cols[j][i])
 	}
 	return d.solvingSet(cols, rows, p)
 }

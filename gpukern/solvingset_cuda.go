@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"gorgonia.org/cu"
 )
@@ -25,11 +26,22 @@ type ssBuffers struct {
 	distM, selKey, selIdx, active                   cu.DevicePtr
 	selKey2, selIdx2                                cu.DevicePtr // ss_select_merge's other level
 	part                                            cu.DevicePtr // ss_candpart_q*'s slices, M x ssCandSlicesMax x k
+	// selFin is the last selection level's pairs, take keys then take indices, one download
+	// (finHost its host copy).
+	selFin  cu.DevicePtr
+	finHost []float64
+	// views: candDone and selFin lie in weight's allocation (the one-device run: M weights, M
+	// done flags, the last level's pairs, downloaded in one copy) and are not freed on their own.
+	views bool
 }
 
 func (b *ssBuffers) free() error {
-	return frees(b.x, b.heap, b.ub, b.state, b.cand, b.candX, b.candHeap, b.candUB, b.candDone,
-		b.weight, b.distM, b.selKey, b.selIdx, b.active, b.selKey2, b.selIdx2, b.part)
+	done, fin := b.candDone, b.selFin
+	if b.views {
+		done, fin = 0, 0
+	}
+	return frees(b.x, b.heap, b.ub, b.state, b.cand, b.candX, b.candHeap, b.candUB, done,
+		b.weight, b.distM, b.selKey, b.selIdx, b.active, b.selKey2, b.selIdx2, b.part, fin)
 }
 
 // ssSharedBudget is the dynamic shared memory ss_dtoc gives a block's LNN heaps
@@ -111,39 +123,84 @@ func ssSelect2Len(blocks, take int) int {
 	return max(1, (blocks*take+ssSelectSlice-1)/ssSelectSlice) * take
 }
 
-// allocSelect2 allocates the second selection level's buffers. Owner thread only.
+// allocSelect2 allocates the second selection level's buffers and the last level's. Owner
+// thread only.
 func (b *ssBuffers) allocSelect2(blocks, take int) (err error) {
 	n := int64(ssSelect2Len(blocks, take))
 	if b.selKey2, err = alloc("selection keys, second level", n*8); err != nil {
 		return err
 	}
-	b.selIdx2, err = alloc("selection indices, second level", n*4)
+	if b.selIdx2, err = alloc("selection indices, second level", n*4); err != nil {
+		return err
+	}
+	if b.selFin != 0 { // a view (the one-device run's)
+		return nil
+	}
+	b.finHost = make([]float64, finWords(take))
+	b.selFin, err = alloc("selection, last level", int64(len(b.finHost))*8)
 	return err
 }
 
-// selectTop is steps e and f on the device: ss_select over rows points (blocks lists of take),
-// then ss_select_merge levels until one list is left or a level would not shrink it; it
-// downloads what is left (take pairs when m <= ssSelectSlice/2: 1.2 KB at m = 100, instead of
-// blocks*take) into keys and idx and returns its length. Owner thread only.
-func selectTop(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, minOUT float64, keys []float64, idx []int32) (int, error) {
-	if err := cu.MemsetD8(b.active, 0, 8); err != nil {
-		return 0, fmt.Errorf("cuMemsetD8(active): %w", err)
+// finWords is the length in float64 words of the last level's take keys and take int32 indices.
+func finWords(take int) int { return take + (take+1)/2 }
+
+// selectLaunch is steps e and f on the device: ss_select over rows points (blocks lists of
+// take), then ss_select_merge levels until one list is left or a level would not shrink it. It
+// returns the length of what is left and where (fin: take pairs in selFin, when m <=
+// ssSelectSlice/2 or there is one block; else blocks*take pairs in keys, idx). b.active, when
+// allocated (a distributed node's), counts the active points. Owner thread only.
+func selectLaunch(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, minOUT float64) (L int, keys, idx cu.DevicePtr, fin bool, err error) {
+	if b.active != 0 {
+		if err := cu.MemsetD8(b.active, 0, 8); err != nil {
+			return 0, 0, 0, false, fmt.Errorf("cuMemsetD8(active): %w", err)
+		}
+	}
+	finIdx := b.selFin + cu.DevicePtr(take*8) // the last level's indices, after its take keys
+	levels := 0
+	for L := blocks * take; L > take && 2*take <= ssSelectSlice; L = (L + ssSelectSlice - 1) / ssSelectSlice * take {
+		levels++
+	}
+	inK, inI := b.selKey, b.selIdx
+	if levels == 0 && blocks == 1 {
+		inK, inI = b.selFin, finIdx
 	}
 	if err := launchParams(d, "ss_select", [3]int{blocks, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0, &ssSelectParams{
 		UB: uint64(b.ub), State: uint64(b.state), N: int64(rows), M: int64(m), Margin: margin, MinOUT: minOUT,
-		OutKey: uint64(b.selKey), OutIdx: uint64(b.selIdx), Active: uint64(b.active)}); err != nil {
-		return 0, err
+		OutKey: uint64(inK), OutIdx: uint64(inI), Active: uint64(b.active)}); err != nil {
+		return 0, 0, 0, false, err
 	}
-	inK, inI, outK, outI := b.selKey, b.selIdx, b.selKey2, b.selIdx2
-	L := blocks * take
-	for L > take && 2*take <= ssSelectSlice {
+	outK, outI := b.selKey2, b.selIdx2
+	L = blocks * take
+	for l := range levels {
+		if l == levels-1 {
+			outK, outI = b.selFin, finIdx
+		}
 		nb := (L + ssSelectSlice - 1) / ssSelectSlice
 		if err := launchParams(d, "ss_select_merge", [3]int{nb, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0, &ssSelectMergeParams{
 			InKey: uint64(inK), InIdx: uint64(inI), L: int64(L), Take: int64(take), OutKey: uint64(outK), OutIdx: uint64(outI)}); err != nil {
-			return 0, err
+			return 0, 0, 0, false, err
 		}
 		L = nb * take
 		inK, inI, outK, outI = outK, outI, inK, inI
+	}
+	return L, inK, inI, inK == b.selFin, nil
+}
+
+// selectTop is selectLaunch with the download of what is left (take pairs when m <=
+// ssSelectSlice/2: 1.2 KB at m = 100, instead of blocks*take) into keys and idx; it returns its
+// length. Owner thread only.
+func selectTop(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, minOUT float64, keys []float64, idx []int32) (int, error) {
+	L, inK, inI, fin, err := selectLaunch(d, b, rows, blocks, m, take, margin, minOUT)
+	if err != nil {
+		return 0, err
+	}
+	if fin {
+		if err := download(d, "selection", b.finHost, b.selFin); err != nil {
+			return 0, err
+		}
+		copy(keys, b.finHost[:take])
+		copy(idx, unsafe.Slice((*int32)(unsafe.Pointer(&b.finHost[take])), take))
+		return L, nil
 	}
 	if err := download(d, "selection keys", keys[:L], inK); err != nil {
 		return 0, err
@@ -153,6 +210,31 @@ func selectTop(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, minOU
 	}
 	return L, nil
 }
+
+// ssSortThreads is ss_select_sort's block for n pairs: half the next power of two, at least a
+// warp.
+func ssSortThreads(n int) int {
+	p := 2
+	for p < n {
+		p <<= 1
+	}
+	return max(32, p/2)
+}
+
+// prunedPrefix is the length of the prefix of keys (sorted descending, -1 for inactive) that
+// pruning with minOUT leaves active: pruned(ub) = ub*margin < minOUT is monotone in ub, so the
+// points it prunes are a suffix.
+func prunedPrefix(keys []float64, margin, minOUT float64) int {
+	for i, k := range keys {
+		if k < 0 || float64(k*margin) < minOUT {
+			return i
+		}
+	}
+	return len(keys)
+}
+
+// wdWords is the length in float64 words of m weights followed by m int32 done flags.
+func wdWords(m int) int { return m + (m+1)/2 }
 
 func (d *Device) solvingSet(cols [][]float32, rows int, p SolvingSetParams) (SolvingSetResult, error) {
 	var b ssBuffers
@@ -217,6 +299,9 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 			return nil, err
 		}
 	}
+	// One allocation for what every iteration downloads: m weights, m done flags, the last
+	// selection level's take keys and take indices.
+	wdW, finW := wdWords(m), finWords(take)
 	allocs := []struct {
 		p     *cu.DevicePtr
 		what  string
@@ -224,16 +309,16 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 	}{
 		{&b.heap, "LNN heaps", N * K * 4}, {&b.ub, "UB", N * 8}, {&b.state, "state", N * 4},
 		{&b.cand, "candidates", M * 4}, {&b.candX, "candidate coordinates", M * D * 4},
-		{&b.candHeap, "LNNC heaps", M * K * 4}, {&b.candUB, "UB_C", M * 8}, {&b.candDone, "done flags", M * 4},
-		{&b.weight, "weights", M * 8}, {&b.distM, "distance matrix", M * N * 4},
+		{&b.candHeap, "LNNC heaps", M * K * 4}, {&b.candUB, "UB_C", M * 8},
+		{&b.weight, "weights, done flags and selection", int64(wdW+finW) * 8}, {&b.distM, "distance matrix", M * N * 4},
 		{&b.selKey, "selection keys", int64(blocks*take) * 8}, {&b.selIdx, "selection indices", int64(blocks*take) * 4},
-		{&b.active, "active count", 8},
 	}
 	for _, a := range allocs {
 		if *a.p, err = alloc(a.what, a.bytes); err != nil {
 			return nil, err
 		}
 	}
+	b.candDone, b.selFin, b.views = b.weight+cu.DevicePtr(M*8), b.weight+cu.DevicePtr(wdW*8), true
 	if err := b.allocSelect2(blocks, take); err != nil {
 		return nil, err
 	}
@@ -250,8 +335,11 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 	var sset []int
 	cand := slices.Clone(p.First)
 	cand32 := make([]int32, m)
-	w := make([]float64, m)
-	done := make([]int32, m)
+	// host copy of the weight allocation
+	hostRes := make([]float64, wdW+finW)
+	w, done := hostRes[:m], unsafe.Slice((*int32)(unsafe.Pointer(&hostRes[m])), m)
+	finKeys, finIdx := hostRes[wdW:wdW+take], unsafe.Slice((*int32)(unsafe.Pointer(&hostRes[wdW+take])), take)
+	devCand := cu.DevicePtr(0) // the candidates on the device (the sorted last list), else 0: upload
 	keys := make([]float64, blocks*take)
 	idx := make([]int32, blocks*take)
 	iter := 0
@@ -265,19 +353,27 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 		nc := len(cand)
 		NC := int64(nc)
 		sset = append(sset, cand...)
-		for j, c := range cand {
-			cand32[j] = int32(c)
-		}
 		minOUT := out.Min()
-		if err := cu.MemcpyHtoD(b.cand, unsafePtr32(cand32), NC*4); err != nil {
-			return false, fmt.Errorf("iteration %d: cuMemcpyHtoD(candidates): %w", iter, err)
+		candPtr := devCand
+		if candPtr == 0 {
+			for j, c := range cand {
+				cand32[j] = int32(c)
+			}
+			if err := cu.MemcpyHtoD(b.cand, unsafePtr32(cand32), NC*4); err != nil {
+				return false, fmt.Errorf("iteration %d: cuMemcpyHtoD(candidates): %w", iter, err)
+			}
+			d.toDevice.Add(NC * 4)
+			candPtr = b.cand
 		}
-		d.toDevice.Add(NC * 4)
-		// Steps a-c, in order; the first failure stops the iteration.
+		// Steps a-c, in order, then e and f (the selection) with this iteration's starting
+		// minOUT: it prunes a subset of what step d's minOUT prunes, and as pruning is monotone in
+		// UB the m best under the new minOUT are the m best under the old less the pruned suffix
+		// (prunedPrefix), so the selection need not wait for the host's step d. The first
+		// failure stops the iteration.
 		steps := []func() error{
 			func() error {
 				return launchParams(d, "ss_gather", [3]int{(nc + 127) / 128, 1, 1}, [3]int{128, 1, 1}, 0, &ssGatherParams{
-					X: uint64(b.x), N: N, Dims: D, Heap: uint64(b.heap), K: K, Cand: uint64(b.cand), Nc: NC,
+					X: uint64(b.x), N: N, Dims: D, Heap: uint64(b.heap), K: K, Cand: uint64(candPtr), Nc: NC,
 					State: uint64(b.state), CandX: uint64(b.candX), CandHeap: uint64(b.candHeap)})
 			},
 			func() error { return launchCtoc(d, b, nc, dims, k, margin, minOUT) },
@@ -289,11 +385,28 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 				return false, fmt.Errorf("iteration %d: %w", iter, err)
 			}
 		}
-		if err := download(d, "weights", w[:nc], b.weight); err != nil {
+		L, lk, li, fin, err := selectLaunch(d, b, rows, blocks, m, take, margin, minOUT)
+		if err != nil {
 			return false, fmt.Errorf("iteration %d: %w", iter, err)
 		}
-		if err := download(d, "done flags", done[:nc], b.candDone); err != nil {
-			return false, fmt.Errorf("iteration %d: %w", iter, err)
+		if fin { // sorted on the device, downloaded with the weights in one copy
+			if err := launchParams(d, "ss_select_sort", [3]int{1, 1, 1}, [3]int{ssSortThreads(take), 1, 1}, 0, &ssSelectSortParams{
+				Key: uint64(b.selFin), Idx: uint64(b.selFin + cu.DevicePtr(take*8)), N: int64(take)}); err != nil {
+				return false, fmt.Errorf("iteration %d: %w", iter, err)
+			}
+			if err := download(d, "weights, done flags and selection", hostRes, b.weight); err != nil {
+				return false, fmt.Errorf("iteration %d: %w", iter, err)
+			}
+		} else {
+			if err := download(d, "weights and done flags", hostRes[:m+(nc+1)/2], b.weight); err != nil {
+				return false, fmt.Errorf("iteration %d: %w", iter, err)
+			}
+			if err := download(d, "selection keys", keys[:L], lk); err != nil {
+				return false, fmt.Errorf("iteration %d: %w", iter, err)
+			}
+			if err := download(d, "selection indices", idx[:L], li); err != nil {
+				return false, fmt.Errorf("iteration %d: %w", iter, err)
+			}
 		}
 		// Step d: a candidate that is not done met every point: its weight is exact. A done one
 		// has UB_C * margin < minOUT, so on the CPU its (exact or partial) weight would not change
@@ -305,12 +418,21 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 			}
 		}
 		minOUT = out.Min()
-		// Steps e, f: the next candidates, the m active points with the largest UB.
-		L, err := selectTop(d, b, rows, blocks, m, take, margin, minOUT, keys, idx)
-		if err != nil {
-			return false, fmt.Errorf("iteration %d: %w", iter, err)
+		// The next candidates: the m active points with the largest UB (key descending, index
+		// ascending), less those the new minOUT prunes.
+		if fin {
+			n := prunedPrefix(finKeys, margin, minOUT)
+			cand = cand[:0]
+			for _, r := range finIdx[:n] {
+				cand = append(cand, int(r))
+			}
+			devCand = b.selFin + cu.DevicePtr(take*8)
+			return true, nil
 		}
-		cand, _ = topByKey(keys[:L], idx[:L], m)
+		var ck []float64
+		cand, ck = topByKey(keys[:L], idx[:L], m)
+		cand = cand[:prunedPrefix(ck, margin, minOUT)]
+		devCand = 0
 		return true, nil
 	}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
@@ -29,6 +30,10 @@ func TestSolvingSetParity(t *testing.T) {
 		{"g3d 20k k=5", synth.G3D(20000, 12).Cols, solvingset.Params{K: 5, N: 10, M: 100, Seed: 2}},
 		{"10-D 8k n=25 m=37", synth.Gaussian(8000, 10, 13).Cols, solvingset.Params{K: 10, N: 25, M: 37, Seed: 3}},
 		{"ties: 2-D grid", gridCols(60), solvingset.Params{K: 4, N: 7, M: 50, Seed: 4}},
+		// the sanitizers' cases (racecheck takes minutes on the others): every kernel, the
+		// selection's radix passes over ties (m < the slice's active points), 2-D and 10-D
+		{"small: 2-D grid 24x24", gridCols(24), solvingset.Params{K: 4, N: 5, M: 20, Seed: 8}},
+		{"small: 10-D 1500", synth.Gaussian(1500, 10, 17).Cols, solvingset.Params{K: 10, N: 5, M: 20, Seed: 9}},
 		{"k=1 m=1", synth.G2D(3000, 14).Cols, solvingset.Params{K: 1, N: 3, M: 1, Seed: 5}},
 		{"6-D 6k k=100 (CandNN queue of 256)", synth.Gaussian(6000, 6, 15).Cols, solvingset.Params{K: 100, N: 10, M: 60, Seed: 6}},
 		{"g2d 300k (several CandNN early-exit steps)", synth.G2D(300000, 16).Cols, solvingset.Params{K: 50, N: 10, M: 100, Seed: 7}},
@@ -131,14 +136,17 @@ func BenchmarkSolvingSet(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			before := d.KernelTimes()
 			b.ResetTimer()
 			for range b.N {
 				if _, err := run(); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.StopTimer()
 			b.ReportMetric(float64(res.Iterations), "iterations")
 			b.ReportMetric(float64(len(res.SolvingSet)), "|S|")
+			reportKernelTimes(b, before, d.KernelTimes(), res.Iterations)
 		})
 		b.Run("cpu-"+c.name, func(b *testing.B) {
 			if ok, _ := gpukern.Available(); !ok || os.Getenv("GPUKERN_SKIP_CPU") == "1" {
@@ -150,5 +158,28 @@ func BenchmarkSolvingSet(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// reportKernelTimes reports where a run's time goes (issue 22): each kernel's GPU time per run
+// (CUDA events around every launch) as "<kernel>-ms", their sum as "kernels-ms", and the rest of
+// the wall time, the host's share (the upload, allocations, launches, copies and their
+// synchronisation, the hand-over to the device's owner thread), per run as "host-ms" and per
+// iteration as "host-us/iter".
+func reportKernelTimes(b *testing.B, before, after map[string]gpukern.KernelTotal, iterations int) {
+	var sum time.Duration
+	for name, t := range after {
+		dt := t.Time - before[name].Time
+		if dt <= 0 {
+			continue
+		}
+		sum += dt
+		b.ReportMetric(dt.Seconds()*1e3/float64(b.N), name+"-ms")
+	}
+	b.ReportMetric(sum.Seconds()*1e3/float64(b.N), "kernels-ms")
+	host := b.Elapsed() - sum
+	b.ReportMetric(host.Seconds()*1e3/float64(b.N), "host-ms")
+	if iterations > 0 {
+		b.ReportMetric(host.Seconds()*1e6/float64(b.N)/float64(iterations), "host-us/iter")
 	}
 }

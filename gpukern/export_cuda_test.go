@@ -1,0 +1,77 @@
+//go:build cuda
+
+package gpukern
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// SelectTopForTest runs the SolvingSet's top-m selection as the one-device run does (no active
+// count; ss_select, the ss_select_merge levels, then ss_select_sort and prunedPrefix, or, with
+// more than one list left, topByKey) over uploaded upper bounds ub and states (0: in D \ S): the
+// indices and keys of the m best active points, best first. The selection prunes with minOUT,
+// the cut with minOUTAfter (>= minOUT: step d's, as in the run).
+func SelectTopForTest(d *Device, ub []float64, state []int32, m int, margin, minOUT, minOUTAfter float64) (rows []int, keys []float64, err error) {
+	rows0 := len(ub)
+	if len(state) != rows0 || rows0 == 0 || m < 1 || m > rows0 {
+		return nil, nil, fmt.Errorf("SelectTopForTest: %d bounds, %d states, m=%d", rows0, len(state), m)
+	}
+	blocks := (rows0 + ssSelectSlice - 1) / ssSelectSlice
+	take := min(m, ssSelectSlice)
+	hk, hi := make([]float64, blocks*take), make([]int32, blocks*take)
+	var b ssBuffers
+	err = d.do(func() (err error) {
+		defer func() { err = errors.Join(err, b.free()) }()
+		if b.ub, err = upload(d, "UB", ub); err != nil {
+			return err
+		}
+		if b.state, err = upload(d, "state", state); err != nil {
+			return err
+		}
+		if b.selKey, err = alloc("selection keys", int64(blocks*take)*8); err != nil {
+			return err
+		}
+		if b.selIdx, err = alloc("selection indices", int64(blocks*take)*4); err != nil {
+			return err
+		}
+		if err = b.allocSelect2(blocks, take); err != nil {
+			return err
+		}
+		L, lk, li, fin, err := selectLaunch(d, &b, rows0, blocks, m, take, margin, minOUT)
+		if err != nil {
+			return err
+		}
+		if !fin {
+			if err := download(d, "selection keys", hk[:L], lk); err != nil {
+				return err
+			}
+			if err := download(d, "selection indices", hi[:L], li); err != nil {
+				return err
+			}
+			rows, keys = topByKey(hk[:L], hi[:L], m)
+			n := prunedPrefix(keys, margin, minOUTAfter)
+			rows, keys = rows[:n], keys[:n]
+			return nil
+		}
+		// as the one-device run: sorted on the device
+		if err := launchParams(d, "ss_select_sort", [3]int{1, 1, 1}, [3]int{ssSortThreads(take), 1, 1}, 0, &ssSelectSortParams{
+			Key: uint64(b.selFin), Idx: uint64(b.selFin + cu.DevicePtr(take*8)), N: int64(take)}); err != nil {
+			return err
+		}
+		if err := download(d, "selection", b.finHost, b.selFin); err != nil {
+			return err
+		}
+		fk, fi := b.finHost[:take], unsafe.Slice((*int32)(unsafe.Pointer(&b.finHost[take])), take)
+		n := prunedPrefix(fk, margin, minOUTAfter)
+		for i := range n {
+			rows = append(rows, int(fi[i]))
+		}
+		keys = append(keys, fk[:n]...)
+		return nil
+	})
+	return rows, keys, err
+}
