@@ -133,7 +133,7 @@ func NewWithMetrics(cfg Config, log zerolog.Logger, m *metrics.Metrics) (_ *Pipe
 	}
 	p.role = cfg.Run.Role
 	// On a GPU the host work of one batch overlaps the device's scoring of the one before
-	// (detect.Deps.Overlap: the same verdicts; detectLoop drains it when no batch waits).
+	// (detect.Deps.Overlap: the same verdicts; detectLoop passes a batch on once it is scored).
 	deps := detect.Deps{Log: log, Role: p.role, Accelerator: p.dev.Accelerator(), OnModel: p.modelChanged}
 	if p.dev.IsGPU() {
 		deps.Overlap = detect.OverlapOnGPU
@@ -576,12 +576,12 @@ func (p *Pipeline) showModel(m *detect.Model) {
 	p.metrics.SetModel(info)
 }
 
-// newLagPoller polls the input topic's consumer-group lag over the source's brokers and
-// security; a group with no commit starts where ingest.start_offset says.
 // openLagPoller is newLagPoller (a variable: a test makes it fail to see New close what it
 // opened).
 var openLagPoller = (*Pipeline).newLagPoller
 
+// newLagPoller polls the input topic's consumer-group lag over the source's brokers and
+// security; a group with no commit starts where ingest.start_offset says.
 func (p *Pipeline) newLagPoller() (*metrics.LagPoller, error) {
 	in := p.cfg.Ingest
 	group := in.GroupID

@@ -114,8 +114,9 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 
 // makeNewKeys makes the states of the records' keys not held yet (sts[i] nil), in stream order,
 // and says whether it did: not when they could evict a key during the batch (the serial path's
-// evictions then), checked against everything the batch could add (every new key, and a first
-// model for up to one key per record).
+// evictions then, which happen only as a key is made: state), checked against everything the
+// batch could add before its last new key (every new key, and a first model for each of the
+// batch's keys not warm yet: a key warms once).
 func (k *keyedScorer) makeNewKeys(sts []*keyState, keys *array.Binary, cfg *Config, d int) bool {
 	var fresh []int
 	distinct := map[string]struct{}{}
@@ -125,11 +126,10 @@ func (k *keyedScorer) makeNewKeys(sts []*keyState, keys *array.Binary, cfg *Conf
 			distinct[string(recordKey(keys, i))] = struct{}{}
 		}
 	}
-	w := cfg.Keys.Window
-	cold := k.bytesOf(w, d, false) + recentBytes(cfg.RecentScores)
-	warming := k.bytesOf(w, d, true) - k.bytesOf(w, d, false)
-	most := k.bytes + int64(len(distinct))*cold + int64(len(sts))*warming
-	if len(k.keys)+len(distinct) > cfg.Keys.MaxKeys || cfg.Keys.MaxBytes > 0 && most > cfg.Keys.MaxBytes {
+	if len(fresh) == 0 {
+		return true // no key is made: none can be evicted
+	}
+	if len(k.keys)+len(distinct) > cfg.Keys.MaxKeys || cfg.Keys.MaxBytes > 0 && k.mostBytes(sts, len(distinct), cfg, d) > cfg.Keys.MaxBytes {
 		return false
 	}
 	for _, i := range fresh {
@@ -141,6 +141,22 @@ func (k *keyedScorer) makeNewKeys(sts []*keyState, keys *array.Binary, cfg *Conf
 		sts[i] = st
 	}
 	return true
+}
+
+// mostBytes is the most bytes the keys can hold once the batch's newKeys are made: each new key
+// with its first model, and the first model of each held key of the batch not warm yet.
+func (k *keyedScorer) mostBytes(sts []*keyState, newKeys int, cfg *Config, d int) int64 {
+	w := cfg.Keys.Window
+	most := k.bytes + int64(newKeys)*(k.bytesOf(w, d, true)+recentBytes(cfg.RecentScores))
+	counted := map[*keyState]bool{}
+	for _, st := range sts {
+		if st != nil && !st.warm && !counted[st] {
+			counted[st] = true
+			sw, sd := len(st.sig), len(st.cols)
+			most += k.bytesOf(sw, sd, true) - k.bytesOf(sw, sd, false)
+		}
+	}
+	return most
 }
 
 // walk is one round of a worker's records: each touched, queued with the model it meets (or

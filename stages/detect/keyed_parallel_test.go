@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 )
@@ -25,14 +27,17 @@ func TestKeyedParallelMatchesSerial(t *testing.T) {
 		name                   string
 		sensors, rows, joining int
 		maxKeys                int
+		maxBytesKeys           int // keys.max_bytes: this many warm keys' bytes (0: no bound)
 	}{
-		{"within max_keys", 40, 12000, 0, 100000},
-		{"growing past max_keys", 130, 16000, 100, 120},
+		{"within max_keys", 40, 12000, 0, 100000, 0},
+		{"growing past max_keys", 130, 16000, 100, 120, 0},
+		{"growing past max_bytes", 130, 16000, 100, 100000, 60},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rows := joiningFleet(c.sensors, c.rows, c.joining, 0.01, 3, "sensor-%03d")
 			cfg := keyedConfig()
 			cfg.Keys.MaxKeys = c.maxKeys
+			cfg.Keys.MaxBytes = int64(c.maxBytesKeys) * (keyBytes(cfg.Keys.Window, 1, true) + recentBytes(cfg.RecentScores))
 			run := func(serial bool) ([]string, *keyedScorer) {
 				mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 				defer mem.AssertSize(t, 0)
@@ -62,10 +67,80 @@ func TestKeyedParallelMatchesSerial(t *testing.T) {
 			if ks.stats() != kp.stats() || !reflect.DeepEqual(recencyOrder(ks), recencyOrder(kp)) {
 				t.Fatalf("stats %+v and %+v, or the keys' order differ", ks.stats(), kp.stats())
 			}
-			if c.maxKeys < c.sensors && ks.stats().Evictions == 0 || ks.stats().Live == 0 {
+			if (c.maxKeys < c.sensors || c.maxBytesKeys > 0) && ks.stats().Evictions == 0 || ks.stats().Live == 0 {
 				t.Fatalf("stats %+v: no key evicted or none warm: the case misses its point", ks.stats())
 			}
 			t.Logf("stats %+v", kp.stats())
 		})
+	}
+}
+
+// TestKeyedParallelNearMaxBytes: a warm fleet whose bytes sit near keys.max_bytes takes the
+// parallel path for a batch that makes no key (the serial path evicts only when it makes one)
+// and for one whose new key fits with its first model; not for one whose new key may not fit.
+// Before, the bound counted a first model for every record of the batch, warm keys' included
+// (500 records: about 6 MB at the defaults), so such a fleet took the serial path batch after
+// batch (the docs say: while the keys held fit max_bytes with the batch's new ones).
+func TestKeyedParallelNearMaxBytes(t *testing.T) {
+	rows := joiningFleet(40, 12000, 0, 0.01, 3, "sensor-%03d")
+	cfg := keyedConfig()
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	feedRows(t, s, mem, rows, 0, len(rows), func(i int) int64 { return int64(i) }, func(string) int32 { return 0 })
+	k := s.keyed
+	if st := k.stats(); st.Live != 40 || st.Warming != 0 {
+		t.Fatalf("stats %+v: want the 40 keys warm", st)
+	}
+	w := cfg.Keys.Window
+	newKey := keyBytes(w, 1, true) + recentBytes(cfg.RecentScores) // a new key with its first model
+	held := make([]*keyState, 0, 40)
+	k.lru.each(func(st *keyState) { held = append(held, st) })
+	batchOf := func(fresh bool) ([]*keyState, *array.Binary) {
+		kb := array.NewBinaryBuilder(memory.DefaultAllocator, arrow.BinaryTypes.Binary)
+		defer kb.Release()
+		sts := make([]*keyState, 500)
+		for i := range sts {
+			st := held[i%len(held)]
+			if fresh && i == 250 {
+				kb.Append([]byte("sensor-new"))
+				continue
+			}
+			sts[i] = st
+			kb.Append([]byte(st.key))
+		}
+		return sts, kb.NewBinaryArray()
+	}
+	for _, c := range []struct {
+		name     string
+		fresh    bool
+		headroom int64
+		want     bool
+	}{
+		{"no new key, 1 KB left", false, 1 << 10, true},
+		{"a new key that fits", true, newKey, true},
+		{"a new key that may not fit", true, newKey - 1, false},
+	} {
+		sts, keys := batchOf(c.fresh)
+		cc := cfg
+		cc.Keys.MaxBytes = k.bytes + c.headroom
+		before := len(k.keys)
+		got := k.makeNewKeys(sts, keys, &cc, 1)
+		keys.Release()
+		if got != c.want {
+			t.Errorf("%s: parallel %v, want %v", c.name, got, c.want)
+		}
+		if got && c.fresh { // (made: drop it again, untouched, for the next case)
+			st := k.keys["sensor-new"]
+			k.bytes -= k.bytesOf(w, 1, false) + recentBytes(cfg.RecentScores)
+			delete(k.keys, st.key)
+		}
+		if len(k.keys) != before {
+			t.Fatalf("%s: %d keys held, want %d", c.name, len(k.keys), before)
+		}
 	}
 }

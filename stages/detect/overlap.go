@@ -27,9 +27,10 @@ import (
 // finishes after it joined. The one difference is when a build that a batch triggers starts:
 // once that batch finished, so up to Deps.Overlap batches later than without overlap (a build's
 // result is picked up whenever it is ready anyway). Batches in flight are finished by the
-// next Process calls, by Drain (the pipeline calls it whenever no batch waits, so overlap adds
-// no latency to a stream that keeps up), by Flush and by any call that changes the stage's
-// configuration or window (settle).
+// next Process calls, by LandScored once their scoring ended (the pipeline waits for Landing or
+// the next batch, whichever comes first, so overlap adds no latency to a stream that keeps
+// up), by Drain (before a live reconfiguration), by Flush and by any call that changes the
+// stage's configuration or window (settle).
 
 // scoring is one batch's scoring between begin and finish.
 type scoring struct {
@@ -194,7 +195,8 @@ func (s *Stage) settle() error {
 }
 
 // Drain finishes the batches in flight and returns the batches ready to go on (none without
-// overlap): the pipeline calls it whenever no batch waits for the stage.
+// overlap): the pipeline calls it before a live reconfiguration (the batches in flight finish
+// under the configuration they began with).
 func (s *Stage) Drain() ([]*batch.Batch, error) {
 	if err := s.settle(); err != nil {
 		return nil, err

@@ -85,8 +85,9 @@ type Deps struct {
 	// Overlap is how many batches may be in flight with an Accelerator (0: none): Process
 	// begins a batch's scoring, the device call running on its own, and returns the batches
 	// before it once more than Overlap are in flight (overlap.go): the host work of one batch
-	// overlaps the device work of the others. Drain returns the batches in flight; the
-	// pipeline calls it whenever no batch waits. Verdicts are the same as without.
+	// overlaps the device work of the others. LandScored returns those whose scoring ended (the
+	// pipeline calls it once Landing is closed), Drain all of them. Verdicts are the same as
+	// without.
 	Overlap int
 }
 

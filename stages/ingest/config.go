@@ -7,7 +7,7 @@
 // Files: config.go (Config, Default, Validate), deriveconfig.go (the ingest.derive section),
 // decode.go (the Decoder interface and value parsing shared by the formats), json.go, csv.go,
 // logfmt.go (the decoders), builder.go (the Arrow batch builder), derive.go (derived features:
-// per-key differences and rolling robust z, time of day and day of week), source.go (the Kafka
+// per-key differences, rolling robust z and rolling means, time of day and day of week), source.go (the Kafka
 // source).
 package ingest
 

@@ -496,6 +496,9 @@ func (f *groupFetcher) read(ctx context.Context, seq int64, conn *kafka.Conn, de
 		}
 	}
 	b.Close()
+	if msgs != nil && len(msgs) == 0 { // an empty fetch (an idle long poll): its buffer goes back
+		f.recycle(msgs)
+	}
 	if len(msgs) > 0 && ctx.Err() == nil {
 		last := msgs[len(msgs)-1].m.Offset // (read before the send: Next clears what it takes)
 		if serr := f.send(ctx, chunk{gen: seq, msgs: msgs, buf: msgs}); serr != nil {

@@ -419,6 +419,14 @@ func (s *Source) commitWith(ctx context.Context, gen *kafka.Generation, attempts
 		if sent, err = s.commitOnce(ctx, gen); err == nil {
 			return sent, nil
 		}
+		if errors.Is(err, errGenerationEnded) { // the next attempt with the generation now running
+			next, cerr := s.fetch.current(ctx)
+			if cerr != nil {
+				err = cerr
+				break
+			}
+			gen = next
+		}
 		if sent != nil {
 			tried = sent
 		}
@@ -428,6 +436,9 @@ func (s *Source) commitWith(ctx context.Context, gen *kafka.Generation, attempts
 	}
 	return nil, fmt.Errorf("ingest: commit offsets %v: %w", tried, err)
 }
+
+// errGenerationEnded is a commit attempt's generation that a later one replaced.
+var errGenerationEnded = errors.New("the generation ended and a later one started")
 
 // commitOnce sends one commit request of the offsets that moved, after the request in flight
 // (if any) was answered; nil offsets when nothing is left to commit.
@@ -439,10 +450,24 @@ func (s *Source) commitOnce(ctx context.Context, gen *kafka.Generation) (map[int
 	}
 	defer func() { <-s.sending }()
 	s.commitMu.Lock()
-	sent := s.moved()
-	s.keepAssigned(gen, sent)
+	// gen judges which partitions are this member's only until a later generation starts (the
+	// lock keeps one from starting meanwhile): a Commit that took gen before a rebalance would
+	// otherwise revoke the partitions the next generation added, with records of theirs in
+	// flight, and a later commit would go past those
+	// (TestCommitWithEndedGenerationKeepsNewPartitions).
+	s.fetch.mu.Lock()
+	later := s.fetch.gen != nil && s.fetch.gen != gen
+	var sent map[int]int64
+	if !later {
+		sent = s.moved()
+		s.keepAssigned(gen, sent)
+	}
+	s.fetch.mu.Unlock()
 	epoch := s.commitEpoch
 	s.commitMu.Unlock()
+	if later {
+		return nil, fmt.Errorf("generation %d: %w", gen.ID, errGenerationEnded)
+	}
 	if len(sent) == 0 {
 		return nil, nil
 	}
