@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -62,5 +63,62 @@ func TestKeyDecodersKeepAKeysOrder(t *testing.T) {
 	}
 	if v, ok := scorer.KeyVersions()["k"]; ok {
 		t.Fatalf("key k held at version %d after its model of version 1 and its tombstone of version 2: want it dropped", v)
+	}
+}
+
+// TestKeyEvictedAfterMoveTombstonedAtOldPlace: a key whose records moved to another input
+// partition and which the builder evicts before publishing a model at the new place gets a
+// tombstone at its old place too, so the last message of the key there is a tombstone: the
+// old place's model is not restored by its partition's scorers, nor installed by a scorer of
+// both partitions after the new place's tombstone (the inbox keeps no version of a key it does
+// not hold). Before: the eviction's tombstone went to the new place only, and the model of
+// version 1 stayed the key's last message at the old place.
+func TestKeyEvictedAfterMoveTombstonedAtOldPlace(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	mt := testsupport.UniqueName("ke-models")
+	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: mt, NumPartitions: 7, ReplicationFactor: 1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
+	cfg := roleConfig(br, "in", "out", "dlq", "g", mt)
+	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	kp := publishKeyModels(t, cfg, map[string]int32{"k": 1}, warmKeyModel(t, cfg), 1)
+	kp.version = 2
+	if _, err := kp.publish(context.Background(), map[string]detect.KeyModel{"k": {Key: "k", Partition: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	old := modelPartitionMessages(t, br, mt, keyModelPartition(1, 7))
+	if last := old[len(old)-1]; last.Value != nil || keyModelVersion(last) != 2 {
+		t.Fatalf("old place (model partition %d): the key's last message is version %d of %d bytes, want a tombstone of version 2", keyModelPartition(1, 7), keyModelVersion(last), len(last.Value))
+	}
+	if _, ok := kp.placed["k"]; ok {
+		t.Fatalf("the evicted key still placed at %d", kp.placed["k"])
+	}
+}
+
+// TestKeyModelTooLargeCountedOnce: a publication that fails is written again with the next one;
+// its keys' models too large for max_message_bytes are counted once, when a publication is
+// written (outlierd_key_models_too_large_total counts keys' models, not attempts). Before: 2
+// after a failed publication and its retry.
+func TestKeyModelTooLargeCountedOnce(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	mt := testsupport.UniqueName("kc-models")
+	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: mt, NumPartitions: 2, ReplicationFactor: 1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
+	cfg := roleConfig(br, "in", "out", "dlq", "g", mt)
+	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	cfg.Sink.MaxMessageBytes = 2000 // (a key's model here is larger)
+	kp := publishKeyModels(t, cfg, map[string]int32{}, nil, 1)
+	heard := 0
+	kp.onTooLarge = func(n int) { heard += n }
+	todo := map[string]detect.KeyModel{"k": {Key: "k", Partition: 0, Model: warmKeyModel(t, cfg)}}
+	failed, cancel := context.WithCancel(context.Background())
+	cancel() // the write fails: as run does, the keys go again with the next publication
+	if _, err := kp.publish(failed, todo); err == nil {
+		t.Fatal("a publication with its context cancelled succeeded")
+	}
+	if _, err := kp.publish(context.Background(), todo); err != nil {
+		t.Fatal(err)
+	}
+	if n := kp.tooLarge.Load(); n != 1 || heard != 1 {
+		t.Fatalf("%d keys' models counted too large (%d told), want 1: one key's, published once", n, heard)
 	}
 }
