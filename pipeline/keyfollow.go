@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"runtime"
 	"slices"
 	"sync"
@@ -368,11 +369,14 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 }
 
 // decoders decode key model messages on as many goroutines as the process has CPUs: a
-// restore is bound by decoding (BENCHMARKS §13.2.1). Their order does not matter: the inbox
-// keeps a key's newest version, and a model beats a tombstone of the same version.
+// restore is bound by decoding (BENCHMARKS §13.2.1). A key's messages go to one goroutine, in
+// the partition's order: the detect goroutine takes the inbox whenever it is ready, and the
+// inbox forgets what was taken, so a key's model decoded after its newer tombstone was taken
+// (the key not held then) would be installed again (TestKeyDecodersKeepAKeysOrder). Between
+// keys the order does not matter.
 type decoders struct {
-	jobs    chan kafka.Message
-	pending sync.WaitGroup // messages handed out and not decoded yet
+	jobs    []chan kafka.Message // by a hash of the message key
+	pending sync.WaitGroup       // messages handed out and not decoded yet
 	workers sync.WaitGroup
 }
 
@@ -380,10 +384,12 @@ func newDecoders(handle func(kafka.Message), n int) *decoders {
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	d := &decoders{jobs: make(chan kafka.Message, 4*n)}
-	for range n {
+	d := &decoders{jobs: make([]chan kafka.Message, n)}
+	for i := range d.jobs {
+		jobs := make(chan kafka.Message, 4)
+		d.jobs[i] = jobs
 		d.workers.Go(func() {
-			for m := range d.jobs {
+			for m := range jobs {
 				handle(m)
 				d.pending.Done()
 			}
@@ -392,10 +398,12 @@ func newDecoders(handle func(kafka.Message), n int) *decoders {
 	return d
 }
 
-// do hands msg to a decoder.
+// do hands msg to its key's decoder.
 func (d *decoders) do(msg kafka.Message) {
+	h := fnv.New32a()
+	h.Write(msg.Key)
 	d.pending.Add(1)
-	d.jobs <- msg
+	d.jobs[h.Sum32()%uint32(len(d.jobs))] <- msg
 }
 
 // wait returns once every message handed out is decoded.
@@ -403,7 +411,9 @@ func (d *decoders) wait() { d.pending.Wait() }
 
 // close decodes what is handed out and stops the decoders.
 func (d *decoders) close() {
-	close(d.jobs)
+	for _, jobs := range d.jobs {
+		close(jobs)
+	}
 	d.workers.Wait()
 }
 

@@ -211,10 +211,10 @@ func (p *keyPublisher) due(now time.Time) (todo map[string]detect.KeyModel, wait
 
 // publish writes one publication: a message per key (a tombstone for an evicted key), in key
 // order, retrying transient failures. A key whose records moved to another input partition
-// also gets a tombstone at its old place, before its model. A model too large for
+// also gets a tombstone at its old place, before its model (or its eviction's tombstone). A model too large for
 // sink.max_message_bytes (a key too long, features too many) is not published: the key gets a
 // tombstone instead, so the scorers drop its older model and score its records with the global
-// model, logged with the key and counted (outlierd_key_models_too_large_total).
+// model, logged with the key and counted once written (outlierd_key_models_too_large_total).
 func (p *keyPublisher) publish(ctx context.Context, todo map[string]detect.KeyModel) (died bool, err error) {
 	keys := make([]string, 0, len(todo))
 	for k := range todo {
@@ -231,7 +231,7 @@ func (p *keyPublisher) publish(ctx context.Context, todo map[string]detect.KeyMo
 	var tooLarge []string
 	for _, k := range keys {
 		km := todo[k]
-		if old, ok := p.placed[k]; ok && km.Model != nil && old != km.Partition {
+		if old, ok := p.placed[k]; ok && old != km.Partition { // (evicted too: else its old model stays the last there)
 			msgs = append(msgs, message(k, old))
 		}
 		m := message(k, km.Partition)
@@ -251,10 +251,6 @@ func (p *keyPublisher) publish(ctx context.Context, todo map[string]detect.KeyMo
 		msgs = append(msgs, m)
 	}
 	if len(tooLarge) > 0 {
-		p.tooLarge.Add(int64(len(tooLarge)))
-		if p.onTooLarge != nil {
-			p.onTooLarge(len(tooLarge))
-		}
 		p.log.Error().Int("keys", len(tooLarge)).Strs("first_keys", tooLarge[:min(len(tooLarge), 10)]).Int("max_message_bytes", p.cfg.maxMessageBytes).
 			Uint64("key_model_version", p.version).
 			Msg("keys' models larger than sink.max_message_bytes (their keys too long?): tombstones published instead, the scorers score these keys' records with the global model")
@@ -279,6 +275,12 @@ func (p *keyPublisher) publish(ctx context.Context, todo map[string]detect.KeyMo
 		p.log.Warn().Err(err).Int("attempt", attempt).Msg("keys' models publication failed; retrying")
 		if !backoff(ctx, attempt) {
 			return died, ctx.Err()
+		}
+	}
+	if len(tooLarge) > 0 { // counted once written (a failed publication's keys go again with the next)
+		p.tooLarge.Add(int64(len(tooLarge)))
+		if p.onTooLarge != nil {
+			p.onTooLarge(len(tooLarge))
 		}
 	}
 	for _, k := range keys {
