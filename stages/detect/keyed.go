@@ -248,8 +248,8 @@ func (k *keyedScorer) recordState(b *batch.Batch, keys *array.Binary, parts []in
 	return st
 }
 
-// recentBytes is a key's ring of m recent scores (float64) and their sorted copy.
-func recentBytes(m int) int64 { return int64(16 * m) }
+// recentBytes is a key's ring of m recent scores (float64) and their index by score (recent.go).
+func recentBytes(m int) int64 { return int64(m * (8 + indexWidth(m))) }
 
 // stateOf is state for a key's bytes, without a string made for a key already held. A scorer's
 // key (follower) is made by InstallKeyModels only: nil for a key it holds no model of.
@@ -284,7 +284,9 @@ func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 func (k *keyedScorer) newState(key string, cfg *Config, d int) *keyState {
 	w := cfg.Keys.Window
 	st := &keyState{key: key, sig: make([]bool, w), cap: newAlarmCap(w), slot: -1}
-	st.recent.s, st.recent.sorted = make([]float64, cfg.RecentScores), make([]float64, 0, cfg.RecentScores)
+	if cfg.RecentScores > 0 {
+		st.recent.resize(cfg.RecentScores)
+	}
 	if !k.follower { // (a scorer's key keeps no window)
 		st.cols = make([][]float32, d)
 		for j := range st.cols {
