@@ -142,9 +142,12 @@ func (k *keyedScorer) bytesOf(w, d int, warm bool) int64 {
 
 // warmOverhead is what a warm key's model costs beyond its arrays (the Ranker and its tail,
 // sample and calibrations' headers, the robust units, allocation slack): BenchmarkKeyedStage
-// measured the heap's growth at 15.4-15.5 KB a key with full windows at the defaults (3
-// features, 10,000 and 100,000 keys) against 13.0 KB of arrays.
-const warmOverhead = 2400
+// measured the heap's growth at 15,559 bytes a key with full windows at the defaults (3
+// features, 100,000 keys; 15,680 at 10,000, where the global model's share is larger) against
+// 13,924 bytes of arrays with the recent ring (docs/BENCHMARKS.md §13.0.2). The model's arrays
+// share allocations (buildKeyModel, buildRankerOn) so that the allocator's rounding is paid
+// twice a model, not eight times.
+const warmOverhead = 1650
 
 // score scores the records of b whose key is warm with the key's model and decides their flag
 // (significance, the key's cap); every record is then pushed into its key's window, which
