@@ -56,6 +56,9 @@ func indexWidth(m int) int {
 
 // at is the position of s that the index's k-th entry holds.
 func (r *recentRing) at(k int) int {
+	if r.width == 1 { // (the default's: the binary search's inner step)
+		return int(r.idx[k])
+	}
 	e := r.idx[k*r.width:]
 	p := int(e[0])
 	for b := 1; b < r.width; b++ {
@@ -75,6 +78,18 @@ func (r *recentRing) put(k, p int) {
 // search is the first of the index's n entries whose score is >= x (after: > x).
 func (r *recentRing) search(n int, x float64, after bool) int {
 	lo, hi := 0, n
+	if r.width == 1 && !after { // (the default's rank: its hot loop without the width's steps)
+		idx, s := r.idx[:n], r.s
+		for lo < hi {
+			h := int(uint(lo+hi) >> 1)
+			if s[idx[h]] < x {
+				lo = h + 1
+			} else {
+				hi = h
+			}
+		}
+		return lo
+	}
 	for lo < hi {
 		h := int(uint(lo+hi) >> 1)
 		if y := r.s[r.at(h)]; y < x || (after && y == x) {
