@@ -119,7 +119,7 @@ func naiveRecent(held []float64, x float64) float64 {
 	return math.Log10(n) - math.Log10(float64(1+ge))
 }
 
-// TestRecentRingMatchesDefinition: the ring's rank (a binary search in its sorted copy) equals
+// TestRecentRingMatchesDefinition: the ring's rank (a binary search in its index by score) equals
 // the definition's scan bit for bit, over random streams with ties (quantised scores), ±Inf,
 // NaN (not held), and resizes of recent_scores up and down, across the index's widths (seed
 // printed).
