@@ -111,13 +111,15 @@ func calibrationRecords(rows int, alarmRate float64) int {
 // ascending). Deterministic for a seed, and a function of the window's records whatever their
 // order (sample.go).
 func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Ranker, error) {
-	return buildRankerOn(cols, sorted, features, cfg, 0)
+	return buildRankerOn(cols, sorted, features, cfg, 0, nil)
 }
 
 // buildRankerOn is buildRanker on workers goroutines (0: every core; 1: the caller's alone, as a
 // key's build on a worker of its own, keyed_parallel.go, where a 200-record window's k-NN split
 // over the cores costs more goroutines than it saves). The same bits for any workers.
-func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, workers int) (*Ranker, error) {
+// refIn, where not nil, holds the window sample R in the distance space (a column of
+// min(score.sample, rows) each; a key's build passes them in its sorted window's allocation).
+func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, workers int, refIn [][]float32) (*Ranker, error) {
 	rows := len(cols[0])
 	r := &Ranker{Tail: rank.TailOfSorted(sorted), Params: cfg.Score}
 	r.Center, r.Unit = standardisationOn(cols, sorted, workers)
@@ -125,7 +127,7 @@ func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, work
 	m := min(cfg.Score.Sample, rows)
 	// Only the picked rows are mapped to the distance space (the map is per value): at W = 1M
 	// mapping the whole window was 15% of this build.
-	ref := r.distanceSpace(pick(cols, smallestKeys(keys, m, saltSample)), nil)
+	ref := r.distanceSpace(pick(cols, smallestKeys(keys, m, saltSample)), refIn)
 	k := min(cfg.Score.K, m-1)
 	if k < 1 {
 		return nil, fmt.Errorf("detect: the distance score needs a window sample of at least 2 records, has %d", m)
@@ -139,8 +141,11 @@ func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, work
 	dens, dist := make([]float64, c), make([]float64, c)
 	r.Tail.Score(calRaw, dens)
 	solvingset.KNNWeightsMembers(ref, calNorm, k, workers, dist) // members: a record is not its own neighbour
-	r.Density, r.Distance = rank.NewCalibration(dens), rank.NewCalibration(dist)
-	r.Combined = make([]float64, c)
+	// The three calibrations in one allocation (each alone rounds up to the allocator's next
+	// size: 192 bytes of a key's 1,600-byte calibration).
+	cal := make([]float64, 3*c)
+	r.Density, r.Distance = rank.NewCalibrationIn(cal[:0:c], dens), rank.NewCalibrationIn(cal[c:c:2*c], dist)
+	r.Combined = cal[2*c : 3*c : 3*c]
 	for i := range c {
 		r.Combined[i] = r.mean(dens[i], dist[i])
 	}

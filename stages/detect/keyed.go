@@ -142,9 +142,12 @@ func (k *keyedScorer) bytesOf(w, d int, warm bool) int64 {
 
 // warmOverhead is what a warm key's model costs beyond its arrays (the Ranker and its tail,
 // sample and calibrations' headers, the robust units, allocation slack): BenchmarkKeyedStage
-// measured the heap's growth at 15.4-15.5 KB a key with full windows at the defaults (3
-// features, 10,000 and 100,000 keys) against 13.0 KB of arrays.
-const warmOverhead = 2400
+// measured the heap's growth at 15,559 bytes a key with full windows at the defaults (3
+// features, 100,000 keys; 15,680 at 10,000, where the global model's share is larger) against
+// 13,924 bytes of arrays with the recent ring (docs/BENCHMARKS.md §13.0.2). The model's arrays
+// share allocations (buildKeyModel, buildRankerOn) so that the allocator's rounding is paid
+// twice a model, not eight times.
+const warmOverhead = 1650
 
 // score scores the records of b whose key is warm with the key's model and decides their flag
 // (significance, the key's cap); every record is then pushed into its key's window, which
@@ -248,8 +251,8 @@ func (k *keyedScorer) recordState(b *batch.Batch, keys *array.Binary, parts []in
 	return st
 }
 
-// recentBytes is a key's ring of m recent scores (float64) and their sorted copy.
-func recentBytes(m int) int64 { return int64(16 * m) }
+// recentBytes is a key's ring of m recent scores (float64) and their index by score (recent.go).
+func recentBytes(m int) int64 { return int64(m * (8 + indexWidth(m))) }
 
 // stateOf is state for a key's bytes, without a string made for a key already held. A scorer's
 // key (follower) is made by InstallKeyModels only: nil for a key it holds no model of.
@@ -284,7 +287,9 @@ func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 func (k *keyedScorer) newState(key string, cfg *Config, d int) *keyState {
 	w := cfg.Keys.Window
 	st := &keyState{key: key, sig: make([]bool, w), cap: newAlarmCap(w), slot: -1}
-	st.recent.s, st.recent.sorted = make([]float64, cfg.RecentScores), make([]float64, 0, cfg.RecentScores)
+	if cfg.RecentScores > 0 {
+		st.recent.resize(cfg.RecentScores)
+	}
 	if !k.follower { // (a scorer's key keeps no window)
 		st.cols = make([][]float32, d)
 		for j := range st.cols {
@@ -373,12 +378,19 @@ func buildKeyModel(st *keyState, cfg *Config) (*Ranker, error) {
 		}
 	}
 	cols, _, _ = withoutOutcasts(cols, nil, bits, w)
-	sorted := make([][]float32, d)
+	// The model's sorted columns and its sample R in the distance space (the window after its
+	// outcasts, n records, for both) in one allocation: 2dn float32 round up to the allocator's
+	// next size once rather than 2d times (6 x 800 bytes: 4,864 bytes, not 5,376).
+	n := len(cols[0])
+	back := make([]float32, 2*d*n)
+	sorted, ref := make([][]float32, d), make([][]float32, d)
 	for j, c := range cols {
-		sorted[j] = slices.Clone(c)
+		sorted[j] = back[j*n : j*n : (j+1)*n]
+		sorted[j] = append(sorted[j], c...)
 		slices.Sort(sorted[j])
+		ref[j] = back[(d+j)*n : (d+j+1)*n : (d+j+1)*n]
 	}
 	kc := *cfg
-	kc.Score.Sample, kc.Score.K = len(cols[0]), cfg.Keys.K
-	return buildRankerOn(cols, sorted, nil, kc, 1) // (the caller's goroutine: keys build side by side)
+	kc.Score.Sample, kc.Score.K = n, cfg.Keys.K
+	return buildRankerOn(cols, sorted, nil, kc, 1, ref) // (the caller's goroutine: keys build side by side)
 }

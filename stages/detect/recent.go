@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
@@ -25,16 +26,79 @@ import (
 // significant for a window (issue 20 item 4).
 
 // recentRing is a series' last combined scores, a ring (owned by the stage's goroutine), and
-// the same scores sorted: a record's rank is then a binary search and its insertion a move of
-// part of the sorted copy, for 8 more bytes a score (recentBytes). A scan of the held scores per
+// an index of the ring's positions in ascending order of their scores: a record's rank is then a
+// binary search and its insertion a move of part of the index, for 1 more byte a score at the
+// default 100 (2 past 256 scores, 3 past 65,536; recentBytes). A scan of the held scores per
 // record cost twice as much on the stage's one goroutine, for a value that under sink.emit:
 // outliers is mostly not emitted (BenchmarkRecentRank at the default 100: 265 -> 110 ns,
-// docs/BENCHMARKS.md §14).
+// docs/BENCHMARKS.md §14). The index replaced a sorted copy of the scores (8 bytes a score: a
+// key's ring was 1.8 KB of heap, now 1.0 KB; §13.0.2) with the same ranks bit for bit: within
+// a run of equal scores the index holds the newest first (a score is inserted before every held
+// score >= it), so the oldest, which a full ring's new score replaces, is its run's last.
 type recentRing struct {
 	s      []float64 // in arrival order; once full, next is the oldest
-	sorted []float64 // the held scores, ascending
+	idx    []byte    // the held positions of s by ascending score, width bytes each (little-endian)
+	width  int
 	next   int
 	filled int
+}
+
+// indexWidth is the bytes an index entry of a ring of m scores takes.
+func indexWidth(m int) int {
+	switch {
+	case m <= 1<<8:
+		return 1
+	case m <= 1<<16:
+		return 2
+	}
+	return 3 // (recent_scores is at most 1<<20)
+}
+
+// at is the position of s that the index's k-th entry holds.
+func (r *recentRing) at(k int) int {
+	if r.width == 1 { // (the default's: the binary search's inner step)
+		return int(r.idx[k])
+	}
+	e := r.idx[k*r.width:]
+	p := int(e[0])
+	for b := 1; b < r.width; b++ {
+		p |= int(e[b]) << (8 * b)
+	}
+	return p
+}
+
+// put sets the index's k-th entry to position p.
+func (r *recentRing) put(k, p int) {
+	e := r.idx[k*r.width:]
+	for b := range r.width {
+		e[b] = byte(p >> (8 * b))
+	}
+}
+
+// search is the first of the index's n entries whose score is >= x (after: > x).
+func (r *recentRing) search(n int, x float64, after bool) int {
+	lo, hi := 0, n
+	if r.width == 1 && !after { // (the default's rank: its hot loop without the width's steps)
+		idx, s := r.idx[:n], r.s
+		for lo < hi {
+			h := int(uint(lo+hi) >> 1)
+			if s[idx[h]] < x {
+				lo = h + 1
+			} else {
+				hi = h
+			}
+		}
+		return lo
+	}
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if y := r.s[r.at(h)]; y < x || (after && y == x) {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	return lo
 }
 
 // rank returns the recent score of combined score x against the ring, then adds x to it
@@ -44,28 +108,29 @@ func (r *recentRing) rank(x float64, m int) float64 {
 	if math.IsNaN(x) || m <= 0 {
 		return math.NaN()
 	}
-	if len(r.s) != m {
+	if len(r.s) != m || r.width != indexWidth(m) {
 		r.resize(m)
 	}
-	n := r.filled
-	j, _ := slices.BinarySearch(r.sorted, x) // the first held score >= x
+	n, w := r.filled, r.width
+	j := r.search(n, x, false) // the first held score >= x
 	v := x
 	if ge := n - j; n > 0 && ge == 0 {
 		// beyond the series' recent records: their resolution, then the excess
-		v = math.Log10(float64(n+1)) + (x - r.sorted[n-1])
+		v = math.Log10(float64(n+1)) + (x - r.s[r.at(n-1)])
 	} else if n > 0 {
 		v = math.Log10(float64(n+1)) - math.Log10(float64(1+ge))
 	}
 	if n < m {
-		r.sorted = slices.Insert(r.sorted, j, x)
-	} else { // x takes the oldest's place: the scores between them move by one
-		i, _ := slices.BinarySearch(r.sorted, r.s[r.next]) // (held: found)
+		copy(r.idx[(j+1)*w:(n+1)*w], r.idx[j*w:n*w])
+		r.put(j, r.next)
+	} else { // x takes the oldest's place: the entries between them move by one
+		i := r.search(n, r.s[r.next], true) - 1 // the oldest: the last of its run of equal scores
 		if j <= i {
-			copy(r.sorted[j+1:i+1], r.sorted[j:i])
-			r.sorted[j] = x
+			copy(r.idx[(j+1)*w:(i+1)*w], r.idx[j*w:i*w])
+			r.put(j, r.next)
 		} else {
-			copy(r.sorted[i:j-1], r.sorted[i+1:j])
-			r.sorted[j-1] = x
+			copy(r.idx[i*w:(j-1)*w], r.idx[(i+1)*w:j*w])
+			r.put(j-1, r.next)
 		}
 	}
 	r.s[r.next] = x
@@ -77,7 +142,7 @@ func (r *recentRing) rank(x float64, m int) float64 {
 // clone is an independent copy of the ring.
 func (r *recentRing) clone() recentRing {
 	c := *r
-	c.s, c.sorted = slices.Clone(r.s), slices.Clone(r.sorted)
+	c.s, c.idx = slices.Clone(r.s), slices.Clone(r.idx)
 	return c
 }
 
@@ -90,8 +155,22 @@ func (r *recentRing) resize(m int) {
 		s[keep-1-i] = r.s[(r.next-1-i+2*len(r.s))%len(r.s)]
 	}
 	r.s, r.next, r.filled = s, keep%m, keep
-	r.sorted = append(make([]float64, 0, m), s[:keep]...)
-	slices.Sort(r.sorted)
+	pos := make([]int, keep)
+	for i := range pos {
+		pos[i] = i
+	}
+	// by score, and within equal scores newest (the larger position here) first
+	slices.SortFunc(pos, func(a, b int) int {
+		if c := cmp.Compare(s[a], s[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(b, a)
+	})
+	r.width = indexWidth(m)
+	r.idx = make([]byte, m*r.width)
+	for k, p := range pos {
+		r.put(k, p)
+	}
 }
 
 // rankRecent sets every scored record's Recent in stream order: against its key's ring under

@@ -119,9 +119,10 @@ func naiveRecent(held []float64, x float64) float64 {
 	return math.Log10(n) - math.Log10(float64(1+ge))
 }
 
-// TestRecentRingMatchesDefinition: the ring's rank (a binary search in its sorted copy) equals
+// TestRecentRingMatchesDefinition: the ring's rank (a binary search in its index by score) equals
 // the definition's scan bit for bit, over random streams with ties (quantised scores), ±Inf,
-// NaN (not held), and resizes of recent_scores up and down (seed printed).
+// NaN (not held), and resizes of recent_scores up and down, across the index's widths (seed
+// printed).
 func TestRecentRingMatchesDefinition(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -131,7 +132,12 @@ func TestRecentRingMatchesDefinition(t *testing.T) {
 	m := 1 + r.IntN(50)
 	for i := range 20000 {
 		if r.IntN(2000) == 0 { // detect.recent_scores changed
-			m = 1 + r.IntN(120)
+			switch m = 1 + r.IntN(120); r.IntN(4) {
+			case 0: // an index of 2 bytes a position
+				m = 257 + r.IntN(500)
+			case 1: // of 3 (not filled here: its insertions only)
+				m = 1<<16 + 1 + r.IntN(10)
+			}
 			held = held[max(0, len(held)-m):]
 		}
 		var x float64

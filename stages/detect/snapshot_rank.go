@@ -75,6 +75,15 @@ func decodeRanker(d *sealed.Decoder, features []string) (*Ranker, error) {
 	if d.Err() != nil {
 		return nil, sealedErr(d.Err())
 	}
+	// Laid out as a build lays them (buildRankerOn, buildKeyModel): the tails' values and the
+	// sample in one allocation, the three calibrations in another, so that a key read back holds
+	// the heap its build did (keyBytes; each array alone rounds up to the allocator's next size).
+	packed := pack(append(slices.Clone(sorted), pts...))
+	sorted, pts = packed[:dims], packed[dims:]
+	packedCals := pack([][]float64{cals[0].Sorted, cals[1].Sorted, cals[2].Sorted})
+	for i := range cals {
+		cals[i].Sorted = packedCals[i]
+	}
 	r.Tail = rank.TailOf(sorted, spread)
 	r.Ref = &solvingset.Model{Points: pts, Features: features, K: k, WStar: math.Inf(1)}
 	// The slopes are derived from the scores (rank.CalibrationOf): recomputed, so that a model
@@ -144,4 +153,19 @@ func rankerFits(r *Ranker, cfg Config) error {
 		return fmt.Errorf("%w: built with score %+v, the configuration has %+v", ErrSnapshotMismatch, r.Params, cfg.Score)
 	}
 	return nil
+}
+
+// pack copies parts into one allocation, each part capped at its own length.
+func pack[T any](parts [][]T) [][]T {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	back, out := make([]T, 0, n), make([][]T, len(parts))
+	for i, p := range parts {
+		lo := len(back)
+		back = append(back, p...)
+		out[i] = back[lo:len(back):len(back)]
+	}
+	return out
 }

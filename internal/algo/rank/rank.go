@@ -295,7 +295,14 @@ const TailQuantile = 0.01
 
 // NewCalibration sorts a copy of the calibration scores (non-finite ones are dropped).
 func NewCalibration(scores []float64) Calibration {
-	s := make([]float64, 0, len(scores))
+	return NewCalibrationIn(make([]float64, 0, len(scores)), scores)
+}
+
+// NewCalibrationIn is NewCalibration with the copy in dst's storage (dst[:0], capacity at least
+// len(scores)): calibrations of one model in one allocation save the allocator's rounding of
+// each (a key's model, detect.key_by: 192 bytes a calibration of 200 scores).
+func NewCalibrationIn(dst, scores []float64) Calibration {
+	s := dst[:0]
 	for _, v := range scores {
 		if !math.IsNaN(v) && !math.IsInf(v, 0) {
 			s = append(s, v)
