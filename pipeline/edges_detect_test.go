@@ -41,6 +41,17 @@ type edgeVerdict struct {
 	} `json:"scores"`
 }
 
+// scoredVerdict is rec's verdict in byID (readVerdicts' of input topic in), which must be there
+// with its scores.
+func scoredVerdict(t *testing.T, byID map[string]edgeVerdict, in string, rec *sensorRecord) edgeVerdict {
+	t.Helper()
+	v, ok := byID[fmt.Sprintf("%s/%d/%d", in, rec.p, rec.off)]
+	if !ok || v.Scores == nil {
+		t.Fatalf("record %d/%d: output %v, want a scored verdict", rec.p, rec.off, v)
+	}
+	return v
+}
+
 // readVerdicts reads the output topic and de-duplicates by id (the documented rule: a
 // redelivered record's output carries the same id), failing on a message that is not JSON.
 func readVerdicts(t *testing.T, br testsupport.Broker, topic string, parts int) (byID map[string]edgeVerdict, messages int) {

@@ -76,8 +76,7 @@ func TestKeyDecodersKeepAKeysOrder(t *testing.T) {
 func TestKeyEvictedAfterMoveTombstonedAtOldPlace(t *testing.T) {
 	br := testsupport.KfakeBroker(t)
 	mt := testsupport.UniqueName("ke-models")
-	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: mt, NumPartitions: 7, ReplicationFactor: 1,
-		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
+	createCompactedTopic(t, br, mt, 7)
 	cfg := roleConfig(br, "in", "out", "dlq", "g", mt)
 	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
 	kp := publishKeyModels(t, cfg, map[string]int32{"k": 1}, warmKeyModel(t, cfg), 1)
@@ -101,8 +100,7 @@ func TestKeyEvictedAfterMoveTombstonedAtOldPlace(t *testing.T) {
 func TestKeyModelTooLargeCountedOnce(t *testing.T) {
 	br := testsupport.KfakeBroker(t)
 	mt := testsupport.UniqueName("kc-models")
-	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: mt, NumPartitions: 2, ReplicationFactor: 1,
-		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
+	createCompactedTopic(t, br, mt, 2)
 	cfg := roleConfig(br, "in", "out", "dlq", "g", mt)
 	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
 	cfg.Sink.MaxMessageBytes = 2000 // (a key's model here is larger)

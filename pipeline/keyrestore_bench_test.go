@@ -33,8 +33,7 @@ func BenchmarkKeyRestore(b *testing.B) {
 	r := warmKeyModel(b, cfg)
 	for _, layout := range keyRestoreLayouts {
 		mt := testsupport.UniqueName("kb-models")
-		testsupport.CreateTopicConfigs(b, br, kafka.TopicConfig{Topic: mt, NumPartitions: layout, ReplicationFactor: 1,
-			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
+		createCompactedTopic(b, br, mt, layout)
 		cfg.Run.ModelTopic = mt
 		b.Cleanup(func() { // (about 1 GB each: a broker kept for other tests should not keep them)
 			cl := &kafka.Client{Addr: kafka.TCP(br.Addrs...)}

@@ -108,8 +108,7 @@ func TestKeyRestoreReadsItsPartitionsRealBroker(t *testing.T) {
 	in, out, dlq, group, mt := testsupport.UniqueName("ks-in"), testsupport.UniqueName("ks-out"), testsupport.UniqueName("ks-dlq"),
 		testsupport.UniqueName("ks-group"), testsupport.UniqueName("ks-models")
 	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
-	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: mt, NumPartitions: parts + 1, ReplicationFactor: 1,
-		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
+	createCompactedTopic(t, br, mt, parts+1)
 	cfg := roleConfig(br, in, out, dlq, group, mt)
 	cfg.Run.Role = "scorer"
 	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
@@ -172,8 +171,7 @@ func TestKeyRestoreReadsItsPartitionsRealBroker(t *testing.T) {
 func TestKeyModelTooLargeTombstoned(t *testing.T) {
 	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		mt := testsupport.UniqueName("kt-models")
-		testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: mt, NumPartitions: 1, ReplicationFactor: 1,
-			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
+		createCompactedTopic(t, br, mt, 1)
 		cfg := roleConfig(br, "in", "out", "dlq", "g", mt)
 		cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
 		r := warmKeyModel(t, cfg)
@@ -231,8 +229,7 @@ func TestCreateTopicsModelTopicKeyed(t *testing.T) {
 func TestKeyMovedTombstonedAtOldPlace(t *testing.T) {
 	br := testsupport.KfakeBroker(t)
 	mt := testsupport.UniqueName("km-models")
-	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: mt, NumPartitions: 7, ReplicationFactor: 1,
-		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
+	createCompactedTopic(t, br, mt, 7)
 	cfg := roleConfig(br, "in", "out", "dlq", "g", mt)
 	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
 	r := warmKeyModel(t, cfg)
@@ -272,8 +269,7 @@ func TestKeyRestoreBeforeFetchRealBroker(t *testing.T) {
 	in, out, dlq, group, mt := testsupport.UniqueName("kf-in"), testsupport.UniqueName("kf-out"), testsupport.UniqueName("kf-dlq"),
 		testsupport.UniqueName("kf-group"), testsupport.UniqueName("kf-models")
 	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
-	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: mt, NumPartitions: parts + 1, ReplicationFactor: 1,
-		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
+	createCompactedTopic(t, br, mt, parts+1)
 	recs := keyedRecords(t, 12_000, parts, 85)
 	input := newInput(in, parts, recs)
 	produceSome(t, br, input, recs)
@@ -301,10 +297,7 @@ func TestKeyRestoreBeforeFetchRealBroker(t *testing.T) {
 		if rec.malformed {
 			continue
 		}
-		v, ok := byID[fmt.Sprintf("%s/%d/%d", in, rec.p, rec.off)]
-		if !ok || v.Scores == nil {
-			t.Fatalf("record %d/%d: output %v, want a scored verdict", rec.p, rec.off, v)
-		}
+		v := scoredVerdict(t, byID, in, rec)
 		if v.Scores.KeyModelVersion == 0 {
 			global++
 		}
@@ -336,8 +329,7 @@ func TestBuilderTombstonesPartition0KeysRealBroker(t *testing.T) {
 	in, out, dlq, group, mt := testsupport.UniqueName("kz-in"), testsupport.UniqueName("kz-out"), testsupport.UniqueName("kz-dlq"),
 		testsupport.UniqueName("kz-group"), testsupport.UniqueName("kz-models")
 	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
-	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: mt, NumPartitions: 1, ReplicationFactor: 1,
-		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
+	createCompactedTopic(t, br, mt, 1)
 	cfg := roleConfig(br, in, out, dlq, group, mt)
 	cfg.Run.Role = "builder"
 	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey

@@ -544,28 +544,7 @@ func TestLoopsDrainOverlappedStage(t *testing.T) {
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	select {
-	case <-src.drained:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the source's plan was not fetched within 20 s")
-	}
-	all := func() bool {
-		snk.mu.Lock()
-		defer snk.mu.Unlock()
-		src.mu.Lock()
-		defer src.mu.Unlock()
-		for _, c := range src.fetched {
-			if snk.written[c]+snk.dead[c] != 1 {
-				return false
-			}
-		}
-		return true
-	}
-	for deadline := time.Now().Add(5 * time.Second); !all(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("records still unwritten 5 s after the last fetch: the batch in flight waited for the next batch or the stop")
-		}
-	}
+	waitAllWritten(t, src, snk, "the batch in flight waited for the next batch or the stop")
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
@@ -671,6 +650,18 @@ func TestLoopsIntakeWhileScoring(t *testing.T) {
 		}
 	}
 	close(st.scored)
+	waitAllWritten(t, src, snk, "a scored batch waited for the next batch or the stop")
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// waitAllWritten waits for src to hand out its plan, then for every record and dead letter it
+// handed out to be written exactly once while the pipeline still runs; why says what it means
+// when they are not, 5 s after the last fetch.
+func waitAllWritten(t *testing.T, src *fakeSource, snk *fakeSink, why string) {
+	t.Helper()
 	select {
 	case <-src.drained:
 	case <-time.After(20 * time.Second):
@@ -690,11 +681,7 @@ func TestLoopsIntakeWhileScoring(t *testing.T) {
 	}
 	for deadline := time.Now().Add(5 * time.Second); !all(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("records still unwritten 5 s after the last fetch: a scored batch waited for the next batch or the stop")
+			t.Fatal("records still unwritten 5 s after the last fetch: " + why)
 		}
-	}
-	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
 	}
 }

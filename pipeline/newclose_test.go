@@ -46,7 +46,7 @@ func (c closeCountedStage) Close() { c.n.Add(1); c.Stage.Close() }
 // the device and the role's writers and reader were left open.
 func TestNewClosesWhatItOpenedWhenTheLagPollerFails(t *testing.T) {
 	br := testsupport.KfakeBroker(t, kfake.SeedTopics(3, "in", "out", "dlq"))
-	createCompactedTopic(t, br, "models")
+	createCompactedTopic(t, br, "models", 1)
 	cfg := sensorConfig(br, "in", "out", "dlq", "g-newclose", sink.EmitOutliers)
 	cfg.Run.Role, cfg.Run.ModelTopic = detect.RoleBuilder, "models"
 	if !cfg.HTTP.Enabled() {

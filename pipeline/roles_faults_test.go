@@ -30,7 +30,7 @@ func roleTopics(t *testing.T, br testsupport.Broker, parts int) (in, out, dlq, g
 	in, out, dlq, group, mt = testsupport.UniqueName("rf-in"), testsupport.UniqueName("rf-out"), testsupport.UniqueName("rf-dlq"),
 		testsupport.UniqueName("rf-group"), testsupport.UniqueName("rf-models")
 	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
-	createCompactedTopic(t, br, mt)
+	createCompactedTopic(t, br, mt, 1)
 	return in, out, dlq, group, mt
 }
 
@@ -529,7 +529,7 @@ func TestBuilderKill9ProcessesRealBroker(t *testing.T) {
 	const parts = 4
 	mt := testsupport.UniqueName("kill-models")
 	testsupport.CreateTopics(t, br, map[string]int{c.in: parts, c.out: parts, c.dlq: 1})
-	createCompactedTopic(t, br, mt)
+	createCompactedTopic(t, br, mt, 1)
 	recs := makeSensorRecords(t, 8000, parts, 79, 0.01, 0)
 	input := newInput(c.in, parts, recs)
 	produceSome(t, br, input, recs[:4000])

@@ -318,10 +318,7 @@ func keyedBuilderAndScorers(t *testing.T, br testsupport.Broker, modelParts int)
 		if rec.malformed {
 			continue
 		}
-		v, ok := byID[fmt.Sprintf("%s/%d/%d", in, rec.p, rec.off)]
-		if !ok || v.Scores == nil {
-			t.Fatalf("record %d/%d: output %v, want a scored verdict", rec.p, rec.off, v)
-		}
+		v := scoredVerdict(t, byID, in, rec)
 		if v.Scores.KeyModelVersion == 0 {
 			continue // its key was not warm yet on the scorer: the global model scored it
 		}

@@ -18,11 +18,12 @@ import (
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
-// createCompactedTopic creates a one-partition topic with cleanup.policy=compact (the model
-// topic as docs/OPERATIONS.md says to create it) and waits for its leader.
-func createCompactedTopic(t *testing.T, br testsupport.Broker, name string) {
-	t.Helper()
-	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: name, NumPartitions: 1, ReplicationFactor: 1,
+// createCompactedTopic creates a topic of partitions partitions with cleanup.policy=compact (the
+// model topic as docs/OPERATIONS.md says to create it: one partition, or input + 1 under
+// detect.key_by) and waits for its leader.
+func createCompactedTopic(tb testing.TB, br testsupport.Broker, name string, partitions int) {
+	tb.Helper()
+	testsupport.CreateTopicConfigs(tb, br, kafka.TopicConfig{Topic: name, NumPartitions: partitions, ReplicationFactor: 1,
 		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}})
 }
 
@@ -66,7 +67,7 @@ func TestBuilderAndScorersRealBroker(t *testing.T) {
 	const parts = 6
 	in, out, dlq, group, mt := testsupport.UniqueName("role-in"), testsupport.UniqueName("role-out"), testsupport.UniqueName("role-dlq"), testsupport.UniqueName("role-group"), testsupport.UniqueName("role-models")
 	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
-	createCompactedTopic(t, br, mt)
+	createCompactedTopic(t, br, mt, 1)
 	recs := makeSensorRecords(t, 20_000, parts, 51, 0.01, 0.005)
 	input := newInput(in, parts, recs)
 	produceSome(t, br, input, recs[:8000])
@@ -148,10 +149,7 @@ func TestBuilderAndScorersRealBroker(t *testing.T) {
 		if rec.malformed {
 			continue
 		}
-		v, ok := byID[fmt.Sprintf("%s/%d/%d", in, rec.p, rec.off)]
-		if !ok || v.Scores == nil {
-			t.Fatalf("record %d/%d: output %v, want a scored verdict", rec.p, rec.off, v)
-		}
+		v := scoredVerdict(t, byID, in, rec)
 		byModel[v.ModelVersion] = append(byModel[v.ModelVersion], rec)
 	}
 	if len(byModel[v1]) < 10000 {
@@ -239,7 +237,7 @@ func TestRolesSeveralProcessesRealBroker(t *testing.T) {
 	const parts = 4
 	mt := testsupport.UniqueName("proc-models")
 	testsupport.CreateTopics(t, br, map[string]int{c.in: parts, c.out: parts, c.dlq: 1})
-	createCompactedTopic(t, br, mt)
+	createCompactedTopic(t, br, mt, 1)
 	input := newInput(c.in, parts, makeSensorRecords(t, 6000, parts, 71, 0.01, 0.005))
 	produceSensors(t, br, input)
 	log := newChildLog(t)

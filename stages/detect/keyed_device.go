@@ -79,6 +79,16 @@ type queued struct {
 	version uint64
 }
 
+// queueRecord queues record i of b for st's model when st has one (as the key stands now, before
+// the record joins its window), else marks it scored by the global model (Warming).
+func queueRecord(q []queued, b *batch.Batch, i int, st *keyState) []queued {
+	if st.model == nil {
+		b.Scores[i].Warming = true
+		return q
+	}
+	return append(q, queued{i: i, st: st, ring: st.next, model: st.model, slot: st.slot, version: st.version})
+}
+
 // keyedBatch is scoreOnDevice's queue and scratch.
 type keyedBatch struct {
 	q    []queued
@@ -104,11 +114,7 @@ func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Bat
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
 		}
-		if st.model != nil {
-			kb.q = append(kb.q, queued{i: i, st: st, ring: st.next, model: st.model, slot: st.slot, version: st.version})
-		} else {
-			b.Scores[i].Warming = true
-		}
+		kb.q = queueRecord(kb.q, b, i, st)
 		if !k.follower && k.append(st, x, false, cfg) { // (the significance is written at the flush)
 			st.since = 0
 			st.due = true

@@ -175,11 +175,7 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, b *batch.Batch, raw [][
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
 		}
-		if st.model != nil {
-			kw.q = append(kw.q, queued{i: i, st: st, ring: st.next, model: st.model, slot: st.slot, version: st.version})
-		} else {
-			b.Scores[i].Warming = true
-		}
+		kw.q = queueRecord(kw.q, b, i, st)
 		if k.append(st, x, false, cfg) { // (the significance is written at the decision)
 			st.since, st.due = 0, true
 			kw.due = append(kw.due, st)

@@ -227,9 +227,15 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 // still being scored, and returns them after any settled earlier. It waits for nothing but the
 // tail score's last rows (begin's work on the cores, short beside the device call).
 func (s *Stage) LandScored() ([]*batch.Batch, error) {
+	return s.landWhile(nil, func() bool { return len(s.flight) > 0 && s.flight[0].scored() })
+}
+
+// landWhile lands the oldest batch in flight while more reports true, and returns the batches
+// settled earlier and those landed. current is the batch of the Process call, if any (land's).
+func (s *Stage) landWhile(current *batch.Batch, more func() bool) ([]*batch.Batch, error) {
 	var out []*batch.Batch
-	for len(s.flight) > 0 && s.flight[0].scored() {
-		done, err := s.land(nil)
+	for more() {
+		done, err := s.land(current)
 		if err != nil {
 			for _, o := range out { // finished, but the stage fails: never passed on
 				o.Release()
@@ -279,18 +285,7 @@ func (s *Stage) processOverlapped(b *batch.Batch) ([]*batch.Batch, error) {
 		}
 		next.pushed = true
 	}
-	var out []*batch.Batch
-	for len(s.flight) > s.deps.Overlap {
-		done, err := s.land(b)
-		if err != nil {
-			for _, o := range out { // finished, but the stage fails: never passed on
-				o.Release()
-			}
-			return nil, err
-		}
-		out = append(out, done...)
-	}
-	return s.takeReady(out), nil
+	return s.landWhile(b, func() bool { return len(s.flight) > s.deps.Overlap })
 }
 
 // abandonFlight waits for the batches in flight and releases them unfinished.

@@ -119,15 +119,14 @@ func share(b []bool) float64 {
 	return float64(c) / float64(len(b))
 }
 
-// TestSensorSpikesFlaggedByDefault: spikes of +40..+60 (20-30 sd of the noise) on 0.1% of a
-// 20,000-row stream: every spike flagged, precision at least 0.9, average precision at least
-// 0.95 (issue 20's target); before the fitted tails the window's edge capped the tail score and
-// the quota flagged 2% (precision 0.05, AP 0.09). Each flagged spike names temperature first,
-// at least 20 robust sd out.
-func TestSensorSpikesFlaggedByDefault(t *testing.T) {
-	d, label := sensorStream(20000, 1, func(i int, r *rand.Rand) (float32, bool) {
-		if r.Float64() < 0.001 {
-			return float32(40 + 20*r.Float64()), true
+// sensorSpikes scores sensorStream(20000, seed) whose temperature gets +lo..+lo+width on a share
+// rate of its rows with the default stage, in file order, and logs and returns the flags' counts
+// and the score's average precision.
+func sensorSpikes(t *testing.T, seed uint64, rate, lo, width float64) (quality.Confusion, float64) {
+	t.Helper()
+	d, label := sensorStream(20000, seed, func(i int, r *rand.Rand) (float32, bool) {
+		if r.Float64() < rate {
+			return float32(lo + width*r.Float64()), true
 		}
 		return 0, false
 	}, nil)
@@ -135,6 +134,16 @@ func TestSensorSpikesFlaggedByDefault(t *testing.T) {
 	c := quality.Count(flagged, label)
 	ap := quality.AveragePrecision(scores, label)
 	t.Logf("spikes %d: flagged %d, precision %.3f, recall %.3f, AP %.4f", c.TP+c.FN, c.TP+c.FP, c.Precision(), c.Recall(), ap)
+	return c, ap
+}
+
+// TestSensorSpikesFlaggedByDefault: spikes of +40..+60 (20-30 sd of the noise) on 0.1% of a
+// 20,000-row stream: every spike flagged, precision at least 0.9, average precision at least
+// 0.95 (issue 20's target); before the fitted tails the window's edge capped the tail score and
+// the quota flagged 2% (precision 0.05, AP 0.09). Each flagged spike names temperature first,
+// at least 20 robust sd out.
+func TestSensorSpikesFlaggedByDefault(t *testing.T) {
+	c, ap := sensorSpikes(t, 1, 0.001, 40, 20)
 	if c.TP+c.FN < 10 || c.FN != 0 || c.Precision() < 0.9 || ap < 0.95 {
 		t.Errorf("precision %.3f, recall %.3f, AP %.4f: want every spike, precision >= 0.9, AP >= 0.95", c.Precision(), c.Recall(), ap)
 	}
@@ -147,16 +156,7 @@ func TestSensorSpikesFlaggedByDefault(t *testing.T) {
 // ones (a knee above the top 0.5%) misses them all (docs/BENCHMARKS.md §11.2: a knee at 99.9%
 // flagged none).
 func TestSensorDenseSpikesFlagged(t *testing.T) {
-	d, label := sensorStream(20000, 8, func(i int, r *rand.Rand) (float32, bool) {
-		if r.Float64() < 0.0046 {
-			return float32(50 + 10*r.Float64()), true
-		}
-		return 0, false
-	}, nil)
-	scores, flagged, _, _ := streamScores(t, Default(), d)
-	c := quality.Count(flagged, label)
-	ap := quality.AveragePrecision(scores, label)
-	t.Logf("spikes %d: flagged %d, precision %.3f, recall %.3f, AP %.4f", c.TP+c.FN, c.TP+c.FP, c.Precision(), c.Recall(), ap)
+	c, _ := sensorSpikes(t, 8, 0.0046, 50, 10)
 	if c.TP+c.FN < 50 || c.FN != 0 || c.Precision() < 0.9 {
 		t.Errorf("precision %.3f, recall %.3f: want every spike, precision >= 0.9", c.Precision(), c.Recall())
 	}

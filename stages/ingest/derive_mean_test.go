@@ -15,13 +15,7 @@ import (
 // included, for two keys interleaved; fewer values at a key's start: the mean of those seen.
 func TestDeriveMeanByHand(t *testing.T) {
 	c := deriveConfig(t, "derive:\n  features: [{kind: mean, of: temp, last: 3}]\n")
-	if got := strings.Join(c.Columns(), ","); got != "temp,temp.mean3" {
-		t.Fatalf("columns %s", got)
-	}
-	d, err := NewDeriver(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := deriverOf(t, c, "temp,temp.mean3")
 	recs := []rec{{0, 0, "a", 1, monday6}, {0, 1, "b", 4, monday6}, {0, 2, "a", 2, monday6}, {0, 3, "a", 3, monday6},
 		{0, 4, "b", 8, monday6}, {0, 5, "a", 10, monday6}, {0, 6, "a", -6, monday6}}
 	// a: 1 -> 1; 1,2 -> 1.5; 1,2,3 -> 2; 2,3,10 -> 5; 3,10,-6 -> 7/3. b: 4 -> 4; 4,8 -> 6.
@@ -36,10 +30,7 @@ func TestDeriveMeanByHand(t *testing.T) {
 // TestDeriveMeanUncertainty: the mean's sd is sqrt(sum of the values' sd^2) / their number.
 func TestDeriveMeanUncertainty(t *testing.T) {
 	c := deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  features: [{kind: mean, of: temp, last: 2}]\n")
-	d, err := NewDeriver(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustDeriver(t, c)
 	in := &Decoded{Values: make([]float32, 1), SD: make([]float32, 1)}
 	var got []float32
 	for i, v := range [][2]float32{{1, 3}, {2, 4}, {5, 12}} {
@@ -88,6 +79,7 @@ func TestDeriveMeanEvictedStartsAfresh(t *testing.T) {
 	}
 }
 
+// mustDeriver is c's Deriver.
 func mustDeriver(t *testing.T, c Config) *Deriver {
 	t.Helper()
 	d, err := NewDeriver(c)

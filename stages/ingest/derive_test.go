@@ -61,13 +61,7 @@ func TestDeriveValuesByHand(t *testing.T) {
     - {kind: time_of_day}
     - {kind: day_of_week}
 `)
-	if got := strings.Join(c.Columns(), ","); got != "temp,temp.diff,temp.rz4,tod.sin,tod.cos,dow.sin,dow.cos" {
-		t.Fatalf("columns %s", got)
-	}
-	d, err := NewDeriver(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := deriverOf(t, c, "temp,temp.diff,temp.rz4,tod.sin,tod.cos,dow.sin,dow.cos")
 	a := []float32{10, 12, 11, 15, 100, 13}
 	b := []float32{5, 5, 5, 5, 6}
 	cc := []float32{1, 1, 1, 3, 2}
@@ -129,10 +123,7 @@ func TestDeriveValuesByHand(t *testing.T) {
 // Tuesday in Berlin (CET, UTC+1 in November).
 func TestDeriveTimezone(t *testing.T) {
 	c := deriveConfig(t, "derive:\n  timezone: Europe/Berlin\n  features: [{kind: time_of_day}, {kind: day_of_week, name: week}]\n")
-	d, err := NewDeriver(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustDeriver(t, c)
 	v := applyAll(t, d, []rec{{0, 0, "", 1, time.Date(2026, 11, 23, 23, 30, 0, 0, time.UTC)}})[0]
 	ts, tc := math.Sincos(2 * math.Pi * 1800 / 86400)
 	ws, wc := math.Sincos(2 * math.Pi * (86400 + 1800) / (7 * 86400))
@@ -167,10 +158,7 @@ func TestDeriveDeterministicAcrossInterleavings(t *testing.T) {
 				seq, j = append(seq, parts[1][j]), j+1
 			}
 		}
-		d, err := NewDeriver(c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := mustDeriver(t, c)
 		out := map[[2]int64][]float32{}
 		for k, v := range applyAll(t, d, seq) {
 			out[[2]int64{int64(seq[k].p), seq[k].off}] = v
@@ -199,10 +187,7 @@ func TestDeriveDeterministicAcrossInterleavings(t *testing.T) {
 // again from an earlier offset starts afresh.
 func TestDeriveStateIsBounded(t *testing.T) {
 	c := deriveConfig(t, "derive:\n  max_keys: 3\n  features: [{kind: diff, of: temp}]\n")
-	d, err := NewDeriver(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustDeriver(t, c)
 	off := int64(0)
 	diff := func(p int32, key string, v float32) float32 {
 		off++
@@ -236,17 +221,20 @@ func TestDeriveStateIsBounded(t *testing.T) {
 	}
 }
 
+// deriverOf is c's Deriver, after checking that c's columns are cols (comma-separated).
+func deriverOf(t *testing.T, c Config, cols string) *Deriver {
+	t.Helper()
+	if got := strings.Join(c.Columns(), ","); got != cols {
+		t.Fatalf("columns %s, want %s", got, cols)
+	}
+	return mustDeriver(t, c)
+}
+
 // TestDeriveUncertainty: a difference's uncertainty is sqrt(sd^2 + previous sd^2), a robust
 // z's sd / scale, the cyclic pairs' 0.
 func TestDeriveUncertainty(t *testing.T) {
 	c := deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  features: [{kind: diff, of: temp}, {kind: robust_z, of: temp, last: 3, min_values: 3}, {kind: time_of_day}]\n")
-	if got := strings.Join(c.Columns(), ","); got != "temp,temp.diff,temp.rz3,tod.sin,tod.cos" {
-		t.Fatalf("columns %s", got)
-	}
-	d, err := NewDeriver(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := deriverOf(t, c, "temp,temp.diff,temp.rz3,tod.sin,tod.cos")
 	in := &Decoded{Values: make([]float32, 1), SD: make([]float32, 1)}
 	var out *Decoded
 	for i, v := range [][2]float32{{1, 3}, {2, 4}, {3, 1}, {5, 2}} {
@@ -283,10 +271,7 @@ func TestDeriveExtremesStayFinite(t *testing.T) {
 // sequences with many ties (MAD 0 often) and both parities of the count.
 func TestRobustZAgainstSorting(t *testing.T) {
 	c := deriveConfig(t, "derive:\n  features: [{kind: robust_z, of: temp, last: 7, min_values: 2}, {kind: robust_z, of: temp, last: 10, min_values: 3, scale_floor: 0.25}]\n")
-	d, err := NewDeriver(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustDeriver(t, c)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var hist []float32
 	in := &Decoded{Values: make([]float32, 1)}
@@ -480,10 +465,7 @@ func BenchmarkDeriveApply(b *testing.B) {
 // keys, each robust_z of last 60 and a diff, stay within StateBound (heap measured).
 func TestDeriveStateBound(t *testing.T) {
 	c := deriveConfig(t, "derive:\n  max_keys: 20000\n  features: [{kind: diff, of: temp}, {kind: robust_z, of: temp, last: 60}]\n")
-	d, err := NewDeriver(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustDeriver(t, c)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)

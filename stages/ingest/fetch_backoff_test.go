@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,15 +33,7 @@ func TestFetchReconnectsBackOff(t *testing.T) {
 				fetches.Add(1)
 				return testsupport.FailFetch(kr.(*kmsg.FetchRequest), code), nil, true
 			})
-			var logMu sync.Mutex
-			var logged []string
-			f := &groupFetcher{newDecoder: offsetsOnlyDecoder, newDecoded: offsetsOnlyConfig.NewDecoded, topic: env.topic, brokers: env.br.Addrs, dialer: kafka.DefaultDialer, chunkSize: 16, maxBytes: 1 << 20,
-				logf: func(string, ...any) {}, errf: func(format string, args ...any) {
-					logMu.Lock()
-					logged = append(logged, fmt.Sprintf(format, args...))
-					logMu.Unlock()
-				},
-				chunks: make(chan chunk, 16)}
+			f, errs := testFetcher(env, 16, 1<<20, 16)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() {
@@ -56,8 +47,7 @@ func TestFetchReconnectsBackOff(t *testing.T) {
 			if n := fetches.Load(); n < 2 || n > 10 {
 				t.Errorf("%d fetches in 3 s, want 2-10", n)
 			}
-			logMu.Lock()
-			defer logMu.Unlock()
+			logged := errs.all()
 			want := fmt.Sprintf("fetching partition 0 of %s at offset 0: %v", env.topic, kafka.Error(code.Code))
 			said := 0
 			for _, l := range logged {

@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/segmentio/kafka-go"
 )
 
 func TestFetchPastTheEndResetsKfake(t *testing.T) {
@@ -32,15 +29,8 @@ func TestFetchPastTheEndResetsRealBroker(t *testing.T) {
 func testFetchPastTheEndResets(t *testing.T, env kafkaEnv, latest bool) {
 	const n, stale = 5, 100
 	produce(t, env, makeMessages(0, 0, n, false))
-	var logMu sync.Mutex
-	var logged []string
-	f := &groupFetcher{newDecoder: offsetsOnlyDecoder, newDecoded: offsetsOnlyConfig.NewDecoded, topic: env.topic, brokers: env.br.Addrs, dialer: kafka.DefaultDialer, chunkSize: 1, maxBytes: 1 << 20,
-		resetLatest: latest, logf: func(string, ...any) {}, errf: func(format string, args ...any) {
-			logMu.Lock()
-			logged = append(logged, fmt.Sprintf(format, args...))
-			logMu.Unlock()
-		},
-		chunks: make(chan chunk)}
+	f, errs := testFetcher(env, 1, 1<<20, 0)
+	f.resetLatest = latest
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	fctx, stop := context.WithCancel(ctx)
@@ -56,9 +46,7 @@ func testFetchPastTheEndResets(t *testing.T, env kafkaEnv, latest bool) {
 	}
 	want := fmt.Sprintf("partition 0 of %s: offset %d is past the end (%d; first retained 0): the topic was recreated or the partition truncated; start_offset %s", env.topic, stale, n, how)
 	said := func() bool {
-		logMu.Lock()
-		defer logMu.Unlock()
-		for _, l := range logged {
+		for _, l := range errs.all() {
 			if strings.Contains(l, want) {
 				return true
 			}
@@ -70,9 +58,7 @@ func testFetchPastTheEndResets(t *testing.T, env kafkaEnv, latest bool) {
 	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
 	defer wcancel()
 	if !waitUntil(wctx, said) {
-		logMu.Lock()
-		defer logMu.Unlock()
-		t.Fatalf("logged %q, want %q", logged, want)
+		t.Fatalf("logged %q, want %q", errs.all(), want)
 	}
 	wantOff := int64(0)
 	if latest {

@@ -15,10 +15,8 @@ import (
 // lost) at every long poll.
 func TestFetchEmptyKeepsRecycledBuffer(t *testing.T) {
 	env := kfakeEnv(t) // the topic's partitions are empty
-	f := &groupFetcher{newDecoder: offsetsOnlyDecoder, newDecoded: offsetsOnlyConfig.NewDecoded, topic: env.topic,
-		brokers: env.br.Addrs, dialer: kafka.DefaultDialer, chunkSize: 16, maxBytes: 1 << 20,
-		logf: func(string, ...any) {}, errf: func(string, ...any) {},
-		chunks: make(chan chunk, 16), free: make(chan []pendingMsg, fetchChunks)}
+	f, _ := testFetcher(env, 16, 1<<20, 16)
+	f.free = make(chan []pendingMsg, fetchChunks)
 	spare := make([]pendingMsg, 0, 16)
 	f.free <- spare
 	ctx, cancel := context.WithCancel(context.Background())

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,17 +41,7 @@ func testFetchSkipsRecordsDeletedUnderIt(t *testing.T, env kafkaEnv) {
 			t.Fatal(err)
 		}
 	}
-	var skips atomic.Int64
-	var logMu sync.Mutex
-	var logged []string
-	f := &groupFetcher{newDecoder: offsetsOnlyDecoder, newDecoded: offsetsOnlyConfig.NewDecoded, topic: env.topic, brokers: env.br.Addrs, dialer: kafka.DefaultDialer, chunkSize: 1, maxBytes: 1,
-		logf: func(string, ...any) {}, errf: func(format string, args ...any) {
-			skips.Add(1)
-			logMu.Lock()
-			logged = append(logged, fmt.Sprintf(format, args...))
-			logMu.Unlock()
-		},
-		chunks: make(chan chunk)} // unbuffered: the goroutine waits on each record until taken
+	f, errs := testFetcher(env, 1, 1, 0) // unbuffered: the goroutine waits on each record until taken
 	fctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -70,7 +58,7 @@ func testFetchSkipsRecordsDeletedUnderIt(t *testing.T, env kafkaEnv) {
 			}
 			return c.msgs[0].m.Offset
 		case <-time.After(10 * time.Second): // the fixed fetch takes milliseconds
-			t.Fatalf("%s: nothing in 10 s (%d errors logged)", what, skips.Load())
+			t.Fatalf("%s: nothing in 10 s (%d errors logged)", what, len(errs.all()))
 			return -1
 		}
 	}
@@ -86,8 +74,7 @@ func testFetchSkipsRecordsDeletedUnderIt(t *testing.T, env kafkaEnv) {
 		t.Fatalf("after records below %d were deleted: offset %d, want %d", deleteBelow, off, deleteBelow)
 	}
 	// The records skipped are said, with where and how many (they are lost to this consumer).
-	logMu.Lock()
-	defer logMu.Unlock()
+	logged := errs.all()
 	want := fmt.Sprintf("partition 0 of %s: offset 2 is before the first retained (%d); skipping %d records", env.topic, deleteBelow, deleteBelow-2)
 	if off1 := fmt.Sprintf("partition 0 of %s: offset 1 is before the first retained (%d); skipping %d records", env.topic, deleteBelow, deleteBelow-1); !slices.Contains(logged, want) && !slices.Contains(logged, off1) {
 		t.Errorf("logged %q, want %q (or from offset 1, deleted before its fetch)", logged, want)

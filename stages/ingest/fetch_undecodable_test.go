@@ -59,15 +59,7 @@ func TestFetchUndecodableBatchIsReported(t *testing.T) {
 		resp.Topics = append(resp.Topics, st)
 		return resp, nil, true
 	})
-	var logMu sync.Mutex
-	var logged []string
-	f := &groupFetcher{newDecoder: offsetsOnlyDecoder, newDecoded: offsetsOnlyConfig.NewDecoded, topic: env.topic, brokers: env.br.Addrs, dialer: kafka.DefaultDialer, chunkSize: 16, maxBytes: 1 << 20,
-		logf: func(string, ...any) {}, errf: func(format string, args ...any) {
-			logMu.Lock()
-			logged = append(logged, fmt.Sprintf(format, args...))
-			logMu.Unlock()
-		},
-		chunks: make(chan chunk)}
+	f, errs := testFetcher(env, 16, 1<<20, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	fctx, stop := context.WithCancel(ctx)
@@ -88,8 +80,7 @@ func TestFetchUndecodableBatchIsReported(t *testing.T) {
 		defer mu.Unlock()
 		t.Fatalf("nothing reported in 10 s (%d fetches of the undecodable batch)", fetches)
 	}
-	logMu.Lock()
-	defer logMu.Unlock()
+	logged := errs.all()
 	want := fmt.Sprintf("fetching partition 0 of %s at offset 0: its record batch cannot be decoded: ", env.topic)
 	if len(logged) < readMaxAttempts-1 || !strings.HasPrefix(logged[0], want) {
 		t.Errorf("logged %q, want %d lines starting %q", logged, readMaxAttempts-1, want)
