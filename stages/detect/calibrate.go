@@ -249,7 +249,11 @@ func (r *Ranker) mean(density, distance float64) float64 {
 	case DetectorsDistance:
 		return r.Distance.Surprisal(distance)
 	}
-	a, b := r.Density.Surprisal(density), r.Distance.Surprisal(distance)
+	return r.meanOf(r.Density.Surprisal(density), r.Distance.Surprisal(distance))
+}
+
+// meanOf is the mean (or max) of both detectors' calibrated scores.
+func (r *Ranker) meanOf(a, b float64) float64 {
 	if r.Params.Combine == CombineMax {
 		return max(a, b)
 	}

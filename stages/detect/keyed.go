@@ -2,7 +2,6 @@ package detect
 
 import (
 	"runtime"
-	"slices"
 
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
@@ -360,37 +359,4 @@ func (k *keyedScorer) markWarm(st *keyState) {
 		w, d := len(st.sig), len(st.cols)
 		k.bytes += k.bytesOf(w, d, true) - k.bytesOf(w, d, false)
 	}
-}
-
-// buildKeyModel is the key's model from its window (build); it reads st only.
-func buildKeyModel(st *keyState, cfg *Config) (*Ranker, error) {
-	w, d := len(st.sig), len(st.cols)
-	cols := make([][]float32, d)
-	first := (st.next - st.size + w) % w
-	bits := make([]bool, st.size)
-	for i := range st.size {
-		bits[i] = st.sig[(first+i)%w]
-	}
-	for j := range cols {
-		cols[j] = make([]float32, st.size)
-		for i := range st.size {
-			cols[j][i] = st.cols[j][(first+i)%w]
-		}
-	}
-	cols, _, _ = withoutOutcasts(cols, nil, bits, w)
-	// The model's sorted columns and its sample R in the distance space (the window after its
-	// outcasts, n records, for both) in one allocation: 2dn float32 round up to the allocator's
-	// next size once rather than 2d times (6 x 800 bytes: 4,864 bytes, not 5,376).
-	n := len(cols[0])
-	back := make([]float32, 2*d*n)
-	sorted, ref := make([][]float32, d), make([][]float32, d)
-	for j, c := range cols {
-		sorted[j] = back[j*n : j*n : (j+1)*n]
-		sorted[j] = append(sorted[j], c...)
-		slices.Sort(sorted[j])
-		ref[j] = back[(d+j)*n : (d+j+1)*n : (d+j+1)*n]
-	}
-	kc := *cfg
-	kc.Score.Sample, kc.Score.K = n, cfg.Keys.K
-	return buildRankerOn(cols, sorted, nil, kc, 1, ref) // (the caller's goroutine: keys build side by side)
 }

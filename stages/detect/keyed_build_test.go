@@ -1,8 +1,13 @@
 package detect
 
 import (
+	"fmt"
+	"math"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"testing"
+	"unsafe"
 )
 
 // keyWindow is a key's state with a full window of w records of 3 features as the keyed
@@ -40,5 +45,203 @@ func BenchmarkKeyBuild(b *testing.B) {
 		if _, err := buildKeyModel(sts[i%len(sts)], &cfg); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// sameBits says where a and b differ (""), comparing every field, exported or not, floats by
+// their bits, and slices by length, capacity and elements: two models equal here hold the same
+// values in the same layout.
+func sameBits(a, b reflect.Value, path string) string {
+	if a.Kind() != b.Kind() {
+		return path + ": kinds differ"
+	}
+	switch a.Kind() {
+	case reflect.Float32, reflect.Float64:
+		if math.Float64bits(a.Float()) != math.Float64bits(b.Float()) && !(a.Kind() == reflect.Float32 && math.Float32bits(float32(a.Float())) == math.Float32bits(float32(b.Float()))) {
+			return fmt.Sprintf("%s: %v != %v", path, a.Float(), b.Float())
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if a.Int() != b.Int() {
+			return fmt.Sprintf("%s: %d != %d", path, a.Int(), b.Int())
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if a.Uint() != b.Uint() {
+			return fmt.Sprintf("%s: %d != %d", path, a.Uint(), b.Uint())
+		}
+	case reflect.Bool:
+		if a.Bool() != b.Bool() {
+			return path + ": bools differ"
+		}
+	case reflect.String:
+		if a.String() != b.String() {
+			return fmt.Sprintf("%s: %q != %q", path, a.String(), b.String())
+		}
+	case reflect.Pointer:
+		if a.IsNil() || b.IsNil() {
+			if a.IsNil() != b.IsNil() {
+				return path + ": one is nil"
+			}
+			return ""
+		}
+		return sameBits(a.Elem(), b.Elem(), path)
+	case reflect.Slice:
+		if a.IsNil() != b.IsNil() || a.Len() != b.Len() || a.Cap() != b.Cap() {
+			return fmt.Sprintf("%s: nil %v/%v, len %d/%d, cap %d/%d", path, a.IsNil(), b.IsNil(), a.Len(), b.Len(), a.Cap(), b.Cap())
+		}
+		for i := range a.Len() {
+			if d := sameBits(a.Index(i), b.Index(i), fmt.Sprintf("%s[%d]", path, i)); d != "" {
+				return d
+			}
+		}
+	case reflect.Array:
+		for i := range a.Len() {
+			if d := sameBits(a.Index(i), b.Index(i), fmt.Sprintf("%s[%d]", path, i)); d != "" {
+				return d
+			}
+		}
+	case reflect.Struct:
+		for i := range a.NumField() {
+			if d := sameBits(a.Field(i), b.Field(i), path+"."+a.Type().Field(i).Name); d != "" {
+				return d
+			}
+		}
+	default:
+		return fmt.Sprintf("%s: kind %v not compared", path, a.Kind())
+	}
+	return ""
+}
+
+// modelLayout is where a model's arrays lie relative to its sorted columns' allocation and to
+// its calibrations' (each array's offset in elements, -1 outside): the build's two shared
+// allocations, which keyBytes counts.
+func modelLayout(r *Ranker) []int {
+	back := unsafe.Pointer(unsafe.SliceData(r.Tail.Sorted[0]))
+	cal := unsafe.Pointer(unsafe.SliceData(r.Density.Sorted))
+	off := func(base, p unsafe.Pointer, size uintptr) int {
+		d := uintptr(p) - uintptr(base)
+		if uintptr(p) < uintptr(base) || d > 1<<20 {
+			return -1
+		}
+		return int(d / size)
+	}
+	var out []int
+	for _, c := range append(slices.Clone(r.Tail.Sorted), r.Ref.Points...) {
+		out = append(out, off(back, unsafe.Pointer(unsafe.SliceData(c)), 4))
+	}
+	for _, c := range [][]float64{r.Distance.Sorted, r.Combined, r.Final.Sorted} {
+		out = append(out, off(cal, unsafe.Pointer(unsafe.SliceData(c)), 8))
+	}
+	return out
+}
+
+// TestKeyBuildMatchesGeneral: a key's model built by keyBuild is the one buildRankerOn builds
+// (buildKeyModelGeneral) bit for bit, every field and the layout of its allocations: the
+// benchmarks' windows, windows with records left out as significant (and so many that the build
+// takes them all), partly filled windows, ties on a grid, a constant feature, copies of records,
+// values far out (the distance space's clamp), 1 to 5 features, keys.k from 1 to past the
+// window, both combines and every detectors setting, other seeds and alarm rates. Windows past
+// the shortcuts (-0, NaN, infinities, more than 4096 records) must take the general build, and
+// the ordinary ones must not.
+func TestKeyBuildMatchesGeneral(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	kinds := []string{"normal", "outcasts", "mostly-outcasts", "partial", "grid", "constant", "copies", "far", "negzero", "nan", "inf"}
+	type setting struct {
+		window, k, dims int
+		detectors       ScoreDetectors
+		combine         ScoreCombine
+		seed            uint64
+		rate            float64
+	}
+	settings := []setting{
+		{200, 10, 3, DetectorsBoth, CombineMean, 1, 0.02},
+		{200, 10, 3, DetectorsBoth, CombineMax, 7, 0.001},
+		{40, 1, 1, DetectorsDensity, CombineMean, 1, 0.02},
+		{60, 50, 2, DetectorsDistance, CombineMean, 3, 0.02},
+		{64, 80, 5, DetectorsBoth, CombineMean, 1, 0.02},
+		{1000, 25, 4, DetectorsBoth, CombineMean, 2, 0.02},
+		{4096, 10, 3, DetectorsBoth, CombineMean, 1, 0.02},
+		{5000, 10, 2, DetectorsBoth, CombineMean, 1, 0.02},
+	}
+	kb := new(keyBuild)
+	fast := 0
+	for _, s := range settings {
+		cfg := Default()
+		cfg.KeyBy = KeyByKey
+		cfg.Keys.Window, cfg.Keys.K, cfg.Seed, cfg.AlarmRate = s.window, s.k, s.seed, s.rate
+		cfg.Score.Detectors, cfg.Score.Combine = s.detectors, s.combine
+		for _, kind := range kinds {
+			w := s.window
+			st := &keyState{cols: make([][]float32, s.dims), sig: make([]bool, w)}
+			for j := range st.cols {
+				st.cols[j] = make([]float32, w)
+				for i := range w {
+					v := float32(j*10) + float32(r.NormFloat64())
+					switch kind {
+					case "grid":
+						v = float32(r.IntN(3))
+					case "constant":
+						if j == 0 {
+							v = 4
+						}
+					case "copies":
+						if i%4 != 0 {
+							v = st.cols[j][i-i%4]
+						}
+					case "far":
+						if i%17 == 0 {
+							v = float32(r.NormFloat64() * 1e12)
+						}
+					case "negzero":
+						if i == w/2 {
+							v = float32(math.Copysign(0, -1))
+						}
+					case "nan":
+						if i == w/3 && j == 0 {
+							v = float32(math.NaN())
+						}
+					case "inf":
+						if i == w/3 {
+							v = float32(math.Inf(1))
+						}
+					}
+					st.cols[j][i] = v
+				}
+			}
+			st.size, st.next = w, r.IntN(w)
+			for i := range w {
+				switch kind {
+				case "outcasts":
+					st.sig[i] = r.IntN(10) == 0
+				case "mostly-outcasts":
+					st.sig[i] = r.IntN(100) != 0
+				}
+			}
+			if kind == "partial" {
+				st.size = max(2, min(w, 3+r.IntN(w)))
+			}
+			want, werr := buildKeyModelGeneral(st, &cfg)
+			got, ok := kb.build(st, &cfg)
+			general := kind == "negzero" || kind == "nan" || kind == "inf" || st.size > keyBuildMaxRows
+			switch {
+			case ok && general:
+				t.Fatalf("%+v %s: built by keyBuild, want the general build", s, kind)
+			case !ok && !general && werr == nil:
+				t.Fatalf("%+v %s: keyBuild declined an ordinary window", s, kind)
+			case !ok:
+				continue
+			case werr != nil:
+				t.Fatalf("%+v %s: keyBuild built a model where the general build fails: %v", s, kind, werr)
+			}
+			fast++
+			if d := sameBits(reflect.ValueOf(got), reflect.ValueOf(want), "Ranker"); d != "" {
+				t.Fatalf("%+v %s: %s", s, kind, d)
+			}
+			if g, w := modelLayout(got), modelLayout(want); !slices.Equal(g, w) {
+				t.Fatalf("%+v %s: layout %v, want %v", s, kind, g, w)
+			}
+		}
+	}
+	if fast < 50 {
+		t.Fatalf("only %d windows took keyBuild", fast)
 	}
 }

@@ -11,7 +11,6 @@ package rank
 import (
 	"math"
 	"slices"
-	"sort"
 )
 
 // Tail is the window's empirical distribution, one feature at a time.
@@ -197,11 +196,49 @@ func (t *Tail) surprisal(j int, x float32, base float64) float64 {
 	ge := n - lt
 	switch {
 	case n > 0 && x < s[0]:
-		return base - math.Log(float64(max(le, 1))) + beyond((float64(s[0])-float64(x))/t.Spread[j], base)
+		return base - logInt(max(le, 1)) + beyond((float64(s[0])-float64(x))/t.Spread[j], base)
 	case n > 0 && x > s[n-1]:
-		return base - math.Log(float64(max(ge, 1))) + beyond((float64(x)-float64(s[n-1]))/t.Spread[j], base)
+		return base - logInt(max(ge, 1)) + beyond((float64(x)-float64(s[n-1]))/t.Spread[j], base)
 	}
-	return base - math.Log(float64(max(min(le, ge), 1)))
+	return base - logInt(max(min(le, ge), 1))
+}
+
+// The logarithms of the counts: a tail's surprisal and a calibration's are logarithms of
+// integers up to the window's or the calibration's size (a key's 200, the global calibration's
+// 4096), looked up rather than computed (ln and log10 were a third of a key's model build and of
+// a record's three calibrations). The tables hold math.Log's and math.Log10's own results: the
+// same bits.
+const logTableSize = 4098
+
+var lnTable, log10Table = func() (ln, lg *[logTableSize]float64) {
+	ln, lg = new([logTableSize]float64), new([logTableSize]float64)
+	for i := range ln {
+		ln[i], lg[i] = math.Log(float64(i)), math.Log10(float64(i))
+	}
+	return ln, lg
+}()
+
+// logInt is math.Log(float64(m)) for m >= 0.
+func logInt(m int) float64 {
+	if uint(m) < logTableSize {
+		return lnTable[m]
+	}
+	return math.Log(float64(m))
+}
+
+// log10Int is math.Log10(float64(m)) for m >= 0.
+func log10Int(m int) float64 {
+	if uint(m) < logTableSize {
+		return log10Table[m]
+	}
+	return math.Log10(float64(m))
+}
+
+// TailSurprisal is the surprisal Score gives a value within the range of a feature's n window
+// values, lt of them below it and le at most it (a window's own record, whose counts its place
+// in the sorted window gives: no search).
+func TailSurprisal(n, lt, le int) float64 {
+	return logInt(n) - logInt(max(min(le, n-lt), 1))
 }
 
 // beyond is the surprisal u spreads past the window's extreme: u up to ln(n) (the tail falls
@@ -253,9 +290,13 @@ func counts(s []float32, x float32) (le, lt int) {
 // which is the rarer tail). Higher is more outlying. q is column-major with the model's
 // features.
 func (t *Tail) Score(q [][]float32, out []float64) {
-	bases := make([]float64, len(q))
+	var stack [8]float64 // (a record scored alone, as the keyed CPU path does, allocates nothing)
+	bases := stack[:0]
+	if len(q) > len(stack) {
+		bases = make([]float64, 0, len(q))
+	}
 	for j := range q {
-		bases[j] = math.Log(float64(len(t.Sorted[j])))
+		bases = append(bases, logInt(len(t.Sorted[j])))
 	}
 	if len(t.robust) != len(t.Sorted) { // a Tail built as a literal: no index
 		t = TailOf(t.Sorted, t.Spread)
@@ -320,7 +361,7 @@ func CalibrationOf(s []float64) Calibration {
 	if n == 0 {
 		return c
 	}
-	top := math.Log10(float64(n + 1))
+	top := log10Int(n + 1)
 	r90 := s[(9*(n-1))/10]
 	switch {
 	case s[n-1] > r90:
@@ -343,12 +384,48 @@ func CalibrationOf(s []float64) Calibration {
 func (c *Calibration) empirical(r float64) float64 {
 	s := c.Sorted
 	n := len(s)
-	i := sort.SearchFloat64s(s, r) // first index with s[i] >= r
-	pos := float64(i)
+	i := searchFloat64s(s, r) // first index with s[i] >= r
 	if s[i] > r && i > 0 {
-		pos = float64(i-1) + (r-s[i-1])/(s[i]-s[i-1])
+		pos := float64(i-1) + (r-s[i-1])/(s[i]-s[i-1])
+		return log10Int(n+1) - math.Log10(float64(n)-pos)
 	}
-	return math.Log10(float64(n+1)) - math.Log10(float64(n)-pos)
+	return log10Int(n+1) - log10Int(n-i) // (float64(n) - float64(i) is n-i exactly)
+}
+
+// searchFloat64s is sort.SearchFloat64s(s, r) for r not NaN (len(s) when every value is below
+// r): a binary search whose halving does not branch on the data (a conditional move), as counts.
+func searchFloat64s(s []float64, r float64) int {
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	// Invariant: the answer lies in [a, a+n]; s[a-1] < r.
+	a := 0
+	for n > 1 {
+		half := n >> 1
+		if s[a+half-1] < r {
+			a += half
+		}
+		n -= half
+	}
+	if s[a] < r {
+		a++
+	}
+	return a
+}
+
+// SurprisalOfMember is Surprisal(c.Sorted[i]) where i is the first index of that score's run
+// of equal scores (a model's calibration scores scored against their own calibration, as a build
+// scores them: no search). The same bits: Surprisal's search finds i, where no interpolation is
+// needed.
+func (c *Calibration) SurprisalOfMember(i int) float64 {
+	s := c.Sorted
+	n, r := len(s), s[i]
+	e := log10Int(n+1) - log10Int(n-i)
+	if r > c.kneeAt && c.knee > 0 {
+		return max(e, c.kneeBase+c.knee*(r-c.kneeAt))
+	}
+	return e
 }
 
 // Surprisal is -log10 of the tail probability of score r among the calibration scores, never
@@ -362,7 +439,7 @@ func (c *Calibration) Surprisal(r float64) float64 {
 	}
 	var e float64
 	if r > s[n-1] {
-		e = math.Log10(float64(n+1)) + c.Slope*(r-s[n-1])
+		e = log10Int(n+1) + c.Slope*(r-s[n-1])
 	} else {
 		e = c.empirical(r)
 	}

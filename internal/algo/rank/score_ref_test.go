@@ -36,7 +36,7 @@ func scoreRef(t *Tail, q [][]float32, out []float64) {
 // TestTailScoreMatchesReference: continuous, discrete (ties), constant, heavy-tailed and
 // one-value features, queries inside, on and beyond the window's values, and NaN; windows with
 // and without the bucket index, built by NewTail, by TailOf (a snapshot read back) and as a
-// literal (no index).
+// literal (no index); and TailSurprisal of the window's own values by their counts.
 func TestTailScoreMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, n := range []int{1, 2, 17, 40, 5000, 50000} {
@@ -88,6 +88,18 @@ func TestTailScoreMatchesReference(t *testing.T) {
 			for i := range want {
 				if math.Float64bits(want[i]) != math.Float64bits(got[i]) {
 					t.Fatalf("%s n=%d row %d: reference %v, got %v", c.name, n, i, want[i], got[i])
+				}
+			}
+		}
+		// A window's own values by their counts (TailSurprisal): what the reference gives them.
+		for j, c := range cols {
+			for i := 0; i < n; i += 1 + n/100 {
+				x := c[i]
+				lt, le := sort.Search(n, func(i int) bool { return tl.Sorted[j][i] >= x }), sort.Search(n, func(i int) bool { return tl.Sorted[j][i] > x })
+				ref := make([]float64, 1)
+				scoreRef(&Tail{Sorted: tl.Sorted[j : j+1], Spread: tl.Spread[j : j+1]}, [][]float32{{x}}, ref)
+				if got := TailSurprisal(n, lt, le); math.Float64bits(got) != math.Float64bits(ref[0]) {
+					t.Fatalf("n=%d feature %d value %v: TailSurprisal %v, reference %v", n, j, x, got, ref[0])
 				}
 			}
 		}

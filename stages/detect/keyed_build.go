@@ -1,0 +1,348 @@
+package detect
+
+import (
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/outlierd/outlierd/internal/algo/rank"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+)
+
+// A key's model build (keys.window records, 200 at the defaults) is the keyed stage's largest
+// host cost: one build per keys.window/4 records of a key, about half the CPU at a million keys
+// (docs/BENCHMARKS.md §13.1.1). buildRankerOn is written for the global window (50,000 records
+// and more: a sample, goroutines, every value's order found by search); a key's window is small
+// enough that its build is mostly overhead there. keyBuild computes the same model, bit for bit
+// (TestKeyBuildMatchesGeneral), where the window fits the shortcuts below, in scratch reused
+// build after build:
+//   - the calibration records are the whole window (keys.window <= 4096 records, the fewest
+//     calibration records), and every calibration score is sorted before use, so the window is
+//     taken in its own order rather than sorted by a second salted key;
+//   - the record keys are counted in one small table (recordKeysOn's 256 buckets and their
+//     goroutine pass are for a million rows), and R's order is a bucket sort of uniform keys;
+//   - the k-NN calibration is solvingset.KNNWeightsSelf (the window against itself, one
+//     goroutine, no prefilter);
+//   - no temporary is allocated: the model holds the same allocations as before, of the same
+//     sizes (keyBytes), and nothing else.
+//
+// Windows outside the shortcuts (a value not finite, or -0, whose place slices.Sort leaves to
+// its algorithm; more than 4096 records) take buildRankerOn, as before.
+
+// keyBuild is one goroutine's scratch for key builds.
+type keyBuild struct {
+	flat             []float32   // the window, oldest first, outcasts left out: d columns of n
+	cols             [][]float32 // flat's columns
+	space            []float32   // the window in the distance space, as flat
+	spaceC           [][]float32
+	hashes           []uint64
+	tags             []uint64 // the copies' table: slots hold hash|1 (0 is empty)
+	counts           []uint32
+	order            []keyedRow // R's rows by salted key
+	tmp              []keyedRow
+	start            []int32 // sortSample's buckets
+	dens             []float64
+	dist             []float64
+	keys             []uint64 // sort keys (keyed_sort.go) and their rows
+	rows             []uint16
+	radix            radixScratch
+	posDens, posDist []int32 // each record's place in the density and distance calibrations
+}
+
+// keyBuilds keeps the builders' scratch: builds run on every core (buildKeys) and on the
+// stage's goroutine (keyedScorer.build).
+var keyBuilds = sync.Pool{New: func() any { return new(keyBuild) }}
+
+// keyBuildMaxRows is the largest window keyBuild takes: the calibration records are then the
+// whole window (calibrationRecords: at least 4096).
+const keyBuildMaxRows = 4096
+
+// buildKeyModel is the key's model from its window (build); it reads st only.
+func buildKeyModel(st *keyState, cfg *Config) (*Ranker, error) {
+	kb := keyBuilds.Get().(*keyBuild)
+	defer keyBuilds.Put(kb)
+	if r, ok := kb.build(st, cfg); ok {
+		return r, nil
+	}
+	return buildKeyModelGeneral(st, cfg)
+}
+
+// buildKeyModelGeneral is buildKeyModel through buildRankerOn, for any window.
+func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
+	w, d := len(st.sig), len(st.cols)
+	cols := make([][]float32, d)
+	first := (st.next - st.size + w) % w
+	bits := make([]bool, st.size)
+	for i := range st.size {
+		bits[i] = st.sig[(first+i)%w]
+	}
+	for j := range cols {
+		cols[j] = make([]float32, st.size)
+		for i := range st.size {
+			cols[j][i] = st.cols[j][(first+i)%w]
+		}
+	}
+	cols, _, _ = withoutOutcasts(cols, nil, bits, w)
+	// The model's sorted columns and its sample R in the distance space (the window after its
+	// outcasts, n records, for both) in one allocation: 2dn float32 round up to the allocator's
+	// next size once rather than 2d times (6 x 800 bytes: 4,864 bytes, not 5,376).
+	n := len(cols[0])
+	back := make([]float32, 2*d*n)
+	sorted, ref := make([][]float32, d), make([][]float32, d)
+	for j, c := range cols {
+		sorted[j] = back[j*n : j*n : (j+1)*n]
+		sorted[j] = append(sorted[j], c...)
+		slices.Sort(sorted[j])
+		ref[j] = back[(d+j)*n : (d+j+1)*n : (d+j+1)*n]
+	}
+	kc := *cfg
+	kc.Score.Sample, kc.Score.K = n, cfg.Keys.K
+	return buildRankerOn(cols, sorted, nil, kc, 1, ref) // (the caller's goroutine: keys build side by side)
+}
+
+// build is buildKeyModelGeneral's model where the window fits keyBuild's shortcuts (false: it
+// does not, nothing built).
+func (kb *keyBuild) build(st *keyState, cfg *Config) (*Ranker, bool) {
+	d := len(st.cols)
+	if st.size > keyBuildMaxRows || d == 0 {
+		return nil, false
+	}
+	n := kb.window(st)
+	k := min(cfg.Keys.K, n-1)
+	if k < 1 || calibrationRecords(n, cfg.AlarmRate) != n {
+		return nil, false // (buildRankerOn says why, or takes the calibration's sample)
+	}
+	for _, v := range kb.flat[:d*n] {
+		if b := math.Float32bits(v); b == 1<<31 || b&0x7f800000 == 0x7f800000 {
+			return nil, false // -0, or not finite
+		}
+	}
+	cols := kb.cols
+
+	// The model's allocations, as buildKeyModelGeneral makes them. Each column sorted with its
+	// rows: a record's counts in its column (its run of equal values) give its tail score
+	// (rank.TailSurprisal), summed over the features in order as Tail.Score sums them.
+	back := make([]float32, 2*d*n)
+	sorted, ref := make([][]float32, d), make([][]float32, d)
+	kb.keys, kb.rows, kb.dens = grow(kb.keys, n), grow(kb.rows, n), grow(kb.dens, n)
+	keys, rows, dens := kb.keys, kb.rows, kb.dens
+	clear(dens)
+	for j, c := range cols {
+		for i, v := range c {
+			keys[i], rows[i] = key32(v), uint16(i)
+		}
+		kb.radix.sortByKey(keys, rows, 4)
+		sorted[j] = back[j*n : (j+1)*n : (j+1)*n]
+		for t := 0; t < n; {
+			e := t + 1
+			for e < n && keys[e] == keys[t] {
+				e++
+			}
+			v, term := unkey32(keys[t]), rank.TailSurprisal(n, t, e)
+			for ; t < e; t++ {
+				sorted[j][t] = v
+				dens[rows[t]] += term
+			}
+		}
+		ref[j] = back[(d+j)*n : (d+j+1)*n : (d+j+1)*n]
+	}
+	params := cfg.Score
+	params.Sample, params.K = n, cfg.Keys.K
+	r := &Ranker{Tail: rank.TailOfSorted(sorted), Params: params}
+	r.Center, r.Unit = standardisationOn(cols, sorted, 1)
+
+	// R: every record, in the order of its salted key (smallestKeys of the whole window).
+	kb.recordKeys(cfg.Seed)
+	kb.sortSample(saltSample)
+	for j, c := range cols {
+		lo, unit := r.Center[j], r.Unit[j]
+		for t, o := range kb.order {
+			ref[j][t] = toDistanceSpace(c[o.row], lo, unit)
+		}
+	}
+	r.Ref = &solvingset.Model{Points: ref, K: k, WStar: math.Inf(1)}
+
+	// The calibration: every record of the window in the window's order (each calibration's
+	// scores are sorted, the pairs of density and distance kept: the order changes no bit).
+	kb.space = grow(kb.space, d*n)
+	kb.spaceC = grow(kb.spaceC, d)
+	for j, c := range cols {
+		s := kb.space[j*n : (j+1)*n : (j+1)*n]
+		lo, unit := r.Center[j], r.Unit[j]
+		for i, v := range c {
+			s[i] = toDistanceSpace(v, lo, unit)
+		}
+		kb.spaceC[j] = s
+	}
+	kb.dist = grow(kb.dist, n)
+	dist := kb.dist
+	solvingset.KNNWeightsSelf(kb.spaceC, k, dist)
+	// The calibrations in one allocation (NewCalibrationIn's layout), each sorted with its rows:
+	// a record's calibrated scores are then its scores' places (SurprisalOfMember).
+	cal := make([]float64, 3*n)
+	kb.posDens, kb.posDist = grow(kb.posDens, n), grow(kb.posDist, n)
+	r.Density = rank.CalibrationOf(kb.sortScores(dens, cal[:n:n], kb.posDens))
+	r.Distance = rank.CalibrationOf(kb.sortScores(dist, cal[n:2*n:2*n], kb.posDist))
+	comb := kb.dist // (dist is read no more)
+	for i := range n {
+		comb[i] = r.meanOfMember(int(kb.posDens[i]), int(kb.posDist[i]))
+	}
+	r.Combined = kb.sortScores(comb, cal[2*n:3*n:3*n], kb.posDens)
+	r.Final = rank.CalibrationOf(r.Combined)
+	return r, true
+}
+
+// sortScores writes scores ascending into dst and each score's place (the first of its run of
+// equal scores) into pos, by the score's row; it returns dst.
+func (kb *keyBuild) sortScores(scores, dst []float64, pos []int32) []float64 {
+	keys, rows := kb.keys, kb.rows
+	for i, v := range scores {
+		keys[i], rows[i] = key64(v), uint16(i)
+	}
+	kb.radix.sortByKey(keys, rows, 8)
+	first := 0
+	for t, k := range keys {
+		if k != keys[first] {
+			first = t
+		}
+		dst[t] = unkey64(k)
+		pos[rows[t]] = int32(first)
+	}
+	return dst
+}
+
+// meanOfMember is mean of a calibration record's raw scores, given their places in the Density
+// and Distance calibrations (SurprisalOfMember: the same bits as their Surprisal).
+func (r *Ranker) meanOfMember(dens, dist int) float64 {
+	switch r.Params.Detectors {
+	case DetectorsDensity:
+		return r.Density.SurprisalOfMember(dens)
+	case DetectorsDistance:
+		return r.Distance.SurprisalOfMember(dist)
+	}
+	return r.meanOf(r.Density.SurprisalOfMember(dens), r.Distance.SurprisalOfMember(dist))
+}
+
+// toDistanceSpace is distanceSpace's map of one value of a feature of centre lo and unit unit.
+func toDistanceSpace(v float32, lo, unit float64) float32 {
+	return float32(max(-distanceLimit, min(distanceLimit, (float64(v)-lo)/unit)))
+}
+
+// window copies st's window into kb.cols, oldest first, without the records found significant
+// as withoutOutcasts leaves them out, and returns its rows.
+func (kb *keyBuild) window(st *keyState) int {
+	w, d, rows := len(st.sig), len(st.cols), st.size
+	first := (st.next - rows + w) % w
+	out := 0
+	for i := range rows {
+		if st.sig[(first+i)%w] {
+			out++
+		}
+	}
+	if out == 0 || float64(rows-out) < outcastFloor*float64(min(w, rows)) || rows-out < 2 {
+		out = 0 // (withoutOutcasts: nothing left out)
+	}
+	n := rows - out
+	kb.flat = grow(kb.flat, d*n)
+	kb.cols = grow(kb.cols, d)
+	for j, ring := range st.cols {
+		c := kb.flat[j*n : (j+1)*n : (j+1)*n]
+		t := 0
+		for i := range rows {
+			p := (first + i) % w
+			if out == 0 || !st.sig[p] {
+				c[t] = ring[p]
+				t++
+			}
+		}
+		kb.cols[j] = c
+	}
+	return n
+}
+
+// recordKeys is recordKeysOn's keys of kb.cols, in row order (kb.order[i] is row i's): the same
+// value hashes, and each copy's ordinal counted in one table in row order, as recordKeysOn's
+// buckets count it (every copy of a value in one bucket, in row order).
+func (kb *keyBuild) recordKeys(seed uint64) {
+	n := len(kb.cols[0])
+	kb.hashes = grow(kb.hashes, n)
+	h := kb.hashes
+	h0 := mix64(seed ^ 0x9e3779b97f4a7c15)
+	for i := range h {
+		h[i] = h0
+	}
+	for _, c := range kb.cols {
+		for i, v := range c {
+			h[i] = mix64(h[i] ^ uint64(math.Float32bits(v)))
+		}
+	}
+	size := 1
+	for size < 2*n {
+		size <<= 1
+	}
+	kb.tags, kb.counts = grow(kb.tags, size), grow(kb.counts, size)
+	tags, counts := kb.tags, kb.counts
+	clear(tags)
+	clear(counts)
+	kb.order = grow(kb.order, n)
+	for i, hv := range h {
+		tag := hv | 1
+		s := int(hv) & (size - 1)
+		for tags[s] != 0 && tags[s] != tag {
+			s = (s + 1) & (size - 1)
+		}
+		tags[s] = tag
+		kb.order[i] = keyedRow{key: mix64(hv + uint64(counts[s])*0x9e3779b97f4a7c15), row: int32(i)}
+		counts[s]++
+	}
+}
+
+// sortSample turns kb.order (row i's key at i) into the rows in ascending order of their keys
+// salted by salt, ties by row: smallestKeys of every row. The salted keys are uniform, so a
+// counting sort by their top bits leaves about one key a bucket and an insertion sort finishes.
+func (kb *keyBuild) sortSample(salt uint64) {
+	n := len(kb.order)
+	for i := range kb.order {
+		kb.order[i].key = mix64(kb.order[i].key ^ salt)
+	}
+	bits := 1
+	for 1<<bits < n {
+		bits++
+	}
+	kb.start = grow(kb.start, 1<<bits+1)
+	start := kb.start
+	clear(start)
+	shift := 64 - bits
+	for _, o := range kb.order {
+		start[o.key>>shift+1]++
+	}
+	for b := range 1 << bits {
+		start[b+1] += start[b]
+	}
+	kb.tmp = grow(kb.tmp, n)
+	for _, o := range kb.order {
+		b := o.key >> shift
+		kb.tmp[start[b]] = o
+		start[b]++
+	}
+	kb.order, kb.tmp = kb.tmp, kb.order
+	less := func(a, b keyedRow) bool { return a.key < b.key || a.key == b.key && a.row < b.row }
+	o := kb.order
+	for i := 1; i < n; i++ {
+		v := o[i]
+		j := i
+		for j > 0 && less(v, o[j-1]) {
+			o[j] = o[j-1]
+			j--
+		}
+		o[j] = v
+	}
+}
+
+// grow returns b resized to n, reallocated only when its capacity is short.
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
+}
