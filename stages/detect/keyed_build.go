@@ -43,8 +43,7 @@ type keyBuild struct {
 	start            []int32 // sortSample's buckets
 	dens             []float64
 	dist             []float64
-	keys             []uint64 // sort keys (keyed_sort.go) and their rows
-	rows             []uint16
+	packed           []uint64 // values' keys and rows (keyed_sort.go)
 	radix            radixScratch
 	posDens, posDist []int32 // each record's place in the density and distance calibrations
 }
@@ -124,24 +123,21 @@ func (kb *keyBuild) build(st *keyState, cfg *Config) (*Ranker, bool) {
 	// (rank.TailSurprisal), summed over the features in order as Tail.Score sums them.
 	back := make([]float32, 2*d*n)
 	sorted, ref := make([][]float32, d), make([][]float32, d)
-	kb.keys, kb.rows, kb.dens = grow(kb.keys, n), grow(kb.rows, n), grow(kb.dens, n)
-	keys, rows, dens := kb.keys, kb.rows, kb.dens
+	kb.packed, kb.dens = grow(kb.packed, n), grow(kb.dens, n)
+	packed, dens := kb.packed, kb.dens
 	clear(dens)
 	for j, c := range cols {
-		for i, v := range c {
-			keys[i], rows[i] = key32(v), uint16(i)
-		}
-		kb.radix.sortByKey(keys, rows, 4)
+		kb.radix.sortRows32(c, packed)
 		sorted[j] = back[j*n : (j+1)*n : (j+1)*n]
 		for t := 0; t < n; {
 			e := t + 1
-			for e < n && keys[e] == keys[t] {
+			for e < n && packed[e]>>32 == packed[t]>>32 {
 				e++
 			}
-			v, term := unkey32(keys[t]), rank.TailSurprisal(n, t, e)
+			v, term := c[rowOf(packed[t])], rank.TailSurprisal(n, t, e)
 			for ; t < e; t++ {
 				sorted[j][t] = v
-				dens[rows[t]] += term
+				dens[rowOf(packed[t])] += term
 			}
 		}
 		ref[j] = back[(d+j)*n : (d+j+1)*n : (d+j+1)*n]
@@ -195,18 +191,15 @@ func (kb *keyBuild) build(st *keyState, cfg *Config) (*Ranker, bool) {
 // sortScores writes scores ascending into dst and each score's place (the first of its run of
 // equal scores) into pos, by the score's row; it returns dst.
 func (kb *keyBuild) sortScores(scores, dst []float64, pos []int32) []float64 {
-	keys, rows := kb.keys, kb.rows
-	for i, v := range scores {
-		keys[i], rows[i] = key64(v), uint16(i)
-	}
-	kb.radix.sortByKey(keys, rows, 8)
+	kb.radix.sortRows64(scores, kb.packed)
 	first := 0
-	for t, k := range keys {
-		if k != keys[first] {
+	for t, p := range kb.packed {
+		i := rowOf(p)
+		dst[t] = scores[i]
+		if dst[t] != dst[first] {
 			first = t
 		}
-		dst[t] = unkey64(k)
-		pos[rows[t]] = int32(first)
+		pos[i] = int32(first)
 	}
 	return dst
 }

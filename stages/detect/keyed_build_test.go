@@ -245,3 +245,41 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 		t.Fatalf("only %d windows took keyBuild", fast)
 	}
 }
+
+// TestSortRows: sortRows32 and sortRows64 put the values in slices.Sort's order with each row
+// beside its value, ties by row: values apart by a few ulps (which share sortRows64's packed
+// key), ties, negatives, up to keyBuildMaxRows rows.
+func TestSortRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{1, 2, 13, 200, keyBuildMaxRows} {
+		v32, v64 := make([]float32, n), make([]float64, n)
+		for i := range n {
+			base := float64(r.IntN(20)) - 10
+			v64[i] = math.Float64frombits(math.Float64bits(1+base*base) + uint64(r.IntN(200000))) // within 65,536 ulps: shared packed keys
+			if r.IntN(3) == 0 {
+				v64[i] = -v64[i]
+			}
+			v32[i] = float32(r.IntN(50)-25) * 0.25
+		}
+		packed := make([]uint64, n)
+		var rs radixScratch
+		rs.sortRows32(v32, packed)
+		want32 := slices.Clone(v32)
+		slices.Sort(want32)
+		for at, p := range packed {
+			row := int(p & (1<<rowBits - 1))
+			if v32[row] != want32[at] || key32(v32[row]) != uint32(p>>32) || at > 0 && packed[at-1]>>32 == p>>32 && int(packed[at-1]&(1<<rowBits-1)) > row {
+				t.Fatalf("n=%d: sortRows32 at %d: row %d (%v), want %v", n, at, row, v32[row], want32[at])
+			}
+		}
+		rs.sortRows64(v64, packed)
+		want64 := slices.Clone(v64)
+		slices.Sort(want64)
+		for at, p := range packed {
+			row := int(p & (1<<rowBits - 1))
+			if math.Float64bits(v64[row]) != math.Float64bits(want64[at]) {
+				t.Fatalf("n=%d: sortRows64 at %d: row %d (%v), want %v", n, at, row, v64[row], want64[at])
+			}
+		}
+	}
+}
