@@ -11,9 +11,12 @@ import (
 // point's weight, the sum of the distances to its k nearest other points, on the caller's
 // goroutine. The same bits: the same float32 squared distances (sqDistsBlock, sqDistCol), one
 // zero distance skipped (the point's own, found by its index rather than searched: the same
-// multiset as skipping any zero), the k smallest of the rest (smallestK) and sumSqrtBits. No
-// prefilter: at keys.k = 10 its sample's slack leaves about 7k candidates, and smallestK on all
-// the distances is faster up to 2,000 points (112 against 151 ns a query at 200, dev machine).
+// multiset as skipping any zero), the k smallest of the rest and their roots summed in ascending
+// order (sumSqrtBits' result). The selection: on AVX-512 with k <= 16, smallestSorted (a
+// threshold, then bitonic sorts: select16.go); else smallestK on all the distances, without the
+// drain's prefilter (at keys.k = 10 its sample's slack leaves about 7k candidates, and smallestK
+// on all the distances is faster up to 2,000 points: 112 against 151 ns a query at 200, dev
+// machine).
 func KNNWeightsSelf(P [][]float32, k int, out []float64) {
 	n := 0
 	if len(P) > 0 {
@@ -24,6 +27,10 @@ func KNNWeightsSelf(P [][]float32, k int, out []float64) {
 	}
 	sc := getSelectScratch(n, k, len(P))
 	defer selectScratchPool.Put(sc)
+	sorted16 := hasAVX512 && k <= 16 && n > 48
+	if sorted16 {
+		sc.cand = grow(sc.cand, n+16)
+	}
 	b := sc.bits
 	for i := range n {
 		q := sc.query
@@ -52,6 +59,18 @@ func KNNWeightsSelf(P [][]float32, k int, out []float64) {
 		if m < k {
 			out[i] = math.Inf(1)
 			continue
+		}
+		if sorted16 {
+			if sel := sc.smallestSorted(b[:m], k); sel != nil {
+				// Ascending: the sum sumSqrtBits takes when it sorts, and the exact one
+				// (any order) when it does not.
+				var sum float64
+				for _, v := range sel {
+					sum += float64(sqrt32(math.Float32frombits(v)))
+				}
+				out[i] = sum
+				continue
+			}
 		}
 		out[i] = sumSqrtBits(sc.smallestK(b[:m], k), sc.roots)
 	}
