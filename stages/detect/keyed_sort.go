@@ -79,7 +79,7 @@ func (rs *radixScratch) sortRows64(v []float64, packed []uint64) {
 	}
 }
 
-// sort sorts a by its bytes from..7, stably, skipping a byte all values share.
+// sort sorts a by its bytes from..7 (from 2 or 4), stably, skipping a byte all values share.
 func (rs *radixScratch) sort(a []uint64, from int) {
 	n := len(a)
 	if n < 2 {
@@ -89,23 +89,35 @@ func (rs *radixScratch) sort(a []uint64, from int) {
 	for b := from; b < 8; b++ {
 		clear(c[b][:])
 	}
-	for _, k := range a {
-		for b := from; b < 8; b++ {
-			c[b][byte(k>>(8*b))]++
+	if from == 4 {
+		for _, k := range a {
+			c[4][byte(k>>32)]++
+			c[5][byte(k>>40)]++
+			c[6][byte(k>>48)]++
+			c[7][byte(k>>56)]++
+		}
+	} else {
+		for _, k := range a {
+			c[2][byte(k>>16)]++
+			c[3][byte(k>>24)]++
+			c[4][byte(k>>32)]++
+			c[5][byte(k>>40)]++
+			c[6][byte(k>>48)]++
+			c[7][byte(k>>56)]++
 		}
 	}
 	rs.tmp = grow(rs.tmp, n)
-	src, dst := a, rs.tmp
+	src, dst := a, rs.tmp[:n]
 	for b := from; b < 8; b++ {
 		cb := &c[b]
-		if cb[byte(a[0]>>(8*b))] == uint32(n) {
+		shift := 8 * uint(b)
+		if cb[byte(a[0]>>shift)] == uint32(n) {
 			continue // every value has this byte
 		}
 		var sum uint32
 		for i := range cb {
 			cb[i], sum = sum, sum+cb[i]
 		}
-		shift := 8 * uint(b)
 		for _, k := range src {
 			d := byte(k >> shift)
 			dst[cb[d]] = k
