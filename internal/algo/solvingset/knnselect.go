@@ -44,8 +44,12 @@ func knnSelect(Q, R [][]float32, k, workers int, skipSelf bool, out []float64) i
 	nq, nr := len(Q[0]), len(R[0])
 	workers = workerCount(workers)
 	scratch := make([]*selectScratch, workers)
+	sorted16 := useSorted16(nr, k)
 	for w := range scratch {
 		scratch[w] = getSelectScratch(nr, k, len(R))
+		if sorted16 {
+			scratch[w].cand = grow(scratch[w].cand, nr+16)
+		}
 		defer selectScratchPool.Put(scratch[w])
 	}
 	parallelFor(workers, nq, knnTileSize, func(w, lo, hi int) {
@@ -78,6 +82,12 @@ func knnSelect(Q, R [][]float32, k, workers int, skipSelf bool, out []float64) i
 			if n < k {
 				out[i] = math.Inf(1)
 				continue
+			}
+			if sorted16 && n > 48 {
+				if sel := sc.smallestSorted(b[:n], k); sel != nil {
+					out[i] = sumSqrtAscending(sel)
+					continue
+				}
 			}
 			cand := b[:n]
 			if n >= prefilterMin*k {

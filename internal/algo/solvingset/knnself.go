@@ -27,7 +27,7 @@ func KNNWeightsSelf(P [][]float32, k int, out []float64) {
 	}
 	sc := getSelectScratch(n, k, len(P))
 	defer selectScratchPool.Put(sc)
-	sorted16 := hasAVX512 && k <= 16 && n > 48
+	sorted16 := useSorted16(n, k)
 	if sorted16 {
 		sc.cand = grow(sc.cand, n+16)
 	}
@@ -60,15 +60,9 @@ func KNNWeightsSelf(P [][]float32, k int, out []float64) {
 			out[i] = math.Inf(1)
 			continue
 		}
-		if sorted16 {
+		if sorted16 && m > 48 {
 			if sel := sc.smallestSorted(b[:m], k); sel != nil {
-				// Ascending: the sum sumSqrtBits takes when it sorts, and the exact one
-				// (any order) when it does not.
-				var sum float64
-				for _, v := range sel {
-					sum += float64(sqrt32(math.Float32frombits(v)))
-				}
-				out[i] = sum
+				out[i] = sumSqrtAscending(sel)
 				continue
 			}
 		}

@@ -5,8 +5,9 @@ import (
 	"slices"
 )
 
-// The k smallest of a few hundred squared distances, sorted, on AVX-512 (a key's model build:
-// KNNWeightsSelf, k = keys.k, 10 at the defaults). smallestK's partitions and Lomuto rounds
+// The k smallest of a few hundred squared distances, sorted, on AVX-512 (k <= 16: a key's model
+// build, KNNWeightsSelf, and a record scored against its key's model on the CPU, knnSelect;
+// k = keys.k, 10 at the defaults). smallestK's partitions and Lomuto rounds
 // cost about 110 ns a query of 199 distances, most of it waiting on dependent stores and
 // mispredicted branches whatever their order; a bitonic network sorts 16 values in 10 steps of
 // three vector instructions with no branch. smallestSorted takes a threshold from the first 16
@@ -83,4 +84,17 @@ func (sc *selectScratch) smallestSorted(b []uint32, k int) []uint32 {
 	out := sc.sel[:k]
 	copy(out, top[:k])
 	return out
+}
+
+// useSorted16 says whether a selection of k among nr distances takes smallestSorted.
+func useSorted16(nr, k int) bool { return hasAVX512 && k <= 16 && nr > 48 }
+
+// sumSqrtAscending is sumSqrtBits of sel in ascending order: the sum it takes when it sorts, and
+// the exact one (any order) when it does not.
+func sumSqrtAscending(sel []uint32) float64 {
+	var sum float64
+	for _, v := range sel {
+		sum += float64(sqrt32(math.Float32frombits(v)))
+	}
+	return sum
 }
