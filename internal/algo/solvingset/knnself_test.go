@@ -67,28 +67,40 @@ func TestKNNWeightsSelfMatchesMembers(t *testing.T) {
 }
 
 // BenchmarkKNNWeightsSelf: a key's window's k-NN calibration (200 points, 3-D, k = 10), each
-// point against the others: KNNWeightsMembers on one goroutine (members) against KNNWeightsSelf.
+// point against the others: KNNWeightsMembers on one goroutine (members) against KNNWeightsSelf,
+// and KNNWeightsSelf without AVX-512 (smallestK). 32 windows in turn (one window over and over
+// lets the branch predictor learn its comparisons); ns/query is per point.
 func BenchmarkKNNWeightsSelf(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	const n = 200
-	P := make([][]float32, 3)
-	for j := range P {
-		P[j] = make([]float32, n)
-		for i := range P[j] {
-			P[j][i] = float32(r.NormFloat64())
+	Ps := make([][][]float32, 32)
+	for w := range Ps {
+		Ps[w] = make([][]float32, 3)
+		for j := range Ps[w] {
+			Ps[w][j] = make([]float32, n)
+			for i := range Ps[w][j] {
+				Ps[w][j][i] = float32(r.NormFloat64())
+			}
 		}
 	}
 	out := make([]float64, n)
-	b.Run("members", func(b *testing.B) {
-		for range b.N {
-			KNNWeightsMembers(P, P, 10, 1, out)
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/query")
-	})
-	b.Run("self", func(b *testing.B) {
-		for range b.N {
-			KNNWeightsSelf(P, 10, out)
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/query")
-	})
+	native := hasAVX512
+	defer func() { hasAVX512 = native }()
+	for _, c := range []struct {
+		name   string
+		avx512 bool
+		f      func(P [][]float32)
+	}{
+		{"members", native, func(P [][]float32) { KNNWeightsMembers(P, P, 10, 1, out) }},
+		{"self", native, func(P [][]float32) { KNNWeightsSelf(P, 10, out) }},
+		{"self-smallestK", false, func(P [][]float32) { KNNWeightsSelf(P, 10, out) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			hasAVX512 = c.avx512
+			for i := range b.N {
+				c.f(Ps[i%len(Ps)])
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/query")
+		})
+	}
 }
