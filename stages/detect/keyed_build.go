@@ -145,7 +145,7 @@ func (kb *keyBuild) build(st *keyState, cfg *Config) (*Ranker, bool) {
 	params := cfg.Score
 	params.Sample, params.K = n, cfg.Keys.K
 	r := &Ranker{Tail: rank.TailOfSorted(sorted), Params: params}
-	r.Center, r.Unit = standardisationOn(cols, sorted, 1)
+	r.Center, r.Unit = standardiseKey(sorted)
 
 	// R: every record, in the order of its salted key (smallestKeys of the whole window).
 	kb.recordKeys(cfg.Seed)
@@ -214,6 +214,40 @@ func (r *Ranker) meanOfMember(dens, dist int) float64 {
 		return r.Distance.SurprisalOfMember(dist)
 	}
 	return r.meanOf(r.Density.SurprisalOfMember(dens), r.Distance.SurprisalOfMember(dist))
+}
+
+// standardiseKey is standardisationOn(cols, sorted, 1) of a key's window (n >= 2 rows), the
+// same bits: each feature's Welford recurrence over its clamped sorted values, the features'
+// recurrences interleaved a value at a time (each step waits on a division: one feature after
+// another, a third of a build's standardisation was waiting).
+func standardiseKey(sorted [][]float32) (center, unit []float64) {
+	d := len(sorted)
+	center, unit = make([]float64, d), make([]float64, d)
+	for j0 := 0; j0 < d; j0 += 4 {
+		g := min(4, d-j0)
+		var lo, hi, mean, m2 [4]float64
+		n := len(sorted[j0])
+		for j := range g {
+			buf := sorted[j0+j]
+			lo[j], hi[j] = float64(buf[int(0.005*float64(n-1))]), float64(buf[int(math.Ceil(0.995*float64(n-1)))])
+			center[j0+j] = float64(buf[(n-1)/2])
+		}
+		for i := range n {
+			for j := range g {
+				x := min(max(float64(sorted[j0+j][i]), lo[j]), hi[j])
+				dx := x - mean[j]
+				mean[j] += dx / float64(i+1)
+				m2[j] += dx * (x - mean[j])
+			}
+		}
+		for j := range g {
+			unit[j0+j] = 1
+			if sd := math.Sqrt(m2[j] / float64(n)); sd > 0 && !math.IsInf(1/sd, 0) {
+				unit[j0+j] = sd
+			}
+		}
+	}
+	return center, unit
 }
 
 // toDistanceSpace is distanceSpace's map of one value of a feature of centre lo and unit unit.
