@@ -80,8 +80,8 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (
 func (d *Device) distTake(n *distNode, rows []int) ([]float32, []float32, error) {
 	return nil, nil, errNoCUDA
 }
-func (d *Device) distStep(n *distNode, taken []int, coords, lnnc []float32, minOUT float64, m int) ([]bool, Proposal, error) {
-	return nil, Proposal{}, errNoCUDA
+func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOUT float64, m int) ([]float32, []bool, Proposal, error) {
+	return nil, nil, Proposal{}, errNoCUDA
 }
 func (d *Device) distNeighbours(n *distNode, from, count []int) ([][]float32, error) {
 	return nil, errNoCUDA

@@ -91,8 +91,8 @@ func (n *DistributedNode) Take(rows []int) (coords, lnn []float32, err error) {
 }
 
 // Step is solvingset.Node's Step (internal/accel.SolvingSetNodes adapts the Proposal's type).
-func (n *DistributedNode) Step(taken []int, coords, lnnc []float32, minOUT float64, m int) ([]bool, Proposal, error) {
-	return n.d.distStep(n.impl, taken, coords, lnnc, minOUT, m)
+func (n *DistributedNode) Step(taken []int, coords, lnn []float32, minOUT float64, m int) (lnnc []float32, done []bool, next Proposal, err error) {
+	return n.d.distStep(n.impl, taken, coords, lnn, minOUT, m)
 }
 
 // Neighbours implements solvingset.Node.

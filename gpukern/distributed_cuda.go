@@ -14,10 +14,9 @@ import (
 
 // distNode is a DistributedNode's device state: the partition and the buffers of one
 // SolvingSet run on it (ssBuffers' layout), and one allocation, io, for what crosses the bus in
-// an iteration: the hand-in (the taken rows, the candidates' coordinates and LNNC, their done
-// flags after step b) uploaded in one copy, and the hand-out (the done flags again, the
-// candidates' local lists, the node's selection and the proposed rows' coordinates and LNN)
-// downloaded in one copy. cand, candX, candHeap, candDone and selFin are views into io.
+// an iteration: the hand-in (the taken rows, the candidates' coordinates and LNN) uploaded in one
+// copy, and the hand-out (their LNNC after step b, their done flags, their local lists, the
+// node's selection and the proposed rows' coordinates and LNN) downloaded in one copy. cand, candX, candHeap, candDone and selFin are views into io.
 type distNode struct {
 	b             ssBuffers
 	io            cu.DevicePtr
@@ -33,8 +32,8 @@ type distNode struct {
 	prop          []int32   // the proposal's rows for the fallback gather (m > SEL_SLICE/2)
 }
 
-// distLayout is io's layout in 8-byte words: the hand-in is words [0, out), the hand-out
-// [out, end).
+// distLayout is io's layout in 8-byte words: the hand-in is words [0, done), the hand-out
+// [candHeap, end).
 type distLayout struct {
 	taken, candX, candHeap, done, list, fin, propX, propHeap, end int
 }
@@ -83,7 +82,7 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (
 			bytes int64
 		}{
 			{&b.heap, "LNN heaps", N * K * 4}, {&b.ub, "UB", N * 8}, {&b.state, "state", N * 4},
-			{&b.distM, "distance matrix", M * N * 4},
+			{&b.candUB, "UB_C", M * 8}, {&b.distM, "distance matrix", M * N * 4},
 			{&b.selKey, "selection keys", int64(n.blocks*n.take) * 8}, {&b.selIdx, "selection indices", int64(n.blocks*n.take) * 4},
 			{&n.io, "hand-in and hand-out", int64(n.lay.end) * 8},
 		}
@@ -162,50 +161,38 @@ func (d *Device) distTake(n *distNode, rows []int) (coords, lnn []float32, err e
 }
 
 // distStep is Node.Step on the device: one upload (the hand-in), the kernels of steps a (the
-// taken rows into S: ss_gather), c (ss_dtoc, ss_candpart/ss_candmerge into the local lists) and
-// e, f (ss_select and its merge levels, ss_select_sort, the proposed rows gathered by
-// ss_gather without moving them into S), one download (the hand-out).
-func (d *Device) distStep(n *distNode, taken []int, coords, lnnc []float32, minOUT float64, m int) ([]bool, Proposal, error) {
+// taken rows into S: ss_gather), b (ss_ctoc), c (ss_dtoc, ss_candpart/ss_candmerge into the
+// local lists) and e, f (ss_select and its merge levels, ss_select_sort, the proposed rows
+// gathered by ss_gather without moving them into S), one download (the hand-out).
+func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOUT float64, m int) ([]float32, []bool, Proposal, error) {
 	nc := len(coords) / n.dims
 	m = min(m, n.m)
-	if nc > n.m || len(taken) > n.m || len(lnnc) != nc*n.k || len(coords) != nc*n.dims {
-		return nil, Proposal{}, fmt.Errorf("gpukern.DistributedNode.Step: %d taken rows, %d coordinates and %d LNNC values for %d dimensions, k=%d, m=%d",
-			len(taken), len(coords), len(lnnc), n.dims, n.k, n.m)
+	if nc > n.m || len(taken) > n.m || len(lnn) != nc*n.k || len(coords) != nc*n.dims {
+		return nil, nil, Proposal{}, fmt.Errorf("gpukern.DistributedNode.Step: %d taken rows, %d coordinates and %d LNN values for %d dimensions, k=%d, m=%d",
+			len(taken), len(coords), len(lnn), n.dims, n.k, n.m)
 	}
 	for _, r := range taken {
 		if r < 0 || r >= n.rows {
-			return nil, Proposal{}, fmt.Errorf("gpukern.DistributedNode.Step: taken row %d of %d", r, n.rows)
+			return nil, nil, Proposal{}, fmt.Errorf("gpukern.DistributedNode.Step: taken row %d of %d", r, n.rows)
 		}
 	}
-	// The hand-in: the taken rows, the candidates, their done flags after step b as ss_ctoc
-	// computes them (plain sum in storage order).
+	// The hand-in: the taken rows, the candidates and their LNN.
 	lay := n.lay
 	tk := n.i32(lay.taken, len(taken))
 	for i, r := range taken {
 		tk[i] = int32(r)
 	}
 	copy(n.f32(lay.candX, len(coords)), coords)
-	copy(n.f32(lay.candHeap, len(lnnc)), lnnc)
-	done32 := n.i32(lay.done, nc)
-	for t := range nc {
-		var s float64
-		for _, v := range lnnc[t*n.k : (t+1)*n.k] {
-			s += float64(v)
-		}
-		done32[t] = 0
-		if s*n.margin < minOUT {
-			done32[t] = 1
-		}
-	}
+	copy(n.f32(lay.candHeap, len(lnn)), lnn)
 	n.nc = nc
 	take := min(m, ssSelectSlice)
 	var next Proposal
 	err := d.do(func() error {
 		b := &n.b
-		if err := cu.MemcpyHtoD(n.io, unsafe.Pointer(&n.ioHost[0]), int64(lay.list)*8); err != nil {
+		if err := cu.MemcpyHtoD(n.io, unsafe.Pointer(&n.ioHost[0]), int64(lay.done)*8); err != nil {
 			return fmt.Errorf("cuMemcpyHtoD(hand-in): %w", err)
 		}
-		d.toDevice.Add(int64(lay.list) * 8)
+		d.toDevice.Add(int64(lay.done) * 8)
 		gather := func(rows cu.DevicePtr, cnt int, state, x, heap cu.DevicePtr) error {
 			if cnt == 0 {
 				return nil
@@ -221,6 +208,9 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnnc []float32, minO
 			return err
 		}
 		if nc > 0 {
+			if err := launchCtoc(d, b, nc, n.dims, n.k, n.margin, minOUT); err != nil {
+				return err
+			}
 			if err := launchDtoc(d, b, n.rows, n.dims, nc, n.k, n.margin, minOUT); err != nil {
 				return err
 			}
@@ -241,7 +231,7 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnnc []float32, minO
 			if err := gather(b.selFin+cu.DevicePtr(take*8), take, 0, w(lay.propX), w(lay.propHeap)); err != nil {
 				return err
 			}
-			if err := download(d, "hand-out", n.ioHost[lay.done:lay.end], w(lay.done)); err != nil {
+			if err := download(d, "hand-out", n.ioHost[lay.candHeap:lay.end], w(lay.candHeap)); err != nil {
 				return err
 			}
 			keys := unsafe.Slice((*float64)(unsafe.Pointer(&n.ioHost[lay.fin])), take)
@@ -276,14 +266,14 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnnc []float32, minO
 		if err := gather(b.cand, len(rows), 0, w(lay.propX), w(lay.propHeap)); err != nil {
 			return err
 		}
-		if err := download(d, "hand-out", n.ioHost[lay.done:lay.end], w(lay.done)); err != nil {
+		if err := download(d, "hand-out", n.ioHost[lay.candHeap:lay.end], w(lay.candHeap)); err != nil {
 			return err
 		}
 		next = n.proposal(n.prop, ub)
 		return nil
 	})
 	if err != nil {
-		return nil, Proposal{}, fmt.Errorf("gpukern.DistributedNode.Step: %w", err)
+		return nil, nil, Proposal{}, fmt.Errorf("gpukern.DistributedNode.Step: %w", err)
 	}
 	// The lists, slot-major on the device (the first slots of every candidate one copy, for
 	// the lazy merge that once asked for them by slots), candidate-major for Neighbours.
@@ -301,7 +291,7 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnnc []float32, minO
 	for t, v := range n.i32(lay.done, nc) {
 		done[t] = v != 0
 	}
-	return done, next, nil
+	return slices.Clone(n.f32(lay.candHeap, nc*n.k)), done, next, nil
 }
 
 // proposal copies the proposed rows (idx, with their UB) and their coordinates and LNN out of

@@ -264,7 +264,7 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 							for _, x := range []struct {
 								name string
 								d    time.Duration
-							}{{"take", ph.Take}, {"stepb", ph.Candidates}, {"step", ph.Step}, {"nodestep", ph.NodeStep}, {"merge", ph.Merge}, {"select", ph.Select}} {
+							}{{"take", ph.Take}, {"step", ph.Step}, {"nodestep", ph.NodeStep}, {"merge", ph.Merge}, {"select", ph.Select}} {
 								b.ReportMetric(ms(x.d), x.name+"-ms")
 							}
 						})

@@ -23,9 +23,9 @@ func SolvingSetNodes(nodes []*gpukern.DistributedNode) []solvingset.Node {
 
 type gpuNode struct{ *gpukern.DistributedNode }
 
-func (n gpuNode) Step(taken []int, coords, lnnc []float32, minOUT float64, m int) ([]bool, solvingset.Proposal, error) {
-	done, next, err := n.DistributedNode.Step(taken, coords, lnnc, minOUT, m)
-	return done, solvingset.Proposal(next), err
+func (n gpuNode) Step(taken []int, coords, lnn []float32, minOUT float64, m int) ([]float32, []bool, solvingset.Proposal, error) {
+	lnnc, done, next, err := n.DistributedNode.Step(taken, coords, lnn, minOUT, m)
+	return lnnc, done, solvingset.Proposal(next), err
 }
 
 // multiGPURows is the smallest window SolvingSet spreads over several GPUs (the distributed

@@ -41,19 +41,22 @@ type Node interface {
 	// iteration: each one is a barrier):
 	//   - the local rows taken (this iteration's candidates the node proposed last time) move
 	//     into S, as Take;
+	//   - step b: the candidates (coords, their LNN in lnn) meet each other in index order, as
+	//     one supervisor would; every node computes the same LNNC (lnnc, k values a candidate),
+	//     so that step b costs the supervisor nothing;
 	//   - step c: every row not in S meets every candidate (coords) unless the pair is pruned
-	//     (both the row's UB and the candidate's bound, from lnnc, below minOUT, with
+	//     (both the row's UB and the candidate's bound, from LNNC, below minOUT, with
 	//     PruneMargin), the rows' LNN are updated, and for each candidate j the node keeps its
-	//     local distances below lnnc's k-th (Neighbours serves them); done[j] = the candidate's
-	//     running bound fell below minOUT on this node (it cannot be an outlier); lnnc holds k
-	//     values per candidate (LNNC after step b);
+	//     local distances below LNNC's k-th (Neighbours serves them); done[j] = the candidate's
+	//     bound after step b, or its running bound on this node, fell below minOUT (it cannot
+	//     be an outlier);
 	//   - steps e and f: the rows not in S with UB >= minOUT (margin applied) are active; next
 	//     is up to m of them with the largest UB (ties: lower row first), best first, with
 	//     their coordinates and LNN.
 	// The supervisor prunes next again with the minOUT of the iteration's end: as pruning is
 	// monotone in UB that leaves the m best under the new minOUT (the selection need not wait
 	// for step d).
-	Step(taken []int, coords, lnnc []float32, minOUT float64, m int) (done []bool, next Proposal, err error)
+	Step(taken []int, coords, lnn []float32, minOUT float64, m int) (lnnc []float32, done []bool, next Proposal, err error)
 	// Neighbours returns, for each candidate j of the last Step, its local distances kept
 	// there from position from[j] on, ascending, at most count[j] of them (a count of 0 asks
 	// nothing).
@@ -86,8 +89,7 @@ type DistributedResult struct {
 // so the phases say where a run with more nodes stops scaling.
 type DistributedPhases struct {
 	Take       time.Duration // step a: the first candidates leave their nodes (later ones come with the proposals)
-	Candidates time.Duration // step b on the supervisor
-	Step       time.Duration // steps c, e and f on every node (Node.Step): the slowest node's
+	Step       time.Duration // steps b, c, e and f on every node (Node.Step): the slowest node's
 	NodeStep   time.Duration // the nodes' mean Step: Step less this is the barrier's wait
 	Merge      time.Duration // step d: the lists merged into weights
 	Select     time.Duration // the nodes' proposals merged into the next candidates
@@ -95,7 +97,7 @@ type DistributedPhases struct {
 
 // DistributedSolvingSet runs the distributed solving set over nodes holding consecutive
 // partitions of the rows (node j holds global rows offset_j .. offset_j+Rows()-1, in order).
-// p.Workers bounds the supervisor's goroutines for step b (0: GOMAXPROCS); nodes parallelise
+// p.Workers bounds the supervisor's goroutines for step d (0: GOMAXPROCS); nodes parallelise
 // themselves.
 func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (DistributedResult, error) {
 	if len(nodes) == 0 {
@@ -165,48 +167,31 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 		for t := range nc {
 			heapify(lnnc[t*k : (t+1)*k])
 		}
-		t1 := time.Now()
-		// Step b: candidates against candidates, on the supervisor (m^2 distances), each
-		// candidate's LNNC on its own (on one core it was a tenth of a 4-GPU iteration).
-		parallelFor(workerCount(p.Workers), nc, 8, func(_, lo, hi int) {
-			for a := lo; a < hi; a++ {
-				ha := lnnc[a*k : (a+1)*k]
-				for b := range nc {
-					if a == b {
-						continue
-					}
-					if d := sqrt32(sqDistRowMajor(candX, a, b, dims)); d < ha[0] {
-						heapReplaceTop(ha, d)
-					}
-				}
-			}
-		})
-		res.DistanceComputations += int64(nc) * int64(nc-1)
+		res.DistanceComputations += int64(len(nodes)) * int64(nc) * int64(nc-1) // step b, on every node
 		minOUT := out.Min()
 		t2 := time.Now()
-		res.Phases.Candidates += t2.Sub(t1)
-		// Steps c, e and f on every node, concurrently, in one hand-over each. A candidate
-		// whose bound after step b is already below minOUT is done (it cannot be an outlier),
-		// as is one that any node finds done.
+		// Steps b, c, e and f on every node, concurrently, in one hand-over each. A candidate
+		// that any node finds done is done.
 		done := make([]bool, nc)
-		for t := range nc {
-			done[t] = plainSum(lnnc[t*k:(t+1)*k])*margin < minOUT
-		}
+		var lnncB []float32 // LNNC after step b: node 0's (every node's is the same)
 		props := make([]Proposal, len(nodes))
 		var mu sync.Mutex
 		var nodeStep time.Duration
 		err = eachNode(nodes, func(j int, nd Node) error {
 			ts := time.Now()
-			dj, next, err := nd.Step(taken[j], candX, lnnc, minOUT, m)
+			lb, dj, next, err := nd.Step(taken[j], candX, lnnc, minOUT, m)
 			if err != nil {
 				return err
 			}
 			took := time.Since(ts)
-			if len(dj) != nc || len(next.UB) != len(next.Rows) || len(next.Coords) != len(next.Rows)*dims || len(next.LNN) != len(next.Rows)*k {
-				return fmt.Errorf("node %d: %d done flags for %d candidates, a proposal of %d rows with %d bounds, %d coordinates, %d LNN values",
-					j, len(dj), nc, len(next.Rows), len(next.UB), len(next.Coords), len(next.LNN))
+			if len(lb) != nc*k || len(dj) != nc || len(next.UB) != len(next.Rows) || len(next.Coords) != len(next.Rows)*dims || len(next.LNN) != len(next.Rows)*k {
+				return fmt.Errorf("node %d: %d LNNC values and %d done flags for %d candidates, a proposal of %d rows with %d bounds, %d coordinates, %d LNN values",
+					j, len(lb), len(dj), nc, len(next.Rows), len(next.UB), len(next.Coords), len(next.LNN))
 			}
 			props[j] = next
+			if j == 0 {
+				lnncB = lb
+			}
 			mu.Lock()
 			nodeStep += took
 			for t := range nc {
@@ -221,8 +206,9 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 		t3 := time.Now()
 		res.Phases.Step += t3.Sub(t2)
 		res.Phases.NodeStep += nodeStep / time.Duration(len(nodes))
+		lnnc = lnncB
 		// Step d: merge each candidate's lists into its exact weight.
-		ws, values, refetches, err := mergeLists(nodes, lnnc, done, k, per)
+		ws, values, refetches, err := mergeLists(nodes, lnnc, done, k, per, workerCount(p.Workers))
 		if err != nil {
 			return res, fmt.Errorf("solvingset: iteration %d: neighbour lists: %w", iter, err)
 		}
@@ -297,7 +283,7 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 // whose last value is below the merged k-th is asked for the rest of that candidate's list:
 // values it has not sent are >= its last one, so otherwise none of them can enter the k
 // smallest, and the k-th (hence the weight) is certain.
-func mergeLists(nodes []Node, lnnc []float32, done []bool, k, per int) (weights []float64, values, refetches int64, err error) {
+func mergeLists(nodes []Node, lnnc []float32, done []bool, k, per, workers int) (weights []float64, values, refetches int64, err error) {
 	nc := len(done)
 	lists := make([][][]float32, len(nodes)) // [node][candidate] ascending
 	complete := make([][]bool, len(nodes))   // [node][candidate]: the whole list was sent
@@ -356,7 +342,7 @@ func mergeLists(nodes []Node, lnnc []float32, done []bool, k, per int) (weights 
 		// Every list whole: no candidate asks again, so the candidates merge on every core (the
 		// lists were written on the nodes' cores: reading them is mostly cache misses, 0.2 ms an
 		// iteration at 4 nodes on one core).
-		parallelFor(workerCount(0), nc, 8, func(_, lo, hi int) {
+		parallelFor(workers, nc, 8, func(_, lo, hi int) {
 			merged, spare := make([]float32, 0, k), make([]float32, 0, k)
 			for t := lo; t < hi; t++ {
 				if !done[t] {
@@ -494,15 +480,20 @@ func ub(h []float32) float64 {
 }
 
 // Step implements Node.
-func (n *CPUNode) Step(taken []int, coords, lnnc []float32, minOUT float64, m int) ([]bool, Proposal, error) {
+func (n *CPUNode) Step(taken []int, coords, lnn []float32, minOUT float64, m int) ([]float32, []bool, Proposal, error) {
 	for _, r := range taken {
 		if r < 0 || r >= len(n.inS) || n.inS[r] {
-			return nil, Proposal{}, fmt.Errorf("taken row %d is not a row of the partition outside S", r)
+			return nil, nil, Proposal{}, fmt.Errorf("taken row %d is not a row of the partition outside S", r)
 		}
 		n.inS[r] = true
 	}
-	done := n.compare(coords, lnnc, minOUT)
 	dims := len(n.x)
+	lnnc := slices.Clone(lnn)
+	stepB(lnnc, coords, dims, n.k, n.workers)
+	done := n.compare(coords, lnnc, minOUT)
+	for t := range done {
+		done[t] = done[t] || plainSum(lnnc[t*n.k:(t+1)*n.k])*n.margin < minOUT
+	}
 	var next Proposal
 	next.Rows, next.UB = n.selectTop(m, minOUT)
 	for _, r := range next.Rows {
@@ -511,7 +502,27 @@ func (n *CPUNode) Step(taken []int, coords, lnnc []float32, minOUT float64, m in
 		}
 		next.LNN = append(next.LNN, n.heap[r*n.k:(r+1)*n.k]...)
 	}
-	return done, next, nil
+	return lnnc, done, next, nil
+}
+
+// stepB is step b: each candidate's LNNC (lnnc, k values a candidate, max-heaps) meets every
+// other candidate (coords, dims each) in index order, with the heap's replace_top (gpukern's
+// ss_ctoc does the same inserts in the same order).
+func stepB(lnnc, coords []float32, dims, k, workers int) {
+	nc := len(coords) / dims
+	parallelFor(workers, nc, 8, func(_, lo, hi int) {
+		for a := lo; a < hi; a++ {
+			ha := lnnc[a*k : (a+1)*k]
+			for b := range nc {
+				if a == b {
+					continue
+				}
+				if d := sqrt32(sqDistRowMajor(coords, a, b, dims)); d < ha[0] {
+					heapReplaceTop(ha, d)
+				}
+			}
+		}
+	})
 }
 
 // compare is step c. Workers take ranges of rows; each keeps, per candidate, a heap of its

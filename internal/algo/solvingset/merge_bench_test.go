@@ -48,7 +48,7 @@ func BenchmarkMergeLists(b *testing.B) {
 		done := make([]bool, nc)
 		b.Run(map[int]string{2: "J=2", 4: "J=4"}[J], func(b *testing.B) {
 			for b.Loop() {
-				if _, _, _, err := mergeLists(nodes, lnnc, done, k, k); err != nil {
+				if _, _, _, err := mergeLists(nodes, lnnc, done, k, k, 2); err != nil {
 					b.Fatal(err)
 				}
 			}
