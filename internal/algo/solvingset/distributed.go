@@ -88,11 +88,11 @@ type DistributedResult struct {
 // summed over the iterations: each node step's time is that of the slowest node (the barrier),
 // so the phases say where a run with more nodes stops scaling.
 type DistributedPhases struct {
-	Take       time.Duration // step a: the first candidates leave their nodes (later ones come with the proposals)
-	Step       time.Duration // steps b, c, e and f on every node (Node.Step): the slowest node's
-	NodeStep   time.Duration // the nodes' mean Step: Step less this is the barrier's wait
-	Merge      time.Duration // step d: the lists merged into weights
-	Select     time.Duration // the nodes' proposals merged into the next candidates
+	Take     time.Duration // step a: the first candidates leave their nodes (later ones come with the proposals)
+	Step     time.Duration // steps b, c, e and f on every node (Node.Step): the slowest node's
+	NodeStep time.Duration // the nodes' mean Step: Step less this is the barrier's wait
+	Merge    time.Duration // step d: the lists merged into weights
+	Select   time.Duration // the nodes' proposals merged into the next candidates
 }
 
 // DistributedSolvingSet runs the distributed solving set over nodes holding consecutive
