@@ -57,9 +57,6 @@ const (
 	snapFlagAnchors    = 1
 	snapFlagMembers    = 2
 	snapFlagSubspaces  = 4
-	// snapFlagWeights: the ranking part ends with the detectors' weights (snapshot_rank.go);
-	// a ranking part without them was built with equal weights.
-	snapFlagWeights = 16
 	maxSnapshotDims    = 1 << 16
 	maxSnapshotName    = 1 << 12
 	maxSnapshotQ       = 1 << 24

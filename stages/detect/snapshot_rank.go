@@ -27,6 +27,10 @@ import (
 // built with other parameters, so the stage builds a model afresh.
 const snapFlagRanker = 8
 
+// snapFlagWeights marks a ranking part that ends with the detectors' weights (below); one
+// without them was built with equal weights.
+const snapFlagWeights = 16
+
 func encodeRanker(e *sealed.Encoder, r *Ranker) {
 	e.Text(string(r.Params.Detectors))
 	e.Text(string(r.Params.Combine))
