@@ -28,7 +28,7 @@ import (
 // seeing a kind of anomaly keeps enough weight for its fitted tail to make the anomaly
 // significant. Equal scores are tied (the top sets hold every record tied with their last, ranks
 // of ties are averaged), so the weights depend on the records and not on their order. Equal
-// weights (0.5, 0.5) for fewer than two records, or when both confirmations are 0.
+// weights (0.5, 0.5) for fewer than two records.
 //
 // docs/BENCHMARKS.md §11.2.1 has the data that chose ConfirmTop, the decile, AgreementGamma and
 // WeightFloor, and the variants that lost.
@@ -40,10 +40,7 @@ func AgreementWeights(a, b []float64) (wa, wb float64) {
 	top := max(int(math.Ceil(TailQuantile*float64(n))), ConfirmTop)
 	ca, cb := confirmation(a, b, top, 10*top), confirmation(b, a, top, 10*top)
 	e := AgreementGamma * max(spearman(a, b), 0)
-	pa, pb := math.Pow(ca, e), math.Pow(cb, e) // (0^0 = 1: no agreement, equal weights)
-	if !(pa+pb > 0) {
-		return 0.5, 0.5
-	}
+	pa, pb := math.Pow(ca, e), math.Pow(cb, e) // c > 0; e = 0 (no agreement): equal weights
 	wa = min(max(pa/(pa+pb), WeightFloor), 1-WeightFloor)
 	return wa, 1 - wa
 }
@@ -63,7 +60,9 @@ const (
 )
 
 // confirmation is the share of x's top records (those at or above x's top-th largest value)
-// that lie at or above y's wide-th largest value (every record when wide >= len(y)).
+// that lie at or above y's wide-th largest value (every record when wide >= len(y)), counted
+// with one confirmed record more (add-one smoothing): never 0, so that the weights move
+// continuously with the agreement (0^e would drop a detector at any agreement above 0).
 func confirmation(x, y []float64, top, wide int) float64 {
 	tx, ty := kthLargest(x, top), kthLargest(y, wide)
 	in, of := 0, 0
@@ -75,7 +74,7 @@ func confirmation(x, y []float64, top, wide int) float64 {
 			}
 		}
 	}
-	return float64(in) / float64(of)
+	return float64(in+1) / float64(of+1)
 }
 
 // kthLargest is the k-th largest of x (its smallest for k >= len(x); NaN ranks lowest, as
