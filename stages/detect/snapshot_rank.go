@@ -127,8 +127,10 @@ func checkRanker(r *Ranker) error {
 	if r.Params.Weights != WeightsAgreement && r.Params.Weights != WeightsEqual {
 		return snapErr("score.weights %q", r.Params.Weights)
 	}
-	// (A build's weights: each in [rank.WeightFloor, 1 - rank.WeightFloor] or 0.5, summing to 1.)
-	if w := r.DensityWeight; !(w >= rank.WeightFloor && w <= 1-rank.WeightFloor) || r.DistanceWeight != 1-w {
+	// (A build's weights: each in [rank.WeightFloor, 1 - rank.WeightFloor], summing to 1 within
+	// an ulp.)
+	in := func(w float64) bool { return w >= rank.WeightFloor && w <= 1-rank.WeightFloor }
+	if wa, wb := r.DensityWeight, r.DistanceWeight; !in(wa) || !in(wb) || math.Abs(wa+wb-1) > 1e-12 {
 		return snapErr("detector weights %v, %v", r.DensityWeight, r.DistanceWeight)
 	}
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -41,8 +41,10 @@ func AgreementWeights(a, b []float64) (wa, wb float64) {
 	ca, cb := confirmation(a, b, top, 10*top), confirmation(b, a, top, 10*top)
 	e := AgreementGamma * max(spearman(a, b), 0)
 	pa, pb := math.Pow(ca, e), math.Pow(cb, e) // c > 0; e = 0 (no agreement): equal weights
-	wa = min(max(pa/(pa+pb), WeightFloor), 1-WeightFloor)
-	return wa, 1 - wa
+	// (Each from its own share, so that swapping a and b swaps the bits; the sum is 1 within
+	// an ulp.)
+	clamp := func(w float64) float64 { return min(max(w, WeightFloor), 1-WeightFloor) }
+	return clamp(pa / (pa + pb)), clamp(pb / (pa + pb))
 }
 
 // The constants of AgreementWeights (docs/BENCHMARKS.md §11.2.1).
