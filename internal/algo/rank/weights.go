@@ -38,9 +38,16 @@ func AgreementWeights(a, b []float64) (wa, wb float64) {
 		return 0.5, 0.5
 	}
 	top := max(int(math.Ceil(TailQuantile*float64(n))), ConfirmTop)
-	ca, cb := confirmation(a, b, top, 10*top), confirmation(b, a, top, 10*top)
-	e := AgreementGamma * max(spearman(a, b), 0)
-	pa, pb := math.Pow(ca, e), math.Pow(cb, e) // c > 0; e = 0 (no agreement): equal weights
+	if 10*top >= n { // every record is in the other's wide top: both confirmed, equal weights
+		return 0.5, 0.5
+	}
+	ra, oa := ranks(a)
+	rb, ob := ranks(b)
+	kth := func(x []float64, order []int, k int) float64 { return x[order[n-k]] }
+	ca := confirmation(a, b, kth(a, oa, top), kth(b, ob, 10*top))
+	cb := confirmation(b, a, kth(b, ob, top), kth(a, oa, 10*top))
+	e := AgreementGamma * max(pearson(ra, rb), 0) // Spearman's rho
+	pa, pb := math.Pow(ca, e), math.Pow(cb, e)    // c > 0; e = 0 (no agreement): equal weights
 	// (Each from its own share, so that swapping a and b swaps the bits; the sum is 1 within
 	// an ulp.)
 	clamp := func(w float64) float64 { return min(max(w, WeightFloor), 1-WeightFloor) }
@@ -51,7 +58,7 @@ func AgreementWeights(a, b []float64) (wa, wb float64) {
 const (
 	// ConfirmTop is the fewest top records a confirmation is measured on: below it (a window of
 	// fewer than 2,000 calibration records) the share of a few records is noise. A window of at
-	// most 10*ConfirmTop records (a key's model, keys.window 200) gets equal weights.
+	// most 10*ConfirmTop records (a key's model, keys.window 200) gets equal weights, at no cost.
 	ConfirmTop = 20
 	// AgreementGamma sharpens the weights with the agreement: at rho = 0.8 a detector confirmed
 	// half as often as the other would get 0.5^3.2 / (1 + 0.5^3.2), about 0.1 of the weight,
@@ -61,12 +68,11 @@ const (
 	WeightFloor = 0.2
 )
 
-// confirmation is the share of x's top records (those at or above x's top-th largest value)
-// that lie at or above y's wide-th largest value (every record when wide >= len(y)), counted
-// with one confirmed record more (add-one smoothing): never 0, so that the weights move
-// continuously with the agreement (0^e would drop a detector at any agreement above 0).
-func confirmation(x, y []float64, top, wide int) float64 {
-	tx, ty := kthLargest(x, top), kthLargest(y, wide)
+// confirmation is the share of the records with x at or above tx (x's top records) whose y is
+// at or above ty (within y's wide top), counted with one confirmed record more (add-one
+// smoothing): never 0, so that the weights move continuously with the agreement (0^e would
+// drop a detector at any agreement above 0).
+func confirmation(x, y []float64, tx, ty float64) float64 {
 	in, of := 0, 0
 	for i, v := range x {
 		if cmp.Compare(v, tx) >= 0 {
@@ -79,19 +85,18 @@ func confirmation(x, y []float64, top, wide int) float64 {
 	return float64(in+1) / float64(of+1)
 }
 
-// kthLargest is the k-th largest of x (its smallest for k >= len(x); NaN ranks lowest, as
-// cmp.Compare orders it).
-func kthLargest(x []float64, k int) float64 {
-	s := slices.Clone(x)
-	slices.SortFunc(s, cmp.Compare[float64])
-	return s[max(len(s)-k, 0)]
-}
-
 // spearman is the rank correlation of x and y (Pearson's of their ranks, ties averaged); 0 when
 // either is constant.
 func spearman(x, y []float64) float64 {
-	rx, ry := ranks(x), ranks(y)
-	mean := float64(len(x)-1) / 2 // the mean of any ranks with averaged ties
+	rx, _ := ranks(x)
+	ry, _ := ranks(y)
+	return pearson(rx, ry)
+}
+
+// pearson is the correlation of two rankings (ranks with averaged ties: their mean is
+// (n-1)/2); 0 when either is constant.
+func pearson(rx, ry []float64) float64 {
+	mean := float64(len(rx)-1) / 2
 	var sxy, sxx, syy float64
 	for i := range rx {
 		dx, dy := rx[i]-mean, ry[i]-mean
@@ -105,23 +110,29 @@ func spearman(x, y []float64) float64 {
 	return sxy / math.Sqrt(sxx*syy)
 }
 
-// ranks are the 0-based ranks of x, ascending, tied values sharing the mean of their ranks.
-func ranks(x []float64) []float64 {
-	idx := make([]int, len(x))
-	for i := range idx {
-		idx[i] = i
+// ranks are the 0-based ranks of x, ascending, tied values sharing the mean of their ranks, and
+// the records in ascending order of x (ties in index order; NaN lowest, as cmp.Compare orders it).
+func ranks(x []float64) (r []float64, order []int) {
+	order = make([]int, len(x))
+	for i := range order {
+		order[i] = i
 	}
-	slices.SortFunc(idx, func(i, j int) int { return cmp.Compare(x[i], x[j]) })
-	r := make([]float64, len(x))
-	for lo := 0; lo < len(idx); {
+	slices.SortFunc(order, func(i, j int) int {
+		if c := cmp.Compare(x[i], x[j]); c != 0 {
+			return c
+		}
+		return cmp.Compare(i, j)
+	})
+	r = make([]float64, len(x))
+	for lo := 0; lo < len(order); {
 		hi := lo + 1
-		for hi < len(idx) && cmp.Compare(x[idx[hi]], x[idx[lo]]) == 0 {
+		for hi < len(order) && cmp.Compare(x[order[hi]], x[order[lo]]) == 0 {
 			hi++
 		}
-		for _, i := range idx[lo:hi] {
+		for _, i := range order[lo:hi] {
 			r[i] = float64(lo+hi-1) / 2
 		}
 		lo = hi
 	}
-	return r
+	return r, order
 }

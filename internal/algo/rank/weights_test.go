@@ -3,6 +3,7 @@ package rank
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -76,7 +77,7 @@ func TestAgreementWeightsEqualWithoutAgreement(t *testing.T) {
 	if rho := spearman(a, b); rho >= 0 {
 		t.Fatalf("the construction's Spearman %v, want < 0", rho)
 	}
-	if ca, cb := confirmation(a, b, 41, 410), confirmation(b, a, 41, 410); ca < 0.9 || cb > 0.1 {
+	if ca, cb := confirmation(a, b, kthLargest(a, 41), kthLargest(b, 410)), confirmation(b, a, kthLargest(b, 41), kthLargest(a, 410)); ca < 0.9 || cb > 0.1 {
 		t.Fatalf("the construction's confirmations %v, %v: want a's top confirmed, b's not", ca, cb)
 	}
 	if wa, wb := AgreementWeights(a, b); wa != 0.5 || wb != 0.5 {
@@ -137,4 +138,20 @@ func TestSpearmanMatchesDefinition(t *testing.T) {
 	if r := spearman(x, []float64{7, 7, 7, 7, 7}); r != 0 {
 		t.Errorf("against a constant %v, want 0", r)
 	}
+}
+
+// BenchmarkAgreementWeights: the weighting's cost per model build at the default 4096
+// calibration records (docs/BENCHMARKS.md §11.2.1).
+func BenchmarkAgreementWeights(b *testing.B) {
+	x, y, _ := agreeingDetectors(4096, 7)
+	for b.Loop() {
+		AgreementWeights(x, y)
+	}
+}
+
+// kthLargest is the k-th largest of x, by sorting (the tests' reference).
+func kthLargest(x []float64, k int) float64 {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	return s[len(s)-k]
 }
