@@ -80,14 +80,11 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (
 func (d *Device) distTake(n *distNode, rows []int) ([]float32, []float32, error) {
 	return nil, nil, errNoCUDA
 }
-func (d *Device) distCompare(n *distNode, coords, lnnc []float32, minOUT float64) ([]bool, error) {
-	return nil, errNoCUDA
+func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOUT float64, m int) ([]float32, []bool, Proposal, error) {
+	return nil, nil, Proposal{}, errNoCUDA
 }
 func (d *Device) distNeighbours(n *distNode, from, count []int) ([][]float32, error) {
 	return nil, errNoCUDA
-}
-func (d *Device) distSelect(n *distNode, m int, minOUT float64) ([]int, []float64, int, error) {
-	return nil, nil, 0, errNoCUDA
 }
 func (d *Device) distFree(n *distNode) error { return nil }
 func (d *Device) hypercubeEncode(cols [][]float32, g *HypercubeGrid, keys []uint64) error {

@@ -9,7 +9,8 @@ import (
 
 // DistributedNode is a node of the distributed solving set (solvingset.DistributedSolvingSet) on
 // one device: its partition, LNN heaps, UB and state stay resident, and each step is the single
-// device's kernel on the partition (ss_gather, ss_dtoc, ss_candpart and ss_candmerge in list form, ss_select). With one node
+// device's kernel on the partition (ss_gather, ss_dtoc, ss_candpart and ss_candmerge in list
+// form, ss_select, ss_select_sort), an iteration one upload and one download. With one node
 // per GPU, DistributedSolvingSet spreads a SolvingSet over every GPU of a host; its top-n and w*
 // equal SolvingSet's on one device and on the CPU (the same arithmetic, canonical weights).
 // Device memory per node: about rows*(4*dims + 4*K + 4*M + 16) bytes of its partition.
@@ -21,7 +22,7 @@ type DistributedNode struct {
 
 // NewDistributedNode uploads the partition cols (column-major, finite) to d for k neighbours
 // and at most m candidates per iteration, pruning with SolvingSetParams.Margin's margin. Close
-// frees it. It satisfies solvingset.Node structurally (internal/accel asserts it).
+// frees it. internal/accel.SolvingSetNodes makes it a solvingset.Node.
 func NewDistributedNode(d *Device, cols [][]float32, k, m int, margin float64) (*DistributedNode, error) {
 	rows, err := columnsShape("cols", cols)
 	if err != nil {
@@ -89,9 +90,9 @@ func (n *DistributedNode) Take(rows []int) (coords, lnn []float32, err error) {
 	return n.d.distTake(n.impl, rows)
 }
 
-// Compare implements solvingset.Node.
-func (n *DistributedNode) Compare(coords, lnnc []float32, minOUT float64) ([]bool, error) {
-	return n.d.distCompare(n.impl, coords, lnnc, minOUT)
+// Step is solvingset.Node's Step (internal/accel.SolvingSetNodes adapts the Proposal's type).
+func (n *DistributedNode) Step(taken []int, coords, lnn []float32, minOUT float64, m int) (lnnc []float32, done []bool, next Proposal, err error) {
+	return n.d.distStep(n.impl, taken, coords, lnn, minOUT, m)
 }
 
 // Neighbours implements solvingset.Node.
@@ -99,9 +100,13 @@ func (n *DistributedNode) Neighbours(from, count []int) ([][]float32, error) {
 	return n.d.distNeighbours(n.impl, from, count)
 }
 
-// Select implements solvingset.Node.
-func (n *DistributedNode) Select(m int, minOUT float64) (rows []int, ub []float64, active int, err error) {
-	return n.d.distSelect(n.impl, m, minOUT)
+// Proposal is solvingset.Proposal (gpukern does not import the algorithms): a node's best
+// active rows after a Step, best first, with their UB, coordinates and LNN.
+type Proposal struct {
+	Rows   []int
+	UB     []float64
+	Coords []float32
+	LNN    []float32
 }
 
 // Close frees the node's device memory.

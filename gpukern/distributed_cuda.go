@@ -6,24 +6,52 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"gorgonia.org/cu"
 )
 
 // distNode is a DistributedNode's device state: the partition and the buffers of one
-// SolvingSet run on it (ssBuffers' layout), plus the candidates' local lists (slot-major) and
-// the part of them already downloaded.
+// SolvingSet run on it (ssBuffers' layout), and one allocation, io, for what crosses the bus in
+// an iteration: the hand-in (the taken rows, the candidates' coordinates and LNN) uploaded in one
+// copy, and the hand-out (their LNNC after step b, their done flags, their local lists, the
+// node's selection and the proposed rows' coordinates and LNN) downloaded in one copy. cand, candX, candHeap, candDone and selFin are views into io.
 type distNode struct {
 	b             ssBuffers
-	list          cu.DevicePtr
+	io            cu.DevicePtr
+	ioHost        []uint64 // io's host copy (8-byte words: the selection's keys are float64)
+	lay           distLayout
 	rows, dims, k int
 	m             int
 	blocks, take  int
 	margin        float64
-	nc            int       // candidates of the last Compare
-	host          []float32 // their lists, slot-major, the first have slots of each downloaded
-	have          int
+	nc            int       // candidates of the last Step
+	lists         []float32 // their local lists, candidate-major (k slots each)
+	listLen       []int     // their lengths (the lists end at the first +Inf)
+	prop          []int32   // the proposal's rows for the fallback gather (m > SEL_SLICE/2)
+}
+
+// distLayout is io's layout in 8-byte words: the hand-in is words [0, done), the hand-out
+// [candHeap, end).
+type distLayout struct {
+	taken, candX, candHeap, done, list, fin, propX, propHeap, end int
+}
+
+func newDistLayout(m, dims, k, take int) distLayout {
+	words := func(n32 int) int { return (n32 + 1) / 2 } // n 4-byte values
+	var l distLayout
+	at := 0
+	for _, f := range []struct {
+		p *int
+		n int
+	}{{&l.taken, words(m)}, {&l.candX, words(m * dims)}, {&l.candHeap, words(m * k)}, {&l.done, words(m)},
+		{&l.list, words(m * k)}, {&l.fin, finWords(take)}, {&l.propX, words(m * dims)}, {&l.propHeap, words(m * k)}} {
+		*f.p = at
+		at += f.n
+	}
+	l.end = at
+	return l
 }
 
 func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (*distNode, error) {
@@ -35,34 +63,37 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (
 	n := &distNode{rows: rows, dims: dims, k: k, m: m, margin: margin}
 	n.blocks = (rows + ssSelectSlice - 1) / ssSelectSlice
 	n.take = min(m, ssSelectSlice)
+	n.lay = newDistLayout(m, dims, k, n.take)
+	n.ioHost = make([]uint64, n.lay.end)
 	err := d.do(func() (err error) {
 		defer func() {
 			if err != nil {
-				err = errors.Join(err, n.b.free(), frees(n.list))
+				err = errors.Join(err, n.free())
 			}
 		}()
 		b := &n.b
 		if b.x, err = uploadCols(d, "partition", cols, rows); err != nil {
 			return err
 		}
-		N, D, K, M := int64(rows), int64(dims), int64(k), int64(m)
+		N, K, M := int64(rows), int64(k), int64(m)
 		allocs := []struct {
 			p     *cu.DevicePtr
 			what  string
 			bytes int64
 		}{
 			{&b.heap, "LNN heaps", N * K * 4}, {&b.ub, "UB", N * 8}, {&b.state, "state", N * 4},
-			{&b.cand, "candidates", M * 4}, {&b.candX, "candidate coordinates", M * D * 4},
-			{&b.candHeap, "LNNC", M * K * 4}, {&b.candDone, "done flags", M * 4},
-			{&b.distM, "distance matrix", M * N * 4},
+			{&b.candUB, "UB_C", M * 8}, {&b.distM, "distance matrix", M * N * 4},
 			{&b.selKey, "selection keys", int64(n.blocks*n.take) * 8}, {&b.selIdx, "selection indices", int64(n.blocks*n.take) * 4},
-			{&b.active, "active count", 8}, {&n.list, "local lists", M * K * 4},
+			{&n.io, "hand-in and hand-out", int64(n.lay.end) * 8},
 		}
 		for _, a := range allocs {
 			if *a.p, err = alloc(a.what, a.bytes); err != nil {
 				return err
 			}
 		}
+		w := func(word int) cu.DevicePtr { return n.io + cu.DevicePtr(word*8) }
+		b.cand, b.candX, b.candHeap, b.candDone, b.selFin = w(n.lay.taken), w(n.lay.candX), w(n.lay.candHeap), w(n.lay.done), w(n.lay.fin)
+		b.finHost = make([]float64, finWords(n.take))
 		if err := b.allocSelect2(n.blocks, n.take); err != nil {
 			return err
 		}
@@ -76,6 +107,21 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (
 		return nil, err
 	}
 	return n, nil
+}
+
+// free frees the node's buffers (io's views are not freed on their own). Owner thread only.
+func (n *distNode) free() error {
+	b := n.b
+	b.cand, b.candX, b.candHeap, b.candDone, b.selFin = 0, 0, 0, 0, 0
+	return errors.Join(b.free(), frees(n.io))
+}
+
+// f32 and i32 view n 4-byte values of ioHost from word w on.
+func (n *distNode) f32(w, cnt int) []float32 {
+	return unsafe.Slice((*float32)(unsafe.Pointer(&n.ioHost[w])), cnt)
+}
+func (n *distNode) i32(w, cnt int) []int32 {
+	return unsafe.Slice((*int32)(unsafe.Pointer(&n.ioHost[w])), cnt)
 }
 
 func (d *Device) distTake(n *distNode, rows []int) (coords, lnn []float32, err error) {
@@ -114,133 +160,173 @@ func (d *Device) distTake(n *distNode, rows []int) (coords, lnn []float32, err e
 	return coords, lnn, nil
 }
 
-func (d *Device) distCompare(n *distNode, coords, lnnc []float32, minOUT float64) ([]bool, error) {
+// distStep is Node.Step on the device: one upload (the hand-in), the kernels of steps a (the
+// taken rows into S: ss_gather), b (ss_ctoc), c (ss_dtoc, ss_candpart/ss_candmerge into the
+// local lists) and e, f (ss_select and its merge levels, ss_select_sort, the proposed rows
+// gathered by ss_gather without moving them into S), one download (the hand-out).
+func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOUT float64, m int) ([]float32, []bool, Proposal, error) {
 	nc := len(coords) / n.dims
-	if nc > n.m || len(lnnc) != nc*n.k || len(coords) != nc*n.dims {
-		return nil, fmt.Errorf("gpukern.DistributedNode.Compare: %d coordinates and %d LNNC values for %d dimensions, k=%d, m=%d", len(coords), len(lnnc), n.dims, n.k, n.m)
+	m = min(m, n.m)
+	if nc > n.m || len(taken) > n.m || len(lnn) != nc*n.k || len(coords) != nc*n.dims {
+		return nil, nil, Proposal{}, fmt.Errorf("gpukern.DistributedNode.Step: %d taken rows, %d coordinates and %d LNN values for %d dimensions, k=%d, m=%d",
+			len(taken), len(coords), len(lnn), n.dims, n.k, n.m)
 	}
-	// The candidates' done flags after step b, as ss_ctoc computes them (plain sum in storage order).
-	done32 := make([]int32, nc)
-	for t := range nc {
-		var s float64
-		for _, v := range lnnc[t*n.k : (t+1)*n.k] {
-			s += float64(v)
-		}
-		if s*n.margin < minOUT {
-			done32[t] = 1
+	for _, r := range taken {
+		if r < 0 || r >= n.rows {
+			return nil, nil, Proposal{}, fmt.Errorf("gpukern.DistributedNode.Step: taken row %d of %d", r, n.rows)
 		}
 	}
-	n.nc, n.have = nc, 0
-	n.host = make([]float32, nc*n.k)
+	// The hand-in: the taken rows, the candidates and their LNN.
+	lay := n.lay
+	tk := n.i32(lay.taken, len(taken))
+	for i, r := range taken {
+		tk[i] = int32(r)
+	}
+	copy(n.f32(lay.candX, len(coords)), coords)
+	copy(n.f32(lay.candHeap, len(lnn)), lnn)
+	n.nc = nc
+	take := min(m, ssSelectSlice)
+	var next Proposal
 	err := d.do(func() error {
-		if nc == 0 {
+		b := &n.b
+		if err := cu.MemcpyHtoD(n.io, unsafe.Pointer(&n.ioHost[0]), int64(lay.done)*8); err != nil {
+			return fmt.Errorf("cuMemcpyHtoD(hand-in): %w", err)
+		}
+		d.toDevice.Add(int64(lay.done) * 8)
+		gather := func(rows cu.DevicePtr, cnt int, state, x, heap cu.DevicePtr) error {
+			if cnt == 0 {
+				return nil
+			}
+			return launchParams(d, "ss_gather", [3]int{(cnt + 127) / 128, 1, 1}, [3]int{128, 1, 1}, 0, &ssGatherParams{
+				X: uint64(b.x), N: int64(n.rows), Dims: int64(n.dims), Heap: uint64(b.heap), K: int64(n.k),
+				Cand: uint64(rows), Nc: int64(cnt), State: uint64(state), CandX: uint64(x), CandHeap: uint64(heap)})
+		}
+		w := func(word int) cu.DevicePtr { return n.io + cu.DevicePtr(word*8) }
+		// The taken rows into S; their copies go to the proposal's buffers, which nothing reads
+		// before this step's proposal overwrites them.
+		if err := gather(b.cand, len(taken), b.state, w(lay.propX), w(lay.propHeap)); err != nil {
+			return err
+		}
+		if nc > 0 {
+			if err := launchCtoc(d, b, nc, n.dims, n.k, n.margin, minOUT); err != nil {
+				return err
+			}
+			if err := launchDtoc(d, b, n.rows, n.dims, nc, n.k, n.margin, minOUT); err != nil {
+				return err
+			}
+			if err := launchCandNN(d, b, n.rows, nc, n.k, n.margin, minOUT, 0, w(lay.list)); err != nil {
+				return err
+			}
+		}
+		L, lk, li, fin, err := selectLaunch(d, b, n.rows, n.blocks, m, take, n.margin, minOUT)
+		if err != nil {
+			return err
+		}
+		if fin {
+			if err := launchParams(d, "ss_select_sort", [3]int{1, 1, 1}, [3]int{ssSortThreads(take), 1, 1}, 0, &ssSelectSortParams{
+				Key: uint64(b.selFin), Idx: uint64(b.selFin + cu.DevicePtr(take*8)), N: int64(take)}); err != nil {
+				return err
+			}
+			// Inactive pairs (key -1) carry no row: ss_gather skips them.
+			if err := gather(b.selFin+cu.DevicePtr(take*8), take, 0, w(lay.propX), w(lay.propHeap)); err != nil {
+				return err
+			}
+			if err := download(d, "hand-out", n.ioHost[lay.candHeap:lay.end], w(lay.candHeap)); err != nil {
+				return err
+			}
+			keys := unsafe.Slice((*float64)(unsafe.Pointer(&n.ioHost[lay.fin])), take)
+			idx := n.i32(lay.fin+take, take)
+			cnt := 0
+			for cnt < take && keys[cnt] >= 0 {
+				cnt++
+			}
+			next = n.proposal(idx[:cnt], keys[:cnt])
 			return nil
 		}
-		b := &n.b
-		for _, c := range []struct {
-			what string
-			dst  cu.DevicePtr
-			src  []float32
-		}{{"candidate coordinates", b.candX, coords}, {"LNNC", b.candHeap, lnnc}} {
-			if err := cu.MemcpyHtoD(c.dst, unsafePtrF32(c.src), int64(len(c.src))*4); err != nil {
-				return fmt.Errorf("cuMemcpyHtoD(%s): %w", c.what, err)
+		// More than SEL_SLICE/2 candidates: the selection's runs go to the host, which takes
+		// the m best and has their rows gathered (a second round trip).
+		keys, idx := make([]float64, L), make([]int32, L)
+		if err := download(d, "selection keys", keys, lk); err != nil {
+			return err
+		}
+		if err := download(d, "selection indices", idx, li); err != nil {
+			return err
+		}
+		rows, ub := topByKey(keys, idx, m)
+		n.prop = n.prop[:0]
+		for _, r := range rows {
+			n.prop = append(n.prop, int32(r))
+		}
+		if len(rows) > 0 {
+			if err := cu.MemcpyHtoD(b.cand, unsafePtr32(n.prop), int64(len(rows))*4); err != nil {
+				return fmt.Errorf("cuMemcpyHtoD(proposal): %w", err)
 			}
-			d.toDevice.Add(int64(len(c.src)) * 4)
+			d.toDevice.Add(int64(len(rows)) * 4)
 		}
-		if err := cu.MemcpyHtoD(b.candDone, unsafePtr32(done32), int64(nc)*4); err != nil {
-			return fmt.Errorf("cuMemcpyHtoD(done flags): %w", err)
-		}
-		d.toDevice.Add(int64(nc) * 4)
-		if err := launchDtoc(d, b, n.rows, n.dims, nc, n.k, n.margin, minOUT); err != nil {
+		if err := gather(b.cand, len(rows), 0, w(lay.propX), w(lay.propHeap)); err != nil {
 			return err
 		}
-		if err := launchCandNN(d, b, n.rows, nc, n.k, n.margin, minOUT, 0, n.list); err != nil {
+		if err := download(d, "hand-out", n.ioHost[lay.candHeap:lay.end], w(lay.candHeap)); err != nil {
 			return err
 		}
-		if err := download(d, "done flags", done32, b.candDone); err != nil {
-			return err
-		}
-		// Every list whole (nc*k floats, 20 KB at m = 100, k = 50) in the same hand-over:
-		// between GPUs of one host the lazy merge's saving is smaller than the round trip
-		// (and the barrier) of asking again, so Neighbours serves from this copy.
-		if err := download(d, "local lists", n.host, n.list); err != nil {
-			return err
-		}
-		n.have = n.k
+		next = n.proposal(n.prop, ub)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("gpukern.DistributedNode.Compare: %w", err)
+		return nil, nil, Proposal{}, fmt.Errorf("gpukern.DistributedNode.Step: %w", err)
+	}
+	// The lists, slot-major on the device (the first slots of every candidate one copy, for
+	// the lazy merge that once asked for them by slots), candidate-major for Neighbours.
+	n.lists, n.listLen = slices.Grow(n.lists[:0], nc*n.k)[:nc*n.k], slices.Grow(n.listLen[:0], nc)[:nc]
+	sm := n.f32(lay.list, nc*n.k)
+	for t := range nc {
+		l := 0
+		for l < n.k && !math.IsInf(float64(sm[l*nc+t]), 1) {
+			n.lists[t*n.k+l] = sm[l*nc+t]
+			l++
+		}
+		n.listLen[t] = l
 	}
 	done := make([]bool, nc)
-	for t := range nc {
-		done[t] = done32[t] != 0
+	for t, v := range n.i32(lay.done, nc) {
+		done[t] = v != 0
 	}
-	return done, nil
+	return slices.Clone(n.f32(lay.candHeap, nc*n.k)), done, next, nil
 }
 
-// distNeighbours serves the candidates' lists from the host copy, downloading the slots still
-// missing (slot-major: the first s slots of every candidate are one contiguous copy).
+// proposal copies the proposed rows (idx, with their UB) and their coordinates and LNN out of
+// the hand-out.
+func (n *distNode) proposal(idx []int32, ub []float64) Proposal {
+	p := Proposal{Rows: make([]int, len(idx)), UB: slices.Clone(ub)}
+	for i, r := range idx {
+		p.Rows[i] = int(r)
+	}
+	p.Coords = slices.Clone(n.f32(n.lay.propX, len(idx)*n.dims))
+	p.LNN = slices.Clone(n.f32(n.lay.propHeap, len(idx)*n.k))
+	return p
+}
+
+// distNeighbours serves the candidates' lists from the hand-out (every list whole, nc*k floats,
+// 20 KB at m = 100, k = 50: between GPUs of one host the lazy merge's saving is smaller than the
+// round trip, and the barrier, of asking again).
 func (d *Device) distNeighbours(n *distNode, from, count []int) ([][]float32, error) {
 	if len(from) != n.nc || len(count) != n.nc {
 		return nil, fmt.Errorf("gpukern.DistributedNode.Neighbours: %d/%d requests for %d candidates", len(from), len(count), n.nc)
 	}
-	need := n.have
-	for t := range n.nc {
-		if count[t] > 0 {
-			need = max(need, min(n.k, from[t]+count[t]))
-		}
-	}
-	if need > n.have {
-		lo, hi := n.have*n.nc, need*n.nc
-		err := d.do(func() error {
-			return download(d, "local lists", n.host[lo:hi], n.list+cu.DevicePtr(int64(lo)*4))
-		})
-		if err != nil {
-			return nil, fmt.Errorf("gpukern.DistributedNode.Neighbours: %w", err)
-		}
-		n.have = need
-	}
 	out := make([][]float32, n.nc)
 	for t := range n.nc {
-		for s := from[t]; s < min(n.k, from[t]+count[t]); s++ {
-			v := n.host[s*n.nc+t]
-			if math.IsInf(float64(v), 1) {
-				break // the list ends (+inf padding)
-			}
-			out[t] = append(out[t], v)
-		}
+		lo := min(from[t], n.listLen[t])
+		hi := min(lo+count[t], n.listLen[t])
+		out[t] = n.lists[t*n.k+lo : t*n.k+hi : t*n.k+hi]
 	}
 	return out, nil
-}
-
-func (d *Device) distSelect(n *distNode, m int, minOUT float64) (rows []int, ub []float64, active int, err error) {
-	m = min(m, n.m)
-	take := min(m, ssSelectSlice)
-	keys := make([]float64, n.blocks*take)
-	idx := make([]int32, n.blocks*take)
-	act := make([]uint64, 1)
-	L := 0
-	err = d.do(func() error {
-		b := &n.b
-		var err error
-		if L, err = selectTop(d, b, n.rows, n.blocks, m, take, n.margin, minOUT, keys, idx); err != nil {
-			return err
-		}
-		return download(d, "active count", act, b.active)
-	})
-	if err != nil {
-		return nil, nil, 0, fmt.Errorf("gpukern.DistributedNode.Select: %w", err)
-	}
-	rows, ub = topByKey(keys[:L], idx[:L], m)
-	return rows, ub, int(act[0]), nil
 }
 
 func (d *Device) distFree(n *distNode) error {
 	if n == nil {
 		return nil
 	}
-	return d.do(func() error { return errors.Join(n.b.free(), frees(n.list)) })
+	return d.do(n.free)
 }
 
 func unsafePtrF32(s []float32) unsafe.Pointer { return unsafe.Pointer(&s[0]) }

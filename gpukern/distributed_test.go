@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/gpukern"
+	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/datasets/synth"
 )
@@ -18,7 +19,7 @@ import (
 func gpuNodes(t testing.TB, devs []*gpukern.Device, cols [][]float32, nodes, k, m int) []solvingset.Node {
 	t.Helper()
 	rows := len(cols[0])
-	var out []solvingset.Node
+	var out []*gpukern.DistributedNode
 	for i := range nodes {
 		lo, hi := rows*i/nodes, rows*(i+1)/nodes
 		part := make([][]float32, len(cols))
@@ -31,6 +32,21 @@ func gpuNodes(t testing.TB, devs []*gpukern.Device, cols [][]float32, nodes, k, 
 		}
 		t.Cleanup(func() { n.Close() })
 		out = append(out, n)
+	}
+	return accel.SolvingSetNodes(out)
+}
+
+// cpuNodes is gpuNodes on the CPU (solvingset.CPUNode, the reference node).
+func cpuNodes(cols [][]float32, nodes, k int) []solvingset.Node {
+	rows := len(cols[0])
+	var out []solvingset.Node
+	for i := range nodes {
+		lo, hi := rows*i/nodes, rows*(i+1)/nodes
+		part := make([][]float32, len(cols))
+		for j := range cols {
+			part[j] = cols[j][lo:hi]
+		}
+		out = append(out, solvingset.NewCPUNode(part, k, 2))
 	}
 	return out
 }
@@ -86,6 +102,15 @@ func TestDistributedParity(t *testing.T) {
 				if got.WStar != want.WStar || !slices.Equal(got.Outliers, want.Outliers) {
 					t.Errorf("%s: w* %v outliers %v; CPU SolvingSet %v %v", label, got.WStar, got.Outliers, want.WStar, want.Outliers)
 				}
+				// Step by step: the same candidates, iteration by iteration, as CPU nodes over the
+				// same partitions (the GPU nodes' proposals, done flags and lists are the CPU's).
+				cpu, err := solvingset.DistributedSolvingSet(cpuNodes(c.cols, nodes, c.p.K), len(c.cols), c.p, lazy)
+				if err != nil {
+					t.Fatalf("%s: CPU nodes: %v", label, err)
+				}
+				if !slices.Equal(got.SolvingSet, cpu.SolvingSet) || got.Iterations != cpu.Iterations {
+					t.Errorf("%s: solving set of %d rows in %d iterations; CPU nodes %d in %d", label, len(got.SolvingSet), got.Iterations, len(cpu.SolvingSet), cpu.Iterations)
+				}
 				t.Logf("%s: %d iterations, |S| %d, %d list values, %d refetches (CPU: %d, %d)", label, got.Iterations, len(got.SolvingSet),
 					got.ListValues, got.Refetches, want.Iterations, len(want.SolvingSet))
 			}
@@ -94,7 +119,7 @@ func TestDistributedParity(t *testing.T) {
 }
 
 // BenchmarkSolvingSetDevices times SolvingSet on one GPU and the distributed solving set over J
-// GPUs (one gpukern.DistributedNode per device, lazy merge) the same way: wall time per full
+// GPUs (one gpukern.DistributedNode per device, whole lists, as internal/accel runs it) the same way: wall time per full
 // run, median of b.N runs, in two forms.
 //   - uploads: what the pipeline pays (internal/accel): one device is gpukern.SolvingSet (the
 //     finite check, upload, allocations and frees inside); J GPUs are gpukern.NewDistributedNodes
@@ -158,6 +183,7 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 						}
 						var times []time.Duration
 						var r gpukern.SolvingSetResult
+						k0 := kernelTime(devs[0])
 						for range b.N {
 							gp := gpuParams(p, rows)
 							t0 := time.Now()
@@ -177,6 +203,7 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 						}
 						check(b, "one device "+form, r.WStar, r.Outliers)
 						b.ReportMetric(ms(median(times)), "median-ms")
+						b.ReportMetric(ms(kernelTime(devs[0])-k0)/float64(b.N), "gpu0-kernel-ms")
 						b.ReportMetric(float64(r.Iterations), "iterations")
 						b.ReportMetric(float64(len(r.SolvingSet)), "|S|")
 					})
@@ -188,6 +215,7 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 							margin := solvingset.PruneMargin(p.K)
 							var times []time.Duration
 							var runs []solvingset.DistributedResult
+							k0 := kernelTime(devs[0])
 							for range b.N {
 								var nodes []*gpukern.DistributedNode
 								var err error
@@ -203,11 +231,7 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 								if form == "uploads" {
 									build()
 								}
-								sn := make([]solvingset.Node, len(nodes))
-								for i, n := range nodes {
-									sn[i] = n
-								}
-								r, err := solvingset.DistributedSolvingSet(sn, dims, p, true)
+								r, err := solvingset.DistributedSolvingSet(accel.SolvingSetNodes(nodes), dims, p, false)
 								if err != nil {
 									b.Fatal(err)
 								}
@@ -234,12 +258,13 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 							slices.SortFunc(order, func(x, y int) int { return cmp.Compare(times[x], times[y]) })
 							mr := runs[order[len(order)/2]]
 							b.ReportMetric(ms(times[order[len(order)/2]]), "median-ms")
+							b.ReportMetric(ms(kernelTime(devs[0])-k0)/float64(b.N), "gpu0-kernel-ms")
 							b.ReportMetric(float64(mr.Iterations), "iterations")
 							ph := mr.Phases
 							for _, x := range []struct {
 								name string
 								d    time.Duration
-							}{{"take", ph.Take}, {"stepb", ph.Candidates}, {"compare", ph.Compare}, {"merge", ph.Merge}, {"select", ph.Select}} {
+							}{{"take", ph.Take}, {"step", ph.Step}, {"nodestep", ph.NodeStep}, {"merge", ph.Merge}, {"select", ph.Select}} {
 								b.ReportMetric(ms(x.d), x.name+"-ms")
 							}
 						})
@@ -248,6 +273,17 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 			})
 		}
 	}
+}
+
+// kernelTime is the GPU time of every kernel launched on d so far (CUDA events around each
+// launch): a run's share of it against the run's wall time says how long the device waited for
+// the host.
+func kernelTime(d *gpukern.Device) time.Duration {
+	var t time.Duration
+	for _, k := range d.KernelTimes() {
+		t += k.Time
+	}
+	return t
 }
 
 func shortRows(n int) string {

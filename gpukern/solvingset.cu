@@ -70,14 +70,17 @@ extern "C" __global__ void ss_init(const SsInitParams P) {
     ss_init_body(P.heap, P.ub, P.state, P.N, P.k);
 }
 
-// ss_gather: step a, thread per candidate: move it into S, copy its coordinates and LNN.
+// ss_gather: step a, thread per candidate: move it into S (unless state is null: a distributed
+// node's proposal, copied out without moving), copy its coordinates and LNN. An index outside
+// the rows (a selection's padding for an inactive pair) is skipped.
 static __device__ __forceinline__ void ss_gather_body(const float* __restrict__ X, ll N, ll dims,
                                      const float* __restrict__ heap, ll k, const int* __restrict__ cand,
                                      ll nc, int* state, float* candX, float* candHeap) {
     const ll j = (ll)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= nc) return;
     const ll p = cand[j];
-    state[p] = 1;
+    if (p < 0 || p >= N) return;
+    if (state) state[p] = 1;
     for (ll d = 0; d < dims; d++) candX[j * dims + d] = X[d * N + p];
     for (ll s = 0; s < k; s++) candHeap[j * k + s] = heap[s * N + p];
 }
@@ -375,14 +378,13 @@ template <int R>
 __device__ __forceinline__ void candpart_body(const float* __restrict__ distM, ll N, ll kl,
                                               const float* __restrict__ candHeap, int* candDone,
                                               double margin, double minOUT, float* part) {
-    __shared__ int sStop;
     __shared__ float sQ[CANDNN_WARPS][32 * R];
     const ll j = blockIdx.x, S = gridDim.y, sl = blockIdx.y;
     const int k = (int)kl;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    if (tid == 0) sStop = *(volatile int*)(candDone + j) ? 2 : 0;  // done by step b or another slice
-    __syncthreads();
-    if (sStop) return;  // block-uniform
+    // done by step b or another slice (the flags are block-wide ORs, __syncthreads_or: a shared
+    // flag set with atomicOr gave wrong results under racecheck's instrumentation, issue 22)
+    if (__syncthreads_or(tid == 0 && *(volatile int*)(candDone + j))) return;
     const float* row = distM + j * N;
     const ll lo = N * sl / S, hi = N * (sl + 1) / S;
     const float T0 = __ldg(candHeap + j * k);  // LNNC's root, its largest
@@ -410,18 +412,16 @@ __device__ __forceinline__ void candpart_body(const float* __restrict__ distM, l
                 }
             }
         }
+        bool prunedHere = false;
         if (wq.get(k - 1) < INF) {  // the queue holds k distances of the row: their sum bounds w_k
             const double ub = wq.ascending_sum(k);
-            if (lane == 0 && pruned(ub, margin, minOUT)) atomicOr(&sStop, 1);
+            prunedHere = lane == 0 && pruned(ub, margin, minOUT);
         }
-        if (tid == 0 && *(volatile int*)(candDone + j)) atomicOr(&sStop, 2);
-        __syncthreads();
-        if (sStop) break;
-        __syncthreads();  // sStop is read by all before anyone could set it in the next step
-    }
-    if (sStop) {
-        if (tid == 0 && (sStop & 1)) atomicOr(candDone + j, 1);
-        return;
+        if (__syncthreads_or(prunedHere)) {
+            if (tid == 0) atomicOr(candDone + j, 1);
+            return;
+        }
+        if (__syncthreads_or(tid == 0 && *(volatile int*)(candDone + j))) return;
     }
 #pragma unroll
     for (int r = 0; r < R; r++) sQ[warp][lane * R + r] = wq.q[r];

@@ -360,3 +360,49 @@ func TestBuilderTombstonesPartition0KeysRealBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestScorerStopsWhileRestoringKeysRealBroker: a scorer whose first assignment is still waiting
+// (at most keyRestoreWait, 30 s) for its partitions' keys' models stops promptly on the graceful
+// stop (the wait ends with the followers' context, which the stop's drain cancels): a slow
+// model topic does not hold a rolling restart.
+func TestScorerStopsWhileRestoringKeysRealBroker(t *testing.T) {
+	br := testsupport.RealBroker(t)
+	const parts, nkeys = 2, 40
+	in, out, dlq, group, mt := testsupport.UniqueName("kst-in"), testsupport.UniqueName("kst-out"), testsupport.UniqueName("kst-dlq"),
+		testsupport.UniqueName("kst-group"), testsupport.UniqueName("kst-models")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	createCompactedTopic(t, br, mt, parts+1)
+	cfg := roleConfig(br, in, out, dlq, group, mt)
+	cfg.Run.Role = "scorer"
+	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	keyPart := map[string]int32{}
+	for i := range nkeys {
+		keyPart[fmt.Sprintf("sensor-%02d", i)] = int32(i % parts)
+	}
+	publishKeyModels(t, cfg, keyPart, warmKeyModel(t, cfg), 3)
+	scorer := startPipeline(t, cfg, func(p *Pipeline) {
+		p.src = stallKeys{p.src, p} // 40 keys' models at 1 s each: the restore outlasts keyRestoreWait
+	})
+	waitFor(t, 60*time.Second, "the scorer's first assignment", func() bool {
+		scorer.p.scope.mu.Lock()
+		defer scorer.p.scope.mu.Unlock()
+		return scorer.p.scope.known
+	})
+	time.Sleep(time.Second) // inside the assignment's wait for the keys' models
+	t0 := time.Now()
+	if err := scorer.stop(t, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stopped %v after the graceful stop", time.Since(t0).Round(time.Millisecond))
+}
+
+// stallKeys makes a scorer's keys' model reads take 1 s a message.
+type stallKeys struct {
+	Source
+	p *Pipeline
+}
+
+func (s stallKeys) OnAssigned(f func([]int32)) {
+	s.p.keyFollow.slow = func() { time.Sleep(time.Second) }
+	s.Source.(interface{ OnAssigned(func([]int32)) }).OnAssigned(f)
+}

@@ -11,17 +11,30 @@ import (
 
 // The glue between the algorithms' types and gpukern's launches (GPU paths only: d.gpu != nil).
 
-// A GPU node of the distributed solving set is a solvingset.Node.
-var _ solvingset.Node = (*gpukern.DistributedNode)(nil)
+// SolvingSetNodes makes GPU nodes of the distributed solving set solvingset.Nodes (gpukern does
+// not import the algorithms: its Step returns gpukern.Proposal, the same struct).
+func SolvingSetNodes(nodes []*gpukern.DistributedNode) []solvingset.Node {
+	out := make([]solvingset.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = gpuNode{n}
+	}
+	return out
+}
+
+type gpuNode struct{ *gpukern.DistributedNode }
+
+func (n gpuNode) Step(taken []int, coords, lnn []float32, minOUT float64, m int) ([]float32, []bool, solvingset.Proposal, error) {
+	lnnc, done, next, err := n.DistributedNode.Step(taken, coords, lnn, minOUT, m)
+	return lnnc, done, solvingset.Proposal(next), err
+}
 
 // multiGPURows is the smallest window SolvingSet spreads over several GPUs (the distributed
-// solving set, one node per GPU), from BenchmarkSolvingSetDevices on 4 H200s (docs/BENCHMARKS.md
-// §4.3.1), uploads counted as the pipeline pays them: at 1M rows one GPU wins (10-D 154 ms
-// against 198 on 2 GPUs and 296 on 4; 2-D 38 against 45 and 46: the supervisor's steps and
-// barriers, about 2 ms per iteration, cost more than the work they spread), at 2M it is a wash
-// (0.90x to 1.15x), from 5M the GPUs win (1.27x to 1.73x). Between the last two, where the
-// ratios interpolate to 1.08x or more for every GPU count and both shapes.
-const multiGPURows = 3_000_000
+// solving set, one node per GPU), from BenchmarkSolvingSetDevices on 4 H100s (docs/BENCHMARKS.md
+// §4.3.1, the nodes' one hand-over per iteration), uploads counted as the pipeline pays them: at
+// 1M rows one GPU wins or it is a wash (10-D 110 ms against 144 on 2 GPUs and 114 on 4; 2-D 28.6
+// against 27.3 and 27.5: the per-iteration fixed costs are most of the work they spread), at 2M
+// every GPU count and both shapes win (10-D 1.27x and 1.35x, 2-D 1.29x and 1.50x).
+const multiGPURows = 2_000_000
 
 // gpuSolvingSet runs SolvingSet on every GPU for windows of at least multiGPURows rows, else
 // (or when that fails) on GPU 0.
@@ -75,11 +88,8 @@ func (d *Device) distributedSolvingSet(cols [][]float32, p solvingset.Params) (s
 			n.Close()
 		}
 	}()
-	nodes := make([]solvingset.Node, len(owned))
-	for i, n := range owned {
-		nodes[i] = n
-	}
-	r, err := solvingset.DistributedSolvingSet(nodes, len(cols), p, true)
+	// Not lazy: a GPU node hands every list over with its Step (whole lists cost no round trip).
+	r, err := solvingset.DistributedSolvingSet(SolvingSetNodes(owned), len(cols), p, false)
 	if err != nil {
 		return solvingset.Result{}, err
 	}

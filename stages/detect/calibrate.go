@@ -29,7 +29,11 @@ import (
 // distribution of the raw score, and a record's calibrated score is -log10 of its tail
 // probability there (rank.Calibration). The combined score is the mean of the calibrated
 // scores of the detectors in score.detectors (score.combine: max, the larger): 2 means "as
-// rare as the top 1% of the window, on average over the detectors". The alarm threshold is the (1 - alarm_rate) quantile of
+// rare as the top 1% of the window, on average over the detectors". The mean is weighted per
+// model (score.weights: agreement): the calibration records' raw scores give each detector a
+// weight by how well the other confirms its top records, where the two rank the window alike
+// (rank.AgreementWeights); equal weights with one feature, where both read the same coordinate
+// and neither sees what the other misses. The alarm threshold is the (1 - alarm_rate) quantile of
 // the calibration records' own combined scores, so flag_by: rate flags about alarm_rate of
 // the records of a stream like the window, whatever the data's units.
 
@@ -95,6 +99,11 @@ type Ranker struct {
 	// Params are the score settings the ranker was built with (Params.Detectors: which
 	// calibrated scores the combined score averages).
 	Params ScoreConfig
+	// DensityWeight and DistanceWeight weight the two calibrated scores in the mean (sum 1;
+	// 0.5 each unless Params.Weights is agreement: rank.AgreementWeights of the calibration
+	// records' raw scores). Part of the model, as its calibrations are: Combined was computed
+	// with them.
+	DensityWeight, DistanceWeight float64
 }
 
 // calibrationRecords is how many window records calibrate the scores: enough that the
@@ -146,6 +155,10 @@ func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, work
 	cal := make([]float64, 3*c)
 	r.Density, r.Distance = rank.NewCalibrationIn(cal[:0:c], dens), rank.NewCalibrationIn(cal[c:c:2*c], dist)
 	r.Combined = cal[2*c : 3*c : 3*c]
+	r.DensityWeight, r.DistanceWeight = 0.5, 0.5
+	if cfg.Score.Weights == WeightsAgreement && cfg.Score.Detectors == DetectorsBoth && cfg.Score.Combine == CombineMean && len(cols) > 1 {
+		r.DensityWeight, r.DistanceWeight = rank.AgreementWeights(dens, dist)
+	}
 	for i := range c {
 		r.Combined[i] = r.mean(dens[i], dist[i])
 	}
@@ -240,8 +253,10 @@ func (r *Ranker) combine(density, distance float64) float64 {
 	return r.Final.Surprisal(r.mean(density, distance))
 }
 
-// mean is the mean (or max: score.combine) of the calibrated scores of the detectors in
-// score.detectors.
+// mean is the weighted mean (or max: score.combine) of the calibrated scores of the detectors in
+// score.detectors. The conversions keep the products from fusing into one multiply-add, which
+// would change the bits with the build's instruction set; with equal weights 0.5a + 0.5b has
+// the bits of (a + b)/2 (halving is exact), the mean before the weights.
 func (r *Ranker) mean(density, distance float64) float64 {
 	switch r.Params.Detectors {
 	case DetectorsDensity:
@@ -257,7 +272,7 @@ func (r *Ranker) meanOf(a, b float64) float64 {
 	if r.Params.Combine == CombineMax {
 		return max(a, b)
 	}
-	return (a + b) / 2
+	return float64(r.DensityWeight*a) + float64(r.DistanceWeight*b)
 }
 
 // Threshold is the combined score above which about rate of the window's records lie: the

@@ -50,3 +50,27 @@ func BenchmarkScoreRanking(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBuildRankerWeights is what score.weights: agreement adds to a build of the ranking
+// part (the work of a recalibration, recalibrate_records): the ranking part of a 20,000-record
+// window of 8 features at the defaults (4096 calibration records), with the weights by
+// agreement and with equal weights (docs/BENCHMARKS.md §11.2.1).
+//
+//	go test ./stages/detect -run '^$' -bench BuildRankerWeights -count 5
+func BenchmarkBuildRankerWeights(b *testing.B) {
+	sp := synth.DefaultUncertainParams()
+	sp.Rows, sp.Dims, sp.Seed = 20000, 8, 5
+	d := synth.One(sp)
+	sorted := sortedColumns(d.Cols)
+	for _, w := range []ScoreWeights{WeightsAgreement, WeightsEqual} {
+		b.Run(string(w), func(b *testing.B) {
+			cfg := Default()
+			cfg.Score.Weights = w
+			for b.Loop() {
+				if _, err := buildRanker(d.Cols, sorted, d.Features, cfg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

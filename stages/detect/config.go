@@ -232,6 +232,12 @@ type ScoreConfig struct {
 	// Combine is how the calibrated scores of both detectors make the combined score: `mean`
 	// (default) or `max` of their surprisals.
 	Combine ScoreCombine `yaml:"combine"`
+	// Weights is how combine: mean weights the two detectors: `agreement` (default), per model
+	// from its window alone (rank.AgreementWeights: a detector whose top records the other does
+	// not confirm weighs less, where the two rank the window alike; each weight in [0.2, 0.8];
+	// equal for one feature and for windows of at most 200 calibration records), or `equal`
+	// (the plain mean, as before issue 20's follow-up, docs/BENCHMARKS.md §11.2.1).
+	Weights ScoreWeights `yaml:"weights"`
 }
 
 // Default is the configuration with every default filled in.
@@ -244,7 +250,7 @@ func Default() Config {
 		// of a 2048-record sample: the best mean ROC AUC + AP over eight labelled sets in the
 		// batch case and the best mean stream F1; chosen again by most sets left out
 		// (docs/BENCHMARKS.md §8).
-		FlagBy: FlagBySignificance, MinScore: 5, AlarmRate: 0.02, RecentScores: 100, Score: ScoreConfig{Detectors: DetectorsBoth, Sample: 2048, K: 100, Combine: CombineMean},
+		FlagBy: FlagBySignificance, MinScore: 5, AlarmRate: 0.02, RecentScores: 100, Score: ScoreConfig{Detectors: DetectorsBoth, Sample: 2048, K: 100, Combine: CombineMean, Weights: WeightsAgreement},
 		// combine any, eta = delta = 0.2, n = 0.1% of the window: the setting with the best mean
 		// F1 over nine labelled streams and the best worst case relative to each set's own best;
 		// leaving one set out, the others choose it again 8 times of 9 (docs/BENCHMARKS.md §3).
@@ -360,6 +366,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Score.Combine != CombineMean && c.Score.Combine != CombineMax {
 		add("score.combine", "must be mean or max, got %q", c.Score.Combine)
+	}
+	if c.Score.Weights != WeightsAgreement && c.Score.Weights != WeightsEqual {
+		add("score.weights", "must be agreement or equal, got %q", c.Score.Weights)
 	}
 	if c.Score.Sample < 2 {
 		add("score.sample", "must be >= 2, got %d", c.Score.Sample)

@@ -90,6 +90,18 @@ const (
 // UnmarshalYAML decodes the word (Validate checks it).
 func (v *ScoreCombine) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
 
+// ScoreWeights is detect.score.weights: how combine: mean weights the two detectors.
+type ScoreWeights string
+
+// The score.weights words.
+const (
+	WeightsAgreement ScoreWeights = "agreement" // per model, by how well the other detector confirms each one's top records
+	WeightsEqual     ScoreWeights = "equal"     // the plain mean
+)
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (v *ScoreWeights) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
+
 // DensityMode is detect.density.mode: which subspaces the density test tests
 // (ALGORITHMS.md §2; package density's Mode).
 type DensityMode string

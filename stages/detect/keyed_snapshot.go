@@ -28,11 +28,14 @@ import (
 //	           alarm cap: next u32, filled u32, keys.window x u8 (flagged: 0 or 1),
 //	           model u8 (0: none yet, 1: encodeRanker follows) }
 //
+// Format 2 is format 1 with the detectors' weights at the end of each encodeRanker
+// (snapshot_rank.go); a format-1 key's model is read with equal weights, as it was built.
+//
 //	keyHeader: dims u32, dims x feature name (length u32, UTF-8), keys.window u32,
 //	           keys.min_records u32, keys.k u32, score.detectors (text), score.combine (text)
 //
 // A key's model on the model topic (one message per key, EncodeKeyModel): magic
-// "\x89ODKM\r\n\x1a", format version 1, payload keyHeader, key (length u32, bytes), version u64,
+// "\x89ODKM\r\n\x1a", format version 2 (1: without the weights, as above), payload keyHeader, key (length u32, bytes), version u64,
 // then encodeRanker. Both are refused, with the reason, when the header differs from the
 // configuration (the features, keys.window/min_records/k, score.detectors/combine shape a key's
 // model), as the global snapshot is (ErrSnapshotMismatch); a file or message that does not read
@@ -41,9 +44,9 @@ const (
 	keysSnapshotMagic = "\x89ODKS\r\n\x1a"
 	keyModelMagic     = "\x89ODKM\r\n\x1a"
 	// KeysSnapshotFormat is the newest keys' state format this code reads and writes.
-	KeysSnapshotFormat = 1
+	KeysSnapshotFormat = 2
 	// KeyModelFormat is the newest format of a key's model on the model topic.
-	KeyModelFormat = 1
+	KeyModelFormat = 2
 	keysPrefix     = "keys-"
 	maxKeyLength   = 1 << 16
 )
@@ -129,7 +132,7 @@ func EncodeKeyModel(features []string, cfg *Config, key string, version uint64, 
 // DecodeKeyModel reads a value of EncodeKeyModel, refusing one that does not fit features and
 // cfg (ErrSnapshotMismatch) or does not read back whole (ErrSnapshotFormat).
 func DecodeKeyModel(value []byte, features []string, cfg *Config) (key string, version uint64, r *Ranker, err error) {
-	_, p, err := keyModelFile.Read(bytes.NewReader(value))
+	format, p, err := keyModelFile.Read(bytes.NewReader(value))
 	if err != nil {
 		return "", 0, nil, sealedErr(err)
 	}
@@ -142,7 +145,7 @@ func DecodeKeyModel(value []byte, features []string, cfg *Config) (key string, v
 	if d.Err() != nil {
 		return "", 0, nil, sealedErr(d.Err())
 	}
-	if r, err = decodeRanker(d, features); err == nil {
+	if r, err = decodeRanker(d, features, format >= 2); err == nil {
 		err = checkKeyRanker(r, cfg)
 	}
 	if err == nil && d.Left() != 0 {
@@ -222,8 +225,9 @@ func boolByte(b bool) byte {
 	return 0
 }
 
-// decodeKeys reads a keys' state payload into k (empty, of the stage's settings).
-func (k *keyedScorer) decodeKeys(p []byte, features []string, cfg *Config) error {
+// decodeKeys reads a keys' state payload of this format version into k (empty, of the stage's
+// settings).
+func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg *Config) error {
 	d := sealed.NewDecoder(p)
 	if err := checkKeyHeader(d, features, cfg); err != nil {
 		return err
@@ -290,7 +294,7 @@ func (k *keyedScorer) decodeKeys(p []byte, features []string, cfg *Config) error
 			}
 			continue
 		}
-		r, err := decodeRanker(d, features)
+		r, err := decodeRanker(d, features, format >= 2)
 		if err == nil {
 			err = checkKeyRanker(r, cfg)
 		}
@@ -361,7 +365,7 @@ func (s *Stage) loadKeys() error {
 	}
 	for _, path := range files {
 		k := s.newKeyed()
-		err := readKeysFile(path, func(p []byte) error { return k.decodeKeys(p, s.features, &s.cfg) })
+		err := readKeysFile(path, func(format uint32, p []byte) error { return k.decodeKeys(format, p, s.features, &s.cfg) })
 		if err != nil {
 			s.deps.Log.Warn().Err(err).Str("file", path).Msg("keys' state snapshot skipped")
 			s.ext.keysSkipped = append(s.ext.keysSkipped, SkippedSnapshot{Path: path, Reason: err})
@@ -381,15 +385,15 @@ func (s *Stage) loadKeys() error {
 	return nil
 }
 
-func readKeysFile(path string, decode func([]byte) error) error {
+func readKeysFile(path string, decode func(format uint32, p []byte) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("detect: keys' snapshot: %w", err)
 	}
 	defer f.Close()
-	_, p, err := keysSnapshotFile.Read(bufio.NewReader(f))
+	format, p, err := keysSnapshotFile.Read(bufio.NewReader(f))
 	if err == nil {
-		err = decode(p)
+		err = decode(format, p)
 	} else {
 		err = sealedErr(err)
 	}
@@ -410,7 +414,7 @@ func KeyModelBound(features []string, cfg *Config, keyLen int) int {
 	for _, f := range features {
 		names += 4 + len(f)
 	}
-	score := 2*(4+len(cfg.Score.Detectors)) + 2*(4+len(cfg.Score.Combine))
+	score := 2*(4+len(cfg.Score.Detectors)) + 2*(4+len(cfg.Score.Combine)) + 4 + len(cfg.Score.Weights) + 16
 	head := sealed.HeaderSize + sealed.SumSize + 4 + names + 12 + score + 4 + keyLen + 8
 	return head + 8 + d*(8+4*w) + 3*8*d + 12 + 4*d*w + 3*(16+8*w)
 }

@@ -165,12 +165,14 @@ func TestSensorDenseSpikesFlagged(t *testing.T) {
 // TestSeasonalContextualRanked: stream_sbs.py's "seasonal" stream (three sensors with a daily
 // cycle of ±5 sd, 20 contextual anomalies: a reading normal twelve hours away, inside the
 // stream's range), default configuration, min_records 2000 as the benchmark replays it: the
-// combined score ranks the anomalies after the probation with AP at least 0.9 (0.942 here, 0.940
-// in docs/BENCHMARKS.md §12's replay). Only the joint (distance) view sees them, and only the
-// calibration's fitted tail (the knee, rank.TailQuantile) lifts that detector above the
-// per-feature one's ordinary records: without the knee this test measured AP 0.103, with the
-// knee lowered by 1 or 3 decades 0.927 and 0.622 (§11.2's last follow-up). The labelled tables
-// would rather have it lower: this test is the other side of that trade.
+// combined score ranks the anomalies after the probation with AP at least 0.9 (0.946 here, 0.942
+// with equal weights; 0.940 in docs/BENCHMARKS.md §12's replay). Only the joint (distance) view
+// sees them, and only the calibration's fitted tail (the knee, rank.TailQuantile) lifts that
+// detector above the per-feature one's ordinary records: without the knee this test measured AP
+// 0.103, with the knee lowered by 1 or 3 decades 0.927 and 0.622 (§11.2's last follow-up). The
+// labelled tables would rather have it lower: this test is the other side of that trade, and of
+// score.weights' agreement gate (without it the distance's unconfirmed top weighs less here
+// too: AP 0.607-0.878, §11.2.1).
 func TestSeasonalContextualRanked(t *testing.T) {
 	p := synth.DefaultSeriesParams()
 	p.SpikeRate, p.Daily, p.Contextual, p.Seed, p.Head = 0, 5, 20, 5, 2000

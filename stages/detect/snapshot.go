@@ -32,7 +32,8 @@ import (
 //	                m u32, seed u64,
 //	                dims u32, q u32, flags u32 (bit 0: anchors present; bit 1: members
 //	                present, bit 2: PROCLUS subspaces present (version 2); bit 3: the
-//	                ranking part follows the subspaces, snapshot_rank.go; others must be 0),
+//	                ranking part follows the subspaces, snapshot_rank.go; bit 4: that part
+//	                ends with the detectors' weights (score.weights); others must be 0),
 //	                dims x { name length u32, name UTF-8 },
 //	                dims x offset f32, dims x scale f32,
 //	                CF1, CF2, EF2: dims x q f64 each (column-major), N: q x i64,
@@ -180,7 +181,7 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 		flags |= snapFlagSubspaces
 	}
 	if m.Ranker != nil {
-		flags |= snapFlagRanker
+		flags |= snapFlagRanker | snapFlagWeights
 	}
 	e.U32(uint32(dims))
 	e.U32(uint32(q))
@@ -278,7 +279,7 @@ func decodeSnapshot(p []byte) (*Model, error) {
 	if q < 1 || q > maxSnapshotQ {
 		return nil, snapErr("q %d out of range [1, %d]", q, maxSnapshotQ)
 	}
-	if flags&^(snapFlagAnchors|snapFlagMembers|snapFlagSubspaces|snapFlagRanker) != 0 {
+	if flags&^(snapFlagAnchors|snapFlagMembers|snapFlagSubspaces|snapFlagRanker|snapFlagWeights) != 0 {
 		return nil, snapErr("unknown flags %#x", flags)
 	}
 	// The tuples alone take 8*q*(3*dims+1) bytes: a header the payload cannot hold is refused
@@ -344,7 +345,7 @@ func decodeSnapshot(p []byte) (*Model, error) {
 	}
 	if flags&snapFlagRanker != 0 {
 		var err error
-		if m.Ranker, err = decodeRanker(d, m.Features); err != nil {
+		if m.Ranker, err = decodeRanker(d, m.Features, flags&snapFlagWeights != 0); err != nil {
 			return nil, err
 		}
 	}

@@ -17,11 +17,19 @@ import (
 //	tail: dims x { count u64, count x f32 (ascending) }, dims x spread f64,
 //	distance space: dims x centre f64, dims x unit f64,
 //	sample R: rows u64, k u32, dims x rows f32,
-//	3 calibrations (density, distance, combined): { count u64, count x f64 (ascending), slope f64 }
+//	3 calibrations (density, distance, combined): { count u64, count x f64 (ascending), slope f64 },
+//	with the weights (snapFlagWeights; a key's model from format 2): score.weights (text),
+//	density weight f64, distance weight f64
 //
+// A ranking part without the weights (written before them) was built with equal weights and
+// is read as such (score.weights equal, 0.5 each), so that it scores as it did.
 // A snapshot without it (written before the ranking scores existed) is refused by Fits as
 // built with other parameters, so the stage builds a model afresh.
 const snapFlagRanker = 8
+
+// snapFlagWeights marks a ranking part that ends with the detectors' weights (below); one
+// without them was built with equal weights.
+const snapFlagWeights = 16
 
 func encodeRanker(e *sealed.Encoder, r *Ranker) {
 	e.Text(string(r.Params.Detectors))
@@ -45,10 +53,14 @@ func encodeRanker(e *sealed.Encoder, r *Ranker) {
 		e.F64s(c.Sorted)
 		e.F64(c.Slope)
 	}
+	e.Text(string(r.Params.Weights))
+	e.F64(r.DensityWeight)
+	e.F64(r.DistanceWeight)
 }
 
-// decodeRanker reads what encodeRanker wrote for a model of these features and checks it.
-func decodeRanker(d *sealed.Decoder, features []string) (*Ranker, error) {
+// decodeRanker reads what encodeRanker wrote for a model of these features and checks it;
+// weighted says whether the weights follow the calibrations (see above).
+func decodeRanker(d *sealed.Decoder, features []string, weighted bool) (*Ranker, error) {
 	dims := len(features)
 	r := &Ranker{}
 	sorted := make([][]float32, dims)
@@ -71,6 +83,12 @@ func decodeRanker(d *sealed.Decoder, features []string) (*Ranker, error) {
 	for i := range cals {
 		cals[i].Sorted = d.F64s(d.U64("calibration count"), "calibration scores")
 		cals[i].Slope = math.Float64frombits(d.U64("calibration slope"))
+	}
+	r.Params.Weights, r.DensityWeight, r.DistanceWeight = WeightsEqual, 0.5, 0.5
+	if weighted {
+		r.Params.Weights = ScoreWeights(d.Text(64, "score.weights"))
+		r.DensityWeight = math.Float64frombits(d.U64("density weight"))
+		r.DistanceWeight = math.Float64frombits(d.U64("distance weight"))
 	}
 	if d.Err() != nil {
 		return nil, sealedErr(d.Err())
@@ -105,6 +123,15 @@ func checkRanker(r *Ranker) error {
 	}
 	if r.Params.Combine != CombineMean && r.Params.Combine != CombineMax {
 		return snapErr("score.combine %q", r.Params.Combine)
+	}
+	if r.Params.Weights != WeightsAgreement && r.Params.Weights != WeightsEqual {
+		return snapErr("score.weights %q", r.Params.Weights)
+	}
+	// (A build's weights: each in [rank.WeightFloor, 1 - rank.WeightFloor], summing to 1 within
+	// an ulp.)
+	in := func(w float64) bool { return w >= rank.WeightFloor && w <= 1-rank.WeightFloor }
+	if wa, wb := r.DensityWeight, r.DistanceWeight; !in(wa) || !in(wb) || math.Abs(wa+wb-1) > 1e-12 {
+		return snapErr("detector weights %v, %v", r.DensityWeight, r.DistanceWeight)
 	}
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 	for j, s := range r.Tail.Sorted {

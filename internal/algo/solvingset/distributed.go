@@ -34,23 +34,42 @@ type Node interface {
 	Rows() int
 	// Take moves local rows into S (they are never compared as data or selected again) and
 	// returns their coordinates and neighbour lists LNN (k distances each, +Inf where fewer
-	// than k are known).
+	// than k are known). The supervisor calls it for the first candidates only; later ones
+	// come with the last Step's Proposal and move into S with the next Step.
 	Take(rows []int) (coords, lnn []float32, err error)
-	// Compare is step c on the node: every row not in S meets every candidate (coords) unless
-	// the pair is pruned (both the row's UB and the candidate's bound, from lnnc, below minOUT,
-	// with PruneMargin), the rows' LNN are updated, and for each candidate j the node keeps
-	// its local distances below lnnc's k-th. It returns done[j] = the candidate's running
-	// bound fell below minOUT on this node (it cannot be an outlier). lnnc holds k values per
-	// candidate (LNNC after step b).
-	Compare(coords, lnnc []float32, minOUT float64) (done []bool, err error)
-	// Neighbours returns, for each candidate j of the last Compare, its local distances kept
+	// Step is one iteration's work on the node in one hand-over (a round trip per node and
+	// iteration: each one is a barrier):
+	//   - the local rows taken (this iteration's candidates the node proposed last time) move
+	//     into S, as Take;
+	//   - step b: the candidates (coords, their LNN in lnn) meet each other in index order, as
+	//     one supervisor would; every node computes the same LNNC (lnnc, k values a candidate),
+	//     so that step b costs the supervisor nothing;
+	//   - step c: every row not in S meets every candidate (coords) unless the pair is pruned
+	//     (both the row's UB and the candidate's bound, from LNNC, below minOUT, with
+	//     PruneMargin), the rows' LNN are updated, and for each candidate j the node keeps its
+	//     local distances below LNNC's k-th (Neighbours serves them); done[j] = the candidate's
+	//     bound after step b, or its running bound on this node, fell below minOUT (it cannot
+	//     be an outlier);
+	//   - steps e and f: the rows not in S with UB >= minOUT (margin applied) are active; next
+	//     is up to m of them with the largest UB (ties: lower row first), best first, with
+	//     their coordinates and LNN.
+	// The supervisor prunes next again with the minOUT of the iteration's end: as pruning is
+	// monotone in UB that leaves the m best under the new minOUT (the selection need not wait
+	// for step d).
+	Step(taken []int, coords, lnn []float32, minOUT float64, m int) (lnnc []float32, done []bool, next Proposal, err error)
+	// Neighbours returns, for each candidate j of the last Step, its local distances kept
 	// there from position from[j] on, ascending, at most count[j] of them (a count of 0 asks
 	// nothing).
 	Neighbours(from, count []int) ([][]float32, error)
-	// Select is steps e and f on the node: the rows not in S with UB >= minOUT (margin
-	// applied) are active; it returns up to m of them with the largest UB (ties: lower row
-	// first), with their UB, and how many are active.
-	Select(m int, minOUT float64) (rows []int, ub []float64, active int, err error)
+}
+
+// Proposal is a node's best active rows after a Step, best first (UB descending, lower row
+// first): the supervisor takes the next candidates from every node's proposal.
+type Proposal struct {
+	Rows   []int     // local rows
+	UB     []float64 // their upper bounds
+	Coords []float32 // dims per row
+	LNN    []float32 // k per row: the row's neighbour list as Take returns it
 }
 
 // DistributedResult is the outcome of DistributedSolvingSet: Result, plus the traffic.
@@ -69,16 +88,16 @@ type DistributedResult struct {
 // summed over the iterations: each node step's time is that of the slowest node (the barrier),
 // so the phases say where a run with more nodes stops scaling.
 type DistributedPhases struct {
-	Take       time.Duration // step a: the candidates leave their nodes
-	Candidates time.Duration // step b on the supervisor
-	Compare    time.Duration // step c on every node
-	Merge      time.Duration // step d: the lists merged into weights
-	Select     time.Duration // steps e, f: every node's best, merged into the next candidates
+	Take     time.Duration // step a: the first candidates leave their nodes (later ones come with the proposals)
+	Step     time.Duration // steps b, c, e and f on every node (Node.Step): the slowest node's
+	NodeStep time.Duration // the nodes' mean Step: Step less this is the barrier's wait
+	Merge    time.Duration // step d: the lists merged into weights
+	Select   time.Duration // the nodes' proposals merged into the next candidates
 }
 
 // DistributedSolvingSet runs the distributed solving set over nodes holding consecutive
 // partitions of the rows (node j holds global rows offset_j .. offset_j+Rows()-1, in order).
-// p.Workers bounds the supervisor's goroutines for step b (0: GOMAXPROCS); nodes parallelise
+// p.Workers bounds the supervisor's goroutines for step d (0: GOMAXPROCS); nodes parallelise
 // themselves.
 func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (DistributedResult, error) {
 	if len(nodes) == 0 {
@@ -106,75 +125,75 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 	if lazy {
 		per = (k + len(nodes) - 1) / len(nodes)
 	}
+	// Step a for the first candidates: they leave their nodes with their coordinates and LNN.
+	candX, lnnc := make([]float32, len(cand)*dims), make([]float32, len(cand)*k)
+	t0 := time.Now()
+	byNode := func() [][]int { // positions in cand, per owner node
+		by := make([][]int, len(nodes))
+		for t, g := range cand {
+			by[owner(g)] = append(by[owner(g)], t)
+		}
+		return by
+	}
+	first := byNode()
+	err := eachNode(nodes, func(j int, nd Node) error {
+		if len(first[j]) == 0 {
+			return nil
+		}
+		local := make([]int, len(first[j]))
+		for i, t := range first[j] {
+			local[i] = cand[t] - offset[j]
+		}
+		x, h, err := nd.Take(local)
+		if err != nil {
+			return err
+		}
+		for i, t := range first[j] {
+			copy(candX[t*dims:(t+1)*dims], x[i*dims:(i+1)*dims])
+			copy(lnnc[t*k:(t+1)*k], h[i*k:(i+1)*k])
+		}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("solvingset: iteration 1: take: %w", err)
+	}
+	res.Phases.Take += time.Since(t0)
+	taken := make([][]int, len(nodes)) // per node, the local rows of cand that Step moves into S
 	iter := 0
 	for len(cand) > 0 {
 		iter++
 		nc := len(cand)
 		res.SolvingSet = append(res.SolvingSet, cand...)
-		// Step a: the candidates leave their nodes with their coordinates and LNN.
-		candX := make([]float32, nc*dims)
-		lnnc := make([]float32, nc*k)
-		t0 := time.Now()
-		byNode := make([][]int, len(nodes)) // positions in cand
-		for t, g := range cand {
-			byNode[owner(g)] = append(byNode[owner(g)], t)
+		for t := range nc {
+			heapify(lnnc[t*k : (t+1)*k])
 		}
-		err := eachNode(nodes, func(j int, nd Node) error {
-			if len(byNode[j]) == 0 {
-				return nil
-			}
-			local := make([]int, len(byNode[j]))
-			for i, t := range byNode[j] {
-				local[i] = cand[t] - offset[j]
-			}
-			x, h, err := nd.Take(local)
-			if err != nil {
-				return err
-			}
-			for i, t := range byNode[j] {
-				copy(candX[t*dims:(t+1)*dims], x[i*dims:(i+1)*dims])
-				copy(lnnc[t*k:(t+1)*k], h[i*k:(i+1)*k])
-				heapify(lnnc[t*k : (t+1)*k])
-			}
-			return nil
-		})
-		if err != nil {
-			return res, fmt.Errorf("solvingset: iteration %d: take: %w", iter, err)
-		}
-		t1 := time.Now()
-		res.Phases.Take += t1.Sub(t0)
-		// Step b: candidates against candidates, on the supervisor (m^2 distances), each
-		// candidate's LNNC on its own (on one core it was a tenth of a 4-GPU iteration).
-		parallelFor(workerCount(p.Workers), nc, 8, func(_, lo, hi int) {
-			for a := lo; a < hi; a++ {
-				ha := lnnc[a*k : (a+1)*k]
-				for b := range nc {
-					if a == b {
-						continue
-					}
-					if d := sqrt32(sqDistRowMajor(candX, a, b, dims)); d < ha[0] {
-						heapReplaceTop(ha, d)
-					}
-				}
-			}
-		})
-		res.DistanceComputations += int64(nc) * int64(nc-1)
+		res.DistanceComputations += int64(len(nodes)) * int64(nc) * int64(nc-1) // step b, on every node
 		minOUT := out.Min()
 		t2 := time.Now()
-		res.Phases.Candidates += t2.Sub(t1)
-		// Step c on every node, concurrently. A candidate whose bound after step b is already
-		// below minOUT is done (it cannot be an outlier), as is one that any node finds done.
+		// Steps b, c, e and f on every node, concurrently, in one hand-over each. A candidate
+		// that any node finds done is done.
 		done := make([]bool, nc)
-		for t := range nc {
-			done[t] = plainSum(lnnc[t*k:(t+1)*k])*margin < minOUT
-		}
+		var lnncB []float32 // LNNC after step b: node 0's (every node's is the same)
+		props := make([]Proposal, len(nodes))
 		var mu sync.Mutex
+		var nodeStep time.Duration
 		err = eachNode(nodes, func(j int, nd Node) error {
-			dj, err := nd.Compare(candX, lnnc, minOUT)
+			ts := time.Now()
+			lb, dj, next, err := nd.Step(taken[j], candX, lnnc, minOUT, m)
 			if err != nil {
 				return err
 			}
+			took := time.Since(ts)
+			if len(lb) != nc*k || len(dj) != nc || len(next.UB) != len(next.Rows) || len(next.Coords) != len(next.Rows)*dims || len(next.LNN) != len(next.Rows)*k {
+				return fmt.Errorf("node %d: %d LNNC values and %d done flags for %d candidates, a proposal of %d rows with %d bounds, %d coordinates, %d LNN values",
+					j, len(lb), len(dj), nc, len(next.Rows), len(next.UB), len(next.Coords), len(next.LNN))
+			}
+			props[j] = next
+			if j == 0 {
+				lnncB = lb
+			}
 			mu.Lock()
+			nodeStep += took
 			for t := range nc {
 				done[t] = done[t] || dj[t]
 			}
@@ -182,12 +201,14 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 			return nil
 		})
 		if err != nil {
-			return res, fmt.Errorf("solvingset: iteration %d: compare: %w", iter, err)
+			return res, fmt.Errorf("solvingset: iteration %d: step: %w", iter, err)
 		}
 		t3 := time.Now()
-		res.Phases.Compare += t3.Sub(t2)
+		res.Phases.Step += t3.Sub(t2)
+		res.Phases.NodeStep += nodeStep / time.Duration(len(nodes))
+		lnnc = lnncB
 		// Step d: merge each candidate's lists into its exact weight.
-		ws, values, refetches, err := mergeLists(nodes, lnnc, done, k, per)
+		ws, values, refetches, err := mergeLists(nodes, lnnc, done, k, per, workerCount(p.Workers))
 		if err != nil {
 			return res, fmt.Errorf("solvingset: iteration %d: neighbour lists: %w", iter, err)
 		}
@@ -202,26 +223,18 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 		minOUT = out.Min()
 		t4 := time.Now()
 		res.Phases.Merge += t4.Sub(t3)
-		// Steps e, f: the next candidates are the m active points with the largest UB.
+		// Steps e, f: the next candidates are the m active points with the largest UB: the
+		// best m of the proposals, less the suffix the new minOUT prunes.
 		type pick struct {
-			row int
-			ub  float64
+			row  int // global
+			ub   float64
+			j, i int // node, position in its proposal
 		}
 		var picks []pick
-		err = eachNode(nodes, func(j int, nd Node) error {
-			r, ub, _, err := nd.Select(m, minOUT)
-			if err != nil {
-				return err
+		for j, pr := range props {
+			for i, r := range pr.Rows {
+				picks = append(picks, pick{offset[j] + r, pr.UB[i], j, i})
 			}
-			mu.Lock()
-			for i := range r {
-				picks = append(picks, pick{offset[j] + r[i], ub[i]})
-			}
-			mu.Unlock()
-			return nil
-		})
-		if err != nil {
-			return res, fmt.Errorf("solvingset: iteration %d: select: %w", iter, err)
 		}
 		slices.SortFunc(picks, func(a, b pick) int {
 			if c := cmp.Compare(b.ub, a.ub); c != 0 {
@@ -229,9 +242,24 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 			}
 			return cmp.Compare(a.row, b.row)
 		})
+		picks = picks[:min(m, len(picks))]
+		for i, pk := range picks {
+			if pk.ub*margin < minOUT {
+				picks = picks[:i]
+				break
+			}
+		}
 		cand = cand[:0:0]
-		for _, pk := range picks[:min(m, len(picks))] {
+		candX, lnnc = make([]float32, len(picks)*dims), make([]float32, len(picks)*k)
+		for j := range taken {
+			taken[j] = nil
+		}
+		for t, pk := range picks {
 			cand = append(cand, pk.row)
+			taken[pk.j] = append(taken[pk.j], pk.row-offset[pk.j])
+			pr := props[pk.j]
+			copy(candX[t*dims:(t+1)*dims], pr.Coords[pk.i*dims:(pk.i+1)*dims])
+			copy(lnnc[t*k:(t+1)*k], pr.LNN[pk.i*k:(pk.i+1)*k])
 		}
 		res.Phases.Select += time.Since(t4)
 	}
@@ -255,7 +283,7 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 // whose last value is below the merged k-th is asked for the rest of that candidate's list:
 // values it has not sent are >= its last one, so otherwise none of them can enter the k
 // smallest, and the k-th (hence the weight) is certain.
-func mergeLists(nodes []Node, lnnc []float32, done []bool, k, per int) (weights []float64, values, refetches int64, err error) {
+func mergeLists(nodes []Node, lnnc []float32, done []bool, k, per, workers int) (weights []float64, values, refetches int64, err error) {
 	nc := len(done)
 	lists := make([][][]float32, len(nodes)) // [node][candidate] ascending
 	complete := make([][]bool, len(nodes))   // [node][candidate]: the whole list was sent
@@ -268,7 +296,11 @@ func mergeLists(nodes []Node, lnnc []float32, done []bool, k, per int) (weights 
 			if count[t] == 0 {
 				continue
 			}
-			lists[j][t] = append(lists[j][t], got[t]...)
+			if lists[j][t] == nil {
+				lists[j][t] = got[t][:len(got[t]):len(got[t])] // a refetch's append copies
+			} else {
+				lists[j][t] = append(lists[j][t], got[t]...)
+			}
 			values += int64(len(got[t]))
 			complete[j][t] = len(got[t]) < count[t] || len(lists[j][t]) >= k
 		}
@@ -287,36 +319,47 @@ func mergeLists(nodes []Node, lnnc []float32, done []bool, k, per int) (weights 
 		}
 	}
 	weights = make([]float64, nc)
-	own := make([]float32, k)        // LNNC of the candidate, ascending
-	merged := make([]float32, 0, k)  // the k smallest of own and the lists, ascending
-	pos := make([]int, len(nodes)+1) // the k-way merge's heads
+	// kSmallest sets merged to the k smallest of candidate t's LNNC and the lists sent so far:
+	// LNNC sorted, then merged with each node's ascending list in turn, truncated to k (two-way
+	// merges: a k-way merge over the heads was 2 µs a candidate at 4 nodes).
+	kSmallest := func(t int, merged, spare []float32) ([]float32, []float32) {
+		merged = append(merged[:0], lnnc[t*k:(t+1)*k]...)
+		slices.Sort(merged)
+		for j := range nodes {
+			spare = mergeK(spare, merged, lists[j][t], k)
+			merged, spare = spare, merged
+		}
+		return merged, spare
+	}
+	canonical := func(merged []float32) float64 { // ascending float64 sum
+		var s float64
+		for _, v := range merged[:k] {
+			s += float64(v)
+		}
+		return s
+	}
+	if per >= k {
+		// Every list whole: no candidate asks again, so the candidates merge on every core (the
+		// lists were written on the nodes' cores: reading them is mostly cache misses, 0.2 ms an
+		// iteration at 4 nodes on one core).
+		parallelFor(workers, nc, 8, func(_, lo, hi int) {
+			merged, spare := make([]float32, 0, k), make([]float32, 0, k)
+			for t := lo; t < hi; t++ {
+				if !done[t] {
+					merged, spare = kSmallest(t, merged, spare)
+					weights[t] = canonical(merged)
+				}
+			}
+		})
+		return weights, values, 0, nil
+	}
+	merged, spare := make([]float32, 0, k), make([]float32, 0, k)
 	for t := range nc {
 		if done[t] {
 			continue
 		}
-		copy(own, lnnc[t*k:(t+1)*k])
-		slices.Sort(own)
 		for {
-			// The k smallest of LNNC and the lists sent so far, by a merge of the ascending
-			// lists (sorting their union again on every round was 15% of a 4-GPU run).
-			merged = merged[:0]
-			clear(pos)
-			for len(merged) < k {
-				best, bv := -1, float32(math.Inf(1))
-				if pos[0] < k && own[pos[0]] <= bv {
-					best, bv = 0, own[pos[0]]
-				}
-				for j := range nodes {
-					if l := lists[j][t]; pos[j+1] < len(l) && (best < 0 || l[pos[j+1]] < bv) {
-						best, bv = j+1, l[pos[j+1]]
-					}
-				}
-				if best < 0 { // fewer than k values in all (cannot happen: LNNC holds k)
-					break
-				}
-				merged = append(merged, bv)
-				pos[best]++
-			}
+			merged, spare = kSmallest(t, merged, spare)
 			kth := merged[k-1]
 			var more []int
 			for j := range nodes {
@@ -325,11 +368,7 @@ func mergeLists(nodes []Node, lnnc []float32, done []bool, k, per int) (weights 
 				}
 			}
 			if len(more) == 0 {
-				var s float64 // the canonical weight: ascending float64 sum
-				for _, v := range merged[:k] {
-					s += float64(v)
-				}
-				weights[t] = s
+				weights[t] = canonical(merged)
 				break
 			}
 			for _, j := range more {
@@ -344,6 +383,25 @@ func mergeLists(nodes []Node, lnnc []float32, done []bool, k, per int) (weights 
 		}
 	}
 	return weights, values, refetches, nil
+}
+
+// mergeK sets dst to the k smallest of the ascending a and b, ascending.
+func mergeK(dst, a, b []float32, k int) []float32 {
+	dst = dst[:0]
+	i, j := 0, 0
+	for len(dst) < k {
+		switch {
+		case i < len(a) && (j >= len(b) || a[i] <= b[j]):
+			dst = append(dst, a[i])
+			i++
+		case j < len(b):
+			dst = append(dst, b[j])
+			j++
+		default:
+			return dst
+		}
+	}
+	return dst
 }
 
 // eachNode runs fn for every node concurrently and returns the first error.
@@ -421,9 +479,55 @@ func ub(h []float32) float64 {
 	return plainSum(h)
 }
 
-// Compare implements Node. Workers take ranges of rows; each keeps, per candidate, a heap of
-// its rows' distances below the candidate's k-th, merged at the end.
-func (n *CPUNode) Compare(coords, lnnc []float32, minOUT float64) ([]bool, error) {
+// Step implements Node.
+func (n *CPUNode) Step(taken []int, coords, lnn []float32, minOUT float64, m int) ([]float32, []bool, Proposal, error) {
+	for _, r := range taken {
+		if r < 0 || r >= len(n.inS) || n.inS[r] {
+			return nil, nil, Proposal{}, fmt.Errorf("taken row %d is not a row of the partition outside S", r)
+		}
+		n.inS[r] = true
+	}
+	dims := len(n.x)
+	lnnc := slices.Clone(lnn)
+	stepB(lnnc, coords, dims, n.k, n.workers)
+	done := n.compare(coords, lnnc, minOUT)
+	for t := range done {
+		done[t] = done[t] || plainSum(lnnc[t*n.k:(t+1)*n.k])*n.margin < minOUT
+	}
+	var next Proposal
+	next.Rows, next.UB = n.selectTop(m, minOUT)
+	for _, r := range next.Rows {
+		for d := range dims {
+			next.Coords = append(next.Coords, n.x[d][r])
+		}
+		next.LNN = append(next.LNN, n.heap[r*n.k:(r+1)*n.k]...)
+	}
+	return lnnc, done, next, nil
+}
+
+// stepB is step b: each candidate's LNNC (lnnc, k values a candidate, max-heaps) meets every
+// other candidate (coords, dims each) in index order, with the heap's replace_top (gpukern's
+// ss_ctoc does the same inserts in the same order).
+func stepB(lnnc, coords []float32, dims, k, workers int) {
+	nc := len(coords) / dims
+	parallelFor(workers, nc, 8, func(_, lo, hi int) {
+		for a := lo; a < hi; a++ {
+			ha := lnnc[a*k : (a+1)*k]
+			for b := range nc {
+				if a == b {
+					continue
+				}
+				if d := sqrt32(sqDistRowMajor(coords, a, b, dims)); d < ha[0] {
+					heapReplaceTop(ha, d)
+				}
+			}
+		}
+	})
+}
+
+// compare is step c. Workers take ranges of rows; each keeps, per candidate, a heap of its
+// rows' distances below the candidate's k-th, merged at the end.
+func (n *CPUNode) compare(coords, lnnc []float32, minOUT float64) []bool {
 	dims, k := len(n.x), n.k
 	nc := len(coords) / dims
 	n.ncand = nc
@@ -489,7 +593,7 @@ func (n *CPUNode) Compare(coords, lnnc []float32, minOUT float64) ([]bool, error
 		slices.Sort(merged)
 		done[t] = plainSum(merged[:k])*n.margin < minOUT // +Inf while fewer than k are known
 	}
-	return done, nil
+	return done
 }
 
 // Neighbours implements Node.
@@ -506,8 +610,8 @@ func (n *CPUNode) Neighbours(from, count []int) ([][]float32, error) {
 	return out, nil
 }
 
-// Select implements Node.
-func (n *CPUNode) Select(m int, minOUT float64) (rows []int, ubs []float64, active int, err error) {
+// selectTop is steps e and f: up to m active rows with the largest UB, best first.
+func (n *CPUNode) selectTop(m int, minOUT float64) (rows []int, ubs []float64) {
 	type item struct {
 		row int
 		ub  float64
@@ -521,7 +625,6 @@ func (n *CPUNode) Select(m int, minOUT float64) (rows []int, ubs []float64, acti
 		if u*n.margin < minOUT {
 			continue
 		}
-		active++
 		items = append(items, item{i, u})
 	}
 	slices.SortFunc(items, func(a, b item) int {
@@ -534,5 +637,5 @@ func (n *CPUNode) Select(m int, minOUT float64) (rows []int, ubs []float64, acti
 		rows = append(rows, it.row)
 		ubs = append(ubs, it.ub)
 	}
-	return rows, ubs, active, nil
+	return rows, ubs
 }
