@@ -267,7 +267,7 @@ func (r *Ranker) mean(density, distance float64) float64 {
 	return r.meanOf(r.Density.Surprisal(density), r.Distance.Surprisal(distance))
 }
 
-// meanOf is the mean (or max) of both detectors' calibrated scores.
+// meanOf is the weighted mean (or max) of both detectors' calibrated scores.
 func (r *Ranker) meanOf(a, b float64) float64 {
 	if r.Params.Combine == CombineMax {
 		return max(a, b)

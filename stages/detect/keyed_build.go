@@ -182,6 +182,14 @@ func (kb *keyBuild) build(st *keyState, cfg *Config) (*Ranker, bool) {
 	kb.posDens, kb.posDist = grow(kb.posDens, n), grow(kb.posDist, n)
 	r.Density = rank.CalibrationOf(kb.sortScores(dens, cal[:n:n], kb.posDens))
 	r.Distance = rank.CalibrationOf(kb.sortScores(dist, cal[n:2*n:2*n], kb.posDist))
+	// The detectors' weights as buildRankerOn takes them, from the raw scores in the window's
+	// order: rank.AgreementWeights depends on the records, not their order (its sums are of
+	// half-integer ranks, exact far past 4096 records; a window of at most 10*rank.ConfirmTop
+	// records, 200, gets equal weights without a sort).
+	r.DensityWeight, r.DistanceWeight = 0.5, 0.5
+	if cfg.Score.Weights == WeightsAgreement && cfg.Score.Detectors == DetectorsBoth && cfg.Score.Combine == CombineMean && d > 1 {
+		r.DensityWeight, r.DistanceWeight = rank.AgreementWeights(dens, dist)
+	}
 	comb := kb.dist // (dist is read no more)
 	for i := range n {
 		comb[i] = r.meanOfMember(int(kb.posDens[i]), int(kb.posDist[i]))

@@ -139,7 +139,8 @@ func modelLayout(r *Ranker) []int {
 // benchmarks' windows, windows with records left out as significant (and so many that the build
 // takes them all), partly filled windows, ties on a grid, a constant feature, copies of records,
 // values far out (the distance space's clamp), 1 to 5 features, keys.k from 1 to past the
-// window, both combines and every detectors setting, other seeds and alarm rates. Windows past
+// window, both combines, every detectors setting, both score.weights (by agreement: unequal
+// past 200 records), other seeds and alarm rates. Windows past
 // the shortcuts (-0, NaN, infinities, more than 4096 records) must take the general build, and
 // the ordinary ones must not.
 func TestKeyBuildMatchesGeneral(t *testing.T) {
@@ -149,18 +150,20 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 		window, k, dims int
 		detectors       ScoreDetectors
 		combine         ScoreCombine
+		weights         ScoreWeights
 		seed            uint64
 		rate            float64
 	}
 	settings := []setting{
-		{200, 10, 3, DetectorsBoth, CombineMean, 1, 0.02},
-		{200, 10, 3, DetectorsBoth, CombineMax, 7, 0.001},
-		{40, 1, 1, DetectorsDensity, CombineMean, 1, 0.02},
-		{60, 50, 2, DetectorsDistance, CombineMean, 3, 0.02},
-		{64, 80, 5, DetectorsBoth, CombineMean, 1, 0.02},
-		{1000, 25, 4, DetectorsBoth, CombineMean, 2, 0.02},
-		{4096, 10, 3, DetectorsBoth, CombineMean, 1, 0.02},
-		{5000, 10, 2, DetectorsBoth, CombineMean, 1, 0.02},
+		{200, 10, 3, DetectorsBoth, CombineMean, WeightsAgreement, 1, 0.02},
+		{200, 10, 3, DetectorsBoth, CombineMax, WeightsAgreement, 7, 0.001},
+		{40, 1, 1, DetectorsDensity, CombineMean, WeightsAgreement, 1, 0.02},
+		{60, 50, 2, DetectorsDistance, CombineMean, WeightsAgreement, 3, 0.02},
+		{64, 80, 5, DetectorsBoth, CombineMean, WeightsAgreement, 1, 0.02},
+		{1000, 25, 4, DetectorsBoth, CombineMean, WeightsAgreement, 2, 0.02}, // (weights by agreement past 200 records)
+		{1000, 25, 4, DetectorsBoth, CombineMean, WeightsEqual, 2, 0.02},
+		{4096, 10, 3, DetectorsBoth, CombineMean, WeightsAgreement, 1, 0.02},
+		{5000, 10, 2, DetectorsBoth, CombineMean, WeightsAgreement, 1, 0.02},
 	}
 	kb := new(keyBuild)
 	fast := 0
@@ -168,7 +171,7 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 		cfg := Default()
 		cfg.KeyBy = KeyByKey
 		cfg.Keys.Window, cfg.Keys.K, cfg.Seed, cfg.AlarmRate = s.window, s.k, s.seed, s.rate
-		cfg.Score.Detectors, cfg.Score.Combine = s.detectors, s.combine
+		cfg.Score.Detectors, cfg.Score.Combine, cfg.Score.Weights = s.detectors, s.combine, s.weights
 		for _, kind := range kinds {
 			w := s.window
 			st := &keyState{cols: make([][]float32, s.dims), sig: make([]bool, w)}
