@@ -93,7 +93,6 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (
 		}
 		w := func(word int) cu.DevicePtr { return n.io + cu.DevicePtr(word*8) }
 		b.cand, b.candX, b.candHeap, b.candDone, b.selFin = w(n.lay.taken), w(n.lay.candX), w(n.lay.candHeap), w(n.lay.done), w(n.lay.fin)
-		b.finHost = make([]float64, finWords(n.take))
 		if err := b.allocSelect2(n.blocks, n.take); err != nil {
 			return err
 		}
@@ -328,5 +327,3 @@ func (d *Device) distFree(n *distNode) error {
 	}
 	return d.do(n.free)
 }
-
-func unsafePtrF32(s []float32) unsafe.Pointer { return unsafe.Pointer(&s[0]) }

@@ -186,31 +186,6 @@ func selectLaunch(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, mi
 	return L, inK, inI, inK == b.selFin, nil
 }
 
-// selectTop is selectLaunch with the download of what is left (take pairs when m <=
-// ssSelectSlice/2: 1.2 KB at m = 100, instead of blocks*take) into keys and idx; it returns its
-// length. Owner thread only.
-func selectTop(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, minOUT float64, keys []float64, idx []int32) (int, error) {
-	L, inK, inI, fin, err := selectLaunch(d, b, rows, blocks, m, take, margin, minOUT)
-	if err != nil {
-		return 0, err
-	}
-	if fin {
-		if err := download(d, "selection", b.finHost, b.selFin); err != nil {
-			return 0, err
-		}
-		copy(keys, b.finHost[:take])
-		copy(idx, unsafe.Slice((*int32)(unsafe.Pointer(&b.finHost[take])), take))
-		return L, nil
-	}
-	if err := download(d, "selection keys", keys[:L], inK); err != nil {
-		return 0, err
-	}
-	if err := download(d, "selection indices", idx[:L], inI); err != nil {
-		return 0, err
-	}
-	return L, nil
-}
-
 // ssSortThreads is ss_select_sort's block for n pairs: half the next power of two, at least a
 // warp.
 func ssSortThreads(n int) int {
