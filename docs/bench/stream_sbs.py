@@ -59,6 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -116,6 +117,8 @@ def parse_args():
     ap.add_argument("--skab", default=os.environ.get("OUTLIERD_SKAB", os.path.expanduser("~/.cache/outlierd/skab")), help="SKAB checkout (default $OUTLIERD_SKAB or ~/.cache/outlierd/skab); --sets skab")
     ap.add_argument("--skab-files", default="all", choices=["all", "even", "odd"],
                     help="SKAB's experiments by the number of their file (valve1/0.csv: 0): all, or the half that chose configs/skab.yaml (even) or the half it is reported on (odd)")
+    ap.add_argument("--nab-files", default="all", choices=["all", "in", "out"],
+                    help="NAB's files by the CRC-32 of their path under data/ (e.g. realKnownCause/nyc_taxi.csv): all, or the half that chose detect.recent_horizon and recent_scores (in: even CRC) or the half they are reported on (out: odd)")
     ap.add_argument("--config", default="", help="pipeline config for outlierd replay (default: none, pipeline.Default())")
     ap.add_argument("--also-config", action="append", default=[], metavar="SET:NAME=FILE",
                     help="outlierd again on SET (nab or skab) with config FILE, as detector \"outlierd NAME\" (repeatable): configs side by side in one run")
@@ -416,14 +419,20 @@ def load_sweeper(nab):
     return mod
 
 
-def nab_corpus(nab, quick):
+def nab_half(rel):
+    """The half of NAB a file is in: "in" (its path's CRC-32 even: the files that chose
+    detect.recent_horizon and recent_scores, docs/BENCHMARKS.md §12.12) or "out" (odd: held out)."""
+    return "in" if zlib.crc32(rel.encode()) % 2 == 0 else "out"
+
+
+def nab_corpus(nab, quick, which="all"):
     import pandas as pd
 
     with open(os.path.join(nab, "labels", "combined_windows.json")) as fh:
         windows = json.load(fh)
     files = []
     for rel in sorted(windows):
-        if quick and not rel.startswith(QUICK_NAB + "/"):
+        if quick and not rel.startswith(QUICK_NAB + "/") or which != "all" and nab_half(rel) != which:
             continue
         df = pd.read_csv(os.path.join(nab, "data", rel), header=0, parse_dates=[0])
         win = [(pd.Timestamp(a), pd.Timestamp(b)) for a, b in windows[rel]]
@@ -531,9 +540,12 @@ def run_nab(binary, args, td, raw, corpus="nab"):
     sweeper_mod = load_sweeper(args.nab)  # SKAB too is scored by NAB's sweeper
     with open(os.path.join(args.nab, "config", "profiles.json")) as fh:
         profiles = json.load(fh)
-    files = nab_corpus(args.nab, args.quick) if corpus == "nab" else skab_corpus(args.skab, args.quick, args.skab_files)
+    files = nab_corpus(args.nab, args.quick, args.nab_files) if corpus == "nab" else skab_corpus(args.skab, args.quick, args.skab_files)
     if args.nab_self_check and corpus == "nab":
-        check_numenta(sweeper_mod, profiles, files, args.nab)
+        if args.nab_files == "all":
+            check_numenta(sweeper_mod, profiles, files, args.nab)
+        else:
+            print("# NAB self-check skipped: NAB publishes figures for the whole corpus only (--nab-files all)", file=sys.stderr)
     feats = [c for c in files[0][1].columns if c != "timestamp"]
     skab_own = {}  # SKAB's outlier-detection metric: detector -> [tp, fp, fn, tn] of its own flags after the probation
     dets = {}  # detector -> list of per-file scores in [0, 1]
