@@ -40,10 +40,10 @@ import (
 
 // recentRing is a series' last combined scores, a ring (owned by the stage's goroutine), and
 // an index of the ring's positions in ascending order of their scores: a record's rank is then a
-// binary search and its insertion a move of part of the index, for 1 more byte a score at the
-// default 100 (2 past 256 scores, 3 past 65,536; recentBytes). A scan of the held scores per
+// binary search and its insertion a move of part of the index, for 1 more byte a score up to
+// 256 scores (2 past 256, 3 past 65,536; recentBytes). A scan of the held scores per
 // record cost twice as much on the stage's one goroutine, for a value that under sink.emit:
-// outliers is mostly not emitted (BenchmarkRecentRank at the default 100: 265 -> 110 ns,
+// outliers is mostly not emitted (BenchmarkRecentRank at recent_scores 100: 265 -> 110 ns,
 // docs/BENCHMARKS.md §14). The index replaced a sorted copy of the scores (8 bytes a score: a
 // key's ring was 1.8 KB of heap, now 1.0 KB; §13.0.2) with the same ranks bit for bit: within
 // a run of equal scores the index holds the newest first (a score is inserted before every held

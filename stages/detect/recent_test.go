@@ -57,8 +57,8 @@ func TestRecentRingRanks(t *testing.T) {
 // records are significant for the window (outcasts: a fault does not become normal by
 // repeating) and their combined scores stay above series A's one spike of 15 sd, so one
 // threshold on the combined score pages on B's continuing fault before A's spike. Recent ranks
-// each record among its own series' last 100 scores: B's continuing records fall below
-// min_score (log10(101) = 2 within their recent range, a little more where one rises beyond
+// each record among its own series' last recent_scores scores: B's continuing records fall below
+// min_score (log10(51) = 1.7 within their recent range, a little more where one rises beyond
 // it) and A's spike stays far above them. The flags do not change.
 func TestRecentRanksAcrossSeries(t *testing.T) {
 	cfg := Default()
@@ -200,10 +200,12 @@ func TestRecentRingMatchesDefinition(t *testing.T) {
 	}
 }
 
-// BenchmarkRecentRank: one record's recent score at the default recent_scores (100), the ring
-// against the definition's scan over the same stream of scores (both in one run).
+// BenchmarkRecentRank: one record's recent score at the default recent_scores and recent_horizon
+// (50 and 60 blocks since §12.12; 100 and none before), the ring against the definition's scan
+// over the same stream of scores (both in one run).
 func BenchmarkRecentRank(b *testing.B) {
-	const m = 100
+	cfg := Default()
+	m, blocks := cfg.RecentScores, cfg.RecentBlocks()
 	r := rand.New(rand.NewPCG(1, 2))
 	xs := make([]float64, 4096)
 	for i := range xs {
@@ -212,7 +214,7 @@ func BenchmarkRecentRank(b *testing.B) {
 	b.Run("ring", func(b *testing.B) {
 		var ring recentRing
 		for i := 0; b.Loop(); i++ {
-			ring.rank(xs[i%len(xs)], m, 30)
+			ring.rank(xs[i%len(xs)], m, blocks)
 		}
 	})
 	b.Run("scan", func(b *testing.B) { // the ring before: a scan of the held scores
@@ -220,7 +222,7 @@ func BenchmarkRecentRank(b *testing.B) {
 		next := 0
 		for i := 0; b.Loop(); i++ {
 			x := xs[i%len(xs)]
-			naiveRecent(held, nil, 0, x)
+			naiveRecent(held, nil, 0, x) // (the horizon's scan, for the few beyond the ring, not counted)
 			if len(held) < m {
 				held = append(held, x)
 			} else {
