@@ -568,8 +568,10 @@ def run_nab(binary, args, td, raw, corpus="nab"):
             per["outlierd recent"] = (recent, flags, 0.0)
         for name, cfg in also_configs(args, corpus):
             t1 = time.time()
-            s2, f2, _, _ = run_outlierd(binary, path, max(p, 2), argparse.Namespace(**{**vars(args), "config": cfg}))
+            s2, f2, _, r2 = run_outlierd(binary, path, max(p, 2), argparse.Namespace(**{**vars(args), "config": cfg}))
             per["outlierd " + name] = (s2, f2, time.time() - t1)
+            if r2 is not None:
+                per["outlierd " + name + " recent"] = (r2, f2, 0.0)
         if not args.only_ours:
             per.update(peers(df[feats].to_numpy(dtype=np.float64), max(p, 2)))
         if corpus == "skab":  # EVALUATION.md: F1 with common anomalies needs a flag-everything reference
@@ -585,7 +587,7 @@ def run_nab(binary, args, td, raw, corpus="nab"):
             if det == "outlierd" or det[len("outlierd "):] in dict(also_configs(args, corpus)):
                 dets.setdefault(det + " flags", []).append(f.astype(np.float64))
             yv = y[p:]
-            if det not in ("outlierd recent", "NAB windowedGaussian"):  # those have no flags of their own
+            if not det.endswith(" recent") and det != "NAB windowedGaussian":  # those have no flags of their own
                 fv = np.asarray(f[p:], dtype=bool)
                 c = skab_own.setdefault(det, [0, 0, 0, 0])
                 for k, v in enumerate(((fv & (yv == 1)).sum(), (fv & (yv == 0)).sum(), (~fv & (yv == 1)).sum(), (~fv & (yv == 0)).sum())):
@@ -602,7 +604,7 @@ def run_nab(binary, args, td, raw, corpus="nab"):
     for det, scores in dets.items():
         r = nab_normalise(sweeper_mod, profiles, files, to_unit(scores))
         r["pointwise_ap"] = float(np.mean(pointwise[det])) if det in pointwise else None
-        r["quiet_share"] = quiet[det][0] / quiet[det][1] if det in quiet and det not in ("NAB windowedGaussian", "outlierd recent") else None
+        r["quiet_share"] = quiet[det][0] / quiet[det][1] if det in quiet and det != "NAB windowedGaussian" and not det.endswith(" recent") else None
         r["seconds"] = secs.get(det)
         if det in skab_own:  # SKAB's outlier-detection figures of the detector's own flags, pooled over the files
             tp, fp, fn, tn = skab_own[det]
