@@ -43,9 +43,10 @@ on that order, ties included); outlierd's verdicts enter as a 0/1 detector of th
 AP on NAB labels a row 1 inside a NAB window, after the probation (mean over the files with
 a window). outlierd's `recent` column (detect.recent_scores: its combined score ranked among its
 series' last scores) is reported as a detector of its own, "outlierd recent", with the same
-flags. SKAB (--sets skab, --skab or $OUTLIERD_SKAB): its 34 labelled experiments (8 sensors),
+flags (and "outlierd NAME recent" for each --also-config). SKAB (--sets skab, --skab or $OUTLIERD_SKAB): its 34 labelled experiments (8 sensors),
 each anomalous span a window for the same driver of NAB's scorer, and SKAB's own outlier
-figures (F1, FAR, MAR) of each detector's flags. See docs/bench/README.md for what chose
+figures (F1, FAR, MAR) of each detector's flags. --nab-files and --skab-files pick the
+halves that chose a default or are reported on. See docs/bench/README.md for what chose
 which parameter.
 """
 import argparse
