@@ -23,19 +23,19 @@ import (
 // to their rank among its own recent records.
 //
 // A record beyond its last recent_scores is not necessarily new to its series: a burst that
-// comes back every day, or every few hundred records of a spiky series, is beyond the last
-// hundred records each time (NAB's low-FP profile, docs/BENCHMARKS.md §12.12: most of the
-// false positives at its optimum were such returns). With detect.recent_horizon, a series also
-// keeps the maxima of its last blocks of recent_scores records, over the horizon: a record
-// beyond the ring that recentPeaks or more of those blocks reached is ranked by their count,
-// -log10((1 + c) / (N + 1)) over the N records the blocks cover (an upper bound of its rank
-// there: each such block holds at least one record at or above it), and never below the ring's
-// range; a record fewer blocks reached rises by its excess over the recentPeaks-th largest
-// block maximum (or the ring's largest, if larger) from that rank, so one or two earlier events
-// (an earlier fault, the first model's early records) do not hide a new one. Without a horizon
-// (0), N = the ring's m, c = 0, and the excess is over the ring's largest. The flag still follows the combined score
-// (min_score, the cap, the outcasts): Recent is for ranking and thresholding across series,
-// not a verdict, and a fault that repeats becomes ordinary in it while the verdict keeps it
+// comes back every day, or every few hundred records of a spiky series, is beyond the ring each
+// time (the series NAB's low-FP profile lost most on, docs/BENCHMARKS.md §12.12). With
+// detect.recent_horizon, a series also keeps the maxima of its last blocks of recent_scores
+// records, over the horizon: a record beyond the ring that recentPeaks or more of those blocks
+// reached is ranked by their count, -log10((1 + c) / (N + 1)) over the N records the blocks
+// cover (an upper bound of its rank there: each such block holds at least one record at or
+// above it), and never below the ring's range; a record fewer blocks reached rises from that
+// rank by its excess over the recentPeaks-th largest block maximum (or the ring's largest, if
+// larger), so a few earlier events (an earlier fault, the first model's early records) do not
+// hide a new one. Without a horizon (0), N = the ring's m, c = 0, and the excess is over the
+// ring's largest (the definition before §12.12, bit for bit). The flag still follows the
+// combined score (min_score, the cap, the outcasts): Recent is for ranking and thresholding
+// across series, not a verdict, and a fault that repeats becomes ordinary in it while the verdict keeps it
 // significant for a window (issue 20 item 4).
 
 // recentRing is a series' last combined scores, a ring (owned by the stage's goroutine), and
@@ -67,7 +67,7 @@ type recentRing struct {
 // it to rank by their count alone: a burst that returns is ordinary from its sixth occurrence
 // on, and the excess of a new event is measured past the fifth-largest block maximum, so that a
 // few earlier events do not hide it (chosen with recent_scores on NAB's held-in half and SKAB's
-// even experiments among 2, 3, 4, 5 and 8; docs/BENCHMARKS.md §12.12).
+// even experiments among 1, 2, 3, 4, 5 and 8; docs/BENCHMARKS.md §12.12).
 const recentPeaks = 5
 
 // indexWidth is the bytes an index entry of a ring of m scores takes.
