@@ -35,8 +35,8 @@ import (
 // hide a new one. Without a horizon (0), N = the ring's m, c = 0, and the excess is over the
 // ring's largest (the definition before §12.12, bit for bit). The flag still follows the
 // combined score (min_score, the cap, the outcasts): Recent is for ranking and thresholding
-// across series, not a verdict, and a fault that repeats becomes ordinary in it while the verdict keeps it
-// significant for a window (issue 20 item 4).
+// across series, not a verdict, and a fault that repeats becomes ordinary in it while the
+// verdict keeps it significant for a window (issue 20 item 4).
 
 // recentRing is a series' last combined scores, a ring (owned by the stage's goroutine), and
 // an index of the ring's positions in ascending order of their scores: a record's rank is then a
