@@ -43,9 +43,10 @@ on that order, ties included); outlierd's verdicts enter as a 0/1 detector of th
 AP on NAB labels a row 1 inside a NAB window, after the probation (mean over the files with
 a window). outlierd's `recent` column (detect.recent_scores: its combined score ranked among its
 series' last scores) is reported as a detector of its own, "outlierd recent", with the same
-flags. SKAB (--sets skab, --skab or $OUTLIERD_SKAB): its 34 labelled experiments (8 sensors),
+flags (and "outlierd NAME recent" for each --also-config). SKAB (--sets skab, --skab or $OUTLIERD_SKAB): its 34 labelled experiments (8 sensors),
 each anomalous span a window for the same driver of NAB's scorer, and SKAB's own outlier
-figures (F1, FAR, MAR) of each detector's flags. See docs/bench/README.md for what chose
+figures (F1, FAR, MAR) of each detector's flags. --nab-files and --skab-files pick the
+halves that chose a default or are reported on. See docs/bench/README.md for what chose
 which parameter.
 """
 import argparse
@@ -59,6 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -116,6 +118,8 @@ def parse_args():
     ap.add_argument("--skab", default=os.environ.get("OUTLIERD_SKAB", os.path.expanduser("~/.cache/outlierd/skab")), help="SKAB checkout (default $OUTLIERD_SKAB or ~/.cache/outlierd/skab); --sets skab")
     ap.add_argument("--skab-files", default="all", choices=["all", "even", "odd"],
                     help="SKAB's experiments by the number of their file (valve1/0.csv: 0): all, or the half that chose configs/skab.yaml (even) or the half it is reported on (odd)")
+    ap.add_argument("--nab-files", default="all", choices=["all", "in", "out"],
+                    help="NAB's files by the CRC-32 of their path under data/ (e.g. realKnownCause/nyc_taxi.csv): all, or the half that chose detect.recent_horizon and recent_scores (in: even CRC) or the half they are reported on (out: odd)")
     ap.add_argument("--config", default="", help="pipeline config for outlierd replay (default: none, pipeline.Default())")
     ap.add_argument("--also-config", action="append", default=[], metavar="SET:NAME=FILE",
                     help="outlierd again on SET (nab or skab) with config FILE, as detector \"outlierd NAME\" (repeatable): configs side by side in one run")
@@ -416,14 +420,20 @@ def load_sweeper(nab):
     return mod
 
 
-def nab_corpus(nab, quick):
+def nab_half(rel):
+    """The half of NAB a file is in: "in" (its path's CRC-32 even: the files that chose
+    detect.recent_horizon and recent_scores, docs/BENCHMARKS.md §12.12) or "out" (odd: held out)."""
+    return "in" if zlib.crc32(rel.encode()) % 2 == 0 else "out"
+
+
+def nab_corpus(nab, quick, which="all"):
     import pandas as pd
 
     with open(os.path.join(nab, "labels", "combined_windows.json")) as fh:
         windows = json.load(fh)
     files = []
     for rel in sorted(windows):
-        if quick and not rel.startswith(QUICK_NAB + "/"):
+        if quick and not rel.startswith(QUICK_NAB + "/") or which != "all" and nab_half(rel) != which:
             continue
         df = pd.read_csv(os.path.join(nab, "data", rel), header=0, parse_dates=[0])
         win = [(pd.Timestamp(a), pd.Timestamp(b)) for a, b in windows[rel]]
@@ -531,9 +541,12 @@ def run_nab(binary, args, td, raw, corpus="nab"):
     sweeper_mod = load_sweeper(args.nab)  # SKAB too is scored by NAB's sweeper
     with open(os.path.join(args.nab, "config", "profiles.json")) as fh:
         profiles = json.load(fh)
-    files = nab_corpus(args.nab, args.quick) if corpus == "nab" else skab_corpus(args.skab, args.quick, args.skab_files)
+    files = nab_corpus(args.nab, args.quick, args.nab_files) if corpus == "nab" else skab_corpus(args.skab, args.quick, args.skab_files)
     if args.nab_self_check and corpus == "nab":
-        check_numenta(sweeper_mod, profiles, files, args.nab)
+        if args.nab_files == "all":
+            check_numenta(sweeper_mod, profiles, files, args.nab)
+        else:
+            print("# NAB self-check skipped: NAB publishes figures for the whole corpus only (--nab-files all)", file=sys.stderr)
     feats = [c for c in files[0][1].columns if c != "timestamp"]
     skab_own = {}  # SKAB's outlier-detection metric: detector -> [tp, fp, fn, tn] of its own flags after the probation
     dets = {}  # detector -> list of per-file scores in [0, 1]
@@ -556,8 +569,10 @@ def run_nab(binary, args, td, raw, corpus="nab"):
             per["outlierd recent"] = (recent, flags, 0.0)
         for name, cfg in also_configs(args, corpus):
             t1 = time.time()
-            s2, f2, _, _ = run_outlierd(binary, path, max(p, 2), argparse.Namespace(**{**vars(args), "config": cfg}))
+            s2, f2, _, r2 = run_outlierd(binary, path, max(p, 2), argparse.Namespace(**{**vars(args), "config": cfg}))
             per["outlierd " + name] = (s2, f2, time.time() - t1)
+            if r2 is not None:
+                per["outlierd " + name + " recent"] = (r2, f2, 0.0)
         if not args.only_ours:
             per.update(peers(df[feats].to_numpy(dtype=np.float64), max(p, 2)))
         if corpus == "skab":  # EVALUATION.md: F1 with common anomalies needs a flag-everything reference
@@ -573,7 +588,7 @@ def run_nab(binary, args, td, raw, corpus="nab"):
             if det == "outlierd" or det[len("outlierd "):] in dict(also_configs(args, corpus)):
                 dets.setdefault(det + " flags", []).append(f.astype(np.float64))
             yv = y[p:]
-            if det not in ("outlierd recent", "NAB windowedGaussian"):  # those have no flags of their own
+            if not det.endswith(" recent") and det != "NAB windowedGaussian":  # those have no flags of their own
                 fv = np.asarray(f[p:], dtype=bool)
                 c = skab_own.setdefault(det, [0, 0, 0, 0])
                 for k, v in enumerate(((fv & (yv == 1)).sum(), (fv & (yv == 0)).sum(), (~fv & (yv == 1)).sum(), (~fv & (yv == 0)).sum())):
@@ -590,7 +605,7 @@ def run_nab(binary, args, td, raw, corpus="nab"):
     for det, scores in dets.items():
         r = nab_normalise(sweeper_mod, profiles, files, to_unit(scores))
         r["pointwise_ap"] = float(np.mean(pointwise[det])) if det in pointwise else None
-        r["quiet_share"] = quiet[det][0] / quiet[det][1] if det in quiet and det not in ("NAB windowedGaussian", "outlierd recent") else None
+        r["quiet_share"] = quiet[det][0] / quiet[det][1] if det in quiet and det != "NAB windowedGaussian" and not det.endswith(" recent") else None
         r["seconds"] = secs.get(det)
         if det in skab_own:  # SKAB's outlier-detection figures of the detector's own flags, pooled over the files
             tp, fp, fn, tn = skab_own[det]

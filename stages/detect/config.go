@@ -90,9 +90,21 @@ type Config struct {
 	// threshold many series by, since a series the model does not fit falls back to its own
 	// recent past. It does not change the flag. Cost: each scored record is ranked among its
 	// series' held scores (a binary search), and each series holds 16 bytes a score (a
-	// key's counted in keys.max_bytes); not kept across restarts. Default 100 (chosen on SKAB,
-	// docs/BENCHMARKS.md §12.10); 0: off (Recent is NaN).
+	// key's counted in keys.max_bytes); not kept across restarts. Default 50 (chosen on SKAB's
+	// even experiments with recent_horizon, docs/BENCHMARKS.md §12.12; 100 before, §12.10); 0:
+	// off (Recent is NaN).
 	RecentScores int `yaml:"recent_scores"`
+	// RecentHorizon is how many of a series' last records a record beyond its last
+	// recent_scores must stand out from to rank as new in Recent (recent.go): the series keeps
+	// the largest combined score of each block of recent_scores records over the horizon, and
+	// a record that five of them reached ranks by their count (a burst that returns every day
+	// is ordinary from its sixth day), one fewer reached rises by its excess over the
+	// fifth-largest. Cost: 8 bytes a block a series (60 blocks, 480 bytes, at the defaults), and
+	// a scan of the blocks for a record beyond its series' ring. Default 3000 (chosen with
+	// recent_scores on NAB's held-in half and SKAB's even experiments, docs/BENCHMARKS.md
+	// §12.12); 0: off (a record beyond the ring rises by its excess over the ring's largest, as
+	// before).
+	RecentHorizon int `yaml:"recent_horizon"`
 	// KeyBy is `none` (default: one model for the whole stream) or `key`: a model per record
 	// key (the Kafka key, or ingest.key_field's value) besides the global one (keyed.go; docs/DESIGN.md,
 	// "Models per key"). Needs flag_by: significance.
@@ -250,7 +262,7 @@ func Default() Config {
 		// of a 2048-record sample: the best mean ROC AUC + AP over eight labelled sets in the
 		// batch case and the best mean stream F1; chosen again by most sets left out
 		// (docs/BENCHMARKS.md §8).
-		FlagBy: FlagBySignificance, MinScore: 5, AlarmRate: 0.02, RecentScores: 100, Score: ScoreConfig{Detectors: DetectorsBoth, Sample: 2048, K: 100, Combine: CombineMean, Weights: WeightsAgreement},
+		FlagBy: FlagBySignificance, MinScore: 5, AlarmRate: 0.02, RecentScores: 50, RecentHorizon: 3000, Score: ScoreConfig{Detectors: DetectorsBoth, Sample: 2048, K: 100, Combine: CombineMean, Weights: WeightsAgreement},
 		// combine any, eta = delta = 0.2, n = 0.1% of the window: the setting with the best mean
 		// F1 over nine labelled streams and the best worst case relative to each set's own best;
 		// leaving one set out, the others choose it again 8 times of 9 (docs/BENCHMARKS.md §3).
@@ -350,6 +362,11 @@ func (c *Config) Validate() error {
 	if c.RecentScores < 0 || c.RecentScores > 1<<20 {
 		add("recent_scores", "must be in [0, %d] (0: off), got %d", 1<<20, c.RecentScores)
 	}
+	if c.RecentHorizon < 0 || c.RecentHorizon > 1<<24 {
+		add("recent_horizon", "must be in [0, %d] (0: off), got %d", 1<<24, c.RecentHorizon)
+	} else if c.RecentScores > 0 && c.RecentBlocks() > 1<<16 {
+		add("recent_horizon", "is %d blocks of recent_scores=%d records: at most %d", c.RecentBlocks(), c.RecentScores, 1<<16)
+	}
 	if c.AlertCooldown < 0 {
 		add("alert_cooldown", "must be >= 0 (0: off), got %s", c.AlertCooldown)
 	}
@@ -437,6 +454,15 @@ func (c *Config) Validate() error {
 
 // Refresh is the number of new records after which the whole model is rebuilt.
 func (c *Config) Refresh() int { return c.RefreshRecords }
+
+// RecentBlocks is how many block maxima of recent_scores records cover recent_horizon (rounded
+// up; 0 when either is 0: no horizon).
+func (c *Config) RecentBlocks() int {
+	if c.RecentScores <= 0 || c.RecentHorizon <= 0 {
+		return 0
+	}
+	return (c.RecentHorizon + c.RecentScores - 1) / c.RecentScores
+}
 
 // Recalibrate is the number of new records after which the model's ranking part is rebuilt,
 // for a window now holding held records: recalibrate_records, or when it is 0 a quarter of the

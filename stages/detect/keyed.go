@@ -250,8 +250,9 @@ func (k *keyedScorer) recordState(b *batch.Batch, keys *array.Binary, parts []in
 	return st
 }
 
-// recentBytes is a key's ring of m recent scores (float64) and their index by score (recent.go).
-func recentBytes(m int) int64 { return int64(m * (8 + indexWidth(m))) }
+// recentBytes is a key's ring of m recent scores (float64) and their index by score, and the
+// maxima of its horizon's blocks (float64; recent.go).
+func recentBytes(m, blocks int) int64 { return int64(m*(8+indexWidth(m)) + 8*blocks) }
 
 // stateOf is state for a key's bytes, without a string made for a key already held. A scorer's
 // key (follower) is made by InstallKeyModels only: nil for a key it holds no model of.
@@ -287,7 +288,7 @@ func (k *keyedScorer) newState(key string, cfg *Config, d int) *keyState {
 	w := cfg.Keys.Window
 	st := &keyState{key: key, sig: make([]bool, w), cap: newAlarmCap(w), slot: -1}
 	if cfg.RecentScores > 0 {
-		st.recent.resize(cfg.RecentScores)
+		st.recent.resize(cfg.RecentScores, cfg.RecentBlocks())
 	}
 	if !k.follower { // (a scorer's key keeps no window)
 		st.cols = make([][]float32, d)
@@ -296,14 +297,14 @@ func (k *keyedScorer) newState(key string, cfg *Config, d int) *keyState {
 		}
 	}
 	k.keys[key] = st
-	k.bytes += k.bytesOf(w, d, false) + recentBytes(cfg.RecentScores)
+	k.bytes += k.bytesOf(w, d, false) + recentBytes(cfg.RecentScores, cfg.RecentBlocks())
 	return st
 }
 
 func (k *keyedScorer) evict(st *keyState, d int) {
 	st.gone = true // (its touches in the recency log are stale from now on)
 	delete(k.keys, st.key)
-	k.bytes -= k.bytesOf(len(st.sig), d, st.warm) + recentBytes(len(st.recent.s))
+	k.bytes -= k.bytesOf(len(st.sig), d, st.warm) + st.recent.bytes()
 	if st.warm {
 		k.warm--
 		k.markDirty(st)

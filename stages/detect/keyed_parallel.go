@@ -147,7 +147,7 @@ func (k *keyedScorer) makeNewKeys(sts []*keyState, keys *array.Binary, cfg *Conf
 // with its first model, and the first model of each held key of the batch not warm yet.
 func (k *keyedScorer) mostBytes(sts []*keyState, newKeys int, cfg *Config, d int) int64 {
 	w := cfg.Keys.Window
-	most := k.bytes + int64(newKeys)*(k.bytesOf(w, d, true)+recentBytes(cfg.RecentScores))
+	most := k.bytes + int64(newKeys)*(k.bytesOf(w, d, true)+recentBytes(cfg.RecentScores, cfg.RecentBlocks()))
 	counted := map[*keyState]bool{}
 	for _, st := range sts {
 		if st != nil && !st.warm && !counted[st] {
@@ -277,7 +277,7 @@ func (k *keyedScorer) buildDue(ws []keyedWorker, cfg *Config) {
 // rankRecentKeyed is the stage's rankRecent for a batch the parallel path scored: each
 // record's combined score ranked among its key's recent ones, per key in stream order, on the
 // workers. False for another batch (the stage ranks it itself).
-func (k *keyedScorer) rankRecentKeyed(b *batch.Batch, m int) bool {
+func (k *keyedScorer) rankRecentKeyed(b *batch.Batch, m, blocks int) bool {
 	p := k.pass
 	k.pass = keyedPass{}
 	if p.b != b {
@@ -292,8 +292,8 @@ func (k *keyedScorer) rankRecentKeyed(b *batch.Batch, m int) bool {
 				continue
 			}
 			st := p.sts[i]
-			grown[w] += recentBytes(m) - recentBytes(len(st.recent.s)) // (recent_scores changed)
-			sc.Recent = st.recent.rank(sc.Score, m)
+			grown[w] += recentBytes(m, blocks) - st.recent.bytes() // (recent_scores or recent_horizon changed)
+			sc.Recent = st.recent.rank(sc.Score, m, blocks)
 		}
 	})
 	for _, g := range grown {

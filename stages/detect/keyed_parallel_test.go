@@ -37,7 +37,7 @@ func TestKeyedParallelMatchesSerial(t *testing.T) {
 			rows := joiningFleet(c.sensors, c.rows, c.joining, 0.01, 3, "sensor-%03d")
 			cfg := keyedConfig()
 			cfg.Keys.MaxKeys = c.maxKeys
-			cfg.Keys.MaxBytes = int64(c.maxBytesKeys) * (keyBytes(cfg.Keys.Window, 1, true) + recentBytes(cfg.RecentScores))
+			cfg.Keys.MaxBytes = int64(c.maxBytesKeys) * (keyBytes(cfg.Keys.Window, 1, true) + recentBytes(cfg.RecentScores, cfg.RecentBlocks()))
 			run := func(serial bool) ([]string, *keyedScorer) {
 				mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 				defer mem.AssertSize(t, 0)
@@ -97,7 +97,7 @@ func TestKeyedParallelNearMaxBytes(t *testing.T) {
 		t.Fatalf("stats %+v: want the 40 keys warm", st)
 	}
 	w := cfg.Keys.Window
-	newKey := keyBytes(w, 1, true) + recentBytes(cfg.RecentScores) // a new key with its first model
+	newKey := keyBytes(w, 1, true) + recentBytes(cfg.RecentScores, cfg.RecentBlocks()) // a new key with its first model
 	held := make([]*keyState, 0, 40)
 	k.lru.each(func(st *keyState) { held = append(held, st) })
 	batchOf := func(fresh bool) ([]*keyState, *array.Binary) {
@@ -136,7 +136,7 @@ func TestKeyedParallelNearMaxBytes(t *testing.T) {
 		}
 		if got && c.fresh { // (made: drop it again, untouched, for the next case)
 			st := k.keys["sensor-new"]
-			k.bytes -= k.bytesOf(w, 1, false) + recentBytes(cfg.RecentScores)
+			k.bytes -= k.bytesOf(w, 1, false) + recentBytes(cfg.RecentScores, cfg.RecentBlocks())
 			delete(k.keys, st.key)
 		}
 		if len(k.keys) != before {

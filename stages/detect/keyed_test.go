@@ -215,7 +215,7 @@ func TestKeysEvictedLeastRecentlySeen(t *testing.T) {
 		t.Fatalf("keys %v, evictions %d: want b evicted (least recently seen)", k.keys, k.evictions)
 	}
 	st := k.stats()
-	if st.Warming != 3 || st.Live != 0 || st.Bytes != 3*(keyBytes(cfg.Keys.Window, 2, false)+recentBytes(cfg.RecentScores)) {
+	if st.Warming != 3 || st.Live != 0 || st.Bytes != 3*(keyBytes(cfg.Keys.Window, 2, false)+recentBytes(cfg.RecentScores, cfg.RecentBlocks())) {
 		t.Fatalf("stats %+v", st)
 	}
 }

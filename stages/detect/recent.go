@@ -20,17 +20,30 @@ import (
 // it (the same decimal log units), so a record far beyond its series' recent past still ranks
 // by how far. For a series the model fits, Recent is about the combined score (both are
 // -log10 of a tail probability); for one it does not, the series' ordinary records fall back
-// to their rank among its own recent records. The flag still follows the combined score
-// (min_score, the cap, the outcasts): Recent is for ranking and thresholding across series,
-// not a verdict, and a fault that repeats becomes ordinary in it while the verdict keeps it
-// significant for a window (issue 20 item 4).
+// to their rank among its own recent records.
+//
+// A record beyond its last recent_scores is not necessarily new to its series: a burst that
+// comes back every day, or every few hundred records of a spiky series, is beyond the ring each
+// time (the series NAB's low-FP profile lost most on, docs/BENCHMARKS.md §12.12). With
+// detect.recent_horizon, a series also keeps the maxima of its last blocks of recent_scores
+// records, over the horizon: a record beyond the ring that recentPeaks or more of those blocks
+// reached is ranked by their count, -log10((1 + c) / (N + 1)) over the N records the blocks
+// cover (an upper bound of its rank there: each such block holds at least one record at or
+// above it), and never below the ring's range; a record fewer blocks reached rises from that
+// rank by its excess over the recentPeaks-th largest block maximum (or the ring's largest, if
+// larger), so a few earlier events (an earlier fault, the first model's early records) do not
+// hide a new one. Without a horizon (0), N = the ring's m, c = 0, and the excess is over the
+// ring's largest (the definition before §12.12, bit for bit). The flag still follows the
+// combined score (min_score, the cap, the outcasts): Recent is for ranking and thresholding
+// across series, not a verdict, and a fault that repeats becomes ordinary in it while the
+// verdict keeps it significant for a window (issue 20 item 4).
 
 // recentRing is a series' last combined scores, a ring (owned by the stage's goroutine), and
 // an index of the ring's positions in ascending order of their scores: a record's rank is then a
-// binary search and its insertion a move of part of the index, for 1 more byte a score at the
-// default 100 (2 past 256 scores, 3 past 65,536; recentBytes). A scan of the held scores per
+// binary search and its insertion a move of part of the index, for 1 more byte a score up to
+// 256 scores (2 past 256, 3 past 65,536; recentBytes). A scan of the held scores per
 // record cost twice as much on the stage's one goroutine, for a value that under sink.emit:
-// outliers is mostly not emitted (BenchmarkRecentRank at the default 100: 265 -> 110 ns,
+// outliers is mostly not emitted (BenchmarkRecentRank at recent_scores 100: 265 -> 110 ns,
 // docs/BENCHMARKS.md §14). The index replaced a sorted copy of the scores (8 bytes a score: a
 // key's ring was 1.8 KB of heap, now 1.0 KB; §13.0.2) with the same ranks bit for bit: within
 // a run of equal scores the index holds the newest first (a score is inserted before every held
@@ -41,7 +54,21 @@ type recentRing struct {
 	width  int
 	next   int
 	filled int
+	// the horizon (recent_horizon): the maxima of the last len(peaks) completed blocks of m
+	// records, a ring (pnext the oldest once pfilled is len(peaks)), and the current block's
+	// largest score so far over its cnt records
+	peaks          []float64
+	pnext, pfilled int
+	cur            float64
+	cnt            int
 }
+
+// recentPeaks is how many of the horizon's blocks must have reached a record beyond the ring for
+// it to rank by their count alone: a burst that returns is ordinary from its sixth occurrence
+// on, and the excess of a new event is measured past the fifth-largest block maximum, so that a
+// few earlier events do not hide it (chosen with recent_scores on NAB's held-in half and SKAB's
+// even experiments among 1, 2, 3, 4, 5 and 8; docs/BENCHMARKS.md §12.12).
+const recentPeaks = 5
 
 // indexWidth is the bytes an index entry of a ring of m scores takes.
 func indexWidth(m int) int {
@@ -101,22 +128,22 @@ func (r *recentRing) search(n int, x float64, after bool) int {
 	return lo
 }
 
-// rank returns the recent score of combined score x against the ring, then adds x to it
-// (capacity m: the ring is resized to it, keeping the newest, when detect.recent_scores
-// changed). NaN for a NaN x (not added); x itself while the ring is empty.
-func (r *recentRing) rank(x float64, m int) float64 {
+// rank returns the recent score of combined score x against the ring and the horizon's block
+// maxima, then adds x to them (capacity m, blocks of the horizon: the ring is resized to them,
+// keeping the newest scores and starting the horizon afresh, when detect.recent_scores or
+// recent_horizon changed). NaN for a NaN x (not added); x itself while the ring is empty.
+func (r *recentRing) rank(x float64, m, blocks int) float64 {
 	if math.IsNaN(x) || m <= 0 {
 		return math.NaN()
 	}
-	if len(r.s) != m || r.width != indexWidth(m) {
-		r.resize(m)
+	if len(r.s) != m || r.width != indexWidth(m) || len(r.peaks) != blocks {
+		r.resize(m, blocks)
 	}
 	n, w := r.filled, r.width
 	j := r.search(n, x, false) // the first held score >= x
 	v := x
 	if ge := n - j; n > 0 && ge == 0 {
-		// beyond the series' recent records: their resolution, then the excess
-		v = math.Log10(float64(n+1)) + (x - r.s[r.at(n-1)])
+		v = r.beyond(x, r.s[r.at(n-1)], m)
 	} else if n > 0 {
 		v = math.Log10(float64(n+1)) - math.Log10(float64(1+ge))
 	}
@@ -136,19 +163,68 @@ func (r *recentRing) rank(x float64, m int) float64 {
 	r.s[r.next] = x
 	r.next = (r.next + 1) % m
 	r.filled = min(r.filled+1, m)
+	if len(r.peaks) > 0 {
+		if r.cnt == 0 || x > r.cur {
+			r.cur = x
+		}
+		if r.cnt++; r.cnt == m { // the block is complete: its maximum joins the horizon
+			r.peaks[r.pnext] = r.cur
+			r.pnext = (r.pnext + 1) % len(r.peaks)
+			r.pfilled = min(r.pfilled+1, len(r.peaks))
+			r.cnt = 0
+		}
+	}
 	return v
 }
+
+// beyond is the recent score of x above every held score (the largest: top): its rank among the
+// horizon's records by the blocks that reached it, and its excess past the recentPeaks-th
+// largest block maximum while fewer reached it (without a horizon: log10(m + 1) + x - top over
+// the ring's m). O(blocks), for the few records beyond their series' ring.
+func (r *recentRing) beyond(x, top float64, m int) float64 {
+	n := float64(r.filled)
+	covered := max(n, float64(r.pfilled*m+r.cnt)) // the records the ring and the blocks hold
+	c := 0
+	var big [recentPeaks]float64 // the largest block maxima below x, descending
+	for k := range big {
+		big[k] = math.Inf(-1)
+	}
+	for _, p := range r.peaks[:r.pfilled] {
+		if p >= x {
+			c++
+			continue
+		}
+		for k := range big {
+			if p > big[k] {
+				copy(big[k+1:], big[k:len(big)-1])
+				big[k] = p
+				break
+			}
+		}
+	}
+	rank := math.Log10(covered+1) - math.Log10(float64(1+c))
+	if c >= recentPeaks {
+		return max(math.Log10(n+1), rank)
+	}
+	// the recentPeaks-th largest block maximum: the (recentPeaks - c)-th largest below x
+	return rank + (x - max(top, big[recentPeaks-1-c]))
+}
+
+// bytes is what recentBytes counts for the ring as it is sized now.
+func (r *recentRing) bytes() int64 { return recentBytes(len(r.s), len(r.peaks)) }
 
 // clone is an independent copy of the ring.
 func (r *recentRing) clone() recentRing {
 	c := *r
-	c.s, c.idx = slices.Clone(r.s), slices.Clone(r.idx)
+	c.s, c.idx, c.peaks = slices.Clone(r.s), slices.Clone(r.idx), slices.Clone(r.peaks)
 	return c
 }
 
 // resize keeps the newest min(filled, m) scores in a ring of capacity m (order within the ring
-// does not matter to rank: only the held scores do).
-func (r *recentRing) resize(m int) {
+// does not matter to rank: only the held scores do), and starts a horizon of blocks block
+// maxima afresh (a block is m records).
+func (r *recentRing) resize(m, blocks int) {
+	r.peaks, r.pnext, r.pfilled, r.cnt = make([]float64, blocks), 0, 0, 0
 	keep := min(r.filled, m)
 	s := make([]float64, m)
 	for i := range keep { // oldest first, so the next write replaces the oldest kept
@@ -177,8 +253,8 @@ func (r *recentRing) resize(m int) {
 // key_by: key (a key evicted within the batch uses none: NaN; a scorer's key without a model
 // of its own, the stage's), else the stage's.
 func (s *Stage) rankRecent(b *batch.Batch) {
-	m := s.cfg.RecentScores
-	if s.keyed != nil && s.keyed.rankRecentKeyed(b, m) {
+	m, blocks := s.cfg.RecentScores, s.cfg.RecentBlocks()
+	if s.keyed != nil && s.keyed.rankRecentKeyed(b, m, blocks) {
 		return // (ranked on the keys' workers: keyed_parallel.go)
 	}
 	keys := b.Keys()
@@ -189,16 +265,16 @@ func (s *Stage) rankRecent(b *batch.Batch) {
 			continue
 		}
 		if s.keyed == nil {
-			sc.Recent = s.recent.rank(sc.Score, m)
+			sc.Recent = s.recent.rank(sc.Score, m, blocks)
 			continue
 		}
 		if st, ok := s.keyed.keys[string(recordKey(keys, i))]; ok {
-			s.keyed.bytes += recentBytes(m) - recentBytes(len(st.recent.s)) // (recent_scores changed)
-			sc.Recent = st.recent.rank(sc.Score, m)
+			s.keyed.bytes += recentBytes(m, blocks) - st.recent.bytes() // (recent_scores or recent_horizon changed)
+			sc.Recent = st.recent.rank(sc.Score, m, blocks)
 		} else if s.keyed.follower && sc.Warming {
 			// A scorer holds no state for a key it has no model of (role all holds every key
 			// from its first record): such records rank among the stream's recent scores.
-			sc.Recent = s.recent.rank(sc.Score, m)
+			sc.Recent = s.recent.rank(sc.Score, m, blocks)
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package detect
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -12,16 +14,16 @@ import (
 // excess; it never falls as x rises; a NaN is neither ranked nor held; a resize keeps the newest.
 func TestRecentRingRanks(t *testing.T) {
 	var r recentRing
-	if v := r.rank(3, 4); v != 3 {
+	if v := r.rank(3, 4, 0); v != 3 {
 		t.Fatalf("empty ring: %v, want the score itself", v)
 	}
 	for _, x := range []float64{1, 2, 0.5} {
-		r.rank(x, 4)
+		r.rank(x, 4, 0)
 	}
 	// held: 3, 1, 2, 0.5 (m = 4)
 	probe := func(x float64) float64 {
 		c := r.clone() // probing must not add to r (rank adds x to the ring)
-		return c.rank(x, 4)
+		return c.rank(x, 4, 0)
 	}
 	for _, tc := range []struct{ x, want float64 }{
 		{2, math.Log10(5) - math.Log10(3)},   // 2 and 3 at or above
@@ -40,11 +42,11 @@ func TestRecentRingRanks(t *testing.T) {
 		}
 		prev = v
 	}
-	if v := r.rank(math.NaN(), 4); !math.IsNaN(v) || r.filled != 4 || r.next != 0 {
+	if v := r.rank(math.NaN(), 4, 0); !math.IsNaN(v) || r.filled != 4 || r.next != 0 {
 		t.Fatalf("NaN: %v, filled %d next %d", v, r.filled, r.next)
 	}
-	r.rank(7, 4) // replaces the oldest (3): held 7, 1, 2, 0.5
-	r.resize(2)  // keeps the newest two: 0.5 and 7
+	r.rank(7, 4, 0) // replaces the oldest (3): held 7, 1, 2, 0.5
+	r.resize(2, 0)  // keeps the newest two: 0.5 and 7
 	if got := probe(6); r.filled != 2 || math.Abs(got-(math.Log10(3)-math.Log10(2))) > 1e-12 {
 		t.Errorf("after resize: filled %d, rank(6) = %v", r.filled, got)
 	}
@@ -55,8 +57,8 @@ func TestRecentRingRanks(t *testing.T) {
 // records are significant for the window (outcasts: a fault does not become normal by
 // repeating) and their combined scores stay above series A's one spike of 15 sd, so one
 // threshold on the combined score pages on B's continuing fault before A's spike. Recent ranks
-// each record among its own series' last 100 scores: B's continuing records fall below
-// min_score (log10(101) = 2 within their recent range, a little more where one rises beyond
+// each record among its own series' last recent_scores scores: B's continuing records fall below
+// min_score (log10(51) = 1.7 within their recent range, a little more where one rises beyond
 // it) and A's spike stays far above them. The flags do not change.
 func TestRecentRanksAcrossSeries(t *testing.T) {
 	cfg := Default()
@@ -100,8 +102,10 @@ func TestRecentRanksAcrossSeries(t *testing.T) {
 }
 
 // naiveRecent is the recent score by its definition, the reference for recentRing: a scan of
-// the held scores (held: in any order) for #{held >= x} and their largest.
-func naiveRecent(held []float64, x float64) float64 {
+// the held scores (held: in any order) for #{held >= x} and their largest; beyond the largest,
+// the horizon's block maxima (peaks, in any order) sorted, and covered the records the ring and
+// the blocks hold.
+func naiveRecent(held, peaks []float64, covered int, x float64) float64 {
 	if len(held) == 0 {
 		return x
 	}
@@ -113,32 +117,51 @@ func naiveRecent(held []float64, x float64) float64 {
 		top = max(top, y)
 	}
 	n := float64(len(held) + 1)
-	if ge == 0 {
-		return math.Log10(n) + (x - top)
+	if ge > 0 {
+		return math.Log10(n) - math.Log10(float64(1+ge))
 	}
-	return math.Log10(n) - math.Log10(float64(1+ge))
+	desc := slices.Clone(peaks)
+	slices.SortFunc(desc, func(a, b float64) int { return cmp.Compare(b, a) })
+	c := 0
+	for c < len(desc) && desc[c] >= x {
+		c++
+	}
+	rank := math.Log10(float64(max(len(held), covered)+1)) - math.Log10(float64(1+c))
+	if c >= recentPeaks {
+		return max(math.Log10(n), rank)
+	}
+	third := math.Inf(-1) // the recentPeaks-th largest block maximum (below x here)
+	if len(desc) >= recentPeaks {
+		third = desc[recentPeaks-1]
+	}
+	return rank + (x - max(top, third))
 }
 
 // TestRecentRingMatchesDefinition: the ring's rank (a binary search in its index by score) equals
 // the definition's scan bit for bit, over random streams with ties (quantised scores), ±Inf,
-// NaN (not held), and resizes of recent_scores up and down, across the index's widths (seed
-// printed).
+// NaN (not held), and resizes of recent_scores up and down, across the index's widths, with
+// and without a horizon of block maxima (recent_horizon, restarted by a resize; seed printed).
 func TestRecentRingMatchesDefinition(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 20))
 	var ring recentRing
-	var held []float64 // oldest first
-	m := 1 + r.IntN(50)
+	var held []float64  // oldest first
+	var since []float64 // every score held since the horizon (re)started, for its blocks
+	m, blocks := 1+r.IntN(50), r.IntN(8)
 	for i := range 20000 {
-		if r.IntN(2000) == 0 { // detect.recent_scores changed
-			switch m = 1 + r.IntN(120); r.IntN(4) {
+		if r.IntN(2000) == 0 { // detect.recent_scores or recent_horizon changed
+			m0, b0 := m, blocks
+			switch m, blocks = 1+r.IntN(120), r.IntN(40); r.IntN(4) {
 			case 0: // an index of 2 bytes a position
 				m = 257 + r.IntN(500)
 			case 1: // of 3 (not filled here: its insertions only)
 				m = 1<<16 + 1 + r.IntN(10)
 			}
 			held = held[max(0, len(held)-m):]
+			if m != m0 || blocks != b0 {
+				since = nil
+			}
 		}
 		var x float64
 		switch k := r.IntN(100); {
@@ -153,22 +176,36 @@ func TestRecentRingMatchesDefinition(t *testing.T) {
 		default:
 			x = 10 * r.Float64()
 		}
-		got := ring.rank(x, m)
+		got := ring.rank(x, m, blocks)
 		want := math.NaN()
 		if !math.IsNaN(x) {
-			want = naiveRecent(held, x)
+			var peaks []float64 // the maxima of the last `blocks` complete blocks of m
+			complete := len(since) / m
+			for k := max(0, complete-blocks); k < complete; k++ {
+				peaks = append(peaks, slices.Max(since[k*m:(k+1)*m]))
+			}
+			covered := 0
+			if blocks > 0 {
+				covered = len(peaks)*m + len(since)%m
+			}
+			want = naiveRecent(held, peaks, covered, x)
 			held = append(held, x)[max(0, len(held)+1-m):]
+			if since = append(since, x); blocks > 0 && len(since) > (blocks+1)*m {
+				since = since[m:] // (whole blocks only: the chunking above stays aligned)
+			}
 		}
 		if math.Float64bits(got) != math.Float64bits(want) && !(math.IsNaN(got) && math.IsNaN(want)) {
-			t.Fatalf("record %d (x %v, m %d, %d held): rank %v, want %v", i, x, m, len(held), got, want)
+			t.Fatalf("record %d (x %v, m %d, blocks %d, %d held): rank %v, want %v", i, x, m, blocks, len(held), got, want)
 		}
 	}
 }
 
-// BenchmarkRecentRank: one record's recent score at the default recent_scores (100), the ring
-// against the definition's scan over the same stream of scores (both in one run).
+// BenchmarkRecentRank: one record's recent score at the default recent_scores and recent_horizon
+// (50 and 60 blocks since §12.12; 100 and none before), the ring against the definition's scan
+// over the same stream of scores (both in one run).
 func BenchmarkRecentRank(b *testing.B) {
-	const m = 100
+	cfg := Default()
+	m, blocks := cfg.RecentScores, cfg.RecentBlocks()
 	r := rand.New(rand.NewPCG(1, 2))
 	xs := make([]float64, 4096)
 	for i := range xs {
@@ -177,7 +214,7 @@ func BenchmarkRecentRank(b *testing.B) {
 	b.Run("ring", func(b *testing.B) {
 		var ring recentRing
 		for i := 0; b.Loop(); i++ {
-			ring.rank(xs[i%len(xs)], m)
+			ring.rank(xs[i%len(xs)], m, blocks)
 		}
 	})
 	b.Run("scan", func(b *testing.B) { // the ring before: a scan of the held scores
@@ -185,7 +222,7 @@ func BenchmarkRecentRank(b *testing.B) {
 		next := 0
 		for i := 0; b.Loop(); i++ {
 			x := xs[i%len(xs)]
-			naiveRecent(held, x)
+			naiveRecent(held, nil, 0, x) // (the horizon's scan, for the few beyond the ring, not counted)
 			if len(held) < m {
 				held = append(held, x)
 			} else {
@@ -193,4 +230,55 @@ func BenchmarkRecentRank(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestRecentHorizonReturningBurst: the case recent_horizon is for (NAB's low-FP profile,
+// docs/BENCHMARKS.md §12.12: a CPU that bursts once a day, a volume that spikes every few hours).
+// A series of ordinary scores in [0, 2) bursts to 30 every 288 records (daily at 5 minutes),
+// beyond its last recent_scores scores every time. Without a horizon each return ranks about 30,
+// far above min_score, for ever. With the default horizon (3000 records), the first recentPeaks
+// bursts still stand out (fewer than recentPeaks blocks reached them), every later one ranks by
+// its count among the horizon's blocks, below min_score; a burst higher than the returns (45)
+// still stands out by its excess over them.
+func TestRecentHorizonReturningBurst(t *testing.T) {
+	cfg := Default()
+	m, blocks := cfg.RecentScores, cfg.RecentBlocks()
+	if m > 288 || blocks*m < 3000 {
+		t.Fatalf("defaults: recent_scores %d, %d blocks; the case below needs a ring shorter than the period and a horizon of 3000", m, blocks)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	var with, without recentRing
+	const period, bursts = 288, 10
+	for i := range period * bursts {
+		x := 2 * r.Float64()
+		if i%period == period-1 {
+			x = 30
+		}
+		if i == period*bursts-1 {
+			x = 45
+		}
+		v, v0 := with.rank(x, m, blocks), without.rank(x, m, 0)
+		if i%period != period-1 {
+			continue
+		}
+		nth := i / period // bursts before this one
+		t.Logf("burst %d (%g): recent %.2f with the horizon, %.2f without", nth+1, x, v, v0)
+		if v0 < 25 {
+			t.Errorf("burst %d without a horizon: recent %.2f, want about its excess (>= 25)", nth+1, v0)
+		}
+		switch {
+		case x == 45:
+			if v < 15 {
+				t.Errorf("the higher burst: recent %.2f, want >= 15 (its excess of 15 over the returns)", v)
+			}
+		case nth < recentPeaks:
+			if v < cfg.MinScore {
+				t.Errorf("burst %d: recent %.2f, want >= min_score %g (fewer than %d blocks reached it)", nth+1, v, cfg.MinScore, recentPeaks)
+			}
+		default:
+			if v >= cfg.MinScore {
+				t.Errorf("burst %d: recent %.2f, want < min_score %g (%d blocks of the horizon reached it)", nth+1, v, cfg.MinScore, nth)
+			}
+		}
+	}
 }
