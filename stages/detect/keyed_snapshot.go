@@ -414,7 +414,10 @@ func KeyModelBound(features []string, cfg *Config, keyLen int) int {
 	for _, f := range features {
 		names += 4 + len(f)
 	}
-	score := 2*(4+len(cfg.Score.Detectors)) + 2*(4+len(cfg.Score.Combine)) + 4 + len(cfg.Score.Weights) + 16
+	// (score.weights is a live change that key models follow at their next build: a model
+	// built under either value may be sent under the other, so the longer name is counted.)
+	weights := max(len(WeightsAgreement), len(WeightsEqual))
+	score := 2*(4+len(cfg.Score.Detectors)) + 2*(4+len(cfg.Score.Combine)) + 4 + weights + 16
 	head := sealed.HeaderSize + sealed.SumSize + 4 + names + 12 + score + 4 + keyLen + 8
 	return head + 8 + d*(8+4*w) + 3*8*d + 12 + 4*d*w + 3*(16+8*w)
 }

@@ -206,6 +206,13 @@ func TestKeyModelMessage(t *testing.T) {
 	if bound := KeyModelBound([]string{"value"}, &cfg, len("sensor-001")); len(v) > bound || len(v) < bound*3/4 {
 		t.Errorf("a key's model of a full window takes %d bytes, KeyModelBound says %d: want a bound, and a close one", len(v), bound)
 	}
+	// A model built under score.weights agreement and sent after a reload to equal (a live
+	// change: the keys' models rebuild later) still fits the bound of the configuration now.
+	eq := cfg
+	eq.Score.Weights = WeightsEqual
+	if v2, err := EncodeKeyModel([]string{"value"}, &eq, "sensor-001", 77, r); err != nil || len(v2) > KeyModelBound([]string{"value"}, &eq, len("sensor-001")) {
+		t.Errorf("a key's model built under score.weights %s takes %d bytes (%v) under equal, KeyModelBound says %d", r.Params.Weights, len(v2), err, KeyModelBound([]string{"value"}, &eq, len("sensor-001")))
+	}
 	t.Logf("a key's model of a full window (%d records, 1 feature): %d bytes on the model topic", cfg.Keys.Window, len(v))
 	key, version, back, err := DecodeKeyModel(v, []string{"value"}, &cfg)
 	if err != nil || key != "sensor-001" || version != 77 {
