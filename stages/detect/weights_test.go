@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -118,6 +119,17 @@ func TestRankerWeightsSnapshot(t *testing.T) {
 	}
 	if old.Params.Weights != WeightsEqual || old.DensityWeight != 0.5 || old.DistanceWeight != 0.5 {
 		t.Errorf("a ranking part without weights read as %s, %v, %v; want equal, 0.5, 0.5", old.Params.Weights, old.DensityWeight, old.DistanceWeight)
+	}
+	// Such a model serves a configuration of score.weights equal; under agreement (the
+	// default) it was built with other settings, and a snapshot of it is skipped
+	// (docs/OPERATIONS.md says so: an upgrade's first start builds the global model afresh).
+	eq := testConfig()
+	eq.Score.Weights = WeightsEqual
+	if err := rankerFits(old, eq); err != nil {
+		t.Errorf("a ranking part without weights under score.weights equal: %v", err)
+	}
+	if err := rankerFits(old, testConfig()); !errors.Is(err, ErrSnapshotMismatch) {
+		t.Errorf("a ranking part without weights under score.weights agreement: %v, want a mismatch", err)
 	}
 	bad := append([]byte(nil), p...)
 	copy(bad[len(bad)-16:], make([]byte, 8)) // density weight 0: no build writes it
