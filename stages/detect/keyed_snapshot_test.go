@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -214,6 +215,25 @@ func TestKeyModelMessage(t *testing.T) {
 		t.Errorf("a key's model built under score.weights %s takes %d bytes (%v) under equal, KeyModelBound says %d", r.Params.Weights, len(v2), err, KeyModelBound([]string{"value"}, &eq, len("sensor-001")))
 	}
 	t.Logf("a key's model of a full window (%d records, 1 feature): %d bytes on the model topic", cfg.Keys.Window, len(v))
+	// A format-1 message (written before the weights: the same payload without them) reads
+	// back as built with equal weights, and scores as the plain mean did.
+	if _, p, err := keyModelFile.Read(bytes.NewReader(v)); err != nil {
+		t.Fatal(err)
+	} else {
+		var b bytes.Buffer
+		if err := keyModelFile.Write(&b, 1, p[:len(p)-(4+len(r.Params.Weights)+16)]); err != nil {
+			t.Fatal(err)
+		}
+		_, _, old, err := DecodeKeyModel(b.Bytes(), []string{"value"}, &cfg)
+		if err != nil || old.Params.Weights != WeightsEqual || old.DensityWeight != 0.5 || old.DistanceWeight != 0.5 {
+			t.Fatalf("a format-1 key's model: %v (%+v)", err, old)
+		}
+		for _, x := range []float32{rows[0].value, rows[0].value + 50} { // (one feature: built with equal weights)
+			if a, b := r.ScoreRecord([]float32{x}), old.ScoreRecord([]float32{x}); a != b {
+				t.Errorf("score of %v: %v built, %v read back from format 1", x, a, b)
+			}
+		}
+	}
 	key, version, back, err := DecodeKeyModel(v, []string{"value"}, &cfg)
 	if err != nil || key != "sensor-001" || version != 77 {
 		t.Fatalf("decoded %q version %d, %v", key, version, err)
