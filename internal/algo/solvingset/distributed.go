@@ -11,11 +11,12 @@ import (
 
 // The distributed (lazy) solving set (ALGORITHMS.md §1, thesis ch. 7): a supervisor holds S,
 // OUT and minOUT; each node holds a partition D_j of the rows. Per iteration the supervisor
-// takes the candidates out of their nodes, compares them with each other (step b), broadcasts
-// them with their neighbour lists, and every node compares its partition with them (step c,
-// same pruning); the supervisor merges each candidate's neighbour lists into its exact weight
-// (step d), updates OUT, and asks every node for its best active points, from which it takes
-// the next m candidates (steps e, f). The top-n and w* are those of SolvingSet: every
+// broadcasts the candidates (which came out of their nodes with the last proposals) with their
+// neighbour lists, and in one hand-over (Node.Step) every node compares them with each other
+// (step b, the same on every node) and its partition with them (step c, same pruning), and
+// proposes its best active points; the supervisor merges each candidate's neighbour lists into
+// its exact weight (step d), updates OUT, and takes the next m candidates from the proposals
+// (steps e, f). The top-n and w* are those of SolvingSet: every
 // candidate meets every row of every node, and a weight is the canonical sum of the k smallest
 // of all its distances, whichever node found them.
 //
