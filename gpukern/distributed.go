@@ -21,7 +21,7 @@ type DistributedNode struct {
 }
 
 // NewDistributedNode uploads the partition cols (column-major, finite) to d for k neighbours
-// and at most m candidates per iteration, pruning with SolvingSetParams.Margin's margin. Close
+// and at most m candidates per iteration (from every node: m may exceed the partition's rows), pruning with SolvingSetParams.Margin's margin. Close
 // frees it. internal/accel.SolvingSetNodes makes it a solvingset.Node.
 func NewDistributedNode(d *Device, cols [][]float32, k, m int, margin float64) (*DistributedNode, error) {
 	rows, err := columnsShape("cols", cols)
@@ -50,6 +50,7 @@ func NewDistributedNodes(devs []*Device, cols [][]float32, k, m int, margin floa
 	if err != nil {
 		return nil, fmt.Errorf("gpukern.NewDistributedNodes: %w", err)
 	}
+	m = min(m, rows) // (no iteration has more candidates than the rows)
 	nodes := make([]*DistributedNode, len(devs))
 	errs := make([]error, len(devs))
 	var wg sync.WaitGroup

@@ -23,7 +23,8 @@ type distNode struct {
 	ioHost        []uint64 // io's host copy (8-byte words: the selection's keys are float64)
 	lay           distLayout
 	rows, dims, k int
-	m             int
+	m             int // the most rows the node selects or takes a Step: min(m, rows)
+	mc            int // the most candidates a Step meets: m (they come from every node)
 	blocks, take  int
 	margin        float64
 	nc            int       // candidates of the last Step
@@ -33,20 +34,21 @@ type distNode struct {
 }
 
 // distLayout is io's layout in 8-byte words: the hand-in is words [0, done), the hand-out
-// [candHeap, end).
+// [candHeap, end). The candidates' parts hold mc of them, the node's own rows' (taken, proposed)
+// m.
 type distLayout struct {
 	taken, candX, candHeap, done, list, fin, propX, propHeap, end int
 }
 
-func newDistLayout(m, dims, k, take int) distLayout {
+func newDistLayout(m, mc, dims, k, take int) distLayout {
 	words := func(n32 int) int { return (n32 + 1) / 2 } // n 4-byte values
 	var l distLayout
 	at := 0
 	for _, f := range []struct {
 		p *int
 		n int
-	}{{&l.taken, words(m)}, {&l.candX, words(m * dims)}, {&l.candHeap, words(m * k)}, {&l.done, words(m)},
-		{&l.list, words(m * k)}, {&l.fin, finWords(take)}, {&l.propX, words(m * dims)}, {&l.propHeap, words(m * k)}} {
+	}{{&l.taken, words(m)}, {&l.candX, words(mc * dims)}, {&l.candHeap, words(mc * k)}, {&l.done, words(mc)},
+		{&l.list, words(mc * k)}, {&l.fin, finWords(take)}, {&l.propX, words(m * dims)}, {&l.propHeap, words(m * k)}} {
 		*f.p = at
 		at += f.n
 	}
@@ -56,14 +58,16 @@ func newDistLayout(m, dims, k, take int) distLayout {
 
 func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (*distNode, error) {
 	dims := len(cols)
-	m = min(m, rows)
 	if int64(m)*int64(dims+1)*4 > 48<<10 {
 		return nil, fmt.Errorf("m=%d candidates of %d dimensions exceed ss_dtoc's 48 KiB of shared memory", m, dims)
 	}
-	n := &distNode{rows: rows, dims: dims, k: k, m: m, margin: margin}
+	// A Step's candidates come from every node: up to m of them even where the partition holds
+	// fewer rows (mc); the node's own selection and takes are at most its rows (m).
+	n := &distNode{rows: rows, dims: dims, k: k, m: min(m, rows), mc: m, margin: margin}
+	m = n.m
 	n.blocks = (rows + ssSelectSlice - 1) / ssSelectSlice
 	n.take = min(m, ssSelectSlice)
-	n.lay = newDistLayout(m, dims, k, n.take)
+	n.lay = newDistLayout(m, n.mc, dims, k, n.take)
 	n.ioHost = make([]uint64, n.lay.end)
 	err := d.do(func() (err error) {
 		defer func() {
@@ -75,14 +79,14 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (
 		if b.x, err = uploadCols(d, "partition", cols, rows); err != nil {
 			return err
 		}
-		N, K, M := int64(rows), int64(k), int64(m)
+		N, K, MC := int64(rows), int64(k), int64(n.mc)
 		allocs := []struct {
 			p     *cu.DevicePtr
 			what  string
 			bytes int64
 		}{
 			{&b.heap, "LNN heaps", N * K * 4}, {&b.ub, "UB", N * 8}, {&b.state, "state", N * 4},
-			{&b.candUB, "UB_C", M * 8}, {&b.distM, "distance matrix", M * N * 4},
+			{&b.candUB, "UB_C", MC * 8}, {&b.distM, "distance matrix", MC * N * 4},
 			{&b.selKey, "selection keys", int64(n.blocks*n.take) * 8}, {&b.selIdx, "selection indices", int64(n.blocks*n.take) * 4},
 			{&n.io, "hand-in and hand-out", int64(n.lay.end) * 8},
 		}
@@ -96,7 +100,7 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (
 		if err := b.allocSelect2(n.blocks, n.take); err != nil {
 			return err
 		}
-		if err := b.allocPart(m, k); err != nil {
+		if err := b.allocPart(n.mc, k); err != nil {
 			return err
 		}
 		return launchParams(d, "ss_init", [3]int{(rows + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
@@ -166,9 +170,9 @@ func (d *Device) distTake(n *distNode, rows []int) (coords, lnn []float32, err e
 func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOUT float64, m int) ([]float32, []bool, Proposal, error) {
 	nc := len(coords) / n.dims
 	m = min(m, n.m)
-	if nc > n.m || len(taken) > n.m || len(lnn) != nc*n.k || len(coords) != nc*n.dims {
+	if nc > n.mc || len(taken) > n.m || len(lnn) != nc*n.k || len(coords) != nc*n.dims {
 		return nil, nil, Proposal{}, fmt.Errorf("gpukern.DistributedNode.Step: %d taken rows, %d coordinates and %d LNN values for %d dimensions, k=%d, m=%d",
-			len(taken), len(coords), len(lnn), n.dims, n.k, n.m)
+			len(taken), len(coords), len(lnn), n.dims, n.k, n.mc)
 	}
 	for _, r := range taken {
 		if r < 0 || r >= n.rows {

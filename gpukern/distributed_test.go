@@ -83,6 +83,9 @@ func TestDistributedParity(t *testing.T) {
 		{"g2d 12k", synth.G2D(12000, 11).Cols, solvingset.Params{K: 50, N: 10, M: 100, Seed: 1}},
 		{"10-D 8k n=25 m=37", synth.Gaussian(8000, 10, 13).Cols, solvingset.Params{K: 10, N: 25, M: 37, Seed: 3}},
 		{"ties: 2-D grid", gridCols(60), solvingset.Params{K: 4, N: 7, M: 50, Seed: 4}},
+		// partitions of fewer rows than m (40 or 60 at 2 and 3 nodes): a node still meets m
+		// candidates of the others in a Step
+		{"partitions below m", synth.Gaussian(120, 3, 17).Cols, solvingset.Params{K: 5, N: 4, M: 80, Seed: 5}},
 	} {
 		want, err := solvingset.SolvingSet(c.cols, c.p, nil)
 		if err != nil {
