@@ -104,6 +104,10 @@ type Ranker struct {
 	// records' raw scores). Part of the model, as its calibrations are: Combined was computed
 	// with them.
 	DensityWeight, DistanceWeight float64
+	// beforeWeights marks a ranker read from a snapshot written before score.weights (built
+	// with equal weights): it serves any score.weights until the next build, so that an
+	// upgrade's first start keeps the model it had (rankerFits), and is written back so.
+	beforeWeights bool
 }
 
 // calibrationRecords is how many window records calibrate the scores: enough that the

@@ -121,7 +121,7 @@ func EncodeKeyModel(features []string, cfg *Config, key string, version uint64, 
 	encodeKeyHeader(&e, features, cfg)
 	e.Text(key)
 	e.U64(version)
-	encodeRanker(&e, r)
+	encodeRanker(&e, r, true)
 	var b bytes.Buffer
 	if err := keyModelFile.Write(&b, KeyModelFormat, e.Payload()); err != nil {
 		return nil, err
@@ -213,7 +213,7 @@ func encodeKeyStates(states []keyState, features []string, cfg *Config) []byte {
 			continue
 		}
 		e.Raw([]byte{1})
-		encodeRanker(&e, st.model)
+		encodeRanker(&e, st.model, true)
 	}
 	return e.Payload()
 }

@@ -181,7 +181,10 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 		flags |= snapFlagSubspaces
 	}
 	if m.Ranker != nil {
-		flags |= snapFlagRanker | snapFlagWeights
+		flags |= snapFlagRanker
+		if !m.Ranker.beforeWeights {
+			flags |= snapFlagWeights
+		}
 	}
 	e.U32(uint32(dims))
 	e.U32(uint32(q))
@@ -231,7 +234,7 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 		}
 	}
 	if m.Ranker != nil {
-		encodeRanker(&e, m.Ranker)
+		encodeRanker(&e, m.Ranker, !m.Ranker.beforeWeights)
 	}
 	if err := snapshotFile.Write(w, SnapshotFormat, e.Payload()); err != nil {
 		return fmt.Errorf("detect: snapshot: %w", err)

@@ -22,7 +22,8 @@ import (
 //	density weight f64, distance weight f64
 //
 // A ranking part without the weights (written before them) was built with equal weights and
-// is read as such (score.weights equal, 0.5 each), so that it scores as it did.
+// is read as such (score.weights equal, 0.5 each), so that it scores as it did, and serves any
+// score.weights until the next build (rankerFits: an upgrade keeps serving the model it had).
 // A snapshot without it (written before the ranking scores existed) is refused by Fits as
 // built with other parameters, so the stage builds a model afresh.
 const snapFlagRanker = 8
@@ -31,7 +32,7 @@ const snapFlagRanker = 8
 // without them was built with equal weights.
 const snapFlagWeights = 16
 
-func encodeRanker(e *sealed.Encoder, r *Ranker) {
+func encodeRanker(e *sealed.Encoder, r *Ranker, weights bool) {
 	e.Text(string(r.Params.Detectors))
 	e.Text(string(r.Params.Combine))
 	e.U32(uint32(r.Params.Sample))
@@ -53,9 +54,11 @@ func encodeRanker(e *sealed.Encoder, r *Ranker) {
 		e.F64s(c.Sorted)
 		e.F64(c.Slope)
 	}
-	e.Text(string(r.Params.Weights))
-	e.F64(r.DensityWeight)
-	e.F64(r.DistanceWeight)
+	if weights {
+		e.Text(string(r.Params.Weights))
+		e.F64(r.DensityWeight)
+		e.F64(r.DistanceWeight)
+	}
 }
 
 // decodeRanker reads what encodeRanker wrote for a model of these features and checks it;
@@ -84,7 +87,7 @@ func decodeRanker(d *sealed.Decoder, features []string, weighted bool) (*Ranker,
 		cals[i].Sorted = d.F64s(d.U64("calibration count"), "calibration scores")
 		cals[i].Slope = math.Float64frombits(d.U64("calibration slope"))
 	}
-	r.Params.Weights, r.DensityWeight, r.DistanceWeight = WeightsEqual, 0.5, 0.5
+	r.Params.Weights, r.DensityWeight, r.DistanceWeight, r.beforeWeights = WeightsEqual, 0.5, 0.5, !weighted
 	if weighted {
 		r.Params.Weights = ScoreWeights(d.Text(64, "score.weights"))
 		r.DensityWeight = math.Float64frombits(d.U64("density weight"))
@@ -176,7 +179,11 @@ func rankerFits(r *Ranker, cfg Config) error {
 	if r == nil {
 		return fmt.Errorf("%w: built without the ranking scores (an older snapshot)", ErrSnapshotMismatch)
 	}
-	if r.Params != cfg.Score {
+	p := r.Params
+	if r.beforeWeights { // equal weights, written before the setting: serves either until the next build
+		p.Weights = cfg.Score.Weights
+	}
+	if p != cfg.Score {
 		return fmt.Errorf("%w: built with score %+v, the configuration has %+v", ErrSnapshotMismatch, r.Params, cfg.Score)
 	}
 	return nil

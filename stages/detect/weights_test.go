@@ -97,7 +97,7 @@ func TestRankerWeightsSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	var e sealed.Encoder
-	encodeRanker(&e, r)
+	encodeRanker(&e, r, true)
 	p := e.Payload()
 	back, err := decodeRanker(sealed.NewDecoder(p), features, true)
 	if err != nil {
@@ -120,16 +120,28 @@ func TestRankerWeightsSnapshot(t *testing.T) {
 	if old.Params.Weights != WeightsEqual || old.DensityWeight != 0.5 || old.DistanceWeight != 0.5 {
 		t.Errorf("a ranking part without weights read as %s, %v, %v; want equal, 0.5, 0.5", old.Params.Weights, old.DensityWeight, old.DistanceWeight)
 	}
-	// Such a model serves a configuration of score.weights equal; under agreement (the
-	// default) it was built with other settings, and a snapshot of it is skipped
-	// (docs/OPERATIONS.md says so: an upgrade's first start builds the global model afresh).
+	// Such a model (written before score.weights existed, built with equal weights) serves
+	// either setting until the next build, so that an upgrade's first start keeps serving the
+	// global model it had; a model built with equal weights since then serves equal only.
 	eq := testConfig()
 	eq.Score.Weights = WeightsEqual
 	if err := rankerFits(old, eq); err != nil {
 		t.Errorf("a ranking part without weights under score.weights equal: %v", err)
 	}
-	if err := rankerFits(old, testConfig()); !errors.Is(err, ErrSnapshotMismatch) {
-		t.Errorf("a ranking part without weights under score.weights agreement: %v, want a mismatch", err)
+	if err := rankerFits(old, testConfig()); err != nil {
+		t.Errorf("a ranking part without weights under score.weights agreement: %v, want it served until the next build", err)
+	}
+	built := *old
+	built.beforeWeights = false
+	if err := rankerFits(&built, testConfig()); !errors.Is(err, ErrSnapshotMismatch) {
+		t.Errorf("a ranking part built with equal weights under score.weights agreement: %v, want a mismatch", err)
+	}
+	// Written again (a snapshot of the model it serves), it stays a part without weights.
+	var e2 sealed.Encoder
+	encodeRanker(&e2, old, !old.beforeWeights)
+	again, err := decodeRanker(sealed.NewDecoder(e2.Payload()), features, false)
+	if err != nil || !again.beforeWeights || rankerFits(again, testConfig()) != nil {
+		t.Errorf("a ranking part without weights written again: %v, %+v", err, again)
 	}
 	bad := append([]byte(nil), p...)
 	copy(bad[len(bad)-16:], make([]byte, 8)) // density weight 0: no build writes it
