@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"testing"
@@ -219,24 +220,49 @@ var benchProfiles int
 // benchCPUProfile starts a CPU profile of the timed part when OUTLIERD_BENCH_CPUPROFILE names a
 // file prefix, written to <prefix>-<row>-<run>.prof (the row's name with '/' and '=' as '_');
 // the returned function stops it.
+// OUTLIERD_BENCH_TRACE=<prefix> writes an execution trace of the timed part alike, to
+// <prefix>-<row>-<run>.trace (go tool trace: the stage goroutine's serial path of a batch).
 func benchCPUProfile(b *testing.B) func() {
-	prefix := os.Getenv("OUTLIERD_BENCH_CPUPROFILE")
-	if prefix == "" {
+	prefix, tprefix := os.Getenv("OUTLIERD_BENCH_CPUPROFILE"), os.Getenv("OUTLIERD_BENCH_TRACE")
+	if prefix == "" && tprefix == "" {
 		return func() {}
 	}
 	benchProfiles++
 	row := strings.NewReplacer("/", "_", "=", "_").Replace(b.Name())
-	f, err := os.Create(fmt.Sprintf("%s-%s-%d.prof", prefix, row, benchProfiles))
-	if err != nil {
-		b.Fatal(err)
+	var stops []func()
+	if prefix != "" {
+		f, err := os.Create(fmt.Sprintf("%s-%s-%d.prof", prefix, row, benchProfiles))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		stops = append(stops, func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				b.Error(err)
+			}
+		})
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		b.Fatal(err)
+	if tprefix != "" {
+		f, err := os.Create(fmt.Sprintf("%s-%s-%d.trace", tprefix, row, benchProfiles))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := trace.Start(f); err != nil {
+			b.Fatal(err)
+		}
+		stops = append(stops, func() {
+			trace.Stop()
+			if err := f.Close(); err != nil {
+				b.Error(err)
+			}
+		})
 	}
 	return func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			b.Error(err)
+		for _, stop := range stops {
+			stop()
 		}
 	}
 }
