@@ -50,6 +50,21 @@ type keyedScorer struct {
 	// serial forces the serial path (the tests compare the two).
 	pass   keyedPass
 	serial bool
+
+	// looked are warmRows' lookups of a batch's keys, for the parallel path of the same batch
+	// (one pass over a million keys' map, not two); gen counts the keys made and evicted, so
+	// that lookups a key's making or eviction made stale are not used.
+	looked keyLookups
+	gen    uint64
+}
+
+// keyLookups are a batch's records' key states (nil: not held) and workers' shards, as they
+// stood at the keys' generation gen.
+type keyLookups struct {
+	b     *batch.Batch
+	gen   uint64
+	sts   []*keyState
+	shard []uint8
 }
 
 // keyState is one key's window, bookkeeping and model.
@@ -195,19 +210,29 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 // warmRows marks the records of b whose key has a model now (nil when none has): the global
 // ranking skips them. A key that warms within b is not marked (its records are scored both ways).
 // The lookups run on every core (the map is only read).
+// The states looked up are kept for the parallel path (lookupKeys) with the records' shards.
 func (k *keyedScorer) warmRows(b *batch.Batch) []bool {
 	if k.warm == 0 {
 		return nil
 	}
 	keys, n := b.Keys(), b.Len()
 	out := make([]bool, n)
+	workers := parallelWorkers(n)
+	sts, shard := make([]*keyState, n), make([]uint8, n)
 	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/parallelGrain)), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			if st, ok := k.keys[string(recordKey(keys, i))]; ok && st.model != nil {
+			key := recordKey(keys, i)
+			st := k.keys[string(key)]
+			sts[i] = st
+			if workers >= 2 {
+				shard[i] = uint8(keyHash(key) % uint64(workers))
+			}
+			if st != nil && st.model != nil {
 				out[i] = true
 			}
 		}
 	})
+	k.looked = keyLookups{b: b, gen: k.gen, sts: sts, shard: shard}
 	return out
 }
 
@@ -297,6 +322,7 @@ func (k *keyedScorer) newState(key string, cfg *Config, d int) *keyState {
 		}
 	}
 	k.keys[key] = st
+	k.gen++
 	k.bytes += k.bytesOf(w, d, false) + recentBytes(cfg.RecentScores, cfg.RecentBlocks())
 	return st
 }
@@ -304,6 +330,7 @@ func (k *keyedScorer) newState(key string, cfg *Config, d int) *keyState {
 func (k *keyedScorer) evict(st *keyState, d int) {
 	st.gone = true // (its touches in the recency log are stale from now on)
 	delete(k.keys, st.key)
+	k.gen++
 	k.bytes -= k.bytesOf(len(st.sig), d, st.warm) + st.recent.bytes()
 	if st.warm {
 		k.warm--

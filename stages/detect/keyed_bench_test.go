@@ -3,6 +3,7 @@ package detect
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/accel"
+	"github.com/outlierd/outlierd/internal/algo/rank"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
@@ -211,6 +214,52 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 			}
 		})
 	}
+}
+
+// instantKeyed is a KeyedModels that answers at once (raw scores from the record's values: the
+// decisions' calibrations see a spread of them), for BenchmarkKeyedHostPart: the device path's
+// host work alone.
+type instantKeyed struct{}
+
+func (instantKeyed) Install(slots []int32, tails []*rank.Tail, refs []*solvingset.Model, centers, units [][]float64) error {
+	return nil
+}
+
+func (instantKeyed) Score(slots []int32, x [][]float32, tail, dist []float64) error {
+	for i := range slots {
+		tail[i] = float64(x[1][i] * x[1][i])
+		dist[i] = math.Abs(float64(x[2][i]))
+	}
+	return nil
+}
+
+func (instantKeyed) Bytes() int64 { return 0 }
+func (instantKeyed) Close() error { return nil }
+
+// BenchmarkKeyedHostPart: BenchmarkKeyedStageDevice's stream (100,000 keys warm, batches of
+// 20,000) with a keyed device that answers at once (instantKeyed) and the global model on the
+// CPU: the keys' host work of the device path (lookups, the walk, the decisions, the builds, the
+// recent ranks) with the global model's CPU steps beside it, on a machine without a GPU.
+func BenchmarkKeyedHostPart(b *testing.B) {
+	const keys, size = 100000, 20000
+	kb := keyedBenchCache["host/100000"]
+	if kb == nil {
+		kb = newKeyedBench(b, Default(), keys, nil)
+		kb.s.keyed.dev = instantKeyed{}
+		keyedBenchCache["host/100000"] = kb
+	}
+	batches := make([]*batch.Batch, b.N)
+	for i := range batches {
+		batches[i] = kb.next(b, size)
+	}
+	b.ResetTimer()
+	stop := benchCPUProfile(b)
+	for _, bt := range batches {
+		kb.process(b, bt)
+	}
+	stop()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "records/s")
 }
 
 // benchProfiles numbers the profiles benchCPUProfile writes (a row runs once at b.N = 1, then

@@ -57,20 +57,25 @@ type keyedWorker struct {
 // takes the serial path.
 func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Batch, raw [][]float32) bool {
 	n := b.Len()
-	workers := min(runtime.GOMAXPROCS(0), n/parallelGrain, 255)
+	workers := parallelWorkers(n)
+	looked := k.looked
+	k.looked = keyLookups{}
 	if k.follower || k.serial || workers < 2 {
 		return false
 	}
 	keys, parts := b.Keys(), b.Partitions()
 	d := len(raw)
-	sts, shard := make([]*keyState, n), make([]uint8, n)
-	onChunks(n, workers, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			key := recordKey(keys, i)
-			sts[i] = k.keys[string(key)]
-			shard[i] = uint8(keyHash(key) % uint64(workers))
-		}
-	})
+	sts, shard := looked.sts, looked.shard
+	if looked.b != b || looked.gen != k.gen || len(sts) != n { // (none, or made stale since)
+		sts, shard = make([]*keyState, n), make([]uint8, n)
+		onChunks(n, workers, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				key := recordKey(keys, i)
+				sts[i] = k.keys[string(key)]
+				shard[i] = uint8(keyHash(key) % uint64(workers))
+			}
+		})
+	}
 	if !k.makeNewKeys(sts, keys, cfg, d) {
 		return false
 	}
@@ -78,6 +83,12 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 	ws := make([]keyedWorker, workers)
 	mine := make([][]int, workers)
 	onWorkers(workers, func(w int) {
+		// The batch's touches, in stream order: written here by contiguous chunks (the
+		// workers' records interleave: written by each key's worker, four touches of a cache
+		// line would come from four cores). The walk sets each key's seen to its last one.
+		for i := n * w / workers; i < n*(w+1)/workers; i++ {
+			k.lru.log[base+i] = touch{sts[i], at + uint64(i)}
+		}
 		for i, s := range shard {
 			if int(s) == w {
 				mine[w] = append(mine[w], i)
@@ -111,6 +122,9 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 	k.pass = keyedPass{b: b, sts: sts, mine: mine, workers: workers}
 	return true
 }
+
+// parallelWorkers is the parallel path's workers for a batch of n records (below 2: serial).
+func parallelWorkers(n int) int { return min(runtime.GOMAXPROCS(0), n/parallelGrain, 255) }
 
 // makeNewKeys makes the states of the records' keys not held yet (sts[i] nil), in stream order,
 // and says whether it did: not when they could evict a key during the batch (the serial path's
@@ -171,7 +185,7 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, b *batch.Batch, raw [][
 			continue
 		}
 		st.partition = parts[i]
-		k.lru.set(base, at, i, st)
+		st.seen = at + uint64(i) // (its touch is in the log: scoreParallel)
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
 		}

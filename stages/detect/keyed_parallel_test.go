@@ -1,16 +1,20 @@
 package detect
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"reflect"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
 // TestKeyedParallelMatchesSerial: through the whole stage (the global model, the keys' models,
@@ -142,5 +146,73 @@ func TestKeyedParallelNearMaxBytes(t *testing.T) {
 		if len(k.keys) != before {
 			t.Fatalf("%s: %d keys held, want %d", c.name, len(k.keys), before)
 		}
+	}
+}
+
+// TestKeyedRowsLeftToTheirKeys: the global ranking leaves the records of warm keys uncalibrated
+// (their key's model scores them) and calibrates afterwards those whose key did not score them
+// (evicted before them within the batch); every record's scores, verdicts and explanations are
+// those of calibrating every record, bit for bit, on a fleet growing past keys.max_keys on
+// both paths, and the case of a warm key's record left to the global model occurs.
+func TestKeyedRowsLeftToTheirKeys(t *testing.T) {
+	defer func(p int) { parallelGrain = p }(parallelGrain)
+	parallelGrain = 16
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
+	defer func(c bool) { calibrateKeyed = c }(calibrateKeyed)
+	rows := joiningFleet(130, 16000, 100, 0.01, 3, "sensor-%03d")
+	cfg := keyedConfig()
+	cfg.Keys.MaxKeys = 120
+	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	run := func(every, serial bool) (out []string, leftOver int) {
+		calibrateKeyed = every
+		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+		defer mem.AssertSize(t, 0)
+		s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		s.keyed.serial = serial
+		for at := 0; at < len(rows); at += 500 {
+			var tr []testbatch.Row
+			warm := map[string]bool{}
+			for i := at; i < min(at+500, len(rows)); i++ {
+				tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Time: t0.Add(time.Duration(i) * time.Second), Features: []float32{rows[i].value}})
+				if st := s.keyed.keys[rows[i].key]; st != nil && st.model != nil {
+					warm[rows[i].key] = true
+				}
+			}
+			bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range bs {
+				for i, x := range b.Scores {
+					out = append(out, fmt.Sprintf("%+v %x %x", x, math.Float64bits(x.Score), math.Float64bits(x.Recent)))
+					if x.Scored && !x.ByKey && warm[rows[at+i].key] && s.model != nil && s.model.Ranker != nil {
+						leftOver++
+					}
+				}
+				b.Release()
+			}
+			s.collect(true)
+		}
+		return out, leftOver
+	}
+	for _, serial := range []bool{true, false} {
+		want, _ := run(true, serial)
+		got, left := run(false, serial)
+		if len(got) != len(want) {
+			t.Fatalf("serial %v: %d scores, want %d", serial, len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("serial %v, record %d: %s\nwant %s", serial, i, got[i], want[i])
+			}
+		}
+		if left == 0 {
+			t.Fatalf("serial %v: no warm key's record was left to the global model: the case misses its point", serial)
+		}
+		t.Logf("serial %v: %d records of %d of keys warm before their batch scored by the global model", serial, left, len(got))
 	}
 }

@@ -92,7 +92,7 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 	}
 	scratch.streams = sc.q.Density.Index
 	if s.keyed != nil {
-		sc.q.byKey = s.keyed.warmRows(b) // (read by the CPU path only: with a device every row is scored)
+		sc.q.byKey = s.keyed.warmRows(b) // (the global k-NN on the CPU and the calibrations skip them)
 	}
 	b.Scores = make([]batch.Score, n)
 	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain)), func(lo, hi int) { // (a large batch's scores are megabytes)
@@ -140,6 +140,7 @@ func (s *Stage) finish(sc *scoring) error {
 	decide(&s.cfg, m.Ranker != nil, b.Scores)
 	if s.keyed != nil {
 		s.keyed.score(&s.cfg, s.features, b, sc.raw) // warm keys: their own model decides
+		scoreUnkeyed(&s.cfg, m.Ranker, q.byKey, b.Scores)
 	}
 	s.capAlarms(b, m.Ranker != nil)
 	s.rankRecent(b)
