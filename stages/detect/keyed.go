@@ -166,13 +166,15 @@ const warmOverhead = 1650
 // score scores the records of b whose key is warm with the key's model and decides their flag
 // (significance, the key's cap); every record is then pushed into its key's window, which
 // rebuilds the key's model when due. raw are b's feature columns. Records of keys still warming
-// keep the global model's scores and are marked Warming. Called after the global scoring.
-func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw [][]float32) {
-	if k.scoreParallel(cfg, features, b, raw) {
+// keep the global model's scores and are marked Warming. out are the records' scores it writes
+// (b.Scores after the global scoring, or a batch's own to merge into them: mergeKeyed); it
+// writes only the fields decideByKey writes, and Warming.
+func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw [][]float32, out []batch.Score) {
+	if k.scoreParallel(cfg, features, b, raw, out) {
 		return
 	}
 	if k.dev != nil {
-		k.scoreOnDevice(cfg, features, b, raw)
+		k.scoreOnDevice(cfg, features, b, raw, out)
 		return
 	}
 	keys, parts := b.Keys(), b.Partitions()
@@ -183,21 +185,21 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 	for j := range space {
 		space[j] = make([]float32, 1)
 	}
-	for i := range b.Scores {
-		st := k.recordState(b, keys, parts, i, cfg, d)
+	for i := range out {
+		st := k.recordState(out, keys, parts, i, cfg, d)
 		if st == nil {
 			continue
 		}
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
 		}
-		sc := &b.Scores[i]
+		sc := &out[i]
 		sig := false
 		if r := st.model; r != nil {
 			r.Tail.Score(x, dens)
 			r.distanceSpace(x, space)
 			solvingset.KNNWeights(r.Ref.Points, space, r.Ref.K, 1, dist)
-			sig = decideByKey(cfg, features, st, r, st.version, x, b.Scores[i:i+1], dens[0], dist[0])
+			sig = decideByKey(cfg, features, st, r, st.version, x, out[i:i+1], dens[0], dist[0])
 		} else {
 			sc.Warming = true
 		}
@@ -263,10 +265,10 @@ func recordKey(keys *array.Binary, i int) []byte {
 // recordState is the state of record i's key, the key's partition noted where the keys' models
 // are built here; nil for a scorer's key it holds no published model of, whose record it marks
 // Warming (the global model scores it).
-func (k *keyedScorer) recordState(b *batch.Batch, keys *array.Binary, parts []int32, i int, cfg *Config, d int) *keyState {
+func (k *keyedScorer) recordState(out []batch.Score, keys *array.Binary, parts []int32, i int, cfg *Config, d int) *keyState {
 	st := k.stateOf(recordKey(keys, i), cfg, d)
 	if st == nil {
-		b.Scores[i].Warming = true
+		out[i].Warming = true
 		return nil
 	}
 	if !k.follower {

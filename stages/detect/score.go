@@ -68,6 +68,48 @@ func (s *Stage) score(b *batch.Batch) error {
 	return s.finish(sc)
 }
 
+// keyedBeside runs a synchronous batch's keys' pass beside its global scoring (a variable: the
+// tests compare it with the pass after the global scoring).
+var keyedBeside = true
+
+// scoreKeyedBeside starts the batch's keys' pass (keyedScorer.score: the keys' windows, device
+// call, decisions and builds) on a goroutine, beside the global scoring (the normalisation's
+// rest, the global model's device call and its detectors' fields), which reads nothing the pass
+// writes: the pass writes its records' scores into a slice of its own, merged into b.Scores
+// after the global decision (mergeKeyed), where it overwrote them before; the keys' state is
+// the pass's alone, and warmRows, which the global scoring reads, is done before it starts. Not
+// with batches overlapped (overlap.go): their keys' passes run in finish, in stream order.
+// On a GPU host the stage's goroutine waits on the global model's device call for a batch's
+// keys' walk and decisions, and the keys' calls queue behind it on the device's thread.
+func (s *Stage) scoreKeyedBeside(sc *scoring, raw [][]float32) {
+	sc.keyed = make([]batch.Score, sc.b.Len())
+	sc.keyedDone = make(chan struct{})
+	go func() {
+		defer close(sc.keyedDone)
+		s.keyed.score(&s.cfg, s.features, sc.b, raw, sc.keyed)
+	}()
+}
+
+// mergeKeyed writes into scores the keys' pass's fields of keyed (keyedScorer.score's: those
+// decideByKey writes for a record its key's model scored, Warming for one it left to the global
+// model), as the pass would have written them into scores itself after the global decision.
+func mergeKeyed(scores, keyed []batch.Score) {
+	n := len(scores)
+	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain)), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			k, sc := &keyed[i], &scores[i]
+			switch {
+			case k.ByKey:
+				sc.DensityScore, sc.DistanceScore, sc.Score, sc.Threshold = k.DensityScore, k.DistanceScore, k.Score, k.Threshold
+				sc.Outlier, sc.Suppressed, sc.ByKey, sc.Warming = k.Outlier, k.Suppressed, true, false
+				sc.KeyModelVersion, sc.Deviations = k.KeyModelVersion, k.Deviations
+			case k.Warming:
+				sc.Warming = true
+			}
+		}
+	})
+}
+
 // scoresGrain is the fewest records' scores a goroutine of begin initialises.
 const scoresGrain = 4096
 
@@ -93,6 +135,9 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 	scratch.streams = sc.q.Density.Index
 	if s.keyed != nil {
 		sc.q.byKey = s.keyed.warmRows(b) // (the global k-NN on the CPU and the calibrations skip them)
+		if !async && keyedBeside {
+			s.scoreKeyedBeside(sc, means)
+		}
 	}
 	b.Scores = make([]batch.Score, n)
 	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain)), func(lo, hi int) { // (a large batch's scores are megabytes)
@@ -123,6 +168,7 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 // the decision, the keys' models, the alarm cap and the significance marks (in stream order:
 // batches finish in the order they began), the alert groups and the explanations.
 func (s *Stage) finish(sc *scoring) error {
+	defer sc.waitKeyed() // (returning an error: the keys' pass ends before the batch is dropped)
 	b, q, m := sc.b, &sc.q, sc.q.Model
 	dets, _ := s.lane(sc.lane)
 	if sc.done != nil {
@@ -139,7 +185,12 @@ func (s *Stage) finish(sc *scoring) error {
 	}
 	decide(&s.cfg, m.Ranker != nil, b.Scores)
 	if s.keyed != nil {
-		s.keyed.score(&s.cfg, s.features, b, sc.raw) // warm keys: their own model decides
+		if sc.keyedDone != nil { // warm keys: their own model decides
+			<-sc.keyedDone
+			mergeKeyed(b.Scores, sc.keyed)
+		} else {
+			s.keyed.score(&s.cfg, s.features, b, sc.raw, b.Scores)
+		}
 		scoreUnkeyed(&s.cfg, m.Ranker, q.byKey, b.Scores)
 	}
 	s.capAlarms(b, m.Ranker != nil)
