@@ -222,10 +222,17 @@ func (r *Ranker) distanceSpace(cols, dst [][]float32) [][]float32 {
 			dst[j] = make([]float32, len(c))
 		}
 		dst[j] = dst[j][:len(c)]
-		for i, v := range c {
-			dst[j][i] = float32(max(-distanceLimit, min(distanceLimit, (float64(v)-r.Center[j])/r.Unit[j])))
-		}
 	}
+	if len(cols) == 0 {
+		return dst
+	}
+	onRows(len(cols[0]), func(lo, hi int) { // (a batch's: a division a value, on the stage's goroutine)
+		for j, c := range cols {
+			for i := lo; i < hi; i++ {
+				dst[j][i] = float32(max(-distanceLimit, min(distanceLimit, (float64(c[i])-r.Center[j])/r.Unit[j])))
+			}
+		}
+	})
 	return dst
 }
 
@@ -401,7 +408,7 @@ func scoreUnkeyed(cfg *Config, r *Ranker, byKey []bool, scores []batch.Score) {
 		for i := lo; i < hi; i++ {
 			if sc := &scores[i]; byKey[i] && !sc.ByKey {
 				sc.Score = r.combine(sc.DensityScore, sc.DistanceScore)
-				decide(cfg, true, scores[i:i+1])
+				decideRows(cfg, true, scores[i:i+1])
 			}
 		}
 	})

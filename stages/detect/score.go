@@ -38,19 +38,26 @@ func (m *Model) normalised(means, sds [][]float32, sc *scoreScratch) (nm, ns [][
 		rows = len(means[0])
 	}
 	for j := range means {
-		bufM[j] = normalise(means[j], m.Offset[j], m.Scale[j], bufM[j])
+		if cap(bufM[j]) < rows {
+			bufM[j] = make([]float32, rows)
+		}
 		if cap(bufS[j]) < rows {
 			bufS[j] = make([]float32, rows)
 		}
-		bufS[j] = bufS[j][:rows]
-		if sds == nil || sds[j] == nil {
-			clear(bufS[j])
-			continue
-		}
-		for i, v := range sds[j] {
-			bufS[j][i] = scaleSD(v, m.Scale[j])
-		}
+		bufM[j], bufS[j] = bufM[j][:rows], bufS[j][:rows]
 	}
+	onRows(rows, func(lo, hi int) { // (a batch's, on the stage's goroutine: by rows on the cores)
+		for j := range means {
+			normalise(means[j][lo:hi], m.Offset[j], m.Scale[j], bufM[j][lo:hi])
+			if sds == nil || sds[j] == nil {
+				clear(bufS[j][lo:hi])
+				continue
+			}
+			for i, v := range sds[j][lo:hi] {
+				bufS[j][lo+i] = scaleSD(v, m.Scale[j])
+			}
+		}
+	})
 	if sc != nil {
 		sc.means, sc.sds = bufM, bufS
 	}
@@ -108,6 +115,17 @@ func mergeKeyed(scores, keyed []batch.Score) {
 			}
 		}
 	})
+}
+
+// onRows runs f over the rows [0, n) cut into chunks of at least scoresGrain rows, each on a
+// goroutine, and waits; f(0, n) on the caller's goroutine where there is one chunk.
+func onRows(n int, f func(lo, hi int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/scoresGrain)
+	if workers <= 1 {
+		f(0, n)
+		return
+	}
+	onChunks(n, workers, f)
 }
 
 // scoresGrain is the fewest records' scores a goroutine of begin initialises.
@@ -239,6 +257,11 @@ type prescorer interface {
 // which capAlarms then holds to the cap (both when the model has a ranking part; else the
 // verdicts decide).
 func decide(cfg *Config, ranked bool, scores []batch.Score) {
+	onRows(len(scores), func(lo, hi int) { decideRows(cfg, ranked, scores[lo:hi]) })
+}
+
+// decideRows is decide's flag for each of scores.
+func decideRows(cfg *Config, ranked bool, scores []batch.Score) {
 	byRate := ranked && cfg.FlagBy == FlagByRate
 	bySignificance := ranked && cfg.FlagBy == FlagBySignificance
 	for i := range scores {
