@@ -86,8 +86,11 @@ var keyedBeside = true
 // after the global decision (mergeKeyed), where it overwrote them before; the keys' state is
 // the pass's alone, and warmRows, which the global scoring reads, is done before it starts. Not
 // with batches overlapped (overlap.go): their keys' passes run in finish, in stream order.
-// On a GPU host the stage's goroutine waits on the global model's device call for a batch's
-// keys' walk and decisions, and the keys' calls queue behind it on the device's thread.
+// Only with the keys' models on a device: on a GPU host the keys' walk, decisions and builds run
+// while the stage's goroutine waits on the global model's device call (the keys' call queues
+// behind it on the device's thread); on the CPU the global model's steps take every core
+// themselves, and the pass beside them measured 1-2% more CPU a record (docs/BENCHMARKS.md
+// §13.1.3), as prescore's reasoning (calibrate.go).
 func (s *Stage) scoreKeyedBeside(sc *scoring, raw [][]float32) {
 	sc.keyed = make([]batch.Score, sc.b.Len())
 	sc.keyedDone = make(chan struct{})
@@ -153,7 +156,7 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 	scratch.streams = sc.q.Density.Index
 	if s.keyed != nil {
 		sc.q.byKey = s.keyed.warmRows(b) // (the global k-NN on the CPU and the calibrations skip them)
-		if !async && keyedBeside {
+		if !async && keyedBeside && s.keyed.dev != nil {
 			s.scoreKeyedBeside(sc, means)
 		}
 	}
