@@ -226,10 +226,17 @@ func (r *Ranker) distanceSpace(cols, dst [][]float32) [][]float32 {
 			dst[j] = make([]float32, len(c))
 		}
 		dst[j] = dst[j][:len(c)]
-		for i, v := range c {
-			dst[j][i] = float32(max(-distanceLimit, min(distanceLimit, (float64(v)-r.Center[j])/r.Unit[j])))
-		}
 	}
+	if len(cols) == 0 {
+		return dst
+	}
+	onRows(len(cols[0]), func(lo, hi int) { // (a batch's: a division a value, on the stage's goroutine)
+		for j, c := range cols {
+			for i := lo; i < hi; i++ {
+				dst[j][i] = float32(max(-distanceLimit, min(distanceLimit, (float64(c[i])-r.Center[j])/r.Unit[j])))
+			}
+		}
+	})
 	return dst
 }
 
@@ -367,14 +374,48 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 		threshold = r.Threshold(q.Cfg.AlarmRate)
 	}
 	// The calibrations (three binary searches and logs a record) on every core: each record
-	// writes its own score.
+	// writes its own score. A record whose key has a model of its own (byKey) is left NaN: its
+	// key's model overwrites every field written here but the raw scores, so its three
+	// calibrations would be thrown away (half of a keyed record's decision); where its key did
+	// not score it after all, scoreUnkeyed calibrates it from the raw scores kept here.
+	skip := q.byKey
+	if calibrateKeyed {
+		skip = nil
+	}
 	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/combineGrain)), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			out[i].DensityScore, out[i].DistanceScore = density[i], distance[i]
-			out[i].Score, out[i].Threshold = r.combine(density[i], distance[i]), threshold
+			out[i].Threshold = threshold
+			if skip == nil || !skip[i] {
+				out[i].Score = r.combine(density[i], distance[i])
+			}
 		}
 	})
 	return nil
+}
+
+// calibrateKeyed makes rankDetector.Score calibrate every record, its key's or not (a
+// variable: the tests compare the two).
+var calibrateKeyed = false
+
+// scoreUnkeyed finishes the global ranking of the records rankDetector.Score left to their
+// key's model (byKey) that no key's model scored (its key evicted before the record, by a new
+// key earlier in the batch on keyed.go's serial path or, with batches overlapped, by the batch
+// before): their combined score from their raw scores, as Score would have written it, and
+// decide's flag again from it. The same bits as calibrating every record in Score.
+func scoreUnkeyed(cfg *Config, r *Ranker, byKey []bool, scores []batch.Score) {
+	if r == nil || byKey == nil {
+		return
+	}
+	n := len(scores)
+	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain)), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if sc := &scores[i]; byKey[i] && !sc.ByKey {
+				sc.Score = r.combine(sc.DensityScore, sc.DistanceScore)
+				decideRows(cfg, true, scores[i:i+1])
+			}
+		}
+	})
 }
 
 // combineGrain is the fewest records per goroutine of the ranking's calibrations (about 0.3 µs

@@ -72,9 +72,12 @@ func (d *densityDetector) Score(q *Query, out []batch.Score) error {
 			return fmt.Errorf("detect: density: %w", err)
 		}
 	}
-	for i, v := range verdicts {
-		out[i].DensityOutlier, out[i].EtaProbability, out[i].Subspace = v.Outlier, v.EtaProbability, d.names.of(v.Subspace)
-	}
+	onRows(len(out), func(lo, hi int) { // (a batch's scores are megabytes)
+		for i := lo; i < hi; i++ {
+			v := verdicts[i]
+			out[i].DensityOutlier, out[i].EtaProbability, out[i].Subspace = v.Outlier, v.EtaProbability, d.names.of(v.Subspace)
+		}
+	})
 	return nil
 }
 

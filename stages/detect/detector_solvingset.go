@@ -45,9 +45,12 @@ func (d *solvingSetDetector) Score(q *Query, out []batch.Score) error {
 		m.Distance.ScoreBatch(q.Means, weights, 0)
 	}
 	rescoreMembers(m, q.Batch, m.Distance.Points, m.Distance.K, q.Means, weights)
-	for i, w := range weights {
-		out[i].Weight, out[i].WStar, out[i].DistanceOutlier = w, m.Distance.WStar, m.Distance.IsOutlier(w)
-	}
+	onRows(len(out), func(lo, hi int) { // (a batch's scores are megabytes)
+		for i := lo; i < hi; i++ {
+			w := weights[i]
+			out[i].Weight, out[i].WStar, out[i].DistanceOutlier = w, m.Distance.WStar, m.Distance.IsOutlier(w)
+		}
+	})
 	return nil
 }
 

@@ -50,6 +50,21 @@ type keyedScorer struct {
 	// serial forces the serial path (the tests compare the two).
 	pass   keyedPass
 	serial bool
+
+	// looked are warmRows' lookups of a batch's keys, for the parallel path of the same batch
+	// (one pass over a million keys' map, not two); gen counts the keys made and evicted, so
+	// that lookups a key's making or eviction made stale are not used.
+	looked keyLookups
+	gen    uint64
+}
+
+// keyLookups are a batch's records' key states (nil: not held) and workers' shards, as they
+// stood at the keys' generation gen.
+type keyLookups struct {
+	b     *batch.Batch
+	gen   uint64
+	sts   []*keyState
+	shard []uint8
 }
 
 // keyState is one key's window, bookkeeping and model.
@@ -151,13 +166,15 @@ const warmOverhead = 1650
 // score scores the records of b whose key is warm with the key's model and decides their flag
 // (significance, the key's cap); every record is then pushed into its key's window, which
 // rebuilds the key's model when due. raw are b's feature columns. Records of keys still warming
-// keep the global model's scores and are marked Warming. Called after the global scoring.
-func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw [][]float32) {
-	if k.scoreParallel(cfg, features, b, raw) {
+// keep the global model's scores and are marked Warming. out are the records' scores it writes
+// (b.Scores after the global scoring, or a batch's own to merge into them: mergeKeyed); it
+// writes only the fields decideByKey writes, and Warming.
+func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw [][]float32, out []batch.Score) {
+	if k.scoreParallel(cfg, features, b, raw, out) {
 		return
 	}
 	if k.dev != nil {
-		k.scoreOnDevice(cfg, features, b, raw)
+		k.scoreOnDevice(cfg, features, b, raw, out)
 		return
 	}
 	keys, parts := b.Keys(), b.Partitions()
@@ -168,21 +185,21 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 	for j := range space {
 		space[j] = make([]float32, 1)
 	}
-	for i := range b.Scores {
-		st := k.recordState(b, keys, parts, i, cfg, d)
+	for i := range out {
+		st := k.recordState(out, keys, parts, i, cfg, d)
 		if st == nil {
 			continue
 		}
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
 		}
-		sc := &b.Scores[i]
+		sc := &out[i]
 		sig := false
 		if r := st.model; r != nil {
 			r.Tail.Score(x, dens)
 			r.distanceSpace(x, space)
 			solvingset.KNNWeights(r.Ref.Points, space, r.Ref.K, 1, dist)
-			sig = decideByKey(cfg, features, st, r, st.version, x, b.Scores[i:i+1], dens[0], dist[0])
+			sig = decideByKey(cfg, features, st, r, st.version, x, out[i:i+1], dens[0], dist[0])
 		} else {
 			sc.Warming = true
 		}
@@ -195,19 +212,29 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 // warmRows marks the records of b whose key has a model now (nil when none has): the global
 // ranking skips them. A key that warms within b is not marked (its records are scored both ways).
 // The lookups run on every core (the map is only read).
+// The states looked up are kept for the parallel path (lookupKeys) with the records' shards.
 func (k *keyedScorer) warmRows(b *batch.Batch) []bool {
 	if k.warm == 0 {
 		return nil
 	}
 	keys, n := b.Keys(), b.Len()
 	out := make([]bool, n)
+	workers := parallelWorkers(n)
+	sts, shard := make([]*keyState, n), make([]uint8, n)
 	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/parallelGrain)), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			if st, ok := k.keys[string(recordKey(keys, i))]; ok && st.model != nil {
+			key := recordKey(keys, i)
+			st := k.keys[string(key)]
+			sts[i] = st
+			if workers >= 2 {
+				shard[i] = uint8(keyHash(key) % uint64(workers))
+			}
+			if st != nil && st.model != nil {
 				out[i] = true
 			}
 		}
 	})
+	k.looked = keyLookups{b: b, gen: k.gen, sts: sts, shard: shard}
 	return out
 }
 
@@ -238,10 +265,10 @@ func recordKey(keys *array.Binary, i int) []byte {
 // recordState is the state of record i's key, the key's partition noted where the keys' models
 // are built here; nil for a scorer's key it holds no published model of, whose record it marks
 // Warming (the global model scores it).
-func (k *keyedScorer) recordState(b *batch.Batch, keys *array.Binary, parts []int32, i int, cfg *Config, d int) *keyState {
+func (k *keyedScorer) recordState(out []batch.Score, keys *array.Binary, parts []int32, i int, cfg *Config, d int) *keyState {
 	st := k.stateOf(recordKey(keys, i), cfg, d)
 	if st == nil {
-		b.Scores[i].Warming = true
+		out[i].Warming = true
 		return nil
 	}
 	if !k.follower {
@@ -297,6 +324,7 @@ func (k *keyedScorer) newState(key string, cfg *Config, d int) *keyState {
 		}
 	}
 	k.keys[key] = st
+	k.gen++
 	k.bytes += k.bytesOf(w, d, false) + recentBytes(cfg.RecentScores, cfg.RecentBlocks())
 	return st
 }
@@ -304,6 +332,7 @@ func (k *keyedScorer) newState(key string, cfg *Config, d int) *keyState {
 func (k *keyedScorer) evict(st *keyState, d int) {
 	st.gone = true // (its touches in the recency log are stale from now on)
 	delete(k.keys, st.key)
+	k.gen++
 	k.bytes -= k.bytesOf(len(st.sig), d, st.warm) + st.recent.bytes()
 	if st.warm {
 		k.warm--

@@ -3,12 +3,15 @@ package detect
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +20,8 @@ import (
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/accel"
+	"github.com/outlierd/outlierd/internal/algo/rank"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
@@ -185,11 +190,14 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 			}
 			b.ResetTimer()
 			stop := benchCPUProfile(b)
+			cpu0 := processCPU()
 			for _, bt := range batches {
 				kb.process(b, bt)
 			}
+			cpu := processCPU() - cpu0
 			stop()
 			b.StopTimer()
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*c.batch), "cpu-ns/record")
 			if c.dev { // where the device's time went (the timed batches only)
 				var all time.Duration
 				for name, kt := range gpuShared.GPU().KernelTimes() {
@@ -212,6 +220,65 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 	}
 }
 
+// instantKeyed is a KeyedModels that answers at once (raw scores from the record's values: the
+// decisions' calibrations see a spread of them), for BenchmarkKeyedHostPart: the device path's
+// host work alone.
+type instantKeyed struct{}
+
+func (instantKeyed) Install(slots []int32, tails []*rank.Tail, refs []*solvingset.Model, centers, units [][]float64) error {
+	return nil
+}
+
+func (instantKeyed) Score(slots []int32, x [][]float32, tail, dist []float64) error {
+	for i := range slots {
+		tail[i] = float64(x[1][i] * x[1][i])
+		dist[i] = math.Abs(float64(x[2][i]))
+	}
+	return nil
+}
+
+func (instantKeyed) Bytes() int64 { return 0 }
+func (instantKeyed) Close() error { return nil }
+
+// BenchmarkKeyedHostPart: BenchmarkKeyedStageDevice's stream (100,000 keys warm, batches of
+// 20,000) with a keyed device that answers at once (instantKeyed) and the global model on the
+// CPU: the keys' host work of the device path (lookups, the walk, the decisions, the builds, the
+// recent ranks) with the global model's CPU steps beside it, on a machine without a GPU.
+func BenchmarkKeyedHostPart(b *testing.B) {
+	const keys, size = 100000, 20000
+	kb := keyedBenchCache["host/100000"]
+	if kb == nil {
+		kb = newKeyedBench(b, Default(), keys, nil)
+		kb.s.keyed.dev = instantKeyed{}
+		keyedBenchCache["host/100000"] = kb
+	}
+	batches := make([]*batch.Batch, b.N)
+	for i := range batches {
+		batches[i] = kb.next(b, size)
+	}
+	b.ResetTimer()
+	stop := benchCPUProfile(b)
+	cpu0 := processCPU()
+	for _, bt := range batches {
+		kb.process(b, bt)
+	}
+	cpu := processCPU() - cpu0
+	stop()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*size), "cpu-ns/record")
+}
+
+// processCPU is the process's CPU time so far (user and system), for the benchmarks' CPU time a
+// record: on a shared machine less sensitive to other load than the wall.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // benchProfiles numbers the profiles benchCPUProfile writes (a row runs once at b.N = 1, then
 // at the -benchtime count, -count times).
 var benchProfiles int
@@ -219,24 +286,49 @@ var benchProfiles int
 // benchCPUProfile starts a CPU profile of the timed part when OUTLIERD_BENCH_CPUPROFILE names a
 // file prefix, written to <prefix>-<row>-<run>.prof (the row's name with '/' and '=' as '_');
 // the returned function stops it.
+// OUTLIERD_BENCH_TRACE=<prefix> writes an execution trace of the timed part alike, to
+// <prefix>-<row>-<run>.trace (go tool trace: the stage goroutine's serial path of a batch).
 func benchCPUProfile(b *testing.B) func() {
-	prefix := os.Getenv("OUTLIERD_BENCH_CPUPROFILE")
-	if prefix == "" {
+	prefix, tprefix := os.Getenv("OUTLIERD_BENCH_CPUPROFILE"), os.Getenv("OUTLIERD_BENCH_TRACE")
+	if prefix == "" && tprefix == "" {
 		return func() {}
 	}
 	benchProfiles++
 	row := strings.NewReplacer("/", "_", "=", "_").Replace(b.Name())
-	f, err := os.Create(fmt.Sprintf("%s-%s-%d.prof", prefix, row, benchProfiles))
-	if err != nil {
-		b.Fatal(err)
+	var stops []func()
+	if prefix != "" {
+		f, err := os.Create(fmt.Sprintf("%s-%s-%d.prof", prefix, row, benchProfiles))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		stops = append(stops, func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				b.Error(err)
+			}
+		})
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		b.Fatal(err)
+	if tprefix != "" {
+		f, err := os.Create(fmt.Sprintf("%s-%s-%d.trace", tprefix, row, benchProfiles))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := trace.Start(f); err != nil {
+			b.Fatal(err)
+		}
+		stops = append(stops, func() {
+			trace.Stop()
+			if err := f.Close(); err != nil {
+				b.Error(err)
+			}
+		})
 	}
 	return func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			b.Error(err)
+		for _, stop := range stops {
+			stop()
 		}
 	}
 }

@@ -81,9 +81,9 @@ type queued struct {
 
 // queueRecord queues record i of b for st's model when st has one (as the key stands now, before
 // the record joins its window), else marks it scored by the global model (Warming).
-func queueRecord(q []queued, b *batch.Batch, i int, st *keyState) []queued {
+func queueRecord(q []queued, out []batch.Score, i int, st *keyState) []queued {
 	if st.model == nil {
-		b.Scores[i].Warming = true
+		out[i].Warming = true
 		return q
 	}
 	return append(q, queued{i: i, st: st, ring: st.next, model: st.model, slot: st.slot, version: st.version})
@@ -98,23 +98,23 @@ type keyedBatch struct {
 }
 
 // scoreOnDevice is score with the device (see above).
-func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Batch, raw [][]float32) {
+func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Batch, raw [][]float32, out []batch.Score) {
 	keys, parts := b.Keys(), b.Partitions()
 	d := len(raw)
 	x := make([][]float32, d)
 	var kb keyedBatch
-	for i := range b.Scores {
-		st := k.recordState(b, keys, parts, i, cfg, d)
+	for i := range out {
+		st := k.recordState(out, keys, parts, i, cfg, d)
 		if st == nil {
 			continue
 		}
 		if st.due { // its new model first
-			k.flush(cfg, features, b, raw, &kb)
+			k.flush(cfg, features, out, raw, &kb)
 		}
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
 		}
-		kb.q = queueRecord(kb.q, b, i, st)
+		kb.q = queueRecord(kb.q, out, i, st)
 		if !k.follower && k.append(st, x, false, cfg) { // (the significance is written at the flush)
 			st.since = 0
 			st.due = true
@@ -122,12 +122,12 @@ func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Bat
 			kb.due = append(kb.due, st)
 		}
 	}
-	k.flush(cfg, features, b, raw, &kb)
+	k.flush(cfg, features, out, raw, &kb)
 }
 
 // flush scores the queued records in one device call and decides them in stream order, then
 // builds the due models and installs them in one upload.
-func (k *keyedScorer) flush(cfg *Config, features []string, b *batch.Batch, raw [][]float32, kb *keyedBatch) {
+func (k *keyedScorer) flush(cfg *Config, features []string, out []batch.Score, raw [][]float32, kb *keyedBatch) {
 	if n := len(kb.q); n > 0 {
 		d := len(raw)
 		if len(kb.x) != d {
@@ -147,7 +147,7 @@ func (k *keyedScorer) flush(cfg *Config, features []string, b *batch.Batch, raw 
 		if err := k.dev.Score(kb.slot, kb.x, tail, dist); err != nil {
 			cpuRawScores(kb.q, raw, tail, dist) // (a KeyedModels scores on its CPU itself; this is its error)
 		}
-		decideQueued(cfg, features, b, raw, kb.q, tail, dist)
+		decideQueued(cfg, features, out, raw, kb.q, tail, dist)
 		kb.q = kb.q[:0]
 	}
 	if len(kb.due) == 0 {
@@ -200,7 +200,7 @@ var decideGrain = 1024
 // in stream order (its cap), on every core when there are many: worker w takes the keys of
 // slot % workers == w (a queued key's slot is its own while it is queued), and each record writes
 // only its own score and its key's window.
-func decideQueued(cfg *Config, features []string, b *batch.Batch, raw [][]float32, q []queued, tail, dist []float64) {
+func decideQueued(cfg *Config, features []string, out []batch.Score, raw [][]float32, q []queued, tail, dist []float64) {
 	workers := min(runtime.GOMAXPROCS(0), len(q)/decideGrain)
 	decide := func(w, workers int) {
 		one := make([][]float32, len(raw))
@@ -211,7 +211,7 @@ func decideQueued(cfg *Config, features []string, b *batch.Batch, raw [][]float3
 			for j := range raw {
 				one[j] = raw[j][r.i : r.i+1]
 			}
-			r.st.sig[r.ring] = decideByKey(cfg, features, r.st, r.model, r.version, one, b.Scores[r.i:r.i+1], tail[t], dist[t])
+			r.st.sig[r.ring] = decideByKey(cfg, features, r.st, r.model, r.version, one, out[r.i:r.i+1], tail[t], dist[t])
 		}
 	}
 	if workers <= 1 {

@@ -163,9 +163,9 @@ func checkKeyedParity(t *testing.T, newDev func(window int) KeyedModels) {
 					among = c.calm // (held keys only, mostly: the parallel path between the evictions)
 				}
 				bs, raw := s.next(t, c.batch, among, 1+len(paths))
-				cpu.score(&cfg, features, bs[0], raw)
+				cpu.score(&cfg, features, bs[0], raw, bs[0].Scores)
 				for p, path := range paths {
-					path.k.score(&cfg, features, bs[1+p], raw)
+					path.k.score(&cfg, features, bs[1+p], raw, bs[1+p].Scores)
 					if path.k.pass.b == bs[1+p] {
 						parallel++
 					}

@@ -55,22 +55,27 @@ type keyedWorker struct {
 
 // scoreParallel is score over the cores (above); false, having changed nothing, where the batch
 // takes the serial path.
-func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Batch, raw [][]float32) bool {
+func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Batch, raw [][]float32, out []batch.Score) bool {
 	n := b.Len()
-	workers := min(runtime.GOMAXPROCS(0), n/parallelGrain, 255)
+	workers := parallelWorkers(n)
+	looked := k.looked
+	k.looked = keyLookups{}
 	if k.follower || k.serial || workers < 2 {
 		return false
 	}
 	keys, parts := b.Keys(), b.Partitions()
 	d := len(raw)
-	sts, shard := make([]*keyState, n), make([]uint8, n)
-	onChunks(n, workers, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			key := recordKey(keys, i)
-			sts[i] = k.keys[string(key)]
-			shard[i] = uint8(keyHash(key) % uint64(workers))
-		}
-	})
+	sts, shard := looked.sts, looked.shard
+	if looked.b != b || looked.gen != k.gen || len(sts) != n { // (none, or made stale since)
+		sts, shard = make([]*keyState, n), make([]uint8, n)
+		onChunks(n, workers, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				key := recordKey(keys, i)
+				sts[i] = k.keys[string(key)]
+				shard[i] = uint8(keyHash(key) % uint64(workers))
+			}
+		})
+	}
 	if !k.makeNewKeys(sts, keys, cfg, d) {
 		return false
 	}
@@ -78,6 +83,12 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 	ws := make([]keyedWorker, workers)
 	mine := make([][]int, workers)
 	onWorkers(workers, func(w int) {
+		// The batch's touches, in stream order: written here by contiguous chunks (the
+		// workers' records interleave: written by each key's worker, four touches of a cache
+		// line would come from four cores). The walk sets each key's seen to its last one.
+		for i := n * w / workers; i < n*(w+1)/workers; i++ {
+			k.lru.log[base+i] = touch{sts[i], at + uint64(i)}
+		}
 		for i, s := range shard {
 			if int(s) == w {
 				mine[w] = append(mine[w], i)
@@ -87,11 +98,11 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 	})
 	for {
 		onWorkers(workers, func(w int) {
-			k.walk(&ws[w], cfg, b, raw, sts, parts, base, at)
+			k.walk(&ws[w], cfg, out, raw, sts, parts, base, at)
 		})
 		k.scoreQueued(ws, raw)
 		onWorkers(workers, func(w int) {
-			ws[w].decide(cfg, features, b, raw)
+			ws[w].decide(cfg, features, out, raw)
 		})
 		k.buildDue(ws, cfg)
 		more := false
@@ -111,6 +122,9 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 	k.pass = keyedPass{b: b, sts: sts, mine: mine, workers: workers}
 	return true
 }
+
+// parallelWorkers is the parallel path's workers for a batch of n records (below 2: serial).
+func parallelWorkers(n int) int { return min(runtime.GOMAXPROCS(0), n/parallelGrain, 255) }
 
 // makeNewKeys makes the states of the records' keys not held yet (sts[i] nil), in stream order,
 // and says whether it did: not when they could evict a key during the batch (the serial path's
@@ -162,7 +176,7 @@ func (k *keyedScorer) mostBytes(sts []*keyState, newKeys int, cfg *Config, d int
 // walk is one round of a worker's records: each touched, queued with the model it meets (or
 // marked Warming), appended to its key's window; a key whose rebuild comes due holds its later
 // records for the next round (they meet the new model).
-func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, b *batch.Batch, raw [][]float32, sts []*keyState, parts []int32, base int, at uint64) {
+func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw [][]float32, sts []*keyState, parts []int32, base int, at uint64) {
 	x := make([][]float32, len(raw))
 	for _, i := range kw.todo {
 		st := sts[i]
@@ -171,11 +185,11 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, b *batch.Batch, raw [][
 			continue
 		}
 		st.partition = parts[i]
-		k.lru.set(base, at, i, st)
+		st.seen = at + uint64(i) // (its touch is in the log: scoreParallel)
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
 		}
-		kw.q = queueRecord(kw.q, b, i, st)
+		kw.q = queueRecord(kw.q, out, i, st)
 		if k.append(st, x, false, cfg) { // (the significance is written at the decision)
 			st.since, st.due = 0, true
 			kw.due = append(kw.due, st)
@@ -189,39 +203,37 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, b *batch.Batch, raw [][
 }
 
 // scoreQueued gets the raw scores of every worker's queued records: one device call for all of
-// them, or (without a device, or after its error, as flush) each worker's on the CPU.
+// them, or (without a device, or after its error, as flush) each worker's on the CPU. The
+// workers' records are the call's in worker order: each worker gathers its own into its part
+// of the call's arrays, and its scores are its part of the call's (the stage's goroutine copies
+// nothing: a batch's records are megabytes).
 func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32) {
-	total := 0
+	from := make([]int, len(ws)+1)
 	for w := range ws {
-		q := len(ws[w].q)
-		total += q
-		ws[w].tail, ws[w].dist = make([]float64, q), make([]float64, q)
+		from[w+1] = from[w] + len(ws[w].q)
+	}
+	total := from[len(ws)]
+	tail, dist := make([]float64, total), make([]float64, total)
+	for w := range ws {
+		ws[w].tail, ws[w].dist = tail[from[w]:from[w+1]], dist[from[w]:from[w+1]]
 	}
 	if total == 0 {
 		return
 	}
 	if k.dev != nil {
-		slots, x := make([]int32, 0, total), make([][]float32, len(raw))
+		slots, x := make([]int32, total), make([][]float32, len(raw))
 		for j := range x {
-			x[j] = make([]float32, 0, total)
+			x[j] = make([]float32, total)
 		}
-		for w := range ws {
-			for _, q := range ws[w].q {
-				slots = append(slots, q.slot)
+		onWorkers(len(ws), func(w int) {
+			for t, q := range ws[w].q {
+				slots[from[w]+t] = q.slot
 				for j := range raw {
-					x[j] = append(x[j], raw[j][q.i])
+					x[j][from[w]+t] = raw[j][q.i]
 				}
 			}
-		}
-		tail, dist := make([]float64, total), make([]float64, total)
+		})
 		if err := k.dev.Score(slots, x, tail, dist); err == nil {
-			at := 0
-			for w := range ws {
-				q := len(ws[w].q)
-				copy(ws[w].tail, tail[at:at+q])
-				copy(ws[w].dist, dist[at:at+q])
-				at += q
-			}
 			return
 		}
 	}
@@ -232,13 +244,13 @@ func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32) {
 
 // decide decides the worker's queued records from their raw scores, in stream order (each key's
 // cap), and writes their significance into their keys' windows.
-func (kw *keyedWorker) decide(cfg *Config, features []string, b *batch.Batch, raw [][]float32) {
+func (kw *keyedWorker) decide(cfg *Config, features []string, out []batch.Score, raw [][]float32) {
 	one := make([][]float32, len(raw))
 	for t, r := range kw.q {
 		for j := range raw {
 			one[j] = raw[j][r.i : r.i+1]
 		}
-		r.st.sig[r.ring] = decideByKey(cfg, features, r.st, r.model, r.version, one, b.Scores[r.i:r.i+1], kw.tail[t], kw.dist[t])
+		r.st.sig[r.ring] = decideByKey(cfg, features, r.st, r.model, r.version, one, out[r.i:r.i+1], kw.tail[t], kw.dist[t])
 	}
 	kw.q = kw.q[:0]
 }

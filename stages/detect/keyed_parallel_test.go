@@ -1,16 +1,20 @@
 package detect
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"reflect"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
 // TestKeyedParallelMatchesSerial: through the whole stage (the global model, the keys' models,
@@ -141,6 +145,104 @@ func TestKeyedParallelNearMaxBytes(t *testing.T) {
 		}
 		if len(k.keys) != before {
 			t.Fatalf("%s: %d keys held, want %d", c.name, len(k.keys), before)
+		}
+	}
+}
+
+// TestKeyedRowsLeftToTheirKeys: the global ranking leaves the records of warm keys uncalibrated
+// (their key's model scores them) and calibrates afterwards those whose key did not score them
+// (evicted before them within the batch), and the keys' pass runs beside the global scoring
+// into scores of its own merged afterwards (keyedBeside, with a keyed device); every record's scores, verdicts and
+// explanations, the keys' stats and order are those of calibrating every record and running
+// the keys' pass after the global decision, bit for bit, on a fleet growing past keys.max_keys,
+// on the serial and parallel paths, on the CPU and with a keyed device (its CPU twin); and the
+// case of a warm key's record left to the global model occurs.
+func TestKeyedRowsLeftToTheirKeys(t *testing.T) {
+	defer func(p int) { parallelGrain = p }(parallelGrain)
+	parallelGrain = 16
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
+	defer func(c, b bool) { calibrateKeyed, keyedBeside = c, b }(calibrateKeyed, keyedBeside)
+	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	var rows []fleetRow
+	cfg := keyedConfig()
+	run := func(every, beside, serial, dev bool) (out []string, leftOver, byKey int, k *keyedScorer) {
+		calibrateKeyed, keyedBeside = every, beside
+		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+		defer mem.AssertSize(t, 0)
+		s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		s.keyed.serial = serial
+		if dev {
+			s.keyed.dev = newTwinKeyed(cfg.Keys.Window)
+		}
+		for at := 0; at < len(rows); at += 500 {
+			var tr []testbatch.Row
+			warm := map[string]bool{}
+			for i := at; i < min(at+500, len(rows)); i++ {
+				tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Time: t0.Add(time.Duration(i) * time.Second), Features: []float32{rows[i].value}})
+				if st := s.keyed.keys[rows[i].key]; st != nil && st.model != nil {
+					warm[rows[i].key] = true
+				}
+			}
+			bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range bs {
+				for i, x := range b.Scores {
+					out = append(out, fmt.Sprintf("%+v %x %x", x, math.Float64bits(x.Score), math.Float64bits(x.Recent)))
+					if x.Scored && !x.ByKey && warm[rows[at+i].key] && s.model != nil && s.model.Ranker != nil {
+						leftOver++
+					}
+					if x.ByKey {
+						byKey++
+					}
+				}
+				b.Release()
+			}
+			s.collect(true)
+		}
+		return out, leftOver, byKey, s.keyed
+	}
+	for _, c := range []struct {
+		name                   string
+		sensors, rows, joining int
+		maxKeys                int
+	}{
+		{"growing past max_keys", 130, 16000, 100, 120}, // warm keys evicted before their records
+		{"within max_keys", 40, 12000, 0, 100000},       // the parallel path, every key warm
+	} {
+		rows = joiningFleet(c.sensors, c.rows, c.joining, 0.01, 3, "sensor-%03d")
+		cfg.Keys.MaxKeys = c.maxKeys
+		grows := c.maxKeys < c.sensors
+		for _, serial := range []bool{true, false} {
+			for _, dev := range []bool{false, true} {
+				want, _, _, kw := run(true, false, serial, dev)
+				for _, beside := range []bool{false, true} {
+					if beside && !dev {
+						continue // (beside the global scoring only with the keys' models on a device)
+					}
+					got, left, byKey, kg := run(false, beside, serial, dev)
+					if len(got) != len(want) {
+						t.Fatalf("serial %v, device %v, beside %v: %d scores, want %d", serial, dev, beside, len(got), len(want))
+					}
+					for i := range want {
+						if got[i] != want[i] {
+							t.Fatalf("serial %v, device %v, beside %v, record %d: %s\nwant %s", serial, dev, beside, i, got[i], want[i])
+						}
+					}
+					if kg.stats() != kw.stats() || !reflect.DeepEqual(recencyOrder(kg), recencyOrder(kw)) {
+						t.Fatalf("serial %v, device %v, beside %v: stats %+v, want %+v, or the keys' order differs", serial, dev, beside, kg.stats(), kw.stats())
+					}
+					if grows && (left == 0 || kg.stats().Evictions == 0) || !grows && byKey < len(got)/2 {
+						t.Fatalf("%s, serial %v, device %v: %d records of warm keys left to the global model, %d by key: the case misses its point", c.name, serial, dev, left, byKey)
+					}
+					t.Logf("%s, serial %v, device %v, beside %v: %d records by key, %d of keys warm before their batch scored by the global model, of %d; %+v", c.name, serial, dev, beside, byKey, left, len(got), kg.stats())
+				}
+			}
 		}
 	}
 }

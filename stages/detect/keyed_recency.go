@@ -37,7 +37,8 @@ func (r *recency) touch(st *keyState) {
 }
 
 // reserve appends n touches for the parallel path to write (at: the clock of the first; the
-// i-th is written as touch{st, at + i} by set): the batch's records' touches in stream order.
+// i-th is written as touch{st, at + i}, and st.seen = at + i by the key's worker in stream
+// order): the batch's records' touches in stream order.
 func (r *recency) reserve(n int) (base int, at uint64) {
 	base, at = len(r.log), r.clock+1
 	if cap(r.log)-len(r.log) < n {
@@ -46,12 +47,6 @@ func (r *recency) reserve(n int) (base int, at uint64) {
 	r.log = r.log[:len(r.log)+n]
 	r.clock += uint64(n)
 	return base, at
-}
-
-// set writes touch i of a reservation (called from the key's worker only, in stream order).
-func (r *recency) set(base int, at uint64, i int, st *keyState) {
-	st.seen = at + uint64(i)
-	r.log[base+i] = touch{st, st.seen}
 }
 
 // oldest is the key seen least recently (nil when none is held).

@@ -59,7 +59,7 @@ func (s *Stage) keyedBuilderPass(b *batch.Batch) error {
 		return err
 	}
 	b.Scores = make([]batch.Score, b.Len())
-	s.keyed.score(&s.cfg, s.features, b, raw)
+	s.keyed.score(&s.cfg, s.features, b, raw, b.Scores)
 	s.keyed.pass = keyedPass{} // (a builder ranks no recent scores)
 	b.Scores = nil
 	return nil

@@ -44,6 +44,17 @@ type scoring struct {
 	// (scoreAsync) are done, with err.
 	done chan struct{}
 	err  error
+	// keyed are the keys' models' scores of the batch, written by the keys' pass running beside
+	// the global scoring (keyedBeside; nil when it runs in finish), done when keyedDone closes.
+	keyed     []batch.Score
+	keyedDone chan struct{}
+}
+
+// waitKeyed waits for the keys' pass begin started beside the global scoring, if any.
+func (sc *scoring) waitKeyed() {
+	if sc.keyedDone != nil {
+		<-sc.keyedDone
+	}
 }
 
 // lanes is one more set of the model's detectors and their scratch (the first is the Stage's

@@ -38,19 +38,26 @@ func (m *Model) normalised(means, sds [][]float32, sc *scoreScratch) (nm, ns [][
 		rows = len(means[0])
 	}
 	for j := range means {
-		bufM[j] = normalise(means[j], m.Offset[j], m.Scale[j], bufM[j])
+		if cap(bufM[j]) < rows {
+			bufM[j] = make([]float32, rows)
+		}
 		if cap(bufS[j]) < rows {
 			bufS[j] = make([]float32, rows)
 		}
-		bufS[j] = bufS[j][:rows]
-		if sds == nil || sds[j] == nil {
-			clear(bufS[j])
-			continue
-		}
-		for i, v := range sds[j] {
-			bufS[j][i] = scaleSD(v, m.Scale[j])
-		}
+		bufM[j], bufS[j] = bufM[j][:rows], bufS[j][:rows]
 	}
+	onRows(rows, func(lo, hi int) { // (a batch's, on the stage's goroutine: by rows on the cores)
+		for j := range means {
+			normalise(means[j][lo:hi], m.Offset[j], m.Scale[j], bufM[j][lo:hi])
+			if sds == nil || sds[j] == nil {
+				clear(bufS[j][lo:hi])
+				continue
+			}
+			for i, v := range sds[j][lo:hi] {
+				bufS[j][lo+i] = scaleSD(v, m.Scale[j])
+			}
+		}
+	})
 	if sc != nil {
 		sc.means, sc.sds = bufM, bufS
 	}
@@ -66,6 +73,62 @@ func (s *Stage) score(b *batch.Batch) error {
 		return err
 	}
 	return s.finish(sc)
+}
+
+// keyedBeside runs a synchronous batch's keys' pass beside its global scoring (a variable: the
+// tests compare it with the pass after the global scoring).
+var keyedBeside = true
+
+// scoreKeyedBeside starts the batch's keys' pass (keyedScorer.score: the keys' windows, device
+// call, decisions and builds) on a goroutine, beside the global scoring (the normalisation's
+// rest, the global model's device call and its detectors' fields), which reads nothing the pass
+// writes: the pass writes its records' scores into a slice of its own, merged into b.Scores
+// after the global decision (mergeKeyed), where it overwrote them before; the keys' state is
+// the pass's alone, and warmRows, which the global scoring reads, is done before it starts. Not
+// with batches overlapped (overlap.go): their keys' passes run in finish, in stream order.
+// Only with the keys' models on a device: on a GPU host the keys' walk, decisions and builds run
+// while the stage's goroutine waits on the global model's device call (the keys' call queues
+// behind it on the device's thread); on the CPU the global model's steps take every core
+// themselves, and the pass beside them measured 1-2% more CPU a record (docs/BENCHMARKS.md
+// §13.1.3), as prescore's reasoning (calibrate.go).
+func (s *Stage) scoreKeyedBeside(sc *scoring, raw [][]float32) {
+	sc.keyed = make([]batch.Score, sc.b.Len())
+	sc.keyedDone = make(chan struct{})
+	go func() {
+		defer close(sc.keyedDone)
+		s.keyed.score(&s.cfg, s.features, sc.b, raw, sc.keyed)
+	}()
+}
+
+// mergeKeyed writes into scores the keys' pass's fields of keyed (keyedScorer.score's: those
+// decideByKey writes for a record its key's model scored, Warming for one it left to the global
+// model), as the pass would have written them into scores itself after the global decision.
+func mergeKeyed(scores, keyed []batch.Score) {
+	n := len(scores)
+	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain)), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			k, sc := &keyed[i], &scores[i]
+			switch {
+			case k.ByKey:
+				sc.DensityScore, sc.DistanceScore, sc.Score, sc.Threshold = k.DensityScore, k.DistanceScore, k.Score, k.Threshold
+				sc.Outlier, sc.Suppressed, sc.ByKey, sc.Warming = k.Outlier, k.Suppressed, true, false
+				sc.KeyModelVersion, sc.Deviations = k.KeyModelVersion, k.Deviations
+			case k.Warming:
+				sc.Warming = true
+			}
+		}
+	})
+}
+
+// onRows runs f over the rows [0, n) cut into chunks of at least scoresGrain rows, each on a
+// goroutine, and waits; f(0, n) on the caller's goroutine where there is one chunk.
+func onRows(n int, f func(lo, hi int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/scoresGrain)
+	if workers <= 1 {
+		f(0, n)
+		return
+	}
+	onChunks(n, workers, f)
 }
 
 // scoresGrain is the fewest records' scores a goroutine of begin initialises.
@@ -92,7 +155,10 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 	}
 	scratch.streams = sc.q.Density.Index
 	if s.keyed != nil {
-		sc.q.byKey = s.keyed.warmRows(b) // (read by the CPU path only: with a device every row is scored)
+		sc.q.byKey = s.keyed.warmRows(b) // (the global k-NN on the CPU and the calibrations skip them)
+		if !async && keyedBeside && s.keyed.dev != nil {
+			s.scoreKeyedBeside(sc, means)
+		}
 	}
 	b.Scores = make([]batch.Score, n)
 	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain)), func(lo, hi int) { // (a large batch's scores are megabytes)
@@ -123,6 +189,7 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 // the decision, the keys' models, the alarm cap and the significance marks (in stream order:
 // batches finish in the order they began), the alert groups and the explanations.
 func (s *Stage) finish(sc *scoring) error {
+	defer sc.waitKeyed() // (returning an error: the keys' pass ends before the batch is dropped)
 	b, q, m := sc.b, &sc.q, sc.q.Model
 	dets, _ := s.lane(sc.lane)
 	if sc.done != nil {
@@ -139,7 +206,13 @@ func (s *Stage) finish(sc *scoring) error {
 	}
 	decide(&s.cfg, m.Ranker != nil, b.Scores)
 	if s.keyed != nil {
-		s.keyed.score(&s.cfg, s.features, b, sc.raw) // warm keys: their own model decides
+		if sc.keyedDone != nil { // warm keys: their own model decides
+			<-sc.keyedDone
+			mergeKeyed(b.Scores, sc.keyed)
+		} else {
+			s.keyed.score(&s.cfg, s.features, b, sc.raw, b.Scores)
+		}
+		scoreUnkeyed(&s.cfg, m.Ranker, q.byKey, b.Scores)
 	}
 	s.capAlarms(b, m.Ranker != nil)
 	s.rankRecent(b)
@@ -187,6 +260,11 @@ type prescorer interface {
 // which capAlarms then holds to the cap (both when the model has a ranking part; else the
 // verdicts decide).
 func decide(cfg *Config, ranked bool, scores []batch.Score) {
+	onRows(len(scores), func(lo, hi int) { decideRows(cfg, ranked, scores[lo:hi]) })
+}
+
+// decideRows is decide's flag for each of scores.
+func decideRows(cfg *Config, ranked bool, scores []batch.Score) {
 	byRate := ranked && cfg.FlagBy == FlagByRate
 	bySignificance := ranked && cfg.FlagBy == FlagBySignificance
 	for i := range scores {
