@@ -52,6 +52,21 @@ func transient(err error) bool {
 	if unreachable(err) {
 		return true
 	}
+	// One error per message of a write (kafka-go's WriteErrors, not unwrapped by errors.As):
+	// transient when every failed message's error is.
+	var we kafka.WriteErrors
+	if errors.As(err, &we) {
+		failed := false
+		for _, e := range we {
+			if e != nil {
+				if !transient(e) {
+					return false
+				}
+				failed = true
+			}
+		}
+		return failed
+	}
 	var ke kafka.Error
 	if errors.As(err, &ke) {
 		return ke.Temporary()

@@ -43,6 +43,12 @@ func TestTransient(t *testing.T) {
 		{"batch contract", errors.New("sink: batch has no _offset column"), false},
 		// A fetch whose records cannot be decoded stops the pipeline, naming where.
 		{"undecodable records", fmt.Errorf("ingest: fetch from in: partition 0 at offset 7: %w: unknown codec", ingest.ErrUndecodable), false},
+		// A write of several messages fails with one error per message (kafka-go's
+		// WriteErrors, what a writer of MaxAttempts 1 returns: the keys' models' publisher):
+		// transient when every failure is (a leader election on a topic created a moment ago).
+		{"per-message errors, a leader election", kafka.WriteErrors{nil, kafka.NotLeaderForPartition, kafka.NotLeaderForPartition}, true},
+		{"per-message errors, one too large", kafka.WriteErrors{kafka.NotLeaderForPartition, kafka.MessageSizeTooLarge}, false},
+		{"per-message errors, none", kafka.WriteErrors{nil, nil}, false},
 	} {
 		if got := transient(tc.err); got != tc.want {
 			t.Errorf("%s: transient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
