@@ -82,6 +82,26 @@ func publishKeyModels(tb testing.TB, cfg Config, keys map[string]int32, r *detec
 	}
 }
 
+// keyedScorerTopics makes a keyed scorer's topics on the real broker (input and output of parts
+// partitions, the model topic of parts+1: the input's and the global model's) and its config,
+// and places nkeys keys "sensor-NN" on the input partitions in turn.
+func keyedScorerTopics(t *testing.T, prefix string, parts, nkeys int) (Config, map[string]int32) {
+	t.Helper()
+	br := testsupport.RealBroker(t)
+	in, out, dlq, group, mt := testsupport.UniqueName(prefix+"-in"), testsupport.UniqueName(prefix+"-out"), testsupport.UniqueName(prefix+"-dlq"),
+		testsupport.UniqueName(prefix+"-group"), testsupport.UniqueName(prefix+"-models")
+	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
+	createCompactedTopic(t, br, mt, parts+1)
+	cfg := roleConfig(br, in, out, dlq, group, mt)
+	cfg.Run.Role = "scorer"
+	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	keyPart := map[string]int32{}
+	for i := range nkeys {
+		keyPart[fmt.Sprintf("sensor-%02d", i)] = int32(i % parts)
+	}
+	return cfg, keyPart
+}
+
 // gatedSource delays the assignments its source reports until the gate opens (a scorer whose
 // group has not assigned it yet).
 type gatedSource struct {
@@ -103,19 +123,8 @@ func (g gatedSource) OnAssigned(f func([]int32)) {
 // Before: every restore read every key of the topic (and a scorer held every key until its
 // first assignment).
 func TestKeyRestoreReadsItsPartitionsRealBroker(t *testing.T) {
-	br := testsupport.RealBroker(t)
 	const parts, nkeys = 6, 60
-	in, out, dlq, group, mt := testsupport.UniqueName("ks-in"), testsupport.UniqueName("ks-out"), testsupport.UniqueName("ks-dlq"),
-		testsupport.UniqueName("ks-group"), testsupport.UniqueName("ks-models")
-	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
-	createCompactedTopic(t, br, mt, parts+1)
-	cfg := roleConfig(br, in, out, dlq, group, mt)
-	cfg.Run.Role = "scorer"
-	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
-	keyPart := map[string]int32{}
-	for i := range nkeys {
-		keyPart[fmt.Sprintf("sensor-%02d", i)] = int32(i % parts)
-	}
+	cfg, keyPart := keyedScorerTopics(t, "ks", parts, nkeys)
 	const version = 7
 	publishKeyModels(t, cfg, keyPart, warmKeyModel(t, cfg), version)
 	want := func() map[string]uint64 {
@@ -366,19 +375,7 @@ func TestBuilderTombstonesPartition0KeysRealBroker(t *testing.T) {
 // stop (the wait ends with the followers' context, which the stop's drain cancels): a slow
 // model topic does not hold a rolling restart.
 func TestScorerStopsWhileRestoringKeysRealBroker(t *testing.T) {
-	br := testsupport.RealBroker(t)
-	const parts, nkeys = 2, 40
-	in, out, dlq, group, mt := testsupport.UniqueName("kst-in"), testsupport.UniqueName("kst-out"), testsupport.UniqueName("kst-dlq"),
-		testsupport.UniqueName("kst-group"), testsupport.UniqueName("kst-models")
-	testsupport.CreateTopics(t, br, map[string]int{in: parts, out: parts, dlq: 1})
-	createCompactedTopic(t, br, mt, parts+1)
-	cfg := roleConfig(br, in, out, dlq, group, mt)
-	cfg.Run.Role = "scorer"
-	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
-	keyPart := map[string]int32{}
-	for i := range nkeys {
-		keyPart[fmt.Sprintf("sensor-%02d", i)] = int32(i % parts)
-	}
+	cfg, keyPart := keyedScorerTopics(t, "kst", 2, 40)
 	publishKeyModels(t, cfg, keyPart, warmKeyModel(t, cfg), 3)
 	scorer := startPipeline(t, cfg, func(p *Pipeline) {
 		p.src = stallKeys{p.src, p} // 40 keys' models at 1 s each: the restore outlasts keyRestoreWait
