@@ -23,7 +23,7 @@ const (
 type ssBuffers struct {
 	x, heap, ub, state                              cu.DevicePtr
 	cand, candX, candHeap, candUB, candDone, weight cu.DevicePtr
-	distM, selKey, selIdx, active                   cu.DevicePtr
+	distM, selKey, selIdx                           cu.DevicePtr
 	selKey2, selIdx2                                cu.DevicePtr // ss_select_merge's other level
 	part                                            cu.DevicePtr // ss_candpart_q*'s slices, M x ssCandSlicesMax x k
 	// selFin is the last selection level's pairs, take keys then take indices, one download
@@ -41,7 +41,7 @@ func (b *ssBuffers) free() error {
 		done, fin = 0, 0
 	}
 	return frees(b.x, b.heap, b.ub, b.state, b.cand, b.candX, b.candHeap, b.candUB, done,
-		b.weight, b.distM, b.selKey, b.selIdx, b.active, b.selKey2, b.selIdx2, b.part, fin)
+		b.weight, b.distM, b.selKey, b.selIdx, b.selKey2, b.selIdx2, b.part, fin)
 }
 
 // ssSharedBudget is the dynamic shared memory ss_dtoc gives a block's LNN heaps
@@ -147,14 +147,8 @@ func finWords(take int) int { return take + (take+1)/2 }
 // selectLaunch is steps e and f on the device: ss_select over rows points (blocks lists of
 // take), then ss_select_merge levels until one list is left or a level would not shrink it. It
 // returns the length of what is left and where (fin: take pairs in selFin, when m <=
-// ssSelectSlice/2 or there is one block; else blocks*take pairs in keys, idx). b.active, when
-// allocated (a distributed node's), counts the active points. Owner thread only.
+// ssSelectSlice/2 or there is one block; else blocks*take pairs in keys, idx). Owner thread only.
 func selectLaunch(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, minOUT float64) (L int, keys, idx cu.DevicePtr, fin bool, err error) {
-	if b.active != 0 {
-		if err := cu.MemsetD8(b.active, 0, 8); err != nil {
-			return 0, 0, 0, false, fmt.Errorf("cuMemsetD8(active): %w", err)
-		}
-	}
 	finIdx := b.selFin + cu.DevicePtr(take*8) // the last level's indices, after its take keys
 	levels := 0
 	for L := blocks * take; L > take && 2*take <= ssSelectSlice; L = (L + ssSelectSlice - 1) / ssSelectSlice * take {
@@ -166,7 +160,7 @@ func selectLaunch(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, mi
 	}
 	if err := launchParams(d, "ss_select", [3]int{blocks, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0, &ssSelectParams{
 		UB: uint64(b.ub), State: uint64(b.state), N: int64(rows), M: int64(m), Margin: margin, MinOUT: minOUT,
-		OutKey: uint64(inK), OutIdx: uint64(inI), Active: uint64(b.active)}); err != nil {
+		OutKey: uint64(inK), OutIdx: uint64(inI)}); err != nil { // Active 0: no count (ss_select's optional counter; no caller reads it any more)
 		return 0, 0, 0, false, err
 	}
 	outK, outI := b.selKey2, b.selIdx2

@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"runtime/pprof"
-	"runtime/trace"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +21,7 @@ import (
 	"github.com/outlierd/outlierd/internal/algo/rank"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport/cputime"
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
@@ -283,54 +282,15 @@ func processCPU() time.Duration {
 // at the -benchtime count, -count times).
 var benchProfiles int
 
-// benchCPUProfile starts a CPU profile of the timed part when OUTLIERD_BENCH_CPUPROFILE names a
-// file prefix, written to <prefix>-<row>-<run>.prof (the row's name with '/' and '=' as '_');
-// the returned function stops it.
-// OUTLIERD_BENCH_TRACE=<prefix> writes an execution trace of the timed part alike, to
-// <prefix>-<row>-<run>.trace (go tool trace: the stage goroutine's serial path of a batch).
+// benchCPUProfile is cputime.Profile of the timed part (OUTLIERD_BENCH_CPUPROFILE, _TRACE:
+// <prefix>-<row>-<run>.prof / .trace, the row's name with '/' and '=' as '_').
 func benchCPUProfile(b *testing.B) func() {
-	prefix, tprefix := os.Getenv("OUTLIERD_BENCH_CPUPROFILE"), os.Getenv("OUTLIERD_BENCH_TRACE")
-	if prefix == "" && tprefix == "" {
+	if os.Getenv("OUTLIERD_BENCH_CPUPROFILE") == "" && os.Getenv("OUTLIERD_BENCH_TRACE") == "" {
 		return func() {}
 	}
 	benchProfiles++
 	row := strings.NewReplacer("/", "_", "=", "_").Replace(b.Name())
-	var stops []func()
-	if prefix != "" {
-		f, err := os.Create(fmt.Sprintf("%s-%s-%d.prof", prefix, row, benchProfiles))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			b.Fatal(err)
-		}
-		stops = append(stops, func() {
-			pprof.StopCPUProfile()
-			if err := f.Close(); err != nil {
-				b.Error(err)
-			}
-		})
-	}
-	if tprefix != "" {
-		f, err := os.Create(fmt.Sprintf("%s-%s-%d.trace", tprefix, row, benchProfiles))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := trace.Start(f); err != nil {
-			b.Fatal(err)
-		}
-		stops = append(stops, func() {
-			trace.Stop()
-			if err := f.Close(); err != nil {
-				b.Error(err)
-			}
-		})
-	}
-	return func() {
-		for _, stop := range stops {
-			stop()
-		}
-	}
+	return cputime.Profile(b, fmt.Sprintf("%s-%d", row, benchProfiles))
 }
 
 // gpuShared is one GPU for all of BenchmarkKeyedStageDevice's runs.

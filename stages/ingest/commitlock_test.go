@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outlierd/outlierd/internal/core/checkpoint"
 )
 
 // TestSourceCommitInFlightBlocksNothing (kfake): while a commit request waits on a slow
@@ -22,11 +19,7 @@ func TestSourceCommitInFlightBlocksNothing(t *testing.T) {
 	env := kfakeEnv(t)
 	produce(t, env, makeMessages(0, 0, 5, false))
 	cfg := itConfig(env, fmt.Sprintf("g-commitlock-%d", time.Now().UnixNano()))
-	src, err := NewSource(cfg, checkpoint.New(), memory.NewGoAllocator(), testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
+	src := openSource(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b, _, err := src.Next(ctx)

@@ -9,12 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/outlierd/outlierd/internal/core/checkpoint"
 	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
@@ -42,11 +40,7 @@ func TestSourceFetchErrorNamesPartitionAndOffset(t *testing.T) {
 		return nil, nil, false
 	})
 	cfg := itConfig(env, fmt.Sprintf("g-fetcherr-%d", time.Now().UnixNano()))
-	src, err := NewSource(cfg, checkpoint.New(), memory.NewGoAllocator(), testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
+	src := openSource(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	got := 0
@@ -78,11 +72,7 @@ func TestSourceFetchErrorNotLostAtBatchWindow(t *testing.T) {
 	env := kfakeEnv(t)
 	cfg := itConfig(env, fmt.Sprintf("g-errwindow-%d", time.Now().UnixNano()))
 	cfg.MaxWait = time.Nanosecond
-	src, err := NewSource(cfg, checkpoint.New(), memory.NewGoAllocator(), testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
+	src := openSource(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := src.fetch.current(ctx); err != nil { // joined: a generation is live

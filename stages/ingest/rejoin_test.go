@@ -6,11 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outlierd/outlierd/internal/core/checkpoint"
 )
 
 // The two ways a member kafka-go abandoned was left in the group after a broker outage
@@ -30,11 +27,7 @@ func rejoinSource(t *testing.T) (*Source, func(key int16, fn func(kmsg.Request) 
 	env := kfakeEnv(t)
 	cfg := itConfig(env, fmt.Sprintf("g-rejoin-%d", time.Now().UnixNano()))
 	cfg.SessionTimeout = 30 * time.Second // the broker's wait for a member that is gone
-	s, err := NewSource(cfg, checkpoint.New(), memory.NewGoAllocator(), testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openSource(t, cfg)
 	gens := make(chan time.Time, 16)
 	s.OnAssigned(func([]int32) { gens <- time.Now() })
 	select {

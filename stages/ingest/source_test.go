@@ -118,6 +118,17 @@ func itConfig(env kafkaEnv, group string) Config {
 	return c
 }
 
+// openSource is NewSource with a fresh checkpoint and Go allocator, closed at the test's end.
+func openSource(t *testing.T, cfg Config) *Source {
+	t.Helper()
+	src, err := NewSource(cfg, checkpoint.New(), memory.NewGoAllocator(), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	return src
+}
+
 func testLogger(t *testing.T) zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 }

@@ -128,14 +128,10 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 	// Step a for the first candidates: they leave their nodes with their coordinates and LNN.
 	candX, lnnc := make([]float32, len(cand)*dims), make([]float32, len(cand)*k)
 	t0 := time.Now()
-	byNode := func() [][]int { // positions in cand, per owner node
-		by := make([][]int, len(nodes))
-		for t, g := range cand {
-			by[owner(g)] = append(by[owner(g)], t)
-		}
-		return by
+	first := make([][]int, len(nodes)) // positions in cand, per owner node
+	for t, g := range cand {
+		first[owner(g)] = append(first[owner(g)], t)
 	}
-	first := byNode()
 	err := eachNode(nodes, func(j int, nd Node) error {
 		if len(first[j]) == 0 {
 			return nil
