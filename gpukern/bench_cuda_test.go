@@ -36,7 +36,7 @@ func benchDevice(b *testing.B) *Device {
 }
 
 // timeOnDevice runs fn once as warm-up, then b.N times between two events, and returns the
-// milliseconds per run. Owner thread only (call inside d.do).
+// milliseconds per run. Inside d.do only.
 func timeOnDevice(b *testing.B, fn func() error) (float64, error) {
 	if err := fn(); err != nil {
 		return 0, err

@@ -58,7 +58,7 @@ func packDensity(pk *pack, m *DensityModel, obj densityObjects, p DensityParams,
 }
 
 // densityModelOn returns m on the device: resident (KeepDensityModel; its bounds table uploaded
-// with the first call that samples), or uploaded for this call, which release frees. Owner thread
+// with the first call that samples), or uploaded for this call, which release frees. Inside do
 // only.
 func (d *Device) densityModelOn(m *DensityModel, b *DensityBounds) (mb *densityBuffers, release func() error, err error) {
 	if mb = d.dens[m]; mb != nil {
@@ -76,7 +76,7 @@ func (d *Device) densityModelOn(m *DensityModel, b *DensityBounds) (mb *densityB
 }
 
 // launchDensity launches density_records (or density_clusters) on stream, writing the n results
-// at out as newDensityResult lays them out (prob, mask, flag). Owner thread only.
+// at out as newDensityResult lays them out (prob, mask, flag). Inside do only.
 func (d *Device) launchDensity(stream cu.Stream, m *DensityModel, mb *densityBuffers, obj densityObjects, p DensityParams, b *DensityBounds, in densityPointers, out cu.DevicePtr) error {
 	n := obj.n
 	exact := int64(0)
@@ -112,7 +112,7 @@ func (mb *densityBuffers) free() error {
 	return frees(mb.mu, mb.coef, mb.inv2, mb.lower, mb.upper, mb.origin, mb.invStep)
 }
 
-// uploadDensityModel copies the model and, when b is not nil, its bounds table. Owner thread only.
+// uploadDensityModel copies the model and, when b is not nil, its bounds table. Inside do only.
 func uploadDensityModel(d *Device, m *DensityModel, b *DensityBounds) (mb *densityBuffers, err error) {
 	mb = &densityBuffers{}
 	defer func() {
@@ -136,7 +136,7 @@ func uploadDensityModel(d *Device, m *DensityModel, b *DensityBounds) (mb *densi
 	return
 }
 
-// uploadBounds adds the density bounds table to mb (which has none). Owner thread only.
+// uploadBounds adds the density bounds table to mb (which has none). Inside do only.
 func (mb *densityBuffers) uploadBounds(d *Device, b *DensityBounds) (err error) {
 	defer func() {
 		if err != nil {

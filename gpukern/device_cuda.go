@@ -63,19 +63,27 @@ func Available() (bool, string) {
 	return true, fmt.Sprintf("%d CUDA device(s), driver %d", n, cu.Version())
 }
 
-// Device is one CUDA device with its own context, owned by one goroutine locked to an OS thread;
-// every CUDA call runs on that goroutine. Methods and kernel entries are safe for concurrent use
-// (they are serialised through the owner). Close releases the context and all its memory.
+// Device is one CUDA device with its own context. Every CUDA call runs inside do, one closure at a
+// time (mu), on the calling goroutine's thread with the context made current there: a closure
+// handed to an owner goroutine instead cost two thread wake-ups a call (50-90 µs an iteration of
+// the distributed solving set on an idle 64-core host, BENCHMARKS §4.3.1). Methods and kernel
+// entries are safe for concurrent use. Close releases the context and all its memory.
 type Device struct {
 	ordinal  int
 	name     string
 	smCount  int
 	syncEach bool // OUTLIERD_CUDA_SYNC=1: synchronise after every launch
+	// perLaunch (OUTLIERD_CUDA_PER_LAUNCH=1, or with syncEach): spanned launches keep an event
+	// pair each, for a kernel-by-kernel breakdown (KernelTimes) of the solving set's steps.
+	perLaunch bool
+	// span: the closure running times its launches as one (spanStart/spanEnd) instead of an
+	// event pair each. Under mu.
+	span bool
 
-	work      chan func()
-	done      chan struct{}
-	closeOnce sync.Once
-	closeErr  error
+	// mu serialises do and Close; closed and closeErr are Close's, under mu.
+	mu       sync.Mutex
+	closed   bool
+	closeErr error
 
 	// Running totals for Counters: kernel time in nanoseconds (CUDA events around every
 	// launch), bytes copied host -> device and device -> host.
@@ -84,7 +92,7 @@ type Device struct {
 	byKernelMu sync.Mutex
 	byKernel   map[string]KernelTotal
 
-	// Owned by the owner goroutine.
+	// Under mu (inside do).
 	ctx  cu.CUContext
 	mods []cu.Module
 	fns  map[string]cu.Function
@@ -117,37 +125,27 @@ func Open(ordinal int) (*Device, error) {
 		return nil, fmt.Errorf("gpukern.Open: device %d of %d: %w", ordinal, n, ErrNoDevice)
 	}
 	d := &Device{
-		ordinal:  ordinal,
-		syncEach: os.Getenv("OUTLIERD_CUDA_SYNC") == "1",
-		work:     make(chan func()),
-		done:     make(chan struct{}),
-		fns:      map[string]cu.Function{},
-		dens:     map[*DensityModel]*densityBuffers{},
+		ordinal:   ordinal,
+		syncEach:  os.Getenv("OUTLIERD_CUDA_SYNC") == "1",
+		perLaunch: os.Getenv("OUTLIERD_CUDA_PER_LAUNCH") == "1",
+		fns:       map[string]cu.Function{},
+		dens:      map[*DensityModel]*densityBuffers{},
 	}
-	ready := make(chan error, 1)
-	go d.own(ready)
-	if err := <-ready; err != nil {
-		return nil, fmt.Errorf("gpukern.Open: device %d: %w", ordinal, err)
-	}
-	return d, nil
-}
-
-// own is the owner goroutine: it makes the context on its locked thread, reports the result on
-// ready, then runs submitted closures until work is closed, and finally destroys the context.
-func (d *Device) own(ready chan<- error) {
+	// cuCtxCreate makes the context current on this thread: keep the goroutine on it until the
+	// context is made (and, on an error, destroyed).
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	defer close(d.done)
 	if err := d.init(); err != nil {
 		d.teardown()
-		ready <- err
-		return
+		return nil, fmt.Errorf("gpukern.Open: device %d: %w", ordinal, err)
 	}
-	ready <- nil
-	for fn := range d.work {
-		fn()
+	// Current on no thread between closures (do pushes it): a thread must never hold a context
+	// that Close destroys.
+	if _, err := cu.PopCurrentCtx(); err != nil {
+		d.teardown()
+		return nil, fmt.Errorf("gpukern.Open: device %d: cuCtxPopCurrent: %w", ordinal, err)
 	}
-	d.closeErr = d.teardown()
+	return d, nil
 }
 
 func (d *Device) init() error {
@@ -187,7 +185,7 @@ func (d *Device) init() error {
 	return nil
 }
 
-// teardown unloads the modules and destroys the context (freeing its memory); owner thread only.
+// teardown unloads the modules and destroys the context (freeing its memory); inside do only.
 func (d *Device) teardown() error {
 	var errs []error
 	for _, m := range d.mods {
@@ -226,34 +224,52 @@ func (d *Device) teardown() error {
 	return errors.Join(errs...)
 }
 
-// do runs fn on the owner goroutine and returns its error. It must not be called from inside fn.
+// do runs fn with the device's context current on the calling goroutine's thread, after any
+// closure running (mu), settles its launches' events and returns its error. The context is
+// pushed on the thread's context stack and popped after, so a closure of another device calling
+// this one finds its own current again. It must not be called from inside one of this device's
+// closures.
 func (d *Device) do(fn func() error) error {
 	if d == nil {
 		return fmt.Errorf("gpukern: nil Device: %w", ErrNoDevice)
 	}
-	res := make(chan error, 1)
-	select {
-	case d.work <- func() {
-		err := fn()
-		d.settle()
-		res <- err
-	}:
-	case <-d.done:
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
 		return fmt.Errorf("gpukern: device %d is closed: %w", d.ordinal, ErrNoDevice)
 	}
-	return <-res
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cu.PushCurrentCtx(d.ctx); err != nil {
+		return fmt.Errorf("gpukern: device %d: cuCtxPushCurrent: %w", d.ordinal, err)
+	}
+	err := fn()
+	d.settle()
+	if _, perr := cu.PopCurrentCtx(); perr != nil && err == nil {
+		err = fmt.Errorf("gpukern: device %d: cuCtxPopCurrent: %w", d.ordinal, perr)
+	}
+	return err
 }
 
 // Name is the device's name as the driver reports it (e.g. "NVIDIA H100 80GB HBM3").
 func (d *Device) Name() string { return d.name }
 
-// Close stops the owner goroutine and destroys the context, which frees every allocation made on
-// it (Columns of this device become invalid). Calling Close again returns the first result.
+// Close destroys the context, which frees every allocation made on it (Columns of this device
+// become invalid), once no closure runs. Calling Close again returns the first result.
 func (d *Device) Close() error {
-	d.closeOnce.Do(func() {
-		close(d.work)
-		<-d.done
-	})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.closed {
+		d.closed = true
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		// cuCtxDestroy pops the context from this thread's stack.
+		if err := cu.PushCurrentCtx(d.ctx); err != nil {
+			d.closeErr = fmt.Errorf("cuCtxPushCurrent: %w", err)
+		} else {
+			d.closeErr = d.teardown()
+		}
+	}
 	if d.closeErr != nil {
 		return fmt.Errorf("gpukern: closing device %d: %w", d.ordinal, d.closeErr)
 	}
@@ -262,11 +278,17 @@ func (d *Device) Close() error {
 
 // timed runs start (one launch of kernel) between two events, for Counters' kernel time. With
 // OUTLIERD_CUDA_SYNC=1 it synchronises so that an asynchronous fault is reported here, by this
-// kernel. Owner thread only.
+// kernel. Inside do only.
 func (d *Device) timed(stream cu.Stream, kernel string, grid, block [3]int, shared int, start func(cu.Function) error) error {
 	fn, ok := d.fns[kernel]
 	if !ok {
 		return fmt.Errorf("kernel %s: not loaded", kernel)
+	}
+	if d.span {
+		if err := start(fn); err != nil {
+			return fmt.Errorf("kernel %s: cuLaunchKernel(grid %v, block %v, shared %d B): %w", kernel, grid, block, shared, err)
+		}
+		return nil
 	}
 	ev, err := d.eventPair()
 	if err != nil {
@@ -293,7 +315,61 @@ func (d *Device) timed(stream cu.Stream, kernel string, grid, block [3]int, shar
 	return nil
 }
 
-// eventPair returns a start and an end event, reused or new; owner thread only.
+// spanStart starts timing the launches that follow on the default stream as one, named at
+// spanEnd: a step of many short kernels records two events instead of two a launch (each
+// cuEventRecord is a driver call on the critical path, and settle reads each pair). Not with
+// perLaunch or syncEach (ok false: launches keep their own pairs and synchronisation). Inside do
+// only; every spanStart that returns ok is ended by spanEnd or spanAbort.
+func (d *Device) spanStart() (ev [2]cu.Event, ok bool, err error) {
+	if d.syncEach || d.perLaunch {
+		return ev, false, nil
+	}
+	if ev, err = d.eventPair(); err != nil {
+		return ev, false, err
+	}
+	if err := ev[0].Record(cu.Stream{}); err != nil {
+		d.spare = append(d.spare, ev)
+		return ev, false, fmt.Errorf("cuEventRecord: %w", err)
+	}
+	d.span = true
+	return ev, true, nil
+}
+
+// spanEnd ends the span started with ev and adds its time to kernel name's total.
+func (d *Device) spanEnd(name string, ev [2]cu.Event) error {
+	d.span = false
+	if err := ev[1].Record(cu.Stream{}); err != nil {
+		d.spare = append(d.spare, ev)
+		return fmt.Errorf("cuEventRecord: %w", err)
+	}
+	d.pending = append(d.pending, launchEvents{kernel: name, ev: ev})
+	return nil
+}
+
+// spanAbort ends a span whose launches failed.
+func (d *Device) spanAbort(ev [2]cu.Event) {
+	d.span = false
+	d.spare = append(d.spare, ev)
+}
+
+// spanned runs launches (kernel launches only: no copy that waits for them) timed as one span
+// named name (each with its own event pair with perLaunch). Inside do only.
+func (d *Device) spanned(name string, launches func() error) error {
+	ev, ok, err := d.spanStart()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return launches()
+	}
+	if err := launches(); err != nil {
+		d.spanAbort(ev)
+		return err
+	}
+	return d.spanEnd(name, ev)
+}
+
+// eventPair returns a start and an end event, reused or new; inside do only.
 func (d *Device) eventPair() ([2]cu.Event, error) {
 	if n := len(d.spare); n > 0 {
 		ev := d.spare[n-1]
@@ -316,7 +392,7 @@ func (d *Device) eventPair() ([2]cu.Event, error) {
 // settle adds the time between each pending launch's events to the kernel total (waiting for the
 // end events: the closure has usually synchronised already through its downloads) and keeps the
 // events for reuse. A launch whose events cannot be read (a faulted context) is left out of the
-// total; the fault itself was reported by the closure. Owner thread only.
+// total; the fault itself was reported by the closure. Inside do only.
 func (d *Device) settle() {
 	var ns int64
 	for _, le := range d.pending {
@@ -377,7 +453,7 @@ func (d *Device) Counters() (kernel time.Duration, hostToDevice, deviceToHost in
 	return time.Duration(d.kernelNS.Load()), d.toDevice.Load(), d.toHost.Load()
 }
 
-// alloc returns bytes of device memory (plain cuMemAlloc, never managed). Owner thread only.
+// alloc returns bytes of device memory (plain cuMemAlloc, never managed). Inside do only.
 func alloc(what string, bytes int64) (cu.DevicePtr, error) {
 	if bytes <= 0 {
 		bytes = 4 // cuMemAlloc rejects 0; a tiny buffer keeps the code paths uniform
@@ -389,7 +465,7 @@ func alloc(what string, bytes int64) (cu.DevicePtr, error) {
 	return p, nil
 }
 
-// frees frees device buffers, skipping zero pointers, and joins the errors. Owner thread only.
+// frees frees device buffers, skipping zero pointers, and joins the errors. Inside do only.
 func frees(ps ...cu.DevicePtr) error {
 	var errs []error
 	for _, p := range ps {
@@ -475,7 +551,7 @@ func (c *Columns) Free() error {
 	return nil
 }
 
-// download copies len(dst) values from the device into dst and counts the bytes; owner thread only.
+// download copies len(dst) values from the device into dst and counts the bytes; inside do only.
 func download[T int32 | float64 | int64 | float32 | uint64](d *Device, what string, dst []T, src cu.DevicePtr) error {
 	if len(dst) == 0 {
 		return nil
@@ -489,7 +565,7 @@ func download[T int32 | float64 | int64 | float32 | uint64](d *Device, what stri
 	return nil
 }
 
-// upload copies a host slice to a new device buffer and counts the bytes; owner thread only.
+// upload copies a host slice to a new device buffer and counts the bytes; inside do only.
 func upload[T int32 | float64 | int64 | float32 | uint64](d *Device, what string, src []T) (cu.DevicePtr, error) {
 	var z T
 	bytes := int64(len(src)) * int64(unsafe.Sizeof(z))

@@ -87,6 +87,10 @@ func (d *Device) distNeighbours(n *distNode, from, count []int) ([][]float32, er
 	return nil, errNoCUDA
 }
 func (d *Device) distFree(n *distNode) error { return nil }
+
+func (d *Device) distHostTimes(n *distNode) DistHostTimes { return DistHostTimes{} }
+
+func (d *Device) distSetTotal(n *distNode, rows int) {}
 func (d *Device) hypercubeEncode(cols [][]float32, g *HypercubeGrid, keys []uint64) error {
 	return errNoCUDA
 }

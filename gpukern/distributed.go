@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 )
 
 // DistributedNode is a node of the distributed solving set (solvingset.DistributedSolvingSet) on
@@ -75,8 +76,15 @@ func NewDistributedNodes(devs []*Device, cols [][]float32, k, m int, margin floa
 		}
 		return nil, err
 	}
+	for _, n := range nodes {
+		n.setTotal(rows)
+	}
 	return nodes, nil
 }
+
+// setTotal tells the node the rows of every node of its run (its candidates' side splits its
+// rows into its share of one device's slices).
+func (n *DistributedNode) setTotal(rows int) { n.d.distSetTotal(n.impl, rows) }
 
 // Rows implements solvingset.Node.
 func (n *DistributedNode) Rows() int { return n.rows }
@@ -112,3 +120,20 @@ type Proposal struct {
 
 // Close frees the node's device memory.
 func (n *DistributedNode) Close() error { return n.d.distFree(n.impl) }
+
+// HostTimes is where the node's Steps so far spent their wall time on the host (zero without
+// CUDA).
+func (n *DistributedNode) HostTimes() DistHostTimes { return n.d.distHostTimes(n.impl) }
+
+// DistHostTimes is where a node's Steps spent their wall time on the host, summed: what the
+// device's kernels do not explain of a Step (DistributedNode.HostTimes).
+type DistHostTimes struct {
+	Steps  int
+	Pre    time.Duration // checks and the hand-in's copy into ioHost
+	Enter  time.Duration // waiting for the device (another closure of it running) and making its context current
+	Upload time.Duration // the hand-in's copy to the device
+	Launch time.Duration // the launches (until the hand-out's download starts)
+	Wait   time.Duration // the download: the kernels' tail, then the copy
+	Leave  time.Duration // settle (the events read) and the context popped
+	Post   time.Duration // the lists, done flags and the proposal out of the hand-out
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -23,6 +24,7 @@ type distNode struct {
 	ioHost        []uint64 // io's host copy (8-byte words: the selection's keys are float64)
 	lay           distLayout
 	rows, dims, k int
+	total         int // the rows of every node together (rows: a node made alone)
 	m             int // the most rows the node selects or takes a Step: min(m, rows)
 	mc            int // the most candidates a Step meets: m (they come from every node)
 	blocks, take  int
@@ -31,6 +33,7 @@ type distNode struct {
 	lists         []float32 // their local lists, candidate-major (k slots each)
 	listLen       []int     // their lengths (the lists end at the first +Inf)
 	prop          []int32   // the proposal's rows for the fallback gather (m > SEL_SLICE/2)
+	host          DistHostTimes
 }
 
 // distLayout is io's layout in 8-byte words: the hand-in is words [0, done), the hand-out
@@ -63,7 +66,7 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (
 	}
 	// A Step's candidates come from every node: up to m of them even where the partition holds
 	// fewer rows (mc); the node's own selection and takes are at most its rows (m).
-	n := &distNode{rows: rows, dims: dims, k: k, m: min(m, rows), mc: m, margin: margin}
+	n := &distNode{rows: rows, total: rows, dims: dims, k: k, m: min(m, rows), mc: m, margin: margin}
 	m = n.m
 	n.blocks = (rows + ssSelectSlice - 1) / ssSelectSlice
 	n.take = min(m, ssSelectSlice)
@@ -112,7 +115,7 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (
 	return n, nil
 }
 
-// free frees the node's buffers (io's views are not freed on their own). Owner thread only.
+// free frees the node's buffers (io's views are not freed on their own). Inside do only.
 func (n *distNode) free() error {
 	b := n.b
 	b.cand, b.candX, b.candHeap, b.candDone, b.selFin = 0, 0, 0, 0, 0
@@ -168,6 +171,7 @@ func (d *Device) distTake(n *distNode, rows []int) (coords, lnn []float32, err e
 // local lists) and e, f (ss_select and its merge levels, ss_select_sort, the proposed rows
 // gathered by ss_gather without moving them into S), one download (the hand-out).
 func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOUT float64, m int) ([]float32, []bool, Proposal, error) {
+	t0 := time.Now()
 	nc := len(coords) / n.dims
 	m = min(m, n.m)
 	if nc > n.mc || len(taken) > n.m || len(lnn) != nc*n.k || len(coords) != nc*n.dims {
@@ -190,12 +194,16 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 	n.nc = nc
 	take := min(m, ssSelectSlice)
 	var next Proposal
-	err := d.do(func() error {
+	var tB, tC, tD, tE time.Time
+	tA := time.Now()
+	err := d.do(func() (err error) {
+		tB = time.Now()
 		b := &n.b
 		if err := cu.MemcpyHtoD(n.io, unsafe.Pointer(&n.ioHost[0]), int64(lay.done)*8); err != nil {
 			return fmt.Errorf("cuMemcpyHtoD(hand-in): %w", err)
 		}
 		d.toDevice.Add(int64(lay.done) * 8)
+		tC = time.Now()
 		gather := func(rows cu.DevicePtr, cnt int, state, x, heap cu.DevicePtr) error {
 			if cnt == 0 {
 				return nil
@@ -205,35 +213,43 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 				Cand: uint64(rows), Nc: int64(cnt), State: uint64(state), CandX: uint64(x), CandHeap: uint64(heap)})
 		}
 		w := func(word int) cu.DevicePtr { return n.io + cu.DevicePtr(word*8) }
-		// The taken rows into S; their copies go to the proposal's buffers, which nothing reads
-		// before this step's proposal overwrites them.
-		if err := gather(b.cand, len(taken), b.state, w(lay.propX), w(lay.propHeap)); err != nil {
-			return err
-		}
-		if nc > 0 {
-			if err := launchCtoc(d, b, nc, n.dims, n.k, n.margin, minOUT); err != nil {
+		var L int
+		var lk, li cu.DevicePtr
+		var fin bool
+		// Every launch up to the hand-out's download, timed as one span (ss_step).
+		err = d.spanned("ss_step", func() (err error) {
+			// The taken rows into S; their copies go to the proposal's buffers, which nothing
+			// reads before this step's proposal overwrites them.
+			if err := gather(b.cand, len(taken), b.state, w(lay.propX), w(lay.propHeap)); err != nil {
 				return err
 			}
-			if err := launchDtoc(d, b, n.rows, n.dims, nc, n.k, n.margin, minOUT); err != nil {
+			if nc > 0 {
+				if err := launchCtoc(d, b, nc, n.dims, n.k, n.margin, minOUT); err != nil {
+					return err
+				}
+				if err := launchDtoc(d, b, n.rows, n.dims, nc, n.k, n.margin, minOUT); err != nil {
+					return err
+				}
+				if err := launchCandNN(d, b, n.rows, nc, nodeCandSlices(n.rows, n.total, nc), n.k, n.margin, minOUT, 0, w(lay.list)); err != nil {
+					return err
+				}
+			}
+			if L, lk, li, fin, err = selectLaunch(d, b, n.rows, n.blocks, m, take, n.margin, minOUT); err != nil || !fin {
 				return err
 			}
-			if err := launchCandNN(d, b, n.rows, nc, n.k, n.margin, minOUT, 0, w(lay.list)); err != nil {
-				return err
-			}
-		}
-		L, lk, li, fin, err := selectLaunch(d, b, n.rows, n.blocks, m, take, n.margin, minOUT)
-		if err != nil {
-			return err
-		}
-		if fin {
 			if err := launchParams(d, "ss_select_sort", [3]int{1, 1, 1}, [3]int{ssSortThreads(take), 1, 1}, 0, &ssSelectSortParams{
 				Key: uint64(b.selFin), Idx: uint64(b.selFin + cu.DevicePtr(take*8)), N: int64(take)}); err != nil {
 				return err
 			}
 			// Inactive pairs (key -1) carry no row: ss_gather skips them.
-			if err := gather(b.selFin+cu.DevicePtr(take*8), take, 0, w(lay.propX), w(lay.propHeap)); err != nil {
-				return err
-			}
+			return gather(b.selFin+cu.DevicePtr(take*8), take, 0, w(lay.propX), w(lay.propHeap))
+		})
+		tD = time.Now()
+		defer func() { tE = time.Now() }()
+		if err != nil {
+			return err
+		}
+		if fin {
 			if err := download(d, "hand-out", n.ioHost[lay.candHeap:lay.end], w(lay.candHeap)); err != nil {
 				return err
 			}
@@ -275,9 +291,21 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 		next = n.proposal(n.prop, ub)
 		return nil
 	})
+	tF := time.Now()
 	if err != nil {
 		return nil, nil, Proposal{}, fmt.Errorf("gpukern.DistributedNode.Step: %w", err)
 	}
+	defer func() {
+		h := &n.host
+		h.Steps++
+		h.Pre += tA.Sub(t0)
+		h.Enter += tB.Sub(tA)
+		h.Upload += tC.Sub(tB)
+		h.Launch += tD.Sub(tC)
+		h.Wait += tE.Sub(tD)
+		h.Leave += tF.Sub(tE)
+		h.Post += time.Since(tF)
+	}()
 	// The lists, slot-major on the device (the first slots of every candidate one copy, for
 	// the lazy merge that once asked for them by slots), candidate-major for Neighbours.
 	n.lists, n.listLen = slices.Grow(n.lists[:0], nc*n.k)[:nc*n.k], slices.Grow(n.listLen[:0], nc)[:nc]
@@ -324,6 +352,10 @@ func (d *Device) distNeighbours(n *distNode, from, count []int) ([][]float32, er
 	}
 	return out, nil
 }
+
+func (d *Device) distHostTimes(n *distNode) DistHostTimes { return n.host }
+
+func (d *Device) distSetTotal(n *distNode, rows int) { n.total = max(rows, n.rows) }
 
 func (d *Device) distFree(n *distNode) error {
 	if n == nil {

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -149,6 +151,9 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 		gpus = append(gpus, len(devs))
 	}
 	p := solvingset.Params{K: 50, N: 10, M: 100, Seed: 1}
+	if w, err := strconv.Atoi(os.Getenv("OUTLIERD_BENCH_WORKERS")); err == nil {
+		p.Workers = w // the supervisor's goroutines for step d (0: GOMAXPROCS)
+	}
 	for _, dims := range []int{10, 2} {
 		var all *synth.Data // generated once per dims, on first use: the sizes below are its first rows
 		for _, rows := range []int{10_000_000, 500_000, 1_000_000, 2_000_000, 5_000_000} {
@@ -186,7 +191,7 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 						}
 						var times []time.Duration
 						var r gpukern.SolvingSetResult
-						k0 := kernelTime(devs[0])
+						k0, kk0 := kernelTime(devs[0]), devs[0].KernelTimes()
 						for range b.N {
 							gp := gpuParams(p, rows)
 							t0 := time.Now()
@@ -205,6 +210,7 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 							want = &r
 						}
 						check(b, "one device "+form, r.WStar, r.Outliers)
+						logKernels(b, kk0, devs[0].KernelTimes())
 						b.ReportMetric(ms(median(times)), "median-ms")
 						b.ReportMetric(ms(kernelTime(devs[0])-k0)/float64(b.N), "gpu0-kernel-ms")
 						b.ReportMetric(float64(r.Iterations), "iterations")
@@ -218,7 +224,8 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 							margin := solvingset.PruneMargin(p.K)
 							var times []time.Duration
 							var runs []solvingset.DistributedResult
-							k0 := kernelTime(devs[0])
+							var host gpukern.DistHostTimes // node 0's, summed over the runs
+							k0, kk0 := kernelTime(devs[0]), devs[0].KernelTimes()
 							for range b.N {
 								var nodes []*gpukern.DistributedNode
 								var err error
@@ -238,6 +245,7 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 								if err != nil {
 									b.Fatal(err)
 								}
+								host = addHostTimes(host, nodes[0].HostTimes())
 								var cerr error
 								for _, n := range nodes {
 									cerr = errors.Join(cerr, n.Close())
@@ -270,6 +278,15 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 							}{{"take", ph.Take}, {"step", ph.Step}, {"nodestep", ph.NodeStep}, {"merge", ph.Merge}, {"select", ph.Select}} {
 								b.ReportMetric(ms(x.d), x.name+"-ms")
 							}
+							// Node 0's host side of its Steps, a run's mean: what its kernels do not explain.
+							for _, x := range []struct {
+								name string
+								d    time.Duration
+							}{{"pre", host.Pre}, {"enter", host.Enter}, {"upload", host.Upload}, {"launch", host.Launch},
+								{"wait", host.Wait}, {"leave", host.Leave}, {"post", host.Post}} {
+								b.ReportMetric(ms(x.d)/float64(b.N), "node0-"+x.name+"-ms")
+							}
+							logKernels(b, kk0, devs[0].KernelTimes())
 						})
 					}
 				}
@@ -287,6 +304,36 @@ func kernelTime(d *gpukern.Device) time.Duration {
 		t += k.Time
 	}
 	return t
+}
+
+// addHostTimes adds b's phases to a's.
+func addHostTimes(a, b gpukern.DistHostTimes) gpukern.DistHostTimes {
+	return gpukern.DistHostTimes{Steps: a.Steps + b.Steps, Pre: a.Pre + b.Pre, Enter: a.Enter + b.Enter,
+		Upload: a.Upload + b.Upload, Launch: a.Launch + b.Launch, Wait: a.Wait + b.Wait, Leave: a.Leave + b.Leave, Post: a.Post + b.Post}
+}
+
+// logKernels logs device 0's kernel time per kernel between two KernelTimes, longest first, with
+// -test.v (OUTLIERD_BENCH_KERNELS=1): where the device's share of a run goes.
+func logKernels(b *testing.B, before, after map[string]gpukern.KernelTotal) {
+	if os.Getenv("OUTLIERD_BENCH_KERNELS") != "1" {
+		return
+	}
+	type kt struct {
+		name string
+		t    gpukern.KernelTotal
+	}
+	var ks []kt
+	for name, a := range after {
+		d := gpukern.KernelTotal{Launches: a.Launches - before[name].Launches, Time: a.Time - before[name].Time}
+		if d.Launches > 0 {
+			ks = append(ks, kt{name, d})
+		}
+	}
+	slices.SortFunc(ks, func(x, y kt) int { return cmp.Compare(y.t.Time, x.t.Time) })
+	for _, k := range ks {
+		b.Logf("device 0 %-22s %6d launches %9.2f ms (%.1f µs each)", k.name, k.t.Launches/int64(b.N), ms(k.t.Time)/float64(b.N),
+			float64(k.t.Time.Microseconds())/float64(k.t.Launches))
+	}
 }
 
 func shortRows(n int) string {

@@ -61,8 +61,9 @@
 // every driver from CUDA 11.8 on JIT-compiles, sm_90 included); the PTX is committed and embedded.
 // Regenerate it with `make -C gpukern ptx` (see gpukern/Makefile) after editing a .cu file.
 //
-// Threading: a CUDA context is bound to an OS thread, so each Device runs one owner goroutine
-// locked to its thread, and every CUDA call is a closure submitted to it over a channel. Device
+// Threading: a CUDA context is current on an OS thread, so every CUDA call is inside a closure
+// that Device.do runs one at a time, on the caller's goroutine locked to its thread with the
+// context made current there (no hand-over to another thread: each cost a thread wake-up). Device
 // memory comes from plain cuMemAlloc (never managed memory). Every CUDA error is returned wrapped
 // with the kernel and the call that failed; with OUTLIERD_CUDA_SYNC=1 every launch is followed by
 // a synchronisation, so an asynchronous fault is reported by the kernel that caused it.

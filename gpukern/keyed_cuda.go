@@ -16,11 +16,11 @@ import (
 // KeyedStore keeps keys' ranking models resident on one device, a slot of Shape.SlotBytes() each
 // (keyed.cu's layout): the caller owns the slot numbers (a key's slot for as long as the key is
 // warm) and installs a key's model in its slot whenever the model is rebuilt. Methods are safe for
-// concurrent use (serialised through the device's owner thread).
+// concurrent use (serialised by the device's do).
 type KeyedStore struct {
 	dev   *Device
 	shape KeyedShape
-	// Owned by the owner thread.
+	// Inside the device's do only.
 	ptr   cu.DevicePtr // capacity slots
 	slots int
 	logs  cu.DevicePtr
@@ -57,7 +57,7 @@ func (s *KeyedStore) Bytes() int64 {
 }
 
 // grow makes room for slot index top (capacity doubles, the old slots copied on the device).
-// Owner thread only.
+// Inside do only.
 func (s *KeyedStore) grow(top int) error {
 	if top < s.slots {
 		return nil

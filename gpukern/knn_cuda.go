@@ -94,14 +94,14 @@ func (d *Device) knnRun(what string, S, Q [][]float32, ns, nq, k int, self bool,
 	return nil
 }
 
-// launchKNN runs knn_weights on device buffers; owner thread only. With self, Q is S and query i
+// launchKNN runs knn_weights on device buffers; inside do only. With self, Q is S and query i
 // skips point i. The grid is at most one resident wave (the blocks run over the queries), so a
 // block loads a single-tile S once for all its queries.
 func (d *Device) launchKNN(sp cu.DevicePtr, ns int, qp cu.DevicePtr, nq, dims, k int, self bool, op cu.DevicePtr) error {
 	return d.launchKNNOn(cu.Stream{}, sp, ns, qp, nq, dims, k, self, op)
 }
 
-// launchKNNOn is launchKNN on stream (Score's concurrent steps). Owner thread only.
+// launchKNNOn is launchKNN on stream (Score's concurrent steps). Inside do only.
 func (d *Device) launchKNNOn(stream cu.Stream, sp cu.DevicePtr, ns int, qp cu.DevicePtr, nq, dims, k int, self bool, op cu.DevicePtr) error {
 	name, rows, tile := knnKernel(k, dims, ns)
 	shared := rows * tile * 4
@@ -128,7 +128,7 @@ func (d *Device) launchKNNOn(stream cu.Stream, sp cu.DevicePtr, ns int, qp cu.De
 
 // allowShared raises kernel's dynamic shared-memory limit to bytes when that is past the 48 KiB
 // default (cuFuncSetAttribute, MAX_DYNAMIC_SHARED_SIZE_BYTES; the limit is per function and
-// cheap to set again). Owner thread only.
+// cheap to set again). Inside do only.
 func allowShared(d *Device, kernel string, bytes int) error {
 	if bytes <= 48*1024 {
 		return nil

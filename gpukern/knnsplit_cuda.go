@@ -46,7 +46,7 @@ func (d *Device) knnSlices(nq, ns, dims, k int) int {
 }
 
 // launchKNNSplit runs knn_split over `slices` slices of S, its lists in scratch slot partial, then
-// knn_merge into op, both on stream. Owner thread only.
+// knn_merge into op, both on stream. Inside do only.
 func (d *Device) launchKNNSplit(stream cu.Stream, sp cu.DevicePtr, ns int, qp cu.DevicePtr, nq, dims, k, slices int, partial scratchSlot, op cu.DevicePtr) error {
 	pp, err := d.scratch(partial, "k-NN slice lists", int64(nq)*int64(slices)*int64(k)*4)
 	if err != nil {

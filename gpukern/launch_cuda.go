@@ -30,7 +30,7 @@ import (
 // mirror (only 8-byte scalars and device pointers, so the bytes are the C struct's; the layout
 // tests in abi_test.go hold them to the .cu's static_asserts and to the PTX's parameter size).
 // cu v0.9.6 copies 8 bytes per parameter, so this goes to cuLaunchKernel directly. The launch
-// goes to stream (cu.Stream{}: the default stream). Owner thread only.
+// goes to stream (cu.Stream{}: the default stream). Inside do only.
 func (d *Device) launchStruct(stream cu.Stream, kernel string, grid, block [3]int, shared int, params unsafe.Pointer, size uintptr) error {
 	return d.timed(stream, kernel, grid, block, shared, func(fn cu.Function) error {
 		// cu.Function and cu.Stream are structs holding the driver's handle and nothing else.
@@ -50,12 +50,12 @@ func (d *Device) launchStruct(stream cu.Stream, kernel string, grid, block [3]in
 }
 
 // launchParams launches kernel with *p, a Go mirror of its parameter struct (kernel_abi.go,
-// density_abi.go, hypercube_abi.go), as its one by-value parameter. Owner thread only.
+// density_abi.go, hypercube_abi.go), as its one by-value parameter. Inside do only.
 func launchParams[P any](d *Device, kernel string, grid, block [3]int, shared int, p *P) error {
 	return d.launchStruct(cu.Stream{}, kernel, grid, block, shared, unsafe.Pointer(p), unsafe.Sizeof(*p))
 }
 
-// launchParamsOn is launchParams on stream (Score's concurrent steps). Owner thread only.
+// launchParamsOn is launchParams on stream (Score's concurrent steps). Inside do only.
 func launchParamsOn[P any](d *Device, stream cu.Stream, kernel string, grid, block [3]int, shared int, p *P) error {
 	return d.launchStruct(stream, kernel, grid, block, shared, unsafe.Pointer(p), unsafe.Sizeof(*p))
 }

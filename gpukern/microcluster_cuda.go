@@ -23,7 +23,7 @@ func assignTile(dims, q int) int {
 	return max(32, min(1024, (48*1024/4/dims)/32*32, (q+31)/32*32))
 }
 
-// launchAssign runs assign_nearest on device buffers; owner thread only.
+// launchAssign runs assign_nearest on device buffers; inside do only.
 func (d *Device) launchAssign(xp cu.DevicePtr, n int, cp cu.DevicePtr, q, dims int, ap cu.DevicePtr) error {
 	tile := assignTile(dims, q)
 	grid := (n + assignBlock*assignRows - 1) / (assignBlock * assignRows)
@@ -79,7 +79,7 @@ func newCFBuffers(n, dims, q, chunk int) (b *cfBuffers, err error) {
 func (b *cfBuffers) free() error { return frees(b.idx, b.starts, b.part, b.pcount, b.cf, b.count) }
 
 // launchReduce runs cf_sort, cf_reduce_chunk_o1 (q <= 256 clusters, one per thread) or _o4, and
-// cf_finalize; cent (or 0) receives the new centroids. Owner thread only.
+// cf_finalize; cent (or 0) receives the new centroids. Inside do only.
 func (d *Device) launchReduce(xp, ep, ap cu.DevicePtr, b *cfBuffers, cent cu.DevicePtr) error {
 	if b.chunks == 0 {
 		// No rows: the features are all zero (and the centroids stay), as on the CPU.
@@ -110,7 +110,7 @@ func (d *Device) launchReduce(xp, ep, ap cu.DevicePtr, b *cfBuffers, cent cu.Dev
 			Q: int64(b.q), Cf: uint64(b.cf), Count: uint64(b.count), Cent: uint64(cent)})
 }
 
-// features downloads the cluster features; owner thread only.
+// features downloads the cluster features; inside do only.
 func (b *cfBuffers) features(d *Device) (*ClusterFeatures, error) {
 	flat := make([]float64, 3*b.dims*b.q)
 	if err := download(d, "cluster features", flat, b.cf); err != nil {
@@ -228,7 +228,7 @@ func (d *Device) cluster(means, sds *Columns, centroids [][]float32, q, iteratio
 	return f, nil
 }
 
-// clusterPasses runs the assign / reduce / new-centroid passes on device buffers; owner thread only.
+// clusterPasses runs the assign / reduce / new-centroid passes on device buffers; inside do only.
 func (d *Device) clusterPasses(means, sds *Columns, cp, ap cu.DevicePtr, b *cfBuffers, iterations int) error {
 	var ep cu.DevicePtr
 	if sds != nil {

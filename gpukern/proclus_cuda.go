@@ -233,7 +233,7 @@ func (p *pcPack) f32(v []float32) int {
 	return at
 }
 
-// send copies the packed parameters to the device and zeroes cnt counters; owner thread only.
+// send copies the packed parameters to the device and zeroes cnt counters; inside do only.
 func (pr *ProclusRun) send(p *pcPack, cnt int) error {
 	pd := pr.pd
 	if len(p.b) > pcParamBytes {
@@ -254,7 +254,7 @@ func (pr *ProclusRun) send(p *pcPack, cnt int) error {
 	return nil
 }
 
-// receive downloads cnt counters into dst (two's-complement int64); owner thread only.
+// receive downloads cnt counters into dst (two's-complement int64); inside do only.
 func (pr *ProclusRun) receive(dst []int64) error {
 	pd := pr.pd
 	if len(dst) == 0 {

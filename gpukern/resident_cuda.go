@@ -20,7 +20,7 @@ import (
 // back.
 
 // scratchSlot names a device buffer kept between calls. The streaming calls (run) are serialised
-// on the owner thread and have finished with their slots when they return, so they share the
+// by do and have finished with their slots when they return, so they share the
 // slots; within one call each concurrent k-NN step has a slot of its own for its slices' lists.
 type scratchSlot int
 
@@ -38,7 +38,7 @@ type scratchBuffer struct {
 }
 
 // scratch returns slot s's device buffer of at least bytes, growing it (to the next power of
-// two, so a stream of slightly growing batches does not reallocate each time). Owner thread only.
+// two, so a stream of slightly growing batches does not reallocate each time). Inside do only.
 func (d *Device) scratch(s scratchSlot, what string, bytes int64) (cu.DevicePtr, error) {
 	b := &d.scratchBufs[s]
 	if b.ptr != 0 && b.bytes >= bytes {
@@ -63,7 +63,7 @@ func (d *Device) scratch(s scratchSlot, what string, bytes int64) (cu.DevicePtr,
 }
 
 // freeScratch frees every kept buffer (teardown; the context's destruction would too, but a
-// device closed with its buffers freed reports a fault here rather than never). Owner thread only.
+// device closed with its buffers freed reports a fault here rather than never). Inside do only.
 func (d *Device) freeScratch() error {
 	var ps []cu.DevicePtr
 	for i := range d.scratchBufs {
@@ -74,7 +74,7 @@ func (d *Device) freeScratch() error {
 }
 
 // upload copies the pack into scratch slot s (one copy) and returns the slot's device address,
-// to which add's offsets are relative. Owner thread only.
+// to which add's offsets are relative. Inside do only.
 func (p *pack) upload(d *Device, s scratchSlot, what string) (cu.DevicePtr, error) {
 	base, err := d.scratch(s, what, int64(len(p.buf)))
 	if err != nil {
@@ -92,7 +92,7 @@ func (p *pack) upload(d *Device, s scratchSlot, what string) (cu.DevicePtr, erro
 
 // launchKNNAny runs the k-NN weights of nq queries against S on stream: split into slices of S
 // (knnsplit.cu, lists in scratch slot partial) when the batch alone would leave most of the device
-// idle, else knn.cu's kernel. The same weights either way. Owner thread only.
+// idle, else knn.cu's kernel. The same weights either way. Inside do only.
 func (d *Device) launchKNNAny(stream cu.Stream, sp cu.DevicePtr, ns int, qp cu.DevicePtr, nq, dims, k int, partial scratchSlot, op cu.DevicePtr) error {
 	if slices := d.knnSlices(nq, ns, dims, k); slices > 1 {
 		return d.launchKNNSplit(stream, sp, ns, qp, nq, dims, k, slices, partial, op)

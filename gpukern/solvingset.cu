@@ -357,7 +357,7 @@ extern "C" __global__ void ss_dtoc(const SsDtocParams P) {
     }
 }
 
-#define CANDNN_STEP 1024  // entries per thread between early-exit checks
+#define CANDNN_STEP 256  // entries per thread between early-exit checks (1024: 1-2 % slower, BENCHMARKS §4.3.1)
 #define CANDNN_THREADS 256
 #define CANDNN_WARPS (CANDNN_THREADS / 32)
 #define CANDNN_LOADS 16  // row entries each lane loads before offering them (loads in flight; 4: BENCH.md)

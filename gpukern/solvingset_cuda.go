@@ -62,7 +62,7 @@ func ssHeapThreads(k int) int {
 // ssCtocWarps is the number of candidates (warps) per ss_ctoc block (SS_CTOC_WARPS).
 const ssCtocWarps = 4
 
-// launchCtoc is step b (ss_ctoc) for nc candidates. Owner thread only.
+// launchCtoc is step b (ss_ctoc) for nc candidates. Inside do only.
 func launchCtoc(d *Device, b *ssBuffers, nc, dims, k int, margin, minOUT float64) error {
 	return launchParams(d, "ss_ctoc", [3]int{(nc + ssCtocWarps - 1) / ssCtocWarps, 1, 1}, [3]int{32 * ssCtocWarps, 1, 1}, 0, &ssCtocParams{
 		CandX: uint64(b.candX), Nc: int64(nc), Dims: int64(dims), K: int64(k), CandHeap: uint64(b.candHeap),
@@ -71,7 +71,7 @@ func launchCtoc(d *Device, b *ssBuffers, nc, dims, k int, margin, minOUT float64
 
 // launchDtoc is step c's points' side (ss_dtoc) over rows points for nc candidates: the
 // candidates and done flags (nc*(dims+1) words) and the block's heaps (threads*k floats) in
-// dynamic shared memory. Owner thread only.
+// dynamic shared memory. Inside do only.
 func launchDtoc(d *Device, b *ssBuffers, rows, dims, nc, k int, margin, minOUT float64) error {
 	t := ssHeapThreads(k)
 	shared := nc*(dims+1)*4 + t*k*4
@@ -92,21 +92,29 @@ func ssCandSlices(rows, nc int) int {
 	return max(1, min(ssCandSlicesMax, (1024+nc-1)/nc, rows/8192))
 }
 
-// allocPart allocates ss_candpart_q*'s slice lists for m candidates. Owner thread only.
+// nodeCandSlices is a distributed node's slices for nc candidates over its rows of total rows:
+// its share of the slices one device would use over all of them (at least one). A slice's block
+// stops once a warp's queue proves the candidate done, which takes about as many entries of the
+// row whatever the slice's length: with ssCandSlices' count on every node, J nodes did that work
+// J times over (ss_candpart at 2 GPUs 490 µs an iteration against one device's 590, §4.3.1).
+func nodeCandSlices(rows, total, nc int) int {
+	return max(1, (ssCandSlices(total, nc)*rows+total-1)/total)
+}
+
+// allocPart allocates ss_candpart_q*'s slice lists for m candidates. Inside do only.
 func (b *ssBuffers) allocPart(m, k int) (err error) {
 	b.part, err = alloc("CandNN slices", int64(m)*ssCandSlicesMax*int64(k)*4)
 	return err
 }
 
-// launchCandNN is step c's candidates' side: ss_candpart_q* over slices of the rows, then
-// ss_candmerge_q*, into weight (list 0) or, for a distributed node, the local lists. Owner
-// thread only.
-func launchCandNN(d *Device, b *ssBuffers, rows, nc, k int, margin, minOUT float64, weight, list cu.DevicePtr) error {
+// launchCandNN is step c's candidates' side: ss_candpart_q* over S slices of the rows
+// (ssCandSlices; a distributed node's share of them, nodeCandSlices), then ss_candmerge_q*, into
+// weight (list 0) or, for a distributed node, the local lists. Inside do only.
+func launchCandNN(d *Device, b *ssBuffers, rows, nc, S, k int, margin, minOUT float64, weight, list cu.DevicePtr) error {
 	q := "q64" // the warp queue that holds k (64 or 256 slots)
 	if k > 64 {
 		q = "q256"
 	}
-	S := ssCandSlices(rows, nc)
 	if err := launchParams(d, "ss_candpart_"+q, [3]int{nc, S, 1}, [3]int{ssCandNNThreads, 1, 1}, 0, &ssCandPartParams{
 		DistM: uint64(b.distM), N: int64(rows), K: int64(k), CandHeap: uint64(b.candHeap), CandDone: uint64(b.candDone),
 		Margin: margin, MinOUT: minOUT, Part: uint64(b.part)}); err != nil {
@@ -147,7 +155,7 @@ func finWords(take int) int { return take + (take+1)/2 }
 // selectLaunch is steps e and f on the device: ss_select over rows points (blocks lists of
 // take), then ss_select_merge levels until one list is left or a level would not shrink it. It
 // returns the length of what is left and where (fin: take pairs in selFin, when m <=
-// ssSelectSlice/2 or there is one block; else blocks*take pairs in keys, idx). Owner thread only.
+// ssSelectSlice/2 or there is one block; else blocks*take pairs in keys, idx). Inside do only.
 func selectLaunch(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, minOUT float64) (L int, keys, idx cu.DevicePtr, fin bool, err error) {
 	finIdx := b.selFin + cu.DevicePtr(take*8) // the last level's indices, after its take keys
 	levels := 0
@@ -229,7 +237,7 @@ func (d *Device) solvingSetResident(c *Columns, p SolvingSetParams) (SolvingSetR
 	return res, nil
 }
 
-// runSolvingSet is the host loop. It hands the device to its owner thread once for the set-up
+// runSolvingSet is the host loop. It holds the device (do) once for the set-up
 // and once per iteration rather than for the whole run, so that a stream's scoring calls (a
 // batch every millisecond or so) are served between iterations instead of waiting for the whole
 // build (227 ms at W = 1M: issue 12 item 5).
@@ -257,7 +265,7 @@ func (d *Device) runSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int, p
 }
 
 // startSolvingSet uploads the data (unless b.x holds it), allocates the buffers and initialises the heaps; iterate runs
-// one iteration (false when it was the last, with *res set). Owner thread only, both.
+// one iteration (false when it was the last, with *res set). Inside do only, both.
 func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int, p SolvingSetParams, res *SolvingSetResult) (iterate func() (bool, error), err error) {
 	k, m := p.K, min(p.M, rows)
 	N, D, K, M := int64(rows), int64(dims), int64(k), int64(m)
@@ -347,22 +355,28 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 			},
 			func() error { return launchCtoc(d, b, nc, dims, k, margin, minOUT) },
 			func() error { return launchDtoc(d, b, rows, dims, nc, k, margin, minOUT) },
-			func() error { return launchCandNN(d, b, rows, nc, k, margin, minOUT, b.weight, 0) },
+			func() error {
+				return launchCandNN(d, b, rows, nc, ssCandSlices(rows, nc), k, margin, minOUT, b.weight, 0)
+			},
 		}
-		for _, step := range steps {
-			if err := step(); err != nil {
-				return false, fmt.Errorf("iteration %d: %w", iter, err)
+		var L int
+		var lk, li cu.DevicePtr
+		var fin bool
+		if err := d.spanned("ss_iteration", func() (err error) {
+			for _, step := range steps {
+				if err := step(); err != nil {
+					return err
+				}
 			}
-		}
-		L, lk, li, fin, err := selectLaunch(d, b, rows, blocks, m, take, margin, minOUT)
-		if err != nil {
+			if L, lk, li, fin, err = selectLaunch(d, b, rows, blocks, m, take, margin, minOUT); err != nil || !fin {
+				return err
+			}
+			return launchParams(d, "ss_select_sort", [3]int{1, 1, 1}, [3]int{ssSortThreads(take), 1, 1}, 0, &ssSelectSortParams{
+				Key: uint64(b.selFin), Idx: uint64(b.selFin + cu.DevicePtr(take*8)), N: int64(take)})
+		}); err != nil {
 			return false, fmt.Errorf("iteration %d: %w", iter, err)
 		}
 		if fin { // sorted on the device, downloaded with the weights in one copy
-			if err := launchParams(d, "ss_select_sort", [3]int{1, 1, 1}, [3]int{ssSortThreads(take), 1, 1}, 0, &ssSelectSortParams{
-				Key: uint64(b.selFin), Idx: uint64(b.selFin + cu.DevicePtr(take*8)), N: int64(take)}); err != nil {
-				return false, fmt.Errorf("iteration %d: %w", iter, err)
-			}
 			if err := download(d, "weights, done flags and selection", hostRes, b.weight); err != nil {
 				return false, fmt.Errorf("iteration %d: %w", iter, err)
 			}

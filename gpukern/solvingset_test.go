@@ -164,7 +164,7 @@ func BenchmarkSolvingSet(b *testing.B) {
 // reportKernelTimes reports where a run's time goes (issue 22): each kernel's GPU time per run
 // (CUDA events around every launch) as "<kernel>-ms", their sum as "kernels-ms", and the rest of
 // the wall time, the host's share (the upload, allocations, launches, copies and their
-// synchronisation, the hand-over to the device's owner thread), per run as "host-ms" and per
+// synchronisation, the device's do), per run as "host-ms" and per
 // iteration as "host-us/iter".
 func reportKernelTimes(b *testing.B, before, after map[string]gpukern.KernelTotal, iterations int) {
 	var sum time.Duration

@@ -41,7 +41,7 @@ type Options struct {
 
 // Device is where the steps run: the CPU (no GPU), or GPU 0 with the host's other GPUs for the
 // distributed solving set. Its methods are safe for concurrent use (gpukern serialises the calls
-// of one GPU on its owner thread).
+// of one GPU).
 type Device struct {
 	gpu  *gpukern.Device
 	name string

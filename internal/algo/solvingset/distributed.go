@@ -1,7 +1,6 @@
 package solvingset
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -221,24 +220,7 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 		res.Phases.Merge += t4.Sub(t3)
 		// Steps e, f: the next candidates are the m active points with the largest UB: the
 		// best m of the proposals, less the suffix the new minOUT prunes.
-		type pick struct {
-			row  int // global
-			ub   float64
-			j, i int // node, position in its proposal
-		}
-		var picks []pick
-		for j, pr := range props {
-			for i, r := range pr.Rows {
-				picks = append(picks, pick{offset[j] + r, pr.UB[i], j, i})
-			}
-		}
-		slices.SortFunc(picks, func(a, b pick) int {
-			if c := cmp.Compare(b.ub, a.ub); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.row, b.row)
-		})
-		picks = picks[:min(m, len(picks))]
+		picks := mergeProposals(props, offset, m)
 		for i, pk := range picks {
 			if pk.ub*margin < minOUT {
 				picks = picks[:i]
@@ -400,17 +382,58 @@ func mergeK(dst, a, b []float32, k int) []float32 {
 	return dst
 }
 
-// eachNode runs fn for every node concurrently and returns the first error.
+// eachNode runs fn for every node concurrently, node 0 on the calling goroutine (one thread
+// wake-up fewer an iteration), and returns the first error.
 func eachNode(nodes []Node, fn func(j int, nd Node) error) error {
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
-	for j, nd := range nodes {
+	for j, nd := range nodes[1:] {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[j] = fn(j, nd)
+			errs[j+1] = fn(j+1, nd)
 		}()
 	}
+	errs[0] = fn(0, nodes[0])
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// pick is a proposed row: its global row, UB, and where it is (node j, position i in its
+// proposal).
+type pick struct {
+	row  int
+	ub   float64
+	j, i int
+}
+
+// mergeProposals returns the best m of the nodes' proposals (each best first: UB descending,
+// lower row first), in that order, by merging them (node j's local rows are global rows
+// offset[j]+r, so each proposal's order is the global one).
+func mergeProposals(props []Proposal, offset []int, m int) []pick {
+	at := make([]int, len(props))
+	picks := make([]pick, 0, m)
+	for len(picks) < m {
+		best := -1
+		for j, pr := range props {
+			if at[j] == len(pr.Rows) {
+				continue
+			}
+			if best < 0 {
+				best = j
+				continue
+			}
+			u, v := pr.UB[at[j]], props[best].UB[at[best]]
+			if u > v || (u == v && offset[j]+pr.Rows[at[j]] < offset[best]+props[best].Rows[at[best]]) {
+				best = j
+			}
+		}
+		if best < 0 {
+			break
+		}
+		i := at[best]
+		picks = append(picks, pick{offset[best] + props[best].Rows[i], props[best].UB[i], best, i})
+		at[best]++
+	}
+	return picks
 }

@@ -1,8 +1,10 @@
 package solvingset
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -95,5 +97,60 @@ func TestDistributedLazySendsLess(t *testing.T) {
 		full.ListValues, lazy.ListValues, lazy.Refetches, lazy.Iterations, len(lazy.SolvingSet), want.Iterations, len(want.SolvingSet))
 	if lazy.ListValues >= full.ListValues || lazy.Refetches == 0 {
 		t.Errorf("lazy sent %d values with %d refetches, full %d: want fewer, with some refetches", lazy.ListValues, lazy.Refetches, full.ListValues)
+	}
+}
+
+// TestMergeProposals: the merge of the nodes' proposals is the best m of their union sorted by
+// UB descending, global row ascending (what the supervisor sorted before), ties across nodes
+// and short or empty proposals included.
+func TestMergeProposals(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := range 200 {
+		J := 1 + r.IntN(4)
+		offset := make([]int, J+1)
+		props := make([]Proposal, J)
+		var all []pick
+		for j := range J {
+			rows := r.IntN(40)
+			offset[j+1] = offset[j] + 1000
+			n := r.IntN(min(rows, 12) + 1)
+			local := r.Perm(1000)[:n]
+			for _, lr := range local {
+				ub := float64(r.IntN(5)) // few values: ties within and across nodes
+				props[j].Rows = append(props[j].Rows, lr)
+				props[j].UB = append(props[j].UB, ub)
+			}
+			// a node's proposal is best first: UB descending, lower row first
+			idx := make([]int, n)
+			for i := range idx {
+				idx[i] = i
+			}
+			slices.SortFunc(idx, func(a, b int) int {
+				if c := cmp.Compare(props[j].UB[b], props[j].UB[a]); c != 0 {
+					return c
+				}
+				return cmp.Compare(props[j].Rows[a], props[j].Rows[b])
+			})
+			var rs []int
+			var us []float64
+			for _, i := range idx {
+				rs, us = append(rs, props[j].Rows[i]), append(us, props[j].UB[i])
+			}
+			props[j].Rows, props[j].UB = rs, us
+			for i := range rs {
+				all = append(all, pick{offset[j] + rs[i], us[i], j, i})
+			}
+		}
+		slices.SortFunc(all, func(a, b pick) int {
+			if c := cmp.Compare(b.ub, a.ub); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.row, b.row)
+		})
+		m := 1 + r.IntN(20)
+		want := all[:min(m, len(all))]
+		if got := mergeProposals(props, offset, m); !slices.Equal(got, want) {
+			t.Fatalf("trial %d (m=%d): %v, want %v", trial, m, got, want)
+		}
 	}
 }
