@@ -306,14 +306,13 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 		h.Leave += tF.Sub(tE)
 		h.Post += time.Since(tF)
 	}()
-	// The lists, slot-major on the device (the first slots of every candidate one copy, for
-	// the lazy merge that once asked for them by slots), candidate-major for Neighbours.
-	n.lists, n.listLen = slices.Grow(n.lists[:0], nc*n.k)[:nc*n.k], slices.Grow(n.listLen[:0], nc)[:nc]
-	sm := n.f32(lay.list, nc*n.k)
+	// The lists (candidate-major, +Inf padded) for Neighbours: a done candidate's is stale, and
+	// the supervisor asks for none of it.
+	n.lists = append(n.lists[:0], n.f32(lay.list, nc*n.k)...)
+	n.listLen = slices.Grow(n.listLen[:0], nc)[:nc]
 	for t := range nc {
 		l := 0
-		for l < n.k && !math.IsInf(float64(sm[l*nc+t]), 1) {
-			n.lists[t*n.k+l] = sm[l*nc+t]
+		for l < n.k && !math.IsInf(float64(n.lists[t*n.k+l]), 1) {
 			l++
 		}
 		n.listLen[t] = l

@@ -194,7 +194,6 @@ type ssCandMergeParams struct {
 	CandDone uint64 `c:"candDone"`
 	Weight   uint64 `c:"weight"`
 	List     uint64 `c:"list"`
-	Nc       int64  `c:"nc"`
 }
 
 // pcLocalityParams is proclus_locality's parameter (proclus.cu: PcLocalityParams).

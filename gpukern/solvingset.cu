@@ -444,12 +444,12 @@ __device__ __forceinline__ void candpart_body(const float* __restrict__ distM, l
 // (ss_candpart_q*) in a register queue. Weight form (list null): with LNNC, the exact weight
 // (ascending float64 sum: the k smallest of the row and LNNC as a multiset, as the CPU's),
 // weight[j]. List form (a node of the distributed solving set): the candidate's local distances
-// below T0, ascending (+inf padded), slot-major: list[s*nc + j], so that the first slots of
-// every candidate are one contiguous download.
+// below T0, ascending (+inf padded), candidate-major: list[j*k + s] (the host serves each list
+// as it lies; a slot-major layout cost a transposition on the host, 30 µs a step).
 template <int R>
 __device__ __forceinline__ void candmerge_body(const float* __restrict__ part, ll S, ll kl,
                                                const float* __restrict__ candHeap, const int* __restrict__ candDone,
-                                               double* weight, float* list, ll nc) {
+                                               double* weight, float* list) {
     const ll j = blockIdx.x;
     if (candDone[j]) return;  // warp-uniform: ss_candpart_q* has finished
     const int k = (int)kl, lane = threadIdx.x & 31;
@@ -468,7 +468,7 @@ __device__ __forceinline__ void candmerge_body(const float* __restrict__ part, l
     if (list) {  // lane l holds positions l*R .. l*R+R-1
 #pragma unroll
         for (int r = 0; r < R; r++)
-            if (lane * R + r < k) list[(ll)(lane * R + r) * nc + j] = wq.q[r];
+            if (lane * R + r < k) list[j * kl + lane * R + r] = wq.q[r];
         return;
     }
     float kth = wq.get(k - 1);  // LNNC's values are <= T0: filter them by the queue's own k-th
@@ -506,9 +506,8 @@ struct SsCandMergeParams {
     const int* candDone;
     double* weight;
     float* list;
-    ll nc;
 };
-static_assert(sizeof(SsCandMergeParams) == 64, "SsCandMergeParams size");
+static_assert(sizeof(SsCandMergeParams) == 56, "SsCandMergeParams size");
 static_assert(offsetof(SsCandMergeParams, part) == 0, "SsCandMergeParams.part");
 static_assert(offsetof(SsCandMergeParams, S) == 8, "SsCandMergeParams.S");
 static_assert(offsetof(SsCandMergeParams, k) == 16, "SsCandMergeParams.k");
@@ -516,7 +515,6 @@ static_assert(offsetof(SsCandMergeParams, candHeap) == 24, "SsCandMergeParams.ca
 static_assert(offsetof(SsCandMergeParams, candDone) == 32, "SsCandMergeParams.candDone");
 static_assert(offsetof(SsCandMergeParams, weight) == 40, "SsCandMergeParams.weight");
 static_assert(offsetof(SsCandMergeParams, list) == 48, "SsCandMergeParams.list");
-static_assert(offsetof(SsCandMergeParams, nc) == 56, "SsCandMergeParams.nc");
 
 extern "C" __global__ void __launch_bounds__(CANDNN_THREADS) ss_candpart_q64(const SsCandPartParams P) {
     candpart_body<2>(P.distM, P.N, P.k, P.candHeap, P.candDone, P.margin, P.minOUT, P.part);
@@ -527,11 +525,11 @@ extern "C" __global__ void __launch_bounds__(CANDNN_THREADS) ss_candpart_q256(co
 }
 
 extern "C" __global__ void __launch_bounds__(32) ss_candmerge_q64(const SsCandMergeParams P) {
-    candmerge_body<2>(P.part, P.S, P.k, P.candHeap, P.candDone, P.weight, P.list, P.nc);
+    candmerge_body<2>(P.part, P.S, P.k, P.candHeap, P.candDone, P.weight, P.list);
 }
 
 extern "C" __global__ void __launch_bounds__(32) ss_candmerge_q256(const SsCandMergeParams P) {
-    candmerge_body<8>(P.part, P.S, P.k, P.candHeap, P.candDone, P.weight, P.list, P.nc);
+    candmerge_body<8>(P.part, P.S, P.k, P.candHeap, P.candDone, P.weight, P.list);
 }
 
 #define SEL_SLICE 2048

@@ -122,7 +122,7 @@ func launchCandNN(d *Device, b *ssBuffers, rows, nc, S, k int, margin, minOUT fl
 	}
 	return launchParams(d, "ss_candmerge_"+q, [3]int{nc, 1, 1}, [3]int{32, 1, 1}, 0, &ssCandMergeParams{
 		Part: uint64(b.part), S: int64(S), K: int64(k), CandHeap: uint64(b.candHeap), CandDone: uint64(b.candDone),
-		Weight: uint64(weight), List: uint64(list), Nc: int64(nc)})
+		Weight: uint64(weight), List: uint64(list)})
 }
 
 // ssSelect2Len is the length of the second selection buffers for blocks first-level lists of
