@@ -66,7 +66,10 @@
 // context made current there (no hand-over to another thread: each cost a thread wake-up). Device
 // memory comes from plain cuMemAlloc (never managed memory). Every CUDA error is returned wrapped
 // with the kernel and the call that failed; with OUTLIERD_CUDA_SYNC=1 every launch is followed by
-// a synchronisation, so an asynchronous fault is reported by the kernel that caused it.
+// a synchronisation, so an asynchronous fault is reported by the kernel that caused it. Kernel
+// time (Counters, KernelTimes) comes from CUDA events around each launch, except that a solving
+// set's step is timed as one span (ss_iteration, ss_step); OUTLIERD_CUDA_PER_LAUNCH=1 times its
+// kernels one by one.
 //
 // Layout: column-major float32 everywhere (cols[j][i] = row i in dimension j), the layout of an
 // Arrow Float32 column; weights and cluster features are float64.
