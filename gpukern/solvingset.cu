@@ -368,7 +368,8 @@ extern "C" __global__ void ss_dtoc(const SsDtocParams P) {
 // the slice that are below the candidate's current k-th distance in a register queue (select.cuh;
 // 64 or 256 slots, k <= slots). Every CANDNN_STEP entries per thread a warp whose queue holds k
 // finite distances tests their sum as an upper bound of w_k(c, D) (any k points bound it;
-// PruneMargin covers any summation order); a block that prunes the candidate sets its done flag
+// PruneMargin covers any summation order), and so does the block with k of its warps' smallest
+// (about k/8 from each); a block that prunes the candidate sets its done flag
 // (S-MS early exit), and every block of the candidate stops at its next check once the flag is
 // set. Otherwise warp 0 merges the other warps' queues and writes its first k values (the
 // slice's k smallest distances below LNNC's largest, T0, ascending, +inf padded) to
@@ -379,6 +380,7 @@ __device__ __forceinline__ void candpart_body(const float* __restrict__ distM, l
                                               const float* __restrict__ candHeap, int* candDone,
                                               double margin, double minOUT, float* part) {
     __shared__ float sQ[CANDNN_WARPS][32 * R];
+    __shared__ double sPart[CANDNN_WARPS];  // the warps' shares of the block-wide bound
     const ll j = blockIdx.x, S = gridDim.y, sl = blockIdx.y;
     const int k = (int)kl;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -416,6 +418,19 @@ __device__ __forceinline__ void candpart_body(const float* __restrict__ distM, l
         if (wq.get(k - 1) < INF) {  // the queue holds k distances of the row: their sum bounds w_k
             const double ub = wq.ascending_sum(k);
             prunedHere = lane == 0 && pruned(ub, margin, minOUT);
+        }
+        // Block-wide: warp w's cw smallest (cw = k/W, one more for the first k%W warps) are k
+        // distances of distinct rows too, found long before one warp holds k (a node's slices
+        // were read nearly whole waiting for that: 488 µs a step at 2 GPUs against one device's
+        // 590, BENCHMARKS §4.3.1).
+        const int cw = k / CANDNN_WARPS + (warp < k % CANDNN_WARPS ? 1 : 0);
+        const double part = cw == 0 ? 0.0 : wq.get(cw - 1) < INF ? wq.ascending_sum(cw) : (double)INF;
+        if (lane == 0) sPart[warp] = part;
+        __syncthreads();
+        if (tid == 0) {
+            double ub = 0.0;
+            for (int w = 0; w < CANDNN_WARPS; w++) ub = __dadd_rn(ub, sPart[w]);
+            prunedHere = prunedHere || pruned(ub, margin, minOUT);
         }
         if (__syncthreads_or(prunedHere)) {
             if (tid == 0) atomicOr(candDone + j, 1);
