@@ -74,9 +74,10 @@ type recentRing struct {
 	cur            float64
 	cnt            int
 	// the episode (episode): the largest rank of the last complete block of m ranked records and
-	// of the current block so far (ecnt records; 0 before any: ranks are >= 0)
+	// of the current block so far (its cnt records: the horizon's blocks; 0 before any: ranks are
+	// >= 0). Two float64 and a shared count keep a key's state in its allocation size class (288
+	// bytes).
 	epPrev, epCur float64
-	ecnt          int
 }
 
 // recentPeaks is how many of the horizon's blocks must have reached a record beyond the ring for
@@ -179,16 +180,16 @@ func (r *recentRing) rank(x float64, m, blocks int) float64 {
 	r.s[r.next] = x
 	r.next = (r.next + 1) % m
 	r.filled = min(r.filled+1, m)
-	if len(r.peaks) > 0 {
-		if r.cnt == 0 || x > r.cur {
-			r.cur = x
-		}
-		if r.cnt++; r.cnt == m { // the block is complete: its maximum joins the horizon
+	if r.cnt == 0 || x > r.cur {
+		r.cur = x
+	}
+	if r.cnt++; r.cnt == m { // the block is complete: its maximum joins the horizon (if any)
+		if len(r.peaks) > 0 {
 			r.peaks[r.pnext] = r.cur
 			r.pnext = (r.pnext + 1) % len(r.peaks)
 			r.pfilled = min(r.pfilled+1, len(r.peaks))
-			r.cnt = 0
 		}
+		r.cnt = 0
 	}
 	return v
 }
@@ -200,13 +201,14 @@ func (r *recentRing) score(x float64, m, blocks int) float64 {
 	if math.IsNaN(v) {
 		return v
 	}
-	return r.episode(v, m)
+	return r.episode(v)
 }
 
-// episode is rank v as its episode ranks it, then adds v to the blocks: v itself above the
-// largest rank of the current block of m ranked records and of the block before (the peak), else
-// v minus the peak (<= 0: how far below the episode's peak; 0 at it, also where both are +Inf).
-func (r *recentRing) episode(v float64, m int) float64 {
+// episode is rank v (just ranked: rank counted it in its block) as its episode ranks it: v itself
+// above the largest rank of the current block of ranked records and of the block before (the
+// peak), else v minus the peak (<= 0: how far below the episode's peak; 0 at it, also where both
+// are +Inf). v then joins the current block's peak; a block rank just completed rolls over.
+func (r *recentRing) episode(v float64) float64 {
 	peak, out := max(r.epPrev, r.epCur), v
 	switch {
 	case v == peak:
@@ -215,8 +217,8 @@ func (r *recentRing) episode(v float64, m int) float64 {
 		out = v - peak
 	}
 	r.epCur = max(r.epCur, v)
-	if r.ecnt++; r.ecnt >= m {
-		r.epPrev, r.epCur, r.ecnt = r.epCur, 0, 0
+	if r.cnt == 0 { // (rank completed the block with this record)
+		r.epPrev, r.epCur = r.epCur, 0
 	}
 	return out
 }
@@ -269,7 +271,7 @@ func (r *recentRing) clone() recentRing {
 // maxima and the episode's blocks afresh (a block is m records).
 func (r *recentRing) resize(m, blocks int) {
 	r.peaks, r.pnext, r.pfilled, r.cnt = make([]float64, blocks), 0, 0, 0
-	r.epPrev, r.epCur, r.ecnt = 0, 0, 0 // (the episode's blocks restart with the horizon's)
+	r.epPrev, r.epCur = 0, 0 // (the episode's blocks restart with the horizon's)
 	keep := min(r.filled, m)
 	s := make([]float64, m)
 	for i := range keep { // oldest first, so the next write replaces the oldest kept
