@@ -88,11 +88,13 @@ type Config struct {
 	// else the stream's) rank each record's score into batch.Score.Recent (recent.go): its tail
 	// probability among them, rising beyond their largest by the excess; a score to rank or
 	// threshold many series by, since a series the model does not fit falls back to its own
-	// recent past. It does not change the flag. Cost: each scored record is ranked among its
-	// series' held scores (a binary search), and each series holds 16 bytes a score (a
-	// key's counted in keys.max_bytes); not kept across restarts. Default 50 (chosen on SKAB's
-	// even experiments with recent_horizon, docs/BENCHMARKS.md §12.12; 100 before, §12.10); 0:
-	// off (Recent is NaN).
+	// recent past. An episode ranks once: a record whose rank does not rise above the largest
+	// rank of its series' current and previous block of recent_scores records ranks by how far
+	// below that peak it is (<= 0; docs/BENCHMARKS.md §12.14). It does not change the flag.
+	// Cost: each scored record is ranked among its series' held scores (a binary search), and
+	// each series holds 16 bytes a score (a key's counted in keys.max_bytes); not kept across
+	// restarts. Default 50 (chosen on SKAB's even experiments with recent_horizon,
+	// docs/BENCHMARKS.md §12.12; 100 before, §12.10); 0: off (Recent is NaN).
 	RecentScores int `yaml:"recent_scores"`
 	// RecentHorizon is how many of a series' last records a record beyond its last
 	// recent_scores must stand out from to rank as new in Recent (recent.go): the series keeps

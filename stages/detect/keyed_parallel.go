@@ -305,7 +305,7 @@ func (k *keyedScorer) rankRecentKeyed(b *batch.Batch, m, blocks int) bool {
 			}
 			st := p.sts[i]
 			grown[w] += recentBytes(m, blocks) - st.recent.bytes() // (recent_scores or recent_horizon changed)
-			sc.Recent = st.recent.rank(sc.Score, m, blocks)
+			sc.Recent = st.recent.score(sc.Score, m, blocks)
 		}
 	})
 	for _, g := range grown {

@@ -37,6 +37,18 @@ import (
 // combined score (min_score, the cap, the outcasts): Recent is for ranking and thresholding
 // across series, not a verdict, and a fault that repeats becomes ordinary in it while the
 // verdict keeps it significant for a window (issue 20 item 4).
+//
+// An episode ranks once (recentRing.episode, docs/BENCHMARKS.md §12.14): a record whose rank does
+// not rise above the largest rank of its series' current block of recent_scores records and the
+// block before (its episode's peak so far) gets its rank minus that peak (<= 0), so every record
+// that is new (above its series' recent peak) ranks above every record that is not. A series
+// whose model has gone stale rises record after record (a drifting plant scored by a model of
+// its first minutes: SKAB's valve experiments at replay's cadence), and each new maximum of its
+// combined score ranked high again: a threshold across series spent itself on these repeats.
+// Only the first and the rising records of an episode count now, as only the first alert of
+// an episode pages (detect.alert_cooldown folds the rest). Its cost: a second, lesser anomaly
+// of a series within one to two blocks of a larger one ranks below the new records of every
+// series (the flags still flag both).
 
 // recentRing is a series' last combined scores, a ring (owned by the stage's goroutine), and
 // an index of the ring's positions in ascending order of their scores: a record's rank is then a
@@ -61,6 +73,11 @@ type recentRing struct {
 	pnext, pfilled int
 	cur            float64
 	cnt            int
+	// the episode (episode): the largest rank of the last complete block of m ranked records and
+	// of the current block so far (its cnt records: the horizon's blocks; 0 before any: ranks are
+	// >= 0). Two float64 and a shared count keep a key's state in its allocation size class (288
+	// bytes).
+	epPrev, epCur float64
 }
 
 // recentPeaks is how many of the horizon's blocks must have reached a record beyond the ring for
@@ -163,18 +180,47 @@ func (r *recentRing) rank(x float64, m, blocks int) float64 {
 	r.s[r.next] = x
 	r.next = (r.next + 1) % m
 	r.filled = min(r.filled+1, m)
-	if len(r.peaks) > 0 {
-		if r.cnt == 0 || x > r.cur {
-			r.cur = x
-		}
-		if r.cnt++; r.cnt == m { // the block is complete: its maximum joins the horizon
+	if r.cnt == 0 || x > r.cur {
+		r.cur = x
+	}
+	if r.cnt++; r.cnt == m { // the block is complete: its maximum joins the horizon (if any)
+		if len(r.peaks) > 0 {
 			r.peaks[r.pnext] = r.cur
 			r.pnext = (r.pnext + 1) % len(r.peaks)
 			r.pfilled = min(r.pfilled+1, len(r.peaks))
-			r.cnt = 0
 		}
+		r.cnt = 0
 	}
 	return v
+}
+
+// score is the recent score of combined score x (batch.Score.Recent): its rank among the series'
+// recent scores (rank), ranked once per episode (episode). NaN for a NaN x (not added).
+func (r *recentRing) score(x float64, m, blocks int) float64 {
+	v := r.rank(x, m, blocks)
+	if math.IsNaN(v) {
+		return v
+	}
+	return r.episode(v)
+}
+
+// episode is rank v (just ranked: rank counted it in its block) as its episode ranks it: v itself
+// above the largest rank of the current block of ranked records and of the block before (the
+// peak), else v minus the peak (<= 0: how far below the episode's peak; 0 at it, also where both
+// are +Inf). v then joins the current block's peak; a block rank just completed rolls over.
+func (r *recentRing) episode(v float64) float64 {
+	peak, out := max(r.epPrev, r.epCur), v
+	switch {
+	case v == peak:
+		out = 0
+	case v < peak:
+		out = v - peak
+	}
+	r.epCur = max(r.epCur, v)
+	if r.cnt == 0 { // (rank completed the block with this record)
+		r.epPrev, r.epCur = r.epCur, 0
+	}
+	return out
 }
 
 // beyond is the recent score of x above every held score (the largest: top): its rank among the
@@ -222,9 +268,10 @@ func (r *recentRing) clone() recentRing {
 
 // resize keeps the newest min(filled, m) scores in a ring of capacity m (order within the ring
 // does not matter to rank: only the held scores do), and starts a horizon of blocks block
-// maxima afresh (a block is m records).
+// maxima and the episode's blocks afresh (a block is m records).
 func (r *recentRing) resize(m, blocks int) {
 	r.peaks, r.pnext, r.pfilled, r.cnt = make([]float64, blocks), 0, 0, 0
+	r.epPrev, r.epCur = 0, 0 // (the episode's blocks restart with the horizon's)
 	keep := min(r.filled, m)
 	s := make([]float64, m)
 	for i := range keep { // oldest first, so the next write replaces the oldest kept
@@ -265,16 +312,16 @@ func (s *Stage) rankRecent(b *batch.Batch) {
 			continue
 		}
 		if s.keyed == nil {
-			sc.Recent = s.recent.rank(sc.Score, m, blocks)
+			sc.Recent = s.recent.score(sc.Score, m, blocks)
 			continue
 		}
 		if st, ok := s.keyed.keys[string(recordKey(keys, i))]; ok {
 			s.keyed.bytes += recentBytes(m, blocks) - st.recent.bytes() // (recent_scores or recent_horizon changed)
-			sc.Recent = st.recent.rank(sc.Score, m, blocks)
+			sc.Recent = st.recent.score(sc.Score, m, blocks)
 		} else if s.keyed.follower && sc.Warming {
 			// A scorer holds no state for a key it has no model of (role all holds every key
 			// from its first record): such records rank among the stream's recent scores.
-			sc.Recent = s.recent.rank(sc.Score, m, blocks)
+			sc.Recent = s.recent.score(sc.Score, m, blocks)
 		}
 	}
 }
