@@ -272,7 +272,8 @@ func (p *keyPublisher) publish(ctx context.Context, todo map[string]detect.KeyMo
 			p.log.Error().Err(err).Uint64("key_model_version", p.version).Int("keys", len(msgs)).Msg("keys' models not published; retried with the next publication")
 			return died, err
 		}
-		p.log.Warn().Err(err).Int("attempt", attempt).Msg("keys' models publication failed; retrying")
+		msgs = unwritten(msgs, err)
+		p.log.Warn().Err(err).Int("attempt", attempt).Int("messages", len(msgs)).Msg("keys' models publication failed; retrying what was not written")
 		if !backoff(ctx, attempt) {
 			return died, ctx.Err()
 		}

@@ -179,3 +179,31 @@ func TestFetchRetried(t *testing.T) {
 		}
 	}
 }
+
+// TestUnwrittenKeepsTheFailedMessages: a retry after per-message errors writes only the messages
+// that failed (the others reached their partitions: writing them again duplicated them); any
+// other error, or errors that do not match the messages, leave every message to write again.
+func TestUnwrittenKeepsTheFailedMessages(t *testing.T) {
+	msgs := []kafka.Message{{Key: []byte("a")}, {Key: []byte("b")}, {Key: []byte("c")}}
+	keys := func(ms []kafka.Message) string {
+		var s string
+		for _, m := range ms {
+			s += string(m.Key)
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"one partition's leader moved", kafka.WriteErrors{nil, kafka.NotLeaderForPartition, nil}, "b"},
+		{"wrapped", fmt.Errorf("publish: %w", kafka.WriteErrors{kafka.NotLeaderForPartition, nil, kafka.NotLeaderForPartition}), "ac"},
+		{"not per message", kafka.NotLeaderForPartition, "abc"},
+		{"errors for other messages", kafka.WriteErrors{nil, kafka.NotLeaderForPartition}, "abc"},
+	} {
+		if got := keys(unwritten(msgs, c.err)); got != c.want {
+			t.Errorf("%s: %q written again, want %q", c.name, got, c.want)
+		}
+	}
+}
