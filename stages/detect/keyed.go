@@ -56,6 +56,21 @@ type keyedScorer struct {
 	// that lookups a key's making or eviction made stale are not used.
 	looked keyLookups
 	gen    uint64
+
+	// scratch is the parallel path's, kept batch after batch (keyedScratch).
+	scratch keyedScratch
+}
+
+// keyedScratch is the parallel path's per-batch memory, reused: each batch's allocation of it
+// was fresh memory, whose first writes cost more than the work (docs/BENCHMARKS.md §13.1.4).
+// Everything in it is the pass's alone until the batch's recent ranks (rankRecentKeyed, which
+// runs before the next batch's pass in either order of work).
+type keyedScratch struct {
+	ws         []keyedWorker
+	mine       [][]int
+	tail, dist []float64
+	slots      []int32
+	x          [][]float32
 }
 
 // keyLookups are a batch's records' key states (nil: not held) and workers' shards, as they

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/prefetch"
 )
 
 // The keys' per-record work over the cores (issue 21: a million keys resident at 2M records/s
@@ -80,8 +81,7 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 		return false
 	}
 	base, at := k.lru.reserve(n)
-	ws := make([]keyedWorker, workers)
-	mine := make([][]int, workers)
+	ws, mine := k.scratch.workers(workers)
 	onWorkers(workers, func(w int) {
 		// The batch's touches, in stream order: written here by contiguous chunks (the
 		// workers' records interleave: written by each key's worker, four touches of a cache
@@ -121,6 +121,29 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 	k.lru.maybeCompact()
 	k.pass = keyedPass{b: b, sts: sts, mine: mine, workers: workers}
 	return true
+}
+
+// workers are the batch's workers' shares and record lists, empty, in memory kept from the batch
+// before.
+func (s *keyedScratch) workers(n int) ([]keyedWorker, [][]int) {
+	if len(s.ws) != n {
+		s.ws, s.mine = make([]keyedWorker, n), make([][]int, n)
+	}
+	for w := range s.ws {
+		kw := &s.ws[w]
+		kw.todo, kw.next, kw.q, kw.due = kw.todo[:0], kw.next[:0], kw.q[:0], kw.due[:0]
+		kw.tail, kw.dist, kw.warm, kw.bytes = nil, nil, 0, 0
+		s.mine[w] = s.mine[w][:0]
+	}
+	return s.ws, s.mine
+}
+
+// float64s is buf resized to n (its memory reused when it fits).
+func float64s(buf []float64, n int) []float64 {
+	if cap(buf) < n {
+		return make([]float64, n)
+	}
+	return buf[:n]
 }
 
 // parallelWorkers is the parallel path's workers for a batch of n records (below 2: serial).
@@ -178,7 +201,8 @@ func (k *keyedScorer) mostBytes(sts []*keyState, newKeys int, cfg *Config, d int
 // records for the next round (they meet the new model).
 func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw [][]float32, sts []*keyState, parts []int32, base int, at uint64) {
 	x := make([][]float32, len(raw))
-	for _, i := range kw.todo {
+	for t, i := range kw.todo {
+		prefetchWalk(kw.todo, sts, t)
 		st := sts[i]
 		if st.due {
 			kw.next = append(kw.next, i)
@@ -202,6 +226,79 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw 
 	}
 }
 
+// prefetchAhead is how many records ahead walk and decide ask for a stage of what a record will
+// read (prefetch): far enough that a stage's misses are served before the next stage reads the
+// pointers they bring (a few hundred ns), near enough that they are still in the cache when used.
+const prefetchAhead = 8
+
+// prefetchWalk asks for what walk reads and writes of the key of its record t+k*prefetchAhead,
+// in three stages (each reads the pointers the stage before brought into the cache; at a
+// million keys every one is a miss): the key's state; its window's column headers and the
+// significance's line; the columns' lines at the window's next place.
+func prefetchWalk(todo []int, sts []*keyState, t int) {
+	a := prefetchAhead
+	if u := t + 3*a; u < len(todo) {
+		prefetch.Object(sts[todo[u]])
+	}
+	if u := t + 2*a; u < len(todo) {
+		st := sts[todo[u]]
+		prefetch.Slice(st.cols)
+		if st.next < len(st.sig) {
+			prefetch.Object(&st.sig[st.next])
+		}
+	}
+	if u := t + a; u < len(todo) {
+		st := sts[todo[u]]
+		for _, c := range st.cols {
+			if st.next < len(c) {
+				prefetch.Object(&c[st.next])
+			}
+		}
+	}
+}
+
+// prefetchDecisions asks for what decideByKey reads of the key of record t+k*prefetchAhead of
+// the queue, in three stages (as prefetchWalk): the model's and the state's structs; the alarm
+// cap's; the model's three calibrations (the binary searches' scores), the cap's ring and the
+// record's significance's line. A hint: no result depends on it (the decisions were
+// cache misses, 600-800 ns a record at a million keys, §13.1.3).
+func prefetchDecisions(q []queued, t int) {
+	a := prefetchAhead
+	if u := t + 3*a; u < len(q) {
+		prefetch.Object(q[u].model)
+		prefetch.Object(q[u].st)
+	}
+	if u := t + 2*a; u < len(q) {
+		prefetch.Object(q[u].st.cap)
+	}
+	if u := t + a; u < len(q) {
+		r, st := q[u].model, q[u].st
+		prefetch.Slice(r.Density.Sorted)
+		prefetch.Slice(r.Distance.Sorted)
+		prefetch.Slice(r.Final.Sorted)
+		prefetch.Slice(st.cap.flagged)
+		if q[u].ring < len(st.sig) {
+			prefetch.Object(&st.sig[q[u].ring])
+		}
+	}
+}
+
+// prefetchRecent asks for what rankRecentKeyed reads of the key of record t+k*prefetchAhead of
+// a worker's records, in two stages (as prefetchWalk): the key's state; its recent ring's scores,
+// their index by score and the horizon's maxima.
+func prefetchRecent(mine []int, sts []*keyState, t int) {
+	a := prefetchAhead
+	if u := t + 2*a; u < len(mine) {
+		prefetch.Object(sts[mine[u]])
+	}
+	if u := t + a; u < len(mine) {
+		r := &sts[mine[u]].recent
+		prefetch.Slice(r.s)
+		prefetch.Slice(r.idx)
+		prefetch.Slice(r.peaks)
+	}
+}
+
 // scoreQueued gets the raw scores of every worker's queued records: one device call for all of
 // them, or (without a device, or after its error, as flush) each worker's on the CPU. The
 // workers' records are the call's in worker order: each worker gathers its own into its part
@@ -213,7 +310,9 @@ func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32) {
 		from[w+1] = from[w] + len(ws[w].q)
 	}
 	total := from[len(ws)]
-	tail, dist := make([]float64, total), make([]float64, total)
+	sc := &k.scratch
+	sc.tail, sc.dist = float64s(sc.tail, total), float64s(sc.dist, total)
+	tail, dist := sc.tail, sc.dist
 	for w := range ws {
 		ws[w].tail, ws[w].dist = tail[from[w]:from[w+1]], dist[from[w]:from[w+1]]
 	}
@@ -221,10 +320,19 @@ func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32) {
 		return
 	}
 	if k.dev != nil {
-		slots, x := make([]int32, total), make([][]float32, len(raw))
-		for j := range x {
-			x[j] = make([]float32, total)
+		if cap(sc.slots) < total {
+			sc.slots = make([]int32, total)
 		}
+		if len(sc.x) != len(raw) {
+			sc.x = make([][]float32, len(raw))
+		}
+		for j := range sc.x {
+			if cap(sc.x[j]) < total {
+				sc.x[j] = make([]float32, total)
+			}
+			sc.x[j] = sc.x[j][:total]
+		}
+		slots, x := sc.slots[:total], sc.x
 		onWorkers(len(ws), func(w int) {
 			for t, q := range ws[w].q {
 				slots[from[w]+t] = q.slot
@@ -247,11 +355,13 @@ func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32) {
 func (kw *keyedWorker) decide(cfg *Config, features []string, out []batch.Score, raw [][]float32) {
 	one := make([][]float32, len(raw))
 	for t, r := range kw.q {
+		prefetchDecisions(kw.q, t)
 		for j := range raw {
 			one[j] = raw[j][r.i : r.i+1]
 		}
 		r.st.sig[r.ring] = decideByKey(cfg, features, r.st, r.model, r.version, one, out[r.i:r.i+1], kw.tail[t], kw.dist[t])
 	}
+	clear(kw.q) // (kept for the next batch: its models and states may go)
 	kw.q = kw.q[:0]
 }
 
@@ -263,6 +373,7 @@ func (k *keyedScorer) buildDue(ws []keyedWorker, cfg *Config) {
 	var due []*keyState
 	for w := range ws {
 		due = append(due, ws[w].due...)
+		clear(ws[w].due)
 		ws[w].due = ws[w].due[:0]
 	}
 	if len(due) == 0 {
@@ -297,7 +408,8 @@ func (k *keyedScorer) rankRecentKeyed(b *batch.Batch, m, blocks int) bool {
 	}
 	grown := make([]int64, p.workers)
 	onWorkers(p.workers, func(w int) {
-		for _, i := range p.mine[w] {
+		for t, i := range p.mine[w] {
+			prefetchRecent(p.mine[w], p.sts, t)
 			sc := &b.Scores[i]
 			sc.Recent = math.NaN()
 			if !sc.Scored || m <= 0 {

@@ -92,7 +92,16 @@ var keyedBeside = true
 // themselves, and the pass beside them measured 1-2% more CPU a record (docs/BENCHMARKS.md
 // §13.1.3), as prescore's reasoning (calibrate.go).
 func (s *Stage) scoreKeyedBeside(sc *scoring, raw [][]float32) {
-	sc.keyed = make([]batch.Score, sc.b.Len())
+	// The keys' scores are the previous batch's memory, cleared by mergeKeyed (a new allocation's
+	// first writes cost more than the work: docs/BENCHMARKS.md §13.1.4); a batch that ended in an
+	// error keeps its own and the next one allocates.
+	n := sc.b.Len()
+	ks := s.keyedScores
+	s.keyedScores = nil
+	if cap(ks) < n {
+		ks = make([]batch.Score, n)
+	}
+	sc.keyed = ks[:n]
 	sc.keyedDone = make(chan struct{})
 	go func() {
 		defer close(sc.keyedDone)
@@ -102,7 +111,8 @@ func (s *Stage) scoreKeyedBeside(sc *scoring, raw [][]float32) {
 
 // mergeKeyed writes into scores the keys' pass's fields of keyed (keyedScorer.score's: those
 // decideByKey writes for a record its key's model scored, Warming for one it left to the global
-// model), as the pass would have written them into scores itself after the global decision.
+// model), as the pass would have written them into scores itself after the global decision, and
+// clears keyed (the next batch's keys' scores).
 func mergeKeyed(scores, keyed []batch.Score) {
 	n := len(scores)
 	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain)), func(lo, hi int) {
@@ -116,6 +126,7 @@ func mergeKeyed(scores, keyed []batch.Score) {
 			case k.Warming:
 				sc.Warming = true
 			}
+			*k = batch.Score{}
 		}
 	})
 }
@@ -209,6 +220,7 @@ func (s *Stage) finish(sc *scoring) error {
 		if sc.keyedDone != nil { // warm keys: their own model decides
 			<-sc.keyedDone
 			mergeKeyed(b.Scores, sc.keyed)
+			s.keyedScores, sc.keyed = sc.keyed[:0], nil
 		} else {
 			s.keyed.score(&s.cfg, s.features, b, sc.raw, b.Scores)
 		}

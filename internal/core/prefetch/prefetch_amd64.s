@@ -1,0 +1,15 @@
+#include "textflag.h"
+
+// func lines(p unsafe.Pointer, n uintptr)
+// PREFETCHT0 every 64 bytes from p, and the last byte's line (p need not be aligned).
+TEXT ·lines(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), CX
+	LEAQ -1(AX)(CX*1), DX
+loop:
+	PREFETCHT0 (AX)
+	ADDQ $64, AX
+	CMPQ AX, DX
+	JB   loop
+	PREFETCHT0 (DX)
+	RET
