@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/outlierd/outlierd/internal/core/batch"
@@ -101,10 +102,7 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 			k.walk(&ws[w], cfg, out, raw, sts, parts, base, at)
 		})
 		k.scoreQueued(ws, raw)
-		onWorkers(workers, func(w int) {
-			ws[w].decide(cfg, features, out, raw)
-		})
-		k.buildDue(ws, cfg)
+		k.buildDue(ws, decideAndBuild(ws, cfg, features, out, raw))
 		more := false
 		for w := range ws {
 			ws[w].todo, ws[w].next = ws[w].next, ws[w].todo[:0]
@@ -365,34 +363,69 @@ func (kw *keyedWorker) decide(cfg *Config, features []string, out []batch.Score,
 	kw.q = kw.q[:0]
 }
 
-// buildDue builds the workers' due keys' models, on every core taking the next key as it frees
-// (a build is most of a key's work: shared, not per worker, so that none waits on the worker
-// with the most), then makes them their keys' in worker order, counts a key warm at its first
-// model without a device (as build), and installs them on the device in one upload.
-func (k *keyedScorer) buildDue(ws []keyedWorker, cfg *Config) {
-	var due []*keyState
+// decideAndBuild decides each worker's queued records (decide), then builds the workers' due
+// keys' models (built[w][t]: ws[w].due[t]'s; nil where a build failed). A key's build reads the
+// significance its records' decisions wrote into its window, and a key's records are its
+// worker's alone: so a worker builds its own due keys once its decisions are done, then takes
+// the next due key of any worker done deciding (a build is most of a key's work: shared, so that
+// none waits on the worker with the most), and no core waits for every worker's decisions
+// before the first build (they were two phases, each waiting on its slowest worker).
+func decideAndBuild(ws []keyedWorker, cfg *Config, features []string, out []batch.Score, raw [][]float32) [][]*Ranker {
+	n := len(ws)
+	built := make([][]*Ranker, n)
 	for w := range ws {
-		due = append(due, ws[w].due...)
-		clear(ws[w].due)
+		built[w] = make([]*Ranker, len(ws[w].due))
+	}
+	next := make([]atomic.Int64, n) // worker u's next due key to build
+	decided := make([]atomic.Bool, n)
+	onWorkers(n, func(w int) {
+		ws[w].decide(cfg, features, out, raw)
+		decided[w].Store(true)
+		for {
+			waiting := false
+			for v := w; v < w+n; v++ {
+				u := v % n
+				if !decided[u].Load() {
+					waiting = true
+					continue
+				}
+				for {
+					t := int(next[u].Add(1)) - 1
+					if t >= len(ws[u].due) {
+						break
+					}
+					built[u][t], _ = buildKeyModel(ws[u].due[t], cfg)
+				}
+			}
+			if !waiting {
+				return
+			}
+			runtime.Gosched() // (a worker still deciding: its due keys come next)
+		}
+	})
+	return built
+}
+
+// buildDue makes the workers' due keys' new models (decideAndBuild's) their keys' in worker
+// order, counts a key warm at its first model without a device (as build), and installs them on
+// the device in one upload.
+func (k *keyedScorer) buildDue(ws []keyedWorker, built [][]*Ranker) {
+	var rebuilt []*keyState
+	for w := range ws {
+		for t, st := range ws[w].due {
+			st.due = false
+			if built[w][t] == nil {
+				continue // too few records left: the previous model (or the global one) keeps scoring
+			}
+			k.markWarm(st)
+			st.model = built[w][t]
+			k.markDirty(st)
+			rebuilt = append(rebuilt, st)
+		}
+		clear(ws[w].due) // (kept for the next batch: its states may go)
 		ws[w].due = ws[w].due[:0]
 	}
-	if len(due) == 0 {
-		return
-	}
-	built := make([]*Ranker, len(due))
-	buildKeys(due, built, cfg)
-	var rebuilt []*keyState
-	for t, st := range due {
-		st.due = false
-		if built[t] == nil {
-			continue // too few records left: the previous model (or the global one) keeps scoring
-		}
-		k.markWarm(st)
-		st.model = built[t]
-		k.markDirty(st)
-		rebuilt = append(rebuilt, st)
-	}
-	if k.dev != nil {
+	if k.dev != nil && len(rebuilt) > 0 {
 		k.install(rebuilt)
 	}
 }
