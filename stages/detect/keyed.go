@@ -59,6 +59,8 @@ type keyedScorer struct {
 
 	// scratch is the parallel path's, kept batch after batch (keyedScratch).
 	scratch keyedScratch
+	// installing is the models' upload under way (install, settle).
+	installing *keyedInstall
 }
 
 // keyedScratch is the parallel path's per-batch memory, reused: each batch's allocation of it
@@ -131,6 +133,7 @@ func (k *keyedScorer) markDirty(st *keyState) {
 
 // close releases the device's models.
 func (k *keyedScorer) close() error {
+	k.settle()
 	if k.dev == nil {
 		return nil
 	}
@@ -142,6 +145,7 @@ func (k *keyedScorer) close() error {
 // stats reports the keyed models' figures.
 func (k *keyedScorer) stats() KeyStats {
 	st := KeyStats{Live: k.warm, Warming: len(k.keys) - k.warm, Evictions: k.evictions, Bytes: k.bytes}
+	k.settle()
 	if k.dev != nil {
 		st.DeviceBytes = k.dev.Bytes()
 	}
@@ -185,6 +189,7 @@ const warmOverhead = 1650
 // (b.Scores after the global scoring, or a batch's own to merge into them: mergeKeyed); it
 // writes only the fields decideByKey writes, and Warming.
 func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw [][]float32, out []batch.Score) {
+	k.settle() // (the device as the last batch left it, for the whole pass)
 	if k.scoreParallel(cfg, features, b, raw, out) {
 		return
 	}
