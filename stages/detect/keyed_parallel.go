@@ -317,6 +317,7 @@ func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32) {
 	if total == 0 {
 		return
 	}
+	k.settle() // (the models the round before installed)
 	if k.dev != nil {
 		if cap(sc.slots) < total {
 			sc.slots = make([]int32, total)
