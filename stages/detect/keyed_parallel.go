@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/outlierd/outlierd/internal/core/batch"
@@ -97,11 +98,11 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 		}
 		ws[w].todo = append(ws[w].todo, mine[w]...)
 	})
-	for {
+	for round := 0; ; round++ {
 		onWorkers(workers, func(w int) {
 			k.walk(&ws[w], cfg, out, raw, sts, parts, base, at)
 		})
-		k.scoreQueued(ws, raw)
+		k.scoreQueued(ws, raw, round == 0)
 		k.buildDue(ws, decideAndBuild(ws, cfg, features, out, raw))
 		more := false
 		for w := range ws {
@@ -224,6 +225,10 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw 
 	}
 }
 
+// laterRoundOnDevice is the most records a round after a batch's first scores on the CPU rather
+// than on the device (scoreQueued): about what the cores score in the device call's time.
+const laterRoundOnDevice = 1024
+
 // prefetchAhead is how many records ahead walk and decide ask for a stage of what a record will
 // read (prefetch): far enough that a stage's misses are served before the next stage reads the
 // pointers they bring (a few hundred ns), near enough that they are still in the cache when used.
@@ -234,7 +239,7 @@ const prefetchAhead = 8
 // million keys every one is a miss): the key's state; its window's column headers and the
 // significance's line; the columns' lines at the window's next place.
 func prefetchWalk(todo []int, sts []*keyState, t int) {
-	a := prefetchAhead
+	a := 2 * prefetchAhead // (a record's walk is short: its misses need more records' lead)
 	if u := t + 3*a; u < len(todo) {
 		prefetch.Object(sts[todo[u]])
 	}
@@ -264,7 +269,7 @@ func prefetchDecisions(q []queued, t int) {
 	a := prefetchAhead
 	if u := t + 3*a; u < len(q) {
 		prefetch.Object(q[u].model)
-		prefetch.Object(q[u].st)
+		prefetch.Bytes(unsafe.Pointer(q[u].st), unsafe.Offsetof(keyState{}.cap)+8) // (up to its cap)
 	}
 	if u := t + 2*a; u < len(q) {
 		prefetch.Object(q[u].st.cap)
@@ -302,7 +307,13 @@ func prefetchRecent(mine []int, sts []*keyState, t int) {
 // workers' records are the call's in worker order: each worker gathers its own into its part
 // of the call's arrays, and its scores are its part of the call's (the stage's goroutine copies
 // nothing: a batch's records are megabytes).
-func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32) {
+//
+// A round after the first with at most laterRoundOnDevice records (those of keys rebuilt within
+// the batch: a few at a million keys) is scored on the CPU, from the same models' host copies
+// (the kernels' CPU twin: the same bits, TestKeyedGPUMatchesCPU): its device call would wait for
+// the round before's upload, which otherwise runs beside the rest of the batch
+// (docs/BENCHMARKS.md §13.1.4).
+func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32, first bool) {
 	from := make([]int, len(ws)+1)
 	for w := range ws {
 		from[w+1] = from[w] + len(ws[w].q)
@@ -317,8 +328,10 @@ func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32) {
 	if total == 0 {
 		return
 	}
-	k.settle() // (the models the round before installed)
-	if k.dev != nil {
+	if first || total > laterRoundOnDevice { // (a later round's few records: below)
+		k.settle() // (the models the round before installed)
+	}
+	if k.dev != nil && (first || total > laterRoundOnDevice) {
 		if cap(sc.slots) < total {
 			sc.slots = make([]int32, total)
 		}
@@ -378,16 +391,23 @@ func decideAndBuild(ws []keyedWorker, cfg *Config, features []string, out []batc
 		built[w] = make([]*Ranker, len(ws[w].due))
 	}
 	next := make([]atomic.Int64, n) // worker u's next due key to build
-	decided := make([]atomic.Bool, n)
+	decided := make([]chan struct{}, n)
+	for w := range decided {
+		decided[w] = make(chan struct{})
+	}
 	onWorkers(n, func(w int) {
 		ws[w].decide(cfg, features, out, raw)
-		decided[w].Store(true)
+		close(decided[w])
 		for {
-			waiting := false
+			waitFor := -1
 			for v := w; v < w+n; v++ {
 				u := v % n
-				if !decided[u].Load() {
-					waiting = true
+				select {
+				case <-decided[u]:
+				default:
+					if waitFor < 0 && len(ws[u].due) > 0 {
+						waitFor = u
+					}
 					continue
 				}
 				for {
@@ -398,10 +418,10 @@ func decideAndBuild(ws []keyedWorker, cfg *Config, features []string, out []batc
 					built[u][t], _ = buildKeyModel(ws[u].due[t], cfg)
 				}
 			}
-			if !waiting {
+			if waitFor < 0 {
 				return
 			}
-			runtime.Gosched() // (a worker still deciding: its due keys come next)
+			<-decided[waitFor] // (a worker still deciding, with due keys: they come next)
 		}
 	})
 	return built
