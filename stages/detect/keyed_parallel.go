@@ -54,6 +54,9 @@ type keyedWorker struct {
 	tail, dist []float64
 	warm       int   // keys warmed (their first build due) by this worker's records
 	bytes      int64 // their bytes
+	// (the workers' shares are adjacent and each writes its own q for every record it walks:
+	// apart by more than a cache line, no two workers write one line)
+	_ [96]byte
 }
 
 // scoreParallel is score over the cores (above); false, having changed nothing, where the batch
@@ -91,12 +94,14 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 		for i := n * w / workers; i < n*(w+1)/workers; i++ {
 			k.lru.log[base+i] = touch{sts[i], at + uint64(i)}
 		}
+		own := mine[w] // (appended to here, written back once: the workers' headers share lines)
 		for i, s := range shard {
 			if int(s) == w {
-				mine[w] = append(mine[w], i)
+				own = append(own, i)
 			}
 		}
-		ws[w].todo = append(ws[w].todo, mine[w]...)
+		mine[w] = own
+		ws[w].todo = append(ws[w].todo, own...)
 	})
 	for round := 0; ; round++ {
 		onWorkers(workers, func(w int) {
@@ -237,33 +242,34 @@ const prefetchAhead = 8
 // prefetchWalk asks for what walk reads and writes of the key of its record t+k*prefetchAhead,
 // in three stages (each reads the pointers the stage before brought into the cache; at a
 // million keys every one is a miss): the key's state; its window's column headers and the
-// significance's line; the columns' lines at the window's next place.
+// significance's line; the columns' lines at the window's next place. What is written is asked
+// for writing (prefetch.ForWrite: the key's last writer was another core, a batch before).
 func prefetchWalk(todo []int, sts []*keyState, t int) {
 	a := 2 * prefetchAhead // (a record's walk is short: its misses need more records' lead)
 	if u := t + 3*a; u < len(todo) {
-		prefetch.Object(sts[todo[u]])
+		prefetch.ForWrite(sts[todo[u]]) // (its clock, window place and rebuild clock are written)
 	}
 	if u := t + 2*a; u < len(todo) {
 		st := sts[todo[u]]
 		prefetch.Slice(st.cols)
 		if st.next < len(st.sig) {
-			prefetch.Object(&st.sig[st.next])
+			prefetch.ForWrite(&st.sig[st.next])
 		}
 	}
 	if u := t + a; u < len(todo) {
 		st := sts[todo[u]]
 		for _, c := range st.cols {
 			if st.next < len(c) {
-				prefetch.Object(&c[st.next])
+				prefetch.ForWrite(&c[st.next])
 			}
 		}
 	}
 }
 
-// prefetchDecisions asks for what decideByKey reads of the key of record t+k*prefetchAhead of
-// the queue, in three stages (as prefetchWalk): the model's and the state's structs; the alarm
-// cap's; the model's three calibrations (the binary searches' scores), the cap's ring and the
-// record's significance's line. A hint: no result depends on it (the decisions were
+// prefetchDecisions asks for what decideByKey reads and writes of the key of record
+// t+k*prefetchAhead of the queue, in three stages (as prefetchWalk): the model's and the state's
+// structs; the alarm cap's; the model's three calibrations (the binary searches' scores), the
+// cap's ring at its next place and the record's significance's line. A hint: no result depends on it (the decisions were
 // cache misses, 600-800 ns a record at a million keys, §13.1.3).
 func prefetchDecisions(q []queued, t int) {
 	a := prefetchAhead
@@ -272,16 +278,18 @@ func prefetchDecisions(q []queued, t int) {
 		prefetch.Bytes(unsafe.Pointer(q[u].st), unsafe.Offsetof(keyState{}.cap)+8) // (up to its cap)
 	}
 	if u := t + 2*a; u < len(q) {
-		prefetch.Object(q[u].st.cap)
+		prefetch.ForWrite(q[u].st.cap)
 	}
 	if u := t + a; u < len(q) {
 		r, st := q[u].model, q[u].st
 		prefetch.Slice(r.Density.Sorted)
 		prefetch.Slice(r.Distance.Sorted)
 		prefetch.Slice(r.Final.Sorted)
-		prefetch.Slice(st.cap.flagged)
+		if c := st.cap; c.next < len(c.flagged) {
+			prefetch.ForWrite(&c.flagged[c.next])
+		}
 		if q[u].ring < len(st.sig) {
-			prefetch.Object(&st.sig[q[u].ring])
+			prefetch.ForWrite(&st.sig[q[u].ring])
 		}
 	}
 }

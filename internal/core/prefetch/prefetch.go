@@ -29,3 +29,12 @@ func Object[T any](p *T) {
 		lines(unsafe.Pointer(p), unsafe.Sizeof(*p))
 	}
 }
+
+// ForWrite asks for the cache line of *p, about to be written: the line comes in exclusively
+// (where the last writer was another core, a read's prefetch leaves the store a second request
+// to make).
+func ForWrite[T any](p *T) {
+	if p != nil {
+		linesW(unsafe.Pointer(p), unsafe.Sizeof(*p))
+	}
+}

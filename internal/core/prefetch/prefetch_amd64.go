@@ -6,3 +6,8 @@ import "unsafe"
 //
 //go:noescape
 func lines(p unsafe.Pointer, n uintptr)
+
+// linesW is lines for lines about to be written (PREFETCHW).
+//
+//go:noescape
+func linesW(p unsafe.Pointer, n uintptr)

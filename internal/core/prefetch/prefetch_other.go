@@ -6,3 +6,5 @@ import "unsafe"
 
 // lines is a no-op where no assembly exists: prefetching is a hint.
 func lines(p unsafe.Pointer, n uintptr) {}
+
+func linesW(p unsafe.Pointer, n uintptr) {}

@@ -20,6 +20,9 @@ func TestPrefetchChangesNothing(t *testing.T) {
 	Slice([]float64{1, 2, 3})
 	Object[[1 << 12]byte](nil)
 	Object(&struct{ a, b int }{1, 2})
+	ForWrite(&buf[100])
+	ForWrite[int](nil)
+	ForWrite(&struct{ a [200]byte }{})
 	Bytes(nil, 0)
 	Bytes(nil, 256) // nothing there: a prefetch never faults
 	for i := range buf {
