@@ -224,7 +224,7 @@ func (s *Stage) finish(sc *scoring) error {
 		} else {
 			s.keyed.score(&s.cfg, s.features, b, sc.raw, b.Scores)
 		}
-		scoreUnkeyed(&s.cfg, m.Ranker, q.byKey, b.Scores)
+		scoreUnkeyed(&s.cfg, m.Ranker, q.byKey, sc.raw, b.Scores)
 	}
 	s.capAlarms(b, m.Ranker != nil)
 	s.rankRecent(b)
