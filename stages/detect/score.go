@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 
 	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
@@ -244,7 +245,13 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 	delete(s.pending, b)
 	byCap := ranked && s.cfg.FlagBy == FlagBySignificance
 	limit := capLimit(s.cfg.AlarmRate, s.cfg.Window)
-	for i := range b.Scores {
+	// The rows the loop changes anything for, found on the cores: with every key warm, a
+	// batch's rows are its keys' (ByKey) and few are significant, and the stream-order pass over
+	// every row's score (megabytes) was on the stage's goroutine alone.
+	rows := rowsWhere(b.Scores, func(sc *batch.Score) bool {
+		return !sc.ByKey && byCap || (sc.Outlier || sc.ByKey && sc.Suppressed) && pushed && byCap
+	})
+	for _, i := range rows {
 		sc := &b.Scores[i]
 		sig := sc.Outlier // decide's flag before the cap (significance: the score reached min_score)
 		if sc.ByKey {     // decided by its key's model and cap (keyed.go)
@@ -257,6 +264,29 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 			s.recs.setSignificant(first + uint64(i))
 		}
 	}
+}
+
+// rowsWhere are the rows of scores for which keep holds, in order, found on the cores for a large
+// batch (keep reads its own row only).
+func rowsWhere(scores []batch.Score, keep func(sc *batch.Score) bool) []int {
+	n := len(scores)
+	workers := max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain))
+	parts := make([][]int, workers)
+	find := func(w int) {
+		var rows []int
+		for i := n * w / workers; i < n*(w+1)/workers; i++ {
+			if keep(&scores[i]) {
+				rows = append(rows, i)
+			}
+		}
+		parts[w] = rows
+	}
+	if workers == 1 {
+		find(0)
+		return parts[0]
+	}
+	onWorkers(workers, find)
+	return slices.Concat(parts...)
 }
 
 // prescorer is a Detector with CPU work that can start before the detectors score, to run on
