@@ -4,12 +4,9 @@ import (
 	"math"
 	"runtime"
 	"sync"
-	"sync/atomic"
-	"unsafe"
 
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/outlierd/outlierd/internal/core/batch"
-	"github.com/outlierd/outlierd/internal/core/prefetch"
 )
 
 // The keys' per-record work over the cores (issue 21: a million keys resident at 2M records/s
@@ -234,82 +231,6 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw 
 // than on the device (scoreQueued): about what the cores score in the device call's time.
 const laterRoundOnDevice = 1024
 
-// prefetchAhead is how many records ahead walk and decide ask for a stage of what a record will
-// read (prefetch): far enough that a stage's misses are served before the next stage reads the
-// pointers they bring (a few hundred ns), near enough that they are still in the cache when used.
-const prefetchAhead = 8
-
-// prefetchWalk asks for what walk reads and writes of the key of its record t+k*prefetchAhead,
-// in three stages (each reads the pointers the stage before brought into the cache; at a
-// million keys every one is a miss): the key's state; its window's column headers and the
-// significance's line; the columns' lines at the window's next place. What is written is asked
-// for writing (prefetch.ForWrite: the key's last writer was another core, a batch before).
-func prefetchWalk(todo []int, sts []*keyState, t int) {
-	a := 2 * prefetchAhead // (a record's walk is short: its misses need more records' lead)
-	if u := t + 3*a; u < len(todo) {
-		prefetch.ForWrite(sts[todo[u]]) // (its clock, window place and rebuild clock are written)
-	}
-	if u := t + 2*a; u < len(todo) {
-		st := sts[todo[u]]
-		prefetch.Slice(st.cols)
-		if st.next < len(st.sig) {
-			prefetch.ForWrite(&st.sig[st.next])
-		}
-	}
-	if u := t + a; u < len(todo) {
-		st := sts[todo[u]]
-		for _, c := range st.cols {
-			if st.next < len(c) {
-				prefetch.ForWrite(&c[st.next])
-			}
-		}
-	}
-}
-
-// prefetchDecisions asks for what decideByKey reads and writes of the key of record
-// t+k*prefetchAhead of the queue, in three stages (as prefetchWalk): the model's and the state's
-// structs; the alarm cap's; the model's three calibrations (the binary searches' scores), the
-// cap's ring at its next place and the record's significance's line. A hint: no result depends on it (the decisions were
-// cache misses, 600-800 ns a record at a million keys, §13.1.3).
-func prefetchDecisions(q []queued, t int) {
-	a := prefetchAhead
-	if u := t + 3*a; u < len(q) {
-		prefetch.Object(q[u].model)
-		prefetch.Bytes(unsafe.Pointer(q[u].st), unsafe.Offsetof(keyState{}.cap)+8) // (up to its cap)
-	}
-	if u := t + 2*a; u < len(q) {
-		prefetch.ForWrite(q[u].st.cap)
-	}
-	if u := t + a; u < len(q) {
-		r, st := q[u].model, q[u].st
-		prefetch.Slice(r.Density.Sorted)
-		prefetch.Slice(r.Distance.Sorted)
-		prefetch.Slice(r.Final.Sorted)
-		if c := st.cap; c.next < len(c.flagged) {
-			prefetch.ForWrite(&c.flagged[c.next])
-		}
-		if q[u].ring < len(st.sig) {
-			prefetch.ForWrite(&st.sig[q[u].ring])
-		}
-	}
-}
-
-// prefetchRecent asks for what rankRecentKeyed reads of the key of record t+k*prefetchAhead of
-// a worker's records, in two stages (as prefetchWalk): the key's state; its recent ring's scores,
-// their index by score and the horizon's maxima.
-func prefetchRecent(mine []int, sts []*keyState, t int) {
-	a := prefetchAhead
-	if u := t + 2*a; u < len(mine) {
-		prefetch.Object(sts[mine[u]])
-	}
-	if u := t + a; u < len(mine) {
-		r := &sts[mine[u]].recent
-		prefetch.Slice(r.s)
-		prefetch.Slice(r.idx)
-		prefetch.Slice(r.peaks)
-	}
-}
-
 // scoreQueued gets the raw scores of every worker's queued records: one device call for all of
 // them, or (without a device, or after its error, as flush) each worker's on the CPU. The
 // workers' records are the call's in worker order: each worker gathers its own into its part
@@ -383,80 +304,6 @@ func (kw *keyedWorker) decide(cfg *Config, features []string, out []batch.Score,
 	}
 	clear(kw.q) // (kept for the next batch: its models and states may go)
 	kw.q = kw.q[:0]
-}
-
-// decideAndBuild decides each worker's queued records (decide), then builds the workers' due
-// keys' models (built[w][t]: ws[w].due[t]'s; nil where a build failed). A key's build reads the
-// significance its records' decisions wrote into its window, and a key's records are its
-// worker's alone: so a worker builds its own due keys once its decisions are done, then takes
-// the next due key of any worker done deciding (a build is most of a key's work: shared, so that
-// none waits on the worker with the most), and no core waits for every worker's decisions
-// before the first build (they were two phases, each waiting on its slowest worker).
-func decideAndBuild(ws []keyedWorker, cfg *Config, features []string, out []batch.Score, raw [][]float32) [][]*Ranker {
-	n := len(ws)
-	built := make([][]*Ranker, n)
-	for w := range ws {
-		built[w] = make([]*Ranker, len(ws[w].due))
-	}
-	next := make([]atomic.Int64, n) // worker u's next due key to build
-	decided := make([]chan struct{}, n)
-	for w := range decided {
-		decided[w] = make(chan struct{})
-	}
-	onWorkers(n, func(w int) {
-		ws[w].decide(cfg, features, out, raw)
-		close(decided[w])
-		for {
-			waitFor := -1
-			for v := w; v < w+n; v++ {
-				u := v % n
-				select {
-				case <-decided[u]:
-				default:
-					if waitFor < 0 && len(ws[u].due) > 0 {
-						waitFor = u
-					}
-					continue
-				}
-				for {
-					t := int(next[u].Add(1)) - 1
-					if t >= len(ws[u].due) {
-						break
-					}
-					built[u][t], _ = buildKeyModel(ws[u].due[t], cfg)
-				}
-			}
-			if waitFor < 0 {
-				return
-			}
-			<-decided[waitFor] // (a worker still deciding, with due keys: they come next)
-		}
-	})
-	return built
-}
-
-// buildDue makes the workers' due keys' new models (decideAndBuild's) their keys' in worker
-// order, counts a key warm at its first model without a device (as build), and installs them on
-// the device in one upload.
-func (k *keyedScorer) buildDue(ws []keyedWorker, built [][]*Ranker) {
-	var rebuilt []*keyState
-	for w := range ws {
-		for t, st := range ws[w].due {
-			st.due = false
-			if built[w][t] == nil {
-				continue // too few records left: the previous model (or the global one) keeps scoring
-			}
-			k.markWarm(st)
-			st.model = built[w][t]
-			k.markDirty(st)
-			rebuilt = append(rebuilt, st)
-		}
-		clear(ws[w].due) // (kept for the next batch: its states may go)
-		ws[w].due = ws[w].due[:0]
-	}
-	if k.dev != nil && len(rebuilt) > 0 {
-		k.install(rebuilt)
-	}
 }
 
 // rankRecentKeyed is the stage's rankRecent for a batch the parallel path scored: each
