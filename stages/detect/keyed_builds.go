@@ -79,4 +79,3 @@ func (k *keyedScorer) buildDue(ws []keyedWorker, built [][]*Ranker) {
 		k.install(rebuilt)
 	}
 }
-

@@ -86,4 +86,3 @@ func prefetchRecent(mine []int, sts []*keyState, t int) {
 		prefetch.Slice(r.peaks)
 	}
 }
-
