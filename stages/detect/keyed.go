@@ -59,8 +59,10 @@ type keyedScorer struct {
 
 	// scratch is the parallel path's, kept batch after batch (keyedScratch).
 	scratch keyedScratch
-	// installing is the models' upload under way (install, settle).
+	// installing is the models' upload under way (install, settle); building are the parallel
+	// path's builds deferred to run beside the stage's finish (finishBuilds).
 	installing *keyedInstall
+	building   *deferredBuilds
 }
 
 // keyedScratch is the parallel path's per-batch memory, reused: each batch's allocation of it
@@ -105,6 +107,9 @@ type keyState struct {
 	slot int32
 	due  bool
 	warm bool
+	// held says a record of the key waits in the parallel path's next round for the key's due
+	// build (keyed_builds.go: that build is not deferred).
+	held bool
 	// version is the builder's version of the key's model (a scorer's, from the model topic; 0
 	// where the key's model was built here). partition is the input partition of the key's
 	// latest record (a builder's; a scorer's: the one its model was published with).
@@ -133,6 +138,7 @@ func (k *keyedScorer) markDirty(st *keyState) {
 
 // close releases the device's models.
 func (k *keyedScorer) close() error {
+	k.finishBuilds()
 	k.settle()
 	if k.dev == nil {
 		return nil
@@ -145,6 +151,7 @@ func (k *keyedScorer) close() error {
 // stats reports the keyed models' figures.
 func (k *keyedScorer) stats() KeyStats {
 	st := KeyStats{Live: k.warm, Warming: len(k.keys) - k.warm, Evictions: k.evictions, Bytes: k.bytes}
+	k.finishBuilds()
 	k.settle()
 	if k.dev != nil {
 		st.DeviceBytes = k.dev.Bytes()
@@ -189,7 +196,8 @@ const warmOverhead = 1650
 // (b.Scores after the global scoring, or a batch's own to merge into them: mergeKeyed); it
 // writes only the fields decideByKey writes, and Warming.
 func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw [][]float32, out []batch.Score) {
-	k.settle() // (the device as the last batch left it, for the whole pass)
+	k.finishBuilds() // (the caller's, after the batch before: finish)
+	k.settle()       // (the device as the last batch left it, for the whole pass)
 	if k.scoreParallel(cfg, features, b, raw, out) {
 		return
 	}

@@ -51,9 +51,11 @@ type keyedWorker struct {
 	tail, dist []float64
 	warm       int   // keys warmed (their first build due) by this worker's records
 	bytes      int64 // their bytes
+	// later are the due keys whose builds wait for the batch's end (decideAndBuild)
+	later []*keyState
 	// (the workers' shares are adjacent and each writes its own q for every record it walks:
 	// apart by more than a cache line, no two workers write one line)
-	_ [96]byte
+	_ [72]byte
 }
 
 // scoreParallel is score over the cores (above); false, having changed nothing, where the batch
@@ -115,10 +117,14 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 			break
 		}
 	}
+	var later []*keyState
 	for w := range ws {
 		k.warm += ws[w].warm
 		k.bytes += ws[w].bytes
+		later = append(later, ws[w].later...)
+		clear(ws[w].later) // (kept for the next batch: its states may go)
 	}
+	k.startBuilds(later, cfg)
 	k.lru.maybeCompact()
 	k.pass = keyedPass{b: b, sts: sts, mine: mine, workers: workers}
 	return true
@@ -132,7 +138,7 @@ func (s *keyedScratch) workers(n int) ([]keyedWorker, [][]int) {
 	}
 	for w := range s.ws {
 		kw := &s.ws[w]
-		kw.todo, kw.next, kw.q, kw.due = kw.todo[:0], kw.next[:0], kw.q[:0], kw.due[:0]
+		kw.todo, kw.next, kw.q, kw.due, kw.later = kw.todo[:0], kw.next[:0], kw.q[:0], kw.due[:0], kw.later[:0]
 		kw.tail, kw.dist, kw.warm, kw.bytes = nil, nil, 0, 0
 		s.mine[w] = s.mine[w][:0]
 	}
@@ -207,6 +213,7 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw 
 		st := sts[i]
 		if st.due {
 			kw.next = append(kw.next, i)
+			st.held = true
 			continue
 		}
 		st.partition = parts[i]

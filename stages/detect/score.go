@@ -201,7 +201,12 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 // the decision, the keys' models, the alarm cap and the significance marks (in stream order:
 // batches finish in the order they began), the alert groups and the explanations.
 func (s *Stage) finish(sc *scoring) error {
-	defer sc.waitKeyed() // (returning an error: the keys' pass ends before the batch is dropped)
+	defer func() { // (returning an error too: the keys' pass ends before the batch is dropped)
+		sc.waitKeyed()
+		if s.keyed != nil {
+			s.keyed.finishBuilds() // (the builds the keys' pass left to run beside the rest)
+		}
+	}()
 	b, q, m := sc.b, &sc.q, sc.q.Model
 	dets, _ := s.lane(sc.lane)
 	if sc.done != nil {
