@@ -56,7 +56,7 @@ func decideAndBuild(ws []keyedWorker, cfg *Config, features []string, out []batc
 				select {
 				case <-decided[u]:
 				default:
-					if waitFor < 0 && len(ws[u].due) > 0 {
+					if waitFor < 0 { // (its due list is its own until it has decided)
 						waitFor = u
 					}
 					continue
@@ -72,7 +72,7 @@ func decideAndBuild(ws []keyedWorker, cfg *Config, features []string, out []batc
 			if waitFor < 0 {
 				return
 			}
-			<-decided[waitFor] // (a worker still deciding, with due keys: they come next)
+			<-decided[waitFor] // (a worker still deciding: its due keys may come next)
 		}
 	})
 	return built
