@@ -6,6 +6,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/prefetch"
 )
 
 // Models per key (detect.key_by: key; docs/DESIGN.md, "Models per key"). A fleet of sensors
@@ -249,22 +250,35 @@ func (k *keyedScorer) warmRows(b *batch.Batch) []bool {
 	out := make([]bool, n)
 	workers := parallelWorkers(n)
 	sts, shard := make([]*keyState, n), make([]uint8, n)
+	warm := func(i int) bool { return sts[i] != nil && sts[i].model != nil }
 	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/parallelGrain)), func(lo, hi int) {
+		// A record's key's model is read lookupLag records after its lookup, which asked for
+		// its line (prefetch): at a million keys each state is a miss, which then overlaps the
+		// next lookups' instead of following its own.
 		for i := lo; i < hi; i++ {
 			key := recordKey(keys, i)
 			st := k.keys[string(key)]
 			sts[i] = st
+			if st != nil {
+				prefetch.Object(&st.model)
+			}
 			if workers >= 2 {
 				shard[i] = uint8(keyHash(key) % uint64(workers))
 			}
-			if st != nil && st.model != nil {
-				out[i] = true
+			if j := i - lookupLag; j >= lo {
+				out[j] = warm(j)
 			}
+		}
+		for j := max(lo, hi-lookupLag); j < hi; j++ {
+			out[j] = warm(j)
 		}
 	})
 	k.looked = keyLookups{b: b, gen: k.gen, sts: sts, shard: shard}
 	return out
 }
+
+// lookupLag is how many records after its key's lookup warmRows reads the key's model.
+const lookupLag = 16
 
 // decideByKey scores one record (raw: its values, out: its score) by its key's model r from the
 // raw scores, and decides its flag by significance and the key's cap; it returns whether the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/prefetch"
 )
 
 // The keys' per-record work over the cores (issue 21: a million keys resident at 2M records/s
@@ -90,8 +91,12 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 		// The batch's touches, in stream order: written here by contiguous chunks (the
 		// workers' records interleave: written by each key's worker, four touches of a cache
 		// line would come from four cores). The walk sets each key's seen to its last one.
+		log, end := k.lru.log, base+n*(w+1)/workers
 		for i := n * w / workers; i < n*(w+1)/workers; i++ {
-			k.lru.log[base+i] = touch{sts[i], at + uint64(i)}
+			if a := base + i + 32; a < end && a%4 == 0 { // (a line of 4 touches, 8 lines ahead: 200 ns a touch without)
+				prefetch.ForWrite(&log[a])
+			}
+			log[base+i] = touch{sts[i], at + uint64(i)}
 		}
 		own := mine[w] // (appended to here, written back once: the workers' headers share lines)
 		for i, s := range shard {
