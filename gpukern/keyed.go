@@ -207,8 +207,33 @@ const keyedChunk = 32
 // (three at a million keys): the order of a sort by (slot, position), with no comparisons, on the
 // stage's goroutine before every keyed call.
 func keyedChunks(slot []int32) (order []int32, chunks []int32) {
+	var sc chunkScratch
+	return sc.chunksOf(slot)
+}
+
+// chunkScratch is keyedChunks' memory, kept from call to call by the keyed store's Score
+// (keyedCallScratch): a batch's arrays allocated anew each call were fresh memory, whose first
+// writes cost more than the work (on the stage's path before every keyed call;
+// docs/BENCHMARKS.md §13.1.4).
+type chunkScratch struct {
+	order, tmp, chunks []int32
+}
+
+// int32s is buf resized to n (its memory reused when it fits; the values are not cleared).
+func int32s(buf []int32, n int) []int32 {
+	if cap(buf) < n {
+		return make([]int32, n)
+	}
+	return buf[:n]
+}
+
+// chunksOf is keyedChunks in sc's memory (valid until sc's next use).
+func (sc *chunkScratch) chunksOf(slot []int32) (order []int32, chunks []int32) {
 	n := len(slot)
-	order, tmp := make([]int32, n), make([]int32, n)
+	sc.order, sc.tmp = int32s(sc.order, n), int32s(sc.tmp, n)
+	order, tmp := sc.order, sc.tmp
+	chunks = sc.chunks[:0]
+	defer func() { sc.chunks = chunks }()
 	var top uint32
 	for i, s := range slot {
 		order[i] = int32(i)

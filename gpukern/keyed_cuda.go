@@ -140,15 +140,23 @@ func (s *KeyedStore) Score(slot []int32, x [][]float32, tail, dist []float64, ho
 		return nil
 	}
 	dims := s.shape.Dims
-	order, chunks := keyedChunks(slot)
-	xs := make([]float32, n*dims)
+	sc := keyedScratches.Get().(*keyedCallScratch)
+	defer keyedScratches.Put(sc)
+	order, chunks := sc.chunksOf(slot)
+	if cap(sc.xs) < n*dims {
+		sc.xs = make([]float32, n*dims)
+	}
+	xs := sc.xs[:n*dims]
 	for p, i := range order {
 		for j := range dims {
 			xs[p*dims+j] = x[j][i]
 		}
 	}
 	nchunk := len(chunks) / 3
-	back := make([]uint64, 2*n+(n+1)/2) // tail, dist, host (int32)
+	if m := 2*n + (n+1)/2; cap(sc.back) < m { // tail, dist, host (int32); every one downloaded
+		sc.back = make([]uint64, m)
+	}
+	back := sc.back[:2*n+(n+1)/2]
 	d := s.dev
 	err := d.do(func() error {
 		for _, sl := range slot {
@@ -194,6 +202,16 @@ func (s *KeyedStore) Score(slot []int32, x [][]float32, tail, dist []float64, ho
 	}
 	return nil
 }
+
+// keyedCallScratch is a Score call's host memory, kept for the next call (chunkScratch's reason).
+type keyedCallScratch struct {
+	chunkScratch
+	xs   []float32
+	back []uint64
+}
+
+// keyedScratches are the calls' scratch (a call may come from any goroutine).
+var keyedScratches = sync.Pool{New: func() any { return new(keyedCallScratch) }}
 
 // Free returns the store's device memory; a second call does nothing.
 func (s *KeyedStore) Free() error {

@@ -106,7 +106,17 @@ func explainDeviations(r *Ranker, features []string, raw [][]float32, scores []b
 		z float64
 	}
 	var devs []dev
-	for i := range scores {
+	n := len(scores)
+	var rows []int
+	if n >= 2*scoresGrain { // (a batch's: its flagged rows found on the cores; a key's record alone allocates nothing)
+		rows = rowsWhere(scores, func(sc *batch.Score) bool { return (sc.Outlier || sc.Suppressed) && sc.ByKey == byKey })
+		n = len(rows)
+	}
+	for t := range n {
+		i := t
+		if rows != nil {
+			i = rows[t]
+		}
 		sc := &scores[i]
 		if !sc.Outlier && !sc.Suppressed || sc.ByKey != byKey {
 			continue
@@ -158,11 +168,8 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 	if g.open == nil || len(g.open) > maxAlertKeys {
 		g.open = map[string]*alertGroup{}
 	}
-	for i := range b.Scores {
+	for _, i := range rowsWhere(b.Scores, func(sc *batch.Score) bool { return sc.Outlier }) {
 		sc := &b.Scores[i]
-		if !sc.Outlier {
-			continue
-		}
 		k := string(recordKey(keys, i))
 		var at int64
 		if ts != nil && ts.IsValid(i) {

@@ -323,7 +323,19 @@ func (d *rankDetector) prescore(q *Query, n int) {
 	if cap(d.density) < n {
 		d.density, d.distance = make([]float64, n), make([]float64, n)
 	}
-	d.tailWait, d.chunks = tailScores(r.Tail, q.Raw, d.density[:n], d.chunks)
+	d.tailWait, d.chunks = tailScores(r.Tail, q.Raw, d.density[:n], d.chunks, keyedRows(q))
+}
+
+// keyedRows are the rows whose global tail score is not computed: those left to their key's
+// model (q.byKey), whose model overwrites it (a warm key's record's tail score was 5% of the
+// stage's CPU at a million keys on the H100 host, docs/BENCHMARKS.md §13.1.4); scoreUnkeyed
+// computes it for a record its key did not score after all. None while calibrateKeyed (the tests'
+// previous order of work).
+func keyedRows(q *Query) []bool {
+	if calibrateKeyed {
+		return nil
+	}
+	return q.byKey
 }
 
 // settle waits for a tail score that prescore started (one a failed batch left running must
@@ -359,7 +371,7 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 			d.density = make([]float64, n)
 		}
 		var wait func()
-		wait, d.chunks = tailScores(r.Tail, q.Raw, d.density[:n], d.chunks)
+		wait, d.chunks = tailScores(r.Tail, q.Raw, d.density[:n], d.chunks, keyedRows(q))
 		wait()
 	}
 	density, distance := d.density[:n], d.distance[:n]
@@ -403,19 +415,37 @@ var calibrateKeyed = false
 // key earlier in the batch on keyed.go's serial path or, with batches overlapped, by the batch
 // before): their combined score from their raw scores, as Score would have written it, and
 // decide's flag again from it. The same bits as calibrating every record in Score.
-func scoreUnkeyed(cfg *Config, r *Ranker, byKey []bool, scores []batch.Score) {
+func scoreUnkeyed(cfg *Config, r *Ranker, byKey []bool, raw [][]float32, scores []batch.Score) {
 	if r == nil || byKey == nil {
 		return
 	}
 	n := len(scores)
 	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain)), func(lo, hi int) {
+		var row [][]float32
+		dens := make([]float64, 1)
 		for i := lo; i < hi; i++ {
 			if sc := &scores[i]; byKey[i] && !sc.ByKey {
+				if !calibrateKeyed { // (its tail score was left to its key: keyedRows)
+					row = recordRow(raw, i, row)
+					r.Tail.Score(row, dens)
+					sc.DensityScore = dens[0]
+				}
 				sc.Score = r.combine(sc.DensityScore, sc.DistanceScore)
 				decideRows(cfg, true, scores[i:i+1])
 			}
 		}
 	})
+}
+
+// recordRow is row i of column-major cols (one value a column), in buf's headers.
+func recordRow(cols [][]float32, i int, buf [][]float32) [][]float32 {
+	if len(buf) != len(cols) {
+		buf = make([][]float32, len(cols))
+	}
+	for j, c := range cols {
+		buf[j] = c[i : i+1]
+	}
+	return buf
 }
 
 // combineGrain is the fewest records per goroutine of the ranking's calibrations (about 0.3 µs

@@ -6,6 +6,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/prefetch"
 )
 
 // Models per key (detect.key_by: key; docs/DESIGN.md, "Models per key"). A fleet of sensors
@@ -56,6 +57,25 @@ type keyedScorer struct {
 	// that lookups a key's making or eviction made stale are not used.
 	looked keyLookups
 	gen    uint64
+
+	// scratch is the parallel path's, kept batch after batch (keyedScratch).
+	scratch keyedScratch
+	// installing is the models' upload under way (install, settle); building are the parallel
+	// path's builds deferred to run beside the stage's finish (finishBuilds).
+	installing *keyedInstall
+	building   *deferredBuilds
+}
+
+// keyedScratch is the parallel path's per-batch memory, reused: each batch's allocation of it
+// was fresh memory, whose first writes cost more than the work (docs/BENCHMARKS.md §13.1.4).
+// Everything in it is the pass's alone until the batch's recent ranks (rankRecentKeyed, which
+// runs before the next batch's pass in either order of work).
+type keyedScratch struct {
+	ws         []keyedWorker
+	mine       [][]int
+	tail, dist []float64
+	slots      []int32
+	x          [][]float32
 }
 
 // keyLookups are a batch's records' key states (nil: not held) and workers' shards, as they
@@ -88,6 +108,9 @@ type keyState struct {
 	slot int32
 	due  bool
 	warm bool
+	// held says a record of the key waits in the parallel path's next round for the key's due
+	// build (keyed_builds.go: that build is not deferred).
+	held bool
 	// version is the builder's version of the key's model (a scorer's, from the model topic; 0
 	// where the key's model was built here). partition is the input partition of the key's
 	// latest record (a builder's; a scorer's: the one its model was published with).
@@ -116,6 +139,8 @@ func (k *keyedScorer) markDirty(st *keyState) {
 
 // close releases the device's models.
 func (k *keyedScorer) close() error {
+	k.finishBuilds()
+	k.settle()
 	if k.dev == nil {
 		return nil
 	}
@@ -127,6 +152,8 @@ func (k *keyedScorer) close() error {
 // stats reports the keyed models' figures.
 func (k *keyedScorer) stats() KeyStats {
 	st := KeyStats{Live: k.warm, Warming: len(k.keys) - k.warm, Evictions: k.evictions, Bytes: k.bytes}
+	k.finishBuilds()
+	k.settle()
 	if k.dev != nil {
 		st.DeviceBytes = k.dev.Bytes()
 	}
@@ -170,6 +197,8 @@ const warmOverhead = 1650
 // (b.Scores after the global scoring, or a batch's own to merge into them: mergeKeyed); it
 // writes only the fields decideByKey writes, and Warming.
 func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw [][]float32, out []batch.Score) {
+	k.finishBuilds() // (the caller's, after the batch before: finish)
+	k.settle()       // (the device as the last batch left it, for the whole pass)
 	if k.scoreParallel(cfg, features, b, raw, out) {
 		return
 	}
@@ -221,22 +250,35 @@ func (k *keyedScorer) warmRows(b *batch.Batch) []bool {
 	out := make([]bool, n)
 	workers := parallelWorkers(n)
 	sts, shard := make([]*keyState, n), make([]uint8, n)
+	warm := func(i int) bool { return sts[i] != nil && sts[i].model != nil }
 	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/parallelGrain)), func(lo, hi int) {
+		// A record's key's model is read lookupLag records after its lookup, which asked for
+		// its line (prefetch): at a million keys each state is a miss, which then overlaps the
+		// next lookups' instead of following its own.
 		for i := lo; i < hi; i++ {
 			key := recordKey(keys, i)
 			st := k.keys[string(key)]
 			sts[i] = st
+			if st != nil {
+				prefetch.Object(&st.model)
+			}
 			if workers >= 2 {
 				shard[i] = uint8(keyHash(key) % uint64(workers))
 			}
-			if st != nil && st.model != nil {
-				out[i] = true
+			if j := i - lookupLag; j >= lo {
+				out[j] = warm(j)
 			}
+		}
+		for j := max(lo, hi-lookupLag); j < hi; j++ {
+			out[j] = warm(j)
 		}
 	})
 	k.looked = keyLookups{b: b, gen: k.gen, sts: sts, shard: shard}
 	return out
 }
+
+// lookupLag is how many records after its key's lookup warmRows reads the key's model.
+const lookupLag = 16
 
 // decideByKey scores one record (raw: its values, out: its score) by its key's model r from the
 // raw scores, and decides its flag by significance and the key's cap; it returns whether the

@@ -144,7 +144,8 @@ func (k *keyedScorer) flush(cfg *Config, features []string, out []batch.Score, r
 			}
 		}
 		tail, dist := make([]float64, n), make([]float64, n)
-		if err := k.dev.Score(kb.slot, kb.x, tail, dist); err != nil {
+		k.settle() // (the batch's models installed by the flush before)
+		if k.dev == nil || k.dev.Score(kb.slot, kb.x, tail, dist) != nil {
 			cpuRawScores(kb.q, raw, tail, dist) // (a KeyedModels scores on its CPU itself; this is its error)
 		}
 		decideQueued(cfg, features, out, raw, kb.q, tail, dist)
@@ -169,10 +170,14 @@ func (k *keyedScorer) flush(cfg *Config, features []string, out []batch.Score, r
 	k.install(rebuilt)
 }
 
-// install puts the keys' models on the device (a slot for a key that has none), in one upload.
-// After a failed upload the CPU scores from the next batch on (every model is on the host).
+// install puts the keys' models on the device (a slot for a key that has none), in one upload
+// that runs beside the keys' next work (the models' encoding and the copy, a millisecond a batch
+// at a million keys, on the stage's path before: docs/BENCHMARKS.md §13.1.4): every use of the
+// device settles it first (settle), so the device sees the same calls in the same order. After
+// a failed upload the CPU scores from the next settle on (every model is on the host).
 func (k *keyedScorer) install(keys []*keyState) {
-	if len(keys) == 0 {
+	k.settle()
+	if len(keys) == 0 || k.dev == nil {
 		return
 	}
 	slots := make([]int32, len(keys))
@@ -186,7 +191,30 @@ func (k *keyedScorer) install(keys []*keyState) {
 		r := st.model
 		slots[t], tails[t], refs[t], centers[t], units[t] = st.slot, r.Tail, r.Ref, r.Center, r.Unit
 	}
-	if err := k.dev.Install(slots, tails, refs, centers, units); err != nil {
+	in, dev := &keyedInstall{done: make(chan struct{})}, k.dev
+	k.installing = in
+	go func() {
+		defer close(in.done)
+		in.err = dev.Install(slots, tails, refs, centers, units)
+	}()
+}
+
+// keyedInstall is an upload of models (install) under way.
+type keyedInstall struct {
+	done chan struct{}
+	err  error
+}
+
+// settle waits for the upload under way, if any; after a failed one the device is closed and
+// the CPU scores.
+func (k *keyedScorer) settle() {
+	in := k.installing
+	if in == nil {
+		return
+	}
+	<-in.done
+	k.installing = nil
+	if in.err != nil && k.dev != nil {
 		k.dev.Close()
 		k.dev = nil
 	}

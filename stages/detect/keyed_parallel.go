@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/prefetch"
 )
 
 // The keys' per-record work over the cores (issue 21: a million keys resident at 2M records/s
@@ -51,6 +52,11 @@ type keyedWorker struct {
 	tail, dist []float64
 	warm       int   // keys warmed (their first build due) by this worker's records
 	bytes      int64 // their bytes
+	// later are the due keys whose builds wait for the batch's end (decideAndBuild)
+	later []*keyState
+	// (the workers' shares are adjacent and each writes its own q for every record it walks:
+	// apart by more than a cache line, no two workers write one line)
+	_ [72]byte
 }
 
 // scoreParallel is score over the cores (above); false, having changed nothing, where the batch
@@ -80,31 +86,33 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 		return false
 	}
 	base, at := k.lru.reserve(n)
-	ws := make([]keyedWorker, workers)
-	mine := make([][]int, workers)
+	ws, mine := k.scratch.workers(workers)
 	onWorkers(workers, func(w int) {
 		// The batch's touches, in stream order: written here by contiguous chunks (the
 		// workers' records interleave: written by each key's worker, four touches of a cache
 		// line would come from four cores). The walk sets each key's seen to its last one.
+		log, end := k.lru.log, base+n*(w+1)/workers
 		for i := n * w / workers; i < n*(w+1)/workers; i++ {
-			k.lru.log[base+i] = touch{sts[i], at + uint64(i)}
+			if a := base + i + 32; a < end && a%4 == 0 { // (a line of 4 touches, 8 lines ahead: 200 ns a touch without)
+				prefetch.ForWrite(&log[a])
+			}
+			log[base+i] = touch{sts[i], at + uint64(i)}
 		}
+		own := mine[w] // (appended to here, written back once: the workers' headers share lines)
 		for i, s := range shard {
 			if int(s) == w {
-				mine[w] = append(mine[w], i)
+				own = append(own, i)
 			}
 		}
-		ws[w].todo = append(ws[w].todo, mine[w]...)
+		mine[w] = own
+		ws[w].todo = append(ws[w].todo, own...)
 	})
-	for {
+	for round := 0; ; round++ {
 		onWorkers(workers, func(w int) {
 			k.walk(&ws[w], cfg, out, raw, sts, parts, base, at)
 		})
-		k.scoreQueued(ws, raw)
-		onWorkers(workers, func(w int) {
-			ws[w].decide(cfg, features, out, raw)
-		})
-		k.buildDue(ws, cfg)
+		k.scoreQueued(ws, raw, round == 0)
+		k.buildDue(ws, decideAndBuild(ws, cfg, features, out, raw))
 		more := false
 		for w := range ws {
 			ws[w].todo, ws[w].next = ws[w].next, ws[w].todo[:0]
@@ -114,13 +122,40 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 			break
 		}
 	}
+	var later []*keyState
 	for w := range ws {
 		k.warm += ws[w].warm
 		k.bytes += ws[w].bytes
+		later = append(later, ws[w].later...)
+		clear(ws[w].later) // (kept for the next batch: its states may go)
 	}
+	k.startBuilds(later, cfg)
 	k.lru.maybeCompact()
 	k.pass = keyedPass{b: b, sts: sts, mine: mine, workers: workers}
 	return true
+}
+
+// workers are the batch's workers' shares and record lists, empty, in memory kept from the batch
+// before.
+func (s *keyedScratch) workers(n int) ([]keyedWorker, [][]int) {
+	if len(s.ws) != n {
+		s.ws, s.mine = make([]keyedWorker, n), make([][]int, n)
+	}
+	for w := range s.ws {
+		kw := &s.ws[w]
+		kw.todo, kw.next, kw.q, kw.due, kw.later = kw.todo[:0], kw.next[:0], kw.q[:0], kw.due[:0], kw.later[:0]
+		kw.tail, kw.dist, kw.warm, kw.bytes = nil, nil, 0, 0
+		s.mine[w] = s.mine[w][:0]
+	}
+	return s.ws, s.mine
+}
+
+// float64s is buf resized to n (its memory reused when it fits).
+func float64s(buf []float64, n int) []float64 {
+	if cap(buf) < n {
+		return make([]float64, n)
+	}
+	return buf[:n]
 }
 
 // parallelWorkers is the parallel path's workers for a batch of n records (below 2: serial).
@@ -178,10 +213,12 @@ func (k *keyedScorer) mostBytes(sts []*keyState, newKeys int, cfg *Config, d int
 // records for the next round (they meet the new model).
 func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw [][]float32, sts []*keyState, parts []int32, base int, at uint64) {
 	x := make([][]float32, len(raw))
-	for _, i := range kw.todo {
+	for t, i := range kw.todo {
+		prefetchWalk(kw.todo, sts, t)
 		st := sts[i]
 		if st.due {
 			kw.next = append(kw.next, i)
+			st.held = true
 			continue
 		}
 		st.partition = parts[i]
@@ -202,29 +239,53 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw 
 	}
 }
 
+// laterRoundOnDevice is the most records a round after a batch's first scores on the CPU rather
+// than on the device (scoreQueued): about what the cores score in the device call's time.
+const laterRoundOnDevice = 1024
+
 // scoreQueued gets the raw scores of every worker's queued records: one device call for all of
 // them, or (without a device, or after its error, as flush) each worker's on the CPU. The
 // workers' records are the call's in worker order: each worker gathers its own into its part
 // of the call's arrays, and its scores are its part of the call's (the stage's goroutine copies
 // nothing: a batch's records are megabytes).
-func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32) {
+//
+// A round after the first with at most laterRoundOnDevice records (those of keys rebuilt within
+// the batch: a few at a million keys) is scored on the CPU, from the same models' host copies
+// (the kernels' CPU twin: the same bits, TestKeyedGPUMatchesCPU): its device call would wait for
+// the round before's upload, which otherwise runs beside the rest of the batch
+// (docs/BENCHMARKS.md §13.1.4).
+func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32, first bool) {
 	from := make([]int, len(ws)+1)
 	for w := range ws {
 		from[w+1] = from[w] + len(ws[w].q)
 	}
 	total := from[len(ws)]
-	tail, dist := make([]float64, total), make([]float64, total)
+	sc := &k.scratch
+	sc.tail, sc.dist = float64s(sc.tail, total), float64s(sc.dist, total)
+	tail, dist := sc.tail, sc.dist
 	for w := range ws {
 		ws[w].tail, ws[w].dist = tail[from[w]:from[w+1]], dist[from[w]:from[w+1]]
 	}
 	if total == 0 {
 		return
 	}
-	if k.dev != nil {
-		slots, x := make([]int32, total), make([][]float32, len(raw))
-		for j := range x {
-			x[j] = make([]float32, total)
+	if first || total > laterRoundOnDevice { // (a later round's few records: below)
+		k.settle() // (the models the round before installed)
+	}
+	if k.dev != nil && (first || total > laterRoundOnDevice) {
+		if cap(sc.slots) < total {
+			sc.slots = make([]int32, total)
 		}
+		if len(sc.x) != len(raw) {
+			sc.x = make([][]float32, len(raw))
+		}
+		for j := range sc.x {
+			if cap(sc.x[j]) < total {
+				sc.x[j] = make([]float32, total)
+			}
+			sc.x[j] = sc.x[j][:total]
+		}
+		slots, x := sc.slots[:total], sc.x
 		onWorkers(len(ws), func(w int) {
 			for t, q := range ws[w].q {
 				slots[from[w]+t] = q.slot
@@ -247,43 +308,14 @@ func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32) {
 func (kw *keyedWorker) decide(cfg *Config, features []string, out []batch.Score, raw [][]float32) {
 	one := make([][]float32, len(raw))
 	for t, r := range kw.q {
+		prefetchDecisions(kw.q, t)
 		for j := range raw {
 			one[j] = raw[j][r.i : r.i+1]
 		}
 		r.st.sig[r.ring] = decideByKey(cfg, features, r.st, r.model, r.version, one, out[r.i:r.i+1], kw.tail[t], kw.dist[t])
 	}
+	clear(kw.q) // (kept for the next batch: its models and states may go)
 	kw.q = kw.q[:0]
-}
-
-// buildDue builds the workers' due keys' models, on every core taking the next key as it frees
-// (a build is most of a key's work: shared, not per worker, so that none waits on the worker
-// with the most), then makes them their keys' in worker order, counts a key warm at its first
-// model without a device (as build), and installs them on the device in one upload.
-func (k *keyedScorer) buildDue(ws []keyedWorker, cfg *Config) {
-	var due []*keyState
-	for w := range ws {
-		due = append(due, ws[w].due...)
-		ws[w].due = ws[w].due[:0]
-	}
-	if len(due) == 0 {
-		return
-	}
-	built := make([]*Ranker, len(due))
-	buildKeys(due, built, cfg)
-	var rebuilt []*keyState
-	for t, st := range due {
-		st.due = false
-		if built[t] == nil {
-			continue // too few records left: the previous model (or the global one) keeps scoring
-		}
-		k.markWarm(st)
-		st.model = built[t]
-		k.markDirty(st)
-		rebuilt = append(rebuilt, st)
-	}
-	if k.dev != nil {
-		k.install(rebuilt)
-	}
 }
 
 // rankRecentKeyed is the stage's rankRecent for a batch the parallel path scored: each
@@ -297,7 +329,8 @@ func (k *keyedScorer) rankRecentKeyed(b *batch.Batch, m, blocks int) bool {
 	}
 	grown := make([]int64, p.workers)
 	onWorkers(p.workers, func(w int) {
-		for _, i := range p.mine[w] {
+		for t, i := range p.mine[w] {
+			prefetchRecent(p.mine[w], p.sts, t)
 			sc := &b.Scores[i]
 			sc.Recent = math.NaN()
 			if !sc.Scored || m <= 0 {

@@ -60,6 +60,7 @@ func (s *Stage) keyedBuilderPass(b *batch.Batch) error {
 	}
 	b.Scores = make([]batch.Score, b.Len())
 	s.keyed.score(&s.cfg, s.features, b, raw, b.Scores)
+	s.keyed.finishBuilds()
 	s.keyed.pass = keyedPass{} // (a builder ranks no recent scores)
 	b.Scores = nil
 	return nil

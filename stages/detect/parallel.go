@@ -24,12 +24,13 @@ const tailChunkRows = 128
 // tailScores scores q (column-major raw values) with t into out on up to GOMAXPROCS
 // goroutines and returns a wait that blocks until every row is written: the caller runs other
 // work (the distance score, on the GPU) meanwhile. cols is the caller's scratch for the
-// chunks' column headers (returned, grown as needed).
-func tailScores(t *rank.Tail, q [][]float32, out []float64, cols [][]float32) (wait func(), scratch [][]float32) {
+// chunks' column headers (returned, grown as needed). Rows marked in skip (nil: none) are left
+// NaN (rank.Tail.ScoreExcept).
+func tailScores(t *rank.Tail, q [][]float32, out []float64, cols [][]float32, skip []bool) (wait func(), scratch [][]float32) {
 	n := len(out)
 	workers := min(runtime.GOMAXPROCS(0), max(1, n/tailChunkRows))
 	if workers == 1 {
-		t.Score(q, out)
+		t.ScoreExcept(q, out, skip)
 		return func() {}, cols
 	}
 	if cap(cols) < workers*len(q) {
@@ -46,7 +47,11 @@ func tailScores(t *rank.Tail, q [][]float32, out []float64, cols [][]float32) (w
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t.Score(sub, out[lo:hi])
+			if skip == nil {
+				t.Score(sub, out[lo:hi])
+			} else {
+				t.ScoreExcept(sub, out[lo:hi], skip[lo:hi])
+			}
 		}()
 	}
 	return wg.Wait, cols

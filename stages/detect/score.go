@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 
 	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
@@ -92,7 +93,16 @@ var keyedBeside = true
 // themselves, and the pass beside them measured 1-2% more CPU a record (docs/BENCHMARKS.md
 // §13.1.3), as prescore's reasoning (calibrate.go).
 func (s *Stage) scoreKeyedBeside(sc *scoring, raw [][]float32) {
-	sc.keyed = make([]batch.Score, sc.b.Len())
+	// The keys' scores are the previous batch's memory, cleared by mergeKeyed (a new allocation's
+	// first writes cost more than the work: docs/BENCHMARKS.md §13.1.4); a batch that ended in an
+	// error keeps its own and the next one allocates.
+	n := sc.b.Len()
+	ks := s.keyedScores
+	s.keyedScores = nil
+	if cap(ks) < n {
+		ks = make([]batch.Score, n)
+	}
+	sc.keyed = ks[:n]
 	sc.keyedDone = make(chan struct{})
 	go func() {
 		defer close(sc.keyedDone)
@@ -102,7 +112,8 @@ func (s *Stage) scoreKeyedBeside(sc *scoring, raw [][]float32) {
 
 // mergeKeyed writes into scores the keys' pass's fields of keyed (keyedScorer.score's: those
 // decideByKey writes for a record its key's model scored, Warming for one it left to the global
-// model), as the pass would have written them into scores itself after the global decision.
+// model), as the pass would have written them into scores itself after the global decision, and
+// clears keyed (the next batch's keys' scores).
 func mergeKeyed(scores, keyed []batch.Score) {
 	n := len(scores)
 	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain)), func(lo, hi int) {
@@ -116,6 +127,7 @@ func mergeKeyed(scores, keyed []batch.Score) {
 			case k.Warming:
 				sc.Warming = true
 			}
+			*k = batch.Score{}
 		}
 	})
 }
@@ -189,7 +201,12 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 // the decision, the keys' models, the alarm cap and the significance marks (in stream order:
 // batches finish in the order they began), the alert groups and the explanations.
 func (s *Stage) finish(sc *scoring) error {
-	defer sc.waitKeyed() // (returning an error: the keys' pass ends before the batch is dropped)
+	defer func() { // (returning an error too: the keys' pass ends before the batch is dropped)
+		sc.waitKeyed()
+		if s.keyed != nil {
+			s.keyed.finishBuilds() // (the builds the keys' pass left to run beside the rest)
+		}
+	}()
 	b, q, m := sc.b, &sc.q, sc.q.Model
 	dets, _ := s.lane(sc.lane)
 	if sc.done != nil {
@@ -209,10 +226,11 @@ func (s *Stage) finish(sc *scoring) error {
 		if sc.keyedDone != nil { // warm keys: their own model decides
 			<-sc.keyedDone
 			mergeKeyed(b.Scores, sc.keyed)
+			s.keyedScores, sc.keyed = sc.keyed[:0], nil
 		} else {
 			s.keyed.score(&s.cfg, s.features, b, sc.raw, b.Scores)
 		}
-		scoreUnkeyed(&s.cfg, m.Ranker, q.byKey, b.Scores)
+		scoreUnkeyed(&s.cfg, m.Ranker, q.byKey, sc.raw, b.Scores)
 	}
 	s.capAlarms(b, m.Ranker != nil)
 	s.rankRecent(b)
@@ -232,7 +250,13 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 	delete(s.pending, b)
 	byCap := ranked && s.cfg.FlagBy == FlagBySignificance
 	limit := capLimit(s.cfg.AlarmRate, s.cfg.Window)
-	for i := range b.Scores {
+	// The rows the loop changes anything for, found on the cores: with every key warm, a
+	// batch's rows are its keys' (ByKey) and few are significant, and the stream-order pass over
+	// every row's score (megabytes) was on the stage's goroutine alone.
+	rows := rowsWhere(b.Scores, func(sc *batch.Score) bool {
+		return !sc.ByKey && byCap || (sc.Outlier || sc.ByKey && sc.Suppressed) && pushed && byCap
+	})
+	for _, i := range rows {
 		sc := &b.Scores[i]
 		sig := sc.Outlier // decide's flag before the cap (significance: the score reached min_score)
 		if sc.ByKey {     // decided by its key's model and cap (keyed.go)
@@ -245,6 +269,29 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 			s.recs.setSignificant(first + uint64(i))
 		}
 	}
+}
+
+// rowsWhere are the rows of scores for which keep holds, in order, found on the cores for a large
+// batch (keep reads its own row only).
+func rowsWhere(scores []batch.Score, keep func(sc *batch.Score) bool) []int {
+	n := len(scores)
+	workers := max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain))
+	parts := make([][]int, workers)
+	find := func(w int) {
+		var rows []int
+		for i := n * w / workers; i < n*(w+1)/workers; i++ {
+			if keep(&scores[i]) {
+				rows = append(rows, i)
+			}
+		}
+		parts[w] = rows
+	}
+	if workers == 1 {
+		find(0)
+		return parts[0]
+	}
+	onWorkers(workers, find)
+	return slices.Concat(parts...)
 }
 
 // prescorer is a Detector with CPU work that can start before the detectors score, to run on

@@ -51,6 +51,9 @@ type Stage struct {
 	followers []Follower
 	evicted   microcluster.Evicted
 	scratch   scoreScratch
+	// keyedScores are the keys' pass's scores beside the global scoring, kept for the next
+	// batch, cleared (scoreKeyedBeside, mergeKeyed).
+	keyedScores []batch.Score
 	// With overlap (Deps.Overlap, overlap.go): the second lane, the batch in flight, and the
 	// batches finished outside Process (settle) that wait to be returned.
 	alt    []*lanes

@@ -290,6 +290,12 @@ func counts(s []float32, x float32) (le, lt int) {
 // which is the rarer tail). Higher is more outlying. q is column-major with the model's
 // features.
 func (t *Tail) Score(q [][]float32, out []float64) {
+	t.ScoreExcept(q, out, nil)
+}
+
+// ScoreExcept is Score of the rows not marked in skip (nil: every row), the marked ones' out
+// NaN: each row's score is Score's, bit for bit (the rows are scored one by one).
+func (t *Tail) ScoreExcept(q [][]float32, out []float64, skip []bool) {
 	var stack [8]float64 // (a record scored alone, as the keyed CPU path does, allocates nothing)
 	bases := stack[:0]
 	if len(q) > len(stack) {
@@ -302,6 +308,10 @@ func (t *Tail) Score(q [][]float32, out []float64) {
 		t = TailOf(t.Sorted, t.Spread)
 	}
 	for i := range out {
+		if skip != nil && skip[i] {
+			out[i] = math.NaN()
+			continue
+		}
 		var sum float64
 		for j := range q {
 			sum += t.surprisal(j, q[j][i], bases[j])

@@ -3,6 +3,7 @@ package rank
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -141,5 +142,43 @@ func TestCalibrationKneeOutrunsWindowOutliers(t *testing.T) {
 	}
 	if s := c.Surprisal(5000); s < emp+1 {
 		t.Errorf("Surprisal(5000) = %v: the window's five outliers squeeze it to their rank (%v)", s, emp)
+	}
+}
+
+// TestTailScoreExceptSkipsRows: ScoreExcept gives Score's bits for every row not skipped and NaN
+// for the skipped ones (the detect stage leaves a warm key's records to its key's model).
+func TestTailScoreExceptSkipsRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	const rows, n = 300, 57
+	cols := make([][]float32, 3)
+	q := make([][]float32, 3)
+	for j := range cols {
+		cols[j] = make([]float32, rows)
+		for i := range cols[j] {
+			cols[j][i] = float32(r.NormFloat64())
+		}
+		q[j] = make([]float32, n)
+		for i := range q[j] {
+			q[j][i] = float32(3 * r.NormFloat64())
+		}
+	}
+	for _, c := range cols {
+		slices.Sort(c)
+	}
+	tail := TailOfSorted(cols)
+	want, got := make([]float64, n), make([]float64, n)
+	tail.Score(q, want)
+	skip := make([]bool, n)
+	for i := range skip {
+		skip[i] = r.IntN(3) == 0
+	}
+	tail.ScoreExcept(q, got, skip)
+	for i := range got {
+		switch {
+		case skip[i] && !math.IsNaN(got[i]):
+			t.Fatalf("row %d skipped: %v, want NaN", i, got[i])
+		case !skip[i] && math.Float64bits(got[i]) != math.Float64bits(want[i]):
+			t.Fatalf("row %d: %v, Score's %v", i, got[i], want[i])
+		}
 	}
 }

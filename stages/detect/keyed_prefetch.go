@@ -1,0 +1,88 @@
+package detect
+
+import (
+	"unsafe"
+
+	"github.com/outlierd/outlierd/internal/core/prefetch"
+)
+
+// The parallel path's prefetches (keyed_parallel.go; internal/core/prefetch): at a million keys
+// a record's key's state, window, model and recent ring are cache misses that depend on one
+// another; each loop asks for them a few records ahead, stage by stage (docs/BENCHMARKS.md
+// §13.1.4).
+
+// prefetchAhead is how many records ahead walk and decide ask for a stage of what a record will
+// read (prefetch): far enough that a stage's misses are served before the next stage reads the
+// pointers they bring (a few hundred ns), near enough that they are still in the cache when used.
+const prefetchAhead = 8
+
+// prefetchWalk asks for what walk reads and writes of the key of its record t+k*prefetchAhead,
+// in three stages (each reads the pointers the stage before brought into the cache; at a
+// million keys every one is a miss): the key's state; its window's column headers and the
+// significance's line; the columns' lines at the window's next place. What is written is asked
+// for writing (prefetch.ForWrite: the key's last writer was another core, a batch before).
+func prefetchWalk(todo []int, sts []*keyState, t int) {
+	a := 2 * prefetchAhead // (a record's walk is short: its misses need more records' lead)
+	if u := t + 3*a; u < len(todo) {
+		prefetch.ForWrite(sts[todo[u]]) // (its clock, window place and rebuild clock are written)
+	}
+	if u := t + 2*a; u < len(todo) {
+		st := sts[todo[u]]
+		prefetch.Slice(st.cols)
+		if st.next < len(st.sig) {
+			prefetch.ForWrite(&st.sig[st.next])
+		}
+	}
+	if u := t + a; u < len(todo) {
+		st := sts[todo[u]]
+		for _, c := range st.cols {
+			if st.next < len(c) {
+				prefetch.ForWrite(&c[st.next])
+			}
+		}
+	}
+}
+
+// prefetchDecisions asks for what decideByKey reads and writes of the key of record
+// t+k*prefetchAhead of the queue, in three stages (as prefetchWalk): the model's and the state's
+// structs; the alarm cap's; the model's three calibrations (the binary searches' scores), the
+// cap's ring at its next place and the record's significance's line. A hint: no result depends on it (the decisions were
+// cache misses, 600-800 ns a record at a million keys, §13.1.3).
+func prefetchDecisions(q []queued, t int) {
+	a := prefetchAhead
+	if u := t + 3*a; u < len(q) {
+		prefetch.Object(q[u].model)
+		prefetch.Bytes(unsafe.Pointer(q[u].st), unsafe.Offsetof(keyState{}.cap)+8) // (up to its cap)
+	}
+	if u := t + 2*a; u < len(q) {
+		prefetch.ForWrite(q[u].st.cap)
+	}
+	if u := t + a; u < len(q) {
+		r, st := q[u].model, q[u].st
+		prefetch.Slice(r.Density.Sorted)
+		prefetch.Slice(r.Distance.Sorted)
+		prefetch.Slice(r.Final.Sorted)
+		if c := st.cap; c.next < len(c.flagged) {
+			prefetch.ForWrite(&c.flagged[c.next])
+		}
+		if q[u].ring < len(st.sig) {
+			prefetch.ForWrite(&st.sig[q[u].ring])
+		}
+	}
+}
+
+// prefetchRecent asks for what rankRecentKeyed reads of the key of record t+k*prefetchAhead of
+// a worker's records, in two stages (as prefetchWalk): the key's state; its recent ring's scores,
+// their index by score and the horizon's maxima.
+func prefetchRecent(mine []int, sts []*keyState, t int) {
+	a := prefetchAhead
+	if u := t + 2*a; u < len(mine) {
+		prefetch.Object(sts[mine[u]])
+	}
+	if u := t + a; u < len(mine) {
+		r := &sts[mine[u]].recent
+		prefetch.Slice(r.s)
+		prefetch.Slice(r.idx)
+		prefetch.Slice(r.peaks)
+	}
+}
