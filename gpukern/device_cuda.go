@@ -80,8 +80,9 @@ type Device struct {
 	// event pair each. Under mu.
 	span bool
 
-	// mu serialises do and Close; closed and closeErr are Close's, under mu.
-	mu       sync.Mutex
+	// mu serialises do and Close, first come first served (devLock); closed and closeErr are
+	// Close's, under mu.
+	mu       devLock
 	closed   bool
 	closeErr error
 
@@ -233,8 +234,8 @@ func (d *Device) do(fn func() error) error {
 	if d == nil {
 		return fmt.Errorf("gpukern: nil Device: %w", ErrNoDevice)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.mu.lock()
+	defer d.mu.unlock()
 	if d.closed {
 		return fmt.Errorf("gpukern: device %d is closed: %w", d.ordinal, ErrNoDevice)
 	}
@@ -257,8 +258,8 @@ func (d *Device) Name() string { return d.name }
 // Close destroys the context, which frees every allocation made on it (Columns of this device
 // become invalid), once no closure runs. Calling Close again returns the first result.
 func (d *Device) Close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.mu.lock()
+	defer d.mu.unlock()
 	if !d.closed {
 		d.closed = true
 		runtime.LockOSThread()
