@@ -225,12 +225,11 @@ func (d *Device) teardown() error {
 	return errors.Join(errs...)
 }
 
-// do runs fn with the device's context current on the calling goroutine's thread, after any
-// closure running (mu), settles its launches' events and returns its error. The context is
-// pushed on the thread's context stack and popped after, so a closure of another device calling
-// this one finds its own current again. It must not be called from inside one of this device's
-// closures.
-func (d *Device) do(fn func() error) error {
+// do runs fn with the device's context current on the calling goroutine's thread, after the
+// closures before it (mu), settles its launches' events and returns its error. The context is
+// pushed on the thread's stack and popped after (a closure of another device calling this one
+// finds its own current again), also when fn panics. Never from inside this device's closures.
+func (d *Device) do(fn func() error) (err error) {
 	if d == nil {
 		return fmt.Errorf("gpukern: nil Device: %w", ErrNoDevice)
 	}
@@ -244,11 +243,14 @@ func (d *Device) do(fn func() error) error {
 	if err := cu.PushCurrentCtx(d.ctx); err != nil {
 		return fmt.Errorf("gpukern: device %d: cuCtxPushCurrent: %w", d.ordinal, err)
 	}
-	err := fn()
+	defer func() { // (a panic must not leave a span open, nor the context on a pooled thread)
+		d.span = false
+		if _, perr := cu.PopCurrentCtx(); perr != nil && err == nil {
+			err = fmt.Errorf("gpukern: device %d: cuCtxPopCurrent: %w", d.ordinal, perr)
+		}
+	}()
+	err = fn()
 	d.settle()
-	if _, perr := cu.PopCurrentCtx(); perr != nil && err == nil {
-		err = fmt.Errorf("gpukern: device %d: cuCtxPopCurrent: %w", d.ordinal, perr)
-	}
 	return err
 }
 
