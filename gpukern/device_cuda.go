@@ -80,8 +80,9 @@ type Device struct {
 	// event pair each. Under mu.
 	span bool
 
-	// mu serialises do and Close; closed and closeErr are Close's, under mu.
-	mu       sync.Mutex
+	// mu serialises do and Close, first come first served (devLock); closed and closeErr are
+	// Close's, under mu.
+	mu       devLock
 	closed   bool
 	closeErr error
 
@@ -224,17 +225,16 @@ func (d *Device) teardown() error {
 	return errors.Join(errs...)
 }
 
-// do runs fn with the device's context current on the calling goroutine's thread, after any
-// closure running (mu), settles its launches' events and returns its error. The context is
-// pushed on the thread's context stack and popped after, so a closure of another device calling
-// this one finds its own current again. It must not be called from inside one of this device's
-// closures.
-func (d *Device) do(fn func() error) error {
+// do runs fn with the device's context current on the calling goroutine's thread, after the
+// closures before it (mu), settles its launches' events and returns its error. The context is
+// pushed on the thread's stack and popped after (a closure of another device calling this one
+// finds its own current again), also when fn panics. Never from inside this device's closures.
+func (d *Device) do(fn func() error) (err error) {
 	if d == nil {
 		return fmt.Errorf("gpukern: nil Device: %w", ErrNoDevice)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.mu.lock()
+	defer d.mu.unlock()
 	if d.closed {
 		return fmt.Errorf("gpukern: device %d is closed: %w", d.ordinal, ErrNoDevice)
 	}
@@ -243,11 +243,14 @@ func (d *Device) do(fn func() error) error {
 	if err := cu.PushCurrentCtx(d.ctx); err != nil {
 		return fmt.Errorf("gpukern: device %d: cuCtxPushCurrent: %w", d.ordinal, err)
 	}
-	err := fn()
+	defer func() { // (a panic must not leave a span open, nor the context on a pooled thread)
+		d.span = false
+		if _, perr := cu.PopCurrentCtx(); perr != nil && err == nil {
+			err = fmt.Errorf("gpukern: device %d: cuCtxPopCurrent: %w", d.ordinal, perr)
+		}
+	}()
+	err = fn()
 	d.settle()
-	if _, perr := cu.PopCurrentCtx(); perr != nil && err == nil {
-		err = fmt.Errorf("gpukern: device %d: cuCtxPopCurrent: %w", d.ordinal, perr)
-	}
 	return err
 }
 
@@ -257,8 +260,8 @@ func (d *Device) Name() string { return d.name }
 // Close destroys the context, which frees every allocation made on it (Columns of this device
 // become invalid), once no closure runs. Calling Close again returns the first result.
 func (d *Device) Close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.mu.lock()
+	defer d.mu.unlock()
 	if !d.closed {
 		d.closed = true
 		runtime.LockOSThread()

@@ -62,8 +62,9 @@
 // Regenerate it with `make -C gpukern ptx` (see gpukern/Makefile) after editing a .cu file.
 //
 // Threading: a CUDA context is current on an OS thread, so every CUDA call is inside a closure
-// that Device.do runs one at a time, on the caller's goroutine locked to its thread with the
-// context made current there (no hand-over to another thread: each cost a thread wake-up). Device
+// that Device.do runs one at a time, in arrival order (a build's next iteration queues behind a
+// scoring call), on the caller's goroutine locked to its thread with the context made current
+// there (no hand-over to another thread: each cost a thread wake-up). Device
 // memory comes from plain cuMemAlloc (never managed memory). Every CUDA error is returned wrapped
 // with the kernel and the call that failed; with OUTLIERD_CUDA_SYNC=1 every launch is followed by
 // a synchronisation, so an asynchronous fault is reported by the kernel that caused it. Kernel

@@ -75,3 +75,9 @@ func SelectTopForTest(d *Device, ub []float64, state []int32, m int, margin, min
 	})
 	return rows, keys, err
 }
+
+// CandSlicesForTest is ssCandSlices: one device's ss_candpart slices over rows for nc candidates.
+func CandSlicesForTest(rows, nc int) int { return ssCandSlices(rows, nc) }
+
+// NodeCandSlicesForTest is nodeCandSlices: a distributed node's share of them.
+func NodeCandSlicesForTest(rows, total, nc int) int { return nodeCandSlices(rows, total, nc) }

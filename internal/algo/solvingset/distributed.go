@@ -186,6 +186,9 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 				return fmt.Errorf("node %d: %d LNNC values and %d done flags for %d candidates, a proposal of %d rows with %d bounds, %d coordinates, %d LNN values",
 					j, len(lb), len(dj), nc, len(next.Rows), len(next.UB), len(next.Coords), len(next.LNN))
 			}
+			if i := unordered(next); i > 0 { // (mergeProposals merges them as sorted lists)
+				return fmt.Errorf("node %d: proposal not best first: row %d (UB %v) after row %d (UB %v)", j, next.Rows[i], next.UB[i], next.Rows[i-1], next.UB[i-1])
+			}
 			props[j] = next
 			if j == 0 {
 				lnncB = lb
@@ -461,6 +464,17 @@ type pick struct {
 	row  int
 	ub   float64
 	j, i int
+}
+
+// unordered is the first position of p that does not follow its predecessor best first (UB
+// descending, lower row first; a NaN UB is out of order), or 0 when p is in order.
+func unordered(p Proposal) int {
+	for i := 1; i < len(p.Rows); i++ {
+		if u, v := p.UB[i], p.UB[i-1]; !(u < v || (u == v && p.Rows[i] > p.Rows[i-1])) {
+			return i
+		}
+	}
+	return 0
 }
 
 // mergeProposals returns the best m of the nodes' proposals (each best first: UB descending,

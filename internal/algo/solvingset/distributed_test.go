@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -152,5 +153,32 @@ func TestMergeProposals(t *testing.T) {
 		if got := mergeProposals(props, offset, m); !slices.Equal(got, want) {
 			t.Fatalf("trial %d (m=%d): %v, want %v", trial, m, got, want)
 		}
+	}
+}
+
+// swappedNode is a CPU node whose proposals are out of order (its first two rows swapped): it
+// breaks Node's contract (best first), which mergeProposals relies on.
+type swappedNode struct{ *CPUNode }
+
+func (n swappedNode) Step(taken []int, coords, lnn []float32, minOUT float64, m int) ([]float32, []bool, Proposal, error) {
+	lnnc, done, p, err := n.CPUNode.Step(taken, coords, lnn, minOUT, m)
+	if len(p.Rows) >= 2 && (p.UB[0] != p.UB[1] || p.Rows[0] != p.Rows[1]) {
+		p.Rows[0], p.Rows[1] = p.Rows[1], p.Rows[0]
+		p.UB[0], p.UB[1] = p.UB[1], p.UB[0]
+	}
+	return lnnc, done, p, err
+}
+
+// TestDistributedRejectsUnorderedProposal: a node whose proposal is not best first (UB
+// descending, lower row first) is an error naming it, not a silently different candidate
+// choice (the supervisor merges the proposals as sorted lists; it sorted their union before).
+func TestDistributedRejectsUnorderedProposal(t *testing.T) {
+	cols := dataSets[0].gen(rand.New(rand.NewPCG(1, 7)))
+	rows := len(cols[0])
+	nodes := splitNodes(cols, []int{rows / 2, rows - rows/2}, 5)
+	nodes[1] = swappedNode{nodes[1].(*CPUNode)}
+	_, err := DistributedSolvingSet(nodes, len(cols), Params{K: 5, N: 10, M: 20, Seed: 1}, false)
+	if err == nil || !strings.Contains(err.Error(), "node 1: proposal not best first") {
+		t.Fatalf("err %v, want node 1's proposal out of order", err)
 	}
 }
