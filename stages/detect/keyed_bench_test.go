@@ -66,11 +66,12 @@ type keyedBench struct {
 // with keys.window records and its model built, on every core (keys are independent), its
 // rebuild clock set at a uniform phase so that the timed batches rebuild at the steady rate (one
 // build per keys.window/4 records of a key); its models installed on the device in uploads of
-// 16,384; then 60,000 records through the stage build the global model.
-func newKeyedBench(tb testing.TB, cfg Config, keys int, a Accelerator) *keyedBench {
+// 16,384; then 60,000 records through the stage build the global model. overlap is Deps.Overlap
+// (the pipeline's on a GPU: OverlapOnGPU).
+func newKeyedBench(tb testing.TB, cfg Config, keys int, a Accelerator, overlap int) *keyedBench {
 	cfg.KeyBy = KeyByKey
 	cfg.Keys.MaxKeys = max(cfg.Keys.MaxKeys, keys)
-	s, err := NewStage(cfg, []string{"a", "b", "c"}, false, Deps{Log: zerolog.Nop(), Accelerator: a})
+	s, err := NewStage(cfg, []string{"a", "b", "c"}, false, Deps{Log: zerolog.Nop(), Accelerator: a, Overlap: overlap})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -144,6 +145,17 @@ func (kb *keyedBench) process(tb testing.TB, b *batch.Batch) {
 	}
 }
 
+// drain finishes the batches in flight (an overlapped stage) and releases them.
+func (kb *keyedBench) drain(tb testing.TB) {
+	out, err := kb.s.Drain()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, o := range out {
+		o.Release()
+	}
+}
+
 // keyedBenchCache keeps the warm stages between a benchmark's runs (b.N = 1, the -benchtime
 // count, -count's repetitions): warming a million keys takes longer than the timed part.
 var keyedBenchCache = map[string]*keyedBench{}
@@ -155,15 +167,22 @@ var keyedBenchCache = map[string]*keyedBench{}
 // the device memory per key (the store's slots over the keys) and the host's accounted bytes per
 // key. Run with a fixed -benchtime (e.g. 50x): the warm stages are kept for the process's life.
 // OUTLIERD_BENCH_CPUPROFILE=<prefix> writes a CPU profile of each timed part alone (warming a
-// million keys takes longer than it) to <prefix>-<row>-<run>.prof (benchCPUProfile).
+// million keys takes longer than it) to <prefix>-<row>-<run>.prof (benchCPUProfile). The
+// gpu-overlap rows run the stage as the pipeline does on a GPU (Deps.Overlap = OverlapOnGPU:
+// each batch's keys' pass chained beside the other batches' work), the batches in flight
+// finished inside the timed part.
 func BenchmarkKeyedStageDevice(b *testing.B) {
 	for _, c := range []struct {
-		dev         bool
-		keys, batch int
-	}{{true, 100000, 20000}, {true, 100000, 1000}, {false, 100000, 20000}, {false, 100000, 1000}, {true, 1000000, 20000}, {true, 1000000, 1000}} {
-		where := "cpu"
+		dev, overlap bool
+		keys, batch  int
+	}{{true, false, 100000, 20000}, {true, false, 100000, 1000}, {false, false, 100000, 20000}, {false, false, 100000, 1000},
+		{true, false, 1000000, 20000}, {true, false, 1000000, 1000}, {true, true, 1000000, 20000}} {
+		where, overlap := "cpu", 0
 		if c.dev {
 			where = "gpu"
+		}
+		if c.overlap {
+			where, overlap = where+"-overlap", OverlapOnGPU
 		}
 		b.Run(fmt.Sprintf("%s/keys=%d/batch=%d", where, c.keys, c.batch), func(b *testing.B) {
 			var a Accelerator
@@ -174,7 +193,7 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 			kb := keyedBenchCache[name]
 			if kb == nil {
 				t0 := time.Now()
-				kb = newKeyedBench(b, Default(), c.keys, a)
+				kb = newKeyedBench(b, Default(), c.keys, a, overlap)
 				keyedBenchCache[name] = kb
 				runtime.GC()
 				b.Logf("%d keys warm in %v", c.keys, time.Since(t0))
@@ -192,6 +211,9 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 			cpu0 := processCPU()
 			for _, bt := range batches {
 				kb.process(b, bt)
+			}
+			if overlap > 0 {
+				kb.drain(b)
 			}
 			cpu := processCPU() - cpu0
 			stop()
@@ -247,7 +269,7 @@ func BenchmarkKeyedHostPart(b *testing.B) {
 	const keys, size = 100000, 20000
 	kb := keyedBenchCache["host/100000"]
 	if kb == nil {
-		kb = newKeyedBench(b, Default(), keys, nil)
+		kb = newKeyedBench(b, Default(), keys, nil, 0)
 		kb.s.keyed.dev = instantKeyed{}
 		keyedBenchCache["host/100000"] = kb
 	}

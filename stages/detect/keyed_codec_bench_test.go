@@ -12,7 +12,7 @@ import (
 // goroutine) and decoded (at start). ns/op is per key throughout.
 func BenchmarkKeysCodec(b *testing.B) {
 	const keys = 10_000
-	kb := newKeyedBench(b, keyedConfig(), keys, nil)
+	kb := newKeyedBench(b, keyedConfig(), keys, nil, 0)
 	defer kb.s.Close()
 	s := kb.s
 	names := make([]string, 0, keys)

@@ -320,8 +320,11 @@ func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg
 // model), so that one copy of the keys at most waits for a slow disk.
 func (s *Stage) saveKeys(wait bool) {
 	d := s.ext.snaps
-	if d == nil || s.keyed == nil || s.deps.Role == RoleScorer || len(s.keyed.keys) == 0 {
-		return // (a scorer's keys' models come from the model topic; no keys: nothing to resume)
+	if d == nil || s.keyed == nil || s.deps.Role == RoleScorer {
+		return // (a scorer's keys' models come from the model topic)
+	}
+	if s.keysQuiet(); len(s.keyed.keys) == 0 {
+		return // (no keys: nothing to resume)
 	}
 	if !wait && !s.ext.keysSaving.CompareAndSwap(false, true) {
 		return // (Close waits for the one in flight, then saves the keys as they are then)
@@ -359,6 +362,7 @@ func (s *Stage) loadKeys() error {
 	if d == nil || s.keyed == nil || s.deps.Role == RoleScorer {
 		return nil
 	}
+	s.keysQuiet()
 	files, err := d.list(keysPrefix)
 	if err != nil {
 		return err

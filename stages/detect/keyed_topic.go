@@ -70,6 +70,7 @@ func (s *Stage) keyedBuilderPass(b *batch.Batch) error {
 // with its newest model, and the keys evicted since (Model nil), in no particular order; nil on
 // the other roles or without key_by.
 func (s *Stage) TakeKeyModels() []KeyModel {
+	s.keysQuiet()
 	if s.keyed == nil || len(s.keyed.dirty) == 0 {
 		return nil
 	}
@@ -91,6 +92,7 @@ func (s *Stage) TakeKeyModels() []KeyModel {
 // model topic never moves a key back (versions only grow, across builders: modelkeys.go).
 // Installed keys count as seen now (least-recently-seen order). Without key_by it does nothing.
 func (s *Stage) InstallKeyModels(ms []KeyModel) {
+	s.keysQuiet()
 	k := s.keyed
 	if k == nil || !k.follower {
 		return
@@ -131,6 +133,7 @@ func (s *Stage) InstallKeyModels(ms []KeyModel) {
 // partitions moved to another scorer) and returns how many it dropped. Without key_by, or on
 // another role, it does nothing.
 func (s *Stage) DropKeysOutside(keep func(partition int32) bool) int {
+	s.keysQuiet()
 	k := s.keyed
 	if k == nil || !k.follower {
 		return 0
@@ -150,6 +153,7 @@ func (s *Stage) DropKeysOutside(keep func(partition int32) bool) int {
 
 // KeyVersions are the versions of the keys' models a scorer serves, by key (nil without key_by).
 func (s *Stage) KeyVersions() map[string]uint64 {
+	s.keysQuiet()
 	if s.keyed == nil {
 		return nil
 	}
@@ -164,6 +168,7 @@ func (s *Stage) KeyVersions() map[string]uint64 {
 
 // KeyModelOf is the model a key scores with now (nil: none), and its version.
 func (s *Stage) KeyModelOf(key string) (*Ranker, uint64) {
+	s.keysQuiet()
 	if s.keyed == nil {
 		return nil, 0
 	}

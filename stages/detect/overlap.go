@@ -18,7 +18,11 @@ import (
 // finishes the oldest batch in flight once more than Deps.Overlap are (finish: the followers'
 // fields, the decision, the keys' models, the alarm cap, the alert groups), and returns it.
 // Several batches in flight mean several calls queued for the device: they are served together
-// between a build's iterations instead of one per iteration.
+// between a build's iterations instead of one per iteration. With the keys' models on a device,
+// a batch's keys' pass (their windows, device call, decisions and builds) runs on its own
+// goroutine from the moment the batch before it finished (startChained) and finish waits for
+// it: the keys' state goes from batch to batch in stream order, and the stage's methods that
+// read it between Process calls wait first (keysQuiet).
 //
 // Verdicts are the synchronous stage's: a batch is scored by the model serving when it began,
 // and everything that carries state from batch to batch runs in stream order, as the
@@ -48,6 +52,35 @@ type scoring struct {
 	// the global scoring (keyedBeside; nil when it runs in finish), done when keyedDone closes.
 	keyed     []batch.Score
 	keyedDone chan struct{}
+	// chained: batches overlapped with the keys' models on a device, the keys' pass runs on its
+	// own goroutine from the moment the batch before finished (startChained) to finish's wait
+	// (keyedDone), beside the stage's other batches' work, instead of inside finish.
+	chained bool
+}
+
+// startChained starts the keys' pass of the oldest batch in flight when it is chained and not
+// started yet: every batch before it finished (land), or none was in flight (processOverlapped),
+// so the keys' state is as the synchronous stage leaves it for this batch.
+func (s *Stage) startChained() {
+	if len(s.flight) == 0 {
+		return
+	}
+	if sc := s.flight[0]; sc.chained && sc.keyedDone == nil {
+		s.scoreKeyedBeside(sc, sc.raw)
+	}
+}
+
+// keysQuiet waits for a chained keys' pass still running and the builds it left (every Stage
+// method that reads or changes the keys' state between Process calls calls it first): the keys'
+// state of a batch in flight whose keys' pass ended, with its builds made its keys' models.
+func (s *Stage) keysQuiet() {
+	if s.keyed == nil {
+		return
+	}
+	for _, sc := range s.flight {
+		sc.waitKeyed()
+	}
+	s.keyed.finishBuilds()
 }
 
 // waitKeyed waits for the keys' pass begin started beside the global scoring, if any.
@@ -173,6 +206,7 @@ func (s *Stage) land(current *batch.Batch) ([]*batch.Batch, error) {
 		}
 		s.flight[0].pushed = true
 	}
+	s.startChained()
 	return []*batch.Batch{sc.b}, nil
 }
 
@@ -183,12 +217,16 @@ func (s *Stage) drop(current *batch.Batch) {
 	for _, sc := range s.flight {
 		dets, _ := s.lane(sc.lane)
 		sc.wait(dets)
+		sc.waitKeyed()
 		delete(s.pending, sc.b)
 		if sc.b != current {
 			sc.b.Release()
 		}
 	}
 	s.flight = nil
+	if s.keyed != nil {
+		s.keyed.finishBuilds() // (a chained pass's builds: finish would have made them its keys')
+	}
 }
 
 // settle finishes every batch in flight before a call that changes what finish reads (the
@@ -258,7 +296,9 @@ func (s *Stage) landWhile(current *batch.Batch, more func() bool) ([]*batch.Batc
 	return s.takeReady(out), nil
 }
 
-// scored says whether the batch's scoring (scoreAsync's goroutine) has ended.
+// scored says whether the batch's scoring (scoreAsync's goroutine) has ended. A chained keys'
+// pass still running is waited for by finish (it started when the batch before finished;
+// Landing has no channel that closes on both).
 func (sc *scoring) scored() bool {
 	if sc.done == nil {
 		return true
@@ -296,6 +336,7 @@ func (s *Stage) processOverlapped(b *batch.Batch) ([]*batch.Batch, error) {
 		}
 		next.pushed = true
 	}
+	s.startChained()
 	return s.landWhile(b, func() bool { return len(s.flight) > s.deps.Overlap })
 }
 

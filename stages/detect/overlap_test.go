@@ -2,6 +2,7 @@ package detect
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -186,10 +187,19 @@ func at(s []batch.Score, i int) batch.Score {
 	return batch.Score{}
 }
 
-// TestOverlapKeyedAsSynchronous: with key_by: key (models per key, built and applied in finish,
-// in stream order) the overlapped stage's scores are the synchronous stage's, record for record,
-// through the keys' warm-up (issue 22 item 4: per-key scoring runs through the same path).
+// TestOverlapKeyedAsSynchronous: with key_by: key (models per key) the overlapped stage's scores
+// are the synchronous stage's, record for record, through the keys' warm-up (issue 22 item 4:
+// per-key scoring runs through the same path): with the keys' models on the CPU (their pass in
+// finish, in stream order) and on a device (the keyed kernels' CPU twin: each batch's keys' pass
+// on its own goroutine from the moment the batch before finished, beside the other batches'
+// work, startChained). Run with -race: the chained passes and the stage share the keys' state.
 func TestOverlapKeyedAsSynchronous(t *testing.T) {
+	for _, dev := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keys-on-device=%v", dev), func(t *testing.T) { overlapKeyedAsSynchronous(t, dev) })
+	}
+}
+
+func overlapKeyedAsSynchronous(t *testing.T, dev bool) {
 	cfg := keyedConfig()
 	// No global rebuild in the span: a build starts up to Overlap batches later with overlap.
 	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
@@ -197,12 +207,17 @@ func TestOverlapKeyedAsSynchronous(t *testing.T) {
 	run := func(depth int) ([]batch.Score, uint64) {
 		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 		defer mem.AssertSize(t, 0)
-		s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Accelerator: &fakeAccel{exact: true}, Overlap: depth})
+		var accel Accelerator = &fakeAccel{exact: true}
+		if dev {
+			accel = &keyedTwinAccel{fakeAccel: fakeAccel{exact: true}}
+		}
+		s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Accelerator: accel, Overlap: depth})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
 		var out []batch.Score
+		sawChained := false
 		take := func(bs []*batch.Batch) {
 			for _, b := range bs {
 				out = append(out, slices.Clone(b.Scores)...)
@@ -219,13 +234,29 @@ func TestOverlapKeyedAsSynchronous(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			for _, sc := range s.flight {
+				sawChained = sawChained || sc.chained && sc.keyedDone != nil
+			}
 			take(bs)
+			if lo%1000 == 0 {
+				s.KeyStats() // (between Process calls, as the pipeline's metrics: waits for a chained pass)
+			}
+			if depth > 0 && lo%500 == 250 { // (as the pipeline lands a batch once scored)
+				bs, err := s.LandScored()
+				if err != nil {
+					t.Fatal(err)
+				}
+				take(bs)
+			}
 		}
 		bs, err := s.Flush()
 		if err != nil {
 			t.Fatal(err)
 		}
 		take(bs)
+		if dev && depth > 0 && !sawChained {
+			t.Fatal("no batch's keys' pass ran chained: the test proves nothing about it")
+		}
 		return out, s.builds.version
 	}
 	want, v := run(0)

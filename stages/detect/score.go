@@ -85,8 +85,9 @@ var keyedBeside = true
 // rest, the global model's device call and its detectors' fields), which reads nothing the pass
 // writes: the pass writes its records' scores into a slice of its own, merged into b.Scores
 // after the global decision (mergeKeyed), where it overwrote them before; the keys' state is
-// the pass's alone, and warmRows, which the global scoring reads, is done before it starts. Not
-// with batches overlapped (overlap.go): their keys' passes run in finish, in stream order.
+// the pass's alone, and warmRows, which the global scoring reads, is done before it starts.
+// With batches overlapped (overlap.go) the same pass starts once the batch before finished
+// (startChained), without warmRows.
 // Only with the keys' models on a device: on a GPU host the keys' walk, decisions and builds run
 // while the stage's goroutine waits on the global model's device call (the keys' call queues
 // behind it on the device's thread); on the CPU the global model's steps take every core
@@ -104,9 +105,13 @@ func (s *Stage) scoreKeyedBeside(sc *scoring, raw [][]float32) {
 	}
 	sc.keyed = ks[:n]
 	sc.keyedDone = make(chan struct{})
+	cfg := &s.cfg
+	if sc.chained {
+		cfg = &sc.cfg // (the configuration the batch began under: the same, Reconfigure settles)
+	}
 	go func() {
 		defer close(sc.keyedDone)
-		s.keyed.score(&s.cfg, s.features, sc.b, raw, sc.keyed)
+		s.keyed.score(cfg, s.features, sc.b, raw, sc.keyed)
 	}()
 }
 
@@ -166,7 +171,14 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 		return nil, err
 	}
 	scratch.streams = sc.q.Density.Index
-	if s.keyed != nil {
+	switch {
+	case s.keyed != nil && async && keyedBeside && s.keyedDevice: // (keyed.dev: the running pass's)
+		// Batches overlapped: the batch's keys' pass runs on its own goroutine once the batch
+		// before it finished (startChained), beside the stage's other work. The keys' state is
+		// that pass's until then, so warmRows is not read: q.byKey stays nil and the global
+		// ranking calibrates every record (the same scores: scoreUnkeyed's contract).
+		sc.chained = true
+	case s.keyed != nil:
 		sc.q.byKey = s.keyed.warmRows(b) // (the global k-NN on the CPU and the calibrations skip them)
 		if !async && keyedBeside && s.keyed.dev != nil {
 			s.scoreKeyedBeside(sc, means)

@@ -54,6 +54,9 @@ type Stage struct {
 	// keyedScores are the keys' pass's scores beside the global scoring, kept for the next
 	// batch, cleared (scoreKeyedBeside, mergeKeyed).
 	keyedScores []batch.Score
+	// keyedDevice: the keys' models were put on a device at construction (the keys' pass may
+	// fall back to the CPU later: keyed.dev is then the pass's to change).
+	keyedDevice bool
 	// With overlap (Deps.Overlap, overlap.go): the second lane, the batch in flight, and the
 	// batches finished outside Process (settle) that wait to be returned.
 	alt    []*lanes
@@ -127,6 +130,7 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 			if s.keyed.dev, err = ka.KeyedModels(len(features), cfg.Keys.Window); err != nil {
 				return nil, err
 			}
+			s.keyedDevice = s.keyed.dev != nil
 		}
 	}
 	hc := &hypercubeDetector{scorer: deps.Role == RoleScorer}
@@ -143,6 +147,7 @@ func (s *Stage) KeyStats() KeyStats {
 	if s.keyed == nil {
 		return KeyStats{}
 	}
+	s.keysQuiet()
 	return s.keyed.stats()
 }
 
