@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -193,13 +194,27 @@ func at(s []batch.Score, i int) batch.Score {
 // finish, in stream order) and on a device (the keyed kernels' CPU twin: each batch's keys' pass
 // on its own goroutine from the moment the batch before finished, beside the other batches'
 // work, startChained). Run with -race: the chained passes and the stage share the keys' state.
+// On the device both of the keys' paths run chained: the serial one (these batches of 250 records
+// at the default parallelGrain) and the parallel one (parallelGrain lowered: its rounds, its builds
+// left to run beside the finish, startBuilds/finishBuilds, which keysQuiet also finishes).
 func TestOverlapKeyedAsSynchronous(t *testing.T) {
-	for _, dev := range []bool{false, true} {
-		t.Run(fmt.Sprintf("keys-on-device=%v", dev), func(t *testing.T) { overlapKeyedAsSynchronous(t, dev) })
+	for _, c := range []struct {
+		dev, parallel bool
+	}{{false, false}, {true, false}, {true, true}} {
+		t.Run(fmt.Sprintf("keys-on-device=%v/parallel=%v", c.dev, c.parallel), func(t *testing.T) {
+			if c.parallel {
+				if runtime.GOMAXPROCS(0) < 2 {
+					t.Skip("one core: the keys' parallel path never runs")
+				}
+				defer func(p int) { parallelGrain = p }(parallelGrain)
+				parallelGrain = 16
+			}
+			overlapKeyedAsSynchronous(t, c.dev, c.parallel)
+		})
 	}
 }
 
-func overlapKeyedAsSynchronous(t *testing.T, dev bool) {
+func overlapKeyedAsSynchronous(t *testing.T, dev, parallel bool) {
 	cfg := keyedConfig()
 	// No global rebuild in the span: a build starts up to Overlap batches later with overlap.
 	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
@@ -256,6 +271,9 @@ func overlapKeyedAsSynchronous(t *testing.T, dev bool) {
 		take(bs)
 		if dev && depth > 0 && !sawChained {
 			t.Fatal("no batch's keys' pass ran chained: the test proves nothing about it")
+		}
+		if ran := len(s.keyed.scratch.ws) >= 2; ran != parallel {
+			t.Fatalf("the keys' parallel path ran: %v, want %v", ran, parallel)
 		}
 		return out, s.builds.version
 	}
