@@ -64,6 +64,9 @@ type keyedScorer struct {
 	// path's builds deferred to run beside the stage's finish (finishBuilds).
 	installing *keyedInstall
 	building   *deferredBuilds
+	// devBytes is the device memory the models held after the last upload that ended (settle;
+	// counts: read while a chained pass may be using the device).
+	devBytes int64
 }
 
 // keyedScratch is the parallel path's per-batch memory, reused: each batch's allocation of it
@@ -151,13 +154,21 @@ func (k *keyedScorer) close() error {
 
 // stats reports the keyed models' figures.
 func (k *keyedScorer) stats() KeyStats {
-	st := KeyStats{Live: k.warm, Warming: len(k.keys) - k.warm, Evictions: k.evictions, Bytes: k.bytes}
+	st := k.counts()
 	k.finishBuilds()
 	k.settle()
+	st.DeviceBytes = 0
 	if k.dev != nil {
 		st.DeviceBytes = k.dev.Bytes()
+		k.devBytes = st.DeviceBytes
 	}
 	return st
+}
+
+// counts are stats without waiting for the builds or the upload under way: the device's bytes
+// after the last upload that ended.
+func (k *keyedScorer) counts() KeyStats {
+	return KeyStats{Live: k.warm, Warming: len(k.keys) - k.warm, Evictions: k.evictions, Bytes: k.bytes, DeviceBytes: k.devBytes}
 }
 
 // keyBytes is what a key holds at a window of w records of d features: its window (float32),

@@ -195,14 +195,17 @@ func (k *keyedScorer) install(keys []*keyState) {
 	k.installing = in
 	go func() {
 		defer close(in.done)
-		in.err = dev.Install(slots, tails, refs, centers, units)
+		if in.err = dev.Install(slots, tails, refs, centers, units); in.err == nil {
+			in.bytes = dev.Bytes() // (the store is this goroutine's until settle)
+		}
 	}()
 }
 
 // keyedInstall is an upload of models (install) under way.
 type keyedInstall struct {
-	done chan struct{}
-	err  error
+	done  chan struct{}
+	err   error
+	bytes int64 // the device memory the models hold after it
 }
 
 // settle waits for the upload under way, if any; after a failed one the device is closed and
@@ -214,6 +217,7 @@ func (k *keyedScorer) settle() {
 	}
 	<-in.done
 	k.installing = nil
+	k.devBytes = in.bytes
 	if in.err != nil && k.dev != nil {
 		k.dev.Close()
 		k.dev = nil

@@ -22,7 +22,8 @@ import (
 // a batch's keys' pass (their windows, device call, decisions and builds) runs on its own
 // goroutine from the moment the batch before it finished (startChained) and finish waits for
 // it: the keys' state goes from batch to batch in stream order, and the stage's methods that
-// read it between Process calls wait first (keysQuiet).
+// read it between Process calls wait first (keysQuiet; KeyStats, the metrics' read after every
+// Process call, reads the figures the running pass started from).
 //
 // Verdicts are the synchronous stage's: a batch is scored by the model serving when it began,
 // and everything that carries state from batch to batch runs in stream order, as the
@@ -66,13 +67,15 @@ func (s *Stage) startChained() {
 		return
 	}
 	if sc := s.flight[0]; sc.chained && sc.keyedDone == nil {
+		s.keysAtPass = s.keyed.counts() // (KeyStats's while the pass runs; finish made the builds)
 		s.scoreKeyedBeside(sc, sc.raw)
 	}
 }
 
 // keysQuiet waits for a chained keys' pass still running and the builds it left (every Stage
-// method that reads or changes the keys' state between Process calls calls it first): the keys'
-// state of a batch in flight whose keys' pass ended, with its builds made its keys' models.
+// method that reads or changes the keys' state between Process calls calls it first, but
+// KeyStats, which reads the figures the pass started from): the keys' state of a batch in flight
+// whose keys' pass ended, with its builds made its keys' models.
 func (s *Stage) keysQuiet() {
 	if s.keyed == nil {
 		return

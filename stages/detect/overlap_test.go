@@ -253,8 +253,9 @@ func overlapKeyedAsSynchronous(t *testing.T, dev, parallel bool) {
 				sawChained = sawChained || sc.chained && sc.keyedDone != nil
 			}
 			take(bs)
+			s.KeyStats() // (after every Process call, as the pipeline's metrics: reads the figures a chained pass started from)
 			if lo%1000 == 0 {
-				s.KeyStats() // (between Process calls, as the pipeline's metrics: waits for a chained pass)
+				s.KeyVersions() // (between Process calls: waits for a chained pass, keysQuiet)
 			}
 			if depth > 0 && lo%500 == 250 { // (as the pipeline lands a batch once scored)
 				bs, err := s.LandScored()

@@ -57,6 +57,9 @@ type Stage struct {
 	// keyedDevice: the keys' models were put on a device at construction (the keys' pass may
 	// fall back to the CPU later: keyed.dev is then the pass's to change).
 	keyedDevice bool
+	// keysAtPass are the keys' figures when the running chained keys' pass started (startChained):
+	// KeyStats's while it runs.
+	keysAtPass KeyStats
 	// With overlap (Deps.Overlap, overlap.go): the second lane, the batch in flight, and the
 	// batches finished outside Process (settle) that wait to be returned.
 	alt    []*lanes
@@ -130,7 +133,9 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 			if s.keyed.dev, err = ka.KeyedModels(len(features), cfg.Keys.Window); err != nil {
 				return nil, err
 			}
-			s.keyedDevice = s.keyed.dev != nil
+			if s.keyedDevice = s.keyed.dev != nil; s.keyedDevice {
+				s.keyed.devBytes = s.keyed.dev.Bytes()
+			}
 		}
 	}
 	hc := &hypercubeDetector{scorer: deps.Role == RoleScorer}
@@ -142,12 +147,18 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 	return s, nil
 }
 
-// KeyStats are the models per key's figures (zero without key_by).
+// KeyStats are the models per key's figures (zero without key_by), as the batches finished so far
+// left them. While a batch's keys' pass runs chained (overlap.go's startChained) they are the
+// figures it started from, read without waiting for it (the pipeline reads them after every
+// Process call: waiting would put every batch's keys' pass back on the stage's goroutine), the
+// device's bytes those after the last upload that had ended then.
 func (s *Stage) KeyStats() KeyStats {
 	if s.keyed == nil {
 		return KeyStats{}
 	}
-	s.keysQuiet()
+	if len(s.flight) > 0 && s.flight[0].chained && s.flight[0].keyedDone != nil {
+		return s.keysAtPass // (only the oldest batch's pass runs chained: startChained)
+	}
 	return s.keyed.stats()
 }
 

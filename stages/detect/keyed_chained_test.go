@@ -1,0 +1,112 @@
+package detect
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
+	"github.com/rs/zerolog"
+)
+
+// gatedKeyed is the keyed kernels' CPU twin whose Score waits, once gate is set, until gate
+// closes: a keys' pass held in its device call.
+type gatedKeyed struct {
+	*twinKeyed
+	gate chan struct{}
+}
+
+func (g *gatedKeyed) Score(slots []int32, x [][]float32, tail, dist []float64) error {
+	if g.gate != nil {
+		<-g.gate
+	}
+	return g.twinKeyed.Score(slots, x, tail, dist)
+}
+
+type gatedKeyedAccel struct {
+	fakeAccel
+	keyed *gatedKeyed
+}
+
+func (a *gatedKeyedAccel) KeyedModels(dims, window int) (KeyedModels, error) {
+	a.keyed = &gatedKeyed{twinKeyed: newTwinKeyed(window)}
+	return a.keyed, nil
+}
+
+// TestKeyStatsWaitsForNoChainedPass: the pipeline reads KeyStats after every Process call (its
+// metrics); with batches overlapped and the keys' models on a device, a batch's keys' pass then
+// runs chained (startChained) and KeyStats must not wait for it, or the stage's goroutine waits
+// for every batch's keys' pass between batches, as when the pass ran inside finish. It reads the
+// figures as the batches finished so far left them: those before the pass.
+func TestKeyStatsWaitsForNoChainedPass(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	rows := fleet(20, 3250, 0.01, 7)
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	accel := &gatedKeyedAccel{fakeAccel: fakeAccel{exact: true}}
+	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Accelerator: accel, Overlap: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	release := func(bs []*batch.Batch) {
+		for _, b := range bs {
+			b.Release()
+		}
+	}
+	batchOf := func(lo int) *batch.Batch {
+		var tr []testbatch.Row
+		for i := lo; i < lo+250; i++ {
+			tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Features: []float32{rows[i].value}})
+		}
+		return testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr)
+	}
+	for lo := 0; lo < 3000; lo += 250 {
+		bs, err := s.Process(context.Background(), batchOf(lo))
+		if err != nil {
+			t.Fatal(err)
+		}
+		release(bs)
+	}
+	bs, err := s.Drain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(bs)
+	before := s.KeyStats()
+	if before.Live == 0 {
+		t.Fatal("no key warm: the next batch's keys' pass makes no device call to hold")
+	}
+	gate := make(chan struct{})
+	accel.keyed.gate = gate // (no pass runs: drained)
+	bs, err = s.Process(context.Background(), batchOf(3000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(bs)
+	if len(s.flight) != 1 || !s.flight[0].chained || s.flight[0].keyedDone == nil {
+		close(gate)
+		t.Fatal("the batch's keys' pass did not start chained")
+	}
+	got := make(chan KeyStats, 1)
+	go func() { got <- s.KeyStats() }()
+	select {
+	case st := <-got:
+		close(gate)
+		if st != before {
+			t.Errorf("KeyStats while the keys' pass runs: %+v, want the figures before it %+v", st, before)
+		}
+	case <-time.After(5 * time.Second):
+		close(gate)
+		<-got
+		t.Fatal("KeyStats waited for the chained keys' pass")
+	}
+	bs, err = s.Drain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(bs)
+}
