@@ -110,3 +110,93 @@ func TestKeyStatsWaitsForNoChainedPass(t *testing.T) {
 	}
 	release(bs)
 }
+
+// TestLandingWaitsForTheChainedPass: the pipeline waits for Landing or the next batch, whichever
+// comes first, then calls LandScored, which must wait for nothing (docs/DESIGN.md: the intake
+// never waits while a batch may arrive). With the batch's keys' pass chained, finish waits for
+// it: so Landing closes once both the batch's global scoring and its keys' pass ended, and
+// LandScored lands no batch whose keys' pass still runs.
+func TestLandingWaitsForTheChainedPass(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	rows := fleet(20, 3250, 0.01, 7)
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	accel := &gatedKeyedAccel{fakeAccel: fakeAccel{exact: true}}
+	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Accelerator: accel, Overlap: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	release := func(bs []*batch.Batch) {
+		for _, b := range bs {
+			b.Release()
+		}
+	}
+	batchOf := func(lo int) *batch.Batch {
+		var tr []testbatch.Row
+		for i := lo; i < lo+250; i++ {
+			tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Features: []float32{rows[i].value}})
+		}
+		return testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr)
+	}
+	for lo := 0; lo < 3000; lo += 250 {
+		bs, err := s.Process(context.Background(), batchOf(lo))
+		if err != nil {
+			t.Fatal(err)
+		}
+		release(bs)
+	}
+	bs, err := s.Drain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(bs)
+	gate := make(chan struct{})
+	accel.keyed.gate = gate // (no pass runs: drained)
+	bs, err = s.Process(context.Background(), batchOf(3000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(bs)
+	if len(s.flight) != 1 || !s.flight[0].chained || s.flight[0].keyedDone == nil {
+		close(gate)
+		t.Fatal("the batch's keys' pass did not start chained")
+	}
+	<-s.flight[0].done // the global scoring ended; the keys' pass waits at the gate
+	select {
+	case <-s.Landing():
+		close(gate)
+		t.Fatal("Landing closed while the batch's keys' pass runs")
+	case <-time.After(50 * time.Millisecond):
+	}
+	landed := make(chan []*batch.Batch, 1)
+	go func() {
+		bs, err := s.LandScored()
+		if err != nil {
+			t.Error(err)
+		}
+		landed <- bs
+	}()
+	select {
+	case bs := <-landed:
+		if len(bs) != 0 {
+			t.Errorf("LandScored landed %d batches, their keys' pass still running", len(bs))
+		}
+		release(bs)
+	case <-time.After(5 * time.Second):
+		close(gate)
+		release(<-landed)
+		t.Fatal("LandScored waited for the chained keys' pass")
+	}
+	close(gate)
+	select {
+	case <-s.Landing():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Landing not closed once the keys' pass ended")
+	}
+	if bs, err = s.LandScored(); err != nil || len(bs) != 1 {
+		t.Fatalf("LandScored after the keys' pass: %d batches, %v; want 1", len(bs), err)
+	}
+	release(bs)
+}

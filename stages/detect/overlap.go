@@ -55,8 +55,10 @@ type scoring struct {
 	keyedDone chan struct{}
 	// chained: batches overlapped with the keys' models on a device, the keys' pass runs on its
 	// own goroutine from the moment the batch before finished (startChained) to finish's wait
-	// (keyedDone), beside the stage's other batches' work, instead of inside finish.
+	// (keyedDone), beside the stage's other batches' work, instead of inside finish; landed is
+	// closed once both its scoring (done) and that pass ended (Landing).
 	chained bool
+	landed  chan struct{}
 }
 
 // startChained starts the keys' pass of the oldest batch in flight when it is chained and not
@@ -69,6 +71,12 @@ func (s *Stage) startChained() {
 	if sc := s.flight[0]; sc.chained && sc.keyedDone == nil {
 		s.keysAtPass = s.keyed.counts() // (KeyStats's while the pass runs; finish made the builds)
 		s.scoreKeyedBeside(sc, sc.raw)
+		sc.landed = make(chan struct{})
+		go func() {
+			<-sc.done // (chained: begin ran async, done is set)
+			<-sc.keyedDone
+			close(sc.landed)
+		}()
 	}
 }
 
@@ -257,8 +265,8 @@ func (s *Stage) Drain() ([]*batch.Batch, error) {
 }
 
 // Landing is closed once the oldest batch in flight is scored (its device call and the
-// detectors' fields beside it), or at once when batches settled earlier wait to be returned;
-// nil when nothing is in flight. The pipeline waits for it or for the next batch, whichever
+// detectors' fields beside it, and its keys' pass when it runs chained: finish waits for it), or
+// at once when batches settled earlier wait to be returned; nil when nothing is in flight. The pipeline waits for it or for the next batch, whichever
 // comes first, and then calls LandScored: a batch goes on as soon as it is scored, and the
 // intake never waits for the device while a batch may arrive (docs/BENCHMARKS.md §4.9).
 func (s *Stage) Landing() <-chan struct{} {
@@ -269,6 +277,8 @@ func (s *Stage) Landing() <-chan struct{} {
 		return nil
 	case s.flight[0].done == nil: // (scored synchronously)
 		return closedChan
+	case s.flight[0].landed != nil: // (its keys' pass chained: started with the batch first in flight)
+		return s.flight[0].landed
 	}
 	return s.flight[0].done
 }
@@ -299,15 +309,18 @@ func (s *Stage) landWhile(current *batch.Batch, more func() bool) ([]*batch.Batc
 	return s.takeReady(out), nil
 }
 
-// scored says whether the batch's scoring (scoreAsync's goroutine) has ended. A chained keys'
-// pass still running is waited for by finish (it started when the batch before finished;
-// Landing has no channel that closes on both).
+// scored says whether the batch's scoring (scoreAsync's goroutine) has ended, and its keys' pass
+// when it runs chained (landed; finish would wait for it).
 func (sc *scoring) scored() bool {
 	if sc.done == nil {
 		return true
 	}
+	done := sc.done
+	if sc.landed != nil {
+		done = sc.landed
+	}
 	select {
-	case <-sc.done:
+	case <-done:
 		return true
 	default:
 		return false
