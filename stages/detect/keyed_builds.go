@@ -14,9 +14,10 @@ import (
 // (held: at a million keys, a few a batch) before the next round, and leaves the others (most)
 // to run beside the stage's finish (the merge, the global cap, the recent ranks, the alert
 // groups and explanations: the stage's goroutine's serial part, where the cores were idle),
-// which waits for them before Process returns (finishBuilds): the next batch, and everything
-// between batches, sees every key as the batch's rounds would have left it, the same models in
-// the same places (docs/BENCHMARKS.md §13.1.4).
+// which waits for them (finishBuilds; with the keys' pass chained, overlap.go, the batch's
+// finish comes in a later Process call, and the methods between batches wait first, keysQuiet):
+// the next batch, and everything between batches, sees every key as the batch's rounds would
+// have left it, the same models in the same places (docs/BENCHMARKS.md §13.1.4).
 
 // decideAndBuild decides each worker's queued records (decide), then builds the workers' due
 // keys that hold records for the next round (built[w][t]: ws[w].due[t]'s; nil where a build
