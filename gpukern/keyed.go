@@ -205,7 +205,7 @@ const keyedChunk = 32
 // a slot), chunks holds (slot, first position in order, count <= keyedChunk) triples. The order
 // is a stable radix sort on the slot, a byte a pass and as many passes as the largest slot needs
 // (three at a million keys): the order of a sort by (slot, position), with no comparisons, on the
-// stage's goroutine before every keyed call.
+// caller's goroutine (the stage's keys' pass) before every keyed call.
 func keyedChunks(slot []int32) (order []int32, chunks []int32) {
 	var sc chunkScratch
 	return sc.chunksOf(slot)

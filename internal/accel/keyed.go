@@ -35,7 +35,8 @@ func (d *Device) KeyedModels(dims, window int) (KeyedModels, error) {
 // KeyedStore keeps keys' models resident on the GPU (a slot per warm key, the caller's slot
 // numbers) and scores a batch's records of many keys in one call (gpukern.KeyedStore). It keeps
 // the host's models too: a call the kernels do not cover, or one the device fails, runs on the CPU
-// with them (the same scores). Not safe for concurrent use (a stage's goroutine owns it).
+// with them (the same scores). Not safe for concurrent use (one stage owns it: its keys' pass,
+// and the upload it settles before any other use).
 type KeyedStore struct {
 	d      *Device
 	gpu    *gpukern.KeyedStore // nil: every call on the CPU

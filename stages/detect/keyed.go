@@ -28,7 +28,8 @@ import (
 // the global model and say so. Keys unseen for longest are evicted past keys.max_keys or
 // keys.max_bytes (an evicted key starts cold again).
 
-// keyedScorer holds the per-key state of a stage (owned by the stage's goroutine).
+// keyedScorer holds the per-key state of a stage (owned by the stage's goroutine, and by a keys'
+// pass while it runs beside it: scoreKeyedBeside, startChained; keysQuiet waits for it).
 type keyedScorer struct {
 	keys      map[string]*keyState
 	lru       recency // the keys' least-recently-seen order
