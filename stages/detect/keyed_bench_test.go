@@ -60,6 +60,9 @@ type keyedBench struct {
 	r     *rand.Rand
 	mem   memory.Allocator
 	off   int64
+	// metrics: KeyStats after every Process call, as the pipeline's detect loop reads them (the
+	// overlapped rows: a read that waited for the chained keys' pass would serialise it again).
+	metrics bool
 }
 
 // newKeyedBench makes a stage of cfg (key_by: key) with keys warm keys: each key's window filled
@@ -75,7 +78,7 @@ func newKeyedBench(tb testing.TB, cfg Config, keys int, a Accelerator, overlap i
 	if err != nil {
 		tb.Fatal(err)
 	}
-	kb := &keyedBench{s: s, names: make([][]byte, keys), r: rand.New(rand.NewPCG(5, 5)), mem: memory.NewGoAllocator()}
+	kb := &keyedBench{s: s, names: make([][]byte, keys), r: rand.New(rand.NewPCG(5, 5)), mem: memory.NewGoAllocator(), metrics: overlap > 0}
 	k, w := s.keyed, cfg.Keys.Window
 	states := make([]*keyState, keys)
 	for i := range keys {
@@ -140,6 +143,9 @@ func (kb *keyedBench) process(tb testing.TB, b *batch.Batch) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if kb.metrics {
+		kb.s.KeyStats()
+	}
 	for _, o := range out {
 		o.Release()
 	}
@@ -169,8 +175,8 @@ var keyedBenchCache = map[string]*keyedBench{}
 // OUTLIERD_BENCH_CPUPROFILE=<prefix> writes a CPU profile of each timed part alone (warming a
 // million keys takes longer than it) to <prefix>-<row>-<run>.prof (benchCPUProfile). The
 // gpu-overlap rows run the stage as the pipeline does on a GPU (Deps.Overlap = OverlapOnGPU:
-// each batch's keys' pass chained beside the other batches' work), the batches in flight
-// finished inside the timed part.
+// each batch's keys' pass chained beside the other batches' work; KeyStats read after every
+// batch, as the pipeline's metrics), the batches in flight finished inside the timed part.
 func BenchmarkKeyedStageDevice(b *testing.B) {
 	for _, c := range []struct {
 		dev, overlap bool
