@@ -266,9 +266,10 @@ func (s *Stage) Drain() ([]*batch.Batch, error) {
 
 // Landing is closed once the oldest batch in flight is scored (its device call and the
 // detectors' fields beside it, and its keys' pass when it runs chained: finish waits for it), or
-// at once when batches settled earlier wait to be returned; nil when nothing is in flight. The pipeline waits for it or for the next batch, whichever
-// comes first, and then calls LandScored: a batch goes on as soon as it is scored, and the
-// intake never waits for the device while a batch may arrive (docs/BENCHMARKS.md §4.9).
+// at once when batches settled earlier wait to be returned; nil when nothing is in flight. The
+// pipeline waits for it or for the next batch, whichever comes first, and then calls
+// LandScored: a batch goes on as soon as it is scored, and the intake never waits for the
+// device while a batch may arrive (docs/BENCHMARKS.md §4.9).
 func (s *Stage) Landing() <-chan struct{} {
 	switch {
 	case len(s.ready) > 0:
