@@ -76,7 +76,7 @@ type Device struct {
 	// perLaunch (OUTLIERD_CUDA_PER_LAUNCH=1, or with syncEach): spanned launches keep an event
 	// pair each, for a kernel-by-kernel breakdown (KernelTimes) of the solving set's steps.
 	perLaunch bool
-	// span: the closure running times its launches as one (spanStart/spanEnd) instead of an
+	// span: the closure running times its launches as one (spanned) instead of an
 	// event pair each. Under mu.
 	span bool
 

@@ -128,7 +128,6 @@ func (n *DistributedNode) HostTimes() DistHostTimes { return n.d.distHostTimes(n
 // DistHostTimes is where a node's Steps spent their wall time on the host, summed: what the
 // device's kernels do not explain of a Step (DistributedNode.HostTimes).
 type DistHostTimes struct {
-	Steps  int
 	Pre    time.Duration // checks and the hand-in's copy into ioHost
 	Enter  time.Duration // waiting for the device (another closure of it running) and making its context current
 	Upload time.Duration // the hand-in's copy to the device

@@ -297,7 +297,6 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 	}
 	defer func() {
 		h := &n.host
-		h.Steps++
 		h.Pre += tA.Sub(t0)
 		h.Enter += tB.Sub(tA)
 		h.Upload += tC.Sub(tB)

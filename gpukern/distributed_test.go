@@ -308,7 +308,7 @@ func kernelTime(d *gpukern.Device) time.Duration {
 
 // addHostTimes adds b's phases to a's.
 func addHostTimes(a, b gpukern.DistHostTimes) gpukern.DistHostTimes {
-	return gpukern.DistHostTimes{Steps: a.Steps + b.Steps, Pre: a.Pre + b.Pre, Enter: a.Enter + b.Enter,
+	return gpukern.DistHostTimes{Pre: a.Pre + b.Pre, Enter: a.Enter + b.Enter,
 		Upload: a.Upload + b.Upload, Launch: a.Launch + b.Launch, Wait: a.Wait + b.Wait, Leave: a.Leave + b.Leave, Post: a.Post + b.Post}
 }
 

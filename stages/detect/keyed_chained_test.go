@@ -41,56 +41,13 @@ func (a *gatedKeyedAccel) KeyedModels(dims, window int) (KeyedModels, error) {
 // for every batch's keys' pass between batches, as when the pass ran inside finish. It reads the
 // figures as the batches finished so far left them: those before the pass.
 func TestKeyStatsWaitsForNoChainedPass(t *testing.T) {
-	cfg := keyedConfig()
-	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
-	rows := fleet(20, 3250, 0.01, 7)
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	accel := &gatedKeyedAccel{fakeAccel: fakeAccel{exact: true}}
-	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Accelerator: accel, Overlap: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	release := func(bs []*batch.Batch) {
-		for _, b := range bs {
-			b.Release()
-		}
-	}
-	batchOf := func(lo int) *batch.Batch {
-		var tr []testbatch.Row
-		for i := lo; i < lo+250; i++ {
-			tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Features: []float32{rows[i].value}})
-		}
-		return testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr)
-	}
-	for lo := 0; lo < 3000; lo += 250 {
-		bs, err := s.Process(context.Background(), batchOf(lo))
-		if err != nil {
-			t.Fatal(err)
-		}
-		release(bs)
-	}
-	bs, err := s.Drain()
-	if err != nil {
-		t.Fatal(err)
-	}
-	release(bs)
+	g := newGatedChained(t)
+	s := g.s
 	before := s.KeyStats()
 	if before.Live == 0 {
 		t.Fatal("no key warm: the next batch's keys' pass makes no device call to hold")
 	}
-	gate := make(chan struct{})
-	accel.keyed.gate = gate // (no pass runs: drained)
-	bs, err = s.Process(context.Background(), batchOf(3000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	release(bs)
-	if len(s.flight) != 1 || !s.flight[0].chained || s.flight[0].keyedDone == nil {
-		close(gate)
-		t.Fatal("the batch's keys' pass did not start chained")
-	}
+	gate := g.hold(t)
 	got := make(chan KeyStats, 1)
 	go func() { got <- s.KeyStats() }()
 	select {
@@ -104,11 +61,7 @@ func TestKeyStatsWaitsForNoChainedPass(t *testing.T) {
 		<-got
 		t.Fatal("KeyStats waited for the chained keys' pass")
 	}
-	bs, err = s.Drain()
-	if err != nil {
-		t.Fatal(err)
-	}
-	release(bs)
+	g.drain(t)
 }
 
 // TestLandingWaitsForTheChainedPass: the pipeline waits for Landing or the next batch, whichever
@@ -117,52 +70,9 @@ func TestKeyStatsWaitsForNoChainedPass(t *testing.T) {
 // it: so Landing closes once both the batch's global scoring and its keys' pass ended, and
 // LandScored lands no batch whose keys' pass still runs.
 func TestLandingWaitsForTheChainedPass(t *testing.T) {
-	cfg := keyedConfig()
-	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
-	rows := fleet(20, 3250, 0.01, 7)
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	accel := &gatedKeyedAccel{fakeAccel: fakeAccel{exact: true}}
-	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Accelerator: accel, Overlap: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	release := func(bs []*batch.Batch) {
-		for _, b := range bs {
-			b.Release()
-		}
-	}
-	batchOf := func(lo int) *batch.Batch {
-		var tr []testbatch.Row
-		for i := lo; i < lo+250; i++ {
-			tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Features: []float32{rows[i].value}})
-		}
-		return testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr)
-	}
-	for lo := 0; lo < 3000; lo += 250 {
-		bs, err := s.Process(context.Background(), batchOf(lo))
-		if err != nil {
-			t.Fatal(err)
-		}
-		release(bs)
-	}
-	bs, err := s.Drain()
-	if err != nil {
-		t.Fatal(err)
-	}
-	release(bs)
-	gate := make(chan struct{})
-	accel.keyed.gate = gate // (no pass runs: drained)
-	bs, err = s.Process(context.Background(), batchOf(3000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	release(bs)
-	if len(s.flight) != 1 || !s.flight[0].chained || s.flight[0].keyedDone == nil {
-		close(gate)
-		t.Fatal("the batch's keys' pass did not start chained")
-	}
+	g := newGatedChained(t)
+	s := g.s
+	gate := g.hold(t)
 	<-s.flight[0].done // the global scoring ended; the keys' pass waits at the gate
 	select {
 	case <-s.Landing():
@@ -183,10 +93,10 @@ func TestLandingWaitsForTheChainedPass(t *testing.T) {
 		if len(bs) != 0 {
 			t.Errorf("LandScored landed %d batches, their keys' pass still running", len(bs))
 		}
-		release(bs)
+		releaseBatches(bs)
 	case <-time.After(5 * time.Second):
 		close(gate)
-		release(<-landed)
+		releaseBatches(<-landed)
 		t.Fatal("LandScored waited for the chained keys' pass")
 	}
 	close(gate)
@@ -195,8 +105,78 @@ func TestLandingWaitsForTheChainedPass(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Landing not closed once the keys' pass ended")
 	}
-	if bs, err = s.LandScored(); err != nil || len(bs) != 1 {
+	bs, err := s.LandScored()
+	releaseBatches(bs)
+	if err != nil || len(bs) != 1 {
 		t.Fatalf("LandScored after the keys' pass: %d batches, %v; want 1", len(bs), err)
 	}
-	release(bs)
+}
+
+// gatedChained is an overlapped keyed stage (one batch in flight) on the gated twin, its keys
+// warm from 12 batches of 250 of a 20-sensor fleet, nothing in flight (newGatedChained).
+type gatedChained struct {
+	s     *Stage
+	accel *gatedKeyedAccel
+	mem   memory.Allocator
+	rows  []fleetRow
+}
+
+func newGatedChained(t *testing.T) *gatedChained {
+	cfg := keyedConfig()
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	t.Cleanup(func() { mem.AssertSize(t, 0) })
+	g := &gatedChained{accel: &gatedKeyedAccel{fakeAccel: fakeAccel{exact: true}}, mem: mem, rows: fleet(20, 3250, 0.01, 7)}
+	var err error
+	if g.s, err = NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Accelerator: g.accel, Overlap: 1}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.s.Close) // (before the allocator's check: cleanups run last first)
+	for lo := 0; lo < 3000; lo += 250 {
+		g.process(t, lo)
+	}
+	g.drain(t)
+	return g
+}
+
+// process runs the fleet's rows lo..lo+249 through the stage and releases what it returns.
+func (g *gatedChained) process(t *testing.T, lo int) {
+	var tr []testbatch.Row
+	for i := lo; i < lo+250; i++ {
+		tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(g.rows[i].key), Features: []float32{g.rows[i].value}})
+	}
+	bs, err := g.s.Process(context.Background(), testbatch.New(t, g.mem, "fleet", []string{"value"}, false, false, tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseBatches(bs)
+}
+
+// drain finishes the batches in flight and releases them.
+func (g *gatedChained) drain(t *testing.T) {
+	bs, err := g.s.Drain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseBatches(bs)
+}
+
+// hold sets the gate and starts one more batch, whose keys' pass (chained) then waits in its
+// device call until the returned gate closes.
+func (g *gatedChained) hold(t *testing.T) chan struct{} {
+	gate := make(chan struct{})
+	g.accel.keyed.gate = gate // (no pass runs: drained)
+	g.process(t, 3000)
+	if s := g.s; len(s.flight) != 1 || !s.flight[0].chained || s.flight[0].keyedDone == nil {
+		close(gate)
+		t.Fatal("the batch's keys' pass did not start chained")
+	}
+	return gate
+}
+
+// releaseBatches releases batches a stage returned.
+func releaseBatches(bs []*batch.Batch) {
+	for _, b := range bs {
+		b.Release()
+	}
 }
