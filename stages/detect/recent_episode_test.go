@@ -86,17 +86,7 @@ func TestRecentEpisodeMatchesDefinition(t *testing.T) {
 				ranks = nil
 			}
 		}
-		var x float64
-		switch k := r.IntN(100); {
-		case k == 0:
-			x = math.NaN()
-		case k == 1:
-			x = math.Inf(1)
-		case k < 50:
-			x = float64(r.IntN(8)) / 2
-		default:
-			x = 10 * r.Float64()
-		}
+		x := randomRecentScore(r, false)
 		got, v := ring.score(x, m, blocks), plain.rank(x, m, blocks)
 		want := v
 		if !math.IsNaN(v) {

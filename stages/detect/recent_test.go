@@ -163,19 +163,7 @@ func TestRecentRingMatchesDefinition(t *testing.T) {
 				since = nil
 			}
 		}
-		var x float64
-		switch k := r.IntN(100); {
-		case k == 0:
-			x = math.NaN()
-		case k == 1:
-			x = math.Inf(1)
-		case k == 2:
-			x = math.Inf(-1)
-		case k < 50:
-			x = float64(r.IntN(8)) / 2 // ties
-		default:
-			x = 10 * r.Float64()
-		}
+		x := randomRecentScore(r, true)
 		got := ring.rank(x, m, blocks)
 		want := math.NaN()
 		if !math.IsNaN(x) {
@@ -197,6 +185,23 @@ func TestRecentRingMatchesDefinition(t *testing.T) {
 		if math.Float64bits(got) != math.Float64bits(want) && !(math.IsNaN(got) && math.IsNaN(want)) {
 			t.Fatalf("record %d (x %v, m %d, blocks %d, %d held): rank %v, want %v", i, x, m, blocks, len(held), got, want)
 		}
+	}
+}
+
+// randomRecentScore is a score for the recent ranks' definition tests: NaN and +Inf (and -Inf
+// with negInf) now and then, ties half the time, the rest uniform.
+func randomRecentScore(r *rand.Rand, negInf bool) float64 {
+	switch k := r.IntN(100); {
+	case k == 0:
+		return math.NaN()
+	case k == 1:
+		return math.Inf(1)
+	case k == 2 && negInf:
+		return math.Inf(-1)
+	case k < 50:
+		return float64(r.IntN(8)) / 2 // ties
+	default:
+		return 10 * r.Float64()
 	}
 }
 
