@@ -49,6 +49,7 @@ def parse_args():
     ap.add_argument("--combined", action="store_true", help="also score outlierd's combined score (not only scores.recent)")
     ap.add_argument("--only-ours", action="store_true", help="outlierd only (no peers)")
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/outlierd/halves"), help="the peers' cached scores")
+    ap.add_argument("--halves", default="", help="only these halves, e.g. even or even,in (default: every half of each set): keeps a held-out half unseen while a rule is chosen")
     ap.add_argument("--markdown", action="store_true")
     return ap.parse_args()
 
@@ -107,6 +108,7 @@ def scores_of(corpus, files, binary, args):
 
 def main():
     args = parse_args()
+    sbs.warnings.filterwarnings("ignore", category=RuntimeWarning, module="pyod")  # as stream_sbs.py: ECOD on flat windows
     binary = args.binary or os.path.join(sbs.ROOT, "bin", "outlierd")
     if not args.binary:
         sbs.subprocess.check_call(["go", "build", "-o", binary, "./cmd/outlierd"], cwd=sbs.ROOT)
@@ -122,6 +124,8 @@ def main():
         files = sbs.skab_corpus(args.skab, False) if corpus == "skab" else sbs.nab_corpus(args.nab, False)
         dets = scores_of(corpus, files, binary, args)
         for half in HALVES[corpus]:
+            if args.halves and half not in args.halves.split(","):
+                continue
             if half == "all":
                 idx = list(range(len(files)))
             elif corpus == "skab":
