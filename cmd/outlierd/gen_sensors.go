@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/outlierd/outlierd/internal/datasets/synth"
 )
@@ -54,6 +55,17 @@ func addSensorFlags(fs *flag.FlagSet) *sensorFlags {
 	fs.Float64Var(&p.BaselineMax, "baseline-max", p.BaselineMax, "sensors: see --baseline-min")
 	fs.Float64Var(&p.NoiseMin, "noise-min", p.NoiseMin, "sensors: fleet noise sd is uniform in [noise-min, noise-max]")
 	fs.Float64Var(&p.NoiseMax, "noise-max", p.NoiseMax, "sensors: see --noise-min")
+	fs.Func("resolution", "sensors: quantised sensors: each sensor's quantum in raw units, comma-separated in sensor order (e.g. 0,0.5: pressure reads in steps of 0.5; 0 or missing: continuous)", func(v string) error {
+		p.Resolution = p.Resolution[:0]
+		for _, f := range strings.Split(v, ",") {
+			q, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil {
+				return fmt.Errorf("not a number: %q", f)
+			}
+			p.Resolution = append(p.Resolution, q)
+		}
+		return nil
+	})
 	fs.BoolVar(&sf.kindCol, "kind-column", false, "sensors: write a column anomaly_kind (spike, shift, stuck, contextual, '+'-joined; empty when normal) before label")
 	fs.VisitAll(func(f *flag.Flag) {
 		if !before[f.Name] {

@@ -438,3 +438,51 @@ func TestFirstModelFromMinRecords(t *testing.T) {
 		t.Errorf("first model built from %d records, want min_records %d", got, cfg.MinRecords)
 	}
 }
+
+// TestQuantisedSensorStepRanks: a pressure sensor read in steps of 3 (7.5 sd of its noise:
+// 98% of the readings on one value, 2% one step below, interquartile range 0) steps up one
+// quantum for 300 records (synth's level shift of +8 sd, rounded). The step was never seen, so
+// its first records must rank above every healthy record (the onset NAB-style scorers reward)
+// and some be flagged. With the range (one quantum) as the tail's unit where the interquartile
+// range is 0, the step was one unit past the window's largest value: none of it was flagged
+// (here its onset's recent 4.49 against the healthy records' 4.24; now 5.39, 21 flagged; in
+// the 20,000-row stream of docs/BENCHMARKS.md §12.15 the onset was below them, 4.21 against 5.18).
+func TestQuantisedSensorStepRanks(t *testing.T) {
+	p := synth.DefaultSeriesParams()
+	p.Rows, p.Head, p.Seed, p.SpikeRate = 4000, 2000, 3, 0
+	p.Shifts, p.ShiftSize, p.ShiftLength, p.Sensor = 1, 8, 300, 1
+	p.Resolution = []float64{0, 3}
+	s, err := synth.SensorSeries(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Default()
+	cfg.MinRecords = p.Head
+	_, recent, flagged, _, _ := streamScoresRecent(t, cfg, &s.Data)
+	start := -1
+	var healthy float64
+	for i := p.Head; i < p.Rows; i++ {
+		if s.Label[i] == 1 && start < 0 {
+			start = i
+		}
+		if s.Label[i] == 0 {
+			healthy = max(healthy, recent[i])
+		}
+	}
+	if start < 0 || start+300 > p.Rows {
+		t.Fatalf("the shift starts at row %d of %d", start, p.Rows)
+	}
+	onset, nflag := math.Inf(-1), 0
+	for i := start; i < start+300; i++ {
+		if i < start+30 {
+			onset = max(onset, recent[i])
+		}
+		if flagged[i] {
+			nflag++
+		}
+	}
+	t.Logf("step at row %d: onset recent %.2f, healthy records' largest %.2f; %d of its 300 records flagged", start, onset, healthy, nflag)
+	if !(onset > healthy) || nflag == 0 {
+		t.Errorf("onset %.2f against healthy %.2f, %d flagged: want the onset above every healthy record and a flag", onset, healthy, nflag)
+	}
+}

@@ -18,7 +18,9 @@ type Tail struct {
 	// Sorted[j] is the window's feature j, ascending (raw units).
 	Sorted [][]float32
 	// Spread[j] is the unit in which the tail keeps falling beyond the window's range: the
-	// interquartile range, or the range, or 1 for a constant feature (always > 0).
+	// interquartile range; where that is 0 (a quantised or mostly constant feature: over half
+	// the values tie), the mean absolute deviation from the median on the same scale
+	// (tiedSpread); 1 for a constant feature (always > 0).
 	Spread []float64
 
 	// index[j] narrows the two searches of feature j to one bucket (derived from Sorted: built
@@ -29,7 +31,8 @@ type Tail struct {
 }
 
 // robust is one feature's median and robust standard deviation (the interquartile range /
-// 1.349, or the spread / 1.349 where that is 0): the explanation's units.
+// 1.349, or the spread / 1.349 where that is 0: tiedSpread's mean absolute deviation / 0.7979):
+// the explanation's units.
 type robust struct {
 	Median, SD float64
 }
@@ -106,23 +109,48 @@ func NewTail(cols [][]float32) *Tail {
 func TailOfSorted(sorted [][]float32) *Tail {
 	spread := make([]float64, len(sorted))
 	for j, s := range sorted {
-		n := len(s)
-		if n == 0 {
-			spread[j] = 1
-			continue
-		}
-		iqr := float64(s[(3*(n-1))/4]) - float64(s[(n-1)/4])
-		rng := float64(s[n-1]) - float64(s[0])
-		switch {
-		case iqr > 0:
-			spread[j] = iqr
-		case rng > 0:
-			spread[j] = rng
-		default:
-			spread[j] = 1
-		}
+		spread[j] = spreadOf(s)
 	}
 	return TailOf(sorted, spread)
+}
+
+// spreadOf is the Spread of a feature's ascending window values: the interquartile range; where
+// that is 0 but not the range, tiedSpread; else (constant or empty) 1. spreadOf / 1.349 is the
+// feature's robust sd, the explanations' unit (Deviation). (The distance score's space has its
+// own unit, a winsorised sd: calibrate.go's standardisation.)
+func spreadOf(s []float32) float64 {
+	n := len(s)
+	if n == 0 {
+		return 1
+	}
+	iqr := float64(s[(3*(n-1))/4]) - float64(s[(n-1)/4])
+	switch {
+	case iqr > 0:
+		return iqr
+	case s[n-1] > s[0]:
+		return tiedSpread(s)
+	}
+	return 1
+}
+
+// tiedSpread is the unit of a feature whose interquartile range is 0 but not its range
+// (ascending s): the mean absolute deviation from the median, / 0.7979 (sqrt(2/pi), a normal
+// distribution's mean absolute deviation in sd) for an sd, * 1.349 for the interquartile range's
+// scale: the modified z-score's unit where the MAD is 0 (Iglewicz and Hoaglin; IBM's
+// 1.253314 * mean absolute deviation). The range it replaces counts the window's rarest values
+// (a quantised sensor's occasional step to the next quantum): a never-seen step one quantum past
+// them was less than one unit out, ranked as a record barely past a continuous feature's
+// largest value; with this unit such a step is as far out as the share of records off the
+// median is small (one in 30: about 20 units). Positive and finite for finite s with s[0] < s[n-1]
+// (a value off the median adds at least its distance, > 0).
+func tiedSpread(s []float32) float64 {
+	n := len(s)
+	med := float64(s[(n-1)/2])
+	var sum float64
+	for _, v := range s {
+		sum += math.Abs(float64(v) - med)
+	}
+	return sum / float64(n) / 0.7979 * 1.349 // (float32 values: no float64 sum overflows)
 }
 
 // TailOf is the Tail of already sorted values and their spreads (a model read back from a

@@ -182,3 +182,42 @@ func TestTailScoreExceptSkipsRows(t *testing.T) {
 		}
 	}
 }
+
+// TestTailTiedFeatureUnit: a quantised sensor that reads one value on 97% of the window and the
+// next quantum below on 3% (interquartile range 0). A step one quantum above, never seen, is
+// as far out as the modified z-score puts it (|x - median| / (1.253314 * mean absolute
+// deviation): 26.6 robust sd here), and its tail falls past 1/n^2 (u >= ln n). With the range
+// as the unit (before) it was 1.35 robust sd and u = 1: ranked like a record just past a
+// continuous feature's largest value.
+func TestTailTiedFeatureUnit(t *testing.T) {
+	const n, q = 1000, 3.0
+	col := make([]float32, n)
+	for i := range col {
+		col[i] = 102
+		if i%100 < 3 {
+			col[i] = 102 - q
+		}
+	}
+	tl := NewTail([][]float32{col})
+	meanAD := 30 * q / n
+	want := q / (1.253314 * meanAD) // IBM's modified z where the MAD is 0 (1/0.7979 = 1.2533)
+	if got := tl.Deviation(0, 102+q); math.Abs(got-want) > 1e-3*want {
+		t.Fatalf("a step one quantum up: %.4g robust sd, the modified z-score %.4g", got, want)
+	}
+	base := math.Log(n)
+	edge, step := make([]float64, 1), make([]float64, 1)
+	tl.Score([][]float32{{102 - q}}, edge) // the window's own rare quantum
+	tl.Score([][]float32{{102 + q}}, step)
+	if u := step[0] - base; u < base {
+		t.Fatalf("a never-seen step one quantum up: surprisal %.3g, only %.3g past the window's edge (want >= ln n = %.3g)", step[0], u, base)
+	}
+	if !(step[0] > edge[0]) {
+		t.Fatalf("the never-seen step %.3g does not rank above the window's rare quantum %.3g", step[0], edge[0])
+	}
+	// Still the range's unit's order: further out ranks higher, finite at FLT_MAX.
+	far := make([]float64, 1)
+	tl.Score([][]float32{{math.MaxFloat32}}, far)
+	if !(far[0] > step[0]) || math.IsInf(far[0], 0) || math.IsNaN(far[0]) {
+		t.Fatalf("FLT_MAX scores %v (step %v)", far[0], step[0])
+	}
+}

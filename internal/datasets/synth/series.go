@@ -24,6 +24,12 @@ import (
 //     term negated), placed only where |sin| >= 0.7, so it differs from the time of day's mean
 //     by at least 1.4 * Daily sd while staying inside the stream's overall range.
 //
+// Resolution (a quantised sensor): value_j is rounded to the nearest multiple of
+// Resolution[j] (raw units; 0 or a missing entry: not rounded) after every anomaly is
+// applied, as an ADC or a display of fixed resolution reports it: a sensor whose noise is
+// below its resolution reads one value for long stretches, and any change is a step of at
+// least one quantum.
+//
 // Labels: a row is 1 when any anomaly touches it (Series.Kind names which). A level shift or
 // stuck span labels its first SpanLabel records 1 (the records of the span's key), or every
 // record of the span when SpanLabel is 0, the default: the sensor is faulty for the whole span.
@@ -74,6 +80,10 @@ type SeriesParams struct {
 	Keys                     int // fleet size; 0 = one machine with the named sensors
 	BaselineMin, BaselineMax float64
 	NoiseMin, NoiseMax       float64
+
+	// Resolution[j] is sensor j's quantum in raw units (0: continuous); entries beyond
+	// Sensors are refused, missing ones are 0.
+	Resolution []float64
 }
 
 // DefaultSeriesParams are the first scenario's settings with every other anomaly off.
@@ -151,6 +161,14 @@ func (p SeriesParams) Validate() error {
 	}
 	if p.Keys < 0 {
 		add("keys must be >= 0, got %d", p.Keys)
+	}
+	if len(p.Resolution) > p.Sensors {
+		add("resolution has %d entries for %d sensors", len(p.Resolution), p.Sensors)
+	}
+	for j, q := range p.Resolution {
+		if !finite(q) || q < 0 {
+			add("resolution of sensor %d must be finite and >= 0, got %g", j, q)
+		}
 	}
 	if p.Keys > 0 && (!finite(p.BaselineMin) || !finite(p.BaselineMax) || p.BaselineMax < p.BaselineMin ||
 		!finite(p.NoiseMin) || !finite(p.NoiseMax) || p.NoiseMin <= 0 || p.NoiseMax < p.NoiseMin) {
@@ -370,6 +388,9 @@ func SensorSeries(p SeriesParams) (*Series, error) {
 			kinds = append(kinds, "contextual")
 		}
 		for j := range nf {
+			if j < len(p.Resolution) && p.Resolution[j] > 0 {
+				v[j] = math.Round(v[j]/p.Resolution[j]) * p.Resolution[j]
+			}
 			s.Cols[j][i] = float32(v[j])
 			last[k][j] = v[j]
 		}

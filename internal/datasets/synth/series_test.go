@@ -273,3 +273,44 @@ func TestSeriesValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestSeriesResolution: a quantised sensor reads multiples of its quantum, within half a
+// quantum of the continuous stream of the same seed (the rounding is the only change: the
+// other sensors and the labels are the same bits); a quantum coarser than the noise leaves a
+// few values, most rows on one of them.
+func TestSeriesResolution(t *testing.T) {
+	p := DefaultSeriesParams()
+	p.Rows, p.SpikeRate = 5000, 0
+	p.Shifts, p.ShiftSize, p.ShiftLength, p.Sensor = 1, 5, 300, 1
+	cont := mustSeries(t, p)
+	p.Resolution = []float64{0, 1}
+	q := mustSeries(t, p)
+	distinct := map[float32]int{}
+	for i := range q.Rows() {
+		if q.Cols[0][i] != cont.Cols[0][i] || q.Cols[2][i] != cont.Cols[2][i] || q.Label[i] != cont.Label[i] {
+			t.Fatalf("row %d: an unquantised sensor or the label changed", i)
+		}
+		v := float64(q.Cols[1][i])
+		if v != math.Round(v) || math.Abs(v-float64(cont.Cols[1][i])) > 0.5+1e-4 {
+			t.Fatalf("row %d: pressure %v, continuous %v", i, v, cont.Cols[1][i])
+		}
+		distinct[q.Cols[1][i]]++
+	}
+	top := 0
+	for _, c := range distinct {
+		top = max(top, c)
+	}
+	// pressure 101.3 +- 0.4 in steps of 1: 101 holds P(|z| < 0.5 / 0.4 around it) of the
+	// normal rows, about 0.69 + the shift's rows elsewhere; 5 values at most besides the shift's.
+	if len(distinct) > 8 || top < q.Rows()/2 {
+		t.Fatalf("pressure in steps of 1: %d values, the commonest on %d of %d rows", len(distinct), top, q.Rows())
+	}
+	p.Resolution = []float64{0, -1}
+	if _, err := SensorSeries(p); err == nil || !strings.Contains(err.Error(), "resolution of sensor 1") {
+		t.Fatalf("a negative quantum: %v", err)
+	}
+	p.Resolution = []float64{0, 0, 0, 1}
+	if _, err := SensorSeries(p); err == nil || !strings.Contains(err.Error(), "4 entries for 3 sensors") {
+		t.Fatalf("too many quanta: %v", err)
+	}
+}
