@@ -47,7 +47,7 @@ type keyBuild struct {
 	dens             []float64
 	dist             []float64
 	self             []float64 // R's k-NN weights against itself, in R's order (selfWeights)
-	packed           []uint64 // values' keys and rows (keyed_sort.go)
+	packed           []uint64  // values' keys and rows (keyed_sort.go)
 	radix            radixScratch
 	posDens, posDist []int32 // each record's place in the density and distance calibrations
 }
