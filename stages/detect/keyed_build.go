@@ -46,7 +46,8 @@ type keyBuild struct {
 	start            []int32 // sortSample's buckets
 	dens             []float64
 	dist             []float64
-	self             []float64 // R's k-NN weights against itself, in R's order (selfWeights)
+	self             []float64 // R's k-NN weights against itself, in R's order (build)
+	rows             []int32   // R's rows in the window (build)
 	packed           []uint64  // values' keys and rows (keyed_sort.go)
 	radix            radixScratch
 	posDens, posDist []int32 // each record's place in the density and distance calibrations
@@ -112,20 +113,34 @@ func (kb *keyBuild) build(st *keyState, cfg *Config) (*Ranker, bool) {
 	if !ok {
 		return nil, false
 	}
-	solvingset.KNNWeightsSelf(r.Ref.Points, r.Ref.K, kb.selfWeights())
-	return kb.finish(r, cfg), true
+	n := len(kb.order)
+	kb.rows, kb.self = grow(kb.rows, n), grow(kb.self, n)
+	p := preparedBuild{rows: kb.rows, dens: kb.dens, self: kb.self}
+	kb.rowsOfR(p.rows)
+	solvingset.KNNWeightsSelf(r.Ref.Points, r.Ref.K, p.self)
+	return kb.finish(r, cfg, p), true
 }
 
-// selfWeights is the scratch for the k-NN calibration's weights of R's points (in R's order),
-// which finish reads.
-func (kb *keyBuild) selfWeights() []float64 {
-	kb.self = grow(kb.self, len(kb.order))
-	return kb.self
+// preparedBuild is what a build's finish reads of its prepare besides the model: R's rows in
+// the window, the window's tail scores (row order), and R's k-NN weights against itself (R's
+// order), the last computed in between. buildKeysBatched keeps them per key (about 4 KB) while
+// the keyBuild scratch (tens of KB) goes back to its goroutine's next key.
+type preparedBuild struct {
+	rows       []int32
+	dens, self []float64
+}
+
+// rowsOfR writes R's rows in the window (prepare's order) into rows.
+func (kb *keyBuild) rowsOfR(rows []int32) {
+	for t, o := range kb.order {
+		rows[t] = o.row
+	}
 }
 
 // prepare is a build's first part (false: the window does not fit the shortcuts, nothing
-// built): the window, its sorted columns and tail scores, the standardisation and R. The
-// model's calibrations wait for R's k-NN weights against itself in kb.selfWeights() (finish).
+// built): the window, its sorted columns and tail scores (kb.dens), the standardisation and R
+// (its rows in kb.order). The model's calibrations wait for R's k-NN weights against itself
+// (finish).
 func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	d := len(st.cols)
 	if st.size > keyBuildMaxRows || d == 0 {
@@ -185,19 +200,20 @@ func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	return r, true
 }
 
-// finish is a build's last part, from prepare's r and R's k-NN weights in kb.selfWeights(): the
+// finish is a build's last part, from prepare's r and p (R's k-NN weights included): the
 // calibrations and the detectors' weights.
-func (kb *keyBuild) finish(r *Ranker, cfg *Config) *Ranker {
+func (kb *keyBuild) finish(r *Ranker, cfg *Config, p preparedBuild) *Ranker {
 	// The calibration: every record of the window in the window's order (each calibration's
 	// scores are sorted, the pairs of density and distance kept: the order changes no bit). R is
 	// every record of the window in the distance space, so a record's k-NN weight among the
 	// others is its point's in R (the same multiset of distances: the calibration's
 	// KNNWeightsSelf over the window, in any order of its points, gives the same bits).
-	n, d := len(kb.order), len(r.Center)
+	n, d := len(p.rows), len(r.Center)
 	kb.dist = grow(kb.dist, n)
-	dist, dens := kb.dist, kb.dens
-	for t, o := range kb.order {
-		dist[o.row] = kb.self[t]
+	kb.packed = grow(kb.packed, n)
+	dist, dens := kb.dist, p.dens
+	for t, row := range p.rows {
+		dist[row] = p.self[t]
 	}
 	// The calibrations in one allocation (NewCalibrationIn's layout), each sorted with its rows:
 	// a record's calibrated scores are then its scores' places (SurprisalOfMember).

@@ -51,35 +51,50 @@ func (k *keyedScorer) selfWeigher(due []*keyState, cfg *Config) KeyedSelfWeigher
 }
 
 // buildKeysBatched is buildKeyModel of every due key into out (nil where a build failed), the
-// keys' k-NN calibrations in one call of sw (above); the keys' other work on every core. A window
-// outside keyBuild's shortcuts takes the general build, on the cores; a failed device call
-// leaves the calibrations to the cores (KNNWeightsSelf: the same bits).
+// keys' k-NN calibrations in one call of sw (above); the keys' other work on every core, each
+// key in its goroutine's keyBuild scratch (kept hot in its core's cache: a scratch held per key
+// until the device answered was 400 scratches a batch, ~16 MB, and cost more than it saved),
+// what its finish needs kept per key in one allocation (preparedBuild). A window outside
+// keyBuild's shortcuts takes the general build, on the cores; a failed device call leaves the
+// calibrations to the cores (KNNWeightsSelf: the same bits).
 func buildKeysBatched(due []*keyState, out []*Ranker, cfg *Config, sw KeyedSelfWeigher) {
 	n := len(due)
-	kbs, rs := make([]*keyBuild, n), make([]*Ranker, n)
+	rs, ps := make([]*Ranker, n), make([]preparedBuild, n)
+	at := make([]int, n+1) // key t's room: at[t] .. at[t+1] (its window's records, at most)
+	for t, st := range due {
+		at[t+1] = at[t] + st.size
+	}
+	rows, vals := make([]int32, at[n]), make([]float64, 2*at[n])
 	eachOnCores(n, func(t int) {
 		kb := keyBuilds.Get().(*keyBuild)
-		if r, ok := kb.prepare(due[t], cfg); ok {
-			kbs[t], rs[t] = kb, r
+		defer keyBuilds.Put(kb)
+		r, ok := kb.prepare(due[t], cfg)
+		if !ok {
+			out[t], _ = buildKeyModelGeneral(due[t], cfg)
 			return
 		}
-		keyBuilds.Put(kb)
-		out[t], _ = buildKeyModelGeneral(due[t], cfg)
+		m, lo := len(kb.order), at[t]
+		p := preparedBuild{rows: rows[lo : lo+m : lo+m], dens: vals[2*lo : 2*lo+m : 2*lo+m], self: vals[2*lo+m : 2*lo+2*m : 2*lo+2*m]}
+		kb.rowsOfR(p.rows)
+		copy(p.dens, kb.dens)
+		rs[t], ps[t] = r, p
 	})
 	sets, ks, ws := make([][][]float32, 0, n), make([]int, 0, n), make([][]float64, 0, n)
-	for t, kb := range kbs {
-		if kb != nil {
-			sets, ks, ws = append(sets, rs[t].Ref.Points), append(ks, rs[t].Ref.K), append(ws, kb.selfWeights())
+	for t, r := range rs {
+		if r != nil {
+			sets, ks, ws = append(sets, r.Ref.Points), append(ks, r.Ref.K), append(ws, ps[t].self)
 		}
 	}
 	if len(sets) > 0 && sw.SelfWeights(sets, ks, ws) != nil {
 		eachOnCores(len(sets), func(s int) { solvingset.KNNWeightsSelf(sets[s], ks[s], ws[s]) })
 	}
 	eachOnCores(n, func(t int) {
-		if kb := kbs[t]; kb != nil {
-			out[t] = kb.finish(rs[t], cfg)
-			keyBuilds.Put(kb)
+		if rs[t] == nil {
+			return
 		}
+		kb := keyBuilds.Get().(*keyBuild)
+		out[t] = kb.finish(rs[t], cfg, ps[t])
+		keyBuilds.Put(kb)
 	})
 }
 
