@@ -3,6 +3,9 @@ package accel
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/algo/rank"
@@ -226,10 +229,17 @@ func (d *Device) KeyedSelfWeights(sets [][][]float32, k []int, out [][]float64) 
 	}
 	return d.step("keyed builds", why, func() error {
 		return d.gpu.KeyedSelfWeights(sets, k, out)
-	}, func() error {
-		for s, set := range sets {
-			solvingset.KNNWeightsSelf(set, k[s], out[s])
+	}, func() error { // (on every core: a batch's builds wait for it, as for their GPU call)
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range min(runtime.GOMAXPROCS(0), len(sets)) {
+			wg.Go(func() {
+				for s := int(next.Add(1)) - 1; s < len(sets); s = int(next.Add(1)) - 1 {
+					solvingset.KNNWeightsSelf(sets[s], k[s], out[s])
+				}
+			})
 		}
+		wg.Wait()
 		return nil
 	})
 }

@@ -16,8 +16,8 @@ import (
 // key's calibration in one device call (R against itself, a block per key: gpukern's
 // keyed_self, solvingset.KNNWeightsSelf's bits), then each key's keyBuild.finish on the cores
 // (the calibrations and the detectors' weights). The models are the CPU build's bit for bit
-// (TestKeyBuildsBatchedMatchCPU; the stage's parity tests with the kernels' CPU twin and on the
-// GPU). The device call's input is R, which the model keeps on the host as before (snapshots,
+// (TestKeyBuildMatchesGeneral builds its windows batched too; the stage's parity tests with the
+// kernel's CPU twin and on the GPU). The device call's input is R, which the model keeps on the host as before (snapshots,
 // the model topic, the CPU's scoring of a later round's few records); the keys' upload
 // (install) still sends the whole model.
 
@@ -52,9 +52,9 @@ func (k *keyedScorer) selfWeigher(due []*keyState, cfg *Config) KeyedSelfWeigher
 
 // buildKeysBatched is buildKeyModel of every due key into out (nil where a build failed), the
 // keys' k-NN calibrations in one call of sw (above); the keys' other work on every core, each
-// key in its goroutine's keyBuild scratch (kept hot in its core's cache: a scratch held per key
-// until the device answered was 400 scratches a batch, ~16 MB, and cost more than it saved),
-// what its finish needs kept per key in one allocation (preparedBuild). A window outside
+// key in its goroutine's pooled keyBuild scratch, and per key only what its finish reads kept
+// across the call, in one allocation (preparedBuild: ~4 KB a key, where a keyBuild scratch held
+// per key would be 400 scratches of tens of KB a batch). A window outside
 // keyBuild's shortcuts takes the general build, on the cores; a failed device call leaves the
 // calibrations to the cores (KNNWeightsSelf: the same bits).
 func buildKeysBatched(due []*keyState, out []*Ranker, cfg *Config, sw KeyedSelfWeigher) {
