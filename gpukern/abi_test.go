@@ -118,10 +118,12 @@ func TestKeyedABI(t *testing.T) {
 	checkABI(t, []abiCase{
 		{"keyed.cu", "KeyedScoreParams", reflect.TypeFor[keyedScoreParams]()},
 		{"keyed.cu", "KeyedInstallParams", reflect.TypeFor[keyedInstallParams]()},
+		{"keyed.cu", "KeyedSelfParams", reflect.TypeFor[keyedSelfParams]()},
 	})
 	checkPTXEntries(t, "keyed.ptx", map[string]reflect.Type{
 		"keyed_score_*": reflect.TypeFor[keyedScoreParams](),
 		"keyed_install": reflect.TypeFor[keyedInstallParams](),
+		"keyed_self_*":  reflect.TypeFor[keyedSelfParams](),
 	})
 	src, err := kernelSources.ReadFile("keyed.cu")
 	if err != nil {

@@ -24,6 +24,12 @@
 //     (select.cuh) keeps the k smallest, their correctly rounded sqrtf summed ascending in double
 //     (WarpQueue::sum: canonicalWeight's bits); +inf when k > m.
 // keyed_install: block b copies staged model b (slot_bytes) into slot slot[b] of the store.
+// keyed_self_q32 / _q64 (a key's model build, its k-NN calibration; many keys in one launch): one
+// block per point set (a key's window sample R in its space, d columns of n points), its warps
+// taking the set's points in turn; point i's weight is the sum of the distances to its k nearest
+// other points of the set (solvingset.KNNWeightsSelf: the same float32 squared distances, the
+// point itself left out by its index, the k smallest kept by the warp's register queue, their
+// correctly rounded sqrtf summed ascending in double; +inf when k > n - 1).
 #include <cstddef>
 
 #include "select.cuh"
@@ -62,6 +68,22 @@ static_assert(offsetof(KeyedScoreParams, n) == 64, "KeyedScoreParams.n");
 static_assert(offsetof(KeyedScoreParams, tail) == 72, "KeyedScoreParams.tail");
 static_assert(offsetof(KeyedScoreParams, dist) == 80, "KeyedScoreParams.dist");
 static_assert(offsetof(KeyedScoreParams, host) == 88, "KeyedScoreParams.host");
+
+struct KeyedSelfParams {
+    const float* points;  // the sets one after another: set s's d columns of n_s points at d * start[s]
+    const int* start;     // nset + 1: set s holds points start[s] .. start[s+1]-1
+    const int* k;         // nset: each set's k
+    long long nset;
+    long long d;
+    double* out;  // start[nset]: each point's weight, in the points' order
+};
+static_assert(sizeof(KeyedSelfParams) == 48, "KeyedSelfParams size");
+static_assert(offsetof(KeyedSelfParams, points) == 0, "KeyedSelfParams.points");
+static_assert(offsetof(KeyedSelfParams, start) == 8, "KeyedSelfParams.start");
+static_assert(offsetof(KeyedSelfParams, k) == 16, "KeyedSelfParams.k");
+static_assert(offsetof(KeyedSelfParams, nset) == 24, "KeyedSelfParams.nset");
+static_assert(offsetof(KeyedSelfParams, d) == 32, "KeyedSelfParams.d");
+static_assert(offsetof(KeyedSelfParams, out) == 40, "KeyedSelfParams.out");
 
 struct KeyedInstallParams {
     const unsigned char* staged;  // [count][slot_bytes]
@@ -176,6 +198,50 @@ extern "C" __global__ void __launch_bounds__(KEYED_BLOCK) keyed_score_q32(const 
 
 extern "C" __global__ void __launch_bounds__(KEYED_BLOCK) keyed_score_q64(const KeyedScoreParams p) {
     keyed_score_body<2>(p);
+}
+
+template <int R>
+__device__ __forceinline__ void keyed_self_body(const KeyedSelfParams& p) {
+    __shared__ float space[KEYED_BLOCK / 32][KEYED_MAXD];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const long long s = blockIdx.x;
+    if (s >= p.nset) return;  // block-uniform
+    const int d = (int)p.d;
+    const int first = p.start[s], n = p.start[s + 1] - first, k = p.k[s];
+    const float* pts = p.points + (long long)d * first;
+    float* q = space[warp];
+    for (int i = warp; i < n; i += KEYED_BLOCK / 32) {
+        for (int j = lane; j < d; j += 32) q[j] = pts[(long long)j * n + i];
+        __syncwarp();
+        WarpQueue<R> wq;
+        wq.init();
+        float thr = __int_as_float(0x7f800000);
+        for (int p0 = 0; p0 < n; p0 += 32) {
+            const int pi = p0 + lane;
+            float a = __int_as_float(0x7f800000);
+            if (pi < n) {
+                for (int j = 0; j < d; j++) {
+                    const float u = __fsub_rn(q[j], pts[(long long)j * n + pi]);
+                    const float uu = __fmul_rn(u, u);
+                    a = j == 0 ? uu : __fadd_rn(a, uu);
+                }
+            }
+            thr = wq.offer(pi < n && pi != i && a < thr, a, lane, k, thr);
+        }
+#pragma unroll
+        for (int t = 0; t < R; t++) wq.q[t] = sqrtf(wq.q[t]);  // ascending still
+        const double wk = k > n - 1 ? (double)__int_as_float(0x7f800000) : wq.sum(k, lane);
+        if (lane == 0) p.out[first + i] = wk;
+        __syncwarp();  // (q is rewritten for the next point)
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(KEYED_BLOCK) keyed_self_q32(const KeyedSelfParams p) {
+    keyed_self_body<1>(p);
+}
+
+extern "C" __global__ void __launch_bounds__(KEYED_BLOCK) keyed_self_q64(const KeyedSelfParams p) {
+    keyed_self_body<2>(p);
 }
 
 extern "C" __global__ void keyed_install(const KeyedInstallParams p) {

@@ -117,3 +117,34 @@ func BenchmarkKeyedScore(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "records/s")
 }
+
+// TestKeyedSelfWeightsMatchesReference: keyed_self gives KeyedSelfReference's weights bit for bit
+// for many sets in one launch (keyedSelfSets: 2 to 300 points, k 1 to 64 and past n-1, copies,
+// ties, clamped points, a set of one point repeated), for 1, 3 and 5 features, and again for a
+// smaller call after a larger one (the kept scratch).
+func TestKeyedSelfWeightsMatchesReference(t *testing.T) {
+	d := openDevice(t)
+	r := newRand(t, 2124)
+	for _, c := range []struct{ count, dims int }{{400, 3}, {57, 1}, {120, 5}, {3, 3}} {
+		sets, ks := keyedSelfSets(r, c.count, c.dims)
+		out := make([][]float64, len(sets))
+		for s, set := range sets {
+			out[s] = make([]float64, len(set[0]))
+		}
+		if err := d.KeyedSelfWeights(sets, ks, out); err != nil {
+			t.Fatal(err)
+		}
+		for s, set := range sets {
+			want := make([]float64, len(set[0]))
+			gpukern.KeyedSelfReference(set, ks[s], want)
+			for i := range want {
+				if math.Float64bits(out[s][i]) != math.Float64bits(want[i]) {
+					t.Fatalf("%d sets of %d features: set %d (n=%d k=%d) point %d: kernel %v, twin %v", c.count, c.dims, s, len(want), ks[s], i, out[s][i], want[i])
+				}
+			}
+		}
+	}
+	if err := d.KeyedSelfWeights([][][]float32{{{1, 2}}}, []int{65}, [][]float64{make([]float64, 2)}); err == nil {
+		t.Fatal("k = 65 accepted (the kernels select at most 64)")
+	}
+}

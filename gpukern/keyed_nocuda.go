@@ -24,3 +24,8 @@ func (s *KeyedStore) Score(slot []int32, x [][]float32, tail, dist []float64, ho
 
 // Free does nothing in this build.
 func (s *KeyedStore) Free() error { return nil }
+
+// KeyedSelfWeights fails with ErrNoDevice in this build.
+func (d *Device) KeyedSelfWeights(sets [][][]float32, k []int, out [][]float64) error {
+	return errNoCUDA
+}

@@ -13,7 +13,8 @@ type Device struct{ *accel.Device }
 
 var (
 	_ detect.Accelerator      = (*accel.Device)(nil)
-	_ detect.KeyedAccelerator = (*accel.Device)(nil) // (the keys' models resident on the GPU)
+	_ detect.KeyedAccelerator = (*accel.Device)(nil)     // (the keys' models resident on the GPU)
+	_ detect.KeyedSelfWeigher = (*accel.KeyedStore)(nil) // (the key builds' calibrations there: an optional interface, checked here)
 )
 
 // OpenDevice resolves `device: auto|cpu|cuda` (accel.Open).

@@ -321,3 +321,38 @@ func TestScoreBatchConcurrent(t *testing.T) {
 		t.Errorf("%d calls fell back to the CPU: the GPU path was not the one compared", f)
 	}
 }
+
+// TestKeyedSelfWeightsGPUMatchesCPU: the key builds' k-NN calibrations on the GPU are
+// solvingset.KNNWeightsSelf's bits, every set in one call, and k past the kernels (65) runs on
+// the CPU with the same bits.
+func TestKeyedSelfWeightsGPUMatchesCPU(t *testing.T) {
+	dev := openGPU(t)
+	st, err := dev.KeyedStore(3, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if !st.SelfWeightsCovered(3, 10) || st.SelfWeightsCovered(3, 65) {
+		t.Fatal("SelfWeightsCovered: want the GPU for k = 10, not for k = 65")
+	}
+	sets, ks, out := keyBuildSets(rand.New(rand.NewPCG(4, 23)))
+	ks[7] = 65
+	for _, k := range [][]int{ks[:7], ks} {
+		n := len(k)
+		if err := st.SelfWeights(sets[:n], k, out[:n]); err != nil {
+			t.Fatal(err)
+		}
+		for s, set := range sets[:n] {
+			want := make([]float64, len(set[0]))
+			solvingset.KNNWeightsSelf(set, k[s], want)
+			for i := range want {
+				if math.Float64bits(out[s][i]) != math.Float64bits(want[i]) {
+					t.Fatalf("%d sets: set %d (k=%d) point %d: %v, want %v", n, s, k[s], i, out[s][i], want[i])
+				}
+			}
+		}
+	}
+	if f := dev.Fallbacks(); f != 0 {
+		t.Fatalf("%d calls fell back to the CPU", f)
+	}
+}

@@ -3,6 +3,9 @@ package accel
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/algo/rank"
@@ -191,4 +194,52 @@ func (s *KeyedStore) Close() error {
 	err := s.gpu.Free()
 	s.gpu = nil
 	return err
+}
+
+// SelfWeightsCovered reports whether SelfWeights of sets of dims features at k runs on the GPU
+// (else it runs on the calling goroutine, where the stage's cores build its keys faster).
+func (s *KeyedStore) SelfWeightsCovered(dims, k int) bool {
+	return s.d.gpu != nil && dims >= 1 && dims <= gpukern.KeyedMaxDims && k >= 1 && k <= gpukern.KeyedMaxK
+}
+
+// SelfWeights is the device's KeyedSelfWeights: the key builds' k-NN calibrations, every set in
+// one call. It reads no model of the store and is safe beside its other calls.
+func (s *KeyedStore) SelfWeights(sets [][][]float32, k []int, out [][]float64) error {
+	return s.d.KeyedSelfWeights(sets, k, out)
+}
+
+// KeyedSelfWeights writes out[s][i], the sum of the distances from point i of set s (sets[s]: d
+// columns of its points) to its k[s] nearest other points of the set (solvingset.KNNWeightsSelf's
+// bits), every set in one launch on the GPU (gpukern.Device.KeyedSelfWeights), else on the CPU.
+func (d *Device) KeyedSelfWeights(sets [][][]float32, k []int, out [][]float64) error {
+	if len(k) != len(sets) || len(out) != len(sets) {
+		return fmt.Errorf("accel.KeyedSelfWeights: %d sets, %d k, %d outputs", len(sets), len(k), len(out))
+	}
+	for s, set := range sets {
+		if len(set) == 0 || len(set) != len(sets[0]) || k[s] < 1 || len(out[s]) != len(set[0]) {
+			return fmt.Errorf("accel.KeyedSelfWeights: set %d of %d features (set 0: %d), k = %d, %d outputs", s, len(set), len(sets[0]), k[s], len(out[s]))
+		}
+	}
+	why := ""
+	for s, set := range sets {
+		if len(set) > gpukern.KeyedMaxDims || k[s] > gpukern.KeyedMaxK {
+			why = fmt.Sprintf("a key build of %d features at k = %d (the keyed kernels take %d and %d)", len(set), k[s], gpukern.KeyedMaxDims, gpukern.KeyedMaxK)
+			break
+		}
+	}
+	return d.step("keyed builds", why, func() error {
+		return d.gpu.KeyedSelfWeights(sets, k, out)
+	}, func() error { // (on every core: a batch's builds wait for it, as for their GPU call)
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range min(runtime.GOMAXPROCS(0), len(sets)) {
+			wg.Go(func() {
+				for s := int(next.Add(1)) - 1; s < len(sets); s = int(next.Add(1)) - 1 {
+					solvingset.KNNWeightsSelf(sets[s], k[s], out[s])
+				}
+			})
+		}
+		wg.Wait()
+		return nil
+	})
 }

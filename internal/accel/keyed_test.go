@@ -80,3 +80,54 @@ func space(cols [][]float32, center, unit []float64) [][]float32 {
 	}
 	return out
 }
+
+// keyBuildSets are point sets as the stage's key builds hand them over (a window of 200 in the
+// distance space, some copies), and shapes past the kernels (k = 65).
+func keyBuildSets(r *rand.Rand) ([][][]float32, []int, [][]float64) {
+	var sets [][][]float32
+	var ks []int
+	var out [][]float64
+	for s := range 40 {
+		n := 50 + r.IntN(200)
+		set := [][]float32{make([]float32, n), make([]float32, n), make([]float32, n)}
+		for j := range set {
+			for i := range set[j] {
+				set[j][i] = float32(r.NormFloat64())
+				if i%9 == 4 {
+					set[j][i] = set[j][i-1]
+				}
+			}
+		}
+		sets, ks, out = append(sets, set), append(ks, []int{10, 1, 40}[s%3]), append(out, make([]float64, n))
+	}
+	return sets, ks, out
+}
+
+// TestKeyedSelfWeightsOnCPU: without a GPU, KeyedSelfWeights is solvingset.KNNWeightsSelf of
+// each set; a store's SelfWeights is the device's, and says it is not covered.
+func TestKeyedSelfWeightsOnCPU(t *testing.T) {
+	d := &Device{name: "cpu", log: zerolog.Nop()}
+	sets, ks, out := keyBuildSets(rand.New(rand.NewPCG(4, 22)))
+	st, err := d.KeyedStore(3, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.SelfWeightsCovered(3, 10) {
+		t.Fatal("a CPU store claims the device builds")
+	}
+	if err := st.SelfWeights(sets, ks, out); err != nil {
+		t.Fatal(err)
+	}
+	for s, set := range sets {
+		want := make([]float64, len(set[0]))
+		solvingset.KNNWeightsSelf(set, ks[s], want)
+		for i := range want {
+			if math.Float64bits(out[s][i]) != math.Float64bits(want[i]) {
+				t.Fatalf("set %d point %d: %v, want %v", s, i, out[s][i], want[i])
+			}
+		}
+	}
+	if err := d.KeyedSelfWeights(sets[:1], []int{0}, out[:1]); err == nil {
+		t.Fatal("k = 0 accepted")
+	}
+}

@@ -37,7 +37,8 @@ func openGPU(tb testing.TB) *accel.Device {
 }
 
 // TestKeyedGPUMatchesCPU: the keyed scorer with the keys' models resident on the GPU (accel's
-// store, gpukern's keyed kernels) gives the CPU path's scores, verdicts and windows bit for bit.
+// store, gpukern's keyed kernels) and its keys' builds' calibrations there (keyed_self) gives
+// the CPU path's scores, verdicts and windows bit for bit.
 func TestKeyedGPUMatchesCPU(t *testing.T) {
 	d := openGPU(t)
 	checkKeyedParity(t, func(window int) KeyedModels {
@@ -50,6 +51,9 @@ func TestKeyedGPUMatchesCPU(t *testing.T) {
 		}
 		return m
 	})
+	if f := d.Fallbacks(); f != 0 { // (the key builds' calibrations included: checkKeyedParity batches them)
+		t.Fatalf("%d keyed calls fell back to the CPU", f)
+	}
 }
 
 // keyedBench is a keyed stage with every key warm, for the benchmarks: 3 features, key i's

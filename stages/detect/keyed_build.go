@@ -23,8 +23,10 @@ import (
 //     record's tail score and calibrated scores come from its places, without a search;
 //   - the record keys are counted in one small table (recordKeysOn's 256 buckets and their
 //     goroutine pass are for a million rows), and R's order is a bucket sort of uniform keys;
-//   - the k-NN calibration is solvingset.KNNWeightsSelf (the window against itself, one
-//     goroutine, a bitonic selection on AVX-512);
+//   - the k-NN calibration is solvingset.KNNWeightsSelf of R against itself (R is the whole
+//     window: the same weights as the window's against itself; one goroutine, a bitonic
+//     selection on AVX-512), or, for a batch's many due keys with a device, every key's in one
+//     launch (buildKeysBatched: gpukern's keyed_self, the same bits);
 //   - no temporary is allocated: the model holds the same allocations as before, of the same
 //     sizes (keyBytes), and nothing else.
 // 192 µs a build before, 48 after (BenchmarkKeyBuild, docs/BENCHMARKS.md §13.1.2).
@@ -36,8 +38,6 @@ import (
 type keyBuild struct {
 	flat             []float32   // the window, oldest first, outcasts left out: d columns of n
 	cols             [][]float32 // flat's columns
-	space            []float32   // the window in the distance space, as flat
-	spaceC           [][]float32
 	hashes           []uint64
 	tags             []uint64 // the copies' table: slots hold hash|1 (0 is empty)
 	counts           []uint32
@@ -46,7 +46,9 @@ type keyBuild struct {
 	start            []int32 // sortSample's buckets
 	dens             []float64
 	dist             []float64
-	packed           []uint64 // values' keys and rows (keyed_sort.go)
+	self             []float64 // R's k-NN weights against itself, in R's order (build)
+	rows             []int32   // R's rows in the window (build)
+	packed           []uint64  // values' keys and rows (keyed_sort.go)
 	radix            radixScratch
 	posDens, posDist []int32 // each record's place in the density and distance calibrations
 }
@@ -103,8 +105,43 @@ func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
 }
 
 // build is buildKeyModelGeneral's model where the window fits keyBuild's shortcuts (false: it
-// does not, nothing built).
+// does not, nothing built): prepare, the k-NN calibration of R against itself on this goroutine,
+// finish. buildKeysBatched runs the same three steps with every due key's calibration in one
+// device call.
 func (kb *keyBuild) build(st *keyState, cfg *Config) (*Ranker, bool) {
+	r, ok := kb.prepare(st, cfg)
+	if !ok {
+		return nil, false
+	}
+	n := len(kb.order)
+	kb.rows, kb.self = grow(kb.rows, n), grow(kb.self, n)
+	p := preparedBuild{rows: kb.rows, dens: kb.dens, self: kb.self}
+	kb.rowsOfR(p.rows)
+	solvingset.KNNWeightsSelf(r.Ref.Points, r.Ref.K, p.self)
+	return kb.finish(r, cfg, p), true
+}
+
+// preparedBuild is what a build's finish reads of its prepare besides the model: R's rows in
+// the window, the window's tail scores (row order), and R's k-NN weights against itself (R's
+// order), the last computed in between. buildKeysBatched keeps them per key (about 4 KB) while
+// the keyBuild scratch (tens of KB) goes back to its goroutine's next key.
+type preparedBuild struct {
+	rows       []int32
+	dens, self []float64
+}
+
+// rowsOfR writes R's rows in the window (prepare's order) into rows.
+func (kb *keyBuild) rowsOfR(rows []int32) {
+	for t, o := range kb.order {
+		rows[t] = o.row
+	}
+}
+
+// prepare is a build's first part (false: the window does not fit the shortcuts, nothing
+// built): the window, its sorted columns and tail scores (kb.dens), the standardisation and R
+// (its rows in kb.order). The model's calibrations wait for R's k-NN weights against itself
+// (finish).
+func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	d := len(st.cols)
 	if st.size > keyBuildMaxRows || d == 0 {
 		return nil, false
@@ -160,22 +197,24 @@ func (kb *keyBuild) build(st *keyState, cfg *Config) (*Ranker, bool) {
 		}
 	}
 	r.Ref = &solvingset.Model{Points: ref, K: k, WStar: math.Inf(1)}
+	return r, true
+}
 
+// finish is a build's last part, from prepare's r and p (R's k-NN weights included): the
+// calibrations and the detectors' weights.
+func (kb *keyBuild) finish(r *Ranker, cfg *Config, p preparedBuild) *Ranker {
 	// The calibration: every record of the window in the window's order (each calibration's
-	// scores are sorted, the pairs of density and distance kept: the order changes no bit).
-	kb.space = grow(kb.space, d*n)
-	kb.spaceC = grow(kb.spaceC, d)
-	for j, c := range cols {
-		s := kb.space[j*n : (j+1)*n : (j+1)*n]
-		lo, unit := r.Center[j], r.Unit[j]
-		for i, v := range c {
-			s[i] = toDistanceSpace(v, lo, unit)
-		}
-		kb.spaceC[j] = s
-	}
+	// scores are sorted, the pairs of density and distance kept: the order changes no bit). R is
+	// every record of the window in the distance space, so a record's k-NN weight among the
+	// others is its point's in R (the same multiset of distances: the calibration's
+	// KNNWeightsSelf over the window, in any order of its points, gives the same bits).
+	n, d := len(p.rows), len(r.Center)
 	kb.dist = grow(kb.dist, n)
-	dist := kb.dist
-	solvingset.KNNWeightsSelf(kb.spaceC, k, dist)
+	kb.packed = grow(kb.packed, n)
+	dist, dens := kb.dist, p.dens
+	for t, row := range p.rows {
+		dist[row] = p.self[t]
+	}
 	// The calibrations in one allocation (NewCalibrationIn's layout), each sorted with its rows:
 	// a record's calibrated scores are then its scores' places (SurprisalOfMember).
 	cal := make([]float64, 3*n)
@@ -196,7 +235,7 @@ func (kb *keyBuild) build(st *keyState, cfg *Config) (*Ranker, bool) {
 	}
 	r.Combined = kb.sortScores(comb, cal[2*n:3*n:3*n], kb.posDens)
 	r.Final = rank.CalibrationOf(r.Combined)
-	return r, true
+	return r
 }
 
 // sortScores writes scores ascending into dst and each score's place (the first of its run of

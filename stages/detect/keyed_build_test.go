@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"unsafe"
+
+	"github.com/outlierd/outlierd/gpukern"
 )
 
 // keyWindow is a key's state with a full window of w records of 3 features as the keyed
@@ -167,11 +170,14 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 	}
 	kb := new(keyBuild)
 	fast := 0
-	for _, s := range settings {
+	twin := &twinSelf{}
+	for si, s := range settings {
 		cfg := Default()
 		cfg.KeyBy = KeyByKey
 		cfg.Keys.Window, cfg.Keys.K, cfg.Seed, cfg.AlarmRate = s.window, s.k, s.seed, s.rate
 		cfg.Score.Detectors, cfg.Score.Combine, cfg.Score.Weights = s.detectors, s.combine, s.weights
+		var due []*keyState
+		var wants []*Ranker
 		for _, kind := range kinds {
 			w := s.window
 			st := &keyState{cols: make([][]float32, s.dims), sig: make([]bool, w)}
@@ -223,6 +229,7 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 				st.size = max(2, min(w, 3+r.IntN(w)))
 			}
 			want, werr := buildKeyModelGeneral(st, &cfg)
+			due, wants = append(due, st), append(wants, want)
 			got, ok := kb.build(st, &cfg)
 			general := kind == "negzero" || kind == "nan" || kind == "inf" || st.size > keyBuildMaxRows
 			switch {
@@ -243,6 +250,28 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 				t.Fatalf("%+v %s: layout %v, want %v", s, kind, g, w)
 			}
 		}
+		// The same windows built together with their calibrations in one call of a device (the
+		// kernel's CPU twin; every other setting's device fails, the cores take the calibrations).
+		twin.fail = si%2 == 1
+		got := make([]*Ranker, len(due))
+		buildKeysBatched(due, got, &cfg, twin)
+		for i, want := range wants {
+			switch {
+			case (got[i] == nil) != (want == nil):
+				t.Fatalf("%+v %s, batched: built %v, the general build %v", s, kinds[i], got[i] != nil, want != nil)
+			case want == nil:
+				continue
+			}
+			if d := sameBits(reflect.ValueOf(got[i]), reflect.ValueOf(want), "Ranker"); d != "" {
+				t.Fatalf("%+v %s, batched (device failing: %v): %s", s, kinds[i], twin.fail, d)
+			}
+			if g, w := modelLayout(got[i]), modelLayout(want); !slices.Equal(g, w) {
+				t.Fatalf("%+v %s, batched: layout %v, want %v", s, kinds[i], g, w)
+			}
+		}
+	}
+	if twin.calls < len(settings) || twin.sets < 25 {
+		t.Fatalf("%d device calls for %d sets: the batched builds missed the device", twin.calls, twin.sets)
 	}
 	if fast < 50 {
 		t.Fatalf("only %d windows took keyBuild", fast)
@@ -285,4 +314,25 @@ func TestSortRows(t *testing.T) {
 			}
 		}
 	}
+}
+
+// twinSelf is a KeyedSelfWeigher on the keyed_self kernel's CPU twin (gpukern.KeyedSelfReference),
+// counting its calls and sets; fail makes every call fail (a device failure).
+type twinSelf struct {
+	calls, sets int
+	fail        bool
+}
+
+func (t *twinSelf) SelfWeightsCovered(dims, k int) bool { return true }
+
+func (t *twinSelf) SelfWeights(sets [][][]float32, k []int, out [][]float64) error {
+	t.calls++
+	if t.fail {
+		return errors.New("twinSelf: a device failure")
+	}
+	t.sets += len(sets)
+	for s, set := range sets {
+		gpukern.KeyedSelfReference(set, k[s], out[s])
+	}
+	return nil
 }

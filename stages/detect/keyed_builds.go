@@ -110,12 +110,19 @@ type deferredBuilds struct {
 	wg    sync.WaitGroup
 }
 
-// startBuilds starts the due keys' builds on every core, taking the next key as one frees.
+// startBuilds starts the due keys' builds on every core, taking the next key as one frees; with
+// many keys and a device that takes them, their k-NN calibrations in one device call
+// (buildKeysBatched).
 func (k *keyedScorer) startBuilds(due []*keyState, cfg *Config) {
 	if len(due) == 0 {
 		return
 	}
 	b := &deferredBuilds{due: due, built: make([]*Ranker, len(due))}
+	if sw := k.selfWeigher(due, cfg); sw != nil {
+		b.wg.Go(func() { buildKeysBatched(due, b.built, cfg, sw) })
+		k.building = b
+		return
+	}
 	var next atomic.Int64
 	for range min(runtime.GOMAXPROCS(0), len(due)) {
 		b.wg.Go(func() {

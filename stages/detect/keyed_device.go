@@ -155,7 +155,11 @@ func (k *keyedScorer) flush(cfg *Config, features []string, out []batch.Score, r
 		return
 	}
 	built := make([]*Ranker, len(kb.due))
-	buildKeys(kb.due, built, cfg)
+	if sw := k.selfWeigher(kb.due, cfg); sw != nil {
+		buildKeysBatched(kb.due, built, cfg, sw)
+	} else {
+		buildKeys(kb.due, built, cfg)
+	}
 	var rebuilt []*keyState
 	for t, st := range kb.due {
 		st.due = false

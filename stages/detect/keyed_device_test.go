@@ -27,6 +27,7 @@ type twinKeyed struct {
 	logs             []float64
 	scores, installs int
 	host             int
+	builds           twinSelf // the key builds' calibrations (KeyedSelfWeigher)
 }
 
 func newTwinKeyed(window int) *twinKeyed {
@@ -58,6 +59,12 @@ func (t *twinKeyed) Score(slots []int32, x [][]float32, tail, dist []float64) er
 		}
 	}
 	return nil
+}
+
+func (t *twinKeyed) SelfWeightsCovered(dims, k int) bool { return true }
+
+func (t *twinKeyed) SelfWeights(sets [][][]float32, k []int, out [][]float64) error {
+	return t.builds.SelfWeights(sets, k, out)
 }
 
 func (t *twinKeyed) Bytes() int64 { return 0 }
@@ -127,8 +134,9 @@ func (s *keyedStream) next(t testing.TB, n, among, copies int) ([]*batch.Batch, 
 // builds due: the serial path, and the parallel one until the keys fill), a short window
 // (rebuilds every 10 records).
 func checkKeyedParity(t *testing.T, newDev func(window int) KeyedModels) {
-	defer func(g, p int) { decideGrain, parallelGrain = g, p }(decideGrain, parallelGrain)
+	defer func(g, p, b int) { decideGrain, parallelGrain, deviceBuildsMin = g, p, b }(decideGrain, parallelGrain, deviceBuildsMin)
 	decideGrain, parallelGrain = 16, 16 // the decisions and the keys on several workers even for these batches
+	deviceBuildsMin = 2                 // the device's batched builds for these batches' few due keys
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
 	for _, c := range []struct {
 		name                        string
@@ -229,10 +237,15 @@ func TestKeyedDeviceMatchesCPU(t *testing.T) {
 		twins = append(twins, tw)
 		return tw
 	})
-	for _, tw := range twins {
+	var built [2]int // the key builds' calibrations on the device: the serial path's, the parallel path's
+	for i, tw := range twins {
 		if tw.host == 0 {
 			t.Fatalf("no tail went to the host: the far spikes miss the case")
 		}
+		built[i%2] += tw.builds.sets
+	}
+	if built[0] == 0 || built[1] == 0 {
+		t.Fatalf("key builds with their calibration on the device: %d on the serial path, %d on the parallel one: the batched builds miss the case", built[0], built[1])
 	}
 	if few := twins[0]; few.scores < 2*6 {
 		t.Fatalf("few keys: %d device calls for 6 batches: no flush within a batch", few.scores)

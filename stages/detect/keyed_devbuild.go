@@ -1,0 +1,118 @@
+package detect
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+)
+
+// Key builds batched on the device (issue 21 item 2): more than half of a key's build on the
+// host is its k-NN calibration (each of the window's records against the others, keyBuild.build:
+// 57% of BenchmarkKeyBuild's CPU profile), and a batch at a million keys rebuilds hundreds of
+// keys. With a device that takes it, the batch's builds run in three steps: each key's
+// keyBuild.prepare on the cores (its window, sorted tails, standardisation and R), then every
+// key's calibration in one device call (R against itself, a block per key: gpukern's
+// keyed_self, solvingset.KNNWeightsSelf's bits), then each key's keyBuild.finish on the cores
+// (the calibrations and the detectors' weights). The models are the CPU build's bit for bit
+// (TestKeyBuildMatchesGeneral builds its windows batched too; the stage's parity tests with the
+// kernel's CPU twin and on the GPU). The device call's input is R, which the model keeps on the host as before (snapshots,
+// the model topic, the CPU's scoring of a later round's few records); the keys' upload
+// (install) still sends the whole model.
+
+// KeyedSelfWeigher is a KeyedModels that also computes keys' builds' k-NN calibrations on its
+// device, many keys in one call (optional; internal/accel's store has it).
+type KeyedSelfWeigher interface {
+	// SelfWeightsCovered reports whether SelfWeights of sets of dims features at k (at most)
+	// runs on the device.
+	SelfWeightsCovered(dims, k int) bool
+	// SelfWeights writes out[s][i], the sum of the distances from point i of sets[s] (column-
+	// major) to its k[s] nearest other points of the set: solvingset.KNNWeightsSelf's bits. It
+	// must be safe beside the store's other calls, and after its Close.
+	SelfWeights(sets [][][]float32, k []int, out [][]float64) error
+}
+
+// deviceBuildsMin is the fewest due keys whose builds take the device's calibration (fewer:
+// the device call's round trip, a fraction of a millisecond, is more than their builds on the
+// cores). A variable: the tests lower it.
+var deviceBuildsMin = 32
+
+// selfWeigher is the device that takes the calibrations of due's builds (dims features), or nil.
+func (k *keyedScorer) selfWeigher(due []*keyState, cfg *Config) KeyedSelfWeigher {
+	if len(due) < deviceBuildsMin || k.dev == nil {
+		return nil
+	}
+	sw, ok := k.dev.(KeyedSelfWeigher)
+	if !ok || !sw.SelfWeightsCovered(len(due[0].cols), cfg.Keys.K) { // (a build's k is at most keys.k)
+		return nil
+	}
+	return sw
+}
+
+// buildKeysBatched is buildKeyModel of every due key into out (nil where a build failed), the
+// keys' k-NN calibrations in one call of sw (above); the keys' other work on every core, each
+// key in its goroutine's pooled keyBuild scratch, and per key only what its finish reads kept
+// across the call, in one allocation (preparedBuild: ~4 KB a key, where a keyBuild scratch held
+// per key would be 400 scratches of tens of KB a batch). A window outside
+// keyBuild's shortcuts takes the general build, on the cores; a failed device call leaves the
+// calibrations to the cores (KNNWeightsSelf: the same bits).
+func buildKeysBatched(due []*keyState, out []*Ranker, cfg *Config, sw KeyedSelfWeigher) {
+	n := len(due)
+	rs, ps := make([]*Ranker, n), make([]preparedBuild, n)
+	at := make([]int, n+1) // key t's room: at[t] .. at[t+1] (its window's records, at most)
+	for t, st := range due {
+		at[t+1] = at[t] + st.size
+	}
+	rows, vals := make([]int32, at[n]), make([]float64, 2*at[n])
+	eachOnCores(n, func(t int) {
+		kb := keyBuilds.Get().(*keyBuild)
+		defer keyBuilds.Put(kb)
+		r, ok := kb.prepare(due[t], cfg)
+		if !ok {
+			out[t], _ = buildKeyModelGeneral(due[t], cfg)
+			return
+		}
+		m, lo := len(kb.order), at[t]
+		p := preparedBuild{rows: rows[lo : lo+m : lo+m], dens: vals[2*lo : 2*lo+m : 2*lo+m], self: vals[2*lo+m : 2*lo+2*m : 2*lo+2*m]}
+		kb.rowsOfR(p.rows)
+		copy(p.dens, kb.dens)
+		rs[t], ps[t] = r, p
+	})
+	sets, ks, ws := make([][][]float32, 0, n), make([]int, 0, n), make([][]float64, 0, n)
+	for t, r := range rs {
+		if r != nil {
+			sets, ks, ws = append(sets, r.Ref.Points), append(ks, r.Ref.K), append(ws, ps[t].self)
+		}
+	}
+	if len(sets) > 0 && sw.SelfWeights(sets, ks, ws) != nil {
+		eachOnCores(len(sets), func(s int) { solvingset.KNNWeightsSelf(sets[s], ks[s], ws[s]) })
+	}
+	eachOnCores(n, func(t int) {
+		if rs[t] == nil {
+			return
+		}
+		kb := keyBuilds.Get().(*keyBuild)
+		out[t] = kb.finish(rs[t], cfg, ps[t])
+		keyBuilds.Put(kb)
+	})
+}
+
+// eachOnCores runs f(0) .. f(n-1) on every core, each goroutine taking the next index as it
+// frees, and waits.
+func eachOnCores(n int, f func(t int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Go(func() {
+			for {
+				t := int(next.Add(1)) - 1
+				if t >= n {
+					return
+				}
+				f(t)
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,90 @@
+package detect
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/testsupport/cputime"
+)
+
+// knownSelf is a KeyedSelfWeigher that answers at once with weights computed before, set s's
+// at s (the same keys built again, in the same order): the batched builds' host part alone.
+type knownSelf [][]float64
+
+func (k knownSelf) SelfWeightsCovered(dims, kk int) bool { return true }
+
+func (k knownSelf) SelfWeights(sets [][][]float32, ks []int, out [][]float64) error {
+	for s := range sets {
+		copy(out[s], k[s])
+	}
+	return nil
+}
+
+// BenchmarkKeyBuilds: a batch's due keys' builds at the defaults (keys.window 200, keys.k 10, 3
+// features; keyWindow's windows), 400 keys an op (a batch of 20,000 records at a million keys
+// rebuilds about that many: one build per 50 records of a key), every key's model made: on the
+// cores, each build whole (buildKeys, the stage's path without a device: "cores"); batched with
+// the calibrations in one device call (buildKeysBatched) on the GPU ("gpu", skipped without
+// one) and with a device that answers at once ("host-part": the batched builds' host work
+// alone). Reports µs a key (wall) and the host's CPU µs a key.
+func BenchmarkKeyBuilds(b *testing.B) {
+	cfg := Default()
+	cfg.KeyBy = KeyByKey
+	r := rand.New(rand.NewPCG(3, 4))
+	const keys = 400
+	due := make([]*keyState, keys)
+	for i := range due {
+		due[i] = keyWindow(&cfg, i, r, 37)
+	}
+	known := knownSelf{}
+	for _, st := range due {
+		m, err := buildKeyModel(st, &cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := make([]float64, len(m.Ref.Points[0]))
+		solvingset.KNNWeightsSelf(m.Ref.Points, m.Ref.K, w)
+		known = append(known, w)
+	}
+	for _, where := range []string{"cores", "gpu", "host-part"} {
+		b.Run(where, func(b *testing.B) {
+			var sw KeyedSelfWeigher
+			switch where {
+			case "gpu":
+				st, err := openGPUShared(b).KeyedStore(3, cfg.Keys.Window)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer st.Close()
+				sw = st
+			case "host-part":
+				sw = known
+			}
+			out := make([]*Ranker, keys)
+			build := func() {
+				switch where {
+				case "cores":
+					buildKeys(due, out, &cfg)
+				default:
+					buildKeysBatched(due, out, &cfg, sw)
+				}
+			}
+			build()
+			for t, m := range out {
+				if m == nil {
+					b.Fatalf("key %d: no model", t)
+				}
+			}
+			cpu0 := cputime.Seconds()
+			b.ResetTimer()
+			for range b.N {
+				build()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*keys), "µs/key")
+			b.ReportMetric((cputime.Seconds()-cpu0)*1e6/float64(b.N*keys), "cpu-µs/key")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
