@@ -138,8 +138,12 @@ var buildOnce struct {
 	err      error
 }
 
-// TestMain removes the binary the robustness tests built, once every test of the package ran.
+// TestMain removes the binary the robustness tests built, once every test of the package ran;
+// with kfakeChildEnv set the binary is BenchmarkPipelineDevice's broker process instead.
 func TestMain(m *testing.M) {
+	if seg := os.Getenv(kfakeChildEnv); seg != "" {
+		os.Exit(serveKfakeChild(seg))
+	}
 	code := m.Run()
 	if buildOnce.dir != "" {
 		os.RemoveAll(buildOnce.dir)
