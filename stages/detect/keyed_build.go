@@ -306,13 +306,22 @@ func toDistanceSpace(v float32, lo, unit float64) float32 {
 }
 
 // window copies st's window into kb.cols, oldest first, without the records found significant
-// as withoutOutcasts leaves them out, and returns its rows.
+// as withoutOutcasts leaves them out, and returns its rows. The window's records are a run of
+// its rings from first that may wrap past their end: two runs, each read in order (a remainder
+// by the ring's length at every record was a division per value).
 func (kb *keyBuild) window(st *keyState) int {
 	w, d, rows := len(st.sig), len(st.cols), st.size
 	first := (st.next - rows + w) % w
+	a := min(rows, w-first) // the first run: [first, first+a); the second: [0, rows-a)
+	sig1, sig2 := st.sig[first:first+a], st.sig[:rows-a]
 	out := 0
-	for i := range rows {
-		if st.sig[(first+i)%w] {
+	for _, s := range sig1 {
+		if s {
+			out++
+		}
+	}
+	for _, s := range sig2 {
+		if s {
 			out++
 		}
 	}
@@ -324,12 +333,21 @@ func (kb *keyBuild) window(st *keyState) int {
 	kb.cols = grow(kb.cols, d)
 	for j, ring := range st.cols {
 		c := kb.flat[j*n : (j+1)*n : (j+1)*n]
-		t := 0
-		for i := range rows {
-			p := (first + i) % w
-			if out == 0 || !st.sig[p] {
-				c[t] = ring[p]
-				t++
+		if out == 0 {
+			copy(c[copy(c, ring[first:first+a]):], ring[:rows-a])
+		} else {
+			t := 0
+			for i, v := range ring[first : first+a] {
+				if !sig1[i] {
+					c[t] = v
+					t++
+				}
+			}
+			for i, v := range ring[:rows-a] {
+				if !sig2[i] {
+					c[t] = v
+					t++
+				}
 			}
 		}
 		kb.cols[j] = c

@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -280,17 +281,12 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 
 // TestSortRows: sortRows32 and sortRows64 put the values in slices.Sort's order with each row
 // beside its value, ties by row: values apart by a few ulps (which share sortRows64's packed
-// key), ties, negatives, up to keyBuildMaxRows rows.
+// key) and by more than its 2^32 ulps, ties, negatives, up to keyBuildMaxRows rows.
 func TestSortRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, n := range []int{1, 2, 13, 200, keyBuildMaxRows} {
 		v32, v64 := make([]float32, n), make([]float64, n)
 		for i := range n {
-			base := float64(r.IntN(20)) - 10
-			v64[i] = math.Float64frombits(math.Float64bits(1+base*base) + uint64(r.IntN(200000))) // within 65,536 ulps: shared packed keys
-			if r.IntN(3) == 0 {
-				v64[i] = -v64[i]
-			}
 			v32[i] = float32(r.IntN(50)-25) * 0.25
 		}
 		packed := make([]uint64, n)
@@ -304,13 +300,27 @@ func TestSortRows(t *testing.T) {
 				t.Fatalf("n=%d: sortRows32 at %d: row %d (%v), want %v", n, at, row, v32[row], want32[at])
 			}
 		}
-		rs.sortRows64(v64, packed)
-		want64 := slices.Clone(v64)
-		slices.Sort(want64)
-		for at, p := range packed {
-			row := int(p & (1<<rowBits - 1))
-			if math.Float64bits(v64[row]) != math.Float64bits(want64[at]) {
-				t.Fatalf("n=%d: sortRows64 at %d: row %d (%v), want %v", n, at, row, v64[row], want64[at])
+		for _, spread := range []uint64{200000, 1 << 34} { // within a packed key's 2^32 ulps, and across them
+			for i := range n {
+				base := float64(r.IntN(20)) - 10
+				v64[i] = math.Float64frombits(math.Float64bits(1+base*base) + r.Uint64N(spread))
+				if r.IntN(3) == 0 {
+					v64[i] = -v64[i]
+				}
+				if i > 0 && r.IntN(8) == 0 {
+					v64[i] = v64[r.IntN(i)] // equal values: by row
+				}
+			}
+			rs.sortRows64(v64, packed)
+			want := make([]int, n) // rows by value, ties by row
+			for i := range want {
+				want[i] = i
+			}
+			slices.SortStableFunc(want, func(a, b int) int { return cmp.Compare(v64[a], v64[b]) })
+			for at, p := range packed {
+				if row := int(p & (1<<rowBits - 1)); row != want[at] {
+					t.Fatalf("n=%d spread %d: sortRows64 at %d: row %d (%v), want row %d (%v)", n, spread, at, row, v64[row], want[at], v64[want[at]])
+				}
 			}
 		}
 	}

@@ -43,7 +43,7 @@ func key64(v float64) uint64 {
 // radixScratch is a radix sort's second buffer and counts.
 type radixScratch struct {
 	tmp   []uint64
-	count [8][256]uint32
+	count [4][256]uint32 // (bytes 4..7)
 }
 
 // sortRows32 sorts the rows of v by value into packed (len(v) <= 1<<rowBits): packed[t]>>32 is
@@ -52,26 +52,31 @@ func (rs *radixScratch) sortRows32(v []float32, packed []uint64) {
 	for i, x := range v {
 		packed[i] = uint64(key32(x))<<32 | uint64(i)
 	}
-	rs.sort(packed, 4) // (the rows are in order already)
+	rs.sort(packed) // (the rows are in order already)
 }
 
 // sortRows64 sorts the rows of v by value into packed (len(v) <= 1<<rowBits): v[rowOf(packed[t])]
-// is the t-th smallest value; ties by row. The packed key keeps the key64's top 48 bits beside
-// the row; values that share those (within 65,536 ulps: rare) are put in order by a pass of
-// insertion on the whole key, which moves nothing otherwise.
+// is the t-th smallest value; ties by row. The packed key keeps the key64's top 32 bits (sign,
+// exponent and 20 bits of the fraction: values apart by more than a millionth of their size
+// differ there) beside the row, so the radix sort takes three bytes of a calibration's scores
+// (their top byte shared) rather than five: a build's three score sorts were a sixth of its
+// host part (docs/BENCHMARKS.md §13.1.6). Values that share those bits (equal ones, and
+// distinct ones within 2^32 ulps: rare, a pair at a time) are put in order by a pass of
+// insertion on the whole key, which moves nothing otherwise: the order is (value, row), as a
+// packed key of more bits gives.
 func (rs *radixScratch) sortRows64(v []float64, packed []uint64) {
 	for i, x := range v {
-		packed[i] = key64(x)&^(1<<16-1) | uint64(i)
+		packed[i] = key64(x)&^(1<<32-1) | uint64(i)
 	}
-	rs.sort(packed, 2)
+	rs.sort(packed)
 	for t := 1; t < len(packed); t++ {
 		p := packed[t]
-		if p>>16 != packed[t-1]>>16 {
+		if p>>32 != packed[t-1]>>32 {
 			continue
 		}
 		k := key64(v[rowOf(p)])
 		u := t
-		for u > 0 && packed[u-1]>>16 == p>>16 && key64(v[rowOf(packed[u-1])]) > k {
+		for u > 0 && packed[u-1]>>32 == p>>32 && key64(v[rowOf(packed[u-1])]) > k {
 			packed[u] = packed[u-1]
 			u--
 		}
@@ -79,38 +84,25 @@ func (rs *radixScratch) sortRows64(v []float64, packed []uint64) {
 	}
 }
 
-// sort sorts a by its bytes from..7 (from 2 or 4), stably, skipping a byte all values share.
-func (rs *radixScratch) sort(a []uint64, from int) {
+// sort sorts a by its bytes 4..7, stably, skipping a byte all values share.
+func (rs *radixScratch) sort(a []uint64) {
 	n := len(a)
 	if n < 2 {
 		return
 	}
 	c := &rs.count
-	for b := from; b < 8; b++ {
-		clear(c[b][:])
-	}
-	if from == 4 {
-		for _, k := range a {
-			c[4][byte(k>>32)]++
-			c[5][byte(k>>40)]++
-			c[6][byte(k>>48)]++
-			c[7][byte(k>>56)]++
-		}
-	} else {
-		for _, k := range a {
-			c[2][byte(k>>16)]++
-			c[3][byte(k>>24)]++
-			c[4][byte(k>>32)]++
-			c[5][byte(k>>40)]++
-			c[6][byte(k>>48)]++
-			c[7][byte(k>>56)]++
-		}
+	clear(c[:])
+	for _, k := range a {
+		c[0][byte(k>>32)]++
+		c[1][byte(k>>40)]++
+		c[2][byte(k>>48)]++
+		c[3][byte(k>>56)]++
 	}
 	rs.tmp = grow(rs.tmp, n)
 	src, dst := a, rs.tmp[:n]
-	for b := from; b < 8; b++ {
+	for b := range c {
 		cb := &c[b]
-		shift := 8 * uint(b)
+		shift := 32 + 8*uint(b)
 		if cb[byte(a[0]>>shift)] == uint32(n) {
 			continue // every value has this byte
 		}

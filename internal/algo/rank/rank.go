@@ -68,15 +68,20 @@ func newBucketIndex(s []float32) *bucketIndex {
 		return nil
 	}
 	ix := &bucketIndex{lo: lo, scale: float64(nb) / (hi - lo), start: make([]int32, nb+2)}
-	b := 0 // ix.start[:b+1] are set: the buckets up to b start at or before i
-	for i, v := range s {
-		for vb := ix.bucket(v); b < vb; {
-			b++
-			ix.start[b] = int32(i)
+	// start[b] is the count of values in the buckets below b: each bucket's count, then their
+	// running sums (a loop of counts without a branch on the values: a key's model builds an
+	// index for each of its features, where the branch that stepped through the buckets value
+	// by value was mispredicted about every other value). NaNs, sorted first, count in bucket 0:
+	// every bucket's values start after them, as the values' first places did.
+	for _, v := range s {
+		b := 0
+		if v == v {
+			b = ix.bucket(v)
 		}
+		ix.start[b+1]++
 	}
-	for b++; b < len(ix.start); b++ {
-		ix.start[b] = int32(n)
+	for b := 1; b < len(ix.start); b++ {
+		ix.start[b] += ix.start[b-1]
 	}
 	return ix
 }

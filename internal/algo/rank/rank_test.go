@@ -221,3 +221,62 @@ func TestTailTiedFeatureUnit(t *testing.T) {
 		t.Fatalf("FLT_MAX scores %v (step %v)", far[0], step[0])
 	}
 }
+
+// TestBucketIndexStarts: newBucketIndex's start[b] is where bucket b's values start: the place
+// of the first value whose bucket is b or above (n where none), the scan that the counts'
+// running sums replace; for values that are not NaN, the number of values in the buckets below
+// b (the index's definition). Windows of a key's size and the global window's, ties, values
+// beyond the inner range (the end buckets), values on the buckets' edges, NaNs (sorted first).
+func TestBucketIndexStarts(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{32, 33, 199, 200, 257, 4096, 20000} {
+		for _, kind := range []string{"normal", "ties", "edges", "outliers", "nans"} {
+			s := make([]float32, n)
+			for i := range s {
+				switch kind {
+				case "normal":
+					s[i] = float32(900 + 5*r.NormFloat64())
+				case "ties":
+					s[i] = float32(r.IntN(7))
+				case "edges":
+					s[i] = float32(r.IntN(n/8+1)) / float32(n/8) // on the buckets' edges of [0, 1]
+				case "outliers", "nans":
+					s[i] = float32(r.NormFloat64())
+					if r.IntN(50) == 0 {
+						s[i] *= 1e6
+					}
+					if kind == "nans" && i < n/300 {
+						s[i] = float32(math.NaN()) // (fewer than n/256: the index's inner range stays numbers)
+					}
+				}
+			}
+			slices.Sort(s)
+			ix := newBucketIndex(s)
+			if ix == nil {
+				t.Fatalf("n=%d %s: no index", n, kind)
+			}
+			if len(ix.start) != n/valuesPerBucket+2 {
+				t.Fatalf("n=%d %s: %d starts", n, kind, len(ix.start))
+			}
+			for b := range ix.start {
+				first, below := n, 0
+				for i, v := range s {
+					if v != v {
+						continue
+					}
+					if vb := ix.bucket(v); vb < b {
+						below++
+					} else if first == n {
+						first = i
+					}
+				}
+				if b == 0 {
+					first = 0
+				}
+				if int(ix.start[b]) != first || kind != "nans" && int(ix.start[b]) != below {
+					t.Fatalf("n=%d %s: start[%d] = %d, want %d (%d below)", n, kind, b, ix.start[b], first, below)
+				}
+			}
+		}
+	}
+}
