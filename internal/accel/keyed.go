@@ -219,6 +219,11 @@ func (d *Device) KeyedSelfWeights(sets [][][]float32, k []int, out [][]float64) 
 		if len(set) == 0 || len(set) != len(sets[0]) || k[s] < 1 || len(out[s]) != len(set[0]) {
 			return fmt.Errorf("accel.KeyedSelfWeights: set %d of %d features (set 0: %d), k = %d, %d outputs", s, len(set), len(sets[0]), k[s], len(out[s]))
 		}
+		for j, c := range set { // (a ragged set is the caller's error, not a device failure)
+			if len(c) != len(set[0]) {
+				return fmt.Errorf("accel.KeyedSelfWeights: set %d: feature %d has %d points, feature 0 %d", s, j, len(c), len(set[0]))
+			}
+		}
 	}
 	why := ""
 	for s, set := range sets {

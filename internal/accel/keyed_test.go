@@ -131,3 +131,22 @@ func TestKeyedSelfWeightsOnCPU(t *testing.T) {
 		t.Fatal("k = 0 accepted")
 	}
 }
+
+// TestKeyedSelfWeightsRaggedSet: a set whose features hold different numbers of points is the
+// caller's error, reported as one (not handed to the CPU's KNNWeightsSelf, which panicked on a
+// shorter feature, nor to the GPU, whose refusal counted as a device failure and fell back).
+func TestKeyedSelfWeightsRaggedSet(t *testing.T) {
+	d := &Device{name: "cpu", log: zerolog.Nop()}
+	for _, set := range [][][]float32{
+		{{1, 2, 3}, {1, 2}},       // a shorter feature
+		{{1, 2, 3}, {1, 2, 3, 4}}, // a longer one
+	} {
+		out := [][]float64{make([]float64, 3)}
+		if err := d.KeyedSelfWeights([][][]float32{set}, []int{1}, out); err == nil {
+			t.Fatalf("features of %d and %d points accepted", len(set[0]), len(set[1]))
+		}
+	}
+	if f := d.Fallbacks(); f != 0 {
+		t.Fatalf("%d fallbacks for the caller's error", f)
+	}
+}
