@@ -231,6 +231,10 @@ func (d *Device) KeyedSelfWeights(sets [][][]float32, k []int, out [][]float64) 
 			why = fmt.Sprintf("a key build of %d features at k = %d (the keyed kernels take %d and %d)", len(set), k[s], gpukern.KeyedMaxDims, gpukern.KeyedMaxK)
 			break
 		}
+		if !allFinite(set) { // (keyed_self leaves a point out by its index, KNNWeightsSelf its zero distance: the same only for finite points)
+			why = fmt.Sprintf("a key build's set %d holds a point not finite", s)
+			break
+		}
 	}
 	return d.step("keyed builds", why, func() error {
 		return d.gpu.KeyedSelfWeights(sets, k, out)
@@ -247,4 +251,17 @@ func (d *Device) KeyedSelfWeights(sets [][][]float32, k []int, out [][]float64) 
 		wg.Wait()
 		return nil
 	})
+}
+
+// allFinite reports whether every value of the columns is finite (a key build's points in the
+// distance space always are: clamped, from finite windows).
+func allFinite(cols [][]float32) bool {
+	for _, c := range cols {
+		for _, v := range c {
+			if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+				return false
+			}
+		}
+	}
+	return true
 }
