@@ -342,15 +342,7 @@ func TestKeyedSelfWeightsGPUMatchesCPU(t *testing.T) {
 		if err := st.SelfWeights(sets[:n], k, out[:n]); err != nil {
 			t.Fatal(err)
 		}
-		for s, set := range sets[:n] {
-			want := make([]float64, len(set[0]))
-			solvingset.KNNWeightsSelf(set, k[s], want)
-			for i := range want {
-				if math.Float64bits(out[s][i]) != math.Float64bits(want[i]) {
-					t.Fatalf("%d sets: set %d (k=%d) point %d: %v, want %v", n, s, k[s], i, out[s][i], want[i])
-				}
-			}
-		}
+		checkSelfWeights(t, fmt.Sprintf("%d sets", n), sets[:n], k, out[:n])
 	}
 	if f := dev.Fallbacks(); f != 0 {
 		t.Fatalf("%d calls fell back to the CPU", f)
@@ -369,15 +361,7 @@ func TestKeyedSelfWeightsNotFiniteOnCPU(t *testing.T) {
 		if err := dev.KeyedSelfWeights(sets, ks, out); err != nil {
 			t.Fatal(err)
 		}
-		for s, set := range sets {
-			want := make([]float64, len(set[0]))
-			solvingset.KNNWeightsSelf(set, ks[s], want)
-			for i := range want {
-				if math.Float64bits(out[s][i]) != math.Float64bits(want[i]) {
-					t.Fatalf("a point at %v: set %d (k=%d) point %d: %v, want %v", bad, s, ks[s], i, out[s][i], want[i])
-				}
-			}
-		}
+		checkSelfWeights(t, fmt.Sprintf("a point at %v", bad), sets, ks, out)
 	}
 	if f := dev.Fallbacks(); f != 0 {
 		t.Fatalf("%d calls fell back to the CPU: a set not finite is not a device failure", f)
