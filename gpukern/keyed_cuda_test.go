@@ -148,3 +148,24 @@ func TestKeyedSelfWeightsMatchesReference(t *testing.T) {
 		t.Fatal("k = 65 accepted (the kernels select at most 64)")
 	}
 }
+
+// TestKeyedSelfWeightsNaNMatchesReference: keyed_self keeps no NaN distance, as its twin
+// (TestKeyedSelfReferenceNaN's set, and the same with +-inf coordinates).
+func TestKeyedSelfWeightsNaNMatchesReference(t *testing.T) {
+	d := openDevice(t)
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+		set := [][]float32{{0, 1, 2, 3, 4, 5}, {0, 1, bad, 3, 4, 5}}
+		for _, k := range []int{1, 2, 5} {
+			got, want := []float64{0, 0, 0, 0, 0, 0}, make([]float64, 6)
+			if err := d.KeyedSelfWeights([][][]float32{set}, []int{k}, [][]float64{got}); err != nil {
+				t.Fatal(err)
+			}
+			gpukern.KeyedSelfReference(set, k, want)
+			for i := range want {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+					t.Fatalf("a point at %v, k=%d: point %d: kernel %v, twin %v", bad, k, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

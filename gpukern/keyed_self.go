@@ -54,8 +54,9 @@ func checkKeyedSelf(sets [][][]float32, k []int, out [][]float64) error {
 // KeyedSelfReference is the CPU twin of keyed_self for one set P (d columns of n points): out[i]
 // is the sum of the distances from point i to its k nearest other points (+inf when k > n-1),
 // step for step the kernel's arithmetic: float32 squared distances summed over the features in
-// order with every product rounded, point i left out by its index, the k smallest roots
-// (float32, correctly rounded) summed ascending in float64.
+// order with every product rounded, point i left out by its index, a NaN distance never kept
+// (the queue's `a < threshold`; +inf ones add +inf either way), the k smallest roots (float32,
+// correctly rounded) summed ascending in float64, +inf where fewer than k were kept.
 func KeyedSelfReference(P [][]float32, k int, out []float64) {
 	n := len(P[0])
 	d2 := make([]float32, 0, n)
@@ -74,9 +75,11 @@ func KeyedSelfReference(P [][]float32, k int, out []float64) {
 					a += float32(u * u)
 				}
 			}
-			d2 = append(d2, a)
+			if a == a {
+				d2 = append(d2, a)
+			}
 		}
-		if k > n-1 {
+		if k > len(d2) { // (k > n-1, or NaN distances left fewer)
 			out[i] = math.Inf(1)
 			continue
 		}

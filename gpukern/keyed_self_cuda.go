@@ -11,8 +11,9 @@ import (
 
 // KeyedSelfWeights writes out[s][i], the sum of the distances from point i of set s (sets[s]: d
 // columns of its points) to its k[s] nearest other points of the set, for every set in one
-// launch (a block per set): KeyedSelfReference's bits, which are solvingset.KNNWeightsSelf's.
-// The stage's key builds call it with every key a batch rebuilds.
+// launch (a block per set): KeyedSelfReference's bits, which are solvingset.KNNWeightsSelf's
+// for finite points (accel runs a set with a point not finite on the CPU). The stage's key
+// builds call it with every key a batch rebuilds.
 func (d *Device) KeyedSelfWeights(sets [][][]float32, k []int, out [][]float64) error {
 	if err := checkKeyedSelf(sets, k, out); err != nil {
 		return fmt.Errorf("gpukern.Device.KeyedSelfWeights: %w", err)

@@ -75,3 +75,23 @@ func TestKeyedSelfReferenceMatchesKNNWeightsSelf(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyedSelfReferenceNaN: the twin keeps no NaN distance, as keyed_self's queue never takes
+// one (select.cuh: `NaN < x` is false): a point with a NaN coordinate is no one's neighbour,
+// and its own weight, with no distance to keep, is +inf (the queue's initial +inf). (A window
+// never holds one: the stage's builds refuse windows not finite, and accel runs such a call on
+// the CPU; the twin is the kernel's definition all the same.)
+func TestKeyedSelfReferenceNaN(t *testing.T) {
+	nan := float32(math.NaN())
+	set := [][]float32{{0, 1, 2, 3, 4, 5}, {0, 1, nan, 3, 4, 5}}
+	out := make([]float64, 6)
+	gpukern.KeyedSelfReference(set, 2, out)
+	// Point i's two nearest among the others but point 2: the points (v, v), v = 0, 1, 3, 4, 5.
+	r := func(v float64) float64 { return float64(float32(math.Sqrt(v))) }
+	want := []float64{r(2) + r(18), r(2) + r(8), math.Inf(1), r(2) + r(8), r(2) + r(2), r(2) + r(8)}
+	for i := range want {
+		if math.Float64bits(out[i]) != math.Float64bits(want[i]) {
+			t.Fatalf("point %d: %v, want %v (all: %v)", i, out[i], want[i], out)
+		}
+	}
+}

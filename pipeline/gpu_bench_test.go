@@ -21,8 +21,8 @@ import (
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
-// BenchmarkPipelineDevice is the whole pipeline at GPU speed (issue 12 item 5b): the in-process
-// broker (kfake, as the tests use it), the 8-feature sensor stream with "_sd" uncertainties, the
+// BenchmarkPipelineDevice is the whole pipeline at GPU speed (issue 12 item 5b): kfake as the
+// broker (in a child process: benchBroker), the 8-feature sensor stream with "_sd" uncertainties, the
 // default configuration (flag_by: rate, emit: outliers) with `device: cuda` and with
 // `device: cpu`, in one run. Per device:
 //

@@ -342,17 +342,28 @@ func TestKeyedSelfWeightsGPUMatchesCPU(t *testing.T) {
 		if err := st.SelfWeights(sets[:n], k, out[:n]); err != nil {
 			t.Fatal(err)
 		}
-		for s, set := range sets[:n] {
-			want := make([]float64, len(set[0]))
-			solvingset.KNNWeightsSelf(set, k[s], want)
-			for i := range want {
-				if math.Float64bits(out[s][i]) != math.Float64bits(want[i]) {
-					t.Fatalf("%d sets: set %d (k=%d) point %d: %v, want %v", n, s, k[s], i, out[s][i], want[i])
-				}
-			}
-		}
+		checkSelfWeights(t, fmt.Sprintf("%d sets", n), sets[:n], k, out[:n])
 	}
 	if f := dev.Fallbacks(); f != 0 {
 		t.Fatalf("%d calls fell back to the CPU", f)
+	}
+}
+
+// TestKeyedSelfWeightsNotFiniteOnCPU: a set with a point not finite (NaN, +-inf) gets
+// solvingset.KNNWeightsSelf's bits: the kernel leaves point i out by its index and never keeps
+// a NaN distance, KNNWeightsSelf leaves out a zero distance (none where point i's own distance
+// is NaN) and selects among the NaNs, so such a call runs on the CPU (not a device failure).
+func TestKeyedSelfWeightsNotFiniteOnCPU(t *testing.T) {
+	dev := openGPU(t)
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+		sets, ks, out := keyBuildSets(rand.New(rand.NewPCG(4, 24)))
+		sets[3][1][5] = bad
+		if err := dev.KeyedSelfWeights(sets, ks, out); err != nil {
+			t.Fatal(err)
+		}
+		checkSelfWeights(t, fmt.Sprintf("a point at %v", bad), sets, ks, out)
+	}
+	if f := dev.Fallbacks(); f != 0 {
+		t.Fatalf("%d calls fell back to the CPU: a set not finite is not a device failure", f)
 	}
 }

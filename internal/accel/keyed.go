@@ -219,11 +219,20 @@ func (d *Device) KeyedSelfWeights(sets [][][]float32, k []int, out [][]float64) 
 		if len(set) == 0 || len(set) != len(sets[0]) || k[s] < 1 || len(out[s]) != len(set[0]) {
 			return fmt.Errorf("accel.KeyedSelfWeights: set %d of %d features (set 0: %d), k = %d, %d outputs", s, len(set), len(sets[0]), k[s], len(out[s]))
 		}
+		for j, c := range set { // (a ragged set is the caller's error, not a device failure)
+			if len(c) != len(set[0]) {
+				return fmt.Errorf("accel.KeyedSelfWeights: set %d: feature %d has %d points, feature 0 %d", s, j, len(c), len(set[0]))
+			}
+		}
 	}
 	why := ""
 	for s, set := range sets {
 		if len(set) > gpukern.KeyedMaxDims || k[s] > gpukern.KeyedMaxK {
 			why = fmt.Sprintf("a key build of %d features at k = %d (the keyed kernels take %d and %d)", len(set), k[s], gpukern.KeyedMaxDims, gpukern.KeyedMaxK)
+			break
+		}
+		if !allFinite(set) { // (keyed_self leaves a point out by its index, KNNWeightsSelf its zero distance: the same only for finite points)
+			why = fmt.Sprintf("a key build's set %d holds a point not finite", s)
 			break
 		}
 	}
@@ -242,4 +251,17 @@ func (d *Device) KeyedSelfWeights(sets [][][]float32, k []int, out [][]float64) 
 		wg.Wait()
 		return nil
 	})
+}
+
+// allFinite reports whether every value of the columns is finite (a key build's points in the
+// distance space always are: clamped, from finite windows).
+func allFinite(cols [][]float32) bool {
+	for _, c := range cols {
+		for _, v := range c {
+			if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+				return false
+			}
+		}
+	}
+	return true
 }

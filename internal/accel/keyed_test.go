@@ -103,6 +103,20 @@ func keyBuildSets(r *rand.Rand) ([][][]float32, []int, [][]float64) {
 	return sets, ks, out
 }
 
+// checkSelfWeights fails t unless out[s] holds solvingset.KNNWeightsSelf's bits of each set.
+func checkSelfWeights(t *testing.T, what string, sets [][][]float32, ks []int, out [][]float64) {
+	t.Helper()
+	for s, set := range sets {
+		want := make([]float64, len(set[0]))
+		solvingset.KNNWeightsSelf(set, ks[s], want)
+		for i := range want {
+			if math.Float64bits(out[s][i]) != math.Float64bits(want[i]) {
+				t.Fatalf("%s: set %d (k=%d) point %d: %v, want %v", what, s, ks[s], i, out[s][i], want[i])
+			}
+		}
+	}
+}
+
 // TestKeyedSelfWeightsOnCPU: without a GPU, KeyedSelfWeights is solvingset.KNNWeightsSelf of
 // each set; a store's SelfWeights is the device's, and says it is not covered.
 func TestKeyedSelfWeightsOnCPU(t *testing.T) {
@@ -118,16 +132,27 @@ func TestKeyedSelfWeightsOnCPU(t *testing.T) {
 	if err := st.SelfWeights(sets, ks, out); err != nil {
 		t.Fatal(err)
 	}
-	for s, set := range sets {
-		want := make([]float64, len(set[0]))
-		solvingset.KNNWeightsSelf(set, ks[s], want)
-		for i := range want {
-			if math.Float64bits(out[s][i]) != math.Float64bits(want[i]) {
-				t.Fatalf("set %d point %d: %v, want %v", s, i, out[s][i], want[i])
-			}
-		}
-	}
+	checkSelfWeights(t, "on the CPU", sets, ks, out)
 	if err := d.KeyedSelfWeights(sets[:1], []int{0}, out[:1]); err == nil {
 		t.Fatal("k = 0 accepted")
+	}
+}
+
+// TestKeyedSelfWeightsRaggedSet: a set whose features hold different numbers of points is the
+// caller's error, reported as one (not handed to the CPU's KNNWeightsSelf, which panicked on a
+// shorter feature, nor to the GPU, whose refusal counted as a device failure and fell back).
+func TestKeyedSelfWeightsRaggedSet(t *testing.T) {
+	d := &Device{name: "cpu", log: zerolog.Nop()}
+	for _, set := range [][][]float32{
+		{{1, 2, 3}, {1, 2}},       // a shorter feature
+		{{1, 2, 3}, {1, 2, 3, 4}}, // a longer one
+	} {
+		out := [][]float64{make([]float64, 3)}
+		if err := d.KeyedSelfWeights([][][]float32{set}, []int{1}, out); err == nil {
+			t.Fatalf("features of %d and %d points accepted", len(set[0]), len(set[1]))
+		}
+	}
+	if f := d.Fallbacks(); f != 0 {
+		t.Fatalf("%d fallbacks for the caller's error", f)
 	}
 }

@@ -1,7 +1,6 @@
 package detect
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -118,23 +117,14 @@ func (k *keyedScorer) startBuilds(due []*keyState, cfg *Config) {
 		return
 	}
 	b := &deferredBuilds{due: due, built: make([]*Ranker, len(due))}
-	if sw := k.selfWeigher(due, cfg); sw != nil {
-		b.wg.Go(func() { buildKeysBatched(due, b.built, cfg, sw) })
-		k.building = b
-		return
-	}
-	var next atomic.Int64
-	for range min(runtime.GOMAXPROCS(0), len(due)) {
-		b.wg.Go(func() {
-			for {
-				t := int(next.Add(1)) - 1
-				if t >= len(due) {
-					return
-				}
-				b.built[t], _ = buildKeyModel(due[t], cfg)
-			}
-		})
-	}
+	sw := k.selfWeigher(due, cfg)
+	b.wg.Go(func() {
+		if sw != nil {
+			buildKeysBatched(due, b.built, cfg, sw)
+			return
+		}
+		eachOnCores(len(due), func(t int) { b.built[t], _ = buildKeyModel(due[t], cfg) })
+	})
 	k.building = b
 }
 

@@ -62,7 +62,10 @@ func buildKeysBatched(due []*keyState, out []*Ranker, cfg *Config, sw KeyedSelfW
 	rs, ps := make([]*Ranker, n), make([]preparedBuild, n)
 	at := make([]int, n+1) // key t's room: at[t] .. at[t+1] (its window's records, at most)
 	for t, st := range due {
-		at[t+1] = at[t] + st.size
+		at[t+1] = at[t]
+		if st.size <= keyBuildMaxRows { // (a larger window takes the general build: no room)
+			at[t+1] += st.size
+		}
 	}
 	rows, vals := make([]int32, at[n]), make([]float64, 2*at[n])
 	eachOnCores(n, func(t int) {

@@ -2,6 +2,7 @@ package detect
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
@@ -86,5 +87,51 @@ func BenchmarkKeyBuilds(b *testing.B) {
 			b.ReportMetric((cputime.Seconds()-cpu0)*1e6/float64(b.N*keys), "cpu-µs/key")
 			b.ReportMetric(0, "ns/op")
 		})
+	}
+}
+
+// TestBuildKeysBatchedOversizeWindowsNoRoom: a window past keyBuildMaxRows takes the general
+// build (prepare declines it), so the batched builds keep no room for its R: beside the same
+// builds on the cores (buildKeys), buildKeysBatched allocates next to nothing more. (The room
+// was reserved by every due key's window size: 20 bytes a record, 1.6 MB here, and at a large
+// keys.window hundreds of MB a batch that nothing used.)
+func TestBuildKeysBatchedOversizeWindowsNoRoom(t *testing.T) {
+	cfg := Default()
+	cfg.KeyBy = KeyByKey
+	cfg.Keys.Window = keyBuildMaxRows + 904 // 5,000 records: each build general
+	r := rand.New(rand.NewPCG(5, 6))
+	due := make([]*keyState, 16)
+	for i := range due {
+		due[i] = keyWindow(&cfg, i, r, 0)
+	}
+	room := 20 * len(due) * cfg.Keys.Window
+	out := make([]*Ranker, len(due))
+	sw := &twinSelf{}
+	allocated := func(f func()) uint64 {
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		f()
+		runtime.ReadMemStats(&m1)
+		return m1.TotalAlloc - m0.TotalAlloc
+	}
+	cores := func() { buildKeys(due, out, &cfg) }
+	batched := func() { buildKeysBatched(due, out, &cfg, sw) }
+	cores() // (the pools' scratch warm for both)
+	batched()
+	c, b := allocated(cores), allocated(batched)
+	for i, m := range out {
+		if m == nil {
+			t.Fatalf("key %d: no model", i)
+		}
+	}
+	if sw.calls != 0 {
+		t.Fatalf("%d device calls for windows the device's builds do not take", sw.calls)
+	}
+	// The general builds allocate about the same in both (20 MB; the pools' scratch, emptied by
+	// the GC before each, varies by about 0.2 MB from run to run); half the room is far above
+	// that and the batched path's own bookkeeping (a few slices of 16 keys).
+	if b > c+uint64(room/2) {
+		t.Fatalf("buildKeysBatched allocated %d bytes, buildKeys %d: %d more (the unused room: %d)", b, c, b-c, room)
 	}
 }

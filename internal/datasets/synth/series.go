@@ -389,7 +389,11 @@ func SensorSeries(p SeriesParams) (*Series, error) {
 		}
 		for j := range nf {
 			if j < len(p.Resolution) && p.Resolution[j] > 0 {
-				v[j] = math.Round(v[j]/p.Resolution[j]) * p.Resolution[j]
+				// (from 2^52 quanta on every float64 is a whole number of them: a quantum that
+				// small changes nothing, and value/quantum may overflow to +-inf)
+				if r := v[j] / p.Resolution[j]; math.Abs(r) < 1<<52 {
+					v[j] = math.Round(r) * p.Resolution[j]
+				}
 			}
 			s.Cols[j][i] = float32(v[j])
 			last[k][j] = v[j]

@@ -305,6 +305,17 @@ func TestSeriesResolution(t *testing.T) {
 	if len(distinct) > 8 || top < q.Rows()/2 {
 		t.Fatalf("pressure in steps of 1: %d values, the commonest on %d of %d rows", len(distinct), top, q.Rows())
 	}
+	// A quantum below the values' float32 resolution (down to the smallest float64) changes no
+	// value: it never overflows value/quantum into an infinite reading.
+	for _, tiny := range []float64{1e-30, 5e-324} {
+		p.Resolution = []float64{0, tiny}
+		fine := mustSeries(t, p)
+		for i := range fine.Rows() {
+			if fine.Cols[1][i] != cont.Cols[1][i] {
+				t.Fatalf("quantum %g: row %d: pressure %v, continuous %v", tiny, i, fine.Cols[1][i], cont.Cols[1][i])
+			}
+		}
+	}
 	p.Resolution = []float64{0, -1}
 	if _, err := SensorSeries(p); err == nil || !strings.Contains(err.Error(), "resolution of sensor 1") {
 		t.Fatalf("a negative quantum: %v", err)
