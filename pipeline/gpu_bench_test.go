@@ -50,8 +50,8 @@ func BenchmarkPipelineDevice(b *testing.B) {
 	rate := envInt(b, "OUTLIERD_BENCH_RATE", 300_000)
 	steadyN := envInt(b, "OUTLIERD_BENCH_STEADY_RECORDS", 1_500_000)
 	const parts = 6
-	backlog := makeSensorRecords(b, n, parts, 11, 0.01, 0.005)
-	steady := makeSensorRecords(b, steadyN, parts, 12, 0.01, 0.005)
+	backlog := benchStream{n: n, seed: 11}
+	steady := benchStream{n: steadyN, seed: 12}
 	for _, dev := range []DeviceChoice{"cuda", "cpu"} {
 		b.Run(string(dev), func(b *testing.B) {
 			if dev == "cuda" {
@@ -144,24 +144,24 @@ func deviceConfig(br testsupport.Broker, dev DeviceChoice, in, out, dlq, group s
 	return cfg
 }
 
-func benchDeviceBacklog(b *testing.B, dev DeviceChoice, parts int, recs []*sensorRecord) {
+func benchDeviceBacklog(b *testing.B, dev DeviceChoice, parts int, stream benchStream) {
 	var sustained, overall []float64
 	for range b.N {
 		b.StopTimer()
 		br := benchBroker(b)
 		in, out, dlq, group := testsupport.UniqueName("din"), testsupport.UniqueName("dout"), testsupport.UniqueName("ddlq"), testsupport.UniqueName("dgroup")
 		testsupport.CreateTopics(b, br, map[string]int{in: parts, out: parts, dlq: 1})
-		input := newInput(in, parts, recs)
+		input := stream.input(in, parts)
 		t0 := time.Now()
-		produceSensors(b, br, input)
-		b.Logf("%s: produced %d records to kfake in %.1fs", dev, len(recs), time.Since(t0).Seconds())
-		valid := countValid(input)
+		input.produce(b, br, 0)
+		b.Logf("%s: produced %d records to kfake in %.1fs", dev, stream.n, time.Since(t0).Seconds())
+		valid := input.valid
 		cfg := deviceConfig(br, dev, in, out, dlq, group)
 		stopProfile := cputime.Profile(b, string(dev))
 		b.StartTimer()
 		r := startPipeline(b, cfg, nil)
 		t10, t90 := sampleProgress(r, valid)
-		doneAt := r.waitCommitted(b, br, group, input, 10*time.Minute)
+		doneAt := r.waitCommitted(b, br, group, input.sensorInput, 10*time.Minute)
 		b.StopTimer()
 		stopProfile()
 		st := r.p.Stats()
@@ -209,7 +209,7 @@ func sampleProgress(r *running, valid int) (t10, t90 <-chan time.Time) {
 	return c10, c90
 }
 
-func benchDeviceSteady(b *testing.B, dev DeviceChoice, parts int, recs []*sensorRecord, rate int) {
+func benchDeviceSteady(b *testing.B, dev DeviceChoice, parts int, stream benchStream, rate int) {
 	// The group join (under a second on kfake) and the first model (the window's 50,000 records
 	// arrive in 0.17 s at 300,000 records/s; a CPU build of them takes 0.2-0.4 s) are over by
 	// then; with 5 s (the stream's whole length at the default rate) almost nothing was left.
@@ -221,14 +221,14 @@ func benchDeviceSteady(b *testing.B, dev DeviceChoice, parts int, recs []*sensor
 		br := benchBroker(b)
 		in, out, dlq, group := testsupport.UniqueName("sin"), testsupport.UniqueName("sout"), testsupport.UniqueName("sdlq"), testsupport.UniqueName("sgroup")
 		testsupport.CreateTopics(b, br, map[string]int{in: parts, out: parts, dlq: 1})
-		input := newInput(in, parts, recs)
+		input := stream.input(in, parts)
 		cfg := deviceConfig(br, dev, in, out, dlq, group)
 		stopProfile := cputime.Profile(b, string(dev)+"-steady")
 		b.StartTimer()
 		r := startPipeline(b, cfg, nil)
-		got := produceSteady(b, br, input, rate)
+		got := input.produce(b, br, rate)
 		lastIn := time.Now()
-		doneAt := r.waitCommitted(b, br, group, input, 10*time.Minute)
+		doneAt := r.waitCommitted(b, br, group, input.sensorInput, 10*time.Minute)
 		b.StopTimer()
 		stopProfile()
 		if err := r.stop(b, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
@@ -243,8 +243,8 @@ func benchDeviceSteady(b *testing.B, dev DeviceChoice, parts int, recs []*sensor
 			if err != nil {
 				b.Fatalf("output id %q: %v", id, err)
 			}
-			if rec, ok := input.byCoord[c]; ok && rec.time.Sub(r.started) >= warmup {
-				l = append(l, float64(m.Timestamp.UnixMilli()-rec.time.UnixMilli()))
+			if ms, ok := input.sentAt(c); ok && time.UnixMilli(ms).Sub(r.started) >= warmup {
+				l = append(l, float64(m.Timestamp.UnixMilli()-ms))
 			}
 		})
 		if len(l) == 0 {
@@ -252,22 +252,12 @@ func benchDeviceSteady(b *testing.B, dev DeviceChoice, parts int, recs []*sensor
 		}
 		lat = append(lat, l...)
 		b.Logf("%s steady: produced %d records at %.0f records/s (asked %d); all done %.2fs after the last produce; %d flagged outputs after %s: p50 %.0f ms, p99 %.0f ms",
-			dev, len(recs), got, rate, behind[len(behind)-1], len(l), warmup, quantile(append([]float64(nil), l...), 0.5), quantile(append([]float64(nil), l...), 0.99))
+			dev, stream.n, got, rate, behind[len(behind)-1], len(l), warmup, quantile(append([]float64(nil), l...), 0.5), quantile(append([]float64(nil), l...), 0.99))
 	}
 	b.ReportMetric(median(achieved), "produced_records/s")
 	b.ReportMetric(median(behind), "drain_after_last_s")
 	b.ReportMetric(quantile(lat, 0.50), "p50_ms")
 	b.ReportMetric(quantile(lat, 0.99), "p99_ms")
-}
-
-func countValid(in *sensorInput) int {
-	valid := 0
-	for _, rec := range in.records {
-		if !rec.malformed {
-			valid++
-		}
-	}
-	return valid
 }
 
 func median(x []float64) float64 {

@@ -51,6 +51,7 @@ type sensorInput struct {
 	topic   string
 	parts   int
 	records []*sensorRecord
+	n       int // the messages of the topic where records is not kept (streamInput); else 0
 	byCoord map[coord]*sensorRecord
 	end     []int64 // per partition: the offset after the last produced message
 }
@@ -216,7 +217,7 @@ func (r *running) waitCommitted(tb testing.TB, br testsupport.Broker, group stri
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
-			if st.RecordsOut.Load()+st.DeadLetters.Load() >= int64(len(in.records)) {
+			if st.RecordsOut.Load()+st.DeadLetters.Load() >= int64(len(in.records)+in.n) {
 				watched <- time.Now()
 				return
 			}

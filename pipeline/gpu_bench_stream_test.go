@@ -1,0 +1,105 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/internal/testsupport"
+)
+
+// benchStream is BenchmarkPipelineDevice's sensor stream: n messages of synth's sensor stream
+// from seed (1% anomalies, 0.5% malformed), generated while they are produced rather than held.
+// Held as records (makeSensorRecords: a struct and two byte slices a message), the runs' 2.5M
+// messages were 2 GB and 7.5M objects in the benchmark's process, which every GC cycle of the
+// pipeline under test marked (a forced collection of them alone: 0.3 s on the 2-core
+// development machine; docs/BENCHMARKS.md §4.10). A production pipeline's process holds none
+// of its input; the stream keeps only each message's produce time, in one noscan slice a
+// partition.
+type benchStream struct {
+	n    int
+	seed uint64
+}
+
+// streamInput is a benchStream's topic as it is produced: the sensorInput's bookkeeping (topic,
+// partitions, end offsets, the message count) and the produce times.
+type streamInput struct {
+	*sensorInput
+	stream benchStream
+	valid  int       // messages that are not malformed, once produced
+	sent   [][]int64 // per partition, by offset: the message's produce time (Unix ms)
+}
+
+func (s benchStream) input(topic string, parts int) *streamInput {
+	return &streamInput{
+		sensorInput: &sensorInput{topic: topic, parts: parts, n: s.n, end: make([]int64, parts)},
+		stream:      s,
+		sent:        make([][]int64, parts),
+	}
+}
+
+// produce produces the stream: all of it as fast as the broker takes it (rate 0, in chunks of
+// 20,000), or at rate records/s (every 5 ms what is due by then, so that a slow produce call is
+// caught up by the next). It returns the rate achieved. The produce time in each message is the
+// time of its produce call; messages go round-robin over the partitions, as makeSensorRecords
+// spreads them.
+func (in *streamInput) produce(b *testing.B, br testsupport.Broker, rate int) float64 {
+	cl := testsupport.NewProducer(b, br)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	gen := synth.NewSensorStream(in.stream.seed, 0.01, 0.005)
+	start := time.Now()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var krs []*kgo.Record
+	sent := 0
+	for sent < in.stream.n {
+		due := min(in.stream.n, sent+20_000)
+		if rate > 0 {
+			<-tick.C
+			if due = min(in.stream.n, int(time.Since(start).Seconds()*float64(rate))); due <= sent {
+				continue
+			}
+		}
+		krs = krs[:0]
+		now := time.Now()
+		for i := sent; i < due; i++ {
+			key, value, _, malformed := gen.Next()
+			if !malformed {
+				in.valid++
+			}
+			krs = append(krs, &kgo.Record{Topic: in.topic, Partition: int32(i % in.parts), Key: key, Value: value, Timestamp: now})
+		}
+		if err := cl.ProduceSync(ctx, krs...).FirstErr(); err != nil {
+			b.Fatal(fmt.Errorf("produce %d records to %s: %w", len(krs), in.topic, err))
+		}
+		for _, kr := range krs {
+			in.setSent(kr.Partition, kr.Offset, kr.Timestamp.UnixMilli())
+		}
+		sent = due
+	}
+	return float64(sent) / time.Since(start).Seconds()
+}
+
+func (in *streamInput) setSent(p int32, off, ms int64) {
+	s := in.sent[p]
+	for int64(len(s)) <= off {
+		s = append(s, -1)
+	}
+	s[off] = ms
+	in.sent[p] = s
+	in.end[p] = max(in.end[p], off+1)
+}
+
+// sentAt is the produce time (Unix ms) of the message at c, if it was produced.
+func (in *streamInput) sentAt(c coord) (int64, bool) {
+	if c.p < 0 || int(c.p) >= len(in.sent) || c.off < 0 || c.off >= int64(len(in.sent[c.p])) || in.sent[c.p][c.off] < 0 {
+		return 0, false
+	}
+	return in.sent[c.p][c.off], true
+}
