@@ -13,16 +13,43 @@ import (
 )
 
 // benchStream is BenchmarkPipelineDevice's sensor stream: n messages of synth's sensor stream
-// from seed (1% anomalies, 0.5% malformed), generated while they are produced rather than held.
-// Held as records (makeSensorRecords: a struct and two byte slices a message), the runs' 2.5M
-// messages were 2 GB and 7.5M objects in the benchmark's process, which every GC cycle of the
-// pipeline under test marked (a forced collection of them alone: 0.3 s on the 2-core
-// development machine; docs/BENCHMARKS.md §4.10). A production pipeline's process holds none
-// of its input; the stream keeps only each message's produce time, in one noscan slice a
-// partition.
+// from a seed (1% anomalies, 0.5% malformed), generated before the runs and held without
+// pointers: every key and value back to back in one byte slice, their ends in another. Held as
+// records (makeSensorRecords: a struct and two byte slices a message), the runs' 2.5M messages
+// were 2 GB and 7.5M objects in the benchmark's process, which every GC cycle of the pipeline
+// under test marked (a forced collection of them alone: 0.3 s on the 2-core development
+// machine; docs/BENCHMARKS.md §4.10); noscan slices are marked without being read. A
+// production pipeline's process holds none of its input.
 type benchStream struct {
-	n    int
-	seed uint64
+	n     int
+	data  []byte  // message i's key, then its value, after message i-1's
+	ends  []int64 // 2i: the end of message i's key in data, 2i+1: of its value
+	valid int     // messages that are not malformed
+}
+
+func newBenchStream(n int, seed uint64) benchStream {
+	gen := synth.NewSensorStream(seed, 0.01, 0.005)
+	s := benchStream{n: n, ends: make([]int64, 0, 2*n)}
+	for range n {
+		key, value, _, malformed := gen.Next()
+		s.data = append(s.data, key...)
+		s.ends = append(s.ends, int64(len(s.data)))
+		s.data = append(s.data, value...)
+		s.ends = append(s.ends, int64(len(s.data)))
+		if !malformed {
+			s.valid++
+		}
+	}
+	return s
+}
+
+// message is message i's key and value (slices of data).
+func (s benchStream) message(i int) (key, value []byte) {
+	start := int64(0)
+	if i > 0 {
+		start = s.ends[2*i-1]
+	}
+	return s.data[start:s.ends[2*i]:s.ends[2*i]], s.data[s.ends[2*i]:s.ends[2*i+1]:s.ends[2*i+1]]
 }
 
 // streamInput is a benchStream's topic as it is produced: the sensorInput's bookkeeping (topic,
@@ -30,7 +57,6 @@ type benchStream struct {
 type streamInput struct {
 	*sensorInput
 	stream benchStream
-	valid  int       // messages that are not malformed, once produced
 	sent   [][]int64 // per partition, by offset: the message's produce time (Unix ms)
 }
 
@@ -52,7 +78,6 @@ func (in *streamInput) produce(b *testing.B, br testsupport.Broker, rate int) fl
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	gen := synth.NewSensorStream(in.stream.seed, 0.01, 0.005)
 	start := time.Now()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -69,10 +94,7 @@ func (in *streamInput) produce(b *testing.B, br testsupport.Broker, rate int) fl
 		krs = krs[:0]
 		now := time.Now()
 		for i := sent; i < due; i++ {
-			key, value, _, malformed := gen.Next()
-			if !malformed {
-				in.valid++
-			}
+			key, value := in.stream.message(i)
 			krs = append(krs, &kgo.Record{Topic: in.topic, Partition: int32(i % in.parts), Key: key, Value: value, Timestamp: now})
 		}
 		if err := cl.ProduceSync(ctx, krs...).FirstErr(); err != nil {

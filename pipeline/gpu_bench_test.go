@@ -38,12 +38,10 @@ import (
 // OUTLIERD_BENCH_CPUPROFILE=<prefix> writes a CPU profile of each backlog drain to
 // <prefix>-<device>.prof and of each steady run to <prefix>-<device>-steady.prof;
 // OUTLIERD_BENCH_TRACE=<prefix> an execution trace of each (<prefix>-<device>.trace, ...).
-// Both devices get the same messages (benchStream: generated from the same seeds as they are
-// produced; in the steady run the generation, about a third of a core at 300,000 records/s,
-// shares the host with the pipeline on both devices alike). The broker (kfake) runs in a child process, this
-// test binary re-executed (OUTLIERD_BENCH_BROKER=inprocess: in the benchmark's own process, as
-// before §4.10), and rolls its log segments at OUTLIERD_BENCH_SEGMENT_BYTES (default 8 MiB;
-// see benchBroker).
+// Both devices get the same messages (benchStream, generated once before the runs). The broker
+// (kfake) runs in a child process, this test binary re-executed (OUTLIERD_BENCH_BROKER=inprocess:
+// in the benchmark's own process, as before §4.10), and rolls its log segments at
+// OUTLIERD_BENCH_SEGMENT_BYTES (default 8 MiB; see benchBroker).
 //
 //	eval "$(.ci/cuda.sh)"; go test -c -tags cuda -o pipeline.test ./pipeline/
 //	./pipeline.test -test.run '^$' -test.bench PipelineDevice -test.benchtime 1x -test.v
@@ -52,8 +50,8 @@ func BenchmarkPipelineDevice(b *testing.B) {
 	rate := envInt(b, "OUTLIERD_BENCH_RATE", 300_000)
 	steadyN := envInt(b, "OUTLIERD_BENCH_STEADY_RECORDS", 1_500_000)
 	const parts = 6
-	backlog := benchStream{n: n, seed: 11}
-	steady := benchStream{n: steadyN, seed: 12}
+	backlog := newBenchStream(n, 11)
+	steady := newBenchStream(steadyN, 12)
 	for _, dev := range []DeviceChoice{"cuda", "cpu"} {
 		b.Run(string(dev), func(b *testing.B) {
 			if dev == "cuda" {
@@ -157,7 +155,7 @@ func benchDeviceBacklog(b *testing.B, dev DeviceChoice, parts int, stream benchS
 		t0 := time.Now()
 		input.produce(b, br, 0)
 		b.Logf("%s: produced %d records to kfake in %.1fs", dev, stream.n, time.Since(t0).Seconds())
-		valid := input.valid
+		valid := stream.valid
 		cfg := deviceConfig(br, dev, in, out, dlq, group)
 		stopProfile := cputime.Profile(b, string(dev))
 		b.StartTimer()
