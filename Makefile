@@ -32,6 +32,7 @@ vet:
 	$(GO) vet ./...
 	GO=$(GO) .ci/staticcheck.sh
 	$(GO) mod tidy -diff
+	GO=$(GO) .ci/nofma.sh
 	@long=$$(git ls-files '*.go' ':!:*_test.go' | xargs wc -l | awk '$$2 != "total" && $$1 > 600 {print $$2 " (" $$1 " lines)"}'); \
 	  if [ -n "$$long" ]; then echo "non-test Go files over 600 lines: $$long"; exit 1; fi
 

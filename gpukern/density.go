@@ -112,11 +112,11 @@ func NewDensityModel(f *ClusterFeatures, h []float64, tables DensityTables) (*De
 			// microcluster's Centroid and Delta, density.NewModel's kernel.
 			n := float64(nc)
 			mu := f.CF1[j][c] / n
-			delta := f.CF2[j][c]/n - mu*mu + f.EF2[j][c]/n
+			delta := f.CF2[j][c]/n - float64(mu*mu) + f.EF2[j][c]/n
 			if delta < 0 {
 				delta = 0
 			}
-			v := max(h[j]*h[j]+delta, densityMinVariance)
+			v := max(float64(h[j]*h[j])+delta, densityMinVariance)
 			w := float64(nc) / float64(total)
 			m.mu = append(m.mu, mu)
 			m.coef = append(m.coef, w/math.Sqrt(2*math.Pi*v))
@@ -138,7 +138,7 @@ func (m *DensityModel) Density(j int, u float64) float64 {
 		d := u - m.mu[j*m.k+c]
 		e := d * d * m.inv2[j*m.k+c]
 		if e < 745 {
-			f += m.coef[j*m.k+c] * math.Exp(-e)
+			f += float64(m.coef[j*m.k+c] * math.Exp(-e))
 		}
 	}
 	return f

@@ -207,7 +207,7 @@ func standardisationOn(cols, sorted [][]float32, workers int) (center, unit []fl
 			x := min(max(float64(v), lo), hi)
 			d := x - mean
 			mean += d / float64(i+1)
-			m2 += d * (x - mean)
+			m2 += float64(d * (x - mean))
 		}
 		if sd := math.Sqrt(m2 / float64(n)); sd > 0 && !math.IsInf(1/sd, 0) {
 			unit[j] = sd

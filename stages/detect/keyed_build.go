@@ -287,7 +287,7 @@ func standardiseKey(sorted [][]float32) (center, unit []float64) {
 				x := min(max(float64(sorted[j0+j][i]), lo[j]), hi[j])
 				dx := x - mean[j]
 				mean[j] += dx / float64(i+1)
-				m2[j] += dx * (x - mean[j])
+				m2[j] += float64(dx * (x - mean[j]))
 			}
 		}
 		for j := range g {

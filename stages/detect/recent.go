@@ -162,7 +162,7 @@ func (r *recentRing) rank(x float64, m, blocks int) float64 {
 	if ge := n - j; n > 0 && ge == 0 {
 		v = r.beyond(x, r.s[r.at(n-1)], m)
 	} else if n > 0 {
-		v = math.Log10(float64(n+1)) - math.Log10(float64(1+ge))
+		v = float64(math.Log10(float64(n+1))) - float64(math.Log10(float64(1+ge)))
 	}
 	if n < m {
 		copy(r.idx[(j+1)*w:(n+1)*w], r.idx[j*w:n*w])
@@ -248,7 +248,7 @@ func (r *recentRing) beyond(x, top float64, m int) float64 {
 			}
 		}
 	}
-	rank := math.Log10(covered+1) - math.Log10(float64(1+c))
+	rank := float64(math.Log10(covered+1)) - float64(math.Log10(float64(1+c)))
 	if c >= recentPeaks {
 		return max(math.Log10(n+1), rank)
 	}

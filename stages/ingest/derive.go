@@ -204,7 +204,7 @@ func (d *Deriver) diff(op *deriveOp, s *series) {
 		v = float64(x) - float64(s.prevVal[op.slot])
 		if d.withSD {
 			a, b := float64(d.out.SD[op.src]), float64(s.prevVal[d.nDiff+op.slot])
-			sd = math.Sqrt(a*a + b*b)
+			sd = math.Sqrt(float64(a*a) + float64(b*b))
 		}
 	}
 	s.prevVal[op.slot] = x
@@ -231,7 +231,7 @@ func (d *Deriver) robustZ(op *deriveOp, s *series, k int) {
 		vals := sorted[:n]
 		med := float64(vals[n/2])
 		if n%2 == 0 {
-			med = float64(vals[n/2-1])/2 + med/2
+			med = float64(float64(vals[n/2-1])/2) + float64(med/2)
 		}
 		mad := medianDistance(vals, med)
 		scale := 1.4826 * mad
@@ -291,7 +291,7 @@ func (d *Deriver) mean(op *deriveOp, s *series, k int) {
 		*sum -= float64(ring[p])
 		if d.withSD {
 			o := float64(s.mring[half+op.slot+p])
-			*sum2 -= o * o
+			*sum2 -= float64(o * o)
 		}
 		n--
 	}
@@ -299,7 +299,7 @@ func (d *Deriver) mean(op *deriveOp, s *series, k int) {
 	*sum += float64(x)
 	if d.withSD {
 		s.mring[half+op.slot+p] = sd
-		*sum2 += float64(sd) * float64(sd)
+		*sum2 += float64(float64(sd) * float64(sd))
 	}
 	n++
 	p = (p + 1) % op.last
@@ -309,7 +309,7 @@ func (d *Deriver) mean(op *deriveOp, s *series, k int) {
 			*sum += float64(ring[i])
 			if d.withSD {
 				v := float64(s.mring[half+op.slot+i])
-				*sum2 += v * v
+				*sum2 += float64(v * v)
 			}
 		}
 	}
@@ -351,7 +351,7 @@ func medianDistance(vals []float32, med float64) float64 {
 	if n%2 == 1 {
 		return kth(n / 2)
 	}
-	return kth(n/2-1)/2 + kth(n/2)/2
+	return float64(kth(n/2-1)/2) + float64(kth(n/2)/2)
 }
 
 // wallClock is a record's time in derive.timezone as the cyclic features read it.
@@ -370,7 +370,7 @@ func (d *Deriver) cyclic(op *deriveOp, w wallClock) {
 	if op.kind == DeriveTimeOfDay {
 		frac = w.sec / 86400
 	} else {
-		frac = (float64(w.day)*86400 + w.sec) / (7 * 86400)
+		frac = (float64(float64(w.day)*86400) + w.sec) / (7 * 86400)
 	}
 	sin, cos := math.Sincos(2 * math.Pi * frac)
 	d.out.Values[op.dst], d.out.Values[op.dst+1] = float32(sin), float32(cos)

@@ -145,7 +145,7 @@ func (m *Model) boundsOf(j int, b *Bounds, rel float64) {
 	origin, end, _ := m.gridSpan(j)
 	step := (end - origin) / float64(g) * (1 + 0x1p-40) // the last grid point lands at or beyond end
 	b.Origin[j], b.InvStep[j] = origin, 1/step
-	abs := float64(m.k+1) * coefMax * 0x1p-1000
+	abs := float64(float64(m.k+1) * coefMax * 0x1p-1000) // (rounded: never fused into the bounds below)
 
 	// Per grid point i = 0..g: the term values at p_i = origin + i*step, summed into cell bounds
 	// on the fly (cell i spans p_{i-1} .. p_i).
@@ -153,8 +153,8 @@ func (m *Model) boundsOf(j int, b *Bounds, rel float64) {
 	upper := make([]float64, g+2)
 	prev := make([]float64, len(mu))
 	for i := 0; i <= g; i++ {
-		p := origin + float64(i)*step
-		pPrev := origin + float64(i-1)*step
+		p := origin + float64(float64(i)*step)
+		pPrev := origin + float64(float64(i-1)*step)
 		var sum, mn, mx float64
 		for c, x := range mu {
 			d := p - x
@@ -194,7 +194,7 @@ func (m *Model) boundsOf(j int, b *Bounds, rel float64) {
 		if c < g+1 {
 			l, u = min(l, lower[c+1]), max(u, upper[c+1])
 		}
-		b.Lower[row+c] = max(0, l*(1-rel)-abs)
-		b.Upper[row+c] = u*(1+rel) + abs
+		b.Lower[row+c] = max(0, float64(l*(1-rel))-abs)
+		b.Upper[row+c] = float64(u*(1+rel)) + abs
 	}
 }

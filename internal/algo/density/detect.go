@@ -289,7 +289,7 @@ func (m *Model) etaProbability(x, psi []float64, dims []int, eta float64, s int,
 	for range s {
 		var lo, hi float64
 		for q, j := range dims {
-			u := x[j] + psi[j]*PhiInv(g.Uniform())
+			u := x[j] + float64(psi[j]*PhiInv(g.Uniform()))
 			xs[q] = u
 			c := b.Cell(j, u)
 			lo += b.Lower[c]
@@ -321,7 +321,7 @@ func (m *Model) etaProbabilityPlain(x, psi []float64, dims []int, eta float64, s
 	for range s {
 		var dens float64
 		for _, j := range dims {
-			xs := x[j] + psi[j]*PhiInv(g.Uniform())
+			xs := x[j] + float64(psi[j]*PhiInv(g.Uniform()))
 			dens += m.Density(j, xs)
 		}
 		if dens/a > eta {

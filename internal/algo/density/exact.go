@@ -115,7 +115,7 @@ func (m *Model) superlevel(j int, eta float64) region {
 	if lo > hi {
 		return rg // no component reaches eta, so neither does their average
 	}
-	step := minSD / 8
+	step := float64(minSD / 8) // (rounded: the compiler's minSD*0.125 is not fused into lo-step)
 	span := hi - lo
 	// Pad by one step so that the first and last grid points are safely outside the set.
 	lo, hi = lo-step, hi+step
@@ -133,7 +133,7 @@ func (m *Model) superlevel(j int, eta float64) region {
 		start = lo
 	}
 	for k := 1; k < g; k++ {
-		u := lo + float64(k)*step
+		u := lo + float64(float64(k)*step)
 		if k == g-1 {
 			u = hi
 		}

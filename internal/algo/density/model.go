@@ -61,7 +61,7 @@ func Bandwidths(mc *microcluster.MicroClusters) ([]float64, error) {
 			s2 += mc.CF2[j][c]
 		}
 		mu := s1 / float64(n)
-		v := s2/float64(n) - mu*mu
+		v := s2/float64(n) - float64(mu*mu)
 		if v < 0 {
 			v = 0
 		}
@@ -134,7 +134,7 @@ func NewModel(mc *microcluster.MicroClusters, h []float64) (*Model, error) {
 			if mc.N[c] == 0 {
 				continue
 			}
-			v := max(h[j]*h[j]+delta, minVariance)
+			v := max(float64(h[j]*h[j])+delta, minVariance)
 			w := float64(mc.N[c]) / float64(n)
 			m.mu[j] = append(m.mu[j], mc.Centroid(j, c))
 			m.variance[j] = append(m.variance[j], v)
@@ -159,7 +159,7 @@ func (m *Model) Density(j int, u float64) float64 {
 		d := u - x
 		e := d * d * inv2[c]
 		if e < 745 { // exp(-745) is below the smallest float64: skip the call
-			f += coef[c] * math.Exp(-e)
+			f += float64(coef[c] * math.Exp(-e))
 		}
 	}
 	return f

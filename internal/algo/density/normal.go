@@ -35,18 +35,27 @@ func PhiInv(p float64) float64 {
 		return math.NaN()
 	case p < acklamLow:
 		q := math.Sqrt(-2 * math.Log(p))
-		return (((((acklamC[0]*q+acklamC[1])*q+acklamC[2])*q+acklamC[3])*q+acklamC[4])*q + acklamC[5]) /
-			((((acklamD[0]*q+acklamD[1])*q+acklamD[2])*q+acklamD[3])*q + 1)
+		return horner(acklamC[:], q) / (float64(horner(acklamD[:], q)*q) + 1)
 	case p <= 1-acklamLow:
 		q := p - 0.5
 		r := q * q
-		return (((((acklamA[0]*r+acklamA[1])*r+acklamA[2])*r+acklamA[3])*r+acklamA[4])*r + acklamA[5]) * q /
-			(((((acklamB[0]*r+acklamB[1])*r+acklamB[2])*r+acklamB[3])*r+acklamB[4])*r + 1)
+		return horner(acklamA[:], r) * q / (float64(horner(acklamB[:], r)*r) + 1)
 	default:
 		q := math.Sqrt(-2 * math.Log(1-p))
-		return -(((((acklamC[0]*q+acklamC[1])*q+acklamC[2])*q+acklamC[3])*q+acklamC[4])*q + acklamC[5]) /
-			((((acklamD[0]*q+acklamD[1])*q+acklamD[2])*q+acklamD[3])*q + 1)
+		return -horner(acklamC[:], q) / (float64(horner(acklamD[:], q)*q) + 1)
 	}
+}
+
+// horner is the polynomial c[0] x^(n-1) + ... + c[n-1] by Horner's rule, (((c[0] x + c[1]) x +
+// c[2]) ...), each product rounded before its add: the conversion keeps the Go compiler from
+// fusing them (it fuses x*y+z on arm64, and on amd64 at GOAMD64=v3), so every platform gets
+// amd64's default bits (.ci/nofma.sh).
+func horner(c []float64, x float64) float64 {
+	acc := c[0]
+	for _, k := range c[1:] {
+		acc = float64(acc*x) + k
+	}
+	return acc
 }
 
 // Phi is the standard normal CDF, computed as erfc(-z/sqrt 2)/2 so that the lower tail keeps
@@ -60,7 +69,7 @@ func Phi(z float64) float64 {
 func normalMass(a, b, mu, sd float64) float64 {
 	za, zb := (a-mu)/sd, (b-mu)/sd
 	if za > 0 {
-		return Phi(-za) - Phi(-zb)
+		return float64(Phi(-za)) - float64(Phi(-zb))
 	}
-	return Phi(zb) - Phi(za)
+	return float64(Phi(zb)) - float64(Phi(za))
 }

@@ -92,7 +92,7 @@ func DeriveUncertainty(means [][]float32, multiplier float64, seed uint64) ([][]
 		mean := sum / float64(max(n, 1))
 		for _, v := range col {
 			d := float64(v) - mean
-			sum2 += d * d
+			sum2 += float64(d * d)
 		}
 		std[j] = math.Sqrt(sum2 / float64(max(n, 1)))
 	}

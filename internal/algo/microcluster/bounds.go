@@ -203,7 +203,7 @@ func centreMoves(old, cur [][]float32, p boundParams) []float64 {
 		for j := range r {
 			// The difference of two float32 values is exact in float64 (24-bit significands).
 			t := float64(cur[j][c]) - float64(old[j][c])
-			s += t * t
+			s += float64(t * t)
 		}
 		move[c] = math.Sqrt(s) * (1 + p.slack64)
 	}

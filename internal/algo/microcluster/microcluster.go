@@ -96,7 +96,7 @@ func (m *MicroClusters) Delta(j, c int) float64 {
 		return 0
 	}
 	mu := m.CF1[j][c] / n
-	d := m.CF2[j][c]/n - mu*mu + m.EF2[j][c]/n
+	d := m.CF2[j][c]/n - float64(mu*mu) + m.EF2[j][c]/n
 	if d < 0 {
 		return 0
 	}

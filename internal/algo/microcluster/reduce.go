@@ -104,7 +104,7 @@ func reduceChunk(means, sds [][]float32, assign []int32, lo, q int, s []float64,
 			// A float32 converted to float64 is exact and so is its square (48 significant bits).
 			v := float64(col[i])
 			cf1[c] += v
-			cf2[c] += v * v
+			cf2[c] += float64(v * v)
 		}
 		if sds != nil {
 			ecol := sds[j][lo : lo+len(assign)]
@@ -114,7 +114,7 @@ func reduceChunk(means, sds [][]float32, assign []int32, lo, q int, s []float64,
 					continue
 				}
 				v := float64(ecol[i])
-				ef2[c] += v * v
+				ef2[c] += float64(v * v)
 			}
 		}
 	}

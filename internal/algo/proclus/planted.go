@@ -33,7 +33,7 @@ func GeneratePlanted(rows, dims, k, l int, sd, outlierFrac float64, seed uint64)
 		pl.Dims[c] = slices.Sorted(slices.Values(rng.Perm(dims)[:l]))
 		centre[c] = make([]float64, dims)
 		for _, j := range pl.Dims[c] {
-			centre[c][j] = 10 + 80*rng.Float64()
+			centre[c][j] = 10 + float64(80*rng.Float64())
 		}
 	}
 	for j := range pl.Cols {
@@ -50,7 +50,7 @@ func GeneratePlanted(rows, dims, k, l int, sd, outlierFrac float64, seed uint64)
 		}
 		if c >= 0 {
 			for _, j := range pl.Dims[c] {
-				pl.Cols[j][i] = float32(centre[c][j] + sd*rng.NormFloat64())
+				pl.Cols[j][i] = float32(centre[c][j] + float64(sd*rng.NormFloat64()))
 			}
 		}
 	}

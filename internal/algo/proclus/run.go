@@ -280,7 +280,7 @@ func (r *runner) assignAndCost(ctr [][]float32, dims [][]int, radius []float64) 
 			w += Unfixed(spread[t], r.scales[flat[t]]) / float64(counts[i])
 		}
 		w /= float64(off[i+1] - off[i])
-		cost += float64(counts[i]) * w
+		cost += float64(float64(counts[i]) * w)
 		clustered += counts[i]
 	}
 	if clustered > 0 {
@@ -433,7 +433,7 @@ func FindDimensions(X [][]float64, l int) [][]int {
 		sigma := 0.0
 		if d > 1 {
 			for _, v := range x {
-				sigma += (v - y) * (v - y)
+				sigma += float64((v - y) * (v - y))
 			}
 			sigma = math.Sqrt(sigma / float64(d-1))
 		}

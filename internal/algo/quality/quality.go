@@ -24,7 +24,7 @@ func ROCAUC(scores []float64, outlier []bool) float64 {
 		for j < n && scores[idx[j]] == scores[idx[i]] {
 			j++
 		}
-		mid := float64(i+j+1) / 2 // mean of the 1-based ranks i+1..j
+		mid := float64(float64(i+j+1) / 2) // mean of the 1-based ranks i+1..j (rounded: never fused)
 		for _, r := range idx[i:j] {
 			if outlier[r] {
 				pos++
@@ -38,7 +38,7 @@ func ROCAUC(scores []float64, outlier []bool) float64 {
 	if pos == 0 || neg == 0 {
 		return math.NaN()
 	}
-	return (rankSumPos - pos*(pos+1)/2) / (pos * neg)
+	return (rankSumPos - float64(pos*(pos+1)/2)) / (pos * neg)
 }
 
 // PrecisionAtN is the fraction of true outliers among the given flagged rows (the top-n,
@@ -156,7 +156,7 @@ func AdjustedRandIndex(a, b []int32) float64 {
 		row[a[i]]++
 		col[b[i]]++
 	}
-	c2 := func(n int) float64 { return float64(n) * float64(n-1) / 2 }
+	c2 := func(n int) float64 { return float64(float64(n) * float64(n-1) / 2) } // (rounded: never fused into the sums)
 	var index, sa, sb float64
 	for _, n := range cell {
 		index += c2(n)
@@ -168,7 +168,7 @@ func AdjustedRandIndex(a, b []int32) float64 {
 		sb += c2(n)
 	}
 	expected := sa * sb / c2(len(a))
-	maxIndex := (sa + sb) / 2
+	maxIndex := float64((sa + sb) / 2)
 	if maxIndex == expected {
 		return 1
 	}

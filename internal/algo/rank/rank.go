@@ -430,7 +430,7 @@ func (c *Calibration) empirical(r float64) float64 {
 	i := searchFloat64s(s, r) // first index with s[i] >= r
 	if s[i] > r && i > 0 {
 		pos := float64(i-1) + (r-s[i-1])/(s[i]-s[i-1])
-		return log10Int(n+1) - math.Log10(float64(n)-pos)
+		return log10Int(n+1) - float64(math.Log10(float64(n)-pos))
 	}
 	return log10Int(n+1) - log10Int(n-i) // (float64(n) - float64(i) is n-i exactly)
 }
@@ -466,7 +466,7 @@ func (c *Calibration) SurprisalOfMember(i int) float64 {
 	n, r := len(s), s[i]
 	e := log10Int(n+1) - log10Int(n-i)
 	if r > c.kneeAt && c.knee > 0 {
-		return max(e, c.kneeBase+c.knee*(r-c.kneeAt))
+		return max(e, c.kneeBase+float64(c.knee*(r-c.kneeAt)))
 	}
 	return e
 }
@@ -482,12 +482,12 @@ func (c *Calibration) Surprisal(r float64) float64 {
 	}
 	var e float64
 	if r > s[n-1] {
-		e = log10Int(n+1) + c.Slope*(r-s[n-1])
+		e = log10Int(n+1) + float64(c.Slope*(r-s[n-1]))
 	} else {
 		e = c.empirical(r)
 	}
 	if r > c.kneeAt && c.knee > 0 {
-		return max(e, c.kneeBase+c.knee*(r-c.kneeAt))
+		return max(e, c.kneeBase+float64(c.knee*(r-c.kneeAt)))
 	}
 	return e
 }

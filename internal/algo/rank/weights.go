@@ -96,13 +96,13 @@ func spearman(x, y []float64) float64 {
 // pearson is the correlation of two rankings (ranks with averaged ties: their mean is
 // (n-1)/2); 0 when either is constant.
 func pearson(rx, ry []float64) float64 {
-	mean := float64(len(rx)-1) / 2
+	mean := float64(float64(len(rx)-1) / 2) // (rounded: the compiler's *0.5 is never fused into rx[i]-mean)
 	var sxy, sxx, syy float64
 	for i := range rx {
 		dx, dy := rx[i]-mean, ry[i]-mean
-		sxy += dx * dy
-		sxx += dx * dx
-		syy += dy * dy
+		sxy += float64(dx * dy)
+		sxx += float64(dx * dx)
+		syy += float64(dy * dy)
 	}
 	if sxx == 0 || syy == 0 {
 		return 0

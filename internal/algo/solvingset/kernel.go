@@ -138,7 +138,7 @@ func canonicalWeight(h, scratch []float32) float64 {
 // plain(U) * (1 + (4k+4)u) < minOUT, which therefore implies canonical(W) < minOUT: a point that
 // ties at w* is never pruned. The margin is ~2e-14 relative for k = 50, so it costs no pruning
 // in practice. The GPU twin (gpukern) prunes with the same margin.
-func PruneMargin(k int) float64 { return 1 + float64(4*k+4)*0x1p-53 }
+func PruneMargin(k int) float64 { return 1 + float64(float64(4*k+4)*0x1p-53) }
 
 // parallelFor runs body over [0, n) in blocks of grain, claimed dynamically by workers
 // goroutines; body gets the worker index and the block.

@@ -126,7 +126,7 @@ func validateCols(cols [][]float32) (rows int, err error) {
 			lo, hi = min(lo, f), max(hi, f)
 		}
 		if rows > 0 {
-			span += (hi - lo) * (hi - lo)
+			span += float64((hi - lo) * (hi - lo))
 		}
 	}
 	if span > maxSpan {

@@ -56,13 +56,13 @@ func (s *SensorStream) Next() (key, value []byte, anomaly, malformed bool) {
 	mode := s.r.IntN(3)
 	var v [8]float64
 	for j := range v {
-		v[j] = sensorModes[mode][j] + sensorSpread[j]*s.r.NormFloat64()
+		v[j] = sensorModes[mode][j] + float64(sensorSpread[j]*s.r.NormFloat64())
 	}
 	anomaly = s.r.Float64() < s.AnomalyRate
 	if anomaly {
 		for range 1 + s.r.IntN(3) {
 			j := s.r.IntN(8)
-			shift := (6 + 4*s.r.Float64()) * sensorSpread[j]
+			shift := (6 + float64(4*s.r.Float64())) * sensorSpread[j]
 			if s.r.IntN(2) == 0 {
 				shift = -shift
 			}
@@ -72,7 +72,7 @@ func (s *SensorStream) Next() (key, value []byte, anomaly, malformed bool) {
 	b := make([]byte, 0, 320)
 	b = fmt.Appendf(b, `{"sensor":"sensor-%d","seq":%d`, sensor, s.n)
 	for j, f := range SensorFeatures {
-		b = fmt.Appendf(b, `,"%s":%.4f,"%s_sd":%.4f`, f, v[j], f, sensorSpread[j]*(0.02+0.08*s.r.Float64()))
+		b = fmt.Appendf(b, `,"%s":%.4f,"%s_sd":%.4f`, f, v[j], f, sensorSpread[j]*(0.02+float64(0.08*s.r.Float64())))
 	}
 	b = fmt.Appendf(b, `,"anomaly":%t}`, anomaly)
 	return key, b, anomaly, false
@@ -96,13 +96,13 @@ func Sensors(rows int, seed uint64, anomalyRate float64) *Data {
 		mode := r.IntN(3)
 		var v [4]float64
 		for j := range v {
-			v[j] = sensorModes[mode][j] + sensorSpread[j]*r.NormFloat64()
+			v[j] = sensorModes[mode][j] + float64(sensorSpread[j]*r.NormFloat64())
 		}
 		if r.Float64() < anomalyRate {
 			d.Label[i] = 1
 			for range 1 + r.IntN(3) {
 				j := r.IntN(4)
-				shift := (6 + 4*r.Float64()) * sensorSpread[j]
+				shift := (6 + float64(4*r.Float64())) * sensorSpread[j]
 				if r.IntN(2) == 0 {
 					shift = -shift
 				}

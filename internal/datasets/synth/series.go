@@ -226,8 +226,8 @@ func SensorSeries(p SeriesParams) (*Series, error) {
 				s := seriesSensors[j]
 				base[k][j], sd[k][j], sign[k][j] = s.mean, s.sd, s.sign
 			} else {
-				base[k][j] = p.BaselineMin + (p.BaselineMax-p.BaselineMin)*r.Float64()
-				sd[k][j] = p.NoiseMin + (p.NoiseMax-p.NoiseMin)*r.Float64()
+				base[k][j] = p.BaselineMin + float64((p.BaselineMax-p.BaselineMin)*r.Float64())
+				sd[k][j] = p.NoiseMin + float64((p.NoiseMax-p.NoiseMin)*r.Float64())
 				sign[k][j] = 1
 			}
 			drift[k][j] = float64(1 - 2*r.IntN(2))
@@ -292,7 +292,7 @@ func SensorSeries(p SeriesParams) (*Series, error) {
 		if _, dup := spike[i]; dup {
 			continue
 		}
-		size := p.SpikeMin + (p.SpikeMax-p.SpikeMin)*r.Float64()
+		size := p.SpikeMin + float64((p.SpikeMax-p.SpikeMin)*r.Float64())
 		if p.SpikeSign < 0 || (p.SpikeSign == 0 && r.IntN(2) == 0) {
 			size = -size
 		}
@@ -330,11 +330,11 @@ func SensorSeries(p SeriesParams) (*Series, error) {
 			seas = daily(i, 0)
 		}
 		for j := range nf {
-			mean := base[k][j] + sign[k][j]*p.Daily*sd[k][j]*seas
+			mean := base[k][j] + float64(sign[k][j]*p.Daily*sd[k][j]*seas)
 			if p.Drift != 0 {
 				mean += drift[k][j] * p.Drift * sd[k][j] * float64(i) / float64(p.DriftEvery)
 			}
-			v[j] = mean + sd[k][j]*(sign[k][j]*sqrtRho*z0+sqrtRest*r.NormFloat64())
+			v[j] = mean + float64(sd[k][j]*(float64(sign[k][j]*sqrtRho*z0)+float64(sqrtRest*r.NormFloat64())))
 		}
 		var kinds []string
 		// A span starts at the key's first record at or after its start row.
@@ -347,7 +347,7 @@ func SensorSeries(p SeriesParams) (*Series, error) {
 				length = p.StuckLength
 				st.value = last[k][sp.sensor]
 				if p.StuckAt != 0 {
-					st.value = base[k][sp.sensor] + p.StuckAt*sd[k][sp.sensor]
+					st.value = base[k][sp.sensor] + float64(p.StuckAt*sd[k][sp.sensor])
 				}
 			}
 			if length > 0 {
@@ -363,7 +363,7 @@ func SensorSeries(p SeriesParams) (*Series, error) {
 			if st.span.stuck {
 				v[j] = st.value
 			} else {
-				v[j] += p.ShiftSize * sd[k][j]
+				v[j] += float64(p.ShiftSize * sd[k][j])
 			}
 			if st.labelled != 0 {
 				kinds = append(kinds, map[bool]string{false: "shift", true: "stuck"}[st.span.stuck])
@@ -379,12 +379,12 @@ func SensorSeries(p SeriesParams) (*Series, error) {
 			}
 		}
 		if size, ok := spike[i]; ok {
-			v[spikeSensor[i]] += size * sd[k][spikeSensor[i]]
+			v[spikeSensor[i]] += float64(size * sd[k][spikeSensor[i]])
 			kinds = append(kinds, "spike")
 		}
 		if context[i] {
 			j := spikeSensor[i]
-			v[j] -= 2 * sign[k][j] * p.Daily * sd[k][j] * seas // the value of twelve hours away
+			v[j] -= float64(2 * sign[k][j] * p.Daily * sd[k][j] * seas) // the value of twelve hours away
 			kinds = append(kinds, "contextual")
 		}
 		for j := range nf {

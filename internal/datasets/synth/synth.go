@@ -93,7 +93,7 @@ func G3D(rows int, seed uint64) *Data {
 	for i := range rows {
 		c := i % 3
 		for j := range 3 {
-			d.Cols[j][i] = float32(G3DCentres[c][j] + G3DSpreads[c]*r.NormFloat64())
+			d.Cols[j][i] = float32(G3DCentres[c][j] + float64(G3DSpreads[c]*r.NormFloat64()))
 		}
 	}
 	return d
@@ -211,7 +211,7 @@ func Three(p UncertainParams) *Data {
 			if out && j < od {
 				d.Cols[j][i] = float32(r.NormFloat64())
 			} else {
-				d.Cols[j][i] = float32(m + 0.5*r.NormFloat64())
+				d.Cols[j][i] = float32(m + float64(0.5*r.NormFloat64()))
 			}
 		}
 	}
@@ -259,11 +259,11 @@ func deriveUncertainty(d *Data, r *rand.Rand, multiplier float64) {
 		var sum, sq float64
 		for _, v := range c {
 			sum += float64(v)
-			sq += float64(v) * float64(v)
+			sq += float64(float64(v) * float64(v))
 		}
 		n := float64(len(c))
 		mean := sum / n
-		std := math.Sqrt(math.Max(0, sq/n-mean*mean))
+		std := math.Sqrt(math.Max(0, sq/n-float64(mean*mean)))
 		for i := range c {
 			d.SD[j][i] = float32(std * r.Float64() * multiplier)
 		}
