@@ -26,7 +26,8 @@ build:
 test: vet unit fuzz
 
 # vet: gofmt, go vet, staticcheck over the CPU and CUDA builds (.ci/staticcheck.sh), go.mod
-# tidy, and no non-test Go file over 600 lines (split such a file by concept).
+# tidy, no fused multiply-add in the module's code (.ci/nofma.sh: the CPU twins' bits on every
+# platform), and no non-test Go file over 600 lines (split such a file by concept).
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
