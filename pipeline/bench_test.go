@@ -296,10 +296,18 @@ func benchEndToEnd(b *testing.B, br testsupport.Broker, n, rate int) {
 	}
 }
 
-// produceSteady produces in.records at rate records/s (every 5 ms what is due by then, so a
-// slow produce call is caught up by the next) and returns the rate achieved. The produce time
-// in each message is the time of its produce call.
+// produceSteady produces in.records at rate records/s (paced) and returns the rate achieved.
+// The produce time in each message is the time of its produce call.
 func produceSteady(b *testing.B, br testsupport.Broker, in *sensorInput, rate int) float64 {
+	return paced(b, br, len(in.records), rate, func(ctx context.Context, cl *kgo.Client, lo, hi int) error {
+		return produceRecords(ctx, cl, in, in.records[lo:hi])
+	})
+}
+
+// paced produces messages [0, n) with one producer, produce(lo, hi) at a time: at rate records/s
+// every 5 ms what is due by then (so that a slow produce call is caught up by the next), or, at
+// rate 0, in chunks of 20,000 as fast as the broker takes them. It returns the rate achieved.
+func paced(b *testing.B, br testsupport.Broker, n, rate int, produce func(ctx context.Context, cl *kgo.Client, lo, hi int) error) float64 {
 	cl := testsupport.NewProducer(b, br)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -308,13 +316,15 @@ func produceSteady(b *testing.B, br testsupport.Broker, in *sensorInput, rate in
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	sent := 0
-	for sent < len(in.records) {
-		<-tick.C
-		due := min(len(in.records), int(time.Since(start).Seconds()*float64(rate)))
-		if due <= sent {
-			continue
+	for sent < n {
+		due := min(n, sent+20_000)
+		if rate > 0 {
+			<-tick.C
+			if due = min(n, int(time.Since(start).Seconds()*float64(rate))); due <= sent {
+				continue
+			}
 		}
-		if err := produceRecords(ctx, cl, in, in.records[sent:due]); err != nil {
+		if err := produce(ctx, cl, sent, due); err != nil {
 			b.Fatal(err)
 		}
 		sent = due

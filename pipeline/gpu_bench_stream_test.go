@@ -68,44 +68,26 @@ func (s benchStream) input(topic string, parts int) *streamInput {
 	}
 }
 
-// produce produces the stream: all of it as fast as the broker takes it (rate 0, in chunks of
-// 20,000), or at rate records/s (every 5 ms what is due by then, so that a slow produce call is
-// caught up by the next). It returns the rate achieved. The produce time in each message is the
-// time of its produce call; messages go round-robin over the partitions, as makeSensorRecords
-// spreads them.
+// produce produces the stream at rate records/s, or at rate 0 as fast as the broker takes it
+// (paced), and returns the rate achieved. The produce time in each message is the time of its
+// produce call; messages go round-robin over the partitions, as makeSensorRecords spreads them.
 func (in *streamInput) produce(b *testing.B, br testsupport.Broker, rate int) float64 {
-	cl := testsupport.NewProducer(b, br)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	start := time.Now()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
 	var krs []*kgo.Record
-	sent := 0
-	for sent < in.stream.n {
-		due := min(in.stream.n, sent+20_000)
-		if rate > 0 {
-			<-tick.C
-			if due = min(in.stream.n, int(time.Since(start).Seconds()*float64(rate))); due <= sent {
-				continue
-			}
-		}
+	return paced(b, br, in.stream.n, rate, func(ctx context.Context, cl *kgo.Client, lo, hi int) error {
 		krs = krs[:0]
 		now := time.Now()
-		for i := sent; i < due; i++ {
+		for i := lo; i < hi; i++ {
 			key, value := in.stream.message(i)
 			krs = append(krs, &kgo.Record{Topic: in.topic, Partition: int32(i % in.parts), Key: key, Value: value, Timestamp: now})
 		}
 		if err := cl.ProduceSync(ctx, krs...).FirstErr(); err != nil {
-			b.Fatal(fmt.Errorf("produce %d records to %s: %w", len(krs), in.topic, err))
+			return fmt.Errorf("produce %d records to %s: %w", len(krs), in.topic, err)
 		}
 		for _, kr := range krs {
 			in.setSent(kr.Partition, kr.Offset, kr.Timestamp.UnixMilli())
 		}
-		sent = due
-	}
-	return float64(sent) / time.Since(start).Seconds()
+		return nil
+	})
 }
 
 func (in *streamInput) setSent(p int32, off, ms int64) {

@@ -3,13 +3,11 @@ package accel
 import (
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/algo/rank"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/core/fanout"
 )
 
 // KeyedModel is one key's ranking model in the algorithms' types (detect's Ranker for a key):
@@ -239,16 +237,7 @@ func (d *Device) KeyedSelfWeights(sets [][][]float32, k []int, out [][]float64) 
 	return d.step("keyed builds", why, func() error {
 		return d.gpu.KeyedSelfWeights(sets, k, out)
 	}, func() error { // (on every core: a batch's builds wait for it, as for their GPU call)
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range min(runtime.GOMAXPROCS(0), len(sets)) {
-			wg.Go(func() {
-				for s := int(next.Add(1)) - 1; s < len(sets); s = int(next.Add(1)) - 1 {
-					solvingset.KNNWeightsSelf(sets[s], k[s], out[s])
-				}
-			})
-		}
-		wg.Wait()
+		fanout.OnCores(len(sets), func(s int) { solvingset.KNNWeightsSelf(sets[s], k[s], out[s]) })
 		return nil
 	})
 }

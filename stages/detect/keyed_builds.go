@@ -109,22 +109,16 @@ type deferredBuilds struct {
 	wg    sync.WaitGroup
 }
 
-// startBuilds starts the due keys' builds on every core, taking the next key as one frees; with
-// many keys and a device that takes them, their k-NN calibrations in one device call
-// (buildKeysBatched).
+// startBuilds starts the due keys' builds on a goroutine of their own (buildDue: on the cores,
+// taking the next key as one frees; with many keys and a device that takes them, their k-NN
+// calibrations in one device call).
 func (k *keyedScorer) startBuilds(due []*keyState, cfg *Config) {
 	if len(due) == 0 {
 		return
 	}
 	b := &deferredBuilds{due: due, built: make([]*Ranker, len(due))}
 	sw := k.selfWeigher(due, cfg)
-	b.wg.Go(func() {
-		if sw != nil {
-			buildKeysBatched(due, b.built, cfg, sw)
-			return
-		}
-		eachOnCores(len(due), func(t int) { b.built[t], _ = buildKeyModel(due[t], cfg) })
-	})
+	b.wg.Go(func() { buildDue(due, b.built, cfg, sw) })
 	k.building = b
 }
 

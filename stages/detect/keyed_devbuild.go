@@ -1,11 +1,8 @@
 package detect
 
 import (
-	"runtime"
-	"sync"
-	"sync/atomic"
-
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
+	"github.com/outlierd/outlierd/internal/core/fanout"
 )
 
 // Key builds batched on the device (issue 21 item 2): more than half of a key's build on the
@@ -68,7 +65,7 @@ func buildKeysBatched(due []*keyState, out []*Ranker, cfg *Config, sw KeyedSelfW
 		}
 	}
 	rows, vals := make([]int32, at[n]), make([]float64, 2*at[n])
-	eachOnCores(n, func(t int) {
+	fanout.OnCores(n, func(t int) {
 		kb := keyBuilds.Get().(*keyBuild)
 		defer keyBuilds.Put(kb)
 		r, ok := kb.prepare(due[t], cfg)
@@ -89,9 +86,9 @@ func buildKeysBatched(due []*keyState, out []*Ranker, cfg *Config, sw KeyedSelfW
 		}
 	}
 	if len(sets) > 0 && sw.SelfWeights(sets, ks, ws) != nil {
-		eachOnCores(len(sets), func(s int) { solvingset.KNNWeightsSelf(sets[s], ks[s], ws[s]) })
+		fanout.OnCores(len(sets), func(s int) { solvingset.KNNWeightsSelf(sets[s], ks[s], ws[s]) })
 	}
-	eachOnCores(n, func(t int) {
+	fanout.OnCores(n, func(t int) {
 		if rs[t] == nil {
 			return
 		}
@@ -101,21 +98,12 @@ func buildKeysBatched(due []*keyState, out []*Ranker, cfg *Config, sw KeyedSelfW
 	})
 }
 
-// eachOnCores runs f(0) .. f(n-1) on every core, each goroutine taking the next index as it
-// frees, and waits.
-func eachOnCores(n int, f func(t int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), n) {
-		wg.Go(func() {
-			for {
-				t := int(next.Add(1)) - 1
-				if t >= n {
-					return
-				}
-				f(t)
-			}
-		})
+// buildDue is buildKeyModel of every due key into out (nil where a build failed): with sw (the
+// keyedScorer's selfWeigher, read on the caller's goroutine) batched, else on the cores.
+func buildDue(due []*keyState, out []*Ranker, cfg *Config, sw KeyedSelfWeigher) {
+	if sw != nil {
+		buildKeysBatched(due, out, cfg, sw)
+		return
 	}
-	wg.Wait()
+	buildKeys(due, out, cfg)
 }

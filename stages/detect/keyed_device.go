@@ -7,6 +7,7 @@ import (
 	"github.com/outlierd/outlierd/internal/algo/rank"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/fanout"
 )
 
 // Models per key on a device (issue 21 item 2): the warm keys' models stay resident there, a slot
@@ -155,11 +156,7 @@ func (k *keyedScorer) flush(cfg *Config, features []string, out []batch.Score, r
 		return
 	}
 	built := make([]*Ranker, len(kb.due))
-	if sw := k.selfWeigher(kb.due, cfg); sw != nil {
-		buildKeysBatched(kb.due, built, cfg, sw)
-	} else {
-		buildKeys(kb.due, built, cfg)
-	}
+	buildDue(kb.due, built, cfg, k.selfWeigher(kb.due, cfg))
 	var rebuilt []*keyState
 	for t, st := range kb.due {
 		st.due = false
@@ -268,33 +265,7 @@ func decideQueued(cfg *Config, features []string, out []batch.Score, raw [][]flo
 // buildKeys builds the keys' models (nil where a build failed), on every core when there are
 // many: each build reads its own key's state only.
 func buildKeys(due []*keyState, out []*Ranker, cfg *Config) {
-	workers := min(runtime.GOMAXPROCS(0), (len(due)+3)/4)
-	if workers <= 1 {
-		for t, st := range due {
-			out[t], _ = buildKeyModel(st, cfg)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	var next sync.Mutex
-	at := 0
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				next.Lock()
-				t := at
-				at++
-				next.Unlock()
-				if t >= len(due) {
-					return
-				}
-				out[t], _ = buildKeyModel(due[t], cfg)
-			}
-		}()
-	}
-	wg.Wait()
+	fanout.Each(min(runtime.GOMAXPROCS(0), (len(due)+3)/4), len(due), func(t int) { out[t], _ = buildKeyModel(due[t], cfg) })
 }
 
 // cpuRawScores is the queued records' raw scores on the CPU (keyedScorer.score's).
