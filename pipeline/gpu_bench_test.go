@@ -2,10 +2,12 @@ package pipeline
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,11 +39,12 @@ import (
 //
 // OUTLIERD_BENCH_CPUPROFILE=<prefix> writes a CPU profile of each backlog drain to
 // <prefix>-<device>.prof and of each steady run to <prefix>-<device>-steady.prof;
-// OUTLIERD_BENCH_TRACE=<prefix> an execution trace of each (<prefix>-<device>.trace, ...).
+// OUTLIERD_BENCH_TRACE=<prefix> an execution trace of each (<prefix>-<device>.trace, ...);
+// OUTLIERD_BENCH_LATENCIES=<prefix> each steady run's flagged outputs, one line each (latencyDump).
 // Both devices get the same messages (benchStream, generated once before the runs). The broker
 // (kfake) runs in a child process, this test binary re-executed (OUTLIERD_BENCH_BROKER=inprocess:
 // in the benchmark's own process, as before §4.10), and rolls its log segments at
-// OUTLIERD_BENCH_SEGMENT_BYTES (default 8 MiB; see benchBroker).
+// OUTLIERD_BENCH_SEGMENT_BYTES (default 1 MiB; see benchBroker).
 //
 //	eval "$(.ci/cuda.sh)"; go test -c -tags cuda -o pipeline.test ./pipeline/
 //	./pipeline.test -test.run '^$' -test.bench PipelineDevice -test.benchtime 1x -test.v
@@ -68,17 +71,23 @@ func BenchmarkPipelineDevice(b *testing.B) {
 }
 
 // benchBroker is the benchmark's broker: kfake with log segments of OUTLIERD_BENCH_SEGMENT_BYTES
-// (default 8 MiB), in a child process unless OUTLIERD_BENCH_BROKER=inprocess. kfake keeps a
+// (default 1 MiB), in a child process unless OUTLIERD_BENCH_BROKER=inprocess. kfake keeps a
 // segment in one byte slice that doubles as it grows, copying all of it on its single goroutine
-// (a real broker appends to a file): at kfake's default of 100 MiB, those copies held every
-// produce and fetch for 13-20 ms runs, about 100 ms in all at the steady rate's 64 MiB doubling,
-// which is what the steady p99 measured (docs/BENCHMARKS.md §4.9, an execution trace). In the
-// benchmark's own process the broker's log (3 GB of live heap with the runs' records) is marked
-// by every GC cycle of the pipeline's process: 25-32 ms marks with assists on the pipeline's
-// goroutines, the steady p99's tail (§4.10, an execution trace); a production pipeline's broker
-// is another process, so the child is the default.
+// (a real broker appends to a file), so the segment size bounds its stalls:
+//   - at kfake's default of 100 MiB, those copies held every produce and fetch for 13-20 ms runs,
+//     about 100 ms in all at the steady rate's 64 MiB doubling (docs/BENCHMARKS.md §4.9, an
+//     execution trace);
+//   - at 8 MiB, a doubling's allocation during a GC cycle of the broker's process held its
+//     goroutine in mark assist for 10-25 ms, about once a second at the steady rate: the
+//     pipeline's outputs in flight then were the steady p99 (§4.10.1, both processes' traces);
+//     1 MiB segments (or the broker's collector off, which slows the backlog's fetches) ended it.
+//
+// In the benchmark's own process the broker's log (3 GB of live heap with the runs' records) is
+// marked by every GC cycle of the pipeline's process: 25-32 ms marks with assists on the
+// pipeline's goroutines, the steady p99's tail (§4.10, an execution trace); a production
+// pipeline's broker is another process, so the child is the default.
 func benchBroker(b *testing.B) testsupport.Broker {
-	seg := envInt(b, "OUTLIERD_BENCH_SEGMENT_BYTES", 8<<20)
+	seg := envInt(b, "OUTLIERD_BENCH_SEGMENT_BYTES", 1<<20)
 	if os.Getenv("OUTLIERD_BENCH_BROKER") == "inprocess" {
 		return testsupport.KfakeBroker(b, kfakeSegments(seg))
 	}
@@ -118,12 +127,26 @@ func kfakeSegments(bytes int) kfake.Opt {
 }
 
 // serveKfakeChild is the broker's process of benchBroker: one kfake broker, its addresses on
-// one line of stdout, served until stdin ends. It returns the process's exit code.
+// one line of stdout, served until stdin ends, with an execution trace of the broker's process to
+// <prefix>-<pid>.trace when OUTLIERD_BENCH_BROKER_TRACE=<prefix>. It returns the process's exit
+// code.
 func serveKfakeChild(segment string) int {
 	seg, err := strconv.Atoi(segment)
 	if err != nil || seg <= 0 {
 		fmt.Fprintf(os.Stderr, "%s=%q: want a positive number of bytes\n", kfakeChildEnv, segment)
 		return 2
+	}
+	if prefix := os.Getenv("OUTLIERD_BENCH_BROKER_TRACE"); prefix != "" { // the broker's own execution trace
+		f, err := os.Create(fmt.Sprintf("%s-%d.trace", prefix, os.Getpid()))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "broker trace: %v\n", err)
+			return 1
+		}
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintf(os.Stderr, "broker trace: %v\n", err)
+			return 1
+		}
+		defer func() { trace.Stop(); f.Close() }()
 	}
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfakeSegments(seg))
 	if err != nil {
@@ -237,6 +260,7 @@ func benchDeviceSteady(b *testing.B, dev DeviceChoice, parts int, stream benchSt
 		achieved = append(achieved, got)
 		behind = append(behind, doneAt.Sub(lastIn).Seconds())
 		var l []float64
+		dump := latencyDump(b, string(dev))
 		testsupport.ScanTopic(b, br, out, parts, func(m *kgo.Record) {
 			id, _ := testsupport.Header(m, sink.HeaderID)
 			c, err := parseID(id, in)
@@ -245,8 +269,10 @@ func benchDeviceSteady(b *testing.B, dev DeviceChoice, parts int, stream benchSt
 			}
 			if ms, ok := input.sentAt(c); ok && time.UnixMilli(ms).Sub(r.started) >= warmup {
 				l = append(l, float64(m.Timestamp.UnixMilli()-ms))
+				dump(ms-r.started.UnixMilli(), m.Timestamp.UnixMilli()-ms, m.Partition)
 			}
 		})
+		dump(-1, 0, 0)
 		if len(l) == 0 {
 			b.Fatal("no flagged outputs after the warm-up")
 		}
@@ -258,6 +284,31 @@ func benchDeviceSteady(b *testing.B, dev DeviceChoice, parts int, stream benchSt
 	b.ReportMetric(median(behind), "drain_after_last_s")
 	b.ReportMetric(quantile(lat, 0.50), "p50_ms")
 	b.ReportMetric(quantile(lat, 0.99), "p99_ms")
+}
+
+// latencyDump writes, when OUTLIERD_BENCH_LATENCIES=<prefix> is set, one line per flagged output
+// of a steady run to <prefix>-<device>.txt: its input's produce time in ms after the pipeline
+// started, its latency in ms and its output partition, to place the tail's outputs on an
+// execution trace (OUTLIERD_BENCH_TRACE) of the same run. A call with at < 0 closes the file.
+func latencyDump(b *testing.B, dev string) func(at, latency int64, part int32) {
+	prefix := os.Getenv("OUTLIERD_BENCH_LATENCIES")
+	if prefix == "" {
+		return func(int64, int64, int32) {}
+	}
+	f, err := os.Create(prefix + "-" + dev + ".txt")
+	if err != nil {
+		b.Fatalf("latency dump: %v", err)
+	}
+	w := bufio.NewWriter(f)
+	return func(at, latency int64, part int32) {
+		if at < 0 {
+			if err := errors.Join(w.Flush(), f.Close()); err != nil {
+				b.Fatalf("latency dump: %v", err)
+			}
+			return
+		}
+		fmt.Fprintf(w, "%d %d %d\n", at, latency, part)
+	}
 }
 
 func median(x []float64) float64 {
