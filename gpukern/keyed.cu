@@ -128,6 +128,36 @@ __device__ __forceinline__ double keyed_surprisal(const float* __restrict__ s, i
     return __dsub_rn(base, logs[max(min(le, ge), 1)]);
 }
 
+// keyed_knn_weight is the sum of the distances from q (d floats, the warp's shared row) to its k
+// nearest of the m points (d columns, stride floats apart), point skip left out (-1: none): the
+// float32 squared distances summed over the features in order, the k smallest kept by the warp's
+// register queue, their correctly rounded sqrtf summed ascending in double (WarpQueue::sum);
+// +inf when fewer than k points are left. keyed_score's w_k(x, R) and keyed_self's calibration.
+// Warp-uniform call.
+template <int R>
+__device__ __forceinline__ double keyed_knn_weight(const float* q, const float* points, long long stride, int m, int d,
+                                                   int skip, int k, int lane) {
+    WarpQueue<R> wq;
+    wq.init();
+    float thr = __int_as_float(0x7f800000);
+    for (int p0 = 0; p0 < m; p0 += 32) {
+        const int pi = p0 + lane;
+        float a = __int_as_float(0x7f800000);
+        if (pi < m) {
+            for (int j = 0; j < d; j++) {
+                const float u = __fsub_rn(q[j], points[(long long)j * stride + pi]);
+                const float uu = __fmul_rn(u, u);
+                a = j == 0 ? uu : __fadd_rn(a, uu);
+            }
+        }
+        thr = wq.offer(pi < m && pi != skip && a < thr, a, lane, k, thr);
+    }
+#pragma unroll
+    for (int t = 0; t < R; t++) wq.q[t] = sqrtf(wq.q[t]);  // ascending still
+    const int others = skip >= 0 && skip < m ? m - 1 : m;
+    return k > others ? (double)__int_as_float(0x7f800000) : wq.sum(k, lane);
+}
+
 template <int R>
 __device__ __forceinline__ void keyed_score_body(const KeyedScoreParams& p) {
     __shared__ float space[KEYED_BLOCK / 32][KEYED_MAXD];
@@ -165,24 +195,7 @@ __device__ __forceinline__ void keyed_score_body(const KeyedScoreParams& p) {
         }
         host = __any_sync(WARP_FULL, host);
         __syncwarp();
-        WarpQueue<R> wq;
-        wq.init();
-        float thr = __int_as_float(0x7f800000);
-        for (int p0 = 0; p0 < m; p0 += 32) {
-            const int pi = p0 + lane;
-            float a = __int_as_float(0x7f800000);
-            if (pi < m) {
-                for (int j = 0; j < d; j++) {
-                    const float u = __fsub_rn(q[j], points[(long long)j * w + pi]);
-                    const float uu = __fmul_rn(u, u);
-                    a = j == 0 ? uu : __fadd_rn(a, uu);
-                }
-            }
-            thr = wq.offer(pi < m && a < thr, a, lane, k, thr);
-        }
-#pragma unroll
-        for (int t = 0; t < R; t++) wq.q[t] = sqrtf(wq.q[t]);  // ascending still
-        const double wk = k > m ? (double)__int_as_float(0x7f800000) : wq.sum(k, lane);
+        const double wk = keyed_knn_weight<R>(q, points, w, m, d, -1, k, lane);
         if (lane == 0) {
             p.tail[r] = sum;
             p.dist[r] = wk;
@@ -213,24 +226,7 @@ __device__ __forceinline__ void keyed_self_body(const KeyedSelfParams& p) {
     for (int i = warp; i < n; i += KEYED_BLOCK / 32) {
         for (int j = lane; j < d; j += 32) q[j] = pts[(long long)j * n + i];
         __syncwarp();
-        WarpQueue<R> wq;
-        wq.init();
-        float thr = __int_as_float(0x7f800000);
-        for (int p0 = 0; p0 < n; p0 += 32) {
-            const int pi = p0 + lane;
-            float a = __int_as_float(0x7f800000);
-            if (pi < n) {
-                for (int j = 0; j < d; j++) {
-                    const float u = __fsub_rn(q[j], pts[(long long)j * n + pi]);
-                    const float uu = __fmul_rn(u, u);
-                    a = j == 0 ? uu : __fadd_rn(a, uu);
-                }
-            }
-            thr = wq.offer(pi < n && pi != i && a < thr, a, lane, k, thr);
-        }
-#pragma unroll
-        for (int t = 0; t < R; t++) wq.q[t] = sqrtf(wq.q[t]);  // ascending still
-        const double wk = k > n - 1 ? (double)__int_as_float(0x7f800000) : wq.sum(k, lane);
+        const double wk = keyed_knn_weight<R>(q, pts, n, n, d, i, k, lane);
         if (lane == 0) p.out[first + i] = wk;
         __syncwarp();  // (q is rewritten for the next point)
     }
