@@ -52,8 +52,8 @@ def parse_args():
     ap.add_argument("--halves", default="", help="only these halves, e.g. even or even,in (default: every half of each set): keeps a held-out half unseen while a rule is chosen")
     ap.add_argument("--per-file", action="store_true",
                     help="also each file's NAB raw score at the corpus-wide threshold, for outlierd's first detector and the best peer "
-                         "of each profile: false-positive rows before the file's first window and after it (their cost), the first "
-                         "detection's position in its window (0: its first row), misses (docs/BENCHMARKS.md §12.16)")
+                         "of each profile: false-positive rows before the file's first window and after one (their cost), "
+                         "windows found and the first detection's position in its window (0: its first row) (docs/BENCHMARKS.md §12.16)")
     ap.add_argument("--markdown", action="store_true")
     return ap.parse_args()
 
@@ -125,15 +125,18 @@ def per_file(sweeper, profiles, sub, dets, idx, det_names, md):
                 ts = list(df["timestamp"])
                 pts = sw.calcSweepScore(ts, list(u), win, rel)
                 m = sw.scoreDataSet(ts, list(u), win, rel, thr)[1]
-                p, hit = sw._getProbationaryLength(len(ts)), np.asarray(u) >= thr
-                a0, b0 = ts.index(win[0][0]), ts.index(win[-1][1])
-                pre = [i for i in range(p, a0) if hit[i]]
-                post = [i for i in range(max(p, b0 + 1), len(ts)) if hit[i] and pts[i].windowName is None]
-                inw = [i for i in range(max(p, a0), b0 + 1) if hit[i]]
-                first = f"{(inw[0] - a0) / (b0 - a0 + 1):.2f}" if inw else "miss"
+                p, hit = int(np.ceil(sw._getProbationaryLength(len(ts)))), np.asarray(u) >= thr
+                spans = [(ts.index(lo), ts.index(hi)) for lo, hi in win]
+                a0 = spans[0][0] if spans else len(ts)
+                outside = [i for i in range(p, len(ts)) if hit[i] and pts[i].windowName is None]
+                pre, post = [i for i in outside if i < a0], [i for i in outside if i >= a0]
+                firsts = [(hits[0] - lo) / (hi - lo + 1) for lo, hi in spans
+                          for hits in [[i for i in range(max(p, lo), hi + 1) if hit[i]]] if hits]
+                found = f"{len(firsts)}/{len(spans)}" + (f" at {sum(firsts) / len(firsts):.2f}" if firsts else "")
                 cols.setdefault(rel, []).append(f"{m.score:+.2f}; {len(pre)} ({sum(pts[i].sweepScore for i in pre):+.2f}); "
-                                                f"{len(post)} ({sum(pts[i].sweepScore for i in post):+.2f}); {first}")
-        print(f"\n{prof}: raw score; FP rows before the first window (cost); after it (cost); first detection\n")
+                                                f"{len(post)} ({sum(pts[i].sweepScore for i in post):+.2f}); {found}")
+        print(f"\n{prof}: raw score; FP rows before the first window (cost); FP rows after a window (cost); "
+              "windows found at the threshold, at (mean) position in the window of the first detection (0: its first row)\n")
         sbs.table(["file"] + list(det_names), [[rel] + v for rel, v in cols.items()], md)
 
 
