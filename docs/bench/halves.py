@@ -50,6 +50,10 @@ def parse_args():
     ap.add_argument("--only-ours", action="store_true", help="outlierd only (no peers)")
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/outlierd/halves"), help="the peers' cached scores")
     ap.add_argument("--halves", default="", help="only these halves, e.g. even or even,in (default: every half of each set): keeps a held-out half unseen while a rule is chosen")
+    ap.add_argument("--per-file", action="store_true",
+                    help="also each file's NAB raw score at the corpus-wide threshold, for outlierd's first detector and the best peer "
+                         "of each profile: false-positive rows before the file's first window and after one (their cost), "
+                         "windows found and the first detection's position in its window (0: its first row) (docs/BENCHMARKS.md §12.16)")
     ap.add_argument("--markdown", action="store_true")
     return ap.parse_args()
 
@@ -106,6 +110,36 @@ def scores_of(corpus, files, binary, args):
     return {d: [np.nan_to_num(np.asarray(s, dtype=np.float64), nan=-np.inf) for s in v] for d, v in dets.items()}
 
 
+def per_file(sweeper, profiles, sub, dets, idx, det_names, md):
+    """Where each detector's points go, file by file, at its corpus-wide threshold of each profile."""
+    import numpy as np
+
+    for prof in PROFILES:
+        costs = profiles[prof]["CostMatrix"]
+        cols = {}
+        for det in det_names:
+            unit = sbs.to_unit([dets[det][i] for i in idx])
+            thr = sbs.nab_score(sweeper, costs, sub, unit)[0]
+            sw = sweeper.Sweeper(probationPercent=0.15, costMatrix=costs)
+            for (rel, df, win), u in zip(sub, unit):
+                ts = list(df["timestamp"])
+                pts = sw.calcSweepScore(ts, list(u), win, rel)
+                m = sw.scoreDataSet(ts, list(u), win, rel, thr)[1]
+                p, hit = int(np.ceil(sw._getProbationaryLength(len(ts)))), np.asarray(u) >= thr
+                spans = [(ts.index(lo), ts.index(hi)) for lo, hi in win]
+                a0 = spans[0][0] if spans else len(ts)
+                outside = [i for i in range(p, len(ts)) if hit[i] and pts[i].windowName is None]
+                pre, post = [i for i in outside if i < a0], [i for i in outside if i >= a0]
+                firsts = [(hits[0] - lo) / (hi - lo + 1) for lo, hi in spans
+                          for hits in [[i for i in range(max(p, lo), hi + 1) if hit[i]]] if hits]
+                found = f"{len(firsts)}/{len(spans)}" + (f" at {sum(firsts) / len(firsts):.2f}" if firsts else "")
+                cols.setdefault(rel, []).append(f"{m.score:+.2f}; {len(pre)} ({sum(pts[i].sweepScore for i in pre):+.2f}); "
+                                                f"{len(post)} ({sum(pts[i].sweepScore for i in post):+.2f}); {found}")
+        print(f"\n{prof}: raw score; FP rows before the first window (cost); FP rows after a window (cost); "
+              "windows found at the threshold, at (mean) position in the window of the first detection (0: its first row)\n")
+        sbs.table(["file"] + list(det_names), [[rel] + v for rel, v in cols.items()], md)
+
+
 def main():
     args = parse_args()
     sbs.warnings.filterwarnings("ignore", category=RuntimeWarning, module="pyod")  # as stream_sbs.py: ECOD on flat windows
@@ -113,7 +147,7 @@ def main():
     if not args.binary:
         sbs.subprocess.check_call(["go", "build", "-o", binary, "./cmd/outlierd"], cwd=sbs.ROOT)
     started = time.time()
-    out = {}
+    out, later = {}, []
     for corpus in filter(None, args.sets.split(",")):
         home = args.skab if corpus == "skab" else args.nab
         if corpus not in HALVES or not os.path.isdir(os.path.join(home, "data")) or not os.path.isdir(os.path.join(args.nab, "nab")):
@@ -136,6 +170,11 @@ def main():
             for det, scores in dets.items():
                 r = sbs.nab_normalise(sweeper, profiles, sub, sbs.to_unit([scores[i] for i in idx]))
                 out.setdefault((corpus, half), {})[det] = [r[p]["score"] for p in PROFILES]
+            if args.per_file:
+                peers = {d: v for d, v in out[(corpus, half)].items() if not d.startswith("outlierd")}
+                ours = [d for d in out[(corpus, half)] if d.startswith("outlierd")][:1]
+                best = list(dict.fromkeys(max(peers, key=lambda d: peers[d][k]) for k in range(3))) if peers else []
+                later.append((f"{corpus} {half}", sweeper, profiles, sub, dets, idx, ours + best))
     commit = sbs.subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=sbs.ROOT, capture_output=True, text=True).stdout.strip()
     dirty = sbs.subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=sbs.ROOT, capture_output=True, text=True).stdout.strip()
     print(f"halves {' '.join(sys.argv[1:])}: commit {commit}{' (modified)' if dirty else ''}, "
@@ -154,6 +193,9 @@ def main():
             rows.append(cells)
         head = ["detector", "standard", "low FP", "low FN", "lead over the best peer (" + " / ".join(b[0] for b in best) + ")" if peers else "lead"]
         sbs.table(head, rows, args.markdown)
+    for name, *rest in later:
+        print(("#### " if args.markdown else "") + f"{name}: each file at its detector's corpus-wide threshold")
+        per_file(*rest, args.markdown)
 
 
 if __name__ == "__main__":
