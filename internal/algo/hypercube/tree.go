@@ -5,6 +5,8 @@ import (
 	"math"
 	"runtime"
 	"sync"
+
+	"github.com/outlierd/outlierd/internal/core/fanout"
 )
 
 // DefaultMinSplit is the paper's MinSplit for its GPU trees (m = 20): a node holding fewer
@@ -200,26 +202,9 @@ func (t *Tree) Density(c *Cells, w []int64, workers int) {
 	}
 	const block = 1024
 	n := c.Len()
-	var next int64
-	var mu sync.Mutex
-	take := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		s := int(next)
-		next += block
-		return s
-	}
-	var wg sync.WaitGroup
-	for range min(workers, (n+block-1)/block) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for s := take(); s < n; s = take() {
-				for i := s; i < min(s+block, n); i++ {
-					w[i] = t.Search(c, c.Key(i))
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	fanout.Each(workers, (n+block-1)/block, func(b int) {
+		for i := b * block; i < min((b+1)*block, n); i++ {
+			w[i] = t.Search(c, c.Key(i))
+		}
+	})
 }
