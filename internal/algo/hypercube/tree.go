@@ -5,8 +5,6 @@ import (
 	"math"
 	"runtime"
 	"sync"
-
-	"github.com/outlierd/outlierd/internal/core/fanout"
 )
 
 // DefaultMinSplit is the paper's MinSplit for its GPU trees (m = 20): a node holding fewer
@@ -200,11 +198,29 @@ func (t *Tree) Density(c *Cells, w []int64, workers int) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	// Not fanout.Each, the same loop: on it BenchmarkDetect/200k ran 1.3% slower (a no-op change: 0.7%).
 	const block = 1024
 	n := c.Len()
-	fanout.Each(workers, (n+block-1)/block, func(b int) {
-		for i := b * block; i < min((b+1)*block, n); i++ {
-			w[i] = t.Search(c, c.Key(i))
-		}
-	})
+	var next int64
+	var mu sync.Mutex
+	take := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		s := int(next)
+		next += block
+		return s
+	}
+	var wg sync.WaitGroup
+	for range min(workers, (n+block-1)/block) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := take(); s < n; s = take() {
+				for i := s; i < min(s+block, n); i++ {
+					w[i] = t.Search(c, c.Key(i))
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
