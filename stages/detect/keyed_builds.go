@@ -61,6 +61,7 @@ func decideAndBuild(ws []keyedWorker, cfg *Config, features []string, out []batc
 					}
 					continue
 				}
+				// (Not fanout.Each: a counter per owner's list, each list open to all once its owner decided.)
 				for {
 					t := int(next[u].Add(1)) - 1
 					if t >= len(ws[u].due) {

@@ -2,8 +2,8 @@ package density
 
 import (
 	"math"
-	"runtime"
-	"sync"
+
+	"github.com/outlierd/outlierd/internal/core/fanout"
 )
 
 // Density bounds: the sampled path's shortcut, with the paper's verdicts unchanged.
@@ -113,24 +113,14 @@ func (m *Model) Bounds() *Bounds {
 	return m.bounds
 }
 
-// buildBounds computes the table, one dimension per goroutine.
+// buildBounds computes the table, a dimension per iteration on the cores.
 func (m *Model) buildBounds() *Bounds {
 	g := m.boundsCells()
 	w := g + 2
 	b := &Bounds{Cells: g, Origin: make([]float64, m.dims), InvStep: make([]float64, m.dims),
 		Lower: make([]float64, m.dims*w), Upper: make([]float64, m.dims*w)}
 	rel := float64(2*m.k+8192) * 0x1p-53
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for j := range m.dims {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			m.boundsOf(j, b, rel)
-		}()
-	}
-	wg.Wait()
+	fanout.OnCores(m.dims, func(j int) { m.boundsOf(j, b, rel) })
 	return b
 }
 

@@ -6,10 +6,9 @@ import (
 	"math"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/outlierd/outlierd/internal/algo/microcluster"
+	"github.com/outlierd/outlierd/internal/core/fanout"
 )
 
 // Mode chooses the subspaces tested (parameters a, b of the paper's algorithm 3).
@@ -436,35 +435,26 @@ func nextCombination(sub []int, r int) bool {
 	return true
 }
 
-// parallelObjects runs fn for objects 0..n-1 on the workers, handing out small blocks from an
-// atomic counter (per-object cost varies a lot: an early flag stops the search).
+// parallelObjects runs fn for objects 0..n-1 on the workers, handing out small blocks (per-object
+// cost varies a lot: an early flag stops the search), with a detector's scratch per worker.
 func parallelObjects(n, workers, dims int, fn func(i int, d *detector)) {
-	w := workers
-	if w <= 0 {
-		w = runtime.GOMAXPROCS(0)
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
 	}
-	w = max(1, min(w, n))
 	const block = 16
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d := &detector{x: make([]float64, dims), psi: make([]float64, dims),
+	blocks := (n + block - 1) / block
+	scratch := make([]*detector, max(1, min(workers, blocks)))
+	fanout.EachWorker(workers, blocks, func(w, b int) {
+		d := scratch[w]
+		if d == nil {
+			d = &detector{x: make([]float64, dims), psi: make([]float64, dims),
 				perm: make([]int, dims), sub: make([]int, dims)}
-			for {
-				lo := int(next.Add(block) - block)
-				if lo >= n {
-					return
-				}
-				for i := lo; i < min(lo+block, n); i++ {
-					fn(i, d)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+			scratch[w] = d
+		}
+		for i := b * block; i < min((b+1)*block, n); i++ {
+			fn(i, d)
+		}
+	})
 }
 
 // Scoring is one batch of records tested against a model: Model.DetectRecords(Means, SDs, Params,

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"runtime"
-	"sync"
+
+	"github.com/outlierd/outlierd/internal/core/fanout"
 )
 
 // MaxDims is the largest dimension count: the paper's widest data set (Sift) has 128, and the CUDA
@@ -117,26 +117,19 @@ func FitGrid(cols [][]float32, bins int) (*Grid, error) {
 	}
 	mins, maxs := make([]float64, len(cols)), make([]float64, len(cols))
 	errs := make([]error, len(cols))
-	// One goroutine per dimension, at most GOMAXPROCS at a time: a pass over n*d values.
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	var wg sync.WaitGroup
-	for j, c := range cols {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			lo, hi := c[0], c[0]
-			for i, v := range c {
-				if v != v || math.IsInf(float64(v), 0) {
-					errs[j] = fmt.Errorf("hypercube: row %d dimension %d is %v: values must be finite", i, j, v)
-					return
-				}
-				lo, hi = min(lo, v), max(hi, v)
+	// A dimension per iteration on the cores: a pass over n*d values.
+	fanout.OnCores(len(cols), func(j int) {
+		c := cols[j]
+		lo, hi := c[0], c[0]
+		for i, v := range c {
+			if v != v || math.IsInf(float64(v), 0) {
+				errs[j] = fmt.Errorf("hypercube: row %d dimension %d is %v: values must be finite", i, j, v)
+				return
 			}
-			mins[j], maxs[j] = float64(lo), float64(hi)
-		}()
-	}
-	wg.Wait()
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		mins[j], maxs[j] = float64(lo), float64(hi)
+	})
 	for _, err := range errs {
 		if err != nil {
 			return nil, err

@@ -198,6 +198,7 @@ func (t *Tree) Density(c *Cells, w []int64, workers int) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	// Not fanout.Each, the same loop: on it BenchmarkDetect/200k ran 1.3% slower (a no-op change: 0.7%).
 	const block = 1024
 	n := c.Len()
 	var next int64

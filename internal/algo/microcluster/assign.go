@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
-	"sync/atomic"
+
+	"github.com/outlierd/outlierd/internal/core/fanout"
 )
 
 // assignBlock is the number of rows gathered from the columns into a tile at a time: the tile
@@ -146,23 +146,7 @@ func parallelRangesIndexed(n, workers int, fn func(w, lo, hi int)) {
 	}
 	chunk := max(minParallelChunk, (n+8*w-1)/(8*w))
 	chunks := (n + chunk - 1) / chunk
-	w = min(w, chunks)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for k := range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				c := int(next.Add(1) - 1)
-				if c >= chunks {
-					return
-				}
-				fn(k, c*chunk, min((c+1)*chunk, n))
-			}
-		}()
-	}
-	wg.Wait()
+	fanout.EachWorker(w, chunks, func(k, c int) { fn(k, c*chunk, min((c+1)*chunk, n)) })
 }
 
 // fillTile transposes rows [b, e) of column-major means into tile, four rows per group:

@@ -2,8 +2,8 @@ package microcluster
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
+
+	"github.com/outlierd/outlierd/internal/core/fanout"
 )
 
 // Chunking of Reduce. The chunk boundaries depend only on the row count, so the float64 sums are
@@ -51,24 +51,10 @@ func Reduce(means, sds [][]float32, assign []int32, q int, workers int) (*MicroC
 	stride := 3 * r * q
 	sums := make([]float64, nChunks*stride)
 	counts := make([]int64, nChunks*q)
-	var next atomic.Int64
-	w := min(resolveWorkers(workers), nChunks)
-	var wg sync.WaitGroup
-	for range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				k := int(next.Add(1) - 1)
-				if k >= nChunks {
-					return
-				}
-				lo, hi := k*cr, min((k+1)*cr, n)
-				reduceChunk(means, sds, assign[lo:hi], lo, q, sums[k*stride:(k+1)*stride], counts[k*q:(k+1)*q])
-			}
-		}()
-	}
-	wg.Wait()
+	fanout.Each(resolveWorkers(workers), nChunks, func(k int) {
+		lo, hi := k*cr, min((k+1)*cr, n)
+		reduceChunk(means, sds, assign[lo:hi], lo, q, sums[k*stride:(k+1)*stride], counts[k*q:(k+1)*q])
+	})
 	for k := range nChunks {
 		s := sums[k*stride : (k+1)*stride]
 		for j := range r {

@@ -162,6 +162,7 @@ func (e *cpuEngine) Begin(scales []float64, slots int) error {
 // parallel runs fn over row ranges [lo, hi) on the workers, each with its own accumulator of
 // size acc (zeroed), and adds the accumulators into out.
 func (e *cpuEngine) parallel(acc int, out []int64, fn func(lo, hi int, sums []int64)) {
+	// A fixed part per worker, not fanout's dispensed indices (exact int64 sums: any split agrees).
 	const minChunk = 1 << 14
 	w := max(1, min(e.workers, e.n/minChunk))
 	parts := make([][]int64, w)

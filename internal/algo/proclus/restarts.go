@@ -3,8 +3,9 @@ package proclus
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
+
+	"github.com/outlierd/outlierd/internal/core/fanout"
 )
 
 // DefaultRestarts is Params.Restarts' default. A single run misses planted subspace clusters on
@@ -47,35 +48,25 @@ func (dt *Data) Run(p Params, engines ...Engine) (*Result, error) {
 	R := p.Restarts
 	costs := make([]float64, R)
 	errs := make([]error, R)
-	var next atomic.Int64
 	var failed atomic.Bool
 	bests := make([]*Result, len(engines))
-	var wg sync.WaitGroup
-	for w, eng := range engines[:min(len(engines), R)] {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				r := int(next.Add(1) - 1)
-				if r >= R || failed.Load() {
-					return
-				}
-				q := p
-				q.Seed = RestartSeed(p.Seed, r)
-				res, err := dt.RunOnce(q, eng)
-				if err != nil {
-					errs[r] = fmt.Errorf("restart %d (seed %d): %w", r, q.Seed, err)
-					failed.Store(true)
-					return
-				}
-				res.Restart, costs[r] = r, res.FullCost
-				if b := bests[w]; b == nil || res.FullCost < b.FullCost || (res.FullCost == b.FullCost && r < b.Restart) {
-					bests[w] = res
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	fanout.EachWorker(len(engines), R, func(w, r int) {
+		if failed.Load() {
+			return // (a restart has failed: the run's error is known, the rest would be wasted)
+		}
+		q := p
+		q.Seed = RestartSeed(p.Seed, r)
+		res, err := dt.RunOnce(q, engines[w])
+		if err != nil {
+			errs[r] = fmt.Errorf("restart %d (seed %d): %w", r, q.Seed, err)
+			failed.Store(true)
+			return
+		}
+		res.Restart, costs[r] = r, res.FullCost
+		if b := bests[w]; b == nil || res.FullCost < b.FullCost || (res.FullCost == b.FullCost && r < b.Restart) {
+			bests[w] = res
+		}
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -1,8 +1,12 @@
 package proclus
 
 import (
+	"errors"
+	"fmt"
 	"reflect"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/outlierd/outlierd/internal/algo/quality"
@@ -112,5 +116,55 @@ func TestRestartsChoice(t *testing.T) {
 	}
 	if RestartSeed(7, 0) != 7 || RestartSeed(7, 1) == RestartSeed(8, 1) || RestartSeed(7, 1) == RestartSeed(7, 2) {
 		t.Error("RestartSeed: restart 0 must be the seed, others distinct")
+	}
+}
+
+// failingEngine is a CPU engine whose Begin (one a restart) fails from its failAt-th call on,
+// counting the calls of every engine sharing begun.
+type failingEngine struct {
+	Engine
+	begun  *atomic.Int32
+	failAt int32
+}
+
+var errInjected = errors.New("injected engine failure")
+
+func (e failingEngine) Begin(scales []float64, slots int) error {
+	if e.begun.Add(1) >= e.failAt {
+		return errInjected
+	}
+	return e.Engine.Begin(scales, slots)
+}
+
+// TestRestartsStopAtFailure: a restart whose engine fails fails Run with an error naming the
+// restart and its seed, and no restart begins after the failure is known (one engine: restarts
+// run in order, so the third's failure leaves the other three unrun).
+func TestRestartsStopAtFailure(t *testing.T) {
+	pl, err := GeneratePlanted(3000, 8, 3, 3, 2, 0.02, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dt, err := Prepare(pl.Cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Default()
+	p.K, p.L, p.Seed, p.Restarts = 3, 3, 11, 6
+	var begun atomic.Int32
+	_, err = dt.Run(p, failingEngine{NewCPUEngine(pl.Cols, 1), &begun, 3})
+	want := fmt.Sprintf("restart 2 (seed %d)", RestartSeed(p.Seed, 2))
+	if !errors.Is(err, errInjected) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v: want the injected failure naming %q", err, want)
+	}
+	if n := begun.Load(); n != 3 {
+		t.Errorf("%d restarts began, want 3 (none after the failing one)", n)
+	}
+	// Two engines: every restart that began before the failure may finish, but Run still fails.
+	begun.Store(0)
+	if _, err = dt.Run(p, failingEngine{NewCPUEngine(pl.Cols, 1), &begun, 3}, failingEngine{NewCPUEngine(pl.Cols, 1), &begun, 3}); !errors.Is(err, errInjected) {
+		t.Fatalf("two engines: error %v, want the injected failure", err)
+	}
+	if n := begun.Load(); n >= int32(p.Restarts) {
+		t.Errorf("two engines: %d of %d restarts began: the failure did not stop the others", n, p.Restarts)
 	}
 }

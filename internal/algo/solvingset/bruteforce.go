@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
-	"sync/atomic"
+
+	"github.com/outlierd/outlierd/internal/core/fanout"
 )
 
 // BruteForce is the oracle: the papers' nested loop. Every pair i < j is computed once and
@@ -40,34 +40,23 @@ func bruteForceWeights(cols [][]float32, k, workers int) []float64 {
 	rows := len(cols[0])
 	workers = max(1, min(workerCount(workers), rows-1))
 	private := make([][]float32, workers)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range workers {
+	for w := range private {
 		private[w] = make([]float32, rows*k)
 		fillInf(private[w])
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			heaps := private[w]
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= rows {
-					return
-				}
-				hi := heaps[i*k : (i+1)*k]
-				for j := i + 1; j < rows; j++ {
-					d := sqrt32(sqDistRows(cols, i, j))
-					if d < hi[0] {
-						heapReplaceTop(hi, d)
-					}
-					if hj := heaps[j*k : (j+1)*k]; d < hj[0] {
-						heapReplaceTop(hj, d)
-					}
-				}
-			}
-		}()
 	}
-	wg.Wait()
+	fanout.EachWorker(workers, rows, func(w, i int) {
+		heaps := private[w]
+		hi := heaps[i*k : (i+1)*k]
+		for j := i + 1; j < rows; j++ {
+			d := sqrt32(sqDistRows(cols, i, j))
+			if d < hi[0] {
+				heapReplaceTop(hi, d)
+			}
+			if hj := heaps[j*k : (j+1)*k]; d < hj[0] {
+				heapReplaceTop(hj, d)
+			}
+		}
+	})
 
 	// Merge: the k smallest of each row's workers*k distances are its k nearest neighbours.
 	weights := make([]float64, rows)

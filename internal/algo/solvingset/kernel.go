@@ -3,8 +3,8 @@ package solvingset
 import (
 	"math"
 	"slices"
-	"sync"
-	"sync/atomic"
+
+	"github.com/outlierd/outlierd/internal/core/fanout"
 )
 
 // Building blocks shared by every algorithm of the package. Distances must be bit-identical on
@@ -143,35 +143,11 @@ func PruneMargin(k int) float64 { return 1 + float64(float64(4*k+4)*0x1p-53) }
 // parallelFor runs body over [0, n) in blocks of grain, claimed dynamically by workers
 // goroutines; body gets the worker index and the block.
 func parallelFor(workers, n, grain int, body func(w, lo, hi int)) {
-	if n <= 0 {
-		return
-	}
 	grain = max(grain, 1)
-	blocks := (n + grain - 1) / grain
-	workers = max(1, min(workers, blocks))
-	if workers == 1 {
-		for lo := 0; lo < n; lo += grain {
-			body(0, lo, min(lo+grain, n))
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				b := int(next.Add(1) - 1)
-				if b >= blocks {
-					return
-				}
-				lo := b * grain
-				body(w, lo, min(lo+grain, n))
-			}
-		}()
-	}
-	wg.Wait()
+	fanout.EachWorker(workers, (n+grain-1)/grain, func(w, b int) {
+		lo := b * grain
+		body(w, lo, min(lo+grain, n))
+	})
 }
 
 // counter is a per-worker counter padded to its own cache line.

@@ -10,19 +10,26 @@ import (
 // Each runs f(0) .. f(n-1) on workers goroutines, each taking the next index as it frees (so
 // iterations of uneven cost balance), and waits; on the caller's goroutine, in order, when
 // workers <= 1.
-func Each(workers, n int, f func(i int)) {
+func Each(workers, n int, f func(i int)) { EachWorker(workers, n, func(_, i int) { f(i) }) }
+
+// EachWorker is Each whose f also gets w, the ordinal of the worker running it: w is in
+// [0, min(workers, n)) (0 when workers <= 1), and one worker's calls are sequential, so f can
+// keep per-worker scratch or partial results in a slice indexed by w without sharing them. Which
+// worker takes which index depends on the scheduling: what f leaves per worker must be merged
+// in a way that does not depend on it.
+func EachWorker(workers, n int, f func(w, i int)) {
 	if workers <= 1 {
 		for i := range n {
-			f(i)
+			f(0, i)
 		}
 		return
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(workers, n) {
+	for w := range min(workers, n) {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				f(i)
+				f(w, i)
 			}
 		})
 	}

@@ -29,3 +29,27 @@ func TestEachInOrderOnOneWorker(t *testing.T) {
 		t.Fatalf("ran %d of 5", len(got))
 	}
 }
+
+func TestEachWorkerOrdinals(t *testing.T) {
+	for _, c := range []struct{ workers, n, want int }{{0, 5, 1}, {1, 7, 1}, {4, 1000, 4}, {64, 3, 3}, {3, 0, 0}} {
+		hits := make([]atomic.Int32, c.n)
+		// busy[w] counts worker w's calls in flight: more than one means two goroutines share w.
+		busy := make([]atomic.Int32, max(c.workers, 1))
+		EachWorker(c.workers, c.n, func(w, i int) {
+			if w < 0 || w >= c.want {
+				t.Errorf("workers %d, n %d: ordinal %d outside [0, %d)", c.workers, c.n, w, c.want)
+				return
+			}
+			if busy[w].Add(1) != 1 {
+				t.Errorf("workers %d, n %d: worker %d ran two calls at once", c.workers, c.n, w)
+			}
+			hits[i].Add(1)
+			busy[w].Add(-1)
+		})
+		for i := range hits {
+			if h := hits[i].Load(); h != 1 {
+				t.Fatalf("workers %d, n %d: index %d ran %d times", c.workers, c.n, i, h)
+			}
+		}
+	}
+}
