@@ -41,7 +41,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sets", default="skab", help="skab, nab (comma-separated; default skab)")
     ap.add_argument("--nab", default=os.environ.get("OUTLIERD_NAB", sbs.NAB_DEFAULT))
-    ap.add_argument("--skab", default=os.environ.get("OUTLIERD_SKAB", os.path.expanduser("~/.cache/outlierd/skab")))
+    ap.add_argument("--skab", default=os.environ.get("OUTLIERD_SKAB", sbs.SKAB_DEFAULT))
     ap.add_argument("--config", default="", help="config of the \"outlierd\" detector (default: none, pipeline.Default())")
     ap.add_argument("--also-config", action="append", default=[], metavar="NAME=FILE",
                     help="outlierd again with config FILE as \"outlierd NAME\" (repeatable; on every set)")

@@ -67,6 +67,7 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 VENV = os.path.expanduser("~/.cache/outlierd/bench-venv")
 REQUIREMENTS = os.path.join(HERE, "requirements.txt")
 NAB_DEFAULT = os.path.expanduser("~/.cache/outlierd/nab")
+SKAB_DEFAULT = os.path.expanduser("~/.cache/outlierd/skab")
 NAB_HELP = """NAB not found at {path}: the NAB part needs a checkout of github.com/numenta/NAB (MIT;
 its data/, labels/, config/profiles.json and nab/sweeper.py; results/ only for the self-check):
     git clone --depth 1 https://github.com/numenta/NAB ~/.cache/outlierd/nab
@@ -115,7 +116,7 @@ def parse_args():
     ap.add_argument("--sets", default="gen,nab", help="gen, nab, skab (comma-separated; default gen,nab)")
     ap.add_argument("--streams", default="", help="generated streams to run (default: all; see STREAMS)")
     ap.add_argument("--nab", default=os.environ.get("OUTLIERD_NAB", NAB_DEFAULT), help="NAB checkout (default $OUTLIERD_NAB or ~/.cache/outlierd/nab)")
-    ap.add_argument("--skab", default=os.environ.get("OUTLIERD_SKAB", os.path.expanduser("~/.cache/outlierd/skab")), help="SKAB checkout (default $OUTLIERD_SKAB or ~/.cache/outlierd/skab); --sets skab")
+    ap.add_argument("--skab", default=os.environ.get("OUTLIERD_SKAB", SKAB_DEFAULT), help="SKAB checkout (default $OUTLIERD_SKAB or ~/.cache/outlierd/skab); --sets skab")
     ap.add_argument("--skab-files", default="all", choices=["all", "even", "odd"],
                     help="SKAB's experiments by the number of their file (valve1/0.csv: 0): all, or the half that chose configs/skab.yaml (even) or the half it is reported on (odd)")
     ap.add_argument("--nab-files", default="all", choices=["all", "in", "out"],

@@ -73,14 +73,7 @@ func TestRestartsRecoverPlanted(t *testing.T) {
 // from RestartSeed(seed, r), and the result does not depend on how many engines run the restarts
 // at once (each restart depends only on its seed).
 func TestRestartsChoice(t *testing.T) {
-	pl, err := GeneratePlanted(6000, 10, 4, 3, 2, 0.02, 21)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dt, err := Prepare(pl.Cols)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl, dt := preparedPlanted(t, 6000, 10, 4, 3, 21)
 	p := Default()
 	p.K, p.L, p.Seed, p.Restarts = 4, 3, 7, 6
 	var want *Result
@@ -140,18 +133,11 @@ func (e failingEngine) Begin(scales []float64, slots int) error {
 // restart and its seed, and no restart begins after the failure is known (one engine: restarts
 // run in order, so the third's failure leaves the other three unrun).
 func TestRestartsStopAtFailure(t *testing.T) {
-	pl, err := GeneratePlanted(3000, 8, 3, 3, 2, 0.02, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dt, err := Prepare(pl.Cols)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl, dt := preparedPlanted(t, 3000, 8, 3, 3, 5)
 	p := Default()
 	p.K, p.L, p.Seed, p.Restarts = 3, 3, 11, 6
 	var begun atomic.Int32
-	_, err = dt.Run(p, failingEngine{NewCPUEngine(pl.Cols, 1), &begun, 3})
+	_, err := dt.Run(p, failingEngine{NewCPUEngine(pl.Cols, 1), &begun, 3})
 	want := fmt.Sprintf("restart 2 (seed %d)", RestartSeed(p.Seed, 2))
 	if !errors.Is(err, errInjected) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %v: want the injected failure naming %q", err, want)
@@ -167,4 +153,19 @@ func TestRestartsStopAtFailure(t *testing.T) {
 	if n := begun.Load(); n >= int32(p.Restarts) {
 		t.Errorf("two engines: %d of %d restarts began: the failure did not stop the others", n, p.Restarts)
 	}
+}
+
+// preparedPlanted is GeneratePlanted's set of rows x dims (k clusters in l dimensions each, sd 2,
+// 2% outliers, from seed) and its Data.
+func preparedPlanted(tb testing.TB, rows, dims, k, l int, seed uint64) (*Planted, *Data) {
+	tb.Helper()
+	pl, err := GeneratePlanted(rows, dims, k, l, 2, 0.02, seed)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dt, err := Prepare(pl.Cols)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pl, dt
 }

@@ -9,7 +9,8 @@ import (
 
 // Each runs f(0) .. f(n-1) on workers goroutines, each taking the next index as it frees (so
 // iterations of uneven cost balance), and waits; on the caller's goroutine, in order, when
-// workers <= 1.
+// workers <= 1 or n <= 1 (no goroutine for one iteration: callers such as solvingset's
+// parallelFor meet a single block on every small input).
 func Each(workers, n int, f func(i int)) { EachWorker(workers, n, func(_, i int) { f(i) }) }
 
 // EachWorker is Each whose f also gets w, the ordinal of the worker running it: w is in
@@ -18,7 +19,7 @@ func Each(workers, n int, f func(i int)) { EachWorker(workers, n, func(_, i int)
 // worker takes which index depends on the scheduling: what f leaves per worker must be merged
 // in a way that does not depend on it.
 func EachWorker(workers, n int, f func(w, i int)) {
-	if workers <= 1 {
+	if workers <= 1 || n <= 1 {
 		for i := range n {
 			f(0, i)
 		}

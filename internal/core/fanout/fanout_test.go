@@ -53,3 +53,16 @@ func TestEachWorkerOrdinals(t *testing.T) {
 		}
 	}
 }
+
+// TestEachWorkerOneIterationInline: a single iteration runs on the caller's goroutine whatever
+// workers says (no goroutine, so nothing allocated), as the solving set's small inputs need.
+func TestEachWorkerOneIterationInline(t *testing.T) {
+	ran := 0
+	f := func(w, i int) { ran += 1 + w + i }
+	if a := testing.AllocsPerRun(100, func() { EachWorker(8, 1, f) }); a != 0 {
+		t.Errorf("one iteration on 8 workers: %.0f allocations a call, want 0 (a goroutine started)", a)
+	}
+	if ran != 101 {
+		t.Errorf("f ran %d times with w = i = 0, want 101", ran)
+	}
+}
