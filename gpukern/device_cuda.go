@@ -110,6 +110,9 @@ type Device struct {
 	// stepStreams are Score's streams, one per concurrent step (blocking streams: they wait for
 	// the default stream's copies before them, and the copies after wait for them).
 	stepStreams [MaxScoreSteps]cu.Stream
+	// stg is the page-locked staging buffer of large uploads (stage_cuda.go), nil until the
+	// first.
+	stg *stage
 }
 
 // maxSpareEvents bounds the event pairs kept for reuse.
@@ -195,6 +198,10 @@ func (d *Device) teardown() error {
 		}
 	}
 	d.mods = nil
+	if err := d.stg.free(); err != nil {
+		errs = append(errs, err)
+	}
+	d.stg = nil
 	if err := d.freeScratch(); err != nil {
 		errs = append(errs, err)
 	}
@@ -458,9 +465,13 @@ func uploadCols(d *Device, what string, cols [][]float32, rows int) (cu.DevicePt
 		d.toDevice.Add(total)
 		return p, nil
 	}
+	copyCol := cu.MemcpyHtoD
+	if int64(rows)*4 >= stagedUploadMin {
+		copyCol = d.copyStaged
+	}
 	for j, c := range cols {
 		dst := p + cu.DevicePtr(int64(j)*int64(rows)*4)
-		if err := cu.MemcpyHtoD(dst, unsafe.Pointer(&c[0]), int64(rows)*4); err != nil {
+		if err := copyCol(dst, unsafe.Pointer(&c[0]), int64(rows)*4); err != nil {
 			_ = frees(p)
 			return 0, fmt.Errorf("cuMemcpyHtoD(%s dimension %d): %w", what, j, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -224,7 +225,8 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 							margin := solvingset.PruneMargin(p.K)
 							var times []time.Duration
 							var runs []solvingset.DistributedResult
-							var host gpukern.DistHostTimes // node 0's, summed over the runs
+							var host gpukern.DistHostTimes     // node 0's, summed over the runs
+							var builds, closes []time.Duration // the nodes' build (uploads form) and Close
 							k0, kk0 := kernelTime(devs[0]), devs[0].KernelTimes()
 							for range b.N {
 								var nodes []*gpukern.DistributedNode
@@ -241,16 +243,16 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 								if form == "uploads" {
 									build()
 								}
+								t1 := time.Now()
 								r, err := solvingset.DistributedSolvingSet(accel.SolvingSetNodes(nodes), dims, p, false)
 								if err != nil {
 									b.Fatal(err)
 								}
+								t2 := time.Now()
 								host = addHostTimes(host, nodes[0].HostTimes())
-								var cerr error
-								for _, n := range nodes {
-									cerr = errors.Join(cerr, n.Close())
-								}
+								cerr := gpukern.CloseDistributedNodes(nodes)
 								times = append(times, time.Since(t0))
+								builds, closes = append(builds, t1.Sub(t0)), append(closes, time.Since(t2))
 								if cerr != nil {
 									b.Fatal(cerr)
 								}
@@ -271,6 +273,8 @@ func BenchmarkSolvingSetDevices(b *testing.B) {
 							b.ReportMetric(ms(times[order[len(order)/2]]), "median-ms")
 							b.ReportMetric(ms(kernelTime(devs[0])-k0)/float64(b.N), "gpu0-kernel-ms")
 							b.ReportMetric(float64(mr.Iterations), "iterations")
+							b.ReportMetric(ms(median(builds)), "build-ms")
+							b.ReportMetric(ms(median(closes)), "close-ms")
 							ph := mr.Phases
 							for _, x := range []struct {
 								name string
@@ -347,4 +351,54 @@ func median(ts []time.Duration) time.Duration {
 	s := slices.Clone(ts)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// BenchmarkUploadDevices times what a distributed build's uploads cost: 10M x 10 float32 columns
+// (400 MB) split over J devices as NewDistributedNodes splits them, each part uploaded by its own
+// goroutine, then freed (in the timer: cuMemFree waits for the copies, and a staged upload
+// returns before its last). OUTLIERD_BENCH_STAGED_MIN and
+// OUTLIERD_BENCH_STAGE_COPIERS (export_cuda_test.go) choose the path, so one binary compares
+// the pageable and the staged copies in one call.
+func BenchmarkUploadDevices(b *testing.B) {
+	devs := allDevices(b)
+	const rows, dims = 10_000_000, 10
+	cols := make([][]float32, dims)
+	for j := range cols {
+		cols[j] = make([]float32, rows)
+		for i := range cols[j] {
+			cols[j][i] = float32(i%1000) + float32(j)
+		}
+	}
+	for nd := 1; nd <= len(devs); nd *= 2 {
+		b.Run(fmt.Sprintf("gpus=%d", nd), func(b *testing.B) {
+			var times []time.Duration
+			for range b.N {
+				ups := make([]*gpukern.Columns, nd)
+				errs := make([]error, nd)
+				t0 := time.Now()
+				var wg sync.WaitGroup
+				for i := range nd {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						lo, hi := rows*i/nd, rows*(i+1)/nd
+						part := make([][]float32, dims)
+						for j := range part {
+							part[j] = cols[j][lo:hi]
+						}
+						if ups[i], errs[i] = devs[i].Upload(part); errs[i] == nil {
+							errs[i] = ups[i].Free() // waits for the copies (a staged upload returns before its last)
+						}
+					}()
+				}
+				wg.Wait()
+				times = append(times, time.Since(t0))
+				if err := errors.Join(errs...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(ms(median(times)), "median-ms")
+			b.ReportMetric(float64(rows*dims*4)/median(times).Seconds()/1e9, "GB/s")
+		})
+	}
 }

@@ -5,6 +5,9 @@ package gpukern
 import (
 	"errors"
 	"fmt"
+	"math"
+	"os"
+	"strconv"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -81,3 +84,21 @@ func CandSlicesForTest(rows, nc int) int { return ssCandSlices(rows, nc) }
 
 // NodeCandSlicesForTest is nodeCandSlices: a distributed node's share of them.
 func NodeCandSlicesForTest(rows, total, nc int) int { return nodeCandSlices(rows, total, nc) }
+
+// The benchmarks' knobs, so that one binary measures each setting in one call: the column
+// size from which uploads are staged (OUTLIERD_BENCH_STAGED_MIN, bytes; "off": never), the
+// staging's copiers (OUTLIERD_BENCH_STAGE_COPIERS) and the slices of a distributed node's
+// candidates (OUTLIERD_BENCH_NODE_SLICES).
+func init() {
+	if v := os.Getenv("OUTLIERD_BENCH_STAGED_MIN"); v == "off" {
+		stagedUploadMin = math.MaxInt64
+	} else if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		stagedUploadMin = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("OUTLIERD_BENCH_STAGE_COPIERS")); err == nil {
+		stageCopiers = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("OUTLIERD_BENCH_NODE_SLICES")); err == nil {
+		nodeSlicesFixed = n
+	}
+}

@@ -357,8 +357,12 @@ extern "C" __global__ void ss_dtoc(const SsDtocParams P) {
     }
 }
 
-#define CANDNN_STEP 256  // entries per thread between early-exit checks (1024: 1-2 % slower, BENCHMARKS §4.3.1)
-#define CANDNN_THREADS 256
+// A block of 1024 threads keeps 4x the loads of 256 in flight: a slice read whole (a candidate
+// not pruned) is latency-bound on its one block (10M x 10 on an H200: 187 -> 125 us a step on one
+// device, 143 -> 97 at 4 GPUs; 512 threads 138 / 110; 32 loads a lane instead of 16: slower,
+// BENCHMARKS §4.3.3). The early-exit checks stay every 65,536 entries of the block.
+#define CANDNN_STEP 64  // entries per thread between early-exit checks (x 1024 threads; 256 x 1024 entries: 1-2 % slower, BENCHMARKS §4.3.1)
+#define CANDNN_THREADS 1024
 #define CANDNN_WARPS (CANDNN_THREADS / 32)
 #define CANDNN_LOADS 16  // row entries each lane loads before offering them (loads in flight; 4: BENCH.md)
 

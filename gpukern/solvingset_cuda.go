@@ -12,7 +12,7 @@ import (
 )
 
 const (
-	ssCandNNThreads = 256 // threads per ss_candpart_q* block (CANDNN_THREADS in solvingset.cu)
+	ssCandNNThreads = 1024 // threads per ss_candpart_q* block (CANDNN_THREADS in solvingset.cu)
 	// ssCandSlicesMax is the most slices ss_candpart_q* splits a candidate's distM row into.
 	ssCandSlicesMax = 32
 	ssSelectSlice   = 2048 // points per ss_select block (SEL_SLICE in solvingset.cu)
@@ -98,8 +98,15 @@ func ssCandSlices(rows, nc int) int {
 // row whatever the slice's length: with ssCandSlices' count on every node, J nodes did that work
 // J times over (ss_candpart at 2 GPUs 490 µs an iteration against one device's 590, §4.3.1).
 func nodeCandSlices(rows, total, nc int) int {
+	if nodeSlicesFixed > 0 {
+		return min(nodeSlicesFixed, ssCandSlicesMax)
+	}
 	return max(1, (ssCandSlices(total, nc)*rows+total-1)/total)
 }
+
+// nodeSlicesFixed, when positive, replaces nodeCandSlices' share by a fixed count: a variable
+// for the benchmarks only (OUTLIERD_BENCH_NODE_SLICES), which compare counts in one run.
+var nodeSlicesFixed = 0
 
 // allocPart allocates ss_candpart_q*'s slice lists for m candidates. Inside do only.
 func (b *ssBuffers) allocPart(m, k int) (err error) {

@@ -1,6 +1,7 @@
 package accel
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/outlierd/outlierd/gpukern"
@@ -77,17 +78,13 @@ func (d *Device) oneGPUSolvingSet(cols [][]float32, p solvingset.Params) (solvin
 
 // distributedSolvingSet runs SolvingSet over every GPU, one node per device over consecutive
 // partitions of the rows (uploaded concurrently); the same result as one device.
-func (d *Device) distributedSolvingSet(cols [][]float32, p solvingset.Params) (solvingset.Result, error) {
+func (d *Device) distributedSolvingSet(cols [][]float32, p solvingset.Params) (_ solvingset.Result, err error) {
 	devs := append([]*gpukern.Device{d.gpu}, d.more...)
 	owned, err := gpukern.NewDistributedNodes(devs, cols, p.K, p.M, solvingset.PruneMargin(p.K))
 	if err != nil {
 		return solvingset.Result{}, err
 	}
-	defer func() {
-		for _, n := range owned {
-			n.Close()
-		}
-	}()
+	defer func() { err = errors.Join(err, gpukern.CloseDistributedNodes(owned)) }()
 	// Not lazy: a GPU node hands every list over with its Step (whole lists cost no round trip).
 	r, err := solvingset.DistributedSolvingSet(SolvingSetNodes(owned), len(cols), p, false)
 	if err != nil {

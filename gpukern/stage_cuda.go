@@ -1,0 +1,127 @@
+//go:build cuda
+
+package gpukern
+
+/*
+#cgo LDFLAGS: -lcuda
+#include <cuda.h>
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// stageHalf is the size of each half of a device's page-locked staging buffer.
+const stageHalf = 16 << 20
+
+// stagedUploadMin is the size from which uploadCols copies a column through the staging buffer
+// (the windows of the solving set's builds, 10M x 10 a node's 100 MB at 4 GPUs); smaller
+// columns go straight from pageable memory (no gain at 1M x 10's 4 MB columns, BENCHMARKS
+// §4.3.2.1). A variable so that the benchmarks compare both paths in one run.
+var stagedUploadMin int64 = 8 << 20
+
+// stageCopiers is the goroutines that fill one half of the staging buffer: one memmove moves
+// about 8 GB/s of host memory, below the bus's; 10M x 10 to one H200 took 64.7 ms pageable, 51.8
+// staged with one copier, 27.0 with 4 and 19.5 with 8 (BENCHMARKS §4.3.3).
+var stageCopiers = min(8, runtime.GOMAXPROCS(0))
+
+// stage is a device's page-locked host buffer for large uploads, in two halves: while the DMA
+// engine copies one half to the device (asynchronously: from page-locked memory it does not
+// wait for the host), the host fills the other. From pageable memory every cuMemcpyHtoD stages
+// through the driver's own buffer, on the calling thread, and returns only when the copy is
+// done, so the host copy and the bus transfer take turns.
+type stage struct {
+	buf  unsafe.Pointer // 2*stageHalf bytes, cuMemAllocHost
+	ev   [2]cu.Event    // the last copy out of each half
+	used [2]bool
+}
+
+// copyStaged copies n bytes from host memory src to dst through the staging buffer (allocated
+// at the first call and kept until Close). It returns once src has been read; the last
+// transfers may still run, ahead of any later work on the default stream (and of the step
+// streams, which are blocking). Owner thread only.
+func (d *Device) copyStaged(dst cu.DevicePtr, src unsafe.Pointer, n int64) error {
+	s := d.stg
+	if s == nil {
+		var p unsafe.Pointer
+		if r := C.cuMemAllocHost(&p, C.size_t(2*stageHalf)); r != C.CUDA_SUCCESS {
+			return fmt.Errorf("cuMemAllocHost(%d B): CUresult %d", 2*stageHalf, int(r))
+		}
+		s = &stage{buf: p}
+		for i := range s.ev {
+			ev, err := cu.MakeEvent(cu.DisableTiming)
+			if err != nil {
+				return errors.Join(fmt.Errorf("cuEventCreate: %w", err), s.free())
+			}
+			s.ev[i] = ev
+		}
+		d.stg = s
+	}
+	h := 0
+	for off := int64(0); off < n; off += stageHalf {
+		c := min(int64(stageHalf), n-off)
+		if s.used[h] {
+			if err := s.ev[h].Synchronize(); err != nil {
+				return fmt.Errorf("cuEventSynchronize(staging): %w", err)
+			}
+		}
+		half := unsafe.Add(s.buf, h*stageHalf)
+		copyParallel(unsafe.Slice((*byte)(half), c), unsafe.Slice((*byte)(unsafe.Add(src, off)), c), stageCopiers)
+		if err := cu.MemcpyHtoDAsync(dst+cu.DevicePtr(off), half, c, cu.Stream{}); err != nil {
+			return fmt.Errorf("cuMemcpyHtoDAsync(%d B staged): %w", c, err)
+		}
+		if err := s.ev[h].Record(cu.Stream{}); err != nil {
+			return fmt.Errorf("cuEventRecord(staging): %w", err)
+		}
+		s.used[h] = true
+		h ^= 1
+	}
+	return nil
+}
+
+// copyParallel is copy(dst, src) in parts, one goroutine each (the first on the caller's).
+func copyParallel(dst, src []byte, parts int) {
+	n := len(src)
+	if parts <= 1 || n < 1<<20 {
+		copy(dst, src)
+		return
+	}
+	var wg sync.WaitGroup
+	for p := 1; p < parts; p++ {
+		lo, hi := n*p/parts, n*(p+1)/parts
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			copy(dst[lo:hi], src[lo:hi])
+		}()
+	}
+	copy(dst[:n/parts], src[:n/parts])
+	wg.Wait()
+}
+
+// free releases the staging buffer and its events (teardown). Owner thread only.
+func (s *stage) free() error {
+	if s == nil {
+		return nil
+	}
+	var errs []error
+	for i := range s.ev {
+		var zero cu.Event
+		if s.ev[i] != zero {
+			if err := cu.DestroyEvent(&s.ev[i]); err != nil {
+				errs = append(errs, fmt.Errorf("cuEventDestroy(staging): %w", err))
+			}
+		}
+	}
+	if r := C.cuMemFreeHost(s.buf); r != C.CUDA_SUCCESS {
+		errs = append(errs, fmt.Errorf("cuMemFreeHost(staging): CUresult %d", int(r)))
+	}
+	return errors.Join(errs...)
+}
