@@ -96,6 +96,11 @@ func BenchmarkKeyBuilds(b *testing.B) {
 // was reserved by every due key's window size: 20 bytes a record, 1.6 MB here, and at a large
 // keys.window hundreds of MB a batch that nothing used.)
 func TestBuildKeysBatchedOversizeWindowsNoRoom(t *testing.T) {
+	// One worker: each path's builds take the keyBuild scratch from a pool that the GC empties
+	// before each measurement, so with a worker per core each path allocates between one and
+	// GOMAXPROCS scratches as the scheduling falls (on a 16-core host 0.9 MB apart, more than
+	// half the room: the test failed there); with one worker both reuse one.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	cfg := Default()
 	cfg.KeyBy = KeyByKey
 	cfg.Keys.Window = keyBuildMaxRows + 904 // 5,000 records: each build general
