@@ -62,7 +62,7 @@ type streamInput struct {
 
 func (s benchStream) input(topic string, parts int) *streamInput {
 	return &streamInput{
-		sensorInput: &sensorInput{topic: topic, parts: parts, n: s.n, end: make([]int64, parts)},
+		sensorInput: &sensorInput{topic: topic, parts: parts, unkept: s.n, end: make([]int64, parts)},
 		stream:      s,
 		sent:        make([][]int64, parts),
 	}

@@ -51,10 +51,14 @@ type sensorInput struct {
 	topic   string
 	parts   int
 	records []*sensorRecord
-	n       int // the messages of the topic where records is not kept (streamInput); else 0
+	unkept  int // the messages of a topic whose records are not kept (streamInput); else 0
 	byCoord map[coord]*sensorRecord
 	end     []int64 // per partition: the offset after the last produced message
 }
+
+// messages is how many messages the topic holds: its records, or the count of a topic whose
+// records are not kept.
+func (in *sensorInput) messages() int { return len(in.records) + in.unkept }
 
 // makeSensorRecords generates n messages of the sensor stream, spread round-robin over the
 // partitions, and parses the valid ones as the decoder does.
@@ -217,7 +221,7 @@ func (r *running) waitCommitted(tb testing.TB, br testsupport.Broker, group stri
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
-			if st.RecordsOut.Load()+st.DeadLetters.Load() >= int64(len(in.records)+in.n) {
+			if st.RecordsOut.Load()+st.DeadLetters.Load() >= int64(in.messages()) {
 				watched <- time.Now()
 				return
 			}
