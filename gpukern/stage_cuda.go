@@ -41,12 +41,16 @@ type stage struct {
 	buf  unsafe.Pointer // 2*stageHalf bytes, cuMemAllocHost
 	ev   [2]cu.Event    // the last copy out of each half
 	used [2]bool
+	// next is the half the next chunk goes through, kept across calls: a column of one chunk
+	// (10M x 10 at 4 GPUs: 10 MB) starting on half 0 every time would wait for the previous
+	// column's copy out of it, with half 1 idle, and fill and copy would take turns.
+	next int
 }
 
 // copyStaged copies n bytes from host memory src to dst through the staging buffer (allocated
 // at the first call and kept until Close). It returns once src has been read; the last
 // transfers may still run, ahead of any later work on the default stream (and of the step
-// streams, which are blocking). Owner thread only.
+// streams, which are blocking). Inside do only.
 func (d *Device) copyStaged(dst cu.DevicePtr, src unsafe.Pointer, n int64) error {
 	s := d.stg
 	if s == nil {
@@ -64,7 +68,7 @@ func (d *Device) copyStaged(dst cu.DevicePtr, src unsafe.Pointer, n int64) error
 		}
 		d.stg = s
 	}
-	h := 0
+	h := s.next
 	for off := int64(0); off < n; off += stageHalf {
 		c := min(int64(stageHalf), n-off)
 		if s.used[h] {
@@ -78,10 +82,13 @@ func (d *Device) copyStaged(dst cu.DevicePtr, src unsafe.Pointer, n int64) error
 			return fmt.Errorf("cuMemcpyHtoDAsync(%d B staged): %w", c, err)
 		}
 		if err := s.ev[h].Record(cu.Stream{}); err != nil {
-			return fmt.Errorf("cuEventRecord(staging): %w", err)
+			// The half's event does not cover this copy: wait for it here, or the next fill of
+			// the half could overwrite what the DMA still reads.
+			return errors.Join(fmt.Errorf("cuEventRecord(staging): %w", err), cu.Synchronize())
 		}
 		s.used[h] = true
 		h ^= 1
+		s.next = h
 	}
 	return nil
 }
@@ -106,12 +113,21 @@ func copyParallel(dst, src []byte, parts int) {
 	wg.Wait()
 }
 
-// free releases the staging buffer and its events (teardown). Owner thread only.
+// free releases the staging buffer and its events (teardown), after the last copies out of it:
+// copyStaged returns before them, and a DMA must not read pages no longer page-locked (the
+// driver documents no wait in cuMemFreeHost). Inside do only.
 func (s *stage) free() error {
 	if s == nil {
 		return nil
 	}
 	var errs []error
+	for i := range s.ev {
+		if s.used[i] {
+			if err := s.ev[i].Synchronize(); err != nil {
+				errs = append(errs, fmt.Errorf("cuEventSynchronize(staging): %w", err))
+			}
+		}
+	}
 	for i := range s.ev {
 		var zero cu.Event
 		if s.ev[i] != zero {

@@ -13,7 +13,9 @@ import (
 // TestStagedUploadRoundTrip: columns uploaded through the page-locked staging buffer come back
 // equal, value for value, to the pageable path's, across the halves (columns of two and a bit
 // halves, an odd length, several columns in a row, so a half is reused while the other's copy
-// may still run), with one copier and with several; and a second upload reuses the buffer.
+// may still run), with one copier and with several; and a second upload reuses the buffer. The
+// halves alternate across columns and calls: each column of 3 chunks starts on the half after
+// the last one's (a column that started on half 0 every time waited for the copy before it).
 func TestStagedUploadRoundTrip(t *testing.T) {
 	d, err := Open(0)
 	if errors.Is(err, ErrNoDevice) {
@@ -39,6 +41,10 @@ func TestStagedUploadRoundTrip(t *testing.T) {
 		for round := range 2 {
 			m, c := stagedUploadMin, stageCopiers
 			stagedUploadMin, stageCopiers = 1, copiers
+			start := 0 // the half the upload starts on
+			if d.stg != nil {
+				start = d.stg.next
+			}
 			got := make([]float32, rows*len(cols))
 			err := d.do(func() error {
 				p, err := uploadCols(d, "columns", cols, rows)
@@ -53,6 +59,10 @@ func TestStagedUploadRoundTrip(t *testing.T) {
 			}
 			if d.stg == nil {
 				t.Fatalf("copiers %d round %d: no staging buffer: the upload was not staged", copiers, round)
+			}
+			chunks := (int64(rows)*4 + stageHalf - 1) / stageHalf
+			if want := (start + len(cols)*int(chunks)) % 2; d.stg.next != want {
+				t.Fatalf("copiers %d round %d: next half %d after %d chunks from half %d, want %d", copiers, round, d.stg.next, len(cols)*int(chunks), start, want)
 			}
 			for j := range cols {
 				if !slices.Equal(got[j*rows:(j+1)*rows], cols[j]) {
