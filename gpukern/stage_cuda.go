@@ -47,6 +47,20 @@ type stage struct {
 	next int
 }
 
+// errNoStage: the staging buffer could not be made (page-locked memory refused); copyStaged
+// issued no copy, and uploadCols copies the column from pageable memory instead.
+var errNoStage = errors.New("no page-locked staging buffer")
+
+// stageAllocHost allocates the staging buffer (cuMemAllocHost); a variable so that a test can
+// refuse it.
+var stageAllocHost = func(bytes int64) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	if r := C.cuMemAllocHost(&p, C.size_t(bytes)); r != C.CUDA_SUCCESS {
+		return nil, fmt.Errorf("cuMemAllocHost(%d B): CUresult %d", bytes, int(r))
+	}
+	return p, nil
+}
+
 // copyStaged copies n bytes from host memory src to dst through the staging buffer (allocated
 // at the first call and kept until Close). It returns once src has been read; the last
 // transfers may still run, ahead of any later work on the default stream (and of the step
@@ -54,15 +68,15 @@ type stage struct {
 func (d *Device) copyStaged(dst cu.DevicePtr, src unsafe.Pointer, n int64) error {
 	s := d.stg
 	if s == nil {
-		var p unsafe.Pointer
-		if r := C.cuMemAllocHost(&p, C.size_t(2*stageHalf)); r != C.CUDA_SUCCESS {
-			return fmt.Errorf("cuMemAllocHost(%d B): CUresult %d", 2*stageHalf, int(r))
+		p, err := stageAllocHost(2 * stageHalf)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errNoStage, err)
 		}
 		s = &stage{buf: p}
 		for i := range s.ev {
 			ev, err := cu.MakeEvent(cu.DisableTiming)
 			if err != nil {
-				return errors.Join(fmt.Errorf("cuEventCreate: %w", err), s.free())
+				return fmt.Errorf("%w: %w", errNoStage, errors.Join(fmt.Errorf("cuEventCreate: %w", err), s.free()))
 			}
 			s.ev[i] = ev
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"gorgonia.org/cu"
 )
@@ -78,5 +79,57 @@ func TestStagedUploadRoundTrip(t *testing.T) {
 	var zero cu.Event
 	if d.stg.ev[0] == zero || d.stg.ev[1] == zero {
 		t.Fatal("staging events missing")
+	}
+}
+
+// TestStagedUploadRefusedFallsBack: where the page-locked staging buffer cannot be had (pinned
+// memory refused), a large upload still succeeds, from pageable memory, value for value, and
+// keeps no staging buffer (before, the upload failed, and with it every build over the size).
+func TestStagedUploadRefusedFallsBack(t *testing.T) {
+	d, err := Open(0)
+	if errors.Is(err, ErrNoDevice) {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	m, a := stagedUploadMin, stageAllocHost
+	stagedUploadMin = 1
+	calls := 0
+	stageAllocHost = func(int64) (unsafe.Pointer, error) {
+		calls++
+		return nil, errors.New("refused by the test")
+	}
+	defer func() { stagedUploadMin, stageAllocHost = m, a }()
+	rows := stageHalf/4 + 7
+	cols := make([][]float32, 2)
+	for j := range cols {
+		cols[j] = make([]float32, rows)
+		for i := range cols[j] {
+			cols[j][i] = float32(i) + float32(j)*0.25
+		}
+	}
+	got := make([]float32, rows*len(cols))
+	if err := d.do(func() error {
+		p, err := uploadCols(d, "columns", cols, rows)
+		if err != nil {
+			return err
+		}
+		return errors.Join(download(d, "columns", got, p), frees(p))
+	}); err != nil {
+		t.Fatalf("upload with the staging refused: %v", err)
+	}
+	if calls == 0 || d.stg != nil {
+		t.Fatalf("staging asked %d times, buffer %v: the refusal was not exercised", calls, d.stg)
+	}
+	for j := range cols {
+		if !slices.Equal(got[j*rows:(j+1)*rows], cols[j]) {
+			t.Fatalf("column %d differs after the pageable fallback", j)
+		}
 	}
 }
