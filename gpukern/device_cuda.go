@@ -471,7 +471,12 @@ func uploadCols(d *Device, what string, cols [][]float32, rows int) (cu.DevicePt
 	}
 	for j, c := range cols {
 		dst := p + cu.DevicePtr(int64(j)*int64(rows)*4)
-		if err := copyCol(dst, unsafe.Pointer(&c[0]), int64(rows)*4); err != nil {
+		err := copyCol(dst, unsafe.Pointer(&c[0]), int64(rows)*4)
+		if errors.Is(err, errNoStage) { // page-locked memory refused: the pageable copy still works
+			copyCol = cu.MemcpyHtoD
+			err = copyCol(dst, unsafe.Pointer(&c[0]), int64(rows)*4)
+		}
+		if err != nil {
 			_ = frees(p)
 			return 0, fmt.Errorf("cuMemcpyHtoD(%s dimension %d): %w", what, j, err)
 		}

@@ -373,7 +373,7 @@ extern "C" __global__ void ss_dtoc(const SsDtocParams P) {
 // 64 or 256 slots, k <= slots). Every CANDNN_STEP entries per thread a warp whose queue holds k
 // finite distances tests their sum as an upper bound of w_k(c, D) (any k points bound it;
 // PruneMargin covers any summation order), and so does the block with k of its warps' smallest
-// (about k/8 from each); a block that prunes the candidate sets its done flag
+// (about k/32 from each); a block that prunes the candidate sets its done flag
 // (S-MS early exit), and every block of the candidate stops at its next check once the flag is
 // set. Otherwise warp 0 merges the other warps' queues and writes its first k values (the
 // slice's k smallest distances below LNNC's largest, T0, ascending, +inf padded) to

@@ -41,30 +41,48 @@ type stage struct {
 	buf  unsafe.Pointer // 2*stageHalf bytes, cuMemAllocHost
 	ev   [2]cu.Event    // the last copy out of each half
 	used [2]bool
+	// next is the half the next chunk goes through, kept across calls: a column of one chunk
+	// (10M x 10 at 4 GPUs: 10 MB) starting on half 0 every time would wait for the previous
+	// column's copy out of it, with half 1 idle, and fill and copy would take turns.
+	next int
+}
+
+// errNoStage: the staging buffer could not be made (page-locked memory refused); copyStaged
+// issued no copy, and uploadCols copies the column from pageable memory instead.
+var errNoStage = errors.New("no page-locked staging buffer")
+
+// stageAllocHost allocates the staging buffer (cuMemAllocHost); a variable so that a test can
+// refuse it.
+var stageAllocHost = func(bytes int64) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	if r := C.cuMemAllocHost(&p, C.size_t(bytes)); r != C.CUDA_SUCCESS {
+		return nil, fmt.Errorf("cuMemAllocHost(%d B): CUresult %d", bytes, int(r))
+	}
+	return p, nil
 }
 
 // copyStaged copies n bytes from host memory src to dst through the staging buffer (allocated
 // at the first call and kept until Close). It returns once src has been read; the last
 // transfers may still run, ahead of any later work on the default stream (and of the step
-// streams, which are blocking). Owner thread only.
+// streams, which are blocking). Inside do only.
 func (d *Device) copyStaged(dst cu.DevicePtr, src unsafe.Pointer, n int64) error {
 	s := d.stg
 	if s == nil {
-		var p unsafe.Pointer
-		if r := C.cuMemAllocHost(&p, C.size_t(2*stageHalf)); r != C.CUDA_SUCCESS {
-			return fmt.Errorf("cuMemAllocHost(%d B): CUresult %d", 2*stageHalf, int(r))
+		p, err := stageAllocHost(2 * stageHalf)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errNoStage, err)
 		}
 		s = &stage{buf: p}
 		for i := range s.ev {
 			ev, err := cu.MakeEvent(cu.DisableTiming)
 			if err != nil {
-				return errors.Join(fmt.Errorf("cuEventCreate: %w", err), s.free())
+				return fmt.Errorf("%w: %w", errNoStage, errors.Join(fmt.Errorf("cuEventCreate: %w", err), s.free()))
 			}
 			s.ev[i] = ev
 		}
 		d.stg = s
 	}
-	h := 0
+	h := s.next
 	for off := int64(0); off < n; off += stageHalf {
 		c := min(int64(stageHalf), n-off)
 		if s.used[h] {
@@ -78,10 +96,13 @@ func (d *Device) copyStaged(dst cu.DevicePtr, src unsafe.Pointer, n int64) error
 			return fmt.Errorf("cuMemcpyHtoDAsync(%d B staged): %w", c, err)
 		}
 		if err := s.ev[h].Record(cu.Stream{}); err != nil {
-			return fmt.Errorf("cuEventRecord(staging): %w", err)
+			// The half's event does not cover this copy: wait for it here, or the next fill of
+			// the half could overwrite what the DMA still reads.
+			return errors.Join(fmt.Errorf("cuEventRecord(staging): %w", err), cu.Synchronize())
 		}
 		s.used[h] = true
 		h ^= 1
+		s.next = h
 	}
 	return nil
 }
@@ -106,12 +127,21 @@ func copyParallel(dst, src []byte, parts int) {
 	wg.Wait()
 }
 
-// free releases the staging buffer and its events (teardown). Owner thread only.
+// free releases the staging buffer and its events (teardown), after the last copies out of it:
+// copyStaged returns before them, and a DMA must not read pages no longer page-locked (the
+// driver documents no wait in cuMemFreeHost). Inside do only.
 func (s *stage) free() error {
 	if s == nil {
 		return nil
 	}
 	var errs []error
+	for i := range s.ev {
+		if s.used[i] {
+			if err := s.ev[i].Synchronize(); err != nil {
+				errs = append(errs, fmt.Errorf("cuEventSynchronize(staging): %w", err))
+			}
+		}
+	}
 	for i := range s.ev {
 		var zero cu.Event
 		if s.ev[i] != zero {
