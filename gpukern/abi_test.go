@@ -236,3 +236,30 @@ func TestKernelABI(t *testing.T) {
 		"proclus_spread":   reflect.TypeFor[pcSpreadParams](),
 	})
 }
+
+// TestCandPartThreads holds ss_candpart's block sizes to their Go mirrors: the #defines of
+// solvingset.cu and the launch bounds the committed PTX carries (a launch with another count
+// than the kernel strides by would skip entries, and only the GPU parity tests would notice).
+func TestCandPartThreads(t *testing.T) {
+	src, err := kernelSources.ReadFile("solvingset.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptx, err := kernelSources.ReadFile("solvingset.ptx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		define, entry string
+		want          int
+	}{{"CANDNN_THREADS_Q64", "ss_candpart_q64", ssCandThreadsQ64}, {"CANDNN_THREADS_Q256", "ss_candpart_q256", ssCandThreadsQ256}} {
+		m := regexp.MustCompile(`#define ` + c.define + ` (\d+)`).FindSubmatch(src)
+		if m == nil || string(m[1]) != strconv.Itoa(c.want) {
+			t.Errorf("solvingset.cu: %s is %q, Go's mirror %d", c.define, m, c.want)
+		}
+		m = regexp.MustCompile(`\.entry ` + c.entry + `\([^)]*\)\s*\.maxntid (\d+), 1, 1`).FindSubmatch(ptx)
+		if m == nil || string(m[1]) != strconv.Itoa(c.want) {
+			t.Errorf("solvingset.ptx: %s's .maxntid is %q, Go's mirror %d", c.entry, m, c.want)
+		}
+	}
+}

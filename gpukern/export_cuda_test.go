@@ -87,8 +87,8 @@ func NodeCandSlicesForTest(rows, total, nc int) int { return nodeCandSlices(rows
 
 // The benchmarks' knobs, so that one binary measures each setting in one call: the column
 // size from which uploads are staged (OUTLIERD_BENCH_STAGED_MIN, bytes; "off": never), the
-// staging's copiers (OUTLIERD_BENCH_STAGE_COPIERS) and the slices of a distributed node's
-// candidates (OUTLIERD_BENCH_NODE_SLICES).
+// staging's copiers (OUTLIERD_BENCH_STAGE_COPIERS). (OUTLIERD_BENCH_NODE_SLICES, a fixed count
+// of a node's ss_candpart slices, measured in BENCHMARKS §4.3.3, is gone with its variable.)
 func init() {
 	if v := os.Getenv("OUTLIERD_BENCH_STAGED_MIN"); v == "off" {
 		stagedUploadMin = math.MaxInt64
@@ -97,8 +97,5 @@ func init() {
 	}
 	if n, err := strconv.Atoi(os.Getenv("OUTLIERD_BENCH_STAGE_COPIERS")); err == nil {
 		stageCopiers = n
-	}
-	if n, err := strconv.Atoi(os.Getenv("OUTLIERD_BENCH_NODE_SLICES")); err == nil {
-		nodeSlicesFixed = n
 	}
 }

@@ -360,31 +360,34 @@ extern "C" __global__ void ss_dtoc(const SsDtocParams P) {
 // A block of 1024 threads keeps 4x the loads of 256 in flight: a slice read whole (a candidate
 // not pruned) is latency-bound on its one block (10M x 10 on an H200: 187 -> 125 us a step on one
 // device, 143 -> 97 at 4 GPUs; 512 threads 138 / 110; 32 loads a lane instead of 16: slower,
-// BENCHMARKS §4.3.3). The early-exit checks stay every 65,536 entries of the block.
-#define CANDNN_STEP 64  // entries per thread between early-exit checks (x 1024 threads; 256 x 1024 entries: 1-2 % slower, BENCHMARKS §4.3.1)
-#define CANDNN_THREADS 1024
-#define CANDNN_WARPS (CANDNN_THREADS / 32)
-#define CANDNN_LOADS 16  // row entries each lane loads before offering them (loads in flight; 4: BENCH.md)
+// BENCHMARKS §4.3.3). The early-exit checks stay every CANDNN_CHECK entries of the block. The
+// 256-slot queue (k > 64) keeps 256 threads: at 1024 its 64 registers a thread spilled.
+#define CANDNN_THREADS_Q64 1024
+#define CANDNN_THREADS_Q256 256
+#define CANDNN_CHECK 65536  // entries of a block between early-exit checks (4x: 1-2 % slower, BENCHMARKS §4.3.1)
+#define CANDNN_LOADS 16     // row entries each lane loads before offering them (loads in flight; 4: BENCH.md)
 
-// ss_candpart_q*: step c, candidates' side, block (j, s) (CANDNN_THREADS threads) for slice s of
+// ss_candpart_q*: step c, candidates' side, block (j, s) (T threads) for slice s of
 // gridDim.y of candidate j's distM row (before: one block per candidate, 100 blocks on 132 SMs,
 // latency-bound at 5 % of HBM). Each warp keeps the k smallest distances of its strided part of
 // the slice that are below the candidate's current k-th distance in a register queue (select.cuh;
-// 64 or 256 slots, k <= slots). Every CANDNN_STEP entries per thread a warp whose queue holds k
+// 64 or 256 slots, k <= slots). Every CANDNN_CHECK entries of the block a warp whose queue holds k
 // finite distances tests their sum as an upper bound of w_k(c, D) (any k points bound it;
 // PruneMargin covers any summation order), and so does the block with k of its warps' smallest
-// (about k/32 from each); a block that prunes the candidate sets its done flag
+// (about k/W from each of its W warps); a block that prunes the candidate sets its done flag
 // (S-MS early exit), and every block of the candidate stops at its next check once the flag is
 // set. Otherwise warp 0 merges the other warps' queues and writes its first k values (the
 // slice's k smallest distances below LNNC's largest, T0, ascending, +inf padded) to
 // part[(j*S + s)*k ...]; ss_candmerge_q* merges the slices. Row values equal to T0 are not
 // needed: LNNC holds enough copies of T0.
-template <int R>
+template <int R, int T>
 __device__ __forceinline__ void candpart_body(const float* __restrict__ distM, ll N, ll kl,
                                               const float* __restrict__ candHeap, int* candDone,
                                               double margin, double minOUT, float* part) {
-    __shared__ float sQ[CANDNN_WARPS][32 * R];
-    __shared__ double sPart[CANDNN_WARPS];  // the warps' shares of the block-wide bound
+    constexpr int W = T / 32;  // warps
+    static_assert(CANDNN_CHECK % (T * CANDNN_LOADS) == 0, "a check's entries: whole rounds of the block's loads");
+    __shared__ float sQ[W][32 * R];
+    __shared__ double sPart[W];  // the warps' shares of the block-wide bound
     const ll j = blockIdx.x, S = gridDim.y, sl = blockIdx.y;
     const int k = (int)kl;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -397,13 +400,13 @@ __device__ __forceinline__ void candpart_body(const float* __restrict__ distM, l
     WarpQueue<R> wq;
     wq.init();
     float tau = T0, tau2 = __fmul_rn(T0, T0);  // min(T0, the queue's k-th); fl(tau^2)
-    for (ll base = lo; base < hi; base += (ll)CANDNN_THREADS * CANDNN_STEP) {
-        const ll end = min(hi, base + (ll)CANDNN_THREADS * CANDNN_STEP);
-        for (ll e0 = base + warp * 32; e0 < end; e0 += (ll)CANDNN_THREADS * CANDNN_LOADS) {  // warp-uniform
+    for (ll base = lo; base < hi; base += (ll)CANDNN_CHECK) {
+        const ll end = min(hi, base + (ll)CANDNN_CHECK);
+        for (ll e0 = base + warp * 32; e0 < end; e0 += (ll)T * CANDNN_LOADS) {  // warp-uniform
             float d2[CANDNN_LOADS];
 #pragma unroll
             for (int u = 0; u < CANDNN_LOADS; u++) {
-                const ll e = e0 + (ll)u * CANDNN_THREADS + lane;
+                const ll e = e0 + (ll)u * T + lane;
                 d2[u] = e < end ? __ldg(row + e) : INF;  // +inf never qualifies
             }
 #pragma unroll
@@ -427,13 +430,13 @@ __device__ __forceinline__ void candpart_body(const float* __restrict__ distM, l
         // distances of distinct rows too, found long before one warp holds k (a node's slices
         // were read nearly whole waiting for that: 488 µs a step at 2 GPUs against one device's
         // 590, BENCHMARKS §4.3.1).
-        const int cw = k / CANDNN_WARPS + (warp < k % CANDNN_WARPS ? 1 : 0);
+        const int cw = k / W + (warp < k % W ? 1 : 0);
         const double part = cw == 0 ? 0.0 : wq.get(cw - 1) < INF ? wq.ascending_sum(cw) : (double)INF;
         if (lane == 0) sPart[warp] = part;
         __syncthreads();
         if (tid == 0) {
             double ub = 0.0;
-            for (int w = 0; w < CANDNN_WARPS; w++) ub = __dadd_rn(ub, sPart[w]);
+            for (int w = 0; w < W; w++) ub = __dadd_rn(ub, sPart[w]);
             prunedHere = prunedHere || pruned(ub, margin, minOUT);
         }
         if (__syncthreads_or(prunedHere)) {
@@ -446,7 +449,7 @@ __device__ __forceinline__ void candpart_body(const float* __restrict__ distM, l
     for (int r = 0; r < R; r++) sQ[warp][lane * R + r] = wq.q[r];
     __syncthreads();
     if (warp != 0) return;
-    for (int w = 1; w < CANDNN_WARPS; w++) {
+    for (int w = 1; w < W; w++) {
         for (int b = 0; b < 32 * R; b += 32) {
             const float v = sQ[w][b + lane];  // < T0 or +inf
             const float kth = wq.offer(v < tau, v, lane, k, tau);
@@ -535,12 +538,12 @@ static_assert(offsetof(SsCandMergeParams, candDone) == 32, "SsCandMergeParams.ca
 static_assert(offsetof(SsCandMergeParams, weight) == 40, "SsCandMergeParams.weight");
 static_assert(offsetof(SsCandMergeParams, list) == 48, "SsCandMergeParams.list");
 
-extern "C" __global__ void __launch_bounds__(CANDNN_THREADS) ss_candpart_q64(const SsCandPartParams P) {
-    candpart_body<2>(P.distM, P.N, P.k, P.candHeap, P.candDone, P.margin, P.minOUT, P.part);
+extern "C" __global__ void __launch_bounds__(CANDNN_THREADS_Q64) ss_candpart_q64(const SsCandPartParams P) {
+    candpart_body<2, CANDNN_THREADS_Q64>(P.distM, P.N, P.k, P.candHeap, P.candDone, P.margin, P.minOUT, P.part);
 }
 
-extern "C" __global__ void __launch_bounds__(CANDNN_THREADS) ss_candpart_q256(const SsCandPartParams P) {
-    candpart_body<8>(P.distM, P.N, P.k, P.candHeap, P.candDone, P.margin, P.minOUT, P.part);
+extern "C" __global__ void __launch_bounds__(CANDNN_THREADS_Q256) ss_candpart_q256(const SsCandPartParams P) {
+    candpart_body<8, CANDNN_THREADS_Q256>(P.distM, P.N, P.k, P.candHeap, P.candDone, P.margin, P.minOUT, P.part);
 }
 
 extern "C" __global__ void __launch_bounds__(32) ss_candmerge_q64(const SsCandMergeParams P) {

@@ -61,6 +61,14 @@ type SolvingSetResult struct {
 // ssMaxShared is the shared memory (bytes) the candidates of one iteration may take in ss_dtoc.
 const ssMaxShared = 48 * 1024
 
+// The threads of an ss_candpart block (CANDNN_THREADS_Q64 and _Q256 in solvingset.cu, held
+// together by TestSolvingSetABI): the kernel strides its slice by them, so a launch with
+// another count would skip entries.
+const (
+	ssCandThreadsQ64  = 1024
+	ssCandThreadsQ256 = 256
+)
+
 // SolvingSet runs the SolvingSet algorithm (ALGORITHMS.md §1) on the device and returns the exact
 // top-n outliers, w* and the solving set. The top-n rows, their weights (bit for bit) and w* equal
 // solvingset.SolvingSet's: distances, canonical weights, pruning and selection follow the CPU

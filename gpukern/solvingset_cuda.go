@@ -12,7 +12,6 @@ import (
 )
 
 const (
-	ssCandNNThreads = 1024 // threads per ss_candpart_q* block (CANDNN_THREADS in solvingset.cu)
 	// ssCandSlicesMax is the most slices ss_candpart_q* splits a candidate's distM row into.
 	ssCandSlicesMax = 32
 	ssSelectSlice   = 2048 // points per ss_select block (SEL_SLICE in solvingset.cu)
@@ -97,16 +96,10 @@ func ssCandSlices(rows, nc int) int {
 // stops once a warp's queue proves the candidate done, which takes about as many entries of the
 // row whatever the slice's length: with ssCandSlices' count on every node, J nodes did that work
 // J times over (ss_candpart at 2 GPUs 490 µs an iteration against one device's 590, §4.3.1).
+// A fixed count of 1, 2, 4, 6, 8 or 11 slices a node did no better at 4 GPUs (§4.3.3).
 func nodeCandSlices(rows, total, nc int) int {
-	if nodeSlicesFixed > 0 {
-		return min(nodeSlicesFixed, ssCandSlicesMax)
-	}
 	return max(1, (ssCandSlices(total, nc)*rows+total-1)/total)
 }
-
-// nodeSlicesFixed, when positive, replaces nodeCandSlices' share by a fixed count: a variable
-// for the benchmarks only (OUTLIERD_BENCH_NODE_SLICES), which compare counts in one run.
-var nodeSlicesFixed = 0
 
 // allocPart allocates ss_candpart_q*'s slice lists for m candidates. Inside do only.
 func (b *ssBuffers) allocPart(m, k int) (err error) {
@@ -118,11 +111,11 @@ func (b *ssBuffers) allocPart(m, k int) (err error) {
 // (ssCandSlices; a distributed node's share of them, nodeCandSlices), then ss_candmerge_q*, into
 // weight (list 0) or, for a distributed node, the local lists. Inside do only.
 func launchCandNN(d *Device, b *ssBuffers, rows, nc, S, k int, margin, minOUT float64, weight, list cu.DevicePtr) error {
-	q := "q64" // the warp queue that holds k (64 or 256 slots)
+	q, threads := "q64", ssCandThreadsQ64 // the warp queue that holds k (64 or 256 slots)
 	if k > 64 {
-		q = "q256"
+		q, threads = "q256", ssCandThreadsQ256
 	}
-	if err := launchParams(d, "ss_candpart_"+q, [3]int{nc, S, 1}, [3]int{ssCandNNThreads, 1, 1}, 0, &ssCandPartParams{
+	if err := launchParams(d, "ss_candpart_"+q, [3]int{nc, S, 1}, [3]int{threads, 1, 1}, 0, &ssCandPartParams{
 		DistM: uint64(b.distM), N: int64(rows), K: int64(k), CandHeap: uint64(b.candHeap), CandDone: uint64(b.candDone),
 		Margin: margin, MinOUT: minOUT, Part: uint64(b.part)}); err != nil {
 		return err

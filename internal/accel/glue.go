@@ -1,7 +1,6 @@
 package accel
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/outlierd/outlierd/gpukern"
@@ -78,13 +77,18 @@ func (d *Device) oneGPUSolvingSet(cols [][]float32, p solvingset.Params) (solvin
 
 // distributedSolvingSet runs SolvingSet over every GPU, one node per device over consecutive
 // partitions of the rows (uploaded concurrently); the same result as one device.
-func (d *Device) distributedSolvingSet(cols [][]float32, p solvingset.Params) (_ solvingset.Result, err error) {
+func (d *Device) distributedSolvingSet(cols [][]float32, p solvingset.Params) (solvingset.Result, error) {
 	devs := append([]*gpukern.Device{d.gpu}, d.more...)
 	owned, err := gpukern.NewDistributedNodes(devs, cols, p.K, p.M, solvingset.PruneMargin(p.K))
 	if err != nil {
 		return solvingset.Result{}, err
 	}
-	defer func() { err = errors.Join(err, gpukern.CloseDistributedNodes(owned)) }()
+	defer func() {
+		// The result stands: a device whose frees fail fails its next call, which falls back.
+		if err := gpukern.CloseDistributedNodes(owned); err != nil {
+			d.log.Warn().Err(err).Msg("device: freeing the distributed solving set's nodes")
+		}
+	}()
 	// Not lazy: a GPU node hands every list over with its Step (whole lists cost no round trip).
 	r, err := solvingset.DistributedSolvingSet(SolvingSetNodes(owned), len(cols), p, false)
 	if err != nil {
