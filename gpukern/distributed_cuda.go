@@ -29,10 +29,12 @@ type distNode struct {
 	mc            int // the most candidates a Step meets: m (they come from every node)
 	blocks, take  int
 	margin        float64
-	nc            int       // candidates of the last Step
-	lists         []float32 // their local lists, candidate-major (k slots each)
-	listLen       []int     // their lengths (the lists end at the first +Inf)
-	prop          []int32   // the proposal's rows for the fallback gather (m > SEL_SLICE/2)
+	nc            int          // candidates of the last Step
+	lists         []float32    // their local lists, candidate-major (k slots each)
+	listBufs      [2][]float32 // lists' two buffers, a Step each: Neighbours' views of one Step's lists outlive the next Step (the supervisor merges them beside it)
+	listPar       int          // the buffer lists is in
+	listLen       []int        // their lengths (the lists end at the first +Inf)
+	prop          []int32      // the proposal's rows for the fallback gather (m > SEL_SLICE/2)
 	host          DistHostTimes
 }
 
@@ -307,7 +309,9 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 	}()
 	// The lists (candidate-major, +Inf padded) for Neighbours: a done candidate's is stale, and
 	// the supervisor asks for none of it.
-	n.lists = append(n.lists[:0], n.f32(lay.list, nc*n.k)...)
+	n.listPar ^= 1
+	n.lists = append(n.listBufs[n.listPar][:0], n.f32(lay.list, nc*n.k)...)
+	n.listBufs[n.listPar] = n.lists
 	n.listLen = slices.Grow(n.listLen[:0], nc)[:nc]
 	for t := range nc {
 		l := 0

@@ -53,13 +53,15 @@ type Node interface {
 	//   - steps e and f: the rows not in S with UB >= minOUT (margin applied) are active; next
 	//     is up to m of them with the largest UB (ties: lower row first), best first, with
 	//     their coordinates and LNN.
-	// The supervisor prunes next again with the minOUT of the iteration's end: as pruning is
-	// monotone in UB that leaves the m best under the new minOUT (the selection need not wait
-	// for step d).
+	// The supervisor prunes next again with the minOUT it has when the next Step starts (the
+	// step d before this Step's: the merge of this Step's lists runs beside the next Step): as
+	// pruning is monotone in UB that leaves the m best under that minOUT (the selection need
+	// not wait for step d).
 	Step(taken []int, coords, lnn []float32, minOUT float64, m int) (lnnc []float32, done []bool, next Proposal, err error)
 	// Neighbours returns, for each candidate j of the last Step, its local distances kept
 	// there from position from[j] on, ascending, at most count[j] of them (a count of 0 asks
-	// nothing).
+	// nothing). The slices stay valid until the Step after the next one: the supervisor asks
+	// right after a Step and merges them beside the next.
 	Neighbours(from, count []int) ([][]float32, error)
 }
 
@@ -91,7 +93,7 @@ type DistributedPhases struct {
 	Take     time.Duration // step a: the first candidates leave their nodes (later ones come with the proposals)
 	Step     time.Duration // steps b, c, e and f on every node (Node.Step): the slowest node's
 	NodeStep time.Duration // the nodes' mean Step: Step less this is the barrier's wait
-	Merge    time.Duration // step d: the lists merged into weights
+	Merge    time.Duration // step d: the lists merged into weights (not lazy: beside the next Step, off the wall's path)
 	Select   time.Duration // the nodes' proposals merged into the next candidates
 }
 
@@ -158,6 +160,31 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 	res.Phases.Take += time.Since(t0)
 	taken := make([][]int, len(nodes)) // per node, the local rows of cand that Step moves into S
 	iter := 0
+	// The pipelined form (not lazy: every list whole, nothing asked again): an iteration's step d
+	// runs beside the next iteration's node steps, so the next steps prune with the minOUT of
+	// the step d before (smaller or equal: they prune less, never wrongly) and the next
+	// candidates are cut with it too; the merge, 10-13 ms of a 4-GPU run at 10M x 10, leaves
+	// the barrier's path (BENCHMARKS §4.3.3). The result is the same top-n and w*; the solving
+	// set may hold a few more rows.
+	pipelined := !lazy
+	var pend *pendingMerge
+	merge := func(pm *pendingMerge) error {
+		ts := time.Now()
+		ws, values, refetches, err := pm.finish(pm.lnnc, workerCount(p.Workers))
+		if err != nil {
+			return fmt.Errorf("solvingset: iteration %d: neighbour lists: %w", pm.iter, err)
+		}
+		res.ListValues += values
+		res.Refetches += refetches
+		for t, g := range pm.cand {
+			if !pm.done[t] { // a done candidate's weight is below minOUT: it changes nothing
+				weights = append(weights, Outlier{Row: g, Weight: ws[t]})
+				out.Offer(ws[t])
+			}
+		}
+		res.Phases.Merge += time.Since(ts)
+		return nil
+	}
 	for len(cand) > 0 {
 		iter++
 		nc := len(cand)
@@ -175,6 +202,12 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 		props := make([]Proposal, len(nodes))
 		var mu sync.Mutex
 		var nodeStep time.Duration
+		var merged chan error // the step d before, beside this step
+		if pend != nil {
+			merged = make(chan error, 1)
+			go func(pm *pendingMerge) { merged <- merge(pm) }(pend)
+			pend = nil
+		}
 		err = run.each(func(j int, nd Node) error {
 			ts := time.Now()
 			lb, dj, next, err := nd.Step(taken[j], candX, lnnc, minOUT, m)
@@ -201,29 +234,30 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 			mu.Unlock()
 			return nil
 		})
+		if merged != nil { // (waited for on an error too: it writes res and weights)
+			err = errors.Join(err, <-merged)
+		}
 		if err != nil {
 			return res, fmt.Errorf("solvingset: iteration %d: step: %w", iter, err)
 		}
 		t3 := time.Now()
 		res.Phases.Step += t3.Sub(t2)
 		res.Phases.NodeStep += nodeStep / time.Duration(len(nodes))
-		lnnc = lnncB
-		// Step d: merge each candidate's lists into its exact weight.
-		ws, values, refetches, err := mergeLists(nodes, lnnc, done, k, per, workerCount(p.Workers))
+		// Step d: merge each candidate's lists into its exact weight: the lists asked now,
+		// before the next step, merged beside it when pipelined.
+		finish, err := startMerge(nodes, done, k, per)
 		if err != nil {
 			return res, fmt.Errorf("solvingset: iteration %d: neighbour lists: %w", iter, err)
 		}
-		res.ListValues += values
-		res.Refetches += refetches
-		for t, g := range cand {
-			if !done[t] { // a done candidate's weight is below minOUT: it changes nothing
-				weights = append(weights, Outlier{Row: g, Weight: ws[t]})
-				out.Offer(ws[t])
+		pend = &pendingMerge{iter: iter, cand: cand, lnnc: lnncB, done: done, finish: finish}
+		if !pipelined {
+			if err := merge(pend); err != nil {
+				return res, err
 			}
+			pend = nil
 		}
 		minOUT = out.Min()
 		t4 := time.Now()
-		res.Phases.Merge += t4.Sub(t3)
 		// Steps e, f: the next candidates are the m active points with the largest UB: the
 		// best m of the proposals, less the suffix the new minOUT prunes.
 		picks := mergeProposals(props, offset, m)
@@ -247,6 +281,11 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 		}
 		res.Phases.Select += time.Since(t4)
 	}
+	if pend != nil { // the last iteration's step d
+		if err := merge(pend); err != nil {
+			return res, err
+		}
+	}
 	if out.Len() < p.N {
 		return res, fmt.Errorf("solvingset: internal error: %d weights for n=%d", out.Len(), p.N)
 	}
@@ -268,7 +307,20 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 // values it has not sent are >= its last one, so otherwise none of them can enter the k
 // smallest, and the k-th (hence the weight) is certain.
 func mergeLists(nodes []Node, lnnc []float32, done []bool, k, per, workers int) (weights []float64, values, refetches int64, err error) {
+	finish, err := startMerge(nodes, done, k, per)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return finish(lnnc, workers)
+}
+
+// startMerge is mergeLists' first round: every node's first per values of each candidate of
+// its last Step that is not done, asked now (views that a GPU node keeps until its Step after
+// next: the merge can run beside the next Step, DistributedSolvingSet's pipelined form). finish
+// is the rest of mergeLists: the merges, the refetches of a lazy merge, the weights.
+func startMerge(nodes []Node, done []bool, k, per int) (finish func(lnnc []float32, workers int) (weights []float64, values, refetches int64, err error), err error) {
 	nc := len(done)
+	var values int64
 	lists := make([][][]float32, len(nodes)) // [node][candidate] ascending
 	complete := make([][]bool, len(nodes))   // [node][candidate]: the whole list was sent
 	ask := func(j int, from, count []int) error {
@@ -299,9 +351,20 @@ func mergeLists(nodes []Node, lnnc []float32, done []bool, k, per, workers int) 
 	for j := range nodes {
 		lists[j], complete[j] = make([][]float32, nc), make([]bool, nc)
 		if err := ask(j, from, count); err != nil {
-			return nil, 0, 0, err
+			return nil, err
 		}
 	}
+	return func(lnnc []float32, workers int) ([]float64, int64, int64, error) {
+		weights, refetches, err := mergeAsked(nodes, lists, complete, ask, lnnc, done, k, per, workers)
+		return weights, values, refetches, err // (values: ask's count, refetches included)
+	}, nil
+}
+
+// mergeAsked is mergeLists after its first round: lists and complete as ask left them (a
+// refetch asks again through ask).
+func mergeAsked(nodes []Node, lists [][][]float32, complete [][]bool, ask func(j int, from, count []int) error,
+	lnnc []float32, done []bool, k, per, workers int) (weights []float64, refetches int64, err error) {
+	nc := len(done)
 	weights = make([]float64, nc)
 	// kSmallest sets merged to the k smallest of candidate t's LNNC and the lists sent so far:
 	// LNNC sorted, then merged with each node's ascending list in turn, truncated to k (two-way
@@ -335,7 +398,7 @@ func mergeLists(nodes []Node, lnnc []float32, done []bool, k, per, workers int) 
 				}
 			}
 		})
-		return weights, values, 0, nil
+		return weights, 0, nil
 	}
 	merged, spare := make([]float32, 0, k), make([]float32, 0, k)
 	for t := range nc {
@@ -359,14 +422,23 @@ func mergeLists(nodes []Node, lnnc []float32, done []bool, k, per, workers int) 
 				f, c := make([]int, nc), make([]int, nc)
 				f[t], c[t] = len(lists[j][t]), k-len(lists[j][t])
 				if err := ask(j, f, c); err != nil {
-					return nil, 0, 0, err
+					return nil, 0, err
 				}
 				complete[j][t] = true
 				refetches++
 			}
 		}
 	}
-	return weights, values, refetches, nil
+	return weights, refetches, nil
+}
+
+// pendingMerge is an iteration's step d, its lists asked (startMerge), to be merged.
+type pendingMerge struct {
+	iter   int
+	cand   []int     // the iteration's candidates (global rows)
+	lnnc   []float32 // their LNNC after step b
+	done   []bool
+	finish func(lnnc []float32, workers int) (weights []float64, values, refetches int64, err error)
 }
 
 // mergeK sets dst to the k smallest of the ascending a and b, ascending.
