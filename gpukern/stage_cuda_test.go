@@ -18,18 +18,7 @@ import (
 // halves alternate across columns and calls: each column of 3 chunks starts on the half after
 // the last one's (a column that started on half 0 every time waited for the copy before it).
 func TestStagedUploadRoundTrip(t *testing.T) {
-	d, err := Open(0)
-	if errors.Is(err, ErrNoDevice) {
-		t.Skipf("no CUDA device: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := d.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	}()
+	d := internalDevice(t)
 	rows := (2*stageHalf)/4 + 12345 // 2 halves and a bit, in 4-byte values
 	cols := make([][]float32, 3)
 	for j := range cols {
@@ -86,18 +75,7 @@ func TestStagedUploadRoundTrip(t *testing.T) {
 // memory refused), a large upload still succeeds, from pageable memory, value for value, and
 // keeps no staging buffer (before, the upload failed, and with it every build over the size).
 func TestStagedUploadRefusedFallsBack(t *testing.T) {
-	d, err := Open(0)
-	if errors.Is(err, ErrNoDevice) {
-		t.Skipf("no CUDA device: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := d.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	}()
+	d := internalDevice(t)
 	m, a := stagedUploadMin, stageAllocHost
 	stagedUploadMin = 1
 	calls := 0
@@ -132,4 +110,23 @@ func TestStagedUploadRefusedFallsBack(t *testing.T) {
 			t.Fatalf("column %d differs after the pageable fallback", j)
 		}
 	}
+}
+
+// internalDevice opens device 0 for a test of the package's internals (skipped without one) and
+// closes it when the test ends, reporting a failed Close.
+func internalDevice(t *testing.T) *Device {
+	t.Helper()
+	d, err := Open(0)
+	if errors.Is(err, ErrNoDevice) {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return d
 }
