@@ -30,11 +30,10 @@ type distNode struct {
 	blocks, take  int
 	margin        float64
 	nc            int          // candidates of the last Step
-	lists         []float32    // their local lists, candidate-major (k slots each)
-	listBufs      [2][]float32 // lists' two buffers, a Step each: Neighbours' views of one Step's lists outlive the next Step (the supervisor merges them beside it)
-	listPar       int          // the buffer lists is in
-	listLen       []int        // their lengths (the lists end at the first +Inf)
-	prop          []int32      // the proposal's rows for the fallback gather (m > SEL_SLICE/2)
+	lists         [2][]float32 // their local lists, candidate-major (k slots each), in lists[listPar]; a buffer a Step, so that Neighbours' views of one Step's lists outlive the next Step (the supervisor merges them beside it)
+	listPar       int
+	listLen       []int   // their lengths (the lists end at the first +Inf)
+	prop          []int32 // the proposal's rows for the fallback gather (m > SEL_SLICE/2)
 	host          DistHostTimes
 }
 
@@ -310,12 +309,12 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 	// The lists (candidate-major, +Inf padded) for Neighbours: a done candidate's is stale, and
 	// the supervisor asks for none of it.
 	n.listPar ^= 1
-	n.lists = append(n.listBufs[n.listPar][:0], n.f32(lay.list, nc*n.k)...)
-	n.listBufs[n.listPar] = n.lists
+	n.lists[n.listPar] = append(n.lists[n.listPar][:0], n.f32(lay.list, nc*n.k)...)
+	lists := n.lists[n.listPar]
 	n.listLen = slices.Grow(n.listLen[:0], nc)[:nc]
 	for t := range nc {
 		l := 0
-		for l < n.k && !math.IsInf(float64(n.lists[t*n.k+l]), 1) {
+		for l < n.k && !math.IsInf(float64(lists[t*n.k+l]), 1) {
 			l++
 		}
 		n.listLen[t] = l
@@ -346,11 +345,11 @@ func (d *Device) distNeighbours(n *distNode, from, count []int) ([][]float32, er
 	if len(from) != n.nc || len(count) != n.nc {
 		return nil, fmt.Errorf("gpukern.DistributedNode.Neighbours: %d/%d requests for %d candidates", len(from), len(count), n.nc)
 	}
-	out := make([][]float32, n.nc)
+	out, lists := make([][]float32, n.nc), n.lists[n.listPar]
 	for t := range n.nc {
 		lo := min(from[t], n.listLen[t])
 		hi := min(lo+count[t], n.listLen[t])
-		out[t] = n.lists[t*n.k+lo : t*n.k+hi : t*n.k+hi]
+		out[t] = lists[t*n.k+lo : t*n.k+hi : t*n.k+hi]
 	}
 	return out, nil
 }

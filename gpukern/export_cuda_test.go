@@ -87,8 +87,7 @@ func NodeCandSlicesForTest(rows, total, nc int) int { return nodeCandSlices(rows
 
 // The benchmarks' knobs, so that one binary measures each setting in one call: the column
 // size from which uploads are staged (OUTLIERD_BENCH_STAGED_MIN, bytes; "off": never), the
-// staging's copiers (OUTLIERD_BENCH_STAGE_COPIERS). (OUTLIERD_BENCH_NODE_SLICES, a fixed count
-// of a node's ss_candpart slices, measured in BENCHMARKS §4.3.3, is gone with its variable.)
+// staging's copiers (OUTLIERD_BENCH_STAGE_COPIERS).
 func init() {
 	if v := os.Getenv("OUTLIERD_BENCH_STAGED_MIN"); v == "off" {
 		stagedUploadMin = math.MaxInt64

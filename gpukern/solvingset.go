@@ -62,7 +62,7 @@ type SolvingSetResult struct {
 const ssMaxShared = 48 * 1024
 
 // The threads of an ss_candpart block (CANDNN_THREADS_Q64 and _Q256 in solvingset.cu, held
-// together by TestSolvingSetABI): the kernel strides its slice by them, so a launch with
+// together by TestCandPartThreads): the kernel strides its slice by them, so a launch with
 // another count would skip entries.
 const (
 	ssCandThreadsQ64  = 1024

@@ -170,7 +170,7 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 	var pend *pendingMerge
 	merge := func(pm *pendingMerge) error {
 		ts := time.Now()
-		ws, values, refetches, err := pm.finish(pm.lnnc, workerCount(p.Workers))
+		ws, values, refetches, err := pm.finish(workerCount(p.Workers))
 		if err != nil {
 			return fmt.Errorf("solvingset: iteration %d: neighbour lists: %w", pm.iter, err)
 		}
@@ -245,11 +245,11 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 		res.Phases.NodeStep += nodeStep / time.Duration(len(nodes))
 		// Step d: merge each candidate's lists into its exact weight: the lists asked now,
 		// before the next step, merged beside it when pipelined.
-		finish, err := startMerge(nodes, done, k, per)
+		finish, err := startMerge(nodes, lnncB, done, k, per)
 		if err != nil {
 			return res, fmt.Errorf("solvingset: iteration %d: neighbour lists: %w", iter, err)
 		}
-		pend = &pendingMerge{iter: iter, cand: cand, lnnc: lnncB, done: done, finish: finish}
+		pend = &pendingMerge{iter: iter, cand: cand, done: done, finish: finish}
 		if !pipelined {
 			if err := merge(pend); err != nil {
 				return res, err
@@ -300,25 +300,15 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 	return res, nil
 }
 
-// mergeLists is step d: for every candidate not done, the k smallest of LNNC (after step b)
+// startMerge is step d: for every candidate not done, the k smallest of LNNC (after step b)
 // and every node's local distances, summed canonically. Each node first sends per values per
-// candidate (k when not lazy). A node whose list may hold more (it sent all it was asked) and
-// whose last value is below the merged k-th is asked for the rest of that candidate's list:
-// values it has not sent are >= its last one, so otherwise none of them can enter the k
-// smallest, and the k-th (hence the weight) is certain.
-func mergeLists(nodes []Node, lnnc []float32, done []bool, k, per, workers int) (weights []float64, values, refetches int64, err error) {
-	finish, err := startMerge(nodes, done, k, per)
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	return finish(lnnc, workers)
-}
-
-// startMerge is mergeLists' first round: every node's first per values of each candidate of
-// its last Step that is not done, asked now (views that a GPU node keeps until its Step after
-// next: the merge can run beside the next Step, DistributedSolvingSet's pipelined form). finish
-// is the rest of mergeLists: the merges, the refetches of a lazy merge, the weights.
-func startMerge(nodes []Node, done []bool, k, per int) (finish func(lnnc []float32, workers int) (weights []float64, values, refetches int64, err error), err error) {
+// candidate (k when not lazy), asked now: views that a GPU node keeps until its Step after next,
+// so that finish can run beside the next Step (DistributedSolvingSet's pipelined form). finish
+// does the rest: a node whose list may hold more (it sent all it was asked) and whose last
+// value is below the merged k-th is asked for the rest of that candidate's list (values it has
+// not sent are >= its last one, so otherwise none of them can enter the k smallest, and the
+// k-th, hence the weight, is certain), and the weights.
+func startMerge(nodes []Node, lnnc []float32, done []bool, k, per int) (finish func(workers int) (weights []float64, values, refetches int64, err error), err error) {
 	nc := len(done)
 	var values int64
 	lists := make([][][]float32, len(nodes)) // [node][candidate] ascending
@@ -354,13 +344,13 @@ func startMerge(nodes []Node, done []bool, k, per int) (finish func(lnnc []float
 			return nil, err
 		}
 	}
-	return func(lnnc []float32, workers int) ([]float64, int64, int64, error) {
+	return func(workers int) ([]float64, int64, int64, error) {
 		weights, refetches, err := mergeAsked(nodes, lists, complete, ask, lnnc, done, k, per, workers)
 		return weights, values, refetches, err // (values: ask's count, refetches included)
 	}, nil
 }
 
-// mergeAsked is mergeLists after its first round: lists and complete as ask left them (a
+// mergeAsked is step d after its first round (startMerge): lists and complete as ask left them (a
 // refetch asks again through ask).
 func mergeAsked(nodes []Node, lists [][][]float32, complete [][]bool, ask func(j int, from, count []int) error,
 	lnnc []float32, done []bool, k, per, workers int) (weights []float64, refetches int64, err error) {
@@ -435,10 +425,9 @@ func mergeAsked(nodes []Node, lists [][][]float32, complete [][]bool, ask func(j
 // pendingMerge is an iteration's step d, its lists asked (startMerge), to be merged.
 type pendingMerge struct {
 	iter   int
-	cand   []int     // the iteration's candidates (global rows)
-	lnnc   []float32 // their LNNC after step b
+	cand   []int // the iteration's candidates (global rows)
 	done   []bool
-	finish func(lnnc []float32, workers int) (weights []float64, values, refetches int64, err error)
+	finish func(workers int) (weights []float64, values, refetches int64, err error)
 }
 
 // mergeK sets dst to the k smallest of the ascending a and b, ascending.

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// listNode serves fixed candidate lists (Neighbours only): mergeLists' input without a partition.
+// listNode serves fixed candidate lists (Neighbours only): startMerge's input without a partition.
 type listNode struct {
 	Node
 	lists [][]float32
@@ -22,7 +22,7 @@ func (n listNode) Neighbours(from, count []int) ([][]float32, error) {
 	return out, nil
 }
 
-// BenchmarkMergeLists is step d on the supervisor for m = 100 candidates, k = 50, over J nodes
+// BenchmarkMergeLists is step d (startMerge and its finish) on the supervisor for m = 100 candidates, k = 50, over J nodes
 // whose lists are whole (a GPU node's): the supervisor's serial part per iteration.
 func BenchmarkMergeLists(b *testing.B) {
 	const nc, k = 100, 50
@@ -48,7 +48,11 @@ func BenchmarkMergeLists(b *testing.B) {
 		done := make([]bool, nc)
 		b.Run(map[int]string{2: "J=2", 4: "J=4"}[J], func(b *testing.B) {
 			for b.Loop() {
-				if _, _, _, err := mergeLists(nodes, lnnc, done, k, k, 2); err != nil {
+				finish, err := startMerge(nodes, lnnc, done, k, k)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, _, _, err := finish(2); err != nil {
 					b.Fatal(err)
 				}
 			}
