@@ -111,8 +111,9 @@ type Device struct {
 	// the default stream's copies before them, and the copies after wait for them).
 	stepStreams [MaxScoreSteps]cu.Stream
 	// stg is the page-locked staging buffer of large uploads (stage_cuda.go), nil until the
-	// first.
-	stg *stage
+	// first; lockedFree the page-locked buffers given back for reuse (takeLocked).
+	stg        *stage
+	lockedFree []lockedBuf
 }
 
 // maxSpareEvents bounds the event pairs kept for reuse.
@@ -202,6 +203,9 @@ func (d *Device) teardown() error {
 		errs = append(errs, err)
 	}
 	d.stg = nil
+	if err := d.freeLocked(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := d.freeScratch(); err != nil {
 		errs = append(errs, err)
 	}

@@ -18,10 +18,21 @@ import (
 // an iteration: the hand-in (the taken rows, the candidates' coordinates and LNN) uploaded in one
 // copy, and the hand-out (their LNNC after step b, their done flags, their local lists, the
 // node's selection and the proposed rows' coordinates and LNN) downloaded in one copy. cand, candX, candHeap, candDone and selFin are views into io.
+//
+// A Step allocates and copies nothing on the host: its results are views into ioHost or buffers
+// kept across Steps (the 4-GPU run's nodes spent 6.3 ms of 540 in the Step's post-processing,
+// copies and fresh heap pages, BENCHMARKS §4.3.4). ioHost holds the hand-in and two hand-outs,
+// the Steps' downloads alternating between them, so that a Step's lists and LNNC, merged by the
+// supervisor beside the next Step, are still there.
 type distNode struct {
-	b             ssBuffers
-	io            cu.DevicePtr
-	ioHost        []uint64 // io's host copy (8-byte words: the selection's keys are float64)
+	b  ssBuffers
+	io cu.DevicePtr
+	// ioHost is io's host side (8-byte words: the selection's keys are float64): the hand-in at
+	// io's words, then the two hand-outs (hostOut). Page-locked where the driver allows
+	// (ioLocked): the hand-in then goes by DMA without the driver's staging copy and without the
+	// host waiting for it, and a hand-out lands without one.
+	ioHost        []uint64
+	ioLocked      lockedBuf // ioHost's page-locked memory (p nil: ioHost is pageable)
 	lay           distLayout
 	rows, dims, k int
 	total         int // the rows of every node together (rows: a node made alone)
@@ -29,12 +40,18 @@ type distNode struct {
 	mc            int // the most candidates a Step meets: m (they come from every node)
 	blocks, take  int
 	margin        float64
-	nc            int          // candidates of the last Step
-	lists         [2][]float32 // their local lists, candidate-major (k slots each), in lists[listPar]; a buffer a Step, so that Neighbours' views of one Step's lists outlive the next Step (the supervisor merges them beside it)
-	listPar       int
-	listLen       []int   // their lengths (the lists end at the first +Inf)
-	prop          []int32 // the proposal's rows for the fallback gather (m > SEL_SLICE/2)
-	host          DistHostTimes
+	nc            int // candidates of the last Step
+	// lists: the candidates' local lists, candidate-major (k slots each), views into the hand-out
+	// of the Step that made them (listPar: the last Step's), so that Neighbours' views of one
+	// Step's lists outlive the next Step.
+	lists    [2][]float32
+	listPar  int
+	listLen  []int       // their lengths (the lists end at the first +Inf)
+	done     []bool      // the last Step's done flags
+	propRows []int       // the last Step's proposed rows
+	nbOut    [][]float32 // Neighbours' answer (the outer slice: valid until the next call)
+	prop     []int32     // the proposal's rows for the fallback gather (m > SEL_SLICE/2)
+	host     DistHostTimes
 }
 
 // distLayout is io's layout in 8-byte words: the hand-in is words [0, done), the hand-out
@@ -72,14 +89,19 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (
 	n.blocks = (rows + ssSelectSlice - 1) / ssSelectSlice
 	n.take = min(m, ssSelectSlice)
 	n.lay = newDistLayout(m, n.mc, dims, k, n.take)
-	n.ioHost = make([]uint64, n.lay.end)
 	err := d.do(func() (err error) {
 		defer func() {
 			if err != nil {
-				err = errors.Join(err, n.free())
+				err = errors.Join(err, n.free(d))
 			}
 		}()
 		b := &n.b
+		hostWords := n.hostOut(2)
+		if n.ioLocked, err = d.takeLocked(int64(hostWords) * 8); err == nil {
+			n.ioHost = unsafe.Slice((*uint64)(n.ioLocked.p), hostWords)
+		} else { // page-locked memory refused: the copies stay synchronous, from pageable memory
+			n.ioLocked, n.ioHost = lockedBuf{}, make([]uint64, hostWords)
+		}
 		if b.x, err = uploadCols(d, "partition", cols, rows); err != nil {
 			return err
 		}
@@ -116,10 +138,19 @@ func (d *Device) newDistNode(cols [][]float32, rows, k, m int, margin float64) (
 	return n, nil
 }
 
-// free frees the node's buffers (io's views are not freed on their own). Inside do only.
-func (n *distNode) free() error {
+// free frees the node's buffers (io's views are not freed on their own) and gives ioHost's
+// page-locked memory back to the device. Inside do only.
+func (n *distNode) free(d *Device) error {
 	b := n.b
 	b.cand, b.candX, b.candHeap, b.candDone, b.selFin = 0, 0, 0, 0, 0
+	if n.ioLocked.p != nil {
+		// A hand-in's DMA may still read ioHost where a Step failed after queueing it: wait for
+		// the device before the buffer is reused (an error here is that failure's, already
+		// returned by its Step).
+		_ = cu.Synchronize()
+		d.putLocked(n.ioLocked)
+		n.ioLocked, n.ioHost = lockedBuf{}, nil
+	}
 	return errors.Join(b.free(), frees(n.io))
 }
 
@@ -130,6 +161,13 @@ func (n *distNode) f32(w, cnt int) []float32 {
 func (n *distNode) i32(w, cnt int) []int32 {
 	return unsafe.Slice((*int32)(unsafe.Pointer(&n.ioHost[w])), cnt)
 }
+
+// hostOut is the ioHost word where hand-out r starts (io's hand-out, words [candHeap, end),
+// downloaded there); hostOut(2) is ioHost's length.
+func (n *distNode) hostOut(r int) int { return n.lay.end + r*(n.lay.end-n.lay.candHeap) }
+
+// out is the ioHost word of io's hand-out word w in the last Step's hand-out.
+func (n *distNode) out(w int) int { return n.hostOut(n.listPar) + w - n.lay.candHeap }
 
 func (d *Device) distTake(n *distNode, rows []int) (coords, lnn []float32, err error) {
 	nc := len(rows)
@@ -150,7 +188,7 @@ func (d *Device) distTake(n *distNode, rows []int) (coords, lnn []float32, err e
 		}
 		d.toDevice.Add(int64(nc) * 4)
 		b := &n.b
-		if err := launchParams(d, "ss_gather", [3]int{(nc + 127) / 128, 1, 1}, [3]int{128, 1, 1}, 0, &ssGatherParams{
+		if err := launchParams(d, "ss_gather", ssGatherGrid(nc), ssGatherBlock, 0, &ssGatherParams{
 			X: uint64(b.x), N: int64(n.rows), Dims: int64(n.dims), Heap: uint64(b.heap), K: int64(n.k),
 			Cand: uint64(b.cand), Nc: int64(nc), State: uint64(b.state), CandX: uint64(b.candX),
 			CandHeap: uint64(b.candHeap)}); err != nil {
@@ -200,7 +238,14 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 	err := d.do(func() (err error) {
 		tB = time.Now()
 		b := &n.b
-		if err := cu.MemcpyHtoD(n.io, unsafe.Pointer(&n.ioHost[0]), int64(lay.done)*8); err != nil {
+		// From page-locked memory the copy is queued ahead of the kernels and the host goes on
+		// to launch them; ioHost's hand-in is written again only by the next Step, after this
+		// one's download has waited for everything before it on the stream.
+		if n.ioLocked.p != nil {
+			if err := cu.MemcpyHtoDAsync(n.io, n.ioLocked.p, int64(lay.done)*8, cu.Stream{}); err != nil {
+				return fmt.Errorf("cuMemcpyHtoDAsync(hand-in): %w", err)
+			}
+		} else if err := cu.MemcpyHtoD(n.io, unsafe.Pointer(&n.ioHost[0]), int64(lay.done)*8); err != nil {
 			return fmt.Errorf("cuMemcpyHtoD(hand-in): %w", err)
 		}
 		d.toDevice.Add(int64(lay.done) * 8)
@@ -209,7 +254,7 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 			if cnt == 0 {
 				return nil
 			}
-			return launchParams(d, "ss_gather", [3]int{(cnt + 127) / 128, 1, 1}, [3]int{128, 1, 1}, 0, &ssGatherParams{
+			return launchParams(d, "ss_gather", ssGatherGrid(cnt), ssGatherBlock, 0, &ssGatherParams{
 				X: uint64(b.x), N: int64(n.rows), Dims: int64(n.dims), Heap: uint64(b.heap), K: int64(n.k),
 				Cand: uint64(rows), Nc: int64(cnt), State: uint64(state), CandX: uint64(x), CandHeap: uint64(heap)})
 		}
@@ -250,12 +295,14 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 		if err != nil {
 			return err
 		}
+		n.listPar ^= 1 // this Step's hand-out (out); the last one's stays for the merge beside
+		handOut := n.ioHost[n.out(lay.candHeap):n.out(lay.end)]
 		if fin {
-			if err := download(d, "hand-out", n.ioHost[lay.candHeap:lay.end], w(lay.candHeap)); err != nil {
+			if err := download(d, "hand-out", handOut, w(lay.candHeap)); err != nil {
 				return err
 			}
-			keys := unsafe.Slice((*float64)(unsafe.Pointer(&n.ioHost[lay.fin])), take)
-			idx := n.i32(lay.fin+take, take)
+			keys := unsafe.Slice((*float64)(unsafe.Pointer(&n.ioHost[n.out(lay.fin)])), take)
+			idx := n.i32(n.out(lay.fin)+take, take)
 			cnt := 0
 			for cnt < take && keys[cnt] >= 0 {
 				cnt++
@@ -286,7 +333,7 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 		if err := gather(b.cand, len(rows), 0, w(lay.propX), w(lay.propHeap)); err != nil {
 			return err
 		}
-		if err := download(d, "hand-out", n.ioHost[lay.candHeap:lay.end], w(lay.candHeap)); err != nil {
+		if err := download(d, "hand-out", handOut, w(lay.candHeap)); err != nil {
 			return err
 		}
 		next = n.proposal(n.prop, ub)
@@ -307,9 +354,10 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 		h.Post += time.Since(tF)
 	}()
 	// The lists (candidate-major, +Inf padded) for Neighbours: a done candidate's is stale, and
-	// the supervisor asks for none of it.
-	n.listPar ^= 1
-	n.lists[n.listPar] = append(n.lists[n.listPar][:0], n.f32(lay.list, nc*n.k)...)
+	// the supervisor asks for none of it. The lists and LNNC are views into this Step's hand-out,
+	// which the Step after next overwrites; the done flags and the proposal are read before the
+	// next Step.
+	n.lists[n.listPar] = n.f32(n.out(lay.list), nc*n.k)
 	lists := n.lists[n.listPar]
 	n.listLen = slices.Grow(n.listLen[:0], nc)[:nc]
 	for t := range nc {
@@ -319,23 +367,23 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 		}
 		n.listLen[t] = l
 	}
-	done := make([]bool, nc)
-	for t, v := range n.i32(lay.done, nc) {
-		done[t] = v != 0
+	n.done = slices.Grow(n.done[:0], nc)[:nc]
+	for t, v := range n.i32(n.out(lay.done), nc) {
+		n.done[t] = v != 0
 	}
-	return slices.Clone(n.f32(lay.candHeap, nc*n.k)), done, next, nil
+	return n.f32(n.out(lay.candHeap), nc*n.k), n.done, next, nil
 }
 
-// proposal copies the proposed rows (idx, with their UB) and their coordinates and LNN out of
-// the hand-out.
+// proposal is the proposed rows (idx, with their UB) and their coordinates and LNN: the rows
+// in a buffer kept across Steps, the rest views into the hand-out (ub too, where it is one),
+// valid until the next Step.
 func (n *distNode) proposal(idx []int32, ub []float64) Proposal {
-	p := Proposal{Rows: make([]int, len(idx)), UB: slices.Clone(ub)}
+	n.propRows = slices.Grow(n.propRows[:0], len(idx))[:len(idx)]
 	for i, r := range idx {
-		p.Rows[i] = int(r)
+		n.propRows[i] = int(r)
 	}
-	p.Coords = slices.Clone(n.f32(n.lay.propX, len(idx)*n.dims))
-	p.LNN = slices.Clone(n.f32(n.lay.propHeap, len(idx)*n.k))
-	return p
+	return Proposal{Rows: n.propRows, UB: ub[:len(idx):len(idx)],
+		Coords: n.f32(n.out(n.lay.propX), len(idx)*n.dims), LNN: n.f32(n.out(n.lay.propHeap), len(idx)*n.k)}
 }
 
 // distNeighbours serves the candidates' lists from the hand-out (every list whole, nc*k floats,
@@ -345,7 +393,8 @@ func (d *Device) distNeighbours(n *distNode, from, count []int) ([][]float32, er
 	if len(from) != n.nc || len(count) != n.nc {
 		return nil, fmt.Errorf("gpukern.DistributedNode.Neighbours: %d/%d requests for %d candidates", len(from), len(count), n.nc)
 	}
-	out, lists := make([][]float32, n.nc), n.lists[n.listPar]
+	n.nbOut = slices.Grow(n.nbOut[:0], n.nc)[:n.nc]
+	out, lists := n.nbOut, n.lists[n.listPar]
 	for t := range n.nc {
 		lo := min(from[t], n.listLen[t])
 		hi := min(lo+count[t], n.listLen[t])
@@ -362,5 +411,5 @@ func (d *Device) distFree(n *distNode) error {
 	if n == nil {
 		return nil
 	}
-	return d.do(n.free)
+	return d.do(func() error { return n.free(d) })
 }

@@ -70,19 +70,23 @@ extern "C" __global__ void ss_init(const SsInitParams P) {
     ss_init_body(P.heap, P.ub, P.state, P.N, P.k);
 }
 
-// ss_gather: step a, thread per candidate: move it into S (unless state is null: a distributed
-// node's proposal, copied out without moving), copy its coordinates and LNN. An index outside
-// the rows (a selection's padding for an inactive pair) is skipped.
+// ss_gather: step a, a warp per candidate (SS_GATHER_WARPS per block): move it into S (unless
+// state is null: a distributed node's proposal, copied out without moving), copy its
+// coordinates and LNN, a lane per value. An index outside the rows (a selection's padding for
+// an inactive pair) is skipped. (A thread per candidate waited for its k + dims loads one after
+// another: 17-24 us for 100 candidates, BENCHMARKS §4.3.4.)
+#define SS_GATHER_WARPS 4
 static __device__ __forceinline__ void ss_gather_body(const float* __restrict__ X, ll N, ll dims,
                                      const float* __restrict__ heap, ll k, const int* __restrict__ cand,
                                      ll nc, int* state, float* candX, float* candHeap) {
-    const ll j = (ll)blockIdx.x * blockDim.x + threadIdx.x;
+    const ll j = (ll)blockIdx.x * SS_GATHER_WARPS + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
     if (j >= nc) return;
     const ll p = cand[j];
     if (p < 0 || p >= N) return;
-    if (state) state[p] = 1;
-    for (ll d = 0; d < dims; d++) candX[j * dims + d] = X[d * N + p];
-    for (ll s = 0; s < k; s++) candHeap[j * k + s] = heap[s * N + p];
+    if (state && lane == 0) state[p] = 1;
+    for (ll d = lane; d < dims; d += 32) candX[j * dims + d] = X[d * N + p];
+    for (ll s = lane; s < k; s += 32) candHeap[j * k + s] = heap[s * N + p];
 }
 
 // SsGatherParams is ss_gather's parameter, passed by value (Go mirror: ssGatherParams).
@@ -423,7 +427,9 @@ __device__ __forceinline__ void candpart_body(const float* __restrict__ distM, l
         }
         bool prunedHere = false;
         if (wq.get(k - 1) < INF) {  // the queue holds k distances of the row: their sum bounds w_k
-            const double ub = wq.ascending_sum(k);
+            // (sum: ascending_sum's bits from a warp tree where that is exact, 5 shuffles instead of
+            // k dependent ones on every warp at every check, BENCHMARKS §4.3.4)
+            const double ub = wq.sum(k, lane);
             prunedHere = lane == 0 && pruned(ub, margin, minOUT);
         }
         // Block-wide: warp w's cw smallest (cw = k/W, one more for the first k%W warps) are k

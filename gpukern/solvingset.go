@@ -69,6 +69,11 @@ const (
 	ssCandThreadsQ256 = 256
 )
 
+// ssGatherWarps is ss_gather's candidates a block, a warp each (SS_GATHER_WARPS in
+// solvingset.cu, held by TestCandPartThreads): a launch of ssGatherGrid(n) blocks of
+// 32*ssGatherWarps threads gathers n candidates.
+const ssGatherWarps = 4
+
 // SolvingSet runs the SolvingSet algorithm (ALGORITHMS.md §1) on the device and returns the exact
 // top-n outliers, w* and the solving set. The top-n rows, their weights (bit for bit) and w* equal
 // solvingset.SolvingSet's: distances, canonical weights, pruning and selection follow the CPU

@@ -34,6 +34,11 @@ type ssBuffers struct {
 	views bool
 }
 
+// ssGatherGrid is ss_gather's grid for n candidates, of ssGatherBlock blocks (a warp a candidate).
+func ssGatherGrid(n int) [3]int { return [3]int{(n + ssGatherWarps - 1) / ssGatherWarps, 1, 1} }
+
+var ssGatherBlock = [3]int{32 * ssGatherWarps, 1, 1}
+
 func (b *ssBuffers) free() error {
 	done, fin := b.candDone, b.selFin
 	if b.views {
@@ -349,7 +354,7 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 		// failure stops the iteration.
 		steps := []func() error{
 			func() error {
-				return launchParams(d, "ss_gather", [3]int{(nc + 127) / 128, 1, 1}, [3]int{128, 1, 1}, 0, &ssGatherParams{
+				return launchParams(d, "ss_gather", ssGatherGrid(nc), ssGatherBlock, 0, &ssGatherParams{
 					X: uint64(b.x), N: N, Dims: D, Heap: uint64(b.heap), K: K, Cand: uint64(candPtr), Nc: NC,
 					State: uint64(b.state), CandX: uint64(b.candX), CandHeap: uint64(b.candHeap)})
 			},

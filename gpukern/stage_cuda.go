@@ -155,3 +155,48 @@ func (s *stage) free() error {
 	}
 	return errors.Join(errs...)
 }
+
+// lockedBuf is a page-locked host buffer kept by its device for reuse (a distributed node's
+// hand-in and hand-out): cuMemAllocHost and cuMemFreeHost pin and unpin pages, milliseconds
+// each, which every distributed build paid once per node (BENCHMARKS §4.3.4).
+type lockedBuf struct {
+	p     unsafe.Pointer
+	bytes int64
+}
+
+// takeLocked returns a page-locked buffer of at least bytes, one given back before where one is
+// large enough, else a new one (stageAllocHost: errNoStage-like refusals come back as errors).
+// Inside do only.
+func (d *Device) takeLocked(bytes int64) (lockedBuf, error) {
+	for i, b := range d.lockedFree {
+		if b.bytes >= bytes {
+			d.lockedFree = append(d.lockedFree[:i], d.lockedFree[i+1:]...)
+			return b, nil
+		}
+	}
+	p, err := stageAllocHost(bytes)
+	if err != nil {
+		return lockedBuf{}, err
+	}
+	return lockedBuf{p: p, bytes: bytes}, nil
+}
+
+// putLocked gives b back for reuse: the device's work that reads or writes it must be over.
+// Inside do only.
+func (d *Device) putLocked(b lockedBuf) {
+	if b.p != nil {
+		d.lockedFree = append(d.lockedFree, b)
+	}
+}
+
+// freeLocked frees the buffers given back (teardown). Inside do only.
+func (d *Device) freeLocked() error {
+	var errs []error
+	for _, b := range d.lockedFree {
+		if r := C.cuMemFreeHost(b.p); r != C.CUDA_SUCCESS {
+			errs = append(errs, fmt.Errorf("cuMemFreeHost(%d B): CUresult %d", b.bytes, int(r)))
+		}
+	}
+	d.lockedFree = nil
+	return errors.Join(errs...)
+}

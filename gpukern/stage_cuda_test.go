@@ -4,6 +4,7 @@ package gpukern
 
 import (
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"unsafe"
@@ -129,4 +130,98 @@ func internalDevice(t *testing.T) *Device {
 		}
 	})
 	return d
+}
+
+// TestDistNodeLockedIO: a distributed node's hand-in and hand-out buffer (ioHost) is page-locked,
+// goes back to its device when the node is freed and is taken again by the next node (pinning
+// cost a build milliseconds a node, BENCHMARKS §4.3.4); where page-locked memory is refused the
+// node works from pageable memory, and its Steps return the same values either way (the
+// hand-in's copy is asynchronous only from page-locked memory).
+func TestDistNodeLockedIO(t *testing.T) {
+	d := internalDevice(t)
+	const rows, dims, k, m = 3000, 3, 8, 40
+	rng := rand.New(rand.NewPCG(5, 6))
+	cols := make([][]float32, dims)
+	for j := range cols {
+		cols[j] = make([]float32, rows)
+		for i := range cols[j] {
+			cols[j][i] = float32(rng.NormFloat64())
+		}
+	}
+	// run builds a node, takes rows 0..m-1 and runs three Steps, each on the last proposal, and
+	// returns every Step's results flattened, with the node's io buffer while it lived.
+	run := func() ([]float32, unsafe.Pointer) {
+		n, err := d.newDistNode(cols, rows, k, m, 1.0001)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.total = rows
+		first := make([]int, m)
+		for i := range first {
+			first[i] = i
+		}
+		coords, lnn, err := d.distTake(n, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []float32
+		var taken []int
+		for range 3 {
+			lnnc, done, next, err := d.distStep(n, taken, coords, lnn, 0, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			count := make([]int, len(done))
+			for i := range count {
+				count[i] = k
+			}
+			lists, err := d.distNeighbours(n, make([]int, len(done)), count)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, lnnc...)
+			for i, dn := range done {
+				if dn {
+					out = append(out, float32(i))
+				}
+			}
+			for i, r := range next.Rows {
+				out = append(out, float32(r), float32(next.UB[i]))
+			}
+			out = append(append(out, next.Coords...), next.LNN...)
+			for _, l := range lists {
+				out = append(out, l...)
+			}
+			taken, coords, lnn = slices.Clone(next.Rows), slices.Clone(next.Coords), slices.Clone(next.LNN)
+		}
+		p := n.ioLocked.p
+		if err := d.do(func() error { return n.free(d) }); err != nil {
+			t.Fatal(err)
+		}
+		return out, p
+	}
+	a, pa := run()
+	if pa == nil || len(d.lockedFree) != 1 || d.lockedFree[0].p != pa {
+		t.Fatalf("node A's io %p, the device keeps %v: not page-locked, or not given back", pa, d.lockedFree)
+	}
+	b, pb := run()
+	if pb != pa || len(d.lockedFree) != 1 {
+		t.Fatalf("node B's io %p, A's %p (kept: %v): the buffer given back was not taken again", pb, pa, d.lockedFree)
+	}
+	if !slices.Equal(a, b) {
+		t.Fatal("node B's Steps differ from node A's on the same data")
+	}
+	if err := d.do(d.freeLocked); err != nil {
+		t.Fatal(err)
+	}
+	alloc := stageAllocHost
+	stageAllocHost = func(int64) (unsafe.Pointer, error) { return nil, errors.New("refused by the test") }
+	defer func() { stageAllocHost = alloc }()
+	c, pc := run()
+	if pc != nil || len(d.lockedFree) != 0 {
+		t.Fatalf("io %p with page-locked memory refused (kept: %v)", pc, d.lockedFree)
+	}
+	if !slices.Equal(a, c) {
+		t.Fatal("the pageable node's Steps differ from the page-locked node's")
+	}
 }

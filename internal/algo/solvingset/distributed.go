@@ -34,7 +34,9 @@ type Node interface {
 	Rows() int
 	// Take moves local rows into S (they are never compared as data or selected again) and
 	// returns their coordinates and neighbour lists LNN (k distances each, +Inf where fewer
-	// than k are known). The supervisor calls it for the first candidates only; later ones
+	// than k are known, each a max-heap in the order the node keeps it: step b goes on with
+	// replace-top from there, and UB_C is its plain sum in that order, so the supervisor hands
+	// them on as they are). The supervisor calls it for the first candidates only; later ones
 	// come with the last Step's Proposal and move into S with the next Step.
 	Take(rows []int) (coords, lnn []float32, err error)
 	// Step is one iteration's work on the node in one hand-over (a round trip per node and
@@ -57,11 +59,14 @@ type Node interface {
 	// step d before this Step's: the merge of this Step's lists runs beside the next Step): as
 	// pruning is monotone in UB that leaves the m best under that minOUT (the selection need
 	// not wait for step d).
+	// Buffers: Step keeps neither taken, coords nor lnn after it returns (the supervisor reuses
+	// them); done and next stay valid until the next Step, lnnc until the Step after next (it
+	// is merged beside the next).
 	Step(taken []int, coords, lnn []float32, minOUT float64, m int) (lnnc []float32, done []bool, next Proposal, err error)
 	// Neighbours returns, for each candidate j of the last Step, its local distances kept
 	// there from position from[j] on, ascending, at most count[j] of them (a count of 0 asks
-	// nothing). The slices stay valid until the Step after the next one: the supervisor asks
-	// right after a Step and merges them beside the next.
+	// nothing). The lists stay valid until the Step after the next one (the supervisor asks
+	// right after a Step and merges them beside the next), the outer slice until the next call.
 	Neighbours(from, count []int) ([][]float32, error)
 }
 
@@ -71,7 +76,7 @@ type Proposal struct {
 	Rows   []int     // local rows
 	UB     []float64 // their upper bounds
 	Coords []float32 // dims per row
-	LNN    []float32 // k per row: the row's neighbour list as Take returns it
+	LNN    []float32 // k per row: the row's neighbour list as Take returns it (a max-heap)
 }
 
 // DistributedResult is the outcome of DistributedSolvingSet: Result, plus the traffic.
@@ -159,6 +164,7 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 	}
 	res.Phases.Take += time.Since(t0)
 	taken := make([][]int, len(nodes)) // per node, the local rows of cand that Step moves into S
+	var picks []pick
 	iter := 0
 	// The pipelined form (not lazy: every list whole, nothing asked again): an iteration's step d
 	// runs beside the next iteration's node steps, so the next steps prune with the minOUT of
@@ -189,9 +195,6 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 		iter++
 		nc := len(cand)
 		res.SolvingSet = append(res.SolvingSet, cand...)
-		for t := range nc {
-			heapify(lnnc[t*k : (t+1)*k])
-		}
 		res.DistanceComputations += int64(len(nodes)) * int64(nc) * int64(nc-1) // step b, on every node
 		minOUT := out.Min()
 		t2 := time.Now()
@@ -260,17 +263,19 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 		t4 := time.Now()
 		// Steps e, f: the next candidates are the m active points with the largest UB: the
 		// best m of the proposals, less the suffix the new minOUT prunes.
-		picks := mergeProposals(props, offset, m)
+		picks = mergeProposals(picks[:0], props, offset, m)
 		for i, pk := range picks {
 			if pk.ub*margin < minOUT {
 				picks = picks[:i]
 				break
 			}
 		}
-		cand = cand[:0:0]
-		candX, lnnc = make([]float32, len(picks)*dims), make([]float32, len(picks)*k)
+		cand = cand[:0:0] // (the pending merge keeps the last one)
+		// The nodes keep neither coords nor lnn after their Step: the buffers are reused, as
+		// fresh ones cost heap pages never touched before each iteration (no GC runs in a build).
+		candX, lnnc = resize(candX, len(picks)*dims), resize(lnnc, len(picks)*k)
 		for j := range taken {
-			taken[j] = nil
+			taken[j] = taken[j][:0]
 		}
 		for t, pk := range picks {
 			cand = append(cand, pk.row)
@@ -538,13 +543,12 @@ func unordered(p Proposal) int {
 	return 0
 }
 
-// mergeProposals returns the best m of the nodes' proposals (each best first: UB descending,
-// lower row first), in that order, by merging them (node j's local rows are global rows
-// offset[j]+r, so each proposal's order is the global one).
-func mergeProposals(props []Proposal, offset []int, m int) []pick {
+// mergeProposals appends to picks the best m of the nodes' proposals (each best first: UB
+// descending, lower row first), in that order, by merging them (node j's local rows are global
+// rows offset[j]+r, so each proposal's order is the global one).
+func mergeProposals(picks []pick, props []Proposal, offset []int, m int) []pick {
 	at := make([]int, len(props))
-	picks := make([]pick, 0, m)
-	for len(picks) < m {
+	for n := 0; n < m; n++ {
 		best := -1
 		for j, pr := range props {
 			if at[j] == len(pr.Rows) {
@@ -567,4 +571,13 @@ func mergeProposals(props []Proposal, offset []int, m int) []pick {
 		at[best]++
 	}
 	return picks
+}
+
+// resize returns buf with length n, reusing its array where it is large enough (the contents
+// are overwritten by the caller).
+func resize[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
 }

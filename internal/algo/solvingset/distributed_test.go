@@ -18,10 +18,46 @@ func splitNodes(cols [][]float32, sizes []int, k int) []Node {
 		for j := range cols {
 			part[j] = cols[j][lo : lo+s]
 		}
-		nodes = append(nodes, NewCPUNode(part, k, 2))
+		nodes = append(nodes, heapCheckNode{NewCPUNode(part, k, 2), k})
 		lo += s
 	}
 	return nodes
+}
+
+// heapCheckNode fails a Take or Step whose LNN are not max-heaps: the supervisor hands them on
+// as they are (Node's contract).
+type heapCheckNode struct {
+	Node
+	k int
+}
+
+func (n heapCheckNode) Take(rows []int) ([]float32, []float32, error) {
+	x, lnn, err := n.Node.Take(rows)
+	if err == nil {
+		err = heapsCheck(lnn, n.k)
+	}
+	return x, lnn, err
+}
+
+func (n heapCheckNode) Step(taken []int, coords, lnn []float32, minOUT float64, m int) ([]float32, []bool, Proposal, error) {
+	lnnc, done, next, err := n.Node.Step(taken, coords, lnn, minOUT, m)
+	if err == nil {
+		err = heapsCheck(next.LNN, n.k)
+	}
+	return lnnc, done, next, err
+}
+
+// heapsCheck says where lists of k values are not max-heaps.
+func heapsCheck(lists []float32, k int) error {
+	for at := 0; at+k <= len(lists); at += k {
+		h := lists[at : at+k]
+		for i := 1; i < k; i++ {
+			if h[i] > h[(i-1)/2] {
+				return fmt.Errorf("list %d is not a max-heap: [%d] %v above its parent %v", at/k, i, h[i], h[(i-1)/2])
+			}
+		}
+	}
+	return nil
 }
 
 // partitionSizes splits rows into j parts, uneven on purpose (the last part takes the rest,
@@ -150,7 +186,7 @@ func TestMergeProposals(t *testing.T) {
 		})
 		m := 1 + r.IntN(20)
 		want := all[:min(m, len(all))]
-		if got := mergeProposals(props, offset, m); !slices.Equal(got, want) {
+		if got := mergeProposals(nil, props, offset, m); !slices.Equal(got, want) {
 			t.Fatalf("trial %d (m=%d): %v, want %v", trial, m, got, want)
 		}
 	}
@@ -176,7 +212,7 @@ func TestDistributedRejectsUnorderedProposal(t *testing.T) {
 	cols := dataSets[0].gen(rand.New(rand.NewPCG(1, 7)))
 	rows := len(cols[0])
 	nodes := splitNodes(cols, []int{rows / 2, rows - rows/2}, 5)
-	nodes[1] = swappedNode{nodes[1].(*CPUNode)}
+	nodes[1] = swappedNode{nodes[1].(heapCheckNode).Node.(*CPUNode)}
 	_, err := DistributedSolvingSet(nodes, len(cols), Params{K: 5, N: 10, M: 20, Seed: 1}, false)
 	if err == nil || !strings.Contains(err.Error(), "node 1: proposal not best first") {
 		t.Fatalf("err %v, want node 1's proposal out of order", err)
