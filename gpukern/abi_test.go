@@ -201,6 +201,8 @@ func TestKernelABI(t *testing.T) {
 		{"solvingset.cu", "SsCandMergeParams", reflect.TypeFor[ssCandMergeParams]()},
 		{"solvingset.cu", "SsSelectParams", reflect.TypeFor[ssSelectParams]()},
 		{"solvingset.cu", "SsSelectMergeParams", reflect.TypeFor[ssSelectMergeParams]()},
+		{"solvingset.cu", "SsSelectMergeParams", reflect.TypeFor[ssSelectMergeParams]()},
+		{"solvingset.cu", "SsSelectTailParams", reflect.TypeFor[ssSelectTailParams]()},
 		{"solvingset.cu", "SsSelectSortParams", reflect.TypeFor[ssSelectSortParams]()},
 		{"proclus.cu", "PcLocalityParams", reflect.TypeFor[pcLocalityParams]()},
 		{"proclus.cu", "PcAssignParams", reflect.TypeFor[pcAssignParams]()},
@@ -228,6 +230,7 @@ func TestKernelABI(t *testing.T) {
 		"ss_candmerge_*":  reflect.TypeFor[ssCandMergeParams](),
 		"ss_select":       reflect.TypeFor[ssSelectParams](),
 		"ss_select_merge": reflect.TypeFor[ssSelectMergeParams](),
+		"ss_select_tail":  reflect.TypeFor[ssSelectTailParams](),
 		"ss_select_sort":  reflect.TypeFor[ssSelectSortParams](),
 	})
 	checkPTXEntries(t, "proclus.ptx", map[string]reflect.Type{

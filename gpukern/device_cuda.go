@@ -45,7 +45,7 @@ var modules = []struct {
 	{"knn", knnPTX, knnKernelNames()},
 	{"knnsplit", knnSplitPTX, knnSplitKernelNames()},
 	{"microcluster", microclusterPTX, []string{"assign_nearest", "cf_sort", "cf_reduce_chunk_o1", "cf_reduce_chunk_o4", "cf_finalize"}},
-	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_candpart_q64", "ss_candpart_q256", "ss_candmerge_q64", "ss_candmerge_q256", "ss_select", "ss_select_merge", "ss_select_sort"}},
+	{"solvingset", solvingsetPTX, []string{"ss_init", "ss_gather", "ss_ctoc", "ss_dtoc", "ss_candpart_q64", "ss_candpart_q256", "ss_candmerge_q64", "ss_candmerge_q256", "ss_select", "ss_select_merge", "ss_select_tail", "ss_select_sort"}},
 	{"density", densityPTX, []string{"density_records", "density_clusters"}},
 	{"hypercube", hypercubePTX, []string{"hc_encode", "hc_density"}},
 	{"keyed", keyedPTX, []string{"keyed_score_q32", "keyed_score_q64", "keyed_self_q32", "keyed_self_q64", "keyed_install"}},

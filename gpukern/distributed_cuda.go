@@ -283,10 +283,6 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 			if L, lk, li, fin, err = selectLaunch(d, b, n.rows, n.blocks, m, take, n.margin, minOUT); err != nil || !fin {
 				return err
 			}
-			if err := launchParams(d, "ss_select_sort", [3]int{1, 1, 1}, [3]int{ssSortThreads(take), 1, 1}, 0, &ssSelectSortParams{
-				Key: uint64(b.selFin), Idx: uint64(b.selFin + cu.DevicePtr(take*8)), N: int64(take)}); err != nil {
-				return err
-			}
 			// Inactive pairs (key -1) carry no row: ss_gather skips them.
 			return gather(b.selFin+cu.DevicePtr(take*8), take, 0, w(lay.propX), w(lay.propHeap))
 		})

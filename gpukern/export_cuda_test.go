@@ -9,12 +9,10 @@ import (
 	"os"
 	"strconv"
 	"unsafe"
-
-	"gorgonia.org/cu"
 )
 
 // SelectTopForTest runs the SolvingSet's top-m selection as the one-device run does (no active
-// count; ss_select, the ss_select_merge levels, then ss_select_sort and prunedPrefix, or, with
+// count; ss_select, the ss_select_merge levels, ss_select_tail (the last two and the sort) and prunedPrefix, or, with
 // more than one list left, topByKey) over uploaded upper bounds ub and states (0: in D \ S): the
 // indices and keys of the m best active points, best first. The selection prunes with minOUT,
 // the cut with minOUTAfter (>= minOUT: step d's, as in the run).
@@ -61,10 +59,6 @@ func SelectTopForTest(d *Device, ub []float64, state []int32, m int, margin, min
 			return nil
 		}
 		// as the one-device run: sorted on the device
-		if err := launchParams(d, "ss_select_sort", [3]int{1, 1, 1}, [3]int{ssSortThreads(take), 1, 1}, 0, &ssSelectSortParams{
-			Key: uint64(b.selFin), Idx: uint64(b.selFin + cu.DevicePtr(take*8)), N: int64(take)}); err != nil {
-			return err
-		}
 		if err := download(d, "selection", b.finHost, b.selFin); err != nil {
 			return err
 		}

@@ -164,6 +164,20 @@ type ssSelectMergeParams struct {
 	OutIdx uint64 `c:"outIdx"`
 }
 
+// ssSelectTailParams is ss_select_tail's parameter (solvingset.cu: SsSelectTailParams).
+type ssSelectTailParams struct {
+	Key0   uint64 `c:"key0"`
+	Idx0   uint64 `c:"idx0"`
+	Key1   uint64 `c:"key1"`
+	Idx1   uint64 `c:"idx1"`
+	FinKey uint64 `c:"finKey"`
+	FinIdx uint64 `c:"finIdx"`
+	L      int64  `c:"L"`
+	Take   int64  `c:"take"`
+	Levels int64  `c:"levels"`
+	Count  uint64 `c:"count"`
+}
+
 // ssSelectSortParams is ss_select_sort's parameter (solvingset.cu: SsSelectSortParams).
 type ssSelectSortParams struct {
 	Key uint64 `c:"key"`

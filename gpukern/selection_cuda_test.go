@@ -13,7 +13,7 @@ import (
 )
 
 // TestSelectTopMatchesSort: the device's top-m selection (ss_select's radix selection per slice
-// of 2048 points, the ss_select_merge levels, the host's last sort) returns exactly the m active
+// of 2048 points, the ss_select_merge levels and ss_select_tail) returns exactly the m active
 // points with the largest upper bounds, ties broken by the lower index, as a full sort of the
 // active points does. The cases reach every branch of the selection: slices with fewer active
 // points than m (no selection), heavy ties (few distinct keys, equal keys across slices: the

@@ -4,8 +4,9 @@
 // register queues over strided parts of it (select.cuh), a merge in warp 0, the S-MS early exit,
 // then a warp per candidate merging its slices) and a top-m selection of the next
 // candidates in levels (ss_select: a radix selection per slice of points; ss_select_merge the
-// same over the slices' lists; ss_select_sort orders the last list, which stays on the device as
-// the next iteration's candidates).
+// same over the slices' lists; ss_select_tail the last two levels and the order of the last list,
+// which stays on the device as the next iteration's candidates; ss_select_sort orders it where
+// there is one slice).
 //
 // Layout: X is N x dims column-major float32. LNN heaps are slot-major (heap[s*N + p]) so that
 // reading every point's root is coalesced. Candidates: cand[j] = point index, candX[j*dims + d],
@@ -579,7 +580,7 @@ extern "C" __global__ void __launch_bounds__(32) ss_candmerge_q256(const SsCandM
 // compare-exchanges per block (issue 22: ss_select and its merge levels, 0.19 ms per iteration
 // on g2d 1M, were latency-bound on those sorts). Block-uniform call; SEL_THREADS threads.
 __device__ __forceinline__ void sel_take(const double (&key)[SEL_PER_THREAD], const int (&idx)[SEL_PER_THREAD],
-                                         unsigned act, ll take, double* outKey, int* outIdx) {
+                                         unsigned act, ll take, double* outKey, int* outIdx, ll slot) {
     __shared__ unsigned sHist[256];
     __shared__ unsigned sPos, sDigit, sAbove;
     __shared__ int sDone;
@@ -642,14 +643,14 @@ __device__ __forceinline__ void sel_take(const double (&key)[SEL_PER_THREAD], co
         if (st[e] == 1) {
             const unsigned at = atomicAdd(&sPos, 1u);
             if (at < take) {  // always, but for a repeated index
-                outKey[blockIdx.x * take + at] = key[e];
-                outIdx[blockIdx.x * take + at] = idx[e];
+                outKey[slot * take + at] = key[e];
+                outIdx[slot * take + at] = idx[e];
             }
         }
     }
     for (ll t = min((ll)act, take) + threadIdx.x; t < take; t += blockDim.x) {
-        outKey[blockIdx.x * take + t] = -1.0;
-        outIdx[blockIdx.x * take + t] = 0x7fffffff;
+        outKey[slot * take + t] = -1.0;
+        outIdx[slot * take + t] = 0x7fffffff;
     }
 }
 
@@ -676,7 +677,7 @@ static __device__ __forceinline__ void ss_select_body(const double* __restrict__
         act += __syncthreads_count(key[e] >= 0.0);
     }
     if (active && threadIdx.x == 0) atomicAdd(active, (unsigned long long)act);
-    sel_take(key, idx, act, min(m, (ll)SEL_SLICE), outKey, outIdx);
+    sel_take(key, idx, act, min(m, (ll)SEL_SLICE), outKey, outIdx, blockIdx.x);
 }
 
 // SsSelectParams is ss_select's parameter, passed by value (Go mirror: ssSelectParams).
@@ -707,26 +708,28 @@ extern "C" __global__ void __launch_bounds__(SEL_THREADS, 2) ss_select(const SsS
 }
 
 // ss_select_merge: a further level of the top-m selection, on the device. The previous level
-// left L (key, index) pairs in runs of take; block b takes the best take (sel_take) of pairs
-// b*SEL_SLICE .. (padded with key -1: inactive). The m best overall are among the best take of
-// every slice, so each level keeps them and shrinks the list about SEL_SLICE/take-fold; the host
-// launches levels until one block is left and downloads m pairs instead of every block's (5.9 MB
+// left L (key, index) pairs in runs of take; a block takes the best take (sel_take) of pairs
+// slot*SEL_SLICE .. (padded with key -1: inactive) into run slot (its block, or ss_select_tail's
+// slices). The m best overall are among the best take of every slice, so each level keeps them
+// and shrinks the list about SEL_SLICE/take-fold; the host launches levels, the last two in
+// ss_select_tail, until one run is left and downloads m pairs instead of every block's (5.9 MB
 // per iteration at 10M rows).
-static __device__ __forceinline__ void ss_select_merge_body(const double* __restrict__ inKey, const int* __restrict__ inIdx,
-                                                          ll L, ll take, double* outKey, int* outIdx) {
-    const ll base = (ll)blockIdx.x * SEL_SLICE;
+static __device__ __forceinline__ void ss_select_merge_body(const double* inKey, const int* inIdx,
+                                                          ll L, ll take, double* outKey, int* outIdx, ll slot) {
+    const ll base = slot * SEL_SLICE;
     double key[SEL_PER_THREAD];
     int idx[SEL_PER_THREAD];
     unsigned act = 0;
 #pragma unroll
     for (int e = 0; e < SEL_PER_THREAD; e++) {
         const ll i = base + e * SEL_THREADS + threadIdx.x;
-        key[e] = i < L ? inKey[i] : -1.0;
-        idx[e] = i < L ? inIdx[i] : 0x7fffffff;
+        key[e] = i < L ? __ldcg(inKey + i) : -1.0;  // (L2: other blocks of ss_select_tail wrote them)
+        idx[e] = i < L ? __ldcg(inIdx + i) : 0x7fffffff;
         act += __syncthreads_count(key[e] >= 0.0);
     }
-    sel_take(key, idx, act, take, outKey, outIdx);
+    sel_take(key, idx, act, take, outKey, outIdx, slot);
 }
+
 
 // SsSelectMergeParams is ss_select_merge's parameter, passed by value (Go mirror: ssSelectMergeParams).
 struct SsSelectMergeParams {
@@ -745,7 +748,7 @@ static_assert(offsetof(SsSelectMergeParams, take) == 24, "SsSelectMergeParams.ta
 static_assert(offsetof(SsSelectMergeParams, outKey) == 32, "SsSelectMergeParams.outKey");
 static_assert(offsetof(SsSelectMergeParams, outIdx) == 40, "SsSelectMergeParams.outIdx");
 extern "C" __global__ void __launch_bounds__(SEL_THREADS, 2) ss_select_merge(const SsSelectMergeParams P) {
-    ss_select_merge_body(P.inKey, P.inIdx, P.L, P.take, P.outKey, P.outIdx);
+    ss_select_merge_body(P.inKey, P.inIdx, P.L, P.take, P.outKey, P.outIdx, blockIdx.x);
 }
 
 // ss_select_sort: the last level's list on the device, in the order the CPU twin takes its next
@@ -800,4 +803,72 @@ static_assert(offsetof(SsSelectSortParams, idx) == 8, "SsSelectSortParams.idx");
 static_assert(offsetof(SsSelectSortParams, n) == 16, "SsSelectSortParams.n");
 extern "C" __global__ void __launch_bounds__(SEL_THREADS) ss_select_sort(const SsSelectSortParams P) {
     ss_select_sort_body(P.key, P.idx, P.n);
+}
+
+// ss_select_tail: the last two levels of the selection (or the one there is) and ss_select_sort
+// in one launch (a launch each was 8.5-9.5 us a step at 4 GPUs and on one device, mostly the
+// launches' latency; the tail of every level was 72 us on one device, its levels one slice
+// after another in one block: BENCHMARKS §4.3.4). The grid is the first level's blocks; each
+// takes its slice,
+// and the last block to finish (a counter, *count, zero before the launch and set back to zero
+// after) runs the further levels alone, one slice after another, then sorts the last level's
+// take pairs (ss_select_sort's order). Each level keeps the pairs of the launch it replaces,
+// and the sort's order is total, so the result is theirs bit for bit. Levels ping-pong between
+// key0/idx0 (ss_select's output, the first level's input) and key1/idx1; the last level writes
+// finKey/finIdx.
+struct SsSelectTailParams {
+    double* key0;
+    int* idx0;
+    double* key1;
+    int* idx1;
+    double* finKey;
+    int* finIdx;
+    ll L;
+    ll take;
+    ll levels;
+    unsigned* count;
+};
+static_assert(sizeof(SsSelectTailParams) == 80, "SsSelectTailParams size");
+static_assert(offsetof(SsSelectTailParams, key0) == 0, "SsSelectTailParams.key0");
+static_assert(offsetof(SsSelectTailParams, idx0) == 8, "SsSelectTailParams.idx0");
+static_assert(offsetof(SsSelectTailParams, key1) == 16, "SsSelectTailParams.key1");
+static_assert(offsetof(SsSelectTailParams, idx1) == 24, "SsSelectTailParams.idx1");
+static_assert(offsetof(SsSelectTailParams, finKey) == 32, "SsSelectTailParams.finKey");
+static_assert(offsetof(SsSelectTailParams, finIdx) == 40, "SsSelectTailParams.finIdx");
+static_assert(offsetof(SsSelectTailParams, L) == 48, "SsSelectTailParams.L");
+static_assert(offsetof(SsSelectTailParams, take) == 56, "SsSelectTailParams.take");
+static_assert(offsetof(SsSelectTailParams, levels) == 64, "SsSelectTailParams.levels");
+static_assert(offsetof(SsSelectTailParams, count) == 72, "SsSelectTailParams.count");
+extern "C" __global__ void __launch_bounds__(SEL_THREADS) ss_select_tail(const SsSelectTailParams P) {
+    __shared__ int sLast;
+    double* inK = P.key0;
+    int* inI = P.idx0;
+    double* outK = P.levels == 1 ? P.finKey : P.key1;
+    int* outI = P.levels == 1 ? P.finIdx : P.idx1;
+    ss_select_merge_body(inK, inI, P.L, P.take, outK, outI, blockIdx.x);
+    // The block's pairs are out before the count says so: the last block reads them.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) sLast = atomicAdd(P.count, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!sLast) return;  // block-uniform
+    __threadfence();
+    ll L = (ll)gridDim.x * P.take;
+    for (ll level = 1; level < P.levels; level++) {
+        double* freeK = inK;  // the level before's input: this level's output
+        int* freeI = inI;
+        inK = outK;
+        inI = outI;
+        outK = level == P.levels - 1 ? P.finKey : freeK;
+        outI = level == P.levels - 1 ? P.finIdx : freeI;
+        const ll nb = (L + SEL_SLICE - 1) / SEL_SLICE;
+        for (ll b = 0; b < nb; b++) {
+            __syncthreads();  // sel_take's shared state free again
+            ss_select_merge_body(inK, inI, L, P.take, outK, outI, b);
+        }
+        L = nb * P.take;
+        __syncthreads();  // the level's pairs written before the next level reads them
+    }
+    ss_select_sort_body(P.finKey, P.finIdx, P.take);
+    if (threadIdx.x == 0) *P.count = 0u;
 }

@@ -23,7 +23,8 @@ type ssBuffers struct {
 	x, heap, ub, state                              cu.DevicePtr
 	cand, candX, candHeap, candUB, candDone, weight cu.DevicePtr
 	distM, selKey, selIdx                           cu.DevicePtr
-	selKey2, selIdx2                                cu.DevicePtr // ss_select_merge's other level
+	selKey2, selIdx2                                cu.DevicePtr // the selection's other level (the levels ping-pong)
+	selCount                                        cu.DevicePtr // ss_select_tail's blocks done (a uint32, zero between launches)
 	part                                            cu.DevicePtr // ss_candpart_q*'s slices, M x ssCandSlicesMax x k
 	// selFin is the last selection level's pairs, take keys then take indices, one download
 	// (finHost its host copy).
@@ -45,7 +46,7 @@ func (b *ssBuffers) free() error {
 		done, fin = 0, 0
 	}
 	return frees(b.x, b.heap, b.ub, b.state, b.cand, b.candX, b.candHeap, b.candUB, done,
-		b.weight, b.distM, b.selKey, b.selIdx, b.selKey2, b.selIdx2, b.part, fin)
+		b.weight, b.distM, b.selKey, b.selIdx, b.selKey2, b.selIdx2, b.selCount, b.part, fin)
 }
 
 // ssSharedBudget is the dynamic shared memory ss_dtoc gives a block's LNN heaps
@@ -131,7 +132,7 @@ func launchCandNN(d *Device, b *ssBuffers, rows, nc, S, k int, margin, minOUT fl
 }
 
 // ssSelect2Len is the length of the second selection buffers for blocks first-level lists of
-// take: ss_select_merge levels run while a level shrinks the list (take <= ssSelectSlice/2).
+// take: the selection's levels run while a level shrinks the list (take <= ssSelectSlice/2).
 func ssSelect2Len(blocks, take int) int {
 	return max(1, (blocks*take+ssSelectSlice-1)/ssSelectSlice) * take
 }
@@ -146,6 +147,12 @@ func (b *ssBuffers) allocSelect2(blocks, take int) (err error) {
 	if b.selIdx2, err = alloc("selection indices, second level", n*4); err != nil {
 		return err
 	}
+	if b.selCount, err = alloc("selection count", 4); err != nil {
+		return err
+	}
+	if err := cu.MemsetD32(b.selCount, 0, 1); err != nil {
+		return fmt.Errorf("cuMemsetD32(selection count): %w", err)
+	}
 	if b.selFin != 0 { // a view (the one-device run's)
 		return nil
 	}
@@ -158,9 +165,12 @@ func (b *ssBuffers) allocSelect2(blocks, take int) (err error) {
 func finWords(take int) int { return take + (take+1)/2 }
 
 // selectLaunch is steps e and f on the device: ss_select over rows points (blocks lists of
-// take), then ss_select_merge levels until one list is left or a level would not shrink it. It
-// returns the length of what is left and where (fin: take pairs in selFin, when m <=
-// ssSelectSlice/2 or there is one block; else blocks*take pairs in keys, idx). Inside do only.
+// take), then the further levels until one list is left or a level would not shrink it. It
+// returns the length of what is left and where (fin: take pairs in selFin, sorted best first
+// as ss_select_sort sorts them, when m <= ssSelectSlice/2 or there is one block; else
+// blocks*take pairs in keys, idx). The last two levels and the sort are one launch,
+// ss_select_tail, where there is a level; with none, ss_select_sort sorts ss_select's one list.
+// Inside do only.
 func selectLaunch(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, minOUT float64) (L int, keys, idx cu.DevicePtr, fin bool, err error) {
 	finIdx := b.selFin + cu.DevicePtr(take*8) // the last level's indices, after its take keys
 	levels := 0
@@ -176,12 +186,9 @@ func selectLaunch(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, mi
 		OutKey: uint64(inK), OutIdx: uint64(inI)}); err != nil { // Active 0: no count (ss_select's optional counter; no caller reads it any more)
 		return 0, 0, 0, false, err
 	}
-	outK, outI := b.selKey2, b.selIdx2
 	L = blocks * take
-	for l := range levels {
-		if l == levels-1 {
-			outK, outI = b.selFin, finIdx
-		}
+	outK, outI := b.selKey2, b.selIdx2
+	for range levels - 2 { // all but the last two levels, a launch each (their blocks in parallel)
 		nb := (L + ssSelectSlice - 1) / ssSelectSlice
 		if err := launchParams(d, "ss_select_merge", [3]int{nb, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0, &ssSelectMergeParams{
 			InKey: uint64(inK), InIdx: uint64(inI), L: int64(L), Take: int64(take), OutKey: uint64(outK), OutIdx: uint64(outI)}); err != nil {
@@ -190,7 +197,21 @@ func selectLaunch(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, mi
 		L = nb * take
 		inK, inI, outK, outI = outK, outI, inK, inI
 	}
-	return L, inK, inI, inK == b.selFin, nil
+	switch {
+	case levels > 0: // the second-to-last level's blocks, then the last level and the sort in the last of them
+		err = launchParams(d, "ss_select_tail", [3]int{(L + ssSelectSlice - 1) / ssSelectSlice, 1, 1}, [3]int{ssSelectThreads, 1, 1}, 0, &ssSelectTailParams{
+			Key0: uint64(inK), Idx0: uint64(inI), Key1: uint64(outK), Idx1: uint64(outI),
+			FinKey: uint64(b.selFin), FinIdx: uint64(finIdx), L: int64(L), Take: int64(take), Levels: int64(min(levels, 2)), Count: uint64(b.selCount)})
+	case blocks == 1:
+		err = launchParams(d, "ss_select_sort", [3]int{1, 1, 1}, [3]int{ssSortThreads(take), 1, 1}, 0, &ssSelectSortParams{
+			Key: uint64(b.selFin), Idx: uint64(finIdx), N: int64(take)})
+	default: // more than SEL_SLICE/2 candidates: the host takes the m best of every block's
+		return L, inK, inI, false, nil
+	}
+	if err != nil {
+		return 0, 0, 0, false, err
+	}
+	return take, b.selFin, finIdx, true, nil
 }
 
 // ssSortThreads is ss_select_sort's block for n pairs: half the next power of two, at least a
@@ -373,11 +394,8 @@ func (d *Device) startSolvingSet(b *ssBuffers, cols [][]float32, rows, dims int,
 					return err
 				}
 			}
-			if L, lk, li, fin, err = selectLaunch(d, b, rows, blocks, m, take, margin, minOUT); err != nil || !fin {
-				return err
-			}
-			return launchParams(d, "ss_select_sort", [3]int{1, 1, 1}, [3]int{ssSortThreads(take), 1, 1}, 0, &ssSelectSortParams{
-				Key: uint64(b.selFin), Idx: uint64(b.selFin + cu.DevicePtr(take*8)), N: int64(take)})
+			L, lk, li, fin, err = selectLaunch(d, b, rows, blocks, m, take, margin, minOUT)
+			return err
 		}); err != nil {
 			return false, fmt.Errorf("iteration %d: %w", iter, err)
 		}
