@@ -372,7 +372,20 @@ type Calibration struct {
 	// and kneeBase the knee's score and its surprisal; derived from Sorted, as Slope is
 	// (CalibrationOf), once rather than per record.
 	knee, kneeAt, kneeBase float64
+	// index is the search's first level: Sorted[IndexStride*k] for every k (derived from
+	// Sorted, as Slope is). A search reads it and then one leaf of at most IndexStride scores,
+	// so that a caller can prefetch just those lines (Index, Leaf) rather than all of Sorted:
+	// at a million keys' models, each calibration a cache miss (docs/BENCHMARKS.md §13.1.9).
+	index []float64
 }
+
+// IndexStride is how many sorted scores one entry of a calibration's index stands for: two
+// cache lines of float64, so that a calibration of 200 scores has an index of 13 (104 bytes)
+// and a search reads 2-3 lines of the index and 2-3 of Sorted.
+const IndexStride = 16
+
+// IndexLen is the length of the index of a calibration of n scores.
+func IndexLen(n int) int { return (n + IndexStride - 1) / IndexStride }
 
 // TailQuantile is where a calibration hands over to its fitted tail (see Calibration).
 const TailQuantile = 0.01
@@ -399,10 +412,24 @@ func NewCalibrationIn(dst, scores []float64) Calibration {
 // CalibrationOf is the Calibration of finite scores already in ascending order (shared, not
 // copied), with its slopes derived from them (a snapshot stores the scores and the slope).
 func CalibrationOf(s []float64) Calibration {
+	return CalibrationIn(s, nil)
+}
+
+// CalibrationIn is CalibrationOf with the index in idx's storage when its capacity is at least
+// IndexLen(len(s)) (a key's model: its three indexes in one allocation), else in its own.
+func CalibrationIn(s, idx []float64) Calibration {
 	c := Calibration{Sorted: s}
 	n := len(s)
 	if n == 0 {
 		return c
+	}
+	m := IndexLen(n)
+	if cap(idx) < m {
+		idx = make([]float64, m)
+	}
+	c.index = idx[:m:m]
+	for k := range c.index {
+		c.index[k] = s[IndexStride*k]
 	}
 	top := log10Int(n + 1)
 	r90 := s[(9*(n-1))/10]
@@ -427,12 +454,55 @@ func CalibrationOf(s []float64) Calibration {
 func (c *Calibration) empirical(r float64) float64 {
 	s := c.Sorted
 	n := len(s)
-	i := searchFloat64s(s, r) // first index with s[i] >= r
+	i := c.search(r) // first index with s[i] >= r
 	if s[i] > r && i > 0 {
 		pos := float64(i-1) + (r-s[i-1])/(s[i]-s[i-1])
 		return log10Int(n+1) - float64(math.Log10(float64(n)-pos))
 	}
 	return log10Int(n+1) - log10Int(n-i) // (float64(n) - float64(i) is n-i exactly)
+}
+
+// search is searchFloat64s(c.Sorted, r) through the index: the index's first entry at or above
+// r, Sorted[IndexStride*K], bounds the answer to (IndexStride*(K-1), IndexStride*K] (the entry
+// before it is below r), whose leaf a second search reads. The same answer for every r, ties,
+// ±Inf and NaN included (TestCalibrationIndexedSearch); a calibration made without its index
+// (a literal) searches Sorted whole.
+func (c *Calibration) search(r float64) int {
+	s := c.Sorted
+	if len(c.index) != IndexLen(len(s)) {
+		return searchFloat64s(s, r)
+	}
+	k := searchFloat64s(c.index, r)
+	if k == 0 {
+		return 0
+	}
+	lo, hi := IndexStride*(k-1)+1, min(IndexStride*k, len(s))
+	return lo + searchFloat64s(s[lo:hi], r)
+}
+
+// Index is the calibration's index, the first lines a search for any score reads (for a
+// prefetch ahead of the search: Leaf then names the rest).
+func (c *Calibration) Index() []float64 { return c.index }
+
+// Leaf is the scores of Sorted a score r's surprisal reads after the index (for a prefetch):
+// the leaf the search reads and the scores either side of its answer; the largest score for r
+// above it; nil for a NaN r or an empty calibration (Surprisal reads no score then).
+func (c *Calibration) Leaf(r float64) []float64 {
+	s := c.Sorted
+	n := len(s)
+	switch {
+	case n == 0 || math.IsNaN(r):
+		return nil
+	case r > s[n-1]:
+		return s[n-1:]
+	case len(c.index) != IndexLen(n):
+		return s
+	}
+	k := searchFloat64s(c.index, r)
+	if k == 0 {
+		return s[:1]
+	}
+	return s[IndexStride*(k-1) : min(IndexStride*k+1, len(s))]
 }
 
 // searchFloat64s is sort.SearchFloat64s(s, r) for r not NaN (len(s) when every value is below
