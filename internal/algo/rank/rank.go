@@ -472,12 +472,43 @@ func (c *Calibration) search(r float64) int {
 	if len(c.index) != IndexLen(len(s)) {
 		return searchFloat64s(s, r)
 	}
-	k := searchFloat64s(c.index, r)
+	k := indexSearch(c.index, r)
 	if k == 0 {
 		return 0
 	}
 	lo, hi := IndexStride*(k-1)+1, min(IndexStride*k, len(s))
-	return lo + searchFloat64s(s[lo:hi], r)
+	return lo + countBelow(s[lo:hi], r)
+}
+
+// indexSearch is searchFloat64s(index, r): a count where the index is short (a key's
+// calibration of 200 scores has 13 entries), a binary search where it is long (the global
+// model's, 256 at 4,096 scores).
+func indexSearch(index []float64, r float64) int {
+	if len(index) <= 2*IndexStride {
+		return countBelow(index, r)
+	}
+	return searchFloat64s(index, r)
+}
+
+// countBelow is how many of s are below r: searchFloat64s(s, r) for s ascending (0 for a NaN
+// r, as there), in compares that do not depend on one another (a binary search's loads wait
+// each on the one before: on a leaf of at most IndexStride scores in the cache the count is the
+// faster).
+func countBelow(s []float64, r float64) int {
+	a, b := 0, 0
+	i := 0
+	for ; i+1 < len(s); i += 2 {
+		if s[i] < r {
+			a++
+		}
+		if s[i+1] < r {
+			b++
+		}
+	}
+	if i < len(s) && s[i] < r {
+		a++
+	}
+	return a + b
 }
 
 // Index is the calibration's index, the first lines a search for any score reads (for a
@@ -498,7 +529,7 @@ func (c *Calibration) Leaf(r float64) []float64 {
 	case len(c.index) != IndexLen(n):
 		return s
 	}
-	k := searchFloat64s(c.index, r)
+	k := indexSearch(c.index, r)
 	if k == 0 {
 		return s[:1]
 	}
