@@ -201,8 +201,9 @@ func (k *keyedScorer) bytesOf(w, d int, warm bool) int64 {
 // features, 100,000 keys; 15,680 at 10,000, where the global model's share is larger) against
 // 13,924 bytes of arrays with the recent ring (docs/BENCHMARKS.md §13.0.2). The model's arrays
 // share allocations (buildKeyModel, buildRankerOn) so that the allocator's rounding is paid
-// twice a model, not eight times.
-const warmOverhead = 1650
+// twice a model, not eight times. The calibrations' indexes (keyBytes) took their allocation
+// from the allocator's class of 4,864 bytes to 5,376 at the defaults: 200 bytes of rounding more.
+const warmOverhead = 1850
 
 // score scores the records of b whose key is warm with the key's model and decides their flag
 // (significance, the key's cap); every record is then pushed into its key's window, which

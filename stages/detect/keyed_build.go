@@ -217,10 +217,14 @@ func (kb *keyBuild) finish(r *Ranker, cfg *Config, p preparedBuild) *Ranker {
 	}
 	// The calibrations in one allocation (NewCalibrationIn's layout), each sorted with its rows:
 	// a record's calibrated scores are then its scores' places (SurprisalOfMember).
-	// Their indexes (the searches' first level) in one more: 312 bytes at n = 200, rounded to 320
-	// (in cal, 5,112 bytes would round to 5,376 rather than 4,864).
-	cal, m := make([]float64, 3*n), rank.IndexLen(n)
-	idx := make([]float64, 3*m)
+	// Their indexes (the searches' first level, 312 bytes at n = 200) after them in the same
+	// allocation: a decision's prefetches of an index and its leaves then fall on the pages of
+	// one allocation (a separate one, though 192 bytes smaller after the allocator's rounding to
+	// 5,376 rather than 4,864, put the index on another page: its misses, TLB's included, cost
+	// the decisions 10% more at 200,000 keys; docs/BENCHMARKS.md §13.1.9).
+	m := rank.IndexLen(n)
+	cal := make([]float64, 3*n+3*m)
+	idx := cal[3*n:]
 	kb.posDens, kb.posDist = grow(kb.posDens, n), grow(kb.posDist, n)
 	r.Density = rank.CalibrationIn(kb.sortScores(dens, cal[:n:n], kb.posDens), idx[:m:m])
 	r.Distance = rank.CalibrationIn(kb.sortScores(dist, cal[n:2*n:2*n], kb.posDist), idx[m:2*m:2*m])
