@@ -202,8 +202,10 @@ func (k *keyedScorer) bytesOf(w, d int, warm bool) int64 {
 // 13,924 bytes of arrays with the recent ring (docs/BENCHMARKS.md §13.0.2). The model's arrays
 // share allocations (buildKeyModel, buildRankerOn) so that the allocator's rounding is paid
 // twice a model, not eight times. The calibrations' indexes (keyBytes) took their allocation
-// from the allocator's class of 4,864 bytes to 5,376 at the defaults: 200 bytes of rounding more.
-const warmOverhead = 1850
+// from the allocator's class of 4,864 bytes to 5,376 at the defaults, 200 bytes of rounding
+// more, of which the center, unit and spread (3 x 24 bytes, three allocations before) now fill
+// 72 (docs/BENCHMARKS.md §13.1.9).
+const warmOverhead = 1778
 
 // score scores the records of b whose key is warm with the key's model and decides their flag
 // (significance, the key's cap); every record is then pushed into its key's window, which

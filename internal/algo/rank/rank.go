@@ -112,7 +112,13 @@ func NewTail(cols [][]float32) *Tail {
 // TailOfSorted is NewTail of columns already in ascending order (a model build's one sort of
 // the window), sharing them rather than copying: the caller must not change them afterwards.
 func TailOfSorted(sorted [][]float32) *Tail {
-	spread := make([]float64, len(sorted))
+	return TailOfSortedIn(sorted, make([]float64, len(sorted)))
+}
+
+// TailOfSortedIn is TailOfSorted with the spreads in spread's storage (len(sorted) of it: a
+// key's model puts its small float64 arrays in one allocation).
+func TailOfSortedIn(sorted [][]float32, spread []float64) *Tail {
+	spread = spread[:len(sorted):len(sorted)]
 	for j, s := range sorted {
 		spread[j] = spreadOf(s)
 	}
