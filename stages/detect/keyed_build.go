@@ -223,11 +223,10 @@ func (kb *keyBuild) finish(r *Ranker, cfg *Config, p preparedBuild) *Ranker {
 	// The calibrations in one allocation (NewCalibrationIn's layout), each sorted with its rows:
 	// a record's calibrated scores are then its scores' places (SurprisalOfMember).
 	// Their indexes (the searches' first level, 312 bytes at n = 200) after them in the same
-	// allocation: a decision's prefetches of an index and its leaves then fall on the pages of
-	// one allocation (a separate one, though 192 bytes smaller after the allocator's rounding,
-	// put the index on another page: its misses, TLB's included, cost the decisions 10% more at
-	// 200,000 keys; beside the Ranker, 25%; docs/BENCHMARKS.md §13.1.9). The allocation is
-	// prepare's (Center's capacity), sealed here.
+	// allocation, the one prepare made (Center's capacity until here): measured at 200,000 keys,
+	// indexes in an allocation of their own (192 bytes less of the allocator's rounding) cost
+	// the decisions 20% more, beside the Ranker 25% (docs/BENCHMARKS.md §13.1.9; likely the
+	// other page's TLB miss, not measured).
 	m := rank.IndexLen(n)
 	model := r.Center[:cap(r.Center)]
 	if len(model) < 3*d+3*n+3*m {
