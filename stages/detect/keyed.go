@@ -4,6 +4,7 @@ import (
 	"runtime"
 
 	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/outlierd/outlierd/internal/algo/rank"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/core/prefetch"
@@ -175,11 +176,12 @@ func (k *keyedScorer) counts() KeyStats {
 // keyBytes is what a key holds at a window of w records of d features: its window (float32),
 // the significance bits and the alarm ring (a byte each), and, once warm, its model: the
 // sorted window (float32), the window in the distance space (float32), three calibrations of w
-// scores (float64), about 300 bytes of headers and map entry, and warmOverhead.
+// scores (float64) and their indexes (every rank.IndexStride-th score), about 300 bytes of headers and map entry, and warmOverhead.
 func keyBytes(w, d int, warm bool) int64 {
 	b := int64(w*d*4 + 2*w + 300)
 	if warm {
 		b += int64(2*w*d*4+3*w*8+d*(w/8+2)*4) + warmOverhead // + the tail's bucket index
+		b += int64(3 * rank.IndexLen(w) * 8)                 // + the calibrations' indexes
 	}
 	return b
 }
@@ -199,8 +201,11 @@ func (k *keyedScorer) bytesOf(w, d int, warm bool) int64 {
 // features, 100,000 keys; 15,680 at 10,000, where the global model's share is larger) against
 // 13,924 bytes of arrays with the recent ring (docs/BENCHMARKS.md §13.0.2). The model's arrays
 // share allocations (buildKeyModel, buildRankerOn) so that the allocator's rounding is paid
-// twice a model, not eight times.
-const warmOverhead = 1650
+// twice a model, not eight times. The calibrations' indexes (keyBytes) took their allocation
+// from the allocator's class of 4,864 bytes to 5,376 at the defaults, 200 bytes of rounding
+// more, of which the center, unit and spread (3 x 24 bytes, three allocations before) now fill
+// 72 (docs/BENCHMARKS.md §13.1.9).
+const warmOverhead = 1778
 
 // score scores the records of b whose key is warm with the key's model and decides their flag
 // (significance, the key's cap); every record is then pushed into its key's window, which
@@ -296,9 +301,16 @@ const lookupLag = 16
 // raw scores, and decides its flag by significance and the key's cap; it returns whether the
 // record was significant.
 func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, version uint64, raw [][]float32, out []batch.Score, dens, dist float64) bool {
+	return decideByKeyMean(cfg, features, st, r, version, raw, out, dens, dist, r.mean(dens, dist))
+}
+
+// decideByKeyMean is decideByKey with the mean of the record's calibrated scores, r.mean(dens,
+// dist), computed ahead (keyedWorker.decide); the combined score is its final calibration's
+// surprisal, as r.combine computes it.
+func decideByKeyMean(cfg *Config, features []string, st *keyState, r *Ranker, version uint64, raw [][]float32, out []batch.Score, dens, dist, mean float64) bool {
 	sc := &out[0]
 	sc.DensityScore, sc.DistanceScore = dens, dist
-	sc.Score, sc.Threshold = r.combine(dens, dist), cfg.MinScore
+	sc.Score, sc.Threshold = r.Final.Surprisal(mean), cfg.MinScore
 	sig := sc.Score >= sc.Threshold
 	sc.Outlier = st.cap.admit(sig, capLimit(cfg.AlarmRate, cfg.Keys.Window))
 	sc.Suppressed = sig && !sc.Outlier

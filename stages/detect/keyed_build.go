@@ -184,8 +184,13 @@ func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	}
 	params := cfg.Score
 	params.Sample, params.K = n, cfg.Keys.K
-	r := &Ranker{Tail: rank.TailOfSorted(sorted), Params: params}
-	r.Center, r.Unit = standardiseKey(sorted)
+	// The model's float64 arrays in one allocation: the center, unit and spread of each feature
+	// here, the three calibrations and their indexes in finish (model, Center's capacity: the
+	// whole allocation until then). The small arrays alone were three allocations of 24 bytes.
+	m := rank.IndexLen(n)
+	model := make([]float64, 3*d+3*n+3*m)
+	r := &Ranker{Tail: rank.TailOfSortedIn(sorted, model[2*d:3*d]), Params: params}
+	r.Center, r.Unit = standardiseKey(sorted, model[:d], model[d:2*d:2*d])
 
 	// R: every record, in the order of its salted key (smallestKeys of the whole window).
 	kb.recordKeys(cfg.Seed)
@@ -217,10 +222,21 @@ func (kb *keyBuild) finish(r *Ranker, cfg *Config, p preparedBuild) *Ranker {
 	}
 	// The calibrations in one allocation (NewCalibrationIn's layout), each sorted with its rows:
 	// a record's calibrated scores are then its scores' places (SurprisalOfMember).
-	cal := make([]float64, 3*n)
+	// Their indexes (the searches' first level, 312 bytes at n = 200) after them in the same
+	// allocation, the one prepare made (Center's capacity until here): measured at 200,000 keys,
+	// indexes in an allocation of their own (192 bytes less of the allocator's rounding) cost
+	// the decisions 20% more, beside the Ranker 25% (docs/BENCHMARKS.md §13.1.9; likely the
+	// other page's TLB miss, not measured).
+	m := rank.IndexLen(n)
+	model := r.Center[:cap(r.Center)]
+	if len(model) < 3*d+3*n+3*m {
+		model = make([]float64, 3*d+3*n+3*m) // (not prepare's: not sized for n)
+	}
+	r.Center = r.Center[:d:d]
+	cal, idx := model[3*d:3*d+3*n], model[3*d+3*n:]
 	kb.posDens, kb.posDist = grow(kb.posDens, n), grow(kb.posDist, n)
-	r.Density = rank.CalibrationOf(kb.sortScores(dens, cal[:n:n], kb.posDens))
-	r.Distance = rank.CalibrationOf(kb.sortScores(dist, cal[n:2*n:2*n], kb.posDist))
+	r.Density = rank.CalibrationIn(kb.sortScores(dens, cal[:n:n], kb.posDens), idx[:m:m])
+	r.Distance = rank.CalibrationIn(kb.sortScores(dist, cal[n:2*n:2*n], kb.posDist), idx[m:2*m:2*m])
 	// The detectors' weights as buildRankerOn takes them, from the raw scores in the window's
 	// order: rank.AgreementWeights depends on the records, not their order (its sums are of
 	// half-integer ranks, exact far past 4096 records; a window of at most 10*rank.ConfirmTop
@@ -234,7 +250,7 @@ func (kb *keyBuild) finish(r *Ranker, cfg *Config, p preparedBuild) *Ranker {
 		comb[i] = r.meanOfMember(int(kb.posDens[i]), int(kb.posDist[i]))
 	}
 	r.Combined = kb.sortScores(comb, cal[2*n:3*n:3*n], kb.posDens)
-	r.Final = rank.CalibrationOf(r.Combined)
+	r.Final = rank.CalibrationIn(r.Combined, idx[2*m:3*m:3*m])
 	return r
 }
 
@@ -269,10 +285,10 @@ func (r *Ranker) meanOfMember(dens, dist int) float64 {
 // standardiseKey is standardisationOn(cols, sorted, 1) of a key's window (n >= 2 rows), the
 // same bits: each feature's Welford recurrence over its clamped sorted values, the features'
 // recurrences interleaved a value at a time (each step waits on a division: one feature after
-// another, a third of a build's standardisation was waiting).
-func standardiseKey(sorted [][]float32) (center, unit []float64) {
+// another, a third of a build's standardisation was waiting), written into center and unit
+// (d each: the model's float64 allocation, prepare).
+func standardiseKey(sorted [][]float32, center, unit []float64) ([]float64, []float64) {
 	d := len(sorted)
-	center, unit = make([]float64, d), make([]float64, d)
 	for j0 := 0; j0 < d; j0 += 4 {
 		g := min(4, d-j0)
 		var lo, hi, mean, m2 [4]float64
