@@ -96,15 +96,15 @@ type keyLookups struct {
 type keyState struct {
 	key   string
 	cols  [][]float32 // the key's window, a ring per feature (capacity keys.window)
-	sig   []bool      // in step with cols: the record was significant under the key's model
+	sig   flagRing    // in step with cols: the record was significant under the key's model
 	next  int
 	size  int
 	since int // records since the key's last build
 	model *Ranker
 	cap   *alarmCap
-	// seen is the key's last touch (recency); gone says the key was evicted.
+	// seen is the key's last touch (recency); gone (with the flags below: the struct's 288
+	// bytes with sig's length) says the key was evicted.
 	seen uint64
-	gone bool
 	// recent is the key's last combined scores (recent.go), sized at its first record.
 	recent recentRing
 	// With a device (keyed_device.go): slot is the key's model's slot there (-1: none yet); due
@@ -113,6 +113,7 @@ type keyState struct {
 	slot int32
 	due  bool
 	warm bool
+	gone bool
 	// held says a record of the key waits in the parallel path's next round for the key's due
 	// build (keyed_builds.go: that build is not deferred).
 	held bool
@@ -174,11 +175,12 @@ func (k *keyedScorer) counts() KeyStats {
 }
 
 // keyBytes is what a key holds at a window of w records of d features: its window (float32),
-// the significance bits and the alarm ring (a byte each), and, once warm, its model: the
-// sorted window (float32), the window in the distance space (float32), three calibrations of w
-// scores (float64) and their indexes (every rank.IndexStride-th score), about 300 bytes of headers and map entry, and warmOverhead.
+// the significance marks and the alarm ring (a bit each: flagRing), and, once warm, its model:
+// the sorted window (float32), the window in the distance space (float32), three calibrations
+// of w scores (float64) and their indexes (every rank.IndexStride-th score), about 300 bytes of
+// headers and map entry, and warmOverhead.
 func keyBytes(w, d int, warm bool) int64 {
-	b := int64(w*d*4 + 2*w + 300)
+	b := int64(w*d*4 + 2*8*((w+63)/64) + 300)
 	if warm {
 		b += int64(2*w*d*4+3*w*8+d*(w/8+2)*4) + warmOverhead // + the tail's bucket index
 		b += int64(3 * rank.IndexLen(w) * 8)                 // + the calibrations' indexes
@@ -379,7 +381,7 @@ func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 // path, keyed_parallel.go, touches it at its record).
 func (k *keyedScorer) newState(key string, cfg *Config, d int) *keyState {
 	w := cfg.Keys.Window
-	st := &keyState{key: key, sig: make([]bool, w), cap: newAlarmCap(w), slot: -1}
+	st := &keyState{key: key, sig: newFlagRing(w), cap: newAlarmCap(w), slot: -1}
 	if cfg.RecentScores > 0 {
 		st.recent.resize(cfg.RecentScores, cfg.RecentBlocks())
 	}
@@ -399,7 +401,7 @@ func (k *keyedScorer) evict(st *keyState, d int) {
 	st.gone = true // (its touches in the recency log are stale from now on)
 	delete(k.keys, st.key)
 	k.gen++
-	k.bytes -= k.bytesOf(len(st.sig), d, st.warm) + st.recent.bytes()
+	k.bytes -= k.bytesOf(st.sig.len(), d, st.warm) + st.recent.bytes()
 	if st.warm {
 		k.warm--
 		k.markDirty(st)
@@ -423,11 +425,11 @@ func (k *keyedScorer) push(st *keyState, x [][]float32, sig bool, cfg *Config) {
 // append appends one record to its key's window and says whether the key's model is due: when
 // the window first holds keys.min_records, then every keys.window/4 records.
 func (k *keyedScorer) append(st *keyState, x [][]float32, sig bool, cfg *Config) bool {
-	w := len(st.sig)
+	w := st.sig.len()
 	for j := range st.cols {
 		st.cols[j][st.next] = x[j][0]
 	}
-	st.sig[st.next] = sig
+	st.sig.set(st.next, sig)
 	st.next = (st.next + 1) % w
 	st.size = min(st.size+1, w)
 	st.since++
@@ -452,7 +454,7 @@ func (k *keyedScorer) markWarm(st *keyState) {
 	if !st.warm {
 		st.warm = true
 		k.warm++
-		w, d := len(st.sig), len(st.cols)
+		w, d := st.sig.len(), len(st.cols)
 		k.bytes += k.bytesOf(w, d, true) - k.bytesOf(w, d, false)
 	}
 }

@@ -73,12 +73,12 @@ func buildKeyModel(st *keyState, cfg *Config) (*Ranker, error) {
 
 // buildKeyModelGeneral is buildKeyModel through buildRankerOn, for any window.
 func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
-	w, d := len(st.sig), len(st.cols)
+	w, d := st.sig.len(), len(st.cols)
 	cols := make([][]float32, d)
 	first := (st.next - st.size + w) % w
 	bits := make([]bool, st.size)
 	for i := range st.size {
-		bits[i] = st.sig[(first+i)%w]
+		bits[i] = st.sig.at((first + i) % w)
 	}
 	for j := range cols {
 		cols[j] = make([]float32, st.size)
@@ -326,21 +326,10 @@ func toDistanceSpace(v float32, lo, unit float64) float32 {
 // its rings from first that may wrap past their end: two runs, each read in order (a remainder
 // by the ring's length at every record was a division per value).
 func (kb *keyBuild) window(st *keyState) int {
-	w, d, rows := len(st.sig), len(st.cols), st.size
+	w, d, rows := st.sig.len(), len(st.cols), st.size
 	first := (st.next - rows + w) % w
 	a := min(rows, w-first) // the first run: [first, first+a); the second: [0, rows-a)
-	sig1, sig2 := st.sig[first:first+a], st.sig[:rows-a]
-	out := 0
-	for _, s := range sig1 {
-		if s {
-			out++
-		}
-	}
-	for _, s := range sig2 {
-		if s {
-			out++
-		}
-	}
+	out := st.sig.count(first, first+a) + st.sig.count(0, rows-a)
 	if out == 0 || float64(rows-out) < outcastFloor*float64(min(w, rows)) || rows-out < 2 {
 		out = 0 // (withoutOutcasts: nothing left out)
 	}
@@ -354,13 +343,13 @@ func (kb *keyBuild) window(st *keyState) int {
 		} else {
 			t := 0
 			for i, v := range ring[first : first+a] {
-				if !sig1[i] {
+				if !st.sig.at(first + i) {
 					c[t] = v
 					t++
 				}
 			}
 			for i, v := range ring[:rows-a] {
-				if !sig2[i] {
+				if !st.sig.at(i) {
 					c[t] = v
 					t++
 				}

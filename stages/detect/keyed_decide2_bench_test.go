@@ -81,7 +81,7 @@ func keyedDecideRecords(b *testing.B, keys int) (*Config, []queued, [][]float32,
 	for t := range q {
 		k := r.IntN(keys)
 		st := sts[k]
-		q[t] = queued{i: t, st: st, ring: r.IntN(len(st.sig)), model: st.model}
+		q[t] = queued{i: t, st: st, ring: r.IntN(st.sig.len()), model: st.model}
 		raw[0][t] = float32(k) + float32(r.NormFloat64())
 		raw[1][t], raw[2][t] = float32(r.NormFloat64()), float32(r.NormFloat64())
 		for j := range one {

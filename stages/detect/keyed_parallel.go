@@ -205,7 +205,7 @@ func (k *keyedScorer) mostBytes(sts []*keyState, newKeys int, cfg *Config, d int
 	for _, st := range sts {
 		if st != nil && !st.warm && !counted[st] {
 			counted[st] = true
-			sw, sd := len(st.sig), len(st.cols)
+			sw, sd := st.sig.len(), len(st.cols)
 			most += k.bytesOf(sw, sd, true) - k.bytesOf(sw, sd, false)
 		}
 	}
@@ -237,7 +237,7 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw 
 			if k.dev != nil && !st.warm { // as scoreOnDevice: counted warm when due
 				st.warm = true
 				kw.warm++
-				kw.bytes += k.bytesOf(len(st.sig), len(st.cols), true) - k.bytesOf(len(st.sig), len(st.cols), false)
+				kw.bytes += k.bytesOf(st.sig.len(), len(st.cols), true) - k.bytesOf(st.sig.len(), len(st.cols), false)
 			}
 		}
 	}
@@ -332,7 +332,7 @@ func (kw *keyedWorker) decide(cfg *Config, features []string, out []batch.Score,
 		for j := range raw {
 			one[j] = raw[j][r.i : r.i+1]
 		}
-		r.st.sig[r.ring] = decideByKeyMean(cfg, features, r.st, r.model, r.version, one, out[r.i:r.i+1], tail[t], dist[t], mean[t])
+		r.st.sig.set(r.ring, decideByKeyMean(cfg, features, r.st, r.model, r.version, one, out[r.i:r.i+1], tail[t], dist[t], mean[t]))
 	}
 	clear(kw.q) // (kept for the next batch: its models and states may go)
 	kw.q = kw.q[:0]

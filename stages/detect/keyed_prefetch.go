@@ -29,8 +29,8 @@ func prefetchWalk(todo []int, sts []*keyState, t int) {
 	if u := t + 2*a; u < len(todo) {
 		st := sts[todo[u]]
 		prefetch.Slice(st.cols)
-		if st.next < len(st.sig) {
-			prefetch.ForWrite(&st.sig[st.next])
+		if st.next < st.sig.len() {
+			prefetch.ForWrite(st.sig.word(st.next))
 		}
 	}
 	if u := t + a; u < len(todo) {
@@ -72,11 +72,11 @@ func prefetchDecisions(q []queued, tail, dist []float64, t int) {
 	}
 	if u := t + a; u < len(q) {
 		st := q[u].st
-		if c := st.cap; c.next < len(c.flagged) {
-			prefetch.ForWrite(&c.flagged[c.next])
+		if c := st.cap; c.next < c.flagged.n {
+			prefetch.ForWrite(c.flagged.word(int(c.next)))
 		}
-		if q[u].ring < len(st.sig) {
-			prefetch.ForWrite(&st.sig[q[u].ring])
+		if q[u].ring < st.sig.len() {
+			prefetch.ForWrite(st.sig.word(q[u].ring))
 		}
 	}
 }
