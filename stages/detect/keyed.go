@@ -299,6 +299,15 @@ func (k *keyedScorer) warmRows(b *batch.Batch) []bool {
 // lookupLag is how many records after its key's lookup warmRows reads the key's model.
 const lookupLag = 16
 
+// clearGlobalFields clears the global model's own fields of a record its key's model scores:
+// the paper's density and solving-set verdicts, eta-probability, subspace, w_k(q,S), w* and
+// the hypercube's (globalRows: a warm key's record is its key's model's alone; the fields
+// that model writes are decideByKey's).
+func clearGlobalFields(sc *batch.Score) {
+	sc.DensityOutlier, sc.EtaProbability, sc.Subspace, sc.SubspaceOf = false, 0, nil, ""
+	sc.DistanceOutlier, sc.Weight, sc.WStar, sc.Hypercube = false, 0, 0, nil
+}
+
 // decideByKey scores one record (raw: its values, out: its score) by its key's model r from the
 // raw scores, and decides its flag by significance and the key's cap; it returns whether the
 // record was significant.
@@ -311,6 +320,7 @@ func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, versio
 // surprisal, as r.combine computes it.
 func decideByKeyMean(cfg *Config, features []string, st *keyState, r *Ranker, version uint64, raw [][]float32, out []batch.Score, dens, dist, mean float64) bool {
 	sc := &out[0]
+	clearGlobalFields(sc) // (a key warming within the batch: the global model scored it too)
 	sc.DensityScore, sc.DistanceScore = dens, dist
 	sc.Score, sc.Threshold = r.Final.Surprisal(mean), cfg.MinScore
 	sig := sc.Score >= sc.Threshold
