@@ -200,14 +200,14 @@ func (k *keyedScorer) bytesOf(w, d int, warm bool) int64 {
 // warmOverhead is what a warm key's model costs beyond its arrays (the Ranker and its tail,
 // sample and calibrations' headers, the robust units, allocation slack), set so that keyBytes
 // is the heap's growth a key at 100,000 keys with full windows at the defaults (3 features):
-// BenchmarkKeyedStage measured 15,844 bytes a key there (15,991 at 10,000, where the global
-// model's share is larger; docs/BENCHMARKS.md §13.1.10, §13.0.2). The model's arrays share
-// allocations (buildKeyModel, buildRankerOn) so that the allocator's rounding is paid twice a
-// model, not eight times. The calibrations' indexes (keyBytes) took their allocation from the
+// BenchmarkKeyedStage measured 15,844 bytes a key there (15,982-15,992 at 10,000, where the
+// global model's share is larger), less the 16 of modelHeaders since (docs/BENCHMARKS.md
+// §13.1.10, §13.0.2). The model's arrays share allocations (buildKeyModel, buildRankerOn) so
+// that the allocator's rounding is paid twice a model, not eight times. The calibrations' indexes (keyBytes) took their allocation from the
 // allocator's class of 4,864 bytes to 5,376 at the defaults, of which the center, unit and
 // spread (3 x 24 bytes, three allocations before) now fill 72, and the Ranker from 352 to 416
 // (their three headers).
-const warmOverhead = 1914
+const warmOverhead = 1898
 
 // score scores the records of b whose key is warm with the key's model and decides their flag
 // (significance, the key's cap); every record is then pushed into its key's window, which

@@ -71,6 +71,15 @@ func buildKeyModel(st *keyState, cfg *Config) (*Ranker, error) {
 	return buildKeyModelGeneral(st, cfg)
 }
 
+// modelHeaders are the headers of a key's model's d sorted columns and d columns of its sample R
+// (whose values share one allocation, back), in one allocation of their own: 2 x 72 bytes at
+// 3 features take the allocator's class of 144, where two took 2 x 80 (docs/BENCHMARKS.md
+// §13.1.10).
+func modelHeaders(d int) (sorted, ref [][]float32) {
+	h := make([][]float32, 2*d)
+	return h[:d:d], h[d:]
+}
+
 // buildKeyModelGeneral is buildKeyModel through buildRankerOn, for any window.
 func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
 	w, d := st.sig.len(), len(st.cols)
@@ -92,7 +101,7 @@ func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
 	// next size once rather than 2d times (6 x 800 bytes: 4,864 bytes, not 5,376).
 	n := len(cols[0])
 	back := make([]float32, 2*d*n)
-	sorted, ref := make([][]float32, d), make([][]float32, d)
+	sorted, ref := modelHeaders(d)
 	for j, c := range cols {
 		sorted[j] = back[j*n : j*n : (j+1)*n]
 		sorted[j] = append(sorted[j], c...)
@@ -162,7 +171,7 @@ func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	// rows: a record's counts in its column (its run of equal values) give its tail score
 	// (rank.TailSurprisal), summed over the features in order as Tail.Score sums them.
 	back := make([]float32, 2*d*n)
-	sorted, ref := make([][]float32, d), make([][]float32, d)
+	sorted, ref := modelHeaders(d)
 	kb.packed, kb.dens = grow(kb.packed, n), grow(kb.dens, n)
 	packed, dens := kb.packed, kb.dens
 	clear(dens)

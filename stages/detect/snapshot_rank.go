@@ -66,7 +66,7 @@ func encodeRanker(e *sealed.Encoder, r *Ranker, weights bool) {
 func decodeRanker(d *sealed.Decoder, features []string, weighted bool) (*Ranker, error) {
 	dims := len(features)
 	r := &Ranker{}
-	sorted := make([][]float32, dims)
+	sorted, pts := modelHeaders(dims) // (as a key's build lays them out)
 	r.Params.Detectors = ScoreDetectors(d.Text(64, "score.detectors"))
 	r.Params.Combine = ScoreCombine(d.Text(64, "score.combine"))
 	r.Params.Sample = int(d.U32("score.sample"))
@@ -78,7 +78,6 @@ func decodeRanker(d *sealed.Decoder, features []string, weighted bool) (*Ranker,
 	r.Center = d.F64s(uint64(dims), "distance centres")
 	r.Unit = d.F64s(uint64(dims), "distance units")
 	rows, k := d.U64("sample rows"), int(d.U32("sample k"))
-	pts := make([][]float32, dims)
 	for j := range dims {
 		pts[j] = d.F32s(rows, "sample values")
 	}
