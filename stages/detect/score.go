@@ -191,8 +191,8 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 	initScores(b.Scores)
 	sc.rows = globalRows(sc.warm)
 	sc.q, sc.out = s.globalQuery(m, b, means, sds, streams, sc.rows, scratch)
-	if len(sc.out) == 0 {
-		return sc, nil // every record's key has a model: the global model scores none
+	if sc.rows != nil && len(sc.out) == 0 {
+		return sc, nil // every record's key has a model: the global model scores none (no call)
 	}
 	for _, d := range dets {
 		if p, ok := d.(prescorer); ok {
@@ -234,7 +234,7 @@ var globalScoresAll = false
 // a warm key's record is judged by its key's model alone, and the global detectors' fields
 // (the paper's density and solving-set verdicts, eta-probability, w_k(q,S), w*, subspace,
 // hypercube) would only ride along on it (about 10% of the stage's wall at a million keys,
-// docs/BENCHMARKS.md §13.1.10). The global model still learns from every record (pushBatch):
+// docs/BENCHMARKS.md §13.1.8, §13.1.11). The global model still learns from every record (pushBatch):
 // it scores new keys, drawn from the whole fleet.
 func globalRows(warm []bool) []int {
 	if warm == nil || globalScoresAll {
@@ -295,7 +295,7 @@ func scatterScores(scores, global []batch.Score, rows []int) {
 // scoreGlobal is the rest of the global model's scoring once its device call has returned:
 // each detector's fields into sc.out, the decision, and sc.out into the batch's scores.
 func (s *Stage) scoreGlobal(sc *scoring, dets []Detector) error {
-	if len(sc.out) == 0 {
+	if sc.rows != nil && len(sc.out) == 0 { // (begin started nothing)
 		return nil
 	}
 	for _, d := range dets {
