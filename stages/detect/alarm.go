@@ -63,27 +63,30 @@ func withoutOutcasts(cols, sds [][]float32, bits []bool, window int) ([][]float3
 // alarmCap counts the flags over the last `window` records: flag_by: significance flags a
 // significant record only while fewer than floor(alarm_rate * window) of them are flagged.
 type alarmCap struct {
-	flagged []bool // the last len(flagged) records' flags, a ring
-	next    int
-	filled  int
-	count   int // flags in the ring
+	flagged flagRing // the last flagged.len() records' flags
+	// next, filled and count (the flags in the ring) as int32: the struct's 48 bytes of heap
+	// with the ring's length beside its bits.
+	next   int32
+	filled int32
+	count  int32
 }
 
-func newAlarmCap(window int) *alarmCap { return &alarmCap{flagged: make([]bool, max(window, 1))} }
+func newAlarmCap(window int) *alarmCap { return &alarmCap{flagged: newFlagRing(max(window, 1))} }
 
 // admit takes the next record in stream order: whether it is significant, and the number of
 // flags allowed per window; it returns whether the record is flagged.
 func (a *alarmCap) admit(significant bool, limit int) bool {
-	if a.filled == len(a.flagged) && a.flagged[a.next] {
+	n := a.flagged.n
+	if a.filled == n && a.flagged.at(int(a.next)) {
 		a.count--
 	}
-	flag := significant && a.count < limit
-	a.flagged[a.next] = flag
+	flag := significant && int(a.count) < limit
+	a.flagged.set(int(a.next), flag)
 	if flag {
 		a.count++
 	}
-	a.next = (a.next + 1) % len(a.flagged)
-	a.filled = min(a.filled+1, len(a.flagged))
+	a.next = (a.next + 1) % n
+	a.filled = min(a.filled+1, n)
 	return flag
 }
 

@@ -323,19 +323,7 @@ func (d *rankDetector) prescore(q *Query, n int) {
 	if cap(d.density) < n {
 		d.density, d.distance = make([]float64, n), make([]float64, n)
 	}
-	d.tailWait, d.chunks = tailScores(r.Tail, q.Raw, d.density[:n], d.chunks, keyedRows(q))
-}
-
-// keyedRows are the rows whose global tail score is not computed: those left to their key's
-// model (q.byKey), whose model overwrites it (a warm key's record's tail score was 5% of the
-// stage's CPU at a million keys on the H100 host, docs/BENCHMARKS.md §13.1.4); scoreUnkeyed
-// computes it for a record its key did not score after all. None while calibrateKeyed (the tests'
-// previous order of work).
-func keyedRows(q *Query) []bool {
-	if calibrateKeyed {
-		return nil
-	}
-	return q.byKey
+	d.tailWait, d.chunks = tailScores(r.Tail, q.Raw, d.density[:n], d.chunks)
 }
 
 // settle waits for a tail score that prescore started (one a failed batch left running must
@@ -371,111 +359,35 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 			d.density = make([]float64, n)
 		}
 		var wait func()
-		wait, d.chunks = tailScores(r.Tail, q.Raw, d.density[:n], d.chunks, keyedRows(q))
+		wait, d.chunks = tailScores(r.Tail, q.Raw, d.density[:n], d.chunks)
 		wait()
 	}
 	density, distance := d.density[:n], d.distance[:n]
 	if !q.planned { // the CPU (with a device, plan's call computed them)
 		d.space = r.distanceSpace(q.Raw, d.space)
-		scoreExcept(r.Ref, d.space, distance, q.byKey)
+		r.Ref.ScoreBatch(d.space, distance, 0)
 	}
-	rescoreMembers(m, q.Batch, r.Ref.Points, r.Ref.K, d.space, distance)
+	rescoreMembers(m, q, r.Ref.Points, r.Ref.K, d.space, distance)
 	d.settle()
 	threshold := q.Cfg.MinScore // flag_by: significance (alarm.go: the cap follows)
 	if q.Cfg.FlagBy != FlagBySignificance {
 		threshold = r.Threshold(q.Cfg.AlarmRate)
 	}
 	// The calibrations (three binary searches and logs a record) on every core: each record
-	// writes its own score. A record whose key has a model of its own (byKey) is left NaN: its
-	// key's model overwrites every field written here but the raw scores, so its three
-	// calibrations would be thrown away (half of a keyed record's decision); where its key did
-	// not score it after all, scoreUnkeyed calibrates it from the raw scores kept here.
-	skip := q.byKey
-	if calibrateKeyed {
-		skip = nil
-	}
+	// writes its own score.
 	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/combineGrain)), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			out[i].DensityScore, out[i].DistanceScore = density[i], distance[i]
 			out[i].Threshold = threshold
-			if skip == nil || !skip[i] {
-				out[i].Score = r.combine(density[i], distance[i])
-			}
+			out[i].Score = r.combine(density[i], distance[i])
 		}
 	})
 	return nil
 }
 
-// calibrateKeyed makes rankDetector.Score calibrate every record, its key's or not (a
-// variable: the tests compare the two).
-var calibrateKeyed = false
-
-// scoreUnkeyed finishes the global ranking of the records rankDetector.Score left to their
-// key's model (byKey) that no key's model scored (its key evicted before the record, by a new
-// key earlier in the batch on keyed.go's serial path or, with batches overlapped, by the batch
-// before): their combined score from their raw scores, as Score would have written it, and
-// decide's flag again from it. The same bits as calibrating every record in Score.
-func scoreUnkeyed(cfg *Config, r *Ranker, byKey []bool, raw [][]float32, scores []batch.Score) {
-	if r == nil || byKey == nil {
-		return
-	}
-	n := len(scores)
-	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain)), func(lo, hi int) {
-		var row [][]float32
-		dens := make([]float64, 1)
-		for i := lo; i < hi; i++ {
-			if sc := &scores[i]; byKey[i] && !sc.ByKey {
-				if !calibrateKeyed { // (its tail score was left to its key: keyedRows)
-					row = recordRow(raw, i, row)
-					r.Tail.Score(row, dens)
-					sc.DensityScore = dens[0]
-				}
-				sc.Score = r.combine(sc.DensityScore, sc.DistanceScore)
-				decideRows(cfg, true, scores[i:i+1])
-			}
-		}
-	})
-}
-
-// recordRow is row i of column-major cols (one value a column), in buf's headers.
-func recordRow(cols [][]float32, i int, buf [][]float32) [][]float32 {
-	if len(buf) != len(cols) {
-		buf = make([][]float32, len(cols))
-	}
-	for j, c := range cols {
-		buf[j] = c[i : i+1]
-	}
-	return buf
-}
-
 // combineGrain is the fewest records per goroutine of the ranking's calibrations (about 0.3 µs
 // a record: below it a goroutine costs more than it saves).
 const combineGrain = 512
-
-// scoreExcept is ref.ScoreBatch of the rows of space not marked in skip (their key's own model
-// scores them: keyed.go), the skipped rows' weights NaN; all rows when skip is nil. The k-NN
-// to a 2048-record R is most of the CPU's work per record.
-func scoreExcept(ref *solvingset.Model, space [][]float32, out []float64, skip []bool) {
-	if skip == nil || !slices.Contains(skip, true) {
-		ref.ScoreBatch(space, out, 0)
-		return
-	}
-	var idx []int
-	for i, s := range skip {
-		out[i] = math.NaN()
-		if !s {
-			idx = append(idx, i)
-		}
-	}
-	if len(idx) == 0 {
-		return
-	}
-	w := make([]float64, len(idx))
-	ref.ScoreBatch(pick(space, idx), w, 0)
-	for t, i := range idx {
-		out[i] = w[t]
-	}
-}
 
 // plan adds the batch's distances to the window sample R to the batch's accelerator call.
 func (d *rankDetector) plan(q *Query, p *devicePlan) {

@@ -67,9 +67,9 @@ type Query struct {
 	// planned: the detectors' device steps ran in one accelerator call before Score
 	// (devicePlanner); their results are in the detectors' buffers.
 	planned bool
-	// byKey marks the records whose key has a model of its own (detect.key_by: keyed.go
-	// scores them after the detectors): the global ranking's CPU k-NN skips them (nil: none).
-	byKey []bool
+	// Rows are the batch's rows the query's records are, in order (nil: all of them): under
+	// key_by the global model scores the records of keys without a model alone (globalRows).
+	Rows []int
 }
 
 // modelDetectors are the detectors whose parts make a model, in the order they build and

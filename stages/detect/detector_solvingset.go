@@ -44,7 +44,7 @@ func (d *solvingSetDetector) Score(q *Query, out []batch.Score) error {
 	if !q.planned { // the CPU (with a device, plan's call computed them)
 		m.Distance.ScoreBatch(q.Means, weights, 0)
 	}
-	rescoreMembers(m, q.Batch, m.Distance.Points, m.Distance.K, q.Means, weights)
+	rescoreMembers(m, q, m.Distance.Points, m.Distance.K, q.Means, weights)
 	onRows(len(out), func(lo, hi int) { // (a batch's scores are megabytes)
 		for i := lo; i < hi; i++ {
 			w := weights[i]

@@ -4,6 +4,7 @@ import (
 	"runtime"
 
 	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/outlierd/outlierd/internal/algo/rank"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/core/prefetch"
@@ -95,15 +96,15 @@ type keyLookups struct {
 type keyState struct {
 	key   string
 	cols  [][]float32 // the key's window, a ring per feature (capacity keys.window)
-	sig   []bool      // in step with cols: the record was significant under the key's model
+	sig   flagRing    // in step with cols: the record was significant under the key's model
 	next  int
 	size  int
 	since int // records since the key's last build
 	model *Ranker
 	cap   *alarmCap
-	// seen is the key's last touch (recency); gone says the key was evicted.
+	// seen is the key's last touch (recency); gone (with the flags below: the struct's 288
+	// bytes with sig's length) says the key was evicted.
 	seen uint64
-	gone bool
 	// recent is the key's last combined scores (recent.go), sized at its first record.
 	recent recentRing
 	// With a device (keyed_device.go): slot is the key's model's slot there (-1: none yet); due
@@ -112,6 +113,7 @@ type keyState struct {
 	slot int32
 	due  bool
 	warm bool
+	gone bool
 	// held says a record of the key waits in the parallel path's next round for the key's due
 	// build (keyed_builds.go: that build is not deferred).
 	held bool
@@ -173,13 +175,15 @@ func (k *keyedScorer) counts() KeyStats {
 }
 
 // keyBytes is what a key holds at a window of w records of d features: its window (float32),
-// the significance bits and the alarm ring (a byte each), and, once warm, its model: the
-// sorted window (float32), the window in the distance space (float32), three calibrations of w
-// scores (float64), about 300 bytes of headers and map entry, and warmOverhead.
+// the significance marks and the alarm ring (a bit each: flagRing), and, once warm, its model:
+// the sorted window (float32), the window in the distance space (float32), three calibrations
+// of w scores (float64) and their indexes (every rank.IndexStride-th score), about 300 bytes of
+// headers and map entry, and warmOverhead.
 func keyBytes(w, d int, warm bool) int64 {
-	b := int64(w*d*4 + 2*w + 300)
+	b := int64(w*d*4 + 2*8*((w+63)/64) + 300)
 	if warm {
 		b += int64(2*w*d*4+3*w*8+d*(w/8+2)*4) + warmOverhead // + the tail's bucket index
+		b += int64(3 * rank.IndexLen(w) * 8)                 // + the calibrations' indexes
 	}
 	return b
 }
@@ -194,13 +198,16 @@ func (k *keyedScorer) bytesOf(w, d int, warm bool) int64 {
 }
 
 // warmOverhead is what a warm key's model costs beyond its arrays (the Ranker and its tail,
-// sample and calibrations' headers, the robust units, allocation slack): BenchmarkKeyedStage
-// measured the heap's growth at 15,559 bytes a key with full windows at the defaults (3
-// features, 100,000 keys; 15,680 at 10,000, where the global model's share is larger) against
-// 13,924 bytes of arrays with the recent ring (docs/BENCHMARKS.md §13.0.2). The model's arrays
-// share allocations (buildKeyModel, buildRankerOn) so that the allocator's rounding is paid
-// twice a model, not eight times.
-const warmOverhead = 1650
+// sample and calibrations' headers, the robust units, allocation slack), set so that keyBytes
+// is the heap's growth a key at 100,000 keys with full windows at the defaults (3 features):
+// BenchmarkKeyedStage measured 15,844 bytes a key there (15,982-15,992 at 10,000, where the
+// global model's share is larger), less the 16 of modelHeaders since (docs/BENCHMARKS.md
+// §13.1.10, §13.0.2). The model's arrays share allocations (buildKeyModel, buildRankerOn) so
+// that the allocator's rounding is paid twice a model, not eight times. The calibrations' indexes (keyBytes) took their allocation from the
+// allocator's class of 4,864 bytes to 5,376 at the defaults, of which the center, unit and
+// spread (3 x 24 bytes, three allocations before) now fill 72, and the Ranker from 352 to 416
+// (their three headers).
+const warmOverhead = 1898
 
 // score scores the records of b whose key is warm with the key's model and decides their flag
 // (significance, the key's cap); every record is then pushed into its key's window, which
@@ -292,13 +299,30 @@ func (k *keyedScorer) warmRows(b *batch.Batch) []bool {
 // lookupLag is how many records after its key's lookup warmRows reads the key's model.
 const lookupLag = 16
 
+// clearGlobalFields clears the global model's own fields of a record its key's model scores:
+// the paper's density and solving-set verdicts, eta-probability, subspace, w_k(q,S), w* and
+// the hypercube's (globalRows: a warm key's record is its key's model's alone; the fields
+// that model writes are decideByKey's).
+func clearGlobalFields(sc *batch.Score) {
+	sc.DensityOutlier, sc.EtaProbability, sc.Subspace, sc.SubspaceOf = false, 0, nil, ""
+	sc.DistanceOutlier, sc.Weight, sc.WStar, sc.Hypercube = false, 0, 0, nil
+}
+
 // decideByKey scores one record (raw: its values, out: its score) by its key's model r from the
 // raw scores, and decides its flag by significance and the key's cap; it returns whether the
 // record was significant.
 func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, version uint64, raw [][]float32, out []batch.Score, dens, dist float64) bool {
+	return decideByKeyMean(cfg, features, st, r, version, raw, out, dens, dist, r.mean(dens, dist))
+}
+
+// decideByKeyMean is decideByKey with the mean of the record's calibrated scores, r.mean(dens,
+// dist), computed ahead (keyedWorker.decide); the combined score is its final calibration's
+// surprisal, as r.combine computes it.
+func decideByKeyMean(cfg *Config, features []string, st *keyState, r *Ranker, version uint64, raw [][]float32, out []batch.Score, dens, dist, mean float64) bool {
 	sc := &out[0]
+	clearGlobalFields(sc) // (a key warming within the batch: the global model scored it too)
 	sc.DensityScore, sc.DistanceScore = dens, dist
-	sc.Score, sc.Threshold = r.combine(dens, dist), cfg.MinScore
+	sc.Score, sc.Threshold = r.Final.Surprisal(mean), cfg.MinScore
 	sig := sc.Score >= sc.Threshold
 	sc.Outlier = st.cap.admit(sig, capLimit(cfg.AlarmRate, cfg.Keys.Window))
 	sc.Suppressed = sig && !sc.Outlier
@@ -367,7 +391,7 @@ func (k *keyedScorer) state(key string, cfg *Config, d int) *keyState {
 // path, keyed_parallel.go, touches it at its record).
 func (k *keyedScorer) newState(key string, cfg *Config, d int) *keyState {
 	w := cfg.Keys.Window
-	st := &keyState{key: key, sig: make([]bool, w), cap: newAlarmCap(w), slot: -1}
+	st := &keyState{key: key, sig: newFlagRing(w), cap: newAlarmCap(w), slot: -1}
 	if cfg.RecentScores > 0 {
 		st.recent.resize(cfg.RecentScores, cfg.RecentBlocks())
 	}
@@ -387,7 +411,7 @@ func (k *keyedScorer) evict(st *keyState, d int) {
 	st.gone = true // (its touches in the recency log are stale from now on)
 	delete(k.keys, st.key)
 	k.gen++
-	k.bytes -= k.bytesOf(len(st.sig), d, st.warm) + st.recent.bytes()
+	k.bytes -= k.bytesOf(st.sig.len(), d, st.warm) + st.recent.bytes()
 	if st.warm {
 		k.warm--
 		k.markDirty(st)
@@ -411,11 +435,11 @@ func (k *keyedScorer) push(st *keyState, x [][]float32, sig bool, cfg *Config) {
 // append appends one record to its key's window and says whether the key's model is due: when
 // the window first holds keys.min_records, then every keys.window/4 records.
 func (k *keyedScorer) append(st *keyState, x [][]float32, sig bool, cfg *Config) bool {
-	w := len(st.sig)
+	w := st.sig.len()
 	for j := range st.cols {
 		st.cols[j][st.next] = x[j][0]
 	}
-	st.sig[st.next] = sig
+	st.sig.set(st.next, sig)
 	st.next = (st.next + 1) % w
 	st.size = min(st.size+1, w)
 	st.since++
@@ -440,7 +464,7 @@ func (k *keyedScorer) markWarm(st *keyState) {
 	if !st.warm {
 		st.warm = true
 		k.warm++
-		w, d := len(st.sig), len(st.cols)
+		w, d := st.sig.len(), len(st.cols)
 		k.bytes += k.bytesOf(w, d, true) - k.bytesOf(w, d, false)
 	}
 }

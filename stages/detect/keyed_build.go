@@ -71,14 +71,23 @@ func buildKeyModel(st *keyState, cfg *Config) (*Ranker, error) {
 	return buildKeyModelGeneral(st, cfg)
 }
 
+// modelHeaders are the headers of a key's model's d sorted columns and d columns of its sample R
+// (whose values share one allocation, back), in one allocation of their own: 2 x 72 bytes at
+// 3 features take the allocator's class of 144, where two took 2 x 80 (docs/BENCHMARKS.md
+// §13.1.10).
+func modelHeaders(d int) (sorted, ref [][]float32) {
+	h := make([][]float32, 2*d)
+	return h[:d:d], h[d:]
+}
+
 // buildKeyModelGeneral is buildKeyModel through buildRankerOn, for any window.
 func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
-	w, d := len(st.sig), len(st.cols)
+	w, d := st.sig.len(), len(st.cols)
 	cols := make([][]float32, d)
 	first := (st.next - st.size + w) % w
 	bits := make([]bool, st.size)
 	for i := range st.size {
-		bits[i] = st.sig[(first+i)%w]
+		bits[i] = st.sig.at((first + i) % w)
 	}
 	for j := range cols {
 		cols[j] = make([]float32, st.size)
@@ -92,7 +101,7 @@ func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
 	// next size once rather than 2d times (6 x 800 bytes: 4,864 bytes, not 5,376).
 	n := len(cols[0])
 	back := make([]float32, 2*d*n)
-	sorted, ref := make([][]float32, d), make([][]float32, d)
+	sorted, ref := modelHeaders(d)
 	for j, c := range cols {
 		sorted[j] = back[j*n : j*n : (j+1)*n]
 		sorted[j] = append(sorted[j], c...)
@@ -162,7 +171,7 @@ func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	// rows: a record's counts in its column (its run of equal values) give its tail score
 	// (rank.TailSurprisal), summed over the features in order as Tail.Score sums them.
 	back := make([]float32, 2*d*n)
-	sorted, ref := make([][]float32, d), make([][]float32, d)
+	sorted, ref := modelHeaders(d)
 	kb.packed, kb.dens = grow(kb.packed, n), grow(kb.dens, n)
 	packed, dens := kb.packed, kb.dens
 	clear(dens)
@@ -184,8 +193,13 @@ func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	}
 	params := cfg.Score
 	params.Sample, params.K = n, cfg.Keys.K
-	r := &Ranker{Tail: rank.TailOfSorted(sorted), Params: params}
-	r.Center, r.Unit = standardiseKey(sorted)
+	// The model's float64 arrays in one allocation: the center, unit and spread of each feature
+	// here, the three calibrations and their indexes in finish (model, Center's capacity: the
+	// whole allocation until then). The small arrays alone were three allocations of 24 bytes.
+	m := rank.IndexLen(n)
+	model := make([]float64, 3*d+3*n+3*m)
+	r := &Ranker{Tail: rank.TailOfSortedIn(sorted, model[2*d:3*d]), Params: params}
+	r.Center, r.Unit = standardiseKey(sorted, model[:d], model[d:2*d:2*d])
 
 	// R: every record, in the order of its salted key (smallestKeys of the whole window).
 	kb.recordKeys(cfg.Seed)
@@ -217,10 +231,21 @@ func (kb *keyBuild) finish(r *Ranker, cfg *Config, p preparedBuild) *Ranker {
 	}
 	// The calibrations in one allocation (NewCalibrationIn's layout), each sorted with its rows:
 	// a record's calibrated scores are then its scores' places (SurprisalOfMember).
-	cal := make([]float64, 3*n)
+	// Their indexes (the searches' first level, 312 bytes at n = 200) after them in the same
+	// allocation, the one prepare made (Center's capacity until here): measured at 200,000 keys,
+	// indexes in an allocation of their own (192 bytes less of the allocator's rounding) cost
+	// the decisions 20% more, beside the Ranker 25% (docs/BENCHMARKS.md §13.1.9; likely the
+	// other page's TLB miss, not measured).
+	m := rank.IndexLen(n)
+	model := r.Center[:cap(r.Center)]
+	if len(model) < 3*d+3*n+3*m {
+		model = make([]float64, 3*d+3*n+3*m) // (not prepare's: not sized for n)
+	}
+	r.Center = r.Center[:d:d]
+	cal, idx := model[3*d:3*d+3*n], model[3*d+3*n:]
 	kb.posDens, kb.posDist = grow(kb.posDens, n), grow(kb.posDist, n)
-	r.Density = rank.CalibrationOf(kb.sortScores(dens, cal[:n:n], kb.posDens))
-	r.Distance = rank.CalibrationOf(kb.sortScores(dist, cal[n:2*n:2*n], kb.posDist))
+	r.Density = rank.CalibrationIn(kb.sortScores(dens, cal[:n:n], kb.posDens), idx[:m:m])
+	r.Distance = rank.CalibrationIn(kb.sortScores(dist, cal[n:2*n:2*n], kb.posDist), idx[m:2*m:2*m])
 	// The detectors' weights as buildRankerOn takes them, from the raw scores in the window's
 	// order: rank.AgreementWeights depends on the records, not their order (its sums are of
 	// half-integer ranks, exact far past 4096 records; a window of at most 10*rank.ConfirmTop
@@ -234,7 +259,7 @@ func (kb *keyBuild) finish(r *Ranker, cfg *Config, p preparedBuild) *Ranker {
 		comb[i] = r.meanOfMember(int(kb.posDens[i]), int(kb.posDist[i]))
 	}
 	r.Combined = kb.sortScores(comb, cal[2*n:3*n:3*n], kb.posDens)
-	r.Final = rank.CalibrationOf(r.Combined)
+	r.Final = rank.CalibrationIn(r.Combined, idx[2*m:3*m:3*m])
 	return r
 }
 
@@ -269,10 +294,10 @@ func (r *Ranker) meanOfMember(dens, dist int) float64 {
 // standardiseKey is standardisationOn(cols, sorted, 1) of a key's window (n >= 2 rows), the
 // same bits: each feature's Welford recurrence over its clamped sorted values, the features'
 // recurrences interleaved a value at a time (each step waits on a division: one feature after
-// another, a third of a build's standardisation was waiting).
-func standardiseKey(sorted [][]float32) (center, unit []float64) {
+// another, a third of a build's standardisation was waiting), written into center and unit
+// (d each: the model's float64 allocation, prepare).
+func standardiseKey(sorted [][]float32, center, unit []float64) ([]float64, []float64) {
 	d := len(sorted)
-	center, unit = make([]float64, d), make([]float64, d)
 	for j0 := 0; j0 < d; j0 += 4 {
 		g := min(4, d-j0)
 		var lo, hi, mean, m2 [4]float64
@@ -310,21 +335,10 @@ func toDistanceSpace(v float32, lo, unit float64) float32 {
 // its rings from first that may wrap past their end: two runs, each read in order (a remainder
 // by the ring's length at every record was a division per value).
 func (kb *keyBuild) window(st *keyState) int {
-	w, d, rows := len(st.sig), len(st.cols), st.size
+	w, d, rows := st.sig.len(), len(st.cols), st.size
 	first := (st.next - rows + w) % w
 	a := min(rows, w-first) // the first run: [first, first+a); the second: [0, rows-a)
-	sig1, sig2 := st.sig[first:first+a], st.sig[:rows-a]
-	out := 0
-	for _, s := range sig1 {
-		if s {
-			out++
-		}
-	}
-	for _, s := range sig2 {
-		if s {
-			out++
-		}
-	}
+	out := st.sig.count(first, first+a) + st.sig.count(0, rows-a)
 	if out == 0 || float64(rows-out) < outcastFloor*float64(min(w, rows)) || rows-out < 2 {
 		out = 0 // (withoutOutcasts: nothing left out)
 	}
@@ -338,13 +352,13 @@ func (kb *keyBuild) window(st *keyState) int {
 		} else {
 			t := 0
 			for i, v := range ring[first : first+a] {
-				if !sig1[i] {
+				if !st.sig.at(first + i) {
 					c[t] = v
 					t++
 				}
 			}
 			for i, v := range ring[:rows-a] {
-				if !sig2[i] {
+				if !st.sig.at(i) {
 					c[t] = v
 					t++
 				}

@@ -19,14 +19,14 @@ import (
 // record marked significant (0: none).
 func keyWindow(cfg *Config, i int, r *rand.Rand, sig int) *keyState {
 	w := cfg.Keys.Window
-	st := &keyState{cols: make([][]float32, 3), sig: make([]bool, w)}
+	st := &keyState{cols: make([][]float32, 3), sig: newFlagRing(w)}
 	for j := range st.cols {
 		st.cols[j] = make([]float32, w)
 	}
 	for t := range w {
 		st.cols[0][t] = float32(i) + float32(r.NormFloat64())
 		st.cols[1][t], st.cols[2][t] = float32(r.NormFloat64()), float32(r.NormFloat64())
-		st.sig[t] = sig > 0 && t%sig == 0
+		st.sig.set(t, sig > 0 && t%sig == 0)
 	}
 	st.size, st.next = w, r.IntN(w)
 	return st
@@ -181,7 +181,7 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 		var wants []*Ranker
 		for _, kind := range kinds {
 			w := s.window
-			st := &keyState{cols: make([][]float32, s.dims), sig: make([]bool, w)}
+			st := &keyState{cols: make([][]float32, s.dims), sig: newFlagRing(w)}
 			for j := range st.cols {
 				st.cols[j] = make([]float32, w)
 				for i := range w {
@@ -221,9 +221,9 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 			for i := range w {
 				switch kind {
 				case "outcasts":
-					st.sig[i] = r.IntN(10) == 0
+					st.sig.set(i, r.IntN(10) == 0)
 				case "mostly-outcasts":
-					st.sig[i] = r.IntN(100) != 0
+					st.sig.set(i, r.IntN(100) != 0)
 				}
 			}
 			if kind == "partial" {

@@ -244,7 +244,7 @@ func decideQueued(cfg *Config, features []string, out []batch.Score, raw [][]flo
 			for j := range raw {
 				one[j] = raw[j][r.i : r.i+1]
 			}
-			r.st.sig[r.ring] = decideByKey(cfg, features, r.st, r.model, r.version, one, out[r.i:r.i+1], tail[t], dist[t])
+			r.st.sig.set(r.ring, decideByKey(cfg, features, r.st, r.model, r.version, one, out[r.i:r.i+1], tail[t], dist[t]))
 		}
 	}
 	if workers <= 1 {

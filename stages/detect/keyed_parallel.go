@@ -50,8 +50,12 @@ type keyedWorker struct {
 	q          []queued
 	due        []*keyState
 	tail, dist []float64
-	warm       int   // keys warmed (their first build due) by this worker's records
-	bytes      int64 // their bytes
+	// mean is each queued record's mean of its calibrated scores (Ranker.mean), computed
+	// prefetchAhead records before its decision so that its final calibration's leaf can be
+	// asked for (decide); kept for the next batch.
+	mean  []float64
+	warm  int   // keys warmed (their first build due) by this worker's records
+	bytes int64 // their bytes
 	// later are the due keys whose builds wait for the batch's end (decideAndBuild)
 	later []*keyState
 	// (the workers' shares are adjacent and each writes its own q for every record it walks:
@@ -201,7 +205,7 @@ func (k *keyedScorer) mostBytes(sts []*keyState, newKeys int, cfg *Config, d int
 	for _, st := range sts {
 		if st != nil && !st.warm && !counted[st] {
 			counted[st] = true
-			sw, sd := len(st.sig), len(st.cols)
+			sw, sd := st.sig.len(), len(st.cols)
 			most += k.bytesOf(sw, sd, true) - k.bytesOf(sw, sd, false)
 		}
 	}
@@ -233,7 +237,7 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw 
 			if k.dev != nil && !st.warm { // as scoreOnDevice: counted warm when due
 				st.warm = true
 				kw.warm++
-				kw.bytes += k.bytesOf(len(st.sig), len(st.cols), true) - k.bytesOf(len(st.sig), len(st.cols), false)
+				kw.bytes += k.bytesOf(st.sig.len(), len(st.cols), true) - k.bytesOf(st.sig.len(), len(st.cols), false)
 			}
 		}
 	}
@@ -305,14 +309,30 @@ func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32, first bool)
 
 // decide decides the worker's queued records from their raw scores, in stream order (each key's
 // cap), and writes their significance into their keys' windows.
+//
+// A record's two calibrated scores and their mean are computed prefetchAhead records before its
+// decision (the leaves of its Density and Distance calibrations asked for before that,
+// prefetchDecisions), and its final calibration's leaf asked for then: the final search's score
+// is known only once the two others are done.
 func (kw *keyedWorker) decide(cfg *Config, features []string, out []batch.Score, raw [][]float32) {
 	one := make([][]float32, len(raw))
-	for t, r := range kw.q {
-		prefetchDecisions(kw.q, t)
+	q, tail, dist := kw.q, kw.tail, kw.dist
+	kw.mean = float64s(kw.mean, len(q))
+	mean := kw.mean
+	for u := range min(prefetchAhead, len(q)) {
+		mean[u] = q[u].model.mean(tail[u], dist[u])
+	}
+	for t, r := range q {
+		prefetchDecisions(q, tail, dist, t)
+		if u := t + prefetchAhead; u < len(q) {
+			m := q[u].model
+			mean[u] = m.mean(tail[u], dist[u])
+			prefetch.Slice(m.Final.Leaf(mean[u]))
+		}
 		for j := range raw {
 			one[j] = raw[j][r.i : r.i+1]
 		}
-		r.st.sig[r.ring] = decideByKey(cfg, features, r.st, r.model, r.version, one, out[r.i:r.i+1], kw.tail[t], kw.dist[t])
+		r.st.sig.set(r.ring, decideByKeyMean(cfg, features, r.st, r.model, r.version, one, out[r.i:r.i+1], tail[t], dist[t], mean[t]))
 	}
 	clear(kw.q) // (kept for the next batch: its models and states may go)
 	kw.q = kw.q[:0]

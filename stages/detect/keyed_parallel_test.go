@@ -149,24 +149,25 @@ func TestKeyedParallelNearMaxBytes(t *testing.T) {
 	}
 }
 
-// TestKeyedRowsLeftToTheirKeys: the global ranking leaves the records of warm keys uncalibrated
-// (their key's model scores them) and calibrates afterwards those whose key did not score them
-// (evicted before them within the batch), and the keys' pass runs beside the global scoring
-// into scores of its own merged afterwards (keyedBeside, with a keyed device); every record's scores, verdicts and
-// explanations, the keys' stats and order are those of calibrating every record and running
-// the keys' pass after the global decision, bit for bit, on a fleet growing past keys.max_keys,
-// on the serial and parallel paths, on the CPU and with a keyed device (its CPU twin); and the
-// case of a warm key's record left to the global model occurs.
+// TestKeyedRowsLeftToTheirKeys: the global model leaves the records of warm keys to their key's
+// model (globalRows: it does not score them) and scores afterwards those whose key did not score
+// them (evicted before them within the batch: scoreLeftOver), and the keys' pass runs beside the
+// global scoring into scores of its own merged afterwards (keyedBeside, with a keyed device);
+// every record's scores, verdicts and explanations, the keys' stats and order are those of the
+// global model scoring every record (globalScoresAll, its fields then cleared on the records
+// their key scored) and the keys' pass after the global decision, bit for bit, on a fleet
+// growing past keys.max_keys, on the serial and parallel paths, on the CPU and with a keyed
+// device (its CPU twin); and the case of a warm key's record left to the global model occurs.
 func TestKeyedRowsLeftToTheirKeys(t *testing.T) {
 	defer func(p int) { parallelGrain = p }(parallelGrain)
 	parallelGrain = 16
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
-	defer func(c, b bool) { calibrateKeyed, keyedBeside = c, b }(calibrateKeyed, keyedBeside)
+	defer func(c, b bool) { globalScoresAll, keyedBeside = c, b }(globalScoresAll, keyedBeside)
 	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
 	var rows []fleetRow
 	cfg := keyedConfig()
 	run := func(every, beside, serial, dev bool) (out []string, leftOver, byKey int, k *keyedScorer) {
-		calibrateKeyed, keyedBeside = every, beside
+		globalScoresAll, keyedBeside = every, beside
 		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 		defer mem.AssertSize(t, 0)
 		s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})

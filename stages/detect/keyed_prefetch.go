@@ -29,8 +29,8 @@ func prefetchWalk(todo []int, sts []*keyState, t int) {
 	if u := t + 2*a; u < len(todo) {
 		st := sts[todo[u]]
 		prefetch.Slice(st.cols)
-		if st.next < len(st.sig) {
-			prefetch.ForWrite(&st.sig[st.next])
+		if st.next < st.sig.len() {
+			prefetch.ForWrite(st.sig.word(st.next))
 		}
 	}
 	if u := t + a; u < len(todo) {
@@ -44,29 +44,39 @@ func prefetchWalk(todo []int, sts []*keyState, t int) {
 }
 
 // prefetchDecisions asks for what decideByKey reads and writes of the key of record
-// t+k*prefetchAhead of the queue, in three stages (as prefetchWalk): the model's and the state's
-// structs; the alarm cap's; the model's three calibrations (the binary searches' scores), the
-// cap's ring at its next place and the record's significance's line. A hint: no result depends on it (the decisions were
-// cache misses, 600-800 ns a record at a million keys, §13.1.3).
-func prefetchDecisions(q []queued, t int) {
+// t+k*prefetchAhead of the queue (raw scores tail, dist), in four stages (as prefetchWalk): the
+// model's and the state's structs; the alarm cap's and the three calibrations' indexes (the
+// searches' first level, rank.Calibration.Index: 2-3 lines each at a window of 200); the Density
+// and Distance calibrations' leaves the record's searches will read (Leaf: 2-3 lines each, where
+// the whole sorted arrays were 25 lines each, §13.1.9); the cap's ring at its next place and the
+// record's significance's line. (decide asks for the final calibration's leaf at the last stage,
+// once the record's mean of calibrated scores is known.) A hint: no result depends on it (the
+// decisions were cache misses, 600-800 ns a record at a million keys, §13.1.3).
+func prefetchDecisions(q []queued, tail, dist []float64, t int) {
 	a := prefetchAhead
-	if u := t + 3*a; u < len(q) {
+	if u := t + 4*a; u < len(q) {
 		prefetch.Object(q[u].model)
 		prefetch.Bytes(unsafe.Pointer(q[u].st), unsafe.Offsetof(keyState{}.cap)+8) // (up to its cap)
 	}
-	if u := t + 2*a; u < len(q) {
+	if u := t + 3*a; u < len(q) {
+		r := q[u].model
 		prefetch.ForWrite(q[u].st.cap)
+		prefetch.Slice(r.Density.Index())
+		prefetch.Slice(r.Distance.Index())
+		prefetch.Slice(r.Final.Index())
+	}
+	if u := t + 2*a; u < len(q) {
+		r := q[u].model
+		prefetch.Slice(r.Density.Leaf(tail[u]))
+		prefetch.Slice(r.Distance.Leaf(dist[u]))
 	}
 	if u := t + a; u < len(q) {
-		r, st := q[u].model, q[u].st
-		prefetch.Slice(r.Density.Sorted)
-		prefetch.Slice(r.Distance.Sorted)
-		prefetch.Slice(r.Final.Sorted)
-		if c := st.cap; c.next < len(c.flagged) {
-			prefetch.ForWrite(&c.flagged[c.next])
+		st := q[u].st
+		if c := st.cap; c.next < c.flagged.n {
+			prefetch.ForWrite(c.flagged.word(int(c.next)))
 		}
-		if q[u].ring < len(st.sig) {
-			prefetch.ForWrite(&st.sig[q[u].ring])
+		if q[u].ring < st.sig.len() {
+			prefetch.ForWrite(st.sig.word(q[u].ring))
 		}
 	}
 }

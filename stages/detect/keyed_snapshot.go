@@ -170,12 +170,12 @@ func (k *keyedScorer) keysCopy() []keyState {
 	out := make([]keyState, 0, len(k.keys))
 	k.lru.each(func(st *keyState) {
 		c := keyState{key: st.key, partition: st.partition, size: st.size, next: st.next, since: st.since,
-			model: st.model, sig: slices.Clone(st.sig), cols: make([][]float32, len(st.cols))}
+			model: st.model, sig: st.sig.clone(), cols: make([][]float32, len(st.cols))}
 		for j := range st.cols {
 			c.cols[j] = slices.Clone(st.cols[j])
 		}
 		capCopy := *st.cap
-		capCopy.flagged = slices.Clone(st.cap.flagged)
+		capCopy.flagged = st.cap.flagged.clone()
 		c.cap = &capCopy
 		out = append(out, c)
 	})
@@ -189,7 +189,7 @@ func encodeKeyStates(states []keyState, features []string, cfg *Config) []byte {
 	e.U64(uint64(len(states)))
 	for i := range states {
 		st := &states[i]
-		w := len(st.sig)
+		w := st.sig.len()
 		e.Text(st.key)
 		e.U32(uint32(st.partition))
 		e.U32(uint32(st.size))
@@ -200,13 +200,13 @@ func encodeKeyStates(states []keyState, features []string, cfg *Config) []byte {
 			}
 		}
 		for i := range st.size {
-			e.Raw([]byte{boolByte(st.sig[(first+i)%w])})
+			e.Raw([]byte{boolByte(st.sig.at((first + i) % w))})
 		}
 		e.U32(uint32(st.since))
 		e.U32(uint32(st.cap.next))
 		e.U32(uint32(st.cap.filled))
-		for _, f := range st.cap.flagged {
-			e.Raw([]byte{boolByte(f)})
+		for i := range st.cap.flagged.len() {
+			e.Raw([]byte{boolByte(st.cap.flagged.at(i))})
 		}
 		if st.model == nil {
 			e.Raw([]byte{0})
@@ -269,21 +269,26 @@ func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg
 		}
 		var err error
 		for i := range size {
-			if st.sig[i], err = flag("significance"); err != nil {
+			f, err := flag("significance")
+			if err != nil {
 				return err
 			}
+			st.sig.set(i, f)
 		}
 		st.size, st.next = size, size%w
 		st.since = int(d.U32("records since the key's build"))
-		st.cap.next, st.cap.filled = int(d.U32("alarm cap position")), int(d.U32("alarm cap filled"))
-		if d.Err() == nil && (st.cap.next >= w || st.cap.filled > w) {
-			return snapErr("key %q: alarm cap at %d, filled %d, of %d", key, st.cap.next, st.cap.filled, w)
+		next, filled := d.U32("alarm cap position"), d.U32("alarm cap filled")
+		if d.Err() == nil && (next >= uint32(w) || filled > uint32(w)) {
+			return snapErr("key %q: alarm cap at %d, filled %d, of %d", key, next, filled, w)
 		}
-		for i := range st.cap.flagged {
-			if st.cap.flagged[i], err = flag("alarm flag"); err != nil {
+		st.cap.next, st.cap.filled = int32(next), int32(filled)
+		for i := range st.cap.flagged.len() {
+			f, err := flag("alarm flag")
+			if err != nil {
 				return err
 			}
-			if st.cap.flagged[i] {
+			st.cap.flagged.set(i, f)
+			if f {
 				st.cap.count++
 			}
 		}

@@ -196,9 +196,107 @@ func TestWarmKeyScoresAsAlone(t *testing.T) {
 		if math.Float64bits(a.Score) != math.Float64bits(b.Score) || a.Outlier != b.Outlier || a.Suppressed != b.Suppressed {
 			t.Fatalf("record %d of the key: score %v flag %v in the fleet, %v %v alone", t2, a.Score, a.Outlier, b.Score, b.Outlier)
 		}
+		// The whole record, not only the verdict: a warm key's record carries its key's
+		// model's fields alone (none of the global model's, which differs between the fleet
+		// and the key alone). But Recent: the key's ring of recent scores holds its warm-up
+		// records' scores, which the global model gave.
+		a.Recent, b.Recent = 0, 0
+		if fa, fb := scoreText(a), scoreText(b); fa != fb {
+			t.Fatalf("record %d of the key:\nin the fleet %s\nalone        %s", t2, fa, fb)
+		}
 	}
 	if warm < len(idx)/2 {
 		t.Fatalf("%d of %d records scored by the key's model", warm, len(idx))
+	}
+}
+
+// scoreText is every field of a score, floats by their bits.
+func scoreText(s batch.Score) string {
+	return fmt.Sprintf("%+v score %x recent %x dens %x dist %x eta %x weight %x wstar %x", s, math.Float64bits(s.Score), math.Float64bits(s.Recent),
+		math.Float64bits(s.DensityScore), math.Float64bits(s.DistanceScore), math.Float64bits(s.EtaProbability), math.Float64bits(s.Weight), math.Float64bits(s.WStar))
+}
+
+// countingDetector counts the records a global detector scores.
+type countingDetector struct {
+	Detector
+	rows *int
+}
+
+func (c countingDetector) Score(q *Query, out []batch.Score) error {
+	*c.rows += len(out)
+	return c.Detector.Score(q, out)
+}
+
+// TestWarmKeysSkipGlobalScoring: with key_by set, the global model scores the records of keys
+// still warming and no record of a warm key (their key's model judges them alone): its
+// detectors see exactly the batch's records whose key had no model when the batch began, and a
+// warm key's record carries none of the paper's global fields (density and distance verdicts,
+// eta-probability, w_k(q,S), w*, subspace, hypercube), with the hypercube on so that it would.
+// The global model still learns from every record: its window holds the whole stream.
+func TestWarmKeysSkipGlobalScoring(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.Hypercube.Enabled = true
+	rows := joiningFleet(40, 12000, 100, 0.01, 4, "sensor-%03d") // keys join through the stream: some warming in most batches
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var seen int
+	for i, d := range s.detectors {
+		s.detectors[i] = countingDetector{d, &seen}
+	}
+	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	var byKey, warming, allWarm int
+	for at := 0; at < len(rows); at += 500 {
+		var tr []testbatch.Row
+		cold := 0
+		for i := at; i < at+500; i++ {
+			tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Time: t0.Add(time.Duration(i) * time.Second), Features: []float32{rows[i].value}})
+			if st := s.keyed.keys[rows[i].key]; st == nil || st.model == nil {
+				cold++
+			}
+		}
+		modelled := s.model != nil
+		seen = 0
+		bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if modelled {
+			if want := cold * len(s.detectors); seen != want {
+				t.Fatalf("batch at %d: the global detectors scored %d records (over %d detectors), want the %d of keys without a model", at, seen, len(s.detectors), cold)
+			}
+			if cold == 0 {
+				allWarm++
+			}
+		}
+		for _, b := range bs {
+			for _, sc := range b.Scores {
+				switch {
+				case sc.ByKey:
+					byKey++
+					if sc.DensityOutlier || sc.DistanceOutlier || sc.EtaProbability != 0 || sc.Weight != 0 || sc.WStar != 0 || sc.Subspace != nil || sc.SubspaceOf != "" || sc.Hypercube != nil {
+						t.Fatalf("a warm key's record carries the global model's fields: %+v", sc)
+					}
+				case sc.Warming && sc.Scored:
+					warming++
+					if sc.Hypercube == nil || sc.WStar == 0 {
+						t.Fatalf("a warming key's record without the global model's fields: %+v", sc)
+					}
+				}
+			}
+			b.Release()
+		}
+		s.collect(true)
+	}
+	if byKey < len(rows)/2 || warming == 0 || allWarm == 0 {
+		t.Fatalf("%d records by key, %d warming, %d batches all warm: the stream misses the point", byKey, warming, allWarm)
+	}
+	if s.win.Len() != cfg.Window {
+		t.Fatalf("the global window holds %d records, want %d: it learns from every record", s.win.Len(), cfg.Window)
 	}
 }
 

@@ -39,12 +39,18 @@ import (
 
 // scoring is one batch's scoring between begin and finish.
 type scoring struct {
-	b      *batch.Batch
-	lane   int
-	q      Query
-	cfg    Config      // the configuration the batch began under (q.Cfg points here)
-	raw    [][]float32 // the batch's raw means (columns of b)
-	pushed bool        // b joined the window (pushBatch)
+	b    *batch.Batch
+	lane int
+	q    Query
+	cfg  Config      // the configuration the batch began under (q.Cfg points here)
+	raw  [][]float32 // the batch's raw means (columns of b)
+	// warm marks the records whose key had a model when the batch began (keyedScorer.warmRows;
+	// nil: none, or not read); rows are those the global model scores (globalRows: nil for
+	// all), out their scores (b.Scores itself for all rows).
+	warm   []bool
+	rows   []int
+	out    []batch.Score
+	pushed bool // b joined the window (pushBatch)
 	// done is closed when the device call and the detectors' fields computed beside it
 	// (scoreAsync) are done, with err.
 	done chan struct{}
@@ -152,7 +158,7 @@ func (s *Stage) scoreAsync(sc *scoring, dets []Detector, plan *devicePlan) {
 			}
 		}
 		for _, d := range own {
-			if sc.err = d.Score(&sc.q, sc.b.Scores); sc.err != nil {
+			if sc.err = d.Score(&sc.q, sc.out); sc.err != nil {
 				return
 			}
 		}

@@ -24,13 +24,12 @@ const tailChunkRows = 128
 // tailScores scores q (column-major raw values) with t into out on up to GOMAXPROCS
 // goroutines and returns a wait that blocks until every row is written: the caller runs other
 // work (the distance score, on the GPU) meanwhile. cols is the caller's scratch for the
-// chunks' column headers (returned, grown as needed). Rows marked in skip (nil: none) are left
-// NaN (rank.Tail.ScoreExcept).
-func tailScores(t *rank.Tail, q [][]float32, out []float64, cols [][]float32, skip []bool) (wait func(), scratch [][]float32) {
+// chunks' column headers (returned, grown as needed).
+func tailScores(t *rank.Tail, q [][]float32, out []float64, cols [][]float32) (wait func(), scratch [][]float32) {
 	n := len(out)
 	workers := min(runtime.GOMAXPROCS(0), max(1, n/tailChunkRows))
 	if workers == 1 {
-		t.ScoreExcept(q, out, skip)
+		t.Score(q, out)
 		return func() {}, cols
 	}
 	if cap(cols) < workers*len(q) {
@@ -47,11 +46,7 @@ func tailScores(t *rank.Tail, q [][]float32, out []float64, cols [][]float32, sk
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if skip == nil {
-				t.Score(sub, out[lo:hi])
-			} else {
-				t.ScoreExcept(sub, out[lo:hi], skip[lo:hi])
-			}
+			t.Score(sub, out[lo:hi])
 		}()
 	}
 	return wg.Wait, cols

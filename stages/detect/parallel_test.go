@@ -34,7 +34,7 @@ func TestParallelTailIsSerial(t *testing.T) {
 		serial, par := make([]float64, n), make([]float64, n)
 		want.Score(q, serial)
 		var wait func()
-		wait, scratch = tailScores(got, q, par, scratch, nil)
+		wait, scratch = tailScores(got, q, par, scratch)
 		wait()
 		for i := range serial {
 			if math.Float64bits(serial[i]) != math.Float64bits(par[i]) {

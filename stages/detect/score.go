@@ -116,9 +116,9 @@ func (s *Stage) scoreKeyedBeside(sc *scoring, raw [][]float32) {
 }
 
 // mergeKeyed writes into scores the keys' pass's fields of keyed (keyedScorer.score's: those
-// decideByKey writes for a record its key's model scored, Warming for one it left to the global
-// model), as the pass would have written them into scores itself after the global decision, and
-// clears keyed (the next batch's keys' scores).
+// decideByKey writes for a record its key's model scored, the global model's fields cleared,
+// Warming for one it left to the global model), as the pass would have written them into
+// scores itself after the global decision, and clears keyed (the next batch's keys' scores).
 func mergeKeyed(scores, keyed []batch.Score) {
 	n := len(scores)
 	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain)), func(lo, hi int) {
@@ -129,6 +129,7 @@ func mergeKeyed(scores, keyed []batch.Score) {
 				sc.DensityScore, sc.DistanceScore, sc.Score, sc.Threshold = k.DensityScore, k.DistanceScore, k.Score, k.Threshold
 				sc.Outlier, sc.Suppressed, sc.ByKey, sc.Warming = k.Outlier, k.Suppressed, true, false
 				sc.KeyModelVersion, sc.Deviations = k.KeyModelVersion, k.Deviations
+				clearGlobalFields(sc)
 			case k.Warming:
 				sc.Warming = true
 			}
@@ -155,7 +156,9 @@ const scoresGrain = 4096
 // prescorers' CPU work started on the cores, and the detectors' device steps in one
 // accelerator call, made inline or (async) on a goroutine of the batch's own (scoreAsync, with
 // the stateless detectors' fields after it). Everything it writes is lane's (the lane's
-// detectors and scratch).
+// detectors and scratch). Under key_by the global model scores only the records whose key has
+// no model of its own when the batch begins (globalRows): a warm key's record is its key's
+// model's alone.
 func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 	m := s.model
 	means, sds, err := s.columns(b)
@@ -164,35 +167,36 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 	}
 	dets, scratch := s.lane(lane)
 	n := b.Len()
-	nm, ns := m.normalised(means, sds, scratch)
 	sc := &scoring{b: b, lane: lane, raw: means}
-	sc.q = Query{Model: m, Cfg: &s.cfg, Raw: means, Means: nm, SDs: ns, Density: s.densityParams(), Batch: b}
-	if sc.q.Density.Index, err = streamIndices(b, scratch.streams); err != nil {
+	streams, err := streamIndices(b, scratch.streams)
+	if err != nil {
 		return nil, err
 	}
-	scratch.streams = sc.q.Density.Index
+	scratch.streams = streams
 	switch {
 	case s.keyed != nil && async && keyedBeside && s.keyedDevice: // (keyed.dev: the running pass's)
 		// Batches overlapped: the batch's keys' pass runs on its own goroutine once the batch
 		// before it finished (startChained), beside the stage's other work. The keys' state is
-		// that pass's until then, so warmRows is not read: q.byKey stays nil and the global
-		// ranking calibrates every record (the same scores: scoreUnkeyed's contract).
+		// that pass's until then, so warmRows is not read: the global model scores every
+		// record, and the keys' pass then clears its fields on the records their key scored
+		// (mergeKeyed: the same records as without overlap).
 		sc.chained = true
 	case s.keyed != nil:
-		sc.q.byKey = s.keyed.warmRows(b) // (the global k-NN on the CPU and the calibrations skip them)
+		sc.warm = s.keyed.warmRows(b)
 		if !async && keyedBeside && s.keyed.dev != nil {
 			s.scoreKeyedBeside(sc, means)
 		}
 	}
 	b.Scores = make([]batch.Score, n)
-	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain)), func(lo, hi int) { // (a large batch's scores are megabytes)
-		for i := lo; i < hi; i++ {
-			b.Scores[i] = batch.Score{Scored: true, Score: math.NaN(), Recent: math.NaN(), Threshold: math.Inf(1), DensityScore: math.NaN(), DistanceScore: math.NaN()}
-		}
-	})
+	initScores(b.Scores)
+	sc.rows = globalRows(sc.warm)
+	sc.q, sc.out = s.globalQuery(m, b, means, sds, streams, sc.rows, scratch)
+	if sc.rows != nil && len(sc.out) == 0 {
+		return sc, nil // every record's key has a model: the global model scores none (no call)
+	}
 	for _, d := range dets {
 		if p, ok := d.(prescorer); ok {
-			p.prescore(&sc.q, n)
+			p.prescore(&sc.q, len(sc.out))
 		}
 	}
 	plan := planDevice(s.deps.Accelerator, dets, &sc.q)
@@ -208,6 +212,145 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 	return sc, nil
 }
 
+// initScores sets every score to a scored record's before any detector writes it: no combined
+// score, no threshold.
+func initScores(scores []batch.Score) {
+	n := len(scores)
+	onChunks(n, max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain)), func(lo, hi int) { // (a large batch's scores are megabytes)
+		for i := lo; i < hi; i++ {
+			scores[i] = batch.Score{Scored: true, Score: math.NaN(), Recent: math.NaN(), Threshold: math.Inf(1), DensityScore: math.NaN(), DistanceScore: math.NaN()}
+		}
+	})
+}
+
+// globalScoresAll makes the global model score every record under key_by too, its fields then
+// cleared on the records their key's model scored (a variable: the tests compare it with
+// scoring only the records of keys without a model).
+var globalScoresAll = false
+
+// globalRows are the rows the global model scores under key_by, those not in warm (the records
+// whose key had a model when the batch began); nil for every row (key_by none, no key warm, or
+// the batch's keys' pass chained). The global model is the model of the keys still warming:
+// a warm key's record is judged by its key's model alone, and the global detectors' fields
+// (the paper's density and solving-set verdicts, eta-probability, w_k(q,S), w*, subspace,
+// hypercube) would only ride along on it (about 10% of the stage's wall at a million keys,
+// docs/BENCHMARKS.md §13.1.8, §13.1.11). The global model still learns from every record (pushBatch):
+// it scores new keys, drawn from the whole fleet.
+func globalRows(warm []bool) []int {
+	if warm == nil || globalScoresAll {
+		return nil
+	}
+	return rowsWhereNot(warm)
+}
+
+// rowsWhereNot are the rows i with !marks[i], in order.
+func rowsWhereNot(marks []bool) []int {
+	rows := make([]int, 0, 64)
+	for i, w := range marks {
+		if !w {
+			rows = append(rows, i)
+		}
+	}
+	return rows
+}
+
+// globalQuery is the global model's Query of b's rows (nil: all of them) and the scores its
+// detectors write: b.Scores itself for all rows, else scores of their own (scatterScores puts
+// them back). means, sds and streams are the whole batch's; scratch (nil: new buffers) holds
+// the normalised rows.
+func (s *Stage) globalQuery(m *Model, b *batch.Batch, means, sds [][]float32, streams []uint64, rows []int, scratch *scoreScratch) (Query, []batch.Score) {
+	out := b.Scores
+	if rows != nil {
+		means, sds = pick(means, rows), pickCols(sds, rows)
+		picked := make([]uint64, len(rows))
+		for t, i := range rows {
+			picked[t] = streams[i]
+		}
+		streams = picked
+		out = make([]batch.Score, len(rows))
+		initScores(out)
+	}
+	nm, ns := m.normalised(means, sds, scratch)
+	q := Query{Model: m, Cfg: &s.cfg, Raw: means, Means: nm, SDs: ns, Density: s.densityParams(), Batch: b, Rows: rows}
+	q.Density.Index = streams
+	return q, out
+}
+
+// pickCols is pick of column-major cols, nil for nil (no uncertainty columns).
+func pickCols(cols [][]float32, rows []int) [][]float32 {
+	if cols == nil {
+		return nil
+	}
+	return pick(cols, rows)
+}
+
+// scatterScores writes the global model's scores of rows (nil: all, already in place) into
+// scores.
+func scatterScores(scores, global []batch.Score, rows []int) {
+	for t, i := range rows {
+		scores[i] = global[t]
+	}
+}
+
+// scoreGlobal is the rest of the global model's scoring once its device call has returned:
+// each detector's fields into sc.out, the decision, and sc.out into the batch's scores.
+func (s *Stage) scoreGlobal(sc *scoring, dets []Detector) error {
+	if sc.rows != nil && len(sc.out) == 0 { // (begin started nothing)
+		return nil
+	}
+	for _, d := range dets {
+		if err := d.Score(&sc.q, sc.out); err != nil {
+			return err
+		}
+	}
+	decide(&s.cfg, sc.q.Model.Ranker != nil, sc.out)
+	scatterScores(sc.b.Scores, sc.out, sc.rows)
+	return nil
+}
+
+// scoreLeftOver scores with the global model the records it left to their key (warm when the
+// batch began) that no key's model scored: their key was evicted before them within the batch
+// (keyed.go's serial path, a new key past keys.max_keys or keys.max_bytes), so they are a cold
+// key's records now. Synchronously, on the batch's lane (its detectors are done with the batch):
+// the same fields as if the global model had scored them with the rest (their Warming kept).
+func (s *Stage) scoreLeftOver(sc *scoring) error {
+	if sc.rows == nil {
+		return nil
+	}
+	b := sc.b
+	var late []int
+	for i, w := range sc.warm {
+		if w && !b.Scores[i].ByKey {
+			late = append(late, i)
+		}
+	}
+	if len(late) == 0 {
+		return nil
+	}
+	means, sds, err := s.columns(b)
+	if err != nil {
+		return err
+	}
+	streams, err := streamIndices(b, nil)
+	if err != nil {
+		return err
+	}
+	dets, _ := s.lane(sc.lane)
+	left := &scoring{b: b, lane: sc.lane, rows: late}
+	left.q, left.out = s.globalQuery(sc.q.Model, b, means, sds, streams, late, nil)
+	left.q.Cfg = sc.q.Cfg
+	if plan := planDevice(s.deps.Accelerator, dets, &left.q); plan != nil {
+		left.q.planned = true
+		if err := runPlan(s.deps.Accelerator, plan); err != nil {
+			return err
+		}
+	}
+	for t, i := range late {
+		left.out[t].Warming = b.Scores[i].Warming
+	}
+	return s.scoreGlobal(left, dets)
+}
+
 // finish is the rest of a batch's scoring once its device call has returned: each detector's
 // fields (those computed beside the device call by begin's goroutine, then the followers'),
 // the decision, the keys' models, the alarm cap and the significance marks (in stream order:
@@ -219,7 +362,7 @@ func (s *Stage) finish(sc *scoring) error {
 			s.keyed.finishBuilds() // (the builds the keys' pass left to run beside the rest)
 		}
 	}()
-	b, q, m := sc.b, &sc.q, sc.q.Model
+	b, m := sc.b, sc.q.Model
 	dets, _ := s.lane(sc.lane)
 	if sc.done != nil {
 		<-sc.done
@@ -228,12 +371,9 @@ func (s *Stage) finish(sc *scoring) error {
 	if sc.err != nil {
 		return sc.err
 	}
-	for _, d := range dets {
-		if err := d.Score(q, b.Scores); err != nil {
-			return err
-		}
+	if err := s.scoreGlobal(sc, dets); err != nil {
+		return err
 	}
-	decide(&s.cfg, m.Ranker != nil, b.Scores)
 	if s.keyed != nil {
 		if sc.keyedDone != nil { // warm keys: their own model decides
 			<-sc.keyedDone
@@ -242,7 +382,9 @@ func (s *Stage) finish(sc *scoring) error {
 		} else {
 			s.keyed.score(&s.cfg, s.features, b, sc.raw, b.Scores)
 		}
-		scoreUnkeyed(&s.cfg, m.Ranker, q.byKey, sc.raw, b.Scores)
+		if err := s.scoreLeftOver(sc); err != nil {
+			return err
+		}
 	}
 	s.capAlarms(b, m.Ranker != nil)
 	s.rankRecent(b)
@@ -387,17 +529,22 @@ func streamIndices(b *batch.Batch, dst []uint64) ([]uint64, error) {
 }
 
 // rescoreMembers rescores, with solvingset.KNNWeightsMembers against ref (k neighbours), the
-// batch's records that belong to m's window by identity (Members): a record of the window is
-// not its own neighbour. nm are the batch's queries in ref's space; weights are overwritten for
+// query's records that belong to m's window by identity (Members): a record of the window is
+// not its own neighbour. nm are the query's records in ref's space; weights are overwritten for
 // those records only.
-func rescoreMembers(m *Model, b *batch.Batch, ref [][]float32, k int, nm [][]float32, weights []float64) {
+func rescoreMembers(m *Model, q *Query, ref [][]float32, k int, nm [][]float32, weights []float64) {
 	if len(m.Members.Ranges) == 0 {
 		return
 	}
+	b := q.Batch
 	parts, offs := b.Partitions(), b.Offsets()
 	var idx []int
 	for i := range weights {
-		if m.Members.contains(b.Topic, parts[i], offs[i]) {
+		row := i
+		if q.Rows != nil {
+			row = q.Rows[i]
+		}
+		if m.Members.contains(b.Topic, parts[row], offs[row]) {
 			idx = append(idx, i)
 		}
 	}

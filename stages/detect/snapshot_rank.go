@@ -66,7 +66,7 @@ func encodeRanker(e *sealed.Encoder, r *Ranker, weights bool) {
 func decodeRanker(d *sealed.Decoder, features []string, weighted bool) (*Ranker, error) {
 	dims := len(features)
 	r := &Ranker{}
-	sorted := make([][]float32, dims)
+	sorted, pts := modelHeaders(dims) // (as a key's build lays them out)
 	r.Params.Detectors = ScoreDetectors(d.Text(64, "score.detectors"))
 	r.Params.Combine = ScoreCombine(d.Text(64, "score.combine"))
 	r.Params.Sample = int(d.U32("score.sample"))
@@ -78,7 +78,6 @@ func decodeRanker(d *sealed.Decoder, features []string, weighted bool) (*Ranker,
 	r.Center = d.F64s(uint64(dims), "distance centres")
 	r.Unit = d.F64s(uint64(dims), "distance units")
 	rows, k := d.U64("sample rows"), int(d.U32("sample k"))
-	pts := make([][]float32, dims)
 	for j := range dims {
 		pts[j] = d.F32s(rows, "sample values")
 	}
@@ -97,20 +96,29 @@ func decodeRanker(d *sealed.Decoder, features []string, weighted bool) (*Ranker,
 		return nil, sealedErr(d.Err())
 	}
 	// Laid out as a build lays them (buildRankerOn, buildKeyModel): the tails' values and the
-	// sample in one allocation, the three calibrations in another, so that a key read back holds
+	// sample in one allocation, the float64 arrays in another (below), so that a key read back holds
 	// the heap its build did (keyBytes; each array alone rounds up to the allocator's next size).
 	packed := pack(append(slices.Clone(sorted), pts...))
 	sorted, pts = packed[:dims], packed[dims:]
-	packedCals := pack([][]float64{cals[0].Sorted, cals[1].Sorted, cals[2].Sorted})
+	// The float64 arrays as a key's build lays them (keyBuild.prepare, finish): the centres,
+	// units and spreads, the calibrations, their indexes.
+	var m [3]int
 	for i := range cals {
-		cals[i].Sorted = packedCals[i]
+		m[i] = rank.IndexLen(len(cals[i].Sorted))
 	}
+	floats := pack([][]float64{r.Center, r.Unit, spread, cals[0].Sorted, cals[1].Sorted, cals[2].Sorted, make([]float64, m[0]+m[1]+m[2])})
+	r.Center, r.Unit, spread = floats[0], floats[1], floats[2]
+	for i := range cals {
+		cals[i].Sorted = floats[3+i]
+	}
+	idx := floats[6]
 	r.Tail = rank.TailOf(sorted, spread)
 	r.Ref = &solvingset.Model{Points: pts, Features: features, K: k, WStar: math.Inf(1)}
 	// The slopes are derived from the scores (rank.CalibrationOf): recomputed, so that a model
 	// read back scores exactly as the one that was written.
-	r.Density, r.Distance = rank.CalibrationOf(cals[0].Sorted), rank.CalibrationOf(cals[1].Sorted)
-	r.Combined, r.Final = cals[2].Sorted, rank.CalibrationOf(cals[2].Sorted)
+	r.Density = rank.CalibrationIn(cals[0].Sorted, idx[:m[0]:m[0]])
+	r.Distance = rank.CalibrationIn(cals[1].Sorted, idx[m[0]:m[0]+m[1]:m[0]+m[1]])
+	r.Combined, r.Final = cals[2].Sorted, rank.CalibrationIn(cals[2].Sorted, idx[m[0]+m[1]:])
 	if err := checkRanker(r); err != nil {
 		return nil, err
 	}

@@ -44,6 +44,9 @@ import (
 //	    "distance_outlier": kNN weight >= w* (bool)
 //	    "weight":           w_k(q, S) (float, see below)
 //	    "w_star":           w* of the model (float, see below)
+//	                        (under detect.key_by, a record its key's model scored has
+//	                        density_outlier and distance_outlier false and eta_probability,
+//	                        weight and w_star 0: the global model's tests, not run for it)
 //	    "hypercube":        {score, neighbours, outlier} when the hypercube detector ran
 //	    "score":            the combined outlier score (float, see below)
 //	    "recent":           the score ranked among its series' recent scores

@@ -112,7 +112,13 @@ func NewTail(cols [][]float32) *Tail {
 // TailOfSorted is NewTail of columns already in ascending order (a model build's one sort of
 // the window), sharing them rather than copying: the caller must not change them afterwards.
 func TailOfSorted(sorted [][]float32) *Tail {
-	spread := make([]float64, len(sorted))
+	return TailOfSortedIn(sorted, make([]float64, len(sorted)))
+}
+
+// TailOfSortedIn is TailOfSorted with the spreads in spread's storage (len(sorted) of it: a
+// key's model puts its small float64 arrays in one allocation).
+func TailOfSortedIn(sorted [][]float32, spread []float64) *Tail {
+	spread = spread[:len(sorted):len(sorted)]
 	for j, s := range sorted {
 		spread[j] = spreadOf(s)
 	}
@@ -372,6 +378,11 @@ type Calibration struct {
 	// and kneeBase the knee's score and its surprisal; derived from Sorted, as Slope is
 	// (CalibrationOf), once rather than per record.
 	knee, kneeAt, kneeBase float64
+	// index is the search's first level: Sorted[IndexStride*k] for every k (derived from
+	// Sorted, as Slope is). A search reads it and then one leaf of at most IndexStride scores,
+	// so that a caller can prefetch just those lines (Index, Leaf) rather than all of Sorted:
+	// at a million keys' models, each calibration a cache miss (docs/BENCHMARKS.md §13.1.9).
+	index []float64
 }
 
 // TailQuantile is where a calibration hands over to its fitted tail (see Calibration).
@@ -399,10 +410,24 @@ func NewCalibrationIn(dst, scores []float64) Calibration {
 // CalibrationOf is the Calibration of finite scores already in ascending order (shared, not
 // copied), with its slopes derived from them (a snapshot stores the scores and the slope).
 func CalibrationOf(s []float64) Calibration {
+	return CalibrationIn(s, nil)
+}
+
+// CalibrationIn is CalibrationOf with the index in idx's storage when its capacity is at least
+// IndexLen(len(s)) (a key's model: its three indexes in one allocation), else in its own.
+func CalibrationIn(s, idx []float64) Calibration {
 	c := Calibration{Sorted: s}
 	n := len(s)
 	if n == 0 {
 		return c
+	}
+	m := IndexLen(n)
+	if cap(idx) < m {
+		idx = make([]float64, m)
+	}
+	c.index = idx[:m:m]
+	for k := range c.index {
+		c.index[k] = s[IndexStride*k]
 	}
 	top := log10Int(n + 1)
 	r90 := s[(9*(n-1))/10]
@@ -427,7 +452,7 @@ func CalibrationOf(s []float64) Calibration {
 func (c *Calibration) empirical(r float64) float64 {
 	s := c.Sorted
 	n := len(s)
-	i := searchFloat64s(s, r) // first index with s[i] >= r
+	i := c.search(r) // first index with s[i] >= r
 	if s[i] > r && i > 0 {
 		pos := float64(i-1) + (r-s[i-1])/(s[i]-s[i-1])
 		return log10Int(n+1) - float64(math.Log10(float64(n)-pos))
