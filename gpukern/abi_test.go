@@ -201,7 +201,6 @@ func TestKernelABI(t *testing.T) {
 		{"solvingset.cu", "SsCandMergeParams", reflect.TypeFor[ssCandMergeParams]()},
 		{"solvingset.cu", "SsSelectParams", reflect.TypeFor[ssSelectParams]()},
 		{"solvingset.cu", "SsSelectMergeParams", reflect.TypeFor[ssSelectMergeParams]()},
-		{"solvingset.cu", "SsSelectMergeParams", reflect.TypeFor[ssSelectMergeParams]()},
 		{"solvingset.cu", "SsSelectTailParams", reflect.TypeFor[ssSelectTailParams]()},
 		{"solvingset.cu", "SsSelectSortParams", reflect.TypeFor[ssSelectSortParams]()},
 		{"proclus.cu", "PcLocalityParams", reflect.TypeFor[pcLocalityParams]()},
@@ -243,7 +242,8 @@ func TestKernelABI(t *testing.T) {
 // TestCandPartThreads holds ss_candpart's block sizes to their Go mirrors: the #defines of
 // solvingset.cu and the launch bounds the committed PTX carries (a launch with another count
 // than the kernel strides by would skip entries, and only the GPU parity tests would notice);
-// and ss_gather's warps a block (a grid for another count would leave candidates out).
+// and ss_gather's warps a block (a grid for another count would leave candidates out) and the
+// selection's slice (TestSelectPlan's sizes).
 func TestCandPartThreads(t *testing.T) {
 	src, err := kernelSources.ReadFile("solvingset.cu")
 	if err != nil {
@@ -256,12 +256,12 @@ func TestCandPartThreads(t *testing.T) {
 	for _, c := range []struct {
 		define, entry string
 		want          int
-	}{{"CANDNN_THREADS_Q64", "ss_candpart_q64", ssCandThreadsQ64}, {"CANDNN_THREADS_Q256", "ss_candpart_q256", ssCandThreadsQ256}, {"SS_GATHER_WARPS", "", ssGatherWarps}} {
+	}{{"CANDNN_THREADS_Q64", "ss_candpart_q64", ssCandThreadsQ64}, {"CANDNN_THREADS_Q256", "ss_candpart_q256", ssCandThreadsQ256}, {"SS_GATHER_WARPS", "", ssGatherWarps}, {"SEL_SLICE", "", ssSelectSlice}} {
 		m := regexp.MustCompile(`#define ` + c.define + ` (\d+)`).FindSubmatch(src)
 		if m == nil || string(m[1]) != strconv.Itoa(c.want) {
 			t.Errorf("solvingset.cu: %s is %q, Go's mirror %d", c.define, m, c.want)
 		}
-		if c.entry == "" { // (a count of warps, not a launch bound)
+		if c.entry == "" { // (a count of warps or pairs, not a launch bound)
 			continue
 		}
 		m = regexp.MustCompile(`\.entry ` + c.entry + `\([^)]*\)\s*\.maxntid (\d+), 1, 1`).FindSubmatch(ptx)

@@ -17,8 +17,11 @@ import (
 // points with the largest upper bounds, ties broken by the lower index, as a full sort of the
 // active points does. The cases reach every branch of the selection: slices with fewer active
 // points than m (no selection), heavy ties (few distinct keys, equal keys across slices: the
-// passes over the index bits), keys 0 and +inf, pruned and in-S points, one slice, several merge
-// levels (300k points), m = 1 and m above 1024 (no merge level: every slice's list comes back).
+// passes over the index bits), keys 0 and +inf, pruned and in-S points, one slice (ss_select_sort
+// alone), one level (ss_select_tail's levels = 1: 10k, 50k, 20k, m = 1), two (its levels = 2:
+// 300k, 200k, 100k m = 50 and 100), six (m = 1024: four ss_select_merge launches before the
+// tail), m above 1024 (no level: every slice's list comes back). TestSelectPlan holds the plan's
+// sizes on the CPU.
 func TestSelectTopMatchesSort(t *testing.T) {
 	d := openDevice(t)
 	const margin = 1.0
@@ -31,7 +34,7 @@ func TestSelectTopMatchesSort(t *testing.T) {
 		stale        bool    // select with minOUT 0, cut with minOUT (the one-device run's order)
 	}{
 		{"continuous 10k m=100", 10_000, 100, 0, 0.1, 0, 0, false},
-		{"continuous 300k m=100 (3 merge levels)", 300_000, 100, 0, 0.05, 0, 0, false},
+		{"continuous 300k m=100 (2 levels)", 300_000, 100, 0, 0.05, 0, 0, false},
 		{"3 keys 300k m=100 (ties across slices)", 300_000, 100, 3, 0.05, 0, 0, false},
 		{"one key 50k m=37", 50_000, 37, 1, 0, 0, 0, false},
 		{"mostly pruned 200k m=100", 200_000, 100, 0, 0.01, 0.99, 0, false},
@@ -39,7 +42,7 @@ func TestSelectTopMatchesSort(t *testing.T) {
 		{"one slice 1500 m=10", 1500, 10, 40, 0.2, 0, 0, false},
 		{"m=1 100k", 100_000, 1, 7, 0, 0, 0, false},
 		{"m=1500 100k (no merge level)", 100_000, 1500, 0, 0.3, 0, 0, false},
-		{"m=1024 70k many ties", 70_000, 1024, 5, 0, 0, 0, false},
+		{"m=1024 70k many ties (6 levels)", 70_000, 1024, 5, 0, 0, 0, false},
 		{"few active 100k m=100", 100_000, 100, 0, 0.9995, 0, 0, false},
 		{"pruned by minOUT 100k m=50", 100_000, 50, 0, 0, 0, 0.5, false},
 		{"pruned by minOUT after the selection 100k m=50", 100_000, 50, 0, 0, 0, 0.5, true},

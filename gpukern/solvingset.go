@@ -74,6 +74,35 @@ const (
 // 32*ssGatherWarps threads gathers n candidates.
 const ssGatherWarps = 4
 
+// ssSelectSlice is the points (or pairs) a selection block takes its best of (SEL_SLICE in
+// solvingset.cu, held by TestCandPartThreads).
+const ssSelectSlice = 2048
+
+// The selection's level plan (selectLaunch): ss_select leaves blocks lists of take pairs, and each
+// further level keeps the best take of every ssSelectSlice pairs (ssSelectNext) while the list is
+// longer than take and a level shrinks it (2*take <= ssSelectSlice): ssSelectLevels levels, the
+// last of them one slice (its take pairs, sorted, are the selection). Levels ping-pong between
+// ss_select's buffers (blocks*take pairs) and the second ones (ssSelect2Len), the last writing
+// the final take pairs; TestSelectPlan holds every level's output to its buffer.
+
+// ssSelectNext is the length of the level after one over L pairs.
+func ssSelectNext(L, take int) int { return (L + ssSelectSlice - 1) / ssSelectSlice * take }
+
+// ssSelectLevels is the number of levels after ss_select's blocks lists of take.
+func ssSelectLevels(blocks, take int) int {
+	levels := 0
+	for L := blocks * take; L > take && 2*take <= ssSelectSlice; L = ssSelectNext(L, take) {
+		levels++
+	}
+	return levels
+}
+
+// ssSelect2Len is the length of the second selection buffers for blocks first-level lists of
+// take: the first further level's output, the longest that lands there.
+func ssSelect2Len(blocks, take int) int {
+	return max(1, (blocks*take+ssSelectSlice-1)/ssSelectSlice) * take
+}
+
 // SolvingSet runs the SolvingSet algorithm (ALGORITHMS.md §1) on the device and returns the exact
 // top-n outliers, w* and the solving set. The top-n rows, their weights (bit for bit) and w* equal
 // solvingset.SolvingSet's: distances, canonical weights, pruning and selection follow the CPU

@@ -14,7 +14,6 @@ import (
 const (
 	// ssCandSlicesMax is the most slices ss_candpart_q* splits a candidate's distM row into.
 	ssCandSlicesMax = 32
-	ssSelectSlice   = 2048 // points per ss_select block (SEL_SLICE in solvingset.cu)
 	ssSelectThreads = 1024 // SEL_THREADS
 )
 
@@ -131,12 +130,6 @@ func launchCandNN(d *Device, b *ssBuffers, rows, nc, S, k int, margin, minOUT fl
 		Weight: uint64(weight), List: uint64(list)})
 }
 
-// ssSelect2Len is the length of the second selection buffers for blocks first-level lists of
-// take: the selection's levels run while a level shrinks the list (take <= ssSelectSlice/2).
-func ssSelect2Len(blocks, take int) int {
-	return max(1, (blocks*take+ssSelectSlice-1)/ssSelectSlice) * take
-}
-
 // allocSelect2 allocates the second selection level's buffers and the last level's. Owner
 // thread only.
 func (b *ssBuffers) allocSelect2(blocks, take int) (err error) {
@@ -173,10 +166,7 @@ func finWords(take int) int { return take + (take+1)/2 }
 // Inside do only.
 func selectLaunch(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, minOUT float64) (L int, keys, idx cu.DevicePtr, fin bool, err error) {
 	finIdx := b.selFin + cu.DevicePtr(take*8) // the last level's indices, after its take keys
-	levels := 0
-	for L := blocks * take; L > take && 2*take <= ssSelectSlice; L = (L + ssSelectSlice - 1) / ssSelectSlice * take {
-		levels++
-	}
+	levels := ssSelectLevels(blocks, take)
 	inK, inI := b.selKey, b.selIdx
 	if levels == 0 && blocks == 1 {
 		inK, inI = b.selFin, finIdx
@@ -194,7 +184,7 @@ func selectLaunch(d *Device, b *ssBuffers, rows, blocks, m, take int, margin, mi
 			InKey: uint64(inK), InIdx: uint64(inI), L: int64(L), Take: int64(take), OutKey: uint64(outK), OutIdx: uint64(outI)}); err != nil {
 			return 0, 0, 0, false, err
 		}
-		L = nb * take
+		L = ssSelectNext(L, take)
 		inK, inI, outK, outI = outK, outI, inK, inI
 	}
 	switch {
