@@ -14,11 +14,7 @@ func splitNodes(cols [][]float32, sizes []int, k int) []Node {
 	var nodes []Node
 	lo := 0
 	for _, s := range sizes {
-		part := make([][]float32, len(cols))
-		for j := range cols {
-			part[j] = cols[j][lo : lo+s]
-		}
-		nodes = append(nodes, heapCheckNode{NewCPUNode(part, k, 2), k})
+		nodes = append(nodes, heapCheckNode{NewCPUNode(partCols(cols, lo, lo+s), k, 2), k})
 		lo += s
 	}
 	return nodes

@@ -70,12 +70,7 @@ func BenchmarkSupervisor(b *testing.B) {
 		recs := make([]*recordingNode, J)
 		nodes := make([]Node, J)
 		for j := range J {
-			lo, hi := rows*j/J, rows*(j+1)/J
-			part := make([][]float32, dims)
-			for d := range part {
-				part[d] = cols[d][lo:hi]
-			}
-			recs[j] = &recordingNode{Node: NewCPUNode(part, p.K, 2)}
+			recs[j] = &recordingNode{Node: NewCPUNode(partCols(cols, rows*j/J, rows*(j+1)/J), p.K, 2)}
 			nodes[j] = recs[j]
 		}
 		want, err := DistributedSolvingSet(nodes, dims, p, false)
@@ -88,12 +83,7 @@ func BenchmarkSupervisor(b *testing.B) {
 				replay := make([]Node, J)
 				for j := range J {
 					// Take is answered by a fresh CPU node (the first candidates only, once a run).
-					lo, hi := rows*j/J, rows*(j+1)/J
-					part := make([][]float32, dims)
-					for d := range part {
-						part[d] = cols[d][lo:hi]
-					}
-					cn := NewCPUNode(part, p.K, 2)
+					cn := NewCPUNode(partCols(cols, rows*j/J, rows*(j+1)/J), p.K, 2)
 					replay[j] = &replayNode{rec: recs[j], take: cn.Take}
 				}
 				b.StartTimer()
@@ -109,4 +99,13 @@ func BenchmarkSupervisor(b *testing.B) {
 			b.ReportMetric(float64(want.Iterations), "iterations")
 		})
 	}
+}
+
+// partCols is rows lo..hi-1 of the columns cols (shared, not copied).
+func partCols(cols [][]float32, lo, hi int) [][]float32 {
+	part := make([][]float32, len(cols))
+	for d := range part {
+		part[d] = cols[d][lo:hi]
+	}
+	return part
 }
