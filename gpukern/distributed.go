@@ -11,10 +11,12 @@ import (
 // DistributedNode is a node of the distributed solving set (solvingset.DistributedSolvingSet) on
 // one device: its partition, LNN heaps, UB and state stay resident, and each step is the single
 // device's kernel on the partition (ss_gather, ss_dtoc, ss_candpart and ss_candmerge in list
-// form, ss_select, ss_select_sort), an iteration one upload and one download. With one node
+// form, ss_select and its levels), an iteration one upload and one download. With one node
 // per GPU, DistributedSolvingSet spreads a SolvingSet over every GPU of a host; its top-n and w*
 // equal SolvingSet's on one device and on the CPU (the same arithmetic, canonical weights).
-// Device memory per node: about rows*(4*dims + 4*K + 4*M + 16) bytes of its partition.
+// Device memory per node: about rows*(4*dims + 4*K + 4*M + 16) bytes of its partition. Its
+// Steps' results are views into page-locked host memory that its device keeps (Node's
+// lifetimes): close the node before its device.
 type DistributedNode struct {
 	d    *Device
 	rows int

@@ -17,13 +17,15 @@ import (
 // SolvingSet run on it (ssBuffers' layout), and one allocation, io, for what crosses the bus in
 // an iteration: the hand-in (the taken rows, the candidates' coordinates and LNN) uploaded in one
 // copy, and the hand-out (their LNNC after step b, their done flags, their local lists, the
-// node's selection and the proposed rows' coordinates and LNN) downloaded in one copy. cand, candX, candHeap, candDone and selFin are views into io.
+// node's selection and the proposed rows' coordinates and LNN) downloaded in one copy. cand,
+// candX, candHeap, candDone and selFin are views into io.
 //
-// A Step allocates and copies nothing on the host: its results are views into ioHost or buffers
-// kept across Steps (the 4-GPU run's nodes spent 6.3 ms of 540 in the Step's post-processing,
-// copies and fresh heap pages, BENCHMARKS §4.3.4). ioHost holds the hand-in and two hand-outs,
-// the Steps' downloads alternating between them, so that a Step's lists and LNNC, merged by the
-// supervisor beside the next Step, are still there.
+// A Step's results are views into ioHost or buffers kept across Steps, nothing allocated or
+// copied out of the hand-out (where m <= SEL_SLICE/2; the 4-GPU run's nodes spent 6.3 ms of 540
+// in the Step's post-processing, copies and fresh heap pages, BENCHMARKS §4.3.4). ioHost holds
+// the hand-in and two hand-outs, the Steps' downloads alternating between them, so that a Step's
+// lists and LNNC, merged by the supervisor beside the next Step, are still there. The views
+// live in the device's page-locked memory: they end with the node (Close) and with the device.
 type distNode struct {
 	b  ssBuffers
 	io cu.DevicePtr
@@ -207,8 +209,10 @@ func (d *Device) distTake(n *distNode, rows []int) (coords, lnn []float32, err e
 
 // distStep is Node.Step on the device: one upload (the hand-in), the kernels of steps a (the
 // taken rows into S: ss_gather), b (ss_ctoc), c (ss_dtoc, ss_candpart/ss_candmerge into the
-// local lists) and e, f (ss_select and its merge levels, ss_select_sort, the proposed rows
-// gathered by ss_gather without moving them into S), one download (the hand-out).
+// local lists) and e, f (ss_select and its further levels, the last two and the sort in
+// ss_select_tail, the proposed rows gathered by ss_gather without moving them into S), one
+// download (the hand-out). A failed Step leaves no candidates: Neighbours then answers only
+// empty requests (the lists and their lengths are not one Step's).
 func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOUT float64, m int) ([]float32, []bool, Proposal, error) {
 	t0 := time.Now()
 	nc := len(coords) / n.dims
@@ -230,7 +234,7 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 	}
 	copy(n.f32(lay.candX, len(coords)), coords)
 	copy(n.f32(lay.candHeap, len(lnn)), lnn)
-	n.nc = nc
+	n.nc = 0 // (nc once the Step has succeeded)
 	take := min(m, ssSelectSlice)
 	var next Proposal
 	var tB, tC, tD, tE time.Time
@@ -363,6 +367,7 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 		}
 		n.listLen[t] = l
 	}
+	n.nc = nc
 	n.done = slices.Grow(n.done[:0], nc)[:nc]
 	for t, v := range n.i32(n.out(lay.done), nc) {
 		n.done[t] = v != 0
