@@ -23,7 +23,12 @@ import (
 // goroutine from the moment the batch before it finished (startChained) and finish waits for
 // it: the keys' state goes from batch to batch in stream order, and the stage's methods that
 // read it between Process calls wait first (keysQuiet; KeyStats, the metrics' read after every
-// Process call, reads the figures the running pass started from).
+// Process call, reads the figures the running pass started from). Which of a batch's records
+// have a key with a model, and so are their key's model's alone, is known only then too: the
+// global model's scoring of the others starts there, beside the keys' pass, as begin starts it
+// without overlap (deferred; none at all when every key is warm); while the stream is mostly
+// cold it starts in begin on every record instead (speculate), its fields then cleared on the
+// records their key scored (mergeKeyed): the same outputs either way.
 //
 // Verdicts are the synchronous stage's: a batch is scored by the model serving when it began,
 // and everything that carries state from batch to batch runs in stream order, as the

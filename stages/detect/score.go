@@ -87,7 +87,7 @@ var keyedBeside = true
 // after the global decision (mergeKeyed), where it overwrote them before; the keys' state is
 // the pass's alone, and warmRows, which the global scoring reads, is done before it starts.
 // With batches overlapped (overlap.go) the same pass starts once the batch before finished
-// (startChained), without warmRows.
+// (startChained), warmRows read there, and the global scoring of the rows it leaves beside it.
 // Only with the keys' models on a device: on a GPU host the keys' walk, decisions and builds run
 // while the stage's goroutine waits on the global model's device call (the keys' call queues
 // behind it on the device's thread); on the CPU the global model's steps take every core
@@ -254,13 +254,13 @@ func initScores(scores []batch.Score) {
 var globalScoresAll = false
 
 // globalRows are the rows the global model scores under key_by, those not in warm (the records
-// whose key had a model when the batch began); nil for every row (key_by none, no key warm, or
-// the batch's keys' pass chained). The global model is the model of the keys still warming:
-// a warm key's record is judged by its key's model alone, and the global detectors' fields
-// (the paper's density and solving-set verdicts, eta-probability, w_k(q,S), w*, subspace,
-// hypercube) would only ride along on it (about 10% of the stage's wall at a million keys,
-// docs/BENCHMARKS.md §13.1.8, §13.1.11). The global model still learns from every record (pushBatch):
-// it scores new keys, drawn from the whole fleet.
+// whose key had a model when the batch began: startChained's with the batch's keys' pass
+// chained); nil for every row (key_by none, no key warm). The global model is the model of the
+// keys still warming: a warm key's record is judged by its key's model alone, and the global
+// detectors' fields (the paper's density and solving-set verdicts, eta-probability, w_k(q,S),
+// w*, subspace, hypercube) would only ride along on it (about 10% of the stage's wall at a
+// million keys, docs/BENCHMARKS.md §13.1.8, §13.1.11, §13.1.12). The global model still learns
+// from every record (pushBatch): it scores new keys, drawn from the whole fleet.
 func globalRows(warm []bool) []int {
 	if warm == nil || globalScoresAll {
 		return nil
