@@ -96,7 +96,7 @@ func (s *Stage) startChained() {
 		}
 		sc.landed = make(chan struct{})
 		go func() {
-			<-sc.done // (chained: begin ran async, done is set)
+			<-sc.done // (set: begin or startGlobal ran async, or nothing to score)
 			<-sc.keyedDone
 			close(sc.landed)
 		}()
