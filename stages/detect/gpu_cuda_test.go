@@ -4,6 +4,7 @@ package detect
 
 import (
 	"math"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
@@ -53,5 +54,29 @@ func TestOverlapOnTheGPUScoresAsTheCPU(t *testing.T) {
 	sameVerdicts(t, want, got, wantSig, gotSig)
 	if d.Fallbacks() != 0 {
 		t.Fatalf("%d steps fell back to the CPU: the GPU was not tested", d.Fallbacks())
+	}
+}
+
+// TestOverlapKeyedOnTheGPUAsSynchronous: TestOverlapKeyedAsSynchronous on the GPU (the keys'
+// models in the device's store, the global model's calls on the device): with batches overlapped
+// as the pipeline runs them, the keys' passes chained and the global model scoring the rows of
+// keys without a model at each pass (deferred) or switching from every record while the fleet is
+// cold, every record's scores are those of the stage one batch at a time on the same GPU.
+func TestOverlapKeyedOnTheGPUAsSynchronous(t *testing.T) {
+	d := openGPU(t)
+	if !d.IsGPU() {
+		t.Skip("no GPU")
+	}
+	defer func(v float64) { speculateShare = v }(speculateShare)
+	for _, f := range []overlapFleet{{"within-max-keys", 20, 4000, 0, 100000}, {"growing-past-max-keys", 130, 16000, 100, 120}} {
+		for _, g := range []struct {
+			name  string
+			share float64
+		}{{"deferred", 2}, {"switching", 0.5}} {
+			speculateShare = g.share
+			t.Run(f.name+"/"+g.name, func(t *testing.T) {
+				overlapKeyedAsSynchronous(t, f, false, func() (Accelerator, bool, *atomic.Int64) { return d, true, nil })
+			})
+		}
 	}
 }

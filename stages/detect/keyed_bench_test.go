@@ -64,6 +64,7 @@ type keyedBench struct {
 	r     *rand.Rand
 	mem   memory.Allocator
 	off   int64
+	fresh int // the keys nextCold made
 	// metrics: KeyStats after every Process call, as the pipeline's detect loop reads them (the
 	// overlapped rows: a read that waited for the chained keys' pass would serialise it again).
 	metrics bool
@@ -142,6 +143,25 @@ func (kb *keyedBench) next(tb testing.TB, n int) *batch.Batch {
 	return testbatch.New(tb, kb.mem, "bench", []string{"a", "b", "c"}, false, false, rows)
 }
 
+// nextCold is next with cold percent of the records, on average, of keys never seen before (one
+// record each: the global model scores them), the others of the warm keys.
+func (kb *keyedBench) nextCold(tb testing.TB, n, cold int) *batch.Batch {
+	rows := make([]testbatch.Row, n)
+	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	for i := range rows {
+		k := kb.r.IntN(len(kb.names))
+		key := kb.names[k]
+		if kb.r.IntN(100) < cold {
+			key = []byte(fmt.Sprintf("cold-%09d", kb.fresh))
+			kb.fresh++
+		}
+		rows[i] = testbatch.Row{Offset: kb.off, Key: key, Time: t0,
+			Features: []float32{float32(k) + float32(kb.r.NormFloat64()), float32(kb.r.NormFloat64()), float32(kb.r.NormFloat64())}}
+		kb.off++
+	}
+	return testbatch.New(tb, kb.mem, "bench", []string{"a", "b", "c"}, false, false, rows)
+}
+
 func (kb *keyedBench) process(tb testing.TB, b *batch.Batch) {
 	out, err := kb.s.Process(context.Background(), b)
 	if err != nil {
@@ -180,16 +200,25 @@ var keyedBenchCache = map[string]*keyedBench{}
 // million keys takes longer than it) to <prefix>-<row>-<run>.prof (benchCPUProfile). The
 // gpu-overlap rows run the stage as the pipeline does on a GPU (Deps.Overlap = OverlapOnGPU:
 // each batch's keys' pass chained beside the other batches' work; KeyStats read after every
-// batch, as the pipeline's metrics), the batches in flight finished inside the timed part.
+// batch, as the pipeline's metrics), the batches in flight finished inside the timed part. The
+// cpudev rows run the GPU rows' path on a machine without one: internal/accel's CPU device
+// (accel.Open("cpu")) as the accelerator, so that every device call, the keys' store's included,
+// runs its CPU twin, and with cpudev-overlap the batches overlapped and the keys' passes chained
+// as on a GPU (the pipeline itself overlaps only on a GPU).
 func BenchmarkKeyedStageDevice(b *testing.B) {
 	for _, c := range []struct {
 		dev, overlap bool
 		keys, batch  int
-	}{{true, false, 100000, 20000}, {true, false, 100000, 1000}, {false, false, 100000, 20000}, {false, false, 100000, 1000},
-		{true, false, 1000000, 20000}, {true, false, 1000000, 1000}, {true, true, 1000000, 20000}} {
+		cpudev       bool
+	}{{true, false, 100000, 20000, false}, {true, false, 100000, 1000, false}, {false, false, 100000, 20000, false}, {false, false, 100000, 1000, false},
+		{true, false, 1000000, 20000, false}, {true, false, 1000000, 1000, false}, {true, true, 1000000, 20000, false},
+		{false, false, 100000, 20000, true}, {false, true, 100000, 20000, true}} {
 		where, overlap := "cpu", 0
 		if c.dev {
 			where = "gpu"
+		}
+		if c.cpudev {
+			where = "cpudev"
 		}
 		if c.overlap {
 			where, overlap = where+"-overlap", OverlapOnGPU
@@ -198,6 +227,13 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 			var a Accelerator
 			if c.dev {
 				a = openGPUShared(b)
+			}
+			if c.cpudev {
+				d, err := accel.Open("cpu", zerolog.Nop(), accel.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				a = d
 			}
 			name := fmt.Sprintf("%s/%d", where, c.keys)
 			kb := keyedBenchCache[name]
@@ -248,6 +284,62 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 				b.Fatalf("%d keys warm of %d", st.Live, c.keys)
 			}
 		})
+	}
+}
+
+// BenchmarkKeyedOverlapCold: the overlapped keyed stage (Deps.Overlap = OverlapOnGPU, the keys'
+// passes chained, as the pipeline runs it on a GPU) on a stream of which cold percent of the
+// records are of keys never seen before (the global model's) and the rest of 20,000 warm keys,
+// batches of 20,000, with the chained batches' global scoring started in begin on every record
+// (speculate: speculateShare 0) or with the batch's keys' pass on the rows of keys without a model
+// alone (defer: 2): what deferring costs, and saves, where the global model has much of a batch's
+// work (speculate's default, speculateShare, picks between them by the last batch's share). On
+// internal/accel's CPU device (cpudev) and on the GPU (gpu: skipped without one). A fresh stage a
+// run (the cold keys pile up). Reports records/s, CPU ns a record and the last batch's share of
+// records left to the global model.
+func BenchmarkKeyedOverlapCold(b *testing.B) {
+	for _, where := range []string{"cpudev", "gpu"} {
+		for _, cold := range []int{100, 40} {
+			for _, mode := range []string{"speculate", "defer"} {
+				b.Run(fmt.Sprintf("%s/cold=%d/%s", where, cold, mode), func(b *testing.B) {
+					var a Accelerator
+					if where == "gpu" {
+						a = openGPUShared(b)
+					} else {
+						d, err := accel.Open("cpu", zerolog.Nop(), accel.Options{})
+						if err != nil {
+							b.Fatal(err)
+						}
+						a = d
+					}
+					defer func(v float64) { speculateShare = v }(speculateShare)
+					speculateShare = 0
+					if mode == "defer" {
+						speculateShare = 2
+					}
+					const keys, size = 20000, 20000
+					cfg := Default()
+					cfg.Keys.MaxKeys = 10_000_000 // (no eviction: the share of cold records stays)
+					kb := newKeyedBench(b, cfg, keys, a, OverlapOnGPU)
+					defer kb.s.Close()
+					batches := make([]*batch.Batch, b.N)
+					for i := range batches {
+						batches[i] = kb.nextCold(b, size, cold)
+					}
+					b.ResetTimer()
+					cpu0 := processCPU()
+					for _, bt := range batches {
+						kb.process(b, bt)
+					}
+					kb.drain(b)
+					cpu := processCPU() - cpu0
+					b.StopTimer()
+					b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "records/s")
+					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*size), "cpu-ns/record")
+					b.ReportMetric(kb.s.globalShare, "global-share")
+				})
+			}
+		}
 	}
 }
 

@@ -23,7 +23,12 @@ import (
 // goroutine from the moment the batch before it finished (startChained) and finish waits for
 // it: the keys' state goes from batch to batch in stream order, and the stage's methods that
 // read it between Process calls wait first (keysQuiet; KeyStats, the metrics' read after every
-// Process call, reads the figures the running pass started from).
+// Process call, reads the figures the running pass started from). Which of a batch's records
+// have a key with a model, and so are their key's model's alone, is known only then too: the
+// global model's scoring of the others starts there, beside the keys' pass, as begin starts it
+// without overlap (deferred; none at all when every key is warm); while the stream is mostly
+// cold it starts in begin on every record instead (speculate), its fields then cleared on the
+// records their key scored (mergeKeyed): the same outputs either way.
 //
 // Verdicts are the synchronous stage's: a batch is scored by the model serving when it began,
 // and everything that carries state from batch to batch runs in stream order, as the
@@ -44,6 +49,7 @@ type scoring struct {
 	q    Query
 	cfg  Config      // the configuration the batch began under (q.Cfg points here)
 	raw  [][]float32 // the batch's raw means (columns of b)
+	sds  [][]float32 // and uncertainties (nil without)
 	// warm marks the records whose key had a model when the batch began (keyedScorer.warmRows;
 	// nil: none, or not read); rows are those the global model scores (globalRows: nil for
 	// all), out their scores (b.Scores itself for all rows).
@@ -65,6 +71,9 @@ type scoring struct {
 	// closed once both its scoring (done) and that pass ended (Landing).
 	chained bool
 	landed  chan struct{}
+	// deferred: chained, and the global model's scoring starts with the keys' pass (startChained),
+	// on the rows of keys without a model then, instead of in begin on every row (speculate).
+	deferred bool
 }
 
 // startChained starts the keys' pass of the oldest batch in flight when it is chained and not
@@ -76,13 +85,53 @@ func (s *Stage) startChained() {
 	}
 	if sc := s.flight[0]; sc.chained && sc.keyedDone == nil {
 		s.keysAtPass = s.keyed.counts() // (KeyStats's while the pass runs; finish made the builds)
+		// The keys' state is now the synchronous stage's when it begins this batch: the records
+		// whose key has a model now are their key's model's alone (warmRows, as begin reads it
+		// without overlap; its lookups serve the keys' pass too).
+		sc.warm = s.keyed.warmRows(sc.b)
+		s.noteGlobalShare(sc.warm)
 		s.scoreKeyedBeside(sc, sc.raw)
+		if sc.deferred {
+			s.startGlobal(sc, sc.q.Model, true) // (beside the keys' pass, as begin without overlap)
+		}
 		sc.landed = make(chan struct{})
 		go func() {
-			<-sc.done // (chained: begin ran async, done is set)
+			<-sc.done // (set: begin or startGlobal ran async, or nothing to score)
 			<-sc.keyedDone
 			close(sc.landed)
 		}()
+	}
+}
+
+// speculate says whether a chained batch's global scoring starts in begin on every record
+// rather than with its keys' pass on the rows of keys without a model (deferred): when at least
+// speculateShare of the records of the last batch whose keys' pass started were such rows. A
+// deferred call starts only once the batch before finished, and runs beside the batch's keys'
+// pass (as without overlap); one started in begin overlaps the batches in flight but scores the
+// records of warm keys for nothing. Mostly cold (a fleet warming up), the global scoring is most
+// of a batch's work and overlapping it is what Deps.Overlap is for; mostly warm, the rows left
+// to it are few and deferring them costs little: nothing at all once every key is warm.
+func (s *Stage) speculate() bool {
+	return s.globalShare >= speculateShare
+}
+
+// speculateShare is the share of records left to the global model at or above which a chained
+// batch's global scoring starts in begin on every record (speculate; a variable: the tests run
+// both ways).
+var speculateShare = 0.5
+
+// noteGlobalShare keeps the share of a batch's records whose key had no model when its keys'
+// pass started (warm: warmRows's, nil when no key has one), for speculate.
+func (s *Stage) noteGlobalShare(warm []bool) {
+	cold := len(warm)
+	for _, w := range warm {
+		if w {
+			cold--
+		}
+	}
+	s.globalShare = 1
+	if len(warm) > 0 {
+		s.globalShare = float64(cold) / float64(len(warm))
 	}
 }
 

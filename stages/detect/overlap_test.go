@@ -6,12 +6,15 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 
+	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/datasets/synth"
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
@@ -196,8 +199,15 @@ func at(s []batch.Score, i int) batch.Score {
 // work, startChained). Run with -race: the chained passes and the stage share the keys' state.
 // On the device both of the keys' paths run chained: the serial one (these batches of 250 records
 // at the default parallelGrain) and the parallel one (parallelGrain lowered: its rounds, its builds
-// left to run beside the finish, startBuilds/finishBuilds, which keysQuiet also finishes).
+// left to run beside the finish, startBuilds/finishBuilds, which keysQuiet also finishes). The
+// chained batches' global scoring runs each way (speculateShare): deferred to the keys' pass on
+// the rows of keys without a model then, where the global model scores exactly the records the
+// synchronous stage's does (counted in its device calls); started in begin on every record; and
+// switching between the two as the keys warm. On a fleet within keys.max_keys and on one growing
+// past it (warm keys evicted before their records within a batch: scored by the global model
+// after the keys' pass, scoreLeftOver).
 func TestOverlapKeyedAsSynchronous(t *testing.T) {
+	defer func(v float64) { speculateShare = v }(speculateShare)
 	for _, c := range []struct {
 		dev, parallel bool
 	}{{false, false}, {true, false}, {true, true}} {
@@ -209,23 +219,73 @@ func TestOverlapKeyedAsSynchronous(t *testing.T) {
 				defer func(p int) { parallelGrain = p }(parallelGrain)
 				parallelGrain = 16
 			}
-			overlapKeyedAsSynchronous(t, c.dev, c.parallel)
+			for _, f := range []overlapFleet{{"within-max-keys", 20, 4000, 0, 100000}, {"growing-past-max-keys", 130, 16000, 100, 120}} {
+				for _, g := range []struct {
+					name  string
+					share float64
+				}{{"deferred", 2}, {"speculative", 0}, {"switching", 0.5}} {
+					if !c.dev && g.name != "switching" {
+						continue // (the keys' pass is not chained: nothing to defer)
+					}
+					speculateShare = g.share
+					t.Run(f.name+"/"+g.name, func(t *testing.T) {
+						wantRows, gotRows := overlapKeyedAsSynchronous(t, f, c.parallel, func() (Accelerator, bool, *atomic.Int64) {
+							if !c.dev {
+								return &fakeAccel{exact: true}, false, nil
+							}
+							a := &globalCountingAccel{keyedTwinAccel: &keyedTwinAccel{fakeAccel: fakeAccel{exact: true}}}
+							return a, true, &a.rows
+						})
+						if c.dev && g.name == "deferred" && gotRows != wantRows {
+							t.Fatalf("the global model scored %d records with overlap, %d without: want the same records", gotRows, wantRows)
+						}
+					})
+				}
+			}
 		})
 	}
 }
 
-func overlapKeyedAsSynchronous(t *testing.T, dev, parallel bool) {
+// overlapFleet is a joiningFleet of sensors and rows (joining every joining rows) under
+// keys.max_keys.
+type overlapFleet struct {
+	name                   string
+	sensors, rows, joining int
+	maxKeys                int
+}
+
+// globalCountingAccel counts the records of the global model's device calls (ScoreBatch).
+type globalCountingAccel struct {
+	*keyedTwinAccel
+	rows atomic.Int64
+}
+
+func (a *globalCountingAccel) ScoreBatch(dens *density.Scoring, knn []solvingset.Scoring) error {
+	switch {
+	case dens != nil:
+		a.rows.Add(int64(len(dens.Out)))
+	case len(knn) > 0:
+		a.rows.Add(int64(len(knn[0].Out)))
+	}
+	return a.keyedTwinAccel.ScoreBatch(dens, knn)
+}
+
+// overlapKeyedAsSynchronous runs f through a stage without overlap and one with, each on an
+// accelerator of newAccel's (dev: it keeps the keys' models; rows, when not nil, counts the
+// records of the global model's device calls), compares every record's scores, and returns the
+// records the global model scored on the device in each (the synchronous stage's first).
+func overlapKeyedAsSynchronous(t *testing.T, f overlapFleet, parallel bool, newAccel func() (a Accelerator, dev bool, rows *atomic.Int64)) (wantRows, gotRows int64) {
+	_, dev, _ := newAccel()
 	cfg := keyedConfig()
 	// No global rebuild in the span: a build starts up to Overlap batches later with overlap.
 	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
-	rows := fleet(20, 4000, 0.01, 7)
-	run := func(depth int) ([]batch.Score, uint64) {
+	cfg.Keys.MaxKeys = f.maxKeys
+	rows := joiningFleet(f.sensors, f.rows, f.joining, 0.01, 7, "sensor-%03d")
+	leftOver := 0 // (without overlap: records of keys warm when their batch began scored by the global model)
+	run := func(depth int) ([]batch.Score, uint64, int64) {
 		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 		defer mem.AssertSize(t, 0)
-		var accel Accelerator = &fakeAccel{exact: true}
-		if dev {
-			accel = &keyedTwinAccel{fakeAccel: fakeAccel{exact: true}}
-		}
+		accel, _, counted := newAccel()
 		s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Accelerator: accel, Overlap: depth})
 		if err != nil {
 			t.Fatal(err)
@@ -242,15 +302,29 @@ func overlapKeyedAsSynchronous(t *testing.T, dev, parallel bool) {
 		t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
 		for lo := 0; lo < len(rows); lo += 250 {
 			var tr []testbatch.Row
+			warm := map[string]bool{}
 			for i := lo; i < lo+250; i++ {
 				tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Time: t0.Add(time.Duration(i) * time.Second), Features: []float32{rows[i].value}})
+				if depth == 0 { // (with overlap a chained pass may be writing the keys' map)
+					if st := s.keyed.keys[rows[i].key]; st != nil && st.model != nil {
+						warm[rows[i].key] = true
+					}
+				}
 			}
+			modelled := s.model != nil
 			bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, sc := range s.flight {
 				sawChained = sawChained || sc.chained && sc.keyedDone != nil
+			}
+			if depth == 0 && modelled {
+				for i, sc := range bs[len(bs)-1].Scores {
+					if !sc.ByKey && warm[rows[lo+i].key] {
+						leftOver++
+					}
+				}
 			}
 			take(bs)
 			s.KeyStats() // (after every Process call, as the pipeline's metrics: reads the figures a chained pass started from)
@@ -276,10 +350,13 @@ func overlapKeyedAsSynchronous(t *testing.T, dev, parallel bool) {
 		if ran := len(s.keyed.scratch.ws) >= 2; ran != parallel {
 			t.Fatalf("the keys' parallel path ran: %v, want %v", ran, parallel)
 		}
-		return out, s.builds.version
+		if counted == nil {
+			return out, s.builds.version, -1
+		}
+		return out, s.builds.version, counted.Load()
 	}
-	want, v := run(0)
-	got, gv := run(3)
+	want, v, wantRows := run(0)
+	got, gv, gotRows := run(3)
 	if v != 1 || gv != 1 {
 		t.Fatalf("model versions %d and %d: a global rebuild in the span", v, gv)
 	}
@@ -298,8 +375,82 @@ func overlapKeyedAsSynchronous(t *testing.T, dev, parallel bool) {
 			flagged++
 		}
 	}
-	if byKey == 0 || flagged == 0 {
-		t.Fatalf("%d records scored by their key's model, %d flagged: the test proves nothing", byKey, flagged)
+	if byKey == 0 || flagged == 0 || f.maxKeys < f.sensors && leftOver == 0 {
+		t.Fatalf("%d records scored by their key's model, %d flagged, %d of warm keys left to the global model: the test proves nothing", byKey, flagged, leftOver)
 	}
-	t.Logf("%d records, %d scored by their key's model, %d flagged", len(want), byKey, flagged)
+	if dev && wantRows >= 0 && wantRows >= int64(len(want)-cfg.MinRecords) {
+		t.Fatalf("the global model scored %d of %d records without overlap: it skipped no warm key's", wantRows, len(want))
+	}
+	t.Logf("%d records, %d scored by their key's model, %d flagged, %d of warm keys left to the global model; the global model scored %d without overlap, %d with",
+		len(want), byKey, flagged, leftOver, wantRows, gotRows)
+	return wantRows, gotRows
+}
+
+// TestOverlapWarmKeysSkipGlobalScoring: with batches overlapped as the pipeline runs them on a
+// GPU (Deps.Overlap = OverlapOnGPU, the keys' models on a device: each batch's keys' pass
+// chained), once every key has a model the global model scores no record at all, as without
+// overlap (TestWarmKeysSkipGlobalScoring): its device calls carry no record, and every record is
+// its key's model's, without the global model's fields. (The global model scored every record
+// there before, its fields then cleared: the work of the rows the keys then judged, for nothing.)
+func TestOverlapWarmKeysSkipGlobalScoring(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	const warmUp, sensors = 6000, 20
+	rows := fleet(sensors, warmUp+4000, 0.01, 11)
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	accel := &globalCountingAccel{keyedTwinAccel: &keyedTwinAccel{fakeAccel: fakeAccel{exact: true}}}
+	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Accelerator: accel, Overlap: OverlapOnGPU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var scores []batch.Score
+	take := func(bs []*batch.Batch, err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bs {
+			scores = append(scores, slices.Clone(b.Scores)...)
+			b.Release()
+		}
+	}
+	process := func(lo, hi int) {
+		for at := lo; at < hi; at += 250 {
+			var tr []testbatch.Row
+			for i := at; i < at+250; i++ {
+				tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Features: []float32{rows[i].value}})
+			}
+			take(s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr)))
+			s.KeyStats() // (the pipeline's metrics after every Process call)
+			if at%1000 == 500 {
+				take(s.LandScored())
+			}
+		}
+	}
+	process(0, warmUp)
+	take(s.Drain())
+	if st := s.KeyStats(); st.Live != sensors || s.model == nil {
+		t.Fatalf("after the warm-up %d of %d keys have a model (global model %v): the test proves nothing", st.Live, sensors, s.model != nil)
+	}
+	warmedBy := accel.rows.Load()
+	if warmedBy == 0 {
+		t.Fatal("the global model scored no record in the warm-up: the count counts nothing")
+	}
+	accel.rows.Store(0)
+	scores = scores[:0]
+	process(warmUp, len(rows))
+	take(s.Drain())
+	if len(scores) != len(rows)-warmUp {
+		t.Fatalf("%d records returned, want %d", len(scores), len(rows)-warmUp)
+	}
+	if n := accel.rows.Load(); n != 0 {
+		t.Fatalf("every key warm: the global model scored %d of %d records with overlap, want none", n, len(scores))
+	}
+	for i, sc := range scores {
+		if !sc.ByKey || sc.DensityOutlier || sc.DistanceOutlier || sc.EtaProbability != 0 || sc.Weight != 0 || sc.WStar != 0 || sc.Subspace != nil {
+			t.Fatalf("record %d of warm keys: %+v, want its key's model's alone", warmUp+i, sc)
+		}
+	}
+	t.Logf("the global model scored %d records of the warm-up's %d, none of the %d after", warmedBy, warmUp, len(scores))
 }

@@ -87,7 +87,7 @@ var keyedBeside = true
 // after the global decision (mergeKeyed), where it overwrote them before; the keys' state is
 // the pass's alone, and warmRows, which the global scoring reads, is done before it starts.
 // With batches overlapped (overlap.go) the same pass starts once the batch before finished
-// (startChained), without warmRows.
+// (startChained), warmRows read there, and the global scoring of the rows it leaves beside it.
 // Only with the keys' models on a device: on a GPU host the keys' walk, decisions and builds run
 // while the stage's goroutine waits on the global model's device call (the keys' call queues
 // behind it on the device's thread); on the CPU the global model's steps take every core
@@ -165,22 +165,24 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 	if err != nil {
 		return nil, err
 	}
-	dets, scratch := s.lane(lane)
+	_, scratch := s.lane(lane)
 	n := b.Len()
-	sc := &scoring{b: b, lane: lane, raw: means}
+	sc := &scoring{b: b, lane: lane, raw: means, sds: sds}
 	streams, err := streamIndices(b, scratch.streams)
 	if err != nil {
 		return nil, err
 	}
-	scratch.streams = streams
+	scratch.streams = streams // (the lane's until the batch finished: startGlobal may read them later)
 	switch {
 	case s.keyed != nil && async && keyedBeside && s.keyedDevice: // (keyed.dev: the running pass's)
 		// Batches overlapped: the batch's keys' pass runs on its own goroutine once the batch
 		// before it finished (startChained), beside the stage's other work. The keys' state is
-		// that pass's until then, so warmRows is not read: the global model scores every
-		// record, and the keys' pass then clears its fields on the records their key scored
-		// (mergeKeyed: the same records as without overlap).
+		// that pass's until then, so which records' keys have a model is known only then: the
+		// global model's scoring starts there too, on those rows alone (deferred), unless the
+		// stream is mostly cold (speculate): then it starts now on every record, the keys' pass
+		// clearing its fields on the records their key scored (mergeKeyed: the same outputs).
 		sc.chained = true
+		sc.deferred = !s.speculate()
 	case s.keyed != nil:
 		sc.warm = s.keyed.warmRows(b)
 		if !async && keyedBeside && s.keyed.dev != nil {
@@ -189,10 +191,35 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 	}
 	b.Scores = make([]batch.Score, n)
 	initScores(b.Scores)
+	if async {
+		sc.cfg = s.cfg // the goroutine reads it while Process goes on (Reconfigure settles first)
+	}
+	if sc.deferred {
+		sc.q.Model = m // (the model serving when the batch began scores it: startChained)
+		return sc, nil
+	}
+	s.startGlobal(sc, m, async)
+	return sc, nil
+}
+
+// startGlobal starts the global model m's scoring of the batch's rows of keys without a model
+// (sc.warm; all rows when nil): their normalisation, the prescorers' CPU work on the cores, and
+// the detectors' device steps in one accelerator call, made inline or (async) on a goroutine of
+// the batch's own (scoreAsync, with the stateless detectors' fields after it). It writes only
+// the batch's lane.
+func (s *Stage) startGlobal(sc *scoring, m *Model, async bool) {
+	dets, scratch := s.lane(sc.lane)
 	sc.rows = globalRows(sc.warm)
-	sc.q, sc.out = s.globalQuery(m, b, means, sds, streams, sc.rows, scratch)
+	sc.q, sc.out = s.globalQuery(m, sc.b, sc.raw, sc.sds, scratch.streams, sc.rows, scratch)
+	if async {
+		sc.q.Cfg = &sc.cfg
+	}
 	if sc.rows != nil && len(sc.out) == 0 {
-		return sc, nil // every record's key has a model: the global model scores none (no call)
+		// Every record's key has a model: the global model scores none (no call).
+		if async {
+			sc.done = closedChan // (scored: Landing, finish)
+		}
+		return
 	}
 	for _, d := range dets {
 		if p, ok := d.(prescorer); ok {
@@ -202,14 +229,12 @@ func (s *Stage) begin(b *batch.Batch, lane int, async bool) (*scoring, error) {
 	plan := planDevice(s.deps.Accelerator, dets, &sc.q)
 	switch {
 	case async:
-		sc.cfg = s.cfg // the goroutine reads it while Process goes on (Reconfigure settles first)
-		sc.q.Cfg, sc.q.planned = &sc.cfg, plan != nil
+		sc.q.planned = plan != nil
 		s.scoreAsync(sc, dets, plan)
 	case plan != nil:
 		sc.q.planned = true
 		sc.err = runPlan(s.deps.Accelerator, plan)
 	}
-	return sc, nil
 }
 
 // initScores sets every score to a scored record's before any detector writes it: no combined
@@ -229,13 +254,13 @@ func initScores(scores []batch.Score) {
 var globalScoresAll = false
 
 // globalRows are the rows the global model scores under key_by, those not in warm (the records
-// whose key had a model when the batch began); nil for every row (key_by none, no key warm, or
-// the batch's keys' pass chained). The global model is the model of the keys still warming:
-// a warm key's record is judged by its key's model alone, and the global detectors' fields
-// (the paper's density and solving-set verdicts, eta-probability, w_k(q,S), w*, subspace,
-// hypercube) would only ride along on it (about 10% of the stage's wall at a million keys,
-// docs/BENCHMARKS.md §13.1.8, §13.1.11). The global model still learns from every record (pushBatch):
-// it scores new keys, drawn from the whole fleet.
+// whose key had a model when the batch began: startChained's with the batch's keys' pass
+// chained); nil for every row (key_by none, no key warm). The global model is the model of the
+// keys still warming: a warm key's record is judged by its key's model alone, and the global
+// detectors' fields (the paper's density and solving-set verdicts, eta-probability, w_k(q,S),
+// w*, subspace, hypercube) would only ride along on it (about 10% of the stage's wall at a
+// million keys, docs/BENCHMARKS.md §13.1.8, §13.1.11, §13.1.12). The global model still learns
+// from every record (pushBatch): it scores new keys, drawn from the whole fleet.
 func globalRows(warm []bool) []int {
 	if warm == nil || globalScoresAll {
 		return nil

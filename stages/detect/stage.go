@@ -60,6 +60,9 @@ type Stage struct {
 	// keysAtPass are the keys' figures when the running chained keys' pass started (startChained):
 	// KeyStats's while it runs.
 	keysAtPass KeyStats
+	// globalShare is the share of the records of the last batch whose chained keys' pass started
+	// that the global model scores (their key without a model then; 1 before any): speculate.
+	globalShare float64
 	// With overlap (Deps.Overlap, overlap.go): the second lane, the batch in flight, and the
 	// batches finished outside Process (settle) that wait to be returned.
 	alt    []*lanes
@@ -126,7 +129,7 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 	}
 	s := &Stage{cfg: cfg, features: features, withSD: withSD, deps: deps,
 		win: w, recs: newWindowRing(cfg.Window), pending: map[*batch.Batch]uint64{},
-		alarms: newAlarmCap(cfg.Window), builds: buildState{done: make(chan buildResult, 1), lastBuild: time.Now()}}
+		alarms: newAlarmCap(cfg.Window), globalShare: 1, builds: buildState{done: make(chan buildResult, 1), lastBuild: time.Now()}}
 	if cfg.KeyBy == KeyByKey {
 		s.keyed = s.newKeyed()
 		if ka, ok := deps.Accelerator.(KeyedAccelerator); ok { // the keys' models resident on the device
