@@ -568,8 +568,8 @@ extern "C" __global__ void __launch_bounds__(32) ss_candmerge_q256(const SsCandM
 // sel_take is one level of the top-m selection for a block: of the SEL_SLICE (key, index) pairs
 // that its threads hold (SEL_PER_THREAD each, pair e of thread t at slot e*SEL_THREADS + t; key
 // < 0: inactive), it writes the best take by (key descending, index ascending) to
-// outKey/outIdx[blockIdx.x*take ...] in no particular order (the next level or the host sorts
-// them) and pads the rest of the take slots with (-1, 0x7fffffff). act is the number of active
+// outKey/outIdx[slot*take ...] (slot: the block's run, blockIdx.x but in ss_select_tail's
+// last block) in no particular order (the next level or the host sorts them) and pads the rest of the take slots with (-1, 0x7fffffff). act is the number of active
 // pairs. With more than take active it finds the take-th best by radix selection on the 96-bit
 // composite (the key's bits, then the inverted index: the keys are >= 0, whose bits order as
 // unsigned integers, and no index occurs twice, so every composite is distinct): a pass histograms
@@ -754,7 +754,8 @@ extern "C" __global__ void __launch_bounds__(SEL_THREADS, 2) ss_select_merge(con
 // ss_select_sort: the last level's list on the device, in the order the CPU twin takes its next
 // candidates: one block sorts the n <= SEL_SLICE pairs of key/idx in place by (key descending,
 // index ascending; key -1, inactive, last) with a bitonic sort over the next power of two, P,
-// with P/2 threads (the host's ssSortThreads). The one-device run then hands the sorted indices
+// its threads striding over the P/2 compare-exchanges (ss_select_sort is launched with P/2, the
+// host's ssSortThreads; ss_select_tail sorts with its SEL_THREADS). The one-device run then hands the sorted indices
 // to the next iteration's ss_gather as its candidates (after the host has cut the prefix that
 // its new minOUT keeps) instead of uploading them, and downloads this list together with the
 // weights in one copy.
@@ -809,9 +810,8 @@ extern "C" __global__ void __launch_bounds__(SEL_THREADS) ss_select_sort(const S
 // in one launch (a launch each was 8.5-9.5 us a step at 4 GPUs and on one device, mostly the
 // launches' latency; the tail of every level was 72 us on one device, its levels one slice
 // after another in one block: BENCHMARKS §4.3.4). The grid is the first level's blocks; each
-// takes its slice,
-// and the last block to finish (a counter, *count, zero before the launch and set back to zero
-// after) runs the further levels alone, one slice after another, then sorts the last level's
+// takes its slice, and the last block to finish (a counter, *count, zero before the launch and
+// set back to zero after) runs the further levels alone, one slice after another, then sorts the last level's
 // take pairs (ss_select_sort's order). Each level keeps the pairs of the launch it replaces,
 // and the sort's order is total, so the result is theirs bit for bit. Levels ping-pong between
 // key0/idx0 (ss_select's output, the first level's input) and key1/idx1; the last level writes
