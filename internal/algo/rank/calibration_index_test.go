@@ -22,7 +22,9 @@ func TestCalibrationIndexedSearch(t *testing.T) {
 	for n := 1; n <= 70; n++ {
 		sizes = append(sizes, n)
 	}
-	sizes = append(sizes, 199, 200, 201, 255, 256, 257, 4096, 5000)
+	// 511-513, 527-529: the index's 32 and 33 entries either side of indexSearch's switch
+	// from the count to the binary search (2*IndexStride entries).
+	sizes = append(sizes, 199, 200, 201, 255, 256, 257, 511, 512, 513, 527, 528, 529, 4096, 5000)
 	for _, n := range sizes {
 		for _, kind := range []string{"normal", "ties", "constant", "runs", "zeros"} {
 			s := make([]float64, n)
@@ -67,6 +69,24 @@ func TestCalibrationIndexedSearch(t *testing.T) {
 					t.Fatalf("%s n=%d r=%v: surprisal %v with the index, %v without", kind, n, r, a, b)
 				}
 				checkLeaf(t, &c, r, got)
+			}
+		}
+	}
+}
+
+// TestCalibrationIndexEmpty: an empty calibration (a model whose calibration records were all
+// NaN or ±Inf: NewCalibrationIn drops them) has no index, reads no score and says 0.
+func TestCalibrationIndexEmpty(t *testing.T) {
+	for _, c := range []Calibration{CalibrationOf(nil), NewCalibrationIn(make([]float64, 0, 2), []float64{math.NaN(), math.Inf(1)})} {
+		if len(c.Sorted) != 0 || len(c.Index()) != 0 {
+			t.Fatalf("%d scores, index of %d", len(c.Sorted), len(c.Index()))
+		}
+		for _, r := range []float64{math.Inf(-1), 0, 1, math.Inf(1), math.NaN()} {
+			if got := c.search(r); got != 0 {
+				t.Fatalf("r=%v: search %d, want 0", r, got)
+			}
+			if c.Leaf(r) != nil || c.Surprisal(r) != 0 {
+				t.Fatalf("r=%v: leaf %v, surprisal %v: want none and 0", r, c.Leaf(r), c.Surprisal(r))
 			}
 		}
 	}

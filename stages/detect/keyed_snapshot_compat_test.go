@@ -1,0 +1,64 @@
+package detect
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+)
+
+// TestKeysSnapshotBeforeFlagRings: a keys' state written before the significance marks and
+// alarm flags became bit rings (flagRing; commit 1382615^1) reads back whole. The payload in
+// testdata was written by that code (encodeKeyStates of a stage fed rows 0..2000 of the fleet
+// below, keys.window 70: two words of bits, every key's window and alarm ring wrapped, some
+// flags set) and the scores' digest is that code's scores of rows 2000..3000 of the records its
+// keys' models scored (index, score bits, outlier, suppressed). Today's code must decode it,
+// write it back byte for byte (the format is unchanged), write the same state itself from the
+// same rows, and score the rest of the stream from the state read back as that code did.
+func TestKeysSnapshotBeforeFlagRings(t *testing.T) {
+	old, err := os.ReadFile("testdata/keys_before_flagring.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const oldScores = "e38822322f90a2233496ab3e6daaa5a0587a3604ca501e470670e69b18e49858" // (8 flagged, 19 suppressed)
+	cfg := keyedConfig()
+	cfg.Keys.Window, cfg.Keys.MinRecords = 70, 40
+	rows := fleet(4, 3000, 0.03, 5)
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	s := newFleetStage(t, cfg, []string{"value"})
+	defer s.Close()
+	feedFleet(t, s, mem, rows, 0, 2000)
+	s.keysQuiet()
+	if own := encodeKeyStates(s.keyed.keysCopy(), s.features, &s.cfg); !bytes.Equal(own, old) {
+		t.Errorf("the keys' state written from the same rows differs from the one written before (%d bytes, %d before)", len(own), len(old))
+	}
+	k := s.newKeyed()
+	if err := k.decodeKeys(KeysSnapshotFormat, old, s.features, &s.cfg); err != nil {
+		t.Fatal(err)
+	}
+	if again := encodeKeyStates(k.keysCopy(), s.features, &s.cfg); !bytes.Equal(again, old) {
+		t.Fatalf("the keys' state read back and written again differs (%d bytes, %d read)", len(again), len(old))
+	}
+	s.keyed.takeStateOf(k)
+	got := feedFleet(t, s, mem, rows, 2000, 3000)
+	var b strings.Builder
+	byKey, sig := 0, 0
+	for i, sc := range got {
+		if sc.ByKey {
+			byKey++
+			if sc.Outlier || sc.Suppressed {
+				sig++
+			}
+			fmt.Fprintf(&b, "%d %x %v %v\n", 2000+i, math.Float64bits(sc.Score), sc.Outlier, sc.Suppressed)
+		}
+	}
+	if d := fmt.Sprintf("%x", sha256.Sum256([]byte(b.String()))); d != oldScores || byKey != 1000 || sig == 0 {
+		t.Fatalf("scores from the state read back: %d by key, %d significant, digest %s; want 1000 by key, 27 significant, digest %s", byKey, sig, d, oldScores)
+	}
+}
