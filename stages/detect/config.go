@@ -303,14 +303,18 @@ func (c *Config) Derive(written func(key string) bool) {
 	}
 }
 
+// maxWindow is the most records detect.window and detect.keys.window may hold: the alarm cap
+// and a key's significance marks count a window's flags in rings of 32-bit length (flagring.go).
+const maxWindow = 1<<31 - 1
+
 // Validate reports every problem at once (errors.Join), each a config.FieldError naming its
 // key, so that a config file points at the line to fix. The checks that need the stream's
 // features are ValidateFeatures.
 func (c *Config) Validate() error {
 	var errs []error
 	add := func(key, format string, a ...any) { errs = append(errs, config.Fieldf("detect."+key, format, a...)) }
-	if c.Window < 2 {
-		add("window", "must be >= 2, got %d", c.Window)
+	if c.Window < 2 || c.Window > maxWindow {
+		add("window", "must be in [2, %d], got %d", maxWindow, c.Window)
 	}
 	if c.MinRecords < 2 || c.MinRecords > c.Window {
 		add("min_records", "must be in [2, window=%d], got %d", c.Window, c.MinRecords)
@@ -345,8 +349,8 @@ func (c *Config) Validate() error {
 		add("key_by", "must be none or key, got %q", c.KeyBy)
 	}
 	if kc := c.Keys; c.KeyBy == KeyByKey || kc != (KeysConfig{}) {
-		if kc.Window < 8 {
-			add("keys.window", "must be >= 8, got %d", kc.Window)
+		if kc.Window < 8 || kc.Window > maxWindow {
+			add("keys.window", "must be in [8, %d], got %d", maxWindow, kc.Window)
 		}
 		if kc.K < 1 {
 			add("keys.k", "must be >= 1, got %d", kc.K)

@@ -100,3 +100,24 @@ func TestEnumsDecodeAtLoad(t *testing.T) {
 		t.Errorf("an unknown mode: got %v", err)
 	}
 }
+
+// TestValidateWindowsFitTheFlagRings: detect.window and detect.keys.window above 2^31-1 records
+// are refused, naming the key: the alarm cap and a key's significance marks count a window's
+// flags in 32-bit rings (flagring.go), which such a window would overflow silently.
+func TestValidateWindowsFitTheFlagRings(t *testing.T) {
+	c := Default()
+	c.Window = maxWindow
+	c.KeyBy = KeyByKey
+	c.Keys.Window = maxWindow
+	c.Keys.MinRecords = min(c.Keys.MinRecords, c.Keys.Window)
+	if err := c.Validate(); err != nil {
+		t.Fatalf("windows of %d records: %v", maxWindow, err)
+	}
+	c.Window, c.Keys.Window = maxWindow+1, maxWindow+1
+	err := c.Validate()
+	for _, key := range []string{"detect.window", "detect.keys.window"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("windows of %d records: got %v, want an error naming %s", maxWindow+1, err, key)
+		}
+	}
+}
