@@ -43,12 +43,11 @@ type distNode struct {
 	blocks, take  int
 	margin        float64
 	nc            int // candidates of the last Step
-	// lists: the candidates' local lists, candidate-major (k slots each), views into the hand-out
-	// of the Step that made them (listPar: the last Step's), so that Neighbours' views of one
-	// Step's lists outlive the next Step.
-	lists    [2][]float32
+	// listPar is the hand-out of the last Step (out): its candidates' local lists, LNNC and
+	// proposal are there, and the Step before's in the other one (the lists Neighbours gave out
+	// for it outlive the next Step).
 	listPar  int
-	listLen  []int       // their lengths (the lists end at the first +Inf)
+	listLen  []int       // the last Step's lists' lengths (a list ends at its first +Inf)
 	done     []bool      // the last Step's done flags
 	propRows []int       // the last Step's proposed rows
 	nbOut    [][]float32 // Neighbours' answer (the outer slice: valid until the next call)
@@ -357,8 +356,7 @@ func (d *Device) distStep(n *distNode, taken []int, coords, lnn []float32, minOU
 	// the supervisor asks for none of it. The lists and LNNC are views into this Step's hand-out,
 	// which the Step after next overwrites; the done flags and the proposal are read before the
 	// next Step.
-	n.lists[n.listPar] = n.f32(n.out(lay.list), nc*n.k)
-	lists := n.lists[n.listPar]
+	lists := n.f32(n.out(lay.list), nc*n.k)
 	n.listLen = slices.Grow(n.listLen[:0], nc)[:nc]
 	for t := range nc {
 		l := 0
@@ -395,7 +393,7 @@ func (d *Device) distNeighbours(n *distNode, from, count []int) ([][]float32, er
 		return nil, fmt.Errorf("gpukern.DistributedNode.Neighbours: %d/%d requests for %d candidates", len(from), len(count), n.nc)
 	}
 	n.nbOut = slices.Grow(n.nbOut[:0], n.nc)[:n.nc]
-	out, lists := n.nbOut, n.lists[n.listPar]
+	out, lists := n.nbOut, n.f32(n.out(n.lay.list), n.nc*n.k)
 	for t := range n.nc {
 		lo := min(from[t], n.listLen[t])
 		hi := min(lo+count[t], n.listLen[t])

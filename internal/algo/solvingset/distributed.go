@@ -273,7 +273,7 @@ func DistributedSolvingSet(nodes []Node, dims int, p Params, lazy bool) (Distrib
 		cand = cand[:0:0] // (the pending merge keeps the last one)
 		// The nodes keep neither coords nor lnn after their Step: the buffers are reused, as
 		// fresh ones cost heap pages never touched before each iteration (no GC runs in a build).
-		candX, lnnc = resize(candX, len(picks)*dims), resize(lnnc, len(picks)*k)
+		candX, lnnc = grow(candX, len(picks)*dims), grow(lnnc, len(picks)*k)
 		for j := range taken {
 			taken[j] = taken[j][:0]
 		}
@@ -571,13 +571,4 @@ func mergeProposals(picks []pick, props []Proposal, offset []int, m int) []pick 
 		at[best]++
 	}
 	return picks
-}
-
-// resize returns buf with length n, reusing its array where it is large enough (the contents
-// are overwritten by the caller).
-func resize[T any](buf []T, n int) []T {
-	if cap(buf) < n {
-		return make([]T, n)
-	}
-	return buf[:n]
 }
