@@ -66,6 +66,8 @@ type keyedScorer struct {
 	// path's builds deferred to run beside the stage's finish (finishBuilds).
 	installing *keyedInstall
 	building   *deferredBuilds
+	// releaseHeap releases the stage's hold on huge pages for the heap (keys.huge_pages).
+	releaseHeap func()
 	// devBytes is the device memory the models held after the last upload that ended (settle;
 	// counts: read while a chained pass may be using the device).
 	devBytes int64
@@ -143,10 +145,14 @@ func (k *keyedScorer) markDirty(st *keyState) {
 	}
 }
 
-// close releases the device's models.
+// close releases the device's models and the hold on huge pages.
 func (k *keyedScorer) close() error {
 	k.finishBuilds()
 	k.settle()
+	if k.releaseHeap != nil {
+		k.releaseHeap()
+		k.releaseHeap = nil
+	}
 	if k.dev == nil {
 		return nil
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/outlierd/outlierd/internal/core/hugepage"
+
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
@@ -146,6 +148,9 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 	s.followers = []Follower{hc}
 	if err := s.openSnapshots(); err != nil {
 		return nil, err
+	}
+	if s.keyed != nil && cfg.Keys.HugePages {
+		s.keyed.releaseHeap = hugepage.Keep() // (released by Close)
 	}
 	return s, nil
 }

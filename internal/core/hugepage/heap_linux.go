@@ -1,0 +1,130 @@
+package hugepage
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// huge is the huge page's size (x86-64 and arm64 with 4 KB pages).
+const huge = 2 << 20
+
+// collapseChunk is how much one MADV_COLLAPSE call asks for: the call copies the small pages
+// into huge ones, about a millisecond for this much, and the keeper's goroutine holds an OS
+// thread meanwhile.
+const collapseChunk = 64 << 20
+
+// heapState is what the keeper's passes have done: the ranges collapsed (by collapseChunk),
+// and the figures.
+type heapState struct {
+	mu         sync.Mutex
+	collapsed  map[uintptr]bool
+	advised    int64
+	collapsedN int64
+	refused    int // chunks the kernel would not collapse (EINVAL)
+	err        error
+}
+
+func (h *heapState) stats() Stats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return Stats{Advised: h.advised, Collapsed: h.collapsedN, Unsupported: h.collapsedN == 0 && h.refused > 0, Err: h.err}
+}
+
+// pass advises every heap mapping (idempotent: a mapping advised before costs a system call)
+// and collapses the chunks not collapsed yet.
+func (h *heapState) pass() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		h.err = fmt.Errorf("hugepage: %w", err)
+		return
+	}
+	if h.collapsed == nil {
+		h.collapsed = map[uintptr]bool{}
+	}
+	var advised int64
+	h.err = nil
+	for _, r := range heapRanges(maps) {
+		lo, hi := (r[0]+huge-1)&^(huge-1), r[1]&^(huge-1)
+		if lo >= hi {
+			continue
+		}
+		if err := madvise(lo, hi-lo, unix.MADV_HUGEPAGE); err != nil {
+			h.err = fmt.Errorf("hugepage: MADV_HUGEPAGE [%#x, %#x): %w", lo, hi, err)
+			continue
+		}
+		advised += int64(hi - lo)
+		for c := lo &^ (collapseChunk - 1); c < hi; c += collapseChunk {
+			if h.collapsed[c] {
+				continue
+			}
+			a, b := max(c, lo), min(c+collapseChunk, hi)
+			// (A chunk is tried once: the heap grows by whole arenas, and the rest of a chunk met
+			// part mapped is advised before its pages are touched. EAGAIN, ENOMEM: no huge page
+			// free now, later faults may get one; EINVAL: a kernel before 6.1, or a range it will
+			// not collapse.)
+			if err := madvise(a, b-a, unix.MADV_COLLAPSE); err == nil {
+				h.collapsedN += int64(b - a)
+			} else if errors.Is(err, unix.EINVAL) {
+				h.refused++
+			}
+			h.collapsed[c] = true
+		}
+	}
+	h.advised = advised
+}
+
+// heapRanges are the heap's mappings in /proc/self/maps: the private read-write anonymous ones
+// (unnamed, or named "[anon: Go: heap]" by the runtime where the kernel names mappings) of at
+// least minHeapMapping. The Go heap grows by 64 MB arenas, which adjacent merge into one
+// mapping; the runtime's address hints are not kept everywhere (a virtual machine's kernel may
+// place the heap elsewhere), so the size, not the address, tells. Thread stacks (8 MB) and the
+// runtime's small mappings are below it; C's large allocations (a driver's) are advised too: a
+// hint there as well.
+func heapRanges(maps []byte) [][2]uintptr {
+	var out [][2]uintptr
+	sc := bufio.NewScanner(bytes.NewReader(maps))
+	for sc.Scan() {
+		f := bytes.Fields(sc.Bytes())
+		if len(f) < 5 || string(f[1]) != "rw-p" || string(f[4]) != "0" {
+			continue
+		}
+		name := ""
+		if len(f) > 5 {
+			name = string(bytes.Join(f[5:], []byte(" ")))
+		}
+		lo, hi, ok := bytes.Cut(f[0], []byte("-"))
+		if !ok {
+			continue
+		}
+		a, err1 := strconv.ParseUint(string(lo), 16, 64)
+		b, err2 := strconv.ParseUint(string(hi), 16, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if name != "" && name != "[anon: Go: heap]" || b-a < minHeapMapping {
+			continue
+		}
+		out = append(out, [2]uintptr{uintptr(a), uintptr(b)})
+	}
+	return out
+}
+
+// minHeapMapping is the smallest mapping advised: the Go runtime's heap arena (runtime/malloc.go).
+const minHeapMapping = 64 << 20
+
+func madvise(addr, n uintptr, advice int) error {
+	_, _, e := unix.Syscall(unix.SYS_MADVISE, addr, n, uintptr(advice))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
