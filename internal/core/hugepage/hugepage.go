@@ -5,9 +5,12 @@
 // gigabytes of key states read at random, a record's key a TLB miss each with 4 KB pages: on
 // the H100 host of docs/BENCHMARKS.md §13.1.14 the keyed detect stage at a million keys ran
 // 11-19 % faster on huge pages. A hint: it changes no result, and where the kernel cannot or
-// will not, nothing changes. The cost is memory: a huge page backs 2 MB where the heap may use
-// less, and khugepaged may make whole again pages the runtime handed back (why the runtime asks
-// for none since Go 1.21.1), so resident memory can exceed the heap by more than with 4 KB pages.
+// will not, nothing changes. The costs are why the runtime itself asks for none since Go 1.21.4
+// (golang/go#61718, #63334, #64332): a fault in advised memory may wait for the kernel to
+// compact memory for a huge page (a stall where memory is fragmented), MADV_COLLAPSE copies
+// (here on the keeper's goroutine, holding no lock of the runtime's), a huge page backs 2 MB
+// where the heap may use less, and khugepaged may make whole again pages the runtime handed back,
+// so resident memory can exceed the heap by more than with 4 KB pages.
 package hugepage
 
 import (
