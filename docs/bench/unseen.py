@@ -240,7 +240,7 @@ def score_set(series, dets):
         f05 = 1.25 * prec * rec / (0.25 * prec + rec) if prec + rec else 0.0
         res[d] = {"ap_mean": float(np.mean(per["ap"])), "f1_mean": float(np.mean(per["f1"])), "pa_mean": float(np.mean(per["pa"])),
                   "ap_pooled": float(average_precision_score(Y, S)), "f1_pooled": best_f1(Y, S), "pa_pooled": best_f1(Y, PA),
-                  "ev_tp": tp, "ev_fn": fn, "ev_fp": fp, "ev_p": prec, "ev_r": rec, "ev_f05": f05, "secs": secs}
+                  "ap_series": [float(v) for v in per["ap"]], "ev_tp": tp, "ev_fn": fn, "ev_fp": fp, "ev_p": prec, "ev_r": rec, "ev_f05": f05, "secs": secs}
     return res
 
 
@@ -264,6 +264,9 @@ def report(name, n_series, n_rows, n_pos, n_segs, res, md):
             ours = {"outlierd": ours["outlierd"]}
         verdict = ", ".join(f"{o} {res[o][k]:.3f} ({'+' if v >= 0 else ''}{v:.3f})" for o, v in ours.items())
         print(f"- {h}: best peer {best} {res[best][k]:.3f}; {verdict}")
+    for o in OURS:
+        won = ", ".join(f"{p} {sum(a > b for a, b in zip(res[o]['ap_series'], res[p]['ap_series']))}" for p in PEERS)
+        print(f"- series where {o}'s AP beats the peer's (of {n_series}): {won}")
 
 
 def main():
