@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""An unseen public benchmark: NASA's SMAP and MSL telemetry (and SMD when its data is present), default config.
+
+    nice -n 19 python3 docs/bench/unseen.py                    # SMAP and MSL, every channel
+    nice -n 19 python3 docs/bench/unseen.py --sets msl --markdown
+    python3 docs/bench/unseen.py --sets smd --smd ~/.cache/outlierd/smd   # SMD, if you have its files
+
+Data, kept outside the repository (like NAB and SKAB):
+  SMAP, MSL  Hundman et al., "Detecting spacecraft anomalies using LSTMs and nonparametric dynamic
+             thresholding", KDD 2018 (telemanom): 82 channels (SMAP 55 with 25 columns, MSL 27 with
+             55 columns: column 0 the telemetry value, the rest one-hot commands), a train and a test
+             file each, the test file's anomalous sequences in labeled_anomalies.csv (inclusive row
+             ranges). Copied from github.com/imperial-qore/TranAD data/SMAP_MSL (train/*.npy,
+             test/*.npy, labeled_anomalies.csv: telemanom's data.zip as published):
+                 mkdir -p ~/.cache/outlierd/smap_msl && cd ~/.cache/outlierd/smap_msl
+                 # train/<chan>.npy, test/<chan>.npy and labeled_anomalies.csv from that folder
+             or --smap-msl DIR / $OUTLIERD_SMAP_MSL.
+  SMD        the Server Machine Dataset (OmniAnomaly, github.com/NetManAIOps/OmniAnomaly
+             ServerMachineDataset/: train/, test/, test_label/ *.txt), 28 machines, 38 metrics;
+             --smd DIR / $OUTLIERD_SMD. (Not run in docs/BENCHMARKS.md §12.20: no copy reachable from
+             the development machine had its data files.)
+
+Protocol: each series (channel or machine) separately, in the benchmark's file order; its train
+rows then its test rows are one stream, in order; the train rows are the probation P (every
+detector may learn from them, none is scored on them: `outlierd replay --min-records P`, capped
+by outlierd at its window; the refitted peers' first fit is on the last W_FIT train rows); only
+the test rows are scored. Detectors and their constants are stream_sbs.py's, imported and run
+as they are: outlierd with the default config (pipeline.Default(), no --config, no replay
+arguments beyond stream_sbs.py's), its combined score ("outlierd") and `scores.recent`
+("outlierd recent"), River HalfSpaceTrees, PyOD IForest and ECOD refitted on a sliding window,
+rolling median/MAD z. Nothing here was chosen on these data.
+
+Scorers, on the test rows:
+  AP      point-wise average precision of the score (sklearn's average_precision_score).
+  F1      best point-wise F1 over every threshold of the score.
+  PA-F1   the literature's protocol for SMD/SMAP/MSL (OmniAnomaly, KDD 2019, and after it most
+          papers): best F1 over thresholds after point adjustment (a labelled segment counts as
+          wholly detected when any of its rows reaches the threshold). Known to inflate: a random
+          score reaches a high PA-F1 on long segments (Kim et al., AAAI 2022), so AP and F1 are
+          the stricter figures. Equivalent to best F1 of the score with each labelled row's score
+          raised to its segment's maximum, which is how it is computed here.
+  events  telemanom's own scorer on each detector's own flags (its verdicts; no threshold is
+          chosen): a labelled sequence is a true positive when a run of flagged rows overlaps it,
+          a false negative otherwise; a run of flagged rows that overlaps no labelled sequence is
+          a false positive. Counts summed over the channels; precision, recall, F0.5 (the
+          paper's figure).
+"mean" is the mean over the series of each series' figure; "pooled" is one figure over every
+series' test rows concatenated (raw scores, as the literature concatenates; a detector whose
+scale differs between series loses there, which is a property of the detector).
+Per-series detector outputs are cached under --cache (keyed by file contents, the constants and
+the outlierd binary's hash), so a rerun only scores.
+"""
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import stream_sbs as sbs  # noqa: E402
+
+SMAP_MSL_DEFAULT = os.path.expanduser("~/.cache/outlierd/smap_msl")
+SMD_DEFAULT = os.path.expanduser("~/.cache/outlierd/smd")
+PEERS = ("HST", "IForest", "ECOD", "MAD-z")
+OURS = ("outlierd", "outlierd recent")
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd (comma-separated; default smap,msl)")
+    ap.add_argument("--smap-msl", default=os.environ.get("OUTLIERD_SMAP_MSL", SMAP_MSL_DEFAULT))
+    ap.add_argument("--smd", default=os.environ.get("OUTLIERD_SMD", SMD_DEFAULT))
+    ap.add_argument("--series", default="", help="only these series (comma-separated ids, e.g. P-1,M-6): a stated subset")
+    ap.add_argument("--binary", default="", help="outlierd binary (default: go build ./cmd/outlierd into bin/)")
+    ap.add_argument("--cache", default=os.path.expanduser("~/.cache/outlierd/unseen"))
+    ap.add_argument("--markdown", action="store_true")
+    return ap.parse_args()
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def smap_msl(root, spacecraft):
+    """(id, train, test, y, segments) per channel of spacecraft, in labeled_anomalies.csv's order."""
+    import numpy as np
+    import pandas as pd
+
+    lab_path = os.path.join(root, "labeled_anomalies.csv")
+    if not os.path.exists(lab_path):
+        raise SystemExit(f"unseen: {lab_path} not found (see this script's docstring for the data)")
+    lab = pd.read_csv(lab_path)
+    for _, r in lab[lab["spacecraft"] == spacecraft].iterrows():
+        train = np.load(os.path.join(root, "train", f"{r.chan_id}.npy")).astype(np.float64)
+        test = np.load(os.path.join(root, "test", f"{r.chan_id}.npy")).astype(np.float64)
+        segs = [tuple(s) for s in json.loads(r.anomaly_sequences)]
+        y = np.zeros(len(test), dtype=int)
+        for a, b in segs:  # telemanom's ranges are inclusive
+            if not 0 <= a <= b < len(test):
+                raise SystemExit(f"unseen: {lab_path}: {r.chan_id}: sequence [{a}, {b}] outside its {len(test)} test rows")
+            y[a:b + 1] = 1
+        yield r.chan_id, train, test, y, sorted(segs)
+
+
+def smd(root):
+    """(id, train, test, y, segments) per machine, machine-1-1 .. machine-3-11 in numeric order."""
+    import numpy as np
+
+    tdir = os.path.join(root, "train")
+    if not os.path.isdir(tdir):
+        raise SystemExit(f"unseen: {tdir} not found (SMD: see this script's docstring)")
+    names = sorted((f[:-4] for f in os.listdir(tdir) if f.endswith(".txt")),
+                   key=lambda m: tuple(int(p) for p in m.split("-")[1:]))
+    for m in names:
+        train = np.loadtxt(os.path.join(root, "train", m + ".txt"), delimiter=",", ndmin=2)
+        test = np.loadtxt(os.path.join(root, "test", m + ".txt"), delimiter=",", ndmin=2)
+        y = np.loadtxt(os.path.join(root, "test_label", m + ".txt"), delimiter=",").astype(int)
+        if len(y) != len(test):
+            raise SystemExit(f"unseen: {root}/test_label/{m}.txt: {len(y)} labels for {len(test)} test rows")
+        yield m, train, test, y, runs(y.astype(bool))
+
+
+def runs(mask):
+    """Inclusive (start, end) of each run of True in mask."""
+    import numpy as np
+
+    m = np.concatenate([[False], np.asarray(mask, dtype=bool), [False]])
+    d = np.flatnonzero(np.diff(m.astype(int)))
+    return [(int(a), int(b) - 1) for a, b in zip(d[0::2], d[1::2])]
+
+
+# ----------------------------------------------------------------------------- detectors
+
+
+def series_outputs(sid, train, test, y, binary, bin_hash, cache):
+    """{detector: (test score, test flags)} and {detector: seconds} for one series, cached."""
+    import numpy as np
+    import pandas as pd
+
+    X = np.vstack([train, test])
+    p = len(train)
+    h = hashlib.sha256()
+    for a in (X, y):
+        h.update(np.ascontiguousarray(a).tobytes())
+    h.update(json.dumps([sid, p, sbs.W_FIT, sbs.B_FIT, sbs.N_MAD, sbs.Z_MAD, sbs.HST_Q, bin_hash]).encode())
+    path = os.path.join(cache, f"{sid}-{h.hexdigest()[:16]}.npz")
+    if os.path.exists(path):
+        z = np.load(path)
+        dets = sorted({k[2:] for k in z.files if k[:2] in ("S:", "F:")})
+        return {d: (z["S:" + d], z["F:" + d]) for d in dets}, json.loads(str(z["secs"]))
+    out, secs = {}, {}
+    with tempfile.TemporaryDirectory() as td:
+        csv = os.path.join(td, "s.csv")
+        lab = np.concatenate([np.zeros(p, dtype=int), y])
+        pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])]).assign(label=lab).to_csv(csv, index=False)
+        t0 = time.time()
+        score, flags, _, recent = sbs.run_outlierd(binary, csv, max(p, 2), argparse.Namespace(config="", replay_args=""))
+        secs["outlierd"] = secs["outlierd recent"] = time.time() - t0
+        if recent is None:
+            raise SystemExit(f"unseen: {sid}: outlierd wrote no recent column (detect.recent_scores off?)")
+        out["outlierd"] = (score[p:], flags[p:])
+        out["outlierd recent"] = (recent[p:], flags[p:])
+    for name, (s, f, t) in sbs.peers(X, max(p, 2)).items():
+        out[name], secs[name] = (s[p:], f[p:]), t
+    os.makedirs(cache, exist_ok=True)
+    arrays = {f"S:{d}": s for d, (s, _) in out.items()}
+    arrays.update({f"F:{d}": f for d, (_, f) in out.items()})
+    np.savez(path + ".tmp.npz", secs=json.dumps(secs), **arrays)
+    os.replace(path + ".tmp.npz", path)
+    return out, secs
+
+
+# ----------------------------------------------------------------------------- scorers
+
+
+def clean(score):
+    """NaN (not scored) lowest; infinities kept ordered but finite (as stream_sbs.evaluate)."""
+    import numpy as np
+
+    s = np.nan_to_num(np.asarray(score, dtype=np.float64), nan=-np.inf)
+    return np.where(np.isneginf(s), np.finfo(np.float64).min, np.where(np.isposinf(s), np.finfo(np.float64).max, s))
+
+
+def best_f1(y, s):
+    """The largest F1 over every threshold of s."""
+    import numpy as np
+    from sklearn.metrics import precision_recall_curve
+
+    p, r, _ = precision_recall_curve(y, s)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(p + r > 0, 2 * p * r / (p + r), 0.0)
+    return float(f.max())
+
+
+def point_adjusted(s, segs):
+    """s with each labelled row raised to its segment's maximum: a threshold then detects a
+    segment wholly exactly when point adjustment would."""
+    s = s.copy()
+    for a, b in segs:
+        s[a:b + 1] = s[a:b + 1].max()
+    return s
+
+
+def events(flags, segs):
+    """telemanom's counts on flags: (true positive sequences, false negatives, false positive runs)."""
+    fr = runs(flags)
+    tp = sum(1 for a, b in segs if any(fa <= b and fb >= a for fa, fb in fr))
+    fp = sum(1 for fa, fb in fr if not any(fa <= b and fb >= a for a, b in segs))
+    return tp, len(segs) - tp, fp
+
+
+def score_set(series, dets):
+    """Figures per detector: means over series, pooled over their concatenation, event counts."""
+    import numpy as np
+    from sklearn.metrics import average_precision_score
+
+    res = {}
+    for d in dets:
+        per = {"ap": [], "f1": [], "pa": []}
+        ys, ss, pas = [], [], []
+        tp = fn = fp = 0
+        secs = 0.0
+        for sid, y, segs, outs, tsecs in series:
+            s = clean(outs[d][0])
+            pa = point_adjusted(s, segs)
+            per["ap"].append(average_precision_score(y, s))
+            per["f1"].append(best_f1(y, s))
+            per["pa"].append(best_f1(y, pa))
+            ys.append(y), ss.append(s), pas.append(pa)
+            a, b, c = events(outs[d][1], segs)
+            tp, fn, fp = tp + a, fn + b, fp + c
+            secs += tsecs[d]
+        Y, S, PA = np.concatenate(ys), np.concatenate(ss), np.concatenate(pas)
+        prec = tp / (tp + fp) if tp + fp else 0.0
+        rec = tp / (tp + fn) if tp + fn else 0.0
+        f05 = 1.25 * prec * rec / (0.25 * prec + rec) if prec + rec else 0.0
+        res[d] = {"ap_mean": float(np.mean(per["ap"])), "f1_mean": float(np.mean(per["f1"])), "pa_mean": float(np.mean(per["pa"])),
+                  "ap_pooled": float(average_precision_score(Y, S)), "f1_pooled": best_f1(Y, S), "pa_pooled": best_f1(Y, PA),
+                  "ap_series": [float(v) for v in per["ap"]], "ev_tp": tp, "ev_fn": fn, "ev_fp": fp, "ev_p": prec, "ev_r": rec, "ev_f05": f05, "secs": secs}
+    return res
+
+
+METRICS = [("ap_mean", "AP mean"), ("f1_mean", "F1 mean"), ("pa_mean", "PA-F1 mean"),
+           ("ap_pooled", "AP pooled"), ("f1_pooled", "F1 pooled"), ("pa_pooled", "PA-F1 pooled"), ("ev_f05", "events F0.5")]
+
+
+def report(name, n_series, n_rows, n_pos, n_segs, res, md):
+    print(f"\n**{name}: {n_series} series, {n_rows} test rows, {n_pos} labelled ({100 * n_pos / max(n_rows, 1):.1f} %), {n_segs} sequences**\n")
+    head = ["detector"] + [h for _, h in METRICS[:6]] + ["events TP/FN/FP", "events P", "events R", "events F0.5", "s"]
+    rows = []
+    for d, r in res.items():
+        rows.append([d] + [sbs.fmt(r[k]) for k, _ in METRICS[:6]] + [f"{r['ev_tp']}/{r['ev_fn']}/{r['ev_fp']}", sbs.fmt(r["ev_p"]),
+                                                                    sbs.fmt(r["ev_r"]), sbs.fmt(r["ev_f05"]), f"{r['secs']:.0f}"])
+    sbs.table(head, rows, md)
+    print()
+    for k, h in METRICS:
+        best = max(PEERS, key=lambda p: res[p][k])
+        ours = {o: res[o][k] - res[best][k] for o in OURS if o in res}
+        if k == "ev_f05":  # flags: one detector, "outlierd recent" shares outlierd's verdicts
+            ours = {"outlierd": ours["outlierd"]}
+        verdict = ", ".join(f"{o} {res[o][k]:.3f} ({'+' if v >= 0 else ''}{v:.3f})" for o, v in ours.items())
+        print(f"- {h}: best peer {best} {res[best][k]:.3f}; {verdict}")
+    for o in OURS:
+        won = ", ".join(f"{p} {sum(a > b for a, b in zip(res[o]['ap_series'], res[p]['ap_series']))}" for p in PEERS)
+        print(f"- series where {o}'s AP beats the peer's (of {n_series}): {won}")
+
+
+def main():
+    args = parse_args()
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module="pyod")
+    binary = args.binary or os.path.join(sbs.ROOT, "bin", "outlierd")
+    if not args.binary:
+        subprocess.check_call(["go", "build", "-o", binary, "./cmd/outlierd"], cwd=sbs.ROOT)
+    with open(binary, "rb") as fh:
+        bin_hash = hashlib.sha256(fh.read()).hexdigest()[:16]
+    only = set(filter(None, args.series.split(",")))
+    started = time.time()
+    results = []
+    for set_name in args.sets.split(","):
+        if set_name in ("smap", "msl"):
+            src = smap_msl(args.smap_msl, set_name.upper())
+        elif set_name == "smd":
+            src = smd(args.smd)
+        else:
+            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd)")
+        series = []
+        t0 = time.time()
+        for sid, train, test, y, segs in src:
+            if only and sid not in only:
+                continue
+            outs, secs = series_outputs(sid, train, test, y, binary, bin_hash, args.cache)
+            series.append((sid, y, segs, outs, secs))
+            print(f"# {set_name} {sid}: {len(train)}+{len(test)} rows x {train.shape[1]}, {len(segs)} sequences "
+                  f"({time.time() - t0:.0f} s)", file=sys.stderr)
+        dets = list(OURS) + list(PEERS)
+        res = score_set(series, dets)
+        n_rows = sum(len(y) for _, y, _, _, _ in series)
+        n_pos = sum(int(y.sum()) for _, y, _, _, _ in series)
+        results.append((set_name.upper(), len(series), n_rows, n_pos, sum(len(s) for _, _, s, _, _ in series), res))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=sbs.ROOT, capture_output=True, text=True).stdout.strip()
+    print(f"unseen {' '.join(sys.argv[1:])}: commit {commit}, binary {bin_hash}, "
+          f"{time.strftime('%Y-%m-%d %H:%MZ', time.gmtime(started))}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, "
+          f"{time.time() - started:.0f} s")
+    for r in results:
+        report(*r, args.markdown)
+
+
+if __name__ == "__main__":
+    sbs.ensure_venv(__file__)
+    main()
