@@ -3,7 +3,6 @@ package hugepage
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -20,21 +19,23 @@ const huge = 2 << 20
 // thread meanwhile.
 const collapseChunk = 64 << 20
 
-// heapState is what the keeper's passes have done: the ranges collapsed (by collapseChunk),
-// and the figures.
+// collapseTries is how many passes ask for a chunk's collapse before it is left to the faults.
+const collapseTries = 3
+
+// heapState is what the keeper's passes have done: the chunks asked to collapse (by
+// collapseChunk), and the figures.
 type heapState struct {
 	mu         sync.Mutex
-	collapsed  map[uintptr]bool
+	collapsed  map[uintptr]uint8 // tries, collapseTries once done
 	advised    int64
-	collapsedN int64
-	refused    int // chunks the kernel would not collapse (EINVAL)
+	collapsing int64
 	err        error
 }
 
 func (h *heapState) stats() Stats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return Stats{Advised: h.advised, Collapsed: h.collapsedN, Unsupported: h.collapsedN == 0 && h.refused > 0, Err: h.err}
+	return Stats{Advised: h.advised, Collapsing: h.collapsing, Err: h.err}
 }
 
 // pass advises every heap mapping (idempotent: a mapping advised before costs a system call)
@@ -48,7 +49,7 @@ func (h *heapState) pass() {
 		return
 	}
 	if h.collapsed == nil {
-		h.collapsed = map[uintptr]bool{}
+		h.collapsed = map[uintptr]uint8{}
 	}
 	var advised int64
 	h.err = nil
@@ -63,20 +64,23 @@ func (h *heapState) pass() {
 		}
 		advised += int64(hi - lo)
 		for c := lo &^ (collapseChunk - 1); c < hi; c += collapseChunk {
-			if h.collapsed[c] {
+			if h.collapsed[c] >= collapseTries {
 				continue
 			}
 			a, b := max(c, lo), min(c+collapseChunk, hi)
-			// (A chunk is tried once: the heap grows by whole arenas, and the rest of a chunk met
-			// part mapped is advised before its pages are touched. EAGAIN, ENOMEM: no huge page
-			// free now, later faults may get one; EINVAL: a kernel before 6.1, or a range it will
-			// not collapse.)
-			if err := madvise(a, b-a, unix.MADV_COLLAPSE); err == nil {
-				h.collapsedN += int64(b - a)
-			} else if errors.Is(err, unix.EINVAL) {
-				h.refused++
+			// (A chunk is collapsed once: the heap grows by whole arenas, and the rest of a chunk
+			// met part mapped is advised before its pages are touched. An error is asked again at
+			// the next passes, up to collapseTries: EAGAIN or ENOMEM, no huge page free now;
+			// EINVAL, a kernel before 6.1, or the mappings changed under the call as the runtime
+			// mapped its next arena; either may come with most of the range made huge.)
+			if h.collapsed[c] == 0 {
+				h.collapsing += int64(b - a)
 			}
-			h.collapsed[c] = true
+			if err := madvise(a, b-a, unix.MADV_COLLAPSE); err == nil {
+				h.collapsed[c] = collapseTries
+			} else {
+				h.collapsed[c]++
+			}
 		}
 	}
 	h.advised = advised

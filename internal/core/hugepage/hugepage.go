@@ -20,12 +20,13 @@ import (
 
 // Stats say what the passes over the heap asked for so far.
 type Stats struct {
-	// Advised is the heap's bytes marked for huge pages (MADV_HUGEPAGE: its later faults get
-	// them); Collapsed those whose small pages were made huge in place (MADV_COLLAPSE, Linux 6.1
-	// and later); Unsupported says the kernel refused the collapse (older kernels): only later
-	// faults get huge pages then.
-	Advised, Collapsed int64
-	Unsupported        bool
+	// Advised is the heap's bytes marked for huge pages (MADV_HUGEPAGE: its later faults take
+	// them, and khugepaged may make its small pages huge); Collapsing the bytes whose small pages
+	// were asked to be made huge at once (MADV_COLLAPSE, Linux 6.1 and later: best effort; its
+	// answer says little, a call that made most of its range huge may still return EINVAL or
+	// EAGAIN, so a chunk is asked at most collapseTries times and what the heap holds is read
+	// from /proc/self/smaps' AnonHugePages, not from here).
+	Advised, Collapsing int64
 	// Err is the last pass's error (reading the process's mappings, or an advice refused), if any.
 	Err error
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,10 +33,12 @@ c00c000000-c010000000 rw-p 00000000 08:01 99 /tmp/mapped
 	}
 }
 
-// TestAdviseBacksTheHeapWithHugePages: 64 MB of the heap, touched (small pages where the
-// kernel's setting is madvise), is backed by huge pages after one pass; skipped where the
-// kernel gives none to an advised mapping (THP never) or cannot collapse (before Linux 6.1).
-func TestAdviseBacksTheHeapWithHugePages(t *testing.T) {
+// TestAdviseMarksTheHeap: after a pass, the mapping holding 64 MB of touched heap is marked for
+// huge pages (VmFlags "hg": its faults take them, and khugepaged may make its small pages huge).
+// Whether the kernel backs it with huge pages at once (MADV_COLLAPSE) depends on the huge pages
+// free on the host: logged, not asserted (on the development machine 4 MB to all 64 MB of it, run
+// to run).
+func TestAdviseMarksTheHeap(t *testing.T) {
 	enabled, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
 	if err != nil || bytes.Contains(enabled, []byte("[never]")) {
 		t.Skipf("no transparent huge pages here (%q, %v)", enabled, err)
@@ -45,50 +48,50 @@ func TestAdviseBacksTheHeapWithHugePages(t *testing.T) {
 		buf[i] = 1
 	}
 	addr := uintptr(unsafe.Pointer(&buf[0]))
-	before := anonHuge(t, addr)
+	flags, before := mapping(t, addr)
+	if slices.Contains(flags, "nh") {
+		t.Skipf("the mapping is marked never to take huge pages (%v)", flags)
+	}
 	st := Advise()
-	if st.Unsupported {
-		t.Skipf("the kernel collapses no pages (%+v)", st)
-	}
-	after := anonHuge(t, addr)
-	t.Logf("%+v; the mapping's huge pages: %d kB before, %d kB after", st, before, after)
-	if st.Err != nil || st.Advised < int64(len(buf)) {
-		t.Fatalf("%+v: the 64 MB buffer not advised", st)
-	}
-	// (At least half the buffer: the mapping's other pages may have been huge before, and a
-	// 2 MB range that no huge page was free for stays small; 32 MB is far above any chance.)
-	if after < before+32<<10 {
-		t.Fatalf("the buffer's mapping has %d kB of huge pages after the pass, %d before: want 32 MB more", after, before)
+	flags, after := mapping(t, addr)
+	t.Logf("%+v; the mapping's huge pages: %d kB before, %d kB after; flags %v", st, before, after, flags)
+	if st.Err != nil || st.Advised < int64(len(buf)) || !slices.Contains(flags, "hg") {
+		t.Fatalf("%+v, flags %v: the buffer's mapping is not marked for huge pages", st, flags)
 	}
 	runtimeKeepAlive(buf)
 }
 
-// anonHuge is the AnonHugePages (kB) of the mapping holding addr (/proc/self/smaps).
-func anonHuge(t *testing.T, addr uintptr) int {
+// mapping is the VmFlags and AnonHugePages (kB) of the mapping holding addr (/proc/self/smaps).
+func mapping(t *testing.T, addr uintptr) (flags []string, hugeKB int) {
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		t.Skip(err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	in := false
+	in, found := false, false
 	for sc.Scan() {
 		line := sc.Text()
-		if lo, hi, ok := strings.Cut(strings.Fields(line + " ")[0], "-"); ok && !strings.HasSuffix(line, ":") {
+		if lo, hi, ok := strings.Cut(strings.Fields(line + " ")[0], "-"); ok && !strings.HasSuffix(strings.Fields(line + " ")[0], ":") {
 			a, err1 := strconv.ParseUint(lo, 16, 64)
 			b, err2 := strconv.ParseUint(hi, 16, 64)
 			if err1 == nil && err2 == nil {
 				in = uintptr(a) <= addr && addr < uintptr(b)
+				found = found || in
 				continue
 			}
 		}
-		if in && strings.HasPrefix(line, "AnonHugePages:") {
-			kb, _ := strconv.Atoi(strings.Fields(line)[1])
-			return kb
+		switch {
+		case in && strings.HasPrefix(line, "AnonHugePages:"):
+			hugeKB, _ = strconv.Atoi(strings.Fields(line)[1])
+		case in && strings.HasPrefix(line, "VmFlags:"):
+			flags = strings.Fields(line)[1:]
 		}
 	}
-	t.Fatalf("no mapping holds %#x", addr)
-	return 0
+	if !found {
+		t.Fatalf("no mapping holds %#x", addr)
+	}
+	return flags, hugeKB
 }
 
 //go:noinline
