@@ -22,6 +22,11 @@ const collapseChunk = 64 << 20
 // collapseTries is how many passes ask for a chunk's collapse before it is left to the faults.
 const collapseTries = 3
 
+// thpEnabled is the kernel's transparent huge page setting. A pass asks nothing where it is
+// never (the host refuses huge pages; MADV_COLLAPSE, which ignores the setting, would give them
+// anyway: Documentation/admin-guide/mm/transhuge.rst) or absent (a kernel without them).
+var thpEnabled = "/sys/kernel/mm/transparent_hugepage/enabled"
+
 // heapState is what the keeper's passes have done: the chunks asked to collapse (by
 // collapseChunk), and the figures.
 type heapState struct {
@@ -43,6 +48,10 @@ func (h *heapState) stats() Stats {
 func (h *heapState) pass() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if enabled, err := os.ReadFile(thpEnabled); err != nil || bytes.Contains(enabled, []byte("[never]")) {
+		h.advised, h.err = 0, nil
+		return
+	}
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		h.err = fmt.Errorf("hugepage: %w", err)

@@ -96,3 +96,29 @@ func mapping(t *testing.T, addr uintptr) (flags []string, hugeKB int) {
 
 //go:noinline
 func runtimeKeepAlive(b []byte) { _ = b[0] }
+
+// TestPassHonoursNever: where the host's setting is never (or the kernel has no transparent huge
+// pages: no setting to read), a pass asks nothing. MADV_COLLAPSE ignores the sysfs settings
+// (Documentation/admin-guide/mm/transhuge.rst), so a pass that asked it there would give the heap
+// the huge pages the host refused.
+func TestPassHonoursNever(t *testing.T) {
+	dir := t.TempDir()
+	never := dir + "/enabled"
+	if err := os.WriteFile(never, []byte("always madvise [never]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<20)
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = 1
+	}
+	defer func(p string) { thpEnabled = p }(thpEnabled)
+	for _, path := range []string{never, dir + "/absent"} {
+		thpEnabled = path
+		before := Current()
+		st := Advise()
+		if st.Advised != 0 || st.Collapsing != before.Collapsing || st.Err != nil {
+			t.Errorf("setting %s: %+v after %+v: a pass asked for huge pages the host does not give", path, st, before)
+		}
+	}
+	runtimeKeepAlive(buf)
+}
