@@ -156,9 +156,9 @@ type KeysConfig struct {
 	// HugePages asks the kernel for transparent huge pages (2 MB) on the process's heap
 	// (internal/core/hugepage) where its setting leaves them to the program (madvise). The keys'
 	// states are gigabytes read at random, a key a TLB miss each with 4 KB pages: at a million
-	// keys on the H100 host of docs/BENCHMARKS.md §13.1.14 the stage ran about a fifth faster on
-	// huge pages. A hint: no result changes; false leaves the heap to the host's setting.
-	// Default true.
+	// keys on the H100 host of docs/BENCHMARKS.md §13.1.14 the stage ran 11-19 % faster on
+	// huge pages. A hint: no result changes; where the host's setting is never nothing is asked;
+	// false leaves the heap to the host's setting. Default true.
 	HugePages bool `yaml:"huge_pages"`
 }
 
