@@ -150,7 +150,11 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 		return nil, err
 	}
 	if s.keyed != nil && cfg.Keys.HugePages {
-		s.keyed.releaseHeap = hugepage.Keep() // (released by Close)
+		var first hugepage.Stats
+		s.keyed.releaseHeap, first = hugepage.Keep() // (released by Close)
+		if first.Err != nil {
+			deps.Log.Warn().Err(first.Err).Msg("keys.huge_pages: the heap is not marked for huge pages (a hint: the keys run on the host's pages)")
+		}
 	}
 	return s, nil
 }

@@ -27,6 +27,9 @@ const collapseTries = 3
 // anyway: Documentation/admin-guide/mm/transhuge.rst) or absent (a kernel without them).
 var thpEnabled = "/sys/kernel/mm/transparent_hugepage/enabled"
 
+// procMaps is the process's mappings, where a pass finds the heap.
+var procMaps = "/proc/self/maps"
+
 // heapState is what the keeper's passes have done: the chunks asked to collapse (by
 // collapseChunk), and the figures.
 type heapState struct {
@@ -52,7 +55,7 @@ func (h *heapState) pass() {
 		h.advised, h.err = 0, nil
 		return
 	}
-	maps, err := os.ReadFile("/proc/self/maps")
+	maps, err := os.ReadFile(procMaps)
 	if err != nil {
 		h.err = fmt.Errorf("hugepage: %w", err)
 		return

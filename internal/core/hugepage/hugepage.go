@@ -45,29 +45,37 @@ var keeper struct {
 const interval = time.Second
 
 // Keep starts advising the heap (a pass now, then one each interval) and returns the function
-// that releases the caller's hold; the goroutine ends when the last hold is released. Calls
-// nest: one goroutine for the process however many stages keep the heap.
-func Keep() (release func()) {
+// that releases the caller's hold, and the figures so far: the first pass's where this Keep
+// started the keeper, so that an advice the kernel refuses is said at once (first.Err). The
+// goroutine ends when the last hold is released. Calls nest: one goroutine for the process
+// however many stages keep the heap.
+func Keep() (release func(), first Stats) {
 	keeper.mu.Lock()
 	defer keeper.mu.Unlock()
 	keeper.holders++
 	if keeper.holders == 1 {
-		stop, done := make(chan struct{}), make(chan struct{})
+		stop, done, passed := make(chan struct{}), make(chan struct{}), make(chan struct{})
 		keeper.stop, keeper.done = stop, done
-		go func() {
+		go func(passed chan struct{}) {
 			defer close(done)
 			t := time.NewTicker(interval)
 			defer t.Stop()
 			for {
 				keeper.state.pass()
+				if passed != nil {
+					close(passed)
+					passed = nil
+				}
 				select {
 				case <-stop:
 					return
 				case <-t.C:
 				}
 			}
-		}()
+		}(passed)
+		<-passed
 	}
+	first = keeper.state.stats()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -83,7 +91,7 @@ func Keep() (release func()) {
 				<-done
 			}
 		})
-	}
+	}, first
 }
 
 // Advise makes one pass now (the keeper's), and returns the figures so far.

@@ -122,3 +122,20 @@ func TestPassHonoursNever(t *testing.T) {
 	}
 	runtimeKeepAlive(buf)
 }
+
+// TestKeepSaysTheFirstPass: Keep returns the figures of a pass made before it returns, so that
+// its caller can say at once that the advice failed (here the process's mappings unreadable).
+func TestKeepSaysTheFirstPass(t *testing.T) {
+	gone(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/enabled", []byte("always [madvise] never\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer func(e, m string) { thpEnabled, procMaps = e, m }(thpEnabled, procMaps)
+	thpEnabled, procMaps = dir+"/enabled", dir+"/maps"
+	release, first := Keep()
+	defer release()
+	if first.Err == nil || !strings.Contains(first.Err.Error(), dir+"/maps") {
+		t.Fatalf("Keep's first pass %+v: want the unreadable mappings' error", first)
+	}
+}

@@ -32,7 +32,8 @@ func gone(t *testing.T) {
 // (a Keep while a release waits for the keeper to stop) leave none.
 func TestKeepNests(t *testing.T) {
 	gone(t)
-	a, b := Keep(), Keep()
+	a, _ := Keep()
+	b, _ := Keep()
 	if n := keepers(); n != 1 {
 		t.Fatalf("%d keepers for two holds, want 1", n)
 	}
@@ -48,7 +49,8 @@ func TestKeepNests(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 50 {
-				Keep()()
+				release, _ := Keep()
+				release()
 			}
 		})
 	}
