@@ -47,8 +47,11 @@ func (h *heapState) stats() Stats {
 }
 
 // pass advises every heap mapping (idempotent: a mapping advised before costs a system call)
-// and collapses the chunks not collapsed yet.
-func (h *heapState) pass() {
+// and, with collapse, collapses the chunks not collapsed yet, until stop is closed (a nil stop:
+// all of them). A collapse copies (tens of ms a chunk), so Keep's own pass asks none: a stage
+// opened on a heap restored from a snapshot would otherwise wait seconds for them, and so would a
+// release waiting for the keeper to stop.
+func (h *heapState) pass(stop <-chan struct{}, collapse bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if enabled, err := os.ReadFile(thpEnabled); err != nil || bytes.Contains(enabled, []byte("[never]")) {
@@ -75,9 +78,15 @@ func (h *heapState) pass() {
 			continue
 		}
 		advised += int64(hi - lo)
-		for c := lo &^ (collapseChunk - 1); c < hi; c += collapseChunk {
+		for c := lo &^ (collapseChunk - 1); collapse && c < hi; c += collapseChunk {
 			if h.collapsed[c] >= collapseTries {
 				continue
+			}
+			select {
+			case <-stop:
+				collapse = false // the rest advised only; the next keeper collapses it
+				continue
+			default:
 			}
 			a, b := max(c, lo), min(c+collapseChunk, hi)
 			// (A chunk is collapsed once: the heap grows by whole arenas, and the rest of a chunk

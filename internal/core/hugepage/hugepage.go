@@ -45,37 +45,35 @@ var keeper struct {
 const interval = time.Second
 
 // Keep starts advising the heap (a pass now, then one each interval) and returns the function
-// that releases the caller's hold, and the figures so far: the first pass's where this Keep
-// started the keeper, so that an advice the kernel refuses is said at once (first.Err). The
-// goroutine ends when the last hold is released. Calls nest: one goroutine for the process
-// however many stages keep the heap.
+// that releases the caller's hold, and the figures so far: where this Keep starts the keeper,
+// those of a pass it makes before it returns (advice only, no collapse), so that an advice the
+// kernel refuses is said at once (first.Err). The goroutine ends when the last hold is
+// released. Calls nest: one goroutine for the process however many stages keep the heap.
 func Keep() (release func(), first Stats) {
 	keeper.mu.Lock()
 	defer keeper.mu.Unlock()
 	keeper.holders++
 	if keeper.holders == 1 {
-		stop, done, passed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		keeper.state.pass(nil, false) // advice only: the keeper collapses (heap_linux.go)
+		first = keeper.state.stats()
+		stop, done := make(chan struct{}), make(chan struct{})
 		keeper.stop, keeper.done = stop, done
-		go func(passed chan struct{}) {
+		go func() {
 			defer close(done)
 			t := time.NewTicker(interval)
 			defer t.Stop()
 			for {
-				keeper.state.pass()
-				if passed != nil {
-					close(passed)
-					passed = nil
-				}
+				keeper.state.pass(stop, true)
 				select {
 				case <-stop:
 					return
 				case <-t.C:
 				}
 			}
-		}(passed)
-		<-passed
+		}()
+	} else {
+		first = keeper.state.stats()
 	}
-	first = keeper.state.stats()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -96,7 +94,7 @@ func Keep() (release func(), first Stats) {
 
 // Advise makes one pass now (the keeper's), and returns the figures so far.
 func Advise() Stats {
-	keeper.state.pass()
+	keeper.state.pass(nil, true)
 	return keeper.state.stats()
 }
 

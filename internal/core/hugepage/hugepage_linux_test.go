@@ -139,3 +139,27 @@ func TestKeepSaysTheFirstPass(t *testing.T) {
 		t.Fatalf("Keep's first pass %+v: want the unreadable mappings' error", first)
 	}
 }
+
+// TestKeepCollapsesNothingItself: Keep's own pass marks the heap and returns; the collapses (a
+// copy of each 64 MB chunk) are the keeper's, so that a stage opened on gigabytes of keys
+// restored from a snapshot does not wait for them.
+func TestKeepCollapsesNothingItself(t *testing.T) {
+	gone(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/enabled", []byte("always [madvise] never\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer func(e string) { thpEnabled = e }(thpEnabled)
+	thpEnabled = dir + "/enabled"
+	buf := make([]byte, 128<<20) // new to the keeper's passes: its chunks not asked yet
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = 1
+	}
+	before := Current()
+	release, first := Keep()
+	defer release()
+	if first.Err != nil || first.Advised < int64(len(buf)) || first.Collapsing != before.Collapsing {
+		t.Fatalf("Keep's pass %+v after %+v: want the heap marked and no collapse asked", first, before)
+	}
+	runtimeKeepAlive(buf)
+}
