@@ -34,17 +34,28 @@ var procMaps = "/proc/self/maps"
 // heapState is what the keeper's passes have done: the chunks asked to collapse (by
 // collapseChunk), and the figures.
 type heapState struct {
-	mu         sync.Mutex
-	collapsed  map[uintptr]uint8 // tries, collapseTries once done
-	advised    int64
-	collapsing int64
-	err        error
+	mu        sync.Mutex        // one pass at a time
+	collapsed map[uintptr]uint8 // tries, collapseTries once done
+	// figures is the last pass's, under their own lock: read (Current, a nested Keep) without
+	// waiting for a pass's collapses.
+	figures struct {
+		sync.Mutex
+		Stats
+	}
 }
 
 func (h *heapState) stats() Stats {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return Stats{Advised: h.advised, Collapsing: h.collapsing, Err: h.err}
+	h.figures.Lock()
+	defer h.figures.Unlock()
+	return h.figures.Stats
+}
+
+// set records a pass's figures: the bytes advised, the bytes newly asked to collapse, the error.
+func (h *heapState) set(advised, collapsing int64, err error) {
+	h.figures.Lock()
+	defer h.figures.Unlock()
+	h.figures.Advised, h.figures.Err = advised, err
+	h.figures.Collapsing += collapsing
 }
 
 // pass advises every heap mapping (idempotent: a mapping advised before costs a system call)
@@ -56,26 +67,26 @@ func (h *heapState) pass(stop <-chan struct{}, collapse bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if enabled, err := os.ReadFile(thpEnabled); err != nil || bytes.Contains(enabled, []byte("[never]")) {
-		h.advised, h.err = 0, nil
+		h.set(0, 0, nil)
 		return
 	}
 	maps, err := os.ReadFile(procMaps)
 	if err != nil {
-		h.err = fmt.Errorf("hugepage: %w", err)
+		h.set(h.stats().Advised, 0, fmt.Errorf("hugepage: %w", err))
 		return
 	}
 	if h.collapsed == nil {
 		h.collapsed = map[uintptr]uint8{}
 	}
-	var advised int64
-	h.err = nil
+	var advised, collapsing int64
+	err = nil
 	for _, r := range heapRanges(maps) {
 		lo, hi := (r[0]+huge-1)&^(huge-1), r[1]&^(huge-1)
 		if lo >= hi {
 			continue
 		}
-		if err := madvise(lo, hi-lo, unix.MADV_HUGEPAGE); err != nil {
-			h.err = fmt.Errorf("hugepage: MADV_HUGEPAGE [%#x, %#x): %w", lo, hi, err)
+		if e := madvise(lo, hi-lo, unix.MADV_HUGEPAGE); e != nil {
+			err = fmt.Errorf("hugepage: MADV_HUGEPAGE [%#x, %#x): %w", lo, hi, e)
 			continue
 		}
 		advised += int64(hi - lo)
@@ -96,16 +107,16 @@ func (h *heapState) pass(stop <-chan struct{}, collapse bool) {
 			// EINVAL, a kernel before 6.1, or the mappings changed under the call as the runtime
 			// mapped its next arena; either may come with most of the range made huge.)
 			if h.collapsed[c] == 0 {
-				h.collapsing += int64(b - a)
+				collapsing += int64(b - a)
 			}
-			if err := madvise(a, b-a, unix.MADV_COLLAPSE); err == nil {
+			if madvise(a, b-a, unix.MADV_COLLAPSE) == nil {
 				h.collapsed[c] = collapseTries
 			} else {
 				h.collapsed[c]++
 			}
 		}
 	}
-	h.advised = advised
+	h.set(advised, collapsing, err)
 }
 
 // heapRanges are the heap's mappings in /proc/self/maps: the private read-write anonymous ones

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -162,4 +163,29 @@ func TestKeepCollapsesNothingItself(t *testing.T) {
 		t.Fatalf("Keep's pass %+v after %+v: want the heap marked and no collapse asked", first, before)
 	}
 	runtimeKeepAlive(buf)
+}
+
+// TestKeepDoesNotWaitForAPass: a Keep that finds the keeper running, and Current, return while a
+// pass runs (its collapses can take minutes of a heap restored from a snapshot): they read the
+// figures so far.
+func TestKeepDoesNotWaitForAPass(t *testing.T) {
+	gone(t)
+	a, _ := Keep()
+	defer a()
+	keeper.state.mu.Lock() // a pass running
+	returned := make(chan func())
+	go func() {
+		Current()
+		b, _ := Keep()
+		returned <- b
+	}()
+	select {
+	case b := <-returned:
+		keeper.state.mu.Unlock()
+		b()
+	case <-time.After(2 * time.Second):
+		keeper.state.mu.Unlock()
+		(<-returned)()
+		t.Fatal("Current or a nested Keep waited for the running pass")
+	}
 }
