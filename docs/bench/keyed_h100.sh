@@ -1,0 +1,45 @@
+#!/bin/bash
+# Issue 21's 1M-key rows on a GPU host (docs/BENCHMARKS.md §13.1.14), two builds alternated in one
+# call: the synchronous `gpu` row and the overlapped `gpu-overlap` row (the pipeline's path on a
+# GPU) of BenchmarkKeyedStageDevice at 1,000,000 keys and 20,000-record batches, one process a
+# round and build (both rows' million keys warm in it, 15-26 s each), with the host's
+# transparent-huge-page setting and the most huge pages any process held (sampled every 4 s).
+#
+# Build here (the device has no Go), two detect test binaries into a folder git ignores:
+#   eval "$(.ci/cuda.sh)"
+#   go test -c -tags cuda -ldflags='-s -w' -o .gpubuild/k/a.test ./stages/detect   # e.g. main
+#   (cd <other worktree> && go test -c -tags cuda -ldflags='-s -w' -o /path/.gpubuild/k/b.test ./stages/detect)
+#   xz -T2 .gpubuild/k/*.test                                                        # ~3.4 MB each
+# Run on the device (the `run` tool: kind nvidia-h100-x1, carry [".gpubuild/k"]), from the root:
+#   KEYED_DIR=.gpubuild/k ROUNDS=3 BATCHES=100 bash docs/bench/keyed_h100.sh a b
+# It prints one line a process (records/s and CPU ns a record of each run of each row) and
+# writes everything under $OUT/keyed.tgz. About 50 s a process at 100 batches: 3 rounds of 2
+# builds take ~5 minutes. Compare only processes of one call: the host's spread between calls,
+# and while it is busy, is wider than most changes (§13.1.14).
+set -u
+D=${KEYED_DIR:?KEYED_DIR: the folder of the builds}
+: "${OUT:?OUT not set}"
+ROUNDS=${ROUNDS:-3} BATCHES=${BATCHES:-100}
+ROWS=${ROWS:-'KeyedStageDevice/^gpu(-overlap)?$/keys=1000000/batch=20000'}
+[ $# -ge 1 ] || { echo "usage: keyed_h100.sh BUILD [BUILD...] (names of \$KEYED_DIR/NAME.test[.xz])"; exit 2; }
+for b in "$@"; do
+	[ -f "$D/$b.test" ] || xz -dk "$D/$b.test.xz" || exit 1
+	chmod +x "$D/$b.test"
+done
+R=$OUT/keyed; mkdir -p "$R"
+M=/sys/kernel/mm/transparent_hugepage
+{ nvidia-smi -L; nproc; uname -r; date -u; echo "enabled: $(cat $M/enabled)"; echo "defrag: $(cat $M/defrag)"; } > "$R/device.txt" 2>&1
+cat "$R/device.txt"
+summary() { grep -E '^Benchmark' "$1" | awk '{split($1,n,"/"); r="";c=""; for(i=2;i<=NF;i++){if($(i+1)=="records/s")r=$i; if($(i+1)=="cpu-ns/record")c=$i}; printf " %s %s rec/s (%s cpu-ns);", n[2], r, c}'; }
+for r in $(seq 1 "$ROUNDS"); do
+	for b in "$@"; do
+		f=$R/${b}_$r.txt
+		(while sleep 4; do grep AnonHugePages /proc/meminfo | awk '{print $2}'; done) > "$f.huge" &
+		sp=$!
+		(cd stages/detect && timeout 120 "$(cd ../.. && pwd)/$D/$b.test" -test.run '^$' -test.bench "$ROWS" -test.benchtime "${BATCHES}x" -test.count 2 > "$f" 2>&1; echo "rc=$?" >> "$f")
+		kill $sp
+		echo "== $b round $r:$(summary "$f") $(tail -1 "$f") most huge pages $(sort -n "$f.huge" | tail -1 | awk '{printf "%.1f GB", $1/1048576}')"
+	done
+done
+date -u >> "$R/device.txt"
+(cd "$OUT" && tar czf keyed.tgz keyed && rm -rf keyed)
