@@ -299,13 +299,20 @@ def per_key(fn, X, keys, probation, pass_index=False):
 # ----------------------------------------------------------------------------- metrics
 
 
+def clean(score):
+    """score as float64 with NaN (not scored) lowest and infinities kept ordered but finite."""
+    import numpy as np
+
+    s = np.nan_to_num(np.asarray(score, dtype=np.float64), nan=-np.inf)
+    return np.where(np.isneginf(s), np.finfo(np.float64).min, np.where(np.isposinf(s), np.finfo(np.float64).max, s))
+
+
 def evaluate(score, flags, y, n_equal=None):
     """AUC/AP of score, P/R/F1 of flags, F1 of the top n_equal, share flagged; NaN score = lowest."""
     import numpy as np
     from sklearn.metrics import average_precision_score, roc_auc_score
 
-    s = np.nan_to_num(np.asarray(score, dtype=np.float64), nan=-np.inf)
-    s = np.where(np.isneginf(s), np.finfo(np.float64).min, np.where(np.isposinf(s), np.finfo(np.float64).max, s))
+    s = clean(score)
     out = {"flagged": int(flags.sum()), "share": float(flags.mean())}
     pos = int(y.sum())
     if 0 < pos < len(y):

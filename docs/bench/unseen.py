@@ -177,14 +177,6 @@ def series_outputs(sid, train, test, y, binary, bin_hash, cache):
 # ----------------------------------------------------------------------------- scorers
 
 
-def clean(score):
-    """NaN (not scored) lowest; infinities kept ordered but finite (as stream_sbs.evaluate)."""
-    import numpy as np
-
-    s = np.nan_to_num(np.asarray(score, dtype=np.float64), nan=-np.inf)
-    return np.where(np.isneginf(s), np.finfo(np.float64).min, np.where(np.isposinf(s), np.finfo(np.float64).max, s))
-
-
 def best_f1(y, s):
     """The largest F1 over every threshold of s."""
     import numpy as np
@@ -225,7 +217,7 @@ def score_set(series, dets):
         tp = fn = fp = 0
         secs = 0.0
         for sid, y, segs, outs, tsecs in series:
-            s = clean(outs[d][0])
+            s = sbs.clean(outs[d][0])
             pa = point_adjusted(s, segs)
             per["ap"].append(average_precision_score(y, s))
             per["f1"].append(best_f1(y, s))

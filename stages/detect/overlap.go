@@ -110,7 +110,9 @@ func (s *Stage) startChained() {
 // pass (as without overlap); one started in begin overlaps the batches in flight but scores the
 // records of warm keys for nothing. Mostly cold (a fleet warming up), the global scoring is most
 // of a batch's work and overlapping it is what Deps.Overlap is for; mostly warm, the rows left
-// to it are few and deferring them costs little: nothing at all once every key is warm.
+// to it are few and deferring them costs little: nothing at all once every key is warm. (On an
+// H100, deferring cost 5-9 % of records/s with every and with 40 % of the records cold:
+// docs/BENCHMARKS.md §13.1.14; on two CPU cores nothing, §13.1.12.)
 func (s *Stage) speculate() bool {
 	return s.globalShare >= speculateShare
 }

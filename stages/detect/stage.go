@@ -6,11 +6,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/outlierd/outlierd/internal/core/hugepage"
-
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/hugepage"
 	"github.com/outlierd/outlierd/stages/microcluster"
 )
 

@@ -36,7 +36,7 @@ var procMaps = "/proc/self/maps"
 type heapState struct {
 	mu        sync.Mutex        // one pass at a time
 	collapsed map[uintptr]uint8 // tries, collapseTries once done
-	// figures is the last pass's, under their own lock: read (Current, a nested Keep) without
+	// figures is the last pass's, under their own lock: read (a nested Keep) without
 	// waiting for a pass's collapses.
 	figures struct {
 		sync.Mutex
@@ -79,7 +79,6 @@ func (h *heapState) pass(stop <-chan struct{}, collapse bool) {
 		h.collapsed = map[uintptr]uint8{}
 	}
 	var advised, collapsing int64
-	err = nil
 	for _, r := range heapRanges(maps) {
 		lo, hi := (r[0]+huge-1)&^(huge-1), r[1]&^(huge-1)
 		if lo >= hi {

@@ -55,7 +55,6 @@ func Keep() (release func(), first Stats) {
 	keeper.holders++
 	if keeper.holders == 1 {
 		keeper.state.pass(nil, false) // advice only: the keeper collapses (heap_linux.go)
-		first = keeper.state.stats()
 		stop, done := make(chan struct{}), make(chan struct{})
 		keeper.stop, keeper.done = stop, done
 		go func() {
@@ -71,9 +70,8 @@ func Keep() (release func(), first Stats) {
 				}
 			}
 		}()
-	} else {
-		first = keeper.state.stats()
 	}
+	first = keeper.state.stats()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -91,12 +89,3 @@ func Keep() (release func(), first Stats) {
 		})
 	}, first
 }
-
-// Advise makes one pass now (the keeper's), and returns the figures so far.
-func Advise() Stats {
-	keeper.state.pass(nil, true)
-	return keeper.state.stats()
-}
-
-// Current returns the figures so far.
-func Current() Stats { return keeper.state.stats() }

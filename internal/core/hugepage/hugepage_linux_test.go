@@ -53,7 +53,7 @@ func TestAdviseMarksTheHeap(t *testing.T) {
 	if slices.Contains(flags, "nh") {
 		t.Skipf("the mapping is marked never to take huge pages (%v)", flags)
 	}
-	st := Advise()
+	st := advise()
 	flags, after := mapping(t, addr)
 	t.Logf("%+v; the mapping's huge pages: %d kB before, %d kB after; flags %v", st, before, after, flags)
 	if st.Err != nil || st.Advised < int64(len(buf)) || !slices.Contains(flags, "hg") {
@@ -115,8 +115,8 @@ func TestPassHonoursNever(t *testing.T) {
 	defer func(p string) { thpEnabled = p }(thpEnabled)
 	for _, path := range []string{never, dir + "/absent"} {
 		thpEnabled = path
-		before := Current()
-		st := Advise()
+		before := current()
+		st := advise()
 		if st.Advised != 0 || st.Collapsing != before.Collapsing || st.Err != nil {
 			t.Errorf("setting %s: %+v after %+v: a pass asked for huge pages the host does not give", path, st, before)
 		}
@@ -156,7 +156,7 @@ func TestKeepCollapsesNothingItself(t *testing.T) {
 	for i := 0; i < len(buf); i += 4096 {
 		buf[i] = 1
 	}
-	before := Current()
+	before := current()
 	release, first := Keep()
 	defer release()
 	if first.Err != nil || first.Advised < int64(len(buf)) || first.Collapsing != before.Collapsing {
@@ -165,7 +165,7 @@ func TestKeepCollapsesNothingItself(t *testing.T) {
 	runtimeKeepAlive(buf)
 }
 
-// TestKeepDoesNotWaitForAPass: a Keep that finds the keeper running, and Current, return while a
+// TestKeepDoesNotWaitForAPass: a Keep that finds the keeper running, and the figures, return while a
 // pass runs (its collapses can take minutes of a heap restored from a snapshot): they read the
 // figures so far.
 func TestKeepDoesNotWaitForAPass(t *testing.T) {
@@ -175,7 +175,7 @@ func TestKeepDoesNotWaitForAPass(t *testing.T) {
 	keeper.state.mu.Lock() // a pass running
 	returned := make(chan func())
 	go func() {
-		Current()
+		current()
 		b, _ := Keep()
 		returned <- b
 	}()
@@ -186,6 +186,6 @@ func TestKeepDoesNotWaitForAPass(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		keeper.state.mu.Unlock()
 		(<-returned)()
-		t.Fatal("Current or a nested Keep waited for the running pass")
+		t.Fatal("the figures or a nested Keep waited for the running pass")
 	}
 }

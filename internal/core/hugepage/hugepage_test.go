@@ -8,6 +8,15 @@ import (
 	"time"
 )
 
+// advise makes one pass now, the keeper's (collapses included), and returns the figures so far.
+func advise() Stats {
+	keeper.state.pass(nil, true)
+	return keeper.state.stats()
+}
+
+// current returns the figures so far, without waiting for a running pass.
+func current() Stats { return keeper.state.stats() }
+
 // keepers counts the keeper goroutines running (by their function in the goroutines' stacks).
 func keepers() int {
 	buf := make([]byte, 1<<20)
