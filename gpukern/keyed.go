@@ -204,17 +204,15 @@ const keyedChunk = 32
 // keyedChunks groups records by slot: order lists the records slot by slot (stream order within
 // a slot), chunks holds (slot, first position in order, count <= keyedChunk) triples. The order
 // is a stable radix sort on the slot, a byte a pass and as many passes as the largest slot needs
-// (three at a million keys): the order of a sort by (slot, position), with no comparisons, on the
-// caller's goroutine (the stage's keys' pass) before every keyed call.
+// (three at a million keys): the order of a sort by (slot, position), with no comparisons.
 func keyedChunks(slot []int32) (order []int32, chunks []int32) {
 	var sc chunkScratch
-	return sc.chunksOf(slot)
+	return sc.chunksOf(slot, 0)
 }
 
-// chunkScratch is keyedChunks' memory, kept from call to call by the keyed store's Score
-// (keyedCallScratch): a batch's arrays allocated anew each call were fresh memory, whose first
-// writes cost more than the work (on the stage's path before every keyed call;
-// docs/BENCHMARKS.md §13.1.4).
+// chunkScratch is keyedChunks' memory, kept from call to call (KeyedGrouper): a batch's arrays
+// allocated anew each call were fresh memory, whose first writes cost more than the work
+// (docs/BENCHMARKS.md §13.1.4).
 type chunkScratch struct {
 	order, tmp, chunks []int32
 }
@@ -227,8 +225,9 @@ func int32s(buf []int32, n int) []int32 {
 	return buf[:n]
 }
 
-// chunksOf is keyedChunks in sc's memory (valid until sc's next use).
-func (sc *chunkScratch) chunksOf(slot []int32) (order []int32, chunks []int32) {
+// chunksOf is keyedChunks in sc's memory (valid until sc's next use), the chunks' positions
+// counted from first.
+func (sc *chunkScratch) chunksOf(slot []int32, first int) (order []int32, chunks []int32) {
 	n := len(slot)
 	sc.order, sc.tmp = int32s(sc.order, n), int32s(sc.tmp, n)
 	order, tmp := sc.order, sc.tmp
@@ -259,10 +258,67 @@ func (sc *chunkScratch) chunksOf(slot []int32) (order []int32, chunks []int32) {
 		for j < len(order) && j-i < keyedChunk && slot[order[j]] == slot[order[i]] {
 			j++
 		}
-		chunks = append(chunks, slot[order[i]], int32(i), int32(j-i))
+		chunks = append(chunks, slot[order[i]], int32(first+i), int32(j-i))
 		i = j
 	}
 	return order, chunks
+}
+
+// KeyedGrouper lays out one part of a keyed call's records in the kernels' form: grouped by
+// slot, row-major. A call's records may come in parts, each grouped by its own goroutine (the
+// detect stage's workers each group the records they walked), and the call then takes the
+// parts' chunks as they are (KeyedStore.ScoreGrouped): no step of the call's host side runs over
+// all its records on one goroutine. A part's slots may recur in another part (a key's records in
+// two parts are two chunks: the same scores). Its memory is kept for its next Group.
+type KeyedGrouper struct{ sc chunkScratch }
+
+// Group places records r < len(slot) (values x[j][rows[r]], or x[j][r] where rows is nil) at
+// positions first, first+1, ... of a keyed call, grouped by slot: the record at position first+p
+// is order[p], its values written to xs[(first+p)*d : (first+p+1)*d] (d = len(x)); chunks are
+// its (slot, position, count) triples, positions counted from the call's start. Both are valid
+// until g's next Group.
+func (g *KeyedGrouper) Group(slot, rows []int32, x [][]float32, first int, xs []float32) (order, chunks []int32) {
+	order, chunks = g.sc.chunksOf(slot, first)
+	d := len(x)
+	at := first * d
+	for _, r := range order {
+		i := int(r)
+		if rows != nil {
+			i = int(rows[r])
+		}
+		for j := range d {
+			xs[at+j] = x[j][i]
+		}
+		at += d
+	}
+	return order, chunks
+}
+
+// KeyedScores are a grouped call's scores by position (KeyedStore.ScoreGrouped): the device's
+// download as it comes, kept by the caller from call to call.
+type KeyedScores struct {
+	back []uint64 // n tail scores' bits, n distances' bits, n host flags (int32, two a word)
+	n    int
+}
+
+// resize makes room for n records' scores.
+func (o *KeyedScores) resize(n int) {
+	m := 2*n + (n+1)/2
+	if cap(o.back) < m {
+		o.back = make([]uint64, m)
+	}
+	o.back, o.n = o.back[:m], n
+}
+
+// Tail is the tail score at position p (rank.Tail.Score's bits) unless Host(p).
+func (o *KeyedScores) Tail(p int) float64 { return math.Float64frombits(o.back[p]) }
+
+// Dist is w_k(q, R) at position p (solvingset.KNNWeights's bits).
+func (o *KeyedScores) Dist(p int) float64 { return math.Float64frombits(o.back[o.n+p]) }
+
+// Host reports whether the tail score at position p needs the host (KeyedScoreReference).
+func (o *KeyedScores) Host(p int) bool {
+	return uint32(o.back[2*o.n+p/2]>>(32*(p&1))) != 0 // (the kernel's int32 flags, little-endian)
 }
 
 // keyedScoreParams is keyed_score_q*'s parameter (keyed.cu: KeyedScoreParams).

@@ -5,7 +5,6 @@ package gpukern
 import (
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -127,53 +126,45 @@ func (s *KeyedStore) Install(slots []int32, models []*KeyedModel) error {
 	return nil
 }
 
-// Score scores records x (column-major, Dims columns of len(slot) finite values) against the
-// models in their slots, in one launch: tail[i] the tail score (rank.Tail.Score's bits) and
-// dist[i] w_k(q, R) (solvingset.KNNWeights's), host[i] set where the tail needs the host
-// (KeyedScoreReference). Every slot named must hold a model.
-func (s *KeyedStore) Score(slot []int32, x [][]float32, tail, dist []float64, host []bool) error {
-	n := len(slot)
-	if len(x) != s.shape.Dims || len(tail) != n || len(dist) != n || len(host) != n {
-		return fmt.Errorf("gpukern.KeyedStore.Score: %d records, %d columns (store: %d), %d/%d/%d outputs", n, len(x), s.shape.Dims, len(tail), len(dist), len(host))
-	}
-	if n == 0 {
-		return nil
-	}
+// ScoreGrouped scores records laid out by KeyedGroupers (xs: Dims values a record, row-major,
+// finite; chunks: the parts' (slot, position, count) triples) against the models in their slots,
+// in one launch, into out by position. Every slot named must hold a model.
+func (s *KeyedStore) ScoreGrouped(chunks [][]int32, xs []float32, out *KeyedScores) error {
 	dims := s.shape.Dims
-	sc := keyedScratches.Get().(*keyedCallScratch)
-	defer keyedScratches.Put(sc)
-	order, chunks := sc.chunksOf(slot)
-	if cap(sc.xs) < n*dims {
-		sc.xs = make([]float32, n*dims)
+	n := len(xs) / dims
+	nchunk := 0
+	for _, c := range chunks {
+		nchunk += len(c) / 3
 	}
-	xs := sc.xs[:n*dims]
-	for p, i := range order {
-		for j := range dims {
-			xs[p*dims+j] = x[j][i]
-		}
+	if len(xs)%dims != 0 || n == 0 || nchunk == 0 {
+		return fmt.Errorf("gpukern.KeyedStore.ScoreGrouped: %d values of %d features, %d chunks", len(xs), dims, nchunk)
 	}
-	nchunk := len(chunks) / 3
-	if m := 2*n + (n+1)/2; cap(sc.back) < m { // tail, dist, host (int32); every one downloaded
-		sc.back = make([]uint64, m)
-	}
-	back := sc.back[:2*n+(n+1)/2]
+	out.resize(n)
+	back := out.back
 	d := s.dev
 	err := d.do(func() error {
-		for _, sl := range slot {
-			if int(sl) >= s.slots || sl < 0 {
-				return fmt.Errorf("slot %d: no model installed (capacity %d)", sl, s.slots)
+		for _, c := range chunks {
+			for t := 0; t+2 < len(c); t += 3 {
+				if sl, at, cnt := c[t], c[t+1], c[t+2]; sl < 0 || int(sl) >= s.slots || at < 0 || cnt < 1 || int(at)+int(cnt) > n {
+					return fmt.Errorf("chunk (slot %d, position %d, %d records): no model installed (capacity %d) or outside the %d records", sl, at, cnt, s.slots, n)
+				}
 			}
 		}
 		var pk pack
 		pk.reset(d.packBuf)
 		defer func() { d.packBuf = pk.buf[:0] }()
-		chAt := pk.add(unsafe.Pointer(&chunks[0]), int64(len(chunks))*4)
+		chAt := pk.add(nil, 0)
+		for _, c := range chunks { // (triples of int32: contiguous without padding)
+			if len(c) > 0 {
+				pk.raw(unsafe.Pointer(&c[0]), int64(len(c))*4)
+			}
+		}
 		xAt := pk.add(unsafe.Pointer(&xs[0]), int64(len(xs))*4)
 		base, err := pk.upload(d, scratchIn, "keyed records")
 		if err != nil {
 			return err
 		}
-		out, err := d.scratch(scratchOut, "keyed scores", int64(len(back))*8)
+		dev, err := d.scratch(scratchOut, "keyed scores", int64(len(back))*8)
 		if err != nil {
 			return err
 		}
@@ -183,35 +174,19 @@ func (s *KeyedStore) Score(slot []int32, x [][]float32, tail, dist []float64, ho
 		}
 		p := keyedScoreParams{Slots: uint64(s.ptr), SlotBytes: int64(s.shape.SlotBytes()), D: int64(dims),
 			W: int64(s.shape.Window), Logs: uint64(s.logs), Chunks: uint64(base) + uint64(chAt), NChunk: int64(nchunk),
-			X: uint64(base) + uint64(xAt), N: int64(n), Tail: uint64(out), Dist: uint64(out) + uint64(8*n),
-			Host: uint64(out) + uint64(16*n)}
+			X: uint64(base) + uint64(xAt), N: int64(n), Tail: uint64(dev), Dist: uint64(dev) + uint64(8*n),
+			Host: uint64(dev) + uint64(16*n)}
 		grid := (nchunk + keyedBlock/32 - 1) / (keyedBlock / 32)
 		if err := launchParams(d, kernel, [3]int{grid, 1, 1}, [3]int{keyedBlock, 1, 1}, 0, &p); err != nil {
 			return err
 		}
-		return download(d, "keyed scores", back, out)
+		return download(d, "keyed scores", back, dev)
 	})
 	if err != nil {
-		return fmt.Errorf("gpukern.KeyedStore.Score: %w", err)
-	}
-	flags := unsafe.Slice((*int32)(unsafe.Pointer(&back[2*n])), n)
-	for p, i := range order {
-		tail[i] = math.Float64frombits(back[p])
-		dist[i] = math.Float64frombits(back[n+p])
-		host[i] = flags[p] != 0
+		return fmt.Errorf("gpukern.KeyedStore.ScoreGrouped: %w", err)
 	}
 	return nil
 }
-
-// keyedCallScratch is a Score call's host memory, kept for the next call (chunkScratch's reason).
-type keyedCallScratch struct {
-	chunkScratch
-	xs   []float32
-	back []uint64
-}
-
-// keyedScratches are the calls' scratch (a call may come from any goroutine).
-var keyedScratches = sync.Pool{New: func() any { return new(keyedCallScratch) }}
 
 // Free returns the store's device memory; a second call does nothing.
 func (s *KeyedStore) Free() error {

@@ -13,7 +13,8 @@ import (
 // bit for bit for records of many keys in one launch: 300 keys of several n, m and k (k up to
 // 40, the 64-slot queue), batches with one record of a key and with more than a warp's 32 (a
 // key's records split over chunks), slots past the first allocation (the store grows, the slots
-// copied), and again after models are re-installed in place (a key's rebuild).
+// copied), and again after models are re-installed in place (a key's rebuild); and the same
+// records given in parts to ScoreGrouped, the parts' slots overlapping, give Score's bits.
 func TestKeyedStoreMatchesReference(t *testing.T) {
 	d := openDevice(t)
 	const dims, window = 3, 200
@@ -24,6 +25,7 @@ func TestKeyedStoreMatchesReference(t *testing.T) {
 	defer st.Free()
 	r := newRand(t, 2121)
 	logs := gpukern.KeyedLogs(window)
+	var call keyedCaller
 	const keys = 300
 	models := make([]*gpukern.KeyedModel, keys)
 	slots := make([]int32, keys)
@@ -58,7 +60,7 @@ func TestKeyedStoreMatchesReference(t *testing.T) {
 				}
 			}
 			tail, dist, host := make([]float64, size), make([]float64, size), make([]bool, size)
-			if err := st.Score(slot, x, tail, dist, host); err != nil {
+			if err := call.score(st, slot, x, tail, dist, host); err != nil {
 				t.Fatal(err)
 			}
 			flagged := 0
@@ -75,6 +77,41 @@ func TestKeyedStoreMatchesReference(t *testing.T) {
 			if size > 97 && (flagged == 0 || flagged == size) {
 				t.Fatalf("batch %d: %d records for the host: the queries miss a case", size, flagged)
 			}
+			// The same records in three parts (every third record, by row: key 5's records in
+			// all three), each grouped on its own, in one ScoreGrouped: Score's bits.
+			parts := 3
+			var gs [3]gpukern.KeyedGrouper
+			var chunks [][]int32
+			orders, rowsOf, from := make([][]int32, parts), make([][]int32, parts), make([]int, parts+1)
+			for w := range parts {
+				for i := w; i < size; i += parts {
+					rowsOf[w] = append(rowsOf[w], int32(i))
+				}
+				from[w+1] = from[w] + len(rowsOf[w])
+			}
+			xs := make([]float32, size*dims)
+			for w := range parts {
+				ps := make([]int32, len(rowsOf[w]))
+				for r, i := range rowsOf[w] {
+					ps[r] = slot[i]
+				}
+				var c []int32
+				orders[w], c = gs[w].Group(ps, rowsOf[w], x, from[w], xs)
+				chunks = append(chunks, c)
+			}
+			var out gpukern.KeyedScores
+			if err := st.ScoreGrouped(chunks, xs, &out); err != nil {
+				t.Fatal(err)
+			}
+			for w := range parts {
+				for p, r := range orders[w] {
+					i := rowsOf[w][r]
+					at := from[w] + p
+					if math.Float64bits(out.Dist(at)) != math.Float64bits(dist[i]) || out.Host(at) != host[i] || !host[i] && math.Float64bits(out.Tail(at)) != math.Float64bits(tail[i]) {
+						t.Fatalf("round %d batch %d record %d in part %d: grouped %v %v %v, Score %v %v %v", round, size, i, w, out.Tail(at), out.Dist(at), out.Host(at), tail[i], dist[i], host[i])
+					}
+				}
+			}
 		}
 	}
 	build()
@@ -83,7 +120,31 @@ func TestKeyedStoreMatchesReference(t *testing.T) {
 	check(1)
 }
 
-// BenchmarkKeyedScore: keyed_score alone (one Score call: grouping, upload, one launch, download)
+// keyedCaller scores records x (column-major) against the models in slots slot in one call, the
+// records in one part (KeyedGrouper, ScoreGrouped) placed back in their order: tail[i] (unless
+// host[i]), dist[i] and host[i] are record i's. Its memory is kept from call to call.
+type keyedCaller struct {
+	g   gpukern.KeyedGrouper
+	out gpukern.KeyedScores
+	xs  []float32
+}
+
+func (c *keyedCaller) score(st *gpukern.KeyedStore, slot []int32, x [][]float32, tail, dist []float64, host []bool) error {
+	if len(c.xs) < len(slot)*len(x) {
+		c.xs = make([]float32, len(slot)*len(x))
+	}
+	xs := c.xs[:len(slot)*len(x)]
+	order, chunks := c.g.Group(slot, nil, x, 0, xs)
+	if err := st.ScoreGrouped([][]int32{chunks}, xs, &c.out); err != nil {
+		return err
+	}
+	for p, i := range order {
+		tail[i], dist[i], host[i] = c.out.Tail(p), c.out.Dist(p), c.out.Host(p)
+	}
+	return nil
+}
+
+// BenchmarkKeyedScore: keyed_score alone (one call: grouping, upload, one launch, download)
 // for batches of 20,000 records of random keys among 100,000 resident, 3 features, window 200, k 10.
 func BenchmarkKeyedScore(b *testing.B) {
 	d := openDevice(b)
@@ -109,9 +170,10 @@ func BenchmarkKeyedScore(b *testing.B) {
 	}
 	x := keyedQueries(r, m, batch)
 	tail, dist, host := make([]float64, batch), make([]float64, batch), make([]bool, batch)
+	var call keyedCaller
 	b.ResetTimer()
 	for range b.N {
-		if err := st.Score(slot, x, tail, dist, host); err != nil {
+		if err := call.score(st, slot, x, tail, dist, host); err != nil {
 			b.Fatal(err)
 		}
 	}

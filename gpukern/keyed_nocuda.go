@@ -17,8 +17,8 @@ func (s *KeyedStore) Bytes() int64 { return 0 }
 // Install fails with ErrNoDevice in this build.
 func (s *KeyedStore) Install(slots []int32, models []*KeyedModel) error { return errNoCUDA }
 
-// Score fails with ErrNoDevice in this build.
-func (s *KeyedStore) Score(slot []int32, x [][]float32, tail, dist []float64, host []bool) error {
+// ScoreGrouped fails with ErrNoDevice in this build.
+func (s *KeyedStore) ScoreGrouped(chunks [][]int32, xs []float32, out *KeyedScores) error {
 	return errNoCUDA
 }
 

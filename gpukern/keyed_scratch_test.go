@@ -18,7 +18,7 @@ func TestKeyedChunksReuseScratch(t *testing.T) {
 			slot[i] = int32(r.IntN(c.slots))
 		}
 		wantOrder, wantChunks := keyedChunks(slot)
-		order, chunks := sc.chunksOf(slot)
+		order, chunks := sc.chunksOf(slot, 0)
 		if !slices.Equal(order, wantOrder) || !slices.Equal(chunks, wantChunks) {
 			t.Fatalf("%d records of %d slots: the reused scratch's chunks differ from a fresh call's", c.n, c.slots)
 		}

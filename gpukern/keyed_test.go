@@ -186,3 +186,68 @@ func TestKeyedChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyedGrouperLayout: a part grouped at positions first.. of a call writes each record's
+// values in its row (row-major at its position), lists every position once in chunks of one slot
+// and at most 32 records, the part's records of a slot in their order (stream order within a
+// key), the positions counted from the call's start; rows pick the records' columns (nil: the
+// identity), and a grouper reused for a smaller part forgets the larger one.
+func TestKeyedGrouperLayout(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 21))
+	const dims, cols = 3, 9000
+	x := make([][]float32, dims)
+	for j := range x {
+		x[j] = make([]float32, cols)
+		for i := range x[j] {
+			x[j][i] = float32(j*cols + i)
+		}
+	}
+	var g gpukern.KeyedGrouper
+	for _, c := range []struct {
+		n, slots, first int
+		identity        bool
+	}{{5000, 1 << 20, 0, false}, {3000, 40, 1234, false}, {70, 1, 17, true}, {1, 3, 8000, false}} {
+		slot, rows := make([]int32, c.n), make([]int32, c.n)
+		for i := range slot {
+			slot[i], rows[i] = int32(r.IntN(c.slots)), int32(r.IntN(cols))
+			if c.identity {
+				rows[i] = int32(i)
+			}
+		}
+		given := rows
+		if c.identity {
+			given = nil
+		}
+		xs := make([]float32, (c.first+c.n)*dims)
+		order, chunks := g.Group(slot, given, x, c.first, xs)
+		if len(order) != c.n {
+			t.Fatalf("%+v: %d records ordered", c, len(order))
+		}
+		for p, rec := range order {
+			for j := range dims {
+				if xs[(c.first+p)*dims+j] != x[j][rows[rec]] {
+					t.Fatalf("%+v: position %d feature %d holds %v, record %d's value is %v", c, c.first+p, j, xs[(c.first+p)*dims+j], rec, x[j][rows[rec]])
+				}
+			}
+		}
+		next := c.first
+		seen := make([]bool, c.n)
+		for t3 := 0; t3 < len(chunks); t3 += 3 {
+			sl, at, cnt := chunks[t3], int(chunks[t3+1]), int(chunks[t3+2])
+			if at != next || cnt < 1 || cnt > 32 {
+				t.Fatalf("%+v: chunk at %d of %d records, the next position is %d", c, at, cnt, next)
+			}
+			for p := at; p < at+cnt; p++ {
+				rec := order[p-c.first]
+				if slot[rec] != sl || seen[rec] || p > at && order[p-c.first-1] > rec {
+					t.Fatalf("%+v: position %d: record %d of slot %d in a chunk of slot %d (seen %v, or out of stream order)", c, p, rec, slot[rec], sl, seen[rec])
+				}
+				seen[rec] = true
+			}
+			next = at + cnt
+		}
+		if next != c.first+c.n {
+			t.Fatalf("%+v: the chunks end at %d, not %d", c, next, c.first+c.n)
+		}
+	}
+}

@@ -367,3 +367,24 @@ func TestKeyedSelfWeightsNotFiniteOnCPU(t *testing.T) {
 		t.Fatalf("%d calls fell back to the CPU: a set not finite is not a device failure", f)
 	}
 }
+
+// TestKeyedStoreGPUMatchesCPU: a GPU store's scores are the CPU's bits, in one call (Score) and
+// given in parts whose keys recur: records not finite and tails past the window (the
+// host's share of a device call) included, with no fallback.
+func TestKeyedStoreGPUMatchesCPU(t *testing.T) {
+	dev := openGPU(t)
+	f := newKeyedStoreFixture(t, dev, 3000)
+	if f.st.gpu == nil {
+		t.Fatal("the store is not on the GPU")
+	}
+	tail, dist := make([]float64, 3000), make([]float64, 3000)
+	if err := f.st.Score([][]int32{f.which}, [][]int32{nil}, f.x, [][]float64{tail}, [][]float64{dist}); err != nil {
+		t.Fatal(err)
+	}
+	f.check(t, "Score", tail, dist)
+	tail, dist = f.scoreInParts(t)
+	f.check(t, "in parts", tail, dist)
+	if fb := dev.Fallbacks(); fb != 0 {
+		t.Fatalf("%d calls fell back to the CPU: the GPU path was not the one compared", fb)
+	}
+}

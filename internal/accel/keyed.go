@@ -1,8 +1,10 @@
 package accel
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/algo/rank"
@@ -23,7 +25,7 @@ type KeyedModel struct {
 // so that the stage's optional KeyedAccelerator method is implemented without importing detect.
 type KeyedModels = interface {
 	Install(slots []int32, tails []*rank.Tail, refs []*solvingset.Model, centers, units [][]float64) error
-	Score(slots []int32, x [][]float32, tail, dist []float64) error
+	Score(slots, rows [][]int32, x [][]float32, tail, dist [][]float64) error
 	Bytes() int64
 	Close() error
 }
@@ -44,6 +46,7 @@ type KeyedStore struct {
 	shape  gpukern.KeyedShape
 	models []KeyedModel // by slot
 	why    string       // why the kernels do not take the store ("" when they do)
+	call   keyedCall
 }
 
 // KeyedStore opens a store for models of dims features and windows of window records; on the
@@ -126,24 +129,65 @@ func (s *KeyedStore) dropGPU(why string) {
 	s.gpu = nil
 }
 
-// Score writes for record i (x column-major) the tail score tail[i] and w_k(q, R) dist[i]
-// against the model in slot slots[i]: rank.Tail.Score's and solvingset.KNNWeights's bits, all
-// records in one device call. The CPU scores what the kernels leave to it: a tail past the
-// window's range by more than ln n spreads (rank's log1p), a record with a non-finite value, and
-// everything after a device failure.
-func (s *KeyedStore) Score(slots []int32, x [][]float32, tail, dist []float64) error {
-	n := len(slots)
+// Score writes the tail score and w_k(q, R) (rank.Tail.Score's and solvingset.KNNWeights's bits)
+// of records given in parts, all in one device call: part w's record r is row rows[w][r] of x
+// (column-major; row r where rows[w] is nil) against the model in slot slots[w][r], its scores
+// written to tail[w][r] and dist[w][r]. Each part's host side (its records grouped by
+// slot into the call's arrays, its scores placed, what the CPU scores) runs on a goroutine of its
+// own: the detect stage's workers give their own records as a part each, and nothing of the
+// call runs over all its records on one goroutine (docs/BENCHMARKS.md §13.1.15). The CPU scores
+// what the kernels leave to it: a tail past the window's range by more than ln n spreads (rank's
+// log1p), a record with a non-finite value, and everything after a device failure.
+func (s *KeyedStore) Score(slots, rows [][]int32, x [][]float32, tail, dist [][]float64) error {
+	parts := len(slots)
+	if len(rows) != parts || len(tail) != parts || len(dist) != parts {
+		return fmt.Errorf("accel.KeyedStore.Score: %d parts of slots, %d of rows, %d/%d of outputs", parts, len(rows), len(tail), len(dist))
+	}
+	from := make([]int, parts+1)
+	for w := range parts {
+		n := len(slots[w])
+		if rows[w] != nil && len(rows[w]) != n || len(tail[w]) != n || len(dist[w]) != n {
+			return fmt.Errorf("accel.KeyedStore.Score: part %d: %d slots, %d rows, %d/%d outputs", w, n, len(rows[w]), len(tail[w]), len(dist[w]))
+		}
+		from[w+1] = from[w] + n
+	}
+	n := from[parts]
 	if n == 0 {
 		return nil
 	}
-	host := make([]bool, n)
+	errs := make([]error, parts) // (on the parts' goroutines: each part's slots are read there again)
+	onParts(parts, func(w int) {
+		for _, sl := range slots[w] {
+			if sl < 0 || int(sl) >= len(s.models) || s.models[sl].Tail == nil {
+				errs[w] = fmt.Errorf("accel.KeyedStore.Score: part %d: slot %d holds no model", w, sl)
+				return
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	d := len(x)
+	sc := &s.call
+	if len(sc.groupers) < parts {
+		sc.groupers = make([]gpukern.KeyedGrouper, parts)
+		sc.orders = make([][]int32, parts)
+		sc.chunks = make([][]int32, parts)
+	}
 	onGPU := false
 	why := s.why
 	if why == "" && s.gpu == nil {
 		why = "the keyed models' device store was given up after a failure"
 	}
 	err := s.d.step("keyed scoring", why, func() error {
-		if err := s.gpu.Score(slots, x, tail, dist, host); err != nil {
+		if cap(sc.xs) < n*d {
+			sc.xs = make([]float32, n*d)
+		}
+		xs := sc.xs[:n*d]
+		onParts(parts, func(w int) {
+			sc.orders[w], sc.chunks[w] = sc.groupers[w].Group(slots[w], rows[w], x, from[w], xs)
+		})
+		if err := s.gpu.ScoreGrouped(sc.chunks[:parts], xs, &sc.out); err != nil {
 			return err
 		}
 		onGPU = true
@@ -152,36 +196,90 @@ func (s *KeyedStore) Score(slots []int32, x [][]float32, tail, dist []float64) e
 	if err != nil {
 		return err
 	}
-	one, q := make([][]float32, len(x)), make([][]float32, len(x))
-	for j := range q {
-		q[j] = make([]float32, 1)
-	}
-	out := make([]float64, 1)
-	for i := range n {
-		finite := true
-		for j := range x {
-			v := x[j][i]
-			finite = finite && !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0)
+	onParts(parts, func(w int) {
+		var cpu keyedCPU
+		if !onGPU {
+			for r := range slots[w] {
+				cpu.score(s, slots[w][r], x, row(rows[w], r), false, &tail[w][r], &dist[w][r])
+			}
+			return
 		}
-		if onGPU && finite && !host[i] {
-			continue
+		xs := sc.xs[from[w]*d : from[w+1]*d]
+		for p, r32 := range sc.orders[w] {
+			r, at := int(r32), from[w]+p
+			tail[w][r], dist[w][r] = sc.out.Tail(at), sc.out.Dist(at)
+			if finite := allFinite32(xs[p*d : (p+1)*d]); !finite || sc.out.Host(at) {
+				cpu.score(s, slots[w][r], x, row(rows[w], r), finite, &tail[w][r], &dist[w][r])
+			}
 		}
-		m := &s.models[slots[i]]
-		for j := range x {
-			one[j] = x[j][i : i+1]
-		}
-		m.Tail.Score(one, out)
-		tail[i] = out[0]
-		if onGPU && finite {
-			continue // the device's distance is the CPU's
-		}
-		for j := range x { // detect's distanceSpace, clamped as the kernel clamps
-			q[j][0] = float32(max(-gpukern.KeyedLimit, min(gpukern.KeyedLimit, (float64(x[j][i])-m.Center[j])/m.Unit[j])))
-		}
-		solvingset.KNNWeights(m.Ref.Points, q, m.Ref.K, 1, out)
-		dist[i] = out[0]
-	}
+	})
 	return nil
+}
+
+// keyedCall is Score's host memory, kept for the next call (a call's arrays are megabytes at
+// a million keys: fresh memory each call costs more than the work, §13.1.4).
+type keyedCall struct {
+	groupers       []gpukern.KeyedGrouper
+	orders, chunks [][]int32
+	xs             []float32
+	out            gpukern.KeyedScores
+}
+
+// row is record r's row of x (rows nil: r).
+func row(rows []int32, r int) int {
+	if rows == nil {
+		return r
+	}
+	return int(rows[r])
+}
+
+// onParts runs f(w) for each of parts on a goroutine of its own (one: on the caller's) and waits.
+func onParts(parts int, f func(w int)) {
+	if parts == 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(w)
+		}()
+	}
+	wg.Wait()
+}
+
+// keyedCPU scores single records on the CPU from the host's copy of their key's model (a part's
+// goroutine's scratch).
+type keyedCPU struct {
+	one, q [][]float32
+	out    []float64
+}
+
+// score writes record i's (row i of x) tail score against the model in slot sl, and its w_k(q,
+// R) unless the device's distance stands (distOK: the record is finite, the device scored it).
+func (c *keyedCPU) score(s *KeyedStore, sl int32, x [][]float32, i int, distOK bool, tail, dist *float64) {
+	if c.one == nil {
+		c.one, c.q, c.out = make([][]float32, len(x)), make([][]float32, len(x)), make([]float64, 1)
+		for j := range c.q {
+			c.q[j] = make([]float32, 1)
+		}
+	}
+	m := &s.models[sl]
+	for j := range x {
+		c.one[j] = x[j][i : i+1]
+	}
+	m.Tail.Score(c.one, c.out)
+	*tail = c.out[0]
+	if distOK {
+		return // the device's distance is the CPU's
+	}
+	for j := range x { // detect's distanceSpace, clamped as the kernel clamps
+		c.q[j][0] = float32(max(-gpukern.KeyedLimit, min(gpukern.KeyedLimit, (float64(x[j][i])-m.Center[j])/m.Unit[j])))
+	}
+	solvingset.KNNWeights(m.Ref.Points, c.q, m.Ref.K, 1, c.out)
+	*dist = c.out[0]
 }
 
 // Close frees the device's store.
@@ -240,6 +338,16 @@ func (d *Device) KeyedSelfWeights(sets [][][]float32, k []int, out [][]float64) 
 		fanout.OnCores(len(sets), func(s int) { solvingset.KNNWeightsSelf(sets[s], k[s], out[s]) })
 		return nil
 	})
+}
+
+// allFinite32 reports whether every value of v is finite.
+func allFinite32(v []float32) bool {
+	for _, f := range v {
+		if math.Float32bits(f)&0x7f800000 == 0x7f800000 {
+			return false
+		}
+	}
+	return true
 }
 
 // allFinite reports whether every value of the columns is finite (a key build's points in the

@@ -12,21 +12,32 @@ import (
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
-// TestKeyedStoreOnCPU: without a GPU (and so after a device failure or for a model the kernels do
-// not take) a KeyedStore scores every record on the CPU with its slot's model: rank.Tail.Score's
-// and solvingset.KNNWeights's bits in R's space, non-finite values included, slots in any order.
-func TestKeyedStoreOnCPU(t *testing.T) {
-	d := &Device{name: "cpu", log: zerolog.Nop()}
-	st, err := d.KeyedModels(2, 100)
+// keyedStoreFixture is a store of d with three keys' models of two features in slots 5, 0 and 2
+// (k 3, 4, 5), and n records of those keys (which: a record's slot, model: its key), two of them
+// not finite and every 11th far past its key's window (rank's log1p: the host's tail).
+type keyedStoreFixture struct {
+	st         *KeyedStore
+	tails      []*rank.Tail
+	refs       []*solvingset.Model
+	centers    [][]float64
+	units      [][]float64
+	x          [][]float32
+	which      []int32
+	model      []int
+	tail, dist []float64 // the CPU's scores of the records
+}
+
+func newKeyedStoreFixture(t *testing.T, d *Device, n int) *keyedStoreFixture {
+	t.Helper()
+	st, err := d.KeyedStore(2, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
+	f := &keyedStoreFixture{st: st, tails: make([]*rank.Tail, 3), refs: make([]*solvingset.Model, 3),
+		centers: make([][]float64, 3), units: make([][]float64, 3)}
 	r := rand.New(rand.NewPCG(4, 21))
 	slots := []int32{5, 0, 2}
-	tails := make([]*rank.Tail, 3)
-	refs := make([]*solvingset.Model, 3)
-	centers, units := make([][]float64, 3), make([][]float64, 3)
 	for m := range slots {
 		cols := [][]float32{make([]float32, 80), make([]float32, 80)}
 		for j := range cols {
@@ -34,37 +45,92 @@ func TestKeyedStoreOnCPU(t *testing.T) {
 				cols[j][i] = float32(100*m) + float32(r.NormFloat64())
 			}
 		}
-		tails[m] = rank.NewTail(cols)
-		centers[m], units[m] = []float64{float64(100 * m), 0}, []float64{1, 2}
-		refs[m] = &solvingset.Model{Points: space(cols, centers[m], units[m]), K: 3 + m}
+		f.tails[m] = rank.NewTail(cols)
+		f.centers[m], f.units[m] = []float64{float64(100 * m), 0}, []float64{1, 2}
+		f.refs[m] = &solvingset.Model{Points: space(cols, f.centers[m], f.units[m]), K: 3 + m}
 	}
-	if err := st.Install(slots, tails, refs, centers, units); err != nil {
+	if err := st.Install(slots, f.tails, f.refs, f.centers, f.units); err != nil {
 		t.Fatal(err)
 	}
-	n := 300
-	x := [][]float32{make([]float32, n), make([]float32, n)}
-	which := make([]int32, n)
-	model := make([]int, n)
+	f.x = [][]float32{make([]float32, n), make([]float32, n)}
+	f.which, f.model = make([]int32, n), make([]int, n)
+	f.tail, f.dist = make([]float64, n), make([]float64, n)
 	for i := range n {
-		model[i] = r.IntN(3)
-		which[i] = slots[model[i]]
-		for j := range x {
-			x[j][i] = float32(100*model[i]) + float32(3*r.NormFloat64())
+		f.model[i] = r.IntN(3)
+		f.which[i] = slots[f.model[i]]
+		for j := range f.x {
+			f.x[j][i] = float32(100*f.model[i]) + float32(3*r.NormFloat64())
+		}
+		if i%11 == 4 {
+			f.x[1][i] += 500
 		}
 	}
-	x[0][7], x[1][9] = float32(math.NaN()), float32(math.Inf(1))
-	tail, dist := make([]float64, n), make([]float64, n)
-	if err := st.Score(which, x, tail, dist); err != nil {
+	f.x[0][7], f.x[1][9] = float32(math.NaN()), float32(math.Inf(1))
+	for i := range n {
+		m := f.model[i]
+		one := [][]float32{f.x[0][i : i+1], f.x[1][i : i+1]}
+		wt, wd := make([]float64, 1), make([]float64, 1)
+		f.tails[m].Score(one, wt)
+		solvingset.KNNWeights(f.refs[m].Points, space(one, f.centers[m], f.units[m]), f.refs[m].K, 1, wd)
+		f.tail[i], f.dist[i] = wt[0], wd[0]
+	}
+	return f
+}
+
+// check fails t unless tail and dist are the CPU's scores of the fixture's records.
+func (f *keyedStoreFixture) check(t *testing.T, what string, tail, dist []float64) {
+	t.Helper()
+	for i := range f.tail {
+		if math.Float64bits(tail[i]) != math.Float64bits(f.tail[i]) || math.Float64bits(dist[i]) != math.Float64bits(f.dist[i]) {
+			t.Fatalf("%s: record %d (slot %d): %v %v, the CPU's %v %v", what, i, f.which[i], tail[i], dist[i], f.tail[i], f.dist[i])
+		}
+	}
+}
+
+// scoreInParts scores the fixture's records with Score in three parts (every third record,
+// by row: each key's records in all three) and returns the scores by record.
+func (f *keyedStoreFixture) scoreInParts(t *testing.T) (tail, dist []float64) {
+	t.Helper()
+	n := len(f.which)
+	const parts = 3
+	slots, rows := make([][]int32, parts), make([][]int32, parts)
+	for i := range n {
+		slots[i%parts] = append(slots[i%parts], f.which[i])
+		rows[i%parts] = append(rows[i%parts], int32(i))
+	}
+	pt, pd := make([][]float64, parts), make([][]float64, parts)
+	for w := range parts {
+		pt[w], pd[w] = make([]float64, len(rows[w])), make([]float64, len(rows[w]))
+	}
+	if err := f.st.Score(slots, rows, f.x, pt, pd); err != nil {
 		t.Fatal(err)
 	}
-	for i := range n {
-		m := model[i]
-		one := [][]float32{x[0][i : i+1], x[1][i : i+1]}
-		wt, wd := make([]float64, 1), make([]float64, 1)
-		tails[m].Score(one, wt)
-		solvingset.KNNWeights(refs[m].Points, space(one, centers[m], units[m]), refs[m].K, 1, wd)
-		if math.Float64bits(tail[i]) != math.Float64bits(wt[0]) || math.Float64bits(dist[i]) != math.Float64bits(wd[0]) {
-			t.Fatalf("record %d (slot %d): %v %v, the CPU's %v %v", i, which[i], tail[i], dist[i], wt[0], wd[0])
+	tail, dist = make([]float64, n), make([]float64, n)
+	for w := range parts {
+		for r, i := range rows[w] {
+			tail[i], dist[i] = pt[w][r], pd[w][r]
+		}
+	}
+	return tail, dist
+}
+
+// TestKeyedStoreOnCPU: without a GPU (and so after a device failure or for a model the kernels do
+// not take) a KeyedStore scores every record on the CPU with its slot's model: rank.Tail.Score's
+// and solvingset.KNNWeights's bits in R's space, non-finite values included, slots in any order;
+// the same records given in parts (each part's rows of x) get the same scores, and a
+// slot that holds no model is an error.
+func TestKeyedStoreOnCPU(t *testing.T) {
+	f := newKeyedStoreFixture(t, &Device{name: "cpu", log: zerolog.Nop()}, 300)
+	tail, dist := make([]float64, 300), make([]float64, 300)
+	if err := f.st.Score([][]int32{f.which}, [][]int32{nil}, f.x, [][]float64{tail}, [][]float64{dist}); err != nil {
+		t.Fatal(err)
+	}
+	f.check(t, "Score", tail, dist)
+	tail, dist = f.scoreInParts(t)
+	f.check(t, "in parts", tail, dist)
+	for _, sl := range []int32{1, 6, -1} {
+		if err := f.st.Score([][]int32{{0, sl}}, [][]int32{nil}, [][]float32{{1, 2}, {1, 2}}, [][]float64{make([]float64, 2)}, [][]float64{make([]float64, 2)}); err == nil {
+			t.Fatalf("slot %d (no model) accepted", sl)
 		}
 	}
 }

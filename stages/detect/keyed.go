@@ -81,8 +81,11 @@ type keyedScratch struct {
 	ws         []keyedWorker
 	mine       [][]int
 	tail, dist []float64
-	slots      []int32
-	x          [][]float32
+	// The device call's arrays (scoreQueued): each record's slot and row, cut into the workers'
+	// parts, and the parts' outputs.
+	slots, rows []int32
+	parts       [][]int32
+	outs        [][]float64
 }
 
 // keyLookups are a batch's records' key states (nil: not held) and workers' shards, as they

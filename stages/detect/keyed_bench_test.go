@@ -352,11 +352,13 @@ func (instantKeyed) Install(slots []int32, tails []*rank.Tail, refs []*solvingse
 	return nil
 }
 
-func (instantKeyed) Score(slots []int32, x [][]float32, tail, dist []float64) error {
-	for i := range slots {
-		tail[i] = float64(x[1][i] * x[1][i])
-		dist[i] = math.Abs(float64(x[2][i]))
-	}
+func (instantKeyed) Score(slots, rows [][]int32, x [][]float32, tail, dist [][]float64) error {
+	onWorkers(len(slots), func(w int) { // (as the device's call: each part on its goroutine)
+		for r, i := range rows[w] {
+			tail[w][r] = float64(x[1][i] * x[1][i])
+			dist[w][r] = math.Abs(float64(x[2][i]))
+		}
+	})
 	return nil
 }
 

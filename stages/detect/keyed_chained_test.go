@@ -18,11 +18,11 @@ type gatedKeyed struct {
 	gate chan struct{}
 }
 
-func (g *gatedKeyed) Score(slots []int32, x [][]float32, tail, dist []float64) error {
+func (g *gatedKeyed) Score(slots, rows [][]int32, x [][]float32, tail, dist [][]float64) error {
 	if g.gate != nil {
 		<-g.gate
 	}
-	return g.twinKeyed.Score(slots, x, tail, dist)
+	return g.twinKeyed.Score(slots, rows, x, tail, dist)
 }
 
 type gatedKeyedAccel struct {

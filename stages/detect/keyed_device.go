@@ -43,9 +43,12 @@ type KeyedModels = interface {
 	// Install puts model i (its tail score's distributions, its window sample R with k, R's space
 	// x' = clamp((x - center) / unit, +-1e6)) in slot slots[i], replacing the slot's model.
 	Install(slots []int32, tails []*rank.Tail, refs []*solvingset.Model, centers, units [][]float64) error
-	// Score writes record i's raw scores against the model in slot slots[i] (x column-major): the
-	// tail score (rank.Tail.Score) and w_k(q, R) (solvingset.KNNWeights in R's space).
-	Score(slots []int32, x [][]float32, tail, dist []float64) error
+	// Score writes raw scores of records given in parts, in one device call: part w's record r is
+	// row rows[w][r] of x (column-major; row r where rows[w] is nil), scored against the model in
+	// slot slots[w][r] into tail[w][r], the tail score (rank.Tail.Score), and dist[w][r], w_k(q,
+	// R) (solvingset.KNNWeights in R's space). Each part's host work may run on a goroutine of
+	// its own (the parallel path gives each worker's records as a part).
+	Score(slots, rows [][]int32, x [][]float32, tail, dist [][]float64) error
 	// Bytes is the device memory the models hold.
 	Bytes() int64
 	Close() error
@@ -92,10 +95,9 @@ func queueRecord(q []queued, out []batch.Score, i int, st *keyState) []queued {
 
 // keyedBatch is scoreOnDevice's queue and scratch.
 type keyedBatch struct {
-	q    []queued
-	due  []*keyState
-	x    [][]float32
-	slot []int32
+	q          []queued
+	due        []*keyState
+	slot, rows []int32
 }
 
 // scoreOnDevice is score with the device (see above).
@@ -130,23 +132,13 @@ func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Bat
 // builds the due models and installs them in one upload.
 func (k *keyedScorer) flush(cfg *Config, features []string, out []batch.Score, raw [][]float32, kb *keyedBatch) {
 	if n := len(kb.q); n > 0 {
-		d := len(raw)
-		if len(kb.x) != d {
-			kb.x = make([][]float32, d)
-		}
-		kb.slot = kb.slot[:0]
-		for j := range kb.x {
-			kb.x[j] = kb.x[j][:0]
-		}
+		kb.slot, kb.rows = kb.slot[:0], kb.rows[:0]
 		for _, q := range kb.q {
-			kb.slot = append(kb.slot, q.slot)
-			for j := range d {
-				kb.x[j] = append(kb.x[j], raw[j][q.i])
-			}
+			kb.slot, kb.rows = append(kb.slot, q.slot), append(kb.rows, int32(q.i))
 		}
 		tail, dist := make([]float64, n), make([]float64, n)
 		k.settle() // (the batch's models installed by the flush before)
-		if k.dev == nil || k.dev.Score(kb.slot, kb.x, tail, dist) != nil {
+		if k.dev == nil || k.dev.Score([][]int32{kb.slot}, [][]int32{kb.rows}, raw, [][]float64{tail}, [][]float64{dist}) != nil {
 			cpuRawScores(kb.q, raw, tail, dist) // (a KeyedModels scores on its CPU itself; this is its error)
 		}
 		decideQueued(cfg, features, out, raw, kb.q, tail, dist)

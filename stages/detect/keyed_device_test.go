@@ -43,19 +43,25 @@ func (t *twinKeyed) Install(slots []int32, tails []*rank.Tail, refs []*solvingse
 	return nil
 }
 
-func (t *twinKeyed) Score(slots []int32, x [][]float32, tail, dist []float64) error {
+func (t *twinKeyed) Score(slots, rows [][]int32, x [][]float32, tail, dist [][]float64) error {
 	t.scores++
 	one, rec, out := make([][]float32, len(x)), make([]float32, len(x)), make([]float64, 1)
-	for i, s := range slots {
-		for j := range x {
-			rec[j], one[j] = x[j][i], x[j][i:i+1]
-		}
-		var host bool
-		tail[i], dist[i], host = gpukern.KeyedScoreReference(t.models[s], rec, t.logs)
-		if host {
-			t.host++
-			t.tails[s].Score(one, out)
-			tail[i] = out[0]
+	for w := range slots {
+		for r, s := range slots[w] {
+			i := r
+			if rows[w] != nil {
+				i = int(rows[w][r])
+			}
+			for j := range x {
+				rec[j], one[j] = x[j][i], x[j][i:i+1]
+			}
+			var host bool
+			tail[w][r], dist[w][r], host = gpukern.KeyedScoreReference(t.models[s], rec, t.logs)
+			if host {
+				t.host++
+				t.tails[s].Score(one, out)
+				tail[w][r] = out[0]
+			}
 		}
 	}
 	return nil

@@ -248,10 +248,11 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw 
 const laterRoundOnDevice = 1024
 
 // scoreQueued gets the raw scores of every worker's queued records: one device call for all of
-// them, or (without a device, or after its error, as flush) each worker's on the CPU. The
-// workers' records are the call's in worker order: each worker gathers its own into its part
-// of the call's arrays, and its scores are its part of the call's (the stage's goroutine copies
-// nothing: a batch's records are megabytes).
+// them, or (without a device, or after its error, as flush) each worker's on the CPU. Each
+// worker's records are a part of the call, and the call's host work for a part (its records
+// grouped by key into the call's arrays, its scores placed back) runs on a goroutine of its own:
+// nothing of it runs over the batch's records on one goroutine (docs/BENCHMARKS.md §13.1.15; a
+// batch's records are megabytes).
 //
 // A round after the first with at most laterRoundOnDevice records (those of keys rebuilt within
 // the batch: a few at a million keys) is scored on the CPU, from the same models' host copies
@@ -277,34 +278,37 @@ func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32, first bool)
 		k.settle() // (the models the round before installed)
 	}
 	if k.dev != nil && (first || total > laterRoundOnDevice) {
-		if cap(sc.slots) < total {
-			sc.slots = make([]int32, total)
+		sc.slots, sc.rows = int32s(sc.slots, total), int32s(sc.rows, total)
+		if len(sc.parts) != 2*len(ws) {
+			sc.parts = make([][]int32, 2*len(ws))
+			sc.outs = make([][]float64, 2*len(ws))
 		}
-		if len(sc.x) != len(raw) {
-			sc.x = make([][]float32, len(raw))
+		slots, rows := sc.parts[:len(ws)], sc.parts[len(ws):]
+		tails, dists := sc.outs[:len(ws)], sc.outs[len(ws):]
+		for w := range ws {
+			slots[w], rows[w] = sc.slots[from[w]:from[w+1]], sc.rows[from[w]:from[w+1]]
+			tails[w], dists[w] = ws[w].tail, ws[w].dist
 		}
-		for j := range sc.x {
-			if cap(sc.x[j]) < total {
-				sc.x[j] = make([]float32, total)
-			}
-			sc.x[j] = sc.x[j][:total]
-		}
-		slots, x := sc.slots[:total], sc.x
 		onWorkers(len(ws), func(w int) {
 			for t, q := range ws[w].q {
-				slots[from[w]+t] = q.slot
-				for j := range raw {
-					x[j][from[w]+t] = raw[j][q.i]
-				}
+				slots[w][t], rows[w][t] = q.slot, int32(q.i)
 			}
 		})
-		if err := k.dev.Score(slots, x, tail, dist); err == nil {
+		if err := k.dev.Score(slots, rows, raw, tails, dists); err == nil {
 			return
 		}
 	}
 	onWorkers(len(ws), func(w int) {
 		cpuRawScores(ws[w].q, raw, ws[w].tail, ws[w].dist)
 	})
+}
+
+// int32s is buf resized to n (its memory reused when it fits; the values are not cleared).
+func int32s(buf []int32, n int) []int32 {
+	if cap(buf) < n {
+		return make([]int32, n)
+	}
+	return buf[:n]
 }
 
 // decide decides the worker's queued records from their raw scores, in stream order (each key's
