@@ -86,12 +86,26 @@ func (r *windowRing) setSignificant(n uint64) {
 // Snapshot order).
 func (r *windowRing) significant(size int) []bool {
 	size = min(size, r.held())
-	c := uint64(len(r.sig))
 	out := make([]bool, size)
-	for i := range size {
-		out[i] = r.sig[(r.pushed-uint64(size)+uint64(i))%c]
-	}
+	lo, hi := r.runs(size)
+	copy(out[copy(out, r.sig[lo[0]:lo[1]]):], r.sig[hi[0]:hi[1]])
 	return out
+}
+
+// runs are the ring's positions of its newest size records, oldest first: lo's, then hi's
+// (empty unless the records wrap around the ring's end). Copies of two runs, not an index
+// modulo the capacity a record: a model's build reads the whole window's (50,000 records by
+// default) on the stage's goroutine (docs/BENCHMARKS.md §13.1.15).
+func (r *windowRing) runs(size int) (lo, hi [2]int) {
+	c := uint64(len(r.sig))
+	if size == 0 {
+		return
+	}
+	first := int((r.pushed - uint64(size)) % c)
+	if first+size <= int(c) {
+		return [2]int{first, first + size}, [2]int{}
+	}
+	return [2]int{first, int(c)}, [2]int{0, first + size - int(c)}
 }
 
 // resize keeps the newest records (as many as fit) in a ring of the new capacity, under the
@@ -106,22 +120,31 @@ func (r *windowRing) resize(capacity int) *windowRing {
 	return n
 }
 
-// members are the per-partition offset ranges of the identities held.
+// members are the per-partition offset ranges of the identities held. A partition's records come
+// in runs (a fetch is a partition's): the map is asked only where a record's partition is not
+// the one before's (a map's lookups a record cost half a millisecond a build at 50,000, on the
+// stage's goroutine: docs/BENCHMARKS.md §13.1.15).
 func (r *windowRing) members() Members {
-	lo, hi := map[int32]int64{}, map[int32]int64{}
-	c := uint64(len(r.parts))
-	for i := r.pushed - uint64(r.held()); i < r.pushed; i++ {
-		p, o := r.parts[i%c], r.offs[i%c]
-		if l, ok := lo[p]; !ok || o < l {
-			lo[p] = o
-		}
-		if h, ok := hi[p]; !ok || o > h {
-			hi[p] = o
-		}
-	}
 	m := Members{Topic: r.topic}
-	for p, l := range lo {
-		m.Ranges = append(m.Ranges, PartitionRange{Partition: p, Lo: l, Hi: hi[p]})
+	at := map[int32]int{} // a partition's range in m.Ranges
+	cur := -1
+	lo, hi := r.runs(r.held())
+	for _, run := range [2][2]int{lo, hi} {
+		offs := r.offs[run[0]:run[1]]
+		for i, p := range r.parts[run[0]:run[1]] {
+			o := offs[i]
+			if cur < 0 || m.Ranges[cur].Partition != p {
+				k, ok := at[p]
+				if !ok {
+					k = len(m.Ranges)
+					at[p] = k
+					m.Ranges = append(m.Ranges, PartitionRange{Partition: p, Lo: o, Hi: o})
+				}
+				cur = k
+			}
+			pr := &m.Ranges[cur]
+			pr.Lo, pr.Hi = min(pr.Lo, o), max(pr.Hi, o)
+		}
 	}
 	slices.SortFunc(m.Ranges, func(a, b PartitionRange) int { return cmp.Compare(a.Partition, b.Partition) })
 	return m

@@ -1,6 +1,8 @@
 package detect
 
 import (
+	"cmp"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -65,4 +67,95 @@ func TestSignificanceSurvivesResize(t *testing.T) {
 	if got := r.members(); !reflect.DeepEqual(got.Ranges, []PartitionRange{{0, 7, 14}}) {
 		t.Fatalf("members after a batch larger than the ring %+v, want offsets 7..14", got)
 	}
+}
+
+// TestWindowRingRunsMatchModulo: members and significant read the ring's held records as two
+// runs (runs); they give what a walk of every stream index modulo the capacity gives, for rings
+// empty, part full, full and wrapped, and resized, with partitions in runs and interleaved.
+func TestWindowRingRunsMatchModulo(t *testing.T) {
+	r0 := rand.New(rand.NewPCG(8, 13))
+	walk := func(r *windowRing, size int) (Members, []bool) {
+		c := uint64(len(r.parts))
+		lo, hi := map[int32]int64{}, map[int32]int64{}
+		sig := []bool{}
+		for i := r.pushed - uint64(r.held()); i < r.pushed; i++ {
+			p, o := r.parts[i%c], r.offs[i%c]
+			if l, ok := lo[p]; !ok || o < l {
+				lo[p] = o
+			}
+			if h, ok := hi[p]; !ok || o > h {
+				hi[p] = o
+			}
+		}
+		for i := r.pushed - uint64(min(size, r.held())); i < r.pushed; i++ {
+			sig = append(sig, r.sig[i%c])
+		}
+		m := Members{Topic: r.topic}
+		for p, l := range lo {
+			m.Ranges = append(m.Ranges, PartitionRange{Partition: p, Lo: l, Hi: hi[p]})
+		}
+		slices.SortFunc(m.Ranges, func(a, b PartitionRange) int { return cmp.Compare(a.Partition, b.Partition) })
+		return m, sig
+	}
+	for round := range 200 {
+		r := newWindowRing(1 + r0.IntN(300))
+		var next [5]int64
+		for range r0.IntN(8) {
+			n := r0.IntN(400)
+			parts, offs := make([]int32, n), make([]int64, n)
+			run := r0.IntN(2) == 0 // a batch of partition runs, or interleaved
+			p := int32(r0.IntN(5))
+			for i := range n {
+				if !run || r0.IntN(50) == 0 {
+					p = int32(r0.IntN(5))
+				}
+				next[p] += 1 + int64(r0.IntN(3))
+				parts[i], offs[i] = p, next[p]
+			}
+			r.push("t", parts, offs)
+			for range r0.IntN(20) {
+				r.setSignificant(r.pushed - 1 - uint64(r0.IntN(len(r.parts)+5)))
+			}
+			if r0.IntN(6) == 0 {
+				r = r.resize(1 + r0.IntN(300))
+			}
+		}
+		size := r0.IntN(len(r.parts) + 10)
+		wantM, wantS := walk(r, size)
+		if got := r.members(); !reflect.DeepEqual(got, wantM) {
+			t.Fatalf("round %d (capacity %d, held %d, pushed %d): members %+v, want %+v", round, len(r.parts), r.held(), r.pushed, got, wantM)
+		}
+		if got := r.significant(size); !slices.Equal(got, wantS) {
+			t.Fatalf("round %d (capacity %d, held %d, pushed %d): significant(%d) %v, want %v", round, len(r.parts), r.held(), r.pushed, size, got, wantS)
+		}
+	}
+}
+
+// BenchmarkWindowRingMembers: what a model's build reads of the ring on the stage's goroutine
+// (reference, startRecalibration: every recalibrate_records, each batch at the defaults' W/4 and
+// 20,000-record batches) at the default window of 50,000 records, its partitions in runs of 5,000
+// (fetches), and wrapped.
+func BenchmarkWindowRingMembers(b *testing.B) {
+	r := newWindowRing(50000)
+	parts, offs := make([]int32, 20000), make([]int64, 20000)
+	for k := range 5 {
+		for i := range parts {
+			parts[i], offs[i] = int32(i/5000), int64(k*20000+i)
+		}
+		r.push("t", parts, offs)
+	}
+	b.Run("members", func(b *testing.B) {
+		for range b.N {
+			if m := r.members(); len(m.Ranges) != 4 {
+				b.Fatalf("%d ranges", len(m.Ranges))
+			}
+		}
+	})
+	b.Run("significant", func(b *testing.B) {
+		for range b.N {
+			if s := r.significant(50000); len(s) != 50000 {
+				b.Fatalf("%d marks", len(s))
+			}
+		}
+	})
 }
