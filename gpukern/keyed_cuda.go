@@ -19,6 +19,10 @@ import (
 type KeyedStore struct {
 	dev   *Device
 	shape KeyedShape
+	// staged is Install's host staging of the models, kept from call to call: a batch's rebuilt
+	// keys are megabytes, whose fresh memory each call cost more than their encoding.
+	stageMu sync.Mutex
+	staged  []byte
 	// Inside the device's do only.
 	ptr   cu.DevicePtr // capacity slots
 	slots int
@@ -89,7 +93,12 @@ func (s *KeyedStore) Install(slots []int32, models []*KeyedModel) error {
 		return nil
 	}
 	sb := s.shape.SlotBytes()
-	staged := make([]byte, len(models)*sb)
+	s.stageMu.Lock() // (the staging buffer is the store's: one Install stages at a time)
+	defer s.stageMu.Unlock()
+	if cap(s.staged) < len(models)*sb {
+		s.staged = make([]byte, len(models)*sb)
+	}
+	staged := s.staged[:len(models)*sb] // (each slot cleared by its encode)
 	top, maxK := 0, 0
 	for i, m := range models {
 		if err := m.check(s.shape); err != nil {
