@@ -56,14 +56,14 @@ func (p *pastRing) decades(row []float32) float64 {
 		if len(p.col) == 0 {
 			continue
 		}
-		med := median(p.col)
+		med := pastMedian(p.col)
 		p.dev = p.dev[:0]
 		sum := 0.0
 		for _, u := range p.col {
 			p.dev = append(p.dev, math.Abs(u-med))
 			sum += math.Abs(u - med)
 		}
-		scale := median(p.dev) / 0.6745 // (MAD / Φ⁻¹(0.75): a normal law's sd)
+		scale := pastMedian(p.dev) / 0.6745 // (MAD / Φ⁻¹(0.75): a normal law's sd)
 		if !(scale > 0) {
 			scale = sum / float64(len(p.dev)) / 0.7979 // (mean |dev| / sqrt(2/π): a normal law's sd)
 		}
@@ -77,9 +77,9 @@ func (p *pastRing) decades(row []float32) float64 {
 	return math.Log10(1 + z)
 }
 
-// median is the median of a (the mean of the two middle values for an even count), reordering
+// pastMedian is the median of a (the mean of the two middle values for an even count), reordering
 // a: a selection, O(len(a)) on average, not a sort.
-func median(a []float64) float64 {
+func pastMedian(a []float64) float64 {
 	h := len(a) / 2
 	selectKth(a, h)
 	if len(a)%2 == 1 {
