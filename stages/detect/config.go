@@ -113,8 +113,7 @@ type Config struct {
 	// rank, so a record ranks high when it is rare under the model and new against the recent
 	// past alike (a model that has not followed its stream yet, a file's first at replay's
 	// cadence, makes ordinary jitter of a drifted plant rare; docs/BENCHMARKS.md §12.19).
-	// The stream's series only: under key_by: key a key's Recent ranks its combined score. It
-	// does not change the flag. Cost: recent_past x features float32 for the stream, and two
+	// The stream's series only: refused with key_by: key. It does not change the flag. Cost: recent_past x features float32 for the stream, and two
 	// selections over them per feature per record. 0: off (default; Recent ranks the combined
 	// score).
 	RecentPast int `yaml:"recent_past"`
@@ -351,6 +350,9 @@ func (c *Config) Validate() error {
 	case KeyByKey:
 		if c.FlagBy != FlagBySignificance {
 			add("key_by", "models per key flag by significance: set flag_by: significance (got %q)", c.FlagBy)
+		}
+		if c.RecentPast > 0 { // (recent_past.go: a key's past would be N x features x 4 bytes of its budget)
+			add("recent_past", "measures the stream's series only, not a key's: set it to 0 with key_by: key (got %d)", c.RecentPast)
 		}
 	default:
 		add("key_by", "must be none or key, got %q", c.KeyBy)

@@ -20,9 +20,9 @@ import (
 // quantised or stuck sensor) takes the mean absolute deviation / 0.7979 instead, and one that
 // never varied adds nothing (no spread to measure by; the model's own score already measures a
 // departure from a constant, and the sum stays finite). The
-// flag, the combined score and every explanation are unchanged. Only the stream's series:
-// under key_by: key a key's Recent ranks its combined score alone (a key's recent past would be
-// recent_past x features x 4 bytes more of its budget, keys.max_bytes).
+// flag, the combined score and every explanation are unchanged. Only the stream's series
+// (Validate refuses it with key_by: key: a key's recent past would be recent_past x features x
+// 4 bytes more of its budget, keys.max_bytes).
 
 // pastRing is a series' last n records' features (float32, as the batch holds them), a ring of
 // rows, with the scratch its robust z needs.

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/outlierd/outlierd/internal/datasets/synth"
@@ -181,5 +182,25 @@ func BenchmarkPastDecades(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		p.decades(rows[i%len(rows)])
+	}
+}
+
+// TestValidateRecentPast: recent_past is refused out of range and with key_by: key (the stream's
+// series only), naming detect.recent_past; 100 with key_by: none passes.
+func TestValidateRecentPast(t *testing.T) {
+	for _, tc := range []struct {
+		past  int
+		keyed bool
+		ok    bool
+	}{{100, false, true}, {0, true, true}, {-1, false, false}, {1<<16 + 1, false, false}, {100, true, false}} {
+		c := Default()
+		c.RecentPast = tc.past
+		if tc.keyed {
+			c.KeyBy = KeyByKey
+		}
+		err := c.Validate()
+		if tc.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "detect.recent_past: ") {
+			t.Errorf("recent_past %d, keyed %v: %v", tc.past, tc.keyed, err)
+		}
 	}
 }
