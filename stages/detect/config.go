@@ -107,6 +107,16 @@ type Config struct {
 	// §12.12); 0: off (a record beyond the ring rises by its excess over the ring's largest, as
 	// before).
 	RecentHorizon int `yaml:"recent_horizon"`
+	// RecentPast is how many of the stream's last records Recent also measures a record
+	// against (recent_past.go): the record's largest per-feature robust z against them (median
+	// and MAD / 0.6745), as log10(1 + z) decades, is added to its combined score before the
+	// rank, so a record ranks high when it is rare under the model and new against the recent
+	// past alike (a model that has not followed its stream yet, a file's first at replay's
+	// cadence, makes ordinary jitter of a drifted plant rare; docs/BENCHMARKS.md §12.19).
+	// The stream's series only: refused with key_by: key. It does not change the flag. Cost: recent_past x features float32 for the stream, and two
+	// selections over them per feature per record. 0: off (default; Recent ranks the combined
+	// score).
+	RecentPast int `yaml:"recent_past"`
 	// KeyBy is `none` (default: one model for the whole stream) or `key`: a model per record
 	// key (the Kafka key, or ingest.key_field's value) besides the global one (keyed.go; docs/DESIGN.md,
 	// "Models per key"). Needs flag_by: significance.
@@ -352,6 +362,9 @@ func (c *Config) Validate() error {
 		if c.FlagBy != FlagBySignificance {
 			add("key_by", "models per key flag by significance: set flag_by: significance (got %q)", c.FlagBy)
 		}
+		if c.RecentPast > 0 { // (recent_past.go: a key's past would be N x features x 4 bytes of its budget)
+			add("recent_past", "measures the stream's series only, not a key's: set it to 0 with key_by: key (got %d)", c.RecentPast)
+		}
 	default:
 		add("key_by", "must be none or key, got %q", c.KeyBy)
 	}
@@ -379,6 +392,9 @@ func (c *Config) Validate() error {
 		add("recent_horizon", "must be in [0, %d] (0: off), got %d", 1<<24, c.RecentHorizon)
 	} else if c.RecentScores > 0 && c.RecentBlocks() > 1<<16 {
 		add("recent_horizon", "is %d blocks of recent_scores=%d records: at most %d", c.RecentBlocks(), c.RecentScores, 1<<16)
+	}
+	if c.RecentPast < 0 || c.RecentPast > 1<<16 {
+		add("recent_past", "must be in [0, %d] (0: off), got %d", 1<<16, c.RecentPast)
 	}
 	if c.AlertCooldown < 0 {
 		add("alert_cooldown", "must be >= 0 (0: off), got %s", c.AlertCooldown)

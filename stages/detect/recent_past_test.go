@@ -1,0 +1,206 @@
+package detect
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/outlierd/outlierd/internal/datasets/synth"
+)
+
+// TestPastMedianSelects: the selection's median equals a sorted copy's, on random lengths with
+// many ties (a quantised sensor's past) and without (seed printed).
+func TestPastMedianSelects(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 1))
+	for trial := range 2000 {
+		n := 1 + r.IntN(120)
+		a := make([]float64, n)
+		for i := range a {
+			if trial%2 == 0 {
+				a[i] = float64(r.IntN(4)) // ties
+			} else {
+				a[i] = r.NormFloat64()
+			}
+		}
+		s := slices.Sorted(slices.Values(a))
+		want := s[n/2]
+		if n%2 == 0 {
+			want = (s[n/2-1] + s[n/2]) / 2
+		}
+		if got := pastMedian(a); got != want {
+			t.Fatalf("trial %d, n %d: median %v, want %v (sorted %v)", trial, n, got, want, s)
+		}
+		k := r.IntN(n)
+		selectKth(a, k)
+		if a[k] != s[k] || slices.Max(a[:k+1]) != a[k] || slices.Min(a[k:]) != a[k] {
+			t.Fatalf("trial %d: selectKth(%d) = %v, want %v with a[:k] <= a[k] <= a[k+1:]", trial, k, a[k], s[k])
+		}
+	}
+}
+
+// pastDefinition is pastRing.decades by its definition over the previous n rows: log10(1 + the
+// largest robust z over the features), NaN values left out, a feature without spread adding 0.
+func pastDefinition(rows [][]float32, i, n int) float64 {
+	z := 0.0
+	for j := range rows[i] {
+		v := float64(rows[i][j])
+		var col []float64
+		for r := max(0, i-n); r < i; r++ {
+			if u := float64(rows[r][j]); !math.IsNaN(u) {
+				col = append(col, u)
+			}
+		}
+		if math.IsNaN(v) || len(col) == 0 {
+			continue
+		}
+		slices.Sort(col)
+		med := (col[(len(col)-1)/2] + col[len(col)/2]) / 2
+		dev, sum := make([]float64, len(col)), 0.0
+		for k, u := range col {
+			dev[k] = math.Abs(u - med)
+			sum += dev[k]
+		}
+		slices.Sort(dev)
+		scale := (dev[(len(dev)-1)/2] + dev[len(dev)/2]) / 2 / 0.6745
+		if !(scale > 0) {
+			scale = sum / float64(len(dev)) / 0.7979
+		}
+		if scale > 0 {
+			z = max(z, math.Abs(v-med)/scale)
+		}
+	}
+	return math.Log10(1 + z)
+}
+
+// TestPastRingMatchesDefinition: the ring's decades equal the definition's record by record,
+// on a stream with a quantised feature (MAD 0 for long stretches), a constant one, NaNs and a
+// resize (recent_past changed: the past starts afresh).
+func TestPastRingMatchesDefinition(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	const d = 3
+	rows := make([][]float32, 3000)
+	for i := range rows {
+		rows[i] = []float32{float32(20 + r.NormFloat64()), float32(32 + r.IntN(2)*0), 5}
+		if r.IntN(40) == 0 {
+			rows[i][1] = 33 // a one-quantum step
+		}
+		if r.IntN(100) == 0 {
+			rows[i][0] = float32(math.NaN())
+		}
+	}
+	rows[2500][2] = 6 // the constant one moves
+	var p pastRing
+	start := 0
+	for i, row := range rows {
+		n := 100
+		if i >= 1500 {
+			n = 37
+		}
+		if p.n != n {
+			p.resize(n, d)
+			start = i
+		}
+		got := p.decades(row)
+		want := pastDefinition(rows[start:], i-start, n)
+		if math.Abs(got-want) > 1e-12*max(1, want) { // (the same arithmetic but for the median's summation order: none; a margin for the selection's order of the mean's sum)
+			t.Fatalf("row %d: decades %v, want %v", i, got, want)
+		}
+		if i == 2500 && got != want {
+			t.Fatalf("row 2500: %v, want %v", got, want)
+		}
+	}
+	if w := pastDefinition(rows, 2500, 37); w > 2 {
+		t.Fatalf("the constant feature's move must add nothing (no spread): %v", w)
+	}
+}
+
+// TestRecentPastAddsToTheRank: what recent_past does through the stage (docs/BENCHMARKS.md
+// §12.19). A plant drifts away from its first model (3 sd of the first records every 50, as a
+// file's first model at replay's cadence sees it), then a second sensor steps by 3 sd. Every
+// record's Recent is the ring's rank of its combined score plus its recent past's decades
+// (pastDefinition over the previous 100 records), the flags and combined scores are those
+// without the option, and the step's first record stands further above every pre-fault record
+// with it than without (the drift is ordinary against the last 100 records, the step is not).
+func TestRecentPastAddsToTheRank(t *testing.T) {
+	const rows, onset, past = 1000, 800, 100
+	r := rand.New(rand.NewPCG(3, 3))
+	d := &synth.Data{Features: []string{"a", "b"}, Cols: make([][]float32, 2), SD: make([][]float32, 2)}
+	raw := make([][]float32, rows)
+	for i := range rows {
+		a, b := 70+0.06*float64(max(0, i-200))+r.NormFloat64(), 10+r.NormFloat64()
+		if i >= onset {
+			b += 3
+		}
+		raw[i] = []float32{float32(a), float32(b)}
+		d.Cols[0], d.Cols[1] = append(d.Cols[0], raw[i][0]), append(d.Cols[1], raw[i][1])
+		d.SD[0], d.SD[1] = append(d.SD[0], 0), append(d.SD[1], 0)
+	}
+	run := func(past int) (score, recent []float64, flags []bool) {
+		cfg := Default()
+		cfg.Window, cfg.MinRecords, cfg.RecentPast = 5000, 200, past
+		score, recent, flags, _, _ = streamScoresRecent(t, cfg, d)
+		return
+	}
+	offScore, off, offFlags := run(0)
+	onScore, on, onFlags := run(past)
+	if !slices.Equal(offFlags, onFlags) || !slices.Equal(offScore, onScore) {
+		t.Fatal("recent_past changed a flag or a combined score")
+	}
+	var ring recentRing
+	cfg := Default()
+	for i := range rows {
+		want := ring.score(onScore[i]+pastDefinition(raw, i, past), cfg.RecentScores, cfg.RecentBlocks())
+		if math.Abs(on[i]-want) > 1e-9*max(1, math.Abs(want)) { // (the selection and the sort sum the deviations in other orders)
+			t.Fatalf("record %d: recent %v, want the rank of score %v plus its past's decades: %v", i, on[i], onScore[i], want)
+		}
+	}
+	top := func(v []float64) float64 { return slices.Max(v[300:onset]) }
+	t.Logf("step's first record: recent %.2f, largest pre-fault %.2f (without recent_past %.2f, %.2f)", on[onset], top(on), off[onset], top(off))
+	if !(on[onset]-top(on) > off[onset]-top(off)) {
+		t.Errorf("the step's lead over the pre-fault records: %.2f with recent_past, %.2f without", on[onset]-top(on), off[onset]-top(off))
+	}
+}
+
+// BenchmarkPastDecades: one record's recent past decades at recent_past 100 with SKAB's 8
+// features (docs/BENCHMARKS.md §12.19: the option's cost per record on the stage's goroutine).
+func BenchmarkPastDecades(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	rows := make([][]float32, 4096)
+	for i := range rows {
+		rows[i] = make([]float32, 8)
+		for j := range rows[i] {
+			rows[i][j] = float32(r.NormFloat64())
+		}
+		rows[i][7] = 32 + float32(r.IntN(2)) // a quantised one
+	}
+	var p pastRing
+	p.resize(100, 8)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		p.decades(rows[i%len(rows)])
+	}
+}
+
+// TestValidateRecentPast: recent_past is refused out of range and with key_by: key (the stream's
+// series only), naming detect.recent_past; 100 with key_by: none passes.
+func TestValidateRecentPast(t *testing.T) {
+	for _, tc := range []struct {
+		past  int
+		keyed bool
+		ok    bool
+	}{{100, false, true}, {0, true, true}, {-1, false, false}, {1<<16 + 1, false, false}, {100, true, false}} {
+		c := Default()
+		c.RecentPast = tc.past
+		if tc.keyed {
+			c.KeyBy = KeyByKey
+		}
+		err := c.Validate()
+		if tc.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "detect.recent_past: ") {
+			t.Errorf("recent_past %d, keyed %v: %v", tc.past, tc.keyed, err)
+		}
+	}
+}
