@@ -2,6 +2,7 @@ package detect
 
 import (
 	"math"
+	"slices"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
@@ -25,18 +26,27 @@ import (
 // 4 bytes more of its budget, keys.max_bytes).
 
 // pastRing is a series' last n records' features (float32, as the batch holds them), a ring of
-// rows, with the scratch its robust z needs.
+// rows, and each feature's held values in order (NaNs left out), so that a record's median and
+// MAD take a binary search each, not two selections over n values: a record costs per feature
+// three binary searches and a move of the sorted values between the oldest's and the new one's
+// places, about 0.12 µs a feature at n = 100 against two selections' 1.6 µs (BENCHMARKS
+// §12.21); a MAD of 0 (a quantised sensor) adds the mean absolute deviation's O(n) sum. The
+// sorted values double the ring's memory (n x features x 8 bytes more). The figures are the definition's exactly (the same float64 values, the same middle elements,
+// the mean absolute deviation summed in the sorted order: TestPastRingMatchesDefinition).
 type pastRing struct {
-	x        []float32 // n rows of d, row-major; once full, next is the oldest
-	n, d     int
-	next     int
-	filled   int
-	col, dev []float64
+	x      []float32   // n rows of d, row-major; once full, next is the oldest
+	sorted [][]float64 // per feature, the held rows' non-NaN values, ascending
+	n, d   int
+	next   int
+	filled int
 }
 
 // resize starts the ring afresh for n rows of d features (recent_past or the features changed).
 func (p *pastRing) resize(n, d int) {
-	*p = pastRing{x: make([]float32, n*d), n: n, d: d, col: make([]float64, 0, n), dev: make([]float64, 0, n)}
+	*p = pastRing{x: make([]float32, n*d), sorted: make([][]float64, d), n: n, d: d}
+	for j := range p.sorted {
+		p.sorted[j] = make([]float64, 0, n)
+	}
 }
 
 // decades is log10(1 + z) of row's largest per-feature robust z against the held rows (0 with
@@ -47,90 +57,122 @@ func (p *pastRing) decades(row []float32) float64 {
 		if math.IsNaN(float64(v)) {
 			continue
 		}
-		p.col = p.col[:0]
-		for r := range p.filled {
-			if u := p.x[r*p.d+j]; !math.IsNaN(float64(u)) {
-				p.col = append(p.col, float64(u))
-			}
-		}
-		if len(p.col) == 0 {
+		s := p.sorted[j]
+		if len(s) == 0 {
 			continue
 		}
-		med := pastMedian(p.col)
-		p.dev = p.dev[:0]
-		sum := 0.0
-		for _, u := range p.col {
-			p.dev = append(p.dev, math.Abs(u-med))
-			sum += math.Abs(u - med)
-		}
-		scale := pastMedian(p.dev) / 0.6745 // (MAD / Φ⁻¹(0.75): a normal law's sd)
+		med, scale := medianMAD(s)
+		scale /= 0.6745 // (MAD / Φ⁻¹(0.75): a normal law's sd)
 		if !(scale > 0) {
-			scale = sum / float64(len(p.dev)) / 0.7979 // (mean |dev| / sqrt(2/π): a normal law's sd)
+			sum := 0.0
+			for _, u := range s {
+				sum += math.Abs(u - med)
+			}
+			scale = sum / float64(len(s)) / 0.7979 // (mean |dev| / sqrt(2/π): a normal law's sd)
 		}
 		if scale > 0 { // (else the feature has no spread to measure by: it adds nothing)
 			z = max(z, math.Abs(float64(v)-med)/scale)
 		}
 	}
-	copy(p.x[p.next*p.d:(p.next+1)*p.d], row)
+	old := p.x[p.next*p.d : (p.next+1)*p.d]
+	for j, v := range row {
+		s, out, in := p.sorted[j], p.filled == p.n && !math.IsNaN(float64(old[j])), !math.IsNaN(float64(v))
+		switch {
+		case out && in: // (the oldest leaves and v comes in: only the values between them move)
+			ko, kn := lowerBound(s, float64(old[j])), lowerBound(s, float64(v))
+			if kn > ko {
+				copy(s[ko:kn-1], s[ko+1:kn])
+				s[kn-1] = float64(v)
+			} else {
+				copy(s[kn+1:ko+1], s[kn:ko])
+				s[kn] = float64(v)
+			}
+		case out:
+			k := lowerBound(s, float64(old[j]))
+			s = slices.Delete(s, k, k+1)
+		case in:
+			k := lowerBound(s, float64(v))
+			s = slices.Insert(s, k, float64(v))
+		}
+		p.sorted[j] = s
+	}
+	copy(old, row)
 	p.next = (p.next + 1) % p.n
 	p.filled = min(p.filled+1, p.n)
 	return math.Log10(1 + z)
 }
 
-// pastMedian is the median of a (the mean of the two middle values for an even count), reordering
-// a: a selection, O(len(a)) on average, not a sort.
-func pastMedian(a []float64) float64 {
-	h := len(a) / 2
-	selectKth(a, h)
-	if len(a)%2 == 1 {
-		return a[h]
+// medianMAD is the median of the ascending values s and their median absolute deviation from
+// it (the mean of the two middle values for an even count, both). The deviations below the
+// median, read from the median outwards, ascend, and so do those above: the MAD is the middle
+// of two merged ascending sequences, found by a binary search over how many come from the
+// lower one (O(log n)).
+func medianMAD(s []float64) (med, mad float64) {
+	m := len(s)
+	med = (s[(m-1)/2] + s[m/2]) / 2
+	// p splits s[:p] < med <= s[p:]; deviation i below is med - s[p-1-i], above s[p+i] - med.
+	// p <= m/2 (s[m/2] >= med), and p = m/2 unless ties reach below the middle.
+	p := m / 2
+	if p > 0 && !(s[p-1] < med) {
+		p = lowerBound(s[:p], med)
 	}
-	lo := a[0] // the largest of a[:h], all <= a[h]
-	for _, v := range a[1:h] {
-		lo = max(lo, v)
+	nl, nh := p, m-p
+	k := m / 2 // the merged deviations' k-th (0-based), with the (k-1)-th for an even m
+	// Take i from below and k+1-i from above: the smallest i whose (i+1)-th below is not
+	// smaller than the (k+1-i)-th above is a merge's prefix.
+	a, b := max(0, k+1-nh), min(k+1, nl)
+	for a < b {
+		i := int(uint(a+b) >> 1)
+		if j := k + 1 - i; j >= 1 && med-s[p-1-i] < s[p+j-1]-med {
+			a = i + 1
+		} else {
+			b = i
+		}
 	}
-	return (lo + a[h]) / 2
+	i, j := a, k+1-a
+	// The prefix's largest is the k-th; for an even m its second largest is the (k-1)-th,
+	// both among the last two taken from either side.
+	top, second := math.Inf(-1), math.Inf(-1)
+	take := func(v float64) {
+		if v > top {
+			top, second = v, top
+		} else if v > second {
+			second = v
+		}
+	}
+	for t := 1; t <= 2; t++ {
+		if i >= t {
+			take(med - s[p-i+t-1])
+		}
+		if j >= t {
+			take(s[p+j-t] - med)
+		}
+	}
+	if m%2 == 1 {
+		return med, top
+	}
+	return med, (second + top) / 2
 }
 
-// selectKth reorders a so that a[k] is its k-th smallest, a[:k] <= a[k] <= a[k+1:] (Hoare's
-// selection with the median of three as pivot).
-func selectKth(a []float64, k int) {
-	lo, hi := 0, len(a)-1
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if a[mid] < a[lo] {
-			a[mid], a[lo] = a[lo], a[mid]
-		}
-		if a[hi] < a[lo] {
-			a[hi], a[lo] = a[lo], a[hi]
-		}
-		if a[hi] < a[mid] {
-			a[hi], a[mid] = a[mid], a[hi]
-		}
-		pivot := a[mid]
-		i, j := lo, hi
-		for i <= j {
-			for a[i] < pivot {
-				i++
-			}
-			for a[j] > pivot {
-				j--
-			}
-			if i <= j {
-				a[i], a[j] = a[j], a[i]
-				i++
-				j--
-			}
-		}
-		switch {
-		case k <= j:
-			hi = j
-		case k >= i:
-			lo = i
-		default:
-			return
-		}
+// lowerBound is the first index of the ascending s whose value is not below v (len(s) if none):
+// sort.SearchFloat64s without its NaN-aware comparison (no NaN is held), in the form whose step
+// compiles to a conditional move, not a branch that random values mispredict half the time.
+func lowerBound(s []float64, v float64) int {
+	if len(s) == 0 {
+		return 0
 	}
+	base, n := 0, len(s)
+	for n > 1 {
+		half := n / 2
+		if s[base+half-1] < v {
+			base += half
+		}
+		n -= half
+	}
+	if s[base] < v {
+		base++
+	}
+	return base
 }
 
 // pastDecades returns the recent past's decades of every record of b (recent_past, the stream's

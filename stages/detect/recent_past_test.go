@@ -10,34 +10,37 @@ import (
 	"github.com/outlierd/outlierd/internal/datasets/synth"
 )
 
-// TestPastMedianSelects: the selection's median equals a sorted copy's, on random lengths with
-// many ties (a quantised sensor's past) and without (seed printed).
-func TestPastMedianSelects(t *testing.T) {
+// TestMedianMAD: the sorted values' median and MAD equal a sort's of the deviations (the mean of
+// the two middle values for an even count), bit for bit, on random lengths with many ties (a
+// quantised sensor's past, MAD 0 often), with few, and on one-sided pasts (every deviation on
+// one side of the median but the median's own) (seed printed).
+func TestMedianMAD(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
-	for trial := range 2000 {
+	for trial := range 20000 {
 		n := 1 + r.IntN(120)
 		a := make([]float64, n)
 		for i := range a {
-			if trial%2 == 0 {
+			switch trial % 3 {
+			case 0:
 				a[i] = float64(r.IntN(4)) // ties
-			} else {
+			case 1:
 				a[i] = r.NormFloat64()
+			default:
+				a[i] = math.Exp(3 * r.NormFloat64()) // skewed: long runs on one side
 			}
 		}
-		s := slices.Sorted(slices.Values(a))
-		want := s[n/2]
-		if n%2 == 0 {
-			want = (s[n/2-1] + s[n/2]) / 2
+		slices.Sort(a)
+		med := (a[(n-1)/2] + a[n/2]) / 2
+		dev := make([]float64, n)
+		for i, v := range a {
+			dev[i] = math.Abs(v - med)
 		}
-		if got := pastMedian(a); got != want {
-			t.Fatalf("trial %d, n %d: median %v, want %v (sorted %v)", trial, n, got, want, s)
-		}
-		k := r.IntN(n)
-		selectKth(a, k)
-		if a[k] != s[k] || slices.Max(a[:k+1]) != a[k] || slices.Min(a[k:]) != a[k] {
-			t.Fatalf("trial %d: selectKth(%d) = %v, want %v with a[:k] <= a[k] <= a[k+1:]", trial, k, a[k], s[k])
+		slices.Sort(dev)
+		mad := (dev[(n-1)/2] + dev[n/2]) / 2
+		if gm, gd := medianMAD(a); gm != med || gd != mad {
+			t.Fatalf("trial %d, n %d: median %v MAD %v, want %v %v (sorted %v)", trial, n, gm, gd, med, mad, a)
 		}
 	}
 }
@@ -106,11 +109,8 @@ func TestPastRingMatchesDefinition(t *testing.T) {
 		}
 		got := p.decades(row)
 		want := pastDefinition(rows[start:], i-start, n)
-		if math.Abs(got-want) > 1e-12*max(1, want) { // (the same arithmetic but for the median's summation order: none; a margin for the selection's order of the mean's sum)
+		if got != want { // (the same float64 values, middle elements and summation order: exact)
 			t.Fatalf("row %d: decades %v, want %v", i, got, want)
-		}
-		if i == 2500 && got != want {
-			t.Fatalf("row 2500: %v, want %v", got, want)
 		}
 	}
 	if w := pastDefinition(rows, 2500, 37); w > 2 {
