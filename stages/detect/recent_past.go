@@ -175,6 +175,46 @@ func lowerBound(s []float64, v float64) int {
 	return base
 }
 
+// staleDecades is the combined score (a mean of -log10 tail probabilities) from which a record
+// counts as beyond its model for recent_past_weight: stale: a 1% tail, which a model that fits
+// its series gives to about 1% of its records.
+const staleDecades = 2
+
+// exceedRing is whether each of the stream's last n scored records reached staleDecades, and
+// how many did.
+type exceedRing struct {
+	over             []bool
+	next, held, hits int
+}
+
+// pastWeight is the weight of a scored record's recent past decades (recent_past_weight), then,
+// under stale, the record's combined score joins the share: the share of the last recent_past
+// scored records (0 before the first), not counting this one, so that a record's own score
+// does not raise its own weight.
+func (s *Stage) pastWeight(score float64) float64 {
+	if s.cfg.RecentPastWeight != PastWeightStale {
+		return 1
+	}
+	e, n := &s.stale, s.cfg.RecentPast
+	if len(e.over) != n {
+		*e = exceedRing{over: make([]bool, n)}
+	}
+	w := 0.0
+	if e.held > 0 {
+		w = float64(e.hits) / float64(e.held)
+	}
+	if e.held == n && e.over[e.next] {
+		e.hits--
+	}
+	e.over[e.next] = score >= staleDecades
+	if e.over[e.next] {
+		e.hits++
+	}
+	e.next = (e.next + 1) % n
+	e.held = min(e.held+1, n)
+	return w
+}
+
 // pastDecades returns the recent past's decades of every record of b (recent_past, the stream's
 // series; nil when off or under key_by: key), in stream order, every record joining the past
 // whether scored or not.

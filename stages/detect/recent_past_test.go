@@ -119,12 +119,14 @@ func TestPastRingMatchesDefinition(t *testing.T) {
 }
 
 // TestRecentPastAddsToTheRank: what recent_past does through the stage (docs/BENCHMARKS.md
-// §12.19). A plant drifts away from its first model (3 sd of the first records every 50, as a
-// file's first model at replay's cadence sees it), then a second sensor steps by 3 sd. Every
-// record's Recent is the ring's rank of its combined score plus its recent past's decades
-// (pastDefinition over the previous 100 records), the flags and combined scores are those
-// without the option, and the step's first record stands further above every pre-fault record
-// with it than without (the drift is ordinary against the last 100 records, the step is not).
+// §12.19, §12.21). A plant drifts away from its first model (3 sd of the first records every 50,
+// as a file's first model at replay's cadence sees it), then a second sensor steps by 3 sd.
+// Every record's Recent is the ring's rank of its combined score plus its recent past's decades
+// (pastDefinition over the previous 100 records) times the weight: 1 under recent_past_weight:
+// one, and under stale the share of the previous 100 records whose combined score reached 2
+// decades. The flags and combined scores are those without the option, and the step's first
+// record stands further above every pre-fault record with it than without (the drift is
+// ordinary against the last 100 records, the step is not).
 func TestRecentPastAddsToTheRank(t *testing.T) {
 	const rows, onset, past = 1000, 800, 100
 	r := rand.New(rand.NewPCG(3, 3))
@@ -139,30 +141,58 @@ func TestRecentPastAddsToTheRank(t *testing.T) {
 		d.Cols[0], d.Cols[1] = append(d.Cols[0], raw[i][0]), append(d.Cols[1], raw[i][1])
 		d.SD[0], d.SD[1] = append(d.SD[0], 0), append(d.SD[1], 0)
 	}
-	run := func(past int) (score, recent []float64, flags []bool) {
+	run := func(past int, w RecentPastWeight) (score, recent []float64, flags []bool) {
 		cfg := Default()
-		cfg.Window, cfg.MinRecords, cfg.RecentPast = 5000, 200, past
+		cfg.Window, cfg.MinRecords, cfg.RecentPast, cfg.RecentPastWeight = 5000, 200, past, w
 		score, recent, flags, _, _ = streamScoresRecent(t, cfg, d)
 		return
 	}
-	offScore, off, offFlags := run(0)
-	onScore, on, onFlags := run(past)
-	if !slices.Equal(offFlags, onFlags) || !slices.Equal(offScore, onScore) {
-		t.Fatal("recent_past changed a flag or a combined score")
-	}
-	var ring recentRing
-	cfg := Default()
-	for i := range rows {
-		want := ring.score(onScore[i]+pastDefinition(raw, i, past), cfg.RecentScores, cfg.RecentBlocks())
-		if math.Abs(on[i]-want) > 1e-9*max(1, math.Abs(want)) { // (the selection and the sort sum the deviations in other orders)
-			t.Fatalf("record %d: recent %v, want the rank of score %v plus its past's decades: %v", i, on[i], onScore[i], want)
+	offScore, off, offFlags := run(0, PastWeightStale)
+	top := func(v []float64) float64 { return slices.Max(v[300:onset]) }
+	for _, w := range []RecentPastWeight{PastWeightOne, PastWeightStale} {
+		onScore, on, onFlags := run(past, w)
+		if !slices.Equal(offFlags, onFlags) || !slices.Equal(offScore, onScore) {
+			t.Fatalf("%s: recent_past changed a flag or a combined score", w)
+		}
+		var ring recentRing
+		cfg := Default()
+		partial := 0 // records whose stale weight is neither 0 nor 1 (the weight is exercised)
+		for i := range rows {
+			weight := 1.0
+			if w == PastWeightStale {
+				weight = staleShare(onScore, i, past)
+				if weight > 0 && weight < 1 {
+					partial++
+				}
+			}
+			want := ring.score(onScore[i]+weight*pastDefinition(raw, i, past), cfg.RecentScores, cfg.RecentBlocks())
+			if math.Abs(on[i]-want) > 1e-12*max(1, math.Abs(want)) { // (the same arithmetic in another order: the share's division)
+				t.Fatalf("%s, record %d: recent %v, want the rank of score %v plus %v x its past's decades: %v", w, i, on[i], onScore[i], weight, want)
+			}
+		}
+		if w == PastWeightStale && partial < rows/4 {
+			t.Errorf("stale: %d records of %d weighed strictly between 0 and 1: the test does not exercise the weight", partial, rows)
+		}
+		t.Logf("%s: %d partial weights; step's first record: recent %.2f, largest pre-fault %.2f (without recent_past %.2f, %.2f)", w, partial, on[onset], top(on), off[onset], top(off))
+		if !(on[onset]-top(on) > off[onset]-top(off)) {
+			t.Errorf("%s: the step's lead over the pre-fault records: %.2f with recent_past, %.2f without", w, on[onset]-top(on), off[onset]-top(off))
 		}
 	}
-	top := func(v []float64) float64 { return slices.Max(v[300:onset]) }
-	t.Logf("step's first record: recent %.2f, largest pre-fault %.2f (without recent_past %.2f, %.2f)", on[onset], top(on), off[onset], top(off))
-	if !(on[onset]-top(on) > off[onset]-top(off)) {
-		t.Errorf("the step's lead over the pre-fault records: %.2f with recent_past, %.2f without", on[onset]-top(on), off[onset]-top(off))
+}
+
+// staleShare is recent_past_weight: stale's weight of record i by its definition: the share of
+// the previous n records (fewer at the start; 0 with none) whose combined score reached 2 decades.
+func staleShare(score []float64, i, n int) float64 {
+	if i == 0 {
+		return 0
 	}
+	hits := 0
+	for _, sc := range score[max(0, i-n):i] {
+		if sc >= 2 {
+			hits++
+		}
+	}
+	return float64(hits) / float64(min(i, n))
 }
 
 // BenchmarkPastDecades: one record's recent past decades at recent_past 100 with SKAB's 8

@@ -37,6 +37,9 @@ type Stage struct {
 	recent recentRing
 	// past is the stream's last recent_past records' features (recent_past.go).
 	past pastRing
+	// stale is the share of the stream's last recent_past scored records whose combined score
+	// reached staleDecades (recent_past_weight: stale; recent_past.go).
+	stale exceedRing
 	// keyed holds the models per key (key_by: key; nil otherwise).
 	keyed *keyedScorer
 
