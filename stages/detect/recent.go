@@ -314,7 +314,7 @@ func (s *Stage) rankRecent(b *batch.Batch) {
 		if s.keyed == nil {
 			x := sc.Score
 			if past != nil { // (recent_past: recent_past.go)
-				x += s.pastWeight(sc.Score) * past[i]
+				x += float64(s.pastWeight(sc.Score) * past[i])
 			}
 			sc.Recent = s.recent.score(x, m, blocks)
 			continue

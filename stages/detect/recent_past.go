@@ -109,7 +109,7 @@ func (p *pastRing) decades(row []float32) float64 {
 // lower one (O(log n)).
 func medianMAD(s []float64) (med, mad float64) {
 	m := len(s)
-	med = (s[(m-1)/2] + s[m/2]) / 2
+	med = float64((s[(m-1)/2] + s[m/2]) / 2) // (rounded here: never fused with a deviation's subtraction, .ci/nofma.sh)
 	// p splits s[:p] < med <= s[p:]; deviation i below is med - s[p-1-i], above s[p+i] - med.
 	// p <= m/2 (s[m/2] >= med), and p = m/2 unless ties reach below the middle.
 	p := m / 2

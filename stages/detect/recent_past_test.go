@@ -32,7 +32,7 @@ func TestMedianMAD(t *testing.T) {
 			}
 		}
 		slices.Sort(a)
-		med := (a[(n-1)/2] + a[n/2]) / 2
+		med := float64((a[(n-1)/2] + a[n/2]) / 2) // (rounded, as medianMAD rounds it)
 		dev := make([]float64, n)
 		for i, v := range a {
 			dev[i] = math.Abs(v - med)
@@ -61,7 +61,7 @@ func pastDefinition(rows [][]float32, i, n int) float64 {
 			continue
 		}
 		slices.Sort(col)
-		med := (col[(len(col)-1)/2] + col[len(col)/2]) / 2
+		med := float64((col[(len(col)-1)/2] + col[len(col)/2]) / 2) // (rounded, as medianMAD rounds it)
 		dev, sum := make([]float64, len(col)), 0.0
 		for k, u := range col {
 			dev[k] = math.Abs(u - med)
@@ -165,7 +165,7 @@ func TestRecentPastAddsToTheRank(t *testing.T) {
 					partial++
 				}
 			}
-			want := ring.score(onScore[i]+weight*pastDefinition(raw, i, past), cfg.RecentScores, cfg.RecentBlocks())
+			want := ring.score(onScore[i]+float64(weight*pastDefinition(raw, i, past)), cfg.RecentScores, cfg.RecentBlocks())
 			if math.Abs(on[i]-want) > 1e-12*max(1, math.Abs(want)) { // (the same arithmetic in another order: the share's division)
 				t.Fatalf("%s, record %d: recent %v, want the rank of score %v plus %v x its past's decades: %v", w, i, on[i], onScore[i], weight, want)
 			}
