@@ -47,8 +47,9 @@ Scorers, on the test rows:
 "mean" is the mean over the series of each series' figure; "pooled" is one figure over every
 series' test rows concatenated (raw scores, as the literature concatenates; a detector whose
 scale differs between series loses there, which is a property of the detector).
-Per-series detector outputs are cached under --cache (keyed by file contents, the constants and
-the outlierd binary's hash), so a rerun only scores.
+Per-series detector outputs are cached under --cache: the peers' keyed by the file contents and
+their constants, outlierd's by the file contents, the binary's hash and --config's contents, so
+a rerun only scores and another binary or config replays outlierd only.
 """
 import argparse
 import hashlib
@@ -77,6 +78,8 @@ def parse_args():
     ap.add_argument("--smd", default=os.environ.get("OUTLIERD_SMD", SMD_DEFAULT))
     ap.add_argument("--series", default="", help="only these series (comma-separated ids, e.g. P-1,M-6): a stated subset")
     ap.add_argument("--binary", default="", help="outlierd binary (default: go build ./cmd/outlierd into bin/)")
+    ap.add_argument("--config", default="", help="outlierd's config (default: none, pipeline.Default()); "
+                    "an option's figures against the same peers (docs/BENCHMARKS.md §12.21)")
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/outlierd/unseen"))
     ap.add_argument("--markdown", action="store_true")
     return ap.parse_args()
@@ -136,8 +139,10 @@ def runs(mask):
 # ----------------------------------------------------------------------------- detectors
 
 
-def series_outputs(sid, train, test, y, binary, bin_hash, cache):
-    """{detector: (test score, test flags)} and {detector: seconds} for one series, cached."""
+def series_outputs(sid, train, test, y, binary, bin_hash, config, cache):
+    """{detector: (test score, test flags)} and {detector: seconds} for one series, cached: the
+    peers by the data and their constants, outlierd by the data, its binary and its config (so
+    that another binary or --config replays outlierd only)."""
     import numpy as np
     import pandas as pd
 
@@ -146,32 +151,52 @@ def series_outputs(sid, train, test, y, binary, bin_hash, cache):
     h = hashlib.sha256()
     for a in (X, y):
         h.update(np.ascontiguousarray(a).tobytes())
-    h.update(json.dumps([sid, p, sbs.W_FIT, sbs.B_FIT, sbs.N_MAD, sbs.Z_MAD, sbs.HST_Q, bin_hash]).encode())
-    path = os.path.join(cache, f"{sid}-{h.hexdigest()[:16]}.npz")
-    if os.path.exists(path):
-        z = np.load(path)
-        dets = sorted({k[2:] for k in z.files if k[:2] in ("S:", "F:")})
-        return {d: (z["S:" + d], z["F:" + d]) for d in dets}, json.loads(str(z["secs"]))
-    out, secs = {}, {}
-    with tempfile.TemporaryDirectory() as td:
-        csv = os.path.join(td, "s.csv")
-        lab = np.concatenate([np.zeros(p, dtype=int), y])
-        pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])]).assign(label=lab).to_csv(csv, index=False)
-        t0 = time.time()
-        score, flags, _, recent = sbs.run_outlierd(binary, csv, max(p, 2), argparse.Namespace(config="", replay_args=""))
-        secs["outlierd"] = secs["outlierd recent"] = time.time() - t0
-        if recent is None:
-            raise SystemExit(f"unseen: {sid}: outlierd wrote no recent column (detect.recent_scores off?)")
-        out["outlierd"] = (score[p:], flags[p:])
-        out["outlierd recent"] = (recent[p:], flags[p:])
-    for name, (s, f, t) in sbs.peers(X, max(p, 2)).items():
-        out[name], secs[name] = (s[p:], f[p:]), t
-    os.makedirs(cache, exist_ok=True)
-    arrays = {f"S:{d}": s for d, (s, _) in out.items()}
-    arrays.update({f"F:{d}": f for d, (_, f) in out.items()})
-    np.savez(path + ".tmp.npz", secs=json.dumps(secs), **arrays)
-    os.replace(path + ".tmp.npz", path)
-    return out, secs
+    h.update(json.dumps([sid, p]).encode())
+
+    def cached(kind, key, compute):
+        k = h.copy()
+        k.update(json.dumps(key).encode())
+        path = os.path.join(cache, f"{sid}-{kind}-{k.hexdigest()[:16]}.npz")
+        if os.path.exists(path):
+            z = np.load(path)
+            dets = sorted({k[2:] for k in z.files if k[:2] in ("S:", "F:")})
+            return {d: (z["S:" + d], z["F:" + d]) for d in dets}, json.loads(str(z["secs"]))
+        out, secs = compute()
+        os.makedirs(cache, exist_ok=True)
+        arrays = {f"S:{d}": s for d, (s, _) in out.items()}
+        arrays.update({f"F:{d}": f for d, (_, f) in out.items()})
+        np.savez(path + ".tmp.npz", secs=json.dumps(secs), **arrays)
+        os.replace(path + ".tmp.npz", path)
+        return out, secs
+
+    def ours():
+        out, secs = {}, {}
+        with tempfile.TemporaryDirectory() as td:
+            csv = os.path.join(td, "s.csv")
+            lab = np.concatenate([np.zeros(p, dtype=int), y])
+            pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])]).assign(label=lab).to_csv(csv, index=False)
+            t0 = time.time()
+            score, flags, _, recent = sbs.run_outlierd(binary, csv, max(p, 2), argparse.Namespace(config=config, replay_args=""))
+            secs["outlierd"] = secs["outlierd recent"] = time.time() - t0
+            if recent is None:
+                raise SystemExit(f"unseen: {sid}: outlierd wrote no recent column (detect.recent_scores off?)")
+            out["outlierd"] = (score[p:], flags[p:])
+            out["outlierd recent"] = (recent[p:], flags[p:])
+        return out, secs
+
+    def peers():
+        out, secs = {}, {}
+        for name, (s, f, t) in sbs.peers(X, max(p, 2)).items():
+            out[name], secs[name] = (s[p:], f[p:]), t
+        return out, secs
+
+    conf = ""
+    if config:
+        with open(config, "rb") as fh:
+            conf = hashlib.sha256(fh.read()).hexdigest()
+    out, secs = cached("ours", [bin_hash, conf], ours)
+    po, ps = cached("peers", [sbs.W_FIT, sbs.B_FIT, sbs.N_MAD, sbs.Z_MAD, sbs.HST_Q], peers)
+    return {**out, **po}, {**secs, **ps}
 
 
 # ----------------------------------------------------------------------------- scorers
@@ -284,7 +309,7 @@ def main():
         for sid, train, test, y, segs in src:
             if only and sid not in only:
                 continue
-            outs, secs = series_outputs(sid, train, test, y, binary, bin_hash, args.cache)
+            outs, secs = series_outputs(sid, train, test, y, binary, bin_hash, args.config, args.cache)
             series.append((sid, y, segs, outs, secs))
             print(f"# {set_name} {sid}: {len(train)}+{len(test)} rows x {train.shape[1]}, {len(segs)} sequences "
                   f"({time.time() - t0:.0f} s)", file=sys.stderr)
@@ -294,7 +319,7 @@ def main():
         n_pos = sum(int(y.sum()) for _, y, _, _, _ in series)
         results.append((set_name.upper(), len(series), n_rows, n_pos, sum(len(s) for _, _, s, _, _ in series), res))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=sbs.ROOT, capture_output=True, text=True).stdout.strip()
-    print(f"unseen {' '.join(sys.argv[1:])}: commit {commit}, binary {bin_hash}, "
+    print(f"unseen {' '.join(sys.argv[1:])}: commit {commit}, binary {bin_hash}, config {args.config or '(default)'}, "
           f"{time.strftime('%Y-%m-%d %H:%MZ', time.gmtime(started))}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, "
           f"{time.time() - started:.0f} s")
     for r in results:

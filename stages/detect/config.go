@@ -107,6 +107,24 @@ type Config struct {
 	// §12.12); 0: off (a record beyond the ring rises by its excess over the ring's largest, as
 	// before).
 	RecentHorizon int `yaml:"recent_horizon"`
+	// RecentPast is how many of the stream's last records Recent also measures a record
+	// against (recent_past.go): the record's largest per-feature robust z against them (median
+	// and MAD / 0.6745), as log10(1 + z) decades, is added to its combined score before the
+	// rank, so a record ranks high when it is rare under the model and new against the recent
+	// past alike (a model that has not followed its stream yet, a file's first at replay's
+	// cadence, makes ordinary jitter of a drifted plant rare; docs/BENCHMARKS.md §12.19).
+	// The stream's series only: refused with key_by: key. It does not change the flag. Cost:
+	// recent_past x features x 12 bytes for the stream (the ring and its sorted values), and
+	// about 0.12 µs per feature per record at 100 (§12.21). 0: off (default; Recent ranks the
+	// combined score).
+	RecentPast int `yaml:"recent_past"`
+	// RecentPastWeight is how much of those decades is added: `stale` (default) weighs them by
+	// the share of the stream's last recent_past scored records whose combined score is 2
+	// decades or more (a tail probability of 1% or less under the model: about 0.01 while the
+	// model fits its series, near 1 when it has gone stale, so the recent past speaks where the
+	// model does not follow the series and stays out of a series the model fits; chosen on
+	// SKAB's even half and NAB's in half, docs/BENCHMARKS.md §12.21); `one` adds them all (§12.19).
+	RecentPastWeight RecentPastWeight `yaml:"recent_past_weight"`
 	// KeyBy is `none` (default: one model for the whole stream) or `key`: a model per record
 	// key (the Kafka key, or ingest.key_field's value) besides the global one (keyed.go; docs/DESIGN.md,
 	// "Models per key"). Needs flag_by: significance.
@@ -271,7 +289,7 @@ func Default() Config {
 		// of a 2048-record sample: the best mean ROC AUC + AP over eight labelled sets in the
 		// batch case and the best mean stream F1; chosen again by most sets left out
 		// (docs/BENCHMARKS.md §8).
-		FlagBy: FlagBySignificance, MinScore: 5, AlarmRate: 0.02, RecentScores: 50, RecentHorizon: 3000, Score: ScoreConfig{Detectors: DetectorsBoth, Sample: 2048, K: 100, Combine: CombineMean, Weights: WeightsAgreement},
+		FlagBy: FlagBySignificance, MinScore: 5, AlarmRate: 0.02, RecentScores: 50, RecentHorizon: 3000, RecentPastWeight: PastWeightStale, Score: ScoreConfig{Detectors: DetectorsBoth, Sample: 2048, K: 100, Combine: CombineMean, Weights: WeightsAgreement},
 		// combine any, eta = delta = 0.2, n = 0.1% of the window: the setting with the best mean
 		// F1 over nine labelled streams and the best worst case relative to each set's own best;
 		// leaving one set out, the others choose it again 8 times of 9 (docs/BENCHMARKS.md §3).
@@ -352,6 +370,9 @@ func (c *Config) Validate() error {
 		if c.FlagBy != FlagBySignificance {
 			add("key_by", "models per key flag by significance: set flag_by: significance (got %q)", c.FlagBy)
 		}
+		if c.RecentPast > 0 { // (recent_past.go: a key's past would be N x features x 4 bytes of its budget)
+			add("recent_past", "measures the stream's series only, not a key's: set it to 0 with key_by: key (got %d)", c.RecentPast)
+		}
 	default:
 		add("key_by", "must be none or key, got %q", c.KeyBy)
 	}
@@ -379,6 +400,12 @@ func (c *Config) Validate() error {
 		add("recent_horizon", "must be in [0, %d] (0: off), got %d", 1<<24, c.RecentHorizon)
 	} else if c.RecentScores > 0 && c.RecentBlocks() > 1<<16 {
 		add("recent_horizon", "is %d blocks of recent_scores=%d records: at most %d", c.RecentBlocks(), c.RecentScores, 1<<16)
+	}
+	if c.RecentPast < 0 || c.RecentPast > 1<<16 {
+		add("recent_past", "must be in [0, %d] (0: off), got %d", 1<<16, c.RecentPast)
+	}
+	if c.RecentPastWeight != PastWeightStale && c.RecentPastWeight != PastWeightOne {
+		add("recent_past_weight", "must be stale or one, got %q", c.RecentPastWeight)
 	}
 	if c.AlertCooldown < 0 {
 		add("alert_cooldown", "must be >= 0 (0: off), got %s", c.AlertCooldown)

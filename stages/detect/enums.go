@@ -102,6 +102,19 @@ const (
 // UnmarshalYAML decodes the word (Validate checks it).
 func (v *ScoreWeights) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
 
+// RecentPastWeight is detect.recent_past_weight: how much of the recent past's decades Recent
+// adds to a record's combined score (recent_past.go).
+type RecentPastWeight string
+
+// The recent_past_weight words.
+const (
+	PastWeightOne   RecentPastWeight = "one"   // all of them (docs/BENCHMARKS.md §12.19)
+	PastWeightStale RecentPastWeight = "stale" // the share of the stream's last recent_past scored records its model scored at 2 decades or more
+)
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (v *RecentPastWeight) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
+
 // DensityMode is detect.density.mode: which subspaces the density test tests
 // (ALGORITHMS.md §2; package density's Mode).
 type DensityMode string

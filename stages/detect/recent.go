@@ -304,7 +304,7 @@ func (s *Stage) rankRecent(b *batch.Batch) {
 	if s.keyed != nil && s.keyed.rankRecentKeyed(b, m, blocks) {
 		return // (ranked on the keys' workers: keyed_parallel.go)
 	}
-	keys := b.Keys()
+	keys, past := b.Keys(), s.pastDecades(b)
 	for i := range b.Scores {
 		sc := &b.Scores[i]
 		sc.Recent = math.NaN()
@@ -312,7 +312,11 @@ func (s *Stage) rankRecent(b *batch.Batch) {
 			continue
 		}
 		if s.keyed == nil {
-			sc.Recent = s.recent.score(sc.Score, m, blocks)
+			x := sc.Score
+			if past != nil { // (recent_past: recent_past.go)
+				x += float64(s.pastWeight(sc.Score) * past[i])
+			}
+			sc.Recent = s.recent.score(x, m, blocks)
 			continue
 		}
 		if st, ok := s.keyed.keys[string(recordKey(keys, i))]; ok {

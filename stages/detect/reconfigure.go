@@ -51,9 +51,11 @@ var changeKinds = map[string]ChangeKind{
 	"density.mode": ChangeLive, "density.eta": ChangeLive, "density.delta": ChangeLive,
 	"density.samples": ChangeLive, "distance.n": ChangeLive,
 	"flag_by": ChangeLive, "alarm_rate": ChangeLive, "min_score": ChangeLive, "alert_cooldown": ChangeLive,
-	"recent_scores":     ChangeLive, // (the rings resize at the next record, keeping the newest)
-	"recent_horizon":    ChangeLive, // (the series' block maxima start afresh at the next record)
-	"hypercube.enabled": ChangeLive, "hypercube.bins": ChangeLive, "hypercube.max_neighbours": ChangeLive,
+	"recent_scores":      ChangeLive, // (the rings resize at the next record, keeping the newest)
+	"recent_horizon":     ChangeLive, // (the series' block maxima start afresh at the next record)
+	"recent_past":        ChangeLive, // (the stream's recent past starts afresh at the next record)
+	"recent_past_weight": ChangeLive,
+	"hypercube.enabled":  ChangeLive, "hypercube.bins": ChangeLive, "hypercube.max_neighbours": ChangeLive,
 
 	// PROCLUS's keys apply with the next model, built at the next batch (Reconfigure marks it
 	// due): live, since the serving model stays valid meanwhile.

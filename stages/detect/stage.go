@@ -35,6 +35,11 @@ type Stage struct {
 	groups alertGroups
 	// recent is the stream's last combined scores (recent.go; the keys' are in keyed).
 	recent recentRing
+	// past is the stream's last recent_past records' features (recent_past.go).
+	past pastRing
+	// stale is the share of the stream's last recent_past scored records whose combined score
+	// reached staleDecades (recent_past_weight: stale; recent_past.go).
+	stale exceedRing
 	// keyed holds the models per key (key_by: key; nil otherwise).
 	keyed *keyedScorer
 
@@ -340,6 +345,7 @@ func (s *Stage) beforeModel(b *batch.Batch) []*batch.Batch {
 		return nil
 	}
 	b.Scores = make([]batch.Score, b.Len()) // Scored = false
+	s.pastDecades(b)                        // (its records are still the recent past of the next)
 	return []*batch.Batch{b}
 }
 
