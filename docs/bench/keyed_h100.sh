@@ -12,7 +12,8 @@
 #   xz -T2 .gpubuild/k/*.test                                                        # ~3.4 MB each
 # Run on the device (the `run` tool: kind nvidia-h100-x1, carry [".gpubuild/k"]), from the root:
 #   KEYED_DIR=.gpubuild/k ROUNDS=3 BATCHES=100 bash docs/bench/keyed_h100.sh a b
-# It prints one line a process (records/s and CPU ns a record of each run of each row) and
+# OUTLIERD_BENCH_SETTLE=30s (passed on) waits that long before each timed run (the host's memory
+# settling after the warm-up: §13.1.15). It prints one line a process (records/s and CPU ns a record of each run of each row) and
 # writes everything under $OUT/keyed.tgz. About 50 s a process at 100 batches: 3 rounds of 2
 # builds take ~5 minutes. Compare only processes of one call: the host's spread between calls,
 # and while it is busy, is wider than most changes (§13.1.14).
@@ -30,7 +31,7 @@ R=$OUT/keyed; mkdir -p "$R"
 M=/sys/kernel/mm/transparent_hugepage
 { nvidia-smi -L; nproc; uname -r; date -u; echo "enabled: $(cat $M/enabled)"; echo "defrag: $(cat $M/defrag)"; } > "$R/device.txt" 2>&1
 cat "$R/device.txt"
-summary() { grep -E '^Benchmark' "$1" | awk '{split($1,n,"/"); r="";c=""; for(i=2;i<=NF;i++){if($(i+1)=="records/s")r=$i; if($(i+1)=="cpu-ns/record")c=$i}; printf " %s %s rec/s (%s cpu-ns);", n[2], r, c}'; }
+summary() { grep -E '^Benchmark' "$1" | awk '{split($1,n,"/"); r="";c="";h="";e=""; for(i=2;i<=NF;i++){if($(i+1)=="records/s")r=$i; if($(i+1)=="cpu-ns/record")c=$i; if($(i+1)=="huge-GB-start")h=$i; if($(i+1)=="huge-GB-end")e=$i}; printf " %s %s rec/s (%s cpu-ns, huge %s->%s GB);", n[2], r, c, h, e}'; }
 for r in $(seq 1 "$ROUNDS"); do
 	for b in "$@"; do
 		f=$R/${b}_$r.txt

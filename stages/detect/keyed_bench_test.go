@@ -196,6 +196,11 @@ var keyedBenchCache = map[string]*keyedBench{}
 // resident, and on the CPU (no accelerator) for 100,000, over the same stream. Reports records/s,
 // the device memory per key (the store's slots over the keys) and the host's accounted bytes per
 // key. Run with a fixed -benchtime (e.g. 50x): the warm stages are kept for the process's life.
+// OUTLIERD_BENCH_SETTLE=<duration> waits that long after a run's batches are made and before it
+// is timed (the host's memory settling after the warm-up and the collection the harness forces:
+// the huge-page keeper's collapses, khugepaged, the runtime's scavenger; docs/BENCHMARKS.md
+// §13.1.15), and every run reports the heap's huge pages as it starts and ends (huge-GB-start,
+// -end: /proc/self/smaps_rollup's AnonHugePages, where it is readable).
 // OUTLIERD_BENCH_CPUPROFILE=<prefix> writes a CPU profile of each timed part alone (warming a
 // million keys takes longer than it) to <prefix>-<row>-<run>.prof (benchCPUProfile). The
 // gpu-overlap rows run the stage as the pipeline does on a GPU (Deps.Overlap = OverlapOnGPU:
@@ -248,6 +253,8 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 			for i := range batches {
 				batches[i] = kb.next(b, c.batch)
 			}
+			benchSettle(b)
+			hugeStart := anonHugeGB()
 			var before map[string]gpukern.KernelTotal
 			if c.dev {
 				before = gpuShared.GPU().KernelTimes()
@@ -275,6 +282,10 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 					}
 				}
 				b.Logf("all kernels: %v of %v", all, b.Elapsed())
+			}
+			if hugeStart >= 0 {
+				b.ReportMetric(hugeStart, "huge-GB-start")
+				b.ReportMetric(anonHugeGB(), "huge-GB-end")
 			}
 			st := kb.s.KeyStats()
 			b.ReportMetric(float64(b.N*c.batch)/b.Elapsed().Seconds(), "records/s")
@@ -402,6 +413,37 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchSettle waits OUTLIERD_BENCH_SETTLE (a duration; none when unset).
+func benchSettle(b *testing.B) {
+	v := os.Getenv("OUTLIERD_BENCH_SETTLE")
+	if v == "" {
+		return
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		b.Fatalf("OUTLIERD_BENCH_SETTLE=%q: want a duration such as 30s", v)
+	}
+	time.Sleep(d)
+}
+
+// anonHugeGB is the process's anonymous memory on huge pages now, in GB (-1 where
+// /proc/self/smaps_rollup cannot be read: not Linux).
+func anonHugeGB() float64 {
+	raw, err := os.ReadFile("/proc/self/smaps_rollup")
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "AnonHugePages:" {
+			var kb float64
+			if _, err := fmt.Sscan(f[1], &kb); err == nil {
+				return kb / 1e6
+			}
+		}
+	}
+	return -1
 }
 
 // benchProfiles numbers the profiles benchCPUProfile writes (a row runs once at b.N = 1, then
