@@ -1,9 +1,12 @@
 package gpukern
 
 import (
+	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // TestKeyedChunksReuseScratch: keyedChunks in a scratch kept from call to call (a KeyedGrouper's)
@@ -75,6 +78,28 @@ func TestCheckChunks(t *testing.T) {
 	} {
 		if _, err := checkChunks(c.chunks, c.n); err == nil {
 			t.Errorf("%s: accepted", c.what)
+		}
+	}
+}
+
+// TestKeyedScoresLayout: KeyedScores reads a download laid out as keyed.cu writes it (n tail
+// scores' bits, n distances', then n int32 host flags, two a word: position p at byte 16n + 4p),
+// the flags at odd and even positions, for n odd and even, a store reused for fewer records.
+func TestKeyedScoresLayout(t *testing.T) {
+	var o KeyedScores
+	for _, n := range []int{8, 1, 2, 5, 7} {
+		o.resize(n)
+		raw := unsafe.Slice((*byte)(unsafe.Pointer(&o.back[0])), 8*len(o.back))
+		le := binary.LittleEndian
+		for p := range n {
+			le.PutUint64(raw[8*p:], math.Float64bits(float64(p)+0.5))
+			le.PutUint64(raw[8*(n+p):], math.Float64bits(-float64(p)))
+			le.PutUint32(raw[16*n+4*p:], uint32(p%3/2)) // (set at p = 2, 5: even and odd)
+		}
+		for p := range n {
+			if o.Tail(p) != float64(p)+0.5 || o.Dist(p) != -float64(p) || o.Host(p) != (p%3 == 2) {
+				t.Fatalf("n %d position %d: %v %v %v", n, p, o.Tail(p), o.Dist(p), o.Host(p))
+			}
 		}
 	}
 }
