@@ -295,11 +295,12 @@ func (g *KeyedGrouper) Group(slot, rows []int32, x [][]float32, first int, xs []
 }
 
 // checkChunks counts the parts' chunks and reports why they are not a grouped call's of n
-// records (nil when they are): (slot, position, count) triples, the count 1..keyedChunk (keyed.cu's
-// chunk), the parts' chunks in order covering positions 0..n-1 once each, as KeyedGroupers at
-// consecutive firsts lay them out. A position no chunk covers would come back holding whatever
-// the device's scratch held; a ragged list would shift every later part's triples.
-func checkChunks(chunks [][]int32, n int) (nchunk int, err error) {
+// records against slots 0..slots-1 (nil when they are): (slot, position, count) triples, the
+// count 1..keyedChunk (keyed.cu's chunk), the parts' chunks in order covering positions 0..n-1
+// once each, as KeyedGroupers at consecutive firsts lay them out. A position no chunk covers
+// would come back holding whatever the device's scratch held; a ragged list would shift every
+// later part's triples.
+func checkChunks(chunks [][]int32, n, slots int) (nchunk int, err error) {
 	next := 0
 	for w, c := range chunks {
 		if len(c)%3 != 0 {
@@ -307,8 +308,11 @@ func checkChunks(chunks [][]int32, n int) (nchunk int, err error) {
 		}
 		for t := 0; t < len(c); t += 3 {
 			sl, at, cnt := c[t], int(c[t+1]), int(c[t+2])
-			if sl < 0 || at != next || cnt < 1 || cnt > keyedChunk || at+cnt > n {
-				return 0, fmt.Errorf("part %d: chunk (slot %d, position %d, %d records): want a slot >= 0 at position %d, 1..%d records of the %d", w, sl, at, cnt, next, keyedChunk, n)
+			if sl < 0 || int(sl) >= slots {
+				return 0, fmt.Errorf("part %d: slot %d: no model installed (capacity %d)", w, sl, slots)
+			}
+			if at != next || cnt < 1 || cnt > keyedChunk || at+cnt > n {
+				return 0, fmt.Errorf("part %d: chunk (slot %d, position %d, %d records): want position %d, 1..%d records of the %d", w, sl, at, cnt, next, keyedChunk, n)
 			}
 			next = at + cnt
 		}

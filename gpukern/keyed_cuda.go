@@ -145,20 +145,13 @@ func (s *KeyedStore) ScoreGrouped(chunks [][]int32, xs []float32, out *KeyedScor
 	if len(xs)%dims != 0 || n == 0 {
 		return fmt.Errorf("gpukern.KeyedStore.ScoreGrouped: %d values of %d features", len(xs), dims)
 	}
-	nchunk, err := checkChunks(chunks, n)
-	if err != nil {
-		return fmt.Errorf("gpukern.KeyedStore.ScoreGrouped: %w", err)
-	}
 	out.resize(n)
 	back := out.back
 	d := s.dev
-	err = d.do(func() error {
-		for _, c := range chunks {
-			for t := 0; t < len(c); t += 3 {
-				if int(c[t]) >= s.slots {
-					return fmt.Errorf("slot %d: no model installed (capacity %d)", c[t], s.slots)
-				}
-			}
+	err := d.do(func() error {
+		nchunk, err := checkChunks(chunks, n, s.slots)
+		if err != nil {
+			return err
 		}
 		var pk pack
 		pk.reset(d.packBuf)

@@ -31,7 +31,7 @@ func TestKeyedChunksReuseScratch(t *testing.T) {
 // TestCheckChunks: the chunks of parts grouped at consecutive firsts pass ScoreGrouped's check
 // (counted), and a list that would upload wrongly is refused: a ragged part (every later part's
 // triples shifted), a position no chunk covers (its scores would be the device scratch's stale
-// bits), a position in two chunks, a count of 0 or past a warp's 32, a negative slot, and chunks
+// bits), a position in two chunks, a count of 0 or past a warp's 32, a slot not the store's, and chunks
 // of fewer records than the values give (records of another width than the store's).
 func TestCheckChunks(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 21))
@@ -51,7 +51,7 @@ func TestCheckChunks(t *testing.T) {
 		first += n
 		want += len(c) / 3
 	}
-	if got, err := checkChunks(chunks, first); err != nil || got != want {
+	if got, err := checkChunks(chunks, first, 3); err != nil || got != want {
 		t.Fatalf("the groupers' chunks: %d chunks, %v; want %d, nil", got, err, want)
 	}
 	edit := func(f func(c [][]int32) [][]int32) [][]int32 {
@@ -73,10 +73,11 @@ func TestCheckChunks(t *testing.T) {
 		{"a count of 0", edit(func(c [][]int32) [][]int32 { c[0][2] = 0; return c }), first},
 		{"a count past 32", [][]int32{{0, 0, 33}}, 33},
 		{"a negative slot", edit(func(c [][]int32) [][]int32 { c[2][0] = -1; return c }), first},
+		{"a slot past the store's", edit(func(c [][]int32) [][]int32 { c[2][0] = 3; return c }), first},
 		{"more records than the chunks cover", chunks, 2 * first},
 		{"fewer records than the chunks cover", chunks, first - 1},
 	} {
-		if _, err := checkChunks(c.chunks, c.n); err == nil {
+		if _, err := checkChunks(c.chunks, c.n, 3); err == nil {
 			t.Errorf("%s: accepted", c.what)
 		}
 	}
