@@ -265,10 +265,10 @@ func (sc *chunkScratch) chunksOf(slot []int32, first int) (order []int32, chunks
 }
 
 // KeyedGrouper lays out one part of a keyed call's records in the kernels' form: grouped by
-// slot, row-major. A call's records may come in parts, each grouped by its own goroutine (the
-// detect stage's workers each group the records they walked), and the call then takes the
-// parts' chunks as they are (KeyedStore.ScoreGrouped): no step of the call's host side runs over
-// all its records on one goroutine. A part's slots may recur in another part (a key's records in
+// slot, row-major. A call's records may come in parts, each grouped on a goroutine of its own
+// (internal/accel's keyed Score: a part for each detect worker's records), and the call takes the
+// parts' chunks as they are (KeyedStore.ScoreGrouped): of the call's host side only the packed
+// copy of the values for the upload runs over all its records on one goroutine. A part's slots may recur in another part (a key's records in
 // two parts are two chunks: the same scores). Its memory is kept for its next Group.
 type KeyedGrouper struct{ sc chunkScratch }
 
@@ -292,6 +292,36 @@ func (g *KeyedGrouper) Group(slot, rows []int32, x [][]float32, first int, xs []
 		at += d
 	}
 	return order, chunks
+}
+
+// checkChunks counts the parts' chunks and reports why they are not a grouped call's of n
+// records against slots 0..slots-1 (nil when they are): (slot, position, count) triples, the
+// count 1..keyedChunk (keyed.cu's chunk), the parts' chunks in order covering positions 0..n-1
+// once each, as KeyedGroupers at consecutive firsts lay them out. A position no chunk covers
+// would come back holding whatever the device's scratch held; a ragged list would shift every
+// later part's triples.
+func checkChunks(chunks [][]int32, n, slots int) (nchunk int, err error) {
+	next := 0
+	for w, c := range chunks {
+		if len(c)%3 != 0 {
+			return 0, fmt.Errorf("part %d: %d values, not (slot, position, count) triples", w, len(c))
+		}
+		for t := 0; t < len(c); t += 3 {
+			sl, at, cnt := c[t], int(c[t+1]), int(c[t+2])
+			if sl < 0 || int(sl) >= slots {
+				return 0, fmt.Errorf("part %d: slot %d: no model installed (capacity %d)", w, sl, slots)
+			}
+			if at != next || cnt < 1 || cnt > keyedChunk || at+cnt > n {
+				return 0, fmt.Errorf("part %d: chunk (slot %d, position %d, %d records): want position %d, 1..%d records of the %d", w, sl, at, cnt, next, keyedChunk, n)
+			}
+			next = at + cnt
+		}
+		nchunk += len(c) / 3
+	}
+	if next != n {
+		return 0, fmt.Errorf("the chunks cover positions 0..%d of %d records", next, n)
+	}
+	return nchunk, nil
 }
 
 // KeyedScores are a grouped call's scores by position (KeyedStore.ScoreGrouped): the device's

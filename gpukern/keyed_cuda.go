@@ -135,29 +135,23 @@ func (s *KeyedStore) Install(slots []int32, models []*KeyedModel) error {
 	return nil
 }
 
-// ScoreGrouped scores records laid out by KeyedGroupers (xs: Dims values a record, row-major,
-// finite; chunks: the parts' (slot, position, count) triples) against the models in their slots,
-// in one launch, into out by position. Every slot named must hold a model.
+// ScoreGrouped scores records laid out by KeyedGroupers at consecutive firsts (xs: Dims values a
+// record, row-major, finite; chunks: the parts' (slot, position, count) triples, in order, each
+// position in one) against the models in their slots, in one launch, into out by position. Every
+// slot named must hold a model.
 func (s *KeyedStore) ScoreGrouped(chunks [][]int32, xs []float32, out *KeyedScores) error {
 	dims := s.shape.Dims
 	n := len(xs) / dims
-	nchunk := 0
-	for _, c := range chunks {
-		nchunk += len(c) / 3
-	}
-	if len(xs)%dims != 0 || n == 0 || nchunk == 0 {
-		return fmt.Errorf("gpukern.KeyedStore.ScoreGrouped: %d values of %d features, %d chunks", len(xs), dims, nchunk)
+	if len(xs)%dims != 0 || n == 0 {
+		return fmt.Errorf("gpukern.KeyedStore.ScoreGrouped: %d values of %d features", len(xs), dims)
 	}
 	out.resize(n)
 	back := out.back
 	d := s.dev
 	err := d.do(func() error {
-		for _, c := range chunks {
-			for t := 0; t+2 < len(c); t += 3 {
-				if sl, at, cnt := c[t], c[t+1], c[t+2]; sl < 0 || int(sl) >= s.slots || at < 0 || cnt < 1 || int(at)+int(cnt) > n {
-					return fmt.Errorf("chunk (slot %d, position %d, %d records): no model installed (capacity %d) or outside the %d records", sl, at, cnt, s.slots, n)
-				}
-			}
+		nchunk, err := checkChunks(chunks, n, s.slots)
+		if err != nil {
+			return err
 		}
 		var pk pack
 		pk.reset(d.packBuf)

@@ -77,8 +77,9 @@ func TestKeyedStoreMatchesReference(t *testing.T) {
 			if size > 97 && (flagged == 0 || flagged == size) {
 				t.Fatalf("batch %d: %d records for the host: the queries miss a case", size, flagged)
 			}
-			// The same records in three parts (every third record, by row: key 5's records in
-			// all three), each grouped on its own, in one ScoreGrouped: Score's bits.
+			// The same records in three parts (every third record, by row: key 5's many records
+			// in the first, most other keys' in all three), each grouped on its own, in one
+			// ScoreGrouped: the one part's bits.
 			parts := 3
 			var gs [3]gpukern.KeyedGrouper
 			var chunks [][]int32

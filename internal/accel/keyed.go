@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/outlierd/outlierd/gpukern"
 	"github.com/outlierd/outlierd/internal/algo/rank"
@@ -134,10 +133,13 @@ func (s *KeyedStore) dropGPU(why string) {
 // (column-major; row r where rows[w] is nil) against the model in slot slots[w][r], its scores
 // written to tail[w][r] and dist[w][r]. Each part's host side (its records grouped by
 // slot into the call's arrays, its scores placed, what the CPU scores) runs on a goroutine of its
-// own: the detect stage's workers give their own records as a part each, and nothing of the
-// call runs over all its records on one goroutine (docs/BENCHMARKS.md §13.1.15). The CPU scores
+// own: the detect stage's workers give their own records as a part each, and of the call only
+// the packed copy for the upload runs over all its records on one goroutine (docs/BENCHMARKS.md
+// §13.1.15). The CPU scores
 // what the kernels leave to it: a tail past the window's range by more than ln n spreads (rank's
-// log1p), a record with a non-finite value, and everything after a device failure.
+// log1p), a record with a non-finite value, and everything after a device failure. Records that
+// do not fit the store (not its feature count, a row outside x) or a slot without a model are an
+// error, and nothing is written.
 func (s *KeyedStore) Score(slots, rows [][]int32, x [][]float32, tail, dist [][]float64) error {
 	parts := len(slots)
 	if len(rows) != parts || len(tail) != parts || len(dist) != parts {
@@ -151,15 +153,33 @@ func (s *KeyedStore) Score(slots, rows [][]int32, x [][]float32, tail, dist [][]
 		}
 		from[w+1] = from[w] + n
 	}
+	// The device's layout takes a record's width from the store: other columns would be read as
+	// other records' values.
+	if len(x) != s.shape.Dims {
+		return fmt.Errorf("accel.KeyedStore.Score: %d features, the store's are %d", len(x), s.shape.Dims)
+	}
+	cols := 0
+	if len(x) > 0 {
+		cols = len(x[0])
+	}
+	for j, c := range x {
+		if len(c) != cols {
+			return fmt.Errorf("accel.KeyedStore.Score: feature %d has %d rows, feature 0 %d", j, len(c), cols)
+		}
+	}
 	n := from[parts]
 	if n == 0 {
 		return nil
 	}
 	errs := make([]error, parts) // (on the parts' goroutines: each part's slots are read there again)
-	onParts(parts, func(w int) {
-		for _, sl := range slots[w] {
+	fanout.Each(parts, parts, func(w int) {
+		for r, sl := range slots[w] {
 			if sl < 0 || int(sl) >= len(s.models) || s.models[sl].Tail == nil {
 				errs[w] = fmt.Errorf("accel.KeyedStore.Score: part %d: slot %d holds no model", w, sl)
+				return
+			}
+			if i := row(rows[w], r); i < 0 || i >= cols {
+				errs[w] = fmt.Errorf("accel.KeyedStore.Score: part %d: record %d's row %d is outside x's %d", w, r, i, cols)
 				return
 			}
 		}
@@ -184,7 +204,7 @@ func (s *KeyedStore) Score(slots, rows [][]int32, x [][]float32, tail, dist [][]
 			sc.xs = make([]float32, n*d)
 		}
 		xs := sc.xs[:n*d]
-		onParts(parts, func(w int) {
+		fanout.Each(parts, parts, func(w int) { // (a goroutine a part)
 			sc.orders[w], sc.chunks[w] = sc.groupers[w].Group(slots[w], rows[w], x, from[w], xs)
 		})
 		if err := s.gpu.ScoreGrouped(sc.chunks[:parts], xs, &sc.out); err != nil {
@@ -196,7 +216,7 @@ func (s *KeyedStore) Score(slots, rows [][]int32, x [][]float32, tail, dist [][]
 	if err != nil {
 		return err
 	}
-	onParts(parts, func(w int) {
+	fanout.Each(parts, parts, func(w int) { // (a goroutine a part)
 		var cpu keyedCPU
 		if !onGPU {
 			for r := range slots[w] {
@@ -231,23 +251,6 @@ func row(rows []int32, r int) int {
 		return r
 	}
 	return int(rows[r])
-}
-
-// onParts runs f(w) for each of parts on a goroutine of its own (one: on the caller's) and waits.
-func onParts(parts int, f func(w int)) {
-	if parts == 1 {
-		f(0)
-		return
-	}
-	var wg sync.WaitGroup
-	for w := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(w)
-		}()
-	}
-	wg.Wait()
 }
 
 // keyedCPU scores single records on the CPU from the host's copy of their key's model (a part's

@@ -87,16 +87,18 @@ func (f *keyedStoreFixture) check(t *testing.T, what string, tail, dist []float6
 	}
 }
 
-// scoreInParts scores the fixture's records with Score in three parts (every third record,
-// by row: each key's records in all three) and returns the scores by record.
+// scoreInParts scores the fixture's records with Score in four parts, the second empty (a
+// worker with no records queued) and every third record in each of the others (by row: each
+// key's records in all three), and returns the scores by record.
 func (f *keyedStoreFixture) scoreInParts(t *testing.T) (tail, dist []float64) {
 	t.Helper()
 	n := len(f.which)
-	const parts = 3
+	const parts = 4
 	slots, rows := make([][]int32, parts), make([][]int32, parts)
 	for i := range n {
-		slots[i%parts] = append(slots[i%parts], f.which[i])
-		rows[i%parts] = append(rows[i%parts], int32(i))
+		w := []int{0, 2, 3}[i%3]
+		slots[w] = append(slots[w], f.which[i])
+		rows[w] = append(rows[w], int32(i))
 	}
 	pt, pd := make([][]float64, parts), make([][]float64, parts)
 	for w := range parts {
@@ -132,6 +134,39 @@ func TestKeyedStoreOnCPU(t *testing.T) {
 		if err := f.st.Score([][]int32{{0, sl}}, [][]int32{nil}, [][]float32{{1, 2}, {1, 2}}, [][]float64{make([]float64, 2)}, [][]float64{make([]float64, 2)}); err == nil {
 			t.Fatalf("slot %d (no model) accepted", sl)
 		}
+	}
+}
+
+// TestKeyedStoreScoreRefusesBadRecords: records that do not fit the store (a feature count not
+// the store's, columns of unequal length, a row outside the columns) are an error naming the
+// part, not a panic on a part's goroutine (which no caller can recover) nor scores read from the
+// wrong values (the device's row-major layout takes its record width from the store).
+func TestKeyedStoreScoreRefusesBadRecords(t *testing.T) {
+	f := newKeyedStoreFixture(t, &Device{name: "cpu", log: zerolog.Nop()}, 10)
+	one := func(n int) [][]float64 { return [][]float64{make([]float64, n)} }
+	for _, c := range []struct {
+		what  string
+		x     [][]float32
+		slots []int32
+		rows  []int32
+	}{
+		{"three features for two", [][]float32{{1, 2}, {1, 2}, {1, 2}}, []int32{0, 5}, nil},
+		{"one feature for two", [][]float32{{1, 2}}, []int32{0, 5}, nil},
+		{"columns of unequal length", [][]float32{{1, 2}, {1}}, []int32{0, 5}, []int32{0, 1}},
+		{"a row past the columns", [][]float32{{1, 2}, {1, 2}}, []int32{0, 5}, []int32{0, 2}},
+		{"a negative row", [][]float32{{1, 2}, {1, 2}}, []int32{0, 5}, []int32{-1, 0}},
+		{"more records than rows, rows nil", [][]float32{{1, 2}, {1, 2}}, []int32{0, 5, 2}, nil},
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s: panic %v, want an error", c.what, p)
+				}
+			}()
+			if err := f.st.Score([][]int32{c.slots}, [][]int32{c.rows}, c.x, one(len(c.slots)), one(len(c.slots))); err == nil {
+				t.Errorf("%s: accepted", c.what)
+			}
+		}()
 	}
 }
 

@@ -365,7 +365,11 @@ func (instantKeyed) Install(slots []int32, tails []*rank.Tail, refs []*solvingse
 
 func (instantKeyed) Score(slots, rows [][]int32, x [][]float32, tail, dist [][]float64) error {
 	onWorkers(len(slots), func(w int) { // (as the device's call: each part on its goroutine)
-		for r, i := range rows[w] {
+		for r := range slots[w] {
+			i := r // (rows[w] nil: the part's records are x's rows in order)
+			if rows[w] != nil {
+				i = int(rows[w][r])
+			}
 			tail[w][r] = float64(x[1][i] * x[1][i])
 			dist[w][r] = math.Abs(float64(x[2][i]))
 		}

@@ -20,10 +20,10 @@ import (
 // ordinary, a fault's first readings are not. A feature whose last records have a MAD of 0 (a
 // quantised or stuck sensor) takes the mean absolute deviation / 0.7979 instead, and one that
 // never varied adds nothing (no spread to measure by; the model's own score already measures a
-// departure from a constant, and the sum stays finite). The
-// flag, the combined score and every explanation are unchanged. Only the stream's series
-// (Validate refuses it with key_by: key: a key's recent past would be recent_past x features x
-// 4 bytes more of its budget, keys.max_bytes).
+// departure from a constant, and the sum stays finite). The flag, the combined score and every
+// explanation are unchanged. Only the stream's series (Validate refuses it with key_by: key: a
+// key's recent past would be recent_past x features x 4 bytes more of its budget,
+// keys.max_bytes).
 
 // pastRing is a series' last n records' features (float32, as the batch holds them), a ring of
 // rows, and each feature's held values in order (NaNs left out), so that a record's median and
@@ -31,8 +31,9 @@ import (
 // three binary searches and a move of the sorted values between the oldest's and the new one's
 // places, about 0.12 µs a feature at n = 100 against two selections' 1.6 µs (BENCHMARKS
 // §12.21); a MAD of 0 (a quantised sensor) adds the mean absolute deviation's O(n) sum. The
-// sorted values double the ring's memory (n x features x 8 bytes more). The figures are the definition's exactly (the same float64 values, the same middle elements,
-// the mean absolute deviation summed in the sorted order: TestPastRingMatchesDefinition).
+// sorted values double the ring's memory (n x features x 8 bytes more). The figures are the
+// definition's exactly (the same float64 values, the same middle elements, the mean absolute
+// deviation summed in the sorted order: TestPastRingMatchesDefinition).
 type pastRing struct {
 	x      []float32   // n rows of d, row-major; once full, next is the oldest
 	sorted [][]float64 // per feature, the held rows' non-NaN values, ascending
