@@ -12,8 +12,9 @@
 #   xz -T2 .gpubuild/k/*.test                                                        # ~3.4 MB each
 # Run on the device (the `run` tool: kind nvidia-h100-x1, carry [".gpubuild/k"]), from the root:
 #   KEYED_DIR=.gpubuild/k ROUNDS=3 BATCHES=100 bash docs/bench/keyed_h100.sh a b
-# OUTLIERD_BENCH_SETTLE=30s (passed on) waits that long before each timed run (the host's memory
-# settling after the warm-up: §13.1.15). It prints one line a process (records/s and CPU ns a record of each run of each row) and
+# SETTLES="none 30s" runs each build's process once per value a round, the benchmark waiting that
+# long before each timed run (OUTLIERD_BENCH_SETTLE, whole seconds; none: no wait): the host's
+# memory settling after the warm-up, §13.1.15. It prints one line a process (records/s and CPU ns a record of each run of each row) and
 # writes everything under $OUT/keyed.tgz. About 50 s a process at 100 batches: 3 rounds of 2
 # builds take ~5 minutes. Compare only processes of one call: the host's spread between calls,
 # and while it is busy, is wider than most changes (§13.1.14).
@@ -34,12 +35,16 @@ cat "$R/device.txt"
 summary() { grep -E '^Benchmark' "$1" | awk '{split($1,n,"/"); r="";c="";h="";e=""; for(i=2;i<=NF;i++){if($(i+1)=="records/s")r=$i; if($(i+1)=="cpu-ns/record")c=$i; if($(i+1)=="huge-GB-start")h=$i; if($(i+1)=="huge-GB-end")e=$i}; printf " %s %s rec/s (%s cpu-ns, huge %s->%s GB);", n[2], r, c, h, e}'; }
 for r in $(seq 1 "$ROUNDS"); do
 	for b in "$@"; do
-		f=$R/${b}_$r.txt
-		(while sleep 4; do grep AnonHugePages /proc/meminfo | awk '{print $2}'; done) > "$f.huge" &
-		sp=$!
-		(cd stages/detect && timeout 120 "$(cd ../.. && pwd)/$D/$b.test" -test.run '^$' -test.bench "$ROWS" -test.benchtime "${BATCHES}x" -test.count 2 > "$f" 2>&1; echo "rc=$?" >> "$f")
-		kill $sp
-		echo "== $b round $r:$(summary "$f") $(tail -1 "$f") most huge pages $(sort -n "$f.huge" | tail -1 | awk '{printf "%.1f GB", $1/1048576}')"
+		for st in ${SETTLES:-none}; do
+			f=$R/${b}_$r.txt settle=
+			if [ "$st" != none ]; then f=$R/${b}_settle${st}_$r.txt settle=$st; fi
+			wait_s=$(( 120 + 4 * ${settle%s} + 0 ))
+			(while sleep 4; do grep AnonHugePages /proc/meminfo | awk '{print $2}'; done) > "$f.huge" &
+			sp=$!
+			(cd stages/detect && OUTLIERD_BENCH_SETTLE=$settle timeout $wait_s "$(cd ../.. && pwd)/$D/$b.test" -test.run '^$' -test.bench "$ROWS" -test.benchtime "${BATCHES}x" -test.count 2 > "$f" 2>&1; echo "rc=$?" >> "$f")
+			kill $sp
+			echo "== $b${settle:+ settle $settle} round $r:$(summary "$f") $(tail -1 "$f") most huge pages $(sort -n "$f.huge" | tail -1 | awk '{printf "%.1f GB", $1/1048576}')"
+		done
 	done
 done
 date -u >> "$R/device.txt"
