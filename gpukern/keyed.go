@@ -266,10 +266,11 @@ func (sc *chunkScratch) chunksOf(slot []int32, first int) (order []int32, chunks
 
 // KeyedGrouper lays out one part of a keyed call's records in the kernels' form: grouped by
 // slot, row-major. A call's records may come in parts, each grouped on a goroutine of its own
-// (internal/accel's keyed Score: a part for each detect worker's records), and the call takes the
-// parts' chunks as they are (KeyedStore.ScoreGrouped): of the call's host side only the packed
-// copy of the values for the upload runs over all its records on one goroutine. A part's slots may recur in another part (a key's records in
-// two parts are two chunks: the same scores). Its memory is kept for its next Group.
+// (internal/accel's keyed Score: a part for each detect worker's records), and the call takes
+// the parts' chunks as they are (KeyedStore.ScoreGrouped): of the call's host side only the
+// packed copy of the values for the upload runs over all its records on one goroutine. A part's
+// slots may recur in another part (a key's records in two parts are two chunks: the same
+// scores). Its memory is kept for its next Group.
 type KeyedGrouper struct{ sc chunkScratch }
 
 // Group places records r < len(slot) (values x[j][rows[r]], or x[j][r] where rows is nil) at

@@ -131,15 +131,14 @@ func (s *KeyedStore) dropGPU(why string) {
 // Score writes the tail score and w_k(q, R) (rank.Tail.Score's and solvingset.KNNWeights's bits)
 // of records given in parts, all in one device call: part w's record r is row rows[w][r] of x
 // (column-major; row r where rows[w] is nil) against the model in slot slots[w][r], its scores
-// written to tail[w][r] and dist[w][r]. Each part's host side (its records grouped by
-// slot into the call's arrays, its scores placed, what the CPU scores) runs on a goroutine of its
-// own: the detect stage's workers give their own records as a part each, and of the call only
-// the packed copy for the upload runs over all its records on one goroutine (docs/BENCHMARKS.md
-// §13.1.15). The CPU scores
-// what the kernels leave to it: a tail past the window's range by more than ln n spreads (rank's
-// log1p), a record with a non-finite value, and everything after a device failure. Records that
-// do not fit the store (not its feature count, a row outside x) or a slot without a model are an
-// error, and nothing is written.
+// written to tail[w][r] and dist[w][r]. Each part's host side (its records grouped by slot into
+// the call's arrays, its scores placed, what the CPU scores) runs on a goroutine of its own: the
+// detect stage's workers give their own records as a part each, and of the call only the packed
+// copy for the upload runs over all its records on one goroutine (docs/BENCHMARKS.md §13.1.15).
+// The CPU scores what the kernels leave to it: a tail past the window's range by more than ln n
+// spreads (rank's log1p), a record with a non-finite value, and everything after a device
+// failure. Records that do not fit the store (not its feature count, a row outside x) or a slot
+// without a model are an error, and nothing is written.
 func (s *KeyedStore) Score(slots, rows [][]int32, x [][]float32, tail, dist [][]float64) error {
 	parts := len(slots)
 	if len(rows) != parts || len(tail) != parts || len(dist) != parts {
