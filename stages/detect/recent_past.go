@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/outlierd/outlierd/internal/algo/rank"
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
@@ -80,7 +81,7 @@ func (p *pastRing) decades(row []float32) float64 {
 		s, out, in := p.sorted[j], p.filled == p.n && !math.IsNaN(float64(old[j])), !math.IsNaN(float64(v))
 		switch {
 		case out && in: // (the oldest leaves and v comes in: only the values between them move)
-			ko, kn := lowerBound(s, float64(old[j])), lowerBound(s, float64(v))
+			ko, kn := rank.SearchFloat64s(s, float64(old[j])), rank.SearchFloat64s(s, float64(v))
 			if kn > ko {
 				copy(s[ko:kn-1], s[ko+1:kn])
 				s[kn-1] = float64(v)
@@ -89,10 +90,10 @@ func (p *pastRing) decades(row []float32) float64 {
 				s[kn] = float64(v)
 			}
 		case out:
-			k := lowerBound(s, float64(old[j]))
+			k := rank.SearchFloat64s(s, float64(old[j]))
 			s = slices.Delete(s, k, k+1)
 		case in:
-			k := lowerBound(s, float64(v))
+			k := rank.SearchFloat64s(s, float64(v))
 			s = slices.Insert(s, k, float64(v))
 		}
 		p.sorted[j] = s
@@ -115,7 +116,7 @@ func medianMAD(s []float64) (med, mad float64) {
 	// p <= m/2 (s[m/2] >= med), and p = m/2 unless ties reach below the middle.
 	p := m / 2
 	if p > 0 && !(s[p-1] < med) {
-		p = lowerBound(s[:p], med)
+		p = rank.SearchFloat64s(s[:p], med)
 	}
 	nl, nh := p, m-p
 	k := m / 2 // the merged deviations' k-th (0-based), with the (k-1)-th for an even m
@@ -153,27 +154,6 @@ func medianMAD(s []float64) (med, mad float64) {
 		return med, top
 	}
 	return med, (second + top) / 2
-}
-
-// lowerBound is the first index of the ascending s whose value is not below v (len(s) if none):
-// sort.SearchFloat64s without its NaN-aware comparison (no NaN is held), in the form whose step
-// compiles to a conditional move, not a branch that random values mispredict half the time.
-func lowerBound(s []float64, v float64) int {
-	if len(s) == 0 {
-		return 0
-	}
-	base, n := 0, len(s)
-	for n > 1 {
-		half := n / 2
-		if s[base+half-1] < v {
-			base += half
-		}
-		n -= half
-	}
-	if s[base] < v {
-		base++
-	}
-	return base
 }
 
 // staleDecades is the combined score (a mean of -log10 tail probabilities) from which a record

@@ -10,7 +10,7 @@ import (
 )
 
 // TestCalibrationIndexedSearch pins the calibration's two-level search (index, then one leaf)
-// to the search of the whole sorted array it replaced (searchFloat64s, and sort.SearchFloat64s
+// to the search of the whole sorted array it replaced (SearchFloat64s, and sort.SearchFloat64s
 // for r not NaN), and Surprisal with the index to Surprisal without it, bit for bit: sizes
 // around the index's stride (1 to 70, 199-201, 255-257, 4096, 5000), scores continuous, in a
 // few tied values, constant, in runs that straddle the stride's boundaries, with ±0; searched
@@ -57,7 +57,7 @@ func TestCalibrationIndexedSearch(t *testing.T) {
 				}
 			}
 			for _, r := range qs {
-				got, want := c.search(r), searchFloat64s(s, r)
+				got, want := c.search(r), SearchFloat64s(s, r)
 				if got != want {
 					t.Fatalf("%s n=%d r=%v: indexed search %d, whole array %d", kind, n, r, got, want)
 				}

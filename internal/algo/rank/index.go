@@ -12,7 +12,7 @@ const IndexStride = 16
 // IndexLen is the length of the index of a calibration of n scores.
 func IndexLen(n int) int { return (n + IndexStride - 1) / IndexStride }
 
-// search is searchFloat64s(c.Sorted, r) through the index: the index's first entry at or above
+// search is SearchFloat64s(c.Sorted, r) through the index: the index's first entry at or above
 // r, Sorted[IndexStride*K], bounds the answer to (IndexStride*(K-1), IndexStride*K] (the entry
 // before it is below r), whose leaf a second search reads. The same answer for every r, ties,
 // ±Inf and NaN included (TestCalibrationIndexedSearch); a calibration made without its index
@@ -20,7 +20,7 @@ func IndexLen(n int) int { return (n + IndexStride - 1) / IndexStride }
 func (c *Calibration) search(r float64) int {
 	s := c.Sorted
 	if len(c.index) != IndexLen(len(s)) {
-		return searchFloat64s(s, r)
+		return SearchFloat64s(s, r)
 	}
 	k := indexSearch(c.index, r)
 	if k == 0 {
@@ -30,17 +30,17 @@ func (c *Calibration) search(r float64) int {
 	return lo + countBelow(s[lo:hi], r)
 }
 
-// indexSearch is searchFloat64s(index, r): a count where the index is short (a key's
+// indexSearch is SearchFloat64s(index, r): a count where the index is short (a key's
 // calibration of 200 scores has 13 entries), a binary search where it is long (the global
 // model's, 256 at 4,096 scores).
 func indexSearch(index []float64, r float64) int {
 	if len(index) <= 2*IndexStride {
 		return countBelow(index, r)
 	}
-	return searchFloat64s(index, r)
+	return SearchFloat64s(index, r)
 }
 
-// countBelow is how many of s are below r: searchFloat64s(s, r) for s ascending (0 for a NaN
+// countBelow is how many of s are below r: SearchFloat64s(s, r) for s ascending (0 for a NaN
 // r, as there), in compares that do not depend on one another (a binary search's loads wait
 // each on the one before: on a leaf of at most IndexStride scores in the cache the count is the
 // faster).

@@ -460,9 +460,10 @@ func (c *Calibration) empirical(r float64) float64 {
 	return log10Int(n+1) - log10Int(n-i) // (float64(n) - float64(i) is n-i exactly)
 }
 
-// searchFloat64s is sort.SearchFloat64s(s, r) for r not NaN (len(s) when every value is below
-// r): a binary search whose halving does not branch on the data (a conditional move), as counts.
-func searchFloat64s(s []float64, r float64) int {
+// SearchFloat64s is sort.SearchFloat64s(s, r) for r not NaN (len(s) when every value is below
+// r): a binary search whose halving does not branch on the data (a conditional move), as counts
+// (random values mispredict a branch half the time). Also the detect stage's sorted rings'.
+func SearchFloat64s(s []float64, r float64) int {
 	n := len(s)
 	if n == 0 {
 		return 0
