@@ -1,6 +1,8 @@
 package detect
 
 import (
+	"runtime"
+
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/core/fanout"
 )
@@ -65,7 +67,9 @@ func buildKeysBatched(due []*keyState, out []*Ranker, cfg *Config, sw KeyedSelfW
 		}
 	}
 	rows, vals := make([]int32, at[n]), make([]float64, 2*at[n])
-	fanout.OnCores(n, func(t int) {
+	workers := runtime.GOMAXPROCS(0)
+	fanout.Each(workers, n, func(t int) {
+		prefetchBuild(due, t, min(workers, n))
 		kb := keyBuilds.Get().(*keyBuild)
 		defer keyBuilds.Put(kb)
 		r, ok := kb.prepare(due[t], cfg)
