@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -99,12 +100,14 @@ func BenchmarkKeyBuildsCold(b *testing.B) {
 					b.Fatalf("key %d: no model", t)
 				}
 			}
+			stop := cputime.Profile(b, fmt.Sprintf("keybuilds-cold-%s-%d", where, b.N)) // (OUTLIERD_BENCH_CPUPROFILE: the timed builds alone, not the pool's)
 			cpu0, f0 := cputime.Seconds(), minorFaults()
 			b.ResetTimer()
 			for range b.N {
 				build()
 			}
 			b.StopTimer()
+			stop()
 			for t, m := range out {
 				if m == nil {
 					b.Fatalf("key %d: no model", t)
