@@ -1,6 +1,9 @@
 package detect
 
 import (
+	"runtime"
+	"sync"
+
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/core/fanout"
 )
@@ -56,16 +59,24 @@ func (k *keyedScorer) selfWeigher(due []*keyState, cfg *Config) KeyedSelfWeigher
 // calibrations to the cores (KNNWeightsSelf: the same bits).
 func buildKeysBatched(due []*keyState, out []*Ranker, cfg *Config, sw KeyedSelfWeigher) {
 	n := len(due)
-	rs, ps := make([]*Ranker, n), make([]preparedBuild, n)
-	at := make([]int, n+1) // key t's room: at[t] .. at[t+1] (its window's records, at most)
+	room := batchedRooms.Get().(*batchedRoom)
+	defer batchedRooms.Put(room)
+	room.rs, room.ps, room.at = grow(room.rs, n), grow(room.ps, n), grow(room.at, n+1)
+	rs, ps, at := room.rs, room.ps, room.at // at: key t's room is at[t] .. at[t+1] (its window's records, at most)
+	defer clear(ps)
+	defer clear(rs)
+	at[0] = 0
 	for t, st := range due {
 		at[t+1] = at[t]
 		if st.size <= keyBuildMaxRows { // (a larger window takes the general build: no room)
 			at[t+1] += st.size
 		}
 	}
-	rows, vals := make([]int32, at[n]), make([]float64, 2*at[n])
-	fanout.OnCores(n, func(t int) {
+	room.rows, room.vals = grow(room.rows, at[n]), grow(room.vals, 2*at[n])
+	rows, vals := room.rows, room.vals // (each key's part written by its prepare and calibration before its finish reads it)
+	workers := runtime.GOMAXPROCS(0)
+	fanout.Each(workers, n, func(t int) {
+		prefetchBuild(due, t, min(workers, n))
 		kb := keyBuilds.Get().(*keyBuild)
 		defer keyBuilds.Put(kb)
 		r, ok := kb.prepare(due[t], cfg)
@@ -97,6 +108,21 @@ func buildKeysBatched(due []*keyState, out []*Ranker, cfg *Config, sw KeyedSelfW
 		keyBuilds.Put(kb)
 	})
 }
+
+// batchedRoom is buildKeysBatched's memory, kept from call to call (batchedRooms): a batch's
+// 400 due keys' room (rows and vals) is 1.6 MB at the defaults (20 bytes a record), which made
+// fresh each call was a large allocation the runtime zeroed before the keys wrote it, often in
+// pages it had given back to the system (a fault each), every batch (docs/BENCHMARKS.md
+// §13.1.16).
+type batchedRoom struct {
+	rs   []*Ranker
+	ps   []preparedBuild
+	at   []int
+	rows []int32
+	vals []float64
+}
+
+var batchedRooms = sync.Pool{New: func() any { return new(batchedRoom) }}
 
 // buildDue is buildKeyModel of every due key into out (nil where a build failed): with sw (the
 // keyedScorer's selfWeigher, read on the caller's goroutine) batched, else on the cores.

@@ -1,7 +1,10 @@
 package detect
 
 import (
+	"fmt"
+	"math"
 	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"testing"
 
@@ -77,12 +80,14 @@ func BenchmarkKeyBuilds(b *testing.B) {
 					b.Fatalf("key %d: no model", t)
 				}
 			}
+			stop := cputime.Profile(b, fmt.Sprintf("keybuilds-hot-%s-%d", where, b.N))
 			cpu0 := cputime.Seconds()
 			b.ResetTimer()
 			for range b.N {
 				build()
 			}
 			b.StopTimer()
+			stop()
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*keys), "µs/key")
 			b.ReportMetric((cputime.Seconds()-cpu0)*1e6/float64(b.N*keys), "cpu-µs/key")
 			b.ReportMetric(0, "ns/op")
@@ -138,5 +143,57 @@ func TestBuildKeysBatchedOversizeWindowsNoRoom(t *testing.T) {
 	// that and the batched path's own bookkeeping (a few slices of 16 keys).
 	if b > c+uint64(room/2) {
 		t.Fatalf("buildKeysBatched allocated %d bytes, buildKeys %d: %d more (the unused room: %d)", b, c, b-c, room)
+	}
+}
+
+// TestBuildKeysBatchedReusedRoom: buildKeysBatched's room is kept from call to call
+// (batchedRooms), so a call finds the last call's rows and weights in it; every key's part must
+// be written before its finish reads it. A room larger than the call needs, poisoned (rows past
+// any window, NaN weights and tail scores), is put in the pool before each call: the models must
+// be the general build's bit for bit, and the poisoned room must have been taken at least once
+// (sync.Pool may drop an item, so a few tries).
+func TestBuildKeysBatchedReusedRoom(t *testing.T) {
+	cfg := Default()
+	cfg.KeyBy = KeyByKey
+	r := rand.New(rand.NewPCG(9, 10))
+	due := make([]*keyState, 40)
+	for i := range due {
+		due[i] = keyWindow(&cfg, i, r, 7)
+	}
+	due[3].size = 57 // (a partial window: a shorter part of the room)
+	wants := make([]*Ranker, len(due))
+	for i, st := range due {
+		m, err := buildKeyModelGeneral(st, &cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wants[i] = m
+	}
+	taken := 0
+	for try := range 8 {
+		room := &batchedRoom{rows: make([]int32, 2*len(due)*cfg.Keys.Window), vals: make([]float64, 4*len(due)*cfg.Keys.Window)}
+		for i := range room.rows {
+			room.rows[i] = 1 << 20
+		}
+		for i := range room.vals {
+			room.vals[i] = math.NaN()
+		}
+		batchedRooms.Put(room)
+		got := make([]*Ranker, len(due))
+		buildKeysBatched(due, got, &cfg, &twinSelf{fail: try%2 == 1})
+		for i, want := range wants {
+			if got[i] == nil {
+				t.Fatalf("try %d key %d: no model", try, i)
+			}
+			if d := sameBits(reflect.ValueOf(got[i]), reflect.ValueOf(want), "Ranker"); d != "" {
+				t.Fatalf("try %d key %d: %s", try, i, d)
+			}
+		}
+		if !math.IsNaN(room.vals[0]) {
+			taken++
+		}
+	}
+	if taken == 0 {
+		t.Fatal("no call took the poisoned room: the test tested nothing")
 	}
 }

@@ -257,7 +257,11 @@ func decideQueued(cfg *Config, features []string, out []batch.Score, raw [][]flo
 // buildKeys builds the keys' models (nil where a build failed), on every core when there are
 // many: each build reads its own key's state only.
 func buildKeys(due []*keyState, out []*Ranker, cfg *Config) {
-	fanout.Each(min(runtime.GOMAXPROCS(0), (len(due)+3)/4), len(due), func(t int) { out[t], _ = buildKeyModel(due[t], cfg) })
+	workers := min(runtime.GOMAXPROCS(0), (len(due)+3)/4)
+	fanout.Each(workers, len(due), func(t int) {
+		prefetchBuild(due, t, workers)
+		out[t], _ = buildKeyModel(due[t], cfg)
+	})
 }
 
 // cpuRawScores is the queued records' raw scores on the CPU (keyedScorer.score's).

@@ -96,3 +96,26 @@ func prefetchRecent(mine []int, sts []*keyState, t int) {
 		prefetch.Slice(r.peaks)
 	}
 }
+
+// prefetchBuild asks for what keyBuild.window reads of the keys due after key t of due, in three
+// stages (as prefetchWalk: each reads the pointers the stage before brought into the cache): the
+// key's state; its window's column headers and significance; the columns' values (keys.window
+// values a feature: the whole ring of a full window). ahead is how many builds run side by side
+// (the workers take the due keys in order, one as one frees: a worker starting key t takes about
+// key t+ahead next), so each stage has a build's time (tens of µs) to arrive. At a million keys
+// every key's state and window are cache misses (docs/BENCHMARKS.md §13.1.16). A hint: no
+// result depends on it.
+func prefetchBuild(due []*keyState, t, ahead int) {
+	if u := t + 3*ahead; u < len(due) {
+		prefetch.Object(due[u])
+	}
+	if u := t + 2*ahead; u < len(due) {
+		prefetch.Slice(due[u].cols)
+		prefetch.Slice(due[u].sig.bits)
+	}
+	if u := t + ahead; u < len(due) {
+		for _, c := range due[u].cols {
+			prefetch.Slice(c)
+		}
+	}
+}

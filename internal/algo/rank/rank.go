@@ -53,21 +53,30 @@ type bucketIndex struct {
 // the 200 KB of its sorted values).
 const valuesPerBucket = 8
 
+// indexBuckets is the number of buckets newBucketIndex gives s at most (0: none).
+func indexBuckets(s []float32) int {
+	if nb := len(s) / valuesPerBucket; nb >= 4 && len(s) <= math.MaxInt32 {
+		return nb
+	}
+	return 0
+}
+
 // newBucketIndex indexes ascending s over [s[q], s[n-1-q]] (q = n/256: a few extreme values
-// cannot stretch the buckets; the values beyond fall into the end buckets, which stay correct).
-// nil when s is too short to gain from it or its inner range is empty.
-func newBucketIndex(s []float32) *bucketIndex {
+// cannot stretch the buckets; the values beyond fall into the end buckets, which stay correct),
+// its starts in room's first indexBuckets(s)+2 values (zeroed, as make leaves them). false when s
+// is too short to gain from it or its inner range is empty (room untouched).
+func newBucketIndex(s []float32, room []int32) (bucketIndex, bool) {
 	n := len(s)
-	nb := n / valuesPerBucket
-	if nb < 4 || n > math.MaxInt32 {
-		return nil
+	nb := indexBuckets(s)
+	if nb == 0 {
+		return bucketIndex{}, false
 	}
 	q := n / 256
 	lo, hi := float64(s[q]), float64(s[n-1-q])
 	if !(hi > lo) || math.IsInf(lo, 0) || math.IsInf(hi, 0) {
-		return nil
+		return bucketIndex{}, false
 	}
-	ix := &bucketIndex{lo: lo, scale: float64(nb) / (hi - lo), start: make([]int32, nb+2)}
+	ix := bucketIndex{lo: lo, scale: float64(nb) / (hi - lo), start: room[: nb+2 : nb+2]}
 	// start[b] is the count of values in the buckets below b: each bucket's count, then their
 	// running sums (a loop of counts without a branch on the values: a key's model builds an
 	// index for each of its features, where the branch that stepped through the buckets value
@@ -83,7 +92,7 @@ func newBucketIndex(s []float32) *bucketIndex {
 	for b := 1; b < len(ix.start); b++ {
 		ix.start[b] += ix.start[b-1]
 	}
-	return ix
+	return ix, true
 }
 
 // bucket is x's bucket (x not NaN).
@@ -197,11 +206,23 @@ func (t *Tail) Deviation(j int, x float32) float64 {
 	return (float64(x) - r.Median) / r.SD
 }
 
+// buildIndex makes each feature's bucketIndex (none where newBucketIndex gives none), every
+// feature's starts in one allocation: a key's model (3 features at the defaults) made three, and
+// a bucketIndex struct each that was garbage at once, 6 of a key build's 14 allocations
+// (docs/BENCHMARKS.md §13.1.16).
 func (t *Tail) buildIndex() {
 	t.index = make([]bucketIndex, len(t.Sorted))
+	total := 0
+	for _, s := range t.Sorted {
+		if nb := indexBuckets(s); nb > 0 {
+			total += nb + 2
+		}
+	}
+	room := make([]int32, total)
 	for j, s := range t.Sorted {
-		if ix := newBucketIndex(s); ix != nil {
-			t.index[j] = *ix
+		if ix, ok := newBucketIndex(s, room); ok {
+			t.index[j] = ix
+			room = room[len(ix.start):]
 		}
 	}
 }

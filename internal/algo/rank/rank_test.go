@@ -251,8 +251,8 @@ func TestBucketIndexStarts(t *testing.T) {
 				}
 			}
 			slices.Sort(s)
-			ix := newBucketIndex(s)
-			if ix == nil {
+			ix, ok := newBucketIndex(s, make([]int32, indexBuckets(s)+2))
+			if !ok {
 				t.Fatalf("n=%d %s: no index", n, kind)
 			}
 			if len(ix.start) != n/valuesPerBucket+2 {
