@@ -215,8 +215,9 @@ func (k *keyedScorer) bytesOf(w, d int, warm bool) int64 {
 // that the allocator's rounding is paid twice a model, not eight times. The calibrations' indexes (keyBytes) took their allocation from the
 // allocator's class of 4,864 bytes to 5,376 at the defaults, of which the center, unit and
 // spread (3 x 24 bytes, three allocations before) now fill 72, and the Ranker from 352 to 416
-// (their three headers).
-const warmOverhead = 1898
+// (their three headers). The tail's bucket index in one allocation for every feature (keycold,
+// §13.1.16) added 14 bytes a key: 15,842 measured at 100,000 keys (2026-11-27).
+const warmOverhead = 1912
 
 // score scores the records of b whose key is warm with the key's model and decides their flag
 // (significance, the key's cap); every record is then pushed into its key's window, which
