@@ -150,8 +150,9 @@ func TestBuildKeysBatchedOversizeWindowsNoRoom(t *testing.T) {
 // (batchedRooms), so a call finds the last call's rows and weights in it; every key's part must
 // be written before its finish reads it. A room larger than the call needs, poisoned (rows past
 // any window, NaN weights and tail scores), is put in the pool before each call: the models must
-// be the general build's bit for bit, and the poisoned room must have been taken at least once
-// (sync.Pool may drop an item, so a few tries).
+// be the general build's bit for bit, the first call's models still so after the later calls
+// reused the room (no model holds any of it), and the poisoned room must have been taken at
+// least once (sync.Pool may drop an item, so a few tries).
 func TestBuildKeysBatchedReusedRoom(t *testing.T) {
 	cfg := Default()
 	cfg.KeyBy = KeyByKey
@@ -170,6 +171,7 @@ func TestBuildKeysBatchedReusedRoom(t *testing.T) {
 		wants[i] = m
 	}
 	taken := 0
+	var first []*Ranker // (the first try's models, checked again after the later tries reused the room)
 	for try := range 8 {
 		room := &batchedRoom{rows: make([]int32, 2*len(due)*cfg.Keys.Window), vals: make([]float64, 4*len(due)*cfg.Keys.Window)}
 		for i := range room.rows {
@@ -192,8 +194,16 @@ func TestBuildKeysBatchedReusedRoom(t *testing.T) {
 		if !math.IsNaN(room.vals[0]) {
 			taken++
 		}
+		if try == 0 {
+			first = got
+		}
 	}
 	if taken == 0 {
 		t.Fatal("no call took the poisoned room: the test tested nothing")
+	}
+	for i, want := range wants { // a model holds none of the room: later calls leave it as built
+		if d := sameBits(reflect.ValueOf(first[i]), reflect.ValueOf(want), "Ranker"); d != "" {
+			t.Fatalf("key %d's first model after the room's reuse: %s", i, d)
+		}
 	}
 }
