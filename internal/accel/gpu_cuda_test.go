@@ -388,3 +388,22 @@ func TestKeyedStoreGPUMatchesCPU(t *testing.T) {
 		t.Fatalf("%d calls fell back to the CPU: the GPU path was not the one compared", fb)
 	}
 }
+
+// TestKeyedStoreDeviceFailureOnCPU: a device call that fails (here the device's store freed
+// behind the store's back: every slot then holds no model there) is counted as a fallback, and
+// the CPU writes every record's scores of every part, the CPU's bits.
+func TestKeyedStoreDeviceFailureOnCPU(t *testing.T) {
+	dev := openGPU(t)
+	f := newKeyedStoreFixture(t, dev, 3000)
+	if f.st.gpu == nil {
+		t.Fatal("the store is not on the GPU")
+	}
+	if err := f.st.gpu.Free(); err != nil {
+		t.Fatal(err)
+	}
+	tail, dist := f.scoreInParts(t)
+	f.check(t, "after a failed device call", tail, dist)
+	if fb := dev.Fallbacks(); fb != 1 {
+		t.Fatalf("%d fallbacks counted, want the one failed call", fb)
+	}
+}
