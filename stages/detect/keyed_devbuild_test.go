@@ -207,3 +207,52 @@ func TestBuildKeysBatchedReusedRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildKeysBatchedReusedRoomGeneralKey: a call that finds the room the call before it left
+// must not see that call's prepared keys: where a key of this call takes the general build (its
+// window outside keyBuild's shortcuts: here a -0) at a place whose key the call before prepared,
+// the model is still its own general build's, not a finish of the last call's R at that place
+// (buildKeysBatched clears its prepared keys before the room goes back to the pool). The calls
+// alternate all-prepared batches and batches with such keys; sync.Pool may drop the room
+// between calls, so several rounds.
+func TestBuildKeysBatchedReusedRoomGeneralKey(t *testing.T) {
+	cfg := Default()
+	cfg.KeyBy = KeyByKey
+	r := rand.New(rand.NewPCG(13, 14))
+	plain, mixed := make([]*keyState, 24), make([]*keyState, 24)
+	for i := range plain {
+		plain[i] = keyWindow(&cfg, i, r, 7)
+		mixed[i] = keyWindow(&cfg, i, r, 7)
+	}
+	for _, i := range []int{0, 5, 23} {
+		mixed[i].cols[1][9] = float32(math.Copysign(0, -1)) // (prepare declines -0)
+	}
+	wantOf := func(due []*keyState) []*Ranker {
+		ws := make([]*Ranker, len(due))
+		for i, st := range due {
+			m, err := buildKeyModelGeneral(st, &cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws[i] = m
+		}
+		return ws
+	}
+	wantPlain, wantMixed := wantOf(plain), wantOf(mixed)
+	for try := range 12 {
+		due, wants := plain, wantPlain
+		if try%2 == 1 {
+			due, wants = mixed, wantMixed
+		}
+		got := make([]*Ranker, len(due))
+		buildKeysBatched(due, got, &cfg, &twinSelf{})
+		for i, want := range wants {
+			if got[i] == nil {
+				t.Fatalf("try %d key %d: no model", try, i)
+			}
+			if d := sameBits(reflect.ValueOf(got[i]), reflect.ValueOf(want), "Ranker"); d != "" {
+				t.Fatalf("try %d key %d: %s", try, i, d)
+			}
+		}
+	}
+}
