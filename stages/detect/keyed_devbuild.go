@@ -53,7 +53,8 @@ func (k *keyedScorer) selfWeigher(due []*keyState, cfg *Config) KeyedSelfWeigher
 // buildKeysBatched is buildKeyModel of every due key into out (nil where a build failed), the
 // keys' k-NN calibrations in one call of sw (above); the keys' other work on every core, each
 // key in its goroutine's pooled keyBuild scratch, and per key only what its finish reads kept
-// across the call, in one allocation (preparedBuild: ~4 KB a key, where a keyBuild scratch held
+// across the call, in the call's room (preparedBuild into batchedRoom's rows and vals, kept
+// from call to call: ~4 KB a key, where a keyBuild scratch held
 // per key would be 400 scratches of tens of KB a batch). A window outside
 // keyBuild's shortcuts takes the general build, on the cores; a failed device call leaves the
 // calibrations to the cores (KNNWeightsSelf: the same bits).
@@ -64,7 +65,7 @@ func buildKeysBatched(due []*keyState, out []*Ranker, cfg *Config, sw KeyedSelfW
 	room.rs, room.ps, room.at = grow(room.rs, n), grow(room.ps, n), grow(room.at, n+1)
 	rs, ps, at := room.rs, room.ps, room.at // at: key t's room is at[t] .. at[t+1] (its window's records, at most)
 	defer clear(ps)
-	defer clear(rs)
+	defer clear(rs) // (a key of the next call that takes the general build must find no R here to finish)
 	at[0] = 0
 	for t, st := range due {
 		at[t+1] = at[t]
