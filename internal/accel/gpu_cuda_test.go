@@ -368,22 +368,12 @@ func TestKeyedSelfWeightsNotFiniteOnCPU(t *testing.T) {
 	}
 }
 
-// TestKeyedStoreGPUMatchesCPU: a GPU store's scores are the CPU's bits, in one call (Score) and
-// given in parts whose keys recur: records not finite and tails past the window (the
+// TestKeyedStoreGPUMatchesCPU: a GPU store's scores are the CPU's bits, given as one part and
+// in parts whose keys recur: records not finite and tails past the window (the
 // host's share of a device call) included, with no fallback.
 func TestKeyedStoreGPUMatchesCPU(t *testing.T) {
-	dev := openGPU(t)
-	f := newKeyedStoreFixture(t, dev, 3000)
-	if f.st.gpu == nil {
-		t.Fatal("the store is not on the GPU")
-	}
-	tail, dist := make([]float64, 3000), make([]float64, 3000)
-	if err := f.st.Score([][]int32{f.which}, [][]int32{nil}, f.x, [][]float64{tail}, [][]float64{dist}); err != nil {
-		t.Fatal(err)
-	}
-	f.check(t, "Score", tail, dist)
-	tail, dist = f.scoreInParts(t)
-	f.check(t, "in parts", tail, dist)
+	dev, f := gpuKeyedStoreFixture(t)
+	f.checkScores(t)
 	if fb := dev.Fallbacks(); fb != 0 {
 		t.Fatalf("%d calls fell back to the CPU: the GPU path was not the one compared", fb)
 	}
@@ -393,11 +383,7 @@ func TestKeyedStoreGPUMatchesCPU(t *testing.T) {
 // behind the store's back: every slot then holds no model there) is counted as a fallback, and
 // the CPU writes every record's scores of every part, the CPU's bits.
 func TestKeyedStoreDeviceFailureOnCPU(t *testing.T) {
-	dev := openGPU(t)
-	f := newKeyedStoreFixture(t, dev, 3000)
-	if f.st.gpu == nil {
-		t.Fatal("the store is not on the GPU")
-	}
+	dev, f := gpuKeyedStoreFixture(t)
 	if err := f.st.gpu.Free(); err != nil {
 		t.Fatal(err)
 	}
@@ -406,4 +392,15 @@ func TestKeyedStoreDeviceFailureOnCPU(t *testing.T) {
 	if fb := dev.Fallbacks(); fb != 1 {
 		t.Fatalf("%d fallbacks counted, want the one failed call", fb)
 	}
+}
+
+// gpuKeyedStoreFixture is newKeyedStoreFixture's 3,000 records on a GPU store.
+func gpuKeyedStoreFixture(t *testing.T) (*Device, *keyedStoreFixture) {
+	t.Helper()
+	dev := openGPU(t)
+	f := newKeyedStoreFixture(t, dev, 3000)
+	if f.st.gpu == nil {
+		t.Fatal("the store is not on the GPU")
+	}
+	return dev, f
 }

@@ -356,10 +356,8 @@ func allFinite32(v []float32) bool {
 // distance space always are: clamped, from finite windows).
 func allFinite(cols [][]float32) bool {
 	for _, c := range cols {
-		for _, v := range c {
-			if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
-				return false
-			}
+		if !allFinite32(c) {
+			return false
 		}
 	}
 	return true

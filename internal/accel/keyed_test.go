@@ -87,6 +87,20 @@ func (f *keyedStoreFixture) check(t *testing.T, what string, tail, dist []float6
 	}
 }
 
+// checkScores fails t unless Score gives the CPU's scores of the fixture's records given as one
+// part (rows nil: x's rows in order) and given in parts (scoreInParts).
+func (f *keyedStoreFixture) checkScores(t *testing.T) {
+	t.Helper()
+	n := len(f.which)
+	tail, dist := make([]float64, n), make([]float64, n)
+	if err := f.st.Score([][]int32{f.which}, [][]int32{nil}, f.x, [][]float64{tail}, [][]float64{dist}); err != nil {
+		t.Fatal(err)
+	}
+	f.check(t, "one part", tail, dist)
+	tail, dist = f.scoreInParts(t)
+	f.check(t, "in parts", tail, dist)
+}
+
 // scoreInParts scores the fixture's records with Score in four parts, the second empty (a
 // worker with no records queued) and every third record in each of the others (by row: each
 // key's records in all three), and returns the scores by record.
@@ -123,13 +137,7 @@ func (f *keyedStoreFixture) scoreInParts(t *testing.T) (tail, dist []float64) {
 // slot that holds no model is an error.
 func TestKeyedStoreOnCPU(t *testing.T) {
 	f := newKeyedStoreFixture(t, &Device{name: "cpu", log: zerolog.Nop()}, 300)
-	tail, dist := make([]float64, 300), make([]float64, 300)
-	if err := f.st.Score([][]int32{f.which}, [][]int32{nil}, f.x, [][]float64{tail}, [][]float64{dist}); err != nil {
-		t.Fatal(err)
-	}
-	f.check(t, "Score", tail, dist)
-	tail, dist = f.scoreInParts(t)
-	f.check(t, "in parts", tail, dist)
+	f.checkScores(t)
 	for _, sl := range []int32{1, 6, -1} {
 		if err := f.st.Score([][]int32{{0, sl}}, [][]int32{nil}, [][]float32{{1, 2}, {1, 2}}, [][]float64{make([]float64, 2)}, [][]float64{make([]float64, 2)}); err == nil {
 			t.Fatalf("slot %d (no model) accepted", sl)

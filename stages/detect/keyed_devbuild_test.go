@@ -162,14 +162,7 @@ func TestBuildKeysBatchedReusedRoom(t *testing.T) {
 		due[i] = keyWindow(&cfg, i, r, 7)
 	}
 	due[3].size = 57 // (a partial window: a shorter part of the room)
-	wants := make([]*Ranker, len(due))
-	for i, st := range due {
-		m, err := buildKeyModelGeneral(st, &cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wants[i] = m
-	}
+	wants := generalModels(t, &cfg, due)
 	taken := 0
 	var first []*Ranker // (the first try's models, checked again after the later tries reused the room)
 	for try := range 8 {
@@ -183,14 +176,7 @@ func TestBuildKeysBatchedReusedRoom(t *testing.T) {
 		batchedRooms.Put(room)
 		got := make([]*Ranker, len(due))
 		buildKeysBatched(due, got, &cfg, &twinSelf{fail: try%2 == 1})
-		for i, want := range wants {
-			if got[i] == nil {
-				t.Fatalf("try %d key %d: no model", try, i)
-			}
-			if d := sameBits(reflect.ValueOf(got[i]), reflect.ValueOf(want), "Ranker"); d != "" {
-				t.Fatalf("try %d key %d: %s", try, i, d)
-			}
-		}
+		checkModels(t, fmt.Sprintf("try %d", try), got, wants)
 		if !math.IsNaN(room.vals[0]) {
 			taken++
 		}
@@ -201,11 +187,7 @@ func TestBuildKeysBatchedReusedRoom(t *testing.T) {
 	if taken == 0 {
 		t.Fatal("no call took the poisoned room: the test tested nothing")
 	}
-	for i, want := range wants { // a model holds none of the room: later calls leave it as built
-		if d := sameBits(reflect.ValueOf(first[i]), reflect.ValueOf(want), "Ranker"); d != "" {
-			t.Fatalf("key %d's first model after the room's reuse: %s", i, d)
-		}
-	}
+	checkModels(t, "the first models after the room's reuse", first, wants) // (a model holds none of the room)
 }
 
 // TestBuildKeysBatchedReusedRoomGeneralKey: a call that finds the room the call before it left
@@ -227,18 +209,7 @@ func TestBuildKeysBatchedReusedRoomGeneralKey(t *testing.T) {
 	for _, i := range []int{0, 5, 23} {
 		mixed[i].cols[1][9] = float32(math.Copysign(0, -1)) // (prepare declines -0)
 	}
-	wantOf := func(due []*keyState) []*Ranker {
-		ws := make([]*Ranker, len(due))
-		for i, st := range due {
-			m, err := buildKeyModelGeneral(st, &cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ws[i] = m
-		}
-		return ws
-	}
-	wantPlain, wantMixed := wantOf(plain), wantOf(mixed)
+	wantPlain, wantMixed := generalModels(t, &cfg, plain), generalModels(t, &cfg, mixed)
 	for try := range 12 {
 		due, wants := plain, wantPlain
 		if try%2 == 1 {
@@ -246,13 +217,33 @@ func TestBuildKeysBatchedReusedRoomGeneralKey(t *testing.T) {
 		}
 		got := make([]*Ranker, len(due))
 		buildKeysBatched(due, got, &cfg, &twinSelf{})
-		for i, want := range wants {
-			if got[i] == nil {
-				t.Fatalf("try %d key %d: no model", try, i)
-			}
-			if d := sameBits(reflect.ValueOf(got[i]), reflect.ValueOf(want), "Ranker"); d != "" {
-				t.Fatalf("try %d key %d: %s", try, i, d)
-			}
+		checkModels(t, fmt.Sprintf("try %d", try), got, wants)
+	}
+}
+
+// generalModels are the due keys' models by the general build (buildKeyModelGeneral).
+func generalModels(t *testing.T, cfg *Config, due []*keyState) []*Ranker {
+	t.Helper()
+	ms := make([]*Ranker, len(due))
+	for i, st := range due {
+		m, err := buildKeyModelGeneral(st, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms[i] = m
+	}
+	return ms
+}
+
+// checkModels fails t unless every got[i] is wants[i] bit for bit.
+func checkModels(t *testing.T, what string, got, wants []*Ranker) {
+	t.Helper()
+	for i, want := range wants {
+		if got[i] == nil {
+			t.Fatalf("%s key %d: no model", what, i)
+		}
+		if d := sameBits(reflect.ValueOf(got[i]), reflect.ValueOf(want), "Ranker"); d != "" {
+			t.Fatalf("%s key %d: %s", what, i, d)
 		}
 	}
 }

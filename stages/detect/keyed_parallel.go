@@ -154,14 +154,6 @@ func (s *keyedScratch) workers(n int) ([]keyedWorker, [][]int) {
 	return s.ws, s.mine
 }
 
-// float64s is buf resized to n (its memory reused when it fits).
-func float64s(buf []float64, n int) []float64 {
-	if cap(buf) < n {
-		return make([]float64, n)
-	}
-	return buf[:n]
-}
-
 // parallelWorkers is the parallel path's workers for a batch of n records (below 2: serial).
 func parallelWorkers(n int) int { return min(runtime.GOMAXPROCS(0), n/parallelGrain, 255) }
 
@@ -266,7 +258,7 @@ func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32, first bool)
 	}
 	total := from[len(ws)]
 	sc := &k.scratch
-	sc.tail, sc.dist = float64s(sc.tail, total), float64s(sc.dist, total)
+	sc.tail, sc.dist = grow(sc.tail, total), grow(sc.dist, total)
 	tail, dist := sc.tail, sc.dist
 	for w := range ws {
 		ws[w].tail, ws[w].dist = tail[from[w]:from[w+1]], dist[from[w]:from[w+1]]
@@ -278,7 +270,7 @@ func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32, first bool)
 		k.settle() // (the models the round before installed)
 	}
 	if k.dev != nil && (first || total > laterRoundOnDevice) {
-		sc.slots, sc.rows = int32s(sc.slots, total), int32s(sc.rows, total)
+		sc.slots, sc.rows = grow(sc.slots, total), grow(sc.rows, total)
 		if len(sc.parts) != 2*len(ws) {
 			sc.parts = make([][]int32, 2*len(ws))
 			sc.outs = make([][]float64, 2*len(ws))
@@ -303,14 +295,6 @@ func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32, first bool)
 	})
 }
 
-// int32s is buf resized to n (its memory reused when it fits; the values are not cleared).
-func int32s(buf []int32, n int) []int32 {
-	if cap(buf) < n {
-		return make([]int32, n)
-	}
-	return buf[:n]
-}
-
 // decide decides the worker's queued records from their raw scores, in stream order (each key's
 // cap), and writes their significance into their keys' windows.
 //
@@ -321,7 +305,7 @@ func int32s(buf []int32, n int) []int32 {
 func (kw *keyedWorker) decide(cfg *Config, features []string, out []batch.Score, raw [][]float32) {
 	one := make([][]float32, len(raw))
 	q, tail, dist := kw.q, kw.tail, kw.dist
-	kw.mean = float64s(kw.mean, len(q))
+	kw.mean = grow(kw.mean, len(q))
 	mean := kw.mean
 	for u := range min(prefetchAhead, len(q)) {
 		mean[u] = q[u].model.mean(tail[u], dist[u])
