@@ -12,16 +12,18 @@
 #   xz -T2 .gpubuild/k/*.test                                                        # ~3.4 MB each
 # Run on the device (the `run` tool: kind nvidia-h100-x1, carry [".gpubuild/k"]), from the root:
 #   KEYED_DIR=.gpubuild/k ROUNDS=3 BATCHES=100 bash docs/bench/keyed_h100.sh a b
-# SETTLES="none 30s" runs each build's process once per value a round, the benchmark waiting that
+# COUNT (default 2) is -test.count. SETTLES="none 30s" runs each build's process once per value a round, the benchmark waiting that
 # long before each timed run (OUTLIERD_BENCH_SETTLE, whole seconds; none: no wait): the host's
-# memory settling after the warm-up, §13.1.15. It prints one line a process (records/s and CPU ns a record of each run of each row) and
+# memory settling after the warm-up, §13.1.15 (it does not: §13.1.17). PRELUDES="none 100" does the
+# same with OUTLIERD_BENCH_PRELUDE: that many batches of the timed size through the freshly warmed
+# stage, untimed, before its timed runs (the steady state; §13.1.17). It prints one line a process (records/s and CPU ns a record of each run of each row) and
 # writes everything under $OUT/keyed.tgz. About 50 s a process at 100 batches: 3 rounds of 2
 # builds take ~5 minutes. Compare only processes of one call: the host's spread between calls,
 # and while it is busy, is wider than most changes (§13.1.14).
 set -u
 D=${KEYED_DIR:?KEYED_DIR: the folder of the builds}
 : "${OUT:?OUT not set}"
-ROUNDS=${ROUNDS:-3} BATCHES=${BATCHES:-100}
+ROUNDS=${ROUNDS:-3} BATCHES=${BATCHES:-100} COUNT=${COUNT:-2}
 ROWS=${ROWS:-'KeyedStageDevice/^gpu(-overlap)?$/keys=1000000/batch=20000'}
 [ $# -ge 1 ] || { echo "usage: keyed_h100.sh BUILD [BUILD...] (names of \$KEYED_DIR/NAME.test[.xz])"; exit 2; }
 for b in "$@"; do
@@ -32,19 +34,21 @@ R=$OUT/keyed; mkdir -p "$R"
 M=/sys/kernel/mm/transparent_hugepage
 { nvidia-smi -L; nproc; uname -r; date -u; echo "enabled: $(cat $M/enabled)"; echo "defrag: $(cat $M/defrag)"; } > "$R/device.txt" 2>&1
 cat "$R/device.txt"
-summary() { grep -E '^Benchmark' "$1" | awk '{split($1,n,"/"); r="";c="";h="";e=""; for(i=2;i<=NF;i++){if($(i+1)=="records/s")r=$i; if($(i+1)=="cpu-ns/record")c=$i; if($(i+1)=="huge-GB-start")h=$i; if($(i+1)=="huge-GB-end")e=$i}; printf " %s %s rec/s (%s cpu-ns, huge %s->%s GB);", n[2], r, c, h, e}'; }
+summary() { grep -E '^Benchmark' "$1" | awk '{split($1,n,"/"); r="";c="";h="";e=""; for(i=2;i<=NF;i++){if($(i+1)=="records/s")r=$i; if($(i+1)=="cpu-ns/record")c=$i; if($(i+1)=="huge-GB-start")h=$i; if($(i+1)=="huge-GB-end")e=$i; if($(i+1)=="faults/record")f=$i; if($(i+1)=="sys-ns/record")y=$i}; printf " %s %s rec/s (%s cpu-ns, %s sys, %s faults, huge %s->%s GB);", n[2], r, c, y, f, h, e}'; }
 for r in $(seq 1 "$ROUNDS"); do
 	for b in "$@"; do
-		for st in ${SETTLES:-none}; do
-			f=$R/${b}_$r.txt settle=
-			if [ "$st" != none ]; then f=$R/${b}_settle${st}_$r.txt settle=$st; fi
-			wait_s=$(( 120 + 4 * ${settle%s} + 0 ))
+		for st in ${SETTLES:-none}; do for pr in ${PRELUDES:-none}; do
+			f=$R/${b}_$r settle= prelude=
+			if [ "$st" != none ]; then f=${f}_settle$st settle=$st; fi
+			if [ "$pr" != none ]; then f=${f}_prelude$pr prelude=$pr; fi
+			f=$f.txt
+			wait_s=$(( 90 + COUNT * (40 + 2 * ${settle%s} + 0) + 2 * ${prelude:-0} / 5 ))
 			(while sleep 4; do grep AnonHugePages /proc/meminfo | awk '{print $2}'; done) > "$f.huge" &
 			sp=$!
-			(cd stages/detect && OUTLIERD_BENCH_SETTLE=$settle timeout $wait_s "$(cd ../.. && pwd)/$D/$b.test" -test.run '^$' -test.bench "$ROWS" -test.benchtime "${BATCHES}x" -test.count 2 > "$f" 2>&1; echo "rc=$?" >> "$f")
+			(cd stages/detect && OUTLIERD_BENCH_SETTLE=$settle OUTLIERD_BENCH_PRELUDE=$prelude timeout $wait_s "$(cd ../.. && pwd)/$D/$b.test" -test.run '^$' -test.bench "$ROWS" -test.benchtime "${BATCHES}x" -test.count "$COUNT" > "$f" 2>&1; echo "rc=$?" >> "$f")
 			kill $sp
-			echo "== $b${settle:+ settle $settle} round $r:$(summary "$f") $(tail -1 "$f") most huge pages $(sort -n "$f.huge" | tail -1 | awk '{printf "%.1f GB", $1/1048576}')"
-		done
+			echo "== $b${settle:+ settle $settle}${prelude:+ prelude $prelude} round $r:$(summary "$f") $(tail -1 "$f") most huge pages $(sort -n "$f.huge" | tail -1 | awk '{printf "%.1f GB", $1/1048576}')"
+		done; done
 	done
 done
 date -u >> "$R/device.txt"

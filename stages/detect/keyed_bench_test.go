@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -246,6 +247,7 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 				t0 := time.Now()
 				kb = newKeyedBench(b, Default(), c.keys, a, overlap)
 				keyedBenchCache[name] = kb
+				benchPrelude(b, kb, c.batch, overlap > 0)
 				runtime.GC()
 				b.Logf("%d keys warm in %v", c.keys, time.Since(t0))
 			}
@@ -261,17 +263,21 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 			}
 			b.ResetTimer()
 			stop := benchCPUProfile(b)
-			cpu0 := processCPU()
+			cpu0, sys0, f0 := processCPU(), processSys(), minorFaults()
 			for _, bt := range batches {
 				kb.process(b, bt)
 			}
 			if overlap > 0 {
 				kb.drain(b)
 			}
-			cpu := processCPU() - cpu0
+			cpu, sys, faults := processCPU()-cpu0, processSys()-sys0, minorFaults()-f0
 			stop()
 			b.StopTimer()
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*c.batch), "cpu-ns/record")
+			// The kernel's share and the pages it mapped: memory the runtime gave back and takes
+			// again (docs/BENCHMARKS.md §13.1.17: a process's first timed run after the warm-up).
+			b.ReportMetric(float64(sys.Nanoseconds())/float64(b.N*c.batch), "sys-ns/record")
+			b.ReportMetric(float64(faults)/float64(b.N*c.batch), "faults/record")
 			if c.dev { // where the device's time went (the timed batches only)
 				var all time.Duration
 				for name, kt := range gpuShared.GPU().KernelTimes() {
@@ -417,6 +423,37 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchPrelude runs OUTLIERD_BENCH_PRELUDE batches (a count; none when unset) of the timed size
+// through a freshly warmed stage, untimed: newKeyedBench's warm-up makes every key's model
+// directly and passes 60 batches of 1,000 records, so without it the first timed run is also
+// the stage's first at this batch size (its scratch grown, the memory the runtime gave back
+// after the warm-up taken again: docs/BENCHMARKS.md §13.1.17).
+func benchPrelude(b *testing.B, kb *keyedBench, size int, overlap bool) {
+	v := os.Getenv("OUTLIERD_BENCH_PRELUDE")
+	if v == "" {
+		return
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		b.Fatalf("OUTLIERD_BENCH_PRELUDE=%q: want a count of batches", v)
+	}
+	for range n {
+		kb.process(b, kb.next(b, size))
+	}
+	if overlap {
+		kb.drain(b)
+	}
+}
+
+// processSys is the system CPU time this process has used.
+func processSys() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Stime.Nano())
 }
 
 // benchSettle waits OUTLIERD_BENCH_SETTLE (a duration; none when unset).
