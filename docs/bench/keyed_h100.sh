@@ -16,7 +16,9 @@
 # long before each timed run (OUTLIERD_BENCH_SETTLE, whole seconds; none: no wait): the host's
 # memory settling after the warm-up, §13.1.15 (it does not: §13.1.17). PRELUDES="none 100" does the
 # same with OUTLIERD_BENCH_PRELUDE: that many batches of the timed size through the freshly warmed
-# stage, untimed, before its timed runs (the steady state; §13.1.17). It prints one line a process (records/s and CPU ns a record of each run of each row) and
+# stage, untimed, before its timed runs (the steady state; §13.1.17). A long run, whose collections
+# are the pacer's rather than the testing package's (§13.1.17): BATCHES=4000 COUNT=1 (the batches
+# are made on every core; 4,000 of 20,000 records hold about 5 GB). It prints one line a process (records/s and CPU ns a record of each run of each row) and
 # writes everything under $OUT/keyed.tgz. About 50 s a process at 100 batches: 3 rounds of 2
 # builds take ~5 minutes. Compare only processes of one call: the host's spread between calls,
 # and while it is busy, is wider than most changes (§13.1.14).
@@ -42,7 +44,7 @@ for r in $(seq 1 "$ROUNDS"); do
 			if [ "$st" != none ]; then f=${f}_settle$st settle=$st; fi
 			if [ "$pr" != none ]; then f=${f}_prelude$pr prelude=$pr; fi
 			f=$f.txt
-			wait_s=$(( 90 + COUNT * (40 + 2 * ${settle%s} + 0) + 2 * ${prelude:-0} / 5 ))
+			wait_s=$(( 90 + COUNT * (40 + BATCHES / 40 + 2 * ${settle%s}) + 2 * ${prelude:-0} / 5 ))
 			(while sleep 4; do grep AnonHugePages /proc/meminfo | awk '{print $2}'; done) > "$f.huge" &
 			sp=$!
 			(cd stages/detect && OUTLIERD_BENCH_SETTLE=$settle OUTLIERD_BENCH_PRELUDE=$prelude timeout $wait_s "$(cd ../.. && pwd)/$D/$b.test" -test.run '^$' -test.bench "$ROWS" -test.benchtime "${BATCHES}x" -test.count "$COUNT" > "$f" 2>&1; echo "rc=$?" >> "$f")

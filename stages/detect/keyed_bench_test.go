@@ -22,6 +22,7 @@ import (
 	"github.com/outlierd/outlierd/internal/algo/rank"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/fanout"
 	"github.com/outlierd/outlierd/internal/testsupport/cputime"
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
@@ -133,15 +134,38 @@ func newKeyedBench(tb testing.TB, cfg Config, keys int, a Accelerator, overlap i
 }
 
 func (kb *keyedBench) next(tb testing.TB, n int) *batch.Batch {
+	kb.off += int64(n)
+	return kb.make(tb, kb.r, kb.off-int64(n), n)
+}
+
+// make is a batch of n records of random warm keys drawn from r, offsets from off.
+func (kb *keyedBench) make(tb testing.TB, r *rand.Rand, off int64, n int) *batch.Batch {
 	rows := make([]testbatch.Row, n)
 	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
 	for i := range rows {
-		k := kb.r.IntN(len(kb.names))
-		rows[i] = testbatch.Row{Offset: kb.off, Key: kb.names[k], Time: t0,
-			Features: []float32{float32(k) + float32(kb.r.NormFloat64()), float32(kb.r.NormFloat64()), float32(kb.r.NormFloat64())}}
-		kb.off++
+		k := r.IntN(len(kb.names))
+		rows[i] = testbatch.Row{Offset: off + int64(i), Key: kb.names[k], Time: t0,
+			Features: []float32{float32(k) + float32(r.NormFloat64()), float32(r.NormFloat64()), float32(r.NormFloat64())}}
 	}
 	return testbatch.New(tb, kb.mem, "bench", []string{"a", "b", "c"}, false, false, rows)
+}
+
+// batches is count of next's batches of n records, made on every core, each from its own
+// generator seeded from kb's (the same batches whatever the scheduling): a run of thousands of
+// batches took minutes on one core before its timer started (docs/BENCHMARKS.md §13.1.17).
+// (testbatch.New fails the benchmark only on rows of the wrong width, which these are not.)
+func (kb *keyedBench) batches(tb testing.TB, count, n int) []*batch.Batch {
+	out := make([]*batch.Batch, count)
+	seeds := make([]uint64, count)
+	for i := range seeds {
+		seeds[i] = kb.r.Uint64()
+	}
+	base := kb.off
+	kb.off += int64(count * n)
+	fanout.OnCores(count, func(i int) {
+		out[i] = kb.make(tb, rand.New(rand.NewPCG(seeds[i], 7)), base+int64(i*n), n)
+	})
+	return out
 }
 
 // nextCold is next with cold percent of the records, on average, of keys never seen before (one
@@ -251,10 +275,7 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 				runtime.GC()
 				b.Logf("%d keys warm in %v", c.keys, time.Since(t0))
 			}
-			batches := make([]*batch.Batch, b.N)
-			for i := range batches {
-				batches[i] = kb.next(b, c.batch)
-			}
+			batches := kb.batches(b, b.N, c.batch)
 			benchSettle(b)
 			hugeStart := anonHugeGB()
 			var before map[string]gpukern.KernelTotal
@@ -398,10 +419,7 @@ func BenchmarkKeyedHostPart(b *testing.B) {
 		kb.s.keyed.dev = instantKeyed{}
 		keyedBenchCache["host/100000"] = kb
 	}
-	batches := make([]*batch.Batch, b.N)
-	for i := range batches {
-		batches[i] = kb.next(b, size)
-	}
+	batches := kb.batches(b, b.N, size)
 	b.ResetTimer()
 	stop := benchCPUProfile(b)
 	cpu0 := processCPU()
