@@ -163,6 +163,12 @@ type KeysConfig struct {
 	// key's first fiftieth records already give a tail and a calibration that see +8 sd (the
 	// fleet of docs/BENCHMARKS.md §13: a quarter of a window of warm-up costs recall).
 	MinRecords int `yaml:"min_records"`
+	// RebuildRecords is how many of a key's records come between the rebuilds of its model after
+	// the first; 0: a quarter of Window (the default; the model follows drift as the global one
+	// does with recalibrate_records). The rebuilds are most of a fleet's CPU (docs/BENCHMARKS.md
+	// §13.1.17: about a third at a million keys): twice the records between them, about half the
+	// rebuilds, and a model that follows a drifting key more slowly. Applies at the next record.
+	RebuildRecords int `yaml:"rebuild_records"`
 	// K is the distance score's neighbours in the key's window. Default 10.
 	K int `yaml:"k"`
 	// MaxKeys bounds the keys held: past it the key seen least recently is evicted (and starts
@@ -386,6 +392,9 @@ func (c *Config) Validate() error {
 		if kc.MinRecords <= kc.K || kc.MinRecords > kc.Window {
 			add("keys.min_records", "must be in (keys.k=%d, keys.window=%d], got %d", kc.K, kc.Window, kc.MinRecords)
 		}
+		if kc.RebuildRecords < 0 || kc.RebuildRecords > maxWindow {
+			add("keys.rebuild_records", "must be in [0, %d] (0: a quarter of keys.window), got %d", maxWindow, kc.RebuildRecords)
+		}
 		if kc.MaxKeys < 1 {
 			add("keys.max_keys", "must be >= 1, got %d", kc.MaxKeys)
 		}
@@ -515,6 +524,15 @@ func (c *Config) Recalibrate(held int) int {
 		return c.RecalibrateRecords
 	}
 	return max(1, min(c.Window, held)/4)
+}
+
+// Rebuild is how many of a key's records come between its model's rebuilds
+// (keys.rebuild_records, or a quarter of keys.window).
+func (kc KeysConfig) Rebuild() int {
+	if kc.RebuildRecords > 0 {
+		return kc.RebuildRecords
+	}
+	return max(1, kc.Window/4)
 }
 
 // ValidateFeatures reports what this configuration cannot do with a stream of the given

@@ -435,7 +435,8 @@ func (k *keyedScorer) evict(st *keyState, d int) {
 }
 
 // push appends one record to its key's window and rebuilds the key's model when it is due:
-// when the window first holds keys.min_records, then every keys.window/4 records.
+// when the window first holds keys.min_records, then every keys.rebuild_records records
+// (KeysConfig.Rebuild: a quarter of keys.window by default).
 func (k *keyedScorer) push(st *keyState, x [][]float32, sig bool, cfg *Config) {
 	if k.append(st, x, sig, cfg) {
 		k.build(st, cfg)
@@ -443,7 +444,7 @@ func (k *keyedScorer) push(st *keyState, x [][]float32, sig bool, cfg *Config) {
 }
 
 // append appends one record to its key's window and says whether the key's model is due: when
-// the window first holds keys.min_records, then every keys.window/4 records.
+// the window first holds keys.min_records, then every KeysConfig.Rebuild records.
 func (k *keyedScorer) append(st *keyState, x [][]float32, sig bool, cfg *Config) bool {
 	w := st.sig.len()
 	for j := range st.cols {
@@ -453,7 +454,7 @@ func (k *keyedScorer) append(st *keyState, x [][]float32, sig bool, cfg *Config)
 	st.next = (st.next + 1) % w
 	st.size = min(st.size+1, w)
 	st.since++
-	return st.size >= cfg.Keys.MinRecords && (!st.warm || st.since >= max(1, w/4))
+	return st.size >= cfg.Keys.MinRecords && (!st.warm || st.since >= cfg.Keys.Rebuild())
 }
 
 // build makes the key's model from its window, oldest first, without the records found

@@ -81,6 +81,13 @@ type keyedBench struct {
 func newKeyedBench(tb testing.TB, cfg Config, keys int, a Accelerator, overlap int) *keyedBench {
 	cfg.KeyBy = KeyByKey
 	cfg.Keys.MaxKeys = max(cfg.Keys.MaxKeys, keys)
+	if v := os.Getenv("OUTLIERD_BENCH_REBUILD"); v != "" { // keys.rebuild_records (docs/BENCHMARKS.md §13.1.17)
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			tb.Fatalf("OUTLIERD_BENCH_REBUILD=%q: want a count of records", v)
+		}
+		cfg.Keys.RebuildRecords = n
+	}
 	s, err := NewStage(cfg, []string{"a", "b", "c"}, false, Deps{Log: zerolog.Nop(), Accelerator: a, Overlap: overlap})
 	if err != nil {
 		tb.Fatal(err)
@@ -112,7 +119,7 @@ func newKeyedBench(tb testing.TB, cfg Config, keys int, a Accelerator, overlap i
 					panic(err)
 				}
 				models[i] = m
-				st.since = r.IntN(max(1, w/4))
+				st.since = r.IntN(s.cfg.Keys.Rebuild()) // (the keys' rebuilds spread as in a long-running stage)
 			}
 		}()
 	}

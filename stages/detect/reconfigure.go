@@ -69,7 +69,8 @@ var changeKinds = map[string]ChangeKind{
 	// The models per key are held by key with their windows: a change of their shape restarts.
 	"key_by": ChangeRestart, "keys.window": ChangeRestart, "keys.min_records": ChangeRestart,
 	"keys.k": ChangeRestart, "keys.max_keys": ChangeRestart, "keys.max_bytes": ChangeRestart,
-	"keys.huge_pages": ChangeRestart, // (the hold is taken with the stage)
+	"keys.huge_pages":      ChangeRestart, // (the hold is taken with the stage)
+	"keys.rebuild_records": ChangeLive,    // (a key's next rebuild comes by the new count)
 }
 
 // Change is one changed key of the detect configuration.
