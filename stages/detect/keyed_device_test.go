@@ -138,7 +138,8 @@ func (s *keyedStream) next(t testing.TB, n, among, copies int) ([]*batch.Batch, 
 // parallel path spread over 8 workers: few keys with many records a batch (a key's model rebuilt
 // mid-batch: flushes, rounds), many keys past keys.max_keys (evictions with records queued and
 // builds due: the serial path, and the parallel one until the keys fill), a short window
-// (rebuilds every 10 records).
+// (rebuilds every 10 records), and keys.rebuild_records (every 7 records, then every 3 from the
+// middle of the stream on, as a live change: several rebuilds of a key a batch, rounds).
 func checkKeyedParity(t *testing.T, newDev func(window int) KeyedModels) {
 	defer func(g, p, b int) { decideGrain, parallelGrain, deviceBuildsMin = g, p, b }(decideGrain, parallelGrain, deviceBuildsMin)
 	decideGrain, parallelGrain = 16, 16 // the decisions and the keys on several workers even for these batches
@@ -149,16 +150,19 @@ func checkKeyedParity(t *testing.T, newDev func(window int) KeyedModels) {
 		keys, among, batch, batches int
 		window, minRecords, k, max  int
 		calm                        int // among for two batches of three (0: among throughout)
+		rebuild, later              int // keys.rebuild_records, and from the middle batch on (0: the default)
 	}{
-		{"few keys, many records each", 6, 6, 700, 6, 200, 50, 10, 100000, 0},
-		{"evictions", 400, 400, 500, 40, 200, 50, 10, 150, 0},
-		{"evictions between batches of held keys", 400, 400, 500, 40, 200, 50, 10, 150, 100},
-		{"short window", 50, 50, 600, 8, 40, 20, 5, 100000, 0},
+		{"few keys, many records each", 6, 6, 700, 6, 200, 50, 10, 100000, 0, 0, 0},
+		{"evictions", 400, 400, 500, 40, 200, 50, 10, 150, 0, 0, 0},
+		{"evictions between batches of held keys", 400, 400, 500, 40, 200, 50, 10, 150, 100, 0, 0},
+		{"short window", 50, 50, 600, 8, 40, 20, 5, 100000, 0, 0, 0},
+		{"rebuild_records, changed live", 12, 12, 600, 8, 200, 50, 10, 100000, 0, 7, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := Default()
 			cfg.KeyBy = KeyByKey
 			cfg.Keys.Window, cfg.Keys.MinRecords, cfg.Keys.K, cfg.Keys.MaxKeys = c.window, c.minRecords, c.k, c.max
+			cfg.Keys.RebuildRecords = c.rebuild
 			features := []string{"a", "b", "c"}
 			cpu, cpuPar, dev, devPar := newKeyedScorer(), newKeyedScorer(), newKeyedScorer(), newKeyedScorer()
 			cpu.serial, dev.serial = true, true
@@ -172,6 +176,9 @@ func checkKeyedParity(t *testing.T, newDev func(window int) KeyedModels) {
 			s := newKeyedStream(c.keys, 7)
 			byKey, sigs, parallel := 0, 0, 0
 			for n := range c.batches {
+				if n == c.batches/2 && c.later > 0 { // (between batches, as Reconfigure applies it)
+					cfg.Keys.RebuildRecords = c.later
+				}
 				among := c.among
 				if c.calm > 0 && n%3 != 0 {
 					among = c.calm // (held keys only, mostly: the parallel path between the evictions)
@@ -216,6 +223,13 @@ func checkKeyedParity(t *testing.T, newDev func(window int) KeyedModels) {
 				}
 				if !reflect.DeepEqual(recencyOrder(cpu), recencyOrder(path.k)) {
 					t.Fatalf("%s: the keys' least-recently-seen order differs", path.name)
+				}
+			}
+			if c.later > 0 { // every warm key's clock within the last cadence: the option held on every path (a since equal on all of them)
+				for key, st := range cpu.keys {
+					if st.warm && st.since >= c.later {
+						t.Fatalf("key %s: %d records since its build, past keys.rebuild_records=%d", key, st.since, c.later)
+					}
 				}
 			}
 			if byKey < c.batch*c.batches/20 || sigs == 0 || c.max < c.keys && cpu.stats().Evictions == 0 || parallel == 0 && c.max >= c.keys {
