@@ -207,6 +207,20 @@ func (kb *keyedBench) process(tb testing.TB, b *batch.Batch) {
 	}
 }
 
+// run passes batches through the stage, then (drain) finishes the batches in flight. It lets go
+// of each batch as it passes it on (batches[i] = nil): a processed batch keeps its scores (192
+// bytes a record) and held by the caller's slice they grew the live heap through the run, by
+// 17 GB over a run of 4,000 batches of 20,000 (TestKeyedBenchRunDropsItsBatches).
+func (kb *keyedBench) run(tb testing.TB, batches []*batch.Batch, drain bool) {
+	for i, bt := range batches {
+		batches[i] = nil
+		kb.process(tb, bt)
+	}
+	if drain {
+		kb.drain(tb)
+	}
+}
+
 // drain finishes the batches in flight (an overlapped stage) and releases them.
 func (kb *keyedBench) drain(tb testing.TB) {
 	out, err := kb.s.Drain()
@@ -292,12 +306,7 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 			b.ResetTimer()
 			stop := benchCPUProfile(b)
 			cpu0, sys0, f0 := processCPU(), processSys(), minorFaults()
-			for _, bt := range batches {
-				kb.process(b, bt)
-			}
-			if overlap > 0 {
-				kb.drain(b)
-			}
+			kb.run(b, batches, overlap > 0)
 			cpu, sys, faults := processCPU()-cpu0, processSys()-sys0, minorFaults()-f0
 			stop()
 			b.StopTimer()
@@ -430,9 +439,7 @@ func BenchmarkKeyedHostPart(b *testing.B) {
 	b.ResetTimer()
 	stop := benchCPUProfile(b)
 	cpu0 := processCPU()
-	for _, bt := range batches {
-		kb.process(b, bt)
-	}
+	kb.run(b, batches, false)
 	cpu := processCPU() - cpu0
 	stop()
 	b.StopTimer()

@@ -262,7 +262,7 @@ func (s *Stage) land(current *batch.Batch) ([]*batch.Batch, error) {
 		s.drop(current)
 		return nil, err
 	}
-	s.flight = s.flight[1:]
+	s.flight[0], s.flight = nil, s.flight[1:] // (nil: the slice's room would hold the landed batch until append moves it)
 	s.maybeRebuild()
 	if len(s.flight) > 0 && !s.flight[0].pushed {
 		// The next batch joins the window now: after the batch before it finished, as
