@@ -2,6 +2,7 @@ package detect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -142,11 +143,11 @@ func newKeyedBench(tb testing.TB, cfg Config, keys int, a Accelerator, overlap i
 
 func (kb *keyedBench) next(tb testing.TB, n int) *batch.Batch {
 	kb.off += int64(n)
-	return kb.make(tb, kb.r, kb.off-int64(n), n)
+	return testbatch.New(tb, kb.mem, "bench", []string{"a", "b", "c"}, false, false, kb.rows(kb.r, kb.off-int64(n), n))
 }
 
-// make is a batch of n records of random warm keys drawn from r, offsets from off.
-func (kb *keyedBench) make(tb testing.TB, r *rand.Rand, off int64, n int) *batch.Batch {
+// rows are n records of random warm keys drawn from r, offsets from off.
+func (kb *keyedBench) rows(r *rand.Rand, off int64, n int) []testbatch.Row {
 	rows := make([]testbatch.Row, n)
 	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
 	for i := range rows {
@@ -154,15 +155,16 @@ func (kb *keyedBench) make(tb testing.TB, r *rand.Rand, off int64, n int) *batch
 		rows[i] = testbatch.Row{Offset: off + int64(i), Key: kb.names[k], Time: t0,
 			Features: []float32{float32(k) + float32(r.NormFloat64()), float32(r.NormFloat64()), float32(r.NormFloat64())}}
 	}
-	return testbatch.New(tb, kb.mem, "bench", []string{"a", "b", "c"}, false, false, rows)
+	return rows
 }
 
 // batches is count of next's batches of n records, made on every core, each from its own
 // generator seeded from kb's (the same batches whatever the scheduling): a run of thousands of
-// batches took minutes on one core before its timer started (docs/BENCHMARKS.md §13.1.17).
-// (testbatch.New fails the benchmark only on rows of the wrong width, which these are not.)
+// batches took minutes on one core before its timer started (docs/BENCHMARKS.md §13.1.17). An
+// error fails the benchmark here, on its own goroutine (testbatch.Build).
 func (kb *keyedBench) batches(tb testing.TB, count, n int) []*batch.Batch {
 	out := make([]*batch.Batch, count)
+	errs := make([]error, count)
 	seeds := make([]uint64, count)
 	for i := range seeds {
 		seeds[i] = kb.r.Uint64()
@@ -170,8 +172,11 @@ func (kb *keyedBench) batches(tb testing.TB, count, n int) []*batch.Batch {
 	base := kb.off
 	kb.off += int64(count * n)
 	fanout.OnCores(count, func(i int) {
-		out[i] = kb.make(tb, rand.New(rand.NewPCG(seeds[i], 7)), base+int64(i*n), n)
+		out[i], errs[i] = testbatch.Build(kb.mem, "bench", []string{"a", "b", "c"}, false, false, kb.rows(rand.New(rand.NewPCG(seeds[i], 7)), base+int64(i*n), n))
 	})
+	if err := errors.Join(errs...); err != nil {
+		tb.Fatal(err)
+	}
 	return out
 }
 
@@ -382,10 +387,7 @@ func BenchmarkKeyedOverlapCold(b *testing.B) {
 					}
 					b.ResetTimer()
 					cpu0 := processCPU()
-					for _, bt := range batches {
-						kb.process(b, bt)
-					}
-					kb.drain(b)
+					kb.run(b, batches, true)
 					cpu := processCPU() - cpu0
 					b.StopTimer()
 					b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "records/s")

@@ -3,6 +3,7 @@
 package testbatch
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -30,6 +31,16 @@ type Row struct {
 // nil (a batch before the first model).
 func New(tb testing.TB, mem memory.Allocator, topic string, features []string, withSD, scored bool, rows []Row) *batch.Batch {
 	tb.Helper()
+	b, err := Build(mem, topic, features, withSD, scored, rows)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// Build is New returning its error rather than failing the test: for batches made on other
+// goroutines than the test's (t.Fatal must be called from the test's own).
+func Build(mem memory.Allocator, topic string, features []string, withSD, scored bool, rows []Row) (*batch.Batch, error) {
 	rb := array.NewRecordBuilder(mem, batch.Schema(features, withSD))
 	defer rb.Release()
 	var payloads [][]byte
@@ -37,7 +48,7 @@ func New(tb testing.TB, mem memory.Allocator, topic string, features []string, w
 	d := len(features)
 	for i, r := range rows {
 		if len(r.Features) != d || withSD && len(r.SD) != d {
-			tb.Fatalf("row %d: %d features and %d uncertainties for %d feature columns", i, len(r.Features), len(r.SD), d)
+			return nil, fmt.Errorf("row %d: %d features and %d uncertainties for %d feature columns", i, len(r.Features), len(r.SD), d)
 		}
 		for j := range d {
 			rb.Field(j).(*array.Float32Builder).Append(r.Features[j])
@@ -62,12 +73,14 @@ func New(tb testing.TB, mem memory.Allocator, topic string, features []string, w
 			scores = append(scores, r.Score)
 		}
 	}
-	b, err := batch.New(topic, features, rb.NewRecord(), payloads)
+	rec := rb.NewRecord()
+	b, err := batch.New(topic, features, rec, payloads)
 	if err != nil {
-		tb.Fatal(err)
+		rec.Release()
+		return nil, err
 	}
 	b.Scores = scores
-	return b
+	return b, nil
 }
 
 // FromColumns builds an unscored batch of rows [lo, hi) of the feature columns cols (and of

@@ -1,6 +1,7 @@
 package testbatch_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -56,4 +57,21 @@ func TestNewIsWhatIngestBuilds(t *testing.T) {
 	if b.Scores != nil {
 		t.Errorf("unscored batch has scores %+v", b.Scores)
 	}
+}
+
+// TestBuildReturnsItsError: Build (for batches made off the test's goroutine) reports a row of
+// the wrong width as an error naming the row, and leaks nothing.
+func TestBuildReturnsItsError(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rows := []testbatch.Row{{Features: []float32{1, 2}}, {Features: []float32{3}}}
+	b, err := testbatch.Build(mem, "in", []string{"temp", "hum"}, false, false, rows)
+	if err == nil || b != nil || !strings.Contains(err.Error(), "row 1: 1 features") {
+		t.Fatalf("Build of a short row: %v, %v; want an error naming row 1", b, err)
+	}
+	b, err = testbatch.Build(mem, "in", []string{"temp", "hum"}, false, false, rows[:1])
+	if err != nil || b.Len() != 1 {
+		t.Fatalf("Build of a good row: %v", err)
+	}
+	b.Release()
 }
