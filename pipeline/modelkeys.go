@@ -31,8 +31,9 @@ import (
 // is on the model topic partition of its input partition, and a scorer reads and follows only
 // those of its input partitions, from its first assignment on (keyfollow.go).
 //
-// Granularity: a builder rebuilds a warm key every keys.window/4 of its records, so a key
-// rebuilt many times between two publications is published once, with its newest model: the
+// Granularity: a builder rebuilds a warm key every keys.rebuild_records of its records
+// (keys.window/4 by default), so a key rebuilt many times between two publications is
+// published once, with its newest model: the
 // detect goroutine hands the keys whose model changed to the publisher after each batch
 // (detect.Stage.TakeKeyModels, newest per key), and the publisher writes what is pending at most
 // once per keyPublishEvery, all of it in one WriteMessages (kafka-go batches them into produce

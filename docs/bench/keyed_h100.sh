@@ -36,7 +36,7 @@ R=$OUT/keyed; mkdir -p "$R"
 M=/sys/kernel/mm/transparent_hugepage
 { nvidia-smi -L; nproc; uname -r; date -u; echo "enabled: $(cat $M/enabled)"; echo "defrag: $(cat $M/defrag)"; } > "$R/device.txt" 2>&1
 cat "$R/device.txt"
-summary() { grep -E '^Benchmark' "$1" | awk '{split($1,n,"/"); r="";c="";h="";e=""; for(i=2;i<=NF;i++){if($(i+1)=="records/s")r=$i; if($(i+1)=="cpu-ns/record")c=$i; if($(i+1)=="huge-GB-start")h=$i; if($(i+1)=="huge-GB-end")e=$i; if($(i+1)=="faults/record")f=$i; if($(i+1)=="sys-ns/record")y=$i}; printf " %s %s rec/s (%s cpu-ns, %s sys, %s faults, huge %s->%s GB);", n[2], r, c, y, f, h, e}'; }
+summary() { grep -E '^Benchmark' "$1" | awk '{split($1,n,"/"); r="";c="";h="";e="";f="";y=""; for(i=2;i<=NF;i++){if($(i+1)=="records/s")r=$i; if($(i+1)=="cpu-ns/record")c=$i; if($(i+1)=="huge-GB-start")h=$i; if($(i+1)=="huge-GB-end")e=$i; if($(i+1)=="faults/record")f=$i; if($(i+1)=="sys-ns/record")y=$i}; printf " %s %s rec/s (%s cpu-ns, %s sys, %s faults, huge %s->%s GB);", n[2], r, c, y, f, h, e}'; }
 for r in $(seq 1 "$ROUNDS"); do
 	for b in "$@"; do
 		for st in ${SETTLES:-none}; do for pr in ${PRELUDES:-none}; do

@@ -22,7 +22,8 @@ import (
 // more than a key has or than 16 KB a key can hold.
 //
 // A key's model depends on that key's records alone: its window, its rebuilds (every
-// keys.window/4 of its records, synchronously, in stream order), its records found significant
+// keys.rebuild_records of its records, keys.window/4 by default, synchronously, in stream
+// order), its records found significant
 // (left out of its next models, as the global ones are), and its own alarm cap (alarm_rate of its
 // last keys.window records). So once warm, a key's records get the same verdicts in the keyed
 // stream as when its records are replayed alone. Until a key is warm its records are scored by

@@ -76,7 +76,7 @@ type keyedBench struct {
 // newKeyedBench makes a stage of cfg (key_by: key) with keys warm keys: each key's window filled
 // with keys.window records and its model built, on every core (keys are independent), its
 // rebuild clock set at a uniform phase so that the timed batches rebuild at the steady rate (one
-// build per keys.window/4 records of a key); its models installed on the device in uploads of
+// build per keys.rebuild_records of a key, OUTLIERD_BENCH_REBUILD: keys.window/4 unset); its models installed on the device in uploads of
 // 16,384; then 60,000 records through the stage build the global model. overlap is Deps.Overlap
 // (the pipeline's on a GPU: OverlapOnGPU).
 func newKeyedBench(tb testing.TB, cfg Config, keys int, a Accelerator, overlap int) *keyedBench {

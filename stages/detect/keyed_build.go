@@ -10,7 +10,7 @@ import (
 )
 
 // A key's model build (keys.window records, 200 at the defaults) is the keyed stage's largest
-// host cost: one build per keys.window/4 records of a key, about half the CPU at a million keys
+// host cost: one build per keys.rebuild_records (keys.window/4) records of a key, about half the CPU at a million keys
 // (docs/BENCHMARKS.md §13.1.1). buildRankerOn is written for the global window (50,000 records
 // and more: a sample, goroutines, every value's order found by search); a key's window is small
 // enough that its build is mostly overhead there. keyBuild computes the same model, bit for bit

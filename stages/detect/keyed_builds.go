@@ -8,8 +8,8 @@ import (
 )
 
 // The parallel path's builds (keyed_parallel.go). A key's build is due at the record that
-// completes keys.window/4 new records; its later records in the batch wait for the next round,
-// which scores them with the new model. So a round builds the due keys that hold such records
+// completes keys.rebuild_records new records (KeysConfig.Rebuild); its later records in the
+// batch wait for the next round, which scores them with the new model. So a round builds the due keys that hold such records
 // (held: at a million keys, a few a batch) before the next round, and leaves the others (most)
 // to run beside the stage's finish (the merge, the global cap, the recent ranks, the alert
 // groups and explanations: the stage's goroutine's serial part, where the cores were idle),

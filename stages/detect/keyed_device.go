@@ -17,7 +17,7 @@ import (
 // (keyedScorer.score without a device) bit for bit: the device's raw scores are the CPU's
 // (gpukern's parity tests), and the stream order of what depends on it is kept:
 //
-// A key's model may change within a batch (a rebuild every keys.window/4 of its records), and the
+// A key's model may change within a batch (a rebuild every keys.rebuild_records of its records), and the
 // rebuild reads the significance of the key's records before it, so the batch is walked in stream
 // order doing the bookkeeping at once (the key's state, least-recently-seen order and evictions,
 // its window) and deferring the scores: a record of a warm key is queued with the model it meets;

@@ -25,7 +25,8 @@ import (
 //     next round. Then one device call for every record queued (or, without a device, the raw
 //     scores on each worker), each worker decides its own records (each key's cap in order), the
 //     due keys are built on every core, and one upload installs their models. Keys rebuilt within a batch are
-//     what makes a second round (a key with more than keys.window/4 records in one batch);
+//     what makes a second round (a key with more than keys.rebuild_records records in one
+//     batch: KeysConfig.Rebuild, keys.window/4 by default);
 //  3. each record's recent rank (recent.go), per key in stream order, on the workers.
 //
 // A batch that could evict (a fleet growing past keys.max_keys) and a scorer's keys take the
