@@ -458,6 +458,21 @@ func (k *keyedScorer) append(st *keyState, x [][]float32, sig bool, cfg *Config)
 	return st.size >= cfg.Keys.MinRecords && (!st.warm || st.since >= cfg.Keys.Rebuild())
 }
 
+// rephase carries every key's records since its last build from one rebuild cadence to another
+// (a live change of keys.rebuild_records), in proportion: each key keeps its place between its
+// rebuilds, so the fleet's rebuilds go on at the new steady rate. Left as they were, a halved
+// cadence would make every key past the new one rebuild at its next record, about half the
+// fleet within one pass over it (TestKeysRebuildRecordsLiveKeepsPhase). One walk over the keys,
+// between batches, at a reload.
+func (k *keyedScorer) rephase(from, to int) {
+	if from == to {
+		return
+	}
+	for _, st := range k.keys {
+		st.since = st.since * to / from
+	}
+}
+
 // build makes the key's model from its window, oldest first, without the records found
 // significant (while the rest is at least outcastFloor of the window).
 func (k *keyedScorer) build(st *keyState, cfg *Config) {

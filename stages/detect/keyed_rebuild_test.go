@@ -66,3 +66,62 @@ func TestKeysRebuildRecords(t *testing.T) {
 		mem.AssertSize(t, 0)
 	}
 }
+
+// TestKeysRebuildRecordsLiveKeepsPhase: a live change of keys.rebuild_records keeps each key's
+// place between its rebuilds, so the fleet's rebuilds go on at the new steady rate. Before, a
+// halved cadence (50 -> 25) made every key 24 or more records past its last build rebuild at
+// its next record: about half the fleet within one pass over it (half a million builds within
+// a second at a million keys: 30-40 s of the H100 host's cores, docs/BENCHMARKS.md §13.1.17).
+func TestKeysRebuildRecordsLiveKeepsPhase(t *testing.T) {
+	const keys = 200
+	rows := fleet(keys, 60000, 0, 5) // ~300 records a key, in random order: the keys' phases spread
+	cfg := keyedConfig()
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	one := func(i int) int64 { return int64(i) }
+	part := func(string) int32 { return 0 }
+	feedRows(t, s, mem, rows, 0, len(rows), one, part)
+	// rebuilt feeds one record of every key, in one batch, and counts the keys whose model changed.
+	own := map[string]float32{} // a value of each key's own (its last)
+	for _, r := range rows {
+		own[r.key] = r.value
+	}
+	off := len(rows)
+	rebuilt := func() int {
+		pass := make([]fleetRow, keys)
+		before := make([]*Ranker, keys)
+		for i := range pass {
+			key := fmt.Sprintf("sensor-%03d", i)
+			pass[i] = fleetRow{key: key, value: own[key]}
+			before[i], _ = s.KeyModelOf(pass[i].key)
+		}
+		feedRows(t, s, mem, pass, 0, keys, func(i int) int64 { return int64(off + i) }, part)
+		off += keys
+		n := 0
+		for i := range pass {
+			if m, _ := s.KeyModelOf(pass[i].key); m != before[i] {
+				n++
+			}
+		}
+		return n
+	}
+	// A pass rebuilds keys/cadence keys on average; 3x that is 5-6 standard deviations above
+	// (binomial: 8 +- 2.8 at 25) and far below the burst (about 104).
+	if n := rebuilt(); n > 3*keys/50 {
+		t.Fatalf("every 50: %d keys of %d rebuilt in one pass over the fleet, want about %d", n, keys, keys/50)
+	}
+	cfg.Keys.RebuildRecords = 25
+	if _, err := s.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for pass := range 3 {
+		if n := rebuilt(); n > 3*keys/25 {
+			t.Fatalf("every 25, pass %d after the change: %d keys of %d rebuilt, want about %d", pass, n, keys, keys/25)
+		}
+	}
+}

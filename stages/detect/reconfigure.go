@@ -70,7 +70,7 @@ var changeKinds = map[string]ChangeKind{
 	"key_by": ChangeRestart, "keys.window": ChangeRestart, "keys.min_records": ChangeRestart,
 	"keys.k": ChangeRestart, "keys.max_keys": ChangeRestart, "keys.max_bytes": ChangeRestart,
 	"keys.huge_pages":      ChangeRestart, // (the hold is taken with the stage)
-	"keys.rebuild_records": ChangeLive,    // (a key's next rebuild comes by the new count)
+	"keys.rebuild_records": ChangeLive,    // (each key's clock carried over in proportion: keyedScorer.rephase)
 }
 
 // Change is one changed key of the detect configuration.
@@ -150,6 +150,10 @@ func (s *Stage) Reconfigure(cfg Config) (Reconfiguration, error) {
 		if err := s.resizeWindow(cfg.Window); err != nil {
 			return Reconfiguration{}, err
 		}
+	}
+	if s.keyed != nil {
+		s.keysQuiet() // (settled: no keys' pass or build runs; the keys' clocks are final)
+		s.keyed.rephase(s.cfg.Keys.Rebuild(), cfg.Keys.Rebuild())
 	}
 	building := s.builds.running
 	hcChanged := cfg.Hypercube.Enabled != s.cfg.Hypercube.Enabled || cfg.Hypercube.Bins != s.cfg.Hypercube.Bins
