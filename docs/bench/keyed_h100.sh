@@ -18,7 +18,7 @@
 # same with OUTLIERD_BENCH_PRELUDE: that many batches of the timed size through the freshly warmed
 # stage, untimed, before its timed runs (the steady state; §13.1.17). A long run, whose collections
 # are the pacer's rather than the testing package's (§13.1.17): BATCHES=4000 COUNT=1 (the batches
-# are made on every core; 4,000 of 20,000 records hold about 5 GB). It prints one line a process (records/s and CPU ns a record of each run of each row) and
+# are made on every core; 4,000 of 20,000 records hold about 9 GB, 2.2 MB a batch, until processed). It prints one line a process (records/s and CPU ns a record of each run of each row) and
 # writes everything under $OUT/keyed.tgz. About 50 s a process at 100 batches: 3 rounds of 2
 # builds take ~5 minutes. Compare only processes of one call: the host's spread between calls,
 # and while it is busy, is wider than most changes (§13.1.14).
