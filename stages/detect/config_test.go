@@ -121,3 +121,26 @@ func TestValidateWindowsFitTheFlagRings(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateKeysRebuildRecords: keys.rebuild_records takes 0 (a quarter of keys.window) to
+// 2^31-1 records, more than keys.window included (a key rebuilt less often than its window
+// turns over); a negative count or one past the flag rings' range is refused, naming the key.
+func TestValidateKeysRebuildRecords(t *testing.T) {
+	c := Default()
+	c.KeyBy = KeyByKey
+	for _, n := range []int{0, 1, c.Keys.Window + 1, maxWindow} {
+		c.Keys.RebuildRecords = n
+		if err := c.Validate(); err != nil {
+			t.Errorf("keys.rebuild_records %d: %v", n, err)
+		}
+	}
+	if c.Keys.RebuildRecords = 0; c.Keys.Rebuild() != c.Keys.Window/4 {
+		t.Errorf("keys.rebuild_records 0: every %d records, want keys.window/4 = %d", c.Keys.Rebuild(), c.Keys.Window/4)
+	}
+	for _, n := range []int{-1, maxWindow + 1} {
+		c.Keys.RebuildRecords = n
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "detect.keys.rebuild_records") {
+			t.Errorf("keys.rebuild_records %d: got %v, want an error naming detect.keys.rebuild_records", n, err)
+		}
+	}
+}
