@@ -44,7 +44,8 @@ for r in $(seq 1 "$ROUNDS"); do
 			if [ "$st" != none ]; then f=${f}_settle$st settle=$st; fi
 			if [ "$pr" != none ]; then f=${f}_prelude$pr prelude=$pr; fi
 			f=$f.txt
-			wait_s=$(( 90 + COUNT * (40 + BATCHES / 40 + 2 * ${settle%s}) + 2 * ${prelude:-0} / 5 ))
+			st_s=${settle%s}                                                                   # (none: 0 s)
+			wait_s=$(( 90 + COUNT * (40 + BATCHES / 40 + 2 * ${st_s:-0}) + 2 * ${prelude:-0} / 5 ))
 			(while sleep 4; do grep AnonHugePages /proc/meminfo | awk '{print $2}'; done) > "$f.huge" &
 			sp=$!
 			(cd stages/detect && OUTLIERD_BENCH_SETTLE=$settle OUTLIERD_BENCH_PRELUDE=$prelude timeout $wait_s "$(cd ../.. && pwd)/$D/$b.test" -test.run '^$' -test.bench "$ROWS" -test.benchtime "${BATCHES}x" -test.count "$COUNT" > "$f" 2>&1; echo "rc=$?" >> "$f")
