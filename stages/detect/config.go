@@ -165,10 +165,11 @@ type KeysConfig struct {
 	MinRecords int `yaml:"min_records"`
 	// RebuildRecords is how many of a key's records come between the rebuilds of its model after
 	// the first; 0: a quarter of Window (the default; the model follows drift as the global one
-	// does with recalibrate_records). The rebuilds are most of a fleet's CPU (docs/BENCHMARKS.md
-	// §13.1.17: about a third at a million keys): twice the records between them, about half the
-	// rebuilds, and a model that follows a drifting key more slowly. Live: each key's records since
-	// its last rebuild are carried over in proportion (keyedScorer.rephase).
+	// does with recalibrate_records). The rebuilds are the largest share of a fleet's CPU
+	// (docs/BENCHMARKS.md §13.1.17: about a third at a million keys): twice the records between
+	// them, about half the rebuilds, and a model that follows a drifting key more slowly. Live:
+	// each key's records since its last rebuild are carried over in proportion
+	// (keyedScorer.rephase).
 	RebuildRecords int `yaml:"rebuild_records"`
 	// K is the distance score's neighbours in the key's window. Default 10.
 	K int `yaml:"k"`
