@@ -53,7 +53,9 @@ thresholds and combine rule), in file order, without Kafka. Each line is one mes
 header line first), JSON lines or logfmt, read with the config's ingest section (features,
 uncertainty, key_field, event_time_field, derive); without ingest.features a CSV file's columns
 are the features. Rows go in batches of ingest.batch_size (the config's, default 1000) built
-with the ingest stage's Arrow schema. Differences from a live pipeline, so that a replay is
+with the ingest stage's Arrow schema; with --pace event-time as a live pipeline forms them from
+rows arriving at their times (closed at batch_size rows or ingest.max_wait after the first: a
+slow sensor's rows one a batch, its model recalibrating between them). Differences from a live pipeline, so that a replay is
 reproducible: models are rebuilt by record count only (detect.refresh_interval, a wall-clock
 trigger, is not used), a model whose build a batch started serves from the next batch on (live,
 it serves once the build finishes), and a malformed line stops the replay with its file:line

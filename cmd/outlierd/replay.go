@@ -35,6 +35,7 @@ type replayResult struct {
 	Input            string                     `json:"input"`
 	Rows             int                        `json:"rows"`
 	Features         int                        `json:"features"`
+	Batches          int                        `json:"batches"` // batches fed to the detect stage (--pace)
 	Flagged          int                        `json:"flagged"`
 	Unscored         int                        `json:"unscored"`
 	ModelsBuilt      int                        `json:"models_built"`
@@ -117,6 +118,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	refresh := fs.Int("refresh-records", 0, "detect.refresh_records (0: the config's)")
 	dev := fs.String("device", "", "auto|cpu|cuda (empty: the config's device)")
 	verdictsOut := fs.String("verdicts-out", "", "write row,score,outlier,reason,recent for every row to this CSV file (recent: detect.recent_scores; last, so that readers of the first four columns are unaffected)")
+	pace := fs.String("pace", "batch", "batch: batches of ingest.batch_size rows (a backlog read at once); event-time: batches as a live pipeline forms them from rows arriving at their timestamps, closed at ingest.batch_size rows or when a row comes ingest.max_wait or more after the batch's first (a slow sensor's rows then go one or a few a batch, the model recalibrating between them as it does live); needs a timestamp column")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -128,6 +130,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		if v < 0 {
 			return usageError{fmt.Errorf("--%s must be >= 0, got %d", name, v)}
 		}
+	}
+	if *pace != "batch" && *pace != "event-time" {
+		return usageError{fmt.Errorf("--pace %q: want batch or event-time", *pace)}
 	}
 	cfg := replayConfig(pipeline.Default())
 	if *cfgPath != "" {
@@ -144,6 +149,13 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		return err
 	}
 	defer device.Close()
+	var maxWait time.Duration // 0: batches of batch_size rows
+	if *pace == "event-time" {
+		if *timeCol == "" && cfg.Ingest.EventTimeField == "" {
+			return usageError{fmt.Errorf("--pace event-time needs the rows' times: --timestamp-column, or the config's ingest.event_time_field")}
+		}
+		maxWait = max(cfg.Ingest.MaxWait, 1) // (a batch of one instant at least)
+	}
 	tab, err := readReplayInput(replayInput{path: *input, format: *format, label: *labelCol, key: *keyCol, timeCol: *timeCol,
 		ingest: cfg.Ingest, haveFeatures: len(cfg.Ingest.Features) > 0, config: *cfgPath != ""}, stderr)
 	if err != nil {
@@ -205,14 +217,14 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	}
 
 	start := time.Now()
-	scores, err := replayRows(st, tab, cfg.Ingest.BatchSize)
+	scores, batches, err := replayRows(st, tab, cfg.Ingest.BatchSize, maxWait)
 	st.Close()
 	if err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
 
-	res := replayResult{Input: *input, Rows: rows, Features: len(features), ModelsBuilt: models,
+	res := replayResult{Input: *input, Rows: rows, Features: len(features), Batches: batches, ModelsBuilt: models,
 		ElapsedMS: float64(elapsed.Microseconds()) / 1000, Device: device.Name()}
 	for _, s := range scores {
 		if s.Outlier {
@@ -248,10 +260,11 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 }
 
 // replayRows feeds the rows through st in batches built as the ingest stage builds them
-// and returns every row's score in file order.
-func replayRows(st *detect.Stage, tab *replayTable, batchSize int) ([]batch.Score, error) {
+// (paceBatches) and returns every row's score in file order and the number of batches.
+func replayRows(st *detect.Stage, tab *replayTable, batchSize int, maxWait time.Duration) ([]batch.Score, int, error) {
 	features, means, sds, rows := tab.features, tab.means, tab.sds, tab.rows()
 	batchSize = max(batchSize, 1)
+	ends := paceBatches(tab.times, batchSize, maxWait)
 	bld := ingest.NewBuilder(memory.NewGoAllocator(), "replay", features, sds != nil, batchSize)
 	defer bld.Release()
 	scores := make([]batch.Score, 0, rows)
@@ -265,8 +278,8 @@ func replayRows(st *detect.Stage, tab *replayTable, batchSize int) ([]batch.Scor
 	if sds != nil {
 		d.SD = make([]float32, len(features))
 	}
-	for lo := 0; lo < rows; lo += batchSize {
-		hi := min(lo+batchSize, rows)
+	lo := 0
+	for _, hi := range ends {
 		for i := lo; i < hi; i++ {
 			for j := range features {
 				d.Values[j] = means[j][i]
@@ -276,25 +289,42 @@ func replayRows(st *detect.Stage, tab *replayTable, batchSize int) ([]batch.Scor
 			}
 			// Partition 0, offset = row index: the row's identity; its key and time as read.
 			if err := bld.Append(&d, 0, int64(i), tab.keys[i], tab.times[i], nil); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
+		lo = hi
 		out, err := st.Process(context.Background(), bld.Build())
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		take(out)
 		st.Close() // a build this batch started serves from the next batch on: reproducible
 	}
 	out, err := st.Flush()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	take(out)
 	if len(scores) != rows {
-		return nil, fmt.Errorf("replay: %d of %d rows came out of the detect stage", len(scores), rows)
+		return nil, 0, fmt.Errorf("replay: %d of %d rows came out of the detect stage", len(scores), rows)
 	}
-	return scores, nil
+	return scores, len(ends), nil
+}
+
+// paceBatches is where each batch ends (exclusive row indexes, the last len(times)): every
+// size rows, or with maxWait > 0 as a live ingest closes them when the rows arrive at their
+// times: at size rows, or at the first row that comes maxWait or more after the batch's first
+// (a row whose time is earlier than the batch's first, out of order, joins it).
+func paceBatches(times []time.Time, size int, maxWait time.Duration) []int {
+	var ends []int
+	first := 0
+	for i := 1; i <= len(times); i++ {
+		if i == len(times) || i-first == size || maxWait > 0 && times[i].Sub(times[first]) >= maxWait {
+			ends = append(ends, i)
+			first = i
+		}
+	}
+	return ends
 }
 
 // replayQuality adds the label-based figures: the flags' precision, recall and F1, the
