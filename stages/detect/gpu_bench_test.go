@@ -86,11 +86,7 @@ func benchStageDevice(b *testing.B, w int, dev string) {
 	if dev == "cpu" {
 		measure = 400_000 // the CPU scores a few times slower: two rebuilds
 	}
-	if s := os.Getenv("OUTLIERD_BENCH_MEASURE"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < benchBatch {
-			b.Fatalf("OUTLIERD_BENCH_MEASURE=%q", s)
-		}
+	if v, ok := benchCount(b, "OUTLIERD_BENCH_MEASURE", benchBatch); ok {
 		measure = v
 	}
 	size := benchBatch
@@ -107,11 +103,7 @@ func benchStageDevice(b *testing.B, w int, dev string) {
 	mem := memory.NewGoAllocator()
 	cfg := Default()
 	cfg.Window = w
-	if s := os.Getenv("OUTLIERD_BENCH_REFRESH"); s != "" { // detect.refresh_records
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 0 {
-			b.Fatalf("OUTLIERD_BENCH_REFRESH=%q", s)
-		}
+	if v, ok := benchCount(b, "OUTLIERD_BENCH_REFRESH", 0); ok { // detect.refresh_records
 		cfg.RefreshRecords = v
 	}
 	for range b.N {

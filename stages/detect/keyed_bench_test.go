@@ -82,11 +82,7 @@ type keyedBench struct {
 func newKeyedBench(tb testing.TB, cfg Config, keys int, a Accelerator, overlap int) *keyedBench {
 	cfg.KeyBy = KeyByKey
 	cfg.Keys.MaxKeys = max(cfg.Keys.MaxKeys, keys)
-	if v := os.Getenv("OUTLIERD_BENCH_REBUILD"); v != "" { // keys.rebuild_records (docs/BENCHMARKS.md §13.1.17)
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			tb.Fatalf("OUTLIERD_BENCH_REBUILD=%q: want a count of records", v)
-		}
+	if n, ok := benchCount(tb, "OUTLIERD_BENCH_REBUILD", 0); ok { // keys.rebuild_records (docs/BENCHMARKS.md §13.1.17)
 		cfg.Keys.RebuildRecords = n
 	}
 	s, err := NewStage(cfg, []string{"a", "b", "c"}, false, Deps{Log: zerolog.Nop(), Accelerator: a, Overlap: overlap})
@@ -310,9 +306,10 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 			}
 			b.ResetTimer()
 			stop := benchCPUProfile(b)
-			cpu0, sys0, f0 := processCPU(), processSys(), minorFaults()
+			u0 := processUsage()
 			kb.run(b, batches, overlap > 0)
-			cpu, sys, faults := processCPU()-cpu0, processSys()-sys0, minorFaults()-f0
+			u := processUsage()
+			cpu, sys, faults := u.cpu-u0.cpu, u.sys-u0.sys, u.faults-u0.faults
 			stop()
 			b.StopTimer()
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*c.batch), "cpu-ns/record")
@@ -451,12 +448,22 @@ func BenchmarkKeyedHostPart(b *testing.B) {
 
 // processCPU is the process's CPU time so far (user and system), for the benchmarks' CPU time a
 // record: on a shared machine less sensitive to other load than the wall.
-func processCPU() time.Duration {
+func processCPU() time.Duration { return processUsage().cpu }
+
+// usage is what the process has used so far: CPU time (user and system), system time, and
+// minor page faults (pages the kernel mapped on first touch: memory the runtime returned to the
+// system and takes back).
+type usage struct {
+	cpu, sys time.Duration
+	faults   int64
+}
+
+func processUsage() usage {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return usage{}
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return usage{cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), sys: time.Duration(ru.Stime.Nano()), faults: ru.Minflt}
 }
 
 // benchPrelude runs OUTLIERD_BENCH_PRELUDE batches (a count; none when unset) of the timed size
@@ -465,14 +472,7 @@ func processCPU() time.Duration {
 // the stage's first at this batch size (its scratch grown, the memory the runtime gave back
 // after the warm-up taken again: docs/BENCHMARKS.md §13.1.17).
 func benchPrelude(b *testing.B, kb *keyedBench, size int, overlap bool) {
-	v := os.Getenv("OUTLIERD_BENCH_PRELUDE")
-	if v == "" {
-		return
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		b.Fatalf("OUTLIERD_BENCH_PRELUDE=%q: want a count of batches", v)
-	}
+	n, _ := benchCount(b, "OUTLIERD_BENCH_PRELUDE", 0)
 	for range n {
 		kb.process(b, kb.next(b, size))
 	}
@@ -481,13 +481,18 @@ func benchPrelude(b *testing.B, kb *keyedBench, size int, overlap bool) {
 	}
 }
 
-// processSys is the system CPU time this process has used.
-func processSys() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+// benchCount is the count the environment variable name sets for a benchmark (ok false when
+// unset); a value that is not an integer of at least least fails the benchmark.
+func benchCount(tb testing.TB, name string, least int) (n int, ok bool) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, false
 	}
-	return time.Duration(ru.Stime.Nano())
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least {
+		tb.Fatalf("%s=%q: want an integer of at least %d", name, v, least)
+	}
+	return n, true
 }
 
 // benchSettle waits OUTLIERD_BENCH_SETTLE (a duration; none when unset).

@@ -14,6 +14,15 @@ import (
 	"github.com/outlierd/outlierd/gpukern"
 )
 
+// keyWindows is n keys' states, keyWindow's for keys 0..n-1 drawn in turn from r.
+func keyWindows(cfg *Config, n int, r *rand.Rand, sig int) []*keyState {
+	sts := make([]*keyState, n)
+	for i := range sts {
+		sts[i] = keyWindow(cfg, i, r, sig)
+	}
+	return sts
+}
+
 // keyWindow is a key's state with a full window of w records of 3 features as the keyed
 // benchmarks' stream has them (feature a around i, b and c standard normal), every sig-th
 // record marked significant (0: none).
@@ -39,10 +48,7 @@ func BenchmarkKeyBuild(b *testing.B) {
 	cfg := Default()
 	cfg.KeyBy = KeyByKey
 	r := rand.New(rand.NewPCG(3, 3))
-	sts := make([]*keyState, 64)
-	for i := range sts {
-		sts[i] = keyWindow(&cfg, i, r, 37)
-	}
+	sts := keyWindows(&cfg, 64, r, 37)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

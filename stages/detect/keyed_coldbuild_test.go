@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
@@ -121,12 +120,5 @@ func BenchmarkKeyBuildsCold(b *testing.B) {
 	}
 }
 
-// minorFaults is the process's minor page faults so far (pages the kernel mapped on first
-// touch: memory the runtime returned to the system and takes back).
-func minorFaults() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Minflt
-}
+// minorFaults is the process's minor page faults so far (processUsage).
+func minorFaults() int64 { return processUsage().faults }

@@ -37,10 +37,7 @@ func BenchmarkKeyBuilds(b *testing.B) {
 	cfg.KeyBy = KeyByKey
 	r := rand.New(rand.NewPCG(3, 4))
 	const keys = 400
-	due := make([]*keyState, keys)
-	for i := range due {
-		due[i] = keyWindow(&cfg, i, r, 37)
-	}
+	due := keyWindows(&cfg, keys, r, 37)
 	known := knownSelf{}
 	for _, st := range due {
 		m, err := buildKeyModel(st, &cfg)
@@ -110,10 +107,7 @@ func TestBuildKeysBatchedOversizeWindowsNoRoom(t *testing.T) {
 	cfg.KeyBy = KeyByKey
 	cfg.Keys.Window = keyBuildMaxRows + 904 // 5,000 records: each build general
 	r := rand.New(rand.NewPCG(5, 6))
-	due := make([]*keyState, 16)
-	for i := range due {
-		due[i] = keyWindow(&cfg, i, r, 0)
-	}
+	due := keyWindows(&cfg, 16, r, 0)
 	room := 20 * len(due) * cfg.Keys.Window
 	out := make([]*Ranker, len(due))
 	sw := &twinSelf{}
@@ -157,10 +151,7 @@ func TestBuildKeysBatchedReusedRoom(t *testing.T) {
 	cfg := Default()
 	cfg.KeyBy = KeyByKey
 	r := rand.New(rand.NewPCG(9, 10))
-	due := make([]*keyState, 40)
-	for i := range due {
-		due[i] = keyWindow(&cfg, i, r, 7)
-	}
+	due := keyWindows(&cfg, 40, r, 7)
 	due[3].size = 57 // (a partial window: a shorter part of the room)
 	wants := generalModels(t, &cfg, due)
 	taken := 0

@@ -12,7 +12,6 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
-	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
@@ -43,15 +42,10 @@ func TestKeyedParallelMatchesSerial(t *testing.T) {
 			cfg.Keys.MaxKeys = c.maxKeys
 			cfg.Keys.MaxBytes = int64(c.maxBytesKeys) * (keyBytes(cfg.Keys.Window, 1, true) + recentBytes(cfg.RecentScores, cfg.RecentBlocks()))
 			run := func(serial bool) ([]string, *keyedScorer) {
-				mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-				defer mem.AssertSize(t, 0)
-				s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer s.Close()
+				s, mem, done := fleetStage(t, cfg)
+				defer done()
 				s.keyed.serial = serial
-				sc := feedRows(t, s, mem, rows, 0, len(rows), func(i int) int64 { return int64(i) }, func(string) int32 { return 0 })
+				sc := feedRows(t, s, mem, rows, 0, len(rows), atRow, inPartition0)
 				out := make([]string, len(sc))
 				for i, x := range sc { // (%+v: NaN equals NaN; the bits of the score besides)
 					out[i] = fmt.Sprintf("%+v %x %x", x, math.Float64bits(x.Score), math.Float64bits(x.Recent))
@@ -88,14 +82,9 @@ func TestKeyedParallelMatchesSerial(t *testing.T) {
 func TestKeyedParallelNearMaxBytes(t *testing.T) {
 	rows := joiningFleet(40, 12000, 0, 0.01, 3, "sensor-%03d")
 	cfg := keyedConfig()
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	feedRows(t, s, mem, rows, 0, len(rows), func(i int) int64 { return int64(i) }, func(string) int32 { return 0 })
+	s, mem, done := fleetStage(t, cfg)
+	defer done()
+	feedRows(t, s, mem, rows, 0, len(rows), atRow, inPartition0)
 	k := s.keyed
 	if st := k.stats(); st.Live != 40 || st.Warming != 0 {
 		t.Fatalf("stats %+v: want the 40 keys warm", st)
@@ -168,13 +157,8 @@ func TestKeyedRowsLeftToTheirKeys(t *testing.T) {
 	cfg := keyedConfig()
 	run := func(every, beside, serial, dev bool) (out []string, leftOver, byKey int, k *keyedScorer) {
 		globalScoresAll, keyedBeside = every, beside
-		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-		defer mem.AssertSize(t, 0)
-		s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s, mem, done := fleetStage(t, cfg)
+		defer done()
 		s.keyed.serial = serial
 		if dev {
 			s.keyed.dev = newTwinKeyed(cfg.Keys.Window)

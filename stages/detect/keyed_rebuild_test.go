@@ -5,9 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/apache/arrow/go/v15/arrow/memory"
-	"github.com/rs/zerolog"
 )
 
 // TestKeysRebuildRecords: a key's model is built when its window first holds keys.min_records,
@@ -29,19 +26,13 @@ func TestKeysRebuildRecords(t *testing.T) {
 	}{{0, []int{20, 30, 40}}, {7, []int{20, 27, 34, 41}}, {40, []int{20}}} {
 		cfg := keyedConfig()
 		cfg.Keys.Window, cfg.Keys.MinRecords, cfg.Keys.K, cfg.Keys.RebuildRecords = 40, 20, 5, c.every
-		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-		s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		one := func(i int) int64 { return int64(i) }
-		part := func(string) int32 { return 0 }
-		feedRows(t, s, mem, rows, 0, g, one, part)
+		s, mem, done := fleetStage(t, cfg)
+		feedRows(t, s, mem, rows, 0, g, atRow, inPartition0)
 		var last *Ranker
 		var builds []int // the records of k after which its model changed
 		feed := func(lo, hi int) {
 			for i := lo; i < hi; i++ { // a record a batch: each record's cadence seen as it comes
-				feedRows(t, s, mem, rows, i, i+1, one, part)
+				feedRows(t, s, mem, rows, i, i+1, atRow, inPartition0)
 				if m, _ := s.KeyModelOf("k"); m != last {
 					builds, last = append(builds, i-g+1), m
 				}
@@ -62,8 +53,7 @@ func TestKeysRebuildRecords(t *testing.T) {
 				t.Errorf("rebuild_records 7, then 3 from record 41: models after records %v, want %v", builds, want)
 			}
 		}
-		s.Close()
-		mem.AssertSize(t, 0)
+		done()
 	}
 }
 
@@ -76,16 +66,9 @@ func TestKeysRebuildRecordsLiveKeepsPhase(t *testing.T) {
 	const keys = 200
 	rows := fleet(keys, 60000, 0, 5) // ~300 records a key, in random order: the keys' phases spread
 	cfg := keyedConfig()
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	one := func(i int) int64 { return int64(i) }
-	part := func(string) int32 { return 0 }
-	feedRows(t, s, mem, rows, 0, len(rows), one, part)
+	s, mem, done := fleetStage(t, cfg)
+	defer done()
+	feedRows(t, s, mem, rows, 0, len(rows), atRow, inPartition0)
 	// rebuilt feeds one record of every key, in one batch, and counts the keys whose model changed.
 	own := map[string]float32{} // a value of each key's own (its last)
 	for _, r := range rows {
@@ -100,7 +83,7 @@ func TestKeysRebuildRecordsLiveKeepsPhase(t *testing.T) {
 			pass[i] = fleetRow{key: key, value: own[key]}
 			before[i], _ = s.KeyModelOf(pass[i].key)
 		}
-		feedRows(t, s, mem, pass, 0, keys, func(i int) int64 { return int64(off + i) }, part)
+		feedRows(t, s, mem, pass, 0, keys, func(i int) int64 { return int64(off + i) }, inPartition0)
 		off += keys
 		n := 0
 		for i := range pass {

@@ -18,7 +18,7 @@ import (
 // through s in batches of 500 and returns their scores in order.
 func feedFleet(t *testing.T, s *Stage, mem memory.Allocator, rows []fleetRow, lo, hi int) []batch.Score {
 	t.Helper()
-	return feedRows(t, s, mem, rows, lo, hi, func(i int) int64 { return int64(i) }, fleetPartition)
+	return feedRows(t, s, mem, rows, lo, hi, atRow, fleetPartition)
 }
 
 // fleetPartition is a fleet key's partition: its last digit mod 3.

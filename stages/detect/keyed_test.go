@@ -60,15 +60,31 @@ func joiningFleet(sensors, rows, joinEvery int, rate float64, seed uint64, name 
 // batches of 500 and returns the records' scores in order.
 func runFleet(t testing.TB, cfg Config, rows []fleetRow, offsets []int64) []batch.Score {
 	t.Helper()
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
+	s, mem, done := fleetStage(t, cfg)
+	defer done()
+	return feedRows(t, s, mem, rows, 0, len(rows), func(i int) int64 { return offsets[i] }, inPartition0)
+}
+
+// fleetStage is a stage of cfg over the fleet's one feature, "value", and a checked allocator for
+// the batches fed to it; done closes the stage and checks that every batch's memory came back.
+func fleetStage(t testing.TB, cfg Config) (s *Stage, mem *memory.CheckedAllocator, done func()) {
+	t.Helper()
+	mem = memory.NewCheckedAllocator(memory.DefaultAllocator)
 	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	return feedRows(t, s, mem, rows, 0, len(rows), func(i int) int64 { return offsets[i] }, func(string) int32 { return 0 })
+	return s, mem, func() {
+		s.Close()
+		mem.AssertSize(t, 0)
+	}
 }
+
+// atRow and inPartition0 are feedRows' offset and partition of a stream read at once: record i
+// at offset i, every key in partition 0.
+func atRow(i int) int64 { return int64(i) }
+
+func inPartition0(string) int32 { return 0 }
 
 // feedRows runs rows[lo:hi] through s in batches of 500 (record i at offset(i), in partition
 // partition(its key), one second after the one before) and returns their scores in order.
@@ -237,13 +253,8 @@ func TestWarmKeysSkipGlobalScoring(t *testing.T) {
 	cfg := keyedConfig()
 	cfg.Hypercube.Enabled = true
 	rows := joiningFleet(40, 12000, 100, 0.01, 4, "sensor-%03d") // keys join through the stream: some warming in most batches
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, mem, done := fleetStage(t, cfg)
+	defer done()
 	var seen int
 	for i, d := range s.detectors {
 		s.detectors[i] = countingDetector{d, &seen}
