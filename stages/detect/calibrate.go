@@ -278,6 +278,24 @@ func (r *Ranker) mean(density, distance float64) float64 {
 	return r.meanOf(r.Density.Surprisal(density), r.Distance.Surprisal(distance))
 }
 
+// combineFar is combine with the distance's calibration extrapolated beyond its largest score
+// as a Pareto tail of index 1 (rank.Calibration.SurprisalFar), not linearly: what Recent ranks
+// under detect.recent_far_side: log. The distance is a length (the sum of k distances in the
+// standardised space), whose linear extrapolation makes a record far out, that every
+// neighbour is far from, gain decades by ordinary noise on its other features; the density's
+// raw score is already in nats (a sum of -ln tail probabilities) and the combined mean in
+// decades, so their calibrations keep extrapolating linearly. Equal to combine wherever the
+// distance does not pass its calibration's largest score (docs/BENCHMARKS.md §12.23).
+func (r *Ranker) combineFar(density, distance float64) float64 {
+	switch r.Params.Detectors {
+	case DetectorsDensity:
+		return r.combine(density, distance)
+	case DetectorsDistance:
+		return r.Final.Surprisal(r.Distance.SurprisalFar(distance))
+	}
+	return r.Final.Surprisal(r.meanOf(r.Density.Surprisal(density), r.Distance.SurprisalFar(distance)))
+}
+
 // meanOf is the weighted mean (or max) of both detectors' calibrated scores.
 func (r *Ranker) meanOf(a, b float64) float64 {
 	if r.Params.Combine == CombineMax {

@@ -125,6 +125,11 @@ type Config struct {
 	// model does not follow the series and stays out of a series the model fits; chosen on
 	// SKAB's even half and NAB's in half, docs/BENCHMARKS.md §12.21); `one` adds them all (§12.19).
 	RecentPastWeight RecentPastWeight `yaml:"recent_past_weight"`
+	// RecentFarSide is `linear` (default) or `log`: with log, beyond the distance calibration's
+	// largest score the combined score Recent ranks grows as a Pareto tail of index 1, not
+	// linearly (Ranker.combineFar), by the weight recent_past_weight gives the recent past (all
+	// of it without recent_past); flags unchanged. The stream's series only (recent.go; §12.23).
+	RecentFarSide RecentFarSide `yaml:"recent_far_side"`
 	// KeyBy is `none` (default: one model for the whole stream) or `key`: a model per record
 	// key (the Kafka key, or ingest.key_field's value) besides the global one (keyed.go; docs/DESIGN.md,
 	// "Models per key"). Needs flag_by: significance.
@@ -297,7 +302,7 @@ func Default() Config {
 		// of a 2048-record sample: the best mean ROC AUC + AP over eight labelled sets in the
 		// batch case and the best mean stream F1; chosen again by most sets left out
 		// (docs/BENCHMARKS.md §8).
-		FlagBy: FlagBySignificance, MinScore: 5, AlarmRate: 0.02, RecentScores: 50, RecentHorizon: 3000, RecentPastWeight: PastWeightStale, Score: ScoreConfig{Detectors: DetectorsBoth, Sample: 2048, K: 100, Combine: CombineMean, Weights: WeightsAgreement},
+		FlagBy: FlagBySignificance, MinScore: 5, AlarmRate: 0.02, RecentScores: 50, RecentHorizon: 3000, RecentPastWeight: PastWeightStale, RecentFarSide: FarSideLinear, Score: ScoreConfig{Detectors: DetectorsBoth, Sample: 2048, K: 100, Combine: CombineMean, Weights: WeightsAgreement},
 		// combine any, eta = delta = 0.2, n = 0.1% of the window: the setting with the best mean
 		// F1 over nine labelled streams and the best worst case relative to each set's own best;
 		// leaving one set out, the others choose it again 8 times of 9 (docs/BENCHMARKS.md §3).
@@ -381,6 +386,9 @@ func (c *Config) Validate() error {
 		if c.RecentPast > 0 { // (recent_past.go: a key's past would be N x features x 4 bytes of its budget)
 			add("recent_past", "measures the stream's series only, not a key's: set it to 0 with key_by: key (got %d)", c.RecentPast)
 		}
+		if c.RecentFarSide == FarSideLog {
+			add("recent_far_side", "measures the stream's series only, not a key's: set it to linear with key_by: key")
+		}
 	default:
 		add("key_by", "must be none or key, got %q", c.KeyBy)
 	}
@@ -417,6 +425,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RecentPastWeight != PastWeightStale && c.RecentPastWeight != PastWeightOne {
 		add("recent_past_weight", "must be stale or one, got %q", c.RecentPastWeight)
+	}
+	if c.RecentFarSide != FarSideLinear && c.RecentFarSide != FarSideLog {
+		add("recent_far_side", "must be linear or log, got %q", c.RecentFarSide)
 	}
 	if c.AlertCooldown < 0 {
 		add("alert_cooldown", "must be >= 0 (0: off), got %s", c.AlertCooldown)

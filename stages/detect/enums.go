@@ -115,6 +115,19 @@ const (
 // UnmarshalYAML decodes the word (Validate checks it).
 func (v *RecentPastWeight) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
 
+// RecentFarSide is detect.recent_far_side: how the combined score that Recent ranks grows beyond
+// its model's calibrations (recent.go).
+type RecentFarSide string
+
+// The recent_far_side words.
+const (
+	FarSideLinear RecentFarSide = "linear" // as the combined score: linearly (rank.Calibration.Surprisal)
+	FarSideLog    RecentFarSide = "log"    // the distance's: a Pareto tail of index 1 (Ranker.combineFar)
+)
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (v *RecentFarSide) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
+
 // DensityMode is detect.density.mode: which subspaces the density test tests
 // (ALGORITHMS.md §2; package density's Mode).
 type DensityMode string

@@ -298,13 +298,23 @@ func (r *recentRing) resize(m, blocks int) {
 
 // rankRecent sets every scored record's Recent in stream order: against its key's ring under
 // key_by: key (a key evicted within the batch uses none: NaN; a scorer's key without a model
-// of its own, the stage's), else the stage's.
-func (s *Stage) rankRecent(b *batch.Batch) {
+// of its own, the stage's), else the stage's. r is the global model's ranker, which scored the
+// stream's records (recent_far_side).
+//
+// Under recent_far_side: log the stream's series ranks its combined score less w times the part
+// that the distance's calibration extrapolated linearly beyond its largest score (the score
+// less Ranker.combineFar's), w the recent past's weight (recent_past_weight; 1 without
+// recent_past): a model built from a file's first minutes scores a plant that has drifted
+// since far beyond its reference, where the linear extrapolation makes one sensor's ordinary
+// step decades (docs/BENCHMARKS.md §12.16 part 2), and those single-row blips outranked faults;
+// under stale the discount applies where the model has gone stale, as the recent past (§12.23).
+func (s *Stage) rankRecent(b *batch.Batch, r *Ranker) {
 	m, blocks := s.cfg.RecentScores, s.cfg.RecentBlocks()
 	if s.keyed != nil && s.keyed.rankRecentKeyed(b, m, blocks) {
 		return // (ranked on the keys' workers: keyed_parallel.go)
 	}
 	keys, past := b.Keys(), s.pastDecades(b)
+	far := s.cfg.RecentFarSide == FarSideLog && r != nil
 	for i := range b.Scores {
 		sc := &b.Scores[i]
 		sc.Recent = math.NaN()
@@ -312,9 +322,15 @@ func (s *Stage) rankRecent(b *batch.Batch) {
 			continue
 		}
 		if s.keyed == nil {
-			x := sc.Score
+			x, w := sc.Score, 1.0
 			if past != nil { // (recent_past: recent_past.go)
-				x += float64(s.pastWeight(sc.Score) * past[i])
+				w = s.pastWeight(sc.Score)
+			}
+			if far {
+				x -= float64(w * (sc.Score - r.combineFar(sc.DensityScore, sc.DistanceScore)))
+			}
+			if past != nil {
+				x += float64(w * past[i])
 			}
 			sc.Recent = s.recent.score(x, m, blocks)
 			continue

@@ -55,6 +55,7 @@ var changeKinds = map[string]ChangeKind{
 	"recent_horizon":     ChangeLive, // (the series' block maxima start afresh at the next record)
 	"recent_past":        ChangeLive, // (the stream's recent past starts afresh at the next record)
 	"recent_past_weight": ChangeLive,
+	"recent_far_side":    ChangeLive,
 	"hypercube.enabled":  ChangeLive, "hypercube.bins": ChangeLive, "hypercube.max_neighbours": ChangeLive,
 
 	// PROCLUS's keys apply with the next model, built at the next batch (Reconfigure marks it

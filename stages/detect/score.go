@@ -412,7 +412,7 @@ func (s *Stage) finish(sc *scoring) error {
 		}
 	}
 	s.capAlarms(b, m.Ranker != nil)
-	s.rankRecent(b)
+	s.rankRecent(b, m.Ranker)
 	s.groups.fold(b, s.cfg.AlertCooldown)
 	explainDeviations(m.Ranker, m.Features, sc.raw, b.Scores, false)
 	b.ModelVersion = m.Version

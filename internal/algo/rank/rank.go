@@ -518,6 +518,29 @@ func (c *Calibration) SurprisalOfMember(i int) float64 {
 	return e
 }
 
+// SurprisalFar is Surprisal up to the largest calibration score; beyond it, the exponential
+// tail that Surprisal extrapolates (p0 e^(-λx) past the largest, -log10 rising by λx/ln 10) is
+// replaced by a Pareto tail of index 1 with the same density there, p0 / (1 + λx): S0 + log10(1
+// + ln(10) e), e Surprisal's excess over S0, its value just beyond the largest (continuous with
+// it there, with its slope, monotone). A calibration of a few hundred records says little of its
+// tail decades beyond them; for a raw score that is a length (a k-NN distance), a polynomial
+// tail (index 1: Cauchy's, the law the recent past's decades assume in detect's recent_past.go)
+// grows by the log of the length, so a record far out is not moved by decades by ordinary
+// noise on its other features (detect's recent_far_side, docs/BENCHMARKS.md §12.23).
+func (c *Calibration) SurprisalFar(r float64) float64 {
+	e := c.Surprisal(r)
+	n := len(c.Sorted)
+	if n == 0 || !(r > c.Sorted[n-1]) {
+		return e
+	}
+	// S0 is Surprisal's limit from above at the largest (Surprisal(largest) unless it is tied)
+	s0, top := log10Int(n+1), c.Sorted[n-1]
+	if top > c.kneeAt && c.knee > 0 {
+		s0 = max(s0, c.kneeBase+float64(c.knee*(top-c.kneeAt)))
+	}
+	return s0 + math.Log10(1+float64(math.Ln10*(e-s0)))
+}
+
 // Surprisal is -log10 of the tail probability of score r among the calibration scores, never
 // below the fitted tail beyond the knee (see Calibration); 0 for an empty calibration or a NaN
 // score. Monotone in r, continuous, and finite for every finite r.
