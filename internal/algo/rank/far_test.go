@@ -65,3 +65,30 @@ func TestSurprisalFar(t *testing.T) {
 		}
 	}
 }
+
+// TestSurprisalFarFinite: SurprisalFar is finite wherever Surprisal is (the largest float64s
+// included: Surprisal's excess times ln 10 overflowed to +Inf there, issue 20 item 1's finite
+// scores), rises with the score up to the largest float64, and agrees with Surprisal on NaN (0)
+// and the infinities; on calibrations of one score, of equal scores, of negative scores, of
+// several, and on an empty one (Surprisal's 0 everywhere).
+func TestSurprisalFarFinite(t *testing.T) {
+	for name, scores := range map[string][]float64{"empty": nil, "one": {0}, "equal": {2, 2, 2}, "negative": {-5, -4, -3}, "ten": {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}} {
+		c := NewCalibration(scores)
+		for _, r := range []float64{math.NaN(), math.Inf(-1), math.Inf(1)} {
+			if got, want := c.SurprisalFar(r), c.Surprisal(r); got != want && !(math.IsNaN(got) && math.IsNaN(want)) {
+				t.Errorf("%s: at %v: %v, Surprisal %v", name, r, got, want)
+			}
+		}
+		prev := math.Inf(-1)
+		for _, r := range []float64{-math.MaxFloat64, -1, 0, 11, 1e20, math.MaxFloat32, 1e300, math.MaxFloat64 / 4, math.MaxFloat64 / 2, math.MaxFloat64} {
+			far := c.SurprisalFar(r)
+			if s := c.Surprisal(r); !math.IsInf(s, 0) && (math.IsInf(far, 0) || math.IsNaN(far)) {
+				t.Fatalf("%s: at %v: %v where Surprisal is %v", name, r, far, s)
+			}
+			if far < prev {
+				t.Fatalf("%s: at %v: %v, below %v at a smaller score", name, r, far, prev)
+			}
+			prev = far
+		}
+	}
+}

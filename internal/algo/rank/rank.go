@@ -522,7 +522,8 @@ func (c *Calibration) SurprisalOfMember(i int) float64 {
 // tail that Surprisal extrapolates (p0 e^(-λx) past the largest, -log10 rising by λx/ln 10) is
 // replaced by a Pareto tail of index 1 with the same density there, p0 / (1 + λx): S0 + log10(1
 // + ln(10) e), e Surprisal's excess over S0, its value just beyond the largest (continuous with
-// it there, with its slope, monotone). A calibration of a few hundred records says little of its
+// it there, with its slope, monotone, finite wherever Surprisal is; NaN and the infinities as
+// Surprisal). A calibration of a few hundred records says little of its
 // tail decades beyond them; for a raw score that is a length (a k-NN distance), a polynomial
 // tail (index 1: Cauchy's, the law the recent past's decades assume in detect's recent_past.go)
 // grows by the log of the length, so a record far out is not moved by decades by ordinary
@@ -538,7 +539,12 @@ func (c *Calibration) SurprisalFar(r float64) float64 {
 	if top > c.kneeAt && c.knee > 0 {
 		s0 = max(s0, c.kneeBase+float64(c.knee*(top-c.kneeAt)))
 	}
-	return s0 + math.Log10(1+float64(math.Ln10*(e-s0)))
+	if y := float64(math.Ln10 * (e - s0)); !math.IsInf(y, 1) || math.IsInf(e, 1) {
+		return s0 + math.Log10(1+y)
+	}
+	// (an excess past MaxFloat64 / ln 10: the 1 is below its last bit, and ln 10 is factored
+	// out, so that it stays finite where Surprisal is)
+	return s0 + math.Log10(e-s0) + math.Log10(math.Ln10)
 }
 
 // Surprisal is -log10 of the tail probability of score r among the calibration scores, never
