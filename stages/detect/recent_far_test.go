@@ -2,6 +2,7 @@ package detect
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -117,6 +118,9 @@ func TestRecentFarSide(t *testing.T) {
 					t.Fatalf("seed %d, recent_past %d, record %d: recent_far_side changed a flag or a combined score", seed, p, i)
 				}
 				far := by[i].Ranker.combineFar(on[i].DensityScore, on[i].DistanceScore)
+				if ex := by[i].Ranker.farExcess(on[i].Score, on[i].DensityScore, on[i].DistanceScore); ex != on[i].Score-far {
+					t.Fatalf("seed %d, recent_past %d, record %d: farExcess %v, score less combineFar %v", seed, p, i, ex, on[i].Score-far)
+				}
 				if far < on[i].Score && i >= 300 {
 					discounted++
 				}
@@ -178,6 +182,48 @@ func TestValidateRecentFarSide(t *testing.T) {
 		err := c.Validate()
 		if tc.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "detect.recent_far_side: ") {
 			t.Errorf("recent_far_side %q, keyed %v: %v", tc.side, tc.keyed, err)
+		}
+	}
+}
+
+// BenchmarkRankRecentFar: the stream's recent ranking of a batch of 1,000 plantStream records
+// (rankRecent, on the stage's goroutine) under each recent_far_side, scored by a model that fits
+// the plant (drift 0) and by one the plant has left (drift 0.1 sd a row: most records beyond the
+// distance's calibration). ns/record.
+func BenchmarkRankRecentFar(b *testing.B) {
+	for _, drift := range []float64{0, 0.1} {
+		for _, side := range []RecentFarSide{FarSideLinear, FarSideLog} {
+			b.Run(fmt.Sprintf("%s/drift=%g", side, drift), func(b *testing.B) {
+				d, _ := plantStream(1, 3000, 3000, drift)
+				cfg := Default()
+				cfg.Window, cfg.MinRecords, cfg.RecentFarSide = 5000, 200, side
+				mem := memory.NewGoAllocator()
+				s, err := NewStage(cfg, d.Features, false, Deps{Log: zerolog.Nop()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				var last *batch.Batch
+				for lo := 0; lo < 3000; lo += 500 {
+					out, err := s.Process(context.Background(), makeBatch(b, mem, d, lo, lo+500, false))
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, o := range out {
+						if last != nil {
+							last.Release()
+						}
+						last = o
+					}
+					s.collect(true)
+				}
+				defer last.Release()
+				r := s.model.Ranker
+				for b.Loop() {
+					s.rankRecent(last, r)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*last.Len()), "ns/record")
+			})
 		}
 	}
 }
