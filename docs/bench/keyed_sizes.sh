@@ -22,17 +22,19 @@ D=${KEYED_DIR:?KEYED_DIR: the folder of the builds (NAME.test[.xz])}
 ROUNDS=${ROUNDS:-2} COUNT=${COUNT:-3} SIZES=${SIZES:-20000 50000 100000}
 PRELUDE_RECORDS=${PRELUDE_RECORDS:-2000000} RUN_RECORDS=${RUN_RECORDS:-4000000}
 BUILDS=("$@"); [ ${#BUILDS[@]} -gt 0 ] || BUILDS=(main)
+# (absolute: each process runs in stages/detect; KEYED_DIR and OUT may be relative or absolute)
+D=$(cd "$D" && pwd) || exit 1
+mkdir -p "$OUT/sizes" && R=$(cd "$OUT/sizes" && pwd) || exit 1
 for b in "${BUILDS[@]}"; do
 	[ -f "$D/$b.test" ] || xz -dk "$D/$b.test.xz" || exit 1
 	chmod +x "$D/$b.test"
 done
-R=$OUT/sizes; mkdir -p "$R"
 { nvidia-smi -L; nproc; grep -m1 'model name' /proc/cpuinfo; date -u; } > "$R/device.txt" 2>&1
 cat "$R/device.txt"
 one() { # build size records count tag [GODEBUG]
 	local b=$1; shift
 	local f=$R/${b}_${4}_b$1.txt
-	(cd stages/detect && GODEBUG=${5:-} OUTLIERD_BENCH_PRELUDE=$((PRELUDE_RECORDS / $1)) timeout 480 "$(cd ../.. && pwd)/$D/$b.test" \
+	(cd stages/detect && GODEBUG=${5:-} OUTLIERD_BENCH_PRELUDE=$((PRELUDE_RECORDS / $1)) timeout 480 "$D/$b.test" \
 		-test.run '^$' -test.bench "KeyedStageDevice/^gpu-overlap\$/keys=1000000/batch=$1\$" \
 		-test.benchtime "$(($2 / $1))x" -test.count "$3" > "$f" 2>&1; echo "rc=$?" >> "$f")
 	# (gctrace's lines may split a result line: read the metrics, not the lines)
