@@ -19,6 +19,13 @@ import (
 // the next batch): its scores and the model that scored each.
 func farRun(t *testing.T, cfg Config, d *synth.Data) ([]batch.Score, []*Model) {
 	t.Helper()
+	return farRunChange(t, cfg, d, 500, -1, "")
+}
+
+// farRunChange is farRun in batches of size, with recent_far_side changed to side by a live
+// reconfiguration before the batch that starts at record at (none: at < 0).
+func farRunChange(t *testing.T, cfg Config, d *synth.Data, size, at int, side RecentFarSide) ([]batch.Score, []*Model) {
+	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
 	models := map[uint64]*Model{}
@@ -41,8 +48,15 @@ func farRun(t *testing.T, cfg Config, d *synth.Data) ([]batch.Score, []*Model) {
 			b.Release()
 		}
 	}
-	for lo := 0; lo < n; lo += 500 {
-		out, err := s.Process(context.Background(), makeBatch(t, mem, d, lo, min(lo+500, n), false))
+	for lo := 0; lo < n; lo += size {
+		if lo == at {
+			next := s.Config()
+			next.RecentFarSide = side
+			if r, err := s.Reconfigure(next); err != nil || len(r.Live) != 1 || r.RebuildStarted {
+				t.Fatalf("recent_far_side %s at record %d: %+v, %v; want one live key", side, at, r, err)
+			}
+		}
+		out, err := s.Process(context.Background(), makeBatch(t, mem, d, lo, min(lo+size, n), false))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,6 +169,65 @@ func TestRecentFarSide(t *testing.T) {
 	t.Logf("the fault's first reading above every pre-fault record in %d of %d streams (linear far side: %d)", top[1], streams, top[0])
 	if top[1] <= top[0] {
 		t.Errorf("the fault's first reading outranks every pre-fault record in %d of %d streams with recent_far_side: log, %d with linear: want more", top[1], streams, top[0])
+	}
+}
+
+// TestRecentFarSideLiveChange: recent_far_side changed live (linear to log and back) applies
+// from the next batch on, with no rebuild: every record before the change ranks as a stage that
+// kept the old setting, bit for bit, and every record from it on is the ring's rank of the new
+// setting's score (score less farExcess under log), the ring holding the scores ranked before the
+// change (not emptied: docs/BENCHMARKS.md §12.23's review, whose figures this logs), on plantStream
+// (drift 0.1 sd a row, fault at 700, the change at 500) in batches of 50.
+func TestRecentFarSideLiveChange(t *testing.T) {
+	const rows, onset, at = 1100, 700, 500
+	for _, sw := range []struct{ from, to RecentFarSide }{{FarSideLinear, FarSideLog}, {FarSideLog, FarSideLinear}} {
+		for seed := uint64(1); seed <= 5; seed++ {
+			d, _ := plantStream(seed, rows, onset, 0.1)
+			cfg := Default()
+			cfg.Window, cfg.MinRecords, cfg.RecentFarSide = 5000, 200, sw.from
+			got, by := farRunChange(t, cfg, d, 50, at, sw.to)
+			kept, _ := farRunChange(t, cfg, d, 50, -1, "")
+			cfg.RecentFarSide = sw.to
+			throughout, _ := farRunChange(t, cfg, d, 50, -1, "")
+			var ring recentRing
+			underLog, discounted := 0, 0 // (records of rows 300 on ranked under log; beyond the calibration)
+			for i := range rows {
+				if got[i].Score != kept[i].Score || got[i].Outlier != kept[i].Outlier {
+					t.Fatalf("%s to %s, seed %d, record %d: the change moved a combined score or a flag", sw.from, sw.to, seed, i)
+				}
+				if i < at && math.Float64bits(got[i].Recent) != math.Float64bits(kept[i].Recent) {
+					t.Fatalf("%s to %s, seed %d, record %d (before the change): recent %v, the unchanged stage's %v", sw.from, sw.to, seed, i, got[i].Recent, kept[i].Recent)
+				}
+				x, side := got[i].Score, sw.from
+				if i >= at {
+					side = sw.to
+				}
+				if side == FarSideLog {
+					ex := by[i].Ranker.farExcess(got[i].Score, got[i].DensityScore, got[i].DistanceScore)
+					if x -= ex; i >= 300 {
+						underLog++
+						if ex != 0 {
+							discounted++
+						}
+					}
+				}
+				if want := ring.score(x, cfg.RecentScores, cfg.RecentBlocks()); math.Float64bits(got[i].Recent) != math.Float64bits(want) {
+					t.Fatalf("%s to %s, seed %d, record %d: recent %v, want %v (%s)", sw.from, sw.to, seed, i, got[i].Recent, want, side)
+				}
+			}
+			if discounted < underLog/4 {
+				t.Errorf("%s to %s, seed %d: %d of the %d records of rows 300 on ranked under log beyond the distance's calibration: the far side is not exercised", sw.from, sw.to, seed, discounted, underLog)
+			}
+			top := func(sc []batch.Score) float64 {
+				m := math.Inf(-1)
+				for _, s := range sc[at:onset] {
+					m = max(m, s.Recent)
+				}
+				return m
+			}
+			t.Logf("%s to %s, seed %d: pre-fault rows from the change: largest recent %.2f (%s throughout %.2f); the fault's first reading %.2f (%.2f)",
+				sw.from, sw.to, seed, top(got), sw.to, top(throughout), got[onset].Recent, throughout[onset].Recent)
+		}
 	}
 }
 
