@@ -300,3 +300,31 @@ func BenchmarkRankRecentFar(b *testing.B) {
 		}
 	}
 }
+
+// TestOverlapFarSideAsSynchronous: under recent_far_side: log the overlapped stage (depths 1 and
+// 3: finish ranks each batch with the model that began it, in stream order) gives the synchronous
+// stage's scores record for record, Recent included; the far side is exercised (Recent differs
+// from linear's on some records).
+func TestOverlapFarSideAsSynchronous(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cfg, d := overlapConfig(), testData(6000, 11)
+	lin, _, _ := overlapRun(t, mem, cfg, d, Deps{Log: zerolog.Nop(), Accelerator: &fakeAccel{exact: true}})
+	cfg.RecentFarSide = FarSideLog
+	want, wantSig, _ := overlapRun(t, mem, cfg, d, Deps{Log: zerolog.Nop(), Accelerator: &fakeAccel{exact: true}})
+	moved := 0
+	for off, w := range want {
+		for i := range w {
+			if w[i].Recent != lin[off][i].Recent {
+				moved++
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("recent_far_side: log ranked every record as linear: the far side is not exercised")
+	}
+	for _, depth := range []int{1, 3} {
+		got, gotSig, _ := overlapRun(t, mem, cfg, d, Deps{Log: zerolog.Nop(), Accelerator: &fakeAccel{exact: true}, Overlap: depth})
+		sameVerdicts(t, want, got, wantSig, gotSig)
+	}
+}
