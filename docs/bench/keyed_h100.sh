@@ -24,7 +24,9 @@
 # and while it is busy, is wider than most changes (§13.1.14).
 set -u
 D=${KEYED_DIR:?KEYED_DIR: the folder of the builds}
+D=$(cd "$D" && pwd) || exit 1 # (absolute: each process runs in stages/detect)
 : "${OUT:?OUT not set}"
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 1
 ROUNDS=${ROUNDS:-3} BATCHES=${BATCHES:-100} COUNT=${COUNT:-2}
 ROWS=${ROWS:-'KeyedStageDevice/^gpu(-overlap)?$/keys=1000000/batch=20000'}
 [ $# -ge 1 ] || { echo "usage: keyed_h100.sh BUILD [BUILD...] (names of \$KEYED_DIR/NAME.test[.xz])"; exit 2; }
@@ -48,7 +50,7 @@ for r in $(seq 1 "$ROUNDS"); do
 			wait_s=$(( 90 + COUNT * (40 + BATCHES / 40 + 2 * ${st_s:-0}) + 2 * ${prelude:-0} / 5 ))
 			(while sleep 4; do grep AnonHugePages /proc/meminfo | awk '{print $2}'; done) > "$f.huge" &
 			sp=$!
-			(cd stages/detect && OUTLIERD_BENCH_SETTLE=$settle OUTLIERD_BENCH_PRELUDE=$prelude timeout $wait_s "$(cd ../.. && pwd)/$D/$b.test" -test.run '^$' -test.bench "$ROWS" -test.benchtime "${BATCHES}x" -test.count "$COUNT" > "$f" 2>&1; echo "rc=$?" >> "$f")
+			(cd stages/detect && OUTLIERD_BENCH_SETTLE=$settle OUTLIERD_BENCH_PRELUDE=$prelude timeout $wait_s "$D/$b.test" -test.run '^$' -test.bench "$ROWS" -test.benchtime "${BATCHES}x" -test.count "$COUNT" > "$f" 2>&1; echo "rc=$?" >> "$f")
 			kill $sp
 			echo "== $b${settle:+ settle $settle}${prelude:+ prelude $prelude} round $r:$(summary "$f") $(tail -1 "$f") most huge pages $(sort -n "$f.huge" | tail -1 | awk '{printf "%.1f GB", $1/1048576}')"
 		done; done

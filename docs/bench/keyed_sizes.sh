@@ -34,7 +34,7 @@ cat "$R/device.txt"
 one() { # build size records count tag [GODEBUG]
 	local b=$1; shift
 	local f=$R/${b}_${4}_b$1.txt
-	(cd stages/detect && GODEBUG=${5:-} OUTLIERD_BENCH_PRELUDE=$((PRELUDE_RECORDS / $1)) timeout 480 "$D/$b.test" \
+	(cd stages/detect && GODEBUG=${5:-${GODEBUG:-}} OUTLIERD_BENCH_PRELUDE=$((PRELUDE_RECORDS / $1)) timeout 480 "$D/$b.test" \
 		-test.run '^$' -test.bench "KeyedStageDevice/^gpu-overlap\$/keys=1000000/batch=$1\$" \
 		-test.benchtime "$(($2 / $1))x" -test.count "$3" > "$f" 2>&1; echo "rc=$?" >> "$f")
 	# (gctrace's lines may split a result line: read the metrics, not the lines)
