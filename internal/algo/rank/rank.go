@@ -540,11 +540,11 @@ func (c *Calibration) SurprisalFar(r float64) float64 {
 		s0 = max(s0, c.kneeBase+float64(c.knee*(top-c.kneeAt)))
 	}
 	if y := float64(math.Ln10 * (e - s0)); !math.IsInf(y, 1) || math.IsInf(e, 1) {
-		return s0 + math.Log10(1+y)
+		return s0 + float64(math.Log10(1+y)) // (rounded: Log10's inlined product is not fused into the sum)
 	}
 	// (an excess past MaxFloat64 / ln 10: the 1 is below its last bit, and ln 10 is factored
 	// out, so that it stays finite where Surprisal is)
-	return s0 + math.Log10(e-s0) + math.Log10(math.Ln10)
+	return s0 + float64(math.Log10(e-s0)) + float64(math.Log10(math.Ln10))
 }
 
 // Surprisal is -log10 of the tail probability of score r among the calibration scores, never
