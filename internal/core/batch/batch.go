@@ -393,6 +393,10 @@ type Score struct {
 	Folded int
 }
 
+// WarmingReason is what the explanation of a flagged record of a warming key adds (Score.Warming):
+// the sink's and replay's reasons say it in the same words.
+const WarmingReason = "scored by the global model: its key has too few records for its own (detect.keys.min_records)"
+
 // Deviation is how far one feature of a record lies from the model's window: (x - median) /
 // (interquartile range / 1.349).
 type Deviation struct {
