@@ -102,6 +102,9 @@ func keyCounts(st *detect.Stage, keys [][]byte, scores []batch.Score) *replayKey
 type detectorQuality struct {
 	ROCAUC           *float64 `json:"roc_auc"`
 	AveragePrecision *float64 `json:"average_precision"`
+	// Rows the figures are measured over: every row, but for the global model's own tests
+	// under detect.key_by the rows it scored (globalOnly).
+	Rows int `json:"rows"`
 }
 
 func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error {
@@ -328,8 +331,9 @@ func paceBatches(times []time.Time, size int, maxWait time.Duration) []int {
 }
 
 // replayQuality adds the label-based figures: the flags' precision, recall and F1, the
-// combined score's ROC AUC and AP, and each detector's own score's. Unscored rows (before a
-// first model that never came) rank lowest.
+// combined score's ROC AUC and AP, and each detector's own score's (over the rows the global
+// model scored for its own tests under key_by: globalOnly). Unscored rows (before a first
+// model that never came) rank lowest.
 func replayQuality(res *replayResult, scores []batch.Score, outlier []bool) {
 	flags := make([]bool, len(scores))
 	for i, s := range scores {
@@ -340,24 +344,42 @@ func replayQuality(res *replayResult, scores []batch.Score, outlier []bool) {
 	res.Precision, res.Recall, res.F1 = &p, &r, &f
 	res.Detectors = map[string]detectorQuality{}
 	for _, d := range detect.ScoreNames() {
-		v := make([]float64, len(scores))
+		v := make([]float64, 0, len(scores))
+		labels := outlier
+		if globalOnly(d) {
+			labels = make([]bool, 0, len(scores))
+		}
 		ran := false
 		for i, s := range scores {
-			v[i] = math.Inf(-1)
-			if x := detect.DetectorScore(&s, d); s.Scored && !math.IsNaN(x) {
-				v[i], ran = x, true
+			if globalOnly(d) {
+				if s.ByKey { // not run on it: its fields read 0
+					continue
+				}
+				labels = append(labels, outlier[i])
 			}
+			x := math.Inf(-1)
+			if y := detect.DetectorScore(&s, d); s.Scored && !math.IsNaN(y) {
+				x, ran = y, true
+			}
+			v = append(v, x)
 		}
 		if !ran { // a detector that is not enabled (the hypercube by default)
 			continue
 		}
-		auc, ap := optFloat(quality.ROCAUC(v, outlier)), optFloat(quality.AveragePrecision(v, outlier))
+		auc, ap := optFloat(quality.ROCAUC(v, labels)), optFloat(quality.AveragePrecision(v, labels))
 		if d == detect.ScoreCombined {
 			res.ROCAUC, res.AveragePrecision = auc, ap
 			continue
 		}
-		res.Detectors[d] = detectorQuality{ROCAUC: auc, AveragePrecision: ap}
+		res.Detectors[d] = detectorQuality{ROCAUC: auc, AveragePrecision: ap, Rows: len(v)}
 	}
+}
+
+// globalOnly reports whether the score d is one of the global model's own tests, which a key's
+// model does not run (detect.key_by: the eta-probability, the solving set's weight, the
+// hypercube): its figures cover the rows the global model scored.
+func globalOnly(d string) bool {
+	return d == detect.ScoreEtaProbability || d == detect.ScoreSolvingSet || d == detect.ScoreHypercube
 }
 
 // optFloat is nil for NaN (JSON has no NaN: an undefined figure is null).

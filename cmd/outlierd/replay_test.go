@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/outlierd/outlierd/internal/algo/quality"
+	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
 // labelledCSV writes rows of 3 Gaussian features with a label column; every 50th row is
@@ -207,5 +208,47 @@ func TestReplayKeyColumn(t *testing.T) {
 	}
 	if res.Recall != 1 || res.Keys.PerKey["s07"].Flagged < 1 {
 		t.Errorf("the +10 sd spike of s07 not flagged: recall %v, flagged %d\n%s", res.Recall, res.Flagged, out)
+	}
+}
+
+// TestReplayKeyedDetectorFigures: under detect.key_by the global model's own tests (the
+// eta-probability, the solving set, the hypercube) do not run on a record its key's model
+// scored (their fields read 0: eta-probability 0 ranked every such record first), so their
+// figures are measured over the rows the global model scored and say how many; the ranking
+// scores every model writes (density, distance, recent) cover every row.
+func TestReplayKeyedDetectorFigures(t *testing.T) {
+	var scores []batch.Score
+	var labels []bool
+	for i := range 100 { // the global model's rows: a perfect eta-probability and weight
+		out := i%10 == 0
+		s := batch.Score{Scored: true, Warming: true, EtaProbability: 0.9, Weight: 1, DensityScore: 1, DistanceScore: 1, Score: 1}
+		if out {
+			s.EtaProbability, s.Weight, s.DensityScore, s.DistanceScore, s.Score = 0.1, 5, 5, 5, 5
+		}
+		scores, labels = append(scores, s), append(labels, out)
+	}
+	for i := range 300 { // its keys' models' rows: the global fields cleared
+		out := i%30 == 0
+		s := batch.Score{Scored: true, ByKey: true, DensityScore: 1, DistanceScore: 1, Score: 1}
+		if out {
+			s.DensityScore, s.DistanceScore, s.Score = 5, 5, 5
+		}
+		scores, labels = append(scores, s), append(labels, out)
+	}
+	var res replayResult
+	replayQuality(&res, scores, labels)
+	for _, d := range []string{"eta_probability", "solving_set"} {
+		q, ok := res.Detectors[d]
+		if !ok || q.Rows != 100 || q.ROCAUC == nil || *q.ROCAUC != 1 {
+			t.Errorf("%s: %+v (ROC AUC %v): want the 100 rows the global model scored, ROC AUC 1", d, q, fmtFigure(q.ROCAUC))
+		}
+	}
+	for _, d := range []string{"density", "distance"} {
+		if q := res.Detectors[d]; q.Rows != 400 || q.ROCAUC == nil || *q.ROCAUC != 1 {
+			t.Errorf("%s: %+v: want every row, ROC AUC 1", d, q)
+		}
+	}
+	if _, ok := res.Detectors["hypercube"]; ok {
+		t.Errorf("hypercube reported though it ran nowhere")
 	}
 }
