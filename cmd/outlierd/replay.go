@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -193,6 +194,10 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		dc.KeyBy = detect.KeyBy(*keyBy)
 	case *keyCol != "":
 		dc.KeyBy = detect.KeyByKey // a model per key of the named column
+	}
+	if dc.KeyBy == detect.KeyByKey && !slices.ContainsFunc(tab.keys, func(k []byte) bool { return k != nil }) {
+		// Live, such records are keyed by the Kafka message key; a file has none.
+		fmt.Fprintf(stderr, "replay: %s: detect.key_by: key, but the rows have no key (name its column: --key-column, or the config's ingest.key_field): every row is of one key, one model for the file\n", *input)
 	}
 	dc.RefreshInterval = time.Duration(math.MaxInt64) // rebuilds by record count only (see the help)
 	dc.StateDir = ""                                  // a replay neither reads nor writes snapshots

@@ -252,3 +252,36 @@ func TestReplayKeyedDetectorFigures(t *testing.T) {
 		t.Errorf("hypercube reported though it ran nowhere")
 	}
 }
+
+// TestReplayKeyByWithoutKey: detect.key_by: key with no key column (no --key-column, no
+// ingest.key_field) gave every row the empty key, one model for the whole file, silently; it
+// says so now, naming where a key comes from.
+func TestReplayKeyByWithoutKey(t *testing.T) {
+	path, _ := labelledCSV(t, 400)
+	cfg := writeFile(t, "keyed.yaml", "detect:\n  key_by: key\n")
+	for _, args := range [][]string{{"--key-by", "key"}, {"--config", cfg}} {
+		_, errs, code := outlierd(t, append([]string{"replay", "--input", path, "--label-column", "label", "--window", "200"}, args...)...)
+		want := "detect.key_by: key, but the rows have no key"
+		if code != 0 || !strings.Contains(errs, want) {
+			t.Errorf("%v: exit %d, stderr %q: want exit 0 and %q", args, code, errs, want)
+		}
+	}
+	_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--window", "200")
+	if code != 0 || strings.Contains(errs, "no key") {
+		t.Errorf("without key_by: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestReplayTextColumnAsFeature: without ingest.features every column but the label's is a
+// feature, so a fleet's key column not named by --key-column stopped replay with only `field
+// "sensor": not a number`; the message now says why the column was read as a number and how to
+// name it.
+func TestReplayTextColumnAsFeature(t *testing.T) {
+	path := writeFile(t, "fleet.csv", "sensor,value,label\ns1,1.5,0\ns2,20.5,0\n")
+	cfg := writeFile(t, "keyed.yaml", "detect:\n  key_by: key\n")
+	_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--config", cfg)
+	want := `fleet.csv:2: field "sensor": not a number: "s1" (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column sensor if it is the key)`
+	if code != 1 || !strings.Contains(errs, want) {
+		t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -187,6 +188,12 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 	epoch := time.Unix(0, 0).UTC()
 	row := func(text []byte, at int) error {
 		if err := dec.Decode(text, full); err != nil {
+			var fe *ingest.FieldError
+			if !in.haveFeatures && errors.As(err, &fe) && fe.Field != in.label && strings.HasPrefix(fe.Problem, "not a number") {
+				// The column is a feature only because the header made it one: a text column
+				// is most often the fleet's key.
+				return fmt.Errorf("%s:%d: %w (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column %s if it is the key)", in.path, at, err, fe.Field)
+			}
 			return fmt.Errorf("%s:%d: %w", in.path, at, err)
 		}
 		d := *full // the features alone, for the Deriver and the table
