@@ -157,6 +157,10 @@ func TestReplayErrors(t *testing.T) {
 		{[]string{"replay", "--input", path, "--label-column", "nope"}, 1, "nope"},
 		{[]string{"replay", "--input", path, "--config", cfg}, 1, "alarm_rate"},
 		{[]string{"replay", "--input", path, "--device", "tpu"}, 2, "--device"},
+		// A column flag naming no column says which flag and the header (it read "replay: the
+		// ingest section does not fit ...: ingest.key_field: ...", a key the user never wrote).
+		{[]string{"replay", "--input", path, "--key-column", "sensor"}, 1, `--key-column "sensor" is not a column of the header [a b c label]`},
+		{[]string{"replay", "--input", path, "--timestamp-column", "ts"}, 1, `--timestamp-column "ts" is not a column of the header [a b c label]`},
 	} {
 		_, errs, code := outlierd(t, c.args...)
 		if code != c.code || !strings.Contains(errs, c.msg) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -143,8 +144,10 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		case slices.Equal(header, ic.CSVHeader):
 			first = nil // a header line: not data
 		}
-		if in.label != "" && !slices.Contains(ic.CSVHeader, in.label) {
-			return nil, fmt.Errorf("%s: --label-column %q is not a column of the header %v", in.path, in.label, ic.CSVHeader)
+		for _, c := range []struct{ flag, name string }{{"label-column", in.label}, {"key-column", in.key}, {"timestamp-column", in.timeCol}} {
+			if c.name != "" && !slices.Contains(ic.CSVHeader, c.name) && (c.name == in.label || !isColumnIndex(c.name, len(ic.CSVHeader))) {
+				return nil, fmt.Errorf("%s: --%s %q is not a column of the header %v", in.path, c.flag, c.name, ic.CSVHeader)
+			}
 		}
 		if !in.haveFeatures {
 			headerFeatures(&ic, in.label, warn, in.path)
@@ -246,6 +249,13 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		return nil, fmt.Errorf("%s: no records", in.path)
 	}
 	return t, nil
+}
+
+// isColumnIndex reports whether name is a 0-based column index below n, as ingest.key_field and
+// event_time_field may name a CSV column (a label is always named).
+func isColumnIndex(name string, n int) bool {
+	i, err := strconv.Atoi(name)
+	return err == nil && i >= 0 && i < n
 }
 
 // withLabel is the decoder's view of ic that reads the label too, after the features, so that a
