@@ -160,6 +160,9 @@ func TestReplayErrors(t *testing.T) {
 		// A column flag naming no column says which flag and the header (it read "replay: the
 		// ingest section does not fit ...: ingest.key_field: ...", a key the user never wrote).
 		{[]string{"replay", "--input", path, "--key-column", "sensor"}, 1, `--key-column "sensor" is not a column of the header [a b c label]`},
+		// JSON lines read by the file's extension, no --format and no config given: the message
+		// named neither (it read "--format json needs ingest.features in --config").
+		{[]string{"replay", "--input", writeFile(t, "x.jsonl", `{"v": 1}`+"\n")}, 2, `x.jsonl: JSON lines (by the extension .jsonl) need the features named: a --config with ingest.features (a JSON line has no column list), e.g. ingest: {features: [temp, pressure]}`},
 		{[]string{"replay", "--input", path, "--timestamp-column", "ts"}, 1, `--timestamp-column "ts" is not a column of the header [a b c label]`},
 	} {
 		_, errs, code := outlierd(t, c.args...)

@@ -155,7 +155,18 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 			unread(ic, in.label, warn, in.path)
 		}
 	} else if !in.haveFeatures {
-		return nil, usageError{fmt.Errorf("%s: --format %s needs ingest.features in --config (a %s line has no column list)", in.path, format, format)}
+		what, how := "JSON lines", "--format "+in.format
+		if format == ingest.FormatLogfmt {
+			what = "logfmt lines"
+		}
+		if in.format == "" {
+			how = "by the extension " + filepath.Ext(in.path)
+			if formatOf(in.path) == "" {
+				how = "the config's ingest.format"
+			}
+		}
+		return nil, usageError{fmt.Errorf("%s: %s (%s) need the features named: a --config with ingest.features (a %s line has no column list), e.g. ingest: {features: [temp, pressure]}",
+			in.path, what, how, strings.TrimSuffix(what, " lines"))}
 	}
 	if in.label != "" && (slices.Contains(ic.Features, in.label) || in.label == ic.KeyField || in.label == ic.EventTimeField) {
 		return nil, usageError{fmt.Errorf("--label-column %q is also a feature, the key or the timestamp", in.label)}
