@@ -264,6 +264,10 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		fmt.Fprintf(stdout, "precision %.3f recall %.3f F1 %.3f ROC AUC %s AP %s\n", *res.Precision, *res.Recall, *res.F1,
 			fmtFigure(res.ROCAUC), fmtFigure(res.AveragePrecision))
 	}
+	if k := res.Keys; k != nil {
+		fmt.Fprintf(stdout, "keys: %d (%d with a model of their own, %d warming, %d evicted); %d rows scored by their key's model, %d by the global model\n",
+			k.Count, k.Live, k.Warming, k.Evictions, k.ScoredByKey, k.ScoredGlobally)
+	}
 	return nil
 }
 

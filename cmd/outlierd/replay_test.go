@@ -292,3 +292,20 @@ func TestReplayTextColumnAsFeature(t *testing.T) {
 		t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
 	}
 }
+
+// TestReplayKeysInText: without --json, a replay under key_by says what its keys did (it
+// printed the JSON's keys part nowhere: a user saw no sign that models per key ran).
+func TestReplayKeysInText(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("sensor,value\n")
+	r := rand.New(rand.NewPCG(4, 22))
+	for i := range 10 * 100 {
+		fmt.Fprintf(&b, "s%d,%.4f\n", i%10, 50*float64(i%10)+r.NormFloat64())
+	}
+	path := writeFile(t, "fleet.csv", b.String())
+	out, errs, code := outlierd(t, "replay", "--input", path, "--key-column", "sensor", "--window", "500")
+	want := "keys: 10 (10 with a model of their own, 0 warming, 0 evicted); 500 rows scored by their key's model, 500 by the global model"
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("exit %d, stdout %q, stderr %q: want %q", code, out, errs, want)
+	}
+}
