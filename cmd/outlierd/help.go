@@ -69,7 +69,9 @@ and the rows each kind of model scored. docs/OPERATIONS.md explains every field 
 		`Validates a pipeline config without running anything: the YAML strictly (an unknown or
 misspelt key is an error), every value, and what the stages need of each other (e.g.
 detect.density.mode: rollup accepts at most 20 features). Every problem is printed, one per
-line, as file:line:column: key: message; the exit status is 0 when the file is valid, 1 when
+line, as file:line:column: key: message (an unknown key: "file:line:column: unknown key
+` + "`windw`" + ` in detect.keys; did you mean ` + "`window`" + `?"; a key left out of a section the file does
+not have: "file: sink.topic: required"); the exit status is 0 when the file is valid, 1 when
 not. outlierd run refuses the same files at start, and a reload refuses them while running.`},
 	"run": {"--config FILE [--log-level LEVEL]",
 		`Runs the streaming pipeline: reads ingest.topic through the consumer group, scores each record
