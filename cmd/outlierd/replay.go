@@ -208,6 +208,12 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if err := dc.Validate(); err != nil {
 		return usageError{err} // the file's values were valid: the flags made them so
 	}
+	if err := dc.ValidateFeatures(len(features)); err != nil { // as lint and the start check it
+		if *cfgPath != "" {
+			err = fmt.Errorf("%s: %w", *cfgPath, err)
+		}
+		return err
+	}
 
 	models := 0
 	countModels := func(_ *detect.Model, fresh bool) {

@@ -309,3 +309,20 @@ func TestReplayKeysInText(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q: want %q", code, out, errs, want)
 	}
 }
+
+// TestReplayRefusesWhatTheStartRefuses: replay checks the detect section against the file's
+// features as lint and the start do (detect.ValidateFeatures): a keys.max_bytes below one key
+// replayed with every key evicted before its model, and reported only as 0 keys live.
+func TestReplayRefusesWhatTheStartRefuses(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("sensor,value\n")
+	for i := range 300 {
+		fmt.Fprintf(&b, "s%d,%d\n", i%3, i%7)
+	}
+	path := writeFile(t, "fleet.csv", b.String())
+	cfg := writeFile(t, "tiny.yaml", "detect:\n  keys:\n    max_bytes: 100\n")
+	_, errs, code := outlierd(t, "replay", "--input", path, "--key-column", "sensor", "--config", cfg)
+	if want := "detect.keys.max_bytes: 100 cannot hold one key"; code != 1 || !strings.Contains(errs, want) {
+		t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
+	}
+}

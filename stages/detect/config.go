@@ -551,7 +551,8 @@ func (kc KeysConfig) Rebuild() int {
 // ValidateFeatures reports what this configuration cannot do with a stream of the given
 // features (the pipeline's ingest.features): exhaustive roll-up tests all 2^r - 1 subspaces of
 // r features, and density.Model refuses it above density.MaxRollupDims at the first batch
-// scored. Checked here, with the other keys, so that lint, the start and a reload refuse it.
+// scored; keys.max_bytes must hold one key (keysFit). Checked here, with the other keys, so
+// that lint, the start and a reload refuse it.
 func (c *Config) ValidateFeatures(features int) error {
 	if c.Proclus.Enabled && c.Proclus.L > features {
 		return config.Fieldf("detect.proclus.l", "must be <= the %d features, got %d", features, c.Proclus.L)
@@ -563,7 +564,7 @@ func (c *Config) ValidateFeatures(features int) error {
 		return config.Fieldf("detect.density.mode", "rollup tests all 2^r - 1 subspaces of the r features and accepts at most r = %d, but ingest.features has %d (use independent, restricted or averaging)",
 			density.MaxRollupDims, features)
 	}
-	return nil
+	return c.keysFit(features)
 }
 
 // checkStateDir makes sure snapshots can be written to dir: it is a directory (or can be

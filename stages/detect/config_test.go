@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,6 +31,32 @@ func TestValidateFeatures(t *testing.T) {
 		if err := c.ValidateFeatures(200); err != nil {
 			t.Errorf("%s over 200 features: %v", m, err)
 		}
+	}
+}
+
+// TestValidateKeysMaxBytes: a keys.max_bytes below one warm key's window and model (100 bytes,
+// in a config lint passed) left every key evicted before its model, so the whole fleet was
+// scored by the global model with nothing said; it is refused naming the least that holds one,
+// and that least passes.
+func TestValidateKeysMaxBytes(t *testing.T) {
+	c := Default()
+	c.KeyBy = KeyByKey
+	one := keyBytes(c.Keys.Window, 3, true) + recentBytes(c.RecentScores, c.RecentBlocks())
+	c.Keys.MaxBytes = 100
+	err := c.ValidateFeatures(3)
+	var fe *config.FieldError
+	if !errors.As(err, &fe) || fe.Key != "detect.keys.max_bytes" || !strings.Contains(err.Error(), "at least "+strconv.FormatInt(one, 10)) {
+		t.Errorf("max_bytes 100: got %v, want a FieldError for detect.keys.max_bytes asking at least %d", err, one)
+	}
+	for _, b := range []int64{0, one, 100 * one} {
+		c.Keys.MaxBytes = b
+		if err := c.ValidateFeatures(3); err != nil {
+			t.Errorf("max_bytes %d: %v", b, err)
+		}
+	}
+	c.KeyBy, c.Keys.MaxBytes = KeyByNone, 100 // no keys, nothing to hold
+	if err := c.ValidateFeatures(3); err != nil {
+		t.Errorf("key_by none: %v", err)
 	}
 }
 
