@@ -185,6 +185,11 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		dc.MinRecords = *minRecords
 	} else if dc.Window >= rows && rows >= 2 {
 		dc.MinRecords = rows // the batch case: one model of the whole file scores every row
+		// The config's window chose it, not the user: say so.
+		if !set["window"] {
+			fmt.Fprintf(stderr, "replay: %s: the batch case: detect.window %d holds every one of the file's %d rows, so one model of the whole file scores them all (--window below %d replays them as a stream)\n",
+				*input, dc.Window, rows, rows)
+		}
 	}
 	if set["refresh-records"] {
 		dc.RefreshRecords = *refresh

@@ -326,3 +326,23 @@ func TestReplayRefusesWhatTheStartRefuses(t *testing.T) {
 		t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
 	}
 }
+
+// TestReplayBatchCaseSaid: a file shorter than the config's window is the batch case (one model
+// of the whole file scores every row, none before the file's end: 20,000 generated sensor rows
+// at the default W = 50,000 built 1 model), which a user replaying "as the pipeline does" did
+// not ask for by any flag; stderr says so and how to replay it as a stream. Not when
+// --window or --min-records chose it.
+func TestReplayBatchCaseSaid(t *testing.T) {
+	path, _ := labelledCSV(t, 400)
+	want := "the batch case: detect.window 50000 holds every one of the file's 400 rows, so one model of the whole file scores them all (--window below 400 replays them as a stream)"
+	_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label")
+	if code != 0 || !strings.Contains(errs, want) {
+		t.Errorf("exit %d, stderr %q: want %q", code, errs, want)
+	}
+	for _, args := range [][]string{{"--window", "1000"}, {"--window", "100"}, {"--min-records", "100"}} {
+		_, errs, code := outlierd(t, append([]string{"replay", "--input", path, "--label-column", "label"}, args...)...)
+		if code != 0 || strings.Contains(errs, "batch case") {
+			t.Errorf("%v: exit %d, stderr %q: want no note", args, code, errs)
+		}
+	}
+}
