@@ -212,7 +212,11 @@ func TestReasonSaysScoredByTheGlobalModel(t *testing.T) {
 	if got := Reason(&s); got != want {
 		t.Errorf("Reason of a warming key's flagged record = %q, want %q", got, want)
 	}
-	s.Warming = false
+	s.Warming, s.ByKey, s.DistanceOutlier = false, true, false
+	s.Deviations = []batch.Deviation{{Feature: "value", RobustSD: 8.2}}
+	if got, want := Reason(&s), "score 6 >= threshold 5 (value +8.2 robust sd from its key's window's median)"; got != want {
+		t.Errorf("Reason of a record its key's model scored = %q, want %q", got, want)
+	}
 	if got := Reason(&s); strings.Contains(got, "global model") {
 		t.Errorf("Reason of a record its key's model scored = %q", got)
 	}

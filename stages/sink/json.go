@@ -404,7 +404,7 @@ func Explain(s batch.Score) string {
 	score := ""
 	if ranked && s.Score >= s.Threshold {
 		score = fmt.Sprintf("score %.3g >= threshold %.3g", s.Score, s.Threshold)
-		if d := batch.DeviationsText(s.Deviations); d != "" {
+		if d := batch.DeviationsText(&s); d != "" {
 			score += " (" + d + ")"
 		}
 	}
