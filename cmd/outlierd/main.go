@@ -51,7 +51,7 @@ func commands(opt accel.Options) map[string]command {
 		"proclus": {"projected clustering (PROCLUS): k clusters, each in its own subspace, and outliers", on(runProclus)},
 		"lint":    {"validate a pipeline config without running it", runLint},
 		"run":     {"run the streaming pipeline (Kafka in, outliers out)", on(runRun)},
-		"replay":  {"feed a CSV file through the detect stage as the pipeline does, without Kafka", on(runReplay)},
+		"replay":  {"feed a file (CSV, JSON lines, logfmt) through the detect stage as the pipeline does, without Kafka", on(runReplay)},
 		"demo":    {"the main job on an embedded default: in-process Kafka, sensor stream, live summary", on(runDemo)},
 		"devices": {"where the GPU commands run: the GPU this binary opens, or why none", on(runDevices)},
 		"topics":  {"create the input, output, dead-letter and model topics of a pipeline config", runTopics},
