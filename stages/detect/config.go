@@ -381,7 +381,7 @@ func (c *Config) Validate() error {
 	case KeyByNone:
 	case KeyByKey:
 		if c.FlagBy != FlagBySignificance {
-			add("key_by", "models per key flag by significance: set flag_by: significance (got %q)", c.FlagBy)
+			add("key_by", "key needs flag_by: significance (a key's model flags by its own significance), but flag_by is %q: set flag_by: significance, or key_by: none", c.FlagBy)
 		}
 		if c.RecentPast > 0 { // (recent_past.go: a key's past would be N x features x 4 bytes of its budget)
 			add("recent_past", "measures the stream's series only, not a key's: set it to 0 with key_by: key (got %d)", c.RecentPast)

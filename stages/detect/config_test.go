@@ -60,6 +60,20 @@ func TestValidateKeysMaxBytes(t *testing.T) {
 	}
 }
 
+// TestValidateKeyByFlagBy: key_by: key with another flag_by is refused at key_by, saying which
+// flag_by it found and both ways out (it read `models per key flag by significance: set flag_by:
+// significance (got "verdicts")`, the value after "got" not key_by's).
+func TestValidateKeyByFlagBy(t *testing.T) {
+	for _, f := range []FlagBy{FlagByVerdicts, FlagByRate} {
+		c := Default()
+		c.KeyBy, c.FlagBy = KeyByKey, f
+		want := `detect.key_by: key needs flag_by: significance (a key's model flags by its own significance), but flag_by is "` + string(f) + `": set flag_by: significance, or key_by: none`
+		if err := c.Validate(); err == nil || err.Error() != want {
+			t.Errorf("flag_by %s: got %v, want %q", f, err, want)
+		}
+	}
+}
+
 // TestValidateStateDir: detect.state_dir must be a directory snapshots can be written to, or
 // one that can be created; Validate leaves nothing behind.
 func TestValidateStateDir(t *testing.T) {
