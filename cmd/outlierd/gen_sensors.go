@@ -47,7 +47,7 @@ func addSensorFlags(fs *flag.FlagSet) *sensorFlags {
 	fs.Float64Var(&p.Daily, "daily", 0, "sensors: daily seasonality amplitude in sd (peak at 15:00 UTC); normal, never labelled")
 	fs.IntVar(&p.Contextual, "contextual", 0, "sensors: contextual anomalies: a reading normal twelve hours away (needs --daily)")
 	fs.Int64Var(&p.StartMS, "start-ms", p.StartMS, "sensors: timestamp of row 0, epoch ms (default 2026-01-01T00:00Z)")
-	fs.Int64Var(&p.PeriodMS, "period-ms", p.PeriodMS, "sensors: sample period in ms (row i is at start + i*period)")
+	fs.Int64Var(&p.PeriodMS, "period-ms", p.PeriodMS, "sensors: sample period in ms (row i is at start + i*period; with --keys the fleet's, so a key reads about every keys x period: --keys 200 --period-ms 300 for one reading a minute a key)")
 	fs.BoolVar(&sf.ts, "ts", false, "sensors: write a first column ts (epoch ms)")
 	fs.IntVar(&p.Keys, "keys", 0, "sensors: a fleet of N keys (a key column; each row one reading of a random key) with their own baselines and noise")
 	fs.StringVar(&sf.keyColumn, "key-column", "key", "sensors: the fleet's key column name")

@@ -61,12 +61,17 @@ trigger, is not used), a model whose build a batch started serves from the next 
 it serves once the build finishes), and a malformed line stops the replay with its file:line
 (live, a dead letter). With --window >= the file's rows, one model of the whole file scores
 every row: the batch case (min_records then defaults to the file's rows; clusters, k and n are
-capped by min_records for a short file).`},
+capped by min_records for a short file). With a key column (--key-column, or ingest.key_field
+under detect.key_by: key) every key gets a model of its own, and the output counts the keys
+and the rows each kind of model scored. docs/OPERATIONS.md explains every field of --json
+("Choosing the flag on your own history"; its keys part: "Models per key", Backtest).`},
 	"lint": {"--config FILE",
 		`Validates a pipeline config without running anything: the YAML strictly (an unknown or
 misspelt key is an error), every value, and what the stages need of each other (e.g.
 detect.density.mode: rollup accepts at most 20 features). Every problem is printed, one per
-line, as file:line:column: key: message; the exit status is 0 when the file is valid, 1 when
+line, as file:line:column: key: message (an unknown key: "file:line:column: unknown key
+` + "`windw`" + ` in detect.keys; did you mean ` + "`window`" + `?"; a key left out of a section the file does
+not have: "file: sink.topic: required"); the exit status is 0 when the file is valid, 1 when
 not. outlierd run refuses the same files at start, and a reload refuses them while running.`},
 	"run": {"--config FILE [--log-level LEVEL]",
 		`Runs the streaming pipeline: reads ingest.topic through the consumer group, scores each record

@@ -51,7 +51,7 @@ func commands(opt accel.Options) map[string]command {
 		"proclus": {"projected clustering (PROCLUS): k clusters, each in its own subspace, and outliers", on(runProclus)},
 		"lint":    {"validate a pipeline config without running it", runLint},
 		"run":     {"run the streaming pipeline (Kafka in, outliers out)", on(runRun)},
-		"replay":  {"feed a CSV file through the detect stage as the pipeline does, without Kafka", on(runReplay)},
+		"replay":  {"feed a file (CSV, JSON lines, logfmt) through the detect stage as the pipeline does, without Kafka", on(runReplay)},
 		"demo":    {"the main job on an embedded default: in-process Kafka, sensor stream, live summary", on(runDemo)},
 		"devices": {"where the GPU commands run: the GPU this binary opens, or why none", on(runDevices)},
 		"topics":  {"create the input, output, dead-letter and model topics of a pipeline config", runTopics},
@@ -68,6 +68,13 @@ type usageError struct{ err error }
 
 func (u usageError) Error() string { return u.err.Error() }
 func (u usageError) Unwrap() error { return u.err }
+
+// reportedError is a failure the command has already written to stderr in its own format
+// (lint's file:line:column lines): exit status 1, nothing more printed.
+type reportedError struct{ err error }
+
+func (r reportedError) Error() string { return r.err.Error() }
+func (r reportedError) Unwrap() error { return r.err }
 
 func main() {
 	// The CPU build execs the CUDA companion when it starts here (companion.go), else learns why not.
@@ -109,6 +116,10 @@ func runWith(args []string, stdout, stderr io.Writer, opt accel.Options) int {
 	err := c.run(args[1:], stdout, stderr)
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
+	}
+	var re reportedError
+	if errors.As(err, &re) {
+		return 1
 	}
 	fmt.Fprintf(stderr, "outlierd %s: %v\n", args[0], err)
 	var ue usageError

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -102,6 +103,9 @@ func keyCounts(st *detect.Stage, keys [][]byte, scores []batch.Score) *replayKey
 type detectorQuality struct {
 	ROCAUC           *float64 `json:"roc_auc"`
 	AveragePrecision *float64 `json:"average_precision"`
+	// Rows the figures are measured over: every row, but for the global model's own tests
+	// under detect.key_by the rows it scored (globalOnly).
+	Rows int `json:"rows"`
 }
 
 func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error {
@@ -181,6 +185,11 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		dc.MinRecords = *minRecords
 	} else if dc.Window >= rows && rows >= 2 {
 		dc.MinRecords = rows // the batch case: one model of the whole file scores every row
+		// The config's window chose it, not the user: say so.
+		if !set["window"] {
+			fmt.Fprintf(stderr, "replay: %s: the batch case: detect.window %d holds every one of the file's %d rows, so one model of the whole file scores them all (--window below %d replays them as a stream)\n",
+				*input, dc.Window, rows, rows)
+		}
 	}
 	if set["refresh-records"] {
 		dc.RefreshRecords = *refresh
@@ -191,6 +200,10 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	case *keyCol != "":
 		dc.KeyBy = detect.KeyByKey // a model per key of the named column
 	}
+	if dc.KeyBy == detect.KeyByKey && !slices.ContainsFunc(tab.keys, func(k []byte) bool { return k != nil }) {
+		// Live, such records are keyed by the Kafka message key; a file has none.
+		fmt.Fprintf(stderr, "replay: %s: detect.key_by: key, but the rows have no key (name its column: --key-column, or the config's ingest.key_field): every row is of one key, one model for the file\n", *input)
+	}
 	dc.RefreshInterval = time.Duration(math.MaxInt64) // rebuilds by record count only (see the help)
 	dc.StateDir = ""                                  // a replay neither reads nor writes snapshots
 	// Parameters bounded by min_records follow it down for a short file.
@@ -199,6 +212,12 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	dc.Distance.N = min(dc.Distance.N, dc.MinRecords)
 	if err := dc.Validate(); err != nil {
 		return usageError{err} // the file's values were valid: the flags made them so
+	}
+	if err := dc.ValidateFeatures(len(features)); err != nil { // as lint and the start check it
+		if *cfgPath != "" {
+			err = fmt.Errorf("%s: %w", *cfgPath, err)
+		}
+		return err
 	}
 
 	models := 0
@@ -255,6 +274,10 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if res.F1 != nil {
 		fmt.Fprintf(stdout, "precision %.3f recall %.3f F1 %.3f ROC AUC %s AP %s\n", *res.Precision, *res.Recall, *res.F1,
 			fmtFigure(res.ROCAUC), fmtFigure(res.AveragePrecision))
+	}
+	if k := res.Keys; k != nil {
+		fmt.Fprintf(stdout, "keys: %d (%d with a model of their own, %d warming, %d evicted); %d rows scored by their key's model, %d by the global model\n",
+			k.Count, k.Live, k.Warming, k.Evictions, k.ScoredByKey, k.ScoredGlobally)
 	}
 	return nil
 }
@@ -328,8 +351,9 @@ func paceBatches(times []time.Time, size int, maxWait time.Duration) []int {
 }
 
 // replayQuality adds the label-based figures: the flags' precision, recall and F1, the
-// combined score's ROC AUC and AP, and each detector's own score's. Unscored rows (before a
-// first model that never came) rank lowest.
+// combined score's ROC AUC and AP, and each detector's own score's (over the rows the global
+// model scored for its own tests under key_by: globalOnly). Unscored rows (before a first
+// model that never came) rank lowest.
 func replayQuality(res *replayResult, scores []batch.Score, outlier []bool) {
 	flags := make([]bool, len(scores))
 	for i, s := range scores {
@@ -340,24 +364,42 @@ func replayQuality(res *replayResult, scores []batch.Score, outlier []bool) {
 	res.Precision, res.Recall, res.F1 = &p, &r, &f
 	res.Detectors = map[string]detectorQuality{}
 	for _, d := range detect.ScoreNames() {
-		v := make([]float64, len(scores))
+		v := make([]float64, 0, len(scores))
+		labels := outlier
+		if globalOnly(d) {
+			labels = make([]bool, 0, len(scores))
+		}
 		ran := false
 		for i, s := range scores {
-			v[i] = math.Inf(-1)
-			if x := detect.DetectorScore(&s, d); s.Scored && !math.IsNaN(x) {
-				v[i], ran = x, true
+			if globalOnly(d) {
+				if s.ByKey { // not run on it: its fields read 0
+					continue
+				}
+				labels = append(labels, outlier[i])
 			}
+			x := math.Inf(-1)
+			if y := detect.DetectorScore(&s, d); s.Scored && !math.IsNaN(y) {
+				x, ran = y, true
+			}
+			v = append(v, x)
 		}
 		if !ran { // a detector that is not enabled (the hypercube by default)
 			continue
 		}
-		auc, ap := optFloat(quality.ROCAUC(v, outlier)), optFloat(quality.AveragePrecision(v, outlier))
+		auc, ap := optFloat(quality.ROCAUC(v, labels)), optFloat(quality.AveragePrecision(v, labels))
 		if d == detect.ScoreCombined {
 			res.ROCAUC, res.AveragePrecision = auc, ap
 			continue
 		}
-		res.Detectors[d] = detectorQuality{ROCAUC: auc, AveragePrecision: ap}
+		res.Detectors[d] = detectorQuality{ROCAUC: auc, AveragePrecision: ap, Rows: len(v)}
 	}
+}
+
+// globalOnly reports whether the score d is one of the global model's own tests, which a key's
+// model does not run (detect.key_by: the eta-probability, the solving set's weight, the
+// hypercube): its figures cover the rows the global model scored.
+func globalOnly(d string) bool {
+	return d == detect.ScoreEtaProbability || d == detect.ScoreSolvingSet || d == detect.ScoreHypercube
 }
 
 // optFloat is nil for NaN (JSON has no NaN: an undefined figure is null).

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/outlierd/outlierd/internal/algo/quality"
+	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
 // labelledCSV writes rows of 3 Gaussian features with a label column; every 50th row is
@@ -156,6 +157,13 @@ func TestReplayErrors(t *testing.T) {
 		{[]string{"replay", "--input", path, "--label-column", "nope"}, 1, "nope"},
 		{[]string{"replay", "--input", path, "--config", cfg}, 1, "alarm_rate"},
 		{[]string{"replay", "--input", path, "--device", "tpu"}, 2, "--device"},
+		// A column flag naming no column says which flag and the header (it read "replay: the
+		// ingest section does not fit ...: ingest.key_field: ...", a key the user never wrote).
+		{[]string{"replay", "--input", path, "--key-column", "sensor"}, 1, `--key-column "sensor" is not a column of the header [a b c label]`},
+		// JSON lines read by the file's extension, no --format and no config given: the message
+		// named neither (it read "--format json needs ingest.features in --config").
+		{[]string{"replay", "--input", writeFile(t, "x.jsonl", `{"v": 1}`+"\n")}, 2, `x.jsonl: JSON lines (by the extension .jsonl) need the features named: a --config with ingest.features (a JSON line has no column list), e.g. ingest: {features: [temp, pressure]}`},
+		{[]string{"replay", "--input", path, "--timestamp-column", "ts"}, 1, `--timestamp-column "ts" is not a column of the header [a b c label]`},
 	} {
 		_, errs, code := outlierd(t, c.args...)
 		if code != c.code || !strings.Contains(errs, c.msg) {
@@ -207,5 +215,134 @@ func TestReplayKeyColumn(t *testing.T) {
 	}
 	if res.Recall != 1 || res.Keys.PerKey["s07"].Flagged < 1 {
 		t.Errorf("the +10 sd spike of s07 not flagged: recall %v, flagged %d\n%s", res.Recall, res.Flagged, out)
+	}
+}
+
+// TestReplayKeyedDetectorFigures: under detect.key_by the global model's own tests (the
+// eta-probability, the solving set, the hypercube) do not run on a record its key's model
+// scored (their fields read 0: eta-probability 0 ranked every such record first), so their
+// figures are measured over the rows the global model scored and say how many; the ranking
+// scores every model writes (density, distance, recent) cover every row.
+func TestReplayKeyedDetectorFigures(t *testing.T) {
+	var scores []batch.Score
+	var labels []bool
+	for i := range 100 { // the global model's rows: a perfect eta-probability and weight
+		out := i%10 == 0
+		s := batch.Score{Scored: true, Warming: true, EtaProbability: 0.9, Weight: 1, DensityScore: 1, DistanceScore: 1, Score: 1}
+		if out {
+			s.EtaProbability, s.Weight, s.DensityScore, s.DistanceScore, s.Score = 0.1, 5, 5, 5, 5
+		}
+		scores, labels = append(scores, s), append(labels, out)
+	}
+	for i := range 300 { // its keys' models' rows: the global fields cleared
+		out := i%30 == 0
+		s := batch.Score{Scored: true, ByKey: true, DensityScore: 1, DistanceScore: 1, Score: 1}
+		if out {
+			s.DensityScore, s.DistanceScore, s.Score = 5, 5, 5
+		}
+		scores, labels = append(scores, s), append(labels, out)
+	}
+	var res replayResult
+	replayQuality(&res, scores, labels)
+	for _, d := range []string{"eta_probability", "solving_set"} {
+		q, ok := res.Detectors[d]
+		if !ok || q.Rows != 100 || q.ROCAUC == nil || *q.ROCAUC != 1 {
+			t.Errorf("%s: %+v (ROC AUC %v): want the 100 rows the global model scored, ROC AUC 1", d, q, fmtFigure(q.ROCAUC))
+		}
+	}
+	for _, d := range []string{"density", "distance"} {
+		if q := res.Detectors[d]; q.Rows != 400 || q.ROCAUC == nil || *q.ROCAUC != 1 {
+			t.Errorf("%s: %+v: want every row, ROC AUC 1", d, q)
+		}
+	}
+	if _, ok := res.Detectors["hypercube"]; ok {
+		t.Errorf("hypercube reported though it ran nowhere")
+	}
+}
+
+// TestReplayKeyByWithoutKey: detect.key_by: key with no key column (no --key-column, no
+// ingest.key_field) gave every row the empty key, one model for the whole file, silently; it
+// says so now, naming where a key comes from.
+func TestReplayKeyByWithoutKey(t *testing.T) {
+	path, _ := labelledCSV(t, 400)
+	cfg := writeFile(t, "keyed.yaml", "detect:\n  key_by: key\n")
+	for _, args := range [][]string{{"--key-by", "key"}, {"--config", cfg}} {
+		_, errs, code := outlierd(t, append([]string{"replay", "--input", path, "--label-column", "label", "--window", "200"}, args...)...)
+		want := "detect.key_by: key, but the rows have no key"
+		if code != 0 || !strings.Contains(errs, want) {
+			t.Errorf("%v: exit %d, stderr %q: want exit 0 and %q", args, code, errs, want)
+		}
+	}
+	_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--window", "200")
+	if code != 0 || strings.Contains(errs, "no key") {
+		t.Errorf("without key_by: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestReplayTextColumnAsFeature: without ingest.features every column but the label's is a
+// feature, so a fleet's key column not named by --key-column stopped replay with only `field
+// "sensor": not a number`; the message now says why the column was read as a number and how to
+// name it.
+func TestReplayTextColumnAsFeature(t *testing.T) {
+	path := writeFile(t, "fleet.csv", "sensor,value,label\ns1,1.5,0\ns2,20.5,0\n")
+	cfg := writeFile(t, "keyed.yaml", "detect:\n  key_by: key\n")
+	_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--config", cfg)
+	want := `fleet.csv:2: field "sensor": not a number: "s1" (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column sensor if it is the key)`
+	if code != 1 || !strings.Contains(errs, want) {
+		t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
+	}
+}
+
+// TestReplayKeysInText: without --json, a replay under key_by says what its keys did (it
+// printed the JSON's keys part nowhere: a user saw no sign that models per key ran).
+func TestReplayKeysInText(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("sensor,value\n")
+	r := rand.New(rand.NewPCG(4, 22))
+	for i := range 10 * 100 {
+		fmt.Fprintf(&b, "s%d,%.4f\n", i%10, 50*float64(i%10)+r.NormFloat64())
+	}
+	path := writeFile(t, "fleet.csv", b.String())
+	out, errs, code := outlierd(t, "replay", "--input", path, "--key-column", "sensor", "--window", "500")
+	want := "keys: 10 (10 with a model of their own, 0 warming, 0 evicted); 500 rows scored by their key's model, 500 by the global model"
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("exit %d, stdout %q, stderr %q: want %q", code, out, errs, want)
+	}
+}
+
+// TestReplayRefusesWhatTheStartRefuses: replay checks the detect section against the file's
+// features as lint and the start do (detect.ValidateFeatures): a keys.max_bytes below one key
+// replayed with every key evicted before its model, and reported only as 0 keys live.
+func TestReplayRefusesWhatTheStartRefuses(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("sensor,value\n")
+	for i := range 300 {
+		fmt.Fprintf(&b, "s%d,%d\n", i%3, i%7)
+	}
+	path := writeFile(t, "fleet.csv", b.String())
+	cfg := writeFile(t, "tiny.yaml", "detect:\n  keys:\n    max_bytes: 100\n")
+	_, errs, code := outlierd(t, "replay", "--input", path, "--key-column", "sensor", "--config", cfg)
+	if want := "detect.keys.max_bytes: 100 cannot hold one key"; code != 1 || !strings.Contains(errs, want) {
+		t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
+	}
+}
+
+// TestReplayBatchCaseSaid: a file shorter than the config's window is the batch case (one model
+// of the whole file scores every row, none before the file's end: 20,000 generated sensor rows
+// at the default W = 50,000 built 1 model), which a user replaying "as the pipeline does" did
+// not ask for by any flag; stderr says so and how to replay it as a stream. Not when
+// --window or --min-records chose it.
+func TestReplayBatchCaseSaid(t *testing.T) {
+	path, _ := labelledCSV(t, 400)
+	want := "the batch case: detect.window 50000 holds every one of the file's 400 rows, so one model of the whole file scores them all (--window below 400 replays them as a stream)"
+	_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label")
+	if code != 0 || !strings.Contains(errs, want) {
+		t.Errorf("exit %d, stderr %q: want %q", code, errs, want)
+	}
+	for _, args := range [][]string{{"--window", "1000"}, {"--window", "100"}, {"--min-records", "100"}} {
+		_, errs, code := outlierd(t, append([]string{"replay", "--input", path, "--label-column", "label"}, args...)...)
+		if code != 0 || strings.Contains(errs, "batch case") {
+			t.Errorf("%v: exit %d, stderr %q: want no note", args, code, errs)
+		}
 	}
 }

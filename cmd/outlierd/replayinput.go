@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -142,8 +144,10 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		case slices.Equal(header, ic.CSVHeader):
 			first = nil // a header line: not data
 		}
-		if in.label != "" && !slices.Contains(ic.CSVHeader, in.label) {
-			return nil, fmt.Errorf("%s: --label-column %q is not a column of the header %v", in.path, in.label, ic.CSVHeader)
+		for _, c := range []struct{ flag, name string }{{"label-column", in.label}, {"key-column", in.key}, {"timestamp-column", in.timeCol}} {
+			if c.name != "" && !slices.Contains(ic.CSVHeader, c.name) && (c.name == in.label || !isColumnIndex(c.name, len(ic.CSVHeader))) {
+				return nil, fmt.Errorf("%s: --%s %q is not a column of the header %v", in.path, c.flag, c.name, ic.CSVHeader)
+			}
 		}
 		if !in.haveFeatures {
 			headerFeatures(&ic, in.label, warn, in.path)
@@ -151,7 +155,18 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 			unread(ic, in.label, warn, in.path)
 		}
 	} else if !in.haveFeatures {
-		return nil, usageError{fmt.Errorf("%s: --format %s needs ingest.features in --config (a %s line has no column list)", in.path, format, format)}
+		what, how := "JSON lines", "--format "+in.format
+		if format == ingest.FormatLogfmt {
+			what = "logfmt lines"
+		}
+		if in.format == "" {
+			how = "by the extension " + filepath.Ext(in.path)
+			if formatOf(in.path) == "" {
+				how = "the config's ingest.format"
+			}
+		}
+		return nil, usageError{fmt.Errorf("%s: %s (%s) need the features named: a --config with ingest.features (a %s line has no column list), e.g. ingest: {features: [temp, pressure]}",
+			in.path, what, how, strings.TrimSuffix(what, " lines"))}
 	}
 	if in.label != "" && (slices.Contains(ic.Features, in.label) || in.label == ic.KeyField || in.label == ic.EventTimeField) {
 		return nil, usageError{fmt.Errorf("--label-column %q is also a feature, the key or the timestamp", in.label)}
@@ -187,6 +202,12 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 	epoch := time.Unix(0, 0).UTC()
 	row := func(text []byte, at int) error {
 		if err := dec.Decode(text, full); err != nil {
+			var fe *ingest.FieldError
+			if !in.haveFeatures && errors.As(err, &fe) && fe.Field != in.label && strings.HasPrefix(fe.Problem, "not a number") {
+				// The column is a feature only because the header made it one: a text column
+				// is most often the fleet's key.
+				return fmt.Errorf("%s:%d: %w (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column %s if it is the key)", in.path, at, err, fe.Field)
+			}
 			return fmt.Errorf("%s:%d: %w", in.path, at, err)
 		}
 		d := *full // the features alone, for the Deriver and the table
@@ -239,6 +260,13 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		return nil, fmt.Errorf("%s: no records", in.path)
 	}
 	return t, nil
+}
+
+// isColumnIndex reports whether name is a 0-based column index below n, as ingest.key_field and
+// event_time_field may name a CSV column (a label is always named).
+func isColumnIndex(name string, n int) bool {
+	i, err := strconv.Atoi(name)
+	return err == nil && i >= 0 && i < n
 }
 
 // withLabel is the decoder's view of ic that reads the label too, after the features, so that a

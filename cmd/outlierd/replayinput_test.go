@@ -238,7 +238,7 @@ func TestReplayInputFlags(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"--input", jsonl}, 2, "--format json needs ingest.features in --config"},
+		{[]string{"--input", jsonl}, 2, "JSON lines (by the extension .jsonl) need the features named: a --config with ingest.features"},
 		{[]string{"--input", jsonl, "--config", cfg}, 2, "ingest.derive.features[0] (day_of_week) needs the records' time: set ingest.event_time_field or --timestamp-column"},
 		{[]string{"--input", bad, "--config", badCfg}, 1, `bad.jsonl:2: field "temp": not a number: "x"`},
 		{[]string{"--input", path, "--format", "xml"}, 2, `--format "xml": want csv, json or logfmt`},

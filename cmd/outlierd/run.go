@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/signal"
@@ -11,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/internal/accel"
+	"github.com/outlierd/outlierd/internal/core/config"
 	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/pipeline/metrics"
 )
@@ -26,6 +28,14 @@ func runLint(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--config is required")}
 	}
 	if _, err := pipeline.LoadConfig(*path); err != nil {
+		var ce *config.Error
+		var ve *config.ValidationError
+		if errors.As(err, &ce) || errors.As(err, &ve) {
+			// The problems alone, one "file:line:column: key: message" a line, as the help says:
+			// no command prefix on the first (a CI step greps them).
+			fmt.Fprintln(stderr, err)
+			return reportedError{err}
+		}
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", *path)

@@ -110,3 +110,20 @@ func TestLintRefusesRollupOverTwentyFeatures(t *testing.T) {
 		t.Fatalf("lint of rollup over 20 features: exit %d: %s%s", code, out, errs)
 	}
 }
+
+// TestLintLinesAreFileLineColumn: every problem lint prints is one line "file:line:column: key:
+// message", as its help and docs/OPERATIONS.md say (a CI step can grep them); the first one
+// used to carry the "outlierd lint: " prefix of other commands' errors.
+func TestLintLinesAreFileLineColumn(t *testing.T) {
+	path := writeFile(t, "bad.yaml", "ingest:\n  topic: in\n  features: [v]\nsink:\n  topic: out\n  dead_letter_topic: dl\ndetect:\n  key_by: keys\n  keys:\n    max_keys: -1\n")
+	_, errs, code := outlierd(t, "lint", "--config", path)
+	lines := strings.Split(strings.TrimSpace(errs), "\n")
+	if code != 1 || len(lines) != 2 {
+		t.Fatalf("exit %d, stderr %q: want exit 1 and two lines", code, errs)
+	}
+	for i, want := range []string{path + ":8:3: detect.key_by: ", path + ":10:5: detect.keys.max_keys: "} {
+		if !strings.HasPrefix(lines[i], want) {
+			t.Errorf("line %d %q: want it to start with %q", i+1, lines[i], want)
+		}
+	}
+}

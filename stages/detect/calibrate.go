@@ -440,7 +440,7 @@ func (d *rankDetector) Explain(s *batch.Score) string {
 		return ""
 	}
 	e := "score " + fmtG(s.Score) + " >= threshold " + fmtG(s.Threshold)
-	if devs := batch.DeviationsText(s.Deviations); devs != "" {
+	if devs := batch.DeviationsText(s); devs != "" {
 		e += " (" + devs + ")"
 	}
 	if s.Suppressed {

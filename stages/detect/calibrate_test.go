@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
@@ -199,6 +200,28 @@ func TestReasonNamesEveryTestThatFired(t *testing.T) {
 	sup := batch.Score{Scored: true, Suppressed: true, Score: 6, Threshold: 5}
 	if got := Reason(&sup); got != "suppressed, the alarm cap is spent: score 6 >= threshold 5" {
 		t.Errorf("Reason of a suppressed record = %q", got)
+	}
+}
+
+// TestReasonSaysScoredByTheGlobalModel: under key_by, a flagged record of a key still warming
+// was scored by the global model, and replay's reason says so as the sink's explanation does
+// (docs/OPERATIONS.md, "Models per key": "their explanation says so"); it used to say nothing.
+func TestReasonSaysScoredByTheGlobalModel(t *testing.T) {
+	s := batch.Score{Scored: true, Outlier: true, Warming: true, Score: 6, Threshold: 5, DistanceOutlier: true, Weight: 9, WStar: 6}
+	want := "score 6 >= threshold 5; scored by the global model: its key has too few records for its own (detect.keys.min_records); w_k(q,S) 9 >= w* 6"
+	if got := Reason(&s); got != want {
+		t.Errorf("Reason of a warming key's flagged record = %q, want %q", got, want)
+	}
+	s.Warming, s.ByKey, s.DistanceOutlier = false, true, false
+	s.Deviations = []batch.Deviation{{Feature: "value", RobustSD: 8.2}}
+	if got, want := Reason(&s), "score 6 >= threshold 5 (value +8.2 robust sd from its key's window's median)"; got != want {
+		t.Errorf("Reason of a record its key's model scored = %q, want %q", got, want)
+	}
+	if got := Reason(&s); strings.Contains(got, "global model") {
+		t.Errorf("Reason of a record its key's model scored = %q", got)
+	}
+	if got := Reason(&batch.Score{Scored: true, Warming: true, Score: 1, Threshold: 5}); got != "" {
+		t.Errorf("Reason of a warming key's inlier = %q, want empty", got)
 	}
 }
 

@@ -381,7 +381,7 @@ func (c *Config) Validate() error {
 	case KeyByNone:
 	case KeyByKey:
 		if c.FlagBy != FlagBySignificance {
-			add("key_by", "models per key flag by significance: set flag_by: significance (got %q)", c.FlagBy)
+			add("key_by", "key needs flag_by: significance (a key's model flags by its own significance), but flag_by is %q: set flag_by: significance, or key_by: none", c.FlagBy)
 		}
 		if c.RecentPast > 0 { // (recent_past.go: a key's past would be N x features x 4 bytes of its budget)
 			add("recent_past", "measures the stream's series only, not a key's: set it to 0 with key_by: key (got %d)", c.RecentPast)
@@ -551,7 +551,8 @@ func (kc KeysConfig) Rebuild() int {
 // ValidateFeatures reports what this configuration cannot do with a stream of the given
 // features (the pipeline's ingest.features): exhaustive roll-up tests all 2^r - 1 subspaces of
 // r features, and density.Model refuses it above density.MaxRollupDims at the first batch
-// scored. Checked here, with the other keys, so that lint, the start and a reload refuse it.
+// scored; keys.max_bytes must hold one key (keysFit). Checked here, with the other keys, so
+// that lint, the start and a reload refuse it.
 func (c *Config) ValidateFeatures(features int) error {
 	if c.Proclus.Enabled && c.Proclus.L > features {
 		return config.Fieldf("detect.proclus.l", "must be <= the %d features, got %d", features, c.Proclus.L)
@@ -563,7 +564,7 @@ func (c *Config) ValidateFeatures(features int) error {
 		return config.Fieldf("detect.density.mode", "rollup tests all 2^r - 1 subspaces of the r features and accepts at most r = %d, but ingest.features has %d (use independent, restricted or averaging)",
 			density.MaxRollupDims, features)
 	}
-	return nil
+	return c.keysFit(features)
 }
 
 // checkStateDir makes sure snapshots can be written to dir: it is a directory (or can be

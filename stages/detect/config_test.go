@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -29,6 +30,46 @@ func TestValidateFeatures(t *testing.T) {
 		c.Density.Mode = m
 		if err := c.ValidateFeatures(200); err != nil {
 			t.Errorf("%s over 200 features: %v", m, err)
+		}
+	}
+}
+
+// TestValidateKeysMaxBytes: a keys.max_bytes below one warm key's window and model (100 bytes,
+// in a config lint passed) left every key evicted before its model, so the whole fleet was
+// scored by the global model with nothing said; it is refused naming the least that holds one,
+// and that least passes.
+func TestValidateKeysMaxBytes(t *testing.T) {
+	c := Default()
+	c.KeyBy = KeyByKey
+	one := keyBytes(c.Keys.Window, 3, true) + recentBytes(c.RecentScores, c.RecentBlocks())
+	c.Keys.MaxBytes = 100
+	err := c.ValidateFeatures(3)
+	var fe *config.FieldError
+	if !errors.As(err, &fe) || fe.Key != "detect.keys.max_bytes" || !strings.Contains(err.Error(), "at least "+strconv.FormatInt(one, 10)) {
+		t.Errorf("max_bytes 100: got %v, want a FieldError for detect.keys.max_bytes asking at least %d", err, one)
+	}
+	for _, b := range []int64{0, one, 100 * one} {
+		c.Keys.MaxBytes = b
+		if err := c.ValidateFeatures(3); err != nil {
+			t.Errorf("max_bytes %d: %v", b, err)
+		}
+	}
+	c.KeyBy, c.Keys.MaxBytes = KeyByNone, 100 // no keys, nothing to hold
+	if err := c.ValidateFeatures(3); err != nil {
+		t.Errorf("key_by none: %v", err)
+	}
+}
+
+// TestValidateKeyByFlagBy: key_by: key with another flag_by is refused at key_by, saying which
+// flag_by it found and both ways out (it read `models per key flag by significance: set flag_by:
+// significance (got "verdicts")`, the value after "got" not key_by's).
+func TestValidateKeyByFlagBy(t *testing.T) {
+	for _, f := range []FlagBy{FlagByVerdicts, FlagByRate} {
+		c := Default()
+		c.KeyBy, c.FlagBy = KeyByKey, f
+		want := `detect.key_by: key needs flag_by: significance (a key's model flags by its own significance), but flag_by is "` + string(f) + `": set flag_by: significance, or key_by: none`
+		if err := c.Validate(); err == nil || err.Error() != want {
+			t.Errorf("flag_by %s: got %v, want %q", f, err, want)
 		}
 	}
 }

@@ -96,16 +96,21 @@ var explainOrder = []Detector{&rankDetector{}, &densityDetector{}, &solvingSetDe
 // ("eta-probability P < delta in [f]") and the solving set's verdict ("w_k(q,S) W >= w* V",
 // which never misses a top-n outlier of the window) and, when enabled, the hypercube's
 // ("hypercube neighbours N <= max_neighbours"): the tests that fired. Which of them decide the
-// flag is detect.flag_by's and detect.combine's rule. Empty for a record neither flagged nor
-// suppressed, so a reason never stands beside a verdict it contradicts.
+// flag is detect.flag_by's and detect.combine's rule. A record of a key still warming
+// (detect.key_by) says it was scored by the global model (batch.WarmingReason). Empty for a
+// record neither flagged nor suppressed, so a reason never stands beside a verdict it
+// contradicts.
 func Reason(s *batch.Score) string {
 	if !s.Outlier && !s.Suppressed {
 		return ""
 	}
 	var parts []string
-	for _, d := range explainOrder {
+	for i, d := range explainOrder {
 		if e := d.Explain(s); e != "" {
 			parts = append(parts, e)
+		}
+		if i == 0 && s.Warming { // after the threshold, where the sink's explanation says it
+			parts = append(parts, batch.WarmingReason)
 		}
 	}
 	return strings.Join(parts, "; ")

@@ -7,6 +7,7 @@ import (
 	"github.com/outlierd/outlierd/internal/algo/rank"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/config"
 	"github.com/outlierd/outlierd/internal/core/prefetch"
 )
 
@@ -196,6 +197,20 @@ func keyBytes(w, d int, warm bool) int64 {
 		b += int64(3 * rank.IndexLen(w) * 8)                 // + the calibrations' indexes
 	}
 	return b
+}
+
+// keysFit refuses a keys.max_bytes below one warm key of features: every key would be evicted
+// before its model, and the fleet scored by the global model alone, silently.
+func (c *Config) keysFit(features int) error {
+	kc := c.Keys
+	if c.KeyBy != KeyByKey || kc.MaxBytes == 0 {
+		return nil
+	}
+	if one := keyBytes(kc.Window, features, true) + recentBytes(c.RecentScores, c.RecentBlocks()); kc.MaxBytes < one {
+		return config.Fieldf("detect.keys.max_bytes", "%d cannot hold one key: a warm key at keys.window %d of %d features takes about %d bytes; want 0 (no bound) or at least %d, about %d a key for a fleet",
+			kc.MaxBytes, kc.Window, features, one, one, one)
+	}
+	return nil
 }
 
 // bytesOf is keyBytes for this scorer's keys: a scorer's keys (follower) hold no window.

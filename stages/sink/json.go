@@ -404,7 +404,7 @@ func Explain(s batch.Score) string {
 	score := ""
 	if ranked && s.Score >= s.Threshold {
 		score = fmt.Sprintf("score %.3g >= threshold %.3g", s.Score, s.Threshold)
-		if d := batch.DeviationsText(s.Deviations); d != "" {
+		if d := batch.DeviationsText(&s); d != "" {
 			score += " (" + d + ")"
 		}
 	}
@@ -435,7 +435,7 @@ func Explain(s batch.Score) string {
 		return out
 	}
 	if score != "" && s.Warming {
-		score += "; scored by the global model: its key has too few records for its own (detect.keys.min_records)"
+		score += "; " + batch.WarmingReason
 	}
 	if s.Outlier && s.Folded > 0 {
 		score += fmt.Sprintf("; %d more flagged records of this key were folded into its previous alert (detect.alert_cooldown)", s.Folded)

@@ -122,6 +122,13 @@ func TestExplain(t *testing.T) {
 		{batch.Score{Scored: true, Outlier: true, Weight: 5, WStar: 6, EtaProbability: 0.7, Score: 12.5, Threshold: 5,
 			Deviations: []batch.Deviation{{Feature: "temp", RobustSD: 23.41}, {Feature: "humidity", RobustSD: -12}}},
 			"outlier: score 12.5 >= threshold 5 (temp +23.4 robust sd, humidity -12 robust sd from the window's median)"},
+		// detect.key_by: a record its key's model scored is measured against its key's window
+		// (it read "from the window's median", the global window's words); a warming key's
+		// record against the global window, and said so.
+		{batch.Score{Scored: true, Outlier: true, ByKey: true, Score: 9, Threshold: 5, Deviations: []batch.Deviation{{Feature: "value", RobustSD: 8.2}}},
+			"outlier: score 9 >= threshold 5 (value +8.2 robust sd from its key's window's median)"},
+		{batch.Score{Scored: true, Outlier: true, Warming: true, Score: 9, Threshold: 5, Deviations: []batch.Deviation{{Feature: "value", RobustSD: 8.2}}},
+			"outlier: score 9 >= threshold 5 (value +8.2 robust sd from the window's median); " + batch.WarmingReason},
 		// Over the threshold with the cap spent: said so, not called an inlier.
 		{batch.Score{Scored: true, Suppressed: true, Score: 6, Threshold: 5, Deviations: []batch.Deviation{{Feature: "temp", RobustSD: 9}}},
 			"not flagged, the alarm cap is spent (detect.alarm_rate): score 6 >= threshold 5 (temp +9 robust sd from the window's median)"},

@@ -376,7 +376,8 @@ type Score struct {
 	// (detect.alarm_rate of the last detect.window records) was spent, so it is not flagged.
 	Suppressed bool
 	// Deviations name, for a flagged or suppressed record, the features farthest out and how
-	// far, in robust standard deviations from the window's median (farthest first).
+	// far, in robust standard deviations from the window's median (its key's window's under
+	// detect.key_by when its key's model scored it), farthest first.
 	Deviations []Deviation
 	// ByKey: the record was scored by its key's own model (detect.key_by); Warming: key_by is
 	// set but the key has too few records for a model yet, so the global model scored it.
@@ -393,6 +394,10 @@ type Score struct {
 	Folded int
 }
 
+// WarmingReason is what the explanation of a flagged record of a warming key adds (Score.Warming):
+// the sink's and replay's reasons say it in the same words.
+const WarmingReason = "scored by the global model: its key has too few records for its own (detect.keys.min_records)"
+
 // Deviation is how far one feature of a record lies from the model's window: (x - median) /
 // (interquartile range / 1.349).
 type Deviation struct {
@@ -400,9 +405,12 @@ type Deviation struct {
 	RobustSD float64
 }
 
-// DeviationsText renders deviations as "temp +23.4 robust sd, pressure -5.12 robust sd from the
-// window's median" ("" for none): the explanations' wording, shared by replay and the sink.
-func DeviationsText(devs []Deviation) string {
+// DeviationsText renders s's deviations as "temp +23.4 robust sd, pressure -5.12 robust sd from
+// the window's median" ("" for none): the explanations' wording, shared by replay and the sink.
+// A record its key's model scored (ByKey) is measured against its key's window: "from its key's
+// window's median".
+func DeviationsText(s *Score) string {
+	devs := s.Deviations
 	if len(devs) == 0 {
 		return ""
 	}
@@ -418,6 +426,9 @@ func DeviationsText(devs []Deviation) string {
 		}
 		b = strconv.AppendFloat(b, d.RobustSD, 'g', 3, 64)
 		b = append(b, " robust sd"...)
+	}
+	if s.ByKey {
+		return string(append(b, " from its key's window's median"...))
 	}
 	return string(append(b, " from the window's median"...))
 }
