@@ -240,8 +240,9 @@ var keyedBenchCache = map[string]*keyedBench{}
 // BenchmarkKeyedStageDevice: the detect stage with key_by: key at the default settings, 3
 // features, every key warm (newKeyedBench), batches of random keys through Process: on the GPU
 // (the global model's steps and the keys' scores on the device) for 100,000 and 1,000,000 keys
-// resident (the overlapped row at 1,000,000 also in batches of 50,000 and 100,000: what an
-// operator's ingest.batch_size buys, the stage's per-batch work spread over more records), and on the CPU (no accelerator) for 100,000, over the same stream. Reports records/s,
+// resident (the overlapped row at 1,000,000 also in batches of 1,000, 5,000, 50,000 and 100,000:
+// what an operator's ingest.batch_size buys, the stage's per-batch work spread over more records;
+// docs/BENCHMARKS.md §13.1.18), and on the CPU (no accelerator) for 100,000, over the same stream. Reports records/s,
 // the device memory per key (the store's slots over the keys) and the host's accounted bytes per
 // key. Run with a fixed -benchtime (e.g. 50x): the warm stages are kept for the process's life.
 // OUTLIERD_BENCH_SETTLE=<duration> waits that long after a run's batches are made and before it
@@ -265,7 +266,7 @@ func BenchmarkKeyedStageDevice(b *testing.B) {
 		cpudev       bool
 	}{{true, false, 100000, 20000, false}, {true, false, 100000, 1000, false}, {false, false, 100000, 20000, false}, {false, false, 100000, 1000, false},
 		{true, false, 1000000, 20000, false}, {true, false, 1000000, 1000, false}, {true, true, 1000000, 20000, false},
-		{true, true, 1000000, 50000, false}, {true, true, 1000000, 100000, false},
+		{true, true, 1000000, 1000, false}, {true, true, 1000000, 5000, false}, {true, true, 1000000, 50000, false}, {true, true, 1000000, 100000, false},
 		{false, false, 100000, 20000, true}, {false, true, 100000, 20000, true}} {
 		where, overlap := "cpu", 0
 		if c.dev {
