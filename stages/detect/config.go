@@ -167,8 +167,8 @@ type KeysConfig struct {
 	// the global model scores its records (and their explanation says so). Default 40: a key's
 	// first 40 records already give a tail and a calibration that see +8 sd (the fleet of
 	// docs/BENCHMARKS.md §13: a quarter of a window of warm-up costs recall; 40 against 50 raised
-	// the fleet's AP on each of 20 streams, §13.0.3; at 30 and 20 one key of one stream got a
-	// model whose distance calibration was far too narrow, cause not known).
+	// the fleet's AP on each of 20 streams, §13.0.3; at 30 and 20 one key of one stream's
+	// outcasts cut its window's tails build after build, each model narrower: an open defect).
 	MinRecords int `yaml:"min_records"`
 	// RebuildRecords is how many of a key's records come between the rebuilds of its model after
 	// the first; 0: a quarter of Window (the default; the model follows drift as the global one
