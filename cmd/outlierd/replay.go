@@ -365,13 +365,13 @@ func replayQuality(res *replayResult, scores []batch.Score, outlier []bool) {
 	res.Detectors = map[string]detectorQuality{}
 	for _, d := range detect.ScoreNames() {
 		v := make([]float64, 0, len(scores))
-		labels := outlier
-		if globalOnly(d) {
+		labels, only := outlier, globalOnly(d)
+		if only {
 			labels = make([]bool, 0, len(scores))
 		}
 		ran := false
 		for i, s := range scores {
-			if globalOnly(d) {
+			if only {
 				if s.ByKey { // not run on it: its fields read 0
 					continue
 				}
