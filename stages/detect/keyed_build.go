@@ -51,6 +51,8 @@ type keyBuild struct {
 	packed           []uint64  // values' keys and rows (keyed_sort.go)
 	radix            radixScratch
 	posDens, posDist []int32 // each record's place in the density and distance calibrations
+	bits, beyond     []bool    // the window's significant rows, and those far out (keepFarOutcasts)
+	scratch          []float32 // keepFarOutcasts' sorted values
 }
 
 // keyBuilds keeps the builders' scratch: builds run on every core (buildKeys) and on the
@@ -94,6 +96,9 @@ func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
 		for i := range st.size {
 			cols[j][i] = st.cols[j][(first+i)%w]
 		}
+	}
+	if slices.Contains(bits, true) {
+		keepFarOutcasts(cols, bits, outcastZ(cfg.MinScore), nil, make([]bool, len(bits)))
 	}
 	cols, _, _ = withoutOutcasts(cols, nil, bits, w)
 	// The model's sorted columns and its sample R in the distance space (the window after its
@@ -155,7 +160,7 @@ func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	if st.size > keyBuildMaxRows || d == 0 {
 		return nil, false
 	}
-	n := kb.window(st)
+	n := kb.window(st, outcastZ(cfg.MinScore))
 	k := min(cfg.Keys.K, n-1)
 	if k < 1 || calibrationRecords(n, cfg.AlarmRate) != n {
 		return nil, false // (buildRankerOn says why, or takes the calibration's sample)
@@ -331,40 +336,46 @@ func toDistanceSpace(v float32, lo, unit float64) float32 {
 }
 
 // window copies st's window into kb.cols, oldest first, without the records found significant
-// as withoutOutcasts leaves them out, and returns its rows. The window's records are a run of
-// its rings from first that may wrap past their end: two runs, each read in order (a remainder
-// by the ring's length at every record was a division per value).
-func (kb *keyBuild) window(st *keyState) int {
+// and far out (keepFarOutcasts) as withoutOutcasts leaves them out, and returns its rows. The
+// window's records are a run of its rings from first that may wrap past their end: two runs,
+// each read in order (a remainder by the ring's length at every record was a division per
+// value). z is outcastZ of the configuration's min_score.
+func (kb *keyBuild) window(st *keyState, z float64) int {
 	w, d, rows := st.sig.len(), len(st.cols), st.size
 	first := (st.next - rows + w) % w
 	a := min(rows, w-first) // the first run: [first, first+a); the second: [0, rows-a)
-	out := st.sig.count(first, first+a) + st.sig.count(0, rows-a)
-	if out == 0 || float64(rows-out) < outcastFloor*float64(min(w, rows)) || rows-out < 2 {
-		out = 0 // (withoutOutcasts: nothing left out)
-	}
-	n := rows - out
-	kb.flat = grow(kb.flat, d*n)
+	kb.flat = grow(kb.flat, d*rows)
 	kb.cols = grow(kb.cols, d)
 	for j, ring := range st.cols {
-		c := kb.flat[j*n : (j+1)*n : (j+1)*n]
-		if out == 0 {
-			copy(c[copy(c, ring[first:first+a]):], ring[:rows-a])
-		} else {
-			t := 0
-			for i, v := range ring[first : first+a] {
-				if !st.sig.at(first + i) {
-					c[t] = v
-					t++
-				}
-			}
-			for i, v := range ring[:rows-a] {
-				if !st.sig.at(i) {
-					c[t] = v
-					t++
-				}
+		c := kb.flat[j*rows : (j+1)*rows : (j+1)*rows]
+		copy(c[copy(c, ring[first:first+a]):], ring[:rows-a])
+		kb.cols[j] = c
+	}
+	if st.sig.count(first, first+a)+st.sig.count(0, rows-a) == 0 {
+		return rows
+	}
+	kb.bits, kb.beyond = grow(kb.bits, rows), grow(kb.beyond, rows)
+	for i := range rows {
+		kb.bits[i] = st.sig.at((first + i) % w)
+	}
+	var out int
+	out, kb.scratch = keepFarOutcasts(kb.cols, kb.bits, z, kb.scratch, kb.beyond)
+	if out == 0 || float64(rows-out) < outcastFloor*float64(min(w, rows)) || rows-out < 2 {
+		return rows // (withoutOutcasts: nothing left out)
+	}
+	// Compacted in place, column after column: each value moves to an index no larger than the
+	// one it is read from, and a column's new place ends before the next column's old one.
+	n := rows - out
+	for j := range d {
+		src, dst := kb.flat[j*rows:(j+1)*rows], kb.flat[j*n:(j+1)*n:(j+1)*n]
+		t := 0
+		for i, v := range src {
+			if !kb.bits[i] {
+				dst[t] = v
+				t++
 			}
 		}
-		kb.cols[j] = c
+		kb.cols[j] = dst
 	}
 	return n
 }

@@ -155,7 +155,7 @@ func modelLayout(r *Ranker) []int {
 // the ordinary ones must not.
 func TestKeyBuildMatchesGeneral(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	kinds := []string{"normal", "outcasts", "mostly-outcasts", "partial", "grid", "constant", "copies", "far", "negzero", "nan", "inf"}
+	kinds := []string{"normal", "outcasts", "far-outcasts", "mostly-outcasts", "partial", "grid", "constant", "copies", "far", "negzero", "nan", "inf"}
 	type setting struct {
 		window, k, dims int
 		detectors       ScoreDetectors
@@ -203,6 +203,10 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 						if i%4 != 0 {
 							v = st.cols[j][i-i%4]
 						}
+					case "far-outcasts": // (some far out on the first feature only, significant with others near)
+						if i%13 == 0 && j == 0 {
+							v += 30
+						}
 					case "far":
 						if i%17 == 0 {
 							v = float32(r.NormFloat64() * 1e12)
@@ -228,6 +232,8 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 				switch kind {
 				case "outcasts":
 					st.sig.set(i, r.IntN(10) == 0)
+				case "far-outcasts":
+					st.sig.set(i, i%13 == 0 || r.IntN(20) == 0)
 				case "mostly-outcasts":
 					st.sig.set(i, r.IntN(100) != 0)
 				}

@@ -16,16 +16,20 @@ import (
 // alarm flags became bit rings (flagRing; commit 1382615^1) reads back whole. The payload in
 // testdata was written by that code (encodeKeyStates of a stage fed rows 0..2000 of the fleet
 // below, keys.window 70: two words of bits, every key's window and alarm ring wrapped, some
-// flags set) and the scores' digest is that code's scores of rows 2000..3000 of the records its
-// keys' models scored (index, score bits, outlier, suppressed). Today's code must decode it,
-// write it back byte for byte (the format is unchanged), write the same state itself from the
-// same rows, and score the rest of the stream from the state read back as that code did.
+// flags set). Today's code must decode it, write it back byte for byte (the format is
+// unchanged), and score the rest of the stream from the state read back: the digest is of the
+// scores of rows 2000..3000 of the records its keys' models scored (index, score bits, outlier,
+// suppressed). That code wrote the same state from the same rows as today's did, and the digest
+// was its scores, until a key's outcasts became its significant records that are also far out
+// (keepFarOutcasts, 2026-11-27): since, the models built from a window holding a significant
+// record near the others differ, and the digest is today's scores from the state read back (the
+// same number by key and significant as that code's, 27).
 func TestKeysSnapshotBeforeFlagRings(t *testing.T) {
 	old, err := os.ReadFile("testdata/keys_before_flagring.bin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const oldScores = "e38822322f90a2233496ab3e6daaa5a0587a3604ca501e470670e69b18e49858" // (8 flagged, 19 suppressed)
+	const oldScores = "f96524f37cf1b659b8bedb662dd4b2bd93b78a35981c94fc9ed59e6f75b75181" // (27 significant)
 	cfg := keyedConfig()
 	cfg.Keys.Window, cfg.Keys.MinRecords = 70, 40
 	rows := fleet(4, 3000, 0.03, 5)
@@ -35,9 +39,6 @@ func TestKeysSnapshotBeforeFlagRings(t *testing.T) {
 	defer s.Close()
 	feedFleet(t, s, mem, rows, 0, 2000)
 	s.keysQuiet()
-	if own := encodeKeyStates(s.keyed.keysCopy(), s.features, &s.cfg); !bytes.Equal(own, old) {
-		t.Errorf("the keys' state written from the same rows differs from the one written before (%d bytes, %d before)", len(own), len(old))
-	}
 	k := s.newKeyed()
 	if err := k.decodeKeys(KeysSnapshotFormat, old, s.features, &s.cfg); err != nil {
 		t.Fatal(err)

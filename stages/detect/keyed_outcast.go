@@ -1,0 +1,65 @@
+package detect
+
+import (
+	"math"
+	"slices"
+)
+
+// A key's outcasts. The global model leaves every significant record of its window out of its
+// next builds (alarm.go, withoutOutcasts): a fault does not become normal by repeating. A key's
+// window is small (keys.window, 200) and its first model is built from keys.min_records records
+// (40): such a model can be narrow by chance, and then ordinary readings 2-3 sd out are
+// significant under it. Left out, they cut the window's tails; the next model is narrower and
+// finds more of them significant, build after build (docs/BENCHMARKS.md §13.0.3: 37 of one key's
+// 190 readings left out, ordinary readings scoring 11-54). So a key's significant record is left
+// out only when it is also far out against the window's other records themselves: beyond
+// outcastZ robust sd of their median on some feature. That test reads the data, not the models,
+// and the other records' median and interquartile range hardly move when a few tail records
+// join them: the rule cannot feed on itself. A fault far out (a stuck sensor, a spike) is beyond
+// it as long as it is the window's minority, as before.
+
+// outcastZ is the distance from the median, in robust sd (interquartile range / 1.349), at which
+// a normal variable's two-sided tail probability is 10^-min_score: the deviation that is
+// significant by itself (4.42 at min_score 5). +Inf where 10^-min_score underflows.
+func outcastZ(minScore float64) float64 {
+	return math.Sqrt2 * math.Erfcinv(math.Pow(10, -minScore))
+}
+
+// keepFarOutcasts clears bits[i] (a significant row of the window cols, columns of n rows in
+// order) unless row i lies beyond z robust sd of the median of the rows whose bits are clear, on
+// some feature; it returns how many bits stay set. scratch holds the clear rows' values while
+// they are sorted (its grown slice is returned for reuse), beyond one flag per row. A feature
+// whose clear rows have no spread (a constant) sees any other value as beyond.
+func keepFarOutcasts(cols [][]float32, bits []bool, z float64, scratch []float32, beyond []bool) (int, []float32) {
+	n := len(bits)
+	clear(beyond[:n])
+	for _, c := range cols {
+		s := scratch[:0]
+		for i, v := range c {
+			if !bits[i] {
+				s = append(s, v)
+			}
+		}
+		scratch = s
+		m := len(s)
+		if m < 2 {
+			return 0, scratch // (fewer than two left: the window is built whole anyway)
+		}
+		slices.Sort(s)
+		med := (float64(s[(m-1)/2]) + float64(s[m/2])) / 2
+		reach := z * (float64(s[(3*(m-1))/4]) - float64(s[(m-1)/4])) / 1.349
+		for i, v := range c {
+			if bits[i] && !beyond[i] && math.Abs(float64(v)-med) > reach {
+				beyond[i] = true
+			}
+		}
+	}
+	out := 0
+	for i := range bits {
+		bits[i] = beyond[i]
+		if bits[i] {
+			out++
+		}
+	}
+	return out, scratch
+}
