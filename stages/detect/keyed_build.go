@@ -50,7 +50,7 @@ type keyBuild struct {
 	rows             []int32   // R's rows in the window (build)
 	packed           []uint64  // values' keys and rows (keyed_sort.go)
 	radix            radixScratch
-	posDens, posDist []int32 // each record's place in the density and distance calibrations
+	posDens, posDist []int32   // each record's place in the density and distance calibrations
 	bits, beyond     []bool    // the window's significant rows, and those far out (keepFarOutcasts)
 	scratch          []float32 // keepFarOutcasts' sorted values
 }
