@@ -355,8 +355,11 @@ func (kb *keyBuild) window(st *keyState, z float64) int {
 		return rows
 	}
 	kb.bits, kb.beyond = grow(kb.bits, rows), grow(kb.beyond, rows)
-	for i := range rows {
-		kb.bits[i] = st.sig.at((first + i) % w)
+	for i := range a {
+		kb.bits[i] = st.sig.at(first + i)
+	}
+	for i := range rows - a {
+		kb.bits[a+i] = st.sig.at(i)
 	}
 	var out int
 	out, kb.scratch = keepFarOutcasts(kb.cols, kb.bits, z, kb.scratch, kb.beyond)
