@@ -210,8 +210,8 @@ func TestReplayKeyColumn(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Features != 1 || res.Keys.Count != 20 || res.Keys.Live != 20 || res.Keys.ScoredByKey != 20*(200-40) || res.Keys.PerKey["s07"].Rows != 200 { // (keys.min_records 40)
-		t.Fatalf("features %d, keys %+v: want 1 feature, 20 keys live, 3200 rows by key", res.Features, res.Keys)
+	if res.Features != 1 || res.Keys.Count != 20 || res.Keys.Live != 20 || res.Keys.ScoredByKey != 20*(200-30) || res.Keys.PerKey["s07"].Rows != 200 { // (keys.min_records 30)
+		t.Fatalf("features %d, keys %+v: want 1 feature, 20 keys live, 3400 rows by key", res.Features, res.Keys)
 	}
 	if res.Recall != 1 || res.Keys.PerKey["s07"].Flagged < 1 {
 		t.Errorf("the +10 sd spike of s07 not flagged: recall %v, flagged %d\n%s", res.Recall, res.Flagged, out)
@@ -304,7 +304,7 @@ func TestReplayKeysInText(t *testing.T) {
 	}
 	path := writeFile(t, "fleet.csv", b.String())
 	out, errs, code := outlierd(t, "replay", "--input", path, "--key-column", "sensor", "--window", "500")
-	want := "keys: 10 (10 with a model of their own, 0 warming, 0 evicted); 600 rows scored by their key's model, 400 by the global model" // (keys.min_records 40 of each key's 100)
+	want := "keys: 10 (10 with a model of their own, 0 warming, 0 evicted); 700 rows scored by their key's model, 300 by the global model" // (keys.min_records 30 of each key's 100)
 	if code != 0 || !strings.Contains(out, want) {
 		t.Errorf("exit %d, stdout %q, stderr %q: want %q", code, out, errs, want)
 	}

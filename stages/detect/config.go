@@ -164,11 +164,13 @@ type KeysConfig struct {
 	// range of 200 records of noise.
 	Window int `yaml:"window"`
 	// MinRecords is how many records a key needs before it gets a model of its own; until then
-	// the global model scores its records (and their explanation says so). Default 40: a key's
-	// first 40 records already give a tail and a calibration that see +8 sd (the fleet of
-	// docs/BENCHMARKS.md §13: a quarter of a window of warm-up costs recall; 40 against 50 raised
-	// the fleet's AP on each of 20 streams, §13.0.3; at 30 and 20 one key of one stream's
-	// outcasts cut its window's tails build after build, each model narrower: an open defect).
+	// the global model scores its records (and their explanation says so). Default 30: a key's
+	// first 30 records already give a tail and a calibration that see +8 sd (the fleet of
+	// docs/BENCHMARKS.md §13: the warm-up's records are scored by the global model, blind to a
+	// key's own +8 sd, and cost recall; 30 against 40 raised the fleet's AP on 29 of 32 streams
+	// and on each of 18 held out, §13.0.4). Lower, a key's first model, from fewer records, is
+	// narrow more often: at 20 ordinary readings 2 sd out were significant until its first
+	// rebuild.
 	MinRecords int `yaml:"min_records"`
 	// RebuildRecords is how many of a key's records come between the rebuilds of its model after
 	// the first; 0: a quarter of Window (the default; the model follows drift as the global one
@@ -311,7 +313,7 @@ func Default() Config {
 		Density:   DensityConfig{Mode: DensityIndependent, Eta: 0.2, Delta: 0.2, Samples: 800, Clusters: 200, Iterations: 4},
 		Distance:  DistanceConfig{K: 50, N: 50, M: 100},
 		Hypercube: HypercubeConfig{Bins: hypercube.DefaultBins, MaxNeighbours: 1},
-		KeyBy:     KeyByNone, Keys: KeysConfig{Window: 200, MinRecords: 40, K: 10, MaxKeys: 100000, HugePages: true},
+		KeyBy:     KeyByNone, Keys: KeysConfig{Window: 200, MinRecords: 30, K: 10, MaxKeys: 100000, HugePages: true},
 		Proclus: ProclusConfig{K: 10, L: 3, Restarts: proclus.DefaultRestarts},
 	}
 }

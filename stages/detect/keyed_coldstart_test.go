@@ -10,7 +10,7 @@ import (
 // BenchmarkKeyedColdStart: the cold start of models per key on a fleet that grows (issue 21
 // item 5). 2,000 sensors join one every 100 readings over the first 200,000, then the fleet
 // stays; 400,000 readings in file order through the detect stage at the default configuration
-// with key_by: key (keys.min_records 40: a key's first 40 records are scored by the global
+// with key_by: key (keys.min_records 30: a key's first 30 records are scored by the global
 // model, Score.Warming). Per phase of 50,000 readings it logs the share scored by the global
 // model and the spikes found among those records and among the warm keys' ones; it reports the
 // whole stream's share, recalls, precision and AP, and records/s. Run with -benchtime 1x.

@@ -150,7 +150,7 @@ func TestKeyedStateRefused(t *testing.T) {
 		want     error
 		reason   string
 	}{
-		{"keys.window", other, []string{"value"}, ErrSnapshotMismatch, "keys.window 200 -> 100, keys.min_records 40 -> 25"},
+		{"keys.window", other, []string{"value"}, ErrSnapshotMismatch, "keys.window 200 -> 100, keys.min_records 30 -> 25"},
 		{"features", cfg, []string{"reading"}, ErrSnapshotMismatch, "built for features [value], the stream has [reading]"},
 	} {
 		s := newFleetStage(t, c.cfg, c.features)

@@ -132,11 +132,11 @@ func keyedConfig() Config {
 // sd of the sensor's own noise (issue 21's fleet): one model for the topic cannot see them (a
 // spike of one sensor sits inside the others' range); a model per key does: AP >= 0.9, recall
 // >= 0.8, precision >= 0.5 over the whole stream of 1000 readings a sensor, the keys' warm-up
-// (keys.min_records = 40 readings each, 4% of the stream, scored by the global model, which
+// (keys.min_records = 30 readings each, 3% of the stream, scored by the global model, which
 // misses their spikes) included. (With keys.min_records 50, at 600 readings a sensor the warm-up
 // was 8% and the whole stream's AP 0.86, the warm keys' own 0.96.)
 func TestFleetPerKeyModels(t *testing.T) {
-	rows := fleet(200, 200000, 0.002, 1) // 1000 readings a sensor, 40 of them warm-up
+	rows := fleet(200, 200000, 0.002, 1) // 1000 readings a sensor, 30 of them warm-up
 	offs := make([]int64, len(rows))
 	label := make([]bool, len(rows))
 	for i := range rows {
