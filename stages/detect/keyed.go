@@ -470,7 +470,14 @@ func (k *keyedScorer) append(st *keyState, x [][]float32, sig bool, cfg *Config)
 	st.next = (st.next + 1) % w
 	st.size = min(st.size+1, w)
 	st.since++
-	return st.size >= cfg.Keys.MinRecords && (!st.warm || st.since >= cfg.Keys.Rebuild())
+	if st.size < cfg.Keys.MinRecords {
+		return false
+	}
+	if st.model == nil && !st.warm {
+		markWarmupOutcasts(st, outcastZ(cfg.MinScore)) // (the first build is due: its warm-up judged)
+		return true
+	}
+	return !st.warm || st.since >= cfg.Keys.Rebuild()
 }
 
 // rephase carries every key's records since its last build from one rebuild cadence to another

@@ -41,19 +41,10 @@ func keepFarOutcasts(cols [][]float32, bits []bool, z float64, scratch []float32
 			}
 		}
 		scratch = s
-		m := len(s)
-		if m < 2 {
+		if len(s) < 2 {
 			return 0, scratch // (fewer than two left: the window is built whole anyway)
 		}
-		// The four order statistics, each selected among the values at or below the one before
-		// (the sort they replace was 15 % of a key's build).
-		q3, hi, lo, q1 := (3*(m-1))/4, m/2, (m-1)/2, (m-1)/4
-		selectNth(s, q3)
-		selectNth(s[:q3+1], hi)
-		selectNth(s[:hi+1], lo)
-		selectNth(s[:lo+1], q1)
-		med := (float64(s[lo]) + float64(s[hi])) / 2
-		reach := z * (float64(s[q3]) - float64(s[q1])) / 1.349
+		med, reach := robustReach(s, z)
 		for i, v := range c {
 			if bits[i] && !beyond[i] && math.Abs(float64(v)-med) > reach {
 				beyond[i] = true
@@ -68,6 +59,45 @@ func keepFarOutcasts(cols [][]float32, bits []bool, z float64, scratch []float32
 		}
 	}
 	return out, scratch
+}
+
+// robustReach is the median of s and z robust sd (interquartile range / 1.349) of it; s (at
+// least two values) is reordered. The four order statistics are each selected among the values
+// at or below the one before (the sort they replace was 15 % of a key's build).
+func robustReach(s []float32, z float64) (med, reach float64) {
+	m := len(s)
+	q3, hi, lo, q1 := (3*(m-1))/4, m/2, (m-1)/2, (m-1)/4
+	selectNth(s, q3)
+	selectNth(s[:q3+1], hi)
+	selectNth(s[:hi+1], lo)
+	selectNth(s[:lo+1], q1)
+	return (float64(s[lo]) + float64(s[hi])) / 2, z * (float64(s[q3]) - float64(s[q1])) / 1.349
+}
+
+// markWarmupOutcasts marks significant the readings of st's window (its warm-up: the records
+// before its first model, scored by the global model, which is blind to the key's own baseline
+// and found none of them significant) that lie beyond z robust sd of the warm-up's median on
+// some feature, when the key's first build comes due. A spike among them then stays out of the
+// key's models as its later significant records do (keepFarOutcasts confirms it at each build),
+// instead of widening the key's tail for as long as it stays in the window.
+func markWarmupOutcasts(st *keyState, z float64) {
+	w, rows := st.sig.len(), st.size
+	if rows < 2 {
+		return
+	}
+	first := (st.next - rows + w) % w
+	s := make([]float32, rows)
+	for _, ring := range st.cols {
+		for i := range rows {
+			s[i] = ring[(first+i)%w]
+		}
+		med, reach := robustReach(s, z)
+		for i := range rows {
+			if v := ring[(first+i)%w]; math.Abs(float64(v)-med) > reach {
+				st.sig.set((first+i)%w, true)
+			}
+		}
+	}
 }
 
 // selectNth reorders a so that a[k] is the value slices.Sort would put there, no value of a[:k]

@@ -137,3 +137,40 @@ func TestSelectNth(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyWarmupSpikeLeftOut: a key's warm-up readings are scored by the global model, blind to
+// the key's own baseline, so a spike among them was never found significant and went into the
+// key's first model and the next ones, for as long as it stayed in the window (200 readings):
+// the key's later spikes were measured against a tail that already held one. The first build
+// judges its warm-up readings by the outcasts' far-out test (against the warm-up's own median
+// and spread: markWarmupOutcasts), so a +30 sd spike at the key's 5th reading stays out and its
+// spikes of +12 sd at readings 60-180 are significant (before: they scored 1.35-1.65).
+func TestKeyWarmupSpikeLeftOut(t *testing.T) {
+	cfg := keyedConfig()
+	r := rand.New(rand.NewPCG(8, 9))
+	var rows []fleetRow
+	for own := 0; own < 200; own++ {
+		for range 4 { // other keys between its readings
+			rows = append(rows, fleetRow{key: "other", value: float32(50 + r.NormFloat64())})
+		}
+		v := 100 + 2*r.NormFloat64()
+		spike := false
+		switch own {
+		case 4:
+			v = 160
+		case 60, 120, 180:
+			v, spike = 124, true
+		}
+		rows = append(rows, fleetRow{key: "young", value: float32(v), spike: spike})
+	}
+	offs := make([]int64, len(rows))
+	for i := range offs {
+		offs[i] = int64(i)
+	}
+	sc := runFleet(t, cfg, rows, offs)
+	for i, s := range sc {
+		if rows[i].spike && !(s.Score >= cfg.MinScore) {
+			t.Errorf("a +12 sd spike of the key scores %.2f, under min_score %g: the warm-up's spike is in its model", s.Score, cfg.MinScore)
+		}
+	}
+}
