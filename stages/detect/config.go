@@ -165,12 +165,9 @@ type KeysConfig struct {
 	Window int `yaml:"window"`
 	// MinRecords is how many records a key needs before it gets a model of its own; until then
 	// the global model scores its records (and their explanation says so). Default 30: a key's
-	// first 30 records already give a tail and a calibration that see +8 sd (the fleet of
-	// docs/BENCHMARKS.md §13: the warm-up's records are scored by the global model, blind to a
-	// key's own +8 sd, and cost recall; 30 against 40 raised the fleet's AP on 29 of 32 streams
-	// and on each of 18 held out, §13.0.4). Lower, a key's first model, from fewer records, is
-	// narrow more often: at 20 ordinary readings 2 sd out were significant until its first
-	// rebuild.
+	// first 30 records give a tail that sees +8 sd; the warm-up, scored by the global model (blind
+	// to a key's own +8 sd), costs recall: 30 against 40 raised the fleet's AP on 17 of 20 streams
+	// and on all 18 held out (docs/BENCHMARKS.md §13.0.4); at 20 first models were too narrow.
 	MinRecords int `yaml:"min_records"`
 	// RebuildRecords is how many of a key's records come between the rebuilds of its model after
 	// the first; 0: a quarter of Window (the default; the model follows drift as the global one
