@@ -2,7 +2,8 @@ package detect
 
 import (
 	"math"
-	"slices"
+
+	"github.com/outlierd/outlierd/internal/algo/order"
 )
 
 // A key's outcasts. The global model leaves every significant record of its window out of its
@@ -67,10 +68,10 @@ func keepFarOutcasts(cols [][]float32, bits []bool, z float64, scratch []float32
 func robustReach(s []float32, z float64) (med, reach float64) {
 	m := len(s)
 	q3, hi, lo, q1 := (3*(m-1))/4, m/2, (m-1)/2, (m-1)/4
-	selectNth(s, q3)
-	selectNth(s[:q3+1], hi)
-	selectNth(s[:hi+1], lo)
-	selectNth(s[:lo+1], q1)
+	order.SelectNth(s, q3)
+	order.SelectNth(s[:q3+1], hi)
+	order.SelectNth(s[:hi+1], lo)
+	order.SelectNth(s[:lo+1], q1)
 	return (float64(s[lo]) + float64(s[hi])) / 2, z * (float64(s[q3]) - float64(s[q1])) / 1.349
 }
 
@@ -98,49 +99,4 @@ func markWarmupOutcasts(st *keyState, z float64) {
 			}
 		}
 	}
-}
-
-// selectNth reorders a so that a[k] is the value slices.Sort would put there, no value of a[:k]
-// above it and none of a[k+1:] below it: quickselect with median-of-three pivots, a sort for
-// short ranges. NaN (which the general build may hold) breaks the order but not the loop: every
-// scan is bounded.
-func selectNth(a []float32, k int) {
-	lo, hi := 0, len(a)-1
-	for hi-lo > 16 {
-		mid := lo + (hi-lo)/2
-		if a[mid] < a[lo] {
-			a[mid], a[lo] = a[lo], a[mid]
-		}
-		if a[hi] < a[lo] {
-			a[hi], a[lo] = a[lo], a[hi]
-		}
-		if a[hi] < a[mid] {
-			a[hi], a[mid] = a[mid], a[hi]
-		}
-		p := a[mid]
-		i, j := lo, hi
-		for i <= j {
-			for i < hi && a[i] < p {
-				i++
-			}
-			for j > lo && a[j] > p {
-				j--
-			}
-			if i <= j {
-				a[i], a[j] = a[j], a[i]
-				i++
-				j--
-			}
-		}
-		// [lo, j] <= p, [i, hi] >= p, and (j, i) == p.
-		switch {
-		case k <= j:
-			hi = j
-		case k >= i:
-			lo = i
-		default:
-			return
-		}
-	}
-	slices.Sort(a[lo : hi+1])
 }

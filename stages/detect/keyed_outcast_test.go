@@ -2,7 +2,6 @@ package detect
 
 import (
 	"math/rand/v2"
-	"slices"
 	"testing"
 )
 
@@ -101,40 +100,6 @@ func TestKeyStuckSensorStaysSignificant(t *testing.T) {
 	}
 	if late > w/40 {
 		t.Errorf("%d of the last %d stuck readings still significant: the new normal is never learnt", late, w/4)
-	}
-}
-
-// TestSelectNth: selectNth leaves a[k] where slices.Sort puts it, nothing above it before it and
-// nothing below it after it, on random values, ties, runs and sorted input.
-func TestSelectNth(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	for trial := range 2000 {
-		n := 1 + r.IntN(300)
-		a := make([]float32, n)
-		for i := range a {
-			switch trial % 4 {
-			case 0:
-				a[i] = float32(r.NormFloat64())
-			case 1:
-				a[i] = float32(r.IntN(4))
-			case 2:
-				a[i] = float32(i)
-			default:
-				a[i] = float32(n - i)
-			}
-		}
-		want := slices.Clone(a)
-		slices.Sort(want)
-		k := r.IntN(n)
-		selectNth(a, k)
-		if a[k] != want[k] {
-			t.Fatalf("trial %d, n %d, k %d: a[k] = %g, want %g", trial, n, k, a[k], want[k])
-		}
-		for i, v := range a {
-			if (i < k && v > a[k]) || (i > k && v < a[k]) {
-				t.Fatalf("trial %d, n %d, k %d: a[%d] = %g on the wrong side of %g", trial, n, k, i, v, a[k])
-			}
-		}
 	}
 }
 

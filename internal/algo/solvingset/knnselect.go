@@ -288,49 +288,6 @@ func sqDistColGo(dst []uint32, col []float32, x float32, add bool, from int) {
 	}
 }
 
-// selectSmallest reorders a so that a[:k] holds its k smallest values (in no order):
-// quickselect with median-of-three pivots, insertion sort for short ranges.
-func selectSmallest(a []float32, k int) {
-	lo, hi := 0, len(a)-1
-	for hi-lo > 16 {
-		mid := lo + (hi-lo)/2
-		if a[mid] < a[lo] {
-			a[mid], a[lo] = a[lo], a[mid]
-		}
-		if a[hi] < a[lo] {
-			a[hi], a[lo] = a[lo], a[hi]
-		}
-		if a[hi] < a[mid] {
-			a[hi], a[mid] = a[mid], a[hi]
-		}
-		p := a[mid]
-		i, j := lo, hi
-		for i <= j {
-			for a[i] < p {
-				i++
-			}
-			for a[j] > p {
-				j--
-			}
-			if i <= j {
-				a[i], a[j] = a[j], a[i]
-				i++
-				j--
-			}
-		}
-		// [lo, j] <= p, [i, hi] >= p, and (j, i) == p.
-		switch {
-		case k-1 <= j:
-			hi = j
-		case k-1 >= i:
-			lo = i
-		default:
-			return
-		}
-	}
-	slices.Sort(a[lo : hi+1])
-}
-
 // KNNWeightsMembers is KNNWeights for queries that are members of the data set S was drawn
 // from (a record scored by a model whose window holds it). Such a query must not count itself:
 // one point of S at distance 0 from the query is skipped. When that point is a duplicate of the
@@ -345,13 +302,14 @@ func KNNWeightsMembers(S, Q [][]float32, k, workers int, out []float64) {
 	knnSelect(Q, S, k, workers, true, out)
 }
 
-// selectSmallestBits is selectSmallest for the bit patterns (math.Float32bits) of non-negative
-// float32 values, +0 to +Inf, and it also leaves the largest of the k selected at a[k-1] (the
-// last round sorts the range holding position k-1; a[:lo] is no larger). For these values the unsigned integer order is the float order, so the
-// partition can count with integer arithmetic instead of a branch. The comparisons of a
-// quickselect on random distances are unpredictable; this partition (Lomuto, with the element
-// always swapped and the boundary advanced by the sign of v-p) has none, which makes it about
-// 3.7x faster than selectSmallest on 100 to 150 values (BenchmarkSelectSmallestBits).
+// selectSmallestBits reorders a so that a[:k] holds its k smallest values, for the bit patterns
+// (math.Float32bits) of non-negative float32 values, +0 to +Inf, and it also leaves the largest
+// of the k selected at a[k-1] (the last round sorts the range holding position k-1; a[:lo] is no
+// larger). For these values the unsigned integer order is the float order, so the partition can
+// count with integer arithmetic instead of a branch. The comparisons of a quickselect on random
+// distances are unpredictable; this partition (Lomuto, with the element always swapped and the
+// boundary advanced by the sign of v-p) has none, which makes it about 3.7x faster than a float32
+// quickselect (order.SelectNth) on 100 to 150 values (BenchmarkSelectSmallestBits).
 func selectSmallestBits(a []uint32, k int) {
 	lo, hi := 0, len(a)
 	// Invariant: a[:lo] <= a[lo:hi] <= a[hi:] elementwise, and lo < k <= hi.

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/outlierd/outlierd/internal/algo/order"
 )
 
 // TestKNNSelectMatchesHeap: the select path must give bit-identical weights to the heap path
@@ -54,7 +56,7 @@ func TestSelectSmallest(t *testing.T) {
 			a[i] = float32(r.IntN(20))
 		}
 		b := append([]float32(nil), a...)
-		selectSmallest(a, k)
+		order.SelectNth(a, k-1)
 		sortF(b)
 		got := append([]float32(nil), a[:k]...)
 		sortF(got)
@@ -250,7 +252,7 @@ func BenchmarkSelectSmallestBits(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				copy(fl, src[i%len(src)])
-				selectSmallest(fl, 50)
+				order.SelectNth(fl, 49)
 				i++
 			}
 		})
