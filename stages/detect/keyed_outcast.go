@@ -9,7 +9,7 @@ import (
 // A key's outcasts. The global model leaves every significant record of its window out of its
 // next builds (alarm.go, withoutOutcasts): a fault does not become normal by repeating. A key's
 // window is small (keys.window, 200) and its first model is built from keys.min_records records
-// (40): such a model can be narrow by chance, and then ordinary readings 2-3 sd out are
+// (30): such a model can be narrow by chance, and then ordinary readings 2-3 sd out are
 // significant under it. Left out, they cut the window's tails; the next model is narrower and
 // finds more of them significant, build after build (docs/BENCHMARKS.md §13.0.3: 37 of one key's
 // 190 readings left out, ordinary readings scoring 11-54). So a key's significant record is left
@@ -21,9 +21,39 @@ import (
 
 // outcastZ is the distance from the median, in robust sd (interquartile range / 1.349), at which
 // a normal variable's two-sided tail probability is 10^-min_score: the deviation that is
-// significant by itself (4.42 at min_score 5). +Inf where 10^-min_score underflows.
+// significant by itself (4.42 at min_score 5). math.Erfcinv(p) is Erfinv(1 - p), which loses p's
+// digits as 1 - p rounds (10^-min_score off by 0.03 % at 14) and is +Inf from about 16.3 on, where
+// 1 - p is 1: that turned a key's outcasts off (TestOutcastZ). So above min_score 10 the root of
+// ln erfc(x) = -min_score ln 10 is found by Newton's method instead: ln erfc is concave, and from
+// x = sqrt(min_score ln 10), above the root (erfc(x) < e^-x^2), its steps fall to it. Finite for
+// every finite min_score.
 func outcastZ(minScore float64) float64 {
-	return math.Sqrt2 * math.Erfcinv(math.Pow(10, -minScore))
+	if minScore <= 10 {
+		return math.Sqrt2 * math.Erfcinv(math.Pow(10, -minScore))
+	}
+	target := -minScore * math.Ln10
+	x := math.Sqrt(minScore) * math.Sqrt(math.Ln10)
+	for range 100 {
+		l := logErfc(x)
+		slope := -2 / math.SqrtPi * math.Exp(-float64(x*x)-l) // (d/dx ln erfc(x))
+		next := x - (l-target)/slope
+		if !(next < x) {
+			break
+		}
+		x = next
+	}
+	return math.Sqrt2 * x
+}
+
+// logErfc is ln erfc(x) for x > 0: math.Erfc's up to 26 (erfc(26) is 6e-296), its asymptotic
+// series beyond (the first omitted term under 1e-12 there), where math.Erfc underflows.
+func logErfc(x float64) float64 {
+	if x < 26 {
+		return math.Log(math.Erfc(x))
+	}
+	u := 1 / float64(2*x*x)
+	series := -u + float64(3*u*u) - float64(15*u*u*u) + float64(105*u*u*u*u)
+	return -float64(x*x) - math.Log(float64(x*math.SqrtPi)) + math.Log1p(series)
 }
 
 // keepFarOutcasts clears bits[i] (a significant row of the window cols, columns of n rows in

@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -49,57 +50,65 @@ func TestKeyOutcastsDoNotNarrowItsModel(t *testing.T) {
 // of noise, then stuck 30 sd out for two of its windows. Its significant readings are far out
 // against the window's other readings (keepFarOutcasts), so they stay out of its next models and
 // it stays significant through its first window (the build takes them back at outcastFloor: 95 %
-// of the window), then learns the new normal.
+// of the window), then learns the new normal. The same at min_score 20, stuck 50,000 sd out
+// (outcastZ was +Inf there: 30 of its first 200 stuck readings significant, its model's normal
+// from then on).
 func TestKeyStuckSensorStaysSignificant(t *testing.T) {
-	cfg := keyedConfig()
-	w := cfg.Keys.Window
-	r := rand.New(rand.NewPCG(20, 21))
-	var rows []fleetRow
-	stuckAt := -1
-	for i, own := 0, 0; own < 400+2*w; i++ {
-		if i%5 != 0 { // four other keys between its readings
-			rows = append(rows, fleetRow{key: "other", value: float32(50 + r.NormFloat64())})
-			continue
+	for _, c := range []struct {
+		minScore float64
+		stuck    float64
+	}{{5, 160}, {20, 100000}} {
+		cfg := keyedConfig()
+		cfg.MinScore = c.minScore
+		w := cfg.Keys.Window
+		r := rand.New(rand.NewPCG(20, 21))
+		var rows []fleetRow
+		stuckAt := -1
+		for i, own := 0, 0; own < 400+2*w; i++ {
+			if i%5 != 0 { // four other keys between its readings
+				rows = append(rows, fleetRow{key: "other", value: float32(50 + r.NormFloat64())})
+				continue
+			}
+			v := 100 + 2*r.NormFloat64()
+			if own >= 400 {
+				v = c.stuck
+				if stuckAt < 0 {
+					stuckAt = len(rows)
+				}
+			}
+			rows = append(rows, fleetRow{key: "stuck", value: float32(v), spike: own >= 400})
+			own++
 		}
-		v := 100 + 2*r.NormFloat64()
-		if own >= 400 {
-			v = 160
-			if stuckAt < 0 {
-				stuckAt = len(rows)
+		offs := make([]int64, len(rows))
+		for i := range offs {
+			offs[i] = int64(i)
+		}
+		sc := runFleet(t, cfg, rows, offs)
+		var stuck []bool
+		for i := stuckAt; i < len(rows); i++ {
+			if rows[i].key == "stuck" {
+				stuck = append(stuck, sc[i].Score >= cfg.MinScore)
 			}
 		}
-		rows = append(rows, fleetRow{key: "stuck", value: float32(v), spike: own >= 400})
-		own++
-	}
-	offs := make([]int64, len(rows))
-	for i := range offs {
-		offs[i] = int64(i)
-	}
-	sc := runFleet(t, cfg, rows, offs)
-	var stuck []bool
-	for i := stuckAt; i < len(rows); i++ {
-		if rows[i].key == "stuck" {
-			stuck = append(stuck, sc[i].Score >= cfg.MinScore)
+		first := 0
+		for _, s := range stuck[:w] {
+			if s {
+				first++
+			}
 		}
-	}
-	first := 0
-	for _, s := range stuck[:w] {
-		if s {
-			first++
+		late := 0
+		for _, s := range stuck[len(stuck)-w/4:] {
+			if s {
+				late++
+			}
 		}
-	}
-	late := 0
-	for _, s := range stuck[len(stuck)-w/4:] {
-		if s {
-			late++
+		t.Logf("min_score %g: significant: %d of the first %d stuck readings, %d of the last %d", c.minScore, first, w, late, w/4)
+		if float64(first) < 0.95*float64(w) {
+			t.Errorf("min_score %g: %d of the first window's %d stuck readings significant, want >= 95%%", c.minScore, first, w)
 		}
-	}
-	t.Logf("significant: %d of the first %d stuck readings, %d of the last %d", first, w, late, w/4)
-	if float64(first) < 0.95*float64(w) {
-		t.Errorf("%d of the first window's %d stuck readings significant, want >= 95%%", first, w)
-	}
-	if late > w/40 {
-		t.Errorf("%d of the last %d stuck readings still significant: the new normal is never learnt", late, w/4)
+		if late > w/40 {
+			t.Errorf("min_score %g: %d of the last %d stuck readings still significant: the new normal is never learnt", c.minScore, late, w/4)
+		}
 	}
 }
 
@@ -137,5 +146,40 @@ func TestKeyWarmupSpikeLeftOut(t *testing.T) {
 		if rows[i].spike && !(s.Score >= cfg.MinScore) {
 			t.Errorf("a +12 sd spike of the key scores %.2f, under min_score %g: the warm-up's spike is in its model", s.Score, cfg.MinScore)
 		}
+	}
+}
+
+// TestOutcastZ: outcastZ(m) is the deviation whose normal two-sided tail is 10^-m, for every
+// min_score the configuration takes (any finite m > 0). math.Erfcinv(p) is Erfinv(1 - p): below
+// p of about 1e-16, 1 - p rounds to 1 and it returned +Inf, which turned a key's outcasts off
+// (nothing is beyond +Inf sd) from min_score 16.3 on: a stuck key's readings went into its
+// models and became its normal.
+func TestOutcastZ(t *testing.T) {
+	prev := 0.0
+	for _, m := range []float64{1e-3, 0.5, 1, 3, 5, 8, 10, 10.5, 12, 14, 16, 17, 20, 50, 100, 300, 307} {
+		z := outcastZ(m)
+		got := -math.Log10(math.Erfc(z / math.Sqrt2))
+		if !(z > prev) || math.IsInf(z, 0) || math.Abs(got-m) > 1e-6*m {
+			t.Errorf("min_score %g: outcastZ %g (its tail 10^-%g), want finite, above %g, tail 10^-%g", m, z, got, prev, m)
+		}
+		prev = z
+	}
+	for _, m := range []float64{400, 1e4, 1e300} { // (10^-m underflows: still finite, growing)
+		if z := outcastZ(m); !(z > prev) || math.IsInf(z, 0) {
+			t.Errorf("min_score %g: outcastZ %g, want finite and above %g", m, z, prev)
+		} else {
+			prev = z
+		}
+	}
+	// At min_score 20 a record 1000 robust sd out of its window's others is an outcast.
+	cols := [][]float32{make([]float32, 50)}
+	for i := range cols[0] {
+		cols[0][i] = float32(i % 10)
+	}
+	cols[0][7] = 1e4
+	bits := make([]bool, 50)
+	bits[7] = true
+	if out, _ := keepFarOutcasts(cols, bits, outcastZ(20), nil, make([]bool, 50)); out != 1 {
+		t.Errorf("min_score 20: %d outcasts, want the record 1000 sd out", out)
 	}
 }
