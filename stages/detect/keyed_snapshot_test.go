@@ -150,7 +150,7 @@ func TestKeyedStateRefused(t *testing.T) {
 		want     error
 		reason   string
 	}{
-		{"keys.window", other, []string{"value"}, ErrSnapshotMismatch, "keys.window 200 -> 100, keys.min_records 30 -> 25"},
+		{"keys.window", other, []string{"value"}, ErrSnapshotMismatch, "other settings (keys.window 200 -> 100)"},
 		{"features", cfg, []string{"reading"}, ErrSnapshotMismatch, "built for features [value], the stream has [reading]"},
 	} {
 		s := newFleetStage(t, c.cfg, c.features)
@@ -253,5 +253,57 @@ func TestKeyModelMessage(t *testing.T) {
 	}
 	if _, _, _, err := DecodeKeyModel(v[:len(v)-40], []string{"value"}, &cfg); !errors.Is(err, ErrSnapshotFormat) {
 		t.Errorf("cut short: %v, want a format error", err)
+	}
+}
+
+// TestKeysStateAcrossMinRecords: keys.min_records decides when a cold key's first model is built,
+// nothing of a model: a keys' state written under another value (the default was 50, then 40,
+// now 30: a deployment that never set it) is loaded, and a key's model on the model topic
+// installed, rather than every key starting cold at the upgrade (a scorer updated first, as
+// OPERATIONS asks, refused every model of the builder not yet updated). A key held cold with
+// at least the new keys.min_records builds at its next record.
+func TestKeysStateAcrossMinRecords(t *testing.T) {
+	rows := fleet(40, 1800, 0, 3) // about 35 readings a key at the stop, 45 at the end
+	const cut = 1400
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	old := keyedConfig()
+	old.StateDir, old.Keys.MinRecords = t.TempDir(), 40
+	a := newFleetStage(t, old, []string{"value"})
+	feedFleet(t, a, mem, rows, 0, cut)
+	atStop := a.KeyStats()
+	var key string
+	for k := range a.KeyVersions() {
+		key = k
+	}
+	r, _ := a.KeyModelOf(key)
+	a.Close()
+	if atStop.Live == 0 || atStop.Warming == 0 {
+		t.Fatalf("keys at the stop %+v: want some warm and some cold", atStop)
+	}
+
+	cfg := old
+	cfg.Keys.MinRecords = 30
+	b := newFleetStage(t, cfg, []string{"value"})
+	defer b.Close()
+	if st, sk := b.KeyStats(), b.SkippedKeys(); len(sk) != 0 || st.Live != atStop.Live || st.Warming != atStop.Warming {
+		t.Fatalf("keys %+v after the restart at keys.min_records 30 (skipped %v), want those of the stop at 40: %+v", st, sk, atStop)
+	}
+	feedFleet(t, b, mem, rows, cut, len(rows))
+	seen, enough := map[string]int{}, 0
+	for _, row := range rows {
+		if seen[row.key]++; seen[row.key] == 30 {
+			enough++
+		}
+	}
+	if st := b.KeyStats(); st.Live != enough {
+		t.Errorf("%d keys warm, want the %d with 30 readings or more", st.Live, enough)
+	}
+	v, err := EncodeKeyModel([]string{"value"}, &old, key, 3, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, back, err := DecodeKeyModel(v, []string{"value"}, &cfg); err != nil || back.ScoreRecord([]float32{rows[0].value}) != r.ScoreRecord([]float32{rows[0].value}) {
+		t.Errorf("a key's model sent at keys.min_records 40, read at 30: %v", err)
 	}
 }
