@@ -166,7 +166,7 @@ type KeysConfig struct {
 	// MinRecords is how many records a key needs before it gets a model of its own; until then
 	// the global model scores its records (and their explanation says so). Default 30: a key's
 	// first 30 records give a tail that sees +8 sd; the warm-up, scored by the global model (blind
-	// to a key's own +8 sd), costs recall: 30 against 40 raised the fleet's AP on 17 of 20 streams
+	// to a key's own +8 sd), costs recall: 30 against 40 raised the fleet's AP on 16 of 20 streams
 	// and on all 18 held out (docs/BENCHMARKS.md §13.0.4); at 20 first models were too narrow.
 	MinRecords int `yaml:"min_records"`
 	// RebuildRecords is how many of a key's records come between the rebuilds of its model after

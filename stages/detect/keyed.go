@@ -24,9 +24,10 @@ import (
 //
 // A key's model depends on that key's records alone: its window, its rebuilds (every
 // keys.rebuild_records of its records, keys.window/4 by default, synchronously, in stream
-// order), its records found significant
-// (left out of its next models, as the global ones are), and its own alarm cap (alarm_rate of its
-// last keys.window records). So once warm, a key's records get the same verdicts in the keyed
+// order), its records found significant and far out against its window's others (left out of
+// its next models: keyed_outcast.go; the global model leaves out every significant record), its
+// warm-up's far-out readings (marked so at its first build), and its own alarm cap (alarm_rate
+// of its last keys.window records). So once warm, a key's records get the same verdicts in the keyed
 // stream as when its records are replayed alone. Until a key is warm its records are scored by
 // the global model and say so. Keys unseen for longest are evicted past keys.max_keys or
 // keys.max_bytes (an evicted key starts cold again).
@@ -496,7 +497,8 @@ func (k *keyedScorer) rephase(from, to int) {
 }
 
 // build makes the key's model from its window, oldest first, without the records found
-// significant (while the rest is at least outcastFloor of the window).
+// significant that are also far out (keepFarOutcasts; while the rest is at least outcastFloor of
+// the window).
 func (k *keyedScorer) build(st *keyState, cfg *Config) {
 	r, err := buildKeyModel(st, cfg)
 	st.since = 0
