@@ -110,7 +110,11 @@ func robustReach(s []float32, z float64) (med, reach float64) {
 // and found none of them significant) that lie beyond z robust sd of the warm-up's median on
 // some feature, when the key's first build comes due. A spike among them then stays out of the
 // key's models as its later significant records do (keepFarOutcasts confirms it at each build),
-// instead of widening the key's tail for as long as it stays in the window.
+// instead of widening the key's tail for as long as it stays in the window. A feature whose
+// warm-up has no spread (its middle half one value: counts, a 0/1 sensor) marks nothing: there
+// every other value was beyond, and kept out (keepFarOutcasts sees any value beyond a constant),
+// so the first model was the one value's and every later reading off it significant for good
+// (TestKeyWarmupCountsNotOutcasts). Its later records are judged by significance first.
 func markWarmupOutcasts(st *keyState, z float64) {
 	w, rows := st.sig.len(), st.size
 	if rows < 2 {
@@ -123,6 +127,9 @@ func markWarmupOutcasts(st *keyState, z float64) {
 			s[i] = ring[(first+i)%w]
 		}
 		med, reach := robustReach(s, z)
+		if !(reach > 0) {
+			continue // (no spread: above)
+		}
 		for i := range rows {
 			if v := ring[(first+i)%w]; math.Abs(float64(v)-med) > reach {
 				st.sig.set((first+i)%w, true)
