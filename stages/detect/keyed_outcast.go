@@ -31,7 +31,7 @@ func outcastZ(minScore float64) float64 {
 	if minScore <= 10 {
 		return math.Sqrt2 * math.Erfcinv(math.Pow(10, -minScore))
 	}
-	target := -minScore * math.Ln10
+	target := float64(-minScore * math.Ln10) // (rounded: not fused into l - target)
 	x := math.Sqrt(minScore) * math.Sqrt(math.Ln10)
 	for range 100 {
 		l := logErfc(x)
