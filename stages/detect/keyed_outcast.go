@@ -67,7 +67,7 @@ func keepFarOutcasts(cols [][]float32, bits []bool, z float64, scratch []float32
 	for _, c := range cols {
 		s := scratch[:0]
 		for i, v := range c {
-			if !bits[i] {
+			if !bits[i] && v == v { // (NaN has no place in an order: TestKeyOutcastsIgnoreNaN)
 				s = append(s, v)
 			}
 		}
@@ -121,10 +121,16 @@ func markWarmupOutcasts(st *keyState, z float64) {
 		return
 	}
 	first := (st.next - rows + w) % w
-	s := make([]float32, rows)
+	s := make([]float32, 0, rows)
 	for _, ring := range st.cols {
+		s = s[:0]
 		for i := range rows {
-			s[i] = ring[(first+i)%w]
+			if v := ring[(first+i)%w]; v == v { // (NaN has no place in an order)
+				s = append(s, v)
+			}
+		}
+		if len(s) < 2 {
+			continue
 		}
 		med, reach := robustReach(s, z)
 		if !(reach > 0) {
