@@ -98,7 +98,7 @@ func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
 		}
 	}
 	if slices.Contains(bits, true) {
-		keepFarOutcasts(cols, bits, outcastZ(cfg.MinScore), nil, make([]bool, len(bits)))
+		keepFarOutcasts(cols, bits, keyOutcastRule(cfg, w), nil, make([]bool, len(bits)))
 	}
 	cols, _, _ = withoutOutcasts(cols, nil, bits, w)
 	// The model's sorted columns and its sample R in the distance space (the window after its
@@ -160,7 +160,7 @@ func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	if st.size > keyBuildMaxRows || d == 0 {
 		return nil, false
 	}
-	n := kb.window(st, outcastZ(cfg.MinScore))
+	n := kb.window(st, keyOutcastRule(cfg, st.sig.len()))
 	k := min(cfg.Keys.K, n-1)
 	if k < 1 || calibrationRecords(n, cfg.AlarmRate) != n {
 		return nil, false // (buildRankerOn says why, or takes the calibration's sample)
@@ -339,8 +339,8 @@ func toDistanceSpace(v float32, lo, unit float64) float32 {
 // and far out (keepFarOutcasts) as withoutOutcasts leaves them out, and returns its rows. The
 // window's records are a run of its rings from first that may wrap past their end: two runs,
 // each read in order (a remainder by the ring's length at every record was a division per
-// value). z is outcastZ of the configuration's min_score.
-func (kb *keyBuild) window(st *keyState, z float64) int {
+// value). rule is keyOutcastRule of the configuration.
+func (kb *keyBuild) window(st *keyState, rule outcastRule) int {
 	w, d, rows := st.sig.len(), len(st.cols), st.size
 	first := (st.next - rows + w) % w
 	a := min(rows, w-first) // the first run: [first, first+a); the second: [0, rows-a)
@@ -362,7 +362,7 @@ func (kb *keyBuild) window(st *keyState, z float64) int {
 		kb.bits[a+i] = st.sig.at(i)
 	}
 	var out int
-	out, kb.scratch = keepFarOutcasts(kb.cols, kb.bits, z, kb.scratch, kb.beyond)
+	out, kb.scratch = keepFarOutcasts(kb.cols, kb.bits, rule, kb.scratch, kb.beyond)
 	if out == 0 || float64(rows-out) < outcastFloor*float64(min(w, rows)) || rows-out < 2 {
 		return rows // (withoutOutcasts: nothing left out)
 	}

@@ -155,7 +155,7 @@ func modelLayout(r *Ranker) []int {
 // the ordinary ones must not.
 func TestKeyBuildMatchesGeneral(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	kinds := []string{"normal", "outcasts", "far-outcasts", "mostly-outcasts", "partial", "grid", "constant", "copies", "far", "negzero", "nan", "inf"}
+	kinds := []string{"normal", "outcasts", "far-outcasts", "constant-outcasts", "mostly-outcasts", "partial", "grid", "constant", "copies", "far", "negzero", "nan", "inf"}
 	type setting struct {
 		window, k, dims int
 		detectors       ScoreDetectors
@@ -207,6 +207,16 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 						if i%13 == 0 && j == 0 {
 							v += 30
 						}
+					case "constant-outcasts": // (a counter: its value 4, 7 now and then, 9 in the newest rows)
+						if j == 0 {
+							v = 4
+							switch {
+							case i >= w-5:
+								v = 9
+							case i%9 == 0:
+								v = 7
+							}
+						}
 					case "far":
 						if i%17 == 0 {
 							v = float32(r.NormFloat64() * 1e12)
@@ -234,9 +244,14 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 					st.sig.set(i, r.IntN(10) == 0)
 				case "far-outcasts":
 					st.sig.set(i, i%13 == 0 || r.IntN(20) == 0)
+				case "constant-outcasts": // (the window in ring order: next 0 below)
+					st.sig.set(i, i%9 == 0 || i >= w-5 || (i%31 == 0 && i < w/2))
 				case "mostly-outcasts":
 					st.sig.set(i, r.IntN(100) != 0)
 				}
+			}
+			if kind == "constant-outcasts" {
+				st.next = 0
 			}
 			if kind == "partial" {
 				st.size = max(2, min(w, 3+r.IntN(w)))

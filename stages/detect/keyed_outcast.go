@@ -2,6 +2,7 @@ package detect
 
 import (
 	"math"
+	"slices"
 
 	"github.com/outlierd/outlierd/internal/algo/order"
 )
@@ -56,12 +57,29 @@ func logErfc(x float64) float64 {
 	return -float64(x*x) - math.Log(float64(x*math.SqrtPi)) + math.Log1p(series)
 }
 
+// outcastRule is what keepFarOutcasts reads of the configuration: z (outcastZ of min_score), and
+// recur, the most flags the key's alarm cap allows in its window (capLimit of alarm_rate and
+// keys.window: 4 of 200).
+type outcastRule struct {
+	z     float64
+	recur int
+}
+
+// keyOutcastRule is the rule of cfg for a key's window of `window` records.
+func keyOutcastRule(cfg *Config, window int) outcastRule {
+	return outcastRule{z: outcastZ(cfg.MinScore), recur: capLimit(cfg.AlarmRate, window)}
+}
+
 // keepFarOutcasts clears bits[i] (a significant row of the window cols, columns of n rows in
-// order) unless row i lies beyond z robust sd of the median of the rows whose bits are clear, on
-// some feature; it returns how many bits stay set. scratch holds the clear rows' values while
-// they are sorted (its grown slice is returned for reuse), beyond one flag per row. A feature
-// whose clear rows have no spread (a constant) sees any other value as beyond.
-func keepFarOutcasts(cols [][]float32, bits []bool, z float64, scratch []float32, beyond []bool) (int, []float32) {
+// order, oldest first) unless row i lies beyond rule.z robust sd of the median of the rows whose
+// bits are clear, on some feature; it returns how many bits stay set. scratch holds the clear
+// rows' values while they are ordered (its grown slice is returned for reuse), beyond one flag per
+// row. A feature whose clear rows have no spread (one value: a counter at 0, a closed door) has no
+// robust sd: there a significant row off that value is beyond while it belongs to the window's
+// newest run of significant rows (a fault going on: a stuck value) or its value is significant in
+// the window at most rule.recur times; a value that recurs more often than the cap could flag is
+// the key's behaviour (TestKeyRecurringEventsLearnt), where it was kept out for good.
+func keepFarOutcasts(cols [][]float32, bits []bool, rule outcastRule, scratch []float32, beyond []bool) (int, []float32) {
 	n := len(bits)
 	clear(beyond[:n])
 	for _, c := range cols {
@@ -75,7 +93,11 @@ func keepFarOutcasts(cols [][]float32, bits []bool, z float64, scratch []float32
 		if len(s) < 2 {
 			return 0, scratch // (fewer than two left: the window is built whole anyway)
 		}
-		med, reach := robustReach(s, z)
+		med, reach := robustReach(s, rule.z)
+		if !(reach > 0) {
+			offConstant(c, bits, med, rule.recur, beyond)
+			continue
+		}
 		for i, v := range c {
 			if bits[i] && !beyond[i] && math.Abs(float64(v)-med) > reach {
 				beyond[i] = true
@@ -90,6 +112,36 @@ func keepFarOutcasts(cols [][]float32, bits []bool, z float64, scratch []float32
 		}
 	}
 	return out, scratch
+}
+
+// offConstant is keepFarOutcasts for a feature c whose clear rows are all med: it marks beyond the
+// significant rows off med that are in the newest run of significant rows, or whose value is
+// significant at most recur times in c.
+func offConstant(c []float32, bits []bool, med float64, recur int, beyond []bool) {
+	run := len(bits)
+	for run > 0 && bits[run-1] {
+		run--
+	}
+	var sig []float32
+	for i, v := range c {
+		if bits[i] && float64(v) != med {
+			sig = append(sig, v)
+		}
+	}
+	slices.Sort(sig)
+	for i, v := range c {
+		if !bits[i] || beyond[i] || float64(v) == med || v != v {
+			continue
+		}
+		lo, _ := slices.BinarySearch(sig, v)
+		hi := lo
+		for hi < len(sig) && sig[hi] == v {
+			hi++
+		}
+		if i >= run || hi-lo <= recur {
+			beyond[i] = true
+		}
+	}
 }
 
 // robustReach is the median of s and z robust sd (interquartile range / 1.349) of it; s (at
