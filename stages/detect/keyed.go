@@ -208,8 +208,8 @@ func (c *Config) keysFit(features int) error {
 		return nil
 	}
 	if one := keyBytes(kc.Window, features, true) + recentBytes(c.RecentScores, c.RecentBlocks()); kc.MaxBytes < one {
-		return config.Fieldf("detect.keys.max_bytes", "%d cannot hold one key: a warm key at keys.window %d of %d features takes about %d bytes; want 0 (no bound) or at least that many for each key of the fleet",
-			kc.MaxBytes, kc.Window, features, one)
+		return config.Fieldf("detect.keys.max_bytes", "%d cannot hold one key: a warm key at keys.window %d of %d features takes about %d bytes; want 0 (no bound) or at least %d, that many for each key of a fleet",
+			kc.MaxBytes, kc.Window, features, one, one)
 	}
 	return nil
 }
