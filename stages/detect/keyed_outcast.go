@@ -91,7 +91,10 @@ func keepFarOutcasts(cols [][]float32, bits []bool, rule outcastRule, scratch []
 		}
 		scratch = s
 		if len(s) < 2 {
-			return 0, scratch // (fewer than two left: the window is built whole anyway)
+			// No reference on this feature (fewer than two clear rows, or NaN in all but one of
+			// them): it judges no row. Returning here left every bit set, and the general build
+			// left out every significant row (TestKeyOutcastsWithoutReadings).
+			continue
 		}
 		med, reach := robustReach(s, rule.z)
 		if !(reach > 0) {

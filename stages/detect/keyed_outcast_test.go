@@ -377,3 +377,68 @@ func TestKeyStuckOnConstantStaysSignificant(t *testing.T) {
 		t.Errorf("%d of the first window's %d stuck readings significant, want >= 95%%", first, w)
 	}
 }
+
+// TestKeyOutcastsWithoutReadings: a feature with no reading in the window (NaN in every row, or
+// in all but one of the rows not significant: a sensor the source lacks) gives no reference, so it
+// judges no row; the rows are judged on the other features as they are without it. Its clear
+// rows, once NaN was left out, were fewer than two, and keepFarOutcasts returned at once with
+// every bit as it came: the general build then left every significant row out, ordinary ones
+// too, which the far-out test is there to stop (§13.0.3).
+func TestKeyOutcastsWithoutReadings(t *testing.T) {
+	r := rand.New(rand.NewPCG(51, 52))
+	const n = 200
+	vals := make([]float32, n)
+	for i := range vals {
+		vals[i] = float32(100 + 2*r.NormFloat64())
+	}
+	vals[7] = 100 + 2*40 // one far out
+	sig := make([]bool, n)
+	for _, i := range []int{7, 20, 55, 90, 140} {
+		sig[i] = true
+	}
+	nan := make([]float32, n)
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	oneLeft := slices.Clone(nan)
+	oneLeft[3] = 5
+	rule := outcastRule{z: outcastZ(5), recur: 4}
+	want := slices.Clone(sig)
+	wantOut, _ := keepFarOutcasts([][]float32{vals}, want, rule, nil, make([]bool, n))
+	if wantOut != 1 || !want[7] {
+		t.Fatalf("without the empty feature: %d kept out, want row 7 alone", wantOut)
+	}
+	for name, empty := range map[string][]float32{"all NaN": nan, "one reading": oneLeft} {
+		for _, cols := range [][][]float32{{vals, empty}, {empty, vals}} {
+			got := slices.Clone(sig)
+			out, _ := keepFarOutcasts(cols, got, rule, nil, make([]bool, n))
+			if out != wantOut || !slices.Equal(got, want) {
+				t.Errorf("%s: %d kept out, bits %v; want %d, %v", name, out, trues(got), wantOut, trues(want))
+			}
+		}
+	}
+	// The general build: its model holds every row but the far one.
+	st := &keyState{cols: [][]float32{slices.Clone(vals), slices.Clone(nan)}, sig: newFlagRing(n), size: n}
+	for i, s := range sig {
+		st.sig.set(i, s)
+	}
+	cfg := keyedConfig()
+	cfg.Keys.Window = n
+	m, err := buildKeyModelGeneral(st, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(m.Tail.Sorted[0]); got != n-1 {
+		t.Errorf("general build on %d rows, want %d (the far row left out only)", got, n-1)
+	}
+}
+
+func trues(b []bool) []int {
+	var at []int
+	for i, v := range b {
+		if v {
+			at = append(at, i)
+		}
+	}
+	return at
+}
