@@ -117,17 +117,20 @@ func keepFarOutcasts(cols [][]float32, bits []bool, rule outcastRule, scratch []
 	return out, scratch
 }
 
-// offConstant is keepFarOutcasts for a feature c whose clear rows are all med: it marks beyond the
-// significant rows off med that are in the newest run of significant rows, or whose value is
-// significant at most recur times in c.
+// offConstant is keepFarOutcasts for a feature c whose clear rows' middle half is med: it marks
+// beyond the significant rows off med that are in the newest run of significant rows, or whose
+// value is significant in at most recur episodes in c. An episode is a run of consecutive
+// significant rows holding the value: a stuck value that has ended is one fault, not a value
+// that recurs; counted by its rows it joined the builds, and the same fault again within the
+// window went unseen (TestKeyStuckOnConstantAgain).
 func offConstant(c []float32, bits []bool, med float64, recur int, beyond []bool) {
 	run := len(bits)
 	for run > 0 && bits[run-1] {
 		run--
 	}
-	var sig []float32
+	var sig []float32 // (the value of each episode's first row)
 	for i, v := range c {
-		if bits[i] && float64(v) != med {
+		if bits[i] && float64(v) != med && (i == 0 || !bits[i-1] || c[i-1] != v) {
 			sig = append(sig, v)
 		}
 	}

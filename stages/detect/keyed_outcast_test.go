@@ -442,3 +442,45 @@ func trues(b []bool) []int {
 	}
 	return at
 }
+
+// TestKeyStuckOnConstantAgain: a counter at 0 stuck at 5 for a while, back at 0, then stuck at 5
+// again within the key's window. Once the first episode ended it was no longer the newest run,
+// and its 20 readings, each a significant 5, counted as a value significant more often than the
+// cap (4): the episode joined the next builds, and the second one went unseen (0 of 20
+// significant; 20 of 20 before the counts' rule). One fault repeated is not a recurring value: a
+// value recurs by its episodes (runs of significant rows holding it), not by its rows.
+func TestKeyStuckOnConstantAgain(t *testing.T) {
+	cfg := keyedConfig()
+	for _, c := range []struct{ first, gap, again int }{{20, 60, 20}, {50, 60, 20}, {8, 30, 8}} {
+		var rows []fleetRow
+		var again []bool
+		for own := range 300 + c.first + c.gap + c.again + 50 {
+			for range 4 {
+				rows = append(rows, fleetRow{key: "other", value: float32(50 + own%7)})
+			}
+			o, v := own-300, float32(0)
+			if o >= 0 && o < c.first || o >= c.first+c.gap && o < c.first+c.gap+c.again {
+				v = 5
+			}
+			rows = append(rows, fleetRow{key: "counter", value: v})
+			again = append(again, o >= c.first+c.gap && v == 5)
+		}
+		offs := make([]int64, len(rows))
+		for i := range offs {
+			offs[i] = int64(i)
+		}
+		sc := runFleet(t, cfg, rows, offs)
+		sig, own := 0, 0
+		for i := range rows {
+			if rows[i].key == "counter" {
+				if again[own] && sc[i].Score >= cfg.MinScore {
+					sig++
+				}
+				own++
+			}
+		}
+		if sig < c.again {
+			t.Errorf("%+v: %d of the second episode's %d readings significant, want all", c, sig, c.again)
+		}
+	}
+}
