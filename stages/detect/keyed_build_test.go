@@ -390,3 +390,31 @@ func (t *twinSelf) SelfWeights(sets [][][]float32, k []int, out [][]float64) err
 	}
 	return nil
 }
+
+// TestKeyBuildOutcastsAllocateNothing: keyBuild allocates the model and nothing else (its
+// scratch is reused build after build), a window whose outcasts are judged on a feature without
+// spread (offConstant) too: it allocates as the same window without significant rows does.
+func TestKeyBuildOutcastsAllocateNothing(t *testing.T) {
+	const w = 200
+	cfg := Default()
+	cfg.KeyBy = KeyByKey
+	allocs := func(sig bool) float64 {
+		st := &keyState{cols: [][]float32{make([]float32, w), make([]float32, w)}, sig: newFlagRing(w), size: w}
+		for i := range w {
+			st.cols[0][i] = 4 // (a counter: 4, 7 on some rows, significant there)
+			if i%9 == 0 {
+				st.cols[0][i] = 7
+			}
+			st.cols[1][i] = float32(i%17) * 0.37
+			st.sig.set(i, sig && i%9 == 0)
+		}
+		kb := new(keyBuild)
+		if _, ok := kb.build(st, &cfg); !ok {
+			t.Fatal("keyBuild declined the window")
+		}
+		return testing.AllocsPerRun(20, func() { kb.build(st, &cfg) })
+	}
+	if with, without := allocs(true), allocs(false); with != without {
+		t.Errorf("%.0f allocations a build with the counter's outcasts, %.0f without", with, without)
+	}
+}

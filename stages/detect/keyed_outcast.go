@@ -98,7 +98,7 @@ func keepFarOutcasts(cols [][]float32, bits []bool, rule outcastRule, scratch []
 		}
 		med, reach := robustReach(s, rule.z)
 		if !(reach > 0) {
-			offConstant(c, bits, med, rule.recur, beyond)
+			scratch = offConstant(c, bits, med, rule.recur, beyond, s[:0])
 			continue
 		}
 		for i, v := range c {
@@ -122,13 +122,14 @@ func keepFarOutcasts(cols [][]float32, bits []bool, rule outcastRule, scratch []
 // value is significant in at most recur episodes in c. An episode is a run of consecutive
 // significant rows holding the value: a stuck value that has ended is one fault, not a value
 // that recurs; counted by its rows it joined the builds, and the same fault again within the
-// window went unseen (TestKeyStuckOnConstantAgain).
-func offConstant(c []float32, bits []bool, med float64, recur int, beyond []bool) {
+// window went unseen (TestKeyStuckOnConstantAgain). sig is scratch (keepFarOutcasts' values, no
+// longer read), returned grown.
+func offConstant(c []float32, bits []bool, med float64, recur int, beyond []bool, sig []float32) []float32 {
 	run := len(bits)
 	for run > 0 && bits[run-1] {
 		run--
 	}
-	var sig []float32 // (the value of each episode's first row)
+	// sig: the value of each episode's first row.
 	for i, v := range c {
 		if bits[i] && float64(v) != med && (i == 0 || !bits[i-1] || c[i-1] != v) {
 			sig = append(sig, v)
@@ -148,6 +149,7 @@ func offConstant(c []float32, bits []bool, med float64, recur int, beyond []bool
 			beyond[i] = true
 		}
 	}
+	return sig
 }
 
 // robustReach is the median of s and z robust sd (interquartile range / 1.349) of it; s (at
