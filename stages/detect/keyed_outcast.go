@@ -74,11 +74,12 @@ func keyOutcastRule(cfg *Config, window int) outcastRule {
 // order, oldest first) unless row i lies beyond rule.z robust sd of the median of the rows whose
 // bits are clear, on some feature; it returns how many bits stay set. scratch holds the clear
 // rows' values while they are ordered (its grown slice is returned for reuse), beyond one flag per
-// row. A feature whose clear rows have no spread (one value: a counter at 0, a closed door) has no
-// robust sd: there a significant row off that value is beyond while it belongs to the window's
-// newest run of significant rows (a fault going on: a stuck value) or its value is significant in
-// the window at most rule.recur times; a value that recurs more often than the cap could flag is
-// the key's behaviour (TestKeyRecurringEventsLearnt), where it was kept out for good.
+// row. A feature whose clear rows have no spread (their middle half one value: a counter at 0, a
+// closed door) has no robust sd: there a significant row off that value is beyond while it
+// belongs to the window's newest run of significant rows (a fault going on: a stuck value) or its
+// value is significant in at most rule.recur episodes of the window (offConstant); a value that
+// recurs more often than the cap could flag is the key's behaviour (TestKeyRecurringEventsLearnt),
+// where it was kept out for good. A feature with fewer than two clear readings judges no row.
 func keepFarOutcasts(cols [][]float32, bits []bool, rule outcastRule, scratch []float32, beyond []bool) (int, []float32) {
 	n := len(bits)
 	clear(beyond[:n])
