@@ -155,7 +155,7 @@ func modelLayout(r *Ranker) []int {
 // the ordinary ones must not.
 func TestKeyBuildMatchesGeneral(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	kinds := []string{"normal", "outcasts", "far-outcasts", "constant-outcasts", "mostly-outcasts", "partial", "grid", "constant", "copies", "far", "negzero", "nan", "inf"}
+	kinds := []string{"normal", "outcasts", "far-outcasts", "constant-outcasts", "constant-outcasts-wrapped", "mostly-outcasts", "partial", "grid", "constant", "copies", "far", "negzero", "nan", "inf"}
 	type setting struct {
 		window, k, dims int
 		detectors       ScoreDetectors
@@ -207,7 +207,7 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 						if i%13 == 0 && j == 0 {
 							v += 30
 						}
-					case "constant-outcasts": // (a counter: its value 4, 7 now and then, 9 in the newest rows)
+					case "constant-outcasts", "constant-outcasts-wrapped": // (a counter: its value 4, 7 now and then, 9 in the newest rows)
 						if j == 0 {
 							v = 4
 							switch {
@@ -244,14 +244,25 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 					st.sig.set(i, r.IntN(10) == 0)
 				case "far-outcasts":
 					st.sig.set(i, i%13 == 0 || r.IntN(20) == 0)
-				case "constant-outcasts": // (the window in ring order: next 0 below)
+				case "constant-outcasts", "constant-outcasts-wrapped": // (the window in ring order: next 0 below)
 					st.sig.set(i, i%9 == 0 || i >= w-5 || (i%31 == 0 && i < w/2))
 				case "mostly-outcasts":
 					st.sig.set(i, r.IntN(100) != 0)
 				}
 			}
-			if kind == "constant-outcasts" {
+			switch kind {
+			case "constant-outcasts":
 				st.next = 0
+			case "constant-outcasts-wrapped": // (the same window, oldest first from a ring's middle: its newest run wraps past the end)
+				off := 3 // (window rows w-5..w-1, the newest run, at ring places w-2, w-1, 0, 1, 2)
+				for j, c := range st.cols {
+					st.cols[j] = append(slices.Clone(c[w-off:]), c[:w-off]...)
+				}
+				sig := newFlagRing(w)
+				for i := range w {
+					sig.set((i+off)%w, st.sig.at(i))
+				}
+				st.sig, st.next = sig, off
 			}
 			if kind == "partial" {
 				st.size = max(2, min(w, 3+r.IntN(w)))
@@ -298,7 +309,13 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 			}
 		}
 	}
-	if twin.calls < len(settings) || twin.sets < 25 {
+	small := 0 // (the settings whose every window fits keyBuild; 5000's partial window may or may not, by the draw)
+	for _, s := range settings {
+		if s.window <= keyBuildMaxRows {
+			small++
+		}
+	}
+	if twin.calls < small || twin.sets < 25 {
 		t.Fatalf("%d device calls for %d sets: the batched builds missed the device", twin.calls, twin.sets)
 	}
 	if fast < 50 {
@@ -372,4 +389,32 @@ func (t *twinSelf) SelfWeights(sets [][][]float32, k []int, out [][]float64) err
 		gpukern.KeyedSelfReference(set, k[s], out[s])
 	}
 	return nil
+}
+
+// TestKeyBuildOutcastsAllocateNothing: keyBuild allocates the model and nothing else (its
+// scratch is reused build after build), a window whose outcasts are judged on a feature without
+// spread (offConstant) too: it allocates as the same window without significant rows does.
+func TestKeyBuildOutcastsAllocateNothing(t *testing.T) {
+	const w = 200
+	cfg := Default()
+	cfg.KeyBy = KeyByKey
+	allocs := func(sig bool) float64 {
+		st := &keyState{cols: [][]float32{make([]float32, w), make([]float32, w)}, sig: newFlagRing(w), size: w}
+		for i := range w {
+			st.cols[0][i] = 4 // (a counter: 4, 7 on some rows, significant there)
+			if i%9 == 0 {
+				st.cols[0][i] = 7
+			}
+			st.cols[1][i] = float32(i%17) * 0.37
+			st.sig.set(i, sig && i%9 == 0)
+		}
+		kb := new(keyBuild)
+		if _, ok := kb.build(st, &cfg); !ok {
+			t.Fatal("keyBuild declined the window")
+		}
+		return testing.AllocsPerRun(20, func() { kb.build(st, &cfg) })
+	}
+	if with, without := allocs(true), allocs(false); with != without {
+		t.Errorf("%.0f allocations a build with the counter's outcasts, %.0f without", with, without)
+	}
 }

@@ -74,11 +74,12 @@ func keyOutcastRule(cfg *Config, window int) outcastRule {
 // order, oldest first) unless row i lies beyond rule.z robust sd of the median of the rows whose
 // bits are clear, on some feature; it returns how many bits stay set. scratch holds the clear
 // rows' values while they are ordered (its grown slice is returned for reuse), beyond one flag per
-// row. A feature whose clear rows have no spread (one value: a counter at 0, a closed door) has no
-// robust sd: there a significant row off that value is beyond while it belongs to the window's
-// newest run of significant rows (a fault going on: a stuck value) or its value is significant in
-// the window at most rule.recur times; a value that recurs more often than the cap could flag is
-// the key's behaviour (TestKeyRecurringEventsLearnt), where it was kept out for good.
+// row. A feature whose clear rows have no spread (their middle half one value: a counter at 0, a
+// closed door) has no robust sd: there a significant row off that value is beyond while it
+// belongs to the window's newest run of significant rows (a fault going on: a stuck value) or its
+// value is significant in at most rule.recur episodes of the window (offConstant); a value that
+// recurs more often than the cap could flag is the key's behaviour (TestKeyRecurringEventsLearnt),
+// where it was kept out for good. A feature with fewer than two clear readings judges no row.
 func keepFarOutcasts(cols [][]float32, bits []bool, rule outcastRule, scratch []float32, beyond []bool) (int, []float32) {
 	n := len(bits)
 	clear(beyond[:n])
@@ -91,11 +92,14 @@ func keepFarOutcasts(cols [][]float32, bits []bool, rule outcastRule, scratch []
 		}
 		scratch = s
 		if len(s) < 2 {
-			return 0, scratch // (fewer than two left: the window is built whole anyway)
+			// No reference on this feature (fewer than two clear rows, or NaN in all but one of
+			// them): it judges no row. Returning here left every bit set, and the general build
+			// left out every significant row (TestKeyOutcastsWithoutReadings).
+			continue
 		}
 		med, reach := robustReach(s, rule.z)
 		if !(reach > 0) {
-			offConstant(c, bits, med, rule.recur, beyond)
+			scratch = offConstant(c, bits, med, rule.recur, beyond, s[:0])
 			continue
 		}
 		for i, v := range c {
@@ -114,17 +118,21 @@ func keepFarOutcasts(cols [][]float32, bits []bool, rule outcastRule, scratch []
 	return out, scratch
 }
 
-// offConstant is keepFarOutcasts for a feature c whose clear rows are all med: it marks beyond the
-// significant rows off med that are in the newest run of significant rows, or whose value is
-// significant at most recur times in c.
-func offConstant(c []float32, bits []bool, med float64, recur int, beyond []bool) {
+// offConstant is keepFarOutcasts for a feature c whose clear rows' middle half is med: it marks
+// beyond the significant rows off med that are in the newest run of significant rows, or whose
+// value is significant in at most recur episodes in c. An episode is a run of consecutive
+// significant rows holding the value: a stuck value that has ended is one fault, not a value
+// that recurs; counted by its rows it joined the builds, and the same fault again within the
+// window went unseen (TestKeyStuckOnConstantAgain). sig is scratch (keepFarOutcasts' values, no
+// longer read), returned grown.
+func offConstant(c []float32, bits []bool, med float64, recur int, beyond []bool, sig []float32) []float32 {
 	run := len(bits)
 	for run > 0 && bits[run-1] {
 		run--
 	}
-	var sig []float32
+	// sig: the value of each episode's first row.
 	for i, v := range c {
-		if bits[i] && float64(v) != med {
+		if bits[i] && float64(v) != med && (i == 0 || !bits[i-1] || c[i-1] != v) {
 			sig = append(sig, v)
 		}
 	}
@@ -142,6 +150,7 @@ func offConstant(c []float32, bits []bool, med float64, recur int, beyond []bool
 			beyond[i] = true
 		}
 	}
+	return sig
 }
 
 // robustReach is the median of s and z robust sd (interquartile range / 1.349) of it; s (at

@@ -377,3 +377,110 @@ func TestKeyStuckOnConstantStaysSignificant(t *testing.T) {
 		t.Errorf("%d of the first window's %d stuck readings significant, want >= 95%%", first, w)
 	}
 }
+
+// TestKeyOutcastsWithoutReadings: a feature with no reading in the window (NaN in every row, or
+// in all but one of the rows not significant: a sensor the source lacks) gives no reference, so it
+// judges no row; the rows are judged on the other features as they are without it. Its clear
+// rows, once NaN was left out, were fewer than two, and keepFarOutcasts returned at once with
+// every bit as it came: the general build then left every significant row out, ordinary ones
+// too, which the far-out test is there to stop (§13.0.3).
+func TestKeyOutcastsWithoutReadings(t *testing.T) {
+	r := rand.New(rand.NewPCG(51, 52))
+	const n = 200
+	vals := make([]float32, n)
+	for i := range vals {
+		vals[i] = float32(100 + 2*r.NormFloat64())
+	}
+	vals[7] = 100 + 2*40 // one far out
+	sig := make([]bool, n)
+	for _, i := range []int{7, 20, 55, 90, 140} {
+		sig[i] = true
+	}
+	nan := make([]float32, n)
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	oneLeft := slices.Clone(nan)
+	oneLeft[3] = 5
+	rule := outcastRule{z: outcastZ(5), recur: 4}
+	want := slices.Clone(sig)
+	wantOut, _ := keepFarOutcasts([][]float32{vals}, want, rule, nil, make([]bool, n))
+	if wantOut != 1 || !want[7] {
+		t.Fatalf("without the empty feature: %d kept out, want row 7 alone", wantOut)
+	}
+	for name, empty := range map[string][]float32{"all NaN": nan, "one reading": oneLeft} {
+		for _, cols := range [][][]float32{{vals, empty}, {empty, vals}} {
+			got := slices.Clone(sig)
+			out, _ := keepFarOutcasts(cols, got, rule, nil, make([]bool, n))
+			if out != wantOut || !slices.Equal(got, want) {
+				t.Errorf("%s: %d kept out, bits %v; want %d, %v", name, out, trues(got), wantOut, trues(want))
+			}
+		}
+	}
+	// The general build: its model holds every row but the far one.
+	st := &keyState{cols: [][]float32{slices.Clone(vals), slices.Clone(nan)}, sig: newFlagRing(n), size: n}
+	for i, s := range sig {
+		st.sig.set(i, s)
+	}
+	cfg := keyedConfig()
+	cfg.Keys.Window = n
+	m, err := buildKeyModelGeneral(st, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(m.Tail.Sorted[0]); got != n-1 {
+		t.Errorf("general build on %d rows, want %d (the far row left out only)", got, n-1)
+	}
+}
+
+func trues(b []bool) []int {
+	var at []int
+	for i, v := range b {
+		if v {
+			at = append(at, i)
+		}
+	}
+	return at
+}
+
+// TestKeyStuckOnConstantAgain: a counter at 0 stuck at 5 for a while, back at 0, then stuck at 5
+// again within the key's window. Once the first episode ended it was no longer the newest run,
+// and its 20 readings, each a significant 5, counted as a value significant more often than the
+// cap (4): the episode joined the next builds, and the second one went unseen (0 of 20
+// significant; 20 of 20 before the counts' rule). One fault repeated is not a recurring value: a
+// value recurs by its episodes (runs of significant rows holding it), not by its rows.
+func TestKeyStuckOnConstantAgain(t *testing.T) {
+	cfg := keyedConfig()
+	for _, c := range []struct{ first, gap, again int }{{20, 60, 20}, {50, 60, 20}, {8, 30, 8}} {
+		var rows []fleetRow
+		var again []bool
+		for own := range 300 + c.first + c.gap + c.again + 50 {
+			for range 4 {
+				rows = append(rows, fleetRow{key: "other", value: float32(50 + own%7)})
+			}
+			o, v := own-300, float32(0)
+			if o >= 0 && o < c.first || o >= c.first+c.gap && o < c.first+c.gap+c.again {
+				v = 5
+			}
+			rows = append(rows, fleetRow{key: "counter", value: v})
+			again = append(again, o >= c.first+c.gap && v == 5)
+		}
+		offs := make([]int64, len(rows))
+		for i := range offs {
+			offs[i] = int64(i)
+		}
+		sc := runFleet(t, cfg, rows, offs)
+		sig, own := 0, 0
+		for i := range rows {
+			if rows[i].key == "counter" {
+				if again[own] && sc[i].Score >= cfg.MinScore {
+					sig++
+				}
+				own++
+			}
+		}
+		if sig < c.again {
+			t.Errorf("%+v: %d of the second episode's %d readings significant, want all", c, sig, c.again)
+		}
+	}
+}
