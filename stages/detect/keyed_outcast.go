@@ -76,10 +76,10 @@ func keyOutcastRule(cfg *Config, window int) outcastRule {
 // rows' values while they are ordered (its grown slice is returned for reuse), beyond one flag per
 // row. A feature whose clear rows have no spread (their middle half one value: a counter at 0, a
 // closed door) has no robust sd: there a significant row off that value is beyond while it
-// belongs to the window's newest run of significant rows (a fault going on: a stuck value) or its
-// value is significant in at most rule.recur episodes of the window (offConstant); a value that
-// recurs more often than the cap could flag is the key's behaviour (TestKeyRecurringEventsLearnt),
-// where it was kept out for good. A feature with fewer than two clear readings judges no row.
+// belongs to the window's newest run of significant rows (a fault going on: a stuck value) or at
+// most rule.recur episodes of the window reach as far from that value (offConstant); a value
+// that more episodes reach than the cap could flag is the key's behaviour
+// (TestKeyRecurringEventsLearnt, TestKeyZeroInflatedLearnt), where it was kept out for good. A feature with fewer than two clear readings judges no row.
 func keepFarOutcasts(cols [][]float32, bits []bool, rule outcastRule, scratch []float32, beyond []bool) (int, []float32) {
 	n := len(bits)
 	clear(beyond[:n])
@@ -120,33 +120,40 @@ func keepFarOutcasts(cols [][]float32, bits []bool, rule outcastRule, scratch []
 
 // offConstant is keepFarOutcasts for a feature c whose clear rows' middle half is med: it marks
 // beyond the significant rows off med that are in the newest run of significant rows, or whose
-// value is significant in at most recur episodes in c. An episode is a run of consecutive
-// significant rows holding the value: a stuck value that has ended is one fault, not a value
-// that recurs; counted by its rows it joined the builds, and the same fault again within the
-// window went unseen (TestKeyStuckOnConstantAgain). sig is scratch (keepFarOutcasts' values, no
-// longer read), returned grown.
+// distance from med at most recur episodes of c reach. An episode is a run of consecutive
+// significant rows off med; its reach, its largest distance. So a stuck value that has ended is
+// one fault (counted by its rows it joined the builds, and the same fault again within the window
+// went unseen: TestKeyStuckOnConstantAgain); a count that recurs (a counter's 1s) or an amount
+// among many (rain: no two alike, TestKeyZeroInflatedLearnt) joins the builds, and only the
+// cap's count of the farthest episodes stays out, as the cap flags at most that many. sig is
+// scratch (keepFarOutcasts' values, no longer read), returned grown.
 func offConstant(c []float32, bits []bool, med float64, recur int, beyond []bool, sig []float32) []float32 {
 	run := len(bits)
 	for run > 0 && bits[run-1] {
 		run--
 	}
-	// sig: the value of each episode's first row.
-	for i, v := range c {
-		if bits[i] && float64(v) != med && (i == 0 || !bits[i-1] || c[i-1] != v) {
-			sig = append(sig, v)
+	// sig: each episode's reach, as float32 (a distance from a float32 value to a median of
+	// float32 values; only their order is read).
+	off := func(i int) bool { return bits[i] && float64(c[i]) != med && c[i] == c[i] }
+	for i := 0; i < len(c); {
+		if !off(i) {
+			i++
+			continue
 		}
+		reach := 0.0
+		for ; i < len(c) && off(i); i++ {
+			reach = max(reach, math.Abs(float64(c[i])-med))
+		}
+		sig = append(sig, float32(reach))
 	}
 	slices.Sort(sig)
 	for i, v := range c {
-		if !bits[i] || beyond[i] || float64(v) == med || v != v {
+		if !off(i) || beyond[i] {
 			continue
 		}
-		lo, _ := slices.BinarySearch(sig, v)
-		hi := lo
-		for hi < len(sig) && sig[hi] == v {
-			hi++
-		}
-		if i >= run || hi-lo <= recur {
+		// the episodes reaching at least this row's distance
+		lo, _ := slices.BinarySearch(sig, float32(math.Abs(float64(v)-med)))
+		if i >= run || len(sig)-lo <= recur {
 			beyond[i] = true
 		}
 	}

@@ -299,7 +299,8 @@ func TestKeyOutcastsIgnoreNaN(t *testing.T) {
 // models never held a 1 and every 1 stayed significant for good, flagged up to the cap (the review
 // found it; before this session too). A value that recurs in the window more often than the cap
 // flags (alarm_rate of keys.window: 4 of 200) is the key's behaviour, not a fault: it joins the
-// next builds. A stuck run (TestKeyStuckSensorStaysSignificant's, on a constant) stays out.
+// next builds; a far fault among them (50) stays out and significant. A stuck run
+// (TestKeyStuckOnConstantStaysSignificant) stays out.
 func TestKeyRecurringEventsLearnt(t *testing.T) {
 	cfg := keyedConfig()
 	for _, c := range []struct {
@@ -316,6 +317,9 @@ func TestKeyRecurringEventsLearnt(t *testing.T) {
 			if own >= cfg.Keys.MinRecords && r.Float64() < c.ones {
 				v = 1
 			}
+			if own == 700 || own == 800 {
+				v = 50 // (a fault among the learnt 1s: it stays out, and significant)
+			}
 			rows = append(rows, fleetRow{key: "counter", value: v})
 		}
 		offs := make([]int64, len(rows))
@@ -325,6 +329,9 @@ func TestKeyRecurringEventsLearnt(t *testing.T) {
 		sc := runFleet(t, cfg, rows, offs)
 		ones, sig := 0, 0
 		for i, s := range sc {
+			if rows[i].key == "counter" && rows[i].value == 50 && !(s.Score >= cfg.MinScore) {
+				t.Errorf("%.0f %% ones, seed %d: a reading of 50 among the learnt 1s scores %.2f, under min_score", 100*c.ones, c.seed, s.Score)
+			}
 			if rows[i].key == "counter" && rows[i].value == 1 {
 				ones++
 				if s.Score >= cfg.MinScore {
@@ -481,6 +488,54 @@ func TestKeyStuckOnConstantAgain(t *testing.T) {
 		}
 		if sig < c.again {
 			t.Errorf("%+v: %d of the second episode's %d readings significant, want all", c, sig, c.again)
+		}
+	}
+}
+
+// TestKeyZeroInflatedLearnt: TestKeyRecurringEventsLearnt for a key whose readings are 0 mostly
+// and, now and then, a continuous amount (rain, a queue's backlog): none in its warm-up. Counted
+// by exact value, no amount recurs, so every amount stayed out of the key's builds and every one
+// was significant for good. The episodes at least as far out as an amount count now: only the
+// cap's count of the most extreme stay out.
+func TestKeyZeroInflatedLearnt(t *testing.T) {
+	cfg := keyedConfig()
+	for _, seed := range []uint64{1, 2, 3} {
+		r := rand.New(rand.NewPCG(seed, 43))
+		var rows []fleetRow
+		for own := range 1000 {
+			for range 4 {
+				rows = append(rows, fleetRow{key: "other", value: float32(50 + r.NormFloat64())})
+			}
+			v := float32(0)
+			if own >= cfg.Keys.MinRecords && r.Float64() < 0.08 {
+				v = float32(0.1 + r.ExpFloat64())
+			}
+			rows = append(rows, fleetRow{key: "gauge", value: v})
+		}
+		offs := make([]int64, len(rows))
+		for i := range offs {
+			offs[i] = int64(i)
+		}
+		sc := runFleet(t, cfg, rows, offs)
+		amounts, sig, late, lateSig := 0, 0, 0, 0
+		for i, s := range sc {
+			if rows[i].key != "gauge" || rows[i].value == 0 {
+				continue
+			}
+			amounts++
+			if s.Score >= cfg.MinScore {
+				sig++
+			}
+			if i >= len(rows)/2 {
+				late++
+				if s.Score >= cfg.MinScore {
+					lateSig++
+				}
+			}
+		}
+		t.Logf("seed %d: %d of %d amounts significant; %d of %d in the stream's second half", seed, sig, amounts, lateSig, late)
+		if lateSig > late/5 {
+			t.Errorf("seed %d: %d of the second half's %d amounts significant, want at most a fifth", seed, lateSig, late)
 		}
 	}
 }
