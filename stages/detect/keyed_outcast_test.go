@@ -63,27 +63,13 @@ func TestKeyStuckSensorStaysSignificant(t *testing.T) {
 		cfg.MinScore = c.minScore
 		w := cfg.Keys.Window
 		r := rand.New(rand.NewPCG(20, 21))
-		var rows []fleetRow
-		stuckAt := -1
-		for i, own := 0, 0; own < 400+2*w; i++ {
-			if i%5 != 0 { // four other keys between its readings
-				rows = append(rows, fleetRow{key: "other", value: float32(50 + r.NormFloat64())})
-				continue
-			}
-			v := 100 + 2*r.NormFloat64()
+		rows, offs := amongOthers("stuck", 400+2*w, noiseAbout50(r), func(own int) (float32, bool) {
 			if own >= 400 {
-				v = c.stuck
-				if stuckAt < 0 {
-					stuckAt = len(rows)
-				}
+				return float32(c.stuck), true
 			}
-			rows = append(rows, fleetRow{key: "stuck", value: float32(v), spike: own >= 400})
-			own++
-		}
-		offs := make([]int64, len(rows))
-		for i := range offs {
-			offs[i] = int64(i)
-		}
+			return float32(100 + 2*r.NormFloat64()), false
+		})
+		stuckAt := slices.IndexFunc(rows, func(f fleetRow) bool { return f.spike })
 		sc := runFleet(t, cfg, rows, offs)
 		var stuck []bool
 		for i := stuckAt; i < len(rows); i++ {
@@ -123,25 +109,16 @@ func TestKeyStuckSensorStaysSignificant(t *testing.T) {
 func TestKeyWarmupSpikeLeftOut(t *testing.T) {
 	cfg := keyedConfig()
 	r := rand.New(rand.NewPCG(8, 9))
-	var rows []fleetRow
-	for own := 0; own < 200; own++ {
-		for range 4 { // other keys between its readings
-			rows = append(rows, fleetRow{key: "other", value: float32(50 + r.NormFloat64())})
-		}
+	rows, offs := amongOthers("young", 200, noiseAbout50(r), func(own int) (float32, bool) {
 		v := 100 + 2*r.NormFloat64()
-		spike := false
 		switch own {
 		case 4:
-			v = 160
+			return 160, false
 		case 60, 120, 180:
-			v, spike = 124, true
+			return 124, true
 		}
-		rows = append(rows, fleetRow{key: "young", value: float32(v), spike: spike})
-	}
-	offs := make([]int64, len(rows))
-	for i := range offs {
-		offs[i] = int64(i)
-	}
+		return float32(v), false
+	})
 	sc := runFleet(t, cfg, rows, offs)
 	for i, s := range sc {
 		if rows[i].spike && !(s.Score >= cfg.MinScore) {
@@ -200,21 +177,12 @@ func TestKeyWarmupCountsNotOutcasts(t *testing.T) {
 		seed uint64
 	}{{0.1, 1}, {0.2, 1}, {0.2, 2}} {
 		r := rand.New(rand.NewPCG(c.seed, 31))
-		var rows []fleetRow
-		for range 600 {
-			for range 4 { // other keys between its readings
-				rows = append(rows, fleetRow{key: "other", value: float32(50 + r.NormFloat64())})
-			}
-			v := float32(0)
+		rows, offs := amongOthers("door", 600, noiseAbout50(r), func(int) (float32, bool) {
 			if r.Float64() < c.ones {
-				v = 1
+				return 1, false
 			}
-			rows = append(rows, fleetRow{key: "door", value: v})
-		}
-		offs := make([]int64, len(rows))
-		for i := range offs {
-			offs[i] = int64(i)
-		}
+			return 0, false
+		})
 		sc := runFleet(t, cfg, rows, offs)
 		seen, ones, sig := 0, 0, 0
 		for i, s := range sc {
@@ -308,11 +276,7 @@ func TestKeyRecurringEventsLearnt(t *testing.T) {
 		seed uint64
 	}{{0.05, 1}, {0.05, 2}, {0.1, 3}} {
 		r := rand.New(rand.NewPCG(c.seed, 41))
-		var rows []fleetRow
-		for own := range 1000 {
-			for range 4 { // other keys between its readings
-				rows = append(rows, fleetRow{key: "other", value: float32(50 + r.NormFloat64())})
-			}
+		rows, offs := amongOthers("counter", 1000, noiseAbout50(r), func(own int) (float32, bool) {
 			v := float32(0)
 			if own >= cfg.Keys.MinRecords && r.Float64() < c.ones {
 				v = 1
@@ -320,12 +284,8 @@ func TestKeyRecurringEventsLearnt(t *testing.T) {
 			if own == 700 || own == 800 {
 				v = 50 // (a fault among the learnt 1s: it stays out, and significant)
 			}
-			rows = append(rows, fleetRow{key: "counter", value: v})
-		}
-		offs := make([]int64, len(rows))
-		for i := range offs {
-			offs[i] = int64(i)
-		}
+			return v, false
+		})
 		sc := runFleet(t, cfg, rows, offs)
 		ones, sig := 0, 0
 		for i, s := range sc {
@@ -351,21 +311,12 @@ func TestKeyRecurringEventsLearnt(t *testing.T) {
 func TestKeyStuckOnConstantStaysSignificant(t *testing.T) {
 	cfg := keyedConfig()
 	w := cfg.Keys.Window
-	var rows []fleetRow
-	for own := range 400 + 2*w {
-		for range 4 {
-			rows = append(rows, fleetRow{key: "other", value: float32(50 + own%7)})
-		}
-		v := float32(0)
+	rows, offs := amongOthers("counter", 400+2*w, cycleAbout50, func(own int) (float32, bool) {
 		if own >= 400 {
-			v = 5
+			return 5, true
 		}
-		rows = append(rows, fleetRow{key: "counter", value: v})
-	}
-	offs := make([]int64, len(rows))
-	for i := range offs {
-		offs[i] = int64(i)
-	}
+		return 0, false
+	})
 	sc := runFleet(t, cfg, rows, offs)
 	var stuck []bool
 	for i := range rows {
@@ -459,23 +410,15 @@ func trues(b []bool) []int {
 func TestKeyStuckOnConstantAgain(t *testing.T) {
 	cfg := keyedConfig()
 	for _, c := range []struct{ first, gap, again int }{{20, 60, 20}, {50, 60, 20}, {8, 30, 8}} {
-		var rows []fleetRow
 		var again []bool
-		for own := range 300 + c.first + c.gap + c.again + 50 {
-			for range 4 {
-				rows = append(rows, fleetRow{key: "other", value: float32(50 + own%7)})
-			}
+		rows, offs := amongOthers("counter", 300+c.first+c.gap+c.again+50, cycleAbout50, func(own int) (float32, bool) {
 			o, v := own-300, float32(0)
 			if o >= 0 && o < c.first || o >= c.first+c.gap && o < c.first+c.gap+c.again {
 				v = 5
 			}
-			rows = append(rows, fleetRow{key: "counter", value: v})
 			again = append(again, o >= c.first+c.gap && v == 5)
-		}
-		offs := make([]int64, len(rows))
-		for i := range offs {
-			offs[i] = int64(i)
-		}
+			return v, false
+		})
 		sc := runFleet(t, cfg, rows, offs)
 		sig, own := 0, 0
 		for i := range rows {
@@ -501,21 +444,12 @@ func TestKeyZeroInflatedLearnt(t *testing.T) {
 	cfg := keyedConfig()
 	for _, seed := range []uint64{1, 2, 3} {
 		r := rand.New(rand.NewPCG(seed, 43))
-		var rows []fleetRow
-		for own := range 1000 {
-			for range 4 {
-				rows = append(rows, fleetRow{key: "other", value: float32(50 + r.NormFloat64())})
-			}
-			v := float32(0)
+		rows, offs := amongOthers("gauge", 1000, noiseAbout50(r), func(own int) (float32, bool) {
 			if own >= cfg.Keys.MinRecords && r.Float64() < 0.08 {
-				v = float32(0.1 + r.ExpFloat64())
+				return float32(0.1 + r.ExpFloat64()), false
 			}
-			rows = append(rows, fleetRow{key: "gauge", value: v})
-		}
-		offs := make([]int64, len(rows))
-		for i := range offs {
-			offs[i] = int64(i)
-		}
+			return 0, false
+		})
 		sc := runFleet(t, cfg, rows, offs)
 		amounts, sig, late, lateSig := 0, 0, 0, 0
 		for i, s := range sc {
@@ -539,3 +473,30 @@ func TestKeyZeroInflatedLearnt(t *testing.T) {
 		}
 	}
 }
+
+// amongOthers is one key's n readings (value(own): its reading and whether it is labelled), each
+// after four readings of a key "other" (other(own)), and the records' offsets (their rows): one
+// key of a fleet, as runFleet takes it.
+func amongOthers(key string, n int, other func(own int) float32, value func(own int) (float32, bool)) ([]fleetRow, []int64) {
+	var rows []fleetRow
+	for own := range n {
+		for range 4 {
+			rows = append(rows, fleetRow{key: "other", value: other(own)})
+		}
+		v, spike := value(own)
+		rows = append(rows, fleetRow{key: key, value: v, spike: spike})
+	}
+	offs := make([]int64, len(rows))
+	for i := range offs {
+		offs[i] = int64(i)
+	}
+	return rows, offs
+}
+
+// noiseAbout50 and cycleAbout50 are amongOthers' other keys: noise about 50 drawn from r, or 50
+// to 56 in turn.
+func noiseAbout50(r *rand.Rand) func(int) float32 {
+	return func(int) float32 { return float32(50 + r.NormFloat64()) }
+}
+
+func cycleAbout50(own int) float32 { return float32(50 + own%7) }
