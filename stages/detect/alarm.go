@@ -20,6 +20,13 @@ import (
 // a new normal is learnt after about a window instead of never.
 const outcastFloor = 0.05
 
+// leavesOut reports whether a build of a window snapshot of rows records (of a window of
+// `window`) leaves its out outcasts out: some are, and at least outcastFloor of the window (or
+// of the rows it holds while it fills), and two records, remain.
+func leavesOut(rows, out, window int) bool {
+	return out > 0 && float64(rows-out) >= outcastFloor*float64(min(window, rows)) && rows-out >= 2
+}
+
 // withoutOutcasts returns the rows of a window snapshot (cols, sds: column-major, oldest first)
 // whose bits are clear, or the snapshot itself when nothing is left out or too few would remain
 // (outcastFloor of the window, or of the rows it holds while it fills). The second result is
@@ -38,7 +45,7 @@ func withoutOutcasts(cols, sds [][]float32, bits []bool, window int) ([][]float3
 			out++
 		}
 	}
-	if out == 0 || float64(rows-out) < outcastFloor*float64(min(window, rows)) || rows-out < 2 {
+	if !leavesOut(rows, out, window) {
 		return cols, sds, 0
 	}
 	keep := func(src [][]float32) [][]float32 {

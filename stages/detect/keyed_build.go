@@ -363,7 +363,7 @@ func (kb *keyBuild) window(st *keyState, rule outcastRule) int {
 	}
 	var out int
 	out, kb.scratch = keepFarOutcasts(kb.cols, kb.bits, rule, kb.scratch, kb.beyond)
-	if out == 0 || float64(rows-out) < outcastFloor*float64(min(w, rows)) || rows-out < 2 {
+	if !leavesOut(rows, out, w) {
 		return rows // (withoutOutcasts: nothing left out)
 	}
 	// Compacted in place, column after column: each value moves to an index no larger than the

@@ -79,7 +79,8 @@ func keyOutcastRule(cfg *Config, window int) outcastRule {
 // belongs to the window's newest run of significant rows (a fault going on: a stuck value) or at
 // most rule.recur episodes of the window reach as far from that value (offConstant); a value
 // that more episodes reach than the cap could flag is the key's behaviour
-// (TestKeyRecurringEventsLearnt, TestKeyZeroInflatedLearnt), where it was kept out for good. A feature with fewer than two clear readings judges no row.
+// (TestKeyRecurringEventsLearnt, TestKeyZeroInflatedLearnt), where it was kept out for good. A
+// feature with fewer than two clear readings judges no row.
 func keepFarOutcasts(cols [][]float32, bits []bool, rule outcastRule, scratch []float32, beyond []bool) (int, []float32) {
 	n := len(bits)
 	clear(beyond[:n])
@@ -180,9 +181,9 @@ func robustReach(s []float32, z float64) (med, reach float64) {
 // key's models as its later significant records do (keepFarOutcasts confirms it at each build),
 // instead of widening the key's tail for as long as it stays in the window. A feature whose
 // warm-up has no spread (its middle half one value: counts, a 0/1 sensor) marks nothing: there
-// every other value was beyond, and kept out (keepFarOutcasts sees any value beyond a constant),
-// so the first model was the one value's and every later reading off it significant for good
-// (TestKeyWarmupCountsNotOutcasts). Its later records are judged by significance first.
+// every other value was beyond, the first model was the one value's and every later reading off
+// it significant for good (TestKeyWarmupCountsNotOutcasts); its later significant records are
+// judged by keepFarOutcasts' episodes (offConstant).
 func markWarmupOutcasts(st *keyState, z float64) {
 	w, rows := st.sig.len(), st.size
 	if rows < 2 {
