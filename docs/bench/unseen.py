@@ -67,15 +67,18 @@ import stream_sbs as sbs  # noqa: E402
 
 SMAP_MSL_DEFAULT = os.path.expanduser("~/.cache/outlierd/smap_msl")
 SMD_DEFAULT = os.path.expanduser("~/.cache/outlierd/smd")
+TEP_DEFAULT = os.path.expanduser("~/.cache/outlierd/tep")
+TEP_ONSET = 160  # a test run's fault starts after 8 simulated hours: row 160 of 960 (3-minute samples)
 PEERS = ("HST", "IForest", "ECOD", "MAD-z")
 OURS = ("outlierd", "outlierd recent")
 
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd (comma-separated; default smap,msl)")
+    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, tep (comma-separated; default smap,msl)")
     ap.add_argument("--smap-msl", default=os.environ.get("OUTLIERD_SMAP_MSL", SMAP_MSL_DEFAULT))
     ap.add_argument("--smd", default=os.environ.get("OUTLIERD_SMD", SMD_DEFAULT))
+    ap.add_argument("--tep", default=os.environ.get("OUTLIERD_TEP", TEP_DEFAULT))
     ap.add_argument("--series", default="", help="only these series (comma-separated ids, e.g. P-1,M-6): a stated subset")
     ap.add_argument("--binary", default="", help="outlierd binary (default: go build ./cmd/outlierd into bin/)")
     ap.add_argument("--config", default="", help="outlierd's config (default: none, pipeline.Default()); "
@@ -127,6 +130,26 @@ def smd(root):
         yield m, train, test, y, runs(y.astype(bool))
 
 
+def tep(root):
+    """(id, train, test, y, segments) per run: d00_te (normal operation, no fault: y all 0), then
+    faults 1-21's test runs d01_te .. d21_te, each after d00.dat (500 normal rows, stored
+    transposed: 52 x 500) as its train rows; a fault's rows are TEP_ONSET .. 959."""
+    import numpy as np
+
+    path = os.path.join(root, "d00.dat")
+    if not os.path.exists(path):
+        raise SystemExit(f"unseen: {path} not found (TEP: see this script's docstring)")
+    train = np.loadtxt(path).T
+    for i in range(22):
+        test = np.loadtxt(os.path.join(root, f"d{i:02d}_te.dat"), ndmin=2)
+        if test.shape != (960, train.shape[1]):
+            raise SystemExit(f"unseen: {root}/d{i:02d}_te.dat: {test.shape}, want (960, {train.shape[1]})")
+        y = np.zeros(len(test), dtype=int)
+        if i > 0:
+            y[TEP_ONSET:] = 1
+        yield f"d{i:02d}", train, test, y, runs(y.astype(bool))
+
+
 def runs(mask):
     """Inclusive (start, end) of each run of True in mask."""
     import numpy as np
@@ -137,6 +160,33 @@ def runs(mask):
 
 
 # ----------------------------------------------------------------------------- detectors
+
+
+def pca_static(train, test):
+    """The process-monitoring baseline TEP's literature reports (Chiang, Russell and Braatz
+    2001): PCA fitted once on the train rows (normal operation), standardised by their mean and
+    sd, with the fewest components that explain 90 % of their variance (a common rule, not tuned
+    here); Hotelling's T^2 in the components and Q (the squared prediction error, SPE) in the
+    residual. Its flags: the statistic over its 99th percentile on the train rows. Not a
+    streaming detector: it never follows the stream, which is TEP's protocol for it."""
+    import numpy as np
+
+    mu, sd = train.mean(0), train.std(0, ddof=1)
+    sd = np.where(sd > 0, sd, 1.0)
+    Z = (train - mu) / sd
+    _, S, Vt = np.linalg.svd(Z, full_matrices=False)
+    var = S ** 2 / (len(Z) - 1)
+    a = int(np.searchsorted(np.cumsum(var) / var.sum(), 0.9) + 1)
+    P = Vt[:a].T
+
+    def stats(X):
+        z = (X - mu) / sd
+        t = z @ P
+        return (t ** 2 / var[:a]).sum(1), ((z - t @ P.T) ** 2).sum(1)
+
+    t0, q0 = stats(train)
+    t2, q = stats(test)
+    return {"PCA T2 (fitted once)": (t2, t2 > np.quantile(t0, 0.99)), "PCA Q (fitted once)": (q, q > np.quantile(q0, 0.99))}
 
 
 def series_outputs(sid, train, test, y, binary, bin_hash, config, cache):
@@ -265,6 +315,70 @@ METRICS = [("ap_mean", "AP mean"), ("f1_mean", "F1 mean"), ("pa_mean", "PA-F1 me
            ("ap_pooled", "AP pooled"), ("f1_pooled", "F1 pooled"), ("pa_pooled", "PA-F1 pooled"), ("ev_f05", "events F0.5")]
 
 
+TEP_REFS = ("PCA T2 (fitted once)", "PCA Q (fitted once)")
+TEP_HARD = ("d03", "d09", "d15")  # the faults the literature finds undetectable from these data
+
+
+def score_tep(series, dets):
+    """The TEP protocol (Chiang, Russell and Braatz, "Fault detection and diagnosis in industrial
+    systems", 2001; the Braatz data's own use): each detector's control limit is the 99th
+    percentile of its score on the normal-operation run d00_te (a 1 % false-alarm rate on normal
+    operation), and each fault's detection rate is the share of its faulty rows (TEP_ONSET ..)
+    over the limit; the false-alarm rate is the share of the fault runs' pre-fault rows over it.
+    Beside it the detector's own flags (no limit chosen: FDR and FAR of its verdicts, and the share
+    of d00_te flagged) and point-wise AP per fault run."""
+    import numpy as np
+    from sklearn.metrics import average_precision_score
+
+    by = {sid: (y, outs) for sid, y, _, outs, _ in series}
+    faults = [sid for sid in by if sid != "d00"]
+    res = {}
+    for d in dets:
+        s0 = sbs.clean(by["d00"][1][d][0])
+        limit = float(np.quantile(s0, 0.99))
+        fdr, ap, delay = {}, [], []
+        pre_over = pre_n = pre_flag = 0
+        fdr_flag = {}
+        for sid in faults:
+            y, outs = by[sid]
+            s, f = sbs.clean(outs[d][0]), np.asarray(outs[d][1], dtype=bool)
+            over = s > limit
+            fdr[sid] = float(over[TEP_ONSET:].mean())
+            fdr_flag[sid] = float(f[TEP_ONSET:].mean())
+            pre_over += int(over[:TEP_ONSET].sum())
+            pre_flag += int(f[:TEP_ONSET].sum())
+            pre_n += TEP_ONSET
+            hit = np.flatnonzero(over[TEP_ONSET:])
+            delay.append(int(hit[0]) if len(hit) else len(y) - TEP_ONSET)
+            ap.append(average_precision_score(y, s))
+        easy = [k for k in faults if k not in TEP_HARD]
+        res[d] = {"limit": limit, "fdr": fdr, "fdr_all": float(np.mean(list(fdr.values()))),
+                  "fdr_18": float(np.mean([fdr[k] for k in easy])), "far": pre_over / pre_n,
+                  "flag_fdr_18": float(np.mean([fdr_flag[k] for k in easy])), "flag_far": pre_flag / pre_n,
+                  "flag_d00": float(np.asarray(by["d00"][1][d][1], dtype=bool).mean()),
+                  "ap_mean": float(np.mean(ap)), "delay_median": float(np.median(delay)),
+                  "secs": sum(t[d] for _, _, _, _, t in series)}
+    return res
+
+
+def report_tep(res, md):
+    print("\n**TEP (Braatz's data): 21 fault runs of 960 rows x 52 variables, each after d00.dat's 500 normal rows "
+          "(probation), fault from row 160; d00_te, the normal run, sets each detector's 99 % control limit**\n")
+    head = ["detector", "FDR mean, 18 faults", "FDR mean, 21", "FAR pre-fault", "delay median (rows)", "AP mean",
+            "own flags: FDR 18", "FAR", "d00_te flagged", "s"]
+    rows = [[d, sbs.fmt(r["fdr_18"]), sbs.fmt(r["fdr_all"]), sbs.fmt(r["far"]), f"{r['delay_median']:.0f}", sbs.fmt(r["ap_mean"]),
+             sbs.fmt(r["flag_fdr_18"]), sbs.fmt(r["flag_far"]), sbs.fmt(r["flag_d00"]), f"{r['secs']:.0f}"] for d, r in res.items()]
+    sbs.table(head, rows, md)
+    print()
+    faults = list(next(iter(res.values()))["fdr"])
+    sbs.table(["fault"] + list(res), [[k] + [sbs.fmt(res[d]["fdr"][k]) for d in res] for k in faults], md)
+    print()
+    for k, h in (("fdr_18", "FDR mean of the 18 detectable faults"), ("ap_mean", "AP mean")):
+        best = max(PEERS, key=lambda p: res[p][k])
+        print(f"- {h}: best peer {best} {res[best][k]:.3f}; " +
+              ", ".join(f"{o} {res[o][k]:.3f} ({res[o][k] - res[best][k]:+.3f})" for o in OURS))
+
+
 def report(name, n_series, n_rows, n_pos, n_segs, res, md):
     print(f"\n**{name}: {n_series} series, {n_rows} test rows, {n_pos} labelled ({100 * n_pos / max(n_rows, 1):.1f} %), {n_segs} sequences**\n")
     head = ["detector"] + [h for _, h in METRICS[:6]] + ["events TP/FN/FP", "events P", "events R", "events F0.5", "s"]
@@ -302,8 +416,10 @@ def main():
             src = smap_msl(args.smap_msl, set_name.upper())
         elif set_name == "smd":
             src = smd(args.smd)
+        elif set_name == "tep":
+            src = tep(args.tep)
         else:
-            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd)")
+            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, tep)")
         series = []
         t0 = time.time()
         for sid, train, test, y, segs in src:
@@ -314,6 +430,15 @@ def main():
             print(f"# {set_name} {sid}: {len(train)}+{len(test)} rows x {train.shape[1]}, {len(segs)} sequences "
                   f"({time.time() - t0:.0f} s)", file=sys.stderr)
         dets = list(OURS) + list(PEERS)
+        if set_name == "tep":
+            srcs = {sid: (train, test) for sid, train, test, _, _ in tep(args.tep)}
+            for sid, _, _, outs, secs in series:
+                t0 = time.time()
+                ref = pca_static(*srcs[sid])
+                outs.update(ref)
+                secs.update({k: time.time() - t0 for k in ref})
+            results.append(("TEP", score_tep(series, dets + list(TEP_REFS))))
+            continue
         res = score_set(series, dets)
         n_rows = sum(len(y) for _, y, _, _, _ in series)
         n_pos = sum(int(y.sum()) for _, y, _, _, _ in series)
@@ -323,7 +448,10 @@ def main():
           f"{time.strftime('%Y-%m-%d %H:%MZ', time.gmtime(started))}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, "
           f"{time.time() - started:.0f} s")
     for r in results:
-        report(*r, args.markdown)
+        if r[0] == "TEP":
+            report_tep(r[1], args.markdown)
+        else:
+            report(*r, args.markdown)
 
 
 if __name__ == "__main__":
