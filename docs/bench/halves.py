@@ -15,7 +15,7 @@ dense ranks, its own corpus-wide thresholds). The figures equal stream_sbs.py's 
 The peers' scores do not depend on outlierd, so they are cached per file under --cache (keyed
 by the file, its rows and the harness's constants); outlierd is replayed every run. Detectors:
 "outlierd recent" (scores.recent of the default config, or of --config), "outlierd NAME
-recent" for each --also-config, and the peers (HST, IForest, ECOD, MAD-z; on NAB also NAB's
+recent" for each --also-config, and the peers (HST, IForest, ECOD, MAD-z, PCA; on NAB also NAB's
 windowedGaussian). The report gives each half's figures (standard / reward low FP / reward low
 FN), the best peer on each profile and outlierd's lead (negative: a gap).
 
@@ -65,12 +65,18 @@ def peer_scores(corpus, rel, df, feats, probation, cache):
     key = hashlib.sha256(json.dumps([corpus, rel, len(df), feats, probation, sbs.W_FIT, sbs.B_FIT, sbs.N_MAD,
                                      sbs.Z_MAD, sbs.HST_Q]).encode()).hexdigest()[:16]
     path = os.path.join(cache, f"{corpus}-{key}.npz")
+    out = {}
     if os.path.exists(path):
         z = np.load(path)
-        return {k: z[k] for k in z.files}
+        out = {k: z[k] for k in z.files}
+        missing = [p for p in sbs.PEERS if p not in out]  # a peer added since: computed alone
+        if not missing:
+            return out
+    else:
+        missing = list(sbs.PEERS)
     X = df[feats].to_numpy(dtype=np.float64)
-    out = {name: s for name, (s, _, _) in sbs.peers(X, probation).items()}
-    if corpus == "nab":
+    out.update({name: s for name, (s, _, _) in sbs.peers(X, probation, names=missing).items()})
+    if corpus == "nab" and "NAB windowedGaussian" not in out:
         out["NAB windowedGaussian"] = sbs.windowed_gaussian(df["value"].to_numpy(dtype=np.float64))
     os.makedirs(cache, exist_ok=True)
     np.savez(path + ".tmp.npz", **out)

@@ -225,6 +225,15 @@ def ecod(X, probation):
     return refitted(lambda: ECOD())(X, probation)
 
 
+def pca(X, probation):
+    """PyOD's PCA with its defaults (every component, standardised, each weighted by its
+    eigenvalue: a Mahalanobis-like distance), refitted as IForest and ECOD are: the
+    process-monitoring baseline (PCA T^2/Q) a plant engineer would pick."""
+    from pyod.models.pca import PCA
+
+    return refitted(lambda: PCA(random_state=0))(X, probation)
+
+
 def madz(X, probation):
     """max_j 0.6745 |x_j - med_j| / MAD_j over the previous N_MAD rows (from row min(probation, N_MAD) on)."""
     import numpy as np
@@ -333,11 +342,16 @@ def evaluate(score, flags, y, n_equal=None):
     return out
 
 
-def peers(X, probation, keys=None):
-    """Every peer's (score, flags) on X; with keys, per key as well as global."""
-    runs = [("HST", lambda X, p: hst(X)), ("IForest", iforest), ("ECOD", ecod), ("MAD-z", madz)]
+PEERS = ("HST", "IForest", "ECOD", "MAD-z", "PCA")
+
+
+def peers(X, probation, keys=None, names=PEERS):
+    """Every peer's (score, flags) on X (or those named); with keys, per key as well as global."""
+    runs = [("HST", lambda X, p: hst(X)), ("IForest", iforest), ("ECOD", ecod), ("MAD-z", madz), ("PCA", pca)]
     out = {}
     for name, fn in runs:
+        if name not in names:
+            continue
         t0 = time.time()
         s, f = fn(X, probation)
         out[name + (" global" if keys is not None else "")] = (s, f, time.time() - t0)

@@ -69,7 +69,7 @@ SMAP_MSL_DEFAULT = os.path.expanduser("~/.cache/outlierd/smap_msl")
 SMD_DEFAULT = os.path.expanduser("~/.cache/outlierd/smd")
 TEP_DEFAULT = os.path.expanduser("~/.cache/outlierd/tep")
 TEP_ONSET = 160  # a test run's fault starts after 8 simulated hours: row 160 of 960 (3-minute samples)
-PEERS = ("HST", "IForest", "ECOD", "MAD-z")
+PEERS = sbs.PEERS
 OURS = ("outlierd", "outlierd recent")
 
 
@@ -246,6 +246,17 @@ def series_outputs(sid, train, test, y, binary, bin_hash, config, cache):
             conf = hashlib.sha256(fh.read()).hexdigest()
     out, secs = cached("ours", [bin_hash, conf], ours)
     po, ps = cached("peers", [sbs.W_FIT, sbs.B_FIT, sbs.N_MAD, sbs.Z_MAD, sbs.HST_Q], peers)
+    missing = [p for p in PEERS if p not in po]  # a peer added since the cache was written: cached on its own
+
+    def added():
+        out, secs = {}, {}
+        for name, (s, f, t) in sbs.peers(X, max(p, 2), names=missing).items():
+            out[name], secs[name] = (s[p:], f[p:]), t
+        return out, secs
+
+    if missing:
+        pa, pas = cached("peers+" + ",".join(missing), [sbs.W_FIT, sbs.B_FIT], added)
+        po, ps = {**po, **pa}, {**ps, **pas}
     return {**out, **po}, {**secs, **ps}
 
 
