@@ -67,6 +67,8 @@ func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
 				"c.yaml:12:3: run.queue_batches: must be >= 1, got 0",
 				"c.yaml:14:3: http.lag_interval: must be >= 100ms (shorter only loads the brokers), got 1ms",
 			}},
+		{"flag_clear out of [0, 1)", ingestOK + "detect:\n  flag_clear: 3.5\n" + sinkOK,
+			[]string{"c.yaml:7:3: detect.flag_clear: must be in [0, 1) (a share of min_score; 0: off), got 3.5"}},
 		{"min_records above the window", ingestOK + "detect:\n  window: 1000\n  min_records: 5000\n" + sinkOK,
 			[]string{"c.yaml:8:3: detect.min_records: must be in [2, window=1000], got 5000"}},
 		{"sink topic is the input topic", ingestOK + "sink:\n  brokers: [\"localhost:9092\"]\n  topic: in\n  dead_letter_topic: dl\n",

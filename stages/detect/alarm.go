@@ -97,6 +97,24 @@ func (a *alarmCap) admit(significant bool, limit int) bool {
 	return flag
 }
 
+// last is whether the record admitted last was flagged (false before any): the alarm's state
+// that detect.flag_clear's deadband holds (admitHeld).
+func (a *alarmCap) last() bool {
+	if a.filled == 0 {
+		return false
+	}
+	return a.flagged.at(int((a.next - 1 + a.flagged.n) % a.flagged.n))
+}
+
+// admitHeld is admit with detect.flag_clear's deadband: a record that is not significant but
+// whose series' previous record was flagged and whose score reaches clear is flagged too (held),
+// within the same cap. It returns the flag and whether the record was held.
+func (a *alarmCap) admitHeld(significant bool, score, clear float64, limit int) (flag, held bool) {
+	held = !significant && score >= clear && a.last()
+	flag = a.admit(significant || held, limit)
+	return flag, held && flag
+}
+
 // capLimit is the number of flags the cap allows per window of records (the stage's window,
 // or a key's): alarm_rate of it, at least one.
 func capLimit(alarmRate float64, window int) int {

@@ -434,12 +434,18 @@ func (d *rankDetector) plan(q *Query, p *devicePlan) {
 }
 
 // Explain: "score X >= threshold T (temp +23.4 robust sd from the window's median)", said
-// to be suppressed when the alarm cap held it back.
+// to be suppressed when the alarm cap held it back; a record the alarm's deadband held
+// (detect.flag_clear) says so.
 func (d *rankDetector) Explain(s *batch.Score) string {
-	if !(s.Score >= s.Threshold) {
+	var e string
+	switch {
+	case s.Held:
+		e = "held: score " + fmtG(s.Score) + " < threshold " + fmtG(s.Threshold) + " continues the alarm of the record before it (detect.flag_clear)"
+	case s.Score >= s.Threshold:
+		e = "score " + fmtG(s.Score) + " >= threshold " + fmtG(s.Threshold)
+	default:
 		return ""
 	}
-	e := "score " + fmtG(s.Score) + " >= threshold " + fmtG(s.Threshold)
 	if devs := batch.DeviationsText(s); devs != "" {
 		e += " (" + devs + ")"
 	}

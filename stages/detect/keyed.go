@@ -351,7 +351,7 @@ func decideByKeyMean(cfg *Config, features []string, st *keyState, r *Ranker, ve
 	sc.DensityScore, sc.DistanceScore = dens, dist
 	sc.Score, sc.Threshold = r.Final.Surprisal(mean), cfg.MinScore
 	sig := sc.Score >= sc.Threshold
-	sc.Outlier = st.cap.admit(sig, capLimit(cfg.AlarmRate, cfg.Keys.Window))
+	sc.Outlier, sc.Held = st.cap.admitHeld(sig, sc.Score, cfg.clearScore(), capLimit(cfg.AlarmRate, cfg.Keys.Window))
 	sc.Suppressed = sig && !sc.Outlier
 	sc.ByKey, sc.Warming, sc.KeyModelVersion = true, false, version
 	sc.Deviations = nil

@@ -50,7 +50,7 @@ var changeKinds = map[string]ChangeKind{
 	"refresh_records": ChangeLive, "refresh_interval": ChangeLive, "recalibrate_records": ChangeLive,
 	"density.mode": ChangeLive, "density.eta": ChangeLive, "density.delta": ChangeLive,
 	"density.samples": ChangeLive, "distance.n": ChangeLive,
-	"flag_by": ChangeLive, "alarm_rate": ChangeLive, "min_score": ChangeLive, "alert_cooldown": ChangeLive,
+	"flag_by": ChangeLive, "alarm_rate": ChangeLive, "min_score": ChangeLive, "flag_clear": ChangeLive, "alert_cooldown": ChangeLive,
 	"recent_scores":      ChangeLive, // (the rings resize at the next record, keeping the newest)
 	"recent_horizon":     ChangeLive, // (the series' block maxima start afresh at the next record)
 	"recent_past":        ChangeLive, // (the stream's recent past starts afresh at the next record)

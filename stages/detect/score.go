@@ -127,7 +127,7 @@ func mergeKeyed(scores, keyed []batch.Score) {
 			switch {
 			case k.ByKey:
 				sc.DensityScore, sc.DistanceScore, sc.Score, sc.Threshold = k.DensityScore, k.DistanceScore, k.Score, k.Threshold
-				sc.Outlier, sc.Suppressed, sc.ByKey, sc.Warming = k.Outlier, k.Suppressed, true, false
+				sc.Outlier, sc.Suppressed, sc.Held, sc.ByKey, sc.Warming = k.Outlier, k.Suppressed, k.Held, true, false
 				sc.KeyModelVersion, sc.Deviations = k.KeyModelVersion, k.Deviations
 				clearGlobalFields(sc)
 			case k.Warming:
@@ -429,6 +429,10 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 	delete(s.pending, b)
 	byCap := ranked && s.cfg.FlagBy == FlagBySignificance
 	limit := capLimit(s.cfg.AlarmRate, s.cfg.Window)
+	clear := s.cfg.clearScore()
+	if s.cfg.KeyBy == KeyByKey { // the global ring holds warming keys' records, of many keys
+		clear = math.Inf(1)
+	}
 	// The rows the loop changes anything for, found on the cores: with every key warm, a
 	// batch's rows are its keys' (ByKey) and few are significant, and the stream-order pass over
 	// every row's score (megabytes) was on the stage's goroutine alone.
@@ -441,7 +445,7 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 		if sc.ByKey {     // decided by its key's model and cap (keyed.go)
 			sig = sc.Outlier || sc.Suppressed
 		} else if byCap {
-			sc.Outlier = s.alarms.admit(sig, limit)
+			sc.Outlier, sc.Held = s.alarms.admitHeld(sig, sc.Score, clear, limit)
 			sc.Suppressed = sig && !sc.Outlier
 		}
 		if sig && pushed && byCap {

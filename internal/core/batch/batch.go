@@ -375,6 +375,10 @@ type Score struct {
 	// Suppressed: the record reached the flag's threshold (detect.min_score) but the alarm cap
 	// (detect.alarm_rate of the last detect.window records) was spent, so it is not flagged.
 	Suppressed bool
+	// Held: a flagged record below detect.min_score, flagged because its series' previous
+	// record was flagged and its score stays at or above detect.flag_clear's share of min_score
+	// (the alarm's deadband).
+	Held bool
 	// Deviations name, for a flagged or suppressed record, the features farthest out and how
 	// far, in robust standard deviations from the window's median (its key's window's under
 	// detect.key_by when its key's model scored it), farthest first.

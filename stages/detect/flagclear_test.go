@@ -1,0 +1,110 @@
+package detect
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/outlierd/outlierd/internal/core/batch"
+)
+
+// runsOf counts the runs of true in b (a run: maximal consecutive true values).
+func runsOf(b []bool) int {
+	n := 0
+	for i, v := range b {
+		if v && (i == 0 || !b[i-1]) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFlagClearHoldsAFaultEpisode: a fault of the temperature whose combined score hovers about
+// min_score (+5.5 sd on a 70 +- 2 sensor) chattered under the flag without a deadband: 48 alarms
+// and clears in 600 records, each a false changepoint on SKAB's own scorer and a separate page
+// (docs/BENCHMARKS.md §12.25). With detect.flag_clear (default 0.7 of min_score) the episode's
+// flags come in 3 runs and cover more of it (up to the alarm cap: 100 flags a window of 5,000,
+// 0.17 of the fault); a clean stream gains no flag.
+func TestFlagClearHoldsAFaultEpisode(t *testing.T) {
+	const lo, hi = 8000, 8600
+	d, _ := sensorStream(12000, 11, nil, nil)
+	for i := lo; i < hi; i++ {
+		d.Cols[0][i] += 11
+	}
+	run := func(clear float64) (runs int, cover, clean float64) {
+		cfg := Default()
+		cfg.Window, cfg.MinRecords = 5000, 1000
+		cfg.FlagClear = clear
+		_, flagged, _, _ := streamScores(t, cfg, d)
+		clean = share(flagged[cfg.MinRecords:lo])
+		return runsOf(flagged[lo:hi]), share(flagged[lo:hi]), clean
+	}
+	runs0, cover0, clean0 := run(0)
+	runs, cover, clean := run(Default().FlagClear)
+	t.Logf("fault of 600 records: without the deadband %d runs of flags covering %.2f; with flag_clear %g %d runs covering %.2f; clean share %.4f / %.4f",
+		runs0, cover0, Default().FlagClear, runs, cover, clean0, clean)
+	if runs0 < 10 {
+		t.Fatalf("the fault chatters in %d runs without the deadband: the stream no longer tests it", runs0)
+	}
+	if 2*runs > runs0 {
+		t.Errorf("with flag_clear %d runs of flags against %d without: want at most half", runs, runs0)
+	}
+	if cover < cover0 {
+		t.Errorf("with flag_clear the flags cover %.2f of the fault against %.2f without", cover, cover0)
+	}
+	if clean > 0.001 { // issue 20's healthy-stream target: at most 0.1 % flagged
+		t.Errorf("%.4f of the clean records flagged with flag_clear", clean)
+	}
+}
+
+// TestFlagClearSpikeNotExtended: a lone spike's following ordinary record is not held.
+func TestFlagClearSpikeNotExtended(t *testing.T) {
+	a := newAlarmCap(100)
+	clear := 3.5
+	steps := []struct {
+		sig         bool
+		score       float64
+		flag, held  bool
+		description string
+	}{
+		{false, 4, false, false, "ordinary, no flag before"},
+		{true, 9, true, false, "a spike"},
+		{false, 0.3, false, false, "the next record is ordinary: cleared"},
+		{true, 6, true, false, "a fault starts"},
+		{false, 4.2, true, true, "below min_score, above the clear level: held"},
+		{false, 3.6, true, true, "still held"},
+		{false, 3.4, false, false, "below the clear level: cleared"},
+		{false, 4.8, false, false, "no flag before: not held"},
+	}
+	for i, st := range steps {
+		flag, held := a.admitHeld(st.sig, st.score, clear, 10)
+		if flag != st.flag || held != st.held {
+			t.Errorf("step %d (%s): flag %v held %v, want %v %v", i, st.description, flag, held, st.flag, st.held)
+		}
+	}
+	// Held records count against the cap: with one flag a window, a held record past it is not flagged.
+	b := newAlarmCap(100)
+	if f, _ := b.admitHeld(true, 9, clear, 1); !f {
+		t.Fatal("the first significant record was not flagged")
+	}
+	if f, h := b.admitHeld(false, 4.5, clear, 1); f || h {
+		t.Errorf("a record held past a spent cap: flag %v held %v", f, h)
+	}
+	if c := (&Config{FlagClear: 0, MinScore: 5, FlagBy: FlagBySignificance}).clearScore(); !math.IsInf(c, 1) {
+		t.Errorf("flag_clear 0: clear level %g, want +Inf (off)", c)
+	}
+	if c := (&Config{FlagClear: 0.7, MinScore: 5, FlagBy: FlagBySignificance}).clearScore(); c != 3.5 {
+		t.Errorf("flag_clear 0.7 at min_score 5: clear level %g, want 3.5", c)
+	}
+}
+
+// TestFlagClearHeldRecordExplained: a held record's explanation says it is held, with its score
+// below the threshold, so the reason never contradicts the flag.
+func TestFlagClearHeldRecordExplained(t *testing.T) {
+	sc := batch.Score{Scored: true, Outlier: true, Held: true, Score: 4.2, Threshold: 5,
+		Deviations: []batch.Deviation{{Feature: "temp", RobustSD: 5.4}}}
+	r := Reason(&sc)
+	if !strings.HasPrefix(r, "held: score 4.2 < threshold 5") || !strings.Contains(r, "detect.flag_clear") || !strings.Contains(r, "temp") {
+		t.Errorf("held record's reason %q", r)
+	}
+}
