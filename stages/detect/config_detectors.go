@@ -101,4 +101,3 @@ type ScoreConfig struct {
 	// (the plain mean, as before issue 20's follow-up, docs/BENCHMARKS.md §11.2.1).
 	Weights ScoreWeights `yaml:"weights"`
 }
-
