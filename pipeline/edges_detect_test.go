@@ -27,6 +27,7 @@ type edgeVerdict struct {
 	Partition    int32  `json:"partition"`
 	Offset       int64  `json:"offset"`
 	ModelVersion uint64 `json:"model_version"`
+	Explanation  string `json:"explanation"`
 	Scores       *struct {
 		Outlier         bool    `json:"outlier"`
 		DensityOutlier  bool    `json:"density_outlier"`

@@ -402,11 +402,14 @@ func Explain(s batch.Score) string {
 	// is none either: every calibrated threshold is positive).
 	ranked := !math.IsNaN(s.Score) && s.Threshold > 0 && !math.IsInf(s.Threshold, 0)
 	score := ""
-	if ranked && s.Score >= s.Threshold {
+	switch {
+	case ranked && s.Outlier && s.Held: // the alarm's deadband (detect.flag_clear)
+		score = fmt.Sprintf("held: score %.3g < threshold %.3g continues the alarm of the record before it (detect.flag_clear)", s.Score, s.Threshold)
+	case ranked && s.Score >= s.Threshold:
 		score = fmt.Sprintf("score %.3g >= threshold %.3g", s.Score, s.Threshold)
-		if d := batch.DeviationsText(&s); d != "" {
-			score += " (" + d + ")"
-		}
+	}
+	if d := batch.DeviationsText(&s); score != "" && d != "" {
+		score += " (" + d + ")"
 	}
 	fired := func() []string {
 		var out []string

@@ -129,6 +129,11 @@ func TestExplain(t *testing.T) {
 			"outlier: score 9 >= threshold 5 (value +8.2 robust sd from its key's window's median)"},
 		{batch.Score{Scored: true, Outlier: true, Warming: true, Score: 9, Threshold: 5, Deviations: []batch.Deviation{{Feature: "value", RobustSD: 8.2}}},
 			"outlier: score 9 >= threshold 5 (value +8.2 robust sd from the window's median); " + batch.WarmingReason},
+		// Held by the alarm's deadband (detect.flag_clear): below the threshold, flagged because
+		// the series' previous record was; said so, with how far out it is.
+		{batch.Score{Scored: true, Outlier: true, Held: true, Weight: 5, WStar: 6, EtaProbability: 0.7, Score: 4.2, Threshold: 5,
+			Deviations: []batch.Deviation{{Feature: "temp", RobustSD: 5.6}}},
+			"outlier: held: score 4.2 < threshold 5 continues the alarm of the record before it (detect.flag_clear) (temp +5.6 robust sd from the window's median)"},
 		// Over the threshold with the cap spent: said so, not called an inlier.
 		{batch.Score{Scored: true, Suppressed: true, Score: 6, Threshold: 5, Deviations: []batch.Deviation{{Feature: "temp", RobustSD: 9}}},
 			"not flagged, the alarm cap is spent (detect.alarm_rate): score 6 >= threshold 5 (temp +9 robust sd from the window's median)"},
