@@ -108,3 +108,27 @@ func TestFlagClearHeldRecordExplained(t *testing.T) {
 		t.Errorf("held record's reason %q", r)
 	}
 }
+
+// TestFlagClearHeldKeyRecordNotSignificant: a record its key's deadband held (ByKey, Outlier,
+// Held, below min_score) is not significant in the global model's window either, so the global
+// model's next builds keep it in their reference as the key's model does; its key's significant
+// records (flagged or suppressed) are left out.
+func TestFlagClearHeldKeyRecordNotSignificant(t *testing.T) {
+	cfg := Default()
+	cfg.KeyBy = KeyByKey
+	s := &Stage{cfg: cfg, recs: newWindowRing(8), pending: map[*batch.Batch]uint64{}, alarms: newAlarmCap(8)}
+	b := &batch.Batch{Scores: []batch.Score{
+		{Scored: true, ByKey: true, Outlier: true, Score: 9, Threshold: 5},
+		{Scored: true, ByKey: true, Outlier: true, Held: true, Score: 4.2, Threshold: 5},
+		{Scored: true, ByKey: true, Suppressed: true, Score: 6, Threshold: 5},
+		{Scored: true, ByKey: true, Score: 1, Threshold: 5},
+	}}
+	s.pending[b] = s.recs.push("t", []int32{0, 0, 0, 0}, []int64{0, 1, 2, 3})
+	s.capAlarms(b, true)
+	got, want := s.recs.significant(4), []bool{true, false, true, false}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("record %d (%+v): significant %v, want %v", i, b.Scores[i], got[i], want[i])
+		}
+	}
+}

@@ -442,8 +442,8 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 	for _, i := range rows {
 		sc := &b.Scores[i]
 		sig := sc.Outlier // decide's flag before the cap (significance: the score reached min_score)
-		if sc.ByKey {     // decided by its key's model and cap (keyed.go)
-			sig = sc.Outlier || sc.Suppressed
+		if sc.ByKey {     // decided by its key's model and cap (keyed.go); a held record is not significant
+			sig = sc.Outlier && !sc.Held || sc.Suppressed
 		} else if byCap {
 			sc.Outlier, sc.Held = s.alarms.admitHeld(sig, sc.Score, clear, limit)
 			sc.Suppressed = sig && !sc.Outlier
