@@ -184,7 +184,10 @@
       if (state.key && a.key === state.key) tr.className = 'sel';
       tr.append(el('td', '', clock(a.t)), el('td', '', a.key || '(no key)'));
       const sc = el('td');
-      sc.append(el('span', 'score', fmt(a.score)), document.createTextNode(' > ' + fmt(a.threshold)));
+      // The relation as it is: a record the alarm's deadband held (detect.flag_clear) is
+      // flagged below the threshold; NaN (no ranking part) is neither.
+      const rel = a.score >= a.threshold ? ' ≥ ' : a.score < a.threshold ? ' < ' : ' vs ';
+      sc.append(el('span', 'score', fmt(a.score)), document.createTextNode(rel + fmt(a.threshold)));
       tr.append(sc);
       const why = el('td', 'why', a.explanation);
       const vals = a.features.map((f, j) => f + ' ' + fmt(a.values[j], 4)).join(' · ');
