@@ -132,3 +132,38 @@ func TestFlagClearHeldKeyRecordNotSignificant(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagClearLastAfterKeysRestore: a key's alarm state (the last record's flag, which the
+// deadband holds) survives the keys' state file, its ring wrapped or not: the restored key
+// holds (or clears) its next record as the running one does.
+func TestFlagClearLastAfterKeysRestore(t *testing.T) {
+	cfg := keyedConfig()
+	features := []string{"temp"}
+	w := cfg.Keys.Window
+	for _, n := range []int{1, 7, w - 1, w, w + 1, 3*w + 5} {
+		for _, lastFlagged := range []bool{false, true} {
+			k := newKeyedScorer()
+			st := k.state("a", &cfg, len(features))
+			for i := range n {
+				sig := i == n-1 && lastFlagged || i%100 == 3 && i < n-1
+				st.cap.admit(sig, capLimit(cfg.AlarmRate, w))
+			}
+			if st.cap.last() != lastFlagged {
+				t.Fatalf("%d records: last %v, want %v", n, st.cap.last(), lastFlagged)
+			}
+			r := newKeyedScorer()
+			if err := r.decodeKeys(KeysSnapshotFormat, k.encodeKeys(features, &cfg), features, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			rc := r.keys["a"].cap
+			if rc.last() != lastFlagged || rc.count != st.cap.count {
+				t.Errorf("%d records, last flagged %v: restored last %v count %d, want count %d", n, lastFlagged, rc.last(), rc.count, st.cap.count)
+			}
+			f0, h0 := st.cap.admitHeld(false, 4, cfg.clearScore(), capLimit(cfg.AlarmRate, w))
+			f1, h1 := rc.admitHeld(false, 4, cfg.clearScore(), capLimit(cfg.AlarmRate, w))
+			if f0 != f1 || h0 != h1 || h1 != lastFlagged {
+				t.Errorf("%d records, last flagged %v: next record held %v/%v restored, %v/%v running", n, lastFlagged, f1, h1, f0, h0)
+			}
+		}
+	}
+}
