@@ -34,10 +34,7 @@ func TestLiveViewAlertHeldBelowThreshold(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox)
-	allocCtx, stopAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer stopAlloc()
-	bctx, stopBrowser := chromedp.NewContext(allocCtx)
+	bctx, stopBrowser := headless(ctx, browser)
 	defer stopBrowser()
 	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/")); err != nil {
 		t.Fatalf("opening %s: %v", srv.URL, err)

@@ -23,6 +23,15 @@ import (
 // liveViewBrowser finds a headless Chromium: $OUTLIERD_BROWSER, else Debian's
 // chromium-headless-shell (.ci/deps.sh installs it), else a Chromium or Chrome on the PATH. Without
 // one the test skips, except in CI (CI=true), where it fails: CI must run it.
+// headless starts browser (liveViewBrowser's) with --no-sandbox and opts; the returned stop
+// closes the tab and the browser.
+func headless(ctx context.Context, browser string, opts ...chromedp.ExecAllocatorOption) (context.Context, func()) {
+	all := append(append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox), opts...)
+	allocCtx, stopAlloc := chromedp.NewExecAllocator(ctx, all...)
+	bctx, stopBrowser := chromedp.NewContext(allocCtx)
+	return bctx, func() { stopBrowser(); stopAlloc() }
+}
+
 func liveViewBrowser(t *testing.T) string {
 	if p := os.Getenv("OUTLIERD_BROWSER"); p != "" {
 		return p
@@ -105,11 +114,7 @@ func TestLiveViewInBrowser(t *testing.T) {
 
 	// --no-sandbox: CI and containers run as root, where Chromium refuses its sandbox; the page
 	// is this test's own.
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
-		chromedp.WindowSize(1440, 1000))
-	allocCtx, stopAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer stopAlloc()
-	bctx, stopBrowser := chromedp.NewContext(allocCtx)
+	bctx, stopBrowser := headless(ctx, browser, chromedp.WindowSize(1440, 1000))
 	defer stopBrowser()
 	var mu sync.Mutex
 	var problems []string

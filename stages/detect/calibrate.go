@@ -440,7 +440,7 @@ func (d *rankDetector) Explain(s *batch.Score) string {
 	var e string
 	switch {
 	case s.Held:
-		e = "held: score " + fmtG(s.Score) + " < threshold " + fmtG(s.Threshold) + " continues the alarm of the record before it (detect.flag_clear)"
+		e = "held: score " + fmtG(s.Score) + " < threshold " + fmtG(s.Threshold) + " " + batch.HeldReason
 	case s.Score >= s.Threshold:
 		e = "score " + fmtG(s.Score) + " >= threshold " + fmtG(s.Threshold)
 	default:

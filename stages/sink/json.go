@@ -404,7 +404,7 @@ func Explain(s batch.Score) string {
 	score := ""
 	switch {
 	case ranked && s.Outlier && s.Held: // the alarm's deadband (detect.flag_clear)
-		score = fmt.Sprintf("held: score %.3g < threshold %.3g continues the alarm of the record before it (detect.flag_clear)", s.Score, s.Threshold)
+		score = fmt.Sprintf("held: score %.3g < threshold %.3g %s", s.Score, s.Threshold, batch.HeldReason)
 	case ranked && s.Score >= s.Threshold:
 		score = fmt.Sprintf("score %.3g >= threshold %.3g", s.Score, s.Threshold)
 	}
