@@ -110,9 +110,68 @@ func (a *alarmCap) last() bool {
 // whose series' previous record was flagged and whose score reaches clear is flagged too (held),
 // within the same cap. It returns the flag and whether the record was held.
 func (a *alarmCap) admitHeld(significant bool, score, clear float64, limit int) (flag, held bool) {
-	held = !significant && score >= clear && a.last()
+	return a.admitAfter(significant, a.last(), score, clear, limit)
+}
+
+// admitAfter is admitHeld with the series' previous flag given: the stream's ring is one
+// series, a record's key under key_by: none another (seriesAlarms).
+func (a *alarmCap) admitAfter(significant, previous bool, score, clear float64, limit int) (flag, held bool) {
+	held = !significant && score >= clear && previous
 	flag = a.admit(significant || held, limit)
 	return flag, held && flag
+}
+
+// seriesAlarms is the deadband's memory of the series in alarm on the global model's path: the
+// series whose last record was flagged, with that record's position in the stream. A record's
+// series is its key (a fleet on one topic, interleaved by sensor: the sensor's previous record
+// decides its hold, not another sensor's); the records without a key are one series. Bounded: a
+// flag more than `window` records back no longer holds, and past twice the cap's flags per
+// window such entries are dropped, so at most about alarm_rate x window series are kept. Nothing
+// is looked up while no series is in alarm (a healthy stream's cost: a length check a record).
+type seriesAlarms struct {
+	keyed   map[string]uint64 // key -> position of its last record, which was flagged
+	keyless uint64            // position of the last keyless record if it was flagged, else 0
+	pos     uint64            // records admitted so far (positions start at 1)
+}
+
+// inAlarm reports whether key's previous record (nil: the keyless series') was flagged, at most
+// window records back.
+func (s *seriesAlarms) inAlarm(key []byte, window int) bool {
+	at := s.keyless
+	if key != nil {
+		if len(s.keyed) == 0 {
+			return false
+		}
+		at = s.keyed[string(key)] // (a lookup by a converted []byte: no allocation)
+	}
+	return at != 0 && s.pos-at <= uint64(window)
+}
+
+// note records the flag of key's record just admitted, dropping stale series past 2 x limit.
+func (s *seriesAlarms) note(key []byte, flagged bool, window, limit int) {
+	s.pos++
+	switch {
+	case key == nil && flagged:
+		s.keyless = s.pos
+	case key == nil:
+		s.keyless = 0
+	case !flagged:
+		if len(s.keyed) > 0 {
+			delete(s.keyed, string(key))
+		}
+	default:
+		if s.keyed == nil {
+			s.keyed = map[string]uint64{}
+		}
+		s.keyed[string(key)] = s.pos
+		if len(s.keyed) > 2*limit {
+			for k, at := range s.keyed {
+				if s.pos-at > uint64(window) {
+					delete(s.keyed, k)
+				}
+			}
+		}
+	}
 }
 
 // capLimit is the number of flags the cap allows per window of records (the stage's window,

@@ -73,13 +73,15 @@ type Config struct {
 	// flags every spike of 20 robust sd.
 	MinScore float64 `yaml:"min_score"`
 	// FlagClear is the alarm's deadband under flag_by: significance (ISA-18.2's hysteresis), as a
-	// share of min_score: a record whose series' previous record was flagged (its key's under
-	// key_by: key, else the stream's) stays flagged while its combined score is at least
-	// flag_clear x min_score, so a fault whose scores hover about min_score is one run of flags,
-	// not a chatter of alarms and clears; a spike followed by ordinary records is not extended.
-	// Held records count against alarm_rate's cap, are not significant (a model's reference
-	// keeps them) and say "held" in their explanation. Records of a key still warming are not
-	// held (they share the global model's ring with other keys). In [0, 1); 0: off. Default 0.7
+	// share of min_score: a record whose series' previous record was flagged stays flagged while
+	// its combined score is at least flag_clear x min_score, so a fault whose scores hover about
+	// min_score is one run of flags, not a chatter of alarms and clears; a spike followed by
+	// ordinary records is not extended. A record's series is its key (_key: ingest.key_field or
+	// the message key), under key_by: none too, so a fleet interleaved on one topic is held per
+	// sensor; the records without a key are one series; a series' flag more than `window`
+	// records back no longer holds. Held records count against alarm_rate's cap, are not
+	// significant (a model's reference keeps them) and say "held" in their explanation. In
+	// [0, 1); 0: off. Default 0.7
 	// (3.5 at min_score 5; chosen on the Tennessee Eastman process, SMAP/MSL and the generated
 	// streams: docs/BENCHMARKS.md §12.25).
 	FlagClear float64 `yaml:"flag_clear"`

@@ -2,10 +2,14 @@ package detect
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
 // runsOf counts the runs of true in b (a run: maximal consecutive true values).
@@ -165,5 +169,81 @@ func TestFlagClearLastAfterKeysRestore(t *testing.T) {
 				t.Errorf("%d records, last flagged %v: next record held %v/%v restored, %v/%v running", n, lastFlagged, f1, h1, f0, h0)
 			}
 		}
+	}
+}
+
+// TestFlagClearHoldsPerKeyWithoutKeyBy: under key_by: none, a fleet on one topic (records
+// interleaved by key, e.g. the sensor id as the Kafka message key) is held per key: the series
+// whose previous record decides a hold is the record's key's, not the stream's. Sensor a's fault
+// hovers about min_score with b's ordinary records between: a's records stay held; b's record
+// right after a's flag is not held by a's alarm; records without a key are one series.
+func TestFlagClearHoldsPerKeyWithoutKeyBy(t *testing.T) {
+	cfg := Default() // key_by: none, min_score 5, flag_clear 0.7: the clear level 3.5
+	steps := []struct {
+		key        string // "": no key
+		score      float64
+		flag, held bool
+		why        string
+	}{
+		{"a", 9, true, false, "a's fault starts"},
+		{"b", 4, false, false, "b right after: a's alarm does not hold b"},
+		{"a", 4.2, true, true, "a's next record, b's between: held by a's alarm"},
+		{"b", 0.3, false, false, "b ordinary"},
+		{"a", 3.8, true, true, "a still held"},
+		{"", 6, true, false, "a record without a key, significant"},
+		{"a", 3.9, true, true, "a still held: the keyless record is another series"},
+		{"", 3.9, true, true, "the keyless series held by its own previous record"},
+		{"a", 3.4, false, false, "a below the clear level: cleared"},
+		{"a", 4.5, false, false, "a not held again without a flag before"},
+	}
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rows := make([]testbatch.Row, len(steps))
+	for i, st := range steps {
+		rows[i] = testbatch.Row{Offset: int64(i), Features: []float32{0}}
+		if st.key != "" {
+			rows[i].Key = []byte(st.key)
+		}
+	}
+	b := testbatch.New(t, mem, "fleet", []string{"x"}, false, false, rows)
+	defer b.Release()
+	b.Scores = make([]batch.Score, len(steps))
+	for i, st := range steps {
+		b.Scores[i] = batch.Score{Scored: true, Score: st.score, Threshold: cfg.MinScore, Outlier: st.score >= cfg.MinScore}
+	}
+	s := &Stage{cfg: cfg, recs: newWindowRing(64), pending: map[*batch.Batch]uint64{}, alarms: newAlarmCap(64)}
+	s.capAlarms(b, true)
+	for i, st := range steps {
+		if sc := b.Scores[i]; sc.Outlier != st.flag || sc.Held != st.held {
+			t.Errorf("record %d (%s): flagged %v held %v, want %v %v", i, st.why, sc.Outlier, sc.Held, st.flag, st.held)
+		}
+	}
+}
+
+// TestFlagClearSeriesBounded: the deadband's memory of keys in alarm stays within about twice
+// the cap's flags per window however many keys pass (a key flagged once and never seen again
+// is forgotten once it is a window old), and a key's flag older than the window does not hold.
+func TestFlagClearSeriesBounded(t *testing.T) {
+	const window, limit = 100, 2
+	a, s := newAlarmCap(window), seriesAlarms{}
+	for i := range 10_000 {
+		key := []byte(strconv.Itoa(i))
+		flag, _ := a.admitAfter(true, s.inAlarm(key, window), 9, 3.5, limit)
+		s.note(key, flag, window, limit)
+		if len(s.keyed) > 2*limit+1 {
+			t.Fatalf("after %d keys %d kept in alarm, want at most %d", i+1, len(s.keyed), 2*limit+1)
+		}
+	}
+	s = seriesAlarms{}
+	s.note([]byte("a"), true, window, limit)
+	for range window {
+		s.note(nil, false, window, limit)
+	}
+	if !s.inAlarm([]byte("a"), window) {
+		t.Errorf("a's flag %d records back does not hold", window)
+	}
+	s.note(nil, false, window, limit)
+	if s.inAlarm([]byte("a"), window) {
+		t.Errorf("a's flag %d records back still holds", window+1)
 	}
 }

@@ -429,10 +429,7 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 	delete(s.pending, b)
 	byCap := ranked && s.cfg.FlagBy == FlagBySignificance
 	limit := capLimit(s.cfg.AlarmRate, s.cfg.Window)
-	clear := s.cfg.clearScore()
-	if s.cfg.KeyBy == KeyByKey { // the global ring holds warming keys' records, of many keys
-		clear = math.Inf(1)
-	}
+	clear, keys := s.cfg.clearScore(), b.Keys()
 	// The rows the loop changes anything for, found on the cores: with every key warm, a
 	// batch's rows are its keys' (ByKey) and few are significant, and the stream-order pass over
 	// every row's score (megabytes) was on the stage's goroutine alone.
@@ -444,9 +441,11 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 		sig := sc.Outlier // decide's flag before the cap (significance: the score reached min_score)
 		if sc.ByKey {     // decided by its key's model and cap (keyed.go); a held record is not significant
 			sig = sc.Outlier && !sc.Held || sc.Suppressed
-		} else if byCap {
-			sc.Outlier, sc.Held = s.alarms.admitHeld(sig, sc.Score, clear, limit)
+		} else if byCap { // the deadband's series: the record's key (seriesAlarms)
+			key := recordKey(keys, i)
+			sc.Outlier, sc.Held = s.alarms.admitAfter(sig, s.series.inAlarm(key, s.cfg.Window), sc.Score, clear, limit)
 			sc.Suppressed = sig && !sc.Outlier
+			s.series.note(key, sc.Outlier, s.cfg.Window, limit)
 		}
 		if sig && pushed && byCap {
 			s.recs.setSignificant(first + uint64(i))

@@ -32,6 +32,7 @@ type Stage struct {
 	// alarms is flag_by: significance's cap on the share of the last window's records flagged;
 	// groups fold continuing alerts per key (alert_cooldown).
 	alarms *alarmCap
+	series seriesAlarms // the deadband's series in alarm (flag_clear)
 	groups alertGroups
 	// recent is the stream's last combined scores (recent.go; the keys' are in keyed).
 	recent recentRing

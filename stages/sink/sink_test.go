@@ -133,7 +133,7 @@ func TestExplain(t *testing.T) {
 		// the series' previous record was; said so, with how far out it is.
 		{batch.Score{Scored: true, Outlier: true, Held: true, Weight: 5, WStar: 6, EtaProbability: 0.7, Score: 4.2, Threshold: 5,
 			Deviations: []batch.Deviation{{Feature: "temp", RobustSD: 5.6}}},
-			"outlier: held: score 4.2 < threshold 5 continues the alarm of the record before it (detect.flag_clear) (temp +5.6 robust sd from the window's median)"},
+			"outlier: held: score 4.2 < threshold 5 continues the alarm of its series' previous record (detect.flag_clear) (temp +5.6 robust sd from the window's median)"},
 		// Over the threshold with the cap spent: said so, not called an inlier.
 		{batch.Score{Scored: true, Suppressed: true, Score: 6, Threshold: 5, Deviations: []batch.Deviation{{Feature: "temp", RobustSD: 9}}},
 			"not flagged, the alarm cap is spent (detect.alarm_rate): score 6 >= threshold 5 (temp +9 robust sd from the window's median)"},

@@ -400,7 +400,7 @@ type Score struct {
 
 // HeldReason is what the explanation of a record the alarm's deadband held (Score.Held) says
 // after its score and threshold: the sink's and replay's reasons say it in the same words.
-const HeldReason = "continues the alarm of the record before it (detect.flag_clear)"
+const HeldReason = "continues the alarm of its series' previous record (detect.flag_clear)"
 
 // WarmingReason is what the explanation of a flagged record of a warming key adds (Score.Warming):
 // the sink's and replay's reasons say it in the same words.
