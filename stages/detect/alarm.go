@@ -143,8 +143,9 @@ type seriesAlarms struct {
 }
 
 // expire forgets every series whose flag is more than window records before position q: all of
-// keyed when its newest is (so that the key_by: key path stops looking up its keys' records).
-// It reports whether any series is left.
+// keyed when its newest is, so that the records go back to a length check each (a key flagged
+// once and never seen again, an event id, would keep it otherwise) and the key_by: key path
+// stops looking up its keys' records. It reports whether any series is left.
 func (s *seriesAlarms) expire(q uint64, window int) bool {
 	if s.keyless != 0 && q-s.keyless > uint64(window) {
 		s.keyless = 0
@@ -314,11 +315,10 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 // keyRowsEnding is rows (a batch's rows capAlarms takes, in order) with, under key_by: key, the
 // rows its keys' models scored whose key's series the global model's path may hold in alarm
 // (seriesAlarms.forget): a key remembered there before the batch, or one whose record in it
-// may be flagged there (significant or at least clear). The keys' rows are looked up, on the
-// cores, only while some series may be in alarm: a fleet's batches with every key warm cost
-// nothing more.
-func (s *seriesAlarms) keyRowsEnding(scores []batch.Score, keys *array.Binary, rows []int, start uint64, clear float64, window int) []int {
-	watching := s.expire(start+1, window)
+// may be flagged there (significant or at least clear); watching: some series may be in alarm
+// before the batch (expire's). The keys' rows are looked up, on the cores, only while some
+// series may be in alarm: a fleet's batches with every key warm cost nothing more.
+func (s *seriesAlarms) keyRowsEnding(scores []batch.Score, keys *array.Binary, rows []int, watching bool, clear float64) []int {
 	var fresh map[string]struct{} // (the keys of the batch's records that may be flagged: few)
 	freshKeyless := false
 	for _, i := range rows {

@@ -377,3 +377,34 @@ func TestFlagClearEmptyKeyIsNoKey(t *testing.T) {
 		},
 	)
 }
+
+// TestFlagClearSeriesForgottenWhenStale: under key_by: none too, once the newest flag of a
+// keyed series is more than `window` records back the memory is emptied, so the stream's
+// records go back to a length check each (a key flagged once and never seen again, such as
+// an event id, kept every later record's lookup and delete before).
+func TestFlagClearSeriesForgottenWhenStale(t *testing.T) {
+	cfg := Default()
+	cfg.Window = 8
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s := &Stage{cfg: cfg, recs: newWindowRing(64), pending: map[*batch.Batch]uint64{}, alarms: newAlarmCap(cfg.Window)}
+	for bi, keys := range [][]string{{"event-1"}, {"b", "b", "b", "b", "b", "b", "b", "b"}, {"b"}} {
+		rows := make([]testbatch.Row, len(keys))
+		for i, k := range keys {
+			rows[i] = testbatch.Row{Offset: int64(i), Features: []float32{0}, Key: []byte(k)}
+		}
+		b := testbatch.New(t, mem, "events", []string{"x"}, false, false, rows)
+		b.Scores = make([]batch.Score, len(keys))
+		for i := range b.Scores {
+			b.Scores[i] = batch.Score{Scored: true, Score: 0.3, Threshold: cfg.MinScore}
+		}
+		if bi == 0 {
+			b.Scores[0] = batch.Score{Scored: true, Score: 9, Threshold: cfg.MinScore, Outlier: true}
+		}
+		s.capAlarms(b, true)
+		b.Release()
+		if want := bi < 2; (len(s.series.keyed) > 0) != want {
+			t.Errorf("after batch %d: %d keys in alarm kept, want some %v", bi, len(s.series.keyed), want)
+		}
+	}
+}

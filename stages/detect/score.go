@@ -432,6 +432,7 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 	clear, keys := s.cfg.clearScore(), b.Keys()
 	start := s.series.pos // the deadband's positions: record i's is start+i+1 (seriesAlarms)
 	s.series.pos += uint64(len(b.Scores))
+	watching := byCap && s.series.expire(start+1, s.cfg.Window)
 	// The rows the loop changes anything for, found on the cores: with every key warm, a
 	// batch's rows are its keys' (ByKey) and few are significant, and the stream-order pass over
 	// every row's score (megabytes) was on the stage's goroutine alone.
@@ -439,7 +440,7 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 		return !sc.ByKey && byCap || (sc.Outlier || sc.ByKey && sc.Suppressed) && pushed && byCap
 	})
 	if byCap && s.cfg.KeyBy == KeyByKey { // (and the keys' records that end a series in alarm)
-		rows = s.series.keyRowsEnding(b.Scores, keys, rows, start, clear, s.cfg.Window)
+		rows = s.series.keyRowsEnding(b.Scores, keys, rows, watching, clear)
 	}
 	for _, i := range rows {
 		sc := &b.Scores[i]
