@@ -172,7 +172,10 @@ def main():
     rules = [tuple(json.loads(r)) for r in args.rules.split(";")] if args.rules else RULES
     data = load(args.sets.split(","), binary, args.cache)
     for name, series in data.items():
-        if name == "gen":  # (the fleet's warming records, the global model's, are not held: a few may differ)
+        # (gen: the fleet's warming records are under the global model's cap of a window of 50,000
+        # and held by their key's series there, its warm ones under their key's cap, which starts
+        # anew at the key's model: the simulation's one series and cap a key may differ a little)
+        if name == "gen":
             for g, y, keys, score, flags in series:
                 same = int((alarm_keyed(score, keys, ("base", 0.7)) == flags).sum())
                 print(f"# gen {g}: the default deadband reproduces the replay's flags on {same} of {len(y)} rows")

@@ -2,8 +2,11 @@ package detect
 
 import (
 	"math"
+	"runtime"
 	"slices"
 	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/array"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
@@ -113,8 +116,8 @@ func (a *alarmCap) admitHeld(significant bool, score, clear float64, limit int) 
 	return a.admitAfter(significant, a.last(), score, clear, limit)
 }
 
-// admitAfter is admitHeld with the series' previous flag given: the stream's ring is one
-// series, a record's key under key_by: none another (seriesAlarms).
+// admitAfter is admitHeld with the series' previous flag given: a key's ring is its series,
+// the stream's ring holds many (seriesAlarms).
 func (a *alarmCap) admitAfter(significant, previous bool, score, clear float64, limit int) (flag, held bool) {
 	held = !significant && score >= clear && previous
 	flag = a.admit(significant || held, limit)
@@ -124,53 +127,89 @@ func (a *alarmCap) admitAfter(significant, previous bool, score, clear float64, 
 // seriesAlarms is the deadband's memory of the series in alarm on the global model's path: the
 // series whose last record was flagged, with that record's position in the stream. A record's
 // series is its key (a fleet on one topic, interleaved by sensor: the sensor's previous record
-// decides its hold, not another sensor's); the records without a key are one series. Bounded: a
-// flag more than `window` records back no longer holds, and past twice the cap's flags per
-// window such entries are dropped, so at most about alarm_rate x window series are kept. Nothing
-// is looked up while no series is in alarm (a healthy stream's cost: a length check a record).
+// decides its hold, not another sensor's); the records without a key or with an empty one are
+// one series (as key_by: key and alert_cooldown read them). Under key_by: key a record its key's
+// model scored ends its key's series here (its key's own deadband holds it; forget). Positions
+// count every record of the stream, so a flag more than `window` records back no longer holds
+// whichever model scored the records between. Bounded: past twice the cap's flags per window
+// stale entries are dropped, so at most about alarm_rate x window series are kept, and all are
+// forgotten once the newest is stale. Nothing is looked up while no series is in alarm (a
+// healthy stream's cost: a length check a record).
 type seriesAlarms struct {
 	keyed   map[string]uint64 // key -> position of its last record, which was flagged
 	keyless uint64            // position of the last keyless record if it was flagged, else 0
-	pos     uint64            // records admitted so far (positions start at 1)
+	newest  uint64            // the newest position in keyed
+	pos     uint64            // the stream's records before the batch (positions start at 1)
 }
 
-// inAlarm reports whether key's previous record (nil: the keyless series') was flagged, at most
-// window records back.
-func (s *seriesAlarms) inAlarm(key []byte, window int) bool {
+// expire forgets every series whose flag is more than window records before position q: all of
+// keyed when its newest is, so that the records go back to a length check each (a key flagged
+// once and never seen again, an event id, would keep it otherwise) and the key_by: key path
+// stops looking up its keys' records. It reports whether any series is left.
+func (s *seriesAlarms) expire(q uint64, window int) bool {
+	if s.keyless != 0 && q-s.keyless > uint64(window) {
+		s.keyless = 0
+	}
+	if len(s.keyed) > 0 && q-s.newest > uint64(window) {
+		clear(s.keyed)
+	}
+	return s.keyless != 0 || len(s.keyed) > 0
+}
+
+// inAlarm reports whether the series of key (empty: the keyless records') had its previous
+// record flagged, at most window records before position q.
+func (s *seriesAlarms) inAlarm(key []byte, q uint64, window int) bool {
 	at := s.keyless
-	if key != nil {
+	if len(key) > 0 {
 		if len(s.keyed) == 0 {
 			return false
 		}
 		at = s.keyed[string(key)] // (a lookup by a converted []byte: no allocation)
 	}
-	return at != 0 && s.pos-at <= uint64(window)
+	return at != 0 && q-at <= uint64(window)
 }
 
-// note records the flag of key's record just admitted, dropping stale series past 2 x limit.
-func (s *seriesAlarms) note(key []byte, flagged bool, window, limit int) {
-	s.pos++
+// watches reports whether the series of key is remembered in alarm (stale or not). It only
+// reads: rowsWhere's goroutines call it.
+func (s *seriesAlarms) watches(key []byte) bool {
+	if len(key) == 0 {
+		return s.keyless != 0
+	}
+	_, ok := s.keyed[string(key)]
+	return ok
+}
+
+// note records the flag of key's record at position q, in stream order, dropping stale series
+// past 2 x limit.
+func (s *seriesAlarms) note(key []byte, q uint64, flagged bool, window, limit int) {
 	switch {
-	case key == nil && flagged:
-		s.keyless = s.pos
-	case key == nil:
+	case len(key) == 0 && flagged:
+		s.keyless = q
+	case len(key) == 0:
 		s.keyless = 0
 	case !flagged:
-		if len(s.keyed) > 0 {
-			delete(s.keyed, string(key))
-		}
+		s.forget(key)
 	default:
 		if s.keyed == nil {
 			s.keyed = map[string]uint64{}
 		}
-		s.keyed[string(key)] = s.pos
+		s.keyed[string(key)], s.newest = q, q
 		if len(s.keyed) > 2*limit {
 			for k, at := range s.keyed {
-				if s.pos-at > uint64(window) {
+				if q-at > uint64(window) {
 					delete(s.keyed, k)
 				}
 			}
 		}
+	}
+}
+
+// forget ends key's series: its record just taken was not flagged on this path.
+func (s *seriesAlarms) forget(key []byte) {
+	if len(key) == 0 {
+		s.keyless = 0
+	} else if len(s.keyed) > 0 {
+		delete(s.keyed, string(key))
 	}
 }
 
@@ -271,4 +310,83 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 		}
 		g.open[k] = &alertGroup{at: at}
 	}
+}
+
+// keyRowsEnding is rows (a batch's rows capAlarms takes, in order) with, under key_by: key, the
+// rows its keys' models scored whose key's series the global model's path may hold in alarm
+// (seriesAlarms.forget): a key remembered there before the batch, or one whose record in it
+// may be flagged there (significant or at least clear); watching: some series may be in alarm
+// before the batch (expire's). The keys' rows are looked up, on the cores, only while some
+// series may be in alarm: a fleet's batches with every key warm cost nothing more.
+func (s *seriesAlarms) keyRowsEnding(scores []batch.Score, keys *array.Binary, rows []int, watching bool, clear float64) []int {
+	var fresh map[string]struct{} // (the keys of the batch's records that may be flagged: few)
+	freshKeyless := false
+	for _, i := range rows {
+		if sc := &scores[i]; !sc.ByKey && (sc.Outlier || sc.Score >= clear) {
+			if k := recordKey(keys, i); len(k) == 0 {
+				freshKeyless = true
+			} else {
+				if fresh == nil {
+					fresh = map[string]struct{}{}
+				}
+				fresh[string(k)] = struct{}{}
+			}
+		}
+	}
+	if !watching && fresh == nil && !freshKeyless {
+		return rows
+	}
+	ending := rowsWhereAt(len(scores), func(i int) bool {
+		if !scores[i].ByKey {
+			return false
+		}
+		k := recordKey(keys, i)
+		if len(k) == 0 {
+			return freshKeyless || s.keyless != 0
+		}
+		_, ok := fresh[string(k)]
+		return ok || s.watches(k)
+	})
+	return mergeRows(rows, ending)
+}
+
+// rowsWhereAt are the rows i in [0, n) for which keep(i) holds, in order, found on the cores
+// for many rows (keep reads its own row only).
+func rowsWhereAt(n int, keep func(i int) bool) []int {
+	workers := max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain))
+	parts := make([][]int, workers)
+	find := func(w int) {
+		var rows []int
+		for i := n * w / workers; i < n*(w+1)/workers; i++ {
+			if keep(i) {
+				rows = append(rows, i)
+			}
+		}
+		parts[w] = rows
+	}
+	if workers == 1 {
+		find(0)
+		return parts[0]
+	}
+	onWorkers(workers, find)
+	return slices.Concat(parts...)
+}
+
+// mergeRows is the ascending union of the ascending rows a and b.
+func mergeRows(a, b []int) []int {
+	if len(b) == 0 {
+		return a
+	}
+	out := make([]int, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		switch {
+		case len(b) == 0 || len(a) > 0 && a[0] < b[0]:
+			out, a = append(out, a[0]), a[1:]
+		case len(a) == 0 || b[0] < a[0]:
+			out, b = append(out, b[0]), b[1:]
+		default: // (a row in both)
+			out, a, b = append(out, a[0]), a[1:], b[1:]
+		}
+	}
+	return out
 }

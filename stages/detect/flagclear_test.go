@@ -2,6 +2,7 @@ package detect
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -222,28 +223,188 @@ func TestFlagClearHoldsPerKeyWithoutKeyBy(t *testing.T) {
 
 // TestFlagClearSeriesBounded: the deadband's memory of keys in alarm stays within about twice
 // the cap's flags per window however many keys pass (a key flagged once and never seen again
-// is forgotten once it is a window old), and a key's flag older than the window does not hold.
+// is forgotten once it is a window old), a key's flag more than window records back does not
+// hold, and once the newest flag is stale every series is forgotten.
 func TestFlagClearSeriesBounded(t *testing.T) {
 	const window, limit = 100, 2
 	a, s := newAlarmCap(window), seriesAlarms{}
 	for i := range 10_000 {
-		key := []byte(strconv.Itoa(i))
-		flag, _ := a.admitAfter(true, s.inAlarm(key, window), 9, 3.5, limit)
-		s.note(key, flag, window, limit)
+		key, q := []byte(strconv.Itoa(i)), uint64(i+1)
+		flag, _ := a.admitAfter(true, s.inAlarm(key, q, window), 9, 3.5, limit)
+		s.note(key, q, flag, window, limit)
 		if len(s.keyed) > 2*limit+1 {
 			t.Fatalf("after %d keys %d kept in alarm, want at most %d", i+1, len(s.keyed), 2*limit+1)
 		}
 	}
 	s = seriesAlarms{}
-	s.note([]byte("a"), true, window, limit)
-	for range window {
-		s.note(nil, false, window, limit)
+	s.note([]byte("a"), 1, true, window, limit)
+	s.note(nil, 2, true, window, limit)
+	if !s.inAlarm([]byte("a"), 1+window, window) || !s.inAlarm([]byte{}, 2+window, window) {
+		t.Errorf("a flag %d records back does not hold", window)
 	}
-	if !s.inAlarm([]byte("a"), window) {
-		t.Errorf("a's flag %d records back does not hold", window)
+	if s.inAlarm([]byte("a"), 2+window, window) || s.inAlarm(nil, 3+window, window) {
+		t.Errorf("a flag %d records back still holds", window+1)
 	}
-	s.note(nil, false, window, limit)
-	if s.inAlarm([]byte("a"), window) {
-		t.Errorf("a's flag %d records back still holds", window+1)
+	if !s.expire(1+window, window) || len(s.keyed) != 1 || s.keyless != 2 {
+		t.Errorf("expire forgot a series still in alarm")
+	}
+	if s.expire(3+window, window) || len(s.keyed) != 0 || s.keyless != 0 {
+		t.Errorf("every flag stale: %d keys and the keyless series at %d still kept", len(s.keyed), s.keyless)
+	}
+}
+
+// TestMergeRows: the ascending union of two ascending row lists.
+func TestMergeRows(t *testing.T) {
+	for _, c := range []struct{ a, b, want []int }{
+		{nil, nil, nil},
+		{[]int{1, 4}, nil, []int{1, 4}},
+		{nil, []int{2}, []int{2}},
+		{[]int{0, 3, 5, 9}, []int{1, 3, 4, 10}, []int{0, 1, 3, 4, 5, 9, 10}},
+	} {
+		if got := mergeRows(c.a, c.b); !slices.Equal(got, c.want) {
+			t.Errorf("mergeRows(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+// capStep is one record given to capAlarms: its key (nullKey: a null key), whether its key's
+// model scored it (its flag and hold then its key's, which capAlarms leaves), its combined score,
+// and the flag and hold wanted.
+type capStep struct {
+	key        string
+	byKey      bool
+	score      float64
+	flag, held bool
+	why        string
+}
+
+const nullKey = "\x00null"
+
+// runCapSteps gives each batch of steps to one stage's capAlarms in turn (min_score 5) and
+// checks every record's flag and hold.
+func runCapSteps(t *testing.T, cfg Config, batches ...[]capStep) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s := &Stage{cfg: cfg, recs: newWindowRing(64), pending: map[*batch.Batch]uint64{}, alarms: newAlarmCap(cfg.Window)}
+	for bi, steps := range batches {
+		rows := make([]testbatch.Row, len(steps))
+		for i, st := range steps {
+			rows[i] = testbatch.Row{Offset: int64(i), Features: []float32{0}}
+			if st.key != nullKey {
+				rows[i].Key = []byte(st.key)
+			}
+		}
+		b := testbatch.New(t, mem, "fleet", []string{"x"}, false, false, rows)
+		b.Scores = make([]batch.Score, len(steps))
+		for i, st := range steps {
+			sc := batch.Score{Scored: true, Score: st.score, Threshold: cfg.MinScore, Outlier: st.score >= cfg.MinScore}
+			if st.byKey {
+				sc.ByKey, sc.Outlier, sc.Held = true, st.flag, st.held
+			}
+			b.Scores[i] = sc
+		}
+		s.capAlarms(b, true)
+		for i, st := range steps {
+			if sc := b.Scores[i]; sc.Outlier != st.flag || sc.Held != st.held {
+				t.Errorf("batch %d record %d (%s): flagged %v held %v, want %v %v", bi, i, st.why, sc.Outlier, sc.Held, st.flag, st.held)
+			}
+		}
+		b.Release()
+	}
+}
+
+// TestFlagClearWarmingKeySeriesEndsWithItsModel: under key_by: key a warming key's records are
+// held by the key's series on the global model's path, and a record its key's own model scored
+// ends that series there (its key's deadband holds it): a key evicted once warm and warming
+// again is not held by the global flag of a record from before its model, however few
+// warming records came between. Before, the series' memory skipped the key's model's records.
+func TestFlagClearWarmingKeySeriesEndsWithItsModel(t *testing.T) {
+	cfg := Default()
+	cfg.KeyBy, cfg.Window, cfg.AlarmRate = KeyByKey, 50, 0.5 // (a cap of 25 flags: never spent here)
+	runCapSteps(t, cfg,
+		[]capStep{
+			{"a", false, 9, true, false, "a warming, significant"},
+			{"a", false, 4, true, true, "a still warming: held by its series"},
+			{"a", true, 1, false, false, "a's model scores it (warm)"},
+			{"a", false, 4, false, false, "a evicted within the batch, warming again: its previous record was its model's, not flagged"},
+		},
+		[]capStep{{"b", false, 9, true, false, "b warming, significant"}},
+		[]capStep{{"b", true, 1, false, false, "b's model scores it"}, {"c", false, 0.2, false, false, "c warming"}},
+		[]capStep{{"b", false, 4, false, false, "b back on the global model: not held by its flag of two batches before"}},
+		[]capStep{{"d", false, 9, true, false, "d warming, significant"}, {"d", true, 4.2, true, true, "d's model holds it by its own deadband"}},
+		[]capStep{{"d", false, 4, false, false, "d back on the global model: its series there ended with its model"}},
+	)
+}
+
+// TestFlagClearStaleInStreamRecords: a series' flag more than `window` records of the stream
+// back no longer holds, the records its keys' models scored counted too (key_by: key). Before,
+// only the global model's records were counted: a warming key's flag held across any number
+// of warm keys' records.
+func TestFlagClearStaleInStreamRecords(t *testing.T) {
+	cfg := Default()
+	cfg.KeyBy, cfg.Window, cfg.AlarmRate = KeyByKey, 8, 0.5 // (a cap of 4 flags: never spent here)
+	warm := func(n int) []capStep {
+		out := make([]capStep, n)
+		for i := range out {
+			out[i] = capStep{"w", true, 0.5, false, false, "a warm key's record"}
+		}
+		return out
+	}
+	runCapSteps(t, cfg,
+		[]capStep{{"a", false, 9, true, false, "a warming, significant"}},
+		warm(7), // a's next record is window records after its flag: held
+		[]capStep{{"a", false, 4, true, true, "a's flag window records back: held"}},
+		warm(8), // a's next record is window+1 records after its flag: not held
+		[]capStep{{"a", false, 4, false, false, "a's flag window+1 records back: not held"}},
+	)
+}
+
+// TestFlagClearEmptyKeyIsNoKey: a record whose key is empty is in the keyless records' series,
+// as key_by: key (one key "") and alert_cooldown's groups read it, whichever other keys share
+// its batch. Before, an empty key was a series of its own in a batch holding other keys' bytes
+// and the keyless series in a batch without (Arrow's empty value of no value buffer is nil).
+func TestFlagClearEmptyKeyIsNoKey(t *testing.T) {
+	cfg := Default()
+	runCapSteps(t, cfg,
+		[]capStep{{"x", false, 0.3, false, false, "another key"}, {"", false, 9, true, false, "an empty key beside another key, significant"}},
+		[]capStep{{"", false, 4, true, true, "the next empty key, in a batch of empty keys (Arrow reads it as nil): held"}},
+		[]capStep{{nullKey, false, 4, true, true, "a keyless record: the same series, held"}},
+		[]capStep{
+			{nullKey, false, 9, true, false, "a keyless record, significant"},
+			{"x", false, 0.3, false, false, "another key"},
+			{"", false, 4, true, true, "an empty key beside another key: the keyless series, held"},
+		},
+	)
+}
+
+// TestFlagClearSeriesForgottenWhenStale: under key_by: none too, once the newest flag of a
+// keyed series is more than `window` records back the memory is emptied, so the stream's
+// records go back to a length check each (a key flagged once and never seen again, such as
+// an event id, kept every later record's lookup and delete before).
+func TestFlagClearSeriesForgottenWhenStale(t *testing.T) {
+	cfg := Default()
+	cfg.Window = 8
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s := &Stage{cfg: cfg, recs: newWindowRing(64), pending: map[*batch.Batch]uint64{}, alarms: newAlarmCap(cfg.Window)}
+	for bi, keys := range [][]string{{"event-1"}, {"b", "b", "b", "b", "b", "b", "b", "b"}, {"b"}} {
+		rows := make([]testbatch.Row, len(keys))
+		for i, k := range keys {
+			rows[i] = testbatch.Row{Offset: int64(i), Features: []float32{0}, Key: []byte(k)}
+		}
+		b := testbatch.New(t, mem, "events", []string{"x"}, false, false, rows)
+		b.Scores = make([]batch.Score, len(keys))
+		for i := range b.Scores {
+			b.Scores[i] = batch.Score{Scored: true, Score: 0.3, Threshold: cfg.MinScore}
+		}
+		if bi == 0 {
+			b.Scores[0] = batch.Score{Scored: true, Score: 9, Threshold: cfg.MinScore, Outlier: true}
+		}
+		s.capAlarms(b, true)
+		b.Release()
+		if want := bi < 2; (len(s.series.keyed) > 0) != want {
+			t.Errorf("after batch %d: %d keys in alarm kept, want some %v", bi, len(s.series.keyed), want)
+		}
 	}
 }

@@ -430,22 +430,31 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 	byCap := ranked && s.cfg.FlagBy == FlagBySignificance
 	limit := capLimit(s.cfg.AlarmRate, s.cfg.Window)
 	clear, keys := s.cfg.clearScore(), b.Keys()
+	start := s.series.pos // the deadband's positions: record i's is start+i+1 (seriesAlarms)
+	s.series.pos += uint64(len(b.Scores))
+	watching := byCap && s.series.expire(start+1, s.cfg.Window)
 	// The rows the loop changes anything for, found on the cores: with every key warm, a
 	// batch's rows are its keys' (ByKey) and few are significant, and the stream-order pass over
 	// every row's score (megabytes) was on the stage's goroutine alone.
 	rows := rowsWhere(b.Scores, func(sc *batch.Score) bool {
 		return !sc.ByKey && byCap || (sc.Outlier || sc.ByKey && sc.Suppressed) && pushed && byCap
 	})
+	if byCap && s.cfg.KeyBy == KeyByKey { // (and the keys' records that end a series in alarm)
+		rows = s.series.keyRowsEnding(b.Scores, keys, rows, watching, clear)
+	}
 	for _, i := range rows {
 		sc := &b.Scores[i]
 		sig := sc.Outlier // decide's flag before the cap (significance: the score reached min_score)
 		if sc.ByKey {     // decided by its key's model and cap (keyed.go); a held record is not significant
 			sig = sc.Outlier && !sc.Held || sc.Suppressed
+			if byCap {
+				s.series.forget(recordKey(keys, i))
+			}
 		} else if byCap { // the deadband's series: the record's key (seriesAlarms)
-			key := recordKey(keys, i)
-			sc.Outlier, sc.Held = s.alarms.admitAfter(sig, s.series.inAlarm(key, s.cfg.Window), sc.Score, clear, limit)
+			key, q := recordKey(keys, i), start+uint64(i)+1
+			sc.Outlier, sc.Held = s.alarms.admitAfter(sig, s.series.inAlarm(key, q, s.cfg.Window), sc.Score, clear, limit)
 			sc.Suppressed = sig && !sc.Outlier
-			s.series.note(key, sc.Outlier, s.cfg.Window, limit)
+			s.series.note(key, q, sc.Outlier, s.cfg.Window, limit)
 		}
 		if sig && pushed && byCap {
 			s.recs.setSignificant(first + uint64(i))
