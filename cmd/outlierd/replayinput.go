@@ -286,12 +286,12 @@ func withLabel(ic ingest.Config, label string) ingest.Config {
 		f0 := ic.Features[0]
 		if sd, ok := u.Fields[f0]; ok {
 			uc.Fields[label] = sd
-		} else if u.Suffix != "" {
+		} else if u.Suffix != "" && (ic.Format != ingest.FormatCSV || slices.Contains(ic.CSVHeader, f0+u.Suffix)) {
 			if uc.Fields == nil {
 				uc.Fields = map[string]string{}
 			}
 			uc.Fields[label] = f0 + u.Suffix
-		} // else the first feature's uncertainty is the default: the label's too
+		} // else the first feature's uncertainty is the default (a CSV without its suffixed column): the label's too
 		ic.Uncertainty = &uc
 	}
 	return ic

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -325,5 +326,47 @@ func BenchmarkReadReplayInput(b *testing.B) {
 		if _, err := readReplayInput(in, io.Discard); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestReplayShippedConfigOnSampleData: the README's config (configs/pipeline.yaml: JSON,
+// uncertainty by suffix with a default 0) backtests the README's sample data
+// (data/sensors.csv: no "_sd" columns) with its labels. The label's uncertainty was mapped to
+// the first feature's suffixed column ("temp_sd"), which the file does not have: replay stopped
+// with `ingest.uncertainty.fields["label"]: "temp_sd" is neither a csv_header name ...`
+// although every feature's uncertainty is the default there. The same file with "_sd" columns
+// still reads them.
+func TestReplayShippedConfigOnSampleData(t *testing.T) {
+	root := filepath.Join("..", "..")
+	vpath := filepath.Join(t.TempDir(), "v.csv")
+	out, errs, code := outlierd(t, "replay", "--input", filepath.Join(root, "data", "sensors.csv"), "--config",
+		filepath.Join(root, "configs", "pipeline.yaml"), "--label-column", "label", "--device", "cpu", "--verdicts-out", vpath, "--json")
+	if code != 0 {
+		t.Fatalf("replay of the sample data with the shipped config: exit %d: %s", code, errs)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res["rows"].(float64) != 6000 || res["recall"] == nil {
+		t.Errorf("rows %v, recall %v: the labels were not read", res["rows"], res["recall"])
+	}
+	rows := sensorRows(50, 5)
+	var b strings.Builder
+	b.WriteString("temp,temp_sd,pressure,label\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%g,0.5,%g,%d\n", r.t, r.p, r.label)
+	}
+	ic := ingest.Default()
+	ic.Format, ic.Features = ingest.FormatCSV, []string{"temp", "pressure"}
+	zero := 0.0
+	ic.Uncertainty = &ingest.Uncertainty{Suffix: "_sd", Default: &zero}
+	var warn strings.Builder
+	tab, err := readReplayInput(replayInput{path: writeFile(t, "sd.csv", b.String()), label: "label", ingest: ic, haveFeatures: true, config: true}, &warn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab.sds == nil || tab.sds[0][0] != 0.5 || tab.sds[1][0] != 0 || len(tab.outliers) != len(rows) {
+		t.Errorf("temp_sd read %v, pressure's default %v, %d labels", tab.sds != nil && tab.sds[0][0] == 0.5, tab.sds != nil && tab.sds[1][0] == 0, len(tab.outliers))
 	}
 }
