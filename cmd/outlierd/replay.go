@@ -210,6 +210,14 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	dc.Density.Clusters = min(dc.Density.Clusters, dc.MinRecords)
 	dc.Distance.K = max(min(dc.Distance.K, dc.MinRecords-1), 1)
 	dc.Distance.N = min(dc.Distance.N, dc.MinRecords)
+	dc.Proclus.K = min(dc.Proclus.K, dc.MinRecords)
+	switch {
+	case rows < 2:
+		return usageError{fmt.Errorf("%s: %d row: a model needs at least 2 rows", *input, rows)}
+	case rows < dc.MinRecords && dc.BeforeModel == detect.BeforeModelHold:
+		return usageError{fmt.Errorf("%s: %d rows, fewer than detect.min_records=%d: no model would score them (--min-records %d or fewer)",
+			*input, rows, dc.MinRecords, rows)}
+	}
 	if err := dc.Validate(); err != nil {
 		return usageError{err} // the file's values were valid: the flags made them so
 	}

@@ -346,3 +346,26 @@ func TestReplayBatchCaseSaid(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayShortFile: a file shorter than the default parameters still replays as the batch
+// case (proclus.k followed min_records down like clusters, k and n; it stopped replay with
+// "detect.proclus.k: must be in [1, min_records=3], got 10", a key the user never set), and a
+// file too short for any model says so with the count and the flag that decides, where it said
+// "replay: 0 of 1 rows came out of the detect stage".
+func TestReplayShortFile(t *testing.T) {
+	three := writeFile(t, "three.csv", "a,b\n1,2\n2,3\n3,5\n")
+	out, errs, code := outlierd(t, "replay", "--input", three, "--device", "cpu", "--json")
+	if code != 0 || !strings.Contains(out, `"rows": 3`) {
+		t.Errorf("a 3-row file: exit %d, %s %s", code, out, errs)
+	}
+	one := writeFile(t, "one.csv", "a,b\n1,2\n")
+	_, errs, code = outlierd(t, "replay", "--input", one, "--device", "cpu")
+	if code == 0 || !strings.Contains(errs, "1 row") || !strings.Contains(errs, "at least 2") {
+		t.Errorf("a 1-row file: exit %d, %q: want an error saying a model needs at least 2 rows", code, errs)
+	}
+	thirty, _ := labelledCSV(t, 30)
+	_, errs, code = outlierd(t, "replay", "--input", thirty, "--label-column", "label", "--min-records", "50", "--device", "cpu")
+	if code == 0 || !strings.Contains(errs, "30 rows") || !strings.Contains(errs, "min_records") || strings.Contains(errs, "came out of") {
+		t.Errorf("30 rows, --min-records 50: exit %d, %q: want an error naming the rows and min_records", code, errs)
+	}
+}
