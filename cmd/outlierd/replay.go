@@ -115,7 +115,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	labelCol := fs.String("label-column", "", "field holding the ground truth (a number, non-zero = outlier): not a feature; adds precision, recall, F1, ROC AUC and AP to --json")
 	keyCol := fs.String("key-column", "", "field holding the record key (the series of ingest.derive, and a model per key: --key-by); default the config's ingest.key_field")
 	keyBy := fs.String("key-by", "", "detect.key_by: none|key (empty: key when --key-column is given, else the config's)")
-	timeCol := fs.String("timestamp-column", "", "field holding the record time, RFC 3339 or epoch ms (time_of_day, day_of_week); default the config's ingest.event_time_field; else the row index in ms")
+	timeCol := fs.String("timestamp-column", "", "field holding the record time, RFC 3339, \"2006-01-02 15:04:05\" (UTC without an offset) or epoch ms (time_of_day, day_of_week); default the config's ingest.event_time_field; else the row index in ms")
 	cfgPath := fs.String("config", "", "pipeline YAML: its detect section (and device) is used, and of ingest how records are read (features, uncertainty, key_field, event_time_field, derive, format, csv_*); ingest and sink may be absent")
 	window := fs.Int("window", 0, "detect.window W (0: the config's); >= the file's rows gives the batch case")
 	minRecords := fs.Int("min-records", 0, "detect.min_records (0: the config's, capped at the window)")

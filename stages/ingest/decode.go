@@ -327,8 +327,17 @@ func isNaNOrInf(text []byte) bool {
 	return false
 }
 
-// parseEventTime parses integer epoch milliseconds (only digits, optional leading '-') or an
-// RFC 3339 time, into Unix milliseconds.
+// eventTimeLayouts are the times besides RFC 3339 that parseEventTime reads, as CSV exports and
+// SQL write them: a space for RFC 3339's T, and no zone offset, read as UTC (as Elasticsearch
+// and Kafka Connect read such times); the fraction is optional in each.
+var eventTimeLayouts = []string{
+	"2006-01-02 15:04:05.999999999Z07:00",
+	"2006-01-02 15:04:05.999999999",
+	"2006-01-02T15:04:05.999999999",
+}
+
+// parseEventTime parses integer epoch milliseconds (only digits, optional leading '-'), an
+// RFC 3339 time, or one of eventTimeLayouts, into Unix milliseconds.
 func parseEventTime(text []byte) (int64, error) {
 	text = trimSpace(text)
 	allDigits := len(text) > 0
@@ -346,8 +355,14 @@ func parseEventTime(text []byte) (int64, error) {
 		return ms, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, string(text))
+	for _, layout := range eventTimeLayouts {
+		if err == nil {
+			break
+		}
+		t, err = time.Parse(layout, string(text))
+	}
 	if err != nil {
-		return 0, fmt.Errorf("not an RFC 3339 time or epoch milliseconds: %s", quoteShort(text))
+		return 0, fmt.Errorf("not an RFC 3339 time, a time as \"2006-01-02 15:04:05\" (UTC without an offset) or epoch milliseconds: %s", quoteShort(text))
 	}
 	return t.UnixMilli(), nil
 }

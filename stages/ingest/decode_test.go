@@ -142,7 +142,7 @@ func TestDecodeJSONKeyTimeUncertainty(t *testing.T) {
 		{name: "key missing", in: `{"a":1,"b":2,"c":3,"ts":1}`, err: `field "meta.id": missing`},
 		{name: "key an object", in: `{"a":1,"b":2,"c":3,"meta":{"id":{}},"ts":1}`, err: `field "meta.id": key must be a string or a number, got an object`},
 		{name: "time not integer", in: `{"a":1,"b":2,"c":3,"meta":{"id":1},"ts":1.5}`, err: `field "ts": epoch milliseconds must be an integer: "1.5"`},
-		{name: "time bad string", in: `{"a":1,"b":2,"c":3,"meta":{"id":1},"ts":"yesterday"}`, err: `field "ts": not an RFC 3339 time or epoch milliseconds: "yesterday"`},
+		{name: "time bad string", in: `{"a":1,"b":2,"c":3,"meta":{"id":1},"ts":"yesterday"}`, err: `field "ts": not an RFC 3339 time, a time as "2006-01-02 15:04:05" (UTC without an offset) or epoch milliseconds: "yesterday"`},
 		{name: "time missing", in: `{"a":1,"b":2,"c":3,"meta":{"id":1}}`, err: `field "ts": missing`},
 	})
 	// Without a default, a missing uncertainty field is an error.
@@ -273,6 +273,37 @@ func TestDecodeJSONKeyOrderMemo(t *testing.T) {
 		errW, errG := fresh.Decode(msg, want), long.Decode(msg, got)
 		if fmt.Sprint(errW) != fmt.Sprint(errG) || (errW == nil && !reflect.DeepEqual(want, got)) {
 			t.Fatalf("message %d %s: fresh decoder %+v, %v; long-lived %+v, %v", m, msg, want, errW, got, errG)
+		}
+	}
+}
+
+// TestParseEventTimeWithoutZone: the event time as CSV exports and SQL write it ("2020-03-09
+// 10:34:33", SKAB's datetime column; a space or a T, an optional fraction, no zone offset) is
+// read as UTC, where it was refused ("not an RFC 3339 time or epoch milliseconds") and every
+// such record went to the dead letters; RFC 3339 with its offset and epoch milliseconds read as
+// before; a date alone, or a time with a bad field, still fails.
+func TestParseEventTimeWithoutZone(t *testing.T) {
+	want := time.Date(2020, 3, 9, 10, 34, 33, 0, time.UTC).UnixMilli()
+	for _, c := range []struct {
+		in string
+		ms int64
+	}{
+		{"2020-03-09 10:34:33", want},
+		{"2020-03-09T10:34:33", want},
+		{"2020-03-09 10:34:33.250", want + 250},
+		{"2020-03-09 11:34:33+01:00", want},
+		{"2020-03-09T10:34:33Z", want},
+		{"2020-03-09T12:34:33+02:00", want},
+		{"1583750073000", want},
+	} {
+		ms, err := parseEventTime([]byte(c.in))
+		if err != nil || ms != c.ms {
+			t.Errorf("%q: %d, %v; want %d", c.in, ms, err, c.ms)
+		}
+	}
+	for _, bad := range []string{"2020-03-09", "2020-03-09 25:00:00", "yesterday", "2020-03-09 10:34"} {
+		if _, err := parseEventTime([]byte(bad)); err == nil {
+			t.Errorf("%q: accepted", bad)
 		}
 	}
 }

@@ -42,7 +42,7 @@ func TestDecodeJSONDuplicateKeys(t *testing.T) {
 		{name: "key: good then bad", in: `{"temp":1,"sensor":{"hum":3},"dev":"a","dev":{"x":1},"ts":7}`, err: `field "dev": key must be a string or a number, got an object`},
 		ok("key: two good, the last", `{"temp":1,"sensor":{"hum":3},"dev":"a","dev":42,"ts":7}`, 1, 3, 0.5, 0.5, "42", 7),
 		ok("time: bad then good", `{"temp":1,"sensor":{"hum":3},"dev":"d","ts":"yesterday","ts":9}`, 1, 3, 0.5, 0.5, "d", 9),
-		{name: "time: good then bad", in: `{"temp":1,"sensor":{"hum":3},"dev":"d","ts":9,"ts":"yesterday"}`, err: `field "ts": not an RFC 3339 time or epoch milliseconds: "yesterday"`},
+		{name: "time: good then bad", in: `{"temp":1,"sensor":{"hum":3},"dev":"d","ts":9,"ts":"yesterday"}`, err: `field "ts": not an RFC 3339 time, a time as "2006-01-02 15:04:05" (UTC without an offset) or epoch milliseconds: "yesterday"`},
 		ok("unconfigured: scalar then object", `{"note":"x","temp":1,"note":{"y":[1]},`+tail, 1, 3, 0.5, 0.5, "d", 7),
 		ok("unconfigured: object then scalar", `{"note":{"y":[1]},"temp":1,"note":"x",`+tail, 1, 3, 0.5, 0.5, "d", 7),
 	})
@@ -67,7 +67,7 @@ func TestDecodeLogfmtDuplicateKeys(t *testing.T) {
 		ok("uncertainty: bad then good", `dev=a temp=2 temp_sd=-1 temp_sd=0.5 hum=3 ts=1`, 2, 0.5, 1),
 		{name: "uncertainty: good then bad", in: `dev=a temp=2 temp_sd=0.5 temp_sd=-1 hum=3 ts=1`, err: `field "temp_sd": uncertainty must be >= 0: -1`},
 		ok("time: bad then good", `dev=a temp=2 hum=3 ts=soon ts=4`, 2, 0, 4),
-		{name: "time: good then bad", in: `dev=a temp=2 hum=3 ts=4 ts=soon`, err: `field "ts": not an RFC 3339 time or epoch milliseconds: "soon"`},
+		{name: "time: good then bad", in: `dev=a temp=2 hum=3 ts=4 ts=soon`, err: `field "ts": not an RFC 3339 time, a time as "2006-01-02 15:04:05" (UTC without an offset) or epoch milliseconds: "soon"`},
 		ok("unconfigured", `msg=x dev=a temp=2 msg="y z" hum=3 ts=1`, 2, 0, 1),
 	})
 }

@@ -18,7 +18,7 @@ import (
 // a producer that quotes numbers is a schema problem worth seeing in the dead-letter topic, and
 // accepting strings would hide "12,5" style locale bugs until they fail differently. The key
 // field may be a string or a number (its text); the event time a number (epoch milliseconds,
-// an integer) or a string (RFC 3339). A key repeated in one object: the last one wins, as with
+// an integer) or a string (RFC 3339, or "2006-01-02 15:04:05": parseEventTime). A key repeated in one object: the last one wins, as with
 // encoding/json into a map, whatever the values: an earlier occurrence neither sets the field nor
 // refuses the record (its field error is kept only until a later occurrence replaces it), and a
 // repeated object replaces the whole earlier object (fields found only in the earlier one are
