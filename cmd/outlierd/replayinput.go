@@ -171,7 +171,12 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 	if in.label != "" && (slices.Contains(ic.Features, in.label) || in.label == ic.KeyField || in.label == ic.EventTimeField) {
 		return nil, usageError{fmt.Errorf("--label-column %q is also a feature, the key or the timestamp", in.label)}
 	}
-	dec, err := ingest.NewDecoder(withLabel(ic, in.label))
+	var dec ingest.Decoder
+	if err = ic.Validate(); err != nil { // without the label first: the error names the config's fields alone
+		err = fmt.Errorf("ingest: invalid config: %w", err)
+	} else {
+		dec, err = ingest.NewDecoder(withLabel(ic, in.label))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: the ingest section does not fit %s: %w", configName(in), in.path, err)
 	}
@@ -291,7 +296,23 @@ func withLabel(ic ingest.Config, label string) ingest.Config {
 				uc.Fields = map[string]string{}
 			}
 			uc.Fields[label] = f0 + u.Suffix
-		} // else the first feature's uncertainty is the default (a CSV without its suffixed column): the label's too
+		} else {
+			// The first feature's uncertainty is the default (none named, or a CSV without its
+			// suffixed column): the label's too, though the header has label+suffix. A suffix
+			// resolved against the header reads the same columns, and leaves the label none.
+			delete(uc.Fields, label)
+			if u.Suffix != "" && u.Default != nil {
+				uc.Fields, uc.Suffix = maps.Clone(uc.Fields), ""
+				if uc.Fields == nil {
+					uc.Fields = map[string]string{}
+				}
+				for _, f := range ic.Features[:len(ic.Features)-1] {
+					if _, ok := uc.Fields[f]; !ok && slices.Contains(ic.CSVHeader, f+u.Suffix) {
+						uc.Fields[f] = f + u.Suffix
+					}
+				}
+			}
+		}
 		ic.Uncertainty = &uc
 	}
 	return ic
@@ -320,7 +341,8 @@ func csvHeader(line []byte, delim string) ([]string, error) {
 
 // headerFeatures makes the header's columns the features (replay's reading of a tabular file
 // without ingest.features): all but the label, key, timestamp and "_"-prefixed columns; a
-// column "<f>_sd" of a column f is f's uncertainty (a feature without one is certain).
+// column "<f>_sd" of a feature f is f's uncertainty (a feature without one is certain; that of
+// the label, key or timestamp column is read by nothing).
 func headerFeatures(ic *ingest.Config, label string, warn io.Writer, path string) {
 	sd := map[string]string{}
 	for _, h := range ic.CSVHeader {
@@ -338,6 +360,11 @@ func headerFeatures(ic *ingest.Config, label string, warn io.Writer, path string
 		case sd[strings.TrimSuffix(h, batch.UncertaintySuffix)] == h:
 		default:
 			ic.Features = append(ic.Features, h)
+		}
+	}
+	for base := range sd { // the label's, key's or timestamp's "_sd" column is nobody's uncertainty
+		if !slices.Contains(ic.Features, base) {
+			delete(sd, base)
 		}
 	}
 	if len(sd) > 0 {

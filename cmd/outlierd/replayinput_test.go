@@ -370,3 +370,39 @@ func TestReplayShippedConfigOnSampleData(t *testing.T) {
 		t.Errorf("temp_sd read %v, pressure's default %v, %d labels", tab.sds != nil && tab.sds[0][0] == 0.5, tab.sds != nil && tab.sds[1][0] == 0, len(tab.outliers))
 	}
 }
+
+// TestReplayLabelUncertaintyAddsNoFailure: the label's uncertainty, which nothing reads, never
+// stops a line nor names the label in a config error. Where the first feature's uncertainty is
+// the default (a CSV without its "_sd" column, here only pressure has one), the label's came
+// from the column label+suffix ("label_sd") when the file had one, so its text stopped replay
+// at line 2; without a config, a "label_sd" column did the same. A config refused for the
+// features' own uncertainty is refused naming the features alone (it also said: column
+// "label_sd" (for feature "label") is not in csv_header).
+func TestReplayLabelUncertaintyAddsNoFailure(t *testing.T) {
+	body := "temp,pressure,pressure_sd,label,label_sd\n1,2,0.25,0,n/a\n3,4,0.5,1,-1\n"
+	half := 0.5
+	ic := ingest.Default()
+	ic.Format, ic.Features = ingest.FormatCSV, []string{"temp", "pressure"}
+	for _, hdr := range [][]string{nil, {"temp", "pressure", "pressure_sd", "label", "label_sd"}} {
+		ic.CSVHeader = hdr
+		ic.Uncertainty = &ingest.Uncertainty{Suffix: "_sd", Default: &half}
+		tab, err := readReplayInput(replayInput{path: writeFile(t, "s.csv", body), label: "label", ingest: ic, haveFeatures: true, config: true}, io.Discard)
+		if err != nil {
+			t.Fatalf("csv_header %v: %v", hdr, err)
+		}
+		if !slices.Equal(tab.sds[0], []float32{0.5, 0.5}) || !slices.Equal(tab.sds[1], []float32{0.25, 0.5}) || !slices.Equal(tab.outliers, []bool{false, true}) {
+			t.Errorf("csv_header %v: sds %v, labels %v", hdr, tab.sds, tab.outliers)
+		}
+	}
+	tab, err := readReplayInput(replayInput{path: writeFile(t, "n.csv", "temp,label,label_sd\n1,0,n/a\n2,1,-1\n"), label: "label", ingest: ingest.Default()}, io.Discard)
+	if err != nil || !slices.Equal(tab.features, []string{"temp"}) || !slices.Equal(tab.outliers, []bool{false, true}) {
+		t.Errorf("without a config: %v", err)
+	} else if tab.sds != nil {
+		t.Errorf("without a config: uncertainty %v from the label's column", tab.sds)
+	}
+	ic.CSVHeader, ic.Uncertainty = nil, &ingest.Uncertainty{Suffix: "_sd"}
+	_, err = readReplayInput(replayInput{path: writeFile(t, "s.csv", body), label: "label", ingest: ic, haveFeatures: true, config: true}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `"temp_sd"`) || strings.Contains(err.Error(), `"label`) {
+		t.Errorf("no default, no temp_sd: %v", err)
+	}
+}
