@@ -61,8 +61,9 @@ trigger, is not used), a model whose build a batch started serves from the next 
 it serves once the build finishes), and a malformed line stops the replay with its file:line
 (live, a dead letter). With --window >= the file's rows, one model of the whole file scores
 every row: the batch case (min_records then defaults to the file's rows; clusters, k, n and
-proclus.k are capped by min_records for a short file; a file of one row, or of fewer rows than
-min_records under before_model: hold, is refused with its count). With a key column (--key-column, or ingest.key_field
+proclus.k are capped by min_records for a short file; under before_model: hold a file of one
+row, or of fewer rows than min_records, is refused with its count; under pass its rows go out
+unscored). With a key column (--key-column, or ingest.key_field
 under detect.key_by: key) every key gets a model of its own, and the output counts the keys
 and the rows each kind of model scored. docs/OPERATIONS.md explains every field of --json
 ("Choosing the flag on your own history"; its keys part: "Models per key", Backtest).`},

@@ -175,6 +175,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		return fmt.Errorf("%s: %w", *cfgPath, err)
 	}
 	set := flagsSet(fs)
+	for name, v := range map[string]int{"window": *window, "min-records": *minRecords, "refresh-records": *refresh} {
+		set[name] = set[name] && v > 0 // 0: the config's, as the help says
+	}
 	if set["window"] {
 		dc.Window = *window
 		if !set["min-records"] {
@@ -212,9 +215,10 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	dc.Distance.N = min(dc.Distance.N, dc.MinRecords)
 	dc.Proclus.K = min(dc.Proclus.K, dc.MinRecords)
 	switch {
+	case dc.BeforeModel != detect.BeforeModelHold: // pass: rows without a model go out unscored
 	case rows < 2:
 		return usageError{fmt.Errorf("%s: %d row: a model needs at least 2 rows", *input, rows)}
-	case rows < dc.MinRecords && dc.BeforeModel == detect.BeforeModelHold:
+	case rows < dc.MinRecords:
 		return usageError{fmt.Errorf("%s: %d rows, fewer than detect.min_records=%d: no model would score them (--min-records %d or fewer)",
 			*input, rows, dc.MinRecords, rows)}
 	}

@@ -369,3 +369,24 @@ func TestReplayShortFile(t *testing.T) {
 		t.Errorf("30 rows, --min-records 50: exit %d, %q: want an error naming the rows and min_records", code, errs)
 	}
 }
+
+// TestReplayShortFileUnderPassAndZeroFlags: under before_model: pass a file too short for a
+// model replays as before, its rows unscored (a 1-row file was refused: "a model needs at least
+// 2 rows", though pass asks for no model); --window, --min-records and --refresh-records 0
+// are the config's, as their help says (an explicit 0 was taken as 0 and refused, with four
+// more errors on keys never set: "detect.proclus.k: must be in [1, min_records=0], got 0").
+func TestReplayShortFileUnderPassAndZeroFlags(t *testing.T) {
+	pass := writeFile(t, "pass.yaml", "detect:\n  before_model: pass\n")
+	one := writeFile(t, "one.csv", "a,b\n1,2\n")
+	out, errs, code := outlierd(t, "replay", "--input", one, "--config", pass, "--device", "cpu", "--json")
+	if code != 0 || !strings.Contains(out, `"unscored": 1`) {
+		t.Errorf("a 1-row file under before_model: pass: exit %d, %s %s", code, out, errs)
+	}
+	thirty, _ := labelledCSV(t, 30)
+	for _, flag := range []string{"--window", "--min-records", "--refresh-records"} {
+		out, errs, code := outlierd(t, "replay", "--input", thirty, "--label-column", "label", flag, "0", "--device", "cpu", "--json")
+		if code != 0 || !strings.Contains(out, `"unscored": 0`) {
+			t.Errorf("%s 0: exit %d, %s %s", flag, code, out, errs)
+		}
+	}
+}
