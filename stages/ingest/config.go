@@ -128,9 +128,9 @@ type Config struct {
 	// text. Optional; by default the Kafka message key is used. When set, it must be present.
 	KeyField string `yaml:"key_field"`
 	// EventTimeField is a field holding the event time (_timestamp): an RFC 3339 string, a time
-	// as CSV exports and SQL write it ("2006-01-02 15:04:05", a fraction and an offset optional;
-	// without an offset UTC), or integer epoch milliseconds (a JSON number, or for CSV/logfmt a
-	// value of only digits).
+	// as CSV exports and SQL write it ("2006-01-02 15:04:05", a space or a T, a fraction
+	// optional, an offset +hh:mm or +hh optional; without an offset UTC), or integer epoch
+	// milliseconds (a JSON number, or for CSV/logfmt a value of only digits).
 	// Optional; by default the Kafka message timestamp is used. When set, it must be present.
 	EventTimeField string `yaml:"event_time_field"`
 	// BatchSize is the most records in one batch. Default 1000. Larger batches amortise

@@ -329,11 +329,14 @@ func isNaNOrInf(text []byte) bool {
 
 // eventTimeLayouts are the times besides RFC 3339 that parseEventTime reads, as CSV exports and
 // SQL write them: a space for RFC 3339's T, and no zone offset, read as UTC (as Elasticsearch
-// and Kafka Connect read such times); the fraction is optional in each.
+// and Kafka Connect read such times); the fraction is optional in each. The last is
+// PostgreSQL's timestamptz, whose offset of whole hours is +hh (last: the others cost nothing
+// more).
 var eventTimeLayouts = []string{
 	"2006-01-02 15:04:05.999999999Z07:00",
 	"2006-01-02 15:04:05.999999999",
 	"2006-01-02T15:04:05.999999999",
+	"2006-01-02 15:04:05.999999999Z07",
 }
 
 // parseEventTime parses integer epoch milliseconds (only digits, optional leading '-'), an

@@ -295,13 +295,17 @@ func TestParseEventTimeWithoutZone(t *testing.T) {
 		{"2020-03-09T10:34:33Z", want},
 		{"2020-03-09T12:34:33+02:00", want},
 		{"1583750073000", want},
+		// PostgreSQL's timestamptz, as psql and COPY write it: an offset of whole hours is +hh.
+		{"2020-03-09 11:34:33+01", want},
+		{"2020-03-09 05:34:33.25-05", want + 250},
+		{"2020-03-09 16:04:33+05:30", want},
 	} {
 		ms, err := parseEventTime([]byte(c.in))
 		if err != nil || ms != c.ms {
 			t.Errorf("%q: %d, %v; want %d", c.in, ms, err, c.ms)
 		}
 	}
-	for _, bad := range []string{"2020-03-09", "2020-03-09 25:00:00", "yesterday", "2020-03-09 10:34"} {
+	for _, bad := range []string{"2020-03-09", "2020-03-09 25:00:00", "yesterday", "2020-03-09 10:34", "2020-03-09 10:34:33+0100", "2020-03-09 23:59:60"} {
 		if _, err := parseEventTime([]byte(bad)); err == nil {
 			t.Errorf("%q: accepted", bad)
 		}
