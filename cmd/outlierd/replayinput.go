@@ -302,7 +302,7 @@ func withLabel(ic ingest.Config, label string) ingest.Config {
 			// resolved against the header reads the same columns, and leaves the label none.
 			delete(uc.Fields, label)
 			if u.Suffix != "" && u.Default != nil {
-				uc.Fields, uc.Suffix = maps.Clone(uc.Fields), ""
+				uc.Suffix = ""
 				if uc.Fields == nil {
 					uc.Fields = map[string]string{}
 				}
