@@ -357,8 +357,12 @@ func parseEventTime(text []byte) (int64, error) {
 		}
 		return ms, nil
 	}
+	var buf [64]byte
+	if rfc, ok := asRFC3339(text, buf[:0]); ok { // the CSV/SQL forms at RFC 3339's cost
+		text = rfc
+	}
 	t, err := time.Parse(time.RFC3339Nano, string(text))
-	for _, layout := range eventTimeLayouts {
+	for _, layout := range eventTimeLayouts { // (what the rewrite does not take: Go's layouts are more lenient)
 		if err == nil {
 			break
 		}
@@ -368,6 +372,36 @@ func parseEventTime(text []byte) (int64, error) {
 		return 0, fmt.Errorf("not an RFC 3339 time, a time as \"2006-01-02 15:04:05\" (UTC without an offset) or epoch milliseconds: %s", quoteShort(text))
 	}
 	return t.UnixMilli(), nil
+}
+
+// asRFC3339 rewrites into buf the CSV/SQL forms of eventTimeLayouts as RFC 3339 (a T for the
+// space, Z for no offset, ":00" after PostgreSQL's +hh), so that the RFC 3339 parser reads them
+// without the failed parses (an error allocated each) of trying the layouts in turn. ok false:
+// not such a form, or RFC 3339 already; the layouts then decide, so it changes no result.
+func asRFC3339(text, buf []byte) (out []byte, ok bool) {
+	if len(text) < 19 || len(text)+1 > cap(buf) || text[10] != ' ' && text[10] != 'T' {
+		return nil, false
+	}
+	i := 19 // after the seconds: an optional fraction, then an optional offset
+	if i < len(text) && text[i] == '.' {
+		for i++; i < len(text) && text[i] >= '0' && text[i] <= '9'; i++ {
+		}
+	}
+	var tail string
+	switch rest := len(text) - i; {
+	case rest == 0:
+		tail = "Z"
+	case text[10] == 'T':
+		return nil, false // RFC 3339 as it is, or not a form of ours
+	case rest == 1 && text[i] == 'Z', rest == 6 && (text[i] == '+' || text[i] == '-'):
+	case rest == 3 && (text[i] == '+' || text[i] == '-') && len(text)+3 <= cap(buf):
+		tail = ":00"
+	default:
+		return nil, false
+	}
+	out = append(append(buf, text...), tail...)
+	out[10] = 'T'
+	return out, true
 }
 
 // quoteShort quotes b for an error message, cut to 40 bytes so a huge field cannot flood the
