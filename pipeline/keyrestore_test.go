@@ -141,7 +141,9 @@ func TestKeyRestoreReadsItsPartitionsRealBroker(t *testing.T) {
 	a := startPipeline(t, cfg, func(p *Pipeline) { p.src = gatedSource{p.src, gate} })
 	t.Cleanup(release)          // (before the pipeline's own clean-up: its source's close awaits the gate)
 	time.Sleep(3 * time.Second) // its start-up read done, its group joined, the assignment held at the gate
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// The query waits for the detect loop, a liveness bound and not a speed one: under make
+	// test's parallel packages on 2 cores the loop once took over 10 s to answer (session 16).
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	held, assigned, err := a.p.KeyVersions(ctx)
 	cancel()
 	if err != nil || assigned != nil || len(held) != 0 || a.p.Stats().KeyModelsRead.Load() != 0 {
