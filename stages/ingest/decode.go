@@ -358,10 +358,11 @@ func parseEventTime(text []byte) (int64, error) {
 		return ms, nil
 	}
 	var buf [64]byte
-	if rfc, ok := asRFC3339(text, buf[:0]); ok { // the CSV/SQL forms at RFC 3339's cost
-		text = rfc
+	rfc := text
+	if r, ok := asRFC3339(text, buf[:0]); ok { // the CSV/SQL forms at RFC 3339's cost
+		rfc = r
 	}
-	t, err := time.Parse(time.RFC3339Nano, string(text))
+	t, err := time.Parse(time.RFC3339Nano, string(rfc))
 	for _, layout := range eventTimeLayouts { // (what the rewrite does not take: Go's layouts are more lenient)
 		if err == nil {
 			break

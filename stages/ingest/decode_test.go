@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -353,6 +354,17 @@ func TestParseEventTimeRewriteChangesNothing(t *testing.T) {
 		want, ok := slow(in)
 		if (err == nil) != ok || ok && ms != want {
 			t.Errorf("%q: %d, %v; the layouts alone: %d, ok %v", in, ms, err, want, ok)
+		}
+	}
+}
+
+// TestParseEventTimeErrorQuotesTheInput: a refused time's error (the dead letter's reason)
+// quotes the text the record holds, not asRFC3339's rewrite of it ("2020-02-30T10:00:00Z").
+func TestParseEventTimeErrorQuotesTheInput(t *testing.T) {
+	for _, in := range []string{"2020-02-30 10:00:00", "2020-03-09 25:00:00+01", "2020-03-09T25:00:00"} {
+		_, err := parseEventTime([]byte(in))
+		if err == nil || !strings.HasSuffix(err.Error(), strconv.Quote(in)) {
+			t.Errorf("%q: error %v, want it to end with the input quoted", in, err)
 		}
 	}
 }
