@@ -2,7 +2,6 @@ package detect
 
 import (
 	"math"
-	"runtime"
 	"slices"
 	"time"
 
@@ -170,7 +169,7 @@ func (s *seriesAlarms) inAlarm(key []byte, q uint64, window int) bool {
 }
 
 // watches reports whether the series of key is remembered in alarm (stale or not). It only
-// reads: rowsWhere's goroutines call it.
+// reads: rowsWhereAt's goroutines call it.
 func (s *seriesAlarms) watches(key []byte) bool {
 	if len(key) == 0 {
 		return s.keyless != 0
@@ -348,45 +347,4 @@ func (s *seriesAlarms) keyRowsEnding(scores []batch.Score, keys *array.Binary, r
 		return ok || s.watches(k)
 	})
 	return mergeRows(rows, ending)
-}
-
-// rowsWhereAt are the rows i in [0, n) for which keep(i) holds, in order, found on the cores
-// for many rows (keep reads its own row only).
-func rowsWhereAt(n int, keep func(i int) bool) []int {
-	workers := max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain))
-	parts := make([][]int, workers)
-	find := func(w int) {
-		var rows []int
-		for i := n * w / workers; i < n*(w+1)/workers; i++ {
-			if keep(i) {
-				rows = append(rows, i)
-			}
-		}
-		parts[w] = rows
-	}
-	if workers == 1 {
-		find(0)
-		return parts[0]
-	}
-	onWorkers(workers, find)
-	return slices.Concat(parts...)
-}
-
-// mergeRows is the ascending union of the ascending rows a and b.
-func mergeRows(a, b []int) []int {
-	if len(b) == 0 {
-		return a
-	}
-	out := make([]int, 0, len(a)+len(b))
-	for len(a) > 0 || len(b) > 0 {
-		switch {
-		case len(b) == 0 || len(a) > 0 && a[0] < b[0]:
-			out, a = append(out, a[0]), a[1:]
-		case len(a) == 0 || b[0] < a[0]:
-			out, b = append(out, b[0]), b[1:]
-		default: // (a row in both)
-			out, a, b = append(out, a[0]), a[1:], b[1:]
-		}
-	}
-	return out
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"slices"
 
 	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
@@ -460,29 +459,6 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 			s.recs.setSignificant(first + uint64(i))
 		}
 	}
-}
-
-// rowsWhere are the rows of scores for which keep holds, in order, found on the cores for a large
-// batch (keep reads its own row only).
-func rowsWhere(scores []batch.Score, keep func(sc *batch.Score) bool) []int {
-	n := len(scores)
-	workers := max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain))
-	parts := make([][]int, workers)
-	find := func(w int) {
-		var rows []int
-		for i := n * w / workers; i < n*(w+1)/workers; i++ {
-			if keep(&scores[i]) {
-				rows = append(rows, i)
-			}
-		}
-		parts[w] = rows
-	}
-	if workers == 1 {
-		find(0)
-		return parts[0]
-	}
-	onWorkers(workers, find)
-	return slices.Concat(parts...)
 }
 
 // prescorer is a Detector with CPU work that can start before the detectors score, to run on
