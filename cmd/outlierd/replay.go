@@ -139,8 +139,10 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		return usageError{fmt.Errorf("--pace %q: want batch or event-time", *pace)}
 	}
 	cfg := replayConfig(pipeline.Default())
+	written := func(string) bool { return false } // the keys the config file sets
 	if *cfgPath != "" {
-		if err := config.Load(*cfgPath, &cfg); err != nil {
+		var err error
+		if written, err = config.LoadWritten(*cfgPath, &cfg); err != nil {
 			return err
 		}
 	}
@@ -178,21 +180,10 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	for name, v := range map[string]int{"window": *window, "min-records": *minRecords, "refresh-records": *refresh} {
 		set[name] = set[name] && v > 0 // 0: the config's, as the help says
 	}
-	if set["window"] {
-		dc.Window = *window
-		if !set["min-records"] {
-			dc.MinRecords = min(dc.MinRecords, dc.Window) // a small window alone stays valid
-		}
-	}
-	if set["min-records"] {
-		dc.MinRecords = *minRecords
-	} else if dc.Window >= rows && rows >= 2 {
-		dc.MinRecords = rows // the batch case: one model of the whole file scores every row
-		// The config's window chose it, not the user: say so.
-		if !set["window"] {
-			fmt.Fprintf(stderr, "replay: %s: the batch case: detect.window %d holds every one of the file's %d rows, so one model of the whole file scores them all (--window below %d replays them as a stream)\n",
-				*input, dc.Window, rows, rows)
-		}
+	sz := replaySizes{window: *window, minRecords: *minRecords, setWindow: set["window"], setMinRecords: set["min-records"],
+		written: written, rows: rows, input: *input}
+	if err := sz.apply(&dc, stderr); err != nil {
+		return err
 	}
 	if set["refresh-records"] {
 		dc.RefreshRecords = *refresh
@@ -209,11 +200,6 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	}
 	dc.RefreshInterval = time.Duration(math.MaxInt64) // rebuilds by record count only (see the help)
 	dc.StateDir = ""                                  // a replay neither reads nor writes snapshots
-	// Parameters bounded by min_records follow it down for a short file.
-	dc.Density.Clusters = min(dc.Density.Clusters, dc.MinRecords)
-	dc.Distance.K = max(min(dc.Distance.K, dc.MinRecords-1), 1)
-	dc.Distance.N = min(dc.Distance.N, dc.MinRecords)
-	dc.Proclus.K = min(dc.Proclus.K, dc.MinRecords)
 	switch {
 	case dc.BeforeModel != detect.BeforeModelHold: // pass: rows without a model go out unscored
 	case rows < 2:
