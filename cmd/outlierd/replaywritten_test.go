@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/outlierd/outlierd/stages/detect"
 )
 
 // replayFigures runs replay --json and returns the figures that say which models scored the
@@ -118,5 +121,38 @@ func TestReplayLoweredWrittenSizeSaid(t *testing.T) {
 	_, errs := replayFigures(t, "--input", path, "--label-column", "label", "--config", cfg, "--min-records", "5", "--window", "100")
 	if want := "detect.distance.k 20 (the config's) is lowered to 4"; !strings.Contains(errs, want) || strings.Contains(errs, "density.clusters") {
 		t.Errorf("stderr %q: want %q, and nothing of keys the config does not write", errs, want)
+	}
+}
+
+// TestReplayHelpSaysKeysColdStartAndWrittenMinRecords: replay's help says, where it describes
+// models per key, that a key's first keys.min_records rows are scored by the global model and
+// that nothing is scored before the global model's first (a user replaying a fleet saw rows
+// "scored by the global model" the help never mentioned); and that a min_records the config
+// writes is kept rather than the batch case.
+func TestReplayHelpSaysKeysColdStartAndWrittenMinRecords(t *testing.T) {
+	_, errs, code := outlierd(t, "replay", "-h")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	about, flags, _ := strings.Cut(errs, "\nFlags:")
+	about = strings.Join(strings.Fields(about), " ")
+	for _, want := range []string{
+		// (the default as the help writes it: a change of the default fails here)
+		fmt.Sprintf("a key's first detect.keys.min_records rows (%d) are scored by the global model", detect.Default().Keys.MinRecords),
+		"none before the global model's first",
+		"a detect.min_records the config writes is kept",
+	} {
+		if !strings.Contains(about, want) {
+			t.Errorf("replay's help lacks %q:\n%s", want, about)
+		}
+	}
+	_, keyBy, _ := strings.Cut(flags, "-key-by")
+	keyBy, _, _ = strings.Cut(keyBy, "\n  -")
+	if !strings.Contains(keyBy, "keys.min_records") || !strings.Contains(keyBy, "global model") {
+		t.Errorf("--key-by's text says nothing of a key's cold start: %q", keyBy)
+	}
+	_, win, _ := strings.Cut(flags, "-window")
+	if win, _, _ = strings.Cut(win, "\n  -"); !strings.Contains(win, "detect.min_records") {
+		t.Errorf("--window's text does not say the batch case needs min_records left to the default: %q", win)
 	}
 }
