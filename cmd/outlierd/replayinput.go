@@ -152,6 +152,11 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		if !in.haveFeatures {
 			headerFeatures(&ic, in.label, warn, in.path)
 		} else {
+			if len(in.ingest.CSVHeader) == 0 {
+				if err := inHeader(in, ic.CSVHeader); err != nil {
+					return nil, err
+				}
+			}
 			unread(ic, in.label, warn, in.path)
 		}
 	} else if !in.haveFeatures {
@@ -265,6 +270,29 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		return nil, fmt.Errorf("%s: no records", in.path)
 	}
 	return t, nil
+}
+
+// inHeader checks that the fields the config names (features, key_field, event_time_field,
+// where no flag stands in for them) are columns of the file's header, which replay makes
+// csv_header: ingest's own check named csv_header, a key the user never wrote.
+func inHeader(in replayInput, header []string) error {
+	type field struct{ key, name string }
+	var fields []field
+	for i, f := range in.ingest.Features {
+		fields = append(fields, field{fmt.Sprintf("ingest.features[%d]", i), f})
+	}
+	if in.key == "" {
+		fields = append(fields, field{"ingest.key_field", in.ingest.KeyField})
+	}
+	if in.timeCol == "" {
+		fields = append(fields, field{"ingest.event_time_field", in.ingest.EventTimeField})
+	}
+	for _, f := range fields {
+		if f.name != "" && !slices.Contains(header, f.name) && !isColumnIndex(f.name, len(header)) {
+			return fmt.Errorf("%s: %s %q (--config) is not a column of the header %v", in.path, f.key, f.name, header)
+		}
+	}
+	return nil
 }
 
 // isColumnIndex reports whether name is a 0-based column index below n, as ingest.key_field and
