@@ -46,7 +46,7 @@ func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
 		dc.MinRecords = z.minRecords
 	case z.written("detect.min_records"):
 		if dc.MinRecords > dc.Window { // only --window makes it so: the file's pair was valid
-			fmt.Fprintf(stderr, "replay: detect.min_records %d (the config's) is above %s: %d\n", dc.MinRecords, window, dc.Window)
+			fmt.Fprintf(stderr, "replay: detect.min_records %d (the config's) is above %s: capped at %d\n", dc.MinRecords, window, dc.Window)
 			dc.MinRecords = dc.Window
 		}
 		if dc.Window >= z.rows && dc.MinRecords < z.rows {

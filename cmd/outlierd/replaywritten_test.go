@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outlierd/outlierd/configs"
 	"github.com/outlierd/outlierd/stages/detect"
 )
 
@@ -61,7 +62,7 @@ func TestReplayWrittenMinRecordsIsKept(t *testing.T) {
 	// --window below the written min_records: capped at it, said.
 	capped, _ := replayFigures(t, "--input", path, "--label-column", "label", "--window", "300", "--min-records", "300")
 	got, errs := replayFigures(t, "--input", path, "--label-column", "label", "--config", cfg, "--window", "300")
-	if want := "detect.min_records 500 (the config's) is above --window 300: 300"; got != capped || !strings.Contains(errs, want) {
+	if want := "detect.min_records 500 (the config's) is above --window 300: capped at 300"; got != capped || !strings.Contains(errs, want) {
 		t.Errorf("--window 300 under min_records 500: %s, stderr %q: want %s and %q", got, errs, capped, want)
 	}
 }
@@ -154,5 +155,24 @@ func TestReplayHelpSaysKeysColdStartAndWrittenMinRecords(t *testing.T) {
 	_, win, _ := strings.Cut(flags, "-window")
 	if win, _, _ = strings.Cut(win, "\n  -"); !strings.Contains(win, "detect.min_records") {
 		t.Errorf("--window's text does not say the batch case needs min_records left to the default: %q", win)
+	}
+}
+
+// TestReplaySkabCommandAsWritten: configs/skab.yaml's replay command, as its comment writes
+// it (no --min-records), builds the first model of its written min_records 170 rows, the
+// verdicts of --min-records 170; a plant file shorter than the window was the batch case.
+func TestReplaySkabCommandAsWritten(t *testing.T) {
+	path, _ := plantCSV(t)
+	shipped, err := configs.FS.ReadFile("skab.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(shipped), "--label-column anomaly\n") {
+		t.Fatal("configs/skab.yaml's replay command has changed: this test runs it")
+	}
+	cfg := writeFile(t, "skab.yaml", string(shipped))
+	want, _ := replayFigures(t, "--input", path, "--label-column", "label", "--config", cfg, "--min-records", "170")
+	if got, _ := replayFigures(t, "--input", path, "--label-column", "label", "--config", cfg); got != want {
+		t.Errorf("skab.yaml without --min-records: %s, want %s (--min-records 170)", got, want)
 	}
 }
