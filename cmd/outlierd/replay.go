@@ -200,14 +200,6 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	}
 	dc.RefreshInterval = time.Duration(math.MaxInt64) // rebuilds by record count only (see the help)
 	dc.StateDir = ""                                  // a replay neither reads nor writes snapshots
-	switch {
-	case dc.BeforeModel != detect.BeforeModelHold: // pass: rows without a model go out unscored
-	case rows < 2:
-		return usageError{fmt.Errorf("%s: %d row: a model needs at least 2 rows", *input, rows)}
-	case rows < dc.MinRecords:
-		return usageError{fmt.Errorf("%s: %d rows, fewer than detect.min_records=%d: no model would score them (--min-records %d or fewer)",
-			*input, rows, dc.MinRecords, rows)}
-	}
 	if err := dc.Validate(); err != nil {
 		return usageError{err} // the file's values were valid: the flags made them so
 	}

@@ -25,7 +25,9 @@ type replaySizes struct {
 // = the rows: one model of the whole file); else min_records follows the window as Derive
 // makes it follow the file's. density.clusters, distance.k and n and proclus.k follow
 // min_records down, and stderr says so of a value the config writes. The flags' errors name
-// the flags (min_records 1 brought k down to 0 and was refused naming distance.k).
+// the flags (min_records 1 brought k down to 0 and was refused naming distance.k). Under
+// before_model: hold a file too short for a model is refused, naming where min_records came
+// from.
 func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
 	if z.setWindow && z.window < 2 {
 		return usageError{fmt.Errorf("--window %d: a window holds at least 2 records", z.window)}
@@ -37,6 +39,7 @@ func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
 	if z.setWindow {
 		dc.Window, window = z.window, fmt.Sprintf("--window %d", z.window)
 	}
+	source := "" // of min_records, for the short file's error
 	switch {
 	case z.setMinRecords:
 		if z.minRecords > dc.Window {
@@ -45,6 +48,7 @@ func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
 		}
 		dc.MinRecords = z.minRecords
 	case z.written("detect.min_records"):
+		source = " (the config's)"
 		if dc.MinRecords > dc.Window { // only --window makes it so: the file's pair was valid
 			fmt.Fprintf(stderr, "replay: detect.min_records %d (the config's) is above %s: capped at %d\n", dc.MinRecords, window, dc.Window)
 			dc.MinRecords = dc.Window
@@ -62,6 +66,14 @@ func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
 		}
 	default:
 		dc.MinRecords = min(detect.Default().MinRecords, dc.Window) // as Derive, for this window
+	}
+	switch {
+	case dc.BeforeModel != detect.BeforeModelHold: // pass: rows without a model go out unscored
+	case z.rows < 2:
+		return usageError{fmt.Errorf("%s: %d row: a model needs at least 2 rows", z.input, z.rows)}
+	case z.rows < dc.MinRecords:
+		return usageError{fmt.Errorf("%s: %d rows, fewer than detect.min_records=%d%s: no model would score them (--min-records %d or fewer)",
+			z.input, z.rows, dc.MinRecords, source, z.rows)}
 	}
 	lower := func(v *int, key string, to int) {
 		if *v <= to {

@@ -54,6 +54,12 @@ func TestReplayWrittenMinRecordsIsKept(t *testing.T) {
 			t.Errorf("%v: %s, stderr %q: want %s (--min-records 500) and %q naming --min-records 2000", args, got, errs, stream, note)
 		}
 	}
+	// A written min_records above the file's rows: no model, as live; said with its source.
+	big := writeFile(t, "big.yaml", "detect:\n  min_records: 3000\n")
+	_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--config", big, "--device", "cpu")
+	if want := "2000 rows, fewer than detect.min_records=3000 (the config's): no model would score them (--min-records 2000 or fewer)"; code != 2 || !strings.Contains(errs, want) {
+		t.Errorf("min_records 3000 written, 2000 rows: exit %d, stderr %q: want exit 2 and %q", code, errs, want)
+	}
 	// The window written, min_records not: the batch case, as before.
 	win := writeFile(t, "win.yaml", "detect:\n  window: 5000\n")
 	if got, errs := replayFigures(t, "--input", path, "--label-column", "label", "--config", win); got != whole || !strings.Contains(errs, "the batch case") {
