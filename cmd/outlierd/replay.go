@@ -155,15 +155,20 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		return err
 	}
 	defer device.Close()
+	in := replayInput{path: *input, format: *format, label: *labelCol, key: *keyCol, timeCol: *timeCol,
+		ingest: cfg.Ingest, haveFeatures: len(cfg.Ingest.Features) > 0, config: *cfgPath != ""}
 	var maxWait time.Duration // 0: batches of batch_size rows
 	if *pace == "event-time" {
 		if *timeCol == "" && cfg.Ingest.EventTimeField == "" {
-			return usageError{fmt.Errorf("--pace event-time needs the rows' times: --timestamp-column, or the config's ingest.event_time_field")}
+			flag := "--timestamp-column"
+			if c := timeColumn(in); c != "" {
+				flag = fmt.Sprintf("--timestamp-column %s (the column %q looks like a time)", c, c)
+			}
+			return usageError{fmt.Errorf("--pace event-time needs the rows' times: %s, or the config's ingest.event_time_field", flag)}
 		}
 		maxWait = max(cfg.Ingest.MaxWait, 1) // (a batch of one instant at least)
 	}
-	tab, err := readReplayInput(replayInput{path: *input, format: *format, label: *labelCol, key: *keyCol, timeCol: *timeCol,
-		ingest: cfg.Ingest, haveFeatures: len(cfg.Ingest.Features) > 0, config: *cfgPath != ""}, stderr)
+	tab, err := readReplayInput(in, stderr)
 	if err != nil {
 		return err
 	}

@@ -428,6 +428,39 @@ func timeLike(name string) bool {
 		strings.HasSuffix(n, "timestamp") || strings.HasSuffix(n, "_time")
 }
 
+// timeColumn is the first column of a CSV file's header (ingest.csv_header, else its first
+// line) that looks like a time (timeLike), for the error of --pace event-time without one;
+// "" for other formats, or when none does or the header cannot be read.
+func timeColumn(in replayInput) string {
+	format, err := in.replayFormat()
+	if err != nil || format != ingest.FormatCSV {
+		return ""
+	}
+	header := in.ingest.CSVHeader
+	if len(header) == 0 {
+		f, err := os.Open(in.path)
+		if err != nil {
+			return ""
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+		for len(header) == 0 && sc.Scan() {
+			if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+				if header, err = csvHeader(sc.Bytes(), in.ingest.CSVDelimiter); err != nil {
+					return ""
+				}
+			}
+		}
+	}
+	for _, h := range header {
+		if timeLike(h) {
+			return h
+		}
+	}
+	return ""
+}
+
 // unread notes the header's columns that nothing reads (not a feature, uncertainty, key,
 // timestamp or label): with ingest.features they are left out, as the pipeline leaves them.
 func unread(ic ingest.Config, label string, warn io.Writer, path string) {
