@@ -212,6 +212,9 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 	epoch := time.Unix(0, 0).UTC()
 	row := func(text []byte, at int) error {
 		if err := dec.Decode(text, full); err != nil {
+			if format == ingest.FormatJSON && bytes.HasPrefix(bytes.TrimSpace(text), []byte("[")) {
+				return fmt.Errorf("%s:%d: a JSON array: replay reads JSON lines, one object a line (as a topic's messages): %w", in.path, at, err)
+			}
 			var fe *ingest.FieldError
 			if !in.haveFeatures && errors.As(err, &fe) && fe.Field != in.label && strings.HasPrefix(fe.Problem, "not a number") {
 				// The column is a feature only because the header made it one: a text column

@@ -435,3 +435,16 @@ func TestReplayConfigFieldNotInHeader(t *testing.T) {
 		t.Errorf("csv_header written: exit %d, stderr %q: want the ingest check's message", code, errs)
 	}
 }
+
+// TestReplayJSONArraySaysLines: a .json file holding one JSON array (a common export) is
+// refused saying replay reads JSON lines; it said only "invalid JSON at byte 0: expected a
+// JSON object".
+func TestReplayJSONArraySaysLines(t *testing.T) {
+	cfg := writeFile(t, "c.yaml", "ingest:\n  features: [temp]\n")
+	for _, body := range []string{`[{"temp": 1.0}, {"temp": 2.0}]` + "\n", "[\n  {\"temp\": 1.0},\n  {\"temp\": 2.0}\n]\n"} {
+		_, errs, code := outlierd(t, "replay", "--input", writeFile(t, "a.json", body), "--config", cfg, "--device", "cpu")
+		if want := "a.json:1: a JSON array: replay reads JSON lines, one object a line"; code != 1 || !strings.Contains(errs, want) {
+			t.Errorf("%q: exit %d, stderr %q: want exit 1 and %q", body, code, errs, want)
+		}
+	}
+}
