@@ -59,14 +59,20 @@ slow sensor's rows one a batch, its model recalibrating between them). Differenc
 reproducible: models are rebuilt by record count only (detect.refresh_interval, a wall-clock
 trigger, is not used), a model whose build a batch started serves from the next batch on (live,
 it serves once the build finishes), and a malformed line stops the replay with its file:line
-(live, a dead letter). With --window >= the file's rows, one model of the whole file scores
-every row: the batch case (min_records then defaults to the file's rows; clusters, k, n and
-proclus.k are capped by min_records for a short file; under before_model: hold a file of one
+(live, a dead letter). Where the window (--window, or the config's) holds every row of the
+file, one model of the whole file scores every row: the batch case (min_records is then the
+file's rows). But a detect.min_records the config writes is kept, as live: the first model is
+built of that many rows and the rest replay as a stream (stderr says so; --min-records ROWS
+gives the batch case); --window below it caps it. Clusters, k, n and proclus.k are capped by
+min_records (stderr names a config's value it lowers); under before_model: hold a file of one
 row, or of fewer rows than min_records, is refused with its count; under pass its rows go out
-unscored). With a key column (--key-column, or ingest.key_field
-under detect.key_by: key) every key gets a model of its own, and the output counts the keys
-and the rows each kind of model scored. docs/OPERATIONS.md explains every field of --json
-("Choosing the flag on your own history"; its keys part: "Models per key", Backtest).`},
+unscored. With a key column (--key-column, or ingest.key_field under detect.key_by: key) every
+key gets a model of its own, and the output counts the keys and the rows each kind of model
+scored: a key's first detect.keys.min_records rows (30) are scored by the global model (its
+cold start), and none before the global model's first (detect.min_records rows; under
+before_model: pass the rows before it go out unscored and do not count toward a key's model).
+docs/OPERATIONS.md explains every field of --json ("Choosing the flag on your own history";
+its keys part: "Models per key", Backtest).`},
 	"lint": {"--config FILE",
 		`Validates a pipeline config without running anything: the YAML strictly (an unknown or
 misspelt key is an error), every value, and what the stages need of each other (e.g.

@@ -114,11 +114,11 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	format := fs.String("format", "", "csv|json|logfmt (empty: by the extension .csv, .json/.jsonl/.ndjson, .logfmt/.log; else the config's ingest.format when it names features; else csv)")
 	labelCol := fs.String("label-column", "", "field holding the ground truth (a number, non-zero = outlier): not a feature; adds precision, recall, F1, ROC AUC and AP to --json")
 	keyCol := fs.String("key-column", "", "field holding the record key (the series of ingest.derive, and a model per key: --key-by); default the config's ingest.key_field")
-	keyBy := fs.String("key-by", "", "detect.key_by: none|key (empty: key when --key-column is given, else the config's)")
+	keyBy := fs.String("key-by", "", "detect.key_by: none|key (empty: key when --key-column is given, else the config's); a key's first detect.keys.min_records rows are scored by the global model, which needs detect.min_records rows first")
 	timeCol := fs.String("timestamp-column", "", "field holding the record time, RFC 3339, \"2006-01-02 15:04:05\" (UTC without an offset) or epoch ms (time_of_day, day_of_week); default the config's ingest.event_time_field; else the row index in ms")
 	cfgPath := fs.String("config", "", "pipeline YAML: its detect section (and device) is used, and of ingest how records are read (features, uncertainty, key_field, event_time_field, derive, format, csv_*); ingest and sink may be absent")
-	window := fs.Int("window", 0, "detect.window W (0: the config's); >= the file's rows gives the batch case")
-	minRecords := fs.Int("min-records", 0, "detect.min_records (0: the config's, capped at the window)")
+	window := fs.Int("window", 0, "detect.window W (0: the config's); >= the file's rows gives the batch case where the config does not write detect.min_records")
+	minRecords := fs.Int("min-records", 0, "detect.min_records (0: the config's, capped at the window; where the config leaves it out and the window holds the file, the file's rows: the batch case)")
 	refresh := fs.Int("refresh-records", 0, "detect.refresh_records (0: the config's)")
 	dev := fs.String("device", "", "auto|cpu|cuda (empty: the config's device)")
 	verdictsOut := fs.String("verdicts-out", "", "write row,score,outlier,reason,recent for every row to this CSV file (recent: detect.recent_scores; last, so that readers of the first four columns are unaffected)")
@@ -139,8 +139,10 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		return usageError{fmt.Errorf("--pace %q: want batch or event-time", *pace)}
 	}
 	cfg := replayConfig(pipeline.Default())
+	written := func(string) bool { return false } // the keys the config file sets
 	if *cfgPath != "" {
-		if err := config.Load(*cfgPath, &cfg); err != nil {
+		var err error
+		if written, err = config.LoadWritten(*cfgPath, &cfg); err != nil {
 			return err
 		}
 	}
@@ -153,15 +155,20 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		return err
 	}
 	defer device.Close()
+	in := replayInput{path: *input, format: *format, label: *labelCol, key: *keyCol, timeCol: *timeCol,
+		ingest: cfg.Ingest, haveFeatures: len(cfg.Ingest.Features) > 0, config: *cfgPath != ""}
 	var maxWait time.Duration // 0: batches of batch_size rows
 	if *pace == "event-time" {
 		if *timeCol == "" && cfg.Ingest.EventTimeField == "" {
-			return usageError{fmt.Errorf("--pace event-time needs the rows' times: --timestamp-column, or the config's ingest.event_time_field")}
+			flag := "--timestamp-column"
+			if c := timeColumn(in); c != "" {
+				flag = fmt.Sprintf("--timestamp-column %s (the column %q looks like a time)", c, c)
+			}
+			return usageError{fmt.Errorf("--pace event-time needs the rows' times: %s, or the config's ingest.event_time_field", flag)}
 		}
 		maxWait = max(cfg.Ingest.MaxWait, 1) // (a batch of one instant at least)
 	}
-	tab, err := readReplayInput(replayInput{path: *input, format: *format, label: *labelCol, key: *keyCol, timeCol: *timeCol,
-		ingest: cfg.Ingest, haveFeatures: len(cfg.Ingest.Features) > 0, config: *cfgPath != ""}, stderr)
+	tab, err := readReplayInput(in, stderr)
 	if err != nil {
 		return err
 	}
@@ -178,21 +185,10 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	for name, v := range map[string]int{"window": *window, "min-records": *minRecords, "refresh-records": *refresh} {
 		set[name] = set[name] && v > 0 // 0: the config's, as the help says
 	}
-	if set["window"] {
-		dc.Window = *window
-		if !set["min-records"] {
-			dc.MinRecords = min(dc.MinRecords, dc.Window) // a small window alone stays valid
-		}
-	}
-	if set["min-records"] {
-		dc.MinRecords = *minRecords
-	} else if dc.Window >= rows && rows >= 2 {
-		dc.MinRecords = rows // the batch case: one model of the whole file scores every row
-		// The config's window chose it, not the user: say so.
-		if !set["window"] {
-			fmt.Fprintf(stderr, "replay: %s: the batch case: detect.window %d holds every one of the file's %d rows, so one model of the whole file scores them all (--window below %d replays them as a stream)\n",
-				*input, dc.Window, rows, rows)
-		}
+	sz := replaySizes{window: *window, minRecords: *minRecords, setWindow: set["window"], setMinRecords: set["min-records"],
+		written: written, rows: rows, input: *input}
+	if err := sz.apply(&dc, stderr); err != nil {
+		return err
 	}
 	if set["refresh-records"] {
 		dc.RefreshRecords = *refresh
@@ -209,19 +205,6 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	}
 	dc.RefreshInterval = time.Duration(math.MaxInt64) // rebuilds by record count only (see the help)
 	dc.StateDir = ""                                  // a replay neither reads nor writes snapshots
-	// Parameters bounded by min_records follow it down for a short file.
-	dc.Density.Clusters = min(dc.Density.Clusters, dc.MinRecords)
-	dc.Distance.K = max(min(dc.Distance.K, dc.MinRecords-1), 1)
-	dc.Distance.N = min(dc.Distance.N, dc.MinRecords)
-	dc.Proclus.K = min(dc.Proclus.K, dc.MinRecords)
-	switch {
-	case dc.BeforeModel != detect.BeforeModelHold: // pass: rows without a model go out unscored
-	case rows < 2:
-		return usageError{fmt.Errorf("%s: %d row: a model needs at least 2 rows", *input, rows)}
-	case rows < dc.MinRecords:
-		return usageError{fmt.Errorf("%s: %d rows, fewer than detect.min_records=%d: no model would score them (--min-records %d or fewer)",
-			*input, rows, dc.MinRecords, rows)}
-	}
 	if err := dc.Validate(); err != nil {
 		return usageError{err} // the file's values were valid: the flags made them so
 	}

@@ -152,6 +152,11 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		if !in.haveFeatures {
 			headerFeatures(&ic, in.label, warn, in.path)
 		} else {
+			if len(in.ingest.CSVHeader) == 0 {
+				if err := inHeader(in, ic.CSVHeader); err != nil {
+					return nil, err
+				}
+			}
 			unread(ic, in.label, warn, in.path)
 		}
 	} else if !in.haveFeatures {
@@ -207,6 +212,9 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 	epoch := time.Unix(0, 0).UTC()
 	row := func(text []byte, at int) error {
 		if err := dec.Decode(text, full); err != nil {
+			if format == ingest.FormatJSON && bytes.HasPrefix(bytes.TrimSpace(text), []byte("[")) {
+				return fmt.Errorf("%s:%d: a JSON array: replay reads JSON lines, one object a line (as a topic's messages): %w", in.path, at, err)
+			}
 			var fe *ingest.FieldError
 			if !in.haveFeatures && errors.As(err, &fe) && fe.Field != in.label && strings.HasPrefix(fe.Problem, "not a number") {
 				// The column is a feature only because the header made it one: a text column
@@ -265,6 +273,29 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		return nil, fmt.Errorf("%s: no records", in.path)
 	}
 	return t, nil
+}
+
+// inHeader checks that the fields the config names (features, key_field, event_time_field,
+// where no flag stands in for them) are columns of the file's header, which replay makes
+// csv_header: ingest's own check named csv_header, a key the user never wrote.
+func inHeader(in replayInput, header []string) error {
+	type field struct{ key, name string }
+	var fields []field
+	for i, f := range in.ingest.Features {
+		fields = append(fields, field{fmt.Sprintf("ingest.features[%d]", i), f})
+	}
+	if in.key == "" {
+		fields = append(fields, field{"ingest.key_field", in.ingest.KeyField})
+	}
+	if in.timeCol == "" {
+		fields = append(fields, field{"ingest.event_time_field", in.ingest.EventTimeField})
+	}
+	for _, f := range fields {
+		if f.name != "" && !slices.Contains(header, f.name) && !isColumnIndex(f.name, len(header)) {
+			return fmt.Errorf("%s: %s %q (--config) is not a column of the header %v", in.path, f.key, f.name, header)
+		}
+	}
+	return nil
 }
 
 // isColumnIndex reports whether name is a 0-based column index below n, as ingest.key_field and
@@ -398,6 +429,39 @@ func timeLike(name string) bool {
 	}
 	return strings.HasPrefix(n, "epoch") || strings.HasSuffix(n, "_ms") || strings.HasSuffix(n, "_ts") ||
 		strings.HasSuffix(n, "timestamp") || strings.HasSuffix(n, "_time")
+}
+
+// timeColumn is the first column of a CSV file's header (ingest.csv_header, else its first
+// line) that looks like a time (timeLike), for the error of --pace event-time without one;
+// "" for other formats, or when none does or the header cannot be read.
+func timeColumn(in replayInput) string {
+	format, err := in.replayFormat()
+	if err != nil || format != ingest.FormatCSV {
+		return ""
+	}
+	header := in.ingest.CSVHeader
+	if len(header) == 0 {
+		f, err := os.Open(in.path)
+		if err != nil {
+			return ""
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+		for len(header) == 0 && sc.Scan() {
+			if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+				if header, err = csvHeader(sc.Bytes(), in.ingest.CSVDelimiter); err != nil {
+					return ""
+				}
+			}
+		}
+	}
+	for _, h := range header {
+		if timeLike(h) {
+			return h
+		}
+	}
+	return ""
 }
 
 // unread notes the header's columns that nothing reads (not a feature, uncertainty, key,

@@ -243,7 +243,7 @@ func TestReplayInputFlags(t *testing.T) {
 		{[]string{"--input", jsonl, "--config", cfg}, 2, "ingest.derive.features[0] (day_of_week) needs the records' time: set ingest.event_time_field or --timestamp-column"},
 		{[]string{"--input", bad, "--config", badCfg}, 1, `bad.jsonl:2: field "temp": not a number: "x"`},
 		{[]string{"--input", path, "--format", "xml"}, 2, `--format "xml": want csv, json or logfmt`},
-		{[]string{"--input", path, "--config", nope}, 1, `--config: the ingest section does not fit ` + path + `: ingest: invalid config: ingest.features[0]: "nope" is neither a csv_header name nor a 0-based column index`},
+		{[]string{"--input", path, "--config", nope}, 1, path + `: ingest.features[0] "nope" (--config) is not a column of the header [id epoch_ms temp pressure humidity label]`},
 	} {
 		_, errs, code := outlierd(t, append([]string{"replay", "--device", "cpu", "--window", "1000"}, c.args...)...)
 		if code != c.code || !strings.Contains(errs, c.msg) {
@@ -404,5 +404,47 @@ func TestReplayLabelUncertaintyAddsNoFailure(t *testing.T) {
 	_, err = readReplayInput(replayInput{path: writeFile(t, "s.csv", body), label: "label", ingest: ic, haveFeatures: true, config: true}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), `"temp_sd"`) || strings.Contains(err.Error(), `"label`) {
 		t.Errorf("no default, no temp_sd: %v", err)
+	}
+}
+
+// TestReplayConfigFieldNotInHeader: a field the config names (ingest.features, key_field,
+// event_time_field) that a CSV file's header lacks is refused naming the config's key and the
+// header; it said `ingest.features[3]: "vibration" is neither a csv_header name nor a 0-based
+// column index`, csv_header being a key the user never wrote (replay takes it from the file).
+func TestReplayConfigFieldNotInHeader(t *testing.T) {
+	path := writeFile(t, "s.csv", "ts,temp,pressure,label\n1,70,101,0\n2,71,101.5,0\n3,70.5,101.2,0\n")
+	for _, c := range []struct{ ingest, want string }{
+		{"features: [temp, pressure, vibration]", `s.csv: ingest.features[2] "vibration" (--config) is not a column of the header [ts temp pressure label]`},
+		{"features: [temp]\n  key_field: sensor", `s.csv: ingest.key_field "sensor" (--config) is not a column of the header [ts temp pressure label]`},
+		{"features: [temp]\n  event_time_field: time", `s.csv: ingest.event_time_field "time" (--config) is not a column of the header [ts temp pressure label]`},
+	} {
+		cfg := writeFile(t, "c.yaml", "ingest:\n  format: csv\n  "+c.ingest+"\n")
+		_, errs, code := outlierd(t, "replay", "--input", path, "--config", cfg, "--label-column", "label", "--device", "cpu")
+		if code != 1 || !strings.Contains(errs, c.want) || strings.Contains(errs, "csv_header") {
+			t.Errorf("%s: exit %d, stderr %q: want exit 1 and %q, not csv_header", c.ingest, code, errs, c.want)
+		}
+	}
+	// A 0-based index is a column too, and a config's own csv_header is judged as the pipeline
+	// judges it.
+	cfg := writeFile(t, "c.yaml", "ingest:\n  format: csv\n  features: [\"1\", pressure]\n")
+	if _, errs, code := outlierd(t, "replay", "--input", path, "--config", cfg, "--label-column", "label", "--device", "cpu"); code != 0 {
+		t.Errorf("features [\"1\", pressure]: exit %d: %s", code, errs)
+	}
+	cfg = writeFile(t, "c.yaml", "ingest:\n  format: csv\n  csv_header: [ts, temp, pressure, label]\n  features: [temp, vibration]\n")
+	if _, errs, code := outlierd(t, "replay", "--input", path, "--config", cfg, "--label-column", "label", "--device", "cpu"); code != 1 || !strings.Contains(errs, "csv_header") {
+		t.Errorf("csv_header written: exit %d, stderr %q: want the ingest check's message", code, errs)
+	}
+}
+
+// TestReplayJSONArraySaysLines: a .json file holding one JSON array (a common export) is
+// refused saying replay reads JSON lines; it said only "invalid JSON at byte 0: expected a
+// JSON object".
+func TestReplayJSONArraySaysLines(t *testing.T) {
+	cfg := writeFile(t, "c.yaml", "ingest:\n  features: [temp]\n")
+	for _, body := range []string{`[{"temp": 1.0}, {"temp": 2.0}]` + "\n", "[\n  {\"temp\": 1.0},\n  {\"temp\": 2.0}\n]\n"} {
+		_, errs, code := outlierd(t, "replay", "--input", writeFile(t, "a.json", body), "--config", cfg, "--device", "cpu")
+		if want := "a.json:1: a JSON array: replay reads JSON lines, one object a line"; code != 1 || !strings.Contains(errs, want) {
+			t.Errorf("%q: exit %d, stderr %q: want exit 1 and %q", body, code, errs, want)
+		}
 	}
 }

@@ -111,3 +111,15 @@ func TestReplayPaceEventTime(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayPaceWithoutTimeNamesTheColumn: --pace event-time without the rows' times is
+// refused after the file's columns are read, so that a time-like column is named with the flag
+// that reads it (it was refused before the file was opened: `gen --kind sensors --ts`'s "ts"
+// went unmentioned).
+func TestReplayPaceWithoutTimeNamesTheColumn(t *testing.T) {
+	path := writeFile(t, "s.csv", "ts,temp,label\n1767225600000,70,0\n1767225660000,71,0\n1767225720000,70.5,1\n")
+	_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--pace", "event-time", "--device", "cpu")
+	if code != 2 || !strings.Contains(errs, "--pace event-time needs the rows' times") || !strings.Contains(errs, "--timestamp-column ts") {
+		t.Errorf("exit %d, stderr %q: want exit 2, the --pace error and --timestamp-column ts", code, errs)
+	}
+}

@@ -143,11 +143,23 @@ func writtenKeys(doc *yaml.Node) map[string]bool {
 
 // Load reads the YAML file at path and decodes it into *into; see LoadBytes.
 func Load[T any](path string, into *T) error {
+	_, err := LoadWritten(path, into)
+	return err
+}
+
+// LoadWritten is Load that also returns which keys the file sets, as Derive's written reports
+// them ("detect.min_records"), for a caller whose own defaults must not override a value the
+// user wrote (replay's batch case). written is nil on error.
+func LoadWritten[T any](path string, into *T) (written func(path string) bool, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	return LoadBytes(path, data, into)
+	keys, err := loadBytes(path, data, into)
+	if err != nil {
+		return nil, err
+	}
+	return func(path string) bool { return keys[path] }, nil
 }
 
 // LoadBytes decodes the YAML document data (name is the file name used in messages) into *into.
@@ -163,28 +175,34 @@ func Load[T any](path string, into *T) error {
 // issue found) or *ValidationError (from the type's Validate method). Expanded environment values
 // never appear in the messages.
 func LoadBytes[T any](name string, data []byte, into *T) error {
+	_, err := loadBytes(name, data, into)
+	return err
+}
+
+// loadBytes is LoadBytes returning the keys the document sets (writtenKeys).
+func loadBytes[T any](name string, data []byte, into *T) (map[string]bool, error) {
 	if into == nil {
-		return fmt.Errorf("config: %s: nil destination", name)
+		return nil, fmt.Errorf("config: %s: nil destination", name)
 	}
 	tmp := *into
 	doc, issues := decodeInto(data, &tmp, os.LookupEnv)
 	if len(issues) > 0 {
 		sortIssues(issues)
-		return &Error{File: name, Issues: issues}
+		return nil, &Error{File: name, Issues: issues}
 	}
+	keys := writtenKeys(doc)
 	if d, ok := any(&tmp).(Deriver); ok {
-		keys := writtenKeys(doc)
 		d.Derive(func(path string) bool { return keys[path] })
 	}
 	if v, ok := any(&tmp).(validator); ok {
 		if err := v.Validate(); err != nil {
 			issues := validationIssues(err, doc)
 			sortIssues(issues)
-			return &ValidationError{File: name, Err: err, Issues: issues}
+			return nil, &ValidationError{File: name, Err: err, Issues: issues}
 		}
 	}
 	*into = tmp
-	return nil
+	return keys, nil
 }
 
 // decodeInto runs parse, interpolation and strict decoding of data into out (a pointer) and

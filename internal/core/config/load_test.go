@@ -246,3 +246,37 @@ func TestExpand(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadWritten: LoadWritten reports the keys the file sets, nested ones by their path, and
+// not the keys left to their defaults, even where a written value equals the default.
+func TestLoadWritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("port: 9092\ninner:\n  ratio: 0.25\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultTestConfig()
+	written, err := LoadWritten(path, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]bool{"port": true, "inner": true, "inner.ratio": true, "name": false, "inner.mode": false} {
+		if written(key) != want {
+			t.Errorf("written(%q) = %v, want %v", key, !want, want)
+		}
+	}
+	if cfg.Inner.Ratio != 0.25 {
+		t.Errorf("ratio %v: the file was not decoded", cfg.Inner.Ratio)
+	}
+	if err := os.WriteFile(path, []byte("# nothing\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if written, err := LoadWritten(path, &cfg); err != nil || written("port") {
+		t.Errorf("an empty file: %v, port written %v", err, err == nil && written("port"))
+	}
+	if err := os.WriteFile(path, []byte("port: 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if written, err := LoadWritten(path, &cfg); err == nil || written != nil {
+		t.Errorf("an invalid file: %v", err)
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/outlierd/outlierd/stages/detect"
+)
+
+// replaySizes decides the window and min_records a replay runs with, from the flags, the
+// config and the file's rows, and fits the sizes bounded by min_records to it.
+type replaySizes struct {
+	window, minRecords       int  // --window, --min-records
+	setWindow, setMinRecords bool // given (and not 0, which means the config's)
+	// written reports whether the config file sets a key ("detect.min_records"): a value the
+	// user wrote is kept where a default would give way.
+	written func(path string) bool
+	rows    int
+	input   string
+}
+
+// apply sets dc's window and min_records. A flag wins; then a min_records the config writes
+// (as the pipeline runs it: its first model at that many records, the rest a stream; capped
+// at a smaller --window); then, where the window holds every row, the batch case (min_records
+// = the rows: one model of the whole file); else min_records follows the window as Derive
+// makes it follow the file's. density.clusters, distance.k and n and proclus.k follow
+// min_records down, and stderr says so of a value the config writes. The flags' errors name
+// the flags (min_records 1 brought k down to 0 and was refused naming distance.k). Under
+// before_model: hold a file too short for a model is refused, naming where min_records came
+// from.
+func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
+	if z.setWindow && z.window < 2 {
+		return usageError{fmt.Errorf("--window %d: a window holds at least 2 records", z.window)}
+	}
+	if z.setMinRecords && z.minRecords < 2 {
+		return usageError{fmt.Errorf("--min-records %d: a model needs at least 2 records", z.minRecords)}
+	}
+	window := fmt.Sprintf("detect.window %d", dc.Window)
+	if z.setWindow {
+		dc.Window, window = z.window, fmt.Sprintf("--window %d", z.window)
+	}
+	source := "" // of min_records, for the short file's error
+	switch {
+	case z.setMinRecords:
+		if z.minRecords > dc.Window {
+			return usageError{fmt.Errorf("--min-records %d is above %s: the first model is built of the window's records (--min-records %d or fewer, or a larger --window)",
+				z.minRecords, window, dc.Window)}
+		}
+		dc.MinRecords = z.minRecords
+	case z.written("detect.min_records"):
+		source = " (the config's)"
+		if dc.MinRecords > dc.Window { // only --window makes it so: the file's pair was valid
+			fmt.Fprintf(stderr, "replay: detect.min_records %d (the config's) is above %s: capped at %d\n", dc.MinRecords, window, dc.Window)
+			dc.MinRecords = dc.Window
+		}
+		if dc.Window >= z.rows && dc.MinRecords < z.rows {
+			fmt.Fprintf(stderr, "replay: %s: detect.min_records %d (the config's): the first model is built of the first %d rows, the later ones replay as a stream, as in the pipeline (--min-records %d gives the batch case: one model of the whole file)\n",
+				z.input, dc.MinRecords, dc.MinRecords, z.rows)
+		}
+	case dc.Window >= z.rows && z.rows >= 2:
+		dc.MinRecords = z.rows // the batch case: one model of the whole file scores every row
+		// The config's window chose it, not the user: say so.
+		if !z.setWindow {
+			fmt.Fprintf(stderr, "replay: %s: the batch case: detect.window %d holds every one of the file's %d rows, so one model of the whole file scores them all (--window below %d replays them as a stream)\n",
+				z.input, dc.Window, z.rows, z.rows)
+		}
+	default:
+		dc.MinRecords = min(detect.Default().MinRecords, dc.Window) // as Derive, for this window
+	}
+	switch {
+	case dc.BeforeModel != detect.BeforeModelHold: // pass: rows without a model go out unscored
+	case z.rows < 2:
+		return usageError{fmt.Errorf("%s: %d row: a model needs at least 2 rows", z.input, z.rows)}
+	case z.rows < dc.MinRecords:
+		return usageError{fmt.Errorf("%s: %d rows, fewer than detect.min_records=%d%s: no model would score them (--min-records %d or fewer)",
+			z.input, z.rows, dc.MinRecords, source, z.rows)}
+	}
+	lower := func(v *int, key string, to int) {
+		if *v <= to {
+			return
+		}
+		if z.written("detect." + key) {
+			fmt.Fprintf(stderr, "replay: detect.%s %d (the config's) is lowered to %d, to fit detect.min_records %d\n", key, *v, to, dc.MinRecords)
+		}
+		*v = to
+	}
+	lower(&dc.Density.Clusters, "density.clusters", dc.MinRecords)
+	lower(&dc.Distance.K, "distance.k", dc.MinRecords-1)
+	lower(&dc.Distance.N, "distance.n", dc.MinRecords)
+	lower(&dc.Proclus.K, "proclus.k", dc.MinRecords)
+	return nil
+}
