@@ -264,8 +264,12 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	fmt.Fprintf(stdout, "%s: %d rows, %d flagged, %d unscored, %d models built, %.0f ms (%s)\n",
-		*input, res.Rows, res.Flagged, res.Unscored, res.ModelsBuilt, res.ElapsedMS, res.Device)
+	modelsBuilt := "models"
+	if res.ModelsBuilt == 1 {
+		modelsBuilt = "model"
+	}
+	fmt.Fprintf(stdout, "%s: %d rows, %d flagged, %d unscored, %d %s built, %.0f ms (%s)\n",
+		*input, res.Rows, res.Flagged, res.Unscored, res.ModelsBuilt, modelsBuilt, res.ElapsedMS, res.Device)
 	if res.F1 != nil {
 		fmt.Fprintf(stdout, "precision %.3f recall %.3f F1 %.3f ROC AUC %s AP %s\n", *res.Precision, *res.Recall, *res.F1,
 			fmtFigure(res.ROCAUC), fmtFigure(res.AveragePrecision))

@@ -123,6 +123,10 @@ func TestReplayBatchCase(t *testing.T) {
 	if res.Rows != 1200 || res.Unscored != 0 || res.ModelsBuilt != 1 {
 		t.Fatalf("rows %d, unscored %d, models built %d: want 1200, 0, 1\n%s", res.Rows, res.Unscored, res.ModelsBuilt, out)
 	}
+	// The text summary says the same in English ("1 models built" before).
+	if out, _, _ := outlierd(t, "replay", "--input", path, "--window", "5000"); !strings.Contains(out, " 1 model built,") {
+		t.Errorf("text summary: want \"1 model built\": %s", out)
+	}
 	// A pipeline config with only a detect section is enough; under flag_by: rate (the quota)
 	// its alarm rate sets the flags: one model of 1200 rows, a rate of 0.05 flags about 60 (the
 	// calibration's quantile).

@@ -412,7 +412,8 @@ def run_generated(binary, args, td, raw):
             # Until replay has --key-column: a replay of each key's rows alone (what per-key
             # models would see), P scaled to the key's share of the stream like the peers'.
             t1 = time.time()
-            # min_records >= 20: replay refuses fewer than detect.proclus.k (10) records.
+            # min_records >= 20: the figures of §12 were made so (replay since lowers
+            # proclus.k with min_records; kept for comparability).
             s, f = per_key(lambda Xk, p, idx: run_outlierd_rows(binary, df.drop(columns=["key"]).iloc[idx], max(p, 20), args, td), X, keys, P_GEN, pass_index=True)
             pm = evaluate(s[ev], f[ev], yv)
             pm["seconds"] = time.time() - t1
