@@ -5,7 +5,8 @@
 // the checkpointer says is done.
 //
 // Files: config.go (Config, Default, Validate), deriveconfig.go (the ingest.derive section),
-// decode.go (the Decoder interface and value parsing shared by the formats), json.go, csv.go,
+// decode.go (the Decoder interface and value parsing shared by the formats), eventtime.go (the
+// event time, ingest.event_time_zone's wall clocks), json.go, csv.go,
 // logfmt.go (the decoders), builder.go (the Arrow batch builder), derive.go (derived features:
 // per-key differences, rolling robust z and rolling means, time of day and day of week), source.go (the Kafka
 // source).
@@ -131,8 +132,9 @@ type Config struct {
 	// as CSV exports and SQL write it ("2006-01-02 15:04:05", a space or a T, a fraction after
 	// a point or a comma optional, an offset Z, +hh:mm or +hh optional; without an offset a
 	// wall clock of EventTimeZone), or integer epoch milliseconds (a JSON number, or for
-	// CSV/logfmt a value of only digits). Fields have their two digits: "1:34:33" (a 12-hour
-	// clock's?) and offsets of 24 hours or more are refused (the record is a dead letter).
+	// CSV/logfmt a value of only digits). Each field has its two digits, and an offset is at
+	// most 23:59: an hour of one digit (12-hour clocks write it: without its AM/PM "1:34"
+	// may be 13:34) or an offset of 24 hours makes the record a dead letter.
 	// Optional; by default the Kafka message timestamp is used. When set, it must be present.
 	EventTimeField string `yaml:"event_time_field"`
 	// EventTimeZone is the IANA zone (e.g. "Europe/Berlin") whose wall clock an event time

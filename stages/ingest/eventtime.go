@@ -15,7 +15,7 @@ import (
 // offset Z, +hh:mm or PostgreSQL's +hh, optional) into Unix milliseconds. A time without an
 // offset is a wall clock of z (nil: UTC).
 //
-// The fields have their fixed width: Go's layouts would also take a hour of one digit (a
+// The fields have their fixed width: Go's layouts would also take an hour of one digit (a
 // 12-hour clock's, "1:34:33" whose PM was lost) and an offset of 24 hours or more
 // (go.dev/issue/54580), which no producer of this form means: they are refused.
 func parseEventTime(text []byte, z *eventZone) (int64, error) {
@@ -60,7 +60,7 @@ func parseEventTime(text []byte, z *eventZone) (int64, error) {
 // each) of trying layouts in turn. Text that is RFC 3339 already comes back as it is. ok false:
 // not the form (ranges other than the offset's are the parser's to check).
 func asRFC3339(text, buf []byte) (out []byte, local, ok bool) {
-	// The separators pin every field to its width (a hour of one digit would put a minute
+	// The separators pin every field to its width (an hour of one digit would put a minute
 	// digit at 13); the digits are the parser's to check.
 	const form = "2006-01-02T15:04:05"
 	if len(text) < len(form) || text[4] != '-' || text[7] != '-' || text[10] != 'T' && text[10] != ' ' || text[13] != ':' || text[16] != ':' {

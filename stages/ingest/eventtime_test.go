@@ -83,7 +83,7 @@ func BenchmarkParseEventTime(b *testing.B) {
 }
 
 // goLayouts are the layouts that read the event time before it was read as RFC 3339 alone
-// (after time.RFC3339Nano): Go's reading of the forms, lenient on a hour of one digit and an
+// (after time.RFC3339Nano): Go's reading of the forms, lenient on an hour of one digit and an
 // offset's range (go.dev/issue/54580).
 var goLayouts = []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999",
 	"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999Z07"}
@@ -162,7 +162,7 @@ func TestParseEventTimeErrorQuotesTheInput(t *testing.T) {
 
 // TestParseEventTimeStrict: what Go's layouts take beyond the documented form
 // (go.dev/issue/54580; in RFC 3339 as in the CSV/SQL forms) is refused, the error quoting the
-// record's text: a hour of one digit (a 12-hour clock's, its AM/PM lost: "1:34:33" may be
+// record's text: an hour of one digit (a 12-hour clock's, its AM/PM lost: "1:34:33" may be
 // 13:34) and an offset's hour above 23 or minute above 59 (RFC 3339's ranges; no zone has
 // one). A comma before the fraction (ISO 8601's, Python logging's and log4j's "10:34:33,250")
 // is read as the point, after a space or a T, with an offset or without.
