@@ -51,7 +51,7 @@ the best (lowest full cost) of --restarts runs is kept, each from a seed derived
 (the same decoders, derived features, window, hold before the first model, rebuild cadence,
 thresholds and combine rule), in file order, without Kafka. Each line is one message: CSV (a
 header line first), JSON lines or logfmt, read with the config's ingest section (features,
-uncertainty, key_field, event_time_field, derive); without ingest.features a CSV file's columns
+uncertainty, key_field, event_time_field, event_time_zone, derive); without ingest.features a CSV file's columns
 are the features. Rows go in batches of ingest.batch_size (the config's, default 1000) built
 with the ingest stage's Arrow schema; with --pace event-time as a live pipeline forms them from
 rows arriving at their times (closed at batch_size rows or ingest.max_wait after the first: a

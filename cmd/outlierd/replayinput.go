@@ -22,7 +22,7 @@ import (
 // Replay reads its input as the pipeline reads a topic (issue 20 item 6): each line is one
 // message, decoded by the ingest stage's own decoder for the format (stages/ingest: json.go,
 // csv.go, logfmt.go) with the config's ingest section (features, uncertainty, key_field,
-// event_time_field, csv_delimiter), and the derived features of ingest.derive computed by the
+// event_time_field, event_time_zone, csv_delimiter), and the derived features of ingest.derive computed by the
 // same Deriver, in file order (one partition, the row index as its offset). What differs from
 // a topic, and why:
 //   - CSV files carry a header line: without ingest.csv_header the first line names the

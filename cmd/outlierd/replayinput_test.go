@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -446,5 +447,66 @@ func TestReplayJSONArraySaysLines(t *testing.T) {
 		if want := "a.json:1: a JSON array: replay reads JSON lines, one object a line"; code != 1 || !strings.Contains(errs, want) {
 			t.Errorf("%q: exit %d, stderr %q: want exit 1 and %q", body, code, errs, want)
 		}
+	}
+}
+
+// TestReplayEventTimeZone: replay reads a time without an offset in the config's
+// ingest.event_time_zone as the pipeline does: a plant's local wall clock (Europe/Berlin, a
+// winter and a summer row) is the instant an hour or two earlier in UTC; time_of_day in
+// derive.timezone of the same zone is the wall clock as written (as both at UTC read it), and
+// in UTC an hour or two earlier. The zone applies with --timestamp-column too. A bad one stops
+// replay naming the key (as any ingest key: replay checks the section against the file) and
+// lint at its file:line:column.
+func TestReplayEventTimeZone(t *testing.T) {
+	path := writeFile(t, "plant.csv", "ts,temp\n2026-01-15 08:00:00,70\n2026-07-15 08:00:00,71\n2026-07-15 08:00:00+02:00,72\n")
+	conf := func(eventZone, deriveZone, timeField string) ingest.Config {
+		cfgPath := writeFile(t, "c.yaml", fmt.Sprintf("ingest:\n  features: [temp]\n%s  event_time_zone: %s\n  derive:\n    timezone: %s\n    features: [{kind: time_of_day}]\n",
+			timeField, eventZone, deriveZone))
+		cfg := replayConfig(pipeline.Default())
+		if err := config.Load(cfgPath, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Ingest
+	}
+	read := func(ic ingest.Config, timeCol string) *replayTable {
+		tab, err := readReplayInput(replayInput{path: path, timeCol: timeCol, ingest: ic, haveFeatures: true, config: true}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tab
+	}
+	tod := func(h int) [2]float32 {
+		s, c := math.Sincos(2 * math.Pi * float64(h) / 24)
+		return [2]float32{float32(s), float32(c)}
+	}
+	at := func(tab *replayTable, row int) [2]float32 { return [2]float32{tab.means[1][row], tab.means[2][row]} }
+	utc := read(conf("UTC", "UTC", "  event_time_field: ts\n"), "")
+	plant := read(conf("Europe/Berlin", "Europe/Berlin", "  event_time_field: ts\n"), "")
+	plantUTC := read(conf("Europe/Berlin", "UTC", ""), "ts") // the field by the flag
+	for row, c := range []struct {
+		utc, plant   time.Time
+		plantUTCHour int
+	}{
+		{time.Date(2026, 1, 15, 8, 0, 0, 0, time.UTC), time.Date(2026, 1, 15, 7, 0, 0, 0, time.UTC), 7},
+		{time.Date(2026, 7, 15, 8, 0, 0, 0, time.UTC), time.Date(2026, 7, 15, 6, 0, 0, 0, time.UTC), 6},
+		{time.Date(2026, 7, 15, 6, 0, 0, 0, time.UTC), time.Date(2026, 7, 15, 6, 0, 0, 0, time.UTC), 6}, // an offset: the same instant
+	} {
+		if !utc.times[row].Equal(c.utc) || !plant.times[row].Equal(c.plant) || !plantUTC.times[row].Equal(c.plant) {
+			t.Errorf("row %d: times %v, %v, %v; want %v, %v, %v", row, utc.times[row], plant.times[row], plantUTC.times[row], c.utc, c.plant, c.plant)
+		}
+		if w := tod(c.utc.Hour()); at(utc, row) != w || at(plant, row) != tod(8) {
+			t.Errorf("row %d: time_of_day %v (UTC), %v (Berlin); want %v, %v", row, at(utc, row), at(plant, row), w, tod(8))
+		}
+		if at(plantUTC, row) != tod(c.plantUTCHour) {
+			t.Errorf("row %d: time_of_day in UTC of Berlin's wall clock %v, want %v", row, at(plantUTC, row), tod(c.plantUTCHour))
+		}
+	}
+	bad := writeFile(t, "bad.yaml", "ingest:\n  topic: t\n  features: [temp]\n  event_time_zone: Europe/Berlinn\n")
+	const msg = `ingest.event_time_zone: "Europe/Berlinn" is not an IANA time zone (e.g. UTC, Europe/Berlin)`
+	if _, errs, code := outlierd(t, "replay", "--device", "cpu", "--input", path, "--config", bad, "--timestamp-column", "ts"); code == 0 || !strings.Contains(errs, msg) {
+		t.Errorf("replay: exit %d, stderr %q", code, errs)
+	}
+	if _, errs, code := outlierd(t, "lint", "--config", bad); code == 0 || !strings.Contains(errs, bad+":4:3: "+msg) {
+		t.Errorf("lint: exit %d, stderr %q", code, errs)
 	}
 }

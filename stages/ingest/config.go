@@ -5,7 +5,8 @@
 // the checkpointer says is done.
 //
 // Files: config.go (Config, Default, Validate), deriveconfig.go (the ingest.derive section),
-// decode.go (the Decoder interface and value parsing shared by the formats), json.go, csv.go,
+// decode.go (the Decoder interface and value parsing shared by the formats), eventtime.go (the
+// event time, ingest.event_time_zone's wall clocks), json.go, csv.go,
 // logfmt.go (the decoders), builder.go (the Arrow batch builder), derive.go (derived features:
 // per-key differences, rolling robust z and rolling means, time of day and day of week), source.go (the Kafka
 // source).
@@ -128,11 +129,22 @@ type Config struct {
 	// text. Optional; by default the Kafka message key is used. When set, it must be present.
 	KeyField string `yaml:"key_field"`
 	// EventTimeField is a field holding the event time (_timestamp): an RFC 3339 string, a time
-	// as CSV exports and SQL write it ("2006-01-02 15:04:05", a space or a T, a fraction
-	// optional, an offset +hh:mm or +hh optional; without an offset UTC), or integer epoch
-	// milliseconds (a JSON number, or for CSV/logfmt a value of only digits).
+	// as CSV exports and SQL write it ("2006-01-02 15:04:05", a space or a T, a fraction after
+	// a point or a comma optional, an offset Z, +hh:mm or +hh optional; without an offset a
+	// wall clock of EventTimeZone), or integer epoch milliseconds (a JSON number, or for
+	// CSV/logfmt a value of only digits). Each field has its two digits, and an offset is at
+	// most 23:59: an hour of one digit (12-hour clocks write it: without its AM/PM "1:34"
+	// may be 13:34) or an offset of 24 hours makes the record a dead letter.
 	// Optional; by default the Kafka message timestamp is used. When set, it must be present.
 	EventTimeField string `yaml:"event_time_field"`
+	// EventTimeZone is the IANA zone (e.g. "Europe/Berlin") whose wall clock an event time
+	// without an offset is, as plants log local time: "2026-03-09 10:34:33" in Europe/Berlin is
+	// 09:34:33 UTC. Default "UTC". Times with an offset (Z, +01:00, +01) and epoch milliseconds
+	// are instants and read as such. A wall clock that a DST transition repeats (autumn) is its
+	// first instant, one it skips (spring) is read with the offset before the gap ("02:30" in
+	// Berlin's gap is 03:30 CEST), as RFC 5545 (iCalendar) reads them. "Local" (the host's
+	// zone) is refused: a config means the same on every host.
+	EventTimeZone string `yaml:"event_time_zone"`
 	// BatchSize is the most records in one batch. Default 1000. Larger batches amortise
 	// per-batch work (GPU launches, commits) at the cost of latency and memory.
 	BatchSize int `yaml:"batch_size"`
@@ -186,6 +198,7 @@ func Default() Config {
 		CSVDelimiter:      ",",
 		CSVMissing:        []string{"NA", "N/A", "null"},
 		Missing:           MissingDeadLetter,
+		EventTimeZone:     "UTC",
 		BatchSize:         1000,
 		MaxWait:           100 * time.Millisecond,
 		FetchMaxBytes:     10 << 20,
@@ -337,6 +350,9 @@ func (c *Config) Validate() error {
 		if err := c.checkField(c.EventTimeField); err != nil {
 			bad("event_time_field", "%w", err)
 		}
+	}
+	if _, err := loadZone(c.EventTimeZone); err != nil {
+		bad("event_time_zone", "%w", err)
 	}
 	if u := c.Uncertainty; u != nil {
 		if u.Suffix == "" && len(u.Fields) == 0 && u.Default == nil {

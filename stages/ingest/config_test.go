@@ -178,6 +178,7 @@ uncertainty:
   default: 0.25
 key_field: id
 event_time_field: ts
+event_time_zone: Europe/Berlin
 batch_size: 500
 max_wait: 250ms
 dead_letter_topic: readings-dlq
@@ -195,7 +196,8 @@ session_timeout: 10s
 		t.Fatalf("Validate: %v", err)
 	}
 	if c.MaxWait != 250*time.Millisecond || c.BatchSize != 500 || c.CSVDelimiter != ";" || c.Uncertainty.Fields["hum"] != "hum_sd" ||
-		*c.Uncertainty.Default != 0.25 || c.SessionTimeout != 10*time.Second || c.StartOffset != StartLatest || len(c.Brokers) != 2 {
+		*c.Uncertainty.Default != 0.25 || c.SessionTimeout != 10*time.Second || c.StartOffset != StartLatest || len(c.Brokers) != 2 ||
+		c.EventTimeZone != "Europe/Berlin" {
 		t.Errorf("decoded %+v", c)
 	}
 	bad := Default()

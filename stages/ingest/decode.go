@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"time"
 )
 
 // Decoder turns one message value into feature values. A Decoder keeps scratch buffers and is
@@ -66,7 +65,10 @@ func NewDecoder(cfg Config) (Decoder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("ingest: invalid config: %w", err)
 	}
-	p := newPlan(&cfg)
+	p, err := newPlan(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	switch cfg.Format {
 	case FormatJSON:
 		return newJSONDecoder(p), nil
@@ -93,6 +95,9 @@ type slot struct {
 	field string // as configured
 	role  role
 	idx   int // feature index for roleFeature and roleSD
+	// zone is the wall clock of a roleTime text without an offset (nil: UTC); the decoder's
+	// own (it keeps the last zone period it looked up).
+	zone *eventZone
 }
 
 // plan lists the fields a decoder reads, in the order missing fields are reported: each feature
@@ -109,7 +114,7 @@ type plan struct {
 	fill []float32
 }
 
-func newPlan(c *Config) *plan {
+func newPlan(c *Config) (*plan, error) {
 	p := &plan{}
 	if c.Missing == MissingFill {
 		p.fill = make([]float32, len(c.Features))
@@ -146,9 +151,13 @@ func newPlan(c *Config) *plan {
 		p.slots = append(p.slots, slot{field: c.KeyField, role: roleKey})
 	}
 	if c.EventTimeField != "" {
-		p.slots = append(p.slots, slot{field: c.EventTimeField, role: roleTime})
+		zone, err := newEventZone(c.EventTimeZone)
+		if err != nil {
+			return nil, fmt.Errorf("ingest: event_time_zone: %w", err)
+		}
+		p.slots = append(p.slots, slot{field: c.EventTimeField, role: roleTime, zone: zone})
 	}
-	return p
+	return p, nil
 }
 
 // finish fills defaults for the slots not found and reports the first missing field. found is
@@ -207,7 +216,7 @@ func setText(s *slot, text []byte, out *Decoded) error {
 		out.Key, out.HasKey = text, true
 		return nil
 	case roleTime:
-		ms, err := parseEventTime(text)
+		ms, err := parseEventTime(text, s.zone)
 		if err != nil {
 			return &FieldError{Field: s.field, Problem: err.Error()}
 		}
@@ -325,84 +334,6 @@ func isNaNOrInf(text []byte) bool {
 		return err == nil && (math.IsNaN(v) || math.IsInf(v, 0))
 	}
 	return false
-}
-
-// eventTimeLayouts are the times besides RFC 3339 that parseEventTime reads, as CSV exports and
-// SQL write them: a space for RFC 3339's T, and no zone offset, read as UTC (as Elasticsearch
-// and Kafka Connect read such times); the fraction is optional in each. The last is
-// PostgreSQL's timestamptz, whose offset of whole hours is +hh (last: the others cost nothing
-// more).
-var eventTimeLayouts = []string{
-	"2006-01-02 15:04:05.999999999Z07:00",
-	"2006-01-02 15:04:05.999999999",
-	"2006-01-02T15:04:05.999999999",
-	"2006-01-02 15:04:05.999999999Z07",
-}
-
-// parseEventTime parses integer epoch milliseconds (only digits, optional leading '-'), an
-// RFC 3339 time, or one of eventTimeLayouts, into Unix milliseconds.
-func parseEventTime(text []byte) (int64, error) {
-	text = trimSpace(text)
-	allDigits := len(text) > 0
-	for i, c := range text {
-		if !(c >= '0' && c <= '9' || c == '-' && i == 0 && len(text) > 1) {
-			allDigits = false
-			break
-		}
-	}
-	if allDigits {
-		ms, err := strconv.ParseInt(string(text), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("epoch milliseconds out of range: %s", quoteShort(text))
-		}
-		return ms, nil
-	}
-	var buf [64]byte
-	rfc := text
-	if r, ok := asRFC3339(text, buf[:0]); ok { // the CSV/SQL forms at RFC 3339's cost
-		rfc = r
-	}
-	t, err := time.Parse(time.RFC3339Nano, string(rfc))
-	for _, layout := range eventTimeLayouts { // (what the rewrite does not take: Go's layouts are more lenient)
-		if err == nil {
-			break
-		}
-		t, err = time.Parse(layout, string(text))
-	}
-	if err != nil {
-		return 0, fmt.Errorf("not an RFC 3339 time, a time as \"2006-01-02 15:04:05\" (UTC without an offset) or epoch milliseconds: %s", quoteShort(text))
-	}
-	return t.UnixMilli(), nil
-}
-
-// asRFC3339 rewrites into buf the CSV/SQL forms of eventTimeLayouts as RFC 3339 (a T for the
-// space, Z for no offset, ":00" after PostgreSQL's +hh), so that the RFC 3339 parser reads them
-// without the failed parses (an error allocated each) of trying the layouts in turn. ok false:
-// not such a form, or RFC 3339 already; the layouts then decide, so it changes no result.
-func asRFC3339(text, buf []byte) (out []byte, ok bool) {
-	if len(text) < 19 || len(text)+1 > cap(buf) || text[10] != ' ' && text[10] != 'T' {
-		return nil, false
-	}
-	i := 19 // after the seconds: an optional fraction, then an optional offset
-	if i < len(text) && text[i] == '.' {
-		for i++; i < len(text) && text[i] >= '0' && text[i] <= '9'; i++ {
-		}
-	}
-	var tail string
-	switch rest := len(text) - i; {
-	case rest == 0:
-		tail = "Z"
-	case text[10] == 'T':
-		return nil, false // RFC 3339 as it is, or not a form of ours
-	case rest == 1 && text[i] == 'Z', rest == 6 && (text[i] == '+' || text[i] == '-'):
-	case rest == 3 && (text[i] == '+' || text[i] == '-') && len(text)+3 <= cap(buf):
-		tail = ":00"
-	default:
-		return nil, false
-	}
-	out = append(append(buf, text...), tail...)
-	out[10] = 'T'
-	return out, true
 }
 
 // quoteShort quotes b for an error message, cut to 40 bytes so a huge field cannot flood the

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -274,97 +273,6 @@ func TestDecodeJSONKeyOrderMemo(t *testing.T) {
 		errW, errG := fresh.Decode(msg, want), long.Decode(msg, got)
 		if fmt.Sprint(errW) != fmt.Sprint(errG) || (errW == nil && !reflect.DeepEqual(want, got)) {
 			t.Fatalf("message %d %s: fresh decoder %+v, %v; long-lived %+v, %v", m, msg, want, errW, got, errG)
-		}
-	}
-}
-
-// TestParseEventTimeWithoutZone: the event time as CSV exports and SQL write it ("2020-03-09
-// 10:34:33", SKAB's datetime column; a space or a T, an optional fraction, no zone offset) is
-// read as UTC, where it was refused ("not an RFC 3339 time or epoch milliseconds") and every
-// such record went to the dead letters; RFC 3339 with its offset and epoch milliseconds read as
-// before; a date alone, or a time with a bad field, still fails.
-func TestParseEventTimeWithoutZone(t *testing.T) {
-	want := time.Date(2020, 3, 9, 10, 34, 33, 0, time.UTC).UnixMilli()
-	for _, c := range []struct {
-		in string
-		ms int64
-	}{
-		{"2020-03-09 10:34:33", want},
-		{"2020-03-09T10:34:33", want},
-		{"2020-03-09 10:34:33.250", want + 250},
-		{"2020-03-09 11:34:33+01:00", want},
-		{"2020-03-09T10:34:33Z", want},
-		{"2020-03-09T12:34:33+02:00", want},
-		{"1583750073000", want},
-		// PostgreSQL's timestamptz, as psql and COPY write it: an offset of whole hours is +hh.
-		{"2020-03-09 11:34:33+01", want},
-		{"2020-03-09 05:34:33.25-05", want + 250},
-		{"2020-03-09 16:04:33+05:30", want},
-	} {
-		ms, err := parseEventTime([]byte(c.in))
-		if err != nil || ms != c.ms {
-			t.Errorf("%q: %d, %v; want %d", c.in, ms, err, c.ms)
-		}
-	}
-	for _, bad := range []string{"2020-03-09", "2020-03-09 25:00:00", "yesterday", "2020-03-09 10:34", "2020-03-09 10:34:33+0100", "2020-03-09 23:59:60"} {
-		if _, err := parseEventTime([]byte(bad)); err == nil {
-			t.Errorf("%q: accepted", bad)
-		}
-	}
-}
-
-// BenchmarkParseEventTime: the per-record cost of the event-time forms (ns/op and allocs per
-// record): RFC 3339, and the CSV/SQL forms read as RFC 3339 after a rewrite.
-func BenchmarkParseEventTime(b *testing.B) {
-	for _, in := range []string{"2020-03-09T10:34:33.250Z", "2020-03-09T11:34:33+01:00", "2020-03-09 10:34:33", "2020-03-09 10:34:33.250", "2020-03-09 11:34:33+01"} {
-		b.Run(in, func(b *testing.B) {
-			text := []byte(in)
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := parseEventTime(text); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-// TestParseEventTimeRewriteChangesNothing: asRFC3339 (the CSV/SQL forms read at RFC 3339's
-// cost) gives every input the result the layouts alone give (time.Parse of RFC 3339, then each
-// of eventTimeLayouts): the same instant, or an error for both.
-func TestParseEventTimeRewriteChangesNothing(t *testing.T) {
-	slow := func(text string) (int64, bool) {
-		tm, err := time.Parse(time.RFC3339Nano, text)
-		for _, l := range eventTimeLayouts {
-			if err == nil {
-				break
-			}
-			tm, err = time.Parse(l, text)
-		}
-		return tm.UnixMilli(), err == nil
-	}
-	ins := []string{"2020-03-09 10:34:33", "2020-03-09T10:34:33", "2020-03-09 10:34:33.2", "2020-03-09 10:34:33.123456789",
-		"2020-03-09 10:34:33.1234567891234", "2020-03-09 10:34:33Z", "2020-03-09 10:34:33 Z", "2020-03-09 10:34:33+01",
-		"2020-03-09 10:34:33-05", "2020-03-09 10:34:33+01:00", "2020-03-09 10:34:33.5+01", "2020-03-09 10:34:33+0100",
-		"2020-03-09 10:34:33+1", "2020-03-09 24:00:00", "2020-03-09 23:59:60", "2020-02-30 10:00:00", "2020-03-09 1:34:33",
-		"2020-03-09 10:34:33,5", "2020-03-09 10:34:33+24:00", "2020-03-09t10:34:33", "2020-03-09 10:34:33.", "0000-01-01 00:00:00",
-		"2020-03-09 10:34:33+01:0", "2020-03-09 10:34:33 +01:00", "2020-03-09_10:34:33", "2020-03-09 10:34:33Z07"}
-	for _, in := range ins {
-		ms, err := parseEventTime([]byte(in))
-		want, ok := slow(in)
-		if (err == nil) != ok || ok && ms != want {
-			t.Errorf("%q: %d, %v; the layouts alone: %d, ok %v", in, ms, err, want, ok)
-		}
-	}
-}
-
-// TestParseEventTimeErrorQuotesTheInput: a refused time's error (the dead letter's reason)
-// quotes the text the record holds, not asRFC3339's rewrite of it ("2020-02-30T10:00:00Z").
-func TestParseEventTimeErrorQuotesTheInput(t *testing.T) {
-	for _, in := range []string{"2020-02-30 10:00:00", "2020-03-09 25:00:00+01", "2020-03-09T25:00:00"} {
-		_, err := parseEventTime([]byte(in))
-		if err == nil || !strings.HasSuffix(err.Error(), strconv.Quote(in)) {
-			t.Errorf("%q: error %v, want it to end with the input quoted", in, err)
 		}
 	}
 }

@@ -96,7 +96,7 @@ func NewDeriver(cfg Config) (*Deriver, error) {
 	if cfg.Derive == nil {
 		return nil, nil
 	}
-	loc, err := time.LoadLocation(cfg.Derive.Timezone)
+	loc, err := loadZone(cfg.Derive.Timezone)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: derive.timezone: %w", err)
 	}

@@ -356,6 +356,8 @@ func TestDeriveConfigErrors(t *testing.T) {
 			`c.yaml:7:10: ingest.derive.features[0].kind: "lag" is not one of "diff", "robust_z", "mean", "time_of_day", "day_of_week"`},
 		{"derive:\n  timezone: Mars/Olympus\n  features: [{kind: time_of_day}]\n",
 			`c.yaml:6:5: ingest.derive.timezone: "Mars/Olympus" is not an IANA time zone (e.g. UTC, Europe/Berlin)`},
+		{"derive:\n  timezone: Local\n  features: [{kind: time_of_day}]\n",
+			`c.yaml:6:5: ingest.derive.timezone: "Local" is the host's zone: name the zone (e.g. Europe/Berlin), so that the config means the same on every host`},
 		{"derive:\n  max_keys: -1\n  features: [{kind: time_of_day}]\n",
 			`c.yaml:6:5: ingest.derive.max_keys: -1 is not in [1, 100000000]`},
 		{"derive:\n  features:\n    - {kind: diff, of: temp}\n    - {kind: diff, of: temp}\n",

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -53,7 +52,7 @@ type Derive struct {
 	// the key's length) bytes. Default 100000.
 	MaxKeys int `yaml:"max_keys"`
 	// Timezone is the IANA zone (e.g. "Europe/Berlin") whose wall clock time_of_day and
-	// day_of_week read. Default "UTC".
+	// day_of_week read. Default "UTC"; "Local" (the host's zone) is refused.
 	Timezone string `yaml:"timezone"`
 	// Features are the derived features, computed in this order (so `of` may name an earlier
 	// derived feature: the robust z of a difference).
@@ -151,8 +150,8 @@ func (d *Derive) validate(features []string, withSD bool, bad func(key, format s
 	if d.MaxKeys < 1 || d.MaxKeys > maxDeriveKeys {
 		bad("derive.max_keys", "%d is not in [1, %d]", d.MaxKeys, maxDeriveKeys)
 	}
-	if _, err := time.LoadLocation(d.Timezone); err != nil {
-		bad("derive.timezone", "%q is not an IANA time zone (e.g. UTC, Europe/Berlin)", d.Timezone)
+	if _, err := loadZone(d.Timezone); err != nil {
+		bad("derive.timezone", "%w", err)
 	}
 	if len(d.Features) == 0 {
 		bad("derive.features", "at least one derived feature (or leave derive out)")
