@@ -1,0 +1,122 @@
+package detect
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
+)
+
+// handoverRun feeds rows (key, value) through a new keyed stage of cfg, cut into batches at cuts
+// (the rows before each cut end a batch), and returns every record's score in order with the
+// stage, open: the caller closes it (after reading its keys' models).
+func handoverRun(t *testing.T, cfg Config, rows []fleetRow, cuts ...int) ([]batch.Score, *Stage, func()) {
+	t.Helper()
+	s, mem, done := fleetStage(t, cfg)
+	var out []batch.Score
+	lo := 0
+	for _, hi := range append(cuts, len(rows)) {
+		if hi <= lo {
+			continue
+		}
+		tr := make([]testbatch.Row, 0, hi-lo)
+		for i := lo; i < hi; i++ {
+			tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Features: []float32{rows[i].value}})
+		}
+		bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bs {
+			out = append(out, b.Scores...)
+			b.Release()
+		}
+		lo = hi
+	}
+	return out, s, done
+}
+
+// bandValue is a value whose combined score by r lies within the deadband, [clear, min_score):
+// found by bisection above the median of r's key (at 70 here).
+func bandValue(t *testing.T, r *Ranker, cfg Config) (float32, float64) {
+	t.Helper()
+	want := (cfg.clearScore() + cfg.MinScore) / 2
+	lo, hi := float32(70), float32(1000)
+	for range 60 {
+		mid := (lo + hi) / 2
+		if r.ScoreRecord([]float32{mid}) < want {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	sc := r.ScoreRecord([]float32{hi})
+	if sc < cfg.clearScore() || sc >= cfg.MinScore {
+		t.Fatalf("setup: no value scores within the deadband [%g, %g): %g scores %g", cfg.clearScore(), cfg.MinScore, hi, sc)
+	}
+	return hi, sc
+}
+
+// TestFlagClearContinuesAcrossKeyHandover: under key_by: key a key's series goes on when its own
+// model takes over from the global model (the deadband, detect.flag_clear, holds a key's record
+// after its series' flagged record, whichever model scored that one). Sensor a's fault starts
+// while it warms: its last warming record is flagged by the global model; its first records
+// its own model scores sit within the deadband and are held, then cleared below it. Both with
+// the handover between batches and within one batch (the key's model built mid-batch, its
+// warming record's flag decided after its keys' pass). Before, the key's own cap started fresh
+// at its model: the fault was dropped at the handover.
+func TestFlagClearContinuesAcrossKeyHandover(t *testing.T) {
+	cfg := keyedConfig()
+	r := rand.New(rand.NewPCG(7, 7))
+	var rows []fleetRow
+	for i := range 1200 { // the global model: ten sensors at 70 +- 2
+		rows = append(rows, fleetRow{key: fmt.Sprintf("x%d", i%10), value: float32(70 + 2*r.NormFloat64())})
+	}
+	for range cfg.Keys.MinRecords - 1 { // a warms
+		rows = append(rows, fleetRow{key: "a", value: float32(70 + 2*r.NormFloat64())})
+	}
+	last := len(rows) // a's last warming record: far out, flagged by the global model
+	rows = append(rows, fleetRow{key: "a", value: 200})
+	// a's model is built from its warm-up (the far-out reading left out: its first build's outcasts);
+	// the value its model scores within the deadband comes from a first run up to it.
+	_, s0, done0 := handoverRun(t, cfg, rows)
+	km, _ := s0.KeyModelOf("a")
+	if km == nil {
+		t.Fatal("setup: a has no model after its warm-up")
+	}
+	v, vs := bandValue(t, km, cfg)
+	done0()
+	first := len(rows)
+	rows = append(rows, fleetRow{key: "a", value: v}, fleetRow{key: "x1", value: 70}, fleetRow{key: "a", value: v}, fleetRow{key: "a", value: 70})
+	for _, c := range []struct {
+		name string
+		cuts []int
+	}{
+		{"between batches", []int{1000, first}},
+		{"within a batch", []int{1000}},
+		{"each record its batch", []int{1000, last, first, first + 1, first + 2, first + 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, _, done := handoverRun(t, cfg, rows, c.cuts...)
+			defer done()
+			if w := out[last]; !w.Warming || !w.Outlier || w.Held {
+				t.Fatalf("setup: a's last warming record: warming %v flagged %v held %v, score %g", w.Warming, w.Outlier, w.Held, w.Score)
+			}
+			for i, want := range []struct{ flag, held bool }{{true, true}, {false, false}, {true, true}, {false, false}} {
+				sc := out[first+i]
+				if rows[first+i].key == "a" && (!sc.ByKey || rows[first+i].value == v && sc.Score != vs) {
+					t.Fatalf("setup: record %d scored by its key %v, score %g (want %g)", first+i, sc.ByKey, sc.Score, vs)
+				}
+				if sc.Outlier != want.flag || sc.Held != want.held {
+					t.Errorf("record %d (%s, score %.3f): flagged %v held %v, want %v %v", first+i, rows[first+i].key, sc.Score, sc.Outlier, sc.Held, want.flag, want.held)
+				}
+				if want.held && (len(sc.Deviations) == 0 || Reason(&sc) == "") {
+					t.Errorf("record %d held without an explanation: %q", first+i, Reason(&sc))
+				}
+			}
+		})
+	}
+}
