@@ -6,17 +6,35 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
-// handoverRun feeds rows (key, value) through a new keyed stage of cfg, cut into batches at cuts
-// (the rows before each cut end a batch), and returns every record's score in order with the
-// stage, open: the caller closes it (after reading its keys' models).
-func handoverRun(t *testing.T, cfg Config, rows []fleetRow, cuts ...int) ([]batch.Score, *Stage, func()) {
+// handoverRun feeds rows (key, value) through a new keyed stage of cfg and deps, cut into batches
+// at cuts (the rows before each cut end a batch), and returns every record's score in order with
+// the stage, open: the caller closes it (after reading its keys' models).
+func handoverRun(t *testing.T, cfg Config, deps Deps, rows []fleetRow, cuts ...int) ([]batch.Score, *Stage, func()) {
 	t.Helper()
-	s, mem, done := fleetStage(t, cfg)
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	deps.Log = zerolog.Nop()
+	s, err := NewStage(cfg, []string{"value"}, false, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := func() {
+		s.Close()
+		mem.AssertSize(t, 0)
+	}
 	var out []batch.Score
+	take := func(bs []*batch.Batch) {
+		for _, b := range bs {
+			out = append(out, b.Scores...)
+			b.Release()
+		}
+	}
 	lo := 0
 	for _, hi := range append(cuts, len(rows)) {
 		if hi <= lo {
@@ -30,12 +48,14 @@ func handoverRun(t *testing.T, cfg Config, rows []fleetRow, cuts ...int) ([]batc
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, b := range bs {
-			out = append(out, b.Scores...)
-			b.Release()
-		}
+		take(bs)
 		lo = hi
 	}
+	bs, err := s.Flush()
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(bs)
 	return out, s, done
 }
 
@@ -82,7 +102,7 @@ func TestFlagClearContinuesAcrossKeyHandover(t *testing.T) {
 	rows = append(rows, fleetRow{key: "a", value: 200})
 	// a's model is built from its warm-up (the far-out reading left out: its first build's outcasts);
 	// the value its model scores within the deadband comes from a first run up to it.
-	_, s0, done0 := handoverRun(t, cfg, rows)
+	_, s0, done0 := handoverRun(t, cfg, Deps{}, rows)
 	km, _ := s0.KeyModelOf("a")
 	if km == nil {
 		t.Fatal("setup: a has no model after its warm-up")
@@ -91,16 +111,34 @@ func TestFlagClearContinuesAcrossKeyHandover(t *testing.T) {
 	done0()
 	first := len(rows)
 	rows = append(rows, fleetRow{key: "a", value: v}, fleetRow{key: "x1", value: 70}, fleetRow{key: "a", value: v}, fleetRow{key: "a", value: 70})
+	defer func(p int) { parallelGrain = p }(parallelGrain)
 	for _, c := range []struct {
-		name string
-		cuts []int
+		name  string
+		cuts  []int
+		deps  func() Deps
+		grain int // parallelGrain: the keys' parallel path below the batch's records / 2
 	}{
-		{"between batches", []int{1000, first}},
-		{"within a batch", []int{1000}},
-		{"each record its batch", []int{1000, last, first, first + 1, first + 2, first + 3}},
+		{"between batches", []int{1000, first}, nil, 256},
+		{"within a batch", []int{1000}, nil, 256},
+		{"each record its batch", []int{1000, last, first, first + 1, first + 2, first + 3}, nil, 256},
+		{"within a batch, parallel", []int{1000}, nil, 16},
+		{"within a batch, keys on a device", []int{1000}, func() Deps {
+			return Deps{Accelerator: &keyedTwinAccel{fakeAccel: fakeAccel{exact: true}}}
+		}, 256},
+		{"within a batch, keys on a device, parallel", []int{1000}, func() Deps {
+			return Deps{Accelerator: &keyedTwinAccel{fakeAccel: fakeAccel{exact: true}}}
+		}, 16},
+		{"overlapped, chained keys' passes", []int{500, 1000, 1100, last, first, first + 2}, func() Deps {
+			return Deps{Accelerator: &keyedTwinAccel{fakeAccel: fakeAccel{exact: true}}, Overlap: OverlapOnGPU}
+		}, 256},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, _, done := handoverRun(t, cfg, rows, c.cuts...)
+			parallelGrain = c.grain
+			var deps Deps
+			if c.deps != nil {
+				deps = c.deps()
+			}
+			out, _, done := handoverRun(t, cfg, deps, rows, c.cuts...)
 			defer done()
 			if w := out[last]; !w.Warming || !w.Outlier || w.Held {
 				t.Fatalf("setup: a's last warming record: warming %v flagged %v held %v, score %g", w.Warming, w.Outlier, w.Held, w.Score)
