@@ -133,8 +133,9 @@ func (a *alarmCap) admitAfter(significant, previous bool, score, clear float64, 
 // series whose last record was flagged, with that record's position in the stream. A record's
 // series is its key (a fleet on one topic, interleaved by sensor: the sensor's previous record
 // decides its hold, not another sensor's); the records without a key or with an empty one are
-// one series (as key_by: key and alert_cooldown read them). Under key_by: key a record its key's
-// model scored ends its key's series here (its key's own deadband holds it; forget). Positions
+// one series (as key_by: key and alert_cooldown read them). Under key_by: key a key's series
+// is here while it warms and its own cap's once its model scores it: its first records by its
+// model end it here, an evicted key's last flag comes back (keyed_handover.go). Positions
 // count every record of the stream, so a flag more than `window` records back no longer holds
 // whichever model scored the records between. Bounded: past twice the cap's flags per window
 // stale entries are dropped, so at most about alarm_rate x window series are kept, and all are
@@ -149,8 +150,8 @@ type seriesAlarms struct {
 
 // expire forgets every series whose flag is more than window records before position q: all of
 // keyed when its newest is, so that the records go back to a length check each (a key flagged
-// once and never seen again, an event id, would keep it otherwise) and the key_by: key path
-// stops looking up its keys' records. It reports whether any series is left.
+// once and never seen again, an event id, would keep it otherwise). It reports whether any
+// series is left.
 func (s *seriesAlarms) expire(q uint64, window int) bool {
 	if s.keyless != 0 && q-s.keyless > uint64(window) {
 		s.keyless = 0

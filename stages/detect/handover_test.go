@@ -3,8 +3,10 @@ package detect
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
@@ -156,5 +158,69 @@ func TestFlagClearContinuesAcrossKeyHandover(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFlagClearContinuesAfterKeyEviction: a key evicted with its last record flagged by its own
+// cap (keys.max_keys reached by a new key) has its next record, warming again and scored by the
+// global model, held by that flag when its score is within the deadband, and the series goes on
+// on the global model's path until a record below it. Before, the key's series ended with its
+// model: the record was not held.
+func TestFlagClearContinuesAfterKeyEviction(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour // (one global model throughout)
+	cfg.Keys.MaxKeys = 11
+	r := rand.New(rand.NewPCG(8, 8))
+	var rows []fleetRow
+	for i := range 1200 {
+		rows = append(rows, fleetRow{key: fmt.Sprintf("x%d", i%10), value: float32(70 + 2*r.NormFloat64())})
+	}
+	for range cfg.Keys.MinRecords {
+		rows = append(rows, fleetRow{key: "a", value: float32(70 + 2*r.NormFloat64())})
+	}
+	flagged := len(rows) // a's model's record, far out: flagged by its cap
+	rows = append(rows, fleetRow{key: "a", value: 200})
+	for i := range 10 { // every other key seen after a, then a new key: a is evicted
+		rows = append(rows, fleetRow{key: fmt.Sprintf("x%d", i), value: 70})
+	}
+	rows = append(rows, fleetRow{key: "z", value: 70})
+	next := len(rows)
+	// The value the global model scores within the deadband: probe keys' records (each warming)
+	// after the same stream, one global model scoring both runs.
+	probe := append([]fleetRow(nil), rows...)
+	for i := range 400 {
+		probe = append(probe, fleetRow{key: fmt.Sprintf("p%d", i), value: 70 + float32(i)*0.1})
+	}
+	pout, _, pdone := handoverRun(t, cfg, Deps{}, probe, 1000, next)
+	pdone()
+	want := (cfg.clearScore() + cfg.MinScore) / 2
+	w, ws := float32(0), 0.0
+	for i, sc := range pout[next:] {
+		if sc.Score >= cfg.clearScore() && sc.Score < cfg.MinScore && (w == 0 || math.Abs(sc.Score-want) < math.Abs(ws-want)) {
+			w, ws = probe[next+i].value, sc.Score
+		}
+	}
+	if w == 0 {
+		t.Fatal("setup: no probe value scores within the deadband by the global model")
+	}
+	rows = append(rows, fleetRow{key: "a", value: w}, fleetRow{key: "x3", value: 70}, fleetRow{key: "a", value: w}, fleetRow{key: "a", value: 70})
+	// a's model's flagged record is its first (decided by capAlarms): evicted in its batch (its
+	// flag noted as the key leaves), or in the next (handed back from its cap's position).
+	for _, cuts := range [][]int{{1000, next}, {1000}, {1000, flagged + 1}} {
+		out, s, done := handoverRun(t, cfg, Deps{}, rows, cuts...)
+		evictions := s.keyed.evictions
+		done()
+		if f := out[flagged]; !f.ByKey || !f.Outlier || f.Held || evictions == 0 {
+			t.Fatalf("cuts %v, setup: a's model's record: by key %v flagged %v held %v; %d evictions", cuts, f.ByKey, f.Outlier, f.Held, evictions)
+		}
+		for i, want := range []struct{ flag, held bool }{{true, true}, {false, false}, {true, true}, {false, false}} {
+			sc := out[next+i]
+			if rows[next+i].key == "a" && (!sc.Warming || rows[next+i].value == w && sc.Score != ws) {
+				t.Fatalf("cuts %v, setup: record %d warming %v, score %g (want %g)", cuts, next+i, sc.Warming, sc.Score, ws)
+			}
+			if sc.Outlier != want.flag || sc.Held != want.held {
+				t.Errorf("cuts %v: record %d (%s, score %.3f): flagged %v held %v, want %v %v", cuts, next+i, rows[next+i].key, sc.Score, sc.Outlier, sc.Held, want.flag, want.held)
+			}
+		}
 	}
 }

@@ -421,7 +421,8 @@ func (s *Stage) finish(sc *scoring) error {
 }
 
 // capAlarms applies flag_by: significance's cap (alarm_rate of the last window's records) in
-// stream order, and marks the batch's significant records in the window (left out of the
+// stream order, decides the keys' first records by their own model in their keys' caps
+// (keyed_handover.go), and marks the batch's significant records in the window (left out of the
 // next builds). Only under significance: flag_by rate flags a share of every window and
 // verdicts a few percent, and leaving those out of each build would trim the window's tails
 // model after model.
