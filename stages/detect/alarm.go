@@ -71,8 +71,8 @@ func withoutOutcasts(cols, sds [][]float32, bits []bool, window int) ([][]float3
 // significant record only while fewer than floor(alarm_rate * window) of them are flagged.
 type alarmCap struct {
 	bits []uint64 // the last n records' flags, a flagRing's (ring)
-	// n (the ring's length), next, filled and count (the flags in the ring) as int32, and at:
-	// the struct's 48 bytes of heap, as before at was kept.
+	// n (the ring's length), next, filled and count (the flags in the ring) as int32: with at,
+	// the struct's 48 bytes of heap, as without it (TestAlarmCapSize).
 	n, next, filled, count int32
 	// at is the stream position of the record admitted last (seriesAlarms' numbering; 0: not
 	// known): a key's cap keeps it for its series' flag handed back to the global model's path

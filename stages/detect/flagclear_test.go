@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
@@ -250,6 +251,14 @@ func TestFlagClearSeriesBounded(t *testing.T) {
 	}
 	if s.expire(3+window, window) || len(s.keyed) != 0 || s.keyless != 0 {
 		t.Errorf("every flag stale: %d keys and the keyless series at %d still kept", len(s.keyed), s.keyless)
+	}
+}
+
+// TestAlarmCapSize: a key's alarm cap, with the position its key's series is handed back at
+// (alarmCap.at), stays within the 48 bytes of heap it took before (a key's bytes, keyBytes).
+func TestAlarmCapSize(t *testing.T) {
+	if n := unsafe.Sizeof(alarmCap{}); n > 48 {
+		t.Errorf("alarmCap is %d bytes, want at most 48", n)
 	}
 }
 
