@@ -224,3 +224,98 @@ func TestFlagClearContinuesAfterKeyEviction(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagClearContinuesOnAScorer: on a scorer (run.role scorer) a key's model arrives from the
+// builder (InstallKeyModels): the key's first records by it continue the alarm of its last
+// record the global model flagged, and a key the builder retires (a tombstone) with its last
+// record flagged has its next record, scored by the global model again, held by that flag.
+func TestFlagClearContinuesOnAScorer(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	r := rand.New(rand.NewPCG(9, 9))
+	var rows []fleetRow
+	for i := range 1200 {
+		rows = append(rows, fleetRow{key: fmt.Sprintf("x%d", i%10), value: float32(70 + 2*r.NormFloat64())})
+	}
+	for range cfg.Keys.MinRecords - 1 {
+		rows = append(rows, fleetRow{key: "a", value: float32(70 + 2*r.NormFloat64())})
+	}
+	rows = append(rows, fleetRow{key: "a", value: 200})
+	// The builder's side: a role-all stage's global model and a's model, and the values each
+	// scores within the deadband.
+	_, leader, done := handoverRun(t, cfg, Deps{}, rows, 1000)
+	gm := leader.Model()
+	km, _ := leader.KeyModelOf("a")
+	done()
+	if km == nil || gm == nil {
+		t.Fatal("setup: no global model or no model of a")
+	}
+	v, vs := bandValue(t, km, cfg)
+	scorer := func() (*Stage, func(rows []fleetRow) []batch.Score, func()) {
+		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+		s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Role: RoleScorer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.InstallModel(gm, nil); err != nil {
+			t.Fatal(err)
+		}
+		off := int64(0)
+		feed := func(rows []fleetRow) []batch.Score {
+			tr := make([]testbatch.Row, len(rows))
+			for i, x := range rows {
+				tr[i] = testbatch.Row{Offset: off, Key: []byte(x.key), Features: []float32{x.value}}
+				off++
+			}
+			bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr))
+			if err != nil || len(bs) != 1 {
+				t.Fatalf("%d batches out, %v", len(bs), err)
+			}
+			out := append([]batch.Score(nil), bs[0].Scores...)
+			bs[0].Release()
+			return out
+		}
+		return s, feed, func() { s.Close(); mem.AssertSize(t, 0) }
+	}
+	// The global model's deadband value: probe keys' records, each warming.
+	_, probe, pdone := scorer()
+	var pr []fleetRow
+	for i := range 400 {
+		pr = append(pr, fleetRow{key: fmt.Sprintf("p%d", i), value: 70 + float32(i)*0.1})
+	}
+	want := (cfg.clearScore() + cfg.MinScore) / 2
+	w, ws := float32(0), 0.0
+	for i, sc := range probe(pr) {
+		if sc.Score >= cfg.clearScore() && sc.Score < cfg.MinScore && (w == 0 || math.Abs(sc.Score-want) < math.Abs(ws-want)) {
+			w, ws = pr[i].value, sc.Score
+		}
+	}
+	pdone()
+	if w == 0 {
+		t.Fatal("setup: no probe value scores within the deadband by the global model")
+	}
+
+	s, feed, sdone := scorer()
+	defer sdone()
+	warm := feed(rows[1000:])
+	if f := warm[len(warm)-1]; !f.Warming || !f.Outlier {
+		t.Fatalf("setup: a's last record before its model: warming %v flagged %v (score %g)", f.Warming, f.Outlier, f.Score)
+	}
+	s.InstallKeyModels([]KeyModel{{Key: "a", Version: 1, Model: km}})
+	check := func(stage string, got []batch.Score, in []fleetRow, want []bool, score float32, scored float64, byKey bool) {
+		t.Helper()
+		for i, sc := range got {
+			if in[i].key == "a" && in[i].value == score && (sc.ByKey != byKey || sc.Score != scored) {
+				t.Fatalf("%s, setup: record %d by its key %v, score %g (want %g)", stage, i, sc.ByKey, sc.Score, scored)
+			}
+			if sc.Outlier != want[i] || sc.Held != (want[i] && sc.Score < cfg.MinScore) {
+				t.Errorf("%s: record %d (%s, score %.3f): flagged %v held %v, want %v", stage, i, in[i].key, sc.Score, sc.Outlier, sc.Held, want[i])
+			}
+		}
+	}
+	in := []fleetRow{{"a", v, false}, {"x1", 70, false}, {"a", v, false}}
+	check("a's model installed", feed(in), in, []bool{true, false, true}, v, vs, true)
+	s.InstallKeyModels([]KeyModel{{Key: "a", Version: 2}}) // (retired: its last record held)
+	in = []fleetRow{{"a", w, false}, {"a", w, false}, {"a", 70, false}}
+	check("a retired", feed(in), in, []bool{true, true, false}, w, ws, false)
+}
