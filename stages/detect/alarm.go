@@ -5,8 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow/array"
-
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
@@ -72,25 +70,33 @@ func withoutOutcasts(cols, sds [][]float32, bits []bool, window int) ([][]float3
 // alarmCap counts the flags over the last `window` records: flag_by: significance flags a
 // significant record only while fewer than floor(alarm_rate * window) of them are flagged.
 type alarmCap struct {
-	flagged flagRing // the last flagged.len() records' flags
-	// next, filled and count (the flags in the ring) as int32: the struct's 48 bytes of heap
-	// with the ring's length beside its bits.
-	next   int32
-	filled int32
-	count  int32
+	bits []uint64 // the last n records' flags, a flagRing's (ring)
+	// n (the ring's length), next, filled and count (the flags in the ring) as int32: with at,
+	// the struct's 48 bytes of heap, as without it (TestAlarmCapSize).
+	n, next, filled, count int32
+	// at is the stream position of the record admitted last (seriesAlarms' numbering; 0: not
+	// known): a key's cap keeps it for its series' flag handed back to the global model's path
+	// at its eviction (keyedScorer.evict).
+	at uint64
 }
 
-func newAlarmCap(window int) *alarmCap { return &alarmCap{flagged: newFlagRing(max(window, 1))} }
+func newAlarmCap(window int) *alarmCap {
+	r := newFlagRing(max(window, 1))
+	return &alarmCap{bits: r.bits, n: r.n}
+}
+
+// ring is the cap's flags as a flagRing (sharing its bits).
+func (a *alarmCap) ring() flagRing { return flagRing{bits: a.bits, n: a.n} }
 
 // admit takes the next record in stream order: whether it is significant, and the number of
 // flags allowed per window; it returns whether the record is flagged.
 func (a *alarmCap) admit(significant bool, limit int) bool {
-	n := a.flagged.n
-	if a.filled == n && a.flagged.at(int(a.next)) {
+	n, r := a.n, a.ring()
+	if a.filled == n && r.at(int(a.next)) {
 		a.count--
 	}
 	flag := significant && int(a.count) < limit
-	a.flagged.set(int(a.next), flag)
+	r.set(int(a.next), flag)
 	if flag {
 		a.count++
 	}
@@ -105,7 +111,7 @@ func (a *alarmCap) last() bool {
 	if a.filled == 0 {
 		return false
 	}
-	return a.flagged.at(int((a.next - 1 + a.flagged.n) % a.flagged.n))
+	return a.ring().at(int((a.next - 1 + a.n) % a.n))
 }
 
 // admitHeld is admit with detect.flag_clear's deadband: a record that is not significant but
@@ -127,8 +133,9 @@ func (a *alarmCap) admitAfter(significant, previous bool, score, clear float64, 
 // series whose last record was flagged, with that record's position in the stream. A record's
 // series is its key (a fleet on one topic, interleaved by sensor: the sensor's previous record
 // decides its hold, not another sensor's); the records without a key or with an empty one are
-// one series (as key_by: key and alert_cooldown read them). Under key_by: key a record its key's
-// model scored ends its key's series here (its key's own deadband holds it; forget). Positions
+// one series (as key_by: key and alert_cooldown read them). Under key_by: key a key's series
+// is here while it warms and its own cap's once its model scores it: its first records by its
+// model end it here, an evicted key's last flag comes back (keyed_handover.go). Positions
 // count every record of the stream, so a flag more than `window` records back no longer holds
 // whichever model scored the records between. Bounded: past twice the cap's flags per window
 // stale entries are dropped, so at most about alarm_rate x window series are kept, and all are
@@ -143,8 +150,8 @@ type seriesAlarms struct {
 
 // expire forgets every series whose flag is more than window records before position q: all of
 // keyed when its newest is, so that the records go back to a length check each (a key flagged
-// once and never seen again, an event id, would keep it otherwise) and the key_by: key path
-// stops looking up its keys' records. It reports whether any series is left.
+// once and never seen again, an event id, would keep it otherwise). It reports whether any
+// series is left.
 func (s *seriesAlarms) expire(q uint64, window int) bool {
 	if s.keyless != 0 && q-s.keyless > uint64(window) {
 		s.keyless = 0
@@ -168,16 +175,6 @@ func (s *seriesAlarms) inAlarm(key []byte, q uint64, window int) bool {
 	return at != 0 && q-at <= uint64(window)
 }
 
-// watches reports whether the series of key is remembered in alarm (stale or not). It only
-// reads: rowsWhereAt's goroutines call it.
-func (s *seriesAlarms) watches(key []byte) bool {
-	if len(key) == 0 {
-		return s.keyless != 0
-	}
-	_, ok := s.keyed[string(key)]
-	return ok
-}
-
 // note records the flag of key's record at position q, in stream order, dropping stale series
 // past 2 x limit.
 func (s *seriesAlarms) note(key []byte, q uint64, flagged bool, window, limit int) {
@@ -192,7 +189,7 @@ func (s *seriesAlarms) note(key []byte, q uint64, flagged bool, window, limit in
 		if s.keyed == nil {
 			s.keyed = map[string]uint64{}
 		}
-		s.keyed[string(key)], s.newest = q, q
+		s.keyed[string(key)], s.newest = q, max(s.newest, q) // (a key handed back: an earlier position)
 		if len(s.keyed) > 2*limit {
 			for k, at := range s.keyed {
 				if q-at > uint64(window) {
@@ -309,42 +306,4 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 		}
 		g.open[k] = &alertGroup{at: at}
 	}
-}
-
-// keyRowsEnding is rows (a batch's rows capAlarms takes, in order) with, under key_by: key, the
-// rows its keys' models scored whose key's series the global model's path may hold in alarm
-// (seriesAlarms.forget): a key remembered there before the batch, or one whose record in it
-// may be flagged there (significant or at least clear); watching: some series may be in alarm
-// before the batch (expire's). The keys' rows are looked up, on the cores, only while some
-// series may be in alarm: a fleet's batches with every key warm cost nothing more.
-func (s *seriesAlarms) keyRowsEnding(scores []batch.Score, keys *array.Binary, rows []int, watching bool, clear float64) []int {
-	var fresh map[string]struct{} // (the keys of the batch's records that may be flagged: few)
-	freshKeyless := false
-	for _, i := range rows {
-		if sc := &scores[i]; !sc.ByKey && (sc.Outlier || sc.Score >= clear) {
-			if k := recordKey(keys, i); len(k) == 0 {
-				freshKeyless = true
-			} else {
-				if fresh == nil {
-					fresh = map[string]struct{}{}
-				}
-				fresh[string(k)] = struct{}{}
-			}
-		}
-	}
-	if !watching && fresh == nil && !freshKeyless {
-		return rows
-	}
-	ending := rowsWhereAt(len(scores), func(i int) bool {
-		if !scores[i].ByKey {
-			return false
-		}
-		k := recordKey(keys, i)
-		if len(k) == 0 {
-			return freshKeyless || s.keyless != 0
-		}
-		_, ok := fresh[string(k)]
-		return ok || s.watches(k)
-	})
-	return mergeRows(rows, ending)
 }

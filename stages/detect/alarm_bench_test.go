@@ -14,7 +14,7 @@ import (
 // key_by: none with no series in alarm and with one throughout (its first record flagged, the
 // others held), and under
 // key_by: key with every key warm, one key's record flagged by the global model first (its
-// series then ended by its key's records) or none. ns/op over 65,536 records; allocs/op are
+// key's own records then decided by its cap: nothing looked up) or none. ns/op over 65,536 records; allocs/op are
 // per batch (a record's own allocation would be 65,536 of them).
 func BenchmarkCapAlarms(b *testing.B) {
 	const n = 1 << 16

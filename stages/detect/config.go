@@ -80,8 +80,10 @@ type Config struct {
 	// the message key), under key_by: none too, so a fleet interleaved on one topic is held per
 	// sensor; the records without a key (or with an empty one) are one series; a series' flag
 	// more than `window` records of the stream back no longer holds. Under key_by: key a warming
-	// key's records are held by its series on the global model's path and a warm key's by its
-	// own cap's (keys.window); neither continues the other's alarm. Held records count against alarm_rate's cap, are not
+	// key's records are held on the global model's path and a warm key's by its own cap
+	// (keys.window), and a key's alarm carries across the two: its first records by its own
+	// model continue its last warming record's, an evicted key's next record its last flag
+	// (keyed_handover.go). Held records count against alarm_rate's cap, are not
 	// significant (a model's reference keeps them) and say "held" in their explanation. In
 	// [0, 1); 0: off. Default 0.7
 	// (3.5 at min_score 5; chosen on the Tennessee Eastman process, SMAP/MSL and the generated

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
@@ -253,6 +254,14 @@ func TestFlagClearSeriesBounded(t *testing.T) {
 	}
 }
 
+// TestAlarmCapSize: a key's alarm cap, with the position its key's series is handed back at
+// (alarmCap.at), stays within the 48 bytes of heap it took before (a key's bytes, keyBytes).
+func TestAlarmCapSize(t *testing.T) {
+	if n := unsafe.Sizeof(alarmCap{}); n > 48 {
+		t.Errorf("alarmCap is %d bytes, want at most 48", n)
+	}
+}
+
 // TestMergeRows: the ascending union of two ascending row lists.
 func TestMergeRows(t *testing.T) {
 	for _, c := range []struct{ a, b, want []int }{
@@ -278,15 +287,40 @@ type capStep struct {
 	why        string
 }
 
+// keyStep is a capStep under key_by: key with evict: the key evicted right after the record (its
+// next record warming again, or its model's first again).
+type keyStep struct {
+	capStep
+	evict bool
+}
+
 const nullKey = "\x00null"
 
 // runCapSteps gives each batch of steps to one stage's capAlarms in turn (min_score 5) and
 // checks every record's flag and hold.
 func runCapSteps(t *testing.T, cfg Config, batches ...[]capStep) {
 	t.Helper()
+	kb := make([][]keyStep, len(batches))
+	for bi, steps := range batches {
+		for _, st := range steps {
+			kb[bi] = append(kb[bi], keyStep{capStep: st})
+		}
+	}
+	runKeySteps(t, cfg, kb...)
+}
+
+// runKeySteps is runCapSteps with the keys' states as the keys' pass leaves them: a key's
+// model's records admitted into its cap with the flag given, but those of a key whose cap has
+// admitted none yet (its first batch by its model), left to capAlarms (keyed_handover.go); its
+// evictions handed back.
+func runKeySteps(t *testing.T, cfg Config, batches ...[]keyStep) {
+	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	s := &Stage{cfg: cfg, recs: newWindowRing(64), pending: map[*batch.Batch]uint64{}, alarms: newAlarmCap(cfg.Window)}
+	s.keyed = newKeyedScorer()
+	s.keyed.hand.on = true
+	states := map[string]*keyState{}
 	for bi, steps := range batches {
 		rows := make([]testbatch.Row, len(steps))
 		for i, st := range steps {
@@ -297,10 +331,28 @@ func runCapSteps(t *testing.T, cfg Config, batches ...[]capStep) {
 		}
 		b := testbatch.New(t, mem, "fleet", []string{"x"}, false, false, rows)
 		b.Scores = make([]batch.Score, len(steps))
+		s.keyed.hand.start(s.series.pos)
 		for i, st := range steps {
 			sc := batch.Score{Scored: true, Score: st.score, Threshold: cfg.MinScore, Outlier: st.score >= cfg.MinScore}
 			if st.byKey {
 				sc.ByKey, sc.Outlier, sc.Held = true, st.flag, st.held
+				ks := states[st.key]
+				if ks == nil {
+					ks = &keyState{key: st.key, cap: newAlarmCap(cfg.Keys.Window)}
+					states[st.key] = ks
+				}
+				if !s.keyed.hand.waits(ks, i) {
+					ks.cap.admit(st.flag, 1<<20) // (the keys' pass's decision, given)
+				} else {
+					sc.Outlier, sc.Held = st.score >= cfg.MinScore || st.score >= cfg.clearScore(), false
+				}
+			}
+			if st.evict {
+				if ks := states[st.key]; ks != nil {
+					ks.gone = true
+					s.keyed.hand.evicted(ks)
+					delete(states, st.key)
+				}
 			}
 			b.Scores[i] = sc
 		}
@@ -314,26 +366,55 @@ func runCapSteps(t *testing.T, cfg Config, batches ...[]capStep) {
 	}
 }
 
-// TestFlagClearWarmingKeySeriesEndsWithItsModel: under key_by: key a warming key's records are
-// held by the key's series on the global model's path, and a record its key's own model scored
-// ends that series there (its key's deadband holds it): a key evicted once warm and warming
-// again is not held by the global flag of a record from before its model, however few
-// warming records came between. Before, the series' memory skipped the key's model's records.
-func TestFlagClearWarmingKeySeriesEndsWithItsModel(t *testing.T) {
+// TestFlagClearKeySeriesAcrossItsModels: under key_by: key a key's series goes on whichever model
+// scores its records: a warming key's records are held by its series on the global model's path;
+// its first record by its own model is held by its last warming record's flag (at most a window
+// back), decided in its key's cap; a key evicted with its last record flagged by its own cap
+// has its next record, warming again, held by that flag (evicted within a batch or between
+// batches, at most a window back), and one whose last record was not flagged is not held by an
+// older flag. Before, neither path continued the other's alarm.
+func TestFlagClearKeySeriesAcrossItsModels(t *testing.T) {
 	cfg := Default()
 	cfg.KeyBy, cfg.Window, cfg.AlarmRate = KeyByKey, 50, 0.5 // (a cap of 25 flags: never spent here)
-	runCapSteps(t, cfg,
-		[]capStep{
-			{"a", false, 9, true, false, "a warming, significant"},
-			{"a", false, 4, true, true, "a still warming: held by its series"},
-			{"a", true, 1, false, false, "a's model scores it (warm)"},
-			{"a", false, 4, false, false, "a evicted within the batch, warming again: its previous record was its model's, not flagged"},
+	g := func(key string, score float64, flag, held bool, why string) keyStep {
+		return keyStep{capStep: capStep{key, false, score, flag, held, why}}
+	}
+	own := func(key string, score float64, flag, held bool, why string) keyStep {
+		return keyStep{capStep: capStep{key, true, score, flag, held, why}}
+	}
+	evicted := func(s keyStep) keyStep { s.evict = true; return s }
+	filler := func(n int) []keyStep {
+		out := make([]keyStep, n)
+		for i := range out {
+			out[i] = g("f", 0.2, false, false, "another key's record")
+		}
+		return out
+	}
+	runKeySteps(t, cfg,
+		[]keyStep{
+			g("a", 9, true, false, "a warming, significant"),
+			g("a", 4, true, true, "a still warming: held by its series"),
+			own("a", 4.2, true, true, "a's first record by its own model: held by its last warming record's flag"),
+			own("a", 4.1, true, true, "a's next, in the same batch: held in its cap too"),
+			evicted(own("a", 1, false, false, "a's model's record, cleared, then a evicted")),
+			g("a", 4, false, false, "a warming again: its previous record was not flagged"),
 		},
-		[]capStep{{"b", false, 9, true, false, "b warming, significant"}},
-		[]capStep{{"b", true, 1, false, false, "b's model scores it"}, {"c", false, 0.2, false, false, "c warming"}},
-		[]capStep{{"b", false, 4, false, false, "b back on the global model: not held by its flag of two batches before"}},
-		[]capStep{{"d", false, 9, true, false, "d warming, significant"}, {"d", true, 4.2, true, true, "d's model holds it by its own deadband"}},
-		[]capStep{{"d", false, 4, false, false, "d back on the global model: its series there ended with its model"}},
+		[]keyStep{g("b", 9, true, false, "b warming, significant")},
+		[]keyStep{own("b", 1, false, false, "b's model's first record, below the clear level"), g("c", 0.2, false, false, "c warming")},
+		[]keyStep{own("b", 4, false, false, "b's next: its previous record was not flagged")},
+		[]keyStep{g("d", 9, true, false, "d warming, significant"), evicted(own("d", 4.2, true, true, "d's model's first, held; d evicted within the batch"))},
+		[]keyStep{g("d", 4, true, true, "d back on the global model: held by its model's flag")},
+		[]keyStep{g("e", 9, true, false, "e warming, significant"), own("e", 9, true, false, "e's model's first, significant")},
+		[]keyStep{evicted(own("e", 4.5, true, true, "e's next, held by its cap; e evicted between batches"))},
+		[]keyStep{g("e", 4, true, true, "e back on the global model: held by its cap's last flag")},
+		[]keyStep{g("h", 9, true, false, "h warming, significant")},
+		filler(49), // h's first record by its model comes window records after its flag: held
+		[]keyStep{evicted(own("h", 4, true, true, "h's model's first, a window after its warming flag: held; h evicted"))},
+		filler(50), // h's next record, warming again, is window+1 records after its model's flag
+		[]keyStep{g("h", 4, false, false, "h back on the global model a window and one after its flag: not held")},
+		[]keyStep{g("k", 9, true, false, "k warming, significant")},
+		filler(50),
+		[]keyStep{own("k", 4, false, false, "k's model's first, a window and one after its warming flag: not held")},
 	)
 }
 

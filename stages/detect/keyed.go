@@ -74,6 +74,8 @@ type keyedScorer struct {
 	// devBytes is the device memory the models held after the last upload that ended (settle;
 	// counts: read while a chained pass may be using the device).
 	devBytes int64
+	// hand is what the batch's pass leaves to the stage's capAlarms (keyed_handover.go).
+	hand handover
 }
 
 // keyedScratch is the parallel path's per-batch memory, reused: each batch's allocation of it
@@ -274,7 +276,7 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 			r.Tail.Score(x, dens)
 			r.distanceSpace(x, space)
 			solvingset.KNNWeights(r.Ref.Points, space, r.Ref.K, 1, dist)
-			sig = decideByKey(cfg, features, st, r, st.version, x, out[i:i+1], dens[0], dist[0])
+			sig = decideByKey(cfg, features, st, r, st.version, x, out[i:i+1], dens[0], dist[0], &k.hand, i)
 		} else {
 			sc.Warming = true
 		}
@@ -335,24 +337,28 @@ func clearGlobalFields(sc *batch.Score) {
 	sc.DistanceOutlier, sc.Weight, sc.WStar, sc.Hypercube = false, 0, 0, nil
 }
 
-// decideByKey scores one record (raw: its values, out: its score) by its key's model r from the
-// raw scores, and decides its flag by significance and the key's cap; it returns whether the
-// record was significant.
-func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, version uint64, raw [][]float32, out []batch.Score, dens, dist float64) bool {
-	return decideByKeyMean(cfg, features, st, r, version, raw, out, dens, dist, r.mean(dens, dist))
+// decideByKey scores one record (raw: its values, out: its score; record i of its batch) by its
+// key's model r from the raw scores, and decides its flag by significance and the key's cap (or
+// leaves it to capAlarms: h, keyed_handover.go); it returns whether the record was significant.
+func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, version uint64, raw [][]float32, out []batch.Score, dens, dist float64, h *handover, i int) bool {
+	return decideByKeyMean(cfg, features, st, r, version, raw, out, dens, dist, r.mean(dens, dist), h, i)
 }
 
 // decideByKeyMean is decideByKey with the mean of the record's calibrated scores, r.mean(dens,
 // dist), computed ahead (keyedWorker.decide); the combined score is its final calibration's
 // surprisal, as r.combine computes it.
-func decideByKeyMean(cfg *Config, features []string, st *keyState, r *Ranker, version uint64, raw [][]float32, out []batch.Score, dens, dist, mean float64) bool {
+func decideByKeyMean(cfg *Config, features []string, st *keyState, r *Ranker, version uint64, raw [][]float32, out []batch.Score, dens, dist, mean float64, h *handover, i int) bool {
 	sc := &out[0]
 	clearGlobalFields(sc) // (a key warming within the batch: the global model scored it too)
 	sc.DensityScore, sc.DistanceScore = dens, dist
 	sc.Score, sc.Threshold = r.Final.Surprisal(mean), cfg.MinScore
 	sig := sc.Score >= sc.Threshold
-	sc.Outlier, sc.Held = st.cap.admitHeld(sig, sc.Score, cfg.clearScore(), capLimit(cfg.AlarmRate, cfg.Keys.Window))
-	sc.Suppressed = sig && !sc.Outlier
+	if h.waits(st, i) { // (its key's first: capAlarms decides; explained below if it may be flagged)
+		sc.Outlier, sc.Held, sc.Suppressed = sig || sc.Score >= cfg.clearScore(), false, false
+	} else {
+		sc.Outlier, sc.Held = st.cap.admitHeld(sig, sc.Score, cfg.clearScore(), capLimit(cfg.AlarmRate, cfg.Keys.Window))
+		sc.Suppressed = sig && !sc.Outlier
+	}
 	sc.ByKey, sc.Warming, sc.KeyModelVersion = true, false, version
 	sc.Deviations = nil
 	explainDeviations(r, features, raw, out, true)
@@ -449,6 +455,7 @@ func (k *keyedScorer) evict(st *keyState, d int) {
 	}
 	st.due = false // (a build waiting for the flush is dropped with the key)
 	k.evictions++
+	k.hand.evicted(st)
 }
 
 // push appends one record to its key's window and rebuilds the key's model when it is due:

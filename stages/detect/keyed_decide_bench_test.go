@@ -72,16 +72,22 @@ func BenchmarkKeyedDecide(b *testing.B) {
 			cfg, q, raw, tail, dist := keyRecords(b, keys)
 			out := make([]batch.Score, len(q))
 			kw := &keyedWorker{}
+			h := &handover{on: true} // (a stage's: every key past its first record, whose flag its cap decides)
+			for _, x := range q {
+				if x.st.cap.filled == 0 {
+					x.st.cap.admit(false, 1)
+				}
+			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i += len(q) {
 				n := min(len(q), b.N-i)
 				kw.q = append(kw.q[:0], q[:n]...)
 				kw.tail, kw.dist = tail[:n], dist[:n]
-				kw.decide(cfg, []string{"a", "b", "c"}, out, raw)
+				kw.decide(cfg, []string{"a", "b", "c"}, out, raw, h)
 			}
 			b.StopTimer()
-			if out[0].Score == 0 || !out[0].ByKey {
-				b.Fatal("no decision")
+			if out[0].Score == 0 || !out[0].ByKey || len(h.rows) > 0 {
+				b.Fatal("no decision, or one left to capAlarms")
 			}
 		})
 	}

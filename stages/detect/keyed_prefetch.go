@@ -72,8 +72,8 @@ func prefetchDecisions(q []queued, tail, dist []float64, t int) {
 	}
 	if u := t + a; u < len(q) {
 		st := q[u].st
-		if c := st.cap; c.next < c.flagged.n {
-			prefetch.ForWrite(c.flagged.word(int(c.next)))
+		if c := st.cap; c.next < c.n {
+			prefetch.ForWrite(c.ring().word(int(c.next)))
 		}
 		if q[u].ring < st.sig.len() {
 			prefetch.ForWrite(st.sig.word(q[u].ring))

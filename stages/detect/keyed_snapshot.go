@@ -178,7 +178,7 @@ func (k *keyedScorer) keysCopy() []keyState {
 			c.cols[j] = slices.Clone(st.cols[j])
 		}
 		capCopy := *st.cap
-		capCopy.flagged = st.cap.flagged.clone()
+		capCopy.bits = st.cap.ring().clone().bits
 		c.cap = &capCopy
 		out = append(out, c)
 	})
@@ -208,8 +208,8 @@ func encodeKeyStates(states []keyState, features []string, cfg *Config) []byte {
 		e.U32(uint32(st.since))
 		e.U32(uint32(st.cap.next))
 		e.U32(uint32(st.cap.filled))
-		for i := range st.cap.flagged.len() {
-			e.Raw([]byte{boolByte(st.cap.flagged.at(i))})
+		for i := range st.cap.ring().len() {
+			e.Raw([]byte{boolByte(st.cap.ring().at(i))})
 		}
 		if st.model == nil {
 			e.Raw([]byte{0})
@@ -285,12 +285,12 @@ func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg
 			return snapErr("key %q: alarm cap at %d, filled %d, of %d", key, next, filled, w)
 		}
 		st.cap.next, st.cap.filled = int32(next), int32(filled)
-		for i := range st.cap.flagged.len() {
+		for i := range st.cap.ring().len() {
 			f, err := flag("alarm flag")
 			if err != nil {
 				return err
 			}
-			st.cap.flagged.set(i, f)
+			st.cap.ring().set(i, f)
 			if f {
 				st.cap.count++
 			}

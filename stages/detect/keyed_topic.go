@@ -31,6 +31,7 @@ func (s *Stage) newKeyed() *keyedScorer {
 	if s.deps.Role == RoleBuilder {
 		k.dirty = map[string]int32{}
 	}
+	k.hand.on = s.deps.Role != RoleBuilder // (a builder's keys flag nothing: their pass decides alone)
 	return k
 }
 
@@ -144,10 +145,12 @@ func (s *Stage) DropKeysOutside(keep func(partition int32) bool) int {
 			drop = append(drop, st)
 		}
 	}
+	back := len(k.hand.back)
 	for _, st := range drop {
 		k.evict(st, len(s.features))
 		k.evictions-- // (moved, not evicted)
 	}
+	k.hand.back = k.hand.back[:back] // (nor handed back: its records go to another scorer)
 	return len(drop)
 }
 

@@ -290,6 +290,6 @@ func (s *Stage) resizeWindow(capacity int) error {
 	}
 	s.win = w
 	s.recs = s.recs.resize(capacity)
-	s.alarms, s.series = newAlarmCap(capacity), seriesAlarms{}
-	return s.resetFollowers() // the counts follow the window's records
+	s.alarms, s.series = newAlarmCap(capacity), seriesAlarms{pos: s.series.pos} // (the keys' caps keep positions)
+	return s.resetFollowers()                                                   // the counts follow the window's records
 }

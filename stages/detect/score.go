@@ -108,6 +108,7 @@ func (s *Stage) scoreKeyedBeside(sc *scoring, raw [][]float32) {
 	if sc.chained {
 		cfg = &sc.cfg // (the configuration the batch began under: the same, Reconfigure settles)
 	}
+	s.keyed.hand.start(s.series.pos) // (the batch before finished: its capAlarms took its rows)
 	go func() {
 		defer close(sc.keyedDone)
 		s.keyed.score(cfg, s.features, sc.b, raw, sc.keyed)
@@ -404,6 +405,7 @@ func (s *Stage) finish(sc *scoring) error {
 			mergeKeyed(b.Scores, sc.keyed)
 			s.keyedScores, sc.keyed = sc.keyed[:0], nil
 		} else {
+			s.keyed.hand.start(s.series.pos)
 			s.keyed.score(&s.cfg, s.features, b, sc.raw, b.Scores)
 		}
 		if err := s.scoreLeftOver(sc); err != nil {
@@ -419,7 +421,8 @@ func (s *Stage) finish(sc *scoring) error {
 }
 
 // capAlarms applies flag_by: significance's cap (alarm_rate of the last window's records) in
-// stream order, and marks the batch's significant records in the window (left out of the
+// stream order, decides the keys' first records by their own model in their keys' caps
+// (keyed_handover.go), and marks the batch's significant records in the window (left out of the
 // next builds). Only under significance: flag_by rate flags a share of every window and
 // verdicts a few percent, and leaving those out of each build would trim the window's tails
 // model after model.
@@ -431,24 +434,36 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 	clear, keys := s.cfg.clearScore(), b.Keys()
 	start := s.series.pos // the deadband's positions: record i's is start+i+1 (seriesAlarms)
 	s.series.pos += uint64(len(b.Scores))
-	watching := byCap && s.series.expire(start+1, s.cfg.Window)
+	var waiting []handRow // (the keys' first records by their own model: keyed_handover.go)
+	if s.keyed != nil {
+		var back []handBack
+		waiting, back = s.keyed.hand.take()
+		s.series.handBack(back, start, s.cfg.Window, limit)
+	}
+	s.series.expire(start+1, s.cfg.Window)
 	// The rows the loop changes anything for, found on the cores: with every key warm, a
 	// batch's rows are its keys' (ByKey) and few are significant, and the stream-order pass over
 	// every row's score (megabytes) was on the stage's goroutine alone.
 	rows := rowsWhere(b.Scores, func(sc *batch.Score) bool {
 		return !sc.ByKey && byCap || (sc.Outlier || sc.ByKey && sc.Suppressed) && pushed && byCap
 	})
-	if byCap && s.cfg.KeyBy == KeyByKey { // (and the keys' records that end a series in alarm)
-		rows = s.series.keyRowsEnding(b.Scores, keys, rows, watching, clear)
+	if len(waiting) > 0 {
+		at := make([]int, len(waiting))
+		for t, w := range waiting {
+			at[t] = w.i
+		}
+		rows = mergeRows(rows, at)
 	}
 	for _, i := range rows {
 		sc := &b.Scores[i]
-		sig := sc.Outlier // decide's flag before the cap (significance: the score reached min_score)
-		if sc.ByKey {     // decided by its key's model and cap (keyed.go); a held record is not significant
+		// decide's flag before the cap (significance: the score reached min_score)
+		sig := sc.Outlier
+		if len(waiting) > 0 && waiting[0].i == i { // its key's model's, decided here in its key's cap
+			s.series.decideWaiting(sc, waiting[0].st, keys, i, start+uint64(i)+1, &s.cfg)
+			waiting = waiting[1:]
 			sig = sc.Outlier && !sc.Held || sc.Suppressed
-			if byCap {
-				s.series.forget(recordKey(keys, i))
-			}
+		} else if sc.ByKey { // decided by its key's model and cap (keyed.go); a held record is not significant
+			sig = sc.Outlier && !sc.Held || sc.Suppressed
 		} else if byCap { // the deadband's series: the record's key (seriesAlarms)
 			key, q := recordKey(keys, i), start+uint64(i)+1
 			sc.Outlier, sc.Held = s.alarms.admitAfter(sig, s.series.inAlarm(key, q, s.cfg.Window), sc.Score, clear, limit)
