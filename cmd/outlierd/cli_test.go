@@ -279,3 +279,28 @@ func TestGenSensorsColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestGenRefusalsNameKindsThatTakeThem: gen refuses an option the kind ignores, and where the
+// message says which kinds it applies to ("applies to --kind one|three only"), each of them
+// takes it (--offset on g2d named three, which refuses it in turn).
+func TestGenRefusalsNameKindsThatTakeThem(t *testing.T) {
+	values := map[string]string{"outlier-ratio": "0.1", "offset": "3", "outlier-dims": "0.5", "uncertainty-multiplier": "1"}
+	for _, kind := range []string{"g2d", "g3d", "machines", "three"} {
+		for flag, v := range values {
+			_, errs, code := outlierd(t, "gen", "--kind", kind, "--rows", "10", "--"+flag, v)
+			if code == 0 {
+				continue
+			}
+			_, list, ok := strings.Cut(errs, "applies to --kind ")
+			if !ok {
+				continue
+			}
+			list, _, _ = strings.Cut(list, " ")
+			for _, k := range strings.Split(list, "|") {
+				if _, errs2, code := outlierd(t, "gen", "--kind", k, "--rows", "10", "--"+flag, v); code != 0 {
+					t.Errorf("--kind %s --%s: %q; but --kind %s --%s: %s", kind, flag, strings.TrimSpace(errs), k, flag, errs2)
+				}
+			}
+		}
+	}
+}
