@@ -304,3 +304,18 @@ func TestGenRefusalsNameKindsThatTakeThem(t *testing.T) {
 		}
 	}
 }
+
+// TestGenFleetOptionsNeedKeys: the fleet's options (--key-column, --baseline-*, --noise-*)
+// shape only a fleet (--keys); without it they were ignored without a word (a --key-column
+// wrote no key column), where every other option a stream ignores is refused.
+func TestGenFleetOptionsNeedKeys(t *testing.T) {
+	for _, f := range [][2]string{{"key-column", "sensor_id"}, {"baseline-min", "3"}, {"baseline-max", "30"}, {"noise-min", "2"}, {"noise-max", "3"}} {
+		_, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "10", "--"+f[0], f[1])
+		if code != 2 || !strings.Contains(errs, "--"+f[0]) || !strings.Contains(errs, "--keys") {
+			t.Errorf("--%s %s without --keys: exit %d, %q (want 2, naming it and --keys)", f[0], f[1], code, errs)
+		}
+		if _, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "10", "--keys", "2", "--"+f[0], f[1]); code != 0 {
+			t.Errorf("--%s %s with --keys 2: %s", f[0], f[1], errs)
+		}
+	}
+}

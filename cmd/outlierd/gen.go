@@ -40,7 +40,7 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 				return usageError{fmt.Errorf("--%s does not apply to --kind sensors (see --sensors)", f)}
 			}
 		}
-		return genSensors(sensors, *rows, *seed, stdout)
+		return genSensors(sensors, *rows, *seed, set, stdout)
 	}
 	for _, f := range sensors.names {
 		if set[f] {
