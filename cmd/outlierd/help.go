@@ -109,8 +109,8 @@ shows on a terminal; the summary line says how many records went, and how fast.`
 	"tail": {"--config FILE [--all] [--json] [--from-beginning] [--idle-exit D]",
 		`Prints the outliers the pipeline writes to the config's sink.topic (sink.format json), one line
 each: id, key, score and the explanation, each id once (a producer retry or a restart can
-write a record twice; the copies carry the same id). Scores of "Infinity" (a record so far
-out that its weight overflows) are understood. --all prints every output (sink.emit: all
+write a record twice; the copies carry the same id). Scores written as "Infinity",
+"-Infinity" or "NaN" (not finite) are understood. --all prints every output (sink.emit: all
 writes inliers too), --json the output objects themselves, one per line. It reads new outputs
 until Ctrl-C, from the beginning of the topic with --from-beginning, and stops after
 --idle-exit without a new output.`},
