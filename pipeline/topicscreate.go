@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
@@ -30,6 +31,10 @@ type TopicResult struct {
 func CreateTopics(ctx context.Context, cfg Config, inputPartitions int, log zerolog.Logger) ([]TopicResult, error) {
 	if inputPartitions < 1 {
 		return nil, fmt.Errorf("pipeline: input partitions must be >= 1, got %d", inputPartitions)
+	}
+	if _, ok := ctx.Value(waitLimitKey{}).(time.Duration); !ok {
+		// The caller's deadline (topics create --timeout) is the limit every topic's messages name.
+		ctx = context.WithValue(ctx, waitLimitKey{}, waitLimit(ctx))
 	}
 	rf := cfg.Sink.CreateReplicationFactor
 	var out []TopicResult
