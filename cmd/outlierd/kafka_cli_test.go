@@ -161,7 +161,7 @@ func TestProduce(t *testing.T) {
 		// A header the topic's csv_header does not have is refused, naming both.
 		path, _ := kafkaConfig(t, br, "csv")
 		bad := writeFile(t, "other.csv", "id,temp,pressure\nx,1,2\n")
-		if _, errs, code := outlierd(t, "produce", "--config", path, "--input", bad); code != 1 || !strings.Contains(errs, "differs from ingest.csv_header sensor,temp,pressure") {
+		if _, errs, code := outlierd(t, "produce", "--config", path, "--input", bad); code != 1 || !strings.Contains(errs, `differs from ingest.csv_header, 3 columns ["sensor" "temp" "pressure"]`) {
 			t.Errorf("mismatched header: exit %d %q", code, errs)
 		}
 	})
@@ -451,5 +451,18 @@ func TestProduceWarnsOfFieldsTheHeaderLacks(t *testing.T) {
 	path2 := writeFile(t, "filled.yaml", filled)
 	if _, errs, code := outlierd(t, "produce", "--config", path2, "--input", bad); code != 0 || !strings.Contains(errs, `no column "pressure", "sensor"`) {
 		t.Errorf("fill and key_field: exit %d, stderr %q (want pressure and sensor named, not temp)", code, errs)
+	}
+}
+
+// TestProduceHeaderMismatchShowsColumns: a CSV file read with another delimiter than its own
+// (--delimiter ';' on a comma file) has one column holding the whole header line, and the
+// refusal printed it joined with commas: "the header ts,temp differs from ingest.csv_header
+// ts,temp", two equal-looking lists. It shows the columns as read, and how many.
+func TestProduceHeaderMismatchShowsColumns(t *testing.T) {
+	in := ingestJSON()
+	in.Format, in.CSVHeader, in.Features = ingest.FormatCSV, []string{"ts", "temp"}, []string{"temp"}
+	_, err := newRecordReader(strings.NewReader("ts,temp\n1,2\n"), "f.csv", "csv", in, ';', "")
+	if err == nil || !strings.Contains(err.Error(), `1 column ["ts,temp"]`) || !strings.Contains(err.Error(), `2 columns ["ts" "temp"]`) {
+		t.Fatalf("header read with ';': %v", err)
 	}
 }

@@ -244,6 +244,15 @@ func csvLacks(header []string, in ingest.Config) []string {
 	return lacks
 }
 
+// countedColumns writes a header as "2 columns ["ts" "temp"]".
+func countedColumns(cols []string) string {
+	unit := "columns"
+	if len(cols) == 1 {
+		unit = "column"
+	}
+	return fmt.Sprintf("%d %s %q", len(cols), unit, cols)
+}
+
 // quoteAll writes names as a comma-separated list of quoted strings.
 func quoteAll(names []string) string {
 	q := make([]string, len(names))
@@ -330,8 +339,10 @@ func newCSVRecords(r io.Reader, name string, in ingest.Config, delim rune, keyCo
 		}
 	}
 	if in.Format == ingest.FormatCSV && len(in.CSVHeader) > 0 && strings.Join(in.CSVHeader, "\x00") != strings.Join(header, "\x00") {
-		return nil, fmt.Errorf("%s:1: the header %s differs from ingest.csv_header %s (the messages carry no header: the columns must be the same, in order)",
-			name, strings.Join(header, ","), strings.Join(in.CSVHeader, ","))
+		// Quoted and counted: a header read with another delimiter is one column that joined
+		// with commas would look like ingest.csv_header.
+		return nil, fmt.Errorf("%s:1: the header, %s read with delimiter %q, differs from ingest.csv_header, %s (the messages carry no header: the columns must be the same, in order)",
+			name, countedColumns(header), delim, countedColumns(in.CSVHeader))
 	}
 	lacks := csvLacks(header, in)
 	var buf bytes.Buffer
