@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outlierd/outlierd/internal/algo/quality"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
@@ -316,6 +317,32 @@ func TestGenFleetOptionsNeedKeys(t *testing.T) {
 		}
 		if _, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "10", "--keys", "2", "--"+f[0], f[1]); code != 0 {
 			t.Errorf("--%s %s with --keys 2: %s", f[0], f[1], errs)
+		}
+	}
+}
+
+// TestDemoRefusesImpossibleRates: --anomaly-rate and --malformed-rate are fractions and
+// --duration a time to stop after; demo started with 1.5 ("150.0% anomalies"), -0.1 or a
+// negative duration (then running until Ctrl-C) instead of refusing them as it refuses --rate 0.
+func TestDemoRefusesImpossibleRates(t *testing.T) {
+	for _, args := range [][]string{
+		{"--anomaly-rate", "1.5"}, {"--anomaly-rate", "-0.1"}, {"--anomaly-rate", "NaN"},
+		{"--malformed-rate", "2"}, {"--malformed-rate", "-1"}, {"--duration", "-1s"},
+	} {
+		done := make(chan struct{})
+		var errs string
+		var code int
+		go func() {
+			defer close(done)
+			_, errs, code = outlierd(t, append([]string{"demo"}, args...)...)
+		}()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("demo %v: still running after 20 s (want it refused at once)", args)
+		}
+		if code != 2 || !strings.Contains(errs, args[0]) {
+			t.Errorf("demo %v: exit %d, %q (want 2, naming %s)", args, code, errs, args[0])
 		}
 	}
 }
