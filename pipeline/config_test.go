@@ -61,6 +61,11 @@ func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
 			[]string{`c.yaml:7:7: ingest.features[1]: "_b" starts with "_", reserved for the coordinate columns`}},
 		{"broker element", "ingest:\n  brokers: [\"localhost:9092\", nohost]\n  topic: in\n  group_id: g\n  features: [a, b]\n" + sinkOK,
 			[]string{`c.yaml:2:31: ingest.brokers[1]: "nohost" is not host:port`}},
+		// ${KAFKA_BROKERS} set to a comma-separated list (the usual form of the variable) in one
+		// list item: the message says how to give several.
+		{"brokers joined by a comma", "ingest:\n  brokers: [\"a:9092,b:9092\"]\n  topic: in\n  group_id: g\n  features: [a, b]\nsink:\n  brokers: [\"a:9092, b:9092\"]\n  topic: out\n  dead_letter_topic: dl\n",
+			[]string{`c.yaml:2:13: ingest.brokers[0]: "a:9092,b:9092" is not host:port (one address per list item: [a:9092, b:9092])`,
+				`c.yaml:7:13: sink.brokers[0]: "a:9092, b:9092" is not host:port (one address per list item: [a:9092, b:9092])`}},
 		{"device, run, http", "device: gpu\n" + ingestOK + sinkOK + "run:\n  queue_batches: 0\nhttp:\n  lag_interval: 1ms\n",
 			[]string{
 				`c.yaml:1:1: device: must be auto, cpu or cuda, got "gpu"`,

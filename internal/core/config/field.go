@@ -28,6 +28,17 @@ func Fieldf(key, format string, args ...any) error {
 	return &FieldError{Key: key, Err: fmt.Errorf(format, args...)}
 }
 
+// NotHostPort is the message for a broker address that is not host:port; where it holds several
+// joined by commas (a ${KAFKA_BROKERS} of "a:9092,b:9092" in one list item) it says how to
+// give them.
+func NotHostPort(addr string) string {
+	msg := fmt.Sprintf("%q is not host:port", addr)
+	if strings.Contains(addr, ",") {
+		msg += " (one address per list item: [a:9092, b:9092])"
+	}
+	return msg
+}
+
 // Error is "key: message".
 func (e *FieldError) Error() string { return e.Key + ": " + e.Err.Error() }
 
