@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/outlierd/outlierd/internal/algo/quality"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/datasets/csvfile"
+	"github.com/outlierd/outlierd/stages/ingest"
 )
 
 // outlierd runs the CLI in-process and returns stdout, stderr and the exit status.
@@ -343,6 +345,45 @@ func TestDemoRefusesImpossibleRates(t *testing.T) {
 		}
 		if code != 2 || !strings.Contains(errs, args[0]) {
 			t.Errorf("demo %v: exit %d, %q (want 2, naming %s)", args, code, errs, args[0])
+		}
+	}
+}
+
+// TestCSVWithByteOrderMark: a spreadsheet's "CSV UTF-8" export starts with a UTF-8 byte order
+// mark. It stuck to the first column's name ("\ufefftemp"): replay --config refused the file
+// ("temp" is neither a csv_header name nor a column index; "columns not read: \ufefftemp",
+// the mark invisible), topn named the feature with it, and produce sent every record as
+// {"\ufefftemp": ...}, a dead letter for a config with feature temp. The mark is skipped.
+func TestCSVWithByteOrderMark(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("\ufefftemp,pressure,label\n")
+	for i := range 300 {
+		fmt.Fprintf(&b, "%d.5,%d,%d\n", 20+i%7, 100+i%3, 0)
+	}
+	path := writeFile(t, "bom.csv", b.String())
+	cfg := writeFile(t, "c.yaml", "ingest:\n  features: [temp, pressure]\ndetect:\n  window: 300\n  min_records: 100\n")
+	if _, errs, code := outlierd(t, "replay", "--input", path, "--config", cfg, "--label-column", "label", "--json"); code != 0 || strings.Contains(errs, "not read") {
+		t.Errorf("replay --config: exit %d: %s", code, errs)
+	}
+	out, errs, code := outlierd(t, "topn", "--input", path, "--label-column", "label", "--k", "5", "--n", "3", "--device", "cpu", "--json")
+	if code != 0 || !strings.Contains(out, `"features":["temp","pressure"]`) {
+		t.Errorf("topn: exit %d, %s %s", code, out[max(0, len(out)-150):], errs)
+	}
+	for _, format := range []ingest.Format{ingest.FormatJSON, ingest.FormatLogfmt} {
+		in := ingestJSON()
+		in.Format, in.Features = format, []string{"temp", "pressure"}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := newRecordReader(f, path, "csv", in, ',', "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, v, err := r.next()
+		f.Close()
+		if err != nil || len(r.lacks) != 0 || !strings.HasPrefix(string(v), `{"temp":20.5`) && !strings.HasPrefix(string(v), "temp=20.5") {
+			t.Errorf("produce as %s: first message %q, lacks %q, %v", format, v, r.lacks, err)
 		}
 	}
 }

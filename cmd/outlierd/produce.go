@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/stages/ingest"
 )
@@ -263,6 +264,7 @@ func quoteAll(names []string) string {
 }
 
 func newRecordReader(r io.Reader, name, format string, in ingest.Config, delim rune, keyCol string) (*recordReader, error) {
+	r = csvfile.SkipBOM(r) // (of a JSON-lines or logfmt file too: it would spoil the first line)
 	if format == "csv" {
 		return newCSVRecords(r, name, in, delim, keyCol)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 	"github.com/outlierd/outlierd/stages/ingest"
 )
 
@@ -116,7 +117,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		return nil, fmt.Errorf("%s: cannot open: %w", in.path, err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(csvfile.SkipBOM(f))
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
 	line := 0
 	var first []byte // a CSV header line, once read
