@@ -88,7 +88,7 @@ apply is refused and logged, and the running config keeps going. Logs are JSON l
 with injected anomalies, the pipeline (configs/demo.yaml) and a live summary with precision
 and recall against the injected ground truth.`},
 	"devices": {"",
-		`Says where the GPU commands (topn, predict, density, hypercube, run, demo) would run: the
+		`Says where the GPU commands (topn, predict, density, hypercube, proclus, replay, run, demo) would run: the
 GPU this binary opens, or why none (a CPU build hands those commands to its CUDA companion,
 outlierd-cuda, when that one starts here). Exit status 1 when no GPU is usable.`},
 	"topics": {"create --config FILE [--partitions N]",
