@@ -387,3 +387,26 @@ func TestCSVWithByteOrderMark(t *testing.T) {
 		}
 	}
 }
+
+// TestTailRefusesNegativeLimits: tail --idle-exit -1s ran until Ctrl-C and --max -1 printed
+// without limit, both silently; as their zeros mean "no limit", a negative one is a mistake.
+func TestTailRefusesNegativeLimits(t *testing.T) {
+	cfg := writeFile(t, "c.yaml", "ingest:\n  brokers: [\"127.0.0.1:1\"]\n  topic: in\n  features: [a]\nsink:\n  topic: out\n  dead_letter_topic: dlq\n")
+	for _, args := range [][]string{{"--idle-exit", "-1s"}, {"--max", "-1"}} {
+		done := make(chan struct{})
+		var errs string
+		var code int
+		go func() {
+			defer close(done)
+			_, errs, code = outlierd(t, append([]string{"tail", "--config", cfg}, args...)...)
+		}()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("tail %v: still running after 20 s (want it refused at once)", args)
+		}
+		if code != 2 || !strings.Contains(errs, args[0]) {
+			t.Errorf("tail %v: exit %d, %q (want 2, naming %s)", args, code, errs, args[0])
+		}
+	}
+}
