@@ -410,3 +410,16 @@ func TestTailRefusesNegativeLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestTopicsCreateRefusesNoTimeout: topics create --timeout 0s or -1s failed every topic at
+// once with "brokers ... unreachable for -1s: context deadline exceeded", reachable brokers
+// included; the wait must be positive.
+func TestTopicsCreateRefusesNoTimeout(t *testing.T) {
+	cfg := writeFile(t, "c.yaml", "ingest:\n  brokers: [\"127.0.0.1:1\"]\n  topic: in\n  features: [a]\nsink:\n  topic: out\n  dead_letter_topic: dlq\n")
+	for _, v := range []string{"0s", "-1s"} {
+		_, errs, code := outlierd(t, "topics", "create", "--config", cfg, "--timeout", v)
+		if code != 2 || !strings.Contains(errs, "--timeout") {
+			t.Errorf("--timeout %s: exit %d, %q (want 2, naming --timeout)", v, code, errs)
+		}
+	}
+}
