@@ -161,7 +161,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		maxWait = max(cfg.Ingest.MaxWait, 1) // (a batch of one instant at least)
 	}
 	tab, err := readReplayInput(replayInput{path: *input, format: *format, label: *labelCol, key: *keyCol, timeCol: *timeCol,
-		ingest: cfg.Ingest, haveFeatures: len(cfg.Ingest.Features) > 0, config: *cfgPath != ""}, stderr)
+		ingest: cfg.Ingest, haveFeatures: len(cfg.Ingest.Features) > 0, config: *cfgPath != "", configPath: *cfgPath}, stderr)
 	if err != nil {
 		return err
 	}

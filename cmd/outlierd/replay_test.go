@@ -390,3 +390,24 @@ func TestReplayShortFileUnderPassAndZeroFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayConfigErrorsNameLineColumn: an ingest key of replay's --config that the ingest
+// stage refuses once the file's columns are known (a feature the file lacks, a fill value for
+// no feature) is named at its line and column in the config, as lint and run name every config
+// problem; replay gave the key alone ("ingest: invalid config: ingest.fill[\"humidty\"]: ...").
+func TestReplayConfigErrorsNameLineColumn(t *testing.T) {
+	path := writeFile(t, "d.csv", "temp,humidity,label\n1,2,0\n3,4,0\n")
+	for _, c := range []struct{ yaml, want string }{
+		{"ingest:\n  features: [temp, humidity]\n  missing: fill\n  fill: {humidty: 40}\n", `f.yaml:4:10: ingest.fill["humidty"]: "humidty" is not a feature`},
+		{"detect:\n  window: 100\ningest:\n  features: [temp, nope]\n", `f.yaml:4:20: ingest.features[1]: "nope" is neither a csv_header name nor a 0-based column index`},
+	} {
+		cfg := filepath.Join(t.TempDir(), "f.yaml")
+		if err := os.WriteFile(cfg, []byte(c.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, errs, code := outlierd(t, "replay", "--input", path, "--config", cfg, "--label-column", "label", "--device", "cpu")
+		if code != 1 || !strings.Contains(errs, filepath.Dir(cfg)+"/"+c.want) {
+			t.Errorf("config %q: exit %d, %q; want %q", c.yaml, code, errs, c.want)
+		}
+	}
+}

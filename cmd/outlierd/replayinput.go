@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/config"
 	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 	"github.com/outlierd/outlierd/stages/ingest"
 )
@@ -55,7 +56,8 @@ type replayInput struct {
 	path, format         string // format "": the extension's, else the config's
 	label, key, timeCol  string // flags ("": none, or the config's key_field / event_time_field)
 	ingest               ingest.Config
-	haveFeatures, config bool // the config names ingest.features; a config was given
+	haveFeatures, config bool   // the config names ingest.features; a config was given
+	configPath           string // the config file ("": none, or a test's config in ingest)
 }
 
 // replayFormat is --format, else the file's extension (formatOf), else the config's
@@ -173,7 +175,9 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		return nil, usageError{fmt.Errorf("--label-column %q is also a feature, the key or the timestamp", in.label)}
 	}
 	var dec ingest.Decoder
-	if err = ic.Validate(); err != nil { // without the label first: the error names the config's fields alone
+	if err = ic.Validate(); err != nil && in.configPath != "" { // without the label first: the error names the config's fields alone
+		err = config.Locate(in.configPath, err) // each key at its line and column, as lint gives it
+	} else if err != nil {
 		err = fmt.Errorf("ingest: invalid config: %w", err)
 	} else {
 		dec, err = ingest.NewDecoder(withLabel(ic, in.label))

@@ -243,7 +243,7 @@ func TestReplayInputFlags(t *testing.T) {
 		{[]string{"--input", jsonl, "--config", cfg}, 2, "ingest.derive.features[0] (day_of_week) needs the records' time: set ingest.event_time_field or --timestamp-column"},
 		{[]string{"--input", bad, "--config", badCfg}, 1, `bad.jsonl:2: field "temp": not a number: "x"`},
 		{[]string{"--input", path, "--format", "xml"}, 2, `--format "xml": want csv, json or logfmt`},
-		{[]string{"--input", path, "--config", nope}, 1, `--config: the ingest section does not fit ` + path + `: ingest: invalid config: ingest.features[0]: "nope" is neither a csv_header name nor a 0-based column index`},
+		{[]string{"--input", path, "--config", nope}, 1, `--config: the ingest section does not fit ` + path + `: ` + nope + `:2:14: ingest.features[0]: "nope" is neither a csv_header name nor a 0-based column index`},
 	} {
 		_, errs, code := outlierd(t, append([]string{"replay", "--device", "cpu", "--window", "1000"}, c.args...)...)
 		if code != c.code || !strings.Contains(errs, c.msg) {
