@@ -172,7 +172,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 
 	dc := cfg.Detect
 	if err := dc.Validate(); err != nil {
-		return fmt.Errorf("%s: %w", *cfgPath, err)
+		return config.Locate(*cfgPath, err) // each key at its line and column, as lint gives it
 	}
 	set := flagsSet(fs)
 	for name, v := range map[string]int{"window": *window, "min-records": *minRecords, "refresh-records": *refresh} {
@@ -227,7 +227,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	}
 	if err := dc.ValidateFeatures(len(features)); err != nil { // as lint and the start check it
 		if *cfgPath != "" {
-			err = fmt.Errorf("%s: %w", *cfgPath, err)
+			err = config.Locate(*cfgPath, err)
 		}
 		return err
 	}

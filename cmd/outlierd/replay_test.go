@@ -400,7 +400,24 @@ func TestReplayConfigErrorsNameLineColumn(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"ingest:\n  features: [temp, humidity]\n  missing: fill\n  fill: {humidty: 40}\n", `f.yaml:4:10: ingest.fill["humidty"]: "humidty" is not a feature`},
 		{"detect:\n  window: 100\ningest:\n  features: [temp, nope]\n", `f.yaml:4:20: ingest.features[1]: "nope" is neither a csv_header name nor a 0-based column index`},
+		// The detect section, checked once the file is read: it gave the file name alone.
+		{"detect:\n  window: 100\n  alarm_rate: 2\n", `f.yaml:3:3: detect.alarm_rate: must be in (0, 0.5], got 2`},
+		{"detect:\n  density:\n    mode: rollup\n", `f.yaml:3:5: detect.density.mode: rollup`},
 	} {
+		if strings.Contains(c.yaml, "rollup") { // over 21 features, more than rollup takes
+			var b strings.Builder
+			for i := range 21 {
+				fmt.Fprintf(&b, "f%d,", i)
+			}
+			b.WriteString("label\n")
+			for r := range 30 {
+				for i := range 21 {
+					fmt.Fprintf(&b, "%d,", (r*7+i)%11)
+				}
+				b.WriteString("0\n")
+			}
+			path = writeFile(t, "wide.csv", b.String())
+		}
 		cfg := filepath.Join(t.TempDir(), "f.yaml")
 		if err := os.WriteFile(cfg, []byte(c.yaml), 0o644); err != nil {
 			t.Fatal(err)
