@@ -143,6 +143,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		if err := config.Load(*cfgPath, &cfg); err != nil {
 			return err
 		}
+		if d := cfg.Device; d != pipeline.DeviceAuto && d != pipeline.DeviceCPU && d != pipeline.DeviceCUDA {
+			return config.Locate(*cfgPath, config.Fieldf("device", "must be auto, cpu or cuda, got %q", d))
+		}
 	}
 	if *dev != "" {
 		cfg.Device = pipeline.DeviceChoice(*dev)

@@ -403,7 +403,10 @@ func TestReplayConfigErrorsNameLineColumn(t *testing.T) {
 		// The detect section, checked once the file is read: it gave the file name alone.
 		{"detect:\n  window: 100\n  alarm_rate: 2\n", `f.yaml:3:3: detect.alarm_rate: must be in (0, 0.5], got 2`},
 		{"detect:\n  density:\n    mode: rollup\n", `f.yaml:3:5: detect.density.mode: rollup`},
+		// The config's device (it read "--device must be one of auto|cpu|cuda", a flag not given).
+		{"detect:\n  window: 100\ndevice: gpu\n", `f.yaml:3:1: device: must be auto, cpu or cuda, got "gpu"`},
 	} {
+		input := path
 		if strings.Contains(c.yaml, "rollup") { // over 21 features, more than rollup takes
 			var b strings.Builder
 			for i := range 21 {
@@ -416,13 +419,13 @@ func TestReplayConfigErrorsNameLineColumn(t *testing.T) {
 				}
 				b.WriteString("0\n")
 			}
-			path = writeFile(t, "wide.csv", b.String())
+			input = writeFile(t, "wide.csv", b.String())
 		}
 		cfg := filepath.Join(t.TempDir(), "f.yaml")
 		if err := os.WriteFile(cfg, []byte(c.yaml), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, errs, code := outlierd(t, "replay", "--input", path, "--config", cfg, "--label-column", "label", "--device", "cpu")
+		_, errs, code := outlierd(t, "replay", "--input", input, "--config", cfg, "--label-column", "label", "--device", "cpu")
 		if code != 1 || !strings.Contains(errs, filepath.Dir(cfg)+"/"+c.want) {
 			t.Errorf("config %q: exit %d, %q; want %q", c.yaml, code, errs, c.want)
 		}
