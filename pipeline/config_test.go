@@ -72,6 +72,12 @@ func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
 				"c.yaml:12:3: run.queue_batches: must be >= 1, got 0",
 				"c.yaml:14:3: http.lag_interval: must be >= 100ms (shorter only loads the brokers), got 1ms",
 			}},
+		// A bad window alone: min_records, clusters, k, n and proclus.k, left out, follow it
+		// (Derive), and each was refused at the section for the window's value.
+		{"window out of range, the keys that follow it left out", ingestOK + "detect:\n  window: -5\n" + sinkOK,
+			[]string{"c.yaml:7:3: detect.window: must be in [2, 2147483647], got -5"}},
+		{"min_records out of range, the keys that follow it left out", ingestOK + "detect:\n  min_records: 1\n" + sinkOK,
+			[]string{"c.yaml:7:3: detect.min_records: must be in [2, window=50000], got 1"}},
 		{"flag_clear out of [0, 1)", ingestOK + "detect:\n  flag_clear: 3.5\n" + sinkOK,
 			[]string{"c.yaml:7:3: detect.flag_clear: must be in [0, 1) (a share of min_score; 0: off), got 3.5"}},
 		{"min_records above the window", ingestOK + "detect:\n  window: 1000\n  min_records: 5000\n" + sinkOK,
