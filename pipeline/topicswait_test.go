@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/stages/detect"
 )
 
 // TestTopicWaitNamesItsLimit: `outlierd topics create --timeout 2s` against brokers that cannot
@@ -40,5 +41,27 @@ func TestTopicWaitNamesItsLimit(t *testing.T) {
 	lines := logs.Lines("waiting for the brokers to check the topic")
 	if len(lines) == 0 || !strings.Contains(lines[0], `"gives_up_after_s":1.5`) {
 		t.Errorf("the retries' log lines say otherwise: %q", lines)
+	}
+}
+
+// TestCreateTopicsFollowAnExistingInput: `topics create` on an input topic that exists with 2
+// partitions creates the outputs with as many (sink.create_partitions 0: "as many as the input
+// topic") and, under key_by: key, the model topic with the input's + 1; they took --partitions
+// (default 3) instead whenever it was larger: 3 outputs and a model topic of 4.
+func TestCreateTopicsFollowAnExistingInput(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	in := testsupport.UniqueName("fi-in")
+	testsupport.CreateTopics(t, br, map[string]int{in: 2})
+	cfg := roleConfig(br, in, testsupport.UniqueName("fi-out"), testsupport.UniqueName("fi-dlq"), "g", testsupport.UniqueName("fi-models"))
+	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	res, err := CreateTopics(context.Background(), cfg, 3, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"ingest.topic": 2, "sink.topic": 2, "sink.dead_letter_topic": 2, "run.model_topic": 3}
+	for _, r := range res {
+		if r.Partitions != want[r.Key] {
+			t.Errorf("%s %s: %d partitions, want %d (the existing input's 2)", r.Key, r.Topic, r.Partitions, want[r.Key])
+		}
 	}
 }
