@@ -276,7 +276,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	}
 	if *verdictsOut != "" {
 		if err := writeVerdicts(*verdictsOut, scores); err != nil {
-			return err
+			return fmt.Errorf("--verdicts-out: %w", err)
 		}
 	}
 	if *asJSON {

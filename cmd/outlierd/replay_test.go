@@ -164,6 +164,9 @@ func TestReplayErrors(t *testing.T) {
 		// named neither (it read "--format json needs ingest.features in --config").
 		{[]string{"replay", "--input", writeFile(t, "x.jsonl", `{"v": 1}`+"\n")}, 2, `x.jsonl: JSON lines (by the extension .jsonl) need the features named: a --config with ingest.features (a JSON line has no column list), e.g. ingest: {features: [temp, pressure]}`},
 		{[]string{"replay", "--input", path, "--timestamp-column", "ts"}, 1, `--timestamp-column "ts" is not a column of the header [a b c label]`},
+		// A file that cannot be written names the flag, as density's --scores-out does (it read
+		// "open /nonexistent/v.csv: no such file or directory").
+		{[]string{"replay", "--input", path, "--verdicts-out", "/nonexistent/v.csv"}, 1, "--verdicts-out: open /nonexistent/v.csv"},
 	} {
 		_, errs, code := outlierd(t, c.args...)
 		if code != c.code || !strings.Contains(errs, c.msg) {
