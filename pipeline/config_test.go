@@ -61,12 +61,23 @@ func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
 			[]string{`c.yaml:7:7: ingest.features[1]: "_b" starts with "_", reserved for the coordinate columns`}},
 		{"broker element", "ingest:\n  brokers: [\"localhost:9092\", nohost]\n  topic: in\n  group_id: g\n  features: [a, b]\n" + sinkOK,
 			[]string{`c.yaml:2:31: ingest.brokers[1]: "nohost" is not host:port`}},
+		// ${KAFKA_BROKERS} set to a comma-separated list (the usual form of the variable) in one
+		// list item: the message says how to give several.
+		{"brokers joined by a comma", "ingest:\n  brokers: [\"a:9092,b:9092\"]\n  topic: in\n  group_id: g\n  features: [a, b]\nsink:\n  brokers: [\"a:9092, b:9092\"]\n  topic: out\n  dead_letter_topic: dl\n",
+			[]string{`c.yaml:2:13: ingest.brokers[0]: "a:9092,b:9092" is not host:port (one address per list item: [a:9092, b:9092])`,
+				`c.yaml:7:13: sink.brokers[0]: "a:9092, b:9092" is not host:port (one address per list item: [a:9092, b:9092])`}},
 		{"device, run, http", "device: gpu\n" + ingestOK + sinkOK + "run:\n  queue_batches: 0\nhttp:\n  lag_interval: 1ms\n",
 			[]string{
 				`c.yaml:1:1: device: must be auto, cpu or cuda, got "gpu"`,
 				"c.yaml:12:3: run.queue_batches: must be >= 1, got 0",
 				"c.yaml:14:3: http.lag_interval: must be >= 100ms (shorter only loads the brokers), got 1ms",
 			}},
+		// A bad window alone: min_records, clusters, k, n and proclus.k, left out, follow it
+		// (Derive), and each was refused at the section for the window's value.
+		{"window out of range, the keys that follow it left out", ingestOK + "detect:\n  window: -5\n" + sinkOK,
+			[]string{"c.yaml:7:3: detect.window: must be in [2, 2147483647], got -5"}},
+		{"min_records out of range, the keys that follow it left out", ingestOK + "detect:\n  min_records: 1\n" + sinkOK,
+			[]string{"c.yaml:7:3: detect.min_records: must be in [2, window=50000], got 1"}},
 		{"flag_clear out of [0, 1)", ingestOK + "detect:\n  flag_clear: 3.5\n" + sinkOK,
 			[]string{"c.yaml:7:3: detect.flag_clear: must be in [0, 1) (a share of min_score; 0: off), got 3.5"}},
 		{"min_records above the window", ingestOK + "detect:\n  window: 1000\n  min_records: 5000\n" + sinkOK,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/core/checkpoint"
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/pipeline/metrics"
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/microcluster"
@@ -682,6 +683,32 @@ func waitAllWritten(t *testing.T, src *fakeSource, snk *fakeSink, why string) {
 	for deadline := time.Now().Add(5 * time.Second); !all(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("records still unwritten 5 s after the last fetch: " + why)
+		}
+	}
+}
+
+// TestDeadLettersAreLogged: dead letters show in the log (a warning naming the dead-letter
+// topic, the latest one's source and reason), at the first and then at most once per
+// deadLetterLogEvery, not once per batch; before, nothing in the log said that records were
+// being dead-lettered, and a stream of nothing else read as "holding 0 of min_records".
+func TestDeadLettersAreLogged(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	src := newFakeSource(t, mem, plan8())
+	snk := newFakeSink(t)
+	p := loopPipeline(t, src, snk, nil)
+	var logs testsupport.LogBuffer
+	p.log = zerolog.New(&logs)
+	if err := runUntilDrained(t, p, src); err != nil {
+		t.Fatal(err)
+	}
+	lines := logs.Lines("went to the dead-letter topic")
+	if len(snk.dead) < 3 || len(lines) != 1 {
+		t.Fatalf("%d dead letters written, %d log lines about them (want 1):\n%s", len(snk.dead), len(lines), logs.String())
+	}
+	for _, want := range []string{`"level":"warn"`, `"topic":"dlq"`, `"latest":"in/`, `"reason":"test"`, `"dead_letters":`} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("the line lacks %s: %s", want, lines[0])
 		}
 	}
 }

@@ -75,9 +75,7 @@ type Pipeline struct {
 	scope     *keyScope
 	keyFollow *keyFollowers               // a scorer's readers of its partitions' keys' models (keyfollow.go)
 	keyQuery  chan chan map[string]uint64 // KeyVersions' requests to the detect goroutine
-	// waitLogged is when noteWaiting last logged, waitLogs how often (detect goroutine only).
-	waitLogged time.Time
-	waitLogs   int
+	paced     pacedLogs                   // the log lines spaced in time (noteWaiting, noteDeadLetters)
 }
 
 // New connects the stages (no goroutine starts before Run), with metrics of its own.
@@ -537,9 +535,9 @@ func (p *Pipeline) noteWaiting(start bool) {
 	}
 	p.metrics.SetWaiting(why)
 	now := time.Now()
-	if start || p.waitLogs == 1 || now.Sub(p.waitLogged) >= waitLogEvery {
-		p.waitLogs++
-		p.waitLogged = now
+	if w := &p.paced; start || w.waitLogs == 1 || now.Sub(w.waitLogged) >= waitLogEvery {
+		w.waitLogs++
+		w.waitLogged = now
 		p.log.Info().Int("window_records", p.stage.Window().Len()).Int("min_records", d.MinRecords).Msg(why)
 	}
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
@@ -74,6 +75,7 @@ func (p *Pipeline) sinkItem(work context.Context, it item) error {
 		dl.Ack()
 		p.stats.DeadLetters.Add(int64(dl.Len()))
 		p.metrics.AddDeadLetters(dl.Len())
+		p.noteDeadLetters(dl.Letters)
 		return nil
 	}
 	b := it.b
@@ -131,4 +133,43 @@ func (p *Pipeline) acked(b *batch.Batch) {
 	if p.cfg.HTTP.Enabled() { // the live view at / (pipeline/metrics/live.go)
 		p.metrics.OfferBatch(b, flagged)
 	}
+}
+
+// pacedLogs spaces log lines that would otherwise come with every batch.
+type pacedLogs struct {
+	// waitLogged is when noteWaiting last logged, waitLogs how often (detect goroutine only).
+	waitLogged time.Time
+	waitLogs   int
+	// The dead letters' line (noteDeadLetters, from every sink writer): when it was last
+	// written, and the dead letters written since.
+	deadMu     sync.Mutex
+	deadLogged time.Time
+	deadSince  int
+}
+
+// deadLetterLogEvery spaces the dead letters' log lines.
+const deadLetterLogEvery = 10 * time.Second
+
+// noteDeadLetters logs dead letters the sink wrote: at the first, then at most once per
+// deadLetterLogEvery, with how many were written since the last line and the latest one's
+// source and reason (each one's reason is on the dead-letter topic). Without it a stream of
+// nothing but dead letters (a producer whose field names are not ingest.features) left the log
+// at "holding 0 of detect.min_records" with no word of why.
+func (p *Pipeline) noteDeadLetters(dls []batch.DeadLetter) {
+	if len(dls) == 0 {
+		return
+	}
+	w := &p.paced
+	w.deadMu.Lock()
+	defer w.deadMu.Unlock()
+	w.deadSince += len(dls)
+	now := time.Now()
+	if !w.deadLogged.IsZero() && now.Sub(w.deadLogged) < deadLetterLogEvery {
+		return
+	}
+	d := &dls[len(dls)-1]
+	p.log.Warn().Int("dead_letters", w.deadSince).Str("topic", p.cfg.Sink.DeadLetterTopic).
+		Str("latest", fmt.Sprintf("%s/%d/%d", d.Topic, d.Partition, d.Offset)).Str("reason", d.Reason).
+		Msg("input records that cannot be decoded went to the dead-letter topic")
+	w.deadLogged, w.deadSince = now, 0
 }

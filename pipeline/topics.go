@@ -29,6 +29,29 @@ import (
 // making a wrong bootstrap address look like a hang.
 const topicCheckWait = 30 * time.Second
 
+// waitLimitKey keys the wait for unreachable brokers that a context's deadline was set to.
+type waitLimitKey struct{}
+
+// withWaitLimit is ctx bounded by d, with d for the messages that say how long the check waits
+// (waitLimit): a deadline alone says only what is left of it.
+func withWaitLimit(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return context.WithValue(ctx, waitLimitKey{}, d), cancel
+}
+
+// waitLimit is how long the checks under ctx wait for brokers that cannot be reached: the limit
+// of withWaitLimit, else what is left to ctx's deadline (a caller's, e.g. topics create
+// --timeout), else topicCheckWait.
+func waitLimit(ctx context.Context) time.Duration {
+	if d, ok := ctx.Value(waitLimitKey{}).(time.Duration); ok {
+		return d
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		return time.Until(dl).Round(time.Millisecond)
+	}
+	return topicCheckWait
+}
+
 // TopicRef is one topic of a config, with the key that names it, its brokers and their TLS and
 // SASL settings: what a client for the topic is made from (Client, Dialer), here and in the
 // commands (outlierd produce, tail).
@@ -68,7 +91,7 @@ func (n checkNote) asking(t TopicRef) {
 // sink.create_topics is on. It returns every missing topic at once (errors.Join). note hears
 // what it waits for at each step.
 func checkTopics(cfg Config, log zerolog.Logger, note checkNote) error {
-	ctx, cancel := context.WithTimeout(context.Background(), topicCheckWait)
+	ctx, cancel := withWaitLimit(context.Background(), topicCheckWait)
 	defer cancel()
 	in := InputTopic(cfg)
 	log.Info().Str("input", cfg.Ingest.Topic).Str("output", cfg.Sink.Topic).Str("dead_letters", cfg.Sink.DeadLetterTopic).
@@ -169,7 +192,7 @@ func (t TopicRef) Dialer() (*kafka.Dialer, error) {
 // is waited for, metadataSettle; brokers that cannot be reached, up to topicCheckWait, each
 // failure logged), and a topic that does not exist is an error naming its key.
 func (t TopicRef) PartitionIDs(ctx context.Context, log zerolog.Logger) ([]int, error) {
-	ctx, cancel := context.WithTimeout(ctx, topicCheckWait)
+	ctx, cancel := withWaitLimit(ctx, topicCheckWait)
 	defer cancel()
 	ids, err := settledPartitions(ctx, t, log, nil)
 	if err == nil && len(ids) == 0 {
@@ -212,6 +235,7 @@ func topicPartitions(ctx context.Context, t TopicRef, log zerolog.Logger, note c
 		return nil, err
 	}
 	defer tr.CloseIdleConnections()
+	limit := waitLimit(ctx)
 	for attempt := 1; ; attempt++ {
 		// kafka.MetadataRequest never sets AllowAutoTopicCreation: asking does not create.
 		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{t.Name}})
@@ -238,13 +262,13 @@ func topicPartitions(ctx context.Context, t TopicRef, log zerolog.Logger, note c
 			return nil, fmt.Errorf("pipeline: %s: checking topic %q on %s: %w", t.Key, t.Name, strings.Join(t.Brokers, ","), err)
 		}
 		log.Warn().Err(err).Str("key", t.Key).Str("topic", t.Name).Int("attempt", attempt).
-			Str("brokers", strings.Join(t.Brokers, ",")).Float64("gives_up_after_s", topicCheckWait.Seconds()).
+			Str("brokers", strings.Join(t.Brokers, ",")).Float64("gives_up_after_s", limit.Seconds()).
 			Msg("waiting for the brokers to check the topic: unreachable; retrying")
 		note.waitingFor(t, fmt.Sprintf("the brokers to answer about %s %q (unreachable, attempt %d, gives up after %s: %v)",
-			t.Key, t.Name, attempt, topicCheckWait, err))
+			t.Key, t.Name, attempt, limit, err))
 		if !backoff(ctx, attempt) {
 			return nil, fmt.Errorf("pipeline: %s: cannot check topic %q: brokers %s unreachable for %s: %w",
-				t.Key, t.Name, strings.Join(t.Brokers, ","), topicCheckWait, err)
+				t.Key, t.Name, strings.Join(t.Brokers, ","), limit, err)
 		}
 	}
 }
@@ -283,7 +307,7 @@ func createTopic(ctx context.Context, t TopicRef, parts, rf int, entries []kafka
 			return nil
 		}
 		if !backoff(ctx, attempt) {
-			return fmt.Errorf("pipeline: %s: topic %q created but without leaders after %s (last error %v)", t.Key, t.Name, topicCheckWait, err)
+			return fmt.Errorf("pipeline: %s: topic %q created but without leaders after %s (last error %v)", t.Key, t.Name, waitLimit(ctx), err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
@@ -31,6 +32,10 @@ func CreateTopics(ctx context.Context, cfg Config, inputPartitions int, log zero
 	if inputPartitions < 1 {
 		return nil, fmt.Errorf("pipeline: input partitions must be >= 1, got %d", inputPartitions)
 	}
+	if _, ok := ctx.Value(waitLimitKey{}).(time.Duration); !ok {
+		// The caller's deadline (topics create --timeout) is the limit every topic's messages name.
+		ctx = context.WithValue(ctx, waitLimitKey{}, waitLimit(ctx))
+	}
 	rf := cfg.Sink.CreateReplicationFactor
 	var out []TopicResult
 	var errs []error
@@ -53,9 +58,12 @@ func CreateTopics(ctx context.Context, cfg Config, inputPartitions int, log zero
 		return parts
 	}
 	inParts := ensure(InputTopic(cfg), inputPartitions, nil)
+	if inParts == 0 { // (the input could not be checked: its error is in errs)
+		inParts = inputPartitions
+	}
 	outParts := cfg.Sink.CreatePartitions
 	if outParts == 0 {
-		outParts = max(inParts, inputPartitions)
+		outParts = inParts // as many as the input topic has, created now or before
 	}
 	for _, t := range []TopicRef{
 		OutputTopic(cfg),
@@ -66,7 +74,7 @@ func CreateTopics(ctx context.Context, cfg Config, inputPartitions int, log zero
 	if cfg.Run.ModelTopic != "" {
 		mtParts := 1 // the global model's chunks
 		if cfg.Detect.KeyBy == detect.KeyByKey {
-			mtParts += max(inParts, inputPartitions) // and one for each input partition's keys' models (keyfollow.go)
+			mtParts += inParts // and one for each input partition's keys' models (keyfollow.go)
 		}
 		ensure(TopicRef{"run.model_topic", cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.Security}, mtParts,
 			[]kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,10 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outlierd/outlierd/internal/algo/quality"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/datasets/csvfile"
+	"github.com/outlierd/outlierd/stages/ingest"
 )
 
 // outlierd runs the CLI in-process and returns stdout, stderr and the exit status.
@@ -276,6 +279,147 @@ func TestGenSensorsColumns(t *testing.T) {
 	} {
 		if _, errs, code := outlierd(t, c.args...); code != 2 || errs == "" {
 			t.Errorf("%v: exit %d (%s), want 2 with a message", c.args, code, errs)
+		}
+	}
+}
+
+// TestGenRefusalsNameKindsThatTakeThem: gen refuses an option the kind ignores, and where the
+// message says which kinds it applies to ("applies to --kind one|three only"), each of them
+// takes it (--offset on g2d named three, which refuses it in turn).
+func TestGenRefusalsNameKindsThatTakeThem(t *testing.T) {
+	values := map[string]string{"outlier-ratio": "0.1", "offset": "3", "outlier-dims": "0.5", "uncertainty-multiplier": "1"}
+	for _, kind := range []string{"g2d", "g3d", "machines", "three"} {
+		for flag, v := range values {
+			_, errs, code := outlierd(t, "gen", "--kind", kind, "--rows", "10", "--"+flag, v)
+			if code == 0 {
+				continue
+			}
+			_, list, ok := strings.Cut(errs, "applies to --kind ")
+			if !ok {
+				continue
+			}
+			list, _, _ = strings.Cut(list, " ")
+			for _, k := range strings.Split(list, "|") {
+				if _, errs2, code := outlierd(t, "gen", "--kind", k, "--rows", "10", "--"+flag, v); code != 0 {
+					t.Errorf("--kind %s --%s: %q; but --kind %s --%s: %s", kind, flag, strings.TrimSpace(errs), k, flag, errs2)
+				}
+			}
+		}
+	}
+}
+
+// TestGenFleetOptionsNeedKeys: the fleet's options (--key-column, --baseline-*, --noise-*)
+// shape only a fleet (--keys); without it they were ignored without a word (a --key-column
+// wrote no key column), where every other option a stream ignores is refused.
+func TestGenFleetOptionsNeedKeys(t *testing.T) {
+	for _, f := range [][2]string{{"key-column", "sensor_id"}, {"baseline-min", "3"}, {"baseline-max", "30"}, {"noise-min", "2"}, {"noise-max", "3"}} {
+		_, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "10", "--"+f[0], f[1])
+		if code != 2 || !strings.Contains(errs, "--"+f[0]) || !strings.Contains(errs, "--keys") {
+			t.Errorf("--%s %s without --keys: exit %d, %q (want 2, naming it and --keys)", f[0], f[1], code, errs)
+		}
+		if _, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "10", "--keys", "2", "--"+f[0], f[1]); code != 0 {
+			t.Errorf("--%s %s with --keys 2: %s", f[0], f[1], errs)
+		}
+	}
+}
+
+// TestDemoRefusesImpossibleRates: --anomaly-rate and --malformed-rate are fractions and
+// --duration a time to stop after; demo started with 1.5 ("150.0% anomalies"), -0.1 or a
+// negative duration (then running until Ctrl-C) instead of refusing them as it refuses --rate 0.
+func TestDemoRefusesImpossibleRates(t *testing.T) {
+	for _, args := range [][]string{
+		{"--anomaly-rate", "1.5"}, {"--anomaly-rate", "-0.1"}, {"--anomaly-rate", "NaN"},
+		{"--malformed-rate", "2"}, {"--malformed-rate", "-1"}, {"--duration", "-1s"},
+	} {
+		done := make(chan struct{})
+		var errs string
+		var code int
+		go func() {
+			defer close(done)
+			_, errs, code = outlierd(t, append([]string{"demo"}, args...)...)
+		}()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("demo %v: still running after 20 s (want it refused at once)", args)
+		}
+		if code != 2 || !strings.Contains(errs, args[0]) {
+			t.Errorf("demo %v: exit %d, %q (want 2, naming %s)", args, code, errs, args[0])
+		}
+	}
+}
+
+// TestCSVWithByteOrderMark: a spreadsheet's "CSV UTF-8" export starts with a UTF-8 byte order
+// mark. It stuck to the first column's name ("\ufefftemp"): replay --config refused the file
+// ("temp" is neither a csv_header name nor a column index; "columns not read: \ufefftemp",
+// the mark invisible), topn named the feature with it, and produce sent every record as
+// {"\ufefftemp": ...}, a dead letter for a config with feature temp. The mark is skipped.
+func TestCSVWithByteOrderMark(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("\ufefftemp,pressure,label\n")
+	for i := range 300 {
+		fmt.Fprintf(&b, "%d.5,%d,%d\n", 20+i%7, 100+i%3, 0)
+	}
+	path := writeFile(t, "bom.csv", b.String())
+	cfg := writeFile(t, "c.yaml", "ingest:\n  features: [temp, pressure]\ndetect:\n  window: 300\n  min_records: 100\n")
+	if _, errs, code := outlierd(t, "replay", "--input", path, "--config", cfg, "--label-column", "label", "--json"); code != 0 || strings.Contains(errs, "not read") {
+		t.Errorf("replay --config: exit %d: %s", code, errs)
+	}
+	out, errs, code := outlierd(t, "topn", "--input", path, "--label-column", "label", "--k", "5", "--n", "3", "--device", "cpu", "--json")
+	if code != 0 || !strings.Contains(out, `"features":["temp","pressure"]`) {
+		t.Errorf("topn: exit %d, %s %s", code, out[max(0, len(out)-150):], errs)
+	}
+	for _, format := range []ingest.Format{ingest.FormatJSON, ingest.FormatLogfmt} {
+		in := ingestJSON()
+		in.Format, in.Features = format, []string{"temp", "pressure"}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := newRecordReader(f, path, "csv", in, ',', "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, v, err := r.next()
+		f.Close()
+		if err != nil || len(r.lacks) != 0 || !strings.HasPrefix(string(v), `{"temp":20.5`) && !strings.HasPrefix(string(v), "temp=20.5") {
+			t.Errorf("produce as %s: first message %q, lacks %q, %v", format, v, r.lacks, err)
+		}
+	}
+}
+
+// TestTailRefusesNegativeLimits: tail --idle-exit -1s ran until Ctrl-C and --max -1 printed
+// without limit, both silently; as their zeros mean "no limit", a negative one is a mistake.
+func TestTailRefusesNegativeLimits(t *testing.T) {
+	cfg := writeFile(t, "c.yaml", "ingest:\n  brokers: [\"127.0.0.1:1\"]\n  topic: in\n  features: [a]\nsink:\n  topic: out\n  dead_letter_topic: dlq\n")
+	for _, args := range [][]string{{"--idle-exit", "-1s"}, {"--max", "-1"}} {
+		done := make(chan struct{})
+		var errs string
+		var code int
+		go func() {
+			defer close(done)
+			_, errs, code = outlierd(t, append([]string{"tail", "--config", cfg}, args...)...)
+		}()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("tail %v: still running after 20 s (want it refused at once)", args)
+		}
+		if code != 2 || !strings.Contains(errs, args[0]) {
+			t.Errorf("tail %v: exit %d, %q (want 2, naming %s)", args, code, errs, args[0])
+		}
+	}
+}
+
+// TestTopicsCreateRefusesNoTimeout: topics create --timeout 0s or -1s failed every topic at
+// once with "brokers ... unreachable for -1s: context deadline exceeded", reachable brokers
+// included; the wait must be positive.
+func TestTopicsCreateRefusesNoTimeout(t *testing.T) {
+	cfg := writeFile(t, "c.yaml", "ingest:\n  brokers: [\"127.0.0.1:1\"]\n  topic: in\n  features: [a]\nsink:\n  topic: out\n  dead_letter_topic: dlq\n")
+	for _, v := range []string{"0s", "-1s"} {
+		_, errs, code := outlierd(t, "topics", "create", "--config", cfg, "--timeout", v)
+		if code != 2 || !strings.Contains(errs, "--timeout") {
+			t.Errorf("--timeout %s: exit %d, %q (want 2, naming --timeout)", v, code, errs)
 		}
 	}
 }

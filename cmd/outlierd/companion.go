@@ -38,8 +38,9 @@ const (
 	probeTimeout  = 60 * time.Second
 )
 
-// deviceCommands are the commands that can run on a GPU.
-var deviceCommands = map[string]bool{"topn": true, "predict": true, "density": true, "hypercube": true, "run": true, "demo": true, "devices": true}
+// deviceCommands are the commands that can run on a GPU (each with a --device flag, and devices).
+var deviceCommands = map[string]bool{"topn": true, "predict": true, "density": true, "hypercube": true, "proclus": true,
+	"replay": true, "run": true, "demo": true, "devices": true}
 
 // handOff execs the CUDA companion for args when this is the CPU build, the command can use a
 // GPU, the device is not forced to cpu and the companion starts here. It returns only when it

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/outlierd/outlierd/internal/accel"
 )
 
 // TestCUDACompanionHandOff builds the CPU binary and puts a fake CUDA companion beside it (a
@@ -116,5 +118,26 @@ func TestCUDACompanionHandOff(t *testing.T) {
 	out, errs, code = runBin([]string{companionEnv + "=" + filepath.Join(dir, "missing")}, "devices")
 	if code != 1 || !strings.Contains(out, "missing: not found") {
 		t.Fatalf("missing %s: exit %d\nstdout %s\nstderr %s", companionEnv, code, out, errs)
+	}
+}
+
+// TestEveryDeviceCommandIsHandedOff: every command with a --device flag can use a GPU, so the
+// CPU build hands it over to the CUDA companion (README: "hands every command that can use a
+// GPU over"); proclus (dev.Proclus) and replay (the detect stage's accelerator) were left out,
+// so on a GPU host `proclus --device cuda` failed "built without CUDA" beside a working
+// outlierd-cuda. The devices help lists them all too.
+func TestEveryDeviceCommandIsHandedOff(t *testing.T) {
+	_, devicesHelp, _ := outlierd(t, "help", "devices")
+	for name := range commands(accel.Options{}) {
+		_, help, _ := outlierd(t, "help", name)
+		if !strings.Contains(help, "\n  -device ") {
+			continue
+		}
+		if !deviceCommands[name] {
+			t.Errorf("%s has --device but is not among deviceCommands (never handed to the companion)", name)
+		}
+		if !strings.Contains(devicesHelp, name) {
+			t.Errorf("outlierd help devices does not name %s among the GPU commands", name)
+		}
 	}
 }

@@ -51,6 +51,14 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer, opt acce
 	if *rate < 1 {
 		return usageError{fmt.Errorf("--rate must be >= 1, got %d", *rate)}
 	}
+	for name, v := range map[string]float64{"anomaly-rate": *anomalies, "malformed-rate": *bad} {
+		if !(v >= 0 && v <= 1) { // (NaN too)
+			return usageError{fmt.Errorf("--%s is a fraction of the messages, in [0, 1], got %g", name, v)}
+		}
+	}
+	if *duration < 0 {
+		return usageError{fmt.Errorf("--duration must be >= 0 (0: until Ctrl-C), got %s", *duration)}
+	}
 	log := newLogger(stderr).Level(zerolog.WarnLevel)
 
 	if *duration > 0 {

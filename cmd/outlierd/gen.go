@@ -40,7 +40,7 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 				return usageError{fmt.Errorf("--%s does not apply to --kind sensors (see --sensors)", f)}
 			}
 		}
-		return genSensors(sensors, *rows, *seed, stdout)
+		return genSensors(sensors, *rows, *seed, set, stdout)
 	}
 	for _, f := range sensors.names {
 		if set[f] {
@@ -62,7 +62,7 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	case "g2d", "g3d":
 		for _, f := range []string{"outlier-ratio", "offset", "outlier-dims", "uncertainty-multiplier"} {
 			if set[f] {
-				return usageError{fmt.Errorf("--%s applies to --kind one|three only", f)}
+				return usageError{fmt.Errorf("--%s applies to --kind %s only", f, uncertainKinds[f])}
 			}
 		}
 		if *kind == "g3d" {
@@ -97,6 +97,15 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return writeCSV(stdout, d)
+}
+
+// uncertainKinds names the kinds that take each option of the uncertain data sets (the
+// refusal's message names them all, and only them).
+var uncertainKinds = map[string]string{
+	"outlier-ratio":          "one|three|machines",
+	"offset":                 "one",
+	"outlier-dims":           "one|three",
+	"uncertainty-multiplier": "one|three",
 }
 
 func writeCSV(w io.Writer, d *synth.Data) error {

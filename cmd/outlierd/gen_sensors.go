@@ -76,8 +76,16 @@ func addSensorFlags(fs *flag.FlagSet) *sensorFlags {
 }
 
 // genSensors writes the sensor stream as CSV: [ts,][key,]sensors...,[anomaly_kind,]label.
-func genSensors(sf *sensorFlags, rows int, seed uint64, stdout io.Writer) error {
+func genSensors(sf *sensorFlags, rows int, seed uint64, set map[string]bool, stdout io.Writer) error {
 	sf.p.Rows, sf.p.Seed = rows, seed
+	if sf.p.Keys == 0 {
+		// They shape only a fleet: without one they would be ignored without a word.
+		for _, f := range []string{"key-column", "baseline-min", "baseline-max", "noise-min", "noise-max"} {
+			if set[f] {
+				return usageError{fmt.Errorf("--%s applies to a fleet only (--keys N)", f)}
+			}
+		}
+	}
 	if sf.p.Keys > 0 && sf.keyColumn == "" {
 		return usageError{fmt.Errorf("--key-column must not be empty")}
 	}

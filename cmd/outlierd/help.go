@@ -94,7 +94,7 @@ apply is refused and logged, and the running config keeps going. Logs are JSON l
 with injected anomalies, the pipeline (configs/demo.yaml) and a live summary with precision
 and recall against the injected ground truth.`},
 	"devices": {"",
-		`Says where the GPU commands (topn, predict, density, hypercube, run, demo) would run: the
+		`Says where the GPU commands (topn, predict, density, hypercube, proclus, replay, run, demo) would run: the
 GPU this binary opens, or why none (a CPU build hands those commands to its CUDA companion,
 outlierd-cuda, when that one starts here). Exit status 1 when no GPU is usable.`},
 	"topics": {"create --config FILE [--partitions N]",
@@ -108,13 +108,15 @@ sink.create_replication_factor (0: the broker's default). A topic that exists is
 message per record, in the config's ingest.format: a CSV file (header row) becomes JSON objects
 or logfmt lines named by its header, or CSV lines (without the header) when ingest.format is
 csv; JSON lines (one object per line) and logfmt lines go as they are to a topic of their own
-format. --key-column makes a column (field, key) the message key. A progress bar shows on a
-terminal; the summary line says how many records went, and how fast.`},
+format. --key-column makes a column (field, key) the message key. A CSV header without a field
+every record needs (a feature without an ingest.fill value, key_field, event_time_field) is
+warned of on stderr, naming them: the pipeline would dead-letter every record. A progress bar
+shows on a terminal; the summary line says how many records went, and how fast.`},
 	"tail": {"--config FILE [--all] [--json] [--from-beginning] [--idle-exit D]",
 		`Prints the outliers the pipeline writes to the config's sink.topic (sink.format json), one line
 each: id, key, score and the explanation, each id once (a producer retry or a restart can
-write a record twice; the copies carry the same id). Scores of "Infinity" (a record so far
-out that its weight overflows) are understood. --all prints every output (sink.emit: all
+write a record twice; the copies carry the same id). Scores written as "Infinity",
+"-Infinity" or "NaN" (not finite) are understood. --all prints every output (sink.emit: all
 writes inliers too), --json the output objects themselves, one per line. It reads new outputs
 until Ctrl-C, from the beginning of the topic with --from-beginning, and stops after
 --idle-exit without a new output.`},

@@ -161,7 +161,7 @@ func TestProduce(t *testing.T) {
 		// A header the topic's csv_header does not have is refused, naming both.
 		path, _ := kafkaConfig(t, br, "csv")
 		bad := writeFile(t, "other.csv", "id,temp,pressure\nx,1,2\n")
-		if _, errs, code := outlierd(t, "produce", "--config", path, "--input", bad); code != 1 || !strings.Contains(errs, "differs from ingest.csv_header sensor,temp,pressure") {
+		if _, errs, code := outlierd(t, "produce", "--config", path, "--input", bad); code != 1 || !strings.Contains(errs, `differs from ingest.csv_header, 3 columns ["sensor" "temp" "pressure"]`) {
 			t.Errorf("mismatched header: exit %d %q", code, errs)
 		}
 	})
@@ -415,5 +415,54 @@ func TestProduceTailSecured(t *testing.T) {
 	if res, errs, code := outlierd(t, "tail", "--config", path, "--from-beginning", "--idle-exit", "1s"); code != 0 || res != "" ||
 		!strings.Contains(errs, "0 printed") {
 		t.Fatalf("tail: exit %d: %q %s", code, res, errs)
+	}
+}
+
+// TestProduceWarnsOfFieldsTheHeaderLacks: a CSV file without a column the pipeline needs (a
+// feature with no fill, key_field, event_time_field) makes every message it sends a dead
+// letter ("field "temp": missing"); produce sent them without a word (gen --kind sensors --keys
+// names its columns value1...), and the pipeline's log said nothing either. It says so on stderr
+// before it sends, naming the fields, and still sends (a dead-letter test may mean it).
+func TestProduceWarnsOfFieldsTheHeaderLacks(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	path, _ := kafkaConfig(t, br, "json")
+	if _, errs, code := outlierd(t, "topics", "create", "--config", path); code != 0 {
+		t.Fatalf("topics create: %s", errs)
+	}
+	bad := writeFile(t, "fleet.csv", "key,value1,label\npump-1,3.5,0\npump-2,4.5,0\n")
+	out, errs, code := outlierd(t, "produce", "--config", path, "--input", bad)
+	if code != 0 || !strings.Contains(out, "2 records") {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	if !strings.Contains(errs, `no column "temp", "pressure"`) || !strings.Contains(errs, "dead-letter") {
+		t.Errorf("stderr %q: want a warning naming temp and pressure and the dead letters", errs)
+	}
+	good := writeFile(t, "sensors.csv", "sensor,temp,pressure\npump-1,3.5,1\n")
+	if _, errs, code := outlierd(t, "produce", "--config", path, "--input", good); code != 0 || errs != "" {
+		t.Errorf("every column there: exit %d, stderr %q (want none)", code, errs)
+	}
+	// A feature with a fill value under missing: fill is not needed; the key field is.
+	cfg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filled := strings.Replace(string(cfg), "  features: [temp, pressure]\n",
+		"  features: [temp, pressure]\n  missing: fill\n  fill: {temp: 20}\n  key_field: sensor\n", 1)
+	path2 := writeFile(t, "filled.yaml", filled)
+	if _, errs, code := outlierd(t, "produce", "--config", path2, "--input", bad); code != 0 || !strings.Contains(errs, `no column "pressure", "sensor"`) {
+		t.Errorf("fill and key_field: exit %d, stderr %q (want pressure and sensor named, not temp)", code, errs)
+	}
+}
+
+// TestProduceHeaderMismatchShowsColumns: a CSV file read with another delimiter than its own
+// (--delimiter ';' on a comma file) has one column holding the whole header line, and the
+// refusal printed it joined with commas: "the header ts,temp differs from ingest.csv_header
+// ts,temp", two equal-looking lists. It shows the columns as read, and how many.
+func TestProduceHeaderMismatchShowsColumns(t *testing.T) {
+	in := ingestJSON()
+	in.Format, in.CSVHeader, in.Features = ingest.FormatCSV, []string{"ts", "temp"}, []string{"temp"}
+	_, err := newRecordReader(strings.NewReader("ts,temp\n1,2\n"), "f.csv", "csv", in, ';', "")
+	if err == nil || !strings.Contains(err.Error(), `1 column ["ts,temp"]`) || !strings.Contains(err.Error(), `2 columns ["ts" "temp"]`) {
+		t.Fatalf("header read with ';': %v", err)
 	}
 }

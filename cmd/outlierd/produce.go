@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/stages/ingest"
 )
@@ -95,6 +97,10 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	recs, err := newRecordReader(f, *input, fileFormat, in, []rune(*delim)[0], *keyCol)
 	if err != nil {
 		return err
+	}
+	if len(recs.lacks) > 0 { // sent anyway: a test of the dead letters may mean it
+		fmt.Fprintf(stderr, "outlierd produce: warning: %s has no column %s (ingest.features without an ingest.fill value, key_field, event_time_field): the pipeline will send every record to the dead-letter topic %s (field %s: missing)\n",
+			*input, quoteAll(recs.lacks), cfg.Sink.DeadLetterTopic, strconv.Quote(recs.lacks[0]))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -211,9 +217,54 @@ func countRecords(path, format string) (int64, error) {
 // recordReader yields a file's records as messages in the topic's format.
 type recordReader struct {
 	next func() (key, value []byte, err error)
+	// lacks lists the fields every record needs that a CSV file's header has not (csvLacks).
+	lacks []string
+}
+
+// csvLacks lists the fields the ingest decoder needs in every record (the features without a
+// fill value, key_field, event_time_field) that a CSV header sent as JSON objects or logfmt
+// lines does not name: each record would be a dead letter. (A topic of CSV lines is checked
+// against ingest.csv_header instead.)
+func csvLacks(header []string, in ingest.Config) []string {
+	if in.Format != ingest.FormatJSON && in.Format != ingest.FormatLogfmt {
+		return nil
+	}
+	need := []string{}
+	for _, f := range in.Features {
+		if _, filled := in.Fill[f]; !filled || in.Missing != ingest.MissingFill {
+			need = append(need, f)
+		}
+	}
+	need = append(need, in.KeyField, in.EventTimeField)
+	var lacks []string
+	for _, f := range need {
+		if f != "" && !slices.Contains(header, f) {
+			lacks = append(lacks, f)
+		}
+	}
+	return lacks
+}
+
+// countedColumns writes a header as "2 columns ["ts" "temp"]".
+func countedColumns(cols []string) string {
+	unit := "columns"
+	if len(cols) == 1 {
+		unit = "column"
+	}
+	return fmt.Sprintf("%d %s %q", len(cols), unit, cols)
+}
+
+// quoteAll writes names as a comma-separated list of quoted strings.
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
 }
 
 func newRecordReader(r io.Reader, name, format string, in ingest.Config, delim rune, keyCol string) (*recordReader, error) {
+	r = csvfile.SkipBOM(r) // (of a JSON-lines or logfmt file too: it would spoil the first line)
 	if format == "csv" {
 		return newCSVRecords(r, name, in, delim, keyCol)
 	}
@@ -290,9 +341,12 @@ func newCSVRecords(r io.Reader, name string, in ingest.Config, delim rune, keyCo
 		}
 	}
 	if in.Format == ingest.FormatCSV && len(in.CSVHeader) > 0 && strings.Join(in.CSVHeader, "\x00") != strings.Join(header, "\x00") {
-		return nil, fmt.Errorf("%s:1: the header %s differs from ingest.csv_header %s (the messages carry no header: the columns must be the same, in order)",
-			name, strings.Join(header, ","), strings.Join(in.CSVHeader, ","))
+		// Quoted and counted: a header read with another delimiter is one column that joined
+		// with commas would look like ingest.csv_header.
+		return nil, fmt.Errorf("%s:1: the header, %s read with delimiter %q, differs from ingest.csv_header, %s (the messages carry no header: the columns must be the same, in order)",
+			name, countedColumns(header), delim, countedColumns(in.CSVHeader))
 	}
+	lacks := csvLacks(header, in)
 	var buf bytes.Buffer
 	// Per file, not per row: the header names as JSON strings, and one CSV writer into buf.
 	quoted := make([][]byte, len(header))
@@ -348,7 +402,7 @@ func newCSVRecords(r io.Reader, name string, in ingest.Config, delim rune, keyCo
 			key = []byte(row[keyIdx])
 		}
 		return key, bytes.Clone(buf.Bytes()), nil
-	}}, nil
+	}, lacks: lacks}, nil
 }
 
 // jsonValue writes a CSV field as JSON: a number as a number (the text as written, when it is

@@ -145,6 +145,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		if written, err = config.LoadWritten(*cfgPath, &cfg); err != nil {
 			return err
 		}
+		if d := cfg.Device; d != pipeline.DeviceAuto && d != pipeline.DeviceCPU && d != pipeline.DeviceCUDA {
+			return config.Locate(*cfgPath, config.Fieldf("device", "must be auto, cpu or cuda, got %q", d))
+		}
 	}
 	if *dev != "" {
 		cfg.Device = pipeline.DeviceChoice(*dev)
@@ -156,7 +159,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	}
 	defer device.Close()
 	in := replayInput{path: *input, format: *format, label: *labelCol, key: *keyCol, timeCol: *timeCol,
-		ingest: cfg.Ingest, haveFeatures: len(cfg.Ingest.Features) > 0, config: *cfgPath != ""}
+		ingest: cfg.Ingest, haveFeatures: len(cfg.Ingest.Features) > 0, config: *cfgPath != "", configPath: *cfgPath}
 	var maxWait time.Duration // 0: batches of batch_size rows
 	if *pace == "event-time" {
 		if *timeCol == "" && cfg.Ingest.EventTimeField == "" {
@@ -179,7 +182,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 
 	dc := cfg.Detect
 	if err := dc.Validate(); err != nil {
-		return fmt.Errorf("%s: %w", *cfgPath, err)
+		return config.Locate(*cfgPath, err) // each key at its line and column, as lint gives it
 	}
 	set := flagsSet(fs)
 	for name, v := range map[string]int{"window": *window, "min-records": *minRecords, "refresh-records": *refresh} {
@@ -210,7 +213,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	}
 	if err := dc.ValidateFeatures(len(features)); err != nil { // as lint and the start check it
 		if *cfgPath != "" {
-			err = fmt.Errorf("%s: %w", *cfgPath, err)
+			err = config.Locate(*cfgPath, err)
 		}
 		return err
 	}
@@ -256,7 +259,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	}
 	if *verdictsOut != "" {
 		if err := writeVerdicts(*verdictsOut, scores); err != nil {
-			return err
+			return fmt.Errorf("--verdicts-out: %w", err)
 		}
 	}
 	if *asJSON {

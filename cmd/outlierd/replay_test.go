@@ -168,6 +168,9 @@ func TestReplayErrors(t *testing.T) {
 		// named neither (it read "--format json needs ingest.features in --config").
 		{[]string{"replay", "--input", writeFile(t, "x.jsonl", `{"v": 1}`+"\n")}, 2, `x.jsonl: JSON lines (by the extension .jsonl) need the features named: a --config with ingest.features (a JSON line has no column list), e.g. ingest: {features: [temp, pressure]}`},
 		{[]string{"replay", "--input", path, "--timestamp-column", "ts"}, 1, `--timestamp-column "ts" is not a column of the header [a b c label]`},
+		// A file that cannot be written names the flag, as density's --scores-out does (it read
+		// "open /nonexistent/v.csv: no such file or directory").
+		{[]string{"replay", "--input", path, "--verdicts-out", "/nonexistent/v.csv"}, 1, "--verdicts-out: open /nonexistent/v.csv"},
 	} {
 		_, errs, code := outlierd(t, c.args...)
 		if code != c.code || !strings.Contains(errs, c.msg) {
@@ -391,6 +394,47 @@ func TestReplayShortFileUnderPassAndZeroFlags(t *testing.T) {
 		out, errs, code := outlierd(t, "replay", "--input", thirty, "--label-column", "label", flag, "0", "--device", "cpu", "--json")
 		if code != 0 || !strings.Contains(out, `"unscored": 0`) {
 			t.Errorf("%s 0: exit %d, %s %s", flag, code, out, errs)
+		}
+	}
+}
+
+// TestReplayConfigErrorsNameLineColumn: an ingest key of replay's --config that the ingest
+// stage refuses once the file's columns are known (a feature the file lacks, a fill value for
+// no feature) is named at its line and column in the config, as lint and run name every config
+// problem; replay gave the key alone ("ingest: invalid config: ingest.fill[\"humidty\"]: ...").
+func TestReplayConfigErrorsNameLineColumn(t *testing.T) {
+	path := writeFile(t, "d.csv", "temp,humidity,label\n1,2,0\n3,4,0\n")
+	for _, c := range []struct{ yaml, want string }{
+		{"ingest:\n  features: [temp, humidity]\n  missing: fill\n  fill: {humidty: 40}\n", `f.yaml:4:10: ingest.fill["humidty"]: "humidty" is not a feature`},
+		{"detect:\n  window: 100\ningest:\n  features: [temp, nope]\n", `f.yaml:4:20: ingest.features[1]: "nope" is not a column of `},
+		// The detect section, checked once the file is read: it gave the file name alone.
+		{"detect:\n  window: 100\n  alarm_rate: 2\n", `f.yaml:3:3: detect.alarm_rate: must be in (0, 0.5], got 2`},
+		{"detect:\n  density:\n    mode: rollup\n", `f.yaml:3:5: detect.density.mode: rollup`},
+		// The config's device (it read "--device must be one of auto|cpu|cuda", a flag not given).
+		{"detect:\n  window: 100\ndevice: gpu\n", `f.yaml:3:1: device: must be auto, cpu or cuda, got "gpu"`},
+	} {
+		input := path
+		if strings.Contains(c.yaml, "rollup") { // over 21 features, more than rollup takes
+			var b strings.Builder
+			for i := range 21 {
+				fmt.Fprintf(&b, "f%d,", i)
+			}
+			b.WriteString("label\n")
+			for r := range 30 {
+				for i := range 21 {
+					fmt.Fprintf(&b, "%d,", (r*7+i)%11)
+				}
+				b.WriteString("0\n")
+			}
+			input = writeFile(t, "wide.csv", b.String())
+		}
+		cfg := filepath.Join(t.TempDir(), "f.yaml")
+		if err := os.WriteFile(cfg, []byte(c.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, errs, code := outlierd(t, "replay", "--input", input, "--config", cfg, "--label-column", "label", "--device", "cpu")
+		if code != 1 || !strings.Contains(errs, filepath.Dir(cfg)+"/"+c.want) {
+			t.Errorf("config %q: exit %d, %q; want %q", c.yaml, code, errs, c.want)
 		}
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/config"
+	"github.com/outlierd/outlierd/internal/datasets/csvfile"
 	"github.com/outlierd/outlierd/stages/ingest"
 )
 
@@ -54,7 +56,8 @@ type replayInput struct {
 	path, format         string // format "": the extension's, else the config's
 	label, key, timeCol  string // flags ("": none, or the config's key_field / event_time_field)
 	ingest               ingest.Config
-	haveFeatures, config bool // the config names ingest.features; a config was given
+	haveFeatures, config bool   // the config names ingest.features; a config was given
+	configPath           string // the config file ("": none, or a test's config in ingest)
 }
 
 // replayFormat is --format, else the file's extension (formatOf), else the config's
@@ -116,7 +119,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		return nil, fmt.Errorf("%s: cannot open: %w", in.path, err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(csvfile.SkipBOM(f))
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
 	line := 0
 	var first []byte // a CSV header line, once read
@@ -177,7 +180,9 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		return nil, usageError{fmt.Errorf("--label-column %q is also a feature, the key or the timestamp", in.label)}
 	}
 	var dec ingest.Decoder
-	if err = ic.Validate(); err != nil { // without the label first: the error names the config's fields alone
+	if err = ic.Validate(); err != nil && in.configPath != "" { // without the label first: the error names the config's fields alone
+		err = config.Locate(in.configPath, err) // each key at its line and column, as lint gives it
+	} else if err != nil {
 		err = fmt.Errorf("ingest: invalid config: %w", err)
 	} else {
 		dec, err = ingest.NewDecoder(withLabel(ic, in.label))
@@ -292,6 +297,9 @@ func inHeader(in replayInput, header []string) error {
 	}
 	for _, f := range fields {
 		if f.name != "" && !slices.Contains(header, f.name) && !isColumnIndex(f.name, len(header)) {
+			if in.configPath != "" { // the key at its line and column in the config, as lint gives it
+				return config.Locate(in.configPath, config.Fieldf(f.key, "%q is not a column of %s's header %v", f.name, in.path, header))
+			}
 			return fmt.Errorf("%s: %s %q (--config) is not a column of the header %v", in.path, f.key, f.name, header)
 		}
 	}

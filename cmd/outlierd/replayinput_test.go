@@ -244,7 +244,7 @@ func TestReplayInputFlags(t *testing.T) {
 		{[]string{"--input", jsonl, "--config", cfg}, 2, "ingest.derive.features[0] (day_of_week) needs the records' time: set ingest.event_time_field or --timestamp-column"},
 		{[]string{"--input", bad, "--config", badCfg}, 1, `bad.jsonl:2: field "temp": not a number: "x"`},
 		{[]string{"--input", path, "--format", "xml"}, 2, `--format "xml": want csv, json or logfmt`},
-		{[]string{"--input", path, "--config", nope}, 1, path + `: ingest.features[0] "nope" (--config) is not a column of the header [id epoch_ms temp pressure humidity label]`},
+		{[]string{"--input", path, "--config", nope}, 1, nope + `:2:14: ingest.features[0]: "nope" is not a column of ` + path + `'s header [id epoch_ms temp pressure humidity label]`},
 	} {
 		_, errs, code := outlierd(t, append([]string{"replay", "--device", "cpu", "--window", "1000"}, c.args...)...)
 		if code != c.code || !strings.Contains(errs, c.msg) {
@@ -410,14 +410,15 @@ func TestReplayLabelUncertaintyAddsNoFailure(t *testing.T) {
 
 // TestReplayConfigFieldNotInHeader: a field the config names (ingest.features, key_field,
 // event_time_field) that a CSV file's header lacks is refused naming the config's key and the
-// header; it said `ingest.features[3]: "vibration" is neither a csv_header name nor a 0-based
-// column index`, csv_header being a key the user never wrote (replay takes it from the file).
+// header, at the key's line and column in the config; it said `ingest.features[3]: "vibration"
+// is neither a csv_header name nor a 0-based column index`, csv_header being a key the user never
+// wrote (replay takes it from the file).
 func TestReplayConfigFieldNotInHeader(t *testing.T) {
 	path := writeFile(t, "s.csv", "ts,temp,pressure,label\n1,70,101,0\n2,71,101.5,0\n3,70.5,101.2,0\n")
 	for _, c := range []struct{ ingest, want string }{
-		{"features: [temp, pressure, vibration]", `s.csv: ingest.features[2] "vibration" (--config) is not a column of the header [ts temp pressure label]`},
-		{"features: [temp]\n  key_field: sensor", `s.csv: ingest.key_field "sensor" (--config) is not a column of the header [ts temp pressure label]`},
-		{"features: [temp]\n  event_time_field: time", `s.csv: ingest.event_time_field "time" (--config) is not a column of the header [ts temp pressure label]`},
+		{"features: [temp, pressure, vibration]", `c.yaml:3:30: ingest.features[2]: "vibration" is not a column of ` + path + `'s header [ts temp pressure label]`},
+		{"features: [temp]\n  key_field: sensor", `c.yaml:4:3: ingest.key_field: "sensor" is not a column of ` + path + `'s header [ts temp pressure label]`},
+		{"features: [temp]\n  event_time_field: time", `c.yaml:4:3: ingest.event_time_field: "time" is not a column of ` + path + `'s header [ts temp pressure label]`},
 	} {
 		cfg := writeFile(t, "c.yaml", "ingest:\n  format: csv\n  "+c.ingest+"\n")
 		_, errs, code := outlierd(t, "replay", "--input", path, "--config", cfg, "--label-column", "label", "--device", "cpu")

@@ -69,6 +69,9 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 	if *path == "" {
 		return usageError{fmt.Errorf("--config is required")}
 	}
+	if *idle < 0 || *maxN < 0 {
+		return usageError{fmt.Errorf("--idle-exit %s and --max %d: neither may be negative (0: no limit)", *idle, *maxN)}
+	}
 	cfg, err := pipeline.LoadConfig(*path)
 	if err != nil {
 		return err

@@ -46,6 +46,9 @@ func runTopicsCreate(args []string, stdout, stderr io.Writer) error {
 	if *parts < 1 {
 		return usageError{fmt.Errorf("--partitions must be >= 1, got %d", *parts)}
 	}
+	if *wait <= 0 {
+		return usageError{fmt.Errorf("--timeout must be positive (how long to wait for brokers that cannot be reached), got %s", *wait)}
+	}
 	cfg, err := pipeline.LoadConfig(*path)
 	if err != nil {
 		return err

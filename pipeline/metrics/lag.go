@@ -156,7 +156,9 @@ func (l *LagPoller) poll(ctx context.Context) (map[int]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: lag: committed offsets of group %q: %w", l.cfg.GroupID, err)
 	}
-	if of.Error != nil {
+	// A group the broker does not know has committed nothing: each partition counts as without
+	// a commit (kfake and Kafka's newer group protocol answer so; the classic one with -1s).
+	if of.Error != nil && !errors.Is(of.Error, kafka.GroupIdNotFound) {
 		return nil, fmt.Errorf("metrics: lag: committed offsets of group %q: %w", l.cfg.GroupID, of.Error)
 	}
 	committed := make(map[int]int64, len(parts))

@@ -174,3 +174,32 @@ func testLag(t *testing.T, br testsupport.Broker) *Metrics {
 	m.SetBrokerConnected(true) // as before Run ended, for the caller's next checks
 	return m
 }
+
+// TestLagOfAGroupWithNoCommits: a group that has committed nothing yet (every pipeline's first
+// seconds, `outlierd demo`'s start) lags by the whole log under start_offset earliest, as
+// OPERATIONS says. A broker that answers the offset fetch with GROUP_ID_NOT_FOUND (kfake, the
+// demo's; Kafka's newer group protocol) failed the poll instead: "consumer lag poll failed"
+// at every demo's start, and no lag until the first commit.
+func TestLagOfAGroupWithNoCommits(t *testing.T) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
+		topic := testsupport.UniqueName("lagnone")
+		testsupport.CreateTopics(t, br, map[string]int{topic: 2})
+		var recs []*kgo.Record
+		for p, n := range []int{3, 5} {
+			for range n {
+				recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Value: []byte("x")})
+			}
+		}
+		testsupport.Produce(t, br, recs...)
+		l, err := NewLagPoller(LagConfig{Brokers: br.Addrs, Topic: topic, GroupID: topic + "-never", FromEarliest: true, Interval: time.Second}, New(), zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		got, err := l.Poll(ctx)
+		if err != nil || !maps.Equal(got, map[int]int64{0: 3, 1: 5}) {
+			t.Fatalf("lag %v, %v; want {0: 3, 1: 5}, no error", got, err)
+		}
+	})
+}

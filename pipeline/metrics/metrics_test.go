@@ -458,3 +458,44 @@ outlierd_key_evictions_total 7
 		t.Fatal(err)
 	}
 }
+
+// TestMetricsOpenMetricsWhenAsked: docs/OPERATIONS.md says /metrics answers in the Prometheus
+// text format, or OpenMetrics if asked (content negotiation, as Prometheus asks by default);
+// the text format, whatever the Accept header, is not what it says.
+func TestMetricsOpenMetricsWhenAsked(t *testing.T) {
+	m := New()
+	m.AddRecordsOut(100, 1)
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	get := func(accept string) (string, string) {
+		t.Helper()
+		req, err := http.NewRequest("GET", srv.URL+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("/metrics (Accept %q): %d %v", accept, resp.StatusCode, err)
+		}
+		return resp.Header.Get("Content-Type"), string(body)
+	}
+	// What Prometheus 3 sends: OpenMetrics first, the text format as the fallback.
+	ct, body := get("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2")
+	if !strings.HasPrefix(ct, "application/openmetrics-text") || !strings.HasSuffix(body, "# EOF\n") {
+		t.Fatalf("asked for OpenMetrics, got Content-Type %q, body ending %q", ct, body[max(0, len(body)-40):])
+	}
+	if !strings.Contains(body, "outlierd_records_out_total 100") {
+		t.Fatalf("OpenMetrics body without outlierd_records_out_total 100:\n%s", body)
+	}
+	if ct, body := get(""); !strings.HasPrefix(ct, "text/plain") || strings.Contains(body, "# EOF") {
+		t.Fatalf("no Accept header: Content-Type %q (want the text format)", ct)
+	}
+}

@@ -28,6 +28,9 @@ func (m *Metrics) Handler() http.Handler {
 		ErrorHandling: promhttp.ContinueOnError,
 		// Bounds concurrent scrapes, each of which gathers every series.
 		MaxRequestsInFlight: 4,
+		// OpenMetrics to a scraper that asks for it (Prometheus does by default), the text
+		// format otherwise: promhttp negotiates only with this set.
+		EnableOpenMetrics: true,
 	}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -240,7 +240,7 @@ func Default() Config {
 // min_records, come down with it (clusters and n to min_records, k below it). A value the file
 // sets is never changed: Validate judges it.
 func (c *Config) Derive(written func(key string) bool) {
-	if !written("min_records") {
+	if !written("min_records") && c.Window >= 2 { // (a bad window: Validate names it alone)
 		c.MinRecords = min(c.MinRecords, c.Window)
 	}
 	if c.MinRecords < 2 {
@@ -270,12 +270,16 @@ const maxWindow = 1<<31 - 1
 func (c *Config) Validate() error {
 	var errs []error
 	add := func(key, format string, a ...any) { errs = append(errs, config.Fieldf("detect."+key, format, a...)) }
-	if c.Window < 2 || c.Window > maxWindow {
+	windowOK := c.Window >= 2 && c.Window <= maxWindow
+	if !windowOK {
 		add("window", "must be in [2, %d], got %d", maxWindow, c.Window)
 	}
-	if c.MinRecords < 2 || c.MinRecords > c.Window {
+	if c.MinRecords < 2 || windowOK && c.MinRecords > c.Window {
 		add("min_records", "must be in [2, window=%d], got %d", c.Window, c.MinRecords)
 	}
+	// The keys bounded by min_records are checked against it only where it is valid: a bad
+	// window or min_records is named once, not again at each key that follows it.
+	boundOK := windowOK && c.MinRecords >= 2 && c.MinRecords <= c.Window
 	if c.RefreshRecords < 1 {
 		add("refresh_records", "must be >= 1, got %d", c.RefreshRecords)
 	}
@@ -390,17 +394,17 @@ func (c *Config) Validate() error {
 	if d.Samples < 1 {
 		add("density.samples", "must be >= 1, got %d", d.Samples)
 	}
-	if d.Clusters < 1 || d.Clusters > c.MinRecords {
+	if d.Clusters < 1 || boundOK && d.Clusters > c.MinRecords {
 		add("density.clusters", "must be in [1, min_records=%d], got %d", c.MinRecords, d.Clusters)
 	}
 	if d.Iterations < 1 {
 		add("density.iterations", "must be >= 1, got %d", d.Iterations)
 	}
 	k := c.Distance
-	if k.K < 1 || k.K >= c.MinRecords {
+	if k.K < 1 || boundOK && k.K >= c.MinRecords {
 		add("distance.k", "must be in [1, min_records=%d), got %d", c.MinRecords, k.K)
 	}
-	if k.N < 1 || k.N > c.MinRecords {
+	if k.N < 1 || boundOK && k.N > c.MinRecords {
 		add("distance.n", "must be in [1, min_records=%d], got %d", c.MinRecords, k.N)
 	}
 	if k.M < 1 {
@@ -410,7 +414,7 @@ func (c *Config) Validate() error {
 		add("snapshots", "must be >= 1, got %d", c.Snapshots)
 	}
 	if p := c.Proclus; p.Enabled || p.K != 0 || p.L != 0 || p.Restarts != 0 {
-		if p.K < 1 || p.K > c.MinRecords {
+		if p.K < 1 || boundOK && p.K > c.MinRecords {
 			add("proclus.k", "must be in [1, min_records=%d], got %d", c.MinRecords, p.K)
 		}
 		if p.L < 1 {

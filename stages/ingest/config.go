@@ -225,7 +225,7 @@ func (c *Config) Validate() error {
 	}
 	for i, b := range c.Brokers {
 		if host, port, err := net.SplitHostPort(b); err != nil || host == "" || !isPort(port) {
-			bad(fmt.Sprintf("brokers[%d]", i), "%q is not host:port", b)
+			bad(fmt.Sprintf("brokers[%d]", i), "%s", config.NotHostPort(b))
 		}
 	}
 	if c.Topic == "" {

@@ -193,7 +193,7 @@ func (c *Config) Validate() error {
 	for i, b := range c.Brokers {
 		host, port, err := net.SplitHostPort(b)
 		if err != nil || host == "" {
-			add(fmt.Sprintf("sink.brokers[%d]", i), "%q is not host:port", b)
+			add(fmt.Sprintf("sink.brokers[%d]", i), "%s", config.NotHostPort(b))
 			continue
 		}
 		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -28,11 +29,40 @@ func Fieldf(key, format string, args ...any) error {
 	return &FieldError{Key: key, Err: fmt.Errorf(format, args...)}
 }
 
+// NotHostPort is the message for a broker address that is not host:port; where it holds several
+// joined by commas (a ${KAFKA_BROKERS} of "a:9092,b:9092" in one list item) it says how to
+// give them.
+func NotHostPort(addr string) string {
+	msg := fmt.Sprintf("%q is not host:port", addr)
+	if strings.Contains(addr, ",") {
+		msg += " (one address per list item: [a:9092, b:9092])"
+	}
+	return msg
+}
+
 // Error is "key: message".
 func (e *FieldError) Error() string { return e.Key + ": " + e.Err.Error() }
 
 // Unwrap returns the message's error.
 func (e *FieldError) Unwrap() error { return e.Err }
+
+// Locate places err, FieldErrors of a check made after Load (a command that completes the
+// config from its flags and its input first, as replay does), at their keys' positions in the
+// file at path, as Load places its own: a *ValidationError. err is returned as it is when the
+// file cannot be read or parsed again.
+func Locate(path string, err error) error {
+	data, rerr := os.ReadFile(path)
+	if rerr != nil || err == nil {
+		return err
+	}
+	doc, issues := parseOne(data)
+	if doc == nil || len(issues) > 0 {
+		return err
+	}
+	issues = validationIssues(err, doc)
+	sortIssues(issues)
+	return &ValidationError{File: path, Err: err, Issues: issues}
+}
 
 // validationIssues turns a Validate error into issues: a FieldError (alone, joined, or wrapped
 // once) at its key's position in doc, anything else without a position.

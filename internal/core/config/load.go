@@ -245,6 +245,7 @@ func decodeDoc(doc *yaml.Node, data []byte, out any, lookup lookupFunc) []Issue 
 		src = enc
 	}
 
+	issues = append(issues, idx.fractions(it.original, it.broken)...)
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	dec.KnownFields(true)
 	err := yamlSafe(func() error { return dec.Decode(out) })
@@ -377,6 +378,7 @@ type entry struct {
 	line   int        // line of the node in the decoded text
 	orig   *yaml.Node // the node as parsed from the file (position, pre-expansion identity)
 	kind   yaml.Kind
+	tag    string // the decoded node's resolved tag (!!int, !!float, ...)
 	value  string // value in the decoded text
 	mapKey bool
 	path   string // the node's key path from the root ("detect.density.eta", "ingest.features[2]")
@@ -413,7 +415,7 @@ func (x *index) addSame(n *yaml.Node) { x.addPair(n, n, false, "", nil, "") }
 // same shape by construction; where they do not, the walk stops and positions there stay
 // unknown.
 func (x *index) addPair(a, b *yaml.Node, mapKey bool, path string, segs []string, parent string) {
-	x.add(entry{line: b.Line, orig: a, kind: b.Kind, value: b.Value, mapKey: mapKey, path: path, segs: segs, parent: parent})
+	x.add(entry{line: b.Line, orig: a, kind: b.Kind, tag: b.ShortTag(), value: b.Value, mapKey: mapKey, path: path, segs: segs, parent: parent})
 	if a.Kind != b.Kind || len(a.Content) != len(b.Content) || a.Kind == yaml.AliasNode {
 		return
 	}

@@ -80,6 +80,7 @@ func TestLoadBytesValid(t *testing.T) {
 		{"env in sequence", "tags: [x, \"${OUTLIERD_TEST_PORT}\"]\n", func(c *testConfig) { c.Tags = []string{"x", "19092"} }},
 		{"env in comment ignored", "# ${OUTLIERD_TEST_UNSET}\nport: 3 # ${OUTLIERD_TEST_UNSET}\n", func(c *testConfig) { c.Port = 3 }},
 		{"anchors and aliases", "name: &n ${OUTLIERD_TEST_PORT}\nsecret: *n\n", func(c *testConfig) { c.Name, c.Secret = "19092", "19092" }},
+		{"a whole number written as a float", "port: 5e3\n", func(c *testConfig) { c.Port = 5000 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,6 +99,7 @@ func TestLoadBytesValid(t *testing.T) {
 
 func TestLoadBytesErrors(t *testing.T) {
 	t.Setenv("OUTLIERD_TEST_WORD", "hunter2-secret")
+	t.Setenv("OUTLIERD_TEST_FRACTION", "2.5")
 	tests := []struct {
 		name string
 		yaml string
@@ -117,6 +119,11 @@ func TestLoadBytesErrors(t *testing.T) {
 				"t.yaml:4:10: inner.ratio: expected a number (such as 0.2 or 1e-3), got a list",
 				"t.yaml:5:3: unknown key `foo` in inner; the keys there are enabled, mode, ratio",
 			}},
+		// yaml.v3 truncates a float into an int field without a word: detect.window: 1.5 ran as 1.
+		{"a fraction where a whole number goes", "port: 1.5\n",
+			[]string{"t.yaml:1:7: port: expected a whole number (such as 1000), got `1.5`"}},
+		{"an interpolated fraction where a whole number goes", "port: ${OUTLIERD_TEST_FRACTION}\n",
+			[]string{"t.yaml:1:7: port: expected a whole number (such as 1000), got `${OUTLIERD_TEST_FRACTION}` (after interpolation)"}},
 		{"wrong type for duration", "timeout: 5 parsecs\n", []string{"t.yaml:1:10: timeout: expected a duration, got `5 parsecs`: write a duration such as 100ms, 30s or 5m"}},
 		{"mapping where scalar expected", "name:\n  a: 1\n", []string{"t.yaml:2:3: name: expected a single value (text), got a section (keys below it)"}},
 		{"duplicate key", "port: 1\nport: 2\n", []string{`t.yaml:2:1: port: mapping key "port" already defined at line 1`}},

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 // yaml.v3 words its decoding errors in Go's terms ("cannot unmarshal !!str `50k` into int",
@@ -78,6 +81,37 @@ func valueMessage(kind, got, goType string, t reflect.Type, interpolated bool) s
 		return "expected a section of keys indented below it" + shown
 	}
 	return fmt.Sprintf("cannot read %s as %s", strings.TrimPrefix(shown, ", got "), goType)
+}
+
+// unmarshalerType is yaml.v3's Unmarshaler: a type that reads its own nodes.
+var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+
+// fractions lists the scalars written as a number with a fraction (1.5) where the key takes a
+// whole number: yaml.v3 truncates them into the int without a word (detect.window: 1.5 ran as
+// 1). A whole number written as a float (5e3) is converted exactly and stays accepted.
+func (x *index) fractions(original map[*yaml.Node]string, broken map[*yaml.Node]bool) []Issue {
+	var out []Issue
+	for _, es := range x.byLine {
+		for _, e := range es {
+			if e.mapKey || e.kind != yaml.ScalarNode || e.tag != "!!float" || broken[e.orig] {
+				continue
+			}
+			t := typeAt(x.root, e.segs)
+			if t == nil || t == durationType || !isIntType(t.Kind().String()) || reflect.PointerTo(t).Implements(unmarshalerType) {
+				continue
+			}
+			if f, err := strconv.ParseFloat(e.value, 64); err != nil || f == math.Trunc(f) || math.IsInf(f, 0) {
+				continue // (an infinity or a whole number out of range: yaml.v3's own error)
+			}
+			got, interpolated := e.orig.Value, false
+			if o, ok := original[e.orig]; ok {
+				got, interpolated = o, true // never the expanded value
+			}
+			out = append(out, Issue{Line: e.orig.Line, Column: e.orig.Column,
+				Msg: e.path + ": " + valueMessage("!!float", got, t.Kind().String(), t, interpolated)})
+		}
+	}
+	return out
 }
 
 func isIntType(goType string) bool {

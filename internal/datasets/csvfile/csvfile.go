@@ -6,6 +6,7 @@
 package csvfile
 
 import (
+	"bufio"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -89,9 +90,22 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-// Read reads CSV from r; name is used in messages.
+// utf8BOM is the byte order mark a spreadsheet's "CSV UTF-8" export begins with.
+const utf8BOM = "\ufeff"
+
+// SkipBOM is r without a leading UTF-8 byte order mark: left in, it would be part of the
+// first column's name ("\ufefftemp", shown as "temp"), which then names nothing.
+func SkipBOM(r io.Reader) io.Reader {
+	br := bufio.NewReader(r)
+	if p, err := br.Peek(len(utf8BOM)); err == nil && string(p) == utf8BOM {
+		_, _ = br.Discard(len(utf8BOM))
+	}
+	return br
+}
+
+// Read reads CSV from r (a leading byte order mark skipped); name is used in messages.
 func Read(r io.Reader, name, labelColumn string) (*Table, error) {
-	cr := csv.NewReader(r)
+	cr := csv.NewReader(SkipBOM(r))
 	cr.ReuseRecord = true
 	cr.FieldsPerRecord = -1 // ragged rows get our own message, with the expected count
 	header, err := cr.Read()
