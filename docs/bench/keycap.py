@@ -168,20 +168,21 @@ def report(rows, names, md):
         if not part:
             continue
         print(f"\n{which}: flags, P / R / F1, AP, first window flagged, return flags")
-        head = ["seed", "size", "length"] + names
+        names_here = [n for n in names if any(r["binary"] == n for r in part)]
+        head = ["seed", "size", "length"] + names_here
         print(bar.join(head))
         if md:
             print("|".join(["---"] * len(head)))
         keys = sorted({(r["seed"], r["size"], r["length"]) for r in part})
         for k in keys:
             cells = [str(x) for x in k]
-            for n in names:
+            for n in names_here:
                 r = next((r for r in part if (r["seed"], r["size"], r["length"]) == k and r["binary"] == n), None)
                 cells.append("-" if r is None else f"{r['flagged']}, {fmt(r['precision'])} / {fmt(r['recall'])} / {fmt(r['f1'])}, "
                              f"{fmt(r['ap'])}, {fmt(r['first_window'], 2)}, {r['return']}")
             print(bar.join(cells))
         cells = ["mean", "", ""]
-        for n in names:
+        for n in names_here:
             rs = [r for r in part if r["binary"] == n]
             mean = lambda f: sum((r[f] or 0) for r in rs) / len(rs)
             cells.append(f"{sum(r['flagged'] for r in rs)} flags, F1 {mean('f1'):.3f}, first window {mean('first_window'):.2f}, "
@@ -192,7 +193,7 @@ def report(rows, names, md):
         print("\nguards")
         for s in dict.fromkeys(r["stream"] for r in gs):
             cells = [s]
-            for n in names:
+            for n in [n for n in names if any(r["binary"] == n for r in gs)]:
                 r = next(r for r in gs if r["stream"] == s and r["binary"] == n)
                 if "ap" in r:
                     cells.append(f"{n}: {r['flagged']} flags, {fmt(r['precision'])} / {fmt(r['recall'])}, AP {fmt(r['ap'])}")

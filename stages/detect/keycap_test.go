@@ -89,6 +89,54 @@ func TestKeyCapLimitsAlarmStarts(t *testing.T) {
 	}
 }
 
+// TestKeyCapContinuesPastItsLimit: a key's cap (admitRun) limits its alarms' starts: a record
+// continuing an alarm (significant, or held at the clear level) is flagged past the cap and
+// counted; an alarm's start waits until fewer than the cap's flags are in the window.
+func TestKeyCapContinuesPastItsLimit(t *testing.T) {
+	const window, limit, clear = 10, 2, 3.5
+	a := newAlarmCap(window)
+	steps := []struct {
+		sig         bool
+		score       float64
+		flag, held  bool
+		description string
+	}{
+		{true, 9, true, false, "an alarm starts"},
+		{true, 9, true, false, "it goes on"},
+		{true, 9, true, false, "past the cap (2 flags in the window)"},
+		{false, 4, true, true, "held past the cap"},
+		{true, 9, true, false, "significant again"},
+		{false, 1, false, false, "cleared: the alarm ends"},
+		{true, 9, false, false, "a start, 5 flags in the window: suppressed"},
+		{true, 9, false, false, "its previous record not flagged: still a start, suppressed"},
+		{false, 1, false, false, "ordinary"},
+		{false, 1, false, false, "ordinary"},
+		{false, 1, false, false, "ordinary: the first flag leaves the window, 4 in it"},
+		{false, 1, false, false, "3 in it"},
+		{true, 9, false, false, "a start with 2 flags in the window: suppressed"},
+		{true, 9, true, false, "1 flag in the window: a start flagged"},
+		{true, 9, true, false, "it goes on"},
+	}
+	for i, st := range steps {
+		flag, held := a.admitRun(st.sig, a.last(), st.score, clear, limit)
+		if flag != st.flag || held != st.held {
+			t.Errorf("step %d (%s): flag %v held %v, want %v %v", i, st.description, flag, held, st.flag, st.held)
+		}
+	}
+	// A held record needs its series' previous flag: on a key's first record by its own model
+	// that is the key's last on the global path (decideWaiting's previous).
+	b := newAlarmCap(window)
+	for range 2 {
+		b.admit(true, limit)
+	}
+	if f, h := b.admitRun(false, false, 4, clear, limit); f || h {
+		t.Errorf("not significant, previous not flagged: flag %v held %v", f, h)
+	}
+	if f, h := b.admitRun(true, true, 9, clear, limit); !f || h {
+		t.Errorf("a spent cap, previous flagged on the global path: flag %v held %v, want flagged", f, h)
+	}
+}
+
 func count(b []bool) int {
 	n := 0
 	for _, v := range b {
