@@ -16,6 +16,9 @@ Streams (`outlierd gen --kind sensors`, the fleet of §12.27): 5 keys of one sen
            after the probation); joinfleet.py's seeds 3-5 (replay's figures); the clean fleet (the same gen, --spike-rate 0 --shifts 0) at
            40,000 and 200,000 rows; the drifting clean fleet (--drift 1 --drift-every 1000: 1 sd
            per keys.window of each of the 5 keys; --drift-every 5000): the share flagged.
+  stress   report only, found after the rule was chosen: faster drifts (5 to 20 sd a key's
+           window), 200 keys, and §12.29's fleet of 100 keys with 40 shifts.
+  none     the choice streams under key_by none (the stage's cap: unchanged by a key's rule).
 
 Figures per stream: replay's own flags, precision, recall, F1 and average precision (its JSON),
 and from the verdicts: `first window`, the share of each shift's first min(length, keys.window)
@@ -156,6 +159,27 @@ def guards(binaries):
     return out
 
 
+def stress(binaries):
+    """Report only (found after the rule was chosen): drifts faster than the guards' and a fleet of
+    100 keys; the share flagged, and replay's figures where labelled."""
+    gb = next(iter(binaries.values()))
+    out = []
+    big = "--kind sensors --head 2000 --rows 200000 --keys 200 --spike-rate 0"
+    for label, args in (
+            ("drift 1 sd / 200 rows (5 keys: 5 sd a key's window)", f"{FLEET} --rows 40000 --spike-rate 0 --shifts 0 --drift 1 --drift-every 200 --seed 3"),
+            ("drift 1 sd / 50 rows (5 keys: 20 sd a key's window)", f"{FLEET} --rows 40000 --spike-rate 0 --shifts 0 --drift 1 --drift-every 50 --seed 3"),
+            ("200 keys x 3 sensors, drift 1 sd / 5,000 rows (8 sd a key's window)", f"{big} --sensors 3 --drift 1 --drift-every 5000 --seed 6"),
+            ("200 keys x 1 sensor, drift 1 sd / 25,000 rows (1.6 sd a key's window)", f"{big} --sensors 1 --drift 1 --drift-every 25000 --seed 6"),
+            ("100 keys, 40 shifts of +6 sd x 300, seed 3", f"{SHIFTS.replace('--keys 5', '--keys 100').replace('--shifts 4', '--shifts 40')} --shift-size 6 --shift-length 300 --seed 3")):
+        path = gen(gb, args)
+        for name, b in binaries.items():
+            res, flags = replay(b, path)
+            out.append({"set": "stress", "stream": label, "binary": name, "flagged": sum(flags), "share": sum(flags) / len(flags),
+                        "precision": res.get("precision"), "recall": res.get("recall"), "f1": res.get("f1")})
+            print(json.dumps(out[-1]), file=sys.stderr)
+    return out
+
+
 def fmt(v, d=3):
     return "-" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
 
@@ -188,6 +212,16 @@ def report(rows, names, md):
             cells.append(f"{sum(r['flagged'] for r in rs)} flags, F1 {mean('f1'):.3f}, first window {mean('first_window'):.2f}, "
                          f"return {sum(r['return'] for r in rs)}")
         print(bar.join(cells))
+    st = [r for r in rows if r["set"] == "stress"]
+    if st:
+        print("\nstress (report only): flags (share), P / R / F1 where labelled")
+        for s in dict.fromkeys(r["stream"] for r in st):
+            cells = [s]
+            for n in [n for n in names if any(r["binary"] == n for r in st)]:
+                r = next(r for r in st if r["stream"] == s and r["binary"] == n)
+                extra = f", {fmt(r['precision'])} / {fmt(r['recall'])} / {fmt(r['f1'])}" if "shifts" in s else ""
+                cells.append(f"{n}: {r['flagged']} ({100 * r['share']:.3f} %){extra}")
+            print(bar.join(cells))
     gs = [r for r in rows if r["set"] == "guard"]
     if gs:
         print("\nguards")
@@ -205,7 +239,7 @@ def report(rows, names, md):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--binary", action="append", required=True, metavar="NAME=PATH")
-    ap.add_argument("--sets", default="choice,guards", help="choice, heldout, guards, none (key_by none on the choice streams)")
+    ap.add_argument("--sets", default="choice,guards", help="choice, heldout, guards, stress, none (key_by none on the choice streams)")
     ap.add_argument("--raw", default="", help="append every figure as JSON lines here")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
@@ -219,6 +253,8 @@ def main():
         rows += [dict(r, binary=r["binary"] + " (key_by none)") for r in shift_set(binaries, "choice", "none")]
     if "guards" in sets:
         rows += guards(binaries)
+    if "stress" in sets:
+        rows += stress(binaries)
     if args.raw:
         with open(args.raw, "a") as fh:
             for r in rows:
