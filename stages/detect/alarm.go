@@ -91,11 +91,17 @@ func (a *alarmCap) ring() flagRing { return flagRing{bits: a.bits, n: a.n} }
 // admit takes the next record in stream order: whether it is significant, and the number of
 // flags allowed per window; it returns whether the record is flagged.
 func (a *alarmCap) admit(significant bool, limit int) bool {
+	return a.admitOver(significant, false, limit)
+}
+
+// admitOver is admit where over flags a significant record whatever the window's flags (a
+// key's alarm going on: admitRun); its flag is counted all the same.
+func (a *alarmCap) admitOver(significant, over bool, limit int) bool {
 	n, r := a.n, a.ring()
 	if a.filled == n && r.at(int(a.next)) {
 		a.count--
 	}
-	flag := significant && int(a.count) < limit
+	flag := significant && (over || int(a.count) < limit)
 	r.set(int(a.next), flag)
 	if flag {
 		a.count++
@@ -106,7 +112,7 @@ func (a *alarmCap) admit(significant bool, limit int) bool {
 }
 
 // last is whether the record admitted last was flagged (false before any): the alarm's state
-// that detect.flag_clear's deadband holds (admitHeld).
+// that detect.flag_clear's deadband holds, and that a key's alarm goes on from (admitRun).
 func (a *alarmCap) last() bool {
 	if a.filled == 0 {
 		return false
@@ -114,18 +120,29 @@ func (a *alarmCap) last() bool {
 	return a.ring().at(int((a.next - 1 + a.n) % a.n))
 }
 
-// admitHeld is admit with detect.flag_clear's deadband: a record that is not significant but
-// whose series' previous record was flagged and whose score reaches clear is flagged too (held),
-// within the same cap. It returns the flag and whether the record was held.
-func (a *alarmCap) admitHeld(significant bool, score, clear float64, limit int) (flag, held bool) {
-	return a.admitAfter(significant, a.last(), score, clear, limit)
-}
-
-// admitAfter is admitHeld with the series' previous flag given: a key's ring is its series,
-// the stream's ring holds many (seriesAlarms).
+// admitAfter is admit with detect.flag_clear's deadband: a record that is not significant but
+// whose series' previous record was flagged (previous: the stream's ring holds many series,
+// seriesAlarms) and whose score reaches clear is flagged too (held), within the same cap. It
+// returns the flag and whether the record was held.
 func (a *alarmCap) admitAfter(significant, previous bool, score, clear float64, limit int) (flag, held bool) {
 	held = !significant && score >= clear && previous
 	flag = a.admit(significant || held, limit)
+	return flag, held && flag
+}
+
+// admitRun is admitAfter for a key's cap (detect.key_by: key): the cap limits the starts of the
+// key's alarms, not the records of one going on. A record that continues its series' alarm (the
+// previous record flagged, its own score at least clear: significant or held) is flagged even
+// when the window's flags have spent the cap; one that would start an alarm is flagged only while
+// fewer than limit of the window's records are. Every flag counts in the window, so an alarm
+// longer than the cap keeps the key from starting another until its flags leave the window. A
+// key's window is small (keys.window, 200: a cap of 4), and a fault lasts until the key's model
+// learns it, about a window (keyed_outcast.go): under a cap of records it was flagged 4 times,
+// then suppressed (docs/BENCHMARKS.md §13.3). What bounds an alarm is the model, which takes a
+// fault that has filled its window as the key's normal (outcastFloor).
+func (a *alarmCap) admitRun(significant, previous bool, score, clear float64, limit int) (flag, held bool) {
+	held = !significant && score >= clear && previous
+	flag = a.admitOver(significant || held, previous, limit)
 	return flag, held && flag
 }
 

@@ -83,17 +83,17 @@ func TestFlagClearSpikeNotExtended(t *testing.T) {
 		{false, 4.8, false, false, "no flag before: not held"},
 	}
 	for i, st := range steps {
-		flag, held := a.admitHeld(st.sig, st.score, clear, 10)
+		flag, held := a.admitAfter(st.sig, a.last(), st.score, clear, 10)
 		if flag != st.flag || held != st.held {
 			t.Errorf("step %d (%s): flag %v held %v, want %v %v", i, st.description, flag, held, st.flag, st.held)
 		}
 	}
 	// Held records count against the cap: with one flag a window, a held record past it is not flagged.
 	b := newAlarmCap(100)
-	if f, _ := b.admitHeld(true, 9, clear, 1); !f {
+	if f, _ := b.admitAfter(true, b.last(), 9, clear, 1); !f {
 		t.Fatal("the first significant record was not flagged")
 	}
-	if f, h := b.admitHeld(false, 4.5, clear, 1); f || h {
+	if f, h := b.admitAfter(false, b.last(), 4.5, clear, 1); f || h {
 		t.Errorf("a record held past a spent cap: flag %v held %v", f, h)
 	}
 	if c := (&Config{FlagClear: 0, MinScore: 5, FlagBy: FlagBySignificance}).clearScore(); !math.IsInf(c, 1) {
@@ -165,8 +165,8 @@ func TestFlagClearLastAfterKeysRestore(t *testing.T) {
 			if rc.last() != lastFlagged || rc.count != st.cap.count {
 				t.Errorf("%d records, last flagged %v: restored last %v count %d, want count %d", n, lastFlagged, rc.last(), rc.count, st.cap.count)
 			}
-			f0, h0 := st.cap.admitHeld(false, 4, cfg.clearScore(), capLimit(cfg.AlarmRate, w))
-			f1, h1 := rc.admitHeld(false, 4, cfg.clearScore(), capLimit(cfg.AlarmRate, w))
+			f0, h0 := st.cap.admitRun(false, st.cap.last(), 4, cfg.clearScore(), capLimit(cfg.AlarmRate, w))
+			f1, h1 := rc.admitRun(false, rc.last(), 4, cfg.clearScore(), capLimit(cfg.AlarmRate, w))
 			if f0 != f1 || h0 != h1 || h1 != lastFlagged {
 				t.Errorf("%d records, last flagged %v: next record held %v/%v restored, %v/%v running", n, lastFlagged, f1, h1, f0, h0)
 			}

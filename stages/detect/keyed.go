@@ -26,8 +26,9 @@ import (
 // keys.rebuild_records of its records, keys.window/4 by default, synchronously, in stream
 // order), its records found significant and far out against its window's others (left out of
 // its next models: keyed_outcast.go; the global model leaves out every significant record), its
-// warm-up's far-out readings (marked so at its first build), and its own alarm cap (alarm_rate
-// of its last keys.window records). So once warm, a key's records get the same verdicts in the keyed
+// warm-up's far-out readings (marked so at its first build), and its own alarm cap (at most
+// alarm_rate of its last keys.window records flagged when an alarm starts; one going on is
+// flagged past it: alarmCap.admitRun). So once warm, a key's records get the same verdicts in the keyed
 // stream as when its records are replayed alone. Until a key is warm its records are scored by
 // the global model and say so. Keys unseen for longest are evicted past keys.max_keys or
 // keys.max_bytes (an evicted key starts cold again).
@@ -356,7 +357,7 @@ func decideByKeyMean(cfg *Config, features []string, st *keyState, r *Ranker, ve
 	if h.waits(st, i) { // (its key's first: capAlarms decides; explained below if it may be flagged)
 		sc.Outlier, sc.Held, sc.Suppressed = sig || sc.Score >= cfg.clearScore(), false, false
 	} else {
-		sc.Outlier, sc.Held = st.cap.admitHeld(sig, sc.Score, cfg.clearScore(), capLimit(cfg.AlarmRate, cfg.Keys.Window))
+		sc.Outlier, sc.Held = st.cap.admitRun(sig, st.cap.last(), sc.Score, cfg.clearScore(), capLimit(cfg.AlarmRate, cfg.Keys.Window))
 		sc.Suppressed = sig && !sc.Outlier
 	}
 	sc.ByKey, sc.Warming, sc.KeyModelVersion = true, false, version

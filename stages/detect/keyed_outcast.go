@@ -58,8 +58,8 @@ func logErfc(x float64) float64 {
 }
 
 // outcastRule is what keepFarOutcasts reads of the configuration: z (outcastZ of min_score), and
-// recur, the most flags the key's alarm cap allows in its window (capLimit of alarm_rate and
-// keys.window: 4 of 200).
+// recur, the most alarms the key's cap starts in its window (capLimit of alarm_rate and
+// keys.window: 4 of 200; admitRun).
 type outcastRule struct {
 	z     float64
 	recur int
@@ -126,7 +126,7 @@ func keepFarOutcasts(cols [][]float32, bits []bool, rule outcastRule, scratch []
 // one fault (counted by its rows it joined the builds, and the same fault again within the window
 // went unseen: TestKeyStuckOnConstantAgain); a count that recurs (a counter's 1s) or an amount
 // among many (rain: no two alike, TestKeyZeroInflatedLearnt) joins the builds, and only the
-// cap's count of the farthest episodes stays out, as the cap flags at most that many. sig is
+// cap's count of the farthest episodes stays out, as the cap starts at most that many alarms. sig is
 // scratch (keepFarOutcasts' values, no longer read), returned grown.
 func offConstant(c []float32, bits []bool, med float64, recur int, beyond []bool, sig []float32) []float32 {
 	run := len(bits)
