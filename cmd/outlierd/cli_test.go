@@ -423,3 +423,33 @@ func TestTopicsCreateRefusesNoTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestGenReportsTheFirstCauseAlone: an invalid gen value is reported by itself, not with a
+// second error that only follows from it (--sensors 0 also said "sensor must be -1 (any) or
+// in [0, 0), got 0" of the default --anomaly-sensor 0).
+func TestGenReportsTheFirstCauseAlone(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sensors", "0"}, "sensors must be in [1, 8]"},
+		{[]string{"--sensors", "-2"}, "sensors must be in [1, 8]"},
+		{[]string{"--sensors", "9"}, "sensors must be in [1, 8]"},
+		{[]string{"--sensors", "0", "--resolution", "0,0.5"}, "sensors must be in [1, 8]"},
+		{[]string{"--spike-rate", "5"}, "spike-rate must be in [0, 1)"},
+		{[]string{"--spike-rate", "NaN"}, "spike-rate must be in [0, 1)"},
+		{[]string{"--contextual", "-1"}, "counts and lengths must be >= 0"},
+		{[]string{"--head", "-5", "--spike-rate", "0.5"}, "head must be in [0, rows)"},
+	} {
+		args := append([]string{"gen", "--kind", "sensors", "--rows", "10"}, c.args...)
+		_, errs, code := outlierd(t, args...)
+		if code != 2 || !strings.Contains(errs, c.want) || strings.Contains(errs, "; ") {
+			t.Errorf("%v: exit %d, %q (want 2 and %q alone)", c.args, code, strings.TrimSpace(errs), c.want)
+		}
+	}
+	// Independent problems are still reported together.
+	_, errs, _ := outlierd(t, "gen", "--kind", "sensors", "--rows", "10", "--sensors", "0", "--correlation", "1")
+	if !strings.Contains(errs, "sensors must be") || !strings.Contains(errs, "correlation must be") {
+		t.Errorf("two independent problems: %q", errs)
+	}
+}

@@ -142,3 +142,23 @@ func TestSampleDataIsGenerated(t *testing.T) {
 		t.Errorf("%d labelled spikes in 6000 rows at 1%%", n)
 	}
 }
+
+// TestHelpKnowsItself: `help help` is the command list (it said "unknown command"), and an
+// unknown command, with help or without, names the commands there are.
+func TestHelpKnowsItself(t *testing.T) {
+	out, errs, code := outlierd(t, "help", "help")
+	if code != 0 || out != "" || !strings.Contains(errs, "Commands:") || strings.Contains(errs, "unknown command") {
+		t.Errorf("help help: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+	for _, args := range [][]string{{"help", "nosuch"}, {"nosuch"}} {
+		_, errs, code := outlierd(t, args...)
+		if code != 2 || !strings.Contains(errs, `unknown command "nosuch"`) {
+			t.Errorf("%v: exit %d, %q", args, code, errs)
+		}
+		for name := range commands(accel.Options{}) {
+			if !strings.Contains(errs, name) {
+				t.Errorf("%v: the message does not name %s:\n%s", args, name, errs)
+			}
+		}
+	}
+}

@@ -91,9 +91,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runWith(args []string, stdout, stderr io.Writer, opt accel.Options) int {
 	cmds := commands(opt)
 	if len(args) >= 2 && args[0] == "help" {
-		// help CMD is CMD -h: the command's own help, not the list.
+		// help CMD is CMD -h: the command's own help, not the list; help help is the list.
+		if args[1] == "help" {
+			usage(stderr, cmds)
+			return 0
+		}
 		if _, ok := cmds[args[1]]; !ok {
-			fmt.Fprintf(stderr, "outlierd: unknown command %q (run 'outlierd help')\n", args[1])
+			unknownCommand(stderr, args[1], cmds)
 			return 2
 		}
 		args = []string{args[1], "-h"}
@@ -110,7 +114,7 @@ func runWith(args []string, stdout, stderr io.Writer, opt accel.Options) int {
 	}
 	c, ok := cmds[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "outlierd: unknown command %q (run 'outlierd help')\n", args[0])
+		unknownCommand(stderr, args[0], cmds)
 		return 2
 	}
 	err := c.run(args[1:], stdout, stderr)
@@ -129,17 +133,29 @@ func runWith(args []string, stdout, stderr io.Writer, opt accel.Options) int {
 	return 1
 }
 
+// unknownCommand names the commands there are, so a typo needs no second run to correct.
+func unknownCommand(w io.Writer, name string, cmds map[string]command) {
+	fmt.Fprintf(w, "outlierd: unknown command %q; the commands: %s (outlierd help: what each does)\n", name, strings.Join(commandNames(cmds), ", "))
+}
+
+func commandNames(cmds map[string]command) []string {
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
 func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "outlierd: streaming outlier detection (distance-based solving sets, density sampling in uncertain data)")
 	fmt.Fprintln(w, "\nUsage: outlierd <command> [flags]   (outlierd help <command>, or outlierd <command> -h, for its flags)")
 	fmt.Fprintln(w, "\nCommands:")
-	names := make([]string, 0, len(cmds))
+	names := commandNames(cmds)
 	width := 0
-	for n := range cmds {
-		names = append(names, n)
+	for _, n := range names {
 		width = max(width, len(n))
 	}
-	sort.Strings(names)
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-*s  %s\n", width, n, cmds[n].summary)
 	}

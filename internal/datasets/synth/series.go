@@ -123,7 +123,9 @@ func (p SeriesParams) Validate() error {
 	if p.Rows < 1 {
 		add("rows must be >= 1, got %d", p.Rows)
 	}
-	if p.Sensors < 1 || (p.Keys == 0 && p.Sensors > len(seriesSensors)) {
+	// A check that only follows from an earlier problem is skipped: the first cause alone.
+	sensorsOK := p.Sensors >= 1 && (p.Keys != 0 || p.Sensors <= len(seriesSensors))
+	if !sensorsOK {
 		add("sensors must be in [1, %d] (any number >= 1 with keys), got %d", len(seriesSensors), p.Sensors)
 	}
 	if !(p.Correlation >= 0 && p.Correlation < 1) {
@@ -132,10 +134,11 @@ func (p SeriesParams) Validate() error {
 	if p.Head < 0 || (p.Rows >= 1 && p.Head >= p.Rows) {
 		add("head must be in [0, rows), got %d", p.Head)
 	}
-	if p.Sensor < -1 || p.Sensor >= p.Sensors {
+	if sensorsOK && (p.Sensor < -1 || p.Sensor >= p.Sensors) {
 		add("sensor must be -1 (any) or in [0, %d), got %d", p.Sensors, p.Sensor)
 	}
-	if !(p.SpikeRate >= 0 && p.SpikeRate < 1) {
+	rateOK := p.SpikeRate >= 0 && p.SpikeRate < 1
+	if !rateOK {
 		add("spike-rate must be in [0, 1), got %g", p.SpikeRate)
 	}
 	if !finite(p.SpikeMin) || !finite(p.SpikeMax) || p.SpikeMin < 0 || p.SpikeMax < p.SpikeMin {
@@ -162,7 +165,7 @@ func (p SeriesParams) Validate() error {
 	if p.Keys < 0 {
 		add("keys must be >= 0, got %d", p.Keys)
 	}
-	if len(p.Resolution) > p.Sensors {
+	if sensorsOK && len(p.Resolution) > p.Sensors {
 		add("resolution has %d entries for %d sensors", len(p.Resolution), p.Sensors)
 	}
 	for j, q := range p.Resolution {
@@ -175,7 +178,7 @@ func (p SeriesParams) Validate() error {
 		add("fleet: need baseline min <= max and 0 < noise min <= max, got %g..%g and %g..%g",
 			p.BaselineMin, p.BaselineMax, p.NoiseMin, p.NoiseMax)
 	}
-	if p.Rows >= 1 && p.Head < p.Rows && int(math.Round(p.SpikeRate*float64(p.Rows)))+p.Contextual > p.Rows-p.Head {
+	if rateOK && p.Contextual >= 0 && p.Rows >= 1 && p.Head >= 0 && p.Head < p.Rows && int(math.Round(p.SpikeRate*float64(p.Rows)))+p.Contextual > p.Rows-p.Head {
 		add("more single-row anomalies than rows after head")
 	}
 	if len(errs) == 0 {
