@@ -466,3 +466,82 @@ func TestProduceHeaderMismatchShowsColumns(t *testing.T) {
 		t.Fatalf("header read with ';': %v", err)
 	}
 }
+
+// TestProduceWarnsOfFieldsRecordsLack: as a CSV header (above), JSON lines and logfmt lines
+// whose first records all lack a field every record needs were sent without a word, every one
+// a dead letter. The first records are looked at as they are read (the file once), and the
+// messages are the same: a malformed line among them still stops produce after the records
+// before it, naming its line.
+func TestProduceWarnsOfFieldsRecordsLack(t *testing.T) {
+	in := ingestJSON()
+	in.Features, in.KeyField = []string{"sensor.temp", "pressure"}, "dev"
+	read := func(format, text string, in ingest.Config) ([]string, []string, error) {
+		r, err := newRecordReader(strings.NewReader(text), "f", format, in, ',', "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var vals []string
+		for {
+			_, v, err := r.next()
+			if errors.Is(err, io.EOF) {
+				return vals, r.lacks, nil
+			}
+			if err != nil {
+				return vals, r.lacks, err
+			}
+			vals = append(vals, string(v))
+		}
+	}
+	var lines []string
+	for i := range 150 {
+		lines = append(lines, fmt.Sprintf(`{"sensor":{"temp":%d},"dev":"p%d"}`, i, i%3))
+	}
+	text := strings.Join(lines, "\n") + "\n"
+	vals, lacks, err := read("json", text, in)
+	if err != nil || !slices.Equal(vals, lines) || !slices.Equal(lacks, []string{"pressure"}) {
+		t.Errorf("json: %d records (want the 150 lines as they are), lacks %q, %v", len(vals), lacks, err)
+	}
+	// A field one of the first records has is not warned of.
+	lines[70] = `{"sensor":{"temp":1},"pressure":2,"dev":"p"}`
+	if _, lacks, _ := read("json", strings.Join(lines, "\n"), in); len(lacks) != 0 {
+		t.Errorf("pressure in record 71: lacks %q", lacks)
+	}
+	// A malformed line among the first records: the records before it, then its error.
+	if vals, _, err := read("json", lines[0]+"\n"+lines[1]+"\n[1]\n"+lines[2]+"\n", in); len(vals) != 2 || err == nil || !strings.HasPrefix(err.Error(), "f:3:") {
+		t.Errorf("malformed third line: %d records, %v", len(vals), err)
+	}
+	in.Format = ingest.FormatLogfmt
+	in.Features = []string{"temp", "pressure"}
+	vals, lacks, err = read("logfmt", "dev=\"p 1\" temp=3\n\ntemp=4 dev=p2\n", in)
+	if err != nil || len(vals) != 2 || !slices.Equal(lacks, []string{"pressure"}) {
+		t.Errorf("logfmt: %q, lacks %q, %v", vals, lacks, err)
+	}
+
+	// End to end: the warning names the field and the dead-letter topic, and every record goes.
+	br := testsupport.KfakeBroker(t)
+	for _, format := range []string{"json", "logfmt"} {
+		path, topics := kafkaConfig(t, br, format)
+		if _, errs, code := outlierd(t, "topics", "create", "--config", path); code != 0 {
+			t.Fatalf("topics create: %s", errs)
+		}
+		line := `{"temp":1.5,"sensor":"a"}`
+		if format == "logfmt" {
+			line = "temp=1.5 sensor=a"
+		}
+		data := writeFile(t, "r."+format, line+"\n"+line+"\n")
+		out, errs, code := outlierd(t, "produce", "--config", path, "--input", data)
+		if code != 0 || !strings.Contains(out, "2 records") {
+			t.Fatalf("%s: exit %d: %s %s", format, code, out, errs)
+		}
+		if !strings.Contains(errs, `"pressure"`) || !strings.Contains(errs, topics[2]) || strings.Contains(errs, `"temp"`) {
+			t.Errorf("%s: stderr %q: want a warning naming pressure (not temp) and the dead-letter topic %s", format, errs, topics[2])
+		}
+		good := writeFile(t, "g."+format, strings.Replace(line, "1.5", "1.5 pressure=2", 1)+"\n")
+		if format == "json" {
+			good = writeFile(t, "g.json", `{"temp":1.5,"pressure":2}`+"\n")
+		}
+		if _, errs, code := outlierd(t, "produce", "--config", path, "--input", good); code != 0 || errs != "" {
+			t.Errorf("%s, every field there: exit %d, stderr %q (want none)", format, code, errs)
+		}
+	}
+}

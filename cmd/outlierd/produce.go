@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -98,9 +99,13 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(recs.lacks) > 0 { // sent anyway: a test of the dead letters may mean it
+	switch { // sent anyway: a test of the dead letters may mean it
+	case len(recs.lacks) > 0 && fileFormat == "csv":
 		fmt.Fprintf(stderr, "outlierd produce: warning: %s has no column %s (ingest.features without an ingest.fill value, key_field, event_time_field): the pipeline will send every record to the dead-letter topic %s (field %s: missing)\n",
 			*input, quoteAll(recs.lacks), cfg.Sink.DeadLetterTopic, strconv.Quote(recs.lacks[0]))
+	case len(recs.lacks) > 0:
+		fmt.Fprintf(stderr, "outlierd produce: warning: none of the first %d records of %s has the field %s (ingest.features without an ingest.fill value, key_field, event_time_field): the pipeline will send each record without it to the dead-letter topic %s (field %s: missing)\n",
+			recs.looked, *input, quoteAll(recs.lacks), cfg.Sink.DeadLetterTopic, strconv.Quote(recs.lacks[0]))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -217,9 +222,15 @@ func countRecords(path, format string) (int64, error) {
 // recordReader yields a file's records as messages in the topic's format.
 type recordReader struct {
 	next func() (key, value []byte, err error)
-	// lacks lists the fields every record needs that a CSV file's header has not (csvLacks).
-	lacks []string
+	// lacks lists the fields every record needs (csvLacks) that a CSV file's header has not,
+	// or that none of the first looked records of JSON or logfmt lines has.
+	lacks  []string
+	looked int
 }
+
+// lookAhead is how many JSON or logfmt records are looked at for the fields they lack: a file
+// has no header, but a generator's or an export's records are alike.
+const lookAhead = 100
 
 // csvLacks lists the fields the ingest decoder needs in every record (the features without a
 // fill value, key_field, event_time_field) that a CSV header sent as JSON objects or logfmt
@@ -271,7 +282,7 @@ func newRecordReader(r io.Reader, name, format string, in ingest.Config, delim r
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	line := 0
-	return &recordReader{next: func() ([]byte, []byte, error) {
+	read := func() ([]byte, []byte, error) {
 		for sc.Scan() {
 			line++
 			text := bytes.TrimSpace(sc.Bytes())
@@ -313,7 +324,62 @@ func newRecordReader(r io.Reader, name, format string, in ingest.Config, delim r
 			return nil, nil, fmt.Errorf("%s:%d: %w", name, line+1, err)
 		}
 		return nil, nil, io.EOF
-	}}, nil
+	}
+	// The first records are read here, and sent from here: the file is read once, and a
+	// malformed line among them still stops the sending after the records before it.
+	type record struct {
+		key, value []byte
+		err        error
+	}
+	var ahead []record
+	has := map[string]bool{}
+	for len(ahead) < lookAhead {
+		k, v, err := read()
+		ahead = append(ahead, record{k, v, err})
+		if err != nil {
+			break
+		}
+		recordFields(has, format, v)
+	}
+	rr := &recordReader{}
+	if rr.looked = len(ahead); ahead[len(ahead)-1].err != nil {
+		rr.looked--
+	}
+	if rr.looked > 0 {
+		rr.lacks = csvLacks(slices.Collect(maps.Keys(has)), in)
+	}
+	rr.next = func() ([]byte, []byte, error) {
+		if len(ahead) == 0 {
+			return read()
+		}
+		r := ahead[0]
+		if r.err == nil {
+			ahead = ahead[1:]
+		}
+		return r.key, r.value, r.err
+	}
+	return rr, nil
+}
+
+// recordFields adds the fields of a JSON line (an object's keys, and those of the objects in
+// it as dotted paths, as ingest.features names them) or a logfmt line to has.
+func recordFields(has map[string]bool, format string, line []byte) {
+	if format == "logfmt" {
+		logfmtPairs(line, func(k, _ string, _ bool) bool { has[k] = true; return true })
+		return
+	}
+	var add func(prefix string, raw []byte)
+	add = func(prefix string, raw []byte) {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return // not an object: a leaf
+		}
+		for k, v := range obj {
+			has[prefix+k] = true
+			add(prefix+k+".", v)
+		}
+	}
+	add("", line)
 }
 
 // newCSVRecords reads a CSV file with a header row and writes each row in the topic's format.
@@ -425,17 +491,36 @@ func logfmtQuote(v string) string {
 }
 
 // logfmtValue finds key's value in a logfmt line (bare or double-quoted).
-func logfmtValue(line []byte, key string) (string, bool) {
+func logfmtValue(line []byte, key string) (value string, found bool) {
+	logfmtPairs(line, func(k, v string, eq bool) bool {
+		if k == key && eq { // a bare key (a flag) is no value for a message key
+			value, found = v, true
+		}
+		return !found
+	})
+	return value, found
+}
+
+// logfmtPairs calls fn with each key and value of a logfmt line, and whether the key has a '='
+// (a key without one is a flag: the ingest decoder reads it as the empty value), until fn
+// returns false or a quoted value is malformed.
+func logfmtPairs(line []byte, fn func(k, v string, eq bool) bool) {
 	s := string(line)
 	for len(s) > 0 {
 		s = strings.TrimLeft(s, " \t")
+		if s == "" {
+			return
+		}
 		eq := strings.IndexAny(s, "= \t")
 		if eq < 0 {
-			return "", false
+			eq = len(s)
 		}
 		k := s[:eq]
-		if s[eq] != '=' {
+		if eq == len(s) || s[eq] != '=' {
 			s = s[eq:]
+			if !fn(k, "", false) {
+				return
+			}
 			continue
 		}
 		s = s[eq+1:]
@@ -443,7 +528,7 @@ func logfmtValue(line []byte, key string) (string, bool) {
 		if strings.HasPrefix(s, `"`) {
 			q, err := strconv.QuotedPrefix(s)
 			if err != nil {
-				return "", false
+				return
 			}
 			v, _ = strconv.Unquote(q)
 			s = s[len(q):]
@@ -454,9 +539,8 @@ func logfmtValue(line []byte, key string) (string, bool) {
 			}
 			v, s = s[:end], s[end:]
 		}
-		if k == key {
-			return v, true
+		if !fn(k, v, true) {
+			return
 		}
 	}
-	return "", false
 }
