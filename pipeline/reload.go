@@ -215,7 +215,8 @@ func (r *Reloader) reloadAndLog(ctx context.Context, why string) {
 }
 
 // Watch reloads the file on SIGHUP and when its content changes (checked every interval: the
-// mtime and size, then a SHA-256 of the content), until ctx ends. Outcomes are logged.
+// mtime and size, then a SHA-256 of the content), until ctx ends. Outcomes are logged, and so
+// is a file gone or unreadable (once).
 func (r *Reloader) Watch(ctx context.Context, interval time.Duration) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -225,6 +226,7 @@ func (r *Reloader) Watch(ctx context.Context, interval time.Duration) {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	misses := 0 // checks in a row that could not read the file
 	for {
 		select {
 		case <-ctx.Done():
@@ -233,7 +235,23 @@ func (r *Reloader) Watch(ctx context.Context, interval time.Duration) {
 			r.noteFile() // the reload below reads this content: not again on the next tick
 			r.reloadAndLog(ctx, "SIGHUP")
 		case <-t.C:
-			if r.fileChanged() {
+			changed, err := r.fileChanged()
+			// A file gone (or unreadable) keeps the running configuration, as an edit would
+			// not: said once, from the second check in a row (an editor that replaces the file
+			// can leave none for a moment), and once more when it is back.
+			switch {
+			case err != nil:
+				if misses++; misses == 2 {
+					r.log.Warn().Err(err).Str("file", r.path).
+						Msg("config file gone or unreadable: the running configuration is kept (a restart would fail; a reload needs the file back)")
+				}
+			case misses >= 2:
+				r.log.Info().Str("file", r.path).Msg("config file readable again")
+				misses = 0
+			default:
+				misses = 0
+			}
+			if changed {
 				r.reloadAndLog(ctx, "file changed")
 			}
 		}
@@ -241,34 +259,35 @@ func (r *Reloader) Watch(ctx context.Context, interval time.Duration) {
 }
 
 // fileChanged reports a new content of the file since it was last seen, and remembers it
-// (so an invalid file is reported once, not every interval).
-func (r *Reloader) fileChanged() bool {
+// (so an invalid file is reported once, not every interval); err says why the file could
+// not be read (the running configuration stays).
+func (r *Reloader) fileChanged() (bool, error) {
 	if r.path == "" {
-		return false
+		return false, nil
 	}
 	st, err := os.Stat(r.path)
 	if err != nil {
-		return false // being replaced, or gone: the running configuration stays
+		return false, err
 	}
 	r.mu.Lock()
 	same := st.ModTime().Equal(r.seenMod) && st.Size() == r.seenSize
 	r.mu.Unlock()
 	if same {
-		return false
+		return false, nil
 	}
 	_, data, err := readConfigFile(r.path)
 	if err != nil {
-		return false
+		return false, err
 	}
 	sum := sha256.Sum256(data)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seenMod, r.seenSize = st.ModTime(), st.Size()
 	if sum == r.seenHash {
-		return false
+		return false, nil
 	}
 	r.seenHash = sum
-	return true
+	return true, nil
 }
 
 // noteFile remembers the file's current state as seen.

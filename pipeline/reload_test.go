@@ -276,3 +276,43 @@ func slicesEqualConfig(a, b Config) bool {
 	c := ClassifyChanges(a, b)
 	return len(c.Live)+len(c.Rebuild)+len(c.Restart) == 0
 }
+
+// TestWatchWarnsOnceWhenTheFileIsGone: the watcher reloads on a change of the file, but a
+// deleted (or unreadable) file said nothing until the next SIGHUP, while an edit of it would
+// have been applied. It warns once per disappearance that the running configuration is kept,
+// and once the file is back with the same content there is nothing to reload.
+func TestWatchWarnsOnceWhenTheFileIsGone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pipeline.yaml")
+	content := []byte("ingest:\n  features: [a]\n")
+	if err := os.WriteFile(path, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu syncBuffer
+	r := &Reloader{path: path, log: zerolog.New(&mu)}
+	r.noteFile()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Watch(ctx, 5*time.Millisecond) }()
+	wait := func() { time.Sleep(150 * time.Millisecond) } // 30 intervals
+	wait()
+	for range 2 {
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		wait()
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		wait()
+	}
+	cancel()
+	<-done
+	log := mu.String()
+	if n := strings.Count(log, `"level":"warn"`); n != 2 || !strings.Contains(log, "running configuration is kept") ||
+		!strings.Contains(log, path) || !strings.Contains(log, "no such file") {
+		t.Errorf("%d warnings (want 1 per deletion, 2), naming the file and the cause:\n%s", n, log)
+	}
+	if strings.Contains(log, "config reload") { // a reload here is rejected and logged (no pipeline)
+		t.Errorf("the same content back was reloaded:\n%s", log)
+	}
+}
