@@ -454,7 +454,7 @@ func timeColumn(in replayInput) string {
 			return ""
 		}
 		defer f.Close()
-		sc := bufio.NewScanner(f)
+		sc := bufio.NewScanner(csvfile.SkipBOM(f)) // (as readReplayInput reads it: "ts", not "\ufeffts")
 		sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
 		for len(header) == 0 && sc.Scan() {
 			if len(bytes.TrimSpace(sc.Bytes())) > 0 {
