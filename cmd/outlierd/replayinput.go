@@ -280,14 +280,22 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 	return t, nil
 }
 
-// inHeader checks that the fields the config names (features, key_field, event_time_field,
-// where no flag stands in for them) are columns of the file's header, which replay makes
-// csv_header: ingest's own check named csv_header, a key the user never wrote.
+// inHeader checks that the fields the config names (features, their uncertainty fields,
+// key_field, event_time_field, where no flag stands in for them) are columns of the file's
+// header, which replay makes csv_header: ingest's own check named csv_header, a key the user
+// never wrote.
 func inHeader(in replayInput, header []string) error {
 	type field struct{ key, name string }
 	var fields []field
 	for i, f := range in.ingest.Features {
 		fields = append(fields, field{fmt.Sprintf("ingest.features[%d]", i), f})
+	}
+	if u := in.ingest.Uncertainty; u != nil {
+		for _, f := range in.ingest.Features { // (a field for no feature: ingest's check names it)
+			if sd, ok := u.Fields[f]; ok {
+				fields = append(fields, field{fmt.Sprintf("ingest.uncertainty.fields[%q]", f), sd})
+			}
+		}
 	}
 	if in.key == "" {
 		fields = append(fields, field{"ingest.key_field", in.ingest.KeyField})
