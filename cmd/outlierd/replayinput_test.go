@@ -422,6 +422,7 @@ func TestReplayConfigFieldNotInHeader(t *testing.T) {
 		// (an uncertainty column the header lacks was "neither a csv_header name nor a 0-based
 		// column index", naming a key the user never wrote)
 		{"features: [temp]\n  uncertainty:\n    fields: {temp: temp_sd}", `c.yaml:5:14: ingest.uncertainty.fields["temp"]: "temp_sd" is not a column of ` + path + `'s header [ts temp pressure label]`},
+		{"features: [temp]\n  uncertainty:\n    suffix: _sd", `c.yaml:5:5: ingest.uncertainty.suffix: "temp_sd" (feature "temp"'s, without uncertainty.default) is not a column of ` + path + `'s header [ts temp pressure label]`},
 	} {
 		cfg := writeFile(t, "c.yaml", "ingest:\n  format: csv\n  "+c.ingest+"\n")
 		_, errs, code := outlierd(t, "replay", "--input", path, "--config", cfg, "--label-column", "label", "--device", "cpu")
