@@ -109,9 +109,10 @@ message per record, in the config's ingest.format: a CSV file (header row) becom
 or logfmt lines named by its header, or CSV lines (without the header) when ingest.format is
 csv; JSON lines (one object per line) and logfmt lines go as they are to a topic of their own
 format. --key-column makes a column (field, key) the message key. A CSV header without a field
-every record needs (a feature without an ingest.fill value, key_field, event_time_field) is
-warned of on stderr, naming them: the pipeline would dead-letter every record; so is such a
-field that none of the first 100 JSON or logfmt records has. A progress bar
+every record needs (a feature without an ingest.fill value, its uncertainty field without a
+default, key_field, event_time_field) is warned of on stderr, naming them: the pipeline would
+dead-letter every record; so is such a field that none of the first 100 JSON or logfmt records
+has. A progress bar
 shows on a terminal; the summary line says how many records went, and how fast.`},
 	"tail": {"--config FILE [--all] [--json] [--from-beginning] [--idle-exit D]",
 		`Prints the outliers the pipeline writes to the config's sink.topic (sink.format json), one line

@@ -454,6 +454,32 @@ func TestProduceWarnsOfFieldsTheHeaderLacks(t *testing.T) {
 	}
 }
 
+// TestProduceWarnsOfUncertaintyFieldsTheHeaderLacks: a feature's uncertainty field (fields, or
+// the suffix's) without ingest.uncertainty.default is needed in every record as the feature is
+// (a record without it is a dead letter, "missing"), and a CSV header without it is warned of;
+// with a default it is not needed. The warning left them out: every record went to the
+// dead-letter topic without a word.
+func TestProduceWarnsOfUncertaintyFieldsTheHeaderLacks(t *testing.T) {
+	zero := 0.0
+	header := []string{"temp", "pressure", "pressure_err"}
+	for _, c := range []struct {
+		u    *ingest.Uncertainty
+		want []string
+	}{
+		{&ingest.Uncertainty{Suffix: "_sd"}, []string{"temp_sd", "pressure_sd"}},
+		{&ingest.Uncertainty{Suffix: "_sd", Fields: map[string]string{"pressure": "pressure_err"}}, []string{"temp_sd"}},
+		{&ingest.Uncertainty{Fields: map[string]string{"temp": "temp_err", "pressure": "pressure_err"}}, []string{"temp_err"}},
+		{&ingest.Uncertainty{Suffix: "_sd", Default: &zero}, nil},
+		{nil, nil},
+	} {
+		in := ingestJSON()
+		in.Features, in.Uncertainty = []string{"temp", "pressure"}, c.u
+		if got := csvLacks(header, in); !slices.Equal(got, c.want) {
+			t.Errorf("uncertainty %+v: lacks %q, want %q", c.u, got, c.want)
+		}
+	}
+}
+
 // TestProduceHeaderMismatchShowsColumns: a CSV file read with another delimiter than its own
 // (--delimiter ';' on a comma file) has one column holding the whole header line, and the
 // refusal printed it joined with commas: "the header ts,temp differs from ingest.csv_header

@@ -101,10 +101,10 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	}
 	switch { // sent anyway: a test of the dead letters may mean it
 	case len(recs.lacks) > 0 && fileFormat == "csv":
-		fmt.Fprintf(stderr, "outlierd produce: warning: %s has no column %s (ingest.features without an ingest.fill value, key_field, event_time_field): the pipeline will send every record to the dead-letter topic %s (field %s: missing)\n",
+		fmt.Fprintf(stderr, "outlierd produce: warning: %s has no column %s (ingest.features without an ingest.fill value, their uncertainty fields without a default, key_field, event_time_field): the pipeline will send every record to the dead-letter topic %s (field %s: missing)\n",
 			*input, quoteAll(recs.lacks), cfg.Sink.DeadLetterTopic, strconv.Quote(recs.lacks[0]))
 	case len(recs.lacks) > 0:
-		fmt.Fprintf(stderr, "outlierd produce: warning: none of the first %d records of %s has the field %s (ingest.features without an ingest.fill value, key_field, event_time_field): the pipeline will send each record without it to the dead-letter topic %s (field %s: missing)\n",
+		fmt.Fprintf(stderr, "outlierd produce: warning: none of the first %d records of %s has the field %s (ingest.features without an ingest.fill value, their uncertainty fields without a default, key_field, event_time_field): the pipeline will send each record without it to the dead-letter topic %s (field %s: missing)\n",
 			recs.looked, *input, quoteAll(recs.lacks), cfg.Sink.DeadLetterTopic, strconv.Quote(recs.lacks[0]))
 	}
 
@@ -233,9 +233,10 @@ type recordReader struct {
 const lookAhead = 100
 
 // csvLacks lists the fields the ingest decoder needs in every record (the features without a
-// fill value, key_field, event_time_field) that a CSV header sent as JSON objects or logfmt
-// lines does not name: each record would be a dead letter. (A topic of CSV lines is checked
-// against ingest.csv_header instead.)
+// fill value, their uncertainty fields without uncertainty.default, key_field,
+// event_time_field) that a CSV header sent as JSON objects or logfmt lines does not name: each
+// record would be a dead letter. (A topic of CSV lines is checked against ingest.csv_header
+// instead.)
 func csvLacks(header []string, in ingest.Config) []string {
 	if in.Format != ingest.FormatJSON && in.Format != ingest.FormatLogfmt {
 		return nil
@@ -244,6 +245,15 @@ func csvLacks(header []string, in ingest.Config) []string {
 	for _, f := range in.Features {
 		if _, filled := in.Fill[f]; !filled || in.Missing != ingest.MissingFill {
 			need = append(need, f)
+		}
+	}
+	if u := in.Uncertainty; u != nil && u.Default == nil { // (as the decoder's plan names them)
+		for _, f := range in.Features {
+			if sd, ok := u.Fields[f]; ok {
+				need = append(need, sd)
+			} else if u.Suffix != "" {
+				need = append(need, f+u.Suffix)
+			}
 		}
 	}
 	need = append(need, in.KeyField, in.EventTimeField)

@@ -280,27 +280,38 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 	return t, nil
 }
 
-// inHeader checks that the fields the config names (features, key_field, event_time_field,
-// where no flag stands in for them) are columns of the file's header, which replay makes
-// csv_header: ingest's own check named csv_header, a key the user never wrote.
+// inHeader checks that the fields the config names (features, their uncertainty fields,
+// key_field, event_time_field, where no flag stands in for them) are columns of the file's
+// header, which replay makes csv_header: ingest's own check named csv_header, a key the user
+// never wrote.
 func inHeader(in replayInput, header []string) error {
-	type field struct{ key, name string }
+	type field struct{ key, name, whose string }
 	var fields []field
 	for i, f := range in.ingest.Features {
-		fields = append(fields, field{fmt.Sprintf("ingest.features[%d]", i), f})
+		fields = append(fields, field{fmt.Sprintf("ingest.features[%d]", i), f, ""})
+	}
+	if u := in.ingest.Uncertainty; u != nil {
+		for _, f := range in.ingest.Features { // (a field for no feature: ingest's check names it)
+			if sd, ok := u.Fields[f]; ok {
+				fields = append(fields, field{fmt.Sprintf("ingest.uncertainty.fields[%q]", f), sd, ""})
+			} else if u.Suffix != "" && u.Default == nil { // (with a default the column may be absent)
+				fields = append(fields, field{"ingest.uncertainty.suffix", f + u.Suffix,
+					fmt.Sprintf(" (feature %q's, without uncertainty.default)", f)})
+			}
+		}
 	}
 	if in.key == "" {
-		fields = append(fields, field{"ingest.key_field", in.ingest.KeyField})
+		fields = append(fields, field{"ingest.key_field", in.ingest.KeyField, ""})
 	}
 	if in.timeCol == "" {
-		fields = append(fields, field{"ingest.event_time_field", in.ingest.EventTimeField})
+		fields = append(fields, field{"ingest.event_time_field", in.ingest.EventTimeField, ""})
 	}
 	for _, f := range fields {
 		if f.name != "" && !slices.Contains(header, f.name) && !isColumnIndex(f.name, len(header)) {
 			if in.configPath != "" { // the key at its line and column in the config, as lint gives it
-				return config.Locate(in.configPath, config.Fieldf(f.key, "%q is not a column of %s's header %v", f.name, in.path, header))
+				return config.Locate(in.configPath, config.Fieldf(f.key, "%q%s is not a column of %s's header %v", f.name, f.whose, in.path, header))
 			}
-			return fmt.Errorf("%s: %s %q (--config) is not a column of the header %v", in.path, f.key, f.name, header)
+			return fmt.Errorf("%s: %s %q%s (--config) is not a column of the header %v", in.path, f.key, f.name, f.whose, header)
 		}
 	}
 	return nil
@@ -454,7 +465,7 @@ func timeColumn(in replayInput) string {
 			return ""
 		}
 		defer f.Close()
-		sc := bufio.NewScanner(f)
+		sc := bufio.NewScanner(csvfile.SkipBOM(f)) // (as readReplayInput reads it: "ts", not "\ufeffts")
 		sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
 		for len(header) == 0 && sc.Scan() {
 			if len(bytes.TrimSpace(sc.Bytes())) > 0 {

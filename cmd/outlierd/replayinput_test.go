@@ -419,6 +419,10 @@ func TestReplayConfigFieldNotInHeader(t *testing.T) {
 		{"features: [temp, pressure, vibration]", `c.yaml:3:30: ingest.features[2]: "vibration" is not a column of ` + path + `'s header [ts temp pressure label]`},
 		{"features: [temp]\n  key_field: sensor", `c.yaml:4:3: ingest.key_field: "sensor" is not a column of ` + path + `'s header [ts temp pressure label]`},
 		{"features: [temp]\n  event_time_field: time", `c.yaml:4:3: ingest.event_time_field: "time" is not a column of ` + path + `'s header [ts temp pressure label]`},
+		// (an uncertainty column the header lacks was "neither a csv_header name nor a 0-based
+		// column index", naming a key the user never wrote)
+		{"features: [temp]\n  uncertainty:\n    fields: {temp: temp_sd}", `c.yaml:5:14: ingest.uncertainty.fields["temp"]: "temp_sd" is not a column of ` + path + `'s header [ts temp pressure label]`},
+		{"features: [temp]\n  uncertainty:\n    suffix: _sd", `c.yaml:5:5: ingest.uncertainty.suffix: "temp_sd" (feature "temp"'s, without uncertainty.default) is not a column of ` + path + `'s header [ts temp pressure label]`},
 	} {
 		cfg := writeFile(t, "c.yaml", "ingest:\n  format: csv\n  "+c.ingest+"\n")
 		_, errs, code := outlierd(t, "replay", "--input", path, "--config", cfg, "--label-column", "label", "--device", "cpu")

@@ -122,4 +122,12 @@ func TestReplayPaceWithoutTimeNamesTheColumn(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "--pace event-time needs the rows' times") || !strings.Contains(errs, "--timestamp-column ts") {
 		t.Errorf("exit %d, stderr %q: want exit 2, the --pace error and --timestamp-column ts", code, errs)
 	}
+	// A spreadsheet's "CSV UTF-8" export begins with a byte order mark, which replay skips
+	// (csvfile.SkipBOM): the column named is "ts" all the same, not "\ufeffts" (which no
+	// --timestamp-column matches) nor none.
+	bom := writeFile(t, "bom.csv", "\ufeffts,temp,label\n1767225600000,70,0\n1767225660000,71,0\n1767225720000,70.5,1\n")
+	_, errs, code = outlierd(t, "replay", "--input", bom, "--label-column", "label", "--pace", "event-time", "--device", "cpu")
+	if code != 2 || !strings.Contains(errs, "--timestamp-column ts (the column \"ts\" looks like a time)") {
+		t.Errorf("a file with a byte order mark: exit %d, stderr %q: want exit 2 naming --timestamp-column ts", code, errs)
+	}
 }

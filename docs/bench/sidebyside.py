@@ -215,7 +215,9 @@ def main():
                 df.iloc[order].to_csv(csv_path, index=False)
                 Xo, yo = X[order], y[order]
                 if run == "batch":
-                    res, score, flags = replay(binary, csv_path, args, window=n + 1)
+                    # --min-records n too: a min_records that --config writes is kept by replay
+                    # (a first model of that many rows, then a stream), not the batch case
+                    res, score, flags = replay(binary, csv_path, args, window=n + 1, min_records=n)
                 else:
                     res, score, flags = replay(binary, csv_path, args, args.window, args.min_records, args.refresh_records)
                 nflag = int(flags.sum())

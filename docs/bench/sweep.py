@@ -64,7 +64,7 @@ def run_grid(binary, sets, args, settings, mode):
                 vals = []
                 for run, p, y in runs:
                     if run == "batch":
-                        res, score, flags = sbs.replay(binary, p, args, window=len(y) + 1)
+                        res, score, flags = sbs.replay(binary, p, args, window=len(y) + 1, min_records=len(y))  # (the batch case whatever the config writes)
                         m = sbs.metrics(score, y, int(flags.sum()))
                         vals.append((m["roc_auc"] + m["ap"]) / 2)
                     else:
