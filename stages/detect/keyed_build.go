@@ -2,7 +2,6 @@ package detect
 
 import (
 	"math"
-	"os"
 	"slices"
 	"sync"
 
@@ -341,38 +340,6 @@ func toDistanceSpace(v float32, lo, unit float64) float32 {
 // window's records are a run of its rings from first that may wrap past their end: two runs,
 // each read in order (a remainder by the ring's length at every record was a division per
 // value). rule is keyOutcastRule of the configuration.
-// A prototype (docs/BENCHMARKS.md §13.4), removed in the next commit: OUTLIERD_KEYLEARN=m1 leaves
-// out every row of a key's window beyond outcastZ robust sd of its current model's median (M1);
-// =a only the rows that are not significant (M5a); =b those also out of keepFarOutcasts'
-// reference (M5b).
-var protoModelFar = os.Getenv("OUTLIERD_KEYLEARN") != ""
-
-var protoMode = os.Getenv("OUTLIERD_KEYLEARN")
-
-// beyondModel sets bits[i] for every row beyond z robust sd of the model's median on a feature
-// whose model quartiles differ; returns the count of set bits.
-func beyondModel(m *Ranker, cols [][]float32, bits []bool, z float64) int {
-	for j, c := range cols {
-		s := m.Tail.Sorted[j]
-		n := len(s)
-		if n < 2 || s[int(math.Round(0.75*float64(n-1)))] == s[int(math.Round(0.25*float64(n-1)))] {
-			continue
-		}
-		for i, v := range c {
-			if d := m.Tail.Deviation(j, v); d > z || d < -z {
-				bits[i] = true
-			}
-		}
-	}
-	out := 0
-	for _, b := range bits {
-		if b {
-			out++
-		}
-	}
-	return out
-}
-
 func (kb *keyBuild) window(st *keyState, rule outcastRule) int {
 	w, d, rows := st.sig.len(), len(st.cols), st.size
 	first := (st.next - rows + w) % w
@@ -384,8 +351,7 @@ func (kb *keyBuild) window(st *keyState, rule outcastRule) int {
 		copy(c[copy(c, ring[first:first+a]):], ring[:rows-a])
 		kb.cols[j] = c
 	}
-	far := protoModelFar && st.model != nil
-	if !far && st.sig.count(first, first+a)+st.sig.count(0, rows-a) == 0 {
+	if st.sig.count(first, first+a)+st.sig.count(0, rows-a) == 0 {
 		return rows
 	}
 	kb.bits, kb.beyond = grow(kb.bits, rows), grow(kb.beyond, rows)
@@ -396,27 +362,7 @@ func (kb *keyBuild) window(st *keyState, rule outcastRule) int {
 		kb.bits[a+i] = st.sig.at(i)
 	}
 	var out int
-	var mf []bool
-	if far {
-		mf = make([]bool, rows)
-		beyondModel(st.model, kb.cols, mf, rule.z)
-		for i := range mf {
-			mf[i] = mf[i] && (protoMode == "m1" || !kb.bits[i])
-			if protoMode == "b" && mf[i] {
-				kb.bits[i] = true
-			}
-		}
-	}
 	out, kb.scratch = keepFarOutcasts(kb.cols, kb.bits, rule, kb.scratch, kb.beyond)
-	if far {
-		out = 0
-		for i := range mf {
-			kb.bits[i] = kb.bits[i] || mf[i]
-			if kb.bits[i] {
-				out++
-			}
-		}
-	}
 	if !leavesOut(rows, out, w) {
 		return rows // (withoutOutcasts: nothing left out)
 	}
