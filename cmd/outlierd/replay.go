@@ -112,7 +112,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	fs := newFlagSet("replay", stderr)
 	input := fs.String("input", "", "file of one record per line (required): CSV with a header line, JSON lines or logfmt; without ingest.features, CSV columns named <feature>_sd are that feature's uncertainty")
 	format := fs.String("format", "", "csv|json|logfmt (empty: by the extension .csv, .json/.jsonl/.ndjson, .logfmt/.log; else the config's ingest.format when it names features; else csv)")
-	labelCol := fs.String("label-column", "", "field holding the ground truth (a number, non-zero = outlier): not a feature; adds precision, recall, F1, ROC AUC and AP to --json")
+	labelCol := fs.String("label-column", "", "field holding the ground truth (a number, non-zero = outlier, or true/false): not a feature; adds precision, recall, F1, ROC AUC and AP to --json")
 	keyCol := fs.String("key-column", "", "field holding the record key (the series of ingest.derive, and a model per key: --key-by); default the config's ingest.key_field")
 	keyBy := fs.String("key-by", "", "detect.key_by: none|key (empty: key when --key-column is given, else the config's); a key's first detect.keys.min_records rows are scored by the global model, which needs detect.min_records rows first")
 	timeCol := fs.String("timestamp-column", "", "field holding the record time, RFC 3339, \"2006-01-02 15:04:05\" (without an offset a wall clock of the config's ingest.event_time_zone, default UTC) or epoch ms (time_of_day, day_of_week); default the config's ingest.event_time_field; else the row index in ms")

@@ -27,6 +27,7 @@ import (
 // event_time_field, event_time_zone, csv_delimiter), and the derived features of ingest.derive computed by the
 // same Deriver, in file order (one partition, the row index as its offset). What differs from
 // a topic, and why:
+//   - The label (--label-column) may be true or false as well as a number (boolLabel).
 //   - CSV files carry a header line: without ingest.csv_header the first line names the
 //     columns (csv_header); with it, a first line equal to it is skipped (a file written with a
 //     header) and any other is data (a dump of the topic's messages).
@@ -214,9 +215,39 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 			full.SD = make([]float32, nf+1)
 		}
 	}
+	var bare ingest.Decoder // the features alone, for a line whose label is true or false
+	var plain *ingest.Decoded
+	decode := func(text []byte) (ingest.Decoded, bool, error) {
+		err := dec.Decode(text, full)
+		if err == nil {
+			d := *full // the features alone, for the Deriver and the table
+			d.Values = full.Values[:nf]
+			if d.SD != nil {
+				d.SD = full.SD[:nf]
+			}
+			return d, in.label != "" && full.Values[nf] != 0, nil
+		}
+		outlier, ok := boolLabel(err, in.label, format)
+		if !ok {
+			return ingest.Decoded{}, false, err
+		}
+		// Only such a line is parsed a second time, without the label: booleans stay refused
+		// as features, in the pipeline as here.
+		if bare == nil {
+			if bare, err = ingest.NewDecoder(ic); err != nil {
+				return ingest.Decoded{}, false, err
+			}
+			plain = ic.NewDecoded()
+		}
+		if err := bare.Decode(text, plain); err != nil {
+			return ingest.Decoded{}, false, err
+		}
+		return *plain, outlier, nil
+	}
 	epoch := time.Unix(0, 0).UTC()
 	row := func(text []byte, at int) error {
-		if err := dec.Decode(text, full); err != nil {
+		d, outlier, err := decode(text)
+		if err != nil {
 			if format == ingest.FormatJSON && bytes.HasPrefix(bytes.TrimSpace(text), []byte("[")) {
 				return fmt.Errorf("%s:%d: a JSON array: replay reads JSON lines, one object a line (as a topic's messages): %w", in.path, at, err)
 			}
@@ -227,11 +258,6 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 				return fmt.Errorf("%s:%d: %w (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column %s if it is the key)", in.path, at, err, fe.Field)
 			}
 			return fmt.Errorf("%s:%d: %w", in.path, at, err)
-		}
-		d := *full // the features alone, for the Deriver and the table
-		d.Values = full.Values[:nf]
-		if d.SD != nil {
-			d.SD = full.SD[:nf]
 		}
 		var key []byte
 		if d.HasKey {
@@ -253,7 +279,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		}
 		t.keys, t.times = append(t.keys, key), append(t.times, ts)
 		if in.label != "" {
-			t.outliers = append(t.outliers, full.Values[nf] != 0)
+			t.outliers = append(t.outliers, outlier)
 		}
 		return nil
 	}
@@ -322,6 +348,28 @@ func inHeader(in replayInput, header []string) error {
 func isColumnIndex(name string, n int) bool {
 	i, err := strconv.Atoi(name)
 	return err == nil && i >= 0 && i < n
+}
+
+// boolLabel reads a label written true or false (1 or 0), which the decoders refuse as they
+// refuse any non-number: a JSON boolean (not the string "true"), or in a CSV or logfmt line the
+// word in any case (pandas writes True). It recognises the decoders' FieldError for the label,
+// `not a number: ` and the value as they quote it (json.go describeJSON, decode.go quoteShort).
+func boolLabel(err error, label string, format ingest.Format) (outlier, ok bool) {
+	var fe *ingest.FieldError
+	if label == "" || !errors.As(err, &fe) || fe.Field != label {
+		return false, false
+	}
+	v, ok := strings.CutPrefix(fe.Problem, "not a number: ")
+	if !ok {
+		return false, false
+	}
+	if format != ingest.FormatJSON {
+		if v, err = strconv.Unquote(v); err != nil {
+			return false, false
+		}
+		v = strings.ToLower(v)
+	}
+	return v == "true", v == "true" || v == "false"
 }
 
 // withLabel is the decoder's view of ic that reads the label too, after the features, so that a

@@ -515,3 +515,54 @@ func TestReplayEventTimeZone(t *testing.T) {
 		t.Errorf("lint: exit %d, stderr %q", code, errs)
 	}
 }
+
+// TestReplayBooleanLabel: a label written as a JSON boolean (or true/false in a CSV or logfmt
+// file, as exports write it) reads as 1/0; before, every such row stopped replay with `not a
+// number`. A boolean feature is still refused, and so is a label string that is neither.
+func TestReplayBooleanLabel(t *testing.T) {
+	rows := sensorRows(200, 4)
+	var js, lf, cs strings.Builder
+	cs.WriteString("temp,pressure,anomaly\n")
+	for i, r := range rows {
+		label := fmt.Sprint(r.label != 0)
+		if i%5 == 0 { // numbers and booleans mixed in one file
+			label = fmt.Sprint(r.label)
+		}
+		fmt.Fprintf(&js, `{"temp":%g,"pressure":%g,"anomaly":%s}`+"\n", r.t, r.p, label)
+		fmt.Fprintf(&lf, "temp=%g pressure=%g anomaly=%s\n", r.t, r.p, label)
+		if i%2 == 1 {
+			label = strings.ToUpper(label[:1]) + label[1:] // pandas writes True/False
+		}
+		fmt.Fprintf(&cs, "%g,%g,%s\n", r.t, r.p, label)
+	}
+	ic := ingest.Default()
+	ic.Features = []string{"temp", "pressure"}
+	for _, c := range []struct{ name, text string }{{"b.jsonl", js.String()}, {"b.logfmt", lf.String()}, {"b.csv", cs.String()}} {
+		var warn strings.Builder
+		tab, err := readReplayInput(replayInput{path: writeFile(t, c.name, c.text), label: "anomaly", ingest: ic, haveFeatures: true}, &warn)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if tab.rows() != len(rows) || len(tab.outliers) != len(rows) {
+			t.Fatalf("%s: %d rows, %d labels", c.name, tab.rows(), len(tab.outliers))
+		}
+		for i, r := range rows {
+			if tab.outliers[i] != (r.label != 0) || tab.means[0][i] != float32(r.t) || tab.means[1][i] != float32(r.p) {
+				t.Fatalf("%s: row %d: label %v temp %v, want %d %v", c.name, i, tab.outliers[i], tab.means[0][i], r.label, r.t)
+			}
+		}
+	}
+	for _, c := range []struct{ name, text, want string }{
+		{"f.jsonl", `{"temp":true,"pressure":1,"anomaly":false}` + "\n", `b:1: field "temp": not a number: true`},
+		{"f2.jsonl", `{"temp":1,"pressure":true,"anomaly":true}` + "\n", `b:1: field "pressure": not a number: true`},
+		{"s.jsonl", `{"temp":1,"pressure":2,"anomaly":"true"}` + "\n", `b:1: field "anomaly": not a number: "true"`},
+		{"y.csv", "temp,pressure,anomaly\n1,2,yes\n", `b:2: field "anomaly": not a number: "yes"`},
+	} {
+		var warn strings.Builder
+		path := writeFile(t, c.name, c.text)
+		_, err := readReplayInput(replayInput{path: path, label: "anomaly", ingest: ic, haveFeatures: true}, &warn)
+		if err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), filepath.Base(path), "b"), c.want) {
+			t.Fatalf("%s: %v, want %s", c.name, err, c.want)
+		}
+	}
+}
