@@ -251,6 +251,15 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 			if format == ingest.FormatJSON && bytes.HasPrefix(bytes.TrimSpace(text), []byte("[")) {
 				return fmt.Errorf("%s:%d: a JSON array: replay reads JSON lines, one object a line (as a topic's messages): %w", in.path, at, err)
 			}
+			if format == ingest.FormatLogfmt && !bytes.Contains(text, []byte("=")) {
+				// A CSV or JSON file read as logfmt (--format, or a .log extension): the
+				// decoder's reason alone (a feature missing) hides that the format is wrong.
+				what, flag := "CSV", "csv"
+				if bytes.HasPrefix(bytes.TrimSpace(text), []byte("{")) {
+					what, flag = "JSON lines", "json"
+				}
+				return fmt.Errorf("%s:%d: the line does not look like logfmt (no key=value pair): --format %s if the file is %s (%w)", in.path, at, flag, what, err)
+			}
 			var fe *ingest.FieldError
 			if !in.haveFeatures && errors.As(err, &fe) && fe.Field != in.label && strings.HasPrefix(fe.Problem, "not a number") {
 				// The column is a feature only because the header made it one: a text column

@@ -566,3 +566,29 @@ func TestReplayBooleanLabel(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayNotLogfmt: a CSV (or JSON lines) file read as logfmt (--format logfmt, or a .log
+// extension) stops at its first line saying it is not logfmt and which --format fits, where
+// before it said only that the first feature was missing.
+func TestReplayNotLogfmt(t *testing.T) {
+	path := writeSensors(t, "s.csv", sensorRows(20, 5))
+	js := writeSensors(t, "s.jsonl", sensorRows(20, 5))
+	ic := ingest.Default()
+	ic.Features = []string{"temp", "pressure"}
+	for _, c := range []struct{ path, want string }{
+		{path, path + `:1: the line does not look like logfmt (no key=value pair): --format csv if the file is CSV (field "temp": missing)`},
+		{js, js + `:1: the line does not look like logfmt (no key=value pair): --format json if the file is JSON lines (`},
+	} {
+		var warn strings.Builder
+		_, err := readReplayInput(replayInput{path: c.path, format: "logfmt", ingest: ic, haveFeatures: true}, &warn)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Fatalf("%v, want %s", err, c.want)
+		}
+	}
+	// A logfmt line that lacks a feature still says only that.
+	lf := writeFile(t, "m.logfmt", "temp=1 pressure=2\ntemp=3\n")
+	_, err := readReplayInput(replayInput{path: lf, ingest: ic, haveFeatures: true}, io.Discard)
+	if err == nil || err.Error() != lf+`:2: field "pressure": missing` {
+		t.Fatalf("%v", err)
+	}
+}
