@@ -80,7 +80,9 @@ detect.density.mode: rollup accepts at most 20 features). Every problem is print
 line, as file:line:column: key: message (an unknown key: "file:line:column: unknown key
 ` + "`windw`" + ` in detect.keys; did you mean ` + "`window`" + `?"; a key left out of a section the file does
 not have: "file: sink.topic: required"); the exit status is 0 when the file is valid, 1 when
-not. outlierd run refuses the same files at start, and a reload refuses them while running.`},
+not. outlierd run refuses the same files at start, and a reload refuses them while running. A
+key that has no effect is a warning in the same form, "key: warning: ...", the status still 0
+(ingest.event_time_zone other than UTC without ingest.event_time_field).`},
 	"run": {"--config FILE [--log-level LEVEL]",
 		`Runs the streaming pipeline: reads ingest.topic through the consumer group, scores each record
 against the model of the recent window, writes to sink.topic (and malformed records to

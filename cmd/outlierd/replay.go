@@ -171,6 +171,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		}
 		maxWait = max(cfg.Ingest.MaxWait, 1) // (a batch of one instant at least)
 	}
+	if w := eventZoneWarning(*cfgPath, cfg.Ingest, *timeCol, "or --timestamp-column a row's time is its index"); w != "" {
+		fmt.Fprintln(stderr, "replay: "+w)
+	}
 	tab, err := readReplayInput(in, stderr)
 	if err != nil {
 		return err

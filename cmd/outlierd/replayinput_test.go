@@ -592,3 +592,32 @@ func TestReplayNotLogfmt(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// TestEventZoneWithoutField: ingest.event_time_zone without ingest.event_time_field applies to
+// no record (live the time is the Kafka message's, an instant): lint warns at the key's
+// line:column and still passes, as replay warns; replay given --timestamp-column (the field)
+// does not, nor does lint with the field set, or the reference config (its UTC is the default).
+func TestEventZoneWithoutField(t *testing.T) {
+	const sink = "sink:\n  topic: out\n  dead_letter_topic: dlq\n"
+	alone := writeFile(t, "alone.yaml", "ingest:\n  topic: t\n  features: [temp]\n  event_time_zone: Europe/Berlin\n"+sink)
+	with := writeFile(t, "with.yaml", "ingest:\n  topic: t\n  features: [temp]\n  event_time_field: ts\n  event_time_zone: Europe/Berlin\n"+sink)
+	out, errs, code := outlierd(t, "lint", "--config", alone)
+	if want := alone + `:4:3: ingest.event_time_zone: warning: "Europe/Berlin" applies to no record: without ingest.event_time_field`; code != 0 || !strings.Contains(out, "ok") || !strings.HasPrefix(errs, want) {
+		t.Errorf("lint: exit %d, stdout %q, stderr %q; want %s", code, out, errs, want)
+	}
+	for _, p := range []string{with, "../../configs/pipeline.yaml"} {
+		if _, errs, code := outlierd(t, "lint", "--config", p); code != 0 || errs != "" {
+			t.Errorf("lint %s: exit %d, stderr %q", p, code, errs)
+		}
+	}
+	path := writeFile(t, "plant.csv", "ts,temp\n2026-01-15 08:00:00,70\n2026-07-15 08:00:00,71\n2026-07-15 09:00:00,72\n")
+	if _, errs, code := outlierd(t, "replay", "--device", "cpu", "--input", path, "--config", alone); code != 0 ||
+		!strings.Contains(errs, "replay: "+alone+`:4:3: ingest.event_time_zone: warning: "Europe/Berlin" applies to no record: without ingest.event_time_field or --timestamp-column`) {
+		t.Errorf("replay: exit %d, stderr %q", code, errs)
+	}
+	for _, args := range [][]string{{"--config", alone, "--timestamp-column", "ts"}, {"--config", with}} {
+		if _, errs, code := outlierd(t, append([]string{"replay", "--device", "cpu", "--input", path}, args...)...); code != 0 || strings.Contains(errs, "event_time_zone") {
+			t.Errorf("replay %v: exit %d, stderr %q", args, code, errs)
+		}
+	}
+}

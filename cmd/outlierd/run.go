@@ -15,6 +15,7 @@ import (
 	"github.com/outlierd/outlierd/internal/core/config"
 	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/pipeline/metrics"
+	"github.com/outlierd/outlierd/stages/ingest"
 )
 
 // runLint validates a pipeline config without running anything.
@@ -27,7 +28,8 @@ func runLint(args []string, stdout, stderr io.Writer) error {
 	if *path == "" {
 		return usageError{fmt.Errorf("--config is required")}
 	}
-	if _, err := pipeline.LoadConfig(*path); err != nil {
+	cfg, err := pipeline.LoadConfig(*path)
+	if err != nil {
 		var ce *config.Error
 		var ve *config.ValidationError
 		if errors.As(err, &ce) || errors.As(err, &ve) {
@@ -38,8 +40,25 @@ func runLint(args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
+	if w := eventZoneWarning(*path, cfg.Ingest, "", "a record's time is its Kafka message timestamp, an instant"); w != "" {
+		fmt.Fprintln(stderr, w) // a warning: the file is valid, and the exit status says so
+	}
 	fmt.Fprintf(stdout, "%s: ok\n", *path)
 	return nil
+}
+
+// eventZoneWarning is lint's and replay's warning for an ingest.event_time_zone that no record
+// is read in, at the key's file:line:column: the zone applies only to the times of
+// ingest.event_time_field (or replay's --timestamp-column, timeCol, which stands for it), and
+// without one it is ignored silently. UTC is the default (the reference config writes it):
+// no warning. instead is where a record's time comes from then; "" when there is nothing to say.
+func eventZoneWarning(path string, ic ingest.Config, timeCol, instead string) string {
+	if ic.EventTimeField != "" || timeCol != "" || ic.EventTimeZone == "" || ic.EventTimeZone == "UTC" {
+		return ""
+	}
+	return config.Locate(path, config.Fieldf("ingest.event_time_zone",
+		"warning: %q applies to no record: without ingest.event_time_field %s (the zone of derive's time_of_day and day_of_week is ingest.derive.timezone)",
+		ic.EventTimeZone, instead)).Error()
 }
 
 // runRun runs the pipeline until SIGINT/SIGTERM, then stops gracefully (drain, flush, commit).
