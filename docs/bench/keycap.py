@@ -2,7 +2,7 @@
 """A key's alarm cap under detect.key_by: key on a fleet whose sensors shift (docs/BENCHMARKS.md §13.3).
 
     python3 docs/bench/keycap.py --binary main=bin/outlierd [--binary new=/tmp/outlierd-new ...]
-        [--sets choice,heldout,guards] [--raw out.jsonl] [--markdown]
+        [--sets choice,heldout,guards] [--config FILE] [--raw out.jsonl] [--markdown]
 
 Streams (`outlierd gen --kind sensors`, the fleet of §12.27): 5 keys of one sensor at 70 +- 2,
 --head 2000, 40,000 rows, 0.05 % spikes of +20..+30, 4 level shifts of --shift-size sd lasting
@@ -19,6 +19,10 @@ Streams (`outlierd gen --kind sensors`, the fleet of §12.27): 5 keys of one sen
   stress   report only, found after the rule was chosen: faster drifts (5 to 20 sd a key's
            window), 200 keys, and §12.29's fleet of 100 keys with 40 shifts.
   none     the choice streams under key_by none (the stage's cap: unchanged by a key's rule).
+
+--config FILE goes to every `outlierd replay` the script runs (the guards' stream_sbs fleet
+too); without it, none (pipeline.Default()). `first window` and `return` count over 200 records of a
+key (KEYS_WINDOW, the default keys.window) whatever the config's window, so configs compare.
 
 Figures per stream: replay's own flags, precision, recall, F1 and average precision (its JSON),
 and from the verdicts: `first window`, the share of each shift's first min(length, keys.window)
@@ -42,6 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 CACHE = os.path.expanduser("~/.cache/outlierd/keycap")
 KEYS_WINDOW = 200
+CONFIG = ""  # --config: given to every outlierd replay
 P = 2000
 FLEET = ("--kind sensors --head 2000 --keys 5 --sensors 1 --baseline-min 70 --baseline-max 70 "
          "--noise-min 2 --noise-max 2")
@@ -64,7 +69,8 @@ def replay(binary, path, key_by="key"):
     with tempfile.TemporaryDirectory() as td:
         v = os.path.join(td, "v.csv")
         out = subprocess.run([binary, "replay", "--input", path, "--key-column", "key", "--key-by", key_by,
-                              "--label-column", "label", "--min-records", str(P), "--json", "--verdicts-out", v],
+                              "--label-column", "label", "--min-records", str(P), "--json", "--verdicts-out", v]
+                             + (["--config", CONFIG] if CONFIG else []),
                              capture_output=True, text=True, check=True)
         res = json.loads(out.stdout)
         with open(v) as fh:
@@ -128,7 +134,7 @@ def guards(binaries):
     y = None
     with open(path) as fh:
         y = np.array([int(r["label"]) for r in csv.DictReader(fh)])
-    ns = argparse.Namespace(config="", replay_args="--key-by key")
+    ns = argparse.Namespace(config=CONFIG, replay_args="--key-by key")
     for name, b in binaries.items():
         score, flags, _, _ = stream_sbs.run_outlierd(b, path, P, ns, "key")
         m = stream_sbs.evaluate(score[P:], flags[P:], y[P:])
@@ -240,9 +246,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--binary", action="append", required=True, metavar="NAME=PATH")
     ap.add_argument("--sets", default="choice,guards", help="choice, heldout, guards, stress, none (key_by none on the choice streams)")
+    ap.add_argument("--config", default="", help="pipeline config for every outlierd replay (default: none, pipeline.Default())")
     ap.add_argument("--raw", default="", help="append every figure as JSON lines here")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
+    global CONFIG
+    CONFIG = args.config
     binaries = dict(b.split("=", 1) for b in args.binary)
     sets = args.sets.split(",")
     rows = []
