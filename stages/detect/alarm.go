@@ -125,9 +125,7 @@ func (a *alarmCap) last() bool {
 // seriesAlarms) and whose score reaches clear is flagged too (held), within the same cap. It
 // returns the flag and whether the record was held.
 func (a *alarmCap) admitAfter(significant, previous bool, score, clear float64, limit int) (flag, held bool) {
-	held = !significant && score >= clear && previous
-	flag = a.admit(significant || held, limit)
-	return flag, held && flag
+	return a.admitHeld(significant, previous, false, score, clear, limit)
 }
 
 // admitRun is admitAfter for a key's cap (detect.key_by: key): the cap limits the starts of the
@@ -141,8 +139,14 @@ func (a *alarmCap) admitAfter(significant, previous bool, score, clear float64, 
 // then suppressed (docs/BENCHMARKS.md §13.3). What bounds an alarm is the model, which takes a
 // fault that has filled its window as the key's normal (outcastFloor).
 func (a *alarmCap) admitRun(significant, previous bool, score, clear float64, limit int) (flag, held bool) {
+	return a.admitHeld(significant, previous, previous, score, clear, limit)
+}
+
+// admitHeld is admitAfter and admitRun: over (admitOver) lets a significant or held record past
+// a spent cap.
+func (a *alarmCap) admitHeld(significant, previous, over bool, score, clear float64, limit int) (flag, held bool) {
 	held = !significant && score >= clear && previous
-	flag = a.admitOver(significant || held, previous, limit)
+	flag = a.admitOver(significant || held, over, limit)
 	return flag, held && flag
 }
 

@@ -13,18 +13,13 @@ import (
 // rowsWhere are the rows of scores for which keep holds, in order, found on the cores for a large
 // batch (keep reads its own row only).
 func rowsWhere(scores []batch.Score, keep func(sc *batch.Score) bool) []int {
-	return rowsWhereAt(len(scores), func(i int) bool { return keep(&scores[i]) })
-}
-
-// rowsWhereAt are the rows i in [0, n) for which keep(i) holds, in order, found on the cores
-// for many rows (keep reads its own row only).
-func rowsWhereAt(n int, keep func(i int) bool) []int {
+	n := len(scores)
 	workers := max(1, min(runtime.GOMAXPROCS(0), n/scoresGrain))
 	parts := make([][]int, workers)
 	find := func(w int) {
 		var rows []int
 		for i := n * w / workers; i < n*(w+1)/workers; i++ {
-			if keep(i) {
+			if keep(&scores[i]) {
 				rows = append(rows, i)
 			}
 		}
