@@ -571,6 +571,11 @@ func (d *jsonDecoder) store(s *slot, num, text []byte, isNum, isText bool, raw [
 	case isText && s.role == roleTime:
 		return setText(s, text, d.out)
 	case s.role == roleFeature || s.role == roleSD:
+		if s.boolean && !isText { // (true, not "true")
+			if v, ok := boolValue(raw); ok {
+				return setNumber(s, v, d.out)
+			}
+		}
 		return &FieldError{Field: s.field, Problem: "not a number: " + describeJSON(raw)}
 	case s.role == roleKey:
 		return &FieldError{Field: s.field, Problem: "key must be a string or a number, got " + describeJSON(raw)}
