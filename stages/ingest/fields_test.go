@@ -110,3 +110,48 @@ func record(format Format, names []string, skip int) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// TestBooleanFeature: a BooleanFeature reads true and false as 1 and 0 (JSON's literals; in CSV
+// and logfmt the word in any case, quoted or not) besides numbers; a JSON string "true", other
+// words, and a boolean in any other feature stay refused as not numbers.
+func TestBooleanFeature(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		format Format
+		in     string
+		want   float32
+		err    string
+	}{
+		{FormatJSON, `{"t":1,"l":true}`, 1, ""},
+		{FormatJSON, `{"t":1,"l":false}`, 0, ""},
+		{FormatJSON, `{"t":1,"l":2.5}`, 2.5, ""},
+		{FormatJSON, `{"t":1,"l":"true"}`, 0, `field "l": not a number: "true"`},
+		{FormatJSON, `{"t":true,"l":1}`, 0, `field "t": not a number: true`},
+		{FormatCSV, "1,True", 1, ""},
+		{FormatCSV, "1, FALSE ", 0, ""},
+		{FormatCSV, `1,"true"`, 1, ""},
+		{FormatCSV, "1,yes", 0, `field "l": not a number: "yes"`},
+		{FormatCSV, "1,truee", 0, `field "l": not a number: "truee"`},
+		{FormatCSV, "true,1", 0, `field "t": not a number: "true"`},
+		{FormatLogfmt, `t=1 l="tRUE"`, 1, ""},
+		{FormatLogfmt, `t=1 l=0`, 0, ""},
+	} {
+		cfg := testConfig(c.format, []string{"t", "l"}, nil)
+		if c.format == FormatCSV {
+			cfg.CSVHeader = []string{"t", "l"}
+		}
+		dec, err := NewDecoder(cfg, BooleanFeature("l"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := cfg.NewDecoded()
+		err = dec.Decode([]byte(c.in), out)
+		if c.err != "" {
+			if err == nil || err.Error() != c.err {
+				t.Errorf("%s %q: %v, want %s", c.format, c.in, err, c.err)
+			}
+		} else if err != nil || out.Values[1] != c.want {
+			t.Errorf("%s %q: %v, %v; want %v", c.format, c.in, out.Values, err, c.want)
+		}
+	}
+}
