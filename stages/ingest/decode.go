@@ -144,12 +144,11 @@ const (
 
 // slot is one field the decoder reads.
 type slot struct {
-	field string // as configured
-	role  role
-	idx   int    // feature index for roleFeature and roleSD
-	key   string // the config key that names it (Field.Key)
-	// boolean: a feature that may be true or false too (BooleanFeature).
-	boolean bool
+	field   string // as configured
+	role    role
+	boolean bool   // a feature that may be true or false too (BooleanFeature)
+	idx     int    // feature index for roleFeature and roleSD
+	key     string // the config key that names it (Field.Key)
 	// zone is the wall clock of a roleTime text without an offset (nil: UTC); the decoder's
 	// own (it keeps the last zone period it looked up).
 	zone *eventZone
