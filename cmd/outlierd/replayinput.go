@@ -312,7 +312,8 @@ func inHeader(in replayInput, header []string) error {
 		case f.Key == "ingest.uncertainty.suffix":
 			whose = fmt.Sprintf(" (feature %q's, without uncertainty.default)", f.Feature)
 		}
-		if !slices.Contains(header, f.Name) && !isColumnIndex(f.Name, len(header)) {
+		// (an empty name: ingest's check says so)
+		if f.Name != "" && !slices.Contains(header, f.Name) && !isColumnIndex(f.Name, len(header)) {
 			if in.configPath != "" { // the key at its line and column in the config, as lint gives it
 				return config.Locate(in.configPath, config.Fieldf(f.Key, "%q%s is not a column of %s's header %v", f.Name, whose, in.path, header))
 			}
