@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 )
 
 // Decoder turns one message value into feature values. A Decoder keeps scratch buffers and is
@@ -61,13 +62,14 @@ func (e *SyntaxError) Error() string {
 }
 
 // NewDecoder validates the configuration and returns the decoder for its format.
-func NewDecoder(cfg Config) (Decoder, error) {
-	if err := cfg.Validate(); err != nil {
+func NewDecoder(cfg Config, opts ...DecoderOption) (Decoder, error) {
+	zone, err := cfg.validate()
+	if err != nil {
 		return nil, fmt.Errorf("ingest: invalid config: %w", err)
 	}
-	p, err := newPlan(&cfg)
-	if err != nil {
-		return nil, err
+	p := newPlan(&cfg, zone)
+	for _, o := range opts {
+		o(p)
 	}
 	switch cfg.Format {
 	case FormatJSON:
@@ -78,6 +80,56 @@ func NewDecoder(cfg Config) (Decoder, error) {
 		return newLogfmtDecoder(p), nil
 	}
 	return nil, fmt.Errorf("ingest: unknown format %q", cfg.Format)
+}
+
+// A DecoderOption widens what a decoder accepts beyond its configuration.
+type DecoderOption func(*plan)
+
+// BooleanFeature lets the feature field be a boolean too, read as 1 (true) or 0 (false): a JSON
+// true or false (not the string "true"), or in CSV and logfmt the word in any case (pandas
+// writes True). For replay's label column, as exports write it; the pipeline's features stay
+// numbers (a boolean there is a schema problem worth a dead letter).
+func BooleanFeature(field string) DecoderOption {
+	return func(p *plan) {
+		for i := range p.slots {
+			if s := &p.slots[i]; s.role == roleFeature && s.field == field {
+				s.boolean = true
+			}
+		}
+	}
+}
+
+// A Field is one field the decoder reads from each record.
+type Field struct {
+	// Key is the config key that asks for it, as Validate names keys: "ingest.features[0]",
+	// `ingest.uncertainty.fields["temp"]`, "ingest.uncertainty.suffix", "ingest.key_field" or
+	// "ingest.event_time_field".
+	Key string
+	// Name is the field as the decoder looks it up (a JSON path, CSV column, logfmt key).
+	Name string
+	// Feature is the feature whose value or uncertainty it is; "" for the key and event time.
+	Feature string
+	// Required: a record without it is refused (a dead letter, `missing`); else the feature's
+	// fill value (missing: fill) or uncertainty.default stands in.
+	Required bool
+}
+
+// Fields lists the fields the decoder reads, in the order it reports missing ones (each feature
+// then its uncertainty field, the key, the event time). It is the decoder's own plan, so that
+// the checks of a file's columns before any record is decoded (produce, replay) say what the
+// decoder will do.
+func (c *Config) Fields() []Field {
+	p := newPlan(c, nil)
+	out := make([]Field, len(p.slots))
+	for i := range p.slots {
+		s := &p.slots[i]
+		_, stands := p.fallback(s)
+		out[i] = Field{Key: s.key, Name: s.field, Required: !stands}
+		if s.role == roleFeature || s.role == roleSD {
+			out[i].Feature = c.Features[s.idx]
+		}
+	}
+	return out
 }
 
 // role is what a field is read for.
@@ -92,9 +144,11 @@ const (
 
 // slot is one field the decoder reads.
 type slot struct {
-	field string // as configured
-	role  role
-	idx   int // feature index for roleFeature and roleSD
+	field   string // as configured
+	role    role
+	boolean bool   // a feature that may be true or false too (BooleanFeature)
+	idx     int    // feature index for roleFeature and roleSD
+	key     string // the config key that names it (Field.Key)
 	// zone is the wall clock of a roleTime text without an offset (nil: UTC); the decoder's
 	// own (it keeps the last zone period it looked up).
 	zone *eventZone
@@ -114,7 +168,8 @@ type plan struct {
 	fill []float32
 }
 
-func newPlan(c *Config) (*plan, error) {
+// newPlan is the plan of c; zone is c.EventTimeZone loaded (Validate loads it: nil reads UTC).
+func newPlan(c *Config, zone *time.Location) *plan {
 	p := &plan{}
 	if c.Missing == MissingFill {
 		p.fill = make([]float32, len(c.Features))
@@ -136,28 +191,39 @@ func newPlan(c *Config) (*plan, error) {
 		}
 	}
 	for i, f := range c.Features {
-		p.slots = append(p.slots, slot{field: f, role: roleFeature, idx: i})
+		p.slots = append(p.slots, slot{field: f, role: roleFeature, idx: i, key: fmt.Sprintf("ingest.features[%d]", i)})
 		if u := c.Uncertainty; u != nil {
 			if sd, ok := u.Fields[f]; ok {
-				p.slots = append(p.slots, slot{field: sd, role: roleSD, idx: i})
+				p.slots = append(p.slots, slot{field: sd, role: roleSD, idx: i, key: fmt.Sprintf("ingest.uncertainty.fields[%q]", f)})
 			} else if u.Suffix != "" {
-				p.slots = append(p.slots, slot{field: f + u.Suffix, role: roleSD, idx: i})
+				p.slots = append(p.slots, slot{field: f + u.Suffix, role: roleSD, idx: i, key: "ingest.uncertainty.suffix"})
 			} else {
 				p.constSD = append(p.constSD, i)
 			}
 		}
 	}
 	if c.KeyField != "" {
-		p.slots = append(p.slots, slot{field: c.KeyField, role: roleKey})
+		p.slots = append(p.slots, slot{field: c.KeyField, role: roleKey, key: "ingest.key_field"})
 	}
 	if c.EventTimeField != "" {
-		zone, err := newEventZone(c.EventTimeZone)
-		if err != nil {
-			return nil, fmt.Errorf("ingest: event_time_zone: %w", err)
-		}
-		p.slots = append(p.slots, slot{field: c.EventTimeField, role: roleTime, zone: zone})
+		p.slots = append(p.slots, slot{field: c.EventTimeField, role: roleTime, key: "ingest.event_time_field",
+			zone: newEventZone(c.EventTimeZone, zone)})
 	}
-	return p, nil
+	return p
+}
+
+// fallback is what stands in for slot s when its field is missing: the feature's fill value or
+// the uncertainty default. ok is false where nothing does: the record is refused.
+func (p *plan) fallback(s *slot) (v float32, ok bool) {
+	switch {
+	case s.role == roleSD:
+		v = p.sdDefault[s.idx]
+	case s.role == roleFeature && p.fill != nil:
+		v = p.fill[s.idx]
+	default:
+		return 0, false
+	}
+	return v, !math.IsNaN(float64(v))
 }
 
 // finish fills defaults for the slots not found and reports the first missing field. found is
@@ -166,19 +232,20 @@ func (p *plan) finish(found []bool, out *Decoded) error {
 	for _, i := range p.constSD {
 		out.SD[i] = p.sdDefault[i] // Validate made sure a default exists
 	}
-	for i, s := range p.slots {
+	for i := range p.slots {
 		if found[i] {
 			continue
 		}
-		if s.role == roleSD && !math.IsNaN(float64(p.sdDefault[s.idx])) {
-			out.SD[s.idx] = p.sdDefault[s.idx]
-			continue
+		s := &p.slots[i]
+		v, ok := p.fallback(s)
+		switch {
+		case !ok:
+			return &FieldError{Field: s.field, Problem: "missing"}
+		case s.role == roleSD:
+			out.SD[s.idx] = v
+		default:
+			out.Values[s.idx] = v
 		}
-		if s.role == roleFeature && p.fill != nil && !math.IsNaN(float64(p.fill[s.idx])) {
-			out.Values[s.idx] = p.fill[s.idx]
-			continue
-		}
-		return &FieldError{Field: s.field, Problem: "missing"}
 	}
 	return nil
 }
@@ -223,11 +290,39 @@ func setText(s *slot, text []byte, out *Decoded) error {
 		out.EventTime, out.HasEventTime = ms, true
 		return nil
 	}
+	if s.boolean {
+		if v, ok := boolValue(trimSpace(text)); ok {
+			return setNumber(s, v, out)
+		}
+	}
 	v, err := parseDecimal(text)
 	if err != nil {
 		return &FieldError{Field: s.field, Problem: err.Error()}
 	}
 	return setNumber(s, v, out)
+}
+
+// boolValue reads a BooleanFeature's words, true and false in any case (ASCII letters), as 1
+// and 0.
+func boolValue(text []byte) (v float64, ok bool) {
+	is := func(word string) bool {
+		if len(text) != len(word) {
+			return false
+		}
+		for i := range text {
+			if text[i]|0x20 != word[i] { // (word is lower case: only its upper case ORs to it)
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case is("true"):
+		return 1, true
+	case is("false"):
+		return 0, true
+	}
+	return 0, false
 }
 
 // parseDecimal parses a decimal floating-point number: optional sign, digits with an optional
