@@ -274,6 +274,7 @@ func (s *Stage) land(current *batch.Batch) ([]*batch.Batch, error) {
 		}
 		s.flight[0].pushed = true
 	}
+	s.saveDue() // (a save put off while this batch's keys' pass was ahead: before the next starts)
 	s.startChained()
 	return []*batch.Batch{sc.b}, nil
 }

@@ -117,6 +117,8 @@ type stageExt struct {
 	// keysSaving is set while a keys' state save is being written: the next is skipped until
 	// it is done, so that the copies (every key's state each) cannot pile up on a slow disk.
 	keysSaving atomic.Bool
+	// saveDue: a save was put off until the batch whose keys' pass ran ahead finished (saveKeys).
+	saveDue bool
 }
 
 // Reconfigure applies cfg to the running stage, on the stage's goroutine (the pipeline's

@@ -1,0 +1,208 @@
+package detect
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
+)
+
+// restartFeed feeds rows[lo:hi] through s, cut into batches at cuts (the rows before each cut
+// end a batch; record i at offset i, time t0 + i s), flushes, and returns their scores in order.
+func restartFeed(t *testing.T, s *Stage, mem memory.Allocator, rows []fleetRow, lo, hi int, cuts []int) []batch.Score {
+	t.Helper()
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	var out []batch.Score
+	take := func(bs []*batch.Batch) {
+		for _, b := range bs {
+			out = append(out, b.Scores...)
+			b.Release()
+		}
+	}
+	for _, end := range append(append([]int(nil), cuts...), hi) {
+		end = min(end, hi)
+		if end <= lo {
+			continue
+		}
+		tr := make([]testbatch.Row, 0, end-lo)
+		for i := lo; i < end; i++ {
+			tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Time: t0.Add(time.Duration(i) * time.Second),
+				Features: []float32{rows[i].value}})
+		}
+		bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		take(bs)
+		lo = end
+	}
+	bs, err := s.Flush()
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(bs)
+	return out
+}
+
+// restartRun runs rows through a stage of cfg (state_dir: a new directory) cut at cuts, and
+// with stop > 0 stops it after rows[:stop] (Close: the state saved) and runs the rest through a
+// new stage started from that directory. It returns every record's scores in order.
+func restartRun(t *testing.T, cfg Config, deps func() Deps, rows []fleetRow, cuts []int, stop int) []batch.Score {
+	t.Helper()
+	cfg.StateDir = t.TempDir()
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	open := func() *Stage {
+		var d Deps
+		if deps != nil {
+			d = deps()
+		}
+		d.Log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+		s, err := NewStage(cfg, []string{"value"}, false, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	if stop <= 0 {
+		defer s.Close()
+		return restartFeed(t, s, mem, rows, 0, len(rows), cuts)
+	}
+	var before, after []int
+	for _, c := range cuts {
+		if c < stop {
+			before = append(before, c)
+		} else if c > stop {
+			after = append(after, c)
+		}
+	}
+	out := restartFeed(t, s, mem, rows, 0, stop, before)
+	s.Close()
+	s = open()
+	defer s.Close()
+	return append(out, restartFeed(t, s, mem, rows, stop, len(rows), after)...)
+}
+
+// sameVerdict says how a and b differ in what an operator sees of a record ("": nothing).
+func sameVerdict(a, b *batch.Score) string {
+	if a.Score != b.Score || a.ByKey != b.ByKey || a.Warming != b.Warming {
+		return fmt.Sprintf("score %g by key %v warming %v, want %g %v %v", a.Score, a.ByKey, a.Warming, b.Score, b.ByKey, b.Warming)
+	}
+	if a.Outlier != b.Outlier || a.Suppressed != b.Suppressed || a.Held != b.Held || a.Grouped != b.Grouped || a.Folded != b.Folded {
+		return fmt.Sprintf("flagged %v suppressed %v held %v grouped %v folded %d, want %v %v %v %v %d", a.Outlier, a.Suppressed, a.Held,
+			a.Grouped, a.Folded, b.Outlier, b.Suppressed, b.Held, b.Grouped, b.Folded)
+	}
+	return ""
+}
+
+// TestRestartContinuesAlarms: a restart from detect.state_dir in the middle of faults (key_by:
+// key) leaves every record's verdict as the uninterrupted stream's: a warm key's fault going on
+// (flagged past its cap, its flags grouped into the alert opened before the stop: alert_cooldown),
+// a warming key's fault on the global model's path (its next record within the deadband held,
+// the next far one grouped), and a warm key whose last record before the stop was flagged,
+// evicted after it (keys.max_keys) and scored by the global model again (its record within the
+// deadband held by the flag its cap handed back). Before, the stage's alarms (the global path's
+// series and cap, the alert groups) started empty after a restart and a restored key's cap had
+// no position to hand its flag back at: each fault restarted as a new alert, unheld.
+func TestRestartContinuesAlarms(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour // (one global model throughout)
+	cfg.Keys.MaxKeys = 13
+	cfg.AlertCooldown = time.Minute
+	r := rand.New(rand.NewPCG(10, 10))
+	var rows []fleetRow
+	for i := range 1200 {
+		rows = append(rows, fleetRow{key: fmt.Sprintf("x%d", i%10), value: float32(70 + 2*r.NormFloat64())})
+	}
+	// The value the global model scores within the deadband: probe keys' records (each warming)
+	// after the same first 1000 records, which build the one global model of every run.
+	probe := append([]fleetRow(nil), rows...)
+	for i := range 400 {
+		probe = append(probe, fleetRow{key: fmt.Sprintf("p%d", i), value: 70 + float32(i)*0.1})
+	}
+	pout, _, pdone := handoverRun(t, cfg, Deps{}, probe, 1000, 1200)
+	pdone()
+	want := (cfg.clearScore() + cfg.MinScore) / 2
+	w, ws := float32(0), 0.0
+	for i, sc := range pout[1200:] {
+		if sc.Score >= cfg.clearScore() && sc.Score < cfg.MinScore && (w == 0 || math.Abs(sc.Score-want) < math.Abs(ws-want)) {
+			w, ws = probe[1200+i].value, sc.Score
+		}
+	}
+	if w == 0 {
+		t.Fatal("setup: no probe value scores within the deadband by the global model")
+	}
+	add := func(key string, v float32) int {
+		rows = append(rows, fleetRow{key: key, value: v})
+		return len(rows) - 1
+	}
+	for range cfg.Keys.MinRecords { // a and s warm
+		add("a", float32(70+2*r.NormFloat64()))
+		add("s", float32(70+2*r.NormFloat64()))
+	}
+	aFlag := add("a", 200) // a's last record before the stop: flagged by its cap
+	for i := range 3 {     // s's fault starts (an alert, then grouped), and g's, warming
+		add("s", 200)
+		add("g", 200)
+		add(fmt.Sprintf("x%d", i), 70)
+	}
+	for i := range 10 { // every key seen after a: a is the least recently seen
+		add(fmt.Sprintf("x%d", i), float32(70+2*r.NormFloat64()))
+	}
+	stop := add("s", 200) + 1 // (the stage stops after this record)
+	// After the stop: s's fault goes on; g's record within the deadband (held), then far again
+	// (grouped); z, a new key, evicts a; a's record within the deadband (held by its cap's flag
+	// handed back), again, then ordinary.
+	sOn, gHeld, gOn := add("s", 200), add("g", w), add("g", 200)
+	add("z", 70)
+	aHeld := add("a", w)
+	add("x3", 70)
+	add("a", w)
+	add("a", 70)
+	add("s", 200)
+	for _, c := range []struct {
+		name string
+		cuts []int
+		deps func() Deps
+	}{
+		{"one batch after the stop", []int{1000, stop}, nil},
+		{"a record a batch after the stop", []int{1000, stop, sOn + 1, gHeld, gOn, gOn + 1, aHeld, aHeld + 1, aHeld + 2}, nil},
+		{"keys on a device, overlapped", []int{1000, 1200, aFlag, stop, gHeld, aHeld}, func() Deps {
+			return Deps{Accelerator: &keyedTwinAccel{fakeAccel: fakeAccel{exact: true}}, Overlap: OverlapOnGPU}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ref := restartRun(t, cfg, c.deps, rows, c.cuts, 0)
+			for _, chk := range []struct {
+				i    int
+				what string
+				ok   bool
+			}{
+				{aFlag, "a's last record before the stop flagged by its key", ref[aFlag].ByKey && ref[aFlag].Outlier},
+				{sOn, "s's fault flagged by its key, grouped", ref[sOn].ByKey && ref[sOn].Outlier && ref[sOn].Grouped},
+				{gHeld, "g's record within the deadband held on the global path", ref[gHeld].Warming && ref[gHeld].Held && ref[gHeld].Score == ws},
+				{gOn, "g's fault grouped", ref[gOn].Warming && ref[gOn].Outlier && ref[gOn].Grouped},
+				{aHeld, "a evicted, its record within the deadband held", ref[aHeld].Warming && ref[aHeld].Held},
+			} {
+				if !chk.ok {
+					t.Fatalf("setup: record %d (%s): want %s; %s", chk.i, rows[chk.i].key, chk.what, Reason(&ref[chk.i]))
+				}
+			}
+			got := restartRun(t, cfg, c.deps, rows, c.cuts, stop)
+			for i := stop; i < len(rows); i++ {
+				if d := sameVerdict(&got[i], &ref[i]); d != "" {
+					t.Errorf("record %d (%s) after the restart: %s", i, rows[i].key, d)
+				}
+			}
+		})
+	}
+}
