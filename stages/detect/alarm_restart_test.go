@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +22,6 @@ import (
 // end a batch; record i at offset i, time t0 + i s), flushes, and returns their scores in order.
 func restartFeed(t *testing.T, s *Stage, mem memory.Allocator, rows []fleetRow, lo, hi int, cuts []int) []batch.Score {
 	t.Helper()
-	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 	var out []batch.Score
 	take := func(bs []*batch.Batch) {
 		for _, b := range bs {
@@ -32,12 +34,7 @@ func restartFeed(t *testing.T, s *Stage, mem memory.Allocator, rows []fleetRow, 
 		if end <= lo {
 			continue
 		}
-		tr := make([]testbatch.Row, 0, end-lo)
-		for i := lo; i < end; i++ {
-			tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Time: t0.Add(time.Duration(i) * time.Second),
-				Features: []float32{rows[i].value}})
-		}
-		bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr))
+		bs, err := s.Process(context.Background(), restartBatch(t, mem, rows, lo, end))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,4 +202,171 @@ func TestRestartContinuesAlarms(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSaveAfterUndecidedRecords: with batches overlapped and the keys' passes chained (keys on a
+// device), a save asked for between batches, while the oldest batch in flight has been through
+// its keys' pass (a key's first records by its own model waiting for the stage's cap, the
+// stage's alarms not yet past the batch), is made once that batch finished: a stage restarted
+// from any such save and fed the stream from the save's position gives every record the
+// uninterrupted stream's verdict. Before, the save copied the keys' state then, past the
+// stage's alarms: a's first records by its own model were neither in its cap nor to be decided
+// again, and the keys' windows held the batch's records twice once it was read again. A stop
+// without Flush after a keys' pass (the batch dropped, read again after the restart) saves
+// nothing: the last save stands.
+func TestSaveAfterUndecidedRecords(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	cfg.AlertCooldown = time.Minute
+	r := rand.New(rand.NewPCG(7, 7))
+	var rows []fleetRow
+	for i := range 1200 {
+		rows = append(rows, fleetRow{key: fmt.Sprintf("x%d", i%10), value: float32(70 + 2*r.NormFloat64())})
+	}
+	for range cfg.Keys.MinRecords - 1 { // a warms; its last warming record is flagged (global)
+		rows = append(rows, fleetRow{key: "a", value: float32(70 + 2*r.NormFloat64())})
+	}
+	rows = append(rows, fleetRow{key: "a", value: 200})
+	_, s0, done0 := handoverRun(t, cfg, Deps{}, rows, 1000)
+	km, _ := s0.KeyModelOf("a")
+	done0()
+	if km == nil {
+		t.Fatal("setup: a has no model after its warm-up")
+	}
+	v, _ := bandValue(t, km, cfg)
+	first := len(rows)
+	rows = append(rows, fleetRow{key: "a", value: v}, fleetRow{key: "x1", value: 70}, fleetRow{key: "a", value: v}, fleetRow{key: "a", value: 70})
+	for i := range 60 {
+		rows = append(rows, fleetRow{key: fmt.Sprintf("x%d", i%10), value: float32(70 + 2*r.NormFloat64())})
+		if i%20 == 0 {
+			rows = append(rows, fleetRow{key: "a", value: 200})
+		}
+	}
+	cuts := []int{500, 1000, 1100, 1200, first - 1, first, first + 2, first + 10, first + 30, first + 50}
+	deps := func() Deps {
+		return Deps{Accelerator: &keyedTwinAccel{fakeAccel: fakeAccel{exact: true}}, Overlap: OverlapOnGPU,
+			Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)}
+	}
+	ref := restartRun(t, cfg, deps, rows, cuts, 0)
+	if sc := ref[first]; !sc.ByKey || !sc.Held {
+		t.Fatalf("setup: a's first record by its own model: by key %v held %v", sc.ByKey, sc.Held)
+	}
+
+	// The stream with a save asked for after every batch (as installed asks, at most once per
+	// refresh_interval), each save's files copied aside.
+	cfg.StateDir = t.TempDir()
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	s, err := NewStage(cfg, []string{"value"}, false, deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	saves := map[uint64]string{} // a save's stream position -> its copy
+	ahead, lo := 0, 0
+	for _, hi := range append(cuts, len(rows)) {
+		bs, err := s.Process(context.Background(), restartBatch(t, mem, rows, lo, hi))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bs {
+			b.Release()
+		}
+		lo = hi
+		if s.model == nil {
+			continue
+		}
+		if s.passAhead() {
+			ahead++
+		}
+		s.saveKeys(false)
+		s.ext.saves.Wait()
+		pos, dir := copyState(t, cfg.StateDir)
+		if _, ok := saves[pos]; !ok && pos > 0 {
+			saves[pos] = dir
+		}
+	}
+	// Stopped without Flush (a failure, the hard stop) after a batch's keys' pass: the batches in
+	// flight are dropped, to be read again, and the keys' state, past them, is not saved.
+	names := func() string {
+		ents, _ := os.ReadDir(cfg.StateDir)
+		var b strings.Builder
+		for _, e := range ents {
+			b.WriteString(e.Name() + " ")
+		}
+		return b.String()
+	}
+	before, wasAhead := names(), s.passAhead()
+	s.Abandon()
+	s.Close()
+	if after := names(); !wasAhead || after != before {
+		t.Errorf("stopped without Flush, a keys' pass ahead (%v): state_dir holds %s, %s before: want nothing saved", wasAhead, after, before)
+	}
+	if ahead == 0 || len(saves) < 3 {
+		t.Fatalf("setup: %d saves asked for with a keys' pass ahead, %d saves made: want some of each", ahead, len(saves))
+	}
+	for pos, dir := range saves {
+		c := cfg
+		c.StateDir = dir
+		s, err := NewStage(c, []string{"value"}, false, deps())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := restartFeed(t, s, mem, rows, int(pos), len(rows), cuts)
+		s.Close()
+		for i, g := range got {
+			if d := sameVerdict(&g, &ref[int(pos)+i]); d != "" {
+				t.Errorf("restarted from the save at %d: record %d (%s): %s", pos, int(pos)+i, rows[int(pos)+i].key, d)
+			}
+		}
+	}
+}
+
+// restartBatch is rows[lo:hi] as restartFeed feeds them.
+func restartBatch(t *testing.T, mem memory.Allocator, rows []fleetRow, lo, hi int) *batch.Batch {
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	tr := make([]testbatch.Row, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Time: t0.Add(time.Duration(i) * time.Second),
+			Features: []float32{rows[i].value}})
+	}
+	return testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr)
+}
+
+// copyState copies state_dir's files to a new directory and returns the stream position of its
+// newest alarm state (0: none yet).
+func copyState(t *testing.T, dir string) (uint64, string) {
+	t.Helper()
+	to := t.TempDir()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := OpenSnapshotDir(to, 3, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := d.list(alarmsPrefix)
+	if err != nil || len(files) == 0 {
+		return 0, to
+	}
+	var pos uint64
+	if err := readSealedFile(files[0], alarmsSnapshotFile, func(_ uint32, p []byte) error {
+		a, err := decodeAlarms(p, 5000)
+		if err == nil {
+			pos = a.series.pos
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return pos, to
 }

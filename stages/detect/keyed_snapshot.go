@@ -364,6 +364,10 @@ func (s *Stage) saveKeys(wait bool) {
 	if !keys && !alarms {
 		return
 	}
+	if s.ext.stateAhead {
+		s.deps.Log.Warn().Msg("keys' and alarm state not saved: batches were dropped after their keys' pass, and are read again after a restart; the last save stands")
+		return
+	}
 	if !wait && s.passAhead() {
 		s.ext.saveDue = true
 		return

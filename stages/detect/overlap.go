@@ -287,6 +287,7 @@ func (s *Stage) drop(current *batch.Batch) {
 		dets, _ := s.lane(sc.lane)
 		sc.wait(dets)
 		sc.waitKeyed()
+		s.ext.stateAhead = s.ext.stateAhead || sc.keyedDone != nil // (saveKeys: not saved again)
 		delete(s.pending, sc.b)
 		if sc.b != current {
 			sc.b.Release()

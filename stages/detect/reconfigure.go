@@ -119,6 +119,10 @@ type stageExt struct {
 	keysSaving atomic.Bool
 	// saveDue: a save was put off until the batch whose keys' pass ran ahead finished (saveKeys).
 	saveDue bool
+	// stateAhead: a batch was dropped after its keys' pass (drop: a failure, or Close without
+	// Flush), which is read again after a restart: the keys' state is past the stream's, and is
+	// not saved again (the last save stands).
+	stateAhead bool
 }
 
 // Reconfigure applies cfg to the running stage, on the stage's goroutine (the pipeline's
