@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -202,6 +203,89 @@ func TestRestartContinuesAlarms(t *testing.T) {
 			}
 		})
 	}
+	// Under key_by: none every key's series is on the global model's path: the same faults go on.
+	t.Run("key_by none", func(t *testing.T) {
+		c := cfg
+		c.KeyBy = KeyByNone
+		cuts := []int{1000, stop}
+		ref := restartRun(t, c, nil, rows, cuts, 0)
+		if !ref[gHeld].Held || !ref[aHeld].Held || !ref[sOn].Grouped || !ref[gOn].Grouped {
+			t.Fatalf("setup: g's and a's records within the deadband held %v %v, s's and g's next far ones grouped %v %v",
+				ref[gHeld].Held, ref[aHeld].Held, ref[sOn].Grouped, ref[gOn].Grouped)
+		}
+		got := restartRun(t, c, nil, rows, cuts, stop)
+		for i := stop; i < len(rows); i++ {
+			if d := sameVerdict(&got[i], &ref[i]); d != "" {
+				t.Errorf("record %d (%s) after the restart: %s", i, rows[i].key, d)
+			}
+		}
+	})
+}
+
+// TestAlarmStateFile: the alarm state file reads back to what was saved (written again, the same
+// bytes); one of another detect.window, or corrupt, is skipped with the reason, and the stage's
+// alarms start empty.
+func TestAlarmStateFile(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.KeyBy, cfg.AlertCooldown, cfg.StateDir = KeyByNone, time.Minute, t.TempDir()
+	rng := rand.New(rand.NewPCG(12, 12))
+	rows := make([]fleetRow, 3000)
+	for i := range rows {
+		rows[i] = fleetRow{key: fmt.Sprintf("x%d", i%10), value: float32(70 + 2*rng.NormFloat64())}
+		if i > 1000 && i%97 == 0 {
+			rows[i].value = 200
+		}
+	}
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	s := newFleetStage(t, cfg, []string{"value"})
+	restartFeed(t, s, mem, rows, 0, len(rows), []int{1000, 2000})
+	saved := s.alarmsCopy()
+	s.Close()
+	if saved.cap.count == 0 || len(saved.groups) == 0 || saved.series.pos != uint64(len(rows)) {
+		t.Fatalf("setup: %d flags in the cap, %d alert groups, position %d", saved.cap.count, len(saved.groups), saved.series.pos)
+	}
+	d, err := OpenSnapshotDir(cfg.StateDir, cfg.Snapshots, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := d.list(alarmsPrefix)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no alarm state file: %v", err)
+	}
+	r := newFleetStage(t, cfg, []string{"value"})
+	if got := r.alarmsCopy(); !bytes.Equal(got.encode(cfg.Keys.Window), saved.encode(cfg.Keys.Window)) {
+		t.Errorf("the alarm state loaded differs from the one saved (%d flags, position %d, %d groups; saved %d, %d, %d)",
+			got.cap.count, got.series.pos, len(got.groups), saved.cap.count, saved.series.pos, len(saved.groups))
+	}
+	r.Close()
+	// Another window: refused (the cap's records differ), the alarms start empty.
+	other := cfg
+	other.Window = 4000
+	o := newFleetStage(t, other, []string{"value"})
+	if a := o.alarmsCopy(); a.series.pos != 0 || a.cap.count != 0 || len(a.groups) != 0 {
+		t.Errorf("a state of a window of %d loaded under %d: position %d, %d flags, %d groups", cfg.Window, other.Window, a.series.pos, a.cap.count, len(a.groups))
+	}
+	o.Close()
+	// Corrupt: every file's byte in the middle flipped: skipped, the alarms start empty.
+	files, _ = d.list(alarmsPrefix)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 0x40
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newFleetStage(t, cfg, []string{"value"})
+	if a := c.alarmsCopy(); a.series.pos != 0 || a.cap.count != 0 || len(a.groups) != 0 {
+		t.Errorf("a corrupt state loaded: position %d, %d flags, %d groups", a.series.pos, a.cap.count, len(a.groups))
+	}
+	c.abandonFlight()
+	c.ext.snaps = nil // (not saved again at Close)
+	c.Close()
 }
 
 // TestSaveAfterUndecidedRecords: with batches overlapped and the keys' passes chained (keys on a
@@ -360,7 +444,7 @@ func copyState(t *testing.T, dir string) (uint64, string) {
 	}
 	var pos uint64
 	if err := readSealedFile(files[0], alarmsSnapshotFile, func(_ uint32, p []byte) error {
-		a, err := decodeAlarms(p, 5000)
+		a, err := decodeAlarms(p, 5000, 200)
 		if err == nil {
 			pos = a.series.pos
 		}
@@ -369,4 +453,78 @@ func copyState(t *testing.T, dir string) (uint64, string) {
 		t.Fatal(err)
 	}
 	return pos, to
+}
+
+// TestScorerRestartContinuesKeyAlarms: a scorer (run.role scorer) restarted from its state_dir
+// in the middle of a key's fault, its keys' models installed again from the model topic, goes on
+// with the key's alarm: its cap (in the alarm state) is given back to the key with its model, so
+// the key's next record within the deadband is held and its next far one grouped, as without the
+// restart. Before, the key's cap started empty with its model: the record was not held.
+func TestScorerRestartContinuesKeyAlarms(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	cfg.AlertCooldown = time.Minute
+	r := rand.New(rand.NewPCG(11, 11))
+	var rows []fleetRow
+	for i := range 1200 {
+		rows = append(rows, fleetRow{key: fmt.Sprintf("x%d", i%10), value: float32(70 + 2*r.NormFloat64())})
+	}
+	for range cfg.Keys.MinRecords {
+		rows = append(rows, fleetRow{key: "a", value: float32(70 + 2*r.NormFloat64())})
+	}
+	_, leader, done := handoverRun(t, cfg, Deps{}, rows, 1000)
+	gm := leader.Model()
+	km, _ := leader.KeyModelOf("a")
+	done()
+	if km == nil || gm == nil {
+		t.Fatal("setup: no global model or no model of a")
+	}
+	v, _ := bandValue(t, km, cfg)
+	before := []fleetRow{{"a", 200, true}, {"x1", 70, false}, {"a", 200, true}}
+	after := []fleetRow{{"a", v, false}, {"x2", 70, false}, {"a", 200, true}, {"a", 70, false}}
+	run := func(restart bool) []batch.Score {
+		c := cfg
+		c.StateDir = t.TempDir()
+		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+		defer mem.AssertSize(t, 0)
+		open := func() *Stage {
+			s, err := NewStage(c, []string{"value"}, false, Deps{Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), Role: RoleScorer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.InstallModel(gm, nil); err != nil {
+				t.Fatal(err)
+			}
+			s.InstallKeyModels([]KeyModel{{Key: "a", Version: 1, Model: km}})
+			return s
+		}
+		all := append(append([]fleetRow(nil), before...), after...)
+		feed := func(s *Stage, lo, hi int) []batch.Score {
+			bs, err := s.Process(context.Background(), restartBatch(t, mem, all, lo, hi))
+			if err != nil || len(bs) != 1 {
+				t.Fatalf("%d batches out, %v", len(bs), err)
+			}
+			out := append([]batch.Score(nil), bs[0].Scores...)
+			bs[0].Release()
+			return out
+		}
+		s := open()
+		feed(s, 0, len(before))
+		if restart {
+			s.Close()
+			s = open()
+		}
+		defer s.Close()
+		return feed(s, len(before), len(all))
+	}
+	ref := run(false)
+	if !ref[0].ByKey || !ref[0].Held || !ref[2].Grouped {
+		t.Fatalf("setup: a's record within the deadband by its key %v held %v; its next far one grouped %v", ref[0].ByKey, ref[0].Held, ref[2].Grouped)
+	}
+	got := run(true)
+	for i := range after {
+		if d := sameVerdict(&got[i], &ref[i]); d != "" {
+			t.Errorf("record %d (%s) after the restart: %s", i, after[i].key, d)
+		}
+	}
 }

@@ -23,7 +23,14 @@ import (
 //	payload: window u32 (the stage's cap's records: detect.window), position u64,
 //	         cap: next u32, filled u32, ceil(window / 64) x u64 (the flags, a bit each),
 //	         series: keyless u64, newest u64, count u64, count x { key (length u32, bytes), at u64 },
-//	         groups: count u64, count x { key (length u32, bytes), at i64 (ms), folded u32 }
+//	         groups: count u64, count x { key (length u32, bytes), at i64 (ms), folded u32 },
+//	         keys' caps (a scorer's, else none): keys.window u32, count u64, count x { key (length
+//	         u32, bytes), partition u32, next u32, filled u32, ceil(keys.window / 64) x u64, at u64 }
+//
+// A scorer's keys' caps are its own (its keys' models come from the model topic, their flags
+// from it): each is given back to its key when the key's model is installed again after the
+// restart (InstallKeyModels), so that its alarm goes on; those of keys whose partitions moved
+// to another scorer are dropped at the rebalance (DropKeysOutside).
 //
 // A file of another detect.window is refused (ErrSnapshotMismatch: a new window starts the cap
 // and the series empty, as Reconfigure does); the keys' and the models' files load all the same.
@@ -38,9 +45,16 @@ var alarmsSnapshotFile = sealed.Format{Magic: alarmsSnapshotMagic, Name: "outlie
 
 // alarmState is a copy of the stage's alarm state, for a save (the next batch changes it).
 type alarmState struct {
-	cap    alarmCap
-	series seriesAlarms
-	groups map[string]alertGroup
+	cap     alarmCap
+	series  seriesAlarms
+	groups  map[string]alertGroup
+	keyCaps map[string]savedCap // a scorer's keys' caps
+}
+
+// savedCap is a scorer's key's cap from the alarm state, with the key's partition.
+type savedCap struct {
+	partition int32
+	cap       alarmCap
 }
 
 // alarmsCopy copies the stage's alarm state.
@@ -51,11 +65,19 @@ func (s *Stage) alarmsCopy() *alarmState {
 	for k, g := range s.groups.open {
 		a.groups[k] = *g
 	}
+	if s.keyed != nil && s.keyed.follower {
+		a.keyCaps = make(map[string]savedCap, len(s.keyed.keys))
+		for k, st := range s.keyed.keys {
+			c := *st.cap
+			c.bits = st.cap.ring().clone().bits
+			a.keyCaps[k] = savedCap{st.partition, c}
+		}
+	}
 	return a
 }
 
-// encode is the alarm state file's payload.
-func (a *alarmState) encode() []byte {
+// encode is the alarm state file's payload (keysWindow: keys.window, the keys' caps' records).
+func (a *alarmState) encode(keysWindow int) []byte {
 	var e sealed.Encoder
 	e.U32(uint32(a.cap.n))
 	e.U64(a.series.pos)
@@ -77,11 +99,48 @@ func (a *alarmState) encode() []byte {
 		e.U64(uint64(a.groups[k].at))
 		e.U32(uint32(a.groups[k].folded))
 	}
+	e.U32(uint32(keysWindow))
+	e.U64(uint64(len(a.keyCaps)))
+	for _, k := range slices.Sorted(maps.Keys(a.keyCaps)) {
+		c := a.keyCaps[k]
+		e.Text(k)
+		e.U32(uint32(c.partition))
+		e.U32(uint32(c.cap.next))
+		e.U32(uint32(c.cap.filled))
+		for _, w := range c.cap.bits {
+			e.U64(w)
+		}
+		e.U64(c.cap.at)
+	}
 	return e.Payload()
 }
 
-// decodeAlarms reads an alarm state payload for a stage of detect.window window.
-func decodeAlarms(p []byte, window int) (*alarmState, error) {
+// decodeCap reads a cap's next, filled and flags into c (newAlarmCap's).
+func decodeCap(d *sealed.Decoder, c *alarmCap) error {
+	n := c.n
+	next, filled := d.U32("cap position"), d.U32("cap filled")
+	if d.Err() == nil && (next >= uint32(n) || filled > uint32(n)) {
+		return snapErr("alarm cap at %d, filled %d, of %d", next, filled, n)
+	}
+	c.next, c.filled = int32(next), int32(filled)
+	for i := range c.bits {
+		c.bits[i] = d.U64("cap flags")
+	}
+	if d.Err() != nil {
+		return sealedErr(d.Err())
+	}
+	if r := n % 64; r != 0 && c.bits[len(c.bits)-1]>>r != 0 {
+		return snapErr("alarm cap flags past its %d records", n)
+	}
+	for _, w := range c.bits {
+		c.count += int32(bits.OnesCount64(w))
+	}
+	return nil
+}
+
+// decodeAlarms reads an alarm state payload for a stage of detect.window window and keys.window
+// keysWindow.
+func decodeAlarms(p []byte, window, keysWindow int) (*alarmState, error) {
 	d := sealed.NewDecoder(p)
 	n := d.U32("window")
 	if d.Err() == nil && n != uint32(window) {
@@ -89,19 +148,8 @@ func decodeAlarms(p []byte, window int) (*alarmState, error) {
 	}
 	a := &alarmState{cap: *newAlarmCap(window)}
 	a.series.pos = d.U64("position")
-	next, filled := d.U32("cap position"), d.U32("cap filled")
-	if d.Err() == nil && (next >= n || filled > n) {
-		return nil, snapErr("alarm cap at %d, filled %d, of %d", next, filled, n)
-	}
-	a.cap.next, a.cap.filled = int32(next), int32(filled)
-	for i := range a.cap.bits {
-		a.cap.bits[i] = d.U64("cap flags")
-	}
-	if r := n % 64; r != 0 && d.Err() == nil && a.cap.bits[len(a.cap.bits)-1]>>r != 0 {
-		return nil, snapErr("alarm cap flags past its %d records", n)
-	}
-	for _, w := range a.cap.bits {
-		a.cap.count += int32(bits.OnesCount64(w))
+	if err := decodeCap(d, &a.cap); err != nil {
+		return nil, err
 	}
 	a.series.keyless, a.series.newest = d.U64("keyless series"), d.U64("newest series")
 	// A series takes at least 12 bytes and a group 16: a count the payload cannot hold is
@@ -140,6 +188,27 @@ func decodeAlarms(p []byte, window int) (*alarmState, error) {
 		at, folded := int64(d.U64("group time")), d.U32("group folded")
 		a.groups[k] = alertGroup{at: at, folded: int(folded)}
 	}
+	kw := d.U32("keys.window")
+	if c, err = count("keys' caps", 24); err != nil {
+		return nil, err
+	}
+	if c > 0 && kw != uint32(keysWindow) {
+		return nil, fmt.Errorf("%w: keys' alarm caps of %d records, keys.window is %d", ErrSnapshotMismatch, kw, keysWindow)
+	}
+	if c > 0 {
+		a.keyCaps = make(map[string]savedCap, c)
+	}
+	for range c {
+		k := d.Text(maxKeyLength, "key")
+		sc := savedCap{partition: int32(d.U32("partition")), cap: *newAlarmCap(keysWindow)}
+		if err := decodeCap(d, &sc.cap); err != nil {
+			return nil, fmt.Errorf("key %q: %w", k, err)
+		}
+		if sc.cap.at = d.U64("cap's position"); sc.cap.at > a.series.pos {
+			return nil, snapErr("key %q: alarm cap at position %d, the stream at %d", k, sc.cap.at, a.series.pos)
+		}
+		a.keyCaps[k] = sc
+	}
 	if d.Err() != nil {
 		return nil, sealedErr(d.Err())
 	}
@@ -153,8 +222,8 @@ func decodeAlarms(p []byte, window int) (*alarmState, error) {
 }
 
 // writeAlarms writes a's file to state_dir.
-func (s *Stage) writeAlarms(d *SnapshotDir, a *alarmState) {
-	payload := a.encode()
+func (s *Stage) writeAlarms(d *SnapshotDir, a *alarmState, keysWindow int) {
+	payload := a.encode(keysWindow)
 	path, err := d.saveAs(alarmsPrefix, &d.nextAlarms, func(w io.Writer) error {
 		return alarmsSnapshotFile.Write(w, AlarmsSnapshotFormat, payload)
 	})
@@ -179,7 +248,7 @@ func (s *Stage) loadAlarms(keysAt uint64) error {
 	for _, path := range files {
 		var a *alarmState
 		err := readSealedFile(path, alarmsSnapshotFile, func(_ uint32, p []byte) (err error) {
-			a, err = decodeAlarms(p, s.cfg.Window)
+			a, err = decodeAlarms(p, s.cfg.Window, s.cfg.Keys.Window)
 			return err
 		})
 		if err != nil {
@@ -193,6 +262,9 @@ func (s *Stage) loadAlarms(keysAt uint64) error {
 		}
 		if s.keyed != nil && a.series.pos != keysAt { // (saved apart: the keys' positions moved with the stream's)
 			s.keyed.rebase(keysAt, a.series.pos)
+		}
+		if s.keyed != nil && s.keyed.follower {
+			s.ext.keyCaps = a.keyCaps
 		}
 		s.deps.Log.Info().Str("file", path).Int("series_in_alarm", len(a.series.keyed)).Int("alert_groups", len(a.groups)).
 			Msg("alarm state loaded from snapshot: alarms go on")

@@ -387,7 +387,7 @@ func (s *Stage) saveKeys(wait bool) {
 	features, cfg, pos := s.features, s.cfg, s.series.pos
 	write := func() {
 		if al != nil {
-			s.writeAlarms(d, al)
+			s.writeAlarms(d, al, cfg.Keys.Window)
 		}
 		if states == nil {
 			return

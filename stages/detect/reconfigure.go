@@ -123,6 +123,9 @@ type stageExt struct {
 	// Flush), which is read again after a restart: the keys' state is past the stream's, and is
 	// not saved again (the last save stands).
 	stateAhead bool
+	// keyCaps are a scorer's keys' alarm caps from the alarm state, each given back to its key
+	// when its model is installed again (InstallKeyModels; alarm_state.go).
+	keyCaps map[string]savedCap
 }
 
 // Reconfigure applies cfg to the running stage, on the stage's goroutine (the pipeline's
