@@ -245,6 +245,19 @@ func TestAlarmStateFile(t *testing.T) {
 	if saved.cap.count == 0 || len(saved.groups) == 0 || saved.series.pos != uint64(len(rows)) {
 		t.Fatalf("setup: %d flags in the cap, %d alert groups, position %d", saved.cap.count, len(saved.groups), saved.series.pos)
 	}
+	// Its size: 64 bytes, the cap's flags (a bit a record of the window), 12 bytes and the key
+	// a series in alarm, 16 and the key an alert group (a scorer's keys' caps: 56 and the key
+	// each at keys.window 200).
+	size := 64 + 8*((cfg.Window+63)/64)
+	for k := range saved.series.keyed {
+		size += 12 + len(k)
+	}
+	for k := range saved.groups {
+		size += 16 + len(k)
+	}
+	if n := len(saved.encode(cfg.Keys.Window)); n != size {
+		t.Errorf("the alarm state takes %d bytes, want %d", n, size)
+	}
 	d, err := OpenSnapshotDir(cfg.StateDir, cfg.Snapshots, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
