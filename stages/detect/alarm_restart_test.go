@@ -472,7 +472,9 @@ func copyState(t *testing.T, dir string) (uint64, string) {
 // in the middle of a key's fault, its keys' models installed again from the model topic, goes on
 // with the key's alarm: its cap (in the alarm state) is given back to the key with its model, so
 // the key's next record within the deadband is held and its next far one grouped, as without the
-// restart. Before, the key's cap started empty with its model: the record was not held.
+// restart. Before, the key's cap started empty with its model: the record was not held. A key
+// retired by the builder (a tombstone) just before the stop, its last record flagged, has its
+// next record after the restart (scored by the global model) held by that flag, as without it.
 func TestScorerRestartContinuesKeyAlarms(t *testing.T) {
 	cfg := keyedConfig()
 	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
@@ -493,14 +495,14 @@ func TestScorerRestartContinuesKeyAlarms(t *testing.T) {
 		t.Fatal("setup: no global model or no model of a")
 	}
 	v, _ := bandValue(t, km, cfg)
-	before := []fleetRow{{"a", 200, true}, {"x1", 70, false}, {"a", 200, true}}
-	after := []fleetRow{{"a", v, false}, {"x2", 70, false}, {"a", 200, true}, {"a", 70, false}}
-	run := func(restart bool) []batch.Score {
+	// run feeds before to a scorer serving gm and a's model, retires a (retire), restarts it
+	// (restart: its models installed again, a's unless retired) and returns after's scores.
+	run := func(before, after []fleetRow, retire, restart bool) []batch.Score {
 		c := cfg
 		c.StateDir = t.TempDir()
 		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 		defer mem.AssertSize(t, 0)
-		open := func() *Stage {
+		open := func(withA bool) *Stage {
 			s, err := NewStage(c, []string{"value"}, false, Deps{Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), Role: RoleScorer})
 			if err != nil {
 				t.Fatal(err)
@@ -508,7 +510,9 @@ func TestScorerRestartContinuesKeyAlarms(t *testing.T) {
 			if _, _, err := s.InstallModel(gm, nil); err != nil {
 				t.Fatal(err)
 			}
-			s.InstallKeyModels([]KeyModel{{Key: "a", Version: 1, Model: km}})
+			if withA {
+				s.InstallKeyModels([]KeyModel{{Key: "a", Version: 1, Model: km}})
+			}
 			return s
 		}
 		all := append(append([]fleetRow(nil), before...), after...)
@@ -521,23 +525,59 @@ func TestScorerRestartContinuesKeyAlarms(t *testing.T) {
 			bs[0].Release()
 			return out
 		}
-		s := open()
+		s := open(true)
 		feed(s, 0, len(before))
+		if retire {
+			s.InstallKeyModels([]KeyModel{{Key: "a", Version: 2}})
+		}
 		if restart {
 			s.Close()
-			s = open()
+			s = open(!retire)
 		}
 		defer s.Close()
 		return feed(s, len(before), len(all))
 	}
-	ref := run(false)
-	if !ref[0].ByKey || !ref[0].Held || !ref[2].Grouped {
-		t.Fatalf("setup: a's record within the deadband by its key %v held %v; its next far one grouped %v", ref[0].ByKey, ref[0].Held, ref[2].Grouped)
-	}
-	got := run(true)
-	for i := range after {
-		if d := sameVerdict(&got[i], &ref[i]); d != "" {
-			t.Errorf("record %d (%s) after the restart: %s", i, after[i].key, d)
+	compare := func(what string, before, after []fleetRow, retire bool, setup func(ref []batch.Score) string) {
+		t.Helper()
+		ref := run(before, after, retire, false)
+		if msg := setup(ref); msg != "" {
+			t.Fatalf("%s, setup: %s", what, msg)
+		}
+		got := run(before, after, retire, true)
+		for i := range after {
+			if d := sameVerdict(&got[i], &ref[i]); d != "" {
+				t.Errorf("%s: record %d (%s) after the restart: %s", what, i, after[i].key, d)
+			}
 		}
 	}
+	fault := []fleetRow{{"a", 200, true}, {"x1", 70, false}, {"a", 200, true}}
+	compare("a's alarm by its model", fault, []fleetRow{{"a", v, false}, {"x2", 70, false}, {"a", 200, true}, {"a", 70, false}}, false,
+		func(ref []batch.Score) string {
+			if !ref[0].ByKey || !ref[0].Held || !ref[2].Grouped {
+				return fmt.Sprintf("a's record within the deadband by its key %v held %v; its next far one grouped %v", ref[0].ByKey, ref[0].Held, ref[2].Grouped)
+			}
+			return ""
+		})
+	// The global model's deadband value: probe keys' records, each warming.
+	var probe []fleetRow
+	for i := range 400 {
+		probe = append(probe, fleetRow{key: fmt.Sprintf("p%d", i), value: 70 + float32(i)*0.1})
+	}
+	pout := run(nil, probe, false, false)
+	want := (cfg.clearScore() + cfg.MinScore) / 2
+	w, ws := float32(0), 0.0
+	for i, sc := range pout {
+		if sc.Score >= cfg.clearScore() && sc.Score < cfg.MinScore && (w == 0 || math.Abs(sc.Score-want) < math.Abs(ws-want)) {
+			w, ws = probe[i].value, sc.Score
+		}
+	}
+	if w == 0 {
+		t.Fatal("setup: no probe value scores within the deadband by the global model")
+	}
+	compare("a retired before the stop", fault, []fleetRow{{"a", w, false}, {"a", 70, false}}, true, func(ref []batch.Score) string {
+		if !ref[0].Warming || !ref[0].Held {
+			return fmt.Sprintf("a's record within the global model's deadband: warming %v held %v", ref[0].Warming, ref[0].Held)
+		}
+		return ""
+	})
 }

@@ -62,6 +62,9 @@ func (s *Stage) alarmsCopy() *alarmState {
 	a := &alarmState{cap: *s.alarms, series: s.series, groups: make(map[string]alertGroup, len(s.groups.open))}
 	a.cap.bits = s.alarms.ring().clone().bits
 	a.series.keyed = maps.Clone(s.series.keyed)
+	if s.keyed != nil && len(s.keyed.hand.back) > 0 { // (keys evicted since the last batch: their flags, as the next batch notes them)
+		a.series.handBack(s.keyed.hand.back, s.series.pos, s.cfg.Window, capLimit(s.cfg.AlarmRate, s.cfg.Window))
+	}
 	for k, g := range s.groups.open {
 		a.groups[k] = *g
 	}

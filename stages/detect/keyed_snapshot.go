@@ -355,12 +355,9 @@ func (s *Stage) saveKeys(wait bool) {
 	if d == nil {
 		return
 	}
-	keys := s.keyed != nil && s.deps.Role != RoleScorer
+	s.keysQuiet()
+	keys := s.keyed != nil && s.deps.Role != RoleScorer && len(s.keyed.keys) > 0 // (no keys: nothing to resume)
 	alarms := s.deps.Role != RoleBuilder
-	if keys {
-		s.keysQuiet()
-		keys = len(s.keyed.keys) > 0 // (no keys: nothing to resume)
-	}
 	if !keys && !alarms {
 		return
 	}

@@ -17,9 +17,9 @@ import (
 // testdata was written by that code (encodeKeyStates of a stage fed rows 0..2000 of the fleet
 // below, keys.window 70: two words of bits, every key's window and alarm ring wrapped, some
 // flags set). Today's code must decode it, write it back as format 3 (format 2 and the stream's
-// and caps' positions: 8 bytes more, then 8 a key), and score the rest of the stream from the state read back: the digest is of the
-// scores of rows 2000..3000 of the records its keys' models scored (index, score bits, outlier,
-// suppressed). That code wrote the same state from the same rows as today's did, and the digest
+// and caps' positions: 8 bytes more, then 8 a key), and score the rest of the stream from the
+// state read back: the digest is of the scores of rows 2000..3000 of the records its keys'
+// models scored (index, score bits, outlier, suppressed). That code wrote the same state from the same rows as today's did, and the digest
 // was its scores, until a key's outcasts became its significant records that are also far out
 // (keepFarOutcasts, 2026-11-27): since, the models built from a window holding a significant
 // record near the others differ, and the digest is today's scores from the state read back (the
