@@ -76,7 +76,8 @@ type alarmCap struct {
 	n, next, filled, count int32
 	// at is the stream position of the record admitted last (seriesAlarms' numbering; 0: not
 	// known): a key's cap keeps it for its series' flag handed back to the global model's path
-	// at its eviction (keyedScorer.evict).
+	// at its eviction (keyedScorer.evict); saved with the key (keys' state format 3, a scorer's
+	// alarm state: alarm_state.go).
 	at uint64
 }
 

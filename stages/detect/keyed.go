@@ -77,6 +77,9 @@ type keyedScorer struct {
 	devBytes int64
 	// hand is what the batch's pass leaves to the stage's capAlarms (keyed_handover.go).
 	hand handover
+	// savedAt is the stream position of the keys' state file decoded into it (decodeKeys;
+	// 0: none, or a format without one).
+	savedAt uint64
 }
 
 // keyedScratch is the parallel path's per-batch memory, reused: each batch's allocation of it
