@@ -55,7 +55,7 @@ by outlierd at its window; the refitted peers' first fit is on the last W_FIT tr
 the test rows are scored. Detectors and their constants are stream_sbs.py's, imported and run
 as they are: outlierd with the default config (pipeline.Default(), no --config, no replay
 arguments beyond stream_sbs.py's), its combined score ("outlierd") and `scores.recent`
-("outlierd recent"), River HalfSpaceTrees, PyOD IForest and ECOD refitted on a sliding window,
+("outlierd recent"), River HalfSpaceTrees, PyOD IForest, ECOD and PCA refitted on a sliding window,
 rolling median/MAD z. Nothing here was chosen on these data.
 
 Scorers, on the test rows:
@@ -70,6 +70,8 @@ Scorers, on the test rows:
   3W      (--sets 3w) the dataset's own scorer, row-wise: each detector's verdicts' balanced
           accuracy per instance, mean over the instances (balanced_accuracy()); beside it the
           abnormal rows' precision, recall and F1 pooled, and the score's ROC AUC.
+  flags   (every set but TEP and 3W) each detector's verdicts row by row, pooled: rows flagged,
+          precision, recall, F1.
   events  telemanom's own scorer on each detector's own flags (its verdicts; no threshold is
           chosen): a labelled sequence is a true positive when a run of flagged rows overlaps it,
           a false negative otherwise; a run of flagged rows that overlaps no labelled sequence is
@@ -480,7 +482,7 @@ def score_set(series, dets):
                   "ap_pooled": float(average_precision_score(Y, S)), "f1_pooled": best_f1(Y, S), "pa_pooled": best_f1(Y, PA),
                   "ap_series": [float(v) for v in per["ap"]], "ev_tp": tp, "ev_fn": fn, "ev_fp": fp, "ev_p": prec, "ev_r": rec, "ev_f05": f05,
                   "ba_mean": float(np.mean(per["ba"])), "auc_mean": float(np.mean(per["auc"])) if per["auc"] else float("nan"),
-                  "pt_p": flag_p, "pt_r": flag_r, "pt_f1": 2 * flag_p * flag_r / (flag_p + flag_r) if flag_p + flag_r else 0.0, "secs": secs}
+                  "pt_n": pt + pf, "pt_p": flag_p, "pt_r": flag_r, "pt_f1": 2 * flag_p * flag_r / (flag_p + flag_r) if flag_p + flag_r else 0.0, "secs": secs}
     return res
 
 
@@ -568,6 +570,14 @@ def report(name, n_series, n_rows, n_pos, n_segs, res, md):
             ours = {"outlierd": ours["outlierd"]}
         verdict = ", ".join(f"{o} {res[o][k]:.3f} ({'+' if v >= 0 else ''}{v:.3f})" for o, v in ours.items())
         print(f"- {h}: best peer {best} {res[best][k]:.3f}; {verdict}")
+    if name != "3W":
+        # the verdicts row by row: where an alarm goes on past its labelled sequence (the stage's
+        # cap limits alarm starts, not an alarm's records), events count one run, this every row
+        print("\nEach detector's own flags row by row, pooled over the series (\"outlierd recent\" shares outlierd's):\n")
+        sbs.table(["detector", "rows flagged", "precision", "recall", "F1"],
+                  [[d, str(r["pt_n"]), sbs.fmt(r["pt_p"]), sbs.fmt(r["pt_r"]), sbs.fmt(r["pt_f1"])]
+                   for d, r in res.items() if d != "outlierd recent"], md)
+        print()
     if name == "3W":
         print("\n3W's scorer on each detector's own verdicts (no threshold chosen; \"outlierd recent\" shares outlierd's): "
               "balanced accuracy per instance, mean over the instances (balanced_accuracy()); beside it the abnormal "
