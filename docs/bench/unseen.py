@@ -5,6 +5,7 @@
     nice -n 19 python3 docs/bench/unseen.py --sets msl --markdown
     nice -n 19 python3 docs/bench/unseen.py --sets 3w --markdown   # Petrobras 3W, real oil wells
     python3 docs/bench/unseen.py --sets smd --smd ~/.cache/outlierd/smd   # SMD, if you have its files
+    nice -n 5 python3 docs/bench/unseen.py --sets smd8,asd --markdown   # 8 of SMD's machines, and ASD
 
 Data, kept outside the repository (like NAB and SKAB):
   SMAP, MSL  Hundman et al., "Detecting spacecraft anomalies using LSTMs and nonparametric dynamic
@@ -20,6 +21,19 @@ Data, kept outside the repository (like NAB and SKAB):
              ServerMachineDataset/: train/, test/, test_label/ *.txt), 28 machines, 38 metrics;
              --smd DIR / $OUTLIERD_SMD. (Not run in docs/BENCHMARKS.md §12.20: no copy reachable from
              the development machine had its data files.)
+
+  SMD8, ASD  github.com/zhhlee/InterFusion's data/processed/ (Li et al., "Multivariate time series
+             anomaly detection and interpretation using hierarchical inter-metric and temporal
+             embedding", KDD 2021), as pickled float32 arrays <id>_train.pkl, <id>_test.pkl and
+             <id>_test_label.pkl: ASD, the Application Server Dataset, all 12 of its series omi-1 ..
+             omi-12 (19 metrics, 5-minute rows); and the 8 of SMD's 28 machines that it holds
+             complete (machine-1-6, 1-7, 2-1, 2-2, 2-7, 2-8, 3-3, 3-4; its machine-1-1, 3-6, 3-8
+             and 3-11 are over 4 MiB and absent from the snapshot this was copied from):
+                 git clone https://github.com/zhhlee/InterFusion
+                 cp InterFusion/data/processed/*.pkl ~/.cache/outlierd/interfusion/
+             or --interfusion DIR / $OUTLIERD_INTERFUSION. SMD's protocol (§12.20's, as for SMAP/MSL):
+             the train part is the probation, the test part is scored. The pickles are read by an
+             unpickler that admits numpy arrays only (interfusion()).
 
   3W         Petrobras's 3W dataset, first version (Vargas et al., "A realistic and public dataset
              with rare undesirable real events in oil wells", J. Petroleum Sci. Eng. 181, 2019):
@@ -41,7 +55,7 @@ by outlierd at its window; the refitted peers' first fit is on the last W_FIT tr
 the test rows are scored. Detectors and their constants are stream_sbs.py's, imported and run
 as they are: outlierd with the default config (pipeline.Default(), no --config, no replay
 arguments beyond stream_sbs.py's), its combined score ("outlierd") and `scores.recent`
-("outlierd recent"), River HalfSpaceTrees, PyOD IForest and ECOD refitted on a sliding window,
+("outlierd recent"), River HalfSpaceTrees, PyOD IForest, ECOD and PCA refitted on a sliding window,
 rolling median/MAD z. Nothing here was chosen on these data.
 
 Scorers, on the test rows:
@@ -56,6 +70,8 @@ Scorers, on the test rows:
   3W      (--sets 3w) the dataset's own scorer, row-wise: each detector's verdicts' balanced
           accuracy per instance, mean over the instances (balanced_accuracy()); beside it the
           abnormal rows' precision, recall and F1 pooled, and the score's ROC AUC.
+  flags   (every set but TEP and 3W) each detector's verdicts row by row, pooled: rows flagged,
+          precision, recall, F1.
   events  telemanom's own scorer on each detector's own flags (its verdicts; no threshold is
           chosen): a labelled sequence is a true positive when a run of flagged rows overlaps it,
           a false negative otherwise; a run of flagged rows that overlaps no labelled sequence is
@@ -86,6 +102,7 @@ SMAP_MSL_DEFAULT = os.path.expanduser("~/.cache/outlierd/smap_msl")
 SMD_DEFAULT = os.path.expanduser("~/.cache/outlierd/smd")
 TEP_DEFAULT = os.path.expanduser("~/.cache/outlierd/tep")
 THREEW_DEFAULT = os.path.expanduser("~/.cache/outlierd/3w")
+INTERFUSION_DEFAULT = os.path.expanduser("~/.cache/outlierd/interfusion")
 # 3W's own anomaly-detection benchmark (the paper's section 5 and its demo_2 notebook): the
 # classes with a normal period, instances with at least 20 minutes of it, its first 60 % for
 # training, and the variables that training part shows (NaN share and sd thresholds).
@@ -99,9 +116,11 @@ OURS = ("outlierd", "outlierd recent")
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, tep, 3w (comma-separated; default smap,msl)")
+    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w (comma-separated; default smap,msl)")
     ap.add_argument("--smap-msl", default=os.environ.get("OUTLIERD_SMAP_MSL", SMAP_MSL_DEFAULT))
     ap.add_argument("--smd", default=os.environ.get("OUTLIERD_SMD", SMD_DEFAULT))
+    ap.add_argument("--interfusion", default=os.environ.get("OUTLIERD_INTERFUSION", INTERFUSION_DEFAULT),
+                    help="InterFusion's data/processed/ (smd8 and asd)")
     ap.add_argument("--tep", default=os.environ.get("OUTLIERD_TEP", TEP_DEFAULT))
     ap.add_argument("--threew", default=os.environ.get("OUTLIERD_3W", THREEW_DEFAULT), help="3W's data/ (class folders)")
     ap.add_argument("--series", default="", help="only these series (comma-separated ids, e.g. P-1,M-6): a stated subset")
@@ -152,6 +171,56 @@ def smd(root):
         y = np.loadtxt(os.path.join(root, "test_label", m + ".txt"), delimiter=",").astype(int)
         if len(y) != len(test):
             raise SystemExit(f"unseen: {root}/test_label/{m}.txt: {len(y)} labels for {len(test)} test rows")
+        yield m, train, test, y, runs(y.astype(bool))
+
+
+def interfusion(root, prefix):
+    """(id, train, test, y, segments) per series of InterFusion's data/processed/ whose name starts
+    with prefix ("machine-": SMD, "omi-": ASD), in numeric order. Only numpy arrays are unpickled:
+    a pickle naming any other global is refused rather than run."""
+    import pickle
+
+    import numpy as np
+
+    allowed = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+               ("numpy", "ndarray"), ("numpy", "dtype")}
+
+    class Arrays(pickle.Unpickler):
+        def find_class(self, module, name):
+            if (module, name) not in allowed:
+                raise pickle.UnpicklingError(f"unseen: {module}.{name} is not a numpy array's part")
+            return super().find_class(module, name)
+
+    def load(path):
+        with open(path, "rb") as fh:
+            a = Arrays(fh).load()
+        if not isinstance(a, np.ndarray):
+            raise SystemExit(f"unseen: {path}: not an array")
+        return a.astype(np.float64)
+
+    if not os.path.isdir(root):
+        raise SystemExit(f"unseen: {root} not found (SMD8, ASD: see this script's docstring)")
+    suffix = "_test_label.pkl"
+    files = set(os.listdir(root))
+    # a series is read when all three of its files are there (the snapshot lacks four machines'
+    # data but has their labels: those are named on stderr, not read)
+    names = sorted((f[:-len(suffix)] for f in files if f.startswith(prefix) and f.endswith(suffix)),
+                   key=lambda m: tuple(int(p) for p in m[len(prefix):].split("-")))
+    absent = [m for m in names if not {m + "_train.pkl", m + "_test.pkl"} <= files]
+    if absent:
+        print(f"# {prefix}: no data files for {', '.join(absent)}: not read", file=sys.stderr)
+    names = [m for m in names if m not in absent]
+    if not names:
+        raise SystemExit(f"unseen: no {prefix}* series in {root}")
+    for m in names:
+        train = load(os.path.join(root, m + "_train.pkl"))
+        test = load(os.path.join(root, m + "_test.pkl"))
+        y = load(os.path.join(root, m + suffix)).reshape(-1)
+        if train.ndim != 2 or test.ndim != 2 or train.shape[1] != test.shape[1] or len(y) != len(test):
+            raise SystemExit(f"unseen: {root}/{m}: train {train.shape}, test {test.shape}, {len(y)} labels")
+        if not set(np.unique(y)) <= {0.0, 1.0}:
+            raise SystemExit(f"unseen: {root}/{m}{suffix}: labels other than 0 and 1")
+        y = y.astype(int)
         yield m, train, test, y, runs(y.astype(bool))
 
 
@@ -413,7 +482,7 @@ def score_set(series, dets):
                   "ap_pooled": float(average_precision_score(Y, S)), "f1_pooled": best_f1(Y, S), "pa_pooled": best_f1(Y, PA),
                   "ap_series": [float(v) for v in per["ap"]], "ev_tp": tp, "ev_fn": fn, "ev_fp": fp, "ev_p": prec, "ev_r": rec, "ev_f05": f05,
                   "ba_mean": float(np.mean(per["ba"])), "auc_mean": float(np.mean(per["auc"])) if per["auc"] else float("nan"),
-                  "pt_p": flag_p, "pt_r": flag_r, "pt_f1": 2 * flag_p * flag_r / (flag_p + flag_r) if flag_p + flag_r else 0.0, "secs": secs}
+                  "pt_n": pt + pf, "pt_p": flag_p, "pt_r": flag_r, "pt_f1": 2 * flag_p * flag_r / (flag_p + flag_r) if flag_p + flag_r else 0.0, "secs": secs}
     return res
 
 
@@ -501,6 +570,14 @@ def report(name, n_series, n_rows, n_pos, n_segs, res, md):
             ours = {"outlierd": ours["outlierd"]}
         verdict = ", ".join(f"{o} {res[o][k]:.3f} ({'+' if v >= 0 else ''}{v:.3f})" for o, v in ours.items())
         print(f"- {h}: best peer {best} {res[best][k]:.3f}; {verdict}")
+    if name != "3W":
+        # the verdicts row by row: where an alarm goes on past its labelled sequence (the stage's
+        # cap limits alarm starts, not an alarm's records), events count one run, this every row
+        print("\nEach detector's own flags row by row, pooled over the series (\"outlierd recent\" shares outlierd's):\n")
+        sbs.table(["detector", "rows flagged", "precision", "recall", "F1"],
+                  [[d, str(r["pt_n"]), sbs.fmt(r["pt_p"]), sbs.fmt(r["pt_r"]), sbs.fmt(r["pt_f1"])]
+                   for d, r in res.items() if d != "outlierd recent"], md)
+        print()
     if name == "3W":
         print("\n3W's scorer on each detector's own verdicts (no threshold chosen; \"outlierd recent\" shares outlierd's): "
               "balanced accuracy per instance, mean over the instances (balanced_accuracy()); beside it the abnormal "
@@ -536,13 +613,17 @@ def main():
             src = smap_msl(args.smap_msl, set_name.upper())
         elif set_name == "smd":
             src = smd(args.smd)
+        elif set_name == "smd8":
+            src = interfusion(args.interfusion, "machine-")
+        elif set_name == "asd":
+            src = interfusion(args.interfusion, "omi-")
         elif set_name == "tep":
             src = tep(args.tep)
         elif set_name == "3w":
             skipped = []
             src = threew(args.threew, skipped)
         else:
-            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, tep, 3w)")
+            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w)")
         series = []
         t0 = time.time()
         for sid, train, test, y, segs in src:
