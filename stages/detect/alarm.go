@@ -10,9 +10,11 @@ import (
 
 // The flag under flag_by: significance (docs/DESIGN.md, "Flags"): a record is significant when
 // its combined score reaches min_score; it is flagged when it is significant and the alarm cap
-// allows it (at most alarm_rate of the last `window` records flagged); a significant record over
-// the cap is suppressed (explained, not flagged). Significant records are kept out of the
-// next models' reference (outcasts), so a fault does not become normal by repeating.
+// allows it: a record that starts an alarm (its series' previous record not flagged) while fewer
+// than alarm_rate of the last `window` records are flagged, a record that continues one always
+// (admitRun); a significant record over the cap is suppressed (explained, not flagged).
+// Significant records are kept out of the next models' reference (outcasts), so a fault does not
+// become normal by repeating, and is flagged until the model learns it (after about a window).
 
 // outcastFloor is the share of the window a build keeps at least: significant records are
 // left out of a build while the others are at least this share of the window; a window where
@@ -67,8 +69,8 @@ func withoutOutcasts(cols, sds [][]float32, bits []bool, window int) ([][]float3
 	return keep(cols), keep(sds), out
 }
 
-// alarmCap counts the flags over the last `window` records: flag_by: significance flags a
-// significant record only while fewer than floor(alarm_rate * window) of them are flagged.
+// alarmCap counts the flags over the last `window` records: flag_by: significance starts an
+// alarm only while fewer than floor(alarm_rate * window) of them are flagged (admitRun).
 type alarmCap struct {
 	bits []uint64 // the last n records' flags, a flagRing's (ring)
 	// n (the ring's length), next, filled and count (the flags in the ring) as int32: with at,
