@@ -243,13 +243,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 				}
 				return fmt.Errorf("%s:%d: the line does not look like logfmt (no key=value pair): --format %s if the file is %s (%w)", in.path, at, flag, what, err)
 			}
-			var fe *ingest.FieldError
-			if !in.haveFeatures && errors.As(err, &fe) && fe.Field != in.label && strings.HasPrefix(fe.Problem, "not a number") {
-				// The column is a feature only because the header made it one: a text column
-				// is most often the fleet's key.
-				return fmt.Errorf("%s:%d: %w (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column %s if it is the key)", in.path, at, err, fe.Field)
-			}
-			return fmt.Errorf("%s:%d: %w", in.path, at, err)
+			return fmt.Errorf("%s:%d: %w%s", in.path, at, err, keyColumnHint(in, err))
 		}
 		var key []byte
 		if d.HasKey {
@@ -505,4 +499,15 @@ func unread(ic ingest.Config, label string, warn io.Writer, path string) {
 	if len(out) > 0 {
 		fmt.Fprintf(warn, "replay: %s: columns not read (not in ingest.features, key_field, event_time_field or --label-column): %s\n", path, strings.Join(out, ", "))
 	}
+}
+
+// keyColumnHint is what a decode error adds where a column the header alone made a feature
+// (no ingest.features) holds text: most often the fleet's key. It tests the error's Reason, not
+// its wording. "" otherwise.
+func keyColumnHint(in replayInput, err error) string {
+	var fe *ingest.FieldError
+	if in.haveFeatures || !errors.As(err, &fe) || fe.Reason != ingest.ReasonNotNumber || fe.Field == in.label {
+		return ""
+	}
+	return fmt.Sprintf(" (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column %s if it is the key)", fe.Field)
 }

@@ -23,9 +23,10 @@ type replaySizes struct {
 // (as the pipeline runs it: its first model at that many records, the rest a stream; capped
 // at a smaller --window); then, where the window holds every row, the batch case (min_records
 // = the rows: one model of the whole file); else the default, which detect.Config.Derive fits
-// to the window as it fits the file's. Derive then brings density.clusters, distance.k and n
-// and proclus.k down to min_records, here the config's values too, and stderr says so of
-// those. The flags' errors name the flags (min_records 1 brought k down to 0 and was refused
+// to the window as it fits the file's. Derive then fits density.clusters, distance.k and n
+// and proclus.k to min_records as a config that wrote this window and min_records would have
+// them (up too, where the flags raise them); it brings the config's written values down to
+// min_records too, and stderr says so of those. The flags' errors name the flags (min_records 1 brought k down to 0 and was refused
 // naming distance.k). Under before_model: hold a file too short for a model is refused, naming
 // where min_records came from.
 func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
@@ -70,13 +71,22 @@ func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
 	}
 	// Derive's rule once more, with this window and min_records; the sizes bounded by
 	// min_records come down to it even where the config writes them (a short file must run).
+	// Those the config leaves out start again from their defaults, as they would in a config
+	// that wrote this window and min_records: the load derived them from the config's own, and
+	// Derive only lowers (a config window of 100 kept density.clusters 100 under --window 10000).
+	def := detect.Default()
 	follow := []struct {
 		key string
 		v   *int
-	}{{"density.clusters", &dc.Density.Clusters}, {"distance.k", &dc.Distance.K}, {"distance.n", &dc.Distance.N}, {"proclus.k", &dc.Proclus.K}}
+		def int
+	}{{"density.clusters", &dc.Density.Clusters, def.Density.Clusters}, {"distance.k", &dc.Distance.K, def.Distance.K},
+		{"distance.n", &dc.Distance.N, def.Distance.N}, {"proclus.k", &dc.Proclus.K, def.Proclus.K}}
 	was := make([]int, len(follow))
 	for i, f := range follow {
 		was[i] = *f.v
+		if !z.written("detect." + f.key) {
+			*f.v = f.def
+		}
 	}
 	dc.Derive(func(key string) bool { return key == "min_records" && !follows })
 	switch {

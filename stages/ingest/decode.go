@@ -45,7 +45,34 @@ func (c *Config) NewDecoded() *Decoded {
 // FieldError is a problem with one field of a record.
 type FieldError struct {
 	Field   string // the field as configured (a JSON path, CSV column, logfmt key)
-	Problem string // e.g. `missing`, `not a number: "abc"`, `NaN/Inf not allowed`
+	Reason  Reason // what kind of problem: what a caller acts on
+	Problem string // for people, e.g. `missing`, `not a number: "abc"`, `NaN/Inf not allowed`
+}
+
+// Reason is the kind of problem a FieldError reports. Code that acts on a record's problem
+// tests it (replay's hint that a text column is a key: ReasonNotNumber), not Problem, whose
+// wording is for people and may change.
+type Reason uint8
+
+// The decoders' reasons; every FieldError they return has one (0 is none).
+const (
+	ReasonMissing    Reason = iota + 1 // absent (or empty), and nothing stands in for it
+	ReasonNotNumber                    // a feature's or uncertainty's value is not a number: text, blank, a JSON object, null
+	ReasonNotFinite                    // NaN or Inf, spelled out
+	ReasonOutOfRange                   // a number beyond float64's range, or a feature's beyond float32's
+	ReasonNegative                     // an uncertainty below 0
+	ReasonBadTime                      // the event time is not a time the decoders read, or out of range
+	ReasonBadKey                       // the key is neither a string nor a number (JSON)
+)
+
+var reasonNames = [...]string{"", "missing", "not a number", "NaN/Inf", "out of range", "negative uncertainty", "bad event time", "bad key"}
+
+// String names the reason ("not a number"); "reason(N)" for one the decoders do not give.
+func (r Reason) String() string {
+	if r == 0 || int(r) >= len(reasonNames) {
+		return fmt.Sprintf("reason(%d)", r)
+	}
+	return reasonNames[r]
 }
 
 func (e *FieldError) Error() string { return fmt.Sprintf("field %q: %s", e.Field, e.Problem) }
@@ -240,7 +267,7 @@ func (p *plan) finish(found []bool, out *Decoded) error {
 		v, ok := p.fallback(s)
 		switch {
 		case !ok:
-			return &FieldError{Field: s.field, Problem: "missing"}
+			return &FieldError{Field: s.field, Reason: ReasonMissing, Problem: "missing"}
 		case s.role == roleSD:
 			out.SD[s.idx] = v
 		default:
@@ -254,21 +281,21 @@ func (p *plan) finish(found []bool, out *Decoded) error {
 // uncertainty, the sign. raw is the text shown in messages.
 func setNumber(s *slot, v float64, out *Decoded) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return &FieldError{Field: s.field, Problem: "NaN/Inf not allowed"}
+		return &FieldError{Field: s.field, Reason: ReasonNotFinite, Problem: "NaN/Inf not allowed"}
 	}
 	// Out of range is what rounds to infinity as a float32, not what exceeds FLT_MAX as a
 	// float64: FLT_MAX's own shortest spelling, 3.4028235e38 (how producers print it, often as
 	// a "no reading" sentinel), is a little above it and rounds to it.
 	f := float32(v)
 	if math.IsInf(float64(f), 0) {
-		return &FieldError{Field: s.field, Problem: fmt.Sprintf("out of float32 range: %g", v)}
+		return &FieldError{Field: s.field, Reason: ReasonOutOfRange, Problem: fmt.Sprintf("out of float32 range: %g", v)}
 	}
 	switch s.role {
 	case roleFeature:
 		out.Values[s.idx] = f
 	case roleSD:
 		if v < 0 {
-			return &FieldError{Field: s.field, Problem: fmt.Sprintf("uncertainty must be >= 0: %g", v)}
+			return &FieldError{Field: s.field, Reason: ReasonNegative, Problem: fmt.Sprintf("uncertainty must be >= 0: %g", v)}
 		}
 		out.SD[s.idx] = f
 	}
@@ -285,7 +312,7 @@ func setText(s *slot, text []byte, out *Decoded) error {
 	case roleTime:
 		ms, err := parseEventTime(text, s.zone)
 		if err != nil {
-			return &FieldError{Field: s.field, Problem: err.Error()}
+			return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: err.Error()}
 		}
 		out.EventTime, out.HasEventTime = ms, true
 		return nil
@@ -295,9 +322,10 @@ func setText(s *slot, text []byte, out *Decoded) error {
 			return setNumber(s, v, out)
 		}
 	}
-	v, err := parseDecimal(text)
-	if err != nil {
-		return &FieldError{Field: s.field, Problem: err.Error()}
+	v, fe := parseDecimal(text)
+	if fe != nil {
+		fe.Field = s.field
+		return fe
 	}
 	return setNumber(s, v, out)
 }
@@ -328,11 +356,15 @@ func boolValue(text []byte) (v float64, ok bool) {
 // parseDecimal parses a decimal floating-point number: optional sign, digits with an optional
 // fraction, optional exponent. strconv.ParseFloat alone would also take hex floats ("0x1p3"),
 // underscores and "infinity", which no producer of sensor data means; NaN and Inf spelled out
-// get their own message because they are a common producer bug.
-func parseDecimal(text []byte) (float64, error) {
+// get their own message because they are a common producer bug. The error is the field's but
+// for its name.
+func parseDecimal(text []byte) (float64, *FieldError) {
 	text = trimSpace(text)
+	notNumber := func() (float64, *FieldError) {
+		return 0, &FieldError{Reason: ReasonNotNumber, Problem: "not a number: " + quoteShort(text)}
+	}
 	if len(text) == 0 {
-		return 0, fmt.Errorf("not a number: empty")
+		return 0, &FieldError{Reason: ReasonNotNumber, Problem: "not a number: empty"}
 	}
 	digits := false
 	for i, c := range text {
@@ -343,13 +375,13 @@ func parseDecimal(text []byte) (float64, error) {
 		case (c == '+' || c == '-') && (i == 0 || text[i-1] == 'e' || text[i-1] == 'E'):
 		default:
 			if isNaNOrInf(text) {
-				return 0, fmt.Errorf("NaN/Inf not allowed")
+				return 0, &FieldError{Reason: ReasonNotFinite, Problem: "NaN/Inf not allowed"}
 			}
-			return 0, fmt.Errorf("not a number: %s", quoteShort(text))
+			return notNumber()
 		}
 	}
 	if !digits {
-		return 0, fmt.Errorf("not a number: %s", quoteShort(text))
+		return notNumber()
 	}
 	if v, ok := fastDecimal(text); ok {
 		return v, nil
@@ -357,9 +389,9 @@ func parseDecimal(text []byte) (float64, error) {
 	v, err := strconv.ParseFloat(string(text), 64)
 	if err != nil {
 		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-			return 0, fmt.Errorf("out of range: %s", quoteShort(text))
+			return 0, &FieldError{Reason: ReasonOutOfRange, Problem: "out of range: " + quoteShort(text)}
 		}
-		return 0, fmt.Errorf("not a number: %s", quoteShort(text))
+		return notNumber()
 	}
 	return v, nil
 }

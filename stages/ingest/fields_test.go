@@ -59,7 +59,7 @@ func TestFieldsAgreeWithDecoder(t *testing.T) {
 					if err != nil {
 						t.Errorf("%s %q: %v (want it decoded)", format, rec, err)
 					}
-				case !errors.As(err, &fe) || *fe != (FieldError{fields[i].Name, "missing"}):
+				case !errors.As(err, &fe) || *fe != (FieldError{Field: fields[i].Name, Reason: ReasonMissing, Problem: "missing"}):
 					t.Errorf("%s %q: %v, want %q missing", format, rec, err, fields[i].Name)
 				}
 			}

@@ -541,7 +541,7 @@ func (d *jsonDecoder) store(s *slot, num, text []byte, isNum, isText bool, raw [
 			var perr error
 			v, perr = strconv.ParseFloat(string(num), 64)
 			if perr != nil { // only a range error is possible after the grammar check
-				return &FieldError{Field: s.field, Problem: "out of range: " + quoteShort(num)}
+				return &FieldError{Field: s.field, Reason: ReasonOutOfRange, Problem: "out of range: " + quoteShort(num)}
 			}
 		}
 		return setNumber(s, v, d.out)
@@ -551,7 +551,7 @@ func (d *jsonDecoder) store(s *slot, num, text []byte, isNum, isText bool, raw [
 	case isNum && s.role == roleTime:
 		ms, perr := strconv.ParseInt(string(num), 10, 64)
 		if perr != nil {
-			return &FieldError{Field: s.field, Problem: "epoch milliseconds must be an integer: " + quoteShort(num)}
+			return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: "epoch milliseconds must be an integer: " + quoteShort(num)}
 		}
 		d.out.EventTime, d.out.HasEventTime = ms, true
 	case isText && s.role == roleKey:
@@ -565,11 +565,11 @@ func (d *jsonDecoder) store(s *slot, num, text []byte, isNum, isText bool, raw [
 				return setNumber(s, v, d.out)
 			}
 		}
-		return &FieldError{Field: s.field, Problem: "not a number: " + describeJSON(raw)}
+		return &FieldError{Field: s.field, Reason: ReasonNotNumber, Problem: "not a number: " + describeJSON(raw)}
 	case s.role == roleKey:
-		return &FieldError{Field: s.field, Problem: "key must be a string or a number, got " + describeJSON(raw)}
+		return &FieldError{Field: s.field, Reason: ReasonBadKey, Problem: "key must be a string or a number, got " + describeJSON(raw)}
 	default:
-		return &FieldError{Field: s.field, Problem: "event time must be a string or a number, got " + describeJSON(raw)}
+		return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: "event time must be a string or a number, got " + describeJSON(raw)}
 	}
 	return nil
 }
