@@ -81,7 +81,21 @@ type alarmCap struct {
 	// at its eviction (keyedScorer.evict); saved with the key (keys' state format 3, a scorer's
 	// alarm state: alarm_state.go).
 	at uint64
+	// PROTOTYPE (capCount's modes): cont is a ring of the continuing records' flags ("rate"),
+	// conts their count, lastFlag whether the record admitted last was flagged (the ring's bit
+	// is a counted flag, not every flag, under "starts" and "rate").
+	cont     []uint64
+	conts    int32
+	lastFlag bool
 }
+
+// PROTOTYPE, not for main: how the cap counts its window's flags, set at build time (-ldflags
+// -X github.com/outlierd/outlierd/stages/detect.globalCapCount=starts): "" every flag (main);
+// "starts" an alarm counts once (its start; a continuing record is flagged and not counted);
+// "rate" a continuing record counts alarm_rate of a start (limit/window), so that an alarm
+// spends the cap alone once it has lasted a window. globalCapCount: the stage's cap (score.go);
+// keyCapCount: a key's (keyed.go, keyed_handover.go).
+var globalCapCount, keyCapCount string
 
 func newAlarmCap(window int) *alarmCap {
 	r := newFlagRing(max(window, 1))
@@ -94,21 +108,40 @@ func (a *alarmCap) ring() flagRing { return flagRing{bits: a.bits, n: a.n} }
 // admit takes the next record in stream order: whether it is significant, and the number of
 // flags allowed per window; it returns whether the record is flagged.
 func (a *alarmCap) admit(significant bool, limit int) bool {
-	return a.admitOver(significant, false, limit)
+	return a.admitOver(significant, false, limit, "")
 }
 
 // admitOver is admit where over flags a significant record whatever the window's flags (an
-// alarm going on: admitRun); its flag is counted all the same.
-func (a *alarmCap) admitOver(significant, over bool, limit int) bool {
+// alarm going on: admitRun); mode says what counts (capCount's).
+func (a *alarmCap) admitOver(significant, over bool, limit int, mode string) bool {
 	n, r := a.n, a.ring()
 	if a.filled == n && r.at(int(a.next)) {
 		a.count--
 	}
-	flag := significant && (over || int(a.count) < limit)
-	r.set(int(a.next), flag)
-	if flag {
+	if a.cont != nil && a.filled == n && (flagRing{bits: a.cont, n: n}).at(int(a.next)) {
+		a.conts--
+	}
+	room := int(a.count) < limit
+	if mode == "rate" {
+		room = int64(a.count)*int64(n)+int64(a.conts)*int64(limit) < int64(limit)*int64(n)
+	}
+	flag := significant && (over || room)
+	counted := flag && (mode == "" || !over)
+	r.set(int(a.next), counted)
+	if counted {
 		a.count++
 	}
+	if mode == "rate" {
+		if a.cont == nil {
+			a.cont = make([]uint64, len(a.bits))
+		}
+		c := flag && over
+		(flagRing{bits: a.cont, n: n}).set(int(a.next), c)
+		if c {
+			a.conts++
+		}
+	}
+	a.lastFlag = flag
 	a.next = (a.next + 1) % n
 	a.filled = min(a.filled+1, n)
 	return flag
@@ -120,7 +153,7 @@ func (a *alarmCap) last() bool {
 	if a.filled == 0 {
 		return false
 	}
-	return a.ring().at(int((a.next - 1 + a.n) % a.n))
+	return a.lastFlag || a.ring().at(int((a.next-1+a.n)%a.n))
 }
 
 // admitRun is admit with detect.flag_clear's deadband, for the stage's cap and a key's
@@ -138,9 +171,9 @@ func (a *alarmCap) last() bool {
 // first window (a key's: 4 of 200, docs/BENCHMARKS.md §13.3; the stage's: 1,000 of 50,000, so a
 // plant's fault of hours stopped being flagged after 1,000 records, §12.30). It returns the
 // flag and whether the record was held.
-func (a *alarmCap) admitRun(significant, previous bool, score, clear float64, limit int) (flag, held bool) {
+func (a *alarmCap) admitRun(significant, previous bool, score, clear float64, limit int, mode string) (flag, held bool) {
 	held = !significant && score >= clear && previous
-	flag = a.admitOver(significant || held, previous, limit)
+	flag = a.admitOver(significant || held, previous, limit, mode)
 	return flag, held && flag
 }
 
