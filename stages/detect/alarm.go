@@ -11,8 +11,9 @@ import (
 // The flag under flag_by: significance (docs/DESIGN.md, "Flags"): a record is significant when
 // its combined score reaches min_score; it is flagged when it is significant and the alarm cap
 // allows it: a record that starts an alarm (its series' previous record not flagged) while fewer
-// than alarm_rate of the last `window` records are flagged, a record that continues one always
-// (admitRun); a significant record over the cap is suppressed (explained, not flagged).
+// than alarm_rate x window are counted over the last `window` records (the stage's cap: alarm
+// starts, admitStart; a key's: every flag, admitRun), a record that continues one always; a
+// significant record over the cap is suppressed (explained, not flagged).
 // Significant records are kept out of the next models' reference (outcasts), so a fault does not
 // become normal by repeating, and is flagged until the model learns it (after about a window).
 
@@ -69,11 +70,12 @@ func withoutOutcasts(cols, sds [][]float32, bits []bool, window int) ([][]float3
 	return keep(cols), keep(sds), out
 }
 
-// alarmCap counts the flags over the last `window` records: flag_by: significance starts an
-// alarm only while fewer than floor(alarm_rate * window) of them are flagged (admitRun).
+// alarmCap counts over the last `window` records the flags that spend it: flag_by: significance
+// starts an alarm only while fewer than floor(alarm_rate * window) of them are counted. A key's
+// cap counts every flag (admitRun), the stage's an alarm once, at its start (admitStart).
 type alarmCap struct {
-	bits []uint64 // the last n records' flags, a flagRing's (ring)
-	// n (the ring's length), next, filled and count (the flags in the ring) as int32: with at,
+	bits []uint64 // the last n records' counted flags, a flagRing's (ring)
+	// n (the ring's length), next, filled and count (the bits set in the ring) as int32: with at,
 	// the struct's 48 bytes of heap, as without it (TestAlarmCapSize).
 	n, next, filled, count int32
 	// at is the stream position of the record admitted last (seriesAlarms' numbering; 0: not
@@ -81,21 +83,7 @@ type alarmCap struct {
 	// at its eviction (keyedScorer.evict); saved with the key (keys' state format 3, a scorer's
 	// alarm state: alarm_state.go).
 	at uint64
-	// PROTOTYPE (capCount's modes): cont is a ring of the continuing records' flags ("rate"),
-	// conts their count, lastFlag whether the record admitted last was flagged (the ring's bit
-	// is a counted flag, not every flag, under "starts" and "rate").
-	cont     []uint64
-	conts    int32
-	lastFlag bool
 }
-
-// PROTOTYPE, not for main: how the cap counts its window's flags, set at build time (-ldflags
-// -X github.com/outlierd/outlierd/stages/detect.globalCapCount=starts): "" every flag (main);
-// "starts" an alarm counts once (its start; a continuing record is flagged and not counted);
-// "rate" a continuing record counts alarm_rate of a start (limit/window), so that an alarm
-// spends the cap alone once it has lasted a window. globalCapCount: the stage's cap (score.go);
-// keyCapCount: a key's (keyed.go, keyed_handover.go).
-var globalCapCount, keyCapCount string
 
 func newAlarmCap(window int) *alarmCap {
 	r := newFlagRing(max(window, 1))
@@ -108,72 +96,72 @@ func (a *alarmCap) ring() flagRing { return flagRing{bits: a.bits, n: a.n} }
 // admit takes the next record in stream order: whether it is significant, and the number of
 // flags allowed per window; it returns whether the record is flagged.
 func (a *alarmCap) admit(significant bool, limit int) bool {
-	return a.admitOver(significant, false, limit, "")
+	return a.admitOver(significant, false, true, limit)
 }
 
-// admitOver is admit where over flags a significant record whatever the window's flags (an
-// alarm going on: admitRun); mode says what counts (capCount's).
-func (a *alarmCap) admitOver(significant, over bool, limit int, mode string) bool {
+// admitOver is admit where over flags a significant record whatever the window's count (an
+// alarm going on: admitRun, admitStart); its flag counts unless over and not overCounts.
+func (a *alarmCap) admitOver(significant, over, overCounts bool, limit int) bool {
 	n, r := a.n, a.ring()
 	if a.filled == n && r.at(int(a.next)) {
 		a.count--
 	}
-	if a.cont != nil && a.filled == n && (flagRing{bits: a.cont, n: n}).at(int(a.next)) {
-		a.conts--
-	}
-	room := int(a.count) < limit
-	if mode == "rate" {
-		room = int64(a.count)*int64(n)+int64(a.conts)*int64(limit) < int64(limit)*int64(n)
-	}
-	flag := significant && (over || room)
-	counted := flag && (mode == "" || !over)
+	flag := significant && (over || int(a.count) < limit)
+	counted := flag && (overCounts || !over)
 	r.set(int(a.next), counted)
 	if counted {
 		a.count++
 	}
-	if mode == "rate" {
-		if a.cont == nil {
-			a.cont = make([]uint64, len(a.bits))
-		}
-		c := flag && over
-		(flagRing{bits: a.cont, n: n}).set(int(a.next), c)
-		if c {
-			a.conts++
-		}
-	}
-	a.lastFlag = flag
 	a.next = (a.next + 1) % n
 	a.filled = min(a.filled+1, n)
 	return flag
 }
 
 // last is whether the record admitted last was flagged (false before any): the alarm's state
-// that detect.flag_clear's deadband holds, and that a key's alarm goes on from (admitRun).
+// that detect.flag_clear's deadband holds, and that a key's alarm goes on from (admitRun). Only
+// a cap that counts every flag knows it (a key's); the stage's ring holds alarm starts, and its
+// series' alarms are seriesAlarms'.
 func (a *alarmCap) last() bool {
 	if a.filled == 0 {
 		return false
 	}
-	return a.lastFlag || a.ring().at(int((a.next-1+a.n)%a.n))
+	return a.ring().at(int((a.next - 1 + a.n) % a.n))
 }
 
-// admitRun is admit with detect.flag_clear's deadband, for the stage's cap and a key's
-// (detect.key_by: key) alike: a record that is not significant but whose series' previous record
-// was flagged (previous: the stream's ring holds many series, seriesAlarms) and whose score
-// reaches clear is flagged too (held). The cap limits the starts of a series' alarms, not the
-// records of one going on: a record that continues its series' alarm (the previous record
-// flagged, its own score at least clear: significant or held) is flagged even when the window's
-// flags have spent the cap; one that would start an alarm is flagged only while fewer than
-// limit of the window's records are. Every flag counts in the window, so an alarm longer than
-// the cap keeps the stream (or the key) from starting another until its flags leave the window.
-// What bounds an alarm is the model, which takes a fault that has filled its window as the new
-// normal (outcastFloor; a key's: keyed_outcast.go). Under a cap of records (before) a sensor
-// stuck far out was flagged alarm_rate x window times, then suppressed, for the rest of its
-// first window (a key's: 4 of 200, docs/BENCHMARKS.md §13.3; the stage's: 1,000 of 50,000, so a
-// plant's fault of hours stopped being flagged after 1,000 records, §12.30). It returns the
-// flag and whether the record was held.
-func (a *alarmCap) admitRun(significant, previous bool, score, clear float64, limit int, mode string) (flag, held bool) {
+// admitRun is a key's cap (detect.key_by: key): admit with detect.flag_clear's deadband. A
+// record that is not significant but whose series' previous record was flagged (previous) and
+// whose score reaches clear is flagged too (held). The cap limits the starts of the key's
+// alarms, not the records of one going on: a record that continues its alarm (the previous
+// record flagged, its own score at least clear: significant or held) is flagged even when the
+// window's flags have spent the cap; one that would start an alarm is flagged only while fewer
+// than limit of the key's window's records are. Every flag counts, so after an alarm longer
+// than the cap the key starts no other until its flags leave its window: a key's fault longer
+// than its window (200 records) is learnt, and its return to the former level would otherwise
+// be flagged at once as a new alarm (docs/BENCHMARKS.md §13.3; counting an alarm once there
+// doubled those flags and the flags of a key whose model lags a fast drift, §12.30.2). What
+// bounds an alarm is the model, which takes a fault that has filled its window as the new
+// normal (outcastFloor; a key's: keyed_outcast.go). It returns the flag and whether the record
+// was held.
+func (a *alarmCap) admitRun(significant, previous bool, score, clear float64, limit int) (flag, held bool) {
 	held = !significant && score >= clear && previous
-	flag = a.admitOver(significant || held, previous, limit, mode)
+	flag = a.admitOver(significant || held, previous, true, limit)
+	return flag, held && flag
+}
+
+// admitStart is the stage's cap (the global model's path: every stream without key_by: key, and
+// a key's records while it warms): admitRun's deadband and rule, where previous is the record's
+// series' (seriesAlarms), but an alarm counts once, at its start: a record continuing its
+// series' alarm is flagged and not counted. So the cap bounds the alarms started in any
+// `window` records to limit (a stream of isolated significant records: limit flags), and one
+// alarm however long leaves the next one free to start: under every flag counting, one fault of
+// 6,000 records at the defaults kept the stream from starting any other alarm for about a
+// window (a second fault 3,000 records later suppressed whole: docs/BENCHMARKS.md §12.30.1,
+// §12.30.2). A fault's alarm is bounded by the model (about a window: outcastFloor), and a page
+// per alarm by detect.alert_cooldown. Under a cap of records (before §12.30.1) a plant's fault
+// of hours stopped being flagged after 1,000 records.
+func (a *alarmCap) admitStart(significant, previous bool, score, clear float64, limit int) (flag, held bool) {
+	held = !significant && score >= clear && previous
+	flag = a.admitOver(significant || held, previous, false, limit)
 	return flag, held && flag
 }
 
@@ -185,9 +173,9 @@ func (a *alarmCap) admitRun(significant, previous bool, score, clear float64, li
 // is here while it warms and its own cap's once its model scores it: its first records by its
 // model end it here, an evicted key's last flag comes back (keyed_handover.go). Positions
 // count every record of the stream, so a flag more than `window` records back no longer holds
-// whichever model scored the records between. Bounded: past twice the cap's flags per window
-// stale entries are dropped, so at most about alarm_rate x window series are kept, and all are
-// forgotten once the newest is stale. Nothing is looked up while no series is in alarm (a
+// whichever model scored the records between. Bounded: past twice the cap's starts per window
+// stale entries are dropped, so the series kept are about those in alarm (at most alarm_rate x
+// window of them start in a window), and all are forgotten once the newest is stale. Nothing is looked up while no series is in alarm (a
 // healthy stream's cost: a length check a record).
 type seriesAlarms struct {
 	keyed   map[string]uint64 // key -> position of its last record, which was flagged

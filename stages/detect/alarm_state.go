@@ -14,14 +14,16 @@ import (
 // the keys' state): what the flags after a restart rest on besides the models, so that a fault
 // flagged before a stop goes on after it as without the stop (TestRestartContinuesAlarms): the
 // stream's position (seriesAlarms.pos: the keys' caps' positions, alarmCap.at, count from it),
-// the stage's cap (alarm_rate of the last window's flags), the deadband's series in alarm on the
+// the stage's cap (the last window's alarm starts: admitStart), the deadband's series in alarm on the
 // global model's path, and the alert groups (alert_cooldown). Written with the keys' state, at
 // the same point of the stream (saveKeys), on every role that flags (not a builder's).
 //
 // Format version 1 (sealed envelope: magic, version, payload length, payload, SHA-256):
 //
 //	payload: window u32 (the stage's cap's records: detect.window), position u64,
-//	         cap: next u32, filled u32, ceil(window / 64) x u64 (the flags, a bit each),
+//	         cap: next u32, filled u32, ceil(window / 64) x u64 (the counted flags, a bit each:
+//	         alarm starts; a file written before §12.30.2 holds every flag, read as starts: the
+//	         cap is spent sooner for at most a window after the restart),
 //	         series: keyless u64, newest u64, count u64, count x { key (length u32, bytes), at u64 },
 //	         groups: count u64, count x { key (length u32, bytes), at i64 (ms), folded u32 },
 //	         keys' caps (a scorer's, else none): keys.window u32, count u64, count x { key (length

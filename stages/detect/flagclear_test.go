@@ -83,7 +83,7 @@ func TestFlagClearSpikeNotExtended(t *testing.T) {
 		{false, 4.8, false, false, "no flag before: not held"},
 	}
 	for i, st := range steps {
-		flag, held := a.admitRun(st.sig, a.last(), st.score, clear, 10, "")
+		flag, held := a.admitRun(st.sig, a.last(), st.score, clear, 10)
 		if flag != st.flag || held != st.held {
 			t.Errorf("step %d (%s): flag %v held %v, want %v %v", i, st.description, flag, held, st.flag, st.held)
 		}
@@ -92,16 +92,16 @@ func TestFlagClearSpikeNotExtended(t *testing.T) {
 	// alarm is flagged past it (and counted), one that would start an alarm is not, nor is a
 	// significant record starting one.
 	b := newAlarmCap(100)
-	if f, _ := b.admitRun(true, b.last(), 9, clear, 1, ""); !f {
+	if f, _ := b.admitRun(true, b.last(), 9, clear, 1); !f {
 		t.Fatal("the first significant record was not flagged")
 	}
-	if f, h := b.admitRun(false, b.last(), 4.5, clear, 1, ""); !f || !h {
+	if f, h := b.admitRun(false, b.last(), 4.5, clear, 1); !f || !h {
 		t.Errorf("a record continuing the alarm past a spent cap: flag %v held %v, want held", f, h)
 	}
-	if f, h := b.admitRun(false, false, 4.5, clear, 1, ""); f || h {
+	if f, h := b.admitRun(false, false, 4.5, clear, 1); f || h {
 		t.Errorf("a record held with no alarm going on: flag %v held %v", f, h)
 	}
-	if f, _ := b.admitRun(true, false, 9, clear, 1, ""); f {
+	if f, _ := b.admitRun(true, false, 9, clear, 1); f {
 		t.Errorf("a significant record starting an alarm past a spent cap was flagged")
 	}
 	if c := (&Config{FlagClear: 0, MinScore: 5, FlagBy: FlagBySignificance}).clearScore(); !math.IsInf(c, 1) {
@@ -173,8 +173,8 @@ func TestFlagClearLastAfterKeysRestore(t *testing.T) {
 			if rc.last() != lastFlagged || rc.count != st.cap.count {
 				t.Errorf("%d records, last flagged %v: restored last %v count %d, want count %d", n, lastFlagged, rc.last(), rc.count, st.cap.count)
 			}
-			f0, h0 := st.cap.admitRun(false, st.cap.last(), 4, cfg.clearScore(), capLimit(cfg.AlarmRate, w), "")
-			f1, h1 := rc.admitRun(false, rc.last(), 4, cfg.clearScore(), capLimit(cfg.AlarmRate, w), "")
+			f0, h0 := st.cap.admitRun(false, st.cap.last(), 4, cfg.clearScore(), capLimit(cfg.AlarmRate, w))
+			f1, h1 := rc.admitRun(false, rc.last(), 4, cfg.clearScore(), capLimit(cfg.AlarmRate, w))
 			if f0 != f1 || h0 != h1 || h1 != lastFlagged {
 				t.Errorf("%d records, last flagged %v: next record held %v/%v restored, %v/%v running", n, lastFlagged, f1, h1, f0, h0)
 			}
@@ -239,7 +239,7 @@ func TestFlagClearSeriesBounded(t *testing.T) {
 	a, s := newAlarmCap(window), seriesAlarms{}
 	for i := range 10_000 {
 		key, q := []byte(strconv.Itoa(i)), uint64(i+1)
-		flag, _ := a.admitRun(true, s.inAlarm(key, q, window), 9, 3.5, limit, "")
+		flag, _ := a.admitStart(true, s.inAlarm(key, q, window), 9, 3.5, limit)
 		s.note(key, q, flag, window, limit)
 		if len(s.keyed) > 2*limit+1 {
 			t.Fatalf("after %d keys %d kept in alarm, want at most %d", i+1, len(s.keyed), 2*limit+1)

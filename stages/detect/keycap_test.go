@@ -118,7 +118,7 @@ func TestKeyCapContinuesPastItsLimit(t *testing.T) {
 		{true, 9, true, false, "it goes on"},
 	}
 	for i, st := range steps {
-		flag, held := a.admitRun(st.sig, a.last(), st.score, clear, limit, "")
+		flag, held := a.admitRun(st.sig, a.last(), st.score, clear, limit)
 		if flag != st.flag || held != st.held {
 			t.Errorf("step %d (%s): flag %v held %v, want %v %v", i, st.description, flag, held, st.flag, st.held)
 		}
@@ -129,10 +129,10 @@ func TestKeyCapContinuesPastItsLimit(t *testing.T) {
 	for range 2 {
 		b.admit(true, limit)
 	}
-	if f, h := b.admitRun(false, false, 4, clear, limit, ""); f || h {
+	if f, h := b.admitRun(false, false, 4, clear, limit); f || h {
 		t.Errorf("not significant, previous not flagged: flag %v held %v", f, h)
 	}
-	if f, h := b.admitRun(true, true, 9, clear, limit, ""); !f || h {
+	if f, h := b.admitRun(true, true, 9, clear, limit); !f || h {
 		t.Errorf("a spent cap, previous flagged on the global path: flag %v held %v, want flagged", f, h)
 	}
 }

@@ -63,3 +63,42 @@ func TestCapBoundsChatter(t *testing.T) {
 		t.Errorf("setup: %d significant, at most %d starts a window: the chatter does not test the cap %d", sig, worst, limit)
 	}
 }
+
+// TestStageCapCountsAlarmsOnce: the stage's cap (admitStart) counts an alarm once, at its start:
+// a record continuing its series' alarm is flagged past a spent cap and not counted, so a long
+// alarm leaves the cap's count at its start; a second start waits while the cap's starts fill
+// it and goes once they have left the window. A key's cap (admitRun) counts every flag.
+func TestStageCapCountsAlarmsOnce(t *testing.T) {
+	const window, limit, clear = 20, 2, 3.5
+	a, k := newAlarmCap(window), newAlarmCap(window)
+	prevA, prevK := false, false
+	for i := range 15 { // one alarm of 15 records
+		fa, _ := a.admitStart(true, prevA, 9, clear, limit)
+		fk, _ := k.admitRun(true, prevK, 9, clear, limit)
+		if !fa || !fk {
+			t.Fatalf("record %d of an alarm: stage %v key %v, want flagged", i, fa, fk)
+		}
+		prevA, prevK = fa, fk
+	}
+	if a.count != 1 || k.count != 15 {
+		t.Errorf("after one alarm of 15 records the stage's cap counts %d (want 1), a key's %d (want 15)", a.count, k.count)
+	}
+	a.admitStart(false, true, 0, clear, limit) // the alarm ends
+	k.admitRun(false, true, 0, clear, limit)
+	if f, _ := a.admitStart(true, false, 9, clear, limit); !f {
+		t.Errorf("a second alarm after a long one: not started by the stage's cap")
+	}
+	if f, _ := k.admitRun(true, false, 9, clear, limit); f {
+		t.Errorf("a second alarm after a long one: started by a key's cap, whose window holds the first's 15 flags")
+	}
+	a.admitStart(false, true, 0, clear, limit)
+	if f, _ := a.admitStart(true, false, 9, clear, limit); f { // two starts in the window: spent
+		t.Errorf("a third start within the window: flagged past the cap's %d starts", limit)
+	}
+	for range window - 2 { // ordinary records until the first start leaves the window
+		a.admitStart(false, false, 0, clear, limit)
+	}
+	if f, _ := a.admitStart(true, false, 9, clear, limit); !f {
+		t.Errorf("a start once the first alarm's start left the window: suppressed (count %d)", a.count)
+	}
+}
