@@ -157,8 +157,10 @@ func (a *alarmCap) admitRun(significant, previous bool, score, clear float64, li
 // 6,000 records at the defaults kept the stream from starting any other alarm for about a
 // window (a second fault 3,000 records later suppressed whole: docs/BENCHMARKS.md §12.30.1,
 // §12.30.2). A fault's alarm is bounded by the model (about a window: outcastFloor), and a page
-// per alarm by detect.alert_cooldown. Under a cap of records (before §12.30.1) a plant's fault
-// of hours stopped being flagged after 1,000 records.
+// per alarm by detect.alert_cooldown; a stream whose model lags it (a drift of tens of sd a
+// window) is flagged while it lags, where counting every flag suppressed most of it (§12.30.2).
+// Under a cap of records (before §12.30.1) a plant's fault of hours stopped being flagged after
+// 1,000 records.
 func (a *alarmCap) admitStart(significant, previous bool, score, clear float64, limit int) (flag, held bool) {
 	held = !significant && score >= clear && previous
 	flag = a.admitOver(significant || held, previous, false, limit)
@@ -175,8 +177,8 @@ func (a *alarmCap) admitStart(significant, previous bool, score, clear float64, 
 // count every record of the stream, so a flag more than `window` records back no longer holds
 // whichever model scored the records between. Bounded: past twice the cap's starts per window
 // stale entries are dropped, so the series kept are about those in alarm (at most alarm_rate x
-// window of them start in a window), and all are forgotten once the newest is stale. Nothing is looked up while no series is in alarm (a
-// healthy stream's cost: a length check a record).
+// window of them start in a window), and all are forgotten once the newest is stale. Nothing is
+// looked up while no series is in alarm (a healthy stream's cost: a length check a record).
 type seriesAlarms struct {
 	keyed   map[string]uint64 // key -> position of its last record, which was flagged
 	keyless uint64            // position of the last keyless record if it was flagged, else 0
