@@ -83,7 +83,7 @@ func BenchmarkKeyedDecide(b *testing.B) {
 				n := min(len(q), b.N-i)
 				kw.q = append(kw.q[:0], q[:n]...)
 				kw.tail, kw.dist = tail[:n], dist[:n]
-				kw.decide(cfg, []string{"a", "b", "c"}, out, raw, h)
+				kw.decide(cfg, []string{"a", "b", "c"}, out, raw, h, nil)
 			}
 			b.StopTimer()
 			if out[0].Score == 0 || !out[0].ByKey || len(h.rows) > 0 {
