@@ -20,7 +20,7 @@ import (
 //
 // The pool is the last deviations of the warm keys' records that were not significant (a
 // fault's records would fatten the tail that is to find them), from keys whose model is built
-// from at least half a window (a young model's scale is noisy), each key's in one of fleetShards
+// built from at least three quarters of a window (fleetWeight), each key's in one of fleetShards
 // shards by its key's hash. Each shard's tail is fitted between its 99th and 99.9th
 // percentiles, and the fleet's tail is the median of the shards' fits: a fault that one key's
 // model learns puts its not-significant records into that key's shard only (a +6 sd shift of 300
@@ -29,8 +29,8 @@ import (
 // -log10 P rises linearly in the deviation from 2 decades at the 99th percentile to 3 at the
 // 99.9th, and on beyond (an exponential tail: conservative for a normal sensor's, exact for a
 // Laplace one's). A record's score is its key's own, raised to the fleet's where that is larger,
-// in proportion to the key's model's rows up to half a window (shrinkage towards the key's own
-// tail while its model is young).
+// by a weight that grows with the key's model's rows from half a window to three quarters
+// (shrinkage towards the key's own tail while it is young: fleetWeight).
 //
 // The fleet's fit changes between the keys' passes only, from the pass's records in batch order:
 // every path (serial, parallel, device) decides a batch's records against the same fit, and
@@ -170,7 +170,7 @@ func (f *fleetTail) score(z float64) float64 {
 
 // lift is a record's combined score own (its key's model r's) under keys.tail: fleet, and notes
 // the record's deviation for the pool (record i of the pass, key key) when it is not significant
-// at minScore and r is built from at least half of window records. f nil: own.
+// at minScore and the key is fully weighted. f nil: own.
 func (f *fleetTail) lift(key string, r *Ranker, raw [][]float32, own, minScore float64, window, i int) float64 {
 	if f == nil {
 		return own
@@ -180,7 +180,7 @@ func (f *fleetTail) lift(key string, r *Ranker, raw [][]float32, own, minScore f
 	if len(r.Tail.Sorted) > 0 {
 		rows = len(r.Tail.Sorted[0])
 	}
-	w := min(1, float64(2*rows)/float64(window))
+	w := fleetWeight(rows, window)
 	s := own
 	if fs := f.score(z); fs > own {
 		s = own + float64(w*(fs-own)) // (rounded: not fused into the sum)
@@ -189,6 +189,20 @@ func (f *fleetTail) lift(key string, r *Ranker, raw [][]float32, own, minScore f
 		f.obs[i], f.shard[i] = float32(z), fleetShardOf(key)
 	}
 	return s
+}
+
+// fleetWeight is the share of the fleet's score over the key's own for a key whose model is built
+// from rows records (its window's, less its outcasts) of window: none up to half a window, all
+// from three quarters on, linear between. (The model's rows, not the key's window: a record is
+// decided after later records of its key joined the window on the parallel path, and a scorer's
+// key keeps no window.)
+// A young key's model may have learnt a fault its warm-up held (joinfleet.py: a sensor joining
+// with a fault under way); its own tail, which is the young window's, lets its return to normal
+// join its builds and unlearn the fault, where the fleet's would find the return far out and keep
+// it out (docs/BENCHMARKS.md §13.4.2: with the weight 2 rows / window the joining fleet's flags
+// went 18 -> 450 on seed 3).
+func fleetWeight(rows, window int) float64 {
+	return min(1, max(0, float64(4*rows-2*window)/float64(window)))
 }
 
 // fleetPass is the fleet's tail for a pass of n records under cfg (nil under keys.tail: own).

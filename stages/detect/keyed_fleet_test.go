@@ -37,8 +37,9 @@ func shiftFleet(keys, perKey, at, length int, shift, rate float64, unit func(s i
 	return rows
 }
 
-// fleetFlags runs rows through a keyed stage under keys.tail tail and returns the shifted key's
-// flags over its shift's records, the flags and labels of the other keys' warm records.
+// fleetFlags runs rows through a keyed stage under keys.tail tail and returns which of the
+// shifted key's shift records were significant, the flags and labels of the other keys' warm
+// records.
 func fleetFlags(t *testing.T, rows []fleetRow, tail KeysTail) (shift []bool, others, labels []bool) {
 	t.Helper()
 	cfg := keyedConfig()
@@ -51,7 +52,7 @@ func fleetFlags(t *testing.T, rows []fleetRow, tail KeysTail) (shift []bool, oth
 	for i, row := range rows {
 		switch {
 		case row.key == "shifted" && row.spike:
-			shift = append(shift, sc[i].Outlier)
+			shift = append(shift, sc[i].Score >= cfg.MinScore)
 		case row.key != "shifted" && sc[i].ByKey:
 			others, labels = append(others, sc[i].Outlier), append(labels, row.spike)
 		}
@@ -67,8 +68,8 @@ func fleetFlags(t *testing.T, rows []fleetRow, tail KeysTail) (shift []bool, oth
 // outcastFloor of the window: at least half of the 300 flagged, and at least twice own's.
 func TestFleetTailFlagsAModerateShift(t *testing.T) {
 	unit := func(int) float64 { return 2 }
-	for _, seed := range []uint64{1, 2} {
-		rows := shiftFleet(10, 1500, 800, 300, 6, 0, unit, seed)
+	for _, seed := range []uint64{1, 2, 3, 4, 5, 6} {
+		rows := shiftFleet(10, 2200, 1500, 300, 6, 0, unit, seed)
 		own, _, _ := fleetFlags(t, rows, TailOwn)
 		fleet, others, _ := fleetFlags(t, rows, TailFleet)
 		o, f := count(own), count(fleet)
@@ -171,15 +172,16 @@ func TestFleetTailFit(t *testing.T) {
 }
 
 // TestFleetTailLiftShrinks: a record's score is its key's own where the fleet's is lower; raised
-// to the fleet's by a key whose model holds at least half a window, and by 2*rows/window of the
-// difference below that; only a full key's records not significant are pooled.
+// to the fleet's for a key whose model holds at least three quarters of a window, by fleetWeight
+// of the difference below that (none up to half a window); only a fully weighted key's records
+// not significant are pooled.
 func TestFleetTailLiftShrinks(t *testing.T) {
 	f := fleetTail{ok: true, lo: 3, hi: 4} // (a fit: score(z) = 2 + (z - 3))
-	f.begin(4)
+	f.begin(5)
 	model := func(rows int) *Ranker {
 		col := make([]float32, rows)
 		for i := range col {
-			col[i] = float32(i % 2) // median 0 or 1, interquartile range 1: robust sd 1/1.349
+			col[i] = float32(i % 2)
 		}
 		cols := [][]float32{col}
 		r, err := buildRanker(cols, sortedColumns(cols), []string{"v"}, keyedConfig())
@@ -188,29 +190,35 @@ func TestFleetTailLiftShrinks(t *testing.T) {
 		}
 		return r
 	}
-	full, young := model(100), model(50)
 	at := func(r *Ranker, z float64) [][]float32 { // the value z robust sd from r's median
 		d0, d1 := r.Tail.Deviation(0, 0), r.Tail.Deviation(0, 1) // (linear in the value)
 		return [][]float32{{float32((z - d0) / (d1 - d0))}}
 	}
-	// a deviation of 5 robust sd: the fleet's score 4 decades
-	if got := f.lift("k", full, at(full, 5), 1, 5, 200, 0); math.Abs(got-4) > 1e-4 {
-		t.Errorf("full key, own 1, deviation 5: %g, want the fleet's 4", got)
-	}
-	if got := f.lift("k", full, at(full, 5), 6, 5, 200, 1); got != 6 {
-		t.Errorf("full key, own 6: %g, want own's", got)
-	}
-	if got := f.lift("k", young, at(young, 5), 1, 5, 200, 2); math.Abs(got-2.5) > 1e-4 {
-		t.Errorf("a key of 50 rows at window 200, own 1: %g, want half the way to 4: 2.5", got)
-	}
-	if got := f.lift("k", full, at(full, 10), 1, 5, 200, 3); math.Abs(got-9) > 1e-4 {
-		t.Errorf("deviation 10: %g, want 9 (significant)", got)
-	}
-	if !(math.Abs(float64(f.obs[0])-5) < 1e-4) || f.obs[1] == f.obs[1] || f.obs[2] == f.obs[2] || f.obs[3] == f.obs[3] {
-		t.Errorf("pooled %v: want only the first (full, not significant) record's deviation 5", f.obs)
+	for i, c := range []struct {
+		rows      int
+		z, own    float64
+		want      float64
+		pooled    bool
+		situation string
+	}{
+		{200, 5, 1, 4, true, "a model of a full window, own 1, deviation 5: the fleet's 4"},
+		{180, 5, 6, 6, false, "own above the fleet's: own"},
+		{125, 5, 1, 2.5, false, "a model of 5/8 of a window: half the way to 4"},
+		{100, 5, 1, 1, false, "a model of half a window: own"},
+		{150, 10, 1, 9, false, "deviation 10: 9, significant"},
+	} {
+		r := model(c.rows)
+		got := f.lift("k", r, at(r, c.z), c.own, 5, 200, i)
+		if math.Abs(got-c.want) > 1e-4 {
+			t.Errorf("%s: %g, want %g", c.situation, got, c.want)
+		}
+		if pooled := f.obs[i] == f.obs[i]; pooled != c.pooled || pooled && math.Abs(float64(f.obs[i])-c.z) > 1e-4 {
+			t.Errorf("%s: pooled %v (%g), want %v", c.situation, pooled, f.obs[i], c.pooled)
+		}
 	}
 	var none *fleetTail
-	if got := none.lift("k", full, at(full, 5), 1, 5, 200, 0); got != 1 {
+	r := model(200)
+	if got := none.lift("k", r, at(r, 5), 1, 5, 200, 0); got != 1 {
 		t.Errorf("keys.tail own: %g, want own's 1", got)
 	}
 }
