@@ -357,7 +357,10 @@ func decideByKeyMean(cfg *Config, features []string, st *keyState, r *Ranker, ve
 	sc := &out[0]
 	clearGlobalFields(sc) // (a key warming within the batch: the global model scored it too)
 	sc.DensityScore, sc.DistanceScore = dens, dist
-	sc.Score, sc.Threshold = f.lift(st.key, r, raw, r.Final.Surprisal(mean), cfg.MinScore, cfg.Keys.Window, i), cfg.MinScore
+	sc.Score, sc.Threshold = r.Final.Surprisal(mean), cfg.MinScore
+	if f != nil {
+		sc.Score = f.lift(st.key, r, raw, sc.Score, cfg.MinScore, cfg.Keys.Window, i)
+	}
 	sig := sc.Score >= sc.Threshold
 	if h.waits(st, i) { // (its key's first: capAlarms decides; explained below if it may be flagged)
 		sc.Outlier, sc.Held, sc.Suppressed = sig || sc.Score >= cfg.clearScore(), false, false

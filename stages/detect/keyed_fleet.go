@@ -63,7 +63,7 @@ const (
 	fleetShards = 16   // the pool's shards (a key's deviations go to one)
 	fleetPool   = 2048 // deviations a shard holds: its 99.9th percentile is its third largest
 	fleetReady  = 1024 // a shard's deviations before its first fit
-	fleetRefit  = 512  // a shard's deviations between its fits
+	fleetRefit  = 1024 // a shard's deviations between its fits
 )
 
 // begin starts a pass of n records: the previous pass's deviations are pooled in record order
@@ -97,7 +97,7 @@ func (f *fleetTail) fold() {
 		sh.fresh++
 		if sh.size >= fleetReady && (!sh.ok || sh.fresh >= fleetRefit) {
 			f.scratch = append(f.scratch[:0], sh.ring[:sh.size]...)
-			sh.lo, sh.hi = quantileAt(f.scratch, 0.99), quantileAt(f.scratch, 0.999)
+			sh.lo, sh.hi = topQuantiles(f.scratch)
 			sh.ok, sh.fresh, refit = true, 0, true
 		}
 	}
@@ -115,11 +115,14 @@ func (f *fleetTail) fold() {
 	f.ok = f.hi > f.lo // (shards of ties have no tail to fit: the keys' own scores stand)
 }
 
-// quantileAt is the p quantile of a (the value of rank round(p (n-1)); a is reordered).
-func quantileAt(a []float32, p float64) float32 {
-	k := int(math.Round(p * float64(len(a)-1)))
+// topQuantiles are the 0.99 and 0.999 quantiles of a (the values of ranks round(p (n-1)); a is
+// reordered): the second selected among the values above the first.
+func topQuantiles(a []float32) (q99, q999 float32) {
+	n := len(a)
+	k, m := int(math.Round(0.99*float64(n-1))), int(math.Round(0.999*float64(n-1)))
 	order.SelectNth(a, k)
-	return a[k]
+	order.SelectNth(a[k:], m-k)
+	return a[k], a[m]
 }
 
 // medianOf is the median of a (the mean of the middle two of an even count; a is reordered).
@@ -170,11 +173,8 @@ func (f *fleetTail) score(z float64) float64 {
 
 // lift is a record's combined score own (its key's model r's) under keys.tail: fleet, and notes
 // the record's deviation for the pool (record i of the pass, key key) when it is not significant
-// at minScore and the key is fully weighted. f nil: own.
+// at minScore and the key is fully weighted.
 func (f *fleetTail) lift(key string, r *Ranker, raw [][]float32, own, minScore float64, window, i int) float64 {
-	if f == nil {
-		return own
-	}
 	z := deviation(r, raw)
 	rows := 0
 	if len(r.Tail.Sorted) > 0 {

@@ -224,11 +224,6 @@ func TestFleetTailLiftShrinks(t *testing.T) {
 			t.Errorf("%s: pooled %v (%g), want %v", c.situation, pooled, f.obs[i], c.pooled)
 		}
 	}
-	var none *fleetTail
-	r := model(200)
-	if got := none.lift("k", r, at(r, 5), 1, 5, 200, 0); got != 1 {
-		t.Errorf("keys.tail own: %g, want own's 1", got)
-	}
 }
 
 // TestValidateKeysTail: keys.tail is own or fleet, live.

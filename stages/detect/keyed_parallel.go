@@ -312,7 +312,7 @@ func (kw *keyedWorker) decide(cfg *Config, features []string, out []batch.Score,
 		mean[u] = q[u].model.mean(tail[u], dist[u])
 	}
 	for t, r := range q {
-		prefetchDecisions(q, tail, dist, t)
+		prefetchDecisions(q, tail, dist, t, f != nil)
 		if u := t + prefetchAhead; u < len(q) {
 			m := q[u].model
 			mean[u] = m.mean(tail[u], dist[u])
