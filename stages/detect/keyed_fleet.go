@@ -63,7 +63,7 @@ const (
 	fleetShards = 16   // the pool's shards (a key's deviations go to one)
 	fleetPool   = 2048 // deviations a shard holds: its 99.9th percentile is its third largest
 	fleetReady  = 1024 // a shard's deviations before its first fit
-	fleetRefit  = 1024 // a shard's deviations between its fits
+	fleetRefit  = 512  // a shard's deviations between its fits
 )
 
 // begin starts a pass of n records: the previous pass's deviations are pooled in record order
