@@ -137,6 +137,10 @@ type keyState struct {
 	// latest record (a builder's; a scorer's: the one its model was published with).
 	version   uint64
 	partition int32
+	// fleetShard is the key's shard of the fleet's pool plus one (0: not yet looked up; keyed_fleet.go),
+	// kept so that a decision does not read the key's bytes (a cache miss at many keys). (In the
+	// struct's padding: a key's bytes are the same.)
+	fleetShard uint8
 }
 
 // KeyStats are the keyed models' figures for the metrics.
@@ -359,7 +363,7 @@ func decideByKeyMean(cfg *Config, features []string, st *keyState, r *Ranker, ve
 	sc.DensityScore, sc.DistanceScore = dens, dist
 	sc.Score, sc.Threshold = r.Final.Surprisal(mean), cfg.MinScore
 	if f != nil {
-		sc.Score = f.lift(st.key, r, raw, sc.Score, cfg.MinScore, cfg.Keys.Window, i)
+		sc.Score = f.lift(st, r, raw, sc.Score, cfg.MinScore, cfg.Keys.Window, i)
 	}
 	sig := sc.Score >= sc.Threshold
 	if h.waits(st, i) { // (its key's first: capAlarms decides; explained below if it may be flagged)

@@ -172,9 +172,9 @@ func (f *fleetTail) score(z float64) float64 {
 }
 
 // lift is a record's combined score own (its key's model r's) under keys.tail: fleet, and notes
-// the record's deviation for the pool (record i of the pass, key key) when it is not significant
+// the record's deviation for the pool (record i of the pass, key st) when it is not significant
 // at minScore and the key is fully weighted.
-func (f *fleetTail) lift(key string, r *Ranker, raw [][]float32, own, minScore float64, window, i int) float64 {
+func (f *fleetTail) lift(st *keyState, r *Ranker, raw [][]float32, own, minScore float64, window, i int) float64 {
 	z := deviation(r, raw)
 	rows := 0
 	if len(r.Tail.Sorted) > 0 {
@@ -186,7 +186,10 @@ func (f *fleetTail) lift(key string, r *Ranker, raw [][]float32, own, minScore f
 		s = own + float64(w*(fs-own)) // (rounded: not fused into the sum)
 	}
 	if s < minScore && w == 1 && i < len(f.obs) {
-		f.obs[i], f.shard[i] = float32(z), fleetShardOf(key)
+		if st.fleetShard == 0 { // (a key's records are decided on one worker: its own to write)
+			st.fleetShard = fleetShardOf(st.key) + 1
+		}
+		f.obs[i], f.shard[i] = float32(z), st.fleetShard-1
 	}
 	return s
 }

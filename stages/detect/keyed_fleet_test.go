@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // shiftFleet is a fleet of keys sensors read in turn (sensor s at 100*(s+1)*unit(s) with noise sd
@@ -216,13 +217,21 @@ func TestFleetTailLiftShrinks(t *testing.T) {
 		{150, 10, 1, 9, false, "deviation 10: 9, significant"},
 	} {
 		r := model(c.rows)
-		got := f.lift("k", r, at(r, c.z), c.own, 5, 200, i)
+		got := f.lift(&keyState{key: "k"}, r, at(r, c.z), c.own, 5, 200, i)
 		if math.Abs(got-c.want) > 1e-4 {
 			t.Errorf("%s: %g, want %g", c.situation, got, c.want)
 		}
 		if pooled := f.obs[i] == f.obs[i]; pooled != c.pooled || pooled && math.Abs(float64(f.obs[i])-c.z) > 1e-4 {
 			t.Errorf("%s: pooled %v (%g), want %v", c.situation, pooled, f.obs[i], c.pooled)
 		}
+	}
+}
+
+// TestFleetTailKeyBytes: keys.tail: fleet adds nothing to a key: its shard's byte sits in
+// keyState's padding (288 bytes, as keyBytes' headers count them), the pool is the fleet's.
+func TestFleetTailKeyBytes(t *testing.T) {
+	if n := unsafe.Sizeof(keyState{}); n != 288 {
+		t.Errorf("keyState is %d bytes, was 288: keyBytes' headers and warmOverhead want measuring again", n)
 	}
 }
 

@@ -57,6 +57,9 @@ func prefetchDecisions(q []queued, tail, dist []float64, t int, fleet bool) {
 	if u := t + 4*a; u < len(q) {
 		prefetch.Object(q[u].model)
 		prefetch.Bytes(unsafe.Pointer(q[u].st), unsafe.Offsetof(keyState{}.cap)+8) // (up to its cap)
+		if fleet {
+			prefetch.Object(&q[u].st.fleetShard)
+		}
 	}
 	if u := t + 3*a; u < len(q) {
 		r := q[u].model
