@@ -75,8 +75,9 @@ func prefetchDecisions(q []queued, tail, dist []float64, t int, fleet bool) {
 		r := q[u].model
 		prefetch.Slice(r.Density.Leaf(tail[u]))
 		prefetch.Slice(r.Distance.Leaf(dist[u]))
-		if fleet { // (keys.tail: fleet reads the model's medians and robust sd: keyed_fleet.go)
+		if fleet { // (keys.tail: fleet reads the model's medians and robust sd, and its rows: keyed_fleet.go)
 			prefetch.Bytes(r.Tail.DeviationMemory())
+			prefetch.Slice(r.Tail.Sorted)
 		}
 	}
 	if u := t + a; u < len(q) {
