@@ -137,10 +137,6 @@ type keyState struct {
 	// latest record (a builder's; a scorer's: the one its model was published with).
 	version   uint64
 	partition int32
-	// fleetShard is the key's shard of the fleet's pool plus one (0: not yet looked up; keyed_fleet.go),
-	// kept so that a decision does not read the key's bytes (a cache miss at many keys). (In the
-	// struct's padding: a key's bytes are the same.)
-	fleetShard uint8
 }
 
 // KeyStats are the keyed models' figures for the metrics.

@@ -176,9 +176,12 @@ func (f *fleetTail) score(z float64) float64 {
 // at minScore and the key is fully weighted.
 func (f *fleetTail) lift(st *keyState, r *Ranker, raw [][]float32, own, minScore float64, window, i int) float64 {
 	z := deviation(r, raw)
-	rows := 0
-	if len(r.Tail.Sorted) > 0 {
-		rows = len(r.Tail.Sorted[0])
+	shard, rows := r.fleetShard, int(r.fleetRows)
+	if shard == 0 { // (a model not noted: its key's bytes and its columns read here)
+		shard = fleetShardOf(st.key) + 1
+		if len(r.Tail.Sorted) > 0 {
+			rows = len(r.Tail.Sorted[0])
+		}
 	}
 	w := fleetWeight(rows, window)
 	s := own
@@ -186,12 +189,20 @@ func (f *fleetTail) lift(st *keyState, r *Ranker, raw [][]float32, own, minScore
 		s = own + float64(w*(fs-own)) // (rounded: not fused into the sum)
 	}
 	if s < minScore && w == 1 && i < len(f.obs) {
-		if st.fleetShard == 0 { // (a key's records are decided on one worker: its own to write)
-			st.fleetShard = fleetShardOf(st.key) + 1
-		}
-		f.obs[i], f.shard[i] = float32(z), st.fleetShard-1
+		f.obs[i], f.shard[i] = float32(z), shard-1
 	}
 	return s
+}
+
+// noteKey notes on key's model r what keys.tail: fleet reads of it at every record: the key's
+// shard of the fleet's pool and the model's rows (fleetWeight), so that a decision reads neither
+// the key's bytes nor the model's columns' headers (each a cache miss at many keys). Every key
+// model is noted where it is built or read back.
+func (r *Ranker) noteKey(key string) {
+	r.fleetShard = fleetShardOf(key) + 1
+	if len(r.Tail.Sorted) > 0 {
+		r.fleetRows = int32(len(r.Tail.Sorted[0]))
+	}
 }
 
 // fleetWeight is the share of the fleet's score over the key's own for a key whose model is built

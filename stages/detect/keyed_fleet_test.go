@@ -227,11 +227,12 @@ func TestFleetTailLiftShrinks(t *testing.T) {
 	}
 }
 
-// TestFleetTailKeyBytes: keys.tail: fleet adds nothing to a key: its shard's byte sits in
-// keyState's padding (288 bytes, as keyBytes' headers count them), the pool is the fleet's.
+// TestFleetTailKeyBytes: keys.tail: fleet adds nothing to a key: what it notes on a key's model
+// (noteKey) sits in the Ranker's padding (416 bytes, the allocator's class warmOverhead was
+// measured with), the pool is the fleet's.
 func TestFleetTailKeyBytes(t *testing.T) {
-	if n := unsafe.Sizeof(keyState{}); n != 288 {
-		t.Errorf("keyState is %d bytes, was 288: keyBytes' headers and warmOverhead want measuring again", n)
+	if n := unsafe.Sizeof(Ranker{}); n != 416 {
+		t.Errorf("Ranker is %d bytes, was 416: keyBytes' warmOverhead wants measuring again", n)
 	}
 }
 

@@ -57,9 +57,6 @@ func prefetchDecisions(q []queued, tail, dist []float64, t int, fleet bool) {
 	if u := t + 4*a; u < len(q) {
 		prefetch.Object(q[u].model)
 		prefetch.Bytes(unsafe.Pointer(q[u].st), unsafe.Offsetof(keyState{}.cap)+8) // (up to its cap)
-		if fleet {
-			prefetch.Object(&q[u].st.fleetShard)
-		}
 	}
 	if u := t + 3*a; u < len(q) {
 		r := q[u].model
@@ -75,9 +72,8 @@ func prefetchDecisions(q []queued, tail, dist []float64, t int, fleet bool) {
 		r := q[u].model
 		prefetch.Slice(r.Density.Leaf(tail[u]))
 		prefetch.Slice(r.Distance.Leaf(dist[u]))
-		if fleet { // (keys.tail: fleet reads the model's medians and robust sd, and its rows: keyed_fleet.go)
+		if fleet { // (keys.tail: fleet reads the model's medians and robust sd: keyed_fleet.go)
 			prefetch.Bytes(r.Tail.DeviationMemory())
-			prefetch.Slice(r.Tail.Sorted)
 		}
 	}
 	if u := t + a; u < len(q) {
