@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -177,6 +178,33 @@ func TestFleetTailFit(t *testing.T) {
 	f.begin(0)
 	if a := f.shards[fleetShardOf("a")]; a.lo != 2000 || f.lo != 2000 {
 		t.Fatalf("after %d more shard a's 99th percentile is %g and the fleet's %g, want 2000 (the median of 1013, 2000 and 10130)", fleetRefit, a.lo, f.lo)
+	}
+}
+
+// TestTopQuantiles: the one-pass top values give the sorted values' ranks round(0.99 (n-1)) and
+// round(0.999 (n-1)), ties (quantised deviations) and every pool size from the first fit to full.
+func TestTopQuantiles(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	var top []float32
+	for _, n := range []int{fleetReady, 1500, 2047, fleetPool} {
+		for _, quantum := range []float64{0, 0.5} {
+			a := make([]float32, n)
+			for i := range a {
+				v := math.Abs(r.NormFloat64())
+				if quantum > 0 {
+					v = math.Round(v/quantum) * quantum
+				}
+				a[i] = float32(v)
+			}
+			sorted := slices.Clone(a)
+			slices.Sort(sorted)
+			want99, want999 := sorted[int(math.Round(0.99*float64(n-1)))], sorted[int(math.Round(0.999*float64(n-1)))]
+			var q99, q999 float32
+			q99, q999, top = topQuantiles(a, top)
+			if q99 != want99 || q999 != want999 {
+				t.Errorf("n %d, quantum %g: %g and %g, want %g and %g", n, quantum, q99, q999, want99, want999)
+			}
+		}
 	}
 }
 
