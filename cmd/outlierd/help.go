@@ -63,8 +63,10 @@ it serves once the build finishes), and a malformed line stops the replay with i
 file, one model of the whole file scores every row: the batch case (min_records is then the
 file's rows). But a detect.min_records the config writes is kept, as live: the first model is
 built of that many rows and the rest replay as a stream (stderr says so; --min-records ROWS
-gives the batch case); --window below it caps it. Clusters, k, n and proclus.k are capped by
-min_records (stderr names a config's value it lowers); under before_model: hold a file of one
+gives the batch case); --window below it caps it. --window and --min-records act as if the
+config wrote them: the density.clusters, distance.k and n and proclus.k it leaves out follow
+them as in a config of that window; those it writes are capped by min_records (stderr names a
+value it lowers); under before_model: hold a file of one
 row, or of fewer rows than min_records, is refused with its count; under pass its rows go out
 unscored. With a key column (--key-column, or ingest.key_field under detect.key_by: key) every
 key gets a model of its own, and the output counts the keys and the rows each kind of model

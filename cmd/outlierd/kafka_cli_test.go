@@ -480,6 +480,24 @@ func TestProduceWarnsOfUncertaintyFieldsTheHeaderLacks(t *testing.T) {
 	}
 }
 
+// TestProduceLacksInDecoderOrder: the warning's example of a dead letter's reason, "(field X:
+// missing)" for the first field the header lacks, is the reason the decoder gives: it checks
+// each feature and then its uncertainty field, where the list put the features first (a
+// header with temp alone: "pressure", the dead letters `field "temp_sd": missing`).
+func TestProduceLacksInDecoderOrder(t *testing.T) {
+	in := ingestJSON()
+	in.Features, in.Uncertainty = []string{"temp", "pressure"}, &ingest.Uncertainty{Suffix: "_sd"}
+	dec, err := ingest.NewDecoder(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lacks := csvLacks([]string{"temp"}, in)
+	err = dec.Decode([]byte(`{"temp": 1}`), in.NewDecoded())
+	if len(lacks) == 0 || err == nil || err.Error() != fmt.Sprintf("field %q: missing", lacks[0]) {
+		t.Errorf("lacks %q, the decoder: %v", lacks, err)
+	}
+}
+
 // TestProduceHeaderMismatchShowsColumns: a CSV file read with another delimiter than its own
 // (--delimiter ';' on a comma file) has one column holding the whole header line, and the
 // refusal printed it joined with commas: "the header ts,temp differs from ingest.csv_header

@@ -232,35 +232,19 @@ type recordReader struct {
 // has no header, but a generator's or an export's records are alike.
 const lookAhead = 100
 
-// csvLacks lists the fields the ingest decoder needs in every record (the features without a
-// fill value, their uncertainty fields without uncertainty.default, key_field,
-// event_time_field) that a CSV header sent as JSON objects or logfmt lines does not name: each
-// record would be a dead letter. (A topic of CSV lines is checked against ingest.csv_header
-// instead.)
+// csvLacks lists the fields every record needs (ingest.Config.Fields, Required: the features
+// without a fill value, their uncertainty fields without uncertainty.default, key_field,
+// event_time_field), in the order the decoder reports them missing, that a CSV header sent as
+// JSON objects or logfmt lines does not name: each record would be a dead letter. (A topic of
+// CSV lines is checked against ingest.csv_header instead.)
 func csvLacks(header []string, in ingest.Config) []string {
 	if in.Format != ingest.FormatJSON && in.Format != ingest.FormatLogfmt {
 		return nil
 	}
-	need := []string{}
-	for _, f := range in.Features {
-		if _, filled := in.Fill[f]; !filled || in.Missing != ingest.MissingFill {
-			need = append(need, f)
-		}
-	}
-	if u := in.Uncertainty; u != nil && u.Default == nil { // (as the decoder's plan names them)
-		for _, f := range in.Features {
-			if sd, ok := u.Fields[f]; ok {
-				need = append(need, sd)
-			} else if u.Suffix != "" {
-				need = append(need, f+u.Suffix)
-			}
-		}
-	}
-	need = append(need, in.KeyField, in.EventTimeField)
 	var lacks []string
-	for _, f := range need {
-		if f != "" && !slices.Contains(header, f) {
-			lacks = append(lacks, f)
+	for _, f := range in.Fields() {
+		if f.Required && !slices.Contains(header, f.Name) {
+			lacks = append(lacks, f.Name)
 		}
 	}
 	return lacks

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outlierd/outlierd/internal/algo/quality"
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/stages/ingest"
 )
 
 // labelledCSV writes rows of 3 Gaussian features with a label column; every 50th row is
@@ -297,6 +298,33 @@ func TestReplayTextColumnAsFeature(t *testing.T) {
 	want := `fleet.csv:2: field "sensor": not a number: "s1" (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column sensor if it is the key)`
 	if code != 1 || !strings.Contains(errs, want) {
 		t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
+	}
+}
+
+// TestReplayKeyColumnHintByReason: the hint of TestReplayTextColumnAsFeature is given by the
+// decoder's Reason (ingest.ReasonNotNumber), not by the message's wording (it tested the prefix
+// "not a number": a reworded message would have lost it): a reworded not-a-number gets it, a
+// problem of another reason worded "not a number" does not, nor the label's column, nor a
+// config that names the features.
+func TestReplayKeyColumnHintByReason(t *testing.T) {
+	in := replayInput{label: "label"}
+	reworded := fmt.Errorf("wrapped: %w", &ingest.FieldError{Field: "sensor", Reason: ingest.ReasonNotNumber, Problem: "holds text, not a reading"})
+	if h := keyColumnHint(in, reworded); !strings.Contains(h, "--key-column sensor if it is the key") {
+		t.Errorf("a reworded not-a-number: hint %q, want --key-column sensor", h)
+	}
+	for _, c := range []struct {
+		name string
+		in   replayInput
+		err  error
+	}{
+		{"another reason so worded", in, &ingest.FieldError{Field: "sensor", Reason: ingest.ReasonOutOfRange, Problem: "not a number: too large"}},
+		{"the label's column", in, &ingest.FieldError{Field: "label", Reason: ingest.ReasonNotNumber, Problem: "not a number"}},
+		{"features named", replayInput{label: "label", haveFeatures: true}, reworded},
+		{"not a field's", in, fmt.Errorf("not a number")},
+	} {
+		if h := keyColumnHint(c.in, c.err); h != "" {
+			t.Errorf("%s: hint %q, want none", c.name, h)
+		}
 	}
 }
 

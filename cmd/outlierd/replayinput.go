@@ -27,7 +27,7 @@ import (
 // event_time_field, event_time_zone, csv_delimiter), and the derived features of ingest.derive computed by the
 // same Deriver, in file order (one partition, the row index as its offset). What differs from
 // a topic, and why:
-//   - The label (--label-column) may be true or false as well as a number (boolLabel).
+//   - The label (--label-column) may be true or false as well as a number (ingest.BooleanFeature).
 //   - CSV files carry a header line: without ingest.csv_header the first line names the
 //     columns (csv_header); with it, a first line equal to it is skipped (a file written with a
 //     header) and any other is data (a dump of the topic's messages).
@@ -54,11 +54,11 @@ func (t *replayTable) rows() int { return len(t.times) }
 
 // replayInput is what decides how the file is read.
 type replayInput struct {
-	path, format         string // format "": the extension's, else the config's
-	label, key, timeCol  string // flags ("": none, or the config's key_field / event_time_field)
-	ingest               ingest.Config
-	haveFeatures, config bool   // the config names ingest.features; a config was given
-	configPath           string // the config file ("": none, or a test's config in ingest)
+	path, format        string // format "": the extension's, else the config's
+	label, key, timeCol string // flags ("": none, or the config's key_field / event_time_field)
+	ingest              ingest.Config
+	haveFeatures        bool   // the config names ingest.features
+	configPath          string // the config file ("": none, or a test's config in ingest)
 }
 
 // replayFormat is --format, else the file's extension (formatOf), else the config's
@@ -186,7 +186,8 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 	} else if err != nil {
 		err = fmt.Errorf("ingest: invalid config: %w", err)
 	} else {
-		dec, err = ingest.NewDecoder(withLabel(ic, in.label))
+		// A label may be true or false too, as exports write it (none without a label).
+		dec, err = ingest.NewDecoder(withLabel(ic, in.label), ingest.BooleanFeature(in.label))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: the ingest section does not fit %s: %w", configName(in), in.path, err)
@@ -215,34 +216,16 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 			full.SD = make([]float32, nf+1)
 		}
 	}
-	var bare ingest.Decoder // the features alone, for a line whose label is true or false
-	var plain *ingest.Decoded
 	decode := func(text []byte) (ingest.Decoded, bool, error) {
-		err := dec.Decode(text, full)
-		if err == nil {
-			d := *full // the features alone, for the Deriver and the table
-			d.Values = full.Values[:nf]
-			if d.SD != nil {
-				d.SD = full.SD[:nf]
-			}
-			return d, in.label != "" && full.Values[nf] != 0, nil
-		}
-		outlier, ok := boolLabel(err, in.label, format)
-		if !ok {
+		if err := dec.Decode(text, full); err != nil {
 			return ingest.Decoded{}, false, err
 		}
-		// Only such a line is parsed a second time, without the label: booleans stay refused
-		// as features, in the pipeline as here.
-		if bare == nil {
-			if bare, err = ingest.NewDecoder(ic); err != nil {
-				return ingest.Decoded{}, false, err
-			}
-			plain = ic.NewDecoded()
+		d := *full // the features alone, for the Deriver and the table
+		d.Values = full.Values[:nf]
+		if d.SD != nil {
+			d.SD = full.SD[:nf]
 		}
-		if err := bare.Decode(text, plain); err != nil {
-			return ingest.Decoded{}, false, err
-		}
-		return *plain, outlier, nil
+		return d, in.label != "" && full.Values[nf] != 0, nil
 	}
 	epoch := time.Unix(0, 0).UTC()
 	row := func(text []byte, at int) error {
@@ -260,13 +243,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 				}
 				return fmt.Errorf("%s:%d: the line does not look like logfmt (no key=value pair): --format %s if the file is %s (%w)", in.path, at, flag, what, err)
 			}
-			var fe *ingest.FieldError
-			if !in.haveFeatures && errors.As(err, &fe) && fe.Field != in.label && strings.HasPrefix(fe.Problem, "not a number") {
-				// The column is a feature only because the header made it one: a text column
-				// is most often the fleet's key.
-				return fmt.Errorf("%s:%d: %w (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column %s if it is the key)", in.path, at, err, fe.Field)
-			}
-			return fmt.Errorf("%s:%d: %w", in.path, at, err)
+			return fmt.Errorf("%s:%d: %w%s", in.path, at, err, keyColumnHint(in, err))
 		}
 		var key []byte
 		if d.HasKey {
@@ -315,38 +292,26 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 	return t, nil
 }
 
-// inHeader checks that the fields the config names (features, their uncertainty fields,
-// key_field, event_time_field, where no flag stands in for them) are columns of the file's
-// header, which replay makes csv_header: ingest's own check named csv_header, a key the user
-// never wrote.
+// inHeader checks that the fields the config names (ingest.Config.Fields, but those the flags
+// stand in for) are columns of the file's header, which replay makes csv_header: ingest's own
+// check named csv_header, a key the user never wrote.
 func inHeader(in replayInput, header []string) error {
-	type field struct{ key, name, whose string }
-	var fields []field
-	for i, f := range in.ingest.Features {
-		fields = append(fields, field{fmt.Sprintf("ingest.features[%d]", i), f, ""})
-	}
-	if u := in.ingest.Uncertainty; u != nil {
-		for _, f := range in.ingest.Features { // (a field for no feature: ingest's check names it)
-			if sd, ok := u.Fields[f]; ok {
-				fields = append(fields, field{fmt.Sprintf("ingest.uncertainty.fields[%q]", f), sd, ""})
-			} else if u.Suffix != "" && u.Default == nil { // (with a default the column may be absent)
-				fields = append(fields, field{"ingest.uncertainty.suffix", f + u.Suffix,
-					fmt.Sprintf(" (feature %q's, without uncertainty.default)", f)})
-			}
+	for _, f := range in.ingest.Fields() {
+		whose := ""
+		switch {
+		case f.Key == "ingest.key_field" && in.key != "", f.Key == "ingest.event_time_field" && in.timeCol != "":
+			continue // the flag's column, checked as such
+		case f.Key == "ingest.uncertainty.suffix" && !f.Required:
+			continue // with a default the column may be absent
+		case f.Key == "ingest.uncertainty.suffix":
+			whose = fmt.Sprintf(" (feature %q's, without uncertainty.default)", f.Feature)
 		}
-	}
-	if in.key == "" {
-		fields = append(fields, field{"ingest.key_field", in.ingest.KeyField, ""})
-	}
-	if in.timeCol == "" {
-		fields = append(fields, field{"ingest.event_time_field", in.ingest.EventTimeField, ""})
-	}
-	for _, f := range fields {
-		if f.name != "" && !slices.Contains(header, f.name) && !isColumnIndex(f.name, len(header)) {
+		// (an empty name: ingest's check says so)
+		if f.Name != "" && !slices.Contains(header, f.Name) && !isColumnIndex(f.Name, len(header)) {
 			if in.configPath != "" { // the key at its line and column in the config, as lint gives it
-				return config.Locate(in.configPath, config.Fieldf(f.key, "%q%s is not a column of %s's header %v", f.name, f.whose, in.path, header))
+				return config.Locate(in.configPath, config.Fieldf(f.Key, "%q%s is not a column of %s's header %v", f.Name, whose, in.path, header))
 			}
-			return fmt.Errorf("%s: %s %q%s (--config) is not a column of the header %v", in.path, f.key, f.name, f.whose, header)
+			return fmt.Errorf("%s: %s %q%s (--config) is not a column of the header %v", in.path, f.Key, f.Name, whose, header)
 		}
 	}
 	return nil
@@ -357,28 +322,6 @@ func inHeader(in replayInput, header []string) error {
 func isColumnIndex(name string, n int) bool {
 	i, err := strconv.Atoi(name)
 	return err == nil && i >= 0 && i < n
-}
-
-// boolLabel reads a label written true or false (1 or 0), which the decoders refuse as they
-// refuse any non-number: a JSON boolean (not the string "true"), or in a CSV or logfmt line the
-// word in any case (pandas writes True). It recognises the decoders' FieldError for the label,
-// `not a number: ` and the value as they quote it (json.go describeJSON, decode.go quoteShort).
-func boolLabel(err error, label string, format ingest.Format) (outlier, ok bool) {
-	var fe *ingest.FieldError
-	if label == "" || !errors.As(err, &fe) || fe.Field != label {
-		return false, false
-	}
-	v, ok := strings.CutPrefix(fe.Problem, "not a number: ")
-	if !ok {
-		return false, false
-	}
-	if format != ingest.FormatJSON {
-		if v, err = strconv.Unquote(v); err != nil {
-			return false, false
-		}
-		v = strings.ToLower(v)
-	}
-	return v == "true", v == "true" || v == "false"
 }
 
 // withLabel is the decoder's view of ic that reads the label too, after the features, so that a
@@ -426,7 +369,7 @@ func withLabel(ic ingest.Config, label string) ingest.Config {
 }
 
 func configName(in replayInput) string {
-	if in.config {
+	if in.configPath != "" {
 		return "--config"
 	}
 	return "replay"
@@ -543,16 +486,9 @@ func timeColumn(in replayInput) string {
 // unread notes the header's columns that nothing reads (not a feature, uncertainty, key,
 // timestamp or label): with ingest.features they are left out, as the pipeline leaves them.
 func unread(ic ingest.Config, label string, warn io.Writer, path string) {
-	read := map[string]bool{label: true, ic.KeyField: true, ic.EventTimeField: true}
-	for _, f := range ic.Features {
-		read[f] = true
-		if u := ic.Uncertainty; u != nil {
-			if s, ok := u.Fields[f]; ok {
-				read[s] = true
-			} else if u.Suffix != "" {
-				read[f+u.Suffix] = true
-			}
-		}
+	read := map[string]bool{label: true}
+	for _, f := range ic.Fields() {
+		read[f.Name] = true
 	}
 	var out []string
 	for _, h := range ic.CSVHeader {
@@ -563,4 +499,15 @@ func unread(ic ingest.Config, label string, warn io.Writer, path string) {
 	if len(out) > 0 {
 		fmt.Fprintf(warn, "replay: %s: columns not read (not in ingest.features, key_field, event_time_field or --label-column): %s\n", path, strings.Join(out, ", "))
 	}
+}
+
+// keyColumnHint is what a decode error adds where a column the header alone made a feature
+// (no ingest.features) holds text: most often the fleet's key. It tests the error's Reason, not
+// its wording. "" otherwise.
+func keyColumnHint(in replayInput, err error) string {
+	var fe *ingest.FieldError
+	if in.haveFeatures || !errors.As(err, &fe) || fe.Reason != ingest.ReasonNotNumber || fe.Field == in.label {
+		return ""
+	}
+	return fmt.Sprintf(" (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column %s if it is the key)", fe.Field)
 }

@@ -159,7 +159,7 @@ detect:
 			t.Fatal(err)
 		}
 		var warn strings.Builder
-		tab, err := readReplayInput(replayInput{path: path, label: "label", ingest: cfg.Ingest, haveFeatures: true, config: true}, &warn)
+		tab, err := readReplayInput(replayInput{path: path, label: "label", ingest: cfg.Ingest, haveFeatures: true, configPath: cfgPath}, &warn)
 		if err != nil {
 			t.Fatalf("%s: %v", c.file, err)
 		}
@@ -297,7 +297,7 @@ func TestReplayLabelWithFillAndUncertainty(t *testing.T) {
 	ic.Uncertainty = &ingest.Uncertainty{Suffix: "_sd"}
 	ic.Missing, ic.Fill = ingest.MissingFill, map[string]float64{"temp": 0, "pressure": 0}
 	var warn strings.Builder
-	tab, err := readReplayInput(replayInput{path: path, label: "label", ingest: ic, haveFeatures: true, config: true}, &warn)
+	tab, err := readReplayInput(replayInput{path: path, label: "label", ingest: ic, haveFeatures: true}, &warn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestReplayLabelWithFillAndUncertainty(t *testing.T) {
 		}
 	}
 	bad := writeFile(t, "v.csv", "temp,temp_sd,pressure,pressure_sd,label\n1,0.5,2,0.25,1\n1,0.5,2,0.25,\n")
-	if _, err := readReplayInput(replayInput{path: bad, label: "label", ingest: ic, haveFeatures: true, config: true}, &warn); err == nil ||
+	if _, err := readReplayInput(replayInput{path: bad, label: "label", ingest: ic, haveFeatures: true}, &warn); err == nil ||
 		!strings.Contains(err.Error(), "v.csv:3") || !strings.Contains(err.Error(), `"label"`) {
 		t.Fatalf("a row without its label: %v", err)
 	}
@@ -322,7 +322,7 @@ func BenchmarkReadReplayInput(b *testing.B) {
 	path := writeSensors(b, "s.csv", sensorRows(20000, 1))
 	ic := ingest.Default()
 	ic.Format, ic.Features = ingest.FormatCSV, []string{"temp", "pressure", "humidity"}
-	in := replayInput{path: path, label: "label", key: "id", timeCol: "epoch_ms", ingest: ic, haveFeatures: true, config: true}
+	in := replayInput{path: path, label: "label", key: "id", timeCol: "epoch_ms", ingest: ic, haveFeatures: true}
 	for b.Loop() {
 		if _, err := readReplayInput(in, io.Discard); err != nil {
 			b.Fatal(err)
@@ -363,7 +363,7 @@ func TestReplayShippedConfigOnSampleData(t *testing.T) {
 	zero := 0.0
 	ic.Uncertainty = &ingest.Uncertainty{Suffix: "_sd", Default: &zero}
 	var warn strings.Builder
-	tab, err := readReplayInput(replayInput{path: writeFile(t, "sd.csv", b.String()), label: "label", ingest: ic, haveFeatures: true, config: true}, &warn)
+	tab, err := readReplayInput(replayInput{path: writeFile(t, "sd.csv", b.String()), label: "label", ingest: ic, haveFeatures: true}, &warn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestReplayLabelUncertaintyAddsNoFailure(t *testing.T) {
 	for _, hdr := range [][]string{nil, {"temp", "pressure", "pressure_sd", "label", "label_sd"}} {
 		ic.CSVHeader = hdr
 		ic.Uncertainty = &ingest.Uncertainty{Suffix: "_sd", Default: &half}
-		tab, err := readReplayInput(replayInput{path: writeFile(t, "s.csv", body), label: "label", ingest: ic, haveFeatures: true, config: true}, io.Discard)
+		tab, err := readReplayInput(replayInput{path: writeFile(t, "s.csv", body), label: "label", ingest: ic, haveFeatures: true}, io.Discard)
 		if err != nil {
 			t.Fatalf("csv_header %v: %v", hdr, err)
 		}
@@ -402,7 +402,7 @@ func TestReplayLabelUncertaintyAddsNoFailure(t *testing.T) {
 		t.Errorf("without a config: uncertainty %v from the label's column", tab.sds)
 	}
 	ic.CSVHeader, ic.Uncertainty = nil, &ingest.Uncertainty{Suffix: "_sd"}
-	_, err = readReplayInput(replayInput{path: writeFile(t, "s.csv", body), label: "label", ingest: ic, haveFeatures: true, config: true}, io.Discard)
+	_, err = readReplayInput(replayInput{path: writeFile(t, "s.csv", body), label: "label", ingest: ic, haveFeatures: true}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), `"temp_sd"`) || strings.Contains(err.Error(), `"label`) {
 		t.Errorf("no default, no temp_sd: %v", err)
 	}
@@ -464,17 +464,18 @@ func TestReplayJSONArraySaysLines(t *testing.T) {
 // lint at its file:line:column.
 func TestReplayEventTimeZone(t *testing.T) {
 	path := writeFile(t, "plant.csv", "ts,temp\n2026-01-15 08:00:00,70\n2026-07-15 08:00:00,71\n2026-07-15 08:00:00+02:00,72\n")
-	conf := func(eventZone, deriveZone, timeField string) ingest.Config {
+	conf := func(eventZone, deriveZone, timeField string) replayInput {
 		cfgPath := writeFile(t, "c.yaml", fmt.Sprintf("ingest:\n  features: [temp]\n%s  event_time_zone: %s\n  derive:\n    timezone: %s\n    features: [{kind: time_of_day}]\n",
 			timeField, eventZone, deriveZone))
 		cfg := replayConfig(pipeline.Default())
 		if err := config.Load(cfgPath, &cfg); err != nil {
 			t.Fatal(err)
 		}
-		return cfg.Ingest
+		return replayInput{path: path, ingest: cfg.Ingest, haveFeatures: true, configPath: cfgPath}
 	}
-	read := func(ic ingest.Config, timeCol string) *replayTable {
-		tab, err := readReplayInput(replayInput{path: path, timeCol: timeCol, ingest: ic, haveFeatures: true, config: true}, io.Discard)
+	read := func(in replayInput, timeCol string) *replayTable {
+		in.timeCol = timeCol
+		tab, err := readReplayInput(in, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,12 +22,13 @@ type replaySizes struct {
 // apply sets dc's window and min_records. A flag wins; then a min_records the config writes
 // (as the pipeline runs it: its first model at that many records, the rest a stream; capped
 // at a smaller --window); then, where the window holds every row, the batch case (min_records
-// = the rows: one model of the whole file); else min_records follows the window as Derive
-// makes it follow the file's. density.clusters, distance.k and n and proclus.k follow
-// min_records down, and stderr says so of a value the config writes. The flags' errors name
-// the flags (min_records 1 brought k down to 0 and was refused naming distance.k). Under
-// before_model: hold a file too short for a model is refused, naming where min_records came
-// from.
+// = the rows: one model of the whole file); else the default, which detect.Config.Derive fits
+// to the window as it fits the file's. Derive then fits density.clusters, distance.k and n
+// and proclus.k to min_records as a config that wrote this window and min_records would have
+// them (up too, where the flags raise them); it brings the config's written values down to
+// min_records too, and stderr says so of those. The flags' errors name the flags (min_records 1 brought k down to 0 and was refused
+// naming distance.k). Under before_model: hold a file too short for a model is refused, naming
+// where min_records came from.
 func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
 	if z.setWindow && z.window < 2 {
 		return usageError{fmt.Errorf("--window %d: a window holds at least 2 records", z.window)}
@@ -39,7 +40,8 @@ func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
 	if z.setWindow {
 		dc.Window, window = z.window, fmt.Sprintf("--window %d", z.window)
 	}
-	source := "" // of min_records, for the short file's error
+	source := ""     // of min_records, for the short file's error
+	follows := false // min_records is Derive's: the default fitted to the window
 	switch {
 	case z.setMinRecords:
 		if z.minRecords > dc.Window {
@@ -65,8 +67,28 @@ func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
 				z.input, dc.Window, z.rows, z.rows)
 		}
 	default:
-		dc.MinRecords = min(detect.Default().MinRecords, dc.Window) // as Derive, for this window
+		dc.MinRecords, follows = detect.Default().MinRecords, true
 	}
+	// Derive's rule once more, with this window and min_records; the sizes bounded by
+	// min_records come down to it even where the config writes them (a short file must run).
+	// Those the config leaves out start again from their defaults, as they would in a config
+	// that wrote this window and min_records: the load derived them from the config's own, and
+	// Derive only lowers (a config window of 100 kept density.clusters 100 under --window 10000).
+	def := detect.Default()
+	follow := []struct {
+		key string
+		v   *int
+		def int
+	}{{"density.clusters", &dc.Density.Clusters, def.Density.Clusters}, {"distance.k", &dc.Distance.K, def.Distance.K},
+		{"distance.n", &dc.Distance.N, def.Distance.N}, {"proclus.k", &dc.Proclus.K, def.Proclus.K}}
+	was := make([]int, len(follow))
+	for i, f := range follow {
+		was[i] = *f.v
+		if !z.written("detect." + f.key) {
+			*f.v = f.def
+		}
+	}
+	dc.Derive(func(key string) bool { return key == "min_records" && !follows })
 	switch {
 	case dc.BeforeModel != detect.BeforeModelHold: // pass: rows without a model go out unscored
 	case z.rows < 2:
@@ -75,18 +97,10 @@ func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
 		return usageError{fmt.Errorf("%s: %d rows, fewer than detect.min_records=%d%s: no model would score them (--min-records %d or fewer)",
 			z.input, z.rows, dc.MinRecords, source, z.rows)}
 	}
-	lower := func(v *int, key string, to int) {
-		if *v <= to {
-			return
+	for i, f := range follow {
+		if *f.v != was[i] && z.written("detect."+f.key) {
+			fmt.Fprintf(stderr, "replay: detect.%s %d (the config's) is lowered to %d, to fit detect.min_records %d\n", f.key, was[i], *f.v, dc.MinRecords)
 		}
-		if z.written("detect." + key) {
-			fmt.Fprintf(stderr, "replay: detect.%s %d (the config's) is lowered to %d, to fit detect.min_records %d\n", key, *v, to, dc.MinRecords)
-		}
-		*v = to
 	}
-	lower(&dc.Density.Clusters, "density.clusters", dc.MinRecords)
-	lower(&dc.Distance.K, "distance.k", dc.MinRecords-1)
-	lower(&dc.Distance.N, "distance.n", dc.MinRecords)
-	lower(&dc.Proclus.K, "proclus.k", dc.MinRecords)
 	return nil
 }

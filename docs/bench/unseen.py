@@ -3,7 +3,9 @@
 
     nice -n 19 python3 docs/bench/unseen.py                    # SMAP and MSL, every channel
     nice -n 19 python3 docs/bench/unseen.py --sets msl --markdown
+    nice -n 19 python3 docs/bench/unseen.py --sets 3w --markdown   # Petrobras 3W, real oil wells
     python3 docs/bench/unseen.py --sets smd --smd ~/.cache/outlierd/smd   # SMD, if you have its files
+    nice -n 5 python3 docs/bench/unseen.py --sets smd8,asd --markdown   # 8 of SMD's machines, and ASD
 
 Data, kept outside the repository (like NAB and SKAB):
   SMAP, MSL  Hundman et al., "Detecting spacecraft anomalies using LSTMs and nonparametric dynamic
@@ -20,6 +22,32 @@ Data, kept outside the repository (like NAB and SKAB):
              --smd DIR / $OUTLIERD_SMD. (Not run in docs/BENCHMARKS.md §12.20: no copy reachable from
              the development machine had its data files.)
 
+  SMD8, ASD  github.com/zhhlee/InterFusion's data/processed/ (Li et al., "Multivariate time series
+             anomaly detection and interpretation using hierarchical inter-metric and temporal
+             embedding", KDD 2021), as pickled float32 arrays <id>_train.pkl, <id>_test.pkl and
+             <id>_test_label.pkl: ASD, the Application Server Dataset, all 12 of its series omi-1 ..
+             omi-12 (19 metrics, 5-minute rows); and the 8 of SMD's 28 machines that it holds
+             complete (machine-1-6, 1-7, 2-1, 2-2, 2-7, 2-8, 3-3, 3-4; its machine-1-1, 3-6, 3-8
+             and 3-11 are over 4 MiB and absent from the snapshot this was copied from):
+                 git clone https://github.com/zhhlee/InterFusion
+                 cp InterFusion/data/processed/*.pkl ~/.cache/outlierd/interfusion/
+             or --interfusion DIR / $OUTLIERD_INTERFUSION. SMD's protocol (§12.20's, as for SMAP/MSL):
+             the train part is the probation, the test part is scored. The pickles are read by an
+             unpickler that admits numpy arrays only (interfusion()).
+
+  3W         Petrobras's 3W dataset, first version (Vargas et al., "A realistic and public dataset
+             with rare undesirable real events in oil wells", J. Petroleum Sci. Eng. 181, 2019):
+             one CSV per instance, <class>/<WELL-n_timestamp>.csv, 1-second rows of 8 real
+             sensors of an offshore well (timestamp, P-PDG .. QGL, class: 0 normal, 1-8 an event
+             in regime, 101-108 its transient, empty unlabelled), as github.com/ricardovvargas/
+             3w_dataset's data/ held them at commit a6196f99 (later versions moved them into a
+             split 7z and then to Parquet in github.com/petrobras/3W):
+                 git clone https://github.com/ricardovvargas/3w_dataset && cd 3w_dataset
+                 git archive a6196f99 data | tar -x -C /tmp && cp -r /tmp/data/. ~/.cache/outlierd/3w/
+             or --threew DIR / $OUTLIERD_3W. Only real instances (WELL-*) are read, of the classes the
+             dataset's own anomaly-detection benchmark uses (1, 2, 5, 6, 7, 8: those with a normal
+             period), in class then file-name order; see threew() for its protocol.
+
 Protocol: each series (channel or machine) separately, in the benchmark's file order; its train
 rows then its test rows are one stream, in order; the train rows are the probation P (every
 detector may learn from them, none is scored on them: `outlierd replay --min-records P`, capped
@@ -27,7 +55,7 @@ by outlierd at its window; the refitted peers' first fit is on the last W_FIT tr
 the test rows are scored. Detectors and their constants are stream_sbs.py's, imported and run
 as they are: outlierd with the default config (pipeline.Default(), no --config, no replay
 arguments beyond stream_sbs.py's), its combined score ("outlierd") and `scores.recent`
-("outlierd recent"), River HalfSpaceTrees, PyOD IForest and ECOD refitted on a sliding window,
+("outlierd recent"), River HalfSpaceTrees, PyOD IForest, ECOD and PCA refitted on a sliding window,
 rolling median/MAD z. Nothing here was chosen on these data.
 
 Scorers, on the test rows:
@@ -39,6 +67,11 @@ Scorers, on the test rows:
           score reaches a high PA-F1 on long segments (Kim et al., AAAI 2022), so AP and F1 are
           the stricter figures. Equivalent to best F1 of the score with each labelled row's score
           raised to its segment's maximum, which is how it is computed here.
+  3W      (--sets 3w) the dataset's own scorer, row-wise: each detector's verdicts' balanced
+          accuracy per instance, mean over the instances (balanced_accuracy()); beside it the
+          abnormal rows' precision, recall and F1 pooled, and the score's ROC AUC.
+  flags   (every set but TEP and 3W) each detector's verdicts row by row, pooled: rows flagged,
+          precision, recall, F1.
   events  telemanom's own scorer on each detector's own flags (its verdicts; no threshold is
           chosen): a labelled sequence is a true positive when a run of flagged rows overlaps it,
           a false negative otherwise; a run of flagged rows that overlaps no labelled sequence is
@@ -68,6 +101,14 @@ import stream_sbs as sbs  # noqa: E402
 SMAP_MSL_DEFAULT = os.path.expanduser("~/.cache/outlierd/smap_msl")
 SMD_DEFAULT = os.path.expanduser("~/.cache/outlierd/smd")
 TEP_DEFAULT = os.path.expanduser("~/.cache/outlierd/tep")
+THREEW_DEFAULT = os.path.expanduser("~/.cache/outlierd/3w")
+INTERFUSION_DEFAULT = os.path.expanduser("~/.cache/outlierd/interfusion")
+# 3W's own anomaly-detection benchmark (the paper's section 5 and its demo_2 notebook): the
+# classes with a normal period, instances with at least 20 minutes of it, its first 60 % for
+# training, and the variables that training part shows (NaN share and sd thresholds).
+THREEW_CLASSES = (1, 2, 5, 6, 7, 8)
+THREEW_MIN_NORMAL, THREEW_SPLIT = 20 * 60, 0.6
+THREEW_MAX_NAN, THREEW_MIN_SD = 0.1, 0.01
 TEP_ONSET = 160  # a test run's fault starts after 8 simulated hours: row 160 of 960 (3-minute samples)
 PEERS = sbs.PEERS
 OURS = ("outlierd", "outlierd recent")
@@ -75,10 +116,13 @@ OURS = ("outlierd", "outlierd recent")
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, tep (comma-separated; default smap,msl)")
+    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w (comma-separated; default smap,msl)")
     ap.add_argument("--smap-msl", default=os.environ.get("OUTLIERD_SMAP_MSL", SMAP_MSL_DEFAULT))
     ap.add_argument("--smd", default=os.environ.get("OUTLIERD_SMD", SMD_DEFAULT))
+    ap.add_argument("--interfusion", default=os.environ.get("OUTLIERD_INTERFUSION", INTERFUSION_DEFAULT),
+                    help="InterFusion's data/processed/ (smd8 and asd)")
     ap.add_argument("--tep", default=os.environ.get("OUTLIERD_TEP", TEP_DEFAULT))
+    ap.add_argument("--threew", default=os.environ.get("OUTLIERD_3W", THREEW_DEFAULT), help="3W's data/ (class folders)")
     ap.add_argument("--series", default="", help="only these series (comma-separated ids, e.g. P-1,M-6): a stated subset")
     ap.add_argument("--binary", default="", help="outlierd binary (default: go build ./cmd/outlierd into bin/)")
     ap.add_argument("--config", default="", help="outlierd's config (default: none, pipeline.Default()); "
@@ -130,6 +174,56 @@ def smd(root):
         yield m, train, test, y, runs(y.astype(bool))
 
 
+def interfusion(root, prefix):
+    """(id, train, test, y, segments) per series of InterFusion's data/processed/ whose name starts
+    with prefix ("machine-": SMD, "omi-": ASD), in numeric order. Only numpy arrays are unpickled:
+    a pickle naming any other global is refused rather than run."""
+    import pickle
+
+    import numpy as np
+
+    allowed = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+               ("numpy", "ndarray"), ("numpy", "dtype")}
+
+    class Arrays(pickle.Unpickler):
+        def find_class(self, module, name):
+            if (module, name) not in allowed:
+                raise pickle.UnpicklingError(f"unseen: {module}.{name} is not a numpy array's part")
+            return super().find_class(module, name)
+
+    def load(path):
+        with open(path, "rb") as fh:
+            a = Arrays(fh).load()
+        if not isinstance(a, np.ndarray):
+            raise SystemExit(f"unseen: {path}: not an array")
+        return a.astype(np.float64)
+
+    if not os.path.isdir(root):
+        raise SystemExit(f"unseen: {root} not found (SMD8, ASD: see this script's docstring)")
+    suffix = "_test_label.pkl"
+    files = set(os.listdir(root))
+    # a series is read when all three of its files are there (the snapshot lacks four machines'
+    # data but has their labels: those are named on stderr, not read)
+    names = sorted((f[:-len(suffix)] for f in files if f.startswith(prefix) and f.endswith(suffix)),
+                   key=lambda m: tuple(int(p) for p in m[len(prefix):].split("-")))
+    absent = [m for m in names if not {m + "_train.pkl", m + "_test.pkl"} <= files]
+    if absent:
+        print(f"# {prefix}: no data files for {', '.join(absent)}: not read", file=sys.stderr)
+    names = [m for m in names if m not in absent]
+    if not names:
+        raise SystemExit(f"unseen: no {prefix}* series in {root}")
+    for m in names:
+        train = load(os.path.join(root, m + "_train.pkl"))
+        test = load(os.path.join(root, m + "_test.pkl"))
+        y = load(os.path.join(root, m + suffix)).reshape(-1)
+        if train.ndim != 2 or test.ndim != 2 or train.shape[1] != test.shape[1] or len(y) != len(test):
+            raise SystemExit(f"unseen: {root}/{m}: train {train.shape}, test {test.shape}, {len(y)} labels")
+        if not set(np.unique(y)) <= {0.0, 1.0}:
+            raise SystemExit(f"unseen: {root}/{m}{suffix}: labels other than 0 and 1")
+        y = y.astype(int)
+        yield m, train, test, y, runs(y.astype(bool))
+
+
 def tep(root):
     """(id, train, test, y, segments) per run: d00_te (normal operation, no fault: y all 0), then
     faults 1-21's test runs d01_te .. d21_te, each after d00.dat (500 normal rows, stored
@@ -148,6 +242,51 @@ def tep(root):
         if i > 0:
             y[TEP_ONSET:] = 1
         yield f"d{i:02d}", train, test, y, runs(y.astype(bool))
+
+
+def threew(root, skipped=None):
+    """(id, train, test, y, segments) per real 3W instance, by 3W's anomaly-detection benchmark:
+    its normal period (the rows before the first that is not labelled 0) must be at least
+    THREEW_MIN_NORMAL rows, and its first THREEW_SPLIT are the train rows (the probation); the
+    test rows are the rest of it and the event, whose transient and in-regime rows are both
+    abnormal (3W's grouping), as are the few unlabelled rows at the event's edges (the class
+    column empty; inside the event, not normal operation). Variables are kept as 3W's benchmark
+    keeps them: at most THREEW_MAX_NAN of their train rows missing and their sd over
+    THREEW_MIN_SD there; a kept variable's remaining gaps carry its last value forward (the first
+    one backward), where 3W's notebook writes 0 for its feature extractor. An instance too short
+    or without a variable is appended to skipped as (id, why)."""
+    import numpy as np
+    import pandas as pd
+
+    if not os.path.isdir(root):
+        raise SystemExit(f"unseen: {root} not found (3W: see this script's docstring)")
+    for c in THREEW_CLASSES:
+        d = os.path.join(root, str(c))
+        if not os.path.isdir(d):
+            continue
+        for f in sorted(os.listdir(d)):
+            if not (f.startswith("WELL-") and f.endswith(".csv")):
+                continue
+            df = pd.read_csv(os.path.join(d, f))
+            sid = f"{c}_{f[:-4]}"  # a file name in the cache: no slash
+            cls = df["class"].to_numpy(dtype=np.float64)
+            abnormal = ~(cls == 0)  # NaN: not normal
+            n_normal = int(np.argmax(abnormal)) if abnormal.any() else len(cls)
+            if n_normal < THREEW_MIN_NORMAL or n_normal == len(cls):
+                if skipped is not None:
+                    skipped.append((sid, f"{n_normal} normal rows of {len(cls)}"))
+                continue
+            p = int(THREEW_SPLIT * n_normal)
+            X = df.drop(columns=["timestamp", "class"]).astype(np.float64)
+            tr = X.iloc[:p]
+            keep = [v for v in X.columns if tr[v].isna().mean() <= THREEW_MAX_NAN and tr[v].std() > THREEW_MIN_SD]
+            if not keep:  # 3W's notebook has no feature left to score such an instance with either
+                if skipped is not None:
+                    skipped.append((sid, f"no variable passes the NaN and sd rules on its {p} train rows"))
+                continue
+            X = X[keep].ffill().bfill().to_numpy()
+            y = abnormal[p:].astype(int)
+            yield sid, X[:p], X[p:], y, runs(y.astype(bool))
 
 
 def runs(mask):
@@ -283,6 +422,21 @@ def point_adjusted(s, segs):
     return s
 
 
+def balanced_accuracy(y, flags):
+    """The mean of the flags' recall on y's abnormal rows and their specificity on its normal
+    ones: what 3W's scorer measures row-wise. Its notebook scores an instance by the micro-averaged
+    F1 of the verdicts on as many abnormal as normal test samples (sklearn's
+    precision_recall_fscore_support(average='micro'): for one label a sample, the accuracy), so
+    its figure is the accuracy of a balanced test set, whose expectation this is; constant
+    verdicts score 0.5. A class absent from y counts as its rows all right."""
+    import numpy as np
+
+    y, f = np.asarray(y, dtype=bool), np.asarray(flags, dtype=bool)
+    tpr = f[y].mean() if y.any() else 1.0
+    tnr = (~f[~y]).mean() if (~y).any() else 1.0
+    return float((tpr + tnr) / 2)
+
+
 def events(flags, segs):
     """telemanom's counts on flags: (true positive sequences, false negatives, false positive runs)."""
     fr = runs(flags)
@@ -294,31 +448,41 @@ def events(flags, segs):
 def score_set(series, dets):
     """Figures per detector: means over series, pooled over their concatenation, event counts."""
     import numpy as np
-    from sklearn.metrics import average_precision_score
+    from sklearn.metrics import average_precision_score, roc_auc_score
 
     res = {}
     for d in dets:
-        per = {"ap": [], "f1": [], "pa": []}
+        per = {"ap": [], "f1": [], "pa": [], "ba": [], "auc": []}
         ys, ss, pas = [], [], []
         tp = fn = fp = 0
+        pt = pf = pn = 0  # point-wise counts of the detector's own flags (3W's scorer)
         secs = 0.0
         for sid, y, segs, outs, tsecs in series:
             s = sbs.clean(outs[d][0])
             pa = point_adjusted(s, segs)
             per["ap"].append(average_precision_score(y, s))
+            if 0 < y.sum() < len(y):
+                per["auc"].append(roc_auc_score(y, s))
             per["f1"].append(best_f1(y, s))
             per["pa"].append(best_f1(y, pa))
             ys.append(y), ss.append(s), pas.append(pa)
             a, b, c = events(outs[d][1], segs)
             tp, fn, fp = tp + a, fn + b, fp + c
+            f, yb = np.asarray(outs[d][1], dtype=bool), y.astype(bool)
+            pt, pf, pn = pt + int((f & yb).sum()), pf + int((f & ~yb).sum()), pn + int((~f & yb).sum())
+            per["ba"].append(balanced_accuracy(yb, f))
             secs += tsecs[d]
         Y, S, PA = np.concatenate(ys), np.concatenate(ss), np.concatenate(pas)
         prec = tp / (tp + fp) if tp + fp else 0.0
         rec = tp / (tp + fn) if tp + fn else 0.0
         f05 = 1.25 * prec * rec / (0.25 * prec + rec) if prec + rec else 0.0
+        flag_p = pt / (pt + pf) if pt + pf else 0.0
+        flag_r = pt / (pt + pn) if pt + pn else 0.0
         res[d] = {"ap_mean": float(np.mean(per["ap"])), "f1_mean": float(np.mean(per["f1"])), "pa_mean": float(np.mean(per["pa"])),
                   "ap_pooled": float(average_precision_score(Y, S)), "f1_pooled": best_f1(Y, S), "pa_pooled": best_f1(Y, PA),
-                  "ap_series": [float(v) for v in per["ap"]], "ev_tp": tp, "ev_fn": fn, "ev_fp": fp, "ev_p": prec, "ev_r": rec, "ev_f05": f05, "secs": secs}
+                  "ap_series": [float(v) for v in per["ap"]], "ev_tp": tp, "ev_fn": fn, "ev_fp": fp, "ev_p": prec, "ev_r": rec, "ev_f05": f05,
+                  "ba_mean": float(np.mean(per["ba"])), "auc_mean": float(np.mean(per["auc"])) if per["auc"] else float("nan"),
+                  "pt_n": pt + pf, "pt_p": flag_p, "pt_r": flag_r, "pt_f1": 2 * flag_p * flag_r / (flag_p + flag_r) if flag_p + flag_r else 0.0, "secs": secs}
     return res
 
 
@@ -406,6 +570,28 @@ def report(name, n_series, n_rows, n_pos, n_segs, res, md):
             ours = {"outlierd": ours["outlierd"]}
         verdict = ", ".join(f"{o} {res[o][k]:.3f} ({'+' if v >= 0 else ''}{v:.3f})" for o, v in ours.items())
         print(f"- {h}: best peer {best} {res[best][k]:.3f}; {verdict}")
+    if name != "3W":
+        # the verdicts row by row: where an alarm goes on past its labelled sequence (the stage's
+        # cap limits alarm starts, not an alarm's records), events count one run, this every row
+        print("\nEach detector's own flags row by row, pooled over the series (\"outlierd recent\" shares outlierd's):\n")
+        sbs.table(["detector", "rows flagged", "precision", "recall", "F1"],
+                  [[d, str(r["pt_n"]), sbs.fmt(r["pt_p"]), sbs.fmt(r["pt_r"]), sbs.fmt(r["pt_f1"])]
+                   for d, r in res.items() if d != "outlierd recent"], md)
+        print()
+    if name == "3W":
+        print("\n3W's scorer on each detector's own verdicts (no threshold chosen; \"outlierd recent\" shares outlierd's): "
+              "balanced accuracy per instance, mean over the instances (balanced_accuracy()); beside it the abnormal "
+              "class's precision, recall and F1 with the rows' counts summed over every instance. Flagging every test "
+              f"row scores 0.500 and F1 {2 * n_pos / (n_rows + n_pos):.3f} ({100 * n_pos / max(n_rows, 1):.1f} % of the rows are abnormal).\n")
+        sbs.table(["detector", "balanced accuracy mean", "precision", "recall", "F1"],
+                  [[d, sbs.fmt(r["ba_mean"]), sbs.fmt(r["pt_p"]), sbs.fmt(r["pt_r"]), sbs.fmt(r["pt_f1"])]
+                   for d, r in res.items() if d != "outlierd recent"], md)
+        print()
+        for k, h in (("ba_mean", "3W's balanced accuracy"), ("pt_f1", "the abnormal rows' F1")):
+            best = max(PEERS, key=lambda p: res[p][k])
+            print(f"- {h}: best peer {best} {res[best][k]:.3f}; outlierd {res['outlierd'][k]:.3f} ({res['outlierd'][k] - res[best][k]:+.3f})")
+        # AP's floor is the abnormal share (most rows here), so the ranking is read by ROC AUC too
+        print("- ROC AUC of the score, mean over the instances: " + ", ".join(f"{d} {r['auc_mean']:.3f}" for d, r in res.items()))
     for o in OURS:
         won = ", ".join(f"{p} {sum(a > b for a, b in zip(res[o]['ap_series'], res[p]['ap_series']))}" for p in PEERS)
         print(f"- series where {o}'s AP beats the peer's (of {n_series}): {won}")
@@ -427,10 +613,17 @@ def main():
             src = smap_msl(args.smap_msl, set_name.upper())
         elif set_name == "smd":
             src = smd(args.smd)
+        elif set_name == "smd8":
+            src = interfusion(args.interfusion, "machine-")
+        elif set_name == "asd":
+            src = interfusion(args.interfusion, "omi-")
         elif set_name == "tep":
             src = tep(args.tep)
+        elif set_name == "3w":
+            skipped = []
+            src = threew(args.threew, skipped)
         else:
-            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, tep)")
+            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w)")
         series = []
         t0 = time.time()
         for sid, train, test, y, segs in src:
@@ -450,6 +643,9 @@ def main():
                 secs.update({k: time.time() - t0 for k in ref})
             results.append(("TEP", score_tep(series, dets + list(TEP_REFS))))
             continue
+        if set_name == "3w":
+            print(f"# 3w: {len(skipped)} instances skipped by 3W's rules (a normal period of {THREEW_MIN_NORMAL} rows, "
+                  "an event, a variable): " + "; ".join(f"{k} ({why})" for k, why in skipped), file=sys.stderr)
         res = score_set(series, dets)
         n_rows = sum(len(y) for _, y, _, _, _ in series)
         n_pos = sum(int(y.sum()) for _, y, _, _, _ in series)

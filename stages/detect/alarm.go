@@ -10,9 +10,11 @@ import (
 
 // The flag under flag_by: significance (docs/DESIGN.md, "Flags"): a record is significant when
 // its combined score reaches min_score; it is flagged when it is significant and the alarm cap
-// allows it (at most alarm_rate of the last `window` records flagged); a significant record over
-// the cap is suppressed (explained, not flagged). Significant records are kept out of the
-// next models' reference (outcasts), so a fault does not become normal by repeating.
+// allows it: a record that starts an alarm (its series' previous record not flagged) while fewer
+// than alarm_rate of the last `window` records are flagged, a record that continues one always
+// (admitRun); a significant record over the cap is suppressed (explained, not flagged).
+// Significant records are kept out of the next models' reference (outcasts), so a fault does not
+// become normal by repeating, and is flagged until the model learns it (after about a window).
 
 // outcastFloor is the share of the window a build keeps at least: significant records are
 // left out of a build while the others are at least this share of the window; a window where
@@ -67,8 +69,8 @@ func withoutOutcasts(cols, sds [][]float32, bits []bool, window int) ([][]float3
 	return keep(cols), keep(sds), out
 }
 
-// alarmCap counts the flags over the last `window` records: flag_by: significance flags a
-// significant record only while fewer than floor(alarm_rate * window) of them are flagged.
+// alarmCap counts the flags over the last `window` records: flag_by: significance starts an
+// alarm only while fewer than floor(alarm_rate * window) of them are flagged (admitRun).
 type alarmCap struct {
 	bits []uint64 // the last n records' flags, a flagRing's (ring)
 	// n (the ring's length), next, filled and count (the flags in the ring) as int32: with at,
@@ -76,7 +78,8 @@ type alarmCap struct {
 	n, next, filled, count int32
 	// at is the stream position of the record admitted last (seriesAlarms' numbering; 0: not
 	// known): a key's cap keeps it for its series' flag handed back to the global model's path
-	// at its eviction (keyedScorer.evict).
+	// at its eviction (keyedScorer.evict); saved with the key (keys' state format 3, a scorer's
+	// alarm state: alarm_state.go).
 	at uint64
 }
 
@@ -94,8 +97,8 @@ func (a *alarmCap) admit(significant bool, limit int) bool {
 	return a.admitOver(significant, false, limit)
 }
 
-// admitOver is admit where over flags a significant record whatever the window's flags (a
-// key's alarm going on: admitRun); its flag is counted all the same.
+// admitOver is admit where over flags a significant record whatever the window's flags (an
+// alarm going on: admitRun); its flag is counted all the same.
 func (a *alarmCap) admitOver(significant, over bool, limit int) bool {
 	n, r := a.n, a.ring()
 	if a.filled == n && r.at(int(a.next)) {
@@ -120,33 +123,24 @@ func (a *alarmCap) last() bool {
 	return a.ring().at(int((a.next - 1 + a.n) % a.n))
 }
 
-// admitAfter is admit with detect.flag_clear's deadband: a record that is not significant but
-// whose series' previous record was flagged (previous: the stream's ring holds many series,
-// seriesAlarms) and whose score reaches clear is flagged too (held), within the same cap. It
-// returns the flag and whether the record was held.
-func (a *alarmCap) admitAfter(significant, previous bool, score, clear float64, limit int) (flag, held bool) {
-	return a.admitHeld(significant, previous, false, score, clear, limit)
-}
-
-// admitRun is admitAfter for a key's cap (detect.key_by: key): the cap limits the starts of the
-// key's alarms, not the records of one going on. A record that continues its series' alarm (the
-// previous record flagged, its own score at least clear: significant or held) is flagged even
-// when the window's flags have spent the cap; one that would start an alarm is flagged only while
-// fewer than limit of the window's records are. Every flag counts in the window, so an alarm
-// longer than the cap keeps the key from starting another until its flags leave the window. A
-// key's window is small (keys.window, 200: a cap of 4), and a fault lasts until the key's model
-// learns it, about a window (keyed_outcast.go): under a cap of records it was flagged 4 times,
-// then suppressed (docs/BENCHMARKS.md §13.3). What bounds an alarm is the model, which takes a
-// fault that has filled its window as the key's normal (outcastFloor).
+// admitRun is admit with detect.flag_clear's deadband, for the stage's cap and a key's
+// (detect.key_by: key) alike: a record that is not significant but whose series' previous record
+// was flagged (previous: the stream's ring holds many series, seriesAlarms) and whose score
+// reaches clear is flagged too (held). The cap limits the starts of a series' alarms, not the
+// records of one going on: a record that continues its series' alarm (the previous record
+// flagged, its own score at least clear: significant or held) is flagged even when the window's
+// flags have spent the cap; one that would start an alarm is flagged only while fewer than
+// limit of the window's records are. Every flag counts in the window, so an alarm longer than
+// the cap keeps the stream (or the key) from starting another until its flags leave the window.
+// What bounds an alarm is the model, which takes a fault that has filled its window as the new
+// normal (outcastFloor; a key's: keyed_outcast.go). Under a cap of records (before) a sensor
+// stuck far out was flagged alarm_rate x window times, then suppressed, for the rest of its
+// first window (a key's: 4 of 200, docs/BENCHMARKS.md §13.3; the stage's: 1,000 of 50,000, so a
+// plant's fault of hours stopped being flagged after 1,000 records, §12.30). It returns the
+// flag and whether the record was held.
 func (a *alarmCap) admitRun(significant, previous bool, score, clear float64, limit int) (flag, held bool) {
-	return a.admitHeld(significant, previous, previous, score, clear, limit)
-}
-
-// admitHeld is admitAfter and admitRun: over (admitOver) lets a significant or held record past
-// a spent cap.
-func (a *alarmCap) admitHeld(significant, previous, over bool, score, clear float64, limit int) (flag, held bool) {
 	held = !significant && score >= clear && previous
-	flag = a.admitOver(significant || held, over, limit)
+	flag = a.admitOver(significant || held, previous, limit)
 	return flag, held && flag
 }
 

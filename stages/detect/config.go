@@ -59,7 +59,7 @@ type Config struct {
 	Combine Combine `yaml:"combine"`
 	// FlagBy is what raises a flag: `significance` (default) flags a record whose combined
 	// score (batch.Score.Score: -log10 of how rare its scores are among the window's records,
-	// calibrate.go) reaches min_score, with alarm_rate as a cap on the share flagged; `rate`
+	// calibrate.go) reaches min_score, with alarm_rate as a cap on the alarms' starts; `rate`
 	// flags the window's top alarm_rate by the same score (a quota: a healthy stream gets
 	// alarm_rate of its records flagged); `verdicts` flags by the paper's thresholds (eta/delta,
 	// w*) and the combine rule. Either way every score and verdict is computed and carried in
@@ -83,17 +83,23 @@ type Config struct {
 	// key's records are held on the global model's path and a warm key's by its own cap
 	// (keys.window), and a key's alarm carries across the two: its first records by its own
 	// model continue its last warming record's, an evicted key's next record its last flag
-	// (keyed_handover.go). Held records count against alarm_rate's cap, are not
+	// (keyed_handover.go). Held records count against alarm_rate's cap (and go past it: the
+	// cap limits alarm starts), are not
 	// significant (a model's reference keeps them) and say "held" in their explanation. In
 	// [0, 1); 0: off. Default 0.7
 	// (3.5 at min_score 5; chosen on the Tennessee Eastman process, SMAP/MSL and the generated
 	// streams: docs/BENCHMARKS.md §12.25).
 	FlagClear float64 `yaml:"flag_clear"`
-	// AlarmRate under flag_by: significance is a cap: at most this share of the last `window`
-	// records is flagged (a record over min_score once the cap is spent is marked suppressed
-	// and explained, not flagged), so a flood (a drift the model has not caught up with, a
-	// broken sensor) cannot page without bound. Under flag_by: rate it is the quota: the share
-	// of a window's records flagged whatever they are. In (0, 0.5]. Default 0.02.
+	// AlarmRate under flag_by: significance is a cap on the starts of alarms: a record that would
+	// start one (its series' previous record not flagged) is flagged only while less than this
+	// share of the last `window` records is (else it is marked suppressed and explained, not
+	// flagged), so a flood of separate alarms (noise the model has not caught up with, a
+	// chattering sensor) cannot page without bound; a record that continues its series' alarm
+	// (significant, or held by flag_clear) is flagged past it and counted, until the model learns
+	// the fault (about a window: outcasts), so a plant's fault of hours is flagged through it
+	// (docs/BENCHMARKS.md §12.30). A key's cap (key_by: key) alike over keys.window. Under
+	// flag_by: rate it is the quota: the share of a window's records flagged whatever they are.
+	// In (0, 0.5]. Default 0.02.
 	AlarmRate float64 `yaml:"alarm_rate"`
 	// AlertCooldown groups continuing alerts: after a key's alert (a flagged record), its
 	// flagged records within this long (by the records' timestamps) are folded into it, marked

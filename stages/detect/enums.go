@@ -44,7 +44,7 @@ type FlagBy string
 
 // The flag_by words.
 const (
-	FlagBySignificance FlagBy = "significance" // the combined score at least min_score, at most alarm_rate of the records
+	FlagBySignificance FlagBy = "significance" // the combined score at least min_score, alarm starts capped at alarm_rate of the records
 	FlagByRate         FlagBy = "rate"         // the combined score above the window's (1 - alarm_rate) quantile: a quota
 	FlagByVerdicts     FlagBy = "verdicts"     // the paper's verdicts and the combine rule
 )

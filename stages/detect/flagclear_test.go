@@ -83,18 +83,26 @@ func TestFlagClearSpikeNotExtended(t *testing.T) {
 		{false, 4.8, false, false, "no flag before: not held"},
 	}
 	for i, st := range steps {
-		flag, held := a.admitAfter(st.sig, a.last(), st.score, clear, 10)
+		flag, held := a.admitRun(st.sig, a.last(), st.score, clear, 10)
 		if flag != st.flag || held != st.held {
 			t.Errorf("step %d (%s): flag %v held %v, want %v %v", i, st.description, flag, held, st.flag, st.held)
 		}
 	}
-	// Held records count against the cap: with one flag a window, a held record past it is not flagged.
+	// The cap limits alarm starts: with one flag a window, a held record that continues the
+	// alarm is flagged past it (and counted), one that would start an alarm is not, nor is a
+	// significant record starting one.
 	b := newAlarmCap(100)
-	if f, _ := b.admitAfter(true, b.last(), 9, clear, 1); !f {
+	if f, _ := b.admitRun(true, b.last(), 9, clear, 1); !f {
 		t.Fatal("the first significant record was not flagged")
 	}
-	if f, h := b.admitAfter(false, b.last(), 4.5, clear, 1); f || h {
-		t.Errorf("a record held past a spent cap: flag %v held %v", f, h)
+	if f, h := b.admitRun(false, b.last(), 4.5, clear, 1); !f || !h {
+		t.Errorf("a record continuing the alarm past a spent cap: flag %v held %v, want held", f, h)
+	}
+	if f, h := b.admitRun(false, false, 4.5, clear, 1); f || h {
+		t.Errorf("a record held with no alarm going on: flag %v held %v", f, h)
+	}
+	if f, _ := b.admitRun(true, false, 9, clear, 1); f {
+		t.Errorf("a significant record starting an alarm past a spent cap was flagged")
 	}
 	if c := (&Config{FlagClear: 0, MinScore: 5, FlagBy: FlagBySignificance}).clearScore(); !math.IsInf(c, 1) {
 		t.Errorf("flag_clear 0: clear level %g, want +Inf (off)", c)
@@ -231,7 +239,7 @@ func TestFlagClearSeriesBounded(t *testing.T) {
 	a, s := newAlarmCap(window), seriesAlarms{}
 	for i := range 10_000 {
 		key, q := []byte(strconv.Itoa(i)), uint64(i+1)
-		flag, _ := a.admitAfter(true, s.inAlarm(key, q, window), 9, 3.5, limit)
+		flag, _ := a.admitRun(true, s.inAlarm(key, q, window), 9, 3.5, limit)
 		s.note(key, q, flag, window, limit)
 		if len(s.keyed) > 2*limit+1 {
 			t.Fatalf("after %d keys %d kept in alarm, want at most %d", i+1, len(s.keyed), 2*limit+1)

@@ -26,7 +26,9 @@ import (
 //     (alarmCap.at), so that its next record, scored by the global model, is held as its own
 //     cap would have held it (at most `window` records back, as on that path).
 //
-// A model refresh keeps the key's cap, and so its series. Both paths run on the host, shared by
+// A model refresh keeps the key's cap, and so its series; a restart from state_dir keeps both
+// paths' (the keys' state and the alarm state: alarm_state.go), keys evicted since the last batch
+// included (alarmsCopy notes their flags as the next batch would). Both paths run on the host, shared by
 // the CPU and CUDA builds (the device scores; the caps decide).
 
 // handover is what a keys' pass leaves to its batch's capAlarms.

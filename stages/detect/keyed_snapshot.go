@@ -30,6 +30,11 @@ import (
 //
 // Format 2 is format 1 with the detectors' weights at the end of each encodeRanker
 // (snapshot_rank.go); a format-1 key's model is read with equal weights, as it was built.
+// Format 3 is format 2 with the stream position of the save (position u64, seriesAlarms.pos)
+// after keyHeader and each key's cap's position (at u64, alarmCap.at: 0 none) after its alarm
+// flags, so that a restored key whose last record was flagged hands its flag back to the global
+// model's path at its eviction (keyed_handover.go; the alarm state file, alarm_state.go, holds
+// the rest of the alarms); a key of format 1 or 2 has none, as before.
 //
 //	keyHeader: dims u32, dims x feature name (length u32, UTF-8), keys.window u32,
 //	           keys.min_records u32, keys.k u32, score.detectors (text), score.combine (text)
@@ -48,7 +53,7 @@ const (
 	keysSnapshotMagic = "\x89ODKS\r\n\x1a"
 	keyModelMagic     = "\x89ODKM\r\n\x1a"
 	// KeysSnapshotFormat is the newest keys' state format this code reads and writes.
-	KeysSnapshotFormat = 2
+	KeysSnapshotFormat = 3
 	// KeyModelFormat is the newest format of a key's model on the model topic.
 	KeyModelFormat = 2
 	keysPrefix     = "keys-"
@@ -163,8 +168,9 @@ func DecodeKeyModel(value []byte, features []string, cfg *Config) (key string, v
 
 // encodeKeys is the payload of the keys' state file: every key, least recently seen first (so
 // that decoding them in order rebuilds the recency order).
+// (at stream position 0: the tests').
 func (k *keyedScorer) encodeKeys(features []string, cfg *Config) []byte {
-	return encodeKeyStates(k.keysCopy(), features, cfg)
+	return encodeKeyStates(k.keysCopy(), 0, features, cfg)
 }
 
 // keysCopy copies every key's state, least recently seen first, for an encoding elsewhere: the
@@ -186,10 +192,11 @@ func (k *keyedScorer) keysCopy() []keyState {
 	return out
 }
 
-// encodeKeyStates is encodeKeys of copied states (keysCopy).
-func encodeKeyStates(states []keyState, features []string, cfg *Config) []byte {
+// encodeKeyStates is encodeKeys of copied states (keysCopy) at stream position pos.
+func encodeKeyStates(states []keyState, pos uint64, features []string, cfg *Config) []byte {
 	var e sealed.Encoder
 	encodeKeyHeader(&e, features, cfg)
+	e.U64(pos)
 	e.U64(uint64(len(states)))
 	for i := range states {
 		st := &states[i]
@@ -212,6 +219,7 @@ func encodeKeyStates(states []keyState, features []string, cfg *Config) []byte {
 		for i := range st.cap.ring().len() {
 			e.Raw([]byte{boolByte(st.cap.ring().at(i))})
 		}
+		e.U64(st.cap.at)
 		if st.model == nil {
 			e.Raw([]byte{0})
 			continue
@@ -237,10 +245,15 @@ func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg
 		return err
 	}
 	dims, w := len(features), cfg.Keys.Window
+	least := 21 + w
+	if format >= 3 {
+		k.savedAt = d.U64("position")
+		least += 8
+	}
 	n := d.U64("key count")
 	// A key takes at least its length, partition, size, since, cap and model flag: a count the
 	// payload cannot hold is refused before any allocation.
-	if d.Err() == nil && n > uint64(d.Left())/uint64(21+w) {
+	if d.Err() == nil && n > uint64(d.Left())/uint64(least) {
 		return snapErr("%d keys cannot fit in the %d bytes left", n, d.Left())
 	}
 	flag := func(what string) (bool, error) {
@@ -296,6 +309,11 @@ func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg
 				st.cap.count++
 			}
 		}
+		if format >= 3 {
+			if st.cap.at = d.U64("alarm cap position"); d.Err() == nil && st.cap.at > k.savedAt {
+				return snapErr("key %q: alarm cap at position %d, the stream at %d", key, st.cap.at, k.savedAt)
+			}
+		}
 		model, err := flag("model flag")
 		if err != nil || !model {
 			if err != nil {
@@ -323,35 +341,65 @@ func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg
 	return nil
 }
 
-// saveKeys writes the keys' state to state_dir (keys-<sequence>.osnap): copied here, on the
-// stage's goroutine (the keys change with the next batch), encoded, written and synced on its
-// own goroutine unless wait. Without state_dir or key_by it does nothing; a save that need not
-// wait is skipped while the previous one is still being written (tried again with a later
-// model), so that one copy of the keys at most waits for a slow disk.
+// saveKeys writes the keys' state (key_by: key, not on a scorer: its keys' models come from the
+// model topic) and the alarm state (alarm_state.go; not on a builder: it flags nothing) to
+// state_dir (keys-<sequence>.osnap, alarms-<sequence>.osnap): copied here, on the stage's
+// goroutine (the next batch changes them), at one point of the stream, encoded, written and
+// synced on a goroutine of their own unless wait. Without state_dir it does nothing; a save that
+// need not wait is skipped while the previous one is still being written (tried again with a
+// later model), so that one copy of the keys at most waits for a slow disk. A save that need not
+// wait while a batch in flight has been through its keys' pass and not finished (overlap.go's
+// chained passes: its keys' first records by their own models undecided, the stage's alarms not
+// yet past it) is made once that batch finished, before the next pass starts (saveDue): the
+// keys' and the stage's alarms are saved after the same batch, none of its records undecided.
 func (s *Stage) saveKeys(wait bool) {
 	d := s.ext.snaps
-	if d == nil || s.keyed == nil || s.deps.Role == RoleScorer {
-		return // (a scorer's keys' models come from the model topic)
+	if d == nil {
+		return
 	}
-	if s.keysQuiet(); len(s.keyed.keys) == 0 {
-		return // (no keys: nothing to resume)
+	s.keysQuiet()
+	keys := s.keyed != nil && s.deps.Role != RoleScorer && len(s.keyed.keys) > 0 // (no keys: nothing to resume)
+	alarms := s.deps.Role != RoleBuilder
+	if !keys && !alarms {
+		return
+	}
+	if s.ext.stateAhead {
+		s.deps.Log.Warn().Msg("keys' and alarm state not saved: batches were dropped after their keys' pass, and are read again after a restart; the last save stands")
+		return
+	}
+	if !wait && s.passAhead() {
+		s.ext.saveDue = true
+		return
 	}
 	if !wait && !s.ext.keysSaving.CompareAndSwap(false, true) {
 		return // (Close waits for the one in flight, then saves the keys as they are then)
 	}
-	s.ext.keysSaved = time.Now()
-	states, features, cfg := s.keyed.keysCopy(), s.features, s.cfg
-	keys := len(states)
+	s.ext.keysSaved, s.ext.saveDue = time.Now(), false
+	var states []keyState
+	var al *alarmState
+	if keys {
+		states = s.keyed.keysCopy()
+	}
+	if alarms {
+		al = s.alarmsCopy()
+	}
+	features, cfg, pos := s.features, s.cfg, s.series.pos
 	write := func() {
-		payload := encodeKeyStates(states, features, &cfg)
+		if al != nil {
+			s.writeAlarms(d, al, cfg.Keys.Window)
+		}
+		if states == nil {
+			return
+		}
+		payload := encodeKeyStates(states, pos, features, &cfg)
 		path, err := d.saveAs(keysPrefix, &d.nextKeys, func(w io.Writer) error {
 			return keysSnapshotFile.Write(w, KeysSnapshotFormat, payload)
 		})
 		if err != nil {
-			s.deps.Log.Error().Err(err).Int("keys", keys).Msg("keys' state snapshot failed; the keys keep scoring")
+			s.deps.Log.Error().Err(err).Int("keys", len(states)).Msg("keys' state snapshot failed; the keys keep scoring")
 			return
 		}
-		s.deps.Log.Debug().Str("file", path).Int("keys", keys).Int("bytes", len(payload)).Msg("keys' state snapshot written")
+		s.deps.Log.Debug().Str("file", path).Int("keys", len(states)).Int("bytes", len(payload)).Msg("keys' state snapshot written")
 	}
 	if wait {
 		write()
@@ -365,21 +413,57 @@ func (s *Stage) saveKeys(wait bool) {
 	}()
 }
 
+// passAhead says whether a batch in flight has started its keys' pass (a chained one,
+// overlap.go) and not finished: the keys' state is then past the stage's alarms.
+func (s *Stage) passAhead() bool {
+	for _, sc := range s.flight {
+		if sc.keyedDone != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// saveDue makes the save put off by saveKeys (a batch's keys' pass ahead), once the batch
+// finished and before the next pass starts.
+func (s *Stage) saveDue() {
+	if s.ext.saveDue {
+		s.saveKeys(false)
+	}
+}
+
 // loadKeys installs the newest keys' state of state_dir that reads back whole and fits the
-// stage's features and keys' settings; the others are logged and skipped (as model snapshots).
+// stage's features and keys' settings (the others are logged and skipped, as model snapshots),
+// then the newest alarm state (loadAlarms), the keys' caps' positions moved to its stream
+// position.
 func (s *Stage) loadKeys() error {
 	d := s.ext.snaps
-	if d == nil || s.keyed == nil || s.deps.Role == RoleScorer {
+	if d == nil {
 		return nil
+	}
+	at, err := s.loadKeyStates(d)
+	if err != nil {
+		return err
+	}
+	if s.deps.Role == RoleBuilder {
+		return nil
+	}
+	return s.loadAlarms(at)
+}
+
+// loadKeyStates is loadKeys' keys' state; it returns the stream position the state was saved at.
+func (s *Stage) loadKeyStates(d *SnapshotDir) (uint64, error) {
+	if s.keyed == nil || s.deps.Role == RoleScorer {
+		return 0, nil
 	}
 	s.keysQuiet()
 	files, err := d.list(keysPrefix)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, path := range files {
 		k := s.newKeyed()
-		err := readKeysFile(path, func(format uint32, p []byte) error { return k.decodeKeys(format, p, s.features, &s.cfg) })
+		err := readSealedFile(path, keysSnapshotFile, func(format uint32, p []byte) error { return k.decodeKeys(format, p, s.features, &s.cfg) })
 		if err != nil {
 			s.deps.Log.Warn().Err(err).Str("file", path).Msg("keys' state snapshot skipped")
 			s.ext.keysSkipped = append(s.ext.keysSkipped, SkippedSnapshot{Path: path, Reason: err})
@@ -394,18 +478,19 @@ func (s *Stage) loadKeys() error {
 		st := s.keyed.stats()
 		s.deps.Log.Info().Str("file", path).Int("keys", st.Live+st.Warming).Int("warm", st.Live).
 			Msg("keys' state loaded from snapshot: warm keys score with their own models at once")
-		return nil
+		return k.savedAt, nil
 	}
-	return nil
+	return 0, nil
 }
 
-func readKeysFile(path string, decode func(format uint32, p []byte) error) error {
+// readSealedFile reads path, a file of format sf, and decodes its payload.
+func readSealedFile(path string, sf sealed.Format, decode func(format uint32, p []byte) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("detect: keys' snapshot: %w", err)
+		return fmt.Errorf("detect: %s: %w", sf.Name, err)
 	}
 	defer f.Close()
-	format, p, err := keysSnapshotFile.Read(bufio.NewReader(f))
+	format, p, err := sf.Read(bufio.NewReader(f))
 	if err == nil {
 		err = decode(format, p)
 	} else {

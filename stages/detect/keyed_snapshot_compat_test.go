@@ -16,10 +16,10 @@ import (
 // alarm flags became bit rings (flagRing; commit 1382615^1) reads back whole. The payload in
 // testdata was written by that code (encodeKeyStates of a stage fed rows 0..2000 of the fleet
 // below, keys.window 70: two words of bits, every key's window and alarm ring wrapped, some
-// flags set). Today's code must decode it, write it back byte for byte (the format is
-// unchanged), and score the rest of the stream from the state read back: the digest is of the
-// scores of rows 2000..3000 of the records its keys' models scored (index, score bits, outlier,
-// suppressed). That code wrote the same state from the same rows as today's did, and the digest
+// flags set). Today's code must decode it, write it back as format 3 (format 2 and the stream's
+// and caps' positions: 8 bytes more, then 8 a key), and score the rest of the stream from the
+// state read back: the digest is of the scores of rows 2000..3000 of the records its keys'
+// models scored (index, score bits, outlier, suppressed). That code wrote the same state from the same rows as today's did, and the digest
 // was its scores, until a key's outcasts became its significant records that are also far out
 // (keepFarOutcasts, 2026-11-27): since, the models built from a window holding a significant
 // record near the others differ, and the digest is today's scores from the state read back (the
@@ -40,11 +40,18 @@ func TestKeysSnapshotBeforeFlagRings(t *testing.T) {
 	feedFleet(t, s, mem, rows, 0, 2000)
 	s.keysQuiet()
 	k := s.newKeyed()
-	if err := k.decodeKeys(KeysSnapshotFormat, old, s.features, &s.cfg); err != nil {
+	if err := k.decodeKeys(2, old, s.features, &s.cfg); err != nil {
 		t.Fatal(err)
 	}
-	if again := encodeKeyStates(k.keysCopy(), s.features, &s.cfg); !bytes.Equal(again, old) {
-		t.Fatalf("the keys' state read back and written again differs (%d bytes, %d read)", len(again), len(old))
+	// Written again (format 3: a stream position, and each key's cap's, none here, besides
+	// format 2's): 8 bytes more for the file and each key, and it reads back to the same bytes.
+	again := encodeKeyStates(k.keysCopy(), 0, s.features, &s.cfg)
+	k3 := s.newKeyed()
+	if err := k3.decodeKeys(KeysSnapshotFormat, again, s.features, &s.cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != len(old)+8+8*len(k.keys) || !bytes.Equal(encodeKeyStates(k3.keysCopy(), 0, s.features, &s.cfg), again) {
+		t.Fatalf("the keys' state read back and written again: %d bytes (%d read, %d keys), or not read back whole", len(again), len(old), len(k.keys))
 	}
 	s.keyed.takeStateOf(k)
 	got := feedFleet(t, s, mem, rows, 2000, 3000)

@@ -112,6 +112,10 @@ func (s *Stage) InstallKeyModels(ms []KeyModel) {
 		}
 		st := k.state(m.Key, &s.cfg, d)
 		st.model, st.version, st.partition = m.Model, m.Version, m.Partition
+		if c, ok := s.ext.keyCaps[m.Key]; ok { // (its alarm before the restart goes on)
+			*st.cap = c.cap
+			delete(s.ext.keyCaps, m.Key)
+		}
 		k.markWarm(st)
 		if k.dev != nil {
 			onDevice = append(onDevice, st)
@@ -143,6 +147,11 @@ func (s *Stage) DropKeysOutside(keep func(partition int32) bool) int {
 	for _, st := range k.keys {
 		if !keep(st.partition) {
 			drop = append(drop, st)
+		}
+	}
+	for key, c := range s.ext.keyCaps { // (saved before a restart: their keys are another scorer's)
+		if !keep(c.partition) {
+			delete(s.ext.keyCaps, key)
 		}
 	}
 	back := len(k.hand.back)

@@ -274,6 +274,7 @@ func (s *Stage) land(current *batch.Batch) ([]*batch.Batch, error) {
 		}
 		s.flight[0].pushed = true
 	}
+	s.saveDue() // (a save put off while this batch's keys' pass was ahead: before the next starts)
 	s.startChained()
 	return []*batch.Batch{sc.b}, nil
 }
@@ -286,6 +287,7 @@ func (s *Stage) drop(current *batch.Batch) {
 		dets, _ := s.lane(sc.lane)
 		sc.wait(dets)
 		sc.waitKeyed()
+		s.ext.stateAhead = s.ext.stateAhead || sc.keyedDone != nil // (saveKeys: not saved again)
 		delete(s.pending, sc.b)
 		if sc.b != current {
 			sc.b.Release()

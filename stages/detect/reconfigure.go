@@ -118,6 +118,15 @@ type stageExt struct {
 	// keysSaving is set while a keys' state save is being written: the next is skipped until
 	// it is done, so that the copies (every key's state each) cannot pile up on a slow disk.
 	keysSaving atomic.Bool
+	// saveDue: a save was put off until the batch whose keys' pass ran ahead finished (saveKeys).
+	saveDue bool
+	// stateAhead: a batch was dropped after its keys' pass (drop: a failure, or Close without
+	// Flush), which is read again after a restart: the keys' state is past the stream's, and is
+	// not saved again (the last save stands).
+	stateAhead bool
+	// keyCaps are a scorer's keys' alarm caps from the alarm state, each given back to its key
+	// when its model is installed again (InstallKeyModels; alarm_state.go).
+	keyCaps map[string]savedCap
 }
 
 // Reconfigure applies cfg to the running stage, on the stage's goroutine (the pipeline's

@@ -42,6 +42,8 @@ type SnapshotDir struct {
 	next uint64 // sequence number of the next Save
 	// nextKeys is the next keys' state file's (keyed_snapshot.go: keys-<sequence>.osnap).
 	nextKeys uint64
+	// nextAlarms is the next alarm state file's (alarm_state.go: alarms-<sequence>.osnap).
+	nextAlarms uint64
 }
 
 // OpenSnapshotDir creates dir if needed, removes temporary files that a crash during a Save
@@ -63,7 +65,8 @@ func OpenSnapshotDir(dir string, keep int, log zerolog.Logger) (*SnapshotDir, er
 	}
 	for _, e := range ents {
 		name := e.Name()
-		if (strings.HasPrefix(name, "."+snapshotPrefix) || strings.HasPrefix(name, "."+keysPrefix)) && strings.Contains(name, ".tmp") {
+		if (strings.HasPrefix(name, "."+snapshotPrefix) || strings.HasPrefix(name, "."+keysPrefix) || strings.HasPrefix(name, "."+alarmsPrefix)) &&
+			strings.Contains(name, ".tmp") {
 			if err := os.Remove(filepath.Join(dir, name)); err == nil {
 				log.Warn().Str("file", name).Msg("removed a snapshot left unfinished by a crash")
 			}
@@ -73,6 +76,9 @@ func OpenSnapshotDir(dir string, keep int, log zerolog.Logger) (*SnapshotDir, er
 		}
 		if seq, ok := snapshotSeq(name, keysPrefix); ok && seq >= d.nextKeys {
 			d.nextKeys = seq + 1
+		}
+		if seq, ok := snapshotSeq(name, alarmsPrefix); ok && seq >= d.nextAlarms {
+			d.nextAlarms = seq + 1
 		}
 	}
 	return d, nil

@@ -214,6 +214,13 @@ const maxBatchSize = 1 << 20
 // config.FieldError naming the key with its full path ("ingest.group_id"), so that a config
 // file points at the line to fix.
 func (c *Config) Validate() error {
+	_, err := c.validate()
+	return err
+}
+
+// validate is Validate, and returns the event_time_zone it loaded for NewDecoder's plan (nil
+// with the error).
+func (c *Config) validate() (*time.Location, error) {
 	var errs []error
 	// bad reports a problem of key (its path under ingest.; "features[2]").
 	bad := func(key, format string, args ...any) {
@@ -351,7 +358,8 @@ func (c *Config) Validate() error {
 			bad("event_time_field", "%w", err)
 		}
 	}
-	if _, err := loadZone(c.EventTimeZone); err != nil {
+	zone, err := loadZone(c.EventTimeZone)
+	if err != nil {
 		bad("event_time_zone", "%w", err)
 	}
 	if u := c.Uncertainty; u != nil {
@@ -397,7 +405,10 @@ func (c *Config) Validate() error {
 			bad("features", "%s", p)
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return zone, nil
 }
 
 // checkField checks that name can address a field in the configured format.
@@ -439,28 +450,15 @@ func (c *Config) csvColumn(name string) (int, error) {
 	return i, nil
 }
 
-// allFields lists every field the decoder reads (features, uncertainty fields, key, event
-// time), for the JSON path conflict check.
+// allFields lists every field the decoder reads (its plan's), for the JSON path conflict
+// check; an empty feature's (reported as such) left out.
 func (c *Config) allFields() []string {
 	var out []string
-	for _, f := range c.Features {
-		if f == "" {
+	for _, s := range newPlan(c, nil).slots {
+		if (s.role == roleFeature || s.role == roleSD) && c.Features[s.idx] == "" {
 			continue
 		}
-		out = append(out, f)
-		if u := c.Uncertainty; u != nil {
-			if sd, ok := u.Fields[f]; ok {
-				out = append(out, sd)
-			} else if u.Suffix != "" {
-				out = append(out, f+u.Suffix)
-			}
-		}
-	}
-	if c.KeyField != "" {
-		out = append(out, c.KeyField)
-	}
-	if c.EventTimeField != "" {
-		out = append(out, c.EventTimeField)
+		out = append(out, s.field)
 	}
 	return out
 }

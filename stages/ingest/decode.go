@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 )
 
 // Decoder turns one message value into feature values. A Decoder keeps scratch buffers and is
@@ -44,7 +45,34 @@ func (c *Config) NewDecoded() *Decoded {
 // FieldError is a problem with one field of a record.
 type FieldError struct {
 	Field   string // the field as configured (a JSON path, CSV column, logfmt key)
-	Problem string // e.g. `missing`, `not a number: "abc"`, `NaN/Inf not allowed`
+	Reason  Reason // what kind of problem: what a caller acts on
+	Problem string // for people, e.g. `missing`, `not a number: "abc"`, `NaN/Inf not allowed`
+}
+
+// Reason is the kind of problem a FieldError reports. Code that acts on a record's problem
+// tests it (replay's hint that a text column is a key: ReasonNotNumber), not Problem, whose
+// wording is for people and may change.
+type Reason uint8
+
+// The decoders' reasons; every FieldError they return has one (0 is none).
+const (
+	ReasonMissing    Reason = iota + 1 // absent (or empty), and nothing stands in for it
+	ReasonNotNumber                    // a feature's or uncertainty's value is not a number: text, blank, a JSON object, null
+	ReasonNotFinite                    // NaN or Inf, spelled out
+	ReasonOutOfRange                   // a number beyond float64's range, or a feature's beyond float32's
+	ReasonNegative                     // an uncertainty below 0
+	ReasonBadTime                      // the event time is not a time the decoders read, or out of range
+	ReasonBadKey                       // the key is neither a string nor a number (JSON)
+)
+
+var reasonNames = [...]string{"", "missing", "not a number", "NaN/Inf", "out of range", "negative uncertainty", "bad event time", "bad key"}
+
+// String names the reason ("not a number"); "reason(N)" for one the decoders do not give.
+func (r Reason) String() string {
+	if r == 0 || int(r) >= len(reasonNames) {
+		return fmt.Sprintf("reason(%d)", r)
+	}
+	return reasonNames[r]
 }
 
 func (e *FieldError) Error() string { return fmt.Sprintf("field %q: %s", e.Field, e.Problem) }
@@ -61,13 +89,14 @@ func (e *SyntaxError) Error() string {
 }
 
 // NewDecoder validates the configuration and returns the decoder for its format.
-func NewDecoder(cfg Config) (Decoder, error) {
-	if err := cfg.Validate(); err != nil {
+func NewDecoder(cfg Config, opts ...DecoderOption) (Decoder, error) {
+	zone, err := cfg.validate()
+	if err != nil {
 		return nil, fmt.Errorf("ingest: invalid config: %w", err)
 	}
-	p, err := newPlan(&cfg)
-	if err != nil {
-		return nil, err
+	p := newPlan(&cfg, zone)
+	for _, o := range opts {
+		o(p)
 	}
 	switch cfg.Format {
 	case FormatJSON:
@@ -78,6 +107,56 @@ func NewDecoder(cfg Config) (Decoder, error) {
 		return newLogfmtDecoder(p), nil
 	}
 	return nil, fmt.Errorf("ingest: unknown format %q", cfg.Format)
+}
+
+// A DecoderOption widens what a decoder accepts beyond its configuration.
+type DecoderOption func(*plan)
+
+// BooleanFeature lets the feature field be a boolean too, read as 1 (true) or 0 (false): a JSON
+// true or false (not the string "true"), or in CSV and logfmt the word in any case (pandas
+// writes True). For replay's label column, as exports write it; the pipeline's features stay
+// numbers (a boolean there is a schema problem worth a dead letter).
+func BooleanFeature(field string) DecoderOption {
+	return func(p *plan) {
+		for i := range p.slots {
+			if s := &p.slots[i]; s.role == roleFeature && s.field == field {
+				s.boolean = true
+			}
+		}
+	}
+}
+
+// A Field is one field the decoder reads from each record.
+type Field struct {
+	// Key is the config key that asks for it, as Validate names keys: "ingest.features[0]",
+	// `ingest.uncertainty.fields["temp"]`, "ingest.uncertainty.suffix", "ingest.key_field" or
+	// "ingest.event_time_field".
+	Key string
+	// Name is the field as the decoder looks it up (a JSON path, CSV column, logfmt key).
+	Name string
+	// Feature is the feature whose value or uncertainty it is; "" for the key and event time.
+	Feature string
+	// Required: a record without it is refused (a dead letter, `missing`); else the feature's
+	// fill value (missing: fill) or uncertainty.default stands in.
+	Required bool
+}
+
+// Fields lists the fields the decoder reads, in the order it reports missing ones (each feature
+// then its uncertainty field, the key, the event time). It is the decoder's own plan, so that
+// the checks of a file's columns before any record is decoded (produce, replay) say what the
+// decoder will do.
+func (c *Config) Fields() []Field {
+	p := newPlan(c, nil)
+	out := make([]Field, len(p.slots))
+	for i := range p.slots {
+		s := &p.slots[i]
+		_, stands := p.fallback(s)
+		out[i] = Field{Key: s.key, Name: s.field, Required: !stands}
+		if s.role == roleFeature || s.role == roleSD {
+			out[i].Feature = c.Features[s.idx]
+		}
+	}
+	return out
 }
 
 // role is what a field is read for.
@@ -92,9 +171,11 @@ const (
 
 // slot is one field the decoder reads.
 type slot struct {
-	field string // as configured
-	role  role
-	idx   int // feature index for roleFeature and roleSD
+	field   string // as configured
+	role    role
+	boolean bool   // a feature that may be true or false too (BooleanFeature)
+	idx     int    // feature index for roleFeature and roleSD
+	key     string // the config key that names it (Field.Key)
 	// zone is the wall clock of a roleTime text without an offset (nil: UTC); the decoder's
 	// own (it keeps the last zone period it looked up).
 	zone *eventZone
@@ -114,7 +195,8 @@ type plan struct {
 	fill []float32
 }
 
-func newPlan(c *Config) (*plan, error) {
+// newPlan is the plan of c; zone is c.EventTimeZone loaded (Validate loads it: nil reads UTC).
+func newPlan(c *Config, zone *time.Location) *plan {
 	p := &plan{}
 	if c.Missing == MissingFill {
 		p.fill = make([]float32, len(c.Features))
@@ -136,28 +218,39 @@ func newPlan(c *Config) (*plan, error) {
 		}
 	}
 	for i, f := range c.Features {
-		p.slots = append(p.slots, slot{field: f, role: roleFeature, idx: i})
+		p.slots = append(p.slots, slot{field: f, role: roleFeature, idx: i, key: fmt.Sprintf("ingest.features[%d]", i)})
 		if u := c.Uncertainty; u != nil {
 			if sd, ok := u.Fields[f]; ok {
-				p.slots = append(p.slots, slot{field: sd, role: roleSD, idx: i})
+				p.slots = append(p.slots, slot{field: sd, role: roleSD, idx: i, key: fmt.Sprintf("ingest.uncertainty.fields[%q]", f)})
 			} else if u.Suffix != "" {
-				p.slots = append(p.slots, slot{field: f + u.Suffix, role: roleSD, idx: i})
+				p.slots = append(p.slots, slot{field: f + u.Suffix, role: roleSD, idx: i, key: "ingest.uncertainty.suffix"})
 			} else {
 				p.constSD = append(p.constSD, i)
 			}
 		}
 	}
 	if c.KeyField != "" {
-		p.slots = append(p.slots, slot{field: c.KeyField, role: roleKey})
+		p.slots = append(p.slots, slot{field: c.KeyField, role: roleKey, key: "ingest.key_field"})
 	}
 	if c.EventTimeField != "" {
-		zone, err := newEventZone(c.EventTimeZone)
-		if err != nil {
-			return nil, fmt.Errorf("ingest: event_time_zone: %w", err)
-		}
-		p.slots = append(p.slots, slot{field: c.EventTimeField, role: roleTime, zone: zone})
+		p.slots = append(p.slots, slot{field: c.EventTimeField, role: roleTime, key: "ingest.event_time_field",
+			zone: newEventZone(c.EventTimeZone, zone)})
 	}
-	return p, nil
+	return p
+}
+
+// fallback is what stands in for slot s when its field is missing: the feature's fill value or
+// the uncertainty default. ok is false where nothing does: the record is refused.
+func (p *plan) fallback(s *slot) (v float32, ok bool) {
+	switch {
+	case s.role == roleSD:
+		v = p.sdDefault[s.idx]
+	case s.role == roleFeature && p.fill != nil:
+		v = p.fill[s.idx]
+	default:
+		return 0, false
+	}
+	return v, !math.IsNaN(float64(v))
 }
 
 // finish fills defaults for the slots not found and reports the first missing field. found is
@@ -166,19 +259,20 @@ func (p *plan) finish(found []bool, out *Decoded) error {
 	for _, i := range p.constSD {
 		out.SD[i] = p.sdDefault[i] // Validate made sure a default exists
 	}
-	for i, s := range p.slots {
+	for i := range p.slots {
 		if found[i] {
 			continue
 		}
-		if s.role == roleSD && !math.IsNaN(float64(p.sdDefault[s.idx])) {
-			out.SD[s.idx] = p.sdDefault[s.idx]
-			continue
+		s := &p.slots[i]
+		v, ok := p.fallback(s)
+		switch {
+		case !ok:
+			return &FieldError{Field: s.field, Reason: ReasonMissing, Problem: "missing"}
+		case s.role == roleSD:
+			out.SD[s.idx] = v
+		default:
+			out.Values[s.idx] = v
 		}
-		if s.role == roleFeature && p.fill != nil && !math.IsNaN(float64(p.fill[s.idx])) {
-			out.Values[s.idx] = p.fill[s.idx]
-			continue
-		}
-		return &FieldError{Field: s.field, Problem: "missing"}
 	}
 	return nil
 }
@@ -187,21 +281,21 @@ func (p *plan) finish(found []bool, out *Decoded) error {
 // uncertainty, the sign. raw is the text shown in messages.
 func setNumber(s *slot, v float64, out *Decoded) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return &FieldError{Field: s.field, Problem: "NaN/Inf not allowed"}
+		return &FieldError{Field: s.field, Reason: ReasonNotFinite, Problem: "NaN/Inf not allowed"}
 	}
 	// Out of range is what rounds to infinity as a float32, not what exceeds FLT_MAX as a
 	// float64: FLT_MAX's own shortest spelling, 3.4028235e38 (how producers print it, often as
 	// a "no reading" sentinel), is a little above it and rounds to it.
 	f := float32(v)
 	if math.IsInf(float64(f), 0) {
-		return &FieldError{Field: s.field, Problem: fmt.Sprintf("out of float32 range: %g", v)}
+		return &FieldError{Field: s.field, Reason: ReasonOutOfRange, Problem: fmt.Sprintf("out of float32 range: %g", v)}
 	}
 	switch s.role {
 	case roleFeature:
 		out.Values[s.idx] = f
 	case roleSD:
 		if v < 0 {
-			return &FieldError{Field: s.field, Problem: fmt.Sprintf("uncertainty must be >= 0: %g", v)}
+			return &FieldError{Field: s.field, Reason: ReasonNegative, Problem: fmt.Sprintf("uncertainty must be >= 0: %g", v)}
 		}
 		out.SD[s.idx] = f
 	}
@@ -218,26 +312,59 @@ func setText(s *slot, text []byte, out *Decoded) error {
 	case roleTime:
 		ms, err := parseEventTime(text, s.zone)
 		if err != nil {
-			return &FieldError{Field: s.field, Problem: err.Error()}
+			return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: err.Error()}
 		}
 		out.EventTime, out.HasEventTime = ms, true
 		return nil
 	}
-	v, err := parseDecimal(text)
-	if err != nil {
-		return &FieldError{Field: s.field, Problem: err.Error()}
+	if s.boolean {
+		if v, ok := boolValue(trimSpace(text)); ok {
+			return setNumber(s, v, out)
+		}
+	}
+	v, fe := parseDecimal(text)
+	if fe != nil {
+		fe.Field = s.field
+		return fe
 	}
 	return setNumber(s, v, out)
+}
+
+// boolValue reads a BooleanFeature's words, true and false in any case (ASCII letters), as 1
+// and 0.
+func boolValue(text []byte) (v float64, ok bool) {
+	is := func(word string) bool {
+		if len(text) != len(word) {
+			return false
+		}
+		for i := range text {
+			if text[i]|0x20 != word[i] { // (word is lower case: only its upper case ORs to it)
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case is("true"):
+		return 1, true
+	case is("false"):
+		return 0, true
+	}
+	return 0, false
 }
 
 // parseDecimal parses a decimal floating-point number: optional sign, digits with an optional
 // fraction, optional exponent. strconv.ParseFloat alone would also take hex floats ("0x1p3"),
 // underscores and "infinity", which no producer of sensor data means; NaN and Inf spelled out
-// get their own message because they are a common producer bug.
-func parseDecimal(text []byte) (float64, error) {
+// get their own message because they are a common producer bug. The error is the field's but
+// for its name.
+func parseDecimal(text []byte) (float64, *FieldError) {
 	text = trimSpace(text)
+	notNumber := func() (float64, *FieldError) {
+		return 0, &FieldError{Reason: ReasonNotNumber, Problem: "not a number: " + quoteShort(text)}
+	}
 	if len(text) == 0 {
-		return 0, fmt.Errorf("not a number: empty")
+		return 0, &FieldError{Reason: ReasonNotNumber, Problem: "not a number: empty"}
 	}
 	digits := false
 	for i, c := range text {
@@ -248,13 +375,13 @@ func parseDecimal(text []byte) (float64, error) {
 		case (c == '+' || c == '-') && (i == 0 || text[i-1] == 'e' || text[i-1] == 'E'):
 		default:
 			if isNaNOrInf(text) {
-				return 0, fmt.Errorf("NaN/Inf not allowed")
+				return 0, &FieldError{Reason: ReasonNotFinite, Problem: "NaN/Inf not allowed"}
 			}
-			return 0, fmt.Errorf("not a number: %s", quoteShort(text))
+			return notNumber()
 		}
 	}
 	if !digits {
-		return 0, fmt.Errorf("not a number: %s", quoteShort(text))
+		return notNumber()
 	}
 	if v, ok := fastDecimal(text); ok {
 		return v, nil
@@ -262,9 +389,9 @@ func parseDecimal(text []byte) (float64, error) {
 	v, err := strconv.ParseFloat(string(text), 64)
 	if err != nil {
 		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-			return 0, fmt.Errorf("out of range: %s", quoteShort(text))
+			return 0, &FieldError{Reason: ReasonOutOfRange, Problem: "out of range: " + quoteShort(text)}
 		}
-		return 0, fmt.Errorf("not a number: %s", quoteShort(text))
+		return notNumber()
 	}
 	return v, nil
 }

@@ -53,6 +53,9 @@ func runDecodeCases(t *testing.T, cfg Config, cases []decodeCase) {
 			} else if err.Error() != tc.err {
 				t.Errorf("%s: Decode(%q) error\n got %q\nwant %q", tc.name, tc.in, err.Error(), tc.err)
 			}
+			if fe := (*FieldError)(nil); errors.As(err, &fe) && fe.Reason == 0 {
+				t.Errorf("%s: Decode(%q): %v has no Reason", tc.name, tc.in, err)
+			}
 			continue
 		}
 		if err != nil {

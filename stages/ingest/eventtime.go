@@ -131,16 +131,13 @@ type eventZone struct {
 	lo, hi, off int64
 }
 
-// newEventZone is the zone of name, nil for UTC (no offset to look up).
-func newEventZone(name string) (*eventZone, error) {
-	if name == "" || name == "UTC" {
-		return nil, nil
+// newEventZone is the zone name, loaded as loc (loadZone), for a decoder; nil for UTC (no offset
+// to look up).
+func newEventZone(name string, loc *time.Location) *eventZone {
+	if name == "" || name == "UTC" || loc == nil {
+		return nil
 	}
-	loc, err := loadZone(name)
-	if err != nil {
-		return nil, err
-	}
-	return &eventZone{loc: loc, name: name}, nil
+	return &eventZone{loc: loc, name: name}
 }
 
 // loadZone loads an IANA zone, refusing "Local": the host's zone would make the config mean

@@ -186,7 +186,8 @@ func TestParseEventTimeStrict(t *testing.T) {
 
 func mustZone(t testing.TB, name string) *eventZone {
 	t.Helper()
-	z, err := newEventZone(name)
+	loc, err := loadZone(name)
+	z := newEventZone(name, loc)
 	if err != nil || z == nil {
 		t.Fatalf("%s: %v, %v", name, z, err)
 	}
@@ -235,10 +236,11 @@ func TestEventTimeZone(t *testing.T) {
 		{"Europe/Berlin", "1583750073000", "2020-03-09T10:34:33Z"},
 		{"UTC", "2021-10-31 02:30:00", "2021-10-31T02:30:00Z"},
 	} {
-		z, err := newEventZone(c.zone)
+		loc, err := loadZone(c.zone)
 		if err != nil {
 			t.Fatal(err)
 		}
+		z := newEventZone(c.zone, loc)
 		if ms, err := parseEventTime([]byte(c.in), z); err != nil || ms != utc(c.want) {
 			t.Errorf("%s %q: %v, %v; want %s", c.zone, c.in, time.UnixMilli(ms).UTC(), err, c.want)
 		}

@@ -23,6 +23,17 @@ func checkDecoded(t *testing.T, in []byte, out *Decoded) {
 	}
 }
 
+// checkDecodeError fails when a refusal is not one of the decoders' two errors, or a field's
+// has no Reason (callers act on it).
+func checkDecodeError(t *testing.T, in []byte, err error) {
+	t.Helper()
+	var fe *FieldError
+	var se *SyntaxError
+	if errors.As(err, &fe) && fe.Reason == 0 || !errors.As(err, &fe) && !errors.As(err, &se) {
+		t.Fatalf("Decode(%q): %#v: want a *SyntaxError or a *FieldError with a Reason", in, err)
+	}
+}
+
 func fuzzDecoder(f *testing.F, cfg Config) (Decoder, *Decoded) {
 	dec, err := NewDecoder(cfg)
 	if err != nil {
@@ -70,6 +81,7 @@ func FuzzDecodeJSON(f *testing.F) {
 			}
 			return
 		}
+		checkDecodeError(t, in, err)
 		var se *SyntaxError
 		if errors.As(err, &se) && valid && strings.HasPrefix(strings.TrimLeft(string(in), " \t\r\n"), "{") && se.Msg != "nesting too deep" {
 			t.Fatalf("syntax error %v for valid JSON %q", err, in)
@@ -92,7 +104,9 @@ func FuzzDecodeCSV(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		if dec.Decode(in, out) == nil {
+		if err := dec.Decode(in, out); err != nil {
+			checkDecodeError(t, in, err)
+		} else {
 			checkDecoded(t, in, out)
 		}
 	})
@@ -113,7 +127,9 @@ func FuzzDecodeLogfmt(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		if dec.Decode(in, out) == nil {
+		if err := dec.Decode(in, out); err != nil {
+			checkDecodeError(t, in, err)
+		} else {
 			checkDecoded(t, in, out)
 		}
 	})

@@ -3,6 +3,7 @@ package ingest
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -112,7 +113,7 @@ func newJSONDecoder(p *plan) *jsonDecoder {
 	d := &jsonDecoder{plan: p, root: &jsonNode{}, found: make([]bool, len(p.slots)), errs: make([]error, len(p.slots))}
 	for i, s := range p.slots {
 		n := d.root
-		for _, seg := range splitPath(s.field) {
+		for _, seg := range strings.Split(s.field, ".") {
 			if n.children == nil {
 				n.children = map[string]*jsonNode{}
 			}
@@ -127,18 +128,6 @@ func newJSONDecoder(p *plan) *jsonDecoder {
 		n.slots = append(n.slots, i)
 	}
 	return d
-}
-
-func splitPath(p string) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(p); i++ {
-		if p[i] == '.' {
-			out = append(out, p[start:i])
-			start = i + 1
-		}
-	}
-	return append(out, p[start:])
 }
 
 // Decode implements Decoder.
@@ -552,7 +541,7 @@ func (d *jsonDecoder) store(s *slot, num, text []byte, isNum, isText bool, raw [
 			var perr error
 			v, perr = strconv.ParseFloat(string(num), 64)
 			if perr != nil { // only a range error is possible after the grammar check
-				return &FieldError{Field: s.field, Problem: "out of range: " + quoteShort(num)}
+				return &FieldError{Field: s.field, Reason: ReasonOutOfRange, Problem: "out of range: " + quoteShort(num)}
 			}
 		}
 		return setNumber(s, v, d.out)
@@ -562,7 +551,7 @@ func (d *jsonDecoder) store(s *slot, num, text []byte, isNum, isText bool, raw [
 	case isNum && s.role == roleTime:
 		ms, perr := strconv.ParseInt(string(num), 10, 64)
 		if perr != nil {
-			return &FieldError{Field: s.field, Problem: "epoch milliseconds must be an integer: " + quoteShort(num)}
+			return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: "epoch milliseconds must be an integer: " + quoteShort(num)}
 		}
 		d.out.EventTime, d.out.HasEventTime = ms, true
 	case isText && s.role == roleKey:
@@ -571,11 +560,16 @@ func (d *jsonDecoder) store(s *slot, num, text []byte, isNum, isText bool, raw [
 	case isText && s.role == roleTime:
 		return setText(s, text, d.out)
 	case s.role == roleFeature || s.role == roleSD:
-		return &FieldError{Field: s.field, Problem: "not a number: " + describeJSON(raw)}
+		if s.boolean && !isText { // (true, not "true")
+			if v, ok := boolValue(raw); ok {
+				return setNumber(s, v, d.out)
+			}
+		}
+		return &FieldError{Field: s.field, Reason: ReasonNotNumber, Problem: "not a number: " + describeJSON(raw)}
 	case s.role == roleKey:
-		return &FieldError{Field: s.field, Problem: "key must be a string or a number, got " + describeJSON(raw)}
+		return &FieldError{Field: s.field, Reason: ReasonBadKey, Problem: "key must be a string or a number, got " + describeJSON(raw)}
 	default:
-		return &FieldError{Field: s.field, Problem: "event time must be a string or a number, got " + describeJSON(raw)}
+		return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: "event time must be a string or a number, got " + describeJSON(raw)}
 	}
 	return nil
 }

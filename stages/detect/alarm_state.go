@@ -1,0 +1,293 @@
+package detect
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"math/bits"
+	"slices"
+
+	"github.com/outlierd/outlierd/internal/core/sealed"
+)
+
+// The stage's alarm state in detect.state_dir (alarms-<sequence>.osnap, beside the models and
+// the keys' state): what the flags after a restart rest on besides the models, so that a fault
+// flagged before a stop goes on after it as without the stop (TestRestartContinuesAlarms): the
+// stream's position (seriesAlarms.pos: the keys' caps' positions, alarmCap.at, count from it),
+// the stage's cap (alarm_rate of the last window's flags), the deadband's series in alarm on the
+// global model's path, and the alert groups (alert_cooldown). Written with the keys' state, at
+// the same point of the stream (saveKeys), on every role that flags (not a builder's).
+//
+// Format version 1 (sealed envelope: magic, version, payload length, payload, SHA-256):
+//
+//	payload: window u32 (the stage's cap's records: detect.window), position u64,
+//	         cap: next u32, filled u32, ceil(window / 64) x u64 (the flags, a bit each),
+//	         series: keyless u64, newest u64, count u64, count x { key (length u32, bytes), at u64 },
+//	         groups: count u64, count x { key (length u32, bytes), at i64 (ms), folded u32 },
+//	         keys' caps (a scorer's, else none): keys.window u32, count u64, count x { key (length
+//	         u32, bytes), partition u32, next u32, filled u32, ceil(keys.window / 64) x u64, at u64 }
+//
+// A scorer's keys' caps are its own (its keys' models come from the model topic, their flags
+// from it): each is given back to its key when the key's model is installed again after the
+// restart (InstallKeyModels), so that its alarm goes on; those of keys whose partitions moved
+// to another scorer are dropped at the rebalance (DropKeysOutside).
+//
+// A file of another detect.window is refused (ErrSnapshotMismatch: a new window starts the cap
+// and the series empty, as Reconfigure does); the keys' and the models' files load all the same.
+const (
+	alarmsSnapshotMagic = "\x89ODAS\r\n\x1a"
+	// AlarmsSnapshotFormat is the newest alarm state format this code reads and writes.
+	AlarmsSnapshotFormat = 1
+	alarmsPrefix         = "alarms-"
+)
+
+var alarmsSnapshotFile = sealed.Format{Magic: alarmsSnapshotMagic, Name: "outlierd alarm state snapshot", Newest: AlarmsSnapshotFormat, MaxPayload: maxSnapshotPayload}
+
+// alarmState is a copy of the stage's alarm state, for a save (the next batch changes it).
+type alarmState struct {
+	cap     alarmCap
+	series  seriesAlarms
+	groups  map[string]alertGroup
+	keyCaps map[string]savedCap // a scorer's keys' caps
+}
+
+// savedCap is a scorer's key's cap from the alarm state, with the key's partition.
+type savedCap struct {
+	partition int32
+	cap       alarmCap
+}
+
+// alarmsCopy copies the stage's alarm state.
+func (s *Stage) alarmsCopy() *alarmState {
+	a := &alarmState{cap: *s.alarms, series: s.series, groups: make(map[string]alertGroup, len(s.groups.open))}
+	a.cap.bits = s.alarms.ring().clone().bits
+	a.series.keyed = maps.Clone(s.series.keyed)
+	if s.keyed != nil && len(s.keyed.hand.back) > 0 { // (keys evicted since the last batch: their flags, as the next batch notes them)
+		a.series.handBack(s.keyed.hand.back, s.series.pos, s.cfg.Window, capLimit(s.cfg.AlarmRate, s.cfg.Window))
+	}
+	for k, g := range s.groups.open {
+		a.groups[k] = *g
+	}
+	if s.keyed != nil && s.keyed.follower {
+		a.keyCaps = make(map[string]savedCap, len(s.keyed.keys))
+		for k, st := range s.keyed.keys {
+			c := *st.cap
+			c.bits = st.cap.ring().clone().bits
+			a.keyCaps[k] = savedCap{st.partition, c}
+		}
+	}
+	return a
+}
+
+// encode is the alarm state file's payload (keysWindow: keys.window, the keys' caps' records).
+func (a *alarmState) encode(keysWindow int) []byte {
+	var e sealed.Encoder
+	e.U32(uint32(a.cap.n))
+	e.U64(a.series.pos)
+	e.U32(uint32(a.cap.next))
+	e.U32(uint32(a.cap.filled))
+	for _, w := range a.cap.bits {
+		e.U64(w)
+	}
+	e.U64(a.series.keyless)
+	e.U64(a.series.newest)
+	e.U64(uint64(len(a.series.keyed)))
+	for _, k := range slices.Sorted(maps.Keys(a.series.keyed)) {
+		e.Text(k)
+		e.U64(a.series.keyed[k])
+	}
+	e.U64(uint64(len(a.groups)))
+	for _, k := range slices.Sorted(maps.Keys(a.groups)) {
+		e.Text(k)
+		e.U64(uint64(a.groups[k].at))
+		e.U32(uint32(a.groups[k].folded))
+	}
+	e.U32(uint32(keysWindow))
+	e.U64(uint64(len(a.keyCaps)))
+	for _, k := range slices.Sorted(maps.Keys(a.keyCaps)) {
+		c := a.keyCaps[k]
+		e.Text(k)
+		e.U32(uint32(c.partition))
+		e.U32(uint32(c.cap.next))
+		e.U32(uint32(c.cap.filled))
+		for _, w := range c.cap.bits {
+			e.U64(w)
+		}
+		e.U64(c.cap.at)
+	}
+	return e.Payload()
+}
+
+// decodeCap reads a cap's next, filled and flags into c (newAlarmCap's).
+func decodeCap(d *sealed.Decoder, c *alarmCap) error {
+	n := c.n
+	next, filled := d.U32("cap position"), d.U32("cap filled")
+	if d.Err() == nil && (next >= uint32(n) || filled > uint32(n)) {
+		return snapErr("alarm cap at %d, filled %d, of %d", next, filled, n)
+	}
+	c.next, c.filled = int32(next), int32(filled)
+	for i := range c.bits {
+		c.bits[i] = d.U64("cap flags")
+	}
+	if d.Err() != nil {
+		return sealedErr(d.Err())
+	}
+	if r := n % 64; r != 0 && c.bits[len(c.bits)-1]>>r != 0 {
+		return snapErr("alarm cap flags past its %d records", n)
+	}
+	for _, w := range c.bits {
+		c.count += int32(bits.OnesCount64(w))
+	}
+	return nil
+}
+
+// decodeAlarms reads an alarm state payload for a stage of detect.window window and keys.window
+// keysWindow.
+func decodeAlarms(p []byte, window, keysWindow int) (*alarmState, error) {
+	d := sealed.NewDecoder(p)
+	n := d.U32("window")
+	if d.Err() == nil && n != uint32(window) {
+		return nil, fmt.Errorf("%w: alarm state of a window of %d records, detect.window is %d", ErrSnapshotMismatch, n, window)
+	}
+	a := &alarmState{cap: *newAlarmCap(window)}
+	a.series.pos = d.U64("position")
+	if err := decodeCap(d, &a.cap); err != nil {
+		return nil, err
+	}
+	a.series.keyless, a.series.newest = d.U64("keyless series"), d.U64("newest series")
+	// A series takes at least 12 bytes and a group 16: a count the payload cannot hold is
+	// refused before any allocation.
+	count := func(what string, least int) (uint64, error) {
+		c := d.U64(what)
+		if d.Err() != nil {
+			return 0, sealedErr(d.Err())
+		}
+		if c > uint64(d.Left()/least) {
+			return 0, snapErr("%d %s cannot fit in the %d bytes left", c, what, d.Left())
+		}
+		return c, nil
+	}
+	c, err := count("series", 12)
+	if err != nil {
+		return nil, err
+	}
+	if c > 0 {
+		a.series.keyed = make(map[string]uint64, c)
+	}
+	for range c {
+		k := d.Text(maxKeyLength, "series key")
+		at := d.U64("series position")
+		if d.Err() == nil && (at == 0 || at > a.series.pos) {
+			return nil, snapErr("series %q at %d, the stream at %d", k, at, a.series.pos)
+		}
+		a.series.keyed[k] = at
+	}
+	if c, err = count("alert groups", 16); err != nil {
+		return nil, err
+	}
+	a.groups = make(map[string]alertGroup, c)
+	for range c {
+		k := d.Text(maxKeyLength, "group key")
+		at, folded := int64(d.U64("group time")), d.U32("group folded")
+		a.groups[k] = alertGroup{at: at, folded: int(folded)}
+	}
+	kw := d.U32("keys.window")
+	if c, err = count("keys' caps", 24); err != nil {
+		return nil, err
+	}
+	if c > 0 && kw != uint32(keysWindow) {
+		return nil, fmt.Errorf("%w: keys' alarm caps of %d records, keys.window is %d", ErrSnapshotMismatch, kw, keysWindow)
+	}
+	if c > 0 {
+		a.keyCaps = make(map[string]savedCap, c)
+	}
+	for range c {
+		k := d.Text(maxKeyLength, "key")
+		sc := savedCap{partition: int32(d.U32("partition")), cap: *newAlarmCap(keysWindow)}
+		if err := decodeCap(d, &sc.cap); err != nil {
+			return nil, fmt.Errorf("key %q: %w", k, err)
+		}
+		if sc.cap.at = d.U64("cap's position"); sc.cap.at > a.series.pos {
+			return nil, snapErr("key %q: alarm cap at position %d, the stream at %d", k, sc.cap.at, a.series.pos)
+		}
+		a.keyCaps[k] = sc
+	}
+	if d.Err() != nil {
+		return nil, sealedErr(d.Err())
+	}
+	if a.series.keyless > a.series.pos || a.series.newest > a.series.pos {
+		return nil, snapErr("series at %d and %d, the stream at %d", a.series.keyless, a.series.newest, a.series.pos)
+	}
+	if d.Left() != 0 {
+		return nil, snapErr("%d unread bytes at the end of the alarm state", d.Left())
+	}
+	return a, nil
+}
+
+// writeAlarms writes a's file to state_dir.
+func (s *Stage) writeAlarms(d *SnapshotDir, a *alarmState, keysWindow int) {
+	payload := a.encode(keysWindow)
+	path, err := d.saveAs(alarmsPrefix, &d.nextAlarms, func(w io.Writer) error {
+		return alarmsSnapshotFile.Write(w, AlarmsSnapshotFormat, payload)
+	})
+	if err != nil {
+		s.deps.Log.Error().Err(err).Msg("alarm state snapshot failed; a restart would start the alarms afresh")
+		return
+	}
+	s.deps.Log.Debug().Str("file", path).Int("bytes", len(payload)).Msg("alarm state snapshot written")
+}
+
+// loadAlarms installs the newest alarm state of state_dir that reads back whole and fits the
+// stage's window (the others logged and skipped). It returns the stream position it holds, or
+// the one the keys' state was saved at (keysAt: the keys' caps' positions count from it) when
+// none fits.
+func (s *Stage) loadAlarms(keysAt uint64) error {
+	d := s.ext.snaps
+	files, err := d.list(alarmsPrefix)
+	if err != nil {
+		return err
+	}
+	s.series.pos = keysAt
+	for _, path := range files {
+		var a *alarmState
+		err := readSealedFile(path, alarmsSnapshotFile, func(_ uint32, p []byte) (err error) {
+			a, err = decodeAlarms(p, s.cfg.Window, s.cfg.Keys.Window)
+			return err
+		})
+		if err != nil {
+			s.deps.Log.Warn().Err(err).Str("file", path).Msg("alarm state snapshot skipped")
+			continue
+		}
+		*s.alarms, s.series = a.cap, a.series
+		s.groups.open = make(map[string]*alertGroup, len(a.groups))
+		for k, g := range a.groups {
+			s.groups.open[k] = &g
+		}
+		if s.keyed != nil && a.series.pos != keysAt { // (saved apart: the keys' positions moved with the stream's)
+			s.keyed.rebase(keysAt, a.series.pos)
+		}
+		if s.keyed != nil && s.keyed.follower {
+			s.ext.keyCaps = a.keyCaps
+		}
+		s.deps.Log.Info().Str("file", path).Int("series_in_alarm", len(a.series.keyed)).Int("alert_groups", len(a.groups)).
+			Msg("alarm state loaded from snapshot: alarms go on")
+		return nil
+	}
+	return nil
+}
+
+// rebase moves the keys' caps' positions from a stream position at to to (a position before
+// the stream's first, 0: unknown).
+func (k *keyedScorer) rebase(at, to uint64) {
+	for _, st := range k.keys {
+		switch {
+		case st.cap.at == 0:
+		case to >= at:
+			st.cap.at += to - at
+		case st.cap.at > at-to:
+			st.cap.at -= at - to
+		default:
+			st.cap.at = 0
+		}
+	}
+}

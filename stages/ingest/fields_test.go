@@ -1,0 +1,157 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestFieldsAgreeWithDecoder: Config.Fields is what the decoder does. In each format, a record
+// of exactly the listed fields decodes; one without a Required field is refused naming it
+// (`missing`), one without any other listed field decodes (its fill or uncertainty.default
+// stands in). And each field's Key is the key Validate names when a CSV header lacks the
+// field, but for an uncertainty suffix with a default (its column may be absent). produce and
+// replay check a file's columns by it before any record is read.
+func TestFieldsAgreeWithDecoder(t *testing.T) {
+	t.Parallel()
+	base := func(format Format, def *float64) Config {
+		return testConfig(format, []string{"a", "b", "c"}, func(c *Config) {
+			c.Missing, c.Fill = MissingFill, map[string]float64{"b": 0}
+			c.Uncertainty = &Uncertainty{Suffix: "_sd", Fields: map[string]string{"a": "a_err"}, Default: def}
+			c.KeyField, c.EventTimeField = "id", "ts"
+		})
+	}
+	want := []Field{
+		{`ingest.features[0]`, "a", "a", true}, {`ingest.uncertainty.fields["a"]`, "a_err", "a", true},
+		{`ingest.features[1]`, "b", "b", false}, {`ingest.uncertainty.suffix`, "b_sd", "b", true},
+		{`ingest.features[2]`, "c", "c", true}, {`ingest.uncertainty.suffix`, "c_sd", "c", true},
+		{`ingest.key_field`, "id", "", true}, {`ingest.event_time_field`, "ts", "", true},
+	}
+	if c := base(FormatJSON, nil); !slices.Equal(c.Fields(), want) {
+		t.Fatalf("Fields:\n got %v\nwant %v", c.Fields(), want)
+	}
+	onlyDefault := func(format Format) Config { // no uncertainty field: every one the default
+		return testConfig(format, []string{"a", "b"}, func(c *Config) { c.Uncertainty = &Uncertainty{Default: ptr(0.5)} })
+	}
+	for _, format := range []Format{FormatJSON, FormatLogfmt, FormatCSV} {
+		for _, cfg := range []Config{base(format, nil), base(format, ptr(0.5)), onlyDefault(format)} {
+			fields := cfg.Fields()
+			var names []string
+			for _, f := range fields {
+				names = append(names, f.Name)
+			}
+			if format == FormatCSV {
+				cfg.CSVHeader = names
+			}
+			dec, err := NewDecoder(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := cfg.NewDecoded()
+			for i := -1; i < len(fields); i++ { // -1: none left out
+				rec := record(format, names, i)
+				err := dec.Decode([]byte(rec), out)
+				var fe *FieldError
+				switch {
+				case i < 0 || !fields[i].Required:
+					if err != nil {
+						t.Errorf("%s %q: %v (want it decoded)", format, rec, err)
+					}
+				case !errors.As(err, &fe) || *fe != (FieldError{Field: fields[i].Name, Reason: ReasonMissing, Problem: "missing"}):
+					t.Errorf("%s %q: %v, want %q missing", format, rec, err, fields[i].Name)
+				}
+			}
+			if format != FormatCSV {
+				continue
+			}
+			for i, f := range fields {
+				c := cfg
+				c.CSVHeader = slices.Delete(slices.Clone(names), i, i+1)
+				err := c.Validate()
+				if optional := f.Key == "ingest.uncertainty.suffix" && !f.Required; optional != (err == nil) ||
+					!optional && !strings.Contains(err.Error(), f.Key+": ") {
+					t.Errorf("csv_header without %q (%s): %v", f.Name, f.Key, err)
+				}
+			}
+		}
+	}
+}
+
+// record writes one record of the fields names in format, the one at skip left out (an empty
+// CSV field); numbers but for the key.
+func record(format Format, names []string, skip int) string {
+	var parts []string
+	for i, n := range names {
+		v := "1"
+		if n == "id" {
+			v = "k"
+		}
+		switch {
+		case i == skip && format == FormatCSV:
+			parts = append(parts, "")
+		case i == skip:
+		case format == FormatCSV:
+			parts = append(parts, v)
+		case format == FormatJSON && v == "k":
+			parts = append(parts, fmt.Sprintf("%q:%q", n, v))
+		case format == FormatJSON:
+			parts = append(parts, fmt.Sprintf("%q:%s", n, v))
+		default:
+			parts = append(parts, n+"="+v)
+		}
+	}
+	switch format {
+	case FormatJSON:
+		return "{" + strings.Join(parts, ",") + "}"
+	case FormatCSV:
+		return strings.Join(parts, ",")
+	}
+	return strings.Join(parts, " ")
+}
+
+// TestBooleanFeature: a BooleanFeature reads true and false as 1 and 0 (JSON's literals; in CSV
+// and logfmt the word in any case, quoted or not) besides numbers; a JSON string "true", other
+// words, and a boolean in any other feature stay refused as not numbers.
+func TestBooleanFeature(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		format Format
+		in     string
+		want   float32
+		err    string
+	}{
+		{FormatJSON, `{"t":1,"l":true}`, 1, ""},
+		{FormatJSON, `{"t":1,"l":false}`, 0, ""},
+		{FormatJSON, `{"t":1,"l":2.5}`, 2.5, ""},
+		{FormatJSON, `{"t":1,"l":"true"}`, 0, `field "l": not a number: "true"`},
+		{FormatJSON, `{"t":true,"l":1}`, 0, `field "t": not a number: true`},
+		{FormatCSV, "1,True", 1, ""},
+		{FormatCSV, "1, FALSE ", 0, ""},
+		{FormatCSV, `1,"true"`, 1, ""},
+		{FormatCSV, "1,yes", 0, `field "l": not a number: "yes"`},
+		{FormatCSV, "1,truee", 0, `field "l": not a number: "truee"`},
+		{FormatCSV, "true,1", 0, `field "t": not a number: "true"`},
+		{FormatLogfmt, `t=1 l="tRUE"`, 1, ""},
+		{FormatLogfmt, `t=1 l=0`, 0, ""},
+	} {
+		cfg := testConfig(c.format, []string{"t", "l"}, nil)
+		if c.format == FormatCSV {
+			cfg.CSVHeader = []string{"t", "l"}
+		}
+		dec, err := NewDecoder(cfg, BooleanFeature("l"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := cfg.NewDecoded()
+		err = dec.Decode([]byte(c.in), out)
+		if c.err != "" {
+			if err == nil || err.Error() != c.err {
+				t.Errorf("%s %q: %v, want %s", c.format, c.in, err, c.err)
+			}
+		} else if err != nil || out.Values[1] != c.want {
+			t.Errorf("%s %q: %v, %v; want %v", c.format, c.in, out.Values, err, c.want)
+		}
+	}
+}
