@@ -108,6 +108,11 @@ type Ranker struct {
 	// with equal weights): it serves any score.weights until the next build, so that an
 	// upgrade's first start keeps the model it had (rankerFits), and is written back so.
 	beforeWeights bool
+	// fleetShard and fleetRows are a key's model's shard of the fleet's pool plus one (0: not
+	// noted) and its rows, what keys.tail: fleet reads at every record (noteKey,
+	// keyed_fleet.go). In the struct's padding: a model's bytes are the same.
+	fleetShard uint8
+	fleetRows  int32
 }
 
 // calibrationRecords is how many window records calibrate the scores: enough that the

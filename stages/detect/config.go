@@ -215,6 +215,13 @@ type KeysConfig struct {
 	// huge pages. A hint: no result changes; where the host's setting is never nothing is asked;
 	// false leaves the heap to the host's setting. Default true.
 	HugePages bool `yaml:"huge_pages"`
+	// Tail is `own` (default) or `fleet`: with fleet, a key's record's score is raised to the
+	// significance of its largest deviation from its key's median (in the key's robust sd)
+	// against a tail fitted on the pooled deviations of the whole fleet's records, thousands
+	// rather than the key's 200 (keyed_fleet.go; docs/BENCHMARKS.md §13.4.2). Each key keeps its
+	// own location and scale; the pool is the fleet's (about 130 KB), a key's bytes unchanged.
+	// Live.
+	Tail KeysTail `yaml:"tail"`
 }
 
 // Default is the configuration with every default filled in.
@@ -234,7 +241,7 @@ func Default() Config {
 		Density:   DensityConfig{Mode: DensityIndependent, Eta: 0.2, Delta: 0.2, Samples: 800, Clusters: 200, Iterations: 4},
 		Distance:  DistanceConfig{K: 50, N: 50, M: 100},
 		Hypercube: HypercubeConfig{Bins: hypercube.DefaultBins, MaxNeighbours: 1},
-		KeyBy:     KeyByNone, Keys: KeysConfig{Window: 200, MinRecords: 30, K: 10, MaxKeys: 100000, HugePages: true},
+		KeyBy:     KeyByNone, Keys: KeysConfig{Window: 200, MinRecords: 30, K: 10, MaxKeys: 100000, HugePages: true, Tail: TailOwn},
 		Proclus: ProclusConfig{K: 10, L: 3, Restarts: proclus.DefaultRestarts},
 	}
 }
@@ -339,6 +346,9 @@ func (c *Config) Validate() error {
 		}
 		if kc.MaxBytes < 0 {
 			add("keys.max_bytes", "must be >= 0 (0: no bound), got %d", kc.MaxBytes)
+		}
+		if kc.Tail != TailOwn && kc.Tail != TailFleet {
+			add("keys.tail", "must be own or fleet, got %q", kc.Tail)
 		}
 	}
 	if c.RecentScores < 0 || c.RecentScores > 1<<20 {

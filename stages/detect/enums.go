@@ -128,6 +128,19 @@ const (
 // UnmarshalYAML decodes the word (Validate checks it).
 func (v *RecentFarSide) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
 
+// KeysTail is detect.keys.tail: where a key's model reads the significance of its records'
+// deviations (keyed_fleet.go).
+type KeysTail string
+
+// The keys.tail words.
+const (
+	TailOwn   KeysTail = "own"   // the key's own calibration alone (its last keys.window records)
+	TailFleet KeysTail = "fleet" // raised to a tail fitted on the fleet's pooled deviations
+)
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (v *KeysTail) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }
+
 // DensityMode is detect.density.mode: which subspaces the density test tests
 // (ALGORITHMS.md §2; package density's Mode).
 type DensityMode string

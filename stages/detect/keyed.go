@@ -77,6 +77,10 @@ type keyedScorer struct {
 	devBytes int64
 	// hand is what the batch's pass leaves to the stage's capAlarms (keyed_handover.go).
 	hand handover
+	// fleet is the keys' pooled tail (keys.tail: fleet; keyed_fleet.go), tail the pass's (nil:
+	// own).
+	fleet fleetTail
+	tail  *fleetTail
 	// savedAt is the stream position of the keys' state file decoded into it (decodeKeys;
 	// 0: none, or a format without one).
 	savedAt uint64
@@ -251,6 +255,7 @@ const warmOverhead = 1912
 func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw [][]float32, out []batch.Score) {
 	k.finishBuilds() // (the caller's, after the batch before: finish)
 	k.settle()       // (the device as the last batch left it, for the whole pass)
+	k.tail = k.fleetPass(cfg, len(out))
 	if k.scoreParallel(cfg, features, b, raw, out) {
 		return
 	}
@@ -280,7 +285,7 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 			r.Tail.Score(x, dens)
 			r.distanceSpace(x, space)
 			solvingset.KNNWeights(r.Ref.Points, space, r.Ref.K, 1, dist)
-			sig = decideByKey(cfg, features, st, r, st.version, x, out[i:i+1], dens[0], dist[0], &k.hand, i)
+			sig = decideByKey(cfg, features, st, r, st.version, x, out[i:i+1], dens[0], dist[0], &k.hand, k.tail, i)
 		} else {
 			sc.Warming = true
 		}
@@ -344,18 +349,21 @@ func clearGlobalFields(sc *batch.Score) {
 // decideByKey scores one record (raw: its values, out: its score; record i of its batch) by its
 // key's model r from the raw scores, and decides its flag by significance and the key's cap (or
 // leaves it to capAlarms: h, keyed_handover.go); it returns whether the record was significant.
-func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, version uint64, raw [][]float32, out []batch.Score, dens, dist float64, h *handover, i int) bool {
-	return decideByKeyMean(cfg, features, st, r, version, raw, out, dens, dist, r.mean(dens, dist), h, i)
+func decideByKey(cfg *Config, features []string, st *keyState, r *Ranker, version uint64, raw [][]float32, out []batch.Score, dens, dist float64, h *handover, f *fleetTail, i int) bool {
+	return decideByKeyMean(cfg, features, st, r, version, raw, out, dens, dist, r.mean(dens, dist), h, f, i)
 }
 
 // decideByKeyMean is decideByKey with the mean of the record's calibrated scores, r.mean(dens,
 // dist), computed ahead (keyedWorker.decide); the combined score is its final calibration's
-// surprisal, as r.combine computes it.
-func decideByKeyMean(cfg *Config, features []string, st *keyState, r *Ranker, version uint64, raw [][]float32, out []batch.Score, dens, dist, mean float64, h *handover, i int) bool {
+// surprisal, as r.combine computes it, raised by the fleet's tail f (keyed_fleet.go; nil: none).
+func decideByKeyMean(cfg *Config, features []string, st *keyState, r *Ranker, version uint64, raw [][]float32, out []batch.Score, dens, dist, mean float64, h *handover, f *fleetTail, i int) bool {
 	sc := &out[0]
 	clearGlobalFields(sc) // (a key warming within the batch: the global model scored it too)
 	sc.DensityScore, sc.DistanceScore = dens, dist
 	sc.Score, sc.Threshold = r.Final.Surprisal(mean), cfg.MinScore
+	if f != nil {
+		sc.Score = f.lift(st, r, raw, sc.Score, cfg.MinScore, cfg.Keys.Window, i)
+	}
 	sig := sc.Score >= sc.Threshold
 	if h.waits(st, i) { // (its key's first: capAlarms decides; explained below if it may be flagged)
 		sc.Outlier, sc.Held, sc.Suppressed = sig || sc.Score >= cfg.clearScore(), false, false

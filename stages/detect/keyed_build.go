@@ -115,7 +115,11 @@ func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
 	}
 	kc := *cfg
 	kc.Score.Sample, kc.Score.K = n, cfg.Keys.K
-	return buildRankerOn(cols, sorted, nil, kc, 1, ref) // (the caller's goroutine: keys build side by side)
+	r, err := buildRankerOn(cols, sorted, nil, kc, 1, ref) // (the caller's goroutine: keys build side by side)
+	if err == nil {
+		r.noteKey(st.key)
+	}
+	return r, err
 }
 
 // build is buildKeyModelGeneral's model where the window fits keyBuild's shortcuts (false: it
@@ -204,6 +208,7 @@ func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	m := rank.IndexLen(n)
 	model := make([]float64, 3*d+3*n+3*m)
 	r := &Ranker{Tail: rank.TailOfSortedIn(sorted, model[2*d:3*d]), Params: params}
+	r.noteKey(st.key)
 	r.Center, r.Unit = standardiseKey(sorted, model[:d], model[d:2*d:2*d])
 
 	// R: every record, in the order of its salted key (smallestKeys of the whole window).

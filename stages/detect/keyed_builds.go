@@ -26,7 +26,7 @@ import (
 // any worker done deciding (a build is most of a key's work: shared, so that none waits on the
 // worker with the most), and no core waits for every worker's decisions before the first build
 // (they were two phases, each waiting on its slowest worker).
-func decideAndBuild(ws []keyedWorker, cfg *Config, features []string, out []batch.Score, raw [][]float32, h *handover) [][]*Ranker {
+func decideAndBuild(ws []keyedWorker, cfg *Config, features []string, out []batch.Score, raw [][]float32, h *handover, f *fleetTail) [][]*Ranker {
 	n := len(ws)
 	built := make([][]*Ranker, n)
 	next := make([]atomic.Int64, n) // worker u's next due key to build
@@ -36,7 +36,7 @@ func decideAndBuild(ws []keyedWorker, cfg *Config, features []string, out []batc
 	}
 	onWorkers(n, func(w int) {
 		kw := &ws[w]
-		kw.decide(cfg, features, out, raw, h)
+		kw.decide(cfg, features, out, raw, h, f)
 		now := kw.due[:0]
 		for _, st := range kw.due {
 			if st.held {

@@ -66,10 +66,25 @@ func BenchmarkKeyRawScores(b *testing.B) {
 // (keyWindow, buildKeyModel): 64 keys (in the cache) and 200,000 (about 2.4 GB: every record's
 // key's state and calibrations are cache misses, as at a million keys on the device host);
 // ns/op is per record (docs/BENCHMARKS.md §13.1.9).
+//
+// keys=N,tail=fleet: the same under detect.keys.tail: fleet (keyed_fleet.go: each record's largest
+// deviation, the fleet's score, its pooling; the pass's pool folded and the shards refitted as
+// they come due, fleetTail.begin, once per 16,384 records).
 func BenchmarkKeyedDecide(b *testing.B) {
-	for _, keys := range []int{64, 200000} {
-		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+	for _, c := range []struct {
+		keys int
+		tail KeysTail
+	}{{64, TailOwn}, {200000, TailOwn}, {64, TailFleet}, {200000, TailFleet}} {
+		keys, name := c.keys, fmt.Sprintf("keys=%d", c.keys)
+		if c.tail != TailOwn {
+			name += ",tail=" + string(c.tail)
+		}
+		b.Run(name, func(b *testing.B) {
 			cfg, q, raw, tail, dist := keyRecords(b, keys)
+			var f *fleetTail
+			if c.tail == TailFleet {
+				f = &fleetTail{ok: true, lo: 2.6, hi: 3.3} // (a fit as the fleets' of §13.4.2; refitted as the pool comes due)
+			}
 			out := make([]batch.Score, len(q))
 			kw := &keyedWorker{}
 			h := &handover{on: true} // (a stage's: every key past its first record, whose flag its cap decides)
@@ -83,11 +98,17 @@ func BenchmarkKeyedDecide(b *testing.B) {
 				n := min(len(q), b.N-i)
 				kw.q = append(kw.q[:0], q[:n]...)
 				kw.tail, kw.dist = tail[:n], dist[:n]
-				kw.decide(cfg, []string{"a", "b", "c"}, out, raw, h)
+				if f != nil {
+					f.begin(len(q))
+				}
+				kw.decide(cfg, []string{"a", "b", "c"}, out, raw, h, f)
 			}
 			b.StopTimer()
 			if out[0].Score == 0 || !out[0].ByKey || len(h.rows) > 0 {
 				b.Fatal("no decision, or one left to capAlarms")
+			}
+			if f != nil && (!f.ok || f.lo == 2.6) && b.N > 2*len(q) {
+				b.Fatalf("the fleet's pool never refitted (fit %v at %g): the benchmark misses its cost", f.ok, f.lo)
 			}
 		})
 	}

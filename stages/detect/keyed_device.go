@@ -141,7 +141,7 @@ func (k *keyedScorer) flush(cfg *Config, features []string, out []batch.Score, r
 		if k.dev == nil || k.dev.Score([][]int32{kb.slot}, [][]int32{kb.rows}, raw, [][]float64{tail}, [][]float64{dist}) != nil {
 			cpuRawScores(kb.q, raw, tail, dist) // (a KeyedModels scores on its CPU itself; this is its error)
 		}
-		decideQueued(cfg, features, out, raw, kb.q, tail, dist, &k.hand)
+		decideQueued(cfg, features, out, raw, kb.q, tail, dist, &k.hand, k.tail)
 		kb.q = kb.q[:0]
 	}
 	if len(kb.due) == 0 {
@@ -225,7 +225,7 @@ var decideGrain = 1024
 // in stream order (its cap), on every core when there are many: worker w takes the keys of
 // slot % workers == w (a queued key's slot is its own while it is queued), and each record writes
 // only its own score and its key's window.
-func decideQueued(cfg *Config, features []string, out []batch.Score, raw [][]float32, q []queued, tail, dist []float64, h *handover) {
+func decideQueued(cfg *Config, features []string, out []batch.Score, raw [][]float32, q []queued, tail, dist []float64, h *handover, f *fleetTail) {
 	workers := min(runtime.GOMAXPROCS(0), len(q)/decideGrain)
 	decide := func(w, workers int) {
 		one := make([][]float32, len(raw))
@@ -236,7 +236,7 @@ func decideQueued(cfg *Config, features []string, out []batch.Score, raw [][]flo
 			for j := range raw {
 				one[j] = raw[j][r.i : r.i+1]
 			}
-			r.st.sig.set(r.ring, decideByKey(cfg, features, r.st, r.model, r.version, one, out[r.i:r.i+1], tail[t], dist[t], h, r.i))
+			r.st.sig.set(r.ring, decideByKey(cfg, features, r.st, r.model, r.version, one, out[r.i:r.i+1], tail[t], dist[t], h, f, r.i))
 		}
 	}
 	if workers <= 1 {

@@ -151,18 +151,21 @@ func checkKeyedParity(t *testing.T, newDev func(window int) KeyedModels) {
 		window, minRecords, k, max  int
 		calm                        int // among for two batches of three (0: among throughout)
 		rebuild, later              int // keys.rebuild_records, and from the middle batch on (0: the default)
+		tail                        KeysTail
 	}{
-		{"few keys, many records each", 6, 6, 700, 6, 200, 50, 10, 100000, 0, 0, 0},
-		{"evictions", 400, 400, 500, 40, 200, 50, 10, 150, 0, 0, 0},
-		{"evictions between batches of held keys", 400, 400, 500, 40, 200, 50, 10, 150, 100, 0, 0},
-		{"short window", 50, 50, 600, 8, 40, 20, 5, 100000, 0, 0, 0},
-		{"rebuild_records, changed live", 12, 12, 600, 8, 200, 50, 10, 100000, 0, 7, 3},
+		{"few keys, many records each", 6, 6, 700, 6, 200, 50, 10, 100000, 0, 0, 0, TailOwn},
+		{"evictions", 400, 400, 500, 40, 200, 50, 10, 150, 0, 0, 0, TailOwn},
+		{"evictions between batches of held keys", 400, 400, 500, 40, 200, 50, 10, 150, 100, 0, 0, TailOwn},
+		{"short window", 50, 50, 600, 8, 40, 20, 5, 100000, 0, 0, 0, TailOwn},
+		{"rebuild_records, changed live", 12, 12, 600, 8, 200, 50, 10, 100000, 0, 7, 3, TailOwn},
+		// keys.tail: fleet (keyed_fleet.go): every path decides a batch against the same fit
+		{"fleet tail", 12, 12, 700, 24, 200, 50, 10, 100000, 0, 0, 0, TailFleet},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := Default()
 			cfg.KeyBy = KeyByKey
 			cfg.Keys.Window, cfg.Keys.MinRecords, cfg.Keys.K, cfg.Keys.MaxKeys = c.window, c.minRecords, c.k, c.max
-			cfg.Keys.RebuildRecords = c.rebuild
+			cfg.Keys.RebuildRecords, cfg.Keys.Tail = c.rebuild, c.tail
 			features := []string{"a", "b", "c"}
 			cpu, cpuPar, dev, devPar := newKeyedScorer(), newKeyedScorer(), newKeyedScorer(), newKeyedScorer()
 			cpu.serial, dev.serial = true, true
@@ -223,6 +226,17 @@ func checkKeyedParity(t *testing.T, newDev func(window int) KeyedModels) {
 				}
 				if !reflect.DeepEqual(recencyOrder(cpu), recencyOrder(path.k)) {
 					t.Fatalf("%s: the keys' least-recently-seen order differs", path.name)
+				}
+			}
+			if c.tail == TailFleet { // (the same fit on every path, and one there: the fleet's score took part)
+				for _, path := range paths {
+					a, b := &cpu.fleet, &path.k.fleet
+					if a.lo != b.lo || a.hi != b.hi || a.ok != b.ok || !reflect.DeepEqual(a.shards, b.shards) {
+						t.Fatalf("%s: the fleet's fit %v %g %g, the CPU's %v %g %g", path.name, b.ok, b.lo, b.hi, a.ok, a.lo, a.hi)
+					}
+				}
+				if !cpu.fleet.ok {
+					t.Fatal("no fleet tail fitted: the case misses its point")
 				}
 			}
 			if c.later > 0 { // every warm key's clock within the last cadence: the option held on every path (a since equal on all of them)

@@ -117,7 +117,7 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 			k.walk(&ws[w], cfg, out, raw, sts, parts, base, at)
 		})
 		k.scoreQueued(ws, raw, round == 0)
-		k.buildDue(ws, decideAndBuild(ws, cfg, features, out, raw, &k.hand))
+		k.buildDue(ws, decideAndBuild(ws, cfg, features, out, raw, &k.hand, k.tail))
 		more := false
 		for w := range ws {
 			ws[w].todo, ws[w].next = ws[w].next, ws[w].todo[:0]
@@ -303,7 +303,7 @@ func (k *keyedScorer) scoreQueued(ws []keyedWorker, raw [][]float32, first bool)
 // decision (the leaves of its Density and Distance calibrations asked for before that,
 // prefetchDecisions), and its final calibration's leaf asked for then: the final search's score
 // is known only once the two others are done.
-func (kw *keyedWorker) decide(cfg *Config, features []string, out []batch.Score, raw [][]float32, h *handover) {
+func (kw *keyedWorker) decide(cfg *Config, features []string, out []batch.Score, raw [][]float32, h *handover, f *fleetTail) {
 	one := make([][]float32, len(raw))
 	q, tail, dist := kw.q, kw.tail, kw.dist
 	kw.mean = grow(kw.mean, len(q))
@@ -312,7 +312,7 @@ func (kw *keyedWorker) decide(cfg *Config, features []string, out []batch.Score,
 		mean[u] = q[u].model.mean(tail[u], dist[u])
 	}
 	for t, r := range q {
-		prefetchDecisions(q, tail, dist, t)
+		prefetchDecisions(q, tail, dist, t, f != nil)
 		if u := t + prefetchAhead; u < len(q) {
 			m := q[u].model
 			mean[u] = m.mean(tail[u], dist[u])
@@ -321,7 +321,7 @@ func (kw *keyedWorker) decide(cfg *Config, features []string, out []batch.Score,
 		for j := range raw {
 			one[j] = raw[j][r.i : r.i+1]
 		}
-		r.st.sig.set(r.ring, decideByKeyMean(cfg, features, r.st, r.model, r.version, one, out[r.i:r.i+1], tail[t], dist[t], mean[t], h, r.i))
+		r.st.sig.set(r.ring, decideByKeyMean(cfg, features, r.st, r.model, r.version, one, out[r.i:r.i+1], tail[t], dist[t], mean[t], h, f, r.i))
 	}
 	clear(kw.q) // (kept for the next batch: its models and states may go)
 	kw.q = kw.q[:0]

@@ -52,7 +52,7 @@ func prefetchWalk(todo []int, sts []*keyState, t int) {
 // record's significance's line. (decide asks for the final calibration's leaf at the last stage,
 // once the record's mean of calibrated scores is known.) A hint: no result depends on it (the
 // decisions were cache misses, 600-800 ns a record at a million keys, §13.1.3).
-func prefetchDecisions(q []queued, tail, dist []float64, t int) {
+func prefetchDecisions(q []queued, tail, dist []float64, t int, fleet bool) {
 	a := prefetchAhead
 	if u := t + 4*a; u < len(q) {
 		prefetch.Object(q[u].model)
@@ -64,11 +64,17 @@ func prefetchDecisions(q []queued, tail, dist []float64, t int) {
 		prefetch.Slice(r.Density.Index())
 		prefetch.Slice(r.Distance.Index())
 		prefetch.Slice(r.Final.Index())
+		if fleet {
+			prefetch.Object(r.Tail)
+		}
 	}
 	if u := t + 2*a; u < len(q) {
 		r := q[u].model
 		prefetch.Slice(r.Density.Leaf(tail[u]))
 		prefetch.Slice(r.Distance.Leaf(dist[u]))
+		if fleet { // (keys.tail: fleet reads the model's medians and robust sd: keyed_fleet.go)
+			prefetch.Bytes(r.Tail.DeviationMemory())
+		}
 	}
 	if u := t + a; u < len(q) {
 		st := q[u].st

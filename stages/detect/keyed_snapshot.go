@@ -155,6 +155,7 @@ func DecodeKeyModel(value []byte, features []string, cfg *Config) (key string, v
 	}
 	if r, err = decodeRanker(d, features, format >= 2); err == nil {
 		err = checkKeyRanker(r, cfg)
+		r.noteKey(key)
 	}
 	if err == nil && d.Left() != 0 {
 		err = snapErr("%d unread bytes at the end of a key's model", d.Left())
@@ -323,6 +324,7 @@ func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg
 		r, err := decodeRanker(d, features, format >= 2)
 		if err == nil {
 			err = checkKeyRanker(r, cfg)
+			r.noteKey(key)
 		}
 		if err != nil {
 			return fmt.Errorf("key %q: %w", key, err)

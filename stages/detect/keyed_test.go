@@ -334,13 +334,20 @@ func TestKeysEvictedLeastRecentlySeen(t *testing.T) {
 // keys.window records pushed first: its steady state); reports records/s, the bytes a key is accounted, and
 // the heap's growth over the warm-up per key (after a GC).
 func BenchmarkKeyedStage(b *testing.B) {
-	for _, keys := range []int{1000, 10000, 100000} {
-		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+	for _, c := range []struct {
+		keys int
+		tail KeysTail
+	}{{1000, TailOwn}, {10000, TailOwn}, {100000, TailOwn}, {1000, TailFleet}, {10000, TailFleet}, {100000, TailFleet}} {
+		keys, name := c.keys, fmt.Sprintf("keys=%d", c.keys)
+		if c.tail != TailOwn { // (keys.tail: fleet, keyed_fleet.go; the default's names as they were)
+			name += ",tail=" + string(c.tail)
+		}
+		b.Run(name, func(b *testing.B) {
 			if keys > 10000 && testing.Short() {
 				b.Skip("100,000 keys: a 20M-record warm-up")
 			}
 			cfg := Default()
-			cfg.KeyBy = KeyByKey
+			cfg.KeyBy, cfg.Keys.Tail = KeyByKey, c.tail
 			mem := memory.NewGoAllocator()
 			s, err := NewStage(cfg, []string{"a", "b", "c"}, false, Deps{Log: zerolog.Nop()})
 			if err != nil {

@@ -72,6 +72,7 @@ var changeKinds = map[string]ChangeKind{
 	"keys.k": ChangeRestart, "keys.max_keys": ChangeRestart, "keys.max_bytes": ChangeRestart,
 	"keys.huge_pages":      ChangeRestart, // (the hold is taken with the stage)
 	"keys.rebuild_records": ChangeLive,    // (each key's clock carried over in proportion: keyedScorer.rephase)
+	"keys.tail":            ChangeLive,    // (the fleet's pool fills from the next pass on: keyed_fleet.go)
 }
 
 // Change is one changed key of the detect configuration.

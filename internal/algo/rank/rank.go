@@ -11,6 +11,7 @@ package rank
 import (
 	"math"
 	"slices"
+	"unsafe"
 )
 
 // Tail is the window's empirical distribution, one feature at a time.
@@ -204,6 +205,16 @@ func robustOf(s []float32, spread float64) robust {
 func (t *Tail) Deviation(j int, x float32) float64 {
 	r := &t.robust[j]
 	return (float64(x) - r.Median) / r.SD
+}
+
+// DeviationMemory is where Deviation reads (every feature's median and robust sd) and its length
+// in bytes, for a caller's prefetch (a key's decisions under detect.keys.tail: fleet read it for
+// every record, a cache miss each at many keys); nil and 0 for a Tail without them.
+func (t *Tail) DeviationMemory() (unsafe.Pointer, uintptr) {
+	if len(t.robust) == 0 {
+		return nil, 0
+	}
+	return unsafe.Pointer(unsafe.SliceData(t.robust)), uintptr(len(t.robust)) * unsafe.Sizeof(robust{})
 }
 
 // buildIndex makes each feature's bucketIndex (none where newBucketIndex gives none), every
