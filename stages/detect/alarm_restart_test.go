@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -495,9 +497,17 @@ func TestScorerRestartContinuesKeyAlarms(t *testing.T) {
 		t.Fatal("setup: no global model or no model of a")
 	}
 	v, _ := bandValue(t, km, cfg)
+	// When a is retired (a tombstone): not, before the stop, or after the restarts (before any
+	// record).
+	const (
+		kept = iota
+		retiredBefore
+		retiredAfter
+	)
 	// run feeds before to a scorer serving gm and a's model, retires a (retire), restarts it
-	// (restart: its models installed again, a's unless retired) and returns after's scores.
-	run := func(before, after []fleetRow, retire, restart bool) []batch.Score {
+	// once a restart (withA: a's model installed again after it; stopped again before any record)
+	// and returns after's scores.
+	run := func(before, after []fleetRow, retire int, withA ...bool) []batch.Score {
 		c := cfg
 		c.StateDir = t.TempDir()
 		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
@@ -527,23 +537,29 @@ func TestScorerRestartContinuesKeyAlarms(t *testing.T) {
 		}
 		s := open(true)
 		feed(s, 0, len(before))
-		if retire {
+		if retire == retiredBefore {
 			s.InstallKeyModels([]KeyModel{{Key: "a", Version: 2}})
 		}
-		if restart {
+		for _, a := range withA {
 			s.Close()
-			s = open(!retire)
+			s = open(a)
+		}
+		if retire == retiredAfter {
+			s.InstallKeyModels([]KeyModel{{Key: "a", Version: 2}})
 		}
 		defer s.Close()
 		return feed(s, len(before), len(all))
 	}
-	compare := func(what string, before, after []fleetRow, retire bool, setup func(ref []batch.Score) string) {
+	compare := func(what string, before, after []fleetRow, retire int, setup func(ref []batch.Score) string, withA ...bool) {
 		t.Helper()
-		ref := run(before, after, retire, false)
+		ref := run(before, after, min(retire, retiredBefore)) // (without a restart, before and after are one moment)
 		if msg := setup(ref); msg != "" {
 			t.Fatalf("%s, setup: %s", what, msg)
 		}
-		got := run(before, after, retire, true)
+		if withA == nil {
+			withA = []bool{retire == kept}
+		}
+		got := run(before, after, retire, withA...)
 		for i := range after {
 			if d := sameVerdict(&got[i], &ref[i]); d != "" {
 				t.Errorf("%s: record %d (%s) after the restart: %s", what, i, after[i].key, d)
@@ -551,19 +567,24 @@ func TestScorerRestartContinuesKeyAlarms(t *testing.T) {
 		}
 	}
 	fault := []fleetRow{{"a", 200, true}, {"x1", 70, false}, {"a", 200, true}}
-	compare("a's alarm by its model", fault, []fleetRow{{"a", v, false}, {"x2", 70, false}, {"a", 200, true}, {"a", 70, false}}, false,
-		func(ref []batch.Score) string {
-			if !ref[0].ByKey || !ref[0].Held || !ref[2].Grouped {
-				return fmt.Sprintf("a's record within the deadband by its key %v held %v; its next far one grouped %v", ref[0].ByKey, ref[0].Held, ref[2].Grouped)
-			}
-			return ""
-		})
+	aOn := func(ref []batch.Score) string {
+		if !ref[0].ByKey || !ref[0].Held || !ref[2].Grouped {
+			return fmt.Sprintf("a's record within the deadband by its key %v held %v; its next far one grouped %v", ref[0].ByKey, ref[0].Held, ref[2].Grouped)
+		}
+		return ""
+	}
+	aNext := []fleetRow{{"a", v, false}, {"x2", 70, false}, {"a", 200, true}, {"a", 70, false}}
+	compare("a's alarm by its model", fault, aNext, kept, aOn)
+	// Restarted twice, a's model not yet read again at the first (its partition's model topic
+	// behind): the saves of that run (at its model's install, at its stop) keep a's cap, which
+	// waits for a's model. Before, they saved the keys installed alone: a's cap was lost.
+	compare("a's alarm across a restart before its model came back", fault, aNext, kept, aOn, false, true)
 	// The global model's deadband value: probe keys' records, each warming.
 	var probe []fleetRow
 	for i := range 400 {
 		probe = append(probe, fleetRow{key: fmt.Sprintf("p%d", i), value: 70 + float32(i)*0.1})
 	}
-	pout := run(nil, probe, false, false)
+	pout := run(nil, probe, kept)
 	want := (cfg.clearScore() + cfg.MinScore) / 2
 	w, ws := float32(0), 0.0
 	for i, sc := range pout {
@@ -574,10 +595,61 @@ func TestScorerRestartContinuesKeyAlarms(t *testing.T) {
 	if w == 0 {
 		t.Fatal("setup: no probe value scores within the deadband by the global model")
 	}
-	compare("a retired before the stop", fault, []fleetRow{{"a", w, false}, {"a", 70, false}}, true, func(ref []batch.Score) string {
+	aHeld := func(ref []batch.Score) string {
 		if !ref[0].Warming || !ref[0].Held {
 			return fmt.Sprintf("a's record within the global model's deadband: warming %v held %v", ref[0].Warming, ref[0].Held)
 		}
 		return ""
-	})
+	}
+	aBand := []fleetRow{{"a", w, false}, {"a", 70, false}}
+	compare("a retired before the stop", fault, aBand, retiredBefore, aHeld)
+	// Retired while the scorer was down (the tombstone read after the restart, a's model not):
+	// a's cap, waiting for its model, hands its flag back to the global model's path as a's
+	// eviction would have. Before, it waited on (for a model of a that would start with a
+	// stale cap) and a's next record was not held.
+	compare("a retired while the scorer was down", fault, aBand, retiredAfter, aHeld, false)
+}
+
+// TestScorerSavesWaitingCaps: a scorer's save keeps the keys' caps restored and still waiting
+// for their key's model (InstallKeyModels gives them back), at most keys.max_keys with its keys'
+// own: the keys installed, then the waiting ones whose key was seen last.
+func TestScorerSavesWaitingCaps(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.Keys.MaxKeys = 3
+	var rows []fleetRow
+	r := rand.New(rand.NewPCG(13, 13))
+	for range 1000 + cfg.Keys.MinRecords {
+		rows = append(rows, fleetRow{key: "a", value: float32(70 + 2*r.NormFloat64())})
+	}
+	_, leader, done := handoverRun(t, cfg, Deps{}, rows, 1000)
+	km, _ := leader.KeyModelOf("a")
+	done()
+	if km == nil {
+		t.Fatal("setup: no model of a")
+	}
+	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Role: RoleScorer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	waiting := func(at uint64) savedCap {
+		c := savedCap{cap: *newAlarmCap(cfg.Keys.Window)}
+		c.cap.admit(true, 4)
+		c.cap.at = at
+		return c
+	}
+	s.series.pos = 20
+	s.ext.keyCaps = map[string]savedCap{"a": waiting(5), "b": waiting(9), "e": waiting(7), "c": waiting(3)}
+	s.InstallKeyModels([]KeyModel{{Key: "c", Version: 1, Model: km}, {Key: "d", Version: 1, Model: km}})
+	a := s.alarmsCopy()
+	got := slices.Sorted(maps.Keys(a.keyCaps))
+	if want := []string{"b", "c", "d"}; !slices.Equal(got, want) {
+		t.Fatalf("saved keys' caps %v, want %v (c and d installed, b the waiting one seen last)", got, want)
+	}
+	if a.keyCaps["c"].cap.at != 3 || a.keyCaps["c"].cap.count != 1 || a.keyCaps["b"].cap.at != 9 {
+		t.Errorf("c's cap at %d with %d flags, b's at %d: want c's restored (3, 1), b's (9)", a.keyCaps["c"].cap.at, a.keyCaps["c"].cap.count, a.keyCaps["b"].cap.at)
+	}
+	if _, ok := s.ext.keyCaps["c"]; ok || len(s.ext.keyCaps) != 3 {
+		t.Errorf("waiting caps left %v: want a, b and e (c given back)", slices.Sorted(maps.Keys(s.ext.keyCaps)))
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/bits"
 	"slices"
+	"strings"
 
 	"github.com/outlierd/outlierd/internal/core/sealed"
 )
@@ -69,14 +70,39 @@ func (s *Stage) alarmsCopy() *alarmState {
 		a.groups[k] = *g
 	}
 	if s.keyed != nil && s.keyed.follower {
-		a.keyCaps = make(map[string]savedCap, len(s.keyed.keys))
+		a.keyCaps = make(map[string]savedCap, len(s.keyed.keys)+len(s.ext.keyCaps))
 		for k, st := range s.keyed.keys {
 			c := *st.cap
 			c.bits = st.cap.ring().clone().bits
 			a.keyCaps[k] = savedCap{st.partition, c}
 		}
+		a.pendingCaps(s.ext.keyCaps, s.cfg.Keys.MaxKeys)
 	}
 	return a
+}
+
+// pendingCaps adds to a scorer's saved keys' caps those restored and still waiting for their
+// key's model (keyCaps: its partition's model topic not read yet), so that a save before their
+// models came back (the one at the global model's install, a stop) keeps them: at most maxKeys
+// in all (the scorer's keys' bound), the waiting ones whose key was seen last first.
+func (a *alarmState) pendingCaps(keyCaps map[string]savedCap, maxKeys int) {
+	var wait []string
+	for k := range keyCaps {
+		if _, ok := a.keyCaps[k]; !ok {
+			wait = append(wait, k)
+		}
+	}
+	slices.SortFunc(wait, func(x, y string) int { // (newest position first; then by key: the same file for the same state)
+		if c := cmpU64(keyCaps[y].cap.at, keyCaps[x].cap.at); c != 0 {
+			return c
+		}
+		return strings.Compare(x, y)
+	})
+	for _, k := range wait[:min(len(wait), max(0, maxKeys-len(a.keyCaps)))] {
+		c := keyCaps[k]
+		c.cap.bits = slices.Clone(c.cap.bits) // (InstallKeyModels gives these words to the key)
+		a.keyCaps[k] = c
+	}
 }
 
 // encode is the alarm state file's payload (keysWindow: keys.window, the keys' caps' records).
