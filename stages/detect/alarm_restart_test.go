@@ -653,3 +653,57 @@ func TestScorerSavesWaitingCaps(t *testing.T) {
 		t.Errorf("waiting caps left %v: want a, b and e (c given back)", slices.Sorted(maps.Keys(s.ext.keyCaps)))
 	}
 }
+
+// TestAlarmStateOtherKeysWindow: a scorer's alarm state read under another keys.window loads
+// all but its keys' caps (their flags are of another window's records: the keys start them
+// empty). Before, the whole file was refused, the stage's cap, series and groups with it.
+func TestAlarmStateOtherKeysWindow(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.StateDir = t.TempDir()
+	open := func(c Config) *Stage {
+		s, err := NewStage(c, []string{"value"}, false, Deps{Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), Role: RoleScorer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open(cfg)
+	s.series.pos, s.series.keyless = 20, 19
+	s.ext.keyCaps = map[string]savedCap{"b": {cap: *newAlarmCap(cfg.Keys.Window)}}
+	s.ext.keyCaps["b"].cap.bits[0] = 1
+	s.Close() // (saved)
+	same := open(cfg)
+	if _, ok := same.ext.keyCaps["b"]; !ok || same.series.pos != 20 {
+		t.Fatalf("setup: the state read back at position %d, b's cap %v", same.series.pos, ok)
+	}
+	same.ext.snaps = nil // (not saved again)
+	same.Close()
+	other := cfg
+	other.Keys.Window = 100
+	o := open(other)
+	defer o.Close()
+	if o.series.pos != 20 || o.series.keyless != 19 || len(o.ext.keyCaps) != 0 {
+		t.Errorf("under keys.window %d: position %d, keyless series at %d, %d keys' caps; want 20, 19, none", other.Keys.Window, o.series.pos, o.series.keyless, len(o.ext.keyCaps))
+	}
+}
+
+// TestAlarmStateWithoutKeysConfig: a stage without keys.* (keys.window 0) reads its alarm state
+// back.
+func TestAlarmStateWithoutKeysConfig(t *testing.T) {
+	cfg := Default()
+	cfg.Window, cfg.MinRecords, cfg.Keys, cfg.StateDir = 5000, 1000, KeysConfig{}, t.TempDir()
+	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.series.pos, s.series.keyless = 20, 19
+	s.Close()
+	r, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.series.pos != 20 || r.series.keyless != 19 {
+		t.Errorf("read back at position %d, keyless series at %d; want 20, 19", r.series.pos, r.series.keyless)
+	}
+}

@@ -35,6 +35,7 @@ import (
 //
 // A file of another detect.window is refused (ErrSnapshotMismatch: a new window starts the cap
 // and the series empty, as Reconfigure does); the keys' and the models' files load all the same.
+// Keys' caps of another keys.window are dropped, the rest of the file loaded (TestAlarmStateOtherKeysWindow).
 const (
 	alarmsSnapshotMagic = "\x89ODAS\r\n\x1a"
 	// AlarmsSnapshotFormat is the newest alarm state format this code reads and writes.
@@ -50,6 +51,9 @@ type alarmState struct {
 	series  seriesAlarms
 	groups  map[string]alertGroup
 	keyCaps map[string]savedCap // a scorer's keys' caps
+	// capsWindow is the keys' caps' records (keys.window) in the file read; capsDropped counts
+	// those dropped for another keys.window (decodeAlarms).
+	capsWindow, capsDropped int
 }
 
 // savedCap is a scorer's key's cap from the alarm state, with the key's partition.
@@ -217,26 +221,32 @@ func decodeAlarms(p []byte, window, keysWindow int) (*alarmState, error) {
 		at, folded := int64(d.U64("group time")), d.U32("group folded")
 		a.groups[k] = alertGroup{at: at, folded: int(folded)}
 	}
-	kw := d.U32("keys.window")
-	if c, err = count("keys' caps", 24); err != nil {
+	// The keys' caps of another keys.window are read past and dropped (their flags are of
+	// another window's records: the keys start them empty), the rest of the state kept.
+	kw := d.U32("keys.window") // (any without caps: a stage without keys.* writes 0)
+	if c, err = count("keys' caps", 24+8*((min(int(kw), maxWindow)+63)/64)); err != nil {
 		return nil, err
 	}
-	if c > 0 && kw != uint32(keysWindow) {
-		return nil, fmt.Errorf("%w: keys' alarm caps of %d records, keys.window is %d", ErrSnapshotMismatch, kw, keysWindow)
+	if c > 0 && (kw < 1 || kw > maxWindow) {
+		return nil, snapErr("keys' alarm caps of %d records", kw)
 	}
-	if c > 0 {
+	if a.capsWindow = int(kw); c > 0 && a.capsWindow == keysWindow {
 		a.keyCaps = make(map[string]savedCap, c)
 	}
 	for range c {
 		k := d.Text(maxKeyLength, "key")
-		sc := savedCap{partition: int32(d.U32("partition")), cap: *newAlarmCap(keysWindow)}
+		sc := savedCap{partition: int32(d.U32("partition")), cap: *newAlarmCap(a.capsWindow)}
 		if err := decodeCap(d, &sc.cap); err != nil {
 			return nil, fmt.Errorf("key %q: %w", k, err)
 		}
 		if sc.cap.at = d.U64("cap's position"); sc.cap.at > a.series.pos {
 			return nil, snapErr("key %q: alarm cap at position %d, the stream at %d", k, sc.cap.at, a.series.pos)
 		}
-		a.keyCaps[k] = sc
+		if a.keyCaps != nil {
+			a.keyCaps[k] = sc
+		} else {
+			a.capsDropped++
+		}
 	}
 	if d.Err() != nil {
 		return nil, sealedErr(d.Err())
@@ -294,6 +304,10 @@ func (s *Stage) loadAlarms(keysAt uint64) error {
 		}
 		if s.keyed != nil && s.keyed.follower {
 			s.ext.keyCaps = a.keyCaps
+		}
+		if a.capsDropped > 0 {
+			s.deps.Log.Warn().Str("file", path).Int("keys", a.capsDropped).Int("saved_keys_window", a.capsWindow).Int("keys_window", s.cfg.Keys.Window).
+				Msg("keys' alarm caps of another detect.keys.window dropped: those keys start their caps empty")
 		}
 		s.deps.Log.Info().Str("file", path).Int("series_in_alarm", len(a.series.keyed)).Int("alert_groups", len(a.groups)).
 			Msg("alarm state loaded from snapshot: alarms go on")
