@@ -707,3 +707,21 @@ func TestAlarmStateWithoutKeysConfig(t *testing.T) {
 		t.Errorf("read back at position %d, keyless series at %d; want 20, 19", r.series.pos, r.series.keyless)
 	}
 }
+
+// TestAlarmStateLongKey: a key longer than a key read back may be (maxKeyLength) is left out of
+// the alarm state, the rest read back. Before, it was written and the whole file was refused.
+func TestAlarmStateLongKey(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.KeyBy, cfg.AlertCooldown, cfg.StateDir = KeyByNone, time.Minute, t.TempDir()
+	long := strings.Repeat("k", maxKeyLength+1)
+	s := newFleetStage(t, cfg, []string{"value"})
+	s.series.pos, s.series.newest = 20, 19
+	s.series.keyed = map[string]uint64{"a": 18, long: 19}
+	s.groups.open = map[string]*alertGroup{"a": {at: 5}, long: {at: 6}}
+	s.Close()
+	r := newFleetStage(t, cfg, []string{"value"})
+	defer r.Close()
+	if r.series.pos != 20 || len(r.series.keyed) != 1 || r.series.keyed["a"] != 18 || len(r.groups.open) != 1 || r.groups.open["a"] == nil {
+		t.Errorf("read back at position %d, series %d (a at %d), groups %d: want 20, a's alone", r.series.pos, len(r.series.keyed), r.series.keyed["a"], len(r.groups.open))
+	}
+}

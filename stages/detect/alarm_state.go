@@ -121,20 +121,23 @@ func (a *alarmState) encode(keysWindow int) []byte {
 	}
 	e.U64(a.series.keyless)
 	e.U64(a.series.newest)
-	e.U64(uint64(len(a.series.keyed)))
-	for _, k := range slices.Sorted(maps.Keys(a.series.keyed)) {
+	series := savable(a.series.keyed)
+	e.U64(uint64(len(series)))
+	for _, k := range series {
 		e.Text(k)
 		e.U64(a.series.keyed[k])
 	}
-	e.U64(uint64(len(a.groups)))
-	for _, k := range slices.Sorted(maps.Keys(a.groups)) {
+	groups := savable(a.groups)
+	e.U64(uint64(len(groups)))
+	for _, k := range groups {
 		e.Text(k)
 		e.U64(uint64(a.groups[k].at))
 		e.U32(uint32(a.groups[k].folded))
 	}
 	e.U32(uint32(keysWindow))
-	e.U64(uint64(len(a.keyCaps)))
-	for _, k := range slices.Sorted(maps.Keys(a.keyCaps)) {
+	caps := savable(a.keyCaps)
+	e.U64(uint64(len(caps)))
+	for _, k := range caps {
 		c := a.keyCaps[k]
 		e.Text(k)
 		e.U32(uint32(c.partition))
@@ -146,6 +149,13 @@ func (a *alarmState) encode(keysWindow int) []byte {
 		e.U64(c.cap.at)
 	}
 	return e.Payload()
+}
+
+// savable is m's keys in order but those longer than a key read back may be (maxKeyLength): one
+// such key (the messages' keys have no bound) would make the whole file unreadable; its series,
+// group or cap starts empty after a restart instead.
+func savable[V any](m map[string]V) []string {
+	return slices.DeleteFunc(slices.Sorted(maps.Keys(m)), func(k string) bool { return len(k) > maxKeyLength })
 }
 
 // decodeCap reads a cap's next, filled and flags into c (newAlarmCap's).
