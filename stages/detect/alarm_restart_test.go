@@ -725,3 +725,30 @@ func TestAlarmStateLongKey(t *testing.T) {
 		t.Errorf("read back at position %d, series %d (a at %d), groups %d: want 20, a's alone", r.series.pos, len(r.series.keyed), r.series.keyed["a"], len(r.groups.open))
 	}
 }
+
+// TestKeysStateLongKey: a key longer than a key read back may be (maxKeyLength) is left out of
+// the keys' state, the other keys resumed. Before, it was written and the whole file refused:
+// every key started cold.
+func TestKeysStateLongKey(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.StateDir = t.TempDir()
+	var rows []fleetRow
+	r := rand.New(rand.NewPCG(14, 14))
+	for i := range 1200 {
+		rows = append(rows, fleetRow{key: fmt.Sprintf("x%d", i%10), value: float32(70 + 2*r.NormFloat64())})
+	}
+	rows = append(rows, fleetRow{key: strings.Repeat("k", maxKeyLength+1), value: 70})
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	s := newFleetStage(t, cfg, []string{"value"})
+	restartFeed(t, s, mem, rows, 0, len(rows), []int{1000})
+	if st := s.KeyStats(); st.Live+st.Warming != 11 {
+		t.Fatalf("setup: %d keys, want 11", st.Live+st.Warming)
+	}
+	s.Close()
+	b := newFleetStage(t, cfg, []string{"value"})
+	defer b.Close()
+	if st := b.KeyStats(); st.Live+st.Warming != 10 {
+		t.Errorf("%d keys resumed, want the 10 but the long one", st.Live+st.Warming)
+	}
+}
