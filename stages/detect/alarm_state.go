@@ -75,9 +75,11 @@ func (s *Stage) alarmsCopy() *alarmState {
 	}
 	if s.keyed != nil && s.keyed.follower {
 		a.keyCaps = make(map[string]savedCap, len(s.keyed.keys)+len(s.ext.keyCaps))
+		slab := make([]uint64, 0, len(s.keyed.keys)*len(newFlagRing(s.cfg.Keys.Window).bits)) // (one allocation: the copy is the save's pause)
 		for k, st := range s.keyed.keys {
-			c := *st.cap
-			c.bits = st.cap.ring().clone().bits
+			c, at := *st.cap, len(slab)
+			slab = append(slab, st.cap.bits...)
+			c.bits = slab[at:len(slab):len(slab)]
 			a.keyCaps[k] = savedCap{st.partition, c}
 		}
 		a.pendingCaps(s.ext.keyCaps, s.cfg.Keys.MaxKeys)
