@@ -752,3 +752,32 @@ func TestKeysStateLongKey(t *testing.T) {
 		t.Errorf("%d keys resumed, want the 10 but the long one", st.Live+st.Warming)
 	}
 }
+
+// TestAlarmStateNoOlderAfterMismatch: an alarm state of another detect.window ends the search:
+// the older files predate it (a window changed and changed back), their alarms long over, and
+// the alarms start empty, as after the change itself. Before, the newest older file that fitted
+// was loaded: its series in alarm held records after the restart.
+func TestAlarmStateNoOlderAfterMismatch(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.KeyBy, cfg.StateDir = KeyByNone, t.TempDir()
+	open := func(c Config) *Stage {
+		s, err := NewStage(c, []string{"value"}, false, Deps{Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open(cfg)
+	s.series.pos, s.series.newest, s.series.keyed = 20, 19, map[string]uint64{"a": 19}
+	s.Close()
+	other := cfg
+	other.Window = 4000
+	o := open(other)
+	o.series.pos = 30
+	o.Close()
+	r := open(cfg)
+	defer r.Close()
+	if r.series.pos != 0 || len(r.series.keyed) != 0 {
+		t.Errorf("the state before another window's loaded: position %d, %d series in alarm; want none", r.series.pos, len(r.series.keyed))
+	}
+}

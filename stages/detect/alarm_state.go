@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -33,8 +34,9 @@ import (
 // restart (InstallKeyModels), so that its alarm goes on; those of keys whose partitions moved
 // to another scorer are dropped at the rebalance (DropKeysOutside).
 //
-// A file of another detect.window is refused (ErrSnapshotMismatch: a new window starts the cap
-// and the series empty, as Reconfigure does); the keys' and the models' files load all the same.
+// A file of another detect.window is refused, and the older ones with it (ErrSnapshotMismatch: a
+// new window starts the cap and the series empty, as Reconfigure does; the older files predate
+// it); the keys' and the models' files load all the same.
 // Keys' caps of another keys.window are dropped, the rest of the file loaded (TestAlarmStateOtherKeysWindow).
 const (
 	alarmsSnapshotMagic = "\x89ODAS\r\n\x1a"
@@ -285,10 +287,10 @@ func (s *Stage) writeAlarms(d *SnapshotDir, a *alarmState, keysWindow int) {
 	s.deps.Log.Debug().Str("file", path).Int("bytes", len(payload)).Msg("alarm state snapshot written")
 }
 
-// loadAlarms installs the newest alarm state of state_dir that reads back whole and fits the
-// stage's window (the others logged and skipped). It returns the stream position it holds, or
-// the one the keys' state was saved at (keysAt: the keys' caps' positions count from it) when
-// none fits.
+// loadAlarms installs the newest alarm state of state_dir that reads back whole (the others
+// logged and skipped) if it fits the stage's window (if not, none: those before it are older
+// still). The stream's position is then the one it holds, else the one the keys' state was
+// saved at (keysAt: the keys' caps' positions count from it).
 func (s *Stage) loadAlarms(keysAt uint64) error {
 	d := s.ext.snaps
 	files, err := d.list(alarmsPrefix)
@@ -302,6 +304,11 @@ func (s *Stage) loadAlarms(keysAt uint64) error {
 			a, err = decodeAlarms(p, s.cfg.Window, s.cfg.Keys.Window)
 			return err
 		})
+		if err != nil && errors.Is(err, ErrSnapshotMismatch) {
+			// The older files predate it (a window changed and back): their alarms are long over.
+			s.deps.Log.Warn().Err(err).Str("file", path).Msg("alarm state snapshot skipped, and the older ones: the alarms start empty")
+			return nil
+		}
 		if err != nil {
 			s.deps.Log.Warn().Err(err).Str("file", path).Msg("alarm state snapshot skipped")
 			continue
