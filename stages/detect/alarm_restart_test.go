@@ -781,3 +781,51 @@ func TestAlarmStateNoOlderAfterMismatch(t *testing.T) {
 		t.Errorf("the state before another window's loaded: position %d, %d series in alarm; want none", r.series.pos, len(r.series.keyed))
 	}
 }
+
+// TestRestartContinuesRunPastCap: a fault on the global model's path that has gone past the
+// stage's cap (alarm_rate limits alarm starts, not the records of one going on) goes on past it
+// after a restart, and a new fault that starts then is suppressed by the cap its flags spent,
+// as without the restart: the cap's flags and the series in alarm come back together.
+func TestRestartContinuesRunPastCap(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.KeyBy, cfg.AlarmRate = KeyByNone, 0.002 // (a cap of 10 flags in 5,000 records)
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	r := rand.New(rand.NewPCG(15, 15))
+	var rows []fleetRow
+	for i := range 1200 {
+		rows = append(rows, fleetRow{key: fmt.Sprintf("x%d", i%10), value: float32(70 + 2*r.NormFloat64())})
+	}
+	stop := 0
+	var stuck, fresh []int
+	for i := range 40 { // s stuck far out, a record in three; n's fault starts after the stop
+		rows = append(rows, fleetRow{key: "s", value: 200})
+		stuck = append(stuck, len(rows)-1)
+		if i == 25 {
+			stop = len(rows)
+		}
+		if i >= 30 {
+			rows = append(rows, fleetRow{key: "n", value: 200})
+			fresh = append(fresh, len(rows)-1)
+		}
+		rows = append(rows, fleetRow{key: fmt.Sprintf("x%d", i%10), value: float32(70 + 2*r.NormFloat64())},
+			fleetRow{key: fmt.Sprintf("x%d", (i+5)%10), value: float32(70 + 2*r.NormFloat64())})
+	}
+	cuts := []int{1000, stop}
+	ref := restartRun(t, cfg, nil, rows, cuts, 0)
+	for _, i := range stuck {
+		if !ref[i].Outlier {
+			t.Fatalf("setup: s's record %d not flagged: %s", i, Reason(&ref[i]))
+		}
+	}
+	for _, i := range fresh {
+		if !ref[i].Suppressed {
+			t.Fatalf("setup: n's record %d not suppressed by the spent cap: %s", i, Reason(&ref[i]))
+		}
+	}
+	got := restartRun(t, cfg, nil, rows, cuts, stop)
+	for i := stop; i < len(rows); i++ {
+		if d := sameVerdict(&got[i], &ref[i]); d != "" {
+			t.Errorf("record %d (%s) after the restart: %s", i, rows[i].key, d)
+		}
+	}
+}
