@@ -829,3 +829,26 @@ func TestRestartContinuesRunPastCap(t *testing.T) {
 		}
 	}
 }
+
+// TestRebaseKeysPositions: keys' state and alarm state saved apart (one of a save's two writes
+// failed, or a crash between them) count from different stream positions: the keys' caps'
+// positions move by the difference, a position moved before the stream's first is unknown (0),
+// as is one not known.
+func TestRebaseKeysPositions(t *testing.T) {
+	k := newKeyedScorer()
+	for key, at := range map[string]uint64{"a": 90, "b": 30, "z": 0} {
+		st := &keyState{key: key, cap: newAlarmCap(8)}
+		st.cap.at = at
+		k.keys[key] = st
+	}
+	at := func() [3]uint64 { return [3]uint64{k.keys["a"].cap.at, k.keys["b"].cap.at, k.keys["z"].cap.at} }
+	if k.rebase(100, 150); at() != [3]uint64{140, 80, 0} {
+		t.Errorf("keys at 100, alarms at 150: positions %v, want [140 80 0]", at())
+	}
+	if k.rebase(150, 90); at() != [3]uint64{80, 20, 0} {
+		t.Errorf("keys at 150, alarms at 90: positions %v, want [80 20 0]", at())
+	}
+	if k.rebase(90, 60); at() != [3]uint64{50, 0, 0} {
+		t.Errorf("keys at 90, alarms at 60: positions %v, want [50 0 0] (20 - 30: before the stream's first)", at())
+	}
+}
