@@ -36,8 +36,8 @@ import (
 //
 // A file of another detect.window is refused, and the older ones with it (ErrSnapshotMismatch: a
 // new window starts the cap and the series empty, as Reconfigure does; the older files predate
-// it); the keys' and the models' files load all the same.
-// Keys' caps of another keys.window are dropped, the rest of the file loaded (TestAlarmStateOtherKeysWindow).
+// it); the keys' and the models' files load all the same. Keys' caps of another keys.window are
+// dropped, the rest of the file loaded (TestAlarmStateOtherKeysWindow).
 const (
 	alarmsSnapshotMagic = "\x89ODAS\r\n\x1a"
 	// AlarmsSnapshotFormat is the newest alarm state format this code reads and writes.
@@ -77,7 +77,7 @@ func (s *Stage) alarmsCopy() *alarmState {
 	}
 	if s.keyed != nil && s.keyed.follower {
 		a.keyCaps = make(map[string]savedCap, len(s.keyed.keys)+len(s.ext.keyCaps))
-		slab := make([]uint64, 0, len(s.keyed.keys)*len(newFlagRing(s.cfg.Keys.Window).bits)) // (one allocation: the copy is the save's pause)
+		slab := make([]uint64, 0, len(s.keyed.keys)*((max(s.cfg.Keys.Window, 1)+63)/64)) // (one allocation: the copy is the save's pause)
 		for k, st := range s.keyed.keys {
 			c, at := *st.cap, len(slab)
 			slab = append(slab, st.cap.bits...)
@@ -304,7 +304,7 @@ func (s *Stage) loadAlarms(keysAt uint64) error {
 			a, err = decodeAlarms(p, s.cfg.Window, s.cfg.Keys.Window)
 			return err
 		})
-		if err != nil && errors.Is(err, ErrSnapshotMismatch) {
+		if errors.Is(err, ErrSnapshotMismatch) {
 			// The older files predate it (a window changed and back): their alarms are long over.
 			s.deps.Log.Warn().Err(err).Str("file", path).Msg("alarm state snapshot skipped, and the older ones: the alarms start empty")
 			return nil
