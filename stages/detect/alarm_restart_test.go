@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -495,9 +497,17 @@ func TestScorerRestartContinuesKeyAlarms(t *testing.T) {
 		t.Fatal("setup: no global model or no model of a")
 	}
 	v, _ := bandValue(t, km, cfg)
+	// When a is retired (a tombstone): not, before the stop, or after the restarts (before any
+	// record).
+	const (
+		kept = iota
+		retiredBefore
+		retiredAfter
+	)
 	// run feeds before to a scorer serving gm and a's model, retires a (retire), restarts it
-	// (restart: its models installed again, a's unless retired) and returns after's scores.
-	run := func(before, after []fleetRow, retire, restart bool) []batch.Score {
+	// once a restart (withA: a's model installed again after it; stopped again before any record)
+	// and returns after's scores.
+	run := func(before, after []fleetRow, retire int, withA ...bool) []batch.Score {
 		c := cfg
 		c.StateDir = t.TempDir()
 		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
@@ -527,23 +537,29 @@ func TestScorerRestartContinuesKeyAlarms(t *testing.T) {
 		}
 		s := open(true)
 		feed(s, 0, len(before))
-		if retire {
+		if retire == retiredBefore {
 			s.InstallKeyModels([]KeyModel{{Key: "a", Version: 2}})
 		}
-		if restart {
+		for _, a := range withA {
 			s.Close()
-			s = open(!retire)
+			s = open(a)
+		}
+		if retire == retiredAfter {
+			s.InstallKeyModels([]KeyModel{{Key: "a", Version: 2}})
 		}
 		defer s.Close()
 		return feed(s, len(before), len(all))
 	}
-	compare := func(what string, before, after []fleetRow, retire bool, setup func(ref []batch.Score) string) {
+	compare := func(what string, before, after []fleetRow, retire int, setup func(ref []batch.Score) string, withA ...bool) {
 		t.Helper()
-		ref := run(before, after, retire, false)
+		ref := run(before, after, min(retire, retiredBefore)) // (without a restart, before and after are one moment)
 		if msg := setup(ref); msg != "" {
 			t.Fatalf("%s, setup: %s", what, msg)
 		}
-		got := run(before, after, retire, true)
+		if withA == nil {
+			withA = []bool{retire == kept}
+		}
+		got := run(before, after, retire, withA...)
 		for i := range after {
 			if d := sameVerdict(&got[i], &ref[i]); d != "" {
 				t.Errorf("%s: record %d (%s) after the restart: %s", what, i, after[i].key, d)
@@ -551,19 +567,24 @@ func TestScorerRestartContinuesKeyAlarms(t *testing.T) {
 		}
 	}
 	fault := []fleetRow{{"a", 200, true}, {"x1", 70, false}, {"a", 200, true}}
-	compare("a's alarm by its model", fault, []fleetRow{{"a", v, false}, {"x2", 70, false}, {"a", 200, true}, {"a", 70, false}}, false,
-		func(ref []batch.Score) string {
-			if !ref[0].ByKey || !ref[0].Held || !ref[2].Grouped {
-				return fmt.Sprintf("a's record within the deadband by its key %v held %v; its next far one grouped %v", ref[0].ByKey, ref[0].Held, ref[2].Grouped)
-			}
-			return ""
-		})
+	aOn := func(ref []batch.Score) string {
+		if !ref[0].ByKey || !ref[0].Held || !ref[2].Grouped {
+			return fmt.Sprintf("a's record within the deadband by its key %v held %v; its next far one grouped %v", ref[0].ByKey, ref[0].Held, ref[2].Grouped)
+		}
+		return ""
+	}
+	aNext := []fleetRow{{"a", v, false}, {"x2", 70, false}, {"a", 200, true}, {"a", 70, false}}
+	compare("a's alarm by its model", fault, aNext, kept, aOn)
+	// Restarted twice, a's model not yet read again at the first (its partition's model topic
+	// behind): the saves of that run (at its model's install, at its stop) keep a's cap, which
+	// waits for a's model. Before, they saved the keys installed alone: a's cap was lost.
+	compare("a's alarm across a restart before its model came back", fault, aNext, kept, aOn, false, true)
 	// The global model's deadband value: probe keys' records, each warming.
 	var probe []fleetRow
 	for i := range 400 {
 		probe = append(probe, fleetRow{key: fmt.Sprintf("p%d", i), value: 70 + float32(i)*0.1})
 	}
-	pout := run(nil, probe, false, false)
+	pout := run(nil, probe, kept)
 	want := (cfg.clearScore() + cfg.MinScore) / 2
 	w, ws := float32(0), 0.0
 	for i, sc := range pout {
@@ -574,10 +595,260 @@ func TestScorerRestartContinuesKeyAlarms(t *testing.T) {
 	if w == 0 {
 		t.Fatal("setup: no probe value scores within the deadband by the global model")
 	}
-	compare("a retired before the stop", fault, []fleetRow{{"a", w, false}, {"a", 70, false}}, true, func(ref []batch.Score) string {
+	aHeld := func(ref []batch.Score) string {
 		if !ref[0].Warming || !ref[0].Held {
 			return fmt.Sprintf("a's record within the global model's deadband: warming %v held %v", ref[0].Warming, ref[0].Held)
 		}
 		return ""
-	})
+	}
+	aBand := []fleetRow{{"a", w, false}, {"a", 70, false}}
+	compare("a retired before the stop", fault, aBand, retiredBefore, aHeld)
+	// Retired while the scorer was down (the tombstone read after the restart, a's model not):
+	// a's cap, waiting for its model, hands its flag back to the global model's path as a's
+	// eviction would have. Before, it waited on (for a model of a that would start with a
+	// stale cap) and a's next record was not held.
+	compare("a retired while the scorer was down", fault, aBand, retiredAfter, aHeld, false)
+}
+
+// TestScorerSavesWaitingCaps: a scorer's save keeps the keys' caps restored and still waiting
+// for their key's model (InstallKeyModels gives them back), at most keys.max_keys with its keys'
+// own: the keys installed, then the waiting ones whose key was seen last.
+func TestScorerSavesWaitingCaps(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.Keys.MaxKeys = 3
+	var rows []fleetRow
+	r := rand.New(rand.NewPCG(13, 13))
+	for range 1000 + cfg.Keys.MinRecords {
+		rows = append(rows, fleetRow{key: "a", value: float32(70 + 2*r.NormFloat64())})
+	}
+	_, leader, done := handoverRun(t, cfg, Deps{}, rows, 1000)
+	km, _ := leader.KeyModelOf("a")
+	done()
+	if km == nil {
+		t.Fatal("setup: no model of a")
+	}
+	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Role: RoleScorer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	waiting := func(at uint64) savedCap {
+		c := savedCap{cap: *newAlarmCap(cfg.Keys.Window)}
+		c.cap.admit(true, 4)
+		c.cap.at = at
+		return c
+	}
+	s.series.pos = 20
+	s.ext.keyCaps = map[string]savedCap{"a": waiting(5), "b": waiting(9), "e": waiting(7), "c": waiting(3)}
+	s.InstallKeyModels([]KeyModel{{Key: "c", Version: 1, Model: km}, {Key: "d", Version: 1, Model: km}})
+	a := s.alarmsCopy()
+	got := slices.Sorted(maps.Keys(a.keyCaps))
+	if want := []string{"b", "c", "d"}; !slices.Equal(got, want) {
+		t.Fatalf("saved keys' caps %v, want %v (c and d installed, b the waiting one seen last)", got, want)
+	}
+	if a.keyCaps["c"].cap.at != 3 || a.keyCaps["c"].cap.count != 1 || a.keyCaps["b"].cap.at != 9 {
+		t.Errorf("c's cap at %d with %d flags, b's at %d: want c's restored (3, 1), b's (9)", a.keyCaps["c"].cap.at, a.keyCaps["c"].cap.count, a.keyCaps["b"].cap.at)
+	}
+	if _, ok := s.ext.keyCaps["c"]; ok || len(s.ext.keyCaps) != 3 {
+		t.Errorf("waiting caps left %v: want a, b and e (c given back)", slices.Sorted(maps.Keys(s.ext.keyCaps)))
+	}
+}
+
+// TestAlarmStateOtherKeysWindow: a scorer's alarm state read under another keys.window loads
+// all but its keys' caps (their flags are of another window's records: the keys start them
+// empty). Before, the whole file was refused, the stage's cap, series and groups with it.
+func TestAlarmStateOtherKeysWindow(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.StateDir = t.TempDir()
+	open := func(c Config) *Stage {
+		s, err := NewStage(c, []string{"value"}, false, Deps{Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), Role: RoleScorer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open(cfg)
+	s.series.pos, s.series.keyless = 20, 19
+	s.ext.keyCaps = map[string]savedCap{"b": {cap: *newAlarmCap(cfg.Keys.Window)}}
+	s.ext.keyCaps["b"].cap.bits[0] = 1
+	s.Close() // (saved)
+	same := open(cfg)
+	if _, ok := same.ext.keyCaps["b"]; !ok || same.series.pos != 20 {
+		t.Fatalf("setup: the state read back at position %d, b's cap %v", same.series.pos, ok)
+	}
+	same.ext.snaps = nil // (not saved again)
+	same.Close()
+	other := cfg
+	other.Keys.Window = 100
+	o := open(other)
+	defer o.Close()
+	if o.series.pos != 20 || o.series.keyless != 19 || len(o.ext.keyCaps) != 0 {
+		t.Errorf("under keys.window %d: position %d, keyless series at %d, %d keys' caps; want 20, 19, none", other.Keys.Window, o.series.pos, o.series.keyless, len(o.ext.keyCaps))
+	}
+}
+
+// TestAlarmStateWithoutKeysConfig: a stage without keys.* (keys.window 0) reads its alarm state
+// back.
+func TestAlarmStateWithoutKeysConfig(t *testing.T) {
+	cfg := Default()
+	cfg.Window, cfg.MinRecords, cfg.Keys, cfg.StateDir = 5000, 1000, KeysConfig{}, t.TempDir()
+	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.series.pos, s.series.keyless = 20, 19
+	s.Close()
+	r, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.series.pos != 20 || r.series.keyless != 19 {
+		t.Errorf("read back at position %d, keyless series at %d; want 20, 19", r.series.pos, r.series.keyless)
+	}
+}
+
+// TestAlarmStateLongKey: a key longer than a key read back may be (maxKeyLength) is left out of
+// the alarm state, the rest read back. Before, it was written and the whole file was refused.
+func TestAlarmStateLongKey(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.KeyBy, cfg.AlertCooldown, cfg.StateDir = KeyByNone, time.Minute, t.TempDir()
+	long := strings.Repeat("k", maxKeyLength+1)
+	s := newFleetStage(t, cfg, []string{"value"})
+	s.series.pos, s.series.newest = 20, 19
+	s.series.keyed = map[string]uint64{"a": 18, long: 19}
+	s.groups.open = map[string]*alertGroup{"a": {at: 5}, long: {at: 6}}
+	s.Close()
+	r := newFleetStage(t, cfg, []string{"value"})
+	defer r.Close()
+	if r.series.pos != 20 || len(r.series.keyed) != 1 || r.series.keyed["a"] != 18 || len(r.groups.open) != 1 || r.groups.open["a"] == nil {
+		t.Errorf("read back at position %d, series %d (a at %d), groups %d: want 20, a's alone", r.series.pos, len(r.series.keyed), r.series.keyed["a"], len(r.groups.open))
+	}
+}
+
+// TestKeysStateLongKey: a key longer than a key read back may be (maxKeyLength) is left out of
+// the keys' state, the other keys resumed. Before, it was written and the whole file refused:
+// every key started cold.
+func TestKeysStateLongKey(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.StateDir = t.TempDir()
+	var rows []fleetRow
+	r := rand.New(rand.NewPCG(14, 14))
+	for i := range 1200 {
+		rows = append(rows, fleetRow{key: fmt.Sprintf("x%d", i%10), value: float32(70 + 2*r.NormFloat64())})
+	}
+	rows = append(rows, fleetRow{key: strings.Repeat("k", maxKeyLength+1), value: 70})
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	s := newFleetStage(t, cfg, []string{"value"})
+	restartFeed(t, s, mem, rows, 0, len(rows), []int{1000})
+	if st := s.KeyStats(); st.Live+st.Warming != 11 {
+		t.Fatalf("setup: %d keys, want 11", st.Live+st.Warming)
+	}
+	s.Close()
+	b := newFleetStage(t, cfg, []string{"value"})
+	defer b.Close()
+	if st := b.KeyStats(); st.Live+st.Warming != 10 {
+		t.Errorf("%d keys resumed, want the 10 but the long one", st.Live+st.Warming)
+	}
+}
+
+// TestAlarmStateNoOlderAfterMismatch: an alarm state of another detect.window ends the search:
+// the older files predate it (a window changed and changed back), their alarms long over, and
+// the alarms start empty, as after the change itself. Before, the newest older file that fitted
+// was loaded: its series in alarm held records after the restart.
+func TestAlarmStateNoOlderAfterMismatch(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.KeyBy, cfg.StateDir = KeyByNone, t.TempDir()
+	open := func(c Config) *Stage {
+		s, err := NewStage(c, []string{"value"}, false, Deps{Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open(cfg)
+	s.series.pos, s.series.newest, s.series.keyed = 20, 19, map[string]uint64{"a": 19}
+	s.Close()
+	other := cfg
+	other.Window = 4000
+	o := open(other)
+	o.series.pos = 30
+	o.Close()
+	r := open(cfg)
+	defer r.Close()
+	if r.series.pos != 0 || len(r.series.keyed) != 0 {
+		t.Errorf("the state before another window's loaded: position %d, %d series in alarm; want none", r.series.pos, len(r.series.keyed))
+	}
+}
+
+// TestRestartContinuesRunPastCap: a fault on the global model's path that has gone past the
+// stage's cap (alarm_rate limits alarm starts, not the records of one going on) goes on past it
+// after a restart, and a new fault that starts then is suppressed by the cap its flags spent,
+// as without the restart: the cap's flags and the series in alarm come back together.
+func TestRestartContinuesRunPastCap(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.KeyBy, cfg.AlarmRate = KeyByNone, 0.002 // (a cap of 10 flags in 5,000 records)
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	r := rand.New(rand.NewPCG(15, 15))
+	var rows []fleetRow
+	for i := range 1200 {
+		rows = append(rows, fleetRow{key: fmt.Sprintf("x%d", i%10), value: float32(70 + 2*r.NormFloat64())})
+	}
+	stop := 0
+	var stuck, fresh []int
+	for i := range 40 { // s stuck far out, a record in three; n's fault starts after the stop
+		rows = append(rows, fleetRow{key: "s", value: 200})
+		stuck = append(stuck, len(rows)-1)
+		if i == 25 {
+			stop = len(rows)
+		}
+		if i >= 30 {
+			rows = append(rows, fleetRow{key: "n", value: 200})
+			fresh = append(fresh, len(rows)-1)
+		}
+		rows = append(rows, fleetRow{key: fmt.Sprintf("x%d", i%10), value: float32(70 + 2*r.NormFloat64())},
+			fleetRow{key: fmt.Sprintf("x%d", (i+5)%10), value: float32(70 + 2*r.NormFloat64())})
+	}
+	cuts := []int{1000, stop}
+	ref := restartRun(t, cfg, nil, rows, cuts, 0)
+	for _, i := range stuck {
+		if !ref[i].Outlier {
+			t.Fatalf("setup: s's record %d not flagged: %s", i, Reason(&ref[i]))
+		}
+	}
+	for _, i := range fresh {
+		if !ref[i].Suppressed {
+			t.Fatalf("setup: n's record %d not suppressed by the spent cap: %s", i, Reason(&ref[i]))
+		}
+	}
+	got := restartRun(t, cfg, nil, rows, cuts, stop)
+	for i := stop; i < len(rows); i++ {
+		if d := sameVerdict(&got[i], &ref[i]); d != "" {
+			t.Errorf("record %d (%s) after the restart: %s", i, rows[i].key, d)
+		}
+	}
+}
+
+// TestRebaseKeysPositions: keys' state and alarm state saved apart (one of a save's two writes
+// failed, or a crash between them) count from different stream positions: the keys' caps'
+// positions move by the difference, a position moved before the stream's first is unknown (0),
+// as is one not known.
+func TestRebaseKeysPositions(t *testing.T) {
+	k := newKeyedScorer()
+	for key, at := range map[string]uint64{"a": 90, "b": 30, "z": 0} {
+		st := &keyState{key: key, cap: newAlarmCap(8)}
+		st.cap.at = at
+		k.keys[key] = st
+	}
+	at := func() [3]uint64 { return [3]uint64{k.keys["a"].cap.at, k.keys["b"].cap.at, k.keys["z"].cap.at} }
+	if k.rebase(100, 150); at() != [3]uint64{140, 80, 0} {
+		t.Errorf("keys at 100, alarms at 150: positions %v, want [140 80 0]", at())
+	}
+	if k.rebase(150, 90); at() != [3]uint64{80, 20, 0} {
+		t.Errorf("keys at 150, alarms at 90: positions %v, want [80 20 0]", at())
+	}
+	if k.rebase(90, 60); at() != [3]uint64{50, 0, 0} {
+		t.Errorf("keys at 90, alarms at 60: positions %v, want [50 0 0] (20 - 30: before the stream's first)", at())
+	}
 }

@@ -1,11 +1,13 @@
 package detect
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"math/bits"
 	"slices"
+	"strings"
 
 	"github.com/outlierd/outlierd/internal/core/sealed"
 )
@@ -34,8 +36,10 @@ import (
 // restart (InstallKeyModels), so that its alarm goes on; those of keys whose partitions moved
 // to another scorer are dropped at the rebalance (DropKeysOutside).
 //
-// A file of another detect.window is refused (ErrSnapshotMismatch: a new window starts the cap
-// and the series empty, as Reconfigure does); the keys' and the models' files load all the same.
+// A file of another detect.window is refused, and the older ones with it (ErrSnapshotMismatch: a
+// new window starts the cap and the series empty, as Reconfigure does; the older files predate
+// it); the keys' and the models' files load all the same. Keys' caps of another keys.window are
+// dropped, the rest of the file loaded (TestAlarmStateOtherKeysWindow).
 const (
 	alarmsSnapshotMagic = "\x89ODAS\r\n\x1a"
 	// AlarmsSnapshotFormat is the newest alarm state format this code reads and writes.
@@ -51,6 +55,9 @@ type alarmState struct {
 	series  seriesAlarms
 	groups  map[string]alertGroup
 	keyCaps map[string]savedCap // a scorer's keys' caps
+	// capsWindow is the keys' caps' records (keys.window) in the file read; capsDropped counts
+	// those dropped for another keys.window (decodeAlarms).
+	capsWindow, capsDropped int
 }
 
 // savedCap is a scorer's key's cap from the alarm state, with the key's partition.
@@ -71,14 +78,41 @@ func (s *Stage) alarmsCopy() *alarmState {
 		a.groups[k] = *g
 	}
 	if s.keyed != nil && s.keyed.follower {
-		a.keyCaps = make(map[string]savedCap, len(s.keyed.keys))
+		a.keyCaps = make(map[string]savedCap, len(s.keyed.keys)+len(s.ext.keyCaps))
+		slab := make([]uint64, 0, len(s.keyed.keys)*((max(s.cfg.Keys.Window, 1)+63)/64)) // (one allocation: the copy is the save's pause)
 		for k, st := range s.keyed.keys {
-			c := *st.cap
-			c.bits = st.cap.ring().clone().bits
+			c, at := *st.cap, len(slab)
+			slab = append(slab, st.cap.bits...)
+			c.bits = slab[at:len(slab):len(slab)]
 			a.keyCaps[k] = savedCap{st.partition, c}
 		}
+		a.pendingCaps(s.ext.keyCaps, s.cfg.Keys.MaxKeys)
 	}
 	return a
+}
+
+// pendingCaps adds to a scorer's saved keys' caps those restored and still waiting for their
+// key's model (keyCaps: its partition's model topic not read yet), so that a save before their
+// models came back (the one at the global model's install, a stop) keeps them: at most maxKeys
+// in all (the scorer's keys' bound), the waiting ones whose key was seen last first.
+func (a *alarmState) pendingCaps(keyCaps map[string]savedCap, maxKeys int) {
+	var wait []string
+	for k := range keyCaps {
+		if _, ok := a.keyCaps[k]; !ok {
+			wait = append(wait, k)
+		}
+	}
+	slices.SortFunc(wait, func(x, y string) int { // (newest position first; then by key: the same file for the same state)
+		if c := cmpU64(keyCaps[y].cap.at, keyCaps[x].cap.at); c != 0 {
+			return c
+		}
+		return strings.Compare(x, y)
+	})
+	for _, k := range wait[:min(len(wait), max(0, maxKeys-len(a.keyCaps)))] {
+		c := keyCaps[k]
+		c.cap.bits = slices.Clone(c.cap.bits) // (InstallKeyModels gives these words to the key)
+		a.keyCaps[k] = c
+	}
 }
 
 // encode is the alarm state file's payload (keysWindow: keys.window, the keys' caps' records).
@@ -93,20 +127,23 @@ func (a *alarmState) encode(keysWindow int) []byte {
 	}
 	e.U64(a.series.keyless)
 	e.U64(a.series.newest)
-	e.U64(uint64(len(a.series.keyed)))
-	for _, k := range slices.Sorted(maps.Keys(a.series.keyed)) {
+	series := savable(a.series.keyed)
+	e.U64(uint64(len(series)))
+	for _, k := range series {
 		e.Text(k)
 		e.U64(a.series.keyed[k])
 	}
-	e.U64(uint64(len(a.groups)))
-	for _, k := range slices.Sorted(maps.Keys(a.groups)) {
+	groups := savable(a.groups)
+	e.U64(uint64(len(groups)))
+	for _, k := range groups {
 		e.Text(k)
 		e.U64(uint64(a.groups[k].at))
 		e.U32(uint32(a.groups[k].folded))
 	}
 	e.U32(uint32(keysWindow))
-	e.U64(uint64(len(a.keyCaps)))
-	for _, k := range slices.Sorted(maps.Keys(a.keyCaps)) {
+	caps := savable(a.keyCaps)
+	e.U64(uint64(len(caps)))
+	for _, k := range caps {
 		c := a.keyCaps[k]
 		e.Text(k)
 		e.U32(uint32(c.partition))
@@ -118,6 +155,13 @@ func (a *alarmState) encode(keysWindow int) []byte {
 		e.U64(c.cap.at)
 	}
 	return e.Payload()
+}
+
+// savable is m's keys in order but those longer than a key read back may be (maxKeyLength): one
+// such key (the messages' keys have no bound) would make the whole file unreadable; its series,
+// group or cap starts empty after a restart instead.
+func savable[V any](m map[string]V) []string {
+	return slices.DeleteFunc(slices.Sorted(maps.Keys(m)), func(k string) bool { return len(k) > maxKeyLength })
 }
 
 // decodeCap reads a cap's next, filled and flags into c (newAlarmCap's).
@@ -193,26 +237,32 @@ func decodeAlarms(p []byte, window, keysWindow int) (*alarmState, error) {
 		at, folded := int64(d.U64("group time")), d.U32("group folded")
 		a.groups[k] = alertGroup{at: at, folded: int(folded)}
 	}
-	kw := d.U32("keys.window")
-	if c, err = count("keys' caps", 24); err != nil {
+	// The keys' caps of another keys.window are read past and dropped (their flags are of
+	// another window's records: the keys start them empty), the rest of the state kept.
+	kw := d.U32("keys.window") // (any without caps: a stage without keys.* writes 0)
+	if c, err = count("keys' caps", 24+8*((min(int(kw), maxWindow)+63)/64)); err != nil {
 		return nil, err
 	}
-	if c > 0 && kw != uint32(keysWindow) {
-		return nil, fmt.Errorf("%w: keys' alarm caps of %d records, keys.window is %d", ErrSnapshotMismatch, kw, keysWindow)
+	if c > 0 && (kw < 1 || kw > maxWindow) {
+		return nil, snapErr("keys' alarm caps of %d records", kw)
 	}
-	if c > 0 {
+	if a.capsWindow = int(kw); c > 0 && a.capsWindow == keysWindow {
 		a.keyCaps = make(map[string]savedCap, c)
 	}
 	for range c {
 		k := d.Text(maxKeyLength, "key")
-		sc := savedCap{partition: int32(d.U32("partition")), cap: *newAlarmCap(keysWindow)}
+		sc := savedCap{partition: int32(d.U32("partition")), cap: *newAlarmCap(a.capsWindow)}
 		if err := decodeCap(d, &sc.cap); err != nil {
 			return nil, fmt.Errorf("key %q: %w", k, err)
 		}
 		if sc.cap.at = d.U64("cap's position"); sc.cap.at > a.series.pos {
 			return nil, snapErr("key %q: alarm cap at position %d, the stream at %d", k, sc.cap.at, a.series.pos)
 		}
-		a.keyCaps[k] = sc
+		if a.keyCaps != nil {
+			a.keyCaps[k] = sc
+		} else {
+			a.capsDropped++
+		}
 	}
 	if d.Err() != nil {
 		return nil, sealedErr(d.Err())
@@ -239,10 +289,10 @@ func (s *Stage) writeAlarms(d *SnapshotDir, a *alarmState, keysWindow int) {
 	s.deps.Log.Debug().Str("file", path).Int("bytes", len(payload)).Msg("alarm state snapshot written")
 }
 
-// loadAlarms installs the newest alarm state of state_dir that reads back whole and fits the
-// stage's window (the others logged and skipped). It returns the stream position it holds, or
-// the one the keys' state was saved at (keysAt: the keys' caps' positions count from it) when
-// none fits.
+// loadAlarms installs the newest alarm state of state_dir that reads back whole (the others
+// logged and skipped) if it fits the stage's window (if not, none: those before it are older
+// still). The stream's position is then the one it holds, else the one the keys' state was
+// saved at (keysAt: the keys' caps' positions count from it).
 func (s *Stage) loadAlarms(keysAt uint64) error {
 	d := s.ext.snaps
 	files, err := d.list(alarmsPrefix)
@@ -256,6 +306,11 @@ func (s *Stage) loadAlarms(keysAt uint64) error {
 			a, err = decodeAlarms(p, s.cfg.Window, s.cfg.Keys.Window)
 			return err
 		})
+		if errors.Is(err, ErrSnapshotMismatch) {
+			// The older files predate it (a window changed and back): their alarms are long over.
+			s.deps.Log.Warn().Err(err).Str("file", path).Msg("alarm state snapshot skipped, and the older ones: the alarms start empty")
+			return nil
+		}
 		if err != nil {
 			s.deps.Log.Warn().Err(err).Str("file", path).Msg("alarm state snapshot skipped")
 			continue
@@ -270,6 +325,10 @@ func (s *Stage) loadAlarms(keysAt uint64) error {
 		}
 		if s.keyed != nil && s.keyed.follower {
 			s.ext.keyCaps = a.keyCaps
+		}
+		if a.capsDropped > 0 {
+			s.deps.Log.Warn().Str("file", path).Int("keys", a.capsDropped).Int("saved_keys_window", a.capsWindow).Int("keys_window", s.cfg.Keys.Window).
+				Msg("keys' alarm caps of another detect.keys.window dropped: those keys start their caps empty")
 		}
 		s.deps.Log.Info().Str("file", path).Int("series_in_alarm", len(a.series.keyed)).Int("alert_groups", len(a.groups)).
 			Msg("alarm state loaded from snapshot: alarms go on")

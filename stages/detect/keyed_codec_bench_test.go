@@ -67,4 +67,29 @@ func BenchmarkKeysCodec(b *testing.B) {
 			}
 		}
 	})
+	// A scorer's alarm state with the same keys' models installed: copied on the detect
+	// goroutine (the pause its save costs: its keys' caps) and encoded on the saver's.
+	sc, err := NewStage(s.cfg, s.features, false, Deps{Log: s.deps.Log, Role: RoleScorer})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sc.Close()
+	ms := make([]KeyModel, 0, keys)
+	for _, key := range names {
+		ms = append(ms, KeyModel{Key: key, Version: 1, Model: s.keyed.keys[key].model})
+	}
+	sc.InstallKeyModels(ms)
+	b.Run("scorer-alarms-copy", func(b *testing.B) {
+		for range b.N / keys {
+			sc.alarmsCopy()
+		}
+	})
+	al := sc.alarmsCopy()
+	b.Run("scorer-alarms-encode", func(b *testing.B) {
+		bytes := 0
+		for range b.N / keys {
+			bytes = len(al.encode(s.cfg.Keys.Window))
+		}
+		b.ReportMetric(float64(bytes)/keys, "bytes/key")
+	})
 }

@@ -192,8 +192,11 @@ func (k *keyedScorer) keysCopy() []keyState {
 	return out
 }
 
-// encodeKeyStates is encodeKeys of copied states (keysCopy) at stream position pos.
+// encodeKeyStates is encodeKeys of copied states (keysCopy) at stream position pos, but the keys
+// longer than a key read back may be (maxKeyLength; the messages' keys have no bound): one would
+// make the whole file unreadable, every key cold after a restart; it alone starts cold instead.
 func encodeKeyStates(states []keyState, pos uint64, features []string, cfg *Config) []byte {
+	states = slices.DeleteFunc(states, func(st keyState) bool { return len(st.key) > maxKeyLength })
 	var e sealed.Encoder
 	encodeKeyHeader(&e, features, cfg)
 	e.U64(pos)

@@ -29,7 +29,7 @@ type Stage struct {
 	win     *microcluster.Window
 	recs    *windowRing
 	pending map[*batch.Batch]uint64
-	// alarms is flag_by: significance's cap on the share of the last window's records flagged;
+	// alarms is flag_by: significance's cap on the alarms' starts over the last window's records;
 	// groups fold continuing alerts per key (alert_cooldown).
 	alarms *alarmCap
 	series seriesAlarms // the deadband's series in alarm (flag_clear)
