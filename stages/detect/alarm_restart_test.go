@@ -783,9 +783,10 @@ func TestAlarmStateNoOlderAfterMismatch(t *testing.T) {
 }
 
 // TestRestartContinuesRunPastCap: a fault on the global model's path that has gone past the
-// stage's cap (alarm_rate limits alarm starts, not the records of one going on) goes on past it
-// after a restart, and a new fault that starts then is suppressed by the cap its flags spent,
-// as without the restart: the cap's flags and the series in alarm come back together.
+// stage's cap (alarm_rate limits alarm starts and counts an alarm once, not the records of one
+// going on) goes on past it after a restart, and a new fault that starts then is suppressed by
+// the cap the alarms started before it spent, as without the restart: the cap's starts and the
+// series in alarm come back together.
 func TestRestartContinuesRunPastCap(t *testing.T) {
 	cfg := keyedConfig()
 	cfg.KeyBy, cfg.AlarmRate = KeyByNone, 0.002 // (a cap of 10 flags in 5,000 records)
@@ -800,6 +801,9 @@ func TestRestartContinuesRunPastCap(t *testing.T) {
 	for i := range 40 { // s stuck far out, a record in three; n's fault starts after the stop
 		rows = append(rows, fleetRow{key: "s", value: 200})
 		stuck = append(stuck, len(rows)-1)
+		if i >= 1 && i <= 9 { // nine one-record alarms: with s's, the cap's 10 starts
+			rows = append(rows, fleetRow{key: fmt.Sprintf("p%d", i), value: 200})
+		}
 		if i == 25 {
 			stop = len(rows)
 		}
