@@ -138,7 +138,7 @@ func (a *alarmCap) last() bool {
 // than the cap the key starts no other until its flags leave its window: a key's fault longer
 // than its window (200 records) is learnt, and its return to the former level would otherwise
 // be flagged at once as a new alarm (docs/BENCHMARKS.md §13.3; counting an alarm once there
-// doubled those flags and the flags of a key whose model lags a fast drift, §12.30.2). What
+// doubled those flags, and 2-3x those of a key whose model lags a fast drift, §12.30.2). What
 // bounds an alarm is the model, which takes a fault that has filled its window as the new
 // normal (outcastFloor; a key's: keyed_outcast.go). It returns the flag and whether the record
 // was held.

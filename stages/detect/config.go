@@ -83,23 +83,25 @@ type Config struct {
 	// key's records are held on the global model's path and a warm key's by its own cap
 	// (keys.window), and a key's alarm carries across the two: its first records by its own
 	// model continue its last warming record's, an evicted key's next record its last flag
-	// (keyed_handover.go). Held records count against alarm_rate's cap (and go past it: the
-	// cap limits alarm starts), are not
+	// (keyed_handover.go). Held records go past alarm_rate's cap (it limits alarm starts; a
+	// key's cap counts them, the stage's does not), are not
 	// significant (a model's reference keeps them) and say "held" in their explanation. In
 	// [0, 1); 0: off. Default 0.7
 	// (3.5 at min_score 5; chosen on the Tennessee Eastman process, SMAP/MSL and the generated
 	// streams: docs/BENCHMARKS.md §12.25).
 	FlagClear float64 `yaml:"flag_clear"`
 	// AlarmRate under flag_by: significance is a cap on the starts of alarms: a record that would
-	// start one (its series' previous record not flagged) is flagged only while less than this
-	// share of the last `window` records is (else it is marked suppressed and explained, not
-	// flagged), so a flood of separate alarms (noise the model has not caught up with, a
+	// start one (its series' previous record not flagged) is flagged only while fewer than this
+	// share of the last `window` records started one (else it is marked suppressed and explained,
+	// not flagged), so a flood of separate alarms (noise the model has not caught up with, a
 	// chattering sensor) cannot page without bound; a record that continues its series' alarm
-	// (significant, or held by flag_clear) is flagged past it and counted, until the model learns
-	// the fault (about a window: outcasts), so a plant's fault of hours is flagged through it
-	// (docs/BENCHMARKS.md §12.30). A key's cap (key_by: key) alike over keys.window. Under
-	// flag_by: rate it is the quota: the share of a window's records flagged whatever they are.
-	// In (0, 0.5]. Default 0.02.
+	// (significant, or held by flag_clear) is flagged past it and not counted (an alarm counts
+	// once), until the model learns the fault (about a window: outcasts), so a plant's fault of
+	// hours is flagged through it and a second fault after it starts its own (docs/BENCHMARKS.md
+	// §12.30.1, §12.30.2; alarm.go's admitStart). A key's cap (key_by: key) is this share of
+	// keys.window and counts every flag, continuing ones too (admitRun: a key whose long fault
+	// was learnt does not page its return to normal at once). Under flag_by: rate it is the
+	// quota: the share of a window's records flagged whatever they are. In (0, 0.5]. Default 0.02.
 	AlarmRate float64 `yaml:"alarm_rate"`
 	// AlertCooldown groups continuing alerts: after a key's alert (a flagged record), its
 	// flagged records within this long (by the records' timestamps) are folded into it, marked
@@ -169,7 +171,10 @@ type Config struct {
 	Seed uint64 `yaml:"seed"`
 	// StateDir, when set, is where every new model is snapshotted (atomically, checksummed);
 	// at start the newest valid snapshot built with this configuration serves at once, so
-	// scoring resumes without waiting for min_records. Default empty: no snapshots.
+	// scoring resumes without waiting for min_records. Beside the models it keeps the keys'
+	// state (key_by: key) and the alarm state (alarm_state.go: the caps, the deadband's series,
+	// the alert groups), so a fault flagged before a stop goes on after it. Default empty: no
+	// snapshots.
 	StateDir string `yaml:"state_dir"`
 	// Hypercube configures the hypercube density detector (GDBOD), off by default.
 	Hypercube HypercubeConfig `yaml:"hypercube"`
@@ -183,7 +188,7 @@ type Config struct {
 // KeysConfig configures the models per key (detect.key_by: key).
 type KeysConfig struct {
 	// Window is each key's window: its last this many records make its model. Default 200: about
-	// 15.4 KB a key with 3 features (docs/BENCHMARKS.md §13), and a +8 sd spike is far beyond the
+	// 15.8 KB a key with 3 features (docs/BENCHMARKS.md §13.1.16), and a +8 sd spike is far beyond the
 	// range of 200 records of noise.
 	Window int `yaml:"window"`
 	// MinRecords is how many records a key needs before it gets a model of its own; until then

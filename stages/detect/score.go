@@ -420,12 +420,12 @@ func (s *Stage) finish(sc *scoring) error {
 	return nil
 }
 
-// capAlarms applies flag_by: significance's cap (alarm_rate of the last window's records) in
-// stream order, decides the keys' first records by their own model in their keys' caps
-// (keyed_handover.go), and marks the batch's significant records in the window (left out of the
-// next builds). Only under significance: flag_by rate flags a share of every window and
-// verdicts a few percent, and leaving those out of each build would trim the window's tails
-// model after model.
+// capAlarms applies flag_by: significance's cap (at most alarm_rate x window alarm starts in the
+// last window's records, an alarm counted once: admitStart) in stream order, decides the keys'
+// first records by their own model in their keys' caps (keyed_handover.go), and marks the
+// batch's significant records in the window (left out of the next builds). Only under
+// significance: flag_by rate flags a share of every window and verdicts a few percent, and
+// leaving those out of each build would trim the window's tails model after model.
 func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 	first, pushed := s.pending[b]
 	delete(s.pending, b)
