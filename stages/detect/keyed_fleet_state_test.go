@@ -1,10 +1,17 @@
 package detect
 
 import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/core/sealed"
 )
 
 // TestRestartContinuesFleetTail: under keys.tail: fleet a restart from detect.state_dir leaves
@@ -69,4 +76,123 @@ func verdictsDiffer(a, b []batch.Score) int {
 		}
 	}
 	return n
+}
+
+// TestFleetTailState: the pool saved (fleetCopy, encodeFleet) and read back (decodeFleet) goes on
+// as the pool that was not: a shard fitted and refitted fresh deviations ago, one filling, one
+// wrapped, the last pass's deviations not pooled yet; every fit after more passes is the same,
+// and it writes back to the same bytes. The copy leaves the pool it copies as it was (the pass's
+// deviations pooled at the next pass's start). A pool that the fits cannot have come to is
+// refused with the reason.
+func TestFleetTailState(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	keys := []string{"a", "b", "c", "d"}
+	var f fleetTail
+	pass := func(f *fleetTail, n int, seed uint64) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		f.begin(n)
+		for i := range n {
+			k := keys[r.IntN(len(keys))]
+			if k == "d" && seed < 40 { // (d's shard fills late)
+				continue
+			}
+			f.obs[i], f.shard[i] = float32(r.ExpFloat64()), fleetShardOf(k)
+		}
+	}
+	for p := range 30 {
+		pass(&f, 100+r.IntN(300), uint64(p))
+	}
+	pending := f.shards[fleetShardOf("a")].size
+	c := f.fleetCopy()
+	if f.shards[fleetShardOf("a")].size != pending || len(f.obs) == 0 {
+		t.Fatal("the copy pooled the pass's deviations into the pool it copied")
+	}
+	var e sealed.Encoder
+	encodeFleet(&e, c)
+	saved := e.Payload()
+	var g fleetTail
+	if err := decodeFleet(sealed.NewDecoder(saved), &g); err != nil {
+		t.Fatal(err)
+	}
+	var again sealed.Encoder
+	encodeFleet(&again, &g)
+	if !bytes.Equal(again.Payload(), saved) {
+		t.Fatal("the pool read back writes other bytes")
+	}
+	fitted, filling, fresh := 0, 0, 0
+	for s := range g.shards {
+		sh := &g.shards[s]
+		switch {
+		case sh.ok:
+			fitted++
+			if sh.fresh > 0 {
+				fresh++
+			}
+		case sh.size > 0:
+			filling++
+		}
+	}
+	if fitted < 2 || fresh < 1 || len(saved) != 4+fleetShards*fleetShardHeader+4*(func() int {
+		n := 0
+		for s := range g.shards {
+			n += g.shards[s].size
+		}
+		return n
+	}()) {
+		t.Fatalf("setup: %d shards fitted (%d with deviations since), %d filling; %d bytes", fitted, fresh, filling, len(saved))
+	}
+	for p := 30; p < 60; p++ {
+		pass(&f, 100+r.IntN(300), uint64(p))
+		pass(&g, len(f.obs), uint64(p))
+		f.begin(0)
+		g.begin(0)
+		if f.lo != g.lo || f.hi != g.hi || f.ok != g.ok {
+			t.Fatalf("pass %d: the pool read back fitted at %g %g %v, the one not saved at %g %g %v", p, g.lo, g.hi, g.ok, f.lo, f.hi, f.ok)
+		}
+		for s := range f.shards {
+			a, b := &f.shards[s], &g.shards[s]
+			if a.lo != b.lo || a.hi != b.hi || a.next != b.next || a.size != b.size || a.fresh != b.fresh || !slices.Equal(a.ring, b.ring) {
+				t.Fatalf("pass %d: shard %d differs", p, s)
+			}
+		}
+	}
+	// Refused: the pool's bytes changed where the fits cannot have come.
+	at := func(s int) int { // (shard s's header in saved)
+		o := 4
+		for i := range s {
+			o += fleetShardHeader + 4*c.shards[i].size
+		}
+		return o
+	}
+	a := int(fleetShardOf("a"))
+	for _, m := range []struct {
+		what string
+		edit func(b []byte)
+	}{
+		{"shards", func(b []byte) { binary.LittleEndian.PutUint32(b, 3) }},
+		{"size past the pool", func(b []byte) { binary.LittleEndian.PutUint32(b[at(a)+4:], fleetPool+1) }},
+		{"position", func(b []byte) { binary.LittleEndian.PutUint32(b[at(a):], fleetPool) }},
+		{"fresh", func(b []byte) { binary.LittleEndian.PutUint32(b[at(a)+8:], fleetRefit) }},
+		{"fit", func(b []byte) { binary.LittleEndian.PutUint32(b[at(a)+12:], math.Float32bits(float32(math.NaN()))) }},
+		{"deviation", func(b []byte) { binary.LittleEndian.PutUint32(b[at(a)+20:], math.Float32bits(-1)) }},
+		{"truncated", nil},
+	} {
+		b := slices.Clone(saved)
+		if m.edit == nil {
+			b = b[:len(b)-1]
+		} else {
+			m.edit(b)
+		}
+		var h fleetTail
+		if err := decodeFleet(sealed.NewDecoder(b), &h); !errors.Is(err, ErrSnapshotFormat) {
+			t.Errorf("%s: %v, want ErrSnapshotFormat", m.what, err)
+		}
+	}
+	// Empty (keys.tail: own): nothing copied, 4 bytes.
+	var own fleetTail
+	var eo sealed.Encoder
+	encodeFleet(&eo, own.fleetCopy())
+	if len(eo.Payload()) != 4 {
+		t.Errorf("an empty pool takes %d bytes, want 4", len(eo.Payload()))
+	}
 }

@@ -16,8 +16,8 @@ import (
 // alarm flags became bit rings (flagRing; commit 1382615^1) reads back whole. The payload in
 // testdata was written by that code (encodeKeyStates of a stage fed rows 0..2000 of the fleet
 // below, keys.window 70: two words of bits, every key's window and alarm ring wrapped, some
-// flags set). Today's code must decode it, write it back as format 3 (format 2 and the stream's
-// and caps' positions: 8 bytes more, then 8 a key), and score the rest of the stream from the
+// flags set). Today's code must decode it, write it back as format 4 (format 2, the stream's
+// and caps' positions: 8 bytes more, then 8 a key, and the fleet's pool, empty: 4 bytes), and score the rest of the stream from the
 // state read back: the digest is of the scores of rows 2000..3000 of the records its keys'
 // models scored (index, score bits, outlier, suppressed). That code wrote the same state from the same rows as today's did, and the digest
 // was its scores, until a key's outcasts became its significant records that are also far out
@@ -43,14 +43,15 @@ func TestKeysSnapshotBeforeFlagRings(t *testing.T) {
 	if err := k.decodeKeys(2, old, s.features, &s.cfg); err != nil {
 		t.Fatal(err)
 	}
-	// Written again (format 3: a stream position, and each key's cap's, none here, besides
-	// format 2's): 8 bytes more for the file and each key, and it reads back to the same bytes.
-	again := encodeKeyStates(k.keysCopy(), 0, s.features, &s.cfg)
+	// Written again (format 4: a stream position, and each key's cap's, none here, and the
+	// fleet's pool, empty, besides format 2's): 8 bytes more for the file and each key, 4 for the
+	// pool, and it reads back to the same bytes.
+	again := encodeKeyStates(k.keysCopy(), k.fleet.fleetCopy(), 0, s.features, &s.cfg)
 	k3 := s.newKeyed()
 	if err := k3.decodeKeys(KeysSnapshotFormat, again, s.features, &s.cfg); err != nil {
 		t.Fatal(err)
 	}
-	if len(again) != len(old)+8+8*len(k.keys) || !bytes.Equal(encodeKeyStates(k3.keysCopy(), 0, s.features, &s.cfg), again) {
+	if len(again) != len(old)+8+8*len(k.keys)+4 || !bytes.Equal(encodeKeyStates(k3.keysCopy(), k3.fleet.fleetCopy(), 0, s.features, &s.cfg), again) {
 		t.Fatalf("the keys' state read back and written again: %d bytes (%d read, %d keys), or not read back whole", len(again), len(old), len(k.keys))
 	}
 	s.keyed.takeStateOf(k)
