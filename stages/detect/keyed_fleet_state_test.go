@@ -2,13 +2,18 @@ package detect
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/core/sealed"
@@ -194,5 +199,94 @@ func TestFleetTailState(t *testing.T) {
 	encodeFleet(&eo, own.fleetCopy())
 	if len(eo.Payload()) != 4 {
 		t.Errorf("an empty pool takes %d bytes, want 4", len(eo.Payload()))
+	}
+}
+
+// TestScorerRestartContinuesFleetTail: a scorer (run.role: scorer) fits the fleet's pool from
+// its own records (its keys' models come from the model topic, fixed here); under keys.tail:
+// fleet its restart from detect.state_dir leaves every verdict after it as the uninterrupted
+// scorer's: the pool is in its alarm state file (format 2), as its keys' caps are. Before, it
+// started empty and the keys scored by their own tails until their shards held fleetReady again.
+func TestScorerRestartContinuesFleetTail(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	cfg.Keys.Tail = TailFleet
+	unit := func(int) float64 { return 2 }
+	rows := shiftFleet(10, 1700, 1400, 300, 6, 8, 0.002, unit, 3)
+	const warm = 2000 // (the builder's: 200 records of each key)
+	_, leader, done := handoverRun(t, cfg, Deps{}, rows[:warm], 1000)
+	gm := leader.Model()
+	var kms []KeyModel
+	for s := range 10 {
+		key := fmt.Sprintf("sensor-%02d", s)
+		if s == 0 {
+			key = "shifted"
+		}
+		km, v := leader.KeyModelOf(key)
+		if km == nil {
+			t.Fatalf("setup: no model of %s", key)
+		}
+		kms = append(kms, KeyModel{Key: key, Version: v, Model: km})
+	}
+	done()
+	if gm == nil {
+		t.Fatal("setup: no global model")
+	}
+	stop := warm + 10*1100 + 7
+	// run scores rows[warm:] on a scorer of tail serving gm and kms, restarted after stop (0:
+	// not), in batches of 500.
+	run := func(tail KeysTail, stop int) []batch.Score {
+		c := cfg
+		c.Keys.Tail, c.StateDir = tail, t.TempDir()
+		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+		defer mem.AssertSize(t, 0)
+		open := func() *Stage {
+			s, err := NewStage(c, []string{"value"}, false, Deps{Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), Role: RoleScorer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.InstallModel(gm, nil); err != nil {
+				t.Fatal(err)
+			}
+			s.InstallKeyModels(kms)
+			return s
+		}
+		s := open()
+		defer func() { s.Close() }()
+		var out []batch.Score
+		for lo := warm; lo < len(rows); {
+			hi := min(lo+500, len(rows))
+			if lo < stop && hi > stop {
+				hi = stop
+			}
+			bs, err := s.Process(context.Background(), restartBatch(t, mem, rows, lo, hi))
+			if err != nil || len(bs) != 1 {
+				t.Fatalf("%d batches out, %v", len(bs), err)
+			}
+			out = append(out, bs[0].Scores...)
+			bs[0].Release()
+			if hi == stop {
+				s.Close()
+				s = open()
+			}
+			lo = hi
+		}
+		return out
+	}
+	ref := run(TailFleet, 0)
+	if n := verdictsDiffer(ref[stop-warm:], run(TailOwn, 0)[stop-warm:]); n < 20 {
+		t.Fatalf("setup: %d verdicts after the stop differ between keys.tail fleet and own, want >= 20", n)
+	}
+	got := run(TailFleet, stop)
+	bad := 0
+	for i := stop - warm; i < len(ref); i++ {
+		if d := sameVerdict(&got[i], &ref[i]); d != "" {
+			if bad++; bad <= 10 {
+				t.Errorf("record %d (%s) after the restart: %s", warm+i, rows[warm+i].key, d)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of the %d records after the restart differ from the uninterrupted scorer's", bad, len(rows)-stop)
 	}
 }
