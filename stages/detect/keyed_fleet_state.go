@@ -60,43 +60,44 @@ func encodeFleet(e *sealed.Encoder, f *fleetTail) {
 	}
 }
 
-// decodeFleet reads a pool written by encodeFleet into f (empty), refusing one that the pool
+// decodeFleet reads a pool written by encodeFleet (nil: empty), refusing one that the pool
 // cannot have come to: a shard's ring position, size or count since its fit out of their
 // bounds, a deviation that is not one (NaN, negative, over fleetMaxDeviation), a fit of a
 // shard not fitted yet or not ordered.
-func decodeFleet(d *sealed.Decoder, f *fleetTail) error {
+func decodeFleet(d *sealed.Decoder) (*fleetTail, error) {
 	n := d.U32("fleet shards")
 	if d.Err() != nil {
-		return sealedErr(d.Err())
+		return nil, sealedErr(d.Err())
 	}
 	if n == 0 {
-		return nil
+		return nil, nil
 	}
 	if n != fleetShards {
-		return snapErr("the fleet's pool has %d shards, want %d", n, fleetShards)
+		return nil, snapErr("the fleet's pool has %d shards, want %d", n, fleetShards)
 	}
+	f := &fleetTail{}
 	for s := range f.shards {
 		next, size, fresh := d.U32("shard position"), d.U32("shard size"), d.U32("shard fresh")
 		lo, hi := math.Float32frombits(d.U32("shard lo")), math.Float32frombits(d.U32("shard hi"))
 		if d.Err() != nil {
-			return sealedErr(d.Err())
+			return nil, sealedErr(d.Err())
 		}
 		ok := size >= fleetReady // (a shard is fitted once it holds fleetReady, and from then on)
 		switch {
 		case size > fleetPool || next >= fleetPool || (size < fleetPool && next != size):
-			return snapErr("fleet shard %d at %d, holding %d of %d", s, next, size, fleetPool)
+			return nil, snapErr("fleet shard %d at %d, holding %d of %d", s, next, size, fleetPool)
 		case ok && fresh >= fleetRefit, !ok && fresh != size:
-			return snapErr("fleet shard %d holding %d, %d since its fit", s, size, fresh)
+			return nil, snapErr("fleet shard %d holding %d, %d since its fit", s, size, fresh)
 		case ok && !(lo <= hi && hi <= fleetMaxDeviation && lo >= 0), !ok && (lo != 0 || hi != 0):
-			return snapErr("fleet shard %d (holding %d) fitted at %g and %g", s, size, lo, hi)
+			return nil, snapErr("fleet shard %d (holding %d) fitted at %g and %g", s, size, lo, hi)
 		}
 		vals := d.F32s(uint64(size), "fleet deviations")
 		if d.Err() != nil {
-			return sealedErr(d.Err())
+			return nil, sealedErr(d.Err())
 		}
 		for _, v := range vals {
 			if !(v >= 0 && v <= fleetMaxDeviation) {
-				return snapErr("fleet shard %d holds a deviation of %g", s, v)
+				return nil, snapErr("fleet shard %d holds a deviation of %g", s, v)
 			}
 		}
 		sh := &f.shards[s]
@@ -107,5 +108,5 @@ func decodeFleet(d *sealed.Decoder, f *fleetTail) error {
 		}
 	}
 	f.fitFleet()
-	return nil
+	return f, nil
 }

@@ -115,10 +115,11 @@ func TestFleetTailState(t *testing.T) {
 	var e sealed.Encoder
 	encodeFleet(&e, c)
 	saved := e.Payload()
-	var g fleetTail
-	if err := decodeFleet(sealed.NewDecoder(saved), &g); err != nil {
-		t.Fatal(err)
+	gp, err := decodeFleet(sealed.NewDecoder(saved))
+	if err != nil || gp == nil {
+		t.Fatal(err, gp)
 	}
+	g := *gp
 	var again sealed.Encoder
 	encodeFleet(&again, &g)
 	if !bytes.Equal(again.Payload(), saved) {
@@ -188,8 +189,7 @@ func TestFleetTailState(t *testing.T) {
 		} else {
 			m.edit(b)
 		}
-		var h fleetTail
-		if err := decodeFleet(sealed.NewDecoder(b), &h); !errors.Is(err, ErrSnapshotFormat) {
+		if _, err := decodeFleet(sealed.NewDecoder(b)); !errors.Is(err, ErrSnapshotFormat) {
 			t.Errorf("%s: %v, want ErrSnapshotFormat", m.what, err)
 		}
 	}
@@ -197,8 +197,8 @@ func TestFleetTailState(t *testing.T) {
 	var own fleetTail
 	var eo sealed.Encoder
 	encodeFleet(&eo, own.fleetCopy())
-	if len(eo.Payload()) != 4 {
-		t.Errorf("an empty pool takes %d bytes, want 4", len(eo.Payload()))
+	if f, err := decodeFleet(sealed.NewDecoder(eo.Payload())); len(eo.Payload()) != 4 || f != nil || err != nil {
+		t.Errorf("an empty pool takes %d bytes, want 4; read back %v, %v", len(eo.Payload()), f, err)
 	}
 }
 

@@ -344,8 +344,12 @@ func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg
 		return sealedErr(d.Err())
 	}
 	if format >= 4 {
-		if err := decodeFleet(d, &k.fleet); err != nil {
+		f, err := decodeFleet(d)
+		if err != nil {
 			return err
+		}
+		if f != nil {
+			k.fleet = *f
 		}
 	}
 	if d.Left() != 0 {
