@@ -290,3 +290,28 @@ func TestScorerRestartContinuesFleetTail(t *testing.T) {
 		t.Errorf("%d of the %d records after the restart differ from the uninterrupted scorer's", bad, len(rows)-stop)
 	}
 }
+
+// BenchmarkFleetCopy: a save's copy of a full pool (16 shards of 2,048, a pass's deviations to
+// pool) on the detect goroutine, and its encoding beside it.
+func BenchmarkFleetCopy(b *testing.B) {
+	var f fleetTail
+	r := rand.New(rand.NewPCG(1, 1))
+	for range 40 {
+		f.begin(1000)
+		for i := range f.obs {
+			f.obs[i], f.shard[i] = float32(r.ExpFloat64()), uint8(r.IntN(fleetShards))
+		}
+	}
+	b.Run("copy", func(b *testing.B) {
+		for range b.N {
+			f.fleetCopy()
+		}
+	})
+	c := f.fleetCopy()
+	b.Run("encode", func(b *testing.B) {
+		for range b.N {
+			var e sealed.Encoder
+			encodeFleet(&e, c)
+		}
+	})
+}
