@@ -247,10 +247,11 @@ func TestAlarmStateFile(t *testing.T) {
 	if saved.cap.count == 0 || len(saved.groups) == 0 || saved.series.pos != uint64(len(rows)) {
 		t.Fatalf("setup: %d flags in the cap, %d alert groups, position %d", saved.cap.count, len(saved.groups), saved.series.pos)
 	}
-	// Its size: 64 bytes, the cap's flags (a bit a record of the window), 12 bytes and the key
-	// a series in alarm, 16 and the key an alert group (a scorer's keys' caps: 56 and the key
+	// Its size: 68 bytes (64 before format 2; 4 of them the fleet's pool, empty but on a scorer
+	// under keys.tail: fleet), the cap's flags (a bit a record of the window), 12 bytes and the
+	// key a series in alarm, 16 and the key an alert group (a scorer's keys' caps: 56 and the key
 	// each at keys.window 200).
-	size := 64 + 8*((cfg.Window+63)/64)
+	size := 68 + 8*((cfg.Window+63)/64)
 	for k := range saved.series.keyed {
 		size += 12 + len(k)
 	}
@@ -458,8 +459,8 @@ func copyState(t *testing.T, dir string) (uint64, string) {
 		return 0, to
 	}
 	var pos uint64
-	if err := readSealedFile(files[0], alarmsSnapshotFile, func(_ uint32, p []byte) error {
-		a, err := decodeAlarms(p, 5000, 200)
+	if err := readSealedFile(files[0], alarmsSnapshotFile, func(format uint32, p []byte) error {
+		a, err := decodeAlarms(format, p, 5000, 200)
 		if err == nil {
 			pos = a.series.pos
 		}

@@ -31,6 +31,10 @@ import (
 //	         keys' caps (a scorer's, else none): keys.window u32, count u64, count x { key (length
 //	         u32, bytes), partition u32, next u32, filled u32, ceil(keys.window / 64) x u64, at u64 }
 //
+// Format 2 is format 1 with a scorer's fleet pool at the end (keys.tail: fleet: the pool it
+// fits from its own records; keyed_fleet_state.go): 4 bytes when empty (every other role's:
+// theirs is in the keys' state), 131,396 full. A file of format 1 starts a scorer's pool empty.
+//
 // A scorer's keys' caps are its own (its keys' models come from the model topic, their flags
 // from it): each is given back to its key when the key's model is installed again after the
 // restart (InstallKeyModels), so that its alarm goes on; those of keys whose partitions moved
@@ -43,7 +47,7 @@ import (
 const (
 	alarmsSnapshotMagic = "\x89ODAS\r\n\x1a"
 	// AlarmsSnapshotFormat is the newest alarm state format this code reads and writes.
-	AlarmsSnapshotFormat = 1
+	AlarmsSnapshotFormat = 2
 	alarmsPrefix         = "alarms-"
 )
 
@@ -55,6 +59,7 @@ type alarmState struct {
 	series  seriesAlarms
 	groups  map[string]alertGroup
 	keyCaps map[string]savedCap // a scorer's keys' caps
+	fleet   *fleetTail          // a scorer's fleet pool (nil: empty)
 	// capsWindow is the keys' caps' records (keys.window) in the file read; capsDropped counts
 	// those dropped for another keys.window (decodeAlarms).
 	capsWindow, capsDropped int
@@ -87,6 +92,7 @@ func (s *Stage) alarmsCopy() *alarmState {
 			a.keyCaps[k] = savedCap{st.partition, c}
 		}
 		a.pendingCaps(s.ext.keyCaps, s.cfg.Keys.MaxKeys)
+		a.fleet = s.keyed.fleet.fleetCopy()
 	}
 	return a
 }
@@ -154,6 +160,7 @@ func (a *alarmState) encode(keysWindow int) []byte {
 		}
 		e.U64(c.cap.at)
 	}
+	encodeFleet(&e, a.fleet)
 	return e.Payload()
 }
 
@@ -187,9 +194,9 @@ func decodeCap(d *sealed.Decoder, c *alarmCap) error {
 	return nil
 }
 
-// decodeAlarms reads an alarm state payload for a stage of detect.window window and keys.window
-// keysWindow.
-func decodeAlarms(p []byte, window, keysWindow int) (*alarmState, error) {
+// decodeAlarms reads an alarm state payload of this format version for a stage of detect.window
+// window and keys.window keysWindow.
+func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState, error) {
 	d := sealed.NewDecoder(p)
 	n := d.U32("window")
 	if d.Err() == nil && n != uint32(window) {
@@ -267,6 +274,12 @@ func decodeAlarms(p []byte, window, keysWindow int) (*alarmState, error) {
 	if d.Err() != nil {
 		return nil, sealedErr(d.Err())
 	}
+	if format >= 2 {
+		var err error
+		if a.fleet, err = decodeFleet(d); err != nil {
+			return nil, err
+		}
+	}
 	if a.series.keyless > a.series.pos || a.series.newest > a.series.pos {
 		return nil, snapErr("series at %d and %d, the stream at %d", a.series.keyless, a.series.newest, a.series.pos)
 	}
@@ -302,8 +315,8 @@ func (s *Stage) loadAlarms(keysAt uint64) error {
 	s.series.pos = keysAt
 	for _, path := range files {
 		var a *alarmState
-		err := readSealedFile(path, alarmsSnapshotFile, func(_ uint32, p []byte) (err error) {
-			a, err = decodeAlarms(p, s.cfg.Window, s.cfg.Keys.Window)
+		err := readSealedFile(path, alarmsSnapshotFile, func(format uint32, p []byte) (err error) {
+			a, err = decodeAlarms(format, p, s.cfg.Window, s.cfg.Keys.Window)
 			return err
 		})
 		if errors.Is(err, ErrSnapshotMismatch) {
@@ -325,6 +338,9 @@ func (s *Stage) loadAlarms(keysAt uint64) error {
 		}
 		if s.keyed != nil && s.keyed.follower {
 			s.ext.keyCaps = a.keyCaps
+			if a.fleet != nil {
+				s.keyed.fleet = *a.fleet
+			}
 		}
 		if a.capsDropped > 0 {
 			s.deps.Log.Warn().Str("file", path).Int("keys", a.capsDropped).Int("saved_keys_window", a.capsWindow).Int("keys_window", s.cfg.Keys.Window).

@@ -224,8 +224,9 @@ type KeysConfig struct {
 	// significance of its largest deviation from its key's median (in the key's robust sd)
 	// against a tail fitted on the pooled deviations of the whole fleet's records, thousands
 	// rather than the key's 200 (keyed_fleet.go; docs/BENCHMARKS.md §13.4.2). Each key keeps its
-	// own location and scale; the pool is the fleet's (about 130 KB), a key's bytes unchanged.
-	// Live.
+	// own location and scale; the pool is the fleet's (about 130 KB, saved with the keys' state:
+	// keyed_fleet_state.go), a key's bytes unchanged. A scorer fits its own from its partitions'
+	// keys' records (docs/OPERATIONS.md). Live.
 	Tail KeysTail `yaml:"tail"`
 }
 

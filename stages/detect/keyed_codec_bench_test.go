@@ -55,7 +55,7 @@ func BenchmarkKeysCodec(b *testing.B) {
 	states := s.keyed.keysCopy()
 	b.Run("state-encode", func(b *testing.B) {
 		for range b.N / keys {
-			encodeKeyStates(states, 0, s.features, &s.cfg)
+			encodeKeyStates(states, nil, 0, s.features, &s.cfg)
 		}
 		b.ReportMetric(float64(len(state))/keys, "bytes/key")
 	})

@@ -99,14 +99,23 @@ func (f *fleetTail) fold() {
 		}
 	}
 	f.obs, f.shard = f.obs[:0], f.shard[:0]
-	if !refit {
-		return
+	if refit {
+		f.fitFleet()
 	}
+}
+
+// fitFleet fits the fleet's tail from the shards' fits (none fitted: no tail). It is made at each
+// refit of a shard, so it is always the shards' fits' (decodeFleet makes it again from them).
+func (f *fleetTail) fitFleet() {
 	var lo, hi []float32
 	for s := range f.shards {
 		if sh := &f.shards[s]; sh.ok {
 			lo, hi = append(lo, sh.lo), append(hi, sh.hi)
 		}
+	}
+	if len(lo) == 0 {
+		f.lo, f.hi, f.ok = 0, 0, false
+		return
 	}
 	f.lo, f.hi = medianOf(lo), medianOf(hi)
 	f.ok = f.hi > f.lo // (shards of ties have no tail to fit: the keys' own scores stand)

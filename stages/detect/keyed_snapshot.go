@@ -35,6 +35,9 @@ import (
 // flags, so that a restored key whose last record was flagged hands its flag back to the global
 // model's path at its eviction (keyed_handover.go; the alarm state file, alarm_state.go, holds
 // the rest of the alarms); a key of format 1 or 2 has none, as before.
+// Format 4 is format 3 with the fleet's pool (keys.tail: fleet; keyed_fleet_state.go) after the
+// keys: 4 bytes more under keys.tail: own, 131,396 with the pool full; a file of format 1 to 3
+// starts the pool empty, as every restart did before.
 //
 //	keyHeader: dims u32, dims x feature name (length u32, UTF-8), keys.window u32,
 //	           keys.min_records u32, keys.k u32, score.detectors (text), score.combine (text)
@@ -53,7 +56,7 @@ const (
 	keysSnapshotMagic = "\x89ODKS\r\n\x1a"
 	keyModelMagic     = "\x89ODKM\r\n\x1a"
 	// KeysSnapshotFormat is the newest keys' state format this code reads and writes.
-	KeysSnapshotFormat = 3
+	KeysSnapshotFormat = 4
 	// KeyModelFormat is the newest format of a key's model on the model topic.
 	KeyModelFormat = 2
 	keysPrefix     = "keys-"
@@ -170,7 +173,7 @@ func DecodeKeyModel(value []byte, features []string, cfg *Config) (key string, v
 // that decoding them in order rebuilds the recency order).
 // (at stream position 0: the tests').
 func (k *keyedScorer) encodeKeys(features []string, cfg *Config) []byte {
-	return encodeKeyStates(k.keysCopy(), 0, features, cfg)
+	return encodeKeyStates(k.keysCopy(), k.fleet.fleetCopy(), 0, features, cfg)
 }
 
 // keysCopy copies every key's state, least recently seen first, for an encoding elsewhere: the
@@ -192,10 +195,11 @@ func (k *keyedScorer) keysCopy() []keyState {
 	return out
 }
 
-// encodeKeyStates is encodeKeys of copied states (keysCopy) at stream position pos, but the keys
-// longer than a key read back may be (maxKeyLength; the messages' keys have no bound): one would
-// make the whole file unreadable, every key cold after a restart; it alone starts cold instead.
-func encodeKeyStates(states []keyState, pos uint64, features []string, cfg *Config) []byte {
+// encodeKeyStates is encodeKeys of copied states (keysCopy) and fleet's pool (fleetCopy; nil:
+// empty) at stream position pos, but the keys longer than a key read back may be (maxKeyLength;
+// the messages' keys have no bound): one would make the whole file unreadable, every key cold
+// after a restart; it alone starts cold instead.
+func encodeKeyStates(states []keyState, fleet *fleetTail, pos uint64, features []string, cfg *Config) []byte {
 	states = slices.DeleteFunc(states, func(st keyState) bool { return len(st.key) > maxKeyLength })
 	var e sealed.Encoder
 	encodeKeyHeader(&e, features, cfg)
@@ -230,6 +234,7 @@ func encodeKeyStates(states []keyState, pos uint64, features []string, cfg *Conf
 		e.Raw([]byte{1})
 		encodeRanker(&e, st.model, true)
 	}
+	encodeFleet(&e, fleet)
 	return e.Payload()
 }
 
@@ -338,6 +343,15 @@ func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg
 	if d.Err() != nil {
 		return sealedErr(d.Err())
 	}
+	if format >= 4 {
+		f, err := decodeFleet(d)
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			k.fleet = *f
+		}
+	}
 	if d.Left() != 0 {
 		return snapErr("%d unread bytes at the end of the keys' state", d.Left())
 	}
@@ -379,9 +393,10 @@ func (s *Stage) saveKeys(wait bool) {
 	}
 	s.ext.keysSaved, s.ext.saveDue = time.Now(), false
 	var states []keyState
+	var fleet *fleetTail
 	var al *alarmState
 	if keys {
-		states = s.keyed.keysCopy()
+		states, fleet = s.keyed.keysCopy(), s.keyed.fleet.fleetCopy()
 	}
 	if alarms {
 		al = s.alarmsCopy()
@@ -394,7 +409,7 @@ func (s *Stage) saveKeys(wait bool) {
 		if states == nil {
 			return
 		}
-		payload := encodeKeyStates(states, pos, features, &cfg)
+		payload := encodeKeyStates(states, fleet, pos, features, &cfg)
 		path, err := d.saveAs(keysPrefix, &d.nextKeys, func(w io.Writer) error {
 			return keysSnapshotFile.Write(w, KeysSnapshotFormat, payload)
 		})

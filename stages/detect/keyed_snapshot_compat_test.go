@@ -2,22 +2,27 @@ package detect
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
 )
 
 // TestKeysSnapshotBeforeFlagRings: a keys' state written before the significance marks and
 // alarm flags became bit rings (flagRing; commit 1382615^1) reads back whole. The payload in
 // testdata was written by that code (encodeKeyStates of a stage fed rows 0..2000 of the fleet
 // below, keys.window 70: two words of bits, every key's window and alarm ring wrapped, some
-// flags set). Today's code must decode it, write it back as format 3 (format 2 and the stream's
-// and caps' positions: 8 bytes more, then 8 a key), and score the rest of the stream from the
+// flags set). Today's code must decode it, write it back as format 4 (format 2, the stream's
+// and caps' positions: 8 bytes more, then 8 a key, and the fleet's pool, empty: 4 bytes), and score the rest of the stream from the
 // state read back: the digest is of the scores of rows 2000..3000 of the records its keys'
 // models scored (index, score bits, outlier, suppressed). That code wrote the same state from the same rows as today's did, and the digest
 // was its scores, until a key's outcasts became its significant records that are also far out
@@ -43,14 +48,15 @@ func TestKeysSnapshotBeforeFlagRings(t *testing.T) {
 	if err := k.decodeKeys(2, old, s.features, &s.cfg); err != nil {
 		t.Fatal(err)
 	}
-	// Written again (format 3: a stream position, and each key's cap's, none here, besides
-	// format 2's): 8 bytes more for the file and each key, and it reads back to the same bytes.
-	again := encodeKeyStates(k.keysCopy(), 0, s.features, &s.cfg)
+	// Written again (format 4: a stream position, and each key's cap's, none here, and the
+	// fleet's pool, empty, besides format 2's): 8 bytes more for the file and each key, 4 for the
+	// pool, and it reads back to the same bytes.
+	again := encodeKeyStates(k.keysCopy(), k.fleet.fleetCopy(), 0, s.features, &s.cfg)
 	k3 := s.newKeyed()
 	if err := k3.decodeKeys(KeysSnapshotFormat, again, s.features, &s.cfg); err != nil {
 		t.Fatal(err)
 	}
-	if len(again) != len(old)+8+8*len(k.keys) || !bytes.Equal(encodeKeyStates(k3.keysCopy(), 0, s.features, &s.cfg), again) {
+	if len(again) != len(old)+8+8*len(k.keys)+4 || !bytes.Equal(encodeKeyStates(k3.keysCopy(), k3.fleet.fleetCopy(), 0, s.features, &s.cfg), again) {
 		t.Fatalf("the keys' state read back and written again: %d bytes (%d read, %d keys), or not read back whole", len(again), len(old), len(k.keys))
 	}
 	s.keyed.takeStateOf(k)
@@ -68,5 +74,94 @@ func TestKeysSnapshotBeforeFlagRings(t *testing.T) {
 	}
 	if d := fmt.Sprintf("%x", sha256.Sum256([]byte(b.String()))); d != oldScores || byKey != 1000 || sig == 0 {
 		t.Fatalf("scores from the state read back: %d by key, %d significant, digest %s; want 1000 by key, 27 significant, digest %s", byKey, sig, d, oldScores)
+	}
+}
+
+// TestAlarmStateFormat1: a scorer's alarm state written before the fleet's pool was saved
+// (format 1; commit 569b3ff) reads back whole. The file in testdata was written by that code: a
+// scorer under keys.tail: fleet serving the global model and the ten keys' models of a builder fed
+// rows 0..2000 of the fleet below, fed rows 2000..4000 (a +12 sd shift of one key from row 3000:
+// its cap, series and groups in alarm), stopped. Today's code reads it with its pool empty (as
+// that code's restart started it), writes it back as format 2 (the empty pool: 4 bytes more),
+// and a scorer restarted from it scores rows 4000..5000 as that code's restarted scorer did
+// (the digest, of index, score bits, flagged, suppressed, held, grouped).
+func TestAlarmStateFormat1(t *testing.T) {
+	old, err := os.ReadFile("testdata/alarms_v1_scorer_fleet.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const oldScores = "bccff6be1197275973779ee3230daaf88e905edad56bbd6e470585bd5e5f7394"
+	cfg := keyedConfig()
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	cfg.Keys.Tail = TailFleet
+	cfg.AlertCooldown = time.Minute
+	unit := func(int) float64 { return 2 }
+	rows := shiftFleet(10, 500, 300, 300, 12, 8, 0.01, unit, 7)
+	format, p, err := alarmsSnapshotFile.Read(bytes.NewReader(old))
+	if err != nil || format != 1 {
+		t.Fatalf("format %d, %v", format, err)
+	}
+	a, err := decodeAlarms(format, p, cfg.Window, cfg.Keys.Window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.fleet != nil || a.series.pos != 2000 || len(a.keyCaps) != 10 || len(a.groups) == 0 {
+		t.Fatalf("read back: pool %v, position %d, %d keys' caps, %d groups; want none, 2000, 10, some", a.fleet != nil, a.series.pos, len(a.keyCaps), len(a.groups))
+	}
+	again := a.encode(cfg.Keys.Window)
+	if !bytes.Equal(again, append(slices.Clone(p), 0, 0, 0, 0)) {
+		t.Fatalf("written again: %d bytes, want the %d read and 4 zero bytes (an empty pool)", len(again), len(p))
+	}
+	const warm = 2000
+	_, leader, done := handoverRun(t, cfg, Deps{}, rows[:warm], 1000)
+	gm := leader.Model()
+	var kms []KeyModel
+	for s := range 10 {
+		key := fmt.Sprintf("sensor-%02d", s)
+		if s == 0 {
+			key = "shifted"
+		}
+		km, v := leader.KeyModelOf(key)
+		kms = append(kms, KeyModel{Key: key, Version: v, Model: km})
+	}
+	done()
+	cfg.StateDir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, alarmsPrefix+"00000000000000000001.osnap"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), Role: RoleScorer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.InstallModel(gm, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.InstallKeyModels(kms)
+	if s.series.pos != 2000 {
+		t.Fatalf("the scorer restarted at stream position %d, want the file's 2000", s.series.pos)
+	}
+	var b strings.Builder
+	i, sig := 4000, 0
+	for lo := 4000; lo < 5000; lo += 500 {
+		bs, err := s.Process(context.Background(), restartBatch(t, mem, rows, lo, lo+500))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, out := range bs {
+			for _, sc := range out.Scores {
+				fmt.Fprintf(&b, "%d %x %v %v %v %v\n", i, math.Float64bits(sc.Score), sc.Outlier, sc.Suppressed, sc.Held, sc.Grouped)
+				if sc.Outlier {
+					sig++
+				}
+				i++
+			}
+			out.Release()
+		}
+	}
+	if d := fmt.Sprintf("%x", sha256.Sum256([]byte(b.String()))); d != oldScores || i != 5000 || sig == 0 {
+		t.Fatalf("scores from the state read back: %d records to %d, %d flagged, digest %s; want to 5000, some flagged, digest %s", i-4000, i, sig, d, oldScores)
 	}
 }

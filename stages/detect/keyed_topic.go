@@ -35,10 +35,11 @@ func (s *Stage) newKeyed() *keyedScorer {
 	return k
 }
 
-// takeStateOf makes the keys of o (loaded, without a device) k's own, and puts the warm keys'
-// models on k's device.
+// takeStateOf makes the keys of o (loaded, without a device) and its fleet's pool k's own, and
+// puts the warm keys' models on k's device.
 func (k *keyedScorer) takeStateOf(o *keyedScorer) {
 	k.keys, k.lru, k.bytes, k.warm = o.keys, o.lru, o.bytes, o.warm
+	k.fleet = o.fleet
 	if k.dev == nil {
 		return
 	}
