@@ -85,6 +85,12 @@ func newKeyedBench(tb testing.TB, cfg Config, keys int, a Accelerator, overlap i
 	if n, ok := benchCount(tb, "OUTLIERD_BENCH_REBUILD", 0); ok { // keys.rebuild_records (docs/BENCHMARKS.md §13.1.17)
 		cfg.Keys.RebuildRecords = n
 	}
+	if t := os.Getenv("OUTLIERD_BENCH_KEYS_TAIL"); t != "" { // keys.tail (own, fleet: §13.4.2), on every keyed row
+		cfg.Keys.Tail = KeysTail(t)
+		if err := cfg.Validate(); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	s, err := NewStage(cfg, []string{"a", "b", "c"}, false, Deps{Log: zerolog.Nop(), Accelerator: a, Overlap: overlap})
 	if err != nil {
 		tb.Fatal(err)
