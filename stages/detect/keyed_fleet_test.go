@@ -278,7 +278,7 @@ func TestValidateKeysTail(t *testing.T) {
 		}
 	}
 	old, new := keyedConfig(), keyedConfig()
-	new.Keys.Tail = TailFleet
+	old.Keys.Tail, new.Keys.Tail = TailOwn, TailFleet // (fleet is the default: from own to it)
 	if ch := ConfigChanges(old, new); len(ch) != 1 || ch[0].Key != "detect.keys.tail" || ch[0].Kind != ChangeLive {
 		t.Errorf("changes %+v, want detect.keys.tail live", ch)
 	}

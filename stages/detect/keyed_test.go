@@ -180,14 +180,17 @@ func TestFleetPerKeyModels(t *testing.T) {
 
 // TestWarmKeyScoresAsAlone: once a key is warm, its records get the same scores and verdicts in
 // the keyed stream as when that key's records are replayed alone (its model depends on its own
-// records only).
+// records only). Under keys.tail: own only: under fleet (the default) a key's scores are also
+// read against the tail of the fleet's other keys' records (keyed_fleet.go).
 func TestWarmKeyScoresAsAlone(t *testing.T) {
 	rows := fleet(20, 20000, 0.002, 2)
 	offs := make([]int64, len(rows))
 	for i := range rows {
 		offs[i] = int64(i)
 	}
-	all := runFleet(t, keyedConfig(), rows, offs)
+	cfg := keyedConfig()
+	cfg.Keys.Tail = TailOwn
+	all := runFleet(t, cfg, rows, offs)
 	var alone []fleetRow
 	var aloneOffs []int64
 	var idx []int
@@ -196,7 +199,6 @@ func TestWarmKeyScoresAsAlone(t *testing.T) {
 			alone, aloneOffs, idx = append(alone, r), append(aloneOffs, offs[i]), append(idx, i)
 		}
 	}
-	cfg := keyedConfig()
 	cfg.Window, cfg.MinRecords, cfg.Density.Clusters = 500, 100, 50 // the key alone's global model (it scores only the warm-up)
 	solo := runFleet(t, cfg, alone, aloneOffs)
 	warm := 0

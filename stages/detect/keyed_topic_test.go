@@ -30,6 +30,9 @@ func TestKeyedBuilderToScorers(t *testing.T) {
 	features := []string{"a", "b", "c"}
 	cfg := keyedConfig()
 	cfg.Keys.MaxKeys = 60
+	// Under keys.tail: own: a scorer's score is then exactly its installed model's; under fleet
+	// (the default) each scorer also reads its own fleet pool (TestScorerRestartContinuesFleetTail).
+	cfg.Keys.Tail = TailOwn
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
 	stage := func(role Role) *Stage {
