@@ -110,9 +110,11 @@ type Ranker struct {
 	beforeWeights bool
 	// fleetShard and fleetRows are a key's model's shard of the fleet's pool plus one (0: not
 	// noted) and its rows, what keys.tail: fleet reads at every record (noteKey,
-	// keyed_fleet.go). In the struct's padding: a model's bytes are the same.
-	fleetShard uint8
-	fleetRows  int32
+	// keyed_fleet.go). fleetUnscaled marks its features (the first 16) without an interquartile
+	// range (rank.Tail.Scaled). In the struct's padding: a model's bytes are the same.
+	fleetShard    uint8
+	fleetUnscaled uint16
+	fleetRows     int32
 }
 
 // calibrationRecords is how many window records calibrate the scores: enough that the

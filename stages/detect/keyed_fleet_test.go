@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/outlierd/outlierd/internal/algo/rank"
 )
 
 // shiftFleet is a fleet of keys sensors read in turn (sensor s at 100*(s+1)*unit(s) with noise sd
@@ -281,5 +283,59 @@ func TestValidateKeysTail(t *testing.T) {
 	old.Keys.Tail, new.Keys.Tail = TailOwn, TailFleet // (fleet is the default: from own to it)
 	if ch := ConfigChanges(old, new); len(ch) != 1 || ch[0].Key != "detect.keys.tail" || ch[0].Kind != ChangeLive {
 		t.Errorf("changes %+v, want detect.keys.tail live", ch)
+	}
+}
+
+// TestFleetDeviationLeavesUnscaledOut: a feature whose window's middle half is one value (a
+// count's 0s: rank.Tail.Scaled false) has no scale the fleet's pool shares: it is left out of a
+// record's deviation, the same on a noted model (its mask) and one not noted, and a record whose
+// every feature is so has none for the pool. Under the fleet's tail a count's 1, thousands of its
+// spread-made sd out, was significant for good (TestKeyRecurringEventsLearnt failed: 40 of 50
+// ones significant, want at most 10).
+func TestFleetDeviationLeavesUnscaledOut(t *testing.T) {
+	count := make([]float32, 200) // 0s, a 1 in 20: interquartile range 0
+	noise := make([]float32, 200) // 0..199: interquartile range 100
+	for i := range count {
+		if i%20 == 0 {
+			count[i] = 1
+		}
+		noise[i] = float32(i)
+	}
+	for _, c := range []struct {
+		situation string
+		cols      [][]float32
+		rec       []float32
+		z         float64
+		scaled    bool
+	}{
+		{"count alone", [][]float32{count}, []float32{1}, 0, false},
+		// (noise's median 100, its robust sd 99 / 1.349: its quartiles 50 and 149)
+		{"count and noise", [][]float32{count, noise}, []float32{1, 299.5}, 199.5 / (99 / 1.349), true},
+		{"noise and count", [][]float32{noise, count}, []float32{100, 1}, 0, true},
+	} {
+		r := &Ranker{Tail: rank.NewTail(c.cols)}
+		raw := make([][]float32, len(c.rec))
+		for j, v := range c.rec {
+			raw[j] = []float32{v}
+		}
+		for _, noted := range []bool{false, true} {
+			if noted {
+				r.noteKey("door")
+			}
+			z, scaled := deviation(r, raw, noted)
+			if scaled != c.scaled || math.Abs(z-c.z) > 1e-3 {
+				t.Errorf("%s, noted %v: deviation %g (scaled %v), want %g (%v)", c.situation, noted, z, scaled, c.z, c.scaled)
+			}
+		}
+	}
+	// lift pools nothing for a record without a scaled feature.
+	var f fleetTail
+	f.begin(1)
+	r := &Ranker{Tail: rank.NewTail([][]float32{count})}
+	r.noteKey("door")
+	r.fleetRows = 200
+	f.lift(&keyState{key: "door"}, r, [][]float32{{1}}, 0, 5, 200, 0)
+	if f.obs[0] == f.obs[0] {
+		t.Errorf("a count's record pooled (%g): its 0s would thin the fleet's tail", f.obs[0])
 	}
 }

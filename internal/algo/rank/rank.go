@@ -207,6 +207,20 @@ func (t *Tail) Deviation(j int, x float32) float64 {
 	return (float64(x) - r.Median) / r.SD
 }
 
+// Scaled reports whether feature j's robust sd is its interquartile range's: false where the
+// window's middle half is one value (a count's 0s, a zero-inflated amount's) and the sd is its
+// spread's, a scale its deviations share with no other feature's or key's.
+func (t *Tail) Scaled(j int) bool {
+	s := t.Sorted[j]
+	n := len(s)
+	if n == 0 {
+		return false
+	}
+	q := func(p float64) float64 { return float64(s[int(math.Round(p*float64(n-1)))]) }
+	iqr := q(0.75) - q(0.25)
+	return iqr > 0 && !math.IsInf(iqr, 0)
+}
+
 // DeviationMemory is where Deviation reads (every feature's median and robust sd) and its length
 // in bytes, for a caller's prefetch (a key's decisions under detect.keys.tail: fleet read it for
 // every record, a cache miss each at many keys); nil and 0 for a Tail without them.
