@@ -189,6 +189,10 @@ func keyedBuilderAndScorers(t *testing.T, br testsupport.Broker, modelParts int)
 	base := roleConfig(br, in, out, dlq, group, mt)
 	base.Detect.FlagBy = detect.FlagBySignificance
 	base.Detect.KeyBy = detect.KeyByKey
+	// Under keys.tail: own: a scorer's score is then exactly its key's published model's; under
+	// fleet (the default) each scorer also reads its own fleet pool, fitted from its partitions'
+	// keys (stages/detect: TestScorerRestartContinuesFleetTail).
+	base.Detect.Keys.Tail = detect.TailOwn
 	builderCfg, scorerCfg := base, base
 	builderCfg.Run.Role, scorerCfg.Run.Role = "builder", "scorer"
 	builderCfg.Run.KeyPublishInterval = 2 * time.Second // a key rebuilt within it waits, with its newest model
