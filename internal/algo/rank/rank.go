@@ -188,16 +188,26 @@ func TailOf(sorted [][]float32, spread []float64) *Tail {
 
 // robustOf is a feature's median and robust sd from its sorted values.
 func robustOf(s []float32, spread float64) robust {
-	n := len(s)
-	if n == 0 {
+	if len(s) == 0 {
 		return robust{SD: 1}
 	}
-	q := func(p float64) float64 { return float64(s[int(math.Round(p*float64(n-1)))]) }
-	r := robust{Median: q(0.5), SD: spread / 1.349}
-	if iqr := q(0.75) - q(0.25); iqr > 0 && !math.IsInf(iqr, 0) {
+	r := robust{Median: quantile(s, 0.5), SD: spread / 1.349}
+	if iqr, ok := scaleIQR(s); ok {
 		r.SD = iqr / 1.349 // a normal distribution's sd
 	}
 	return r
+}
+
+// quantile is the value of rank round(p (n-1)) of the ascending, non-empty s.
+func quantile(s []float32, p float64) float64 {
+	return float64(s[int(math.Round(p*float64(len(s)-1)))])
+}
+
+// scaleIQR is the interquartile range of the ascending, non-empty s, and whether it is the
+// robust sd's scale (positive and finite; else robustOf takes the spread's).
+func scaleIQR(s []float32) (float64, bool) {
+	iqr := quantile(s, 0.75) - quantile(s, 0.25)
+	return iqr, iqr > 0 && !math.IsInf(iqr, 0)
 }
 
 // Deviation is how far x lies from feature j's median in robust standard deviations (the
@@ -212,13 +222,11 @@ func (t *Tail) Deviation(j int, x float32) float64 {
 // spread's, a scale its deviations share with no other feature's or key's.
 func (t *Tail) Scaled(j int) bool {
 	s := t.Sorted[j]
-	n := len(s)
-	if n == 0 {
+	if len(s) == 0 {
 		return false
 	}
-	q := func(p float64) float64 { return float64(s[int(math.Round(p*float64(n-1)))]) }
-	iqr := q(0.75) - q(0.25)
-	return iqr > 0 && !math.IsInf(iqr, 0)
+	_, ok := scaleIQR(s)
+	return ok
 }
 
 // DeviationMemory is where Deviation reads (every feature's median and robust sd) and its length
