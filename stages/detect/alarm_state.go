@@ -126,11 +126,7 @@ func (a *alarmState) encode(keysWindow int) []byte {
 	var e sealed.Encoder
 	e.U32(uint32(a.cap.n))
 	e.U64(a.series.pos)
-	e.U32(uint32(a.cap.next))
-	e.U32(uint32(a.cap.filled))
-	for _, w := range a.cap.bits {
-		e.U64(w)
-	}
+	encodeCap(&e, &a.cap)
 	e.U64(a.series.keyless)
 	e.U64(a.series.newest)
 	series := savable(a.series.keyed)
@@ -153,11 +149,7 @@ func (a *alarmState) encode(keysWindow int) []byte {
 		c := a.keyCaps[k]
 		e.Text(k)
 		e.U32(uint32(c.partition))
-		e.U32(uint32(c.cap.next))
-		e.U32(uint32(c.cap.filled))
-		for _, w := range c.cap.bits {
-			e.U64(w)
-		}
+		encodeCap(&e, &c.cap)
 		e.U64(c.cap.at)
 	}
 	encodeFleet(&e, a.fleet)
@@ -169,6 +161,15 @@ func (a *alarmState) encode(keysWindow int) []byte {
 // group or cap starts empty after a restart instead.
 func savable[V any](m map[string]V) []string {
 	return slices.DeleteFunc(slices.Sorted(maps.Keys(m)), func(k string) bool { return len(k) > maxKeyLength })
+}
+
+// encodeCap writes a cap's next, filled and flags (decodeCap reads them).
+func encodeCap(e *sealed.Encoder, c *alarmCap) {
+	e.U32(uint32(c.next))
+	e.U32(uint32(c.filled))
+	for _, w := range c.bits {
+		e.U64(w)
+	}
 }
 
 // decodeCap reads a cap's next, filled and flags into c (newAlarmCap's).
