@@ -276,7 +276,6 @@ func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState,
 		return nil, sealedErr(d.Err())
 	}
 	if format >= 2 {
-		var err error
 		if a.fleet, err = decodeFleet(d); err != nil {
 			return nil, err
 		}

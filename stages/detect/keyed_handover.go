@@ -77,9 +77,13 @@ func (h *handover) start(from uint64) {
 }
 
 // evicted hands st's series back to the global model's path when its last record was flagged.
-func (h *handover) evicted(st *keyState) {
-	if h.on && st.cap.at != 0 && st.cap.last() {
-		h.back = append(h.back, handBack{st.key, st.cap.at})
+func (h *handover) evicted(st *keyState) { h.evictedCap(st.key, st.cap) }
+
+// evictedCap is evicted of key with cap c (a scorer's saved cap whose key was retired while it
+// was down has no keyState).
+func (h *handover) evictedCap(key string, c *alarmCap) {
+	if h.on && c.at != 0 && c.last() {
+		h.back = append(h.back, handBack{key, c.at})
 	}
 }
 

@@ -109,7 +109,7 @@ func (s *Stage) InstallKeyModels(ms []KeyModel) {
 			if st, ok := k.keys[m.Key]; ok {
 				k.evict(st, d)
 			} else if c, ok := s.ext.keyCaps[m.Key]; ok { // (retired while the scorer was down: as its eviction)
-				k.hand.evicted(&keyState{key: m.Key, cap: &c.cap})
+				k.hand.evictedCap(m.Key, &c.cap)
 				delete(s.ext.keyCaps, m.Key)
 			}
 			continue
