@@ -93,6 +93,13 @@ func newAlarmCap(window int) *alarmCap {
 // ring is the cap's flags as a flagRing (sharing its bits).
 func (a *alarmCap) ring() flagRing { return flagRing{bits: a.bits, n: a.n} }
 
+// clone is an independent copy (a save's: the next batch changes the cap).
+func (a *alarmCap) clone() alarmCap {
+	c := *a
+	c.bits = a.ring().clone().bits
+	return c
+}
+
 // admit takes the next record in stream order: whether it is significant, and the number of
 // flags allowed per window; it returns whether the record is flagged.
 func (a *alarmCap) admit(significant bool, limit int) bool {

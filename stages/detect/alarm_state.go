@@ -73,8 +73,7 @@ type savedCap struct {
 
 // alarmsCopy copies the stage's alarm state.
 func (s *Stage) alarmsCopy() *alarmState {
-	a := &alarmState{cap: *s.alarms, series: s.series, groups: make(map[string]alertGroup, len(s.groups.open))}
-	a.cap.bits = s.alarms.ring().clone().bits
+	a := &alarmState{cap: s.alarms.clone(), series: s.series, groups: make(map[string]alertGroup, len(s.groups.open))}
 	a.series.keyed = maps.Clone(s.series.keyed)
 	if s.keyed != nil && len(s.keyed.hand.back) > 0 { // (keys evicted since the last batch: their flags, as the next batch notes them)
 		a.series.handBack(s.keyed.hand.back, s.series.pos, s.cfg.Window, capLimit(s.cfg.AlarmRate, s.cfg.Window))
@@ -116,7 +115,7 @@ func (a *alarmState) pendingCaps(keyCaps map[string]savedCap, maxKeys int) {
 	})
 	for _, k := range wait[:min(len(wait), max(0, maxKeys-len(a.keyCaps)))] {
 		c := keyCaps[k]
-		c.cap.bits = slices.Clone(c.cap.bits) // (InstallKeyModels gives these words to the key)
+		c.cap = c.cap.clone() // (InstallKeyModels gives these words to the key)
 		a.keyCaps[k] = c
 	}
 }

@@ -187,8 +187,7 @@ func (k *keyedScorer) keysCopy() []keyState {
 		for j := range st.cols {
 			c.cols[j] = slices.Clone(st.cols[j])
 		}
-		capCopy := *st.cap
-		capCopy.bits = st.cap.ring().clone().bits
+		capCopy := st.cap.clone()
 		c.cap = &capCopy
 		out = append(out, c)
 	})
