@@ -203,9 +203,11 @@ func quantile(s []float32, p float64) float64 {
 	return float64(s[int(math.Round(p*float64(len(s)-1)))])
 }
 
-// scaleIQR is the interquartile range of the ascending, non-empty s, and whether it is the
-// robust sd's scale (positive and finite; else robustOf takes the spread's).
+// scaleIQR is the ascending s's interquartile range and whether it is a scale (> 0, finite).
 func scaleIQR(s []float32) (float64, bool) {
+	if len(s) == 0 {
+		return 0, false
+	}
 	iqr := quantile(s, 0.75) - quantile(s, 0.25)
 	return iqr, iqr > 0 && !math.IsInf(iqr, 0)
 }
@@ -221,11 +223,7 @@ func (t *Tail) Deviation(j int, x float32) float64 {
 // window's middle half is one value (a count's 0s, a zero-inflated amount's) and the sd is its
 // spread's, a scale its deviations share with no other feature's or key's.
 func (t *Tail) Scaled(j int) bool {
-	s := t.Sorted[j]
-	if len(s) == 0 {
-		return false
-	}
-	_, ok := scaleIQR(s)
+	_, ok := scaleIQR(t.Sorted[j])
 	return ok
 }
 
