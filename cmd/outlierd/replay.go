@@ -187,16 +187,12 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if err := dc.Validate(); err != nil {
 		return config.Locate(*cfgPath, err) // each key at its line and column, as lint gives it
 	}
-	set := flagsSet(fs)
-	for name, v := range map[string]int{"window": *window, "min-records": *minRecords, "refresh-records": *refresh} {
-		set[name] = set[name] && v > 0 // 0: the config's, as the help says
-	}
-	sz := replaySizes{window: *window, minRecords: *minRecords, setWindow: set["window"], setMinRecords: set["min-records"],
-		written: written, rows: rows, input: *input}
+	// --window, --min-records, --refresh-records 0 (their default): the config's, as the help says.
+	sz := replaySizes{window: *window, minRecords: *minRecords, written: written, rows: rows, input: *input}
 	if err := sz.apply(&dc, stderr); err != nil {
 		return err
 	}
-	if set["refresh-records"] {
+	if *refresh > 0 {
 		dc.RefreshRecords = *refresh
 	}
 	switch {
