@@ -159,7 +159,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	}
 	defer device.Close()
 	in := replayInput{path: *input, format: *format, label: *labelCol, key: *keyCol, timeCol: *timeCol,
-		ingest: cfg.Ingest, haveFeatures: len(cfg.Ingest.Features) > 0, configPath: *cfgPath}
+		ingest: cfg.Ingest, configPath: *cfgPath}
 	var maxWait time.Duration // 0: batches of batch_size rows
 	if *pace == "event-time" {
 		if *timeCol == "" && cfg.Ingest.EventTimeField == "" {

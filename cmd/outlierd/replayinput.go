@@ -57,9 +57,11 @@ type replayInput struct {
 	path, format        string // format "": the extension's, else the config's
 	label, key, timeCol string // flags ("": none, or the config's key_field / event_time_field)
 	ingest              ingest.Config
-	haveFeatures        bool   // the config names ingest.features
 	configPath          string // the config file ("": none, or a test's config in ingest)
 }
+
+// haveFeatures reports whether the config names ingest.features (else a CSV header names them).
+func (in replayInput) haveFeatures() bool { return len(in.ingest.Features) > 0 }
 
 // replayFormat is --format, else the file's extension (formatOf), else the config's
 // ingest.format when it names the features, else CSV.
@@ -74,7 +76,7 @@ func (in *replayInput) replayFormat() (ingest.Format, error) {
 	if f := formatOf(in.path); f != "" {
 		return f, nil
 	}
-	if in.haveFeatures {
+	if in.haveFeatures() {
 		return in.ingest.Format, nil
 	}
 	return ingest.FormatCSV, nil
@@ -153,7 +155,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 				return nil, fmt.Errorf("%s: --%s %q is not a column of the header %v", in.path, c.flag, c.name, ic.CSVHeader)
 			}
 		}
-		if !in.haveFeatures {
+		if !in.haveFeatures() {
 			headerFeatures(&ic, in.label, warn, in.path)
 		} else {
 			if len(in.ingest.CSVHeader) == 0 {
@@ -163,7 +165,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 			}
 			unread(ic, in.label, warn, in.path)
 		}
-	} else if !in.haveFeatures {
+	} else if !in.haveFeatures() {
 		what, how := "JSON lines", "--format "+in.format
 		if format == ingest.FormatLogfmt {
 			what = "logfmt lines"
@@ -506,7 +508,7 @@ func unread(ic ingest.Config, label string, warn io.Writer, path string) {
 // its wording. "" otherwise.
 func keyColumnHint(in replayInput, err error) string {
 	var fe *ingest.FieldError
-	if in.haveFeatures || !errors.As(err, &fe) || fe.Reason != ingest.ReasonNotNumber || fe.Field == in.label {
+	if in.haveFeatures() || !errors.As(err, &fe) || fe.Reason != ingest.ReasonNotNumber || fe.Field == in.label {
 		return ""
 	}
 	return fmt.Sprintf(" (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column %s if it is the key)", fe.Field)
