@@ -122,18 +122,11 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		return nil, fmt.Errorf("%s: cannot open: %w", in.path, err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(csvfile.SkipBOM(f))
-	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	sc := lineScanner(f)
 	line := 0
 	var first []byte // a CSV header line, once read
 	if format == ingest.FormatCSV {
-		for sc.Scan() {
-			line++
-			if len(bytes.TrimSpace(sc.Bytes())) > 0 {
-				first = slices.Clone(sc.Bytes())
-				break
-			}
-		}
+		first, line = headerLine(sc)
 		if first == nil {
 			if err := sc.Err(); err != nil {
 				return nil, fmt.Errorf("%s: %w", in.path, err)
@@ -319,6 +312,26 @@ func inHeader(in replayInput, header []string) error {
 	return nil
 }
 
+// lineScanner reads a replay input's lines: a UTF-8 BOM skipped (a header's first column is
+// "ts", not "\ufeffts"), lines up to 64 MiB.
+func lineScanner(f io.Reader) *bufio.Scanner {
+	sc := bufio.NewScanner(csvfile.SkipBOM(f))
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	return sc
+}
+
+// headerLine is the first line of sc that is not blank (a CSV header), a copy, and how many lines
+// were read to it; nil at the end of the input or on a read error (sc.Err says which).
+func headerLine(sc *bufio.Scanner) (first []byte, lines int) {
+	for sc.Scan() {
+		lines++
+		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			return slices.Clone(sc.Bytes()), lines
+		}
+	}
+	return nil, lines
+}
+
 // isColumnIndex reports whether name is a 0-based column index below n, as ingest.key_field and
 // event_time_field may name a CSV column (a label is always named).
 func isColumnIndex(name string, n int) bool {
@@ -467,14 +480,12 @@ func timeColumn(in replayInput) string {
 			return ""
 		}
 		defer f.Close()
-		sc := bufio.NewScanner(csvfile.SkipBOM(f)) // (as readReplayInput reads it: "ts", not "\ufeffts")
-		sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
-		for len(header) == 0 && sc.Scan() {
-			if len(bytes.TrimSpace(sc.Bytes())) > 0 {
-				if header, err = csvHeader(sc.Bytes(), in.ingest.CSVDelimiter); err != nil {
-					return ""
-				}
-			}
+		first, _ := headerLine(lineScanner(f)) // (as readReplayInput reads it: "ts", not "\ufeffts")
+		if first == nil {
+			return ""
+		}
+		if header, err = csvHeader(first, in.ingest.CSVDelimiter); err != nil {
+			return ""
 		}
 	}
 	for _, h := range header {
