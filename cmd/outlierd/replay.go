@@ -159,7 +159,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	}
 	defer device.Close()
 	in := replayInput{path: *input, format: *format, label: *labelCol, key: *keyCol, timeCol: *timeCol,
-		ingest: cfg.Ingest, haveFeatures: len(cfg.Ingest.Features) > 0, configPath: *cfgPath}
+		ingest: cfg.Ingest, configPath: *cfgPath}
 	var maxWait time.Duration // 0: batches of batch_size rows
 	if *pace == "event-time" {
 		if *timeCol == "" && cfg.Ingest.EventTimeField == "" {
@@ -187,16 +187,12 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if err := dc.Validate(); err != nil {
 		return config.Locate(*cfgPath, err) // each key at its line and column, as lint gives it
 	}
-	set := flagsSet(fs)
-	for name, v := range map[string]int{"window": *window, "min-records": *minRecords, "refresh-records": *refresh} {
-		set[name] = set[name] && v > 0 // 0: the config's, as the help says
-	}
-	sz := replaySizes{window: *window, minRecords: *minRecords, setWindow: set["window"], setMinRecords: set["min-records"],
-		written: written, rows: rows, input: *input}
+	// --window, --min-records, --refresh-records 0 (their default): the config's, as the help says.
+	sz := replaySizes{window: *window, minRecords: *minRecords, written: written, rows: rows, input: *input}
 	if err := sz.apply(&dc, stderr); err != nil {
 		return err
 	}
-	if set["refresh-records"] {
+	if *refresh > 0 {
 		dc.RefreshRecords = *refresh
 	}
 	switch {

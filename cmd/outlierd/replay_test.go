@@ -319,7 +319,7 @@ func TestReplayKeyColumnHintByReason(t *testing.T) {
 	}{
 		{"another reason so worded", in, &ingest.FieldError{Field: "sensor", Reason: ingest.ReasonOutOfRange, Problem: "not a number: too large"}},
 		{"the label's column", in, &ingest.FieldError{Field: "label", Reason: ingest.ReasonNotNumber, Problem: "not a number"}},
-		{"features named", replayInput{label: "label", haveFeatures: true}, reworded},
+		{"features named", replayInput{label: "label", ingest: ingest.Config{Features: []string{"sensor"}}}, reworded},
 		{"not a field's", in, fmt.Errorf("not a number")},
 	} {
 		if h := keyColumnHint(c.in, c.err); h != "" {

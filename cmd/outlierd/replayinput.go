@@ -57,9 +57,11 @@ type replayInput struct {
 	path, format        string // format "": the extension's, else the config's
 	label, key, timeCol string // flags ("": none, or the config's key_field / event_time_field)
 	ingest              ingest.Config
-	haveFeatures        bool   // the config names ingest.features
 	configPath          string // the config file ("": none, or a test's config in ingest)
 }
+
+// haveFeatures reports whether the config names ingest.features (else a CSV header names them).
+func (in replayInput) haveFeatures() bool { return len(in.ingest.Features) > 0 }
 
 // replayFormat is --format, else the file's extension (formatOf), else the config's
 // ingest.format when it names the features, else CSV.
@@ -74,7 +76,7 @@ func (in *replayInput) replayFormat() (ingest.Format, error) {
 	if f := formatOf(in.path); f != "" {
 		return f, nil
 	}
-	if in.haveFeatures {
+	if in.haveFeatures() {
 		return in.ingest.Format, nil
 	}
 	return ingest.FormatCSV, nil
@@ -120,18 +122,11 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		return nil, fmt.Errorf("%s: cannot open: %w", in.path, err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(csvfile.SkipBOM(f))
-	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	sc := lineScanner(f)
 	line := 0
 	var first []byte // a CSV header line, once read
 	if format == ingest.FormatCSV {
-		for sc.Scan() {
-			line++
-			if len(bytes.TrimSpace(sc.Bytes())) > 0 {
-				first = slices.Clone(sc.Bytes())
-				break
-			}
-		}
+		first, line = headerLine(sc)
 		if first == nil {
 			if err := sc.Err(); err != nil {
 				return nil, fmt.Errorf("%s: %w", in.path, err)
@@ -153,7 +148,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 				return nil, fmt.Errorf("%s: --%s %q is not a column of the header %v", in.path, c.flag, c.name, ic.CSVHeader)
 			}
 		}
-		if !in.haveFeatures {
+		if !in.haveFeatures() {
 			headerFeatures(&ic, in.label, warn, in.path)
 		} else {
 			if len(in.ingest.CSVHeader) == 0 {
@@ -163,7 +158,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 			}
 			unread(ic, in.label, warn, in.path)
 		}
-	} else if !in.haveFeatures {
+	} else if !in.haveFeatures() {
 		what, how := "JSON lines", "--format "+in.format
 		if format == ingest.FormatLogfmt {
 			what = "logfmt lines"
@@ -317,6 +312,26 @@ func inHeader(in replayInput, header []string) error {
 	return nil
 }
 
+// lineScanner reads a replay input's lines: a UTF-8 BOM skipped (a header's first column is
+// "ts", not "\ufeffts"), lines up to 64 MiB.
+func lineScanner(f io.Reader) *bufio.Scanner {
+	sc := bufio.NewScanner(csvfile.SkipBOM(f))
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	return sc
+}
+
+// headerLine is the first line of sc that is not blank (a CSV header), a copy, and how many lines
+// were read to it; nil at the end of the input or on a read error (sc.Err says which).
+func headerLine(sc *bufio.Scanner) (first []byte, lines int) {
+	for sc.Scan() {
+		lines++
+		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			return slices.Clone(sc.Bytes()), lines
+		}
+	}
+	return nil, lines
+}
+
 // isColumnIndex reports whether name is a 0-based column index below n, as ingest.key_field and
 // event_time_field may name a CSV column (a label is always named).
 func isColumnIndex(name string, n int) bool {
@@ -465,14 +480,12 @@ func timeColumn(in replayInput) string {
 			return ""
 		}
 		defer f.Close()
-		sc := bufio.NewScanner(csvfile.SkipBOM(f)) // (as readReplayInput reads it: "ts", not "\ufeffts")
-		sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
-		for len(header) == 0 && sc.Scan() {
-			if len(bytes.TrimSpace(sc.Bytes())) > 0 {
-				if header, err = csvHeader(sc.Bytes(), in.ingest.CSVDelimiter); err != nil {
-					return ""
-				}
-			}
+		first, _ := headerLine(lineScanner(f)) // (as readReplayInput reads it: "ts", not "\ufeffts")
+		if first == nil {
+			return ""
+		}
+		if header, err = csvHeader(first, in.ingest.CSVDelimiter); err != nil {
+			return ""
 		}
 	}
 	for _, h := range header {
@@ -506,7 +519,7 @@ func unread(ic ingest.Config, label string, warn io.Writer, path string) {
 // its wording. "" otherwise.
 func keyColumnHint(in replayInput, err error) string {
 	var fe *ingest.FieldError
-	if in.haveFeatures || !errors.As(err, &fe) || fe.Reason != ingest.ReasonNotNumber || fe.Field == in.label {
+	if in.haveFeatures() || !errors.As(err, &fe) || fe.Reason != ingest.ReasonNotNumber || fe.Field == in.label {
 		return ""
 	}
 	return fmt.Sprintf(" (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column %s if it is the key)", fe.Field)

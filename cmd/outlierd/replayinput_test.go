@@ -159,7 +159,7 @@ detect:
 			t.Fatal(err)
 		}
 		var warn strings.Builder
-		tab, err := readReplayInput(replayInput{path: path, label: "label", ingest: cfg.Ingest, haveFeatures: true, configPath: cfgPath}, &warn)
+		tab, err := readReplayInput(replayInput{path: path, label: "label", ingest: cfg.Ingest, configPath: cfgPath}, &warn)
 		if err != nil {
 			t.Fatalf("%s: %v", c.file, err)
 		}
@@ -198,7 +198,7 @@ detect:
 	var warn strings.Builder
 	ic := ingest.Default()
 	ic.Features = []string{"temp"}
-	if _, err := readReplayInput(replayInput{path: path, ingest: ic, haveFeatures: true}, &warn); err != nil {
+	if _, err := readReplayInput(replayInput{path: path, ingest: ic}, &warn); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(warn.String(), "columns not read (not in ingest.features, key_field, event_time_field or --label-column): id, epoch_ms, pressure, humidity, label") {
@@ -269,7 +269,7 @@ func TestFormatByExtension(t *testing.T) {
 		if got := ingest.Format(formatOf(path)); got != want {
 			t.Errorf("formatOf(%s) = %q, want %q", path, got, want)
 		}
-		in := replayInput{path: path, haveFeatures: true, ingest: ingest.Config{Format: ingest.FormatJSON}}
+		in := replayInput{path: path, ingest: ingest.Config{Format: ingest.FormatJSON, Features: []string{"temp"}}}
 		got, err := in.replayFormat()
 		if want == "" {
 			want = ingest.FormatJSON // the config's
@@ -297,7 +297,7 @@ func TestReplayLabelWithFillAndUncertainty(t *testing.T) {
 	ic.Uncertainty = &ingest.Uncertainty{Suffix: "_sd"}
 	ic.Missing, ic.Fill = ingest.MissingFill, map[string]float64{"temp": 0, "pressure": 0}
 	var warn strings.Builder
-	tab, err := readReplayInput(replayInput{path: path, label: "label", ingest: ic, haveFeatures: true}, &warn)
+	tab, err := readReplayInput(replayInput{path: path, label: "label", ingest: ic}, &warn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestReplayLabelWithFillAndUncertainty(t *testing.T) {
 		}
 	}
 	bad := writeFile(t, "v.csv", "temp,temp_sd,pressure,pressure_sd,label\n1,0.5,2,0.25,1\n1,0.5,2,0.25,\n")
-	if _, err := readReplayInput(replayInput{path: bad, label: "label", ingest: ic, haveFeatures: true}, &warn); err == nil ||
+	if _, err := readReplayInput(replayInput{path: bad, label: "label", ingest: ic}, &warn); err == nil ||
 		!strings.Contains(err.Error(), "v.csv:3") || !strings.Contains(err.Error(), `"label"`) {
 		t.Fatalf("a row without its label: %v", err)
 	}
@@ -322,7 +322,7 @@ func BenchmarkReadReplayInput(b *testing.B) {
 	path := writeSensors(b, "s.csv", sensorRows(20000, 1))
 	ic := ingest.Default()
 	ic.Format, ic.Features = ingest.FormatCSV, []string{"temp", "pressure", "humidity"}
-	in := replayInput{path: path, label: "label", key: "id", timeCol: "epoch_ms", ingest: ic, haveFeatures: true}
+	in := replayInput{path: path, label: "label", key: "id", timeCol: "epoch_ms", ingest: ic}
 	for b.Loop() {
 		if _, err := readReplayInput(in, io.Discard); err != nil {
 			b.Fatal(err)
@@ -363,7 +363,7 @@ func TestReplayShippedConfigOnSampleData(t *testing.T) {
 	zero := 0.0
 	ic.Uncertainty = &ingest.Uncertainty{Suffix: "_sd", Default: &zero}
 	var warn strings.Builder
-	tab, err := readReplayInput(replayInput{path: writeFile(t, "sd.csv", b.String()), label: "label", ingest: ic, haveFeatures: true}, &warn)
+	tab, err := readReplayInput(replayInput{path: writeFile(t, "sd.csv", b.String()), label: "label", ingest: ic}, &warn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestReplayLabelUncertaintyAddsNoFailure(t *testing.T) {
 	for _, hdr := range [][]string{nil, {"temp", "pressure", "pressure_sd", "label", "label_sd"}} {
 		ic.CSVHeader = hdr
 		ic.Uncertainty = &ingest.Uncertainty{Suffix: "_sd", Default: &half}
-		tab, err := readReplayInput(replayInput{path: writeFile(t, "s.csv", body), label: "label", ingest: ic, haveFeatures: true}, io.Discard)
+		tab, err := readReplayInput(replayInput{path: writeFile(t, "s.csv", body), label: "label", ingest: ic}, io.Discard)
 		if err != nil {
 			t.Fatalf("csv_header %v: %v", hdr, err)
 		}
@@ -402,7 +402,7 @@ func TestReplayLabelUncertaintyAddsNoFailure(t *testing.T) {
 		t.Errorf("without a config: uncertainty %v from the label's column", tab.sds)
 	}
 	ic.CSVHeader, ic.Uncertainty = nil, &ingest.Uncertainty{Suffix: "_sd"}
-	_, err = readReplayInput(replayInput{path: writeFile(t, "s.csv", body), label: "label", ingest: ic, haveFeatures: true}, io.Discard)
+	_, err = readReplayInput(replayInput{path: writeFile(t, "s.csv", body), label: "label", ingest: ic}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), `"temp_sd"`) || strings.Contains(err.Error(), `"label`) {
 		t.Errorf("no default, no temp_sd: %v", err)
 	}
@@ -471,7 +471,7 @@ func TestReplayEventTimeZone(t *testing.T) {
 		if err := config.Load(cfgPath, &cfg); err != nil {
 			t.Fatal(err)
 		}
-		return replayInput{path: path, ingest: cfg.Ingest, haveFeatures: true, configPath: cfgPath}
+		return replayInput{path: path, ingest: cfg.Ingest, configPath: cfgPath}
 	}
 	read := func(in replayInput, timeCol string) *replayTable {
 		in.timeCol = timeCol
@@ -540,7 +540,7 @@ func TestReplayBooleanLabel(t *testing.T) {
 	ic.Features = []string{"temp", "pressure"}
 	for _, c := range []struct{ name, text string }{{"b.jsonl", js.String()}, {"b.logfmt", lf.String()}, {"b.csv", cs.String()}} {
 		var warn strings.Builder
-		tab, err := readReplayInput(replayInput{path: writeFile(t, c.name, c.text), label: "anomaly", ingest: ic, haveFeatures: true}, &warn)
+		tab, err := readReplayInput(replayInput{path: writeFile(t, c.name, c.text), label: "anomaly", ingest: ic}, &warn)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -561,7 +561,7 @@ func TestReplayBooleanLabel(t *testing.T) {
 	} {
 		var warn strings.Builder
 		path := writeFile(t, c.name, c.text)
-		_, err := readReplayInput(replayInput{path: path, label: "anomaly", ingest: ic, haveFeatures: true}, &warn)
+		_, err := readReplayInput(replayInput{path: path, label: "anomaly", ingest: ic}, &warn)
 		if err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), filepath.Base(path), "b"), c.want) {
 			t.Fatalf("%s: %v, want %s", c.name, err, c.want)
 		}
@@ -581,14 +581,14 @@ func TestReplayNotLogfmt(t *testing.T) {
 		{js, js + `:1: the line does not look like logfmt (no key=value pair): --format json if the file is JSON lines (`},
 	} {
 		var warn strings.Builder
-		_, err := readReplayInput(replayInput{path: c.path, format: "logfmt", ingest: ic, haveFeatures: true}, &warn)
+		_, err := readReplayInput(replayInput{path: c.path, format: "logfmt", ingest: ic}, &warn)
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Fatalf("%v, want %s", err, c.want)
 		}
 	}
 	// A logfmt line that lacks a feature still says only that.
 	lf := writeFile(t, "m.logfmt", "temp=1 pressure=2\ntemp=3\n")
-	_, err := readReplayInput(replayInput{path: lf, ingest: ic, haveFeatures: true}, io.Discard)
+	_, err := readReplayInput(replayInput{path: lf, ingest: ic}, io.Discard)
 	if err == nil || err.Error() != lf+`:2: field "pressure": missing` {
 		t.Fatalf("%v", err)
 	}

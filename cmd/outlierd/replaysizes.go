@@ -10,8 +10,7 @@ import (
 // replaySizes decides the window and min_records a replay runs with, from the flags, the
 // config and the file's rows, and fits the sizes bounded by min_records to it.
 type replaySizes struct {
-	window, minRecords       int  // --window, --min-records
-	setWindow, setMinRecords bool // given (and not 0, which means the config's)
+	window, minRecords int // --window, --min-records; 0 (or below): not given, the config's
 	// written reports whether the config file sets a key ("detect.min_records"): a value the
 	// user wrote is kept where a default would give way.
 	written func(path string) bool
@@ -30,20 +29,20 @@ type replaySizes struct {
 // naming distance.k). Under before_model: hold a file too short for a model is refused, naming
 // where min_records came from.
 func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
-	if z.setWindow && z.window < 2 {
+	if z.window == 1 {
 		return usageError{fmt.Errorf("--window %d: a window holds at least 2 records", z.window)}
 	}
-	if z.setMinRecords && z.minRecords < 2 {
+	if z.minRecords == 1 {
 		return usageError{fmt.Errorf("--min-records %d: a model needs at least 2 records", z.minRecords)}
 	}
 	window := fmt.Sprintf("detect.window %d", dc.Window)
-	if z.setWindow {
+	if z.window > 0 {
 		dc.Window, window = z.window, fmt.Sprintf("--window %d", z.window)
 	}
 	source := ""     // of min_records, for the short file's error
 	follows := false // min_records is Derive's: the default fitted to the window
 	switch {
-	case z.setMinRecords:
+	case z.minRecords > 0:
 		if z.minRecords > dc.Window {
 			return usageError{fmt.Errorf("--min-records %d is above %s: the first model is built of the window's records (--min-records %d or fewer, or a larger --window)",
 				z.minRecords, window, dc.Window)}
@@ -62,7 +61,7 @@ func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
 	case dc.Window >= z.rows && z.rows >= 2:
 		dc.MinRecords = z.rows // the batch case: one model of the whole file scores every row
 		// The config's window chose it, not the user: say so.
-		if !z.setWindow {
+		if z.window <= 0 {
 			fmt.Fprintf(stderr, "replay: %s: the batch case: detect.window %d holds every one of the file's %d rows, so one model of the whole file scores them all (--window below %d replays them as a stream)\n",
 				z.input, dc.Window, z.rows, z.rows)
 		}

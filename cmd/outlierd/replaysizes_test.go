@@ -56,8 +56,7 @@ func TestReplaySizeFlagsAsIfWritten(t *testing.T) {
 		{"proclus on, window up", "detect:\n  window: 100\n  proclus:\n    enabled: true\n", 10000, 0, stream, "detect:\n  window: 10000\n  proclus:\n    enabled: true\n"},
 	} {
 		dc, written := loadReplayDetect(t, c.config)
-		z := replaySizes{window: c.window, minRecords: c.minRecords, setWindow: c.window > 0, setMinRecords: c.minRecords > 0,
-			written: written, rows: c.rows, input: "f.csv"}
+		z := replaySizes{window: c.window, minRecords: c.minRecords, written: written, rows: c.rows, input: "f.csv"}
 		if err := z.apply(&dc, io.Discard); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}

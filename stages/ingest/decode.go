@@ -234,7 +234,7 @@ func newPlan(c *Config, zone *time.Location) *plan {
 	}
 	if c.EventTimeField != "" {
 		p.slots = append(p.slots, slot{field: c.EventTimeField, role: roleTime, key: "ingest.event_time_field",
-			zone: newEventZone(c.EventTimeZone, zone)})
+			zone: newEventZone(zone)})
 	}
 	return p
 }

@@ -49,7 +49,7 @@ func parseEventTime(text []byte, z *eventZone) (int64, error) {
 	}
 	zone := "UTC"
 	if z != nil {
-		zone = z.name
+		zone = z.loc.String() // the name it was loaded by
 	}
 	return 0, fmt.Errorf("not an RFC 3339 time, a time as \"2006-01-02 15:04:05\" (%s without an offset) or epoch milliseconds: %s", zone, quoteShort(text))
 }
@@ -124,20 +124,19 @@ func twoDigits(s []byte, max int) bool {
 // It keeps the last period it looked up, so that a stream's times (months of one offset) cost
 // two comparisons; not safe for concurrent use (one per decoder, as the decoder's buffers).
 type eventZone struct {
-	loc  *time.Location
-	name string
+	loc *time.Location
 	// Wall clocks (Unix seconds of the wall clock read as UTC) in [lo, hi) are first the
 	// instant wall - off: the period last looked up, less the wall clocks an earlier period has.
 	lo, hi, off int64
 }
 
-// newEventZone is the zone name, loaded as loc (loadZone), for a decoder; nil for UTC (no offset
-// to look up).
-func newEventZone(name string, loc *time.Location) *eventZone {
-	if name == "" || name == "UTC" || loc == nil {
+// newEventZone is the zone loc (loadZone's) for a decoder; nil for UTC (no offset to look up:
+// time.LoadLocation gives "" and "UTC" as time.UTC) and for nil.
+func newEventZone(loc *time.Location) *eventZone {
+	if loc == nil || loc == time.UTC {
 		return nil
 	}
-	return &eventZone{loc: loc, name: name}
+	return &eventZone{loc: loc}
 }
 
 // loadZone loads an IANA zone, refusing "Local": the host's zone would make the config mean

@@ -187,7 +187,7 @@ func TestParseEventTimeStrict(t *testing.T) {
 func mustZone(t testing.TB, name string) *eventZone {
 	t.Helper()
 	loc, err := loadZone(name)
-	z := newEventZone(name, loc)
+	z := newEventZone(loc)
 	if err != nil || z == nil {
 		t.Fatalf("%s: %v, %v", name, z, err)
 	}
@@ -240,7 +240,7 @@ func TestEventTimeZone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		z := newEventZone(c.zone, loc)
+		z := newEventZone(loc)
 		if ms, err := parseEventTime([]byte(c.in), z); err != nil || ms != utc(c.want) {
 			t.Errorf("%s %q: %v, %v; want %s", c.zone, c.in, time.UnixMilli(ms).UTC(), err, c.want)
 		}
