@@ -57,17 +57,7 @@ func TestRestartContinuesFleetTail(t *testing.T) {
 				t.Fatalf("setup: %d verdicts after the stop differ between keys.tail fleet and own, want >= 20", n)
 			}
 			got := restartRun(t, cfg, c.deps, rows, c.cuts, stop)
-			bad := 0
-			for i := stop; i < len(rows); i++ {
-				if d := sameVerdict(&got[i], &ref[i]); d != "" {
-					if bad++; bad <= 10 {
-						t.Errorf("record %d (%s) after the restart: %s", i, rows[i].key, d)
-					}
-				}
-			}
-			if bad > 0 {
-				t.Errorf("%d of the %d records after the restart differ from the uninterrupted run's", bad, len(rows)-stop)
-			}
+			sameAfterRestart(t, got, ref, rows, stop)
 		})
 	}
 }
