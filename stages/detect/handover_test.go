@@ -16,8 +16,8 @@ import (
 )
 
 // handoverRun feeds rows (key, value) through a new keyed stage of cfg and deps, cut into batches
-// at cuts (restartFeed: the rows before each cut end a batch), and returns every record's score in order with
-// the stage, open: the caller closes it (after reading its keys' models).
+// at cuts (restartFeed), and returns every record's score in order with the stage, open: the
+// caller closes it (after reading its keys' models).
 func handoverRun(t *testing.T, cfg Config, deps Deps, rows []fleetRow, cuts ...int) ([]batch.Score, *Stage, func()) {
 	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
