@@ -56,6 +56,7 @@ func TestReplaySizeFlagsAsIfWritten(t *testing.T) {
 		{"proclus on, window up", "detect:\n  window: 100\n  proclus:\n    enabled: true\n", 10000, 0, stream, "detect:\n  window: 10000\n  proclus:\n    enabled: true\n"},
 	} {
 		dc, written := loadReplayDetect(t, c.config)
+		before := sizesOf(dc)
 		z := replaySizes{window: c.window, minRecords: c.minRecords, setWindow: c.window > 0, setMinRecords: c.minRecords > 0,
 			written: written, rows: c.rows, input: "f.csv"}
 		if err := z.apply(&dc, io.Discard); err != nil {
@@ -67,6 +68,10 @@ func TestReplaySizeFlagsAsIfWritten(t *testing.T) {
 			if err := z.apply(&want, io.Discard); err != nil {
 				t.Fatalf("%s: %v", c.name, err)
 			}
+		}
+		// A case whose flags the config's own sizes already match would pass with the flags ignored.
+		if before == sizesOf(want) {
+			t.Fatalf("%s: setup: the config's sizes %+v are already the ones the flags should give", c.name, before)
 		}
 		if got, want := sizesOf(dc), sizesOf(want); got != want {
 			t.Errorf("%s: %+v, want %+v (the config written with the flags' values)", c.name, got, want)
