@@ -105,6 +105,11 @@ func TestReplayWindowFlagReplaysAsWritten(t *testing.T) {
 		}
 		return string(b)
 	}
+	// The sizes as they stayed (window 8's), written: the figures the defect gave must differ.
+	stayed := writeFile(t, "stayed.yaml", "detect:\n  window: 1500\n  density:\n    clusters: 8\n  distance:\n    k: 7\n    n: 8\n")
+	if old, want := figures("--config", stayed), figures("--config", as); old == want {
+		t.Fatalf("setup: window 8's sizes under window 1500 replay as window 1500's own (%s): the case misses its point", want)
+	}
 	if got, want := figures("--config", small, "--window", "1500"), figures("--config", as); got != want {
 		t.Errorf("config window 8, --window 1500:\n%s\nwant (the config of window 1500)\n%s", got, want)
 	}
