@@ -56,6 +56,7 @@ func TestReplaySizeFlagsAsIfWritten(t *testing.T) {
 		{"proclus on, window up", "detect:\n  window: 100\n  proclus:\n    enabled: true\n", 10000, 0, stream, "detect:\n  window: 10000\n  proclus:\n    enabled: true\n"},
 	} {
 		dc, written := loadReplayDetect(t, c.config)
+		before := sizesOf(dc)
 		z := replaySizes{window: c.window, minRecords: c.minRecords, written: written, rows: c.rows, input: "f.csv"}
 		if err := z.apply(&dc, io.Discard); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
@@ -66,6 +67,10 @@ func TestReplaySizeFlagsAsIfWritten(t *testing.T) {
 			if err := z.apply(&want, io.Discard); err != nil {
 				t.Fatalf("%s: %v", c.name, err)
 			}
+		}
+		// A case whose flags the config's own sizes already match would pass with the flags ignored.
+		if before == sizesOf(want) {
+			t.Fatalf("%s: setup: the config's sizes %+v are already the ones the flags should give", c.name, before)
 		}
 		if got, want := sizesOf(dc), sizesOf(want); got != want {
 			t.Errorf("%s: %+v, want %+v (the config written with the flags' values)", c.name, got, want)
@@ -98,6 +103,11 @@ func TestReplayWindowFlagReplaysAsWritten(t *testing.T) {
 			t.Fatal(err)
 		}
 		return string(b)
+	}
+	// The sizes as they stayed (window 8's), written: the figures the defect gave must differ.
+	stayed := writeFile(t, "stayed.yaml", "detect:\n  window: 1500\n  density:\n    clusters: 8\n  distance:\n    k: 7\n    n: 8\n")
+	if old, want := figures("--config", stayed), figures("--config", as); old == want {
+		t.Fatalf("setup: window 8's sizes under window 1500 replay as window 1500's own (%s): the case misses its point", want)
 	}
 	if got, want := figures("--config", small, "--window", "1500"), figures("--config", as); got != want {
 		t.Errorf("config window 8, --window 1500:\n%s\nwant (the config of window 1500)\n%s", got, want)

@@ -80,6 +80,9 @@ func TestReplayWindowFlagRederivesMinRecords(t *testing.T) {
 	path, _ := labelledCSV(t, 3000)
 	cfg := writeFile(t, "win.yaml", "detect:\n  window: 1000\n")
 	want, _ := replayFigures(t, "--input", path, "--label-column", "label", "--window", "1500", "--min-records", "1500")
+	if old, _ := replayFigures(t, "--input", path, "--label-column", "label", "--window", "1500", "--min-records", "1000"); old == want {
+		t.Fatalf("min_records 1000 and 1500 replay alike (%s): the case misses its point", want)
+	}
 	if got, _ := replayFigures(t, "--input", path, "--label-column", "label", "--config", cfg, "--window", "1500"); got != want {
 		t.Errorf("config window 1000, --window 1500: %s, want %s (min_records 1500)", got, want)
 	}
@@ -178,6 +181,9 @@ func TestReplaySkabCommandAsWritten(t *testing.T) {
 	}
 	cfg := writeFile(t, "skab.yaml", string(shipped))
 	want, _ := replayFigures(t, "--input", path, "--label-column", "label", "--config", cfg, "--min-records", "170")
+	if batch, _ := replayFigures(t, "--input", path, "--label-column", "label", "--config", cfg, "--min-records", "1200"); batch == want {
+		t.Fatalf("min_records 170 and the batch case (1200, the file's rows) replay alike (%s): the case misses its point", want)
+	}
 	if got, _ := replayFigures(t, "--input", path, "--label-column", "label", "--config", cfg); got != want {
 		t.Errorf("skab.yaml without --min-records: %s, want %s (--min-records 170)", got, want)
 	}

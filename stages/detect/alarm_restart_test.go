@@ -104,6 +104,26 @@ func sameVerdict(a, b *batch.Score) string {
 	return ""
 }
 
+// sameAfterRestart reports the records of rows from on whose verdicts in got (a run restarted
+// at from) differ from ref's (the uninterrupted run's): the first ten, and how many in all.
+func sameAfterRestart(t *testing.T, got, ref []batch.Score, rows []fleetRow, from int) {
+	t.Helper()
+	if len(got) != len(rows) || len(ref) != len(rows) {
+		t.Fatalf("%d records' scores after the restart, %d uninterrupted, want %d", len(got), len(ref), len(rows))
+	}
+	bad := 0
+	for i := from; i < len(rows); i++ {
+		if d := sameVerdict(&got[i], &ref[i]); d != "" {
+			if bad++; bad <= 10 {
+				t.Errorf("record %d (%s) after the restart: %s", i, rows[i].key, d)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of the %d records after the restart differ from the uninterrupted run's", bad, len(rows)-from)
+	}
+}
+
 // TestRestartContinuesAlarms: a restart from detect.state_dir in the middle of faults (key_by:
 // key) leaves every record's verdict as the uninterrupted stream's: a warm key's fault going on
 // (flagged past its cap, its flags grouped into the alert opened before the stop: alert_cooldown),
@@ -198,11 +218,7 @@ func TestRestartContinuesAlarms(t *testing.T) {
 				}
 			}
 			got := restartRun(t, cfg, c.deps, rows, c.cuts, stop)
-			for i := stop; i < len(rows); i++ {
-				if d := sameVerdict(&got[i], &ref[i]); d != "" {
-					t.Errorf("record %d (%s) after the restart: %s", i, rows[i].key, d)
-				}
-			}
+			sameAfterRestart(t, got, ref, rows, stop)
 		})
 	}
 	// Under key_by: none every key's series is on the global model's path: the same faults go on.
@@ -216,11 +232,7 @@ func TestRestartContinuesAlarms(t *testing.T) {
 				ref[gHeld].Held, ref[aHeld].Held, ref[sOn].Grouped, ref[gOn].Grouped)
 		}
 		got := restartRun(t, c, nil, rows, cuts, stop)
-		for i := stop; i < len(rows); i++ {
-			if d := sameVerdict(&got[i], &ref[i]); d != "" {
-				t.Errorf("record %d (%s) after the restart: %s", i, rows[i].key, d)
-			}
-		}
+		sameAfterRestart(t, got, ref, rows, stop)
 	})
 }
 
@@ -828,11 +840,7 @@ func TestRestartContinuesRunPastCap(t *testing.T) {
 		}
 	}
 	got := restartRun(t, cfg, nil, rows, cuts, stop)
-	for i := stop; i < len(rows); i++ {
-		if d := sameVerdict(&got[i], &ref[i]); d != "" {
-			t.Errorf("record %d (%s) after the restart: %s", i, rows[i].key, d)
-		}
-	}
+	sameAfterRestart(t, got, ref, rows, stop)
 }
 
 // TestRebaseKeysPositions: keys' state and alarm state saved apart (one of a save's two writes

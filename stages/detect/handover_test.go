@@ -16,8 +16,8 @@ import (
 )
 
 // handoverRun feeds rows (key, value) through a new keyed stage of cfg and deps, cut into batches
-// at cuts (the rows before each cut end a batch), and returns every record's score in order with
-// the stage, open: the caller closes it (after reading its keys' models).
+// at cuts (restartFeed), and returns every record's score in order with the stage, open: the
+// caller closes it (after reading its keys' models).
 func handoverRun(t *testing.T, cfg Config, deps Deps, rows []fleetRow, cuts ...int) ([]batch.Score, *Stage, func()) {
 	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
@@ -30,34 +30,7 @@ func handoverRun(t *testing.T, cfg Config, deps Deps, rows []fleetRow, cuts ...i
 		s.Close()
 		mem.AssertSize(t, 0)
 	}
-	var out []batch.Score
-	take := func(bs []*batch.Batch) {
-		for _, b := range bs {
-			out = append(out, b.Scores...)
-			b.Release()
-		}
-	}
-	lo := 0
-	for _, hi := range append(cuts, len(rows)) {
-		if hi <= lo {
-			continue
-		}
-		tr := make([]testbatch.Row, 0, hi-lo)
-		for i := lo; i < hi; i++ {
-			tr = append(tr, testbatch.Row{Offset: int64(i), Key: []byte(rows[i].key), Features: []float32{rows[i].value}})
-		}
-		bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, tr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		take(bs)
-		lo = hi
-	}
-	bs, err := s.Flush()
-	if err != nil {
-		t.Fatal(err)
-	}
-	take(bs)
+	out := restartFeed(t, s, mem, rows, 0, len(rows), cuts)
 	return out, s, done
 }
 

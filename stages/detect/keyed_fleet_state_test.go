@@ -57,17 +57,7 @@ func TestRestartContinuesFleetTail(t *testing.T) {
 				t.Fatalf("setup: %d verdicts after the stop differ between keys.tail fleet and own, want >= 20", n)
 			}
 			got := restartRun(t, cfg, c.deps, rows, c.cuts, stop)
-			bad := 0
-			for i := stop; i < len(rows); i++ {
-				if d := sameVerdict(&got[i], &ref[i]); d != "" {
-					if bad++; bad <= 10 {
-						t.Errorf("record %d (%s) after the restart: %s", i, rows[i].key, d)
-					}
-				}
-			}
-			if bad > 0 {
-				t.Errorf("%d of the %d records after the restart differ from the uninterrupted run's", bad, len(rows)-stop)
-			}
+			sameAfterRestart(t, got, ref, rows, stop)
 		})
 	}
 }
@@ -202,20 +192,16 @@ func TestFleetTailState(t *testing.T) {
 	}
 }
 
-// TestScorerRestartContinuesFleetTail: a scorer (run.role: scorer) fits the fleet's pool from
-// its own records (its keys' models come from the model topic, fixed here); under keys.tail:
-// fleet its restart from detect.state_dir leaves every verdict after it as the uninterrupted
-// scorer's: the pool is in its alarm state file (format 2), as its keys' caps are. Before, it
-// started empty and the keys scored by their own tails until their shards held fleetReady again.
-func TestScorerRestartContinuesFleetTail(t *testing.T) {
-	cfg := keyedConfig()
-	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
-	cfg.Keys.Tail = TailFleet
-	unit := func(int) float64 { return 2 }
-	rows := shiftFleet(10, 1700, 1400, 300, 6, 8, 0.002, unit, 3)
-	const warm = 2000 // (the builder's: 200 records of each key)
-	_, leader, done := handoverRun(t, cfg, Deps{}, rows[:warm], 1000)
+// fleetLeaderModels feeds rows (shiftFleet's ten keys) through a builder of cfg, cut at 1000,
+// and returns its global model and its keys' models, for a scorer to serve.
+func fleetLeaderModels(t *testing.T, cfg Config, rows []fleetRow) (*Model, []KeyModel) {
+	t.Helper()
+	_, leader, done := handoverRun(t, cfg, Deps{}, rows, 1000)
+	defer done()
 	gm := leader.Model()
+	if gm == nil {
+		t.Fatal("setup: no global model")
+	}
 	var kms []KeyModel
 	for s := range 10 {
 		key := fmt.Sprintf("sensor-%02d", s)
@@ -228,10 +214,22 @@ func TestScorerRestartContinuesFleetTail(t *testing.T) {
 		}
 		kms = append(kms, KeyModel{Key: key, Version: v, Model: km})
 	}
-	done()
-	if gm == nil {
-		t.Fatal("setup: no global model")
-	}
+	return gm, kms
+}
+
+// TestScorerRestartContinuesFleetTail: a scorer (run.role: scorer) fits the fleet's pool from
+// its own records (its keys' models come from the model topic, fixed here); under keys.tail:
+// fleet its restart from detect.state_dir leaves every verdict after it as the uninterrupted
+// scorer's: the pool is in its alarm state file (format 2), as its keys' caps are. Before, it
+// started empty and the keys scored by their own tails until their shards held fleetReady again.
+func TestScorerRestartContinuesFleetTail(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	cfg.Keys.Tail = TailFleet
+	unit := func(int) float64 { return 2 }
+	rows := shiftFleet(10, 1700, 1400, 300, 6, 8, 0.002, unit, 3)
+	const warm = 2000 // (the builder's: 200 records of each key)
+	gm, kms := fleetLeaderModels(t, cfg, rows[:warm])
 	stop := warm + 10*1100 + 7
 	// run scores rows[warm:] on a scorer of tail serving gm and kms, restarted after stop (0:
 	// not), in batches of 500.

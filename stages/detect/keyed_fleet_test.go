@@ -251,7 +251,7 @@ func TestFleetTailLiftShrinks(t *testing.T) {
 		if math.Abs(got-c.want) > 1e-4 {
 			t.Errorf("%s: %g, want %g", c.situation, got, c.want)
 		}
-		if pooled := f.obs[i] == f.obs[i]; pooled != c.pooled || pooled && math.Abs(float64(f.obs[i])-c.z) > 1e-4 {
+		if pooled := !math.IsNaN(float64(f.obs[i])); pooled != c.pooled || pooled && math.Abs(float64(f.obs[i])-c.z) > 1e-4 {
 			t.Errorf("%s: pooled %v (%g), want %v", c.situation, pooled, f.obs[i], c.pooled)
 		}
 	}
@@ -335,7 +335,7 @@ func TestFleetDeviationLeavesUnscaledOut(t *testing.T) {
 	r.noteKey("door")
 	r.fleetRows = 200
 	f.lift(&keyState{key: "door"}, r, [][]float32{{1}}, 0, 5, 200, 0)
-	if f.obs[0] == f.obs[0] {
+	if !math.IsNaN(float64(f.obs[0])) {
 		t.Errorf("a count's record pooled (%g): its 0s would thin the fleet's tail", f.obs[0])
 	}
 }

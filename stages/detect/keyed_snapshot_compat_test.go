@@ -113,18 +113,7 @@ func TestAlarmStateFormat1(t *testing.T) {
 		t.Fatalf("written again: %d bytes, want the %d read and 4 zero bytes (an empty pool)", len(again), len(p))
 	}
 	const warm = 2000
-	_, leader, done := handoverRun(t, cfg, Deps{}, rows[:warm], 1000)
-	gm := leader.Model()
-	var kms []KeyModel
-	for s := range 10 {
-		key := fmt.Sprintf("sensor-%02d", s)
-		if s == 0 {
-			key = "shifted"
-		}
-		km, v := leader.KeyModelOf(key)
-		kms = append(kms, KeyModel{Key: key, Version: v, Model: km})
-	}
-	done()
+	gm, kms := fleetLeaderModels(t, cfg, rows[:warm])
 	cfg.StateDir = t.TempDir()
 	if err := os.WriteFile(filepath.Join(cfg.StateDir, alarmsPrefix+"00000000000000000001.osnap"), old, 0o644); err != nil {
 		t.Fatal(err)

@@ -11,19 +11,17 @@ import (
 // the prefix "not a number"). The same problem has the same reason in every format.
 func TestFieldErrorReason(t *testing.T) {
 	t.Parallel()
+	// reasonCase: a record, the field whose problem it has, and the reason that problem gets.
+	type reasonCase struct {
+		in    string
+		field string
+		want  Reason
+	}
 	for _, c := range []struct {
 		format Format
-		cases  []struct {
-			in    string
-			field string
-			want  Reason
-		}
+		cases  []reasonCase
 	}{
-		{FormatJSON, []struct {
-			in    string
-			field string
-			want  Reason
-		}{
+		{FormatJSON, []reasonCase{
 			{`{"dev":"a","temp":1,"ts":1}`, "hum", ReasonMissing},
 			{`{"dev":"a","temp":"warm","hum":1,"ts":1}`, "temp", ReasonNotNumber},
 			{`{"dev":"a","temp":null,"hum":1,"ts":1}`, "temp", ReasonNotNumber},
@@ -36,11 +34,7 @@ func TestFieldErrorReason(t *testing.T) {
 			{`{"dev":"a","temp":1,"hum":1,"ts":[1]}`, "ts", ReasonBadTime},
 			{`{"dev":{"id":1},"temp":1,"hum":1,"ts":1}`, "dev", ReasonBadKey},
 		}},
-		{FormatCSV, []struct {
-			in    string
-			field string
-			want  Reason
-		}{
+		{FormatCSV, []reasonCase{
 			{"a,1,0,,1", "hum", ReasonMissing},
 			{"a,warm,0,1,1", "temp", ReasonNotNumber},
 			{"a,NaN,0,1,1", "temp", ReasonNotFinite},
@@ -50,11 +44,7 @@ func TestFieldErrorReason(t *testing.T) {
 			{"a,1,0,1,noon", "ts", ReasonBadTime},
 			{"a,1,0,1,99999999999999999999", "ts", ReasonBadTime},
 		}},
-		{FormatLogfmt, []struct {
-			in    string
-			field string
-			want  Reason
-		}{
+		{FormatLogfmt, []reasonCase{
 			{"dev=a temp=1 ts=1", "hum", ReasonMissing},
 			{"dev=a temp=warm hum=1 ts=1", "temp", ReasonNotNumber},
 			{"dev=a temp=Inf hum=1 ts=1", "temp", ReasonNotFinite},
