@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,7 +26,7 @@ import (
 // event_time_field, event_time_zone, csv_delimiter), and the derived features of ingest.derive computed by the
 // same Deriver, in file order (one partition, the row index as its offset). What differs from
 // a topic, and why:
-//   - The label (--label-column) may be true or false as well as a number (ingest.BooleanFeature).
+//   - The label (--label-column) may be true or false as well as a number (ingest.Label).
 //   - CSV files carry a header line: without ingest.csv_header the first line names the
 //     columns (csv_header); with it, a first line equal to it is skipped (a file written with a
 //     header) and any other is data (a dump of the topic's messages).
@@ -175,19 +174,19 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 	if in.label != "" && (slices.Contains(ic.Features, in.label) || in.label == ic.KeyField || in.label == ic.EventTimeField) {
 		return nil, usageError{fmt.Errorf("--label-column %q is also a feature, the key or the timestamp", in.label)}
 	}
-	var dec ingest.Decoder
-	if err = ic.Validate(); err != nil && in.configPath != "" { // without the label first: the error names the config's fields alone
+	checked, err := ic.Check()
+	if err != nil && in.configPath != "" {
 		err = config.Locate(in.configPath, err) // each key at its line and column, as lint gives it
 	} else if err != nil {
 		err = fmt.Errorf("ingest: invalid config: %w", err)
-	} else {
-		// A label may be true or false too, as exports write it (none without a label).
-		dec, err = ingest.NewDecoder(withLabel(ic, in.label), ingest.BooleanFeature(in.label))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: the ingest section does not fit %s: %w", configName(in), in.path, err)
 	}
-	der, err := ingest.NewDeriver(ic)
+	// The label is read after the features, in the same pass (a line parsed once), and may be
+	// true or false too, as exports write it.
+	dec := checked.NewDecoder(ingest.Label(in.label))
+	der, err := checked.NewDeriver()
 	if err != nil {
 		return nil, err
 	}
@@ -337,50 +336,6 @@ func headerLine(sc *bufio.Scanner) (first []byte, lines int) {
 func isColumnIndex(name string, n int) bool {
 	i, err := strconv.Atoi(name)
 	return err == nil && i >= 0 && i < n
-}
-
-// withLabel is the decoder's view of ic that reads the label too, after the features, so that a
-// line is parsed once (a second decoder for the label alone parsed every line twice). The
-// label's uncertainty, which nothing reads, comes from the first feature's source (its field,
-// or the default): a field read for two slots is read once, and the label adds no way for a
-// line to fail but its own absence. ingest.fill names features only, so a label without a
-// value stops replay, as it did.
-func withLabel(ic ingest.Config, label string) ingest.Config {
-	if label == "" {
-		return ic
-	}
-	ic.Features = append(slices.Clone(ic.Features), label)
-	if u := ic.Uncertainty; u != nil {
-		uc := *u
-		uc.Fields = maps.Clone(u.Fields)
-		f0 := ic.Features[0]
-		if sd, ok := u.Fields[f0]; ok {
-			uc.Fields[label] = sd
-		} else if u.Suffix != "" && (ic.Format != ingest.FormatCSV || slices.Contains(ic.CSVHeader, f0+u.Suffix)) {
-			if uc.Fields == nil {
-				uc.Fields = map[string]string{}
-			}
-			uc.Fields[label] = f0 + u.Suffix
-		} else {
-			// The first feature's uncertainty is the default (none named, or a CSV without its
-			// suffixed column): the label's too, though the header has label+suffix. A suffix
-			// resolved against the header reads the same columns, and leaves the label none.
-			delete(uc.Fields, label)
-			if u.Suffix != "" && u.Default != nil {
-				uc.Suffix = ""
-				if uc.Fields == nil {
-					uc.Fields = map[string]string{}
-				}
-				for _, f := range ic.Features[:len(ic.Features)-1] {
-					if _, ok := uc.Fields[f]; !ok && slices.Contains(ic.CSVHeader, f+u.Suffix) {
-						uc.Fields[f] = f + u.Suffix
-					}
-				}
-			}
-		}
-		ic.Uncertainty = &uc
-	}
-	return ic
 }
 
 func configName(in replayInput) string {

@@ -214,13 +214,22 @@ const maxBatchSize = 1 << 20
 // config.FieldError naming the key with its full path ("ingest.group_id"), so that a config
 // file points at the line to fix.
 func (c *Config) Validate() error {
-	_, err := c.validate()
+	_, err := c.Check()
 	return err
 }
 
-// validate is Validate, and returns the event_time_zone it loaded for NewDecoder's plan (nil
-// with the error).
-func (c *Config) validate() (*time.Location, error) {
+// Checked is a Config that Validate passed, with the zones it loaded: its decoders and its
+// Deriver are made without validating again or loading a zone again (the source makes a
+// decoder a partition; replay checks the config once, before a file's first line).
+type Checked struct {
+	cfg        Config
+	zone       *time.Location // event_time_zone
+	deriveZone *time.Location // derive.timezone; nil without derive
+}
+
+// Check is Validate, and returns the checked configuration (nil with the error). The Checked
+// shares c's slices and maps: change neither after.
+func (c *Config) Check() (*Checked, error) {
 	var errs []error
 	// bad reports a problem of key (its path under ingest.; "features[2]").
 	bad := func(key, format string, args ...any) {
@@ -345,8 +354,9 @@ func (c *Config) validate() (*time.Location, error) {
 			}
 		}
 	}
+	var deriveZone *time.Location
 	if c.Derive != nil {
-		c.Derive.validate(c.Features, c.Uncertainty != nil, bad, claim)
+		deriveZone = c.Derive.validate(c.Features, c.Uncertainty != nil, bad, claim)
 	}
 	if formatOK && c.KeyField != "" {
 		if err := c.checkField(c.KeyField); err != nil {
@@ -408,7 +418,7 @@ func (c *Config) validate() (*time.Location, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return zone, nil
+	return &Checked{cfg: *c, zone: zone, deriveZone: deriveZone}, nil
 }
 
 // checkField checks that name can address a field in the configured format.

@@ -3,6 +3,7 @@ package ingest
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -90,38 +91,57 @@ func (e *SyntaxError) Error() string {
 
 // NewDecoder validates the configuration and returns the decoder for its format.
 func NewDecoder(cfg Config, opts ...DecoderOption) (Decoder, error) {
-	zone, err := cfg.validate()
+	k, err := cfg.Check()
 	if err != nil {
 		return nil, fmt.Errorf("ingest: invalid config: %w", err)
 	}
-	p := newPlan(&cfg, zone)
+	return k.NewDecoder(opts...), nil
+}
+
+// NewDecoder returns the decoder for the checked config's format, reading event times in the
+// event_time_zone that Check loaded.
+func (k *Checked) NewDecoder(opts ...DecoderOption) Decoder {
+	p := newPlan(&k.cfg, k.zone)
 	for _, o := range opts {
 		o(p)
 	}
-	switch cfg.Format {
-	case FormatJSON:
-		return newJSONDecoder(p), nil
+	switch k.cfg.Format {
 	case FormatCSV:
-		return newCSVDecoder(&cfg, p), nil
+		return newCSVDecoder(&k.cfg, p)
 	case FormatLogfmt:
-		return newLogfmtDecoder(p), nil
+		return newLogfmtDecoder(p)
 	}
-	return nil, fmt.Errorf("ingest: unknown format %q", cfg.Format)
+	return newJSONDecoder(p) // Check lets json, csv and logfmt through
 }
 
-// A DecoderOption widens what a decoder accepts beyond its configuration.
+// A DecoderOption widens what a decoder reads beyond its configuration.
 type DecoderOption func(*plan)
 
-// BooleanFeature lets the feature field be a boolean too, read as 1 (true) or 0 (false): a JSON
+// Label reads field too, after the features: Decoded.Values[len(Features)] (the Decoded must
+// have that room). Its value is a number or a boolean, read as 1 (true) or 0 (false): a JSON
 // true or false (not the string "true"), or in CSV and logfmt the word in any case (pandas
 // writes True). For replay's label column, as exports write it; the pipeline's features stay
-// numbers (a boolean there is a schema problem worth a dead letter).
-func BooleanFeature(field string) DecoderOption {
+// numbers (a boolean there is a schema problem worth a dead letter). The label has no
+// uncertainty and no fill value: a record without it is refused, and it adds no other way for
+// a record to fail. Missing fields are reported in plan order: the label's after the features'
+// and before the key's. "" reads nothing more.
+func Label(field string) DecoderOption {
 	return func(p *plan) {
-		for i := range p.slots {
-			if s := &p.slots[i]; s.role == roleFeature && s.field == field {
-				s.boolean = true
+		if field == "" {
+			return
+		}
+		at, idx := len(p.slots), 0
+		for i, s := range p.slots {
+			switch s.role {
+			case roleFeature:
+				idx++
+			case roleKey, roleTime:
+				at = min(at, i)
 			}
+		}
+		p.slots = slices.Insert(p.slots, at, slot{field: field, role: roleFeature, boolean: true, idx: idx})
+		if p.fill != nil {
+			p.fill = append(p.fill, float32(math.NaN()))
 		}
 	}
 }
@@ -173,7 +193,7 @@ const (
 type slot struct {
 	field   string // as configured
 	role    role
-	boolean bool   // a feature that may be true or false too (BooleanFeature)
+	boolean bool   // a value that may be true or false too (Label)
 	idx     int    // feature index for roleFeature and roleSD
 	key     string // the config key that names it (Field.Key)
 	// zone is the wall clock of a roleTime text without an offset (nil: UTC); the decoder's
@@ -330,7 +350,7 @@ func setText(s *slot, text []byte, out *Decoded) error {
 	return setNumber(s, v, out)
 }
 
-// boolValue reads a BooleanFeature's words, true and false in any case (ASCII letters), as 1
+// boolValue reads a Label's words, true and false in any case (ASCII letters), as 1
 // and 0.
 func boolValue(text []byte) (v float64, ok bool) {
 	is := func(word string) bool {

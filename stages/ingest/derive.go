@@ -90,8 +90,7 @@ type series struct {
 }
 
 // NewDeriver returns the Deriver of cfg; nil (and no error) without ingest.derive. cfg must be
-// valid: NewDecoder validates it, and every caller (the source, replay) makes its decoder first,
-// so it is not validated twice here.
+// valid (it is not validated here); the source and replay use Checked.NewDeriver.
 func NewDeriver(cfg Config) (*Deriver, error) {
 	if cfg.Derive == nil {
 		return nil, nil
@@ -100,6 +99,20 @@ func NewDeriver(cfg Config) (*Deriver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest: derive.timezone: %w", err)
 	}
+	return newDeriver(cfg, loc)
+}
+
+// NewDeriver returns the Deriver of the checked config, in the derive.timezone Check loaded;
+// nil (and no error) without ingest.derive.
+func (k *Checked) NewDeriver() (*Deriver, error) {
+	if k.cfg.Derive == nil {
+		return nil, nil
+	}
+	return newDeriver(k.cfg, k.deriveZone)
+}
+
+// newDeriver is the Deriver of cfg (with a derive section) in the zone loc.
+func newDeriver(cfg Config, loc *time.Location) (*Deriver, error) {
 	cols := cfg.Columns()
 	d := &Deriver{
 		nFeat: len(cfg.Features), cols: len(cols), withSD: cfg.Uncertainty != nil, loc: loc,

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -144,13 +145,15 @@ func (d *Derive) withDefaults() {
 	}
 }
 
-// validate checks ingest.derive; bad reports under ingest., claim takes a column name.
-func (d *Derive) validate(features []string, withSD bool, bad func(key, format string, args ...any), claim func(key, col, what string)) {
+// validate checks ingest.derive; bad reports under ingest., claim takes a column name. It
+// returns the timezone it loaded, for the Deriver (nil where it is bad).
+func (d *Derive) validate(features []string, withSD bool, bad func(key, format string, args ...any), claim func(key, col, what string)) *time.Location {
 	d.withDefaults()
 	if d.MaxKeys < 1 || d.MaxKeys > maxDeriveKeys {
 		bad("derive.max_keys", "%d is not in [1, %d]", d.MaxKeys, maxDeriveKeys)
 	}
-	if _, err := loadZone(d.Timezone); err != nil {
+	loc, err := loadZone(d.Timezone)
+	if err != nil {
 		bad("derive.timezone", "%w", err)
 	}
 	if len(d.Features) == 0 {
@@ -211,4 +214,5 @@ func (d *Derive) validate(features []string, withSD bool, bad func(key, format s
 			known = append(known, col)
 		}
 	}
+	return loc
 }

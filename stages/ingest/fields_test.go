@@ -111,47 +111,60 @@ func record(format Format, names []string, skip int) string {
 	return strings.Join(parts, " ")
 }
 
-// TestBooleanFeature: a BooleanFeature reads true and false as 1 and 0 (JSON's literals; in CSV
-// and logfmt the word in any case, quoted or not) besides numbers; a JSON string "true", other
-// words, and a boolean in any other feature stay refused as not numbers.
-func TestBooleanFeature(t *testing.T) {
+// TestLabel: a Label is read after the features, into Values[len(Features)]: true and false as
+// 1 and 0 (JSON's literals; in CSV and logfmt the word in any case, quoted or not) besides
+// numbers; a JSON string "true", other words, and a boolean in a feature stay refused as not
+// numbers. A missing label is reported after the features and before the key, takes no fill
+// value and no uncertainty, and adds no other way for a record to fail.
+func TestLabel(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		format Format
+		mutate func(*Config)
 		in     string
 		want   float32
 		err    string
 	}{
-		{FormatJSON, `{"t":1,"l":true}`, 1, ""},
-		{FormatJSON, `{"t":1,"l":false}`, 0, ""},
-		{FormatJSON, `{"t":1,"l":2.5}`, 2.5, ""},
-		{FormatJSON, `{"t":1,"l":"true"}`, 0, `field "l": not a number: "true"`},
-		{FormatJSON, `{"t":true,"l":1}`, 0, `field "t": not a number: true`},
-		{FormatCSV, "1,True", 1, ""},
-		{FormatCSV, "1, FALSE ", 0, ""},
-		{FormatCSV, `1,"true"`, 1, ""},
-		{FormatCSV, "1,yes", 0, `field "l": not a number: "yes"`},
-		{FormatCSV, "1,truee", 0, `field "l": not a number: "truee"`},
-		{FormatCSV, "true,1", 0, `field "t": not a number: "true"`},
-		{FormatLogfmt, `t=1 l="tRUE"`, 1, ""},
-		{FormatLogfmt, `t=1 l=0`, 0, ""},
+		{FormatJSON, nil, `{"t":1,"l":true}`, 1, ""},
+		{FormatJSON, nil, `{"t":1,"l":false}`, 0, ""},
+		{FormatJSON, nil, `{"t":1,"l":2.5}`, 2.5, ""},
+		{FormatJSON, nil, `{"t":1,"l":"true"}`, 0, `field "l": not a number: "true"`},
+		{FormatJSON, nil, `{"t":true,"l":1}`, 0, `field "t": not a number: true`},
+		{FormatCSV, nil, "1,True", 1, ""},
+		{FormatCSV, nil, "1, FALSE ", 0, ""},
+		{FormatCSV, nil, `1,"true"`, 1, ""},
+		{FormatCSV, nil, "1,yes", 0, `field "l": not a number: "yes"`},
+		{FormatCSV, nil, "1,truee", 0, `field "l": not a number: "truee"`},
+		{FormatCSV, nil, "true,1", 0, `field "t": not a number: "true"`},
+		{FormatLogfmt, nil, `t=1 l="tRUE"`, 1, ""},
+		{FormatLogfmt, nil, `t=1 l=0`, 0, ""},
+		{FormatJSON, func(c *Config) { c.KeyField = "k" }, `{"t":1}`, 0, `field "l": missing`},
+		{FormatJSON, func(c *Config) { c.Missing, c.Fill = MissingFill, map[string]float64{"t": 0} }, `{}`, 0, `field "l": missing`},
+		{FormatJSON, func(c *Config) { c.Uncertainty = &Uncertainty{Suffix: "_sd"} }, `{"t":1,"t_sd":0.5,"l":1}`, 1, ""},
+		{FormatJSON, func(c *Config) { c.Uncertainty = &Uncertainty{Suffix: "_sd"} }, `{"t":1,"t_sd":0.5}`, 0, `field "l": missing`},
 	} {
-		cfg := testConfig(c.format, []string{"t", "l"}, nil)
+		cfg := testConfig(c.format, []string{"t"}, c.mutate)
 		if c.format == FormatCSV {
 			cfg.CSVHeader = []string{"t", "l"}
 		}
-		dec, err := NewDecoder(cfg, BooleanFeature("l"))
+		dec, err := NewDecoder(cfg, Label("l"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := cfg.NewDecoded()
+		out := &Decoded{Values: make([]float32, 2)}
+		if cfg.Uncertainty != nil {
+			out.SD = []float32{-1, -1}
+		}
 		err = dec.Decode([]byte(c.in), out)
-		if c.err != "" {
+		switch {
+		case c.err != "":
 			if err == nil || err.Error() != c.err {
 				t.Errorf("%s %q: %v, want %s", c.format, c.in, err, c.err)
 			}
-		} else if err != nil || out.Values[1] != c.want {
+		case err != nil || out.Values[1] != c.want:
 			t.Errorf("%s %q: %v, %v; want %v", c.format, c.in, out.Values, err, c.want)
+		case out.SD != nil && out.SD[1] != -1:
+			t.Errorf("%s %q: the label's uncertainty was written: %v", c.format, c.in, out.SD)
 		}
 	}
 }

@@ -100,10 +100,11 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 	if cp == nil || alloc == nil {
 		return nil, errors.New("ingest: NewSource needs a checkpointer and an allocator")
 	}
-	if _, err := NewDecoder(cfg); err != nil { // validates cfg (each partition goroutine makes its own)
-		return nil, err
+	checked, err := cfg.Check() // once: each partition goroutine makes its own decoder from it
+	if err != nil {
+		return nil, fmt.Errorf("ingest: invalid config: %w", err)
 	}
-	derive, err := NewDeriver(cfg)
+	derive, err := checked.NewDeriver()
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +174,7 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		tracked:   map[int]bool{},
 	}
 	s.fetch, err = newGroupFetcher(cgc, cfg.Topic, cfg.BatchSize, cfg.FetchMaxBytes,
-		func() (Decoder, error) { return NewDecoder(cfg) }, cfg.NewDecoded,
+		func() (Decoder, error) { return checked.NewDecoder(), nil }, cfg.NewDecoded,
 		debugLog.Printf, errLog.Printf, func(member string, parts []int32) {
 			reaper.generationStarted(member)
 			s.newGeneration(parts)
