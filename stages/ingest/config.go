@@ -460,15 +460,15 @@ func (c *Config) csvColumn(name string) (int, error) {
 	return i, nil
 }
 
-// allFields lists every field the decoder reads (its plan's), for the JSON path conflict
-// check; an empty feature's (reported as such) left out.
+// allFields lists every field the decoder reads (Fields'), for the JSON path conflict check;
+// an empty feature's (reported as such) left out.
 func (c *Config) allFields() []string {
 	var out []string
-	for _, s := range newPlan(c, nil).slots {
-		if (s.role == roleFeature || s.role == roleSD) && c.Features[s.idx] == "" {
+	for _, f := range c.Fields() {
+		if (f.role == roleFeature || f.role == roleSD) && f.Feature == "" {
 			continue
 		}
-		out = append(out, s.field)
+		out = append(out, f.Name)
 	}
 	return out
 }

@@ -120,6 +120,15 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			want: []string{`JSON path "s" is a prefix of "s.t"`},
 		},
 		{
+			// The empty feature's uncertainty path ("" + "b") is no prefix of "b.c" to report.
+			name: "an empty feature's fields not in the json path check",
+			mutate: func(c *Config) {
+				c.Features = []string{"", "b.c"}
+				c.Uncertainty = &Uncertainty{Suffix: "b"}
+			},
+			want: []string{"features[0]: empty name"},
+		},
+		{
 			name: "logfmt key syntax and csv_header misuse",
 			mutate: func(c *Config) {
 				c.Format = FormatLogfmt

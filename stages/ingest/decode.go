@@ -159,6 +159,7 @@ type Field struct {
 	// Required: a record without it is refused (a dead letter, `missing`); else the feature's
 	// fill value (missing: fill) or uncertainty.default stands in.
 	Required bool
+	role     role // what it is read for (Feature is "" for an empty feature's name too)
 }
 
 // Fields lists the fields the decoder reads, in the order it reports missing ones (each feature
@@ -171,7 +172,7 @@ func (c *Config) Fields() []Field {
 	for i := range p.slots {
 		s := &p.slots[i]
 		_, stands := p.fallback(s)
-		out[i] = Field{Key: s.key, Name: s.field, Required: !stands}
+		out[i] = Field{Key: s.key, Name: s.field, Required: !stands, role: s.role}
 		if s.role == roleFeature || s.role == roleSD {
 			out[i].Feature = c.Features[s.idx]
 		}

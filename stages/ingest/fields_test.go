@@ -24,10 +24,10 @@ func TestFieldsAgreeWithDecoder(t *testing.T) {
 		})
 	}
 	want := []Field{
-		{`ingest.features[0]`, "a", "a", true}, {`ingest.uncertainty.fields["a"]`, "a_err", "a", true},
-		{`ingest.features[1]`, "b", "b", false}, {`ingest.uncertainty.suffix`, "b_sd", "b", true},
-		{`ingest.features[2]`, "c", "c", true}, {`ingest.uncertainty.suffix`, "c_sd", "c", true},
-		{`ingest.key_field`, "id", "", true}, {`ingest.event_time_field`, "ts", "", true},
+		{`ingest.features[0]`, "a", "a", true, roleFeature}, {`ingest.uncertainty.fields["a"]`, "a_err", "a", true, roleSD},
+		{`ingest.features[1]`, "b", "b", false, roleFeature}, {`ingest.uncertainty.suffix`, "b_sd", "b", true, roleSD},
+		{`ingest.features[2]`, "c", "c", true, roleFeature}, {`ingest.uncertainty.suffix`, "c_sd", "c", true, roleSD},
+		{`ingest.key_field`, "id", "", true, roleKey}, {`ingest.event_time_field`, "ts", "", true, roleTime},
 	}
 	if c := base(FormatJSON, nil); !slices.Equal(c.Fields(), want) {
 		t.Fatalf("Fields:\n got %v\nwant %v", c.Fields(), want)
