@@ -474,7 +474,7 @@ func TestProduceWarnsOfUncertaintyFieldsTheHeaderLacks(t *testing.T) {
 	} {
 		in := ingestJSON()
 		in.Features, in.Uncertainty = []string{"temp", "pressure"}, c.u
-		if got := csvLacks(header, in); !slices.Equal(got, c.want) {
+		if got := requiredLacking(in, func(name string) bool { return slices.Contains(header, name) }); !slices.Equal(got, c.want) {
 			t.Errorf("uncertainty %+v: lacks %q, want %q", c.u, got, c.want)
 		}
 	}
@@ -491,7 +491,7 @@ func TestProduceLacksInDecoderOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lacks := csvLacks([]string{"temp"}, in)
+	lacks := requiredLacking(in, func(name string) bool { return name == "temp" })
 	err = dec.Decode([]byte(`{"temp": 1}`), in.NewDecoded())
 	if len(lacks) == 0 || err == nil || err.Error() != fmt.Sprintf("field %q: missing", lacks[0]) {
 		t.Errorf("lacks %q, the decoder: %v", lacks, err)

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -222,7 +221,7 @@ func countRecords(path, format string) (int64, error) {
 // recordReader yields a file's records as messages in the topic's format.
 type recordReader struct {
 	next func() (key, value []byte, err error)
-	// lacks lists the fields every record needs (csvLacks) that a CSV file's header has not,
+	// lacks lists the fields every record needs (requiredLacking) that a CSV file's header has not,
 	// or that none of the first looked records of JSON or logfmt lines has.
 	lacks  []string
 	looked int
@@ -232,18 +231,19 @@ type recordReader struct {
 // has no header, but a generator's or an export's records are alike.
 const lookAhead = 100
 
-// csvLacks lists the fields every record needs (ingest.Config.Fields, Required: the features
-// without a fill value, their uncertainty fields without uncertainty.default, key_field,
-// event_time_field), in the order the decoder reports them missing, that a CSV header sent as
-// JSON objects or logfmt lines does not name: each record would be a dead letter. (A topic of
-// CSV lines is checked against ingest.csv_header instead.)
-func csvLacks(header []string, in ingest.Config) []string {
+// requiredLacking lists the fields every record needs (ingest.Config.Fields, Required: the
+// features without a fill value, their uncertainty fields without uncertainty.default,
+// key_field, event_time_field), in the order the decoder reports them missing, that has does
+// not find among a CSV header sent as JSON objects or logfmt lines, or among the keys of the
+// first JSON or logfmt records: each record would be a dead letter. (A topic of CSV lines is
+// checked against ingest.csv_header instead.)
+func requiredLacking(in ingest.Config, has func(name string) bool) []string {
 	if in.Format != ingest.FormatJSON && in.Format != ingest.FormatLogfmt {
 		return nil
 	}
 	var lacks []string
-	for _, f := range in.Fields() {
-		if f.Required && !slices.Contains(header, f.Name) {
+	for _, f := range missingFrom(in, has) {
+		if f.Required {
 			lacks = append(lacks, f.Name)
 		}
 	}
@@ -340,7 +340,7 @@ func newRecordReader(r io.Reader, name, format string, in ingest.Config, delim r
 		rr.looked--
 	}
 	if rr.looked > 0 {
-		rr.lacks = csvLacks(slices.Collect(maps.Keys(has)), in)
+		rr.lacks = requiredLacking(in, func(name string) bool { return has[name] })
 	}
 	rr.next = func() ([]byte, []byte, error) {
 		if len(ahead) == 0 {
@@ -406,7 +406,7 @@ func newCSVRecords(r io.Reader, name string, in ingest.Config, delim rune, keyCo
 		return nil, fmt.Errorf("%s:1: the header, %s read with delimiter %q, differs from ingest.csv_header, %s (the messages carry no header: the columns must be the same, in order)",
 			name, countedColumns(header), delim, countedColumns(in.CSVHeader))
 	}
-	lacks := csvLacks(header, in)
+	lacks := requiredLacking(in, func(name string) bool { return slices.Contains(header, name) })
 	var buf bytes.Buffer
 	// Per file, not per row: the header names as JSON strings, and one CSV writer into buf.
 	quoted := make([][]byte, len(header))

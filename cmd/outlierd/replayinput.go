@@ -290,7 +290,9 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 // stand in for) are columns of the file's header, which replay makes csv_header: ingest's own
 // check named csv_header, a key the user never wrote.
 func inHeader(in replayInput, header []string) error {
-	for _, f := range in.ingest.Fields() {
+	for _, f := range missingFrom(in.ingest, func(name string) bool {
+		return name == "" || slices.Contains(header, name) || isColumnIndex(name, len(header)) // "": ingest's check says so
+	}) {
 		whose := ""
 		switch {
 		case f.Key == "ingest.key_field" && in.key != "", f.Key == "ingest.event_time_field" && in.timeCol != "":
@@ -300,15 +302,25 @@ func inHeader(in replayInput, header []string) error {
 		case f.Key == "ingest.uncertainty.suffix":
 			whose = fmt.Sprintf(" (feature %q's, without uncertainty.default)", f.Feature)
 		}
-		// (an empty name: ingest's check says so)
-		if f.Name != "" && !slices.Contains(header, f.Name) && !isColumnIndex(f.Name, len(header)) {
-			if in.configPath != "" { // the key at its line and column in the config, as lint gives it
-				return config.Locate(in.configPath, config.Fieldf(f.Key, "%q%s is not a column of %s's header %v", f.Name, whose, in.path, header))
-			}
-			return fmt.Errorf("%s: %s %q%s (--config) is not a column of the header %v", in.path, f.Key, f.Name, whose, header)
+		if in.configPath != "" { // the key at its line and column in the config, as lint gives it
+			return config.Locate(in.configPath, config.Fieldf(f.Key, "%q%s is not a column of %s's header %v", f.Name, whose, in.path, header))
 		}
+		return fmt.Errorf("%s: %s %q%s (--config) is not a column of the header %v", in.path, f.Key, f.Name, whose, header)
 	}
 	return nil
+}
+
+// missingFrom lists the fields the decoder reads (ingest.Config.Fields, in the order it reports
+// them missing) that has does not find: the checks of a file's columns or keys before any
+// record is decoded (replay's inHeader, produce's requiredLacking).
+func missingFrom(ic ingest.Config, has func(name string) bool) []ingest.Field {
+	var out []ingest.Field
+	for _, f := range ic.Fields() {
+		if !has(f.Name) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // lineScanner reads a replay input's lines: a UTF-8 BOM skipped (a header's first column is
