@@ -218,28 +218,26 @@ def report(rows, names, md):
             cells.append(f"{sum(r['flagged'] for r in rs)} flags, F1 {mean('f1'):.3f}, first window {mean('first_window'):.2f}, "
                          f"return {sum(r['return'] for r in rs)}")
         print(bar.join(cells))
-    st = [r for r in rows if r["set"] == "stress"]
-    if st:
-        print("\nstress (report only): flags (share), P / R / F1 where labelled")
-        for s in dict.fromkeys(r["stream"] for r in st):
-            cells = [s]
-            for n in [n for n in names if any(r["binary"] == n for r in st)]:
-                r = next(r for r in st if r["stream"] == s and r["binary"] == n)
-                extra = f", {fmt(r['precision'])} / {fmt(r['recall'])} / {fmt(r['f1'])}" if "shifts" in s else ""
-                cells.append(f"{n}: {r['flagged']} ({100 * r['share']:.3f} %){extra}")
-            print(bar.join(cells))
-    gs = [r for r in rows if r["set"] == "guard"]
-    if gs:
-        print("\nguards")
-        for s in dict.fromkeys(r["stream"] for r in gs):
-            cells = [s]
-            for n in [n for n in names if any(r["binary"] == n for r in gs)]:
-                r = next(r for r in gs if r["stream"] == s and r["binary"] == n)
-                if "ap" in r:
-                    cells.append(f"{n}: {r['flagged']} flags, {fmt(r['precision'])} / {fmt(r['recall'])}, AP {fmt(r['ap'])}")
-                else:
-                    cells.append(f"{n}: {r['flagged']} ({100 * r['share']:.3f} %){'' if r['ok'] else ' OVER'}")
-            print(bar.join(cells))
+    stream_block(rows, "stress", "stress (report only): flags (share), P / R / F1 where labelled", names, bar,
+                 lambda s, r: f"{r['flagged']} ({100 * r['share']:.3f} %)"
+                 + (f", {fmt(r['precision'])} / {fmt(r['recall'])} / {fmt(r['f1'])}" if "shifts" in s else ""))
+    stream_block(rows, "guard", "guards", names, bar,
+                 lambda s, r: f"{r['flagged']} flags, {fmt(r['precision'])} / {fmt(r['recall'])}, AP {fmt(r['ap'])}" if "ap" in r
+                 else f"{r['flagged']} ({100 * r['share']:.3f} %){'' if r['ok'] else ' OVER'}")
+
+
+def stream_block(rows, which, title, names, bar, cell):
+    """The rows of set `which`: a line a stream, a cell a binary, `name: cell(stream, row)`."""
+    part = [r for r in rows if r["set"] == which]
+    if not part:
+        return
+    print(f"\n{title}")
+    for s in dict.fromkeys(r["stream"] for r in part):
+        cells = [s]
+        for n in [n for n in names if any(r["binary"] == n for r in part)]:
+            r = next(r for r in part if r["stream"] == s and r["binary"] == n)
+            cells.append(f"{n}: {cell(s, r)}")
+        print(bar.join(cells))
 
 
 def main():
