@@ -398,14 +398,12 @@ func (c *Config) Check() (*Checked, error) {
 				}
 			}
 		}
-		if formatOK && u.Suffix != "" && !(c.Format == FormatCSV && len(c.CSVHeader) == 0) {
-			for _, f := range c.Features {
-				if _, explicit := u.Fields[f]; explicit || f == "" {
-					continue
-				}
-				// Only a configured CSV header can tell that the suffixed column does not exist.
-				if c.Format == FormatCSV && u.Default == nil && !slices.Contains(c.CSVHeader, f+u.Suffix) {
-					bad("uncertainty.suffix", "column %q (for feature %q) is not in csv_header and there is no default", f+u.Suffix, f)
+		if c.Format == FormatCSV && len(c.CSVHeader) > 0 {
+			// Only a configured CSV header can tell that a suffixed column does not exist; the
+			// decoder's plan says which features read one (not those uncertainty.fields names).
+			for _, f := range c.Fields() {
+				if f.Key == "ingest.uncertainty.suffix" && f.Required && f.Feature != "" && !slices.Contains(c.CSVHeader, f.Name) {
+					bad("uncertainty.suffix", "column %q (for feature %q) is not in csv_header and there is no default", f.Name, f.Feature)
 				}
 			}
 		}

@@ -120,6 +120,15 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			want: []string{`JSON path "s" is a prefix of "s.t"`},
 		},
 		{
+			name: "a suffixed uncertainty column not in csv_header",
+			mutate: func(c *Config) {
+				c.Format, c.Features = FormatCSV, []string{"a", "b", "c"}
+				c.CSVHeader = []string{"a", "b", "c", "b_sd", "a_err"}
+				c.Uncertainty = &Uncertainty{Suffix: "_sd", Fields: map[string]string{"a": "a_err"}}
+			},
+			want: []string{`uncertainty.suffix: column "c_sd" (for feature "c") is not in csv_header and there is no default`},
+		},
+		{
 			// The empty feature's uncertainty path ("" + "b") is no prefix of "b.c" to report.
 			name: "an empty feature's fields not in the json path check",
 			mutate: func(c *Config) {
