@@ -66,9 +66,11 @@ const (
 	ReasonBadKey                       // the key is neither a string nor a number (JSON)
 )
 
-var reasonNames = [...]string{"", "missing", "not a number", "NaN/Inf", "out of range", "negative uncertainty", "bad event time", "bad key"}
+// reasonNames are the reasons' words, as a dead letter's Code (the header outlierd-reason)
+// carries them: kept, for the programs that act on them.
+var reasonNames = [...]string{"", "missing", "not_a_number", "not_finite", "out_of_range", "negative_uncertainty", "bad_event_time", "bad_key"}
 
-// String names the reason ("not a number"); "reason(N)" for one the decoders do not give.
+// String names the reason ("not_a_number"); "reason(N)" for one the decoders do not give.
 func (r Reason) String() string {
 	if r == 0 || int(r) >= len(reasonNames) {
 		return fmt.Sprintf("reason(%d)", r)

@@ -270,15 +270,23 @@ func (s *Source) Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters, er
 	return b, dls, nil
 }
 
+// codeMalformed is the Code of a dead letter whose message is not of the format (a
+// SyntaxError); a FieldError's is its Reason's word.
+const codeMalformed = "malformed"
+
 // appendMsg appends p's record to the batch being built, or a dead letter for it to dead, and
 // drops p's message (the batch, or the dead letter, holds its payload).
 func (s *Source) appendMsg(p *pendingMsg, dead []batch.DeadLetter) []batch.DeadLetter {
 	m := p.m
 	p.m = kafka.Message{}
 	if err := p.err; err != nil {
+		code := codeMalformed // the decoders return a *FieldError or a *SyntaxError
+		if fe := (*FieldError)(nil); errors.As(err, &fe) {
+			code = fe.Reason.String()
+		}
 		return append(dead, batch.DeadLetter{
 			Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
-			Key: m.Key, Value: m.Value, Time: m.Time, Reason: err.Error(),
+			Key: m.Key, Value: m.Value, Time: m.Time, Reason: err.Error(), Code: code,
 		})
 	}
 	key := m.Key
@@ -295,7 +303,7 @@ func (s *Source) appendMsg(p *pendingMsg, dead []batch.DeadLetter) []batch.DeadL
 	}
 	if err := s.builder.Append(d, int32(m.Partition), m.Offset, key, ts, m.Value); err != nil {
 		// Cannot happen with a decoder and builder made from the same config; a dead letter
-		// keeps the record visible rather than dropping it.
+		// keeps the record visible rather than dropping it (no Code: no kind a program acts on).
 		dead = append(dead, batch.DeadLetter{
 			Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
 			Key: m.Key, Value: m.Value, Time: m.Time, Reason: err.Error(),

@@ -569,6 +569,9 @@ func TestSourceBatchEdges(t *testing.T) {
 	if dead[0].Reason != "invalid JSON at byte 0: expected a JSON object" || dead[1].Reason != `field "sensor.hum": missing` || dead[1].Partition != 1 || dead[1].Offset != 1 {
 		t.Fatalf("dead letters %+v", dead)
 	}
+	if dead[0].Code != "malformed" || dead[1].Code != "missing" { // the words of outlierd-reason
+		t.Fatalf("dead letters' codes %q, %q; want malformed, missing", dead[0].Code, dead[1].Code)
+	}
 	if got := cp.Pending(0) + cp.Pending(1); got != 4 {
 		t.Fatalf("%d records pending in the checkpointer, want 4 (every fetched message is registered)", got)
 	}

@@ -71,8 +71,9 @@ func (c *columns) timeAt(i int) (time.Time, bool) {
 	return c.ts.Value(i).ToTime(c.tsUnit).UTC(), true
 }
 
-// deadLetter builds the dead letter for row i of b (its original message and coordinates).
-func (c *columns) deadLetter(b *batch.Batch, i int, reason string) batch.DeadLetter {
+// deadLetter builds the dead letter for row i of b (its original message and coordinates);
+// code is its batch.DeadLetter.Code ("" for none).
+func (c *columns) deadLetter(b *batch.Batch, i int, code, reason string) batch.DeadLetter {
 	t, _ := c.timeAt(i)
 	return batch.DeadLetter{
 		Topic:     b.Topic,
@@ -82,6 +83,7 @@ func (c *columns) deadLetter(b *batch.Batch, i int, reason string) batch.DeadLet
 		Value:     bytes.Clone(b.Payloads[i]), // see keyAt
 		Time:      t,
 		Reason:    reason,
+		Code:      code,
 	}
 }
 

@@ -137,3 +137,34 @@ func TestOversizeOutput(t *testing.T) {
 		}
 	})
 }
+
+// TestOversizeOutputDeadLetterCode: an output too large even without its payload (a key near
+// max_message_bytes) is a dead letter whose Code (outlierd-reason) is output_too_large.
+func TestOversizeOutputDeadLetterCode(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cfg := Default()
+	cfg.Brokers, cfg.Topic, cfg.DeadLetterTopic = []string{"127.0.0.1:1"}, "out", "dlq" // never dialled
+	cfg.Emit, cfg.MaxMessageBytes = EmitAll, 4096
+	s, err := New(cfg, WithAllocator(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rows := []testbatch.Row{{Partition: 0, Offset: 1, Key: bytes.Repeat([]byte("k"), 8000), Time: ts0,
+		Features: []float32{21.5, 1013}, Payload: []byte(`{"temp":21.5}`), Score: batch.Score{Scored: true}}}
+	b := testbatch.New(t, mem, "in", features, false, true, rows)
+	defer b.Record.Release()
+	c, err := batchColumns(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.emit = EmitAll
+	msgs, dead := s.jsonRows(b, c, 0, b.Len())
+	if len(msgs) != 0 || len(dead) != 1 {
+		t.Fatalf("%d outputs, %d dead letters: want one dead letter", len(msgs), len(dead))
+	}
+	if dead[0].Code != "output_too_large" || !strings.HasPrefix(dead[0].Reason, "sink: JSON output is ") {
+		t.Fatalf("dead letter code %q, reason %q: want output_too_large", dead[0].Code, dead[0].Reason)
+	}
+}

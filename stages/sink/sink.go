@@ -33,14 +33,27 @@ import (
 
 // Header names on output and dead-letter messages.
 const (
-	HeaderID     = "outlierd-id"     // outputs: the output's deterministic id
-	HeaderError  = "outlierd-error"  // dead letters: why the message could not be processed
+	HeaderID    = "outlierd-id"    // outputs: the output's deterministic id
+	HeaderError = "outlierd-error" // dead letters: why the message could not be processed, for people
+	// HeaderReason is on a dead letter with its kind of problem as one word, for programs
+	// (batch.DeadLetter.Code): the decoders' missing, not_a_number, not_finite, out_of_range,
+	// negative_uncertainty, bad_event_time, bad_key, malformed (not the format's syntax), or the
+	// sink's output_too_large, output_unencodable. HeaderError's wording may change; these
+	// words stay.
+	HeaderReason = "outlierd-reason"
 	HeaderSource = "outlierd-source" // dead letters: "<topic>/<partition>/<offset>" of the input
 	HeaderTime   = "outlierd-time"   // dead letters: the input message's time, RFC 3339 (nanoseconds), UTC
 	// HeaderTruncated is on a dead letter whose original value (or key) had to be cut to fit
 	// max_message_bytes: the original value's length in bytes (decimal). The value is then a
 	// prefix of the original; the message itself stays in its topic at its source offset.
 	HeaderTruncated = "outlierd-truncated"
+)
+
+// The Codes of the sink's own dead letters: an output over max_message_bytes even without its
+// payload, and one the encoder refused.
+const (
+	codeOutputTooLarge    = "output_too_large"
+	codeOutputUnencodable = "output_unencodable"
 )
 
 // messageOverhead bounds the bytes a message adds to a produce request beyond its key, value and
@@ -239,7 +252,7 @@ func (s *Sink) jsonRows(b *batch.Batch, c *columns, lo, hi int) ([]kafka.Message
 		}
 		v, err := encodeJSON(b, c, i)
 		if err != nil {
-			dead = append(dead, c.deadLetter(b, i, "sink: "+err.Error()))
+			dead = append(dead, c.deadLetter(b, i, codeOutputUnencodable, "sink: "+err.Error()))
 			continue
 		}
 		id := OutputID(b.Topic, c.partition.Value(i), c.offset.Value(i))
@@ -257,7 +270,7 @@ func (s *Sink) jsonRows(b *batch.Batch, c *columns, lo, hi int) ([]kafka.Message
 				m.Value = v
 			}
 			if n := messageSize(&m); n > s.cfg.MaxMessageBytes {
-				dead = append(dead, c.deadLetter(b, i, fmt.Sprintf("sink: JSON output is %d bytes, more than sink.max_message_bytes (%d)", n, s.cfg.MaxMessageBytes)))
+				dead = append(dead, c.deadLetter(b, i, codeOutputTooLarge, fmt.Sprintf("sink: JSON output is %d bytes, more than sink.max_message_bytes (%d)", n, s.cfg.MaxMessageBytes)))
 				continue
 			}
 		}
@@ -309,9 +322,9 @@ func (s *Sink) arrowMessages(b *batch.Batch, c *columns) ([]kafka.Message, []bat
 			encode(p, rows[:len(rows)/2])
 			encode(p, rows[len(rows)/2:])
 		case err != nil:
-			dead = append(dead, c.deadLetter(b, rows[0], "sink: "+err.Error()))
+			dead = append(dead, c.deadLetter(b, rows[0], codeOutputUnencodable, "sink: "+err.Error()))
 		default:
-			dead = append(dead, c.deadLetter(b, rows[0], fmt.Sprintf("sink: Arrow output of one row is %d bytes, more than sink.max_message_bytes (%d)", messageSize(&m), s.cfg.MaxMessageBytes)))
+			dead = append(dead, c.deadLetter(b, rows[0], codeOutputTooLarge, fmt.Sprintf("sink: Arrow output of one row is %d bytes, more than sink.max_message_bytes (%d)", messageSize(&m), s.cfg.MaxMessageBytes)))
 		}
 	}
 	for _, p := range order {
@@ -354,6 +367,9 @@ func (s *Sink) deadLetterMessage(d batch.DeadLetter) kafka.Message {
 			{Key: HeaderSource, Value: []byte(OutputID(d.Topic, int32(d.Partition), d.Offset))},
 			{Key: HeaderTime, Value: []byte(d.Time.UTC().Format(time.RFC3339Nano))},
 		},
+	}
+	if d.Code != "" {
+		m.Headers = append(m.Headers, kafka.Header{Key: HeaderReason, Value: []byte(d.Code)})
 	}
 	if messageSize(&m) > s.cfg.MaxMessageBytes {
 		m.Headers = append(m.Headers, kafka.Header{Key: HeaderTruncated, Value: []byte(strconv.Itoa(len(d.Value)))})

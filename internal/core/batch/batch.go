@@ -461,6 +461,11 @@ type DeadLetter struct {
 	Key       []byte
 	Value     []byte
 	Time      time.Time
-	// Reason says what was wrong, e.g. `field "temp": not a number: "abc"`.
+	// Reason says what was wrong, for people, e.g. `field "temp": not a number: "abc"`.
 	Reason string
+	// Code is the kind of problem as one word, for programs (the sink's outlierd-reason header):
+	// the decoders' ("missing", "not_a_number", ..., "malformed") or the sink's
+	// ("output_too_large", "output_unencodable"); "" for none. Its words are kept; Reason's
+	// wording may change.
+	Code string
 }
