@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -120,8 +121,9 @@ func runSensorCheck(t *testing.T, br testsupport.Broker, run sensorRun) {
 }
 
 // checkDeadLetters: every malformed message is in the dead-letter topic exactly once, with its
-// value and key, its source coordinates in outlierd-source and in outlierd-error the very
-// reason the decoder gives for it; nothing else is there.
+// value and key, its source coordinates in outlierd-source, in outlierd-error the very
+// reason the decoder gives for it and in outlierd-reason that reason's word; nothing else is
+// there.
 func checkDeadLetters(t *testing.T, cfg Config, in *sensorInput, dls []*kgo.Record) {
 	t.Helper()
 	dec, err := ingest.NewDecoder(cfg.Ingest)
@@ -158,6 +160,13 @@ func checkDeadLetters(t *testing.T, cfg Config, in *sensorInput, dls []*kgo.Reco
 			derr := dec.Decode(rec.value, decoded)
 			if derr == nil || reason != derr.Error() {
 				t.Errorf("dead letter for %s: reason %q, want the decoder's %v", src, reason, derr)
+			}
+			wantCode := "malformed"
+			if fe := (*ingest.FieldError)(nil); errors.As(derr, &fe) {
+				wantCode = fe.Reason.String()
+			}
+			if code, _ := testsupport.Header(m, sink.HeaderReason); code != wantCode {
+				t.Errorf("dead letter for %s: %s %q, want %q (%v)", src, sink.HeaderReason, code, wantCode, derr)
 			}
 		}
 		if bad+len(seen) > 20 && t.Failed() {
