@@ -175,12 +175,12 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		return nil, usageError{fmt.Errorf("--label-column %q is also a feature, the key or the timestamp", in.label)}
 	}
 	checked, err := ic.Check()
-	if err != nil && in.configPath != "" {
-		err = config.Locate(in.configPath, err) // each key at its line and column, as lint gives it
-	} else if err != nil {
-		err = fmt.Errorf("ingest: invalid config: %w", err)
-	}
 	if err != nil {
+		if in.configPath != "" {
+			err = config.Locate(in.configPath, err) // each key at its line and column, as lint gives it
+		} else {
+			err = fmt.Errorf("ingest: invalid config: %w", err)
+		}
 		return nil, fmt.Errorf("%s: the ingest section does not fit %s: %w", configName(in), in.path, err)
 	}
 	// The label is read after the features, in the same pass (a line parsed once), and may be
