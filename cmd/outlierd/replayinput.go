@@ -171,8 +171,8 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		return nil, usageError{fmt.Errorf("%s: %s (%s) need the features named: a --config with ingest.features (a %s line has no column list), e.g. ingest: {features: [temp, pressure]}",
 			in.path, what, how, strings.TrimSuffix(what, " lines"))}
 	}
-	if in.label != "" && (slices.Contains(ic.Features, in.label) || in.label == ic.KeyField || in.label == ic.EventTimeField) {
-		return nil, usageError{fmt.Errorf("--label-column %q is also a feature, the key or the timestamp", in.label)}
+	if err := labelClash(ic, in.label); err != nil {
+		return nil, err
 	}
 	checked, err := ic.Check()
 	if err != nil {
@@ -306,6 +306,27 @@ func inHeader(in replayInput, header []string) error {
 			return config.Locate(in.configPath, config.Fieldf(f.Key, "%q%s is not a column of %s's header %v", f.Name, whose, in.path, header))
 		}
 		return fmt.Errorf("%s: %s %q%s (--config) is not a column of the header %v", in.path, f.Key, f.Name, whose, header)
+	}
+	return nil
+}
+
+// labelClash refuses a --label-column that the decoder reads for something else (a feature, an
+// uncertainty field, the key, the event time): one field cannot be both.
+func labelClash(ic ingest.Config, label string) error {
+	for _, f := range ic.Fields() {
+		if label == "" || f.Name != label {
+			continue
+		}
+		what := fmt.Sprintf("a feature (%s)", f.Key)
+		switch {
+		case f.Key == "ingest.key_field":
+			what = "the key (--key-column, ingest.key_field)"
+		case f.Key == "ingest.event_time_field":
+			what = "the timestamp (--timestamp-column, ingest.event_time_field)"
+		case strings.HasPrefix(f.Key, "ingest.uncertainty."):
+			what = fmt.Sprintf("feature %q's uncertainty (%s)", f.Feature, f.Key)
+		}
+		return usageError{fmt.Errorf("--label-column %q is also read as %s", label, what)}
 	}
 	return nil
 }

@@ -316,6 +316,29 @@ func TestReplayLabelWithFillAndUncertainty(t *testing.T) {
 	}
 }
 
+// TestReplayLabelIsNoOtherField: a --label-column that the decoder reads for something else (a
+// feature, its uncertainty field, the key, the event time) is refused naming the clash. An
+// uncertainty field was read as the label too once the label became a decoder option (the
+// labelled config's check had refused it, naming a features[N] the user never wrote).
+func TestReplayLabelIsNoOtherField(t *testing.T) {
+	path := writeFile(t, "c.csv", "id,temp,temp_sd,pressure,p_err\na,1,0.5,2,0.25\n")
+	ic := ingest.Default()
+	ic.Format, ic.Features, ic.KeyField = ingest.FormatCSV, []string{"temp", "pressure"}, "id"
+	ic.Uncertainty = &ingest.Uncertainty{Suffix: "_sd", Fields: map[string]string{"pressure": "p_err"}}
+	for label, as := range map[string]string{
+		"temp":    "a feature (ingest.features[0])",
+		"temp_sd": `feature "temp"'s uncertainty (ingest.uncertainty.suffix)`,
+		"p_err":   `feature "pressure"'s uncertainty (ingest.uncertainty.fields["pressure"])`,
+		"id":      "the key (--key-column, ingest.key_field)",
+	} {
+		var warn strings.Builder
+		_, err := readReplayInput(replayInput{path: path, label: label, ingest: ic}, &warn)
+		if want := fmt.Sprintf("--label-column %q is also read as %s", label, as); err == nil || err.Error() != want {
+			t.Errorf("label %s: %v, want %s", label, err, want)
+		}
+	}
+}
+
 // BenchmarkReadReplayInput reads a labelled CSV of 20,000 sensor rows (key, time, three
 // features, the label) as replay does; ns/op is per file.
 func BenchmarkReadReplayInput(b *testing.B) {
