@@ -25,6 +25,9 @@ period: every detector may learn from them and none is scored on them.
   MAD-z     rolling median/MAD robust z: max over features of 0.6745 |x - med| / MAD over the
             previous N = 500 rows (MAD 0: the mean absolute deviation / 0.7979; both 0 and
             x != med: z = 1e12). Flags: z > 3.5 (Iglewicz and Hoaglin's modified z rule).
+  PCA       PyOD PCA (its defaults, seed 0), refitted as IForest and ECOD are, on each window's
+            varying columns with as many components as the window's rank (MendedPCA: a
+            constant or repeated column's zero eigenvalue made every PyOD score infinite).
 
 On a fleet (a key column) the peers run per key (each key's rows in order, P counted in the
 key's own rows for the sliding and rolling peers) and, like outlierd today, on the whole
