@@ -4,12 +4,19 @@ constant columns, and River's HalfSpaceTrees on 3W.
 
     python3 docs/bench/peer_probe.py --pca smap,msl,smd8,asd,tep,3w   # about 30 s on 2 cores
     python3 docs/bench/peer_probe.py --hst                            # 3W: about 20 s
+    python3 docs/bench/peer_probe.py --check                          # MendedPCA's checks: 2 s
 
 --pca: for each set of unseen.py, the refit windows of stream_sbs.py's sliding protocol (fit on
 the previous min(W_FIT, i) rows every B_FIT rows): how many hold a constant column, how many of
 the mended fit's windows have no varying column or a rank below their varying columns, and how
 many test rows get no finite score from PyOD's PCA as first run (PCA(random_state=0) on the whole
 window) and from stream_sbs.MendedPCA; and in how many series the two are identical.
+
+--check: MendedPCA on generated windows, exit status 1 on a failure: a window with a constant
+column, with a repeated column, with no varying column, and a full-rank one (scored exactly as
+PyOD's defaults score it): finite scores and no numerically zero eigenvalue kept. It also shows
+PyOD's PCA as first run on the first two (a smallest explained-variance ratio of 0 or about 1e-17,
+which it divides by: infinite scores, or finite ones of order 1e16 that the noise orders).
 
 --hst: on 3W's 13 instances (unseen.py's protocol), HST's ROC AUC on the test rows (mean over the
 instances) as stream_sbs.hst runs it (an online MinMaxScaler, River's docs' pipeline), with the
@@ -115,16 +122,57 @@ def probe_hst(args):
           + ", ".join(f"{k}-{k + 249}: {np.mean(v):+.2f} ({len(v)} instances)" for k, v in by_age.items()))
 
 
+def check():
+    import numpy as np
+    from pyod.models.pca import PCA
+
+    rng = np.random.default_rng(7)
+    base = rng.normal(size=(2000, 4))
+    windows = {"a constant column": np.column_stack([base, np.full(2000, 3.0)]),
+               "a repeated column": np.column_stack([base, base[:, 1]]),
+               "full rank": base}
+    nxt = rng.normal(size=(500, 4))
+    failed = []
+    for what, w in windows.items():
+        X = np.column_stack([nxt, w[:500, 4:]]) if w.shape[1] > 4 else nxt
+        p0 = PCA(random_state=0).fit(w)
+        first, ratio = p0.decision_function(X), p0.explained_variance_ratio_.min()
+        m = sbs.MendedPCA().fit(w)
+        s = m.decision_function(X)
+        ok = np.isfinite(s).all() and np.isfinite(m.threshold_) and m.model_.explained_variance_ratio_.min() > 1e-12
+        if what == "full rank":
+            ok = ok and np.array_equal(s, first) and m.model_.n_components is None
+        elif ratio > 1e-12:  # the defect: a numerically zero eigenvalue that PyOD divides by
+            print(f"check: PyOD's PCA on a window with {what}: its smallest ratio is {ratio:.3g}, not numerically zero")
+        print(f"check: {what}: PyOD's PCA smallest ratio {ratio:.3g}, finite rows {int(np.isfinite(first).sum())} of {len(X)}, "
+              f"largest finite score {np.max(first[np.isfinite(first)], initial=0):.3g}; mended: finite rows "
+              f"{int(np.isfinite(s).sum())}, components {m.model_.n_components_} of {w.shape[1]} columns, largest "
+              f"score {s.max():.3g}: {'ok' if ok else 'FAILED'}")
+        if not ok:
+            failed.append(what)
+    m = sbs.MendedPCA().fit(np.ones((100, 3)))
+    s = m.decision_function(rng.normal(size=(10, 3)))
+    ok = m.model_ is None and (s == 0).all() and not (s > m.threshold_).any()
+    print(f"check: no varying column: scores 0, no flag: {'ok' if ok else 'FAILED'}")
+    if not ok:
+        failed.append("no varying column")
+    if failed:
+        raise SystemExit(f"peer_probe: check failed: {', '.join(failed)}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pca", default="", help="sets of unseen.py (comma-separated)")
     ap.add_argument("--hst", action="store_true", help="HST on 3W")
+    ap.add_argument("--check", action="store_true", help="MendedPCA's checks (exit status 1 on a failure)")
     ap.add_argument("--smap-msl", default=os.environ.get("OUTLIERD_SMAP_MSL", unseen.SMAP_MSL_DEFAULT))
     ap.add_argument("--interfusion", default=os.environ.get("OUTLIERD_INTERFUSION", unseen.INTERFUSION_DEFAULT))
     ap.add_argument("--tep", default=os.environ.get("OUTLIERD_TEP", unseen.TEP_DEFAULT))
     ap.add_argument("--threew", default=os.environ.get("OUTLIERD_3W", unseen.THREEW_DEFAULT))
     args = ap.parse_args()
     warnings.filterwarnings("ignore", category=RuntimeWarning)
+    if args.check:
+        check()
     if args.pca:
         probe_pca(args)
     if args.hst:
