@@ -13,7 +13,8 @@ with --skab-files even|odd|all or --nab-files in|out|all (the half is the corpus
 dense ranks, its own corpus-wide thresholds). The figures equal stream_sbs.py's to the digit.
 
 The peers' scores do not depend on outlierd, so they are cached per file under --cache (keyed
-by the file, its rows and the harness's constants); outlierd is replayed every run. Detectors:
+by the file, its rows and the harness's constants; a peer mended since, stream_sbs.PEER_REVISION,
+in a file of its own); outlierd is replayed every run. Detectors:
 "outlierd recent" (scores.recent of the default config, or of --config), "outlierd NAME
 recent" for each --also-config, and the peers (HST, IForest, ECOD, MAD-z, PCA; on NAB also NAB's
 windowedGaussian). The report gives each half's figures (standard / reward low FP / reward low

@@ -81,7 +81,7 @@ Scorers, on the test rows:
 series' test rows concatenated (raw scores, as the literature concatenates; a detector whose
 scale differs between series loses there, which is a property of the detector).
 Per-series detector outputs are cached under --cache: the peers' keyed by the file contents and
-their constants, outlierd's by the file contents, the binary's hash and --config's contents, so
+their constants (a peer mended since, stream_sbs.PEER_REVISION, in a file of its own), outlierd's by the file contents, the binary's hash and --config's contents, so
 a rerun only scores and another binary or config replays outlierd only.
 """
 import argparse
