@@ -13,7 +13,8 @@ with --skab-files even|odd|all or --nab-files in|out|all (the half is the corpus
 dense ranks, its own corpus-wide thresholds). The figures equal stream_sbs.py's to the digit.
 
 The peers' scores do not depend on outlierd, so they are cached per file under --cache (keyed
-by the file, its rows and the harness's constants); outlierd is replayed every run. Detectors:
+by the file, its rows and the harness's constants; a peer mended since, stream_sbs.PEER_REVISION,
+in a file of its own); outlierd is replayed every run. Detectors:
 "outlierd recent" (scores.recent of the default config, or of --config), "outlierd NAME
 recent" for each --also-config, and the peers (HST, IForest, ECOD, MAD-z, PCA; on NAB also NAB's
 windowedGaussian). The report gives each half's figures (standard / reward low FP / reward low
@@ -65,22 +66,30 @@ def peer_scores(corpus, rel, df, feats, probation, cache):
     key = hashlib.sha256(json.dumps([corpus, rel, len(df), feats, probation, sbs.W_FIT, sbs.B_FIT, sbs.N_MAD,
                                      sbs.Z_MAD, sbs.HST_Q]).encode()).hexdigest()[:16]
     path = os.path.join(cache, f"{corpus}-{key}.npz")
+    # a peer mended since (stream_sbs.PEER_REVISION) is kept in a file of its own, named by its
+    # revision, so that neither this script nor an older one reads the other's scores for it
+    revised = [p for p in sbs.PEERS if p in sbs.PEER_REVISION]
+    rpath = os.path.join(cache, f"{corpus}-{key}-" + ",".join(f"{p}{sbs.PEER_REVISION[p]}" for p in revised) + ".npz")
     out = {}
     if os.path.exists(path):
         z = np.load(path)
-        out = {k: z[k] for k in z.files}
-        missing = [p for p in sbs.PEERS if p not in out]  # a peer added since: computed alone
-        if not missing:
-            return out
-    else:
-        missing = list(sbs.PEERS)
+        out = {k: z[k] for k in z.files if k not in revised}
+    if revised and os.path.exists(rpath):
+        z = np.load(rpath)
+        out.update({k: z[k] for k in z.files})
+    missing = [p for p in sbs.PEERS if p not in out]  # a peer added or mended since: computed alone
+    if not missing and (corpus != "nab" or "NAB windowedGaussian" in out):
+        return out
     X = df[feats].to_numpy(dtype=np.float64)
-    out.update({name: s for name, (s, _, _) in sbs.peers(X, probation, names=missing).items()})
+    new = {name: s for name, (s, _, _) in sbs.peers(X, probation, names=missing).items()}
     if corpus == "nab" and "NAB windowedGaussian" not in out:
-        out["NAB windowedGaussian"] = sbs.windowed_gaussian(df["value"].to_numpy(dtype=np.float64))
+        new["NAB windowedGaussian"] = sbs.windowed_gaussian(df["value"].to_numpy(dtype=np.float64))
+    out.update(new)
     os.makedirs(cache, exist_ok=True)
-    np.savez(path + ".tmp.npz", **out)
-    os.replace(path + ".tmp.npz", path)
+    for where, mine in ((path, lambda k: k not in revised), (rpath, lambda k: k in revised)):
+        if any(mine(k) for k in new):  # a file is written only when this call computed some of its peers
+            np.savez(where + ".tmp.npz", **{k: v for k, v in out.items() if mine(k)})
+            os.replace(where + ".tmp.npz", where)
     return out
 
 

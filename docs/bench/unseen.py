@@ -81,7 +81,7 @@ Scorers, on the test rows:
 series' test rows concatenated (raw scores, as the literature concatenates; a detector whose
 scale differs between series loses there, which is a property of the detector).
 Per-series detector outputs are cached under --cache: the peers' keyed by the file contents and
-their constants, outlierd's by the file contents, the binary's hash and --config's contents, so
+their constants (a peer mended since, stream_sbs.PEER_REVISION, in a file of its own), outlierd's by the file contents, the binary's hash and --config's contents, so
 a rerun only scores and another binary or config replays outlierd only.
 """
 import argparse
@@ -373,9 +373,11 @@ def series_outputs(sid, train, test, y, binary, bin_hash, config, cache):
             out["outlierd recent"] = (recent[p:], flags[p:])
         return out, secs
 
+    revised = [d for d in PEERS if d in sbs.PEER_REVISION]  # mended since: never read from an older cache
+
     def peers():
         out, secs = {}, {}
-        for name, (s, f, t) in sbs.peers(X, max(p, 2)).items():
+        for name, (s, f, t) in sbs.peers(X, max(p, 2), names=[d for d in PEERS if d not in revised]).items():
             out[name], secs[name] = (s[p:], f[p:]), t
         return out, secs
 
@@ -385,7 +387,8 @@ def series_outputs(sid, train, test, y, binary, bin_hash, config, cache):
             conf = hashlib.sha256(fh.read()).hexdigest()
     out, secs = cached("ours", [bin_hash, conf], ours)
     po, ps = cached("peers", [sbs.W_FIT, sbs.B_FIT, sbs.N_MAD, sbs.Z_MAD, sbs.HST_Q], peers)
-    missing = [p for p in PEERS if p not in po]  # a peer added since the cache was written: cached on its own
+    po, ps = {d: v for d, v in po.items() if d not in revised}, {d: v for d, v in ps.items() if d not in revised}
+    missing = [p for p in PEERS if p not in po]  # a peer added or mended since the cache was written: cached on its own
 
     def added():
         out, secs = {}, {}
@@ -394,7 +397,9 @@ def series_outputs(sid, train, test, y, binary, bin_hash, config, cache):
         return out, secs
 
     if missing:
-        pa, pas = cached("peers+" + ",".join(missing), [sbs.W_FIT, sbs.B_FIT], added)
+        rev = {d: sbs.PEER_REVISION[d] for d in missing if d in sbs.PEER_REVISION}
+        tag = ",".join(d + (str(rev[d]) if d in rev else "") for d in missing)  # PCA2: not the cache of PCA as first run
+        pa, pas = cached("peers+" + tag, [sbs.W_FIT, sbs.B_FIT] + ([rev] if rev else []), added)
         po, ps = {**po, **pa}, {**ps, **pas}
     return {**out, **po}, {**secs, **ps}
 
