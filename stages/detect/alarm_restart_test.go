@@ -647,7 +647,7 @@ func TestScorerSavesWaitingCaps(t *testing.T) {
 	defer s.Close()
 	waiting := func(at uint64) savedCap {
 		c := savedCap{cap: *newAlarmCap(cfg.Keys.Window)}
-		c.cap.admit(true, 4)
+		c.cap.admitOver(true, false, true, 4)
 		c.cap.at = at
 		return c
 	}
