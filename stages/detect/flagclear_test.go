@@ -166,7 +166,7 @@ func TestFlagClearLastAfterKeysRestore(t *testing.T) {
 				t.Fatalf("%d records: last %v, want %v", n, st.cap.last(), lastFlagged)
 			}
 			r := newKeyedScorer()
-			if err := r.decodeKeys(KeysSnapshotFormat, k.encodeKeys(features, &cfg), features, &cfg); err != nil {
+			if _, err := r.decodeKeys(KeysSnapshotFormat, k.encodeKeys(features, &cfg), features, &cfg); err != nil {
 				t.Fatal(err)
 			}
 			rc := r.keys["a"].cap

@@ -81,9 +81,6 @@ type keyedScorer struct {
 	// own).
 	fleet fleetTail
 	tail  *fleetTail
-	// savedAt is the stream position of the keys' state file decoded into it (decodeKeys;
-	// 0: none, or a format without one).
-	savedAt uint64
 }
 
 // keyedScratch is the parallel path's per-batch memory, reused: each batch's allocation of it
