@@ -157,7 +157,9 @@ func medianOf(a []float32) float64 {
 	return (float64(a[n/2-1]) + float64(a[n/2])) / 2
 }
 
-// fleetShardOf is a key's shard (FNV-1a of its bytes, folded; keyHash without a []byte made).
+// fleetShardOf is a key's shard: 32-bit FNV-1a of its bytes, folded (not keyHash, the workers'
+// 64-bit hash). Saved pools hold their shards by it: another hash would move a key's
+// deviations to another shard than its saved ones.
 func fleetShardOf(key string) uint8 {
 	h := uint32(2166136261)
 	for i := 0; i < len(key); i++ {
