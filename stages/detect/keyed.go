@@ -359,7 +359,7 @@ func decideByKeyMean(cfg *Config, features []string, st *keyState, r *Ranker, ve
 	sc.DensityScore, sc.DistanceScore = dens, dist
 	sc.Score, sc.Threshold = r.Final.Surprisal(mean), cfg.MinScore
 	if f != nil {
-		sc.Score = f.lift(st, r, raw, sc.Score, cfg.MinScore, cfg.Keys.Window, i)
+		sc.Score = f.lift(r, raw, sc.Score, cfg.MinScore, cfg.Keys.Window, i)
 	}
 	sig := sc.Score >= sc.Threshold
 	if h.waits(st, i) { // (its key's first: capAlarms decides; explained below if it may be flagged)
