@@ -449,7 +449,17 @@ func (k *keyedScorer) newState(key string, cfg *Config, d int) *keyState {
 	return st
 }
 
+// evict drops st past the limits (or retired by its builder): counted, its alarm handed back to
+// the global model's path (keyed_handover.go).
 func (k *keyedScorer) evict(st *keyState, d int) {
+	k.remove(st, d)
+	k.evictions++
+	k.hand.evicted(st)
+}
+
+// remove drops st from the keys held: a key evicted, or moved to another scorer (its records
+// and its alarm go with it: DropKeysOutside).
+func (k *keyedScorer) remove(st *keyState, d int) {
 	st.gone = true // (its touches in the recency log are stale from now on)
 	delete(k.keys, st.key)
 	k.gen++
@@ -463,8 +473,6 @@ func (k *keyedScorer) evict(st *keyState, d int) {
 		st.slot = -1
 	}
 	st.due = false // (a build waiting for the flush is dropped with the key)
-	k.evictions++
-	k.hand.evicted(st)
 }
 
 // push appends one record to its key's window and rebuilds the key's model when it is due:
