@@ -198,22 +198,7 @@ func TestKeyedBuilderToScorers(t *testing.T) {
 // with the same flagged cap is both.
 func TestDropKeysOutsideHandsNothingBack(t *testing.T) {
 	cfg := keyedConfig()
-	var rows []fleetRow
-	r := rand.New(rand.NewPCG(15, 15))
-	for range 1000 + cfg.Keys.MinRecords {
-		rows = append(rows, fleetRow{key: "a", value: float32(70 + 2*r.NormFloat64())})
-	}
-	_, leader, done := handoverRun(t, cfg, Deps{}, rows, 1000)
-	km, _ := leader.KeyModelOf("a")
-	done()
-	if km == nil {
-		t.Fatal("setup: no model of a")
-	}
-	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Role: RoleScorer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, km := scorerWithModelOfA(t, cfg)
 	s.InstallKeyModels([]KeyModel{{Key: "odd", Version: 1, Partition: 1, Model: km}, {Key: "even", Version: 1, Partition: 0, Model: km}})
 	for _, key := range []string{"odd", "even"} {
 		c := s.keyed.keys[key].cap
