@@ -100,14 +100,10 @@ func (a *alarmCap) clone() alarmCap {
 	return c
 }
 
-// admit takes the next record in stream order: whether it is significant, and the number of
-// flags allowed per window; it returns whether the record is flagged.
-func (a *alarmCap) admit(significant bool, limit int) bool {
-	return a.admitOver(significant, false, true, limit)
-}
-
-// admitOver is admit where over flags a significant record whatever the window's count (an
-// alarm going on: admitRun, admitStart); its flag counts unless over and not overCounts.
+// admitOver takes the next record in stream order: whether it is significant, and the number
+// of flags allowed per window; it returns whether the record is flagged. over flags a
+// significant record whatever the window's count (an alarm going on: admitRun, admitStart);
+// its flag counts unless over and not overCounts.
 func (a *alarmCap) admitOver(significant, over, overCounts bool, limit int) bool {
 	n, r := a.n, a.ring()
 	if a.filled == n && r.at(int(a.next)) {
@@ -135,7 +131,7 @@ func (a *alarmCap) last() bool {
 	return a.ring().at(int((a.next - 1 + a.n) % a.n))
 }
 
-// admitRun is a key's cap (detect.key_by: key): admit with detect.flag_clear's deadband. A
+// admitRun is a key's cap (detect.key_by: key): admitOver with detect.flag_clear's deadband. A
 // record that is not significant but whose series' previous record was flagged (previous) and
 // whose score reaches clear is flagged too (held). The cap limits the starts of the key's
 // alarms, not the records of one going on: a record that continues its alarm (the previous

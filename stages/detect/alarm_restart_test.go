@@ -629,25 +629,10 @@ func TestScorerRestartContinuesKeyAlarms(t *testing.T) {
 func TestScorerSavesWaitingCaps(t *testing.T) {
 	cfg := keyedConfig()
 	cfg.Keys.MaxKeys = 3
-	var rows []fleetRow
-	r := rand.New(rand.NewPCG(13, 13))
-	for range 1000 + cfg.Keys.MinRecords {
-		rows = append(rows, fleetRow{key: "a", value: float32(70 + 2*r.NormFloat64())})
-	}
-	_, leader, done := handoverRun(t, cfg, Deps{}, rows, 1000)
-	km, _ := leader.KeyModelOf("a")
-	done()
-	if km == nil {
-		t.Fatal("setup: no model of a")
-	}
-	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Role: RoleScorer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, km := scorerWithModelOfA(t, cfg)
 	waiting := func(at uint64) savedCap {
 		c := savedCap{cap: *newAlarmCap(cfg.Keys.Window)}
-		c.cap.admit(true, 4)
+		c.cap.admitOver(true, false, true, 4)
 		c.cap.at = at
 		return c
 	}

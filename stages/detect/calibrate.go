@@ -192,7 +192,7 @@ func standardisation(cols, sorted [][]float32) (center, unit []float64) {
 // standardisationOn is standardisation, a goroutine per feature unless workers is 1.
 func standardisationOn(cols, sorted [][]float32, workers int) (center, unit []float64) {
 	center, unit = make([]float64, len(cols)), make([]float64, len(cols))
-	each := perFeature
+	each := onWorkers
 	if workers == 1 {
 		each = func(dims int, f func(j int)) {
 			for j := range dims {

@@ -160,13 +160,13 @@ func TestFlagClearLastAfterKeysRestore(t *testing.T) {
 			st := k.state("a", &cfg, len(features))
 			for i := range n {
 				sig := i == n-1 && lastFlagged || i%100 == 3 && i < n-1
-				st.cap.admit(sig, capLimit(cfg.AlarmRate, w))
+				st.cap.admitOver(sig, false, true, capLimit(cfg.AlarmRate, w))
 			}
 			if st.cap.last() != lastFlagged {
 				t.Fatalf("%d records: last %v, want %v", n, st.cap.last(), lastFlagged)
 			}
 			r := newKeyedScorer()
-			if err := r.decodeKeys(KeysSnapshotFormat, k.encodeKeys(features, &cfg), features, &cfg); err != nil {
+			if _, err := r.decodeKeys(KeysSnapshotFormat, k.encodeKeys(features, &cfg), features, &cfg); err != nil {
 				t.Fatal(err)
 			}
 			rc := r.keys["a"].cap
@@ -350,7 +350,7 @@ func runKeySteps(t *testing.T, cfg Config, batches ...[]keyStep) {
 					states[st.key] = ks
 				}
 				if !s.keyed.hand.waits(ks, i) {
-					ks.cap.admit(st.flag, 1<<20) // (the keys' pass's decision, given)
+					ks.cap.admitOver(st.flag, false, true, 1<<20) // (the keys' pass's decision, given)
 				} else {
 					sc.Outlier, sc.Held = st.score >= cfg.MinScore || st.score >= cfg.clearScore(), false
 				}

@@ -15,6 +15,29 @@ import (
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
+// scorerWithModelOfA returns a new scorer of cfg, closed at the test's end, and a model of key a
+// (a builder's, of 1000 + keys.min_records readings of a alone) for it to install.
+func scorerWithModelOfA(t *testing.T, cfg Config) (*Stage, *Ranker) {
+	t.Helper()
+	var rows []fleetRow
+	r := rand.New(rand.NewPCG(13, 13))
+	for range 1000 + cfg.Keys.MinRecords {
+		rows = append(rows, fleetRow{key: "a", value: float32(70 + 2*r.NormFloat64())})
+	}
+	_, leader, done := handoverRun(t, cfg, Deps{}, rows, 1000)
+	km, _ := leader.KeyModelOf("a")
+	done()
+	if km == nil {
+		t.Fatal("setup: no model of a")
+	}
+	s, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Role: RoleScorer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s, km
+}
+
 // handoverRun feeds rows (key, value) through a new keyed stage of cfg and deps, cut into batches
 // at cuts (restartFeed), and returns every record's score in order with the stage, open: the
 // caller closes it (after reading its keys' models).

@@ -127,7 +127,7 @@ func TestKeyCapContinuesPastItsLimit(t *testing.T) {
 	// that is the key's last on the global path (decideWaiting's previous).
 	b := newAlarmCap(window)
 	for range 2 {
-		b.admit(true, limit)
+		b.admitOver(true, false, true, limit)
 	}
 	if f, h := b.admitRun(false, false, 4, clear, limit); f || h {
 		t.Errorf("not significant, previous not flagged: flag %v held %v", f, h)

@@ -81,9 +81,6 @@ type keyedScorer struct {
 	// own).
 	fleet fleetTail
 	tail  *fleetTail
-	// savedAt is the stream position of the keys' state file decoded into it (decodeKeys;
-	// 0: none, or a format without one).
-	savedAt uint64
 }
 
 // keyedScratch is the parallel path's per-batch memory, reused: each batch's allocation of it
@@ -362,7 +359,7 @@ func decideByKeyMean(cfg *Config, features []string, st *keyState, r *Ranker, ve
 	sc.DensityScore, sc.DistanceScore = dens, dist
 	sc.Score, sc.Threshold = r.Final.Surprisal(mean), cfg.MinScore
 	if f != nil {
-		sc.Score = f.lift(st, r, raw, sc.Score, cfg.MinScore, cfg.Keys.Window, i)
+		sc.Score = f.lift(r, raw, sc.Score, cfg.MinScore, cfg.Keys.Window, i)
 	}
 	sig := sc.Score >= sc.Threshold
 	if h.waits(st, i) { // (its key's first: capAlarms decides; explained below if it may be flagged)
@@ -452,7 +449,17 @@ func (k *keyedScorer) newState(key string, cfg *Config, d int) *keyState {
 	return st
 }
 
+// evict drops st past the limits (or retired by its builder): counted, its alarm handed back to
+// the global model's path (keyed_handover.go).
 func (k *keyedScorer) evict(st *keyState, d int) {
+	k.remove(st, d)
+	k.evictions++
+	k.hand.evicted(st)
+}
+
+// remove drops st from the keys held: a key evicted, or moved to another scorer (its records
+// and its alarm go with it: DropKeysOutside).
+func (k *keyedScorer) remove(st *keyState, d int) {
 	st.gone = true // (its touches in the recency log are stale from now on)
 	delete(k.keys, st.key)
 	k.gen++
@@ -466,8 +473,6 @@ func (k *keyedScorer) evict(st *keyState, d int) {
 		st.slot = -1
 	}
 	st.due = false // (a build waiting for the flush is dropped with the key)
-	k.evictions++
-	k.hand.evicted(st)
 }
 
 // push appends one record to its key's window and rebuilds the key's model when it is due:

@@ -90,7 +90,7 @@ func BenchmarkKeyedDecide(b *testing.B) {
 			h := &handover{on: true} // (a stage's: every key past its first record, whose flag its cap decides)
 			for _, x := range q {
 				if x.st.cap.filled == 0 {
-					x.st.cap.admit(false, 1)
+					x.st.cap.admitOver(false, false, true, 1)
 				}
 			}
 			b.ResetTimer()

@@ -157,7 +157,9 @@ func medianOf(a []float32) float64 {
 	return (float64(a[n/2-1]) + float64(a[n/2])) / 2
 }
 
-// fleetShardOf is a key's shard (FNV-1a of its bytes, folded; keyHash without a []byte made).
+// fleetShardOf is a key's shard: 32-bit FNV-1a of its bytes, folded (not keyHash, the workers'
+// 64-bit hash). Saved pools hold their shards by it: another hash would move a key's
+// deviations to another shard than its saved ones.
 func fleetShardOf(key string) uint8 {
 	h := uint32(2166136261)
 	for i := 0; i < len(key); i++ {
@@ -170,16 +172,16 @@ func fleetShardOf(key string) uint8 {
 // deviation is a record's largest absolute deviation over its features from its key's model, in
 // the model's robust sd (rank.Tail.Deviation); NaN values are left out (0 when every one is),
 // and it is at most fleetMaxDeviation (a scale of a few ulps cannot make it infinite). Features
-// without an interquartile range (rank.Tail.Scaled; unscaled marks them for a noted model, j <
-// 16) are left out too: a count's 1 among its 0s is thousands of its spread-made sd out, against
+// without an interquartile range (rank.Tail.Scaled; fleetUnscaled marks them, j < 16: r is
+// noted) are left out too: a count's 1 among its 0s is thousands of its spread-made sd out, against
 // a fleet's tail of location-scale readings significant for good, where its own tail learns it
 // (TestKeyRecurringEventsLearnt, TestKeyZeroInflatedLearnt). Their own tails judge them. scaled
 // is false where every feature was left out so: nothing for the pool (its 0s would thin the
 // fleet's tail for the other keys).
-func deviation(r *Ranker, raw [][]float32, noted bool) (z float64, scaled bool) {
+func deviation(r *Ranker, raw [][]float32) (z float64, scaled bool) {
 	m := 0.0
 	for j := range raw {
-		if noted && j < 16 && r.fleetUnscaled&(1<<j) != 0 || (!noted || j >= 16) && !r.Tail.Scaled(j) {
+		if j < 16 && r.fleetUnscaled&(1<<j) != 0 || j >= 16 && !r.Tail.Scaled(j) {
 			continue
 		}
 		scaled = true
@@ -203,25 +205,19 @@ func (f *fleetTail) score(z float64) float64 {
 	return 2 + (z-f.lo)/(f.hi-f.lo)
 }
 
-// lift is a record's combined score own (its key's model r's) under keys.tail: fleet, and notes
-// the record's deviation for the pool (record i of the pass, key st) when it is not significant
-// at minScore, the key is fully weighted and a feature of it has a scale (deviation).
-func (f *fleetTail) lift(st *keyState, r *Ranker, raw [][]float32, own, minScore float64, window, i int) float64 {
-	z, scaled := deviation(r, raw, r.fleetShard != 0)
-	shard, rows := r.fleetShard, int(r.fleetRows)
-	if shard == 0 { // (a model not noted: its key's bytes and its columns read here)
-		shard = fleetShardOf(st.key) + 1
-		if len(r.Tail.Sorted) > 0 {
-			rows = len(r.Tail.Sorted[0])
-		}
-	}
-	w := fleetWeight(rows, window)
+// lift is a record's combined score own (its key's model r's, noted: noteKey) under keys.tail:
+// fleet, and notes the record's deviation for the pool (record i of the pass, in r's shard)
+// when it is not significant at minScore, the key is fully weighted and a feature of it has a
+// scale (deviation).
+func (f *fleetTail) lift(r *Ranker, raw [][]float32, own, minScore float64, window, i int) float64 {
+	z, scaled := deviation(r, raw)
+	w := fleetWeight(int(r.fleetRows), window)
 	s := own
 	if fs := f.score(z); fs > own {
 		s = own + float64(w*(fs-own)) // (rounded: not fused into the sum)
 	}
 	if s < minScore && w == 1 && scaled && i < len(f.obs) {
-		f.obs[i], f.shard[i] = float32(z), shard-1
+		f.obs[i], f.shard[i] = float32(z), r.fleetShard-1
 	}
 	return s
 }

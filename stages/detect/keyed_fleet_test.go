@@ -227,6 +227,7 @@ func TestFleetTailLiftShrinks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		r.noteKey("k") // (as a key's build notes its model)
 		return r
 	}
 	at := func(r *Ranker, z float64) [][]float32 { // the value z robust sd from r's median
@@ -247,7 +248,7 @@ func TestFleetTailLiftShrinks(t *testing.T) {
 		{150, 10, 1, 9, false, "deviation 10: 9, significant"},
 	} {
 		r := model(c.rows)
-		got := f.lift(&keyState{key: "k"}, r, at(r, c.z), c.own, 5, 200, i)
+		got := f.lift(r, at(r, c.z), c.own, 5, 200, i)
 		if math.Abs(got-c.want) > 1e-4 {
 			t.Errorf("%s: %g, want %g", c.situation, got, c.want)
 		}
@@ -288,7 +289,7 @@ func TestValidateKeysTail(t *testing.T) {
 
 // TestFleetDeviationLeavesUnscaledOut: a feature whose window's middle half is one value (a
 // count's 0s: rank.Tail.Scaled false) has no scale the fleet's pool shares: it is left out of a
-// record's deviation, the same on a noted model (its mask) and one not noted, and a record whose
+// record's deviation (a noted model's mask, as rank.Tail.Scaled reads it), and a record whose
 // every feature is so has none for the pool. Under the fleet's tail a count's 1, thousands of its
 // spread-made sd out, was significant for good (TestKeyRecurringEventsLearnt failed: 40 of 50
 // ones significant, want at most 10).
@@ -318,14 +319,15 @@ func TestFleetDeviationLeavesUnscaledOut(t *testing.T) {
 		for j, v := range c.rec {
 			raw[j] = []float32{v}
 		}
-		for _, noted := range []bool{false, true} {
-			if noted {
-				r.noteKey("door")
+		r.noteKey("door")
+		for j := range c.cols {
+			if unscaled := r.fleetUnscaled&(1<<j) != 0; unscaled == r.Tail.Scaled(j) {
+				t.Errorf("%s: feature %d marked unscaled %v, rank.Tail.Scaled %v", c.situation, j, unscaled, r.Tail.Scaled(j))
 			}
-			z, scaled := deviation(r, raw, noted)
-			if scaled != c.scaled || math.Abs(z-c.z) > 1e-3 {
-				t.Errorf("%s, noted %v: deviation %g (scaled %v), want %g (%v)", c.situation, noted, z, scaled, c.z, c.scaled)
-			}
+		}
+		z, scaled := deviation(r, raw)
+		if scaled != c.scaled || math.Abs(z-c.z) > 1e-3 {
+			t.Errorf("%s: deviation %g (scaled %v), want %g (%v)", c.situation, z, scaled, c.z, c.scaled)
 		}
 	}
 	// lift pools nothing for a record without a scaled feature.
@@ -334,7 +336,7 @@ func TestFleetDeviationLeavesUnscaledOut(t *testing.T) {
 	r := &Ranker{Tail: rank.NewTail([][]float32{count})}
 	r.noteKey("door")
 	r.fleetRows = 200
-	f.lift(&keyState{key: "door"}, r, [][]float32{{1}}, 0, 5, 200, 0)
+	f.lift(r, [][]float32{{1}}, 0, 5, 200, 0)
 	if !math.IsNaN(float64(f.obs[0])) {
 		t.Errorf("a count's record pooled (%g): its 0s would thin the fleet's tail", f.obs[0])
 	}

@@ -245,23 +245,24 @@ func boolByte(b bool) byte {
 }
 
 // decodeKeys reads a keys' state payload of this format version into k (empty, of the stage's
-// settings).
-func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg *Config) error {
+// settings); it returns the stream position the state was saved at (0: a format without one).
+func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg *Config) (uint64, error) {
 	d := sealed.NewDecoder(p)
 	if err := checkKeyHeader(d, features, cfg); err != nil {
-		return err
+		return 0, err
 	}
 	dims, w := len(features), cfg.Keys.Window
 	least := 21 + w
+	var at uint64
 	if format >= 3 {
-		k.savedAt = d.U64("position")
+		at = d.U64("position")
 		least += 8
 	}
 	n := d.U64("key count")
 	// A key takes at least its length, partition, size, since, cap and model flag: a count the
 	// payload cannot hold is refused before any allocation.
 	if d.Err() == nil && n > uint64(d.Left())/uint64(least) {
-		return snapErr("%d keys cannot fit in the %d bytes left", n, d.Left())
+		return 0, snapErr("%d keys cannot fit in the %d bytes left", n, d.Left())
 	}
 	flag := func(what string) (bool, error) {
 		b := d.Take(1, what)
@@ -278,13 +279,13 @@ func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg
 		partition := int32(d.U32("partition"))
 		size := int(d.U32("window size"))
 		if d.Err() != nil {
-			return sealedErr(d.Err())
+			return 0, sealedErr(d.Err())
 		}
 		if size > w {
-			return snapErr("key %q holds %d records, keys.window is %d", key, size, w)
+			return 0, snapErr("key %q holds %d records, keys.window is %d", key, size, w)
 		}
 		if _, dup := k.keys[key]; dup {
-			return snapErr("key %q twice", key)
+			return 0, snapErr("key %q twice", key)
 		}
 		st := k.state(key, cfg, dims)
 		st.partition = partition
@@ -295,7 +296,7 @@ func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg
 		for i := range size {
 			f, err := flag("significance")
 			if err != nil {
-				return err
+				return 0, err
 			}
 			st.sig.set(i, f)
 		}
@@ -303,13 +304,13 @@ func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg
 		st.since = int(d.U32("records since the key's build"))
 		next, filled := d.U32("alarm cap position"), d.U32("alarm cap filled")
 		if d.Err() == nil && (next >= uint32(w) || filled > uint32(w)) {
-			return snapErr("key %q: alarm cap at %d, filled %d, of %d", key, next, filled, w)
+			return 0, snapErr("key %q: alarm cap at %d, filled %d, of %d", key, next, filled, w)
 		}
 		st.cap.next, st.cap.filled = int32(next), int32(filled)
 		for i := range st.cap.ring().len() {
 			f, err := flag("alarm flag")
 			if err != nil {
-				return err
+				return 0, err
 			}
 			st.cap.ring().set(i, f)
 			if f {
@@ -317,14 +318,14 @@ func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg
 			}
 		}
 		if format >= 3 {
-			if st.cap.at = d.U64("alarm cap position"); d.Err() == nil && st.cap.at > k.savedAt {
-				return snapErr("key %q: alarm cap at position %d, the stream at %d", key, st.cap.at, k.savedAt)
+			if st.cap.at = d.U64("alarm cap position"); d.Err() == nil && st.cap.at > at {
+				return 0, snapErr("key %q: alarm cap at position %d, the stream at %d", key, st.cap.at, at)
 			}
 		}
 		model, err := flag("model flag")
 		if err != nil || !model {
 			if err != nil {
-				return err
+				return 0, err
 			}
 			continue
 		}
@@ -334,27 +335,27 @@ func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg
 			r.noteKey(key)
 		}
 		if err != nil {
-			return fmt.Errorf("key %q: %w", key, err)
+			return 0, fmt.Errorf("key %q: %w", key, err)
 		}
 		st.model = r
 		k.markWarm(st)
 	}
 	if d.Err() != nil {
-		return sealedErr(d.Err())
+		return 0, sealedErr(d.Err())
 	}
 	if format >= 4 {
 		f, err := decodeFleet(d)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if f != nil {
 			k.fleet = *f
 		}
 	}
 	if d.Left() != 0 {
-		return snapErr("%d unread bytes at the end of the keys' state", d.Left())
+		return 0, snapErr("%d unread bytes at the end of the keys' state", d.Left())
 	}
-	return nil
+	return at, nil
 }
 
 // saveKeys writes the keys' state (key_by: key, not on a scorer: its keys' models come from the
@@ -480,7 +481,11 @@ func (s *Stage) loadKeyStates(d *SnapshotDir) (uint64, error) {
 	}
 	for _, path := range files {
 		k := s.newKeyed()
-		err := readSealedFile(path, keysSnapshotFile, func(format uint32, p []byte) error { return k.decodeKeys(format, p, s.features, &s.cfg) })
+		var at uint64
+		err := readSealedFile(path, keysSnapshotFile, func(format uint32, p []byte) (err error) {
+			at, err = k.decodeKeys(format, p, s.features, &s.cfg)
+			return err
+		})
 		if err != nil {
 			s.deps.Log.Warn().Err(err).Str("file", path).Msg("keys' state snapshot skipped")
 			s.ext.keysSkipped = append(s.ext.keysSkipped, SkippedSnapshot{Path: path, Reason: err})
@@ -495,7 +500,7 @@ func (s *Stage) loadKeyStates(d *SnapshotDir) (uint64, error) {
 		st := s.keyed.stats()
 		s.deps.Log.Info().Str("file", path).Int("keys", st.Live+st.Warming).Int("warm", st.Live).
 			Msg("keys' state loaded from snapshot: warm keys score with their own models at once")
-		return k.savedAt, nil
+		return at, nil
 	}
 	return 0, nil
 }

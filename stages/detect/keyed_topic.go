@@ -158,12 +158,9 @@ func (s *Stage) DropKeysOutside(keep func(partition int32) bool) int {
 			delete(s.ext.keyCaps, key)
 		}
 	}
-	back := len(k.hand.back)
 	for _, st := range drop {
-		k.evict(st, len(s.features))
-		k.evictions-- // (moved, not evicted)
+		k.remove(st, len(s.features)) // (moved, not evicted: not counted, nor its alarm handed back)
 	}
-	k.hand.back = k.hand.back[:back] // (nor handed back: its records go to another scorer)
 	return len(drop)
 }
 

@@ -192,6 +192,29 @@ func TestKeyedBuilderToScorers(t *testing.T) {
 	t.Logf("%d records scored by their key's published model; %d evictions sent; builder %+v", byKey, tombstones, bst)
 }
 
+// TestDropKeysOutsideHandsNothingBack: a key whose partition moved to another scorer leaves
+// with its alarm: dropped, it is neither counted as an eviction nor handed back to the global
+// model's path (its next records are the other scorer's), where a key retired by its builder
+// with the same flagged cap is both.
+func TestDropKeysOutsideHandsNothingBack(t *testing.T) {
+	cfg := keyedConfig()
+	s, km := scorerWithModelOfA(t, cfg)
+	s.InstallKeyModels([]KeyModel{{Key: "odd", Version: 1, Partition: 1, Model: km}, {Key: "even", Version: 1, Partition: 0, Model: km}})
+	for _, key := range []string{"odd", "even"} {
+		c := s.keyed.keys[key].cap
+		c.admitOver(true, false, true, 4) // (its last record flagged, at position 5)
+		c.at = 5
+	}
+	before := s.KeyStats().Evictions
+	if n := s.DropKeysOutside(func(p int32) bool { return p%2 == 0 }); n != 1 || len(s.keyed.hand.back) != 0 || s.KeyStats().Evictions != before {
+		t.Errorf("dropped %d, handed back %v, evictions %d (before %d): want odd alone, nothing handed back or counted", n, s.keyed.hand.back, s.KeyStats().Evictions, before)
+	}
+	s.InstallKeyModels([]KeyModel{{Key: "even", Version: 2}}) // (retired by its builder)
+	if b := s.keyed.hand.back; len(b) != 1 || b[0].key != "even" || s.KeyStats().Evictions != before+1 {
+		t.Errorf("retired: handed back %v, evictions %d (before %d): want even's flag back, counted", b, s.KeyStats().Evictions, before)
+	}
+}
+
 // keyIndex is k of "key-<k>".
 func keyIndex(key string) int {
 	var k int

@@ -52,27 +52,13 @@ func tailScores(t *rank.Tail, q [][]float32, out []float64, cols [][]float32) (w
 	return wg.Wait, cols
 }
 
-// perFeature runs f(j) for every feature j < dims on its own goroutine (the per-feature sorts
-// of a build: one column each) and waits.
-func perFeature(dims int, f func(j int)) {
-	var wg sync.WaitGroup
-	for j := range dims {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(j)
-		}()
-	}
-	wg.Wait()
-}
-
 // sortedColumns returns a copy of each column, ascending, one goroutine per feature: the one
 // sort of a build, shared by the normalisation's quantiles, the distance score's
 // standardisation and the tail score's distributions (three sorts of the window per feature
 // before, 24 sorts of 1M values per build at W = 1M with 8 features).
 func sortedColumns(cols [][]float32) [][]float32 {
 	out := make([][]float32, len(cols))
-	perFeature(len(cols), func(j int) {
+	onWorkers(len(cols), func(j int) { // (a goroutine a feature)
 		out[j] = slices.Clone(cols[j])
 		radix.Float32s(out[j], nil)
 	})

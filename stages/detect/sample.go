@@ -5,7 +5,6 @@ import (
 	"math"
 	"runtime"
 	"slices"
-	"sync"
 )
 
 // The ranking part's two samples of the window (the distance score's R and the calibration
@@ -128,15 +127,7 @@ func parallel(n int, f func(w int)) {
 		f(0)
 		return
 	}
-	var wg sync.WaitGroup
-	for w := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(w)
-		}()
-	}
-	wg.Wait()
+	onWorkers(n, f)
 }
 
 // smallestKeys returns the rows of the m smallest keys salted by salt, in ascending key order
