@@ -122,8 +122,8 @@ func runSensorCheck(t *testing.T, br testsupport.Broker, run sensorRun) {
 
 // checkDeadLetters: every malformed message is in the dead-letter topic exactly once, with its
 // value and key, its source coordinates in outlierd-source, in outlierd-error the very
-// reason the decoder gives for it and in outlierd-reason that reason's word; nothing else is
-// there.
+// reason the decoder gives for it, in outlierd-reason that reason's word and in outlierd-field
+// the field it names (no outlierd-field for malformed syntax); nothing else is there.
 func checkDeadLetters(t *testing.T, cfg Config, in *sensorInput, dls []*kgo.Record) {
 	t.Helper()
 	dec, err := ingest.NewDecoder(cfg.Ingest)
@@ -161,12 +161,15 @@ func checkDeadLetters(t *testing.T, cfg Config, in *sensorInput, dls []*kgo.Reco
 			if derr == nil || reason != derr.Error() {
 				t.Errorf("dead letter for %s: reason %q, want the decoder's %v", src, reason, derr)
 			}
-			wantCode := "malformed"
+			wantCode, wantField := "malformed", ""
 			if fe := (*ingest.FieldError)(nil); errors.As(derr, &fe) {
-				wantCode = fe.Reason.String()
+				wantCode, wantField = fe.Reason.String(), fe.Field
 			}
 			if code, _ := testsupport.Header(m, sink.HeaderReason); code != wantCode {
 				t.Errorf("dead letter for %s: %s %q, want %q (%v)", src, sink.HeaderReason, code, wantCode, derr)
+			}
+			if field, ok := testsupport.Header(m, sink.HeaderField); field != wantField || ok != (wantField != "") {
+				t.Errorf("dead letter for %s: %s %q (%v), want %q (none when empty) (%v)", src, sink.HeaderField, field, ok, wantField, derr)
 			}
 		}
 		if bad+len(seen) > 20 && t.Failed() {

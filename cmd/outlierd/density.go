@@ -29,10 +29,7 @@ type densityOutput struct {
 	ElapsedMS   float64        `json:"elapsed_ms"`
 	Timings     densityTimings `json:"timings"`
 	Uncertainty string         `json:"uncertainty"`
-	Precision   *float64       `json:"precision,omitempty"`
-	Recall      *float64       `json:"recall,omitempty"`
-	F1          *float64       `json:"f1,omitempty"`
-	ROCAUC      *float64       `json:"roc_auc,omitempty"`
+	labelQuality
 }
 
 type densityTimings struct {
@@ -178,9 +175,7 @@ func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 		}
 	}
 	if tab.Label != nil {
-		c := quality.Count(flags, tab.Outliers())
-		p, r, f := c.Precision(), c.Recall(), c.F1()
-		out.Precision, out.Recall, out.F1 = &p, &r, &f
+		out.setCounts(quality.Count(flags, tab.Outliers()))
 		out.ROCAUC = finiteOrNil(quality.ROCAUC(scores, tab.Outliers()))
 	}
 	if *scoresOut != "" {

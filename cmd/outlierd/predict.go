@@ -15,14 +15,13 @@ import (
 
 // predictOutput is the JSON contract of `outlierd predict --json`.
 type predictOutput struct {
-	Rows      int             `json:"rows"`
-	WStar     float64         `json:"w_star"`
-	Flagged   int             `json:"flagged"`
-	Results   []predictResult `json:"results"`
-	Device    string          `json:"device"`
-	Precision *float64        `json:"precision,omitempty"`
-	Recall    *float64        `json:"recall,omitempty"`
-	ROCAUC    *float64        `json:"roc_auc,omitempty"`
+	Rows    int             `json:"rows"`
+	WStar   float64         `json:"w_star"`
+	Flagged int             `json:"flagged"`
+	Results []predictResult `json:"results"`
+	Device  string          `json:"device"`
+	// Precision, recall and ROC AUC with --label-column; F1 stays nil, as predict never had it.
+	labelQuality
 }
 
 type predictResult struct {

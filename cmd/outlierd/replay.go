@@ -33,19 +33,16 @@ type replayConfig pipeline.Config
 
 // replayResult is the --json object.
 type replayResult struct {
-	Input            string                     `json:"input"`
-	Rows             int                        `json:"rows"`
-	Features         int                        `json:"features"`
-	Batches          int                        `json:"batches"` // batches fed to the detect stage (--pace)
-	Flagged          int                        `json:"flagged"`
-	Unscored         int                        `json:"unscored"`
-	ModelsBuilt      int                        `json:"models_built"`
-	ElapsedMS        float64                    `json:"elapsed_ms"`
-	Device           string                     `json:"device"`
-	Precision        *float64                   `json:"precision,omitempty"`
-	Recall           *float64                   `json:"recall,omitempty"`
-	F1               *float64                   `json:"f1,omitempty"`
-	ROCAUC           *float64                   `json:"roc_auc,omitempty"`
+	Input       string  `json:"input"`
+	Rows        int     `json:"rows"`
+	Features    int     `json:"features"`
+	Batches     int     `json:"batches"` // batches fed to the detect stage (--pace)
+	Flagged     int     `json:"flagged"`
+	Unscored    int     `json:"unscored"`
+	ModelsBuilt int     `json:"models_built"`
+	ElapsedMS   float64 `json:"elapsed_ms"`
+	Device      string  `json:"device"`
+	labelQuality
 	AveragePrecision *float64                   `json:"average_precision,omitempty"`
 	Detectors        map[string]detectorQuality `json:"detectors,omitempty"`
 	Keys             *replayKeys                `json:"keys,omitempty"`
@@ -360,9 +357,7 @@ func replayQuality(res *replayResult, scores []batch.Score, outlier []bool) {
 	for i, s := range scores {
 		flags[i] = s.Outlier
 	}
-	c := quality.Count(flags, outlier)
-	p, r, f := c.Precision(), c.Recall(), c.F1()
-	res.Precision, res.Recall, res.F1 = &p, &r, &f
+	res.setCounts(quality.Count(flags, outlier))
 	res.Detectors = map[string]detectorQuality{}
 	for _, d := range detect.ScoreNames() {
 		v := make([]float64, 0, len(scores))

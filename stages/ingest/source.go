@@ -271,7 +271,7 @@ func (s *Source) Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters, er
 }
 
 // codeMalformed is the Code of a dead letter whose message is not of the format (a
-// SyntaxError); a FieldError's is its Reason's word.
+// SyntaxError), which has no Field; a FieldError's is its Reason's word, its Field the error's.
 const codeMalformed = "malformed"
 
 // appendMsg appends p's record to the batch being built, or a dead letter for it to dead, and
@@ -280,13 +280,13 @@ func (s *Source) appendMsg(p *pendingMsg, dead []batch.DeadLetter) []batch.DeadL
 	m := p.m
 	p.m = kafka.Message{}
 	if err := p.err; err != nil {
-		code := codeMalformed // the decoders return a *FieldError or a *SyntaxError
+		code, field := codeMalformed, "" // the decoders return a *FieldError or a *SyntaxError
 		if fe := (*FieldError)(nil); errors.As(err, &fe) {
-			code = fe.Reason.String()
+			code, field = fe.Reason.String(), fe.Field
 		}
 		return append(dead, batch.DeadLetter{
 			Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
-			Key: m.Key, Value: m.Value, Time: m.Time, Reason: err.Error(), Code: code,
+			Key: m.Key, Value: m.Value, Time: m.Time, Reason: err.Error(), Code: code, Field: field,
 		})
 	}
 	key := m.Key

@@ -572,6 +572,9 @@ func TestSourceBatchEdges(t *testing.T) {
 	if dead[0].Code != "malformed" || dead[1].Code != "missing" { // the words of outlierd-reason
 		t.Fatalf("dead letters' codes %q, %q; want malformed, missing", dead[0].Code, dead[1].Code)
 	}
+	if dead[0].Field != "" || dead[1].Field != "sensor.hum" { // outlierd-field: the configured path, none for syntax
+		t.Fatalf("dead letters' fields %q, %q; want none, sensor.hum", dead[0].Field, dead[1].Field)
+	}
 	if got := cp.Pending(0) + cp.Pending(1); got != 4 {
 		t.Fatalf("%d records pending in the checkpointer, want 4 (every fetched message is registered)", got)
 	}

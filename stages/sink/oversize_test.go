@@ -139,7 +139,8 @@ func TestOversizeOutput(t *testing.T) {
 }
 
 // TestOversizeOutputDeadLetterCode: an output too large even without its payload (a key near
-// max_message_bytes) is a dead letter whose Code (outlierd-reason) is output_too_large.
+// max_message_bytes) is a dead letter whose Code (outlierd-reason) is output_too_large, with no
+// Field (outlierd-field): no input field is at fault.
 func TestOversizeOutputDeadLetterCode(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
@@ -164,7 +165,7 @@ func TestOversizeOutputDeadLetterCode(t *testing.T) {
 	if len(msgs) != 0 || len(dead) != 1 {
 		t.Fatalf("%d outputs, %d dead letters: want one dead letter", len(msgs), len(dead))
 	}
-	if dead[0].Code != "output_too_large" || !strings.HasPrefix(dead[0].Reason, "sink: JSON output is ") {
-		t.Fatalf("dead letter code %q, reason %q: want output_too_large", dead[0].Code, dead[0].Reason)
+	if dead[0].Code != "output_too_large" || dead[0].Field != "" || !strings.HasPrefix(dead[0].Reason, "sink: JSON output is ") {
+		t.Fatalf("dead letter code %q, field %q, reason %q: want output_too_large, no field", dead[0].Code, dead[0].Field, dead[0].Reason)
 	}
 }

@@ -41,6 +41,11 @@ const (
 	// sink's output_too_large, output_unencodable. HeaderError's wording may change; these
 	// words stay.
 	HeaderReason = "outlierd-reason"
+	// HeaderField is on a dead letter whose problem is one field's (batch.DeadLetter.Field):
+	// that field as configured, a JSON path ("sensor.hum"), CSV column or logfmt key, so that a
+	// program can tell which producer field to fix. Absent for malformed syntax and the sink's
+	// own reasons.
+	HeaderField  = "outlierd-field"
 	HeaderSource = "outlierd-source" // dead letters: "<topic>/<partition>/<offset>" of the input
 	HeaderTime   = "outlierd-time"   // dead letters: the input message's time, RFC 3339 (nanoseconds), UTC
 	// HeaderTruncated is on a dead letter whose original value (or key) had to be cut to fit
@@ -370,6 +375,9 @@ func (s *Sink) deadLetterMessage(d batch.DeadLetter) kafka.Message {
 	}
 	if d.Code != "" {
 		m.Headers = append(m.Headers, kafka.Header{Key: HeaderReason, Value: []byte(d.Code)})
+	}
+	if d.Field != "" {
+		m.Headers = append(m.Headers, kafka.Header{Key: HeaderField, Value: []byte(d.Field)})
 	}
 	if messageSize(&m) > s.cfg.MaxMessageBytes {
 		m.Headers = append(m.Headers, kafka.Header{Key: HeaderTruncated, Value: []byte(strconv.Itoa(len(d.Value)))})

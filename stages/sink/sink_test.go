@@ -513,7 +513,7 @@ func TestWriteDeadLetters(t *testing.T) {
 		defer s.Close()
 		dls := []batch.DeadLetter{
 			{Topic: "in", Partition: 2, Offset: 41, Key: []byte("k1"), Value: []byte(`{"temp":"abc"}`), Time: ts0,
-				Reason: `field "temp": not a number: "abc"`, Code: "not_a_number"},
+				Reason: `field "temp": not a number: "abc"`, Code: "not_a_number", Field: "temp"},
 			{Topic: "in", Partition: 0, Offset: 5, Key: nil, Value: []byte{0, 1, 2}, Time: ts0.Add(time.Second),
 				Reason: "not JSON"},
 		}
@@ -537,6 +537,9 @@ func TestWriteDeadLetters(t *testing.T) {
 				}
 				if h, ok := testsupport.Header(r, HeaderReason); h != d.Code || ok != (d.Code != "") {
 					t.Errorf("%s: %s %q (%v), want %q (none when empty)", src, HeaderReason, h, ok, d.Code)
+				}
+				if h, ok := testsupport.Header(r, HeaderField); h != d.Field || ok != (d.Field != "") {
+					t.Errorf("%s: %s %q (%v), want %q (none when empty)", src, HeaderField, h, ok, d.Field)
 				}
 				if h, _ := testsupport.Header(r, HeaderTime); h != d.Time.Format(time.RFC3339Nano) {
 					t.Errorf("%s: time %q", src, h)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
 )
 
 // ErrShape reports inconsistent column shapes.
@@ -109,34 +111,24 @@ func DeriveUncertainty(means [][]float32, multiplier float64, seed uint64) ([][]
 	return sds, nil
 }
 
-// checkColumns validates column-major means (and optional sds) and returns the row count.
+// checkColumns validates column-major means (and optional sds) and returns the row count: the
+// shapes as microcluster checks them (wrapping ErrShape), then finite means and finite sds >= 0.
 func checkColumns(means, sds [][]float32) (int, error) {
-	if len(means) == 0 {
-		return 0, fmt.Errorf("%w: no dimensions", ErrShape)
+	n, err := microcluster.CheckColumns(means, sds, ErrShape)
+	if err != nil {
+		return 0, err
 	}
-	n := len(means[0])
 	for j, col := range means {
-		if len(col) != n {
-			return 0, fmt.Errorf("%w: dimension %d has %d rows, dimension 0 has %d", ErrShape, j, len(col), n)
-		}
 		for i, v := range col {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 				return 0, fmt.Errorf("density: row %d dimension %d is %v", i, j, v)
 			}
 		}
 	}
-	if sds != nil {
-		if len(sds) != len(means) {
-			return 0, fmt.Errorf("%w: %d uncertainty columns for %d dimensions", ErrShape, len(sds), len(means))
-		}
-		for j, col := range sds {
-			if len(col) != n {
-				return 0, fmt.Errorf("%w: uncertainty column %d has %d rows, want %d", ErrShape, j, len(col), n)
-			}
-			for i, v := range col {
-				if !(v >= 0) || math.IsInf(float64(v), 0) {
-					return 0, fmt.Errorf("density: uncertainty of row %d dimension %d is %v, want finite >= 0", i, j, v)
-				}
+	for j, col := range sds {
+		for i, v := range col {
+			if !(v >= 0) || math.IsInf(float64(v), 0) {
+				return 0, fmt.Errorf("density: uncertainty of row %d dimension %d is %v, want finite >= 0", i, j, v)
 			}
 		}
 	}

@@ -134,33 +134,36 @@ func (m *MicroClusters) Clone() *MicroClusters {
 // errShape reports inconsistent column shapes.
 var errShape = errors.New("microcluster: inconsistent shapes")
 
-// checkShape validates the shapes of column-major means and optional sds and returns the row count.
-func checkShape(means, sds [][]float32) (int, error) {
+// CheckColumns validates the shapes of column-major means and optional sds (at least one
+// dimension, every column of one length, nil sds or one column per dimension) and returns the
+// row count. Its errors wrap shape, the caller's sentinel, so that each algorithm over this
+// layout (density too) checks it here and keeps its own error identity.
+func CheckColumns(means, sds [][]float32, shape error) (int, error) {
 	if len(means) == 0 {
-		return 0, fmt.Errorf("%w: no dimensions", errShape)
+		return 0, fmt.Errorf("%w: no dimensions", shape)
 	}
 	n := len(means[0])
 	for j, col := range means {
 		if len(col) != n {
-			return 0, fmt.Errorf("%w: dimension %d has %d rows, dimension 0 has %d", errShape, j, len(col), n)
+			return 0, fmt.Errorf("%w: dimension %d has %d rows, dimension 0 has %d", shape, j, len(col), n)
 		}
 	}
 	if sds != nil {
 		if len(sds) != len(means) {
-			return 0, fmt.Errorf("%w: %d uncertainty columns for %d dimensions", errShape, len(sds), len(means))
+			return 0, fmt.Errorf("%w: %d uncertainty columns for %d dimensions", shape, len(sds), len(means))
 		}
 		for j, col := range sds {
 			if len(col) != n {
-				return 0, fmt.Errorf("%w: uncertainty column %d has %d rows, want %d", errShape, j, len(col), n)
+				return 0, fmt.Errorf("%w: uncertainty column %d has %d rows, want %d", shape, j, len(col), n)
 			}
 		}
 	}
 	return n, nil
 }
 
-// checkData is checkShape plus a scan for non-finite means (they would poison every sum).
+// checkData is CheckColumns plus a scan for non-finite means (they would poison every sum).
 func checkData(means, sds [][]float32) (int, error) {
-	n, err := checkShape(means, sds)
+	n, err := CheckColumns(means, sds, errShape)
 	if err != nil {
 		return 0, err
 	}

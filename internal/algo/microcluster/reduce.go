@@ -35,7 +35,7 @@ func Reduce(means, sds [][]float32, assign []int32, q int, workers int) (*MicroC
 	if err != nil {
 		return nil, err
 	}
-	rows, err := checkShape(means, sds)
+	rows, err := CheckColumns(means, sds, errShape)
 	if err != nil {
 		return nil, err
 	}

@@ -468,4 +468,8 @@ type DeadLetter struct {
 	// ("output_too_large", "output_unencodable"); "" for none. Its words are kept; Reason's
 	// wording may change.
 	Code string
+	// Field is the configured field the problem is about (the sink's outlierd-field header),
+	// as the decoder's FieldError names it: a JSON path, CSV column or logfmt key; "" when the
+	// problem is no one field's (malformed syntax, the sink's own Codes).
+	Field string
 }
