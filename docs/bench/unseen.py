@@ -69,7 +69,8 @@ Data, kept outside the repository (like NAB and SKAB):
 Protocol: each series (channel or machine) separately, in the benchmark's file order; its train
 rows then its test rows are one stream, in order; the train rows are the probation P (every
 detector may learn from them, none is scored on them: `outlierd replay --min-records P`, capped
-by outlierd at its window; the refitted peers' first fit is on the last W_FIT train rows); only
+at outlierd's window, the most replay takes (UCR: a train part longer than it); the refitted
+peers' first fit is on the last W_FIT train rows); only
 the test rows are scored. Detectors and their constants are stream_sbs.py's, imported and run
 as they are: outlierd with the default config (pipeline.Default(), no --config, no replay
 arguments beyond stream_sbs.py's), its combined score ("outlierd") and `scores.recent`
@@ -106,6 +107,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -321,8 +323,6 @@ def ucr(root, max_rows=0, skipped=None):
     NNN_UCR_Anomaly_<name>_<trainEnd>_<begin>_<end>.txt, the first trainEnd rows the train part,
     the labelled anomaly rows begin .. end-1 (from 0; see the docstring). A series of more than
     max_rows rows (max_rows > 0) is appended to skipped as (id, rows) and not read further."""
-    import re
-
     import numpy as np
 
     if not os.path.isdir(root):
@@ -424,7 +424,19 @@ def series_outputs(sid, train, test, y, binary, bin_hash, config, cache):
             lab = np.concatenate([np.zeros(p, dtype=int), y])
             pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])]).assign(label=lab).to_csv(csv, index=False)
             t0 = time.time()
-            score, flags, _, recent = sbs.run_outlierd(binary, csv, max(p, 2), argparse.Namespace(config=config, replay_args=""))
+            probation = max(p, 2)
+            try:
+                score, flags, _, recent = sbs.run_outlierd(binary, csv, probation, argparse.Namespace(config=config, replay_args=""))
+            except SystemExit as e:
+                # replay refuses a probation above its window (the first model is built of the
+                # window's records) and names the most it takes: the train part is then longer
+                # than the window (UCR), and its last window's worth is the probation
+                m = re.search(r"--min-records (\d+) or fewer, or a larger --window", str(e))
+                if not m:
+                    raise
+                probation = int(m.group(1))
+                print(f"# {sid}: outlierd's probation {probation} (its window) of the {p} train rows", file=sys.stderr)
+                score, flags, _, recent = sbs.run_outlierd(binary, csv, probation, argparse.Namespace(config=config, replay_args=""))
             secs["outlierd"] = secs["outlierd recent"] = time.time() - t0
             if recent is None:
                 raise SystemExit(f"unseen: {sid}: outlierd wrote no recent column (detect.recent_scores off?)")
