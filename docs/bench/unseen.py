@@ -124,7 +124,7 @@ TEP_DEFAULT = os.path.expanduser("~/.cache/outlierd/tep")
 THREEW_DEFAULT = os.path.expanduser("~/.cache/outlierd/3w")
 INTERFUSION_DEFAULT = os.path.expanduser("~/.cache/outlierd/interfusion")
 UCR_DEFAULT = os.path.expanduser("~/.cache/outlierd/ucr")
-# The UCR archive's series are 6,684 to 900,000 rows (12.8 M in the 234 read); every peer on all of
+# The 234 UCR series read are 6,684 to 250,001 rows (12.8 M in all); every peer on all of
 # them is about an hour of CPU on the 2-core development machine, so docs/BENCHMARKS.md §12.33 ran
 # the series of at most this many rows (198 of the 234), a rule fixed before any result.
 UCR_MAX_ROWS = 100_000
