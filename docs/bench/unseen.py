@@ -6,6 +6,7 @@
     nice -n 19 python3 docs/bench/unseen.py --sets 3w --markdown   # Petrobras 3W, real oil wells
     python3 docs/bench/unseen.py --sets smd --smd ~/.cache/outlierd/smd   # SMD, if you have its files
     nice -n 5 python3 docs/bench/unseen.py --sets smd8,asd --markdown   # 8 of SMD's machines, and ASD
+    nice -n 10 python3 docs/bench/unseen.py --sets ucr --markdown      # the UCR anomaly archive (KDD Cup 2021)
 
 Data, kept outside the repository (like NAB and SKAB):
   SMAP, MSL  Hundman et al., "Detecting spacecraft anomalies using LSTMs and nonparametric dynamic
@@ -48,10 +49,28 @@ Data, kept outside the repository (like NAB and SKAB):
              dataset's own anomaly-detection benchmark uses (1, 2, 5, 6, 7, 8: those with a normal
              period), in class then file-name order; see threew() for its protocol.
 
+  UCR        the UCR Time Series Anomaly Archive (Wu and Keogh, "Current time series anomaly detection
+             benchmarks are flawed and are creating the illusion of progress", IEEE TKDE 35(3), 2023;
+             the KDD Cup 2021 "Multi-dataset time series anomaly detection" data): 250 univariate series,
+             one value a row, NNN_UCR_Anomaly_<name>_<trainEnd>_<begin>_<end>.txt (some files hold
+             their values on one line), the first trainEnd rows normal (train), exactly one anomaly
+             after them. Copied from github.com/Dhueper/TimeSeries-AnomalyDetection's
+             UCR_Anomaly_FullData/ (the archive's folder of that name, as the archive's zip holds it)
+             at commit 5c345615; its 16 files of 4 MiB and more are absent from the snapshot this was
+             copied from (213-221, 239-242, 244-246), 234 are read:
+                 mkdir -p ~/.cache/outlierd/ucr
+                 # UCR_Anomaly_FullData/*.txt into it (or the archive's zip, unpacked, the same folder)
+             or --ucr DIR / $OUTLIERD_UCR. The archive's labels: rows begin .. end-1 counted from 0
+             (TSB-UAD's reading of the file names: its KDD21/001 labels rows 52000-52619 of
+             ...sddb40_35000_52000_52620). --ucr-max-rows (default UCR_MAX_ROWS) leaves out the
+             longer series, a subset stated by a rule on length fixed before any result (CPU time);
+             see score_ucr() for the archive's protocol and scorer.
+
 Protocol: each series (channel or machine) separately, in the benchmark's file order; its train
 rows then its test rows are one stream, in order; the train rows are the probation P (every
 detector may learn from them, none is scored on them: `outlierd replay --min-records P`, capped
-by outlierd at its window; the refitted peers' first fit is on the last W_FIT train rows); only
+at outlierd's window, the most replay takes (UCR: a train part longer than it); the refitted
+peers' first fit is on the last W_FIT train rows); only
 the test rows are scored. Detectors and their constants are stream_sbs.py's, imported and run
 as they are: outlierd with the default config (pipeline.Default(), no --config, no replay
 arguments beyond stream_sbs.py's), its combined score ("outlierd") and `scores.recent`
@@ -88,6 +107,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -103,6 +123,12 @@ SMD_DEFAULT = os.path.expanduser("~/.cache/outlierd/smd")
 TEP_DEFAULT = os.path.expanduser("~/.cache/outlierd/tep")
 THREEW_DEFAULT = os.path.expanduser("~/.cache/outlierd/3w")
 INTERFUSION_DEFAULT = os.path.expanduser("~/.cache/outlierd/interfusion")
+UCR_DEFAULT = os.path.expanduser("~/.cache/outlierd/ucr")
+# The 234 UCR series read are 6,684 to 250,001 rows (12.8 M in all); every peer on all of
+# them is about an hour of CPU on the 2-core development machine, so docs/BENCHMARKS.md §12.33 ran
+# the series of at most this many rows (198 of the 234), a rule fixed before any result.
+UCR_MAX_ROWS = 100_000
+UCR_SLACK = 100  # the archive's scorer: a location within 100 rows of the labelled range is correct
 # 3W's own anomaly-detection benchmark (the paper's section 5 and its demo_2 notebook): the
 # classes with a normal period, instances with at least 20 minutes of it, its first 60 % for
 # training, and the variables that training part shows (NaN share and sd thresholds).
@@ -116,12 +142,15 @@ OURS = ("outlierd", "outlierd recent")
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w (comma-separated; default smap,msl)")
+    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w, ucr (comma-separated; default smap,msl)")
     ap.add_argument("--smap-msl", default=os.environ.get("OUTLIERD_SMAP_MSL", SMAP_MSL_DEFAULT))
     ap.add_argument("--smd", default=os.environ.get("OUTLIERD_SMD", SMD_DEFAULT))
     ap.add_argument("--interfusion", default=os.environ.get("OUTLIERD_INTERFUSION", INTERFUSION_DEFAULT),
                     help="InterFusion's data/processed/ (smd8 and asd)")
     ap.add_argument("--tep", default=os.environ.get("OUTLIERD_TEP", TEP_DEFAULT))
+    ap.add_argument("--ucr", default=os.environ.get("OUTLIERD_UCR", UCR_DEFAULT), help="the UCR anomaly archive's UCR_Anomaly_FullData/")
+    ap.add_argument("--ucr-max-rows", type=int, default=UCR_MAX_ROWS,
+                    help=f"UCR: only the series of at most this many rows (0: every series; default {UCR_MAX_ROWS})")
     ap.add_argument("--threew", default=os.environ.get("OUTLIERD_3W", THREEW_DEFAULT), help="3W's data/ (class folders)")
     ap.add_argument("--series", default="", help="only these series (comma-separated ids, e.g. P-1,M-6): a stated subset")
     ap.add_argument("--binary", default="", help="outlierd binary (default: go build ./cmd/outlierd into bin/)")
@@ -289,6 +318,36 @@ def threew(root, skipped=None):
             yield sid, X[:p], X[p:], y, runs(y.astype(bool))
 
 
+def ucr(root, max_rows=0, skipped=None):
+    """(id, train, test, y, segments) per series of the UCR anomaly archive, in file-number order:
+    NNN_UCR_Anomaly_<name>_<trainEnd>_<begin>_<end>.txt, the first trainEnd rows the train part,
+    the labelled anomaly rows begin .. end-1 (from 0; see the docstring). A series of more than
+    max_rows rows (max_rows > 0) is appended to skipped as (id, rows) and not read further."""
+    import numpy as np
+
+    if not os.path.isdir(root):
+        raise SystemExit(f"unseen: {root} not found (UCR: see this script's docstring)")
+    pat = re.compile(r"^(\d{3})_UCR_Anomaly_(.+)_(\d+)_(\d+)_(\d+)\.txt$")
+    files = sorted(f for f in os.listdir(root) if pat.match(f))
+    if not files:
+        raise SystemExit(f"unseen: no NNN_UCR_Anomaly_*.txt in {root}")
+    for f in files:
+        num, name, tr, a, b = pat.match(f).groups()
+        tr, a, b = int(tr), int(a), int(b)
+        sid = f"{num}_{name}"
+        with open(os.path.join(root, f)) as fh:
+            x = np.array(fh.read().split(), dtype=np.float64)  # a value a line, or all on one
+        if max_rows and len(x) > max_rows:
+            if skipped is not None:
+                skipped.append((sid, f"{len(x)} rows"))
+            continue
+        if not 0 < tr <= a < b <= len(x):
+            raise SystemExit(f"unseen: {f}: train end {tr}, anomaly [{a}, {b}) outside its {len(x)} rows")
+        y = np.zeros(len(x) - tr, dtype=int)
+        y[a - tr:b - tr] = 1
+        yield sid, x[:tr, None], x[tr:, None], y, [(a - tr, b - 1 - tr)]
+
+
 def runs(mask):
     """Inclusive (start, end) of each run of True in mask."""
     import numpy as np
@@ -365,7 +424,19 @@ def series_outputs(sid, train, test, y, binary, bin_hash, config, cache):
             lab = np.concatenate([np.zeros(p, dtype=int), y])
             pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])]).assign(label=lab).to_csv(csv, index=False)
             t0 = time.time()
-            score, flags, _, recent = sbs.run_outlierd(binary, csv, max(p, 2), argparse.Namespace(config=config, replay_args=""))
+            probation = max(p, 2)
+            try:
+                score, flags, _, recent = sbs.run_outlierd(binary, csv, probation, argparse.Namespace(config=config, replay_args=""))
+            except SystemExit as e:
+                # replay refuses a probation above its window (the first model is built of the
+                # window's records) and names the most it takes: the train part is then longer
+                # than the window (UCR), and its last window's worth is the probation
+                m = re.search(r"--min-records (\d+) or fewer, or a larger --window", str(e))
+                if not m:
+                    raise
+                probation = int(m.group(1))
+                print(f"# {sid}: outlierd's probation {probation} (its window) of the {p} train rows", file=sys.stderr)
+                score, flags, _, recent = sbs.run_outlierd(binary, csv, probation, argparse.Namespace(config=config, replay_args=""))
             secs["outlierd"] = secs["outlierd recent"] = time.time() - t0
             if recent is None:
                 raise SystemExit(f"unseen: {sid}: outlierd wrote no recent column (detect.recent_scores off?)")
@@ -602,6 +673,65 @@ def report(name, n_series, n_rows, n_pos, n_segs, res, md):
         print(f"- series where {o}'s AP beats the peer's (of {n_series}): {won}")
 
 
+def ucr_hit(loc, seg, slack):
+    """The archive's verdict on one series: loc (a test row) within slack rows of the labelled
+    range seg = (first, last), both ends included."""
+    return seg[0] - slack <= loc <= seg[1] + slack
+
+
+def score_ucr(series, dets):
+    """The UCR archive's protocol (KDD Cup 2021): each detector names one location per series, the
+    test row of its highest score (the first, on ties; a NaN score, not scored, is lowest), and
+    is correct where it lies within UCR_SLACK rows of the labelled range; the figure is the share of
+    series correct. Beside it the variant of Rewicki, Denzler and Niebling ("Is it worth it?",
+    Applied Sciences 13, 2023; dtaianomaly's UCRScore), whose slack is max(UCR_SLACK, the
+    anomaly's length), and the score's ROC AUC and AP over each series' test rows, means."""
+    import numpy as np
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    res = {}
+    for d in dets:
+        hit, hit_l, auc, ap, loc = [], [], [], [], []
+        secs = 0.0
+        for sid, y, segs, outs, tsecs in series:
+            s = sbs.clean(outs[d][0])
+            (a, b), = segs
+            i = int(np.argmax(s))
+            loc.append(i)
+            hit.append(ucr_hit(i, (a, b), UCR_SLACK))
+            hit_l.append(ucr_hit(i, (a, b), max(UCR_SLACK, b - a + 1)))
+            auc.append(roc_auc_score(y, s))
+            ap.append(average_precision_score(y, s))
+            secs += tsecs[d]
+        res[d] = {"hit": hit, "hit_l": hit_l, "loc": loc, "acc": float(np.mean(hit)), "acc_l": float(np.mean(hit_l)),
+                  "auc_mean": float(np.mean(auc)), "ap_mean": float(np.mean(ap)), "secs": secs}
+    return res
+
+
+def report_ucr(res, ids, n_rows, skipped, md):
+    n = len(ids)
+    print(f"\n**UCR anomaly archive: {n} series, {n_rows} test rows, one labelled anomaly each"
+          + (f" ({len(skipped)} longer series left out by --ucr-max-rows)" if skipped else "") + "**\n")
+    head = ["detector", f"correct (±{UCR_SLACK})", "share", f"correct (±max({UCR_SLACK}, length))", "share",
+            "ROC AUC mean", "AP mean", "s"]
+    rows = [[d, f"{sum(r['hit'])}/{n}", sbs.fmt(r["acc"]), f"{sum(r['hit_l'])}/{n}", sbs.fmt(r["acc_l"]),
+             sbs.fmt(r["auc_mean"]), sbs.fmt(r["ap_mean"]), f"{r['secs']:.0f}"] for d, r in res.items()]
+    sbs.table(head, rows, md)
+    print()
+    for k, h in (("acc", f"the archive's score (±{UCR_SLACK})"), ("acc_l", "its ±max(100, length) variant"),
+                 ("auc_mean", "ROC AUC mean"), ("ap_mean", "AP mean")):
+        best = max(PEERS, key=lambda p: res[p][k])
+        print(f"- {h}: best peer {best} {res[best][k]:.3f}; " +
+              ", ".join(f"{o} {res[o][k]:.3f} ({res[o][k] - res[best][k]:+.3f})" for o in OURS))
+    for o in OURS:
+        pair = ", ".join(f"{p} {sum(a and not b for a, b in zip(res[o]['hit'], res[p]['hit']))}"
+                         f"/{sum(b and not a for a, b in zip(res[o]['hit'], res[p]['hit']))}" for p in PEERS)
+        print(f"- series {o} gets right and the peer wrong / the peer right and {o} wrong: {pair}")
+    anyone = [any(res[d]["hit"][i] for d in res) for i in range(n)]
+    print(f"- series some detector here gets right: {sum(anyone)}/{n}; none: "
+          + ", ".join(ids[i] for i in range(n) if not anyone[i])[:2000])
+
+
 def main():
     args = parse_args()
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="pyod")
@@ -627,8 +757,11 @@ def main():
         elif set_name == "3w":
             skipped = []
             src = threew(args.threew, skipped)
+        elif set_name == "ucr":
+            skipped = []
+            src = ucr(args.ucr, args.ucr_max_rows, skipped)
         else:
-            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w)")
+            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w, ucr)")
         series = []
         t0 = time.time()
         for sid, train, test, y, segs in src:
@@ -648,6 +781,12 @@ def main():
                 secs.update({k: time.time() - t0 for k in ref})
             results.append(("TEP", score_tep(series, dets + list(TEP_REFS))))
             continue
+        if set_name == "ucr":
+            print(f"# ucr: {len(skipped)} series over --ucr-max-rows {args.ucr_max_rows} left out: "
+                  + "; ".join(f"{k} ({why})" for k, why in skipped), file=sys.stderr)
+            n_rows = sum(len(y) for _, y, _, _, _ in series)
+            results.append(("UCR", score_ucr(series, dets), [sid for sid, _, _, _, _ in series], n_rows, skipped))
+            continue
         if set_name == "3w":
             print(f"# 3w: {len(skipped)} instances skipped by 3W's rules (a normal period of {THREEW_MIN_NORMAL} rows, "
                   "an event, a variable): " + "; ".join(f"{k} ({why})" for k, why in skipped), file=sys.stderr)
@@ -662,6 +801,8 @@ def main():
     for r in results:
         if r[0] == "TEP":
             report_tep(r[1], args.markdown)
+        elif r[0] == "UCR":
+            report_ucr(*r[1:], args.markdown)
         else:
             report(*r, args.markdown)
 
