@@ -225,6 +225,22 @@ func TestReasonSaysScoredByTheGlobalModel(t *testing.T) {
 	}
 }
 
+// TestReasonSaysFoldedIntoAlert: under detect.alert_cooldown replay's reason says what the sink's
+// explanation says of a flagged record folded into its key's open alert, and of an alert that
+// folded others; it said neither, so a replay with a cooldown read as one without.
+func TestReasonSaysFoldedIntoAlert(t *testing.T) {
+	s := batch.Score{Scored: true, Outlier: true, Grouped: true, Score: 6, Threshold: 5, DistanceOutlier: true, Weight: 9, WStar: 6}
+	want := "score 6 >= threshold 5; folded into this key's open alert (detect.alert_cooldown); w_k(q,S) 9 >= w* 6"
+	if got := Reason(&s); got != want {
+		t.Errorf("Reason of a record folded into an alert = %q, want %q", got, want)
+	}
+	s.Grouped, s.Folded = false, 12
+	want = "score 6 >= threshold 5; 12 more flagged records of this key were folded into its previous alert (detect.alert_cooldown); w_k(q,S) 9 >= w* 6"
+	if got := Reason(&s); got != want {
+		t.Errorf("Reason of an alert after 12 folded records = %q, want %q", got, want)
+	}
+}
+
 // TestReconfigureScoreRebuilds: a score.* change rebuilds the model with the new settings
 // (the ranker is part of the model); alarm_rate applies to the next batch with the same model.
 func TestReconfigureScoreRebuilds(t *testing.T) {
