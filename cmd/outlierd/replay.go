@@ -182,6 +182,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if len(features) == 0 {
 		return fmt.Errorf("%s: no feature column", *input)
 	}
+	if w := labelsOfOneKind(*labelCol, tab.outliers); w != "" {
+		fmt.Fprintf(stderr, "replay: %s: %s\n", *input, w)
+	}
 
 	dc := cfg.Detect
 	if err := dc.Validate(); err != nil {
@@ -349,6 +352,27 @@ func paceBatches(times []time.Time, size int, maxWait time.Duration) []int {
 		}
 	}
 	return ends
+}
+
+// labelsOfOneKind says what a label column of one kind leaves undefined ("" for both kinds, or
+// no label): every row an outlier is most often a feature named by mistake (any non-zero number
+// is an outlier), no row one a history without known anomalies.
+func labelsOfOneKind(col string, outliers []bool) string {
+	n := 0
+	for _, o := range outliers {
+		if o {
+			n++
+		}
+	}
+	switch {
+	case len(outliers) == 0:
+		return ""
+	case n == len(outliers):
+		return fmt.Sprintf("--label-column %q labels every row an outlier (%d of %d: non-zero or true is an outlier): ROC AUC is not defined, and precision and AP say nothing; is it the ground truth?", col, n, n)
+	case n == 0:
+		return fmt.Sprintf("--label-column %q labels no row an outlier: recall, ROC AUC and AP are not defined, and every flag is counted false (precision 0)", col)
+	}
+	return ""
 }
 
 // replayQuality adds the label-based figures: the flags' precision, recall and F1, the

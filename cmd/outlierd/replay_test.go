@@ -287,6 +287,31 @@ func TestReplayKeyByWithoutKey(t *testing.T) {
 	}
 }
 
+// TestReplayLabelsOfOneKind: a label column that calls every row an outlier (a feature named by
+// mistake: any non-zero number is an outlier) or none (a healthy history) is said on stderr with
+// the figures it leaves undefined; before, "ROC AUC n/a" (or a recall of 0 for no outlier) came
+// without a word of why.
+func TestReplayLabelsOfOneKind(t *testing.T) {
+	path, _ := labelledCSV(t, 400)
+	_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "b", "--window", "200")
+	if want := `--label-column "b" labels every row an outlier (400 of 400`; code != 0 || !strings.Contains(errs, want) {
+		t.Errorf("a feature as the label: exit %d, stderr %q: want %q", code, errs, want)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	healthy := writeFile(t, "healthy.csv", strings.ReplaceAll(string(data), ",1\n", ",0\n"))
+	_, errs, code = outlierd(t, "replay", "--input", healthy, "--label-column", "label", "--window", "200")
+	if want := `--label-column "label" labels no row an outlier`; code != 0 || !strings.Contains(errs, want) {
+		t.Errorf("no outlier labelled: exit %d, stderr %q: want %q", code, errs, want)
+	}
+	_, errs, _ = outlierd(t, "replay", "--input", path, "--label-column", "label", "--window", "200")
+	if strings.Contains(errs, "labels every row") || strings.Contains(errs, "labels no row") {
+		t.Errorf("labels of both kinds: stderr %q", errs)
+	}
+}
+
 // TestReplayTextColumnAsFeature: without ingest.features every column but the label's is a
 // feature, so a fleet's key column not named by --key-column stopped replay with only `field
 // "sensor": not a number`; the message now says why the column was read as a number and how to
