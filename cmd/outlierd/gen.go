@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -29,6 +30,9 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := oneOf("kind", *kind, "g2d", "g3d", "one", "three", "sensors", "machines"); err != nil {
 		return err
+	}
+	if *rows == 0 {
+		return usageError{errors.New("--rows is required (the rows to write, at least 2)")}
 	}
 	if *rows < 2 {
 		return usageError{fmt.Errorf("--rows must be >= 2, got %d", *rows)}
