@@ -38,6 +38,7 @@ type replayResult struct {
 	Features         int                        `json:"features"`
 	Batches          int                        `json:"batches"` // batches fed to the detect stage (--pace)
 	Flagged          int                        `json:"flagged"`
+	Suppressed       int                        `json:"suppressed"` // significant, held back by the alarm cap (detect.alarm_rate)
 	Unscored         int                        `json:"unscored"`
 	ModelsBuilt      int                        `json:"models_built"`
 	ElapsedMS        float64                    `json:"elapsed_ms"`
@@ -249,6 +250,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		if s.Outlier {
 			res.Flagged++
 		}
+		if s.Suppressed {
+			res.Suppressed++
+		}
 		if !s.Scored {
 			res.Unscored++
 		}
@@ -273,8 +277,12 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if res.ModelsBuilt == 1 {
 		modelsBuilt = "model"
 	}
-	fmt.Fprintf(stdout, "%s: %d rows, %d flagged, %d unscored, %d %s built, %.0f ms (%s)\n",
-		*input, res.Rows, res.Flagged, res.Unscored, res.ModelsBuilt, modelsBuilt, res.ElapsedMS, res.Device)
+	held := ""
+	if res.Suppressed > 0 {
+		held = fmt.Sprintf(", %d held back by the alarm cap (detect.alarm_rate)", res.Suppressed)
+	}
+	fmt.Fprintf(stdout, "%s: %d rows, %d flagged%s, %d unscored, %d %s built, %.0f ms (%s)\n",
+		*input, res.Rows, res.Flagged, held, res.Unscored, res.ModelsBuilt, modelsBuilt, res.ElapsedMS, res.Device)
 	if res.F1 != nil {
 		fmt.Fprintf(stdout, "precision %.3f recall %.3f F1 %.3f ROC AUC %s AP %s\n", *res.Precision, *res.Recall, *res.F1,
 			fmtFigure(res.ROCAUC), fmtFigure(res.AveragePrecision))

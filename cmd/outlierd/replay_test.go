@@ -287,6 +287,38 @@ func TestReplayKeyByWithoutKey(t *testing.T) {
 	}
 }
 
+// TestReplaySuppressedCounted: the rows the alarm cap held back (significant, not flagged) are
+// counted, in --json's "suppressed" and the text line, as many as the verdicts' reasons say so;
+// a replay whose recall the cap cut read as if the model had missed them.
+func TestReplaySuppressedCounted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var b strings.Builder
+	b.WriteString("a,b\n")
+	for i := range 3000 {
+		v := [2]float64{rng.NormFloat64(), rng.NormFloat64()}
+		if i >= 1000 && i%20 == 0 { // 5% isolated spikes after a clean start: over the 2% cap
+			v[0] += 40
+		}
+		fmt.Fprintf(&b, "%g,%g\n", v[0], v[1])
+	}
+	path := writeFile(t, "spikes.csv", b.String())
+	vpath := filepath.Join(t.TempDir(), "verdicts.csv")
+	out, errs, code := outlierd(t, "replay", "--input", path, "--window", "1000", "--min-records", "1000", "--verdicts-out", vpath, "--json")
+	res := contractJSON(t, "replay", out, errs, code, "flagged", "suppressed")
+	data, err := os.ReadFile(vpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := strings.Count(string(data), ",false,\"not flagged, the alarm cap is spent")
+	if n, _ := res["suppressed"].(float64); int(n) != said || n == 0 {
+		t.Errorf("JSON suppressed %v, the verdicts say %d (want them equal and above 0)", n, said)
+	}
+	out, _, _ = outlierd(t, "replay", "--input", path, "--window", "1000", "--min-records", "1000")
+	if want := fmt.Sprintf("%d held back by the alarm cap (detect.alarm_rate)", said); !strings.Contains(out, want) {
+		t.Errorf("text %q lacks %q", out, want)
+	}
+}
+
 // TestReplayLabelsOfOneKind: a label column that calls every row an outlier (a feature named by
 // mistake: any non-zero number is an outlier) or none (a healthy history) is said on stderr with
 // the figures it leaves undefined; before, "ROC AUC n/a" (or a recall of 0 for no outlier) came

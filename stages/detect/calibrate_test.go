@@ -197,8 +197,10 @@ func TestReasonNamesEveryTestThatFired(t *testing.T) {
 	if got := Reason(&batch.Score{Scored: true, Score: 1, Threshold: 2.5, DensityOutlier: true, Subspace: []string{"temp"}}); got != "" {
 		t.Errorf("Reason of an unflagged record = %q, want empty", got)
 	}
+	// A suppressed record in the words of the sink's explanation (replay's said "suppressed, the
+	// alarm cap is spent: ...", the output "not flagged, the alarm cap is spent (detect.alarm_rate): ...").
 	sup := batch.Score{Scored: true, Suppressed: true, Score: 6, Threshold: 5}
-	if got := Reason(&sup); got != "suppressed, the alarm cap is spent: score 6 >= threshold 5" {
+	if got := Reason(&sup); got != "not flagged, the alarm cap is spent (detect.alarm_rate): score 6 >= threshold 5" {
 		t.Errorf("Reason of a suppressed record = %q", got)
 	}
 }

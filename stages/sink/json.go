@@ -454,7 +454,7 @@ func Explain(s batch.Score) string {
 		return "outlier by the combined rule"
 	}
 	if s.Suppressed && score != "" {
-		return "not flagged, the alarm cap is spent (detect.alarm_rate): " + score
+		return batch.SuppressedReason + ": " + score
 	}
 	head := "inlier"
 	if ranked {
