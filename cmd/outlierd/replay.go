@@ -203,6 +203,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	case *keyBy != "":
 		dc.KeyBy = detect.KeyBy(*keyBy)
 	case *keyCol != "":
+		if written("detect.key_by") && dc.KeyBy == detect.KeyByNone { // (live, the key would name the series alone)
+			fmt.Fprintf(stderr, "replay: --key-column %q gives detect.key_by: key, not the config's key_by: none (--key-by none keeps it)\n", *keyCol)
+		}
 		dc.KeyBy = detect.KeyByKey // a model per key of the named column
 	}
 	if dc.KeyBy == detect.KeyByKey && !slices.ContainsFunc(tab.keys, func(k []byte) bool { return k != nil }) {

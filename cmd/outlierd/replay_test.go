@@ -226,6 +226,26 @@ func TestReplayKeyColumn(t *testing.T) {
 	}
 }
 
+// TestReplayKeyColumnOverConfig: --key-column gives detect.key_by: key (the help says so) even
+// over a config that writes key_by: none, where live the key names the series alone; replay
+// now says so on stderr, with the flag that keeps the config's. Silent, a replay meant to
+// reproduce the pipeline ran models per key.
+func TestReplayKeyColumnOverConfig(t *testing.T) {
+	path := writeFile(t, "fleet.csv", "sensor,value\n"+strings.Repeat("s1,1.5\ns2,20.5\ns1,1.7\ns2,20.1\n", 100))
+	none := writeFile(t, "none.yaml", "detect:\n  key_by: none\n")
+	want := `--key-column "sensor" gives detect.key_by: key, not the config's key_by: none`
+	_, errs, code := outlierd(t, "replay", "--input", path, "--key-column", "sensor", "--config", none, "--window", "200")
+	if code != 0 || !strings.Contains(errs, want) {
+		t.Errorf("over key_by: none: exit %d, stderr %q: want %q", code, errs, want)
+	}
+	for _, args := range [][]string{{"--config", none, "--key-by", "none"}, {}} { // the config's kept; no config
+		_, errs, code := outlierd(t, append([]string{"replay", "--input", path, "--key-column", "sensor", "--window", "200"}, args...)...)
+		if code != 0 || strings.Contains(errs, "gives detect.key_by") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+		}
+	}
+}
+
 // TestReplayKeyedDetectorFigures: under detect.key_by the global model's own tests (the
 // eta-probability, the solving set, the hypercube) do not run on a record its key's model
 // scored (their fields read 0: eta-probability 0 ranked every such record first), so their
