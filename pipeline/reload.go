@@ -24,18 +24,20 @@ import (
 // stopping:
 //
 //   - live keys apply to the next batch, keeping the window and the model (version unchanged):
-//     detect.density.eta/delta/mode/samples, detect.combine, detect.distance.n (the w* policy:
-//     see detect.changeKinds), detect.min_records, detect.refresh_*, detect.before_model,
-//     sink.emit;
+//     detect's thresholds and triggers (detect.changeKinds lists them: density.eta/delta/mode/
+//     samples, combine, distance.n (the w* policy), flag_by, min_score, flag_clear, alarm_rate,
+//     alert_cooldown, min_records, refresh_*, recalibrate_records, before_model, recent_*,
+//     hypercube.*, proclus.*, keys.rebuild_records, keys.tail), and sink.emit;
 //   - rebuild keys start a model rebuild from the window at once (the previous model scores
 //     meanwhile; the version increments when the new one serves): detect.distance.k/m,
-//     detect.density.clusters/iterations, detect.seed, and detect.window (the window is
-//     re-created with its newest records, as many as fit);
+//     detect.density.clusters/iterations, detect.seed, detect.score.*, and detect.window (the
+//     window is re-created with its newest records, as many as fit);
 //   - every other key (device, ingest.* including the features, the rest of sink.*, run.*,
-//     detect.state_dir/snapshots) cannot change under a running consumer, decoder, writer or
-//     loop: such a reload is rejected whole, naming the keys, and a restart applies it. The
-//     features need a restart because the decoder and the Arrow schema are fixed at start; a
-//     restart then starts from an empty window, since a snapshot of other features is refused.
+//     detect.state_dir/snapshots, detect.key_by and the other detect.keys.*) cannot change
+//     under a running consumer, decoder, writer or loop (or the keys' held state): such a
+//     reload is rejected whole, naming the keys, and a restart applies it. The features need a
+//     restart because the decoder and the Arrow schema are fixed at start; a restart then
+//     starts from an empty window, since a snapshot of other features is refused.
 //
 // A rejected reload (invalid file, invalid values, a restart key) changes nothing: the running
 // configuration keeps going, and the reason is returned and logged.

@@ -158,6 +158,9 @@ func TestBadInputOneClearLine(t *testing.T) {
 		{[]string{"predict", "--model", corrupt, "--input", good}, 1, "corrupt.model"},
 		{[]string{"density", "--input", good, "--eta", "2"}, 2, "--eta must be in (0, 1]"},
 		{[]string{"gen", "--kind", "nope", "--rows", "10"}, 2, "--kind must be one of"},
+		// --rows left out: said to be required (it read "--rows must be >= 2, got 0").
+		{[]string{"gen", "--kind", "sensors"}, 2, "--rows is required"},
+		{[]string{"gen", "--kind", "sensors", "--rows", "1"}, 2, "--rows must be >= 2, got 1"},
 		{[]string{"nope"}, 2, "unknown command"},
 	}
 	for _, c := range cases {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -14,7 +15,7 @@ import (
 // --kind sensors writes a labelled stream in time order (gen_sensors.go).
 func runGen(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("gen", stderr)
-	kind := fs.String("kind", "", "data set: g2d (N(0,I), any --dims), g3d (three 3-D Gaussians), one, three (uncertain, labelled), sensors (a labelled sensor stream in time order: gen_sensors.go), machines (temp, pressure, humidity, vibration of machines in three operating modes, labelled spikes: the README's data/sensors.csv)")
+	kind := fs.String("kind", "", "data set: g2d (N(0,I), any --dims), g3d (three 3-D Gaussians), one, three (uncertain, labelled), sensors (a labelled sensor stream in time order: the flags marked sensors:), machines (temp, pressure, humidity, vibration of machines in three operating modes, labelled spikes: the README's data/sensors.csv)")
 	rows := fs.Int("rows", 0, "number of rows (required)")
 	dims := fs.Int("dims", 0, "dimensions (default: 2 for g2d, 3 for g3d, 10 for one/three)")
 	seed := fs.Uint64("seed", 1, "random seed")
@@ -29,6 +30,9 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := oneOf("kind", *kind, "g2d", "g3d", "one", "three", "sensors", "machines"); err != nil {
 		return err
+	}
+	if *rows == 0 {
+		return usageError{errors.New("--rows is required (the rows to write, at least 2)")}
 	}
 	if *rows < 2 {
 		return usageError{fmt.Errorf("--rows must be >= 2, got %d", *rows)}

@@ -123,9 +123,10 @@ shows on a terminal; the summary line says how many records went, and how fast.`
 each: id, key, score and the explanation, each id once (a producer retry or a restart can
 write a record twice; the copies carry the same id). Scores written as "Infinity",
 "-Infinity" or "NaN" (not finite) are understood. --all prints every output (sink.emit: all
-writes inliers too), --json the output objects themselves, one per line. It reads new outputs
-until Ctrl-C, from the beginning of the topic with --from-beginning, and stops after
---idle-exit without a new output.`},
+writes inliers too), --json the output objects themselves, one per line. Under sink.emit: all
+the flagged records that detect.alert_cooldown folds into an open alert are written too, and
+printed as outliers (their explanation says so). It reads new outputs until Ctrl-C, from the
+beginning of the topic with --from-beginning, and stops after --idle-exit without a new output.`},
 	"version": {"[--json]",
 		`Prints the version (set at build time with -ldflags "-X main.version=v1.2.3", else the module
 version or VCS revision Go recorded), the Go version, the build (cpu, or cuda for the binary

@@ -28,6 +28,18 @@ func TestEveryCommandHelp(t *testing.T) {
 				!strings.Contains(errs, "\nFlags:") {
 				t.Errorf("%v: help not in the common layout:\n%s", args, errs)
 			}
+			// A flag's line names its value's type; the flag package takes a `quoted` word of
+			// the usage text for it instead (predict's -model read "-model outlierd topn
+			// --model-out").
+			for _, l := range strings.Split(errs, "\n") {
+				f := strings.Fields(l)
+				if len(f) < 2 || !strings.HasPrefix(l, "  -") {
+					continue
+				}
+				if rest := strings.Join(f[1:], " "); !typeWords[rest] {
+					t.Errorf("%v: flag %s shows its value as %q, not a type", args, f[0], rest)
+				}
+			}
 		}
 	}
 	if _, errs, code := outlierd(t, "help", "nosuch"); code != 2 || !strings.Contains(errs, `unknown command "nosuch"`) {
@@ -162,3 +174,6 @@ func TestHelpKnowsItself(t *testing.T) {
 		}
 	}
 }
+
+// typeWords are the value names the flag package prints for the flag kinds the commands use.
+var typeWords = map[string]bool{"string": true, "int": true, "uint": true, "float": true, "duration": true, "value": true}

@@ -48,9 +48,9 @@ func TestLabelQualityKeyOrder(t *testing.T) {
 			"mode,granularity,method,device,rows,dims,clusters,flagged,elapsed_ms,timings,uncertainty"},
 		{"predict", predictOutput{labelQuality: noF1}, "rows,w_star,flagged,results,device,precision,recall,roc_auc"},
 		{"replay", replayResult{labelQuality: q, AveragePrecision: &one, Detectors: map[string]detectorQuality{"d": {}}, Keys: &replayKeys{}},
-			"input,rows,features,batches,flagged,unscored,models_built,elapsed_ms,device,precision,recall,f1,roc_auc,average_precision,detectors,keys"},
+			"input,rows,features,batches,flagged,suppressed,unscored,models_built,elapsed_ms,device,precision,recall,f1,roc_auc,average_precision,detectors,keys"},
 		{"replay without labels", replayResult{},
-			"input,rows,features,batches,flagged,unscored,models_built,elapsed_ms,device"},
+			"input,rows,features,batches,flagged,suppressed,unscored,models_built,elapsed_ms,device"},
 	} {
 		js, err := json.Marshal(c.v)
 		if err != nil {

@@ -38,6 +38,7 @@ type replayResult struct {
 	Features    int     `json:"features"`
 	Batches     int     `json:"batches"` // batches fed to the detect stage (--pace)
 	Flagged     int     `json:"flagged"`
+	Suppressed  int     `json:"suppressed"` // significant, held back by the alarm cap (detect.alarm_rate)
 	Unscored    int     `json:"unscored"`
 	ModelsBuilt int     `json:"models_built"`
 	ElapsedMS   float64 `json:"elapsed_ms"`
@@ -179,6 +180,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if len(features) == 0 {
 		return fmt.Errorf("%s: no feature column", *input)
 	}
+	if w := labelsOfOneKind(*labelCol, tab.outliers); w != "" {
+		fmt.Fprintf(stderr, "replay: %s: %s\n", *input, w)
+	}
 
 	dc := cfg.Detect
 	if err := dc.Validate(); err != nil {
@@ -196,6 +200,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	case *keyBy != "":
 		dc.KeyBy = detect.KeyBy(*keyBy)
 	case *keyCol != "":
+		if written("detect.key_by") && dc.KeyBy == detect.KeyByNone { // (live, the key would name the series alone)
+			fmt.Fprintf(stderr, "replay: --key-column %q gives detect.key_by: key, not the config's key_by: none (--key-by none keeps it)\n", *keyCol)
+		}
 		dc.KeyBy = detect.KeyByKey // a model per key of the named column
 	}
 	if dc.KeyBy == detect.KeyByKey && !slices.ContainsFunc(tab.keys, func(k []byte) bool { return k != nil }) {
@@ -243,6 +250,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		if s.Outlier {
 			res.Flagged++
 		}
+		if s.Suppressed {
+			res.Suppressed++
+		}
 		if !s.Scored {
 			res.Unscored++
 		}
@@ -267,8 +277,12 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if res.ModelsBuilt == 1 {
 		modelsBuilt = "model"
 	}
-	fmt.Fprintf(stdout, "%s: %d rows, %d flagged, %d unscored, %d %s built, %.0f ms (%s)\n",
-		*input, res.Rows, res.Flagged, res.Unscored, res.ModelsBuilt, modelsBuilt, res.ElapsedMS, res.Device)
+	held := ""
+	if res.Suppressed > 0 {
+		held = fmt.Sprintf(", %d held back by the alarm cap (detect.alarm_rate)", res.Suppressed)
+	}
+	fmt.Fprintf(stdout, "%s: %d rows, %d flagged%s, %d unscored, %d %s built, %.0f ms (%s)\n",
+		*input, res.Rows, res.Flagged, held, res.Unscored, res.ModelsBuilt, modelsBuilt, res.ElapsedMS, res.Device)
 	if res.F1 != nil {
 		fmt.Fprintf(stdout, "precision %.3f recall %.3f F1 %.3f ROC AUC %s AP %s\n", *res.Precision, *res.Recall, *res.F1,
 			fmtFigure(res.ROCAUC), fmtFigure(res.AveragePrecision))
@@ -346,6 +360,27 @@ func paceBatches(times []time.Time, size int, maxWait time.Duration) []int {
 		}
 	}
 	return ends
+}
+
+// labelsOfOneKind says what a label column of one kind leaves undefined ("" for both kinds, or
+// no label): every row an outlier is most often a feature named by mistake (any non-zero number
+// is an outlier), no row one a history without known anomalies.
+func labelsOfOneKind(col string, outliers []bool) string {
+	n := 0
+	for _, o := range outliers {
+		if o {
+			n++
+		}
+	}
+	switch {
+	case len(outliers) == 0:
+		return ""
+	case n == len(outliers):
+		return fmt.Sprintf("--label-column %q labels every row an outlier (%d of %d: non-zero or true is an outlier): ROC AUC is not defined, and precision and AP say nothing; is it the ground truth?", col, n, n)
+	case n == 0:
+		return fmt.Sprintf("--label-column %q labels no row an outlier: recall, ROC AUC and AP are not defined, and every flag is counted false (precision 0)", col)
+	}
+	return ""
 }
 
 // replayQuality adds the label-based figures: the flags' precision, recall and F1, the

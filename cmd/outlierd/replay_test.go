@@ -226,6 +226,26 @@ func TestReplayKeyColumn(t *testing.T) {
 	}
 }
 
+// TestReplayKeyColumnOverConfig: --key-column gives detect.key_by: key (the help says so) even
+// over a config that writes key_by: none, where live the key names the series alone; replay
+// now says so on stderr, with the flag that keeps the config's. Silent, a replay meant to
+// reproduce the pipeline ran models per key.
+func TestReplayKeyColumnOverConfig(t *testing.T) {
+	path := writeFile(t, "fleet.csv", "sensor,value\n"+strings.Repeat("s1,1.5\ns2,20.5\ns1,1.7\ns2,20.1\n", 100))
+	none := writeFile(t, "none.yaml", "detect:\n  key_by: none\n")
+	want := `--key-column "sensor" gives detect.key_by: key, not the config's key_by: none`
+	_, errs, code := outlierd(t, "replay", "--input", path, "--key-column", "sensor", "--config", none, "--window", "200")
+	if code != 0 || !strings.Contains(errs, want) {
+		t.Errorf("over key_by: none: exit %d, stderr %q: want %q", code, errs, want)
+	}
+	for _, args := range [][]string{{"--config", none, "--key-by", "none"}, {}} { // the config's kept; no config
+		_, errs, code := outlierd(t, append([]string{"replay", "--input", path, "--key-column", "sensor", "--window", "200"}, args...)...)
+		if code != 0 || strings.Contains(errs, "gives detect.key_by") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+		}
+	}
+}
+
 // TestReplayKeyedDetectorFigures: under detect.key_by the global model's own tests (the
 // eta-probability, the solving set, the hypercube) do not run on a record its key's model
 // scored (their fields read 0: eta-probability 0 ranked every such record first), so their
@@ -284,6 +304,63 @@ func TestReplayKeyByWithoutKey(t *testing.T) {
 	_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--window", "200")
 	if code != 0 || strings.Contains(errs, "no key") {
 		t.Errorf("without key_by: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestReplaySuppressedCounted: the rows the alarm cap held back (significant, not flagged) are
+// counted, in --json's "suppressed" and the text line, as many as the verdicts' reasons say so;
+// a replay whose recall the cap cut read as if the model had missed them.
+func TestReplaySuppressedCounted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var b strings.Builder
+	b.WriteString("a,b\n")
+	for i := range 3000 {
+		v := [2]float64{rng.NormFloat64(), rng.NormFloat64()}
+		if i >= 1000 && i%20 == 0 { // 5% isolated spikes after a clean start: over the 2% cap
+			v[0] += 40
+		}
+		fmt.Fprintf(&b, "%g,%g\n", v[0], v[1])
+	}
+	path := writeFile(t, "spikes.csv", b.String())
+	vpath := filepath.Join(t.TempDir(), "verdicts.csv")
+	out, errs, code := outlierd(t, "replay", "--input", path, "--window", "1000", "--min-records", "1000", "--verdicts-out", vpath, "--json")
+	res := contractJSON(t, "replay", out, errs, code, "flagged", "suppressed")
+	data, err := os.ReadFile(vpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := strings.Count(string(data), ",false,\"not flagged, the alarm cap is spent")
+	if n, _ := res["suppressed"].(float64); int(n) != said || n == 0 {
+		t.Errorf("JSON suppressed %v, the verdicts say %d (want them equal and above 0)", n, said)
+	}
+	out, _, _ = outlierd(t, "replay", "--input", path, "--window", "1000", "--min-records", "1000")
+	if want := fmt.Sprintf("%d held back by the alarm cap (detect.alarm_rate)", said); !strings.Contains(out, want) {
+		t.Errorf("text %q lacks %q", out, want)
+	}
+}
+
+// TestReplayLabelsOfOneKind: a label column that calls every row an outlier (a feature named by
+// mistake: any non-zero number is an outlier) or none (a healthy history) is said on stderr with
+// the figures it leaves undefined; before, "ROC AUC n/a" (or a recall of 0 for no outlier) came
+// without a word of why.
+func TestReplayLabelsOfOneKind(t *testing.T) {
+	path, _ := labelledCSV(t, 400)
+	_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "b", "--window", "200")
+	if want := `--label-column "b" labels every row an outlier (400 of 400`; code != 0 || !strings.Contains(errs, want) {
+		t.Errorf("a feature as the label: exit %d, stderr %q: want %q", code, errs, want)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	healthy := writeFile(t, "healthy.csv", strings.ReplaceAll(string(data), ",1\n", ",0\n"))
+	_, errs, code = outlierd(t, "replay", "--input", healthy, "--label-column", "label", "--window", "200")
+	if want := `--label-column "label" labels no row an outlier`; code != 0 || !strings.Contains(errs, want) {
+		t.Errorf("no outlier labelled: exit %d, stderr %q: want %q", code, errs, want)
+	}
+	_, errs, _ = outlierd(t, "replay", "--input", path, "--label-column", "label", "--window", "200")
+	if strings.Contains(errs, "labels every row") || strings.Contains(errs, "labels no row") {
+		t.Errorf("labels of both kinds: stderr %q", errs)
 	}
 }
 

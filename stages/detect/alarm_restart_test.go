@@ -686,7 +686,8 @@ func TestAlarmStateOtherKeysWindow(t *testing.T) {
 }
 
 // TestAlarmStateWithoutKeysConfig: a stage without keys.* (keys.window 0) reads its alarm state
-// back.
+// back, and its log counts the keyless series in alarm (series_in_alarm said 0 for a stream
+// without keys whose fault was flagged at the stop: it counted the keyed series alone).
 func TestAlarmStateWithoutKeysConfig(t *testing.T) {
 	cfg := Default()
 	cfg.Window, cfg.MinRecords, cfg.Keys, cfg.StateDir = 5000, 1000, KeysConfig{}, t.TempDir()
@@ -696,13 +697,17 @@ func TestAlarmStateWithoutKeysConfig(t *testing.T) {
 	}
 	s.series.pos, s.series.keyless = 20, 19
 	s.Close()
-	r, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+	var log bytes.Buffer
+	r, err := NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.New(&log)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	if r.series.pos != 20 || r.series.keyless != 19 {
 		t.Errorf("read back at position %d, keyless series at %d; want 20, 19", r.series.pos, r.series.keyless)
+	}
+	if !strings.Contains(log.String(), `"series_in_alarm":1,`) {
+		t.Errorf("the keyless series in alarm is not counted in the log:\n%s", log.String())
 	}
 }
 

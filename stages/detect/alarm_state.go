@@ -345,7 +345,11 @@ func (s *Stage) loadAlarms(keysAt uint64) error {
 			s.deps.Log.Warn().Str("file", path).Int("keys", a.capsDropped).Int("saved_keys_window", a.capsWindow).Int("keys_window", s.cfg.Keys.Window).
 				Msg("keys' alarm caps of another detect.keys.window dropped: those keys start their caps empty")
 		}
-		s.deps.Log.Info().Str("file", path).Int("series_in_alarm", len(a.series.keyed)).Int("alert_groups", len(a.groups)).
+		inAlarm := len(a.series.keyed)
+		if a.series.keyless != 0 { // (the records without a key: one series)
+			inAlarm++
+		}
+		s.deps.Log.Info().Str("file", path).Int("series_in_alarm", inAlarm).Int("alert_groups", len(a.groups)).
 			Msg("alarm state loaded from snapshot: alarms go on")
 		return nil
 	}

@@ -457,7 +457,7 @@ func (d *rankDetector) Explain(s *batch.Score) string {
 		e += " (" + devs + ")"
 	}
 	if s.Suppressed {
-		e = "suppressed, the alarm cap is spent: " + e
+		e = batch.SuppressedReason + ": " + e
 	}
 	return e
 }

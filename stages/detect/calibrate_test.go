@@ -197,8 +197,10 @@ func TestReasonNamesEveryTestThatFired(t *testing.T) {
 	if got := Reason(&batch.Score{Scored: true, Score: 1, Threshold: 2.5, DensityOutlier: true, Subspace: []string{"temp"}}); got != "" {
 		t.Errorf("Reason of an unflagged record = %q, want empty", got)
 	}
+	// A suppressed record in the words of the sink's explanation (replay's said "suppressed, the
+	// alarm cap is spent: ...", the output "not flagged, the alarm cap is spent (detect.alarm_rate): ...").
 	sup := batch.Score{Scored: true, Suppressed: true, Score: 6, Threshold: 5}
-	if got := Reason(&sup); got != "suppressed, the alarm cap is spent: score 6 >= threshold 5" {
+	if got := Reason(&sup); got != "not flagged, the alarm cap is spent (detect.alarm_rate): score 6 >= threshold 5" {
 		t.Errorf("Reason of a suppressed record = %q", got)
 	}
 }
@@ -222,6 +224,22 @@ func TestReasonSaysScoredByTheGlobalModel(t *testing.T) {
 	}
 	if got := Reason(&batch.Score{Scored: true, Warming: true, Score: 1, Threshold: 5}); got != "" {
 		t.Errorf("Reason of a warming key's inlier = %q, want empty", got)
+	}
+}
+
+// TestReasonSaysFoldedIntoAlert: under detect.alert_cooldown replay's reason says what the sink's
+// explanation says of a flagged record folded into its key's open alert, and of an alert that
+// folded others; it said neither, so a replay with a cooldown read as one without.
+func TestReasonSaysFoldedIntoAlert(t *testing.T) {
+	s := batch.Score{Scored: true, Outlier: true, Grouped: true, Score: 6, Threshold: 5, DistanceOutlier: true, Weight: 9, WStar: 6}
+	want := "score 6 >= threshold 5; folded into this key's open alert (detect.alert_cooldown); w_k(q,S) 9 >= w* 6"
+	if got := Reason(&s); got != want {
+		t.Errorf("Reason of a record folded into an alert = %q, want %q", got, want)
+	}
+	s.Grouped, s.Folded = false, 12
+	want = "score 6 >= threshold 5; 12 more flagged records of this key were folded into its previous alert (detect.alert_cooldown); w_k(q,S) 9 >= w* 6"
+	if got := Reason(&s); got != want {
+		t.Errorf("Reason of an alert after 12 folded records = %q, want %q", got, want)
 	}
 }
 

@@ -112,6 +112,9 @@ func Reason(s *batch.Score) string {
 		if i == 0 && s.Warming { // after the threshold, where the sink's explanation says it
 			parts = append(parts, batch.WarmingReason)
 		}
+		if a := batch.AlertReason(s); i == 0 && a != "" { // (so too the alert group's)
+			parts = append(parts, a)
+		}
 	}
 	return strings.Join(parts, "; ")
 }

@@ -440,11 +440,8 @@ func Explain(s batch.Score) string {
 	if score != "" && s.Warming {
 		score += "; " + batch.WarmingReason
 	}
-	if s.Outlier && s.Folded > 0 {
-		score += fmt.Sprintf("; %d more flagged records of this key were folded into its previous alert (detect.alert_cooldown)", s.Folded)
-	}
-	if s.Outlier && s.Grouped {
-		score += "; folded into this key's open alert (detect.alert_cooldown)"
+	if a := batch.AlertReason(&s); a != "" {
+		score += "; " + a
 	}
 	if s.Outlier {
 		f := fired()
@@ -457,7 +454,7 @@ func Explain(s batch.Score) string {
 		return "outlier by the combined rule"
 	}
 	if s.Suppressed && score != "" {
-		return "not flagged, the alarm cap is spent (detect.alarm_rate): " + score
+		return batch.SuppressedReason + ": " + score
 	}
 	head := "inlier"
 	if ranked {

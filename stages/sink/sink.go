@@ -339,7 +339,8 @@ func (s *Sink) arrowMessages(b *batch.Batch, c *columns) ([]kafka.Message, []bat
 }
 
 // WriteDeadLetters writes dls to the dead-letter topic: value = the original message, key = the
-// original key, headers outlierd-error, outlierd-source and outlierd-time. It returns nil only
+// original key, headers outlierd-error, outlierd-source, outlierd-time, and outlierd-reason
+// where the dead letter has a Code (outlierd-truncated where it was cut). It returns nil only
 // after the broker acknowledged all of them (acks=all); the caller may then Ack them
 // (batch.DeadLetters.Ack).
 func (s *Sink) WriteDeadLetters(ctx context.Context, dls []batch.DeadLetter) error {

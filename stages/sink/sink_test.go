@@ -134,6 +134,12 @@ func TestExplain(t *testing.T) {
 		{batch.Score{Scored: true, Outlier: true, Held: true, Weight: 5, WStar: 6, EtaProbability: 0.7, Score: 4.2, Threshold: 5,
 			Deviations: []batch.Deviation{{Feature: "temp", RobustSD: 5.6}}},
 			"outlier: held: score 4.2 < threshold 5 continues the alarm of its series' previous record (detect.flag_clear) (temp +5.6 robust sd from the window's median)"},
+		// detect.alert_cooldown: a flagged record folded into its key's open alert, and the
+		// key's next alert with the count it folded (replay's reason says the same: batch.AlertReason).
+		{batch.Score{Scored: true, Outlier: true, Grouped: true, Score: 9, Threshold: 5},
+			"outlier: score 9 >= threshold 5; folded into this key's open alert (detect.alert_cooldown)"},
+		{batch.Score{Scored: true, Outlier: true, Folded: 3, Score: 9, Threshold: 5},
+			"outlier: score 9 >= threshold 5; 3 more flagged records of this key were folded into its previous alert (detect.alert_cooldown)"},
 		// Over the threshold with the cap spent: said so, not called an inlier.
 		{batch.Score{Scored: true, Suppressed: true, Score: 6, Threshold: 5, Deviations: []batch.Deviation{{Feature: "temp", RobustSD: 9}}},
 			"not flagged, the alarm cap is spent (detect.alarm_rate): score 6 >= threshold 5 (temp +9 robust sd from the window's median)"},

@@ -406,6 +406,25 @@ const HeldReason = "continues the alarm of its series' previous record (detect.f
 // the sink's and replay's reasons say it in the same words.
 const WarmingReason = "scored by the global model: its key has too few records for its own (detect.keys.min_records)"
 
+// SuppressedReason begins the explanation of a record the alarm cap held back (Score.Suppressed),
+// before its score: the sink's and replay's reasons say it in the same words.
+const SuppressedReason = "not flagged, the alarm cap is spent (detect.alarm_rate)"
+
+// AlertReason is what the explanation of a flagged record adds about its alert group
+// (detect.alert_cooldown: Score.Grouped, Score.Folded), "" for none: the sink's and replay's
+// reasons say it in the same words.
+func AlertReason(s *Score) string {
+	switch {
+	case !s.Outlier:
+		return ""
+	case s.Grouped:
+		return "folded into this key's open alert (detect.alert_cooldown)"
+	case s.Folded > 0:
+		return strconv.Itoa(s.Folded) + " more flagged records of this key were folded into its previous alert (detect.alert_cooldown)"
+	}
+	return ""
+}
+
 // Deviation is how far one feature of a record lies from the model's window: (x - median) /
 // (interquartile range / 1.349).
 type Deviation struct {
