@@ -29,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 import pandas as pd
@@ -71,8 +72,10 @@ def clean_stream(fam, rng, n):
         noise = rng.standard_normal((n, k)) * sd
     elif fam == "ar09":
         noise = ar1(rng, n, k, 0.9) * sd
-    elif fam == "ar099":
+    elif fam in ("ar099", "ar099_100k"):
         noise = ar1(rng, n, k, 0.99) * sd
+    elif fam == "ar0999_100k":
+        noise = ar1(rng, n, k, 0.999) * sd
     elif fam == "t3":
         noise = rng.standard_t(3, (n, k)) * sd / np.sqrt(3)  # variance sd^2
     elif fam == "lognorm":
@@ -153,6 +156,8 @@ FAMILIES = {
     "gauss100k": (100000, "spikes"),
     "ar09": (20000, "spikes"),
     "ar099": (20000, "spikes"),
+    "ar099_100k": (100000, "spikes"),
+    "ar0999_100k": (100000, "spikes"),
     "t3": (20000, "spikes"),
     "lognorm": (20000, "spikes"),
     "quant": (20000, "spikes"),
@@ -177,12 +182,12 @@ VARIANTS = {"pos_temp": ("+", "temp", 20, 30), "mixed": ("+-", "any", 20, 30),
 def make(fam, seed, variant):
     """The stream's DataFrame and, for spikes, the labels; `variant` None = clean."""
     n, _ = FAMILIES[fam]
-    rng = np.random.default_rng([seed, sorted(FAMILIES).index(fam)])
+    rng = np.random.default_rng([seed, zlib.crc32(fam.encode())])
     det, noise, quant, extra, spikeable = clean_stream(fam, rng, n)
     x = det + noise
     lab = np.zeros(n, dtype=int)
     if variant is not None:
-        srng = np.random.default_rng([seed, 99, sorted(FAMILIES).index(fam)])
+        srng = np.random.default_rng([seed, 99, zlib.crc32(fam.encode())])
         sign, where, lo, hi = VARIANTS[variant]
         unit = rsd(noise)
         m = max(1, int(round(RATE * n)))
