@@ -22,7 +22,8 @@ configs/pipeline.yaml writes (a stream after a first model of 5,000 rows). The r
 those from the probation's end on (all rows in the batch case).
 
   python docs/bench/probe_targets.py --binary /tmp/probe19/outlierd --work /tmp/probe19/data \
-      --seeds 1-10 [--families gauss20k,ar099] [--keep]
+      --seeds 1-10 [--families gauss20k,ar099] [--variants clean,mixed] [--protos asis,p5000]
+      [--config FILE (diagnosis only)] [--keep] [--results FILE]
 """
 import argparse
 import json
@@ -214,9 +215,11 @@ def make(fam, seed, variant):
     return df, oracle
 
 
-def replay(binary, path, vpath, proto, has_ts):
+def replay(binary, path, vpath, proto, has_ts, config=None):
     cmd = [binary, "replay", "--input", path, "--label-column", "label", "--verdicts-out",
            vpath, "--json"]
+    if config:
+        cmd += ["--config", config]
     if has_ts:
         cmd += ["--timestamp-column", "ts"]
     if proto == "p5000":
@@ -252,6 +255,8 @@ def score(df, v, proto, oracle):
     fl = v["outlier"].to_numpy()[p:]
     sc = v["score"].to_numpy()[p:]
     r = {"rows": n - p, "flagged": int(fl.sum()), "share": float(fl.mean())}
+    if n > W:  # once the window is full: no warm-up left
+        r["share_after_window"] = float(v["outlier"].to_numpy()[W:].mean())
     if y.sum() > 0:
         tp = int((fl & (y == 1)).sum())
         r.update(spikes=int(y.sum()), tp=tp, recall=tp / y.sum(),
@@ -267,6 +272,9 @@ def main():
     a.add_argument("--seeds", default="1-10")
     a.add_argument("--families", default=",".join(FAMILIES))
     a.add_argument("--protos", default="asis,p5000")
+    a.add_argument("--variants", default=None, help="clean,pos_temp,mixed,exact20 (default all)")
+    a.add_argument("--config", default=None,
+                   help="a detect-only YAML passed to replay (diagnosis; the targets use none)")
     a.add_argument("--keep", action="store_true", help="keep the CSV and verdict files")
     a.add_argument("--results", default=None, help="JSON lines of every replay (appended)")
     o = a.parse_args()
@@ -277,6 +285,8 @@ def main():
     for fam in o.families.split(","):
         n, kind = FAMILIES[fam]
         variants = [None] + list(VARIANTS) if kind == "spikes" else [None]
+        if o.variants:
+            variants = [None if x == "clean" else x for x in o.variants.split(",")]
         protos = o.protos.split(",")
         if n > W:
             protos = [protos[0]]  # a file longer than the window streams alike under both
@@ -288,11 +298,12 @@ def main():
                 df.to_csv(path, index=False, float_format="%.17g")
                 for proto in protos:
                     vpath = os.path.join(o.work, f"{tag}_{proto}.verdicts.csv")
-                    js, err = replay(o.binary, path, vpath, proto, "ts" in df.columns)
+                    js, err = replay(o.binary, path, vpath, proto, "ts" in df.columns, o.config)
                     v = pd.read_csv(vpath)
                     v["outlier"] = v["outlier"].astype(str).str.lower() == "true"
                     r = score(df, v, proto, oracle)
                     r.update(family=fam, seed=seed, variant=var or "clean", proto=proto,
+                             config=os.path.basename(o.config or ""),
                              replay_ap=js.get("average_precision"), models=js["models_built"])
                     res.write(json.dumps(r) + "\n")
                     res.flush()
