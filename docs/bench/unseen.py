@@ -7,6 +7,8 @@
     python3 docs/bench/unseen.py --sets smd --smd ~/.cache/outlierd/smd   # SMD, if you have its files
     nice -n 5 python3 docs/bench/unseen.py --sets smd8,asd --markdown   # 8 of SMD's machines, and ASD
     nice -n 10 python3 docs/bench/unseen.py --sets ucr --markdown      # the UCR anomaly archive (KDD Cup 2021)
+    nice -n 10 python3 docs/bench/unseen.py --sets ucr --config docs/bench/timeseries_x0.yaml \
+        --peer-derive diff,robust_z:60 --markdown      # a config with derived columns; the peers given the same
 
 Data, kept outside the repository (like NAB and SKAB):
   SMAP, MSL  Hundman et al., "Detecting spacecraft anomalies using LSTMs and nonparametric dynamic
@@ -75,7 +77,9 @@ the test rows are scored. Detectors and their constants are stream_sbs.py's, imp
 as they are: outlierd with the default config (pipeline.Default(), no --config, no replay
 arguments beyond stream_sbs.py's), its combined score ("outlierd") and `scores.recent`
 ("outlierd recent"), River HalfSpaceTrees, PyOD IForest, ECOD and PCA refitted on a sliding window,
-rolling median/MAD z. Nothing here was chosen on these data.
+rolling median/MAD z. Nothing here was chosen on these data. With --peer-derive the peers also
+run ("<peer>+d") on each column and the columns a --config's ingest.derive adds to it, computed
+as outlierd computes them (derive_columns()), so that such a config meets peers given the same.
 
 Scorers, on the test rows:
   AP      point-wise average precision of the score (sklearn's average_precision_score).
