@@ -166,6 +166,8 @@ def parse_args():
                          "diff and robust_z:LAST (e.g. diff,robust_z:60, a --config's derive section over x0); see derive_columns()")
     ap.add_argument("--peer-derive-names", default=",".join(PEERS),
                     help="the peers run with --peer-derive's columns (default every peer): a stated subset, e.g. to leave out IForest's CPU")
+    ap.add_argument("--check-derive", action="store_true",
+                    help="only check derive_columns() against derive_golden.csv (outlierd's own bits: TestDeriveGolden) and exit")
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/outlierd/unseen"))
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
@@ -241,6 +243,34 @@ def derive_columns(X, ops):
                     z[c0:c1] = robust_z(np.sort(win[c0 - last:c1 - last], axis=1), x32[c0:c1])
             cols.append(z.astype(np.float64))
     return np.column_stack(cols)
+
+
+DERIVE_GOLDEN = os.path.join(HERE, "derive_golden.csv")
+
+
+def derive_golden():
+    """The text of derive_golden.csv: a fixed series that walks every branch of diff and
+    robust_z:60 (the filling history, ordinary rows, ties where MAD is 0 and the mean absolute
+    deviation is not, a constant stretch: no spread, then +-1e6, a spike, values that float32
+    rounds) with derive_columns()' values as float32 bits. stages/ingest's TestDeriveGolden
+    runs outlierd's Deriver over the same x and wants the same bits; `unseen.py --check-derive`
+    wants this text: together they keep --peer-derive equal to outlierd's derivation."""
+    import numpy as np
+
+    i = np.arange(600)
+    x = np.round(10 * np.sin(0.37 * i) + 3 * np.sin(1.91 * i), 1)
+    x[150:260] = np.where(i[150:260] % 7 == 0, x[150:260], 2.5)  # most equal: MAD 0, mean |dev| > 0
+    x[300:380] = 4.0  # no spread at all
+    x[380] = 3.5  # -1e6
+    x[420] = 250.0  # a spike
+    x[430:495] = 7.0
+    x[495] = 7.5  # +1e6
+    x[500:] = x[500:] + 0.123456789  # digits float32 rounds
+    d = derive_columns(x[:, None], [("diff", 0, 0), ("robust_z", 60, 10)])
+    bits = d[:, 1:].astype(np.float32).view(np.uint32)
+    lines = ["# unseen.py derive_golden(): x, then diff and robust_z:60 of x as float32 bits (hex)", "x,diff,rz60"]
+    lines += [f"{repr(float(v))},{b[0]:08x},{b[1]:08x}" for v, b in zip(x, bits)]
+    return "\n".join(lines) + "\n"
 
 
 def robust_z(sorted32, x32):
@@ -877,6 +907,16 @@ def report_ucr(res, ids, n_rows, skipped, md):
 
 def main():
     args = parse_args()
+    if args.check_derive:
+        with open(DERIVE_GOLDEN) as fh:
+            want = fh.read()
+        got = derive_golden()
+        bad = [n for n, (a, b) in enumerate(zip(want.splitlines(), got.splitlines()), 1) if a != b]
+        if bad or len(want.splitlines()) != len(got.splitlines()):
+            raise SystemExit(f"unseen: derive_columns() differs from {DERIVE_GOLDEN} at lines {bad[:10]} "
+                             f"({len(got.splitlines())} lines against {len(want.splitlines())})")
+        print(f"derive_columns() equals {DERIVE_GOLDEN} ({len(want.splitlines()) - 2} rows)")
+        return
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="pyod")
     binary = args.binary or os.path.join(sbs.ROOT, "bin", "outlierd")
     if not args.binary:
