@@ -7,6 +7,8 @@
     python3 docs/bench/unseen.py --sets smd --smd ~/.cache/outlierd/smd   # SMD, if you have its files
     nice -n 5 python3 docs/bench/unseen.py --sets smd8,asd --markdown   # 8 of SMD's machines, and ASD
     nice -n 10 python3 docs/bench/unseen.py --sets ucr --markdown      # the UCR anomaly archive (KDD Cup 2021)
+    nice -n 10 python3 docs/bench/unseen.py --sets ucr --config docs/bench/timeseries_x0.yaml \
+        --peer-derive diff,robust_z:60 --markdown      # a config with derived columns; the peers given the same
 
 Data, kept outside the repository (like NAB and SKAB):
   SMAP, MSL  Hundman et al., "Detecting spacecraft anomalies using LSTMs and nonparametric dynamic
@@ -75,7 +77,9 @@ the test rows are scored. Detectors and their constants are stream_sbs.py's, imp
 as they are: outlierd with the default config (pipeline.Default(), no --config, no replay
 arguments beyond stream_sbs.py's), its combined score ("outlierd") and `scores.recent`
 ("outlierd recent"), River HalfSpaceTrees, PyOD IForest, ECOD and PCA refitted on a sliding window,
-rolling median/MAD z. Nothing here was chosen on these data.
+rolling median/MAD z. Nothing here was chosen on these data. With --peer-derive the peers also
+run ("<peer>+d") on each column and the columns a --config's ingest.derive adds to it, computed
+as outlierd computes them (derive_columns()), so that such a config meets peers given the same.
 
 Scorers, on the test rows:
   AP      point-wise average precision of the score (sklearn's average_precision_score).
@@ -156,9 +160,141 @@ def parse_args():
     ap.add_argument("--binary", default="", help="outlierd binary (default: go build ./cmd/outlierd into bin/)")
     ap.add_argument("--config", default="", help="outlierd's config (default: none, pipeline.Default()); "
                     "an option's figures against the same peers (docs/BENCHMARKS.md §12.21)")
+    ap.add_argument("--peer-derive", default="", metavar="SPEC",
+                    help="also run the peers (as '<peer>+d') on each column and the columns outlierd's ingest.derive "
+                         "would add to it, computed as outlierd computes them: SPEC is a comma-separated list of "
+                         "diff and robust_z:LAST (e.g. diff,robust_z:60, a --config's derive section over x0); see derive_columns()")
+    ap.add_argument("--peer-derive-names", default=",".join(PEERS),
+                    help="the peers run with --peer-derive's columns (default every peer): a stated subset, e.g. to leave out IForest's CPU")
+    ap.add_argument("--check-derive", action="store_true",
+                    help="only check derive_columns() against derive_golden.csv (outlierd's own bits: TestDeriveGolden) and exit")
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/outlierd/unseen"))
     ap.add_argument("--markdown", action="store_true")
-    return ap.parse_args()
+    args = ap.parse_args()
+    args.derive = parse_derive(args.peer_derive)
+    args.derive_names = [d for d in PEERS if d in set(args.peer_derive_names.split(","))] if args.derive else []
+    if args.derive and set(args.peer_derive_names.split(",")) - set(PEERS):
+        raise SystemExit(f"unseen: --peer-derive-names: unknown peers {sorted(set(args.peer_derive_names.split(',')) - set(PEERS))}")
+    return args
+
+
+# ----------------------------------------------------------------------------- derived columns
+
+# Derived columns for the peers (--peer-derive): outlierd's ingest.derive (stages/ingest/derive.go,
+# docs/OPERATIONS.md "Time context") computed the same way to the bit, so that a peer given them
+# sees what outlierd's detectors see. A change here that moves any value bumps DERIVE_REVISION, so
+# that no cache written before answers for it.
+DERIVE_REVISION = 1
+DERIVE_SUFFIX = "+d"  # a peer run on the columns and their derived columns
+Z_LIMIT = 1e6  # derive.go's zLimit
+FLT_MAX = 3.4028234663852886e38
+
+
+def parse_derive(spec):
+    """--peer-derive's SPEC as [("diff", 0, 0), ("robust_z", last, min_values), ...] (robust_z:LAST
+    or robust_z:LAST:MIN; min_values defaults to min(last, 10), as derive's does)."""
+    ops = []
+    for part in filter(None, spec.split(",")):
+        f = part.split(":")
+        if f[0] == "diff" and len(f) == 1:
+            ops.append(("diff", 0, 0))
+        elif f[0] == "robust_z" and len(f) in (2, 3) and all(v.isdigit() for v in f[1:]):
+            last = int(f[1])
+            mn = int(f[2]) if len(f) == 3 else min(last, 10)
+            if not 2 <= mn <= last:  # derive's own bounds (deriveconfig.go)
+                raise SystemExit(f"unseen: --peer-derive {part}: min_values {mn} is not in [2, last = {last}]")
+            ops.append(("robust_z", last, mn))
+        else:
+            raise SystemExit(f"unseen: --peer-derive: {part!r} is neither diff nor robust_z:LAST[:MIN]")
+    return ops
+
+
+def derive_columns(X, ops):
+    """X's columns, then for each column in turn each op's derived column of it (one series: the
+    rows in order, train then test, as replay feeds them), as float64 of outlierd's float32 values:
+      diff      float32(float64(x) - float64(previous x)), x the float32 outlierd decodes; the first row 0;
+      robust_z  (x - median) / scale over the previous `last` values (x excluded), in float64 of
+                their float32 values: the median the middle value (even: the two middle ones,
+                each halved, summed), scale 1.4826 MAD (MAD the median of |v - median| the same
+                way); where that is 0, 1.2533 x their mean absolute deviation (summed in the
+                values' sorted order, as derive.go's loop sums); no scale at all: 0 for x equal to
+                the median, +-1e6 otherwise; 0 with fewer than min_values previous values;
+                clamped to +-1e6, then float32.
+    Checked bit for bit against replay's columns (docs/BENCHMARKS.md §12.33)."""
+    import numpy as np
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    cols = [X[:, j] for j in range(X.shape[1])]
+    for j in range(X.shape[1]):
+        x32 = X[:, j].astype(np.float32)
+        for kind, last, mn in ops:
+            if kind == "diff":
+                d = np.zeros(len(x32))
+                d[1:] = x32[1:].astype(np.float64) - x32[:-1].astype(np.float64)
+                cols.append(np.clip(d, -FLT_MAX, FLT_MAX).astype(np.float32).astype(np.float64))
+                continue
+            z = np.zeros(len(x32), dtype=np.float32)
+            for i in range(mn, min(last, len(x32))):  # the history still filling: one row at a time
+                z[i] = robust_z(np.sort(x32[:i])[None, :], x32[i:i + 1])[0]
+            if len(x32) > last:
+                win = sliding_window_view(x32, last)  # row i's history: win[i - last] = x32[i-last : i]
+                for c0 in range(last, len(x32), 8192):  # chunks bound the sorted copies' memory
+                    c1 = min(len(x32), c0 + 8192)
+                    z[c0:c1] = robust_z(np.sort(win[c0 - last:c1 - last], axis=1), x32[c0:c1])
+            cols.append(z.astype(np.float64))
+    return np.column_stack(cols)
+
+
+DERIVE_GOLDEN = os.path.join(HERE, "derive_golden.csv")
+
+
+def derive_golden():
+    """The text of derive_golden.csv: a fixed series that walks every branch of diff and
+    robust_z:60 (the filling history, ordinary rows, ties where MAD is 0 and the mean absolute
+    deviation is not, a constant stretch: no spread, then +-1e6, a spike, values that float32
+    rounds) with derive_columns()' values as float32 bits. stages/ingest's TestDeriveGolden
+    runs outlierd's Deriver over the same x and wants the same bits; `unseen.py --check-derive`
+    wants this text: together they keep --peer-derive equal to outlierd's derivation."""
+    import numpy as np
+
+    i = np.arange(600)
+    x = np.round(10 * np.sin(0.37 * i) + 3 * np.sin(1.91 * i), 1)
+    x[150:260] = np.where(i[150:260] % 7 == 0, x[150:260], 2.5)  # most equal: MAD 0, mean |dev| > 0
+    x[300:380] = 4.0  # no spread at all
+    x[380] = 3.5  # -1e6
+    x[420] = 250.0  # a spike
+    x[430:495] = 7.0
+    x[495] = 7.5  # +1e6
+    x[500:] = x[500:] + 0.123456789  # digits float32 rounds
+    d = derive_columns(x[:, None], [("diff", 0, 0), ("robust_z", 60, 10)])
+    bits = d[:, 1:].astype(np.float32).view(np.uint32)
+    lines = ["# unseen.py derive_golden(): x, then diff and robust_z:60 of x as float32 bits (hex)", "x,diff,rz60"]
+    lines += [f"{repr(float(v))},{b[0]:08x},{b[1]:08x}" for v, b in zip(x, bits)]
+    return "\n".join(lines) + "\n"
+
+
+def robust_z(sorted32, x32):
+    """derive.go's robustZ for rows of sorted float32 histories (n values each) and their float32
+    current values: float32 z per row."""
+    import numpy as np
+
+    v = sorted32.astype(np.float64)
+    n = v.shape[1]
+
+    def middle(a):  # derive.go: a[n/2], or a[n/2-1]/2 + a[n/2]/2
+        return a[:, n // 2] if n % 2 else a[:, n // 2 - 1] / 2 + a[:, n // 2] / 2
+
+    med = middle(v)
+    dev = np.abs(v - med[:, None])  # |v - med| is med - v below it exactly (IEEE negation)
+    scale = 1.4826 * middle(np.sort(dev, axis=1))
+    zero = scale == 0
+    if zero.any():  # cumsum: left to right in the sorted order, derive.go's loop; np.sum pairs
+        scale[zero] = 1.2533 * np.cumsum(dev[zero], axis=1)[:, -1] / n
+    x = x32.astype(np.float64)
+    ok = (scale > 0) & np.isfinite(scale)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(ok, (x - med) / np.where(ok, scale, 1.0), np.sign(x - med) * Z_LIMIT)
+    return np.clip(z, -Z_LIMIT, Z_LIMIT).astype(np.float32)
 
 
 # ----------------------------------------------------------------------------- data
@@ -387,10 +523,12 @@ def pca_static(train, test):
     return {"PCA T2 (fitted once)": (t2, t2 > np.quantile(t0, 0.99)), "PCA Q (fitted once)": (q, q > np.quantile(q0, 0.99))}
 
 
-def series_outputs(sid, train, test, y, binary, bin_hash, config, cache):
+def series_outputs(sid, train, test, y, binary, bin_hash, config, cache, derive=(), derive_names=()):
     """{detector: (test score, test flags)} and {detector: seconds} for one series, cached: the
     peers by the data and their constants, outlierd by the data, its binary and its config (so
-    that another binary or --config replays outlierd only)."""
+    that another binary or --config replays outlierd only); with derive (--peer-derive), the
+    peers named in derive_names also as '<peer>+d' on the derived columns, each cached on its own
+    by the data, its constants, the derivation and DERIVE_REVISION (never the one-column cache)."""
     import numpy as np
     import pandas as pd
 
@@ -472,6 +610,23 @@ def series_outputs(sid, train, test, y, binary, bin_hash, config, cache):
         tag = ",".join(d + (str(rev[d]) if d in rev else "") for d in missing)  # PCA2: not the cache of PCA as first run
         pa, pas = cached("peers+" + tag, [sbs.W_FIT, sbs.B_FIT] + ([rev] if rev else []), added)
         po, ps = {**po, **pa}, {**ps, **pas}
+    derived = []  # the derived columns, made once, only if some peer's cache lacks them
+
+    def with_derived(name):
+        def compute():
+            if not derived:
+                derived.append(derive_columns(X, derive))
+            (s, f, t), = sbs.peers(derived[0], max(p, 2), names=[name]).values()
+            return {name + DERIVE_SUFFIX: (s[p:], f[p:])}, {name + DERIVE_SUFFIX: t}
+        return compute
+
+    spec = [list(op) for op in derive]
+    for name in derive_names:
+        rev = sbs.PEER_REVISION.get(name, 1)
+        tag = "+".join(f"{k}{last}" if last else k for k, last, _ in derive)
+        pd_, pds = cached(f"{name}{rev}+d-{tag}", [sbs.W_FIT, sbs.B_FIT, sbs.N_MAD, sbs.Z_MAD, sbs.HST_Q, rev, spec,
+                                                  DERIVE_REVISION], with_derived(name))
+        po, ps = {**po, **pd_}, {**ps, **pds}
     return {**out, **po}, {**secs, **ps}
 
 
@@ -708,6 +863,17 @@ def score_ucr(series, dets):
     return res
 
 
+def sign_test(w, l_):
+    """The exact two-sided sign test's p of w against l_ discordant pairs (binomial, p = 1/2)."""
+    from math import comb
+
+    n = w + l_
+    if n == 0:
+        return 1.0
+    tail = sum(comb(n, i) for i in range(min(w, l_) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
 def report_ucr(res, ids, n_rows, skipped, md):
     n = len(ids)
     print(f"\n**UCR anomaly archive: {n} series, {n_rows} test rows, one labelled anomaly each"
@@ -718,15 +884,22 @@ def report_ucr(res, ids, n_rows, skipped, md):
              sbs.fmt(r["auc_mean"]), sbs.fmt(r["ap_mean"]), f"{r['secs']:.0f}"] for d, r in res.items()]
     sbs.table(head, rows, md)
     print()
+    derived = [d for d in res if d.endswith(DERIVE_SUFFIX)]
+    groups = [("best peer", list(PEERS))] + ([(f"best peer on the derived columns ({DERIVE_SUFFIX})", derived)] if derived else [])
     for k, h in (("acc", f"the archive's score (±{UCR_SLACK})"), ("acc_l", "its ±max(100, length) variant"),
                  ("auc_mean", "ROC AUC mean"), ("ap_mean", "AP mean")):
-        best = max(PEERS, key=lambda p: res[p][k])
-        print(f"- {h}: best peer {best} {res[best][k]:.3f}; " +
-              ", ".join(f"{o} {res[o][k]:.3f} ({res[o][k] - res[best][k]:+.3f})" for o in OURS))
+        for what, group in groups:
+            best = max(group, key=lambda p: res[p][k])
+            print(f"- {h}: {what} {best} {res[best][k]:.3f}; " +
+                  ", ".join(f"{o} {res[o][k]:.3f} ({res[o][k] - res[best][k]:+.3f})" for o in OURS))
     for o in OURS:
-        pair = ", ".join(f"{p} {sum(a and not b for a, b in zip(res[o]['hit'], res[p]['hit']))}"
-                         f"/{sum(b and not a for a, b in zip(res[o]['hit'], res[p]['hit']))}" for p in PEERS)
-        print(f"- series {o} gets right and the peer wrong / the peer right and {o} wrong: {pair}")
+        pair = []
+        for p in list(PEERS) + derived:
+            w = sum(a and not b for a, b in zip(res[o]["hit"], res[p]["hit"]))
+            l_ = sum(b and not a for a, b in zip(res[o]["hit"], res[p]["hit"]))
+            pair.append(f"{p} {w}/{l_} (p = {sign_test(w, l_):.2g})")
+        print(f"- series {o} gets right and the peer wrong / the peer right and {o} wrong "
+              f"(exact two-sided sign test on those): {', '.join(pair)}")
     anyone = [any(res[d]["hit"][i] for d in res) for i in range(n)]
     print(f"- series some detector here gets right: {sum(anyone)}/{n}; none: "
           + ", ".join(ids[i] for i in range(n) if not anyone[i])[:2000])
@@ -734,6 +907,16 @@ def report_ucr(res, ids, n_rows, skipped, md):
 
 def main():
     args = parse_args()
+    if args.check_derive:
+        with open(DERIVE_GOLDEN) as fh:
+            want = fh.read()
+        got = derive_golden()
+        bad = [n for n, (a, b) in enumerate(zip(want.splitlines(), got.splitlines()), 1) if a != b]
+        if bad or len(want.splitlines()) != len(got.splitlines()):
+            raise SystemExit(f"unseen: derive_columns() differs from {DERIVE_GOLDEN} at lines {bad[:10]} "
+                             f"({len(got.splitlines())} lines against {len(want.splitlines())})")
+        print(f"derive_columns() equals {DERIVE_GOLDEN} ({len(want.splitlines()) - 2} rows)")
+        return
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="pyod")
     binary = args.binary or os.path.join(sbs.ROOT, "bin", "outlierd")
     if not args.binary:
@@ -767,11 +950,12 @@ def main():
         for sid, train, test, y, segs in src:
             if only and sid not in only:
                 continue
-            outs, secs = series_outputs(sid, train, test, y, binary, bin_hash, args.config, args.cache)
+            outs, secs = series_outputs(sid, train, test, y, binary, bin_hash, args.config, args.cache,
+                                        args.derive, args.derive_names)
             series.append((sid, y, segs, outs, secs))
             print(f"# {set_name} {sid}: {len(train)}+{len(test)} rows x {train.shape[1]}, {len(segs)} sequences "
                   f"({time.time() - t0:.0f} s)", file=sys.stderr)
-        dets = list(OURS) + list(PEERS)
+        dets = list(OURS) + list(PEERS) + [d + DERIVE_SUFFIX for d in args.derive_names]
         if set_name == "tep":
             srcs = {sid: (train, test) for sid, train, test, _, _ in tep(args.tep)}
             for sid, _, _, outs, secs in series:
