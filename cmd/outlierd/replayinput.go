@@ -394,11 +394,15 @@ func csvHeader(line []byte, delim string) ([]string, error) {
 
 // headerFeatures makes the header's columns the features (replay's reading of a tabular file
 // without ingest.features): all but the label, key, timestamp and "_"-prefixed columns; a
-// column "<f>_sd" of a feature f is f's uncertainty (a feature without one is certain; that of
-// the label, key or timestamp column is read by nothing).
+// column "<f>_sd" of a feature f, unless it is the label, key or timestamp column, is f's
+// uncertainty (a feature without one is certain; that of the label, key or timestamp column is
+// read by nothing).
 func headerFeatures(ic *ingest.Config, label string, warn io.Writer, path string) {
 	sd := map[string]string{}
 	for _, h := range ic.CSVHeader {
+		if h == label || h == ic.KeyField || h == ic.EventTimeField {
+			continue // a column a flag names is that column alone, not a feature's uncertainty too
+		}
 		if base, ok := strings.CutSuffix(h, batch.UncertaintySuffix); ok && slices.Contains(ic.CSVHeader, base) {
 			sd[base] = h
 		}

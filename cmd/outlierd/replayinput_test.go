@@ -339,6 +339,32 @@ func TestReplayLabelIsNoOtherField(t *testing.T) {
 	}
 }
 
+// TestReplayHeaderColumnNamedIsNoUncertainty: without ingest.features, a "<f>_sd" column that a
+// flag names (the label, the key, the timestamp) is that column, not f's uncertainty: f is then
+// certain, as a feature without an "_sd" column is. The label was refused, naming an
+// ingest.uncertainty.fields["x"] that no one wrote (no config at all), since labelClash; the key
+// was read as x's uncertainty too.
+func TestReplayHeaderColumnNamedIsNoUncertainty(t *testing.T) {
+	path := writeFile(t, "h.csv", "x,x_sd,y\n1,1,2\n2,0,3\n3,0,4\n")
+	for _, in := range []replayInput{{path: path, label: "x_sd", ingest: ingest.Default()}, {path: path, key: "x_sd", ingest: ingest.Default()}} {
+		var warn strings.Builder
+		tab, err := readReplayInput(in, &warn)
+		if err != nil {
+			t.Errorf("label %q, key %q: %v", in.label, in.key, err)
+			continue
+		}
+		if !slices.Equal(tab.features, []string{"x", "y"}) || tab.sds != nil || tab.rows() != 3 {
+			t.Errorf("label %q, key %q: features %v, uncertainty %v, %d rows; want x, y, none, 3", in.label, in.key, tab.features, tab.sds != nil, tab.rows())
+		}
+		if in.label != "" && !slices.Equal(tab.outliers, []bool{true, false, false}) {
+			t.Errorf("label x_sd read as %v", tab.outliers)
+		}
+		if in.key != "" && string(tab.keys[0]) != "1" {
+			t.Errorf("key x_sd read as %q", tab.keys[0])
+		}
+	}
+}
+
 // BenchmarkReadReplayInput reads a labelled CSV of 20,000 sensor rows (key, time, three
 // features, the label) as replay does; ns/op is per file.
 func BenchmarkReadReplayInput(b *testing.B) {
