@@ -313,8 +313,11 @@ func inHeader(in replayInput, header []string) error {
 // labelClash refuses a --label-column that the decoder reads for something else (a feature, an
 // uncertainty field, the key, the event time): one field cannot be both.
 func labelClash(ic ingest.Config, label string) error {
+	if label == "" {
+		return nil
+	}
 	for _, f := range ic.Fields() {
-		if label == "" || f.Name != label {
+		if f.Name != label {
 			continue
 		}
 		what := fmt.Sprintf("a feature (%s)", f.Key)

@@ -111,4 +111,10 @@ func decodedChunk(t *testing.T, cfg Config, gen int64, msgs ...kafka.Message) ch
 // the fetching that look at offsets, not values (their records are dead letters to it or not).
 var offsetsOnlyConfig = testConfig(FormatJSON, []string{"temp"}, nil)
 
-func offsetsOnlyDecoder() (Decoder, error) { return NewDecoder(offsetsOnlyConfig) }
+func offsetsOnlyDecoder() Decoder {
+	k, err := offsetsOnlyConfig.Check()
+	if err != nil {
+		panic(err) // (a fixed config that Check passes)
+	}
+	return k.NewDecoder()
+}

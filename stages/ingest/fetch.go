@@ -98,7 +98,7 @@ type groupFetcher struct {
 	chunks chan chunk
 	free   chan []pendingMsg // chunks' buffers Next is done with (recycle), for reuse
 	// newDecoder makes a partition goroutine's own decoder; newDecoded a record's slots.
-	newDecoder func() (Decoder, error)
+	newDecoder func() Decoder
 	newDecoded func() *Decoded
 	errs       chan error // group errors, offered to a waiting Next as the Reader does (unbuffered)
 	stctx      context.Context
@@ -115,7 +115,7 @@ type groupFetcher struct {
 }
 
 func newGroupFetcher(cgc kafka.ConsumerGroupConfig, topic string, chunkSize, maxBytes int,
-	newDecoder func() (Decoder, error), newDecoded func() *Decoded,
+	newDecoder func() Decoder, newDecoded func() *Decoded,
 	logf, errf func(string, ...any), assigned func(string, []int32), revoked func(*kafka.Generation)) (*groupFetcher, error) {
 	cg, err := kafka.NewConsumerGroup(cgc)
 	if err != nil {
@@ -284,11 +284,7 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 	// badAt is the offset whose record batch could not be decoded, bad how many times in a row;
 	// pastEnd counts the dials in a row that found offset past the partition's end.
 	badAt, bad, pastEnd := int64(-1), 0, 0
-	dec, err := f.newDecoder() // (cannot fail: NewSource made one from the same config)
-	if err != nil {
-		_ = f.send(ctx, chunk{gen: seq, err: fmt.Errorf("partition %d: %w", partition, err)})
-		return
-	}
+	dec := f.newDecoder()
 	for attempt := 0; ; attempt++ {
 		if attempt != 0 && !sleepCtx(ctx, backoffDelay(attempt, readBackoffMin, readBackoffMax)) {
 			return

@@ -174,7 +174,7 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		tracked:   map[int]bool{},
 	}
 	s.fetch, err = newGroupFetcher(cgc, cfg.Topic, cfg.BatchSize, cfg.FetchMaxBytes,
-		func() (Decoder, error) { return checked.NewDecoder(), nil }, cfg.NewDecoded,
+		func() Decoder { return checked.NewDecoder() }, cfg.NewDecoded,
 		debugLog.Printf, errLog.Printf, func(member string, parts []int32) {
 			reaper.generationStarted(member)
 			s.newGeneration(parts)
