@@ -186,10 +186,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 	// The label is read after the features, in the same pass (a line parsed once), and may be
 	// true or false too, as exports write it.
 	dec := checked.NewDecoder(ingest.Label(in.label))
-	der, err := checked.NewDeriver()
-	if err != nil {
-		return nil, err
-	}
+	der := checked.NewDeriver()
 	if ic.Derive != nil && ic.EventTimeField == "" {
 		for i, d := range ic.Derive.Features {
 			if d.Kind == ingest.DeriveTimeOfDay || d.Kind == ingest.DeriveDayOfWeek {

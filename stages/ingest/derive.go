@@ -89,30 +89,17 @@ type series struct {
 	fill, pos  []int32   // per robust_z and mean: values held, next write position
 }
 
-// NewDeriver returns the Deriver of cfg; nil (and no error) without ingest.derive. cfg must be
-// valid (it is not validated here); the source and replay use Checked.NewDeriver.
-func NewDeriver(cfg Config) (*Deriver, error) {
-	if cfg.Derive == nil {
-		return nil, nil
-	}
-	loc, err := loadZone(cfg.Derive.Timezone)
-	if err != nil {
-		return nil, fmt.Errorf("ingest: derive.timezone: %w", err)
-	}
-	return newDeriver(cfg, loc)
-}
-
 // NewDeriver returns the Deriver of the checked config, in the derive.timezone Check loaded;
-// nil (and no error) without ingest.derive.
-func (k *Checked) NewDeriver() (*Deriver, error) {
+// nil without ingest.derive. It cannot fail: Check validated every derived feature.
+func (k *Checked) NewDeriver() *Deriver {
 	if k.cfg.Derive == nil {
-		return nil, nil
+		return nil
 	}
 	return newDeriver(k.cfg, k.deriveZone)
 }
 
-// newDeriver is the Deriver of cfg (with a derive section) in the zone loc.
-func newDeriver(cfg Config, loc *time.Location) (*Deriver, error) {
+// newDeriver is the Deriver of cfg (with a derive section, validated) in the zone loc.
+func newDeriver(cfg Config, loc *time.Location) *Deriver {
 	cols := cfg.Columns()
 	d := &Deriver{
 		nFeat: len(cfg.Features), cols: len(cols), withSD: cfg.Uncertainty != nil, loc: loc,
@@ -124,10 +111,10 @@ func newDeriver(cfg Config, loc *time.Location) (*Deriver, error) {
 		op := deriveOp{kind: f.Kind, dst: dst, last: f.Last, min: f.MinValues, floor: f.ScaleFloor}
 		switch f.Kind {
 		case DeriveDiff, DeriveRobustZ, DeriveMean:
-			// Validate made sure `of` names an earlier column; an unvalidated config stops here
-			// rather than indexing with -1.
+			// Check made sure `of` names an earlier column; a config changed after Check stops
+			// here rather than indexing with -1 at the first record.
 			if op.src = slices.Index(cols[:dst], f.Of); op.src < 0 {
-				return nil, fmt.Errorf("ingest: derive.features[%d].of: %q is not a feature or an earlier derived feature", i, f.Of)
+				panic(fmt.Sprintf("ingest: derive.features[%d].of: %q is not a feature or an earlier derived feature (the config changed after Check)", i, f.Of))
 			}
 			switch f.Kind {
 			case DeriveDiff:
@@ -154,7 +141,7 @@ func newDeriver(cfg Config, loc *time.Location) (*Deriver, error) {
 	if d.withSD {
 		d.out.SD = make([]float32, d.cols)
 	}
-	return d, nil
+	return d
 }
 
 // StateBound is the most bytes the series can hold (derive.max_keys of them, keys of keyLen

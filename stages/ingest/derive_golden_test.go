@@ -26,14 +26,7 @@ func TestDeriveGolden(t *testing.T) {
     - {kind: diff, of: temp}
     - {kind: robust_z, of: temp, last: 60}
 `)
-	k, err := c.Check()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := k.NewDeriver()
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustDeriver(t, c)
 	in := &Decoded{Values: make([]float32, 1)}
 	rows := 0
 	for n, line := range strings.Split(strings.TrimSpace(string(text)), "\n") {

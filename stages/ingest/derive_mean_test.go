@@ -79,14 +79,14 @@ func TestDeriveMeanEvictedStartsAfresh(t *testing.T) {
 	}
 }
 
-// mustDeriver is c's Deriver.
+// mustDeriver is c's Deriver, made as the source and replay make it (c must pass Check).
 func mustDeriver(t *testing.T, c Config) *Deriver {
 	t.Helper()
-	d, err := NewDeriver(c)
+	k, err := c.Check()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
+	return k.NewDeriver()
 }
 
 // TestDeriveMeanStateBound: the series' memory with a mean stays within StateBound.

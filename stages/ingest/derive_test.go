@@ -251,7 +251,7 @@ func TestDeriveUncertainty(t *testing.T) {
 // TestDeriveExtremesStayFinite: values near FLT_MAX give finite differences and z.
 func TestDeriveExtremesStayFinite(t *testing.T) {
 	c := deriveConfig(t, "derive:\n  features: [{kind: diff, of: temp}, {kind: robust_z, of: temp, last: 2, min_values: 2}]\n")
-	d, _ := NewDeriver(c)
+	d := mustDeriver(t, c)
 	var last []float32
 	for i, v := range []float32{math.MaxFloat32, -math.MaxFloat32, math.MaxFloat32, -math.MaxFloat32} {
 		last = applyAll(t, d, []rec{{0, int64(i), "", v, monday6}})[0]
@@ -438,10 +438,11 @@ func BenchmarkDeriveApply(b *testing.B) {
 			if err := config.LoadBytes("b.yaml", []byte("topic: in\ngroup_id: g\nfeatures: [temp]\nderive:\n  features: "+c.yaml+"\n"), &cfg); err != nil {
 				b.Fatal(err)
 			}
-			d, err := NewDeriver(cfg)
+			k, err := cfg.Check()
 			if err != nil {
 				b.Fatal(err)
 			}
+			d := k.NewDeriver()
 			keys := make([][]byte, 1000)
 			for i := range keys {
 				keys[i] = fmt.Appendf(nil, "sensor-%d", i)
@@ -486,17 +487,20 @@ func TestDeriveStateBound(t *testing.T) {
 	runtime.KeepAlive(d)
 }
 
-// TestNewDeriverTakesAValidatedConfig: NewDeriver does not validate the config again (NewDecoder,
-// made first by every caller, did: a problem elsewhere in the section is not its to report),
-// and a derived feature of an unknown column is an error naming its key, not an index of -1.
-func TestNewDeriverTakesAValidatedConfig(t *testing.T) {
+// TestNewDeriverOfAConfigChangedAfterCheck: a derived feature whose column went away after Check
+// (which the Checked forbids) stops the Deriver's making with its key, not the first record's
+// decoding with an index of -1.
+func TestNewDeriverOfAConfigChangedAfterCheck(t *testing.T) {
 	c := deriveConfig(t, "derive:\n  features: [{kind: diff, of: temp}]\n")
-	c.Brokers = nil // invalid, but not the Deriver's concern
-	if d, err := NewDeriver(c); err != nil || d == nil {
-		t.Fatalf("NewDeriver of a config with no brokers: %v, %v", d, err)
+	k, err := c.Check()
+	if err != nil {
+		t.Fatal(err)
 	}
-	c.Derive.Features[0].Of = "humidity"
-	if _, err := NewDeriver(c); err == nil || !strings.Contains(err.Error(), `derive.features[0].of: "humidity"`) {
-		t.Fatalf("NewDeriver with an unknown of: %v", err)
-	}
+	c.Derive.Features[0].Of = "humidity" // the Checked shares the section
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), `derive.features[0].of: "humidity"`) {
+			t.Fatalf("NewDeriver after the change: recovered %v", r)
+		}
+	}()
+	k.NewDeriver()
 }

@@ -104,10 +104,7 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 	if err != nil {
 		return nil, fmt.Errorf("ingest: invalid config: %w", err)
 	}
-	derive, err := checked.NewDeriver()
-	if err != nil {
-		return nil, err
-	}
+	derive := checked.NewDeriver()
 	start := kafka.FirstOffset
 	if cfg.StartOffset == StartLatest {
 		start = kafka.LastOffset
