@@ -322,7 +322,7 @@ type alertGroup struct {
 const maxAlertKeys = 1 << 16
 
 // fold takes the flagged records of b in order: each one within its key's cooldown after the
-// key's last alert is Grouped; any other is an alert carrying Folded.
+// key's last alert is Grouped, with that alert's time; any other is an alert carrying Folded.
 func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 	if cooldown <= 0 {
 		return
@@ -339,7 +339,7 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 			at = int64(ts.Value(i))
 		}
 		if o, ok := g.open[k]; ok && at >= o.at && at-o.at < cooldown.Milliseconds() {
-			sc.Grouped = true
+			sc.Grouped, sc.AlertAt = true, o.at
 			o.folded++
 			continue
 		} else if ok {

@@ -97,9 +97,10 @@ func sameVerdict(a, b *batch.Score) string {
 	if a.Score != b.Score || a.ByKey != b.ByKey || a.Warming != b.Warming {
 		return fmt.Sprintf("score %g by key %v warming %v, want %g %v %v", a.Score, a.ByKey, a.Warming, b.Score, b.ByKey, b.Warming)
 	}
-	if a.Outlier != b.Outlier || a.Suppressed != b.Suppressed || a.Held != b.Held || a.Grouped != b.Grouped || a.Folded != b.Folded {
-		return fmt.Sprintf("flagged %v suppressed %v held %v grouped %v folded %d, want %v %v %v %v %d", a.Outlier, a.Suppressed, a.Held,
-			a.Grouped, a.Folded, b.Outlier, b.Suppressed, b.Held, b.Grouped, b.Folded)
+	if a.Outlier != b.Outlier || a.Suppressed != b.Suppressed || a.Held != b.Held || a.Grouped != b.Grouped || a.Folded != b.Folded ||
+		a.AlertAt != b.AlertAt {
+		return fmt.Sprintf("flagged %v suppressed %v held %v grouped %v (alert at %d) folded %d, want %v %v %v %v (%d) %d", a.Outlier,
+			a.Suppressed, a.Held, a.Grouped, a.AlertAt, a.Folded, b.Outlier, b.Suppressed, b.Held, b.Grouped, b.AlertAt, b.Folded)
 	}
 	return ""
 }

@@ -368,6 +368,16 @@ func TestAlertCooldownFoldsPerKey(t *testing.T) {
 			t.Errorf("row %d: grouped %v folded %d, want %v %d", i, sc.Grouped, sc.Folded, w.grouped, w.folded)
 		}
 	}
+	// A grouped record names the alert it joined by that alert's time (rows 1 and 3: row 0's).
+	for i, sc := range b.Scores {
+		want := int64(0)
+		if sc.Grouped {
+			want = t0.UnixMilli()
+		}
+		if sc.AlertAt != want {
+			t.Errorf("row %d: grouped %v, alert at %d, want %d", i, sc.Grouped, sc.AlertAt, want)
+		}
+	}
 	// Off (0): nothing is grouped.
 	b.Scores[1].Grouped = false
 	var off alertGroups

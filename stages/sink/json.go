@@ -53,6 +53,14 @@ import (
 //	                        (detect.recent_scores; absent when off)
 //	    "key_model_version": with detect.key_by on a scorer, the builder's version of the key's
 //	                        model that scored the record (absent otherwise)
+//	    "suppressed":       true: over the threshold, not flagged: the alarm cap is spent
+//	                        (detect.alarm_rate); absent otherwise
+//	    "folded":           true: flagged, folded into its key's open alert
+//	                        (detect.alert_cooldown); absent otherwise
+//	    "alert_timestamp":  with "folded": the timestamp of that alert (as "timestamp"; with the
+//	                        key it names the alert), null when it had none
+//	    "folded_into_previous_alert": on an alert, how many flagged records of its key were
+//	                        folded into the key's previous alert (absent when 0)
 //	  }
 //	  "explanation":      one human-readable line, e.g. "low density in subspace temp+pressure:
 //	                      eta-probability 0.12 < delta; kNN weight 8.31 >= w* 6.02"
@@ -270,6 +278,23 @@ func appendScoresJSON(dst []byte, sc *batch.Score) ([]byte, error) {
 	if sc.KeyModelVersion != 0 {
 		dst = append(dst, `,"key_model_version":`...)
 		dst = strconv.AppendUint(dst, sc.KeyModelVersion, 10)
+	}
+	// What the explanation says of the alarm cap and the alert groups, for programs; each
+	// absent when false or 0 (batch.Score's Suppressed, Grouped with AlertAt, Folded).
+	if sc.Suppressed {
+		dst = append(dst, `,"suppressed":true`...)
+	}
+	if sc.Grouped {
+		dst = append(dst, `,"folded":true,"alert_timestamp":`...)
+		if sc.AlertAt != 0 {
+			dst = appendJSONString(dst, time.UnixMilli(sc.AlertAt).UTC().Format(time.RFC3339Nano), false)
+		} else {
+			dst = append(dst, "null"...)
+		}
+	}
+	if sc.Folded != 0 {
+		dst = append(dst, `,"folded_into_previous_alert":`...)
+		dst = strconv.AppendInt(dst, int64(sc.Folded), 10)
 	}
 	return append(dst, '}'), nil
 }

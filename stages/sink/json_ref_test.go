@@ -52,6 +52,28 @@ type jsonScores struct {
 	// KeyModelVersion is the builder's version of the key's model that scored it (scorers
 	// with detect.key_by; absent otherwise).
 	KeyModelVersion uint64 `json:"key_model_version,omitempty"`
+	jsonAlert
+}
+
+// jsonAlert is what "scores" says of the alarm cap and the alert groups, each absent when false
+// or 0: Suppressed, Grouped (with the time of the alert it joined, a string or null) and Folded.
+type jsonAlert struct {
+	Suppressed              bool            `json:"suppressed,omitempty"`
+	Folded                  bool            `json:"folded,omitempty"`
+	AlertTimestamp          json.RawMessage `json:"alert_timestamp,omitempty"`
+	FoldedIntoPreviousAlert int             `json:"folded_into_previous_alert,omitempty"`
+}
+
+// alertJSON is sc's jsonAlert.
+func alertJSON(sc *batch.Score) jsonAlert {
+	a := jsonAlert{Suppressed: sc.Suppressed, Folded: sc.Grouped, FoldedIntoPreviousAlert: sc.Folded}
+	if sc.Grouped {
+		a.AlertTimestamp = json.RawMessage("null")
+		if sc.AlertAt != 0 {
+			a.AlertTimestamp, _ = json.Marshal(time.UnixMilli(sc.AlertAt).UTC().Format(time.RFC3339Nano))
+		}
+	}
+	return a
 }
 
 // jsonHypercube is the hypercube detector's result in "scores" (batch.HypercubeScore): always
@@ -76,6 +98,7 @@ type jsonScoresNonFinite struct {
 	Score           any            `json:"score"`
 	Recent          any            `json:"recent,omitempty"`
 	KeyModelVersion uint64         `json:"key_model_version,omitempty"`
+	jsonAlert
 }
 
 // scoresJSON returns the "scores" object of a scored record.
@@ -92,6 +115,7 @@ func scoresJSON(sc *batch.Score) any {
 			Score:           sc.Score,
 			Recent:          recentJSON(sc.Recent),
 			KeyModelVersion: sc.KeyModelVersion,
+			jsonAlert:       alertJSON(sc),
 		}
 	}
 	return &jsonScoresNonFinite{
@@ -105,6 +129,7 @@ func scoresJSON(sc *batch.Score) any {
 		Score:           jsonFloat(sc.Score),
 		Recent:          recentJSON(sc.Recent),
 		KeyModelVersion: sc.KeyModelVersion,
+		jsonAlert:       alertJSON(sc),
 	}
 }
 
@@ -188,7 +213,7 @@ func encodeJSONRowRef(b *batch.Batch, c *columns, i int, omitPayload bool) ([]by
 // text, escaped and invalid-UTF-8 keys; JSON payloads with whitespace, escapes, HTML characters,
 // U+2028 and invalid UTF-8; text and binary payloads; payloads omitted; unscored batches;
 // scores finite, non-finite, tiny, huge and -0; hypercube results (a non-finite one is an
-// error either way); subspaces nil, empty and named.
+// error either way); subspaces nil, empty and named; suppressed, folded and alert records.
 func TestEncodeJSONMatchesEncodingJSON(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
@@ -221,6 +246,16 @@ func TestEncodeJSONMatchesEncodingJSON(t *testing.T) {
 				EtaProbability: f(), Weight: f(), WStar: f(), Score: f(), Threshold: f()}
 			if r.IntN(3) == 0 { // a scorer's record scored by its key's published model
 				sc.ByKey, sc.KeyModelVersion = true, r.Uint64()
+			}
+			switch r.IntN(5) { // the alarm cap and the alert groups
+			case 1:
+				sc.Outlier, sc.Suppressed = false, true
+			case 2:
+				sc.Outlier, sc.Grouped, sc.AlertAt = true, true, r.Int64N(1<<42)
+			case 3:
+				sc.Outlier, sc.Grouped = true, true // the alert had no timestamp
+			case 4:
+				sc.Outlier, sc.Folded = true, 1+r.IntN(1000)
 			}
 			switch r.IntN(3) {
 			case 1:

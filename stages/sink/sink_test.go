@@ -56,11 +56,15 @@ func sampleRows() []testbatch.Row {
 
 var features = []string{"temp", "pressure"}
 
-// TestJSONGolden pins the JSON output schema: every sample row with emit: all.
+// TestJSONGolden pins the JSON output schema: every sample row and alert row with emit: all.
 func TestJSONGolden(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	b := testbatch.New(t, mem, "sensors", features, true, true, sampleRows())
+	alerts, _ := alertRows()
+	for i := range alerts {
+		alerts[i].SD = []float32{0.1, 2}
+	}
+	b := testbatch.New(t, mem, "sensors", features, true, true, append(sampleRows(), alerts...))
 	defer b.Record.Release()
 	b.ModelVersion = 3
 	c, err := batchColumns(b)

@@ -393,6 +393,10 @@ type Score struct {
 	// (detect.alert_cooldown) after the key's last alert: folded into that alert, so the sink
 	// does not emit it under emit: outliers (it does under emit: all).
 	Grouped bool
+	// AlertAt, on a Grouped record, is the timestamp (ms since the epoch, UTC) of the key's
+	// alert it was folded into: with the key, it names that alert (the sink's "alert_timestamp").
+	// 0 when that alert's record had no timestamp.
+	AlertAt int64
 	// Folded, on an alert (a flagged record not Grouped), is how many flagged records of its key
 	// were folded into the key's previous alert (0 without a cooldown).
 	Folded int

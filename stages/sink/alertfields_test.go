@@ -1,0 +1,113 @@
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
+)
+
+// alertRows are the records whose explanation speaks of the alarm cap or an alert group
+// (detect.alarm_rate, detect.alert_cooldown), each with the "scores" fields a program reads
+// for it (nil: absent); the explanations say the same in words (TestExplain).
+func alertRows() ([]testbatch.Row, []map[string]any) {
+	at := ts0.Add(-30 * time.Second)
+	sc := func(s batch.Score) batch.Score {
+		s.Scored, s.Score, s.Threshold, s.Recent = true, 9, 5, 1
+		return s
+	}
+	rows := []testbatch.Row{
+		{Offset: 20, Key: []byte("sensor-1"), Score: sc(batch.Score{Suppressed: true})},
+		{Offset: 21, Key: []byte("sensor-1"), Score: sc(batch.Score{Outlier: true, Grouped: true, AlertAt: at.UnixMilli()})},
+		{Offset: 22, Key: []byte("sensor-1"), Score: sc(batch.Score{Outlier: true, Folded: 3})},
+		// An alert whose record had no timestamp: the group's time is unknown, not 1970.
+		{Offset: 23, Key: []byte("sensor-2"), Score: sc(batch.Score{Outlier: true, Grouped: true})},
+		{Offset: 24, Key: []byte("sensor-2"), Score: sc(batch.Score{Outlier: true})},
+	}
+	want := []map[string]any{
+		{"suppressed": true},
+		{"folded": true, "alert_timestamp": at.Format(time.RFC3339Nano)},
+		{"folded_into_previous_alert": 3.0},
+		{"folded": true, "alert_timestamp": nil},
+		{},
+	}
+	for i := range rows {
+		rows[i].Partition, rows[i].Time, rows[i].Features = 1, ts0.Add(time.Duration(i)*time.Second), []float32{1, 2}
+		rows[i].Payload = []byte(`{"temp":1}`)
+	}
+	return rows, want
+}
+
+// checkAlertFields checks the alarm cap's and the alert groups' fields of one output's
+// "scores" against want: each of them present with its value, or absent.
+func checkAlertFields(t *testing.T, id string, value []byte, want map[string]any) {
+	t.Helper()
+	var out struct {
+		Scores map[string]any `json:"scores"`
+	}
+	if err := json.Unmarshal(value, &out); err != nil {
+		t.Fatalf("output %s: %v", id, err)
+	}
+	for _, f := range []string{"suppressed", "folded", "alert_timestamp", "folded_into_previous_alert"} {
+		got, ok := out.Scores[f]
+		w, wantOK := want[f]
+		if ok != wantOK || fmt.Sprint(got) != fmt.Sprint(w) {
+			t.Errorf("output %s: scores.%s = %v (present %v), want %v (present %v): %s", id, f, got, ok, w, wantOK, value)
+		}
+	}
+}
+
+// TestJSONAlertFields: a program reads from the JSON output, without parsing the explanation,
+// that a record was held back by the alarm cap ("suppressed"), folded into its key's open
+// alert ("folded", with that alert's "alert_timestamp"), or is an alert that closed a group
+// ("folded_into_previous_alert"). With emit: all each record goes out with its fields; with
+// emit: outliers the folded records stay out and the alert that counts them goes out.
+func TestJSONAlertFields(t *testing.T) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
+		for _, emit := range []Emit{EmitAll, EmitOutliers} {
+			t.Run(string(emit), func(t *testing.T) {
+				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+				defer mem.AssertSize(t, 0)
+				cfg := testConfig(t, br)
+				cfg.Emit = emit
+				s, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				rows, want := alertRows()
+				b := testbatch.New(t, mem, "sensors", features, false, true, rows)
+				defer b.Record.Release()
+				if err := s.Write(context.Background(), b); err != nil {
+					t.Fatalf("Write: %v", err)
+				}
+				wantByID := map[string]map[string]any{}
+				for i, r := range rows {
+					if emit == EmitAll || r.Score.Outlier && !r.Score.Grouped {
+						wantByID[OutputID("sensors", r.Partition, r.Offset)] = want[i]
+					}
+				}
+				for _, r := range testsupport.ConsumeExactly(t, br, cfg.Topic, len(wantByID)) {
+					id, _ := testsupport.Header(r, HeaderID)
+					w, ok := wantByID[id]
+					if !ok {
+						t.Errorf("output %s, not expected with emit: %s", id, emit)
+						continue
+					}
+					delete(wantByID, id)
+					checkAlertFields(t, id, r.Value, w)
+				}
+				if len(wantByID) > 0 {
+					t.Errorf("outputs missing: %v", wantByID)
+				}
+			})
+		}
+	})
+}
