@@ -69,7 +69,7 @@ func Assign(means [][]float32, centroids [][]float32, out []int32, workers int) 
 			rows := e - b
 			fillTile(tile, means, b, e)
 			for g := 0; g*4 < rows; g++ {
-				nearest4(tile[g*r:(g+1)*r], cent, q, &res)
+				nearest4(tile[g*r:(g+1)*r], cent, q, nil, &res)
 				copy(out[b+g*4:e], res[:])
 			}
 		}
@@ -78,8 +78,10 @@ func Assign(means [][]float32, centroids [][]float32, out []int32, workers int) 
 }
 
 // nearest4 finds the nearest centroid (ties to the lowest index) for the four rows of a tile
-// group, xt[j][k] = dimension j of row k.
-func nearest4(xt [][4]float32, cent []float32, q int, res *[4]int32) {
+// group, xt[j][k] = dimension j of row k, among the q centroids of cent; with dist (len q) it
+// also writes each row's distance to every centroid there (dist[c][k]: centroid c, row k), for
+// the bounds of assignFirst. The test of dist is once per centroid, outside the dimension loop.
+func nearest4(xt [][4]float32, cent []float32, q int, dist [][4]float32, res *[4]int32) {
 	inf := float32(math.Inf(1))
 	b0, b1, b2, b3 := inf, inf, inf, inf
 	var c0, c1, c2, c3 int32
@@ -96,6 +98,9 @@ func nearest4(xt [][4]float32, cent []float32, q int, res *[4]int32) {
 			d1 = float32(d1 + float32(t1*t1))
 			d2 = float32(d2 + float32(t2*t2))
 			d3 = float32(d3 + float32(t3*t3))
+		}
+		if dist != nil {
+			dist[c] = [4]float32{d0, d1, d2, d3}
 		}
 		// Strict < keeps the lowest index on ties, since c grows.
 		if d0 < b0 {

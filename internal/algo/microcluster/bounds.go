@@ -224,7 +224,7 @@ func (e *elkanState) assignFirst(means, cent [][]float32, assign []int32, worker
 			rows := end - b
 			fillTile(tile, means, b, end)
 			for g := 0; g*4 < rows; g++ {
-				nearest4All(tile[g*r:(g+1)*r], ct, dist, &res)
+				nearest4(tile[g*r:(g+1)*r], ct, q, dist, &res)
 				for k := 0; k < 4 && b+g*4+k < end; k++ {
 					i := b + g*4 + k
 					assign[i] = res[k]
@@ -360,46 +360,8 @@ func distance1x4(x, cent []float32, idx *[4]int32, d *[4]float32) {
 	d[0], d[1], d[2], d[3] = d0, d1, d2, d3
 }
 
-// nearest4All is nearest4 that also writes the distance of each of the four rows to every centre
-// to dist (dist[c][k] for centre c, row k; len(dist) = q).
-func nearest4All(xt [][4]float32, cent []float32, dist [][4]float32, res *[4]int32) {
-	inf := float32(math.Inf(1))
-	b0, b1, b2, b3 := inf, inf, inf, inf
-	var c0, c1, c2, c3 int32
-	r := len(xt)
-	for c := range dist {
-		cc := cent[c*r : c*r+r]
-		cc = cc[:len(xt)]
-		var d0, d1, d2, d3 float32
-		for j := range xt {
-			xx := &xt[j] // a pointer: ranging over the values copies each [4]float32 to the stack
-			v := cc[j]
-			t0, t1, t2, t3 := xx[0]-v, xx[1]-v, xx[2]-v, xx[3]-v
-			d0 = float32(d0 + float32(t0*t0))
-			d1 = float32(d1 + float32(t1*t1))
-			d2 = float32(d2 + float32(t2*t2))
-			d3 = float32(d3 + float32(t3*t3))
-		}
-		dist[c] = [4]float32{d0, d1, d2, d3}
-		// Strict < keeps the lowest index on ties, since c grows.
-		if d0 < b0 {
-			b0, c0 = d0, int32(c)
-		}
-		if d1 < b1 {
-			b1, c1 = d1, int32(c)
-		}
-		if d2 < b2 {
-			b2, c2 = d2, int32(c)
-		}
-		if d3 < b3 {
-			b3, c3 = d3, int32(c)
-		}
-	}
-	res[0], res[1], res[2], res[3] = c0, c1, c2, c3
-}
-
 // rowMajor32 returns column-major centroids ([dim][cluster]) as one row-major slice, the layout
-// nearest4 and nearest4Second read.
+// nearest4 reads.
 func rowMajor32(cent [][]float32) []float32 {
 	r, q := len(cent), len(cent[0])
 	out := make([]float32, q*r)

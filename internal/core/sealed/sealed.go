@@ -260,10 +260,7 @@ func (d *Decoder) Text(maxLen uint32, what string) string {
 
 // F32s reads n float32 values. A count whose byte size overflows is refused like an overrun.
 func (d *Decoder) F32s(n uint64, what string) []float32 {
-	if d.err == nil && n > math.MaxInt64/4 {
-		d.err = formatErr("%s: count %d too large", what, n)
-	}
-	s := d.Take(4*n, what)
+	s := d.takeN(n, 4, what)
 	if s == nil {
 		return nil
 	}
@@ -275,11 +272,9 @@ func (d *Decoder) F32s(n uint64, what string) []float32 {
 }
 
 // F64s reads n float64 values. A count whose byte size overflows is refused like an overrun.
+// (F32s's twin: a generic loop through a conversion function decoded at half the speed.)
 func (d *Decoder) F64s(n uint64, what string) []float64 {
-	if d.err == nil && n > math.MaxInt64/8 {
-		d.err = formatErr("%s: count %d too large", what, n)
-	}
-	s := d.Take(8*n, what)
+	s := d.takeN(n, 8, what)
 	if s == nil {
 		return nil
 	}
@@ -288,4 +283,12 @@ func (d *Decoder) F64s(n uint64, what string) []float64 {
 		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(s[8*i:]))
 	}
 	return v
+}
+
+// takeN takes n values of size bytes each, refusing a count whose byte size overflows.
+func (d *Decoder) takeN(n, size uint64, what string) []byte {
+	if d.err == nil && n > math.MaxInt64/size {
+		d.err = formatErr("%s: count %d too large", what, n)
+	}
+	return d.Take(size*n, what)
 }
