@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"runtime"
 	"sync"
+
+	"github.com/outlierd/outlierd/internal/algo/euclid"
 )
 
 // Engine runs the O(rows) passes of PROCLUS over one data set (the heavy part; RunEngine keeps the
@@ -16,7 +18,7 @@ type Engine interface {
 	// Begin starts a run: the per-dimension fixed-point scales (Scales) and the number of
 	// candidate medoids (distance-cache slots, Query.Slot < slots).
 	Begin(scales []float64, slots int) error
-	// Locality computes, for every query q, over the rows p with q.Lo < SquaredDistance(p, medoid)
+	// Locality computes, for every query q, over the rows p with q.Lo < euclid.Squared(p, medoid)
 	// <= q.Hi: sums[q*dims+j] = Σ Fixed(|x_pj - m_j|, scales[j]) for every dimension j, and
 	// counts[q] = their number (the change ΔL of theorem 3.1; the caller adds it with its sign).
 	Locality(qs []Query, sums, counts []int64) error
@@ -46,19 +48,6 @@ type Query struct {
 	Medoid []float32
 	// Lo < squared distance <= Hi selects the rows (Lo = -1: from the medoid itself).
 	Lo, Hi float32
-}
-
-// SquaredDistance is the squared Euclidean distance between row p of cols and m, in float32:
-// per dimension in index order t = x_j - m_j, acc = acc + t*t, each operation rounded to float32
-// (the explicit conversion forbids a fused multiply-add; the kernels use __fsub_rn, __fmul_rn,
-// __fadd_rn). Localities compare squared distances, which orders them as the paper's distances.
-func SquaredDistance(cols [][]float32, p int, m []float32) float32 {
-	var acc float32
-	for j, c := range cols {
-		t := c[p] - m[j]
-		acc += float32(t * t)
-	}
-	return acc
 }
 
 // Scales returns per dimension j the power of two 2^s_j that Fixed multiplies by: the largest
@@ -191,7 +180,7 @@ func (e *cpuEngine) Locality(qs []Query, sums, counts []int64) error {
 	e.parallel(nq*d+nq, acc, func(lo, hi int, s []int64) {
 		for p := lo; p < hi; p++ {
 			for q := range qs {
-				dist := SquaredDistance(e.cols, p, qs[q].Medoid)
+				dist := euclid.Squared(e.cols, p, qs[q].Medoid)
 				if !(qs[q].Lo < dist && dist <= qs[q].Hi) {
 					continue
 				}

@@ -17,7 +17,7 @@
 // once to an int64 on a per-dimension power-of-two grid (Scales), and int64 addition is
 // associative, so neither the parallel order nor the FAST incremental updates (theorem 3.2:
 // H += λ·ΣΔL) change a bit. Distances are float32 with a fixed operation order and no FMA
-// (SquaredDistance), as in the kernels.
+// (euclid.Squared), as in the kernels.
 //
 // Restarts: PROCLUS is a randomised local search that often ends in a local optimum (two medoids
 // in one planted cluster, another cluster missed) at a visibly higher cost; Run makes

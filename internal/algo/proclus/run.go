@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/outlierd/outlierd/internal/algo/euclid"
 )
 
 // pcgStream is the second PCG word (the first is Params.Seed): "proclus" in ASCII.
@@ -192,7 +194,7 @@ func (r *runner) iterate(cur []int) (round, error) {
 		delta := float32(math.Inf(1)) // k = 1: the locality is every row
 		for j, t := range cur {
 			if j != i {
-				delta = min(delta, SquaredDistance(r.cols, r.cands[t], ctr[i]))
+				delta = min(delta, euclid.Squared(r.cols, r.cands[t], ctr[i]))
 			}
 		}
 		if delta == r.prev[s] {
@@ -490,7 +492,7 @@ func sampleRows(rng *rand.Rand, n, m int) []int {
 // greedy picks m candidate medoids from sample farthest-first: a random first one, then each time
 // the sample row whose squared distance to the nearest picked candidate is largest (ties to the
 // lowest row). It returns their rows in pick order. The sample is gathered row-major first (the
-// rows are scattered over the columns); the distances are SquaredDistance's sequence.
+// rows are scattered over the columns); the distances are euclid.Squared's sequence.
 func greedy(cols [][]float32, sample []int, m int, rng *rand.Rand) []int {
 	d := len(cols)
 	pts := make([]float32, len(sample)*d)

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/outlierd/outlierd/internal/algo/euclid"
 )
 
 // The reference node of the distributed solving set (distributed.go): a partition in memory.
 
-// sqDistRowMajor is sqDist for two points of a row-major array.
+// sqDistRowMajor is euclid.Squared for two points of a row-major array.
 func sqDistRowMajor(x []float32, a, b, dims int) float32 {
 	var s float32
 	for d := range dims {
@@ -147,7 +149,7 @@ func (n *CPUNode) compare(coords, lnnc []float32, minOUT float64) []bool {
 				if rowPruned && candUB[t]*n.margin < minOUT {
 					continue
 				}
-				d := sqrt32(sqDist(n.x, i, coords[t*dims:(t+1)*dims]))
+				d := sqrt32(euclid.Squared(n.x, i, coords[t*dims:(t+1)*dims]))
 				if d < hp[0] {
 					heapReplaceTop(hp, d)
 				}

@@ -23,16 +23,6 @@ func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
 // that belongs in the heap, and saves the sqrt of every distance that does not.
 func sq32(t float32) float32 { return t * t }
 
-// sqDist is the squared distance between row i of cols and the point c (len(c) == len(cols)).
-func sqDist(cols [][]float32, i int, c []float32) float32 {
-	var s float32
-	for j, col := range cols {
-		t := col[i] - c[j]
-		s += float32(t * t)
-	}
-	return s
-}
-
 // sqDistRows is the squared distance between rows i and j of cols.
 func sqDistRows(cols [][]float32, i, j int) float32 {
 	var s float32

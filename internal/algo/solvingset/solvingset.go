@@ -7,6 +7,8 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/outlierd/outlierd/internal/algo/euclid"
 )
 
 // dmBytes is the size of the distance matrix of one chunk (candidates x chunk rows, float32).
@@ -332,7 +334,7 @@ func (s *solver) tile(sc *tileScratch, c0, a, b int) int64 {
 				continue
 			}
 			for _, i := range sc.live {
-				d2 := sqDist(s.x, a+int(i), cj)
+				d2 := euclid.Squared(s.x, a+int(i), cj)
 				if d2 <= t2[i] {
 					sc.pend[int(i)*s.m+int(cnt[i])] = d2
 					cnt[i]++
