@@ -21,7 +21,7 @@ type hypercubeOutput struct {
 	Cells            int      `json:"cells"`
 	WMax             int64    `json:"w_max"`
 	ElapsedMS        float64  `json:"elapsed_ms"`
-	ROCAUC           *float64 `json:"roc_auc,omitempty"`
+	labelQuality              // roc_auc alone: the hypercube flags nothing, so no precision or recall
 	AveragePrecision *float64 `json:"average_precision,omitempty"`
 }
 

@@ -2,10 +2,11 @@ package main
 
 import "github.com/outlierd/outlierd/internal/algo/quality"
 
-// labelQuality is the figures measured against --label-column that density, predict and replay
-// report, embedded in their JSON objects: encoding/json writes an embedded struct's fields in
-// place, in this order, so each object reads as if they were its own. All nil (left out)
-// without labels.
+// labelQuality is the figures measured against --label-column that density, predict, replay,
+// topn and hypercube report, embedded in their JSON objects: encoding/json writes an embedded
+// struct's fields in place, in this order, so each object reads as if they were its own. All nil
+// (left out) without labels; topn and hypercube, which report no flags' precision, set ROCAUC
+// alone.
 type labelQuality struct {
 	Precision *float64 `json:"precision,omitempty"`
 	Recall    *float64 `json:"recall,omitempty"`

@@ -417,7 +417,7 @@ func replayQuality(res *replayResult, scores []batch.Score, outlier []bool) {
 		if !ran { // a detector that is not enabled (the hypercube by default)
 			continue
 		}
-		auc, ap := optFloat(quality.ROCAUC(v, labels)), optFloat(quality.AveragePrecision(v, labels))
+		auc, ap := finiteOrNil(quality.ROCAUC(v, labels)), finiteOrNil(quality.AveragePrecision(v, labels))
 		if d == detect.ScoreCombined {
 			res.ROCAUC, res.AveragePrecision = auc, ap
 			continue
@@ -433,14 +433,7 @@ func globalOnly(d string) bool {
 	return d == detect.ScoreEtaProbability || d == detect.ScoreSolvingSet || d == detect.ScoreHypercube
 }
 
-// optFloat is nil for NaN (JSON has no NaN: an undefined figure is null).
-func optFloat(v float64) *float64 {
-	if math.IsNaN(v) {
-		return nil
-	}
-	return &v
-}
-
+// fmtFigure is fmtOpt at 3 decimals: replay's text line has always printed its figures so.
 func fmtFigure(v *float64) string {
 	if v == nil {
 		return "n/a"

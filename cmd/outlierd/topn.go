@@ -31,7 +31,7 @@ type topnOutput struct {
 	SearchMS             float64          `json:"search_ms"`               // SolvingSet or BruteForce alone
 	LabelPassMS          float64          `json:"label_pass_ms,omitempty"` // every row's exact weight, for ROC AUC
 	PrecisionAtN         *float64         `json:"precision_at_n,omitempty"`
-	ROCAUC               *float64         `json:"roc_auc,omitempty"`
+	labelQuality                          // roc_auc alone: the top n's precision is precision_at_n
 	Features             []string         `json:"features"`
 	Labelled             *labelledSummary `json:"labels,omitempty"`
 }
@@ -150,6 +150,8 @@ func runTopN(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	return printTopN(stdout, out)
 }
 
+// finiteOrNil is nil for NaN and ±Inf (JSON has no number for them: an undefined figure, a
+// ROC AUC without both classes say, is null), else a pointer to v.
 func finiteOrNil(v float64) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil
