@@ -103,7 +103,8 @@ const MaxDims = 384
 const ReduceMaxQ = 1024
 
 // columnsShape checks that cols has at least one dimension and equal-length columns, and returns
-// the row count. (microcluster.CheckColumns's check: a copy, since gpukern imports no outlierd package.)
+// the row count: microcluster.CheckColumns's check, copied since gpukern imports no outlierd
+// package.
 func columnsShape(what string, cols [][]float32) (int, error) {
 	if len(cols) == 0 {
 		return 0, fmt.Errorf("%w: %s has no dimensions", errShape, what)
