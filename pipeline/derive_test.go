@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
@@ -42,17 +41,7 @@ func TestPipelineDerivedFeatures(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	r := startPipeline(t, cfg, nil)
-	deadline := time.Now().Add(60 * time.Second)
-	for r.p.Stats().RecordsOut.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d records out after 60 s", r.p.Stats().RecordsOut.Load(), n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	runUntilOut(t, cfg, n)
 	rows, scored := 0, 0
 	for _, m := range testsupport.ReadTopic(t, br, out, 1) {
 		rd, err := ipc.NewReader(bytes.NewReader(m.Value))

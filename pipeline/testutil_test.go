@@ -152,6 +152,23 @@ func sensorConfig(br testsupport.Broker, in, out, dlq, group string, emit sink.E
 	return cfg
 }
 
+// runUntilOut runs the pipeline of cfg until n records are out (60 s at most) and stops it
+// gracefully.
+func runUntilOut(t *testing.T, cfg Config, n int64) {
+	t.Helper()
+	r := startPipeline(t, cfg, nil)
+	deadline := time.Now().Add(60 * time.Second)
+	for r.p.Stats().RecordsOut.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d records out after 60 s", r.p.Stats().RecordsOut.Load(), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // running is a pipeline started on its own goroutine.
 type running struct {
 	p       *Pipeline

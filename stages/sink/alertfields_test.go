@@ -77,11 +77,7 @@ func TestJSONAlertFields(t *testing.T) {
 				defer mem.AssertSize(t, 0)
 				cfg := testConfig(t, br)
 				cfg.Emit = emit
-				s, err := New(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer s.Close()
+				s := openSink(t, cfg)
 				rows, want := alertRows()
 				b := testbatch.New(t, mem, "sensors", features, false, true, rows)
 				defer b.Record.Release()

@@ -19,3 +19,14 @@ func testConfig(t testing.TB, br testsupport.Broker) Config {
 	testsupport.CreateTopics(t, br, map[string]int{cfg.Topic: 3, cfg.DeadLetterTopic: 3})
 	return cfg
 }
+
+// openSink is New(cfg), closed when the test ends.
+func openSink(t *testing.T, cfg Config) *Sink {
+	t.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}

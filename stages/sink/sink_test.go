@@ -255,11 +255,7 @@ func TestWriteJSON(t *testing.T) {
 				defer mem.AssertSize(t, 0)
 				cfg := testConfig(t, br)
 				cfg.Emit = emit
-				s, err := New(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer s.Close()
+				s := openSink(t, cfg)
 
 				rows := sampleRows()
 				// A NaN weight has no JSON number: it is written as "NaN" and the record goes out.
