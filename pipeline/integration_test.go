@@ -126,10 +126,11 @@ func runSensorCheck(t *testing.T, br testsupport.Broker, run sensorRun) {
 // the field it names (no outlierd-field for malformed syntax); nothing else is there.
 func checkDeadLetters(t *testing.T, cfg Config, in *sensorInput, dls []*kgo.Record) {
 	t.Helper()
-	dec, err := ingest.NewDecoder(cfg.Ingest)
+	k, err := cfg.Ingest.Check()
 	if err != nil {
 		t.Fatal(err)
 	}
+	dec := k.NewDecoder()
 	decoded := cfg.Ingest.NewDecoded()
 	seen := map[coord]int{}
 	bad := 0

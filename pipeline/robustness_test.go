@@ -25,7 +25,6 @@ import (
 
 	"github.com/outlierd/outlierd/internal/datasets/synth"
 	"github.com/outlierd/outlierd/internal/testsupport"
-	"github.com/outlierd/outlierd/stages/ingest"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
@@ -430,10 +429,11 @@ func jsonEqual(out json.RawMessage, in []byte) bool {
 // and groups them by source coordinate.
 func deadLettersByCoord(t *testing.T, cfg Config, in *sensorInput, dls []*kgo.Record) map[coord]int {
 	t.Helper()
-	dec, err := ingest.NewDecoder(cfg.Ingest)
+	k, err := cfg.Ingest.Check()
 	if err != nil {
 		t.Fatal(err)
 	}
+	dec := k.NewDecoder()
 	decoded := cfg.Ingest.NewDecoded()
 	seen := map[coord]int{}
 	bad, truncated := 0, 0
@@ -654,10 +654,11 @@ func TestMalformedInputRealBroker(t *testing.T) {
 	// The decoder must agree with the labels: a label the decoder disagrees with is a wrong
 	// expectation here or a decoder bug, and either must be looked at.
 	cfg := ec.pipelineConfig(t)
-	dec, err := ingest.NewDecoder(cfg.Ingest)
+	k, err := cfg.Ingest.Check()
 	if err != nil {
 		t.Fatal(err)
 	}
+	dec := k.NewDecoder()
 	d := cfg.Ingest.NewDecoded()
 	for _, r := range recs {
 		if err := dec.Decode(r.value, d); (err != nil) != r.malformed {

@@ -487,10 +487,11 @@ func TestProduceWarnsOfUncertaintyFieldsTheHeaderLacks(t *testing.T) {
 func TestProduceLacksInDecoderOrder(t *testing.T) {
 	in := ingestJSON()
 	in.Features, in.Uncertainty = []string{"temp", "pressure"}, &ingest.Uncertainty{Suffix: "_sd"}
-	dec, err := ingest.NewDecoder(in)
+	k, err := in.Check()
 	if err != nil {
 		t.Fatal(err)
 	}
+	dec := k.NewDecoder()
 	lacks := requiredLacking(in, func(name string) bool { return name == "temp" })
 	err = dec.Decode([]byte(`{"temp": 1}`), in.NewDecoded())
 	if len(lacks) == 0 || err == nil || err.Error() != fmt.Sprintf("field %q: missing", lacks[0]) {

@@ -43,10 +43,7 @@ func BenchmarkDecodeJSON(b *testing.B) {
 		c.Uncertainty = &Uncertainty{Suffix: "_sd"}
 	})
 	b.Run("scanner", func(b *testing.B) {
-		dec, err := NewDecoder(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
+		dec := mustDecoder(b, cfg)
 		out := cfg.NewDecoded()
 		b.SetBytes(int64(len(benchJSON)))
 		b.ReportAllocs()
@@ -111,10 +108,7 @@ func BenchmarkDecodeLogfmt(b *testing.B) {
 }
 
 func benchDecoder(b *testing.B, cfg Config, msg []byte) {
-	dec, err := NewDecoder(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	dec := mustDecoder(b, cfg)
 	out := cfg.NewDecoded()
 	b.SetBytes(int64(len(msg)))
 	b.ReportAllocs()

@@ -31,7 +31,8 @@ import (
 )
 
 // Format is ingest.format: how message values are encoded. The word is decoded once when the
-// YAML is loaded (UnmarshalYAML) and checked by Validate; NewDecoder picks its decoder by it.
+// YAML is loaded (UnmarshalYAML) and checked by Validate; Checked.NewDecoder picks its decoder
+// by it.
 type Format string
 
 // Formats accepted by Config.Format.

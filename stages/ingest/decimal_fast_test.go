@@ -65,10 +65,7 @@ func TestFastDecimalMatchesParseFloat(t *testing.T) {
 // '.', and exponents.
 func TestJSONNumbersMatchParseFloat(t *testing.T) {
 	cfg := testConfig(FormatJSON, []string{"a", "b"}, nil)
-	dec, err := NewDecoder(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dec := mustDecoder(t, cfg)
 	out := cfg.NewDecoded()
 	r := rand.New(rand.NewPCG(33, 34))
 	num := func() string {

@@ -9,7 +9,7 @@ import (
 )
 
 // Decoder turns one message value into feature values. A Decoder keeps scratch buffers and is
-// not safe for concurrent use; make one per goroutine with NewDecoder.
+// not safe for concurrent use; make one per goroutine with Checked.NewDecoder.
 type Decoder interface {
 	// Decode fills out from value, or returns a *FieldError or *SyntaxError saying precisely
 	// what is wrong. out must come from Config.NewDecoded (its slices sized for the config).
@@ -89,15 +89,6 @@ type SyntaxError struct {
 
 func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("invalid %s at byte %d: %s", e.Format, e.Offset, e.Msg)
-}
-
-// NewDecoder validates the configuration and returns the decoder for its format.
-func NewDecoder(cfg Config, opts ...DecoderOption) (Decoder, error) {
-	k, err := cfg.Check()
-	if err != nil {
-		return nil, fmt.Errorf("ingest: invalid config: %w", err)
-	}
-	return k.NewDecoder(opts...), nil
 }
 
 // NewDecoder returns the decoder for the checked config's format, reading event times in the

@@ -21,14 +21,8 @@ func TestDecodeMsgInReusedSlots(t *testing.T) {
 		c.EventTimeField = "ts"
 		c.Uncertainty = &Uncertainty{Suffix: "_sd", Default: ptr(0.5)}
 	})
-	fresh, err := NewDecoder(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reused, err := NewDecoder(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fresh := mustDecoder(t, cfg)
+	reused := mustDecoder(t, cfg)
 	const n = 1000
 	msgs := make([]kafka.Message, n)
 	for i := range msgs {
@@ -93,10 +87,7 @@ func TestDecodeMsgInReusedSlots(t *testing.T) {
 // decoded under cfg.
 func decodedChunk(t *testing.T, cfg Config, gen int64, msgs ...kafka.Message) chunk {
 	t.Helper()
-	dec, err := NewDecoder(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dec := mustDecoder(t, cfg)
 	c := chunk{gen: gen}
 	for _, m := range msgs {
 		c.msgs = grow(c.msgs)

@@ -409,10 +409,7 @@ func TestDecodersReadEventTimeZone(t *testing.T) {
 				c.CSVHeader = []string{"temp", "ts"}
 			}
 		})
-		d, err := NewDecoder(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := mustDecoder(t, cfg)
 		out := cfg.NewDecoded()
 		if err := d.Decode([]byte(c.msg), out); err != nil || !out.HasEventTime || out.EventTime != c.ms {
 			t.Errorf("%s %s: %v, %v; want %v", c.format, c.msg, time.UnixMilli(out.EventTime).UTC(), err, time.UnixMilli(c.ms).UTC())

@@ -45,10 +45,7 @@ func TestFieldsAgreeWithDecoder(t *testing.T) {
 			if format == FormatCSV {
 				cfg.CSVHeader = names
 			}
-			dec, err := NewDecoder(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dec := mustDecoder(t, cfg)
 			out := cfg.NewDecoded()
 			for i := -1; i < len(fields); i++ { // -1: none left out
 				rec := record(format, names, i)
@@ -147,15 +144,12 @@ func TestLabel(t *testing.T) {
 		if c.format == FormatCSV {
 			cfg.CSVHeader = []string{"t", "l"}
 		}
-		dec, err := NewDecoder(cfg, Label("l"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		dec := mustDecoder(t, cfg, Label("l"))
 		out := &Decoded{Values: make([]float32, 2)}
 		if cfg.Uncertainty != nil {
 			out.SD = []float32{-1, -1}
 		}
-		err = dec.Decode([]byte(c.in), out)
+		err := dec.Decode([]byte(c.in), out)
 		switch {
 		case c.err != "":
 			if err == nil || err.Error() != c.err {

@@ -35,10 +35,7 @@ func checkDecodeError(t *testing.T, in []byte, err error) {
 }
 
 func fuzzDecoder(f *testing.F, cfg Config) (Decoder, *Decoded) {
-	dec, err := NewDecoder(cfg)
-	if err != nil {
-		f.Fatal(err)
-	}
+	dec := mustDecoder(f, cfg)
 	return dec, cfg.NewDecoded()
 }
 

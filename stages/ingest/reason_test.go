@@ -59,10 +59,7 @@ func TestFieldErrorReason(t *testing.T) {
 				cf.CSVHeader = []string{"dev", "temp", "temp_sd", "hum", "ts"}
 			}
 		})
-		dec, err := NewDecoder(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		dec := mustDecoder(t, cfg)
 		out := cfg.NewDecoded()
 		for _, tc := range c.cases {
 			var fe *FieldError
