@@ -118,14 +118,18 @@ default, key_field, event_time_field) is warned of on stderr, naming them: the p
 dead-letter every record; so is such a field that none of the first 100 JSON or logfmt records
 has. A progress bar
 shows on a terminal; the summary line says how many records went, and how fast.`},
-	"tail": {"--config FILE [--all] [--json] [--from-beginning] [--idle-exit D]",
+	"tail": {"--config FILE [--all] [--json] [--from-beginning] [--idle-exit D] [--max N]",
 		`Prints the outliers the pipeline writes to the config's sink.topic (sink.format json), one line
 each: id, key, score and the explanation, each id once (a producer retry or a restart can
 write a record twice; the copies carry the same id). Scores written as "Infinity",
 "-Infinity" or "NaN" (not finite) are understood. --all prints every output (sink.emit: all
-writes inliers too), --json the output objects themselves, one per line. Under sink.emit: all
-the flagged records that detect.alert_cooldown folds into an open alert are written too, and
-printed as outliers (their explanation says so). It reads new outputs until Ctrl-C, from the
+writes inliers too), --json the output objects themselves, one per line. After the score, in
+parentheses, what the record came to when not a plain alert: "inlier", "suppressed: alarm
+cap" (over the threshold, held back by detect.alarm_rate; with --all), "folded into the alert
+of T" (under sink.emit: all the flagged records that detect.alert_cooldown folds into its
+key's open alert, of time T, are written too, and printed as outliers; "folded into the key's
+open alert" when that alert had no time), "+N folded into the previous alert" (the key's
+next alert). It reads new outputs until Ctrl-C, from the
 beginning of the topic with --from-beginning, and stops after --idle-exit without a new output.`},
 	"version": {"[--json]",
 		`Prints the version (set at build time with -ldflags "-X main.version=v1.2.3", else the module

@@ -32,6 +32,12 @@ type tailOutput struct {
 type tailScores struct {
 	Outlier bool           `json:"outlier"`
 	Score   sink.JSONFloat `json:"score"`
+	// What the explanation says of the alarm cap and the alert groups (detect.alarm_rate,
+	// detect.alert_cooldown), as fields: absent when false or 0.
+	Suppressed     bool    `json:"suppressed"`
+	Folded         bool    `json:"folded"`
+	AlertTimestamp *string `json:"alert_timestamp"` // with Folded; nil when the alert had none
+	FoldedBefore   int     `json:"folded_into_previous_alert"`
 }
 
 // seenIDs remembers the ids printed, the oldest forgotten past its bound (a copy arrives close
@@ -130,7 +136,9 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-// formatTail is tail's line: id, key, score (or "unscored") and the explanation.
+// formatTail is tail's line: id, key, score (or "unscored") with what it came to when that is
+// not a plain alert (inlier, suppressed by the alarm cap, folded into an alert, an alert that
+// others were folded into), and the explanation.
 func formatTail(o *tailOutput) string {
 	key := "-"
 	if o.Key != nil {
@@ -150,8 +158,19 @@ func formatTail(o *tailOutput) string {
 		default:
 			score = strconv.FormatFloat(v, 'f', 2, 64)
 		}
-		if !o.Scores.Outlier {
+		// At most one applies: a suppressed record is not flagged, and a folded one (Grouped)
+		// carries no count of its own (batch.AlertReason).
+		switch sc := o.Scores; {
+		case sc.Suppressed:
+			score += " (suppressed: alarm cap)"
+		case !sc.Outlier:
 			score += " (inlier)"
+		case sc.Folded && sc.AlertTimestamp != nil:
+			score += " (folded into the alert of " + *sc.AlertTimestamp + ")"
+		case sc.Folded:
+			score += " (folded into the key's open alert)"
+		case sc.FoldedBefore > 0:
+			score += " (+" + strconv.Itoa(sc.FoldedBefore) + " folded into the previous alert)"
 		}
 	}
 	return fmt.Sprintf("%s  key=%s  score=%s  %s", o.ID, key, score, o.Explanation)
