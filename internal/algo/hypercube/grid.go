@@ -1,10 +1,12 @@
 package hypercube
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
 	"github.com/outlierd/outlierd/internal/core/fanout"
 )
 
@@ -192,16 +194,10 @@ func (g *Grid) Encode(cols [][]float32, keys []uint64) {
 	}
 }
 
-// shape checks equal-length columns and returns the row count.
-func shape(cols [][]float32) (int, error) {
-	if len(cols) == 0 {
-		return 0, fmt.Errorf("hypercube: no dimensions")
-	}
-	n := len(cols[0])
-	for j, c := range cols {
-		if len(c) != n {
-			return 0, fmt.Errorf("hypercube: dimension %d has %d rows, dimension 0 has %d", j, len(c), n)
-		}
-	}
-	return n, nil
-}
+// errShape is the sentinel of the columns' shape errors (no dimension, columns of unequal
+// lengths), which microcluster.CheckColumns, the check of every algorithm over column-major
+// data, reports.
+var errShape = errors.New("hypercube: inconsistent shapes")
+
+// shape checks equal-length columns, at least one, and returns the row count.
+func shape(cols [][]float32) (int, error) { return microcluster.CheckColumns(cols, nil, errShape) }

@@ -266,6 +266,12 @@ func TestErrors(t *testing.T) {
 	if _, err := Detect(wide, Params{Bins: 7}); !errors.Is(err, ErrTooManyDims) {
 		t.Errorf("129 dims: %v does not wrap ErrTooManyDims", err)
 	}
+	// The shape is microcluster.CheckColumns's check, its errors under hypercube's sentinel.
+	for _, cols := range [][][]float32{nil, {{0, 1}, {0}}} {
+		if _, err := Detect(cols, Params{Bins: 7}); !errors.Is(err, errShape) {
+			t.Errorf("%v: %v does not wrap errShape", cols, err)
+		}
+	}
 }
 
 // TestDistinctOrder: keys strictly ascending, lexicographic in the coordinates, counts sum to the

@@ -137,7 +137,7 @@ var errShape = errors.New("microcluster: inconsistent shapes")
 // CheckColumns validates the shapes of column-major means and optional sds (at least one
 // dimension, every column of one length, nil sds or one column per dimension) and returns the
 // row count. Its errors wrap shape, the caller's sentinel, so that each algorithm over this
-// layout (density too) checks it here and keeps its own error identity.
+// layout (density, hypercube and proclus too) checks it here and keeps its own error identity.
 func CheckColumns(means, sds [][]float32, shape error) (int, error) {
 	if len(means) == 0 {
 		return 0, fmt.Errorf("%w: no dimensions", shape)

@@ -1,6 +1,7 @@
 package proclus
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -360,6 +361,18 @@ func TestValidate(t *testing.T) {
 	}
 	if _, err := Run([][]float32{{1, float32(math.NaN())}}, Params{K: 1, L: 1, A: 1, B: 1, ItrPat: 1}); err == nil || !strings.Contains(err.Error(), "row 1 dimension 0") {
 		t.Errorf("NaN: %v", err)
+	}
+	// The shape is microcluster.CheckColumns's check, its errors under proclus's sentinel.
+	for _, c := range []struct {
+		cols [][]float32
+		want string
+	}{
+		{nil, "proclus: inconsistent shapes: no dimensions"},
+		{[][]float32{{1, 2}, {1}}, "proclus: inconsistent shapes: dimension 1 has 1 rows, dimension 0 has 2"},
+	} {
+		if _, err := Prepare(c.cols); err == nil || err.Error() != c.want || !errors.Is(err, errShape) {
+			t.Errorf("Prepare(%v): %v, want %q wrapping errShape", c.cols, err, c.want)
+		}
 	}
 }
 

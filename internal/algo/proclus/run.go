@@ -2,12 +2,14 @@ package proclus
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 
 	"github.com/outlierd/outlierd/internal/algo/euclid"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
 )
 
 // pcgStream is the second PCG word (the first is Params.Seed): "proclus" in ASCII.
@@ -37,17 +39,17 @@ type Data struct {
 	scales []float64
 }
 
+// errShape is the sentinel of the columns' shape errors (no dimension, columns of unequal
+// lengths), which microcluster.CheckColumns, the check of every algorithm over column-major
+// data, reports.
+var errShape = errors.New("proclus: inconsistent shapes")
+
 // Prepare checks column-major cols (cols[j][i]) and computes their scales (one parallel pass, a
 // goroutine per dimension). The columns are referenced, not copied: they must not change.
 func Prepare(cols [][]float32) (*Data, error) {
-	if len(cols) == 0 {
-		return nil, fmt.Errorf("proclus: the data has no dimensions")
-	}
-	n := len(cols[0])
-	for j, c := range cols {
-		if len(c) != n {
-			return nil, fmt.Errorf("proclus: dimension %d has %d rows, dimension 0 has %d", j, len(c), n)
-		}
+	n, err := microcluster.CheckColumns(cols, nil, errShape)
+	if err != nil {
+		return nil, err
 	}
 	maxAbs, bad := columnMax(cols)
 	for j, i := range bad {
