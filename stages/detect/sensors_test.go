@@ -387,6 +387,42 @@ func TestAlertCooldownFoldsPerKey(t *testing.T) {
 	}
 }
 
+// TestAlertCooldownOffForgetsGroups: alert_cooldown is live (a reload changes it between
+// batches, the stage's groups kept). Turned off, every flagged record is an alert of its own, so
+// the groups open before are no longer the keys' last alerts: turned on again, a key's next
+// flagged record is a new alert, not folded into (and naming, alert_timestamp) the alert of
+// before the pause, which the alerts in the pause followed.
+func TestAlertCooldownOffForgetsGroups(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	t0 := time.Date(2026, 11, 26, 6, 0, 0, 0, time.UTC)
+	one := func(at time.Duration) *batch.Batch {
+		return testbatch.New(t, mem, "t", []string{"x"}, false, true, []testbatch.Row{
+			{Key: []byte("a"), Time: t0.Add(at), Features: []float32{0}, Score: batch.Score{Scored: true, Outlier: true}},
+		})
+	}
+	var g alertGroups
+	for _, c := range []struct {
+		at       time.Duration
+		cooldown time.Duration
+	}{
+		{0, 10 * time.Minute},           // a's alert
+		{time.Minute, 10 * time.Minute}, // folded into it
+		{2 * time.Minute, 0},            // off: an alert of its own
+	} {
+		b := one(c.at)
+		g.fold(b, c.cooldown)
+		b.Release()
+	}
+	b := one(3 * time.Minute) // on again
+	defer b.Release()
+	g.fold(b, 10*time.Minute)
+	if sc := b.Scores[0]; sc.Grouped || sc.AlertAt != 0 || sc.Folded != 0 {
+		t.Errorf("after the cooldown was off: grouped %v (alert at %v) folded %d, want a new alert (not grouped, folded 0)",
+			sc.Grouped, time.UnixMilli(sc.AlertAt).UTC(), sc.Folded)
+	}
+}
+
 // TestStuckWhileWindowFills: a sensor stuck far out soon after the first model, while the
 // window (W = 50,000, the default) still holds a few thousand records and recalibrations come
 // every quarter of them: the stuck records stay out of the recalibrations (the outcast floor is
