@@ -323,8 +323,11 @@ const maxAlertKeys = 1 << 16
 
 // fold takes the flagged records of b in order: each one within its key's cooldown after the
 // key's last alert is Grouped, with that alert's time; any other is an alert carrying Folded.
+// Off (cooldown 0, as a reload can set it), every flagged record is an alert of its own: the
+// groups are forgotten, so that on again none folds a record into an alert that others followed.
 func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 	if cooldown <= 0 {
+		g.open = nil
 		return
 	}
 	keys, ts := b.Keys(), b.Timestamps()
