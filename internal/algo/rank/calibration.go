@@ -8,7 +8,8 @@ import (
 // Calibration maps a detector's raw score (higher = more outlying) to the surprisal of its
 // tail probability among the window's own scores: -log10 P(S >= score), with P estimated
 // from the sorted calibration scores, interpolated between them so that it ranks exactly as
-// the raw score does, and beyond the largest extended at the rate of the top decile. A window
+// the raw score does, and beyond the largest extended at the rate of the top decile (at the
+// knee's, below, where that is lower and the calibration large: beyondRate). A window
 // that holds a few outliers (fewer than TailQuantile of it) makes their scores the top of its
 // calibration and would squeeze every record beyond the bulk, near or far, into the same few
 // hundredths of a decade; so the surprisal is also never below an exponential tail fitted from
@@ -17,8 +18,9 @@ import (
 type Calibration struct {
 	// Sorted are the calibration scores, ascending (finite).
 	Sorted []float64
-	// Slope is the surprisal added per unit of raw score beyond the largest calibration score:
-	// the rate at which it rose from the 90th percentile to the largest.
+	// Slope is the surprisal added per unit of raw score beyond the largest calibration score
+	// (unless beyondRate takes the knee's lower rate): the rate at which it rose from the 90th
+	// percentile to the largest.
 	Slope float64
 	// knee is the fitted tail's rate per unit of raw score beyond the knee (0: none), kneeAt
 	// and kneeBase the knee's score and its surprisal; derived from Sorted, as Slope is
