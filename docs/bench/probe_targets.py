@@ -84,6 +84,25 @@ def clean_stream(fam, rng, n):
         # sigma 0.5 about its median, scaled to the sensor's sd.
         z = np.exp(0.5 * rng.standard_normal((n, k)))
         noise = (z - 1.0) * sd / 0.6
+    elif fam in ("lognorm03", "lognorm08"):
+        # Issue 20 session tail20: lognormal of sigma 0.3 and 0.8 about its median, scaled to
+        # the sensor's sd (the lognormal's own sd, sqrt((e^s2 - 1) e^s2)).
+        sg = 0.3 if fam == "lognorm03" else 0.8
+        z = np.exp(sg * rng.standard_normal((n, k)))
+        noise = (z - 1.0) * sd / np.sqrt((np.exp(sg * sg) - 1) * np.exp(sg * sg))
+    elif fam == "gamma2":
+        # Gamma of shape 2 (a waiting time, a rainfall), centred, scaled to the sensor's sd.
+        noise = (rng.gamma(2.0, 1.0, (n, k)) - 2.0) / np.sqrt(2.0) * sd
+    elif fam == "weibull15":
+        # Weibull of shape 1.5 (a wind speed), centred and scaled to the sensor's sd.
+        from math import gamma as G
+        mu, var = G(1 + 1 / 1.5), G(1 + 2 / 1.5) - G(1 + 1 / 1.5) ** 2
+        noise = (rng.weibull(1.5, (n, k)) - mu) / np.sqrt(var) * sd
+    elif fam == "negbin":
+        # Three integer counts, negative binomial of mean 6 and variance 18 (overdispersed:
+        # events that come in bursts), on the sensors' levels.
+        noise = rng.negative_binomial(3, 1.0 / 3.0, (n, k)) - 6.0
+        quant = np.array([1.0, 1.0, 1.0])
     elif fam == "quant":
         # temperature read to 0.5, pressure to whole hPa, humidity an integer count (Poisson 6).
         noise = rng.standard_normal((n, k)) * sd
@@ -167,6 +186,12 @@ FAMILIES = {
     "corr": (20000, "spikes"),
     "season": (20000, "spikes"),
     "season10": (20000, "spikes"),
+    # skewed and count families added by session tail20 (BENCHMARKS §12.34 finding 3)
+    "lognorm03": (20000, "spikes"),
+    "lognorm08": (20000, "spikes"),
+    "gamma2": (20000, "spikes"),
+    "weibull15": (20000, "spikes"),
+    "negbin": (20000, "spikes"),
     "drift_lin": (200000, "drift"),
     "drift_rw": (200000, "drift"),
     "drift_ramp": (200000, "drift"),
