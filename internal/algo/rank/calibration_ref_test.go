@@ -19,11 +19,7 @@ func surprisalRef(c *Calibration, r float64) float64 {
 	}
 	var e float64
 	if r > s[n-1] {
-		rate := c.Slope // (the knee's when lower: beyondRate)
-		if c.knee > 0 && c.knee < rate && n >= kneeRateCalibration {
-			rate = c.knee
-		}
-		e = math.Log10(float64(n+1)) + rate*(r-s[n-1])
+		e = math.Log10(float64(n+1)) + c.Slope*(r-s[n-1])
 	} else {
 		e = empiricalRef(s, r)
 	}
