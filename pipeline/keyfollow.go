@@ -178,10 +178,15 @@ func (p *Pipeline) alertScope() {
 }
 
 // scopeChannels are the detect goroutine's signals of the keys' models ready, of a rebalance
-// and of KeyVersions' requests (nil where the role has none).
+// and of KeyVersions' requests (nil where the role has none); called by that goroutine before
+// its first batch, it gives the stage its partitions (a record of one moved away opens no
+// alert group).
 func (p *Pipeline) scopeChannels() (keyReady, scopeChanged <-chan struct{}, keyQuery chan chan map[string]uint64) {
 	if p.scope != nil {
 		scopeChanged = p.scope.changed
+		if p.det != nil {
+			p.det.OwnPartitions(p.scope.keep)
+		}
 	}
 	if p.keys != nil {
 		keyReady, keyQuery = p.keys.ready, p.keyQuery

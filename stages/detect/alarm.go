@@ -314,6 +314,10 @@ func explainDeviations(r *Ranker, features []string, raw [][]float32, scores []b
 // since another instance alerts for the key while it owns the partition.
 type alertGroups struct {
 	open map[string]*alertGroup
+	// owns says whether the instance owns a partition now (nil: every one; OwnPartitions): a
+	// record of a partition moved away, fetched before the rebalance and scored after it, is
+	// an alert but opens no group, which would outlive the drop.
+	owns func(partition int32) bool
 }
 
 type alertGroup struct {
@@ -357,6 +361,10 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 		part := int32(-1)
 		if i < len(parts) {
 			part = parts[i]
+		}
+		if g.owns != nil && !g.owns(part) {
+			delete(g.open, k)
+			continue
 		}
 		g.open[k] = &alertGroup{at: at, partition: part}
 	}

@@ -133,3 +133,39 @@ func TestAlertGroupsLeaveWithPartition(t *testing.T) {
 		})
 	}
 }
+
+// TestAlertGroupNotOpenedOutsidePartitions: a flagged record of a partition the instance no
+// longer owns (fetched before the rebalance, scored after it: OwnPartitions says so) is an
+// alert but opens no group, which would outlive the rebalance's drop: when the partition comes
+// back, the key's next flagged record is a new alert. A record of a partition owned folds as
+// ever.
+func TestAlertGroupNotOpenedOutsidePartitions(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	owned := map[int32]bool{1: true}
+	g := alertGroups{owns: func(p int32) bool { return owned[p] }}
+	fold := func(at time.Duration) []batch.Score {
+		b := testbatch.New(t, mem, "t", []string{"x"}, false, true, []testbatch.Row{
+			{Partition: 0, Key: []byte("a"), Time: t0.Add(at), Features: []float32{0}, Score: batch.Score{Scored: true, Outlier: true}},
+			{Partition: 1, Offset: 1, Key: []byte("b"), Time: t0.Add(at), Features: []float32{0}, Score: batch.Score{Scored: true, Outlier: true}},
+		})
+		defer b.Release()
+		g.fold(b, 10*time.Minute)
+		return append([]batch.Score(nil), b.Scores...)
+	}
+	if got := fold(0); got[0].Grouped || got[1].Grouped {
+		t.Fatalf("first records grouped %v %v, want two alerts", got[0].Grouped, got[1].Grouped)
+	}
+	if _, ok := g.open["a"]; ok {
+		t.Error("a's record of partition 0, not owned, opened a group")
+	}
+	owned[0] = true // 0 comes back
+	got := fold(time.Minute)
+	if got[0].Grouped || got[0].AlertAt != 0 {
+		t.Errorf("a's next record after partition 0 came back: grouped %v (alert at %d), want a new alert", got[0].Grouped, got[0].AlertAt)
+	}
+	if !got[1].Grouped || got[1].AlertAt != t0.UnixMilli() {
+		t.Errorf("b's next record (partition 1 owned throughout): grouped %v (alert at %d), want folded into b's alert", got[1].Grouped, got[1].AlertAt)
+	}
+}

@@ -181,6 +181,12 @@ func (s *Stage) DropAlertsOutside(keep func(partition int32) bool) int {
 	return n
 }
 
+// OwnPartitions gives the stage what says whether the instance owns a partition now (its
+// consumer group's assignment), so that a record of a partition already moved away opens no
+// alert group (DropAlertsOutside dropped that partition's). Before it is given, or nil: every
+// partition. Call it before Process runs, or between its calls.
+func (s *Stage) OwnPartitions(owns func(partition int32) bool) { s.groups.owns = owns }
+
 // KeyVersions are the versions of the keys' models a scorer serves, by key (nil without key_by).
 func (s *Stage) KeyVersions() map[string]uint64 {
 	s.keysQuiet()
