@@ -211,7 +211,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	defer stopReady()
 	defer p.metrics.SetStopping()
 	roleDone, err := p.startRole(ctx, work)
-	p.alertScope() // (after startRole: a scorer's keys' scope is its own, followAssignments')
 	if err != nil {
 		abandon(err)
 		<-roleDone
@@ -219,6 +218,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.dev.Close()
 		return errors.Join(err, p.src.Close(), p.snk.Close(), p.closeRole())
 	}
+	p.alertScope() // (after startRole: a scorer's keys' scope is its own, followAssignments')
 	if m := p.stage.Model(); m != nil { // loaded from a snapshot: NewStage announces nothing
 		p.showModel(m)
 	} else {
