@@ -218,7 +218,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.dev.Close()
 		return errors.Join(err, p.src.Close(), p.snk.Close(), p.closeRole())
 	}
-	p.alertScope() // (after startRole: a scorer's keys' scope is its own, followAssignments')
+	p.alertScope()                      // (after startRole: a scorer's keys' scope is its own, followAssignments')
 	if m := p.stage.Model(); m != nil { // loaded from a snapshot: NewStage announces nothing
 		p.showModel(m)
 	} else {
