@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/stages/detect"
 )
 
 // A scorer's share of the keys' models (detect.key_by: key; issue 21 item 3; docs/DESIGN.md
@@ -101,13 +103,18 @@ func partitionOffsets(ctx context.Context, cfg modelTopicConfig, dialer *kafka.D
 // keyScope is a scorer's share of the keys: the partitions its consumer group assigned it
 // (ingest.Source.OnAssigned). Before the first assignment it keeps no key; from then on the
 // keys of its partitions (at each rebalance the detect goroutine drops the keys of the
-// partitions moved away when changed signals).
+// partitions moved away when changed signals). Every role that flags has one, for its alert
+// groups (alertScope): a group goes with its partition.
 type keyScope struct {
 	mu      sync.Mutex
 	known   bool
 	all     bool // a source that reports no assignment: every key (each scorer reads every partition)
 	parts   map[int32]bool
 	changed chan struct{} // capacity 1
+	// left are the partitions that left an assignment since the detect goroutine last took
+	// them (stayed): one that left and came back between two of its reads (a signal on
+	// changed stands for both) was another instance's meanwhile.
+	left map[int32]bool
 }
 
 func newKeyScope() *keyScope { return &keyScope{changed: make(chan struct{}, 1)} }
@@ -130,12 +137,74 @@ func (s *keyScope) set(parts []int32) (added []int32) {
 			added = append(added, q)
 		}
 	}
+	for q := range s.parts {
+		if !next[q] {
+			if s.left == nil {
+				s.left = map[int32]bool{}
+			}
+			s.left[q] = true
+		}
+	}
 	s.known, s.parts = true, next
 	select {
 	case s.changed <- struct{}{}:
 	default:
 	}
 	return added
+}
+
+// stayed says which partitions the instance kept throughout since its last call: those it
+// keeps now and that did not leave an assignment in between.
+func (s *keyScope) stayed() func(p int32) bool {
+	s.mu.Lock()
+	left := s.left
+	s.left = nil
+	s.mu.Unlock()
+	return func(p int32) bool { return !left[p] && s.keep(p) }
+}
+
+// alertScope gives a role that flags without a scorer's keys (role all, a scorer under
+// key_by: none) its partitions' scope, for its alert groups: a source that reports its
+// assignment (a consumer group) makes changed signal at every rebalance; one that does not
+// leaves the scope unknown, and no group is dropped.
+func (p *Pipeline) alertScope() {
+	if p.scope != nil || p.role == detect.RoleBuilder {
+		return
+	}
+	if src, ok := p.src.(interface{ OnAssigned(func([]int32)) }); ok {
+		p.scope = newKeyScope()
+		src.OnAssigned(func(parts []int32) { p.scope.set(parts) })
+	}
+}
+
+// scopeChannels are the detect goroutine's signals of the keys' models ready, of a rebalance
+// and of KeyVersions' requests (nil where the role has none); called by that goroutine before
+// its first batch, it gives the stage its partitions (a record of one moved away opens no
+// alert group).
+func (p *Pipeline) scopeChannels() (keyReady, scopeChanged <-chan struct{}, keyQuery chan chan map[string]uint64) {
+	if p.scope != nil {
+		scopeChanged = p.scope.changed
+		if p.det != nil {
+			p.det.OwnPartitions(p.scope.keep)
+		}
+	}
+	if p.keys != nil {
+		keyReady, keyQuery = p.keys.ready, p.keyQuery
+	}
+	return keyReady, scopeChanged, keyQuery
+}
+
+// rebalanced is the detect goroutine's turn at a rebalance: the alert groups of the partitions
+// that left (since the last one, even if back now) are forgotten, then a scorer's keys of the
+// partitions moved away dropped (those back keep their models: their followers read them again).
+func (p *Pipeline) rebalanced() {
+	p.det.DropAlertsOutside(p.scope.stayed())
+	if p.keys == nil {
+		return
+	}
+	if n := p.det.DropKeysOutside(p.scope.keep); n > 0 {
+		p.log.Info().Int("keys", n).Msg("scorer: keys' models of the partitions moved away dropped")
+	}
 }
 
 // followerScope is a model partition's follower's context and its cancel.

@@ -218,6 +218,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.dev.Close()
 		return errors.Join(err, p.src.Close(), p.snk.Close(), p.closeRole())
 	}
+	p.alertScope()                      // (after startRole: a scorer's keys' scope is its own, followAssignments')
 	if m := p.stage.Model(); m != nil { // loaded from a snapshot: NewStage announces nothing
 		p.showModel(m)
 	} else {
@@ -402,11 +403,7 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 		up, down, fallbacks int64
 	}
 	hold, stopped := p.holdBound(), false
-	var keyReady, scopeChanged <-chan struct{}
-	var keyQuery chan chan map[string]uint64
-	if p.keys != nil {
-		keyReady, scopeChanged, keyQuery = p.keys.ready, p.scope.changed, p.keyQuery
-	}
+	keyReady, scopeChanged, keyQuery := p.scopeChannels()
 	drainer, overlapped := p.stage.(Overlapped)
 	for open := true; open; {
 		// With overlap (detect.Deps.Overlap) the loop waits for the oldest batch's scoring or
@@ -451,10 +448,8 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 			p.det.InstallKeyModels(p.keys.take(p.scope.keep))
 		case reply := <-keyQuery:
 			reply <- p.det.KeyVersions()
-		case <-scopeChanged: // a rebalance: the keys of the partitions moved away go
-			if n := p.det.DropKeysOutside(p.scope.keep); n > 0 {
-				p.log.Info().Int("keys", n).Msg("scorer: keys' models of the partitions moved away dropped")
-			}
+		case <-scopeChanged: // a rebalance: the alert groups and keys of the partitions moved away go
+			p.rebalanced()
 		case m := <-p.models: // a scorer's newer model (nil channel in the other roles)
 			ready, err := p.installFollowed(m)
 			if err != nil {

@@ -310,13 +310,23 @@ func explainDeviations(r *Ranker, features []string, raw [][]float32, scores []b
 // alertGroups folds continuing alerts per key (detect.alert_cooldown): the last alert's time
 // of each key and the flagged records folded into it since. Bounded: past maxAlertKeys keys
 // the groups are forgotten (a key then starts a new alert: one alert too many, never one lost).
+// A group is this instance's alert: it goes with its partition at a rebalance (dropOutside),
+// since another instance alerts for the key while it owns the partition.
 type alertGroups struct {
 	open map[string]*alertGroup
+	// owns says whether the instance owns a partition now (nil: every one; OwnPartitions): a
+	// record of a partition moved away, fetched before the rebalance and scored after it, is
+	// an alert but opens no group, which would outlive the drop.
+	owns func(partition int32) bool
 }
 
 type alertGroup struct {
 	at     int64 // the alert's timestamp, ms
 	folded int
+	// partition is the alert's record's source partition (-1: not known, a group read from an
+	// alarm state file of format 1 or 2): a key's records come from one partition when the
+	// producers partition by key; the records without a key, one series, from any.
+	partition int32
 }
 
 const maxAlertKeys = 1 << 16
@@ -330,7 +340,7 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 		g.open = nil
 		return
 	}
-	keys, ts := b.Keys(), b.Timestamps()
+	keys, ts, parts := b.Keys(), b.Timestamps(), b.Partitions()
 	if g.open == nil || len(g.open) > maxAlertKeys {
 		g.open = map[string]*alertGroup{}
 	}
@@ -348,6 +358,30 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 		} else if ok {
 			sc.Folded = o.folded
 		}
-		g.open[k] = &alertGroup{at: at}
+		part := int32(-1)
+		if i < len(parts) {
+			part = parts[i]
+		}
+		if g.owns != nil && !g.owns(part) {
+			delete(g.open, k)
+			continue
+		}
+		g.open[k] = &alertGroup{at: at, partition: part}
 	}
+}
+
+// dropOutside forgets the groups whose partition keep refuses (moved to another instance; one
+// of an unknown partition too, unless keep takes -1) and returns how many. The key's next
+// flagged record here is then a new alert: the other instance may have alerted since (at most
+// one alert too many, as past maxAlertKeys; folded into this instance's old alert, it would not
+// be emitted under emit: outliers and would name an alert that others followed).
+func (g *alertGroups) dropOutside(keep func(partition int32) bool) int {
+	n := 0
+	for k, o := range g.open {
+		if !keep(o.partition) {
+			delete(g.open, k)
+			n++
+		}
+	}
+	return n
 }

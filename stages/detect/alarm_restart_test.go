@@ -262,14 +262,14 @@ func TestAlarmStateFile(t *testing.T) {
 	}
 	// Its size: 68 bytes (64 before format 2; 4 of them the fleet's pool, empty but on a scorer
 	// under keys.tail: fleet), the cap's flags (a bit a record of the window), 12 bytes and the
-	// key a series in alarm, 16 and the key an alert group (a scorer's keys' caps: 56 and the key
-	// each at keys.window 200).
+	// key a series in alarm, 20 and the key an alert group (16 before format 3, its partition; a
+	// scorer's keys' caps: 56 and the key each at keys.window 200).
 	size := 68 + 8*((cfg.Window+63)/64)
 	for k := range saved.series.keyed {
 		size += 12 + len(k)
 	}
 	for k := range saved.groups {
-		size += 16 + len(k)
+		size += 20 + len(k)
 	}
 	if n := len(saved.encode(cfg.Keys.Window)); n != size {
 		t.Errorf("the alarm state takes %d bytes, want %d", n, size)

@@ -27,13 +27,20 @@ import (
 //	         alarm starts; a file written before §12.30.2 holds every flag, read as starts: the
 //	         cap is spent sooner for at most a window after the restart),
 //	         series: keyless u64, newest u64, count u64, count x { key (length u32, bytes), at u64 },
-//	         groups: count u64, count x { key (length u32, bytes), at i64 (ms), folded u32 },
+//	         groups: count u64, count x { key (length u32, bytes), at i64 (ms), folded u32
+//	         (format 3: partition u32) },
 //	         keys' caps (a scorer's, else none): keys.window u32, count u64, count x { key (length
 //	         u32, bytes), partition u32, next u32, filled u32, ceil(keys.window / 64) x u64, at u64 }
 //
 // Format 2 is format 1 with a scorer's fleet pool at the end (keys.tail: fleet: the pool it
 // fits from its own records; keyed_fleet_state.go): 4 bytes when empty (every other role's:
 // theirs is in the keys' state), 131,396 full. A file of format 1 starts a scorer's pool empty.
+//
+// Format 3 is format 2 with each group's partition after its folded (u32: the alert's record's
+// source partition, an int32), so that the first assignment after a restart drops the groups
+// of the partitions this instance no longer owns (DropAlertsOutside), as a rebalance does. A
+// group of a file of format 1 or 2 has no known partition: it is dropped at the first
+// assignment (the key's next flagged record a new alert), kept where no assignment is heard.
 //
 // A scorer's keys' caps are its own (its keys' models come from the model topic, their flags
 // from it): each is given back to its key when the key's model is installed again after the
@@ -47,7 +54,7 @@ import (
 const (
 	alarmsSnapshotMagic = "\x89ODAS\r\n\x1a"
 	// AlarmsSnapshotFormat is the newest alarm state format this code reads and writes.
-	AlarmsSnapshotFormat = 2
+	AlarmsSnapshotFormat = 3
 	alarmsPrefix         = "alarms-"
 )
 
@@ -140,6 +147,7 @@ func (a *alarmState) encode(keysWindow int) []byte {
 		e.Text(k)
 		e.U64(uint64(a.groups[k].at))
 		e.U32(uint32(a.groups[k].folded))
+		e.U32(uint32(a.groups[k].partition))
 	}
 	e.U32(uint32(keysWindow))
 	caps := savable(a.keyCaps)
@@ -241,8 +249,11 @@ func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState,
 	a.groups = make(map[string]alertGroup, c)
 	for range c {
 		k := d.Text(maxKeyLength, "group key")
-		at, folded := int64(d.U64("group time")), d.U32("group folded")
-		a.groups[k] = alertGroup{at: at, folded: int(folded)}
+		at, folded, part := int64(d.U64("group time")), d.U32("group folded"), int32(-1)
+		if format >= 3 {
+			part = int32(d.U32("group partition"))
+		}
+		a.groups[k] = alertGroup{at: at, folded: int(folded), partition: part}
 	}
 	// The keys' caps of another keys.window are read past and dropped (their flags are of
 	// another window's records: the keys start them empty), the rest of the state kept.

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,7 +81,9 @@ func TestKeysSnapshotBeforeFlagRings(t *testing.T) {
 // scorer under keys.tail: fleet serving the global model and the ten keys' models of a builder fed
 // rows 0..2000 of the fleet below, fed rows 2000..4000 (a +12 sd shift of one key from row 3000:
 // its cap, series and groups in alarm), stopped. Today's code reads it with its pool empty (as
-// that code's restart started it), writes it back as format 2 (the empty pool: 4 bytes more),
+// that code's restart started it) and its groups' partitions unknown, writes it back as format
+// 3 (the empty pool: 4 bytes more, and 4 a group, its partition: -1), and reads that back to the
+// same state,
 // and a scorer restarted from it scores rows 4000..5000 as that code's restarted scorer did
 // (the digest, of index, score bits, flagged, suppressed, held, grouped).
 func TestAlarmStateFormat1(t *testing.T) {
@@ -108,9 +109,17 @@ func TestAlarmStateFormat1(t *testing.T) {
 	if a.fleet != nil || a.series.pos != 2000 || len(a.keyCaps) != 10 || len(a.groups) == 0 {
 		t.Fatalf("read back: pool %v, position %d, %d keys' caps, %d groups; want none, 2000, 10, some", a.fleet != nil, a.series.pos, len(a.keyCaps), len(a.groups))
 	}
+	for k, g := range a.groups {
+		if g.partition != -1 {
+			t.Fatalf("group %q read from format 1 at partition %d, want -1 (not known)", k, g.partition)
+		}
+	}
 	again := a.encode(cfg.Keys.Window)
-	if !bytes.Equal(again, append(slices.Clone(p), 0, 0, 0, 0)) {
-		t.Fatalf("written again: %d bytes, want the %d read and 4 zero bytes (an empty pool)", len(again), len(p))
+	if len(again) != len(p)+4+4*len(a.groups) {
+		t.Fatalf("written again: %d bytes, want the %d read, 4 a group (%d) and 4 (an empty pool)", len(again), len(p), len(a.groups))
+	}
+	if b, err := decodeAlarms(AlarmsSnapshotFormat, again, cfg.Window, cfg.Keys.Window); err != nil || !bytes.Equal(b.encode(cfg.Keys.Window), again) {
+		t.Fatalf("written again and read back: %v, or other bytes", err)
 	}
 	const warm = 2000
 	gm, kms := fleetLeaderModels(t, cfg, rows[:warm])

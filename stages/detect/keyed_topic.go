@@ -139,10 +139,12 @@ func (s *Stage) InstallKeyModels(ms []KeyModel) {
 }
 
 // DropKeysOutside drops a scorer's keys whose partition keep refuses (after a rebalance: the
-// partitions moved to another scorer) and returns how many it dropped. Without key_by, or on
-// another role, it does nothing.
+// partitions moved to another scorer) and returns how many it dropped; on every role the alert
+// groups of those partitions go too (DropAlertsOutside). Without key_by, or on another role,
+// it drops no key.
 func (s *Stage) DropKeysOutside(keep func(partition int32) bool) int {
 	s.keysQuiet()
+	s.DropAlertsOutside(keep)
 	k := s.keyed
 	if k == nil || !k.follower {
 		return 0
@@ -163,6 +165,27 @@ func (s *Stage) DropKeysOutside(keep func(partition int32) bool) int {
 	}
 	return len(drop)
 }
+
+// DropAlertsOutside forgets the alert groups (detect.alert_cooldown) whose alert's partition
+// keep refuses (after a rebalance: moved to another instance, which alerts for their keys
+// while it owns them; a group of an unknown partition, from an alarm state of format 1 or 2,
+// too unless keep takes -1) and returns how many. Under key_by: none too, where the groups are
+// per record key on the global model's path: a partition's keys are another instance's all the
+// same. A key whose partition comes back starts a new alert (one too many at most, never one
+// lost), not one folded into this instance's alert of before the move.
+func (s *Stage) DropAlertsOutside(keep func(partition int32) bool) int {
+	n := s.groups.dropOutside(keep)
+	if n > 0 {
+		s.deps.Log.Info().Int("alert_groups", n).Msg("alert groups of the partitions moved away forgotten: their keys' next flagged records are new alerts")
+	}
+	return n
+}
+
+// OwnPartitions gives the stage what says whether the instance owns a partition now (its
+// consumer group's assignment), so that a record of a partition already moved away opens no
+// alert group (DropAlertsOutside dropped that partition's). Before it is given, or nil: every
+// partition. Call it before Process runs, or between its calls.
+func (s *Stage) OwnPartitions(owns func(partition int32) bool) { s.groups.owns = owns }
 
 // KeyVersions are the versions of the keys' models a scorer serves, by key (nil without key_by).
 func (s *Stage) KeyVersions() map[string]uint64 {

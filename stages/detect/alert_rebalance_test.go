@@ -1,0 +1,171 @@
+package detect
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
+)
+
+// TestAlertGroupsLeaveWithPartition: a key's alert group (alert_cooldown) goes with its
+// partition at a rebalance (DropKeysOutside), on every path that folds alerts: a scorer's key
+// scored by its own model, a key under key_by: none (the global model's path, its group per
+// _key all the same), and role all. Key a's fault is alerted on partition 0, the partition
+// moves away (another instance owns a, and may alert, meanwhile) and comes back within the
+// cooldown: a's next flagged record here is a new alert, not folded into (and naming) the one
+// of before. b, on partition 1 which stays, keeps its group. Before, the groups stayed: a's
+// record was folded into the old alert (not emitted under emit: outliers).
+func TestAlertGroupsLeaveWithPartition(t *testing.T) {
+	cfg := keyedConfig()
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	cfg.AlertCooldown = 10 * time.Minute
+	r := rand.New(rand.NewPCG(12, 12))
+	var train []fleetRow
+	for i := range 1200 {
+		train = append(train, fleetRow{key: fmt.Sprintf("x%d", i%10), value: float32(70 + 2*r.NormFloat64())})
+	}
+	for range cfg.Keys.MinRecords {
+		train = append(train, fleetRow{key: "a", value: float32(70 + 2*r.NormFloat64())})
+	}
+	_, leader, done := handoverRun(t, cfg, Deps{}, train, 1000)
+	gm := leader.Model()
+	km, _ := leader.KeyModelOf("a")
+	done()
+	if km == nil || gm == nil {
+		t.Fatal("setup: no global model or no model of a")
+	}
+	// A restart after the rebalance: the alarm state saved then holds no group of a. Before
+	// it: the state holds a's group, saved with its partition, and the first assignment after
+	// the restart (without partition 0) drops it.
+	const (
+		restartAfter = 1 + iota
+		restartBefore
+	)
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name    string
+		keyBy   KeyBy
+		role    Role
+		restart int
+	}{
+		{"scorer, key_by key", KeyByKey, RoleScorer, 0},
+		{"scorer, key_by none", KeyByNone, RoleScorer, 0},
+		{"role all, key_by none", KeyByNone, RoleAll, 0},
+		{"scorer, key_by key, restarted after", KeyByKey, RoleScorer, restartAfter},
+		{"role all, key_by none, restarted after", KeyByNone, RoleAll, restartAfter},
+		{"scorer, key_by key, restarted before", KeyByKey, RoleScorer, restartBefore},
+		{"role all, key_by none, restarted before", KeyByNone, RoleAll, restartBefore},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+			defer mem.AssertSize(t, 0)
+			cc := cfg
+			cc.KeyBy, cc.StateDir = c.keyBy, t.TempDir()
+			open := func() *Stage {
+				s, err := NewStage(cc, []string{"value"}, false, Deps{Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), Role: c.role})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := s.InstallModel(gm, nil); err != nil {
+					t.Fatal(err)
+				}
+				if c.keyBy == KeyByKey {
+					s.InstallKeyModels([]KeyModel{{Key: "a", Version: 1, Partition: 0, Model: km}})
+				}
+				return s
+			}
+			off := int64(0)
+			feed := func(s *Stage, at time.Duration, rows ...testbatch.Row) []batch.Score {
+				for i := range rows {
+					rows[i].Offset, rows[i].Time = off, t0.Add(at)
+					off++
+				}
+				bs, err := s.Process(context.Background(), testbatch.New(t, mem, "fleet", []string{"value"}, false, false, rows))
+				if err != nil || len(bs) != 1 {
+					t.Fatalf("%d batches out, %v", len(bs), err)
+				}
+				out := append([]batch.Score(nil), bs[0].Scores...)
+				bs[0].Release()
+				return out
+			}
+			far := func(key string, part int32) testbatch.Row {
+				return testbatch.Row{Partition: part, Key: []byte(key), Features: []float32{200}}
+			}
+			s := open()
+			first := feed(s, 0, far("a", 0), far("b", 1))
+			if !first[0].Outlier || first[0].Grouped || !first[1].Outlier || first[1].Grouped {
+				t.Fatalf("setup: a's and b's far records flagged %v %v, grouped %v %v: want two alerts",
+					first[0].Outlier, first[1].Outlier, first[0].Grouped, first[1].Grouped)
+			}
+			if c.restart == restartBefore {
+				s.Close()
+				s = open()
+			}
+			s.DropKeysOutside(func(p int32) bool { return p != 0 }) // partition 0 moves away
+			if c.keyBy == KeyByKey {                                // and comes back, a's model with it
+				s.InstallKeyModels([]KeyModel{{Key: "a", Version: 1, Partition: 0, Model: km}})
+			}
+			s.DropKeysOutside(func(int32) bool { return true })
+			check := func(when string, got []batch.Score) {
+				t.Helper()
+				if a := got[0]; !a.Outlier || a.Grouped || a.AlertAt != 0 {
+					t.Errorf("%s: a's next far record flagged %v, grouped %v (into the alert at %v): want a new alert (%s)",
+						when, a.Outlier, a.Grouped, time.UnixMilli(a.AlertAt).UTC(), Reason(&a))
+				}
+				if b := got[1]; !b.Outlier || !b.Grouped || b.AlertAt != t0.UnixMilli() {
+					t.Errorf("%s: b's next far record flagged %v, grouped %v (alert at %v): want folded into b's alert (its partition stayed)",
+						when, b.Outlier, b.Grouped, time.UnixMilli(b.AlertAt).UTC())
+				}
+			}
+			if c.restart == restartAfter {
+				s.Close()
+				s = open()
+			}
+			check("partition 0 moved away and back", feed(s, time.Minute, far("a", 0), far("b", 1)))
+			s.Close()
+		})
+	}
+}
+
+// TestAlertGroupNotOpenedOutsidePartitions: a flagged record of a partition the instance no
+// longer owns (fetched before the rebalance, scored after it: OwnPartitions says so) is an
+// alert but opens no group, which would outlive the rebalance's drop: when the partition comes
+// back, the key's next flagged record is a new alert. A record of a partition owned folds as
+// ever.
+func TestAlertGroupNotOpenedOutsidePartitions(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	owned := map[int32]bool{1: true}
+	g := alertGroups{owns: func(p int32) bool { return owned[p] }}
+	fold := func(at time.Duration) []batch.Score {
+		b := testbatch.New(t, mem, "t", []string{"x"}, false, true, []testbatch.Row{
+			{Partition: 0, Key: []byte("a"), Time: t0.Add(at), Features: []float32{0}, Score: batch.Score{Scored: true, Outlier: true}},
+			{Partition: 1, Offset: 1, Key: []byte("b"), Time: t0.Add(at), Features: []float32{0}, Score: batch.Score{Scored: true, Outlier: true}},
+		})
+		defer b.Release()
+		g.fold(b, 10*time.Minute)
+		return append([]batch.Score(nil), b.Scores...)
+	}
+	if got := fold(0); got[0].Grouped || got[1].Grouped {
+		t.Fatalf("first records grouped %v %v, want two alerts", got[0].Grouped, got[1].Grouped)
+	}
+	if _, ok := g.open["a"]; ok {
+		t.Error("a's record of partition 0, not owned, opened a group")
+	}
+	owned[0] = true // 0 comes back
+	got := fold(time.Minute)
+	if got[0].Grouped || got[0].AlertAt != 0 {
+		t.Errorf("a's next record after partition 0 came back: grouped %v (alert at %d), want a new alert", got[0].Grouped, got[0].AlertAt)
+	}
+	if !got[1].Grouped || got[1].AlertAt != t0.UnixMilli() {
+		t.Errorf("b's next record (partition 1 owned throughout): grouped %v (alert at %d), want folded into b's alert", got[1].Grouped, got[1].AlertAt)
+	}
+}
