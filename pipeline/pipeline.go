@@ -471,6 +471,11 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 				continue
 			}
 			b := it.b
+			select { // a rebalance signalled before this batch's generation was fetched goes first (the select picks either)
+			case <-scopeChanged:
+				p.rebalanced()
+			default:
+			}
 			if p.keys != nil { // the keys' models read first (a restore's, before its partitions' fetch)
 				p.det.InstallKeyModels(p.keys.take(p.scope.keep))
 			}
