@@ -12,6 +12,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/stages/detect"
 )
 
@@ -192,6 +193,36 @@ func (p *Pipeline) scopeChannels() (keyReady, scopeChanged <-chan struct{}, keyQ
 		keyReady, keyQuery = p.keys.ready, p.keyQuery
 	}
 	return keyReady, scopeChanged, keyQuery
+}
+
+// rebalance is the detect goroutine's turn at a rebalance: the batches in flight (drainer,
+// overlapped; their records fetched before it) finish and go on first, so that the groups
+// their records open go with the others of their partition (rebalanced). ok is false when the
+// loop must stop, with err where the stage failed.
+func (p *Pipeline) rebalance(drainer Overlapped, send func([]*batch.Batch) bool) (ok bool, err error) {
+	if drainer != nil {
+		ready, err := drainer.Drain()
+		if err != nil {
+			return false, fmt.Errorf("pipeline: detect: %w", err)
+		}
+		if !send(ready) {
+			return false, nil
+		}
+	}
+	p.rebalanced()
+	return true, nil
+}
+
+// pendingRebalance takes a rebalance signalled and not read yet (rebalance), before the next
+// fetched batch is scored: its generation's fetch started after the signal (the source's
+// assignment callback returns first), and the detect loop's select picks either.
+func (p *Pipeline) pendingRebalance(changed <-chan struct{}, drainer Overlapped, send func([]*batch.Batch) bool) (ok bool, err error) {
+	select {
+	case <-changed:
+		return p.rebalance(drainer, send)
+	default:
+		return true, nil
+	}
 }
 
 // rebalanced is the detect goroutine's turn at a rebalance: the alert groups of the partitions

@@ -449,7 +449,9 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 		case reply := <-keyQuery:
 			reply <- p.det.KeyVersions()
 		case <-scopeChanged: // a rebalance: the alert groups and keys of the partitions moved away go
-			p.rebalanced()
+			if ok, err := p.rebalance(drainer, send); !ok {
+				return err
+			}
 		case m := <-p.models: // a scorer's newer model (nil channel in the other roles)
 			ready, err := p.installFollowed(m)
 			if err != nil {
@@ -471,6 +473,10 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 				continue
 			}
 			b := it.b
+			if ok, err := p.pendingRebalance(scopeChanged, drainer, send); !ok {
+				b.Release()
+				return err
+			}
 			if p.keys != nil { // the keys' models read first (a restore's, before its partitions' fetch)
 				p.det.InstallKeyModels(p.keys.take(p.scope.keep))
 			}

@@ -1,0 +1,148 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/accel"
+	"github.com/outlierd/outlierd/internal/core/batch"
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
+	"github.com/outlierd/outlierd/stages/detect"
+)
+
+// TestRebalanceReadBeforeNextBatch: the detect goroutine reads a pending rebalance signal
+// before it scores the next fetched batch. The fetch of a generation starts only after its
+// assignment signalled (ingest: the group's callback returns first), so a batch of a partition
+// that left and came back is scored after the drop of that partition's alert groups: its key's
+// flagged record is a new alert, not folded into this instance's alert of before the move
+// (another instance owned the key meanwhile). With the signal and the batch both ready, the
+// detect loop's select picks either: before, about half of the trials folded the record into
+// the old alert.
+func TestRebalanceReadBeforeNextBatch(t *testing.T) {
+	if folded, trials := rebalanceTrials(t, 0); folded > 0 {
+		t.Errorf("%d of %d trials: the record of the partition back after a move folded into the alert of before the move (the batch scored before the rebalance signal was read)", folded, trials)
+	}
+}
+
+// TestRebalanceAfterBatchesInFlight: overlapped (detect.Deps.Overlap, as on a GPU), the batches
+// in flight at a rebalance (fetched before it) finish before the alert groups of the partitions
+// that left are dropped: a group their records open goes with the others. Before, a batch in
+// flight that finished after the drop (its partition back by then) opened a group of before
+// the move, and the key's next record folded into it.
+func TestRebalanceAfterBatchesInFlight(t *testing.T) {
+	if folded, trials := rebalanceTrials(t, detect.OverlapOnGPU); folded > 0 {
+		t.Errorf("%d of %d trials: the record of the partition back after a move folded into the alert of a record in flight at the move", folded, trials)
+	}
+}
+
+// rebalanceTrials runs trials of a key's far record on partition 0, that partition moving
+// away and back, and the key's next far record (a new alert: another instance owned the key
+// meanwhile) fetched after it, through the detect loop with the rebalance signal pending, and
+// returns how many trials folded that record into the alert of before the move. overlap is
+// detect.Deps.Overlap (the first record is still in flight when the loop starts).
+func rebalanceTrials(t *testing.T, overlap int) (folded, trials int) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	cfg := detect.Default()
+	cfg.Window, cfg.MinRecords, cfg.Distance.N = 5000, 1000, 5
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	cfg.AlertCooldown = 10 * time.Minute
+	dev, err := accel.Open("cpu", zerolog.Nop(), accel.Options{}) // (overlap takes an accelerator: the CPU's here)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	det, err := detect.NewStage(cfg, []string{"value"}, false, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleAll, Accelerator: dev, Overlap: overlap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer det.Close()
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	off := int64(0)
+	mk := func(at time.Duration, rows ...testbatch.Row) *batch.Batch {
+		for i := range rows {
+			rows[i].Offset, rows[i].Time = off, t0.Add(at)
+			off++
+		}
+		return testbatch.New(t, mem, "in", []string{"value"}, false, false, rows)
+	}
+	scores := map[int64]batch.Score{} // by offset, of the batches out
+	take := func(bs []*batch.Batch) {
+		for _, b := range bs {
+			for i, o := range b.Offsets() {
+				scores[o] = b.Scores[i]
+			}
+			b.Release()
+		}
+	}
+	r := rand.New(rand.NewPCG(20, 28))
+	var warm []testbatch.Row
+	for i := range 1200 {
+		warm = append(warm, testbatch.Row{Partition: int32(i % 2), Key: fmt.Appendf(nil, "x%d", i%10), Features: []float32{float32(70 + 2*r.NormFloat64())}})
+	}
+	bs, err := det.Process(context.Background(), mk(0, warm...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(bs)
+	bs, err = det.Drain()
+	if err != nil || det.Model() == nil {
+		t.Fatalf("setup: no model after the warm-up (%v)", err)
+	}
+	take(bs)
+
+	scope := newKeyScope()
+	scope.set([]int32{0, 1})
+	<-scope.changed
+	scope.stayed()
+	det.OwnPartitions(scope.keep)
+	trials = 16
+	for k := range trials {
+		key := fmt.Sprintf("a%d", k)
+		at := time.Duration(k) * 30 * time.Minute
+		far := func() testbatch.Row { return testbatch.Row{Partition: 0, Key: []byte(key), Features: []float32{200}} }
+		first := off
+		bs, err := det.Process(context.Background(), mk(at, far()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		take(bs)
+		scope.set([]int32{1})    // partition 0 moves away
+		scope.set([]int32{0, 1}) // and back: the next generation's fetch starts now
+		in, out := make(chan item, 1), make(chan item, 8)
+		in <- item{b: mk(at+time.Minute, far())}
+		close(in)
+		p := loopPipeline(t, nil, nil, nil)
+		p.det, p.stage, p.scope = det, det, scope
+		if err := p.detectLoop(context.Background(), nil, in, out); err != nil {
+			t.Fatal(err)
+		}
+		for len(out) > 0 {
+			it := <-out
+			take([]*batch.Batch{it.b})
+		}
+		if a := scores[first]; !a.Outlier || a.Grouped {
+			t.Fatalf("trial %d: setup: %s's first far record flagged %v, grouped %v: want a new alert", k, key, a.Outlier, a.Grouped)
+		}
+		a, ok := scores[first+1]
+		if !ok {
+			t.Fatalf("trial %d: %s's second record not out of the detect loop", k, key)
+		}
+		if a.Grouped {
+			folded++
+		}
+		select { // (the loop ended before it read the signal: read it here, for the next trial)
+		case <-scope.changed:
+			p.rebalanced()
+		default:
+		}
+	}
+	return folded, trials
+}
