@@ -240,18 +240,27 @@ def make(fam, seed, variant):
     return df, oracle
 
 
-def replay(binary, path, vpath, proto, has_ts, config=None):
+def run_replay(binary, path, vpath, extra=()):
+    """`outlierd replay` of path against its label column, verdicts to vpath, at low priority;
+    the finished process (its stdout the --json summary). Shared by slow_fault.py and
+    young_fault.py."""
     cmd = [binary, "replay", "--input", path, "--label-column", "label", "--verdicts-out",
-           vpath, "--json"]
-    if config:
-        cmd += ["--config", config]
-    if has_ts:
-        cmd += ["--timestamp-column", "ts"]
-    if proto == "p5000":
-        cmd += ["--min-records", str(MINREC)]
+           vpath, "--json", *extra]
     out = subprocess.run(["nice", "-n", "10"] + cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(" ".join(cmd) + "\n" + out.stderr)
+    return out
+
+
+def replay(binary, path, vpath, proto, has_ts, config=None):
+    extra = []
+    if config:
+        extra += ["--config", config]
+    if has_ts:
+        extra += ["--timestamp-column", "ts"]
+    if proto == "p5000":
+        extra += ["--min-records", str(MINREC)]
+    out = run_replay(binary, path, vpath, extra)
     return json.loads(out.stdout), out.stderr
 
 

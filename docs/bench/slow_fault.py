@@ -22,14 +22,13 @@ outside the fault).
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe_targets import LEVEL, NAMES, SD, ar1, rsd  # noqa: E402
+from probe_targets import LEVEL, NAMES, SD, ar1, rsd, run_replay  # noqa: E402
 
 MINREC = 5000
 
@@ -62,11 +61,7 @@ def make(kind, seed, phi, rows, length):
 
 
 def run(binary, path, vpath):
-    cmd = ["nice", "-n", "10", binary, "replay", "--input", path, "--label-column", "label",
-           "--verdicts-out", vpath, "--json"]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(" ".join(cmd) + "\n" + out.stderr)
+    run_replay(binary, path, vpath)
     return pd.read_csv(vpath)
 
 

@@ -34,29 +34,18 @@ after the probation flagged and its runs.
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe_targets import rsd  # noqa: E402
+from probe_targets import ar1, rsd, run_replay  # noqa: E402
 
 LEVEL = np.array([10.0, 100.0, 1000.0, 50.0, 0.5])
 SD = np.array([1.0, 3.0, 20.0, 2.0, 0.01])
 NAMES = ["p_pdg", "p_tpt", "t_tpt", "p_mon", "qgl"]
 KINDS = ["step3", "ramp3", "ramp5", "shift3", "slow4", "slow8"]
-
-
-def ar1(rng, n, phi):
-    """Unit-variance AR(1) of coefficient phi, started in its stationary distribution."""
-    e = rng.standard_normal(n) * np.sqrt(1 - phi * phi)
-    x = np.empty(n)
-    x[0] = rng.standard_normal()
-    for t in range(1, n):
-        x[t] = phi * x[t - 1] + e[t]
-    return x
 
 
 def make(kind, seed):
@@ -67,7 +56,7 @@ def make(kind, seed):
     e = int(rng.integers(2000, 12001))
     rows = n_normal + e
     phis = 1 - 10 ** rng.uniform(-3, -2, size=5)
-    z = np.column_stack([ar1(rng, rows, ph) for ph in phis])
+    z = np.column_stack([ar1(rng, rows, 1, ph)[:, 0] for ph in phis])  # (the same draws as a 1-D series)
     z[:, 1] = 0.8 * z[:, 0] + 0.6 * z[:, 1]
     noise = z * SD
     x = LEVEL + noise
@@ -105,11 +94,7 @@ def runs(mask):
 
 
 def replay(binary, path, vpath, p):
-    cmd = [binary, "replay", "--input", path, "--label-column", "label",
-           "--min-records", str(p), "--verdicts-out", vpath, "--json"]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(" ".join(cmd) + "\n" + out.stderr)
+    run_replay(binary, path, vpath, ["--min-records", str(p)])
     return pd.read_csv(vpath)["outlier"].to_numpy().astype(bool)
 
 

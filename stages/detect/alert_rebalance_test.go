@@ -15,7 +15,7 @@ import (
 )
 
 // TestAlertGroupsLeaveWithPartition: a key's alert group (alert_cooldown) goes with its
-// partition at a rebalance (DropKeysOutside), on every path that folds alerts: a scorer's key
+// partition at a rebalance (DropAlertsOutside, then DropKeysOutside: the pipeline's order), on every path that folds alerts: a scorer's key
 // scored by its own model, a key under key_by: none (the global model's path, its group per
 // _key all the same), and role all. Key a's fault is alerted on partition 0, the partition
 // moves away (another instance owns a, and may alert, meanwhile) and comes back within the
@@ -108,11 +108,15 @@ func TestAlertGroupsLeaveWithPartition(t *testing.T) {
 				s.Close()
 				s = open()
 			}
-			s.DropKeysOutside(func(p int32) bool { return p != 0 }) // partition 0 moves away
-			if c.keyBy == KeyByKey {                                // and comes back, a's model with it
+			rebalance := func(keep func(int32) bool) { // (pipeline.rebalanced's order)
+				s.DropAlertsOutside(keep)
+				s.DropKeysOutside(keep)
+			}
+			rebalance(func(p int32) bool { return p != 0 }) // partition 0 moves away
+			if c.keyBy == KeyByKey {                        // and comes back, a's model with it
 				s.InstallKeyModels([]KeyModel{{Key: "a", Version: 1, Partition: 0, Model: km}})
 			}
-			s.DropKeysOutside(func(int32) bool { return true })
+			rebalance(func(int32) bool { return true })
 			check := func(when string, got []batch.Score) {
 				t.Helper()
 				if a := got[0]; !a.Outlier || a.Grouped || a.AlertAt != 0 {

@@ -139,12 +139,11 @@ func (s *Stage) InstallKeyModels(ms []KeyModel) {
 }
 
 // DropKeysOutside drops a scorer's keys whose partition keep refuses (after a rebalance: the
-// partitions moved to another scorer) and returns how many it dropped; on every role the alert
-// groups of those partitions go too (DropAlertsOutside). Without key_by, or on another role,
-// it drops no key.
+// partitions moved to another scorer) and returns how many it dropped. Without key_by, or on
+// another role, it does nothing. (A rebalance drops the alert groups of those partitions on
+// every role first: DropAlertsOutside.)
 func (s *Stage) DropKeysOutside(keep func(partition int32) bool) int {
 	s.keysQuiet()
-	s.DropAlertsOutside(keep)
 	k := s.keyed
 	if k == nil || !k.follower {
 		return 0
