@@ -79,6 +79,12 @@ Data, kept outside the repository (like NAB and SKAB):
              docs/bench/notes/unseen5_protocol.md fixed its protocol before any run; see gecco2018()
              for its missing rows, and the challenge's scorer, the F1 of the flags row by row, is the
              flags' table (docs/BENCHMARKS.md §12.41).
+  GECCO2017  the 2017 challenge ("Monitoring of drinking-water quality"; the same station and
+             sensors, Feb-May 2016, before every 2018 row): its labelled training data, the
+             resource package's waterDataTraining.RDS (copied from github.com/JohnAnih/
+             Anomaly-detection-research at f527abe0) into ~/.cache/outlierd/unseen5/gecco2017/,
+             then `gecco2018_convert.py --set 2017` writes data.csv; or --gecco2017 DIR /
+             $OUTLIERD_GECCO2017. No test file: the protocol's split is its two halves (gecco2017()).
 
 Protocol: each series (channel or machine) separately, in the benchmark's file order; its train
 rows then its test rows are one stream, in order; the train rows are the probation P (every
@@ -141,7 +147,8 @@ THREEW_DEFAULT = os.path.expanduser("~/.cache/outlierd/3w")
 INTERFUSION_DEFAULT = os.path.expanduser("~/.cache/outlierd/interfusion")
 UCR_DEFAULT = os.path.expanduser("~/.cache/outlierd/ucr")
 GECCO2018_DEFAULT = os.path.expanduser("~/.cache/outlierd/unseen5/gecco2018")
-GECCO2018_SENSORS = ("Tp", "Cl", "pH", "Redox", "Leit", "Trueb", "Cl_2", "Fm", "Fm_2")
+GECCO2017_DEFAULT = os.path.expanduser("~/.cache/outlierd/unseen5/gecco2017")
+GECCO_SENSORS = ("Tp", "Cl", "pH", "Redox", "Leit", "Trueb", "Cl_2", "Fm", "Fm_2")
 # The 234 UCR series read are 6,684 to 250,001 rows (12.8 M in all); every peer on all of
 # them is about an hour of CPU on the 2-core development machine, so docs/BENCHMARKS.md §12.33 ran
 # the series of at most this many rows (198 of the 234), a rule fixed before any result.
@@ -160,7 +167,7 @@ OURS = ("outlierd", "outlierd recent")
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018 (comma-separated; default smap,msl)")
+    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017 (comma-separated; default smap,msl)")
     ap.add_argument("--smap-msl", default=os.environ.get("OUTLIERD_SMAP_MSL", SMAP_MSL_DEFAULT))
     ap.add_argument("--smd", default=os.environ.get("OUTLIERD_SMD", SMD_DEFAULT))
     ap.add_argument("--interfusion", default=os.environ.get("OUTLIERD_INTERFUSION", INTERFUSION_DEFAULT),
@@ -171,6 +178,8 @@ def parse_args():
                     help=f"UCR: only the series of at most this many rows (0: every series; default {UCR_MAX_ROWS})")
     ap.add_argument("--gecco2018", default=os.environ.get("OUTLIERD_GECCO2018", GECCO2018_DEFAULT),
                     help="the CSVs gecco2018_convert.py writes (train.csv, test.csv)")
+    ap.add_argument("--gecco2017", default=os.environ.get("OUTLIERD_GECCO2017", GECCO2017_DEFAULT),
+                    help="the CSV gecco2018_convert.py --set 2017 writes (data.csv)")
     ap.add_argument("--threew", default=os.environ.get("OUTLIERD_3W", THREEW_DEFAULT), help="3W's data/ (class folders)")
     ap.add_argument("--series", default="", help="only these series (comma-separated ids, e.g. P-1,M-6): a stated subset")
     ap.add_argument("--binary", default="", help="outlierd binary (default: go build ./cmd/outlierd into bin/)")
@@ -500,33 +509,57 @@ def ucr(root, max_rows=0, skipped=None):
         yield sid, x[:tr, None], x[tr:, None], y, [(a - tr, b - 1 - tr)]
 
 
-def gecco2018(root):
-    """(id, train, test, y, segments) of the GECCO 2018 challenge's one station: its train set as
-    the train rows, its test set as the test rows, EVENT the label. docs/bench/notes/
-    unseen5_protocol.md's rule, fixed before any run: a row whose sensors are all missing is no
-    record (a station that reports nothing sends nothing) and is left out of the stream and of
-    the scored rows (none is labelled; the challenge's F1 counts no true negatives); a missing
-    cell in a row that has others carries its column's last value forward (3W's rule here)."""
+def gecco_rows(path):
+    """(sensors, EVENT) of one GECCO water-quality CSV by unseen5_protocol.md's rule, fixed before
+    any run: a row whose sensors are all missing is no record (a station that reports nothing
+    sends nothing) and is left out of the stream and of the scored rows (none is labelled; the
+    challenges' F1 counts no true negatives); a missing cell in a row that has others carries its
+    column's last value forward (3W's rule here)."""
     import numpy as np
     import pandas as pd
 
-    parts = {}
-    for part in ("train", "test"):
-        path = os.path.join(root, f"{part}.csv")
-        if not os.path.exists(path):
-            raise SystemExit(f"unseen: {path} not found (GECCO2018: see this script's docstring)")
-        df = pd.read_csv(path)
-        X = df[list(GECCO2018_SENSORS)]
-        gone = X.isna().all(axis=1).to_numpy()
-        if df["EVENT"].to_numpy()[gone].any():
-            raise SystemExit(f"unseen: {path}: a labelled row without any sensor value (the protocol assumes none)")
-        X = X[~gone].ffill()
-        if X.isna().any().any():
-            raise SystemExit(f"unseen: {path}: a column missing from its first row on")
-        parts[part] = (X.to_numpy(dtype=np.float64), df["EVENT"].to_numpy()[~gone].astype(int), int(gone.sum()))
-        print(f"# gecco2018 {part}: {int(gone.sum())} rows without any sensor value left out of {len(df)}", file=sys.stderr)
-    (train, _, _), (test, y, _) = parts["train"], parts["test"]
+    if not os.path.exists(path):
+        raise SystemExit(f"unseen: {path} not found (GECCO: see this script's docstring)")
+    df = pd.read_csv(path)
+    X = df[list(GECCO_SENSORS)]
+    gone = X.isna().all(axis=1).to_numpy()
+    if df["EVENT"].to_numpy()[gone].any():
+        raise SystemExit(f"unseen: {path}: a labelled row without any sensor value (the protocol assumes none)")
+    X = X[~gone].ffill()
+    if X.isna().any().any():
+        raise SystemExit(f"unseen: {path}: a column missing from its first row on")
+    print(f"# {path}: {int(gone.sum())} rows without any sensor value left out of {len(df)}", file=sys.stderr)
+    return X.to_numpy(dtype=np.float64), df["EVENT"].to_numpy()[~gone].astype(int)
+
+
+def gecco2018(root):
+    """(id, train, test, y, segments) of the GECCO 2018 challenge's one station: its train set as
+    the train rows, its test set as the test rows, EVENT the label (gecco_rows())."""
+    train, _ = gecco_rows(os.path.join(root, "train.csv"))
+    test, y = gecco_rows(os.path.join(root, "test.csv"))
     yield "gecco2018", train, test, y, runs(y.astype(bool))
+
+
+def gecco2017(root):
+    """(id, train, test, y, segments) of the GECCO 2017 challenge's labelled training data (the
+    same station, Feb-May 2016; its test file is not public here): unseen5_protocol.md's split,
+    fixed before any run, the first half of the rows in time order the train rows, the second
+    half the test rows (halves of the file's rows, before gecco_rows() leaves the empty ones
+    out of each)."""
+    import pandas as pd
+
+    path = os.path.join(root, "data.csv")
+    if not os.path.exists(path):
+        raise SystemExit(f"unseen: {path} not found (GECCO2017: see this script's docstring)")
+    df = pd.read_csv(path)
+    half = len(df) // 2
+    with tempfile.TemporaryDirectory() as td:
+        parts = []
+        for name, rows in (("train", df.iloc[:half]), ("test", df.iloc[half:])):
+            rows.to_csv(os.path.join(td, f"{name}.csv"), index=False)
+            parts.append(gecco_rows(os.path.join(td, f"{name}.csv")))
+    (train, _), (test, y) = parts
+    yield "gecco2017", train, test, y, runs(y.astype(bool))
 
 
 def runs(mask):
@@ -854,7 +887,7 @@ def report(name, n_series, n_rows, n_pos, n_segs, res, md):
                   [[d, str(r["pt_n"]), sbs.fmt(r["pt_p"]), sbs.fmt(r["pt_r"]), sbs.fmt(r["pt_f1"])]
                    for d, r in res.items() if d != "outlierd recent"], md)
         print()
-        if name == "GECCO2018":  # the challenge's own scorer is that table's F1 (protocol: unseen5_protocol.md)
+        if name.startswith("GECCO"):  # the challenge's own scorer is that table's F1 (protocol: unseen5_protocol.md)
             best = max(PEERS, key=lambda p: res[p]["pt_f1"])
             print(f"- the challenge's scorer, F1 of the flags row by row: best peer {best} {res[best]['pt_f1']:.3f}; "
                   f"outlierd {res['outlierd']['pt_f1']:.3f} ({res['outlierd']['pt_f1'] - res[best]['pt_f1']:+.3f})")
@@ -994,8 +1027,10 @@ def main():
             src = ucr(args.ucr, args.ucr_max_rows, skipped)
         elif set_name == "gecco2018":
             src = gecco2018(args.gecco2018)
+        elif set_name == "gecco2017":
+            src = gecco2017(args.gecco2017)
         else:
-            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018)")
+            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017)")
         series = []
         t0 = time.time()
         for sid, train, test, y, segs in src:
