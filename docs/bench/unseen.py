@@ -646,7 +646,8 @@ def series_outputs(sid, train, test, y, binary, bin_hash, config, cache, derive=
             except SystemExit as e:
                 # replay refuses a probation above its window (the first model is built of the
                 # window's records) and names the most it takes: the train part is then longer
-                # than the window (UCR), and its last window's worth is the probation
+                # than the window (UCR, GECCO2018): its first window's worth is the probation
+                # (the first model's records) and the rest of it replays as a stream, unscored
                 m = re.search(r"--min-records (\d+) or fewer, or a larger --window", str(e))
                 if not m:
                     raise
