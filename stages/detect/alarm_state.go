@@ -202,6 +202,15 @@ func decodeCap(d *sealed.Decoder, c *alarmCap) error {
 	return nil
 }
 
+// groupBytes is the least an alert group takes in an alarm state of format version format (its
+// key empty): the key's length, its time and folded, from format 3 its partition.
+func groupBytes(format uint32) int {
+	if format >= 3 {
+		return 4 + 8 + 4 + 4
+	}
+	return 4 + 8 + 4
+}
+
 // decodeAlarms reads an alarm state payload of this format version for a stage of detect.window
 // window and keys.window keysWindow.
 func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState, error) {
@@ -216,8 +225,8 @@ func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState,
 		return nil, err
 	}
 	a.series.keyless, a.series.newest = d.U64("keyless series"), d.U64("newest series")
-	// A series takes at least 12 bytes and a group 16: a count the payload cannot hold is
-	// refused before any allocation.
+	// A series takes at least 12 bytes and a group groupBytes(format): a count the payload
+	// cannot hold is refused before any allocation.
 	count := func(what string, least int) (uint64, error) {
 		c := d.U64(what)
 		if d.Err() != nil {
@@ -243,7 +252,7 @@ func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState,
 		}
 		a.series.keyed[k] = at
 	}
-	if c, err = count("alert groups", 16); err != nil {
+	if c, err = count("alert groups", groupBytes(format)); err != nil {
 		return nil, err
 	}
 	a.groups = make(map[string]alertGroup, c)

@@ -3,6 +3,8 @@ package detect
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -57,5 +59,36 @@ func TestAlarmStateTruncated(t *testing.T) {
 	binary.LittleEndian.PutUint64(bad[at:], 1<<40)
 	if _, err := decodeAlarms(AlarmsSnapshotFormat, bad, window, keysWindow); err == nil {
 		t.Error("a group count of 2^40 read without an error")
+	}
+}
+
+// TestAlarmStateGroupCountExact: the alert group count is checked against the bytes a group of
+// the file's format takes at least (its key's length, its time, folded and, from format 3, its
+// partition: 20 bytes there), not 16 (format 2's): a count that 16-byte groups would fit in the
+// bytes left, 20-byte ones not, is refused with the count's error before any group is read
+// or its map made. Before, it passed the check and failed later, reading groups.
+func TestAlarmStateGroupCountExact(t *testing.T) {
+	const window, keysWindow = 100, 70
+	a := &alarmState{cap: *newAlarmCap(window), groups: map[string]alertGroup{}}
+	a.series.pos = 500
+	for i := range 40 {
+		a.groups[string(rune('a'+i%26))+string(rune('a'+i/26))] = alertGroup{at: 1_700_000_000_000, partition: int32(i)}
+	}
+	p := a.encode(keysWindow)
+	at := 4 + 8 + 8 + 8*((window+63)/64) + 8 + 8 + 8 // the group count's offset (no series)
+	if got := binary.LittleEndian.Uint64(p[at:]); got != 40 {
+		t.Fatalf("setup: group count %d at byte %d, want 40 (the layout moved?)", got, at)
+	}
+	left := len(p) - at - 8
+	least := 20 // format 3's group: key length, time, folded, partition
+	n := uint64(left / 16)
+	if n*uint64(least) <= uint64(left) {
+		t.Fatalf("setup: %d groups of %d bytes fit the %d bytes left", n, least, left)
+	}
+	bad := bytes.Clone(p)
+	binary.LittleEndian.PutUint64(bad[at:], n)
+	_, err := decodeAlarms(AlarmsSnapshotFormat, bad, window, keysWindow)
+	if want := fmt.Sprintf("%d alert groups cannot fit in the %d bytes left", n, left); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a group count of %d (16-byte groups fit the %d bytes left, %d-byte ones not): %v, want the count's error %q", n, left, least, err, want)
 	}
 }
