@@ -71,15 +71,15 @@ var alarmsSnapshotFile = sealed.Format{Magic: alarmsSnapshotMagic, Name: "outlie
 
 // alarmState is a copy of the stage's alarm state, for a save (the next batch changes it).
 type alarmState struct {
-	cap     alarmCap
-	series  seriesAlarms
-	groups  map[string]alertGroup
+	cap    alarmCap
+	series seriesAlarms
+	groups map[string]alertGroup
 	// gen is the consumer group generation the groups were last checked against, genKnown
 	// whether there was one (alertGroups').
 	gen      int32
 	genKnown bool
 	keyCaps  map[string]savedCap // a scorer's keys' caps
-	fleet   *fleetTail          // a scorer's fleet pool (nil: empty)
+	fleet    *fleetTail          // a scorer's fleet pool (nil: empty)
 	// capsWindow is the keys' caps' records (keys.window) in the file read; capsDropped counts
 	// those dropped for another keys.window (decodeAlarms).
 	capsWindow, capsDropped int
@@ -142,7 +142,9 @@ func (a *alarmState) pendingCaps(keyCaps map[string]savedCap, maxKeys int) {
 }
 
 // encode is the alarm state file's payload (keysWindow: keys.window, the keys' caps' records).
-func (a *alarmState) encode(keysWindow int) []byte { return a.encodeAs(AlarmsSnapshotFormat, keysWindow) }
+func (a *alarmState) encode(keysWindow int) []byte {
+	return a.encodeAs(AlarmsSnapshotFormat, keysWindow)
+}
 
 // encodeAs is the payload in format version format (an older one: what the older files hold,
 // for the tests of their reading; what it lacks, left out).

@@ -83,7 +83,7 @@ func alarmFixture(window, keysWindow int) *alarmState {
 	a := &alarmState{cap: *newAlarmCap(window), gen: 41, genKnown: true, groups: map[string]alertGroup{
 		"a": {at: 1_700_000_000_000, timed: true, folded: 3, partition: 7},
 		"b": {at: 1_700_000_060_000, timed: true, folded: 0, partition: -1},
-		"e": {at: 0, timed: true, folded: 1, partition: 2}, // 1970-01-01T00:00:00Z
+		"e": {at: 0, timed: true, folded: 1, partition: 2},  // 1970-01-01T00:00:00Z
 		"n": {at: 0, timed: false, folded: 2, partition: 2}, // no timestamp
 	}}
 	a.series.pos, a.series.keyless, a.series.newest = 500, 450, 490
