@@ -106,7 +106,8 @@ func partitionOffsets(ctx context.Context, cfg modelTopicConfig, dialer *kafka.D
 // (ingest.Source.OnAssigned). Before the first assignment it keeps no key; from then on the
 // keys of its partitions (at each rebalance the detect goroutine drops the keys of the
 // partitions moved away when changed signals). Every role that flags has one, for its alert
-// groups (alertScope): a group goes with its partition.
+// groups (alertScope): a group goes with its partition, and at a generation of the consumer
+// group missed (stayed).
 type keyScope struct {
 	mu      sync.Mutex
 	known   bool

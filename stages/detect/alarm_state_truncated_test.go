@@ -57,6 +57,14 @@ func TestAlarmStateTruncated(t *testing.T) {
 	if _, err := decodeAlarms(AlarmsSnapshotFormat, bad, window, keysWindow); err == nil {
 		t.Error("a group count of 2^40 read without an error")
 	}
+	// A generation that is no int32 of Kafka's (nor -1, none): refused.
+	for _, gen := range []int64{-2, 1 << 31} {
+		bad := bytes.Clone(p)
+		binary.LittleEndian.PutUint64(bad[at-8:], uint64(gen))
+		if _, err := decodeAlarms(AlarmsSnapshotFormat, bad, window, keysWindow); err == nil {
+			t.Errorf("the groups' generation %d read without an error", gen)
+		}
+	}
 	// A group's flags other than its time's, or a time on a group without one: refused.
 	for _, c := range []struct {
 		name string
