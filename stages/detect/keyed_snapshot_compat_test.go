@@ -81,10 +81,10 @@ func TestKeysSnapshotBeforeFlagRings(t *testing.T) {
 // scorer under keys.tail: fleet serving the global model and the ten keys' models of a builder fed
 // rows 0..2000 of the fleet below, fed rows 2000..4000 (a +12 sd shift of one key from row 3000:
 // its cap, series and groups in alarm), stopped. Today's code reads it with its pool empty (as
-// that code's restart started it) and its groups' partitions unknown, writes it back as format
-// 3 (the empty pool: 4 bytes more, and 4 a group, its partition: -1), and reads that back to the
-// same state,
-// and a scorer restarted from it scores rows 4000..5000 as that code's restarted scorer did
+// that code's restart started it), its groups' partitions and generation unknown (a group
+// timed unless at 0 ms), writes it back as format 1 byte for byte and as format 4 (the empty
+// pool: 4 bytes more, the groups' generation 8, and 5 a group, its partition -1 and flags),
+// and reads that back to the same state, and a scorer restarted from it scores rows 4000..5000 as that code's restarted scorer did
 // (the digest, of index, score bits, flagged, suppressed, held, grouped).
 func TestAlarmStateFormat1(t *testing.T) {
 	old, err := os.ReadFile("testdata/alarms_v1_scorer_fleet.bin")

@@ -18,8 +18,13 @@ import (
 // told by its next heartbeat, joins again as a new member: its next assignment is of a
 // generation two or more after its last, the one between B's alone. A user of the partitions
 // (pipeline keyScope.stayed: the alert groups) must not take them as A's throughout.
-func TestSourceMissedGeneration(t *testing.T) {
-	env := kfakeEnv(t)
+func TestSourceMissedGeneration(t *testing.T) { testSourceMissedGeneration(t, kfakeEnv(t)) }
+
+// TestSourceMissedGenerationRealBroker: TestSourceMissedGeneration on Apache Kafka, whose
+// coordinator kfake's follows: the member removed comes back generations after its last.
+func TestSourceMissedGenerationRealBroker(t *testing.T) { testSourceMissedGeneration(t, realEnv(t)) }
+
+func testSourceMissedGeneration(t *testing.T, env kafkaEnv) {
 	group := fmt.Sprintf("g-missed-%d", time.Now().UnixNano())
 	hear := func(s *Source) <-chan Assignment {
 		c := make(chan Assignment, 16)
