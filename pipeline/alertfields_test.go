@@ -38,11 +38,26 @@ type alertOutput struct {
 // the rest folded into it, the second alert counting the first's folded records); s2 spiking
 // once a minute in between, past a cap of 3 alarm starts per 1,000 records (suppressed).
 func TestPipelineAlertFieldsKfake(t *testing.T) {
+	alertFieldsRun(t, time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC), false)
+}
+
+// TestPipelineAlertAtEpochKfake: an alert whose record's timestamp is exactly
+// 1970-01-01T00:00:00Z (0 ms: s1's first stuck record here, its event time, ingest.event_time_field)
+// is named by its folded records' alert_timestamp as any other; null is for an alert whose
+// record had no timestamp. Before, the alert groups took a time of 0 for none: its folded
+// records said null. (Through Kafka's own timestamp no record is at 0 ms: kafka-go reads one of
+// 0 or less as no time, which the sink writes as year 1.)
+func TestPipelineAlertAtEpochKfake(t *testing.T) {
+	alertFieldsRun(t, time.UnixMilli(0).Add(-1801*time.Second), true)
+}
+
+// alertFieldsRun is TestPipelineAlertFieldsKfake's stream, its record i at t0 + i s: its Kafka
+// timestamp, or with eventTime its "ts" field's (epoch ms; ingest.event_time_field).
+func alertFieldsRun(t *testing.T, t0 time.Time, eventTime bool) {
 	br := testsupport.KfakeBroker(t)
 	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
 	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
 	const n = 4000
-	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	rng := rand.New(rand.NewPCG(20, 28))
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
@@ -54,13 +69,21 @@ func TestPipelineAlertFieldsKfake(t *testing.T) {
 		case k == 2 && i >= 2200 && i < 2800 && i%60 == 2: // s2's spikes
 			temp = 80
 		}
-		recs[i] = &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", k), Timestamp: t0.Add(time.Duration(i) * time.Second),
+		at := t0.Add(time.Duration(i) * time.Second)
+		recs[i] = &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", k), Timestamp: at,
 			Value: fmt.Appendf(nil, `{"temp":%.3f,"hum":%.3f}`, temp, hum)}
+		if eventTime {
+			recs[i].Timestamp = time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+			recs[i].Value = fmt.Appendf(nil, `{"temp":%.3f,"hum":%.3f,"ts":%d}`, temp, hum, at.UnixMilli())
+		}
 	}
 	testsupport.Produce(t, br, recs...)
 
 	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
 	cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp", "hum"}, nil
+	if eventTime {
+		cfg.Ingest.EventTimeField = "ts"
+	}
 	cfg.Detect.FlagBy = detect.FlagBySignificance
 	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Distance.N = 1000, 500, 50
 	cfg.Detect.AlarmRate, cfg.Detect.AlertCooldown = 0.003, 10*time.Minute
@@ -89,6 +112,7 @@ func TestPipelineAlertFieldsKfake(t *testing.T) {
 	suppressed, folded, counted := 0, 0, 0
 	for off := range int64(n) {
 		o := outs[off]
+
 		s := o.Scores
 		if s == nil || o.Key == nil || o.Timestamp == nil {
 			t.Fatalf("output %s: scores %v, key %v, timestamp %v", o.ID, s, o.Key, o.Timestamp)

@@ -14,6 +14,7 @@ import (
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/ingest"
 )
 
 // TestRebalanceReadBeforeNextBatch: the detect goroutine reads a pending rebalance signal
@@ -25,7 +26,7 @@ import (
 // detect loop's select picks either: before, about half of the trials folded the record into
 // the old alert.
 func TestRebalanceReadBeforeNextBatch(t *testing.T) {
-	if folded, trials := rebalanceTrials(t, 0); folded > 0 {
+	if folded, trials := rebalanceTrials(t, 0, false); folded > 0 {
 		t.Errorf("%d of %d trials: the record of the partition back after a move folded into the alert of before the move (the batch scored before the rebalance signal was read)", folded, trials)
 	}
 }
@@ -36,17 +37,31 @@ func TestRebalanceReadBeforeNextBatch(t *testing.T) {
 // flight that finished after the drop (its partition back by then) opened a group of before
 // the move, and the key's next record folded into it.
 func TestRebalanceAfterBatchesInFlight(t *testing.T) {
-	if folded, trials := rebalanceTrials(t, detect.OverlapOnGPU); folded > 0 {
+	if folded, trials := rebalanceTrials(t, detect.OverlapOnGPU, false); folded > 0 {
 		t.Errorf("%d of %d trials: the record of the partition back after a move folded into the alert of a record in flight at the move", folded, trials)
 	}
 }
 
+// TestMissedGenerationDropsAlertGroups: through the detect loop, a key's alert group goes when
+// the instance missed a generation of its consumer group (its next assignment two after the
+// one before: its session expired, and the group went on without it), though that assignment
+// names the same partitions: another member may have owned the key's partition in the missed
+// generation and alerted for it. The key's next flagged record is a new alert. Before, the
+// partitions alone were compared (none left): it folded into the alert of before, in every
+// trial.
+func TestMissedGenerationDropsAlertGroups(t *testing.T) {
+	if folded, trials := rebalanceTrials(t, 0, true); folded > 0 {
+		t.Errorf("%d of %d trials: the record after a missed generation folded into the alert of before it", folded, trials)
+	}
+}
+
 // rebalanceTrials runs trials of a key's far record on partition 0, that partition moving
-// away and back, and the key's next far record (a new alert: another instance owned the key
-// meanwhile) fetched after it, through the detect loop with the rebalance signal pending, and
-// returns how many trials folded that record into the alert of before the move. overlap is
+// away and back (missed: a generation missed, the next assignment the same partitions), and
+// the key's next far record (a new alert: another instance owned the key meanwhile) fetched
+// after it, through the detect loop with the rebalance signal pending, and returns how many
+// trials folded that record into the alert of before the move. overlap is
 // detect.Deps.Overlap (the first record is still in flight when the loop starts).
-func rebalanceTrials(t *testing.T, overlap int) (folded, trials int) {
+func rebalanceTrials(t *testing.T, overlap int, missed bool) (folded, trials int) {
 	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
@@ -99,9 +114,10 @@ func rebalanceTrials(t *testing.T, overlap int) (folded, trials int) {
 	take(bs)
 
 	scope := newKeyScope()
-	scope.set([]int32{0, 1})
+	gen := int32(1)
+	scope.set(ingest.Assignment{Generation: gen, Partitions: []int32{0, 1}})
 	<-scope.changed
-	scope.stayed()
+	det.DropAlertsOutside(scope.stayed(det.AlertsGeneration()))
 	det.OwnPartitions(scope.keep)
 	trials = 16
 	for k := range trials {
@@ -114,8 +130,14 @@ func rebalanceTrials(t *testing.T, overlap int) (folded, trials int) {
 			t.Fatal(err)
 		}
 		take(bs)
-		scope.set([]int32{1})    // partition 0 moves away
-		scope.set([]int32{0, 1}) // and back: the next generation's fetch starts now
+		if missed { // a generation missed: the next assignment's partitions the same
+			gen += 2
+			scope.set(ingest.Assignment{Generation: gen, Partitions: []int32{0, 1}})
+		} else {
+			scope.set(ingest.Assignment{Generation: gen + 1, Partitions: []int32{1}})    // partition 0 moves away
+			scope.set(ingest.Assignment{Generation: gen + 2, Partitions: []int32{0, 1}}) // and back: the next generation's fetch starts now
+			gen += 2
+		}
 		in, out := make(chan item, 1), make(chan item, 8)
 		in <- item{b: mk(at+time.Minute, far())}
 		close(in)
@@ -145,4 +167,89 @@ func rebalanceTrials(t *testing.T, overlap int) (folded, trials int) {
 		}
 	}
 	return folded, trials
+}
+
+// TestAlertGroupsAfterRestartByGeneration: the alert groups saved at a stop (alarm state, with
+// the generation they were last checked against: 5 here) are kept by the first assignment
+// after the restart only when it is of the next generation (6: the stopped member's session
+// was not renewed, no LeaveGroup sent, and the group's next generation is the restarted one's;
+// no other member owned the partitions in between), and dropped when a generation came
+// between (7: the stop left the group, whose next generation was another member's or an
+// empty one). Before, a restart kept every group of a partition assigned again.
+func TestAlertGroupsAfterRestartByGeneration(t *testing.T) {
+	cfg := detect.Default()
+	cfg.Window, cfg.MinRecords, cfg.Distance.N = 5000, 1000, 5
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	cfg.AlertCooldown = 10 * time.Minute
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		first  int32 // the first assignment's generation after the restart
+		folded bool
+	}{{6, true}, {7, false}} {
+		t.Run(fmt.Sprintf("generation %d", c.first), func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+			defer mem.AssertSize(t, 0)
+			cc := cfg
+			cc.StateDir = t.TempDir()
+			open := func() *detect.Stage {
+				det, err := detect.NewStage(cc, []string{"value"}, false, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleAll})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return det
+			}
+			off := int64(0)
+			process := func(det *detect.Stage, at time.Duration, rows ...testbatch.Row) []batch.Score {
+				for i := range rows {
+					rows[i].Offset, rows[i].Time = off, t0.Add(at)
+					off++
+				}
+				bs, err := det.Process(context.Background(), testbatch.New(t, mem, "in", []string{"value"}, false, false, rows))
+				if err != nil {
+					t.Fatal(err)
+				}
+				more, err := det.Drain()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out []batch.Score
+				for _, b := range append(bs, more...) {
+					out = append(out, b.Scores...)
+					b.Release()
+				}
+				return out
+			}
+			far := testbatch.Row{Partition: 0, Key: []byte("a"), Features: []float32{200}}
+			det := open()
+			det.DropAlertsOutside(5, func(int32) bool { return true }) // (generation 5's assignment)
+			r := rand.New(rand.NewPCG(20, 28))
+			var warm []testbatch.Row
+			for i := range 1200 {
+				warm = append(warm, testbatch.Row{Partition: int32(i % 2), Key: fmt.Appendf(nil, "x%d", i%10), Features: []float32{float32(70 + 2*r.NormFloat64())}})
+			}
+			process(det, 0, warm...)
+			if got := process(det, time.Minute, far); len(got) != 1 || !got[0].Outlier || got[0].Grouped {
+				t.Fatalf("setup: a's far record: %+v, want a new alert", got)
+			}
+			det.Close() // (saves the model and the alarm state)
+			det = open()
+			defer det.Close()
+			if gen, ok := det.AlertsGeneration(); !ok || gen != 5 {
+				t.Fatalf("restored the groups' generation %d (known %v), want 5", gen, ok)
+			}
+			scope := newKeyScope()
+			scope.set(ingest.Assignment{Generation: c.first, Partitions: []int32{0, 1}})
+			<-scope.changed
+			p := &Pipeline{det: det, scope: scope, log: zerolog.Nop()}
+			det.OwnPartitions(scope.keep)
+			p.rebalanced()
+			got := process(det, 2*time.Minute, far)
+			if len(got) != 1 || !got[0].Outlier || got[0].Grouped != c.folded {
+				t.Errorf("a's next far record after the restart, first assignment of generation %d: %+v; want flagged, folded into the alert of before %v", c.first, got, c.folded)
+			}
+			if gen, ok := det.AlertsGeneration(); !ok || gen != c.first {
+				t.Errorf("the groups' generation after the first assignment: %d (known %v), want %d", gen, ok, c.first)
+			}
+		})
+	}
 }

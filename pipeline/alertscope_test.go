@@ -4,16 +4,17 @@ import (
 	"testing"
 
 	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/ingest"
 )
 
 // assigningSource is a Source that reports its assignments (as ingest.Source does in a
 // consumer group).
 type assigningSource struct {
 	*fakeSource
-	on func([]int32)
+	on func(ingest.Assignment)
 }
 
-func (s *assigningSource) OnAssigned(f func([]int32)) { s.on = f }
+func (s *assigningSource) OnAssigned(f func(ingest.Assignment)) { s.on = f }
 
 // TestAlertScopeAtRebalance: every role that flags follows its source's assignment for its
 // alert groups (role all here: before, only a scorer under key_by: key did, for its keys), and
@@ -28,28 +29,65 @@ func TestAlertScopeAtRebalance(t *testing.T) {
 	if p.scope == nil || src.on == nil {
 		t.Fatal("role all: no scope for the alert groups, or the source's assignment not followed")
 	}
-	src.on([]int32{0, 1})
+	src.on(ingest.Assignment{Generation: 5, Partitions: []int32{0, 1}})
 	<-p.scope.changed
-	keep := p.scope.stayed()
-	if !keep(0) || !keep(1) || keep(2) || keep(-1) {
-		t.Errorf("first assignment {0, 1}: keeps 0 %v, 1 %v, 2 %v, an unknown partition %v; want true, true, false, false", keep(0), keep(1), keep(2), keep(-1))
+	gen, keep := p.scope.stayed(4, true)
+	if gen != 5 || !keep(0) || !keep(1) || keep(2) || keep(-1) {
+		t.Errorf("first assignment {0, 1} after generation 4: generation %d, keeps 0 %v, 1 %v, 2 %v, an unknown partition %v; want 5, true, true, false, false",
+			gen, keep(0), keep(1), keep(2), keep(-1))
 	}
-	src.on([]int32{1})    // 0 moves away,
-	src.on([]int32{0, 1}) // and back before the detect goroutine reads the signal
+	src.on(ingest.Assignment{Generation: 6, Partitions: []int32{1}})    // 0 moves away,
+	src.on(ingest.Assignment{Generation: 7, Partitions: []int32{0, 1}}) // and back before the detect goroutine reads the signal
 	<-p.scope.changed
 	select {
 	case <-p.scope.changed:
 		t.Fatal("two signals for two rebalances: the channel holds one")
 	default:
 	}
-	if keep := p.scope.stayed(); keep(0) || !keep(1) {
-		t.Errorf("0 left and came back: stayed 0 %v, 1 %v; want false (another instance's meanwhile), true", keep(0), keep(1))
+	if gen, keep := p.scope.stayed(5, true); gen != 7 || keep(0) || !keep(1) {
+		t.Errorf("0 left and came back: generation %d, stayed 0 %v, 1 %v; want 7, false (another instance's meanwhile), true", gen, keep(0), keep(1))
 	}
-	if keep := p.scope.stayed(); !keep(0) || !keep(1) {
-		t.Errorf("read again: stayed 0 %v, 1 %v; want both", keep(0), keep(1))
+	if gen, keep := p.scope.stayed(7, true); gen != 7 || !keep(0) || !keep(1) {
+		t.Errorf("read again: generation %d, stayed 0 %v, 1 %v; want 7, both", gen, keep(0), keep(1))
 	}
 	b := &Pipeline{role: detect.RoleBuilder, src: &assigningSource{}}
 	if b.alertScope(); b.scope != nil {
 		t.Error("a builder follows an assignment for alert groups it has not")
+	}
+}
+
+// TestAlertScopeMissedGeneration: a partition is the instance's throughout only while its
+// assignments' generations follow one another (ingest.Assignment): with one missed between two
+// of them (its session expired and the group went on without it, or it restarted while others
+// ran: another member may have owned the partition and alerted for its keys), no partition
+// stayed, though the assignments name the same ones; after a restart, the first assignment
+// follows the generation saved with the alert groups or none stayed (none saved: a state of
+// format 3 or before). Before, only the partitions were compared: all stayed.
+func TestAlertScopeMissedGeneration(t *testing.T) {
+	both := []int32{0, 1}
+	for _, c := range []struct {
+		name      string
+		from      int32
+		fromKnown bool
+		gens      []int32 // the assignments heard between two turns, each of partitions 0 and 1
+		stays     bool
+	}{
+		{"the next generation", 7, true, []int32{8}, true},
+		{"the next two", 7, true, []int32{8, 9}, true},
+		{"one missed", 7, true, []int32{9}, false},
+		{"one missed after the next", 7, true, []int32{8, 10}, false},
+		{"a lower one (the group made again)", 7, true, []int32{3}, false},
+		{"after a restart, the generation after the one saved", 20, true, []int32{21}, true},
+		{"after a restart, one missed (the stop left the group)", 20, true, []int32{22}, false},
+		{"after a restart, none saved", 0, false, []int32{1}, false},
+	} {
+		s := newKeyScope()
+		for _, g := range c.gens {
+			s.set(ingest.Assignment{Generation: g, Partitions: both})
+		}
+		gen, keep := s.stayed(c.from, c.fromKnown)
+		if last := c.gens[len(c.gens)-1]; gen != last || keep(0) != c.stays || keep(1) != c.stays || keep(2) {
+			t.Errorf("%s: generation %d, stayed 0 %v, 1 %v, 2 %v; want %d, %v, %v, false", c.name, gen, keep(0), keep(1), keep(2), last, c.stays, c.stays)
+		}
 	}
 }

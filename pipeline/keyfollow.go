@@ -14,6 +14,7 @@ import (
 
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/ingest"
 )
 
 // A scorer's share of the keys' models (detect.key_by: key; issue 21 item 3; docs/DESIGN.md
@@ -105,7 +106,8 @@ func partitionOffsets(ctx context.Context, cfg modelTopicConfig, dialer *kafka.D
 // (ingest.Source.OnAssigned). Before the first assignment it keeps no key; from then on the
 // keys of its partitions (at each rebalance the detect goroutine drops the keys of the
 // partitions moved away when changed signals). Every role that flags has one, for its alert
-// groups (alertScope): a group goes with its partition.
+// groups (alertScope): a group goes with its partition, and at a generation of the consumer
+// group missed (stayed).
 type keyScope struct {
 	mu      sync.Mutex
 	known   bool
@@ -116,6 +118,14 @@ type keyScope struct {
 	// them (stayed): one that left and came back between two of its reads (a signal on
 	// changed stands for both) was another instance's meanwhile.
 	left map[int32]bool
+	// gen is the latest assignment's consumer group generation. heard says an assignment came
+	// since the detect goroutine's last turn (stayed), first is the generation of the first
+	// one, and skipped whether one of the others did not follow the one before it (gen + 1):
+	// a generation missed between them (ingest.Assignment).
+	gen     int32
+	heard   bool
+	first   int32
+	skipped bool
 }
 
 func newKeyScope() *keyScope { return &keyScope{changed: make(chan struct{}, 1)} }
@@ -128,9 +138,17 @@ func (s *keyScope) keep(p int32) bool {
 }
 
 // set takes an assignment and returns the partitions it adds.
-func (s *keyScope) set(parts []int32) (added []int32) {
+func (s *keyScope) set(a ingest.Assignment) (added []int32) {
+	parts := a.Partitions
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	switch {
+	case !s.heard:
+		s.heard, s.first = true, a.Generation
+	case a.Generation != s.gen+1:
+		s.skipped = true
+	}
+	s.gen = a.Generation
 	next := make(map[int32]bool, len(parts))
 	for _, q := range parts {
 		next[q] = true
@@ -154,14 +172,30 @@ func (s *keyScope) set(parts []int32) (added []int32) {
 	return added
 }
 
-// stayed says which partitions the instance kept throughout since its last call: those it
-// keeps now and that did not leave an assignment in between.
-func (s *keyScope) stayed() func(p int32) bool {
+// stayed says which partitions were the instance's throughout since the consumer group
+// generation from (the one of its last call, or restored with the alert groups from the alarm
+// state; fromKnown false: none), and the generation they are of now: none unless the
+// generations since followed one another from it (from + 1, + 2, ...: none missed, in which
+// another member may have owned them; ingest.Assignment), and of those the partitions it
+// keeps now that did not leave an assignment in between. Without an assignment since, those
+// it keeps (from stands).
+//
+// After a restart from must be the generation the alert groups saved were checked against: a
+// crash leaves the group without a LeaveGroup, and the group's next generation (which drops
+// the old member, whose session no one renews) may be the restarted instance's first, when
+// nothing was another's in between; a stop leaves the group, whose next generation is one
+// without this instance (another member's, or an empty one when it ran alone), so a clean
+// restart keeps no group of before.
+func (s *keyScope) stayed(from int32, fromKnown bool) (gen int32, keep func(p int32) bool) {
 	s.mu.Lock()
-	left := s.left
-	s.left = nil
+	left, heard, follows := s.left, s.heard, fromKnown && s.first == from+1 && !s.skipped
+	s.left, s.heard, s.skipped = nil, false, false
+	gen = s.gen
 	s.mu.Unlock()
-	return func(p int32) bool { return !left[p] && s.keep(p) }
+	if !heard { // (a signal of an assignment an earlier turn took)
+		return from, s.keep
+	}
+	return gen, func(p int32) bool { return follows && !left[p] && s.keep(p) }
 }
 
 // alertScope gives a role that flags without a scorer's keys (role all, a scorer under
@@ -172,9 +206,9 @@ func (p *Pipeline) alertScope() {
 	if p.scope != nil || p.role == detect.RoleBuilder {
 		return
 	}
-	if src, ok := p.src.(interface{ OnAssigned(func([]int32)) }); ok {
+	if src, ok := p.src.(interface{ OnAssigned(func(ingest.Assignment)) }); ok {
 		p.scope = newKeyScope()
-		src.OnAssigned(func(parts []int32) { p.scope.set(parts) })
+		src.OnAssigned(func(a ingest.Assignment) { p.scope.set(a) })
 	}
 }
 
@@ -226,10 +260,11 @@ func (p *Pipeline) pendingRebalance(changed <-chan struct{}, drainer Overlapped,
 }
 
 // rebalanced is the detect goroutine's turn at a rebalance: the alert groups of the partitions
-// that left (since the last one, even if back now) are forgotten, then a scorer's keys of the
-// partitions moved away dropped (those back keep their models: their followers read them again).
+// that were not the instance's throughout since the last one (left, even if back now; or a
+// generation missed: keyScope.stayed) are forgotten, then a scorer's keys of the partitions
+// moved away dropped (those back keep their models: their followers read them again).
 func (p *Pipeline) rebalanced() {
-	p.det.DropAlertsOutside(p.scope.stayed())
+	p.det.DropAlertsOutside(p.scope.stayed(p.det.AlertsGeneration()))
 	if p.keys == nil {
 		return
 	}
@@ -288,7 +323,7 @@ func (k *keyFollowers) close() {
 // followAssignments makes a scorer's keys follow its source's assignment; a source that
 // reports none makes it keep every key.
 func (p *Pipeline) followAssignments() {
-	src, ok := p.src.(interface{ OnAssigned(func([]int32)) })
+	src, ok := p.src.(interface{ OnAssigned(func(ingest.Assignment)) })
 	if !ok {
 		p.scope.mu.Lock()
 		p.scope.all = true
@@ -302,8 +337,9 @@ func (p *Pipeline) followAssignments() {
 		}, nil)
 		return
 	}
-	src.OnAssigned(func(parts []int32) {
-		added := p.scope.set(parts)
+	src.OnAssigned(func(a ingest.Assignment) {
+		parts := a.Partitions
+		added := p.scope.set(a)
 		p.log.Info().Ints32("partitions", parts).Ints32("moved_in", added).Msg("scorer: keeps the keys' models of its partitions")
 		start := time.Now()
 		restoring := p.keyFollow.start(func(m int) map[int][]int32 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/ingest"
 )
 
 // BenchmarkKeyRestore: what a scorer's restore of one input partition's keys' models costs (a
@@ -76,7 +77,7 @@ var keyRestoreLayouts = []int{1, 7}
 // benchRestore restores on p, a scorer holding no key, the keys of input partition q: its
 // model partition read from the start to its end now, as a follower does when q moves in.
 func benchRestore(b *testing.B, p *Pipeline, parts int, q int32, workers int) int {
-	p.scope.set([]int32{q})
+	p.scope.set(ingest.Assignment{Generation: 1, Partitions: []int32{q}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // (a broker gone: fail, not retry for ever)
 	defer cancel()
 	k, err := p.newKeyFollowers(ctx)

@@ -16,6 +16,7 @@ import (
 	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/ingest"
 )
 
 // A scorer's share of the keys' models (issue 21 item 3's leftovers): what it reads and holds.
@@ -109,10 +110,10 @@ type gatedSource struct {
 	gate chan struct{}
 }
 
-func (g gatedSource) OnAssigned(f func([]int32)) {
-	g.Source.(interface{ OnAssigned(func([]int32)) }).OnAssigned(func(parts []int32) {
+func (g gatedSource) OnAssigned(f func(ingest.Assignment)) {
+	g.Source.(interface{ OnAssigned(func(ingest.Assignment)) }).OnAssigned(func(a ingest.Assignment) {
 		<-g.gate
-		f(parts)
+		f(a)
 	})
 }
 
@@ -325,9 +326,9 @@ type slowKeys struct {
 	p *Pipeline
 }
 
-func (s slowKeys) OnAssigned(f func([]int32)) {
+func (s slowKeys) OnAssigned(f func(ingest.Assignment)) {
 	s.p.keyFollow.slow = func() { time.Sleep(30 * time.Millisecond) }
-	s.Source.(interface{ OnAssigned(func([]int32)) }).OnAssigned(f)
+	s.Source.(interface{ OnAssigned(func(ingest.Assignment)) }).OnAssigned(f)
 }
 
 // TestBuilderTombstonesPartition0KeysRealBroker: partitions added to a one-partition model topic
@@ -401,7 +402,7 @@ type stallKeys struct {
 	p *Pipeline
 }
 
-func (s stallKeys) OnAssigned(f func([]int32)) {
+func (s stallKeys) OnAssigned(f func(ingest.Assignment)) {
 	s.p.keyFollow.slow = func() { time.Sleep(time.Second) }
-	s.Source.(interface{ OnAssigned(func([]int32)) }).OnAssigned(f)
+	s.Source.(interface{ OnAssigned(func(ingest.Assignment)) }).OnAssigned(f)
 }

@@ -318,10 +318,17 @@ type alertGroups struct {
 	// record of a partition moved away, fetched before the rebalance and scored after it, is
 	// an alert but opens no group, which would outlive the drop.
 	owns func(partition int32) bool
+	// gen is the consumer group generation the groups were last checked against (dropOutside's
+	// caller: Stage.DropAlertsOutside), genKnown whether there was one: saved with them (alarm
+	// state format 4), so that the first assignment after a restart keeps them only when it
+	// follows that generation (pipeline keyScope.stayed).
+	gen      int32
+	genKnown bool
 }
 
 type alertGroup struct {
-	at     int64 // the alert's timestamp, ms
+	at     int64 // the alert's timestamp, ms (0 when it had none)
+	timed  bool  // the alert's record had a timestamp (at): 0 ms is a time too
 	folded int
 	// partition is the alert's record's source partition (-1: not known, a group read from an
 	// alarm state file of format 1 or 2): a key's records come from one partition when the
@@ -347,12 +354,15 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 	for _, i := range rowsWhere(b.Scores, func(sc *batch.Score) bool { return sc.Outlier }) {
 		sc := &b.Scores[i]
 		k := string(recordKey(keys, i))
+		// A record without a timestamp is at 0 for the cooldown (as ever), but its group says it
+		// had none (timed): an alert at 0 ms had one.
 		var at int64
-		if ts != nil && ts.IsValid(i) {
+		timed := ts != nil && ts.IsValid(i)
+		if timed {
 			at = int64(ts.Value(i))
 		}
 		if o, ok := g.open[k]; ok && at >= o.at && at-o.at < cooldown.Milliseconds() {
-			sc.Grouped, sc.AlertAt = true, o.at
+			sc.Grouped, sc.AlertAt, sc.AlertTimed = true, o.at, o.timed
 			o.folded++
 			continue
 		} else if ok {
@@ -366,7 +376,7 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 			delete(g.open, k)
 			continue
 		}
-		g.open[k] = &alertGroup{at: at, partition: part}
+		g.open[k] = &alertGroup{at: at, timed: timed, partition: part}
 	}
 }
 

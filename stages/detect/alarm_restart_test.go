@@ -260,16 +260,17 @@ func TestAlarmStateFile(t *testing.T) {
 	if saved.cap.count == 0 || len(saved.groups) == 0 || saved.series.pos != uint64(len(rows)) {
 		t.Fatalf("setup: %d flags in the cap, %d alert groups, position %d", saved.cap.count, len(saved.groups), saved.series.pos)
 	}
-	// Its size: 68 bytes (64 before format 2; 4 of them the fleet's pool, empty but on a scorer
-	// under keys.tail: fleet), the cap's flags (a bit a record of the window), 12 bytes and the
-	// key a series in alarm, 20 and the key an alert group (16 before format 3, its partition; a
-	// scorer's keys' caps: 56 and the key each at keys.window 200).
-	size := 68 + 8*((cfg.Window+63)/64)
+	// Its size: 76 bytes (64 before format 2, 68 before format 4; 4 of them the fleet's pool,
+	// empty but on a scorer under keys.tail: fleet; 8 the groups' generation), the cap's flags
+	// (a bit a record of the window), 12 bytes and the key a series in alarm, 21 and the key an
+	// alert group (16 before format 3, its partition; 20 before format 4, its flags; a scorer's
+	// keys' caps: 56 and the key each at keys.window 200).
+	size := 76 + 8*((cfg.Window+63)/64)
 	for k := range saved.series.keyed {
 		size += 12 + len(k)
 	}
 	for k := range saved.groups {
-		size += 20 + len(k)
+		size += 21 + len(k)
 	}
 	if n := len(saved.encode(cfg.Keys.Window)); n != size {
 		t.Errorf("the alarm state takes %d bytes, want %d", n, size)
@@ -721,7 +722,7 @@ func TestAlarmStateLongKey(t *testing.T) {
 	s := newFleetStage(t, cfg, []string{"value"})
 	s.series.pos, s.series.newest = 20, 19
 	s.series.keyed = map[string]uint64{"a": 18, long: 19}
-	s.groups.open = map[string]*alertGroup{"a": {at: 5}, long: {at: 6}}
+	s.groups.open = map[string]*alertGroup{"a": {at: 5, timed: true}, long: {at: 6, timed: true}}
 	s.Close()
 	r := newFleetStage(t, cfg, []string{"value"})
 	defer r.Close()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"math/bits"
 	"slices"
 	"strings"
@@ -27,8 +28,8 @@ import (
 //	         alarm starts; a file written before §12.30.2 holds every flag, read as starts: the
 //	         cap is spent sooner for at most a window after the restart),
 //	         series: keyless u64, newest u64, count u64, count x { key (length u32, bytes), at u64 },
-//	         groups: count u64, count x { key (length u32, bytes), at i64 (ms), folded u32
-//	         (format 3: partition u32) },
+//	         groups: (format 4: generation i64), count u64, count x { key (length u32, bytes),
+//	         at i64 (ms), folded u32 (format 3: partition u32; format 4: flags u8) },
 //	         keys' caps (a scorer's, else none): keys.window u32, count u64, count x { key (length
 //	         u32, bytes), partition u32, next u32, filled u32, ceil(keys.window / 64) x u64, at u64 }
 //
@@ -42,6 +43,14 @@ import (
 // group of a file of format 1 or 2 has no known partition: it is dropped at the first
 // assignment (the key's next flagged record a new alert), kept where no assignment is heard.
 //
+// Format 4 is format 3 with the consumer group generation the groups were last checked against
+// before their count (i64: -1 none, else an int32 at least 0: Stage.DropAlertsOutside's), and
+// after each group's partition a flags byte (bit 0: the alert's record had a timestamp, at;
+// else at is 0; the other bits 0). A restart keeps the groups only where its first assignment
+// is of the generation after that one (pipeline keyScope.stayed: no other member can have
+// owned the partitions in between); in a file of format 3 or before the generation is not
+// known, and a group at 0 ms had no time (as those releases read it).
+//
 // A scorer's keys' caps are its own (its keys' models come from the model topic, their flags
 // from it): each is given back to its key when the key's model is installed again after the
 // restart (InstallKeyModels), so that its alarm goes on; those of keys whose partitions moved
@@ -54,7 +63,7 @@ import (
 const (
 	alarmsSnapshotMagic = "\x89ODAS\r\n\x1a"
 	// AlarmsSnapshotFormat is the newest alarm state format this code reads and writes.
-	AlarmsSnapshotFormat = 3
+	AlarmsSnapshotFormat = 4
 	alarmsPrefix         = "alarms-"
 )
 
@@ -62,11 +71,15 @@ var alarmsSnapshotFile = sealed.Format{Magic: alarmsSnapshotMagic, Name: "outlie
 
 // alarmState is a copy of the stage's alarm state, for a save (the next batch changes it).
 type alarmState struct {
-	cap     alarmCap
-	series  seriesAlarms
-	groups  map[string]alertGroup
-	keyCaps map[string]savedCap // a scorer's keys' caps
-	fleet   *fleetTail          // a scorer's fleet pool (nil: empty)
+	cap    alarmCap
+	series seriesAlarms
+	groups map[string]alertGroup
+	// gen is the consumer group generation the groups were last checked against, genKnown
+	// whether there was one (alertGroups').
+	gen      int32
+	genKnown bool
+	keyCaps  map[string]savedCap // a scorer's keys' caps
+	fleet    *fleetTail          // a scorer's fleet pool (nil: empty)
 	// capsWindow is the keys' caps' records (keys.window) in the file read; capsDropped counts
 	// those dropped for another keys.window (decodeAlarms).
 	capsWindow, capsDropped int
@@ -80,7 +93,8 @@ type savedCap struct {
 
 // alarmsCopy copies the stage's alarm state.
 func (s *Stage) alarmsCopy() *alarmState {
-	a := &alarmState{cap: s.alarms.clone(), series: s.series, groups: make(map[string]alertGroup, len(s.groups.open))}
+	a := &alarmState{cap: s.alarms.clone(), series: s.series, groups: make(map[string]alertGroup, len(s.groups.open)),
+		gen: s.groups.gen, genKnown: s.groups.genKnown}
 	a.series.keyed = maps.Clone(s.series.keyed)
 	if s.keyed != nil && len(s.keyed.hand.back) > 0 { // (keys evicted since the last batch: their flags, as the next batch notes them)
 		a.series.handBack(s.keyed.hand.back, s.series.pos, s.cfg.Window, capLimit(s.cfg.AlarmRate, s.cfg.Window))
@@ -129,6 +143,12 @@ func (a *alarmState) pendingCaps(keyCaps map[string]savedCap, maxKeys int) {
 
 // encode is the alarm state file's payload (keysWindow: keys.window, the keys' caps' records).
 func (a *alarmState) encode(keysWindow int) []byte {
+	return a.encodeAs(AlarmsSnapshotFormat, keysWindow)
+}
+
+// encodeAs is the payload in format version format (an older one: what the older files hold,
+// for the tests of their reading; what it lacks, left out).
+func (a *alarmState) encodeAs(format uint32, keysWindow int) []byte {
 	var e sealed.Encoder
 	e.U32(uint32(a.cap.n))
 	e.U64(a.series.pos)
@@ -142,12 +162,29 @@ func (a *alarmState) encode(keysWindow int) []byte {
 		e.U64(a.series.keyed[k])
 	}
 	groups := savable(a.groups)
+	if format >= 4 {
+		gen := int64(-1)
+		if a.genKnown {
+			gen = int64(a.gen)
+		}
+		e.U64(uint64(gen))
+	}
 	e.U64(uint64(len(groups)))
 	for _, k := range groups {
+		g := a.groups[k]
 		e.Text(k)
-		e.U64(uint64(a.groups[k].at))
-		e.U32(uint32(a.groups[k].folded))
-		e.U32(uint32(a.groups[k].partition))
+		e.U64(uint64(g.at))
+		e.U32(uint32(g.folded))
+		if format >= 3 {
+			e.U32(uint32(g.partition))
+		}
+		if format >= 4 {
+			var flags byte
+			if g.timed {
+				flags |= groupTimed
+			}
+			e.Raw([]byte{flags})
+		}
 	}
 	e.U32(uint32(keysWindow))
 	caps := savable(a.keyCaps)
@@ -159,7 +196,9 @@ func (a *alarmState) encode(keysWindow int) []byte {
 		encodeCap(&e, &c.cap)
 		e.U64(c.cap.at)
 	}
-	encodeFleet(&e, a.fleet)
+	if format >= 2 {
+		encodeFleet(&e, a.fleet)
+	}
 	return e.Payload()
 }
 
@@ -202,6 +241,22 @@ func decodeCap(d *sealed.Decoder, c *alarmCap) error {
 	return nil
 }
 
+// groupTimed is a group's flag (format 4): the alert's record had a timestamp.
+const groupTimed = 1
+
+// groupBytes is the least an alert group takes in an alarm state of format version format (its
+// key empty): the key's length, its time and folded, from format 3 its partition, from format 4
+// its flags.
+func groupBytes(format uint32) int {
+	switch {
+	case format >= 4:
+		return 4 + 8 + 4 + 4 + 1
+	case format == 3:
+		return 4 + 8 + 4 + 4
+	}
+	return 4 + 8 + 4
+}
+
 // decodeAlarms reads an alarm state payload of this format version for a stage of detect.window
 // window and keys.window keysWindow.
 func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState, error) {
@@ -216,8 +271,8 @@ func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState,
 		return nil, err
 	}
 	a.series.keyless, a.series.newest = d.U64("keyless series"), d.U64("newest series")
-	// A series takes at least 12 bytes and a group 16: a count the payload cannot hold is
-	// refused before any allocation.
+	// A series takes at least 12 bytes and a group groupBytes(format): a count the payload
+	// cannot hold is refused before any allocation.
 	count := func(what string, least int) (uint64, error) {
 		c := d.U64(what)
 		if d.Err() != nil {
@@ -243,17 +298,34 @@ func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState,
 		}
 		a.series.keyed[k] = at
 	}
-	if c, err = count("alert groups", 16); err != nil {
+	if format >= 4 {
+		gen := int64(d.U64("groups' generation"))
+		if d.Err() == nil && (gen < -1 || gen > math.MaxInt32) {
+			return nil, snapErr("alert groups of generation %d", gen)
+		}
+		a.gen, a.genKnown = int32(max(gen, 0)), gen >= 0
+	}
+	if c, err = count("alert groups", groupBytes(format)); err != nil {
 		return nil, err
 	}
 	a.groups = make(map[string]alertGroup, c)
 	for range c {
 		k := d.Text(maxKeyLength, "group key")
 		at, folded, part := int64(d.U64("group time")), d.U32("group folded"), int32(-1)
+		timed := at != 0 // (before format 4 a group at 0 had no time)
 		if format >= 3 {
 			part = int32(d.U32("group partition"))
 		}
-		a.groups[k] = alertGroup{at: at, folded: int(folded), partition: part}
+		if format >= 4 {
+			f := d.Take(1, "group flags")
+			if d.Err() != nil {
+				return nil, sealedErr(d.Err())
+			}
+			if timed = f[0]&groupTimed != 0; f[0]&^groupTimed != 0 || !timed && at != 0 {
+				return nil, snapErr("group %q: flags %#x, time %d", k, f[0], at)
+			}
+		}
+		a.groups[k] = alertGroup{at: at, timed: timed, folded: int(folded), partition: part}
 	}
 	// The keys' caps of another keys.window are read past and dropped (their flags are of
 	// another window's records: the keys start them empty), the rest of the state kept.
@@ -340,6 +412,7 @@ func (s *Stage) loadAlarms(keysAt uint64) error {
 		}
 		*s.alarms, s.series = a.cap, a.series
 		s.groups.open = make(map[string]*alertGroup, len(a.groups))
+		s.groups.gen, s.groups.genKnown = a.gen, a.genKnown
 		for k, g := range a.groups {
 			s.groups.open[k] = &g
 		}

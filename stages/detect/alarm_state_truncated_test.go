@@ -3,27 +3,21 @@ package detect
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
+	"strings"
 	"testing"
 )
 
-// TestAlarmStateTruncated: every cut of a format-3 alarm state payload (a series in alarm, alert
-// groups with their partitions, one of them not known, a scorer's key's cap) is refused with
-// an error, never a panic or a state read from part of it; a group count past what the
-// payload holds is refused before its groups are read; the whole payload reads back to the
-// same state, the groups' partitions with it. Format 2's reading of the same bytes (no
-// partitions) does not take them whole either.
+// TestAlarmStateTruncated: every cut of a format-4 alarm state payload (a series in alarm, alert
+// groups with their partitions, one of them not known, one at 0 ms and one without a time, the
+// groups' generation, a scorer's key's cap) is refused with an error, never a panic or a state
+// read from part of it; a group count past what the payload holds is refused before its
+// groups are read; the whole payload reads back to the same state, the groups' partitions,
+// times and generation with it. Format 3's reading of the same bytes (no generation, no
+// flags) does not take them whole either.
 func TestAlarmStateTruncated(t *testing.T) {
 	const window, keysWindow = 100, 70
-	a := &alarmState{cap: *newAlarmCap(window), groups: map[string]alertGroup{
-		"a": {at: 1_700_000_000_000, folded: 3, partition: 7},
-		"b": {at: 1_700_000_060_000, folded: 0, partition: -1},
-	}}
-	a.series.pos, a.series.keyless, a.series.newest = 500, 450, 490
-	a.series.keyed = map[string]uint64{"s": 480}
-	a.cap.next, a.cap.filled = 5, 5
-	c := savedCap{partition: 2, cap: *newAlarmCap(keysWindow)}
-	c.cap.at = 400
-	a.keyCaps = map[string]savedCap{"k": c}
+	a := alarmFixture(window, keysWindow)
 	p := a.encode(keysWindow)
 	for n := range len(p) {
 		func() {
@@ -41,21 +35,145 @@ func TestAlarmStateTruncated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.groups["a"] != a.groups["a"] || b.groups["b"] != a.groups["b"] || !bytes.Equal(b.encode(keysWindow), p) {
-		t.Errorf("read back: groups %v, want %v", b.groups, a.groups)
+	for k, g := range a.groups {
+		if b.groups[k] != g {
+			t.Errorf("group %q read back as %+v, want %+v", k, b.groups[k], g)
+		}
 	}
-	if _, err := decodeAlarms(2, p, window, keysWindow); err == nil {
-		t.Error("a format-3 payload read as format 2 without an error")
+	if len(b.groups) != len(a.groups) || b.gen != a.gen || !b.genKnown || !bytes.Equal(b.encode(keysWindow), p) {
+		t.Errorf("read back: %d groups of generation %d (known %v), want %d of %d", len(b.groups), b.gen, b.genKnown, len(a.groups), a.gen)
+	}
+	if _, err := decodeAlarms(3, p, window, keysWindow); err == nil {
+		t.Error("a format-4 payload read as format 3 without an error")
 	}
 	// The group count: after the window, position, cap, keyless, newest, the series' count and
-	// its one series.
-	at := 4 + 8 + 8 + 8*((window+63)/64) + 8 + 8 + 8 + 4 + len("s") + 8
-	if got := binary.LittleEndian.Uint64(p[at:]); got != 2 {
-		t.Fatalf("setup: group count %d at byte %d, want 2 (the layout moved?)", got, at)
+	// its one series, and the groups' generation.
+	at := groupsAt(window) + 4 + len("s") + 8 + 8
+	if got := binary.LittleEndian.Uint64(p[at:]); got != uint64(len(a.groups)) {
+		t.Fatalf("setup: group count %d at byte %d, want %d (the layout moved?)", got, at, len(a.groups))
 	}
 	bad := bytes.Clone(p)
 	binary.LittleEndian.PutUint64(bad[at:], 1<<40)
 	if _, err := decodeAlarms(AlarmsSnapshotFormat, bad, window, keysWindow); err == nil {
 		t.Error("a group count of 2^40 read without an error")
+	}
+	// A generation that is no int32 of Kafka's (nor -1, none): refused.
+	for _, gen := range []int64{-2, 1 << 31} {
+		bad := bytes.Clone(p)
+		binary.LittleEndian.PutUint64(bad[at-8:], uint64(gen))
+		if _, err := decodeAlarms(AlarmsSnapshotFormat, bad, window, keysWindow); err == nil {
+			t.Errorf("the groups' generation %d read without an error", gen)
+		}
+	}
+	// A group's flags other than its time's, or a time on a group without one: refused.
+	for _, c := range []struct {
+		name string
+		key  string
+		g    alertGroup
+	}{
+		{"an unknown flag", "a", alertGroup{}},
+		{"a time without its flag", "u", alertGroup{at: 5}},
+	} {
+		one := &alarmState{cap: *newAlarmCap(window), groups: map[string]alertGroup{c.key: c.g}}
+		q := one.encode(keysWindow)
+		if c.name == "an unknown flag" {
+			q[groupsAt(window)+8+8+4+len(c.key)+8+4+4] = 2 // (generation, count, key, time, folded, partition)
+		}
+		if _, err := decodeAlarms(AlarmsSnapshotFormat, q, window, keysWindow); err == nil {
+			t.Errorf("%s read without an error", c.name)
+		}
+	}
+}
+
+// alarmFixture is an alarm state with a series in alarm, alert groups (with their partitions,
+// one not known; one at 0 ms, one without a time), their generation, and a scorer's key's cap.
+func alarmFixture(window, keysWindow int) *alarmState {
+	a := &alarmState{cap: *newAlarmCap(window), gen: 41, genKnown: true, groups: map[string]alertGroup{
+		"a": {at: 1_700_000_000_000, timed: true, folded: 3, partition: 7},
+		"b": {at: 1_700_000_060_000, timed: true, folded: 0, partition: -1},
+		"e": {at: 0, timed: true, folded: 1, partition: 2},  // 1970-01-01T00:00:00Z
+		"n": {at: 0, timed: false, folded: 2, partition: 2}, // no timestamp
+	}}
+	a.series.pos, a.series.keyless, a.series.newest = 500, 450, 490
+	a.series.keyed = map[string]uint64{"s": 480}
+	a.cap.next, a.cap.filled = 5, 5
+	c := savedCap{partition: 2, cap: *newAlarmCap(keysWindow)}
+	c.cap.at = 400
+	a.keyCaps = map[string]savedCap{"k": c}
+	return a
+}
+
+// groupsAt is the offset of an alarm state payload's groups (format 4: their generation, before
+// it their count) when it holds no series in alarm, for a stage of window records: after the
+// window, position, cap, keyless, newest and the series' count.
+func groupsAt(window int) int {
+	return 4 + 8 + 8 + 8*((window+63)/64) + 8 + 8 + 8
+}
+
+// TestAlarmStateOlderFormats: a payload of format 3 (the groups' partitions, no flags, no
+// generation) or 2 (no partitions either) reads back: its groups' generation not known (the
+// first assignment after the restart keeps none: pipeline keyScope.stayed), a group at 0 ms
+// without a time (as those releases wrote a group without one), the others with theirs.
+func TestAlarmStateOlderFormats(t *testing.T) {
+	const window, keysWindow = 100, 70
+	a := alarmFixture(window, keysWindow)
+	for _, format := range []uint32{2, 3} {
+		b, err := decodeAlarms(format, a.encodeAs(format, keysWindow), window, keysWindow)
+		if err != nil {
+			t.Fatalf("format %d: %v", format, err)
+		}
+		if b.genKnown || len(b.groups) != len(a.groups) {
+			t.Errorf("format %d: %d groups, generation known %v; want %d, not known", format, len(b.groups), b.genKnown, len(a.groups))
+		}
+		for k, g := range a.groups {
+			want := g
+			want.timed = g.at != 0
+			if format < 3 {
+				want.partition = -1
+			}
+			if b.groups[k] != want {
+				t.Errorf("format %d: group %q read back as %+v, want %+v", format, k, b.groups[k], want)
+			}
+		}
+	}
+}
+
+// TestAlarmStateGroupCountExact: the alert group count is checked against the bytes a group of
+// the file's format takes at least (its key's length, its time and folded; from format 3 its
+// partition: 20 bytes; from format 4 its flags: 21), not 16 (format 2's) for every format: a
+// count that groups of the format before would fit in the bytes left is refused with the
+// count's error before any group is read or its map made. Before, it passed the check and
+// failed later, reading groups.
+func TestAlarmStateGroupCountExact(t *testing.T) {
+	const window, keysWindow = 100, 70
+	a := &alarmState{cap: *newAlarmCap(window), groups: map[string]alertGroup{}, genKnown: true, gen: 3}
+	a.series.pos = 500
+	for i := range 40 {
+		a.groups[string(rune('a'+i%26))+string(rune('a'+i/26))] = alertGroup{at: 1_700_000_000_000, timed: true, partition: int32(i)}
+	}
+	for _, c := range []struct {
+		format      uint32
+		least, less int // a group's least bytes in the format, and in the one before
+	}{{2, 16, 15}, {3, 20, 16}, {4, 21, 20}} {
+		p := a.encodeAs(c.format, keysWindow)
+		at := groupsAt(window)
+		if c.format >= 4 {
+			at += 8 // (the groups' generation)
+		}
+		if got := binary.LittleEndian.Uint64(p[at:]); got != 40 {
+			t.Fatalf("format %d: setup: group count %d at byte %d, want 40 (the layout moved?)", c.format, got, at)
+		}
+		left := len(p) - at - 8
+		n := uint64(left / c.less)
+		if n*uint64(c.least) <= uint64(left) {
+			t.Fatalf("format %d: setup: %d groups of %d bytes fit the %d bytes left", c.format, n, c.least, left)
+		}
+		bad := bytes.Clone(p)
+		binary.LittleEndian.PutUint64(bad[at:], n)
+		_, err := decodeAlarms(c.format, bad, window, keysWindow)
+		if want := fmt.Sprintf("%d alert groups cannot fit in the %d bytes left", n, left); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("format %d: a group count of %d (%d-byte groups fit the %d bytes left, %d-byte ones not): %v, want the count's error %q",
+				c.format, n, c.less, left, c.least, err, want)
+		}
 	}
 }

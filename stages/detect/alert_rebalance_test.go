@@ -108,8 +108,10 @@ func TestAlertGroupsLeaveWithPartition(t *testing.T) {
 				s.Close()
 				s = open()
 			}
+			gen := int32(0)
 			rebalance := func(keep func(int32) bool) { // (pipeline.rebalanced's order)
-				s.DropAlertsOutside(keep)
+				gen++
+				s.DropAlertsOutside(gen, keep)
 				s.DropKeysOutside(keep)
 			}
 			rebalance(func(p int32) bool { return p != 0 }) // partition 0 moves away

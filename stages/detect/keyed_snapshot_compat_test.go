@@ -81,10 +81,10 @@ func TestKeysSnapshotBeforeFlagRings(t *testing.T) {
 // scorer under keys.tail: fleet serving the global model and the ten keys' models of a builder fed
 // rows 0..2000 of the fleet below, fed rows 2000..4000 (a +12 sd shift of one key from row 3000:
 // its cap, series and groups in alarm), stopped. Today's code reads it with its pool empty (as
-// that code's restart started it) and its groups' partitions unknown, writes it back as format
-// 3 (the empty pool: 4 bytes more, and 4 a group, its partition: -1), and reads that back to the
-// same state,
-// and a scorer restarted from it scores rows 4000..5000 as that code's restarted scorer did
+// that code's restart started it), its groups' partitions and generation unknown (a group
+// timed unless at 0 ms), writes it back as format 1 byte for byte and as format 4 (the empty
+// pool: 4 bytes more, the groups' generation 8, and 5 a group, its partition -1 and flags),
+// and reads that back to the same state, and a scorer restarted from it scores rows 4000..5000 as that code's restarted scorer did
 // (the digest, of index, score bits, flagged, suppressed, held, grouped).
 func TestAlarmStateFormat1(t *testing.T) {
 	old, err := os.ReadFile("testdata/alarms_v1_scorer_fleet.bin")
@@ -110,13 +110,20 @@ func TestAlarmStateFormat1(t *testing.T) {
 		t.Fatalf("read back: pool %v, position %d, %d keys' caps, %d groups; want none, 2000, 10, some", a.fleet != nil, a.series.pos, len(a.keyCaps), len(a.groups))
 	}
 	for k, g := range a.groups {
-		if g.partition != -1 {
-			t.Fatalf("group %q read from format 1 at partition %d, want -1 (not known)", k, g.partition)
+		if g.partition != -1 || g.timed != (g.at != 0) {
+			t.Fatalf("group %q read from format 1 at partition %d, timed %v (at %d), want -1 (not known), timed unless at 0", k, g.partition, g.timed, g.at)
 		}
 	}
+	if a.genKnown {
+		t.Fatalf("format 1 read with the groups' generation %d, want none", a.gen)
+	}
+	if !bytes.Equal(a.encodeAs(1, cfg.Keys.Window), p) {
+		t.Fatal("written again as format 1: other bytes (the older formats' writing, which the tests of their reading use)")
+	}
 	again := a.encode(cfg.Keys.Window)
-	if len(again) != len(p)+4+4*len(a.groups) {
-		t.Fatalf("written again: %d bytes, want the %d read, 4 a group (%d) and 4 (an empty pool)", len(again), len(p), len(a.groups))
+	if len(again) != len(p)+4+8+5*len(a.groups) {
+		t.Fatalf("written again: %d bytes, want the %d read, 4 (an empty pool), 8 (the groups' generation, none) and 5 a group (%d: partition -1, flags)",
+			len(again), len(p), len(a.groups))
 	}
 	if b, err := decodeAlarms(AlarmsSnapshotFormat, again, cfg.Window, cfg.Keys.Window); err != nil || !bytes.Equal(b.encode(cfg.Keys.Window), again) {
 		t.Fatalf("written again and read back: %v, or other bytes", err)

@@ -167,18 +167,27 @@ func (s *Stage) DropKeysOutside(keep func(partition int32) bool) int {
 
 // DropAlertsOutside forgets the alert groups (detect.alert_cooldown) whose alert's partition
 // keep refuses (after a rebalance: moved to another instance, which alerts for their keys
-// while it owns them; a group of an unknown partition, from an alarm state of format 1 or 2,
-// too unless keep takes -1) and returns how many. Under key_by: none too, where the groups are
-// per record key on the global model's path: a partition's keys are another instance's all the
-// same. A key whose partition comes back starts a new alert (one too many at most, never one
-// lost), not one folded into this instance's alert of before the move.
-func (s *Stage) DropAlertsOutside(keep func(partition int32) bool) int {
+// while it owns them, or not continuously this instance's: pipeline keyScope.stayed; a group
+// of an unknown partition, from an alarm state of format 1 or 2, too unless keep takes -1) and
+// returns how many. gen is the consumer group generation keep is of: the groups are checked
+// against it from here (AlertsGeneration), and saved with it (alarm state format 4). Under
+// key_by: none too, where the groups are per record key on the global model's path: a
+// partition's keys are another instance's all the same. A key whose partition comes back
+// starts a new alert (one too many at most, never one lost), not one folded into this
+// instance's alert of before the move.
+func (s *Stage) DropAlertsOutside(gen int32, keep func(partition int32) bool) int {
+	s.groups.gen, s.groups.genKnown = gen, true
 	n := s.groups.dropOutside(keep)
 	if n > 0 {
 		s.deps.Log.Info().Int("alert_groups", n).Msg("alert groups of the partitions moved away forgotten: their keys' next flagged records are new alerts")
 	}
 	return n
 }
+
+// AlertsGeneration is the consumer group generation the alert groups were last checked against
+// (DropAlertsOutside), or the one restored with them from the alarm state (format 4); ok false
+// when none: no assignment yet, or a state of format 3 or before.
+func (s *Stage) AlertsGeneration() (gen int32, ok bool) { return s.groups.gen, s.groups.genKnown }
 
 // OwnPartitions gives the stage what says whether the instance owns a partition now (its
 // consumer group's assignment), so that a record of a partition already moved away opens no

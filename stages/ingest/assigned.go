@@ -3,36 +3,62 @@ package ingest
 import "sync"
 
 // The partitions a Source is assigned (detect.key_by on a scorer: it keeps the models of its
-// partitions' keys only; pipeline/modelkeys.go): the consumer group's generation says which,
-// when it starts (fetch.go startGeneration), before any of them is fetched.
+// partitions' keys only; pipeline/modelkeys.go; every role that flags: its alert groups go with
+// their partitions): the consumer group's generation says which, when it starts (fetch.go
+// startGeneration), before any of them is fetched.
+
+// Assignment is one generation of the consumer group as this member has it.
+//
+// Whether a partition stayed this member's: a partition in two of its assignments in a row was
+// its own throughout, no other member's in between, only when the second's Generation is the
+// first's + 1. The group's coordinator numbers every generation it completes, one more each,
+// with this member or without it; each has one owner per partition (kafka-go's protocol is the
+// eager one: every member gives its partitions up before the next generation starts), and a
+// member that does not rejoin in time (its session expired, it was paused or cut off, it left
+// and came back, restarted) is not in the next. So a generation between two of this member's
+// assignments (one it missed) may have given the partition to another member, which fetched
+// it and acted on its records meanwhile. A gap proves no such loss (the missed generation may
+// be one whose SyncGroup failed, or an empty one while the member restarted alone), and
+// consecutive ids prove none happened: a user that must not take another member's work for its
+// own (pipeline keyScope.stayed: the alert groups) takes every gap as a loss of every
+// partition. The ids of one process's assignments grow; after a restart the first one is
+// compared with the last one saved (detect's alarm state format 4).
+type Assignment struct {
+	// Generation is the consumer group's generation id (Kafka's: kafka-go's Generation.ID).
+	Generation int32
+	// Partitions are the member's partitions of the topic in it, ascending (empty: none).
+	Partitions []int32
+}
 
 // assignment is the Source's view of its assigned partitions.
 type assignment struct {
-	mu   sync.Mutex
-	on   func(partitions []int32)
-	last []int32 // the latest assignment (nil: none yet)
+	mu    sync.Mutex
+	on    func(Assignment)
+	last  Assignment
+	heard bool // last is one (an assignment was heard)
 }
 
-// set takes a generation's partitions (ascending; empty when it has none) and passes them on.
-func (a *assignment) set(parts []int32) {
+// set takes a generation's assignment and passes it on.
+func (a *assignment) set(as Assignment) {
 	a.mu.Lock()
 	defer a.mu.Unlock() // (held while on runs: assignments reach it one at a time, in order)
-	a.last = parts
+	a.last, a.heard = as, true
 	if a.on != nil {
-		a.on(parts)
+		a.on(as)
 	}
 }
 
-// OnAssigned makes f hear the Source's partitions of its topic at every new assignment (a
-// rebalance; empty when it has none), on the group's goroutine, one at a time and in order; an
+// OnAssigned makes f hear the Source's assignment at every new generation (a rebalance; its
+// partitions empty when it has none), on the group's goroutine, one at a time and in order; an
 // assignment heard before OnAssigned reaches f at once (the group is joined as soon as the
-// Source is made).
-func (s *Source) OnAssigned(f func(partitions []int32)) {
+// Source is made). f runs before the generation's partitions are fetched: the generation's
+// fetch waits for it.
+func (s *Source) OnAssigned(f func(Assignment)) {
 	a := s.assigned
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.on = f
-	if a.last != nil {
+	if a.heard {
 		f(a.last)
 	}
 }

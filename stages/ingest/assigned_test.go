@@ -23,9 +23,9 @@ func TestSourceAssigned(t *testing.T) {
 	defer src.Close()
 	var mu sync.Mutex
 	var got [][]int32
-	src.OnAssigned(func(p []int32) {
+	src.OnAssigned(func(a Assignment) {
 		mu.Lock()
-		got = append(got, p)
+		got = append(got, a.Partitions)
 		mu.Unlock()
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -79,7 +79,7 @@ func TestSourceCommitInFlightBlocksNothing(t *testing.T) {
 	}
 	started := make(chan struct{})
 	go func() {
-		src.newGeneration([]int32{0, 1, 2})
+		src.newGeneration(Assignment{Generation: 1, Partitions: []int32{0, 1, 2}})
 		close(started)
 	}()
 	select {

@@ -87,9 +87,9 @@ type groupFetcher struct {
 	// to the end (else to the first retained record), as Kafka's auto.offset.reset.
 	resetLatest bool
 	logf, errf  func(string, ...any)
-	// assigned is called with a generation's member id and partitions of the topic
-	// (ascending) when it starts, before any of them is fetched.
-	assigned func(member string, partitions []int32)
+	// assigned is called with a generation's member id and assignment (its id, its partitions
+	// of the topic, ascending) when it starts, before any of them is fetched.
+	assigned func(member string, a Assignment)
 	// revoked is called when a generation ends while the fetcher is open, after its partition
 	// goroutines stopped: the Source commits what is done with that generation.
 	revoked func(*kafka.Generation)
@@ -116,7 +116,7 @@ type groupFetcher struct {
 
 func newGroupFetcher(cgc kafka.ConsumerGroupConfig, topic string, chunkSize, maxBytes int,
 	newDecoder func() Decoder, newDecoded func() *Decoded,
-	logf, errf func(string, ...any), assigned func(string, []int32), revoked func(*kafka.Generation)) (*groupFetcher, error) {
+	logf, errf func(string, ...any), assigned func(string, Assignment), revoked func(*kafka.Generation)) (*groupFetcher, error) {
 	cg, err := kafka.NewConsumerGroup(cgc)
 	if err != nil {
 		return nil, err
@@ -178,7 +178,7 @@ func (f *groupFetcher) startGeneration(gen *kafka.Generation, seq int64) {
 		ids = append(ids, int32(a.ID))
 	}
 	slices.Sort(ids)
-	f.assigned(gen.MemberID, ids)
+	f.assigned(gen.MemberID, Assignment{Generation: gen.ID, Partitions: ids})
 	f.mu.Lock()
 	f.gen = gen
 	f.live.Store(seq)

@@ -29,7 +29,7 @@ func rejoinSource(t *testing.T) (*Source, func(key int16, fn func(kmsg.Request) 
 	cfg.SessionTimeout = 30 * time.Second // the broker's wait for a member that is gone
 	s := openSource(t, cfg)
 	gens := make(chan time.Time, 16)
-	s.OnAssigned(func([]int32) { gens <- time.Now() })
+	s.OnAssigned(func(Assignment) { gens <- time.Now() })
 	select {
 	case <-gens:
 	case <-time.After(15 * time.Second):

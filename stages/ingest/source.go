@@ -172,9 +172,9 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 	}
 	s.fetch, err = newGroupFetcher(cgc, cfg.Topic, cfg.BatchSize, cfg.FetchMaxBytes,
 		func() Decoder { return checked.NewDecoder() }, cfg.NewDecoded,
-		debugLog.Printf, errLog.Printf, func(member string, parts []int32) {
+		debugLog.Printf, errLog.Printf, func(member string, a Assignment) {
 			reaper.generationStarted(member)
-			s.newGeneration(parts)
+			s.newGeneration(a)
 		}, s.commitRevoked)
 	if err != nil {
 		reaper.close()
@@ -334,7 +334,7 @@ func (s *Source) track(m kafka.Message) {
 	}
 }
 
-// newGeneration is told each generation's partitions when it starts, before any is fetched, and
+// newGeneration is told each generation's assignment when it starts, before any is fetched, and
 // drops what earlier generations left in flight: every partition is fetched again from the
 // group's committed offset (the ended generation's done records were committed as it ended:
 // commitRevoked), so a partition kept here is read again from there, one moved away is its new
@@ -342,7 +342,7 @@ func (s *Source) track(m kafka.Message) {
 // committed, past this member's old records: committing their offsets would move the group's
 // back (TestSourceNoBackwardCommitMovedBack; no offset regression shows them stale there).
 // Their late acks are ignored.
-func (s *Source) newGeneration(parts []int32) {
+func (s *Source) newGeneration(a Assignment) {
 	s.genMu.Lock()
 	for p := range s.tracked {
 		s.cp.Revoke(p)
@@ -353,7 +353,7 @@ func (s *Source) newGeneration(parts []int32) {
 	clear(s.committed)
 	s.commitEpoch++
 	s.commitMu.Unlock()
-	s.assigned.set(parts)
+	s.assigned.set(a)
 }
 
 // Commit commits to the group, for each partition, the offset below which every record is

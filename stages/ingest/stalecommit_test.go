@@ -66,9 +66,9 @@ func testNoBackwardCommit(t *testing.T, env kafkaEnv, movedBack bool) {
 	defer a.Close()
 	var assignMu sync.Mutex
 	var assignments [][]int32
-	a.OnAssigned(func(parts []int32) {
+	a.OnAssigned(func(as Assignment) {
 		assignMu.Lock()
-		assignments = append(assignments, parts)
+		assignments = append(assignments, as.Partitions)
 		assignMu.Unlock()
 	})
 	// A alone: fetch until it holds records of every partition, and keep them unfinished.

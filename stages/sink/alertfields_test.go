@@ -25,11 +25,13 @@ func alertRows() ([]testbatch.Row, []map[string]any) {
 	}
 	rows := []testbatch.Row{
 		{Offset: 20, Key: []byte("sensor-1"), Score: sc(batch.Score{Suppressed: true})},
-		{Offset: 21, Key: []byte("sensor-1"), Score: sc(batch.Score{Outlier: true, Grouped: true, AlertAt: at.UnixMilli()})},
+		{Offset: 21, Key: []byte("sensor-1"), Score: sc(batch.Score{Outlier: true, Grouped: true, AlertTimed: true, AlertAt: at.UnixMilli()})},
 		{Offset: 22, Key: []byte("sensor-1"), Score: sc(batch.Score{Outlier: true, Folded: 3})},
 		// An alert whose record had no timestamp: the group's time is unknown, not 1970.
 		{Offset: 23, Key: []byte("sensor-2"), Score: sc(batch.Score{Outlier: true, Grouped: true})},
 		{Offset: 24, Key: []byte("sensor-2"), Score: sc(batch.Score{Outlier: true})},
+		// An alert at 0 ms: a time, not none.
+		{Offset: 25, Key: []byte("sensor-3"), Score: sc(batch.Score{Outlier: true, Grouped: true, AlertTimed: true})},
 	}
 	want := []map[string]any{
 		{"suppressed": true},
@@ -37,6 +39,7 @@ func alertRows() ([]testbatch.Row, []map[string]any) {
 		{"folded_into_previous_alert": 3.0},
 		{"folded": true, "alert_timestamp": nil},
 		{},
+		{"folded": true, "alert_timestamp": "1970-01-01T00:00:00Z"},
 	}
 	for i := range rows {
 		rows[i].Partition, rows[i].Time, rows[i].Features = 1, ts0.Add(time.Duration(i)*time.Second), []float32{1, 2}

@@ -286,7 +286,7 @@ func appendScoresJSON(dst []byte, sc *batch.Score) ([]byte, error) {
 	}
 	if sc.Grouped {
 		dst = append(dst, `,"folded":true,"alert_timestamp":`...)
-		if sc.AlertAt != 0 {
+		if sc.AlertTimed {
 			dst = appendJSONString(dst, time.UnixMilli(sc.AlertAt).UTC().Format(time.RFC3339Nano), false)
 		} else {
 			dst = append(dst, "null"...)

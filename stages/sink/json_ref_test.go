@@ -69,7 +69,7 @@ func alertJSON(sc *batch.Score) jsonAlert {
 	a := jsonAlert{Suppressed: sc.Suppressed, Folded: sc.Grouped, FoldedIntoPreviousAlert: sc.Folded}
 	if sc.Grouped {
 		a.AlertTimestamp = json.RawMessage("null")
-		if sc.AlertAt != 0 {
+		if sc.AlertTimed {
 			a.AlertTimestamp, _ = json.Marshal(time.UnixMilli(sc.AlertAt).UTC().Format(time.RFC3339Nano))
 		}
 	}
@@ -247,13 +247,15 @@ func TestEncodeJSONMatchesEncodingJSON(t *testing.T) {
 			if r.IntN(3) == 0 { // a scorer's record scored by its key's published model
 				sc.ByKey, sc.KeyModelVersion = true, r.Uint64()
 			}
-			switch r.IntN(5) { // the alarm cap and the alert groups
+			switch r.IntN(6) { // the alarm cap and the alert groups
 			case 1:
 				sc.Outlier, sc.Suppressed = false, true
 			case 2:
-				sc.Outlier, sc.Grouped, sc.AlertAt = true, true, r.Int64N(1<<42)
+				sc.Outlier, sc.Grouped, sc.AlertTimed, sc.AlertAt = true, true, true, r.Int64N(1<<42)
 			case 3:
 				sc.Outlier, sc.Grouped = true, true // the alert had no timestamp
+			case 5:
+				sc.Outlier, sc.Grouped, sc.AlertTimed = true, true, true // the alert at 1970-01-01T00:00:00Z
 			case 4:
 				sc.Outlier, sc.Folded = true, 1+r.IntN(1000)
 			}

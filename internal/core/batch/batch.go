@@ -393,9 +393,13 @@ type Score struct {
 	// (detect.alert_cooldown) after the key's last alert: folded into that alert, so the sink
 	// does not emit it under emit: outliers (it does under emit: all).
 	Grouped bool
-	// AlertAt, on a Grouped record, is the timestamp (ms since the epoch, UTC) of the key's
-	// alert it was folded into: with the key, it names that alert (the sink's "alert_timestamp").
-	// 0 when that alert's record had no timestamp.
+	// AlertTimed, on a Grouped record: the key's alert it was folded into had a timestamp,
+	// AlertAt; false when that alert's record had none (AlertAt 0; the sink's "alert_timestamp"
+	// null). Apart from AlertAt, since 0 is a time too: 1970-01-01T00:00:00Z.
+	AlertTimed bool
+	// AlertAt, on a Grouped record with AlertTimed, is the timestamp (ms since the epoch, UTC)
+	// of the key's alert it was folded into: with the key, it names that alert (the sink's
+	// "alert_timestamp").
 	AlertAt int64
 	// Folded, on an alert (a flagged record not Grouped), is how many flagged records of its key
 	// were folded into the key's previous alert (0 without a cooldown).

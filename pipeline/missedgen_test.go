@@ -1,0 +1,134 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/sink"
+)
+
+// TestMissedGenerationAlertKfake: end to end, an instance removed from its consumer group (as
+// the coordinator removes a member whose session expired: a LeaveGroup sent for it) joins again
+// with the same partition: its alert groups go, since it missed a generation in which another
+// member may have owned the partition and alerted for its keys. s1's fault is alerted, every
+// record committed, the member removed; once the instance is back, s1's next far record, 5
+// minutes after its alert (alert_cooldown 10m), is a new alert. Without the removal it is
+// folded into the alert (the control). Before, the assignment's partitions alone were compared
+// (the same): it was folded after the removal too.
+func TestMissedGenerationAlertKfake(t *testing.T) {
+	for _, removed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("removed %v", removed), func(t *testing.T) {
+			br := testsupport.KfakeBroker(t)
+			in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+			testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
+			t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+			rng := rand.New(rand.NewPCG(20, 28))
+			rec := func(i int, far bool) *kgo.Record {
+				temp, hum := 20+rng.NormFloat64(), 40+rng.NormFloat64()
+				if far {
+					temp = 80
+				}
+				return &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", i%3), Timestamp: t0.Add(time.Duration(i) * time.Second),
+					Value: fmt.Appendf(nil, `{"temp":%.3f,"hum":%.3f}`, temp, hum)}
+			}
+			const first, alert, again = 1500, 1201, 1501 // (records 1201 and 1501 are s1's)
+			var recs []*kgo.Record
+			for i := range first {
+				recs = append(recs, rec(i, i == alert))
+			}
+			testsupport.Produce(t, br, recs...)
+			cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
+			cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp", "hum"}, nil
+			cfg.Detect.FlagBy = detect.FlagBySignificance
+			cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Distance.N = 1000, 500, 50
+			cfg.Detect.AlarmRate, cfg.Detect.AlertCooldown = 0.003, 10*time.Minute
+			cfg.Run.CommitInterval = 100 * time.Millisecond
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			r := startPipeline(t, cfg, nil)
+			cl := &kafka.Client{Addr: kafka.TCP(br.Addrs...), Timeout: 5 * time.Second}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			// until every record of the first part is committed (none read again after the
+			// removal), and the group's one member is known
+			var member string
+			for {
+				if ctx.Err() != nil {
+					t.Fatalf("the first %d records not committed in 60 s", first)
+				}
+				time.Sleep(50 * time.Millisecond)
+				off, err := cl.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{in: {0}}})
+				if err != nil || len(off.Topics[in]) != 1 || off.Topics[in][0].CommittedOffset < first {
+					continue
+				}
+				if member = groupMember(ctx, cl, group); member != "" {
+					break
+				}
+			}
+			if removed {
+				res, err := cl.LeaveGroup(ctx, &kafka.LeaveGroupRequest{GroupID: group, Members: []kafka.LeaveGroupRequestMember{{ID: member}}})
+				if err != nil || res.Error != nil {
+					t.Fatalf("removing the member %s: %v %v", member, err, res)
+				}
+				for m := groupMember(ctx, cl, group); m == "" || m == member; m = groupMember(ctx, cl, group) {
+					if ctx.Err() != nil {
+						t.Fatal("the instance not back in the group in 60 s")
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			recs = recs[:0]
+			for i := first; i < first+30; i++ {
+				recs = append(recs, rec(i, i == again))
+			}
+			testsupport.Produce(t, br, recs...)
+			for r.p.Stats().RecordsOut.Load() < first+30 {
+				if ctx.Err() != nil {
+					t.Fatalf("%d records out in 60 s, want %d", r.p.Stats().RecordsOut.Load(), first+30)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err := r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			outs := map[int64]alertOutput{}
+			for _, m := range testsupport.ReadTopic(t, br, out, 1) {
+				var o alertOutput
+				if err := json.Unmarshal(m.Value, &o); err != nil {
+					t.Fatalf("output %s: %v", m.Value, err)
+				}
+				outs[o.Offset] = o // (the last, of a record read again)
+			}
+			a, b := outs[alert], outs[again]
+			if a.Scores == nil || !a.Scores.Outlier || a.Scores.Folded {
+				t.Fatalf("setup: s1's first far record: %+v, want an alert", a.Scores)
+			}
+			if b.Scores == nil || !b.Scores.Outlier {
+				t.Fatalf("s1's far record after: %+v, want flagged", b.Scores)
+			}
+			if b.Scores.Folded == removed {
+				t.Errorf("s1's far record 5 minutes after its alert, the instance removed from its group and back %v: folded %v (alert_timestamp %s), want %v (%s)",
+					removed, b.Scores.Folded, b.Scores.AlertTimestamp, !removed, b.Explanation)
+			}
+		})
+	}
+}
+
+// groupMember is the one member of group in a stable generation, or "".
+func groupMember(ctx context.Context, cl *kafka.Client, group string) string {
+	res, err := cl.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+	if err != nil || len(res.Groups) != 1 || res.Groups[0].Error != nil || res.Groups[0].GroupState != "Stable" || len(res.Groups[0].Members) != 1 {
+		return ""
+	}
+	return res.Groups[0].Members[0].MemberID
+}
