@@ -306,10 +306,13 @@ func (s *Stage) maybeRebuild() {
 }
 
 // reference is what a build or a recalibration reads: a snapshot of the window without the
-// records found significant (alarm.go: a fault repeated does not become normal).
+// records found significant (alarm.go: a fault repeated does not become normal) but those the
+// stream reached continuously (outcast_jump.go: the model follows a moving level).
 func (s *Stage) reference() (cols, sds [][]float32) {
 	cols, sds = s.win.Snapshot()
-	cols, sds, _ = withoutOutcasts(cols, sds, s.recs.significant(s.win.Len()), s.cfg.Window)
+	bits := s.recs.significant(s.win.Len())
+	keepJumps(cols, bits, outcastZ(s.cfg.MinScore))
+	cols, sds, _ = withoutOutcasts(cols, sds, bits, s.cfg.Window)
 	return cols, sds
 }
 
