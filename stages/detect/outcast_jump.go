@@ -34,8 +34,9 @@ import (
 // in as a moving stream is; a joint fault whose features each stay within their spread of the
 // recent past (a broken correlation) is taken in too, the test being per feature. The records
 // are read in stream order: an interleaved fleet under one model (no key_by) compares a record
-// with other series' records, which are its window's mixture, and then behaves as before (nearly
-// every significant record far from it). An episode that begins within the window's first
+// with other series' records, the window's mixture, in the mixture's spread: a series' fault
+// within the fleet's range is taken in there (key_by: key gives each series its own model and
+// keyed_outcast.go's rule). An episode that begins within the window's first
 // jumpBaseline records has no baseline: it stays out, as every significant record did before.
 
 // jumpBaseline is the number of records before a significant record whose median is its recent
