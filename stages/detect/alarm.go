@@ -15,9 +15,7 @@ import (
 // starts, admitStart; a key's: every flag, admitRun), a record that continues one always; a
 // significant record over the cap is suppressed (explained, not flagged).
 // Significant records are kept out of the next models' reference (outcasts), so a fault does not
-// become normal by repeating, and is flagged until the model learns it (after about a window);
-// but on the global model's path not those the stream reached continuously, near its own recent
-// past (outcast_jump.go: a moving level is followed, a jump stays out).
+// become normal by repeating, and is flagged until the model learns it (after about a window).
 
 // outcastFloor is the share of the window a build keeps at least: significant records are
 // left out of a build while the others are at least this share of the window; a window where

@@ -305,27 +305,11 @@ func (s *Stage) maybeRebuild() {
 	}
 }
 
-// reference is what a build or a recalibration reads, taken on the stage's goroutine: a snapshot
-// of the window (its own copy) and its records' significance. referenceRows makes the rows of it
-// on the build's goroutine.
-type refSnapshot struct {
-	cols, sds [][]float32
-	sig       []bool
-}
-
-func (s *Stage) reference() refSnapshot {
-	cols, sds := s.win.Snapshot()
-	return refSnapshot{cols: cols, sds: sds, sig: s.recs.significant(s.win.Len())}
-}
-
-// rows are the reference's records without those found significant (alarm.go: a fault
-// repeated does not become normal) but those the stream reached continuously
-// (outcast_jump.go: the model follows a moving level). Off the stage's goroutine: keepJumps
-// reads every significant record's recent past (about 0.13 s of one core at W = 50,000 with a
-// third of the window significant and near it).
-func (r refSnapshot) rows(cfg Config) (cols, sds [][]float32) {
-	keepJumps(r.cols, r.sig, outcastZ(cfg.MinScore))
-	cols, sds, _ = withoutOutcasts(r.cols, r.sds, r.sig, cfg.Window)
+// reference is what a build or a recalibration reads: a snapshot of the window without the
+// records found significant (alarm.go: a fault repeated does not become normal).
+func (s *Stage) reference() (cols, sds [][]float32) {
+	cols, sds = s.win.Snapshot()
+	cols, sds, _ = withoutOutcasts(cols, sds, s.recs.significant(s.win.Len()), s.cfg.Window)
 	return cols, sds
 }
 
@@ -335,7 +319,7 @@ func (r refSnapshot) rows(cfg Config) (cols, sds [][]float32) {
 // calibration follows the stream every recalibrate_records, at a small part of a full build's
 // cost (the solving set and the micro-clusters stay until the next full build).
 func (s *Stage) startRecalibration() {
-	ref := s.reference()
+	cols, _ := s.reference()
 	s.builds.running, s.builds.sinceRank = true, 0
 	next := *s.model
 	next.Version = s.builds.version + 1
@@ -343,7 +327,6 @@ func (s *Stage) startRecalibration() {
 	cfg := s.cfg
 	go func() {
 		start := time.Now()
-		cols, _ := ref.rows(cfg)
 		r, err := buildRanker(cols, sortedColumns(cols), next.Features, cfg)
 		if err != nil {
 			s.builds.done <- buildResult{err: err}
@@ -451,13 +434,12 @@ func (s *Stage) columns(b *batch.Batch) (means, sds [][]float32, err error) {
 
 // startBuild snapshots the window and builds the next model on a new goroutine.
 func (s *Stage) startBuild() {
-	ref := s.reference()
+	cols, sds := s.reference()
 	s.builds.running, s.builds.sinceLast, s.builds.sinceRank, s.builds.lastBuild = true, 0, 0, time.Now()
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.builds.version + 1
 	cfg, features, accel, members := s.cfg, s.features, s.deps.Accelerator, s.recs.members()
 	go func() {
-		cols, sds := ref.rows(cfg)
 		m, err := buildOn(accel, cols, sds, features, cfg, version)
 		if m != nil {
 			m.Members = members
