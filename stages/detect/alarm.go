@@ -327,8 +327,10 @@ type alertGroups struct {
 }
 
 type alertGroup struct {
-	at     int64 // the alert's timestamp, ms (0 when it had none)
-	timed  bool  // the alert's record had a timestamp (at): 0 ms is a time too
+	at    int64 // the alert's timestamp, ms (0 when it had none)
+	timed bool  // the alert's record had a timestamp (at): 0 ms is a time too
+	// (fold opens groups of timed alerts only; an untimed one is read from an alarm state file
+	// of an older release, and folds nothing.)
 	folded int
 	// partition is the alert's record's source partition (-1: not known, a group read from an
 	// alarm state file of format 1 or 2): a key's records come from one partition when the
@@ -353,15 +355,15 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 	}
 	for _, i := range rowsWhere(b.Scores, func(sc *batch.Score) bool { return sc.Outlier }) {
 		sc := &b.Scores[i]
-		k := string(recordKey(keys, i))
-		// A record without a timestamp is at 0 for the cooldown (as ever), but its group says it
-		// had none (timed): an alert at 0 ms had one.
-		var at int64
-		timed := ts != nil && ts.IsValid(i)
-		if timed {
-			at = int64(ts.Value(i))
+		// A record without a timestamp (a Kafka timestamp of -1 or 0) is an alert of its own:
+		// its distance from the key's last alert is unknown, so it folds into no group and opens
+		// none; the key's group stays for its timed records (an alert at 0 ms had a time).
+		if ts == nil || !ts.IsValid(i) {
+			continue
 		}
-		if o, ok := g.open[k]; ok && at >= o.at && at-o.at < cooldown.Milliseconds() {
+		k := string(recordKey(keys, i))
+		at := int64(ts.Value(i))
+		if o, ok := g.open[k]; ok && o.timed && at >= o.at && at-o.at < cooldown.Milliseconds() {
 			sc.Grouped, sc.AlertAt, sc.AlertTimed = true, o.at, o.timed
 			o.folded++
 			continue
@@ -376,7 +378,7 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 			delete(g.open, k)
 			continue
 		}
-		g.open[k] = &alertGroup{at: at, timed: timed, partition: part}
+		g.open[k] = &alertGroup{at: at, timed: true, partition: part}
 	}
 }
 

@@ -290,12 +290,21 @@ func (s *Source) appendMsg(p *pendingMsg, dead []batch.DeadLetter) []batch.DeadL
 	if p.d.HasKey {
 		key = p.key // Append copies it
 	}
-	ts := m.Time
+	ts := m.Time // the zero time: none (kafka-go reads a Kafka timestamp of 0 or less so)
 	if p.d.HasEventTime {
 		ts = time.UnixMilli(p.d.EventTime)
 	}
 	d := p.d
 	if s.derive != nil { // here, one record after the other in fetch order (derive.go)
+		if name := s.derive.NeedsTime(); name != "" && ts.IsZero() {
+			// A value missing with no fill for it (ingest.missing's rule), not the wall clock
+			// of year 1: the record goes to the dead-letter topic, its series stays as it was.
+			return append(dead, batch.DeadLetter{
+				Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value,
+				Reason: fmt.Sprintf("derived feature %q: missing: the record has no time (its Kafka timestamp is -1, none, or 0)", name),
+				Code:   ReasonMissing.String(), Field: name,
+			})
+		}
 		d = s.derive.Apply(d, int32(m.Partition), m.Offset, key, ts)
 	}
 	if err := s.builder.Append(d, int32(m.Partition), m.Offset, key, ts, m.Value); err != nil {
