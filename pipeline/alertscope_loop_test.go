@@ -117,7 +117,8 @@ func rebalanceTrials(t *testing.T, overlap int, missed bool) (folded, trials int
 	gen := int32(1)
 	scope.set(ingest.Assignment{Generation: gen, Partitions: []int32{0, 1}})
 	<-scope.changed
-	det.DropAlertsOutside(scope.stayed(det.AlertsGeneration()))
+	from, known := det.AlertsGeneration()
+	det.DropAlertsOutside(scope.stayed(from, known, nil))
 	det.OwnPartitions(scope.keep)
 	trials = 16
 	for k := range trials {
@@ -249,6 +250,97 @@ func TestAlertGroupsAfterRestartByGeneration(t *testing.T) {
 			}
 			if gen, ok := det.AlertsGeneration(); !ok || gen != c.first {
 				t.Errorf("the groups' generation after the first assignment: %d (known %v), want %d", gen, ok, c.first)
+			}
+		})
+	}
+}
+
+// TestAlertGroupsAfterCleanStopByOffset: at a clean stop the stage is told the offsets committed
+// after the final commit (ConfirmAlertsCommitted); those of the partitions whose last record
+// taken is the one before are saved with the groups (format 5), and a restart whose first
+// assignment (a generation missed: the stop left the group) finds them unmoved keeps those
+// partitions' groups: a's next far record is folded into its alert of before. A partition whose
+// commit lagged the records taken (1 here) is not saved; one moved drops its groups. A partition
+// kept so stands for the same offset at the next stop though none of its records came since.
+func TestAlertGroupsAfterCleanStopByOffset(t *testing.T) {
+	cfg := detect.Default()
+	cfg.Window, cfg.MinRecords, cfg.Distance.N = 5000, 1000, 5
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	cfg.AlertCooldown = 10 * time.Minute
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name    string
+		offsets []int64 // the first assignment's after the restart, of partitions 0 and 1
+		folded  bool
+	}{{"unmoved", []int64{1201, 1200}, true}, {"moved", []int64{1230, 1200}, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+			defer mem.AssertSize(t, 0)
+			cc := cfg
+			cc.StateDir = t.TempDir()
+			open := func() *detect.Stage {
+				det, err := detect.NewStage(cc, []string{"value"}, false, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleAll})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return det
+			}
+			off := int64(0)
+			process := func(det *detect.Stage, at time.Duration, rows ...testbatch.Row) []batch.Score {
+				for i := range rows {
+					rows[i].Offset, rows[i].Time = off, t0.Add(at)
+					off++
+				}
+				bs, err := det.Process(context.Background(), testbatch.New(t, mem, "in", []string{"value"}, false, false, rows))
+				if err != nil {
+					t.Fatal(err)
+				}
+				more, err := det.Drain()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out []batch.Score
+				for _, b := range append(bs, more...) {
+					out = append(out, b.Scores...)
+					b.Release()
+				}
+				return out
+			}
+			far := testbatch.Row{Partition: 0, Key: []byte("a"), Features: []float32{200}}
+			det := open()
+			det.DropAlertsOutside(5, func(int32) bool { return true })
+			r := rand.New(rand.NewPCG(20, 28))
+			var warm []testbatch.Row
+			for i := range 1200 { // partition 0 at even offsets, 1 at odd ones
+				warm = append(warm, testbatch.Row{Partition: int32(i % 2), Key: fmt.Appendf(nil, "x%d", i%10), Features: []float32{float32(70 + 2*r.NormFloat64())}})
+			}
+			process(det, 0, warm...)
+			if got := process(det, time.Minute, far); len(got) != 1 || !got[0].Outlier || got[0].Grouped { // (offset 1200)
+				t.Fatalf("setup: a's far record: %+v, want a new alert", got)
+			}
+			det.ConfirmAlertsCommitted(map[int32]int64{0: 1201, 1: 1199}) // (1's last record, 1199, not committed)
+			det.Close()
+			det = open()
+			defer det.Close()
+			if got := det.AlertsCommitted(); fmt.Sprint(got) != "map[0:1201]" {
+				t.Fatalf("restored committed offsets %v, want partition 0's, 1201", got)
+			}
+			scope := newKeyScope()
+			scope.set(ingest.Assignment{Generation: 7, Partitions: []int32{0, 1}, Offsets: c.offsets})
+			<-scope.changed
+			p := &Pipeline{det: det, scope: scope, log: zerolog.Nop()}
+			det.OwnPartitions(scope.keep)
+			p.rebalanced()
+			if det.AlertsCommitted() != nil {
+				t.Error("the restored committed offsets outlived the first assignment")
+			}
+			det.ConfirmAlertsCommitted(map[int32]int64{0: 1201, 1: 1200}) // (a stop now: no record since)
+			if got, want := fmt.Sprint(det.AlertsCommitted()), map[bool]string{true: "map[0:1201]", false: "map[]"}[c.folded]; got != want {
+				t.Errorf("committed offsets confirmed with no record since: %v, want %v", got, want)
+			}
+			got := process(det, 2*time.Minute, far)
+			if len(got) != 1 || !got[0].Outlier || got[0].Grouped != c.folded {
+				t.Errorf("a's next far record after the clean restart, partition 0's offset %d (saved 1201): %+v; want flagged, folded into the alert of before %v", c.offsets[0], got, c.folded)
 			}
 		})
 	}

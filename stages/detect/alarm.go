@@ -324,6 +324,45 @@ type alertGroups struct {
 	// follows that generation (pipeline keyScope.stayed).
 	gen      int32
 	genKnown bool
+	// taken is the offset after the last record of each partition the stage took (fold: in
+	// stream order; a partition read again goes back). at, when not nil, are offsets the groups
+	// stand for exactly, every record below each one taken, acknowledged and committed by this
+	// instance and none after: set at a clean stop from the final commit (confirm), saved with
+	// the groups (alarm state format 5) and, restored, compared once with the first assignment's
+	// committed offsets (pipeline keyScope.stayed: a partition whose offset did not move keeps
+	// its groups whatever the generations). A record taken after clears it.
+	taken map[int32]int64
+	at    map[int32]int64
+}
+
+// take notes the last offset of each partition in b (a batch holds a partition's records in
+// fetch order, in runs: one map write a run) and clears at.
+func (g *alertGroups) take(b *batch.Batch) {
+	parts, offs := b.Partitions(), b.Offsets()
+	if len(parts) == 0 || len(offs) != len(parts) {
+		return
+	}
+	if g.taken == nil {
+		g.taken = map[int32]int64{}
+	}
+	for i, p := range parts {
+		if i+1 == len(parts) || parts[i+1] != p {
+			g.taken[p] = offs[i] + 1
+		}
+	}
+	g.at = nil
+}
+
+// confirm sets at to the partitions whose committed offset (committed: this instance's, after
+// its final commit) is the offset after the last record taken of them: the groups stand for
+// exactly the records below it, each one's output acknowledged. Others are left out.
+func (g *alertGroups) confirm(committed map[int32]int64) {
+	g.at = map[int32]int64{}
+	for p, off := range g.taken {
+		if c, ok := committed[p]; ok && c == off {
+			g.at[p] = off
+		}
+	}
 }
 
 type alertGroup struct {
@@ -345,6 +384,7 @@ const maxAlertKeys = 1 << 16
 // Off (cooldown 0, as a reload can set it), every flagged record is an alert of its own: the
 // groups are forgotten, so that on again none folds a record into an alert that others followed.
 func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
+	g.take(b)
 	if cooldown <= 0 {
 		g.open = nil
 		return

@@ -30,6 +30,7 @@ import (
 //	         series: keyless u64, newest u64, count u64, count x { key (length u32, bytes), at u64 },
 //	         groups: (format 4: generation i64), count u64, count x { key (length u32, bytes),
 //	         at i64 (ms), folded u32 (format 3: partition u32; format 4: flags u8) },
+//	         (format 5: committed: count u32, count x { partition u32, offset i64 }),
 //	         keys' caps (a scorer's, else none): keys.window u32, count u64, count x { key (length
 //	         u32, bytes), partition u32, next u32, filled u32, ceil(keys.window / 64) x u64, at u64 }
 //
@@ -51,6 +52,14 @@ import (
 // owned the partitions in between); in a file of format 3 or before the generation is not
 // known, and a group at 0 ms had no time (as those releases read it).
 //
+// Format 5 is format 4 with, after the groups, the committed offsets they stand for exactly (by
+// partition, ascending; an offset at least 0): written at a clean stop for each partition whose
+// committed offset after the final commit is the one after the last record the stage took of it
+// (every record below it taken, acknowledged and committed by this instance, none after; none
+// at the other saves). A restart whose first assignment finds a partition's committed offset
+// still there keeps its groups, whatever the generations (pipeline keyScope.stayed): no member
+// committed a record of it in between. Before format 5 none: the generations alone decide.
+//
 // A scorer's keys' caps are its own (its keys' models come from the model topic, their flags
 // from it): each is given back to its key when the key's model is installed again after the
 // restart (InstallKeyModels), so that its alarm goes on; those of keys whose partitions moved
@@ -63,7 +72,7 @@ import (
 const (
 	alarmsSnapshotMagic = "\x89ODAS\r\n\x1a"
 	// AlarmsSnapshotFormat is the newest alarm state format this code reads and writes.
-	AlarmsSnapshotFormat = 4
+	AlarmsSnapshotFormat = 5
 	alarmsPrefix         = "alarms-"
 )
 
@@ -78,8 +87,10 @@ type alarmState struct {
 	// whether there was one (alertGroups').
 	gen      int32
 	genKnown bool
-	keyCaps  map[string]savedCap // a scorer's keys' caps
-	fleet    *fleetTail          // a scorer's fleet pool (nil: empty)
+	// committed are the offsets the groups stand for exactly (alertGroups.at; format 5).
+	committed map[int32]int64
+	keyCaps   map[string]savedCap // a scorer's keys' caps
+	fleet     *fleetTail          // a scorer's fleet pool (nil: empty)
 	// capsWindow is the keys' caps' records (keys.window) in the file read; capsDropped counts
 	// those dropped for another keys.window (decodeAlarms).
 	capsWindow, capsDropped int
@@ -94,7 +105,7 @@ type savedCap struct {
 // alarmsCopy copies the stage's alarm state.
 func (s *Stage) alarmsCopy() *alarmState {
 	a := &alarmState{cap: s.alarms.clone(), series: s.series, groups: make(map[string]alertGroup, len(s.groups.open)),
-		gen: s.groups.gen, genKnown: s.groups.genKnown}
+		gen: s.groups.gen, genKnown: s.groups.genKnown, committed: maps.Clone(s.groups.at)}
 	a.series.keyed = maps.Clone(s.series.keyed)
 	if s.keyed != nil && len(s.keyed.hand.back) > 0 { // (keys evicted since the last batch: their flags, as the next batch notes them)
 		a.series.handBack(s.keyed.hand.back, s.series.pos, s.cfg.Window, capLimit(s.cfg.AlarmRate, s.cfg.Window))
@@ -184,6 +195,14 @@ func (a *alarmState) encodeAs(format uint32, keysWindow int) []byte {
 				flags |= groupTimed
 			}
 			e.Raw([]byte{flags})
+		}
+	}
+	if format >= 5 {
+		parts := slices.Sorted(maps.Keys(a.committed))
+		e.U32(uint32(len(parts)))
+		for _, p := range parts {
+			e.U32(uint32(p))
+			e.U64(uint64(a.committed[p]))
 		}
 	}
 	e.U32(uint32(keysWindow))
@@ -327,6 +346,23 @@ func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState,
 		}
 		a.groups[k] = alertGroup{at: at, timed: timed, folded: int(folded), partition: part}
 	}
+	if format >= 5 {
+		c := d.U32("committed partitions")
+		if d.Err() == nil && uint64(c) > uint64(d.Left()/12) {
+			return nil, snapErr("%d committed partitions cannot fit in the %d bytes left", c, d.Left())
+		}
+		if c > 0 {
+			a.committed = make(map[int32]int64, c)
+		}
+		prev := int64(-1)
+		for range c {
+			p, off := int64(d.U32("committed partition")), int64(d.U64("committed offset"))
+			if d.Err() == nil && (p <= prev || p > math.MaxInt32 || off < 0) {
+				return nil, snapErr("committed offset %d of partition %d (after %d)", off, p, prev)
+			}
+			a.committed[int32(p)], prev = off, p
+		}
+	}
 	// The keys' caps of another keys.window are read past and dropped (their flags are of
 	// another window's records: the keys start them empty), the rest of the state kept.
 	kw := d.U32("keys.window") // (any without caps: a stage without keys.* writes 0)
@@ -412,7 +448,7 @@ func (s *Stage) loadAlarms(keysAt uint64) error {
 		}
 		*s.alarms, s.series = a.cap, a.series
 		s.groups.open = make(map[string]*alertGroup, len(a.groups))
-		s.groups.gen, s.groups.genKnown = a.gen, a.genKnown
+		s.groups.gen, s.groups.genKnown, s.groups.at = a.gen, a.genKnown, a.committed
 		for k, g := range a.groups {
 			s.groups.open[k] = &g
 		}
