@@ -99,7 +99,7 @@ func TestAlertScopeMissedGeneration(t *testing.T) {
 // when it left an assignment since, or when a later assignment missed a generation (another
 // member may have committed it then).
 func TestAlertScopeCommittedOffsets(t *testing.T) {
-	saved := map[int32]int64{0: 100, 1: 200}
+	saved := &detect.AlertsAt{Taken: map[int32]int64{0: 100, 1: 200}, Committed: map[int32]bool{0: true, 1: true}}
 	for _, c := range []struct {
 		name   string
 		as     []ingest.Assignment

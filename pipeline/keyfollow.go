@@ -194,32 +194,42 @@ func (s *keyScope) set(a ingest.Assignment) (added []int32) {
 // the old member, whose session no one renews) may be the restarted instance's first, when
 // nothing was another's in between; a stop leaves the group, whose next generation is one
 // without this instance (another member's, or an empty one when it ran alone), so a clean
-// restart keeps none by the generations. committed (restored with the groups at a clean stop's
-// restart: detect.Stage.AlertsCommitted; else nil) keeps those of a partition whatever the
-// generations when the first assignment since finds its committed offset still there: the
-// groups stand for exactly the records below it, each one's output written, and no member
-// committed a later record meanwhile. One that read some without committing them (it crashed, or
-// its commit failed) wrote its alerts for them: read again here, they fold into this instance's
-// groups, whose alerts were written too, so no page is lost (at most that member's extra
-// alerts, as a re-read always gives).
-func (s *keyScope) stayed(from int32, fromKnown bool, committed map[int32]int64) (gen int32, keep func(p int32) bool) {
+// restart keeps none by the generations.
+//
+// at (restored with the groups: detect.Stage.AlertsRestored; else nil) says where the groups
+// stand on each partition, checked against the committed offsets of the first assignment since
+// (and the generations after it following one another). Committed at a clean stop and still
+// there: the groups stand for exactly the records below it, each one's output written, and no
+// member committed a later record meanwhile: they stay whatever the generations (one that read
+// some without committing them, crashed or its commit refused, wrote its alerts for them: read
+// again here they fold into this instance's groups, whose alerts were written too; no page is
+// lost, at most that member's extra alerts, as any re-read gives). Otherwise the generations
+// decide, and only where the committed offset is at or past the one saved (or none was, no
+// record of the partition taken): below it, the records read again include some whose effects
+// the groups hold, saved before their outputs were written (a crash), and an alert among them
+// would fold into its own group, never emitted.
+func (s *keyScope) stayed(from int32, fromKnown bool, at *detect.AlertsAt) (gen int32, keep func(p int32) bool) {
 	s.mu.Lock()
 	left, heard, follows := s.left, s.heard, fromKnown && s.first == from+1 && !s.skipped
-	unmoved := func(int32) bool { return false }
-	if firstAt := s.firstAt; committed != nil && !s.skipped {
-		unmoved = func(p int32) bool {
-			off, ok := committed[p]
-			at, got := firstAt[p]
-			return ok && got && off == at
-		}
-	}
+	firstAt, later := s.firstAt, !s.skipped
 	s.left, s.heard, s.skipped, s.firstAt = nil, false, false, nil
 	gen = s.gen
 	s.mu.Unlock()
 	if !heard { // (a signal of an assignment an earlier turn took)
 		return from, s.keep
 	}
-	return gen, func(p int32) bool { return (follows || unmoved(p)) && !left[p] && s.keep(p) }
+	stays := func(p int32) bool {
+		if at == nil {
+			return follows
+		}
+		taken, ok := at.Taken[p]
+		if !ok {
+			return follows
+		}
+		c, got := firstAt[p]
+		return got && (later && at.Committed[p] && c == taken || follows && c >= taken)
+	}
+	return gen, func(p int32) bool { return stays(p) && !left[p] && s.keep(p) }
 }
 
 // alertScope gives a role that flags without a scorer's keys (role all, a scorer under
@@ -289,7 +299,7 @@ func (p *Pipeline) pendingRebalance(changed <-chan struct{}, drainer Overlapped,
 // moved away dropped (those back keep their models: their followers read them again).
 func (p *Pipeline) rebalanced() {
 	gen, known := p.det.AlertsGeneration()
-	p.det.DropAlertsOutside(p.scope.stayed(gen, known, p.det.AlertsCommitted()))
+	p.det.DropAlertsOutside(p.scope.stayed(gen, known, p.det.AlertsRestored()))
 	if p.keys == nil {
 		return
 	}

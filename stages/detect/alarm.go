@@ -324,19 +324,29 @@ type alertGroups struct {
 	// follows that generation (pipeline keyScope.stayed).
 	gen      int32
 	genKnown bool
-	// taken is the offset after the last record of each partition the stage took (fold: in
-	// stream order; a partition read again goes back). at, when not nil, are offsets the groups
-	// stand for exactly, every record below each one taken, acknowledged and committed by this
-	// instance and none after: set at a clean stop from the final commit (confirm), saved with
-	// the groups (alarm state format 5) and, restored, compared once with the first assignment's
-	// committed offsets (pipeline keyScope.stayed: a partition whose offset did not move keeps
-	// its groups whatever the generations). A record taken after clears it.
-	taken map[int32]int64
-	at    map[int32]int64
+	// taken is, of each partition, the offset after the furthest record the groups took (fold;
+	// a partition read again does not lower it): they hold no effect of a record at or past it.
+	// confirmed are those a clean stop's final commit left at exactly that offset (confirm):
+	// every record below taken, written, acknowledged and committed by this instance, none
+	// after. Both are saved with the groups (alarm state format 5); restored are the saved ones,
+	// until the first assignment after the restart compares them with its committed offsets
+	// (pipeline keyScope.stayed). A record taken after clears confirmed and restored.
+	taken     map[int32]int64
+	confirmed map[int32]bool
+	restored  *AlertsAt
 }
 
-// take notes the last offset of each partition in b (a batch holds a partition's records in
-// fetch order, in runs: one map write a run) and clears at.
+// AlertsAt is where the alert groups restored from the alarm state (format 5) stand on each
+// partition: Taken, the offset after the furthest record of it they took (they hold no effect of
+// one at or past it; a partition without records taken has none), and Committed, those whose
+// Taken a clean stop's final commit left as the group's committed offset.
+type AlertsAt struct {
+	Taken     map[int32]int64
+	Committed map[int32]bool
+}
+
+// take notes the furthest offset of each partition in b (a batch holds a partition's records
+// in fetch order, in runs: one map write a run) and clears confirmed and restored.
 func (g *alertGroups) take(b *batch.Batch) {
 	parts, offs := b.Partitions(), b.Offsets()
 	if len(parts) == 0 || len(offs) != len(parts) {
@@ -347,20 +357,21 @@ func (g *alertGroups) take(b *batch.Batch) {
 	}
 	for i, p := range parts {
 		if i+1 == len(parts) || parts[i+1] != p {
-			g.taken[p] = offs[i] + 1
+			if t, ok := g.taken[p]; !ok || offs[i]+1 > t {
+				g.taken[p] = offs[i] + 1
+			}
 		}
 	}
-	g.at = nil
+	g.confirmed, g.restored = nil, nil
 }
 
-// confirm sets at to the partitions whose committed offset (committed: this instance's, after
-// its final commit) is the offset after the last record taken of them: the groups stand for
-// exactly the records below it, each one's output acknowledged. Others are left out.
+// confirm marks the partitions whose committed offset (committed: this instance's, after its
+// final commit) is taken's: the groups stand for exactly the records below it.
 func (g *alertGroups) confirm(committed map[int32]int64) {
-	g.at = map[int32]int64{}
+	g.confirmed = map[int32]bool{}
 	for p, off := range g.taken {
 		if c, ok := committed[p]; ok && c == off {
-			g.at[p] = off
+			g.confirmed[p] = true
 		}
 	}
 }

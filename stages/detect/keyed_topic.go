@@ -177,15 +177,22 @@ func (s *Stage) DropKeysOutside(keep func(partition int32) bool) int {
 // instance's alert of before the move.
 func (s *Stage) DropAlertsOutside(gen int32, keep func(partition int32) bool) int {
 	s.groups.gen, s.groups.genKnown = gen, true
-	for p, off := range s.groups.at { // restored: a partition kept stands for the records below its offset still
-		if _, ok := s.groups.taken[p]; !ok && keep(p) {
-			if s.groups.taken == nil {
-				s.groups.taken = map[int32]int64{}
+	if r := s.groups.restored; r != nil { // a partition kept still holds no record past its offset
+		for p, off := range r.Taken {
+			if _, ok := s.groups.taken[p]; !ok && keep(p) {
+				if s.groups.taken == nil {
+					s.groups.taken = map[int32]int64{}
+				}
+				s.groups.taken[p] = off
 			}
-			s.groups.taken[p] = off
+		}
+		s.groups.restored = nil
+	}
+	for p := range s.groups.taken { // (its groups go: none holds its records)
+		if !keep(p) {
+			delete(s.groups.taken, p)
 		}
 	}
-	s.groups.at = nil
 	n := s.groups.dropOutside(keep)
 	if n > 0 {
 		s.deps.Log.Info().Int("alert_groups", n).Msg("alert groups of the partitions moved away forgotten: their keys' next flagged records are new alerts")
@@ -198,18 +205,17 @@ func (s *Stage) DropAlertsOutside(gen int32, keep func(partition int32) bool) in
 // when none: no assignment yet, or a state of format 3 or before.
 func (s *Stage) AlertsGeneration() (gen int32, ok bool) { return s.groups.gen, s.groups.genKnown }
 
-// AlertsCommitted are the committed offsets the alert groups restored from the alarm state
-// (format 5) stand for exactly, by partition (those a clean stop's final commit confirmed:
-// ConfirmAlertsCommitted), until the first DropAlertsOutside; nil otherwise. A partition whose
-// committed offset at the first assignment is still its own here was no other member's
-// meanwhile in the sense that matters: none committed a record of it.
-func (s *Stage) AlertsCommitted() map[int32]int64 { return s.groups.at }
+// AlertsRestored is where the alert groups restored from the alarm state (format 5) stand on
+// each partition, until the first DropAlertsOutside (nil then, and without a restore, or from a
+// file of format 4 or before): the first assignment's committed offsets are checked against it
+// (pipeline keyScope.stayed).
+func (s *Stage) AlertsRestored() *AlertsAt { return s.groups.restored }
 
 // ConfirmAlertsCommitted tells the stage, at a clean stop, the consumer group's committed
 // offsets after the final commit (this instance's: ingest.Source.Committed): the partitions
-// whose offset is the one after the last record the stage took of them are saved with the
-// alert groups (AlertsCommitted after the restart). Call it after the last batch and before
-// Close, whose save writes them.
+// whose offset is the one after the furthest record the alert groups took of them are saved as
+// such (AlertsAt.Committed after the restart). Call it after the last batch and before Close,
+// whose save writes them.
 func (s *Stage) ConfirmAlertsCommitted(committed map[int32]int64) { s.groups.confirm(committed) }
 
 // OwnPartitions gives the stage what says whether the instance owns a partition now (its

@@ -2,6 +2,7 @@ package detect
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -587,5 +588,37 @@ func TestAlertCooldownUntimed(t *testing.T) {
 	}
 	if len(g.open) != 2 || !g.open["a"].timed || g.open["a"].at != t0.Add(100*time.Second).UnixMilli() || !g.open["b"].timed || g.open["b"].at != 0 {
 		t.Errorf("open groups %v, want a's at offset 8's time and b's at 0 ms, both timed", g.open)
+	}
+}
+
+// TestAlertGroupsTaken: the groups note, per partition, the offset after the furthest record
+// they took (a partition read again from an earlier offset does not lower it: the groups still
+// hold the effects of the records past the re-read); a clean stop's commit confirms those it
+// equals, and a record taken after clears the confirmation.
+func TestAlertGroupsTaken(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	var g alertGroups
+	fold := func(parts []int32, offs []int64) {
+		rows := make([]testbatch.Row, len(parts))
+		for i := range rows {
+			rows[i] = testbatch.Row{Partition: parts[i], Offset: offs[i], Features: []float32{0}, Score: batch.Score{Scored: true}}
+		}
+		b := testbatch.New(t, mem, "t", []string{"x"}, false, true, rows)
+		g.fold(b, time.Minute)
+		b.Release()
+	}
+	fold([]int32{0, 0, 1, 1, 0}, []int64{5, 6, 10, 11, 7})
+	fold([]int32{0}, []int64{3}) // (partition 0 read again)
+	if fmt.Sprint(g.taken) != "map[0:8 1:12]" {
+		t.Fatalf("taken %v, want map[0:8 1:12]", g.taken)
+	}
+	g.confirm(map[int32]int64{0: 8, 1: 11, 2: 4})
+	if fmt.Sprint(g.confirmed) != "map[0:true]" {
+		t.Errorf("confirmed %v, want partition 0 (1's commit lags, 2 took nothing)", g.confirmed)
+	}
+	fold([]int32{2}, []int64{4})
+	if g.confirmed != nil || g.taken[2] != 5 {
+		t.Errorf("after a record taken: confirmed %v, taken %v; want none, 2 taken to 5", g.confirmed, g.taken)
 	}
 }
