@@ -336,7 +336,7 @@ func TestAlertGroupsAfterCleanStopByOffset(t *testing.T) {
 				}
 			}
 			restart(7, "{map[0:1201 1:1200] map[0:true]}") // (1: taken to 1200, 1199 committed)
-			if c.folded { // a stop again, no record since: partition 0 still stands at 1201 (1 went)
+			if c.folded {                                  // a stop again, no record since: partition 0 still stands at 1201 (1 went)
 				det.ConfirmAlertsCommitted(map[int32]int64{0: 1201, 1: 1200})
 				det.Close()
 				restart(9, "{map[0:1201] map[0:true]}")
