@@ -21,7 +21,8 @@ import (
 // assignment is not the saved generation + 1) and started again with the same state_dir keeps
 // its open alert groups when its partition's committed offset is still the one after the last
 // record it took (alarm state format 5): s1's far record 5 minutes after its alert
-// (alert_cooldown 10m) is folded into it. Before, the missed generation dropped every group:
+// (alert_cooldown 10m) is folded into it (the last record before the stop a dead letter: the
+// commit went past the records the groups took). Before, the missed generation dropped every group:
 // it was a new alert. Another member of the group that read and committed records in between
 // (the offset moved) drops them: a new alert. One that read them without committing (as one
 // that crashed) keeps them: its outputs were written, and the records read again here fold
@@ -61,6 +62,8 @@ func TestCleanRestartAlertGroupRealBroker(t *testing.T) {
 func cleanRestartAlertGroup(t *testing.T, br testsupport.Broker, other otherMember) {
 	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
 	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
+	// s1's records: 1201 its alert, 1519 far again 318 s later; 1500-1509 between the runs.
+	const first, alert, between, again, last = 1500, 1201, 1510, 1519, 1540
 	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	rng := rand.New(rand.NewPCG(20, 28))
 	rec := func(i int, far bool) *kgo.Record {
@@ -68,8 +71,12 @@ func cleanRestartAlertGroup(t *testing.T, br testsupport.Broker, other otherMemb
 		if far {
 			temp = 80
 		}
-		return &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", i%3), Timestamp: t0.Add(time.Duration(i) * time.Second),
+		r := &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", i%3), Timestamp: t0.Add(time.Duration(i) * time.Second),
 			Value: fmt.Appendf(nil, `{"temp":%.3f,"hum":%.3f}`, temp, hum)}
+		if i == first-1 { // a dead letter last: committed past the last record the groups took
+			r.Value = []byte("not json")
+		}
+		return r
 	}
 	produce := func(from, to, far int) {
 		var recs []*kgo.Record
@@ -78,8 +85,6 @@ func cleanRestartAlertGroup(t *testing.T, br testsupport.Broker, other otherMemb
 		}
 		testsupport.Produce(t, br, recs...)
 	}
-	// s1's records: 1201 its alert, 1519 far again 318 s later; 1500-1509 between the runs.
-	const first, alert, between, again, last = 1500, 1201, 1510, 1519, 1540
 	produce(0, first, alert)
 	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
 	cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp", "hum"}, nil
@@ -90,23 +95,32 @@ func cleanRestartAlertGroup(t *testing.T, br testsupport.Broker, other otherMemb
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	runUntilOut(t, cfg, first) // (a clean stop: final commit, state saved, LeaveGroup)
+	r := startPipeline(t, cfg, nil)
+	for deadline := time.Now().Add(60 * time.Second); r.p.Stats().RecordsOut.Load() < first-1 || r.p.Stats().DeadLetters.Load() < 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d records out and %d dead letters after 60 s, want %d and 1", r.p.Stats().RecordsOut.Load(), r.p.Stats().DeadLetters.Load(), first-1)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second); err != nil { // (a clean stop: final commit, state saved, LeaveGroup)
+		t.Fatal(err)
+	}
 	produce(first, between, -1)
 	want := int64(last - first)
 	if other != noOther { // another member of the group reads 1500-1509
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: br.Addrs, GroupID: group, Topic: in, MaxWait: 200 * time.Millisecond})
+		rd := kafka.NewReader(kafka.ReaderConfig{Brokers: br.Addrs, GroupID: group, Topic: in, MaxWait: 200 * time.Millisecond})
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		for range between - first {
-			read := r.FetchMessage
+			read := rd.FetchMessage
 			if other == otherCommits {
-				read = r.ReadMessage // (commits each one)
+				read = rd.ReadMessage // (commits each one)
 			}
 			if _, err := read(ctx); err != nil {
 				t.Fatalf("the other member: %v", err)
 			}
 		}
 		cancel()
-		if err := r.Close(); err != nil {
+		if err := rd.Close(); err != nil {
 			t.Fatal(err)
 		}
 		if other == otherCommits {

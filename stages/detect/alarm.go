@@ -326,9 +326,9 @@ type alertGroups struct {
 	genKnown bool
 	// taken is, of each partition, the offset after the furthest record the groups took (fold;
 	// a partition read again does not lower it): they hold no effect of a record at or past it.
-	// confirmed are those a clean stop's final commit left at exactly that offset (confirm):
-	// every record below taken, written, acknowledged and committed by this instance, none
-	// after. Both are saved with the groups (alarm state format 5); restored are the saved ones,
+	// confirmed are those a clean stop's final commit left at or past it, taken then moved to
+	// the commit (confirm): every record below taken written, acknowledged and committed by this
+	// instance, none after. Both are saved with the groups (alarm state format 5); restored are the saved ones,
 	// until the first assignment after the restart compares them with its committed offsets
 	// (pipeline keyScope.stayed). A record taken after clears confirmed and restored.
 	taken     map[int32]int64
@@ -366,12 +366,14 @@ func (g *alertGroups) take(b *batch.Batch) {
 }
 
 // confirm marks the partitions whose committed offset (committed: this instance's, after its
-// final commit) is taken's: the groups stand for exactly the records below it.
+// final commit) is at or past taken's, and takes it as theirs: every record below it written
+// and acknowledged, those past taken's (dead letters, records passed unscored) of no effect on
+// the groups, so they stand for exactly the records below it.
 func (g *alertGroups) confirm(committed map[int32]int64) {
 	g.confirmed = map[int32]bool{}
 	for p, off := range g.taken {
-		if c, ok := committed[p]; ok && c == off {
-			g.confirmed[p] = true
+		if c, ok := committed[p]; ok && c >= off {
+			g.taken[p], g.confirmed[p] = c, true
 		}
 	}
 }

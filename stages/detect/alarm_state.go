@@ -54,7 +54,8 @@ import (
 //
 // Format 5 is format 4 with, after the groups, where they stand on each partition (ascending):
 // the offset after the furthest record of it they took (at least 0: they hold no effect of a
-// record at or past it) and a flags byte (bit 0: committed, a clean stop's final commit left the
+// record at or past it; at a clean stop, moved to the final commit where that went past records
+// the groups never saw) and a flags byte (bit 0: committed, the clean stop's final commit left the
 // group's committed offset there: every record below it written, acknowledged and committed by
 // this instance, none after; the other bits 0). The first assignment after a restart keeps a
 // partition's groups whatever the generations when its committed offset is still a committed

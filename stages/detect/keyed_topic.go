@@ -213,8 +213,8 @@ func (s *Stage) AlertsRestored() *AlertsAt { return s.groups.restored }
 
 // ConfirmAlertsCommitted tells the stage, at a clean stop, the consumer group's committed
 // offsets after the final commit (this instance's: ingest.Source.Committed): the partitions
-// whose offset is the one after the furthest record the alert groups took of them are saved as
-// such (AlertsAt.Committed after the restart). Call it after the last batch and before Close,
+// whose offset is at or past the one after the furthest record the alert groups took of them
+// are saved with it, as committed (AlertsAt after the restart). Call it after the last batch and before Close,
 // whose save writes them.
 func (s *Stage) ConfirmAlertsCommitted(committed map[int32]int64) { s.groups.confirm(committed) }
 
