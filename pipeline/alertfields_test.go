@@ -46,7 +46,7 @@ func TestPipelineAlertFieldsKfake(t *testing.T) {
 // is named by its folded records' alert_timestamp as any other; null is for an alert whose
 // record had no timestamp. Before, the alert groups took a time of 0 for none: its folded
 // records said null. (Through Kafka's own timestamp no record is at 0 ms: kafka-go reads one of
-// 0 or less as no time, which the sink writes as year 1.)
+// 0 or less as no time, null: TestPipelineNoTimestampKfake.)
 func TestPipelineAlertAtEpochKfake(t *testing.T) {
 	alertFieldsRun(t, time.UnixMilli(0).Add(-1801*time.Second), true)
 }

@@ -117,7 +117,8 @@ func rebalanceTrials(t *testing.T, overlap int, missed bool) (folded, trials int
 	gen := int32(1)
 	scope.set(ingest.Assignment{Generation: gen, Partitions: []int32{0, 1}})
 	<-scope.changed
-	det.DropAlertsOutside(scope.stayed(det.AlertsGeneration()))
+	from, known := det.AlertsGeneration()
+	det.DropAlertsOutside(scope.stayed(from, known, nil))
 	det.OwnPartitions(scope.keep)
 	trials = 16
 	for k := range trials {
@@ -238,7 +239,7 @@ func TestAlertGroupsAfterRestartByGeneration(t *testing.T) {
 				t.Fatalf("restored the groups' generation %d (known %v), want 5", gen, ok)
 			}
 			scope := newKeyScope()
-			scope.set(ingest.Assignment{Generation: c.first, Partitions: []int32{0, 1}})
+			scope.set(ingest.Assignment{Generation: c.first, Partitions: []int32{0, 1}, Offsets: []int64{1201, 1200}}) // (every record committed)
 			<-scope.changed
 			p := &Pipeline{det: det, scope: scope, log: zerolog.Nop()}
 			det.OwnPartitions(scope.keep)
@@ -249,6 +250,185 @@ func TestAlertGroupsAfterRestartByGeneration(t *testing.T) {
 			}
 			if gen, ok := det.AlertsGeneration(); !ok || gen != c.first {
 				t.Errorf("the groups' generation after the first assignment: %d (known %v), want %d", gen, ok, c.first)
+			}
+		})
+	}
+}
+
+// TestAlertGroupsAfterCleanStopByOffset: at a clean stop the stage is told the offsets committed
+// after the final commit (ConfirmAlertsCommitted); those of the partitions whose last record
+// taken is the one before are saved with the groups (format 5), and a restart whose first
+// assignment (a generation missed: the stop left the group) finds them unmoved keeps those
+// partitions' groups: a's next far record is folded into its alert of before. A partition whose
+// commit lagged the records taken (1 here) is not saved; one moved drops its groups. A partition
+// kept so stands for the same offset at the next stop though none of its records came since.
+func TestAlertGroupsAfterCleanStopByOffset(t *testing.T) {
+	cfg := detect.Default()
+	cfg.Window, cfg.MinRecords, cfg.Distance.N = 5000, 1000, 5
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	cfg.AlertCooldown = 10 * time.Minute
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name    string
+		offsets []int64 // the first assignment's after the restart, of partitions 0 and 1
+		folded  bool
+	}{{"unmoved", []int64{1201, 1200}, true}, {"moved", []int64{1230, 1200}, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+			defer mem.AssertSize(t, 0)
+			cc := cfg
+			cc.StateDir = t.TempDir()
+			open := func() *detect.Stage {
+				det, err := detect.NewStage(cc, []string{"value"}, false, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleAll})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return det
+			}
+			off := int64(0)
+			process := func(det *detect.Stage, at time.Duration, rows ...testbatch.Row) []batch.Score {
+				for i := range rows {
+					rows[i].Offset, rows[i].Time = off, t0.Add(at)
+					off++
+				}
+				bs, err := det.Process(context.Background(), testbatch.New(t, mem, "in", []string{"value"}, false, false, rows))
+				if err != nil {
+					t.Fatal(err)
+				}
+				more, err := det.Drain()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out []batch.Score
+				for _, b := range append(bs, more...) {
+					out = append(out, b.Scores...)
+					b.Release()
+				}
+				return out
+			}
+			far := testbatch.Row{Partition: 0, Key: []byte("a"), Features: []float32{200}}
+			det := open()
+			det.DropAlertsOutside(5, func(int32) bool { return true })
+			r := rand.New(rand.NewPCG(20, 28))
+			var warm []testbatch.Row
+			for i := range 1200 { // partition 0 at even offsets, 1 at odd ones
+				warm = append(warm, testbatch.Row{Partition: int32(i % 2), Key: fmt.Appendf(nil, "x%d", i%10), Features: []float32{float32(70 + 2*r.NormFloat64())}})
+			}
+			process(det, 0, warm...)
+			if got := process(det, time.Minute, far); len(got) != 1 || !got[0].Outlier || got[0].Grouped { // (offset 1200)
+				t.Fatalf("setup: a's far record: %+v, want a new alert", got)
+			}
+			det.ConfirmAlertsCommitted(map[int32]int64{0: 1201, 1: 1199}) // (1's last record, 1199, not committed)
+			det.Close()
+			restart := func(gen int32, want string) {
+				det = open()
+				if got := det.AlertsRestored(); got == nil || fmt.Sprint(*got) != want {
+					t.Fatalf("restored %v, want %s", got, want)
+				}
+				scope := newKeyScope()
+				scope.set(ingest.Assignment{Generation: gen, Partitions: []int32{0, 1}, Offsets: c.offsets})
+				<-scope.changed
+				p := &Pipeline{det: det, scope: scope, log: zerolog.Nop()}
+				det.OwnPartitions(scope.keep)
+				p.rebalanced()
+				if det.AlertsRestored() != nil {
+					t.Error("the restored offsets outlived the first assignment")
+				}
+			}
+			restart(7, "{map[0:1201 1:1200] map[0:true]}") // (1: taken to 1200, 1199 committed)
+			if c.folded {                                  // a stop again, no record since: partition 0 still stands at 1201 (1 went)
+				det.ConfirmAlertsCommitted(map[int32]int64{0: 1201, 1: 1200})
+				det.Close()
+				restart(9, "{map[0:1201] map[0:true]}")
+			}
+			defer det.Close()
+			got := process(det, 2*time.Minute, far)
+			if len(got) != 1 || !got[0].Outlier || got[0].Grouped != c.folded {
+				t.Errorf("a's next far record after the clean restart, partition 0's offset %d (saved 1201): %+v; want flagged, folded into the alert of before %v", c.offsets[0], got, c.folded)
+			}
+		})
+	}
+}
+
+// TestAlertGroupsAfterCrashAheadOfCommit: the alarm state is saved where the stream is scored
+// (a save with a new model; a crash leaves the last one), which may be past the outputs
+// written and the offsets committed. A restart whose first assignment follows the saved
+// generation (a crash: no LeaveGroup) then reads again records whose effects the groups hold:
+// an alert whose output was never written would fold into its own group, never emitted. So the
+// groups of a partition whose committed offset is below the offset after the last record the
+// state took of it go (format 5 saves those offsets at every save); at or past it they stay.
+// Before, the generation alone kept them: a's far record, read again, was folded into itself.
+func TestAlertGroupsAfterCrashAheadOfCommit(t *testing.T) {
+	cfg := detect.Default()
+	cfg.Window, cfg.MinRecords, cfg.Distance.N = 5000, 1000, 5
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	cfg.AlertCooldown = 10 * time.Minute
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name      string
+		committed int64 // partition 0's, at the restart (the far record at 1200)
+		from      int64 // where partition 0 is read again from
+		folded    bool  // a's far record read (or a later one) folded into the alert of before
+	}{{"the far record not committed", 1200, 1200, false}, {"committed", 1201, 1201, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+			defer mem.AssertSize(t, 0)
+			cc := cfg
+			cc.StateDir = t.TempDir()
+			open := func() *detect.Stage {
+				det, err := detect.NewStage(cc, []string{"value"}, false, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleAll})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return det
+			}
+			off := int64(0)
+			process := func(det *detect.Stage, at time.Duration, rows ...testbatch.Row) []batch.Score {
+				for i := range rows {
+					rows[i].Offset, rows[i].Time = off, t0.Add(at)
+					off++
+				}
+				bs, err := det.Process(context.Background(), testbatch.New(t, mem, "in", []string{"value"}, false, false, rows))
+				if err != nil {
+					t.Fatal(err)
+				}
+				more, err := det.Drain()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out []batch.Score
+				for _, b := range append(bs, more...) {
+					out = append(out, b.Scores...)
+					b.Release()
+				}
+				return out
+			}
+			far := testbatch.Row{Partition: 0, Key: []byte("a"), Features: []float32{200}}
+			det := open()
+			det.DropAlertsOutside(5, func(int32) bool { return true })
+			r := rand.New(rand.NewPCG(20, 28))
+			var warm []testbatch.Row
+			for i := range 1200 {
+				warm = append(warm, testbatch.Row{Partition: int32(i % 2), Key: fmt.Appendf(nil, "x%d", i%10), Features: []float32{float32(70 + 2*r.NormFloat64())}})
+			}
+			process(det, 0, warm...)
+			if got := process(det, time.Minute, far); len(got) != 1 || !got[0].Outlier || got[0].Grouped { // (offset 1200)
+				t.Fatalf("setup: a's far record: %+v, want a new alert", got)
+			}
+			det.Close() // (the save a crash leaves: no final commit confirmed)
+			det = open()
+			defer det.Close()
+			scope := newKeyScope()
+			scope.set(ingest.Assignment{Generation: 6, Partitions: []int32{0, 1}, Offsets: []int64{c.committed, 1200}})
+			<-scope.changed
+			p := &Pipeline{det: det, scope: scope, log: zerolog.Nop()}
+			det.OwnPartitions(scope.keep)
+			p.rebalanced()
+			off = c.from
+			got := process(det, time.Minute, far)
+			if len(got) != 1 || !got[0].Outlier || got[0].Grouped != c.folded {
+				t.Errorf("a's far record at offset %d after the restart, partition 0 committed at %d: %+v; want flagged, folded %v",
+					c.from, c.committed, got, c.folded)
 			}
 		})
 	}

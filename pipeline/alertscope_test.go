@@ -31,7 +31,7 @@ func TestAlertScopeAtRebalance(t *testing.T) {
 	}
 	src.on(ingest.Assignment{Generation: 5, Partitions: []int32{0, 1}})
 	<-p.scope.changed
-	gen, keep := p.scope.stayed(4, true)
+	gen, keep := p.scope.stayed(4, true, nil)
 	if gen != 5 || !keep(0) || !keep(1) || keep(2) || keep(-1) {
 		t.Errorf("first assignment {0, 1} after generation 4: generation %d, keeps 0 %v, 1 %v, 2 %v, an unknown partition %v; want 5, true, true, false, false",
 			gen, keep(0), keep(1), keep(2), keep(-1))
@@ -44,10 +44,10 @@ func TestAlertScopeAtRebalance(t *testing.T) {
 		t.Fatal("two signals for two rebalances: the channel holds one")
 	default:
 	}
-	if gen, keep := p.scope.stayed(5, true); gen != 7 || keep(0) || !keep(1) {
+	if gen, keep := p.scope.stayed(5, true, nil); gen != 7 || keep(0) || !keep(1) {
 		t.Errorf("0 left and came back: generation %d, stayed 0 %v, 1 %v; want 7, false (another instance's meanwhile), true", gen, keep(0), keep(1))
 	}
-	if gen, keep := p.scope.stayed(7, true); gen != 7 || !keep(0) || !keep(1) {
+	if gen, keep := p.scope.stayed(7, true, nil); gen != 7 || !keep(0) || !keep(1) {
 		t.Errorf("read again: generation %d, stayed 0 %v, 1 %v; want 7, both", gen, keep(0), keep(1))
 	}
 	b := &Pipeline{role: detect.RoleBuilder, src: &assigningSource{}}
@@ -85,9 +85,51 @@ func TestAlertScopeMissedGeneration(t *testing.T) {
 		for _, g := range c.gens {
 			s.set(ingest.Assignment{Generation: g, Partitions: both})
 		}
-		gen, keep := s.stayed(c.from, c.fromKnown)
+		gen, keep := s.stayed(c.from, c.fromKnown, nil)
 		if last := c.gens[len(c.gens)-1]; gen != last || keep(0) != c.stays || keep(1) != c.stays || keep(2) {
 			t.Errorf("%s: generation %d, stayed 0 %v, 1 %v, 2 %v; want %d, %v, %v, false", c.name, gen, keep(0), keep(1), keep(2), last, c.stays, c.stays)
+		}
+	}
+}
+
+// TestAlertScopeCommittedOffsets: after a clean stop's restart (the groups saved with the
+// committed offsets they stand for: alarm state format 5), a partition stays whatever the
+// generations when the first assignment finds its committed offset unmoved; not when it moved
+// (another member committed records of it), when none was saved for it or none is committed,
+// when it left an assignment since, or when a later assignment missed a generation (another
+// member may have committed it then).
+func TestAlertScopeCommittedOffsets(t *testing.T) {
+	saved := &detect.AlertsAt{Taken: map[int32]int64{0: 100, 1: 200}, Committed: map[int32]bool{0: true, 1: true}}
+	for _, c := range []struct {
+		name   string
+		as     []ingest.Assignment
+		stays0 bool
+		stays1 bool
+	}{
+		{"unmoved, a generation missed", []ingest.Assignment{{Generation: 22, Partitions: []int32{0, 1}, Offsets: []int64{100, 200}}}, true, true},
+		{"1 moved", []ingest.Assignment{{Generation: 22, Partitions: []int32{0, 1}, Offsets: []int64{100, 205}}}, true, false},
+		{"none committed for 0", []ingest.Assignment{{Generation: 22, Partitions: []int32{0, 1}, Offsets: []int64{-2, 200}}}, false, true},
+		{"0 only", []ingest.Assignment{{Generation: 22, Partitions: []int32{0}, Offsets: []int64{100}}}, true, false},
+		{"0 left and back", []ingest.Assignment{
+			{Generation: 22, Partitions: []int32{0, 1}, Offsets: []int64{100, 200}},
+			{Generation: 23, Partitions: []int32{1}, Offsets: []int64{200}},
+			{Generation: 24, Partitions: []int32{0, 1}, Offsets: []int64{100, 200}}}, false, true},
+		{"a later generation missed", []ingest.Assignment{
+			{Generation: 22, Partitions: []int32{0, 1}, Offsets: []int64{100, 200}},
+			{Generation: 24, Partitions: []int32{0, 1}, Offsets: []int64{100, 200}}}, false, false},
+	} {
+		s := newKeyScope()
+		for _, a := range c.as {
+			s.set(a)
+		}
+		if _, keep := s.stayed(20, true, saved); keep(0) != c.stays0 || keep(1) != c.stays1 || keep(2) {
+			t.Errorf("%s: stayed 0 %v, 1 %v, 2 %v; want %v, %v, false", c.name, keep(0), keep(1), keep(2), c.stays0, c.stays1)
+		}
+		// The offsets are for the first turn after the restore only: the next one, without them,
+		// keeps by the generations alone.
+		s.set(ingest.Assignment{Generation: 30, Partitions: []int32{0, 1}, Offsets: []int64{100, 200}})
+		if _, keep := s.stayed(28, true, nil); keep(0) || keep(1) {
+			t.Errorf("%s: a later turn without committed offsets kept a partition after a missed generation", c.name)
 		}
 	}
 }

@@ -126,6 +126,9 @@ type keyScope struct {
 	heard   bool
 	first   int32
 	skipped bool
+	// firstAt are the committed offsets of the first assignment since the detect goroutine's
+	// last turn, by partition (ingest.Assignment.Offsets; none negative).
+	firstAt map[int32]int64
 }
 
 func newKeyScope() *keyScope { return &keyScope{changed: make(chan struct{}, 1)} }
@@ -145,6 +148,12 @@ func (s *keyScope) set(a ingest.Assignment) (added []int32) {
 	switch {
 	case !s.heard:
 		s.heard, s.first = true, a.Generation
+		s.firstAt = make(map[int32]int64, len(a.Offsets))
+		for i, off := range a.Offsets {
+			if i < len(parts) && off >= 0 {
+				s.firstAt[parts[i]] = off
+			}
+		}
 	case a.Generation != s.gen+1:
 		s.skipped = true
 	}
@@ -185,17 +194,42 @@ func (s *keyScope) set(a ingest.Assignment) (added []int32) {
 // the old member, whose session no one renews) may be the restarted instance's first, when
 // nothing was another's in between; a stop leaves the group, whose next generation is one
 // without this instance (another member's, or an empty one when it ran alone), so a clean
-// restart keeps no group of before.
-func (s *keyScope) stayed(from int32, fromKnown bool) (gen int32, keep func(p int32) bool) {
+// restart keeps none by the generations.
+//
+// at (restored with the groups: detect.Stage.AlertsRestored; else nil) says where the groups
+// stand on each partition, checked against the committed offsets of the first assignment since
+// (and the generations after it following one another). Committed at a clean stop and still
+// there: the groups stand for exactly the records below it, each one's output written, and no
+// member committed a later record meanwhile: they stay whatever the generations (one that read
+// some without committing them, crashed or its commit refused, wrote its alerts for them: read
+// again here they fold into this instance's groups, whose alerts were written too; no page is
+// lost, at most that member's extra alerts, as any re-read gives). Otherwise the generations
+// decide, and only where the committed offset is at or past the one saved (or none was, no
+// record of the partition taken): below it, the records read again include some whose effects
+// the groups hold, saved before their outputs were written (a crash), and an alert among them
+// would fold into its own group, never emitted.
+func (s *keyScope) stayed(from int32, fromKnown bool, at *detect.AlertsAt) (gen int32, keep func(p int32) bool) {
 	s.mu.Lock()
 	left, heard, follows := s.left, s.heard, fromKnown && s.first == from+1 && !s.skipped
-	s.left, s.heard, s.skipped = nil, false, false
+	firstAt, later := s.firstAt, !s.skipped
+	s.left, s.heard, s.skipped, s.firstAt = nil, false, false, nil
 	gen = s.gen
 	s.mu.Unlock()
 	if !heard { // (a signal of an assignment an earlier turn took)
 		return from, s.keep
 	}
-	return gen, func(p int32) bool { return follows && !left[p] && s.keep(p) }
+	stays := func(p int32) bool {
+		if at == nil {
+			return follows
+		}
+		taken, ok := at.Taken[p]
+		if !ok {
+			return follows
+		}
+		c, got := firstAt[p]
+		return got && (later && at.Committed[p] && c == taken || follows && c >= taken)
+	}
+	return gen, func(p int32) bool { return stays(p) && !left[p] && s.keep(p) }
 }
 
 // alertScope gives a role that flags without a scorer's keys (role all, a scorer under
@@ -264,7 +298,8 @@ func (p *Pipeline) pendingRebalance(changed <-chan struct{}, drainer Overlapped,
 // generation missed: keyScope.stayed) are forgotten, then a scorer's keys of the partitions
 // moved away dropped (those back keep their models: their followers read them again).
 func (p *Pipeline) rebalanced() {
-	p.det.DropAlertsOutside(p.scope.stayed(p.det.AlertsGeneration()))
+	gen, known := p.det.AlertsGeneration()
+	p.det.DropAlertsOutside(p.scope.stayed(gen, known, p.det.AlertsRestored()))
 	if p.keys == nil {
 		return
 	}
@@ -551,36 +586,4 @@ func (d *decoders) close() {
 		close(jobs)
 	}
 	d.workers.Wait()
-}
-
-// highestKeyVersion is the highest key model version on the model topic's partitions other
-// than 0 (partition 0 the builder's start-up read sees whole): each one's last message's, since
-// a builder's publications only grow in version and compaction keeps a partition's last
-// message; and the topic's partition count.
-func highestKeyVersion(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer) (highest uint64, m int, err error) {
-	if m, err = modelTopicPartitions(ctx, cfg, dialer); err != nil {
-		return 0, 0, err
-	}
-	for mp := 1; mp < m; mp++ {
-		first, end, err := partitionOffsets(ctx, cfg, dialer, mp)
-		if err != nil {
-			return 0, 0, err
-		}
-		if end <= first {
-			continue
-		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: append([]string(nil), cfg.brokers...), Topic: cfg.topic, Partition: mp,
-			MinBytes: 1, MaxBytes: max(cfg.maxMessageBytes, 1<<20) * 2, MaxWait: 500 * time.Millisecond, Dialer: dialer})
-		err = r.SetOffset(end - 1)
-		var msg kafka.Message
-		if err == nil {
-			msg, err = r.ReadMessage(ctx)
-		}
-		r.Close()
-		if err != nil {
-			return 0, 0, fmt.Errorf("model topic %q partition %d: its last message: %w", cfg.topic, mp, err)
-		}
-		highest = max(highest, keyModelVersion(msg))
-	}
-	return highest, m, nil
 }

@@ -311,6 +311,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			} else {
 				p.log.Info().Interface("committed", c).Msg("final offsets committed (partition: next offset)")
 			}
+			p.confirmAlerts() // (no stage failed: work would have ended)
 		}
 		cancel()
 	}

@@ -92,3 +92,12 @@ func (p *Pipeline) closeOpened() error {
 	}
 	return errors.Join(append(errs, p.closeRole())...)
 }
+
+// confirmAlerts tells the stage, after a clean stop's final commit, the offsets the source
+// committed: every batch taken was written and acknowledged, so the alert groups saved at the
+// close stand for the records below them (keyScope.stayed).
+func (p *Pipeline) confirmAlerts() {
+	if src, ok := p.src.(interface{ Committed() map[int32]int64 }); ok && p.det != nil {
+		p.det.ConfirmAlertsCommitted(src.Committed())
+	}
+}

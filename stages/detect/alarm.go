@@ -324,11 +324,65 @@ type alertGroups struct {
 	// follows that generation (pipeline keyScope.stayed).
 	gen      int32
 	genKnown bool
+	// taken is, of each partition, the offset after the furthest record the groups took (fold;
+	// a partition read again does not lower it): they hold no effect of a record at or past it.
+	// confirmed are those a clean stop's final commit left at or past it, taken then moved to
+	// the commit (confirm): every record below taken written, acknowledged and committed by this
+	// instance, none after. Both are saved with the groups (alarm state format 5); restored are the saved ones,
+	// until the first assignment after the restart compares them with its committed offsets
+	// (pipeline keyScope.stayed). A record taken after clears confirmed and restored.
+	taken     map[int32]int64
+	confirmed map[int32]bool
+	restored  *AlertsAt
+}
+
+// AlertsAt is where the alert groups restored from the alarm state (format 5) stand on each
+// partition: Taken, the offset after the furthest record of it they took (they hold no effect of
+// one at or past it; a partition without records taken has none), and Committed, those whose
+// Taken a clean stop's final commit left as the group's committed offset.
+type AlertsAt struct {
+	Taken     map[int32]int64
+	Committed map[int32]bool
+}
+
+// take notes the furthest offset of each partition in b (a batch holds a partition's records
+// in fetch order, in runs: one map write a run) and clears confirmed and restored.
+func (g *alertGroups) take(b *batch.Batch) {
+	parts, offs := b.Partitions(), b.Offsets()
+	if len(parts) == 0 || len(offs) != len(parts) {
+		return
+	}
+	if g.taken == nil {
+		g.taken = map[int32]int64{}
+	}
+	for i, p := range parts {
+		if i+1 == len(parts) || parts[i+1] != p {
+			if t, ok := g.taken[p]; !ok || offs[i]+1 > t {
+				g.taken[p] = offs[i] + 1
+			}
+		}
+	}
+	g.confirmed, g.restored = nil, nil
+}
+
+// confirm marks the partitions whose committed offset (committed: this instance's, after its
+// final commit) is at or past taken's, and takes it as theirs: every record below it written
+// and acknowledged, those past taken's (dead letters, records passed unscored) of no effect on
+// the groups, so they stand for exactly the records below it.
+func (g *alertGroups) confirm(committed map[int32]int64) {
+	g.confirmed = map[int32]bool{}
+	for p, off := range g.taken {
+		if c, ok := committed[p]; ok && c >= off {
+			g.taken[p], g.confirmed[p] = c, true
+		}
+	}
 }
 
 type alertGroup struct {
-	at     int64 // the alert's timestamp, ms (0 when it had none)
-	timed  bool  // the alert's record had a timestamp (at): 0 ms is a time too
+	at    int64 // the alert's timestamp, ms (0 when it had none)
+	timed bool  // the alert's record had a timestamp (at): 0 ms is a time too
+	// (fold opens groups of timed alerts only; an untimed one is read from an alarm state file
+	// of an older release, and folds nothing.)
 	folded int
 	// partition is the alert's record's source partition (-1: not known, a group read from an
 	// alarm state file of format 1 or 2): a key's records come from one partition when the
@@ -343,6 +397,7 @@ const maxAlertKeys = 1 << 16
 // Off (cooldown 0, as a reload can set it), every flagged record is an alert of its own: the
 // groups are forgotten, so that on again none folds a record into an alert that others followed.
 func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
+	g.take(b)
 	if cooldown <= 0 {
 		g.open = nil
 		return
@@ -353,15 +408,15 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 	}
 	for _, i := range rowsWhere(b.Scores, func(sc *batch.Score) bool { return sc.Outlier }) {
 		sc := &b.Scores[i]
-		k := string(recordKey(keys, i))
-		// A record without a timestamp is at 0 for the cooldown (as ever), but its group says it
-		// had none (timed): an alert at 0 ms had one.
-		var at int64
-		timed := ts != nil && ts.IsValid(i)
-		if timed {
-			at = int64(ts.Value(i))
+		// A record without a timestamp (a Kafka timestamp of -1 or 0) is an alert of its own:
+		// its distance from the key's last alert is unknown, so it folds into no group and opens
+		// none; the key's group stays for its timed records (an alert at 0 ms had a time).
+		if ts == nil || !ts.IsValid(i) {
+			continue
 		}
-		if o, ok := g.open[k]; ok && at >= o.at && at-o.at < cooldown.Milliseconds() {
+		k := string(recordKey(keys, i))
+		at := int64(ts.Value(i))
+		if o, ok := g.open[k]; ok && o.timed && at >= o.at && at-o.at < cooldown.Milliseconds() {
 			sc.Grouped, sc.AlertAt, sc.AlertTimed = true, o.at, o.timed
 			o.folded++
 			continue
@@ -376,7 +431,7 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 			delete(g.open, k)
 			continue
 		}
-		g.open[k] = &alertGroup{at: at, timed: timed, partition: part}
+		g.open[k] = &alertGroup{at: at, timed: true, partition: part}
 	}
 }
 

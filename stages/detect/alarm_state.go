@@ -30,6 +30,7 @@ import (
 //	         series: keyless u64, newest u64, count u64, count x { key (length u32, bytes), at u64 },
 //	         groups: (format 4: generation i64), count u64, count x { key (length u32, bytes),
 //	         at i64 (ms), folded u32 (format 3: partition u32; format 4: flags u8) },
+//	         (format 5: taken: count u32, count x { partition u32, offset i64, flags u8 }),
 //	         keys' caps (a scorer's, else none): keys.window u32, count u64, count x { key (length
 //	         u32, bytes), partition u32, next u32, filled u32, ceil(keys.window / 64) x u64, at u64 }
 //
@@ -51,6 +52,19 @@ import (
 // owned the partitions in between); in a file of format 3 or before the generation is not
 // known, and a group at 0 ms had no time (as those releases read it).
 //
+// Format 5 is format 4 with, after the groups, where they stand on each partition (ascending):
+// the offset after the furthest record of it they took (at least 0: they hold no effect of a
+// record at or past it; at a clean stop, moved to the final commit where that went past records
+// the groups never saw) and a flags byte (bit 0: committed, the clean stop's final commit left the
+// group's committed offset there: every record below it written, acknowledged and committed by
+// this instance, none after; the other bits 0). The first assignment after a restart keeps a
+// partition's groups whatever the generations when its committed offset is still a committed
+// one's (no member committed a record of it in between), and by the generations only when its
+// committed offset is at or past the saved one: below, records whose effects the groups hold
+// are read again (a crash after a save made with their outputs unwritten), and an alert among
+// them would fold into its own group, never emitted (pipeline keyScope.stayed). Before format
+// 5 none: the generations alone decide.
+//
 // A scorer's keys' caps are its own (its keys' models come from the model topic, their flags
 // from it): each is given back to its key when the key's model is installed again after the
 // restart (InstallKeyModels), so that its alarm goes on; those of keys whose partitions moved
@@ -63,7 +77,7 @@ import (
 const (
 	alarmsSnapshotMagic = "\x89ODAS\r\n\x1a"
 	// AlarmsSnapshotFormat is the newest alarm state format this code reads and writes.
-	AlarmsSnapshotFormat = 4
+	AlarmsSnapshotFormat = 5
 	alarmsPrefix         = "alarms-"
 )
 
@@ -78,8 +92,10 @@ type alarmState struct {
 	// whether there was one (alertGroups').
 	gen      int32
 	genKnown bool
-	keyCaps  map[string]savedCap // a scorer's keys' caps
-	fleet    *fleetTail          // a scorer's fleet pool (nil: empty)
+	// at is where the groups stand on each partition (alertGroups' taken and confirmed; format 5).
+	at      AlertsAt
+	keyCaps map[string]savedCap // a scorer's keys' caps
+	fleet   *fleetTail          // a scorer's fleet pool (nil: empty)
 	// capsWindow is the keys' caps' records (keys.window) in the file read; capsDropped counts
 	// those dropped for another keys.window (decodeAlarms).
 	capsWindow, capsDropped int
@@ -94,7 +110,11 @@ type savedCap struct {
 // alarmsCopy copies the stage's alarm state.
 func (s *Stage) alarmsCopy() *alarmState {
 	a := &alarmState{cap: s.alarms.clone(), series: s.series, groups: make(map[string]alertGroup, len(s.groups.open)),
-		gen: s.groups.gen, genKnown: s.groups.genKnown}
+		gen: s.groups.gen, genKnown: s.groups.genKnown,
+		at: AlertsAt{Taken: maps.Clone(s.groups.taken), Committed: maps.Clone(s.groups.confirmed)}}
+	if r := s.groups.restored; r != nil { // (no record taken since the restore: where it stood)
+		a.at = AlertsAt{Taken: maps.Clone(r.Taken), Committed: maps.Clone(r.Committed)}
+	}
 	a.series.keyed = maps.Clone(s.series.keyed)
 	if s.keyed != nil && len(s.keyed.hand.back) > 0 { // (keys evicted since the last batch: their flags, as the next batch notes them)
 		a.series.handBack(s.keyed.hand.back, s.series.pos, s.cfg.Window, capLimit(s.cfg.AlarmRate, s.cfg.Window))
@@ -186,6 +206,19 @@ func (a *alarmState) encodeAs(format uint32, keysWindow int) []byte {
 			e.Raw([]byte{flags})
 		}
 	}
+	if format >= 5 {
+		parts := slices.Sorted(maps.Keys(a.at.Taken))
+		e.U32(uint32(len(parts)))
+		for _, p := range parts {
+			e.U32(uint32(p))
+			e.U64(uint64(a.at.Taken[p]))
+			var flags byte
+			if a.at.Committed[p] {
+				flags |= takenCommitted
+			}
+			e.Raw([]byte{flags})
+		}
+	}
 	e.U32(uint32(keysWindow))
 	caps := savable(a.keyCaps)
 	e.U64(uint64(len(caps)))
@@ -243,6 +276,9 @@ func decodeCap(d *sealed.Decoder, c *alarmCap) error {
 
 // groupTimed is a group's flag (format 4): the alert's record had a timestamp.
 const groupTimed = 1
+
+// takenCommitted is a partition's flag (format 5): its offset taken was committed at a clean stop.
+const takenCommitted = 1
 
 // groupBytes is the least an alert group takes in an alarm state of format version format (its
 // key empty): the key's length, its time and folded, from format 3 its partition, from format 4
@@ -326,6 +362,30 @@ func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState,
 			}
 		}
 		a.groups[k] = alertGroup{at: at, timed: timed, folded: int(folded), partition: part}
+	}
+	if format >= 5 {
+		c := d.U32("partitions taken")
+		if d.Err() == nil && uint64(c) > uint64(d.Left()/13) {
+			return nil, snapErr("%d partitions taken cannot fit in the %d bytes left", c, d.Left())
+		}
+		if c > 0 {
+			a.at = AlertsAt{Taken: make(map[int32]int64, c), Committed: map[int32]bool{}}
+		}
+		prev := int64(-1)
+		for range c {
+			p, off := int64(d.U32("partition taken")), int64(d.U64("offset taken"))
+			f := d.Take(1, "taken flags")
+			if d.Err() != nil {
+				return nil, sealedErr(d.Err())
+			}
+			if p <= prev || p > math.MaxInt32 || off < 0 || f[0]&^takenCommitted != 0 {
+				return nil, snapErr("partition %d (after %d) taken to %d, flags %#x", p, prev, off, f[0])
+			}
+			a.at.Taken[int32(p)], prev = off, p
+			if f[0]&takenCommitted != 0 {
+				a.at.Committed[int32(p)] = true
+			}
+		}
 	}
 	// The keys' caps of another keys.window are read past and dropped (their flags are of
 	// another window's records: the keys start them empty), the rest of the state kept.
@@ -412,7 +472,10 @@ func (s *Stage) loadAlarms(keysAt uint64) error {
 		}
 		*s.alarms, s.series = a.cap, a.series
 		s.groups.open = make(map[string]*alertGroup, len(a.groups))
-		s.groups.gen, s.groups.genKnown = a.gen, a.genKnown
+		s.groups.gen, s.groups.genKnown, s.groups.restored = a.gen, a.genKnown, nil
+		if a.at.Taken != nil {
+			s.groups.restored = &a.at
+		}
 		for k, g := range a.groups {
 			s.groups.open[k] = &g
 		}

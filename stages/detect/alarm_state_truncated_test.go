@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// TestAlarmStateTruncated: every cut of a format-4 alarm state payload (a series in alarm, alert
+// TestAlarmStateTruncated: every cut of a format-5 alarm state payload (a series in alarm, alert
 // groups with their partitions, one of them not known, one at 0 ms and one without a time, the
-// groups' generation, a scorer's key's cap) is refused with an error, never a panic or a state
+// groups' generation and the offsets they took to, one committed, a scorer's key's cap) is refused with an error, never a panic or a state
 // read from part of it; a group count past what the payload holds is refused before its
 // groups are read; the whole payload reads back to the same state, the groups' partitions,
 // times and generation with it. Format 3's reading of the same bytes (no generation, no
@@ -43,8 +43,39 @@ func TestAlarmStateTruncated(t *testing.T) {
 	if len(b.groups) != len(a.groups) || b.gen != a.gen || !b.genKnown || !bytes.Equal(b.encode(keysWindow), p) {
 		t.Errorf("read back: %d groups of generation %d (known %v), want %d of %d", len(b.groups), b.gen, b.genKnown, len(a.groups), a.gen)
 	}
-	if _, err := decodeAlarms(3, p, window, keysWindow); err == nil {
-		t.Error("a format-4 payload read as format 3 without an error")
+	if fmt.Sprint(b.at) != fmt.Sprint(a.at) {
+		t.Errorf("offsets taken read back %v, want %v", b.at, a.at)
+	}
+	for _, older := range []uint32{3, 4} {
+		if _, err := decodeAlarms(older, p, window, keysWindow); err == nil {
+			t.Errorf("a format-5 payload read as format %d without an error", older)
+		}
+	}
+	// Offsets taken out of order, twice the same partition, negative, of a partition out of an
+	// int32's range, or with an unknown flag: refused.
+	for _, c := range []struct {
+		name string
+		edit func(q []byte, at int) // at: the partitions' count
+	}{
+		{"out of order", func(q []byte, at int) { binary.LittleEndian.PutUint32(q[at+4:], 9) }},
+		{"the same partition twice", func(q []byte, at int) { binary.LittleEndian.PutUint32(q[at+4:], 7) }},
+		{"a negative offset", func(q []byte, at int) { binary.LittleEndian.PutUint64(q[at+8:], 1<<63) }},
+		{"partition 2^31", func(q []byte, at int) { binary.LittleEndian.PutUint32(q[at+17:], 1<<31) }},
+		{"an unknown flag", func(q []byte, at int) { q[at+16] = 2 }},
+	} {
+		one := &alarmState{cap: *newAlarmCap(window), at: AlertsAt{Taken: map[int32]int64{2: 10, 7: 20}, Committed: map[int32]bool{2: true}}}
+		q := one.encode(keysWindow)
+		at := groupsAt(window) + 8 + 8 // (generation, group count: no groups)
+		if got := binary.LittleEndian.Uint32(q[at:]); got != 2 || q[at+16] != 1 {
+			t.Fatalf("setup: %d partitions at byte %d, the first's flags %d; want 2, 1 (the layout moved?)", got, at, q[at+16])
+		}
+		if _, err := decodeAlarms(AlarmsSnapshotFormat, q, window, keysWindow); err != nil {
+			t.Fatalf("setup: %v", err)
+		}
+		c.edit(q, at)
+		if _, err := decodeAlarms(AlarmsSnapshotFormat, q, window, keysWindow); err == nil {
+			t.Errorf("offsets taken %s read without an error", c.name)
+		}
 	}
 	// The group count: after the window, position, cap, keyless, newest, the series' count and
 	// its one series, and the groups' generation.
@@ -93,7 +124,7 @@ func alarmFixture(window, keysWindow int) *alarmState {
 		"b": {at: 1_700_000_060_000, timed: true, folded: 0, partition: -1},
 		"e": {at: 0, timed: true, folded: 1, partition: 2},  // 1970-01-01T00:00:00Z
 		"n": {at: 0, timed: false, folded: 2, partition: 2}, // no timestamp
-	}}
+	}, at: AlertsAt{Taken: map[int32]int64{2: 1234, 7: 99}, Committed: map[int32]bool{7: true}}}
 	a.series.pos, a.series.keyless, a.series.newest = 500, 450, 490
 	a.series.keyed = map[string]uint64{"s": 480}
 	a.cap.next, a.cap.filled = 5, 5
@@ -110,17 +141,27 @@ func groupsAt(window int) int {
 	return 4 + 8 + 8 + 8*((window+63)/64) + 8 + 8 + 8
 }
 
-// TestAlarmStateOlderFormats: a payload of format 3 (the groups' partitions, no flags, no
-// generation) or 2 (no partitions either) reads back: its groups' generation not known (the
+// TestAlarmStateOlderFormats: a payload of format 4 (no offsets taken) reads back with its
+// generation and groups, no committed offsets (a restart's generations alone decide); one of
+// format 3 (the groups' partitions, no flags, no generation) or 2 (no partitions either) reads back: its groups' generation not known (the
 // first assignment after the restart keeps none: pipeline keyScope.stayed), a group at 0 ms
 // without a time (as those releases wrote a group without one), the others with theirs.
 func TestAlarmStateOlderFormats(t *testing.T) {
 	const window, keysWindow = 100, 70
 	a := alarmFixture(window, keysWindow)
-	for _, format := range []uint32{2, 3} {
+	for _, format := range []uint32{2, 3, 4} {
 		b, err := decodeAlarms(format, a.encodeAs(format, keysWindow), window, keysWindow)
 		if err != nil {
 			t.Fatalf("format %d: %v", format, err)
+		}
+		if b.at.Taken != nil {
+			t.Errorf("format %d: offsets taken %v, want none (before format 5)", format, b.at)
+		}
+		if format == 4 {
+			if !b.genKnown || b.gen != a.gen || len(b.groups) != len(a.groups) {
+				t.Errorf("format 4: generation %d (known %v), %d groups; want %d, %d", b.gen, b.genKnown, len(b.groups), a.gen, len(a.groups))
+			}
+			continue
 		}
 		if b.genKnown || len(b.groups) != len(a.groups) {
 			t.Errorf("format %d: %d groups, generation known %v; want %d, not known", format, len(b.groups), b.genKnown, len(a.groups))

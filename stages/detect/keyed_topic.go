@@ -177,6 +177,22 @@ func (s *Stage) DropKeysOutside(keep func(partition int32) bool) int {
 // instance's alert of before the move.
 func (s *Stage) DropAlertsOutside(gen int32, keep func(partition int32) bool) int {
 	s.groups.gen, s.groups.genKnown = gen, true
+	if r := s.groups.restored; r != nil { // a partition kept still holds no record past its offset
+		for p, off := range r.Taken {
+			if _, ok := s.groups.taken[p]; !ok && keep(p) {
+				if s.groups.taken == nil {
+					s.groups.taken = map[int32]int64{}
+				}
+				s.groups.taken[p] = off
+			}
+		}
+		s.groups.restored = nil
+	}
+	for p := range s.groups.taken { // (its groups go: none holds its records)
+		if !keep(p) {
+			delete(s.groups.taken, p)
+		}
+	}
 	n := s.groups.dropOutside(keep)
 	if n > 0 {
 		s.deps.Log.Info().Int("alert_groups", n).Msg("alert groups of the partitions moved away forgotten: their keys' next flagged records are new alerts")
@@ -188,6 +204,19 @@ func (s *Stage) DropAlertsOutside(gen int32, keep func(partition int32) bool) in
 // (DropAlertsOutside), or the one restored with them from the alarm state (format 4); ok false
 // when none: no assignment yet, or a state of format 3 or before.
 func (s *Stage) AlertsGeneration() (gen int32, ok bool) { return s.groups.gen, s.groups.genKnown }
+
+// AlertsRestored is where the alert groups restored from the alarm state (format 5) stand on
+// each partition, until the first DropAlertsOutside (nil then, and without a restore, or from a
+// file of format 4 or before): the first assignment's committed offsets are checked against it
+// (pipeline keyScope.stayed).
+func (s *Stage) AlertsRestored() *AlertsAt { return s.groups.restored }
+
+// ConfirmAlertsCommitted tells the stage, at a clean stop, the consumer group's committed
+// offsets after the final commit (this instance's: ingest.Source.Committed): the partitions
+// whose offset is at or past the one after the furthest record the alert groups took of them
+// are saved with it, as committed (AlertsAt after the restart). Call it after the last batch and before Close,
+// whose save writes them.
+func (s *Stage) ConfirmAlertsCommitted(committed map[int32]int64) { s.groups.confirm(committed) }
 
 // OwnPartitions gives the stage what says whether the instance owns a partition now (its
 // consumer group's assignment), so that a record of a partition already moved away opens no

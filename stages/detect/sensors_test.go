@@ -2,6 +2,7 @@ package detect
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -542,5 +543,85 @@ func TestQuantisedSensorStepRanks(t *testing.T) {
 	t.Logf("step at row %d: onset recent %.2f, healthy records' largest %.2f; %d of its 300 records flagged", start, onset, healthy, nflag)
 	if !(onset > healthy) || nflag == 0 {
 		t.Errorf("onset %.2f against healthy %.2f, %d flagged: want the onset above every healthy record and a flag", onset, healthy, nflag)
+	}
+}
+
+// TestAlertCooldownUntimed: a flagged record without a timestamp (a Kafka timestamp of -1 or
+// 0) is an alert of its own: how far it is from the key's last alert is not known, so it folds
+// into no group, and it opens none (the key's open group stays for its timed records, which
+// fold into it as before; its count leaves the untimed alert out). Before, it was at 0 ms: an
+// alert closing the key's group (the next timed record a new alert), and at 0 ms the epoch's.
+func TestAlertCooldownUntimed(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	t0 := time.Date(2026, 11, 28, 4, 0, 0, 0, time.UTC)
+	rows := []testbatch.Row{
+		{Offset: 0, Key: []byte("a")},                                  // untimed: an alert, no group
+		{Offset: 1, Key: []byte("a")},                                  // untimed: an alert again
+		{Offset: 2, Key: []byte("a"), Time: t0},                        // alert: opens a's group
+		{Offset: 3, Key: []byte("a")},                                  // untimed: an alert, the group stays
+		{Offset: 4, Key: []byte("a"), Time: t0.Add(10 * time.Second)},  // folded into offset 2's
+		{Offset: 5, Key: []byte("b"), Time: time.UnixMilli(0)},         // 1970: a time, b's group
+		{Offset: 6, Key: []byte("b")},                                  // untimed: not folded into 1970's
+		{Offset: 7, Key: []byte("b"), Time: time.UnixMilli(1000)},      // folded into 1970's
+		{Offset: 8, Key: []byte("a"), Time: t0.Add(100 * time.Second)}, // alert, folded 1
+	}
+	for i := range rows {
+		rows[i].Features = []float32{0}
+		rows[i].Score = batch.Score{Scored: true, Outlier: true}
+	}
+	b := testbatch.New(t, mem, "t", []string{"x"}, false, true, rows)
+	defer b.Release()
+	var g alertGroups
+	g.fold(b, time.Minute)
+	want := []struct {
+		grouped bool
+		folded  int
+		at      int64
+	}{{false, 0, 0}, {false, 0, 0}, {false, 0, 0}, {false, 0, 0}, {true, 0, t0.UnixMilli()},
+		{false, 0, 0}, {false, 0, 0}, {true, 0, 0}, {false, 1, 0}}
+	for i, w := range want {
+		sc := b.Scores[i]
+		if sc.Grouped != w.grouped || sc.Folded != w.folded || sc.AlertAt != w.at || sc.AlertTimed != w.grouped {
+			t.Errorf("offset %d: grouped %v folded %d alert at %d (timed %v), want %v %d %d", i, sc.Grouped, sc.Folded, sc.AlertAt, sc.AlertTimed, w.grouped, w.folded, w.at)
+		}
+	}
+	if len(g.open) != 2 || !g.open["a"].timed || g.open["a"].at != t0.Add(100*time.Second).UnixMilli() || !g.open["b"].timed || g.open["b"].at != 0 {
+		t.Errorf("open groups %v, want a's at offset 8's time and b's at 0 ms, both timed", g.open)
+	}
+}
+
+// TestAlertGroupsTaken: the groups note, per partition, the offset after the furthest record
+// they took (a partition read again from an earlier offset does not lower it: the groups still
+// hold the effects of the records past the re-read); a clean stop's commit confirms those it
+// equals or passes (records the groups never saw: taken moves to it), and a record taken after
+// clears the confirmation.
+func TestAlertGroupsTaken(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	var g alertGroups
+	fold := func(parts []int32, offs []int64) {
+		rows := make([]testbatch.Row, len(parts))
+		for i := range rows {
+			rows[i] = testbatch.Row{Partition: parts[i], Offset: offs[i], Features: []float32{0}, Score: batch.Score{Scored: true}}
+		}
+		b := testbatch.New(t, mem, "t", []string{"x"}, false, true, rows)
+		g.fold(b, time.Minute)
+		b.Release()
+	}
+	fold([]int32{0, 0, 1, 1, 0}, []int64{5, 6, 10, 11, 7})
+	fold([]int32{0}, []int64{3}) // (partition 0 read again)
+	if fmt.Sprint(g.taken) != "map[0:8 1:12]" {
+		t.Fatalf("taken %v, want map[0:8 1:12]", g.taken)
+	}
+	fold([]int32{3}, []int64{20})
+	g.confirm(map[int32]int64{0: 8, 1: 11, 2: 4, 3: 25}) // (3: dead letters after 20, say)
+	if fmt.Sprint(g.confirmed) != "map[0:true 3:true]" || fmt.Sprint(g.taken) != "map[0:8 1:12 3:25]" {
+		t.Errorf("confirmed %v, taken %v; want partitions 0 and 3 (1's commit lags, 2 took nothing), 3 at its commit, 25",
+			g.confirmed, g.taken)
+	}
+	fold([]int32{2}, []int64{4})
+	if g.confirmed != nil || g.taken[2] != 5 {
+		t.Errorf("after a record taken: confirmed %v, taken %v; want none, 2 taken to 5", g.confirmed, g.taken)
 	}
 }

@@ -28,6 +28,12 @@ type Assignment struct {
 	Generation int32
 	// Partitions are the member's partitions of the topic in it, ascending (empty: none).
 	Partitions []int32
+	// Offsets are the group's committed offsets of Partitions (each one's), as the generation
+	// started, the next record to read: where the generation fetches them from; negative: none
+	// committed. A partition's offset that equals the offset after the last record this member
+	// took of it, all of them acknowledged and committed, says no member committed any later
+	// record in between (pipeline keyScope.stayed: the alert groups stay).
+	Offsets []int64
 }
 
 // assignment is the Source's view of its assigned partitions.

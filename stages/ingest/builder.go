@@ -61,8 +61,9 @@ func NewBuilder(alloc memory.Allocator, topic string, features []string, withSD 
 }
 
 // Append adds one record. d must match the builder's features (and carry SD when withSD).
-// key is the record key (nil appends a null key) and ts its time; payload is kept by
-// reference, not copied. It returns an error, and appends nothing, when d has the wrong shape.
+// key is the record key (nil appends a null key) and ts its time (the zero time appends a null
+// one: kafka-go reads a Kafka timestamp of 0 or less, -1 being "none", as the zero time, which
+// is no instant to compare or print as year 1); payload is kept by reference, not copied. It returns an error, and appends nothing, when d has the wrong shape.
 func (b *Builder) Append(d *Decoded, partition int32, offset int64, key []byte, ts time.Time, payload []byte) error {
 	if len(d.Values) != len(b.features) || (b.withSD && len(d.SD) != len(b.features)) {
 		return fmt.Errorf("ingest: builder: record has %d values and %d uncertainties, want %d features (uncertainty %v)",
@@ -86,7 +87,11 @@ func (b *Builder) Append(d *Decoded, partition int32, offset int64, key []byte, 
 	} else {
 		b.key.Append(key)
 	}
-	b.timestamp.Append(arrow.Timestamp(ts.UnixMilli()))
+	if ts.IsZero() {
+		b.timestamp.AppendNull()
+	} else {
+		b.timestamp.Append(arrow.Timestamp(ts.UnixMilli()))
+	}
 	b.payloads = append(b.payloads, payload)
 	b.n++
 	return nil

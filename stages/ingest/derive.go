@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 	_ "time/tzdata" // derive.timezone works on hosts without a zoneinfo database
 )
@@ -51,11 +52,12 @@ type Deriver struct {
 	withSD  bool
 	loc     *time.Location
 	ops     []deriveOp
-	wall    bool // some op reads the record's wall-clock time (time_of_day, day_of_week)
-	nDiff   int  // diff slots per series
-	ringLen int  // float32s of robust_z rings per series
-	meanLen int  // float32s of mean rings per series (values, then with uncertainty their sds)
-	nMean   int  // mean features: each keeps two float64 sums per series
+	wall    bool   // some op reads the record's wall-clock time (time_of_day, day_of_week)
+	wallOf  string // the first such op's name (Config's: the dead letter's field without a time)
+	nDiff   int    // diff slots per series
+	ringLen int    // float32s of robust_z rings per series
+	meanLen int    // float32s of mean rings per series (values, then with uncertainty their sds)
+	nMean   int    // mean features: each keeps two float64 sums per series
 
 	series  map[string]*series
 	lru     series // sentinel of the recency list: lru.next is the most recent
@@ -129,7 +131,9 @@ func newDeriver(cfg Config, loc *time.Location) *Deriver {
 				d.ringLen += f.Last
 			}
 		case DeriveTimeOfDay, DeriveDayOfWeek:
-			d.wall = true
+			if !d.wall {
+				d.wall, d.wallOf = true, strings.TrimSuffix(f.Columns()[0], ".sin")
+			}
 		}
 		d.ops = append(d.ops, op)
 		dst += len(f.Columns())
@@ -143,6 +147,11 @@ func newDeriver(cfg Config, loc *time.Location) *Deriver {
 	}
 	return d
 }
+
+// NeedsTime is the name of the first derived feature that reads the record's time
+// (time_of_day, day_of_week: their pair's prefix, as the config names it), "" when none does. A
+// record without a time (Apply's zero ts) has no value for it: the source makes it a dead letter.
+func (d *Deriver) NeedsTime() string { return d.wallOf }
 
 // StateBound is the most bytes the series can hold (derive.max_keys of them, keys of keyLen
 // bytes): what Derive.MaxKeys documents, for the start's log line.

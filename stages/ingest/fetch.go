@@ -173,12 +173,12 @@ func (f *groupFetcher) startGeneration(gen *kafka.Generation, seq int64) {
 	}
 	f.logf("generation %d of group %s (member %s): fetching %d partitions of %s %v",
 		gen.ID, gen.GroupID, gen.MemberID, len(parts), f.topic, parts)
-	ids := make([]int32, 0, len(parts))
-	for _, a := range parts {
-		ids = append(ids, int32(a.ID))
+	slices.SortFunc(parts, func(a, b kafka.PartitionAssignment) int { return a.ID - b.ID })
+	as := Assignment{Generation: gen.ID, Partitions: make([]int32, len(parts)), Offsets: make([]int64, len(parts))}
+	for i, a := range parts {
+		as.Partitions[i], as.Offsets[i] = int32(a.ID), a.Offset
 	}
-	slices.Sort(ids)
-	f.assigned(gen.MemberID, Assignment{Generation: gen.ID, Partitions: ids})
+	f.assigned(gen.MemberID, as)
 	f.mu.Lock()
 	f.gen = gen
 	f.live.Store(seq)

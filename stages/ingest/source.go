@@ -80,6 +80,9 @@ type Source struct {
 	// generation's start (newGeneration) take it too.
 	commitMu  sync.Mutex
 	committed map[int]int64
+	// started are the generation's partitions' committed offsets as it started (Assignment's;
+	// negative: none), for Committed.
+	started map[int]int64
 	// commitEpoch counts the times committed was dropped (a generation started, a partition is
 	// read again): a commit sent before does not write its offsets back into it.
 	commitEpoch uint64
@@ -290,12 +293,21 @@ func (s *Source) appendMsg(p *pendingMsg, dead []batch.DeadLetter) []batch.DeadL
 	if p.d.HasKey {
 		key = p.key // Append copies it
 	}
-	ts := m.Time
+	ts := m.Time // the zero time: none (kafka-go reads a Kafka timestamp of 0 or less so)
 	if p.d.HasEventTime {
 		ts = time.UnixMilli(p.d.EventTime)
 	}
 	d := p.d
 	if s.derive != nil { // here, one record after the other in fetch order (derive.go)
+		if name := s.derive.NeedsTime(); name != "" && ts.IsZero() {
+			// A value missing with no fill for it (ingest.missing's rule), not the wall clock
+			// of year 1: the record goes to the dead-letter topic, its series stays as it was.
+			return append(dead, batch.DeadLetter{
+				Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value,
+				Reason: fmt.Sprintf("derived feature %q: missing: the record has no time (its Kafka timestamp is -1, none, or 0)", name),
+				Code:   ReasonMissing.String(), Field: name,
+			})
+		}
 		d = s.derive.Apply(d, int32(m.Partition), m.Offset, key, ts)
 	}
 	if err := s.builder.Append(d, int32(m.Partition), m.Offset, key, ts, m.Value); err != nil {
@@ -352,8 +364,35 @@ func (s *Source) newGeneration(a Assignment) {
 	s.commitMu.Lock()
 	clear(s.committed)
 	s.commitEpoch++
+	s.started = make(map[int]int64, len(a.Partitions))
+	for i, p := range a.Partitions {
+		if i < len(a.Offsets) {
+			s.started[int(p)] = a.Offsets[i]
+		}
+	}
 	s.commitMu.Unlock()
 	s.assigned.set(a)
+}
+
+// Committed is the group's committed offset of each partition of the generation in progress,
+// as this member knows it: its own last successful commit, else the offset the generation
+// started from (no member commits a partition's offsets while this one holds it); partitions
+// with none committed left out. Read after the final commit of a stop: the offsets the alert
+// groups saved are checked against (pipeline: a clean stop's groups stay when the restart
+// finds them unmoved).
+func (s *Source) Committed() map[int32]int64 {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	out := make(map[int32]int64, len(s.started))
+	for p, off := range s.started {
+		if c, ok := s.committed[p]; ok {
+			off = c
+		}
+		if off >= 0 {
+			out[int32(p)] = off
+		}
+	}
+	return out
 }
 
 // Commit commits to the group, for each partition, the offset below which every record is

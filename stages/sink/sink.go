@@ -47,7 +47,7 @@ const (
 	// own reasons.
 	HeaderField  = "outlierd-field"
 	HeaderSource = "outlierd-source" // dead letters: "<topic>/<partition>/<offset>" of the input
-	HeaderTime   = "outlierd-time"   // dead letters: the input message's time, RFC 3339 (nanoseconds), UTC
+	HeaderTime   = "outlierd-time"   // dead letters: the input message's time, RFC 3339 (nanoseconds), UTC; absent without one
 	// HeaderTruncated is on a dead letter whose original value (or key) had to be cut to fit
 	// max_message_bytes: the original value's length in bytes (decimal). The value is then a
 	// prefix of the original; the message itself stays in its topic at its source offset.
@@ -371,8 +371,10 @@ func (s *Sink) deadLetterMessage(d batch.DeadLetter) kafka.Message {
 		Headers: []kafka.Header{
 			{Key: HeaderError, Value: []byte(d.Reason)},
 			{Key: HeaderSource, Value: []byte(OutputID(d.Topic, int32(d.Partition), d.Offset))},
-			{Key: HeaderTime, Value: []byte(d.Time.UTC().Format(time.RFC3339Nano))},
 		},
+	}
+	if !d.Time.IsZero() { // zero: the input had none (a Kafka timestamp of -1 or 0), not year 1
+		m.Headers = append(m.Headers, kafka.Header{Key: HeaderTime, Value: []byte(d.Time.UTC().Format(time.RFC3339Nano))})
 	}
 	if d.Code != "" {
 		m.Headers = append(m.Headers, kafka.Header{Key: HeaderReason, Value: []byte(d.Code)})

@@ -522,6 +522,9 @@ func TestWriteDeadLetters(t *testing.T) {
 				Reason: `field "temp": not a number: "abc"`, Code: "not_a_number", Field: "temp"},
 			{Topic: "in", Partition: 0, Offset: 5, Key: nil, Value: []byte{0, 1, 2}, Time: ts0.Add(time.Second),
 				Reason: "not JSON"},
+			// No time (a Kafka timestamp of -1 or 0): no outlierd-time, not year 1.
+			{Topic: "in", Partition: 1, Offset: 7, Value: []byte(`{"temp":1}`), Reason: `derived feature "tod": missing`,
+				Code: "missing", Field: "tod"},
 		}
 		if err := s.WriteDeadLetters(context.Background(), dls); err != nil {
 			t.Fatalf("WriteDeadLetters: %v", err)
@@ -547,8 +550,8 @@ func TestWriteDeadLetters(t *testing.T) {
 				if h, ok := testsupport.Header(r, HeaderField); h != d.Field || ok != (d.Field != "") {
 					t.Errorf("%s: %s %q (%v), want %q (none when empty)", src, HeaderField, h, ok, d.Field)
 				}
-				if h, _ := testsupport.Header(r, HeaderTime); h != d.Time.Format(time.RFC3339Nano) {
-					t.Errorf("%s: time %q", src, h)
+				if h, ok := testsupport.Header(r, HeaderTime); ok == d.Time.IsZero() || ok && h != d.Time.Format(time.RFC3339Nano) {
+					t.Errorf("%s: time %q (%v), want %v (none when zero)", src, h, ok, d.Time)
 				}
 			}
 			if !found {

@@ -26,7 +26,7 @@ const (
 	ColPartition = "_partition" // Int32
 	ColOffset    = "_offset"    // Int64
 	ColKey       = "_key"       // Binary, nullable
-	ColTimestamp = "_timestamp" // Timestamp(ms, UTC): event time if configured, else the Kafka message time
+	ColTimestamp = "_timestamp" // Timestamp(ms, UTC), nullable: event time if configured, else the Kafka message time (null: none)
 )
 
 // UncertaintySuffix names the uncertainty column of a feature: "<feature>_sd".
@@ -35,7 +35,7 @@ const UncertaintySuffix = "_sd"
 // Schema is the Arrow schema of every batch of these features, the one definition that the
 // source builds and every stage reads: one Float32 column per feature (named as the feature),
 // one Float32 "<feature>_sd" per feature when withSD, then _partition (Int32), _offset (Int64),
-// _key (Binary, nullable) and _timestamp (Timestamp ms, UTC).
+// _key (Binary, nullable) and _timestamp (Timestamp ms, UTC, nullable: a record without a time).
 func Schema(features []string, withSD bool) *arrow.Schema {
 	fields := make([]arrow.Field, 0, 2*len(features)+4)
 	for _, f := range features {
@@ -50,7 +50,7 @@ func Schema(features []string, withSD bool) *arrow.Schema {
 		arrow.Field{Name: ColPartition, Type: arrow.PrimitiveTypes.Int32},
 		arrow.Field{Name: ColOffset, Type: arrow.PrimitiveTypes.Int64},
 		arrow.Field{Name: ColKey, Type: arrow.BinaryTypes.Binary, Nullable: true},
-		arrow.Field{Name: ColTimestamp, Type: TimestampType},
+		arrow.Field{Name: ColTimestamp, Type: TimestampType, Nullable: true},
 	)
 	return arrow.NewSchema(fields, nil)
 }

@@ -19,7 +19,7 @@ type Row struct {
 	Partition int32
 	Offset    int64
 	Key       []byte    // nil: a null key
-	Time      time.Time // the Kafka message time
+	Time      time.Time // the Kafka message time; zero: none (a null _timestamp)
 	Features  []float32 // one per feature
 	SD        []float32 // one per feature; read only when the batch has uncertainty columns
 	Payload   []byte
@@ -67,7 +67,11 @@ func Build(mem memory.Allocator, topic string, features []string, withSD, scored
 		} else {
 			rb.Field(col + 2).(*array.BinaryBuilder).Append(r.Key)
 		}
-		rb.Field(col + 3).(*array.TimestampBuilder).Append(arrow.Timestamp(r.Time.UnixMilli()))
+		if r.Time.IsZero() { // none, as the ingest builder has it
+			rb.Field(col + 3).(*array.TimestampBuilder).AppendNull()
+		} else {
+			rb.Field(col + 3).(*array.TimestampBuilder).Append(arrow.Timestamp(r.Time.UnixMilli()))
+		}
 		payloads = append(payloads, r.Payload)
 		if scored {
 			scores = append(scores, r.Score)
@@ -85,7 +89,7 @@ func Build(mem memory.Allocator, topic string, features []string, withSD, scored
 
 // FromColumns builds an unscored batch of rows [lo, hi) of the feature columns cols (and of
 // the uncertainty columns sd when withSD), all on partition 0 at offsets first, first+1, ...,
-// with null keys, time zero and empty payloads: what the detect stage reads.
+// with null keys, no time (null) and empty payloads: what the detect stage reads.
 func FromColumns(tb testing.TB, mem memory.Allocator, topic string, features []string, cols, sd [][]float32, withSD bool, lo, hi int, first int64) *batch.Batch {
 	tb.Helper()
 	rows := make([]Row, hi-lo)
