@@ -257,7 +257,7 @@ func TestAlertGroupsAfterRestartByGeneration(t *testing.T) {
 
 // TestAlertGroupsAfterCleanStopByOffset: at a clean stop the stage is told the offsets committed
 // after the final commit (ConfirmAlertsCommitted); those of the partitions whose last record
-// taken is the one before are saved with the groups (format 5), and a restart whose first
+// taken is the one before are saved with the groups (format 4), and a restart whose first
 // assignment (a generation missed: the stop left the group) finds them unmoved keeps those
 // partitions' groups: a's next far record is folded into its alert of before. A partition whose
 // commit lagged the records taken (1 here) is not saved; one moved drops its groups. A partition
@@ -356,7 +356,7 @@ func TestAlertGroupsAfterCleanStopByOffset(t *testing.T) {
 // generation (a crash: no LeaveGroup) then reads again records whose effects the groups hold:
 // an alert whose output was never written would fold into its own group, never emitted. So the
 // groups of a partition whose committed offset is below the offset after the last record the
-// state took of it go (format 5 saves those offsets at every save); at or past it they stay.
+// state took of it go (format 4 saves those offsets at every save); at or past it they stay.
 // Before, the generation alone kept them: a's far record, read again, was folded into itself.
 func TestAlertGroupsAfterCrashAheadOfCommit(t *testing.T) {
 	cfg := detect.Default()

@@ -93,7 +93,7 @@ func TestAlertScopeMissedGeneration(t *testing.T) {
 }
 
 // TestAlertScopeCommittedOffsets: after a clean stop's restart (the groups saved with the
-// committed offsets they stand for: alarm state format 5), a partition stays whatever the
+// committed offsets they stand for: alarm state format 4), a partition stays whatever the
 // generations when the first assignment finds its committed offset unmoved; not when it moved
 // (another member committed records of it), when none was saved for it or none is committed,
 // when it left an assignment since, or when a later assignment missed a generation (another

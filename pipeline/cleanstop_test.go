@@ -20,7 +20,7 @@ import (
 // then a LeaveGroup: the group's next generation is an empty one, so the restart's first
 // assignment is not the saved generation + 1) and started again with the same state_dir keeps
 // its open alert groups when its partition's committed offset is still the one after the last
-// record it took (alarm state format 5): s1's far record 5 minutes after its alert
+// record it took (alarm state format 4): s1's far record 5 minutes after its alert
 // (alert_cooldown 10m) is folded into it (the last record before the stop a dead letter: the
 // commit went past the records the groups took). Before, the missed generation dropped every group:
 // it was a new alert. Another member of the group that read and committed records in between

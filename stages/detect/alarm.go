@@ -328,7 +328,7 @@ type alertGroups struct {
 	// a partition read again does not lower it): they hold no effect of a record at or past it.
 	// confirmed are those a clean stop's final commit left at or past it, taken then moved to
 	// the commit (confirm): every record below taken written, acknowledged and committed by this
-	// instance, none after. Both are saved with the groups (alarm state format 5); restored are the saved ones,
+	// instance, none after. Both are saved with the groups (alarm state format 4); restored are the saved ones,
 	// until the first assignment after the restart compares them with its committed offsets
 	// (pipeline keyScope.stayed). A record taken after clears confirmed and restored.
 	taken     map[int32]int64
@@ -336,7 +336,7 @@ type alertGroups struct {
 	restored  *AlertsAt
 }
 
-// AlertsAt is where the alert groups restored from the alarm state (format 5) stand on each
+// AlertsAt is where the alert groups restored from the alarm state (format 4) stand on each
 // partition: Taken, the offset after the furthest record of it they took (they hold no effect of
 // one at or past it; a partition without records taken has none), and Committed, those whose
 // Taken a clean stop's final commit left as the group's committed offset.

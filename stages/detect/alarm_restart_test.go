@@ -260,13 +260,12 @@ func TestAlarmStateFile(t *testing.T) {
 	if saved.cap.count == 0 || len(saved.groups) == 0 || saved.series.pos != uint64(len(rows)) {
 		t.Fatalf("setup: %d flags in the cap, %d alert groups, position %d", saved.cap.count, len(saved.groups), saved.series.pos)
 	}
-	// Its size: 80 bytes (64 before format 2, 68 before format 4, 76 before format 5; 4 of them
-	// the fleet's pool, empty but on a scorer under keys.tail: fleet; 8 the groups' generation;
-	// 4 the count of the partitions the groups took records of), the cap's flags (a bit a
-	// record of the window), 12 bytes and the key a series in alarm, 21 and the key an alert
-	// group (16 before format 3, its partition; 20 before format 4, its flags), 13 a partition
-	// taken (format 5: its offset and flags; a scorer's keys' caps: 56 and the key each at
-	// keys.window 200).
+	// Its size: 80 bytes (64 before format 2, 68 before format 4; 4 of them the fleet's pool,
+	// empty but on a scorer under keys.tail: fleet; 8 the groups' generation; 4 the count of the
+	// partitions the groups took records of), the cap's flags (a bit a record of the window), 12
+	// bytes and the key a series in alarm, 21 and the key an alert group (16 before format 3, its
+	// partition; 20 before format 4, its flags), 13 a partition taken (format 4: its offset and
+	// flags; a scorer's keys' caps: 56 and the key each at keys.window 200).
 	size := 80 + 8*((cfg.Window+63)/64)
 	for k := range saved.series.keyed {
 		size += 12 + len(k)

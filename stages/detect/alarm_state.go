@@ -30,7 +30,7 @@ import (
 //	         series: keyless u64, newest u64, count u64, count x { key (length u32, bytes), at u64 },
 //	         groups: (format 4: generation i64), count u64, count x { key (length u32, bytes),
 //	         at i64 (ms), folded u32 (format 3: partition u32; format 4: flags u8) },
-//	         (format 5: taken: count u32, count x { partition u32, offset i64, flags u8 }),
+//	         (format 4: taken: count u32, count x { partition u32, offset i64, flags u8 }),
 //	         keys' caps (a scorer's, else none): keys.window u32, count u64, count x { key (length
 //	         u32, bytes), partition u32, next u32, filled u32, ceil(keys.window / 64) x u64, at u64 }
 //
@@ -44,26 +44,26 @@ import (
 // group of a file of format 1 or 2 has no known partition: it is dropped at the first
 // assignment (the key's next flagged record a new alert), kept where no assignment is heard.
 //
-// Format 4 is format 3 with the consumer group generation the groups were last checked against
-// before their count (i64: -1 none, else an int32 at least 0: Stage.DropAlertsOutside's), and
-// after each group's partition a flags byte (bit 0: the alert's record had a timestamp, at;
-// else at is 0; the other bits 0). A restart keeps the groups only where its first assignment
-// is of the generation after that one (pipeline keyScope.stayed: no other member can have
-// owned the partitions in between); in a file of format 3 or before the generation is not
-// known, and a group at 0 ms had no time (as those releases read it).
-//
-// Format 5 is format 4 with, after the groups, where they stand on each partition (ascending):
-// the offset after the furthest record of it they took (at least 0: they hold no effect of a
-// record at or past it; at a clean stop, moved to the final commit where that went past records
-// the groups never saw) and a flags byte (bit 0: committed, the clean stop's final commit left the
-// group's committed offset there: every record below it written, acknowledged and committed by
-// this instance, none after; the other bits 0). The first assignment after a restart keeps a
-// partition's groups whatever the generations when its committed offset is still a committed
-// one's (no member committed a record of it in between), and by the generations only when its
-// committed offset is at or past the saved one: below, records whose effects the groups hold
-// are read again (a crash after a save made with their outputs unwritten), and an alert among
-// them would fold into its own group, never emitted (pipeline keyScope.stayed). Before format
-// 5 none: the generations alone decide.
+// Format 4 is format 3 with what a restart needs to tell whether the groups' partitions were
+// this instance's throughout (pipeline keyScope.stayed): before the groups' count the consumer
+// group generation they were last checked against (i64: -1 none, else an int32 at least 0:
+// Stage.DropAlertsOutside's); after each group's partition a flags byte (bit 0: the alert's
+// record had a timestamp, at; else at is 0; the other bits 0); and after the groups, where they
+// stand on each partition (ascending): the offset after the furthest record of it they took (at
+// least 0: they hold no effect of a record at or past it; at a clean stop, moved to the final
+// commit where that went past records the groups never saw) and a flags byte (bit 0:
+// committed, the clean stop's final commit left the group's committed offset there: every
+// record below it written, acknowledged and committed by this instance, none after; the other
+// bits 0). The first assignment after a restart keeps a partition's groups whatever the
+// generations when its committed offset is still a committed one's (no member committed a
+// record of it in between), and by the generations (its generation the one after the saved
+// one: no other member can have owned the partition in between) only when its committed offset
+// is at or past the saved one: below, records whose effects the groups hold are read again (a
+// crash after a save made with their outputs unwritten), and an alert among them would fold
+// into its own group, never emitted. In a file of format 3 or before the generation is not
+// known (the first assignment keeps no group), and a group at 0 ms had no time (as those
+// releases read it). (Format 4 was written in two steps within one session, 2026-11-28: the
+// generation and flags, then the offsets; no release wrote the first step.)
 //
 // A scorer's keys' caps are its own (its keys' models come from the model topic, their flags
 // from it): each is given back to its key when the key's model is installed again after the
@@ -77,7 +77,7 @@ import (
 const (
 	alarmsSnapshotMagic = "\x89ODAS\r\n\x1a"
 	// AlarmsSnapshotFormat is the newest alarm state format this code reads and writes.
-	AlarmsSnapshotFormat = 5
+	AlarmsSnapshotFormat = 4
 	alarmsPrefix         = "alarms-"
 )
 
@@ -92,7 +92,7 @@ type alarmState struct {
 	// whether there was one (alertGroups').
 	gen      int32
 	genKnown bool
-	// at is where the groups stand on each partition (alertGroups' taken and confirmed; format 5).
+	// at is where the groups stand on each partition (alertGroups' taken and confirmed; format 4).
 	at      AlertsAt
 	keyCaps map[string]savedCap // a scorer's keys' caps
 	fleet   *fleetTail          // a scorer's fleet pool (nil: empty)
@@ -206,7 +206,7 @@ func (a *alarmState) encodeAs(format uint32, keysWindow int) []byte {
 			e.Raw([]byte{flags})
 		}
 	}
-	if format >= 5 {
+	if format >= 4 {
 		parts := slices.Sorted(maps.Keys(a.at.Taken))
 		e.U32(uint32(len(parts)))
 		for _, p := range parts {
@@ -277,7 +277,7 @@ func decodeCap(d *sealed.Decoder, c *alarmCap) error {
 // groupTimed is a group's flag (format 4): the alert's record had a timestamp.
 const groupTimed = 1
 
-// takenCommitted is a partition's flag (format 5): its offset taken was committed at a clean stop.
+// takenCommitted is a partition's flag (format 4): its offset taken was committed at a clean stop.
 const takenCommitted = 1
 
 // groupBytes is the least an alert group takes in an alarm state of format version format (its
@@ -363,7 +363,7 @@ func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState,
 		}
 		a.groups[k] = alertGroup{at: at, timed: timed, folded: int(folded), partition: part}
 	}
-	if format >= 5 {
+	if format >= 4 {
 		c := d.U32("partitions taken")
 		if d.Err() == nil && uint64(c) > uint64(d.Left()/13) {
 			return nil, snapErr("%d partitions taken cannot fit in the %d bytes left", c, d.Left())

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestAlarmStateTruncated: every cut of a format-5 alarm state payload (a series in alarm, alert
+// TestAlarmStateTruncated: every cut of a format-4 alarm state payload (a series in alarm, alert
 // groups with their partitions, one of them not known, one at 0 ms and one without a time, the
 // groups' generation and the offsets they took to, one committed, a scorer's key's cap) is refused with an error, never a panic or a state
 // read from part of it; a group count past what the payload holds is refused before its
@@ -46,9 +46,22 @@ func TestAlarmStateTruncated(t *testing.T) {
 	if fmt.Sprint(b.at) != fmt.Sprint(a.at) {
 		t.Errorf("offsets taken read back %v, want %v", b.at, a.at)
 	}
-	for _, older := range []uint32{3, 4} {
-		if _, err := decodeAlarms(older, p, window, keysWindow); err == nil {
-			t.Errorf("a format-5 payload read as format %d without an error", older)
+	if _, err := decodeAlarms(3, p, window, keysWindow); err == nil {
+		t.Error("a format-4 payload read as format 3 without an error")
+	}
+	// A payload of format 4's first step (a build of the session that made it: the generation
+	// and the groups' flags, no offsets taken) is refused, not read with another field's bytes
+	// as the offsets' count (OPERATIONS: skipped as unreadable).
+	{
+		one := &alarmState{cap: *newAlarmCap(window), gen: 3, genKnown: true}
+		q := one.encode(keysWindow)
+		at := groupsAt(window) + 8 + 8 // (generation, group count: no groups)
+		if got := binary.LittleEndian.Uint32(q[at:]); got != 0 {
+			t.Fatalf("setup: %d partitions taken at byte %d, want 0 (the layout moved?)", got, at)
+		}
+		step := append(bytes.Clone(q[:at]), q[at+4:]...)
+		if _, err := decodeAlarms(AlarmsSnapshotFormat, step, window, keysWindow); err == nil {
+			t.Error("a payload of format 4's first step (no offsets taken) read without an error")
 		}
 	}
 	// Offsets taken out of order, twice the same partition, negative, of a partition out of an
@@ -141,27 +154,21 @@ func groupsAt(window int) int {
 	return 4 + 8 + 8 + 8*((window+63)/64) + 8 + 8 + 8
 }
 
-// TestAlarmStateOlderFormats: a payload of format 4 (no offsets taken) reads back with its
-// generation and groups, no committed offsets (a restart's generations alone decide); one of
-// format 3 (the groups' partitions, no flags, no generation) or 2 (no partitions either) reads back: its groups' generation not known (the
-// first assignment after the restart keeps none: pipeline keyScope.stayed), a group at 0 ms
-// without a time (as those releases wrote a group without one), the others with theirs.
+// TestAlarmStateOlderFormats: a payload of format 3 (the groups' partitions, no flags, no
+// generation, no offsets taken) or 2 (no partitions either) reads back: its groups' generation
+// not known (the first assignment after the restart keeps none: pipeline keyScope.stayed), no
+// offsets taken, a group at 0 ms without a time (as those releases wrote a group without one),
+// the others with theirs.
 func TestAlarmStateOlderFormats(t *testing.T) {
 	const window, keysWindow = 100, 70
 	a := alarmFixture(window, keysWindow)
-	for _, format := range []uint32{2, 3, 4} {
+	for _, format := range []uint32{2, 3} {
 		b, err := decodeAlarms(format, a.encodeAs(format, keysWindow), window, keysWindow)
 		if err != nil {
 			t.Fatalf("format %d: %v", format, err)
 		}
 		if b.at.Taken != nil {
-			t.Errorf("format %d: offsets taken %v, want none (before format 5)", format, b.at)
-		}
-		if format == 4 {
-			if !b.genKnown || b.gen != a.gen || len(b.groups) != len(a.groups) {
-				t.Errorf("format 4: generation %d (known %v), %d groups; want %d, %d", b.gen, b.genKnown, len(b.groups), a.gen, len(a.groups))
-			}
-			continue
+			t.Errorf("format %d: offsets taken %v, want none (before format 4)", format, b.at)
 		}
 		if b.genKnown || len(b.groups) != len(a.groups) {
 			t.Errorf("format %d: %d groups, generation known %v; want %d, not known", format, len(b.groups), b.genKnown, len(a.groups))

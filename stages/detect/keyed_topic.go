@@ -205,9 +205,9 @@ func (s *Stage) DropAlertsOutside(gen int32, keep func(partition int32) bool) in
 // when none: no assignment yet, or a state of format 3 or before.
 func (s *Stage) AlertsGeneration() (gen int32, ok bool) { return s.groups.gen, s.groups.genKnown }
 
-// AlertsRestored is where the alert groups restored from the alarm state (format 5) stand on
+// AlertsRestored is where the alert groups restored from the alarm state (format 4) stand on
 // each partition, until the first DropAlertsOutside (nil then, and without a restore, or from a
-// file of format 4 or before): the first assignment's committed offsets are checked against it
+// file of format 3 or before): the first assignment's committed offsets are checked against it
 // (pipeline keyScope.stayed).
 func (s *Stage) AlertsRestored() *AlertsAt { return s.groups.restored }
 
