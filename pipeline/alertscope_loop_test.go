@@ -118,7 +118,7 @@ func rebalanceTrials(t *testing.T, overlap int, missed bool) (folded, trials int
 	scope.set(ingest.Assignment{Generation: gen, Partitions: []int32{0, 1}})
 	<-scope.changed
 	from, known := det.AlertsGeneration()
-	det.DropAlertsOutside(scope.stayed(from, known, nil))
+	det.DropAlertsOutside(scope.stayed(from, known, nil, det.AlertsTaken))
 	det.OwnPartitions(scope.keep)
 	trials = 16
 	for k := range trials {

@@ -129,6 +129,16 @@ type keyScope struct {
 	// firstAt are the committed offsets of the first assignment since the detect goroutine's
 	// last turn, by partition (ingest.Assignment.Offsets; none negative).
 	firstAt map[int32]int64
+	// via and broken are, since the detect goroutine's last turn, the partitions of the
+	// assignments that did not follow the one before them in this process (a generation
+	// missed) whose committed offset was (via: the least of them) or was not (broken) the one
+	// this member had committed as it left them (ingest.Assignment.Own): no member committed a
+	// record of it in between, or perhaps one did.
+	via    map[int32]int64
+	broken map[int32]bool
+	// firstRun says the first assignment since the last turn had one before it in this process
+	// (a gap before it was checked: offsetsAfterGap).
+	firstRun bool
 }
 
 func newKeyScope() *keyScope { return &keyScope{changed: make(chan struct{}, 1)} }
@@ -147,7 +157,7 @@ func (s *keyScope) set(a ingest.Assignment) (added []int32) {
 	defer s.mu.Unlock()
 	switch {
 	case !s.heard:
-		s.heard, s.first = true, a.Generation
+		s.heard, s.first, s.firstRun = true, a.Generation, s.known
 		s.firstAt = make(map[int32]int64, len(a.Offsets))
 		for i, off := range a.Offsets {
 			if i < len(parts) && off >= 0 {
@@ -156,6 +166,9 @@ func (s *keyScope) set(a ingest.Assignment) (added []int32) {
 		}
 	case a.Generation != s.gen+1:
 		s.skipped = true
+	}
+	if s.known && a.Generation != s.gen+1 {
+		s.offsetsAfterGap(a)
 	}
 	s.gen = a.Generation
 	next := make(map[int32]bool, len(parts))
@@ -181,6 +194,24 @@ func (s *keyScope) set(a ingest.Assignment) (added []int32) {
 	return added
 }
 
+// offsetsAfterGap checks, at an assignment that does not follow this process's previous one,
+// each partition's committed offset against the one this member had committed as it left it
+// (via, broken). mu must be held.
+func (s *keyScope) offsetsAfterGap(a ingest.Assignment) {
+	if s.via == nil {
+		s.via, s.broken = map[int32]int64{}, map[int32]bool{}
+	}
+	for i, p := range a.Partitions {
+		if i < len(a.Offsets) && i < len(a.Own) && a.Own[i] >= 0 && a.Offsets[i] == a.Own[i] {
+			if v, ok := s.via[p]; !ok || a.Own[i] < v {
+				s.via[p] = a.Own[i]
+			}
+		} else {
+			s.broken[p] = true
+		}
+	}
+}
+
 // stayed says which partitions were the instance's throughout since the consumer group
 // generation from (the one of its last call, or restored with the alert groups from the alarm
 // state; fromKnown false: none), and the generation they are of now: none unless the
@@ -188,6 +219,15 @@ func (s *keyScope) set(a ingest.Assignment) (added []int32) {
 // another member may have owned them; ingest.Assignment), and of those the partitions it
 // keeps now that did not leave an assignment in between. Without an assignment since, those
 // it keeps (from stands).
+//
+// A generation missed while running (no restart between) keeps a partition by the offsets
+// instead: where the assignment after the gap finds the partition's committed offset where
+// this member had committed it as it left it (ingest.Assignment.Own), no member committed a
+// record of it in between, and where the groups took no record of it past that offset (taken:
+// detect.Stage.AlertsTaken), every record whose effects they hold was written, acknowledged
+// and committed here: the clean stop's case below, with the same bound (at most another
+// member's extra alerts). Each gap since from must pass so; records taken and not committed
+// (read again after the gap, an alert among them would fold into its own group) fail it.
 //
 // After a restart from must be the generation the alert groups saved were checked against: a
 // crash leaves the group without a LeaveGroup, and the group's next generation (which drops
@@ -208,26 +248,40 @@ func (s *keyScope) set(a ingest.Assignment) (added []int32) {
 // record of the partition taken): below it, the records read again include some whose effects
 // the groups hold, saved before their outputs were written (a crash), and an alert among them
 // would fold into its own group, never emitted.
-func (s *keyScope) stayed(from int32, fromKnown bool, at *detect.AlertsAt) (gen int32, keep func(p int32) bool) {
+func (s *keyScope) stayed(from int32, fromKnown bool, at *detect.AlertsAt, taken func(p int32) (int64, bool)) (gen int32, keep func(p int32) bool) {
 	s.mu.Lock()
-	left, heard, follows := s.left, s.heard, fromKnown && s.first == from+1 && !s.skipped
-	firstAt, later := s.firstAt, !s.skipped
-	s.left, s.heard, s.skipped, s.firstAt = nil, false, false, nil
+	left, heard, firstFollows := s.left, s.heard, fromKnown && s.first == from+1
+	firstAt, later, via, broken, firstRun := s.firstAt, !s.skipped, s.via, s.broken, s.firstRun
+	s.left, s.heard, s.skipped, s.firstAt, s.via, s.broken = nil, false, false, nil, nil, nil
 	gen = s.gen
 	s.mu.Unlock()
 	if !heard { // (a signal of an assignment an earlier turn took)
 		return from, s.keep
 	}
+	// byOffsets: at every gap checked (offsetsAfterGap) p's committed offset was where this
+	// member had committed it, and the groups took no record of p past it (t: the offset after
+	// the furthest; ok false: none taken).
+	byOffsets := func(p int32, t int64, ok bool) bool {
+		v, checked := via[p]
+		return checked && !broken[p] && (!ok || t <= v)
+	}
 	stays := func(p int32) bool {
 		if at == nil {
-			return follows
+			if firstFollows && later {
+				return true
+			}
+			// Running (firstRun), every gap since from was checked, the first one's too; at
+			// the process's first assignment the link to from is the generations' alone.
+			t, ok := taken(p)
+			return (firstRun || firstFollows) && byOffsets(p, t, ok)
 		}
-		taken, ok := at.Taken[p]
+		t, ok := at.Taken[p]
 		if !ok {
-			return follows
+			return firstFollows && later
 		}
 		c, got := firstAt[p]
-		return got && (later && at.Committed[p] && c == taken || follows && c >= taken)
+		since := later || byOffsets(p, t, true) // (the gaps after the first assignment)
+		return got && since && (at.Committed[p] && c == t || firstFollows && c >= t)
 	}
 	return gen, func(p int32) bool { return stays(p) && !left[p] && s.keep(p) }
 }
@@ -299,7 +353,7 @@ func (p *Pipeline) pendingRebalance(changed <-chan struct{}, drainer Overlapped,
 // moved away dropped (those back keep their models: their followers read them again).
 func (p *Pipeline) rebalanced() {
 	gen, known := p.det.AlertsGeneration()
-	p.det.DropAlertsOutside(p.scope.stayed(gen, known, p.det.AlertsRestored()))
+	p.det.DropAlertsOutside(p.scope.stayed(gen, known, p.det.AlertsRestored(), p.det.AlertsTaken))
 	if p.keys == nil {
 		return
 	}

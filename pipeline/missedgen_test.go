@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/detect"
@@ -18,16 +21,34 @@ import (
 
 // TestMissedGenerationAlertKfake: end to end, an instance removed from its consumer group (as
 // the coordinator removes a member whose session expired: a LeaveGroup sent for it) joins again
-// with the same partition: its alert groups go, since it missed a generation in which another
-// member may have owned the partition and alerted for its keys. s1's fault is alerted, every
-// record committed, the member removed; once the instance is back, s1's next far record, 5
-// minutes after its alert (alert_cooldown 10m), is a new alert. Without the removal it is
-// folded into the alert (the control). Before, the assignment's partitions alone were compared
-// (the same): it was folded after the removal too.
+// with the same partition, a generation missed. s1's fault is alerted, every record committed,
+// the member removed; once the instance is back, s1's next far record, 5 minutes after its
+// alert (alert_cooldown 10m), is folded into the alert when the partition's committed offset
+// is still the one the instance committed (no member committed a record of it meanwhile:
+// keyScope.stayed's offsets), as without the removal (the control); it is a new alert when
+// another member committed meanwhile (held out of the group by its JoinGroups refused, the
+// instance finds the group empty and a commit of record 1500 made in between: another member
+// may have owned the partition and alerted for its keys). Before, every missed generation
+// dropped the groups: the record was a new alert after the removal with the offset unmoved.
 func TestMissedGenerationAlertKfake(t *testing.T) {
-	for _, removed := range []bool{false, true} {
-		t.Run(fmt.Sprintf("removed %v", removed), func(t *testing.T) {
+	for _, c := range []struct {
+		name               string
+		removed, committed bool
+	}{{"kept", false, false}, {"removed", true, false}, {"removed, another committed", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
 			br := testsupport.KfakeBroker(t)
+			var hold atomic.Bool     // the instance's JoinGroups refused (retriable: it tries again)
+			var refused atomic.Int32 // how many
+			br.Kfake.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				br.Kfake.KeepControl()
+				if !hold.Load() {
+					return nil, nil, false
+				}
+				refused.Add(1)
+				resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+				resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+				return resp, nil, true
+			})
 			in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
 			testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
 			t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
@@ -75,10 +96,25 @@ func TestMissedGenerationAlertKfake(t *testing.T) {
 					break
 				}
 			}
-			if removed {
+			if c.removed {
+				hold.Store(c.committed)
 				res, err := cl.LeaveGroup(ctx, &kafka.LeaveGroupRequest{GroupID: group, Members: []kafka.LeaveGroupRequestMember{{ID: member}}})
 				if err != nil || res.Error != nil {
 					t.Fatalf("removing the member %s: %v %v", member, err, res)
+				}
+				if c.committed { // another member's commit of record 1500 while the group is empty
+					for groupState(ctx, cl, group) != "Empty" || refused.Load() == 0 { // (the instance's join waits)
+						if ctx.Err() != nil {
+							t.Fatal("the group not empty, or the instance's join not refused, in 60 s")
+						}
+						time.Sleep(50 * time.Millisecond)
+					}
+					res, err := cl.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: group, GenerationID: -1,
+						Topics: map[string][]kafka.OffsetCommit{in: {{Partition: 0, Offset: first + 1}}}})
+					if err != nil || len(res.Topics[in]) != 1 || res.Topics[in][0].Error != nil {
+						t.Fatalf("the other member's commit: %v %+v", err, res)
+					}
+					hold.Store(false)
 				}
 				for m := groupMember(ctx, cl, group); m == "" || m == member; m = groupMember(ctx, cl, group) {
 					if ctx.Err() != nil {
@@ -92,9 +128,13 @@ func TestMissedGenerationAlertKfake(t *testing.T) {
 				recs = append(recs, rec(i, i == again))
 			}
 			testsupport.Produce(t, br, recs...)
-			for r.p.Stats().RecordsOut.Load() < first+30 {
+			want := int64(first + 30)
+			if c.committed {
+				want-- // (record 1500: the other member's)
+			}
+			for r.p.Stats().RecordsOut.Load() < want {
 				if ctx.Err() != nil {
-					t.Fatalf("%d records out in 60 s, want %d", r.p.Stats().RecordsOut.Load(), first+30)
+					t.Fatalf("%d records out in 60 s, want %d", r.p.Stats().RecordsOut.Load(), want)
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
@@ -116,9 +156,9 @@ func TestMissedGenerationAlertKfake(t *testing.T) {
 			if b.Scores == nil || !b.Scores.Outlier {
 				t.Fatalf("s1's far record after: %+v, want flagged", b.Scores)
 			}
-			if b.Scores.Folded == removed {
-				t.Errorf("s1's far record 5 minutes after its alert, the instance removed from its group and back %v: folded %v (alert_timestamp %s), want %v (%s)",
-					removed, b.Scores.Folded, b.Scores.AlertTimestamp, !removed, b.Explanation)
+			if b.Scores.Folded == c.committed {
+				t.Errorf("s1's far record 5 minutes after its alert, %s: folded %v (alert_timestamp %s), want %v (%s)",
+					c.name, b.Scores.Folded, b.Scores.AlertTimestamp, !c.committed, b.Explanation)
 			}
 		})
 	}
@@ -131,4 +171,13 @@ func groupMember(ctx context.Context, cl *kafka.Client, group string) string {
 		return ""
 	}
 	return res.Groups[0].Members[0].MemberID
+}
+
+// groupState is group's state ("Empty", "Stable", ...), or "" when it cannot be read.
+func groupState(ctx context.Context, cl *kafka.Client, group string) string {
+	res, err := cl.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+	if err != nil || len(res.Groups) != 1 || res.Groups[0].Error != nil {
+		return ""
+	}
+	return res.Groups[0].GroupState
 }

@@ -211,6 +211,15 @@ func (s *Stage) AlertsGeneration() (gen int32, ok bool) { return s.groups.gen, s
 // (pipeline keyScope.stayed).
 func (s *Stage) AlertsRestored() *AlertsAt { return s.groups.restored }
 
+// AlertsTaken is the offset after the furthest record of partition p the alert groups took (a
+// partition read again does not lower it), and false when they took none since it was last
+// dropped (DropAlertsOutside): a partition whose groups stay at a missed generation must have
+// had every record they took committed (pipeline keyScope.stayed).
+func (s *Stage) AlertsTaken(p int32) (int64, bool) {
+	off, ok := s.groups.taken[p]
+	return off, ok
+}
+
 // ConfirmAlertsCommitted tells the stage, at a clean stop, the consumer group's committed
 // offsets after the final commit (this instance's: ingest.Source.Committed): the partitions
 // whose offset is at or past the one after the furthest record the alert groups took of them

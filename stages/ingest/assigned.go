@@ -34,6 +34,13 @@ type Assignment struct {
 	// took of it, all of them acknowledged and committed, says no member committed any later
 	// record in between (pipeline keyScope.stayed: the alert groups stay).
 	Offsets []int64
+	// Own are this member's committed offsets of Partitions (each one's) as its previous
+	// assignment in this process ended (Source.Committed's then: its last successful commit of
+	// the partition, else the offset that assignment started it from); negative where the
+	// partition was not in it, none was known, or there was none. A partition's Offsets equal
+	// to its Own says no member committed a record of it between the two assignments, a
+	// generation missed or not (pipeline keyScope.stayed).
+	Own []int64
 }
 
 // assignment is the Source's view of its assigned partitions.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/internal/core/checkpoint"
 )
 
 // TestSourceMissedGeneration: a Source's assignments carry the group's generation ids (on
@@ -80,4 +82,32 @@ func testSourceMissedGeneration(t *testing.T, env kafkaEnv) {
 	}
 	t.Logf("A: generations %d %v, %d %v, missed %d (B's alone, %v), back in %d %v", first.Generation, first.Partitions,
 		aJoined.Generation, aJoined.Partitions, alone.Generation, alone.Partitions, back.Generation, back.Partitions)
+}
+
+// TestSourceAssignmentOwn: each assignment carries, for each of its partitions, this member's
+// committed offset of it as the previous assignment ended (Own): its last successful commit,
+// else the offset that assignment started it from; -1 for a partition not in it or with none
+// committed. What the alert groups compare with the new assignment's offsets at a missed
+// generation (pipeline keyScope.stayed).
+func TestSourceAssignmentOwn(t *testing.T) {
+	s := &Source{cp: checkpoint.New(), tracked: map[int]bool{}, committed: map[int]int64{}, assigned: &assignment{}}
+	var got []Assignment
+	s.OnAssigned(func(a Assignment) { got = append(got, a) })
+	s.newGeneration(Assignment{Generation: 3, Partitions: []int32{0, 1, 2}, Offsets: []int64{10, 20, -1}})
+	s.commitMu.Lock()
+	s.committed[1] = 25 // (a commit of generation 3)
+	s.commitMu.Unlock()
+	s.newGeneration(Assignment{Generation: 5, Partitions: []int32{0, 1, 2, 3}, Offsets: []int64{10, 30, 7, 4}})
+	if len(got) != 2 {
+		t.Fatalf("%d assignments heard, want 2", len(got))
+	}
+	if !slices.Equal(got[0].Own, []int64{-1, -1, -1}) {
+		t.Errorf("the first assignment's own offsets %v, want none", got[0].Own)
+	}
+	if want := []int64{10, 25, -1, -1}; !slices.Equal(got[1].Own, want) {
+		t.Errorf("own offsets %v, want %v (0: as it started, 1: committed, 2: none, 3: not held)", got[1].Own, want)
+	}
+	if c := s.Committed(); fmt.Sprint(c) != fmt.Sprint(map[int32]int64{0: 10, 1: 30, 2: 7, 3: 4}) {
+		t.Errorf("committed after the second start %v, want its offsets", c)
+	}
 }

@@ -353,7 +353,8 @@ func (s *Source) track(m kafka.Message) {
 // owner's, and one moved away and back starts where the member that had it in between
 // committed, past this member's old records: committing their offsets would move the group's
 // back (TestSourceNoBackwardCommitMovedBack; no offset regression shows them stale there).
-// Their late acks are ignored.
+// Their late acks are ignored. The assignment passed on carries, as Own, what this member had
+// committed of its partitions as the one before ended.
 func (s *Source) newGeneration(a Assignment) {
 	s.genMu.Lock()
 	for p := range s.tracked {
@@ -362,6 +363,16 @@ func (s *Source) newGeneration(a Assignment) {
 	clear(s.tracked)
 	s.genMu.Unlock()
 	s.commitMu.Lock()
+	a.Own = make([]int64, len(a.Partitions))
+	for i, p := range a.Partitions { // (the previous assignment's, before they are dropped)
+		a.Own[i] = -1
+		if off, ok := s.started[int(p)]; ok {
+			if c, ok := s.committed[int(p)]; ok {
+				off = c
+			}
+			a.Own[i] = max(off, -1)
+		}
+	}
 	clear(s.committed)
 	s.commitEpoch++
 	s.started = make(map[int]int64, len(a.Partitions))
