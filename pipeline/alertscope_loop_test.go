@@ -433,3 +433,97 @@ func TestAlertGroupsAfterCrashAheadOfCommit(t *testing.T) {
 		})
 	}
 }
+
+// committingSource is a Source that says what it committed (ingest.Source.Committed).
+type committingSource struct {
+	*fakeSource
+	committed map[int32]int64
+}
+
+func (s *committingSource) Committed() map[int32]int64 { return s.committed }
+
+// TestCleanStopTakesPendingRebalance: a clean stop whose last rebalance the detect goroutine
+// did not take (the loop ended with the signal pending: partition 0 moved away and back,
+// another member committing records of it meanwhile) takes it before the offsets committed are
+// confirmed to the stage: the groups of the partition that was not the instance's throughout
+// go, and are not saved as standing for the commit. Before, they were confirmed at the other
+// member's offset (the instance's own commit left it there), and a restart finding it unmoved
+// kept them: a's next far record folded into the alert of before the move.
+func TestCleanStopTakesPendingRebalance(t *testing.T) {
+	cfg := detect.Default()
+	cfg.Window, cfg.MinRecords, cfg.Distance.N = 5000, 1000, 5
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	cfg.AlertCooldown = 10 * time.Minute
+	cfg.StateDir = t.TempDir()
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	open := func() *detect.Stage {
+		det, err := detect.NewStage(cfg, []string{"value"}, false, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleAll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return det
+	}
+	off := int64(0)
+	process := func(det *detect.Stage, at time.Duration, rows ...testbatch.Row) []batch.Score {
+		for i := range rows {
+			rows[i].Offset, rows[i].Time = off, t0.Add(at)
+			off++
+		}
+		bs, err := det.Process(context.Background(), testbatch.New(t, mem, "in", []string{"value"}, false, false, rows))
+		if err != nil {
+			t.Fatal(err)
+		}
+		more, err := det.Drain()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []batch.Score
+		for _, b := range append(bs, more...) {
+			out = append(out, b.Scores...)
+			b.Release()
+		}
+		return out
+	}
+	both := []int32{0, 1}
+	det := open()
+	scope := newKeyScope()
+	src := &committingSource{}
+	p := &Pipeline{det: det, scope: scope, src: src, log: zerolog.Nop()}
+	scope.set(ingest.Assignment{Generation: 5, Partitions: both, Offsets: []int64{0, 0}})
+	<-scope.changed
+	p.rebalanced()
+	det.OwnPartitions(scope.keep)
+	r := rand.New(rand.NewPCG(20, 28))
+	var warm []testbatch.Row
+	for i := range 1200 {
+		warm = append(warm, testbatch.Row{Partition: int32(i % 2), Key: fmt.Appendf(nil, "x%d", i%10), Features: []float32{float32(70 + 2*r.NormFloat64())}})
+	}
+	process(det, 0, warm...)
+	far := testbatch.Row{Partition: 0, Key: []byte("a"), Features: []float32{200}}
+	if got := process(det, time.Minute, far); len(got) != 1 || !got[0].Outlier || got[0].Grouped { // (offset 1200)
+		t.Fatalf("setup: a's far record: %+v, want a new alert", got)
+	}
+	// 0 moves away and back, another member committing it to 1230 meanwhile; the stop comes
+	// before the detect goroutine's turn.
+	scope.set(ingest.Assignment{Generation: 6, Partitions: []int32{1}, Offsets: []int64{1200}, Own: []int64{1200}})
+	scope.set(ingest.Assignment{Generation: 7, Partitions: both, Offsets: []int64{1230, 1200}, Own: []int64{-1, 1200}})
+	src.committed = map[int32]int64{0: 1230, 1: 1200}
+	p.confirmAlerts()
+	det.Close()
+	det = open()
+	defer det.Close()
+	if got := det.AlertsRestored(); got != nil && got.Committed[0] {
+		t.Errorf("restored %v: partition 0 saved as committed, though another member had it", *got)
+	}
+	scope = newKeyScope()
+	scope.set(ingest.Assignment{Generation: 9, Partitions: both, Offsets: []int64{1230, 1200}})
+	<-scope.changed
+	p = &Pipeline{det: det, scope: scope, log: zerolog.Nop()}
+	det.OwnPartitions(scope.keep)
+	p.rebalanced()
+	if got := process(det, 2*time.Minute, far); len(got) != 1 || !got[0].Outlier || got[0].Grouped {
+		t.Errorf("a's next far record after the restart: %+v; want a new alert (partition 0 was another member's before the stop)", got)
+	}
+}

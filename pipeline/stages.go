@@ -95,9 +95,17 @@ func (p *Pipeline) closeOpened() error {
 
 // confirmAlerts tells the stage, after a clean stop's final commit, the offsets the source
 // committed: every batch taken was written and acknowledged, so the alert groups saved at the
-// close stand for the records below them (keyScope.stayed).
+// close stand for the records below them (keyScope.stayed). A rebalance the detect goroutine
+// did not take (its loop ended with the assignment heard) is taken first (the detect goroutine
+// is done): the groups of a partition that was another member's meanwhile would otherwise be
+// saved as standing for the offset that member committed.
 func (p *Pipeline) confirmAlerts() {
-	if src, ok := p.src.(interface{ Committed() map[int32]int64 }); ok && p.det != nil {
-		p.det.ConfirmAlertsCommitted(src.Committed())
+	src, ok := p.src.(interface{ Committed() map[int32]int64 })
+	if !ok || p.det == nil {
+		return
 	}
+	if p.scope != nil && p.scope.pending() {
+		p.rebalanced()
+	}
+	p.det.ConfirmAlertsCommitted(src.Committed())
 }

@@ -75,3 +75,24 @@ func (s *Source) OnAssigned(f func(Assignment)) {
 		f(a.last)
 	}
 }
+
+// Committed is the group's committed offset of each partition of the generation in progress,
+// as this member knows it: its own last successful commit, else the offset the generation
+// started from (no member commits a partition's offsets while this one holds it); partitions
+// with none committed left out. Read after the final commit of a stop: the offsets the alert
+// groups saved are checked against (pipeline: a clean stop's groups stay when the restart
+// finds them unmoved).
+func (s *Source) Committed() map[int32]int64 {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	out := make(map[int32]int64, len(s.started))
+	for p, off := range s.started {
+		if c, ok := s.committed[p]; ok {
+			off = c
+		}
+		if off >= 0 {
+			out[int32(p)] = off
+		}
+	}
+	return out
+}

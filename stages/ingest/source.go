@@ -385,27 +385,6 @@ func (s *Source) newGeneration(a Assignment) {
 	s.assigned.set(a)
 }
 
-// Committed is the group's committed offset of each partition of the generation in progress,
-// as this member knows it: its own last successful commit, else the offset the generation
-// started from (no member commits a partition's offsets while this one holds it); partitions
-// with none committed left out. Read after the final commit of a stop: the offsets the alert
-// groups saved are checked against (pipeline: a clean stop's groups stay when the restart
-// finds them unmoved).
-func (s *Source) Committed() map[int32]int64 {
-	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
-	out := make(map[int32]int64, len(s.started))
-	for p, off := range s.started {
-		if c, ok := s.committed[p]; ok {
-			off = c
-		}
-		if off >= 0 {
-			out[int32(p)] = off
-		}
-	}
-	return out
-}
-
 // Commit commits to the group, for each partition, the offset below which every record is
 // done (Checkpointer.Committable), skipping partitions whose offset has not moved since the
 // last successful commit. It commits with the generation in progress, waiting for one while
