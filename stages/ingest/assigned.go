@@ -21,7 +21,7 @@ import "sync"
 // be one whose SyncGroup failed, or an empty one while the member restarted alone), and
 // consecutive ids prove none happened: a user that must not take another member's work for its
 // own (pipeline keyScope.stayed: the alert groups) takes every gap as a loss of every
-// partition. The ids of one process's assignments grow; after a restart the first one is
+// partition, unless its offsets say no member committed a record of it in between (Own). The ids of one process's assignments grow; after a restart the first one is
 // compared with the last one saved (detect's alarm state format 4).
 type Assignment struct {
 	// Generation is the consumer group's generation id (Kafka's: kafka-go's Generation.ID).
