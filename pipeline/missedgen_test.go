@@ -177,15 +177,6 @@ func groupMember(ctx context.Context, cl *kafka.Client, group string) string {
 	return res.Groups[0].Members[0].MemberID
 }
 
-// groupState is group's state ("Empty", "Stable", ...), or "" when it cannot be read.
-func groupState(ctx context.Context, cl *kafka.Client, group string) string {
-	res, err := cl.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
-	if err != nil || len(res.Groups) != 1 || res.Groups[0].Error != nil {
-		return ""
-	}
-	return res.Groups[0].GroupState
-}
-
 // otherMemberCommits joins group as another member (franz-go's client, its cooperative-sticky
 // protocol), reads topic's partition 0 from the group's offset, commits the record at offset
 // at, and leaves the group.
