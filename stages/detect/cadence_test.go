@@ -22,8 +22,9 @@ func movingLevel(t *testing.T, n int, seed uint64, shift func(i int) float32) (f
 // records flagged on average (issue 20 item 3). Significant records stay out of the next
 // builds (alarm.go), so the reference's edge moves only by the records that score under
 // min_score between two recalibrations; a level that moves past it faster is flagged build
-// after build (docs/bench/notes/cadence21.md). With a recalibration every quarter window the
-// 8 sd stream was flagged 9.7% (docs/BENCHMARKS.md §12.42).
+// after build (docs/bench/notes/cadence21.md). With a recalibration every quarter window (1,250
+// records here) this stream was flagged 9.7% (5.8-12.1%); every tenth (500) 0.006%
+// (docs/BENCHMARKS.md §12.43).
 func TestMovingLevelFollowed(t *testing.T) {
 	const window, sdPerWindow = 5000, 8
 	sum := 0.0
@@ -60,5 +61,22 @@ func TestJumpOfSameSizeStaysOut(t *testing.T) {
 		if late > 0.1 {
 			t.Errorf("jump of %g sd: %.2f of its records still significant after two windows", size, late)
 		}
+	}
+}
+
+// TestRecalibrateCadence: the default cadence is a quarter of the records the window holds, at
+// most a tenth of the window (5,000 at W = 50,000, where a quarter window was too slow to
+// follow GECCO 2018's cooling water, docs/BENCHMARKS.md §12.43); recalibrate_records overrides it.
+func TestRecalibrateCadence(t *testing.T) {
+	cfg := Default()
+	cfg.Window = 50000
+	for _, c := range []struct{ held, want int }{{2, 1}, {2000, 500}, {20000, 5000}, {30000, 5000}, {50000, 5000}} {
+		if got := cfg.Recalibrate(c.held); got != c.want {
+			t.Errorf("Recalibrate(%d) at W = 50,000: %d, want %d", c.held, got, c.want)
+		}
+	}
+	cfg.RecalibrateRecords = 12500
+	if got := cfg.Recalibrate(50000); got != 12500 {
+		t.Errorf("recalibrate_records 12500: Recalibrate %d", got)
 	}
 }
