@@ -74,3 +74,25 @@ func BenchmarkBuildRankerWeights(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRecalibration is one recalibration's work on the build goroutine (the window's
+// columns sorted, then the ranking part rebuilt) at the default window, W = 50,000 records of
+// 3 and of 9 features (the default config's sensors; GECCO 2018's): what recalibrate_records'
+// cadence multiplies (docs/bench/notes/cadence21.md).
+//
+//	go test ./stages/detect -run '^$' -bench Recalibration -count 5
+func BenchmarkRecalibration(b *testing.B) {
+	for _, dims := range []int{3, 9} {
+		sp := synth.DefaultUncertainParams()
+		sp.Rows, sp.Dims, sp.Seed = 50000, dims, 5
+		d := synth.One(sp)
+		cfg := Default()
+		b.Run(map[int]string{3: "f3", 9: "f9"}[dims], func(b *testing.B) {
+			for b.Loop() {
+				if _, err := buildRanker(d.Cols, sortedColumns(d.Cols), d.Features, cfg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -43,10 +43,12 @@ type Config struct {
 	// RecalibrateRecords rebuilds the model's ranking part alone (each feature's tail, the
 	// distance sample, the calibrations: what flag_by significance and rate decide by) after
 	// this many new records, as a new model version. Default 0: a quarter of the records the
-	// window holds (of the window once it is full), so a
-	// drift of one standard deviation per window leaves the calibration at most about three
-	// quarters of one behind (the window's median lags by half a window); about a twentieth of a
-	// full build's cost.
+	// window holds, at most a tenth of the window (5,000 at W = 50,000; Recalibrate). Significant
+	// records stay out of the next builds, so the reference's edge moves only through records
+	// scoring under min_score, about one margin a recalibration: a level moving faster than that
+	// runs away from the model and is flagged build after build (GECCO 2018's cooling water: 31%
+	// of its rows at a quarter window, docs/BENCHMARKS.md §12.42-§12.43). A recalibration costs
+	// about a twentieth of a full build.
 	RecalibrateRecords int `yaml:"recalibrate_records"`
 	// RefreshInterval rebuilds the model after this long, if any record arrived. Default 30s.
 	RefreshInterval time.Duration `yaml:"refresh_interval"`
@@ -488,15 +490,19 @@ func (c *Config) RecentBlocks() int {
 
 // Recalibrate is the number of new records after which the model's ranking part is rebuilt,
 // for a window now holding held records: recalibrate_records, or when it is 0 a quarter of the
-// records the window holds (a quarter of the window once it is full): while the window fills,
-// a model built from its first min_records records would otherwise score a stream many times
-// longer than itself before the first recalibration (a series of a few thousand records at the
-// default W = 50,000: never).
+// records the window holds, at most a tenth of the window. A quarter of what it holds: while
+// the window fills, a model built from its first min_records records would otherwise score a
+// stream many times longer than itself before the first recalibration (a series of a few
+// thousand records at the default W = 50,000: never). At most a tenth of the window: the
+// fastest level the model follows is about one margin (past the reference's edge, under
+// min_score) per recalibration, and a quarter of a full window was too slow for real sensors
+// (docs/bench/notes/cadence21.md); faster still (a twentieth, or a tenth while the window
+// fills) added false flags on the generated spike streams (§12.43).
 func (c *Config) Recalibrate(held int) int {
 	if c.RecalibrateRecords > 0 {
 		return c.RecalibrateRecords
 	}
-	return max(1, min(c.Window, held)/4)
+	return max(1, min(min(c.Window, held)/4, c.Window/10))
 }
 
 // Rebuild is how many of a key's records come between its model's rebuilds
