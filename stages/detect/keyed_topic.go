@@ -195,7 +195,7 @@ func (s *Stage) DropAlertsOutside(gen int32, keep func(partition int32) bool) in
 	}
 	n := s.groups.dropOutside(keep)
 	if n > 0 {
-		s.deps.Log.Info().Int("alert_groups", n).Msg("alert groups of the partitions moved away forgotten: their keys' next flagged records are new alerts")
+		s.deps.Log.Info().Int("alert_groups", n).Msg("alert groups dropped (their partition moved away, a generation was missed, or a restart could not vouch for it): their keys' next flagged records are new alerts")
 	}
 	return n
 }
