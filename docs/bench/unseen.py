@@ -10,6 +10,8 @@
     nice -n 10 python3 docs/bench/unseen.py --sets ucr --config docs/bench/timeseries_x0.yaml \
         --peer-derive diff,robust_z:60 --markdown      # a config with derived columns; the peers given the same
 
+    nice -n 10 python3 docs/bench/unseen.py --sets daphnet --markdown  # Daphnet Freezing of Gait (unseen6_protocol.md)
+
 Data, kept outside the repository (like NAB and SKAB):
   SMAP, MSL  Hundman et al., "Detecting spacecraft anomalies using LSTMs and nonparametric dynamic
              thresholding", KDD 2018 (telemanom): 82 channels (SMAP 55 with 25 columns, MSL 27 with
@@ -24,6 +26,13 @@ Data, kept outside the repository (like NAB and SKAB):
              ServerMachineDataset/: train/, test/, test_label/ *.txt), 28 machines, 38 metrics;
              --smd DIR / $OUTLIERD_SMD. (Not run in docs/BENCHMARKS.md §12.20: no copy reachable from
              the development machine had its data files.)
+
+  Daphnet    Daphnet Freezing of Gait (UCI 245, CC BY 4.0; Baechlin et al., IEEE TITB 2010): 9
+             accelerometer channels at 64 Hz, N 0/1/2 (outside the experiment / walking / a
+             freeze, the anomaly). The 7 recordings of github.com/Dadigno/ML-on-FOG-dataset's
+             dataset/ under 4 MiB (comma-separated, a header line), in ~/.cache/outlierd/unseen6/daphnet
+             or --daphnet DIR / $OUTLIERD_DAPHNET; protocol and split: docs/bench/notes/unseen6_protocol.md
+             and daphnet().
 
   SMD8, ASD  github.com/zhhlee/InterFusion's data/processed/ (Li et al., "Multivariate time series
              anomaly detection and interpretation using hierarchical inter-metric and temporal
@@ -148,6 +157,11 @@ INTERFUSION_DEFAULT = os.path.expanduser("~/.cache/outlierd/interfusion")
 UCR_DEFAULT = os.path.expanduser("~/.cache/outlierd/ucr")
 GECCO2018_DEFAULT = os.path.expanduser("~/.cache/outlierd/unseen5/gecco2018")
 GECCO2017_DEFAULT = os.path.expanduser("~/.cache/outlierd/unseen5/gecco2017")
+DAPHNET_DEFAULT = os.path.expanduser("~/.cache/outlierd/unseen6/daphnet")
+# docs/bench/notes/unseen6_protocol.md, fixed before any run: the 9 accelerometer channels, and
+# 3W's split (the first 60 % of a recording's experiment rows before its first freeze train).
+DAPHNET_CHANNELS = ("A0", "A1", "A2", "U0", "U1", "U2", "T1", "T2", "T3")
+DAPHNET_SPLIT = 0.6
 GECCO_SENSORS = ("Tp", "Cl", "pH", "Redox", "Leit", "Trueb", "Cl_2", "Fm", "Fm_2")
 # The 234 UCR series read are 6,684 to 250,001 rows (12.8 M in all); every peer on all of
 # them is about an hour of CPU on the 2-core development machine, so docs/BENCHMARKS.md §12.33 ran
@@ -167,7 +181,7 @@ OURS = ("outlierd", "outlierd recent")
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017 (comma-separated; default smap,msl)")
+    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet (comma-separated; default smap,msl)")
     ap.add_argument("--smap-msl", default=os.environ.get("OUTLIERD_SMAP_MSL", SMAP_MSL_DEFAULT))
     ap.add_argument("--smd", default=os.environ.get("OUTLIERD_SMD", SMD_DEFAULT))
     ap.add_argument("--interfusion", default=os.environ.get("OUTLIERD_INTERFUSION", INTERFUSION_DEFAULT),
@@ -180,6 +194,8 @@ def parse_args():
                     help="the CSVs gecco2018_convert.py writes (train.csv, test.csv)")
     ap.add_argument("--gecco2017", default=os.environ.get("OUTLIERD_GECCO2017", GECCO2017_DEFAULT),
                     help="the CSV gecco2018_convert.py --set 2017 writes (data.csv)")
+    ap.add_argument("--daphnet", default=os.environ.get("OUTLIERD_DAPHNET", DAPHNET_DEFAULT),
+                    help="Daphnet's recordings SxxRyy.txt (comma-separated, a header line; see unseen6_protocol.md)")
     ap.add_argument("--threew", default=os.environ.get("OUTLIERD_3W", THREEW_DEFAULT), help="3W's data/ (class folders)")
     ap.add_argument("--series", default="", help="only these series (comma-separated ids, e.g. P-1,M-6): a stated subset")
     ap.add_argument("--binary", default="", help="outlierd binary (default: go build ./cmd/outlierd into bin/)")
@@ -560,6 +576,35 @@ def gecco2017(root):
             parts.append(gecco_rows(os.path.join(td, f"{name}.csv")))
     (train, _), (test, y) = parts
     yield "gecco2017", train, test, y, runs(y.astype(bool))
+
+
+def daphnet(root, skipped=None):
+    """(id, train, test, y, segments) per Daphnet Freezing of Gait recording, by
+    docs/bench/notes/unseen6_protocol.md (fixed before any run): rows annotated 0 (not part of the
+    experiment) are no records; 2 (a freeze) is abnormal, 1 normal; the first DAPHNET_SPLIT of the
+    experiment rows before the first freeze are the train rows, the rest the test rows. A
+    recording without a freeze has nothing to score and is appended to skipped as (id, why)."""
+    import numpy as np
+    import pandas as pd
+
+    if not os.path.isdir(root):
+        raise SystemExit(f"unseen: {root} not found (Daphnet: see unseen6_protocol.md)")
+    files = sorted(f for f in os.listdir(root) if re.match(r"^S\d\dR\d\d\.txt$", f))
+    if not files:
+        raise SystemExit(f"unseen: no SxxRyy.txt in {root}")
+    for f in files:
+        df = pd.read_csv(os.path.join(root, f))
+        sid = f[:-4]
+        df = df[df["N"] != 0]
+        freeze = (df["N"] == 2).to_numpy()
+        if not freeze.any():
+            if skipped is not None:
+                skipped.append((sid, f"no freeze in {len(df)} experiment rows"))
+            continue
+        X = df[list(DAPHNET_CHANNELS)].to_numpy(dtype=np.float64)
+        p = int(DAPHNET_SPLIT * int(np.argmax(freeze)))
+        y = freeze[p:].astype(int)
+        yield sid, X[:p], X[p:], y, runs(y.astype(bool))
 
 
 def runs(mask):
@@ -1030,8 +1075,11 @@ def main():
             src = gecco2018(args.gecco2018)
         elif set_name == "gecco2017":
             src = gecco2017(args.gecco2017)
+        elif set_name == "daphnet":
+            skipped = []
+            src = daphnet(args.daphnet, skipped)
         else:
-            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017)")
+            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet)")
         series = []
         t0 = time.time()
         for sid, train, test, y, segs in src:
@@ -1061,6 +1109,8 @@ def main():
         if set_name == "3w":
             print(f"# 3w: {len(skipped)} instances skipped by 3W's rules (a normal period of {THREEW_MIN_NORMAL} rows, "
                   "an event, a variable): " + "; ".join(f"{k} ({why})" for k, why in skipped), file=sys.stderr)
+        if set_name == "daphnet":
+            print(f"# daphnet: {len(skipped)} recordings skipped: " + "; ".join(f"{k} ({why})" for k, why in skipped), file=sys.stderr)
         res = score_set(series, dets)
         n_rows = sum(len(y) for _, y, _, _, _ in series)
         n_pos = sum(int(y.sum()) for _, y, _, _, _ in series)
