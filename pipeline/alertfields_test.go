@@ -32,6 +32,20 @@ type alertOutput struct {
 	} `json:"scores"`
 }
 
+// alertOutputs reads topic's JSON outputs by offset (a record read again: its last output).
+func alertOutputs(t *testing.T, br testsupport.Broker, topic string) map[int64]alertOutput {
+	t.Helper()
+	outs := map[int64]alertOutput{}
+	for _, m := range testsupport.ReadTopic(t, br, topic, 1) {
+		var o alertOutput
+		if err := json.Unmarshal(m.Value, &o); err != nil {
+			t.Fatalf("output %s: %v", m.Value, err)
+		}
+		outs[o.Offset] = o
+	}
+	return outs
+}
+
 // TestPipelineAlertFieldsKfake: end to end (emit: all, JSON), the outputs' alarm-cap and
 // alert-group fields say what their explanations say. Three sensors, one reading a second
 // each; s1 stuck far out twice, 25 minutes apart (alert_cooldown 10m: each time one alert and
@@ -92,14 +106,7 @@ func alertFieldsRun(t *testing.T, t0 time.Time, eventTime bool) {
 	}
 	runUntilOut(t, cfg, n)
 
-	outs := map[int64]alertOutput{}
-	for _, m := range testsupport.ReadTopic(t, br, out, 1) {
-		var o alertOutput
-		if err := json.Unmarshal(m.Value, &o); err != nil {
-			t.Fatalf("output %s: %v", m.Value, err)
-		}
-		outs[o.Offset] = o
-	}
+	outs := alertOutputs(t, br, out)
 	if len(outs) != n {
 		t.Fatalf("%d outputs, want %d (emit: all)", len(outs), n)
 	}

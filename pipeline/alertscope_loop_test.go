@@ -179,73 +179,23 @@ func rebalanceTrials(t *testing.T, overlap int, missed bool) (folded, trials int
 // between (7: the stop left the group, whose next generation was another member's or an
 // empty one). Before, a restart kept every group of a partition assigned again.
 func TestAlertGroupsAfterRestartByGeneration(t *testing.T) {
-	cfg := detect.Default()
-	cfg.Window, cfg.MinRecords, cfg.Distance.N = 5000, 1000, 5
-	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
-	cfg.AlertCooldown = 10 * time.Minute
-	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
 		first  int32 // the first assignment's generation after the restart
 		folded bool
 	}{{6, true}, {7, false}} {
 		t.Run(fmt.Sprintf("generation %d", c.first), func(t *testing.T) {
-			mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-			defer mem.AssertSize(t, 0)
-			cc := cfg
-			cc.StateDir = t.TempDir()
-			open := func() *detect.Stage {
-				det, err := detect.NewStage(cc, []string{"value"}, false, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleAll})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return det
-			}
-			off := int64(0)
-			process := func(det *detect.Stage, at time.Duration, rows ...testbatch.Row) []batch.Score {
-				for i := range rows {
-					rows[i].Offset, rows[i].Time = off, t0.Add(at)
-					off++
-				}
-				bs, err := det.Process(context.Background(), testbatch.New(t, mem, "in", []string{"value"}, false, false, rows))
-				if err != nil {
-					t.Fatal(err)
-				}
-				more, err := det.Drain()
-				if err != nil {
-					t.Fatal(err)
-				}
-				var out []batch.Score
-				for _, b := range append(bs, more...) {
-					out = append(out, b.Scores...)
-					b.Release()
-				}
-				return out
-			}
-			far := testbatch.Row{Partition: 0, Key: []byte("a"), Features: []float32{200}}
-			det := open()
+			g := newGroupRig(t)
+			det := g.open()
 			det.DropAlertsOutside(5, func(int32) bool { return true }) // (generation 5's assignment)
-			r := rand.New(rand.NewPCG(20, 28))
-			var warm []testbatch.Row
-			for i := range 1200 {
-				warm = append(warm, testbatch.Row{Partition: int32(i % 2), Key: fmt.Appendf(nil, "x%d", i%10), Features: []float32{float32(70 + 2*r.NormFloat64())}})
-			}
-			process(det, 0, warm...)
-			if got := process(det, time.Minute, far); len(got) != 1 || !got[0].Outlier || got[0].Grouped {
-				t.Fatalf("setup: a's far record: %+v, want a new alert", got)
-			}
+			g.warmThenAlert(det)
 			det.Close() // (saves the model and the alarm state)
-			det = open()
+			det = g.open()
 			defer det.Close()
 			if gen, ok := det.AlertsGeneration(); !ok || gen != 5 {
 				t.Fatalf("restored the groups' generation %d (known %v), want 5", gen, ok)
 			}
-			scope := newKeyScope()
-			scope.set(ingest.Assignment{Generation: c.first, Partitions: []int32{0, 1}, Offsets: []int64{1201, 1200}}) // (every record committed)
-			<-scope.changed
-			p := &Pipeline{det: det, scope: scope, log: zerolog.Nop()}
-			det.OwnPartitions(scope.keep)
-			p.rebalanced()
-			got := process(det, 2*time.Minute, far)
+			takeFirstAssignment(det, ingest.Assignment{Generation: c.first, Partitions: []int32{0, 1}, Offsets: []int64{1201, 1200}}) // (every record committed)
+			got := g.process(det, 2*time.Minute, groupFar)
 			if len(got) != 1 || !got[0].Outlier || got[0].Grouped != c.folded {
 				t.Errorf("a's next far record after the restart, first assignment of generation %d: %+v; want flagged, folded into the alert of before %v", c.first, got, c.folded)
 			}
@@ -264,74 +214,24 @@ func TestAlertGroupsAfterRestartByGeneration(t *testing.T) {
 // commit lagged the records taken (1 here) is not saved; one moved drops its groups. A partition
 // kept so stands for the same offset at the next stop though none of its records came since.
 func TestAlertGroupsAfterCleanStopByOffset(t *testing.T) {
-	cfg := detect.Default()
-	cfg.Window, cfg.MinRecords, cfg.Distance.N = 5000, 1000, 5
-	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
-	cfg.AlertCooldown = 10 * time.Minute
-	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
 		name    string
 		offsets []int64 // the first assignment's after the restart, of partitions 0 and 1
 		folded  bool
 	}{{"unmoved", []int64{1201, 1200}, true}, {"moved", []int64{1230, 1200}, false}} {
 		t.Run(c.name, func(t *testing.T) {
-			mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-			defer mem.AssertSize(t, 0)
-			cc := cfg
-			cc.StateDir = t.TempDir()
-			open := func() *detect.Stage {
-				det, err := detect.NewStage(cc, []string{"value"}, false, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleAll})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return det
-			}
-			off := int64(0)
-			process := func(det *detect.Stage, at time.Duration, rows ...testbatch.Row) []batch.Score {
-				for i := range rows {
-					rows[i].Offset, rows[i].Time = off, t0.Add(at)
-					off++
-				}
-				bs, err := det.Process(context.Background(), testbatch.New(t, mem, "in", []string{"value"}, false, false, rows))
-				if err != nil {
-					t.Fatal(err)
-				}
-				more, err := det.Drain()
-				if err != nil {
-					t.Fatal(err)
-				}
-				var out []batch.Score
-				for _, b := range append(bs, more...) {
-					out = append(out, b.Scores...)
-					b.Release()
-				}
-				return out
-			}
-			far := testbatch.Row{Partition: 0, Key: []byte("a"), Features: []float32{200}}
-			det := open()
+			g := newGroupRig(t)
+			det := g.open()
 			det.DropAlertsOutside(5, func(int32) bool { return true })
-			r := rand.New(rand.NewPCG(20, 28))
-			var warm []testbatch.Row
-			for i := range 1200 { // partition 0 at even offsets, 1 at odd ones
-				warm = append(warm, testbatch.Row{Partition: int32(i % 2), Key: fmt.Appendf(nil, "x%d", i%10), Features: []float32{float32(70 + 2*r.NormFloat64())}})
-			}
-			process(det, 0, warm...)
-			if got := process(det, time.Minute, far); len(got) != 1 || !got[0].Outlier || got[0].Grouped { // (offset 1200)
-				t.Fatalf("setup: a's far record: %+v, want a new alert", got)
-			}
+			g.warmThenAlert(det)
 			det.ConfirmAlertsCommitted(map[int32]int64{0: 1201, 1: 1199}) // (1's last record, 1199, not committed)
 			det.Close()
 			restart := func(gen int32, want string) {
-				det = open()
+				det = g.open()
 				if got := det.AlertsRestored(); got == nil || fmt.Sprint(*got) != want {
 					t.Fatalf("restored %v, want %s", got, want)
 				}
-				scope := newKeyScope()
-				scope.set(ingest.Assignment{Generation: gen, Partitions: []int32{0, 1}, Offsets: c.offsets})
-				<-scope.changed
-				p := &Pipeline{det: det, scope: scope, log: zerolog.Nop()}
-				det.OwnPartitions(scope.keep)
-				p.rebalanced()
+				takeFirstAssignment(det, ingest.Assignment{Generation: gen, Partitions: []int32{0, 1}, Offsets: c.offsets})
 				if det.AlertsRestored() != nil {
 					t.Error("the restored offsets outlived the first assignment")
 				}
@@ -343,7 +243,7 @@ func TestAlertGroupsAfterCleanStopByOffset(t *testing.T) {
 				restart(9, "{map[0:1201] map[0:true]}")
 			}
 			defer det.Close()
-			got := process(det, 2*time.Minute, far)
+			got := g.process(det, 2*time.Minute, groupFar)
 			if len(got) != 1 || !got[0].Outlier || got[0].Grouped != c.folded {
 				t.Errorf("a's next far record after the clean restart, partition 0's offset %d (saved 1201): %+v; want flagged, folded into the alert of before %v", c.offsets[0], got, c.folded)
 			}
@@ -360,11 +260,6 @@ func TestAlertGroupsAfterCleanStopByOffset(t *testing.T) {
 // state took of it go (format 4 saves those offsets at every save); at or past it they stay.
 // Before, the generation alone kept them: a's far record, read again, was folded into itself.
 func TestAlertGroupsAfterCrashAheadOfCommit(t *testing.T) {
-	cfg := detect.Default()
-	cfg.Window, cfg.MinRecords, cfg.Distance.N = 5000, 1000, 5
-	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
-	cfg.AlertCooldown = 10 * time.Minute
-	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
 		name      string
 		committed int64 // partition 0's, at the restart (the far record at 1200)
@@ -372,61 +267,16 @@ func TestAlertGroupsAfterCrashAheadOfCommit(t *testing.T) {
 		folded    bool  // a's far record read (or a later one) folded into the alert of before
 	}{{"the far record not committed", 1200, 1200, false}, {"committed", 1201, 1201, true}} {
 		t.Run(c.name, func(t *testing.T) {
-			mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-			defer mem.AssertSize(t, 0)
-			cc := cfg
-			cc.StateDir = t.TempDir()
-			open := func() *detect.Stage {
-				det, err := detect.NewStage(cc, []string{"value"}, false, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleAll})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return det
-			}
-			off := int64(0)
-			process := func(det *detect.Stage, at time.Duration, rows ...testbatch.Row) []batch.Score {
-				for i := range rows {
-					rows[i].Offset, rows[i].Time = off, t0.Add(at)
-					off++
-				}
-				bs, err := det.Process(context.Background(), testbatch.New(t, mem, "in", []string{"value"}, false, false, rows))
-				if err != nil {
-					t.Fatal(err)
-				}
-				more, err := det.Drain()
-				if err != nil {
-					t.Fatal(err)
-				}
-				var out []batch.Score
-				for _, b := range append(bs, more...) {
-					out = append(out, b.Scores...)
-					b.Release()
-				}
-				return out
-			}
-			far := testbatch.Row{Partition: 0, Key: []byte("a"), Features: []float32{200}}
-			det := open()
+			g := newGroupRig(t)
+			det := g.open()
 			det.DropAlertsOutside(5, func(int32) bool { return true })
-			r := rand.New(rand.NewPCG(20, 28))
-			var warm []testbatch.Row
-			for i := range 1200 {
-				warm = append(warm, testbatch.Row{Partition: int32(i % 2), Key: fmt.Appendf(nil, "x%d", i%10), Features: []float32{float32(70 + 2*r.NormFloat64())}})
-			}
-			process(det, 0, warm...)
-			if got := process(det, time.Minute, far); len(got) != 1 || !got[0].Outlier || got[0].Grouped { // (offset 1200)
-				t.Fatalf("setup: a's far record: %+v, want a new alert", got)
-			}
+			g.warmThenAlert(det)
 			det.Close() // (the save a crash leaves: no final commit confirmed)
-			det = open()
+			det = g.open()
 			defer det.Close()
-			scope := newKeyScope()
-			scope.set(ingest.Assignment{Generation: 6, Partitions: []int32{0, 1}, Offsets: []int64{c.committed, 1200}})
-			<-scope.changed
-			p := &Pipeline{det: det, scope: scope, log: zerolog.Nop()}
-			det.OwnPartitions(scope.keep)
-			p.rebalanced()
-			off = c.from
-			got := process(det, time.Minute, far)
+			takeFirstAssignment(det, ingest.Assignment{Generation: 6, Partitions: []int32{0, 1}, Offsets: []int64{c.committed, 1200}})
+			g.off = c.from
+			got := g.process(det, time.Minute, groupFar)
 			if len(got) != 1 || !got[0].Outlier || got[0].Grouped != c.folded {
 				t.Errorf("a's far record at offset %d after the restart, partition 0 committed at %d: %+v; want flagged, folded %v",
 					c.from, c.committed, got, c.folded)
@@ -451,44 +301,9 @@ func (s *committingSource) Committed() map[int32]int64 { return s.committed }
 // member's offset (the instance's own commit left it there), and a restart finding it unmoved
 // kept them: a's next far record folded into the alert of before the move.
 func TestCleanStopTakesPendingRebalance(t *testing.T) {
-	cfg := detect.Default()
-	cfg.Window, cfg.MinRecords, cfg.Distance.N = 5000, 1000, 5
-	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
-	cfg.AlertCooldown = 10 * time.Minute
-	cfg.StateDir = t.TempDir()
-	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	open := func() *detect.Stage {
-		det, err := detect.NewStage(cfg, []string{"value"}, false, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleAll})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return det
-	}
-	off := int64(0)
-	process := func(det *detect.Stage, at time.Duration, rows ...testbatch.Row) []batch.Score {
-		for i := range rows {
-			rows[i].Offset, rows[i].Time = off, t0.Add(at)
-			off++
-		}
-		bs, err := det.Process(context.Background(), testbatch.New(t, mem, "in", []string{"value"}, false, false, rows))
-		if err != nil {
-			t.Fatal(err)
-		}
-		more, err := det.Drain()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []batch.Score
-		for _, b := range append(bs, more...) {
-			out = append(out, b.Scores...)
-			b.Release()
-		}
-		return out
-	}
+	g := newGroupRig(t)
 	both := []int32{0, 1}
-	det := open()
+	det := g.open()
 	scope := newKeyScope()
 	src := &committingSource{}
 	p := &Pipeline{det: det, scope: scope, src: src, log: zerolog.Nop()}
@@ -496,16 +311,7 @@ func TestCleanStopTakesPendingRebalance(t *testing.T) {
 	<-scope.changed
 	p.rebalanced()
 	det.OwnPartitions(scope.keep)
-	r := rand.New(rand.NewPCG(20, 28))
-	var warm []testbatch.Row
-	for i := range 1200 {
-		warm = append(warm, testbatch.Row{Partition: int32(i % 2), Key: fmt.Appendf(nil, "x%d", i%10), Features: []float32{float32(70 + 2*r.NormFloat64())}})
-	}
-	process(det, 0, warm...)
-	far := testbatch.Row{Partition: 0, Key: []byte("a"), Features: []float32{200}}
-	if got := process(det, time.Minute, far); len(got) != 1 || !got[0].Outlier || got[0].Grouped { // (offset 1200)
-		t.Fatalf("setup: a's far record: %+v, want a new alert", got)
-	}
+	g.warmThenAlert(det)
 	// 0 moves away and back, another member committing it to 1230 meanwhile; the stop comes
 	// before the detect goroutine's turn.
 	scope.set(ingest.Assignment{Generation: 6, Partitions: []int32{1}, Offsets: []int64{1200}, Own: []int64{1200}})
@@ -513,18 +319,93 @@ func TestCleanStopTakesPendingRebalance(t *testing.T) {
 	src.committed = map[int32]int64{0: 1230, 1: 1200}
 	p.confirmAlerts()
 	det.Close()
-	det = open()
+	det = g.open()
 	defer det.Close()
 	if got := det.AlertsRestored(); got != nil && got.Committed[0] {
 		t.Errorf("restored %v: partition 0 saved as committed, though another member had it", *got)
 	}
-	scope = newKeyScope()
-	scope.set(ingest.Assignment{Generation: 9, Partitions: both, Offsets: []int64{1230, 1200}})
-	<-scope.changed
-	p = &Pipeline{det: det, scope: scope, log: zerolog.Nop()}
-	det.OwnPartitions(scope.keep)
-	p.rebalanced()
-	if got := process(det, 2*time.Minute, far); len(got) != 1 || !got[0].Outlier || got[0].Grouped {
+	takeFirstAssignment(det, ingest.Assignment{Generation: 9, Partitions: both, Offsets: []int64{1230, 1200}})
+	if got := g.process(det, 2*time.Minute, groupFar); len(got) != 1 || !got[0].Outlier || got[0].Grouped {
 		t.Errorf("a's next far record after the restart: %+v; want a new alert (partition 0 was another member's before the stop)", got)
 	}
+}
+
+// groupRig is the alert-group restart tests' stage and stream: one feature, a window of 5,000
+// never rebuilt, alert_cooldown 10 minutes, the state in a temporary directory, and records at
+// consecutive offsets (off) timed from t0 plus the batch's time.
+type groupRig struct {
+	t   *testing.T
+	cfg detect.Config
+	mem *memory.CheckedAllocator
+	t0  time.Time
+	off int64
+}
+
+// groupFar is key a's far record on partition 0: an alert, or folded into a's open one.
+var groupFar = testbatch.Row{Partition: 0, Key: []byte("a"), Features: []float32{200}}
+
+func newGroupRig(t *testing.T) *groupRig {
+	cfg := detect.Default()
+	cfg.Window, cfg.MinRecords, cfg.Distance.N = 5000, 1000, 5
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	cfg.AlertCooldown = 10 * time.Minute
+	cfg.StateDir = t.TempDir()
+	g := &groupRig{t: t, cfg: cfg, mem: memory.NewCheckedAllocator(memory.DefaultAllocator), t0: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)}
+	t.Cleanup(func() { g.mem.AssertSize(t, 0) }) // (after the test's own deferred Close)
+	return g
+}
+
+// open opens the stage on the rig's state directory (restoring what a Close saved).
+func (g *groupRig) open() *detect.Stage {
+	det, err := detect.NewStage(g.cfg, []string{"value"}, false, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleAll})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return det
+}
+
+// process scores rows (at the next offsets, at t0 + at) and returns their scores.
+func (g *groupRig) process(det *detect.Stage, at time.Duration, rows ...testbatch.Row) []batch.Score {
+	for i := range rows {
+		rows[i].Offset, rows[i].Time = g.off, g.t0.Add(at)
+		g.off++
+	}
+	bs, err := det.Process(context.Background(), testbatch.New(g.t, g.mem, "in", []string{"value"}, false, false, rows))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	more, err := det.Drain()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	var out []batch.Score
+	for _, b := range append(bs, more...) {
+		out = append(out, b.Scores...)
+		b.Release()
+	}
+	return out
+}
+
+// warmThenAlert scores 1,200 ordinary records (partition 0 at even offsets, 1 at odd ones,
+// ten keys) and then groupFar (offset 1200), which must be a new alert.
+func (g *groupRig) warmThenAlert(det *detect.Stage) {
+	r := rand.New(rand.NewPCG(20, 28))
+	var warm []testbatch.Row
+	for i := range 1200 {
+		warm = append(warm, testbatch.Row{Partition: int32(i % 2), Key: fmt.Appendf(nil, "x%d", i%10), Features: []float32{float32(70 + 2*r.NormFloat64())}})
+	}
+	g.process(det, 0, warm...)
+	if got := g.process(det, time.Minute, groupFar); len(got) != 1 || !got[0].Outlier || got[0].Grouped {
+		g.t.Fatalf("setup: a's far record: %+v, want a new alert", got)
+	}
+}
+
+// takeFirstAssignment gives a restarted det its first assignment a, as the pipeline takes it.
+func takeFirstAssignment(det *detect.Stage, a ingest.Assignment) {
+	scope := newKeyScope()
+	scope.set(a)
+	<-scope.changed
+	p := &Pipeline{det: det, scope: scope, log: zerolog.Nop()}
+	det.OwnPartitions(scope.keep)
+	p.rebalanced()
 }

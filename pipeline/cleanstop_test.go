@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -130,14 +129,7 @@ func cleanRestartAlertGroup(t *testing.T, br testsupport.Broker, other otherMemb
 	produce(between, last, again)
 	runUntilOut(t, cfg, want)
 
-	outs := map[int64]alertOutput{}
-	for _, m := range testsupport.ReadTopic(t, br, out, 1) {
-		var o alertOutput
-		if err := json.Unmarshal(m.Value, &o); err != nil {
-			t.Fatalf("output %s: %v", m.Value, err)
-		}
-		outs[o.Offset] = o // (the last, of a record read again)
-	}
+	outs := alertOutputs(t, br, out)
 	a, b := outs[alert], outs[again]
 	if a.Scores == nil || !a.Scores.Outlier || a.Scores.Folded {
 		t.Fatalf("setup: s1's first far record: %+v, want an alert", a.Scores)

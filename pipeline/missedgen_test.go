@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
@@ -145,14 +144,7 @@ func TestMissedGenerationAlertKfake(t *testing.T) {
 			if err := r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
 				t.Fatal(err)
 			}
-			outs := map[int64]alertOutput{}
-			for _, m := range testsupport.ReadTopic(t, br, out, 1) {
-				var o alertOutput
-				if err := json.Unmarshal(m.Value, &o); err != nil {
-					t.Fatalf("output %s: %v", m.Value, err)
-				}
-				outs[o.Offset] = o // (the last, of a record read again)
-			}
+			outs := alertOutputs(t, br, out)
 			a, b := outs[alert], outs[again]
 			if a.Scores == nil || !a.Scores.Outlier || a.Scores.Folded {
 				t.Fatalf("setup: s1's first far record: %+v, want an alert", a.Scores)
