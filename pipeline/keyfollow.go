@@ -211,8 +211,11 @@ func (k *keyFollowers) close() {
 }
 
 // followAssignments makes a scorer's keys follow its source's assignment; a source that
-// reports none makes it keep every key.
-func (p *Pipeline) followAssignments() {
+// reports none makes it keep every key. An assignment's wait for its keys' models ends with
+// stopping (the soft stop: nothing more is fetched to score with them), too: the source may
+// have heard its first assignment already, and then the wait runs here, in the role's start,
+// before Run's stages exist (TestScorerStopsWhileRestoringKeysRealBroker).
+func (p *Pipeline) followAssignments(stopping <-chan struct{}) {
 	src, ok := p.src.(interface{ OnAssigned(func(ingest.Assignment)) })
 	if !ok {
 		p.scope.mu.Lock()
@@ -257,6 +260,7 @@ func (p *Pipeline) followAssignments() {
 			p.log.Warn().Ints32("moved_in", added).Dur("waited", keyRestoreWait).
 				Msg("scorer: keys' models of the partitions moved in not read yet; fetching them anyway (their records scored by the global model until their models come)")
 		case <-p.keyFollow.ctx.Done():
+		case <-stopping:
 		}
 	})
 }

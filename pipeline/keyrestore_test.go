@@ -375,13 +375,23 @@ func TestBuilderTombstonesPartition0KeysRealBroker(t *testing.T) {
 
 // TestScorerStopsWhileRestoringKeysRealBroker: a scorer whose first assignment is still waiting
 // (at most keyRestoreWait, 30 s) for its partitions' keys' models stops promptly on the graceful
-// stop (the wait ends with the followers' context, which the stop's drain cancels): a slow
-// model topic does not hold a rolling restart.
+// stop (the wait ends with the soft stop): a slow model topic does not hold a rolling restart.
+// Both orders of the group's join and the scorer's start: the assignment heard after
+// followAssignments registered (the group's goroutine waits), and heard before it (the wait
+// runs inside the role's start; CI stop 45 failed on that order: 20 s).
 func TestScorerStopsWhileRestoringKeysRealBroker(t *testing.T) {
+	for _, heardFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("heard_first=%v", heardFirst), func(t *testing.T) {
+			scorerStopsWhileRestoring(t, heardFirst)
+		})
+	}
+}
+
+func scorerStopsWhileRestoring(t *testing.T, heardFirst bool) {
 	cfg, keyPart := keyedScorerTopics(t, "kst", 2, 40)
 	publishKeyModels(t, cfg, keyPart, warmKeyModel(t, cfg), 3)
 	scorer := startPipeline(t, cfg, func(p *Pipeline) {
-		p.src = stallKeys{p.src, p} // 40 keys' models at 1 s each: the restore outlasts keyRestoreWait
+		p.src = stallKeys{p.src, p, heardFirst} // 40 keys' models at 1 s each: the restore outlasts the stop's bound
 	})
 	waitFor(t, 60*time.Second, "the scorer's first assignment", func() bool {
 		scorer.p.scope.mu.Lock()
@@ -396,13 +406,26 @@ func TestScorerStopsWhileRestoringKeysRealBroker(t *testing.T) {
 	t.Logf("stopped %v after the graceful stop", time.Since(t0).Round(time.Millisecond))
 }
 
-// stallKeys makes a scorer's keys' model reads take 1 s a message.
+// stallKeys makes a scorer's keys' model reads take 1 s a message; heardFirst: its OnAssigned
+// waits until the group has assigned the source (at most 60 s), so f hears that assignment at
+// once, on the caller's goroutine (the role's start).
 type stallKeys struct {
 	Source
-	p *Pipeline
+	p          *Pipeline
+	heardFirst bool
 }
 
 func (s stallKeys) OnAssigned(f func(ingest.Assignment)) {
 	s.p.keyFollow.slow = func() { time.Sleep(time.Second) }
-	s.Source.(interface{ OnAssigned(func(ingest.Assignment)) }).OnAssigned(f)
+	src := s.Source.(interface{ OnAssigned(func(ingest.Assignment)) })
+	if s.heardFirst {
+		heard := make(chan struct{})
+		once := sync.OnceFunc(func() { close(heard) })
+		src.OnAssigned(func(ingest.Assignment) { once() })
+		select {
+		case <-heard:
+		case <-time.After(60 * time.Second):
+		}
+	}
+	src.OnAssigned(f)
 }

@@ -226,7 +226,7 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 			close(closed)
 			return closed, err
 		}
-		p.followAssignments()
+		p.followAssignments(ctx.Done())
 	}
 	go func() { // follow: hands every newer model to the detect goroutine
 		defer close(closed)
