@@ -11,6 +11,7 @@
         --peer-derive diff,robust_z:60 --markdown      # a config with derived columns; the peers given the same
 
     nice -n 10 python3 docs/bench/unseen.py --sets daphnet --markdown  # Daphnet Freezing of Gait (unseen6_protocol.md)
+    nice -n 10 python3 docs/bench/unseen.py --sets batadal --markdown  # BATADAL, C-Town's SCADA (unseen7_protocol.md)
 
 Data, kept outside the repository (like NAB and SKAB):
   SMAP, MSL  Hundman et al., "Detecting spacecraft anomalies using LSTMs and nonparametric dynamic
@@ -33,6 +34,15 @@ Data, kept outside the repository (like NAB and SKAB):
              dataset/ under 4 MiB (comma-separated, a header line), in ~/.cache/outlierd/unseen6/daphnet
              or --daphnet DIR / $OUTLIERD_DAPHNET; protocol and split: docs/bench/notes/unseen6_protocol.md
              and daphnet().
+  BATADAL    the BATtle of the Attack Detection ALgorithms (Taormina et al., J. Water Resour. Plann.
+             Manage. 144(8), 2018; www.batadal.net): C-Town's SCADA, hourly, 43 readings (tank levels,
+             pump and valve flows and states, pressures), **simulated** (epanetCPA), attacks the
+             anomaly. dataset03.csv and dataset04.csv (the two training sets) and test_dataset.csv
+             (the test set, its ATT_FLAG the published attack windows) of
+             github.com/SYChen123/Baseline-outlier-detection-algorithms-on-BATADAL-dataset's data/ at
+             f3cc2dcd, in ~/.cache/outlierd/unseen7/batadal or --batadal DIR / $OUTLIERD_BATADAL;
+             protocol, split and the competition's scorer: docs/bench/notes/unseen7_protocol.md,
+             batadal() and batadal_score().
 
   SMD8, ASD  github.com/zhhlee/InterFusion's data/processed/ (Li et al., "Multivariate time series
              anomaly detection and interpretation using hierarchical inter-metric and temporal
@@ -158,6 +168,12 @@ UCR_DEFAULT = os.path.expanduser("~/.cache/outlierd/ucr")
 GECCO2018_DEFAULT = os.path.expanduser("~/.cache/outlierd/unseen5/gecco2018")
 GECCO2017_DEFAULT = os.path.expanduser("~/.cache/outlierd/unseen5/gecco2017")
 DAPHNET_DEFAULT = os.path.expanduser("~/.cache/outlierd/unseen6/daphnet")
+BATADAL_DEFAULT = os.path.expanduser("~/.cache/outlierd/unseen7/batadal")
+# docs/bench/notes/unseen7_protocol.md, fixed before any run: the competition's split (both
+# training sets, in time order, the train part; its test set scored) and its ranking score's
+# weight of time-to-detection against the confusion matrix (Taormina et al. 2018).
+BATADAL_TRAIN, BATADAL_TEST = ("dataset03.csv", "dataset04.csv"), "test_dataset.csv"
+BATADAL_GAMMA = 0.5
 # docs/bench/notes/unseen6_protocol.md, fixed before any run: the 9 accelerometer channels, and
 # 3W's split (the first 60 % of a recording's experiment rows before its first freeze train).
 DAPHNET_CHANNELS = ("A0", "A1", "A2", "U0", "U1", "U2", "T1", "T2", "T3")
@@ -181,7 +197,7 @@ OURS = ("outlierd", "outlierd recent")
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet (comma-separated; default smap,msl)")
+    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet , batadal (comma-separated; default smap,msl)")
     ap.add_argument("--smap-msl", default=os.environ.get("OUTLIERD_SMAP_MSL", SMAP_MSL_DEFAULT))
     ap.add_argument("--smd", default=os.environ.get("OUTLIERD_SMD", SMD_DEFAULT))
     ap.add_argument("--interfusion", default=os.environ.get("OUTLIERD_INTERFUSION", INTERFUSION_DEFAULT),
@@ -196,6 +212,10 @@ def parse_args():
                     help="the CSV gecco2018_convert.py --set 2017 writes (data.csv)")
     ap.add_argument("--daphnet", default=os.environ.get("OUTLIERD_DAPHNET", DAPHNET_DEFAULT),
                     help="Daphnet's recordings SxxRyy.txt (comma-separated, a header line; see unseen6_protocol.md)")
+    ap.add_argument("--batadal", default=os.environ.get("OUTLIERD_BATADAL", BATADAL_DEFAULT),
+                    help="BATADAL's dataset03.csv, dataset04.csv and test_dataset.csv (see unseen7_protocol.md)")
+    ap.add_argument("--check-batadal", action="store_true",
+                    help="only check batadal_score() on cases worked by hand and exit")
     ap.add_argument("--threew", default=os.environ.get("OUTLIERD_3W", THREEW_DEFAULT), help="3W's data/ (class folders)")
     ap.add_argument("--series", default="", help="only these series (comma-separated ids, e.g. P-1,M-6): a stated subset")
     ap.add_argument("--binary", default="", help="outlierd binary (default: go build ./cmd/outlierd into bin/)")
@@ -607,6 +627,85 @@ def daphnet(root, skipped=None):
         yield sid, X[:p], X[p:], y, runs(y.astype(bool))
 
 
+def batadal(root):
+    """(id, train, test, y, segments) of BATADAL by docs/bench/notes/unseen7_protocol.md (fixed
+    before any run): training sets 1 and 2 in that (time) order the train rows, the test set the
+    test rows, its ATT_FLAG the label; the 43 readings as the files give them (DATETIME and
+    ATT_FLAG dropped; the files pad some column names with a space). No training label is read."""
+    import numpy as np
+    import pandas as pd
+
+    frames = []
+    for f in BATADAL_TRAIN + (BATADAL_TEST,):
+        path = os.path.join(root, f)
+        if not os.path.exists(path):
+            raise SystemExit(f"unseen: {path} not found (BATADAL: see unseen7_protocol.md)")
+        df = pd.read_csv(path)
+        df.columns = [c.strip() for c in df.columns]
+        frames.append(df)
+    cols = [c for c in frames[0].columns if c not in ("DATETIME", "ATT_FLAG")]
+    for f, df in zip(BATADAL_TRAIN + (BATADAL_TEST,), frames):
+        if [c for c in df.columns if c not in ("DATETIME", "ATT_FLAG")] != cols:
+            raise SystemExit(f"unseen: {f}: columns differ from {BATADAL_TRAIN[0]}'s")
+        if df[cols].isna().any().any():
+            raise SystemExit(f"unseen: {f}: a missing cell (the protocol assumes none)")
+    train = np.vstack([df[cols].to_numpy(dtype=np.float64) for df in frames[:-1]])
+    flag = frames[-1]["ATT_FLAG"].to_numpy()
+    if not np.isin(flag, (0, 1)).all():
+        raise SystemExit(f"unseen: {BATADAL_TEST}: ATT_FLAG other than 0 and 1")
+    y = flag.astype(int)
+    yield "batadal", train, frames[-1][cols].to_numpy(dtype=np.float64), y, runs(y.astype(bool))
+
+
+def batadal_score(flags, segs, y, gamma=BATADAL_GAMMA):
+    """BATADAL's ranking score of one detector's verdicts (Taormina et al. 2018):
+    S = gamma*S_TTD + (1-gamma)*S_CM, S_TTD = 1 - mean over the attacks of TTD/dt, dt an attack's
+    duration in hours (its rows - 1), TTD the hours from its first row to the first flagged row
+    among its rows (dt when none is flagged); S_CM = (TPR + TNR)/2 row by row. Returns
+    (S, S_TTD, S_CM, attacks detected)."""
+    import numpy as np
+
+    f = np.asarray(flags, dtype=bool)
+    ratios, found = [], 0
+    for a, b in segs:
+        hit = np.flatnonzero(f[a:b + 1])
+        dt = b - a
+        if hit.size:
+            found += 1
+            ratios.append(hit[0] / dt if dt else 0.0)  # a one-row attack flagged: no delay
+        else:
+            ratios.append(1.0)
+    s_ttd = 1.0 - float(np.mean(ratios))
+    s_cm = balanced_accuracy(y, f)
+    return gamma * s_ttd + (1 - gamma) * s_cm, s_ttd, s_cm, found
+
+
+def check_batadal():
+    """batadal_score() against cases worked by hand (the run's only check of its scorer)."""
+    import numpy as np
+
+    y = np.zeros(20, dtype=int)
+    y[2:7] = 1  # attack 1: rows 2..6, dt 4
+    y[10:13] = 1  # attack 2: rows 10..12, dt 2
+    segs = runs(y.astype(bool))
+    cases = []
+    none = np.zeros(20, dtype=bool)
+    cases.append(("nothing flagged", none, (0.25, 0.0, 0.5, 0)))
+    cases.append(("every row flagged", ~none, (0.75, 1.0, 0.5, 2)))
+    f = none.copy()
+    f[[4, 12, 15]] = True  # attack 1 at TTD 2 (2/4), attack 2 at its last row (2/2 = undetected's 1), one false alarm
+    # S_TTD = 1 - (0.5 + 1)/2 = 0.25; TPR 2/8, TNR 11/12; S_CM = (0.25 + 11/12)/2 = 0.583333...
+    cases.append(("hand case", f, (0.5 * 0.25 + 0.5 * (0.25 + 11 / 12) / 2, 0.25, (0.25 + 11 / 12) / 2, 2)))
+    bad = []
+    for name, flags, want in cases:
+        got = batadal_score(flags, segs, y)
+        if got[3] != want[3] or not np.allclose(got[:3], want[:3], rtol=0, atol=1e-12):
+            bad.append(f"{name}: got {got}, want {want}")
+    if bad:
+        raise SystemExit("unseen: batadal_score(): " + "; ".join(bad))
+    print(f"batadal_score() equals {len(cases)} cases worked by hand")
+
+
 def runs(mask):
     """Inclusive (start, end) of each run of True in mask."""
     import numpy as np
@@ -933,6 +1032,16 @@ def report(name, n_series, n_rows, n_pos, n_segs, res, md):
                   [[d, str(r["pt_n"]), sbs.fmt(r["pt_p"]), sbs.fmt(r["pt_r"]), sbs.fmt(r["pt_f1"])]
                    for d, r in res.items() if d != "outlierd recent"], md)
         print()
+        if name == "BATADAL":  # the competition's ranking score on the flags (protocol: unseen7_protocol.md)
+            print(f"BATADAL's ranking score on each detector's own flags (no threshold chosen): S = {BATADAL_GAMMA} S_TTD + "
+                  f"{1 - BATADAL_GAMMA:g} S_CM; flagging nothing scores 0.25, flagging every row 0.75 (batadal_score()).\n")
+            sbs.table(["detector", "S", "S_TTD", "S_CM", "attacks detected"],
+                      [[d, sbs.fmt(r["batadal"][0]), sbs.fmt(r["batadal"][1]), sbs.fmt(r["batadal"][2]),
+                        f"{r['batadal'][3]}/{n_segs}"] for d, r in res.items() if d != "outlierd recent"], md)
+            print()
+            best = max(PEERS, key=lambda p: res[p]["batadal"][0])
+            print(f"- BATADAL's S: best peer {best} {res[best]['batadal'][0]:.3f}; "
+                  f"outlierd {res['outlierd']['batadal'][0]:.3f} ({res['outlierd']['batadal'][0] - res[best]['batadal'][0]:+.3f})")
         if name.startswith("GECCO"):  # the challenge's own scorer is that table's F1 (protocol: unseen5_protocol.md)
             best = max(PEERS, key=lambda p: res[p]["pt_f1"])
             print(f"- the challenge's scorer, F1 of the flags row by row: best peer {best} {res[best]['pt_f1']:.3f}; "
@@ -1045,6 +1154,9 @@ def main():
                              f"({len(got.splitlines())} lines against {len(want.splitlines())})")
         print(f"derive_columns() equals {DERIVE_GOLDEN} ({len(want.splitlines()) - 2} rows)")
         return
+    if args.check_batadal:
+        check_batadal()
+        return
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="pyod")
     binary = args.binary or os.path.join(sbs.ROOT, "bin", "outlierd")
     if not args.binary:
@@ -1078,8 +1190,10 @@ def main():
         elif set_name == "daphnet":
             skipped = []
             src = daphnet(args.daphnet, skipped)
+        elif set_name == "batadal":
+            src = batadal(args.batadal)
         else:
-            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet)")
+            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet, batadal)")
         series = []
         t0 = time.time()
         for sid, train, test, y, segs in src:
@@ -1112,6 +1226,10 @@ def main():
         if set_name == "daphnet":
             print(f"# daphnet: {len(skipped)} recordings skipped: " + "; ".join(f"{k} ({why})" for k, why in skipped), file=sys.stderr)
         res = score_set(series, dets)
+        if set_name == "batadal":  # the competition's scorer on the one series' flags
+            (_, y, segs, outs, _), = series
+            for d in dets:
+                res[d]["batadal"] = batadal_score(outs[d][1], segs, y)
         n_rows = sum(len(y) for _, y, _, _, _ in series)
         n_pos = sum(int(y.sum()) for _, y, _, _, _ in series)
         results.append((set_name.upper(), len(series), n_rows, n_pos, sum(len(s) for _, _, s, _, _ in series), res))
