@@ -216,6 +216,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		<-roleDone
 		p.stage.Close()
 		p.dev.Close()
+		if ctx.Err() != nil { // the soft stop cut the start's reads: a clean stop, nothing fetched
+			p.log.Info().Err(err).Msg("stopped during the start")
+			err = nil
+		}
 		return errors.Join(err, p.src.Close(), p.snk.Close(), p.closeRole())
 	}
 	p.alertScope()                      // (after startRole: a scorer's keys' scope is its own, followAssignments')
