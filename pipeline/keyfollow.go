@@ -211,10 +211,11 @@ func (k *keyFollowers) close() {
 }
 
 // followAssignments makes a scorer's keys follow its source's assignment; a source that
-// reports none makes it keep every key. An assignment's wait for its keys' models ends with
-// stopping (the soft stop: nothing more is fetched to score with them), too: the source may
-// have heard its first assignment already, and then the wait runs here, in the role's start,
-// before Run's stages exist (TestScorerStopsWhileRestoringKeysRealBroker).
+// reports none makes it keep every key. An assignment's wait for its keys' models, and the
+// followers' start (its retries of the model topic's partitions), end with stopping (the soft
+// stop: nothing more is fetched to score with them), too: the source may have heard its first
+// assignment already, and then both run here, in the role's start, before Run's stages exist
+// (TestScorerStopsWhileRestoringKeysRealBroker, TestScorerStopsWhileModelTopicUnreachableRealBroker).
 func (p *Pipeline) followAssignments(stopping <-chan struct{}) {
 	src, ok := p.src.(interface{ OnAssigned(func(ingest.Assignment)) })
 	if !ok {
@@ -227,7 +228,7 @@ func (p *Pipeline) followAssignments(stopping <-chan struct{}) {
 				all[mp] = nil
 			}
 			return all
-		}, nil)
+		}, nil, stopping)
 		return
 	}
 	src.OnAssigned(func(a ingest.Assignment) {
@@ -242,7 +243,10 @@ func (p *Pipeline) followAssignments(stopping <-chan struct{}) {
 				need[mp] = append(need[mp], q)
 			}
 			return need
-		}, added)
+		}, added, stopping)
+		if restoring == nil { // closed or stopping
+			return
+		}
 		// The generation's fetch starts when this returns: first the keys' models of the
 		// partitions moved in (bounded: a model topic that cannot be read does not stop the
 		// scoring; their records are scored by the global model until the models come).
@@ -272,25 +276,36 @@ const keyRestoreWait = 30 * time.Second
 // start makes the followers those of the model partitions need names (model partition -> the
 // input partitions of this scorer there), given the model topic's partition count: it stops
 // the others, starts the missing ones, and reads again, for the input partitions added only,
-// a followed partition that partitions added share.
-func (k *keyFollowers) start(need func(m int) map[int][]int32, added []int32) (restoring *sync.WaitGroup) {
-	restoring = &sync.WaitGroup{}
+// a followed partition that partitions added share. The model topic's partition count is
+// retried until it is read, the followers close or stopping is closed; restoring is nil when
+// it gave up so (or the followers were closed), nothing started.
+func (k *keyFollowers) start(need func(m int) map[int][]int32, added []int32, stopping <-chan struct{}) (restoring *sync.WaitGroup) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.closed {
-		return restoring
+		return nil
 	}
+	retry, cancel := context.WithCancel(k.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-stopping:
+			cancel()
+		case <-retry.Done():
+		}
+	}()
 	var m int // read at each assignment: partitions added to the model topic move the keys
 	for attempt := 1; ; attempt++ {
 		var err error
-		if m, err = modelTopicPartitions(k.ctx, k.p.cfg.modelTopic(), k.dialer); err == nil {
+		if m, err = modelTopicPartitions(retry, k.p.cfg.modelTopic(), k.dialer); err == nil {
 			break
 		}
 		k.p.log.Warn().Err(err).Int("attempt", attempt).Msg("scorer: reading the model topic's partitions failed; retrying")
-		if !backoff(k.ctx, attempt) {
-			return restoring
+		if !backoff(retry, attempt) {
+			return nil
 		}
 	}
+	restoring = &sync.WaitGroup{}
 	if m != k.m {
 		for mp, f := range k.live { // every key's place changed: read again
 			f.stop()

@@ -2,10 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -417,15 +420,62 @@ type stallKeys struct {
 
 func (s stallKeys) OnAssigned(f func(ingest.Assignment)) {
 	s.p.keyFollow.slow = func() { time.Sleep(time.Second) }
-	src := s.Source.(interface{ OnAssigned(func(ingest.Assignment)) })
-	if s.heardFirst {
+	onAssignedAfter(s.Source, f, s.heardFirst)
+}
+
+// onAssignedAfter registers f with src's OnAssigned; heardFirst: only once the group has
+// assigned src (at most 60 s), so that f hears that assignment at once, on the caller's
+// goroutine (the role's start).
+func onAssignedAfter(src Source, f func(ingest.Assignment), heardFirst bool) {
+	on := src.(interface{ OnAssigned(func(ingest.Assignment)) })
+	if heardFirst {
 		heard := make(chan struct{})
 		once := sync.OnceFunc(func() { close(heard) })
-		src.OnAssigned(func(ingest.Assignment) { once() })
+		on.OnAssigned(func(ingest.Assignment) { once() })
 		select {
 		case <-heard:
 		case <-time.After(60 * time.Second):
 		}
 	}
-	src.OnAssigned(f)
+	on.OnAssigned(f)
+}
+
+// TestScorerStopsWhileModelTopicUnreachableRealBroker: a scorer whose assignment finds the
+// model topic's partitions unreadable (the followers' lookup retried with backoff, as while its
+// brokers are away) stops promptly on the graceful stop, in both orders of the group's join and
+// the scorer's start. Heard first, the retries ran inside the role's start, before Run's
+// stages exist, and only the hard stop (shutdown_timeout, 30 s) ended them.
+func TestScorerStopsWhileModelTopicUnreachableRealBroker(t *testing.T) {
+	for _, heardFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("heard_first=%v", heardFirst), func(t *testing.T) {
+			cfg, _ := keyedScorerTopics(t, "ksu", 2, 4)
+			var dials atomic.Int64
+			scorer := startPipeline(t, cfg, func(p *Pipeline) {
+				p.src = unreachableKeys{p.src, p, heardFirst, &dials}
+			})
+			waitFor(t, 60*time.Second, "the followers' lookup of the model topic failing", func() bool { return dials.Load() >= 2 })
+			t0 := time.Now()
+			if err := scorer.stop(t, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("stopped %v after the graceful stop (%d dials refused)", time.Since(t0).Round(time.Millisecond), dials.Load())
+		})
+	}
+}
+
+// unreachableKeys makes a scorer's keys' followers find the model topic's brokers unreachable
+// (every dial refused, counted in dials); heardFirst as stallKeys'.
+type unreachableKeys struct {
+	Source
+	p          *Pipeline
+	heardFirst bool
+	dials      *atomic.Int64
+}
+
+func (s unreachableKeys) OnAssigned(f func(ingest.Assignment)) {
+	s.p.keyFollow.dialer = &kafka.Dialer{Timeout: time.Second, DialFunc: func(context.Context, string, string) (net.Conn, error) {
+		s.dials.Add(1)
+		return nil, errors.New("test: the model topic's brokers are unreachable")
+	}}
+	onAssignedAfter(s.Source, f, s.heardFirst)
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +41,58 @@ func TestLoopsHardStopReleasesQueuedBatches(t *testing.T) {
 	}
 	if n := mem.CurrentAlloc(); n != 0 {
 		t.Errorf("%d bytes of Arrow buffers never released after the hard stop", n)
+	}
+}
+
+// stuckCommitSource is a fakeSource whose commits wait until their context ends, as
+// ingest.Source's final commit does while the group rebalances (it waits for the next
+// generation).
+type stuckCommitSource struct{ *fakeSource }
+
+func (s stuckCommitSource) Commit(ctx context.Context) (map[int]int64, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestLoopsFinalCommitEndsAtHardStop: run.shutdown_timeout bounds the whole graceful stop,
+// the final commit included (config.go; docs/OPERATIONS.md: the supervisor's kill follows
+// it): a final commit still waiting when it passes is cut there, and Run says why. It had a
+// shutdown_timeout of its own from the drain's end, so a slow drain and a stuck commit took up
+// to twice the bound.
+func TestLoopsFinalCommitEndsAtHardStop(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	var plan []step
+	for i := range 4 {
+		plan = append(plan, step{part: 0, first: int64(5 * i), n: 5})
+	}
+	src := newFakeSource(t, mem, plan)
+	snk := newFakeSink(t)
+	snk.delay = 250 * time.Millisecond // one write at a time: the drain takes about 1 s of the 2 s
+	const limit = 2 * time.Second
+	p := loopPipeline(t, stuckCommitSource{src}, snk, func(c *Config) { c.Run.ShutdownTimeout, c.Run.SinkWriters = limit, 1 })
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-src.drained:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the source's plan was not fetched within 20 s")
+	}
+	stop()
+	t0 := time.Now()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return within 20 s of the soft stop")
+	}
+	took := time.Since(t0)
+	t.Logf("Run returned %v after the soft stop: %v", took.Round(time.Millisecond), err)
+	if err == nil || !strings.Contains(err.Error(), "final commit") || !strings.Contains(err.Error(), "shutdown timeout") {
+		t.Errorf("Run: %v, want the final commit cut by the shutdown timeout", err)
+	}
+	if took > limit+700*time.Millisecond {
+		t.Errorf("Run returned %v after the soft stop, past run.shutdown_timeout %v", took.Round(time.Millisecond), limit)
 	}
 }

@@ -216,6 +216,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		<-roleDone
 		p.stage.Close()
 		p.dev.Close()
+		if ctx.Err() != nil { // the soft stop cut the start's reads: a clean stop, nothing fetched
+			p.log.Info().Err(err).Msg("stopped during the start")
+			err = nil
+		}
 		return errors.Join(err, p.src.Close(), p.snk.Close(), p.closeRole())
 	}
 	p.alertScope()                      // (after startRole: a scorer's keys' scope is its own, followAssignments')
@@ -300,20 +304,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 	}()
 	wg.Wait()
-	// Everything written was acknowledged: commit it before leaving (bounded by the hard stop).
+	// Everything written was acknowledged: commit it before leaving (finalCommit).
 	if work.Err() == nil {
-		final, cancel := context.WithTimeout(context.Background(), p.cfg.Run.ShutdownTimeout)
-		if c, err := p.src.Commit(final); err != nil {
-			fail(fmt.Errorf("pipeline: final commit: %w", err))
-		} else {
-			if len(c) == 0 {
-				p.log.Info().Msg("final commit: nothing new (every done offset was committed before)")
-			} else {
-				p.log.Info().Interface("committed", c).Msg("final offsets committed (partition: next offset)")
-			}
-			p.confirmAlerts() // (no stage failed: work would have ended)
+		if err := p.finalCommit(work); err != nil {
+			fail(err)
 		}
-		cancel()
 	}
 	abandon(nil)
 	<-commitDone
