@@ -8,9 +8,10 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// The Source's commit path: Commit (the pipeline's ticker and final commit), commitRevoked (the group
-// fetcher's call at a generation's end, fetch.go), and what both go through: one request at a time (sending), with
-// the generation that holds the partitions, of the offsets that moved since the last commit.
+// The Source's commit path: Commit (the pipeline's ticker and final commit), commitRevoked
+// (the group fetcher's call at a generation's end, fetch.go), and what both go through: one
+// request at a time (sending), with the generation that holds the partitions, of the offsets
+// that moved since the last commit.
 
 // Commit commits to the group, for each partition, the offset below which every record is
 // done (Checkpointer.Committable), skipping partitions whose offset has not moved since the
