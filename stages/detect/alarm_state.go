@@ -163,7 +163,8 @@ func (a *alarmState) pendingCaps(keyCaps map[string]savedCap, maxKeys int) {
 
 // encode is the alarm state file's payload (keysWindow: keys.window, the keys' caps' records).
 // The older formats' writing, for the tests of their reading, is encodeAs (a test file's): it
-// shares the sections that did not change (encodeSeries, encodeKeyCaps, encodeFleet).
+// shares the sections that did not change (encodeSeries, encodeGroupHead, encodeKeyCaps,
+// encodeFleet).
 func (a *alarmState) encode(keysWindow int) []byte {
 	var e sealed.Encoder
 	a.encodeSeries(&e)
@@ -176,9 +177,7 @@ func (a *alarmState) encode(keysWindow int) []byte {
 	e.U64(uint64(len(groups)))
 	for _, k := range groups {
 		g := a.groups[k]
-		e.Text(k)
-		e.U64(uint64(g.at))
-		e.U32(uint32(g.folded))
+		encodeGroupHead(&e, k, g)
 		e.U32(uint32(g.partition))
 		var flags byte
 		if g.timed {
@@ -216,6 +215,13 @@ func (a *alarmState) encodeSeries(e *sealed.Encoder) {
 		e.Text(k)
 		e.U64(a.series.keyed[k])
 	}
+}
+
+// encodeGroupHead writes what an alert group holds in every format: its key, time and folded.
+func encodeGroupHead(e *sealed.Encoder, k string, g alertGroup) {
+	e.Text(k)
+	e.U64(uint64(g.at))
+	e.U32(uint32(g.folded))
 }
 
 // encodeKeyCaps writes the keys' caps (keysWindow: their records), the same in every format.

@@ -173,9 +173,7 @@ func (a *alarmState) encodeAs(format uint32, keysWindow int) []byte {
 	e.U64(uint64(len(groups)))
 	for _, k := range groups {
 		g := a.groups[k]
-		e.Text(k)
-		e.U64(uint64(g.at))
-		e.U32(uint32(g.folded))
+		encodeGroupHead(&e, k, g)
 		if format >= 3 {
 			e.U32(uint32(g.partition))
 		}
