@@ -282,6 +282,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.commitLoop(work)
 	}()
 	wg.Wait()
+	// Everything written was acknowledged: commit it before leaving (bounded by the hard stop).
 	if work.Err() == nil {
 		if err := p.finalCommit(); err != nil {
 			fail(err)
