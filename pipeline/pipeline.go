@@ -12,7 +12,6 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 
-	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/core/checkpoint"
 	"github.com/outlierd/outlierd/pipeline/metrics"
 	"github.com/outlierd/outlierd/stages/detect"
@@ -284,24 +283,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	commitDone := make(chan struct{})
 	go func() { // commit
 		defer close(commitDone)
-		t := time.NewTicker(p.cfg.Run.CommitInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-work.Done():
-				return
-			case <-t.C:
-				_, err := p.src.Commit(work)
-				if work.Err() == nil {
-					p.metrics.CommitDone(err)
-				}
-				if err != nil && work.Err() == nil {
-					p.log.Warn().Err(err).Msg("offset commit failed; retrying at the next interval")
-				} else {
-					p.stats.Commits.Add(1)
-				}
-			}
-		}
+		p.commitLoop(work)
 	}()
 	wg.Wait()
 	// Everything written was acknowledged: commit it before leaving (finalCommit).
@@ -371,145 +353,6 @@ func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- item) error {
 		}
 		fetchFailures = 0
 	}
-}
-
-// detectLoop scores every batch and passes dead letters on; held batches are flushed when the
-// input ends. Live reloads (reload.go) are applied here, between batches, so the stage needs no
-// lock. A scorer holding records for its first model stops taking batches once they reach
-// holdBound (stopping, the soft stop, lifts that: the input then ends).
-func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in <-chan item, out chan<- item) error {
-	defer close(p.detectDone)
-	send := func(bs []*batch.Batch) bool {
-		for i, b := range bs {
-			select {
-			case out <- item{b: b}:
-			case <-work.Done():
-				for _, b := range bs[i:] {
-					b.Release()
-				}
-				return false
-			}
-		}
-		return true
-	}
-	// gpuSeen are the GPU's running totals already added to the metrics; after each batch the
-	// change (this batch's kernels and copies, and those of any model rebuild since) is added.
-	var gpuSeen struct {
-		kernel              time.Duration
-		up, down, fallbacks int64
-	}
-	hold, stopped := p.holdBound(), false
-	keyReady, scopeChanged, keyQuery := p.scopeChannels()
-	drainer, overlapped := p.stage.(Overlapped)
-	for open := true; open; {
-		// With overlap (detect.Deps.Overlap) the loop waits for the oldest batch's scoring or
-		// the next batch, whichever comes first: a scored batch goes on at once, and the intake
-		// never waits for the device alone (draining on an empty queue serialised the two:
-		// docs/BENCHMARKS.md §4.9).
-		var landing <-chan struct{}
-		if overlapped {
-			landing = drainer.Landing()
-		}
-		src, stop := in, stopping
-		if !stopped && hold.pause(p) {
-			src = nil // the fetched queue fills, then fetching waits: backpressure
-		} else {
-			stop = nil
-		}
-		select {
-		case <-stop:
-			stopped = true
-		case <-landing:
-			ready, err := drainer.LandScored()
-			if err != nil {
-				return fmt.Errorf("pipeline: detect: %w", err)
-			}
-			if !send(ready) {
-				return nil
-			}
-		case req := <-p.reconf:
-			if overlapped { // the batches in flight finish first, under the configuration they began with
-				ready, err := drainer.Drain()
-				if err != nil { // a scoring failure, fatal as in Process (not a rejected configuration)
-					req.reply <- reconfReply{err: fmt.Errorf("the detect stage failed: %w", err)}
-					return fmt.Errorf("pipeline: detect: %w", err)
-				}
-				if !send(ready) {
-					req.reply <- reconfReply{err: errors.New("the pipeline is stopping")}
-					return nil
-				}
-			}
-			p.applyReconf(req)
-		case <-keyReady: // a scorer's keys' models (modelkeys.go)
-			p.det.InstallKeyModels(p.keys.take(p.scope.keep))
-		case reply := <-keyQuery:
-			reply <- p.det.KeyVersions()
-		case <-scopeChanged: // a rebalance: the alert groups and keys of the partitions moved away go
-			if ok, err := p.rebalance(drainer, send); !ok {
-				return err
-			}
-		case m := <-p.models: // a scorer's newer model (nil channel in the other roles)
-			ready, err := p.installFollowed(m)
-			if err != nil {
-				return fmt.Errorf("pipeline: detect: %w", err)
-			}
-			if !send(ready) {
-				return nil
-			}
-		case it, ok := <-src:
-			if open = ok; !ok {
-				break
-			}
-			if it.b == nil { // dead letters: straight on to the sink
-				select {
-				case out <- it:
-				case <-work.Done():
-					return nil
-				}
-				continue
-			}
-			b := it.b
-			if ok, err := p.pendingRebalance(scopeChanged, drainer, send); !ok {
-				b.Release()
-				return err
-			}
-			if p.keys != nil { // the keys' models read first (a restore's, before its partitions' fetch)
-				p.det.InstallKeyModels(p.keys.take(p.scope.keep))
-			}
-			start := time.Now()
-			ready, err := p.stage.Process(work, b)
-			p.metrics.ObserveBatch(metrics.StageDetect, time.Since(start))
-			if g := p.dev.GPU(); g != nil {
-				k, up, down := g.Counters()
-				fb := p.dev.Fallbacks()
-				p.metrics.AddGPU(k-gpuSeen.kernel, up-gpuSeen.up, down-gpuSeen.down, fb-gpuSeen.fallbacks)
-				gpuSeen.kernel, gpuSeen.up, gpuSeen.down, gpuSeen.fallbacks = k, up, down, fb
-			}
-			p.metrics.SetWindow(p.stage.Window().Len(), p.stage.Window().Cap())
-			if ks := p.stage.KeyStats(); ks != (detect.KeyStats{}) {
-				p.metrics.SetKeys(ks.Live, ks.Warming, ks.Bytes, ks.Evictions)
-			}
-			if p.keyPub != nil { // a builder's keys whose model changed: to the model topic
-				p.keyPub.add(p.det.TakeKeyModels())
-			}
-			if p.stage.Model() == nil {
-				p.noteWaiting(false)
-			}
-			if err != nil {
-				b.Release()
-				return fmt.Errorf("pipeline: detect: %w", err)
-			}
-			if !send(ready) {
-				return nil
-			}
-		}
-	}
-	rest, err := p.stage.Flush()
-	if err != nil {
-		return fmt.Errorf("pipeline: detect: %w", err)
-	}
-	send(rest)
-	return nil
 }
 
 // waitLogEvery spaces the log lines that say how far the first model is (the readiness

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/stages/detect"
@@ -92,29 +91,6 @@ func (p *Pipeline) closeOpened() error {
 		errs = append(errs, p.snk.Close())
 	}
 	return errors.Join(append(errs, p.closeRole())...)
-}
-
-// finalCommit commits, once the stages drained cleanly, every offset acknowledged, and then
-// confirms the alert groups. The hard stop bounds it (work ends then: shutdown_timeout bounds
-// the whole stop, the drain and this commit; TestLoopsFinalCommitEndsAtHardStop), and so does
-// shutdown_timeout of its own.
-func (p *Pipeline) finalCommit(work context.Context) error {
-	final, cancel := context.WithTimeout(work, p.cfg.Run.ShutdownTimeout)
-	defer cancel()
-	c, err := p.src.Commit(final)
-	if err != nil {
-		if cause := context.Cause(work); cause != nil {
-			err = cause // the hard stop cut it
-		}
-		return fmt.Errorf("pipeline: final commit: %w", err)
-	}
-	if len(c) == 0 {
-		p.log.Info().Msg("final commit: nothing new (every done offset was committed before)")
-	} else {
-		p.log.Info().Interface("committed", c).Msg("final offsets committed (partition: next offset)")
-	}
-	p.confirmAlerts() // (no stage failed: work would have ended)
-	return nil
 }
 
 // confirmAlerts tells the stage, after a clean stop's final commit, the offsets the source

@@ -162,17 +162,51 @@ func (a *alarmState) pendingCaps(keyCaps map[string]savedCap, maxKeys int) {
 }
 
 // encode is the alarm state file's payload (keysWindow: keys.window, the keys' caps' records).
+// The older formats' writing, for the tests of their reading, is encodeAs (a test file's): it
+// shares the sections that did not change (encodeSeries, encodeGroupHead, encodeKeyCaps,
+// encodeFleet).
 func (a *alarmState) encode(keysWindow int) []byte {
-	return a.encodeAs(AlarmsSnapshotFormat, keysWindow)
+	var e sealed.Encoder
+	a.encodeSeries(&e)
+	gen := int64(-1)
+	if a.genKnown {
+		gen = int64(a.gen)
+	}
+	e.U64(uint64(gen))
+	groups := savable(a.groups)
+	e.U64(uint64(len(groups)))
+	for _, k := range groups {
+		g := a.groups[k]
+		encodeGroupHead(&e, k, g)
+		e.U32(uint32(g.partition))
+		var flags byte
+		if g.timed {
+			flags |= groupTimed
+		}
+		e.Raw([]byte{flags})
+	}
+	parts := slices.Sorted(maps.Keys(a.at.Taken))
+	e.U32(uint32(len(parts)))
+	for _, p := range parts {
+		e.U32(uint32(p))
+		e.U64(uint64(a.at.Taken[p]))
+		var flags byte
+		if a.at.Committed[p] {
+			flags |= takenCommitted
+		}
+		e.Raw([]byte{flags})
+	}
+	a.encodeKeyCaps(&e, keysWindow)
+	encodeFleet(&e, a.fleet)
+	return e.Payload()
 }
 
-// encodeAs is the payload in format version format (an older one: what the older files hold,
-// for the tests of their reading; what it lacks, left out).
-func (a *alarmState) encodeAs(format uint32, keysWindow int) []byte {
-	var e sealed.Encoder
+// encodeSeries writes the payload's first sections, the same in every format: the stage's cap's
+// records, the position, the cap, and the deadband's series.
+func (a *alarmState) encodeSeries(e *sealed.Encoder) {
 	e.U32(uint32(a.cap.n))
 	e.U64(a.series.pos)
-	encodeCap(&e, &a.cap)
+	encodeCap(e, &a.cap)
 	e.U64(a.series.keyless)
 	e.U64(a.series.newest)
 	series := savable(a.series.keyed)
@@ -181,44 +215,17 @@ func (a *alarmState) encodeAs(format uint32, keysWindow int) []byte {
 		e.Text(k)
 		e.U64(a.series.keyed[k])
 	}
-	groups := savable(a.groups)
-	if format >= 4 {
-		gen := int64(-1)
-		if a.genKnown {
-			gen = int64(a.gen)
-		}
-		e.U64(uint64(gen))
-	}
-	e.U64(uint64(len(groups)))
-	for _, k := range groups {
-		g := a.groups[k]
-		e.Text(k)
-		e.U64(uint64(g.at))
-		e.U32(uint32(g.folded))
-		if format >= 3 {
-			e.U32(uint32(g.partition))
-		}
-		if format >= 4 {
-			var flags byte
-			if g.timed {
-				flags |= groupTimed
-			}
-			e.Raw([]byte{flags})
-		}
-	}
-	if format >= 4 {
-		parts := slices.Sorted(maps.Keys(a.at.Taken))
-		e.U32(uint32(len(parts)))
-		for _, p := range parts {
-			e.U32(uint32(p))
-			e.U64(uint64(a.at.Taken[p]))
-			var flags byte
-			if a.at.Committed[p] {
-				flags |= takenCommitted
-			}
-			e.Raw([]byte{flags})
-		}
-	}
+}
+
+// encodeGroupHead writes what an alert group holds in every format: its key, time and folded.
+func encodeGroupHead(e *sealed.Encoder, k string, g alertGroup) {
+	e.Text(k)
+	e.U64(uint64(g.at))
+	e.U32(uint32(g.folded))
+}
+
+// encodeKeyCaps writes the keys' caps (keysWindow: their records), the same in every format.
+func (a *alarmState) encodeKeyCaps(e *sealed.Encoder, keysWindow int) {
 	e.U32(uint32(keysWindow))
 	caps := savable(a.keyCaps)
 	e.U64(uint64(len(caps)))
@@ -226,13 +233,9 @@ func (a *alarmState) encodeAs(format uint32, keysWindow int) []byte {
 		c := a.keyCaps[k]
 		e.Text(k)
 		e.U32(uint32(c.partition))
-		encodeCap(&e, &c.cap)
+		encodeCap(e, &c.cap)
 		e.U64(c.cap.at)
 	}
-	if format >= 2 {
-		encodeFleet(&e, a.fleet)
-	}
-	return e.Payload()
 }
 
 // savable is m's keys in order but those longer than a key read back may be (maxKeyLength): one

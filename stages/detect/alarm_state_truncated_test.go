@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/outlierd/outlierd/internal/core/sealed"
 )
 
 // TestAlarmStateTruncated: every cut of a format-4 alarm state payload (a series in alarm, alert
@@ -152,6 +154,35 @@ func alarmFixture(window, keysWindow int) *alarmState {
 // window, position, cap, keyless, newest and the series' count.
 func groupsAt(window int) int {
 	return 4 + 8 + 8 + 8*((window+63)/64) + 8 + 8 + 8
+}
+
+// encodeAs is the payload in format version format (an older one: what the older files hold,
+// for the tests of their reading; what it lacks, left out); the newest is encode's. Formats 1-3
+// differ from 4 only in what 4 added: the groups' generation, their flags, the offsets taken;
+// 3 added the groups' partitions, 2 the keys' fleet.
+func (a *alarmState) encodeAs(format uint32, keysWindow int) []byte {
+	if format == AlarmsSnapshotFormat {
+		return a.encode(keysWindow)
+	}
+	if format < 1 || format > 3 {
+		panic(fmt.Sprintf("encodeAs: no writer for alarm state format %d (the newest is %d)", format, AlarmsSnapshotFormat))
+	}
+	var e sealed.Encoder
+	a.encodeSeries(&e)
+	groups := savable(a.groups)
+	e.U64(uint64(len(groups)))
+	for _, k := range groups {
+		g := a.groups[k]
+		encodeGroupHead(&e, k, g)
+		if format >= 3 {
+			e.U32(uint32(g.partition))
+		}
+	}
+	a.encodeKeyCaps(&e, keysWindow)
+	if format >= 2 {
+		encodeFleet(&e, a.fleet)
+	}
+	return e.Payload()
 }
 
 // TestAlarmStateOlderFormats: a payload of format 3 (the groups' partitions, no flags, no

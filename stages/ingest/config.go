@@ -9,7 +9,7 @@
 // event time, ingest.event_time_zone's wall clocks), json.go, csv.go,
 // logfmt.go (the decoders), builder.go (the Arrow batch builder), derive.go (derived features:
 // per-key differences, rolling robust z and rolling means, time of day and day of week), source.go (the Kafka
-// source).
+// source), commit.go (its offset commits).
 package ingest
 
 import (
