@@ -322,8 +322,8 @@ func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- item) error {
 	for {
 		start := time.Now()
 		b, dls, err := p.src.Next(ctx)
-		if b != nil || dls.Len() > 0 {
-			p.metrics.ObserveBatch(metrics.StageFetch, time.Since(start))
+		if b != nil || dls.Len() > 0 { // the source consumes (readiness), dead letters too
+			p.metrics.Fetched(time.Since(start))
 		}
 		if dls.Len() > 0 && !send(item{dl: dls}) {
 			b.Release()

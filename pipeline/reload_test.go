@@ -293,17 +293,28 @@ func TestWatchWarnsOnceWhenTheFileIsGone(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.Watch(ctx, 5*time.Millisecond) }()
-	wait := func() { time.Sleep(150 * time.Millisecond) } // 30 intervals
-	wait()
-	for range 2 {
+	// Each step waits for the watcher to have seen it (its log line; a fixed 150 ms raced the
+	// watcher: fewer than two of its ticks in it, on a stalled machine, and the test failed),
+	// then 150 ms more (30 intervals) in which a second warning, or a reload, would show.
+	seen := func(what string, n int) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); strings.Count(mu.String(), what) < n; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the watcher did not log %q (%d times) in 20 s:\n%s", what, n, mu.String())
+			}
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+	time.Sleep(150 * time.Millisecond)
+	for i := range 2 {
 		if err := os.Remove(path); err != nil {
 			t.Fatal(err)
 		}
-		wait()
+		seen("running configuration is kept", i+1)
 		if err := os.WriteFile(path, content, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		wait()
+		seen("config file readable again", i+1)
 	}
 	cancel()
 	<-done

@@ -119,8 +119,8 @@ type Metrics struct {
 	staleAfter atomic.Int64
 
 	// The source's and the sink's part of readiness (Ready). progress is when the source last
-	// fetched (records into a batch, or messages it wrote as dead letters), unix nanoseconds
-	// on m.now's clock, 0 since the brokers were lost; caughtUp is whether the
+	// handed out records or dead letters (Fetched), unix nanoseconds on m.now's clock, 0 since
+	// the brokers were lost or answered again; caughtUp is whether the
 	// last lag poll found no lag; sourceStaleAfter is how old progress may be while there is
 	// lag (0: not judged, no lag poller). sinkFailing holds, per write path, why the sink
 	// cannot write (guarded by mu).
@@ -192,9 +192,14 @@ func New() *Metrics {
 // Registry is the registry the metrics are gathered from (for tests and embedding).
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// AddRecordsIn counts n records decoded into a batch (the source fetched: see Ready).
-func (m *Metrics) AddRecordsIn(n int) {
-	m.recordsIn.Add(float64(n))
+// AddRecordsIn counts n records decoded into a batch.
+func (m *Metrics) AddRecordsIn(n int) { m.recordsIn.Add(float64(n)) }
+
+// Fetched notes a Source.Next that handed out records or dead letters after d (the fetch
+// stage's latency): the source consumes (Ready). Dead letters count here, when fetched, not
+// when written: the sink may write after an outage what was fetched before it.
+func (m *Metrics) Fetched(d time.Duration) {
+	m.batchDuration[StageFetch].Observe(d.Seconds())
 	m.progress.Store(m.now().UnixNano())
 }
 
@@ -220,11 +225,8 @@ func (m *Metrics) AddKeyModelsTooLarge(n int) { m.keyModelsTooLarge.Add(float64(
 // AddKeyModelsRead counts n messages a scorer read from its keys' model partitions.
 func (m *Metrics) AddKeyModelsRead(n int) { m.keyModelsRead.Add(float64(n)) }
 
-// AddDeadLetters counts n messages written to the dead-letter topic (the source fetched them).
-func (m *Metrics) AddDeadLetters(n int) {
-	m.deadLetters.Add(float64(n))
-	m.progress.Store(m.now().UnixNano())
-}
+// AddDeadLetters counts n messages written to the dead-letter topic.
+func (m *Metrics) AddDeadLetters(n int) { m.deadLetters.Add(float64(n)) }
 
 // SetSinkFailing records why the sink cannot write on the write path named what ("" once it
 // writes again); /readyz is 503 with the reason while any path fails.
@@ -344,16 +346,18 @@ func (m *Metrics) LagPollFailed() { m.lagPollErrors.Inc() }
 
 // SetBrokerConnected records whether the brokers answered the last round trip.
 func (m *Metrics) SetBrokerConnected(ok bool) {
-	m.connected.Store(ok)
+	was := m.connected.Swap(ok)
 	if ok {
 		m.brokerConnected.Set(1)
 	} else {
 		m.brokerConnected.Set(0)
-		// What moved before the brokers were lost says nothing about whether the source
-		// consumes once they are back (it may wait to rejoin its group): it must move again,
-		// or the lag show nothing left to consume.
-		m.progress.Store(0)
 		m.caughtUp.Store(false)
+	}
+	// What moved before the brokers answered again says nothing about whether the source
+	// consumes now (it may wait to rejoin its group): what it hands out while they are lost
+	// was fetched before (queued chunks). It must move again, or the lag show nothing left.
+	if ok != was {
+		m.progress.Store(0)
 	}
 }
 
@@ -381,8 +385,8 @@ func (m *Metrics) SetQueue(name string, length func() int) {
 // stopping, connected to the brokers (the last lag poll was answered), a model serving, the
 // sink writing (its last write on each path succeeded), and the source consuming: it fetched
 // within the stale time since the brokers last answered, or the last lag poll found no lag
-// (nothing to consume). Outputs acknowledged do not count: after an outage the sink may
-// drain batches fetched before it while the source still waits to rejoin its group. Under
+// (nothing to consume). Outputs and dead letters written do not count: after an outage the
+// sink may drain what was fetched before it while the source still waits to rejoin its group. Under
 // backpressure the source fetches at the pipeline's pace, so a slow pipeline stays ready. The
 // stale time is 3 lag intervals, at least 10 s (lag.go): lag is only seen once an interval,
 // and a loaded pipeline may take seconds per batch without being stuck. While the pipeline is

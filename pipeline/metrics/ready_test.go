@@ -29,12 +29,12 @@ func TestReadyzSourceAndSink(t *testing.T) {
 		body   []string
 	}{
 		{"lag, nothing fetched yet", func() { m.SetLag("in", map[int]int64{0: 5, 1: 0}) }, 503, []string{"source not consuming", "lag"}},
-		{"fetched", func() { m.AddRecordsIn(100) }, 200, []string{"ready"}},
+		{"fetched", func() { m.Fetched(0) }, 200, []string{"ready"}},
 		{"9 s later", func() { now = now.Add(9 * time.Second) }, 200, []string{"ready"}},
 		{"11 s later, still lag", func() { now = now.Add(2 * time.Second) }, 503, []string{"nothing fetched for 11s"}},
 		// The sink draining batches fetched earlier is not the source consuming.
 		{"acknowledged outputs do not count", func() { m.AddRecordsOut(100, 1) }, 503, []string{"nothing fetched for 11s"}},
-		{"dead letters fetched and written", func() { m.AddDeadLetters(1) }, 200, []string{"ready"}},
+		{"only dead letters fetched (a Next of malformed records)", func() { m.Fetched(0) }, 200, []string{"ready"}},
 		{"idle and caught up", func() {
 			now = now.Add(time.Minute)
 			m.SetLag("in", map[int]int64{0: 0, 1: 0})
@@ -54,7 +54,18 @@ func TestReadyzSourceAndSink(t *testing.T) {
 			m.SetBrokerConnected(true)
 			m.SetLag("in", map[int]int64{0: 40})
 		}, 503, []string{"nothing fetched since the brokers answered"}},
-		{"consuming again", func() { m.AddRecordsIn(500) }, 200, []string{"ready"}},
+		{"consuming again", func() { m.Fetched(0) }, 200, []string{"ready"}},
+		// What the source hands out while the brokers are lost was fetched before they were
+		// (queued chunks), and a dead letter written once they are back was fetched before:
+		// neither is the source consuming after the outage.
+		{"broker lost again", func() { m.SetBrokerConnected(false) }, 503, []string{"not connected"}},
+		{"a batch fetched before the outage handed out", func() { m.Fetched(0) }, 503, []string{"not connected"}},
+		{"broker back", func() {
+			m.SetBrokerConnected(true)
+			m.SetLag("in", map[int]int64{0: 40})
+		}, 503, []string{"nothing fetched since the brokers answered"}},
+		{"dead letters of before the outage written", func() { m.AddDeadLetters(3) }, 503, []string{"nothing fetched since the brokers answered"}},
+		{"consuming once more", func() { m.Fetched(0) }, 200, []string{"ready"}},
 	}
 	for _, s := range steps {
 		s.do()
