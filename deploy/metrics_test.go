@@ -180,7 +180,7 @@ func TestDashboardAndAlertSeriesExist(t *testing.T) {
 		recs[i] = &kgo.Record{Topic: "sensors", Key: k, Value: v}
 	}
 	testsupport.Produce(t, br, recs...)
-	p, err := pipeline.New(cfg, zerolog.Nop())
+	p, err := pipeline.New(context.Background(), cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

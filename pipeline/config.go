@@ -58,8 +58,9 @@ type RunConfig struct {
 	// CommitInterval is how often done offsets are committed to the consumer group. Shorter
 	// means fewer duplicates after a crash, more commit traffic. Default 1s.
 	CommitInterval time.Duration `yaml:"commit_interval"`
-	// ShutdownTimeout bounds the graceful stop (drain, flush, commit) after SIGINT/SIGTERM;
-	// past it in-flight work is abandoned (it is re-read after a restart). Default 30s.
+	// ShutdownTimeout bounds the graceful stop (drain, flush, commit, a builder's last
+	// publications) after SIGINT/SIGTERM; past it in-flight work is abandoned (it is re-read
+	// after a restart). Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// Role is this process's part (docs/OPERATIONS.md "Builder and scorers"): all (default:
 	// one process reads, builds models and scores), builder (reads the whole input topic in the

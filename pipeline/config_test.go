@@ -135,7 +135,7 @@ func wideConfig(br testsupport.Broker, in, out, dlq, group string) Config {
 func TestRollupOverTwentyFeaturesRefusedAtStart(t *testing.T) {
 	cfg := wideConfig(testsupport.Broker{Addrs: []string{"localhost:9092"}}, "in", "out", "dl", "g")
 	cfg.Detect.Density.Mode = "rollup"
-	_, err := New(cfg, zerolog.Nop())
+	_, err := New(context.Background(), cfg, zerolog.Nop())
 	want := "detect.density.mode: rollup tests all 2^r - 1 subspaces of the r features and accepts at most r = 20, but ingest.features has 21"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("New: got %v, want an error containing %q", err, want)

@@ -45,7 +45,7 @@ func startLogged(t *testing.T, cfg Config) (*running, *testsupport.LogBuffer) {
 	t.Helper()
 	logs := &testsupport.LogBuffer{}
 	log := zerolog.New(io.MultiWriter(zerolog.NewTestWriter(t), logs)).Level(zerolog.InfoLevel).With().Timestamp().Logger()
-	p, err := New(cfg, log)
+	p, err := New(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatalf("pipeline.New: %v", err)
 	}
@@ -441,7 +441,7 @@ func TestMissingTopicsRealBroker(t *testing.T) {
 			testsupport.CreateTopics(t, br, topics)
 			cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
 			t0 := time.Now()
-			p, err := New(cfg, zerolog.New(zerolog.NewTestWriter(t)))
+			p, err := New(context.Background(), cfg, zerolog.New(zerolog.NewTestWriter(t)))
 			if err == nil {
 				// Run it briefly: today the pipeline starts and retries forever.
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -477,7 +477,7 @@ func TestCreateTopicsRealBroker(t *testing.T) {
 			cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
 			cfg.Sink.CreateTopics = true
 			cfg.Sink.CreatePartitions = parts
-			p, err := New(cfg, zerolog.New(zerolog.NewTestWriter(t)))
+			p, err := New(context.Background(), cfg, zerolog.New(zerolog.NewTestWriter(t)))
 			if err != nil {
 				t.Fatalf("New with sink.create_topics: %v", err)
 			}

@@ -137,28 +137,44 @@ func (p *keyPublisher) signal() {
 
 // run publishes what is pending and due (a key not published within every), at most once per
 // keyPublishEvery, until ctx ends; a key not yet due waits, with its newest model, for a later
-// round.
-func (p *keyPublisher) run(ctx context.Context) {
+// round. Once drain is closed (a graceful stop: the detect goroutine adds nothing more) one
+// last round publishes every pending key, due or not, at once, and run returns.
+func (p *keyPublisher) run(ctx context.Context, drain <-chan struct{}) {
 	var last time.Time
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-p.wake:
+		final := false
+		select { // the stop first: a wake (a key waiting) is always ready
+		case <-drain:
+			final = true
+		default:
 		}
-		if wait := keyPublishEvery - time.Since(last); wait > 0 {
+		if !final {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.wake:
+			case <-drain:
+				final = true
+			}
+		}
+		if wait := keyPublishEvery - time.Since(last); wait > 0 && !final {
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(wait):
+			case <-drain:
+				final = true
 			}
 		}
 		last = time.Now()
-		todo, waiting := p.due(last)
+		todo, waiting := p.due(last, final)
 		if waiting {
 			p.signal() // a later round takes them
 		}
 		if len(todo) == 0 {
+			if final {
+				return
+			}
 			continue
 		}
 		p.version = max(p.version+1, uint64(max(time.Now().UnixMilli(), 0)))
@@ -168,6 +184,13 @@ func (p *keyPublisher) run(ctx context.Context) {
 		}
 		if died {
 			return
+		}
+		if final {
+			if err != nil && ctx.Err() != nil {
+				p.log.Warn().Int("keys", len(todo)).
+					Msg("keys' models not published: the pipeline stopped first (run.shutdown_timeout passed); the scorers keep their previous ones")
+			}
+			return // (publish logged a failure; nothing comes after the stop to retry with)
 		}
 		if err == nil {
 			for k, m := range todo {
@@ -194,13 +217,13 @@ func (p *keyPublisher) run(ctx context.Context) {
 }
 
 // due takes the pending keys due at now (never published, last published at least every ago,
-// or evicted) and says whether others wait.
-func (p *keyPublisher) due(now time.Time) (todo map[string]detect.KeyModel, waiting bool) {
+// or evicted; every one when all) and says whether others wait.
+func (p *keyPublisher) due(now time.Time, all bool) (todo map[string]detect.KeyModel, waiting bool) {
 	todo = map[string]detect.KeyModel{}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for k, m := range p.pending {
-		if at, ok := p.published[k]; ok && m.Model != nil && now.Sub(at) < p.every {
+		if at, ok := p.published[k]; ok && !all && m.Model != nil && now.Sub(at) < p.every {
 			waiting = true
 			continue
 		}

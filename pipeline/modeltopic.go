@@ -287,20 +287,31 @@ func (p *modelPublisher) Publish(pub publication) {
 	}
 }
 
-// run writes queued models until ctx ends.
-func (p *modelPublisher) run(ctx context.Context) {
+// run writes queued models until ctx ends or, once drain is closed (a graceful stop: no model
+// comes any more), until the mailbox is empty: the model built last reaches the scorers.
+func (p *modelPublisher) run(ctx context.Context, drain <-chan struct{}) {
 	for {
+		var pub publication
 		select {
 		case <-ctx.Done():
 			return
-		case pub := <-p.mailbox:
-			err := p.write(ctx, pub)
-			if err == nil {
-				p.tombstone(ctx, pub.model.Version)
+		case pub = <-p.mailbox:
+		case <-drain:
+			select {
+			case pub = <-p.mailbox:
+			default:
+				return
 			}
-			if p.onDone != nil {
-				p.onDone(pub.model.Version, err)
-			}
+		}
+		err := p.write(ctx, pub)
+		if err == nil {
+			p.tombstone(ctx, pub.model.Version)
+		} else if ctx.Err() != nil {
+			p.log.Warn().Uint64("model_version", pub.model.Version).
+				Msg("model not published: the pipeline stopped first (run.shutdown_timeout passed, or a stage failed); the scorers keep the previous one")
+		}
+		if p.onDone != nil {
+			p.onDone(pub.model.Version, err)
 		}
 	}
 }

@@ -63,7 +63,7 @@ func TestNewClosesWhatItOpenedWhenTheLagPollerFails(t *testing.T) {
 		p.stage = closeCountedStage{p.stage, &stage}
 		return nil, refused
 	}
-	p, err := New(cfg, zerolog.New(zerolog.NewTestWriter(t)))
+	p, err := New(context.Background(), cfg, zerolog.New(zerolog.NewTestWriter(t)))
 	if !errors.Is(err, refused) || p != nil {
 		t.Fatalf("New: %v, %v; want the lag poller's error", p, err)
 	}

@@ -64,6 +64,9 @@ type Pipeline struct {
 	pub    *modelPublisher
 	follow *modelFollower
 	models chan *followed
+	// flushModels, a builder's, is closed once its drain is done: its publishers then write
+	// what is queued (the last model, the keys' models held back) and end (Run).
+	flushModels chan struct{}
 	// With detect.key_by (modelkeys.go): a builder's publisher of the keys' models, and the
 	// highest key model version on the topic at its start; a scorer's inbox of them.
 	keyPub     *keyPublisher
@@ -77,15 +80,18 @@ type Pipeline struct {
 	paced     pacedLogs                   // the log lines spaced in time (noteWaiting, noteDeadLetters)
 }
 
-// New connects the stages (no goroutine starts before Run), with metrics of its own.
-func New(cfg Config, log zerolog.Logger) (*Pipeline, error) {
-	return NewWithMetrics(cfg, log, metrics.New())
+// New connects the stages (no goroutine starts before Run), with metrics of its own. ctx bounds
+// its waits (the topic check, a builder's removal of a dead predecessor from its group): when
+// ctx ends first, New returns an error and ctx.Err() tells the caller it was a stop, as a stop
+// during Run's start is (cmd/outlierd exits 0 then).
+func New(ctx context.Context, cfg Config, log zerolog.Logger) (*Pipeline, error) {
+	return NewWithMetrics(ctx, cfg, log, metrics.New())
 }
 
 // NewWithMetrics is New feeding m, which the caller may serve already (cmd/outlierd does): while
 // New checks the topics (up to topicCheckWait for brokers that cannot be reached), /readyz says
 // what the check waits for, and, when New fails, why.
-func NewWithMetrics(cfg Config, log zerolog.Logger, m *metrics.Metrics) (_ *Pipeline, err error) {
+func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metrics.Metrics) (_ *Pipeline, err error) {
 	defer func() {
 		if err != nil {
 			m.SetStarting("start failed: " + strings.ReplaceAll(err.Error(), "\n", "; ")) // errors.Join's lines
@@ -96,7 +102,10 @@ func NewWithMetrics(cfg Config, log zerolog.Logger, m *metrics.Metrics) (_ *Pipe
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkTopics(cfg, log, m.SetStarting); err != nil { // before the reader joins (topics.go)
+	if err := checkTopics(ctx, cfg, log, m.SetStarting); err != nil { // before the reader joins (topics.go)
+		if ctx.Err() != nil { // the check was cut: what it found last (a topic not listed yet) proves nothing
+			return nil, startStopped(ctx)
+		}
 		return nil, err
 	}
 	m.SetStarting(fmt.Sprintf("topics checked; starting the source, the sink and the detectors (device %s)", cfg.Device))
@@ -111,7 +120,10 @@ func NewWithMetrics(cfg Config, log zerolog.Logger, m *metrics.Metrics) (_ *Pipe
 	in := cfg.Ingest
 	if cfg.Run.Role == detect.RoleBuilder {
 		in.GroupID = BuilderGroup(in.GroupID) // the builder reads every partition
-		leaveDeadBuilders(cfg, log)           // before the join, so that it need not wait out a dead one
+		leaveDeadBuilders(ctx, cfg, log)      // before the join, so that it need not wait out a dead one
+		if ctx.Err() != nil {
+			return nil, startStopped(ctx)
+		}
 	}
 	// The source's own checkpointer: its batches' acks mark records done there, and only its
 	// Commit reads it.
@@ -162,6 +174,11 @@ func NewWithMetrics(cfg Config, log zerolog.Logger, m *metrics.Metrics) (_ *Pipe
 		p.stats.ModelVersion.Store(m.Version)
 	}
 	return p, nil
+}
+
+// startStopped is New's error when ctx ended during its waits (a SIGTERM during the start).
+func startStopped(ctx context.Context) error {
+	return fmt.Errorf("pipeline: the start was stopped: %w", context.Cause(ctx))
 }
 
 // Stats are the running counts.
@@ -291,6 +308,17 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		if err := p.finalCommit(work); err != nil {
 			fail(err)
 		}
+	}
+	// A builder's models built before the stop reach the scorers: its publishers write what is
+	// queued, bounded by the hard stop (work), and end. After the final commit: a builder's
+	// commit is one quick request that docs/OPERATIONS.md promises at a graceful stop, and its
+	// batches are done once in the window (builderAckLoop), not once a model of them is out;
+	// a publication can take many writes, retried, on another cluster (sink.brokers), which
+	// must not starve the commit: published first, a model topic that cannot be reached would
+	// take the whole shutdown_timeout, and the commit would be cut too (the batches read again).
+	if p.flushModels != nil && work.Err() == nil {
+		close(p.flushModels)
+		<-roleDone
 	}
 	abandon(nil)
 	<-commitDone

@@ -72,6 +72,7 @@ func (p *Pipeline) setUpRole() error {
 		if p.pub, err = newModelPublisher(p.cfg.modelTopic(), p.log); err != nil {
 			return err
 		}
+		p.flushModels = make(chan struct{})
 		fallthrough // a builder reads the topic to continue its version sequence
 	case detect.RoleScorer:
 		if p.follow, err = newModelFollower(p.cfg.modelTopic(), p.cfg.Ingest.Columns(), p.log); err != nil {
@@ -195,14 +196,14 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 		}
 		ev.Msg("builder: the next model's version is above every version on the model topic, in state_dir and the clock (ms)")
 		var wg sync.WaitGroup
-		wg.Go(func() { p.pub.run(work) })
+		wg.Go(func() { p.pub.run(work, p.flushModels) })
 		if p.keyPub != nil {
 			p.keyPub.version = max(p.keyHighest, keysHighest)
 			wg.Go(func() {
 				if modelParts > 1 {
 					p.keyPub.tombstonePartition0(work, p.keysOn0)
 				}
-				p.keyPub.run(work)
+				p.keyPub.run(work, p.flushModels)
 			})
 		}
 		go func() {
@@ -318,8 +319,9 @@ func (h *holdLimit) pause(p *Pipeline) bool {
 // design (it reads every partition), so any member found at start is a dead predecessor, or a
 // second builder run by mistake (which then rejoins at once). LeaveGroup by member id is what
 // stages/ingest/rejoin.go sends for the members the reader abandons. When the group cannot be
-// read or left, it says that the join may wait for the session to expire, and goes on.
-func leaveDeadBuilders(cfg Config, log zerolog.Logger) {
+// read or left, it says that the join may wait for the session to expire, and goes on; when
+// ctx ends (a stop during the start) it returns at once, saying nothing.
+func leaveDeadBuilders(ctx context.Context, cfg Config, log zerolog.Logger) {
 	group := BuilderGroup(cfg.Ingest.GroupID)
 	log = log.With().Str("group", group).Logger()
 	tr := &kafka.Transport{DialTimeout: 5 * time.Second}
@@ -332,7 +334,8 @@ func leaveDeadBuilders(cfg Config, log zerolog.Logger) {
 	}
 	defer tr.CloseIdleConnections()
 	cl := &kafka.Client{Addr: kafka.TCP(cfg.Ingest.Brokers...), Timeout: 5 * time.Second, Transport: tr}
-	ctx, cancel := context.WithTimeout(context.Background(), topicCheckWait)
+	stop := ctx
+	ctx, cancel := context.WithTimeout(ctx, topicCheckWait)
 	defer cancel()
 	var members []kafka.DescribeGroupsResponseMember
 	for attempt := 1; ; attempt++ {
@@ -345,6 +348,9 @@ func leaveDeadBuilders(cfg Config, log zerolog.Logger) {
 			break
 		}
 		if !transient(err) || !backoff(ctx, attempt) {
+			if stop.Err() != nil {
+				return
+			}
 			log.Warn().Err(err).Dur("session_timeout", cfg.Ingest.SessionTimeout).
 				Msg("builder: cannot read its group; if a previous builder was killed, the first assignment waits up to ingest.session_timeout for its session to expire")
 			return
@@ -360,6 +366,9 @@ func leaveDeadBuilders(cfg Config, log zerolog.Logger) {
 			Msg("builder: its group still has a member, left by a previous builder (killed?); removing it so the join need not wait for its session to expire")
 	}
 	res, err := cl.LeaveGroup(ctx, req)
+	if stop.Err() != nil {
+		return
+	}
 	if err == nil {
 		err = res.Error
 		for _, mr := range res.Members {

@@ -500,7 +500,7 @@ func TestMissingModelTopicRealBroker(t *testing.T) {
 	cfg := roleConfig(br, in, out, dlq, group, mt)
 	cfg.Run.Role = "scorer"
 	t0 := time.Now()
-	_, err := New(cfg, zerolog.New(zerolog.NewTestWriter(t)))
+	_, err := New(context.Background(), cfg, zerolog.New(zerolog.NewTestWriter(t)))
 	if err == nil || !strings.Contains(err.Error(), "run.model_topic") || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("New with the model topic missing: %v, want an error naming run.model_topic", err)
 	}

@@ -404,15 +404,21 @@ func TestKeyPublishInterval(t *testing.T) {
 	p.published["warm"], p.published["gone"] = t0, t0
 	p.add([]detect.KeyModel{{Key: "new", Model: r1}, {Key: "warm", Model: r1}, {Key: "gone"}})
 	p.add([]detect.KeyModel{{Key: "warm", Model: r2}}) // rebuilt again before any round
-	todo, waiting := p.due(t0.Add(time.Second))
+	todo, waiting := p.due(t0.Add(time.Second), false)
 	if len(todo) != 2 || todo["new"].Model != r1 || todo["gone"].Model != nil || !waiting {
 		t.Fatalf("round 1: due %v, waiting %v: want the new key's model and the tombstone, the warm key waiting", todo, waiting)
 	}
-	if todo, waiting = p.due(t0.Add(9 * time.Second)); len(todo) != 0 || !waiting {
+	if todo, waiting = p.due(t0.Add(9*time.Second), false); len(todo) != 0 || !waiting {
 		t.Fatalf("round 2 (9 s): due %v, waiting %v: want nothing due yet", todo, waiting)
 	}
-	if todo, waiting = p.due(t0.Add(10 * time.Second)); len(todo) != 1 || todo["warm"].Model != r2 || waiting {
+	if todo, waiting = p.due(t0.Add(10*time.Second), false); len(todo) != 1 || todo["warm"].Model != r2 || waiting {
 		t.Fatalf("round 3 (10 s): due %v, waiting %v: want the warm key's newest model", todo, waiting)
+	}
+	// A graceful stop's last round takes every pending key, due or not.
+	p.published["warm"] = t0.Add(10 * time.Second)
+	p.add([]detect.KeyModel{{Key: "warm", Model: r1}})
+	if todo, waiting = p.due(t0.Add(11*time.Second), true); len(todo) != 1 || todo["warm"].Model != r1 || waiting {
+		t.Fatalf("the stop's round (11 s): due %v, waiting %v: want the warm key's model, not due yet", todo, waiting)
 	}
 }
 

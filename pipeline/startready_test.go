@@ -41,7 +41,7 @@ func newServed(t *testing.T, cfg Config) (string, <-chan made) {
 	})
 	out := make(chan made, 1)
 	go func() {
-		p, err := NewWithMetrics(cfg, log, m)
+		p, err := NewWithMetrics(context.Background(), cfg, log, m)
 		out <- made{p, err}
 	}()
 	return "http://" + srv.Addr(), out

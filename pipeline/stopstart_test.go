@@ -2,6 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +26,7 @@ func TestStopDuringRoleStartRealBroker(t *testing.T) {
 			in, out, dlq, group, mt := roleTopics(t, br, 2)
 			cfg := roleConfig(br, in, out, dlq, group, mt)
 			cfg.Run.Role = role
-			p, err := New(cfg, zerolog.New(zerolog.NewTestWriter(t)).With().Timestamp().Logger())
+			p, err := New(context.Background(), cfg, zerolog.New(zerolog.NewTestWriter(t)).With().Timestamp().Logger())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,5 +47,70 @@ func TestStopDuringRoleStartRealBroker(t *testing.T) {
 				t.Errorf("Run returned %v after the graceful stop", d.Round(time.Millisecond))
 			}
 		})
+	}
+}
+
+// TestNewEndsWithContext: a stop during New (cmd/outlierd's SIGTERM context) ends its waits at
+// once, and New says the start was stopped: for brokers that cannot be reached (the check
+// waits up to topicCheckWait, 30 s) and for an input topic the brokers do not list (asked again
+// for metadataSettle in case it was just created: cut, it must not be called missing). New
+// waited on a context of its own.
+func TestNewEndsWithContext(t *testing.T) {
+	check := func(t *testing.T, cfg Config) {
+		t.Helper()
+		ctx, stop := context.WithCancel(context.Background())
+		time.AfterFunc(300*time.Millisecond, stop)
+		t0 := time.Now()
+		p, err := New(ctx, cfg, zerolog.New(zerolog.NewTestWriter(t)))
+		d := time.Since(t0)
+		if p != nil {
+			p.closeOpened()
+		}
+		if err == nil || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "the start was stopped") {
+			t.Errorf("New stopped during its topic check: %v, want the start stopped (context canceled)", err)
+		}
+		if d > 1500*time.Millisecond {
+			t.Errorf("New returned %v after its start, %v after the stop", d.Round(time.Millisecond), (d - 300*time.Millisecond).Round(time.Millisecond))
+		}
+	}
+	t.Run("unreachable", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close() // nothing listens there now
+		br := testsupport.Broker{Addrs: []string{addr}}
+		cfg := roleConfig(br, "in", "out", "dlq", "g", "models")
+		cfg.Run.Role = detect.RoleBuilder
+		check(t, cfg)
+	})
+	t.Run("missing topic", func(t *testing.T) {
+		br := testsupport.RealBroker(t)
+		in, out, dlq, group, mt := roleTopics(t, br, 1)
+		check(t, roleConfig(br, in+"-missing", out, dlq, group, mt))
+	})
+}
+
+// TestLeaveDeadBuildersEndsWithContext: a builder's removal of a dead predecessor, stopped,
+// returns at once and warns of nothing (the start is stopping, no join follows).
+func TestLeaveDeadBuildersEndsWithContext(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := roleConfig(testsupport.Broker{Addrs: []string{addr}}, "in", "out", "dlq", "g", "models")
+	ctx, stop := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, stop)
+	var logs syncBuffer
+	t0 := time.Now()
+	leaveDeadBuilders(ctx, cfg, zerolog.New(&logs))
+	if d := time.Since(t0); d > 1500*time.Millisecond {
+		t.Errorf("leaveDeadBuilders returned %v after its start, stopped at 300 ms", d.Round(time.Millisecond))
+	}
+	if s := logs.String(); s != "" {
+		t.Errorf("leaveDeadBuilders stopped logged %q, want nothing", s)
 	}
 }

@@ -183,7 +183,7 @@ type running struct {
 func startPipeline(tb testing.TB, cfg Config, hook func(*Pipeline)) *running {
 	tb.Helper()
 	log := zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.InfoLevel).With().Timestamp().Logger()
-	p, err := New(cfg, log)
+	p, err := New(context.Background(), cfg, log)
 	if err != nil {
 		tb.Fatalf("pipeline.New: %v", err)
 	}

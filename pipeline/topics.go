@@ -89,9 +89,9 @@ func (n checkNote) asking(t TopicRef) {
 
 // checkTopics makes sure every topic of cfg exists, creating the sink's missing ones when
 // sink.create_topics is on. It returns every missing topic at once (errors.Join). note hears
-// what it waits for at each step.
-func checkTopics(cfg Config, log zerolog.Logger, note checkNote) error {
-	ctx, cancel := withWaitLimit(context.Background(), topicCheckWait)
+// what it waits for at each step; ctx ending (a stop) ends its waits.
+func checkTopics(ctx context.Context, cfg Config, log zerolog.Logger, note checkNote) error {
+	ctx, cancel := withWaitLimit(ctx, topicCheckWait)
 	defer cancel()
 	in := InputTopic(cfg)
 	log.Info().Str("input", cfg.Ingest.Topic).Str("output", cfg.Sink.Topic).Str("dead_letters", cfg.Sink.DeadLetterTopic).

@@ -42,7 +42,7 @@ func TestSaysWhatItWaitsFor(t *testing.T) {
 	cfg.Detect.Density.Clusters, cfg.Detect.Distance.K, cfg.Detect.Distance.N = 50, 10, 10
 	cfg.Run.CommitInterval = 50 * time.Millisecond
 	var logs testsupport.LogBuffer
-	p, err := New(cfg, zerolog.New(&logs))
+	p, err := New(context.Background(), cfg, zerolog.New(&logs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,8 +90,11 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer, opt acce
 		brokers, *rate, 100**anomalies, 100**bad, cfg.Ingest.Topic, cfg.Sink.Topic, cfg.Sink.DeadLetterTopic)
 
 	noteCompanion(log, string(cfg.Device), opt)
-	p, err := pipeline.New(cfg, log)
+	p, err := pipeline.New(ctx, cfg, log)
 	if err != nil {
+		if ctx.Err() != nil { // Ctrl-C during the start
+			return nil
+		}
 		return err
 	}
 	fmt.Fprintf(stderr, "outlierd demo: detection on %s\n", p.DeviceName())

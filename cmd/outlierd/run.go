@@ -101,12 +101,19 @@ func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 		log.Info().Str("addr", srv.Addr()).Str("live_view", "http://"+srv.Addr()+"/").Msg("serving the live view at /, /metrics, /healthz and /readyz")
 		defer shutdownHTTP(srv, log)
 	}
-	p, err := pipeline.NewWithMetrics(cfg, log, m)
-	if err != nil {
-		return err
-	}
+	// The stop signals are caught from here on: a SIGTERM while New waits (the topic check, up
+	// to 30 s) ends its waits and exits 0, as a stop during Run's start does; Go's default
+	// action would kill the process.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	p, err := pipeline.NewWithMetrics(ctx, cfg, log, m)
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info().Err(err).Msg("stopped during the start")
+			return nil
+		}
+		return err
+	}
 	go pipeline.NewReloader(p, *path, log).Watch(ctx, time.Second)
 	err = p.Run(ctx)
 	st := p.Stats()

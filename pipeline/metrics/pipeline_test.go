@@ -60,7 +60,7 @@ func TestPipelineMetrics(t *testing.T) {
 	cfg.Detect.Distance.K, cfg.Detect.Distance.N = 10, 20
 	cfg.Run.CommitInterval = 50 * time.Millisecond
 	cfg.HTTP.LagInterval = 100 * time.Millisecond
-	p, err := pipeline.New(cfg, zerolog.Nop())
+	p, err := pipeline.New(context.Background(), cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
