@@ -73,8 +73,8 @@ func TestBuilderStopPublishesLastModelRealBroker(t *testing.T) {
 func TestBuilderStopPublishesHeldKeyModelsRealBroker(t *testing.T) {
 	br := testsupport.RealBroker(t)
 	const parts = 2
-	in, out, dlq, group, mt := roleTopics(t, br, parts)
-	mt = testsupport.UniqueName("rf-kmodels")
+	in, out, dlq, group, _ := roleTopics(t, br, parts)
+	mt := testsupport.UniqueName("rf-kmodels") // a partition per input partition, and 0
 	createCompactedTopic(t, br, mt, parts+1)
 	cfg := roleConfig(br, in, out, dlq, group, mt)
 	cfg.Run.Role = detect.RoleBuilder
