@@ -138,15 +138,25 @@ type Reloader struct {
 }
 
 // NewReloader makes the reloader of p, whose configuration was loaded from path (empty: no
-// file; only Apply works).
+// file; only Apply works). The file is taken as seen only when it still holds p's
+// configuration: outlierd run makes the reloader after the start (up to 30 s of topic check),
+// and an edit saved meanwhile is reloaded at Watch's first look, not taken for the one in force.
 func NewReloader(p *Pipeline, path string, log zerolog.Logger) *Reloader {
 	r := &Reloader{p: p, path: path, log: log, cur: p.cfg}
 	if path != "" {
 		if st, data, err := readConfigFile(path); err == nil {
-			r.seenMod, r.seenSize, r.seenHash = st.ModTime(), st.Size(), sha256.Sum256(data)
+			if cfg, err := LoadConfigBytes(path, data); err == nil && equalConfigs(cfg, p.cfg) {
+				r.seenMod, r.seenSize, r.seenHash = st.ModTime(), st.Size(), sha256.Sum256(data)
+			}
 		}
 	}
 	return r
+}
+
+// equalConfigs says whether a and b differ in no key a reload compares.
+func equalConfigs(a, b Config) bool {
+	c := ClassifyChanges(a, b)
+	return len(c.Live)+len(c.Rebuild)+len(c.Restart) == 0
 }
 
 // Config is the configuration in force.
