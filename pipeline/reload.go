@@ -230,9 +230,23 @@ func (r *Reloader) reloadAndLog(ctx context.Context, why string) {
 // mtime and size, then a SHA-256 of the content), until ctx ends. Outcomes are logged, and so
 // is a file gone or unreadable (once).
 func (r *Reloader) Watch(ctx context.Context, interval time.Duration) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	hup, stop := ReloadSignals()
+	defer stop()
+	r.WatchSignals(ctx, interval, hup)
+}
+
+// ReloadSignals catches SIGHUP from now on, for a Reloader's WatchSignals: outlierd run calls
+// it before the start, during which SIGHUP's default action ended the process (`systemctl
+// reload` just after a start; systemd counts SIGHUP a clean exit and does not restart it). One
+// signal received before the watcher runs waits for it. stop ends the catching.
+func ReloadSignals() (hup <-chan os.Signal, stop func()) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGHUP)
+	return c, func() { signal.Stop(c) }
+}
+
+// WatchSignals is Watch reloading on the signals of hup (ReloadSignals').
+func (r *Reloader) WatchSignals(ctx context.Context, interval time.Duration, hup <-chan os.Signal) {
 	if r.watching != nil {
 		r.watching()
 	}
