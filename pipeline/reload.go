@@ -33,7 +33,8 @@ import (
 //     detect.density.clusters/iterations, detect.seed, detect.score.*, and detect.window (the
 //     window is re-created with its newest records, as many as fit);
 //   - every other key (device, ingest.* including the features, the rest of sink.*, run.*,
-//     detect.state_dir/snapshots, detect.key_by and the other detect.keys.*) cannot change
+//     detect.state_dir/snapshots, detect.key_by and the other detect.keys.*, and under key_by
+//     detect.score.detectors/combine, which shape the keys' models too) cannot change
 //     under a running consumer, decoder, writer or loop (or the keys' held state): such a
 //     reload is rejected whole, naming the keys, and a restart applies it. The features need a
 //     restart because the decoder and the Arrow schema are fixed at start; a restart then

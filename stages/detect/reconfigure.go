@@ -75,6 +75,13 @@ var changeKinds = map[string]ChangeKind{
 	"keys.tail":            ChangeLive,    // (the fleet's pool fills from the next pass on: keyed_fleet.go)
 }
 
+// keyShaped are the rebuild keys that shape the keys' models too under key_by: their header and
+// each key's model carry them (checkKeyHeader, checkKeyRanker). There they restart, as keys.k
+// does: applied live, the keys built before kept their models beside those built after, the
+// keys' state saved since was refused at the next start, and a builder's keys' models by its
+// scorers (which check them against the configuration they started with).
+var keyShaped = map[string]bool{"score.detectors": true, "score.combine": true}
+
 // Change is one changed key of the detect configuration.
 type Change struct {
 	Key  string // the YAML path, "detect.density.eta"
@@ -85,8 +92,9 @@ type Change struct {
 func ConfigChanges(old, new Config) []Change {
 	var out []Change
 	for _, k := range config.Diff("detect", old, new) {
-		kind, ok := changeKinds[strings.TrimPrefix(k, "detect.")]
-		if !ok {
+		name := strings.TrimPrefix(k, "detect.")
+		kind, ok := changeKinds[name]
+		if !ok || keyShaped[name] && (old.KeyBy == KeyByKey || new.KeyBy == KeyByKey) {
 			kind = ChangeRestart
 		}
 		out = append(out, Change{Key: k, Kind: kind})
