@@ -181,9 +181,9 @@ func (s *Stage) Reconfigure(cfg Config) (Reconfiguration, error) {
 	}
 	s.cfg = cfg
 	if hcChanged {
-		if err := s.resetFollowers(); err != nil { // new grid or detector: counted afresh from the window
-			return Reconfiguration{}, err
-		}
+		// New grid or detector: counted afresh from the window. (A failure, returned, said
+		// "nothing changed" of a configuration the stage had taken.)
+		s.followAfresh()
 	}
 	s.reconcile(true)
 	r.RebuildStarted = s.builds.running && !building
@@ -309,5 +309,8 @@ func (s *Stage) resizeWindow(capacity int) error {
 	s.win = w
 	s.recs = s.recs.resize(capacity)
 	s.alarms, s.series = newAlarmCap(capacity), seriesAlarms{pos: s.series.pos} // (the keys' caps keep positions)
-	return s.resetFollowers()                                                   // the counts follow the window's records
+	// The counts follow the window's records. (A failure, returned, left the window resized
+	// under the configuration of before.)
+	s.followAfresh()
+	return nil
 }
