@@ -129,8 +129,9 @@ type stageExt struct {
 	// saveDue: a save was put off until the batch whose keys' pass ran ahead finished (saveKeys).
 	saveDue bool
 	// stateAhead: a batch was dropped after its keys' pass (drop: a failure, or Close without
-	// Flush), which is read again after a restart: the keys' state is past the stream's, and is
-	// not saved again (the last save stands).
+	// Flush; or after the stage passed it on: PassedOnDropped), which is read again after a
+	// restart: the keys' state is past the stream's, and is not saved again (the last save
+	// stands).
 	stateAhead bool
 	// keyCaps are a scorer's keys' alarm caps from the alarm state, each given back to its key
 	// when its model is installed again (InstallKeyModels; alarm_state.go).

@@ -396,6 +396,12 @@ func (s *Stage) Close() {
 	}
 }
 
+// PassedOnDropped tells the stage that batches it passed on were dropped unwritten (the
+// pipeline's run failed or met the hard stop after them): read again after a restart, they
+// would count again in the state it saves, so Close saves no keys' or alarm state (the last
+// save stands, as after a crash).
+func (s *Stage) PassedOnDropped() { s.ext.stateAhead = true }
+
 // Abandon releases the batches still held for a first model when the run is abandoned (a
 // failure or the hard stop, so Flush is not reached): they were never passed on, so never
 // acknowledged, and are read again after a restart. After Flush it has nothing to do.
