@@ -303,6 +303,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.commitLoop(work)
 	}()
 	wg.Wait()
+	if work.Err() != nil && p.det != nil { // a failure or the hard stop: batches scored may be dropped unwritten
+		p.det.PassedOnDropped()
+	}
 	// Everything written was acknowledged: commit it before leaving (finalCommit).
 	if work.Err() == nil {
 		if err := p.finalCommit(work); err != nil {

@@ -33,7 +33,8 @@ import (
 //     detect.density.clusters/iterations, detect.seed, detect.score.*, and detect.window (the
 //     window is re-created with its newest records, as many as fit);
 //   - every other key (device, ingest.* including the features, the rest of sink.*, run.*,
-//     detect.state_dir/snapshots, detect.key_by and the other detect.keys.*) cannot change
+//     detect.state_dir/snapshots, detect.key_by and the other detect.keys.*, and under key_by
+//     detect.score.detectors/combine, which shape the keys' models too) cannot change
 //     under a running consumer, decoder, writer or loop (or the keys' held state): such a
 //     reload is rejected whole, naming the keys, and a restart applies it. The features need a
 //     restart because the decoder and the Arrow schema are fixed at start; a restart then
@@ -138,15 +139,25 @@ type Reloader struct {
 }
 
 // NewReloader makes the reloader of p, whose configuration was loaded from path (empty: no
-// file; only Apply works).
+// file; only Apply works). The file is taken as seen only when it still holds p's
+// configuration: outlierd run makes the reloader after the start (up to 30 s of topic check),
+// and an edit saved meanwhile is reloaded at Watch's first look, not taken for the one in force.
 func NewReloader(p *Pipeline, path string, log zerolog.Logger) *Reloader {
 	r := &Reloader{p: p, path: path, log: log, cur: p.cfg}
 	if path != "" {
 		if st, data, err := readConfigFile(path); err == nil {
-			r.seenMod, r.seenSize, r.seenHash = st.ModTime(), st.Size(), sha256.Sum256(data)
+			if cfg, err := LoadConfigBytes(path, data); err == nil && equalConfigs(cfg, p.cfg) {
+				r.seenMod, r.seenSize, r.seenHash = st.ModTime(), st.Size(), sha256.Sum256(data)
+			}
 		}
 	}
 	return r
+}
+
+// equalConfigs says whether a and b differ in no key a reload compares.
+func equalConfigs(a, b Config) bool {
+	c := ClassifyChanges(a, b)
+	return len(c.Live)+len(c.Rebuild)+len(c.Restart) == 0
 }
 
 // Config is the configuration in force.
@@ -220,9 +231,23 @@ func (r *Reloader) reloadAndLog(ctx context.Context, why string) {
 // mtime and size, then a SHA-256 of the content), until ctx ends. Outcomes are logged, and so
 // is a file gone or unreadable (once).
 func (r *Reloader) Watch(ctx context.Context, interval time.Duration) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	hup, stop := ReloadSignals()
+	defer stop()
+	r.WatchSignals(ctx, interval, hup)
+}
+
+// ReloadSignals catches SIGHUP from now on, for a Reloader's WatchSignals: outlierd run calls
+// it before the start, during which SIGHUP's default action ended the process (`systemctl
+// reload` just after a start; systemd counts SIGHUP a clean exit and does not restart it). One
+// signal received before the watcher runs waits for it. stop ends the catching.
+func ReloadSignals() (hup <-chan os.Signal, stop func()) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGHUP)
+	return c, func() { signal.Stop(c) }
+}
+
+// WatchSignals is Watch reloading on the signals of hup (ReloadSignals').
+func (r *Reloader) WatchSignals(ctx context.Context, interval time.Duration, hup <-chan os.Signal) {
 	if r.watching != nil {
 		r.watching()
 	}

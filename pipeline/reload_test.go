@@ -327,3 +327,50 @@ func TestWatchWarnsOnceWhenTheFileIsGone(t *testing.T) {
 		t.Errorf("the same content back was reloaded:\n%s", log)
 	}
 }
+
+// TestReloaderSeesAnEditDuringTheStart: outlierd run loads the file, starts the pipeline (the
+// topic check alone waits up to 30 s for brokers that cannot be reached) and only then makes
+// its Reloader, which took the file as it found it then for the one in force: an edit saved
+// in between was never reloaded (the watcher saw no change), and the pipeline ran the
+// configuration of before the edit until the next one. The file's content in force at the
+// Reloader's start is seen; another one is reloaded at the watcher's first look.
+func TestReloaderSeesAnEditDuringTheStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pipeline.yaml")
+	write := func(c Config) {
+		t.Helper()
+		b, err := yaml.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := Default()
+	base.Ingest.Brokers, base.Ingest.Topic, base.Ingest.GroupID, base.Ingest.Features = []string{"127.0.0.1:1"}, "in", "g", []string{"x"}
+	base.Sink.Brokers, base.Sink.Topic, base.Sink.DeadLetterTopic = []string{"127.0.0.1:1"}, "out", "dlq"
+	write(base)
+	loaded, err := LoadConfig(path) // as outlierd run does, before the start
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zerolog.New(zerolog.NewTestWriter(t))
+
+	// The file unchanged since it was loaded: nothing to reload.
+	r := NewReloader(&Pipeline{cfg: loaded}, path, log)
+	if changed, err := r.fileChanged(); err != nil || changed {
+		t.Fatalf("file as loaded: fileChanged = %v, %v; want false", changed, err)
+	}
+
+	// Edited during the start: reloaded at the first look.
+	edited := loaded
+	edited.Detect.Density.Eta = 0.9
+	write(edited)
+	r = NewReloader(&Pipeline{cfg: loaded}, path, log)
+	if changed, err := r.fileChanged(); err != nil || !changed {
+		t.Fatalf("file edited after it was loaded: fileChanged = %v, %v; want true (the edit is reloaded)", changed, err)
+	}
+	if changed, _ := r.fileChanged(); changed {
+		t.Error("the edit was seen twice")
+	}
+}

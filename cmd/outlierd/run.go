@@ -88,6 +88,11 @@ func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 		return err
 	}
 	noteCompanion(log, string(cfg.Device), opt)
+	// SIGHUP is caught from here: the start below may take 30 s (the topic check), and the
+	// signal's default action would end the process; one received meanwhile reloads once the
+	// watcher runs.
+	hup, stopHup := pipeline.ReloadSignals()
+	defer stopHup()
 	// The HTTP listener serves before the pipeline starts: while New checks the topics (up to
 	// 30 s for brokers that cannot be reached) /healthz answers (a liveness probe must not
 	// restart a process that waits for a broker) and /readyz says what the check waits for. A
@@ -114,7 +119,7 @@ func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 		}
 		return err
 	}
-	go pipeline.NewReloader(p, *path, log).Watch(ctx, time.Second)
+	go pipeline.NewReloader(p, *path, log).WatchSignals(ctx, time.Second, hup)
 	err = p.Run(ctx)
 	st := p.Stats()
 	log.Info().Int64("records", st.RecordsOut.Load()).Int64("flagged", st.Flagged.Load()).

@@ -307,3 +307,38 @@ func TestKeysStateAcrossMinRecords(t *testing.T) {
 		t.Errorf("a key's model sent at keys.min_records 40, read at 30: %v", err)
 	}
 }
+
+// TestKeyedReloadOfScoreDetectors: score.detectors and score.combine shape a key's model as
+// keys.k does (the keys' state's header and each key's model carry them: checkKeyHeader,
+// checkKeyRanker), but a reload took them as rebuild keys under key_by: the keys built before
+// it kept their models of the old settings beside those built after, and the keys' state saved
+// from then on was refused whole at the next start (every key cold), as a builder's keys'
+// models were by its scorers. A reload of them under key_by is refused, as keys.k's is, or
+// leaves a state that loads.
+func TestKeyedReloadOfScoreDetectors(t *testing.T) {
+	rows := fleet(10, 2010, 0, 4)
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	cfg := keyedConfig()
+	cfg.StateDir = t.TempDir()
+	a := newFleetStage(t, cfg, []string{"value"})
+	feedFleet(t, a, mem, rows, 0, 2000)
+	next := cfg
+	next.Score.Detectors = DetectorsDensity
+	_, err := a.Reconfigure(next)
+	if err != nil {
+		a.Close()
+		if !strings.Contains(err.Error(), "score.detectors") {
+			t.Fatalf("reload refused, not naming score.detectors: %v", err)
+		}
+		return
+	}
+	feedFleet(t, a, mem, rows, 2000, len(rows)) // (a stop soon after the reload: few keys built since)
+	atStop := a.KeyStats()
+	a.Close()
+	b := newFleetStage(t, next, []string{"value"})
+	defer b.Close()
+	if st := b.KeyStats(); atStop.Live == 0 || st.Live != atStop.Live {
+		t.Fatalf("reload of score.detectors accepted; after a restart with it %d keys warm, %d at the stop", st.Live, atStop.Live)
+	}
+}

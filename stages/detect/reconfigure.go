@@ -75,6 +75,13 @@ var changeKinds = map[string]ChangeKind{
 	"keys.tail":            ChangeLive,    // (the fleet's pool fills from the next pass on: keyed_fleet.go)
 }
 
+// keyShaped are the rebuild keys that shape the keys' models too under key_by: their header and
+// each key's model carry them (checkKeyHeader, checkKeyRanker). There they restart, as keys.k
+// does: applied live, the keys built before kept their models beside those built after, the
+// keys' state saved since was refused at the next start, and a builder's keys' models by its
+// scorers (which check them against the configuration they started with).
+var keyShaped = map[string]bool{"score.detectors": true, "score.combine": true}
+
 // Change is one changed key of the detect configuration.
 type Change struct {
 	Key  string // the YAML path, "detect.density.eta"
@@ -85,8 +92,9 @@ type Change struct {
 func ConfigChanges(old, new Config) []Change {
 	var out []Change
 	for _, k := range config.Diff("detect", old, new) {
-		kind, ok := changeKinds[strings.TrimPrefix(k, "detect.")]
-		if !ok {
+		name := strings.TrimPrefix(k, "detect.")
+		kind, ok := changeKinds[name]
+		if !ok || keyShaped[name] && (old.KeyBy == KeyByKey || new.KeyBy == KeyByKey) {
 			kind = ChangeRestart
 		}
 		out = append(out, Change{Key: k, Kind: kind})
@@ -121,8 +129,9 @@ type stageExt struct {
 	// saveDue: a save was put off until the batch whose keys' pass ran ahead finished (saveKeys).
 	saveDue bool
 	// stateAhead: a batch was dropped after its keys' pass (drop: a failure, or Close without
-	// Flush), which is read again after a restart: the keys' state is past the stream's, and is
-	// not saved again (the last save stands).
+	// Flush; or after the stage passed it on: PassedOnDropped), which is read again after a
+	// restart: the keys' state is past the stream's, and is not saved again (the last save
+	// stands).
 	stateAhead bool
 	// keyCaps are a scorer's keys' alarm caps from the alarm state, each given back to its key
 	// when its model is installed again (InstallKeyModels; alarm_state.go).
@@ -173,9 +182,9 @@ func (s *Stage) Reconfigure(cfg Config) (Reconfiguration, error) {
 	}
 	s.cfg = cfg
 	if hcChanged {
-		if err := s.resetFollowers(); err != nil { // new grid or detector: counted afresh from the window
-			return Reconfiguration{}, err
-		}
+		// New grid or detector: counted afresh from the window. (A failure, returned, said
+		// "nothing changed" of a configuration the stage had taken.)
+		s.followAfresh()
 	}
 	s.reconcile(true)
 	r.RebuildStarted = s.builds.running && !building
@@ -301,5 +310,8 @@ func (s *Stage) resizeWindow(capacity int) error {
 	s.win = w
 	s.recs = s.recs.resize(capacity)
 	s.alarms, s.series = newAlarmCap(capacity), seriesAlarms{pos: s.series.pos} // (the keys' caps keep positions)
-	return s.resetFollowers()                                                   // the counts follow the window's records
+	// The counts follow the window's records. (A failure, returned, left the window resized
+	// under the configuration of before.)
+	s.followAfresh()
+	return nil
 }

@@ -161,3 +161,81 @@ func TestModelPublicationSizes(t *testing.T) {
 		prev = size
 	}
 }
+
+// TestReconfigureRejectedChangesNothing: a reload that turns the hypercube detector on in a
+// scorer whose model came without counts (its builder has it off) was refused, "nothing
+// changed", while the stage had taken the whole new configuration (its other keys too) before
+// the detector's reset failed: the pipeline's reloader kept the old one as the one in force. It
+// is applied as a new model without counts is (install: the detector off until a model with
+// counts comes), or refused with nothing changed.
+func TestReconfigureRejectedChangesNothing(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	cfg := testConfig()
+	d := diagonalData(2000, nil)
+	features := []string{"x1", "x2", "x3"}
+	var model *Model
+	builder, err := NewStage(cfg, features, true, Deps{Log: zerolog.Nop(), Role: RoleBuilder, OnModel: func(m *Model, fresh bool) {
+		if fresh {
+			model = m
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builder.Close()
+	feed(t, builder, mem, d, 0, 2000, 250)
+	builder.collect(true)
+	if model == nil {
+		t.Fatal("the builder built no model")
+	}
+	scorer, err := NewStage(cfg, features, true, Deps{Log: zerolog.Nop(), Role: RoleScorer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scorer.Close()
+	if _, ok, err := scorer.InstallModel(model, nil); err != nil || !ok {
+		t.Fatalf("InstallModel: %v %v", ok, err)
+	}
+	// A new window in a scorer with the detector on: the window's reset failed the same way,
+	// the window re-created and the configuration left as it was.
+	on := cfg
+	on.Hypercube.Enabled = true
+	other, err := NewStage(on, features, true, Deps{Log: zerolog.Nop(), Role: RoleScorer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, _, err := other.InstallModel(model, nil); err != nil {
+		t.Fatal(err)
+	}
+	wider := on
+	wider.Window = on.Window * 2
+	_, err = other.Reconfigure(wider)
+	if got := other.Config().Window; err == nil && got != wider.Window || err != nil && (got != on.Window || other.win.Cap() != on.Window) {
+		t.Fatalf("Reconfigure of the window: %v; the stage's detect.window %d, its window's capacity %d (was %d)", err, got, other.win.Cap(), on.Window)
+	}
+
+	next := cfg
+	next.Hypercube.Enabled = true
+	next.Density.Eta = cfg.Density.Eta / 2
+	if _, err := scorer.Reconfigure(next); err != nil {
+		if got := scorer.Config(); got.Density.Eta != cfg.Density.Eta || got.Hypercube.Enabled {
+			t.Fatalf("Reconfigure refused (%v), but the stage took eta %v and hypercube.enabled %v", err, got.Density.Eta, got.Hypercube.Enabled)
+		}
+		return
+	}
+	if got := scorer.Config(); got.Density.Eta != next.Density.Eta || !got.Hypercube.Enabled {
+		t.Fatalf("Reconfigure applied, but the stage has eta %v and hypercube.enabled %v", got.Density.Eta, got.Hypercube.Enabled)
+	}
+	b := makeBatch(t, mem, d, 1000, 1250, true)
+	defer b.Release()
+	if _, err := scorer.Process(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	for i, sc := range b.Scores {
+		if sc.Hypercube != nil {
+			t.Fatalf("row %d: hypercube verdict %+v without counts", 1000+i, *sc.Hypercube)
+		}
+	}
+}

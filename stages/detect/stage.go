@@ -396,6 +396,12 @@ func (s *Stage) Close() {
 	}
 }
 
+// PassedOnDropped tells the stage that batches it passed on were dropped unwritten (the
+// pipeline's run failed or met the hard stop after them): read again after a restart, they
+// would count again in the state it saves, so Close saves no keys' or alarm state (the last
+// save stands, as after a crash).
+func (s *Stage) PassedOnDropped() { s.ext.stateAhead = true }
+
 // Abandon releases the batches still held for a first model when the run is abandoned (a
 // failure or the hard stop, so Flush is not reached): they were never passed on, so never
 // acknowledged, and are read again after a restart. After Flush it has nothing to do.
@@ -476,9 +482,7 @@ func (s *Stage) collect(wait bool) {
 // install makes m the serving model.
 func (s *Stage) install(m *Model) error {
 	s.model, s.builds.version = m, m.Version
-	if err := s.resetFollowers(); err != nil { // the counts follow the new normalisation
-		s.deps.Log.Error().Err(err).Msg("hypercube detector off until the next model")
-	}
+	s.followAfresh() // the counts follow the new normalisation
 	s.deps.Log.Info().Uint64("model_version", m.Version).Int("window", m.WindowRecords).
 		Int("solving_set", len(m.Distance.Points[0])).Float64("w_star", m.Distance.WStar).
 		Float64("build_ms", float64(m.BuildTime.Microseconds())/1000).Msg("model serving")
@@ -520,6 +524,15 @@ func (s *Stage) follow(added [][]float32) error {
 		}
 	}
 	return nil
+}
+
+// followAfresh is resetFollowers where the stage goes on whatever comes of it: at a model's
+// install and a reconfiguration (of the window, of the detector), a follower that cannot count
+// (a scorer's model published without counts) is off until the next model.
+func (s *Stage) followAfresh() {
+	if err := s.resetFollowers(); err != nil {
+		s.deps.Log.Error().Err(err).Msg("hypercube detector off until the next model")
+	}
 }
 
 // resetFollowers recounts the followers' state from the window under the serving model and
