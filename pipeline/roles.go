@@ -285,25 +285,27 @@ func (p *Pipeline) installFollowed(f *followed) ([]*batch.Batch, error) {
 // builder takes. The held records are neither lost nor committed: they are scored when the
 // model comes, or left uncommitted at a stop and read again.
 type holdLimit struct {
-	bound  int // 0: never pauses (another role, or before_model: pass)
+	scorer bool // false: never pauses (another role)
 	paused bool
 }
 
 func (p *Pipeline) holdBound() *holdLimit {
-	h := &holdLimit{}
-	if p.role == detect.RoleScorer && p.cfg.Detect.BeforeModel == detect.BeforeModelHold {
-		h.bound = p.cfg.Detect.Window
-	}
-	return h
+	return &holdLimit{scorer: p.role == detect.RoleScorer}
 }
 
-// pause says whether the detect loop must take no batch now, logging when that changes.
+// pause says whether the detect loop must take no batch now, logging when that changes. The
+// bound is the stage's configuration in force (before_model and window reload live: taken
+// from the start's, a scorer reloaded from pass to hold held every record without bound).
 func (h *holdLimit) pause(p *Pipeline) bool {
-	full := h.bound > 0 && p.det.Model() == nil && p.det.HeldRecords() >= h.bound
+	full := false
+	if h.scorer && p.det.Model() == nil {
+		c := p.det.Config()
+		full = c.BeforeModel == detect.BeforeModelHold && p.det.HeldRecords() >= c.Window
+	}
 	if full != h.paused {
 		h.paused = full
 		if full {
-			p.log.Warn().Int("held_records", p.det.HeldRecords()).Int("bound", h.bound).Str("model_topic", p.cfg.Run.ModelTopic).
+			p.log.Warn().Int("held_records", p.det.HeldRecords()).Int("bound", p.det.Config().Window).Str("model_topic", p.cfg.Run.ModelTopic).
 				Msg("scorer: holding detect.window records for the first model (before_model: hold); fetching paused until the builder publishes one on run.model_topic")
 		} else {
 			p.log.Info().Int("held_records", p.det.HeldRecords()).Msg("scorer: fetching resumed")

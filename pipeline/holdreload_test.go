@@ -1,0 +1,59 @@
+package pipeline
+
+import (
+	"context"
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
+	"github.com/outlierd/outlierd/stages/detect"
+)
+
+// TestScorerHoldBoundFollowsReload: a scorer's intake pauses once detect.window records wait
+// for its first model under before_model: hold (holdLimit), but the bound was taken from the
+// configuration of the start: a scorer started under pass and reloaded to hold (both live keys)
+// held every record fetched while the builder published nothing, without bound; one reloaded
+// the other way stayed paused though it passes records on. The bound follows the stage's
+// configuration in force.
+func TestScorerHoldBoundFollowsReload(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cfg := Default()
+	cfg.Run.Role, cfg.Detect.BeforeModel = detect.RoleScorer, detect.BeforeModelPass
+	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Density.Clusters = 200, 100, 10
+	det, err := detect.NewStage(cfg.Detect, []string{"x"}, false, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleScorer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer det.Close()
+	defer det.Abandon() // (the held batches: released, as at a stop without a model)
+	p := &Pipeline{cfg: cfg, log: zerolog.Nop(), role: detect.RoleScorer, det: det, stage: det}
+	hold := p.holdBound()
+
+	held := cfg.Detect
+	held.BeforeModel = detect.BeforeModelHold
+	if _, err := det.Reconfigure(held); err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]testbatch.Row, 50)
+	for off := int64(0); det.HeldRecords() < held.Window; off += int64(len(rows)) {
+		for i := range rows {
+			rows[i] = testbatch.Row{Offset: off + int64(i), Features: []float32{float32(i)}}
+		}
+		out, err := det.Process(context.Background(), testbatch.New(t, mem, "in", []string{"x"}, false, false, rows))
+		if err != nil || len(out) != 0 {
+			t.Fatalf("Process under hold without a model: %d batches out, %v", len(out), err)
+		}
+	}
+	if !hold.pause(p) {
+		t.Fatalf("%d records held for the first model after a reload to before_model: hold (detect.window %d): the intake goes on", det.HeldRecords(), held.Window)
+	}
+	if _, err := det.Reconfigure(cfg.Detect); err != nil { // back to pass
+		t.Fatal(err)
+	}
+	if hold.pause(p) {
+		t.Fatal("reloaded to before_model: pass, the intake stays paused")
+	}
+}
