@@ -2,12 +2,14 @@ package pipeline
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
+	"github.com/outlierd/outlierd/pipeline/metrics"
 	"github.com/outlierd/outlierd/stages/detect"
 )
 
@@ -55,5 +57,28 @@ func TestScorerHoldBoundFollowsReload(t *testing.T) {
 	}
 	if hold.pause(p) {
 		t.Fatal("reloaded to before_model: pass, the intake stays paused")
+	}
+}
+
+// TestWaitingReasonFollowsReload: /readyz's reason while the first model is awaited named the
+// start's detect.min_records and before_model after a reload had changed them (both live).
+func TestWaitingReasonFollowsReload(t *testing.T) {
+	cfg := Default()
+	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Density.Clusters = 200, 100, 10
+	det, err := detect.NewStage(cfg.Detect, []string{"x"}, false, detect.Deps{Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer det.Close()
+	p := &Pipeline{cfg: cfg, log: zerolog.Nop(), role: detect.RoleAll, det: det, stage: det, metrics: metrics.New()}
+	next := cfg.Detect
+	next.MinRecords, next.BeforeModel = 150, detect.BeforeModelPass
+	if _, err := det.Reconfigure(next); err != nil {
+		t.Fatal(err)
+	}
+	p.noteWaiting(false)
+	p.metrics.SetStarting("")
+	if _, why := p.metrics.Ready(); !strings.Contains(why, "detect.min_records=150") || !strings.Contains(why, "before_model: pass") {
+		t.Fatalf("/readyz reason after the reload: %q, want detect.min_records=150 under before_model: pass", why)
 	}
 }

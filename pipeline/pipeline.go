@@ -394,6 +394,9 @@ const waitLogEvery = 10 * time.Second
 // start, at the first batch and then every waitLogEvery until it serves.
 func (p *Pipeline) noteWaiting(start bool) {
 	d := p.cfg.Detect
+	if p.det != nil { // the configuration in force: min_records and before_model reload live
+		d = p.det.Config()
+	}
 	var why string
 	switch {
 	case p.role == detect.RoleScorer:
