@@ -303,14 +303,17 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.commitLoop(work)
 	}()
 	wg.Wait()
-	if work.Err() != nil && p.det != nil { // a failure or the hard stop: batches scored may be dropped unwritten
-		p.det.PassedOnDropped()
-	}
 	// Everything written was acknowledged: commit it before leaving (finalCommit).
 	if work.Err() == nil {
 		if err := p.finalCommit(work); err != nil {
 			fail(err)
 		}
+	}
+	// A failure, the hard stop, or a final commit that failed: batches scored may be dropped
+	// unwritten, or written and not committed: read again after a restart, they must not be
+	// in a state saved now (TestFailedFinalCommitKeepsTheLastSave).
+	if work.Err() != nil && p.det != nil {
+		p.det.PassedOnDropped()
 	}
 	// A builder's models built before the stop reach the scorers: its publishers write what is
 	// queued, bounded by the hard stop (work), and end. After the final commit: a builder's

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -23,6 +24,39 @@ import (
 // (overlap's keys' pass) did so. The fakes' source and sink around a real detect stage with
 // state_dir: after the failure the alarm state files are the model's install's alone.
 func TestStopThatDropsBatchesKeepsTheLastSave(t *testing.T) {
+	keepsTheLastSave(t, func(snk *fakeSink, src *fakeSource) Source {
+		snk.fail = func(_ int, b *batch.Batch) error {
+			if b != nil && b.Offsets()[0] >= 600 {
+				return errors.New("refused for good")
+			}
+			return nil
+		}
+		return src
+	}, "refused for good")
+}
+
+// TestFailedFinalCommitKeepsTheLastSave: a graceful stop whose final commit fails (the group's
+// coordinator refuses it; the hard stop cutting it alike) leaves every batch written since the
+// last successful commit to be read again after a restart, where it counts again: the stage's
+// close saves nothing then either, the last save standing.
+func TestFailedFinalCommitKeepsTheLastSave(t *testing.T) {
+	keepsTheLastSave(t, func(_ *fakeSink, src *fakeSource) Source {
+		return refusedCommitSource{src}
+	}, "final commit")
+}
+
+// refusedCommitSource's commits all fail at once.
+type refusedCommitSource struct{ *fakeSource }
+
+func (refusedCommitSource) Commit(context.Context) (map[int]int64, error) {
+	return nil, errors.New("commit refused by the coordinator")
+}
+
+// keepsTheLastSave runs 16 batches of 50 records through a real detect stage with state_dir
+// between the fakes' source and sink, broken by breakRun (which returns the source to use),
+// expects Run's error to contain want, and the alarm state files then to be the model's
+// install's alone.
+func keepsTheLastSave(t *testing.T, breakRun func(*fakeSink, *fakeSource) Source, want string) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	var plan []step
@@ -31,14 +65,8 @@ func TestStopThatDropsBatchesKeepsTheLastSave(t *testing.T) {
 	}
 	src := newFakeSource(t, mem, plan)
 	snk := newFakeSink(t)
-	snk.fail = func(_ int, b *batch.Batch) error {
-		if b != nil && b.Offsets()[0] >= 600 {
-			return errors.New("refused for good")
-		}
-		return nil
-	}
 	dir := t.TempDir()
-	p := loopPipeline(t, src, snk, func(c *Config) {
+	p := loopPipeline(t, breakRun(snk, src), snk, func(c *Config) {
 		c.Run.SinkWriters = 1
 		d := &c.Detect
 		d.StateDir, d.Window, d.MinRecords = dir, 400, 200
@@ -51,8 +79,8 @@ func TestStopThatDropsBatchesKeepsTheLastSave(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.det, p.stage = det, det
-	if err := runUntilDrained(t, p, src); err == nil || !strings.Contains(err.Error(), "refused for good") {
-		t.Fatalf("Run: %v, want the sink's failure", err)
+	if err := runUntilDrained(t, p, src); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Run: %v, want an error with %q", err, want)
 	}
 	if p.Stats().ModelVersion.Load() == 0 {
 		t.Fatal("no model: the stage saved nothing to compare with")
