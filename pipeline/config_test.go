@@ -13,7 +13,6 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"gopkg.in/yaml.v3"
 
 	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/testsupport"
@@ -161,18 +160,7 @@ func reloadRefusesRollup(t *testing.T, br testsupport.Broker) {
 	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
 	cfg := wideConfig(br, in, out, dlq, group)
 	path := filepath.Join(t.TempDir(), "pipeline.yaml")
-	write := func(c Config) []byte {
-		t.Helper()
-		b, err := yaml.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	write(cfg)
+	saveConfig(t, path, cfg)
 	cfg, err := LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +212,7 @@ func reloadRefusesRollup(t *testing.T, br testsupport.Broker) {
 
 	bad := cfg
 	bad.Detect.Density.Mode = "rollup"
-	text := write(bad)
+	text := saveConfig(t, path, bad)
 	line, col := 0, 0
 	for i, l := range strings.Split(string(text), "\n") {
 		if k := strings.Index(l, "mode: rollup"); k >= 0 {

@@ -16,11 +16,7 @@ import (
 // fetched channel when the detect goroutine gives up.
 func TestLoopsHardStopReleasesQueuedBatches(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	var plan []step
-	for i := range 10 {
-		plan = append(plan, step{part: 0, first: int64(5 * i), n: 5})
-	}
-	src := newFakeSource(t, mem, plan)
+	src := newFakeSource(t, mem, onePartitionPlan(10, 5))
 	snk := newFakeSink(t)
 	snk.fail = func(_ int, b *batch.Batch) error {
 		if b == nil || b.Offsets()[0] >= 5 {
@@ -62,11 +58,7 @@ func (s stuckCommitSource) Commit(ctx context.Context) (map[int]int64, error) {
 func TestLoopsFinalCommitEndsAtHardStop(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	var plan []step
-	for i := range 4 {
-		plan = append(plan, step{part: 0, first: int64(5 * i), n: 5})
-	}
-	src := newFakeSource(t, mem, plan)
+	src := newFakeSource(t, mem, onePartitionPlan(4, 5))
 	snk := newFakeSink(t)
 	snk.delay = 250 * time.Millisecond // one write at a time: the drain takes about 1 s of the 2 s
 	const limit = 2 * time.Second

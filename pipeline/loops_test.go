@@ -287,6 +287,15 @@ func runUntilDrained(t *testing.T, p *Pipeline, src *fakeSource) error {
 	}
 }
 
+// onePartitionPlan is batches batches of n records each, in order on partition 0 from offset 0.
+func onePartitionPlan(batches, n int) []step {
+	var plan []step
+	for i := range batches {
+		plan = append(plan, step{part: 0, first: int64(n * i), n: n})
+	}
+	return plan
+}
+
 // plan8 is 8 batches of 5 records over partitions 0 and 1, with dead letters among them.
 func plan8() []step {
 	var plan []step

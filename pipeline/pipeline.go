@@ -64,8 +64,9 @@ type Pipeline struct {
 	pub    *modelPublisher
 	follow *modelFollower
 	models chan *followed
-	// flushModels, a builder's, is closed once its drain is done: its publishers then write
-	// what is queued (the last model, the keys' models held back) and end (Run).
+	// flushModels, a builder's, is closed at a graceful stop once its drain is done and its
+	// offsets committed: its publishers then write what is queued (the last model, the keys'
+	// models held back) and end (Run).
 	flushModels chan struct{}
 	// With detect.key_by (modelkeys.go): a builder's publisher of the keys' models, and the
 	// highest key model version on the topic at its start; a scorer's inbox of them.

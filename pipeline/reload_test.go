@@ -79,18 +79,7 @@ func TestReloadRunningPipeline(t *testing.T) {
 	d.Distance.K, d.Distance.N, d.Distance.M = 10, 20, 50
 	d.Combine = "density"
 	path := filepath.Join(t.TempDir(), "pipeline.yaml")
-	writeConfig := func(c Config) {
-		t.Helper()
-		b, err := yaml.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Another size or mtime makes the watcher look; equal content is not reloaded.
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeConfig(cfg)
+	saveConfig(t, path, cfg)
 	cfg, err := LoadConfig(path) // as outlierd run does: the file is the configuration
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +198,7 @@ func TestReloadRunningPipeline(t *testing.T) {
 	// 4. Through the file: emit outliers (live) and k (rebuild) at once.
 	next.Sink.Emit = "outliers"
 	next.Detect.Distance.K = 5
-	writeConfig(next)
+	saveConfig(t, path, next)
 	wctx, stopWatch := context.WithCancel(ctx)
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); rl.Watch(wctx, 20*time.Millisecond) }()
@@ -247,7 +236,7 @@ func TestReloadRunningPipeline(t *testing.T) {
 		t.Errorf("Reload of an invalid file: %v", err)
 	}
 	next.Detect.Combine = "distance"
-	writeConfig(next)
+	saveConfig(t, path, next)
 	rl.noteFile() // as seen: only SIGHUP can apply it now
 	watching := make(chan struct{})
 	rl.watching = func() { close(watching) }
@@ -336,20 +325,10 @@ func TestWatchWarnsOnceWhenTheFileIsGone(t *testing.T) {
 // Reloader's start is seen; another one is reloaded at the watcher's first look.
 func TestReloaderSeesAnEditDuringTheStart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "pipeline.yaml")
-	write := func(c Config) {
-		t.Helper()
-		b, err := yaml.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	base := Default()
 	base.Ingest.Brokers, base.Ingest.Topic, base.Ingest.GroupID, base.Ingest.Features = []string{"127.0.0.1:1"}, "in", "g", []string{"x"}
 	base.Sink.Brokers, base.Sink.Topic, base.Sink.DeadLetterTopic = []string{"127.0.0.1:1"}, "out", "dlq"
-	write(base)
+	saveConfig(t, path, base)
 	loaded, err := LoadConfig(path) // as outlierd run does, before the start
 	if err != nil {
 		t.Fatal(err)
@@ -365,7 +344,7 @@ func TestReloaderSeesAnEditDuringTheStart(t *testing.T) {
 	// Edited during the start: reloaded at the first look.
 	edited := loaded
 	edited.Detect.Density.Eta = 0.9
-	write(edited)
+	saveConfig(t, path, edited)
 	r = NewReloader(&Pipeline{cfg: loaded}, path, log)
 	if changed, err := r.fileChanged(); err != nil || !changed {
 		t.Fatalf("file edited after it was loaded: fileChanged = %v, %v; want true (the edit is reloaded)", changed, err)
@@ -373,4 +352,18 @@ func TestReloaderSeesAnEditDuringTheStart(t *testing.T) {
 	if changed, _ := r.fileChanged(); changed {
 		t.Error("the edit was seen twice")
 	}
+}
+
+// saveConfig writes c to path as YAML, as an operator's edit of the file, and returns what it
+// wrote. Another size or mtime makes a Reloader's watcher look; equal content is not reloaded.
+func saveConfig(t *testing.T, path string, c Config) []byte {
+	t.Helper()
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

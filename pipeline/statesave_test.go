@@ -59,11 +59,7 @@ func (refusedCommitSource) Commit(context.Context) (map[int]int64, error) {
 func keepsTheLastSave(t *testing.T, breakRun func(*fakeSink, *fakeSource) Source, want string) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	var plan []step
-	for i := range 16 {
-		plan = append(plan, step{part: 0, first: int64(50 * i), n: 50})
-	}
-	src := newFakeSource(t, mem, plan)
+	src := newFakeSource(t, mem, onePartitionPlan(16, 50))
 	snk := newFakeSink(t)
 	dir := t.TempDir()
 	p := loopPipeline(t, breakRun(snk, src), snk, func(c *Config) {

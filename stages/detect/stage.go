@@ -398,9 +398,8 @@ func (s *Stage) Close() {
 
 // PassedOnDropped tells the stage that batches it passed on were dropped unwritten or left
 // uncommitted (the pipeline's run failed, met the hard stop after them, or its final commit
-// failed): read again after a restart, they
-// would count again in the state it saves, so Close saves no keys' or alarm state (the last
-// save stands, as after a crash).
+// failed): read again after a restart, they would count again in the state it saves, so Close
+// saves no keys' or alarm state (the last save stands, as after a crash).
 func (s *Stage) PassedOnDropped() { s.ext.stateAhead = true }
 
 // Abandon releases the batches still held for a first model when the run is abandoned (a
