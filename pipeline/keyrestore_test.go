@@ -409,9 +409,8 @@ func scorerStopsWhileRestoring(t *testing.T, heardFirst bool) {
 	t.Logf("stopped %v after the graceful stop", time.Since(t0).Round(time.Millisecond))
 }
 
-// stallKeys makes a scorer's keys' model reads take 1 s a message; heardFirst: its OnAssigned
-// waits until the group has assigned the source (at most 60 s), so f hears that assignment at
-// once, on the caller's goroutine (the role's start).
+// stallKeys makes a scorer's keys' model reads take 1 s a message; heardFirst as
+// onAssignedAfter's.
 type stallKeys struct {
 	Source
 	p          *Pipeline
@@ -464,7 +463,7 @@ func TestScorerStopsWhileModelTopicUnreachableRealBroker(t *testing.T) {
 }
 
 // unreachableKeys makes a scorer's keys' followers find the model topic's brokers unreachable
-// (every dial refused, counted in dials); heardFirst as stallKeys'.
+// (every dial refused, counted in dials); heardFirst as onAssignedAfter's.
 type unreachableKeys struct {
 	Source
 	p          *Pipeline
