@@ -202,7 +202,8 @@ func (p *Pipeline) Metrics() *metrics.Metrics { return p.metrics }
 //
 // Goroutines, all started and awaited here: fetch (source -> fetched: batches and dead
 // letters), detect (fetched -> scored), sink (scored -> broker, then the acks: sinkloop.go),
-// commit (a ticker committing the acked offsets).
+// commit (a ticker committing the acked offsets: commit.go), lag (the lag poller, when on),
+// and the role's (startRole: a builder's publishers, a scorer's model followers).
 func (p *Pipeline) Run(ctx context.Context) error {
 	p.log.Info().Str("flow", p.cfg.summary()).Str("device", p.dev.Name()).Msg("pipeline starting")
 	// work ends on the hard stop or a failure; fetching ends with ctx (the soft stop).

@@ -120,10 +120,9 @@ type Metrics struct {
 
 	// The source's and the sink's part of readiness (Ready). progress is when the source last
 	// handed out records or dead letters (Fetched), unix nanoseconds on m.now's clock, 0 since
-	// the brokers were lost or answered again; caughtUp is whether the
-	// last lag poll found no lag; sourceStaleAfter is how old progress may be while there is
-	// lag (0: not judged, no lag poller). sinkFailing holds, per write path, why the sink
-	// cannot write (guarded by mu).
+	// the brokers were lost or answered again; caughtUp is whether the last lag poll found no
+	// lag; sourceStaleAfter is how old progress may be while there is lag (0: not judged, no
+	// lag poller). sinkFailing holds, per write path, why the sink cannot write (guarded by mu).
 	progress         atomic.Int64
 	caughtUp         atomic.Bool
 	sourceStaleAfter atomic.Int64
