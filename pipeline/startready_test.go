@@ -192,6 +192,16 @@ func TestReadyzWhileBrokersUnreachable(t *testing.T) {
 	}
 }
 
+// refusingAddr is an address nothing listens on (for a moment): connections are refused.
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	port, err := freeTCPPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port)
+}
+
 // freeTCPPort is a port nothing listens on (for a moment).
 func freeTCPPort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

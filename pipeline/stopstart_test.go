@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -74,13 +73,7 @@ func TestNewEndsWithContext(t *testing.T) {
 		}
 	}
 	t.Run("unreachable", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close() // nothing listens there now
-		br := testsupport.Broker{Addrs: []string{addr}}
+		br := testsupport.Broker{Addrs: []string{refusingAddr(t)}}
 		cfg := roleConfig(br, "in", "out", "dlq", "g", "models")
 		cfg.Run.Role = detect.RoleBuilder
 		check(t, cfg)
@@ -95,13 +88,7 @@ func TestNewEndsWithContext(t *testing.T) {
 // TestLeaveDeadBuildersEndsWithContext: a builder's removal of a dead predecessor, stopped,
 // returns at once and warns of nothing (the start is stopping, no join follows).
 func TestLeaveDeadBuildersEndsWithContext(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cfg := roleConfig(testsupport.Broker{Addrs: []string{addr}}, "in", "out", "dlq", "g", "models")
+	cfg := roleConfig(testsupport.Broker{Addrs: []string{refusingAddr(t)}}, "in", "out", "dlq", "g", "models")
 	ctx, stop := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, stop)
 	var logs syncBuffer

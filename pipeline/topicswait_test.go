@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -18,12 +17,7 @@ import (
 // gives_up_after_s 30 at every attempt): the messages named the pipeline's own start-up wait,
 // not the one the caller's deadline set.
 func TestTopicWaitNamesItsLimit(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // a port nothing listens on: connection refused
+	addr := refusingAddr(t)
 	cfg := Default()
 	cfg.Ingest.Brokers, cfg.Ingest.Topic, cfg.Ingest.Features = []string{addr}, "in", []string{"x"}
 	cfg.Sink.Brokers, cfg.Sink.Topic, cfg.Sink.DeadLetterTopic = []string{addr}, "out", "dlq"
@@ -31,7 +25,7 @@ func TestTopicWaitNamesItsLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = CreateTopics(ctx, cfg, 1, zerolog.New(&logs))
+	_, err := CreateTopics(ctx, cfg, 1, zerolog.New(&logs))
 	if took := time.Since(start); err == nil || took > 10*time.Second {
 		t.Fatalf("CreateTopics against %s: %v after %v", addr, err, took)
 	}
