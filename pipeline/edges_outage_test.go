@@ -107,7 +107,6 @@ func serves(br testsupport.Broker, topics map[string]int) bool {
 type readySample struct {
 	at       time.Time
 	ready    bool
-	why      string
 	handouts int64
 	lag      int64
 }
@@ -125,8 +124,8 @@ func sampleReady(p *Pipeline, src *countingSource, stop <-chan struct{}) <-chan 
 				out <- s
 				return
 			case <-tick.C:
-				ok, why := p.Metrics().Ready()
-				r := readySample{at: time.Now(), ready: ok, why: why, handouts: src.handouts.Load(), lag: -1}
+				ok, _ := p.Metrics().Ready()
+				r := readySample{at: time.Now(), ready: ok, handouts: src.handouts.Load(), lag: -1}
 				if ok {
 					r.lag = polledLag(p)
 				}

@@ -91,10 +91,9 @@ against the model of the recent window, writes to sink.topic (and malformed reco
 sink.dead_letter_topic), and commits offsets once every record below them is written.
 SIGINT/SIGTERM stop gracefully (drain, flush, commit; a builder then publishes the models it
 still holds) within run.shutdown_timeout; during the start they end its waits, exit status 0.
-SIGHUP, or a change of the file's content, reloads the config live (one during the start once
-it runs); a reload the running pipeline cannot apply is refused and logged, and the running
-config keeps going. Logs are JSON lines on stderr
-(readable lines on a terminal).`},
+SIGHUP, or a change of the file's content, reloads the config live (a SIGHUP received during
+the start, once the pipeline runs); a reload the running pipeline cannot apply is refused and logged, and the running
+config keeps going. Logs are JSON lines on stderr (readable lines on a terminal).`},
 	"demo": {"[--duration D] [flags]",
 		`The main job on an embedded default: an in-process Kafka-protocol broker, a sensor stream
 with injected anomalies, the pipeline (configs/demo.yaml) and a live summary with precision
