@@ -276,8 +276,8 @@ func TestWatchWarnsOnceWhenTheFileIsGone(t *testing.T) {
 	if err := os.WriteFile(path, content, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var mu syncBuffer
-	r := &Reloader{path: path, log: zerolog.New(&mu)}
+	var logs testsupport.LogBuffer
+	r := &Reloader{path: path, log: zerolog.New(&logs)}
 	r.noteFile()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -287,9 +287,9 @@ func TestWatchWarnsOnceWhenTheFileIsGone(t *testing.T) {
 	// then 150 ms more (30 intervals) in which a second warning, or a reload, would show.
 	seen := func(what string, n int) {
 		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); strings.Count(mu.String(), what) < n; time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(20 * time.Second); strings.Count(logs.String(), what) < n; time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("the watcher did not log %q (%d times) in 20 s:\n%s", what, n, mu.String())
+				t.Fatalf("the watcher did not log %q (%d times) in 20 s:\n%s", what, n, logs.String())
 			}
 		}
 		time.Sleep(150 * time.Millisecond)
@@ -307,7 +307,7 @@ func TestWatchWarnsOnceWhenTheFileIsGone(t *testing.T) {
 	}
 	cancel()
 	<-done
-	log := mu.String()
+	log := logs.String()
 	if n := strings.Count(log, `"level":"warn"`); n != 2 || !strings.Contains(log, "running configuration is kept") ||
 		!strings.Contains(log, path) || !strings.Contains(log, "no such file") {
 		t.Errorf("%d warnings (want 1 per deletion, 2), naming the file and the cause:\n%s", n, log)

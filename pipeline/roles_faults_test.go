@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -380,7 +378,7 @@ func deleteAllRecords(t *testing.T, br testsupport.Broker, topic string) {
 // backoff, each logged with what it waits for, for a bounded time; an error no retry cures
 // (authorization) fails at once.
 func TestStartRetry(t *testing.T) {
-	var logs syncBuffer
+	var logs testsupport.LogBuffer
 	log := zerolog.New(&logs)
 	passing := []error{kafka.NotLeaderForPartition, kafka.UnknownTopicOrPartition, kafka.GroupLoadInProgress, kafka.LeaderNotAvailable}
 	calls := 0
@@ -469,24 +467,6 @@ func deadMember(t *testing.T, br testsupport.Broker, group, topic string, sessio
 	if sr, err := cl.SyncGroup(ctx, sync); err != nil || sr.Error != nil {
 		t.Fatalf("SyncGroup: %v %v", err, sr.Error)
 	}
-}
-
-// syncBuffer is a log sink safe for the logging goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestMissingModelTopicRealBroker: a model topic that does not exist stops a scorer at start,

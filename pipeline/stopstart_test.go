@@ -91,7 +91,7 @@ func TestLeaveDeadBuildersEndsWithContext(t *testing.T) {
 	cfg := roleConfig(testsupport.Broker{Addrs: []string{refusingAddr(t)}}, "in", "out", "dlq", "g", "models")
 	ctx, stop := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, stop)
-	var logs syncBuffer
+	var logs testsupport.LogBuffer
 	t0 := time.Now()
 	leaveDeadBuilders(ctx, cfg, zerolog.New(&logs))
 	if d := time.Since(t0); d > 1500*time.Millisecond {
