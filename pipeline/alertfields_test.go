@@ -46,6 +46,23 @@ func alertOutputs(t *testing.T, br testsupport.Broker, topic string) map[int64]a
 	return outs
 }
 
+// alertThenFlagged reads topic's outputs and checks the set-up of the alert-group restart tests:
+// s1's record at offset alert opened an alert and its record at again (after what the test
+// did in between, named by after) is flagged; it returns the two outputs (b's Folded is the
+// test's question).
+func alertThenFlagged(t *testing.T, br testsupport.Broker, topic string, alert, again int64, after string) (a, b alertOutput) {
+	t.Helper()
+	outs := alertOutputs(t, br, topic)
+	a, b = outs[alert], outs[again]
+	if a.Scores == nil || !a.Scores.Outlier || a.Scores.Folded {
+		t.Fatalf("setup: s1's first far record: %+v, want an alert", a.Scores)
+	}
+	if b.Scores == nil || !b.Scores.Outlier {
+		t.Fatalf("s1's far record %s: %+v, want flagged", after, b.Scores)
+	}
+	return a, b
+}
+
 // TestPipelineAlertFieldsKfake: end to end (emit: all, JSON), the outputs' alarm-cap and
 // alert-group fields say what their explanations say. Three sensors, one reading a second
 // each; s1 stuck far out twice, 25 minutes apart (alert_cooldown 10m: each time one alert and

@@ -129,14 +129,7 @@ func cleanRestartAlertGroup(t *testing.T, br testsupport.Broker, other otherMemb
 	produce(between, last, again)
 	runUntilOut(t, cfg, want)
 
-	outs := alertOutputs(t, br, out)
-	a, b := outs[alert], outs[again]
-	if a.Scores == nil || !a.Scores.Outlier || a.Scores.Folded {
-		t.Fatalf("setup: s1's first far record: %+v, want an alert", a.Scores)
-	}
-	if b.Scores == nil || !b.Scores.Outlier {
-		t.Fatalf("s1's far record after the restart: %+v, want flagged", b.Scores)
-	}
+	a, b := alertThenFlagged(t, br, out, alert, again, "after the restart")
 	if b.Scores.Folded != (other != otherCommits) {
 		t.Errorf("s1's far record 318 s after its alert, after a clean stop and restart (%s): folded %v (alert_timestamp %s), want %v (%s)",
 			other, b.Scores.Folded, b.Scores.AlertTimestamp, other != otherCommits, b.Explanation)

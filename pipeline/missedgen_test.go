@@ -144,14 +144,7 @@ func TestMissedGenerationAlertKfake(t *testing.T) {
 			if err := r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
 				t.Fatal(err)
 			}
-			outs := alertOutputs(t, br, out)
-			a, b := outs[alert], outs[again]
-			if a.Scores == nil || !a.Scores.Outlier || a.Scores.Folded {
-				t.Fatalf("setup: s1's first far record: %+v, want an alert", a.Scores)
-			}
-			if b.Scores == nil || !b.Scores.Outlier {
-				t.Fatalf("s1's far record after: %+v, want flagged", b.Scores)
-			}
+			_, b := alertThenFlagged(t, br, out, alert, again, "after")
 			if b.Scores.Folded == c.committed {
 				t.Errorf("s1's far record 5 minutes after its alert, %s: folded %v (alert_timestamp %s), want %v (%s)",
 					c.name, b.Scores.Folded, b.Scores.AlertTimestamp, !c.committed, b.Explanation)

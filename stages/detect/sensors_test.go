@@ -337,6 +337,19 @@ func TestCalibratedScoreFinite(t *testing.T) {
 	}
 }
 
+// foldedOneMinute is rows (one feature, 0) scored, flagged where outlier says, as a batch folded
+// into g's alert groups with alert_cooldown 1m; the caller releases it.
+func foldedOneMinute(t *testing.T, mem memory.Allocator, g *alertGroups, rows []testbatch.Row, outlier func(i int) bool) *batch.Batch {
+	t.Helper()
+	for i := range rows {
+		rows[i].Features = []float32{0}
+		rows[i].Score = batch.Score{Scored: true, Outlier: outlier(i)}
+	}
+	b := testbatch.New(t, mem, "t", []string{"x"}, false, true, rows)
+	g.fold(b, time.Minute)
+	return b
+}
+
 // TestAlertCooldownFoldsPerKey: with alert_cooldown 1m, a key's flagged records within a
 // minute of its last alert are grouped (not alerts of their own), the next alert after the
 // cooldown counts them, and keys do not share groups.
@@ -352,14 +365,9 @@ func TestAlertCooldownFoldsPerKey(t *testing.T) {
 		{Offset: 4, Key: []byte("a"), Time: t0.Add(40 * time.Second)}, // not flagged
 		{Offset: 5, Key: []byte("a"), Time: t0.Add(70 * time.Second)}, // alert, folded 2
 	}
-	for i := range rows {
-		rows[i].Features = []float32{0}
-		rows[i].Score = batch.Score{Scored: true, Outlier: i != 4}
-	}
-	b := testbatch.New(t, mem, "t", []string{"x"}, false, true, rows)
-	defer b.Release()
 	var g alertGroups
-	g.fold(b, time.Minute)
+	b := foldedOneMinute(t, mem, &g, rows, func(i int) bool { return i != 4 })
+	defer b.Release()
 	want := []struct {
 		grouped bool
 		folded  int
@@ -566,14 +574,9 @@ func TestAlertCooldownUntimed(t *testing.T) {
 		{Offset: 7, Key: []byte("b"), Time: time.UnixMilli(1000)},      // folded into 1970's
 		{Offset: 8, Key: []byte("a"), Time: t0.Add(100 * time.Second)}, // alert, folded 1
 	}
-	for i := range rows {
-		rows[i].Features = []float32{0}
-		rows[i].Score = batch.Score{Scored: true, Outlier: true}
-	}
-	b := testbatch.New(t, mem, "t", []string{"x"}, false, true, rows)
-	defer b.Release()
 	var g alertGroups
-	g.fold(b, time.Minute)
+	b := foldedOneMinute(t, mem, &g, rows, func(int) bool { return true })
+	defer b.Release()
 	want := []struct {
 		grouped bool
 		folded  int
