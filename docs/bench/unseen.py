@@ -12,6 +12,7 @@
 
     nice -n 10 python3 docs/bench/unseen.py --sets daphnet --markdown  # Daphnet Freezing of Gait (unseen6_protocol.md)
     nice -n 10 python3 docs/bench/unseen.py --sets batadal --markdown  # BATADAL, C-Town's SCADA (unseen7_protocol.md)
+    nice -n 10 python3 docs/bench/unseen.py --sets alfa --markdown     # ALFA, real UAV flights (unseen8_protocol.md)
 
 Data, kept outside the repository (like NAB and SKAB):
   SMAP, MSL  Hundman et al., "Detecting spacecraft anomalies using LSTMs and nonparametric dynamic
@@ -43,6 +44,14 @@ Data, kept outside the repository (like NAB and SKAB):
              f3cc2dcd, in ~/.cache/outlierd/unseen7/batadal or --batadal DIR / $OUTLIERD_BATADAL;
              protocol, split and the competition's scorer: docs/bench/notes/unseen7_protocol.md,
              batadal() and batadal_score().
+  ALFA       the AirLab Failure and Anomaly dataset (Keipour, Mousaei and Scherer, IJRR 40(2-3),
+             2021): a fixed-wing UAV's real autopilot readings in flight, sudden engine and
+             control-surface faults the anomaly, their onset the ground truth. The processed
+             flights merged one CSV a flight at 20 Hz (25 readings; field.data the failure status)
+             by github.com/FabioCarosi/FaultDetection_ALFA-Dataset's failures/<kind>/ at 50456b9,
+             in ~/.cache/outlierd/unseen8/alfa/<kind>/ or --alfa DIR / $OUTLIERD_ALFA; protocol,
+             split and ALFA's per-flight detection: docs/bench/notes/unseen8_protocol.md, alfa()
+             and alfa_score().
 
   SMD8, ASD  github.com/zhhlee/InterFusion's data/processed/ (Li et al., "Multivariate time series
              anomaly detection and interpretation using hierarchical inter-metric and temporal
@@ -178,6 +187,14 @@ BATADAL_GAMMA = 0.5
 # 3W's split (the first 60 % of a recording's experiment rows before its first freeze train).
 DAPHNET_CHANNELS = ("A0", "A1", "A2", "U0", "U1", "U2", "T1", "T2", "T3")
 DAPHNET_SPLIT = 0.6
+ALFA_DEFAULT = os.path.expanduser("~/.cache/outlierd/unseen8/alfa")
+# docs/bench/notes/unseen8_protocol.md, fixed before any run: the copy's folders (no_failure/
+# holds a byte-identical copy of an engine flight, read once as that), its 20 Hz step, 3W's split
+# (the first 60 % of a flight's rows before its fault, or of the flight without one, train) and
+# alfa-evaluate's default timeout, reported beside the detection times.
+ALFA_KINDS = ("engine", "ailerons", "elevator", "rudder", "no_failure")
+ALFA_LABEL, ALFA_TIME = "field.data", "%time"
+ALFA_STEP_S, ALFA_SPLIT, ALFA_TIMEOUT_S = 0.05, 0.6, 5.0
 GECCO_SENSORS = ("Tp", "Cl", "pH", "Redox", "Leit", "Trueb", "Cl_2", "Fm", "Fm_2")
 # The 234 UCR series read are 6,684 to 250,001 rows (12.8 M in all); every peer on all of
 # them is about an hour of CPU on the 2-core development machine, so docs/BENCHMARKS.md §12.33 ran
@@ -197,7 +214,7 @@ OURS = ("outlierd", "outlierd recent")
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet , batadal (comma-separated; default smap,msl)")
+    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet, batadal, alfa (comma-separated; default smap,msl)")
     ap.add_argument("--smap-msl", default=os.environ.get("OUTLIERD_SMAP_MSL", SMAP_MSL_DEFAULT))
     ap.add_argument("--smd", default=os.environ.get("OUTLIERD_SMD", SMD_DEFAULT))
     ap.add_argument("--interfusion", default=os.environ.get("OUTLIERD_INTERFUSION", INTERFUSION_DEFAULT),
@@ -216,6 +233,10 @@ def parse_args():
                     help="BATADAL's dataset03.csv, dataset04.csv and test_dataset.csv (see unseen7_protocol.md)")
     ap.add_argument("--check-batadal", action="store_true",
                     help="only check batadal_score() on cases worked by hand and exit")
+    ap.add_argument("--alfa", default=os.environ.get("OUTLIERD_ALFA", ALFA_DEFAULT),
+                    help="ALFA's flights, one CSV each in <kind>/ folders (see unseen8_protocol.md)")
+    ap.add_argument("--check-alfa", action="store_true",
+                    help="only check alfa_score() on cases worked by hand and exit")
     ap.add_argument("--threew", default=os.environ.get("OUTLIERD_3W", THREEW_DEFAULT), help="3W's data/ (class folders)")
     ap.add_argument("--series", default="", help="only these series (comma-separated ids, e.g. P-1,M-6): a stated subset")
     ap.add_argument("--binary", default="", help="outlierd binary (default: go build ./cmd/outlierd into bin/)")
@@ -706,6 +727,141 @@ def check_batadal():
     print(f"batadal_score() equals {len(cases)} cases worked by hand")
 
 
+def alfa(root, skipped=None):
+    """(id, train, test, y, segments) per ALFA flight by docs/bench/notes/unseen8_protocol.md
+    (fixed before any run): the 25 readings of the copy (ALFA_TIME and ALFA_LABEL dropped; read
+    by name: one file repeats them with suffixes); a file's leading rows that miss a reading are
+    no records, a later missing cell carries the column's last value forward; a fault flight's
+    rows are faulty from the first non-zero label to its end; the first ALFA_SPLIT of the rows
+    before the fault (of every row without one) train. A no-fault flight yields y all 0 and no
+    segment (ALFA's scorer counts it). A file byte-identical to one read already is appended to
+    skipped as (id, why)."""
+    import numpy as np
+    import pandas as pd
+
+    if not os.path.isdir(root):
+        raise SystemExit(f"unseen: {root} not found (ALFA: see unseen8_protocol.md)")
+    cols, seen = None, {}
+    for kind in ALFA_KINDS:
+        d = os.path.join(root, kind)
+        files = sorted(f for f in os.listdir(d) if f.startswith("carbonZ_") and f.endswith(".csv")) if os.path.isdir(d) else []
+        if not files:
+            raise SystemExit(f"unseen: no carbonZ_*.csv in {d}")
+        for f in files:
+            path, sid = os.path.join(d, f), f[len("carbonZ_"):-len(".csv")]
+            with open(path, "rb") as fh:
+                digest = hashlib.sha256(fh.read()).hexdigest()
+            if digest in seen:
+                if skipped is not None:
+                    skipped.append((f"{kind}/{sid}", f"byte-identical to {seen[digest]}"))
+                continue
+            seen[digest] = f"{kind}/{sid}"
+            df = pd.read_csv(path)
+            if cols is None:  # the first file, an engine flight's: its columns name the readings
+                cols = [c for c in df.columns if c not in (ALFA_TIME, ALFA_LABEL)]
+            if [c for c in cols if c not in df.columns]:
+                raise SystemExit(f"unseen: {path}: lacks readings {[c for c in cols if c not in df.columns]}")
+            step = pd.to_datetime(df[ALFA_TIME]).diff().dt.total_seconds().to_numpy()[1:]
+            if not np.allclose(step, ALFA_STEP_S, rtol=0, atol=1e-3):
+                raise SystemExit(f"unseen: {path}: a step other than {ALFA_STEP_S} s")
+            have = df[cols].notna().all(axis=1).to_numpy()
+            if not have.any():
+                raise SystemExit(f"unseen: {path}: no row with every reading")
+            df = df.iloc[int(np.argmax(have)):]
+            X = df[cols].ffill().to_numpy(dtype=np.float64)
+            if ALFA_LABEL in df.columns:
+                fault = (df[ALFA_LABEL].to_numpy() != 0)
+                if not fault.any():
+                    raise SystemExit(f"unseen: {path}: a label column without a fault")
+                onset = int(np.argmax(fault))
+                p = int(ALFA_SPLIT * onset)
+                y = np.zeros(len(X) - p, dtype=int)
+                y[onset - p:] = 1
+            else:
+                if kind != "no_failure":
+                    raise SystemExit(f"unseen: {path}: no {ALFA_LABEL} outside no_failure/")
+                p = int(ALFA_SPLIT * len(X))
+                y = np.zeros(len(X) - p, dtype=int)
+            yield sid, X[:p], X[p:], y, runs(y.astype(bool))
+
+
+def alfa_score(flags, segs, step_s=ALFA_STEP_S):
+    """ALFA's per-flight detection on one flight's test-row flags (Keipour et al. 2021; counted
+    as docs/bench/notes/unseen8_protocol.md fixes): the first flagged row decides. A fault flight
+    (segs: one sequence, its first row the onset) is "TP" with the detection time (first flag -
+    onset) x step_s when that row is at or after the onset, "FP" before it, "FN" when nothing is
+    flagged; a flight without a fault "TN" unflagged, "FP" flagged. Returns (outcome, seconds or
+    None)."""
+    import numpy as np
+
+    hit = np.flatnonzero(np.asarray(flags, dtype=bool))
+    if not segs:
+        return ("FP" if hit.size else "TN"), None
+    if len(segs) != 1:
+        raise SystemExit(f"unseen: alfa_score: {len(segs)} faulty sequences in one flight (the protocol has one)")
+    onset = segs[0][0]
+    if not hit.size:
+        return "FN", None
+    if hit[0] < onset:
+        return "FP", None
+    return "TP", float(hit[0] - onset) * step_s
+
+
+def alfa_summary(flights):
+    """ALFA's figures over flights, each (outcome, seconds, has a fault) from alfa_score(): the
+    counts, accuracy (TP + TN) / flights, precision TP / (TP + FP), recall TP / fault flights, F1,
+    the mean and the maximum detection time of the detected (NaN when none) and how many of them
+    within ALFA_TIMEOUT_S."""
+    n = {k: sum(1 for o, _, _ in flights if o == k) for k in ("TP", "FP", "FN", "TN")}
+    faults = sum(1 for _, _, f in flights if f)
+    secs = [t for o, t, _ in flights if o == "TP"]
+    acc = (n["TP"] + n["TN"]) / len(flights)
+    prec = n["TP"] / (n["TP"] + n["FP"]) if n["TP"] + n["FP"] else 0.0
+    rec = n["TP"] / faults if faults else 0.0
+    f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
+    mean = sum(secs) / len(secs) if secs else float("nan")
+    return {"n": n, "acc": acc, "prec": prec, "rec": rec, "f1": f1, "mean_s": mean,
+            "max_s": max(secs) if secs else float("nan"), "in_timeout": sum(1 for t in secs if t <= ALFA_TIMEOUT_S)}
+
+
+def check_alfa():
+    """alfa_score() and alfa_summary() against cases worked by hand (the run's only check of its scorer)."""
+    import numpy as np
+
+    bad = []
+    y = np.zeros(10, dtype=int)
+    y[6:] = 1  # a fault flight, onset at test row 6
+    segs = runs(y.astype(bool))
+    z = np.zeros(10, dtype=bool)
+
+    def flagged(*rows):
+        f = z.copy()
+        f[list(rows)] = True
+        return f
+
+    cases = [("fault, nothing flagged", z, segs, ("FN", None)),
+             ("fault, flagged at the onset", flagged(6), segs, ("TP", 0.0)),
+             ("fault, first flag 3 rows after the onset", flagged(9), segs, ("TP", 3 * ALFA_STEP_S)),
+             ("fault, a flag before the onset decides", flagged(5, 6, 7), segs, ("FP", None)),
+             ("no fault, nothing flagged", z, [], ("TN", None)),
+             ("no fault, one flag", flagged(0), [], ("FP", None))]
+    for name, f, sg, want in cases:
+        got = alfa_score(f, sg)
+        if got[0] != want[0] or (want[1] is None) != (got[1] is None) or (want[1] is not None and abs(got[1] - want[1]) > 1e-12):
+            bad.append(f"{name}: got {got}, want {want}")
+    # 3 fault flights (TP at 0.15 s, TP at 6 s, early FP) and 2 without (TN, FP): accuracy 3/5,
+    # precision 2/4, recall 2/3, F1 4/7, mean 3.075 s, max 6 s, 1 within 5 s
+    got = alfa_summary([("TP", 0.15, True), ("TP", 6.0, True), ("FP", None, True), ("TN", None, False), ("FP", None, False)])
+    want = {"n": {"TP": 2, "FP": 2, "FN": 0, "TN": 1}, "acc": 0.6, "prec": 0.5, "rec": 2 / 3, "f1": 4 / 7,
+            "mean_s": 3.075, "max_s": 6.0, "in_timeout": 1}
+    for k, v in want.items():
+        if (got[k] != v) if isinstance(v, (dict, int)) else abs(got[k] - v) > 1e-12:
+            bad.append(f"summary {k}: got {got[k]}, want {v}")
+    if bad:
+        raise SystemExit("unseen: alfa_score(): " + "; ".join(bad))
+    print(f"alfa_score() equals {len(cases)} cases and alfa_summary() one case worked by hand")
+
+
 def runs(mask):
     """Inclusive (start, end) of each run of True in mask."""
     import numpy as np
@@ -1042,6 +1198,21 @@ def report(name, n_series, n_rows, n_pos, n_segs, res, md):
             best = max(PEERS, key=lambda p: res[p]["batadal"][0])
             print(f"- BATADAL's S: best peer {best} {res[best]['batadal'][0]:.3f}; "
                   f"outlierd {res['outlierd']['batadal'][0]:.3f} ({res['outlierd']['batadal'][0] - res[best]['batadal'][0]:+.3f})")
+        if name == "ALFA":  # ALFA's per-flight detection on the flags (protocol: unseen8_protocol.md)
+            a0 = res["outlierd"]["alfa"]
+            print(f"ALFA's per-flight detection on each detector's own flags (no threshold chosen), all {a0['flights']} flights "
+                  f"({a0['faults']} with a fault; {a0['rows']} test rows): the first flagged test row decides (alfa_score()); "
+                  f"flagging nothing scores accuracy {(a0['flights'] - a0['faults']) / a0['flights']:.3f}, flagging every row 0.\n")
+            sbs.table(["detector", "accuracy", "precision", "recall", "F1", "TP/FP/FN/TN", "detection time mean / max (s)",
+                       f"detected within {ALFA_TIMEOUT_S:g} s"],
+                      [[d, sbs.fmt(r["alfa"]["acc"]), sbs.fmt(r["alfa"]["prec"]), sbs.fmt(r["alfa"]["rec"]), sbs.fmt(r["alfa"]["f1"]),
+                        "/".join(str(r["alfa"]["n"][k]) for k in ("TP", "FP", "FN", "TN")),
+                        f"{r['alfa']['mean_s']:.2f} / {r['alfa']['max_s']:.2f}", str(r["alfa"]["in_timeout"])]
+                       for d, r in res.items() if d != "outlierd recent"], md)
+            print()
+            best = max(PEERS, key=lambda p: res[p]["alfa"]["acc"])
+            print(f"- ALFA's accuracy: best peer {best} {res[best]['alfa']['acc']:.3f}; "
+                  f"outlierd {a0['acc']:.3f} ({a0['acc'] - res[best]['alfa']['acc']:+.3f})")
         if name.startswith("GECCO"):  # the challenge's own scorer is that table's F1 (protocol: unseen5_protocol.md)
             best = max(PEERS, key=lambda p: res[p]["pt_f1"])
             print(f"- the challenge's scorer, F1 of the flags row by row: best peer {best} {res[best]['pt_f1']:.3f}; "
@@ -1157,6 +1328,9 @@ def main():
     if args.check_batadal:
         check_batadal()
         return
+    if args.check_alfa:
+        check_alfa()
+        return
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="pyod")
     binary = args.binary or os.path.join(sbs.ROOT, "bin", "outlierd")
     if not args.binary:
@@ -1192,8 +1366,11 @@ def main():
             src = daphnet(args.daphnet, skipped)
         elif set_name == "batadal":
             src = batadal(args.batadal)
+        elif set_name == "alfa":
+            skipped = []
+            src = alfa(args.alfa, skipped)
         else:
-            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet, batadal)")
+            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet, batadal, alfa)")
         series = []
         t0 = time.time()
         for sid, train, test, y, segs in src:
@@ -1225,7 +1402,17 @@ def main():
                   "an event, a variable): " + "; ".join(f"{k} ({why})" for k, why in skipped), file=sys.stderr)
         if set_name == "daphnet":
             print(f"# daphnet: {len(skipped)} recordings skipped: " + "; ".join(f"{k} ({why})" for k, why in skipped), file=sys.stderr)
+        if set_name == "alfa":
+            print(f"# alfa: {len(skipped)} files skipped: " + "; ".join(f"{k} ({why})" for k, why in skipped), file=sys.stderr)
+            # ALFA's per-flight detection counts every flight; the point-wise scorers (AP is
+            # undefined without a positive) the fault flights only
+            flights = series
+            series = [s_ for s_ in series if s_[1].any()]
         res = score_set(series, dets)
+        if set_name == "alfa":
+            for d in dets:
+                res[d]["alfa"] = alfa_summary([alfa_score(outs[d][1], segs) + (bool(y.any()),) for _, y, segs, outs, _ in flights])
+                res[d]["alfa"].update(flights=len(flights), faults=len(series), rows=sum(len(y) for _, y, _, _, _ in flights))
         if set_name == "batadal":  # the competition's scorer on the one series' flags
             (_, y, segs, outs, _), = series
             for d in dets:
