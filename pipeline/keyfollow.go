@@ -217,7 +217,7 @@ func (k *keyFollowers) close() {
 // assignment already, and then both run here, in the role's start, before Run's stages exist
 // (TestScorerStopsWhileRestoringKeysRealBroker, TestScorerStopsWhileModelTopicUnreachableRealBroker).
 func (p *Pipeline) followAssignments(stopping <-chan struct{}) {
-	src, ok := p.src.(interface{ OnAssigned(func(ingest.Assignment)) })
+	src, ok := p.src.(Assigning)
 	if !ok {
 		p.scope.mu.Lock()
 		p.scope.all = true

@@ -114,7 +114,7 @@ type gatedSource struct {
 }
 
 func (g gatedSource) OnAssigned(f func(ingest.Assignment)) {
-	g.Source.(interface{ OnAssigned(func(ingest.Assignment)) }).OnAssigned(func(a ingest.Assignment) {
+	g.Source.(Assigning).OnAssigned(func(a ingest.Assignment) {
 		<-g.gate
 		f(a)
 	})
@@ -331,7 +331,7 @@ type slowKeys struct {
 
 func (s slowKeys) OnAssigned(f func(ingest.Assignment)) {
 	s.p.keyFollow.slow = func() { time.Sleep(30 * time.Millisecond) }
-	s.Source.(interface{ OnAssigned(func(ingest.Assignment)) }).OnAssigned(f)
+	s.Source.(Assigning).OnAssigned(f)
 }
 
 // TestBuilderTombstonesPartition0KeysRealBroker: partitions added to a one-partition model topic
@@ -426,7 +426,7 @@ func (s stallKeys) OnAssigned(f func(ingest.Assignment)) {
 // assigned src (at most 60 s), so that f hears that assignment at once, on the caller's
 // goroutine (the role's start).
 func onAssignedAfter(src Source, f func(ingest.Assignment), heardFirst bool) {
-	on := src.(interface{ OnAssigned(func(ingest.Assignment)) })
+	on := src.(Assigning)
 	if heardFirst {
 		heard := make(chan struct{})
 		once := sync.OnceFunc(func() { close(heard) })

@@ -206,7 +206,7 @@ func (p *Pipeline) alertScope() {
 	if p.scope != nil || p.role == detect.RoleBuilder {
 		return
 	}
-	if src, ok := p.src.(interface{ OnAssigned(func(ingest.Assignment)) }); ok {
+	if src, ok := p.src.(Assigning); ok {
 		p.scope = newKeyScope()
 		src.OnAssigned(func(a ingest.Assignment) { p.scope.set(a) })
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/ingest"
 	"github.com/outlierd/outlierd/stages/microcluster"
 )
 
@@ -22,6 +23,14 @@ type Source interface {
 	// Commit commits, per partition, the offset below which every record was acked.
 	Commit(ctx context.Context) (map[int]int64, error)
 	Close() error
+}
+
+// Assigning is a Source that reports its consumer group's assignment at every generation
+// (ingest.Source.OnAssigned): a scorer's keys and the alert groups follow its partitions
+// (followAssignments, alertScope); a Source without it leaves them every key and an unknown
+// scope.
+type Assigning interface {
+	OnAssigned(func(ingest.Assignment))
 }
 
 // Stage is the detect stage as the detect goroutine sees it (detect.Stage).

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -18,20 +17,17 @@ import (
 // pipeline had started; during the start (the topic check waits up to 30 s for brokers that
 // cannot be reached) the signal's default action ended the process: a `systemctl reload` just
 // after a start stopped the service (systemd counts SIGHUP a clean exit: no restart). The run
-// goes on in a child process here (the signal would end the test binary), with unreachable
-// brokers: it must still be checking the topics after the signal.
+// goes on in a child process here (childCommand: the signal would end the test binary), with
+// unreachable brokers: it must still be checking the topics after the signal.
 func TestRunSurvivesSIGHUPDuringStart(t *testing.T) {
-	if path := os.Getenv("OUTLIERD_TEST_HUP_CONFIG"); path != "" { // the child
-		os.Exit(run([]string{"run", "--config", path}, os.Stdout, os.Stderr))
-	}
+	runChild()
 	port, err := freePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := writeFile(t, "pipeline.yaml", fmt.Sprintf("ingest:\n  brokers: [\"127.0.0.1:1\"]\n  topic: in\n  group_id: hup\n  features: [temp]\n"+
 		"sink:\n  topic: out\n  dead_letter_topic: dlq\nhttp:\n  listen: 127.0.0.1:%d\n", port))
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRunSurvivesSIGHUPDuringStart$")
-	cmd.Env = append(os.Environ(), "OUTLIERD_TEST_HUP_CONFIG="+path)
+	cmd := childCommand(t, "run", "--config", path)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

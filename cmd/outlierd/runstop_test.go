@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,20 +15,16 @@ import (
 // exits 0 at once, saying it stopped during the start. The signal handler was installed after
 // New: Go's default action killed the process (no clean exit, no exit status).
 //
-// The command runs in a process of its own: this test binary run again with
-// OUTLIERD_TEST_RUN_ARGS, which makes this test run those arguments and exit with their status.
+// The command runs in a process of its own (childCommand).
 func TestRunStopDuringStart(t *testing.T) {
-	if args := os.Getenv("OUTLIERD_TEST_RUN_ARGS"); args != "" {
-		os.Exit(run(strings.Fields(args), os.Stdout, os.Stderr))
-	}
+	runChild()
 	port, err := freePort() // nothing listens there: the brokers cannot be reached
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := writeFile(t, "pipeline.yaml", fmt.Sprintf("ingest:\n  brokers: [\"127.0.0.1:%d\"]\n  topic: in\n  group_id: g\n  features: [temp, pressure]\n"+
 		"sink:\n  topic: out\n  dead_letter_topic: dlq\nhttp:\n  listen: \"\"\n", port)) // (no listener: its default port may be taken)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRunStopDuringStart$")
-	cmd.Env = append(os.Environ(), "OUTLIERD_TEST_RUN_ARGS=run --config "+path)
+	cmd := childCommand(t, "run", "--config", path)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

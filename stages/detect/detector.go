@@ -12,7 +12,7 @@ import (
 // a batch into the fields of batch.Score it owns, and explains its flag. The model and the stage
 // loop over the detectors in a fixed order (modelDetectors, Stage.detectors); the decision that
 // is emitted (detect.combine, detect.flag_by) is the stage's, taken from the fields once every
-// detector has written (decide in score.go). A new detector is a new implementation of this
+// detector has written (decide in decide.go). A new detector is a new implementation of this
 // interface, a file of its own named for it, and a place in the order.
 type Detector interface {
 	// Build adds the detector's part to m (a field of Model) from the window. It runs on the

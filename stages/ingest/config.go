@@ -6,8 +6,8 @@
 //
 // Files: config.go (Config, Default, Validate), deriveconfig.go (the ingest.derive section),
 // decode.go (the Decoder interface and value parsing shared by the formats), eventtime.go (the
-// event time, ingest.event_time_zone's wall clocks), json.go, csv.go,
-// logfmt.go (the decoders), builder.go (the Arrow batch builder), derive.go (derived features:
+// event time, ingest.event_time_zone's wall clocks), json.go (with jsonfields.go: its paths and
+// values), csv.go, logfmt.go (the decoders), builder.go (the Arrow batch builder), derive.go (derived features:
 // per-key differences, rolling robust z and rolling means, time of day and day of week), source.go (the Kafka
 // source), commit.go (its offset commits).
 package ingest
@@ -94,7 +94,7 @@ type Config struct {
 	// Features are the fields read as features, in column order. JSON: dotted paths into nested
 	// objects ("sensor.temp"). CSV: names from CSVHeader, or 0-based column indices ("0", "3")
 	// when there is no header. logfmt: keys. Values must be numbers (JSON strings are refused,
-	// see json.go). Required; names must be distinct and may not start with "_" (reserved for
+	// see jsonfields.go). Required; names must be distinct and may not start with "_" (reserved for
 	// the coordinate columns).
 	Features []string `yaml:"features"`
 	// CSVHeader names the CSV columns, in order (messages carry no header line). Optional: with

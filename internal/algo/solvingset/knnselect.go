@@ -60,15 +60,7 @@ func knnSelect(Q, R [][]float32, k, workers int, skipSelf bool, out []float64) i
 			for j := range q {
 				q[j] = Q[j][i]
 			}
-			done := sqDistsBlock(b, R, q) // the first points, 32 at a time (AVX2), else none
-			for j, col := range R {
-				col = col[:nr]
-				from := done
-				if done == 0 {
-					from = sqDistCol(b, col, q[j], j > 0) // SSE, 4 at a time
-				}
-				sqDistColGo(b, col, q[j], j > 0, from)
-			}
+			sqDists(b, R, q)
 			n := nr
 			if skipSelf {
 				for s, v := range b[:n] {
@@ -79,28 +71,35 @@ func knnSelect(Q, R [][]float32, k, workers int, skipSelf bool, out []float64) i
 					}
 				}
 			}
-			if n < k {
-				out[i] = math.Inf(1)
-				continue
-			}
-			if sorted16 && n > 48 {
-				if sel := sc.smallestSorted(b[:n], k); sel != nil {
-					out[i] = sumSqrtAscending(sel)
-					continue
-				}
-			}
-			cand := b[:n]
-			if n >= prefilterMin*k {
-				if c := sc.prefilterBits(cand, k); c != nil {
-					cand = c
-				}
-			}
-			// Select on the bit patterns: for non-negative floats their integer order is the
-			// float order, and the partitions run eight values at a time.
-			out[i] = sumSqrtBits(sc.smallestK(cand, k), sc.roots)
+			out[i] = sc.weight(b[:n], k, sorted16, true)
 		}
 	})
 	return int64(nq) * int64(nr)
+}
+
+// weight is the sum of the roots of the k smallest of the squared distances b (bit patterns),
+// in ascending order; +Inf when b holds fewer than k. The k smallest: smallestSorted's where
+// sorted16 (useSorted16) and b holds more than 48, else smallestK's, on prefilterBits'
+// candidates where prefilter and b holds at least prefilterMin*k.
+func (sc *selectScratch) weight(b []uint32, k int, sorted16, prefilter bool) float64 {
+	n := len(b)
+	if n < k {
+		return math.Inf(1)
+	}
+	if sorted16 && n > 48 {
+		if sel := sc.smallestSorted(b, k); sel != nil {
+			return sumSqrtAscending(sel)
+		}
+	}
+	cand := b
+	if prefilter && n >= prefilterMin*k {
+		if c := sc.prefilterBits(cand, k); c != nil {
+			cand = c
+		}
+	}
+	// Select on the bit patterns: for non-negative floats their integer order is the
+	// float order, and the partitions run eight values at a time.
+	return sumSqrtBits(sc.smallestK(cand, k), sc.roots)
 }
 
 // selectScratch is one worker's buffers for knnSelect.
@@ -273,6 +272,22 @@ func packLEGo(dst, src []uint32, t uint32, i, n int) int {
 		n += int(uint64(int64(t)-int64(v))>>63) ^ 1 // v <= t
 	}
 	return n
+}
+
+// sqDists writes the squared distances (bit patterns) of the point q to every point of R into
+// dst: the first points 32 at a time (sqDistsBlock, AVX2), else each dimension 4 at a time
+// (sqDistCol, SSE), the rest in Go (sqDistColGo).
+func sqDists(dst []uint32, R [][]float32, q []float32) {
+	nr := len(R[0])
+	done := sqDistsBlock(dst, R, q)
+	for j, col := range R {
+		col = col[:nr]
+		from := done
+		if done == 0 {
+			from = sqDistCol(dst, col, q[j], j > 0)
+		}
+		sqDistColGo(dst, col, q[j], j > 0, from)
+	}
 }
 
 // sqDistColGo is sqDistCol's loop in Go, from index from on (the tail the SSE loop leaves).

@@ -2,7 +2,6 @@ package solvingset
 
 import (
 	"fmt"
-	"math"
 	"slices"
 )
 
@@ -37,15 +36,7 @@ func KNNWeightsSelf(P [][]float32, k int, out []float64) {
 		for j := range q {
 			q[j] = P[j][i]
 		}
-		done := sqDistsBlock(b, P, q)
-		for j, col := range P {
-			col = col[:n]
-			from := done
-			if done == 0 {
-				from = sqDistCol(b, col, q[j], j > 0)
-			}
-			sqDistColGo(b, col, q[j], j > 0, from)
-		}
+		sqDists(b, P, q)
 		// The point's own distance out (0 unless a coordinate is infinite or NaN: then the
 		// first zero, as KNNWeightsMembers skips, if any), the last one in its place.
 		m, self := n, i
@@ -56,16 +47,6 @@ func KNNWeightsSelf(P [][]float32, k int, out []float64) {
 			m--
 			b[self] = b[m]
 		}
-		if m < k {
-			out[i] = math.Inf(1)
-			continue
-		}
-		if sorted16 && m > 48 {
-			if sel := sc.smallestSorted(b[:m], k); sel != nil {
-				out[i] = sumSqrtAscending(sel)
-				continue
-			}
-		}
-		out[i] = sumSqrtBits(sc.smallestK(b[:m], k), sc.roots)
+		out[i] = sc.weight(b[:m], k, sorted16, false) // (no prefilter: see above)
 	}
 }
