@@ -13,6 +13,7 @@
     nice -n 10 python3 docs/bench/unseen.py --sets daphnet --markdown  # Daphnet Freezing of Gait (unseen6_protocol.md)
     nice -n 10 python3 docs/bench/unseen.py --sets batadal --markdown  # BATADAL, C-Town's SCADA (unseen7_protocol.md)
     nice -n 10 python3 docs/bench/unseen.py --sets alfa --markdown     # ALFA, real UAV flights (unseen8_protocol.md)
+    nice -n 10 python3 docs/bench/unseen.py --sets cobotops --markdown # UR3 CobotOps, a real cobot (unseen9_protocol.md)
 
 Data, kept outside the repository (like NAB and SKAB):
   SMAP, MSL  Hundman et al., "Detecting spacecraft anomalies using LSTMs and nonparametric dynamic
@@ -52,6 +53,14 @@ Data, kept outside the repository (like NAB and SKAB):
              in ~/.cache/outlierd/unseen8/alfa/<kind>/ or --alfa DIR / $OUTLIERD_ALFA; protocol,
              split and ALFA's per-flight detection: docs/bench/notes/unseen8_protocol.md, alfa()
              and alfa_score().
+  COBOTOPS   UR3 CobotOps (Tyrovolas, Aliev, Antonelli and Stylios, UCI 963, 2024, CC BY 4.0): a
+             UR3 cobot's real joint currents, temperatures and speeds and its gripper's current at
+             1 Hz over a day's pick-and-place cycles; its protective stops and grip losses the
+             anomaly. The UCI file exported as github.com/SparkyWolf1/
+             python_industrial_automation_homeworks' DatasetsTesting/Robot_Data/dataset_02052023.csv
+             at 779fce0 (';'-separated, decimal commas), in ~/.cache/outlierd/unseen9/cobotops or
+             --cobotops DIR / $OUTLIERD_COBOTOPS; protocol and split (GECCO 2017's halves):
+             docs/bench/notes/unseen9_protocol.md and cobotops().
 
   SMD8, ASD  github.com/zhhlee/InterFusion's data/processed/ (Li et al., "Multivariate time series
              anomaly detection and interpretation using hierarchical inter-metric and temporal
@@ -195,6 +204,15 @@ ALFA_DEFAULT = os.path.expanduser("~/.cache/outlierd/unseen8/alfa")
 ALFA_KINDS = ("engine", "ailerons", "elevator", "rudder", "no_failure")
 ALFA_LABEL, ALFA_TIME = "field.data", "%time"
 ALFA_STEP_S, ALFA_SPLIT, ALFA_TIMEOUT_S = 0.05, 0.6, 5.0
+COBOTOPS_DEFAULT = os.path.expanduser("~/.cache/outlierd/unseen9/cobotops")
+# docs/bench/notes/unseen9_protocol.md, fixed before any run: the 19 readings (Num, Timestamp and
+# the cycle counter dropped) and the two faults, either of which labels a row.
+COBOTOPS_FILE = "dataset_02052023.csv"
+COBOTOPS_READINGS = ("Current_J0", "Temperature_T0", "Current_J1", "Temperature_J1", "Current_J2",
+                     "Temperature_J2", "Current_J3", "Temperature_J3", "Current_J4", "Temperature_J4",
+                     "Current_J5", "Temperature_J5", "Speed_J0", "Speed_J1", "Speed_J2", "Speed_J3",
+                     "Speed_J4", "Speed_J5", "Tool_current")
+COBOTOPS_LABELS = ("Robot_ProtectiveStop", "grip_lost")
 GECCO_SENSORS = ("Tp", "Cl", "pH", "Redox", "Leit", "Trueb", "Cl_2", "Fm", "Fm_2")
 # The 234 UCR series read are 6,684 to 250,001 rows (12.8 M in all); every peer on all of
 # them is about an hour of CPU on the 2-core development machine, so docs/BENCHMARKS.md §12.33 ran
@@ -214,7 +232,7 @@ OURS = ("outlierd", "outlierd recent")
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet, batadal, alfa (comma-separated; default smap,msl)")
+    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet, batadal, alfa, cobotops (comma-separated; default smap,msl)")
     ap.add_argument("--smap-msl", default=os.environ.get("OUTLIERD_SMAP_MSL", SMAP_MSL_DEFAULT))
     ap.add_argument("--smd", default=os.environ.get("OUTLIERD_SMD", SMD_DEFAULT))
     ap.add_argument("--interfusion", default=os.environ.get("OUTLIERD_INTERFUSION", INTERFUSION_DEFAULT),
@@ -237,6 +255,8 @@ def parse_args():
                     help="ALFA's flights, one CSV each in <kind>/ folders (see unseen8_protocol.md)")
     ap.add_argument("--check-alfa", action="store_true",
                     help="only check alfa_score() on cases worked by hand and exit")
+    ap.add_argument("--cobotops", default=os.environ.get("OUTLIERD_COBOTOPS", COBOTOPS_DEFAULT),
+                    help=f"UR3 CobotOps' {COBOTOPS_FILE} (';'-separated, decimal commas; see unseen9_protocol.md)")
     ap.add_argument("--threew", default=os.environ.get("OUTLIERD_3W", THREEW_DEFAULT), help="3W's data/ (class folders)")
     ap.add_argument("--series", default="", help="only these series (comma-separated ids, e.g. P-1,M-6): a stated subset")
     ap.add_argument("--binary", default="", help="outlierd binary (default: go build ./cmd/outlierd into bin/)")
@@ -783,6 +803,43 @@ def alfa(root, skipped=None):
                 p = int(ALFA_SPLIT * len(X))
                 y = np.zeros(len(X) - p, dtype=int)
             yield sid, X[:p], X[p:], y, runs(y.astype(bool))
+
+
+def cobotops(root):
+    """(id, train, test, y, segments) of UR3 CobotOps by docs/bench/notes/unseen9_protocol.md (fixed
+    before any run): a row that misses any of COBOTOPS_READINGS or the protective-stop flag is no
+    record (46 empty rows and 8 that hold Current_J0 = 1 alone, none labelled) and is left out; a
+    row is abnormal when either of COBOTOPS_LABELS is true; GECCO 2017's split, the first half of
+    the rows (in the file's, i.e. time, order) the train rows, the second half the test rows."""
+    import numpy as np
+    import pandas as pd
+
+    path = os.path.join(root, COBOTOPS_FILE)
+    if not os.path.exists(path):
+        raise SystemExit(f"unseen: {path} not found (CobotOps: see unseen9_protocol.md)")
+    df = pd.read_csv(path, sep=";", decimal=",")
+    df.columns = [c.strip() for c in df.columns]  # the file pads "cycle " with a space
+    lacking = [c for c in COBOTOPS_READINGS + COBOTOPS_LABELS if c not in df.columns]
+    if lacking:
+        raise SystemExit(f"unseen: {path}: lacks columns {lacking}")
+    gone = df[list(COBOTOPS_READINGS) + [COBOTOPS_LABELS[0]]].isna().any(axis=1).to_numpy()
+    labels = df[list(COBOTOPS_LABELS)]
+    if labels[~gone].isna().any().any():
+        raise SystemExit(f"unseen: {path}: a label missing in a row with every reading")
+    marks = [set(labels[c][~gone].map(str)) for c in COBOTOPS_LABELS]
+    if any(m - {"True", "False"} for m in marks):
+        raise SystemExit(f"unseen: {path}: a label other than True and False: {marks}")
+    if (labels[gone] == True).any().any():  # noqa: E712 (the cells are True, False or NaN)
+        raise SystemExit(f"unseen: {path}: a labelled row without its readings (the protocol assumes none)")
+    print(f"# {path}: {int(gone.sum())} rows missing readings left out of {len(df)}", file=sys.stderr)
+    df = df[~gone]
+    X = df[list(COBOTOPS_READINGS)].to_numpy(dtype=np.float64)
+    abnormal = np.zeros(len(df), dtype=bool)
+    for c in COBOTOPS_LABELS:
+        abnormal |= (df[c].map(str) == "True").to_numpy()
+    half = len(X) // 2
+    y = abnormal[half:].astype(int)
+    yield "cobotops", X[:half], X[half:], y, runs(y.astype(bool))
 
 
 def alfa_score(flags, segs, step_s=ALFA_STEP_S):
@@ -1369,8 +1426,10 @@ def main():
         elif set_name == "alfa":
             skipped = []
             src = alfa(args.alfa, skipped)
+        elif set_name == "cobotops":
+            src = cobotops(args.cobotops)
         else:
-            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet, batadal, alfa)")
+            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet, batadal, alfa, cobotops)")
         series = []
         t0 = time.time()
         for sid, train, test, y, segs in src:
