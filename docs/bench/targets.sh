@@ -3,6 +3,7 @@
 # spikes (every one flagged, precision >= 0.9, AP >= 0.95), clean (<= 0.1 % flagged) and drift
 # (<= 1 % flagged), default config, file order, seeds 7-16 (the figures of §11 and §12 use 1-6).
 #     bash docs/bench/targets.sh            # ~2 min on 2 cores; SEEDS="7 8" for fewer
+#     B=/tmp/x/outlierd B_GIVEN=1 CONFIG=detect.yaml bash docs/bench/targets.sh   # a binary, a config
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${B:-bin/outlierd}
@@ -11,7 +12,7 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 row() { # name, outlierd gen arguments
 	"$B" gen --kind sensors --head 2000 $2 >"$T/s.csv"
-	"$B" replay --input "$T/s.csv" --label-column label --min-records 2000 --json 2>/dev/null | python3 -c "
+	"$B" replay ${CONFIG:+--config "$CONFIG"} --input "$T/s.csv" --label-column label --min-records 2000 --json 2>/dev/null | python3 -c "
 import json, sys
 d = json.load(sys.stdin)
 f = lambda k: 'n/a' if k not in d or 'average_precision' not in d else f'{d[k]:.3f}'
