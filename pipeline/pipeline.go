@@ -82,9 +82,9 @@ type Pipeline struct {
 }
 
 // New connects the stages (no goroutine starts before Run), with metrics of its own. ctx bounds
-// its waits (the topic check, a builder's removal of a dead predecessor from its group): when
-// ctx ends first, New returns an error and ctx.Err() tells the caller it was a stop, as a stop
-// during Run's start is (cmd/outlierd exits 0 then).
+// its waits (the topic check, a builder's removal of a dead predecessor from its group, the load
+// of detect.state_dir's snapshots): when ctx ends first, New returns an error and ctx.Err()
+// tells the caller it was a stop, as a stop during Run's start is (cmd/outlierd exits 0 then).
 func New(ctx context.Context, cfg Config, log zerolog.Logger) (*Pipeline, error) {
 	return NewWithMetrics(ctx, cfg, log, metrics.New())
 }
@@ -148,7 +148,11 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 	if p.dev.IsGPU() {
 		deps.Overlap = detect.OverlapOnGPU
 	}
-	if p.det, err = detect.NewStage(cfg.Detect, cfg.Ingest.Columns(), cfg.Ingest.Uncertainty != nil, deps); err != nil {
+	// (ctx ends the load of detect.state_dir's snapshots too: seconds at 100,000 keys.)
+	if p.det, err = detect.NewStageContext(ctx, cfg.Detect, cfg.Ingest.Columns(), cfg.Ingest.Uncertainty != nil, deps); err != nil {
+		if ctx.Err() != nil {
+			return nil, startStopped(ctx)
+		}
 		return nil, fmt.Errorf("pipeline: detect: %w", err)
 	}
 	p.stage = p.det
