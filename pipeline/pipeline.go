@@ -113,7 +113,7 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 	p := &Pipeline{cfg: cfg, log: log, metrics: m, reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
 	defer func() {
 		if err != nil { // every failure from here closes what was opened before it
-			if cerr := p.closeOpened(); cerr != nil {
+			if cerr := p.closeOpened(context.Background()); cerr != nil { // (no build runs before Run)
 				log.Warn().Err(cerr).Msg("closing what the failed start opened")
 			}
 		}
@@ -213,7 +213,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	// work ends on the hard stop or a failure; fetching ends with ctx (the soft stop).
 	work, abandon := context.WithCancelCause(context.Background())
 	defer abandon(nil)
+	var stoppedAt atomic.Int64 // the soft stop's time (UnixNano), 0 before it: closeBy
 	stopHard := context.AfterFunc(ctx, func() {
+		stoppedAt.Store(time.Now().UnixNano())
 		t := time.AfterFunc(p.cfg.Run.ShutdownTimeout, func() {
 			abandon(fmt.Errorf("shutdown timeout %s passed: abandoning in-flight work", p.cfg.Run.ShutdownTimeout))
 		})
@@ -236,7 +238,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if err != nil {
 		abandon(err)
 		<-roleDone
-		p.stage.Close()
+		p.stage.CloseContext(context.Background()) // (nothing was pushed: no build runs)
 		p.dev.Close()
 		if ctx.Err() != nil { // the soft stop cut the start's reads: a clean stop, nothing fetched
 			p.log.Info().Err(err).Msg("stopped during the start")
@@ -328,7 +330,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	// a publication can take many writes, retried, on another cluster (sink.brokers), which
 	// must not starve the commit: published first, a model topic that cannot be reached would
 	// take the whole shutdown_timeout, and the commit would be cut too (the batches read again).
+	// A model build in progress is waited for there too (bounded by the hard stop: its model is
+	// lost past it, logged), after the commit: the records are done whether it is built or not.
 	if p.flushModels != nil && work.Err() == nil {
+		p.det.AwaitBuild(work)
 		close(p.flushModels)
 		<-roleDone
 	}
@@ -336,7 +341,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	<-commitDone
 	<-lagDone
 	<-roleDone
-	closeErr := p.closeOpened()
+	closeCtx, cancelClose := context.WithDeadline(context.Background(), closeBy(stoppedAt.Load(), p.cfg.Run.ShutdownTimeout))
+	closeErr := p.closeOpened(closeCtx)
+	cancelClose()
 	if firstErr != nil {
 		return firstErr
 	}
@@ -344,6 +351,18 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		return cause
 	}
 	return closeErr
+}
+
+// closeBy is the deadline of the stage's close at Run's end, until which a model build in progress
+// is waited for: the hard stop's (shutdown_timeout after the soft stop at stoppedAt, UnixNano;
+// past already when the hard stop came), or, for a run that ended without a stop (a failure),
+// shutdown_timeout from now. A build still running then is lost (detect.Stage.CloseContext logs
+// it): the supervisor's kill follows the deadline.
+func closeBy(stoppedAt int64, timeout time.Duration) time.Time {
+	if stoppedAt == 0 {
+		return time.Now().Add(timeout)
+	}
+	return time.Unix(0, stoppedAt).Add(timeout)
 }
 
 // fetchLoop reads batches until ctx ends and sends them, and the dead letters met on the way,

@@ -116,6 +116,7 @@ type buildState struct {
 	sinceLast int              // records pushed since the last build started
 	sinceRank int              // records pushed since the last build or recalibration started
 	lastBuild time.Time        // when the last build started
+	started   time.Time        // when the running build (or recalibration) started
 	running   bool             // a build runs; its result arrives on done
 	done      chan buildResult // capacity 1: the running build's result
 }
@@ -333,20 +334,20 @@ func (s *Stage) reference() (cols, sds [][]float32) {
 // cost (the solving set and the micro-clusters stay until the next full build).
 func (s *Stage) startRecalibration() {
 	cols, _ := s.reference()
-	s.builds.running, s.builds.sinceRank = true, 0
+	s.builds.running, s.builds.sinceRank, s.builds.started = true, 0, time.Now()
 	next := *s.model
 	next.Version = s.builds.version + 1
 	next.Members = s.recs.members()
-	cfg := s.cfg
+	cfg, done := s.cfg, s.builds.done
 	go func() {
 		start := time.Now()
 		r, err := buildRanker(cols, sortedColumns(cols), next.Features, cfg)
 		if err != nil {
-			s.builds.done <- buildResult{err: err}
+			done <- buildResult{err: err}
 			return
 		}
 		next.Ranker, next.BuiltAt, next.BuildTime = r, time.Now(), time.Since(start)
-		s.builds.done <- buildResult{model: &next}
+		done <- buildResult{model: &next}
 	}()
 }
 
@@ -368,12 +369,23 @@ func (s *Stage) beforeModel(b *batch.Batch) []*batch.Batch {
 // the held batches are released and nothing is returned, so their offsets are never marked
 // done or committed and a restart reads and scores them (hold's promise: a record is scored
 // and its output acknowledged, or it is read again). Under pass every batch already went out
-// unscored, so nothing is held.
-func (s *Stage) Flush() ([]*batch.Batch, error) {
+// unscored, so nothing is held. A build in progress is waited for only when batches are held
+// for its model (without bound here, until ctx ends in FlushContext); another (a rebuild) is
+// left to Close or AwaitBuild, so that a stop's final commit does not wait for it.
+func (s *Stage) Flush() ([]*batch.Batch, error) { return s.FlushContext(context.Background()) }
+
+// FlushContext is Flush waiting for the build of a model that held batches wait for until ctx
+// ends at most (a stop's hard deadline): the build's model is then lost (awaitBuild), and the
+// held batches are read again after a restart.
+func (s *Stage) FlushContext(ctx context.Context) ([]*batch.Batch, error) {
 	if err := s.settle(); err != nil { // the batch in flight (overlap.go) first: stream order
 		return nil, err
 	}
-	s.collect(s.builds.running)
+	if len(s.held) > 0 {
+		s.awaitBuild(ctx)
+	} else {
+		s.collect(false)
+	}
 	done := s.takeReady(nil)
 	out := s.held
 	s.held, s.heldRecords = nil, 0
@@ -397,9 +409,13 @@ func (s *Stage) Flush() ([]*batch.Batch, error) {
 
 // Close waits for a running build to finish (it holds only its own snapshot) and for
 // snapshot writes in flight.
-func (s *Stage) Close() {
+func (s *Stage) Close() { s.CloseContext(context.Background()) }
+
+// CloseContext is Close waiting for a model build in progress until ctx ends at most (a stop's
+// hard deadline; the build's model is then lost: awaitBuild).
+func (s *Stage) CloseContext(ctx context.Context) {
 	s.abandonFlight() // after Flush or Abandon nothing is in flight
-	s.collect(s.builds.running)
+	s.awaitBuild(ctx)
 	s.ext.saves.Wait()
 	s.saveKeys(true) // the keys' state as the stop leaves it (keyed_snapshot.go)
 	if s.keyed != nil {
@@ -455,15 +471,16 @@ func (s *Stage) columns(b *batch.Batch) (means, sds [][]float32, err error) {
 func (s *Stage) startBuild() {
 	cols, sds := s.reference()
 	s.builds.running, s.builds.sinceLast, s.builds.sinceRank, s.builds.lastBuild = true, 0, 0, time.Now()
+	s.builds.started = s.builds.lastBuild
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.builds.version + 1
-	cfg, features, accel, members := s.cfg, s.features, s.deps.Accelerator, s.recs.members()
+	cfg, features, accel, members, done := s.cfg, s.features, s.deps.Accelerator, s.recs.members(), s.builds.done
 	go func() {
 		m, err := buildOn(accel, cols, sds, features, cfg, version)
 		if m != nil {
 			m.Members = members
 		}
-		s.builds.done <- buildResult{model: m, err: err}
+		done <- buildResult{model: m, err: err} // (its own channel: awaitBuild may leave it)
 	}()
 }
 
@@ -472,16 +489,19 @@ func (s *Stage) collect(wait bool) {
 	if !s.builds.running {
 		return
 	}
-	var r buildResult
 	if wait {
-		r = <-s.builds.done
-	} else {
-		select {
-		case r = <-s.builds.done:
-		default:
-			return
-		}
+		s.awaitBuild(context.Background())
+		return
 	}
+	select {
+	case r := <-s.builds.done:
+		s.finishBuild(r)
+	default:
+	}
+}
+
+// finishBuild installs the running build's result r.
+func (s *Stage) finishBuild(r buildResult) {
 	s.builds.running = false
 	if r.err == nil {
 		r.err = s.install(r.model)

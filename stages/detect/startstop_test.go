@@ -5,11 +5,14 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 
+	"github.com/outlierd/outlierd/internal/algo/solvingset"
 	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
@@ -79,4 +82,118 @@ func TestNewStageContextCutsTheSnapshotLoad(t *testing.T) {
 	if files, err := d.list(keysPrefix); err != nil || !slices.Equal(files, saved) {
 		t.Errorf("keys' state files after the cut load %v (%v), want those saved %v", files, err, saved)
 	}
+}
+
+// gatedAccel is the CPU's model builds behind a gate: while block is set, SolvingSet (a full
+// build's first device step) says it started and waits for release.
+type gatedAccel struct {
+	fakeAccel
+	block   atomic.Bool
+	started chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedAccel) SolvingSet(cols [][]float32, p solvingset.Params) (solvingset.Result, error) {
+	if g.block.Load() {
+		g.started <- struct{}{}
+		<-g.release
+	}
+	return g.fakeAccel.SolvingSet(cols, p)
+}
+
+// buildingStage is a stage serving model 1, with state_dir, whose build of model 2 runs behind
+// g's gate (started, not released).
+func buildingStage(t *testing.T, logs *testsupport.LogBuffer) (*Stage, *gatedAccel) {
+	t.Helper()
+	mem := memory.NewGoAllocator()
+	cfg := testConfig()
+	cfg.StateDir, cfg.RefreshRecords = t.TempDir(), 500
+	g := &gatedAccel{fakeAccel: fakeAccel{exact: true}, started: make(chan struct{}, 1), release: make(chan struct{})}
+	s, err := NewStage(cfg, []string{"x1", "x2", "x3"}, true, Deps{Log: zerolog.New(logs), Accelerator: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := testData(3000, 11)
+	feed(t, s, mem, d, 0, 1500, 250)
+	if s.Model() == nil || s.Model().Version != 1 {
+		t.Fatalf("model %v, want version 1", s.Model())
+	}
+	g.block.Store(true)
+	feed(t, s, mem, d, 1500, 2000, 250)
+	select {
+	case <-g.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("model 2's build never started")
+	}
+	return s, g
+}
+
+// newestSnapshot is the version of state_dir's newest model snapshot (0: none).
+func newestSnapshot(t *testing.T, s *Stage) uint64 {
+	t.Helper()
+	ld, err := s.ext.snaps.LoadNewest(s.features, s.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ld.Model == nil {
+		return 0
+	}
+	return ld.Model.Version
+}
+
+// TestStopDeadlineBoundsAModelBuild: at a stop, Flush and Close waited for a model build in
+// progress without bound (a full build at a window of millions takes minutes on a CPU, and the
+// supervisor's kill follows run.shutdown_timeout). Given the stop's deadline, they wait until
+// it at most and say what is lost (the build's model: not served, saved or published); a build
+// that ends before the deadline is still installed and saved.
+func TestStopDeadlineBoundsAModelBuild(t *testing.T) {
+	t.Run("past the deadline", func(t *testing.T) {
+		var logs testsupport.LogBuffer
+		s, g := buildingStage(t, &logs)
+		unblock := time.AfterFunc(5*time.Second, func() { close(g.release) }) // (were it waited for)
+		defer unblock.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		t0 := time.Now()
+		if _, err := s.FlushContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s.CloseContext(ctx)
+		took := time.Since(t0)
+		if unblock.Stop() {
+			close(g.release) // (the build goroutine ends)
+		}
+		if took > 2*time.Second {
+			t.Fatalf("Flush and Close took %v with a deadline of 200 ms: they waited for the build", took.Round(time.Millisecond))
+		}
+		if v := s.Model().Version; v != 1 {
+			t.Errorf("model %d serves after the stop, want 1 (2 was cut)", v)
+		}
+		if v := newestSnapshot(t, s); v != 1 {
+			t.Errorf("newest model snapshot %d, want 1", v)
+		}
+		if !strings.Contains(logs.String(), "its model is lost") {
+			t.Errorf("the log does not say the build's model is lost:\n%s", logs.String())
+		}
+	})
+	t.Run("within the deadline", func(t *testing.T) {
+		var logs testsupport.LogBuffer
+		s, g := buildingStage(t, &logs)
+		time.AfterFunc(100*time.Millisecond, func() { close(g.release) })
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := s.FlushContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s.CloseContext(ctx)
+		if v := s.Model().Version; v != 2 {
+			t.Errorf("model %d serves after the stop, want 2 (built within the deadline)", v)
+		}
+		if v := newestSnapshot(t, s); v != 2 {
+			t.Errorf("newest model snapshot %d, want 2", v)
+		}
+		if strings.Contains(logs.String(), "its model is lost") {
+			t.Errorf("the log says a model was lost:\n%s", logs.String())
+		}
+	})
 }
