@@ -312,15 +312,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}()
 	wg.Wait()
 	// Everything written was acknowledged: commit it before leaving (finalCommit).
+	var commitErr error // (failed: reported after a builder's flush below)
 	if work.Err() == nil {
-		if err := p.finalCommit(work); err != nil {
-			fail(err)
-		}
+		commitErr = p.finalCommit(work)
 	}
 	// A failure, the hard stop, or a final commit that failed: batches scored may be dropped
 	// unwritten, or written and not committed: read again after a restart, they must not be
 	// in a state saved now (TestFailedFinalCommitKeepsTheLastSave).
-	if work.Err() != nil && p.det != nil {
+	if (work.Err() != nil || commitErr != nil) && p.det != nil {
 		p.det.PassedOnDropped()
 	}
 	// A builder's models built before the stop reach the scorers: its publishers write what is
@@ -332,10 +331,21 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	// take the whole shutdown_timeout, and the commit would be cut too (the batches read again).
 	// A model build in progress is waited for there too (bounded by the hard stop: its model is
 	// lost past it, logged), after the commit: the records are done whether it is built or not.
+	// A final commit that failed (the drain complete) publishes all the same: the models are
+	// built from records the builder did process; the next owner reads the uncommitted ones again
+	// and builds from them too (at least once), and until its first model the scorers serve the
+	// newest there is, not an older one. A model in the stream's window is a snapshot, not a
+	// count: nothing in it counts twice (its versions stay below the next owner's: roles.go).
 	if p.flushModels != nil && work.Err() == nil {
+		if commitErr != nil {
+			p.log.Warn().Err(commitErr).Msg("final commit failed: the models built are published all the same (built from records processed; the next owner reads the uncommitted records again)")
+		}
 		p.det.AwaitBuild(work)
 		close(p.flushModels)
 		<-roleDone
+	}
+	if commitErr != nil {
+		fail(commitErr)
 	}
 	abandon(nil)
 	<-commitDone
