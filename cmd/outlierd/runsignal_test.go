@@ -147,3 +147,69 @@ func TestRunSurvivesSIGHUPDuringConfigLoad(t *testing.T) {
 		t.Fatalf("the run did not exit after SIGTERM\n%s", stderr)
 	}
 }
+
+// TestRunStopDuringCompanionProbe: before `outlierd run` (the CPU build) starts, it probes the
+// CUDA companion (`outlierd-cuda devices`: a fraction of a second, up to a minute) to hand the
+// command over; a SIGTERM then took Go's default action (no handler yet). Caught from the
+// process's start, it ends the probe, nothing is handed over, and the run exits 0 having
+// stopped during its start. The companion here is a script whose probe waits 10 s.
+func TestRunStopDuringCompanionProbe(t *testing.T) {
+	if args := os.Getenv("OUTLIERD_TEST_MAIN_ARGS"); args != "" {
+		os.Exit(mainWith(strings.Fields(args)))
+	}
+	if cudaBuild {
+		t.Skip("the CUDA build never hands over")
+	}
+	dir := t.TempDir()
+	probing := filepath.Join(dir, "probing")
+	companion := filepath.Join(dir, "outlierd-cuda")
+	script := "#!/bin/sh\nif [ \"$1\" = devices ]; then touch " + probing + "; exec sleep 10; fi\necho \"companion ran: $*\"\n"
+	if err := os.WriteFile(companion, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, "pipeline.yaml", unreachableConfig(t))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRunStopDuringCompanionProbe$")
+	cmd.Env = append(os.Environ(), "OUTLIERD_TEST_MAIN_ARGS=run --config "+path, companionEnv+"="+companion)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(probing); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the companion's probe never started")
+		}
+	}
+	t0 := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the run did not exit after SIGTERM during the companion's probe")
+	}
+	d := time.Since(t0)
+	if sig := signalled(err); sig != "" {
+		t.Fatalf("SIGTERM during the companion's probe killed the run (%s), want a clean stop", sig)
+	}
+	if err != nil {
+		t.Fatalf("run after SIGTERM during the companion's probe: %v, want exit status 0\n%s", err, stderr.String())
+	}
+	if strings.Contains(stdout.String(), "companion ran") {
+		t.Errorf("the run was handed over to the companion after the stop: %s", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "stopped during the start") {
+		t.Errorf("the log does not say that the run stopped during the start:\n%s", stderr.String())
+	}
+	if d > 5*time.Second {
+		t.Errorf("the run exited %v after SIGTERM (the probe waits 10 s), want promptly", d.Round(time.Millisecond))
+	}
+}
