@@ -210,7 +210,7 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 	if s.overlapping() && s.model != nil {
 		return s.processOverlapped(b) // overlap.go
 	}
-	if err := s.pushBatch(b); err != nil {
+	if err := s.pushBatch(ctx, b); err != nil {
 		return nil, err
 	}
 	if s.deps.Role == RoleBuilder {
@@ -245,8 +245,10 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 // min_records is pushed in two parts, the build snapshotting the window between them, so that
 // the records after them (a fault that begins within the batch, on a slow plant whose first
 // batch spans its whole commissioning period) are scored by a model that has not seen them,
-// whatever the batch size (replay's 1000 rows or a live stream's few).
-func (s *Stage) pushBatch(b *batch.Batch) error {
+// whatever the batch size (replay's 1000 rows or a live stream's few). Under hold the first
+// build is waited for here, until ctx (the pipeline's hard stop) ends at most: its model is lost
+// then, and the batches stay held, to be read again after a restart.
+func (s *Stage) pushBatch(ctx context.Context, b *batch.Batch) error {
 	means, sds, err := s.columns(b)
 	if err != nil {
 		return err
@@ -263,8 +265,10 @@ func (s *Stage) pushBatch(b *batch.Batch) error {
 	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.builds.running {
 		if s.cfg.BeforeModel == BeforeModelHold {
 			// Nothing can be emitted until the first model exists: build it right here.
-			s.startBuild()
-			s.collect(true)
+			if ctx.Err() == nil { // (past the hard stop nothing more is built)
+				s.startBuild()
+				s.awaitBuild(ctx)
+			}
 		} else {
 			s.startBuild()
 		}

@@ -197,3 +197,53 @@ func TestStopDeadlineBoundsAModelBuild(t *testing.T) {
 		}
 	})
 }
+
+// TestHeldFirstBuildEndsWithTheContext: under before_model: hold the first model is built inside
+// Process (nothing can go out before it), and that wait had no bound: at the pipeline's hard
+// stop (Process's context) the detect goroutine stayed in it until the build ended. It ends with
+// the context now: nothing goes out, the batches stay held (read again after a restart), and the
+// log says the model is lost.
+func TestHeldFirstBuildEndsWithTheContext(t *testing.T) {
+	mem := memory.NewGoAllocator()
+	cfg := testConfig() // (before_model: hold, the default)
+	if cfg.BeforeModel != BeforeModelHold {
+		t.Fatalf("before_model %v, want hold", cfg.BeforeModel)
+	}
+	g := &gatedAccel{fakeAccel: fakeAccel{exact: true}, started: make(chan struct{}, 1), release: make(chan struct{})}
+	g.block.Store(true)
+	unblock := time.AfterFunc(5*time.Second, func() { close(g.release) }) // (were it waited for)
+	defer func() {
+		if unblock.Stop() {
+			close(g.release)
+		}
+	}()
+	var logs testsupport.LogBuffer
+	s, err := NewStage(cfg, []string{"x1", "x2", "x3"}, true, Deps{Log: zerolog.New(&logs), Accelerator: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := testData(2000, 11)
+	feed(t, s, mem, d, 0, 750, 250) // (held: below min_records)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	out, err := s.Process(ctx, makeBatch(t, mem, d, 750, 1250, true)) // crosses min_records: the build
+	took := time.Since(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took > 2*time.Second {
+		t.Fatalf("Process took %v with a context of 200 ms: it waited for the first build", took.Round(time.Millisecond))
+	}
+	if len(out) != 0 || s.Model() != nil {
+		t.Errorf("%d batches out, model %v after the cut first build; want none, nil", len(out), s.Model())
+	}
+	if s.HeldRecords() != 1250 {
+		t.Errorf("%d records held, want 1250", s.HeldRecords())
+	}
+	if !strings.Contains(logs.String(), "its model is lost") {
+		t.Errorf("the log does not say the build's model is lost:\n%s", logs.String())
+	}
+	s.Abandon()
+	s.Close()
+}
