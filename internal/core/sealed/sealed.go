@@ -111,8 +111,9 @@ func (f Format) Read(r io.Reader) (version uint32, payload []byte, err error) {
 	return f.ReadContext(context.Background(), r)
 }
 
-// sumPiece is how much of a payload ReadContext checksums between two looks at its context.
-const sumPiece = 8 << 20
+// sumPiece is how much of a payload ReadContext reads or checksums between two looks at its
+// context.
+const sumPiece = 4 << 20
 
 // ReadContext is Read ending when ctx does, between two reads of r or two pieces of the
 // checksum (a file of a gigabyte takes seconds to read and sum: a stop during a start must not
@@ -169,7 +170,8 @@ func (f Format) ReadContext(ctx context.Context, r io.Reader) (version uint32, p
 	return version, payload, nil
 }
 
-// ctxReader is r failing with ctx.Err() once ctx ends.
+// ctxReader is r failing with ctx.Err() once ctx ends, read sumPiece bytes at most at a time
+// (a payload's buffer grows to reads of tens of MB: each one a wait the stop would not cut).
 type ctxReader struct {
 	ctx context.Context
 	r   io.Reader
@@ -179,7 +181,7 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	if err := c.ctx.Err(); err != nil {
 		return 0, err
 	}
-	return c.r.Read(p)
+	return c.r.Read(p[:min(len(p), sumPiece)])
 }
 
 // Encoder appends little-endian fields to a payload. The zero value is ready to use.
