@@ -145,7 +145,7 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 			}
 		}
 	}
-	rest, err := p.stage.Flush()
+	rest, err := p.stage.FlushContext(work) // (a build in progress: until the hard stop at most)
 	if err != nil {
 		return fmt.Errorf("pipeline: detect: %w", err)
 	}

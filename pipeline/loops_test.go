@@ -156,12 +156,12 @@ func (f *fakeStage) Process(_ context.Context, b *batch.Batch) ([]*batch.Batch, 
 	}
 	return []*batch.Batch{b}, nil
 }
-func (f *fakeStage) Flush() ([]*batch.Batch, error) { return nil, nil }
-func (f *fakeStage) Model() *detect.Model           { return nil }
-func (f *fakeStage) Window() *microcluster.Window   { return f.win }
-func (f *fakeStage) KeyStats() detect.KeyStats      { return detect.KeyStats{} }
-func (f *fakeStage) Close()                         {}
-func (f *fakeStage) Abandon()                       {}
+func (f *fakeStage) FlushContext(context.Context) ([]*batch.Batch, error) { return nil, nil }
+func (f *fakeStage) Model() *detect.Model                                 { return nil }
+func (f *fakeStage) Window() *microcluster.Window                         { return f.win }
+func (f *fakeStage) KeyStats() detect.KeyStats                            { return detect.KeyStats{} }
+func (f *fakeStage) CloseContext(context.Context)                         {}
+func (f *fakeStage) Abandon()                                             {}
 
 // fakeSink records what it acknowledged; fail, when set, decides each write's outcome (call
 // counts from 1 over both kinds of write).
@@ -525,7 +525,7 @@ func (l *lagStage) Drain() ([]*batch.Batch, error) {
 	l.held = nil
 	return []*batch.Batch{b}, nil
 }
-func (l *lagStage) Flush() ([]*batch.Batch, error) { return l.Drain() }
+func (l *lagStage) FlushContext(context.Context) ([]*batch.Batch, error) { return l.Drain() }
 func (l *lagStage) Landing() <-chan struct{} {
 	if l.held == nil {
 		return nil
@@ -613,7 +613,7 @@ func (s *scoringStage) Drain() ([]*batch.Batch, error) {
 	s.flight = nil
 	return out, nil
 }
-func (s *scoringStage) Flush() ([]*batch.Batch, error) { return s.Drain() }
+func (s *scoringStage) FlushContext(context.Context) ([]*batch.Batch, error) { return s.Drain() }
 func (s *scoringStage) Abandon() {
 	for _, b := range s.flight {
 		b.Release()

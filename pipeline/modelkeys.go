@@ -486,33 +486,19 @@ func (p *Pipeline) KeyVersions(ctx context.Context) (map[string]uint64, []int32,
 }
 
 // highestKeyVersion is the highest key model version on the model topic's partitions other
-// than 0 (partition 0 the builder's start-up read sees whole): each one's last message's, since
-// a builder's publications only grow in version and compaction keeps a partition's last
-// message; and the topic's partition count.
+// than 0 (partition 0 the builder's start-up read sees whole): each one's last key model
+// message's (lastKeyVersion), since a builder's publications only grow in version and compaction
+// keeps a partition's last message; and the topic's partition count.
 func highestKeyVersion(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer) (highest uint64, m int, err error) {
 	if m, err = modelTopicPartitions(ctx, cfg, dialer); err != nil {
 		return 0, 0, err
 	}
 	for mp := 1; mp < m; mp++ {
-		first, end, err := partitionOffsets(ctx, cfg, dialer, mp)
+		v, err := lastKeyVersion(ctx, cfg, dialer, mp)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, fmt.Errorf("model topic %q partition %d: its last key model: %w", cfg.topic, mp, err)
 		}
-		if end <= first {
-			continue
-		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: append([]string(nil), cfg.brokers...), Topic: cfg.topic, Partition: mp,
-			MinBytes: 1, MaxBytes: max(cfg.maxMessageBytes, 1<<20) * 2, MaxWait: 500 * time.Millisecond, Dialer: dialer})
-		err = r.SetOffset(end - 1)
-		var msg kafka.Message
-		if err == nil {
-			msg, err = r.ReadMessage(ctx)
-		}
-		r.Close()
-		if err != nil {
-			return 0, 0, fmt.Errorf("model topic %q partition %d: its last message: %w", cfg.topic, mp, err)
-		}
-		highest = max(highest, keyModelVersion(msg))
+		highest = max(highest, v)
 	}
 	return highest, m, nil
 }

@@ -37,7 +37,7 @@ type closeCountedStage struct {
 	n *atomic.Int32
 }
 
-func (c closeCountedStage) Close() { c.n.Add(1); c.Stage.Close() }
+func (c closeCountedStage) CloseContext(ctx context.Context) { c.n.Add(1); c.Stage.CloseContext(ctx) }
 
 // TestNewClosesWhatItOpenedWhenTheLagPollerFails (kfake): when New fails at its last step (the
 // lag poller), everything it opened before is closed once: the source, the sink, the detect

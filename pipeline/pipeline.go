@@ -82,9 +82,9 @@ type Pipeline struct {
 }
 
 // New connects the stages (no goroutine starts before Run), with metrics of its own. ctx bounds
-// its waits (the topic check, a builder's removal of a dead predecessor from its group): when
-// ctx ends first, New returns an error and ctx.Err() tells the caller it was a stop, as a stop
-// during Run's start is (cmd/outlierd exits 0 then).
+// its waits (the topic check, a builder's removal of a dead predecessor from its group, the load
+// of detect.state_dir's snapshots): when ctx ends first, New returns an error and ctx.Err()
+// tells the caller it was a stop, as a stop during Run's start is (cmd/outlierd exits 0 then).
 func New(ctx context.Context, cfg Config, log zerolog.Logger) (*Pipeline, error) {
 	return NewWithMetrics(ctx, cfg, log, metrics.New())
 }
@@ -113,7 +113,7 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 	p := &Pipeline{cfg: cfg, log: log, metrics: m, reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
 	defer func() {
 		if err != nil { // every failure from here closes what was opened before it
-			if cerr := p.closeOpened(); cerr != nil {
+			if cerr := p.closeOpened(context.Background()); cerr != nil { // (no build runs before Run)
 				log.Warn().Err(cerr).Msg("closing what the failed start opened")
 			}
 		}
@@ -148,7 +148,11 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 	if p.dev.IsGPU() {
 		deps.Overlap = detect.OverlapOnGPU
 	}
-	if p.det, err = detect.NewStage(cfg.Detect, cfg.Ingest.Columns(), cfg.Ingest.Uncertainty != nil, deps); err != nil {
+	// (ctx ends the load of detect.state_dir's snapshots too: seconds at 100,000 keys.)
+	if p.det, err = detect.NewStageContext(ctx, cfg.Detect, cfg.Ingest.Columns(), cfg.Ingest.Uncertainty != nil, deps); err != nil {
+		if ctx.Err() != nil {
+			return nil, startStopped(ctx)
+		}
 		return nil, fmt.Errorf("pipeline: detect: %w", err)
 	}
 	p.stage = p.det
@@ -209,7 +213,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	// work ends on the hard stop or a failure; fetching ends with ctx (the soft stop).
 	work, abandon := context.WithCancelCause(context.Background())
 	defer abandon(nil)
+	var stoppedAt atomic.Int64 // the soft stop's time (UnixNano), 0 before it: closeBy
 	stopHard := context.AfterFunc(ctx, func() {
+		stoppedAt.Store(time.Now().UnixNano())
 		t := time.AfterFunc(p.cfg.Run.ShutdownTimeout, func() {
 			abandon(fmt.Errorf("shutdown timeout %s passed: abandoning in-flight work", p.cfg.Run.ShutdownTimeout))
 		})
@@ -232,7 +238,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if err != nil {
 		abandon(err)
 		<-roleDone
-		p.stage.Close()
+		p.stage.CloseContext(context.Background()) // (nothing was pushed: no build runs)
 		p.dev.Close()
 		if ctx.Err() != nil { // the soft stop cut the start's reads: a clean stop, nothing fetched
 			p.log.Info().Err(err).Msg("stopped during the start")
@@ -306,15 +312,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}()
 	wg.Wait()
 	// Everything written was acknowledged: commit it before leaving (finalCommit).
+	var commitErr error // (failed: reported after a builder's flush below)
 	if work.Err() == nil {
-		if err := p.finalCommit(work); err != nil {
-			fail(err)
-		}
+		commitErr = p.finalCommit(work)
 	}
 	// A failure, the hard stop, or a final commit that failed: batches scored may be dropped
 	// unwritten, or written and not committed: read again after a restart, they must not be
 	// in a state saved now (TestFailedFinalCommitKeepsTheLastSave).
-	if work.Err() != nil && p.det != nil {
+	if (work.Err() != nil || commitErr != nil) && p.det != nil {
 		p.det.PassedOnDropped()
 	}
 	// A builder's models built before the stop reach the scorers: its publishers write what is
@@ -324,15 +329,31 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	// a publication can take many writes, retried, on another cluster (sink.brokers), which
 	// must not starve the commit: published first, a model topic that cannot be reached would
 	// take the whole shutdown_timeout, and the commit would be cut too (the batches read again).
+	// A model build in progress is waited for there too (bounded by the hard stop: its model is
+	// lost past it, logged), after the commit: the records are done whether it is built or not.
+	// A final commit that failed (the drain complete) publishes all the same: the models are
+	// built from records the builder did process; the next owner reads the uncommitted ones again
+	// and builds from them too (at least once), and until its first model the scorers serve the
+	// newest there is, not an older one. A model in the stream's window is a snapshot, not a
+	// count: nothing in it counts twice (its versions stay below the next owner's: roles.go).
 	if p.flushModels != nil && work.Err() == nil {
+		if commitErr != nil {
+			p.log.Warn().Err(commitErr).Msg("final commit failed: the models built are published all the same (built from records processed; the next owner reads the uncommitted records again)")
+		}
+		p.det.AwaitBuild(work)
 		close(p.flushModels)
 		<-roleDone
+	}
+	if commitErr != nil {
+		fail(commitErr)
 	}
 	abandon(nil)
 	<-commitDone
 	<-lagDone
 	<-roleDone
-	closeErr := p.closeOpened()
+	closeCtx, cancelClose := context.WithDeadline(context.Background(), closeBy(stoppedAt.Load(), p.cfg.Run.ShutdownTimeout))
+	closeErr := p.closeOpened(closeCtx)
+	cancelClose()
 	if firstErr != nil {
 		return firstErr
 	}
@@ -340,6 +361,18 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		return cause
 	}
 	return closeErr
+}
+
+// closeBy is the deadline of the stage's close at Run's end, until which a model build in progress
+// is waited for: the hard stop's (shutdown_timeout after the soft stop at stoppedAt, UnixNano;
+// past already when the hard stop came), or, for a run that ended without a stop (a failure),
+// shutdown_timeout from now. A build still running then is lost (detect.Stage.CloseContext logs
+// it): the supervisor's kill follows the deadline.
+func closeBy(stoppedAt int64, timeout time.Duration) time.Time {
+	if stoppedAt == 0 {
+		return time.Now().Add(timeout)
+	}
+	return time.Unix(0, stoppedAt).Add(timeout)
 }
 
 // fetchLoop reads batches until ctx ends and sends them, and the dead letters met on the way,

@@ -37,8 +37,9 @@ type Assigning interface {
 type Stage interface {
 	// Process scores b and returns the batches ready to go on (none while held for a model).
 	Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, error)
-	// Flush returns the batches still held, at the end of the input.
-	Flush() ([]*batch.Batch, error)
+	// FlushContext returns the batches still held, at the end of the input, waiting for a model
+	// build in progress until ctx (the hard stop) ends at most.
+	FlushContext(ctx context.Context) ([]*batch.Batch, error)
 	// Model is the model now serving (nil before the first), Window the stage's window: both
 	// for the metrics.
 	Model() *detect.Model
@@ -48,8 +49,9 @@ type Stage interface {
 	// Abandon releases what the stage still holds when the run ends without Flush (a failure
 	// or the hard stop): never acknowledged, read again after a restart.
 	Abandon()
-	// Close waits for the stage's own goroutines (a model build, snapshot writes).
-	Close()
+	// CloseContext waits for the stage's own goroutines (snapshot writes; a model build until ctx
+	// ends at most: the stop's deadline).
+	CloseContext(ctx context.Context)
 }
 
 // Overlapped is a Stage that keeps batches in flight while the device scores them
@@ -83,11 +85,12 @@ type item struct {
 func (it item) release() { it.b.Release() }
 
 // closeOpened closes what New opened, the stage before the device it runs on: at Run's end,
-// and when New fails after opening some of it (what is not open yet is skipped). The device's
+// and when New fails after opening some of it (what is not open yet is skipped). The stage waits
+// for a model build in progress until ctx ends at most (Run: the stop's deadline). The device's
 // error is not returned (the CPU has none; a GPU's is logged by accel).
-func (p *Pipeline) closeOpened() error {
+func (p *Pipeline) closeOpened(ctx context.Context) error {
 	if p.stage != nil {
-		p.stage.Close()
+		p.stage.CloseContext(ctx)
 	}
 	if p.dev != nil {
 		p.dev.Close()

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,4 +168,54 @@ func TestPublishersFlushEndAtHardStop(t *testing.T) {
 			t.Errorf("%s publisher: the flush ended %v after its start, want at ctx's end, 500 ms (it retries until then)", name, d)
 		}
 	}
+}
+
+// TestBuilderFailedFinalCommitStillPublishesRealBroker: a builder's graceful stop whose final
+// commit fails (here every commit is refused) published nothing of what it had queued: the
+// failure ended the publishers with the rest of the work. The model was built from records the
+// builder processed; the next owner reads those records again (at least once) and builds from
+// them too, but until then the scorers would serve an older model: the stop publishes it all
+// the same (docs/OPERATIONS.md "Shutdown"), and Run still returns the commit's failure.
+func TestBuilderFailedFinalCommitStillPublishesRealBroker(t *testing.T) {
+	br := testsupport.RealBroker(t)
+	in, out, dlq, group, mt := roleTopics(t, br, 2)
+	cfg := roleConfig(br, in, out, dlq, group, mt)
+	cfg.Run.Role = detect.RoleBuilder
+	cfg.Sink.MaxMessageBytes = 2048 // (~130 writes: still being written at the stop)
+	input := newInput(in, 2, makeSensorRecords(t, 3000, 2, 7, 0.01, 0))
+	produceSensors(t, br, input)
+	built := make(chan uint64, 1)
+	r := startPipeline(t, cfg, func(p *Pipeline) {
+		p.src = refusingCommits{p.src}
+		p.watchModels = func(m *detect.Model) {
+			select {
+			case built <- m.Version:
+			default:
+			}
+		}
+	})
+	var v uint64
+	select {
+	case v = <-built:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no model built within 60 s")
+	}
+	err := r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "final commit") {
+		t.Fatalf("builder stop: %v, want the final commit's failure", err)
+	}
+	m := publishedModel(t, cfg)
+	switch {
+	case m == nil:
+		t.Fatalf("after the builder's stop with a failed final commit the model topic holds no complete model; want version %d, built before the stop", v)
+	case m.Version != v:
+		t.Fatalf("after the builder's stop with a failed final commit the newest complete model is version %d, want %d", m.Version, v)
+	}
+}
+
+// refusingCommits is a source whose commits all fail.
+type refusingCommits struct{ Source }
+
+func (refusingCommits) Commit(context.Context) (map[int]int64, error) {
+	return nil, errors.New("commit refused by the coordinator (test)")
 }

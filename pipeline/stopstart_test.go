@@ -63,7 +63,7 @@ func TestNewEndsWithContext(t *testing.T) {
 		p, err := New(ctx, cfg, zerolog.New(zerolog.NewTestWriter(t)))
 		d := time.Since(t0)
 		if p != nil {
-			p.closeOpened()
+			p.closeOpened(context.Background())
 		}
 		if err == nil || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "the start was stopped") {
 			t.Errorf("New stopped during its topic check: %v, want the start stopped (context canceled)", err)

@@ -46,7 +46,11 @@ var deviceCommands = map[string]bool{"topn": true, "predict": true, "density": t
 // GPU, the device is not forced to cpu and the companion starts here. It returns only when it
 // does not hand over (execve replaces the process), with the reason it did not when a GPU might
 // have been wanted ("" otherwise), for the device log line (accel.Options.NoCompanion).
-func handOff(args []string) string {
+//
+// A stop that comes during the probe (stopped: run's signals, caught from the process's start)
+// ends it, and nothing is handed over: run then stops during its start (exit 0). (A signal in
+// the microseconds between the last look and the execve is lost with the handlers.)
+func handOff(args []string, stopped context.Context) string {
 	if cudaBuild || len(args) == 0 || !deviceCommands[args[0]] || os.Getenv(handedOffEnv) != "" {
 		return ""
 	}
@@ -57,7 +61,11 @@ func handOff(args []string) string {
 	if err != nil {
 		return err.Error()
 	}
-	if err := probeCompanion(path); err != nil {
+	err = probeCompanion(stopped, path)
+	if stopped.Err() != nil {
+		return "a stop came during the CUDA companion's probe: not handed over"
+	}
+	if err != nil {
 		return err.Error()
 	}
 	env := append(os.Environ(), handedOffEnv+"=1")
@@ -120,11 +128,12 @@ func executable(p string) error {
 
 // probeCompanion runs `companion devices`; an error carries the companion's first error line
 // (for example the dynamic loader's "libcuda.so.1: cannot open shared object file").
-func probeCompanion(path string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+func probeCompanion(stopped context.Context, path string) error {
+	ctx, cancel := context.WithTimeout(stopped, probeTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, "devices")
 	cmd.Env = append(os.Environ(), handedOffEnv+"=1")
+	cmd.WaitDelay = time.Second // (a stop kills it: a child of its own keeping the output open is not waited for)
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		return nil

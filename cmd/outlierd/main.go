@@ -77,9 +77,18 @@ func (r reportedError) Error() string { return r.err.Error() }
 func (r reportedError) Unwrap() error { return r.err }
 
 func main() {
-	// The CPU build execs the CUDA companion when it starts here (companion.go), else learns why not.
-	why := handOff(os.Args[1:])
-	os.Exit(runWith(os.Args[1:], os.Stdout, os.Stderr, accel.Options{NoCompanion: why}))
+	os.Exit(mainWith(os.Args[1:]))
+}
+
+// mainWith is main's work: run's signals caught first (earlySignals), then the CUDA
+// companion's hand-over (the CPU build execs it when it starts here, companion.go, else learns
+// why not), then the command.
+func mainWith(args []string) int {
+	if len(args) > 0 && args[0] == "run" {
+		runSignals = catchRunSignals()
+	}
+	why := handOff(args, runSignals.stopped())
+	return runWith(args, os.Stdout, os.Stderr, accel.Options{NoCompanion: why})
 }
 
 // run runs one command line (no companion was tried).

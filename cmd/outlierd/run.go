@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -65,6 +66,18 @@ func eventZoneWarning(path string, ic ingest.Config, timeCol, instead string) st
 // SIGHUP, or a change of the file's content (checked every second), reloads the config live
 // (pipeline/reload.go says what applies at once, what rebuilds and what needs a restart).
 func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
+	// The signals are caught from run's first instruction, or before it, from the process's
+	// start (mainWith: across the CUDA companion's probe): one that came while the config loads
+	// or the listener opens took Go's default action (a SIGTERM killed the process, exit status
+	// none; a SIGHUP, a reload, ended it). A stop ends the waits of the start below and exits 0,
+	// as a stop during Run's start does; a SIGHUP received before the reloader runs reloads once
+	// it does. (The start may take 30 s: the topic check.)
+	sig := runSignals
+	if sig == nil {
+		sig = catchRunSignals()
+	}
+	defer sig.release()
+	ctx, hup := sig.ctx, sig.hup
 	fs := newFlagSet("run", stderr)
 	path := fs.String("config", "", "pipeline YAML file (required)")
 	level := fs.String("log-level", "", "least severe level logged: debug, info, warn or error (default: the config's run.log_level, itself info by default); debug adds the Kafka client's own messages")
@@ -88,11 +101,16 @@ func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 		return err
 	}
 	noteCompanion(log, string(cfg.Device), opt)
-	// SIGHUP is caught from here: the start below may take 30 s (the topic check), and the
-	// signal's default action would end the process; one received meanwhile reloads once the
-	// watcher runs.
-	hup, stopHup := pipeline.ReloadSignals()
-	defer stopHup()
+	stopped := func(err error) bool {
+		if ctx.Err() != nil {
+			log.Info().Err(err).Msg("stopped during the start")
+			return true
+		}
+		return false
+	}
+	if stopped(context.Cause(ctx)) { // (a stop during the load: nothing opened yet)
+		return nil
+	}
 	// The HTTP listener serves before the pipeline starts: while New checks the topics (up to
 	// 30 s for brokers that cannot be reached) /healthz answers (a liveness probe must not
 	// restart a process that waits for a broker) and /readyz says what the check waits for. A
@@ -106,15 +124,9 @@ func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 		log.Info().Str("addr", srv.Addr()).Str("live_view", "http://"+srv.Addr()+"/").Msg("serving the live view at /, /metrics, /healthz and /readyz")
 		defer shutdownHTTP(srv, log)
 	}
-	// The stop signals are caught from here on: a SIGTERM while New waits (the topic check, up
-	// to 30 s) ends its waits and exits 0, as a stop during Run's start does; Go's default
-	// action would kill the process.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	p, err := pipeline.NewWithMetrics(ctx, cfg, log, m)
+	p, err := pipeline.NewWithMetrics(ctx, cfg, log, m) // (a stop ends its waits: the topic check, up to 30 s)
 	if err != nil {
-		if ctx.Err() != nil {
-			log.Info().Err(err).Msg("stopped during the start")
+		if stopped(err) {
 			return nil
 		}
 		return err
@@ -125,6 +137,33 @@ func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	log.Info().Int64("records", st.RecordsOut.Load()).Int64("flagged", st.Flagged.Load()).
 		Int64("dead_letters", st.DeadLetters.Load()).Msg("pipeline stopped")
 	return err
+}
+
+// runSignals are run's signals when mainWith caught them before the companion's hand-over (nil:
+// runRun catches them itself, first thing).
+var runSignals *caughtSignals
+
+// caughtSignals are run's stop signals (ctx ends at SIGINT or SIGTERM) and its reload signal
+// (hup: SIGHUP, pipeline.ReloadSignals), caught from catchRunSignals on.
+type caughtSignals struct {
+	ctx     context.Context
+	hup     <-chan os.Signal
+	release func()
+}
+
+func catchRunSignals() *caughtSignals {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	hup, stopHup := pipeline.ReloadSignals()
+	return &caughtSignals{ctx: ctx, hup: hup, release: func() { stopHup(); stop() }}
+}
+
+// stopped is the context a stop ends (never ending without caught signals: a command other than
+// run).
+func (c *caughtSignals) stopped() context.Context {
+	if c == nil {
+		return context.Background()
+	}
+	return c.ctx
 }
 
 // runLogger is the pipeline's logger at the level of --log-level (override, when given) or else of

@@ -478,7 +478,7 @@ func copyState(t *testing.T, dir string) (uint64, string) {
 		return 0, to
 	}
 	var pos uint64
-	if err := readSealedFile(files[0], alarmsSnapshotFile, func(format uint32, p []byte) error {
+	if err := readSealedFile(context.Background(), files[0], alarmsSnapshotFile, func(format uint32, p []byte) error {
 		a, err := decodeAlarms(format, p, 5000, 200)
 		if err == nil {
 			pos = a.series.pos

@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -451,7 +452,7 @@ func (s *Stage) writeAlarms(d *SnapshotDir, a *alarmState, keysWindow int) {
 // logged and skipped) if it fits the stage's window (if not, none: those before it are older
 // still). The stream's position is then the one it holds, else the one the keys' state was
 // saved at (keysAt: the keys' caps' positions count from it).
-func (s *Stage) loadAlarms(keysAt uint64) error {
+func (s *Stage) loadAlarms(ctx context.Context, keysAt uint64) error {
 	d := s.ext.snaps
 	files, err := d.list(alarmsPrefix)
 	if err != nil {
@@ -460,10 +461,13 @@ func (s *Stage) loadAlarms(keysAt uint64) error {
 	s.series.pos = keysAt
 	for _, path := range files {
 		var a *alarmState
-		err := readSealedFile(path, alarmsSnapshotFile, func(format uint32, p []byte) (err error) {
+		err := readSealedFile(ctx, path, alarmsSnapshotFile, func(format uint32, p []byte) (err error) {
 			a, err = decodeAlarms(format, p, s.cfg.Window, s.cfg.Keys.Window)
 			return err
 		})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if errors.Is(err, ErrSnapshotMismatch) {
 			// The older files predate it (a window changed and back): their alarms are long over.
 			s.deps.Log.Warn().Err(err).Str("file", path).Msg("alarm state snapshot skipped, and the older ones: the alarms start empty")

@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"context"
 	"math"
 	"slices"
 	"strconv"
@@ -166,7 +167,7 @@ func TestFlagClearLastAfterKeysRestore(t *testing.T) {
 				t.Fatalf("%d records: last %v, want %v", n, st.cap.last(), lastFlagged)
 			}
 			r := newKeyedScorer()
-			if _, err := r.decodeKeys(KeysSnapshotFormat, k.encodeKeys(features, &cfg), features, &cfg); err != nil {
+			if _, err := r.decodeKeys(context.Background(), KeysSnapshotFormat, k.encodeKeys(features, &cfg), features, &cfg); err != nil {
 				t.Fatal(err)
 			}
 			rc := r.keys["a"].cap

@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"context"
 	"testing"
 )
 
@@ -62,7 +63,7 @@ func BenchmarkKeysCodec(b *testing.B) {
 	b.Run("state-decode", func(b *testing.B) {
 		for range b.N / keys {
 			k := newKeyedScorer()
-			if _, err := k.decodeKeys(KeysSnapshotFormat, state, s.features, &s.cfg); err != nil {
+			if _, err := k.decodeKeys(context.Background(), KeysSnapshotFormat, state, s.features, &s.cfg); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -3,6 +3,7 @@ package detect
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -246,7 +247,7 @@ func boolByte(b bool) byte {
 
 // decodeKeys reads a keys' state payload of this format version into k (empty, of the stage's
 // settings); it returns the stream position the state was saved at (0: a format without one).
-func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg *Config) (uint64, error) {
+func (k *keyedScorer) decodeKeys(ctx context.Context, format uint32, p []byte, features []string, cfg *Config) (uint64, error) {
 	d := sealed.NewDecoder(p)
 	if err := checkKeyHeader(d, features, cfg); err != nil {
 		return 0, err
@@ -274,7 +275,12 @@ func (k *keyedScorer) decodeKeys(format uint32, p []byte, features []string, cfg
 		}
 		return b[0] == 1, nil
 	}
-	for range n {
+	for i := range n {
+		if i%256 == 0 { // (a start's stop: 100,000 keys take seconds)
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+		}
 		key := d.Text(maxKeyLength, "key")
 		partition := int32(d.U32("partition"))
 		size := int(d.U32("window size"))
@@ -454,23 +460,23 @@ func (s *Stage) saveDue() {
 // stage's features and keys' settings (the others are logged and skipped, as model snapshots),
 // then the newest alarm state (loadAlarms), the keys' caps' positions moved to its stream
 // position.
-func (s *Stage) loadKeys() error {
+func (s *Stage) loadKeys(ctx context.Context) error {
 	d := s.ext.snaps
 	if d == nil {
 		return nil
 	}
-	at, err := s.loadKeyStates(d)
+	at, err := s.loadKeyStates(ctx, d)
 	if err != nil {
 		return err
 	}
 	if s.deps.Role == RoleBuilder {
 		return nil
 	}
-	return s.loadAlarms(at)
+	return s.loadAlarms(ctx, at)
 }
 
 // loadKeyStates is loadKeys' keys' state; it returns the stream position the state was saved at.
-func (s *Stage) loadKeyStates(d *SnapshotDir) (uint64, error) {
+func (s *Stage) loadKeyStates(ctx context.Context, d *SnapshotDir) (uint64, error) {
 	if s.keyed == nil || s.deps.Role == RoleScorer {
 		return 0, nil
 	}
@@ -482,10 +488,13 @@ func (s *Stage) loadKeyStates(d *SnapshotDir) (uint64, error) {
 	for _, path := range files {
 		k := s.newKeyed()
 		var at uint64
-		err := readSealedFile(path, keysSnapshotFile, func(format uint32, p []byte) (err error) {
-			at, err = k.decodeKeys(format, p, s.features, &s.cfg)
+		err := readSealedFile(ctx, path, keysSnapshotFile, func(format uint32, p []byte) (err error) {
+			at, err = k.decodeKeys(ctx, format, p, s.features, &s.cfg)
 			return err
 		})
+		if ctx.Err() != nil { // cut by a stop: the file is not the worse for it
+			return 0, ctx.Err()
+		}
 		if err != nil {
 			s.deps.Log.Warn().Err(err).Str("file", path).Msg("keys' state snapshot skipped")
 			s.ext.keysSkipped = append(s.ext.keysSkipped, SkippedSnapshot{Path: path, Reason: err})
@@ -505,14 +514,18 @@ func (s *Stage) loadKeyStates(d *SnapshotDir) (uint64, error) {
 	return 0, nil
 }
 
-// readSealedFile reads path, a file of format sf, and decodes its payload.
-func readSealedFile(path string, sf sealed.Format, decode func(format uint32, p []byte) error) error {
+// readSealedFile reads path, a file of format sf, and decodes its payload; ctx ends the read
+// (sealed.ReadContext: a stop during the start), its error then ctx's.
+func readSealedFile(ctx context.Context, path string, sf sealed.Format, decode func(format uint32, p []byte) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("detect: %s: %w", sf.Name, err)
 	}
 	defer f.Close()
-	format, p, err := sf.Read(bufio.NewReader(f))
+	format, p, err := sf.ReadContext(ctx, bufio.NewReader(f))
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	if err == nil {
 		err = decode(format, p)
 	} else {

@@ -44,7 +44,7 @@ func TestKeysSnapshotBeforeFlagRings(t *testing.T) {
 	feedFleet(t, s, mem, rows, 0, 2000)
 	s.keysQuiet()
 	k := s.newKeyed()
-	if _, err := k.decodeKeys(2, old, s.features, &s.cfg); err != nil {
+	if _, err := k.decodeKeys(context.Background(), 2, old, s.features, &s.cfg); err != nil {
 		t.Fatal(err)
 	}
 	// Written again (format 4: a stream position, and each key's cap's, none here, and the
@@ -52,7 +52,7 @@ func TestKeysSnapshotBeforeFlagRings(t *testing.T) {
 	// pool, and it reads back to the same bytes.
 	again := encodeKeyStates(k.keysCopy(), k.fleet.fleetCopy(), 0, s.features, &s.cfg)
 	k3 := s.newKeyed()
-	if _, err := k3.decodeKeys(KeysSnapshotFormat, again, s.features, &s.cfg); err != nil {
+	if _, err := k3.decodeKeys(context.Background(), KeysSnapshotFormat, again, s.features, &s.cfg); err != nil {
 		t.Fatal(err)
 	}
 	if len(again) != len(old)+8+8*len(k.keys)+4 || !bytes.Equal(encodeKeyStates(k3.keysCopy(), k3.fleet.fleetCopy(), 0, s.features, &s.cfg), again) {

@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"context"
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
@@ -252,7 +253,7 @@ func (s *Stage) land(current *batch.Batch) ([]*batch.Batch, error) {
 	}
 	sc := s.flight[0]
 	if !sc.pushed {
-		if err := s.pushBatch(sc.b); err != nil {
+		if err := s.pushBatch(context.Background(), sc.b); err != nil {
 			s.drop(current)
 			return nil, err
 		}
@@ -267,7 +268,7 @@ func (s *Stage) land(current *batch.Batch) ([]*batch.Batch, error) {
 	if len(s.flight) > 0 && !s.flight[0].pushed {
 		// The next batch joins the window now: after the batch before it finished, as
 		// without overlap.
-		if err := s.pushBatch(s.flight[0].b); err != nil {
+		if err := s.pushBatch(context.Background(), s.flight[0].b); err != nil {
 			s.flight = append([]*scoring{sc}, s.flight...) // (released with the others)
 			s.drop(current)
 			return nil, err
@@ -406,7 +407,8 @@ func (s *Stage) processOverlapped(b *batch.Batch) ([]*batch.Batch, error) {
 	}
 	s.flight = append(s.flight, next)
 	if len(s.flight) == 1 { // nothing before it in flight: it joins the window at once
-		if err := s.pushBatch(b); err != nil {
+		// (With a model serving, as overlap has, pushBatch waits for no build: no context.)
+		if err := s.pushBatch(context.Background(), b); err != nil {
 			s.drop(b)
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -253,7 +254,7 @@ func (s *Stage) installed(m *Model) {
 // scores at once; a model of the current stream replaces it as soon as the window holds
 // min_records. A directory that cannot be created or read is an error (the configuration
 // asks for snapshots); a snapshot that cannot be used is logged and skipped.
-func (s *Stage) openSnapshots() error {
+func (s *Stage) openSnapshots(ctx context.Context) error {
 	if s.cfg.StateDir == "" {
 		return nil
 	}
@@ -262,10 +263,10 @@ func (s *Stage) openSnapshots() error {
 		return err
 	}
 	s.ext.snaps = d
-	if err := s.loadKeys(); err != nil {
+	if err := s.loadKeys(ctx); err != nil {
 		return err
 	}
-	ld, err := d.LoadNewest(s.features, s.cfg)
+	ld, err := d.LoadNewestContext(ctx, s.features, s.cfg)
 	if err != nil {
 		return err
 	}

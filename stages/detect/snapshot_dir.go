@@ -2,6 +2,7 @@ package detect
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,12 +18,23 @@ import (
 
 // ReadSnapshotFile reads a snapshot file.
 func ReadSnapshotFile(path string) (*Model, error) {
+	return readSnapshotFile(context.Background(), path)
+}
+
+// readSnapshotFile is ReadSnapshotFile ending when ctx does (sealed.ReadContext).
+func readSnapshotFile(ctx context.Context, path string) (*Model, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("detect: snapshot: %w", err)
 	}
 	defer f.Close()
-	m, err := ReadSnapshot(bufio.NewReader(f))
+	_, payload, err := snapshotFile.ReadContext(ctx, bufio.NewReader(f))
+	var m *Model
+	if err == nil {
+		m, err = decodeSnapshot(payload)
+	} else {
+		err = sealedErr(err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -217,6 +229,12 @@ type Loaded struct {
 // loaded half: a file either reads back whole with its checksum or is skipped. The error is
 // only for a directory that cannot be read.
 func (d *SnapshotDir) LoadNewest(features []string, cfg Config) (Loaded, error) {
+	return d.LoadNewestContext(context.Background(), features, cfg)
+}
+
+// LoadNewestContext is LoadNewest ending when ctx does, with ctx.Err() (a stop during the start:
+// the snapshot being read is not passed over).
+func (d *SnapshotDir) LoadNewestContext(ctx context.Context, features []string, cfg Config) (Loaded, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out Loaded
@@ -225,7 +243,10 @@ func (d *SnapshotDir) LoadNewest(features []string, cfg Config) (Loaded, error) 
 		return out, err
 	}
 	for _, path := range files {
-		m, err := ReadSnapshotFile(path)
+		m, err := readSnapshotFile(ctx, path)
+		if ctx.Err() != nil {
+			return Loaded{}, ctx.Err()
+		}
 		if err == nil {
 			err = m.Fits(features, cfg)
 		}

@@ -116,6 +116,7 @@ type buildState struct {
 	sinceLast int              // records pushed since the last build started
 	sinceRank int              // records pushed since the last build or recalibration started
 	lastBuild time.Time        // when the last build started
+	started   time.Time        // when the running build (or recalibration) started
 	running   bool             // a build runs; its result arrives on done
 	done      chan buildResult // capacity 1: the running build's result
 }
@@ -127,6 +128,14 @@ type buildResult struct {
 
 // NewStage makes the stage for a stream of the given features.
 func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, error) {
+	return NewStageContext(context.Background(), cfg, features, withSD, deps)
+}
+
+// NewStageContext is NewStage whose load of detect.state_dir's snapshots (the keys' state: about
+// 1.3 GB at 100,000 keys, seconds to read, checksum and decode) ends when ctx does: it returns
+// ctx.Err() and no stage (a stop during the start; the files are left as they were, for the next
+// start).
+func NewStageContext(ctx context.Context, cfg Config, features []string, withSD bool, deps Deps) (*Stage, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -151,7 +160,12 @@ func NewStage(cfg Config, features []string, withSD bool, deps Deps) (*Stage, er
 	hc := &hypercubeDetector{scorer: deps.Role == RoleScorer}
 	s.detectors = append(modelDetectors(deps.Accelerator, features), hc)
 	s.followers = []Follower{hc}
-	if err := s.openSnapshots(); err != nil {
+	if err := s.openSnapshots(ctx); err != nil {
+		if s.keyed != nil { // (its device models, if any)
+			if cerr := s.keyed.close(); cerr != nil {
+				deps.Log.Warn().Err(cerr).Msg("releasing the keys' models on the device")
+			}
+		}
 		return nil, err
 	}
 	if s.keyed != nil && cfg.Keys.HugePages {
@@ -196,7 +210,7 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 	if s.overlapping() && s.model != nil {
 		return s.processOverlapped(b) // overlap.go
 	}
-	if err := s.pushBatch(b); err != nil {
+	if err := s.pushBatch(ctx, b); err != nil {
 		return nil, err
 	}
 	if s.deps.Role == RoleBuilder {
@@ -231,8 +245,10 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 // min_records is pushed in two parts, the build snapshotting the window between them, so that
 // the records after them (a fault that begins within the batch, on a slow plant whose first
 // batch spans its whole commissioning period) are scored by a model that has not seen them,
-// whatever the batch size (replay's 1000 rows or a live stream's few).
-func (s *Stage) pushBatch(b *batch.Batch) error {
+// whatever the batch size (replay's 1000 rows or a live stream's few). Under hold the first
+// build is waited for here, until ctx (the pipeline's hard stop) ends at most: its model is lost
+// then, and the batches stay held, to be read again after a restart.
+func (s *Stage) pushBatch(ctx context.Context, b *batch.Batch) error {
 	means, sds, err := s.columns(b)
 	if err != nil {
 		return err
@@ -249,8 +265,10 @@ func (s *Stage) pushBatch(b *batch.Batch) error {
 	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.builds.running {
 		if s.cfg.BeforeModel == BeforeModelHold {
 			// Nothing can be emitted until the first model exists: build it right here.
-			s.startBuild()
-			s.collect(true)
+			if ctx.Err() == nil { // (past the hard stop nothing more is built)
+				s.startBuild()
+				s.awaitBuild(ctx)
+			}
 		} else {
 			s.startBuild()
 		}
@@ -320,20 +338,20 @@ func (s *Stage) reference() (cols, sds [][]float32) {
 // cost (the solving set and the micro-clusters stay until the next full build).
 func (s *Stage) startRecalibration() {
 	cols, _ := s.reference()
-	s.builds.running, s.builds.sinceRank = true, 0
+	s.builds.running, s.builds.sinceRank, s.builds.started = true, 0, time.Now()
 	next := *s.model
 	next.Version = s.builds.version + 1
 	next.Members = s.recs.members()
-	cfg := s.cfg
+	cfg, done := s.cfg, s.builds.done
 	go func() {
 		start := time.Now()
 		r, err := buildRanker(cols, sortedColumns(cols), next.Features, cfg)
 		if err != nil {
-			s.builds.done <- buildResult{err: err}
+			done <- buildResult{err: err}
 			return
 		}
 		next.Ranker, next.BuiltAt, next.BuildTime = r, time.Now(), time.Since(start)
-		s.builds.done <- buildResult{model: &next}
+		done <- buildResult{model: &next}
 	}()
 }
 
@@ -355,12 +373,23 @@ func (s *Stage) beforeModel(b *batch.Batch) []*batch.Batch {
 // the held batches are released and nothing is returned, so their offsets are never marked
 // done or committed and a restart reads and scores them (hold's promise: a record is scored
 // and its output acknowledged, or it is read again). Under pass every batch already went out
-// unscored, so nothing is held.
-func (s *Stage) Flush() ([]*batch.Batch, error) {
+// unscored, so nothing is held. A build in progress is waited for only when batches are held
+// for its model (without bound here, until ctx ends in FlushContext); another (a rebuild) is
+// left to Close or AwaitBuild, so that a stop's final commit does not wait for it.
+func (s *Stage) Flush() ([]*batch.Batch, error) { return s.FlushContext(context.Background()) }
+
+// FlushContext is Flush waiting for the build of a model that held batches wait for until ctx
+// ends at most (a stop's hard deadline): the build's model is then lost (awaitBuild), and the
+// held batches are read again after a restart.
+func (s *Stage) FlushContext(ctx context.Context) ([]*batch.Batch, error) {
 	if err := s.settle(); err != nil { // the batch in flight (overlap.go) first: stream order
 		return nil, err
 	}
-	s.collect(s.builds.running)
+	if len(s.held) > 0 {
+		s.awaitBuild(ctx)
+	} else {
+		s.collect(false)
+	}
 	done := s.takeReady(nil)
 	out := s.held
 	s.held, s.heldRecords = nil, 0
@@ -384,9 +413,13 @@ func (s *Stage) Flush() ([]*batch.Batch, error) {
 
 // Close waits for a running build to finish (it holds only its own snapshot) and for
 // snapshot writes in flight.
-func (s *Stage) Close() {
+func (s *Stage) Close() { s.CloseContext(context.Background()) }
+
+// CloseContext is Close waiting for a model build in progress until ctx ends at most (a stop's
+// hard deadline; the build's model is then lost: awaitBuild).
+func (s *Stage) CloseContext(ctx context.Context) {
 	s.abandonFlight() // after Flush or Abandon nothing is in flight
-	s.collect(s.builds.running)
+	s.awaitBuild(ctx)
 	s.ext.saves.Wait()
 	s.saveKeys(true) // the keys' state as the stop leaves it (keyed_snapshot.go)
 	if s.keyed != nil {
@@ -442,15 +475,16 @@ func (s *Stage) columns(b *batch.Batch) (means, sds [][]float32, err error) {
 func (s *Stage) startBuild() {
 	cols, sds := s.reference()
 	s.builds.running, s.builds.sinceLast, s.builds.sinceRank, s.builds.lastBuild = true, 0, 0, time.Now()
+	s.builds.started = s.builds.lastBuild
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.builds.version + 1
-	cfg, features, accel, members := s.cfg, s.features, s.deps.Accelerator, s.recs.members()
+	cfg, features, accel, members, done := s.cfg, s.features, s.deps.Accelerator, s.recs.members(), s.builds.done
 	go func() {
 		m, err := buildOn(accel, cols, sds, features, cfg, version)
 		if m != nil {
 			m.Members = members
 		}
-		s.builds.done <- buildResult{model: m, err: err}
+		done <- buildResult{model: m, err: err} // (its own channel: awaitBuild may leave it)
 	}()
 }
 
@@ -459,16 +493,19 @@ func (s *Stage) collect(wait bool) {
 	if !s.builds.running {
 		return
 	}
-	var r buildResult
 	if wait {
-		r = <-s.builds.done
-	} else {
-		select {
-		case r = <-s.builds.done:
-		default:
-			return
-		}
+		s.awaitBuild(context.Background())
+		return
 	}
+	select {
+	case r := <-s.builds.done:
+		s.finishBuild(r)
+	default:
+	}
+}
+
+// finishBuild installs the running build's result r.
+func (s *Stage) finishBuild(r buildResult) {
 	s.builds.running = false
 	if r.err == nil {
 		r.err = s.install(r.model)

@@ -21,6 +21,7 @@ package sealed
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -107,6 +108,19 @@ func (f Format) Write(w io.Writer, version uint32, payload []byte) error {
 // *FormatError; the reader's own error comes back unwrapped. Memory grows with the bytes
 // present, not with the length the header claims.
 func (f Format) Read(r io.Reader) (version uint32, payload []byte, err error) {
+	return f.ReadContext(context.Background(), r)
+}
+
+// sumPiece is how much of a payload ReadContext reads or checksums between two looks at its
+// context.
+const sumPiece = 4 << 20
+
+// ReadContext is Read ending when ctx does, between two reads of r or two pieces of the
+// checksum (a file of a gigabyte takes seconds to read and sum: a stop during a start must not
+// wait for it); its error is then ctx.Err(), unwrapped (not a FormatError: the file was not
+// found wrong).
+func (f Format) ReadContext(ctx context.Context, r io.Reader) (version uint32, payload []byte, err error) {
+	r = ctxReader{ctx, r}
 	head := make([]byte, HeaderSize)
 	if n, err := io.ReadFull(r, head); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -144,11 +158,30 @@ func (f Format) Read(r io.Reader) (version uint32, payload []byte, err error) {
 	payload, stored := b[:plen], b[plen:]
 	sum := sha256.New()
 	sum.Write(head)
-	sum.Write(payload)
+	for p := payload; len(p) > 0; p = p[min(len(p), sumPiece):] {
+		if err := ctx.Err(); err != nil {
+			return 0, nil, err
+		}
+		sum.Write(p[:min(len(p), sumPiece)])
+	}
 	if !bytes.Equal(sum.Sum(nil), stored) {
 		return 0, nil, formatErr("checksum mismatch: the file is corrupt")
 	}
 	return version, payload, nil
+}
+
+// ctxReader is r failing with ctx.Err() once ctx ends, read sumPiece bytes at most at a time
+// (a payload's buffer grows to reads of tens of MB: each one a wait the stop would not cut).
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p[:min(len(p), sumPiece)])
 }
 
 // Encoder appends little-endian fields to a payload. The zero value is ready to use.

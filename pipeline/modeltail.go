@@ -1,0 +1,103 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// tailWait is how long one fetch of a partition's tail waits for records the broker does not
+// have (none at or after the offset asked, below the end read before: compacted away).
+const tailWait = 100 * time.Millisecond
+
+// lastKeyVersion is the version of the last key model message of the model topic's partition mp
+// (0 when it holds none). Its last offset is usually one, but need not be: a transaction's
+// commit marker (a control record, which kafka-go hands out as a message without headers), a
+// message of another writer, or (compaction) no message at all. Reading exactly that offset
+// took the marker's "version" 0 as the partition's, and waited for a message that never came
+// where none was left. So the tail [end-n, end) is read, n = 1, 16, 256, ... back to the first
+// offset, until a message with a key model version is in it, each read ending at end: nothing is
+// waited for that is not already there.
+func lastKeyVersion(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer, mp int) (uint64, error) {
+	conn, err := dialPartition(ctx, cfg, dialer, mp)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) }) // (ctx ends the reads)
+	defer stop()
+	first, end, err := conn.ReadOffsets()
+	if err != nil {
+		return 0, err
+	}
+	for back := int64(1); ; back *= 16 {
+		from := max(first, end-back)
+		v, found, err := tailKeyVersion(conn, from, end, max(cfg.maxMessageBytes, 1<<20)*2)
+		if err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return 0, err
+		}
+		if found || from <= first {
+			return v, nil
+		}
+	}
+}
+
+// tailKeyVersion reads the messages of [from, end) on conn and returns the highest key model
+// version among them (found false: none has one).
+func tailKeyVersion(conn *kafka.Conn, from, end int64, maxBytes int) (v uint64, found bool, err error) {
+	for off := from; off < end; {
+		if _, err := conn.Seek(off, kafka.SeekAbsolute); err != nil {
+			return 0, false, err
+		}
+		b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: maxBytes, MaxWait: tailWait})
+		next := off
+		for {
+			m, err := b.ReadMessage()
+			if err != nil || m.Offset >= end {
+				break
+			}
+			next = m.Offset + 1
+			if hasKeyModelVersion(m) {
+				v, found = max(v, keyModelVersion(m)), true
+			}
+		}
+		next = max(next, b.Offset()) // (past records compacted away at a batch's end)
+		if err := b.Close(); err != nil {
+			return 0, false, fmt.Errorf("reading offsets %d..%d: %w", off, end, err)
+		}
+		if next == off { // nothing left at or after off below end
+			break
+		}
+		off = next
+	}
+	return v, found, nil
+}
+
+// hasKeyModelVersion says whether m carries a key model's version (a key model or its tombstone).
+func hasKeyModelVersion(m kafka.Message) bool {
+	for _, h := range m.Headers {
+		if h.Key == headerKeyModelVersion {
+			return true
+		}
+	}
+	return false
+}
+
+// dialPartition is a connection to the leader of the model topic's partition mp (the first
+// broker of cfg's that answers).
+func dialPartition(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer, mp int) (*kafka.Conn, error) {
+	var last error
+	for _, b := range cfg.brokers {
+		conn, err := dialer.DialLeader(ctx, "tcp", b, cfg.topic, mp)
+		if err == nil {
+			return conn, nil
+		}
+		last = err
+	}
+	return nil, fmt.Errorf("model topic %q partition %d: %w", cfg.topic, mp, last)
+}
