@@ -12,19 +12,18 @@ import (
 	"time"
 )
 
-// startRunOnFIFO starts `outlierd run` in a child process (this test binary again, as
-// TestRunStopDuringStart does) whose --config is a named pipe, and returns once the child has
-// opened it for its config load: the load then waits for the pipe's writer (returned), which is
-// the moment before run's first log line, before the HTTP listener and the pipeline. The signal
-// handlers were installed after the load and the listener: a signal then took Go's default action.
-func startRunOnFIFO(t *testing.T, test string) (cmd *exec.Cmd, fifo *os.File, stderr *strings.Builder, exited <-chan error) {
+// startRunOnFIFO starts `outlierd run` in a child process (childCommand) whose --config is a
+// named pipe, and returns once the child has opened it for its config load: the load then waits
+// for the pipe's writer (returned), which is the moment before run's first log line, before the
+// HTTP listener and the pipeline. The signal handlers were installed after the load and the
+// listener: a signal then took Go's default action.
+func startRunOnFIFO(t *testing.T) (cmd *exec.Cmd, fifo *os.File, stderr *strings.Builder, exited <-chan error) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "pipeline.yaml")
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		t.Skipf("no named pipes here: %v", err)
 	}
-	cmd = exec.Command(os.Args[0], "-test.run=^"+test+"$")
-	cmd.Env = append(os.Environ(), "OUTLIERD_TEST_RUN_ARGS=run --config "+path)
+	cmd = childCommand(t, "run", "--config", path)
 	stderr = &strings.Builder{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
@@ -83,10 +82,8 @@ func signalled(err error) string {
 // nothing logged). From the first instruction of run on it is a stop: the load ends, the run
 // says it stopped during the start and exits 0, without starting anything.
 func TestRunStopDuringConfigLoad(t *testing.T) {
-	if args := os.Getenv("OUTLIERD_TEST_RUN_ARGS"); args != "" {
-		os.Exit(run(strings.Fields(args), os.Stdout, os.Stderr))
-	}
-	cmd, fifo, stderr, exited := startRunOnFIFO(t, "TestRunStopDuringConfigLoad")
+	runChild()
+	cmd, fifo, stderr, exited := startRunOnFIFO(t)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -117,10 +114,8 @@ func TestRunStopDuringConfigLoad(t *testing.T) {
 // process (the default action; systemd counts SIGHUP a clean exit and does not restart). The run
 // must go on to its start (here waiting for brokers that cannot be reached).
 func TestRunSurvivesSIGHUPDuringConfigLoad(t *testing.T) {
-	if args := os.Getenv("OUTLIERD_TEST_RUN_ARGS"); args != "" {
-		os.Exit(run(strings.Fields(args), os.Stdout, os.Stderr))
-	}
-	cmd, fifo, stderr, exited := startRunOnFIFO(t, "TestRunSurvivesSIGHUPDuringConfigLoad")
+	runChild()
+	cmd, fifo, stderr, exited := startRunOnFIFO(t)
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
