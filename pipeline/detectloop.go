@@ -130,6 +130,7 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 			if ks := p.stage.KeyStats(); ks != (detect.KeyStats{}) {
 				p.metrics.SetKeys(ks.Live, ks.Warming, ks.Bytes, ks.Evictions)
 			}
+			p.metrics.SetAlertGroupEvictions(p.stage.AlertGroupEvictions())
 			if p.keyPub != nil { // a builder's keys whose model changed: to the model topic
 				p.keyPub.add(p.det.TakeKeyModels())
 			}

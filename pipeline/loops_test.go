@@ -160,6 +160,7 @@ func (f *fakeStage) FlushContext(context.Context) ([]*batch.Batch, error) { retu
 func (f *fakeStage) Model() *detect.Model                                 { return nil }
 func (f *fakeStage) Window() *microcluster.Window                         { return f.win }
 func (f *fakeStage) KeyStats() detect.KeyStats                            { return detect.KeyStats{} }
+func (f *fakeStage) AlertGroupEvictions() uint64                          { return 0 }
 func (f *fakeStage) CloseContext(context.Context)                         {}
 func (f *fakeStage) Abandon()                                             {}
 

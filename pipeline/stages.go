@@ -46,6 +46,9 @@ type Stage interface {
 	Window() *microcluster.Window
 	// KeyStats are the models per key's figures (zero without detect.key_by), for the metrics.
 	KeyStats() detect.KeyStats
+	// AlertGroupEvictions counts the alert groups evicted within their cooldown (a running
+	// total), for the metrics.
+	AlertGroupEvictions() uint64
 	// Abandon releases what the stage still holds when the run ends without Flush (a failure
 	// or the hard stop): never acknowledged, read again after a restart.
 	Abandon()

@@ -91,6 +91,8 @@ type Metrics struct {
 	keyEvictions                                prometheus.Counter
 	keyModelsTooLarge, keyModelsRead            prometheus.Counter // run.role builder / scorer with key_by
 	keyEvictionsSeen                            uint64
+	alertGroupEvictions                         prometheus.Counter // detect.alert_cooldown (SetAlertGroupEvictions)
+	alertGroupEvictionsSeen                     uint64
 	gpuKernelSeconds                            prometheus.Counter
 	gpuFallbacks                                prometheus.Counter
 	gpuBytesToDevice, gpuBytesToHost            prometheus.Counter
@@ -166,6 +168,7 @@ func New() *Metrics {
 	m.keysWarming = gauge("outlierd_keys_warming", "Keys held but still scored by the global model (fewer than detect.keys.min_records records).")
 	m.keysBytes = gauge("outlierd_keys_bytes", "Bytes of the keys' windows and models, as detect accounts them (bounded by detect.keys.max_bytes).")
 	m.keyEvictions = counter("outlierd_key_evictions_total", "Keys evicted, least recently seen first (detect.keys.max_keys, max_bytes).")
+	m.alertGroupEvictions = counter("outlierd_alert_group_evictions_total", "Alert groups (detect.alert_cooldown) evicted within their cooldown, oldest alert first, past 65,536 keys with open groups: each key's next flagged record within its cooldown is an alert of its own.")
 	m.keyModelsTooLarge = counter("outlierd_key_models_too_large_total", "Keys' models a builder did not publish for their size (over sink.max_message_bytes): a tombstone instead, the scorers score those keys with the global model.")
 	m.keyModelsRead = counter("outlierd_key_models_read_total", "Messages a scorer read from the model topic's partitions of its keys (restores after rebalances and what the builder published since).")
 	m.gpuKernelSeconds = counter("outlierd_gpu_kernel_seconds_total", "Time spent in GPU kernels (0 on the CPU).")
@@ -182,7 +185,7 @@ func New() *Metrics {
 		m.batchDuration[s] = hist.WithLabelValues(s.String())
 	}
 	m.reg.MustRegister(m.recordsIn, m.recordsOut, m.flagged, m.deadLetters, byDetector, m.commits, m.commitErrors,
-		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.keysLive, m.keysWarming, m.keysBytes, m.keyEvictions, m.keyModelsTooLarge, m.keyModelsRead, m.gpuKernelSeconds, m.gpuFallbacks, bytesMoved,
+		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.keysLive, m.keysWarming, m.keysBytes, m.keyEvictions, m.alertGroupEvictions, m.keyModelsTooLarge, m.keyModelsRead, m.gpuKernelSeconds, m.gpuFallbacks, bytesMoved,
 		m.brokerConnected, hist, stateCollector{m}, kernelCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -275,6 +278,16 @@ func (m *Metrics) SetKeys(live, warming int, bytes int64, evictions uint64) {
 	if evictions > m.keyEvictionsSeen {
 		m.keyEvictions.Add(float64(evictions - m.keyEvictionsSeen))
 		m.keyEvictionsSeen = evictions
+	}
+}
+
+// SetAlertGroupEvictions records the alert groups evicted within their cooldown so far
+// (detect.Stage.AlertGroupEvictions, a running total: the counter takes the growth). Called
+// from the detect goroutine only.
+func (m *Metrics) SetAlertGroupEvictions(evictions uint64) {
+	if evictions > m.alertGroupEvictionsSeen {
+		m.alertGroupEvictions.Add(float64(evictions - m.alertGroupEvictionsSeen))
+		m.alertGroupEvictionsSeen = evictions
 	}
 }
 

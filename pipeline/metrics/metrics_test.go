@@ -459,6 +459,24 @@ outlierd_key_evictions_total 7
 	}
 }
 
+// TestSetAlertGroupEvictions: the alert groups evicted within their cooldown, as a counter of
+// the running total's growth (a total that does not grow adds nothing).
+func TestSetAlertGroupEvictions(t *testing.T) {
+	m := New()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	m.SetAlertGroupEvictions(1024)
+	m.SetAlertGroupEvictions(2048)
+	m.SetAlertGroupEvictions(2048)
+	if err := scrapeAndCompare(t, srv.URL+"/metrics", strings.NewReader(`
+# HELP outlierd_alert_group_evictions_total Alert groups (detect.alert_cooldown) evicted within their cooldown, oldest alert first, past 65,536 keys with open groups: each key's next flagged record within its cooldown is an alert of its own.
+# TYPE outlierd_alert_group_evictions_total counter
+outlierd_alert_group_evictions_total 2048
+`), "outlierd_alert_group_evictions_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestMetricsOpenMetricsWhenAsked: docs/OPERATIONS.md says /metrics answers in the Prometheus
 // text format, or OpenMetrics if asked (content negotiation, as Prometheus asks by default);
 // the text format, whatever the Accept header, is not what it says.

@@ -308,8 +308,9 @@ func explainDeviations(r *Ranker, features []string, raw [][]float32, scores []b
 }
 
 // alertGroups folds continuing alerts per key (detect.alert_cooldown): the last alert's time
-// of each key and the flagged records folded into it since. Bounded: past maxAlertKeys keys
-// the groups are forgotten (a key then starts a new alert: one alert too many, never one lost).
+// of each key and the flagged records folded into it since. Bounded: at maxAlertKeys keys the
+// ended groups are pruned, then the oldest alerts' (alert_prune.go: one alert too many for
+// each key evicted within its cooldown, never one lost).
 // A group is this instance's alert: it goes with its partition at a rebalance (dropOutside),
 // since another instance alerts for the key while it owns the partition.
 type alertGroups struct {
@@ -334,6 +335,11 @@ type alertGroups struct {
 	taken     map[int32]int64
 	confirmed map[int32]bool
 	restored  *AlertsAt
+	// clock is each partition's time, the newest timestamp of its records taken (-1: records
+	// of no known partition), by which prune tells the groups that ended; evicted counts the
+	// groups dropped within their cooldown for the bound (AlertGroupEvictions).
+	clock   map[int32]int64
+	evicted uint64
 }
 
 // AlertsAt is where the alert groups restored from the alarm state (format 4) stand on each
@@ -403,36 +409,44 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 		return
 	}
 	keys, ts, parts := b.Keys(), b.Timestamps(), b.Partitions()
-	if g.open == nil || len(g.open) > maxAlertKeys {
+	if g.open == nil {
 		g.open = map[string]*alertGroup{}
 	}
+	if ts == nil {
+		return
+	}
+	next := 0 // (the clocks stand at the records before next: a prune reads them as of record i)
 	for _, i := range rowsWhere(b.Scores, func(sc *batch.Score) bool { return sc.Outlier }) {
 		sc := &b.Scores[i]
 		// A record without a timestamp (a Kafka timestamp of -1 or 0) is an alert of its own:
 		// its distance from the key's last alert is unknown, so it folds into no group and opens
 		// none; the key's group stays for its timed records (an alert at 0 ms had a time).
-		if ts == nil || !ts.IsValid(i) {
+		if !ts.IsValid(i) {
 			continue
 		}
+		g.advance(ts, parts, next, i+1)
+		next = i + 1
 		k := string(recordKey(keys, i))
 		at := int64(ts.Value(i))
-		if o, ok := g.open[k]; ok && o.timed && at >= o.at && at-o.at < cooldown.Milliseconds() {
+		o, ok := g.open[k]
+		if ok && o.timed && at >= o.at && at-o.at < cooldown.Milliseconds() {
 			sc.Grouped, sc.AlertAt, sc.AlertTimed = true, o.at, o.timed
 			o.folded++
 			continue
 		} else if ok {
 			sc.Folded = o.folded
 		}
-		part := int32(-1)
-		if i < len(parts) {
-			part = parts[i]
-		}
+		part := partitionOf(parts, i)
 		if g.owns != nil && !g.owns(part) {
 			delete(g.open, k)
 			continue
 		}
+		if !ok && len(g.open) >= maxAlertKeys {
+			g.prune(cooldown)
+		}
 		g.open[k] = &alertGroup{at: at, timed: true, partition: part}
 	}
+	g.advance(ts, parts, next, ts.Len())
 }
 
 // dropOutside forgets the groups whose partition keep refuses (moved to another instance; one

@@ -486,6 +486,9 @@ func (s *Stage) loadAlarms(ctx context.Context, keysAt uint64) error {
 		for k, g := range a.groups {
 			s.groups.open[k] = &g
 		}
+		// (A file may hold more groups than the limit: an older release's, which let a batch
+		// pass it, or one whose alert_cooldown was longer.)
+		s.groups.afterRestore(s.cfg.AlertCooldown)
 		if s.keyed != nil && a.series.pos != keysAt { // (saved apart: the keys' positions moved with the stream's)
 			s.keyed.rebase(keysAt, a.series.pos)
 		}
@@ -503,7 +506,7 @@ func (s *Stage) loadAlarms(ctx context.Context, keysAt uint64) error {
 		if a.series.keyless != 0 { // (the records without a key: one series)
 			inAlarm++
 		}
-		s.deps.Log.Info().Str("file", path).Int("series_in_alarm", inAlarm).Int("alert_groups", len(a.groups)).
+		s.deps.Log.Info().Str("file", path).Int("series_in_alarm", inAlarm).Int("alert_groups", len(s.groups.open)).
 			Msg("alarm state loaded from snapshot: alarms go on")
 		return nil
 	}

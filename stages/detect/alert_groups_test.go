@@ -2,6 +2,7 @@ package detect
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -46,9 +47,18 @@ func TestAlertGroupsPastLimitKeepOpen(t *testing.T) {
 	for i := range fleet {
 		rows = append(rows, flaggedRow(fleetKey(i), 0, t0.Add(-3*time.Hour+time.Duration(i)*100*time.Millisecond)))
 	}
+	// A prune reads the clocks as of the record that opens a group, not the batch's end: key
+	// 65,000's record a minute after its alert, after the first prune (at key 65,536), folds.
+	late := 65600
+	rows = slices.Insert(rows, late, flaggedRow(fleetKey(65000), 0, t0.Add(-3*time.Hour+6560*time.Second)))
 	rows = append(rows, flaggedRow("live", 0, t0), flaggedRow("lag", 1, t0.Add(-5*time.Hour)))
 	var g alertGroups
-	foldRows(t, &g, cooldown, rows)
+	if sc := foldRows(t, &g, cooldown, rows); !sc[late].Grouped {
+		t.Error("a key's record a minute after its alert, in the batch after a prune, is not grouped")
+	}
+	if g.evicted != 0 {
+		t.Errorf("%d groups evicted within their cooldown, want none: the ended ones make room", g.evicted)
+	}
 	if len(g.open) > maxAlertKeys {
 		t.Errorf("%d open groups after the fleet's alerts, want at most %d", len(g.open), maxAlertKeys)
 	}
@@ -94,14 +104,19 @@ func TestAlertGroupsPastLimitEvictOldest(t *testing.T) {
 	}
 	dropped := 0
 	for i := range fleet {
-		if g.open[fleetKey(i)] == nil {
-			dropped++
-		} else if dropped != i {
-			t.Fatalf("key %d kept, %d of the older ones dropped: want the oldest dropped first", i, i-dropped)
+		if g.open[fleetKey(i)] != nil {
+			continue
 		}
+		if dropped != i {
+			t.Fatalf("key %d dropped, %d older ones kept: want the oldest dropped first", i, i-dropped)
+		}
+		dropped++
 	}
 	if dropped < fleet-maxAlertKeys || dropped > fleet-maxAlertKeys+maxAlertKeys/16 {
 		t.Errorf("%d groups dropped of %d, want at least %d and few more", dropped, fleet, fleet-maxAlertKeys)
+	}
+	if g.evicted != uint64(dropped) {
+		t.Errorf("%d evictions counted, %d groups dropped within their cooldown", g.evicted, dropped)
 	}
 	sc := foldRows(t, &g, time.Hour, []testbatch.Row{
 		flaggedRow(fleetKey(0), 0, t0.Add(2*time.Minute)),                      // dropped: one extra alert

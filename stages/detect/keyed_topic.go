@@ -227,6 +227,12 @@ func (s *Stage) AlertsTaken(p int32) (int64, bool) {
 // whose save writes them.
 func (s *Stage) ConfirmAlertsCommitted(committed map[int32]int64) { s.groups.confirm(committed) }
 
+// AlertGroupEvictions counts the alert groups evicted within their cooldown so far (a running
+// total): past maxAlertKeys keys with open groups, after those whose cooldown had ended, the
+// oldest alerts' go (alert_prune.go), each key's next flagged record within its cooldown an
+// alert of its own. Read it between Process calls.
+func (s *Stage) AlertGroupEvictions() uint64 { return s.groups.evicted }
+
 // OwnPartitions gives the stage what says whether the instance owns a partition now (its
 // consumer group's assignment), so that a record of a partition already moved away opens no
 // alert group (DropAlertsOutside dropped that partition's). Before it is given, or nil: every
