@@ -340,6 +340,7 @@ type alertGroups struct {
 	// groups dropped within their cooldown for the bound (AlertGroupEvictions).
 	clock   map[int32]int64
 	evicted uint64
+	aged    []agedGroup // prune's scratch
 }
 
 // AlertsAt is where the alert groups restored from the alarm state (format 4) stand on each

@@ -486,8 +486,8 @@ func (s *Stage) loadAlarms(ctx context.Context, keysAt uint64) error {
 		for k, g := range a.groups {
 			s.groups.open[k] = &g
 		}
-		// (A file may hold more groups than the limit: an older release's, which let a batch
-		// pass it, or one whose alert_cooldown was longer.)
+		// (A file of a release before 2026-11-28 may hold more groups than the limit: a batch
+		// could pass it.)
 		s.groups.afterRestore(s.cfg.AlertCooldown)
 		if s.keyed != nil && a.series.pos != keysAt { // (saved apart: the keys' positions moved with the stream's)
 			s.keyed.rebase(keysAt, a.series.pos)

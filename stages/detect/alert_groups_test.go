@@ -2,6 +2,7 @@ package detect
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -88,7 +89,8 @@ func TestAlertGroupsPastLimitKeepOpen(t *testing.T) {
 // TestAlertGroupsPastLimitEvictOldest: more keys than maxAlertKeys alert within the cooldown
 // (70,000 keys 1 ms apart on four partitions, cooldown 1h): the groups stay within the limit,
 // those dropped are the oldest alerts (each at most one extra alert: the key's next flagged
-// record within its cooldown is an alert of its own), few beyond the excess, and every newer
+// record within its cooldown is an alert of its own), fewer than alertKeysSlack beyond the
+// excess (a prune makes that much room), and every newer
 // group still folds. Before, the map held all 70,000, and the next batch forgot them all.
 func TestAlertGroupsPastLimitEvictOldest(t *testing.T) {
 	const fleet = 70000
@@ -112,8 +114,8 @@ func TestAlertGroupsPastLimitEvictOldest(t *testing.T) {
 		}
 		dropped++
 	}
-	if dropped < fleet-maxAlertKeys || dropped > fleet-maxAlertKeys+maxAlertKeys/16 {
-		t.Errorf("%d groups dropped of %d, want at least %d and few more", dropped, fleet, fleet-maxAlertKeys)
+	if dropped < fleet-maxAlertKeys || dropped >= fleet-maxAlertKeys+alertKeysSlack {
+		t.Errorf("%d groups dropped of %d, want at least %d and fewer than %d more", dropped, fleet, fleet-maxAlertKeys, alertKeysSlack)
 	}
 	if g.evicted != uint64(dropped) {
 		t.Errorf("%d evictions counted, %d groups dropped within their cooldown", g.evicted, dropped)
@@ -161,6 +163,71 @@ func TestAlarmStateRestorePastLimit(t *testing.T) {
 		at := t0 + int64(i)*100
 		if open := r.groups.open[fleetKey(i)] != nil; open != (newest-at < cfg.AlertCooldown.Milliseconds() || i == 3) {
 			t.Fatalf("key %d (%d ms before the newest alert) restored %v", i, newest-at, open)
+		}
+	}
+}
+
+// TestAlertGroupsPruneByCooldownInForce: the groups ended are those the cooldown in force
+// ends (a reload changes it between batches): maxAlertKeys keys 1 ms apart open under 1h,
+// then a new key's alert under 10s prunes those more than 10 s old, as ended (none evicted),
+// and a key alerted within the 10 s still folds.
+func TestAlertGroupsPruneByCooldownInForce(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Millisecond) }
+	var rows []testbatch.Row
+	for i := range maxAlertKeys {
+		rows = append(rows, flaggedRow(fleetKey(i), 0, at(i)))
+	}
+	var g alertGroups
+	foldRows(t, &g, time.Hour, rows)
+	if len(g.open) != maxAlertKeys || g.evicted != 0 {
+		t.Fatalf("setup: %d groups open, %d evicted; want %d, none", len(g.open), g.evicted, maxAlertKeys)
+	}
+	sc := foldRows(t, &g, 10*time.Second, []testbatch.Row{
+		flaggedRow("new", 0, at(maxAlertKeys)),
+		flaggedRow(fleetKey(maxAlertKeys-5000), 0, at(maxAlertKeys+1)), // 5 s after its alert
+	})
+	if sc[0].Grouped || !sc[1].Grouped {
+		t.Errorf("grouped %v %v, want the new key's alert and the 5 s old key's record folded", sc[0].Grouped, sc[1].Grouped)
+	}
+	// (Within 10 s of the new alert's time: keys 55,537 to 65,535.)
+	if want := 9999 + 1; len(g.open) != want || g.evicted != 0 {
+		t.Errorf("%d groups open, %d evicted; want %d (those within 10 s, and the new one), none evicted", len(g.open), g.evicted, want)
+	}
+}
+
+// TestSelectFirst: prune's quickselect puts the first n groups by agedGroup.before (ended
+// first, then the older alert, then the key) in c[:n], for every n, on groups with many equal
+// times, in random and in sorted order.
+func TestSelectFirst(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 4))
+	for size := range 90 {
+		c := make([]agedGroup, size)
+		for i := range c {
+			c[i] = agedGroup{at: int64(r.IntN(8)), key: fleetKey(r.IntN(1000)) + fmt.Sprint(i), ended: r.IntN(3) == 0}
+		}
+		want := slices.Clone(c)
+		slices.SortFunc(want, func(a, b agedGroup) int {
+			if a.before(&b) {
+				return -1
+			}
+			return 1
+		})
+		for n := 0; n <= size; n++ {
+			for _, order := range [][]agedGroup{c, want} {
+				got := slices.Clone(order)
+				selectFirst(got, n)
+				first := got[:n]
+				slices.SortFunc(first, func(a, b agedGroup) int {
+					if a.before(&b) {
+						return -1
+					}
+					return 1
+				})
+				if !slices.Equal(first, want[:n]) {
+					t.Fatalf("size %d, n %d: first %v, want %v", size, n, first, want[:n])
+				}
+			}
 		}
 	}
 }
