@@ -246,6 +246,24 @@ func TestReplayKeyColumnOverConfig(t *testing.T) {
 	}
 }
 
+// TestReplayKeyColumnRefusedNamesTheFlag: where the key_by: key that --key-column gives cannot
+// run with the config's detect section (flag_by: rate), the refusal names the flag and --key-by
+// none. It said "set flag_by: significance, or key_by: none" alone: a config that then wrote
+// key_by: none was refused the same way, --key-column overriding it.
+func TestReplayKeyColumnRefusedNamesTheFlag(t *testing.T) {
+	path := writeFile(t, "fleet.csv", "sensor,value\n"+strings.Repeat("s1,1.5\ns2,20.5\ns1,1.7\ns2,20.1\n", 100))
+	for _, body := range []string{"detect:\n  flag_by: rate\n", "detect:\n  flag_by: rate\n  key_by: none\n"} {
+		cfg := writeFile(t, "rate.yaml", body)
+		_, errs, code := outlierd(t, "replay", "--input", path, "--key-column", "sensor", "--config", cfg, "--window", "200")
+		if code != 2 || !strings.Contains(errs, `--key-column "sensor" gives detect.key_by: key`) || !strings.Contains(errs, "--key-by none") {
+			t.Errorf("%q: exit %d, stderr %q: want exit 2 naming --key-column and --key-by none", body, code, errs)
+		}
+		if _, errs, code := outlierd(t, "replay", "--input", path, "--key-column", "sensor", "--config", cfg, "--window", "200", "--key-by", "none"); code != 0 {
+			t.Errorf("%q with --key-by none: exit %d, stderr %q", body, code, errs)
+		}
+	}
+}
+
 // TestReplayKeyedDetectorFigures: under detect.key_by the global model's own tests (the
 // eta-probability, the solving set, the hypercube) do not run on a record its key's model
 // scored (their fields read 0: eta-probability 0 ranked every such record first), so their
