@@ -286,6 +286,18 @@ func TestGenSensorsColumns(t *testing.T) {
 	}
 }
 
+// TestGenKeyColumnNameFitsCSV: a --key-column name with the delimiter, a quote or a line break
+// is refused. Written as is, "a,b" made a header of one column more than every row: a file
+// that the batch commands and replay refuse, or read shifted by a column.
+func TestGenKeyColumnNameFitsCSV(t *testing.T) {
+	for _, name := range []string{"a,b", `a"b`, "a\nb", "a\rb"} {
+		out, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "10", "--keys", "2", "--key-column", name)
+		if code != 2 || out != "" || !strings.Contains(errs, "--key-column") {
+			t.Errorf("--key-column %q: exit %d, %d bytes out, stderr %q: want exit 2 naming the flag, nothing written", name, code, len(out), errs)
+		}
+	}
+}
+
 // TestGenRefusalsNameKindsThatTakeThem: gen refuses an option the kind ignores, and where the
 // message says which kinds it applies to ("applies to --kind one|three only"), each of them
 // takes it (--offset on g2d named three, which refuses it in turn).

@@ -89,6 +89,10 @@ func genSensors(sf *sensorFlags, rows int, seed uint64, set map[string]bool, std
 	if sf.p.Keys > 0 && sf.keyColumn == "" {
 		return usageError{fmt.Errorf("--key-column must not be empty")}
 	}
+	if sf.p.Keys > 0 && strings.ContainsAny(sf.keyColumn, ",\"\r\n") {
+		// The header is written as is: such a name would shift every column after it.
+		return usageError{fmt.Errorf("--key-column %q: a CSV column name cannot hold a comma, a quote or a line break", sf.keyColumn)}
+	}
 	s, err := synth.SensorSeries(sf.p)
 	if err != nil {
 		return usageError{err}
