@@ -126,6 +126,11 @@ func TestLoadBytesErrors(t *testing.T) {
 			[]string{"t.yaml:1:7: port: expected a whole number (such as 1000), got `${OUTLIERD_TEST_FRACTION}` (after interpolation)"}},
 		{"wrong type for duration", "timeout: 5 parsecs\n", []string{"t.yaml:1:10: timeout: expected a duration, got `5 parsecs`: write a duration such as 100ms, 30s or 5m"}},
 		{"mapping where scalar expected", "name:\n  a: 1\n", []string{"t.yaml:2:3: name: expected a single value (text), got a section (keys below it)"}},
+		// yaml.v3 skipped a null key without a word (strict decoding or not) and worded an empty
+		// one "field  not found in type config.testConfig".
+		{"a null key", "name: x\n~: 1\n", []string{"t.yaml:2:1: a key without a name (`~`) at the top level"}},
+		{"a null key in a section", "inner:\n  null: 1\n  mode: x\n", []string{"t.yaml:2:3: a key without a name (`null`) in inner"}},
+		{"an empty key", "\"\": 1\nport: 2\n", []string{"t.yaml:1:1: a key without a name (`\"\"`) at the top level"}},
 		{"duplicate key", "port: 1\nport: 2\n", []string{`t.yaml:2:1: port: mapping key "port" already defined at line 1`}},
 		{"missing variable", "name: x\nport: ${OUTLIERD_TEST_UNSET}\n",
 			[]string{"t.yaml:2:7: environment variable OUTLIERD_TEST_UNSET is not set"}},
