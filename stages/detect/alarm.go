@@ -403,6 +403,13 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 		return
 	}
 	keys, ts, parts := b.Keys(), b.Timestamps(), b.Partitions()
+	// Times are whole milliseconds: d ms is within the cooldown while d < the cooldown in ms
+	// rounded up (cut down, a cooldown under 1ms folded nothing). Unsigned, a difference of two
+	// far times does not overflow into a small one.
+	within := uint64(cooldown / time.Millisecond)
+	if cooldown%time.Millisecond != 0 {
+		within++
+	}
 	if g.open == nil || len(g.open) > maxAlertKeys {
 		g.open = map[string]*alertGroup{}
 	}
@@ -416,7 +423,7 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 		}
 		k := string(recordKey(keys, i))
 		at := int64(ts.Value(i))
-		if o, ok := g.open[k]; ok && o.timed && at >= o.at && at-o.at < cooldown.Milliseconds() {
+		if o, ok := g.open[k]; ok && o.timed && at >= o.at && uint64(at-o.at) < within {
 			sc.Grouped, sc.AlertAt, sc.AlertTimed = true, o.at, o.timed
 			o.folded++
 			continue
