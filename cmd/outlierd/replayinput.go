@@ -138,6 +138,16 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		}
 		switch {
 		case len(ic.CSVHeader) == 0:
+			// The header becomes csv_header: its check would name that key, which the user
+			// never wrote (with --config at the file's line 1).
+			for i, h := range header {
+				if h == "" {
+					return nil, fmt.Errorf("%s:%d: header: column %d has no name", in.path, line, i+1)
+				}
+				if j := slices.Index(header, h); j != i {
+					return nil, fmt.Errorf("%s:%d: header: column %d is named %q as column %d is", in.path, line, i+1, h, j+1)
+				}
+			}
 			ic.CSVHeader, first = header, nil
 		case slices.Equal(header, ic.CSVHeader):
 			first = nil // a header line: not data

@@ -491,6 +491,26 @@ func TestReplayConfigFieldNotInHeader(t *testing.T) {
 	}
 }
 
+// TestReplayHeaderNamesTwiceOrNone: a CSV file whose header repeats a name or leaves one empty
+// is refused at its header line naming the column. It said "replay: the ingest section does not
+// fit f.csv: ingest: invalid config: ingest.csv_header[2]: "temp" appears twice": a key the user
+// never wrote, the header of the file being what replay makes it.
+func TestReplayHeaderNamesTwiceOrNone(t *testing.T) {
+	cfg := writeFile(t, "c.yaml", "ingest:\n  features: [temp]\n")
+	for _, c := range []struct{ header, want string }{
+		{"ts,temp,temp,label", `f.csv:1: header: column 3 is named "temp" as column 2 is`},
+		{"ts,temp,,label", `f.csv:1: header: column 3 has no name`},
+	} {
+		path := writeFile(t, "f.csv", c.header+"\n1,70,71,0\n2,71,70,0\n")
+		for _, args := range [][]string{nil, {"--config", cfg}} {
+			_, errs, code := outlierd(t, append([]string{"replay", "--input", path, "--label-column", "label", "--device", "cpu"}, args...)...)
+			if code != 1 || !strings.Contains(errs, c.want) || strings.Contains(errs, "csv_header") {
+				t.Errorf("%s %v: exit %d, stderr %q: want exit 1 and %q, not csv_header", c.header, args, code, errs, c.want)
+			}
+		}
+	}
+}
+
 // TestReplayJSONArraySaysLines: a .json file holding one JSON array (a common export) is
 // refused saying replay reads JSON lines; it said only "invalid JSON at byte 0: expected a
 // JSON object".
