@@ -422,7 +422,7 @@ func headerFeatures(ic *ingest.Config, label string, warn io.Writer, path string
 	for _, h := range ic.CSVHeader {
 		switch {
 		case h == label || h == ic.KeyField || h == ic.EventTimeField:
-		case strings.HasPrefix(h, "_") || slices.Contains(ic.Features, h):
+		case strings.HasPrefix(h, "_"): // (a repeated name is refused before: readReplayInput, ingest's check)
 			skipped = append(skipped, h)
 		case sd[strings.TrimSuffix(h, batch.UncertaintySuffix)] == h:
 		default:
@@ -440,7 +440,7 @@ func headerFeatures(ic *ingest.Config, label string, warn io.Writer, path string
 	}
 	fmt.Fprintf(warn, "replay: %s: no ingest.features in the config: the features are the columns %s", path, strings.Join(ic.Features, ", "))
 	if len(skipped) > 0 {
-		fmt.Fprintf(warn, " (not %s: a name starting with \"_\" or repeated)", strings.Join(skipped, ", "))
+		fmt.Fprintf(warn, " (not %s: a name starting with \"_\")", strings.Join(skipped, ", "))
 	}
 	fmt.Fprintln(warn)
 	for _, f := range ic.Features { // as warnLabelFeatures says it for the other batch commands
