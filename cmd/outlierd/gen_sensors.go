@@ -66,7 +66,7 @@ func addSensorFlags(fs *flag.FlagSet) *sensorFlags {
 		}
 		return nil
 	})
-	fs.BoolVar(&sf.kindCol, "kind-column", false, "sensors: write a column anomaly_kind (spike, shift, stuck, contextual, '+'-joined; empty when normal) before label")
+	fs.BoolVar(&sf.kindCol, "kind-column", false, "sensors: write a column anomaly_kind (spike, shift, stuck, contextual, '+'-joined; empty when normal) before label; text: replay reads it as a feature unless a --config names the features (ingest.features)")
 	fs.VisitAll(func(f *flag.Flag) {
 		if !before[f.Name] {
 			sf.names = append(sf.names, f.Name)

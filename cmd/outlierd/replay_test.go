@@ -396,6 +396,27 @@ func TestReplayTextColumnAsFeature(t *testing.T) {
 	}
 }
 
+// TestReplayEmptyColumnAsFeature: gen --kind-column's anomaly_kind (empty on a normal row) is
+// a feature to a replay without ingest.features, and replay stopped at the first normal row with
+// only `field "anomaly_kind": missing`; the message now says why the column was read and how to
+// name the features.
+func TestReplayEmptyColumnAsFeature(t *testing.T) {
+	out, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "500", "--ts", "--stuck", "1", "--stuck-length", "20", "--kind-column")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	path := writeFile(t, "kinds.csv", out)
+	_, errs, code = outlierd(t, "replay", "--input", path, "--label-column", "label", "--timestamp-column", "ts")
+	want := `kinds.csv:2: field "anomaly_kind": missing (without ingest.features every column but the key, timestamp and label columns is a feature: a --config with ingest.features names them, e.g. ingest: {features: [temp, pressure, humidity]})`
+	if code != 1 || !strings.Contains(errs, want) {
+		t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
+	}
+	cfg := writeFile(t, "f.yaml", "ingest: {features: [temp, pressure, humidity]}\n")
+	if _, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--timestamp-column", "ts", "--config", cfg); code != 0 {
+		t.Errorf("with the features named: exit %d, stderr %q", code, errs)
+	}
+}
+
 // TestReplayKeyColumnHintByReason: the hint of TestReplayTextColumnAsFeature is given by the
 // decoder's Reason (ingest.ReasonNotNumber), not by the message's wording (it tested the prefix
 // "not a number": a reworded message would have lost it): a reworded not-a-number gets it, a
@@ -404,7 +425,7 @@ func TestReplayTextColumnAsFeature(t *testing.T) {
 func TestReplayKeyColumnHintByReason(t *testing.T) {
 	in := replayInput{label: "label"}
 	reworded := fmt.Errorf("wrapped: %w", &ingest.FieldError{Field: "sensor", Reason: ingest.ReasonNotNumber, Problem: "holds text, not a reading"})
-	if h := keyColumnHint(in, reworded); !strings.Contains(h, "--key-column sensor if it is the key") {
+	if h := keyColumnHint(in, nil, reworded); !strings.Contains(h, "--key-column sensor if it is the key") {
 		t.Errorf("a reworded not-a-number: hint %q, want --key-column sensor", h)
 	}
 	for _, c := range []struct {
@@ -417,7 +438,7 @@ func TestReplayKeyColumnHintByReason(t *testing.T) {
 		{"features named", replayInput{label: "label", ingest: ingest.Config{Features: []string{"sensor"}}}, reworded},
 		{"not a field's", in, fmt.Errorf("not a number")},
 	} {
-		if h := keyColumnHint(c.in, c.err); h != "" {
+		if h := keyColumnHint(c.in, nil, c.err); h != "" {
 			t.Errorf("%s: hint %q, want none", c.name, h)
 		}
 	}

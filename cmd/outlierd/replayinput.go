@@ -244,7 +244,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 				}
 				return fmt.Errorf("%s:%d: the line does not look like logfmt (no key=value pair): --format %s if the file is %s (%w)", in.path, at, flag, what, err)
 			}
-			return fmt.Errorf("%s:%d: %w%s", in.path, at, err, keyColumnHint(in, err))
+			return fmt.Errorf("%s:%d: %w%s", in.path, at, err, keyColumnHint(in, ic.Features, err))
 		}
 		var key []byte
 		if d.HasKey {
@@ -517,12 +517,24 @@ func unread(ic ingest.Config, label string, warn io.Writer, path string) {
 }
 
 // keyColumnHint is what a decode error adds where a column the header alone made a feature
-// (no ingest.features) holds text: most often the fleet's key. It tests the error's Reason, not
-// its wording. "" otherwise.
-func keyColumnHint(in replayInput, err error) string {
+// (no ingest.features, features the columns it made them) holds text, most often the fleet's key,
+// or nothing, such as gen --kind-column's anomaly_kind on a normal row. It tests the error's
+// Reason, not its wording. "" otherwise.
+func keyColumnHint(in replayInput, features []string, err error) string {
 	var fe *ingest.FieldError
-	if in.haveFeatures() || !errors.As(err, &fe) || fe.Reason != ingest.ReasonNotNumber || fe.Field == in.label {
+	if in.haveFeatures() || !errors.As(err, &fe) || fe.Field == in.label {
 		return ""
 	}
-	return fmt.Sprintf(" (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column %s if it is the key)", fe.Field)
+	const why = " (without ingest.features every column but the key, timestamp and label columns is a feature: "
+	switch fe.Reason {
+	case ingest.ReasonNotNumber:
+		return fmt.Sprintf(why+"--key-column %s if it is the key)", fe.Field)
+	case ingest.ReasonMissing:
+		others := slices.DeleteFunc(slices.Clone(features), func(f string) bool { return f == fe.Field })
+		if len(others) == 0 {
+			return why + "a --config with ingest.features names them)"
+		}
+		return fmt.Sprintf(why+"a --config with ingest.features names them, e.g. ingest: {features: [%s]})", strings.Join(others, ", "))
+	}
+	return ""
 }
