@@ -298,6 +298,35 @@ func TestGenKeyColumnNameFitsCSV(t *testing.T) {
 	}
 }
 
+// TestGenHugeCountsRefused: gen holds the data set in memory, and a count too large for it
+// (rows, dims, a fleet's keys or sensors, spans) is refused naming it. --rows
+// 9223372036854775807 panicked (makeslice: len out of range) on every kind, and --shifts so
+// large grew memory without bound before writing a row.
+func TestGenHugeCountsRefused(t *testing.T) {
+	huge := "9223372036854775807"
+	for _, c := range []struct {
+		flag string
+		args []string
+	}{
+		{"--rows", []string{"--kind", "sensors", "--rows", huge}},
+		{"--rows", []string{"--kind", "g2d", "--rows", huge}},
+		{"--rows", []string{"--kind", "machines", "--rows", huge}},
+		{"--rows", []string{"--kind", "three", "--rows", huge}},
+		{"--dims", []string{"--kind", "g2d", "--rows", "10", "--dims", huge}},
+		{"--dims", []string{"--kind", "one", "--rows", "10", "--dims", huge}},
+		{"--dims", []string{"--kind", "g2d", "--rows", "100000000", "--dims", "100"}},
+		{"--keys", []string{"--kind", "sensors", "--rows", "10", "--keys", huge}},
+		{"--sensors", []string{"--kind", "sensors", "--rows", "10", "--keys", "2", "--sensors", huge}},
+		{"shifts must be at most rows", []string{"--kind", "sensors", "--rows", "100", "--shifts", huge}},
+		{"stuck must be at most rows", []string{"--kind", "sensors", "--rows", "100", "--stuck", huge}},
+	} {
+		out, errs, code := outlierd(t, append([]string{"gen"}, c.args...)...)
+		if code != 2 || out != "" || !strings.Contains(errs, c.flag) || strings.Contains(errs, "panic") {
+			t.Errorf("%v: exit %d, stderr %q: want exit 2 naming %s", c.args, code, errs, c.flag)
+		}
+	}
+}
+
 // TestGenRefusalsNameKindsThatTakeThem: gen refuses an option the kind ignores, and where the
 // message says which kinds it applies to ("applies to --kind one|three only"), each of them
 // takes it (--offset on g2d named three, which refuses it in turn).

@@ -93,6 +93,12 @@ func genSensors(sf *sensorFlags, rows int, seed uint64, set map[string]bool, std
 		// The header is written as is: such a name would shift every column after it.
 		return usageError{fmt.Errorf("--key-column %q: a CSV column name cannot hold a comma, a quote or a line break", sf.keyColumn)}
 	}
+	if sf.p.Keys > rows {
+		return usageError{fmt.Errorf("--keys must be at most --rows (%d), got %d", rows, sf.p.Keys)}
+	}
+	if err := genFits(rows, sf.p.Sensors, 1, "--sensors"); err != nil {
+		return err
+	}
 	s, err := synth.SensorSeries(sf.p)
 	if err != nil {
 		return usageError{err}

@@ -150,6 +150,13 @@ func (p SeriesParams) Validate() error {
 	if p.Shifts < 0 || p.Stuck < 0 || p.ShiftLength < 0 || p.StuckLength < 0 || p.SpanLabel < 0 || p.Contextual < 0 {
 		add("counts and lengths must be >= 0")
 	}
+	// Each span starts at a row: more than rows never start, and are held in memory first.
+	if p.Shifts > p.Rows {
+		add("shifts must be at most rows (%d), got %d", p.Rows, p.Shifts)
+	}
+	if p.Stuck > p.Rows {
+		add("stuck must be at most rows (%d), got %d", p.Rows, p.Stuck)
+	}
 	if !finite(p.ShiftSize) || !finite(p.StuckAt) || !finite(p.Drift) || !finite(p.Daily) || p.Daily < 0 {
 		add("shift size, stuck-at, drift and daily must be finite (daily >= 0)")
 	}
