@@ -327,6 +327,26 @@ func TestGenHugeCountsRefused(t *testing.T) {
 	}
 }
 
+// TestGenTimesFitEpochMS: --start-ms and --period-ms whose last row's time is past int64 epoch
+// milliseconds are refused; the ts column wrapped around to negative times, a stream out of the
+// time order it promises. The extremes that fit are written.
+func TestGenTimesFitEpochMS(t *testing.T) {
+	for _, args := range [][]string{
+		{"--period-ms", "9223372036854775807"},
+		{"--start-ms", "9223372036854775807", "--period-ms", "1000"},
+		{"--start-ms", "0", "--period-ms", "4611686018427387904"},
+	} {
+		out, errs, code := outlierd(t, append([]string{"gen", "--kind", "sensors", "--rows", "3", "--ts"}, args...)...)
+		if code != 2 || out != "" || !strings.Contains(errs, "start-ms") {
+			t.Errorf("%v: exit %d, stderr %q, out %q: want exit 2 naming start-ms and period-ms", args, code, errs, out)
+		}
+	}
+	out, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "3", "--ts", "--start-ms", "-9223372036854775808", "--period-ms", "4611686018427387903")
+	if code != 0 || !strings.HasSuffix(strings.Split(strings.TrimSpace(out), "\n")[3], ",0") || !strings.HasPrefix(strings.Split(out, "\n")[3], "-2,") {
+		t.Errorf("the widest span that fits: exit %d, stderr %q, out %q", code, errs, out)
+	}
+}
+
 // TestGenRefusalsNameKindsThatTakeThem: gen refuses an option the kind ignores, and where the
 // message says which kinds it applies to ("applies to --kind one|three only"), each of them
 // takes it (--offset on g2d named three, which refuses it in turn).

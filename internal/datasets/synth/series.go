@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"math"
+	"math/bits"
 )
 
 // Sensor time series ('gen --kind sensors'): a labelled stream in file order, one reading per
@@ -168,6 +169,14 @@ func (p SeriesParams) Validate() error {
 	}
 	if p.PeriodMS < 1 {
 		add("period-ms must be >= 1, got %d", p.PeriodMS)
+	} else if p.Rows >= 1 {
+		// The last row's time start + (rows-1) x period must be an int64 of epoch ms: past it
+		// the times wrapped around to negative ones. (uint64 arithmetic: MaxInt64 - start is the
+		// headroom for any start.)
+		hi, span := bits.Mul64(uint64(p.Rows-1), uint64(p.PeriodMS))
+		if hi != 0 || span > uint64(math.MaxInt64)-uint64(p.StartMS) {
+			add("start-ms %d + (rows-1) x period-ms %d is past the largest epoch ms (%d)", p.StartMS, p.PeriodMS, int64(math.MaxInt64))
+		}
 	}
 	if p.Keys < 0 {
 		add("keys must be >= 0, got %d", p.Keys)
