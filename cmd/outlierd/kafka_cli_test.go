@@ -89,6 +89,20 @@ func TestTopicsCreate(t *testing.T) {
 	})
 }
 
+// TestTopicsCreatePartitionsBound: --partitions past sink.create_partitions' bound (1,000,000)
+// is refused before any broker is asked. The request's count is an int32: 9223372036854775807
+// went as -1, the broker's default, and "created ... (9223372036854775807 partitions)" was
+// printed over topics of 3; 4294967297 would have asked for 1.
+func TestTopicsCreatePartitionsBound(t *testing.T) {
+	cfg := writeFile(t, "p.yaml", "ingest:\n  brokers: [\"127.0.0.1:1\"]\n  topic: in\n  features: [t]\nsink:\n  topic: out\n  dead_letter_topic: dlq\n")
+	for _, n := range []string{"1000001", "4294967297", "9223372036854775807"} {
+		_, errs, code := outlierd(t, "topics", "create", "--config", cfg, "--partitions", n, "--timeout", "1s")
+		if code != 2 || !strings.Contains(errs, "--partitions must be in [1, 1000000]") {
+			t.Errorf("--partitions %s: exit %d, stderr %q: want exit 2 and the bound", n, code, errs)
+		}
+	}
+}
+
 // TestProduce: a CSV file goes to the input topic one message per row, in the topic's format
 // (JSON objects with numbers as numbers and an empty field left out; CSV lines without the
 // header), keyed by --key-column, and --rate paces it.
