@@ -103,6 +103,24 @@ func TestTopicsCreatePartitionsBound(t *testing.T) {
 	}
 }
 
+// TestProduceRateBounds: --rate takes N or N/s in (0, 1e9]; a rate past the bound said it was
+// "not a positive number", which 1e10 is.
+func TestProduceRateBounds(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want float64
+		err  string
+	}{
+		{"500", 500, ""}, {"500/s", 500, ""}, {"1e9", 1e9, ""}, {"", 0, ""},
+		{"1e10", 0, "at most 1e+09"}, {"0", 0, "positive"}, {"-5/s", 0, "positive"}, {"NaN", 0, "positive"}, {"abc", 0, "not a number"},
+	} {
+		got, err := parseRate(c.in)
+		if c.err == "" && (err != nil || got != c.want) || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("parseRate(%q) = %v, %v: want %v, an error with %q", c.in, got, err, c.want, c.err)
+		}
+	}
+}
+
 // TestProduce: a CSV file goes to the input topic one message per row, in the topic's format
 // (JSON objects with numbers as numbers and an empty field left out; CSV lines without the
 // header), keyed by --key-column, and --rate paces it.

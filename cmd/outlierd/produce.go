@@ -184,14 +184,22 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
+// maxRate bounds --rate: far above what one producer sends.
+const maxRate = 1e9
+
 // parseRate reads --rate: "500", "500/s" or "" (no limit, 0).
 func parseRate(s string) (float64, error) {
 	if s == "" {
 		return 0, nil
 	}
 	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "/s"), 64)
-	if err != nil || !(v > 0) || v > 1e9 {
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange):
+		return 0, fmt.Errorf("%q is not a number of records per second (e.g. 500 or 500/s)", s)
+	case !(v > 0):
 		return 0, fmt.Errorf("%q is not a positive number of records per second (e.g. 500 or 500/s)", s)
+	case v > maxRate:
+		return 0, fmt.Errorf("%q: the rate must be at most %g records per second", s, maxRate)
 	}
 	return v, nil
 }
