@@ -40,6 +40,9 @@ type Config struct {
 }
 
 // RunConfig tunes the loops between the stages.
+// minCommitInterval is run.commit_interval's floor.
+const minCommitInterval = 10 * time.Millisecond
+
 type RunConfig struct {
 	// QueueBatches bounds each channel between stages, in batches: a slow sink fills the
 	// queues and then stops the fetching, so memory stays bounded (about 2 x QueueBatches x
@@ -56,7 +59,8 @@ type RunConfig struct {
 	// host, each of them waiting for acks 95% of its time (docs/BENCHMARKS.md §4.9).
 	SinkWriters int `yaml:"sink_writers"`
 	// CommitInterval is how often done offsets are committed to the consumer group. Shorter
-	// means fewer duplicates after a crash, more commit traffic. Default 1s.
+	// means fewer duplicates after a crash, more commit traffic. Default 1s; at least
+	// minCommitInterval (1ns ran the commit loop flat out, a core busy committing nothing).
 	CommitInterval time.Duration `yaml:"commit_interval"`
 	// ShutdownTimeout bounds the graceful stop (drain, flush, commit, a builder's last
 	// publications) after SIGINT/SIGTERM; past it in-flight work is abandoned (it is re-read
@@ -184,8 +188,8 @@ func (c *Config) Validate() error {
 	if c.Run.SinkWriters < 1 {
 		add("run.sink_writers", "must be >= 1, got %d", c.Run.SinkWriters)
 	}
-	if c.Run.CommitInterval <= 0 {
-		add("run.commit_interval", "must be > 0, got %s", c.Run.CommitInterval)
+	if c.Run.CommitInterval < minCommitInterval {
+		add("run.commit_interval", "must be >= %s (shorter only loads the brokers and a core), got %s", minCommitInterval, c.Run.CommitInterval)
 	}
 	if c.Run.ShutdownTimeout <= 0 {
 		add("run.shutdown_timeout", "must be > 0, got %s", c.Run.ShutdownTimeout)
