@@ -88,3 +88,48 @@ func TestLoopsFinalCommitEndsAtHardStop(t *testing.T) {
 		t.Errorf("Run returned %v after the soft stop, past run.shutdown_timeout %v", took.Round(time.Millisecond), limit)
 	}
 }
+
+// hangingCloseSink is a fakeSink whose Close waits until release is closed, as kafka-go's
+// Writer.Close waits for the produces it is still trying (sink.max_attempts tries, each up to
+// sink.write_timeout, backoff up to 1 s between them).
+type hangingCloseSink struct {
+	*fakeSink
+	release chan struct{}
+}
+
+func (s hangingCloseSink) Close() error { <-s.release; return nil }
+
+// TestRunEndsWhileSinkCloseHangs: closing the Kafka clients at Run's end is bounded
+// (closeGrace), and the error says what was cut. With sink.write_timeout 1ns every produce timed
+// out and was retried inside kafka-go, and the process exited 87 s after SIGTERM, 57 s past a
+// shutdown_timeout of 30 s that docs/OPERATIONS.md says bounds the whole stop.
+func TestRunEndsWhileSinkCloseHangs(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	src := newFakeSource(t, mem, onePartitionPlan(2, 5))
+	snk := hangingCloseSink{newFakeSink(t), make(chan struct{})}
+	defer close(snk.release)
+	p := loopPipeline(t, src, snk, func(c *Config) { c.Run.ShutdownTimeout = time.Second })
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-src.drained:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the source's plan was not fetched within 20 s")
+	}
+	stop()
+	t0 := time.Now()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return within 20 s of the stop: the sink's Close held it")
+	}
+	if took := time.Since(t0); took > time.Second+closeGrace+time.Second {
+		t.Errorf("Run returned %v after the stop, past shutdown_timeout 1s + closeGrace %v", took.Round(time.Millisecond), closeGrace)
+	}
+	if err == nil || !strings.Contains(err.Error(), "closing") {
+		t.Errorf("Run: %v, want an error saying the close was cut", err)
+	}
+}
