@@ -114,9 +114,12 @@ type Metrics struct {
 	connected atomic.Bool
 	serving   atomic.Bool
 	stopping  atomic.Bool
-	// staleAfter (nanoseconds; 0: never) makes a model older than it "not ready" (a scorer
-	// whose builder stopped publishing).
+	// staleAfter (nanoseconds; 0: never) makes a model older than it "not ready" once records
+	// have arrived for longer than it (a scorer whose builder stopped publishing: models are
+	// built from arriving records, so a quiet input ages them too). arriving is when the source
+	// first handed out records since the serving model was set (unix nanoseconds; 0: none yet).
 	staleAfter atomic.Int64
+	arriving   atomic.Int64
 
 	// The source's and the sink's part of readiness (Ready). progress is when the source last
 	// handed out records or dead letters (Fetched), unix nanoseconds on m.now's clock, 0 since
@@ -199,7 +202,9 @@ func (m *Metrics) AddRecordsIn(n int) { m.recordsIn.Add(float64(n)) }
 // when written: the sink may write after an outage what was fetched before it.
 func (m *Metrics) Fetched(d time.Duration) {
 	m.batchDuration[StageFetch].Observe(d.Seconds())
-	m.progress.Store(m.now().UnixNano())
+	now := m.now().UnixNano()
+	m.progress.Store(now)
+	m.arriving.CompareAndSwap(0, now)
 }
 
 // AddRecordsOut counts an acknowledged batch: out records, of which flagged are outliers.
@@ -284,6 +289,7 @@ func (m *Metrics) SetModel(info ModelInfo) {
 	m.mu.Lock()
 	m.model = &info
 	m.mu.Unlock()
+	m.arriving.Store(0)
 	m.serving.Store(true)
 }
 
@@ -361,7 +367,7 @@ func (m *Metrics) SetBrokerConnected(ok bool) {
 }
 
 // SetStaleModelAfter makes /readyz report "not ready" while the serving model is older than
-// d (0: never).
+// d and records have arrived for longer than d since it was set (0: never).
 func (m *Metrics) SetStaleModelAfter(d time.Duration) { m.staleAfter.Store(int64(d)) }
 
 // SetStopping marks the pipeline as stopping (the soft stop began, or it ended): /readyz
@@ -418,8 +424,9 @@ func (m *Metrics) Ready() (bool, string) {
 		m.mu.Lock()
 		version, age := m.model.Version, m.now().Sub(m.model.BuiltAt)
 		m.mu.Unlock()
-		if age > d {
-			why = append(why, fmt.Sprintf("model version %d is %s old (stale after %s): is the builder publishing?", version, age.Round(time.Second), d))
+		since := m.arriving.Load()
+		if age > d && since != 0 && m.now().Sub(time.Unix(0, since)) > d {
+			why = append(why, fmt.Sprintf("model version %d is %s old (stale after %s) while records arrive: is the builder publishing?", version, age.Round(time.Second), d))
 		}
 	}
 	m.mu.Lock()
