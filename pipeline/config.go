@@ -78,10 +78,10 @@ type RunConfig struct {
 	// sink.max_message_bytes must be at least 2048 (a model chunk and its framing).
 	ModelTopic string `yaml:"model_topic"`
 	// StaleModelAfter makes a scorer not ready (/readyz 503, with the model's age) once its
-	// model is older than this while records have arrived for longer than this since it came:
-	// the builder stopped publishing (a quiet input ages the model too: builds come from
-	// arriving records). 0 (default) never does; the age is always in
-	// outlierd_model_age_seconds.
+	// model is older than this while records have arrived for longer than this that a live
+	// builder would have rebuilt from (detect.refresh_interval after the model): the builder
+	// stopped publishing (a quiet input ages the model too: builds come from arriving records).
+	// 0 (default) never does; the age is always in outlierd_model_age_seconds.
 	StaleModelAfter time.Duration `yaml:"stale_model_after"`
 	// KeyPublishInterval, for a builder with detect.key_by: key, is the least time between two
 	// publications of one key's model on ModelTopic (its first model goes out at once; a key

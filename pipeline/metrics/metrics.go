@@ -115,11 +115,14 @@ type Metrics struct {
 	serving   atomic.Bool
 	stopping  atomic.Bool
 	// staleAfter (nanoseconds; 0: never) makes a model older than it "not ready" once records
-	// have arrived for longer than it (a scorer whose builder stopped publishing: models are
-	// built from arriving records, so a quiet input ages them too). arriving is when the source
-	// first handed out records since the serving model was set (unix nanoseconds; 0: none yet).
-	staleAfter atomic.Int64
-	arriving   atomic.Int64
+	// have arrived for longer than it that a live builder would have rebuilt from (a scorer whose
+	// builder stopped publishing: models are built from arriving records, so a quiet input ages
+	// them too). A builder rebuilds at the first batch once refresh (detect.refresh_interval)
+	// has passed since its last build: arriving is when the source first handed out records
+	// refresh or more after the serving model was set at modelSet (unix nanoseconds on m.now's
+	// clock; 0: none yet).
+	staleAfter, staleRefresh atomic.Int64
+	modelSet, arriving       atomic.Int64
 
 	// The source's and the sink's part of readiness (Ready). progress is when the source last
 	// handed out records or dead letters (Fetched), unix nanoseconds on m.now's clock, 0 since
@@ -204,7 +207,9 @@ func (m *Metrics) Fetched(d time.Duration) {
 	m.batchDuration[StageFetch].Observe(d.Seconds())
 	now := m.now().UnixNano()
 	m.progress.Store(now)
-	m.arriving.CompareAndSwap(0, now)
+	if m.arriving.Load() == 0 && now-m.modelSet.Load() >= m.staleRefresh.Load() {
+		m.arriving.CompareAndSwap(0, now)
+	}
 }
 
 // AddRecordsOut counts an acknowledged batch: out records, of which flagged are outliers.
@@ -289,6 +294,7 @@ func (m *Metrics) SetModel(info ModelInfo) {
 	m.mu.Lock()
 	m.model = &info
 	m.mu.Unlock()
+	m.modelSet.Store(m.now().UnixNano())
 	m.arriving.Store(0)
 	m.serving.Store(true)
 }
@@ -367,8 +373,13 @@ func (m *Metrics) SetBrokerConnected(ok bool) {
 }
 
 // SetStaleModelAfter makes /readyz report "not ready" while the serving model is older than
-// d and records have arrived for longer than d since it was set (0: never).
-func (m *Metrics) SetStaleModelAfter(d time.Duration) { m.staleAfter.Store(int64(d)) }
+// d and records have arrived for longer than d that a live builder, rebuilding at the first
+// batch once refresh has passed since its last build, would have published a newer model from
+// (0: never). A reload of detect.refresh_interval sets it again.
+func (m *Metrics) SetStaleModelAfter(d, refresh time.Duration) {
+	m.staleAfter.Store(int64(d))
+	m.staleRefresh.Store(int64(refresh))
+}
 
 // SetStopping marks the pipeline as stopping (the soft stop began, or it ended): /readyz
 // reports not ready from then on.
