@@ -119,7 +119,9 @@ every record needs (a feature without an ingest.fill value, its uncertainty fiel
 default, key_field, event_time_field) is warned of on stderr, naming them: the pipeline would
 dead-letter every record; so is such a field that none of the first 100 JSON or logfmt records
 has. A progress bar
-shows on a terminal; the summary line says how many records went, and how fast.`},
+shows on a terminal; the summary line says how many records went, and how fast. A line that
+cannot be read stops it, exit status 1: the records before it went, none after it (the error
+says how many).`},
 	"tail": {"--config FILE [--all] [--json] [--from-beginning] [--idle-exit D] [--max N]",
 		`Prints the outliers the pipeline writes to the config's sink.topic (sink.format json), one line
 each: id, key, score and the explanation, each id once (a producer retry or a restart can

@@ -160,7 +160,15 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 		if err != nil {
-			return err
+			// Every record before the bad one goes, none after it: the chunk being filled is
+			// sent too (dropped, it went unsaid while earlier chunks had gone).
+			if ferr := flush(); ferr != nil {
+				return errors.Join(err, ferr)
+			}
+			if sent == 0 {
+				return fmt.Errorf("%w (no record went to topic %s)", err, in.Topic)
+			}
+			return fmt.Errorf("%w (the %d records before it went to topic %s, none after it)", err, sent, in.Topic)
 		}
 		msgs = append(msgs, kafka.Message{Key: key, Value: value})
 		if len(msgs) == chunk {
