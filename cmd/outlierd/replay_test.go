@@ -390,7 +390,7 @@ func TestReplayTextColumnAsFeature(t *testing.T) {
 	path := writeFile(t, "fleet.csv", "sensor,value,label\ns1,1.5,0\ns2,20.5,0\n")
 	cfg := writeFile(t, "keyed.yaml", "detect:\n  key_by: key\n")
 	_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--config", cfg)
-	want := `fleet.csv:2: field "sensor": not a number: "s1" (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column sensor if it is the key)`
+	want := `fleet.csv:2:1: field "sensor": not a number: "s1" (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column sensor if it is the key)`
 	if code != 1 || !strings.Contains(errs, want) {
 		t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
 	}
@@ -407,7 +407,7 @@ func TestReplayEmptyColumnAsFeature(t *testing.T) {
 	}
 	path := writeFile(t, "kinds.csv", out)
 	_, errs, code = outlierd(t, "replay", "--input", path, "--label-column", "label", "--timestamp-column", "ts")
-	want := `kinds.csv:2: field "anomaly_kind": missing (without ingest.features every column but the key, timestamp and label columns is a feature: a --config with ingest.features names them, e.g. ingest: {features: [temp, pressure, humidity]})`
+	want := `kinds.csv:2:44: field "anomaly_kind": missing (without ingest.features every column but the key, timestamp and label columns is a feature: a --config with ingest.features names them, e.g. ingest: {features: [temp, pressure, humidity]})`
 	if code != 1 || !strings.Contains(errs, want) {
 		t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
 	}

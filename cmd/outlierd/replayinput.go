@@ -244,7 +244,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 				}
 				return fmt.Errorf("%s:%d: the line does not look like logfmt (no key=value pair): --format %s if the file is %s (%w)", in.path, at, flag, what, err)
 			}
-			return fmt.Errorf("%s:%d: %w%s", in.path, at, err, keyColumnHint(in, ic.Features, err))
+			return fmt.Errorf("%s:%d:%s %w%s", in.path, at, csvColumn(ic, text, err), err, keyColumnHint(in, ic.Features, err))
 		}
 		var key []byte
 		if d.HasKey {
@@ -537,4 +537,28 @@ func keyColumnHint(in replayInput, features []string, err error) string {
 		return fmt.Sprintf(why+"a --config with ingest.features names them, e.g. ingest: {features: [%s]})", strings.Join(others, ", "))
 	}
 	return ""
+}
+
+// csvColumn is the 1-based byte column, and a colon, of the CSV field a decode error is about
+// (its first byte, a quote included), as the other commands name a bad cell; "" for another
+// format, an error of no field, or a line encoding/csv does not split as the decoder did.
+func csvColumn(ic ingest.Config, line []byte, err error) string {
+	var fe *ingest.FieldError
+	if ic.Format != ingest.FormatCSV || !errors.As(err, &fe) {
+		return ""
+	}
+	i := slices.Index(ic.CSVHeader, fe.Field)
+	if i < 0 {
+		if n, aerr := strconv.Atoi(fe.Field); aerr == nil && n >= 0 {
+			i = n // a 0-based column index, as features may name them without a header
+		}
+	}
+	r := csv.NewReader(bytes.NewReader(line))
+	r.Comma, r.FieldsPerRecord, r.LazyQuotes = []rune(ic.CSVDelimiter)[0], -1, true
+	rec, rerr := r.Read()
+	if i < 0 || rerr != nil || i >= len(rec) {
+		return ""
+	}
+	_, col := r.FieldPos(i)
+	return strconv.Itoa(col) + ":"
 }

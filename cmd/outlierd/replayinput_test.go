@@ -511,6 +511,23 @@ func TestReplayHeaderNamesTwiceOrNone(t *testing.T) {
 	}
 }
 
+// TestReplayCSVErrorNamesColumn: a CSV row's bad field is named at its file:line:column, as
+// every other command's input error is (README: "the file, line and column of the first
+// problem"); replay gave file:line only. The column is the field's first byte, 1-based, quotes
+// included.
+func TestReplayCSVErrorNamesColumn(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{"a,b,label\n1,2,0\n3,NaN,0\n", `f.csv:3:3: field "b": NaN/Inf not allowed`},
+		{"a,b,label\n1,2,0\n\"1.5\",\"\",0\n", `f.csv:3:7: field "b": missing`},
+	} {
+		path := writeFile(t, "f.csv", c.body)
+		_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--device", "cpu")
+		if code != 1 || !strings.Contains(errs, c.want) {
+			t.Errorf("%q: exit %d, stderr %q: want exit 1 and %q", c.body, code, errs, c.want)
+		}
+	}
+}
+
 // TestReplayJSONArraySaysLines: a .json file holding one JSON array (a common export) is
 // refused saying replay reads JSON lines; it said only "invalid JSON at byte 0: expected a
 // JSON object".
@@ -626,7 +643,7 @@ func TestReplayBooleanLabel(t *testing.T) {
 		{"f.jsonl", `{"temp":true,"pressure":1,"anomaly":false}` + "\n", `b:1: field "temp": not a number: true`},
 		{"f2.jsonl", `{"temp":1,"pressure":true,"anomaly":true}` + "\n", `b:1: field "pressure": not a number: true`},
 		{"s.jsonl", `{"temp":1,"pressure":2,"anomaly":"true"}` + "\n", `b:1: field "anomaly": not a number: "true"`},
-		{"y.csv", "temp,pressure,anomaly\n1,2,yes\n", `b:2: field "anomaly": not a number: "yes"`},
+		{"y.csv", "temp,pressure,anomaly\n1,2,yes\n", `b:2:5: field "anomaly": not a number: "yes"`},
 	} {
 		var warn strings.Builder
 		path := writeFile(t, c.name, c.text)
