@@ -211,6 +211,9 @@ func (c *Config) Validate() error {
 	if c.Sink.Topic != "" && c.Sink.Topic == c.Ingest.Topic {
 		add("sink.topic", "%q is the input topic: outputs would be read back as input", c.Sink.Topic)
 	}
+	if c.Sink.DeadLetterTopic != "" && c.Sink.DeadLetterTopic == c.Ingest.Topic {
+		add("sink.dead_letter_topic", "%q is the input topic: dead letters would be read back as input, fail again and be written again, without end", c.Sink.DeadLetterTopic)
+	}
 	return errors.Join(errs...)
 }
 

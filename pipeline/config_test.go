@@ -83,6 +83,10 @@ func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
 			[]string{"c.yaml:8:3: detect.min_records: must be in [2, window=1000], got 5000"}},
 		{"sink topic is the input topic", ingestOK + "sink:\n  brokers: [\"localhost:9092\"]\n  topic: in\n  dead_letter_topic: dl\n",
 			[]string{`c.yaml:8:3: sink.topic: "in" is the input topic: outputs would be read back as input`}},
+		// Accepted, each malformed record was dead-lettered onto the input, read again, failed
+		// again: a loop that never ends, the topic growing by one copy a turn.
+		{"dead-letter topic is the input topic", ingestOK + "sink:\n  brokers: [\"localhost:9092\"]\n  topic: out\n  dead_letter_topic: in\n",
+			[]string{`c.yaml:9:3: sink.dead_letter_topic: "in" is the input topic: dead letters would be read back as input, fail again and be written again, without end`}},
 		{"tls keys while tls is off", ingestOK + "  security:\n    tls:\n      ca_file: /x.pem\n" + sinkOK,
 			[]string{"c.yaml:7:5: ingest.security.tls.enabled: false, but tls.ca_file set: set tls.enabled: true, or remove them"}},
 		{"state_dir is a file", ingestOK + "detect:\n  state_dir: " + notDir + "\n" + sinkOK,
