@@ -112,13 +112,14 @@ sink.create_replication_factor (0: the broker's default). A topic that exists is
 	"produce": {"--config FILE --input FILE [--format csv|json|logfmt] [--key-column C] [--rate N/s]",
 		`Sends a file's records to the config's ingest.topic (brokers and security from ingest), one
 message per record, in the config's ingest.format: a CSV file (header row) becomes JSON objects
-or logfmt lines named by its header, or CSV lines (without the header) when ingest.format is
-csv; JSON lines (one object per line) and logfmt lines go as they are to a topic of their own
+or logfmt lines named by its header (a column named by a dotted path the config reads,
+sensor.temp, nested as the path reaches it: {"sensor": {"temp": ...}}), or CSV lines (without
+the header) when ingest.format is csv; JSON lines (one object per line) and logfmt lines go as they are to a topic of their own
 format. --key-column makes a column (field, key) the message key. A CSV header without a field
 every record needs (a feature without an ingest.fill value, its uncertainty field without a
 default, key_field, event_time_field) is warned of on stderr, naming them: the pipeline would
 dead-letter every record; so is such a field that none of the first 100 JSON or logfmt records
-has. A progress bar
+has (a JSON key with a dot in it is no path's). A progress bar
 shows on a terminal; the summary line says how many records went, and how fast. A line that
 cannot be read stops it, exit status 1: the records before it went, none after it (the error
 says how many).`},

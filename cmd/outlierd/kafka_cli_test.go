@@ -509,6 +509,55 @@ func TestProduceWarnsOfFieldsTheHeaderLacks(t *testing.T) {
 	}
 }
 
+// TestProduceDottedPaths: a CSV column named by a dotted path the config reads (ingest.features'
+// sensor.temp) goes as the nested object that path reaches, {"sensor":{"temp":3}}, and the
+// pipeline's decoder reads it; written flat ({"sensor.temp":3}, as before) every record was a
+// dead letter ("missing") and produce said nothing. A column that would be both a value and such
+// an object is refused. JSON lines with the dotted key flat are sent as they are, warned of.
+func TestProduceDottedPaths(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	path, names := kafkaConfig(t, br, "json")
+	cfg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = writeFile(t, "dotted.yaml", strings.Replace(string(cfg), "features: [temp, pressure]", "features: [sensor.temp, pressure]", 1))
+	if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
+		t.Fatalf("topics create: %s", errs)
+	}
+	data := writeFile(t, "s.csv", "sensor.temp,pressure,site.name\n3,1,a\n,2,b\n")
+	if _, errs, code := outlierd(t, "produce", "--config", path, "--input", data); code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	want := []string{`{"sensor":{"temp":3},"pressure":1,"site.name":"a"}`, `{"pressure":2,"site.name":"b"}`}
+	ic := ingestJSON()
+	ic.Features = []string{"sensor.temp", "pressure"}
+	checked, err := ic.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, d := checked.NewDecoder(), ic.NewDecoded()
+	for i, r := range testsupport.ReadTopic(t, br, names[0], 1) {
+		if i >= len(want) || string(r.Value) != want[i] {
+			t.Errorf("message %d: %s, want %s", i, r.Value, want[min(i, len(want)-1)])
+			continue
+		}
+		if i == 0 { // the pipeline's decoder reads it
+			if err := dec.Decode(r.Value, d); err != nil || d.Values[0] != 3 {
+				t.Errorf("decoding %s: %v, values %v", r.Value, err, d.Values)
+			}
+		}
+	}
+	clash := writeFile(t, "c.csv", "sensor,sensor.temp,pressure\nx,3,1\n")
+	if _, errs, code := outlierd(t, "produce", "--config", path, "--input", clash); code != 1 || !strings.Contains(errs, `column "sensor.temp" and the path sensor`) {
+		t.Errorf("sensor and sensor.temp: exit %d, stderr %q", code, errs)
+	}
+	flat := writeFile(t, "f.jsonl", `{"sensor.temp": 3, "pressure": 1}`+"\n")
+	if _, errs, code := outlierd(t, "produce", "--config", path, "--input", flat); code != 0 || !strings.Contains(errs, `"sensor.temp" as one key`) {
+		t.Errorf("JSON lines with the key flat: exit %d, stderr %q: want the warning", code, errs)
+	}
+}
+
 // TestProduceWarnsOfUncertaintyFieldsTheHeaderLacks: a feature's uncertainty field (fields, or
 // the suffix's) without ingest.uncertainty.default is needed in every record as the feature is
 // (a record without it is a dead letter, "missing"), and a CSV header without it is warned of;
