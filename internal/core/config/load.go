@@ -357,6 +357,12 @@ func syntaxIssue(err error, data []byte) Issue {
 		if l, c := problemLine(data, line, rest); l > 0 {
 			is.Line, is.Column = l, c
 		}
+		if lines := bytes.Split(data, []byte("\n")); is.Line > 0 && is.Line <= len(lines) && strings.Contains(rest, "cannot start any token") {
+			l := lines[is.Line-1]
+			if bytes.ContainsRune(l[:len(l)-len(bytes.TrimLeft(l, " \t"))], '\t') {
+				is.Msg += " (a tab: YAML indents with spaces only)" // yaml.v3's words for an indenting tab
+			}
+		}
 		return is
 	}
 	return Issue{Msg: "YAML syntax: " + strings.TrimPrefix(msg, "yaml: ")}

@@ -151,6 +151,8 @@ func TestLoadBytesErrors(t *testing.T) {
 		{"positions after interpolation are the file's", "secret: ${OUTLIERD_TEST_WORD}\n\n\n# gap\ninner:\n    mdoe: x\n",
 			[]string{"t.yaml:6:5: unknown key `mdoe` in inner; did you mean `mode`?"}},
 		{"syntax error", "name: x\n  port: 1\n", []string{"t.yaml:2:3: YAML syntax: mapping values are not allowed"}},
+		// yaml.v3 says "found character that cannot start any token" of a tab, a common slip.
+		{"tab indentation", "inner:\n\tmode: x\n", []string{"t.yaml:2:2: YAML syntax: found character that cannot start any token (a tab: YAML indents with spaces only)"}},
 		// yaml.v3 names the line where the enclosing block starts; the key that breaks it is named.
 		{"key indented less than its siblings", "inner:\n  ratio: 0.1\n mode: x\n", []string{"t.yaml:3:2: YAML syntax: did not find expected key"}},
 		{"key indented more than its siblings", "name: x\ninner:\n    ratio: 0.1\n  mode: x\n", []string{"t.yaml:4:3: YAML syntax: did not find expected key"}},
