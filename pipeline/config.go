@@ -8,6 +8,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,12 +38,16 @@ type Config struct {
 	Run RunConfig `yaml:"run"`
 	// HTTP is the listener serving /metrics, /healthz and /readyz (empty listen: off).
 	HTTP metrics.Config `yaml:"http"`
+
+	// sinkInherits says which of sink.brokers and sink.security Derive took from ingest (the
+	// file leaves them out): a problem of theirs is ingest's, reported there alone.
+	sinkInherits struct{ brokers, security bool }
 }
 
-// RunConfig tunes the loops between the stages.
 // minCommitInterval is run.commit_interval's floor.
 const minCommitInterval = 10 * time.Millisecond
 
+// RunConfig tunes the loops between the stages.
 type RunConfig struct {
 	// QueueBatches bounds each channel between stages, in batches: a slow sink fills the
 	// queues and then stops the fetching, so memory stays bounded (about 2 x QueueBatches x
@@ -147,8 +152,10 @@ func Default() Config {
 func (c *Config) Derive(written func(path string) bool) {
 	if !written("sink.brokers") {
 		c.Sink.Brokers = append([]string(nil), c.Ingest.Brokers...)
+		c.sinkInherits.brokers = true
 		if !written("sink.security") {
 			c.Sink.Security = c.Ingest.Security
+			c.sinkInherits.security = true
 		}
 	}
 	c.Detect.Derive(func(key string) bool { return written("detect." + key) })
@@ -174,8 +181,9 @@ func (c *Config) Validate() error {
 	default:
 		add("device", "must be auto, cpu or cuda, got %q", c.Device)
 	}
-	for _, v := range []interface{ Validate() error }{&c.Ingest, &c.Detect, &c.Sink, &c.HTTP} {
-		if err := v.Validate(); err != nil {
+	ingestErr := c.Ingest.Validate()
+	for _, err := range []error{ingestErr, c.Detect.Validate(), c.sinkProblems(ingestErr), c.HTTP.Validate()} {
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -215,6 +223,34 @@ func (c *Config) Validate() error {
 		add("sink.dead_letter_topic", "%q is the input topic: dead letters would be read back as input, fail again and be written again, without end", c.Sink.DeadLetterTopic)
 	}
 	return errors.Join(errs...)
+}
+
+// sinkProblems is the sink section's Validate less the problems of the brokers and security it
+// took from ingest (Derive) where ingestErr reports those of ingest: the same values, reported
+// twice, the second time as keys the file does not have.
+func (c *Config) sinkProblems(ingestErr error) error {
+	err := c.Sink.Validate()
+	if err == nil || (!c.sinkInherits.brokers && !c.sinkInherits.security) {
+		return err
+	}
+	keys := config.FieldKeys(ingestErr)
+	has := func(prefix string) bool {
+		return slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, prefix) })
+	}
+	drop := func(k string) bool {
+		brokers := k == "sink.brokers" || strings.HasPrefix(k, "sink.brokers[")
+		return brokers && c.sinkInherits.brokers && has("ingest.brokers") ||
+			strings.HasPrefix(k, "sink.security.") && c.sinkInherits.security && has("ingest.security.")
+	}
+	var kept []error
+	for _, e := range config.Flatten(err) {
+		var fe *config.FieldError
+		if errors.As(e, &fe) && drop(fe.Key) {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	return errors.Join(kept...)
 }
 
 // LoadConfig reads a YAML file over the defaults, strictly, and validates it.

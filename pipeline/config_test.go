@@ -65,6 +65,15 @@ func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
 		{"brokers joined by a comma", "ingest:\n  brokers: [\"a:9092,b:9092\"]\n  topic: in\n  group_id: g\n  features: [a, b]\nsink:\n  brokers: [\"a:9092, b:9092\"]\n  topic: out\n  dead_letter_topic: dl\n",
 			[]string{`c.yaml:2:13: ingest.brokers[0]: "a:9092,b:9092" is not host:port (one address per list item: [a:9092, b:9092])`,
 				`c.yaml:7:13: sink.brokers[0]: "a:9092, b:9092" is not host:port (one address per list item: [a:9092, b:9092])`}},
+		// sink.brokers and sink.security left out are ingest's: a problem of theirs is ingest's
+		// alone. It was reported twice, the second time at the sink section's line as
+		// "sink.brokers[0]" or "sink.security...", keys the file does not have.
+		{"ingest's brokers and security, inherited by the sink", "ingest:\n  brokers: [\"h:99999\"]\n  topic: in\n  group_id: g\n  features: [a]\n" +
+			"  security:\n    sasl: {mechanism: plain, username: u, password: p}\nsink:\n  topic: out\n  dead_letter_topic: dl\n",
+			[]string{`c.yaml:2:13: ingest.brokers[0]: "h:99999" is not host:port`,
+				"c.yaml:7:12: ingest.security.sasl.mechanism: plain sends the password to the broker as is: enable tls (or use scram-sha-256/scram-sha-512)"}},
+		{"sink's own brokers judged", "ingest:\n  brokers: [\"h:99999\"]\n  topic: in\n  group_id: g\n  features: [a]\nsink:\n  brokers: [\"h:99999\"]\n  topic: out\n  dead_letter_topic: dl\n",
+			[]string{`c.yaml:2:13: ingest.brokers[0]: "h:99999" is not host:port`, `c.yaml:7:13: sink.brokers[0]: "h:99999": port must be 1..65535`}},
 		{"device, run, http", "device: gpu\n" + ingestOK + sinkOK + "run:\n  queue_batches: 0\nhttp:\n  lag_interval: 1ms\n",
 			[]string{
 				`c.yaml:1:1: device: must be auto, cpu or cuda, got "gpu"`,
