@@ -347,6 +347,35 @@ func TestGenTimesFitEpochMS(t *testing.T) {
 	}
 }
 
+// TestOutputIsNotTheInput: an output file option naming the input file is refused before any
+// work; replay --verdicts-out, density and hypercube --scores-out, proclus --assignments-out
+// and topn --model-out overwrote the input (exit 0), the data they were made from lost.
+func TestOutputIsNotTheInput(t *testing.T) {
+	raw, err := os.ReadFile(gen(t, "--kind", "machines", "--rows", "300", "--seed", "7", "--outlier-ratio", "0.01"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := string(raw)
+	for _, c := range []struct{ cmd, flag string }{
+		{"replay", "--verdicts-out"}, {"density", "--scores-out"}, {"hypercube", "--scores-out"},
+		{"proclus", "--assignments-out"}, {"topn", "--model-out"},
+	} {
+		path := writeFile(t, "in.csv", data)
+		args := []string{c.cmd, "--input", path, "--label-column", "label", c.flag, path}
+		if c.cmd == "proclus" {
+			args = append(args, "--k", "2", "--l", "2")
+		}
+		_, errs, code := outlierd(t, args...)
+		after, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != 2 || !strings.Contains(errs, "is the input file") || string(after) != data {
+			t.Errorf("%s %s the input: exit %d, stderr %q, input kept %v", c.cmd, c.flag, code, errs, string(after) == data)
+		}
+	}
+}
+
 // TestGenRefusalsNameKindsThatTakeThem: gen refuses an option the kind ignores, and where the
 // message says which kinds it applies to ("applies to --kind one|three only"), each of them
 // takes it (--offset on g2d named three, which refuses it in turn).
