@@ -20,7 +20,10 @@ func (p *Pipeline) commitLoop(work context.Context) {
 		case <-work.Done():
 			return
 		case <-t.C:
-			_, err := p.src.Commit(work)
+			sent, err := p.src.Commit(work)
+			if err == nil && len(sent) == 0 {
+				continue // nothing done since the last commit: none was sent, none is counted
+			}
 			if work.Err() == nil {
 				p.metrics.CommitDone(err)
 			}

@@ -8,6 +8,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,7 +38,14 @@ type Config struct {
 	Run RunConfig `yaml:"run"`
 	// HTTP is the listener serving /metrics, /healthz and /readyz (empty listen: off).
 	HTTP metrics.Config `yaml:"http"`
+
+	// sinkInherits says which of sink.brokers and sink.security Derive took from ingest (the
+	// file leaves them out): a problem of theirs is ingest's, reported there alone.
+	sinkInherits struct{ brokers, security bool }
 }
+
+// minCommitInterval is run.commit_interval's floor.
+const minCommitInterval = 10 * time.Millisecond
 
 // RunConfig tunes the loops between the stages.
 type RunConfig struct {
@@ -56,7 +64,8 @@ type RunConfig struct {
 	// host, each of them waiting for acks 95% of its time (docs/BENCHMARKS.md §4.9).
 	SinkWriters int `yaml:"sink_writers"`
 	// CommitInterval is how often done offsets are committed to the consumer group. Shorter
-	// means fewer duplicates after a crash, more commit traffic. Default 1s.
+	// means fewer duplicates after a crash, more commit traffic. Default 1s; at least
+	// minCommitInterval (1ns ran the commit loop flat out, a core busy committing nothing).
 	CommitInterval time.Duration `yaml:"commit_interval"`
 	// ShutdownTimeout bounds the graceful stop (drain, flush, commit, a builder's last
 	// publications) after SIGINT/SIGTERM; past it in-flight work is abandoned (it is re-read
@@ -74,8 +83,10 @@ type RunConfig struct {
 	// sink.max_message_bytes must be at least 2048 (a model chunk and its framing).
 	ModelTopic string `yaml:"model_topic"`
 	// StaleModelAfter makes a scorer not ready (/readyz 503, with the model's age) once its
-	// model is older than this: the builder stopped publishing. 0 (default) never does; the
-	// age is always in outlierd_model_age_seconds.
+	// model is older than this while records have arrived for longer than this that a live
+	// builder would have rebuilt from (detect.refresh_interval after the model): the builder
+	// stopped publishing (a quiet input ages the model too: builds come from arriving records).
+	// 0 (default) never does; the age is always in outlierd_model_age_seconds.
 	StaleModelAfter time.Duration `yaml:"stale_model_after"`
 	// KeyPublishInterval, for a builder with detect.key_by: key, is the least time between two
 	// publications of one key's model on ModelTopic (its first model goes out at once; a key
@@ -141,8 +152,10 @@ func Default() Config {
 func (c *Config) Derive(written func(path string) bool) {
 	if !written("sink.brokers") {
 		c.Sink.Brokers = append([]string(nil), c.Ingest.Brokers...)
+		c.sinkInherits.brokers = true
 		if !written("sink.security") {
 			c.Sink.Security = c.Ingest.Security
+			c.sinkInherits.security = true
 		}
 	}
 	c.Detect.Derive(func(key string) bool { return written("detect." + key) })
@@ -168,8 +181,9 @@ func (c *Config) Validate() error {
 	default:
 		add("device", "must be auto, cpu or cuda, got %q", c.Device)
 	}
-	for _, v := range []interface{ Validate() error }{&c.Ingest, &c.Detect, &c.Sink, &c.HTTP} {
-		if err := v.Validate(); err != nil {
+	ingestErr := c.Ingest.Validate()
+	for _, err := range []error{ingestErr, c.Detect.Validate(), c.sinkProblems(ingestErr), c.HTTP.Validate()} {
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -184,8 +198,8 @@ func (c *Config) Validate() error {
 	if c.Run.SinkWriters < 1 {
 		add("run.sink_writers", "must be >= 1, got %d", c.Run.SinkWriters)
 	}
-	if c.Run.CommitInterval <= 0 {
-		add("run.commit_interval", "must be > 0, got %s", c.Run.CommitInterval)
+	if c.Run.CommitInterval < minCommitInterval {
+		add("run.commit_interval", "must be >= %s (shorter only loads the brokers and a core), got %s", minCommitInterval, c.Run.CommitInterval)
 	}
 	if c.Run.ShutdownTimeout <= 0 {
 		add("run.shutdown_timeout", "must be > 0, got %s", c.Run.ShutdownTimeout)
@@ -205,7 +219,38 @@ func (c *Config) Validate() error {
 	if c.Sink.Topic != "" && c.Sink.Topic == c.Ingest.Topic {
 		add("sink.topic", "%q is the input topic: outputs would be read back as input", c.Sink.Topic)
 	}
+	if c.Sink.DeadLetterTopic != "" && c.Sink.DeadLetterTopic == c.Ingest.Topic {
+		add("sink.dead_letter_topic", "%q is the input topic: dead letters would be read back as input, fail again and be written again, without end", c.Sink.DeadLetterTopic)
+	}
 	return errors.Join(errs...)
+}
+
+// sinkProblems is the sink section's Validate less the problems of the brokers and security it
+// took from ingest (Derive) where ingestErr reports those of ingest: the same values, reported
+// twice, the second time as keys the file does not have.
+func (c *Config) sinkProblems(ingestErr error) error {
+	err := c.Sink.Validate()
+	if err == nil || (!c.sinkInherits.brokers && !c.sinkInherits.security) {
+		return err
+	}
+	keys := config.FieldKeys(ingestErr)
+	has := func(prefix string) bool {
+		return slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, prefix) })
+	}
+	drop := func(k string) bool {
+		brokers := k == "sink.brokers" || strings.HasPrefix(k, "sink.brokers[")
+		return brokers && c.sinkInherits.brokers && has("ingest.brokers") ||
+			strings.HasPrefix(k, "sink.security.") && c.sinkInherits.security && has("ingest.security.")
+	}
+	var kept []error
+	for _, e := range config.Flatten(err) {
+		var fe *config.FieldError
+		if errors.As(e, &fe) && drop(fe.Key) {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	return errors.Join(kept...)
 }
 
 // LoadConfig reads a YAML file over the defaults, strictly, and validates it.

@@ -65,6 +65,15 @@ func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
 		{"brokers joined by a comma", "ingest:\n  brokers: [\"a:9092,b:9092\"]\n  topic: in\n  group_id: g\n  features: [a, b]\nsink:\n  brokers: [\"a:9092, b:9092\"]\n  topic: out\n  dead_letter_topic: dl\n",
 			[]string{`c.yaml:2:13: ingest.brokers[0]: "a:9092,b:9092" is not host:port (one address per list item: [a:9092, b:9092])`,
 				`c.yaml:7:13: sink.brokers[0]: "a:9092, b:9092" is not host:port (one address per list item: [a:9092, b:9092])`}},
+		// sink.brokers and sink.security left out are ingest's: a problem of theirs is ingest's
+		// alone. It was reported twice, the second time at the sink section's line as
+		// "sink.brokers[0]" or "sink.security...", keys the file does not have.
+		{"ingest's brokers and security, inherited by the sink", "ingest:\n  brokers: [\"h:99999\"]\n  topic: in\n  group_id: g\n  features: [a]\n" +
+			"  security:\n    sasl: {mechanism: plain, username: u, password: p}\nsink:\n  topic: out\n  dead_letter_topic: dl\n",
+			[]string{`c.yaml:2:13: ingest.brokers[0]: "h:99999" is not host:port`,
+				"c.yaml:7:12: ingest.security.sasl.mechanism: plain sends the password to the broker as is: enable tls (or use scram-sha-256/scram-sha-512)"}},
+		{"sink's own brokers judged", "ingest:\n  brokers: [\"h:99999\"]\n  topic: in\n  group_id: g\n  features: [a]\nsink:\n  brokers: [\"h:99999\"]\n  topic: out\n  dead_letter_topic: dl\n",
+			[]string{`c.yaml:2:13: ingest.brokers[0]: "h:99999" is not host:port`, `c.yaml:7:13: sink.brokers[0]: "h:99999": port must be 1..65535`}},
 		{"device, run, http", "device: gpu\n" + ingestOK + sinkOK + "run:\n  queue_batches: 0\nhttp:\n  lag_interval: 1ms\n",
 			[]string{
 				`c.yaml:1:1: device: must be auto, cpu or cuda, got "gpu"`,
@@ -83,10 +92,17 @@ func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
 			[]string{"c.yaml:8:3: detect.min_records: must be in [2, window=1000], got 5000"}},
 		{"sink topic is the input topic", ingestOK + "sink:\n  brokers: [\"localhost:9092\"]\n  topic: in\n  dead_letter_topic: dl\n",
 			[]string{`c.yaml:8:3: sink.topic: "in" is the input topic: outputs would be read back as input`}},
+		// Accepted, each malformed record was dead-lettered onto the input, read again, failed
+		// again: a loop that never ends, the topic growing by one copy a turn.
+		{"dead-letter topic is the input topic", ingestOK + "sink:\n  brokers: [\"localhost:9092\"]\n  topic: out\n  dead_letter_topic: in\n",
+			[]string{`c.yaml:9:3: sink.dead_letter_topic: "in" is the input topic: dead letters would be read back as input, fail again and be written again, without end`}},
 		{"tls keys while tls is off", ingestOK + "  security:\n    tls:\n      ca_file: /x.pem\n" + sinkOK,
 			[]string{"c.yaml:7:5: ingest.security.tls.enabled: false, but tls.ca_file set: set tls.enabled: true, or remove them"}},
 		{"state_dir is a file", ingestOK + "detect:\n  state_dir: " + notDir + "\n" + sinkOK,
 			[]string{fmt.Sprintf("c.yaml:7:3: detect.state_dir: %q is not a directory", notDir)}},
+		// 1ns ran the commit loop flat out: a core at 100%, and 49.5M commits counted in 13 s.
+		{"commit interval below its floor", ingestOK + sinkOK + "run:\n  commit_interval: 1ns\n",
+			[]string{"c.yaml:11:3: run.commit_interval: must be >= 10ms (shorter only loads the brokers and a core), got 1ns"}},
 		{"log level", ingestOK + sinkOK + "run:\n  log_level: loud\n",
 			[]string{`c.yaml:11:3: run.log_level: "loud", want debug, info, warn or error`}},
 		{"input topic name Kafka refuses", "ingest:\n  brokers: [\"localhost:9092\"]\n  topic: \"in put\"\n  group_id: g\n  features: [a, b]\n" + sinkOK,

@@ -88,3 +88,88 @@ func TestLoopsFinalCommitEndsAtHardStop(t *testing.T) {
 		t.Errorf("Run returned %v after the soft stop, past run.shutdown_timeout %v", took.Round(time.Millisecond), limit)
 	}
 }
+
+// hangingCloseSink is a fakeSink whose Close waits until release is closed, as kafka-go's
+// Writer.Close waits for the produces it is still trying (sink.max_attempts tries, each up to
+// sink.write_timeout, backoff up to 1 s between them).
+type hangingCloseSink struct {
+	*fakeSink
+	release chan struct{}
+}
+
+func (s hangingCloseSink) Close() error { <-s.release; return nil }
+
+// TestRunEndsWhileSinkCloseHangs: closing the Kafka clients at Run's end is bounded
+// (closeGrace), and the error says what was cut. With sink.write_timeout 1ns every produce timed
+// out and was retried inside kafka-go, and the process exited 87 s after SIGTERM, 57 s past a
+// shutdown_timeout of 30 s that docs/OPERATIONS.md says bounds the whole stop.
+func TestRunEndsWhileSinkCloseHangs(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	src := newFakeSource(t, mem, onePartitionPlan(2, 5))
+	snk := hangingCloseSink{newFakeSink(t), make(chan struct{})}
+	defer close(snk.release)
+	p := loopPipeline(t, src, snk, func(c *Config) { c.Run.ShutdownTimeout = time.Second })
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-src.drained:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the source's plan was not fetched within 20 s")
+	}
+	stop()
+	t0 := time.Now()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return within 20 s of the stop: the sink's Close held it")
+	}
+	if took := time.Since(t0); took > time.Second+closeGrace+time.Second {
+		t.Errorf("Run returned %v after the stop, past shutdown_timeout 1s + closeGrace %v", took.Round(time.Millisecond), closeGrace)
+	}
+	if err == nil || !strings.Contains(err.Error(), "closing") {
+		t.Errorf("Run: %v, want an error saying the close was cut", err)
+	}
+}
+
+// fixedCommitSource is a fakeSource whose commits return sent, as ingest.Source's does: nil
+// when nothing was done since the last one (no request sent), else the offsets it committed.
+type fixedCommitSource struct {
+	*fakeSource
+	sent map[int]int64
+}
+
+func (s fixedCommitSource) Commit(context.Context) (map[int]int64, error) { return s.sent, nil }
+
+// TestCommitLoopCountsCommitsSent: outlierd_offset_commits_total counts the commits sent, as
+// docs/OPERATIONS.md says ("offset commits that succeeded or failed"), not the intervals: an idle
+// pipeline counted one a second (with commit_interval 1ns, 49.5M in 13 s), each a commit of
+// nothing, and the dashboard's commit rate showed commits that never reached a broker.
+func TestCommitLoopCountsCommitsSent(t *testing.T) {
+	for _, c := range []struct {
+		sent map[int]int64
+		some bool
+	}{{nil, false}, {map[int]int64{0: 5}, true}} {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		src := fixedCommitSource{newFakeSource(t, mem, nil), c.sent}
+		p := loopPipeline(t, src, newFakeSink(t), func(cfg *Config) { cfg.Run.CommitInterval = 10 * time.Millisecond })
+		ctx, stop := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		p.commitLoop(ctx)
+		stop()
+		fams, err := p.metrics.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		commits := 0.0
+		for _, f := range fams {
+			if f.GetName() == "outlierd_offset_commits_total" {
+				commits = f.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		if (commits > 0) != c.some || (p.stats.Commits.Load() > 0) != c.some {
+			t.Errorf("commits returning %v: outlierd_offset_commits_total %v, stats %d: want some %v", c.sent, commits, p.stats.Commits.Load(), c.some)
+		}
+	}
+}

@@ -169,7 +169,7 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 			return out
 		})
 	}
-	p.metrics.SetStaleModelAfter(cfg.Run.StaleModelAfter)
+	p.metrics.SetStaleModelAfter(cfg.Run.StaleModelAfter, cfg.Detect.RefreshInterval)
 	if cfg.HTTP.Enabled() {
 		if p.lag, err = openLagPoller(p); err != nil {
 			return nil, fmt.Errorf("pipeline: metrics: %w", err)

@@ -189,6 +189,7 @@ func (r *Reloader) Apply(ctx context.Context, cfg Config) (ReloadResult, error) 
 			return res, fmt.Errorf("%w: %w", ErrReloadRejected, err)
 		}
 		res.RebuildStarted = dr.RebuildStarted
+		r.p.metrics.SetStaleModelAfter(cfg.Run.StaleModelAfter, cfg.Detect.RefreshInterval)
 	}
 	if cfg.Sink.Emit != r.cur.Sink.Emit {
 		// Validated above, so it cannot fail after the detect part applied.

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/stages/detect"
@@ -87,10 +89,19 @@ type item struct {
 // so they are read again after a restart.
 func (it item) release() { it.b.Release() }
 
+// closeGrace bounds the closing of the Kafka clients (source, sink, a role's model topic
+// clients) at Run's end. kafka-go's Writer.Close waits for every produce it is still trying:
+// after the hard stop or a failure those are abandoned writes, retried up to sink.max_attempts
+// times (each up to sink.write_timeout, backoff up to 1 s), and with write_timeout 1ns the
+// process exited 57 s past run.shutdown_timeout, which bounds the whole stop. Their records were
+// never acknowledged, so never committed: they are read again after a restart.
+const closeGrace = 2 * time.Second
+
 // closeOpened closes what New opened, the stage before the device it runs on: at Run's end,
 // and when New fails after opening some of it (what is not open yet is skipped). The stage waits
 // for a model build in progress until ctx ends at most (Run: the stop's deadline). The device's
-// error is not returned (the CPU has none; a GPU's is logged by accel).
+// error is not returned (the CPU has none; a GPU's is logged by accel). The Kafka clients' close
+// is waited for closeGrace, then left to end alone.
 func (p *Pipeline) closeOpened(ctx context.Context) error {
 	if p.stage != nil {
 		p.stage.CloseContext(ctx)
@@ -98,14 +109,26 @@ func (p *Pipeline) closeOpened(ctx context.Context) error {
 	if p.dev != nil {
 		p.dev.Close()
 	}
-	var errs []error
-	if p.src != nil {
-		errs = append(errs, p.src.Close())
+	done := make(chan error, 1)
+	go func() {
+		var errs []error
+		if p.src != nil {
+			errs = append(errs, p.src.Close())
+		}
+		if p.snk != nil {
+			errs = append(errs, p.snk.Close())
+		}
+		done <- errors.Join(append(errs, p.closeRole())...)
+	}()
+	t := time.NewTimer(closeGrace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		p.log.Warn().Dur("close_grace", closeGrace).Msg("closing the Kafka clients cut: writes still being tried are abandoned, not committed (read again after a restart)")
+		return fmt.Errorf("pipeline: closing the Kafka clients took over %s: abandoned (writes still being tried are not acknowledged, so not committed: read again after a restart)", closeGrace)
 	}
-	if p.snk != nil {
-		errs = append(errs, p.snk.Close())
-	}
-	return errors.Join(append(errs, p.closeRole())...)
 }
 
 // confirmAlerts tells the stage, after a clean stop's final commit, the offsets the source

@@ -29,8 +29,8 @@ type TopicResult struct {
 // and left unchanged, so it is idempotent. Every failure is returned at once (errors.Join),
 // beside the results of the topics that worked.
 func CreateTopics(ctx context.Context, cfg Config, inputPartitions int, log zerolog.Logger) ([]TopicResult, error) {
-	if inputPartitions < 1 {
-		return nil, fmt.Errorf("pipeline: input partitions must be >= 1, got %d", inputPartitions)
+	if inputPartitions < 1 || inputPartitions > sink.MaxCreatePartitions {
+		return nil, fmt.Errorf("pipeline: input partitions must be in [1, %d], got %d", sink.MaxCreatePartitions, inputPartitions)
 	}
 	if _, ok := ctx.Value(waitLimitKey{}).(time.Duration); !ok {
 		// The caller's deadline (topics create --timeout) is the limit every topic's messages name.

@@ -286,6 +286,96 @@ func TestGenSensorsColumns(t *testing.T) {
 	}
 }
 
+// TestGenKeyColumnNameFitsCSV: a --key-column name with the delimiter, a quote or a line break
+// is refused. Written as is, "a,b" made a header of one column more than every row: a file
+// that the batch commands and replay refuse, or read shifted by a column.
+func TestGenKeyColumnNameFitsCSV(t *testing.T) {
+	for _, name := range []string{"a,b", `a"b`, "a\nb", "a\rb"} {
+		out, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "10", "--keys", "2", "--key-column", name)
+		if code != 2 || out != "" || !strings.Contains(errs, "--key-column") {
+			t.Errorf("--key-column %q: exit %d, %d bytes out, stderr %q: want exit 2 naming the flag, nothing written", name, code, len(out), errs)
+		}
+	}
+}
+
+// TestGenHugeCountsRefused: gen holds the data set in memory, and a count too large for it
+// (rows, dims, a fleet's keys or sensors, spans) is refused naming it. --rows
+// 9223372036854775807 panicked (makeslice: len out of range) on every kind, and --shifts so
+// large grew memory without bound before writing a row.
+func TestGenHugeCountsRefused(t *testing.T) {
+	huge := "9223372036854775807"
+	for _, c := range []struct {
+		flag string
+		args []string
+	}{
+		{"--rows", []string{"--kind", "sensors", "--rows", huge}},
+		{"--rows", []string{"--kind", "g2d", "--rows", huge}},
+		{"--rows", []string{"--kind", "machines", "--rows", huge}},
+		{"--rows", []string{"--kind", "three", "--rows", huge}},
+		{"--dims", []string{"--kind", "g2d", "--rows", "10", "--dims", huge}},
+		{"--dims", []string{"--kind", "one", "--rows", "10", "--dims", huge}},
+		{"--dims", []string{"--kind", "g2d", "--rows", "100000000", "--dims", "100"}},
+		{"--keys", []string{"--kind", "sensors", "--rows", "10", "--keys", huge}},
+		{"--sensors", []string{"--kind", "sensors", "--rows", "10", "--keys", "2", "--sensors", huge}},
+		{"shifts must be at most rows", []string{"--kind", "sensors", "--rows", "100", "--shifts", huge}},
+		{"stuck must be at most rows", []string{"--kind", "sensors", "--rows", "100", "--stuck", huge}},
+	} {
+		out, errs, code := outlierd(t, append([]string{"gen"}, c.args...)...)
+		if code != 2 || out != "" || !strings.Contains(errs, c.flag) || strings.Contains(errs, "panic") {
+			t.Errorf("%v: exit %d, stderr %q: want exit 2 naming %s", c.args, code, errs, c.flag)
+		}
+	}
+}
+
+// TestGenTimesFitEpochMS: --start-ms and --period-ms whose last row's time is past int64 epoch
+// milliseconds are refused; the ts column wrapped around to negative times, a stream out of the
+// time order it promises. The extremes that fit are written.
+func TestGenTimesFitEpochMS(t *testing.T) {
+	for _, args := range [][]string{
+		{"--period-ms", "9223372036854775807"},
+		{"--start-ms", "9223372036854775807", "--period-ms", "1000"},
+		{"--start-ms", "0", "--period-ms", "4611686018427387904"},
+	} {
+		out, errs, code := outlierd(t, append([]string{"gen", "--kind", "sensors", "--rows", "3", "--ts"}, args...)...)
+		if code != 2 || out != "" || !strings.Contains(errs, "start-ms") {
+			t.Errorf("%v: exit %d, stderr %q, out %q: want exit 2 naming start-ms and period-ms", args, code, errs, out)
+		}
+	}
+	out, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "3", "--ts", "--start-ms", "-9223372036854775808", "--period-ms", "4611686018427387903")
+	if code != 0 || !strings.HasSuffix(strings.Split(strings.TrimSpace(out), "\n")[3], ",0") || !strings.HasPrefix(strings.Split(out, "\n")[3], "-2,") {
+		t.Errorf("the widest span that fits: exit %d, stderr %q, out %q", code, errs, out)
+	}
+}
+
+// TestOutputIsNotTheInput: an output file option naming the input file is refused before any
+// work; replay --verdicts-out, density and hypercube --scores-out, proclus --assignments-out
+// and topn --model-out overwrote the input (exit 0), the data they were made from lost.
+func TestOutputIsNotTheInput(t *testing.T) {
+	raw, err := os.ReadFile(gen(t, "--kind", "machines", "--rows", "300", "--seed", "7", "--outlier-ratio", "0.01"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := string(raw)
+	for _, c := range []struct{ cmd, flag string }{
+		{"replay", "--verdicts-out"}, {"density", "--scores-out"}, {"hypercube", "--scores-out"},
+		{"proclus", "--assignments-out"}, {"topn", "--model-out"},
+	} {
+		path := writeFile(t, "in.csv", data)
+		args := []string{c.cmd, "--input", path, "--label-column", "label", c.flag, path}
+		if c.cmd == "proclus" {
+			args = append(args, "--k", "2", "--l", "2")
+		}
+		_, errs, code := outlierd(t, args...)
+		after, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != 2 || !strings.Contains(errs, "is the input file") || string(after) != data {
+			t.Errorf("%s %s the input: exit %d, stderr %q, input kept %v", c.cmd, c.flag, code, errs, string(after) == data)
+		}
+	}
+}
+
 // TestGenRefusalsNameKindsThatTakeThem: gen refuses an option the kind ignores, and where the
 // message says which kinds it applies to ("applies to --kind one|three only"), each of them
 // takes it (--offset on g2d named three, which refuses it in turn).

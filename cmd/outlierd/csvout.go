@@ -33,3 +33,19 @@ func writeRowCSV(path, flag, header string, rows int, appendValue func(line []by
 	}
 	return nil
 }
+
+// notTheInput refuses an output file (out, of option flag) that is the input file: it was
+// overwritten without a word, after the work, and the data it was made from lost.
+func notTheInput(input, out, flag string) error {
+	if out == "" || input == "" {
+		return nil
+	}
+	a, err := os.Stat(input)
+	if err != nil {
+		return nil // the input's own error comes where it is read
+	}
+	if b, err := os.Stat(out); err == nil && os.SameFile(a, b) {
+		return usageError{fmt.Errorf("%s %s is the input file: it would be overwritten", flag, out)}
+	}
+	return nil
+}

@@ -64,6 +64,9 @@ func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	if *input == "" {
 		return usageError{fmt.Errorf("--input is required")}
 	}
+	if err := notTheInput(*input, *scoresOut, "--scores-out"); err != nil {
+		return err
+	}
 	if set["uncertainty-suffix"] && set["uncertainty-multiplier"] {
 		return usageError{fmt.Errorf("give --uncertainty-suffix or --uncertainty-multiplier, not both")}
 	}

@@ -37,6 +37,9 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	if *rows < 2 {
 		return usageError{fmt.Errorf("--rows must be >= 2, got %d", *rows)}
 	}
+	if *rows > maxGenValues {
+		return usageError{fmt.Errorf("--rows must be at most %d (gen holds the data set in memory), got %d", maxGenValues, *rows)}
+	}
 	set := flagsSet(fs)
 	if *kind == "sensors" {
 		for _, f := range []string{"dims", "outlier-ratio", "offset", "outlier-dims", "uncertainty-multiplier"} {
@@ -81,6 +84,9 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 			if *dims < 1 {
 				return usageError{fmt.Errorf("--dims must be >= 1, got %d", *dims)}
 			}
+			if err := genFits(*rows, *dims, 1, "--dims"); err != nil {
+				return err
+			}
 			d = synth.Gaussian(*rows, *dims, *seed)
 		}
 	default:
@@ -94,6 +100,9 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 		if err := p.Validate(); err != nil {
 			return usageError{err}
 		}
+		if err := genFits(*rows, p.Dims, 2, "--dims"); err != nil { // (and an uncertainty column each)
+			return err
+		}
 		if *kind == "one" {
 			d = synth.One(p)
 		} else {
@@ -101,6 +110,20 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return writeCSV(stdout, d)
+}
+
+// maxGenValues bounds the values gen generates (rows x value columns): it holds the data set
+// in memory, 8 GiB of float32 at this bound. Past it a count panicked (makeslice: len out of
+// range) or grew the heap until the process was killed.
+const maxGenValues = 1 << 31
+
+// genFits refuses rows x cols x per values past maxGenValues (per: the values a column takes a
+// row), naming flag (the count of columns).
+func genFits(rows, cols, per int, flag string) error {
+	if cols > maxGenValues/rows/per {
+		return usageError{fmt.Errorf("%s: %d rows x %d columns is more than the %d values gen holds in memory", flag, rows, cols*per, maxGenValues)}
+	}
+	return nil
 }
 
 // uncertainKinds names the kinds that take each option of the uncertain data sets (the

@@ -66,7 +66,7 @@ func addSensorFlags(fs *flag.FlagSet) *sensorFlags {
 		}
 		return nil
 	})
-	fs.BoolVar(&sf.kindCol, "kind-column", false, "sensors: write a column anomaly_kind (spike, shift, stuck, contextual, '+'-joined; empty when normal) before label")
+	fs.BoolVar(&sf.kindCol, "kind-column", false, "sensors: write a column anomaly_kind (spike, shift, stuck, contextual, '+'-joined; empty when normal) before label; text: replay reads it as a feature unless a --config names the features (ingest.features)")
 	fs.VisitAll(func(f *flag.Flag) {
 		if !before[f.Name] {
 			sf.names = append(sf.names, f.Name)
@@ -88,6 +88,16 @@ func genSensors(sf *sensorFlags, rows int, seed uint64, set map[string]bool, std
 	}
 	if sf.p.Keys > 0 && sf.keyColumn == "" {
 		return usageError{fmt.Errorf("--key-column must not be empty")}
+	}
+	if sf.p.Keys > 0 && strings.ContainsAny(sf.keyColumn, ",\"\r\n") {
+		// The header is written as is: such a name would shift every column after it.
+		return usageError{fmt.Errorf("--key-column %q: a CSV column name cannot hold a comma, a quote or a line break", sf.keyColumn)}
+	}
+	if sf.p.Keys > rows {
+		return usageError{fmt.Errorf("--keys must be at most --rows (%d), got %d", rows, sf.p.Keys)}
+	}
+	if err := genFits(rows, sf.p.Sensors, 1, "--sensors"); err != nil {
+		return err
 	}
 	s, err := synth.SensorSeries(sf.p)
 	if err != nil {

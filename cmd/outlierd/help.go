@@ -83,8 +83,9 @@ line, as file:line:column: key: message (an unknown key: "file:line:column: unkn
 ` + "`windw`" + ` in detect.keys; did you mean ` + "`window`" + `?"; a key left out of a section the file does
 not have: "file: sink.topic: required"); the exit status is 0 when the file is valid, 1 when
 not. outlierd run refuses the same files at start, and a reload refuses them while running. A
-key that has no effect is a warning in the same form, "key: warning: ...", the status still 0
-(ingest.event_time_zone other than UTC without ingest.event_time_field).`},
+key that has no effect, or that a broker of the default settings refuses, is a warning in the
+same form, "key: warning: ...", the status still 0 (ingest.event_time_zone other than UTC
+without ingest.event_time_field; ingest.session_timeout outside 6s to 30m).`},
 	"run": {"--config FILE [--log-level LEVEL]",
 		`Runs the streaming pipeline: reads ingest.topic through the consumer group, scores each record
 against the model of the recent window, writes to sink.topic (and malformed records to
@@ -111,14 +112,17 @@ sink.create_replication_factor (0: the broker's default). A topic that exists is
 	"produce": {"--config FILE --input FILE [--format csv|json|logfmt] [--key-column C] [--rate N/s]",
 		`Sends a file's records to the config's ingest.topic (brokers and security from ingest), one
 message per record, in the config's ingest.format: a CSV file (header row) becomes JSON objects
-or logfmt lines named by its header, or CSV lines (without the header) when ingest.format is
-csv; JSON lines (one object per line) and logfmt lines go as they are to a topic of their own
+or logfmt lines named by its header (a column named by a dotted path the config reads,
+sensor.temp, nested as the path reaches it: {"sensor": {"temp": ...}}), or CSV lines (without
+the header) when ingest.format is csv; JSON lines (one object per line) and logfmt lines go as they are to a topic of their own
 format. --key-column makes a column (field, key) the message key. A CSV header without a field
 every record needs (a feature without an ingest.fill value, its uncertainty field without a
 default, key_field, event_time_field) is warned of on stderr, naming them: the pipeline would
 dead-letter every record; so is such a field that none of the first 100 JSON or logfmt records
-has. A progress bar
-shows on a terminal; the summary line says how many records went, and how fast.`},
+has (a JSON key with a dot in it is no path's). A progress bar
+shows on a terminal; the summary line says how many records went, and how fast. A line that
+cannot be read stops it, exit status 1: the records before it went, none after it (the error
+says how many).`},
 	"tail": {"--config FILE [--all] [--json] [--from-beginning] [--idle-exit D] [--max N]",
 		`Prints the outliers the pipeline writes to the config's sink.topic (sink.format json), one line
 each: id, key, score and the explanation, each id once (a producer retry or a restart can

@@ -39,6 +39,9 @@ func runHypercube(args []string, stdout, stderr io.Writer, opt accel.Options) er
 	if *input == "" {
 		return usageError{fmt.Errorf("--input is required")}
 	}
+	if err := notTheInput(*input, *scoresOut, "--scores-out"); err != nil {
+		return err
+	}
 	if *bins < 2 || *bins > hypercube.MaxBins {
 		return usageError{fmt.Errorf("--bins must be in [2, %d], got %d", hypercube.MaxBins, *bins)}
 	}

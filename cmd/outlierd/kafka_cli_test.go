@@ -89,6 +89,61 @@ func TestTopicsCreate(t *testing.T) {
 	})
 }
 
+// TestTopicsCreatePartitionsBound: --partitions past sink.create_partitions' bound (1,000,000)
+// is refused before any broker is asked. The request's count is an int32: 9223372036854775807
+// went as -1, the broker's default, and "created ... (9223372036854775807 partitions)" was
+// printed over topics of 3; 4294967297 would have asked for 1.
+func TestTopicsCreatePartitionsBound(t *testing.T) {
+	cfg := writeFile(t, "p.yaml", "ingest:\n  brokers: [\"127.0.0.1:1\"]\n  topic: in\n  features: [t]\nsink:\n  topic: out\n  dead_letter_topic: dlq\n")
+	for _, n := range []string{"1000001", "4294967297", "9223372036854775807"} {
+		_, errs, code := outlierd(t, "topics", "create", "--config", cfg, "--partitions", n, "--timeout", "1s")
+		if code != 2 || !strings.Contains(errs, "--partitions must be in [1, 1000000]") {
+			t.Errorf("--partitions %s: exit %d, stderr %q: want exit 2 and the bound", n, code, errs)
+		}
+	}
+}
+
+// TestProduceRateBounds: --rate takes N or N/s in (0, 1e9]; a rate past the bound said it was
+// "not a positive number", which 1e10 is.
+func TestProduceRateBounds(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want float64
+		err  string
+	}{
+		{"500", 500, ""}, {"500/s", 500, ""}, {"1e9", 1e9, ""}, {"", 0, ""},
+		{"1e10", 0, "at most 1e+09"}, {"0", 0, "positive"}, {"-5/s", 0, "positive"}, {"NaN", 0, "positive"}, {"abc", 0, "not a number"},
+	} {
+		got, err := parseRate(c.in)
+		if c.err == "" && (err != nil || got != c.want) || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("parseRate(%q) = %v, %v: want %v, an error with %q", c.in, got, err, c.want, c.err)
+		}
+	}
+}
+
+// TestProduceStopsAtABadLineSayingWhatWent: a line that cannot be read stops produce with
+// what went: every record before it, none after (a file is sent in chunks, and before, the
+// records of the chunk being filled were dropped unsaid while earlier chunks had gone: after a
+// fix and a second run, those went twice, and the error said nothing of them).
+func TestProduceStopsAtABadLineSayingWhatWent(t *testing.T) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
+		path, names := kafkaConfig(t, br, "json")
+		if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
+			t.Fatalf("topics create: %s", errs)
+		}
+		line := `{"temp": 20.5, "pressure": 101.2}` + "\n"
+		data := writeFile(t, "s.jsonl", strings.Repeat(line, 3)+"not json\n"+strings.Repeat(line, 2))
+		_, errs, code := outlierd(t, "produce", "--config", path, "--input", data)
+		want := fmt.Sprintf("s.jsonl:4: not a JSON object on one line: invalid character 'o' in literal null (expecting 'u') (the 3 records before it went to topic %s, none after it)", names[0])
+		if code != 1 || !strings.Contains(errs, want) {
+			t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
+		}
+		if recs := testsupport.ReadTopic(t, br, names[0], 1); len(recs) != 3 {
+			t.Errorf("%d messages in the topic, want the 3 before the bad line", len(recs))
+		}
+	})
+}
+
 // TestProduce: a CSV file goes to the input topic one message per row, in the topic's format
 // (JSON objects with numbers as numbers and an empty field left out; CSV lines without the
 // header), keyed by --key-column, and --rate paces it.
@@ -451,6 +506,55 @@ func TestProduceWarnsOfFieldsTheHeaderLacks(t *testing.T) {
 	path2 := writeFile(t, "filled.yaml", filled)
 	if _, errs, code := outlierd(t, "produce", "--config", path2, "--input", bad); code != 0 || !strings.Contains(errs, `no column "pressure", "sensor"`) {
 		t.Errorf("fill and key_field: exit %d, stderr %q (want pressure and sensor named, not temp)", code, errs)
+	}
+}
+
+// TestProduceDottedPaths: a CSV column named by a dotted path the config reads (ingest.features'
+// sensor.temp) goes as the nested object that path reaches, {"sensor":{"temp":3}}, and the
+// pipeline's decoder reads it; written flat ({"sensor.temp":3}, as before) every record was a
+// dead letter ("missing") and produce said nothing. A column that would be both a value and such
+// an object is refused. JSON lines with the dotted key flat are sent as they are, warned of.
+func TestProduceDottedPaths(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	path, names := kafkaConfig(t, br, "json")
+	cfg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = writeFile(t, "dotted.yaml", strings.Replace(string(cfg), "features: [temp, pressure]", "features: [sensor.temp, pressure]", 1))
+	if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
+		t.Fatalf("topics create: %s", errs)
+	}
+	data := writeFile(t, "s.csv", "sensor.temp,pressure,site.name\n3,1,a\n,2,b\n")
+	if _, errs, code := outlierd(t, "produce", "--config", path, "--input", data); code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	want := []string{`{"sensor":{"temp":3},"pressure":1,"site.name":"a"}`, `{"pressure":2,"site.name":"b"}`}
+	ic := ingestJSON()
+	ic.Features = []string{"sensor.temp", "pressure"}
+	checked, err := ic.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, d := checked.NewDecoder(), ic.NewDecoded()
+	for i, r := range testsupport.ReadTopic(t, br, names[0], 1) {
+		if i >= len(want) || string(r.Value) != want[i] {
+			t.Errorf("message %d: %s, want %s", i, r.Value, want[min(i, len(want)-1)])
+			continue
+		}
+		if i == 0 { // the pipeline's decoder reads it
+			if err := dec.Decode(r.Value, d); err != nil || d.Values[0] != 3 {
+				t.Errorf("decoding %s: %v, values %v", r.Value, err, d.Values)
+			}
+		}
+	}
+	clash := writeFile(t, "c.csv", "sensor,sensor.temp,pressure\nx,3,1\n")
+	if _, errs, code := outlierd(t, "produce", "--config", path, "--input", clash); code != 1 || !strings.Contains(errs, `column "sensor.temp" and the path sensor`) {
+		t.Errorf("sensor and sensor.temp: exit %d, stderr %q", code, errs)
+	}
+	flat := writeFile(t, "f.jsonl", `{"sensor.temp": 3, "pressure": 1}`+"\n")
+	if _, errs, code := outlierd(t, "produce", "--config", path, "--input", flat); code != 0 || !strings.Contains(errs, `"sensor.temp" as one key`) {
+		t.Errorf("JSON lines with the key flat: exit %d, stderr %q: want the warning", code, errs)
 	}
 }
 

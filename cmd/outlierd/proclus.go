@@ -67,6 +67,9 @@ func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	if *input == "" {
 		return usageError{fmt.Errorf("--input is required")}
 	}
+	if err := notTheInput(*input, *assignOut, "--assignments-out"); err != nil {
+		return err
+	}
 	log := newLogger(stderr)
 	dev, tab, err := openInput(*device, *input, *label, log, opt, "--")
 	if err != nil {

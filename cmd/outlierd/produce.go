@@ -105,6 +105,9 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	case len(recs.lacks) > 0:
 		fmt.Fprintf(stderr, "outlierd produce: warning: none of the first %d records of %s has the field %s (ingest.features without an ingest.fill value, their uncertainty fields without a default, key_field, event_time_field): the pipeline will send each record without it to the dead-letter topic %s (field %s: missing)\n",
 			recs.looked, *input, quoteAll(recs.lacks), cfg.Sink.DeadLetterTopic, strconv.Quote(recs.lacks[0]))
+		if len(recs.flat) > 0 {
+			fmt.Fprintf(stderr, "outlierd produce: the records have %s as one key: a dotted path reaches into nested objects ({\"a\": {\"b\": 1}} for a.b)\n", quoteAll(recs.flat))
+		}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -160,7 +163,15 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 		if err != nil {
-			return err
+			// Every record before the bad one goes, none after it: the chunk being filled is
+			// sent too (dropped, it went unsaid while earlier chunks had gone).
+			if ferr := flush(); ferr != nil {
+				return errors.Join(err, ferr)
+			}
+			if sent == 0 {
+				return fmt.Errorf("%w (no record went to topic %s)", err, in.Topic)
+			}
+			return fmt.Errorf("%w (the %d records before it went to topic %s, none after it)", err, sent, in.Topic)
 		}
 		msgs = append(msgs, kafka.Message{Key: key, Value: value})
 		if len(msgs) == chunk {
@@ -184,14 +195,22 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
+// maxRate bounds --rate: far above what one producer sends.
+const maxRate = 1e9
+
 // parseRate reads --rate: "500", "500/s" or "" (no limit, 0).
 func parseRate(s string) (float64, error) {
 	if s == "" {
 		return 0, nil
 	}
 	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "/s"), 64)
-	if err != nil || !(v > 0) || v > 1e9 {
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange):
+		return 0, fmt.Errorf("%q is not a number of records per second (e.g. 500 or 500/s)", s)
+	case !(v > 0):
 		return 0, fmt.Errorf("%q is not a positive number of records per second (e.g. 500 or 500/s)", s)
+	case v > maxRate:
+		return 0, fmt.Errorf("%q: the rate must be at most %g records per second", s, maxRate)
 	}
 	return v, nil
 }
@@ -225,7 +244,13 @@ type recordReader struct {
 	// or that none of the first looked records of JSON or logfmt lines has.
 	lacks  []string
 	looked int
+	// flat lists the lacking fields the JSON records have as one key with a dot in it.
+	flat []string
 }
+
+// flatKeyMark prefixes, in recordFields' set, a JSON key with a dot in it (the path of its name
+// reaches nothing).
+const flatKeyMark = "\x00flat:"
 
 // lookAhead is how many JSON or logfmt records are looked at for the fields they lack: a file
 // has no header, but a generator's or an export's records are alike.
@@ -341,6 +366,11 @@ func newRecordReader(r io.Reader, name, format string, in ingest.Config, delim r
 	}
 	if rr.looked > 0 {
 		rr.lacks = requiredLacking(in, func(name string) bool { return has[name] })
+		for _, l := range rr.lacks {
+			if has[flatKeyMark+l] {
+				rr.flat = append(rr.flat, l)
+			}
+		}
 	}
 	rr.next = func() ([]byte, []byte, error) {
 		if len(ahead) == 0 {
@@ -369,6 +399,12 @@ func recordFields(has map[string]bool, format string, line []byte) {
 			return // not an object: a leaf
 		}
 		for k, v := range obj {
+			if strings.Contains(k, ".") {
+				// A key with a dot: no dotted path reaches it (a path's dots go into nested
+				// objects), so it is not the field of its name; marked for the warning's hint.
+				has[flatKeyMark+prefix+k] = true
+				continue
+			}
 			has[prefix+k] = true
 			add(prefix+k+".", v)
 		}
@@ -408,10 +444,12 @@ func newCSVRecords(r io.Reader, name string, in ingest.Config, delim rune, keyCo
 	}
 	lacks := requiredLacking(in, func(name string) bool { return slices.Contains(header, name) })
 	var buf bytes.Buffer
-	// Per file, not per row: the header names as JSON strings, and one CSV writer into buf.
-	quoted := make([][]byte, len(header))
-	for i, h := range header {
-		quoted[i], _ = json.Marshal(h)
+	// Per file, not per row: the JSON object's plan, and one CSV writer into buf.
+	var obj *csvObject
+	if in.Format == ingest.FormatJSON {
+		if obj, err = newCSVObject(name, header, in); err != nil {
+			return nil, err
+		}
 	}
 	cw := csv.NewWriter(&buf)
 	cw.Comma = rune(in.CSVDelimiter[0])
@@ -427,19 +465,7 @@ func newCSVRecords(r io.Reader, name string, in ingest.Config, delim rune, keyCo
 		switch in.Format {
 		case ingest.FormatJSON:
 			buf.WriteByte('{')
-			n := 0
-			for i, v := range row {
-				if v == "" { // an empty field is a missing value: left out
-					continue
-				}
-				if n > 0 {
-					buf.WriteByte(',')
-				}
-				n++
-				buf.Write(quoted[i])
-				buf.WriteByte(':')
-				buf.Write(jsonValue(v))
-			}
+			obj.write(&buf, row) // an empty field is a missing value: left out
 			buf.WriteByte('}')
 		case ingest.FormatLogfmt:
 			for i, v := range row {

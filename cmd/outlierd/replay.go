@@ -128,6 +128,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if *input == "" {
 		return usageError{fmt.Errorf("--input is required")}
 	}
+	if err := notTheInput(*input, *verdictsOut, "--verdicts-out"); err != nil {
+		return err
+	}
 	for name, v := range map[string]int{"window": *window, "min-records": *minRecords, "refresh-records": *refresh} {
 		if v < 0 {
 			return usageError{fmt.Errorf("--%s must be >= 0, got %d", name, v)}
@@ -196,10 +199,12 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if *refresh > 0 {
 		dc.RefreshRecords = *refresh
 	}
+	byColumn := false // key_by: key came from --key-column alone
 	switch {
 	case *keyBy != "":
 		dc.KeyBy = detect.KeyBy(*keyBy)
 	case *keyCol != "":
+		byColumn = dc.KeyBy != detect.KeyByKey
 		if written("detect.key_by") && dc.KeyBy == detect.KeyByNone { // (live, the key would name the series alone)
 			fmt.Fprintf(stderr, "replay: --key-column %q gives detect.key_by: key, not the config's key_by: none (--key-by none keeps it)\n", *keyCol)
 		}
@@ -212,6 +217,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	dc.RefreshInterval = time.Duration(math.MaxInt64) // rebuilds by record count only (see the help)
 	dc.StateDir = ""                                  // a replay neither reads nor writes snapshots
 	if err := dc.Validate(); err != nil {
+		if byColumn { // the config's key_by does not help: the flag overrides it
+			err = fmt.Errorf("%w (--key-column %q gives detect.key_by: key; --key-by none keeps one model for the stream, the column naming the series)", err, *keyCol)
+		}
 		return usageError{err} // the file's values were valid: the flags made them so
 	}
 	if err := dc.ValidateFeatures(len(features)); err != nil { // as lint and the start check it

@@ -246,6 +246,24 @@ func TestReplayKeyColumnOverConfig(t *testing.T) {
 	}
 }
 
+// TestReplayKeyColumnRefusedNamesTheFlag: where the key_by: key that --key-column gives cannot
+// run with the config's detect section (flag_by: rate), the refusal names the flag and --key-by
+// none. It said "set flag_by: significance, or key_by: none" alone: a config that then wrote
+// key_by: none was refused the same way, --key-column overriding it.
+func TestReplayKeyColumnRefusedNamesTheFlag(t *testing.T) {
+	path := writeFile(t, "fleet.csv", "sensor,value\n"+strings.Repeat("s1,1.5\ns2,20.5\ns1,1.7\ns2,20.1\n", 100))
+	for _, body := range []string{"detect:\n  flag_by: rate\n", "detect:\n  flag_by: rate\n  key_by: none\n"} {
+		cfg := writeFile(t, "rate.yaml", body)
+		_, errs, code := outlierd(t, "replay", "--input", path, "--key-column", "sensor", "--config", cfg, "--window", "200")
+		if code != 2 || !strings.Contains(errs, `--key-column "sensor" gives detect.key_by: key`) || !strings.Contains(errs, "--key-by none") {
+			t.Errorf("%q: exit %d, stderr %q: want exit 2 naming --key-column and --key-by none", body, code, errs)
+		}
+		if _, errs, code := outlierd(t, "replay", "--input", path, "--key-column", "sensor", "--config", cfg, "--window", "200", "--key-by", "none"); code != 0 {
+			t.Errorf("%q with --key-by none: exit %d, stderr %q", body, code, errs)
+		}
+	}
+}
+
 // TestReplayKeyedDetectorFigures: under detect.key_by the global model's own tests (the
 // eta-probability, the solving set, the hypercube) do not run on a record its key's model
 // scored (their fields read 0: eta-probability 0 ranked every such record first), so their
@@ -372,9 +390,30 @@ func TestReplayTextColumnAsFeature(t *testing.T) {
 	path := writeFile(t, "fleet.csv", "sensor,value,label\ns1,1.5,0\ns2,20.5,0\n")
 	cfg := writeFile(t, "keyed.yaml", "detect:\n  key_by: key\n")
 	_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--config", cfg)
-	want := `fleet.csv:2: field "sensor": not a number: "s1" (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column sensor if it is the key)`
+	want := `fleet.csv:2:1: field "sensor": not a number: "s1" (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column sensor if it is the key)`
 	if code != 1 || !strings.Contains(errs, want) {
 		t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
+	}
+}
+
+// TestReplayEmptyColumnAsFeature: gen --kind-column's anomaly_kind (empty on a normal row) is
+// a feature to a replay without ingest.features, and replay stopped at the first normal row with
+// only `field "anomaly_kind": missing`; the message now says why the column was read and how to
+// name the features.
+func TestReplayEmptyColumnAsFeature(t *testing.T) {
+	out, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "500", "--ts", "--stuck", "1", "--stuck-length", "20", "--kind-column")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	path := writeFile(t, "kinds.csv", out)
+	_, errs, code = outlierd(t, "replay", "--input", path, "--label-column", "label", "--timestamp-column", "ts")
+	want := `kinds.csv:2:44: field "anomaly_kind": missing (without ingest.features every column but the key, timestamp and label columns is a feature: a --config with ingest.features names them, e.g. ingest: {features: [temp, pressure, humidity]})`
+	if code != 1 || !strings.Contains(errs, want) {
+		t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
+	}
+	cfg := writeFile(t, "f.yaml", "ingest: {features: [temp, pressure, humidity]}\n")
+	if _, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--timestamp-column", "ts", "--config", cfg); code != 0 {
+		t.Errorf("with the features named: exit %d, stderr %q", code, errs)
 	}
 }
 
@@ -386,7 +425,7 @@ func TestReplayTextColumnAsFeature(t *testing.T) {
 func TestReplayKeyColumnHintByReason(t *testing.T) {
 	in := replayInput{label: "label"}
 	reworded := fmt.Errorf("wrapped: %w", &ingest.FieldError{Field: "sensor", Reason: ingest.ReasonNotNumber, Problem: "holds text, not a reading"})
-	if h := keyColumnHint(in, reworded); !strings.Contains(h, "--key-column sensor if it is the key") {
+	if h := keyColumnHint(in, nil, reworded); !strings.Contains(h, "--key-column sensor if it is the key") {
 		t.Errorf("a reworded not-a-number: hint %q, want --key-column sensor", h)
 	}
 	for _, c := range []struct {
@@ -399,7 +438,7 @@ func TestReplayKeyColumnHintByReason(t *testing.T) {
 		{"features named", replayInput{label: "label", ingest: ingest.Config{Features: []string{"sensor"}}}, reworded},
 		{"not a field's", in, fmt.Errorf("not a number")},
 	} {
-		if h := keyColumnHint(c.in, c.err); h != "" {
+		if h := keyColumnHint(c.in, nil, c.err); h != "" {
 			t.Errorf("%s: hint %q, want none", c.name, h)
 		}
 	}

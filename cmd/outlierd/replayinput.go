@@ -138,6 +138,16 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		}
 		switch {
 		case len(ic.CSVHeader) == 0:
+			// The header becomes csv_header: its check would name that key, which the user
+			// never wrote (with --config at the file's line 1).
+			for i, h := range header {
+				if h == "" {
+					return nil, fmt.Errorf("%s:%d: header: column %d has no name", in.path, line, i+1)
+				}
+				if j := slices.Index(header, h); j != i {
+					return nil, fmt.Errorf("%s:%d: header: column %d is named %q as column %d is", in.path, line, i+1, h, j+1)
+				}
+			}
 			ic.CSVHeader, first = header, nil
 		case slices.Equal(header, ic.CSVHeader):
 			first = nil // a header line: not data
@@ -234,7 +244,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 				}
 				return fmt.Errorf("%s:%d: the line does not look like logfmt (no key=value pair): --format %s if the file is %s (%w)", in.path, at, flag, what, err)
 			}
-			return fmt.Errorf("%s:%d: %w%s", in.path, at, err, keyColumnHint(in, err))
+			return fmt.Errorf("%s:%d:%s %w%s", in.path, at, csvColumn(ic, text, err), err, keyColumnHint(in, ic.Features, err))
 		}
 		var key []byte
 		if d.HasKey {
@@ -412,7 +422,7 @@ func headerFeatures(ic *ingest.Config, label string, warn io.Writer, path string
 	for _, h := range ic.CSVHeader {
 		switch {
 		case h == label || h == ic.KeyField || h == ic.EventTimeField:
-		case strings.HasPrefix(h, "_") || slices.Contains(ic.Features, h):
+		case strings.HasPrefix(h, "_"): // (a repeated name is refused before: readReplayInput, ingest's check)
 			skipped = append(skipped, h)
 		case sd[strings.TrimSuffix(h, batch.UncertaintySuffix)] == h:
 		default:
@@ -430,7 +440,7 @@ func headerFeatures(ic *ingest.Config, label string, warn io.Writer, path string
 	}
 	fmt.Fprintf(warn, "replay: %s: no ingest.features in the config: the features are the columns %s", path, strings.Join(ic.Features, ", "))
 	if len(skipped) > 0 {
-		fmt.Fprintf(warn, " (not %s: a name starting with \"_\" or repeated)", strings.Join(skipped, ", "))
+		fmt.Fprintf(warn, " (not %s: a name starting with \"_\")", strings.Join(skipped, ", "))
 	}
 	fmt.Fprintln(warn)
 	for _, f := range ic.Features { // as warnLabelFeatures says it for the other batch commands
@@ -507,12 +517,48 @@ func unread(ic ingest.Config, label string, warn io.Writer, path string) {
 }
 
 // keyColumnHint is what a decode error adds where a column the header alone made a feature
-// (no ingest.features) holds text: most often the fleet's key. It tests the error's Reason, not
-// its wording. "" otherwise.
-func keyColumnHint(in replayInput, err error) string {
+// (no ingest.features, features the columns it made them) holds text, most often the fleet's key,
+// or nothing, such as gen --kind-column's anomaly_kind on a normal row. It tests the error's
+// Reason, not its wording. "" otherwise.
+func keyColumnHint(in replayInput, features []string, err error) string {
 	var fe *ingest.FieldError
-	if in.haveFeatures() || !errors.As(err, &fe) || fe.Reason != ingest.ReasonNotNumber || fe.Field == in.label {
+	if in.haveFeatures() || !errors.As(err, &fe) || fe.Field == in.label {
 		return ""
 	}
-	return fmt.Sprintf(" (without ingest.features every column but the key, timestamp and label columns is a feature: --key-column %s if it is the key)", fe.Field)
+	const why = " (without ingest.features every column but the key, timestamp and label columns is a feature: "
+	switch fe.Reason {
+	case ingest.ReasonNotNumber:
+		return fmt.Sprintf(why+"--key-column %s if it is the key)", fe.Field)
+	case ingest.ReasonMissing:
+		others := slices.DeleteFunc(slices.Clone(features), func(f string) bool { return f == fe.Field })
+		if len(others) == 0 {
+			return why + "a --config with ingest.features names them)"
+		}
+		return fmt.Sprintf(why+"a --config with ingest.features names them, e.g. ingest: {features: [%s]})", strings.Join(others, ", "))
+	}
+	return ""
+}
+
+// csvColumn is the 1-based byte column, and a colon, of the CSV field a decode error is about
+// (its first byte, a quote included), as the other commands name a bad cell; "" for another
+// format, an error of no field, or a line encoding/csv does not split as the decoder did.
+func csvColumn(ic ingest.Config, line []byte, err error) string {
+	var fe *ingest.FieldError
+	if ic.Format != ingest.FormatCSV || !errors.As(err, &fe) {
+		return ""
+	}
+	i := slices.Index(ic.CSVHeader, fe.Field)
+	if i < 0 {
+		if n, aerr := strconv.Atoi(fe.Field); aerr == nil && n >= 0 {
+			i = n // a 0-based column index, as features may name them without a header
+		}
+	}
+	r := csv.NewReader(bytes.NewReader(line))
+	r.Comma, r.FieldsPerRecord, r.LazyQuotes = []rune(ic.CSVDelimiter)[0], -1, true
+	rec, rerr := r.Read()
+	if i < 0 || rerr != nil || i >= len(rec) {
+		return ""
+	}
+	_, col := r.FieldPos(i)
+	return strconv.Itoa(col) + ":"
 }

@@ -491,6 +491,43 @@ func TestReplayConfigFieldNotInHeader(t *testing.T) {
 	}
 }
 
+// TestReplayHeaderNamesTwiceOrNone: a CSV file whose header repeats a name or leaves one empty
+// is refused at its header line naming the column. It said "replay: the ingest section does not
+// fit f.csv: ingest: invalid config: ingest.csv_header[2]: "temp" appears twice": a key the user
+// never wrote, the header of the file being what replay makes it.
+func TestReplayHeaderNamesTwiceOrNone(t *testing.T) {
+	cfg := writeFile(t, "c.yaml", "ingest:\n  features: [temp]\n")
+	for _, c := range []struct{ header, want string }{
+		{"ts,temp,temp,label", `f.csv:1: header: column 3 is named "temp" as column 2 is`},
+		{"ts,temp,,label", `f.csv:1: header: column 3 has no name`},
+	} {
+		path := writeFile(t, "f.csv", c.header+"\n1,70,71,0\n2,71,70,0\n")
+		for _, args := range [][]string{nil, {"--config", cfg}} {
+			_, errs, code := outlierd(t, append([]string{"replay", "--input", path, "--label-column", "label", "--device", "cpu"}, args...)...)
+			if code != 1 || !strings.Contains(errs, c.want) || strings.Contains(errs, "csv_header") {
+				t.Errorf("%s %v: exit %d, stderr %q: want exit 1 and %q, not csv_header", c.header, args, code, errs, c.want)
+			}
+		}
+	}
+}
+
+// TestReplayCSVErrorNamesColumn: a CSV row's bad field is named at its file:line:column, as
+// every other command's input error is (README: "the file, line and column of the first
+// problem"); replay gave file:line only. The column is the field's first byte, 1-based, quotes
+// included.
+func TestReplayCSVErrorNamesColumn(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{"a,b,label\n1,2,0\n3,NaN,0\n", `f.csv:3:3: field "b": NaN/Inf not allowed`},
+		{"a,b,label\n1,2,0\n\"1.5\",\"\",0\n", `f.csv:3:7: field "b": missing`},
+	} {
+		path := writeFile(t, "f.csv", c.body)
+		_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--device", "cpu")
+		if code != 1 || !strings.Contains(errs, c.want) {
+			t.Errorf("%q: exit %d, stderr %q: want exit 1 and %q", c.body, code, errs, c.want)
+		}
+	}
+}
+
 // TestReplayJSONArraySaysLines: a .json file holding one JSON array (a common export) is
 // refused saying replay reads JSON lines; it said only "invalid JSON at byte 0: expected a
 // JSON object".
@@ -606,7 +643,7 @@ func TestReplayBooleanLabel(t *testing.T) {
 		{"f.jsonl", `{"temp":true,"pressure":1,"anomaly":false}` + "\n", `b:1: field "temp": not a number: true`},
 		{"f2.jsonl", `{"temp":1,"pressure":true,"anomaly":true}` + "\n", `b:1: field "pressure": not a number: true`},
 		{"s.jsonl", `{"temp":1,"pressure":2,"anomaly":"true"}` + "\n", `b:1: field "anomaly": not a number: "true"`},
-		{"y.csv", "temp,pressure,anomaly\n1,2,yes\n", `b:2: field "anomaly": not a number: "yes"`},
+		{"y.csv", "temp,pressure,anomaly\n1,2,yes\n", `b:2:5: field "anomaly": not a number: "yes"`},
 	} {
 		var warn strings.Builder
 		path := writeFile(t, c.name, c.text)

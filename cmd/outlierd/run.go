@@ -44,6 +44,9 @@ func runLint(args []string, stdout, stderr io.Writer) error {
 	if w := eventZoneWarning(*path, cfg.Ingest, "", "a record's time is its Kafka message timestamp, an instant"); w != "" {
 		fmt.Fprintln(stderr, w) // a warning: the file is valid, and the exit status says so
 	}
+	if w := sessionTimeoutWarning(*path, cfg.Ingest.SessionTimeout); w != "" {
+		fmt.Fprintln(stderr, w)
+	}
 	fmt.Fprintf(stdout, "%s: ok\n", *path)
 	return nil
 }
@@ -60,6 +63,30 @@ func eventZoneWarning(path string, ic ingest.Config, timeCol, instead string) st
 	return config.Locate(path, config.Fieldf("ingest.event_time_zone",
 		"warning: %q applies to no record: without ingest.event_time_field %s (the zone of derive's time_of_day and day_of_week is ingest.derive.timezone)",
 		ic.EventTimeZone, instead)).Error()
+}
+
+// A broker's default bounds of a group member's session timeout (group.min.session.timeout.ms,
+// group.max.session.timeout.ms): outside them the join fails with "Invalid Session Timeout".
+const (
+	brokerMinSession = 6 * time.Second
+	brokerMaxSession = 30 * time.Minute
+)
+
+// sessionTimeoutWarning is lint's warning for an ingest.session_timeout a broker of the default
+// settings refuses (the pipeline then stops about 3 s after its start); a broker configured
+// otherwise may take it, so it is not an error. "" inside the default range.
+func sessionTimeoutWarning(path string, d time.Duration) string {
+	var why string
+	switch {
+	case d < brokerMinSession:
+		why = fmt.Sprintf("%s is below %s", d, brokerMinSession)
+	case d > brokerMaxSession:
+		why = fmt.Sprintf("%s is above %s", d, brokerMaxSession)
+	default:
+		return ""
+	}
+	return config.Locate(path, config.Fieldf("ingest.session_timeout",
+		"warning: %s, a Kafka broker's default group.min/max.session.timeout.ms: such a broker refuses the group's join (\"Invalid Session Timeout\") and the pipeline stops at its start", why)).Error()
 }
 
 // runRun runs the pipeline until SIGINT/SIGTERM, then stops gracefully (drain, flush, commit).

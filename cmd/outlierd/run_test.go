@@ -127,3 +127,22 @@ func TestLintLinesAreFileLineColumn(t *testing.T) {
 		}
 	}
 }
+
+// TestLintWarnsOfSessionTimeoutBrokersRefuse: an ingest.session_timeout outside a default
+// broker's group.min/max.session.timeout.ms (6 s, 30 min) is a warning at its line; valid YAML
+// that a default broker refuses at the group's join, and the pipeline stopped 3 s after its start
+// with "[26] Invalid Session Timeout". Inside the range, no warning.
+func TestLintWarnsOfSessionTimeoutBrokersRefuse(t *testing.T) {
+	for _, c := range []struct{ timing, want string }{
+		{"  session_timeout: 1s\n  heartbeat_interval: 300ms\n", ":4:3: ingest.session_timeout: warning: 1s is below 6s"},
+		{"  session_timeout: 1h\n", ":4:3: ingest.session_timeout: warning: 1h0m0s is above 30m0s"},
+		{"  session_timeout: 6s\n  heartbeat_interval: 2s\n", ""},
+	} {
+		path := writeFile(t, "s.yaml", "ingest:\n  topic: in\n  features: [v]\n"+c.timing+"sink:\n  topic: out\n  dead_letter_topic: dl\n")
+		out, errs, code := outlierd(t, "lint", "--config", path)
+		warned := c.want == "" && errs == "" || c.want != "" && strings.HasPrefix(errs, path+c.want)
+		if code != 0 || !strings.Contains(out, "ok") || !warned {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q: want exit 0, ok and %q", c.timing, code, out, errs, c.want)
+		}
+	}
+}

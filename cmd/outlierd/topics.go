@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/pipeline"
+	"github.com/outlierd/outlierd/stages/sink"
 )
 
 // topicsOutput is the JSON contract of `outlierd topics create --json`.
@@ -34,7 +35,7 @@ func runTopics(args []string, stdout, stderr io.Writer) error {
 func runTopicsCreate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("topics", stderr)
 	path := fs.String("config", "", "pipeline YAML file (required): its brokers, topics and sink.create_* settings")
-	parts := fs.Int("partitions", 3, "partitions of the input topic (ingest.topic) when it is created; the scorers of a group split them")
+	parts := fs.Int("partitions", 3, "partitions of the input topic (ingest.topic) when it is created, at most 1000000; the scorers of a group split them")
 	wait := fs.Duration("timeout", 30*time.Second, "how long to wait for brokers that cannot be reached")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parseFlags(fs, args); err != nil {
@@ -43,8 +44,8 @@ func runTopicsCreate(args []string, stdout, stderr io.Writer) error {
 	if *path == "" {
 		return usageError{fmt.Errorf("--config is required")}
 	}
-	if *parts < 1 {
-		return usageError{fmt.Errorf("--partitions must be >= 1, got %d", *parts)}
+	if *parts < 1 || *parts > sink.MaxCreatePartitions {
+		return usageError{fmt.Errorf("--partitions must be in [1, %d], got %d", sink.MaxCreatePartitions, *parts)}
 	}
 	if *wait <= 0 {
 		return usageError{fmt.Errorf("--timeout must be positive (how long to wait for brokers that cannot be reached), got %s", *wait)}

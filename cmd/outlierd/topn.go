@@ -64,6 +64,9 @@ func runTopN(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	if *input == "" {
 		return usageError{fmt.Errorf("--input is required")}
 	}
+	if err := notTheInput(*input, *modelOut, "--model-out"); err != nil {
+		return err
+	}
 	if err := oneOf("algorithm", *algo, "solvingset", "bruteforce"); err != nil {
 		return err
 	}

@@ -116,9 +116,15 @@ type Metrics struct {
 	connected atomic.Bool
 	serving   atomic.Bool
 	stopping  atomic.Bool
-	// staleAfter (nanoseconds; 0: never) makes a model older than it "not ready" (a scorer
-	// whose builder stopped publishing).
-	staleAfter atomic.Int64
+	// staleAfter (nanoseconds; 0: never) makes a model older than it "not ready" once records
+	// have arrived for longer than it that a live builder would have rebuilt from (a scorer whose
+	// builder stopped publishing: models are built from arriving records, so a quiet input ages
+	// them too). A builder rebuilds at the first batch once refresh (detect.refresh_interval)
+	// has passed since its last build: arriving is when the source first handed out records
+	// refresh or more after the serving model was set at modelSet (unix nanoseconds on m.now's
+	// clock; 0: none yet).
+	staleAfter, staleRefresh atomic.Int64
+	modelSet, arriving       atomic.Int64
 
 	// The source's and the sink's part of readiness (Ready). progress is when the source last
 	// handed out records or dead letters (Fetched), unix nanoseconds on m.now's clock, 0 since
@@ -202,7 +208,11 @@ func (m *Metrics) AddRecordsIn(n int) { m.recordsIn.Add(float64(n)) }
 // when written: the sink may write after an outage what was fetched before it.
 func (m *Metrics) Fetched(d time.Duration) {
 	m.batchDuration[StageFetch].Observe(d.Seconds())
-	m.progress.Store(m.now().UnixNano())
+	now := m.now().UnixNano()
+	m.progress.Store(now)
+	if m.arriving.Load() == 0 && now-m.modelSet.Load() >= m.staleRefresh.Load() {
+		m.arriving.CompareAndSwap(0, now)
+	}
 }
 
 // AddRecordsOut counts an acknowledged batch: out records, of which flagged are outliers.
@@ -297,6 +307,8 @@ func (m *Metrics) SetModel(info ModelInfo) {
 	m.mu.Lock()
 	m.model = &info
 	m.mu.Unlock()
+	m.modelSet.Store(m.now().UnixNano())
+	m.arriving.Store(0)
 	m.serving.Store(true)
 }
 
@@ -374,8 +386,13 @@ func (m *Metrics) SetBrokerConnected(ok bool) {
 }
 
 // SetStaleModelAfter makes /readyz report "not ready" while the serving model is older than
-// d (0: never).
-func (m *Metrics) SetStaleModelAfter(d time.Duration) { m.staleAfter.Store(int64(d)) }
+// d and records have arrived for longer than d that a live builder, rebuilding at the first
+// batch once refresh has passed since its last build, would have published a newer model from
+// (0: never). A reload of detect.refresh_interval sets it again.
+func (m *Metrics) SetStaleModelAfter(d, refresh time.Duration) {
+	m.staleAfter.Store(int64(d))
+	m.staleRefresh.Store(int64(refresh))
+}
 
 // SetStopping marks the pipeline as stopping (the soft stop began, or it ended): /readyz
 // reports not ready from then on.
@@ -431,8 +448,9 @@ func (m *Metrics) Ready() (bool, string) {
 		m.mu.Lock()
 		version, age := m.model.Version, m.now().Sub(m.model.BuiltAt)
 		m.mu.Unlock()
-		if age > d {
-			why = append(why, fmt.Sprintf("model version %d is %s old (stale after %s): is the builder publishing?", version, age.Round(time.Second), d))
+		since := m.arriving.Load()
+		if age > d && since != 0 && m.now().Sub(time.Unix(0, since)) > d {
+			why = append(why, fmt.Sprintf("model version %d is %s old (stale after %s) while records arrive: is the builder publishing?", version, age.Round(time.Second), d))
 		}
 	}
 	m.mu.Lock()

@@ -379,25 +379,54 @@ func TestStageString(t *testing.T) {
 	m.ObserveBatch(Stage(-1), time.Second)
 }
 
-// TestReadyzStaleModel: with SetStaleModelAfter, a model older than the limit (a scorer whose
-// builder stopped publishing) makes /readyz 503 with the model's version and age; a newer
-// model makes it ready again.
+// TestReadyzStaleModel: with SetStaleModelAfter, a model older than the limit while records
+// have arrived for longer than it (a scorer whose builder stopped publishing: a live builder
+// rebuilds at the first batch once detect.refresh_interval has passed since its last build)
+// makes /readyz 503 with the model's version and age; a newer model makes it ready again. A
+// quiet input ages the model too, as the builder builds from arriving records only: before,
+// every scorer went unready on a quiet night ("is the builder publishing?") while its builder
+// was fine, and when records came back it was 503 at once, before the builder had rebuilt.
 func TestReadyzStaleModel(t *testing.T) {
 	m := New()
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	m.now = func() time.Time { return now }
 	m.SetBrokerConnected(true)
 	m.SetModel(ModelInfo{Version: 7, BuiltAt: now.Add(-90 * time.Second)})
+	for range 4 { // records arrive throughout: the model is 3m30s old at the end
+		m.Fetched(time.Millisecond)
+		now = now.Add(40 * time.Second)
+	}
+	m.Fetched(time.Millisecond)
 	if ok, why := m.Ready(); !ok {
 		t.Fatalf("no limit: not ready: %s", why)
 	}
-	m.SetStaleModelAfter(time.Minute)
-	if ok, why := m.Ready(); ok || !strings.Contains(why, "model version 7 is 1m30s old") {
+	m.SetStaleModelAfter(time.Minute, 30*time.Second)
+	if ok, why := m.Ready(); ok || !strings.Contains(why, "model version 7 is 4m10s old") {
 		t.Fatalf("stale model: ready %v, %q", ok, why)
 	}
 	m.SetModel(ModelInfo{Version: 8, BuiltAt: now.Add(-time.Second)})
 	if ok, why := m.Ready(); !ok {
 		t.Fatalf("fresh model: not ready: %s", why)
+	}
+	// A burst within refresh_interval of the model (the builder does not rebuild for it), then
+	// a quiet input for hours: ready.
+	now = now.Add(5 * time.Second)
+	m.Fetched(time.Millisecond)
+	now = now.Add(3 * time.Hour)
+	if ok, why := m.Ready(); !ok {
+		t.Fatalf("quiet input, model 3h old: not ready: %s", why)
+	}
+	// Records come back: the builder rebuilds from them, and has the limit to publish.
+	m.Fetched(time.Millisecond)
+	now = now.Add(30 * time.Second)
+	m.Fetched(time.Millisecond)
+	if ok, why := m.Ready(); !ok {
+		t.Fatalf("records back for 30s of a 1m limit: not ready: %s", why)
+	}
+	now = now.Add(31 * time.Second)
+	m.Fetched(time.Millisecond)
+	if ok, why := m.Ready(); ok || !strings.Contains(why, "model version 8 is 3h1m") {
+		t.Fatalf("records back for 61s, no newer model: ready %v, %q", ok, why)
 	}
 }
 

@@ -399,6 +399,17 @@ type alertGroup struct {
 
 const maxAlertKeys = 1 << 16
 
+// cooldownMS is the cooldown in whole milliseconds, the unit of record times, rounded up: d ms
+// is within the cooldown while d < cooldownMS (cut down, a cooldown under 1ms folded nothing);
+// fold and prune read it alike.
+func cooldownMS(cooldown time.Duration) int64 {
+	ms := cooldown.Milliseconds()
+	if cooldown%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
+
 // fold takes the flagged records of b in order: each one within its key's cooldown after the
 // key's last alert is Grouped, with that alert's time; any other is an alert carrying Folded.
 // Off (cooldown 0, as a reload can set it), every flagged record is an alert of its own: the
@@ -410,6 +421,8 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 		return
 	}
 	keys, ts, parts := b.Keys(), b.Timestamps(), b.Partitions()
+	// Unsigned, a difference of two far times does not overflow into a small one.
+	within := uint64(cooldownMS(cooldown))
 	if g.open == nil {
 		g.open = map[string]*alertGroup{}
 	}
@@ -430,7 +443,7 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 		k := string(recordKey(keys, i))
 		at := int64(ts.Value(i))
 		o, ok := g.open[k]
-		if ok && o.timed && at >= o.at && at-o.at < cooldown.Milliseconds() {
+		if ok && o.timed && at >= o.at && uint64(at-o.at) < within {
 			sc.Grouped, sc.AlertAt, sc.AlertTimed = true, o.at, o.timed
 			o.folded++
 			continue

@@ -98,7 +98,7 @@ func (g *alertGroups) ended(o *alertGroup, cooldown int64) bool {
 // are left, and counts those evicted within their cooldown.
 func (g *alertGroups) prune(cooldown time.Duration) {
 	c, ended := g.aged[:0], 0
-	ms := cooldown.Milliseconds()
+	ms := cooldownMS(cooldown)
 	for k, o := range g.open {
 		switch e := g.ended(o, ms); {
 		case e && o.folded == 0:

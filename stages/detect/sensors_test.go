@@ -396,6 +396,39 @@ func TestAlertCooldownFoldsPerKey(t *testing.T) {
 	}
 }
 
+// TestAlertCooldownExactAtEveryScale: a record is folded when its time is less than the
+// cooldown after its key's alert, whatever the scale. Record times are whole milliseconds, and
+// the cooldown was cut down to them: a cooldown under 1ms folded nothing (0 < 0 never holds),
+// 1.5ms folded the same millisecond only. And two times the int64 difference of which overflows
+// (epoch milliseconds the decoder accepts, out of any sensor's range) read as one instant.
+func TestAlertCooldownExactAtEveryScale(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	t0 := time.Date(2026, 11, 26, 6, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		cooldown time.Duration
+		a, b     time.Time // key k's alert, then its next flagged record
+		grouped  bool
+	}{
+		{500 * time.Microsecond, t0, t0, true},
+		{1500 * time.Microsecond, t0, t0.Add(time.Millisecond), true},
+		{1500 * time.Microsecond, t0, t0.Add(2 * time.Millisecond), false},
+		{time.Millisecond, t0, t0.Add(time.Millisecond), false},
+		{time.Hour, time.UnixMilli(-(1 << 62)), time.UnixMilli(math.MaxInt64), false},
+	} {
+		b := testbatch.New(t, mem, "t", []string{"x"}, false, true, []testbatch.Row{
+			{Key: []byte("k"), Time: c.a, Features: []float32{0}, Score: batch.Score{Scored: true, Outlier: true}},
+			{Offset: 1, Key: []byte("k"), Time: c.b, Features: []float32{0}, Score: batch.Score{Scored: true, Outlier: true}},
+		})
+		var g alertGroups
+		g.fold(b, c.cooldown)
+		if got := b.Scores[1].Grouped; got != c.grouped {
+			t.Errorf("cooldown %v, alert at %d ms, record at %d ms: grouped %v, want %v", c.cooldown, c.a.UnixMilli(), c.b.UnixMilli(), got, c.grouped)
+		}
+		b.Release()
+	}
+}
+
 // TestAlertCooldownOffForgetsGroups: alert_cooldown is live (a reload changes it between
 // batches, the stage's groups kept). Turned off, every flagged record is an alert of its own, so
 // the groups open before are no longer the keys' last alerts: turned on again, a key's next

@@ -161,7 +161,8 @@ type Config struct {
 	// It must exceed the largest message; larger values cost memory per partition fetched.
 	FetchMaxBytes int `yaml:"fetch_max_bytes"`
 	// HeartbeatInterval is how often the group member heartbeats, which is also how soon it
-	// notices a rebalance. Default 3s; must be below SessionTimeout/3.
+	// notices a rebalance. Default 3s; must be below SessionTimeout/3, and at least
+	// minHeartbeat (1ns heartbeat flat out: a third of a core, the broker flooded).
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
 	// SessionTimeout is how long the group coordinator waits without a heartbeat before it
 	// evicts this member and gives its partitions to others. Default 30s. Shorter: faster
@@ -187,6 +188,9 @@ type Uncertainty struct {
 	// default (a missing field is an error).
 	Default *float64 `yaml:"default"`
 }
+
+// minHeartbeat is ingest.heartbeat_interval's floor.
+const minHeartbeat = 100 * time.Millisecond
 
 // Default returns the configuration with every default filled in. Topic and Features have no
 // default and must be set.
@@ -266,8 +270,8 @@ func (c *Config) Check() (*Checked, error) {
 	if c.FetchMaxBytes < 1024 {
 		bad("fetch_max_bytes", "%d is below 1024", c.FetchMaxBytes)
 	}
-	if c.HeartbeatInterval <= 0 {
-		bad("heartbeat_interval", "%v must be positive", c.HeartbeatInterval)
+	if c.HeartbeatInterval < minHeartbeat {
+		bad("heartbeat_interval", "%v must be at least %v (shorter only loads the broker)", c.HeartbeatInterval, minHeartbeat)
 	}
 	if c.SessionTimeout < 3*c.HeartbeatInterval {
 		bad("session_timeout", "%v must be at least 3 x heartbeat_interval (%v)", c.SessionTimeout, c.HeartbeatInterval)

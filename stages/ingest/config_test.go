@@ -147,6 +147,14 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			want: []string{`features[0]: "a b" is not a logfmt key`, "csv_header: only for format"},
 		},
 		{
+			// 1ns heartbeat kafka-go's member flat out: a third of a core, the broker flooded.
+			name: "heartbeat below its floor",
+			mutate: func(c *Config) {
+				c.HeartbeatInterval = time.Nanosecond
+			},
+			want: []string{"heartbeat_interval: 1ns must be at least 100ms (shorter only loads the broker)"},
+		},
+		{
 			name: "group timing",
 			mutate: func(c *Config) {
 				c.HeartbeatInterval = 5 * time.Second

@@ -51,6 +51,10 @@ func (c *Compression) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEn
 const AcksAll = "all"
 
 // Config configures the sink. Zero values are not defaults: start from Default() and override.
+// MaxCreatePartitions bounds the partitions of a topic outlierd creates (sink.create_partitions,
+// topics create --partitions): the request's count is an int32, and a larger value wraps.
+const MaxCreatePartitions = 1_000_000
+
 type Config struct {
 	// Brokers are the bootstrap brokers, "host:port". In a pipeline config the default is
 	// ingest.brokers (and sink.security ingest.security, when sink.security is left out: the
@@ -238,8 +242,8 @@ func (c *Config) Validate() error {
 		add("sink.max_attempts", "%d, want >= 1", c.MaxAttempts)
 	}
 	// Kafka's own bounds: partitions are an int32 count, the replication factor an int16.
-	if c.CreatePartitions < 0 || c.CreatePartitions > 1_000_000 {
-		add("sink.create_partitions", "%d, want 0 (as many as the input topic) .. 1000000", c.CreatePartitions)
+	if c.CreatePartitions < 0 || c.CreatePartitions > MaxCreatePartitions {
+		add("sink.create_partitions", "%d, want 0 (as many as the input topic) .. %d", c.CreatePartitions, MaxCreatePartitions)
 	}
 	if c.CreateReplicationFactor < 0 || c.CreateReplicationFactor > 32767 {
 		add("sink.create_replication_factor", "%d, want 0 (the broker's default) .. 32767", c.CreateReplicationFactor)

@@ -183,3 +183,32 @@ func splitKey(key string) ([]keySeg, bool) {
 	}
 	return segs, len(segs) > 0
 }
+
+// Flatten lists the errors err joins (errors.Join, nested), err itself when it joins none, nil
+// for nil.
+func Flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, Flatten(e)...)
+	}
+	return out
+}
+
+// FieldKeys lists the keys of the FieldErrors among the errors err joins.
+func FieldKeys(err error) []string {
+	var keys []string
+	for _, e := range Flatten(err) {
+		var fe *FieldError
+		if errors.As(e, &fe) {
+			keys = append(keys, fe.Key)
+		}
+	}
+	return keys
+}

@@ -222,6 +222,8 @@ func decodeDoc(doc *yaml.Node, data []byte, out any, lookup lookupFunc) []Issue 
 	it := interpolator{lookup: lookup}
 	it.walk(doc)
 	issues = append(issues, it.issues...)
+	nameless := map[*yaml.Node]bool{}
+	issues = append(issues, namelessKeys(doc, "", nameless)...)
 
 	// Without interpolation the original bytes are decoded, so yaml.v3's line numbers are the
 	// file's. With it, the expanded tree is re-encoded and decoded (Node.Decode cannot check
@@ -259,10 +261,42 @@ func decodeDoc(doc *yaml.Node, data []byte, out any, lookup lookupFunc) []Issue 
 	}
 	for _, msg := range te.Errors {
 		is, n := idx.issue(msg, it.original)
-		if n != nil && it.broken[n] {
-			continue // already reported as an interpolation problem
+		if n != nil && (it.broken[n] || nameless[n]) {
+			continue // already reported (an interpolation problem, a key without a name)
 		}
 		issues = append(issues, is)
+	}
+	return issues
+}
+
+// namelessKeys reports the keys of n's mappings (n's key path path) that name nothing: `~`,
+// `null` or "" (marked in seen). yaml.v3 skips a null key without a word, even when decoding
+// strictly, and words an empty one in Go's terms ("field  not found in type pipeline.Config").
+func namelessKeys(n *yaml.Node, path string, seen map[*yaml.Node]bool) []Issue {
+	var issues []Issue
+	for i, c := range n.Content {
+		p := path
+		switch n.Kind {
+		case yaml.MappingNode:
+			k := n.Content[i-i%2]
+			if i%2 == 0 && (k.ShortTag() == "!!null" || (k.Kind == yaml.ScalarNode && k.Value == "")) {
+				written, where := k.Value, "at the top level"
+				if k.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 || written == "" {
+					written = strconv.Quote(k.Value)
+				}
+				if path != "" {
+					where = "in " + path
+				}
+				seen[k] = true
+				issues = append(issues, Issue{Line: k.Line, Column: k.Column,
+					Msg: fmt.Sprintf("a key without a name (`%s`) %s", written, where)})
+				continue
+			}
+			p = joinKey(path, k.Value)
+		case yaml.SequenceNode:
+			p = path + "[" + strconv.Itoa(i) + "]"
+		}
+		issues = append(issues, namelessKeys(c, p, seen)...)
 	}
 	return issues
 }
@@ -306,7 +340,7 @@ func yamlSafe(f func() error) (err error) {
 var (
 	reLine     = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
 	reAtLine   = regexp.MustCompile(`at line (\d+)`)
-	reField    = regexp.MustCompile(`^field (.+) not found in type (\S+)$`)
+	reField    = regexp.MustCompile(`^field (.*) not found in type (\S+)$`)
 	reDupKey   = regexp.MustCompile(`^mapping key "(.*)" already defined`)
 	reFieldSet = regexp.MustCompile(`^field (.+) already set in type`)
 	reValue    = regexp.MustCompile("^cannot unmarshal (\\S+)( `.*`)? into (.+)$")
@@ -322,6 +356,12 @@ func syntaxIssue(err error, data []byte) Issue {
 		is := Issue{Line: line, Msg: "YAML syntax: " + rest}
 		if l, c := problemLine(data, line, rest); l > 0 {
 			is.Line, is.Column = l, c
+		}
+		if lines := bytes.Split(data, []byte("\n")); is.Line > 0 && is.Line <= len(lines) && strings.Contains(rest, "cannot start any token") {
+			l := lines[is.Line-1]
+			if bytes.ContainsRune(l[:len(l)-len(bytes.TrimLeft(l, " \t"))], '\t') {
+				is.Msg += " (a tab: YAML indents with spaces only)" // yaml.v3's words for an indenting tab
+			}
 		}
 		return is
 	}

@@ -126,6 +126,11 @@ func TestLoadBytesErrors(t *testing.T) {
 			[]string{"t.yaml:1:7: port: expected a whole number (such as 1000), got `${OUTLIERD_TEST_FRACTION}` (after interpolation)"}},
 		{"wrong type for duration", "timeout: 5 parsecs\n", []string{"t.yaml:1:10: timeout: expected a duration, got `5 parsecs`: write a duration such as 100ms, 30s or 5m"}},
 		{"mapping where scalar expected", "name:\n  a: 1\n", []string{"t.yaml:2:3: name: expected a single value (text), got a section (keys below it)"}},
+		// yaml.v3 skipped a null key without a word (strict decoding or not) and worded an empty
+		// one "field  not found in type config.testConfig".
+		{"a null key", "name: x\n~: 1\n", []string{"t.yaml:2:1: a key without a name (`~`) at the top level"}},
+		{"a null key in a section", "inner:\n  null: 1\n  mode: x\n", []string{"t.yaml:2:3: a key without a name (`null`) in inner"}},
+		{"an empty key", "\"\": 1\nport: 2\n", []string{"t.yaml:1:1: a key without a name (`\"\"`) at the top level"}},
 		{"duplicate key", "port: 1\nport: 2\n", []string{`t.yaml:2:1: port: mapping key "port" already defined at line 1`}},
 		{"missing variable", "name: x\nport: ${OUTLIERD_TEST_UNSET}\n",
 			[]string{"t.yaml:2:7: environment variable OUTLIERD_TEST_UNSET is not set"}},
@@ -146,6 +151,8 @@ func TestLoadBytesErrors(t *testing.T) {
 		{"positions after interpolation are the file's", "secret: ${OUTLIERD_TEST_WORD}\n\n\n# gap\ninner:\n    mdoe: x\n",
 			[]string{"t.yaml:6:5: unknown key `mdoe` in inner; did you mean `mode`?"}},
 		{"syntax error", "name: x\n  port: 1\n", []string{"t.yaml:2:3: YAML syntax: mapping values are not allowed"}},
+		// yaml.v3 says "found character that cannot start any token" of a tab, a common slip.
+		{"tab indentation", "inner:\n\tmode: x\n", []string{"t.yaml:2:2: YAML syntax: found character that cannot start any token (a tab: YAML indents with spaces only)"}},
 		// yaml.v3 names the line where the enclosing block starts; the key that breaks it is named.
 		{"key indented less than its siblings", "inner:\n  ratio: 0.1\n mode: x\n", []string{"t.yaml:3:2: YAML syntax: did not find expected key"}},
 		{"key indented more than its siblings", "name: x\ninner:\n    ratio: 0.1\n  mode: x\n", []string{"t.yaml:4:3: YAML syntax: did not find expected key"}},

@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"math"
+	"math/bits"
 )
 
 // Sensor time series ('gen --kind sensors'): a labelled stream in file order, one reading per
@@ -150,6 +151,13 @@ func (p SeriesParams) Validate() error {
 	if p.Shifts < 0 || p.Stuck < 0 || p.ShiftLength < 0 || p.StuckLength < 0 || p.SpanLabel < 0 || p.Contextual < 0 {
 		add("counts and lengths must be >= 0")
 	}
+	// Each span starts at a row: more than rows never start, and are held in memory first.
+	if p.Shifts > p.Rows {
+		add("shifts must be at most rows (%d), got %d", p.Rows, p.Shifts)
+	}
+	if p.Stuck > p.Rows {
+		add("stuck must be at most rows (%d), got %d", p.Rows, p.Stuck)
+	}
 	if !finite(p.ShiftSize) || !finite(p.StuckAt) || !finite(p.Drift) || !finite(p.Daily) || p.Daily < 0 {
 		add("shift size, stuck-at, drift and daily must be finite (daily >= 0)")
 	}
@@ -161,6 +169,14 @@ func (p SeriesParams) Validate() error {
 	}
 	if p.PeriodMS < 1 {
 		add("period-ms must be >= 1, got %d", p.PeriodMS)
+	} else if p.Rows >= 1 {
+		// The last row's time start + (rows-1) x period must be an int64 of epoch ms: past it
+		// the times wrapped around to negative ones. (uint64 arithmetic: MaxInt64 - start is the
+		// headroom for any start.)
+		hi, span := bits.Mul64(uint64(p.Rows-1), uint64(p.PeriodMS))
+		if hi != 0 || span > uint64(math.MaxInt64)-uint64(p.StartMS) {
+			add("start-ms %d + (rows-1) x period-ms %d is past the largest epoch ms (%d)", p.StartMS, p.PeriodMS, int64(math.MaxInt64))
+		}
 	}
 	if p.Keys < 0 {
 		add("keys must be >= 0, got %d", p.Keys)
