@@ -221,6 +221,22 @@ func (d *SnapshotDir) saveAs(ctx context.Context, prefix string, next *uint64, w
 	return path, nil
 }
 
+// cutBy says whether err is ctx's: a save the stop's deadline ended.
+func cutBy(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && errors.Is(err, ctx.Err())
+}
+
+// cutSave logs a save of what (keys of them) that the stop's deadline ended, or came before: its
+// file was removed unfinished (or never begun), the newest complete one stands, and the next
+// start loads it (the state it holds is older: that save's).
+func (s *Stage) cutSave(what string, keys int) {
+	ev := s.deps.Log.Warn()
+	if keys > 0 {
+		ev = ev.Int("keys", keys)
+	}
+	ev.Msg(what + " not saved: the stop's deadline (run.shutdown_timeout) came first; the last complete save stands, and the next start loads it")
+}
+
 // SkippedSnapshot is a snapshot LoadNewest passed over, with the reason.
 type SkippedSnapshot struct {
 	Path   string

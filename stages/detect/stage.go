@@ -426,6 +426,9 @@ func (s *Stage) CloseContext(ctx context.Context) {
 	defer context.AfterFunc(ctx, s.ext.cutSaves)()
 	s.awaitBuild(ctx)
 	s.ext.saves.Wait()
+	if ctx.Err() != nil {
+		s.ext.cutSaves() // (AfterFunc's call, on a goroutine of its own, may not have run yet)
+	}
 	s.saveKeys(true) // the keys' state as the stop leaves it (keyed_snapshot.go)
 	if s.keyed != nil {
 		if err := s.keyed.close(); err != nil {
