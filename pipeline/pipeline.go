@@ -368,10 +368,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 }
 
 // closeBy is the deadline of the stage's close at Run's end (and at a start's failure or stop),
-// until which a model build in progress and the keys' and alarm state's save are waited for: the hard stop's (shutdown_timeout after the soft stop at stoppedAt, UnixNano;
-// past already when the hard stop came), or, for a run that ended without a stop (a failure),
-// shutdown_timeout from now. A build still running then is lost (detect.Stage.CloseContext logs
-// it): the supervisor's kill follows the deadline.
+// until which a model build in progress and the keys' and alarm state's save are waited for:
+// the hard stop's (shutdown_timeout after the soft stop at stoppedAt, UnixNano; past already
+// when the hard stop came), or, for a run that ended without a stop (a failure),
+// shutdown_timeout from now. A build still running then is lost, a save cut (detect.Stage.
+// CloseContext logs them): the supervisor's kill follows the deadline.
 func closeBy(stoppedAt int64, timeout time.Duration) time.Time {
 	if stoppedAt == 0 {
 		return time.Now().Add(timeout)
