@@ -68,8 +68,10 @@ type RunConfig struct {
 	// minCommitInterval (1ns ran the commit loop flat out, a core busy committing nothing).
 	CommitInterval time.Duration `yaml:"commit_interval"`
 	// ShutdownTimeout bounds the graceful stop (drain, flush, commit, a builder's last
-	// publications) after SIGINT/SIGTERM; past it in-flight work is abandoned (it is re-read
-	// after a restart). Default 30s.
+	// publications, the keys' and alarm state's save to detect.state_dir) after SIGINT/SIGTERM;
+	// past it in-flight work is abandoned (it is re-read after a restart), a save cut (the last
+	// complete one stands). Default 30s; with key_by: key, add about 10 s per 100,000 keys
+	// (docs/OPERATIONS.md, Shutdown).
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// Role is this process's part (docs/OPERATIONS.md "Builder and scorers"): all (default:
 	// one process reads, builds models and scores), builder (reads the whole input topic in the

@@ -113,7 +113,9 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 	p := &Pipeline{cfg: cfg, log: log, metrics: m, reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
 	defer func() {
 		if err != nil { // every failure from here closes what was opened before it
-			if cerr := p.closeOpened(context.Background()); cerr != nil { // (no build runs before Run)
+			closeCtx, cancel := context.WithDeadline(context.Background(), closeBy(0, cfg.Run.ShutdownTimeout))
+			defer cancel()
+			if cerr := p.closeOpened(closeCtx); cerr != nil { // (no build runs before Run; the stage saves what it loaded, by then)
 				log.Warn().Err(cerr).Msg("closing what the failed start opened")
 			}
 		}
@@ -238,7 +240,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if err != nil {
 		abandon(err)
 		<-roleDone
-		p.stage.CloseContext(context.Background()) // (nothing was pushed: no build runs)
+		closeCtx, cancel := context.WithDeadline(context.Background(), closeBy(stoppedAt.Load(), p.cfg.Run.ShutdownTimeout))
+		p.stage.CloseContext(closeCtx) // (nothing was pushed: no build runs; its state's save ends by the deadline)
+		cancel()
 		p.dev.Close()
 		if ctx.Err() != nil { // the soft stop cut the start's reads: a clean stop, nothing fetched
 			p.log.Info().Err(err).Msg("stopped during the start")
@@ -363,11 +367,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return closeErr
 }
 
-// closeBy is the deadline of the stage's close at Run's end, until which a model build in progress
-// is waited for: the hard stop's (shutdown_timeout after the soft stop at stoppedAt, UnixNano;
-// past already when the hard stop came), or, for a run that ended without a stop (a failure),
-// shutdown_timeout from now. A build still running then is lost (detect.Stage.CloseContext logs
-// it): the supervisor's kill follows the deadline.
+// closeBy is the deadline of the stage's close at Run's end (and at a start's failure or stop),
+// until which a model build in progress and the keys' and alarm state's save are waited for:
+// the hard stop's (shutdown_timeout after the soft stop at stoppedAt, UnixNano; past already
+// when the hard stop came), or, for a run that ended without a stop (a failure),
+// shutdown_timeout from now. A build still running then is lost, a save cut (detect.Stage.
+// CloseContext logs them): the supervisor's kill follows the deadline.
 func closeBy(stoppedAt int64, timeout time.Duration) time.Time {
 	if stoppedAt == 0 {
 		return time.Now().Add(timeout)

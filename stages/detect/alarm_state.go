@@ -435,12 +435,16 @@ func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState,
 	return a, nil
 }
 
-// writeAlarms writes a's file to state_dir.
-func (s *Stage) writeAlarms(d *SnapshotDir, a *alarmState, keysWindow int) {
+// writeAlarms writes a's file to state_dir, ending with ctx (the file before it then stands).
+func (s *Stage) writeAlarms(ctx context.Context, d *SnapshotDir, a *alarmState, keysWindow int) {
 	payload := a.encode(keysWindow)
-	path, err := d.saveAs(alarmsPrefix, &d.nextAlarms, func(w io.Writer) error {
-		return alarmsSnapshotFile.Write(w, AlarmsSnapshotFormat, payload)
+	path, err := d.saveAs(ctx, alarmsPrefix, &d.nextAlarms, func(w io.Writer) error {
+		return alarmsSnapshotFile.WriteContext(ctx, w, AlarmsSnapshotFormat, payload)
 	})
+	if err != nil && cutBy(ctx, err) {
+		s.cutSave("alarm state", 0)
+		return
+	}
 	if err != nil {
 		s.deps.Log.Error().Err(err).Msg("alarm state snapshot failed; a restart would start the alarms afresh")
 		return

@@ -200,12 +200,22 @@ func (k *keyedScorer) keysCopy() []keyState {
 // the messages' keys have no bound): one would make the whole file unreadable, every key cold
 // after a restart; it alone starts cold instead.
 func encodeKeyStates(states []keyState, fleet *fleetTail, pos uint64, features []string, cfg *Config) []byte {
+	p, _ := encodeKeyStatesContext(context.Background(), states, fleet, pos, features, cfg) // (no error: the context never ends)
+	return p
+}
+
+// encodeKeyStatesContext is encodeKeyStates ending when ctx does (every 256 keys: a stop's
+// deadline), with ctx.Err().
+func encodeKeyStatesContext(ctx context.Context, states []keyState, fleet *fleetTail, pos uint64, features []string, cfg *Config) ([]byte, error) {
 	states = slices.DeleteFunc(states, func(st keyState) bool { return len(st.key) > maxKeyLength })
 	var e sealed.Encoder
 	encodeKeyHeader(&e, features, cfg)
 	e.U64(pos)
 	e.U64(uint64(len(states)))
 	for i := range states {
+		if i%256 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		st := &states[i]
 		w := st.sig.len()
 		e.Text(st.key)
@@ -235,7 +245,7 @@ func encodeKeyStates(states []keyState, fleet *fleetTail, pos uint64, features [
 		encodeRanker(&e, st.model, true)
 	}
 	encodeFleet(&e, fleet)
-	return e.Payload()
+	return e.Payload(), nil
 }
 
 func boolByte(b bool) byte {
@@ -397,6 +407,15 @@ func (s *Stage) saveKeys(wait bool) {
 	if !wait && !s.ext.keysSaving.CompareAndSwap(false, true) {
 		return // (Close waits for the one in flight, then saves the keys as they are then)
 	}
+	if wait && s.ext.saving.Err() != nil { // (Close past the stop's deadline: not even copied)
+		if keys {
+			s.cutSave("keys' state", len(s.keyed.keys))
+		}
+		if alarms {
+			s.cutSave("alarm state", 0)
+		}
+		return
+	}
 	s.ext.keysSaved, s.ext.saveDue = time.Now(), false
 	var states []keyState
 	var fleet *fleetTail
@@ -408,17 +427,25 @@ func (s *Stage) saveKeys(wait bool) {
 		al = s.alarmsCopy()
 	}
 	features, cfg, pos := s.features, s.cfg, s.series.pos
+	ctx := s.ext.saving
 	write := func() {
 		if al != nil {
-			s.writeAlarms(d, al, cfg.Keys.Window)
+			s.writeAlarms(ctx, d, al, cfg.Keys.Window)
 		}
 		if states == nil {
 			return
 		}
-		payload := encodeKeyStates(states, fleet, pos, features, &cfg)
-		path, err := d.saveAs(keysPrefix, &d.nextKeys, func(w io.Writer) error {
-			return keysSnapshotFile.Write(w, KeysSnapshotFormat, payload)
-		})
+		payload, err := encodeKeyStatesContext(ctx, states, fleet, pos, features, &cfg)
+		var path string
+		if err == nil {
+			path, err = d.saveAs(ctx, keysPrefix, &d.nextKeys, func(w io.Writer) error {
+				return keysSnapshotFile.WriteContext(ctx, w, KeysSnapshotFormat, payload)
+			})
+		}
+		if err != nil && cutBy(ctx, err) {
+			s.cutSave("keys' state", len(states))
+			return
+		}
 		if err != nil {
 			s.deps.Log.Error().Err(err).Int("keys", len(states)).Msg("keys' state snapshot failed; the keys keep scoring")
 			return

@@ -120,6 +120,10 @@ type stageExt struct {
 	saves      sync.WaitGroup // snapshot writes in flight
 	rebuildDue bool           // build as soon as the window holds min_records
 	loading    bool           // installing a loaded snapshot: not saved again
+	// saving is the snapshot writes' context: CloseContext ends it with its own (the stop's
+	// deadline), cutSaves; a write it ends leaves the files before it (SnapshotDir.saveAs).
+	saving   context.Context
+	cutSaves context.CancelFunc
 	// keysSaved is when the keys' state was last saved (keyed_snapshot.go), keysSkipped the
 	// keys' state files passed over at start.
 	keysSaved   time.Time
@@ -232,9 +236,14 @@ func (s *Stage) reconcile(start bool) {
 func (s *Stage) installed(m *Model) {
 	if d := s.ext.snaps; d != nil && !s.ext.loading {
 		s.ext.saves.Add(1)
+		ctx := s.ext.saving
 		go func() {
 			defer s.ext.saves.Done()
-			path, err := d.Save(m)
+			path, err := d.SaveContext(ctx, m)
+			if err != nil && cutBy(ctx, err) {
+				s.cutSave("model snapshot", 0)
+				return
+			}
 			if err != nil {
 				s.deps.Log.Error().Err(err).Uint64("model_version", m.Version).Msg("model snapshot failed; the model keeps serving")
 				return

@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/core/sealed"
 )
 
 // ReadSnapshotFile reads a snapshot file.
@@ -153,14 +155,24 @@ func cmpU64(a, b uint64) int {
 // rename, fsync of the directory, so a crash leaves the previous snapshots and either the whole
 // new one or nothing. Then it removes all but the newest keep snapshots. It returns the path.
 func (d *SnapshotDir) Save(m *Model) (path string, err error) {
-	return d.saveAs(snapshotPrefix, &d.next, func(w io.Writer) error { return WriteSnapshot(w, m) })
+	return d.SaveContext(context.Background(), m)
 }
 
-// saveAs is Save of what write writes, as <prefix><*next>.osnap, keeping the newest keep files
-// of that prefix.
-func (d *SnapshotDir) saveAs(prefix string, next *uint64, write func(io.Writer) error) (path string, err error) {
+// SaveContext is Save ending when ctx does (a stop's deadline) with ctx.Err(): the file being
+// written is removed, the previous ones stay.
+func (d *SnapshotDir) SaveContext(ctx context.Context, m *Model) (path string, err error) {
+	return d.saveAs(ctx, snapshotPrefix, &d.next, func(w io.Writer) error { return WriteSnapshot(w, m) })
+}
+
+// saveAs is SaveContext of what write writes (to a writer that fails once ctx ends), as
+// <prefix><*next>.osnap, keeping the newest keep files of that prefix. The fsync is not cut (a
+// file synced whole is renamed, the deadline past or not: the rename is atomic).
+func (d *SnapshotDir) saveAs(ctx context.Context, prefix string, next *uint64, write func(io.Writer) error) (path string, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
 	path = filepath.Join(d.dir, fmt.Sprintf("%s%020d%s", prefix, *next, snapshotExt))
 	f, err := os.CreateTemp(d.dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -173,7 +185,10 @@ func (d *SnapshotDir) saveAs(prefix string, next *uint64, write func(io.Writer) 
 			os.Remove(tmp)
 		}
 	}()
-	if err = write(f); err != nil {
+	if err = write(sealed.ContextWriter(ctx, f)); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err() // (unwrapped: the callers tell a cut save from a failed one)
+		}
 		return "", err
 	}
 	if err = f.Sync(); err != nil {
@@ -204,6 +219,22 @@ func (d *SnapshotDir) saveAs(prefix string, next *uint64, write func(io.Writer) 
 		}
 	}
 	return path, nil
+}
+
+// cutBy says whether err is ctx's: a save the stop's deadline ended.
+func cutBy(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && errors.Is(err, ctx.Err())
+}
+
+// cutSave logs a save of what (keys of them) that the stop's deadline ended, or came before: its
+// file was removed unfinished (or never begun), the newest complete one stands, and the next
+// start loads it (the state it holds is older: that save's).
+func (s *Stage) cutSave(what string, keys int) {
+	ev := s.deps.Log.Warn()
+	if keys > 0 {
+		ev = ev.Int("keys", keys)
+	}
+	ev.Msg(what + " not saved: the stop's deadline (run.shutdown_timeout) came first; the last complete save stands, and the next start loads it")
 }
 
 // SkippedSnapshot is a snapshot LoadNewest passed over, with the reason.

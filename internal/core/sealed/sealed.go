@@ -84,6 +84,13 @@ type Format struct {
 
 // Write writes payload sealed as format version version.
 func (f Format) Write(w io.Writer, version uint32, payload []byte) error {
+	return f.WriteContext(context.Background(), w, version, payload)
+}
+
+// WriteContext is Write ending when ctx does, between two pieces of the checksum or two writes
+// of sumPiece bytes (a stop's deadline must not wait for a gigabyte's checksum and write); its
+// error is then ctx.Err(), and w holds a part of the file only.
+func (f Format) WriteContext(ctx context.Context, w io.Writer, version uint32, payload []byte) error {
 	if len(f.Magic) != MagicSize {
 		return fmt.Errorf("sealed: magic %q is %d bytes, want %d", f.Magic, len(f.Magic), MagicSize)
 	}
@@ -94,8 +101,13 @@ func (f Format) Write(w io.Writer, version uint32, payload []byte) error {
 	head = le.AppendUint64(head, uint64(len(payload)))
 	sum := sha256.New()
 	sum.Write(head)
-	sum.Write(payload)
-	bw := bufio.NewWriter(w)
+	for p := payload; len(p) > 0; p = p[min(len(p), sumPiece):] {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		sum.Write(p[:min(len(p), sumPiece)])
+	}
+	bw := bufio.NewWriter(ctxWriter{ctx, w})
 	bw.Write(head)
 	bw.Write(payload)
 	bw.Write(sum.Sum(nil))
@@ -182,6 +194,32 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p[:min(len(p), sumPiece)])
+}
+
+// ContextWriter is w failing with ctx.Err() once ctx ends, written sumPiece bytes at most at a
+// time (a file's write that a deadline ends between two pieces).
+func ContextWriter(ctx context.Context, w io.Writer) io.Writer { return ctxWriter{ctx, w} }
+
+// ctxWriter is ContextWriter's writer.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if err := c.ctx.Err(); err != nil {
+			return n, err
+		}
+		k, err := c.w.Write(p[:min(len(p), sumPiece)])
+		n += k
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
 }
 
 // Encoder appends little-endian fields to a payload. The zero value is ready to use.

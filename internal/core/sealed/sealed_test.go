@@ -2,6 +2,7 @@ package sealed
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -43,6 +44,36 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil || v != c.version || !bytes.Equal(p, c.payload) {
 			t.Errorf("read back version %d, %d bytes, %v; want %d, %d bytes", v, len(p), err, c.version, len(c.payload))
 		}
+	}
+}
+
+// cancelling is a writer that ends its context at its first write.
+type cancelling struct {
+	cancel context.CancelFunc
+	n      int
+}
+
+func (c *cancelling) Write(p []byte) (int, error) {
+	c.cancel()
+	c.n += len(p)
+	return len(p), nil
+}
+
+// TestWriteContextEndsWithTheContext: a context that ends during WriteContext ends the write
+// before the payload's end, with the context's error (a stop's deadline at a gigabyte's save).
+func TestWriteContextEndsWithTheContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &cancelling{cancel: cancel}
+	payload := make([]byte, 3*sumPiece)
+	if err := testFormat.WriteContext(ctx, w, 1, payload); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WriteContext cancelled at its first write: %v, want context.Canceled", err)
+	}
+	if w.n >= sumPiece {
+		t.Errorf("%d bytes written after the cancel, want less than a piece (%d)", w.n, sumPiece)
+	}
+	if err := testFormat.WriteContext(ctx, &bytes.Buffer{}, 1, payload); !errors.Is(err, context.Canceled) {
+		t.Errorf("WriteContext with a context ended: %v, want context.Canceled", err)
 	}
 }
 

@@ -1,0 +1,101 @@
+package detect
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+)
+
+// TestStopDeadlineBoundsTheStateSave: at Close, the wait for the snapshot writes in flight (a
+// keys' state save begun every refresh_interval) and the stop's own save of the keys' state
+// (about 1.3 GB at 100,000 keys: copied, encoded, written, synced) had no deadline: the
+// supervisor's kill came first. Given the stop's deadline, Close must return soon after it,
+// leaving the previous complete keys' state file as it was (the cut writes removed, none taken
+// for a newer one), say what was not saved, and the next start must load that file. A Close
+// whose save ends in time writes its file as before.
+func TestStopDeadlineBoundsTheStateSave(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds 10,000 keys' models")
+	}
+	cfg := keyedConfig()
+	cfg.StateDir = t.TempDir()
+	kb := newKeyedBench(t, cfg, 10_000, nil, 0)
+	t0 := time.Now()
+	kb.s.Close() // (the stop's save, without a deadline: the previous complete file)
+	full := time.Since(t0)
+	cfg = kb.s.cfg
+	d := kb.s.ext.snaps
+	saved, err := d.list(keysPrefix)
+	if err != nil || len(saved) == 0 {
+		t.Fatalf("keys' state files %v (%v), want some", saved, err)
+	}
+	start := func(logs *testsupport.LogBuffer) *Stage {
+		t.Helper()
+		s, err := NewStageContext(context.Background(), cfg, kb.s.features, false, Deps{Log: zerolog.New(logs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := s.KeyStats(); st.Live != 10_000 {
+			t.Fatalf("the start loaded %d warm keys, want 10000", st.Live)
+		}
+		return s
+	}
+
+	var logs testsupport.LogBuffer
+	kb.s = start(&logs)
+	for range 3 {
+		kb.process(t, kb.next(t, 1000))
+	}
+	kb.s.saveKeys(false) // a save in flight at the stop (refresh_interval's)
+	ctx, cancel := context.WithTimeout(context.Background(), full/10)
+	defer cancel()
+	t0 = time.Now()
+	kb.s.CloseContext(ctx)
+	took := time.Since(t0)
+	t.Logf("a whole save at Close %v; Close with a deadline of %v and a save in flight: %v", full.Round(time.Millisecond),
+		(full / 10).Round(time.Millisecond), took.Round(time.Millisecond))
+	if took > full/2 {
+		t.Errorf("Close took %v with a deadline of %v (a whole save at Close: %v): it waited for the saves", took.Round(time.Millisecond),
+			(full / 10).Round(time.Millisecond), full.Round(time.Millisecond))
+	}
+	if files, err := d.list(keysPrefix); err != nil || !slices.Equal(files, saved) {
+		t.Errorf("keys' state files after the cut saves %v (%v), want those before %v", files, err, saved)
+	}
+	ents, err := os.ReadDir(cfg.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".tmp") {
+			t.Errorf("a cut save left %s in state_dir", e.Name())
+		}
+	}
+	if len(logs.Lines("keys' state not saved", "deadline")) == 0 {
+		t.Errorf("the log does not say the keys' state was not saved:\n%s", logs.String())
+	}
+
+	var next testsupport.LogBuffer
+	s := start(&next)
+	if len(next.Lines("keys' state loaded", saved[0])) != 1 || strings.Contains(next.String(), "skipped") {
+		t.Errorf("the next start did not load the previous file %s:\n%s", saved[0], next.String())
+	}
+
+	// A save that ends in time: written as before.
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s.CloseContext(ctx)
+	files, err := d.list(keysPrefix)
+	if err != nil || len(files) != min(len(saved)+1, cfg.Snapshots) || files[1] != saved[0] {
+		t.Errorf("keys' state files after a save in time %v (%v), want a new one before %s", files, err, saved[0])
+	}
+	if strings.Contains(next.String(), "not saved") {
+		t.Errorf("a save in time logged:\n%s", next.String())
+	}
+}
