@@ -103,6 +103,9 @@ func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
 		// 1ns ran the commit loop flat out: a core at 100%, and 49.5M commits counted in 13 s.
 		{"commit interval below its floor", ingestOK + sinkOK + "run:\n  commit_interval: 1ns\n",
 			[]string{"c.yaml:11:3: run.commit_interval: must be >= 10ms (shorter only loads the brokers and a core), got 1ns"}},
+		// Accepted, each record's value was read as its own uncertainty.
+		{"a feature's uncertainty field is the feature", ingestOK + "  uncertainty:\n    fields: {a: a, b: eb}\n" + sinkOK,
+			[]string{`c.yaml:7:14: ingest.uncertainty.fields["a"]: "a" is the feature's own field: name the field that holds its uncertainty (a standard deviation), or leave the feature out of fields`}},
 		{"log level", ingestOK + sinkOK + "run:\n  log_level: loud\n",
 			[]string{`c.yaml:11:3: run.log_level: "loud", want debug, info, warn or error`}},
 		{"input topic name Kafka refuses", "ingest:\n  brokers: [\"localhost:9092\"]\n  topic: \"in put\"\n  group_id: g\n  features: [a, b]\n" + sinkOK,
