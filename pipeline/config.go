@@ -44,8 +44,11 @@ type Config struct {
 	sinkInherits struct{ brokers, security bool }
 }
 
-// minCommitInterval is run.commit_interval's floor.
-const minCommitInterval = 10 * time.Millisecond
+// minCommitInterval is run.commit_interval's floor, minShutdownTimeout run.shutdown_timeout's.
+const (
+	minCommitInterval  = 10 * time.Millisecond
+	minShutdownTimeout = 100 * time.Millisecond
+)
 
 // RunConfig tunes the loops between the stages.
 type RunConfig struct {
@@ -69,7 +72,8 @@ type RunConfig struct {
 	CommitInterval time.Duration `yaml:"commit_interval"`
 	// ShutdownTimeout bounds the graceful stop (drain, flush, commit, a builder's last
 	// publications) after SIGINT/SIGTERM; past it in-flight work is abandoned (it is re-read
-	// after a restart). Default 30s.
+	// after a restart). Default 30s; at least minShutdownTimeout (1ns abandoned every stop's
+	// work at once: no flush, no final commit).
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// Role is this process's part (docs/OPERATIONS.md "Builder and scorers"): all (default:
 	// one process reads, builds models and scores), builder (reads the whole input topic in the
@@ -201,8 +205,8 @@ func (c *Config) Validate() error {
 	if c.Run.CommitInterval < minCommitInterval {
 		add("run.commit_interval", "must be >= %s (shorter only loads the brokers and a core), got %s", minCommitInterval, c.Run.CommitInterval)
 	}
-	if c.Run.ShutdownTimeout <= 0 {
-		add("run.shutdown_timeout", "must be > 0, got %s", c.Run.ShutdownTimeout)
+	if c.Run.ShutdownTimeout < minShutdownTimeout {
+		add("run.shutdown_timeout", "must be >= %s (shorter cannot hold the drain's flush and the final commit: every stop's work was abandoned), got %s", minShutdownTimeout, c.Run.ShutdownTimeout)
 	}
 	if _, err := ParseLogLevel(string(c.Run.LogLevel)); err != nil {
 		add("run.log_level", "%w", err)
