@@ -2,6 +2,7 @@ package configs_test
 
 import (
 	"io/fs"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -46,6 +47,13 @@ func TestReferenceListsEveryDefault(t *testing.T) {
 	}
 	if cfg.Run != def.Run {
 		t.Errorf("configs/pipeline.yaml run section differs from the defaults:\n yaml %+v\n code %+v", cfg.Run, def.Run)
+	}
+	// The sink's too, less what the reference names (brokers, topics): its batch_timeout read
+	// 2ms, the code's default 1ms.
+	snk := cfg.Sink
+	snk.Brokers, snk.Topic, snk.DeadLetterTopic = def.Sink.Brokers, def.Sink.Topic, def.Sink.DeadLetterTopic
+	if !reflect.DeepEqual(snk, def.Sink) {
+		t.Errorf("configs/pipeline.yaml sink section differs from sink.Default():\n yaml %+v\n code %+v", snk, def.Sink)
 	}
 	if !strings.Contains(string(data), "device: auto") {
 		t.Error("pipeline.yaml does not show the device default")

@@ -44,8 +44,11 @@ type Config struct {
 	sinkInherits struct{ brokers, security bool }
 }
 
-// minCommitInterval is run.commit_interval's floor.
-const minCommitInterval = 10 * time.Millisecond
+// minCommitInterval is run.commit_interval's floor, minShutdownTimeout run.shutdown_timeout's.
+const (
+	minCommitInterval  = 10 * time.Millisecond
+	minShutdownTimeout = 100 * time.Millisecond
+)
 
 // RunConfig tunes the loops between the stages.
 type RunConfig struct {
@@ -70,8 +73,9 @@ type RunConfig struct {
 	// ShutdownTimeout bounds the graceful stop (drain, flush, commit, a builder's last
 	// publications, the keys' and alarm state's save to detect.state_dir) after SIGINT/SIGTERM;
 	// past it in-flight work is abandoned (it is re-read after a restart), a save cut (the last
-	// complete one stands). Default 30s; with key_by: key, add about 10 s per 100,000 keys
-	// (docs/OPERATIONS.md, Shutdown).
+	// complete one stands). Default 30s; at least minShutdownTimeout (1ns abandoned every stop's
+	// work at once: no flush, no final commit); with key_by: key, add about 10 s per 100,000
+	// keys (docs/OPERATIONS.md, Shutdown).
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// Role is this process's part (docs/OPERATIONS.md "Builder and scorers"): all (default:
 	// one process reads, builds models and scores), builder (reads the whole input topic in the
@@ -203,8 +207,8 @@ func (c *Config) Validate() error {
 	if c.Run.CommitInterval < minCommitInterval {
 		add("run.commit_interval", "must be >= %s (shorter only loads the brokers and a core), got %s", minCommitInterval, c.Run.CommitInterval)
 	}
-	if c.Run.ShutdownTimeout <= 0 {
-		add("run.shutdown_timeout", "must be > 0, got %s", c.Run.ShutdownTimeout)
+	if c.Run.ShutdownTimeout < minShutdownTimeout {
+		add("run.shutdown_timeout", "must be >= %s (shorter cannot hold the drain's flush and the final commit: every stop's work was abandoned), got %s", minShutdownTimeout, c.Run.ShutdownTimeout)
 	}
 	if _, err := ParseLogLevel(string(c.Run.LogLevel)); err != nil {
 		add("run.log_level", "%w", err)

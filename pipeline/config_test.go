@@ -103,6 +103,15 @@ func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
 		// 1ns ran the commit loop flat out: a core at 100%, and 49.5M commits counted in 13 s.
 		{"commit interval below its floor", ingestOK + sinkOK + "run:\n  commit_interval: 1ns\n",
 			[]string{"c.yaml:11:3: run.commit_interval: must be >= 10ms (shorter only loads the brokers and a core), got 1ns"}},
+		// Accepted, each record's value was read as its own uncertainty.
+		{"a feature's uncertainty field is the feature", ingestOK + "  uncertainty:\n    fields: {a: a, b: eb}\n" + sinkOK,
+			[]string{`c.yaml:7:14: ingest.uncertainty.fields["a"]: "a" is the feature's own field: name the field that holds its uncertainty (a standard deviation), or leave the feature out of fields`}},
+		// 1ns: every produce timed out, and the sink waited for the broker as if it were down.
+		{"write timeout below its floor", ingestOK + sinkOK + "  write_timeout: 1ns\n",
+			[]string{"c.yaml:10:3: sink.write_timeout: 1ns, want >= 10ms (an acks=all produce waits for the replicas: shorter timed every write out, retried as for a broker outage without end)"}},
+		// 1ns abandoned every stop's drain and final commit at once.
+		{"shutdown timeout below its floor", ingestOK + sinkOK + "run:\n  shutdown_timeout: 1ns\n",
+			[]string{"c.yaml:11:3: run.shutdown_timeout: must be >= 100ms (shorter cannot hold the drain's flush and the final commit: every stop's work was abandoned), got 1ns"}},
 		{"log level", ingestOK + sinkOK + "run:\n  log_level: loud\n",
 			[]string{`c.yaml:11:3: run.log_level: "loud", want debug, info, warn or error`}},
 		{"input topic name Kafka refuses", "ingest:\n  brokers: [\"localhost:9092\"]\n  topic: \"in put\"\n  group_id: g\n  features: [a, b]\n" + sinkOK,

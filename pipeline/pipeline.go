@@ -103,13 +103,6 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkTopics(ctx, cfg, log, m.SetStarting); err != nil { // before the reader joins (topics.go)
-		if ctx.Err() != nil { // the check was cut: what it found last (a topic not listed yet) proves nothing
-			return nil, startStopped(ctx)
-		}
-		return nil, err
-	}
-	m.SetStarting(fmt.Sprintf("topics checked; starting the source, the sink and the detectors (device %s)", cfg.Device))
 	p := &Pipeline{cfg: cfg, log: log, metrics: m, reconf: make(chan reconfRequest), detectDone: make(chan struct{})}
 	defer func() {
 		if err != nil { // every failure from here closes what was opened before it
@@ -120,6 +113,18 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 			}
 		}
 	}()
+	// The device first: `device: cuda` without a usable GPU is refused at once, not after the
+	// topic check (up to topicCheckWait for brokers that cannot be reached).
+	if p.dev, err = OpenDevice(string(cfg.Device), log); err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	if err := checkTopics(ctx, cfg, log, m.SetStarting); err != nil { // before the reader joins (topics.go)
+		if ctx.Err() != nil { // the check was cut: what it found last (a topic not listed yet) proves nothing
+			return nil, startStopped(ctx)
+		}
+		return nil, err
+	}
+	m.SetStarting(fmt.Sprintf("topics checked; starting the source, the sink and the detectors (device %s)", p.dev.Name()))
 	in := cfg.Ingest
 	if cfg.Run.Role == detect.RoleBuilder {
 		in.GroupID = BuilderGroup(in.GroupID) // the builder reads every partition
@@ -140,9 +145,6 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 		return nil, fmt.Errorf("pipeline: sink: %w", err)
 	}
 	p.snk, p.emit = snk, snk.SetEmit
-	if p.dev, err = OpenDevice(string(cfg.Device), log); err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
-	}
 	p.role = cfg.Run.Role
 	// On a GPU the host work of one batch overlaps the device's scoring of the one before
 	// (detect.Deps.Overlap: the same verdicts; detectLoop passes a batch on once it is scored).

@@ -85,7 +85,8 @@ not have: "file: sink.topic: required"); the exit status is 0 when the file is v
 not. outlierd run refuses the same files at start, and a reload refuses them while running. A
 key that has no effect, or that a broker of the default settings refuses, is a warning in the
 same form, "key: warning: ...", the status still 0 (ingest.event_time_zone other than UTC
-without ingest.event_time_field; ingest.session_timeout outside 6s to 30m).`},
+without ingest.event_time_field; ingest.session_timeout outside 6s to 30m; a detect.keys.*
+value other than its default under key_by: none).`},
 	"run": {"--config FILE [--log-level LEVEL]",
 		`Runs the streaming pipeline: reads ingest.topic through the consumer group, scores each record
 against the model of the recent window, writes to sink.topic (and malformed records to

@@ -17,6 +17,7 @@ import (
 
 	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/stages/ingest"
 )
 
@@ -691,6 +692,22 @@ func TestProduceWarnsOfFieldsRecordsLack(t *testing.T) {
 		}
 		if _, errs, code := outlierd(t, "produce", "--config", path, "--input", good); code != 0 || errs != "" {
 			t.Errorf("%s, every field there: exit %d, stderr %q (want none)", format, code, errs)
+		}
+	}
+}
+
+// TestTopicLine: one partition is "(1 partition)"; it printed "(1 partitions)" (a model topic,
+// a one-partition input).
+func TestTopicLine(t *testing.T) {
+	for _, c := range []struct {
+		r    pipeline.TopicResult
+		want string
+	}{
+		{pipeline.TopicResult{Key: "run.model_topic", Topic: "models", Partitions: 1, Created: true}, "created  models                     run.model_topic (1 partition)"},
+		{pipeline.TopicResult{Key: "ingest.topic", Topic: "in", Partitions: 3}, "exists   in                         ingest.topic (3 partitions)"},
+	} {
+		if got := topicLine(c.r); got != c.want {
+			t.Errorf("topicLine(%+v) = %q, want %q", c.r, got, c.want)
 		}
 	}
 }

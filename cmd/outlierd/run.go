@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"reflect"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/outlierd/outlierd/internal/core/config"
 	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/pipeline/metrics"
+	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/ingest"
 )
 
@@ -47,6 +50,9 @@ func runLint(args []string, stdout, stderr io.Writer) error {
 	if w := sessionTimeoutWarning(*path, cfg.Ingest.SessionTimeout); w != "" {
 		fmt.Fprintln(stderr, w)
 	}
+	for _, w := range unusedKeysWarnings(*path, cfg.Detect) {
+		fmt.Fprintln(stderr, w)
+	}
 	fmt.Fprintf(stdout, "%s: ok\n", *path)
 	return nil
 }
@@ -63,6 +69,29 @@ func eventZoneWarning(path string, ic ingest.Config, timeCol, instead string) st
 	return config.Locate(path, config.Fieldf("ingest.event_time_zone",
 		"warning: %q applies to no record: without ingest.event_time_field %s (the zone of derive's time_of_day and day_of_week is ingest.derive.timezone)",
 		ic.EventTimeZone, instead)).Error()
+}
+
+// unusedKeysWarnings are lint's warnings, one per key at its file:line:column, for the
+// detect.keys.* values other than their defaults under key_by: none, where no key has a model
+// and they apply to nothing (a section left from an experiment, or key_by: key forgotten). Their
+// values are still validated, as those of a disabled hypercube or proclus section are: an error
+// there is one under key_by: key too. The defaults, as the reference config writes them, are no
+// warning.
+func unusedKeysWarnings(path string, d detect.Config) []string {
+	if d.KeyBy != detect.KeyByNone {
+		return nil
+	}
+	var out []string
+	got, def := reflect.ValueOf(d.Keys), reflect.ValueOf(detect.Default().Keys)
+	for i := range got.NumField() {
+		name, _, _ := strings.Cut(got.Type().Field(i).Tag.Get("yaml"), ",")
+		if name == "" || got.Field(i).Equal(def.Field(i)) {
+			continue
+		}
+		out = append(out, config.Locate(path, config.Fieldf("detect.keys."+name,
+			"warning: %v applies to no key: detect.key_by is none (set key_by: key for models per key, or remove it)", got.Field(i).Interface())).Error())
+	}
+	return out
 }
 
 // A broker's default bounds of a group member's session timeout (group.min.session.timeout.ms,

@@ -146,3 +146,37 @@ func TestLintWarnsOfSessionTimeoutBrokersRefuse(t *testing.T) {
 		}
 	}
 }
+
+// TestLintWarnsOfKeysUnderKeyByNone: detect.keys.* values other than their defaults under
+// key_by: none apply to nothing: a warning each, at its line, exit 0 (they were accepted without
+// a word). Their values are still judged (an invalid one is an error, as in a disabled
+// hypercube section), and the defaults (the reference config writes them) are no warning.
+func TestLintWarnsOfKeysUnderKeyByNone(t *testing.T) {
+	base := "ingest:\n  topic: in\n  features: [v]\nsink:\n  topic: out\n  dead_letter_topic: dl\ndetect:\n"
+	for _, c := range []struct {
+		detect string
+		code   int
+		want   []string
+	}{
+		{"  keys:\n    window: 50\n    min_records: 30\n    tail: own\n", 0, []string{
+			":9:5: detect.keys.window: warning: 50 applies to no key: detect.key_by is none (set key_by: key for models per key, or remove it)",
+			":11:5: detect.keys.tail: warning: own applies to no key"}},
+		{"  key_by: none\n  keys: {window: 200, k: 10}\n", 0, nil},
+		{"  key_by: key\n  keys: {window: 50}\n", 0, nil},
+		{"  keys: {window: 5, k: 2, min_records: 4}\n", 1, []string{":8:10: detect.keys.window: must be in [8, 2147483647], got 5"}},
+	} {
+		path := writeFile(t, "k.yaml", base+c.detect)
+		_, errs, code := outlierd(t, "lint", "--config", path)
+		lines := strings.Split(strings.TrimSpace(errs), "\n")
+		if errs == "" {
+			lines = nil
+		}
+		ok := code == c.code && len(lines) == len(c.want)
+		for i := 0; ok && i < len(lines); i++ {
+			ok = strings.HasPrefix(lines[i], path+c.want[i])
+		}
+		if !ok {
+			t.Errorf("%q: exit %d, stderr %q: want exit %d and %q", c.detect, code, errs, c.code, c.want)
+		}
+	}
+}

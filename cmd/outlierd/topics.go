@@ -63,12 +63,21 @@ func runTopicsCreate(args []string, stdout, stderr io.Writer) error {
 		}
 	} else {
 		for _, t := range res {
-			state := "exists"
-			if t.Created {
-				state = "created"
-			}
-			fmt.Fprintf(stdout, "%-8s %-26s %s (%d partitions)\n", state, t.Topic, t.Key, t.Partitions)
+			fmt.Fprintln(stdout, topicLine(t))
 		}
 	}
 	return err
+}
+
+// topicLine is one topic's line of `topics create`: "created  sensors  ingest.topic (3 partitions)".
+func topicLine(t pipeline.TopicResult) string {
+	state := "exists"
+	if t.Created {
+		state = "created"
+	}
+	unit := "partitions"
+	if t.Partitions == 1 {
+		unit = "partition"
+	}
+	return fmt.Sprintf("%-8s %-26s %s (%d %s)", state, t.Topic, t.Key, t.Partitions, unit)
 }

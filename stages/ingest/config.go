@@ -182,7 +182,8 @@ type Uncertainty struct {
 	// Suffix: the uncertainty of f is in the field f+Suffix (e.g. "_sd": temp -> temp_sd).
 	// With CSV, only when CSVHeader names the columns.
 	Suffix string `yaml:"suffix"`
-	// Fields maps a feature to the field holding its uncertainty, overriding Suffix.
+	// Fields maps a feature to the field holding its uncertainty, overriding Suffix; never the
+	// feature's own field (its value is no uncertainty).
 	Fields map[string]string `yaml:"fields"`
 	// Default is the uncertainty used when no field applies or the field is missing. Nil: no
 	// default (a missing field is an error).
@@ -390,6 +391,9 @@ func (c *Config) Check() (*Checked, error) {
 		for _, f := range slices.Sorted(maps.Keys(u.Fields)) {
 			if !slices.Contains(c.Features, f) {
 				bad("uncertainty.fields", "%q is not a feature", f)
+			} else if u.Fields[f] == f {
+				// The value would be read as its own standard deviation.
+				bad(fmt.Sprintf("uncertainty.fields[%q]", f), "%q is the feature's own field: name the field that holds its uncertainty (a standard deviation), or leave the feature out of fields", f)
 			} else if formatOK {
 				if err := c.checkField(u.Fields[f]); err != nil {
 					bad(fmt.Sprintf("uncertainty.fields[%q]", f), "%w", err)

@@ -98,6 +98,16 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			},
 		},
 		{
+			// The value read as its own standard deviation: every record's temp was as
+			// uncertain as it was large, without a word.
+			name: "a feature's uncertainty field is the feature itself",
+			mutate: func(c *Config) {
+				c.Features = []string{"a", "b"}
+				c.Uncertainty = &Uncertainty{Fields: map[string]string{"a": "a", "b": "eb"}}
+			},
+			want: []string{`uncertainty.fields["a"]: "a" is the feature's own field`},
+		},
+		{
 			name: "uncertainty without a source",
 			mutate: func(c *Config) {
 				c.Features = []string{"a", "b"}

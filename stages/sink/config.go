@@ -135,7 +135,9 @@ type Config struct {
 	// network and broker disk; on a loopback or fast LAN "none" is fastest.
 	Compression Compression `yaml:"compression"`
 
-	// WriteTimeout bounds one produce request (kafka-go Writer.WriteTimeout). Default 10s.
+	// WriteTimeout bounds one produce request (kafka-go Writer.WriteTimeout). Default 10s; at
+	// least MinWriteTimeout (1ns timed every write out, and the sink waited for the broker as
+	// for an outage, without end).
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 
 	// MaxAttempts is how many times a write the broker refuses is tried before the pipeline
@@ -159,6 +161,9 @@ type Config struct {
 	// another cluster than the input, or be written as another principal.
 	Security kafkasec.Config `yaml:"security"`
 }
+
+// MinWriteTimeout is sink.write_timeout's floor.
+const MinWriteTimeout = 10 * time.Millisecond
 
 // Default returns the default sink configuration; Brokers, Topic and DeadLetterTopic still need
 // to be set.
@@ -235,8 +240,8 @@ func (c *Config) Validate() error {
 	if _, ok := compressionCodecs[c.Compression]; !ok {
 		add("sink.compression", "%q, want none, gzip, snappy, lz4 or zstd", c.Compression)
 	}
-	if c.WriteTimeout <= 0 {
-		add("sink.write_timeout", "%v, want > 0", c.WriteTimeout)
+	if c.WriteTimeout < MinWriteTimeout {
+		add("sink.write_timeout", "%v, want >= %v (an acks=all produce waits for the replicas: shorter timed every write out, retried as for a broker outage without end)", c.WriteTimeout, MinWriteTimeout)
 	}
 	if c.MaxAttempts < 1 {
 		add("sink.max_attempts", "%d, want >= 1", c.MaxAttempts)

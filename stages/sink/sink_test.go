@@ -180,6 +180,9 @@ func TestConfigValidate(t *testing.T) {
 		{"writer knobs", func(c *Config) {
 			c.BatchSize, c.BatchTimeout, c.MaxMessageBytes, c.Compression, c.WriteTimeout, c.MaxAttempts = 0, 0, 10, "brotli", 0, 0
 		}, []string{"sink.batch_size", "sink.batch_timeout", "sink.max_message_bytes", "sink.compression", "sink.write_timeout", "sink.max_attempts"}},
+		// 1ns: every produce timed out, and the sink waited for the broker as if it were down.
+		{"write timeout below its floor", func(c *Config) { c.WriteTimeout = time.Nanosecond },
+			[]string{"sink.write_timeout: 1ns, want >= 10ms (an acks=all produce waits for the replicas: shorter timed every write out, retried as for a broker outage without end)"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

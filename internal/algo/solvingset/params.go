@@ -88,7 +88,11 @@ type Result struct {
 	SolvingSet []int
 	// Iterations is the number of SolvingSet iterations (1 for BruteForce).
 	Iterations int
-	// DistanceComputations counts the distances actually evaluated.
+	// DistanceComputations counts the pairs of rows whose distance was evaluated, each pair
+	// once, so at most N(N-1)/2 (BruteForce's count, every pair): SolvingSet's step b
+	// evaluates a pair of candidates from both sides (no heap shared between workers), an
+	// m(m-1)/2 more per iteration that is not counted. (DistributedSolvingSet counts step b
+	// only, on every node.)
 	DistanceComputations int64
 }
 

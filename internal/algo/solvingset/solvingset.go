@@ -238,8 +238,8 @@ func (s *solver) run(progress func(iter, active int)) (Result, error) {
 		}
 	}
 	sortOutliers(outliers)
-	// Distances between candidates are evaluated once per ordered pair (each candidate scans
-	// the others, so no heap is shared); they are counted as evaluated.
+	// (A pair of candidates is evaluated from both sides, candidatesVsCandidates, but counted
+	// once: the count is of pairs, comparable with BruteForce's N(N-1)/2.)
 	return Result{
 		Outliers:             outliers,
 		WStar:                wstar,
@@ -273,7 +273,7 @@ func (s *solver) candidatesVsCandidates() {
 					heapReplaceTop(h, d)
 				}
 			}
-			cnt += int64(nc - 1)
+			cnt += int64(nc - 1 - j) // the pairs (j, i > j): each pair once, both sides evaluated
 			s.candUB[j] = plainSum(h)
 			s.candDone[j] = s.pruned(s.candUB[j])
 		}

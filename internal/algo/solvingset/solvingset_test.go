@@ -479,3 +479,23 @@ func TestMergePending(t *testing.T) {
 		}
 	}
 }
+
+// TestSolvingSetCountsEachPairOnce: DistanceComputations counts a pair of rows once, so it never
+// exceeds the nested loop's N(N-1)/2 (topn prints it as a share of that). Step b evaluates a
+// pair of candidates from both sides and counted both: 150 rows with m=100 printed "15004 (134%
+// of N(N-1)/2)"; with every row a candidate at once the count is exactly N(N-1)/2.
+func TestSolvingSetCountsEachPairOnce(t *testing.T) {
+	t.Parallel()
+	const rows = 150
+	cols := gaussCols(rand.New(rand.NewPCG(5, 5)), rows, 2, 1)
+	full := int64(rows) * int64(rows-1) / 2
+	for _, m := range []int{100, rows, 1000} {
+		got, err := SolvingSet(cols, Params{K: 5, N: 5, M: m, Seed: 1, Workers: 2}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.DistanceComputations > full || (m >= rows && got.DistanceComputations != full) {
+			t.Errorf("m=%d: %d distances; want at most N(N-1)/2 = %d (exactly, when every row is a candidate)", m, got.DistanceComputations, full)
+		}
+	}
+}

@@ -435,6 +435,8 @@ type index struct {
 	byLine map[int][]entry
 	// lineMap maps a decoded-text line to the file line of the first node on it.
 	lineMap map[int]int
+	// taken marks the nodes a "cannot unmarshal" message was placed at already.
+	taken map[*yaml.Node]bool
 }
 
 func (x *index) add(e entry) {
@@ -543,10 +545,7 @@ func (x *index) issue(msg string, original map[*yaml.Node]string) (Issue, *yaml.
 		case "!!seq":
 			want = yaml.SequenceNode
 		}
-		e = pick(func(c entry) bool { return !c.mapKey && c.kind == want && quoteLikeYAML(c.value) == v[2] })
-		if e == nil {
-			e = pick(func(c entry) bool { return !c.mapKey && c.kind == want })
-		}
+		e = x.valueNode(cands, want, v[2], v[3])
 		switch {
 		case e != nil:
 			got, interpolated := "", false
@@ -578,13 +577,4 @@ func (x *index) issue(msg string, original map[*yaml.Node]string) (Issue, *yaml.
 		rest = e.path + ": " + rest // the key, as Validate's FieldErrors name it
 	}
 	return Issue{Line: e.orig.Line, Column: e.orig.Column, Msg: rest}, e.orig
-}
-
-// quoteLikeYAML reproduces how yaml.v3 quotes a scalar in "cannot unmarshal" messages, to find
-// the scalar a message refers to when several share a line.
-func quoteLikeYAML(v string) string {
-	if len(v) > 10 {
-		return " `" + v[:7] + "...`"
-	}
-	return " `" + v + "`"
 }

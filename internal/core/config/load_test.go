@@ -125,6 +125,12 @@ func TestLoadBytesErrors(t *testing.T) {
 		{"an interpolated fraction where a whole number goes", "port: ${OUTLIERD_TEST_FRACTION}\n",
 			[]string{"t.yaml:1:7: port: expected a whole number (such as 1000), got `${OUTLIERD_TEST_FRACTION}` (after interpolation)"}},
 		{"wrong type for duration", "timeout: 5 parsecs\n", []string{"t.yaml:1:10: timeout: expected a duration, got `5 parsecs`: write a duration such as 100ms, 30s or 5m"}},
+		// A flow list holds the wrong element: the element's position, not the list's (yaml.v3
+		// names only the line; the first list on it was taken).
+		{"a list inside a flow list of text", "tags: [a, [b]]\n", []string{"t.yaml:1:11: tags[1]: expected a single value (text), got a list"}},
+		{"two sections inside a flow list of text", "tags: [{x: 1}, a, {y: 2}]\n", []string{
+			"t.yaml:1:8: tags[0]: expected a single value (text), got a section (keys below it)",
+			"t.yaml:1:19: tags[2]: expected a single value (text), got a section (keys below it)"}},
 		{"mapping where scalar expected", "name:\n  a: 1\n", []string{"t.yaml:2:3: name: expected a single value (text), got a section (keys below it)"}},
 		// yaml.v3 skipped a null key without a word (strict decoding or not) and worded an empty
 		// one "field  not found in type config.testConfig".

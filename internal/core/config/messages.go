@@ -288,3 +288,42 @@ func keysOf(t reflect.Type) []string {
 	}
 	return out
 }
+
+// valueNode picks the node a "cannot unmarshal KIND QUOTED into GOTYPE" message of yaml.v3 is
+// about among cands, the nodes on the line it names. Of the nodes of that kind there (a flow
+// list and its elements, `features: [temp, [a]]`), it prefers the one whose key takes the Go
+// type named and that no earlier message took, so that each wrong element is reported at its
+// own position rather than all at the first node of the line. nil when none has the kind.
+func (x *index) valueNode(cands []entry, want yaml.Kind, quoted, goType string) *entry {
+	goType = strings.TrimLeft(goType, "*")
+	kind := func(c entry) bool { return !c.mapKey && c.kind == want }
+	fits := func(c entry) bool {
+		t := typeAt(x.root, c.segs)
+		return kind(c) && !x.taken[c.orig] && t != nil && t.String() == goType
+	}
+	same := func(c entry) bool { return quoteLikeYAML(c.value) == quoted }
+	for _, ok := range []func(entry) bool{
+		func(c entry) bool { return fits(c) && same(c) }, fits,
+		func(c entry) bool { return kind(c) && same(c) }, kind,
+	} {
+		for i := range cands {
+			if ok(cands[i]) {
+				if x.taken == nil {
+					x.taken = map[*yaml.Node]bool{}
+				}
+				x.taken[cands[i].orig] = true
+				return &cands[i]
+			}
+		}
+	}
+	return nil
+}
+
+// quoteLikeYAML reproduces how yaml.v3 quotes a scalar in "cannot unmarshal" messages, to find
+// the scalar a message refers to when several share a line.
+func quoteLikeYAML(v string) string {
+	if len(v) > 10 {
+		return " `" + v[:7] + "...`"
+	}
+	return " `" + v + "`"
+}
