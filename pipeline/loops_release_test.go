@@ -173,3 +173,18 @@ func TestCommitLoopCountsCommitsSent(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitLoopCountsNoCommitCutByTheStop: a commit that the hard stop (work's end) cuts
+// failed: it is not a commit in Stats.Commits either (the metric already left it out). The
+// loop's else branch took every call that was not a logged failure for a success.
+func TestCommitLoopCountsNoCommitCutByTheStop(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	src := stuckCommitSource{newFakeSource(t, mem, nil)}
+	p := loopPipeline(t, src, newFakeSink(t), func(cfg *Config) { cfg.Run.CommitInterval = 10 * time.Millisecond })
+	work, stop := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer stop()
+	p.commitLoop(work) // the first tick's commit waits until work ends, then fails
+	if n := p.stats.Commits.Load(); n != 0 {
+		t.Errorf("Stats.Commits %d after a commit the stop cut, want 0", n)
+	}
+}
