@@ -238,13 +238,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if err != nil {
 		abandon(err)
 		<-roleDone
-		p.stage.CloseContext(context.Background()) // (nothing was pushed: no build runs)
-		p.dev.Close()
 		if ctx.Err() != nil { // the soft stop cut the start's reads: a clean stop, nothing fetched
 			p.log.Info().Err(err).Msg("stopped during the start")
 			err = nil
 		}
-		return errors.Join(err, p.src.Close(), p.snk.Close(), p.closeRole())
+		return errors.Join(err, p.closeOpened(context.Background())) // (nothing was pushed: no build runs)
 	}
 	p.alertScope()                      // (after startRole: a scorer's keys' scope is its own, followAssignments')
 	if m := p.stage.Model(); m != nil { // loaded from a snapshot: NewStage announces nothing
