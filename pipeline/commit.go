@@ -27,11 +27,12 @@ func (p *Pipeline) commitLoop(work context.Context) {
 			if work.Err() == nil {
 				p.metrics.CommitDone(err)
 			}
-			if err != nil && work.Err() == nil {
-				p.log.Warn().Err(err).Msg("offset commit failed; retrying at the next interval")
-			} else {
+			switch {
+			case err == nil:
 				p.stats.Commits.Add(1)
-			}
+			case work.Err() == nil:
+				p.log.Warn().Err(err).Msg("offset commit failed; retrying at the next interval")
+			} // (else cut by the stop: no commit, and nothing to retry)
 		}
 	}
 }

@@ -146,7 +146,7 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 			}
 		}
 	}
-	rest, err := p.stage.FlushContext(work) // (a build in progress: until the hard stop at most)
+	rest, err := p.stage.FlushContext(work) // (the first model's build, held batches waiting: until the hard stop at most)
 	if err != nil {
 		return fmt.Errorf("pipeline: detect: %w", err)
 	}

@@ -267,6 +267,14 @@ func loopPipeline(t *testing.T, src Source, snk Sink, tweak func(*Config)) *Pipe
 // Run's error.
 func runUntilDrained(t *testing.T, p *Pipeline, src *fakeSource) error {
 	t.Helper()
+	_, err := stopWhenDrained(t, p, src)
+	return err
+}
+
+// stopWhenDrained is runUntilDrained, returning too how long Run took from the soft stop (0
+// when it returned before it).
+func stopWhenDrained(t *testing.T, p *Pipeline, src *fakeSource) (time.Duration, error) {
+	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	done := make(chan error, 1)
@@ -275,16 +283,17 @@ func runUntilDrained(t *testing.T, p *Pipeline, src *fakeSource) error {
 	case <-src.drained:
 		stop()
 	case err := <-done:
-		return err
+		return 0, err
 	case <-time.After(20 * time.Second):
 		t.Fatal("the source's plan was not fetched within 20 s")
 	}
+	t0 := time.Now()
 	select {
 	case err := <-done:
-		return err
+		return time.Since(t0), err
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not return within 20 s of the soft stop")
-		return nil
+		return 0, nil
 	}
 }
 

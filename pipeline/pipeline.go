@@ -242,15 +242,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if err != nil {
 		abandon(err)
 		<-roleDone
+		// (nothing was pushed: no build runs; the state's save of what the stage loaded ends by the deadline)
 		closeCtx, cancel := context.WithDeadline(context.Background(), closeBy(stoppedAt.Load(), p.cfg.Run.ShutdownTimeout))
-		p.stage.CloseContext(closeCtx) // (nothing was pushed: no build runs; its state's save ends by the deadline)
-		cancel()
-		p.dev.Close()
+		defer cancel()
 		if ctx.Err() != nil { // the soft stop cut the start's reads: a clean stop, nothing fetched
 			p.log.Info().Err(err).Msg("stopped during the start")
 			err = nil
 		}
-		return errors.Join(err, p.src.Close(), p.snk.Close(), p.closeRole())
+		return errors.Join(err, p.closeOpened(closeCtx))
 	}
 	p.alertScope()                      // (after startRole: a scorer's keys' scope is its own, followAssignments')
 	if m := p.stage.Model(); m != nil { // loaded from a snapshot: NewStage announces nothing

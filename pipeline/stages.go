@@ -39,8 +39,9 @@ type Assigning interface {
 type Stage interface {
 	// Process scores b and returns the batches ready to go on (none while held for a model).
 	Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, error)
-	// FlushContext returns the batches still held, at the end of the input, waiting for a model
-	// build in progress until ctx (the hard stop) ends at most.
+	// FlushContext returns the batches still held, at the end of the input: those held for the
+	// first model wait for its build until ctx (the hard stop) ends at most; a rebuild in
+	// progress is not waited for (CloseContext is, after the final commit).
 	FlushContext(ctx context.Context) ([]*batch.Batch, error)
 	// Model is the model now serving (nil before the first), Window the stage's window: both
 	// for the metrics.

@@ -49,7 +49,8 @@ var deviceCommands = map[string]bool{"topn": true, "predict": true, "density": t
 //
 // A stop that comes during the probe (stopped: run's signals, caught from the process's start)
 // ends it, and nothing is handed over: run then stops during its start (exit 0). (A signal in
-// the microseconds between the last look and the execve is lost with the handlers.)
+// the microseconds between the last look and the execve is lost with the handlers; one during
+// the companion's own start, before its mainWith catches them, takes the default action.)
 func handOff(args []string, stopped context.Context) string {
 	if cudaBuild || len(args) == 0 || !deviceCommands[args[0]] || os.Getenv(handedOffEnv) != "" {
 		return ""

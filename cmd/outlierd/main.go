@@ -80,7 +80,7 @@ func main() {
 	os.Exit(mainWith(os.Args[1:]))
 }
 
-// mainWith is main's work: run's signals caught first (earlySignals), then the CUDA
+// mainWith is main's work: run's signals caught first (runSignals), then the CUDA
 // companion's hand-over (the CPU build execs it when it starts here, companion.go, else learns
 // why not), then the command.
 func mainWith(args []string) int {

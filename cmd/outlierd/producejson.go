@@ -20,8 +20,9 @@ type csvObject struct {
 	kids []*csvObject // an object's members, in header order
 }
 
-// newCSVObject plans the object of header's columns for the paths in reads; a column that
-// would be both a value and an object of such a path (sensor and sensor.temp) is an error.
+// newCSVObject plans the object of header's columns for the dotted paths ingest reads (in's
+// fields); a column that would be both a value and an object of such a path (sensor and
+// sensor.temp) is an error (name: the file, for the message).
 func newCSVObject(name string, header []string, in ingest.Config) (*csvObject, error) {
 	nested := map[string]bool{}
 	for _, f := range in.Fields() {

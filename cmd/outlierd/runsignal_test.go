@@ -149,9 +149,7 @@ func TestRunSurvivesSIGHUPDuringConfigLoad(t *testing.T) {
 // process's start, it ends the probe, nothing is handed over, and the run exits 0 having
 // stopped during its start. The companion here is a script whose probe waits 10 s.
 func TestRunStopDuringCompanionProbe(t *testing.T) {
-	if args := os.Getenv("OUTLIERD_TEST_MAIN_ARGS"); args != "" {
-		os.Exit(mainWith(strings.Fields(args)))
-	}
+	runChild()
 	if cudaBuild {
 		t.Skip("the CUDA build never hands over")
 	}
@@ -163,8 +161,8 @@ func TestRunStopDuringCompanionProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := writeFile(t, "pipeline.yaml", unreachableConfig(t))
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRunStopDuringCompanionProbe$")
-	cmd.Env = append(os.Environ(), "OUTLIERD_TEST_MAIN_ARGS=run --config "+path, companionEnv+"="+companion)
+	cmd := childMainCommand(t, "run", "--config", path)
+	cmd.Env = append(cmd.Env, companionEnv+"="+companion)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {

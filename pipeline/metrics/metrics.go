@@ -301,14 +301,18 @@ func (m *Metrics) SetAlertGroupEvictions(evictions uint64) {
 	}
 }
 
-// SetModel records the model that now serves; from then on /readyz may report ready.
+// SetModel records the model that now serves; from then on /readyz may report ready. The same
+// build shown again (a reload retuned it: its version and build time) keeps its staleness clock.
 func (m *Metrics) SetModel(info ModelInfo) {
 	m.live.modelChanged(info, m.now())
 	m.mu.Lock()
+	same := m.model != nil && m.model.Version == info.Version && m.model.BuiltAt.Equal(info.BuiltAt)
 	m.model = &info
 	m.mu.Unlock()
-	m.modelSet.Store(m.now().UnixNano())
-	m.arriving.Store(0)
+	if !same {
+		m.modelSet.Store(m.now().UnixNano())
+		m.arriving.Store(0)
+	}
 	m.serving.Store(true)
 }
 

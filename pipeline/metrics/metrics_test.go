@@ -430,6 +430,33 @@ func TestReadyzStaleModel(t *testing.T) {
 	}
 }
 
+// TestReadyzStaleModelRetuneKeepsItStale: a reload that retunes the serving model (the same
+// build: its version and build time) shows it again (SetModel), which reset the staleness clock:
+// a scorer whose builder had stopped went ready again for refresh_interval + stale_model_after.
+func TestReadyzStaleModelRetuneKeepsItStale(t *testing.T) {
+	m := New()
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	m.now = func() time.Time { return now }
+	m.SetBrokerConnected(true)
+	m.SetStaleModelAfter(time.Minute, 30*time.Second)
+	model := ModelInfo{Version: 7, BuiltAt: now}
+	m.SetModel(model)
+	for range 6 { // records arrive for 4 minutes, no newer model
+		now = now.Add(40 * time.Second)
+		m.Fetched(time.Millisecond)
+	}
+	if ok, why := m.Ready(); ok || !strings.Contains(why, "model version 7") {
+		t.Fatalf("stale model: ready %v, %q", ok, why)
+	}
+	model.WStar = 1.5 // retuned by a reload: the same build
+	m.SetModel(model)
+	now = now.Add(time.Second)
+	m.Fetched(time.Millisecond)
+	if ok, why := m.Ready(); ok || !strings.Contains(why, "model version 7") {
+		t.Fatalf("the same build retuned: ready %v, %q; want still stale", ok, why)
+	}
+}
+
 // TestKernelTimes: with SetKernelTimes each scrape reports the device's per-kernel totals as
 // read then (none without it, as on the CPU).
 func TestKernelTimes(t *testing.T) {

@@ -50,11 +50,11 @@ func (c *Compression) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEn
 // AcksAll is the only accepted RequiredAcks value.
 const AcksAll = "all"
 
-// Config configures the sink. Zero values are not defaults: start from Default() and override.
 // MaxCreatePartitions bounds the partitions of a topic outlierd creates (sink.create_partitions,
 // topics create --partitions): the request's count is an int32, and a larger value wraps.
 const MaxCreatePartitions = 1_000_000
 
+// Config configures the sink. Zero values are not defaults: start from Default() and override.
 type Config struct {
 	// Brokers are the bootstrap brokers, "host:port". In a pipeline config the default is
 	// ingest.brokers (and sink.security ingest.security, when sink.security is left out: the
