@@ -91,18 +91,20 @@ type item struct {
 func (it item) release() { it.b.Release() }
 
 // closeGrace bounds the closing of the Kafka clients (source, sink, a role's model topic
-// clients) at Run's end. kafka-go's Writer.Close waits for every produce it is still trying:
-// after the hard stop or a failure those are abandoned writes, retried up to sink.max_attempts
-// times (each up to sink.write_timeout, backoff up to 1 s), and with write_timeout 1ns the
-// process exited 57 s past run.shutdown_timeout, which bounds the whole stop. Their records were
-// never acknowledged, so never committed: they are read again after a restart.
+// clients) at Run's end past the stop's deadline. kafka-go's Writer.Close waits for every
+// produce it is still trying: after the hard stop or a failure those are abandoned writes,
+// retried up to sink.max_attempts times (each up to sink.write_timeout, backoff up to 1 s), and
+// with write_timeout 1ns the process exited 57 s past run.shutdown_timeout, which bounds the
+// whole stop. Their records were never acknowledged, so never committed: they are read again
+// after a restart. Before the deadline the close is waited for: a clean stop whose clients take
+// a few seconds to close (a reader's fetch in flight) is a clean stop.
 const closeGrace = 2 * time.Second
 
 // closeOpened closes what New opened, the stage before the device it runs on: at Run's end,
 // and when New fails after opening some of it (what is not open yet is skipped). The stage waits
 // for a model build in progress until ctx ends at most (Run: the stop's deadline). The device's
 // error is not returned (the CPU has none; a GPU's is logged by accel). The Kafka clients' close
-// is waited for closeGrace, then left to end alone.
+// is waited for until ctx ends and closeGrace more, then left to end alone.
 func (p *Pipeline) closeOpened(ctx context.Context) error {
 	if p.stage != nil {
 		p.stage.CloseContext(ctx)
@@ -121,14 +123,19 @@ func (p *Pipeline) closeOpened(ctx context.Context) error {
 		}
 		done <- errors.Join(append(errs, p.closeRole())...)
 	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
 	t := time.NewTimer(closeGrace)
 	defer t.Stop()
 	select {
 	case err := <-done:
 		return err
 	case <-t.C:
-		p.log.Warn().Dur("close_grace", closeGrace).Msg("closing the Kafka clients cut: writes still being tried are abandoned, not committed (read again after a restart)")
-		return fmt.Errorf("pipeline: closing the Kafka clients took over %s: abandoned (writes still being tried are not acknowledged, so not committed: read again after a restart)", closeGrace)
+		p.log.Warn().Dur("close_grace", closeGrace).Msg("closing the Kafka clients cut past the stop's deadline: writes still being tried are abandoned, not committed (read again after a restart)")
+		return fmt.Errorf("pipeline: closing the Kafka clients took over %s past the stop's deadline: abandoned (writes still being tried are not acknowledged, so not committed: read again after a restart)", closeGrace)
 	}
 }
 
