@@ -395,6 +395,9 @@ func (t *twinSelf) SelfWeights(sets [][][]float32, k []int, out [][]float64) err
 // scratch is reused build after build), a window whose outcasts are judged on a feature without
 // spread (offConstant) too: it allocates as the same window without significant rows does.
 func TestKeyBuildOutcastsAllocateNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates: allocations are counted without it")
+	}
 	const w = 200
 	cfg := Default()
 	cfg.KeyBy = KeyByKey
