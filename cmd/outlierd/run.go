@@ -129,6 +129,7 @@ func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	// as a stop during Run's start does; a SIGHUP received before the reloader runs reloads once
 	// it does. (The start may take 30 s: the topic check.)
 	sig := runSignals
+	runSignals = nil // (this run's alone: released below, a later run in the process catches its own)
 	if sig == nil {
 		sig = catchRunSignals()
 	}
@@ -196,7 +197,8 @@ func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 }
 
 // runSignals are run's signals when mainWith caught them before the companion's hand-over (nil:
-// runRun catches them itself, first thing).
+// runRun catches them itself, first thing). runRun takes them (nil again): it releases them
+// at its end.
 var runSignals *caughtSignals
 
 // caughtSignals are run's stop signals (ctx ends at SIGINT or SIGTERM) and its reload signal
