@@ -25,40 +25,13 @@ import (
 // Chunks of 1 KiB (sink.max_message_bytes 2048) make the publication ~130 writes: it was cut
 // short by the end of the drain, which takes a few ms.
 func TestBuilderStopPublishesLastModelRealBroker(t *testing.T) {
-	br := testsupport.RealBroker(t)
-	in, out, dlq, group, mt := roleTopics(t, br, 2)
-	cfg := roleConfig(br, in, out, dlq, group, mt)
-	cfg.Run.Role = detect.RoleBuilder
-	cfg.Sink.MaxMessageBytes = 2048
-	input := newInput(in, 2, makeSensorRecords(t, 3000, 2, 7, 0.01, 0))
-	produceSensors(t, br, input)
-	built := make(chan uint64, 1)
-	r := startPipeline(t, cfg, func(p *Pipeline) {
-		p.watchModels = func(m *detect.Model) {
-			select {
-			case built <- m.Version:
-			default:
-			}
-		}
-	})
-	var v uint64
-	select {
-	case v = <-built:
-	case <-time.After(60 * time.Second):
-		t.Fatal("no model built within 60 s")
-	}
+	br, mt, cfg, r, v := builderWithAModel(t, nil)
 	t0 := time.Now()
 	if err := r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
 		t.Fatalf("builder stop: %v", err)
 	}
 	stopped := time.Since(t0)
-	m := publishedModel(t, cfg)
-	switch {
-	case m == nil:
-		t.Fatalf("after the builder's graceful stop the model topic holds no complete model; want version %d, built before the stop", v)
-	case m.Version != v:
-		t.Fatalf("after the builder's graceful stop the newest complete model is version %d, want %d", m.Version, v)
-	}
+	wantPublished(t, cfg, v, "the builder's graceful stop")
 	chunks := 0
 	for _, msg := range modelTopicMessages(t, br, mt) {
 		if bytes.HasPrefix(msg.Key, []byte(modelKeyPrefix)) {
@@ -177,16 +150,31 @@ func TestPublishersFlushEndAtHardStop(t *testing.T) {
 // them too, but until then the scorers would serve an older model: the stop publishes it all
 // the same (docs/OPERATIONS.md "Shutdown"), and Run still returns the commit's failure.
 func TestBuilderFailedFinalCommitStillPublishesRealBroker(t *testing.T) {
-	br := testsupport.RealBroker(t)
+	_, _, cfg, r, v := builderWithAModel(t, func(p *Pipeline) { p.src = refusingCommits{p.src} })
+	err := r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "final commit") {
+		t.Fatalf("builder stop: %v, want the final commit's failure", err)
+	}
+	wantPublished(t, cfg, v, "the builder's stop with a failed final commit")
+}
+
+// builderWithAModel starts a builder (hook applied to its pipeline first, when not nil) on 3,000
+// records of 2 partitions with 1 KiB model chunks (sink.max_message_bytes 2048: ~130 writes, still
+// being written at a stop right after the build) and returns once its first model is built,
+// with that model's version.
+func builderWithAModel(t *testing.T, hook func(*Pipeline)) (br testsupport.Broker, modelTopic string, cfg Config, r *running, version uint64) {
+	t.Helper()
+	br = testsupport.RealBroker(t)
 	in, out, dlq, group, mt := roleTopics(t, br, 2)
-	cfg := roleConfig(br, in, out, dlq, group, mt)
+	cfg = roleConfig(br, in, out, dlq, group, mt)
 	cfg.Run.Role = detect.RoleBuilder
-	cfg.Sink.MaxMessageBytes = 2048 // (~130 writes: still being written at the stop)
-	input := newInput(in, 2, makeSensorRecords(t, 3000, 2, 7, 0.01, 0))
-	produceSensors(t, br, input)
+	cfg.Sink.MaxMessageBytes = 2048
+	produceSensors(t, br, newInput(in, 2, makeSensorRecords(t, 3000, 2, 7, 0.01, 0)))
 	built := make(chan uint64, 1)
-	r := startPipeline(t, cfg, func(p *Pipeline) {
-		p.src = refusingCommits{p.src}
+	r = startPipeline(t, cfg, func(p *Pipeline) {
+		if hook != nil {
+			hook(p)
+		}
 		p.watchModels = func(m *detect.Model) {
 			select {
 			case built <- m.Version:
@@ -194,22 +182,24 @@ func TestBuilderFailedFinalCommitStillPublishesRealBroker(t *testing.T) {
 			}
 		}
 	})
-	var v uint64
 	select {
-	case v = <-built:
+	case version = <-built:
 	case <-time.After(60 * time.Second):
 		t.Fatal("no model built within 60 s")
 	}
-	err := r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second)
-	if err == nil || !strings.Contains(err.Error(), "final commit") {
-		t.Fatalf("builder stop: %v, want the final commit's failure", err)
-	}
+	return br, mt, cfg, r, version
+}
+
+// wantPublished fails the test unless, after (what happened), the newest complete model on cfg's
+// model topic is version v, built before the stop.
+func wantPublished(t *testing.T, cfg Config, v uint64, after string) {
+	t.Helper()
 	m := publishedModel(t, cfg)
 	switch {
 	case m == nil:
-		t.Fatalf("after the builder's stop with a failed final commit the model topic holds no complete model; want version %d, built before the stop", v)
+		t.Fatalf("after %s the model topic holds no complete model; want version %d, built before the stop", after, v)
 	case m.Version != v:
-		t.Fatalf("after the builder's stop with a failed final commit the newest complete model is version %d, want %d", m.Version, v)
+		t.Fatalf("after %s the newest complete model is version %d, want %d", after, m.Version, v)
 	}
 }
 
