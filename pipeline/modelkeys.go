@@ -327,13 +327,20 @@ func isKeyModel(m kafka.Message) bool { return bytes.HasPrefix(m.Key, []byte(key
 
 // keyModelVersion is a key model message's version header (0 when absent or not a number).
 func keyModelVersion(m kafka.Message) uint64 {
+	v, _ := keyModelVersionOf(m)
+	return v
+}
+
+// keyModelVersionOf is m's key model version and whether m carries one (a key model or its
+// tombstone: the header is there).
+func keyModelVersionOf(m kafka.Message) (uint64, bool) {
 	for _, h := range m.Headers {
 		if h.Key == headerKeyModelVersion {
 			v, _ := strconv.ParseUint(string(h.Value), 10, 64)
-			return v
+			return v, true
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // keyInbox carries the keys' models a scorer's follower read to the detect goroutine: the newest

@@ -62,8 +62,8 @@ func tailKeyVersion(conn *kafka.Conn, from, end int64, maxBytes int) (v uint64, 
 				break
 			}
 			next = m.Offset + 1
-			if hasKeyModelVersion(m) {
-				v, found = max(v, keyModelVersion(m)), true
+			if mv, ok := keyModelVersionOf(m); ok {
+				v, found = max(v, mv), true
 			}
 		}
 		next = max(next, b.Offset()) // (past records compacted away at a batch's end)
@@ -76,16 +76,6 @@ func tailKeyVersion(conn *kafka.Conn, from, end int64, maxBytes int) (v uint64, 
 		off = next
 	}
 	return v, found, nil
-}
-
-// hasKeyModelVersion says whether m carries a key model's version (a key model or its tombstone).
-func hasKeyModelVersion(m kafka.Message) bool {
-	for _, h := range m.Headers {
-		if h.Key == headerKeyModelVersion {
-			return true
-		}
-	}
-	return false
 }
 
 // dialPartition is a connection to the leader of the model topic's partition mp (the first

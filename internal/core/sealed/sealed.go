@@ -26,6 +26,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"math"
 	"unicode/utf8"
@@ -101,11 +102,8 @@ func (f Format) WriteContext(ctx context.Context, w io.Writer, version uint32, p
 	head = le.AppendUint64(head, uint64(len(payload)))
 	sum := sha256.New()
 	sum.Write(head)
-	for p := payload; len(p) > 0; p = p[min(len(p), sumPiece):] {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		sum.Write(p[:min(len(p), sumPiece)])
+	if err := sumPieces(ctx, sum, payload); err != nil {
+		return err
 	}
 	bw := bufio.NewWriter(ctxWriter{ctx, w})
 	bw.Write(head)
@@ -170,16 +168,25 @@ func (f Format) ReadContext(ctx context.Context, r io.Reader) (version uint32, p
 	payload, stored := b[:plen], b[plen:]
 	sum := sha256.New()
 	sum.Write(head)
-	for p := payload; len(p) > 0; p = p[min(len(p), sumPiece):] {
-		if err := ctx.Err(); err != nil {
-			return 0, nil, err
-		}
-		sum.Write(p[:min(len(p), sumPiece)])
+	if err := sumPieces(ctx, sum, payload); err != nil {
+		return 0, nil, err
 	}
 	if !bytes.Equal(sum.Sum(nil), stored) {
 		return 0, nil, formatErr("checksum mismatch: the file is corrupt")
 	}
 	return version, payload, nil
+}
+
+// sumPieces adds payload to sum sumPiece bytes at a time, ending with ctx.Err() between two
+// pieces once ctx ends.
+func sumPieces(ctx context.Context, sum hash.Hash, payload []byte) error {
+	for p := payload; len(p) > 0; p = p[min(len(p), sumPiece):] {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		sum.Write(p[:min(len(p), sumPiece)])
+	}
+	return nil
 }
 
 // ctxReader is r failing with ctx.Err() once ctx ends, read sumPiece bytes at most at a time
