@@ -110,3 +110,65 @@ func TestJSONAlertFields(t *testing.T) {
 		}
 	})
 }
+
+// TestArrowAlertFields: the Arrow output carries what the JSON output's "scores" says of the
+// alarm cap, the alert groups and the key's model as columns of their own (suppressed, folded,
+// alert_timestamp, folded_into_previous_alert, key_model_version), so that an Arrow consumer
+// does not parse the explanation: each null when the record was not scored; alert_timestamp
+// null unless folded into an alert with a time; key_model_version null when no key's model
+// scored the record.
+func TestArrowAlertFields(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rows, want := alertRows()
+	rows[4].Score.KeyModelVersion = 7
+	rows = append(rows, testbatch.Row{Partition: 1, Offset: 26, Time: ts0, Features: []float32{1, 2}, Payload: []byte(`{"temp":1}`)}) // not scored
+	b := testbatch.New(t, mem, "sensors", features, false, true, rows)
+	defer b.Record.Release()
+	byOffset := map[int64]map[string]any{}
+	for i, r := range rows {
+		w := map[string]any{ColSuppressed: false, ColFolded: false, ColAlertTimestamp: nil, ColFoldedIntoPrevious: int64(0), ColKeyModelVersion: nil}
+		if !r.Score.Scored {
+			w = map[string]any{ColSuppressed: nil, ColFolded: nil, ColAlertTimestamp: nil, ColFoldedIntoPrevious: nil, ColKeyModelVersion: nil}
+		}
+		if i < len(want) {
+			for f, v := range want[i] {
+				switch f {
+				case "suppressed":
+					w[ColSuppressed] = v
+				case "folded":
+					w[ColFolded] = v
+				case "alert_timestamp":
+					if v != nil {
+						at, err := time.Parse(time.RFC3339Nano, v.(string))
+						if err != nil {
+							t.Fatal(err)
+						}
+						w[ColAlertTimestamp] = at.UTC()
+					}
+				case "folded_into_previous_alert":
+					w[ColFoldedIntoPrevious] = int64(v.(float64))
+				}
+			}
+		}
+		if r.Score.KeyModelVersion != 0 {
+			w[ColKeyModelVersion] = r.Score.KeyModelVersion
+		}
+		byOffset[r.Offset] = w
+	}
+	seen := 0
+	for _, m := range arrowOutputs(t, mem, b, 1<<20) {
+		forEachArrowRow(t, mem, m.Value, func(get func(string) any) {
+			seen++
+			off := get("_offset").(int64)
+			for col, w := range byOffset[off] {
+				if got := get(col); fmt.Sprint(got) != fmt.Sprint(w) {
+					t.Errorf("offset %d: %s = %v, want %v", off, col, got, w)
+				}
+			}
+		})
+	}
+	if seen != len(rows) {
+		t.Errorf("%d rows in the Arrow output, want %d", seen, len(rows))
+	}
+}

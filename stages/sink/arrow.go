@@ -53,6 +53,21 @@ import (
 //	                             not scored)
 //	recent              float64  the score ranked among its series' recent scores
 //	                             (detect.recent_scores; null when not scored or off)
+//	suppressed          bool     over the threshold, not flagged: the alarm cap is spent
+//	                             (detect.alarm_rate); null when not scored
+//	folded              bool     flagged, folded into its key's open alert
+//	                             (detect.alert_cooldown); null when not scored
+//	alert_timestamp     timestamp (ms, UTC) with folded: that alert's time; null otherwise or
+//	                             when the alert had none
+//	folded_into_previous_alert int64 on an alert, how many flagged records of its key were
+//	                             folded into the key's previous alert (0 otherwise); null when
+//	                             not scored
+//	key_model_version   uint64   with detect.key_by on a scorer, the builder's version of the
+//	                             key's model that scored the record; null otherwise
+//
+// The last five are the JSON output's "scores" fields of the same names (suppressed, folded,
+// alert_timestamp, folded_into_previous_alert, key_model_version), so that a program reads
+// them without parsing the explanation.
 //
 // Schema metadata: "outlierd.topic" (source topic) and "outlierd.model_version" (decimal).
 // Payloads are not included: the columns are the decoded record.
@@ -75,11 +90,18 @@ const (
 	ColHypercubeOutlier    = "hypercube_outlier"
 	ColScore               = "score"
 	ColRecent              = "recent" // batch.Score.Recent (null: not scored, or detect.recent_scores 0)
+	// The alarm cap's, the alert groups' and the key model's columns (batch.Score's
+	// Suppressed, Grouped with AlertAt, Folded, KeyModelVersion).
+	ColSuppressed         = "suppressed"
+	ColFolded             = "folded"
+	ColAlertTimestamp     = "alert_timestamp"
+	ColFoldedIntoPrevious = "folded_into_previous_alert"
+	ColKeyModelVersion    = "key_model_version"
 )
 
 // arrowSchema builds the output schema for batch b (see the table above).
 func arrowSchema(b *batch.Batch, c *columns) *arrow.Schema {
-	fields := make([]arrow.Field, 0, 2*len(b.Features)+14)
+	fields := make([]arrow.Field, 0, 2*len(b.Features)+28)
 	for _, f := range b.Features {
 		fields = append(fields, arrow.Field{Name: f, Type: arrow.PrimitiveTypes.Float32, Nullable: true})
 	}
@@ -108,6 +130,11 @@ func arrowSchema(b *batch.Batch, c *columns) *arrow.Schema {
 		arrow.Field{Name: ColHypercubeOutlier, Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
 		arrow.Field{Name: ColScore, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 		arrow.Field{Name: ColRecent, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		arrow.Field{Name: ColSuppressed, Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+		arrow.Field{Name: ColFolded, Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+		arrow.Field{Name: ColAlertTimestamp, Type: batch.TimestampType, Nullable: true},
+		arrow.Field{Name: ColFoldedIntoPrevious, Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		arrow.Field{Name: ColKeyModelVersion, Type: arrow.PrimitiveTypes.Uint64, Nullable: true},
 	)
 	md := arrow.NewMetadata(
 		[]string{"outlierd.topic", "outlierd.model_version"},
@@ -161,6 +188,11 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 	hcOutlier := next().(*array.BooleanBuilder)
 	score := next().(*array.Float64Builder)
 	recent := next().(*array.Float64Builder)
+	suppressed := next().(*array.BooleanBuilder)
+	folded := next().(*array.BooleanBuilder)
+	alertAt := next().(*array.TimestampBuilder)
+	foldedPrev := next().(*array.Int64Builder)
+	keyModel := next().(*array.Uint64Builder)
 
 	for _, i := range rows {
 		part.Append(c.partition.Value(i))
@@ -220,6 +252,25 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 			recent.Append(s.Recent)
 		} else {
 			recent.AppendNull()
+		}
+		if s.Scored {
+			suppressed.Append(s.Suppressed)
+			folded.Append(s.Grouped)
+			foldedPrev.Append(int64(s.Folded))
+		} else {
+			suppressed.AppendNull()
+			folded.AppendNull()
+			foldedPrev.AppendNull()
+		}
+		if s.Scored && s.Grouped && s.AlertTimed {
+			alertAt.Append(arrow.Timestamp(s.AlertAt))
+		} else {
+			alertAt.AppendNull()
+		}
+		if s.Scored && s.KeyModelVersion != 0 {
+			keyModel.Append(s.KeyModelVersion)
+		} else {
+			keyModel.AppendNull()
 		}
 	}
 

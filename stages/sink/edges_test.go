@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
@@ -239,6 +240,10 @@ func forEachArrowRow(t *testing.T, mem memory.Allocator, value []byte, fn func(g
 					return a.Value(k)
 				case *array.Boolean:
 					return a.Value(k)
+				case *array.Uint64:
+					return a.Value(k)
+				case *array.Timestamp:
+					return a.Value(k).ToTime(arrow.Millisecond).UTC()
 				}
 				t.Fatalf("column %q: type %s not handled", name, col.DataType())
 				return nil
