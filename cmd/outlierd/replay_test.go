@@ -417,6 +417,29 @@ func TestReplayEmptyColumnAsFeature(t *testing.T) {
 	}
 }
 
+// TestReplayMissingTimeNoFeatureHint: a row whose timestamp column is empty
+// stopped replay with the hint meant for a feature column, "every column but the key,
+// timestamp and label columns is a feature: ... e.g. ingest: {features: [temp, pressure,
+// humidity]}": advice to name as features the very columns that already were, for a column that
+// is not one. The error names the column and says it is missing, no more.
+func TestReplayMissingTimeNoFeatureHint(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("ts,sensor,temp,pressure,label\n")
+	for i := range 40 {
+		ts, key := strconv.Itoa(1767225600000+60000*i), "s"+strconv.Itoa(i%2)
+		if i == 30 {
+			ts = ""
+		}
+		fmt.Fprintf(&b, "%s,%s,%d,%d,0\n", ts, key, 70+i%3, 100+i%5)
+	}
+	path := writeFile(t, "gap.csv", b.String())
+	_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--timestamp-column", "ts", "--key-column", "sensor", "--min-records", "20")
+	want := `gap.csv:32:1: field "ts": missing`
+	if code != 1 || !strings.Contains(errs, want) || strings.Contains(errs, "is a feature") {
+		t.Errorf("exit %d, stderr %q: want exit 1 and %q, without the features' hint", code, errs, want)
+	}
+}
+
 // TestReplayKeyColumnHintByReason: the hint of TestReplayTextColumnAsFeature is given by the
 // decoder's Reason (ingest.ReasonNotNumber), not by the message's wording (it tested the prefix
 // "not a number": a reworded message would have lost it): a reworded not-a-number gets it, a

@@ -525,6 +525,13 @@ func keyColumnHint(in replayInput, features []string, err error) string {
 	if in.haveFeatures() || !errors.As(err, &fe) || fe.Field == in.label {
 		return ""
 	}
+	// The timestamp's and key's columns (the flags', else the config's) are not features: the
+	// hint's advice is not theirs.
+	for _, c := range []string{in.timeCol, in.key, in.ingest.EventTimeField, in.ingest.KeyField} {
+		if c != "" && fe.Field == c {
+			return ""
+		}
+	}
 	const why = " (without ingest.features every column but the key, timestamp and label columns is a feature: "
 	switch fe.Reason {
 	case ingest.ReasonNotNumber:
