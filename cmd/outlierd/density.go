@@ -49,7 +49,7 @@ func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	eta := fs.Float64("eta", 0.5, "density threshold (data normalised to [0,1])")
 	delta := fs.Float64("delta", 0.5, "outlier when the eta-probability is below delta in some subspace")
 	samples := fs.Int("samples", 800, "Monte Carlo samples per subspace")
-	clusters := fs.Int("clusters", 200, "q micro-clusters")
+	clusters := fs.Int("clusters", 200, "q micro-clusters (left out, at most rows)")
 	iters := fs.Int("iterations", 4, "micro-clustering passes")
 	gran := fs.String("granularity", "cluster", "cluster (the paper: micro-clusters are tested, members inherit) | record (each record with its own uncertainty)")
 	method := fs.String("method", "auto", "auto (exact 1-D integration where the mode allows it, else sampling) | sampling (the paper's Monte Carlo)")
@@ -110,6 +110,7 @@ func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 		return err
 	}
 	rows := tab.Rows()
+	followDown(stderr, "density", set, "clusters", clusters, rows, fmt.Sprintf("the file has %d rows", rows))
 	if *clusters < 1 || *clusters > rows {
 		return usageError{fmt.Errorf("--clusters must be in [1, rows=%d], got %d", rows, *clusters)}
 	}

@@ -204,6 +204,17 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 }
 
 // flagsSet returns the names of the flags given on the command line.
+// followDown lowers a size the command line left out (set: flagsSet) to most, what the input
+// allows, where its default is larger (made for larger files), and says so on stderr; a value
+// given is kept, for the command's own check to refuse. why says what bounds it.
+func followDown(stderr io.Writer, cmd string, set map[string]bool, name string, v *int, most int, why string) {
+	if set[name] || *v <= most || most < 1 {
+		return
+	}
+	fmt.Fprintf(stderr, "%s: --%s %d (the default) is lowered to %d: %s\n", cmd, name, *v, most, why)
+	*v = most
+}
+
 func flagsSet(fs *flag.FlagSet) map[string]bool {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
