@@ -136,7 +136,8 @@ of T" (under sink.emit: all the flagged records that detect.alert_cooldown folds
 key's open alert, of time T, are written too, and printed as outliers; "folded into the key's
 open alert" when that alert had no time), "+N folded into the previous alert" (the key's
 next alert). It reads new outputs until Ctrl-C, from the
-beginning of the topic with --from-beginning, and stops after --idle-exit without a new output.`},
+beginning of the topic with --from-beginning, and stops after --idle-exit without a new output
+or --max outputs; however it stops, stderr says how many it printed and how many copies it skipped.`},
 	"version": {"[--json]",
 		`Prints the version (set at build time with -ldflags "-X main.version=v1.2.3", else the module
 version or VCS revision Go recorded), the Go version, the build (cpu, or cuda for the binary

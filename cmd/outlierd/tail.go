@@ -103,6 +103,7 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 	for {
 		select {
 		case <-ctx.Done():
+			fmt.Fprintf(stderr, "outlierd tail: stopped: %d printed, %d copies skipped\n", printed, dups)
 			return nil
 		case <-idleC:
 			fmt.Fprintf(stderr, "outlierd tail: no new output for %s: %d printed, %d copies skipped\n", *idle, printed, dups)
@@ -130,6 +131,7 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 				fmt.Fprintln(stdout, formatTail(&o))
 			}
 			if printed++; *maxN > 0 && printed >= *maxN {
+				fmt.Fprintf(stderr, "outlierd tail: --max %d reached: %d printed, %d copies skipped\n", *maxN, printed, dups)
 				return nil
 			}
 		}
