@@ -114,6 +114,9 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	topic := pipeline.InputTopic(cfg)
 	if _, err := topic.PartitionIDs(ctx, newLogger(stderr).Level(zerolog.WarnLevel)); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted while checking topic %s: no record of %s was sent", in.Topic, *input)
+		}
 		return err
 	}
 	tr, err := topic.Transport()
@@ -142,6 +145,9 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 		if err := w.WriteMessages(ctx, msgs...); err != nil {
+			if ctx.Err() != nil { // SIGINT or SIGTERM: not the broker's failure (the chunk being written may have gone too)
+				return fmt.Errorf("interrupted: %d records went to topic %s, the rest of %s was not sent", sent, in.Topic, *input)
+			}
 			return fmt.Errorf("writing to topic %q on %s after %d records: %w", in.Topic, strings.Join(in.Brokers, ","), sent, err)
 		}
 		sent += len(msgs)
