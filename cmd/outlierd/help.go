@@ -123,7 +123,7 @@ dead-letter every record; so is such a field that none of the first 100 JSON or 
 has (a JSON key with a dot in it is no path's). A progress bar
 shows on a terminal; the summary line says how many records went, and how fast. A line that
 cannot be read stops it, exit status 1: the records before it went, none after it (the error
-says how many).`},
+says how many); so does Ctrl-C (SIGINT, SIGTERM): "interrupted", with the records that went.`},
 	"tail": {"--config FILE [--all] [--json] [--from-beginning] [--idle-exit D] [--max N]",
 		`Prints the outliers the pipeline writes to the config's sink.topic (sink.format json), one line
 each: id, key, score and the explanation, each id once (a producer retry or a restart can
