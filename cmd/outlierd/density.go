@@ -64,7 +64,7 @@ func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	if *input == "" {
 		return usageError{fmt.Errorf("--input is required")}
 	}
-	if err := notTheInput(*input, *scoresOut, "--scores-out"); err != nil {
+	if err := checkOutput(*input, *scoresOut, "--scores-out"); err != nil {
 		return err
 	}
 	if set["uncertainty-suffix"] && set["uncertainty-multiplier"] {

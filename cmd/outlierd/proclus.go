@@ -67,7 +67,7 @@ func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	if *input == "" {
 		return usageError{fmt.Errorf("--input is required")}
 	}
-	if err := notTheInput(*input, *assignOut, "--assignments-out"); err != nil {
+	if err := checkOutput(*input, *assignOut, "--assignments-out"); err != nil {
 		return err
 	}
 	log := newLogger(stderr)

@@ -128,7 +128,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if *input == "" {
 		return usageError{fmt.Errorf("--input is required")}
 	}
-	if err := notTheInput(*input, *verdictsOut, "--verdicts-out"); err != nil {
+	if err := checkOutput(*input, *verdictsOut, "--verdicts-out"); err != nil {
 		return err
 	}
 	for name, v := range map[string]int{"window": *window, "min-records": *minRecords, "refresh-records": *refresh} {

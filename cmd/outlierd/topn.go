@@ -65,7 +65,7 @@ func runTopN(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	if *input == "" {
 		return usageError{fmt.Errorf("--input is required")}
 	}
-	if err := notTheInput(*input, *modelOut, "--model-out"); err != nil {
+	if err := checkOutput(*input, *modelOut, "--model-out"); err != nil {
 		return err
 	}
 	if err := oneOf("algorithm", *algo, "solvingset", "bruteforce"); err != nil {
