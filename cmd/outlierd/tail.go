@@ -125,10 +125,12 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 				dups++
 				continue
 			}
+			line := formatTail
 			if *asJSON {
-				fmt.Fprintf(stdout, "%s\n", m.Value)
-			} else {
-				fmt.Fprintln(stdout, formatTail(&o))
+				line = func(*tailOutput) string { return string(m.Value) }
+			}
+			if _, err := fmt.Fprintln(stdout, line(&o)); err != nil {
+				return fmt.Errorf("writing the output: %w (%d printed)", err, printed) // (a full disk: not read on for ever)
 			}
 			if printed++; *maxN > 0 && printed >= *maxN {
 				fmt.Fprintf(stderr, "outlierd tail: --max %d reached: %d printed, %d copies skipped\n", *maxN, printed, dups)
