@@ -86,7 +86,8 @@ not. outlierd run refuses the same files at start, and a reload refuses them whi
 key that has no effect, or that a broker of the default settings refuses, is a warning in the
 same form, "key: warning: ...", the status still 0 (ingest.event_time_zone other than UTC
 without ingest.event_time_field; ingest.session_timeout outside 6s to 30m; a detect.keys.*
-value other than its default under key_by: none).`},
+value other than its default under key_by: none; run.model_topic under run.role all,
+run.stale_model_after but on a scorer, run.key_publish_interval but on a builder).`},
 	"run": {"--config FILE [--log-level LEVEL]",
 		`Runs the streaming pipeline: reads ingest.topic through the consumer group, scores each record
 against the model of the recent window, writes to sink.topic (and malformed records to
