@@ -13,6 +13,7 @@ import (
 
 	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
 	"github.com/outlierd/outlierd/internal/algo/quality"
 )
 
@@ -87,11 +88,11 @@ func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	if !(*delta > 0 && *delta <= 1) {
 		errs = append(errs, fmt.Sprintf("--delta must be in (0, 1], got %g", *delta))
 	}
-	if *samples < 1 {
-		errs = append(errs, fmt.Sprintf("--samples must be >= 1, got %d", *samples))
+	if *samples < 1 || *samples > density.MaxSamples {
+		errs = append(errs, fmt.Sprintf("--samples must be in [1, %d], got %d", density.MaxSamples, *samples))
 	}
-	if *iters < 1 {
-		errs = append(errs, fmt.Sprintf("--iterations must be >= 1, got %d", *iters))
+	if *iters < 1 || *iters > microcluster.MaxIterations {
+		errs = append(errs, fmt.Sprintf("--iterations must be in [1, %d], got %d", microcluster.MaxIterations, *iters))
 	}
 	if !(*mult >= 0) || math.IsInf(*mult, 0) {
 		errs = append(errs, fmt.Sprintf("--uncertainty-multiplier must be >= 0, got %g", *mult))
