@@ -136,6 +136,9 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 			return usageError{fmt.Errorf("--%s must be >= 0, got %d", name, v)}
 		}
 	}
+	if *keyBy != "" && *keyBy != string(detect.KeyByNone) && *keyBy != string(detect.KeyByKey) {
+		return usageError{fmt.Errorf("--key-by %q: want none or key", *keyBy)}
+	}
 	if *pace != "batch" && *pace != "event-time" {
 		return usageError{fmt.Errorf("--pace %q: want batch or event-time", *pace)}
 	}
