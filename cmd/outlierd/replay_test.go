@@ -616,3 +616,15 @@ func TestReplayKeyByCheckedFirst(t *testing.T) {
 		t.Errorf("exit %d, stderr %q: want exit 2 and %q", code, errs, want)
 	}
 }
+
+// TestReplayRaggedRowSaysTheHeader: a CSV row with more or fewer fields than the file's header
+// stopped replay with the pipeline decoder's words, "invalid CSV at byte 0: 3 columns, csv_header
+// has 2": a config key the user never wrote (the header was the file's line 1) and a byte offset
+// of no use. Without ingest.csv_header it now says what topn and the other batch commands say.
+func TestReplayRaggedRowSaysTheHeader(t *testing.T) {
+	path := writeFile(t, "ragged.csv", "a,b\n1,2\n3,4,5\n")
+	_, errs, code := outlierd(t, "replay", "--input", path)
+	if want := "ragged.csv:3: ragged row: 3 fields, the header (line 1) has 2"; code != 1 || !strings.Contains(errs, want) || strings.Contains(errs, "csv_header") {
+		t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
+	}
+}
