@@ -628,3 +628,14 @@ func TestReplayRaggedRowSaysTheHeader(t *testing.T) {
 		t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
 	}
 }
+
+// TestReplayTwoRowsNoImpossibleAdvice: a 2-row file's batch-case note ended "(--window below 2
+// replays them as a stream)", but a window holds at least 2 records (--window 1 is refused):
+// advice no run can follow. A file of 2 rows gets the note without it.
+func TestReplayTwoRowsNoImpossibleAdvice(t *testing.T) {
+	path := writeFile(t, "two.csv", "a,b\n1,2\n2,3\n")
+	_, errs, code := outlierd(t, "replay", "--input", path)
+	if code != 0 || !strings.Contains(errs, "the batch case") || strings.Contains(errs, "--window below 2") {
+		t.Errorf("exit %d, stderr %q: want the batch case's note without --window below 2", code, errs)
+	}
+}
