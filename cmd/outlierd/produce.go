@@ -144,6 +144,14 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		if len(msgs) == 0 {
 			return nil
 		}
+		if perSec > 0 { // pace: record n (from 0) leaves no earlier than n/rate after the start; nothing is waited after the last
+			if d := time.Until(start.Add(time.Duration(float64(sent) / perSec * float64(time.Second)))); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+				}
+			}
+		}
 		if err := w.WriteMessages(ctx, msgs...); err != nil {
 			if ctx.Err() != nil { // SIGINT or SIGTERM: not the broker's failure (the chunk being written may have gone too)
 				return fmt.Errorf("interrupted: %d records went to topic %s, the rest of %s was not sent", sent, in.Topic, *input)
@@ -153,14 +161,6 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		sent += len(msgs)
 		bar.add(len(msgs))
 		msgs = msgs[:0]
-		if perSec > 0 { // pace: the n-th record leaves no earlier than n/rate after the start
-			if d := time.Until(start.Add(time.Duration(float64(sent) / perSec * float64(time.Second)))); d > 0 {
-				select {
-				case <-time.After(d):
-				case <-ctx.Done():
-				}
-			}
-		}
 		return nil
 	}
 	for {

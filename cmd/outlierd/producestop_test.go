@@ -48,3 +48,26 @@ func TestProduceInterruptedSaysSo(t *testing.T) {
 		}
 	})
 }
+
+// TestProducePacedEndsAtItsLastRecord: --rate waited after every write until the records sent
+// were due, the last write too: a 1-record file at --rate 0.5 took 2 s after its record went,
+// a 100-record file at 10/s 10 s, not 9.9. The wait comes before a write now, never after the
+// last.
+func TestProducePacedEndsAtItsLastRecord(t *testing.T) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
+		path, _ := kafkaConfig(t, br, "json")
+		if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
+			t.Fatalf("topics create: %s", errs)
+		}
+		data := writeFile(t, "one.csv", "temp,pressure\n1,2\n")
+		start := time.Now()
+		if _, errs, code := outlierd(t, "produce", "--config", path, "--input", data, "--rate", "0.5"); code != 0 {
+			t.Fatalf("produce: exit %d: %s", code, errs)
+		}
+		// The record goes at once (its write, the broker's ack: well under a second on either
+		// broker); before, 2 s were waited after it (1 record / 0.5 per s).
+		if took := time.Since(start); took > 1500*time.Millisecond {
+			t.Errorf("one record at --rate 0.5 took %s: the pace was waited after the last record", took)
+		}
+	})
+}
