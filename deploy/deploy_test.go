@@ -432,3 +432,38 @@ func TestSystemdUnit(t *testing.T) {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
+
+// TestSystemdUnitKeepsSnapshots: the unit said "A model snapshot directory (detect.state_dir:
+// /var/lib/outlierd) survives restarts" and made /var/lib/outlierd (StateDirectory=outlierd, the
+// one place its read-only system lets the service write), but the shipped config set no
+// detect.state_dir: a restart held input for the first model again, as without snapshots. The
+// unit now gives the directory to the config (OUTLIERD_STATE_DIR), which snapshots there; the
+// other deployments, without the variable, keep none as before.
+func TestSystemdUnitKeepsSnapshots(t *testing.T) {
+	data, err := os.ReadFile("systemd/outlierd.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	stateDirectory := ""
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "Environment="); ok {
+			if k, val, ok := strings.Cut(v, "="); ok {
+				env[k] = val
+			}
+		}
+		if v, ok := strings.CutPrefix(l, "StateDirectory="); ok {
+			stateDirectory = "/var/lib/" + v
+		}
+	}
+	if stateDirectory == "" || env["OUTLIERD_STATE_DIR"] != stateDirectory {
+		t.Fatalf("the unit's StateDirectory is %q and its OUTLIERD_STATE_DIR %q: want the state directory given to the config", stateDirectory, env["OUTLIERD_STATE_DIR"])
+	}
+	if c := shippedConfig(t, nil); c.Detect.StateDir != "" { // (first: shippedConfig's Setenv lasts the test)
+		t.Errorf("without OUTLIERD_STATE_DIR: detect.state_dir %q, want none", c.Detect.StateDir)
+	}
+	dir := t.TempDir() // (stands in for /var/lib/outlierd, which loading the config would create)
+	if c := shippedConfig(t, map[string]string{"OUTLIERD_STATE_DIR": dir}); c.Detect.StateDir != dir {
+		t.Errorf("the shipped config with OUTLIERD_STATE_DIR=%s: detect.state_dir %q", dir, c.Detect.StateDir)
+	}
+}

@@ -83,6 +83,7 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 			p.applyReconf(req)
 		case <-keyReady: // a scorer's keys' models (modelkeys.go)
 			p.det.InstallKeyModels(p.keys.take(p.scope.keep))
+			p.noteKeys() // (a quiet input scores no batch that would count them)
 		case reply := <-keyQuery:
 			reply <- p.det.KeyVersions()
 		case <-scopeChanged: // a rebalance: the alert groups and keys of the partitions moved away go
@@ -127,9 +128,7 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 				gpuSeen.kernel, gpuSeen.up, gpuSeen.down, gpuSeen.fallbacks = k, up, down, fb
 			}
 			p.metrics.SetWindow(p.stage.Window().Len(), p.stage.Window().Cap())
-			if ks := p.stage.KeyStats(); ks != (detect.KeyStats{}) {
-				p.metrics.SetKeys(ks.Live, ks.Warming, ks.Bytes, ks.Evictions)
-			}
+			p.noteKeys()
 			p.metrics.SetAlertGroupEvictions(p.stage.AlertGroupEvictions())
 			if p.keyPub != nil { // a builder's keys whose model changed: to the model topic
 				p.keyPub.add(p.det.TakeKeyModels())
@@ -152,4 +151,12 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 	}
 	send(rest)
 	return nil
+}
+
+// noteKeys sets the models per key's gauges (outlierd_keys_*) from the stage: after each batch,
+// and after a scorer installs keys' models read from the model topic between batches.
+func (p *Pipeline) noteKeys() {
+	if ks := p.stage.KeyStats(); ks != (detect.KeyStats{}) {
+		p.metrics.SetKeys(ks.Live, ks.Warming, ks.Bytes, ks.Evictions)
+	}
 }

@@ -2,8 +2,11 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 )
 
@@ -34,18 +37,35 @@ func writeRowCSV(path, flag, header string, rows int, appendValue func(line []by
 	return nil
 }
 
-// notTheInput refuses an output file (out, of option flag) that is the input file: it was
-// overwritten without a word, after the work, and the data it was made from lost.
-func notTheInput(input, out, flag string) error {
-	if out == "" || input == "" {
+// checkOutput refuses, before any work, an output file (out, of option flag) that is the input
+// file (it was overwritten without a word, after the work, and the data it was made from
+// lost) or that cannot be written: a directory, or in a directory that is missing or not
+// writable (found only when it was created, after the work: a long run's result lost). A file
+// there already is left as it is until the command writes it.
+func checkOutput(input, out, flag string) error {
+	if out == "" {
 		return nil
 	}
-	a, err := os.Stat(input)
+	if input != "" {
+		if a, err := os.Stat(input); err == nil { // (else the input's own error comes where it is read)
+			if b, err := os.Stat(out); err == nil && os.SameFile(a, b) {
+				return usageError{fmt.Errorf("%s %s is the input file: it would be overwritten", flag, out)}
+			}
+		}
+	}
+	// (Worded as the create after the work would have been, the file named, not the probe.)
+	if st, err := os.Stat(out); err == nil && st.IsDir() {
+		return fmt.Errorf("%s: open %s: is a directory", flag, out)
+	}
+	probe, err := os.CreateTemp(filepath.Dir(out), ".outlierd-probe-*")
 	if err != nil {
-		return nil // the input's own error comes where it is read
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("%s: open %s: %w", flag, out, err)
 	}
-	if b, err := os.Stat(out); err == nil && os.SameFile(a, b) {
-		return usageError{fmt.Errorf("%s %s is the input file: it would be overwritten", flag, out)}
-	}
+	probe.Close()
+	os.Remove(probe.Name())
 	return nil
 }

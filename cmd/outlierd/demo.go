@@ -41,15 +41,15 @@ func runDemo(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("demo", stderr)
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
-	rate := fs.Int("rate", 5000, "records per second the producer sends")
+	rate := fs.Int("rate", 5000, fmt.Sprintf("records per second the producer sends, at most %d", demoMaxRate))
 	anomalies := fs.Float64("anomaly-rate", 0.01, "fraction of readings that are anomalies")
 	bad := fs.Float64("malformed-rate", 0.001, "fraction of messages that are malformed (go to the dead-letter topic)")
 	seed := fs.Uint64("seed", 1, "producer seed")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *rate < 1 {
-		return usageError{fmt.Errorf("--rate must be >= 1, got %d", *rate)}
+	if *rate < 1 || *rate > demoMaxRate {
+		return usageError{fmt.Errorf("--rate must be in [1, %d] records per second, got %d", demoMaxRate, *rate)}
 	}
 	for name, v := range map[string]float64{"anomaly-rate": *anomalies, "malformed-rate": *bad} {
 		if !(v >= 0 && v <= 1) { // (NaN too)
@@ -171,21 +171,46 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// produce sends the sensor stream at a steady rate, in small batches.
+// demoMaxRate bounds --rate: one in-process broker and a pipeline on one host take far less
+// (about 5,000-100,000 records/s), and the producer holds a tick's records (rate x demoTick).
+const demoMaxRate = 1_000_000
+
+// demoTick is how often the producer sends what its rate has come to since the last send.
+const demoTick = 20 * time.Millisecond
+
+// demoCatchUp is the most a producer behind sends at once: a quarter second's records
+// (250,000 messages at demoMaxRate).
+const demoCatchUp = 250 * time.Millisecond
+
+// demoDue is how many records a producer at rate records/s has sent after elapsed: rate x
+// elapsed in integers (no overflow at demoMaxRate for centuries), truncated.
+func demoDue(rate int, elapsed time.Duration) int64 {
+	r := int64(rate)
+	return r*int64(elapsed/time.Second) + r*int64(elapsed%time.Second)/int64(time.Second)
+}
+
+// produce sends the sensor stream at a steady rate, in small batches: at each tick, what the
+// rate is due by then (so --rate 1 sends one a second, not one a tick). A producer behind (a
+// slow write) catches up by at most demoCatchUp's records at once, and lets the rest go.
 func produce(ctx context.Context, brokers, topic string, rate int, s *synth.SensorStream, produced, anomalies *atomic.Int64) error {
 	w := &kafka.Writer{Addr: kafka.TCP(brokers), Topic: topic, Balancer: &kafka.Hash{}, BatchSize: 500,
 		BatchTimeout: 5 * time.Millisecond, RequiredAcks: kafka.RequireAll}
 	defer w.Close()
-	const tick = 20 * time.Millisecond
-	per := max(1, rate*int(tick)/int(time.Second))
-	t := time.NewTicker(tick)
+	t := time.NewTicker(demoTick)
 	defer t.Stop()
-	msgs := make([]kafka.Message, per)
+	buf := make([]kafka.Message, demoDue(rate, demoCatchUp)+1)
+	start, sent := time.Now(), int64(0)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+		due := demoDue(rate, time.Since(start))
+		sent = max(sent, due-int64(len(buf)))
+		msgs := buf[:due-sent]
+		if len(msgs) == 0 {
+			continue
 		}
 		n := 0
 		for i := range msgs {
@@ -201,6 +226,7 @@ func produce(ctx context.Context, brokers, topic string, rate int, s *synth.Sens
 			}
 			return err
 		}
+		sent = due
 		produced.Add(int64(len(msgs)))
 		anomalies.Add(int64(n))
 	}

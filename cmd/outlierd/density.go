@@ -13,6 +13,7 @@ import (
 
 	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
 	"github.com/outlierd/outlierd/internal/algo/quality"
 )
 
@@ -49,7 +50,7 @@ func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	eta := fs.Float64("eta", 0.5, "density threshold (data normalised to [0,1])")
 	delta := fs.Float64("delta", 0.5, "outlier when the eta-probability is below delta in some subspace")
 	samples := fs.Int("samples", 800, "Monte Carlo samples per subspace")
-	clusters := fs.Int("clusters", 200, "q micro-clusters")
+	clusters := fs.Int("clusters", 200, "q micro-clusters (left out, at most rows)")
 	iters := fs.Int("iterations", 4, "micro-clustering passes")
 	gran := fs.String("granularity", "cluster", "cluster (the paper: micro-clusters are tested, members inherit) | record (each record with its own uncertainty)")
 	method := fs.String("method", "auto", "auto (exact 1-D integration where the mode allows it, else sampling) | sampling (the paper's Monte Carlo)")
@@ -64,7 +65,7 @@ func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	if *input == "" {
 		return usageError{fmt.Errorf("--input is required")}
 	}
-	if err := notTheInput(*input, *scoresOut, "--scores-out"); err != nil {
+	if err := checkOutput(*input, *scoresOut, "--scores-out"); err != nil {
 		return err
 	}
 	if set["uncertainty-suffix"] && set["uncertainty-multiplier"] {
@@ -87,11 +88,11 @@ func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	if !(*delta > 0 && *delta <= 1) {
 		errs = append(errs, fmt.Sprintf("--delta must be in (0, 1], got %g", *delta))
 	}
-	if *samples < 1 {
-		errs = append(errs, fmt.Sprintf("--samples must be >= 1, got %d", *samples))
+	if *samples < 1 || *samples > density.MaxSamples {
+		errs = append(errs, fmt.Sprintf("--samples must be in [1, %d], got %d", density.MaxSamples, *samples))
 	}
-	if *iters < 1 {
-		errs = append(errs, fmt.Sprintf("--iterations must be >= 1, got %d", *iters))
+	if *iters < 1 || *iters > microcluster.MaxIterations {
+		errs = append(errs, fmt.Sprintf("--iterations must be in [1, %d], got %d", microcluster.MaxIterations, *iters))
 	}
 	if !(*mult >= 0) || math.IsInf(*mult, 0) {
 		errs = append(errs, fmt.Sprintf("--uncertainty-multiplier must be >= 0, got %g", *mult))
@@ -110,6 +111,7 @@ func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 		return err
 	}
 	rows := tab.Rows()
+	followDown(stderr, "density", set, "clusters", clusters, rows, fmt.Sprintf("the file has %d rows", rows))
 	if *clusters < 1 || *clusters > rows {
 		return usageError{fmt.Errorf("--clusters must be in [1, rows=%d], got %d", rows, *clusters)}
 	}

@@ -86,7 +86,8 @@ not. outlierd run refuses the same files at start, and a reload refuses them whi
 key that has no effect, or that a broker of the default settings refuses, is a warning in the
 same form, "key: warning: ...", the status still 0 (ingest.event_time_zone other than UTC
 without ingest.event_time_field; ingest.session_timeout outside 6s to 30m; a detect.keys.*
-value other than its default under key_by: none).`},
+value other than its default under key_by: none; run.model_topic under run.role all,
+run.stale_model_after but on a scorer, run.key_publish_interval but on a builder).`},
 	"run": {"--config FILE [--log-level LEVEL]",
 		`Runs the streaming pipeline: reads ingest.topic through the consumer group, scores each record
 against the model of the recent window, writes to sink.topic (and malformed records to
@@ -123,7 +124,7 @@ dead-letter every record; so is such a field that none of the first 100 JSON or 
 has (a JSON key with a dot in it is no path's). A progress bar
 shows on a terminal; the summary line says how many records went, and how fast. A line that
 cannot be read stops it, exit status 1: the records before it went, none after it (the error
-says how many).`},
+says how many); so does Ctrl-C (SIGINT, SIGTERM): "interrupted", with the records that went.`},
 	"tail": {"--config FILE [--all] [--json] [--from-beginning] [--idle-exit D] [--max N]",
 		`Prints the outliers the pipeline writes to the config's sink.topic (sink.format json), one line
 each: id, key, score and the explanation, each id once (a producer retry or a restart can
@@ -136,7 +137,8 @@ of T" (under sink.emit: all the flagged records that detect.alert_cooldown folds
 key's open alert, of time T, are written too, and printed as outliers; "folded into the key's
 open alert" when that alert had no time), "+N folded into the previous alert" (the key's
 next alert). It reads new outputs until Ctrl-C, from the
-beginning of the topic with --from-beginning, and stops after --idle-exit without a new output.`},
+beginning of the topic with --from-beginning, and stops after --idle-exit without a new output
+or --max outputs; however it stops, stderr says how many it printed and how many copies it skipped.`},
 	"version": {"[--json]",
 		`Prints the version (set at build time with -ldflags "-X main.version=v1.2.3", else the module
 version or VCS revision Go recorded), the Go version, the build (cpu, or cuda for the binary

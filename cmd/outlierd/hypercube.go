@@ -39,7 +39,7 @@ func runHypercube(args []string, stdout, stderr io.Writer, opt accel.Options) er
 	if *input == "" {
 		return usageError{fmt.Errorf("--input is required")}
 	}
-	if err := notTheInput(*input, *scoresOut, "--scores-out"); err != nil {
+	if err := checkOutput(*input, *scoresOut, "--scores-out"); err != nil {
 		return err
 	}
 	if *bins < 2 || *bins > hypercube.MaxBins {

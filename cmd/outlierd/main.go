@@ -126,7 +126,11 @@ func runWith(args []string, stdout, stderr io.Writer, opt accel.Options) int {
 		unknownCommand(stderr, args[0], cmds)
 		return 2
 	}
-	err := c.run(args[1:], stdout, stderr)
+	out := &stickyWriter{w: stdout}
+	err := c.run(args[1:], out, stderr)
+	if (err == nil || errors.Is(err, flag.ErrHelp)) && out.err != nil {
+		err = fmt.Errorf("writing the output: %w", out.err) // (a report written with Fprintf and its error dropped)
+	}
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -140,6 +144,25 @@ func runWith(args []string, stdout, stderr io.Writer, opt accel.Options) int {
 		return 2
 	}
 	return 1
+}
+
+// stickyWriter is a command's stdout that remembers its first failed write: a report that could
+// not be written (a full disk, /dev/full) fails the command, exit status 1, where the command
+// wrote it with fmt.Fprintf and went on (its status was 0). Every later write fails the same.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.err = err
+	}
+	return n, err
 }
 
 // unknownCommand names the commands there are, so a typo needs no second run to correct.
@@ -204,6 +227,17 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 }
 
 // flagsSet returns the names of the flags given on the command line.
+// followDown lowers a size the command line left out (set: flagsSet) to most, what the input
+// allows, where its default is larger (made for larger files), and says so on stderr; a value
+// given is kept, for the command's own check to refuse. why says what bounds it.
+func followDown(stderr io.Writer, cmd string, set map[string]bool, name string, v *int, most int, why string) {
+	if set[name] || *v <= most || most < 1 {
+		return
+	}
+	fmt.Fprintf(stderr, "%s: --%s %d (the default) is lowered to %d: %s\n", cmd, name, *v, most, why)
+	*v = most
+}
+
 func flagsSet(fs *flag.FlagSet) map[string]bool {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

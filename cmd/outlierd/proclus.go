@@ -50,8 +50,8 @@ func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	fs := newFlagSet("proclus", stderr)
 	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
 	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
-	k := fs.Int("k", def.K, "clusters (medoids), 1 <= k <= rows")
-	l := fs.Int("l", def.L, "average dimensions per cluster (k*l in all, at least 2 per cluster), 1 <= l <= dims")
+	k := fs.Int("k", def.K, "clusters (medoids), 1 <= k <= rows (left out, at most rows)")
+	l := fs.Int("l", def.L, "average dimensions per cluster (k*l in all, at least 2 per cluster), 1 <= l <= dims (left out, at most dims)")
 	a := fs.Int("a", def.A, "candidates come from a random sample of a*k rows")
 	b := fs.Int("b", def.B, "b*k candidate medoids picked farthest-first from the sample, 1 <= b <= a")
 	minDev := fs.Float64("min-dev", def.MinDev, "a medoid is bad when its cluster has fewer than rows/k*min-dev rows")
@@ -67,7 +67,7 @@ func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	if *input == "" {
 		return usageError{fmt.Errorf("--input is required")}
 	}
-	if err := notTheInput(*input, *assignOut, "--assignments-out"); err != nil {
+	if err := checkOutput(*input, *assignOut, "--assignments-out"); err != nil {
 		return err
 	}
 	log := newLogger(stderr)
@@ -76,6 +76,9 @@ func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 		return err
 	}
 	defer dev.Close()
+	set := flagsSet(fs)
+	followDown(stderr, "proclus", set, "k", k, tab.Rows(), fmt.Sprintf("the file has %d rows", tab.Rows()))
+	followDown(stderr, "proclus", set, "l", l, len(tab.Cols), fmt.Sprintf("the file has %d feature columns", len(tab.Cols)))
 	p := proclus.Params{K: *k, L: *l, A: *a, B: *b, MinDev: *minDev, ItrPat: *itrPat, Seed: *seed, Restarts: *restarts}
 	if err := p.Validate(tab.Rows(), len(tab.Cols)); err != nil {
 		return usageError{fmt.Errorf("%s: %s", *input, strings.ReplaceAll(err.Error(), "\n", "; "))}

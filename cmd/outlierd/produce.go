@@ -45,7 +45,7 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	path := fs.String("config", "", "pipeline YAML file (required): ingest.brokers, ingest.topic, ingest.format, the CSV settings and security")
 	input := fs.String("input", "", "file of records (required): CSV with a header row, JSON lines (one object per line) or logfmt lines")
 	format := fs.String("format", "", "the file's format: csv | json | logfmt (default: from its extension, .csv, .json/.jsonl/.ndjson, .logfmt/.log)")
-	keyCol := fs.String("key-column", "", "column (CSV header name, JSON field, logfmt key) whose value is the message key (default: no key)")
+	keyCol := fs.String("key-column", "", "column (CSV header name, JSON field or dotted path as ingest.key_field reads it, logfmt key) whose value is the message key (default: no key)")
 	rate := fs.String("rate", "", "records per second, N or N/s (default: as fast as the broker acknowledges)")
 	delim := fs.String("delimiter", "", "CSV file: its field separator (default: ingest.csv_delimiter, itself \",\")")
 	asJSON := fs.Bool("json", false, "print one JSON object")
@@ -114,6 +114,9 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	topic := pipeline.InputTopic(cfg)
 	if _, err := topic.PartitionIDs(ctx, newLogger(stderr).Level(zerolog.WarnLevel)); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted while checking topic %s: no record of %s was sent", in.Topic, *input)
+		}
 		return err
 	}
 	tr, err := topic.Transport()
@@ -141,13 +144,7 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		if len(msgs) == 0 {
 			return nil
 		}
-		if err := w.WriteMessages(ctx, msgs...); err != nil {
-			return fmt.Errorf("writing to topic %q on %s after %d records: %w", in.Topic, strings.Join(in.Brokers, ","), sent, err)
-		}
-		sent += len(msgs)
-		bar.add(len(msgs))
-		msgs = msgs[:0]
-		if perSec > 0 { // pace: the n-th record leaves no earlier than n/rate after the start
+		if perSec > 0 { // pace: record n (from 0) leaves no earlier than n/rate after the start; nothing is waited after the last
 			if d := time.Until(start.Add(time.Duration(float64(sent) / perSec * float64(time.Second)))); d > 0 {
 				select {
 				case <-time.After(d):
@@ -155,6 +152,15 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 				}
 			}
 		}
+		if err := w.WriteMessages(ctx, msgs...); err != nil {
+			if ctx.Err() != nil { // SIGINT or SIGTERM: not the broker's failure (the chunk being written may have gone too)
+				return fmt.Errorf("interrupted: %d records went to topic %s, the rest of %s was not sent", sent, in.Topic, *input)
+			}
+			return fmt.Errorf("writing to topic %q on %s after %d records: %w", in.Topic, strings.Join(in.Brokers, ","), sent, err)
+		}
+		sent += len(msgs)
+		bar.add(len(msgs))
+		msgs = msgs[:0]
 		return nil
 	}
 	for {
@@ -317,7 +323,7 @@ func newRecordReader(r io.Reader, name, format string, in ingest.Config, delim r
 					return nil, nil, fmt.Errorf("%s:%d: not a JSON object on one line: %v", name, line, err)
 				}
 				if keyCol != "" {
-					raw, ok := obj[keyCol]
+					raw, ok := jsonPath(obj, keyCol)
 					if !ok {
 						return nil, nil, fmt.Errorf("%s:%d: no field %q (--key-column)", name, line, keyCol)
 					}
@@ -383,6 +389,24 @@ func newRecordReader(r io.Reader, name, format string, in ingest.Config, delim r
 		return r.key, r.value, r.err
 	}
 	return rr, nil
+}
+
+// jsonPath is the value of field key of a JSON object: the field of that name, else a dotted
+// path through the objects in it (sensor.id reaches {"sensor": {"id": ...}}), as ingest's
+// key_field and features read a message.
+func jsonPath(obj map[string]json.RawMessage, key string) (json.RawMessage, bool) {
+	if raw, ok := obj[key]; ok {
+		return raw, true
+	}
+	head, rest, dotted := strings.Cut(key, ".")
+	if !dotted {
+		return nil, false
+	}
+	var inner map[string]json.RawMessage
+	if raw, ok := obj[head]; !ok || json.Unmarshal(raw, &inner) != nil {
+		return nil, false
+	}
+	return jsonPath(inner, rest)
 }
 
 // recordFields adds the fields of a JSON line (an object's keys, and those of the objects in

@@ -128,13 +128,16 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if *input == "" {
 		return usageError{fmt.Errorf("--input is required")}
 	}
-	if err := notTheInput(*input, *verdictsOut, "--verdicts-out"); err != nil {
+	if err := checkOutput(*input, *verdictsOut, "--verdicts-out"); err != nil {
 		return err
 	}
 	for name, v := range map[string]int{"window": *window, "min-records": *minRecords, "refresh-records": *refresh} {
 		if v < 0 {
 			return usageError{fmt.Errorf("--%s must be >= 0, got %d", name, v)}
 		}
+	}
+	if *keyBy != "" && *keyBy != string(detect.KeyByNone) && *keyBy != string(detect.KeyByKey) {
+		return usageError{fmt.Errorf("--key-by %q: want none or key", *keyBy)}
 	}
 	if *pace != "batch" && *pace != "event-time" {
 		return usageError{fmt.Errorf("--pace %q: want batch or event-time", *pace)}

@@ -417,6 +417,29 @@ func TestReplayEmptyColumnAsFeature(t *testing.T) {
 	}
 }
 
+// TestReplayMissingTimeNoFeatureHint: a row whose timestamp column is empty
+// stopped replay with the hint meant for a feature column, "every column but the key,
+// timestamp and label columns is a feature: ... e.g. ingest: {features: [temp, pressure,
+// humidity]}": advice to name as features the very columns that already were, for a column that
+// is not one. The error names the column and says it is missing, no more.
+func TestReplayMissingTimeNoFeatureHint(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("ts,sensor,temp,pressure,label\n")
+	for i := range 40 {
+		ts, key := strconv.Itoa(1767225600000+60000*i), "s"+strconv.Itoa(i%2)
+		if i == 30 {
+			ts = ""
+		}
+		fmt.Fprintf(&b, "%s,%s,%d,%d,0\n", ts, key, 70+i%3, 100+i%5)
+	}
+	path := writeFile(t, "gap.csv", b.String())
+	_, errs, code := outlierd(t, "replay", "--input", path, "--label-column", "label", "--timestamp-column", "ts", "--key-column", "sensor", "--min-records", "20")
+	want := `gap.csv:32:1: field "ts": missing`
+	if code != 1 || !strings.Contains(errs, want) || strings.Contains(errs, "is a feature") {
+		t.Errorf("exit %d, stderr %q: want exit 1 and %q, without the features' hint", code, errs, want)
+	}
+}
+
 // TestReplayKeyColumnHintByReason: the hint of TestReplayTextColumnAsFeature is given by the
 // decoder's Reason (ingest.ReasonNotNumber), not by the message's wording (it tested the prefix
 // "not a number": a reworded message would have lost it): a reworded not-a-number gets it, a
@@ -580,5 +603,39 @@ func TestReplayConfigErrorsNameLineColumn(t *testing.T) {
 		if code != 1 || !strings.Contains(errs, filepath.Dir(cfg)+"/"+c.want) {
 			t.Errorf("config %q: exit %d, %q; want %q", c.yaml, code, errs, c.want)
 		}
+	}
+}
+
+// TestReplayKeyByCheckedFirst: --key-by foo was checked after the file had been read (0.6 s of
+// a 1M-row file), and reported as the config key, "detect.key_by: must be none or key", though
+// the command line set it; like --pace, it is now refused first, as the flag.
+func TestReplayKeyByCheckedFirst(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "absent.csv") // (read first, its error would come first)
+	_, errs, code := outlierd(t, "replay", "--input", missing, "--key-by", "foo")
+	if want := `--key-by "foo": want none or key`; code != 2 || !strings.Contains(errs, want) {
+		t.Errorf("exit %d, stderr %q: want exit 2 and %q", code, errs, want)
+	}
+}
+
+// TestReplayRaggedRowSaysTheHeader: a CSV row with more or fewer fields than the file's header
+// stopped replay with the pipeline decoder's words, "invalid CSV at byte 0: 3 columns, csv_header
+// has 2": a config key the user never wrote (the header was the file's line 1) and a byte offset
+// of no use. Without ingest.csv_header it now says what topn and the other batch commands say.
+func TestReplayRaggedRowSaysTheHeader(t *testing.T) {
+	path := writeFile(t, "ragged.csv", "a,b\n1,2\n3,4,5\n")
+	_, errs, code := outlierd(t, "replay", "--input", path)
+	if want := "ragged.csv:3: ragged row: 3 fields, the header (line 1) has 2"; code != 1 || !strings.Contains(errs, want) || strings.Contains(errs, "csv_header") {
+		t.Errorf("exit %d, stderr %q: want exit 1 and %q", code, errs, want)
+	}
+}
+
+// TestReplayTwoRowsNoImpossibleAdvice: a 2-row file's batch-case note ended "(--window below 2
+// replays them as a stream)", but a window holds at least 2 records (--window 1 is refused):
+// advice no run can follow. A file of 2 rows gets the note without it.
+func TestReplayTwoRowsNoImpossibleAdvice(t *testing.T) {
+	path := writeFile(t, "two.csv", "a,b\n1,2\n2,3\n")
+	_, errs, code := outlierd(t, "replay", "--input", path)
+	if code != 0 || !strings.Contains(errs, "the batch case") || strings.Contains(errs, "--window below 2") {
+		t.Errorf("exit %d, stderr %q: want the batch case's note without --window below 2", code, errs)
 	}
 }

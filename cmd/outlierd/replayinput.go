@@ -244,6 +244,9 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 				}
 				return fmt.Errorf("%s:%d: the line does not look like logfmt (no key=value pair): --format %s if the file is %s (%w)", in.path, at, flag, what, err)
 			}
+			if n := raggedFields(in, ic, text, err); n >= 0 {
+				return fmt.Errorf("%s:%d: ragged row: %d fields, the header (line 1) has %d", in.path, at, n, len(ic.CSVHeader))
+			}
 			return fmt.Errorf("%s:%d:%s %w%s", in.path, at, csvColumn(ic, text, err), err, keyColumnHint(in, ic.Features, err))
 		}
 		var key []byte
@@ -525,6 +528,13 @@ func keyColumnHint(in replayInput, features []string, err error) string {
 	if in.haveFeatures() || !errors.As(err, &fe) || fe.Field == in.label {
 		return ""
 	}
+	// The timestamp's and key's columns (the flags', else the config's) are not features: the
+	// hint's advice is not theirs.
+	for _, c := range []string{in.timeCol, in.key, in.ingest.EventTimeField, in.ingest.KeyField} {
+		if c != "" && fe.Field == c {
+			return ""
+		}
+	}
 	const why = " (without ingest.features every column but the key, timestamp and label columns is a feature: "
 	switch fe.Reason {
 	case ingest.ReasonNotNumber:
@@ -537,6 +547,24 @@ func keyColumnHint(in replayInput, features []string, err error) string {
 		return fmt.Sprintf(why+"a --config with ingest.features names them, e.g. ingest: {features: [%s]})", strings.Join(others, ", "))
 	}
 	return ""
+}
+
+// raggedFields is the field count of a CSV line whose decode error is a column count other than
+// the file's header's (the config writes no csv_header: line 1 named the columns), -1 otherwise:
+// the decoder's words ("3 columns, csv_header has 2", at byte 0) name a key the file's user never
+// wrote.
+func raggedFields(in replayInput, ic ingest.Config, line []byte, err error) int {
+	var se *ingest.SyntaxError
+	if ic.Format != ingest.FormatCSV || len(in.ingest.CSVHeader) > 0 || !errors.As(err, &se) {
+		return -1
+	}
+	r := csv.NewReader(bytes.NewReader(line))
+	r.Comma, r.FieldsPerRecord, r.LazyQuotes = []rune(ic.CSVDelimiter)[0], -1, true
+	rec, rerr := r.Read()
+	if rerr != nil || len(rec) == len(ic.CSVHeader) {
+		return -1
+	}
+	return len(rec)
 }
 
 // csvColumn is the 1-based byte column, and a colon, of the CSV field a decode error is about

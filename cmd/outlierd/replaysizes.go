@@ -62,8 +62,12 @@ func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
 		dc.MinRecords = z.rows // the batch case: one model of the whole file scores every row
 		// The config's window chose it, not the user: say so.
 		if z.window <= 0 {
-			fmt.Fprintf(stderr, "replay: %s: the batch case: detect.window %d holds every one of the file's %d rows, so one model of the whole file scores them all (--window below %d replays them as a stream)\n",
-				z.input, dc.Window, z.rows, z.rows)
+			stream := fmt.Sprintf(" (--window below %d replays them as a stream)", z.rows)
+			if z.rows <= 2 {
+				stream = "" // (a window holds at least 2 records)
+			}
+			fmt.Fprintf(stderr, "replay: %s: the batch case: detect.window %d holds every one of the file's %d rows, so one model of the whole file scores them all%s\n",
+				z.input, dc.Window, z.rows, stream)
 		}
 	default:
 		dc.MinRecords, follows = detect.Default().MinRecords, true

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +54,9 @@ func runLint(args []string, stdout, stderr io.Writer) error {
 	for _, w := range unusedKeysWarnings(*path, cfg.Detect) {
 		fmt.Fprintln(stderr, w)
 	}
+	for _, w := range roleKeysWarnings(*path, cfg) {
+		fmt.Fprintln(stderr, w)
+	}
 	fmt.Fprintf(stdout, "%s: ok\n", *path)
 	return nil
 }
@@ -90,6 +94,30 @@ func unusedKeysWarnings(path string, d detect.Config) []string {
 		}
 		out = append(out, config.Locate(path, config.Fieldf("detect.keys."+name,
 			"warning: %v applies to no key: detect.key_by is none (set key_by: key for models per key, or remove it)", got.Field(i).Interface())).Error())
+	}
+	return out
+}
+
+// roleKeysWarnings are lint's warnings for the run.* keys of roles the file does not run, set
+// other than their defaults: run.model_topic under role all (one process builds and scores:
+// nothing is published or read; topics create still makes it), stale_model_after but on a
+// scorer, key_publish_interval but on a builder. A file that all the roles share, its role from
+// the environment, is linted in the role the environment gives.
+func roleKeysWarnings(path string, cfg pipeline.Config) []string {
+	def, r := pipeline.Default().Run, cfg.Run
+	var out []string
+	warn := func(key string, v any, roles string) {
+		out = append(out, config.Locate(path, config.Fieldf("run."+key,
+			"warning: %v applies to nothing: run.role is %s (it is read by %s)", v, r.Role, roles)).Error())
+	}
+	if r.ModelTopic != "" && r.Role == detect.RoleAll {
+		warn("model_topic", strconv.Quote(r.ModelTopic), "a builder and its scorers")
+	}
+	if r.StaleModelAfter != def.StaleModelAfter && r.Role != detect.RoleScorer {
+		warn("stale_model_after", r.StaleModelAfter, "a scorer")
+	}
+	if r.KeyPublishInterval != def.KeyPublishInterval && r.Role != detect.RoleBuilder {
+		warn("key_publish_interval", r.KeyPublishInterval, "a builder, under detect.key_by: key")
 	}
 	return out
 }

@@ -103,6 +103,7 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 	for {
 		select {
 		case <-ctx.Done():
+			fmt.Fprintf(stderr, "outlierd tail: stopped: %d printed, %d copies skipped\n", printed, dups)
 			return nil
 		case <-idleC:
 			fmt.Fprintf(stderr, "outlierd tail: no new output for %s: %d printed, %d copies skipped\n", *idle, printed, dups)
@@ -124,12 +125,15 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 				dups++
 				continue
 			}
+			line := formatTail
 			if *asJSON {
-				fmt.Fprintf(stdout, "%s\n", m.Value)
-			} else {
-				fmt.Fprintln(stdout, formatTail(&o))
+				line = func(*tailOutput) string { return string(m.Value) }
+			}
+			if _, err := fmt.Fprintln(stdout, line(&o)); err != nil {
+				return fmt.Errorf("writing the output: %w (%d printed)", err, printed) // (a full disk: not read on for ever)
 			}
 			if printed++; *maxN > 0 && printed >= *maxN {
+				fmt.Fprintf(stderr, "outlierd tail: --max %d reached: %d printed, %d copies skipped\n", *maxN, printed, dups)
 				return nil
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -50,8 +51,8 @@ func runTopN(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("topn", stderr)
 	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
 	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
-	k := fs.Int("k", 50, "neighbours: a point's weight is the sum of the distances to its k nearest neighbours")
-	n := fs.Int("n", 10, "outliers wanted: the top-n weights (ties with the n-th included)")
+	k := fs.Int("k", 50, "neighbours: a point's weight is the sum of the distances to its k nearest neighbours (left out, at most rows-1)")
+	n := fs.Int("n", 10, "outliers wanted: the top-n weights (ties with the n-th included; left out, at most rows)")
 	m := fs.Int("m", 100, "SolvingSet candidates per iteration")
 	algo := fs.String("algorithm", "solvingset", "solvingset | bruteforce (the nested-loop oracle)")
 	device := fs.String("device", "auto", "auto | cpu | cuda")
@@ -64,7 +65,7 @@ func runTopN(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	if *input == "" {
 		return usageError{fmt.Errorf("--input is required")}
 	}
-	if err := notTheInput(*input, *modelOut, "--model-out"); err != nil {
+	if err := checkOutput(*input, *modelOut, "--model-out"); err != nil {
 		return err
 	}
 	if err := oneOf("algorithm", *algo, "solvingset", "bruteforce"); err != nil {
@@ -76,9 +77,12 @@ func runTopN(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 		return err
 	}
 	defer dev.Close()
+	set, rows := flagsSet(fs), tab.Rows()
+	followDown(stderr, "topn", set, "k", k, rows-1, fmt.Sprintf("the file has %d rows (a row is not its own neighbour)", rows))
+	followDown(stderr, "topn", set, "n", n, rows, fmt.Sprintf("the file has %d rows", rows))
 	p := solvingset.Params{K: *k, N: *n, M: *m, Seed: *seed}
-	if err := p.Validate(tab.Rows()); err != nil {
-		return usageError{fmt.Errorf("%s: %w", *input, err)}
+	if err := p.Validate(rows); err != nil { // (every problem, on one line)
+		return usageError{fmt.Errorf("%s: %s", *input, strings.ReplaceAll(err.Error(), "\n", "; "))}
 	}
 	if *algo == "bruteforce" && *modelOut != "" {
 		return usageError{fmt.Errorf("--model-out needs --algorithm solvingset (the model is the solving set)")}

@@ -165,7 +165,7 @@ func New() *Metrics {
 	for i, d := range []string{"density", "distance", "hypercube"} {
 		m.detectorOutliers[i] = byDetector.WithLabelValues(d)
 	}
-	m.commits = counter("outlierd_offset_commits_total", "Offset commits that succeeded (including those with nothing new to commit).")
+	m.commits = counter("outlierd_offset_commits_total", "Offset commits that succeeded (an interval with nothing new to commit sends none and counts none).")
 	m.commitErrors = counter("outlierd_offset_commit_errors_total", "Offset commits that failed (retried at the next interval).")
 	m.lagPollErrors = counter("outlierd_lag_poll_errors_total", "Consumer-lag polls that failed.")
 	m.windowRecords = gauge("outlierd_window_records", "Records in the sliding window the next model is built from.")

@@ -86,7 +86,7 @@ outlierd_dead_letters_total 5
 outlierd_detector_outliers_total{detector="density"} 11
 outlierd_detector_outliers_total{detector="distance"} 4
 outlierd_detector_outliers_total{detector="hypercube"} 0
-# HELP outlierd_offset_commits_total Offset commits that succeeded (including those with nothing new to commit).
+# HELP outlierd_offset_commits_total Offset commits that succeeded (an interval with nothing new to commit sends none and counts none).
 # TYPE outlierd_offset_commits_total counter
 outlierd_offset_commits_total 2
 # HELP outlierd_offset_commit_errors_total Offset commits that failed (retried at the next interval).
@@ -572,4 +572,25 @@ func TestMetricsOpenMetricsWhenAsked(t *testing.T) {
 	if ct, body := get(""); !strings.HasPrefix(ct, "text/plain") || strings.Contains(body, "# EOF") {
 		t.Fatalf("no Accept header: Content-Type %q (want the text format)", ct)
 	}
+}
+
+// TestCommitsHelpMatchesWhatIsCounted: outlierd_offset_commits_total's HELP said it counted
+// "(including those with nothing new to commit)", while the commit loop sends no commit for an
+// interval with nothing new and counts none (pipeline/commit.go; OPERATIONS' Metrics table says
+// so): a scrape's own description contradicted the series. It now says what is counted.
+func TestCommitsHelpMatchesWhatIsCounted(t *testing.T) {
+	fams, err := New().Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "outlierd_offset_commits_total" {
+			continue
+		}
+		if h := f.GetHelp(); strings.Contains(h, "including those with nothing new") || !strings.Contains(h, "nothing new to commit sends none and counts none") {
+			t.Errorf("HELP %q: want it to say an interval with nothing new to commit sends none and counts none", h)
+		}
+		return
+	}
+	t.Fatal("outlierd_offset_commits_total not registered")
 }

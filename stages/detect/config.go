@@ -19,6 +19,7 @@ import (
 
 	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/algo/hypercube"
+	"github.com/outlierd/outlierd/internal/algo/microcluster"
 	"github.com/outlierd/outlierd/internal/algo/proclus"
 	"github.com/outlierd/outlierd/internal/core/config"
 )
@@ -418,14 +419,14 @@ func (c *Config) Validate() error {
 	if !(d.Delta > 0 && d.Delta <= 1) {
 		add("density.delta", "must be in (0, 1], got %g", d.Delta)
 	}
-	if d.Samples < 1 {
-		add("density.samples", "must be >= 1, got %d", d.Samples)
+	if d.Samples < 1 || d.Samples > density.MaxSamples {
+		add("density.samples", "must be in [1, %d], got %d", density.MaxSamples, d.Samples)
 	}
 	if d.Clusters < 1 || boundOK && d.Clusters > c.MinRecords {
 		add("density.clusters", "must be in [1, min_records=%d], got %d", c.MinRecords, d.Clusters)
 	}
-	if d.Iterations < 1 {
-		add("density.iterations", "must be >= 1, got %d", d.Iterations)
+	if d.Iterations < 1 || d.Iterations > microcluster.MaxIterations {
+		add("density.iterations", "must be in [1, %d], got %d", microcluster.MaxIterations, d.Iterations)
 	}
 	k := c.Distance
 	if k.K < 1 || boundOK && k.K >= c.MinRecords {

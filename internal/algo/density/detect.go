@@ -120,6 +120,11 @@ type Params struct {
 	Exact bool
 }
 
+// MaxSamples bounds Params.Samples (and detect.density.samples, density --samples): 1,250
+// times the default. The work is linear in it, per object and subspace: an overflow-sized
+// value made every detection (every model build) run for ever.
+const MaxSamples = 1_000_000
+
 // DefaultParams are the paper's defaults: eta = delta = 0.5, s = 800, independent.
 func DefaultParams() Params {
 	return Params{Eta: 0.5, Delta: 0.5, Samples: 800, Mode: Independent, Seed: 1}
@@ -134,8 +139,8 @@ func (p Params) Validate() error {
 	if !(p.Delta >= 0 && p.Delta <= 1) {
 		errs = append(errs, fmt.Errorf("delta must be in [0, 1], got %v", p.Delta))
 	}
-	if p.Samples < 1 {
-		errs = append(errs, fmt.Errorf("samples must be >= 1, got %d", p.Samples))
+	if p.Samples < 1 || p.Samples > MaxSamples {
+		errs = append(errs, fmt.Errorf("samples must be in [1, %d], got %d", MaxSamples, p.Samples))
 	}
 	if _, ok := modeNames[p.Mode]; !ok {
 		errs = append(errs, fmt.Errorf("unknown mode %d", int(p.Mode)))

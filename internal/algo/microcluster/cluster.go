@@ -80,7 +80,12 @@ func cluster(means, sds [][]float32, q, iterations int, seed uint64, workers int
 	return mc, assign, nil
 }
 
-// InitialCentroids checks Cluster's input (shapes, finite means, 1 <= q <= rows, iterations >= 1)
+// MaxIterations bounds Cluster's passes (and detect.density.iterations, density --iterations):
+// an overflow-sized count made every clustering, so every model build, run for ever.
+const MaxIterations = 1000
+
+// InitialCentroids checks Cluster's input (shapes, finite means, 1 <= q <= rows, 1 <= iterations
+// <= MaxIterations)
 // and returns the centres Cluster starts from: q distinct rows of means drawn from seed,
 // column-major [dim][cluster]. A device that runs the passes itself (gpukern.Cluster) starts from
 // them to give Cluster's result, and refuses what Cluster refuses.
@@ -89,8 +94,8 @@ func InitialCentroids(means, sds [][]float32, q, iterations int, seed uint64) ([
 	if err != nil {
 		return nil, err
 	}
-	if q <= 0 || iterations <= 0 {
-		return nil, fmt.Errorf("microcluster: need q >= 1 and iterations >= 1, got q=%d iterations=%d", q, iterations)
+	if q <= 0 || iterations <= 0 || iterations > MaxIterations {
+		return nil, fmt.Errorf("microcluster: need q >= 1 and iterations in [1, %d], got q=%d iterations=%d", MaxIterations, q, iterations)
 	}
 	if q > n {
 		return nil, fmt.Errorf("microcluster: q=%d initial centroids need at least %d distinct rows, have %d", q, q, n)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -124,6 +125,14 @@ func TestLoadBytesErrors(t *testing.T) {
 			[]string{"t.yaml:1:7: port: expected a whole number (such as 1000), got `1.5`"}},
 		{"an interpolated fraction where a whole number goes", "port: ${OUTLIERD_TEST_FRACTION}\n",
 			[]string{"t.yaml:1:7: port: expected a whole number (such as 1000), got `${OUTLIERD_TEST_FRACTION}` (after interpolation)"}},
+		// A whole number or a duration too large for its key was worded as the wrong kind of
+		// value ("expected a whole number (such as 1000), got `99999999999999999999`").
+		{"a whole number out of range", "port: 99999999999999999999\n",
+			[]string{"t.yaml:1:7: port: a whole number out of range, got `99999999999999999999`: at most 9223372036854775807"}},
+		{"a negative whole number out of range", "port: -99999999999999999999\n",
+			[]string{"t.yaml:1:7: port: a whole number out of range, got `-99999999999999999999`: at least -9223372036854775808"}},
+		{"a duration out of range", "timeout: 9999999h\n",
+			[]string{"t.yaml:1:10: timeout: a duration out of range, got `9999999h`: at most 2562047h47m16.854775807s"}},
 		{"wrong type for duration", "timeout: 5 parsecs\n", []string{"t.yaml:1:10: timeout: expected a duration, got `5 parsecs`: write a duration such as 100ms, 30s or 5m"}},
 		// A flow list holds the wrong element: the element's position, not the list's (yaml.v3
 		// names only the line; the first list on it was taken).
@@ -298,5 +307,32 @@ func TestLoadWritten(t *testing.T) {
 	}
 	if written, err := LoadWritten(path, &cfg); err == nil || written != nil {
 		t.Errorf("an invalid file: %v", err)
+	}
+}
+
+// TestLoadBytesUnsignedOutOfRange: yaml.v3 converts a whole float of at most 2^64 into a
+// uint64 without a word, so `seed: 18446744073709551616` (2^64) and `seed: -1e5` loaded as
+// whatever the platform's conversion gave (lint said ok), and -1e20 into an int as
+// -9223372036854775808. Each is now an error at its position naming the bound.
+func TestLoadBytesUnsignedOutOfRange(t *testing.T) {
+	type seeded struct {
+		Seed uint64 `yaml:"seed"`
+		N    int64  `yaml:"n"`
+	}
+	for _, c := range []struct{ yaml, want string }{
+		{"seed: 18446744073709551616\n", "t.yaml:1:7: seed: a whole number out of range, got `18446744073709551616`: at most 18446744073709551615"},
+		{"seed: -1e5\n", "t.yaml:1:7: seed: a whole number out of range, got `-1e5`: at least 0"},
+		{"n: -1e20\n", "t.yaml:1:4: n: a whole number out of range, got `-1e20`: at least -9223372036854775808"},
+		{"n: 9223372036854775808\n", "t.yaml:1:4: n: a whole number out of range, got `9223372036854775808`: at most 9223372036854775807"},
+	} {
+		var got seeded
+		err := LoadBytes("t.yaml", []byte(c.yaml), &got)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%q: %v (loaded %+v), want %q", c.yaml, err, got, c.want)
+		}
+	}
+	var ok seeded
+	if err := LoadBytes("t.yaml", []byte("seed: 18446744073709551615\nn: -9223372036854775808\n"), &ok); err != nil || ok.Seed != math.MaxUint64 || ok.N != math.MinInt64 {
+		t.Errorf("the bounds themselves: %v, %+v", err, ok)
 	}
 }

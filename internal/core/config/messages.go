@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"reflect"
 	"regexp"
 	"slices"
@@ -49,9 +50,18 @@ func valueMessage(kind, got, goType string, t reflect.Type, interpolated bool) s
 	}
 	switch {
 	case t == durationType || goType == "time.Duration":
+		if !interpolated && reDuration.MatchString(got) { // well formed, too long for time.Duration
+			bound := "at most " + time.Duration(math.MaxInt64).String()
+			if strings.HasPrefix(got, "-") {
+				bound = "at least " + time.Duration(math.MinInt64).String()
+			}
+			return "a duration out of range" + shown + ": " + bound
+		}
 		return "expected a duration" + shown + ": write a duration such as 100ms, 30s or 5m"
 	case isIntType(goType) && strings.HasPrefix(goType, "uint") && strings.HasPrefix(got, "-"):
 		return "expected a whole number >= 0" + shown
+	case isIntType(goType) && !interpolated && intOutOfRange(goType, got) != "":
+		return "a whole number out of range" + shown + ": " + intOutOfRange(goType, got)
 	case isIntType(goType):
 		msg := "expected a whole number" + shown
 		if m := reSuffixed.FindStringSubmatch(got); m != nil && !interpolated {
@@ -100,18 +110,74 @@ func (x *index) fractions(original map[*yaml.Node]string, broken map[*yaml.Node]
 			if t == nil || t == durationType || !isIntType(t.Kind().String()) || reflect.PointerTo(t).Implements(unmarshalerType) {
 				continue
 			}
-			if f, err := strconv.ParseFloat(e.value, 64); err != nil || f == math.Trunc(f) || math.IsInf(f, 0) {
-				continue // (an infinity or a whole number out of range: yaml.v3's own error)
-			}
 			got, interpolated := e.orig.Value, false
 			if o, ok := original[e.orig]; ok {
 				got, interpolated = o, true // never the expanded value
+			}
+			if f, err := strconv.ParseFloat(e.value, 64); err != nil || f == math.Trunc(f) || math.IsInf(f, 0) {
+				// A whole number (or an infinity): in range, decoded exactly. Out of it,
+				// yaml.v3 stored a value of its own without a word where the float fell outside
+				// the type but not outside its own check (window: -1e20 read as
+				// -9223372036854775808, which Validate then named; seed: 2^64 as a uint64).
+				if bound := intOutOfRange(t.Kind().String(), e.value); bound != "" && storedSilently(t.Kind(), f) {
+					shown := ", got `" + got + "`"
+					if interpolated {
+						shown += " (after interpolation)"
+					}
+					out = append(out, Issue{Line: e.orig.Line, Column: e.orig.Column,
+						Msg: e.path + ": a whole number out of range" + shown + ": " + bound})
+				}
+				continue
 			}
 			out = append(out, Issue{Line: e.orig.Line, Column: e.orig.Column,
 				Msg: e.path + ": " + valueMessage("!!float", got, t.Kind().String(), t, interpolated)})
 		}
 	}
 	return out
+}
+
+// reDuration matches what time.ParseDuration reads (a sign, then numbers with units), so
+// that a duration it refuses is known to be out of range rather than malformed.
+var reDuration = regexp.MustCompile(`^[-+]?([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// intOutOfRange says, for got written as a whole number (123, -1e20, 1_000) beyond the range
+// of the integer type named goType (Go's names; int and uint of 64 bits), "at most MAX" or
+// "at least MIN"; "" for a value within it or not a whole number.
+func intOutOfRange(goType, got string) string {
+	f, ok := new(big.Float).SetPrec(256).SetString(strings.ReplaceAll(got, "_", ""))
+	if !ok || !f.IsInt() {
+		return ""
+	}
+	bits := 64
+	if n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimPrefix(goType, "u"), "int")); err == nil {
+		bits = n
+	}
+	lo, hi := new(big.Int).Lsh(big.NewInt(-1), uint(bits-1)), new(big.Int).Lsh(big.NewInt(1), uint(bits-1))
+	if strings.HasPrefix(goType, "u") {
+		lo, hi = big.NewInt(0), new(big.Int).Lsh(big.NewInt(1), uint(bits))
+	}
+	hi.Sub(hi, big.NewInt(1))
+	switch {
+	case f.Cmp(new(big.Float).SetInt(hi)) > 0:
+		return "at most " + hi.String()
+	case f.Cmp(new(big.Float).SetInt(lo)) < 0:
+		return "at least " + lo.String()
+	}
+	return ""
+}
+
+// storedSilently reports whether yaml.v3 decodes the whole float f outside the 64-bit integer
+// kind k without an error (it converts where f <= MaxInt64, or MaxUint64, as floats: 2^63 and
+// 2^64, and Go's conversion of a float outside the type is the platform's); elsewhere it
+// reports its own error, which valueMessage words.
+func storedSilently(k reflect.Kind, f float64) bool {
+	switch k {
+	case reflect.Int, reflect.Int64:
+		return f <= math.MaxInt64 && (f < math.MinInt64 || f >= math.MaxInt64)
+	case reflect.Uint, reflect.Uint64:
+		return f <= math.MaxUint64 && (f < 0 || f >= math.MaxUint64)
+	}
+	return false
 }
 
 func isIntType(goType string) bool {

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+)
+
+// TestTailSaysWhatItPrintedWhenStopped: tail said "N printed, M copies skipped" only when
+// --idle-exit ended it; stopped by Ctrl-C (SIGINT), SIGTERM or --max it printed nothing, so
+// the copies it skipped went unsaid (README: the count "when it stops"). Every stop says it now.
+// (SIGINT to a child process: the signal would reach the test binary itself.)
+func TestTailSaysWhatItPrintedWhenStopped(t *testing.T) {
+	runChild()
+	top := t
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
+		path, names := kafkaConfig(t, br, "json")
+		if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
+			t.Fatalf("topics create: %s", errs)
+		}
+		output := func(id string) *kgo.Record {
+			v := fmt.Sprintf(`{"id":%q,"topic":"in","partition":0,"offset":1,"key":null,"timestamp":null,"payload":{},"payload_encoding":"json","scores":{"outlier":true,"score":7},"explanation":"far out","subspace":[],"model_version":1}`, id)
+			return &kgo.Record{Topic: names[1], Partition: 0, Value: []byte(v)}
+		}
+		testsupport.Produce(t, br, output("in/0/1"), output("in/0/1"), output("in/0/2"))
+
+		if _, errs, code := outlierd(t, "tail", "--config", path, "--from-beginning", "--max", "1"); code != 0 || !strings.Contains(errs, "1 printed, 0 copies skipped") {
+			t.Errorf("--max 1: exit %d, stderr %q: want \"1 printed, 0 copies skipped\"", code, errs)
+		}
+
+		cmd := childCommand(top, "tail", "--config", path, "--from-beginning")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewScanner(out)
+		for range 2 { // both outliers printed (the copy skipped before the second)
+			if !lines.Scan() {
+				t.Fatalf("tail ended before printing 2 lines; stderr %q", stderr.String())
+			}
+		}
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		for lines.Scan() {
+		}
+		err = cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(stderr.String(), "2 printed, 1 copies skipped") {
+			t.Errorf("Ctrl-C: exit %d (%v), stderr %q: want exit 0 and \"2 printed, 1 copies skipped\"", code, err, stderr.String())
+		}
+	})
+}
