@@ -430,9 +430,14 @@ func (s *Stage) saveKeys(wait bool) {
 	ctx := s.ext.saving
 	write := func() {
 		if al != nil {
-			s.writeAlarms(ctx, d, al, cfg.Keys.Window)
+			s.writeAlarms(ctx, d, al, cfg.Keys.Window, wait)
 		}
 		if states == nil {
+			return
+		}
+		sum := s.keysDigest(len(states), eachOf(states), fleet, pos)
+		if file, same := s.ext.saved.unchanged(&s.ext.saved.keys, sum); same {
+			s.notSavedAgain("keys' state", file, wait)
 			return
 		}
 		payload, err := encodeKeyStatesContext(ctx, states, fleet, pos, features, &cfg)
@@ -450,6 +455,7 @@ func (s *Stage) saveKeys(wait bool) {
 			s.deps.Log.Error().Err(err).Int("keys", len(states)).Msg("keys' state snapshot failed; the keys keep scoring")
 			return
 		}
+		s.ext.saved.set(&s.ext.saved.keys, sum, path)
 		s.deps.Log.Debug().Str("file", path).Int("keys", len(states)).Int("bytes", len(payload)).Msg("keys' state snapshot written")
 	}
 	if wait {
@@ -515,8 +521,10 @@ func (s *Stage) loadKeyStates(ctx context.Context, d *SnapshotDir) (uint64, erro
 	for _, path := range files {
 		k := s.newKeyed()
 		var at uint64
+		var newest bool
 		err := readSealedFile(ctx, path, keysSnapshotFile, func(format uint32, p []byte) (err error) {
 			at, err = k.decodeKeys(ctx, format, p, s.features, &s.cfg)
+			newest = format == KeysSnapshotFormat
 			return err
 		})
 		if ctx.Err() != nil { // cut by a stop: the file is not the worse for it
@@ -528,6 +536,10 @@ func (s *Stage) loadKeyStates(ctx context.Context, d *SnapshotDir) (uint64, erro
 			continue
 		}
 		s.keyed.takeStateOf(k)
+		if newest { // (as the file holds it: noteLoaded checks that the rest of the load left it so)
+			k := s.keyed
+			s.ext.saved.set(&s.ext.saved.keys, s.keysDigest(len(k.keys), k.lru.each, k.fleet.fleetCopy(), at), path)
+		}
 		for _, st := range s.keyed.keys { // published again by a builder: it may have died before
 			if st.model != nil {
 				s.keyed.markDirty(st)

@@ -3,6 +3,7 @@ package detect
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,6 +142,10 @@ type stageExt struct {
 	// keyCaps are a scorer's keys' alarm caps from the alarm state, each given back to its key
 	// when its model is installed again (InstallKeyModels; alarm_state.go).
 	keyCaps map[string]savedCap
+	// saved are the digests of the state state_dir's newest files give back, seed theirs
+	// (keyed_unchanged.go: a save of an unchanged state writes nothing).
+	saved savedState
+	seed  maphash.Seed
 }
 
 // Reconfigure applies cfg to the running stage, on the stage's goroutine (the pipeline's

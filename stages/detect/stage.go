@@ -3,6 +3,7 @@ package detect
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"time"
 
@@ -147,6 +148,7 @@ func NewStageContext(ctx context.Context, cfg Config, features []string, withSD 
 		win: w, recs: newWindowRing(cfg.Window), pending: map[*batch.Batch]uint64{},
 		alarms: newAlarmCap(cfg.Window), globalShare: 1, builds: buildState{done: make(chan buildResult, 1), lastBuild: time.Now()}}
 	s.ext.saving, s.ext.cutSaves = context.WithCancel(context.Background())
+	s.ext.seed = maphash.MakeSeed()
 	if cfg.KeyBy == KeyByKey {
 		s.keyed = s.newKeyed()
 		if ka, ok := deps.Accelerator.(KeyedAccelerator); ok { // the keys' models resident on the device
@@ -169,6 +171,7 @@ func NewStageContext(ctx context.Context, cfg Config, features []string, withSD 
 		}
 		return nil, err
 	}
+	s.noteLoaded() // (what a stop right after this start need not write again: keyed_unchanged.go)
 	if s.keyed != nil && cfg.Keys.HugePages {
 		var first hugepage.Stats
 		s.keyed.releaseHeap, first = hugepage.Keep() // (released by Close)
