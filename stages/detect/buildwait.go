@@ -2,6 +2,7 @@ package detect
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -33,8 +34,67 @@ func (s *Stage) awaitBuild(ctx context.Context) {
 		return
 	default:
 	}
+	s.loseBuild()
+}
+
+// loseBuild leaves the running build to end alone, its model lost (awaitBuild).
+func (s *Stage) loseBuild() {
 	s.builds.running, s.builds.done = false, make(chan buildResult, 1)
 	s.deps.Log.Warn().Uint64("model_version", s.builds.version+1).
 		Dur("building_for", time.Since(s.builds.started).Round(time.Millisecond)).
 		Msg("model build still running at the stop's deadline: its model is lost (not served, saved to state_dir or published); the next start builds again")
+}
+
+// quietWithin waits, until ctx ends at most (a stop's hard deadline), for the batches in flight
+// (abandonFlight: none after Flush or Abandon) and the keys' passes and builds they left
+// (keysQuiet): the keys' state is then the stop's, and CloseContext goes on. Past ctx the wait
+// is left to a goroutine of its own, which ends it, releases the batches and the keys' device
+// models (keyedScorer.close) after it, and quietWithin returns false: the keys' and alarm state
+// are not saved (the last complete save stands, the next start loads it), the running model
+// build, if any, is lost; the log says so. Before, a keys' pass held in a device call that did not
+// return held the stop past run.shutdown_timeout until the supervisor's kill.
+func (s *Stage) quietWithin(ctx context.Context) bool {
+	var mu sync.Mutex
+	var ended, left bool
+	done, inFlight := make(chan struct{}), len(s.flight)
+	go func() {
+		s.abandonFlight()
+		s.keysQuiet()
+		mu.Lock()
+		ended = true
+		gone := left
+		mu.Unlock()
+		if gone {
+			s.closeKeyed()
+			s.ext.leftover.Done()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ended { // (the goroutine's writes happened before ended was set)
+		return true
+	}
+	left = true
+	s.ext.leftover.Add(1)
+	s.deps.Log.Warn().Int("batches_in_flight", inFlight).
+		Msg("the keys' pass or builds of the batches in flight were still running at the stop's deadline (run.shutdown_timeout): left to end alone; keys' and alarm state not saved, the last complete save stands and the next start loads it")
+	if s.builds.running {
+		s.loseBuild()
+	}
+	return false
+}
+
+// closeKeyed releases the keys' device models and hold on huge pages.
+func (s *Stage) closeKeyed() {
+	if s.keyed != nil {
+		if err := s.keyed.close(); err != nil {
+			s.deps.Log.Warn().Err(err).Msg("releasing the keys' models on the device")
+		}
+	}
 }

@@ -146,6 +146,8 @@ type stageExt struct {
 	// (keyed_unchanged.go: a save of an unchanged state writes nothing).
 	saved savedState
 	seed  maphash.Seed
+	// leftover is the wait a Close cut by its deadline left to end alone (quietWithin).
+	leftover sync.WaitGroup
 }
 
 // Reconfigure applies cfg to the running stage, on the stage's goroutine (the pipeline's

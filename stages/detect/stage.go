@@ -419,25 +419,25 @@ func (s *Stage) FlushContext(ctx context.Context) ([]*batch.Batch, error) {
 // snapshot writes in flight, then saves the keys' and alarm state.
 func (s *Stage) Close() { s.CloseContext(context.Background()) }
 
-// CloseContext is Close waiting until ctx ends at most (a stop's hard deadline) for a model
-// build in progress (its model is then lost: awaitBuild), the snapshot writes in flight and the
-// keys' and alarm state's save (about 1.3 GB at 100,000 keys): a write ctx ends is removed, the
-// last complete file stands and the next start loads it (cutSave logs it). The one wait not
-// cut is a file's fsync.
+// CloseContext is Close waiting until ctx ends at most (a stop's hard deadline) for the keys'
+// passes and builds of batches in flight (quietWithin), a model build in progress (its model is
+// then lost: awaitBuild), the snapshot writes in flight and the keys' and alarm state's save
+// (about 1.3 GB at 100,000 keys): a write or a file's fsync ctx ends is removed, the last
+// complete file stands and the next start loads it (cutSave logs it); a directory's fsync ctx
+// ends leaves the new file in place (SnapshotDir.saveAs logs it).
 func (s *Stage) CloseContext(ctx context.Context) {
-	s.abandonFlight() // after Flush or Abandon nothing is in flight
 	defer context.AfterFunc(ctx, s.ext.cutSaves)()
+	if !s.quietWithin(ctx) { // (after Flush or Abandon nothing is in flight)
+		s.ext.cutSaves()
+		return
+	}
 	s.awaitBuild(ctx)
 	s.ext.saves.Wait()
 	if ctx.Err() != nil {
 		s.ext.cutSaves() // (AfterFunc's call, on a goroutine of its own, may not have run yet)
 	}
 	s.saveKeys(true) // the keys' state as the stop leaves it (keyed_snapshot.go)
-	if s.keyed != nil {
-		if err := s.keyed.close(); err != nil {
-			s.deps.Log.Warn().Err(err).Msg("releasing the keys' models on the device")
-		}
-	}
+	s.closeKeyed()
 }
 
 // PassedOnDropped tells the stage that batches it passed on were dropped unwritten or left
