@@ -3,6 +3,7 @@ package detect
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
@@ -148,6 +149,12 @@ func TestKeysDigestCoversTheSavedState(t *testing.T) {
 			"count": "not saved: the bits set",
 		},
 		reflect.TypeFor[flagRing](): {"bits": "digested", "n": "digested"},
+		reflect.TypeFor[fleetTail](): {
+			"shards": "digested (as fleetCopy folds the pass's deviations in)",
+			"lo":     "not saved: the shards' fits' medians (fitFleet at the load)", "hi": "not saved: as lo",
+			"ok": "not saved: as lo", "obs": "folded into the shards by fleetCopy", "shard": "folded as obs",
+			"scratch": "not saved: the fits'",
+		},
 		reflect.TypeFor[fleetShard](): {
 			"ring": "digested (its size first)", "next": "digested", "size": "digested", "fresh": "digested",
 			"lo": "digested", "hi": "digested", "ok": "not saved: follows from size",
@@ -232,4 +239,48 @@ func TestKeysDigestCoversTheSavedState(t *testing.T) {
 		t.Error("a change of the header's keys.min_records leaves the keys' digest as it was")
 	}
 	s.cfg.Keys.MinRecords--
+}
+
+// TestBuilderStopAfterStartKeepsTheKeysState: a builder saves the keys' state (not the alarm
+// state: it flags nothing), and loads no alarm state, which set the stream's position for the
+// other roles: its position started at 0 again after a restart while its keys' file was saved at
+// another. A stop right after its start must write no keys' file either, and a builder restarted
+// twice with records between must load its keys back each time.
+func TestBuilderStopAfterStartKeepsTheKeysState(t *testing.T) {
+	features := []string{"value"}
+	rows := fleet(40, 6000, 0.003, 3)
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	cfg := keyedConfig()
+	cfg.StateDir = t.TempDir()
+	start := func(logs *testsupport.LogBuffer) *Stage {
+		t.Helper()
+		s, err := NewStage(cfg, features, false, Deps{Log: zerolog.New(logs), Role: RoleBuilder})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a := start(&testsupport.LogBuffer{})
+	feedFleet(t, a, mem, rows, 0, 3000)
+	a.Close()
+	keys0, err := a.ext.snaps.list(keysPrefix)
+	if err != nil || len(keys0) == 0 {
+		t.Fatalf("keys' files %v (%v), want some", keys0, err)
+	}
+	var logs testsupport.LogBuffer
+	b := start(&logs)
+	b.Close()
+	if keys, _ := b.ext.snaps.list(keysPrefix); !slices.Equal(keys, keys0) {
+		t.Errorf("a builder's stop right after its start wrote keys' files %v, want those it loaded, %v", keys, keys0)
+	}
+	for i, lo := range []int{3000, 4500} {
+		logs = testsupport.LogBuffer{}
+		c := start(&logs)
+		if len(logs.Lines("keys' state loaded")) != 1 || strings.Contains(logs.String(), "skipped") {
+			t.Fatalf("restart %d: the builder did not load its keys' state:\n%s", i+2, logs.String())
+		}
+		feedFleet(t, c, mem, rows, lo, lo+1500)
+		c.Close()
+	}
 }

@@ -125,7 +125,7 @@ type stageExt struct {
 	// deadline), cutSaves; a write it ends leaves the files before it (SnapshotDir.saveAs).
 	saving   context.Context
 	cutSaves context.CancelFunc
-	// keysSaved is when the keys' state was last saved (keyed_snapshot.go), keysSkipped the
+	// keysSaved is when the keys' state was last saved (keyed_save.go), keysSkipped the
 	// keys' state files passed over at start.
 	keysSaved   time.Time
 	keysSkipped []SkippedSnapshot

@@ -436,7 +436,7 @@ func (s *Stage) CloseContext(ctx context.Context) {
 	if ctx.Err() != nil {
 		s.ext.cutSaves() // (AfterFunc's call, on a goroutine of its own, may not have run yet)
 	}
-	s.saveKeys(true) // the keys' state as the stop leaves it (keyed_snapshot.go)
+	s.saveKeys(true) // the keys' state as the stop leaves it (keyed_save.go)
 	s.closeKeyed()
 }
 
