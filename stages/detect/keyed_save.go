@@ -79,7 +79,7 @@ func (s *Stage) saveKeys(wait bool) {
 			return
 		}
 		if !wait { // (a periodic save digests the copy, on its own goroutine)
-			sum = s.keysDigest(len(states), eachOf(states), fleet, pos)
+			sum = keysDigestOf(s.ext.seed, features, &cfg, len(states), eachOf(states), fleet, pos)
 			if file, same := s.ext.saved.unchanged(&s.ext.saved.keys, sum); same {
 				s.notSavedAgain("keys' state", file, false)
 				return

@@ -93,12 +93,17 @@ func (s *Stage) notSavedAgain(what, file string, stop bool) {
 
 // keysDigest is the digest of the keys' state that encodeKeyStatesContext would write of n
 // keys in each's order, fleet's pool (a fleetCopy; nil: empty) and stream position pos, under
-// the stage's features and configuration.
+// the stage's features and configuration (on the stage's goroutine: keysDigestOf elsewhere).
 func (s *Stage) keysDigest(n int, each func(func(*keyState)), fleet *fleetTail, pos uint64) uint64 {
+	return keysDigestOf(s.ext.seed, s.features, &s.cfg, n, each, fleet, pos)
+}
+
+// keysDigestOf is keysDigest under seed, features and cfg (copies: a reload changes the stage's).
+func keysDigestOf(seed maphash.Seed, features []string, cfg *Config, n int, each func(func(*keyState)), fleet *fleetTail, pos uint64) uint64 {
 	var h maphash.Hash
-	h.SetSeed(s.ext.seed)
+	h.SetSeed(seed)
 	var e sealed.Encoder
-	encodeKeyHeader(&e, s.features, &s.cfg)
+	encodeKeyHeader(&e, features, cfg)
 	h.Write(e.Payload())
 	var b [8]byte
 	u64 := func(v uint64) {
