@@ -58,6 +58,8 @@ type SnapshotDir struct {
 	nextKeys uint64
 	// nextAlarms is the next alarm state file's (alarm_state.go: alarms-<sequence>.osnap).
 	nextAlarms uint64
+	// write is atomicfile.Write (the tests' own in its place: a directory fsync cut).
+	write func(ctx context.Context, path string, write func(io.Writer) error) (atomicfile.Written, error)
 }
 
 // OpenSnapshotDir creates dir if needed, removes temporary files that a crash during a Save
@@ -72,7 +74,7 @@ func OpenSnapshotDir(dir string, keep int, log zerolog.Logger) (*SnapshotDir, er
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("detect: snapshot directory: %w", err)
 	}
-	d := &SnapshotDir{dir: dir, keep: keep, log: log}
+	d := &SnapshotDir{dir: dir, keep: keep, log: log, write: atomicfile.Write}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("detect: snapshot directory: %w", err)
@@ -177,7 +179,7 @@ func (d *SnapshotDir) saveAs(ctx context.Context, prefix string, next *uint64, w
 	defer d.mu.Unlock()
 	path = filepath.Join(d.dir, fmt.Sprintf("%s%020d%s", prefix, *next, snapshotExt))
 	var writeErr error
-	w, err := atomicfile.Write(ctx, path, func(w io.Writer) error {
+	w, err := d.write(ctx, path, func(w io.Writer) error {
 		writeErr = write(w)
 		return writeErr
 	})
