@@ -52,9 +52,11 @@ type Stage interface {
 	// AlertGroupEvictions counts the alert groups evicted within their cooldown (a running
 	// total), for the metrics.
 	AlertGroupEvictions() uint64
-	// Abandon releases what the stage still holds when the run ends without Flush (a failure
-	// or the hard stop): never acknowledged, read again after a restart.
-	Abandon()
+	// AbandonContext releases what the stage still holds when the run ends without Flush (a
+	// failure or the hard stop): never acknowledged, read again after a restart; what is still
+	// being worked on is waited for until ctx ends at most (the stop's deadline), then left to
+	// end alone.
+	AbandonContext(ctx context.Context)
 	// CloseContext waits for the stage's own goroutines (snapshot writes; a model build until ctx
 	// ends at most: the stop's deadline).
 	CloseContext(ctx context.Context)

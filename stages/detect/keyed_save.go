@@ -30,7 +30,7 @@ func (s *Stage) saveKeys(wait bool) {
 	if !keys && !alarms {
 		return
 	}
-	if s.ext.stateAhead {
+	if s.ext.stateAhead.Load() {
 		s.deps.Log.Warn().Msg("keys' and alarm state not saved: batches were dropped after their keys' pass, and are read again after a restart; the last save stands")
 		return
 	}

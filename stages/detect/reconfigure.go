@@ -138,7 +138,7 @@ type stageExt struct {
 	// Flush; or after the stage passed it on: PassedOnDropped), which is read again after a
 	// restart: the keys' state is past the stream's, and is not saved again (the last save
 	// stands).
-	stateAhead bool
+	stateAhead atomic.Bool
 	// keyCaps are a scorer's keys' alarm caps from the alarm state, each given back to its key
 	// when its model is installed again (InstallKeyModels; alarm_state.go).
 	keyCaps map[string]savedCap
@@ -146,8 +146,10 @@ type stageExt struct {
 	// (keyed_unchanged.go: a save of an unchanged state writes nothing).
 	saved savedState
 	seed  maphash.Seed
-	// leftover is the wait a Close cut by its deadline left to end alone (quietWithin).
+	// leftover are the waits an Abandon or a Close cut by its deadline left to end alone
+	// (quietWithin), quieting the last one's end (nil: none).
 	leftover sync.WaitGroup
+	quieting chan struct{}
 }
 
 // Reconfigure applies cfg to the running stage, on the stage's goroutine (the pipeline's

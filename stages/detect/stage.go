@@ -427,7 +427,7 @@ func (s *Stage) Close() { s.CloseContext(context.Background()) }
 // ends leaves the new file in place (SnapshotDir.saveAs logs it).
 func (s *Stage) CloseContext(ctx context.Context) {
 	defer context.AfterFunc(ctx, s.ext.cutSaves)()
-	if !s.quietWithin(ctx) { // (after Flush or Abandon nothing is in flight)
+	if !s.quietWithin(ctx, nil, s.closeKeyed) { // (after Flush or Abandon nothing is in flight)
 		s.ext.cutSaves()
 		return
 	}
@@ -444,24 +444,7 @@ func (s *Stage) CloseContext(ctx context.Context) {
 // uncommitted (the pipeline's run failed, met the hard stop after them, or its final commit
 // failed): read again after a restart, they would count again in the state it saves, so Close
 // saves no keys' or alarm state (the last save stands, as after a crash).
-func (s *Stage) PassedOnDropped() { s.ext.stateAhead = true }
-
-// Abandon releases the batches still held for a first model when the run is abandoned (a
-// failure or the hard stop, so Flush is not reached): they were never passed on, so never
-// acknowledged, and are read again after a restart. After Flush it has nothing to do.
-func (s *Stage) Abandon() {
-	s.abandonFlight()
-	for _, b := range s.ready {
-		delete(s.pending, b)
-		b.Release()
-	}
-	s.ready = nil
-	for _, b := range s.held {
-		delete(s.pending, b)
-		b.Release()
-	}
-	s.held, s.heldRecords = nil, 0
-}
+func (s *Stage) PassedOnDropped() { s.ext.stateAhead.Store(true) }
 
 // columns returns the batch's feature (and uncertainty) columns as float32 slices, without
 // copying (batch.New resolved and checked them).
