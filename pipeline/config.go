@@ -44,10 +44,13 @@ type Config struct {
 	sinkInherits struct{ brokers, security bool }
 }
 
-// minCommitInterval is run.commit_interval's floor, minShutdownTimeout run.shutdown_timeout's.
+// minCommitInterval is run.commit_interval's floor, minShutdownTimeout run.shutdown_timeout's,
+// minStaleModelAfter run.stale_model_after's (but 0, off): a rebuild, its publication and the
+// scorers' read of it take seconds.
 const (
 	minCommitInterval  = 10 * time.Millisecond
 	minShutdownTimeout = 100 * time.Millisecond
+	minStaleModelAfter = 10 * time.Second
 )
 
 // RunConfig tunes the loops between the stages.
@@ -92,7 +95,8 @@ type RunConfig struct {
 	// model is older than this while records have arrived for longer than this that a live
 	// builder would have rebuilt from (detect.refresh_interval after the model): the builder
 	// stopped publishing (a quiet input ages the model too: builds come from arriving records).
-	// 0 (default) never does; the age is always in outlierd_model_age_seconds.
+	// 0 (default) never does; the age is always in outlierd_model_age_seconds. Else at least
+	// minStaleModelAfter (10s): 1ns made the scorers unready at every rebuild.
 	StaleModelAfter time.Duration `yaml:"stale_model_after"`
 	// KeyPublishInterval, for a builder with detect.key_by: key, is the least time between two
 	// publications of one key's model on ModelTopic (its first model goes out at once; a key

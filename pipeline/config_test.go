@@ -103,6 +103,13 @@ func TestConfigErrorsNameKeyAndPosition(t *testing.T) {
 		// 1ns ran the commit loop flat out: a core at 100%, and 49.5M commits counted in 13 s.
 		{"commit interval below its floor", ingestOK + sinkOK + "run:\n  commit_interval: 1ns\n",
 			[]string{"c.yaml:11:3: run.commit_interval: must be >= 10ms (shorter only loads the brokers and a core), got 1ns"}},
+		// 1ns rebuilt the model back to back while records arrived, and with detect.key_by and
+		// state_dir saved the keys' state (1.27 GB at 100,000 keys) with each model.
+		{"refresh interval below its floor", ingestOK + "detect:\n  refresh_interval: 1ns\n" + sinkOK,
+			[]string{"c.yaml:7:3: detect.refresh_interval: must be >= 1s (shorter rebuilds the model back to back while records arrive, and with key_by and state_dir saves the keys' state with each model), got 1ns"}},
+		// 1ns made the scorers unready at every rebuild, while the builder built and published.
+		{"stale model age below its floor", ingestOK + sinkOK + "run:\n  stale_model_after: 1ns\n",
+			[]string{"c.yaml:11:3: run.stale_model_after: must be 0 (off) or >= 10s (shorter than a rebuild, its publication and the scorers' read of it made the scorers unready at every rebuild), got 1ns"}},
 		// Accepted, each record's value was read as its own uncertainty.
 		{"a feature's uncertainty field is the feature", ingestOK + "  uncertainty:\n    fields: {a: a, b: eb}\n" + sinkOK,
 			[]string{`c.yaml:7:14: ingest.uncertainty.fields["a"]: "a" is the feature's own field: name the field that holds its uncertainty (a standard deviation), or leave the feature out of fields`}},

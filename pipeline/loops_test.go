@@ -162,7 +162,7 @@ func (f *fakeStage) Window() *microcluster.Window                         { retu
 func (f *fakeStage) KeyStats() detect.KeyStats                            { return detect.KeyStats{} }
 func (f *fakeStage) AlertGroupEvictions() uint64                          { return 0 }
 func (f *fakeStage) CloseContext(context.Context)                         {}
-func (f *fakeStage) Abandon()                                             {}
+func (f *fakeStage) AbandonContext(context.Context)                       {}
 
 // fakeSink records what it acknowledged; fail, when set, decides each write's outcome (call
 // counts from 1 over both kinds of write).
@@ -543,7 +543,7 @@ func (l *lagStage) Landing() <-chan struct{} {
 	return closedChan // scored at once: it goes on when no batch waits first
 }
 func (l *lagStage) LandScored() ([]*batch.Batch, error) { return l.Drain() }
-func (l *lagStage) Abandon() {
+func (l *lagStage) AbandonContext(context.Context) {
 	if l.held != nil {
 		l.held.Release()
 		l.held = nil
@@ -624,7 +624,7 @@ func (s *scoringStage) Drain() ([]*batch.Batch, error) {
 	return out, nil
 }
 func (s *scoringStage) FlushContext(context.Context) ([]*batch.Batch, error) { return s.Drain() }
-func (s *scoringStage) Abandon() {
+func (s *scoringStage) AbandonContext(context.Context) {
 	for _, b := range s.flight {
 		b.Release()
 	}

@@ -295,7 +295,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		for it := range fetched { // after a failure or the hard stop: never acked, read again later
 			it.release()
 		}
-		p.stage.Abandon()
+		// (the batches in flight: waited for until the stop's deadline, then left to end alone)
+		abandonBy, cancel := context.WithDeadline(context.Background(), closeBy(stoppedAt.Load(), p.cfg.Run.ShutdownTimeout))
+		p.stage.AbandonContext(abandonBy)
+		cancel()
 	}()
 	go func() { // sink
 		defer wg.Done()

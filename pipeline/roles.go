@@ -53,8 +53,9 @@ func (c *Config) validateRole() []error {
 	if c.Run.KeyPublishInterval < 0 {
 		errs = append(errs, config.Fieldf("run.key_publish_interval", "must be >= 0, got %s", c.Run.KeyPublishInterval))
 	}
-	if c.Run.StaleModelAfter < 0 {
-		errs = append(errs, config.Fieldf("run.stale_model_after", "must be >= 0, got %s", c.Run.StaleModelAfter))
+	if c.Run.StaleModelAfter < 0 || c.Run.StaleModelAfter > 0 && c.Run.StaleModelAfter < minStaleModelAfter {
+		errs = append(errs, config.Fieldf("run.stale_model_after", "must be 0 (off) or >= %s (shorter than a rebuild, its publication and the scorers' read of it made the scorers unready at every rebuild), got %s",
+			minStaleModelAfter, c.Run.StaleModelAfter))
 	}
 	return errs
 }

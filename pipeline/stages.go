@@ -52,9 +52,11 @@ type Stage interface {
 	// AlertGroupEvictions counts the alert groups evicted within their cooldown (a running
 	// total), for the metrics.
 	AlertGroupEvictions() uint64
-	// Abandon releases what the stage still holds when the run ends without Flush (a failure
-	// or the hard stop): never acknowledged, read again after a restart.
-	Abandon()
+	// AbandonContext releases what the stage still holds when the run ends without Flush (a
+	// failure or the hard stop): never acknowledged, read again after a restart; what is still
+	// being worked on is waited for until ctx ends at most (the stop's deadline), then left to
+	// end alone.
+	AbandonContext(ctx context.Context)
 	// CloseContext waits for the stage's own goroutines (snapshot writes; a model build until ctx
 	// ends at most: the stop's deadline).
 	CloseContext(ctx context.Context)
@@ -102,15 +104,16 @@ const closeGrace = 2 * time.Second
 
 // closeOpened closes what New opened, the stage before the device it runs on: at Run's end,
 // and when New fails after opening some of it (what is not open yet is skipped). The stage waits
-// for a model build in progress until ctx ends at most (Run: the stop's deadline). The device's
-// error is not returned (the CPU has none; a GPU's is logged by accel). The Kafka clients' close
+// for a model build in progress until ctx ends at most (Run: the stop's deadline), the device
+// for its GPU calls in flight (a build the stop abandoned) as long. The device's error is not
+// returned (the CPU has none; a GPU's is logged by accel). The Kafka clients' close
 // is waited for until ctx ends and closeGrace more, then left to end alone.
 func (p *Pipeline) closeOpened(ctx context.Context) error {
 	if p.stage != nil {
 		p.stage.CloseContext(ctx)
 	}
-	if p.dev != nil {
-		p.dev.Close()
+	if p.dev != nil { // (GPU calls of a build the stop abandoned are waited for until ctx ends: accel's close.go)
+		p.dev.CloseContext(ctx)
 	}
 	done := make(chan error, 1)
 	go func() {

@@ -63,6 +63,13 @@ type Device struct {
 	densGPU   *gpukern.DensityModel
 	// points are the models' point sets kept resident for k-NN scoring (points.go).
 	points residentPoints
+
+	// calls tracks the GPU calls under way (step) for Close (close.go); release frees the GPUs
+	// (nil: Open's, gpu and more; the tests set their own).
+	calls     gpuCalls
+	release   func() error
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Open resolves `device: auto|cpu|cuda`: auto takes the GPU when this binary was built with CUDA
@@ -111,8 +118,11 @@ func (d *Device) IsGPU() bool { return d.gpu != nil }
 // Fallbacks is the number of calls the CPU took after a device failure, since Open.
 func (d *Device) Fallbacks() int64 { return d.fallbacks.Load() }
 
-// Close releases the GPUs (and with them every resident model).
-func (d *Device) Close() error {
+// releaseGPUs frees the GPUs (and with them every resident model).
+func (d *Device) releaseGPUs() error {
+	if d.release != nil {
+		return d.release()
+	}
 	if d.gpu == nil {
 		return nil
 	}
@@ -124,7 +134,7 @@ func (d *Device) Close() error {
 }
 
 // step is the policy (package doc): gpu when there is a GPU and uncovered is "", else (or after
-// gpu fails) cpu.
+// gpu fails) cpu; after Close, cpu (close.go).
 func (d *Device) step(name, uncovered string, gpu, cpu func() error) error {
 	if d.gpu == nil {
 		return cpu()
@@ -133,7 +143,11 @@ func (d *Device) step(name, uncovered string, gpu, cpu func() error) error {
 		d.notCovered(name, uncovered)
 		return cpu()
 	}
+	if !d.calls.begin() { // (closed: a build the stop abandoned goes on; not a device failure)
+		return cpu()
+	}
 	err := gpu()
+	d.calls.end()
 	if err == nil {
 		return nil
 	}

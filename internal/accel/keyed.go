@@ -108,7 +108,13 @@ func (s *KeyedStore) Install(slots []int32, tails []*rank.Tail, refs []*solvings
 		}
 		gm[i] = &gpukern.KeyedModel{Sorted: m.Tail.Sorted, Spread: m.Tail.Spread, Points: m.Ref.Points, Center: m.Center, Unit: m.Unit, K: m.Ref.K}
 	}
-	if err := s.gpu.Install(slots, gm); err != nil {
+	if !s.d.calls.begin() { // (the device closed: close.go)
+		s.gpu = nil
+		return nil
+	}
+	err := s.gpu.Install(slots, gm)
+	s.d.calls.end()
+	if err != nil {
 		// The device's copy is now unknown: the CPU takes every later call of this store.
 		s.d.failed("keyed models", err)
 		s.dropGPU("")
@@ -122,8 +128,12 @@ func (s *KeyedStore) dropGPU(why string) {
 		s.why = why
 		s.d.notCovered("keyed scoring", why)
 	}
-	if err := s.gpu.Free(); err != nil {
-		s.d.failed("keyed models", err)
+	if s.d.calls.begin() { // (else the device closed: close.go)
+		err := s.gpu.Free()
+		s.d.calls.end()
+		if err != nil {
+			s.d.failed("keyed models", err)
+		}
 	}
 	s.gpu = nil
 }
@@ -286,10 +296,12 @@ func (c *keyedCPU) score(s *KeyedStore, sl int32, x [][]float32, i int, distOK b
 
 // Close frees the device's store.
 func (s *KeyedStore) Close() error {
-	if s.gpu == nil {
+	if s.gpu == nil || !s.d.calls.begin() { // (the device closed: its release frees the store, close.go)
+		s.gpu = nil
 		return nil
 	}
 	err := s.gpu.Free()
+	s.d.calls.end()
 	s.gpu = nil
 	return err
 }

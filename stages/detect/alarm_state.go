@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"maps"
 	"math"
@@ -436,8 +437,14 @@ func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState,
 }
 
 // writeAlarms writes a's file to state_dir, ending with ctx (the file before it then stands).
-func (s *Stage) writeAlarms(ctx context.Context, d *SnapshotDir, a *alarmState, keysWindow int) {
+// Nothing is written when the newest file holds the same (keyed_unchanged.go); stop: a stop's save.
+func (s *Stage) writeAlarms(ctx context.Context, d *SnapshotDir, a *alarmState, keysWindow int, stop bool) {
 	payload := a.encode(keysWindow)
+	sum := maphash.Bytes(s.ext.seed, payload)
+	if file, same := s.ext.saved.unchanged(&s.ext.saved.alarms, sum); same {
+		s.notSavedAgain("alarm state", file, stop)
+		return
+	}
 	path, err := d.saveAs(ctx, alarmsPrefix, &d.nextAlarms, func(w io.Writer) error {
 		return alarmsSnapshotFile.WriteContext(ctx, w, AlarmsSnapshotFormat, payload)
 	})
@@ -449,6 +456,7 @@ func (s *Stage) writeAlarms(ctx context.Context, d *SnapshotDir, a *alarmState, 
 		s.deps.Log.Error().Err(err).Msg("alarm state snapshot failed; a restart would start the alarms afresh")
 		return
 	}
+	s.ext.saved.set(&s.ext.saved.alarms, sum, path)
 	s.deps.Log.Debug().Str("file", path).Int("bytes", len(payload)).Msg("alarm state snapshot written")
 }
 
@@ -467,6 +475,9 @@ func (s *Stage) loadAlarms(ctx context.Context, keysAt uint64) error {
 		var a *alarmState
 		err := readSealedFile(ctx, path, alarmsSnapshotFile, func(format uint32, p []byte) (err error) {
 			a, err = decodeAlarms(format, p, s.cfg.Window, s.cfg.Keys.Window)
+			if err == nil && format == AlarmsSnapshotFormat { // (a save of the same payload writes nothing: keyed_unchanged.go)
+				s.ext.saved.set(&s.ext.saved.alarms, maphash.Bytes(s.ext.seed, p), path)
+			}
 			return err
 		})
 		if ctx.Err() != nil {

@@ -122,13 +122,19 @@ type gatedChained struct {
 }
 
 func newGatedChained(t *testing.T) *gatedChained {
+	return newGatedChainedWith(t, func(*Config) {}, zerolog.Nop())
+}
+
+// newGatedChainedWith is newGatedChained with the configuration set changes and the stage's log log.
+func newGatedChainedWith(t *testing.T, set func(*Config), log zerolog.Logger) *gatedChained {
 	cfg := keyedConfig()
 	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
+	set(&cfg)
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	t.Cleanup(func() { mem.AssertSize(t, 0) })
 	g := &gatedChained{accel: &gatedKeyedAccel{fakeAccel: fakeAccel{exact: true}}, mem: mem, rows: fleet(20, 3250, 0.01, 7)}
 	var err error
-	if g.s, err = NewStage(cfg, []string{"value"}, false, Deps{Log: zerolog.Nop(), Accelerator: g.accel, Overlap: 1}); err != nil {
+	if g.s, err = NewStage(cfg, []string{"value"}, false, Deps{Log: log, Accelerator: g.accel, Overlap: 1}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(g.s.Close) // (before the allocator's check: cleanups run last first)

@@ -6,12 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/outlierd/outlierd/internal/core/sealed"
 )
@@ -374,115 +372,6 @@ func (k *keyedScorer) decodeKeys(ctx context.Context, format uint32, p []byte, f
 	return at, nil
 }
 
-// saveKeys writes the keys' state (key_by: key, not on a scorer: its keys' models come from the
-// model topic) and the alarm state (alarm_state.go; not on a builder: it flags nothing) to
-// state_dir (keys-<sequence>.osnap, alarms-<sequence>.osnap): copied here, on the stage's
-// goroutine (the next batch changes them), at one point of the stream, encoded, written and
-// synced on a goroutine of their own unless wait. Without state_dir it does nothing; a save that
-// need not wait is skipped while the previous one is still being written (tried again with a
-// later model), so that one copy of the keys at most waits for a slow disk. A save that need not
-// wait while a batch in flight has been through its keys' pass and not finished (overlap.go's
-// chained passes: its keys' first records by their own models undecided, the stage's alarms not
-// yet past it) is made once that batch finished, before the next pass starts (saveDue): the
-// keys' and the stage's alarms are saved after the same batch, none of its records undecided.
-func (s *Stage) saveKeys(wait bool) {
-	d := s.ext.snaps
-	if d == nil {
-		return
-	}
-	s.keysQuiet()
-	keys := s.keyed != nil && s.deps.Role != RoleScorer && len(s.keyed.keys) > 0 // (no keys: nothing to resume)
-	alarms := s.deps.Role != RoleBuilder
-	if !keys && !alarms {
-		return
-	}
-	if s.ext.stateAhead {
-		s.deps.Log.Warn().Msg("keys' and alarm state not saved: batches were dropped after their keys' pass, and are read again after a restart; the last save stands")
-		return
-	}
-	if !wait && s.passAhead() {
-		s.ext.saveDue = true
-		return
-	}
-	if !wait && !s.ext.keysSaving.CompareAndSwap(false, true) {
-		return // (Close waits for the one in flight, then saves the keys as they are then)
-	}
-	if wait && s.ext.saving.Err() != nil { // (Close past the stop's deadline: not even copied)
-		if keys {
-			s.cutSave("keys' state", len(s.keyed.keys))
-		}
-		if alarms {
-			s.cutSave("alarm state", 0)
-		}
-		return
-	}
-	s.ext.keysSaved, s.ext.saveDue = time.Now(), false
-	var states []keyState
-	var fleet *fleetTail
-	var al *alarmState
-	if keys {
-		states, fleet = s.keyed.keysCopy(), s.keyed.fleet.fleetCopy()
-	}
-	if alarms {
-		al = s.alarmsCopy()
-	}
-	features, cfg, pos := s.features, s.cfg, s.series.pos
-	ctx := s.ext.saving
-	write := func() {
-		if al != nil {
-			s.writeAlarms(ctx, d, al, cfg.Keys.Window)
-		}
-		if states == nil {
-			return
-		}
-		payload, err := encodeKeyStatesContext(ctx, states, fleet, pos, features, &cfg)
-		var path string
-		if err == nil {
-			path, err = d.saveAs(ctx, keysPrefix, &d.nextKeys, func(w io.Writer) error {
-				return keysSnapshotFile.WriteContext(ctx, w, KeysSnapshotFormat, payload)
-			})
-		}
-		if err != nil && cutBy(ctx, err) {
-			s.cutSave("keys' state", len(states))
-			return
-		}
-		if err != nil {
-			s.deps.Log.Error().Err(err).Int("keys", len(states)).Msg("keys' state snapshot failed; the keys keep scoring")
-			return
-		}
-		s.deps.Log.Debug().Str("file", path).Int("keys", len(states)).Int("bytes", len(payload)).Msg("keys' state snapshot written")
-	}
-	if wait {
-		write()
-		return
-	}
-	s.ext.saves.Add(1)
-	go func() {
-		defer s.ext.saves.Done()
-		defer s.ext.keysSaving.Store(false)
-		write()
-	}()
-}
-
-// passAhead says whether a batch in flight has started its keys' pass (a chained one,
-// overlap.go) and not finished: the keys' state is then past the stage's alarms.
-func (s *Stage) passAhead() bool {
-	for _, sc := range s.flight {
-		if sc.keyedDone != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// saveDue makes the save put off by saveKeys (a batch's keys' pass ahead), once the batch
-// finished and before the next pass starts.
-func (s *Stage) saveDue() {
-	if s.ext.saveDue {
-		s.saveKeys(false)
-	}
-}
-
 // loadKeys installs the newest keys' state of state_dir that reads back whole and fits the
 // stage's features and keys' settings (the others are logged and skipped, as model snapshots),
 // then the newest alarm state (loadAlarms), the keys' caps' positions moved to its stream
@@ -515,8 +404,10 @@ func (s *Stage) loadKeyStates(ctx context.Context, d *SnapshotDir) (uint64, erro
 	for _, path := range files {
 		k := s.newKeyed()
 		var at uint64
+		var newest bool
 		err := readSealedFile(ctx, path, keysSnapshotFile, func(format uint32, p []byte) (err error) {
 			at, err = k.decodeKeys(ctx, format, p, s.features, &s.cfg)
+			newest = format == KeysSnapshotFormat
 			return err
 		})
 		if ctx.Err() != nil { // cut by a stop: the file is not the worse for it
@@ -528,6 +419,10 @@ func (s *Stage) loadKeyStates(ctx context.Context, d *SnapshotDir) (uint64, erro
 			continue
 		}
 		s.keyed.takeStateOf(k)
+		if newest { // (as the file holds it: noteLoaded checks that the rest of the load left it so)
+			k := s.keyed
+			s.ext.saved.set(&s.ext.saved.keys, s.keysDigest(len(k.keys), k.lru.each, k.fleet.fleetCopy(), at), path)
+		}
 		for _, st := range s.keyed.keys { // published again by a builder: it may have died before
 			if st.model != nil {
 				s.keyed.markDirty(st)

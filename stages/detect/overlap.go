@@ -288,7 +288,9 @@ func (s *Stage) drop(current *batch.Batch) {
 		dets, _ := s.lane(sc.lane)
 		sc.wait(dets)
 		sc.waitKeyed()
-		s.ext.stateAhead = s.ext.stateAhead || sc.keyedDone != nil // (saveKeys: not saved again)
+		if sc.keyedDone != nil { // (saveKeys: not saved again)
+			s.ext.stateAhead.Store(true)
+		}
 		delete(s.pending, sc.b)
 		if sc.b != current {
 			sc.b.Release()

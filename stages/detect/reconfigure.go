@@ -3,6 +3,7 @@ package detect
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,7 +125,7 @@ type stageExt struct {
 	// deadline), cutSaves; a write it ends leaves the files before it (SnapshotDir.saveAs).
 	saving   context.Context
 	cutSaves context.CancelFunc
-	// keysSaved is when the keys' state was last saved (keyed_snapshot.go), keysSkipped the
+	// keysSaved is when the keys' state was last saved (keyed_save.go), keysSkipped the
 	// keys' state files passed over at start.
 	keysSaved   time.Time
 	keysSkipped []SkippedSnapshot
@@ -137,10 +138,18 @@ type stageExt struct {
 	// Flush; or after the stage passed it on: PassedOnDropped), which is read again after a
 	// restart: the keys' state is past the stream's, and is not saved again (the last save
 	// stands).
-	stateAhead bool
+	stateAhead atomic.Bool
 	// keyCaps are a scorer's keys' alarm caps from the alarm state, each given back to its key
 	// when its model is installed again (InstallKeyModels; alarm_state.go).
 	keyCaps map[string]savedCap
+	// saved are the digests of the state state_dir's newest files give back, seed theirs
+	// (keyed_unchanged.go: a save of an unchanged state writes nothing).
+	saved savedState
+	seed  maphash.Seed
+	// leftover are the waits an Abandon or a Close cut by its deadline left to end alone
+	// (quietWithin), quieting the last one's end (nil: none).
+	leftover sync.WaitGroup
+	quieting chan struct{}
 }
 
 // Reconfigure applies cfg to the running stage, on the stage's goroutine (the pipeline's

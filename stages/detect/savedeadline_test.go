@@ -99,3 +99,99 @@ func TestStopDeadlineBoundsTheStateSave(t *testing.T) {
 		t.Errorf("a save in time logged:\n%s", next.String())
 	}
 }
+
+// TestCloseDeadlineBoundsTheKeysPass: Close waited for the keys' pass and builds of the batches
+// in flight (abandonFlight, keysQuiet) whatever its deadline: a keys' pass held in a device call
+// held the stop past run.shutdown_timeout until the supervisor's kill. Given the stop's deadline,
+// Close must return soon after it with the pass still held, save no keys' or alarm state (the
+// pass's batch is read again after a restart: the last complete save stands), say so, and once
+// the pass ends, release its batch (the checked allocator: newGatedChained) and the keys' device
+// models.
+func TestCloseDeadlineBoundsTheKeysPass(t *testing.T) {
+	dir := t.TempDir()
+	var logs testsupport.LogBuffer
+	g := newGatedChainedWith(t, func(c *Config) { c.StateDir = dir }, zerolog.New(&logs))
+	s := g.s
+	s.saveKeys(true) // the last complete save
+	keys, err := s.ext.snaps.list(keysPrefix)
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("keys' state files %v (%v), want some", keys, err)
+	}
+	alarms, _ := s.ext.snaps.list(alarmsPrefix)
+	gate := g.hold(t)
+	// (The deadline is 100 ms; 5 s is room for a loaded machine, the pass being held until the
+	// test lets it go.)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	closed := make(chan struct{})
+	go func() {
+		s.CloseContext(ctx)
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		close(gate)
+		<-closed
+		t.Fatal("Close waited for the keys' pass held in its device call past its deadline")
+	}
+	if len(logs.Lines("keys' pass or builds", "still running at the stop's deadline", "not saved")) != 1 {
+		t.Errorf("the log does not say that the keys' pass was left running and the state not saved:\n%s", logs.String())
+	}
+	close(gate)
+	s.ext.leftover.Wait()
+	if s.keyed.dev != nil {
+		t.Error("the keys' device models were not released after the pass left running ended")
+	}
+	k, _ := s.ext.snaps.list(keysPrefix)
+	a, _ := s.ext.snaps.list(alarmsPrefix)
+	if !slices.Equal(k, keys) || !slices.Equal(a, alarms) {
+		t.Errorf("state files after a cut Close: keys %v, alarms %v; want the last complete save's %v, %v", k, a, keys, alarms)
+	}
+}
+
+// TestAbandonDeadlineBoundsTheKeysPass: at the hard stop the pipeline's detect goroutine
+// abandons the batches in flight (Abandon), which waited for their keys' pass whatever the
+// deadline: one held in a device call held Run, and the stop, until the supervisor's kill.
+// AbandonContext under the stop's deadline must return soon after it, as must the Close after
+// it (whose wait for the same pass it left is cut as well), saving no state; once the pass
+// ends, its batch and the keys' device models are released.
+func TestAbandonDeadlineBoundsTheKeysPass(t *testing.T) {
+	dir := t.TempDir()
+	var logs testsupport.LogBuffer
+	g := newGatedChainedWith(t, func(c *Config) { c.StateDir = dir }, zerolog.New(&logs))
+	s := g.s
+	s.saveKeys(true) // the last complete save
+	keys, _ := s.ext.snaps.list(keysPrefix)
+	gate := g.hold(t)
+	// (Deadlines of 100 ms; 5 s is room for a loaded machine, the pass being held until the
+	// test lets it go.)
+	returned := make(chan struct{})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		s.AbandonContext(ctx)
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel2()
+		s.CloseContext(ctx2)
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(5 * time.Second):
+		close(gate)
+		<-returned
+		t.Fatal("Abandon and Close waited for the keys' pass held in its device call past their deadlines")
+	}
+	if len(logs.Lines("keys' pass or builds", "still running at the stop's deadline")) == 0 {
+		t.Errorf("the log does not say that the keys' pass was left running:\n%s", logs.String())
+	}
+	close(gate)
+	s.ext.leftover.Wait()
+	if s.keyed.dev != nil {
+		t.Error("the keys' device models were not released after the pass left running ended")
+	}
+	if k, _ := s.ext.snaps.list(keysPrefix); !slices.Equal(k, keys) {
+		t.Errorf("keys' state files after a cut stop %v, want the last complete save's %v", k, keys)
+	}
+}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/outlierd/outlierd/internal/core/sealed"
+	"github.com/outlierd/outlierd/internal/core/atomicfile"
 )
 
 // ReadSnapshotFile reads a snapshot file.
@@ -58,6 +58,8 @@ type SnapshotDir struct {
 	nextKeys uint64
 	// nextAlarms is the next alarm state file's (alarm_state.go: alarms-<sequence>.osnap).
 	nextAlarms uint64
+	// write is atomicfile.Write (the tests' own in its place: a directory fsync cut).
+	write func(ctx context.Context, path string, write func(io.Writer) error) (atomicfile.Written, error)
 }
 
 // OpenSnapshotDir creates dir if needed, removes temporary files that a crash during a Save
@@ -72,7 +74,7 @@ func OpenSnapshotDir(dir string, keep int, log zerolog.Logger) (*SnapshotDir, er
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("detect: snapshot directory: %w", err)
 	}
-	d := &SnapshotDir{dir: dir, keep: keep, log: log}
+	d := &SnapshotDir{dir: dir, keep: keep, log: log, write: atomicfile.Write}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("detect: snapshot directory: %w", err)
@@ -165,48 +167,39 @@ func (d *SnapshotDir) SaveContext(ctx context.Context, m *Model) (path string, e
 }
 
 // saveAs is SaveContext of what write writes (to a writer that fails once ctx ends), as
-// <prefix><*next>.osnap, keeping the newest keep files of that prefix. The fsync is not cut (a
-// file synced whole is renamed, the deadline past or not: the rename is atomic).
+// <prefix><*next>.osnap, keeping the newest keep files of that prefix (internal/core/atomicfile:
+// temporary file, fsync, rename, fsync of the directory). ctx ends every wait: the write and the
+// file's fsync (ctx.Err(), the files before it stand), and the directory's fsync, logged: the
+// new file is then complete and in place but may not survive a power loss, so the older files
+// are kept past keep (a stop's: the next save prunes them). A directory fsync that failed is
+// logged, and the older files pruned as after one that succeeded (a file system that cannot
+// sync a directory would otherwise keep every file).
 func (d *SnapshotDir) saveAs(ctx context.Context, prefix string, next *uint64, write func(io.Writer) error) (path string, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
 	path = filepath.Join(d.dir, fmt.Sprintf("%s%020d%s", prefix, *next, snapshotExt))
-	f, err := os.CreateTemp(d.dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return "", fmt.Errorf("detect: snapshot: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err = write(sealed.ContextWriter(ctx, f)); err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err() // (unwrapped: the callers tell a cut save from a failed one)
-		}
+	var writeErr error
+	w, err := d.write(ctx, path, func(w io.Writer) error {
+		writeErr = write(w)
+		return writeErr
+	})
+	switch {
+	case err == nil:
+	case cutBy(ctx, err):
+		return "", ctx.Err() // (unwrapped: the callers tell a cut save from a failed one)
+	case err == writeErr:
 		return "", err
-	}
-	if err = f.Sync(); err != nil {
-		return "", fmt.Errorf("detect: snapshot %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return "", fmt.Errorf("detect: snapshot %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("detect: snapshot %s: %w", path, err)
+	default:
+		return "", fmt.Errorf("detect: snapshot %w", err)
 	}
 	*next++
-	// The rename is durable only once the directory is synced.
-	if dir, derr := os.Open(d.dir); derr == nil {
-		if serr := dir.Sync(); serr != nil {
-			d.log.Warn().Err(serr).Str("dir", d.dir).Msg("fsync of the snapshot directory failed; the newest snapshot may not survive a power loss")
-		}
-		dir.Close()
+	switch {
+	case errors.Is(w.DirSync, atomicfile.ErrDirSyncCut):
+		d.log.Warn().Err(w.DirSync).Str("dir", d.dir).Str("file", path).
+			Msg("fsync of the snapshot directory cut by the stop's deadline (run.shutdown_timeout): the newest snapshot is complete, but may not survive a power loss; the older ones are kept")
+		return path, nil
+	case w.DirSync != nil:
+		d.log.Warn().Err(w.DirSync).Str("dir", d.dir).Msg("fsync of the snapshot directory failed; the newest snapshot may not survive a power loss")
 	}
 	files, lerr := d.list(prefix)
 	if lerr != nil {

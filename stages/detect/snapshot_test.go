@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,8 +18,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/internal/algo/density"
+	"github.com/outlierd/outlierd/internal/core/atomicfile"
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
 
@@ -418,5 +422,49 @@ func TestStageSkipsCorruptSnapshotAtStart(t *testing.T) {
 	cfg.StateDir = filepath.Join(cfg.StateDir, "model-00000000000000000000.osnap", "sub")
 	if _, err := NewStage(cfg, []string{"x1", "x2", "x3"}, true, Deps{Log: zerolog.Nop()}); err == nil {
 		t.Error("NewStage with a state_dir below a file: want an error")
+	}
+}
+
+// TestSnapshotDirSyncCutKeepsTheOlder: a save whose directory fsync the stop's deadline cut
+// (atomicfile.Write's DirSync) has its new file complete and in place, but perhaps not durable:
+// the save returns it, the log says what was cut, and the older files stay past keep (a power
+// loss could lose the new file's rename); the next save whose fsync ends prunes them.
+func TestSnapshotDirSyncCutKeepsTheOlder(t *testing.T) {
+	m := buildTestModel(t, testData(1200, 5), testConfig())
+	var logs testsupport.LogBuffer
+	sd, err := OpenSnapshotDir(t.TempDir(), 1, zerolog.New(&logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	save := func(v uint64) string {
+		t.Helper()
+		c := *m
+		c.Version = v
+		p, err := sd.Save(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first := save(1)
+	sd.write = func(ctx context.Context, path string, write func(io.Writer) error) (atomicfile.Written, error) {
+		w, err := atomicfile.Write(ctx, path, write)
+		w.DirSync = fmt.Errorf("%w (%w)", atomicfile.ErrDirSyncCut, context.DeadlineExceeded)
+		return w, err
+	}
+	cut := save(2)
+	if files, _ := sd.List(); !slices.Equal(files, []string{cut, first}) {
+		t.Errorf("after a save whose directory fsync was cut: %v, want the new file and the older one %v", files, []string{cut, first})
+	}
+	if got, err := ReadSnapshotFile(cut); err != nil || got.Version != 2 {
+		t.Errorf("the cut save's file: %v, %v; want it whole", got, err)
+	}
+	if len(logs.Lines("fsync of the snapshot directory cut by the stop's deadline", cut)) != 1 {
+		t.Errorf("the log does not say the directory's fsync was cut:\n%s", logs.String())
+	}
+	sd.write = atomicfile.Write
+	last := save(3)
+	if files, _ := sd.List(); !slices.Equal(files, []string{last}) {
+		t.Errorf("after a whole save: %v, want only %s (keep 1)", files, last)
 	}
 }

@@ -3,6 +3,7 @@ package detect
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"time"
 
@@ -147,6 +148,7 @@ func NewStageContext(ctx context.Context, cfg Config, features []string, withSD 
 		win: w, recs: newWindowRing(cfg.Window), pending: map[*batch.Batch]uint64{},
 		alarms: newAlarmCap(cfg.Window), globalShare: 1, builds: buildState{done: make(chan buildResult, 1), lastBuild: time.Now()}}
 	s.ext.saving, s.ext.cutSaves = context.WithCancel(context.Background())
+	s.ext.seed = maphash.MakeSeed()
 	if cfg.KeyBy == KeyByKey {
 		s.keyed = s.newKeyed()
 		if ka, ok := deps.Accelerator.(KeyedAccelerator); ok { // the keys' models resident on the device
@@ -169,6 +171,7 @@ func NewStageContext(ctx context.Context, cfg Config, features []string, withSD 
 		}
 		return nil, err
 	}
+	s.noteLoaded() // (what a stop right after this start need not write again: keyed_unchanged.go)
 	if s.keyed != nil && cfg.Keys.HugePages {
 		var first hugepage.Stats
 		s.keyed.releaseHeap, first = hugepage.Keep() // (released by Close)
@@ -416,49 +419,32 @@ func (s *Stage) FlushContext(ctx context.Context) ([]*batch.Batch, error) {
 // snapshot writes in flight, then saves the keys' and alarm state.
 func (s *Stage) Close() { s.CloseContext(context.Background()) }
 
-// CloseContext is Close waiting until ctx ends at most (a stop's hard deadline) for a model
-// build in progress (its model is then lost: awaitBuild), the snapshot writes in flight and the
-// keys' and alarm state's save (about 1.3 GB at 100,000 keys): a write ctx ends is removed, the
-// last complete file stands and the next start loads it (cutSave logs it). The one wait not
-// cut is a file's fsync.
+// CloseContext is Close waiting until ctx ends at most (a stop's hard deadline) for the keys'
+// passes and builds of batches in flight (quietWithin), a model build in progress (its model is
+// then lost: awaitBuild), the snapshot writes in flight and the keys' and alarm state's save
+// (about 1.3 GB at 100,000 keys): a write or a file's fsync ctx ends is removed, the last
+// complete file stands and the next start loads it (cutSave logs it); a directory's fsync ctx
+// ends leaves the new file in place (SnapshotDir.saveAs logs it).
 func (s *Stage) CloseContext(ctx context.Context) {
-	s.abandonFlight() // after Flush or Abandon nothing is in flight
 	defer context.AfterFunc(ctx, s.ext.cutSaves)()
+	if !s.quietWithin(ctx, nil, s.closeKeyed) { // (after Flush or Abandon nothing is in flight)
+		s.ext.cutSaves()
+		return
+	}
 	s.awaitBuild(ctx)
 	s.ext.saves.Wait()
 	if ctx.Err() != nil {
 		s.ext.cutSaves() // (AfterFunc's call, on a goroutine of its own, may not have run yet)
 	}
-	s.saveKeys(true) // the keys' state as the stop leaves it (keyed_snapshot.go)
-	if s.keyed != nil {
-		if err := s.keyed.close(); err != nil {
-			s.deps.Log.Warn().Err(err).Msg("releasing the keys' models on the device")
-		}
-	}
+	s.saveKeys(true) // the keys' state as the stop leaves it (keyed_save.go)
+	s.closeKeyed()
 }
 
 // PassedOnDropped tells the stage that batches it passed on were dropped unwritten or left
 // uncommitted (the pipeline's run failed, met the hard stop after them, or its final commit
 // failed): read again after a restart, they would count again in the state it saves, so Close
 // saves no keys' or alarm state (the last save stands, as after a crash).
-func (s *Stage) PassedOnDropped() { s.ext.stateAhead = true }
-
-// Abandon releases the batches still held for a first model when the run is abandoned (a
-// failure or the hard stop, so Flush is not reached): they were never passed on, so never
-// acknowledged, and are read again after a restart. After Flush it has nothing to do.
-func (s *Stage) Abandon() {
-	s.abandonFlight()
-	for _, b := range s.ready {
-		delete(s.pending, b)
-		b.Release()
-	}
-	s.ready = nil
-	for _, b := range s.held {
-		delete(s.pending, b)
-		b.Release()
-	}
-	s.held, s.heldRecords = nil, 0
-}
+func (s *Stage) PassedOnDropped() { s.ext.stateAhead.Store(true) }
 
 // columns returns the batch's feature (and uncertainty) columns as float32 slices, without
 // copying (batch.New resolved and checked them).

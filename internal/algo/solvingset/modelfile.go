@@ -2,13 +2,14 @@ package solvingset
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 
+	"github.com/outlierd/outlierd/internal/core/atomicfile"
 	"github.com/outlierd/outlierd/internal/core/sealed"
 )
 
@@ -76,41 +77,20 @@ func (m *Model) Save(w io.Writer) error {
 	return nil
 }
 
-// SaveFile writes the model to path atomically: a temporary file in the same directory,
-// fsync, rename over path, fsync of the directory. A crash leaves the old file or the new one,
-// never a torn one.
-func (m *Model) SaveFile(path string) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("solvingset: save %s: %w", path, err)
+// SaveFile writes the model to path atomically (internal/core/atomicfile: a temporary file in
+// the same directory, fsync, rename over path, fsync of the directory). A crash leaves the old
+// file or the new one, never a torn one. A directory that cannot be synced (some platforms)
+// leaves a complete file in place, so it is not an error.
+func (m *Model) SaveFile(path string) error {
+	var saveErr error
+	_, err := atomicfile.Write(context.Background(), path, func(w io.Writer) error {
+		saveErr = m.Save(w)
+		return saveErr
+	})
+	if err != nil && err != saveErr { // (Save's own says what failed already)
+		err = fmt.Errorf("solvingset: save %w", err)
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err = m.Save(f); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("solvingset: save %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("solvingset: save %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("solvingset: save %s: %w", path, err)
-	}
-	// The rename is durable only once the directory is synced; failing to open the directory
-	// (some platforms) leaves a complete file in place, so it is not an error.
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return err
 }
 
 // LoadFile reads a model written by SaveFile.
