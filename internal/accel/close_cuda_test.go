@@ -17,7 +17,7 @@ import (
 
 // TestCloseDuringAGPUCall (TestCloseContextLeavesACallInFlight on a GPU): gpukern's Close takes
 // the device's lock, which a call in flight holds, so the device's release waited for a build's
-// GPU call the stop had abandoned. With a long call in flight (exact weights of 300,000 rows:
+// GPU call the stop had abandoned. With a long call in flight (exact weights of 1,000,000 rows:
 // seconds), CloseContext under a deadline of 100 ms must return within a second, leave the GPU
 // to the call (which ends with its GPU result, no failure counted), run a later call on the CPU
 // (the CPU's bits, no failure), and Close after the call ended must release the GPU.
@@ -28,7 +28,9 @@ func TestCloseDuringAGPUCall(t *testing.T) {
 		t.Skipf("no GPU: %v", err)
 	}
 	r := rand.New(rand.NewPCG(3, 4))
-	const n = 300_000
+	// 1,000,000 rows: about 2 s on an H200 (300,000 took 174 ms there, too short for the
+	// close's 100 ms deadline to end well before the call).
+	const n = 1_000_000
 	cols := make([][]float32, 8)
 	for j := range cols {
 		cols[j] = make([]float32, n)
