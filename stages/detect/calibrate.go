@@ -321,7 +321,13 @@ func (r *Ranker) meanOf(a, b float64) float64 {
 	if r.Params.Combine == CombineMax {
 		return max(a, b)
 	}
-	return float64(r.DensityWeight*a) + float64(r.DistanceWeight*b)
+	m := float64(r.DensityWeight*a) + float64(r.DistanceWeight*b)
+	if farWeights != farWeightsOff && r.DistanceWeight > 0.5 {
+		if top := r.farBound(); b > top { // (weights_far.go: a prototype's switch)
+			m = float64(r.DensityWeight*a) + float64(r.DistanceWeight*top) + float64(0.5*(b-top))
+		}
+	}
+	return m
 }
 
 // Threshold is the combined score above which about rate of the window's records lie: the
