@@ -316,30 +316,13 @@ func (r *Ranker) farExcess(score, density, distance float64) float64 {
 	return score - r.combineFar(density, distance)
 }
 
-// meanOf is the weighted mean (or max) of both detectors' calibrated scores, a the density's
-// and b the distance's. Where the weights favour the distance (DistanceWeight above 0.5, by
-// rank.AgreementWeights), the part of b past its calibration's knee (the surprisal of its 99th
-// percentile, rank.Calibration.KneeBase: where its fitted exponential tail begins) counts at
-// pastKneeWeight, not at the distance's weight: the weights are fitted on the window's records,
-// and past the knee the distance's score is the fitted tail's extrapolation, which on a skewed
-// sensor (a heavier tail than exponential) puts its clean right tail decades above its rarity
-// (docs/BENCHMARKS.md §12.37, §12.52). Continuous and monotone in a and b; the same bits as the
-// plain weighted mean below the knee and wherever the distance is not favoured (equal weights,
-// one feature, a key's small window).
+// meanOf is the weighted mean (or max) of both detectors' calibrated scores.
 func (r *Ranker) meanOf(a, b float64) float64 {
 	if r.Params.Combine == CombineMax {
 		return max(a, b)
 	}
-	if knee := r.Distance.KneeBase(); r.DistanceWeight > pastKneeWeight && b > knee {
-		return float64(r.DensityWeight*a) + float64(r.DistanceWeight*knee) + float64(pastKneeWeight*(b-knee))
-	}
 	return float64(r.DensityWeight*a) + float64(r.DistanceWeight*b)
 }
-
-// pastKneeWeight is the weight of the distance's calibrated score past its knee where the
-// agreement weights favour it: the equal weights' (docs/BENCHMARKS.md §12.52 screened it
-// against the bound at the largest calibration score, and chose the knee).
-const pastKneeWeight = 0.5
 
 // Threshold is the combined score above which about rate of the window's records lie: the
 // calibration records' combined score of rank floor((1-rate) c); records flag when their
