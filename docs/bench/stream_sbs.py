@@ -129,6 +129,7 @@ def parse_args():
                     help="outlierd again on SET (nab or skab) with config FILE, as detector \"outlierd NAME\" (repeatable): configs side by side in one run")
     ap.add_argument("--replay-args", default="", help="extra arguments for outlierd replay, e.g. \"--window 5000 --refresh-records 2500\"")
     ap.add_argument("--with-ts", action="store_true", help="give outlierd a ts column (epoch ms) too, for a --config whose ingest names it the timestamp (derived time features); the peers never see it")
+    ap.add_argument("--binary", default="", help="outlierd binary to replay (default: go build ./cmd/outlierd into bin/)")
     ap.add_argument("--only-ours", action="store_true", help="run outlierd only (quick sweeps of its config)")
     ap.add_argument("--raw", default="", help="write every figure as one JSON object per line here")
     ap.add_argument("--markdown", action="store_true", help="print Markdown tables")
@@ -792,8 +793,10 @@ def main():
     # ECOD's skewness warns on near-constant windows (NAB's flat lines); its scores stay finite.
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="pyod")
     sets = set(args.sets.split(","))
-    binary = os.path.join(ROOT, "bin", "outlierd")
-    subprocess.check_call(["go", "build", "-o", binary, "./cmd/outlierd"], cwd=ROOT)
+    binary = args.binary
+    if not binary:
+        binary = os.path.join(ROOT, "bin", "outlierd")
+        subprocess.check_call(["go", "build", "-o", binary, "./cmd/outlierd"], cwd=ROOT)
     raw = open(args.raw, "w") if args.raw else None
     started = time.time()
     gen_res, nab_res, skab_res = [], None, None
