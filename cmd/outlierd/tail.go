@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os/signal"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -85,8 +83,9 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 	if cfg.Sink.Format != sink.FormatJSON {
 		return fmt.Errorf("%s: sink.format is %s; tail reads JSON outputs (sink.format: json)", *path, cfg.Sink.Format)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	sig := catchStop(plainLog(stderr, "tail"), "", "no summary of what was printed (tail commits nothing: nothing else is lost)")
+	defer sig.release()
+	ctx := sig.ctx
 	msgs, errc, err := readTopic(ctx, cfg, *fromStart, newLogger(stderr).Level(zerolog.WarnLevel))
 	if err != nil {
 		return err
