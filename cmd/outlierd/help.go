@@ -138,7 +138,9 @@ key's open alert, of time T, are written too, and printed as outliers; "folded i
 open alert" when that alert had no time), "+N folded into the previous alert" (the key's
 next alert). It reads new outputs until Ctrl-C, from the
 beginning of the topic with --from-beginning, and stops after --idle-exit without a new output
-or --max outputs; however it stops, stderr says how many it printed and how many copies it skipped.`},
+(counted from its readers' first fetch: readers that have not connected within 30 s end it with
+an error naming the topic; their failures are logged) or --max outputs; however it stops, stderr
+says how many it printed and how many copies it skipped. A second Ctrl-C exits at once (130).`},
 	"version": {"[--json]",
 		`Prints the version (set at build time with -ldflags "-X main.version=v1.2.3", else the module
 version or VCS revision Go recorded), the Go version, the build (cpu, or cuda for the binary
