@@ -127,7 +127,7 @@ func (l *LagPoller) Poll(ctx context.Context) (map[int]int64, error) {
 		l.m.LagPollFailed()
 		return nil, err
 	}
-	l.m.SetLag(l.cfg.Topic, lag)
+	l.m.SetLag(l.cfg.GroupID, l.cfg.Topic, lag)
 	return lag, nil
 }
 

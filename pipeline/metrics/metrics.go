@@ -104,7 +104,8 @@ type Metrics struct {
 	mu     sync.Mutex
 	model  *ModelInfo
 	device string
-	lag    map[int]int64 // partition -> lag, for lagTopic
+	lag    map[int]int64 // partition -> lag, of group on topic
+	group  string
 	topic  string
 	queues map[string]func() int
 	// kernelTimes reads the GPU's per-kernel totals (SetKernelTimes; nil on the CPU).
@@ -351,16 +352,16 @@ func (m *Metrics) AddGPU(kernel time.Duration, hostToDevice, deviceToHost, fallb
 	m.gpuBytesToHost.Add(float64(deviceToHost))
 }
 
-// SetLag replaces the consumer lag of topic, per partition (records between the partition's
-// high watermark and the group's committed offset). Partitions absent from lag disappear from
-// the output.
-func (m *Metrics) SetLag(topic string, lag map[int]int64) {
+// SetLag replaces the consumer lag of group on topic, per partition (records between the
+// partition's high watermark and the group's committed offset). Partitions absent from lag
+// disappear from the output.
+func (m *Metrics) SetLag(group, topic string, lag map[int]int64) {
 	cp := make(map[int]int64, len(lag))
 	for p, l := range lag {
 		cp[p] = l
 	}
 	m.mu.Lock()
-	m.topic, m.lag = topic, cp
+	m.group, m.topic, m.lag = group, topic, cp
 	m.mu.Unlock()
 	total := int64(0)
 	for _, l := range lag {
@@ -501,8 +502,8 @@ var (
 	descDevice = prometheus.NewDesc("outlierd_device_info",
 		"The device the detectors run on (value always 1).", []string{"device"}, nil)
 	descLag = prometheus.NewDesc("outlierd_consumer_lag",
-		"Records between a partition's high watermark and the consumer group's committed offset, from the last lag poll.",
-		[]string{"topic", "partition"}, nil)
+		"Records between a partition's high watermark and the committed offset of the consumer group (a builder's is a group of its own), from the last lag poll.",
+		[]string{"group", "topic", "partition"}, nil)
 	descQueue = prometheus.NewDesc("outlierd_queue_batches",
 		"Batches waiting in a queue between stages (bounded by run.queue_batches).", []string{"queue"}, nil)
 )
@@ -523,7 +524,7 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	m.mu.Lock()
-	model, device, topic := m.model, m.device, m.topic
+	model, device, group, topic := m.model, m.device, m.group, m.topic
 	lag := make([]int, 0, len(m.lag))
 	for p := range m.lag {
 		lag = append(lag, p)
@@ -556,7 +557,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descDevice, 1, device)
 	for i, p := range lag {
-		gauge(descLag, float64(lagValues[i]), topic, strconv.Itoa(p))
+		gauge(descLag, float64(lagValues[i]), group, topic, strconv.Itoa(p))
 	}
 	for name, f := range queues {
 		gauge(descQueue, float64(f()), name)
