@@ -425,12 +425,16 @@ func (m *Metrics) SetQueue(name string, length func() int) {
 // stale time is 3 lag intervals, at least 10 s (lag.go): lag is only seen once an interval,
 // and a loaded pipeline may take seconds per batch without being stuck. While the pipeline is
 // starting (SetStarting), what the start waits for is the only reason: the brokers, the model,
-// the sink and the source are judged once it runs.
+// the sink and the source are judged once it runs; a stop during the start says "stopping
+// during the start" instead.
 func (m *Metrics) Ready() (bool, string) {
 	m.mu.Lock()
 	starting := m.starting
 	m.mu.Unlock()
 	if starting != "" {
+		if m.stopping.Load() {
+			return false, "stopping during the start"
+		}
 		return false, starting
 	}
 	var why []string
