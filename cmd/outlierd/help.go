@@ -94,6 +94,8 @@ against the model of the recent window, writes to sink.topic (and malformed reco
 sink.dead_letter_topic), and commits offsets once every record below them is written.
 SIGINT/SIGTERM stop gracefully (drain, flush, commit; a builder then publishes the models it
 still holds) within run.shutdown_timeout; during the start they end its waits, exit status 0.
+A second SIGINT/SIGTERM during the stop exits at once (status 130/143), logging what it leaves
+undone (uncommitted batches are read again at the next start).
 SIGHUP, or a change of the file's content, reloads the config live (a SIGHUP received during
 the start, once the pipeline runs); a reload the running pipeline cannot apply is refused and logged, and the running
 config keeps going. Logs are JSON lines on stderr (readable lines on a terminal).`},
