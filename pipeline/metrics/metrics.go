@@ -142,6 +142,9 @@ type Metrics struct {
 	// starting says what pipeline.New waits for (SetStarting; guarded by mu): while it is set,
 	// it is /readyz's only reason.
 	starting string
+	// inputMissing says that the last lag poll found no input topic (setInputMissing; guarded
+	// by mu; "" otherwise): a reason of /readyz.
+	inputMissing string
 }
 
 // New returns a Metrics with its own registry, holding the pipeline's series plus the Go
@@ -399,6 +402,14 @@ func (m *Metrics) SetStaleModelAfter(d, refresh time.Duration) {
 	m.staleRefresh.Store(int64(refresh))
 }
 
+// setInputMissing says why the input topic cannot be consumed because the brokers do not know
+// it ("" once a lag poll finds it again): the lag poller sets it.
+func (m *Metrics) setInputMissing(why string) {
+	m.mu.Lock()
+	m.inputMissing = why
+	m.mu.Unlock()
+}
+
 // SetStopping marks the pipeline as stopping (the soft stop began, or it ended): /readyz
 // reports not ready from then on.
 func (m *Metrics) SetStopping() { m.stopping.Store(true) }
@@ -467,9 +478,13 @@ func (m *Metrics) Ready() (bool, string) {
 	for _, f := range m.sinkFailing {
 		failing = append(failing, f)
 	}
+	inputMissing := m.inputMissing
 	m.mu.Unlock()
 	sort.Strings(failing)
 	why = append(why, failing...)
+	if inputMissing != "" {
+		why = append(why, inputMissing)
+	}
 	if stale := time.Duration(m.sourceStaleAfter.Load()); stale > 0 && !m.caughtUp.Load() {
 		switch last := m.progress.Load(); {
 		case last == 0:
