@@ -52,8 +52,8 @@ func TestPromQLNames(t *testing.T) {
 		want []string
 	}{
 		{`up{job="outlierd"} == 0`, []string{"up"}},
-		{`sum by (topic) (max by (topic, partition) (outlierd_consumer_lag)) > 100000
-		  and deriv(sum by (topic) (max by (topic, partition) (outlierd_consumer_lag))[15m:1m]) > 0`, []string{"outlierd_consumer_lag"}},
+		{`sum by (group, topic) (max by (group, topic, partition) (outlierd_consumer_lag)) > 100000
+		  and deriv(sum by (group, topic) (max by (group, topic, partition) (outlierd_consumer_lag))[15m:1m]) > 0`, []string{"outlierd_consumer_lag"}},
 		{`histogram_quantile(0.99, sum by (le, stage) (rate(outlierd_batch_duration_seconds_bucket{stage!="fetch"}[5m]))) > 2`,
 			[]string{"outlierd_batch_duration_seconds_bucket"}},
 		{`rate(a_total[30m]) / rate(b_total[30m]) > 5 * (rate(a_total[1d] offset 1d) / rate(b_total[1d] offset 1d))`, []string{"a_total", "b_total"}},

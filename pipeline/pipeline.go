@@ -93,10 +93,17 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*Pipeline, error)
 // New checks the topics (up to topicCheckWait for brokers that cannot be reached), /readyz says
 // what the check waits for, and, when New fails, why.
 func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metrics.Metrics) (_ *Pipeline, err error) {
+	// A stop during the start: /readyz says "stopping" from the signal on (not what the start
+	// waited for, nor "start failed" once New returns: cmd/outlierd exits 0 then).
+	stopReady := context.AfterFunc(ctx, m.SetStopping)
 	defer func() {
-		if err != nil {
+		stopReady()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			m.SetStopping()
+		case err != nil:
 			m.SetStarting("start failed: " + strings.ReplaceAll(err.Error(), "\n", "; ")) // errors.Join's lines
-		} else {
+		default:
 			m.SetStarting("")
 		}
 	}()

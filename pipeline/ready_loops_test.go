@@ -40,7 +40,7 @@ func TestReadyDeadLettersCountWhenFetched(t *testing.T) {
 	m := p.metrics
 	m.SetModel(metrics.ModelInfo{Version: 1, BuiltAt: time.Now()})
 	m.SetBrokerConnected(true)
-	m.SetLag("in", map[int]int64{0: 40})
+	m.SetLag("g", "in", map[int]int64{0: 40})
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -65,7 +65,7 @@ func TestReadyDeadLettersCountWhenFetched(t *testing.T) {
 	// The brokers go away and come back, still with lag; then the write of before succeeds.
 	m.SetBrokerConnected(false)
 	m.SetBrokerConnected(true)
-	m.SetLag("in", map[int]int64{0: 40})
+	m.SetLag("g", "in", map[int]int64{0: 40})
 	close(release)
 	for deadline := time.Now().Add(20 * time.Second); p.Stats().DeadLetters.Load() != 2; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {

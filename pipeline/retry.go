@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 
@@ -102,6 +103,14 @@ func unreachable(err error) bool {
 	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, context.DeadlineExceeded)
+}
+
+// plaintextToTLS reports whether err is kafka-go's sign of a plaintext client talking to a TLS
+// listener: the answer's first bytes are a TLS alert record (protocol.ReadResponse wraps its
+// io.ErrUnexpectedEOF with these words, its only mark). A misconfiguration, not an outage: no
+// retry fixes it.
+func plaintextToTLS(err error) bool {
+	return err != nil && errors.Is(err, io.ErrUnexpectedEOF) && strings.Contains(err.Error(), "broker appears to be expecting TLS")
 }
 
 // backoff waits before attempt+1 (attempt counts from 1); it returns false when ctx ended.

@@ -28,6 +28,12 @@ type made struct {
 // cmd/outlierd does, and returns the server's base URL and NewWithMetrics's result to come.
 func newServed(t *testing.T, cfg Config) (string, <-chan made) {
 	t.Helper()
+	return newServedCtx(t, context.Background(), cfg)
+}
+
+// newServedCtx is newServed with New's context.
+func newServedCtx(t *testing.T, ctx context.Context, cfg Config) (string, <-chan made) {
+	t.Helper()
 	log := zerolog.New(zerolog.NewTestWriter(t)).With().Timestamp().Logger()
 	m := metrics.New()
 	srv, err := metrics.Listen("127.0.0.1:0", m, log)
@@ -41,7 +47,7 @@ func newServed(t *testing.T, cfg Config) (string, <-chan made) {
 	})
 	out := make(chan made, 1)
 	go func() {
-		p, err := NewWithMetrics(context.Background(), cfg, log, m)
+		p, err := NewWithMetrics(ctx, cfg, log, m)
 		out <- made{p, err}
 	}()
 	return "http://" + srv.Addr(), out

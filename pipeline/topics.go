@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -59,6 +61,25 @@ type TopicRef struct {
 	Key, Name string // the config key naming the topic ("sink.topic"), and the topic
 	Brokers   []string
 	Security  kafkasec.Config
+}
+
+// tlsKey is the config key that turns TLS on for t's brokers.
+func (t TopicRef) tlsKey() string {
+	if strings.HasPrefix(t.Key, "ingest.") {
+		return "ingest.security.tls.enabled"
+	}
+	return "sink.security.tls.enabled (sink.security, when left out, is ingest.security)"
+}
+
+// cutHint is what the topic check's last error adds when TLS is on and the connection was made
+// and then cut (an EOF or a reset, not a refusal or a timeout): a plaintext listener reads the
+// ClientHello as a request and closes, which looks like a broker going away, so the words say
+// which key may be wrong.
+func (t TopicRef) cutHint(err error) string {
+	if !t.Security.TLS.Enabled || !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		return ""
+	}
+	return " (each connection was cut during the TLS handshake: is it a plaintext listener? " + t.tlsKey() + " is true)"
 }
 
 // InputTopic is cfg's ingest.topic, on the ingest brokers.
@@ -258,6 +279,10 @@ func topicPartitions(ctx context.Context, t TopicRef, log zerolog.Logger, note c
 			}
 			return nil, nil // not listed: unknown
 		}
+		if plaintextToTLS(err) { // (an unexpected EOF, which unreachable takes for a broker going away)
+			return nil, fmt.Errorf("pipeline: %s: checking topic %q on %s: the brokers answer in TLS and the client speaks plaintext: set %s: true: %w",
+				t.Key, t.Name, strings.Join(t.Brokers, ","), t.tlsKey(), err)
+		}
 		if !unreachable(err) && !transient(err) {
 			return nil, fmt.Errorf("pipeline: %s: checking topic %q on %s: %w", t.Key, t.Name, strings.Join(t.Brokers, ","), err)
 		}
@@ -267,8 +292,8 @@ func topicPartitions(ctx context.Context, t TopicRef, log zerolog.Logger, note c
 		note.waitingFor(t, fmt.Sprintf("the brokers to answer about %s %q (unreachable, attempt %d, gives up after %s: %v)",
 			t.Key, t.Name, attempt, limit, err))
 		if !backoff(ctx, attempt) {
-			return nil, fmt.Errorf("pipeline: %s: cannot check topic %q: brokers %s unreachable for %s: %w",
-				t.Key, t.Name, strings.Join(t.Brokers, ","), limit, err)
+			return nil, fmt.Errorf("pipeline: %s: cannot check topic %q: brokers %s unreachable for %s%s: %w",
+				t.Key, t.Name, strings.Join(t.Brokers, ","), limit, t.cutHint(err), err)
 		}
 	}
 }

@@ -8,11 +8,9 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/signal"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -32,9 +30,9 @@ import (
 // pipeline with configs/demo.yaml, and a live summary scored against the ground truth, until
 // SIGINT or SIGTERM.
 func runDemo(args []string, stdout, stderr io.Writer, opt accel.Options) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	return demo(ctx, args, stdout, stderr, opt)
+	sig := catchStop(newLogger(stderr), "", "the demo's pipeline is not drained (nothing is lost: its broker lives in this process)")
+	defer sig.release()
+	return demo(sig.ctx, args, stdout, stderr, opt)
 }
 
 // demo is runDemo until ctx ends (the browser test ends it).

@@ -94,6 +94,8 @@ against the model of the recent window, writes to sink.topic (and malformed reco
 sink.dead_letter_topic), and commits offsets once every record below them is written.
 SIGINT/SIGTERM stop gracefully (drain, flush, commit; a builder then publishes the models it
 still holds) within run.shutdown_timeout; during the start they end its waits, exit status 0.
+A second SIGINT/SIGTERM during the stop exits at once (status 130/143), logging what it leaves
+undone (uncommitted batches are read again at the next start).
 SIGHUP, or a change of the file's content, reloads the config live (a SIGHUP received during
 the start, once the pipeline runs); a reload the running pipeline cannot apply is refused and logged, and the running
 config keeps going. Logs are JSON lines on stderr (readable lines on a terminal).`},
@@ -138,7 +140,9 @@ key's open alert, of time T, are written too, and printed as outliers; "folded i
 open alert" when that alert had no time), "+N folded into the previous alert" (the key's
 next alert). It reads new outputs until Ctrl-C, from the
 beginning of the topic with --from-beginning, and stops after --idle-exit without a new output
-or --max outputs; however it stops, stderr says how many it printed and how many copies it skipped.`},
+(counted from its readers' first fetch: readers that have not connected within 30 s end it with
+an error naming the topic; their failures are logged) or --max outputs; however it stops, stderr
+says how many it printed and how many copies it skipped. A second Ctrl-C exits at once (130).`},
 	"version": {"[--json]",
 		`Prints the version (set at build time with -ldflags "-X main.version=v1.2.3", else the module
 version or VCS revision Go recorded), the Go version, the build (cpu, or cuda for the binary

@@ -85,7 +85,7 @@ func main() {
 // why not), then the command.
 func mainWith(args []string) int {
 	if len(args) > 0 && args[0] == "run" {
-		runSignals = catchRunSignals()
+		runSignals = catchRunSignals(os.Stderr)
 	}
 	why := handOff(args, runSignals.stopped())
 	return runWith(args, os.Stdout, os.Stderr, accel.Options{NoCompanion: why})

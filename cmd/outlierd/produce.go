@@ -3,18 +3,15 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -110,8 +107,9 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	sig := catchStop(plainLog(stderr, "produce"), "", fmt.Sprintf("the records being written to topic %s may or may not have gone (no summary of what was sent)", in.Topic))
+	defer sig.release()
+	ctx := sig.ctx
 	topic := pipeline.InputTopic(cfg)
 	if _, err := topic.PartitionIDs(ctx, newLogger(stderr).Level(zerolog.WarnLevel)); err != nil {
 		if ctx.Err() != nil {

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"reflect"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -159,7 +157,7 @@ func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	sig := runSignals
 	runSignals = nil // (this run's alone: released below, a later run in the process catches its own)
 	if sig == nil {
-		sig = catchRunSignals()
+		sig = catchRunSignals(stderr)
 	}
 	defer sig.release()
 	ctx, hup := sig.ctx, sig.hup
@@ -185,6 +183,7 @@ func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	if err != nil {
 		return err
 	}
+	sig.stop.setLog(log)
 	noteCompanion(log, string(cfg.Device), opt)
 	stopped := func(err error) bool {
 		if ctx.Err() != nil {
@@ -229,19 +228,31 @@ func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 // at its end.
 var runSignals *caughtSignals
 
-// caughtSignals are run's stop signals (ctx ends at SIGINT or SIGTERM) and its reload signal
-// (hup: SIGHUP, pipeline.ReloadSignals), caught from catchRunSignals on.
+// caughtSignals are run's stop signals (ctx ends at SIGINT or SIGTERM; a second one exits at
+// once, stopSignals) and its reload signal (hup: SIGHUP, pipeline.ReloadSignals), caught from
+// catchRunSignals on.
 type caughtSignals struct {
 	ctx     context.Context
 	hup     <-chan os.Signal
+	stop    *stopSignals
 	release func()
 }
 
-func catchRunSignals() *caughtSignals {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+// catchRunSignals catches run's signals, logging to stderr until runRun names its logger.
+func catchRunSignals(stderr io.Writer) *caughtSignals {
+	st := catchStop(newLogger(stderr), runStopping, runUnfinished)
 	hup, stopHup := pipeline.ReloadSignals()
-	return &caughtSignals{ctx: ctx, hup: hup, release: func() { stopHup(); stop() }}
+	return &caughtSignals{ctx: st.ctx, hup: hup, stop: st, release: func() { stopHup(); st.release() }}
 }
+
+// run's messages at a first and a second stop signal (stopSignals).
+const (
+	runStopping = "stopping: draining, committing, publishing and saving, within run.shutdown_timeout; " +
+		"a second SIGINT or SIGTERM exits at once without finishing"
+	runUnfinished = "the batches in flight are not written and their offsets not committed (read and written again " +
+		"at the next start), a builder's models not yet published are lost, the keys' and alarm state are not saved " +
+		"(the last complete save stands)"
+)
 
 // stopped is the context a stop ends (never ending without caught signals: a command other than
 // run).

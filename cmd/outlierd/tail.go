@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -85,18 +85,25 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 	if cfg.Sink.Format != sink.FormatJSON {
 		return fmt.Errorf("%s: sink.format is %s; tail reads JSON outputs (sink.format: json)", *path, cfg.Sink.Format)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	msgs, errc, err := readTopic(ctx, cfg, *fromStart, newLogger(stderr).Level(zerolog.WarnLevel))
+	sig := catchStop(plainLog(stderr, "tail"), "", "no summary of what was printed (tail commits nothing: nothing else is lost)")
+	defer sig.release()
+	ctx := sig.ctx
+	msgs, fetching, errc, err := readTopic(ctx, cfg, *fromStart, newLogger(stderr).Level(zerolog.WarnLevel))
 	if err != nil {
 		return err
 	}
-	var idleC <-chan time.Time
+	// --idle-exit counts from the moment every partition's reader has connected and sent its
+	// first fetch (fetching): counted from before, a value shorter than the connection (a TLS
+	// handshake, a remote broker) ended tail before it had read anything. Readers that cannot
+	// connect end it after tailConnectWait instead, when --idle-exit is set (a script waits on it).
+	var idleC, connectC <-chan time.Time
 	var timer *time.Timer
 	if *idle > 0 {
-		timer = time.NewTimer(*idle)
-		defer timer.Stop()
-		idleC = timer.C
+		connect := time.NewTimer(tailConnectWait)
+		defer connect.Stop()
+		connectC = connect.C
+	} else {
+		fetching = nil
 	}
 	seen := &seenIDs{set: map[string]struct{}{}, limit: 1 << 20}
 	printed, dups := 0, 0
@@ -105,6 +112,14 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 		case <-ctx.Done():
 			fmt.Fprintf(stderr, "outlierd tail: stopped: %d printed, %d copies skipped\n", printed, dups)
 			return nil
+		case <-fetching:
+			fetching, connectC = nil, nil
+			timer = time.NewTimer(*idle)
+			defer timer.Stop()
+			idleC = timer.C
+		case <-connectC:
+			return fmt.Errorf("sink.topic %q on %s: tail's readers have not all connected and fetched within %s (the reasons are logged above): %d printed",
+				cfg.Sink.Topic, strings.Join(cfg.Sink.Brokers, ","), tailConnectWait, printed)
 		case <-idleC:
 			fmt.Fprintf(stderr, "outlierd tail: no new output for %s: %d printed, %d copies skipped\n", *idle, printed, dups)
 			return nil
@@ -180,40 +195,49 @@ func formatTail(o *tailOutput) string {
 	return fmt.Sprintf("%s  key=%s  score=%s  %s", o.ID, key, score, o.Explanation)
 }
 
+// tailConnectWait bounds tail --idle-exit's wait for its readers' first fetches (the topic
+// check's bound, pipeline's topicCheckWait).
+var tailConnectWait = 30 * time.Second
+
 // readTopic reads every partition of sink.topic (no consumer group: nothing is committed,
-// nothing left on the broker), from the beginning or the end, into one channel.
-func readTopic(ctx context.Context, cfg pipeline.Config, fromStart bool, log zerolog.Logger) (<-chan kafka.Message, <-chan error, error) {
+// nothing left on the broker), from the beginning or the end, into one channel. fetching is
+// closed once every partition's reader has connected, found its offset and sent its first
+// fetch; the readers' failures to connect or fetch (retried) are logged at warn.
+func readTopic(ctx context.Context, cfg pipeline.Config, fromStart bool, log zerolog.Logger) (msgs <-chan kafka.Message, fetching <-chan struct{}, errc <-chan error, err error) {
 	sc := cfg.Sink
 	topic := pipeline.OutputTopic(cfg)
 	parts, err := topic.PartitionIDs(ctx, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	dialer, err := topic.Dialer()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	start := kafka.LastOffset
 	if fromStart {
 		start = kafka.FirstOffset
 	}
 	out := make(chan kafka.Message, 256)
-	errc := make(chan error, len(parts))
+	errs := make(chan error, len(parts))
 	var once sync.Once
+	readers := make([]*kafka.Reader, 0, len(parts))
 	for _, p := range parts {
 		r := kafka.NewReader(kafka.ReaderConfig{Brokers: sc.Brokers, Topic: sc.Topic, Partition: p, Dialer: dialer,
-			MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 250 * time.Millisecond})
+			MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 250 * time.Millisecond,
+			ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { log.Warn().Msg("reading sink.topic: " + fmt.Sprintf(f, a...)) })})
 		if err := r.SetOffset(start); err != nil {
 			r.Close()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
+		readers = append(readers, r)
 		go func() {
 			defer r.Close()
 			for {
 				m, err := r.ReadMessage(ctx)
 				if err != nil {
 					if ctx.Err() == nil {
-						once.Do(func() { errc <- fmt.Errorf("reading sink.topic %q partition %d: %w", sc.Topic, p, err) })
+						once.Do(func() { errs <- fmt.Errorf("reading sink.topic %q partition %d: %w", sc.Topic, p, err) })
 					}
 					return
 				}
@@ -225,5 +249,27 @@ func readTopic(ctx context.Context, cfg pipeline.Config, fromStart bool, log zer
 			}
 		}()
 	}
-	return out, errc, nil
+	return out, firstFetches(ctx, readers), errs, nil
+}
+
+// firstFetches is closed once each of the readers has begun a fetch (kafka-go counts one when it
+// sends it, after the connection and the offset lookup), asked every 20 ms until ctx ends.
+func firstFetches(ctx context.Context, readers []*kafka.Reader) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		left := readers
+		for len(left) > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			// (Stats' counters count since its previous call: tail makes no other.)
+			left = slices.DeleteFunc(left, func(r *kafka.Reader) bool { return r.Stats().Fetches > 0 })
+		}
+		close(done)
+	}()
+	return done
 }

@@ -29,7 +29,7 @@ func BenchmarkScrape(b *testing.B) {
 	for p := range 12 {
 		lag[p] = int64(p)
 	}
-	m.SetLag("t", lag)
+	m.SetLag("g", "t", lag)
 	m.SetQueue("fetched", func() int { return 1 })
 	m.SetQueue("scored", func() int { return 2 })
 	b.ReportAllocs()

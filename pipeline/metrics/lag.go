@@ -125,11 +125,19 @@ func (l *LagPoller) Poll(ctx context.Context) (map[int]int64, error) {
 	l.m.SetBrokerConnected(err == nil || errors.As(err, &kerr))
 	if err != nil {
 		l.m.LagPollFailed()
+		if errors.Is(err, errNoTopic) { // (deleted while running: the source fetches nothing, for ever)
+			l.m.setInputMissing(fmt.Sprintf("input topic %q does not exist on the brokers (deleted?): nothing to consume", l.cfg.Topic))
+			l.m.SetLag(l.cfg.GroupID, l.cfg.Topic, nil) // (no partitions left to show a lag for)
+		}
 		return nil, err
 	}
-	l.m.SetLag(l.cfg.Topic, lag)
+	l.m.setInputMissing("")
+	l.m.SetLag(l.cfg.GroupID, l.cfg.Topic, lag)
 	return lag, nil
 }
+
+// errNoTopic marks a poll whose topic the brokers do not know.
+var errNoTopic = errors.New("the brokers do not know the topic")
 
 func (l *LagPoller) poll(ctx context.Context) (map[int]int64, error) {
 	md, err := l.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{l.cfg.Topic}})
@@ -141,6 +149,9 @@ func (l *LagPoller) poll(ctx context.Context) (map[int]int64, error) {
 		if t.Name != l.cfg.Topic {
 			continue
 		}
+		if errors.Is(t.Error, kafka.UnknownTopicOrPartition) {
+			return nil, fmt.Errorf("metrics: lag: metadata of topic %q: %w: %w", l.cfg.Topic, errNoTopic, t.Error)
+		}
 		if t.Error != nil {
 			return nil, fmt.Errorf("metrics: lag: metadata of topic %q: %w", l.cfg.Topic, t.Error)
 		}
@@ -149,7 +160,7 @@ func (l *LagPoller) poll(ctx context.Context) (map[int]int64, error) {
 		}
 	}
 	if len(parts) == 0 {
-		return nil, fmt.Errorf("metrics: lag: topic %q has no partitions", l.cfg.Topic)
+		return nil, fmt.Errorf("metrics: lag: topic %q has no partitions: %w", l.cfg.Topic, errNoTopic)
 	}
 
 	of, err := l.client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: l.cfg.GroupID, Topics: map[string][]int{l.cfg.Topic: parts}})

@@ -141,6 +141,28 @@ func testLag(t *testing.T, br testsupport.Broker) *Metrics {
 		if !maps.Equal(published, tc.want) {
 			t.Errorf("published lag %v, want %v", published, tc.want)
 		}
+		// The series name the group: a builder polls its own group's lag (pipeline.BuilderGroup)
+		// and its scorers theirs, on the same topic and partitions. Without the label one
+		// deployment's series of the two groups were one (max by (topic, partition) took the
+		// larger: an alert, a dashboard or an autoscaler on the scorers' lag read the builder's).
+		fams, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if f.GetName() != "outlierd_consumer_lag" {
+				continue
+			}
+			for _, s := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range s.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["group"] != group || labels["topic"] != topic {
+					t.Errorf("outlierd_consumer_lag labels %v, want group %q and topic %q", labels, group, topic)
+				}
+			}
+		}
 	}
 	if !m.connected.Load() {
 		t.Error("brokers answered but the state says not connected")
@@ -150,7 +172,7 @@ func testLag(t *testing.T, br testsupport.Broker) *Metrics {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.SetLag(topic, nil)
+	m.SetLag(group, topic, nil)
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); l.Run(rctx) }()

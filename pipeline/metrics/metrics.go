@@ -104,7 +104,8 @@ type Metrics struct {
 	mu     sync.Mutex
 	model  *ModelInfo
 	device string
-	lag    map[int]int64 // partition -> lag, for lagTopic
+	lag    map[int]int64 // partition -> lag, of group on topic
+	group  string
 	topic  string
 	queues map[string]func() int
 	// kernelTimes reads the GPU's per-kernel totals (SetKernelTimes; nil on the CPU).
@@ -141,6 +142,9 @@ type Metrics struct {
 	// starting says what pipeline.New waits for (SetStarting; guarded by mu): while it is set,
 	// it is /readyz's only reason.
 	starting string
+	// inputMissing says that the last lag poll found no input topic (setInputMissing; guarded
+	// by mu; "" otherwise): a reason of /readyz.
+	inputMissing string
 }
 
 // New returns a Metrics with its own registry, holding the pipeline's series plus the Go
@@ -351,16 +355,16 @@ func (m *Metrics) AddGPU(kernel time.Duration, hostToDevice, deviceToHost, fallb
 	m.gpuBytesToHost.Add(float64(deviceToHost))
 }
 
-// SetLag replaces the consumer lag of topic, per partition (records between the partition's
-// high watermark and the group's committed offset). Partitions absent from lag disappear from
-// the output.
-func (m *Metrics) SetLag(topic string, lag map[int]int64) {
+// SetLag replaces the consumer lag of group on topic, per partition (records between the
+// partition's high watermark and the group's committed offset). Partitions absent from lag
+// disappear from the output.
+func (m *Metrics) SetLag(group, topic string, lag map[int]int64) {
 	cp := make(map[int]int64, len(lag))
 	for p, l := range lag {
 		cp[p] = l
 	}
 	m.mu.Lock()
-	m.topic, m.lag = topic, cp
+	m.group, m.topic, m.lag = group, topic, cp
 	m.mu.Unlock()
 	total := int64(0)
 	for _, l := range lag {
@@ -398,6 +402,14 @@ func (m *Metrics) SetStaleModelAfter(d, refresh time.Duration) {
 	m.staleRefresh.Store(int64(refresh))
 }
 
+// setInputMissing says why the input topic cannot be consumed because the brokers do not know
+// it ("" once a lag poll finds it again): the lag poller sets it.
+func (m *Metrics) setInputMissing(why string) {
+	m.mu.Lock()
+	m.inputMissing = why
+	m.mu.Unlock()
+}
+
 // SetStopping marks the pipeline as stopping (the soft stop began, or it ended): /readyz
 // reports not ready from then on.
 func (m *Metrics) SetStopping() { m.stopping.Store(true) }
@@ -424,12 +436,16 @@ func (m *Metrics) SetQueue(name string, length func() int) {
 // stale time is 3 lag intervals, at least 10 s (lag.go): lag is only seen once an interval,
 // and a loaded pipeline may take seconds per batch without being stuck. While the pipeline is
 // starting (SetStarting), what the start waits for is the only reason: the brokers, the model,
-// the sink and the source are judged once it runs.
+// the sink and the source are judged once it runs; a stop during the start says "stopping
+// during the start" instead.
 func (m *Metrics) Ready() (bool, string) {
 	m.mu.Lock()
 	starting := m.starting
 	m.mu.Unlock()
 	if starting != "" {
+		if m.stopping.Load() {
+			return false, "stopping during the start"
+		}
 		return false, starting
 	}
 	var why []string
@@ -462,9 +478,13 @@ func (m *Metrics) Ready() (bool, string) {
 	for _, f := range m.sinkFailing {
 		failing = append(failing, f)
 	}
+	inputMissing := m.inputMissing
 	m.mu.Unlock()
 	sort.Strings(failing)
 	why = append(why, failing...)
+	if inputMissing != "" {
+		why = append(why, inputMissing)
+	}
 	if stale := time.Duration(m.sourceStaleAfter.Load()); stale > 0 && !m.caughtUp.Load() {
 		switch last := m.progress.Load(); {
 		case last == 0:
@@ -501,8 +521,8 @@ var (
 	descDevice = prometheus.NewDesc("outlierd_device_info",
 		"The device the detectors run on (value always 1).", []string{"device"}, nil)
 	descLag = prometheus.NewDesc("outlierd_consumer_lag",
-		"Records between a partition's high watermark and the consumer group's committed offset, from the last lag poll.",
-		[]string{"topic", "partition"}, nil)
+		"Records between a partition's high watermark and the committed offset of the consumer group (a builder's is a group of its own), from the last lag poll.",
+		[]string{"group", "topic", "partition"}, nil)
 	descQueue = prometheus.NewDesc("outlierd_queue_batches",
 		"Batches waiting in a queue between stages (bounded by run.queue_batches).", []string{"queue"}, nil)
 )
@@ -523,7 +543,7 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	m.mu.Lock()
-	model, device, topic := m.model, m.device, m.topic
+	model, device, group, topic := m.model, m.device, m.group, m.topic
 	lag := make([]int, 0, len(m.lag))
 	for p := range m.lag {
 		lag = append(lag, p)
@@ -556,7 +576,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descDevice, 1, device)
 	for i, p := range lag {
-		gauge(descLag, float64(lagValues[i]), topic, strconv.Itoa(p))
+		gauge(descLag, float64(lagValues[i]), group, topic, strconv.Itoa(p))
 	}
 	for name, f := range queues {
 		gauge(descQueue, float64(f()), name)

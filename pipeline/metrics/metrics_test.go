@@ -60,7 +60,7 @@ outlierd_device_info{device="cpu"} 1
 	m.SetWindow(5000, 20000)
 	m.SetModel(ModelInfo{Version: 3, BuiltAt: now.Add(-90 * time.Second), BuildTime: 1500 * time.Millisecond,
 		WindowRecords: 20000, MicroClusters: 200, SolvingSetSize: 740, WStar: 2.5})
-	m.SetLag("sensors", map[int]int64{0: 5, 2: 17, 1: 0})
+	m.SetLag("g", "sensors", map[int]int64{0: 5, 2: 17, 1: 0})
 	m.SetQueue("fetched", func() int { return 3 })
 	m.SetQueue("scored", func() int { return 1 })
 	m.ObserveBatch(StageFetch, 3*time.Millisecond)
@@ -122,11 +122,11 @@ outlierd_solving_set_size 740
 # HELP outlierd_w_star w*: the weight of the window's n-th top outlier, the distance detector's threshold.
 # TYPE outlierd_w_star gauge
 outlierd_w_star 2.5
-# HELP outlierd_consumer_lag Records between a partition's high watermark and the consumer group's committed offset, from the last lag poll.
+# HELP outlierd_consumer_lag Records between a partition's high watermark and the committed offset of the consumer group (a builder's is a group of its own), from the last lag poll.
 # TYPE outlierd_consumer_lag gauge
-outlierd_consumer_lag{partition="0",topic="sensors"} 5
-outlierd_consumer_lag{partition="1",topic="sensors"} 0
-outlierd_consumer_lag{partition="2",topic="sensors"} 17
+outlierd_consumer_lag{group="g",partition="0",topic="sensors"} 5
+outlierd_consumer_lag{group="g",partition="1",topic="sensors"} 0
+outlierd_consumer_lag{group="g",partition="2",topic="sensors"} 17
 # HELP outlierd_queue_batches Batches waiting in a queue between stages (bounded by run.queue_batches).
 # TYPE outlierd_queue_batches gauge
 outlierd_queue_batches{queue="fetched"} 3
@@ -206,16 +206,16 @@ outlierd_broker_connected 0
 
 	// Later changes replace the state: a new device, lag without partition 2, GPU work.
 	m.SetDevice("cuda:NVIDIA H100")
-	m.SetLag("sensors", map[int]int64{0: 1})
+	m.SetLag("g", "sensors", map[int]int64{0: 1})
 	m.SetQueue("scored", nil)
 	m.AddGPU(250*time.Millisecond, 4096, 1024, 2)
 	if err := scrapeAndCompare(t, srv.URL+"/metrics", strings.NewReader(`
 # HELP outlierd_device_info The device the detectors run on (value always 1).
 # TYPE outlierd_device_info gauge
 outlierd_device_info{device="cuda:NVIDIA H100"} 1
-# HELP outlierd_consumer_lag Records between a partition's high watermark and the consumer group's committed offset, from the last lag poll.
+# HELP outlierd_consumer_lag Records between a partition's high watermark and the committed offset of the consumer group (a builder's is a group of its own), from the last lag poll.
 # TYPE outlierd_consumer_lag gauge
-outlierd_consumer_lag{partition="0",topic="sensors"} 1
+outlierd_consumer_lag{group="g",partition="0",topic="sensors"} 1
 # HELP outlierd_queue_batches Batches waiting in a queue between stages (bounded by run.queue_batches).
 # TYPE outlierd_queue_batches gauge
 outlierd_queue_batches{queue="fetched"} 3

@@ -28,7 +28,7 @@ func TestReadyzSourceAndSink(t *testing.T) {
 		status int
 		body   []string
 	}{
-		{"lag, nothing fetched yet", func() { m.SetLag("in", map[int]int64{0: 5, 1: 0}) }, 503, []string{"source not consuming", "lag"}},
+		{"lag, nothing fetched yet", func() { m.SetLag("g", "in", map[int]int64{0: 5, 1: 0}) }, 503, []string{"source not consuming", "lag"}},
 		{"fetched", func() { m.Fetched(0) }, 200, []string{"ready"}},
 		{"9 s later", func() { now = now.Add(9 * time.Second) }, 200, []string{"ready"}},
 		{"11 s later, still lag", func() { now = now.Add(2 * time.Second) }, 503, []string{"nothing fetched for 11s"}},
@@ -37,7 +37,7 @@ func TestReadyzSourceAndSink(t *testing.T) {
 		{"only dead letters fetched (a Next of malformed records)", func() { m.Fetched(0) }, 200, []string{"ready"}},
 		{"idle and caught up", func() {
 			now = now.Add(time.Minute)
-			m.SetLag("in", map[int]int64{0: 0, 1: 0})
+			m.SetLag("g", "in", map[int]int64{0: 0, 1: 0})
 		}, 200, []string{"ready"}},
 		{"sink fails", func() {
 			m.SetSinkFailing("sink write", `sink cannot write to sink.topic "alerts": [3] Unknown Topic Or Partition`)
@@ -52,7 +52,7 @@ func TestReadyzSourceAndSink(t *testing.T) {
 		// the source may be waiting to rejoin its group.
 		{"broker back, not consuming", func() {
 			m.SetBrokerConnected(true)
-			m.SetLag("in", map[int]int64{0: 40})
+			m.SetLag("g", "in", map[int]int64{0: 40})
 		}, 503, []string{"nothing fetched since the brokers answered"}},
 		{"consuming again", func() { m.Fetched(0) }, 200, []string{"ready"}},
 		// What the source hands out while the brokers are lost was fetched before they were
@@ -62,7 +62,7 @@ func TestReadyzSourceAndSink(t *testing.T) {
 		{"a batch fetched before the outage handed out", func() { m.Fetched(0) }, 503, []string{"not connected"}},
 		{"broker back", func() {
 			m.SetBrokerConnected(true)
-			m.SetLag("in", map[int]int64{0: 40})
+			m.SetLag("g", "in", map[int]int64{0: 40})
 		}, 503, []string{"nothing fetched since the brokers answered"}},
 		{"dead letters of before the outage written", func() { m.AddDeadLetters(3) }, 503, []string{"nothing fetched since the brokers answered"}},
 		{"consuming once more", func() { m.Fetched(0) }, 200, []string{"ready"}},

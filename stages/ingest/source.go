@@ -224,6 +224,9 @@ func (s *Source) Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters, er
 				if fetched > 0 && ctx.Err() == nil && fctx.Err() != nil && errors.Is(err, fctx.Err()) {
 					break // MaxWait elapsed: close the batch short (a fetch error is deferred below)
 				}
+				if errors.Is(err, kafka.GroupAuthorizationFailed) { // (an ACL on the group, not the topic: name it)
+					err = fmt.Errorf("consumer group %q (ingest.group_id; a builder's is GROUP.builder): %w", s.cfg.GroupID, err)
+				}
 				err = fmt.Errorf("ingest: fetch from %s: %w", s.cfg.Topic, err)
 				if fetched > 0 {
 					s.deferred = err

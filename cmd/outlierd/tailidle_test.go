@@ -1,0 +1,71 @@
+package main
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+)
+
+// TestTailIdleExitCountsFromTheFirstFetch: --idle-exit was counted from before tail's readers
+// had connected, so a value shorter than their connection (a TLS handshake, a remote broker)
+// ended tail before its first fetch: it printed nothing, not even what the topic held. Here the
+// readers' offset lookup (ListOffsets) takes 1 s and --idle-exit is 300 ms: the one output in
+// the topic must be printed. (300 ms: ample for a local fetch once the reader has connected.)
+func TestTailIdleExitCountsFromTheFirstFetch(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	path, names := kafkaConfig(t, br, "json")
+	if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
+		t.Fatalf("topics create: %s", errs)
+	}
+	v := `{"id":"in/0/1","topic":"in","partition":0,"offset":1,"key":null,"timestamp":null,"payload":{},"payload_encoding":"json","scores":{"outlier":true,"score":7},"explanation":"far out","subspace":[],"model_version":1}`
+	testsupport.Produce(t, br, &kgo.Record{Topic: names[1], Partition: 0, Value: []byte(v)})
+	var slowed atomic.Bool
+	br.Kfake.ControlKey(kmsg.ListOffsets.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if !slowed.Swap(true) {
+			time.Sleep(time.Second) // (the cluster waits too: only the readers ask now)
+		}
+		return nil, nil, false
+	})
+	out, errs, code := outlierd(t, "tail", "--config", path, "--from-beginning", "--idle-exit", "300ms")
+	if code != 0 || !strings.Contains(out, "in/0/1") || !strings.Contains(errs, "1 printed") {
+		t.Errorf("tail --idle-exit 300ms with a 1 s connection: exit %d, stdout %q, stderr %q: want the output printed", code, out, errs)
+	}
+	if !slowed.Load() {
+		t.Error("the readers never asked for the offsets: the test did not slow their connection")
+	}
+}
+
+// TestTailIdleExitBoundsTheConnection: with --idle-exit counted from the first fetch, readers that
+// never get there (here the offset lookup answers after 3 s) must still end tail, with an error
+// that names the topic, after tailConnectWait (cut to 300 ms here), not hang a script for ever.
+func TestTailIdleExitBoundsTheConnection(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	path, names := kafkaConfig(t, br, "json")
+	if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
+		t.Fatalf("topics create: %s", errs)
+	}
+	old := tailConnectWait
+	tailConnectWait = 300 * time.Millisecond
+	t.Cleanup(func() { tailConnectWait = old })
+	var slowed atomic.Bool
+	br.Kfake.ControlKey(kmsg.ListOffsets.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if !slowed.Swap(true) {
+			time.Sleep(3 * time.Second)
+		}
+		return nil, nil, false
+	})
+	start := time.Now()
+	_, errs, code := outlierd(t, "tail", "--config", path, "--idle-exit", "100ms")
+	if code != 1 || !strings.Contains(errs, names[1]) || !strings.Contains(errs, "have not all connected") {
+		t.Errorf("tail with readers that cannot connect: exit %d, stderr %q: want exit 1 naming topic %s", code, errs, names[1])
+	}
+	if d := time.Since(start); d > 2500*time.Millisecond {
+		t.Errorf("tail took %s, want about tailConnectWait (300 ms)", d)
+	}
+}
