@@ -160,7 +160,7 @@ func firstLine(s string) string {
 // why none. Exit status 0 when a GPU opens, 1 when none does (the CPU build, after a companion
 // could not take over, reports why and exits 1).
 func runDevices(args []string, stdout, stderr io.Writer, opt accel.Options) error {
-	fs := newFlagSet("devices", stderr)
+	fs := newFlagSet("devices", stdout, stderr)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -127,9 +127,9 @@ func TestCUDACompanionHandOff(t *testing.T) {
 // so on a GPU host `proclus --device cuda` failed "built without CUDA" beside a working
 // outlierd-cuda. The devices help lists them all too.
 func TestEveryDeviceCommandIsHandedOff(t *testing.T) {
-	_, devicesHelp, _ := outlierd(t, "help", "devices")
+	devicesHelp, _, _ := outlierd(t, "help", "devices")
 	for name := range commands(accel.Options{}) {
-		_, help, _ := outlierd(t, "help", name)
+		help, _, _ := outlierd(t, "help", name)
 		if !strings.Contains(help, "\n  -device ") {
 			continue
 		}

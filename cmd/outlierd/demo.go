@@ -37,7 +37,7 @@ func runDemo(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 
 // demo is runDemo until ctx ends (the browser test ends it).
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer, opt accel.Options) error {
-	fs := newFlagSet("demo", stderr)
+	fs := newFlagSet("demo", stdout, stderr)
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
 	rate := fs.Int("rate", 5000, fmt.Sprintf("records per second the producer sends, at most %d", demoMaxRate))
 	anomalies := fs.Float64("anomaly-rate", 0.01, "fraction of readings that are anomalies")

@@ -41,7 +41,7 @@ type densityTimings struct {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) error {
-	fs := newFlagSet("density", stderr)
+	fs := newFlagSet("density", stdout, stderr)
 	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
 	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
 	suffix := fs.String("uncertainty-suffix", "_sd", "a column <feature><suffix> holds the feature's uncertainty (a standard deviation)")

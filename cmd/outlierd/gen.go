@@ -14,7 +14,7 @@ import (
 // the uncertain kinds one uncertainty column "<feature>_sd" per feature and the label column.
 // --kind sensors writes a labelled stream in time order (gen_sensors.go).
 func runGen(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("gen", stderr)
+	fs := newFlagSet("gen", stdout, stderr)
 	kind := fs.String("kind", "", "data set: g2d (N(0,I), any --dims), g3d (three 3-D Gaussians), one, three (uncertain, labelled), sensors (a labelled sensor stream in time order: the flags marked sensors:), machines (temp, pressure, humidity, vibration of machines in three operating modes, labelled spikes: the README's data/sensors.csv)")
 	rows := fs.Int("rows", 0, "number of rows (required)")
 	dims := fs.Int("dims", 0, "dimensions (default: 2 for g2d, 3 for g3d, 10 for one/three)")

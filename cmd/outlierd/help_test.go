@@ -11,27 +11,29 @@ import (
 	"github.com/outlierd/outlierd/internal/accel"
 )
 
-// TestEveryCommandHelp: every command of the table answers -h, and `help CMD`, with the one
-// layout (a "Usage: outlierd CMD ..." line, what it does, then its flags), exit status 0.
+// TestEveryCommandHelp: every command of the table answers -h, --help and `help CMD` with the one
+// layout (a "Usage: outlierd CMD ..." line, what it does, then its flags) on stdout, exit status
+// 0, so that `outlierd gen --help | grep spike` finds it (it went to stderr, the flag package's
+// default, and the pipe found nothing).
 func TestEveryCommandHelp(t *testing.T) {
 	for name := range commands(accel.Options{}) {
 		h, ok := helps[name]
 		if !ok || h.about == "" {
 			t.Errorf("%s has no help text", name)
 		}
-		for _, args := range [][]string{{name, "-h"}, {"help", name}} {
+		for _, args := range [][]string{{name, "-h"}, {name, "--help"}, {"help", name}} {
 			out, errs, code := outlierd(t, args...)
-			if code != 0 || out != "" {
-				t.Errorf("%v: exit %d, stdout %q", args, code, out)
+			if code != 0 || errs != "" {
+				t.Errorf("%v: exit %d, stderr %q", args, code, errs)
 			}
-			if !strings.HasPrefix(errs, "Usage: outlierd "+name) || !strings.Contains(errs, "\n\n"+firstLine(h.about)) ||
-				!strings.Contains(errs, "\nFlags:") {
-				t.Errorf("%v: help not in the common layout:\n%s", args, errs)
+			if !strings.HasPrefix(out, "Usage: outlierd "+name) || !strings.Contains(out, "\n\n"+firstLine(h.about)) ||
+				!strings.Contains(out, "\nFlags:") {
+				t.Errorf("%v: help not in the common layout:\n%s", args, out)
 			}
 			// A flag's line names its value's type; the flag package takes a `quoted` word of
 			// the usage text for it instead (predict's -model read "-model outlierd topn
 			// --model-out").
-			for _, l := range strings.Split(errs, "\n") {
+			for _, l := range strings.Split(out, "\n") {
 				f := strings.Fields(l)
 				if len(f) < 2 || !strings.HasPrefix(l, "  -") {
 					continue
@@ -46,29 +48,52 @@ func TestEveryCommandHelp(t *testing.T) {
 		t.Errorf("help nosuch: exit %d, %q", code, errs)
 	}
 	// devices used to print one line for -h.
-	_, errs, _ := outlierd(t, "devices", "-h")
-	if !strings.Contains(errs, "Flags: none") || strings.Count(errs, "\n") < 4 {
-		t.Errorf("devices -h:\n%s", errs)
+	out, _, _ := outlierd(t, "devices", "-h")
+	if !strings.Contains(out, "Flags: none") || strings.Count(out, "\n") < 4 {
+		t.Errorf("devices -h:\n%s", out)
+	}
+}
+
+// TestUsageErrorHelpOnStderr: help printed because of a mistake on the command line (an unknown
+// flag, a flag's bad value; no command at all) stays on stderr with a non-zero status, so a
+// script's stdout holds nothing but results; the help asked for at the top (help, -h, --help,
+// help help) goes to stdout with status 0.
+func TestUsageErrorHelpOnStderr(t *testing.T) {
+	for _, args := range [][]string{{"gen", "--nosuch"}, {"gen", "--rows", "many"}, {"topics", "create", "--nosuch"}} {
+		out, errs, code := outlierd(t, args...)
+		if code != 2 || out != "" || !strings.Contains(errs, "Usage: outlierd "+args[0]) {
+			t.Errorf("%v: exit %d, stdout %q, stderr:\n%s", args, code, out, errs)
+		}
+	}
+	out, errs, code := outlierd(t)
+	if code != 2 || out != "" || !strings.Contains(errs, "Commands:") {
+		t.Errorf("no command: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"help", "help"}} {
+		out, errs, code := outlierd(t, args...)
+		if code != 0 || errs != "" || !strings.Contains(out, "Commands:") {
+			t.Errorf("%v: exit %d, stderr %q, stdout:\n%s", args, code, errs, out)
+		}
 	}
 }
 
 // TestTopLevelHelpAligned: every summary of the command list starts in the same column
 // (hypercube, the longest name, used to push its own out of line).
 func TestTopLevelHelpAligned(t *testing.T) {
-	_, errs, code := outlierd(t, "help")
+	out, _, code := outlierd(t, "help")
 	if code != 0 {
 		t.Fatalf("help: exit %d", code)
 	}
 	col := -1
 	n := 0
-	for _, l := range strings.Split(errs, "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		if !strings.HasPrefix(l, "  ") {
 			continue
 		}
 		name := strings.Fields(l)[0]
 		c := strings.Index(l[2+len(name):], strings.Fields(l[2+len(name):])[0]) + 2 + len(name)
 		if col >= 0 && c != col {
-			t.Errorf("summary of %s at column %d, others at %d:\n%s", name, c, col, errs)
+			t.Errorf("summary of %s at column %d, others at %d:\n%s", name, c, col, out)
 		}
 		col = c
 		n++
@@ -159,8 +184,8 @@ func TestSampleDataIsGenerated(t *testing.T) {
 // unknown command, with help or without, names the commands there are.
 func TestHelpKnowsItself(t *testing.T) {
 	out, errs, code := outlierd(t, "help", "help")
-	if code != 0 || out != "" || !strings.Contains(errs, "Commands:") || strings.Contains(errs, "unknown command") {
-		t.Errorf("help help: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	if code != 0 || errs != "" || !strings.Contains(out, "Commands:") || strings.Contains(out, "unknown command") {
+		t.Errorf("help help: exit %d, stderr %q, stdout:\n%s", code, errs, out)
 	}
 	for _, args := range [][]string{{"help", "nosuch"}, {"nosuch"}} {
 		_, errs, code := outlierd(t, args...)

@@ -26,7 +26,7 @@ type hypercubeOutput struct {
 }
 
 func runHypercube(args []string, stdout, stderr io.Writer, opt accel.Options) error {
-	fs := newFlagSet("hypercube", stderr)
+	fs := newFlagSet("hypercube", stdout, stderr)
 	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
 	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
 	bins := fs.Int("bins", hypercube.DefaultBins, "b: bins per dimension of the grid over each dimension's [min, max] (2..65536)")

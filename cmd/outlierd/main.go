@@ -13,7 +13,9 @@
 //	outlierd version  the build: version, Go version, cpu or cuda
 //
 // Every command prints one clear line and exits non-zero on bad input; with --json the
-// result on stdout is exactly one JSON object.
+// result on stdout is exactly one JSON object. Help asked for (outlierd help [CMD], CMD -h,
+// CMD --help) goes to stdout, status 0; the help printed after a command-line mistake goes to
+// stderr, status 2.
 package main
 
 import (
@@ -99,22 +101,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 // runWith runs one command line with what main learnt about the devices.
 func runWith(args []string, stdout, stderr io.Writer, opt accel.Options) int {
 	cmds := commands(opt)
+	out := &stickyWriter{w: stdout}
 	if len(args) >= 2 && args[0] == "help" {
 		// help CMD is CMD -h: the command's own help, not the list; help help is the list.
 		if args[1] == "help" {
-			usage(stderr, cmds)
-			return 0
-		}
-		if _, ok := cmds[args[1]]; !ok {
+			args = args[:1]
+		} else if _, ok := cmds[args[1]]; !ok {
 			unknownCommand(stderr, args[1], cmds)
 			return 2
+		} else {
+			args = []string{args[1], "-h"}
 		}
-		args = []string{args[1], "-h"}
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 { // a mistake: the list on stderr
 		usage(stderr, cmds)
-		if len(args) == 0 {
-			return 2
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+		usage(out, cmds) // asked for: stdout, for a pager or grep
+		if out.err != nil {
+			fmt.Fprintf(stderr, "outlierd: writing the help: %v\n", out.err)
+			return 1
 		}
 		return 0
 	}
@@ -126,7 +133,6 @@ func runWith(args []string, stdout, stderr io.Writer, opt accel.Options) int {
 		unknownCommand(stderr, args[0], cmds)
 		return 2
 	}
-	out := &stickyWriter{w: stdout}
 	err := c.run(args[1:], out, stderr)
 	if (err == nil || errors.Is(err, flag.ErrHelp)) && out.err != nil {
 		err = fmt.Errorf("writing the output: %w", out.err) // (a report written with Fprintf and its error dropped)
@@ -193,13 +199,37 @@ func usage(w io.Writer, cmds map[string]command) {
 	}
 }
 
-// newFlagSet makes a subcommand's flag set that reports errors instead of exiting; -h prints
-// the command's help in the one layout every command shares (help.go).
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+// newFlagSet makes a subcommand's flag set that reports errors instead of exiting. Its help, in
+// the one layout every command shares (help.go), goes to stdout when asked for (-h, -help,
+// --help; outlierd help CMD), status 0, so that it pipes into grep or a pager; after a mistake
+// (an unknown flag, a bad value) the flag package's message and the help go to stderr, status 2,
+// leaving stdout to results. The flag package calls Usage in both cases and writes the message
+// to the set's output first in the second only: that write tells them apart.
+func newFlagSet(name string, stdout, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("outlierd "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { printHelp(fs, name) }
+	errOut := &wroteWriter{w: stderr}
+	fs.SetOutput(errOut)
+	fs.Usage = func() {
+		w := stdout
+		if errOut.wrote {
+			w = stderr
+		}
+		fs.SetOutput(w)
+		defer fs.SetOutput(errOut)
+		printHelp(fs, name)
+	}
 	return fs
+}
+
+// wroteWriter remembers whether anything was written through it.
+type wroteWriter struct {
+	w     io.Writer
+	wrote bool
+}
+
+func (w *wroteWriter) Write(p []byte) (int, error) {
+	w.wrote = true
+	return w.w.Write(p)
 }
 
 // stopAfterParse makes every command return errParsedOnly once its flags parsed: the README

@@ -31,7 +31,7 @@ type predictResult struct {
 }
 
 func runPredict(args []string, stdout, stderr io.Writer, opt accel.Options) error {
-	fs := newFlagSet("predict", stderr)
+	fs := newFlagSet("predict", stdout, stderr)
 	modelPath := fs.String("model", "", "model file written by outlierd topn --model-out (required)")
 	input := fs.String("input", "", "CSV file with the model's feature columns (required)")
 	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")

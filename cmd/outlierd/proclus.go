@@ -47,7 +47,7 @@ type proclusCluster struct {
 
 func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	def := proclus.Default()
-	fs := newFlagSet("proclus", stderr)
+	fs := newFlagSet("proclus", stdout, stderr)
 	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
 	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
 	k := fs.Int("k", def.K, "clusters (medoids), 1 <= k <= rows (left out, at most rows)")

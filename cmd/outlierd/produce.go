@@ -38,7 +38,7 @@ type produceOutput struct {
 const produceBatch = 500
 
 func runProduce(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("produce", stderr)
+	fs := newFlagSet("produce", stdout, stderr)
 	path := fs.String("config", "", "pipeline YAML file (required): ingest.brokers, ingest.topic, ingest.format, the CSV settings and security")
 	input := fs.String("input", "", "file of records (required): CSV with a header row, JSON lines (one object per line) or logfmt lines")
 	format := fs.String("format", "", "the file's format: csv | json | logfmt (default: from its extension, .csv, .json/.jsonl/.ndjson, .logfmt/.log)")

@@ -107,7 +107,7 @@ type detectorQuality struct {
 }
 
 func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error {
-	fs := newFlagSet("replay", stderr)
+	fs := newFlagSet("replay", stdout, stderr)
 	input := fs.String("input", "", "file of one record per line (required): CSV with a header line, JSON lines or logfmt; without ingest.features, CSV columns named <feature>_sd are that feature's uncertainty")
 	format := fs.String("format", "", "csv|json|logfmt (empty: by the extension .csv, .json/.jsonl/.ndjson, .logfmt/.log; else the config's ingest.format when it names features; else csv)")
 	labelCol := fs.String("label-column", "", "field holding the ground truth (a number, non-zero = outlier, or true/false): not a feature; adds precision, recall, F1, ROC AUC and AP to --json")

@@ -140,11 +140,11 @@ func TestReplayLoweredWrittenSizeSaid(t *testing.T) {
 // "scored by the global model" the help never mentioned); and that a min_records the config
 // writes is kept rather than the batch case.
 func TestReplayHelpSaysKeysColdStartAndWrittenMinRecords(t *testing.T) {
-	_, errs, code := outlierd(t, "replay", "-h")
+	out, _, code := outlierd(t, "replay", "-h")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	about, flags, _ := strings.Cut(errs, "\nFlags:")
+	about, flags, _ := strings.Cut(out, "\nFlags:")
 	about = strings.Join(strings.Fields(about), " ")
 	for _, want := range []string{
 		// (the default as the help writes it: a change of the default fails here)

@@ -23,7 +23,7 @@ import (
 
 // runLint validates a pipeline config without running anything.
 func runLint(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("lint", stderr)
+	fs := newFlagSet("lint", stdout, stderr)
 	path := fs.String("config", "", "pipeline YAML file (required)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -161,7 +161,7 @@ func runRun(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	}
 	defer sig.release()
 	ctx, hup := sig.ctx, sig.hup
-	fs := newFlagSet("run", stderr)
+	fs := newFlagSet("run", stdout, stderr)
 	path := fs.String("config", "", "pipeline YAML file (required)")
 	level := fs.String("log-level", "", "least severe level logged: debug, info, warn or error (default: the config's run.log_level, itself info by default); debug adds the Kafka client's own messages")
 	if err := parseFlags(fs, args); err != nil {

@@ -62,7 +62,7 @@ func (s *seenIDs) add(id string) bool {
 }
 
 func runTail(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("tail", stderr)
+	fs := newFlagSet("tail", stdout, stderr)
 	path := fs.String("config", "", "pipeline YAML file (required): sink.brokers, sink.topic and security")
 	all := fs.Bool("all", false, "print every output (inliers, and records not scored yet), not only the outliers")
 	asJSON := fs.Bool("json", false, "print the output objects themselves, one JSON object per line")

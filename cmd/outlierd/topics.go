@@ -33,7 +33,7 @@ func runTopics(args []string, stdout, stderr io.Writer) error {
 }
 
 func runTopicsCreate(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("topics", stderr)
+	fs := newFlagSet("topics", stdout, stderr)
 	path := fs.String("config", "", "pipeline YAML file (required): its brokers, topics and sink.create_* settings")
 	parts := fs.Int("partitions", 3, "partitions of the input topic (ingest.topic) when it is created, at most 1000000; the scorers of a group split them")
 	wait := fs.Duration("timeout", 30*time.Second, "how long to wait for brokers that cannot be reached")

@@ -48,7 +48,7 @@ type labelledSummary struct {
 }
 
 func runTopN(args []string, stdout, stderr io.Writer, opt accel.Options) error {
-	fs := newFlagSet("topn", stderr)
+	fs := newFlagSet("topn", stdout, stderr)
 	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
 	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
 	k := fs.Int("k", 50, "neighbours: a point's weight is the sum of the distances to its k nearest neighbours (left out, at most rows-1)")

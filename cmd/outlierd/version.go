@@ -51,7 +51,7 @@ func versionInfo() versionOutput {
 
 // runVersion prints the build: `outlierd version`, `outlierd --version`.
 func runVersion(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("version", stderr)
+	fs := newFlagSet("version", stdout, stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parseFlags(fs, args); err != nil {
 		return err
