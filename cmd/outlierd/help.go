@@ -112,7 +112,8 @@ outlierd-cuda, when that one starts here). Exit status 1 when no GPU is usable.`
 3), sink.topic and sink.dead_letter_topic (sink.create_partitions, 0: as many as the input
 topic), and run.model_topic when set (1 partition, cleanup.policy=compact), each with
 sink.create_replication_factor (0: the broker's default). A topic that exists is reported
-("exists", with its partitions) and left as it is, so running it twice is harmless.`},
+("exists", with its partitions) and left as it is, so running it twice is harmless. The flags
+may also stand before create (outlierd topics --partitions 6 create --config FILE).`},
 	"produce": {"--config FILE --input FILE [--format csv|json|logfmt] [--key-column C] [--rate N/s]",
 		`Sends a file's records to the config's ingest.topic (brokers and security from ingest), one
 message per record, in the config's ingest.format: a CSV file (header row) becomes JSON objects

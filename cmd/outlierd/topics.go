@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -18,27 +20,29 @@ type topicsOutput struct {
 }
 
 // runTopics is `outlierd topics create`: the topics of a pipeline config, created where missing.
+// create's flags may stand on either side of it (topics --partitions 3 create --config FILE):
+// create is the one subcommand and these flags are its own, so either place means the same,
+// and a user who writes them first, as git's global flags are, is not refused for it.
 func runTopics(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "create" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			return runTopicsCreate(args, stdout, stderr)
-		}
-		what := "no subcommand"
-		if len(args) > 0 {
-			what = fmt.Sprintf("unknown subcommand %q", args[0])
-		}
-		return usageError{fmt.Errorf("%s: the one subcommand is create (outlierd topics create --config FILE)", what)}
-	}
-	return runTopicsCreate(args[1:], stdout, stderr)
-}
-
-func runTopicsCreate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("topics", stdout, stderr)
 	path := fs.String("config", "", "pipeline YAML file (required): its brokers, topics and sink.create_* settings")
 	parts := fs.Int("partitions", 3, "partitions of the input topic (ingest.topic) when it is created, at most 1000000; the scorers of a group split them")
 	wait := fs.Duration("timeout", 30*time.Second, "how long to wait for brokers that cannot be reached")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := parseFlags(fs, args); err != nil {
+	if err := fs.Parse(args); err != nil { // the flags before create
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() == 0 || fs.Arg(0) != "create" {
+		what := "no subcommand"
+		if fs.NArg() > 0 {
+			what = fmt.Sprintf("unknown subcommand %q", fs.Arg(0))
+		}
+		return usageError{fmt.Errorf("%s: the one subcommand is create (outlierd topics create --config FILE)", what)}
+	}
+	if err := parseFlags(fs, fs.Args()[1:]); err != nil { // and after it
 		return err
 	}
 	if *path == "" {
