@@ -169,12 +169,12 @@ func runDevices(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 		why = "built without CUDA; " + opt.NoCompanion
 	}
 	if !ok {
-		fmt.Fprintf(stdout, "cpu: %d cores (no GPU: %s)\n", runtime.NumCPU(), why)
+		fmt.Fprintf(stdout, "cpu: %s (no GPU: %s)\n", plural(runtime.NumCPU(), "core", "cores"), why)
 		return errors.New("no usable GPU")
 	}
 	d, err := gpukern.Open(0)
 	if err != nil {
-		fmt.Fprintf(stdout, "cpu: %d cores (no GPU: %v)\n", runtime.NumCPU(), err)
+		fmt.Fprintf(stdout, "cpu: %s (no GPU: %v)\n", plural(runtime.NumCPU(), "core", "cores"), err)
 		return err
 	}
 	defer d.Close()

@@ -111,7 +111,7 @@ func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 		return err
 	}
 	rows := tab.Rows()
-	followDown(stderr, "density", set, "clusters", clusters, rows, fmt.Sprintf("the file has %d rows", rows))
+	followDown(stderr, "density", set, "clusters", clusters, rows, "the file has "+plural(rows, "row", "rows"))
 	if *clusters < 1 || *clusters > rows {
 		return usageError{fmt.Errorf("--clusters must be in [1, rows=%d], got %d", rows, *clusters)}
 	}
@@ -191,8 +191,8 @@ func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(out)
 	}
-	fmt.Fprintf(stdout, "density sampling (%s, %s granularity, %s) on %s: %d rows x %d dims, q=%d, uncertainty %s\n",
-		out.Mode, out.Granularity, out.Method, out.Device, rows, len(features), out.Clusters, uncertainty)
+	fmt.Fprintf(stdout, "density sampling (%s, %s granularity, %s) on %s: %s x %s, q=%d, uncertainty %s\n",
+		out.Mode, out.Granularity, out.Method, out.Device, plural(rows, "row", "rows"), plural(len(features), "dim", "dims"), out.Clusters, uncertainty)
 	fmt.Fprintf(stdout, "flagged %d (%.2f%%)   micro-clustering %.1f ms   detection %.1f ms\n", out.Flagged, 100*float64(out.Flagged)/float64(rows), out.Timings.MicroclusterMS, out.Timings.DetectMS)
 	if out.Precision != nil {
 		fmt.Fprintf(stdout, "precision %.4f   recall %.4f   F1 %.4f   ROC AUC %s\n", *out.Precision, *out.Recall, *out.F1, fmtOpt(out.ROCAUC))

@@ -75,8 +75,8 @@ func runHypercube(args []string, stdout, stderr io.Writer, opt accel.Options) er
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(out)
 	}
-	fmt.Fprintf(stdout, "hypercube density (b=%d) on %s: %d rows x %d dims, %d occupied cells, w_max %d, %.1f ms\n",
-		out.Bins, out.Device, out.Rows, out.Dims, out.Cells, out.WMax, out.ElapsedMS)
+	fmt.Fprintf(stdout, "hypercube density (b=%d) on %s: %s x %s, %s, w_max %d, %.1f ms\n",
+		out.Bins, out.Device, plural(out.Rows, "row", "rows"), plural(out.Dims, "dim", "dims"), plural(out.Cells, "occupied cell", "occupied cells"), out.WMax, out.ElapsedMS)
 	if tab.Label != nil {
 		fmt.Fprintf(stdout, "labels %q: ROC AUC %s   average precision %s\n", *label, fmtOpt(out.ROCAUC), fmtOpt(out.AveragePrecision))
 	}

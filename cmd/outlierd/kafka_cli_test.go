@@ -258,7 +258,7 @@ func TestTail(t *testing.T) {
 		if stdout != want {
 			t.Errorf("tail printed\n%s\nwant\n%s", stdout, want)
 		}
-		if !strings.Contains(errs, "2 printed, 1 copies skipped") {
+		if !strings.Contains(errs, "2 printed, 1 copy skipped") {
 			t.Errorf("stderr %q", errs)
 		}
 		stdout, _, _ = outlierd(t, "tail", "--config", path, "--from-beginning", "--all", "--max", "4")

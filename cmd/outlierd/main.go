@@ -288,6 +288,15 @@ func newLogger(stderr io.Writer) zerolog.Logger {
 	return zerolog.New(stderr).With().Timestamp().Logger()
 }
 
+// plural is n with its noun, singular for 1: plural(1, "row", "rows") is "1 row" (the file
+// has 1 rows, said followDown's line of a one-row file).
+func plural[N ~int | ~int64 | ~uint64](n N, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 // oneOf validates an enumerated flag value.
 func oneOf(flagName, v string, allowed ...string) error {
 	for _, a := range allowed {

@@ -77,8 +77,8 @@ func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	}
 	defer dev.Close()
 	set := flagsSet(fs)
-	followDown(stderr, "proclus", set, "k", k, tab.Rows(), fmt.Sprintf("the file has %d rows", tab.Rows()))
-	followDown(stderr, "proclus", set, "l", l, len(tab.Cols), fmt.Sprintf("the file has %d feature columns", len(tab.Cols)))
+	followDown(stderr, "proclus", set, "k", k, tab.Rows(), "the file has "+plural(tab.Rows(), "row", "rows"))
+	followDown(stderr, "proclus", set, "l", l, len(tab.Cols), "the file has "+plural(len(tab.Cols), "feature column", "feature columns"))
 	p := proclus.Params{K: *k, L: *l, A: *a, B: *b, MinDev: *minDev, ItrPat: *itrPat, Seed: *seed, Restarts: *restarts}
 	if err := p.Validate(tab.Rows(), len(tab.Cols)); err != nil {
 		return usageError{fmt.Errorf("%s: %s", *input, strings.ReplaceAll(err.Error(), "\n", "; "))}
@@ -125,8 +125,9 @@ func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(out)
 	}
-	fmt.Fprintf(stdout, "PROCLUS on %s: %d rows x %d dims, k=%d l=%d: cost %.6g, %d iterations, %d outliers, %.1f ms\n",
-		out.Device, out.Rows, len(tab.Features), p.K, p.L, out.Cost, out.Iterations, out.Outliers, out.ElapsedMS)
+	fmt.Fprintf(stdout, "PROCLUS on %s: %s x %s, k=%d l=%d: cost %.6g, %s, %s, %.1f ms\n",
+		out.Device, plural(out.Rows, "row", "rows"), plural(len(tab.Features), "dim", "dims"), p.K, p.L, out.Cost,
+		plural(out.Iterations, "iteration", "iterations"), plural(out.Outliers, "outlier", "outliers"), out.ElapsedMS)
 	if p.Restarts > 1 {
 		lo, hi := slices.Min(out.RestartCosts), slices.Max(out.RestartCosts)
 		fmt.Fprintf(stdout, "kept restart %d of 0-%d (seed %d): cost with every row clustered %.6g (all restarts %.6g-%.6g)\n",
@@ -137,7 +138,7 @@ func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 		for t, j := range c.Dims {
 			names[t] = tab.Features[j]
 		}
-		fmt.Fprintf(stdout, "  cluster %d: medoid row %d, %d rows, subspace {%s}\n", i, c.MedoidRow, c.Size, strings.Join(names, ", "))
+		fmt.Fprintf(stdout, "  cluster %d: medoid row %d, %s, subspace {%s}\n", i, c.MedoidRow, plural(c.Size, "row", "rows"), strings.Join(names, ", "))
 	}
 	if out.Precision != nil || out.Recall != nil {
 		fmt.Fprintf(stdout, "labels %q: outlier precision %s, recall %s\n", *label, fmtOpt(out.Precision), fmtOpt(out.Recall))

@@ -100,8 +100,12 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "outlierd produce: warning: %s has no column %s (ingest.features without an ingest.fill value, their uncertainty fields without a default, key_field, event_time_field): the pipeline will send every record to the dead-letter topic %s (field %s: missing)\n",
 			*input, quoteAll(recs.lacks), cfg.Sink.DeadLetterTopic, strconv.Quote(recs.lacks[0]))
 	case len(recs.lacks) > 0:
-		fmt.Fprintf(stderr, "outlierd produce: warning: none of the first %d records of %s has the field %s (ingest.features without an ingest.fill value, their uncertainty fields without a default, key_field, event_time_field): the pipeline will send each record without it to the dead-letter topic %s (field %s: missing)\n",
-			recs.looked, *input, quoteAll(recs.lacks), cfg.Sink.DeadLetterTopic, strconv.Quote(recs.lacks[0]))
+		none := fmt.Sprintf("none of the first %d records of %s has", recs.looked, *input)
+		if recs.looked == 1 {
+			none = fmt.Sprintf("the one record of %s lacks", *input)
+		}
+		fmt.Fprintf(stderr, "outlierd produce: warning: %s the field %s (ingest.features without an ingest.fill value, their uncertainty fields without a default, key_field, event_time_field): the pipeline will send each record without it to the dead-letter topic %s (field %s: missing)\n",
+			none, quoteAll(recs.lacks), cfg.Sink.DeadLetterTopic, strconv.Quote(recs.lacks[0]))
 		if len(recs.flat) > 0 {
 			fmt.Fprintf(stderr, "outlierd produce: the records have %s as one key: a dotted path reaches into nested objects ({\"a\": {\"b\": 1}} for a.b)\n", quoteAll(recs.flat))
 		}
@@ -152,9 +156,9 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		}
 		if err := w.WriteMessages(ctx, msgs...); err != nil {
 			if ctx.Err() != nil { // SIGINT or SIGTERM: not the broker's failure (the chunk being written may have gone too)
-				return fmt.Errorf("interrupted: %d records went to topic %s, the rest of %s was not sent", sent, in.Topic, *input)
+				return fmt.Errorf("interrupted: %s went to topic %s, the rest of %s was not sent", plural(sent, "record", "records"), in.Topic, *input)
 			}
-			return fmt.Errorf("writing to topic %q on %s after %d records: %w", in.Topic, strings.Join(in.Brokers, ","), sent, err)
+			return fmt.Errorf("writing to topic %q on %s after %s: %w", in.Topic, strings.Join(in.Brokers, ","), plural(sent, "record", "records"), err)
 		}
 		sent += len(msgs)
 		bar.add(len(msgs))
@@ -175,7 +179,7 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 			if sent == 0 {
 				return fmt.Errorf("%w (no record went to topic %s)", err, in.Topic)
 			}
-			return fmt.Errorf("%w (the %d records before it went to topic %s, none after it)", err, sent, in.Topic)
+			return fmt.Errorf("%w (the %s before it went to topic %s, none after it)", err, plural(sent, "record", "records"), in.Topic)
 		}
 		msgs = append(msgs, kafka.Message{Key: key, Value: value})
 		if len(msgs) == chunk {
@@ -194,8 +198,8 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(out)
 	}
-	_, err = fmt.Fprintf(stdout, "%s: %d records to topic %s on %s (%s -> %s) in %.1f s, %.0f records/s\n",
-		*input, sent, in.Topic, strings.Join(in.Brokers, ","), fileFormat, in.Format, elapsed.Seconds(), out.RecordsPerS)
+	_, err = fmt.Fprintf(stdout, "%s: %s to topic %s on %s (%s -> %s) in %.1f s, %.0f records/s\n",
+		*input, plural(sent, "record", "records"), in.Topic, strings.Join(in.Brokers, ","), fileFormat, in.Format, elapsed.Seconds(), out.RecordsPerS)
 	return err
 }
 

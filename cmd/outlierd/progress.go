@@ -53,7 +53,7 @@ func (p *progress) update(iter, active int) {
 	if p.bar == nil {
 		return
 	}
-	p.bar.Describe(fmt.Sprintf("SolvingSet: iteration %d, %d points active", iter, active))
+	p.bar.Describe(fmt.Sprintf("SolvingSet: iteration %d, %s active", iter, plural(active, "point", "points")))
 	_ = p.bar.Add(1)
 }
 

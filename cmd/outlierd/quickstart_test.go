@@ -112,7 +112,7 @@ func TestReadmeQuickstartRealBroker(t *testing.T) {
 		flagged, _ = strconv.Atoi(string(m[1]))
 	}
 	printed, copies := -1, -1
-	if m := regexp.MustCompile(`(\d+) printed, (\d+) copies skipped`).FindStringSubmatch(stderr.String()); m != nil {
+	if m := regexp.MustCompile(`(\d+) printed, (\d+) cop(?:y|ies) skipped`).FindStringSubmatch(stderr.String()); m != nil {
 		printed, _ = strconv.Atoi(m[1])
 		copies, _ = strconv.Atoi(m[2])
 	}

@@ -284,23 +284,19 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	modelsBuilt := "models"
-	if res.ModelsBuilt == 1 {
-		modelsBuilt = "model"
-	}
 	held := ""
 	if res.Suppressed > 0 {
 		held = fmt.Sprintf(", %d held back by the alarm cap (detect.alarm_rate)", res.Suppressed)
 	}
-	fmt.Fprintf(stdout, "%s: %d rows, %d flagged%s, %d unscored, %d %s built, %.0f ms (%s)\n",
-		*input, res.Rows, res.Flagged, held, res.Unscored, res.ModelsBuilt, modelsBuilt, res.ElapsedMS, res.Device)
+	fmt.Fprintf(stdout, "%s: %s, %d flagged%s, %d unscored, %s built, %.0f ms (%s)\n",
+		*input, plural(res.Rows, "row", "rows"), res.Flagged, held, res.Unscored, plural(res.ModelsBuilt, "model", "models"), res.ElapsedMS, res.Device)
 	if res.F1 != nil {
 		fmt.Fprintf(stdout, "precision %.3f recall %.3f F1 %.3f ROC AUC %s AP %s\n", *res.Precision, *res.Recall, *res.F1,
 			fmtFigure(res.ROCAUC), fmtFigure(res.AveragePrecision))
 	}
 	if k := res.Keys; k != nil {
-		fmt.Fprintf(stdout, "keys: %d (%d with a model of their own, %d warming, %d evicted); %d rows scored by their key's model, %d by the global model\n",
-			k.Count, k.Live, k.Warming, k.Evictions, k.ScoredByKey, k.ScoredGlobally)
+		fmt.Fprintf(stdout, "keys: %d (%d with a model of their own, %d warming, %d evicted); %s scored by their key's model, %d by the global model\n",
+			k.Count, k.Live, k.Warming, k.Evictions, plural(k.ScoredByKey, "row", "rows"), k.ScoredGlobally)
 	}
 	return nil
 }

@@ -245,7 +245,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 				return fmt.Errorf("%s:%d: the line does not look like logfmt (no key=value pair): --format %s if the file is %s (%w)", in.path, at, flag, what, err)
 			}
 			if n := raggedFields(in, ic, text, err); n >= 0 {
-				return fmt.Errorf("%s:%d: ragged row: %d fields, the header (line 1) has %d", in.path, at, n, len(ic.CSVHeader))
+				return fmt.Errorf("%s:%d: ragged row: %s, the header (line 1) has %d", in.path, at, plural(n, "field", "fields"), len(ic.CSVHeader))
 			}
 			return fmt.Errorf("%s:%d:%s %w%s", in.path, at, csvColumn(ic, text, err), err, keyColumnHint(in, ic.Features, err))
 		}

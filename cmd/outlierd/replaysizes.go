@@ -55,8 +55,8 @@ func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
 			dc.MinRecords = dc.Window
 		}
 		if dc.Window >= z.rows && dc.MinRecords < z.rows {
-			fmt.Fprintf(stderr, "replay: %s: detect.min_records %d (the config's): the first model is built of the first %d rows, the later ones replay as a stream, as in the pipeline (--min-records %d gives the batch case: one model of the whole file)\n",
-				z.input, dc.MinRecords, dc.MinRecords, z.rows)
+			fmt.Fprintf(stderr, "replay: %s: detect.min_records %d (the config's): the first model is built of the first %s, the later ones replay as a stream, as in the pipeline (--min-records %d gives the batch case: one model of the whole file)\n",
+				z.input, dc.MinRecords, plural(dc.MinRecords, "row", "rows"), z.rows)
 		}
 	case dc.Window >= z.rows && z.rows >= 2:
 		dc.MinRecords = z.rows // the batch case: one model of the whole file scores every row
@@ -97,8 +97,8 @@ func (z replaySizes) apply(dc *detect.Config, stderr io.Writer) error {
 	case z.rows < 2:
 		return usageError{fmt.Errorf("%s: %d row: a model needs at least 2 rows", z.input, z.rows)}
 	case z.rows < dc.MinRecords:
-		return usageError{fmt.Errorf("%s: %d rows, fewer than detect.min_records=%d%s: no model would score them (--min-records %d or fewer)",
-			z.input, z.rows, dc.MinRecords, source, z.rows)}
+		return usageError{fmt.Errorf("%s: %s, fewer than detect.min_records=%d%s: no model would score them (--min-records %d or fewer)",
+			z.input, plural(z.rows, "row", "rows"), dc.MinRecords, source, z.rows)}
 	}
 	for i, f := range follow {
 		if *f.v != was[i] && z.written("detect."+f.key) {

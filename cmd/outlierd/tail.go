@@ -110,7 +110,7 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 	for {
 		select {
 		case <-ctx.Done():
-			fmt.Fprintf(stderr, "outlierd tail: stopped: %d printed, %d copies skipped\n", printed, dups)
+			fmt.Fprintf(stderr, "outlierd tail: stopped: %d printed, %s skipped\n", printed, plural(dups, "copy", "copies"))
 			return nil
 		case <-fetching:
 			fetching, connectC = nil, nil
@@ -121,7 +121,7 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("sink.topic %q on %s: tail's readers have not all connected and fetched within %s (the reasons are logged above): %d printed",
 				cfg.Sink.Topic, strings.Join(cfg.Sink.Brokers, ","), tailConnectWait, printed)
 		case <-idleC:
-			fmt.Fprintf(stderr, "outlierd tail: no new output for %s: %d printed, %d copies skipped\n", *idle, printed, dups)
+			fmt.Fprintf(stderr, "outlierd tail: no new output for %s: %d printed, %s skipped\n", *idle, printed, plural(dups, "copy", "copies"))
 			return nil
 		case err := <-errc:
 			return err
@@ -148,7 +148,7 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("writing the output: %w (%d printed)", err, printed) // (a full disk: not read on for ever)
 			}
 			if printed++; *maxN > 0 && printed >= *maxN {
-				fmt.Fprintf(stderr, "outlierd tail: --max %d reached: %d printed, %d copies skipped\n", *maxN, printed, dups)
+				fmt.Fprintf(stderr, "outlierd tail: --max %d reached: %d printed, %s skipped\n", *maxN, printed, plural(dups, "copy", "copies"))
 				return nil
 			}
 		}

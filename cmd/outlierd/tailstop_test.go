@@ -56,8 +56,8 @@ func TestTailSaysWhatItPrintedWhenStopped(t *testing.T) {
 		for lines.Scan() {
 		}
 		err = cmd.Wait()
-		if code := cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(stderr.String(), "2 printed, 1 copies skipped") {
-			t.Errorf("Ctrl-C: exit %d (%v), stderr %q: want exit 0 and \"2 printed, 1 copies skipped\"", code, err, stderr.String())
+		if code := cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(stderr.String(), "2 printed, 1 copy skipped") {
+			t.Errorf("Ctrl-C: exit %d (%v), stderr %q: want exit 0 and \"2 printed, 1 copy skipped\"", code, err, stderr.String())
 		}
 	})
 }

@@ -78,8 +78,8 @@ func runTopN(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	}
 	defer dev.Close()
 	set, rows := flagsSet(fs), tab.Rows()
-	followDown(stderr, "topn", set, "k", k, rows-1, fmt.Sprintf("the file has %d rows (a row is not its own neighbour)", rows))
-	followDown(stderr, "topn", set, "n", n, rows, fmt.Sprintf("the file has %d rows", rows))
+	followDown(stderr, "topn", set, "k", k, rows-1, "the file has "+plural(rows, "row", "rows")+" (a row is not its own neighbour)")
+	followDown(stderr, "topn", set, "n", n, rows, "the file has "+plural(rows, "row", "rows"))
 	p := solvingset.Params{K: *k, N: *n, M: *m, Seed: *seed}
 	if err := p.Validate(rows); err != nil { // (every problem, on one line)
 		return usageError{fmt.Errorf("%s: %s", *input, strings.ReplaceAll(err.Error(), "\n", "; "))}
@@ -168,7 +168,7 @@ func finiteOrNil(v float64) *float64 {
 
 func printTopN(w io.Writer, o topnOutput) error {
 	name := map[string]string{"solvingset": "SolvingSet", "bruteforce": "BruteForce"}[o.Algorithm]
-	fmt.Fprintf(w, "%s on %s: %d rows x %d dims, k=%d n=%d", name, o.Device, o.Rows, o.Dims, o.K, o.N)
+	fmt.Fprintf(w, "%s on %s: %s x %s, k=%d n=%d", name, o.Device, plural(o.Rows, "row", "rows"), plural(o.Dims, "dim", "dims"), o.K, o.N)
 	if o.Algorithm == "solvingset" {
 		fmt.Fprintf(w, " m=%d", o.M)
 	}
@@ -192,7 +192,7 @@ func printTopN(w io.Writer, o topnOutput) error {
 		return err
 	}
 	if o.Labelled != nil {
-		fmt.Fprintf(w, "\nlabels %q (%d outliers): precision@n = %s   ROC AUC = %s\n", o.Labelled.Column, o.Labelled.Outliers, fmtOpt(o.PrecisionAtN), fmtOpt(o.ROCAUC))
+		fmt.Fprintf(w, "\nlabels %q (%s): precision@n = %s   ROC AUC = %s\n", o.Labelled.Column, plural(o.Labelled.Outliers, "outlier", "outliers"), fmtOpt(o.PrecisionAtN), fmtOpt(o.ROCAUC))
 	}
 	return nil
 }

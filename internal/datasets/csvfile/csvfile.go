@@ -159,7 +159,7 @@ func Read(r io.Reader, name, labelColumn string) (*Table, error) {
 			continue // a blank line (encoding/csv already skips truly empty ones)
 		}
 		if len(rec) != len(header) {
-			return nil, &Error{Path: name, Line: line, Msg: fmt.Sprintf("ragged row: %d fields, the header has %d", len(rec), len(header))}
+			return nil, &Error{Path: name, Line: line, Msg: fmt.Sprintf("ragged row: %d %s, the header has %d", len(rec), fieldsNoun(len(rec)), len(header))}
 		}
 		j := 0
 		for i, cell := range rec {
@@ -262,4 +262,12 @@ func (t *Table) SplitUncertainty(suffix string) (features []string, means, sds [
 		sds = append(sds, t.Cols[sj])
 	}
 	return features, means, sds, nil
+}
+
+// fieldsNoun is "field" for 1, else "fields" (a row of one field said "1 fields").
+func fieldsNoun(n int) string {
+	if n == 1 {
+		return "field"
+	}
+	return "fields"
 }
