@@ -43,7 +43,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("density", stdout, stderr)
 	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
-	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
+	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature; a figure the labels leave undefined is null in --json")
 	suffix := fs.String("uncertainty-suffix", "_sd", "a column <feature><suffix> holds the feature's uncertainty (a standard deviation)")
 	mult := fs.Float64("uncertainty-multiplier", 2.0, "without uncertainty columns: derive psi = std_j * U(0,1) * multiplier")
 	mode := fs.String("mode", "independent", "independent | rollup | restricted | averaging")
@@ -181,7 +181,7 @@ func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	}
 	if tab.Label != nil {
 		out.setCounts(quality.Count(flags, tab.Outliers()))
-		out.ROCAUC = finiteOrNil(quality.ROCAUC(scores, tab.Outliers()))
+		out.ROCAUC = fig(quality.ROCAUC(scores, tab.Outliers()))
 	}
 	if *scoresOut != "" {
 		if err := writeScores(*scoresOut, verdicts, features); err != nil {
@@ -195,7 +195,7 @@ func runDensity(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 		out.Mode, out.Granularity, out.Method, out.Device, plural(rows, "row", "rows"), plural(len(features), "dim", "dims"), out.Clusters, uncertainty)
 	fmt.Fprintf(stdout, "flagged %d (%.2f%%)   micro-clustering %.1f ms   detection %.1f ms\n", out.Flagged, 100*float64(out.Flagged)/float64(rows), out.Timings.MicroclusterMS, out.Timings.DetectMS)
 	if out.Precision != nil {
-		fmt.Fprintf(stdout, "precision %.4f   recall %.4f   F1 %.4f   ROC AUC %s\n", *out.Precision, *out.Recall, *out.F1, fmtOpt(out.ROCAUC))
+		fmt.Fprintf(stdout, "precision %s   recall %s   F1 %s   ROC AUC %s\n", fmtOpt(out.Precision), fmtOpt(out.Recall), fmtOpt(out.F1), fmtOpt(out.ROCAUC))
 	}
 	return nil
 }

@@ -14,21 +14,21 @@ import (
 
 // hypercubeOutput is the JSON contract of `outlierd hypercube --json`.
 type hypercubeOutput struct {
-	Device           string   `json:"device"`
-	Rows             int      `json:"rows"`
-	Dims             int      `json:"dims"`
-	Bins             int      `json:"bins"`
-	Cells            int      `json:"cells"`
-	WMax             int64    `json:"w_max"`
-	ElapsedMS        float64  `json:"elapsed_ms"`
-	labelQuality              // roc_auc alone: the hypercube flags nothing, so no precision or recall
-	AveragePrecision *float64 `json:"average_precision,omitempty"`
+	Device           string  `json:"device"`
+	Rows             int     `json:"rows"`
+	Dims             int     `json:"dims"`
+	Bins             int     `json:"bins"`
+	Cells            int     `json:"cells"`
+	WMax             int64   `json:"w_max"`
+	ElapsedMS        float64 `json:"elapsed_ms"`
+	labelQuality             // roc_auc alone: the hypercube flags nothing, so no precision or recall
+	AveragePrecision *figure `json:"average_precision,omitempty"`
 }
 
 func runHypercube(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("hypercube", stdout, stderr)
 	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
-	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
+	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature; a figure the labels leave undefined is null in --json")
 	bins := fs.Int("bins", hypercube.DefaultBins, "b: bins per dimension of the grid over each dimension's [min, max] (2..65536)")
 	device := fs.String("device", "auto", "auto | cpu | cuda")
 	scoresOut := fs.String("scores-out", "", "write row,score (score = 1 - w/w_max, higher = more outlying) for every input row to this CSV file")
@@ -64,8 +64,8 @@ func runHypercube(args []string, stdout, stderr io.Writer, opt accel.Options) er
 		Cells: res.Cells.Len(), WMax: res.WMax, ElapsedMS: ms(elapsed)}
 	if tab.Label != nil {
 		labels := tab.Outliers()
-		out.ROCAUC = finiteOrNil(quality.ROCAUC(res.Scores, labels))
-		out.AveragePrecision = finiteOrNil(quality.AveragePrecision(res.Scores, labels))
+		out.ROCAUC = fig(quality.ROCAUC(res.Scores, labels))
+		out.AveragePrecision = fig(quality.AveragePrecision(res.Scores, labels))
 	}
 	if *scoresOut != "" {
 		if err := writeHypercubeScores(*scoresOut, res.Scores); err != nil {

@@ -34,7 +34,7 @@ func runPredict(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	fs := newFlagSet("predict", stdout, stderr)
 	modelPath := fs.String("model", "", "model file written by outlierd topn --model-out (required)")
 	input := fs.String("input", "", "CSV file with the model's feature columns (required)")
-	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
+	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature; a figure the labels leave undefined is null in --json")
 	device := fs.String("device", "auto", "auto | cpu | cuda")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	if err := parseFlags(fs, args); err != nil {
@@ -77,9 +77,9 @@ func runPredict(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	if tab.Label != nil {
 		labels := tab.Outliers()
 		c := quality.Count(flags, labels)
-		p, r := c.Precision(), c.Recall()
-		out.Precision, out.Recall = &p, &r
-		out.ROCAUC = finiteOrNil(quality.ROCAUC(weights, labels))
+		out.setCounts(c)
+		out.F1 = nil // (predict's JSON has never had it)
+		out.ROCAUC = fig(quality.ROCAUC(weights, labels))
 	}
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(out)
@@ -96,7 +96,7 @@ func runPredict(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 		return err
 	}
 	if out.Precision != nil {
-		fmt.Fprintf(stdout, "\nprecision = %.4f   recall = %.4f   ROC AUC = %s\n", *out.Precision, *out.Recall, fmtOpt(out.ROCAUC))
+		fmt.Fprintf(stdout, "\nprecision = %s   recall = %s   ROC AUC = %s\n", fmtOpt(out.Precision), fmtOpt(out.Recall), fmtOpt(out.ROCAUC))
 	}
 	return nil
 }

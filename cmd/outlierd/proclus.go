@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,8 +36,8 @@ type proclusOutput struct {
 	Outliers     int              `json:"outliers"`
 	Clusters     []proclusCluster `json:"clusters"`
 	Features     []string         `json:"features"`
-	Precision    *float64         `json:"precision,omitempty"`
-	Recall       *float64         `json:"recall,omitempty"`
+	Precision    *figure          `json:"precision,omitempty"` // with labels: null when nothing is flagged
+	Recall       *figure          `json:"recall,omitempty"`    // with labels: null when no row is labelled an outlier
 }
 
 type proclusCluster struct {
@@ -49,7 +50,7 @@ func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	def := proclus.Default()
 	fs := newFlagSet("proclus", stdout, stderr)
 	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
-	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
+	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature; a figure the labels leave undefined is null in --json")
 	k := fs.Int("k", def.K, "clusters (medoids), 1 <= k <= rows (left out, at most rows)")
 	l := fs.Int("l", def.L, "average dimensions per cluster (k*l in all, at least 2 per cluster), 1 <= l <= dims (left out, at most dims)")
 	a := fs.Int("a", def.A, "candidates come from a random sample of a*k rows")
@@ -108,13 +109,12 @@ func runProclus(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 				}
 			}
 		}
+		out.Precision, out.Recall = fig(math.NaN()), fig(math.NaN()) // null: not defined
 		if res.Outliers > 0 {
-			v := float64(tp) / float64(res.Outliers)
-			out.Precision = &v
+			out.Precision = fig(float64(tp) / float64(res.Outliers))
 		}
 		if pos > 0 {
-			v := float64(tp) / float64(pos)
-			out.Recall = &v
+			out.Recall = fig(float64(tp) / float64(pos))
 		}
 	}
 	if *assignOut != "" {

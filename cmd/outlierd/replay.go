@@ -44,7 +44,7 @@ type replayResult struct {
 	ElapsedMS   float64 `json:"elapsed_ms"`
 	Device      string  `json:"device"`
 	labelQuality
-	AveragePrecision *float64                   `json:"average_precision,omitempty"`
+	AveragePrecision *figure                    `json:"average_precision,omitempty"`
 	Detectors        map[string]detectorQuality `json:"detectors,omitempty"`
 	Keys             *replayKeys                `json:"keys,omitempty"`
 }
@@ -99,8 +99,8 @@ func keyCounts(st *detect.Stage, keys [][]byte, scores []batch.Score) *replayKey
 
 // detectorQuality is one detector's own score measured against the labels.
 type detectorQuality struct {
-	ROCAUC           *float64 `json:"roc_auc"`
-	AveragePrecision *float64 `json:"average_precision"`
+	ROCAUC           *figure `json:"roc_auc"`
+	AveragePrecision *figure `json:"average_precision"`
 	// Rows the figures are measured over: every row, but for the global model's own tests
 	// under detect.key_by the rows it scored (globalOnly).
 	Rows int `json:"rows"`
@@ -110,7 +110,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	fs := newFlagSet("replay", stdout, stderr)
 	input := fs.String("input", "", "file of one record per line (required): CSV with a header line, JSON lines or logfmt; without ingest.features, CSV columns named <feature>_sd are that feature's uncertainty")
 	format := fs.String("format", "", "csv|json|logfmt (empty: by the extension .csv, .json/.jsonl/.ndjson, .logfmt/.log; else the config's ingest.format when it names features; else csv)")
-	labelCol := fs.String("label-column", "", "field holding the ground truth (a number, non-zero = outlier, or true/false): not a feature; adds precision, recall, F1, ROC AUC and AP to --json")
+	labelCol := fs.String("label-column", "", "field holding the ground truth (a number, non-zero = outlier, or true/false): not a feature; adds precision, recall, F1, ROC AUC and AP to --json (null where the labels leave one undefined)")
 	keyCol := fs.String("key-column", "", "field holding the record key (the series of ingest.derive, and a model per key: --key-by); default the config's ingest.key_field")
 	keyBy := fs.String("key-by", "", "detect.key_by: none|key (empty: key when --key-column is given, else the config's); a key's first detect.keys.min_records rows are scored by the global model, which needs detect.min_records rows first")
 	timeCol := fs.String("timestamp-column", "", "field holding the record time, RFC 3339, \"2006-01-02 15:04:05\" (without an offset a wall clock of the config's ingest.event_time_zone, default UTC) or epoch ms (time_of_day, day_of_week); default the config's ingest.event_time_field; else the row index in ms")
@@ -291,7 +291,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	fmt.Fprintf(stdout, "%s: %s, %d flagged%s, %d unscored, %s built, %.0f ms (%s)\n",
 		*input, plural(res.Rows, "row", "rows"), res.Flagged, held, res.Unscored, plural(res.ModelsBuilt, "model", "models"), res.ElapsedMS, res.Device)
 	if res.F1 != nil {
-		fmt.Fprintf(stdout, "precision %.3f recall %.3f F1 %.3f ROC AUC %s AP %s\n", *res.Precision, *res.Recall, *res.F1,
+		fmt.Fprintf(stdout, "precision %s recall %s F1 %s ROC AUC %s AP %s\n", fmtFigure(res.Precision), fmtFigure(res.Recall), fmtFigure(res.F1),
 			fmtFigure(res.ROCAUC), fmtFigure(res.AveragePrecision))
 	}
 	if k := res.Keys; k != nil {
@@ -385,7 +385,7 @@ func labelsOfOneKind(col string, outliers []bool) string {
 	case n == len(outliers):
 		return fmt.Sprintf("--label-column %q labels every row an outlier (%d of %d: non-zero or true is an outlier): ROC AUC is not defined, and precision and AP say nothing; is it the ground truth?", col, n, n)
 	case n == 0:
-		return fmt.Sprintf("--label-column %q labels no row an outlier: recall, ROC AUC and AP are not defined, and every flag is counted false (precision 0)", col)
+		return fmt.Sprintf("--label-column %q labels no row an outlier: recall, ROC AUC and AP are not defined (null in --json), and every flag is counted false (precision 0)", col)
 	}
 	return ""
 }
@@ -424,7 +424,7 @@ func replayQuality(res *replayResult, scores []batch.Score, outlier []bool) {
 		if !ran { // a detector that is not enabled (the hypercube by default)
 			continue
 		}
-		auc, ap := finiteOrNil(quality.ROCAUC(v, labels)), finiteOrNil(quality.AveragePrecision(v, labels))
+		auc, ap := fig(quality.ROCAUC(v, labels)), fig(quality.AveragePrecision(v, labels))
 		if d == detect.ScoreCombined {
 			res.ROCAUC, res.AveragePrecision = auc, ap
 			continue
@@ -438,14 +438,6 @@ func replayQuality(res *replayResult, scores []batch.Score, outlier []bool) {
 // hypercube): its figures cover the rows the global model scored.
 func globalOnly(d string) bool {
 	return d == detect.ScoreEtaProbability || d == detect.ScoreSolvingSet || d == detect.ScoreHypercube
-}
-
-// fmtFigure is fmtOpt at 3 decimals: replay's text line has always printed its figures so.
-func fmtFigure(v *float64) string {
-	if v == nil {
-		return "n/a"
-	}
-	return strconv.FormatFloat(*v, 'f', 3, 64)
 }
 
 // writeVerdicts writes row,score,outlier,reason,recent (RFC 4180 by encoding/csv) for every

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,7 +30,7 @@ type topnOutput struct {
 	ElapsedMS            float64          `json:"elapsed_ms"`              // the search and, with labels, the exact-weight pass
 	SearchMS             float64          `json:"search_ms"`               // SolvingSet or BruteForce alone
 	LabelPassMS          float64          `json:"label_pass_ms,omitempty"` // every row's exact weight, for ROC AUC
-	PrecisionAtN         *float64         `json:"precision_at_n,omitempty"`
+	PrecisionAtN         *figure          `json:"precision_at_n,omitempty"`
 	labelQuality                          // roc_auc alone: the top n's precision is precision_at_n
 	Features             []string         `json:"features"`
 	Labelled             *labelledSummary `json:"labels,omitempty"`
@@ -50,7 +49,7 @@ type labelledSummary struct {
 func runTopN(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 	fs := newFlagSet("topn", stdout, stderr)
 	input := fs.String("input", "", "CSV file with a header row and numeric columns (required)")
-	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature")
+	label := fs.String("label-column", "", "column holding ground-truth labels (non-zero = outlier); not a feature; a figure the labels leave undefined is null in --json")
 	k := fs.Int("k", 50, "neighbours: a point's weight is the sum of the distances to its k nearest neighbours (left out, at most rows-1)")
 	n := fs.Int("n", 10, "outliers wanted: the top-n weights (ties with the n-th included; left out, at most rows)")
 	m := fs.Int("m", 100, "SolvingSet candidates per iteration")
@@ -133,7 +132,7 @@ func runTopN(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 		}
 		out.LabelPassMS = ms(time.Since(passStart))
 		auc := quality.ROCAUC(all, labels)
-		out.PrecisionAtN, out.ROCAUC = finiteOrNil(pn), finiteOrNil(auc)
+		out.PrecisionAtN, out.ROCAUC = fig(pn), fig(auc)
 		cnt := 0
 		for _, l := range labels {
 			if l {
@@ -155,15 +154,6 @@ func runTopN(args []string, stdout, stderr io.Writer, opt accel.Options) error {
 		return enc.Encode(out)
 	}
 	return printTopN(stdout, out)
-}
-
-// finiteOrNil is nil for NaN and ±Inf (JSON has no number for them: an undefined figure, a
-// ROC AUC without both classes say, is null), else a pointer to v.
-func finiteOrNil(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return &v
 }
 
 func printTopN(w io.Writer, o topnOutput) error {
@@ -195,11 +185,4 @@ func printTopN(w io.Writer, o topnOutput) error {
 		fmt.Fprintf(w, "\nlabels %q (%s): precision@n = %s   ROC AUC = %s\n", o.Labelled.Column, plural(o.Labelled.Outliers, "outlier", "outliers"), fmtOpt(o.PrecisionAtN), fmtOpt(o.ROCAUC))
 	}
 	return nil
-}
-
-func fmtOpt(v *float64) string {
-	if v == nil {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.4f", *v)
 }

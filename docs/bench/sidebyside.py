@@ -223,7 +223,7 @@ def main():
                 nflag = int(flags.sum())
                 row = {"set": name, "run": run, "rows": n, "outliers": int(yo.sum()), "flags": nflag, "note": note, "scores": {}}
                 m = metrics(score, yo, nflag)
-                m["f1"] = float(res.get("f1", 0.0))  # ours: the flags it raised
+                m["f1"] = float(res.get("f1") or 0.0)  # ours: the flags it raised (null: no flag and no outlier)
                 m["seconds"] = res["wall_s"]
                 row["scores"]["outlierd"] = m
                 for det, q in res.get("detectors", {}).items():

@@ -69,7 +69,7 @@ def run_grid(binary, sets, args, settings, mode):
                         vals.append((m["roc_auc"] + m["ap"]) / 2)
                     else:
                         res, score, flags = sbs.replay(binary, p, args, 5000, 2000, 2500)
-                        vals.append(float(res["f1"]))
+                        vals.append(float(res["f1"] or 0.0))  # (null: no flag and no outlier labelled)
                 out[key][name] = sum(vals) / len(vals)
             print(f"# {mode} {key}: mean {sum(out[key].values()) / len(out[key]):.4f}", file=sys.stderr)
     return out
