@@ -28,6 +28,9 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *kind == "" {
+		return usageError{errors.New("--kind is required: g2d, g3d, one, three, sensors or machines (what each writes: outlierd help gen)")}
+	}
 	if err := oneOf("kind", *kind, "g2d", "g3d", "one", "three", "sensors", "machines"); err != nil {
 		return err
 	}

@@ -144,12 +144,19 @@ func runWith(args []string, stdout, stderr io.Writer, opt accel.Options) int {
 	if errors.As(err, &re) {
 		return 1
 	}
-	fmt.Fprintf(stderr, "outlierd %s: %v\n", args[0], err)
 	var ue usageError
-	if errors.As(err, &ue) {
-		return 2
+	if !errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "outlierd %s: %v\n", args[0], err)
+		return 1
 	}
-	return 1
+	// A mistake on the command line says where to read how it goes, unless the flag package
+	// printed the help above it, or the message names the command line to write already.
+	hint := ""
+	if !errors.As(err, new(parseError)) && !strings.Contains(err.Error(), "outlierd ") {
+		hint = fmt.Sprintf(" (outlierd help %s: its usage and flags)", args[0])
+	}
+	fmt.Fprintf(stderr, "outlierd %s: %v%s\n", args[0], err, hint)
+	return 2
 }
 
 // stickyWriter is a command's stdout that remembers its first failed write: a report that could
@@ -239,13 +246,26 @@ var (
 	errParsedOnly  = errors.New("flags parsed (stopAfterParse)")
 )
 
+// parseError is a flag set's parse error: the flag package printed it and the help on stderr.
+type parseError struct{ err error }
+
+func (p parseError) Error() string { return p.err.Error() }
+func (p parseError) Unwrap() error { return p.err }
+
+// parse is fs.Parse, its errors marked: flag.ErrHelp (help printed on stdout) as it is, the
+// rest a usageError of a parseError.
+func parse(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageError{parseError{err}}
+}
+
 // parseFlags parses args and refuses stray positional arguments.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+	if err := parse(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}

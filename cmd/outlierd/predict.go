@@ -51,7 +51,7 @@ func runPredict(args []string, stdout, stderr io.Writer, opt accel.Options) erro
 	defer dev.Close()
 	model, err := solvingset.LoadFile(*modelPath)
 	if err != nil {
-		return err
+		return fmt.Errorf("--model %w", err) // (the error begins with the file's path)
 	}
 	tab, err := csvfile.ReadFile(*input, *label)
 	if err != nil {

@@ -118,6 +118,10 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 	}
 	f, err := os.Open(in.path)
 	if err != nil {
+		var pe *os.PathError // (its reason alone: the path comes first)
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
 		return nil, fmt.Errorf("%s: cannot open: %w", in.path, err)
 	}
 	defer f.Close()

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -29,11 +27,8 @@ func runTopics(args []string, stdout, stderr io.Writer) error {
 	parts := fs.Int("partitions", 3, "partitions of the input topic (ingest.topic) when it is created, at most 1000000; the scorers of a group split them")
 	wait := fs.Duration("timeout", 30*time.Second, "how long to wait for brokers that cannot be reached")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := fs.Parse(args); err != nil { // the flags before create
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+	if err := parse(fs, args); err != nil { // the flags before create
+		return err
 	}
 	if fs.NArg() == 0 || fs.Arg(0) != "create" {
 		what := "no subcommand"

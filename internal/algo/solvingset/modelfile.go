@@ -97,7 +97,11 @@ func (m *Model) SaveFile(path string) error {
 func LoadFile(path string) (*Model, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("solvingset: load: %w", err)
+		var pe *os.PathError // (its reason alone: the path comes first)
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%s: cannot open: %w", path, err)
 	}
 	defer f.Close()
 	m, err := Load(bufio.NewReader(f))

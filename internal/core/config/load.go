@@ -153,7 +153,11 @@ func Load[T any](path string, into *T) error {
 func LoadWritten[T any](path string, into *T) (written func(path string) bool, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		var pe *os.PathError // (its reason alone: the path comes first)
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%s: cannot read the config: %w", path, err)
 	}
 	keys, err := loadBytes(path, data, into)
 	if err != nil {
