@@ -195,3 +195,28 @@ func TestAbandonDeadlineBoundsTheKeysPass(t *testing.T) {
 		t.Errorf("keys' state files after a cut stop %v, want the last complete save's %v", k, keys)
 	}
 }
+
+// TestCloseAfterACutAbandonLeavesTheFlightToIt: an Abandon cut by the stop's deadline leaves the
+// batches in flight to a goroutine of its own (quietWithin), which drops them (s.flight) when
+// their keys' pass ends; the Close after it must leave s.flight to that goroutine, as it leaves
+// the rest (it read len(s.flight) for its log line while the goroutine set it: a data race, which
+// go test -race reports here, the pass ending as the Close begins). The Close, given time, then
+// waits for that goroutine and releases the batch and the keys' device models.
+func TestCloseAfterACutAbandonLeavesTheFlightToIt(t *testing.T) {
+	g := newGatedChainedWith(t, func(c *Config) { c.StateDir = t.TempDir() }, zerolog.New(&testsupport.LogBuffer{}))
+	s := g.s
+	gate := g.hold(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	s.AbandonContext(ctx) // (the pass is held: cut at the deadline)
+	if s.ext.quieting == nil {
+		close(gate)
+		t.Fatal("Abandon did not leave the held keys' pass to a goroutine of its own")
+	}
+	close(gate) // the pass ends, and the goroutine drops the batch in flight, as the Close begins
+	s.CloseContext(context.Background())
+	s.ext.leftover.Wait()
+	if s.keyed.dev != nil {
+		t.Error("the keys' device models were not released by the Close after the cut Abandon")
+	}
+}
