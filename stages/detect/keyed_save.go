@@ -56,8 +56,7 @@ func (s *Stage) saveKeys(wait bool) {
 	var al *alarmState
 	var sum uint64 // (the keys' digest: a stop's, of the keys themselves, so that an unchanged state is not even copied)
 	if keys && wait {
-		k := s.keyed
-		sum = s.keysDigest(len(k.keys), k.lru.each, k.fleet.fleetCopy(), s.series.pos)
+		sum = s.liveKeysDigest(s.series.pos)
 		if file, same := s.ext.saved.unchanged(&s.ext.saved.keys, sum); same {
 			s.notSavedAgain("keys' state", file, true)
 			keys = false

@@ -420,8 +420,7 @@ func (s *Stage) loadKeyStates(ctx context.Context, d *SnapshotDir) (uint64, erro
 		}
 		s.keyed.takeStateOf(k)
 		if newest { // (as the file holds it: noteLoaded checks that the rest of the load left it so)
-			k := s.keyed
-			s.ext.saved.set(&s.ext.saved.keys, s.keysDigest(len(k.keys), k.lru.each, k.fleet.fleetCopy(), at), path)
+			s.ext.saved.set(&s.ext.saved.keys, s.liveKeysDigest(at), path)
 		}
 		for _, st := range s.keyed.keys { // published again by a builder: it may have died before
 			if st.model != nil {

@@ -75,8 +75,7 @@ func (s *Stage) noteLoaded() {
 	if v.keys.file == "" {
 		return
 	}
-	k := s.keyed
-	if _, same := v.unchanged(&v.keys, s.keysDigest(len(k.keys), k.lru.each, k.fleet.fleetCopy(), s.series.pos)); !same {
+	if _, same := v.unchanged(&v.keys, s.liveKeysDigest(s.series.pos)); !same {
 		v.set(&v.keys, 0, "")
 	}
 }
@@ -96,6 +95,13 @@ func (s *Stage) notSavedAgain(what, file string, stop bool) {
 // the stage's features and configuration (on the stage's goroutine: keysDigestOf elsewhere).
 func (s *Stage) keysDigest(n int, each func(func(*keyState)), fleet *fleetTail, pos uint64) uint64 {
 	return keysDigestOf(s.ext.seed, s.features, &s.cfg, n, each, fleet, pos)
+}
+
+// liveKeysDigest is keysDigest of the stage's keys and fleet's pool as they are, at stream
+// position pos.
+func (s *Stage) liveKeysDigest(pos uint64) uint64 {
+	k := s.keyed
+	return s.keysDigest(len(k.keys), k.lru.each, k.fleet.fleetCopy(), pos)
 }
 
 // keysDigestOf is keysDigest under seed, features and cfg (copies: a reload changes the stage's).
