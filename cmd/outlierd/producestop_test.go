@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"regexp"
@@ -20,7 +21,7 @@ func TestProduceInterruptedSaysSo(t *testing.T) {
 	runChild()
 	top := t
 	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
-		path, _ := kafkaConfig(t, br, "json")
+		path, names := kafkaConfig(t, br, "json")
 		if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
 			t.Fatalf("topics create: %s", errs)
 		}
@@ -36,7 +37,18 @@ func TestProduceInterruptedSaysSo(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(1500 * time.Millisecond) // about 150 of the 1,000 records sent (10 s at 100/s)
+		// Interrupted once records went (1,000 take 10 s at 100/s): a fixed wait raced the
+		// child's start and its topic check on a loaded machine, which say otherwise.
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if end, err := testsupport.EndOffsets(context.Background(), br, names[0], 1); err == nil && end[0] > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("no record reached topic %s within 20 s; stderr %q", names[0], stderr.String())
+			}
+		}
 		if err := cmd.Process.Signal(os.Interrupt); err != nil {
 			t.Fatal(err)
 		}
