@@ -85,6 +85,9 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 	if cfg.Sink.Format != sink.FormatJSON {
 		return fmt.Errorf("%s: sink.format is %s; tail reads JSON outputs (sink.format: json)", *path, cfg.Sink.Format)
 	}
+	errw := &endingWriter{w: stderr} // (the readers' lines and tail's own, one at a time; none once it returned)
+	defer errw.end()
+	stderr = errw
 	sig := catchStop(plainLog(stderr, "tail"), "", "no summary of what was printed (tail commits nothing: nothing else is lost)")
 	defer sig.release()
 	ctx := sig.ctx
@@ -195,6 +198,32 @@ func formatTail(o *tailOutput) string {
 	return fmt.Sprintf("%s  key=%s  score=%s  %s", o.ID, key, score, o.Explanation)
 }
 
+// endingWriter is tail's stderr: its partition readers log from goroutines of their own, which
+// outlive tail's return while they close (a reader still connecting then logs its end), so the
+// writes are made one at a time and none after end (tail returned: its caller has the writer
+// back).
+type endingWriter struct {
+	mu    sync.Mutex
+	w     io.Writer
+	ended bool
+}
+
+func (e *endingWriter) Write(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		return len(p), nil
+	}
+	return e.w.Write(p)
+}
+
+// end drops every later write.
+func (e *endingWriter) end() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ended = true
+}
+
 // tailConnectWait bounds tail --idle-exit's wait for its readers' first fetches (the topic
 // check's bound, pipeline's topicCheckWait).
 var tailConnectWait = 30 * time.Second
@@ -225,7 +254,11 @@ func readTopic(ctx context.Context, cfg pipeline.Config, fromStart bool, log zer
 	for _, p := range parts {
 		r := kafka.NewReader(kafka.ReaderConfig{Brokers: sc.Brokers, Topic: sc.Topic, Partition: p, Dialer: dialer,
 			MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 250 * time.Millisecond,
-			ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { log.Warn().Msg("reading sink.topic: " + fmt.Sprintf(f, a...)) })})
+			ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) {
+				if ctx.Err() == nil { // (after the stop: the reader's close, "context canceled")
+					log.Warn().Msg("reading sink.topic: " + fmt.Sprintf(f, a...))
+				}
+			})})
 		if err := r.SetOffset(start); err != nil {
 			r.Close()
 			return nil, nil, nil, err
