@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
 // TestRunSecondSignalExitsAtOnce: a second SIGINT or SIGTERM during the graceful stop was
@@ -52,7 +54,7 @@ func TestRunSecondSignalExitsAtOnce(t *testing.T) {
 // and says nothing (their stop prints its own summary). The signals are sent to this process,
 // which catches them (catchStop) for the test's length.
 func TestSecondStopSignalPlainLine(t *testing.T) {
-	var buf strings.Builder
+	var buf testsupport.LogBuffer // (the signals' goroutine writes it: a strings.Builder read here raced its writes)
 	codes := make(chan int, 1)
 	exitNow = func(code int) { codes <- code }
 	t.Cleanup(func() { exitNow = os.Exit })
@@ -66,7 +68,7 @@ func TestSecondStopSignalPlainLine(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the first SIGINT did not end the context")
 	}
-	if buf.Len() != 0 {
+	if buf.String() != "" {
 		t.Errorf("the first signal wrote %q, want nothing", buf.String())
 	}
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
