@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
 // startRunOnFIFO starts `outlierd run` in a child process (childCommand) whose --config is a
@@ -17,14 +19,14 @@ import (
 // for the pipe's writer (returned), which is the moment before run's first log line, before the
 // HTTP listener and the pipeline. The signal handlers were installed after the load and the
 // listener: a signal then took Go's default action.
-func startRunOnFIFO(t *testing.T) (cmd *exec.Cmd, fifo *os.File, stderr *strings.Builder, exited <-chan error) {
+func startRunOnFIFO(t *testing.T) (cmd *exec.Cmd, fifo *os.File, stderr *testsupport.LogBuffer, exited <-chan error) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "pipeline.yaml")
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		t.Skipf("no named pipes here: %v", err)
 	}
 	cmd = childCommand(t, "run", "--config", path)
-	stderr = &strings.Builder{}
+	stderr = &testsupport.LogBuffer{} // (read while the child runs: TestRunSecondSignalExitsAtOnce)
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
