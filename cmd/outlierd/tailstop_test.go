@@ -61,3 +61,23 @@ func TestTailSaysWhatItPrintedWhenStopped(t *testing.T) {
 		}
 	})
 }
+
+// TestTailSaysWhatItPrintedOnAnError: tail's help says that however it stops, stderr says how
+// many outputs it printed and how many copies it skipped; a stop on an error (here a record of
+// the topic that is no outlierd output; a reader's failure alike) said neither. The error names
+// both counts.
+func TestTailSaysWhatItPrintedOnAnError(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	path, names := kafkaConfig(t, br, "json")
+	if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
+		t.Fatalf("topics create: %s", errs)
+	}
+	v := `{"id":"in/0/1","topic":"in","partition":0,"offset":1,"key":null,"timestamp":null,"payload":{},"payload_encoding":"json","scores":{"outlier":true,"score":7},"explanation":"far out","subspace":[],"model_version":1}`
+	testsupport.Produce(t, br, &kgo.Record{Topic: names[1], Partition: 0, Value: []byte(v)},
+		&kgo.Record{Topic: names[1], Partition: 0, Value: []byte(v)},
+		&kgo.Record{Topic: names[1], Partition: 0, Value: []byte("not json")})
+	_, errs, code := outlierd(t, "tail", "--config", path, "--from-beginning", "--idle-exit", "10s")
+	if code != 1 || !strings.Contains(errs, "not an outlierd JSON output") || !strings.Contains(errs, "1 printed, 1 copy skipped") {
+		t.Errorf("tail on a record that is no output: exit %d, stderr %q; want exit 1 and \"1 printed, 1 copy skipped\"", code, errs)
+	}
+}
