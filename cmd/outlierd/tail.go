@@ -110,10 +110,11 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 	}
 	seen := &seenIDs{set: map[string]struct{}{}, limit: 1 << 20}
 	printed, dups := 0, 0
+	counts := func() string { return fmt.Sprintf("%d printed, %s skipped", printed, plural(dups, "copy", "copies")) } // (however it stops)
 	for {
 		select {
 		case <-ctx.Done():
-			fmt.Fprintf(stderr, "outlierd tail: stopped: %d printed, %s skipped\n", printed, plural(dups, "copy", "copies"))
+			fmt.Fprintf(stderr, "outlierd tail: stopped: %s\n", counts())
 			return nil
 		case <-fetching:
 			fetching, connectC = nil, nil
@@ -121,20 +122,20 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 			defer timer.Stop()
 			idleC = timer.C
 		case <-connectC:
-			return fmt.Errorf("sink.topic %q on %s: tail's readers have not all connected and fetched within %s (the reasons are logged above): %d printed",
-				cfg.Sink.Topic, strings.Join(cfg.Sink.Brokers, ","), tailConnectWait, printed)
+			return fmt.Errorf("sink.topic %q on %s: tail's readers have not all connected and fetched within %s (the reasons are logged above): %s",
+				cfg.Sink.Topic, strings.Join(cfg.Sink.Brokers, ","), tailConnectWait, counts())
 		case <-idleC:
-			fmt.Fprintf(stderr, "outlierd tail: no new output for %s: %d printed, %s skipped\n", *idle, printed, plural(dups, "copy", "copies"))
+			fmt.Fprintf(stderr, "outlierd tail: no new output for %s: %s\n", *idle, counts())
 			return nil
 		case err := <-errc:
-			return err
+			return fmt.Errorf("%w (%s)", err, counts())
 		case m := <-msgs:
 			if timer != nil {
 				timer.Reset(*idle)
 			}
 			var o tailOutput
 			if err := json.Unmarshal(m.Value, &o); err != nil {
-				return fmt.Errorf("topic %s partition %d offset %d: not an outlierd JSON output: %v", m.Topic, m.Partition, m.Offset, err)
+				return fmt.Errorf("topic %s partition %d offset %d: not an outlierd JSON output: %v (%s)", m.Topic, m.Partition, m.Offset, err, counts())
 			}
 			if !*all && (o.Scores == nil || !o.Scores.Outlier) {
 				continue
@@ -148,10 +149,10 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 				line = func(*tailOutput) string { return string(m.Value) }
 			}
 			if _, err := fmt.Fprintln(stdout, line(&o)); err != nil {
-				return fmt.Errorf("writing the output: %w (%d printed)", err, printed) // (a full disk: not read on for ever)
+				return fmt.Errorf("writing the output: %w (%s)", err, counts()) // (a full disk: not read on for ever)
 			}
 			if printed++; *maxN > 0 && printed >= *maxN {
-				fmt.Fprintf(stderr, "outlierd tail: --max %d reached: %d printed, %s skipped\n", *maxN, printed, plural(dups, "copy", "copies"))
+				fmt.Fprintf(stderr, "outlierd tail: --max %d reached: %s\n", *maxN, counts())
 				return nil
 			}
 		}
