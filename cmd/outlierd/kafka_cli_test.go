@@ -129,9 +129,7 @@ func TestProduceRateBounds(t *testing.T) {
 func TestProduceStopsAtABadLineSayingWhatWent(t *testing.T) {
 	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		path, names := kafkaConfig(t, br, "json")
-		if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
-			t.Fatalf("topics create: %s", errs)
-		}
+		createTopics(t, path, 1)
 		line := `{"temp": 20.5, "pressure": 101.2}` + "\n"
 		data := writeFile(t, "s.jsonl", strings.Repeat(line, 3)+"not json\n"+strings.Repeat(line, 2))
 		_, errs, code := outlierd(t, "produce", "--config", path, "--input", data)
@@ -163,9 +161,7 @@ func TestProduce(t *testing.T) {
 		data := writeFile(t, "sensors.csv", b.String())
 		for _, format := range []string{"json", "csv"} {
 			path, names := kafkaConfig(t, br, format)
-			if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "3"); code != 0 {
-				t.Fatalf("topics create: %s", errs)
-			}
+			createTopics(t, path, 3)
 			start := time.Now()
 			out, errs, code := outlierd(t, "produce", "--config", path, "--input", data, "--key-column", "sensor", "--rate", "1500/s", "--json")
 			took := time.Since(start)
@@ -229,9 +225,7 @@ func TestProduce(t *testing.T) {
 func TestTail(t *testing.T) {
 	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		path, names := kafkaConfig(t, br, "json")
-		if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "2"); code != 0 {
-			t.Fatalf("topics create: %s", errs)
-		}
+		createTopics(t, path, 2)
 		output := func(id, key, scores, why string) *kgo.Record {
 			k := "null"
 			if key != "" {
@@ -457,9 +451,7 @@ func TestProduceTailSecured(t *testing.T) {
 		"    sasl: {mechanism: scram-sha-512, username: %q, password: \"${KAFKA_SASL_PASSWORD}\"}\n", ca, user)
 	path := writeFile(t, "pipeline.yaml", fmt.Sprintf("ingest:\n  brokers: [%q]\n  topic: %s\n  features: [temp]\n%s"+
 		"sink:\n  topic: %s\n  dead_letter_topic: %s-dlq\n%shttp:\n  listen: \"\"\n", bootstrap, in, sec, out, out, sec))
-	if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "2"); code != 0 {
-		t.Fatalf("topics create: exit %d: %s", code, errs)
-	}
+	createTopics(t, path, 2)
 	data := writeFile(t, "r.csv", "temp\n1.5\n2.5\n3.5\n")
 	res, errs, code := outlierd(t, "produce", "--config", path, "--input", data, "--json")
 	var po produceOutput
@@ -523,9 +515,7 @@ func TestProduceDottedPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	path = writeFile(t, "dotted.yaml", strings.Replace(string(cfg), "features: [temp, pressure]", "features: [sensor.temp, pressure]", 1))
-	if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
-		t.Fatalf("topics create: %s", errs)
-	}
+	createTopics(t, path, 1)
 	data := writeFile(t, "s.csv", "sensor.temp,pressure,site.name\n3,1,a\n,2,b\n")
 	if _, errs, code := outlierd(t, "produce", "--config", path, "--input", data); code != 0 || errs != "" {
 		t.Fatalf("exit %d, stderr %q", code, errs)

@@ -22,9 +22,7 @@ func TestProduceInterruptedSaysSo(t *testing.T) {
 	top := t
 	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		path, names := kafkaConfig(t, br, "json")
-		if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
-			t.Fatalf("topics create: %s", errs)
-		}
+		createTopics(t, path, 1)
 		var b strings.Builder
 		b.WriteString("temp,pressure\n")
 		for i := range 1000 {
@@ -68,9 +66,7 @@ func TestProduceInterruptedSaysSo(t *testing.T) {
 func TestProducePacedEndsAtItsLastRecord(t *testing.T) {
 	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		path, _ := kafkaConfig(t, br, "json")
-		if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
-			t.Fatalf("topics create: %s", errs)
-		}
+		createTopics(t, path, 1)
 		data := writeFile(t, "one.csv", "temp,pressure\n1,2\n")
 		start := time.Now()
 		if _, errs, code := outlierd(t, "produce", "--config", path, "--input", data, "--rate", "0.5"); code != 0 {

@@ -2,12 +2,8 @@ package main
 
 import (
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outlierd/outlierd/internal/testsupport"
 )
@@ -20,18 +16,9 @@ import (
 func TestTailIdleExitCountsFromTheFirstFetch(t *testing.T) {
 	br := testsupport.KfakeBroker(t)
 	path, names := kafkaConfig(t, br, "json")
-	if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
-		t.Fatalf("topics create: %s", errs)
-	}
-	v := `{"id":"in/0/1","topic":"in","partition":0,"offset":1,"key":null,"timestamp":null,"payload":{},"payload_encoding":"json","scores":{"outlier":true,"score":7},"explanation":"far out","subspace":[],"model_version":1}`
-	testsupport.Produce(t, br, &kgo.Record{Topic: names[1], Partition: 0, Value: []byte(v)})
-	var slowed atomic.Bool
-	br.Kfake.ControlKey(kmsg.ListOffsets.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		if !slowed.Swap(true) {
-			time.Sleep(time.Second) // (the cluster waits too: only the readers ask now)
-		}
-		return nil, nil, false
-	})
+	createTopics(t, path, 1)
+	testsupport.Produce(t, br, outlierOutput(names[1], "in/0/1"))
+	slowed := holdFirstOffsets(br, time.Second)
 	out, errs, code := outlierd(t, "tail", "--config", path, "--from-beginning", "--idle-exit", "300ms")
 	if code != 0 || !strings.Contains(out, "in/0/1") || !strings.Contains(errs, "1 printed") {
 		t.Errorf("tail --idle-exit 300ms with a 1 s connection: exit %d, stdout %q, stderr %q: want the output printed", code, out, errs)
@@ -47,19 +34,9 @@ func TestTailIdleExitCountsFromTheFirstFetch(t *testing.T) {
 func TestTailIdleExitBoundsTheConnection(t *testing.T) {
 	br := testsupport.KfakeBroker(t)
 	path, names := kafkaConfig(t, br, "json")
-	if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
-		t.Fatalf("topics create: %s", errs)
-	}
-	old := tailConnectWait
-	tailConnectWait = 300 * time.Millisecond
-	t.Cleanup(func() { tailConnectWait = old })
-	var slowed atomic.Bool
-	br.Kfake.ControlKey(kmsg.ListOffsets.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		if !slowed.Swap(true) {
-			time.Sleep(3 * time.Second)
-		}
-		return nil, nil, false
-	})
+	createTopics(t, path, 1)
+	cutTailConnectWait(t, 300*time.Millisecond)
+	holdFirstOffsets(br, 3*time.Second)
 	start := time.Now()
 	_, errs, code := outlierd(t, "tail", "--config", path, "--idle-exit", "100ms")
 	if code != 1 || !strings.Contains(errs, names[1]) || !strings.Contains(errs, "have not all connected") {

@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outlierd/outlierd/internal/testsupport"
 )
@@ -48,19 +45,9 @@ func (w *lateWriter) end() {
 func TestTailWritesNothingAfterItEnds(t *testing.T) {
 	br := testsupport.KfakeBroker(t)
 	path, _ := kafkaConfig(t, br, "json")
-	if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "2"); code != 0 {
-		t.Fatalf("topics create: %s", errs)
-	}
-	old := tailConnectWait
-	tailConnectWait = 300 * time.Millisecond
-	t.Cleanup(func() { tailConnectWait = old })
-	var slowed atomic.Bool
-	br.Kfake.ControlKey(kmsg.ListOffsets.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		if !slowed.Swap(true) {
-			time.Sleep(1500 * time.Millisecond)
-		}
-		return nil, nil, false
-	})
+	createTopics(t, path, 2)
+	cutTailConnectWait(t, 300*time.Millisecond)
+	holdFirstOffsets(br, 1500*time.Millisecond)
 	var stdout bytes.Buffer
 	var stderr lateWriter
 	code := run([]string{"tail", "--config", path, "--idle-exit", "100ms"}, &stdout, &stderr)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -21,13 +20,8 @@ func TestTailSaysWhatItPrintedWhenStopped(t *testing.T) {
 	top := t
 	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		path, names := kafkaConfig(t, br, "json")
-		if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
-			t.Fatalf("topics create: %s", errs)
-		}
-		output := func(id string) *kgo.Record {
-			v := fmt.Sprintf(`{"id":%q,"topic":"in","partition":0,"offset":1,"key":null,"timestamp":null,"payload":{},"payload_encoding":"json","scores":{"outlier":true,"score":7},"explanation":"far out","subspace":[],"model_version":1}`, id)
-			return &kgo.Record{Topic: names[1], Partition: 0, Value: []byte(v)}
-		}
+		createTopics(t, path, 1)
+		output := func(id string) *kgo.Record { return outlierOutput(names[1], id) }
 		testsupport.Produce(t, br, output("in/0/1"), output("in/0/1"), output("in/0/2"))
 
 		if _, errs, code := outlierd(t, "tail", "--config", path, "--from-beginning", "--max", "1"); code != 0 || !strings.Contains(errs, "1 printed, 0 copies skipped") {
@@ -69,12 +63,8 @@ func TestTailSaysWhatItPrintedWhenStopped(t *testing.T) {
 func TestTailSaysWhatItPrintedOnAnError(t *testing.T) {
 	br := testsupport.KfakeBroker(t)
 	path, names := kafkaConfig(t, br, "json")
-	if _, errs, code := outlierd(t, "topics", "create", "--config", path, "--partitions", "1"); code != 0 {
-		t.Fatalf("topics create: %s", errs)
-	}
-	v := `{"id":"in/0/1","topic":"in","partition":0,"offset":1,"key":null,"timestamp":null,"payload":{},"payload_encoding":"json","scores":{"outlier":true,"score":7},"explanation":"far out","subspace":[],"model_version":1}`
-	testsupport.Produce(t, br, &kgo.Record{Topic: names[1], Partition: 0, Value: []byte(v)},
-		&kgo.Record{Topic: names[1], Partition: 0, Value: []byte(v)},
+	createTopics(t, path, 1)
+	testsupport.Produce(t, br, outlierOutput(names[1], "in/0/1"), outlierOutput(names[1], "in/0/1"),
 		&kgo.Record{Topic: names[1], Partition: 0, Value: []byte("not json")})
 	_, errs, code := outlierd(t, "tail", "--config", path, "--from-beginning", "--idle-exit", "10s")
 	if code != 1 || !strings.Contains(errs, "not an outlierd JSON output") || !strings.Contains(errs, "1 printed, 1 copy skipped") {
