@@ -64,9 +64,14 @@ func (r *recency) oldest() *keyState {
 
 // each calls f for every held key, least recently seen first.
 func (r *recency) each(f func(st *keyState)) {
+	r.eachWhile(func(st *keyState) bool { f(st); return true })
+}
+
+// eachWhile is each until f returns false.
+func (r *recency) eachWhile(f func(st *keyState) bool) {
 	for _, t := range r.log[r.head:] {
-		if t.st != nil && t.live() {
-			f(t.st)
+		if t.st != nil && t.live() && !f(t.st) {
+			return
 		}
 	}
 }

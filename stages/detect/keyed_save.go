@@ -54,16 +54,26 @@ func (s *Stage) saveKeys(wait bool) {
 	var states []keyState
 	var fleet *fleetTail
 	var al *alarmState
-	var sum uint64 // (the keys' digest: a stop's, of the keys themselves, so that an unchanged state is not even copied)
+	// The keys' digest: a stop's, of the keys themselves, so that an unchanged state is not even
+	// copied. It and the copy end when the stop's deadline passes (keyed_unchanged.go).
+	var sum uint64
 	if keys && wait {
-		sum = s.liveKeysDigest(s.series.pos)
-		if file, same := s.ext.saved.unchanged(&s.ext.saved.keys, sum); same {
+		var err error
+		if sum, err = s.liveKeysDigest(s.ext.saving, s.series.pos); err != nil { // (the deadline passed as it digested)
+			s.cutSave("keys' state", len(s.keyed.keys))
+			keys = false
+		} else if file, same := s.ext.saved.unchanged(&s.ext.saved.keys, sum); same {
 			s.notSavedAgain("keys' state", file, true)
 			keys = false
 		}
 	}
 	if keys {
-		states, fleet = s.keyed.keysCopy(), s.keyed.fleet.fleetCopy()
+		var err error
+		if states, err = s.keyed.keysCopyContext(s.ext.saving); err != nil { // (a stop's, as its digest; saving ends only at the stop)
+			s.cutSave("keys' state", len(s.keyed.keys))
+		} else {
+			fleet = s.keyed.fleet.fleetCopy()
+		}
 	}
 	if alarms {
 		al = s.alarmsCopy()
@@ -78,7 +88,11 @@ func (s *Stage) saveKeys(wait bool) {
 			return
 		}
 		if !wait { // (a periodic save digests the copy, on its own goroutine)
-			sum = keysDigestOf(s.ext.seed, features, &cfg, len(states), eachOf(states), fleet, pos)
+			var err error
+			if sum, err = keysDigestOf(ctx, s.ext.seed, features, &cfg, len(states), eachOf(states), fleet, pos); err != nil {
+				s.cutSave("keys' state", len(states))
+				return
+			}
 			if file, same := s.ext.saved.unchanged(&s.ext.saved.keys, sum); same {
 				s.notSavedAgain("keys' state", file, false)
 				return

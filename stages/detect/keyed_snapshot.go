@@ -179,8 +179,21 @@ func (k *keyedScorer) encodeKeys(features []string, cfg *Config) []byte {
 // windows, bits and caps (the next batch changes them); the models are shared (a key's model is
 // replaced, never changed).
 func (k *keyedScorer) keysCopy() []keyState {
+	out, _ := k.keysCopyContext(context.Background()) // (no error: the context never ends)
+	return out
+}
+
+// keysCopyContext is keysCopy ending when ctx does (every 256 keys: a stop's deadline), with
+// ctx.Err() (about 0.1 s at 100,000 keys).
+func (k *keyedScorer) keysCopyContext(ctx context.Context) ([]keyState, error) {
 	out := make([]keyState, 0, len(k.keys))
-	k.lru.each(func(st *keyState) {
+	var err error
+	k.lru.eachWhile(func(st *keyState) bool {
+		if len(out)%256 == 0 {
+			if err = ctx.Err(); err != nil {
+				return false
+			}
+		}
 		c := keyState{key: st.key, partition: st.partition, size: st.size, next: st.next, since: st.since,
 			model: st.model, sig: st.sig.clone(), cols: make([][]float32, len(st.cols))}
 		for j := range st.cols {
@@ -189,8 +202,12 @@ func (k *keyedScorer) keysCopy() []keyState {
 		capCopy := st.cap.clone()
 		c.cap = &capCopy
 		out = append(out, c)
+		return true
 	})
-	return out
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // encodeKeyStates is encodeKeys of copied states (keysCopy) and fleet's pool (fleetCopy; nil:
@@ -420,7 +437,11 @@ func (s *Stage) loadKeyStates(ctx context.Context, d *SnapshotDir) (uint64, erro
 		}
 		s.keyed.takeStateOf(k)
 		if newest { // (as the file holds it: noteLoaded checks that the rest of the load left it so)
-			s.ext.saved.set(&s.ext.saved.keys, s.liveKeysDigest(at), path)
+			sum, err := s.liveKeysDigest(ctx, at)
+			if err != nil { // cut by a stop, as the read
+				return 0, err
+			}
+			s.ext.saved.set(&s.ext.saved.keys, sum, path)
 		}
 		for _, st := range s.keyed.keys { // published again by a builder: it may have died before
 			if st.model != nil {

@@ -183,7 +183,7 @@ func TestKeysDigestCoversTheSavedState(t *testing.T) {
 		return s.keysDigest(len(states), eachOf(states), f, pos)
 	}
 	base := digest(s.keyed.keysCopy(), pool, 7)
-	if live := s.keysDigest(len(s.keyed.keys), s.keyed.lru.each, pool, 7); live != base {
+	if live := s.keysDigest(len(s.keyed.keys), s.keyed.lru.eachWhile, pool, 7); live != base {
 		t.Fatalf("the live keys digest %x, their copy %x", live, base)
 	}
 	var st *keyState
