@@ -70,7 +70,7 @@ func (s *Stage) quietWithin(ctx context.Context, then, left func()) bool {
 	var mu sync.Mutex
 	var ended, gone bool
 	done := make(chan struct{})
-	inFlight := -1 // (after a wait left running, the flight is its: its goroutine sets s.flight)
+	inFlight := 0 // (read only without a wait left running: the flight is then its, and its goroutine sets s.flight)
 	if before == nil {
 		inFlight = len(s.flight)
 	}
@@ -111,11 +111,9 @@ func (s *Stage) quietWithin(ctx context.Context, then, left func()) bool {
 	s.ext.leftover.Add(1)
 	s.ext.quieting = done
 	s.ext.stateAhead.Store(true)
-	ev := s.deps.Log.Warn()
-	if inFlight >= 0 {
-		ev = ev.Int("batches_in_flight", inFlight)
+	if before == nil { // (a wait left by an earlier cut, Abandon's, was logged by it: one warning a stop)
+		s.deps.Log.Warn().Int("batches_in_flight", inFlight).Msg("the keys' pass or builds of the batches in flight were still running at the stop's deadline (run.shutdown_timeout): left to end alone; keys' and alarm state not saved, the last complete save stands and the next start loads it")
 	}
-	ev.Msg("the keys' pass or builds of the batches in flight were still running at the stop's deadline (run.shutdown_timeout): left to end alone; keys' and alarm state not saved, the last complete save stands and the next start loads it")
 	if s.builds.running {
 		s.loseBuild()
 	}
