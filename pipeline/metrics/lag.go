@@ -38,7 +38,8 @@ type LagConfig struct {
 // the batches in flight.
 //
 // Each successful poll also tells that the brokers answer: it sets the broker-connected
-// state that /readyz reads.
+// state that /readyz reads. Polls failing for the source's stale time make the lag unknown
+// (lagstale.go).
 type LagPoller struct {
 	cfg       LagConfig
 	m         *Metrics
@@ -75,6 +76,7 @@ func NewLagPoller(cfg LagConfig, m *Metrics, log zerolog.Logger) (*LagPoller, er
 	tr.IdleTimeout = max(30*time.Second, 3*cfg.Interval)
 	// The source's readiness needs the lag this poller provides (metrics.go Ready).
 	m.setSourceStaleAfter(max(3*cfg.Interval, 10*time.Second))
+	m.lagPollStarted()
 	return &LagPoller{
 		cfg:       cfg,
 		m:         m,
@@ -123,11 +125,15 @@ func (l *LagPoller) Poll(ctx context.Context) (map[int]int64, error) {
 	lag, err := l.poll(ctx)
 	var kerr kafka.Error
 	l.m.SetBrokerConnected(err == nil || errors.As(err, &kerr))
+	unknown := l.m.lagPolled(err)
 	if err != nil {
 		l.m.LagPollFailed()
-		if errors.Is(err, errNoTopic) { // (deleted while running: the source fetches nothing, for ever)
+		switch {
+		case errors.Is(err, errNoTopic): // (deleted while running: the source fetches nothing, for ever)
 			l.m.setInputMissing(fmt.Sprintf("input topic %q does not exist on the brokers (deleted?): nothing to consume", l.cfg.Topic))
 			l.m.SetLag(l.cfg.GroupID, l.cfg.Topic, nil) // (no partitions left to show a lag for)
+		case unknown: // (no poll succeeded for the stale time: lagstale.go)
+			l.m.dropLag()
 		}
 		return nil, err
 	}

@@ -103,7 +103,7 @@ type (
 		RecordsOut     float64          `json:"records_out"`
 		Flagged        float64          `json:"flagged"`
 		DeadLetters    float64          `json:"dead_letters"`
-		Lag            *int64           `json:"lag"` // null until the first lag poll
+		Lag            *int64           `json:"lag"` // null until the first lag poll, and while the lag is unknown (lagstale.go)
 		LagPartitions  map[string]int64 `json:"lag_partitions,omitempty"`
 		Topic          string           `json:"topic,omitempty"`
 		WindowRecords  float64          `json:"window_records"`

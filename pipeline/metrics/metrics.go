@@ -145,6 +145,8 @@ type Metrics struct {
 	// inputMissing says that the last lag poll found no input topic (setInputMissing; guarded
 	// by mu; "" otherwise): a reason of /readyz.
 	inputMissing string
+	// lagHealth is when a lag poll last succeeded, and since, how many failed (lagstale.go).
+	lagHealth lagHealth
 }
 
 // New returns a Metrics with its own registry, holding the pipeline's series plus the Go
@@ -485,7 +487,9 @@ func (m *Metrics) Ready() (bool, string) {
 	if inputMissing != "" {
 		why = append(why, inputMissing)
 	}
-	if stale := time.Duration(m.sourceStaleAfter.Load()); stale > 0 && !m.caughtUp.Load() {
+	if unknown, ok := m.lagUnknown(); ok { // (the source's part needs the lag: lagstale.go)
+		why = append(why, unknown)
+	} else if stale := time.Duration(m.sourceStaleAfter.Load()); stale > 0 && !m.caughtUp.Load() {
 		switch last := m.progress.Load(); {
 		case last == 0:
 			why = append(why, "source not consuming: nothing fetched since the brokers answered, and the input has lag")
