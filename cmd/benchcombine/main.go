@@ -91,7 +91,7 @@ func run(args []string, w io.Writer) error {
 	batchSize := fs.Int("batch", 1000, "records per batch")
 	sensorRows := fs.Int("sensor-rows", 60000, "records of the demo stream")
 	seed := fs.Uint64("seed", 1, "shuffle, stage and stream seed")
-	rawOut := fs.String("raw", "", "append one JSON line per (set, window, uncertainty, eta, n, rule) to this file")
+	rawOut := fs.String("raw", "", "append one JSON line per (set, window, uncertainty, eta, n, rule) to this file (a figure the labels leave undefined: null)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -212,12 +212,13 @@ func measure(w io.Writer, raw *json.Encoder, d *dataset, u string, ws windowSpec
 				if rule == detect.CombineDensity {
 					nS = "—"
 				}
-				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %.3f | %.3f | %.3f | %d | %s |\n", d.name, ws.name, u, etaS, nS, rule,
-					c.Precision(), c.Recall(), c.F1(), flagged, byEta[0].elapsed.Round(time.Millisecond))
+				p, r, f1 := figures(c)
+				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s |\n", d.name, ws.name, u, etaS, nS, rule,
+					cell(p), cell(r), cell(f1), flagged, byEta[0].elapsed.Round(time.Millisecond))
 				if raw != nil {
 					if err := raw.Encode(map[string]any{"set": d.name, "rows": d.rows(), "window": ws.name, "W": ws.window, "uncertainty": u,
 						"eta": eta, "delta": eta, "n": n, "nfrac": nfracs[t], "rule": rule, "tp": c.TP, "fp": c.FP, "fn": c.FN, "tn": c.TN,
-						"precision": c.Precision(), "recall": c.Recall(), "f1": c.F1(), "flagged": flagged,
+						"precision": nanNil(p), "recall": nanNil(r), "f1": nanNil(f1), "flagged": flagged,
 						"density_auc":  nanNil(quality.ROCAUC(negate(byEta[i].eta), d.outlier)),
 						"distance_auc": nanNil(quality.ROCAUC(byN[t].weight, d.outlier)), "models": byEta[i].models,
 						"elapsed_ms": byEta[i].elapsed.Milliseconds()}); err != nil {
@@ -250,8 +251,36 @@ func negate(x []float64) []float64 {
 	return out
 }
 
+// figures are the precision, recall and F1 of the flags' confusion c, NaN where c leaves them
+// undefined, as every outlierd command's --json has them (null there; cmd/outlierd
+// labelquality.go): recall with no row labelled an outlier, precision with no row flagged, F1
+// (2TP/(2TP+FP+FN)) with neither. They read 0 here, which an average over sets took for a miss.
+func figures(c quality.Confusion) (precision, recall, f1 float64) {
+	precision, recall, f1 = math.NaN(), math.NaN(), math.NaN()
+	if c.TP+c.FP > 0 {
+		precision = c.Precision()
+	}
+	if c.TP+c.FN > 0 {
+		recall = c.Recall()
+	}
+	if c.TP+c.FP+c.FN > 0 {
+		f1 = c.F1() // (0 when one side is empty: TP is 0 then)
+	}
+	return precision, recall, f1
+}
+
+// cell is a figure in the Markdown table at 3 decimals, "n/a" where it is not defined.
+func cell(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "n/a"
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+// nanNil is v for a raw line: null where it is not defined (NaN or ±Inf: JSON has no number
+// for them; json.Encoder fails on them).
 func nanNil(v float64) any {
-	if math.IsNaN(v) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil
 	}
 	return v

@@ -11,6 +11,7 @@ import argparse
 import collections
 import json
 import statistics
+import sys
 
 
 def key(r):
@@ -31,6 +32,12 @@ def main():
     rows = [json.loads(l) for l in open(a.raw)]
     ex = set(filter(None, a.exclude.split(",")))
     rows = [r for r in rows if r["set"] not in ex and (a.uncertainty == "all" or r["uncertainty"] == a.uncertainty or r["set"] == "sensors")]
+    # A set that labels no outlier has no F1 to rank on (cmd/benchcombine writes it null where
+    # nothing is flagged, as precision and recall where undefined; 0 where anything is): left out.
+    unlabelled = sorted({r["set"] for r in rows if r["tp"] + r["fn"] == 0})
+    if unlabelled:
+        print(f"left out, no outlier labelled (F1 undefined): {', '.join(unlabelled)}", file=sys.stderr)
+        rows = [r for r in rows if r["set"] not in unlabelled]
     # f1[set][config] = mean over the set's variants (window x uncertainty)
     acc = collections.defaultdict(lambda: collections.defaultdict(list))
     for r in rows:
