@@ -306,8 +306,10 @@ func (d *demoSummary) live(w io.Writer, st *pipeline.Stats, produced int64) {
 	d.mu.Lock()
 	c := d.conf
 	d.mu.Unlock()
-	line := fmt.Sprintf("%5.0fs  produced %d  scored %d (%.0f/s)  flagged %d (%.0f/s)  dead letters %d  model v%d  precision %.3f  recall %.3f",
-		now.Sub(d.start).Seconds(), produced, out, rps, flag, fps, st.DeadLetters.Load(), st.ModelVersion.Load(), c.Precision(), c.Recall())
+	var q labelQuality
+	q.setCounts(c)
+	line := fmt.Sprintf("%5.0fs  produced %d  scored %d (%.0f/s)  flagged %d (%.0f/s)  dead letters %d  model v%d  precision %s  recall %s",
+		now.Sub(d.start).Seconds(), produced, out, rps, flag, fps, st.DeadLetters.Load(), st.ModelVersion.Load(), demoFigure(q.Precision), demoFigure(q.Recall))
 	if isTerminal(w) {
 		fmt.Fprintf(w, "\r%-*s", d.lastLiveLength, line)
 		d.lastLiveLength = len(line)
@@ -328,5 +330,17 @@ func (d *demoSummary) final(w io.Writer, st *pipeline.Stats, produced, anomalies
 	fmt.Fprintf(w, "  dead letters    %s\n", plural(st.DeadLetters.Load(), "malformed message", "malformed messages"))
 	fmt.Fprintf(w, "  model version   %d\n", st.ModelVersion.Load())
 	fmt.Fprintf(w, "  flagged         %d (true positives %d, false positives %d, missed %d)\n", c.TP+c.FP, c.TP, c.FP, c.FN)
-	fmt.Fprintf(w, "  precision       %.3f\n  recall          %.3f\n  F1              %.3f\n", c.Precision(), c.Recall(), c.F1())
+	var q labelQuality
+	q.setCounts(c)
+	fmt.Fprintf(w, "  precision       %s\n  recall          %s\n  F1              %s\n", demoFigure(q.Precision), demoFigure(q.Recall), demoFigure(q.F1))
+}
+
+// demoFigure is a figure of the demo's lines at 3 decimals, "-" while it is not defined
+// (labelQuality.setCounts: precision before anything is flagged, recall before an injected
+// anomaly is scored, F1 before either): 0.000 there read as a detector that misses everything.
+func demoFigure(v *figure) string {
+	if !v.defined() {
+		return "-"
+	}
+	return strconv.FormatFloat(float64(*v), 'f', 3, 64)
 }

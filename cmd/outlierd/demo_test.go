@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outlierd/outlierd/internal/algo/quality"
 	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/pipeline"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -54,6 +56,53 @@ func TestDemoRateBound(t *testing.T) {
 		code := cmd.ProcessState.ExitCode()
 		if want := "--rate must be in [1, " + strconv.Itoa(demoMaxRate) + "]"; code != 2 || !strings.Contains(stderr.String(), want) {
 			t.Errorf("--rate %s: exit %d (%v), stderr %.300q: want exit 2 and %q", rate, code, err, stderr.String(), want)
+		}
+	}
+}
+
+// TestDemoFiguresUndefinedUntilDefined: the demo's live line and its summary printed
+// "precision 0.000  recall 0.000" before any record was flagged or any injected anomaly scored:
+// a reader took it for a detector that misses everything. A figure not defined yet is "-"
+// (precision with nothing flagged, recall with no anomaly scored, F1 with neither, as the
+// --json figures are null: labelquality.go), a number once it is (0.000 when it is 0).
+func TestDemoFiguresUndefinedUntilDefined(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		conf       quality.Confusion
+		live, summ []string
+	}{
+		{"nothing yet", quality.Confusion{TN: 50},
+			[]string{"precision -  recall -"}, []string{"precision       -\n", "recall          -\n", "F1              -\n"}},
+		{"anomalies missed, nothing flagged", quality.Confusion{TN: 50, FN: 2},
+			[]string{"precision -  recall 0.000"}, []string{"precision       -\n", "recall          0.000\n", "F1              0.000\n"}},
+		{"flagged, no anomaly", quality.Confusion{TN: 50, FP: 1},
+			[]string{"precision 0.000  recall -"}, []string{"precision       0.000\n", "recall          -\n", "F1              0.000\n"}},
+		{"both", quality.Confusion{TN: 50, TP: 1, FP: 1},
+			[]string{"precision 0.500  recall 1.000"}, []string{"precision       0.500\n", "recall          1.000\n", "F1              0.667\n"}},
+	} {
+		var st pipeline.Stats
+		// The live line is printed on a non-terminal at whole multiples of 5 s since the start:
+		// a start just now prints it unless a second passed in between (a loaded machine: again).
+		var live strings.Builder
+		for range 10 {
+			d := &demoSummary{start: time.Now(), conf: tc.conf}
+			d.live(&live, &st, 0)
+			if live.Len() > 0 {
+				break
+			}
+		}
+		d := &demoSummary{start: time.Now(), conf: tc.conf}
+		var summ strings.Builder
+		d.final(&summ, &st, 0, 0)
+		for _, want := range tc.live {
+			if !strings.Contains(live.String(), want) {
+				t.Errorf("%s: live line %q, want %q", tc.name, live.String(), want)
+			}
+		}
+		for _, want := range tc.summ {
+			if !strings.Contains(summ.String(), want) {
+				t.Errorf("%s: summary %q, want %q", tc.name, summ.String(), want)
+			}
 		}
 	}
 }
