@@ -226,10 +226,11 @@ func (c *Config) Validate() error {
 	if c.Ingest.DeadLetterTopic != "" && c.Ingest.DeadLetterTopic != c.Sink.DeadLetterTopic {
 		add("ingest.dead_letter_topic", "%q differs from sink.dead_letter_topic %q: the sink writes the dead letters, set it there", c.Ingest.DeadLetterTopic, c.Sink.DeadLetterTopic)
 	}
-	if c.Sink.Topic != "" && c.Sink.Topic == c.Ingest.Topic {
+	onInput := c.sinkOnInputBrokers() // (other brokers: another cluster's topic of the name, or the start tells: topicloop.go)
+	if onInput && c.Sink.Topic != "" && c.Sink.Topic == c.Ingest.Topic {
 		add("sink.topic", "%q is the input topic: outputs would be read back as input", c.Sink.Topic)
 	}
-	if c.Sink.DeadLetterTopic != "" && c.Sink.DeadLetterTopic == c.Ingest.Topic {
+	if onInput && c.Sink.DeadLetterTopic != "" && c.Sink.DeadLetterTopic == c.Ingest.Topic {
 		add("sink.dead_letter_topic", "%q is the input topic: dead letters would be read back as input, fail again and be written again, without end", c.Sink.DeadLetterTopic)
 	}
 	return errors.Join(errs...)

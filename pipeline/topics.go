@@ -170,6 +170,9 @@ func checkTopics(ctx context.Context, cfg Config, log zerolog.Logger, note check
 				Int("replication_factor", cfg.Sink.CreateReplicationFactor).Msg("created the missing topic (sink.create_topics; replication factor 0: the broker's default)")
 		}
 	}
+	if len(errs) == 0 {
+		errs = append(errs, loopOnInput(ctx, cfg, log))
+	}
 	return errors.Join(errs...)
 }
 
