@@ -57,18 +57,19 @@ type Reason uint8
 
 // The decoders' reasons; every FieldError they return has one (0 is none).
 const (
-	ReasonMissing    Reason = iota + 1 // absent (or empty), and nothing stands in for it
-	ReasonNotNumber                    // a feature's or uncertainty's value is not a number: text, blank, a JSON object, null
-	ReasonNotFinite                    // NaN or Inf, spelled out
-	ReasonOutOfRange                   // a number beyond float64's range, or a feature's beyond float32's
-	ReasonNegative                     // an uncertainty below 0
-	ReasonBadTime                      // the event time is not a time the decoders read, or out of range
-	ReasonBadKey                       // the key is neither a string nor a number (JSON)
+	ReasonMissing      Reason = iota + 1 // absent (or empty), and nothing stands in for it
+	ReasonNotNumber                      // a feature's or uncertainty's value is not a number: text, blank, a JSON object, null
+	ReasonNotFinite                      // NaN or Inf, spelled out
+	ReasonOutOfRange                     // a number beyond float64's range, or a feature's beyond float32's
+	ReasonNegative                       // an uncertainty below 0
+	ReasonBadTime                        // the event time is not a time the decoders read, or out of range
+	ReasonBadKey                         // the key is neither a string nor a number (JSON)
+	ReasonDuplicateKey                   // a configured key (or an object on a configured JSON path) repeated in one object or logfmt message
 )
 
 // reasonNames are the reasons' words, as a dead letter's Code (the header outlierd-reason)
 // carries them: kept, for the programs that act on them.
-var reasonNames = [...]string{"", "missing", "not_a_number", "not_finite", "out_of_range", "negative_uncertainty", "bad_event_time", "bad_key"}
+var reasonNames = [...]string{"", "missing", "not_a_number", "not_finite", "out_of_range", "negative_uncertainty", "bad_event_time", "bad_key", "duplicate_key"}
 
 // String names the reason ("not_a_number"); "reason(N)" for one the decoders do not give.
 func (r Reason) String() string {

@@ -1,12 +1,17 @@
 package ingest
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
-// TestDecodeJSONDuplicateKeys: a key repeated in one object follows the documented rule, "the
-// last one wins" (as encoding/json into a map), in both orders: a bad value followed by a good
-// one is accepted with the good one, a good value followed by a bad one is refused for the bad
-// one. Before, any bad occurrence refused the record, and a repeated parent object kept the
-// fields of the first. Feature, uncertainty, key, event time and unconfigured keys.
+// TestDecodeJSONDuplicateKeys: a key repeated in one object on a configured path (a feature, an
+// uncertainty, the record key, the event time, or an object on such a path) made the last
+// occurrence win, silently: a producer's bug (two values of one feature, which is meant?) was
+// scored with one of them. Such a record is a dead letter naming the path (reason
+// duplicate_key), whatever the values and in either order; a key the pipeline does not read
+// may repeat (as encoding/json, it changes nothing scored), and a message that is not valid
+// JSON is still a syntax error first.
 func TestDecodeJSONDuplicateKeys(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(FormatJSON, []string{"temp", "sensor.hum"}, func(c *Config) {
@@ -15,41 +20,45 @@ func TestDecodeJSONDuplicateKeys(t *testing.T) {
 		c.Uncertainty = &Uncertainty{Suffix: "_sd", Default: ptr(0.5)}
 	})
 	const tail = `"sensor":{"hum":3},"dev":"d","ts":7}`
-	ok := func(name, in string, temp, hum, tempSD, humSD float32, key string, ts int64) decodeCase {
-		return decodeCase{name: name, in: in, values: []float32{temp, hum}, sd: []float32{tempSD, humSD},
-			key: key, hasKey: true, timeMS: ts, hasTime: true}
+	dup := func(name, in, field string) decodeCase {
+		return decodeCase{name: name, in: in, err: `field "` + field + `": repeated in one object (which of its values is meant is unknown)`}
 	}
 	runDecodeCases(t, cfg, []decodeCase{
-		// A feature repeated.
-		ok("feature: bad then good", `{"temp":"abc","temp":1,`+tail, 1, 3, 0.5, 0.5, "d", 7),
-		{name: "feature: good then bad", in: `{"temp":1,"temp":"abc",` + tail, err: `field "temp": not a number: "abc"`},
-		ok("feature: out of range then good", `{"temp":1e39,"temp":2,`+tail, 2, 3, 0.5, 0.5, "d", 7),
-		{name: "feature: good then out of range", in: `{"temp":2,"temp":1e39,` + tail, err: `field "temp": out of float32 range: 1e+39`},
-		ok("feature: bad then good, escaped spelling", `{"temp":null,"t\u0065mp":4,`+tail, 4, 3, 0.5, 0.5, "d", 7),
-		ok("nested feature: bad then good", `{"temp":1,"sensor":{"hum":"x","hum":5},"dev":"d","ts":7}`, 1, 5, 0.5, 0.5, "d", 7),
-		{name: "nested feature: good then bad", in: `{"temp":1,"sensor":{"hum":5,"hum":"x"},"dev":"d","ts":7}`, err: `field "sensor.hum": not a number: "x"`},
-		// A parent object repeated: the last one replaces the whole object.
-		ok("parent: bad object then good", `{"temp":1,"sensor":{"hum":"x"},"sensor":{"hum":6},"dev":"d","ts":7}`, 1, 6, 0.5, 0.5, "d", 7),
-		{name: "parent: good object then bad", in: `{"temp":1,"sensor":{"hum":6},"sensor":{"hum":"x"},"dev":"d","ts":7}`, err: `field "sensor.hum": not a number: "x"`},
-		ok("parent: scalar then object", `{"temp":1,"sensor":5,"sensor":{"hum":6},"dev":"d","ts":7}`, 1, 6, 0.5, 0.5, "d", 7),
-		{name: "parent: object then scalar", in: `{"temp":1,"sensor":{"hum":6},"sensor":5,"dev":"d","ts":7}`, err: `field "sensor.hum": missing`},
-		ok("parent: the last object's uncertainty, else the default", `{"temp":1,"sensor":{"hum":6,"hum_sd":0.2},"sensor":{"hum":8},"dev":"d","ts":7}`, 1, 8, 0.5, 0.5, "d", 7),
-		// An uncertainty repeated.
-		ok("uncertainty: bad then good", `{"temp":1,"temp_sd":-1,"temp_sd":0.25,`+tail, 1, 3, 0.25, 0.5, "d", 7),
-		{name: "uncertainty: good then bad", in: `{"temp":1,"temp_sd":0.25,"temp_sd":-1,` + tail, err: `field "temp_sd": uncertainty must be >= 0: -1`},
-		// Non-feature keys repeated: the record key, the event time, a field not configured.
-		ok("key: bad then good", `{"temp":1,"sensor":{"hum":3},"dev":{"x":1},"dev":"a","ts":7}`, 1, 3, 0.5, 0.5, "a", 7),
-		{name: "key: good then bad", in: `{"temp":1,"sensor":{"hum":3},"dev":"a","dev":{"x":1},"ts":7}`, err: `field "dev": key must be a string or a number, got an object`},
-		ok("key: two good, the last", `{"temp":1,"sensor":{"hum":3},"dev":"a","dev":42,"ts":7}`, 1, 3, 0.5, 0.5, "42", 7),
-		ok("time: bad then good", `{"temp":1,"sensor":{"hum":3},"dev":"d","ts":"yesterday","ts":9}`, 1, 3, 0.5, 0.5, "d", 9),
-		{name: "time: good then bad", in: `{"temp":1,"sensor":{"hum":3},"dev":"d","ts":9,"ts":"yesterday"}`, err: `field "ts": not an RFC 3339 time, a time as "2006-01-02 15:04:05" (UTC without an offset) or epoch milliseconds: "yesterday"`},
-		ok("unconfigured: scalar then object", `{"note":"x","temp":1,"note":{"y":[1]},`+tail, 1, 3, 0.5, 0.5, "d", 7),
-		ok("unconfigured: object then scalar", `{"note":{"y":[1]},"temp":1,"note":"x",`+tail, 1, 3, 0.5, 0.5, "d", 7),
+		dup("feature: bad then good", `{"temp":"abc","temp":1,`+tail, "temp"),
+		dup("feature: good then bad", `{"temp":1,"temp":"abc",`+tail, "temp"),
+		dup("feature: twice the same", `{"temp":1,"temp":1,`+tail, "temp"),
+		dup("feature: escaped spelling", `{"temp":1,"t\u0065mp":4,`+tail, "temp"),
+		dup("nested feature", `{"temp":1,"sensor":{"hum":5,"hum":6},"dev":"d","ts":7}`, "sensor.hum"),
+		dup("parent object", `{"temp":1,"sensor":{"hum":6},"sensor":{"hum":6},"dev":"d","ts":7}`, "sensor"),
+		dup("parent: scalar then object", `{"temp":1,"sensor":5,"sensor":{"hum":6},"dev":"d","ts":7}`, "sensor"),
+		dup("uncertainty", `{"temp":1,"temp_sd":0.1,"temp_sd":0.25,`+tail, "temp_sd"),
+		dup("key", `{"temp":1,"sensor":{"hum":3},"dev":"a","dev":42,"ts":7}`, "dev"),
+		dup("time", `{"temp":1,"sensor":{"hum":3},"dev":"d","ts":9,"ts":9}`, "ts"),
+		{name: "not JSON after the repeat: a syntax error first", in: `{"temp":1,"temp":2,` + tail + `x`,
+			err: "invalid JSON at byte 55: unexpected data after the top-level object"},
+		{name: "unconfigured: scalar then object", in: `{"note":"x","temp":1,"note":{"y":[1]},` + tail,
+			values: []float32{1, 3}, sd: []float32{0.5, 0.5}, key: "d", hasKey: true, timeMS: 7, hasTime: true},
+		{name: "unconfigured, under a configured object", in: `{"temp":1,"sensor":{"hum":3,"x":1,"x":2},"dev":"d","ts":7}`,
+			values: []float32{1, 3}, sd: []float32{0.5, 0.5}, key: "d", hasKey: true, timeMS: 7, hasTime: true},
+		{name: "the same name in two objects", in: `{"temp":1,"sensor":{"hum":3,"temp":9},"dev":"d","ts":7}`,
+			values: []float32{1, 3}, sd: []float32{0.5, 0.5}, key: "d", hasKey: true, timeMS: 7, hasTime: true},
 	})
+	dec := mustDecoder(t, cfg)
+	var fe *FieldError
+	if err := dec.Decode([]byte(`{"temp":1,"temp":2,`+tail), cfg.NewDecoded()); !errors.As(err, &fe) || fe.Reason.String() != "duplicate_key" {
+		t.Errorf("a repeated feature: %v, want a FieldError of reason duplicate_key", err)
+	}
+	// One decoder, many messages: a path met in the previous message is not a repeat.
+	for i := range 3 {
+		if err := dec.Decode([]byte(`{"temp":1,`+tail), cfg.NewDecoded()); err != nil {
+			t.Errorf("message %d after a repeat: %v", i, err)
+		}
+	}
 }
 
-// TestDecodeLogfmtDuplicateKeys: logfmt documents the same rule, "the last one wins", in both
-// orders, for a feature, an uncertainty, the event time and an unconfigured key.
+// TestDecodeLogfmtDuplicateKeys: logfmt follows the JSON decoder's rule: a configured key
+// repeated in one message is a dead letter naming it (duplicate_key), whatever the values; a key
+// the pipeline does not read may repeat.
 func TestDecodeLogfmtDuplicateKeys(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(FormatLogfmt, []string{"temp", "hum"}, func(c *Config) {
@@ -57,18 +66,17 @@ func TestDecodeLogfmtDuplicateKeys(t *testing.T) {
 		c.EventTimeField = "ts"
 		c.Uncertainty = &Uncertainty{Suffix: "_sd", Default: ptr(0.0)}
 	})
-	ok := func(name, in string, temp, tempSD float32, ts int64) decodeCase {
-		return decodeCase{name: name, in: in, values: []float32{temp, 3}, sd: []float32{tempSD, 0}, key: "a", hasKey: true, timeMS: ts, hasTime: true}
+	dup := func(name, in, field string) decodeCase {
+		return decodeCase{name: name, in: in, err: `field "` + field + `": repeated in one message (which of its values is meant is unknown)`}
 	}
 	runDecodeCases(t, cfg, []decodeCase{
-		ok("feature: bad then good", `dev=a temp=warm temp=2 hum=3 ts=1`, 2, 0, 1),
-		{name: "feature: good then bad", in: `dev=a temp=2 temp=warm hum=3 ts=1`, err: `field "temp": not a number: "warm"`},
-		ok("feature: NaN then good", `dev=a temp=NaN temp=2 hum=3 ts=1`, 2, 0, 1),
-		ok("uncertainty: bad then good", `dev=a temp=2 temp_sd=-1 temp_sd=0.5 hum=3 ts=1`, 2, 0.5, 1),
-		{name: "uncertainty: good then bad", in: `dev=a temp=2 temp_sd=0.5 temp_sd=-1 hum=3 ts=1`, err: `field "temp_sd": uncertainty must be >= 0: -1`},
-		ok("time: bad then good", `dev=a temp=2 hum=3 ts=soon ts=4`, 2, 0, 4),
-		{name: "time: good then bad", in: `dev=a temp=2 hum=3 ts=4 ts=soon`, err: `field "ts": not an RFC 3339 time, a time as "2006-01-02 15:04:05" (UTC without an offset) or epoch milliseconds: "soon"`},
-		ok("unconfigured", `msg=x dev=a temp=2 msg="y z" hum=3 ts=1`, 2, 0, 1),
+		dup("feature: bad then good", `dev=a temp=warm temp=2 hum=3 ts=1`, "temp"),
+		dup("feature: good then bad", `dev=a temp=2 temp=warm hum=3 ts=1`, "temp"),
+		dup("feature: quoted and bare", `dev=a temp=2 temp="2" hum=3 ts=1`, "temp"),
+		dup("uncertainty", `dev=a temp=2 temp_sd=0.1 temp_sd=0.5 hum=3 ts=1`, "temp_sd"),
+		dup("time", `dev=a temp=2 hum=3 ts=4 ts=4`, "ts"),
+		dup("key", `dev=a dev=b temp=2 hum=3 ts=4`, "dev"),
+		{name: "unconfigured", in: `msg=x dev=a temp=2 msg="y z" hum=3 ts=1`, values: []float32{2, 3}, sd: []float32{0, 0}, key: "a", hasKey: true, timeMS: 1, hasTime: true},
 	})
 }
 

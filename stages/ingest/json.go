@@ -19,9 +19,12 @@ type jsonDecoder struct {
 	plan  *plan
 	root  *jsonNode
 	found []bool
-	// errs[i] is the field error of the latest occurrence of slot i, nil when it was good: kept
-	// rather than returned at once so that a later occurrence of the key can replace it.
+	// errs[i] is the field error of slot i, nil when it was good: kept rather than returned at
+	// once so that a syntax error later in the message is reported instead.
 	errs []error
+	// gen numbers the messages (jsonNode.met); dup is the message's first repeated path.
+	gen uint64
+	dup error
 
 	// per Decode
 	data    []byte
@@ -49,6 +52,7 @@ func (d *jsonDecoder) Decode(value []byte, out *Decoded) error {
 	defer func() { d.data, d.out = nil, nil }()
 	clear(d.found)
 	clear(d.errs)
+	d.gen, d.dup = d.gen+1, nil
 	out.HasKey, out.HasEventTime, out.Key = false, false, nil
 	d.skipWS()
 	if d.pos >= len(d.data) || d.data[d.pos] != '{' {
@@ -60,6 +64,9 @@ func (d *jsonDecoder) Decode(value []byte, out *Decoded) error {
 	d.skipWS()
 	if d.pos != len(d.data) {
 		return d.syntax("unexpected data after the top-level object")
+	}
+	if d.dup != nil {
+		return d.dup
 	}
 	for _, err := range d.errs {
 		if err != nil {
@@ -116,11 +123,11 @@ func (d *jsonDecoder) object(node *jsonNode, depth int) error {
 		}
 		d.pos++
 		d.skipWS()
-		if child != nil && child.children != nil {
-			// A repeated parent replaces the earlier object: forget what was found under it.
-			for _, si := range child.below {
-				d.found[si], d.errs[si] = false, nil
+		if child != nil {
+			if child.met == d.gen && d.dup == nil { // (a dead letter: jsonfields.go)
+				d.dup = &FieldError{Field: child.path, Reason: ReasonDuplicateKey, Problem: "repeated in one object (which of its values is meant is unknown)"}
 			}
+			child.met = d.gen
 		}
 		var err error
 		switch {

@@ -14,17 +14,27 @@ import (
 // a producer that quotes numbers is a schema problem worth seeing in the dead-letter topic, and
 // accepting strings would hide "12,5" style locale bugs until they fail differently. The key
 // field may be a string or a number (its text); the event time a number (epoch milliseconds,
-// an integer) or a string (RFC 3339, or "2006-01-02 15:04:05": parseEventTime). A key repeated in one object: the last one wins, as with
-// encoding/json into a map, whatever the values: an earlier occurrence neither sets the field nor
-// refuses the record (its field error is kept only until a later occurrence replaces it), and a
-// repeated object replaces the whole earlier object (fields found only in the earlier one are
-// missing). The message must still be valid JSON throughout.
+// an integer) or a string (RFC 3339, or "2006-01-02 15:04:05": parseEventTime).
+//
+// A key repeated in one object on a configured path (a feature, an uncertainty, the key field,
+// the event-time field, or an object on such a path, "sensor" of "sensor.temp") makes the record a
+// dead letter naming the path (ReasonDuplicateKey), whatever the values: which one is meant is
+// unknown, and taking the last (encoding/json's rule, which this decoder followed until
+// 2026-11-28) scored a producer's bug with one of its two values, silently. RFC 8259 leaves
+// such an object's meaning to the reader ("names SHOULD be unique"), I-JSON (RFC 7493) forbids
+// it, encoding/json/v2 and Elasticsearch refuse it; the encoders producers use (Jackson, Python's
+// json, encoding/json, Kafka Connect's JsonConverter) write maps and structs, and never repeat a
+// key: a repeat comes from JSON built as text (templates, concatenation, log shippers' merges). A
+// key the pipeline does not read may repeat (it changes nothing scored; the output's payload
+// carries the message compacted, repeats and all). The message must still be valid JSON throughout: a syntax error comes
+// first.
 
 // jsonNode is one level of the path trie: "sensor.temp" is root -> "sensor" -> "temp".
 type jsonNode struct {
 	children map[string]*jsonNode
 	slots    []int // indices into plan.slots of the fields at exactly this path
-	below    []int // indices of the fields at this path and under it: reset when it repeats
+	path     string
+	met      uint64 // the jsonDecoder.gen of the message that met this path last: a repeat when it is the current one
 
 	// seen[i] is the key met at position i of this object in earlier messages and its child
 	// (nil: not wanted), the key's bytes in seenKeys. A producer writes its messages with the
@@ -82,17 +92,17 @@ func newJSONTrie(p *plan) *jsonNode {
 	root := &jsonNode{}
 	for i, s := range p.slots {
 		n := root
-		for _, seg := range strings.Split(s.field, ".") {
+		segs := strings.Split(s.field, ".")
+		for k, seg := range segs {
 			if n.children == nil {
 				n.children = map[string]*jsonNode{}
 			}
 			c := n.children[seg]
 			if c == nil {
-				c = &jsonNode{}
+				c = &jsonNode{path: strings.Join(segs[:k+1], ".")}
 				n.children[seg] = c
 			}
 			n = c
-			n.below = append(n.below, i)
 		}
 		n.slots = append(n.slots, i)
 	}

@@ -4,20 +4,22 @@ package ingest
 // the next space; it may not contain '"' or '=') or double-quoted with the escapes \" \\ \n \r
 // \t (an unknown escape keeps its backslash). A key without '=' is a flag with an empty value.
 // The configured features are looked up by key and their values, quoted or not, must be
-// decimal numbers; other keys are skipped. A key repeated in a message: the last one wins,
-// whatever the values (an earlier bad value does not refuse the record; as in the JSON decoder).
+// decimal numbers; other keys are skipped. A configured key repeated in a message makes the
+// record a dead letter naming it (ReasonDuplicateKey: which value is meant is unknown), as in
+// the JSON decoder (jsonfields.go); other keys may repeat.
 
 type logfmtDecoder struct {
 	plan    *plan
 	keys    map[string][]int // key -> indices into plan.slots
 	found   []bool
-	errs    []error // the field error of each slot's latest occurrence (see jsonDecoder.errs)
+	met     []bool  // per slot: its key was met in this message (a repeat is a dead letter)
+	errs    []error // the field error of each slot (see jsonDecoder.errs)
 	buf     []byte
 	keyCopy []byte
 }
 
 func newLogfmtDecoder(p *plan) *logfmtDecoder {
-	d := &logfmtDecoder{plan: p, keys: map[string][]int{}, found: make([]bool, len(p.slots)), errs: make([]error, len(p.slots))}
+	d := &logfmtDecoder{plan: p, keys: map[string][]int{}, found: make([]bool, len(p.slots)), met: make([]bool, len(p.slots)), errs: make([]error, len(p.slots))}
 	for i, s := range p.slots {
 		d.keys[s.field] = append(d.keys[s.field], i)
 	}
@@ -31,8 +33,10 @@ func logfmtSyntax(off int, msg string) error {
 // Decode implements Decoder.
 func (d *logfmtDecoder) Decode(value []byte, out *Decoded) error {
 	clear(d.found)
+	clear(d.met)
 	clear(d.errs)
 	out.HasKey, out.HasEventTime, out.Key = false, false, nil
+	var dup error
 	p, n := 0, len(value)
 	for {
 		for p < n && (value[p] == ' ' || value[p] == '\t' || value[p] == '\n' || value[p] == '\r') {
@@ -87,6 +91,10 @@ func (d *logfmtDecoder) Decode(value []byte, out *Decoded) error {
 		if !ok {
 			continue
 		}
+		if d.met[slots[0]] && dup == nil {
+			dup = &FieldError{Field: d.plan.slots[slots[0]].field, Reason: ReasonDuplicateKey, Problem: "repeated in one message (which of its values is meant is unknown)"}
+		}
+		d.met[slots[0]] = true
 		for _, si := range slots {
 			s := &d.plan.slots[si]
 			text := val
@@ -104,6 +112,9 @@ func (d *logfmtDecoder) Decode(value []byte, out *Decoded) error {
 			d.errs[si] = setText(s, text, out)
 			d.found[si] = true
 		}
+	}
+	if dup != nil {
+		return dup
 	}
 	for _, err := range d.errs {
 		if err != nil {

@@ -33,6 +33,7 @@ func TestFieldErrorReason(t *testing.T) {
 			{`{"dev":"a","temp":1,"hum":1,"ts":1.5}`, "ts", ReasonBadTime},
 			{`{"dev":"a","temp":1,"hum":1,"ts":[1]}`, "ts", ReasonBadTime},
 			{`{"dev":{"id":1},"temp":1,"hum":1,"ts":1}`, "dev", ReasonBadKey},
+			{`{"dev":"a","temp":1,"hum":1,"hum":2,"ts":1}`, "hum", ReasonDuplicateKey},
 		}},
 		{FormatCSV, []reasonCase{
 			{"a,1,0,,1", "hum", ReasonMissing},
@@ -50,6 +51,7 @@ func TestFieldErrorReason(t *testing.T) {
 			{"dev=a temp=Inf hum=1 ts=1", "temp", ReasonNotFinite},
 			{"dev=a temp=1 temp_sd=-2 hum=1 ts=1", "temp_sd", ReasonNegative},
 			{"dev=a temp=1 hum=1 ts=noon", "ts", ReasonBadTime},
+			{"dev=a temp=1 hum=1 hum=1 ts=1", "hum", ReasonDuplicateKey},
 		}},
 	} {
 		cfg := testConfig(c.format, []string{"temp", "hum"}, func(cf *Config) {
@@ -75,7 +77,7 @@ func TestFieldErrorReason(t *testing.T) {
 func TestReasonString(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
-	for r := ReasonMissing; r <= ReasonBadKey; r++ {
+	for r := ReasonMissing; r <= ReasonDuplicateKey; r++ {
 		// A word, as the dead letters' outlierd-reason header carries it (batch.DeadLetter.Code).
 		if s := r.String(); s == "" || strings.Trim(s, "abcdefghijklmnopqrstuvwxyz_") != "" || seen[s] || s == codeMalformed {
 			t.Errorf("Reason %d: %q (empty, not a lower-case word, a name twice, or the syntax errors')", r, s)
@@ -83,8 +85,8 @@ func TestReasonString(t *testing.T) {
 			seen[s] = true
 		}
 	}
-	if s := (ReasonBadKey + 1).String(); s != "reason(8)" {
-		t.Errorf("an unknown reason: %q, want reason(8)", s)
+	if s := (ReasonDuplicateKey + 1).String(); s != "reason(9)" {
+		t.Errorf("an unknown reason: %q, want reason(9)", s)
 	}
 	if s := Reason(0).String(); s != "reason(0)" {
 		t.Errorf("no reason: %q, want reason(0)", s)

@@ -37,7 +37,7 @@ const (
 	HeaderError = "outlierd-error" // dead letters: why the message could not be processed, for people
 	// HeaderReason is on a dead letter with its kind of problem as one word, for programs
 	// (batch.DeadLetter.Code): the decoders' missing, not_a_number, not_finite, out_of_range,
-	// negative_uncertainty, bad_event_time, bad_key, malformed (not the format's syntax), or the
+	// negative_uncertainty, bad_event_time, bad_key, duplicate_key, malformed (not the format's syntax), or the
 	// sink's output_too_large, output_unencodable. HeaderError's wording may change; these
 	// words stay.
 	HeaderReason = "outlierd-reason"
