@@ -325,15 +325,9 @@ func newRecordReader(r io.Reader, name, format string, in ingest.Config, delim r
 					return nil, nil, fmt.Errorf("%s:%d: not a JSON object on one line: %v", name, line, err)
 				}
 				if keyCol != "" {
-					raw, ok := jsonPath(obj, keyCol)
-					if !ok {
-						return nil, nil, fmt.Errorf("%s:%d: no field %q (--key-column)", name, line, keyCol)
-					}
-					var s string
-					if json.Unmarshal(raw, &s) == nil {
-						key = []byte(s)
-					} else {
-						key = bytes.Clone(raw)
+					var err error
+					if key, err = jsonKey(obj, keyCol); err != nil {
+						return nil, nil, fmt.Errorf("%s:%d: %w", name, line, err)
 					}
 				}
 			case "logfmt":
@@ -391,24 +385,6 @@ func newRecordReader(r io.Reader, name, format string, in ingest.Config, delim r
 		return r.key, r.value, r.err
 	}
 	return rr, nil
-}
-
-// jsonPath is the value of field key of a JSON object: the field of that name, else a dotted
-// path through the objects in it (sensor.id reaches {"sensor": {"id": ...}}), as ingest's
-// key_field and features read a message.
-func jsonPath(obj map[string]json.RawMessage, key string) (json.RawMessage, bool) {
-	if raw, ok := obj[key]; ok {
-		return raw, true
-	}
-	head, rest, dotted := strings.Cut(key, ".")
-	if !dotted {
-		return nil, false
-	}
-	var inner map[string]json.RawMessage
-	if raw, ok := obj[head]; !ok || json.Unmarshal(raw, &inner) != nil {
-		return nil, false
-	}
-	return jsonPath(inner, rest)
 }
 
 // recordFields adds the fields of a JSON line (an object's keys, and those of the objects in
