@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/internal/core/kafkasec"
+	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
 // tlsOnlyBroker listens like a broker's SSL or SASL_SSL listener met by a plaintext client: it
@@ -70,9 +71,15 @@ func TestTopicCheckFailsFastOnATLSListener(t *testing.T) {
 }
 
 // TestTopicCheckHintsAtAPlaintextListener: TLS on against a plaintext listener (the broker reads
-// the ClientHello as a request and closes) fails every attempt with a bare EOF, like a broker
-// going away: the check waits its 30 s, then said only "unreachable ... EOF". The EOF of a TLS
-// handshake is named, and the error says which key may be wrong.
+// the ClientHello as a request and closes) fails every attempt with a bare EOF or reset, like a
+// broker going away: the check waits its 30 s, then said only "unreachable ... EOF". The cut of a
+// TLS handshake is named, and the error says which key may be wrong.
+//
+// The check's wait is cut once an attempt has failed so (its log line): before, a 1 s deadline
+// stood in for that event, and one attempt on a loaded machine could outlast it. The cut may land
+// in a backoff or in an attempt (kafka-go's transport dials on its own schedule): an attempt cut
+// has the context's error, which says nothing of the brokers, so the check reports the attempt
+// before it (topicPartitions).
 func TestTopicCheckHintsAtAPlaintextListener(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -89,11 +96,28 @@ func TestTopicCheckHintsAtAPlaintextListener(t *testing.T) {
 			c.Close()
 		}
 	}()
+	var logs testsupport.LogBuffer
 	ref := TopicRef{Key: "sink.topic", Name: "out", Brokers: []string{ln.Addr().String()}, Security: kafkasec.Config{TLS: kafkasec.TLS{Enabled: true}}}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second) // (the check's wait, cut: it retries an EOF)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err = ref.PartitionIDs(ctx, zerolog.Nop())
+	go func() {
+		// (30 s: the first attempt fails at once on loopback; a check that never logs it ends
+		// the test here, the wait cut all the same, and fails it.)
+		deadline := time.After(30 * time.Second)
+		for len(logs.Lines("unreachable; retrying")) == 0 {
+			select {
+			case <-deadline:
+				cancel()
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		cancel()
+	}()
+	_, err = ref.PartitionIDs(ctx, zerolog.New(&logs))
 	if err == nil || !strings.Contains(err.Error(), "sink.security.tls.enabled") || !strings.Contains(err.Error(), "plaintext") {
-		t.Errorf("error %v, want it to name sink.security.tls.enabled and a plaintext listener", err)
+		t.Errorf("error %v, want it to name sink.security.tls.enabled and a plaintext listener\n%s", err, logs.String())
 	}
 }

@@ -260,6 +260,7 @@ func topicPartitions(ctx context.Context, t TopicRef, log zerolog.Logger, note c
 	}
 	defer tr.CloseIdleConnections()
 	limit := waitLimit(ctx)
+	var last error // (the last attempt's error that said why the brokers did not answer)
 	for attempt := 1; ; attempt++ {
 		// kafka.MetadataRequest never sets AllowAutoTopicCreation: asking does not create.
 		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{t.Name}})
@@ -282,6 +283,12 @@ func topicPartitions(ctx context.Context, t TopicRef, log zerolog.Logger, note c
 			}
 			return nil, nil // not listed: unknown
 		}
+		if ctx.Err() != nil && last != nil {
+			// Cut during an attempt (the wait's end, a stop): its error is the cut's and says
+			// nothing of the brokers; the attempt before it does (a TLS handshake cut: cutHint).
+			return nil, fmt.Errorf("pipeline: %s: cannot check topic %q: brokers %s unreachable for %s%s: %w (the attempt under way cut: %w)",
+				t.Key, t.Name, strings.Join(t.Brokers, ","), limit, t.cutHint(last), last, ctx.Err())
+		}
 		if plaintextToTLS(err) { // (an unexpected EOF, which unreachable takes for a broker going away)
 			return nil, fmt.Errorf("pipeline: %s: checking topic %q on %s: the brokers answer in TLS and the client speaks plaintext: set %s: true: %w",
 				t.Key, t.Name, strings.Join(t.Brokers, ","), t.tlsKey(), err)
@@ -294,6 +301,7 @@ func topicPartitions(ctx context.Context, t TopicRef, log zerolog.Logger, note c
 			Msg("waiting for the brokers to check the topic: unreachable; retrying")
 		note.waitingFor(t, fmt.Sprintf("the brokers to answer about %s %q (unreachable, attempt %d, gives up after %s: %v)",
 			t.Key, t.Name, attempt, limit, err))
+		last = err
 		if !backoff(ctx, attempt) {
 			return nil, fmt.Errorf("pipeline: %s: cannot check topic %q: brokers %s unreachable for %s%s: %w",
 				t.Key, t.Name, strings.Join(t.Brokers, ","), limit, t.cutHint(err), err)
