@@ -11,17 +11,20 @@ import (
 // TestTailIdleExitCountsFromTheFirstFetch: --idle-exit was counted from before tail's readers
 // had connected, so a value shorter than their connection (a TLS handshake, a remote broker)
 // ended tail before its first fetch: it printed nothing, not even what the topic held. Here the
-// readers' offset lookup (ListOffsets) takes 1 s and --idle-exit is 300 ms: the one output in
-// the topic must be printed. (300 ms: ample for a local fetch once the reader has connected.)
+// readers' offset lookup (ListOffsets) takes 4 s and --idle-exit is 2 s: the one output in the
+// topic must be printed (--max 1 then ends tail at once). Margins: 2 s for the fetch and print
+// of one local record once the readers fetch (300 ms before: thin on a loaded 2-core machine),
+// and 2 s between the idle timer and the held lookup's end, so that a timer counted from the
+// start still fires first and the test fails on it.
 func TestTailIdleExitCountsFromTheFirstFetch(t *testing.T) {
 	br := testsupport.KfakeBroker(t)
 	path, names := kafkaConfig(t, br, "json")
 	createTopics(t, path, 1)
 	testsupport.Produce(t, br, outlierOutput(names[1], "in/0/1"))
-	slowed := holdFirstOffsets(br, time.Second)
-	out, errs, code := outlierd(t, "tail", "--config", path, "--from-beginning", "--idle-exit", "300ms")
+	slowed := holdFirstOffsets(br, 4*time.Second)
+	out, errs, code := outlierd(t, "tail", "--config", path, "--from-beginning", "--idle-exit", "2s", "--max", "1")
 	if code != 0 || !strings.Contains(out, "in/0/1") || !strings.Contains(errs, "1 printed") {
-		t.Errorf("tail --idle-exit 300ms with a 1 s connection: exit %d, stdout %q, stderr %q: want the output printed", code, out, errs)
+		t.Errorf("tail --idle-exit 2s with a 4 s connection: exit %d, stdout %q, stderr %q: want the output printed", code, out, errs)
 	}
 	if !slowed.Load() {
 		t.Error("the readers never asked for the offsets: the test did not slow their connection")
