@@ -92,7 +92,7 @@ func TestWhiteningOfAKnownCovariance(t *testing.T) {
 	if w[8] != 1 || w[2] != 0 || w[6] != 0 {
 		t.Fatalf("the constant feature is whitened: W = %v", w)
 	}
-	// W is symmetric and whitens the winsorised sample exactly (W S_a W = I; float64 rounding).
+	// W is symmetric (the symmetric root, whatever the solver's order and signs).
 	if w[1] != w[3] {
 		t.Fatalf("W is not symmetric: %v", w)
 	}
