@@ -15,7 +15,7 @@ row() { # name, outlierd gen arguments
 	"$B" replay ${CONFIG:+--config "$CONFIG"} --input "$T/s.csv" --label-column label --min-records 2000 --json 2>/dev/null | python3 -c "
 import json, sys
 d = json.load(sys.stdin)
-f = lambda k: 'n/a' if k not in d or 'average_precision' not in d else f'{d[k]:.3f}'
+f = lambda k: 'n/a' if d.get(k) is None or d.get('average_precision') is None else f'{d[k]:.3f}'
 print(f\"$1\t{d['rows']}\t{d['flagged']}\t{100 * d['flagged'] / d['rows']:.3f} %\tP {f('precision')}\tR {f('recall')}\tAP {f('average_precision')}\")"
 }
 for s in ${SEEDS:-7 8 9 10 11 12 13 14 15 16}; do

@@ -85,16 +85,20 @@ type Ranker struct {
 	// Tail is the density detector's per-feature distributions (raw units).
 	Tail *rank.Tail
 	// Ref is the window sample R of the distance score with its k, in the distance space:
-	// x' = (x - Center[j]) / Unit[j] (standardised features, clamped to ±distanceLimit).
+	// x' = (x - Center[j]) / Unit[j] (standardised features, clamped to ±distanceLimit), times
+	// Whiten where it is not nil.
 	Ref          *solvingset.Model
 	Center, Unit []float64
+	// Whiten is the global model's whitening under detect.distance_space: whitened (whiten.go):
+	// d x d, row-major, applied to the standardised coordinates ([1] for one feature: the
+	// identity, no product taken); nil in the standardised space and in every key's model.
+	Whiten []float64
 	// Density and Distance calibrate the two raw scores.
 	Density, Distance rank.Calibration
-	// Combined are the calibration records' combined scores before the final calibration (the
-	// mean, or max, of their detectors' calibrated scores), ascending.
-	Combined []float64
-	// Final calibrates Combined in turn (derived from it), so that the combined score is -log10
-	// of a tail probability among the window's records, as min_score reads it.
+	// Final calibrates the calibration records' combined scores before the final calibration
+	// (Combined: the mean, or max, of their detectors' calibrated scores, ascending, its
+	// Sorted), so that the combined score is -log10 of a tail probability among the window's
+	// records, as min_score reads it.
 	Final rank.Calibration
 	// Params are the score settings the ranker was built with (Params.Detectors: which
 	// calibrated scores the combined score averages).
@@ -116,6 +120,10 @@ type Ranker struct {
 	fleetUnscaled uint16
 	fleetRows     int32
 }
+
+// Combined are the calibration records' combined scores before the final calibration (the
+// mean, or max, of their detectors' calibrated scores), ascending: what Final calibrates.
+func (r *Ranker) Combined() []float64 { return r.Final.Sorted }
 
 // calibrationRecords is how many window records calibrate the scores: enough that the
 // threshold of the alarm rate rests on at least 10 records above it (at 4096 and more).
@@ -144,6 +152,9 @@ func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, work
 	r := &Ranker{Tail: rank.TailOfSorted(sorted), Params: cfg.Score}
 	r.Center, r.Unit = standardisationOn(cols, sorted, workers)
 	keys := recordKeys(cols, cfg.Seed) // R and the calibration records by identity (sample.go)
+	if cfg.DistanceSpace == SpaceWhitened {
+		r.Whiten = whitening(cols, sorted, keys, r.Center, r.Unit)
+	}
 	m := min(cfg.Score.Sample, rows)
 	// Only the picked rows are mapped to the distance space (the map is per value): at W = 1M
 	// mapping the whole window was 15% of this build.
@@ -165,16 +176,16 @@ func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, work
 	// size: 192 bytes of a key's 1,600-byte calibration).
 	cal := make([]float64, 3*c)
 	r.Density, r.Distance = rank.NewCalibrationIn(cal[:0:c], dens), rank.NewCalibrationIn(cal[c:c:2*c], dist)
-	r.Combined = cal[2*c : 3*c : 3*c]
+	combined := cal[2*c : 3*c : 3*c]
 	r.DensityWeight, r.DistanceWeight = 0.5, 0.5
 	if cfg.Score.Weights == WeightsAgreement && cfg.Score.Detectors == DetectorsBoth && cfg.Score.Combine == CombineMean && len(cols) > 1 {
 		r.DensityWeight, r.DistanceWeight = rank.AgreementWeights(dens, dist)
 	}
 	for i := range c {
-		r.Combined[i] = r.mean(dens[i], dist[i])
+		combined[i] = r.mean(dens[i], dist[i])
 	}
-	slices.Sort(r.Combined)
-	r.Final = rank.CalibrationOf(r.Combined)
+	slices.Sort(combined)
+	r.Final = rank.CalibrationOf(combined)
 	return r, nil
 }
 
@@ -235,6 +246,10 @@ func (r *Ranker) distanceSpace(cols, dst [][]float32) [][]float32 {
 		dst[j] = dst[j][:len(c)]
 	}
 	if len(cols) == 0 {
+		return dst
+	}
+	if len(r.Whiten) > 1 {
+		r.whitenedSpace(cols, dst)
 		return dst
 	}
 	onRows(len(cols[0]), func(lo, hi int) { // (a batch's: a division a value, on the stage's goroutine)
@@ -328,12 +343,13 @@ func (r *Ranker) meanOf(a, b float64) float64 {
 // calibration records' combined score of rank floor((1-rate) c); records flag when their
 // score exceeds it. A rate below 1/c gives the largest calibration score.
 func (r *Ranker) Threshold(rate float64) float64 {
-	c := len(r.Combined)
+	combined := r.Combined()
+	c := len(combined)
 	if c == 0 {
 		return math.Inf(1)
 	}
 	above := int(math.Floor(rate * float64(c)))
-	return r.Final.Surprisal(r.Combined[max(c-1-above, 0)])
+	return r.Final.Surprisal(combined[max(c-1-above, 0)])
 }
 
 // rankDetector is the calibrated ranking as a Detector: its part of a model is the Ranker

@@ -160,6 +160,13 @@ type Config struct {
 	// linearly (Ranker.combineFar), by the weight recent_past_weight gives the recent past (all
 	// of it without recent_past); flags unchanged. The stream's series only (recent.go; §12.23).
 	RecentFarSide RecentFarSide `yaml:"recent_far_side"`
+	// DistanceSpace is the global model's distance score's space: `standardised` (default: each
+	// feature by its median and winsorised sd) or `whitened` (those coordinates decorrelated by
+	// the window's covariance, shrunk towards its diagonal: a record that breaks a correlation
+	// between sensors is far in proportion, as a Mahalanobis distance reads it; whiten.go,
+	// docs/BENCHMARKS.md §12.54). A key's model is standardised under either. Changing it
+	// rebuilds the model.
+	DistanceSpace DistanceSpace `yaml:"distance_space"`
 	// KeyBy is `none` (default: one model for the whole stream) or `key`: a model per record
 	// key (the Kafka key, or ingest.key_field's value) besides the global one (keyed.go; docs/DESIGN.md,
 	// "Models per key"). Needs flag_by: significance.
@@ -248,7 +255,7 @@ func Default() Config {
 		// of a 2048-record sample: the best mean ROC AUC + AP over eight labelled sets in the
 		// batch case and the best mean stream F1; chosen again by most sets left out
 		// (docs/BENCHMARKS.md §8).
-		FlagBy: FlagBySignificance, MinScore: 5, FlagClear: 0.7, AlarmRate: 0.02, RecentScores: 50, RecentHorizon: 3000, RecentPastWeight: PastWeightStale, RecentFarSide: FarSideLinear, Score: ScoreConfig{Detectors: DetectorsBoth, Sample: 2048, K: 100, Combine: CombineMean, Weights: WeightsAgreement},
+		FlagBy: FlagBySignificance, MinScore: 5, FlagClear: 0.7, AlarmRate: 0.02, RecentScores: 50, RecentHorizon: 3000, RecentPastWeight: PastWeightStale, RecentFarSide: FarSideLinear, DistanceSpace: SpaceStandardised, Score: ScoreConfig{Detectors: DetectorsBoth, Sample: 2048, K: 100, Combine: CombineMean, Weights: WeightsAgreement},
 		// combine any, eta = delta = 0.2, n = 0.1% of the window: the setting with the best mean
 		// F1 over nine labelled streams and the best worst case relative to each set's own best;
 		// leaving one set out, the others choose it again 8 times of 9 (docs/BENCHMARKS.md §3).
@@ -383,6 +390,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RecentPastWeight != PastWeightStale && c.RecentPastWeight != PastWeightOne {
 		add("recent_past_weight", "must be stale or one, got %q", c.RecentPastWeight)
+	}
+	if c.DistanceSpace != SpaceStandardised && c.DistanceSpace != SpaceWhitened {
+		add("distance_space", "must be standardised or whitened, got %q", c.DistanceSpace)
 	}
 	if c.RecentFarSide != FarSideLinear && c.RecentFarSide != FarSideLog {
 		add("recent_far_side", "must be linear or log, got %q", c.RecentFarSide)

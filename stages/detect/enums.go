@@ -177,3 +177,16 @@ func (m DensityMode) Algo() density.Mode {
 	}
 	return density.Independent
 }
+
+// DistanceSpace is detect.distance_space: the space of the global model's distance score
+// (calibrate.go, whiten.go).
+type DistanceSpace string
+
+// The distance_space words.
+const (
+	SpaceStandardised DistanceSpace = "standardised" // each feature by its median and winsorised sd (standardisationOn)
+	SpaceWhitened     DistanceSpace = "whitened"     // those coordinates decorrelated by the window's shrunk covariance (whiten.go)
+)
+
+// UnmarshalYAML decodes the word (Validate checks it).
+func (v *DistanceSpace) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnum(n, v) }

@@ -115,6 +115,8 @@ func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
 	}
 	kc := *cfg
 	kc.Score.Sample, kc.Score.K = n, cfg.Keys.K
+	// (A key's model is never whitened: whiten.go.)
+	kc.DistanceSpace = SpaceStandardised
 	r, err := buildRankerOn(cols, sorted, nil, kc, 1, ref) // (the caller's goroutine: keys build side by side)
 	if err == nil {
 		r.noteKey(st.key)
@@ -268,8 +270,7 @@ func (kb *keyBuild) finish(r *Ranker, cfg *Config, p preparedBuild) *Ranker {
 	for i := range n {
 		comb[i] = r.meanOfMember(int(kb.posDens[i]), int(kb.posDist[i]))
 	}
-	r.Combined = kb.sortScores(comb, cal[2*n:3*n:3*n], kb.posDens)
-	r.Final = rank.CalibrationIn(r.Combined, idx[2*m:3*m:3*m])
+	r.Final = rank.CalibrationIn(kb.sortScores(comb, cal[2*n:3*n:3*n], kb.posDens), idx[2*m:3*m:3*m])
 	return r
 }
 

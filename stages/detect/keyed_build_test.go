@@ -138,7 +138,7 @@ func modelLayout(r *Ranker) []int {
 	for _, c := range append(slices.Clone(r.Tail.Sorted), r.Ref.Points...) {
 		out = append(out, off(back, unsafe.Pointer(unsafe.SliceData(c)), 4))
 	}
-	for _, c := range [][]float64{r.Distance.Sorted, r.Combined, r.Final.Sorted} {
+	for _, c := range [][]float64{r.Distance.Sorted, r.Combined(), r.Final.Sorted} {
 		out = append(out, off(cal, unsafe.Pointer(unsafe.SliceData(c)), 8))
 	}
 	return out

@@ -46,7 +46,7 @@ func TestRankerFollowsRecordsNotPositions(t *testing.T) {
 			t.Fatalf("feature %d: the shuffled window's sample R differs", j)
 		}
 	}
-	if !slices.Equal(a.Combined, b.Combined) || !slices.Equal(a.Center, b.Center) || !slices.Equal(a.Unit, b.Unit) {
+	if !slices.Equal(a.Combined(), b.Combined()) || !slices.Equal(a.Center, b.Center) || !slices.Equal(a.Unit, b.Unit) {
 		t.Fatal("the shuffled window's calibration differs")
 	}
 	// Every record scored by both: the same raw and combined scores.

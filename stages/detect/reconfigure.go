@@ -66,7 +66,7 @@ var changeKinds = map[string]ChangeKind{
 	"window": ChangeRebuild, "seed": ChangeRebuild, "density.clusters": ChangeRebuild,
 	"density.iterations": ChangeRebuild, "distance.k": ChangeRebuild, "distance.m": ChangeRebuild,
 	"score.detectors": ChangeRebuild, "score.sample": ChangeRebuild, "score.k": ChangeRebuild,
-	"score.combine": ChangeRebuild, "score.weights": ChangeRebuild,
+	"score.combine": ChangeRebuild, "score.weights": ChangeRebuild, "distance_space": ChangeRebuild,
 
 	"state_dir": ChangeRestart, "snapshots": ChangeRestart,
 	// The models per key are held by key with their windows: a change of their shape restarts.

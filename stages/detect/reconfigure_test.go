@@ -238,7 +238,7 @@ func TestChangeKindsCoverConfig(t *testing.T) {
 	}
 	set(v)
 	keys := config.Diff("detect", a, b)
-	if len(keys) != 50 {
+	if len(keys) != 51 {
 		t.Errorf("%d keys: %v", len(keys), keys)
 	}
 	for _, k := range keys {

@@ -185,6 +185,9 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 		if !m.Ranker.beforeWeights {
 			flags |= snapFlagWeights
 		}
+		if m.Ranker.Whiten != nil {
+			flags |= snapFlagWhiten
+		}
 	}
 	e.U32(uint32(dims))
 	e.U32(uint32(q))
@@ -235,6 +238,9 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 	}
 	if m.Ranker != nil {
 		encodeRanker(&e, m.Ranker, !m.Ranker.beforeWeights)
+		if m.Ranker.Whiten != nil {
+			encodeWhiten(&e, m.Ranker)
+		}
 	}
 	if err := snapshotFile.Write(w, SnapshotFormat, e.Payload()); err != nil {
 		return fmt.Errorf("detect: snapshot: %w", err)
@@ -282,7 +288,7 @@ func decodeSnapshot(p []byte) (*Model, error) {
 	if q < 1 || q > maxSnapshotQ {
 		return nil, snapErr("q %d out of range [1, %d]", q, maxSnapshotQ)
 	}
-	if flags&^(snapFlagAnchors|snapFlagMembers|snapFlagSubspaces|snapFlagRanker|snapFlagWeights) != 0 {
+	if flags&^(snapFlagAnchors|snapFlagMembers|snapFlagSubspaces|snapFlagRanker|snapFlagWeights|snapFlagWhiten) != 0 || flags&snapFlagWhiten != 0 && flags&snapFlagRanker == 0 {
 		return nil, snapErr("unknown flags %#x", flags)
 	}
 	// The tuples alone take 8*q*(3*dims+1) bytes: a header the payload cannot hold is refused
@@ -350,6 +356,11 @@ func decodeSnapshot(p []byte) (*Model, error) {
 		var err error
 		if m.Ranker, err = decodeRanker(d, m.Features, flags&snapFlagWeights != 0); err != nil {
 			return nil, err
+		}
+		if flags&snapFlagWhiten != 0 {
+			if err = decodeWhiten(d, m.Ranker, len(m.Features)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if d.Left() != 0 {

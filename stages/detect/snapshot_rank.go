@@ -32,6 +32,11 @@ const snapFlagRanker = 8
 // without them was built with equal weights.
 const snapFlagWeights = 16
 
+// snapFlagWhiten marks a global model's ranking part followed by its whitening (encodeWhiten;
+// detect.distance_space: whitened). A file without it is the standardised space's, as every
+// file written before it; a reader before it refuses the file (unknown flags).
+const snapFlagWhiten = 32
+
 func encodeRanker(e *sealed.Encoder, r *Ranker, weights bool) {
 	e.Text(string(r.Params.Detectors))
 	e.Text(string(r.Params.Combine))
@@ -49,7 +54,7 @@ func encodeRanker(e *sealed.Encoder, r *Ranker, weights bool) {
 	for _, c := range r.Ref.Points {
 		e.F32s(c)
 	}
-	for _, c := range []rank.Calibration{r.Density, r.Distance, {Sorted: r.Combined}} {
+	for _, c := range []rank.Calibration{r.Density, r.Distance, {Sorted: r.Combined()}} {
 		e.U64(uint64(len(c.Sorted)))
 		e.F64s(c.Sorted)
 		e.F64(c.Slope)
@@ -118,7 +123,7 @@ func decodeRanker(d *sealed.Decoder, features []string, weighted bool) (*Ranker,
 	// read back scores exactly as the one that was written.
 	r.Density = rank.CalibrationIn(cals[0].Sorted, idx[:m[0]:m[0]])
 	r.Distance = rank.CalibrationIn(cals[1].Sorted, idx[m[0]:m[0]+m[1]:m[0]+m[1]])
-	r.Combined, r.Final = cals[2].Sorted, rank.CalibrationIn(cals[2].Sorted, idx[m[0]+m[1]:])
+	r.Final = rank.CalibrationIn(cals[2].Sorted, idx[m[0]+m[1]:])
 	if err := checkRanker(r); err != nil {
 		return nil, err
 	}
@@ -171,7 +176,7 @@ func checkRanker(r *Ranker) error {
 			}
 		}
 	}
-	for _, c := range [][]float64{r.Density.Sorted, r.Distance.Sorted, r.Combined} {
+	for _, c := range [][]float64{r.Density.Sorted, r.Distance.Sorted, r.Combined()} {
 		if len(c) == 0 || !slices.IsSorted(c) || !finite(c[0]) || !finite(c[len(c)-1]) {
 			return snapErr("a calibration of %d scores is empty, unsorted or not finite", len(c))
 		}
@@ -194,6 +199,50 @@ func rankerFits(r *Ranker, cfg Config) error {
 	if p != cfg.Score {
 		return fmt.Errorf("%w: built with score %+v, the configuration has %+v", ErrSnapshotMismatch, r.Params, cfg.Score)
 	}
+	if space := r.space(); space != cfg.DistanceSpace {
+		return fmt.Errorf("%w: built with distance_space %s, the configuration has %s", ErrSnapshotMismatch, space, cfg.DistanceSpace)
+	}
+	return nil
+}
+
+// space is the distance space r was built in (a key's model: standardised).
+func (r *Ranker) space() DistanceSpace {
+	if r.Whiten != nil {
+		return SpaceWhitened
+	}
+	return SpaceStandardised
+}
+
+// encodeWhiten writes a global model's whitening (snapFlagWhiten): count u64, count x f64
+// (d x d row-major, or 1 for one feature).
+func encodeWhiten(e *sealed.Encoder, r *Ranker) {
+	e.U64(uint64(len(r.Whiten)))
+	e.F64s(r.Whiten)
+}
+
+// decodeWhiten reads what encodeWhiten wrote into r, a ranker of dims features, and checks it.
+func decodeWhiten(d *sealed.Decoder, r *Ranker, dims int) error {
+	want := uint64(dims * dims)
+	if dims == 1 {
+		want = 1
+	}
+	n := d.U64("whitening count")
+	if d.Err() == nil && n != want {
+		return snapErr("a whitening of %d values for %d features (want %d)", n, dims, want)
+	}
+	w := d.F64s(want, "whitening")
+	if d.Err() != nil {
+		return sealedErr(d.Err())
+	}
+	for i, v := range w {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return snapErr("whitening value %d is %v", i, v)
+		}
+	}
+	if dims == 1 && w[0] != 1 {
+		return snapErr("a one-feature whitening of %v, not 1", w[0])
+	}
+	r.Whiten = w
 	return nil
 }
 
