@@ -14,6 +14,8 @@
     nice -n 10 python3 docs/bench/unseen.py --sets batadal --markdown  # BATADAL, C-Town's SCADA (unseen7_protocol.md)
     nice -n 10 python3 docs/bench/unseen.py --sets alfa --markdown     # ALFA, real UAV flights (unseen8_protocol.md)
     nice -n 10 python3 docs/bench/unseen.py --sets cobotops --markdown # UR3 CobotOps, a real cobot (unseen9_protocol.md)
+    nice -n 10 python3 docs/bench/unseen.py --sets eds --markdown      # EDS, a real distillation plant under attack (unseen10_protocol.md)
+    nice -n 10 python3 docs/bench/unseen.py --sets eds --candidate "NAME=BIN:CONFIG" --markdown  # and a second outlierd column
 
 Data, kept outside the repository (like NAB and SKAB):
   SMAP, MSL  Hundman et al., "Detecting spacecraft anomalies using LSTMs and nonparametric dynamic
@@ -61,6 +63,14 @@ Data, kept outside the repository (like NAB and SKAB):
              at 779fce0 (';'-separated, decimal commas), in ~/.cache/outlierd/unseen9/cobotops or
              --cobotops DIR / $OUTLIERD_COBOTOPS; protocol and split (GECCO 2017's halves):
              docs/bench/notes/unseen9_protocol.md and cobotops().
+  EDS        an ethanol distillation system's PLC tags under attack (Xue, Pan, Geng, Yang, Liu and
+             Deng, IEEE TICPS 2, 2024): a real, scaled-down plant's 46 tags every 0.5 s, each file
+             normal operation then one attack (sensor, actuator or set-point tampering, replay,
+             MITM, a mode change, a valve opened by hand) to its end, labelled row by row (class).
+             The authors' github.com/Margaux2022/Cyber-security-dataset-of-EDS test/*.csv (trial 5
+             of each of 41 attacks) at df71e8e (no licence file; the README asks for a citation),
+             in ~/.cache/outlierd/unseen10/eds or --eds DIR / $OUTLIERD_EDS; protocol and split:
+             docs/bench/notes/unseen10_protocol.md and eds().
 
   SMD8, ASD  github.com/zhhlee/InterFusion's data/processed/ (Li et al., "Multivariate time series
              anomaly detection and interpretation using hierarchical inter-metric and temporal
@@ -213,6 +223,12 @@ COBOTOPS_READINGS = ("Current_J0", "Temperature_T0", "Current_J1", "Temperature_
                      "Current_J5", "Temperature_J5", "Speed_J0", "Speed_J1", "Speed_J2", "Speed_J3",
                      "Speed_J4", "Speed_J5", "Tool_current")
 COBOTOPS_LABELS = ("Robot_ProtectiveStop", "grip_lost")
+EDS_DEFAULT = os.path.expanduser("~/.cache/outlierd/unseen10/eds")
+# docs/bench/notes/unseen10_protocol.md, fixed before any run: the 46 PLC tags as recorded (time
+# and the class label dropped), Attack the anomaly, and 3W's split (the first 60 % of a file's
+# rows before its first attack row train).
+EDS_TIME, EDS_LABEL, EDS_SPLIT = "time", "class", 0.6
+EDS_TAGS = 46
 GECCO_SENSORS = ("Tp", "Cl", "pH", "Redox", "Leit", "Trueb", "Cl_2", "Fm", "Fm_2")
 # The 234 UCR series read are 6,684 to 250,001 rows (12.8 M in all); every peer on all of
 # them is about an hour of CPU on the 2-core development machine, so docs/BENCHMARKS.md §12.33 ran
@@ -232,7 +248,7 @@ OURS = ("outlierd", "outlierd recent")
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet, batadal, alfa, cobotops (comma-separated; default smap,msl)")
+    ap.add_argument("--sets", default="smap,msl", help="smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet, batadal, alfa, cobotops, eds (comma-separated; default smap,msl)")
     ap.add_argument("--smap-msl", default=os.environ.get("OUTLIERD_SMAP_MSL", SMAP_MSL_DEFAULT))
     ap.add_argument("--smd", default=os.environ.get("OUTLIERD_SMD", SMD_DEFAULT))
     ap.add_argument("--interfusion", default=os.environ.get("OUTLIERD_INTERFUSION", INTERFUSION_DEFAULT),
@@ -257,6 +273,11 @@ def parse_args():
                     help="only check alfa_score() on cases worked by hand and exit")
     ap.add_argument("--cobotops", default=os.environ.get("OUTLIERD_COBOTOPS", COBOTOPS_DEFAULT),
                     help=f"UR3 CobotOps' {COBOTOPS_FILE} (';'-separated, decimal commas; see unseen9_protocol.md)")
+    ap.add_argument("--eds", default=os.environ.get("OUTLIERD_EDS", EDS_DEFAULT),
+                    help="the EDS set's test/*.csv (unseen10_protocol.md)")
+    ap.add_argument("--candidate", default="", metavar="NAME=BIN[:CONFIG]",
+                    help="a second outlierd column NAME: binary BIN with config CONFIG (default none) on the same rows, "
+                         "its combined score and flags; reported beside, never a peer and never the verdict")
     ap.add_argument("--threew", default=os.environ.get("OUTLIERD_3W", THREEW_DEFAULT), help="3W's data/ (class folders)")
     ap.add_argument("--series", default="", help="only these series (comma-separated ids, e.g. P-1,M-6): a stated subset")
     ap.add_argument("--binary", default="", help="outlierd binary (default: go build ./cmd/outlierd into bin/)")
@@ -842,6 +863,38 @@ def cobotops(root):
     yield "cobotops", X[:half], X[half:], y, runs(y.astype(bool))
 
 
+def eds(root):
+    """(id, train, test, y, segments) per file of the EDS set's test/ (trial 5 of each attack) by
+    docs/bench/notes/unseen10_protocol.md (fixed before any run): every row a record, the 46 tags
+    in the file's order (time and class dropped), class Attack abnormal; the first EDS_SPLIT of a
+    file's rows before its first attack row are the train rows, the rest of the file its test rows."""
+    import numpy as np
+    import pandas as pd
+
+    if not os.path.isdir(root):
+        raise SystemExit(f"unseen: {root} not found (EDS: see unseen10_protocol.md)")
+    files = sorted(f for f in os.listdir(root) if f.endswith("_5.csv"))
+    if not files:
+        raise SystemExit(f"unseen: no *_5.csv in {root}")
+    for f in files:
+        path = os.path.join(root, f)
+        df = pd.read_csv(path)
+        if EDS_TIME not in df.columns or EDS_LABEL not in df.columns:
+            raise SystemExit(f"unseen: {path}: lacks {EDS_TIME!r} or {EDS_LABEL!r}")
+        tags = df.drop(columns=[EDS_TIME, EDS_LABEL])
+        if tags.shape[1] != EDS_TAGS or tags.isna().any().any():
+            raise SystemExit(f"unseen: {path}: {tags.shape[1]} tags, {int(tags.isna().sum().sum())} missing cells "
+                             f"(the protocol read {EDS_TAGS} and none)")
+        marks = set(df[EDS_LABEL].astype(str))
+        if marks - {"Normal", "Attack"} or "Attack" not in marks:
+            raise SystemExit(f"unseen: {path}: labels {sorted(marks)} (the protocol read Normal, then Attack)")
+        attack = (df[EDS_LABEL] == "Attack").to_numpy()
+        X = tags.to_numpy(dtype=np.float64)
+        p = int(EDS_SPLIT * int(np.argmax(attack)))
+        y = attack[p:].astype(int)
+        yield f[:-4], X[:p], X[p:], y, runs(y.astype(bool))
+
+
 def alfa_score(flags, segs, step_s=ALFA_STEP_S):
     """ALFA's per-flight detection on one flight's test-row flags (Keipour et al. 2021; counted
     as docs/bench/notes/unseen8_protocol.md fixes): the first flagged row decides. A fault flight
@@ -958,12 +1011,14 @@ def pca_static(train, test):
     return {"PCA T2 (fitted once)": (t2, t2 > np.quantile(t0, 0.99)), "PCA Q (fitted once)": (q, q > np.quantile(q0, 0.99))}
 
 
-def series_outputs(sid, train, test, y, binary, bin_hash, config, cache, derive=(), derive_names=()):
+def series_outputs(sid, train, test, y, binary, bin_hash, config, cache, derive=(), derive_names=(), candidate=None):
     """{detector: (test score, test flags)} and {detector: seconds} for one series, cached: the
     peers by the data and their constants, outlierd by the data, its binary and its config (so
     that another binary or --config replays outlierd only); with derive (--peer-derive), the
     peers named in derive_names also as '<peer>+d' on the derived columns, each cached on its own
-    by the data, its constants, the derivation and DERIVE_REVISION (never the one-column cache)."""
+    by the data, its constants, the derivation and DERIVE_REVISION (never the one-column cache);
+    with candidate (name, binary, its hash, config), a second outlierd column name (its combined
+    score and flags), cached by the data, that binary and that config."""
     import numpy as np
     import pandas as pd
 
@@ -990,7 +1045,7 @@ def series_outputs(sid, train, test, y, binary, bin_hash, config, cache, derive=
         os.replace(path + ".tmp.npz", path)
         return out, secs
 
-    def ours():
+    def ours(binary=binary, config=config, name=None):
         out, secs = {}, {}
         with tempfile.TemporaryDirectory() as td:
             csv = os.path.join(td, "s.csv")
@@ -1011,6 +1066,8 @@ def series_outputs(sid, train, test, y, binary, bin_hash, config, cache, derive=
                 probation = int(m.group(1))
                 print(f"# {sid}: outlierd's probation {probation} (its window) of the {p} train rows", file=sys.stderr)
                 score, flags, _, recent = sbs.run_outlierd(binary, csv, probation, argparse.Namespace(config=config, replay_args=""))
+            if name is not None:  # a candidate column: its combined score and flags
+                return {name: (score[p:], flags[p:])}, {name: time.time() - t0}
             secs["outlierd"] = secs["outlierd recent"] = time.time() - t0
             if recent is None:
                 raise SystemExit(f"unseen: {sid}: outlierd wrote no recent column (detect.recent_scores off?)")
@@ -1031,6 +1088,14 @@ def series_outputs(sid, train, test, y, binary, bin_hash, config, cache, derive=
         with open(config, "rb") as fh:
             conf = hashlib.sha256(fh.read()).hexdigest()
     out, secs = cached("ours", [bin_hash, conf], ours)
+    if candidate:
+        cname, cbin, chash, cconf = candidate
+        cc = ""
+        if cconf:
+            with open(cconf, "rb") as fh:
+                cc = hashlib.sha256(fh.read()).hexdigest()
+        co, cs = cached("cand", [cname, chash, cc], lambda: ours(cbin, cconf, cname))
+        out, secs = {**out, **co}, {**secs, **cs}
     po, ps = cached("peers", [sbs.W_FIT, sbs.B_FIT, sbs.N_MAD, sbs.Z_MAD, sbs.HST_Q], peers)
     po, ps = {d: v for d, v in po.items() if d not in revised}, {d: v for d, v in ps.items() if d not in revised}
     missing = [p for p in PEERS if p not in po]  # a peer added or mended since the cache was written: cached on its own
@@ -1119,7 +1184,7 @@ def score_set(series, dets):
 
     res = {}
     for d in dets:
-        per = {"ap": [], "f1": [], "pa": [], "ba": [], "auc": []}
+        per = {"ap": [], "f1": [], "pa": [], "ba": [], "auc": [], "chance": []}
         ys, ss, pas = [], [], []
         tp = fn = fp = 0
         pt = pf = pn = 0  # point-wise counts of the detector's own flags (3W's scorer)
@@ -1128,6 +1193,7 @@ def score_set(series, dets):
             s = sbs.clean(outs[d][0])
             pa = point_adjusted(s, segs)
             per["ap"].append(average_precision_score(y, s))
+            per["chance"].append(float(np.mean(y)))  # a score without information: its AP's expectation
             if 0 < y.sum() < len(y):
                 per["auc"].append(roc_auc_score(y, s))
             per["f1"].append(best_f1(y, s))
@@ -1148,7 +1214,7 @@ def score_set(series, dets):
         res[d] = {"ap_mean": float(np.mean(per["ap"])), "f1_mean": float(np.mean(per["f1"])), "pa_mean": float(np.mean(per["pa"])),
                   "ap_pooled": float(average_precision_score(Y, S)), "f1_pooled": best_f1(Y, S), "pa_pooled": best_f1(Y, PA),
                   "ap_series": [float(v) for v in per["ap"]], "ev_tp": tp, "ev_fn": fn, "ev_fp": fp, "ev_p": prec, "ev_r": rec, "ev_f05": f05,
-                  "ba_mean": float(np.mean(per["ba"])), "auc_mean": float(np.mean(per["auc"])) if per["auc"] else float("nan"),
+                  "ba_mean": float(np.mean(per["ba"])), "auc_mean": float(np.mean(per["auc"])) if per["auc"] else float("nan"), "chance_mean": float(np.mean(per["chance"])),
                   "pt_n": pt + pf, "pt_p": flag_p, "pt_r": flag_r, "pt_f1": 2 * flag_p * flag_r / (flag_p + flag_r) if flag_p + flag_r else 0.0, "secs": secs}
     return res
 
@@ -1288,6 +1354,10 @@ def report(name, n_series, n_rows, n_pos, n_segs, res, md):
             print(f"- {h}: best peer {best} {res[best][k]:.3f}; outlierd {res['outlierd'][k]:.3f} ({res['outlierd'][k] - res[best][k]:+.3f})")
         # AP's floor is the abnormal share (most rows here), so the ranking is read by ROC AUC too
         print("- ROC AUC of the score, mean over the instances: " + ", ".join(f"{d} {r['auc_mean']:.3f}" for d, r in res.items()))
+    if name == "EDS":  # AP's floor is the abnormal share (73 % of the test rows): ROC AUC beside (protocol)
+        print(f"- ROC AUC of the score, mean over the series: " + ", ".join(f"{d} {r['auc_mean']:.3f}" for d, r in res.items())
+              + f"; AP of a score without information: the abnormal share, {n_pos / max(n_rows, 1):.3f} pooled, "
+              f"{res['outlierd']['chance_mean']:.3f} mean over the series")
     for o in OURS:
         won = ", ".join(f"{p} {sum(a > b for a, b in zip(res[o]['ap_series'], res[p]['ap_series']))}" for p in PEERS)
         print(f"- series where {o}'s AP beats the peer's (of {n_series}): {won}")
@@ -1394,6 +1464,13 @@ def main():
         subprocess.check_call(["go", "build", "-o", binary, "./cmd/outlierd"], cwd=sbs.ROOT)
     with open(binary, "rb") as fh:
         bin_hash = hashlib.sha256(fh.read()).hexdigest()[:16]
+    candidate = None
+    if args.candidate:
+        m = re.match(r"^([^=]+)=([^:]+)(?::(.+))?$", args.candidate)
+        if not m:
+            raise SystemExit(f"unseen: --candidate {args.candidate!r}: want NAME=BIN or NAME=BIN:CONFIG")
+        with open(m.group(2), "rb") as fh:
+            candidate = (m.group(1), m.group(2), hashlib.sha256(fh.read()).hexdigest()[:16], m.group(3) or "")
     only = set(filter(None, args.series.split(",")))
     started = time.time()
     results = []
@@ -1428,19 +1505,21 @@ def main():
             src = alfa(args.alfa, skipped)
         elif set_name == "cobotops":
             src = cobotops(args.cobotops)
+        elif set_name == "eds":
+            src = eds(args.eds)
         else:
-            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet, batadal, alfa, cobotops)")
+            raise SystemExit(f"unseen: --sets: unknown set {set_name!r} (smap, msl, smd, smd8, asd, tep, 3w, ucr, gecco2018, gecco2017, daphnet, batadal, alfa, cobotops, eds)")
         series = []
         t0 = time.time()
         for sid, train, test, y, segs in src:
             if only and sid not in only:
                 continue
             outs, secs = series_outputs(sid, train, test, y, binary, bin_hash, args.config, args.cache,
-                                        args.derive, args.derive_names)
+                                        args.derive, args.derive_names, candidate)
             series.append((sid, y, segs, outs, secs))
             print(f"# {set_name} {sid}: {len(train)}+{len(test)} rows x {train.shape[1]}, {len(segs)} sequences "
                   f"({time.time() - t0:.0f} s)", file=sys.stderr)
-        dets = list(OURS) + list(PEERS) + [d + DERIVE_SUFFIX for d in args.derive_names]
+        dets = list(OURS) + ([candidate[0]] if candidate else []) + list(PEERS) + [d + DERIVE_SUFFIX for d in args.derive_names]
         if set_name == "tep":
             srcs = {sid: (train, test) for sid, train, test, _, _ in tep(args.tep)}
             for sid, _, _, outs, secs in series:
@@ -1480,6 +1559,8 @@ def main():
         n_pos = sum(int(y.sum()) for _, y, _, _, _ in series)
         results.append((set_name.upper(), len(series), n_rows, n_pos, sum(len(s) for _, _, s, _, _ in series), res))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=sbs.ROOT, capture_output=True, text=True).stdout.strip()
+    if candidate:
+        print(f"candidate {candidate[0]!r}: binary {candidate[2]}, config {candidate[3] or '(default)'}")
     print(f"unseen {' '.join(sys.argv[1:])}: commit {commit}, binary {bin_hash}, config {args.config or '(default)'}, "
           f"{time.strftime('%Y-%m-%d %H:%MZ', time.gmtime(started))}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, "
           f"{time.time() - started:.0f} s")
