@@ -166,6 +166,9 @@ func (d *jsonDecoder) store(s *slot, num, text []byte, isNum, isText bool, raw [
 		if perr != nil {
 			return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: "epoch milliseconds must be an integer: " + quoteShort(num)}
 		}
+		if err := checkEpochMS(ms, num); err != nil {
+			return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: err.Error()}
+		}
 		d.out.EventTime, d.out.HasEventTime = ms, true
 	case isText && s.role == roleKey:
 		d.keyCopy = append(d.keyCopy[:0], text...)
