@@ -388,8 +388,15 @@ func (b *keyInbox) take(keep func(int32) bool) []detect.KeyModel {
 
 // keyReader is a scorer's handler of key model messages: those of the partitions keep takes
 // are decoded (off the detect goroutine) and put in the inbox; one that does not decode or fit
-// is skipped with the reason (the key keeps the model it has).
+// is skipped with the reason (the key keeps the model it has; keySkips says how it is logged).
 func (p *Pipeline) keyReader(keep func(partition int32) bool, log zerolog.Logger) func(kafka.Message) {
+	read, _ := p.keyReaderSkips(keep, log)
+	return read
+}
+
+// keyReaderSkips is keyReader and its skips' log (to flush at the end of a restore).
+func (p *Pipeline) keyReaderSkips(keep func(partition int32) bool, log zerolog.Logger) (func(kafka.Message), *keySkips) {
+	skips := &keySkips{log: log}
 	return func(msg kafka.Message) {
 		key := string(msg.Key[len(keyModelPrefix):])
 		part := keyPartition(msg)
@@ -405,11 +412,11 @@ func (p *Pipeline) keyReader(keep func(partition int32) bool, log zerolog.Logger
 			err = fmt.Errorf("the model of key %q published under key %q", k, key)
 		}
 		if err != nil {
-			log.Warn().Err(err).Int("partition", msg.Partition).Int64("offset", msg.Offset).Str("key", string(msg.Key)).Msg("model topic message skipped")
+			skips.skip(msg, err)
 			return
 		}
 		p.keys.put(detect.KeyModel{Key: key, Version: v, Partition: part, Model: r})
-	}
+	}, skips
 }
 
 // keyPartition is a key model message's partition header (-1 when absent or not a number).
