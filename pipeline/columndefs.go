@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/outlierd/outlierd/internal/core/atomicfile"
 	"github.com/outlierd/outlierd/stages/detect"
@@ -76,6 +78,18 @@ func columnDefs(c ingest.Config) []columnDef {
 		}
 	}
 	return defs
+}
+
+// derivedDefs are c's derived columns and their definitions as one text ("d: diff of temp;
+// tod.sin: time_of_day in UTC (sin); ..."), empty without ingest.derive: what the model topic's
+// messages carry (headerColumns), since a builder and its scorers must derive alike and the
+// models name the columns only.
+func derivedDefs(c ingest.Config) string {
+	var parts []string
+	for _, d := range columnDefs(c)[len(c.Features):] {
+		parts = append(parts, d.Column+": "+d.Is)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // checkColumns compares state_dir's columns.txt with cfg's columns. Where a column of the same
@@ -163,4 +177,36 @@ func moveModels(dir string, changed []string, log zerolog.Logger) error {
 	log.Warn().Strs("columns", changed).Strs("files", moved).Str("moved_to", aside).
 		Msg("models and keys' state built on columns since redefined moved aside, never loaded (kept for a rollback): the first model is built from the stream")
 	return nil
+}
+
+// derivedMismatch says why a model whose message carries the builder's derived columns'
+// definitions pub (headerColumns) does not fit an instance that derives own
+// (detect.ErrSnapshotMismatch), or nil. A message without them (no derive at the builder, or a
+// release before it) tells nothing: the columns' names were checked already.
+func derivedMismatch(pub, own string) error {
+	if pub == "" || pub == own {
+		return nil
+	}
+	if own == "" {
+		own = "none"
+	}
+	return fmt.Errorf("%w: built for derived columns [%s], this instance derives [%s] (ingest.derive: the builder and its scorers must derive alike)", detect.ErrSnapshotMismatch, pub, own)
+}
+
+// headerValue is m's header key's value ("" when absent).
+func headerValue(m kafka.Message, key string) string {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// columnsHeaderBytes is what headerColumns adds to a message carrying derived ("": nothing).
+func columnsHeaderBytes(derived string) int {
+	if derived == "" {
+		return 0
+	}
+	return len(headerColumns) + len(derived) + 10 // (two varint lengths, at most 5 bytes each)
 }

@@ -247,8 +247,12 @@ func (p *keyPublisher) publish(ctx context.Context, todo map[string]detect.KeyMo
 	slices.Sort(keys)
 	v := []byte(strconv.FormatUint(p.version, 10))
 	message := func(k string, part int32) kafka.Message {
-		return kafka.Message{Key: []byte(keyModelPrefix + k), Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: v},
+		m := kafka.Message{Key: []byte(keyModelPrefix + k), Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: v},
 			{Key: headerKeyPartition, Value: []byte(strconv.Itoa(int(part)))}}}
+		if p.cfg.derived != "" {
+			m.Headers = append(m.Headers, kafka.Header{Key: headerColumns, Value: []byte(p.cfg.derived)})
+		}
+		return m
 	}
 	msgs := make([]kafka.Message, 0, len(keys))
 	size, tombstones := 0, 0
@@ -263,7 +267,7 @@ func (p *keyPublisher) publish(ctx context.Context, todo map[string]detect.KeyMo
 			if m.Value, err = detect.EncodeKeyModel(p.features, &p.detect, k, p.version, km.Model); err != nil {
 				return false, err
 			}
-			if len(m.Value)+len(m.Key)+modelChunkOverhead > p.cfg.maxMessageBytes {
+			if len(m.Value)+len(m.Key)+modelChunkOverhead+columnsHeaderBytes(p.cfg.derived) > p.cfg.maxMessageBytes {
 				if len(k) > 80 { // (named in the log by its start: such keys are the usual cause)
 					tooLarge = append(tooLarge, fmt.Sprintf("%s... (%d bytes)", k[:64], len(k)))
 				} else {
@@ -396,7 +400,7 @@ func (p *Pipeline) keyReader(keep func(partition int32) bool, log zerolog.Logger
 
 // keyReaderSkips is keyReader and its skips' log (to flush at the end of a restore).
 func (p *Pipeline) keyReaderSkips(keep func(partition int32) bool, log zerolog.Logger) (func(kafka.Message), *keySkips) {
-	skips := &keySkips{log: log}
+	skips, derived := &keySkips{log: log}, p.cfg.modelTopic().derived
 	return func(msg kafka.Message) {
 		key := string(msg.Key[len(keyModelPrefix):])
 		part := keyPartition(msg)
@@ -410,6 +414,9 @@ func (p *Pipeline) keyReaderSkips(keep func(partition int32) bool, log zerolog.L
 		k, v, r, err := detect.DecodeKeyModel(msg.Value, p.cfg.Ingest.Columns(), &p.cfg.Detect)
 		if err == nil && k != key {
 			err = fmt.Errorf("the model of key %q published under key %q", k, key)
+		}
+		if err == nil {
+			err = derivedMismatch(headerValue(msg, headerColumns), derived)
 		}
 		if err != nil {
 			skips.skip(msg, err)
