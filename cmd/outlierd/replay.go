@@ -189,6 +189,11 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if w := labelsOfOneKind(*labelCol, tab.outliers); w != "" {
 		fmt.Fprintf(stderr, "replay: %s: %s\n", *input, w)
 	}
+	if cfg.Ingest.EventTimeField != "" || *timeCol != "" {
+		if w := epochSecondsWarning(tab.times); w != "" {
+			fmt.Fprintf(stderr, "replay: %s: %s\n", *input, w)
+		}
+	}
 
 	dc := cfg.Detect
 	if err := dc.Validate(); err != nil {
@@ -476,3 +481,21 @@ func writeVerdicts(path string, scores []batch.Score) (err error) {
 // Derive is the pipeline config's (window-bound detect defaults; sink brokers), so that a
 // config file replay reads means what it means to outlierd run.
 func (c *replayConfig) Derive(written func(path string) bool) { (*pipeline.Config)(c).Derive(written) }
+
+// epochSecondsWarning says when every row's time looks like epoch seconds read as milliseconds:
+// read as seconds, each lies in 2000-01-01 .. 2286-11-20 (946,684,800 to 9,999,999,999; as
+// milliseconds, 1970-01-11 to 1970-04-26). The pipeline refuses such a record by its Kafka
+// timestamp (a dead letter, bad_event_time); a file has none, so replay reads them as 1970 and
+// says so. "" otherwise (also without rows).
+func epochSecondsWarning(times []time.Time) string {
+	if len(times) == 0 {
+		return ""
+	}
+	for _, t := range times {
+		if ms := t.UnixMilli(); ms < 946_684_800 || ms > 9_999_999_999 {
+			return ""
+		}
+	}
+	return fmt.Sprintf("every row's time is in 1970 (%s to %s) read as epoch milliseconds, as the timestamp column is read: epoch seconds? (write milliseconds or RFC 3339 times; live, such a record is a dead letter)",
+		times[0].UTC().Format(time.RFC3339Nano), times[len(times)-1].UTC().Format(time.RFC3339Nano))
+}
