@@ -189,7 +189,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if w := labelsOfOneKind(*labelCol, tab.outliers); w != "" {
 		fmt.Fprintf(stderr, "replay: %s: %s\n", *input, w)
 	}
-	if cfg.Ingest.EventTimeField != "" || *timeCol != "" {
+	if (cfg.Ingest.EventTimeField != "" || *timeCol != "") && cfg.Ingest.EventTimeUnit != ingest.EventTimeSeconds {
 		if w := epochSecondsWarning(tab.times); w != "" {
 			fmt.Fprintf(stderr, "replay: %s: %s\n", *input, w)
 		}

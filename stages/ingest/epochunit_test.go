@@ -145,3 +145,98 @@ func TestSourceEpochSecondsRefusedKfake(t *testing.T) {
 		}
 	}
 }
+
+// TestEventTimeUnitSeconds: ingest.event_time_unit: s reads a producer's Unix seconds (an
+// integer, or with a fraction, as Python's time.time() writes them) as such, in every format,
+// as a number or a string; RFC 3339 texts are read as ever; seconds beyond the years 0000-9999
+// are refused as milliseconds beyond them are. The source then takes a seconds time for what it
+// is (no dead letter), and Validate refuses a unit it does not know. Without the key a
+// producer of seconds had no remedy but to change: its records, refused as epoch seconds
+// (TestSourceEpochSecondsRefusedKfake), were all dead letters.
+func TestEventTimeUnitSeconds(t *testing.T) {
+	t.Parallel()
+	for _, format := range []Format{FormatJSON, FormatCSV, FormatLogfmt} {
+		cfg := testConfig(format, []string{"temp"}, func(c *Config) {
+			c.EventTimeField, c.EventTimeUnit = "ts", "s"
+			if format == FormatCSV {
+				c.CSVHeader = []string{"temp", "ts"}
+			}
+		})
+		dec := mustDecoder(t, cfg)
+		out := cfg.NewDecoded()
+		msg := func(ts string) string {
+			switch format {
+			case FormatCSV:
+				return "1," + ts
+			case FormatLogfmt:
+				return "temp=1 ts=" + ts
+			}
+			return `{"temp":1,"ts":` + ts + `}`
+		}
+		for ts, want := range map[string]int64{
+			"1764304016": 1_764_304_016_000, "1764304016.25": 1_764_304_016_250, "-1.5": -1500, "0": 0,
+			"1764304016.0004": 1_764_304_016_000, "2025-11-28T04:26:56.25Z": 1_764_304_016_250,
+		} {
+			if format == FormatJSON && strings.Contains(ts, "T") {
+				ts = `"` + ts + `"`
+			}
+			if err := dec.Decode([]byte(msg(ts)), out); err != nil || out.EventTime != want {
+				t.Errorf("%s ts %s: %v, %d ms, want %d", format, ts, err, out.EventTime, want)
+			}
+		}
+		for _, ts := range []string{"1764304016000000", "253402300800", "1e3", "12.5.1"} {
+			if format == FormatJSON && ts == "12.5.1" {
+				continue // (no JSON: malformed)
+			}
+			var fe *FieldError
+			if err := dec.Decode([]byte(msg(ts)), out); !errors.As(err, &fe) || fe.Reason != ReasonBadTime {
+				t.Errorf("%s ts %s: %v (time %d), want a bad_event_time", format, ts, err, out.EventTime)
+			}
+		}
+	}
+	bad := testConfig(FormatJSON, []string{"temp"}, func(c *Config) { c.EventTimeField, c.EventTimeUnit = "ts", "us" })
+	if _, err := bad.Check(); err == nil || !strings.Contains(err.Error(), "event_time_unit") {
+		t.Errorf("event_time_unit us: %v, want it refused naming the key", err)
+	}
+	if !epochSeconds(1_764_304_016, time.UnixMilli(1_764_304_016_250)) {
+		t.Fatal("(the ms reading of seconds is refused: the source's check the unit s turns off)")
+	}
+}
+
+// TestSourceEpochSecondsUnitKfake: under ingest.event_time_unit: s the source takes a producer's
+// seconds as the times they are (no dead letter, as under ms: TestSourceEpochSecondsRefusedKfake),
+// and a message of milliseconds there is beyond the years 0000-9999, a dead letter.
+func TestSourceEpochSecondsUnitKfake(t *testing.T) {
+	env := kfakeEnv(t)
+	now := time.UnixMilli(1_764_304_016_250)
+	recs := []*kgo.Record{
+		{Topic: env.topic, Partition: 0, Timestamp: now, Value: []byte(`{"temp":1,"sensor":{"hum":1},"ts":1764304016}`)},
+		{Topic: env.topic, Partition: 0, Timestamp: now, Value: []byte(`{"temp":1,"sensor":{"hum":1},"ts":1764304016.25}`)},
+		{Topic: env.topic, Partition: 0, Timestamp: now, Value: []byte(`{"temp":1,"sensor":{"hum":1},"ts":1764304016250}`)},
+	}
+	testsupport.Produce(t, env.br, recs...)
+	cfg := itConfig(env, testsupport.UniqueName("g-seconds"))
+	cfg.BatchSize, cfg.EventTimeField, cfg.EventTimeUnit = 100, "ts", EventTimeSeconds
+	src := openSource(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	times := map[int64]int64{}
+	var dead []batch.DeadLetter
+	for len(times)+len(dead) < len(recs) {
+		b, dls, err := src.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, dls.All()...)
+		if b != nil {
+			for i := range b.Len() {
+				at, _ := b.Time(i)
+				times[b.Offsets()[i]] = at.UnixMilli()
+			}
+			b.Release()
+		}
+	}
+	if times[0] != 1_764_304_016_000 || times[1] != 1_764_304_016_250 || len(dead) != 1 || dead[0].Offset != 2 || dead[0].Code != ReasonBadTime.String() {
+		t.Errorf("times %v, dead letters %+v: want offsets 0 and 1 at their seconds, 2 a bad_event_time", times, dead)
+	}
+}

@@ -74,6 +74,44 @@ func checkEpochMS(ms int64, text []byte) error {
 		quoteShort(text), time.UnixMilli(ms).UTC().Year())
 }
 
+// The units of an epoch number in ingest.event_time_field (Config.EventTimeUnit).
+const (
+	EventTimeMillis  = "ms"
+	EventTimeSeconds = "s"
+)
+
+// parseEpochSeconds reads text as epoch seconds (ingest.event_time_unit: s): digits with an
+// optional leading '-' and an optional fraction after a point, rounded to the millisecond. ok
+// is false when text is not of that form (a time as text, read by parseEventTime); err when it
+// is and lies outside the years 0000-9999.
+func parseEpochSeconds(text []byte) (ms int64, ok bool, err error) {
+	text = trimSpace(text)
+	digits, point := 0, false
+	for i, c := range text {
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '-' && i == 0:
+		case c == '.' && !point && digits > 0:
+			point = true
+		default:
+			return 0, false, nil
+		}
+	}
+	if digits == 0 || text[len(text)-1] == '.' {
+		return 0, false, nil
+	}
+	v, perr := strconv.ParseFloat(string(text), 64)
+	if perr != nil || math.Abs(v) > float64(maxEventMS)/1000+1 {
+		return 0, true, fmt.Errorf("epoch seconds %s are outside RFC 3339's years 0000-9999 that the outputs write: epoch milliseconds or finer? (ingest.event_time_unit is s)", quoteShort(text))
+	}
+	ms = int64(math.Round(v * 1000))
+	if ms < minEventMS || ms > maxEventMS {
+		return 0, true, fmt.Errorf("epoch seconds %s are outside RFC 3339's years 0000-9999 that the outputs write: epoch milliseconds or finer? (ingest.event_time_unit is s)", quoteShort(text))
+	}
+	return ms, true, nil
+}
+
 // epochSecondsSlack is how far from a record's Kafka timestamp an event time read as epoch
 // seconds may fall and still be taken for epoch seconds (epochSeconds). Wide enough for a
 // producer's backlog (a month late), narrow enough that no millisecond time of a live stream
