@@ -70,7 +70,7 @@ func checkEpochMS(ms int64, text []byte) error {
 	if ms >= minEventMS && ms <= maxEventMS {
 		return nil
 	}
-	return fmt.Errorf("epoch milliseconds %s are the year %d, outside RFC 3339's years 0000-9999 that the outputs write: epoch microseconds or nanoseconds? (ingest.event_time_field is read as epoch milliseconds)",
+	return fmt.Errorf("epoch milliseconds %s are the year %d, outside RFC 3339's years 0000-9999 that the outputs write: epoch microseconds or nanoseconds? (ingest.event_time_unit is ms)",
 		quoteShort(text), time.UnixMilli(ms).UTC().Year())
 }
 
@@ -139,7 +139,7 @@ func epochSeconds(ms int64, written time.Time) bool {
 
 // epochSecondsReason is the dead letter's reason for such a record of field.
 func epochSecondsReason(field string, ms int64, written time.Time) string {
-	return fmt.Sprintf("field %q: epoch seconds where epoch milliseconds are read: %d is %s as milliseconds, and the message was written at %s (its Kafka timestamp); write milliseconds or an RFC 3339 time",
+	return fmt.Sprintf("field %q: epoch seconds where epoch milliseconds are read: %d is %s as milliseconds, and the message was written at %s (its Kafka timestamp); write milliseconds or an RFC 3339 time, or read a producer of seconds with ingest.event_time_unit: s",
 		field, ms, time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), written.UTC().Format(time.RFC3339Nano))
 }
 
