@@ -158,5 +158,27 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 func (p *Pipeline) noteKeys() {
 	if ks := p.stage.KeyStats(); ks != (detect.KeyStats{}) {
 		p.metrics.SetKeys(ks.Live, ks.Warming, ks.Bytes, ks.Evictions)
+		p.noteColdEvictions(ks)
 	}
+}
+
+// coldEvictionLogEvery spaces noteColdEvictions' lines.
+const coldEvictionLogEvery = time.Minute
+
+// noteColdEvictions logs the keys evicted before their own model (detect.key_by: key): at the
+// first, then at most once per coldEvictionLogEvery while more are. Such keys are scored by the
+// global model and hold their share of keys.max_keys (a window each) for nothing: a producer
+// that keys every message by a unique id, or a fleet larger than max_keys (or max_bytes). Before,
+// only the gauges said it (outlierd_keys_warming at max_keys, the evictions counter rising).
+func (p *Pipeline) noteColdEvictions(ks detect.KeyStats) {
+	w := &p.paced
+	if ks.ColdEvictions <= w.coldAt || !w.coldLogged.IsZero() && time.Since(w.coldLogged) < coldEvictionLogEvery {
+		return
+	}
+	k := p.cfg.Detect.Keys
+	p.log.Warn().Uint64("evicted_cold", ks.ColdEvictions-w.coldAt).Uint64("evicted_cold_total", ks.ColdEvictions).
+		Uint64("evictions_total", ks.Evictions).Int("keys_held", ks.Live+ks.Warming).Int("keys_with_model", ks.Live).
+		Int("max_keys", k.MaxKeys).Int64("max_bytes", k.MaxBytes).Int("min_records", k.MinRecords).
+		Msg("keys evicted before their own model (detect.key_by: key): each needs keys.min_records records while held, and keys.max_keys (or keys.max_bytes) evicted them first; their records were scored by the global model. A key per record (a unique id: check ingest.key_field and the message key) or a fleet larger than keys.max_keys")
+	w.coldLogged, w.coldAt = time.Now(), ks.ColdEvictions
 }

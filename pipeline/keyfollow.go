@@ -359,7 +359,8 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 	p, cfg := k.p, k.p.cfg.modelTopic()
 	log := p.log.With().Str("model_topic", cfg.topic).Int("model_partition", mp).Ints32("partitions", qs).Logger()
 	start, next, done, read := time.Now(), int64(-1), false, int64(0)
-	dec := newDecoders(p.keyReader(keep, log), k.decodeWorkers)
+	readKey, skips := p.keyReaderSkips(keep, log)
+	dec := newDecoders(readKey, k.decodeWorkers)
 	defer dec.close()
 	for attempt := 1; ctx.Err() == nil; attempt++ {
 		first, end, err := partitionOffsets(ctx, cfg, k.dialer, mp)
@@ -379,6 +380,7 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 						done = true
 						dec.wait()
 						restoredOnce()
+						skips.flush()
 						log.Info().Int64("records_read", read).Dur("took", time.Since(start)).Msg("scorer: keys' models of its partitions read from the model topic")
 						if once {
 							return nil

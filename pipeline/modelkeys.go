@@ -247,8 +247,12 @@ func (p *keyPublisher) publish(ctx context.Context, todo map[string]detect.KeyMo
 	slices.Sort(keys)
 	v := []byte(strconv.FormatUint(p.version, 10))
 	message := func(k string, part int32) kafka.Message {
-		return kafka.Message{Key: []byte(keyModelPrefix + k), Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: v},
+		m := kafka.Message{Key: []byte(keyModelPrefix + k), Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: v},
 			{Key: headerKeyPartition, Value: []byte(strconv.Itoa(int(part)))}}}
+		if p.cfg.derived != "" {
+			m.Headers = append(m.Headers, kafka.Header{Key: headerColumns, Value: []byte(p.cfg.derived)})
+		}
+		return m
 	}
 	msgs := make([]kafka.Message, 0, len(keys))
 	size, tombstones := 0, 0
@@ -263,7 +267,7 @@ func (p *keyPublisher) publish(ctx context.Context, todo map[string]detect.KeyMo
 			if m.Value, err = detect.EncodeKeyModel(p.features, &p.detect, k, p.version, km.Model); err != nil {
 				return false, err
 			}
-			if len(m.Value)+len(m.Key)+modelChunkOverhead > p.cfg.maxMessageBytes {
+			if len(m.Value)+len(m.Key)+modelChunkOverhead+columnsHeaderBytes(p.cfg.derived) > p.cfg.maxMessageBytes {
 				if len(k) > 80 { // (named in the log by its start: such keys are the usual cause)
 					tooLarge = append(tooLarge, fmt.Sprintf("%s... (%d bytes)", k[:64], len(k)))
 				} else {
@@ -388,8 +392,15 @@ func (b *keyInbox) take(keep func(int32) bool) []detect.KeyModel {
 
 // keyReader is a scorer's handler of key model messages: those of the partitions keep takes
 // are decoded (off the detect goroutine) and put in the inbox; one that does not decode or fit
-// is skipped with the reason (the key keeps the model it has).
+// is skipped with the reason (the key keeps the model it has; keySkips says how it is logged).
 func (p *Pipeline) keyReader(keep func(partition int32) bool, log zerolog.Logger) func(kafka.Message) {
+	read, _ := p.keyReaderSkips(keep, log)
+	return read
+}
+
+// keyReaderSkips is keyReader and its skips' log (to flush at the end of a restore).
+func (p *Pipeline) keyReaderSkips(keep func(partition int32) bool, log zerolog.Logger) (func(kafka.Message), *keySkips) {
+	skips, derived := &keySkips{log: log}, p.cfg.modelTopic().derived
 	return func(msg kafka.Message) {
 		key := string(msg.Key[len(keyModelPrefix):])
 		part := keyPartition(msg)
@@ -404,12 +415,15 @@ func (p *Pipeline) keyReader(keep func(partition int32) bool, log zerolog.Logger
 		if err == nil && k != key {
 			err = fmt.Errorf("the model of key %q published under key %q", k, key)
 		}
+		if err == nil {
+			err = derivedMismatch(headerValue(msg, headerColumns), derived)
+		}
 		if err != nil {
-			log.Warn().Err(err).Int("partition", msg.Partition).Int64("offset", msg.Offset).Str("key", string(msg.Key)).Msg("model topic message skipped")
+			skips.skip(msg, err)
 			return
 		}
 		p.keys.put(detect.KeyModel{Key: key, Version: v, Partition: part, Model: r})
-	}
+	}, skips
 }
 
 // keyPartition is a key model message's partition header (-1 when absent or not a number).

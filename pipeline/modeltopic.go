@@ -56,7 +56,12 @@ const (
 	// headerModelHypercube is the byte length of the hypercube counts at the publication's end
 	// (absent: none, the builder's hypercube detector is off).
 	headerModelHypercube = "outlierd-model-hypercube"
-	modelKeyPrefix       = "outlierd-model/"
+	// headerColumns, on a global model's chunks and on each key's model, is the builder's
+	// derived columns' definitions (derivedDefs; absent without ingest.derive, and from a
+	// release before it): the models name their columns, and a derived column can keep its name
+	// under another definition, so a scorer that derives otherwise skips the model.
+	headerColumns  = "outlierd-columns"
+	modelKeyPrefix = "outlierd-model/"
 	// modelChunkOverhead is what a chunk's message adds to its value (key, headers, record
 	// framing): well above the ~250 bytes they take, so a chunk never exceeds the limit.
 	modelChunkOverhead = 1024
@@ -74,12 +79,13 @@ func modelChunkKey(v uint64, i int) string {
 type publication struct {
 	model     *detect.Model
 	hypercube []byte
+	derived   string // the publisher's derivedDefs (headerColumns), set by write
 }
 
 // modelMessages is the publication of one model: its sealed snapshot and hypercube counts split
 // into chunks.
 func modelMessages(pub publication, maxMessageBytes int) ([]kafka.Message, error) {
-	chunk := maxMessageBytes - modelChunkOverhead
+	chunk := maxMessageBytes - modelChunkOverhead - columnsHeaderBytes(pub.derived)
 	if chunk < minModelChunk { // lint refuses it (validateRole); a caller that skipped lint errs, never divides by 0
 		return nil, fmt.Errorf("sink.max_message_bytes %d leaves %d bytes for a model chunk, want at least %d (%d + %d)",
 			maxMessageBytes, chunk, minModelChunk, minModelChunk, modelChunkOverhead)
@@ -108,6 +114,9 @@ func modelMessages(pub publication, maxMessageBytes int) ([]kafka.Message, error
 		if pub.hypercube != nil {
 			msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: headerModelHypercube, Value: []byte(strconv.Itoa(len(pub.hypercube)))})
 		}
+		if pub.derived != "" {
+			msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: headerColumns, Value: []byte(pub.derived)})
+		}
 	}
 	return msgs, nil
 }
@@ -119,7 +128,8 @@ type modelAssembler struct {
 	version uint64
 	n, next int
 	sum     string
-	cube    int // the hypercube counts' length (headerModelHypercube), -1: none
+	cube    int    // the hypercube counts' length (headerModelHypercube), -1: none
+	derived string // its first chunk's headerColumns
 	data    []byte
 
 	highest uint64
@@ -131,6 +141,7 @@ type assembled struct {
 	version   uint64
 	snapshot  []byte
 	hypercube []byte // nil: none
+	derived   string // headerColumns: the builder's derived columns ("": none, or not said)
 }
 
 // add takes the next message; it returns a whole publication when m completes one, and an
@@ -163,7 +174,7 @@ func (a *modelAssembler) add(m kafka.Message) (*assembled, error) {
 	}
 	a.highest = max(a.highest, v)
 	if i == 0 { // a new publication starts; whatever was pending is abandoned
-		a.version, a.n, a.next, a.sum, a.cube = v, n, 1, h[headerModelSHA256], cube
+		a.version, a.n, a.next, a.sum, a.cube, a.derived = v, n, 1, h[headerModelSHA256], cube, h[headerColumns]
 		a.data = append(a.data[:0:0], m.Value...)
 	} else if v != a.version || n != a.n || i != a.next || h[headerModelSHA256] != a.sum || cube != a.cube {
 		// A publication cut short, or chunks of one whose start compaction or retention
@@ -176,7 +187,7 @@ func (a *modelAssembler) add(m kafka.Message) (*assembled, error) {
 	if a.next < a.n {
 		return nil, nil
 	}
-	out := &assembled{version: a.version, snapshot: a.data}
+	out := &assembled{version: a.version, snapshot: a.data, derived: a.derived}
 	sum, cube := a.sum, a.cube
 	a.version, a.n, a.next, a.sum, a.data = 0, 0, 0, "", nil
 	if got := sha256.Sum256(out.snapshot); hex.EncodeToString(got[:]) != sum {
@@ -221,6 +232,9 @@ type modelTopicConfig struct {
 	topic           string
 	security        kafkasec.Config
 	maxMessageBytes int
+	// derived is the instance's derived columns' definitions (derivedDefs): its models' and
+	// keys' models' messages carry them (headerColumns), and it skips those of other ones.
+	derived string
 }
 
 // toPartition0 writes every message to partition 0, the global model's.
@@ -320,6 +334,7 @@ func (p *modelPublisher) run(ctx context.Context, drain <-chan struct{}) {
 // model in the mailbox supersedes a failing one.
 func (p *modelPublisher) write(ctx context.Context, pub publication) error {
 	m := pub.model
+	pub.derived = p.cfg.derived
 	msgs, err := modelMessages(pub, p.cfg.maxMessageBytes)
 	if err != nil {
 		p.log.Error().Err(err).Uint64("model_version", m.Version).Msg("model cannot be encoded; not published")
@@ -494,6 +509,9 @@ func (f *modelFollower) next(ctx context.Context, after uint64, stopAt int64) (*
 		}
 		if err == nil && !slices.Equal(m.Features, f.features) {
 			err = fmt.Errorf("%w: built for features %v, the stream has %v", detect.ErrSnapshotMismatch, m.Features, f.features)
+		}
+		if err == nil {
+			err = derivedMismatch(pub.derived, f.cfg.derived)
 		}
 		if err != nil {
 			f.skip(msg, err)

@@ -159,6 +159,11 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 	if p.dev.IsGPU() {
 		deps.Overlap = detect.OverlapOnGPU
 	}
+	// A column redefined under its name moves the models built on its old values aside first
+	// (columndefs.go).
+	if err := checkColumns(ctx, cfg, log); err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
 	// (ctx ends the load of detect.state_dir's snapshots too: seconds at 100,000 keys.)
 	if p.det, err = detect.NewStageContext(ctx, cfg.Detect, cfg.Ingest.Columns(), cfg.Ingest.Uncertainty != nil, deps); err != nil {
 		if ctx.Err() != nil {

@@ -38,14 +38,16 @@ func (c *Config) validateRole() []error {
 			errs = append(errs, config.Fieldf("run.model_topic", "%q is also the input, output or dead-letter topic", c.Run.ModelTopic))
 		}
 	}
-	if role != detect.RoleAll && c.Sink.MaxMessageBytes-modelChunkOverhead < minModelChunk {
+	// The derived columns' definitions travel in a header of each message (headerColumns).
+	overhead := modelChunkOverhead + columnsHeaderBytes(derivedDefs(c.Ingest))
+	if role != detect.RoleAll && c.Sink.MaxMessageBytes-overhead < minModelChunk {
 		// The model topic's chunks are max_message_bytes less their framing: leave room for one.
 		errs = append(errs, config.Fieldf("sink.max_message_bytes", "%d leaves %d bytes for a model chunk with run.role %s, want at least %d (a chunk of %d plus %d of key, headers and framing)",
-			c.Sink.MaxMessageBytes, c.Sink.MaxMessageBytes-modelChunkOverhead, role, minModelChunk+modelChunkOverhead, minModelChunk, modelChunkOverhead))
+			c.Sink.MaxMessageBytes, c.Sink.MaxMessageBytes-overhead, role, minModelChunk+overhead, minModelChunk, overhead))
 	}
 	if role != detect.RoleAll && c.Detect.KeyBy == detect.KeyByKey {
 		// A key's model is one message (modelkeys.go): the largest, of a key of assumedKeyBytes.
-		if need := detect.KeyModelBound(c.Ingest.Columns(), &c.Detect, len(keyModelPrefix)+assumedKeyBytes) + modelChunkOverhead; c.Sink.MaxMessageBytes < need {
+		if need := detect.KeyModelBound(c.Ingest.Columns(), &c.Detect, len(keyModelPrefix)+assumedKeyBytes) + overhead; c.Sink.MaxMessageBytes < need {
 			errs = append(errs, config.Fieldf("sink.max_message_bytes", "%d cannot carry a key's model with detect.key_by and run.role %s: want at least %d (detect.keys.window %d of %d features, a key of %d bytes)",
 				c.Sink.MaxMessageBytes, role, need, c.Detect.Keys.Window, len(c.Ingest.Columns()), assumedKeyBytes))
 		}
@@ -62,7 +64,8 @@ func (c *Config) validateRole() []error {
 
 // modelTopic is where this pipeline's model topic is.
 func (c *Config) modelTopic() modelTopicConfig {
-	return modelTopicConfig{brokers: c.Sink.Brokers, topic: c.Run.ModelTopic, security: c.Sink.Security, maxMessageBytes: c.Sink.MaxMessageBytes}
+	return modelTopicConfig{brokers: c.Sink.Brokers, topic: c.Run.ModelTopic, security: c.Sink.Security, maxMessageBytes: c.Sink.MaxMessageBytes,
+		derived: derivedDefs(c.Ingest)}
 }
 
 // setUpRole prepares the builder's publisher or the scorer's follower (New).

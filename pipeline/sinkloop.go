@@ -145,6 +145,10 @@ type pacedLogs struct {
 	deadMu     sync.Mutex
 	deadLogged time.Time
 	deadSince  int
+	// The keys evicted cold (noteKeys, detect goroutine only): when the line was last written,
+	// and the count it was written at.
+	coldLogged time.Time
+	coldAt     uint64
 }
 
 // deadLetterLogEvery spaces the dead letters' log lines.

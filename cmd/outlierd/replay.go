@@ -113,7 +113,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	labelCol := fs.String("label-column", "", "field holding the ground truth (a number, non-zero = outlier, or true/false): not a feature; adds precision, recall, F1, ROC AUC and AP to --json (null where the labels leave one undefined)")
 	keyCol := fs.String("key-column", "", "field holding the record key (the series of ingest.derive, and a model per key: --key-by); default the config's ingest.key_field")
 	keyBy := fs.String("key-by", "", "detect.key_by: none|key (empty: key when --key-column is given, else the config's); a key's first detect.keys.min_records rows are scored by the global model, which needs detect.min_records rows first")
-	timeCol := fs.String("timestamp-column", "", "field holding the record time, RFC 3339, \"2006-01-02 15:04:05\" (without an offset a wall clock of the config's ingest.event_time_zone, default UTC) or epoch ms (time_of_day, day_of_week); default the config's ingest.event_time_field; else the row index in ms")
+	timeCol := fs.String("timestamp-column", "", "field holding the record time, RFC 3339, \"2006-01-02 15:04:05\" (without an offset a wall clock of the config's ingest.event_time_zone, default UTC) or epoch ms (s under the config's ingest.event_time_unit: s) (time_of_day, day_of_week); default the config's ingest.event_time_field; else the row index in ms")
 	cfgPath := fs.String("config", "", "pipeline YAML: its detect section (and device) is used, and of ingest how records are read (features, uncertainty, key_field, event_time_field, event_time_zone, derive, format, csv_*); ingest and sink may be absent")
 	window := fs.Int("window", 0, "detect.window W (0: the config's); >= the file's rows gives the batch case where the config does not write detect.min_records")
 	minRecords := fs.Int("min-records", 0, "detect.min_records (0: the config's, capped at the window; where the config leaves it out and the window holds the file, the file's rows: the batch case)")
@@ -188,6 +188,11 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	}
 	if w := labelsOfOneKind(*labelCol, tab.outliers); w != "" {
 		fmt.Fprintf(stderr, "replay: %s: %s\n", *input, w)
+	}
+	if (cfg.Ingest.EventTimeField != "" || *timeCol != "") && cfg.Ingest.EventTimeUnit != ingest.EventTimeSeconds {
+		if w := epochSecondsWarning(tab.times); w != "" {
+			fmt.Fprintf(stderr, "replay: %s: %s\n", *input, w)
+		}
 	}
 
 	dc := cfg.Detect
@@ -476,3 +481,21 @@ func writeVerdicts(path string, scores []batch.Score) (err error) {
 // Derive is the pipeline config's (window-bound detect defaults; sink brokers), so that a
 // config file replay reads means what it means to outlierd run.
 func (c *replayConfig) Derive(written func(path string) bool) { (*pipeline.Config)(c).Derive(written) }
+
+// epochSecondsWarning says when every row's time looks like epoch seconds read as milliseconds:
+// read as seconds, each lies in 2000-01-01 .. 2286-11-20 (946,684,800 to 9,999,999,999; as
+// milliseconds, 1970-01-11 to 1970-04-26). The pipeline refuses such a record by its Kafka
+// timestamp (a dead letter, bad_event_time); a file has none, so replay reads them as 1970 and
+// says so. "" otherwise (also without rows).
+func epochSecondsWarning(times []time.Time) string {
+	if len(times) == 0 {
+		return ""
+	}
+	for _, t := range times {
+		if ms := t.UnixMilli(); ms < 946_684_800 || ms > 9_999_999_999 {
+			return ""
+		}
+	}
+	return fmt.Sprintf("every row's time is in 1970 (%s to %s) read as epoch milliseconds, as the timestamp column is read: epoch seconds? (write milliseconds or RFC 3339 times, or set ingest.event_time_unit: s; live, such a record is a dead letter)",
+		times[0].UTC().Format(time.RFC3339Nano), times[len(times)-1].UTC().Format(time.RFC3339Nano))
+}

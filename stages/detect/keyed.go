@@ -40,7 +40,9 @@ type keyedScorer struct {
 	lru       recency // the keys' least-recently-seen order
 	bytes     int64
 	evictions uint64
-	warm      int // keys with a model
+	// coldEvictions counts the evicted keys that had no model of their own (KeyStats).
+	coldEvictions uint64
+	warm          int // keys with a model
 
 	// dev keeps the warm keys' models on the device (keyed_device.go; nil: the CPU scores).
 	dev   KeyedModels
@@ -143,8 +145,12 @@ type keyState struct {
 type KeyStats struct {
 	Live, Warming int    // keys with a model of their own; keys still scored by the global model
 	Evictions     uint64 // keys evicted so far (least recently seen first)
-	Bytes         int64  // the keys' windows and models, as accounted (keyBytes)
-	DeviceBytes   int64  // the keys' models resident on the device (0 on the CPU)
+	// ColdEvictions counts those of them evicted before they had a model of their own (fewer
+	// than keys.min_records records while held): a fleet larger than keys.max_keys, or keys
+	// that are no sensor's (a unique id per record).
+	ColdEvictions uint64
+	Bytes         int64 // the keys' windows and models, as accounted (keyBytes)
+	DeviceBytes   int64 // the keys' models resident on the device (0 on the CPU)
 }
 
 func newKeyedScorer() *keyedScorer {
@@ -190,7 +196,7 @@ func (k *keyedScorer) stats() KeyStats {
 // counts are stats without waiting for the builds or the upload under way: the device's bytes
 // after the last upload that ended.
 func (k *keyedScorer) counts() KeyStats {
-	return KeyStats{Live: k.warm, Warming: len(k.keys) - k.warm, Evictions: k.evictions, Bytes: k.bytes, DeviceBytes: k.devBytes}
+	return KeyStats{Live: k.warm, Warming: len(k.keys) - k.warm, Evictions: k.evictions, ColdEvictions: k.coldEvictions, Bytes: k.bytes, DeviceBytes: k.devBytes}
 }
 
 // keyBytes is what a key holds at a window of w records of d features: its window (float32),
@@ -452,6 +458,9 @@ func (k *keyedScorer) newState(key string, cfg *Config, d int) *keyState {
 // evict drops st past the limits (or retired by its builder): counted, its alarm handed back to
 // the global model's path (keyed_handover.go).
 func (k *keyedScorer) evict(st *keyState, d int) {
+	if !st.warm {
+		k.coldEvictions++
+	}
 	k.remove(st, d)
 	k.evictions++
 	k.hand.evicted(st)

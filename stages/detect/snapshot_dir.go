@@ -116,6 +116,15 @@ func snapshotSeq(name, prefix string) (uint64, bool) {
 	return seq, err == nil
 }
 
+// IsModelFile says whether name (a file name in detect.state_dir) is one of the files built on
+// the columns' values: a model snapshot or a keys' state (not the alarm state, which is the
+// keys' series, whatever the columns).
+func IsModelFile(name string) bool {
+	_, model := snapshotSeq(name, snapshotPrefix)
+	_, keys := snapshotSeq(name, keysPrefix)
+	return model || keys
+}
+
 // List returns the snapshot files, newest first.
 func (d *SnapshotDir) List() ([]string, error) { return d.list(snapshotPrefix) }
 

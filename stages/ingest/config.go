@@ -146,6 +146,12 @@ type Config struct {
 	// Berlin's gap is 03:30 CEST), as RFC 5545 (iCalendar) reads them. "Local" (the host's
 	// zone) is refused: a config means the same on every host.
 	EventTimeZone string `yaml:"event_time_zone"`
+	// EventTimeUnit is the unit of an epoch number in EventTimeField: "ms" (default: integer
+	// epoch milliseconds) or "s" (epoch seconds, Unix time, with an optional fraction:
+	// 1764304016.25). Under ms an integer that is clearly seconds (read as seconds within 30
+	// days of its Kafka timestamp) is a dead letter saying so; "s" is for a producer that writes
+	// seconds. Texts (RFC 3339, "2006-01-02 15:04:05") are read alike under both.
+	EventTimeUnit string `yaml:"event_time_unit"`
 	// BatchSize is the most records in one batch. Default 1000. Larger batches amortise
 	// per-batch work (GPU launches, commits) at the cost of latency and memory.
 	BatchSize int `yaml:"batch_size"`
@@ -205,6 +211,7 @@ func Default() Config {
 		CSVMissing:        []string{"NA", "N/A", "null"},
 		Missing:           MissingDeadLetter,
 		EventTimeZone:     "UTC",
+		EventTimeUnit:     EventTimeMillis,
 		BatchSize:         1000,
 		MaxWait:           100 * time.Millisecond,
 		FetchMaxBytes:     10 << 20,
@@ -377,6 +384,9 @@ func (c *Config) Check() (*Checked, error) {
 	zone, err := loadZone(c.EventTimeZone)
 	if err != nil {
 		bad("event_time_zone", "%w", err)
+	}
+	if u := c.EventTimeUnit; u != "" && u != EventTimeMillis && u != EventTimeSeconds {
+		bad("event_time_unit", "%q: want ms (epoch milliseconds) or s (epoch seconds)", u)
 	}
 	if u := c.Uncertainty; u != nil {
 		if u.Suffix == "" && len(u.Fields) == 0 && u.Default == nil {

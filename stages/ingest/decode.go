@@ -194,6 +194,8 @@ type slot struct {
 	// zone is the wall clock of a roleTime text without an offset (nil: UTC); the decoder's
 	// own (it keeps the last zone period it looked up).
 	zone *eventZone
+	// seconds: a roleTime epoch number is seconds (ingest.event_time_unit: s), else milliseconds.
+	seconds bool
 }
 
 // plan lists the fields a decoder reads, in the order missing fields are reported: each feature
@@ -249,7 +251,7 @@ func newPlan(c *Config, zone *time.Location) *plan {
 	}
 	if c.EventTimeField != "" {
 		p.slots = append(p.slots, slot{field: c.EventTimeField, role: roleTime, key: "ingest.event_time_field",
-			zone: newEventZone(zone)})
+			zone: newEventZone(zone), seconds: c.EventTimeUnit == EventTimeSeconds})
 	}
 	return p
 }
@@ -326,6 +328,11 @@ func setText(s *slot, text []byte, out *Decoded) error {
 		return nil
 	case roleTime:
 		ms, err := parseEventTime(text, s.zone)
+		if s.seconds {
+			if v, ok, serr := parseEpochSeconds(text); ok {
+				ms, err = v, serr
+			}
+		}
 		if err != nil {
 			return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: err.Error()}
 		}

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -32,7 +33,7 @@ func parseEventTime(text []byte, z *eventZone) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("epoch milliseconds out of range: %s", quoteShort(text))
 		}
-		return ms, nil
+		return ms, checkEpochMS(ms, text)
 	}
 	var buf [64]byte
 	if rfc, local, ok := asRFC3339(text, buf[:0]); ok {
@@ -52,6 +53,94 @@ func parseEventTime(text []byte, z *eventZone) (int64, error) {
 		zone = z.loc.String() // the name it was loaded by
 	}
 	return 0, fmt.Errorf("not an RFC 3339 time, a time as \"2006-01-02 15:04:05\" (%s without an offset) or epoch milliseconds: %s", zone, quoteShort(text))
+}
+
+// The instants an event time may be: RFC 3339's years 0000-9999, in UTC, which the outputs'
+// "timestamp" is written in (Go's time.Format writes a year past 9999, or before 0, in more
+// digits or with a sign, which no RFC 3339 reader takes). An epoch number beyond them is, in
+// practice, a producer's epoch microseconds or nanoseconds: read as milliseconds the year
+// 57878 for 2025-11-28's.
+const (
+	minEventMS = -62167219200000 // 0000-01-01T00:00:00Z
+	maxEventMS = 253402300799999 // 9999-12-31T23:59:59.999Z
+)
+
+// checkEpochMS refuses epoch milliseconds ms (written as text) outside [minEventMS, maxEventMS].
+func checkEpochMS(ms int64, text []byte) error {
+	if ms >= minEventMS && ms <= maxEventMS {
+		return nil
+	}
+	return fmt.Errorf("epoch milliseconds %s are the year %d, outside RFC 3339's years 0000-9999 that the outputs write: epoch microseconds or nanoseconds? (ingest.event_time_unit is ms)",
+		quoteShort(text), time.UnixMilli(ms).UTC().Year())
+}
+
+// The units of an epoch number in ingest.event_time_field (Config.EventTimeUnit).
+const (
+	EventTimeMillis  = "ms"
+	EventTimeSeconds = "s"
+)
+
+// parseEpochSeconds reads text as epoch seconds (ingest.event_time_unit: s): digits with an
+// optional leading '-' and an optional fraction after a point, rounded to the millisecond. ok
+// is false when text is not of that form (a time as text, read by parseEventTime); err when it
+// is and lies outside the years 0000-9999.
+func parseEpochSeconds(text []byte) (ms int64, ok bool, err error) {
+	text = trimSpace(text)
+	digits, point := 0, false
+	for i, c := range text {
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '-' && i == 0:
+		case c == '.' && !point && digits > 0:
+			point = true
+		default:
+			return 0, false, nil
+		}
+	}
+	if digits == 0 || text[len(text)-1] == '.' {
+		return 0, false, nil
+	}
+	v, perr := strconv.ParseFloat(string(text), 64)
+	if perr != nil || math.Abs(v) > float64(maxEventMS)/1000+1 {
+		return 0, true, fmt.Errorf("epoch seconds %s are outside RFC 3339's years 0000-9999 that the outputs write: epoch milliseconds or finer? (ingest.event_time_unit is s)", quoteShort(text))
+	}
+	ms = int64(math.Round(v * 1000))
+	if ms < minEventMS || ms > maxEventMS {
+		return 0, true, fmt.Errorf("epoch seconds %s are outside RFC 3339's years 0000-9999 that the outputs write: epoch milliseconds or finer? (ingest.event_time_unit is s)", quoteShort(text))
+	}
+	return ms, true, nil
+}
+
+// epochSecondsSlack is how far from a record's Kafka timestamp an event time read as epoch
+// seconds may fall and still be taken for epoch seconds (epochSeconds). Wide enough for a
+// producer's backlog (a month late), narrow enough that no millisecond time of a live stream
+// comes near it: a time in milliseconds whose reading as seconds is this close to when it was
+// written is in January 1970 (for 2026's records, 1970-01-21), which only a backfill of 1970
+// data written in 2026 would be.
+const epochSecondsSlack = 30 * 24 * time.Hour
+
+// epochSeconds says whether event time ms (epoch milliseconds as read) is a producer's epoch
+// seconds: read as seconds, it is within epochSecondsSlack of written, the record's Kafka
+// timestamp (the zero time, none, tells nothing), and read as milliseconds it is not. The
+// decoders read an integer as milliseconds; the source refuses such a record (a dead letter,
+// bad_event_time) rather than place it in January 1970, where its output timestamp,
+// time_of_day and alert_cooldown would all be wrong.
+func epochSeconds(ms int64, written time.Time) bool {
+	if written.IsZero() || ms <= 0 || ms > math.MaxInt64/1000 {
+		return false
+	}
+	near := func(d int64) bool {
+		return d > -epochSecondsSlack.Milliseconds() && d < epochSecondsSlack.Milliseconds()
+	}
+	// (and not near as milliseconds too: a time of 1970's first month written then)
+	return near(ms*1000-written.UnixMilli()) && !near(ms-written.UnixMilli())
+}
+
+// epochSecondsReason is the dead letter's reason for such a record of field.
+func epochSecondsReason(field string, ms int64, written time.Time) string {
+	return fmt.Sprintf("field %q: epoch seconds where epoch milliseconds are read: %d is %s as milliseconds, and the message was written at %s (its Kafka timestamp); write milliseconds or an RFC 3339 time, or read a producer of seconds with ingest.event_time_unit: s",
+		field, ms, time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), written.UTC().Format(time.RFC3339Nano))
 }
 
 // asRFC3339 checks the form parseEventTime reads and writes it into buf as RFC 3339 (a T for

@@ -161,10 +161,22 @@ func (d *jsonDecoder) store(s *slot, num, text []byte, isNum, isText bool, raw [
 	case isNum && s.role == roleKey:
 		d.keyCopy = append(d.keyCopy[:0], num...)
 		d.out.Key, d.out.HasKey = d.keyCopy, true
+	case isNum && s.role == roleTime && s.seconds:
+		ms, ok, err := parseEpochSeconds(num)
+		if !ok {
+			err = fmt.Errorf("epoch seconds must be digits with an optional fraction: %s", quoteShort(num))
+		}
+		if err != nil {
+			return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: err.Error()}
+		}
+		d.out.EventTime, d.out.HasEventTime = ms, true
 	case isNum && s.role == roleTime:
 		ms, perr := strconv.ParseInt(string(num), 10, 64)
 		if perr != nil {
 			return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: "epoch milliseconds must be an integer: " + quoteShort(num)}
+		}
+		if err := checkEpochMS(ms, num); err != nil {
+			return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: err.Error()}
 		}
 		d.out.EventTime, d.out.HasEventTime = ms, true
 	case isText && s.role == roleKey:

@@ -1,0 +1,212 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/internal/core/atomicfile"
+	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/ingest"
+)
+
+// detect.state_dir's record of what each column of the models saved there is. The snapshots
+// are matched to the configuration by the columns' names (detect: ErrSnapshotMismatch), and a
+// derived column can keep its name while its definition changes: an explicit name
+// (ingest.derive's name: d, of temp -> of pressure), a robust_z's min_values or scale_floor, or
+// derive.timezone under time_of_day. A model built on the old values then scored the new
+// ones, silently. columns.txt holds each column's definition as the last start found it;
+// a start whose columns of the same names are defined otherwise moves the models and keys'
+// state aside before the detect stage loads them (checkColumns).
+const columnsFileName = "columns.txt"
+
+// columnDef is one column and what it is.
+type columnDef struct {
+	Column string `json:"column"`
+	Is     string `json:"is"`
+}
+
+// columnDefs are c's columns (ingest.Config.Columns, in order) with their definitions: "a
+// feature" for ingest.features, the derivation for a derived column, its defaults filled in (a
+// value left out and the same value written define the same column).
+func columnDefs(c ingest.Config) []columnDef {
+	var defs []columnDef
+	for _, f := range c.Features {
+		defs = append(defs, columnDef{f, "a feature"})
+	}
+	if c.Derive == nil {
+		return defs
+	}
+	tz := c.Derive.Timezone
+	if tz == "" {
+		tz = "UTC"
+	}
+	for _, f := range c.Derive.Features {
+		var is string
+		switch f.Kind {
+		case ingest.DeriveDiff:
+			is = "diff of " + f.Of
+		case ingest.DeriveRobustZ:
+			mv := f.MinValues
+			if mv == 0 {
+				mv = min(f.Last, 10) // (ingest's default)
+			}
+			is = fmt.Sprintf("robust_z of %s, last %d, min_values %d, scale_floor %s", f.Of, f.Last, mv, strconv.FormatFloat(f.ScaleFloor, 'g', -1, 64))
+		case ingest.DeriveMean:
+			is = fmt.Sprintf("mean of %s, last %d", f.Of, f.Last)
+		default: // time_of_day, day_of_week: a (sin, cos) pair
+			is = fmt.Sprintf("%s in %s", f.Kind, tz)
+		}
+		for i, col := range f.Columns() {
+			d := is
+			if n := len(f.Columns()); n > 1 {
+				d += [2]string{" (sin)", " (cos)"}[min(i, 1)]
+			}
+			defs = append(defs, columnDef{col, d})
+		}
+	}
+	return defs
+}
+
+// derivedDefs are c's derived columns and their definitions as one text ("d: diff of temp;
+// tod.sin: time_of_day in UTC (sin); ..."), empty without ingest.derive: what the model topic's
+// messages carry (headerColumns), since a builder and its scorers must derive alike and the
+// models name the columns only.
+func derivedDefs(c ingest.Config) string {
+	var parts []string
+	for _, d := range columnDefs(c)[len(c.Features):] {
+		parts = append(parts, d.Column+": "+d.Is)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// checkColumns compares state_dir's columns.txt with cfg's columns. Where a column of the same
+// name is defined otherwise, the models and keys' state there were built on other values under
+// that name: they are moved into state_dir/columns-changed-<time>/ (kept for a rollback: never
+// loaded from there), and a warning names the columns, their old and new definitions and the
+// directory. Columns added, removed or reordered need nothing here (the snapshots' names do not
+// match: the stage skips them, logged). Then columns.txt is written for the next start. A
+// state_dir without columns.txt (new, or of a release before it) has nothing to compare.
+func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
+	dir := cfg.Detect.StateDir
+	if dir == "" {
+		return nil
+	}
+	path := filepath.Join(dir, columnsFileName)
+	defs := columnDefs(cfg.Ingest)
+	var old []columnDef
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("detect.state_dir: %w", err)
+	default:
+		if err := json.Unmarshal(data, &old); err != nil {
+			// (not ours to judge further: the snapshots are checked by name as before)
+			log.Warn().Err(err).Str("file", path).Msg("state_dir's columns file unreadable: written again, the snapshots matched by the columns' names only")
+			old = nil
+		}
+	}
+	was := map[string]string{}
+	for _, d := range old {
+		was[d.Column] = d.Is
+	}
+	var changed []string
+	for _, d := range defs {
+		if is, ok := was[d.Column]; ok && is != d.Is {
+			changed = append(changed, d.Column)
+			log.Warn().Str("column", d.Column).Str("was", is).Str("is", d.Is).Msg("column redefined under the same name since the models in detect.state_dir were saved")
+		}
+	}
+	if len(changed) > 0 {
+		if err := moveModels(dir, changed, log); err != nil {
+			return err
+		}
+	}
+	if slices.Equal(old, defs) {
+		return nil
+	}
+	_, err = atomicfile.Write(ctx, path, func(w io.Writer) error {
+		e := json.NewEncoder(w)
+		e.SetIndent("", "  ")
+		return e.Encode(defs)
+	})
+	if err != nil {
+		return fmt.Errorf("detect.state_dir: %w", err)
+	}
+	return nil
+}
+
+// moveModels moves dir's model and keys' state files into a new subdirectory.
+func moveModels(dir string, changed []string, log zerolog.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("detect.state_dir: %w", err)
+	}
+	aside := filepath.Join(dir, "columns-changed-"+time.Now().UTC().Format("20060102T150405.000Z"))
+	var moved []string
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !detect.IsModelFile(e.Name()) {
+			continue
+		}
+		if len(moved) == 0 {
+			if err := os.Mkdir(aside, 0o755); err != nil {
+				return fmt.Errorf("detect.state_dir: %w", err)
+			}
+		}
+		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(aside, e.Name())); err != nil {
+			return fmt.Errorf("detect.state_dir: %w", err)
+		}
+		moved = append(moved, e.Name())
+	}
+	if len(moved) == 0 {
+		return nil
+	}
+	log.Warn().Strs("columns", changed).Strs("files", moved).Str("moved_to", aside).
+		Msg("models and keys' state built on columns since redefined moved aside, never loaded (kept for a rollback): the first model is built from the stream")
+	return nil
+}
+
+// derivedMismatch says why a model whose message carries the builder's derived columns'
+// definitions pub (headerColumns) does not fit an instance that derives own
+// (detect.ErrSnapshotMismatch), or nil. A message without them (no derive at the builder, or a
+// release before it) tells nothing: the columns' names were checked already.
+func derivedMismatch(pub, own string) error {
+	if pub == "" || pub == own {
+		return nil
+	}
+	if own == "" {
+		own = "none"
+	}
+	return fmt.Errorf("%w: built for derived columns [%s], this instance derives [%s] (ingest.derive: the builder and its scorers must derive alike)", detect.ErrSnapshotMismatch, pub, own)
+}
+
+// headerValue is m's header key's value ("" when absent).
+func headerValue(m kafka.Message, key string) string {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// columnsHeaderBytes is what headerColumns adds to a message carrying derived ("": nothing).
+func columnsHeaderBytes(derived string) int {
+	if derived == "" {
+		return 0
+	}
+	return len(headerColumns) + len(derived) + 10 // (two varint lengths, at most 5 bytes each)
+}
