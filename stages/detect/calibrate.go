@@ -93,11 +93,6 @@ type Ranker struct {
 	// d x d, row-major, applied to the standardised coordinates ([1] for one feature: the
 	// identity, no product taken); nil in the standardised space and in every key's model.
 	Whiten []float64
-	// WhitenBox is the box W was estimated in (whiten.go): each feature's winsorising bounds in
-	// standardised units, lo[0..d) then hi[0..d); only a coordinate's part inside it is whitened.
-	// nil where Whiten is the identity or nil, and in a model read from a snapshot of a
-	// whitening without one (it whitens all of each coordinate).
-	WhitenBox []float64
 	// Density and Distance calibrate the two raw scores.
 	Density, Distance rank.Calibration
 	// Final calibrates the calibration records' combined scores before the final calibration
@@ -158,7 +153,7 @@ func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, work
 	r.Center, r.Unit = standardisationOn(cols, sorted, workers)
 	keys := recordKeys(cols, cfg.Seed) // R and the calibration records by identity (sample.go)
 	if cfg.DistanceSpace == SpaceWhitened {
-		r.Whiten, r.WhitenBox = whitening(cols, sorted, keys, r.Center, r.Unit)
+		r.Whiten = whitening(cols, sorted, keys, r.Center, r.Unit)
 	}
 	m := min(cfg.Score.Sample, rows)
 	// Only the picked rows are mapped to the distance space (the map is per value): at W = 1M

@@ -213,26 +213,24 @@ func (r *Ranker) space() DistanceSpace {
 	return SpaceStandardised
 }
 
-// encodeWhiten writes a global model's whitening (snapFlagWhiten): count u64, count x f64: W
-// (d x d row-major, or 1 for one feature) followed by its box where it has one (2d: lo then hi).
+// encodeWhiten writes a global model's whitening (snapFlagWhiten): count u64, count x f64
+// (d x d row-major, or 1 for one feature).
 func encodeWhiten(e *sealed.Encoder, r *Ranker) {
-	e.U64(uint64(len(r.Whiten) + len(r.WhitenBox)))
+	e.U64(uint64(len(r.Whiten)))
 	e.F64s(r.Whiten)
-	e.F64s(r.WhitenBox)
 }
 
 // decodeWhiten reads what encodeWhiten wrote into r, a ranker of dims features, and checks it.
-// d x d values (a file of the first whitened space, before the box) load without a box.
 func decodeWhiten(d *sealed.Decoder, r *Ranker, dims int) error {
-	want, boxed := uint64(dims*dims), uint64(dims*dims+2*dims)
+	want := uint64(dims * dims)
 	if dims == 1 {
-		want, boxed = 1, 1
+		want = 1
 	}
 	n := d.U64("whitening count")
-	if d.Err() == nil && n != want && n != boxed {
-		return snapErr("a whitening of %d values for %d features (want %d, or %d with its box)", n, dims, want, boxed)
+	if d.Err() == nil && n != want {
+		return snapErr("a whitening of %d values for %d features (want %d)", n, dims, want)
 	}
-	w := d.F64s(n, "whitening")
+	w := d.F64s(want, "whitening")
 	if d.Err() != nil {
 		return sealedErr(d.Err())
 	}
@@ -244,16 +242,7 @@ func decodeWhiten(d *sealed.Decoder, r *Ranker, dims int) error {
 	if dims == 1 && w[0] != 1 {
 		return snapErr("a one-feature whitening of %v, not 1", w[0])
 	}
-	r.Whiten, r.WhitenBox = w[:want:want], nil
-	if n == boxed && dims > 1 {
-		box := w[want:]
-		for j := range dims {
-			if !(box[j] <= box[dims+j]) {
-				return snapErr("whitening box of feature %d is [%v, %v]", j, box[j], box[dims+j])
-			}
-		}
-		r.WhitenBox = box
-	}
+	r.Whiten = w
 	return nil
 }
 

@@ -18,21 +18,8 @@ import (
 // record identity, and a = whitenShrink. W is the symmetric root, unique whatever the
 // eigen-solver's order and signs of P. A feature without spread in those winsorised values
 // (constant, or a rare binary value below its 0.5 % quantile) is left out: its row and column of
-// W are the identity's, so it keeps its standardised coordinate. A key's model is never whitened
-// (keyed_build.go).
-//
-// The covariance describes how the features co-move inside the box of those winsorising bounds
-// [lo, hi] (standardised units) and nothing beyond it, so only the part of a coordinate inside the
-// box is whitened and its excess beyond the box counts as in the standardised space:
-//
-//	x' = W clamp(z, lo, hi) + (z - clamp(z, lo, hi))
-//
-// Inside the box (a broken correlation among ordinary marginals) Euclidean distances in x' are
-// Mahalanobis distances under S_a. Whitening the excess too shrank the window's common-mode
-// excursions (which set the distance calibration's top) by the large eigenvalues' roots and
-// stretched one-sensor excursions along the small ones, so ordinary one-sensor blips passed the
-// calibration's largest and its linear tail made them decades (GECCO 2017, SMD8: whiten25_rule.md,
-// addendum 2).
+// W are the identity's, so it keeps its standardised coordinate. Euclidean distances in x' are
+// Mahalanobis distances under S_a. A key's model is never whitened (keyed_build.go).
 
 // whitenShrink is a, the shrinkage of the covariance towards its diagonal: every eigenvalue of
 // S_a is at least a times the smallest variance, so a disagreement along a collinear direction
@@ -53,17 +40,15 @@ const whitenFloor = 1e-12
 const jacobiSweeps = 64
 
 // whitening returns W (row-major, d x d) for the window cols, whose sorted columns are sorted,
-// standardised by center and unit, and the box it is estimated in (each feature's winsorising
-// bounds in standardised units: lo[0..d) then hi[0..d)); keys are the window's record keys
-// (recordKeys). One feature gives [1] and no box (the identity: distanceSpace takes no product),
-// as fewer than two features with spread give the identity and no box. A function of the
-// window's records whatever their order: the sample is in key order and every sum runs in it.
-func whitening(cols, sorted [][]float32, keys []keyedRow, center, unit []float64) (w, box []float64) {
+// standardised by center and unit; keys are the window's record keys (recordKeys). One feature
+// gives [1] (the identity: distanceSpace takes no product). A function of the window's records
+// whatever their order: the sample is in key order and every sum runs in it.
+func whitening(cols, sorted [][]float32, keys []keyedRow, center, unit []float64) []float64 {
 	d := len(cols)
 	if d == 1 {
-		return []float64{1}, nil
+		return []float64{1}
 	}
-	w = make([]float64, d*d)
+	w := make([]float64, d*d)
 	for j := range d {
 		w[j*d+j] = 1
 	}
@@ -82,7 +67,7 @@ func whitening(cols, sorted [][]float32, keys []keyedRow, center, unit []float64
 	}
 	a := len(act)
 	if a < 2 {
-		return w, nil
+		return w
 	}
 	idx := smallestKeys(keys, whitenSample, saltWhiten)
 	n := float64(len(idx))
@@ -133,7 +118,7 @@ func whitening(cols, sorted [][]float32, keys []keyedRow, center, unit []float64
 			w[act[p]*d+act[q]] = c
 		}
 	}
-	return w, append(lo, hi...)
+	return w
 }
 
 // jacobiEigen returns the eigenvalues of the symmetric a x a matrix s (row-major; overwritten)
@@ -196,31 +181,22 @@ func jacobiEigen(s []float64, a int) (vals, vecs []float64) {
 }
 
 // whitenedSpace is distanceSpace under a whitening w (d x d, d > 1): each row's standardised
-// coordinates z (clamped as the standardised space's), then W times their part inside the box
-// plus their excess beyond it (r.WhitenBox; a model without a box, read from a snapshot of the
-// first whitened space, whitens all of z), clamped again.
+// coordinates (clamped as the standardised space's), then W times them, clamped again.
 func (r *Ranker) whitenedSpace(cols, dst [][]float32) {
-	d, w, box := len(cols), r.Whiten, r.WhitenBox
+	d, w := len(cols), r.Whiten
 	onRows(len(cols[0]), func(lo, hi int) {
-		z, in := make([]float64, d), make([]float64, d)
+		z := make([]float64, d)
 		for i := lo; i < hi; i++ {
 			for j, c := range cols {
 				z[j] = max(-distanceLimit, min(distanceLimit, (float64(c[i])-r.Center[j])/r.Unit[j]))
-				in[j] = z[j]
-				if box != nil {
-					in[j] = min(max(z[j], box[j]), box[d+j])
-				}
 			}
 			for p := range d {
 				row := w[p*d : (p+1)*d]
 				var x float64
 				for q, v := range row {
 					if v != 0 {
-						x += float64(v * in[q])
+						x += float64(v * z[q])
 					}
-				}
-				if in[p] != z[p] {
-					x += z[p] - in[p]
 				}
 				dst[p][i] = float32(max(-distanceLimit, min(distanceLimit, x)))
 			}

@@ -75,7 +75,7 @@ func TestWhiteningOfAKnownCovariance(t *testing.T) {
 	}
 	sorted := sortedColumns(cols)
 	center, unit := standardisation(cols, sorted)
-	w, box := whitening(cols, sorted, recordKeys(cols, 1), center, unit)
+	w := whitening(cols, sorted, recordKeys(cols, 1), center, unit)
 	r := (1 - whitenShrink) * rho
 	p := (1/math.Sqrt(1+r) + 1/math.Sqrt(1-r)) / 2
 	m := (1/math.Sqrt(1+r) - 1/math.Sqrt(1-r)) / 2
@@ -95,75 +95,6 @@ func TestWhiteningOfAKnownCovariance(t *testing.T) {
 	// W is symmetric (the symmetric root, whatever the solver's order and signs).
 	if w[1] != w[3] {
 		t.Fatalf("W is not symmetric: %v", w)
-	}
-	// The box is each feature's 0.5 %/99.5 % quantiles in standardised units: about ±2.58/0.985
-	// for the two normal features (0.15 covers the quantiles' and the sd's sampling error at
-	// n = 16,000 several times over), one point for the constant one.
-	if len(box) != 6 || box[2] != box[5] {
-		t.Fatalf("box %v", box)
-	}
-	for j := range 2 {
-		if math.Abs(box[j]+2.62) > 0.15 || math.Abs(box[3+j]-2.62) > 0.15 {
-			t.Fatalf("box of feature %d is [%v, %v], want about ±2.62", j, box[j], box[3+j])
-		}
-	}
-}
-
-// TestWhitenedBeyondTheBoxIsStandardised: only a coordinate's part inside the box the covariance
-// was estimated in is whitened (whiten25_rule.md, addendum 2). Two records that differ only
-// beyond the box, on one sensor, are as far apart as in the standardised space; two inside it
-// are mapped by W itself. Whitening the whole coordinate (candidate 2) made the first pair
-// |W e_a| times farther (about 2.3 for four sensors correlated 0.92).
-func TestWhitenedBeyondTheBoxIsStandardised(t *testing.T) {
-	cols := correlated(8000, 4, 0.3, 21)
-	r, err := buildRanker(cols, sortedColumns(cols), []string{"a", "b", "c", "d"}, whitenedConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.WhitenBox) != 8 {
-		t.Fatalf("box of %d values for 4 features", len(r.WhitenBox))
-	}
-	at := func(a, b float64) [][]float32 { // sensor a at a sd, sensor b at b sd, the others at the centre
-		q := make([][]float32, 4)
-		for j := range q {
-			q[j] = []float32{float32(r.Center[j])}
-		}
-		q[0][0] = float32(r.Center[0] + a*r.Unit[0])
-		q[1][0] = float32(r.Center[1] + b*r.Unit[1])
-		return r.distanceSpace(q, nil)
-	}
-	gap := func(x, y [][]float32) float64 {
-		var s float64
-		for j := range x {
-			s += (float64(x[j][0]) - float64(y[j][0])) * (float64(x[j][0]) - float64(y[j][0]))
-		}
-		return math.Sqrt(s)
-	}
-	// 20 and 30 sd: both far beyond the box (about ±2.6 sd), 10 sd apart in the standardised
-	// space. float32 coordinates of about 30: 1e-4 is some hundred ulps.
-	if g := gap(at(20, 0), at(30, 0)); math.Abs(g-10) > 1e-4 {
-		t.Fatalf("two records 10 sd apart beyond the box are %v apart whitened", g)
-	}
-	// Inside the box the map is W z: 1 sd on a against 1 sd on b (a broken correlation) is far
-	// more than the standardised sqrt(2).
-	x, y := at(1, -1), at(0, 0)
-	z := []float64{1, -1, 0, 0}
-	for p := range 4 {
-		var want float64
-		for q := range 4 {
-			want += r.Whiten[p*4+q] * (z[q] + (float64(float32(r.Center[q]))-r.Center[q])/r.Unit[q])
-		}
-		var base float64
-		for q := range 4 {
-			base += r.Whiten[p*4+q] * (float64(float32(r.Center[q])) - r.Center[q]) / r.Unit[q]
-		}
-		// (The queries are float32: the centre's rounding is in both; 1e-4 as above.)
-		if got := float64(x[p][0]) - float64(y[p][0]); math.Abs(got-(want-base)) > 1e-4 {
-			t.Fatalf("coordinate %d inside the box: %v, W z gives %v", p, got, want-base)
-		}
-	}
-	if g := gap(x, y); g < 3 {
-		t.Fatalf("a broken correlation inside the box is %v from the centre, want the whitened distance (> 3)", g)
 	}
 }
 
@@ -273,8 +204,8 @@ func TestWhitenedSnapshotRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(got.Ranker.Whiten, m.Ranker.Whiten) || len(m.Ranker.WhitenBox) != 6 || !slices.Equal(got.Ranker.WhitenBox, m.Ranker.WhitenBox) {
-		t.Fatal("the whitening or its box did not read back")
+	if !slices.Equal(got.Ranker.Whiten, m.Ranker.Whiten) {
+		t.Fatal("the whitening did not read back")
 	}
 	q := d.Cols
 	a, b := make([]float64, len(q[0])), make([]float64, len(q[0]))
@@ -285,22 +216,6 @@ func TestWhitenedSnapshotRoundTrip(t *testing.T) {
 	}
 	if err := got.Fits(d.Features, cfg); err != nil {
 		t.Fatalf("Fits its own configuration: %v", err)
-	}
-	// A file of the first whitened space (W alone, no box) loads without a box and whitens the
-	// whole coordinate, as the model that wrote it did.
-	first := *m
-	rk := *m.Ranker
-	rk.WhitenBox = nil
-	first.Ranker = &rk
-	old, err := ReadSnapshot(bytes.NewReader(snapshotBytes(t, &first)))
-	if err != nil || old.Ranker.WhitenBox != nil || !slices.Equal(old.Ranker.Whiten, m.Ranker.Whiten) {
-		t.Fatalf("a whitening without a box: %v, box %v", err, old.Ranker.WhitenBox)
-	}
-	c := make([]float64, len(q[0]))
-	old.Ranker.Ref.ScoreBatch(old.Ranker.distanceSpace(q, nil), c, 0)
-	rk.Ref.ScoreBatch(rk.distanceSpace(q, nil), a, 0)
-	if !slices.Equal(a, c) {
-		t.Fatal("a whitening without a box read back scores otherwise")
 	}
 	if err := got.Fits(d.Features, testConfig()); !errors.Is(err, ErrSnapshotMismatch) || !strings.Contains(err.Error(), "distance_space whitened") {
 		t.Fatalf("a whitened model under distance_space standardised: %v", err)
