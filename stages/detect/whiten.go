@@ -108,14 +108,16 @@ func whitening(cols, sorted [][]float32, keys []keyedRow, center, unit []float64
 	for t, l := range vals {
 		inv[t] = 1 / math.Sqrt(max(l, float64(whitenFloor*top)))
 	}
-	// W's block of the active features: P diag(inv) P^T (vecs: column t is eigenvector t).
+	// W's block of the active features: P diag(inv) P^T (vecs: column t is eigenvector t), each
+	// pair summed once and mirrored: symmetric bit for bit (summed apart, W[p][q] and W[q][p]
+	// round differently; a snapshot's reader refuses a W that is not symmetric).
 	for p := range a {
-		for q := range a {
+		for q := p; q < a; q++ {
 			var c float64
 			for t := range a {
 				c += float64(float64(vecs[p*a+t]*inv[t]) * vecs[q*a+t])
 			}
-			w[act[p]*d+act[q]] = c
+			w[act[p]*d+act[q]], w[act[q]*d+act[p]] = c, c
 		}
 	}
 	return w

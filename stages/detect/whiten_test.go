@@ -238,3 +238,30 @@ func TestDistanceSpaceValidated(t *testing.T) {
 		t.Fatalf("distance_space mahalanobis: %v", err)
 	}
 }
+
+// TestWhiteningIsExactlySymmetric: W = P diag(1/sqrt(lambda)) P^T is symmetric, and a
+// snapshot's reader refuses one that is not (decodeWhiten), so the build must give it bit for
+// bit: W[p][q] and W[q][p] summed separately round differently (at 40 correlated features,
+// hundreds of pairs differed in their last bits), so each pair is summed once.
+func TestWhiteningIsExactlySymmetric(t *testing.T) {
+	const d = 40
+	cols := correlated(3000, d, 0.5, 17)
+	copy(cols[1], cols[0]) // two identical features
+	for i := range cols[2] {
+		cols[2][i] = 5 // and a constant one
+	}
+	sorted := sortedColumns(cols)
+	center, unit := standardisation(cols, sorted)
+	w := whitening(cols, sorted, recordKeys(cols, 1), center, unit)
+	differ := 0
+	for p := range d {
+		for q := range p {
+			if math.Float64bits(w[p*d+q]) != math.Float64bits(w[q*d+p]) {
+				differ++
+			}
+		}
+	}
+	if differ > 0 {
+		t.Fatalf("W is not symmetric: %d of %d pairs differ", differ, d*(d-1)/2)
+	}
+}
