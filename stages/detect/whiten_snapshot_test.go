@@ -2,6 +2,7 @@ package detect
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"slices"
@@ -40,5 +41,30 @@ func TestWhitenedSnapshotRefusesAHostileWhitening(t *testing.T) {
 	m.Ranker.Whiten = good
 	if _, err := ReadSnapshot(bytes.NewReader(snapshotBytes(t, m))); err != nil {
 		t.Fatalf("the model's own whitening: %v", err)
+	}
+}
+
+// TestWhitenedSnapshotFlagWithoutItsParts: the whitening's flag bit without the ranking part is
+// refused naming that (it read "unknown flags 0x31", though every bit is known: failed first),
+// and without the matrix the payload ends inside its count.
+func TestWhitenedSnapshotFlagWithoutItsParts(t *testing.T) {
+	m := buildTestModel(t, testData(2500, 3), whitenedConfig())
+
+	// The payload as written: the flags at byte 76 (five u64, five u32, the seed, dims, q).
+	_, p, err := snapshotFile.Read(bytes.NewReader(snapshotBytes(t, m)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := binary.LittleEndian.Uint32(p[76:])
+	if flags&(snapFlagRanker|snapFlagWhiten) != snapFlagRanker|snapFlagWhiten {
+		t.Fatalf("flags %#x: the layout this test reads changed", flags)
+	}
+	if _, err := decodeSnapshot(p[:len(p)-8-9*8]); !errors.Is(err, ErrSnapshotFormat) || !strings.Contains(err.Error(), "whitening count") {
+		t.Errorf("the whitening's flag without the matrix: %v", err)
+	}
+	q := slices.Clone(p)
+	binary.LittleEndian.PutUint32(q[76:], flags&^snapFlagRanker)
+	if _, err := decodeSnapshot(q); !errors.Is(err, ErrSnapshotFormat) || !strings.Contains(err.Error(), "a whitening without the ranking part") {
+		t.Errorf("the whitening's flag without the ranking part: %v", err)
 	}
 }
