@@ -265,3 +265,23 @@ func TestWhiteningIsExactlySymmetric(t *testing.T) {
 		t.Fatalf("W is not symmetric: %d of %d pairs differ", differ, d*(d-1)/2)
 	}
 }
+
+// TestWhitenedTooFewRecordsIsAnError: buildRanker refuses a window of fewer than 2 records with
+// an error in either space; whitened, an empty one panicked (the whitening's quantiles read
+// the first of no values) before the check.
+func TestWhitenedTooFewRecordsIsAnError(t *testing.T) {
+	for _, n := range []int{0, 1} {
+		cols := [][]float32{make([]float32, n), make([]float32, n)}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%d records: panic %v", n, p)
+				}
+			}()
+			_, err := buildRanker(cols, sortedColumns(cols), []string{"a", "b"}, whitenedConfig())
+			if err == nil || !strings.Contains(err.Error(), "at least 2 records") {
+				t.Errorf("%d records: %v, want the window sample's error", n, err)
+			}
+		}()
+	}
+}
