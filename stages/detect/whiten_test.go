@@ -285,3 +285,27 @@ func TestWhitenedTooFewRecordsIsAnError(t *testing.T) {
 		}()
 	}
 }
+
+// TestKeyModelsAreNeverWhitened: under distance_space: whitened a key's model stays
+// standardised, by the fast build and the general one (keyed_build.go): the keys' device path
+// and the keys' snapshots read Center and Unit alone. A guard (checked to fail with the general
+// build's override removed).
+func TestKeyModelsAreNeverWhitened(t *testing.T) {
+	const n = 300
+	cols := correlated(n, 3, 0.2, 31)
+	st := &keyState{cols: cols, sig: newFlagRing(n), size: n}
+	cfg := keyedConfig()
+	cfg.Keys.Window = n
+	cfg.DistanceSpace = SpaceWhitened
+	g, err := buildKeyModelGeneral(st, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := buildKeyModel(st, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Whiten != nil || f.Whiten != nil {
+		t.Fatalf("a key's model whitened: general %v, built %v", g.Whiten, f.Whiten)
+	}
+}
