@@ -38,6 +38,11 @@ func TestWhitenedSnapshotRefusesAHostileWhitening(t *testing.T) {
 			t.Errorf("%s: %v (a model %v), want an error containing %q", tc.name, err, got != nil, tc.want)
 		}
 	}
+	// A count that is not dims^2 (refused before these checks too).
+	m.Ranker.Whiten = good[:4]
+	if _, err := ReadSnapshot(bytes.NewReader(snapshotBytes(t, m))); !errors.Is(err, ErrSnapshotFormat) || !strings.Contains(err.Error(), "a whitening of 4 values for 3 features (want 9)") {
+		t.Errorf("a whitening of 4 values: %v", err)
+	}
 	m.Ranker.Whiten = good
 	if _, err := ReadSnapshot(bytes.NewReader(snapshotBytes(t, m))); err != nil {
 		t.Fatalf("the model's own whitening: %v", err)
