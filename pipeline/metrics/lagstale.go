@@ -15,7 +15,8 @@ import (
 // failed poll changes nothing; but the lag the last good poll found stood for as long as the
 // errors lasted: caught up then, /readyz stayed 200 whether the source consumed or not, and the
 // lag series showed a figure no poll had measured for minutes. So once no poll has succeeded for
-// the source's stale time (max(3 lag_interval, 10 s): three polls in a row failed at least), the
+// the source's stale time (max(3 lag_interval, 10 s): every poll of that time failed, three or
+// more where a poll fails at once, two where each waits out its timeout of one interval), the
 // lag is unknown, whether the brokers answer or not: its series are dropped (the live view shows
 // no lag), and /readyz is 503 "consumer lag unknown: no lag poll succeeded for 35s (7 failed in a
 // row): <the last poll's error>" in place of the source's part (which needs the lag: whether

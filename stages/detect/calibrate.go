@@ -152,17 +152,17 @@ func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, work
 	r := &Ranker{Tail: rank.TailOfSorted(sorted), Params: cfg.Score}
 	r.Center, r.Unit = standardisationOn(cols, sorted, workers)
 	keys := recordKeys(cols, cfg.Seed) // R and the calibration records by identity (sample.go)
-	if cfg.DistanceSpace == SpaceWhitened {
-		r.Whiten = whitening(cols, sorted, keys, r.Center, r.Unit)
-	}
 	m := min(cfg.Score.Sample, rows)
-	// Only the picked rows are mapped to the distance space (the map is per value): at W = 1M
-	// mapping the whole window was 15% of this build.
-	ref := r.distanceSpace(pick(cols, smallestKeys(keys, m, saltSample)), refIn)
 	k := min(cfg.Score.K, m-1)
 	if k < 1 {
 		return nil, fmt.Errorf("detect: the distance score needs a window sample of at least 2 records, has %d", m)
 	}
+	if cfg.DistanceSpace == SpaceWhitened {
+		r.Whiten = whitening(cols, sorted, keys, r.Center, r.Unit)
+	}
+	// Only the picked rows are mapped to the distance space (the map is per value): at W = 1M
+	// mapping the whole window was 15% of this build.
+	ref := r.distanceSpace(pick(cols, smallestKeys(keys, m, saltSample)), refIn)
 	r.Ref = &solvingset.Model{Points: ref, Features: features, K: k, WStar: math.Inf(1)}
 
 	c := calibrationRecords(rows, cfg.AlarmRate)

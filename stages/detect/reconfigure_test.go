@@ -299,3 +299,28 @@ func TestWindowReloadKeepsMembership(t *testing.T) {
 		t.Fatal("no record's weight depends on membership: the test proves nothing")
 	}
 }
+
+// TestReconfigureDistanceSpaceRebuilds: detect.distance_space is a rebuild key: a reload that
+// switches it starts a build in the new space, the old model serving until it ends; and back.
+// A guard (no defect found).
+func TestReconfigureDistanceSpaceRebuilds(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	cfg := testConfig()
+	s, _ := readyStage(t, mem, cfg)
+	next := cfg
+	for i, space := range []DistanceSpace{SpaceWhitened, SpaceStandardised} {
+		next.DistanceSpace = space
+		r, err := s.Reconfigure(next)
+		if err != nil || !slices.Equal(r.Rebuild, []string{"detect.distance_space"}) || !r.RebuildStarted {
+			t.Fatalf("distance_space -> %s: %+v %v, want a rebuild started", space, r, err)
+		}
+		if s.Model().Version != uint64(i+1) {
+			t.Fatalf("distance_space -> %s: version %d serves before the build ends, want %d", space, s.Model().Version, i+1)
+		}
+		s.collect(true)
+		if m := s.Model(); m.Version != uint64(i+2) || m.Ranker.space() != space {
+			t.Fatalf("after the rebuild: version %d in the %s space, want %d in %s", m.Version, m.Ranker.space(), i+2, space)
+		}
+	}
+}

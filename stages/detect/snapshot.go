@@ -288,8 +288,11 @@ func decodeSnapshot(p []byte) (*Model, error) {
 	if q < 1 || q > maxSnapshotQ {
 		return nil, snapErr("q %d out of range [1, %d]", q, maxSnapshotQ)
 	}
-	if flags&^(snapFlagAnchors|snapFlagMembers|snapFlagSubspaces|snapFlagRanker|snapFlagWeights|snapFlagWhiten) != 0 || flags&snapFlagWhiten != 0 && flags&snapFlagRanker == 0 {
+	if flags&^(snapFlagAnchors|snapFlagMembers|snapFlagSubspaces|snapFlagRanker|snapFlagWeights|snapFlagWhiten) != 0 {
 		return nil, snapErr("unknown flags %#x", flags)
+	}
+	if flags&snapFlagWhiten != 0 && flags&snapFlagRanker == 0 {
+		return nil, snapErr("flags %#x: a whitening without the ranking part it belongs to", flags)
 	}
 	// The tuples alone take 8*q*(3*dims+1) bytes: a header the payload cannot hold is refused
 	// before any allocation.

@@ -234,9 +234,25 @@ func decodeWhiten(d *sealed.Decoder, r *Ranker, dims int) error {
 	if d.Err() != nil {
 		return sealedErr(d.Err())
 	}
+	// W is the inverse root of a covariance (whitening): finite, within whitenMax, symmetric bit
+	// for bit (the build mirrors each pair), its diagonal positive. Anything else is no build's,
+	// and could map a record to NaN.
 	for i, v := range w {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return snapErr("whitening value %d is %v", i, v)
+		}
+		if math.Abs(v) > whitenMax {
+			return snapErr("whitening value %d is %v, beyond %v", i, v, whitenMax)
+		}
+	}
+	for p := range dims {
+		if v := w[p*dims+p]; !(v > 0) {
+			return snapErr("whitening's diagonal value %d is %v, not positive", p, v)
+		}
+		for q := p + 1; q < dims; q++ {
+			if a, b := w[p*dims+q], w[q*dims+p]; math.Float64bits(a) != math.Float64bits(b) {
+				return snapErr("whitening is not symmetric: value (%d, %d) is %v, (%d, %d) %v", p, q, a, q, p, b)
+			}
 		}
 	}
 	if dims == 1 && w[0] != 1 {

@@ -36,6 +36,18 @@ const saltWhiten = 0x77686974
 // whitenFloor bounds S_a's eigenvalues below, relative to the largest (numerically zero ones).
 const whitenFloor = 1e-12
 
+// whitenMax bounds a whitening's entries: a build's are at most the largest 1/sqrt(lambda),
+// lambda floored at whitenFloor times the largest and at 1e-200, so at most 1e100 (in practice
+// about 3: the shrinkage keeps every eigenvalue above a tenth of the smallest variance, and the
+// variances of standardised values are about 1); a snapshot's reader refuses more (decodeWhiten),
+// which keeps W z finite for |z| <= distanceLimit at any dims the format holds (1e150 x 1e6 x
+// 65,536 < 1e161), so no file can make a distance NaN.
+const whitenMax = 1e150
+
+// whitenTiny is the eigenvalues' absolute floor (1/sqrt of it: 1e100 <= whitenMax): reached only
+// where every active feature's sampled values have no spread, where the relative floor is 0.
+const whitenTiny = 1e-200
+
 // jacobiSweeps bounds the eigen-solver's sweeps (it converges in well under 20 for any size here).
 const jacobiSweeps = 64
 
@@ -106,16 +118,18 @@ func whitening(cols, sorted [][]float32, keys []keyedRow, center, unit []float64
 	}
 	inv := make([]float64, a)
 	for t, l := range vals {
-		inv[t] = 1 / math.Sqrt(max(l, float64(whitenFloor*top)))
+		inv[t] = 1 / math.Sqrt(max(l, float64(whitenFloor*top), whitenTiny))
 	}
-	// W's block of the active features: P diag(inv) P^T (vecs: column t is eigenvector t).
+	// W's block of the active features: P diag(inv) P^T (vecs: column t is eigenvector t), each
+	// pair summed once and mirrored: symmetric bit for bit (summed apart, W[p][q] and W[q][p]
+	// round differently; a snapshot's reader refuses a W that is not symmetric).
 	for p := range a {
-		for q := range a {
+		for q := p; q < a; q++ {
 			var c float64
 			for t := range a {
 				c += float64(float64(vecs[p*a+t]*inv[t]) * vecs[q*a+t])
 			}
-			w[act[p]*d+act[q]] = c
+			w[act[p]*d+act[q]], w[act[q]*d+act[p]] = c, c
 		}
 	}
 	return w

@@ -238,3 +238,74 @@ func TestDistanceSpaceValidated(t *testing.T) {
 		t.Fatalf("distance_space mahalanobis: %v", err)
 	}
 }
+
+// TestWhiteningIsExactlySymmetric: W = P diag(1/sqrt(lambda)) P^T is symmetric, and a
+// snapshot's reader refuses one that is not (decodeWhiten), so the build must give it bit for
+// bit: W[p][q] and W[q][p] summed separately round differently (at 40 correlated features,
+// hundreds of pairs differed in their last bits), so each pair is summed once.
+func TestWhiteningIsExactlySymmetric(t *testing.T) {
+	const d = 40
+	cols := correlated(3000, d, 0.5, 17)
+	copy(cols[1], cols[0]) // two identical features
+	for i := range cols[2] {
+		cols[2][i] = 5 // and a constant one
+	}
+	sorted := sortedColumns(cols)
+	center, unit := standardisation(cols, sorted)
+	w := whitening(cols, sorted, recordKeys(cols, 1), center, unit)
+	differ := 0
+	for p := range d {
+		for q := range p {
+			if math.Float64bits(w[p*d+q]) != math.Float64bits(w[q*d+p]) {
+				differ++
+			}
+		}
+	}
+	if differ > 0 {
+		t.Fatalf("W is not symmetric: %d of %d pairs differ", differ, d*(d-1)/2)
+	}
+}
+
+// TestWhitenedTooFewRecordsIsAnError: buildRanker refuses a window of fewer than 2 records with
+// an error in either space; whitened, an empty one panicked (the whitening's quantiles read
+// the first of no values) before the check.
+func TestWhitenedTooFewRecordsIsAnError(t *testing.T) {
+	for _, n := range []int{0, 1} {
+		cols := [][]float32{make([]float32, n), make([]float32, n)}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%d records: panic %v", n, p)
+				}
+			}()
+			_, err := buildRanker(cols, sortedColumns(cols), []string{"a", "b"}, whitenedConfig())
+			if err == nil || !strings.Contains(err.Error(), "at least 2 records") {
+				t.Errorf("%d records: %v, want the window sample's error", n, err)
+			}
+		}()
+	}
+}
+
+// TestKeyModelsAreNeverWhitened: under distance_space: whitened a key's model stays
+// standardised, by the fast build and the general one (keyed_build.go): the keys' device path
+// and the keys' snapshots read Center and Unit alone. A guard (checked to fail with the general
+// build's override removed).
+func TestKeyModelsAreNeverWhitened(t *testing.T) {
+	const n = 300
+	cols := correlated(n, 3, 0.2, 31)
+	st := &keyState{cols: cols, sig: newFlagRing(n), size: n}
+	cfg := keyedConfig()
+	cfg.Keys.Window = n
+	cfg.DistanceSpace = SpaceWhitened
+	g, err := buildKeyModelGeneral(st, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := buildKeyModel(st, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Whiten != nil || f.Whiten != nil {
+		t.Fatalf("a key's model whitened: general %v, built %v", g.Whiten, f.Whiten)
+	}
+}
