@@ -138,6 +138,11 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if slices.Equal(old, defs) {
 		return nil
 	}
+	// state_dir need not exist yet (lint takes one that can be created): the stage would
+	// create it (detect.OpenSnapshotDir), after this.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("detect.state_dir: %w", err)
+	}
 	_, err = atomicfile.Write(ctx, path, func(w io.Writer) error {
 		e := json.NewEncoder(w)
 		e.SetIndent("", "  ")
