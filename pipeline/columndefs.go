@@ -97,7 +97,9 @@ func derivedDefs(c ingest.Config) string {
 // that name: they are moved into state_dir/columns-changed-<time>/ (kept for a rollback: never
 // loaded from there), and a warning names the columns, their old and new definitions and the
 // directory. Columns added, removed or reordered need nothing here (the snapshots' names do not
-// match: the stage skips them, logged). Then columns.txt is written for the next start. A
+// match: the stage skips them, logged). Then columns.txt is written for the next start: cfg's
+// columns, then those of the record that cfg lacks (renamed, removed: the snapshots built on
+// them stay until pruned, and a column that comes back is compared with what it was). A
 // state_dir without columns.txt (new, or of a release before it) has nothing to compare.
 func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	dir := cfg.Detect.StateDir
@@ -130,12 +132,28 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 			log.Warn().Str("column", d.Column).Str("was", is).Str("is", d.Is).Msg("column redefined under the same name since the models in detect.state_dir were saved")
 		}
 	}
+	record := defs
 	if len(changed) > 0 {
 		if err := moveModels(dir, changed, log); err != nil {
 			return err
 		}
+	} else {
+		// The columns gone since keep their definitions: their models stay in state_dir (a
+		// snapshot of other columns is skipped, not removed), and a start that brings such a
+		// column back under another definition must find them built on the old one. (After a
+		// move no model of theirs is left: the record is the columns in force.)
+		now := map[string]bool{}
+		for _, d := range defs {
+			now[d.Column] = true
+		}
+		for _, d := range old {
+			if !now[d.Column] {
+				record = append(slices.Clip(record), d)
+				now[d.Column] = true
+			}
+		}
 	}
-	if slices.Equal(old, defs) {
+	if slices.Equal(old, record) {
 		return nil
 	}
 	// state_dir need not exist yet (lint takes one that can be created): the stage would
@@ -146,7 +164,7 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	_, err = atomicfile.Write(ctx, path, func(w io.Writer) error {
 		e := json.NewEncoder(w)
 		e.SetIndent("", "  ")
-		return e.Encode(defs)
+		return e.Encode(record)
 	})
 	if err != nil {
 		return fmt.Errorf("detect.state_dir: %w", err)

@@ -1,12 +1,18 @@
 package pipeline
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/ingest"
 	"github.com/outlierd/outlierd/stages/sink"
 )
 
@@ -31,5 +37,86 @@ func TestStateDirCreatedAtStart(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(cfg.Detect.StateDir, columnsFileName)); err != nil {
 		t.Errorf("no %s in the state_dir created at the start: %v", columnsFileName, err)
+	}
+}
+
+// TestColumnRedefinedAfterItWasGone: columns.txt held the columns of the last start only, so a
+// column's definition was forgotten as soon as one start went without the column, while the
+// models built on it stay in state_dir (a snapshot of other columns is skipped, not removed:
+// a rollback loads it). A derived column d = diff of temp, then d renamed e (or ingest.derive
+// removed), then d again as diff of hum: the third start compared d with nothing and loaded the
+// first one's model of temp's differences for hum's (failed before the fix: the model loaded,
+// nothing moved). Now columns.txt keeps the definitions of the columns gone too, and the third
+// start moves the models aside as a redefinition in place does
+// (TestDerivedColumnRedefinedDropsItsModels).
+func TestColumnRedefinedAfterItWasGone(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
+	const n = 1500
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", i%3),
+			Value: fmt.Appendf(nil, `{"temp":%g,"hum":%g}`, 20+float64(i%7)/10, 1000+float64(i%13)*3)}
+	}
+	testsupport.Produce(t, br, recs...)
+	derive := func(of, name string) *ingest.Derive {
+		return &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: of, Name: name}}}
+	}
+	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
+	cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp", "hum"}, nil
+	cfg.Ingest.Derive = derive("temp", "d")
+	cfg.Detect.FlagBy = detect.FlagBySignificance
+	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Distance.N = 1000, 500, 50
+	cfg.Detect.StateDir = t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	runUntilOut(t, cfg, n)
+	saved, _ := filepath.Glob(filepath.Join(cfg.Detect.StateDir, "model-*.osnap"))
+	if len(saved) == 0 {
+		t.Fatal("no model saved in state_dir")
+	}
+	start := func(c Config) (bool, string) {
+		r, logs := startLogged(t, c)
+		loaded := r.p.Detect().Model() != nil
+		if err := r.stop(t, c.Run.ShutdownTimeout+10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return loaded, logs.String()
+	}
+	renamed, removed, redef := cfg, cfg, cfg
+	renamed.Ingest.Derive = derive("temp", "e")
+	removed.Ingest.Derive = nil
+	redef.Ingest.Derive = derive("hum", "d")
+	for _, between := range []struct {
+		name string
+		cfg  Config
+	}{{"d renamed e", renamed}, {"derive removed", removed}} {
+		dir := t.TempDir()
+		for _, f := range append(saved, filepath.Join(cfg.Detect.StateDir, columnsFileName)) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, c := between.cfg, redef
+		b.Detect.StateDir, c.Detect.StateDir = dir, dir
+		if loaded, log := start(b); loaded {
+			t.Fatalf("%s: the model of columns [temp hum d] loaded for other columns: %s", between.name, log)
+		}
+		loaded, log := start(c)
+		if loaded {
+			t.Errorf("%s, then d = diff of hum: the model built on d = diff of temp was loaded: %s", between.name, log)
+		}
+		if !strings.Contains(log, `"was":"diff of temp"`) || !strings.Contains(log, `"moved_to":"`+dir+"/columns-changed-") {
+			t.Errorf("%s, then d = diff of hum: no line on d redefined and the models moved: %s", between.name, log)
+		}
+		if moved, _ := filepath.Glob(filepath.Join(dir, "*", "model-*.osnap")); len(moved) != len(saved) {
+			t.Errorf("%s: %d models moved aside, want %d", between.name, len(moved), len(saved))
+		}
 	}
 }
