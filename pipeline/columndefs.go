@@ -134,7 +134,7 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	}
 	record := defs
 	if len(changed) > 0 {
-		if err := moveModels(dir, changed, log); err != nil {
+		if err := moveModels(ctx, dir, changed, data, log); err != nil {
 			return err
 		}
 	} else {
@@ -172,8 +172,10 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	return nil
 }
 
-// moveModels moves dir's model and keys' state files into a new subdirectory.
-func moveModels(dir string, changed []string, log zerolog.Logger) error {
+// moveModels moves dir's model and keys' state files into a new subdirectory, with the columns'
+// record they were built under (was, columns.txt's content): moved back together, the old
+// config loads them (the record left in dir is the new columns', which would move them again).
+func moveModels(ctx context.Context, dir string, changed []string, was []byte, log zerolog.Logger) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("detect.state_dir: %w", err)
@@ -188,6 +190,12 @@ func moveModels(dir string, changed []string, log zerolog.Logger) error {
 			if err := os.Mkdir(aside, 0o755); err != nil {
 				return fmt.Errorf("detect.state_dir: %w", err)
 			}
+			if _, err := atomicfile.Write(ctx, filepath.Join(aside, columnsFileName), func(w io.Writer) error {
+				_, err := w.Write(was)
+				return err
+			}); err != nil {
+				return fmt.Errorf("detect.state_dir: %w", err)
+			}
 		}
 		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(aside, e.Name())); err != nil {
 			return fmt.Errorf("detect.state_dir: %w", err)
@@ -198,7 +206,7 @@ func moveModels(dir string, changed []string, log zerolog.Logger) error {
 		return nil
 	}
 	log.Warn().Strs("columns", changed).Strs("files", moved).Str("moved_to", aside).
-		Msg("models and keys' state built on columns since redefined moved aside, never loaded (kept for a rollback): the first model is built from the stream")
+		Msg("models and keys' state built on columns since redefined moved aside with the columns' record they were built under, never loaded (kept for a rollback: all of it moved back, with the old config): the first model is built from the stream")
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outlierd/outlierd/internal/testsupport"
@@ -117,6 +119,58 @@ func TestColumnRedefinedAfterItWasGone(t *testing.T) {
 		}
 		if moved, _ := filepath.Glob(filepath.Join(dir, "*", "model-*.osnap")); len(moved) != len(saved) {
 			t.Errorf("%s: %d models moved aside, want %d", between.name, len(moved), len(saved))
+		}
+	}
+}
+
+// TestColumnsRollback: the models moved aside at a redefinition are "kept for a rollback: move
+// them back with the old config" (OPERATIONS). But the record stayed behind, saying the new
+// definition: the old config's start found its column redefined again and moved the files
+// straight back aside (failed before the fix: moved again, into a second directory). The
+// directory now holds the record they were built under (its columns.txt), and moving its
+// files back, that one too, with the old config loads them.
+func TestColumnsRollback(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	cfg := Default()
+	cfg.Detect.StateDir = dir
+	cfg.Ingest.Features = []string{"temp", "hum"}
+	old, redef := cfg, cfg
+	old.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "temp", Name: "d"}}}
+	redef.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "hum", Name: "d"}}}
+	if err := checkColumns(ctx, old, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"model-00000000000000000004.osnap", "keys-00000000000000000002.osnap"}
+	for _, f := range files { // (checkColumns goes by the names: detect.IsModelFile)
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := checkColumns(ctx, redef, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
+	aside, _ := filepath.Glob(filepath.Join(dir, "columns-changed-*"))
+	if len(aside) != 1 {
+		t.Fatalf("%d directories aside, want 1: %v", len(aside), aside)
+	}
+	// The rollback: the directory's files back into state_dir, the old config started.
+	ents, err := os.ReadDir(aside[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if err := os.Rename(filepath.Join(aside[0], e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs testsupport.LogBuffer
+	if err := checkColumns(ctx, old, zerolog.New(&logs)); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s not in state_dir after the rollback (moved aside again?): %v; log: %s", f, err, logs.String())
 		}
 	}
 }
