@@ -211,12 +211,15 @@ func moveModels(ctx context.Context, dir string, changed []string, was []byte, l
 }
 
 // derivedMismatch says why a model whose message carries the builder's derived columns'
-// definitions pub (headerColumns) does not fit an instance that derives own
-// (detect.ErrSnapshotMismatch), or nil. A message without them (no derive at the builder, or a
-// release before it) tells nothing: the columns' names were checked already.
-func derivedMismatch(pub, own string) error {
-	if pub == "" || pub == own {
+// definitions pub (headerColumns: said, "" when the builder derives none) does not fit an
+// instance that derives own (detect.ErrSnapshotMismatch), or nil. A message without the header
+// (a builder of a release before it) tells nothing: the columns' names were checked already.
+func derivedMismatch(pub string, said bool, own string) error {
+	if !said || pub == own {
 		return nil
+	}
+	if pub == "" {
+		pub = "none"
 	}
 	if own == "" {
 		own = "none"
@@ -224,17 +227,19 @@ func derivedMismatch(pub, own string) error {
 	return fmt.Errorf("%w: built for derived columns [%s], this instance derives [%s] (ingest.derive: the builder and its scorers must derive alike)", detect.ErrSnapshotMismatch, pub, own)
 }
 
-// headerValue is m's header key's value ("" when absent).
-func headerValue(m kafka.Message, key string) string {
+// headerValue is m's header key's value, and whether m has the header.
+func headerValue(m kafka.Message, key string) (string, bool) {
 	for _, h := range m.Headers {
 		if h.Key == key {
-			return string(h.Value)
+			return string(h.Value), true
 		}
 	}
-	return ""
+	return "", false
 }
 
-// columnsHeaderBytes is what headerColumns adds to a message carrying derived ("": nothing).
+// columnsHeaderBytes is what headerColumns adds to a message carrying derived beyond
+// modelChunkOverhead: the header without a value (a builder without derive), its key and two
+// length bytes, is within that overhead's margin over what the other headers take.
 func columnsHeaderBytes(derived string) int {
 	if derived == "" {
 		return 0
