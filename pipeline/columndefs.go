@@ -97,7 +97,9 @@ func derivedDefs(c ingest.Config) string {
 // that name: they are moved into state_dir/columns-changed-<time>/ (kept for a rollback: never
 // loaded from there), and a warning names the columns, their old and new definitions and the
 // directory. Columns added, removed or reordered need nothing here (the snapshots' names do not
-// match: the stage skips them, logged). Then columns.txt is written for the next start. A
+// match: the stage skips them, logged). Then columns.txt is written for the next start: cfg's
+// columns, then those of the record that cfg lacks (renamed, removed: the snapshots built on
+// them stay until pruned, and a column that comes back is compared with what it was). A
 // state_dir without columns.txt (new, or of a release before it) has nothing to compare.
 func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	dir := cfg.Detect.StateDir
@@ -130,18 +132,39 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 			log.Warn().Str("column", d.Column).Str("was", is).Str("is", d.Is).Msg("column redefined under the same name since the models in detect.state_dir were saved")
 		}
 	}
+	record := defs
 	if len(changed) > 0 {
-		if err := moveModels(dir, changed, log); err != nil {
+		if err := moveModels(ctx, dir, changed, data, log); err != nil {
 			return err
 		}
+	} else {
+		// The columns gone since keep their definitions: their models stay in state_dir (a
+		// snapshot of other columns is skipped, not removed), and a start that brings such a
+		// column back under another definition must find them built on the old one. (After a
+		// move no model of theirs is left: the record is the columns in force.)
+		now := map[string]bool{}
+		for _, d := range defs {
+			now[d.Column] = true
+		}
+		for _, d := range old {
+			if !now[d.Column] {
+				record = append(slices.Clip(record), d)
+				now[d.Column] = true
+			}
+		}
 	}
-	if slices.Equal(old, defs) {
+	if slices.Equal(old, record) {
 		return nil
+	}
+	// state_dir need not exist yet (lint takes one that can be created): the stage would
+	// create it (detect.OpenSnapshotDir), after this.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("detect.state_dir: %w", err)
 	}
 	_, err = atomicfile.Write(ctx, path, func(w io.Writer) error {
 		e := json.NewEncoder(w)
 		e.SetIndent("", "  ")
-		return e.Encode(defs)
+		return e.Encode(record)
 	})
 	if err != nil {
 		return fmt.Errorf("detect.state_dir: %w", err)
@@ -149,8 +172,10 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	return nil
 }
 
-// moveModels moves dir's model and keys' state files into a new subdirectory.
-func moveModels(dir string, changed []string, log zerolog.Logger) error {
+// moveModels moves dir's model and keys' state files into a new subdirectory, with the columns'
+// record they were built under (was, columns.txt's content): moved back together, the old
+// config loads them (the record left in dir is the new columns', which would move them again).
+func moveModels(ctx context.Context, dir string, changed []string, was []byte, log zerolog.Logger) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("detect.state_dir: %w", err)
@@ -165,6 +190,12 @@ func moveModels(dir string, changed []string, log zerolog.Logger) error {
 			if err := os.Mkdir(aside, 0o755); err != nil {
 				return fmt.Errorf("detect.state_dir: %w", err)
 			}
+			if _, err := atomicfile.Write(ctx, filepath.Join(aside, columnsFileName), func(w io.Writer) error {
+				_, err := w.Write(was)
+				return err
+			}); err != nil {
+				return fmt.Errorf("detect.state_dir: %w", err)
+			}
 		}
 		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(aside, e.Name())); err != nil {
 			return fmt.Errorf("detect.state_dir: %w", err)
@@ -175,17 +206,20 @@ func moveModels(dir string, changed []string, log zerolog.Logger) error {
 		return nil
 	}
 	log.Warn().Strs("columns", changed).Strs("files", moved).Str("moved_to", aside).
-		Msg("models and keys' state built on columns since redefined moved aside, never loaded (kept for a rollback): the first model is built from the stream")
+		Msg("models and keys' state built on columns since redefined moved aside with the columns' record they were built under, never loaded (kept for a rollback: all of it moved back, with the old config): the first model is built from the stream")
 	return nil
 }
 
 // derivedMismatch says why a model whose message carries the builder's derived columns'
-// definitions pub (headerColumns) does not fit an instance that derives own
-// (detect.ErrSnapshotMismatch), or nil. A message without them (no derive at the builder, or a
-// release before it) tells nothing: the columns' names were checked already.
-func derivedMismatch(pub, own string) error {
-	if pub == "" || pub == own {
+// definitions pub (headerColumns: said, "" when the builder derives none) does not fit an
+// instance that derives own (detect.ErrSnapshotMismatch), or nil. A message without the header
+// (a builder of a release before it) tells nothing: the columns' names were checked already.
+func derivedMismatch(pub string, said bool, own string) error {
+	if !said || pub == own {
 		return nil
+	}
+	if pub == "" {
+		pub = "none"
 	}
 	if own == "" {
 		own = "none"
@@ -193,17 +227,19 @@ func derivedMismatch(pub, own string) error {
 	return fmt.Errorf("%w: built for derived columns [%s], this instance derives [%s] (ingest.derive: the builder and its scorers must derive alike)", detect.ErrSnapshotMismatch, pub, own)
 }
 
-// headerValue is m's header key's value ("" when absent).
-func headerValue(m kafka.Message, key string) string {
+// headerValue is m's header key's value, and whether m has the header.
+func headerValue(m kafka.Message, key string) (string, bool) {
 	for _, h := range m.Headers {
 		if h.Key == key {
-			return string(h.Value)
+			return string(h.Value), true
 		}
 	}
-	return ""
+	return "", false
 }
 
-// columnsHeaderBytes is what headerColumns adds to a message carrying derived ("": nothing).
+// columnsHeaderBytes is what headerColumns adds to a message carrying derived beyond
+// modelChunkOverhead: the header without a value (a builder without derive), its key and two
+// length bytes, is within that overhead's margin over what the other headers take.
 func columnsHeaderBytes(derived string) int {
 	if derived == "" {
 		return 0

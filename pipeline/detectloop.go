@@ -172,7 +172,11 @@ const coldEvictionLogEvery = time.Minute
 // only the gauges said it (outlierd_keys_warming at max_keys, the evictions counter rising).
 func (p *Pipeline) noteColdEvictions(ks detect.KeyStats) {
 	w := &p.paced
-	if ks.ColdEvictions <= w.coldAt || !w.coldLogged.IsZero() && time.Since(w.coldLogged) < coldEvictionLogEvery {
+	now := time.Now
+	if w.now != nil {
+		now = w.now
+	}
+	if ks.ColdEvictions <= w.coldAt || !w.coldLogged.IsZero() && now().Sub(w.coldLogged) < coldEvictionLogEvery {
 		return
 	}
 	k := p.cfg.Detect.Keys
@@ -180,5 +184,5 @@ func (p *Pipeline) noteColdEvictions(ks detect.KeyStats) {
 		Uint64("evictions_total", ks.Evictions).Int("keys_held", ks.Live+ks.Warming).Int("keys_with_model", ks.Live).
 		Int("max_keys", k.MaxKeys).Int64("max_bytes", k.MaxBytes).Int("min_records", k.MinRecords).
 		Msg("keys evicted before their own model (detect.key_by: key): each needs keys.min_records records while held, and keys.max_keys (or keys.max_bytes) evicted them first; their records were scored by the global model. A key per record (a unique id: check ingest.key_field and the message key) or a fleet larger than keys.max_keys")
-	w.coldLogged, w.coldAt = time.Now(), ks.ColdEvictions
+	w.coldLogged, w.coldAt = now(), ks.ColdEvictions
 }

@@ -25,6 +25,7 @@ const keySkipLogEvery = time.Minute
 // rare, and each one is news. Safe for the reader's decoders' goroutines.
 type keySkips struct {
 	log zerolog.Logger
+	now func() time.Time // nil: time.Now (the tests' own, to pass a minute)
 
 	mu       sync.Mutex
 	logged   time.Time // when the last mismatch line was written (zero: none yet)
@@ -42,18 +43,19 @@ func (s *keySkips) skip(msg kafka.Message, err error) {
 	defer s.mu.Unlock()
 	s.total++
 	s.last = err
-	if !s.logged.IsZero() && time.Since(s.logged) < keySkipLogEvery {
+	now := s.clock()
+	if !s.logged.IsZero() && now.Sub(s.logged) < keySkipLogEvery {
 		s.unlogged++
 		return
 	}
-	first := s.logged.IsZero()
-	s.logged, s.unlogged = time.Now(), 0
+	first, n := s.logged.IsZero(), s.unlogged+1 // (this one and those counted since the last line)
+	s.logged, s.unlogged = now, 0
 	if first {
 		s.log.Warn().Err(err).Int("partition", msg.Partition).Int64("offset", msg.Offset).Str("key", string(msg.Key)).
 			Msg("model topic message skipped: a key's model built for another configuration (the key is scored by the global model until the builder publishes it again); the reader's further ones are counted, a line a minute at most")
 		return
 	}
-	s.mismatchLine(s.unlogged + 1)
+	s.mismatchLine(n)
 }
 
 // flush logs the mismatches counted and not logged yet, if any.
@@ -62,8 +64,15 @@ func (s *keySkips) flush() {
 	defer s.mu.Unlock()
 	if s.unlogged > 0 {
 		s.mismatchLine(s.unlogged)
-		s.logged, s.unlogged = time.Now(), 0
+		s.logged, s.unlogged = s.clock(), 0
 	}
+}
+
+func (s *keySkips) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
 }
 
 func (s *keySkips) mismatchLine(n int) {

@@ -249,9 +249,8 @@ func (p *keyPublisher) publish(ctx context.Context, todo map[string]detect.KeyMo
 	message := func(k string, part int32) kafka.Message {
 		m := kafka.Message{Key: []byte(keyModelPrefix + k), Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: v},
 			{Key: headerKeyPartition, Value: []byte(strconv.Itoa(int(part)))}}}
-		if p.cfg.derived != "" {
-			m.Headers = append(m.Headers, kafka.Header{Key: headerColumns, Value: []byte(p.cfg.derived)})
-		}
+		// (empty without derive: a scorer that derives refuses it; absent: an earlier release)
+		m.Headers = append(m.Headers, kafka.Header{Key: headerColumns, Value: []byte(p.cfg.derived)})
 		return m
 	}
 	msgs := make([]kafka.Message, 0, len(keys))
@@ -416,7 +415,8 @@ func (p *Pipeline) keyReaderSkips(keep func(partition int32) bool, log zerolog.L
 			err = fmt.Errorf("the model of key %q published under key %q", k, key)
 		}
 		if err == nil {
-			err = derivedMismatch(headerValue(msg, headerColumns), derived)
+			pub, said := headerValue(msg, headerColumns)
+			err = derivedMismatch(pub, said, derived)
 		}
 		if err != nil {
 			skips.skip(msg, err)

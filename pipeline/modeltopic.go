@@ -57,9 +57,10 @@ const (
 	// (absent: none, the builder's hypercube detector is off).
 	headerModelHypercube = "outlierd-model-hypercube"
 	// headerColumns, on a global model's chunks and on each key's model, is the builder's
-	// derived columns' definitions (derivedDefs; absent without ingest.derive, and from a
+	// derived columns' definitions (derivedDefs; empty without ingest.derive, absent from a
 	// release before it): the models name their columns, and a derived column can keep its name
-	// under another definition, so a scorer that derives otherwise skips the model.
+	// under another definition (or be a field of the builder's), so a scorer that derives
+	// otherwise skips the model.
 	headerColumns  = "outlierd-columns"
 	modelKeyPrefix = "outlierd-model/"
 	// modelChunkOverhead is what a chunk's message adds to its value (key, headers, record
@@ -114,9 +115,8 @@ func modelMessages(pub publication, maxMessageBytes int) ([]kafka.Message, error
 		if pub.hypercube != nil {
 			msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: headerModelHypercube, Value: []byte(strconv.Itoa(len(pub.hypercube)))})
 		}
-		if pub.derived != "" {
-			msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: headerColumns, Value: []byte(pub.derived)})
-		}
+		// (empty without derive: a scorer that derives refuses it; absent: an earlier release)
+		msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: headerColumns, Value: []byte(pub.derived)})
 	}
 	return msgs, nil
 }
@@ -130,6 +130,7 @@ type modelAssembler struct {
 	sum     string
 	cube    int    // the hypercube counts' length (headerModelHypercube), -1: none
 	derived string // its first chunk's headerColumns
+	said    bool   // whether it had the header
 	data    []byte
 
 	highest uint64
@@ -142,6 +143,7 @@ type assembled struct {
 	snapshot  []byte
 	hypercube []byte // nil: none
 	derived   string // headerColumns: the builder's derived columns ("": none, or not said)
+	said      bool   // whether the publication had the header (not: a builder of an earlier release)
 }
 
 // add takes the next message; it returns a whole publication when m completes one, and an
@@ -174,7 +176,8 @@ func (a *modelAssembler) add(m kafka.Message) (*assembled, error) {
 	}
 	a.highest = max(a.highest, v)
 	if i == 0 { // a new publication starts; whatever was pending is abandoned
-		a.version, a.n, a.next, a.sum, a.cube, a.derived = v, n, 1, h[headerModelSHA256], cube, h[headerColumns]
+		a.version, a.n, a.next, a.sum, a.cube = v, n, 1, h[headerModelSHA256], cube
+		a.derived, a.said = h[headerColumns]
 		a.data = append(a.data[:0:0], m.Value...)
 	} else if v != a.version || n != a.n || i != a.next || h[headerModelSHA256] != a.sum || cube != a.cube {
 		// A publication cut short, or chunks of one whose start compaction or retention
@@ -187,7 +190,7 @@ func (a *modelAssembler) add(m kafka.Message) (*assembled, error) {
 	if a.next < a.n {
 		return nil, nil
 	}
-	out := &assembled{version: a.version, snapshot: a.data, derived: a.derived}
+	out := &assembled{version: a.version, snapshot: a.data, derived: a.derived, said: a.said}
 	sum, cube := a.sum, a.cube
 	a.version, a.n, a.next, a.sum, a.data = 0, 0, 0, "", nil
 	if got := sha256.Sum256(out.snapshot); hex.EncodeToString(got[:]) != sum {
@@ -511,7 +514,7 @@ func (f *modelFollower) next(ctx context.Context, after uint64, stopAt int64) (*
 			err = fmt.Errorf("%w: built for features %v, the stream has %v", detect.ErrSnapshotMismatch, m.Features, f.features)
 		}
 		if err == nil {
-			err = derivedMismatch(pub.derived, f.cfg.derived)
+			err = derivedMismatch(pub.derived, pub.said, f.cfg.derived)
 		}
 		if err != nil {
 			f.skip(msg, err)

@@ -149,6 +149,8 @@ type pacedLogs struct {
 	// and the count it was written at.
 	coldLogged time.Time
 	coldAt     uint64
+	// now is the cold evictions' clock (nil: time.Now; the tests' own, to pass a minute).
+	now func() time.Time
 }
 
 // deadLetterLogEvery spaces the dead letters' log lines.

@@ -32,6 +32,10 @@ type Decoded struct {
 	// (HasEventTime true).
 	EventTime    int64
 	HasEventTime bool
+	// EventTimeText: the time was written as a text that says its unit (RFC 3339, "2006-01-02
+	// 15:04:05"), not as an epoch integer (the source's epoch-seconds check, under
+	// ingest.event_time_unit ms, is for those). Set wherever HasEventTime is.
+	EventTimeText bool
 }
 
 // NewDecoded returns a Decoded sized for the configuration.
@@ -336,7 +340,7 @@ func setText(s *slot, text []byte, out *Decoded) error {
 		if err != nil {
 			return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: err.Error()}
 		}
-		out.EventTime, out.HasEventTime = ms, true
+		out.EventTime, out.HasEventTime, out.EventTimeText = ms, true, !epochDigits(trimSpace(text))
 		return nil
 	}
 	if s.boolean {

@@ -183,7 +183,7 @@ func (d *Deriver) Apply(in *Decoded, partition int32, offset int64, key []byte, 
 	if d.withSD {
 		copy(out.SD, in.SD)
 	}
-	out.Key, out.HasKey, out.EventTime, out.HasEventTime = in.Key, in.HasKey, in.EventTime, in.HasEventTime
+	out.Key, out.HasKey, out.EventTime, out.HasEventTime, out.EventTimeText = in.Key, in.HasKey, in.EventTime, in.HasEventTime, in.EventTimeText
 	s := d.seriesOf(partition, key)
 	var wall wallClock
 	if d.wall { // once per record, whichever of time_of_day and day_of_week read it

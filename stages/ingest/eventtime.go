@@ -21,14 +21,7 @@ import (
 // (go.dev/issue/54580), which no producer of this form means: they are refused.
 func parseEventTime(text []byte, z *eventZone) (int64, error) {
 	text = trimSpace(text)
-	allDigits := len(text) > 0
-	for i, c := range text {
-		if !(c >= '0' && c <= '9' || c == '-' && i == 0 && len(text) > 1) {
-			allDigits = false
-			break
-		}
-	}
-	if allDigits {
+	if epochDigits(text) {
 		ms, err := strconv.ParseInt(string(text), 10, 64)
 		if err != nil {
 			return 0, fmt.Errorf("epoch milliseconds out of range: %s", quoteShort(text))
@@ -53,6 +46,17 @@ func parseEventTime(text []byte, z *eventZone) (int64, error) {
 		zone = z.loc.String() // the name it was loaded by
 	}
 	return 0, fmt.Errorf("not an RFC 3339 time, a time as \"2006-01-02 15:04:05\" (%s without an offset) or epoch milliseconds: %s", zone, quoteShort(text))
+}
+
+// epochDigits says whether text (trimmed) is an epoch number as parseEventTime reads one:
+// digits, with an optional leading '-'.
+func epochDigits(text []byte) bool {
+	for i, c := range text {
+		if !(c >= '0' && c <= '9' || c == '-' && i == 0 && len(text) > 1) {
+			return false
+		}
+	}
+	return len(text) > 0
 }
 
 // The instants an event time may be: RFC 3339's years 0000-9999, in UTC, which the outputs'

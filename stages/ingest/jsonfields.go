@@ -169,7 +169,7 @@ func (d *jsonDecoder) store(s *slot, num, text []byte, isNum, isText bool, raw [
 		if err != nil {
 			return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: err.Error()}
 		}
-		d.out.EventTime, d.out.HasEventTime = ms, true
+		d.out.EventTime, d.out.HasEventTime, d.out.EventTimeText = ms, true, false
 	case isNum && s.role == roleTime:
 		ms, perr := strconv.ParseInt(string(num), 10, 64)
 		if perr != nil {
@@ -178,7 +178,7 @@ func (d *jsonDecoder) store(s *slot, num, text []byte, isNum, isText bool, raw [
 		if err := checkEpochMS(ms, num); err != nil {
 			return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: err.Error()}
 		}
-		d.out.EventTime, d.out.HasEventTime = ms, true
+		d.out.EventTime, d.out.HasEventTime, d.out.EventTimeText = ms, true, false
 	case isText && s.role == roleKey:
 		d.keyCopy = append(d.keyCopy[:0], text...)
 		d.out.Key, d.out.HasKey = d.keyCopy, true

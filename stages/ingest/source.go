@@ -298,7 +298,7 @@ func (s *Source) appendMsg(p *pendingMsg, dead []batch.DeadLetter) []batch.DeadL
 	}
 	ts := m.Time // the zero time: none (kafka-go reads a Kafka timestamp of 0 or less so)
 	if p.d.HasEventTime {
-		if s.cfg.EventTimeUnit != EventTimeSeconds && epochSeconds(p.d.EventTime, m.Time) {
+		if s.cfg.EventTimeUnit != EventTimeSeconds && !p.d.EventTimeText && epochSeconds(p.d.EventTime, m.Time) {
 			return append(dead, batch.DeadLetter{
 				Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value, Time: m.Time,
 				Reason: epochSecondsReason(s.cfg.EventTimeField, p.d.EventTime, m.Time),
