@@ -89,10 +89,6 @@ type Ranker struct {
 	// Whiten where it is not nil.
 	Ref          *solvingset.Model
 	Center, Unit []float64
-	// Flat marks the global model's features without spread in the window (flatFeatures: unit
-	// 1 by standardisationOn's fallback), whose coordinates are clamped to ±flatLimit; nil in
-	// every key's model (and in a global model without such a feature).
-	Flat []bool
 	// Whiten is the global model's whitening under detect.distance_space: whitened (whiten.go):
 	// d x d, row-major, applied to the standardised coordinates ([1] for one feature: the
 	// identity, no product taken); nil in the standardised space and in every key's model.
@@ -143,7 +139,7 @@ func calibrationRecords(rows int, alarmRate float64) int {
 // ascending). Deterministic for a seed, and a function of the window's records whatever their
 // order (sample.go).
 func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Ranker, error) {
-	return buildRankerOn(cols, sorted, features, cfg, 0, nil, true)
+	return buildRankerOn(cols, sorted, features, cfg, 0, nil)
 }
 
 // buildRankerOn is buildRanker on workers goroutines (0: every core; 1: the caller's alone, as a
@@ -151,15 +147,10 @@ func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Rank
 // over the cores costs more goroutines than it saves). The same bits for any workers.
 // refIn, where not nil, holds the window sample R in the distance space (a column of
 // min(score.sample, rows) each; a key's build passes them in its sorted window's allocation).
-// global says whether this is the global model's (keys' models clamp every coordinate at
-// ±distanceLimit, as the keyed device kernel does: no Flat).
-func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, workers int, refIn [][]float32, global bool) (*Ranker, error) {
+func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, workers int, refIn [][]float32) (*Ranker, error) {
 	rows := len(cols[0])
 	r := &Ranker{Tail: rank.TailOfSorted(sorted), Params: cfg.Score}
 	r.Center, r.Unit = standardisationOn(cols, sorted, workers)
-	if global {
-		r.Flat = flatFeatures(sorted)
-	}
 	keys := recordKeys(cols, cfg.Seed) // R and the calibration records by identity (sample.go)
 	if cfg.DistanceSpace == SpaceWhitened {
 		r.Whiten = whitening(cols, sorted, keys, r.Center, r.Unit)
@@ -243,41 +234,6 @@ func standardisationOn(cols, sorted [][]float32, workers int) (center, unit []fl
 	return center, unit
 }
 
-// flatLimit bounds the distance coordinate of a feature without spread in the window: the
-// window gives it no scale (its unit is standardisationOn's fallback, 1 in raw units), so a
-// change's raw size says nothing (EDS's feedVal, constant at 1382 through a probation, moved to
-// 27648 in normal operation: 26,266 units, or 95 had the word been in percent, above every
-// attack's largest coordinate; BENCHMARKS §12.55's addendum), and any change counts one unit:
-// what a 0/1 tag's switch counts, unchanged, and the only count independent of the raw units.
-const flatLimit = 1
-
-// flatFeatures marks the features of ascending columns whose winsorised values are constant
-// (the [0.5 %, 99.5 %] quantiles standardisationOn clamps at are equal: its sd is 0 and its
-// unit 1); nil where there is none. A function of the window's values: a snapshot's tails
-// give it back.
-func flatFeatures(sorted [][]float32) []bool {
-	var flat []bool
-	for j, s := range sorted {
-		n := len(s)
-		if n == 0 || s[int(0.005*float64(n-1))] != s[int(math.Ceil(0.995*float64(n-1)))] {
-			continue
-		}
-		if flat == nil {
-			flat = make([]bool, len(sorted))
-		}
-		flat[j] = true
-	}
-	return flat
-}
-
-// coordinateLimit is the bound of feature j's distance coordinate.
-func (r *Ranker) coordinateLimit(j int) float64 {
-	if r.Flat != nil && r.Flat[j] {
-		return flatLimit
-	}
-	return distanceLimit
-}
-
 // distanceSpace maps raw columns to the distance score's space (into dst, reused when it fits).
 func (r *Ranker) distanceSpace(cols, dst [][]float32) [][]float32 {
 	if len(dst) != len(cols) {
@@ -298,9 +254,8 @@ func (r *Ranker) distanceSpace(cols, dst [][]float32) [][]float32 {
 	}
 	onRows(len(cols[0]), func(lo, hi int) { // (a batch's: a division a value, on the stage's goroutine)
 		for j, c := range cols {
-			lim := r.coordinateLimit(j)
 			for i := lo; i < hi; i++ {
-				dst[j][i] = float32(max(-lim, min(lim, (float64(c[i])-r.Center[j])/r.Unit[j])))
+				dst[j][i] = float32(max(-distanceLimit, min(distanceLimit, (float64(c[i])-r.Center[j])/r.Unit[j])))
 			}
 		}
 	})

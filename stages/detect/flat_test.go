@@ -62,7 +62,7 @@ func TestFlatFeatureCountsOneUnit(t *testing.T) {
 	// Read back from a snapshot, the model maps and scores alike.
 	var e sealed.Encoder
 	encodeRanker(&e, r, true)
-	back, err := decodeRanker(sealed.NewDecoder(e.Payload()), features, true, true)
+	back, err := decodeRanker(sealed.NewDecoder(e.Payload()), features, true)
 	if err != nil {
 		t.Fatal(err)
 	}

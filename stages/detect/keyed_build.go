@@ -117,7 +117,7 @@ func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
 	kc.Score.Sample, kc.Score.K = n, cfg.Keys.K
 	// (A key's model is never whitened: whiten.go.)
 	kc.DistanceSpace = SpaceStandardised
-	r, err := buildRankerOn(cols, sorted, nil, kc, 1, ref, false) // (the caller's goroutine: keys build side by side)
+	r, err := buildRankerOn(cols, sorted, nil, kc, 1, ref) // (the caller's goroutine: keys build side by side)
 	if err == nil {
 		r.noteKey(st.key)
 	}

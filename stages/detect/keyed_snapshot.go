@@ -155,7 +155,7 @@ func DecodeKeyModel(value []byte, features []string, cfg *Config) (key string, v
 	if d.Err() != nil {
 		return "", 0, nil, sealedErr(d.Err())
 	}
-	if r, err = decodeRanker(d, features, format >= 2, false); err == nil {
+	if r, err = decodeRanker(d, features, format >= 2); err == nil {
 		err = checkKeyRanker(r, cfg)
 		r.noteKey(key)
 	}
@@ -360,7 +360,7 @@ func (k *keyedScorer) decodeKeys(ctx context.Context, format uint32, p []byte, f
 			}
 			continue
 		}
-		r, err := decodeRanker(d, features, format >= 2, false)
+		r, err := decodeRanker(d, features, format >= 2)
 		if err == nil {
 			err = checkKeyRanker(r, cfg)
 			r.noteKey(key)

@@ -354,7 +354,7 @@ func decodeSnapshot(p []byte) (*Model, error) {
 	}
 	if flags&snapFlagRanker != 0 {
 		var err error
-		if m.Ranker, err = decodeRanker(d, m.Features, flags&snapFlagWeights != 0, true); err != nil {
+		if m.Ranker, err = decodeRanker(d, m.Features, flags&snapFlagWeights != 0); err != nil {
 			return nil, err
 		}
 		if flags&snapFlagWhiten != 0 {

@@ -67,9 +67,8 @@ func encodeRanker(e *sealed.Encoder, r *Ranker, weights bool) {
 }
 
 // decodeRanker reads what encodeRanker wrote for a model of these features and checks it;
-// weighted says whether the weights follow the calibrations (see above); global whether it is
-// the global model's (its Flat derived from the window's tails, as its build derived it).
-func decodeRanker(d *sealed.Decoder, features []string, weighted, global bool) (*Ranker, error) {
+// weighted says whether the weights follow the calibrations (see above).
+func decodeRanker(d *sealed.Decoder, features []string, weighted bool) (*Ranker, error) {
 	dims := len(features)
 	r := &Ranker{}
 	sorted, pts := modelHeaders(dims) // (as a key's build lays them out)
@@ -119,9 +118,6 @@ func decodeRanker(d *sealed.Decoder, features []string, weighted, global bool) (
 	}
 	idx := floats[6]
 	r.Tail = rank.TailOf(sorted, spread)
-	if global {
-		r.Flat = flatFeatures(sorted)
-	}
 	r.Ref = &solvingset.Model{Points: pts, Features: features, K: k, WStar: math.Inf(1)}
 	// The slopes are derived from the scores (rank.CalibrationOf): recomputed, so that a model
 	// read back scores exactly as the one that was written.

@@ -99,7 +99,7 @@ func TestRankerWeightsSnapshot(t *testing.T) {
 	var e sealed.Encoder
 	encodeRanker(&e, r, true)
 	p := e.Payload()
-	back, err := decodeRanker(sealed.NewDecoder(p), features, true, true)
+	back, err := decodeRanker(sealed.NewDecoder(p), features, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestRankerWeightsSnapshot(t *testing.T) {
 		}
 	}
 	older := p[:len(p)-(4+len(WeightsAgreement)+16)] // without score.weights and the two weights
-	old, err := decodeRanker(sealed.NewDecoder(older), features, false, true)
+	old, err := decodeRanker(sealed.NewDecoder(older), features, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,13 +139,13 @@ func TestRankerWeightsSnapshot(t *testing.T) {
 	// Written again (a snapshot of the model it serves), it stays a part without weights.
 	var e2 sealed.Encoder
 	encodeRanker(&e2, old, !old.beforeWeights)
-	again, err := decodeRanker(sealed.NewDecoder(e2.Payload()), features, false, true)
+	again, err := decodeRanker(sealed.NewDecoder(e2.Payload()), features, false)
 	if err != nil || !again.beforeWeights || rankerFits(again, testConfig()) != nil {
 		t.Errorf("a ranking part without weights written again: %v, %+v", err, again)
 	}
 	bad := append([]byte(nil), p...)
 	copy(bad[len(bad)-16:], make([]byte, 8)) // density weight 0: no build writes it
-	if _, err := decodeRanker(sealed.NewDecoder(bad), features, true, true); err == nil {
+	if _, err := decodeRanker(sealed.NewDecoder(bad), features, true); err == nil {
 		t.Error("a density weight of 0 was read back without an error")
 	}
 }

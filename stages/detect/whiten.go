@@ -188,8 +188,7 @@ func (r *Ranker) whitenedSpace(cols, dst [][]float32) {
 		z := make([]float64, d)
 		for i := lo; i < hi; i++ {
 			for j, c := range cols {
-				lim := r.coordinateLimit(j)
-				z[j] = max(-lim, min(lim, (float64(c[i])-r.Center[j])/r.Unit[j]))
+				z[j] = max(-distanceLimit, min(distanceLimit, (float64(c[i])-r.Center[j])/r.Unit[j]))
 			}
 			for p := range d {
 				row := w[p*d : (p+1)*d]
