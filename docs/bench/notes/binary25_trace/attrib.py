@@ -1,5 +1,5 @@
 import sys, os, re, numpy as np, pandas as pd
-sys.path.insert(0, "docs/bench")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import unseen
 cols = list(pd.read_csv(os.path.expanduser("~/.cache/outlierd/unseen10/eds/q0.5to0_5.csv"), nrows=1).drop(columns=["time","class"]).columns)
 def spreadOf(s):

@@ -1,8 +1,8 @@
 import sys, os, re, numpy as np, pandas as pd
-sys.path.insert(0, "docs/bench")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import unseen
 from sklearn.metrics import average_precision_score as APs
-exec(open("docs/bench/notes/binary25_trace/attrib.py").read().split("for sid, tr")[0])
+exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "attrib.py")).read().split("for sid, tr")[0])
 cols = list(pd.read_csv(os.path.expanduser("~/.cache/outlierd/unseen10/eds/q0.5to0_5.csv"), nrows=1).drop(columns=["time","class"]).columns)
 def dist_knn(trz, tez, k=10):
     # exact k-NN mean distance of each test row to the probation rows (w_k approx: sum of k distances)

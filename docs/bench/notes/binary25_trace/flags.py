@@ -1,5 +1,5 @@
 import sys, os, re, numpy as np, pandas as pd
-sys.path.insert(0, "docs/bench")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import unseen
 ta=fa=tn=fn=0
 for sid, tr, te, y, segs in unseen.eds(os.path.expanduser("~/.cache/outlierd/unseen10/eds")):

@@ -1,5 +1,5 @@
 import sys, os, subprocess, re, numpy as np, pandas as pd
-sys.path.insert(0, "docs/bench")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import unseen
 from sklearn.metrics import average_precision_score as APs
 BIN = os.environ.get("BIN", "/tmp/b25trace/outlierd")
