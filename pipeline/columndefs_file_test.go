@@ -46,3 +46,34 @@ func TestColumnsFileCorruptIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// TestColumnsFileCrashLeftoverRemoved: columns.txt is written atomically (atomicfile: a temporary
+// file beside it, renamed over it), so a crash in the write leaves the old record whole, and the
+// temporary file .columns.txt.tmp*: the detect stage removes its own snapshots' leftovers at the
+// start, not this one, so each crash in that write left one in state_dir for good (failed
+// first: the leftover stayed). Now the start removes it; other files stay.
+func TestColumnsFileCrashLeftoverRemoved(t *testing.T) {
+	dir := t.TempDir()
+	left := filepath.Join(dir, "."+columnsFileName+".tmp123456")
+	other := filepath.Join(dir, ".model-000001.osnap.tmp99")
+	for _, p := range []string{left, other} {
+		if err := os.WriteFile(p, []byte("[\n  {\"column\": \"te"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cfg Config
+	cfg.Detect.StateDir = dir
+	cfg.Ingest.Features = []string{"temp"}
+	if err := checkColumns(context.Background(), cfg, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(left); err == nil {
+		t.Errorf("%s left in state_dir", left)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another file (the stage's to remove): %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, columnsFileName)); err != nil {
+		t.Errorf("columns.txt not written: %v", err)
+	}
+}
