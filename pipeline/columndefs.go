@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -107,6 +108,15 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return nil
 	}
 	path := filepath.Join(dir, columnsFileName)
+	// A crash in the record's atomic write left its temporary file (the old record is whole):
+	// removed, as the stage removes its snapshots' (detect.OpenSnapshotDir).
+	// (Not a glob: state_dir's path may hold its metacharacters. Not there yet: nothing left.)
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if f := filepath.Join(dir, e.Name()); strings.HasPrefix(e.Name(), "."+columnsFileName+".tmp") && os.Remove(f) == nil {
+			log.Warn().Str("file", f).Msg("removed a columns.txt left unfinished by a crash")
+		}
+	}
 	defs := columnDefs(cfg.Ingest)
 	var old []columnDef
 	data, err := os.ReadFile(path)
@@ -116,9 +126,11 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return fmt.Errorf("detect.state_dir: %w", err)
 	default:
 		if err := json.Unmarshal(data, &old); err != nil {
-			// (not ours to judge further: the snapshots are checked by name as before)
-			log.Warn().Err(err).Str("file", path).Msg("state_dir's columns file unreadable: written again, the snapshots matched by the columns' names only")
-			old = nil
+			// Not written so (the writes are atomic): an edit or damage. Going on would load
+			// the snapshots by the columns' names alone, what the record is for, and write it
+			// over; the operator fixes it, or removes it to have them matched by name.
+			return fmt.Errorf("detect.state_dir: %s:%s: %w: the record of the columns the models there were built on; fix it, or remove it (the models are then matched by the columns' names only)",
+				path, jsonPlace(data, err), err)
 		}
 	}
 	was := map[string]string{}
@@ -245,4 +257,22 @@ func columnsHeaderBytes(derived string) int {
 		return 0
 	}
 	return len(headerColumns) + len(derived) + 10 // (two varint lengths, at most 5 bytes each)
+}
+
+// jsonPlace is "line:column" (1-based, bytes) of the byte where err, json.Unmarshal's of data,
+// was found: a syntax or type error's offset (the bytes read with the fault); "1:1" otherwise.
+func jsonPlace(data []byte, err error) string {
+	var off int64
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	}
+	at := max(min(int(off), len(data))-1, 0)
+	line := 1 + bytes.Count(data[:at], []byte("\n"))
+	col := at - bytes.LastIndexByte(data[:at], '\n')
+	return fmt.Sprintf("%d:%d", line, col)
 }

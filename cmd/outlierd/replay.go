@@ -190,7 +190,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 		fmt.Fprintf(stderr, "replay: %s: %s\n", *input, w)
 	}
 	if (cfg.Ingest.EventTimeField != "" || *timeCol != "") && cfg.Ingest.EventTimeUnit != ingest.EventTimeSeconds {
-		if w := epochSecondsWarning(tab.times); w != "" {
+		if w := epochSecondsWarning(tab.times, tab.textTime); w != "" {
 			fmt.Fprintf(stderr, "replay: %s: %s\n", *input, w)
 		}
 	}
@@ -486,9 +486,10 @@ func (c *replayConfig) Derive(written func(path string) bool) { (*pipeline.Confi
 // read as seconds, each lies in 2000-01-01 .. 2286-11-20 (946,684,800 to 9,999,999,999; as
 // milliseconds, 1970-01-11 to 1970-04-26). The pipeline refuses such a record by its Kafka
 // timestamp (a dead letter, bad_event_time); a file has none, so replay reads them as 1970 and
-// says so. "" otherwise (also without rows).
-func epochSecondsWarning(times []time.Time) string {
-	if len(times) == 0 {
+// says so. "" otherwise (also without rows), and where a row's time was written as text (text:
+// replayTable.textTime), which says its unit: the pipeline's check is for epoch integers only.
+func epochSecondsWarning(times []time.Time, text bool) string {
+	if len(times) == 0 || text {
 		return ""
 	}
 	for _, t := range times {

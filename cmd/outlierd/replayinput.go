@@ -47,6 +47,9 @@ type replayTable struct {
 	keys     [][]byte    // per row; nil: no key
 	times    []time.Time // per row
 	outliers []bool      // the label's verdicts; nil without a label column
+	// textTime: a row's time was a text that says its unit (RFC 3339, "2006-01-02 15:04:05"),
+	// not an epoch integer: Decoded.EventTimeText, as the pipeline's epoch-seconds check reads it.
+	textTime bool
 }
 
 func (t *replayTable) rows() int { return len(t.times) }
@@ -259,7 +262,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		}
 		ts := epoch.Add(time.Duration(len(t.times)) * time.Millisecond)
 		if d.HasEventTime {
-			ts = time.UnixMilli(d.EventTime).UTC()
+			ts, t.textTime = time.UnixMilli(d.EventTime).UTC(), t.textTime || d.EventTimeText
 		}
 		out := &d
 		if der != nil { // partition 0, offset = the row: file order is the partition's order
