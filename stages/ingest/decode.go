@@ -332,15 +332,16 @@ func setText(s *slot, text []byte, out *Decoded) error {
 		return nil
 	case roleTime:
 		ms, err := parseEventTime(text, s.zone)
+		asText := !epochDigits(trimSpace(text))
 		if s.seconds {
 			if v, ok, serr := parseEpochSeconds(text); ok {
-				ms, err = v, serr
+				ms, err, asText = v, serr, false
 			}
 		}
 		if err != nil {
 			return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: err.Error()}
 		}
-		out.EventTime, out.HasEventTime, out.EventTimeText = ms, true, !epochDigits(trimSpace(text))
+		out.EventTime, out.HasEventTime, out.EventTimeText = ms, true, asText
 		return nil
 	}
 	if s.boolean {

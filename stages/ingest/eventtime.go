@@ -85,24 +85,30 @@ const (
 )
 
 // parseEpochSeconds reads text as epoch seconds (ingest.event_time_unit: s): digits with an
-// optional leading '-' and an optional fraction after a point, rounded to the millisecond. ok
-// is false when text is not of that form (a time as text, read by parseEventTime); err when it
-// is and lies outside the years 0000-9999.
+// optional leading '-', an optional fraction after a point and an optional exponent ('e' or 'E',
+// a sign, digits: Java's Double.toString, so Jackson, writes 1e7 and above so), rounded to the
+// millisecond. ok is false when text is not of that form (a time as text, read by
+// parseEventTime); err when it is and lies outside the years 0000-9999.
 func parseEpochSeconds(text []byte) (ms int64, ok bool, err error) {
 	text = trimSpace(text)
-	digits, point := 0, false
+	digits, point, exp, expDigits := 0, false, false, 0
 	for i, c := range text {
 		switch {
+		case c >= '0' && c <= '9' && exp:
+			expDigits++
 		case c >= '0' && c <= '9':
 			digits++
 		case c == '-' && i == 0:
-		case c == '.' && !point && digits > 0:
+		case c == '.' && !point && !exp && digits > 0:
 			point = true
+		case (c == 'e' || c == 'E') && !exp && digits > 0 && text[i-1] != '.':
+			exp = true
+		case (c == '+' || c == '-') && exp && expDigits == 0 && (text[i-1] == 'e' || text[i-1] == 'E'):
 		default:
 			return 0, false, nil
 		}
 	}
-	if digits == 0 || text[len(text)-1] == '.' {
+	if digits == 0 || text[len(text)-1] == '.' || (exp && expDigits == 0) {
 		return 0, false, nil
 	}
 	v, perr := strconv.ParseFloat(string(text), 64)

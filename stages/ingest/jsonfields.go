@@ -164,7 +164,7 @@ func (d *jsonDecoder) store(s *slot, num, text []byte, isNum, isText bool, raw [
 	case isNum && s.role == roleTime && s.seconds:
 		ms, ok, err := parseEpochSeconds(num)
 		if !ok {
-			err = fmt.Errorf("epoch seconds must be digits with an optional fraction: %s", quoteShort(num))
+			err = fmt.Errorf("epoch seconds must be digits with an optional fraction and exponent: %s", quoteShort(num))
 		}
 		if err != nil {
 			return &FieldError{Field: s.field, Reason: ReasonBadTime, Problem: err.Error()}
