@@ -100,7 +100,9 @@ func derivedDefs(c ingest.Config) string {
 // match: the stage skips them, logged). Then columns.txt is written for the next start: cfg's
 // columns, then those of the record that cfg lacks (renamed, removed: the snapshots built on
 // them stay until pruned, and a column that comes back is compared with what it was). A
-// state_dir without columns.txt (new, or of a release before it) has nothing to compare.
+// state_dir without columns.txt (new, or of a release before it) has nothing to compare: where
+// the stream has derived columns, the models and keys' state it holds are moved aside
+// (moveUnknown).
 func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	dir := cfg.Detect.StateDir
 	if dir == "" {
@@ -112,6 +114,11 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if derived := defs[len(cfg.Ingest.Features):]; len(derived) > 0 {
+			if err := moveUnknown(ctx, dir, derived, log); err != nil {
+				return err
+			}
+		}
 	case err != nil:
 		return fmt.Errorf("detect.state_dir: %w", err)
 	default:
@@ -172,15 +179,48 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	return nil
 }
 
+// moveUnknown moves aside the models and keys' state of a state_dir without columns.txt (of a
+// release before it, or the file deleted) when the stream has derived columns: nothing says
+// which definitions they were built on, and the start that finds no columns.txt is the one that
+// would miss a column redefined under its name (the models built on the old values loaded and
+// scoring the new ones, silently; columns.txt then recording the new definition as theirs). A
+// cold start once (logged, the files kept) is the cost of never scoring a model on another
+// column than it was built on; an operator sure that ingest.derive has not changed since they
+// were saved moves them back (deleting the newer files saved since) and restarts (columns.txt,
+// written now, then matches and they load).
+func moveUnknown(ctx context.Context, dir string, derived []columnDef, log zerolog.Logger) error {
+	var names, defs []string
+	for _, d := range derived {
+		names = append(names, d.Column)
+		defs = append(defs, d.Column+": "+d.Is)
+	}
+	return moveAside(ctx, dir, "columns-unknown-", nil, names, log.Warn().Strs("derived_now", defs),
+		"models and keys' state of a state_dir without "+columnsFileName+" (written by a release before 2026-11-28, or the file deleted) moved aside, never loaded: "+
+			"nothing records which definitions of the derived columns they were built on. If ingest.derive has not changed since they were saved, "+
+			"stop the instance, move them back into detect.state_dir (deleting the files it saved since, newer) and start it ("+columnsFileName+" now records the definitions); else the first model is built from the stream")
+}
+
 // moveModels moves dir's model and keys' state files into a new subdirectory, with the columns'
 // record they were built under (was, columns.txt's content): moved back together, the old
 // config loads them (the record left in dir is the new columns', which would move them again).
 func moveModels(ctx context.Context, dir string, changed []string, was []byte, log zerolog.Logger) error {
+	return moveAside(ctx, dir, "columns-changed-", was, changed, log.Warn(),
+		"models and keys' state built on columns since redefined moved aside with the columns' record they were built under, never loaded (kept for a rollback: all of it moved back, with the old config): the first model is built from the stream")
+}
+
+// moveAside moves dir's model and keys' state files into a new subdirectory <prefix><time>,
+// with was as its columns.txt (nil: none), then logs ev (a warning) with the columns, the
+// files, the directory and msg; nothing when dir holds none (or does not exist yet).
+func moveAside(ctx context.Context, dir, prefix string, was []byte, columns []string, ev *zerolog.Event, msg string) error {
 	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		ev.Discard()
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("detect.state_dir: %w", err)
 	}
-	aside := filepath.Join(dir, "columns-changed-"+time.Now().UTC().Format("20060102T150405.000Z"))
+	aside := filepath.Join(dir, prefix+time.Now().UTC().Format("20060102T150405.000Z"))
 	var moved []string
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !detect.IsModelFile(e.Name()) {
@@ -190,11 +230,13 @@ func moveModels(ctx context.Context, dir string, changed []string, was []byte, l
 			if err := os.Mkdir(aside, 0o755); err != nil {
 				return fmt.Errorf("detect.state_dir: %w", err)
 			}
-			if _, err := atomicfile.Write(ctx, filepath.Join(aside, columnsFileName), func(w io.Writer) error {
-				_, err := w.Write(was)
-				return err
-			}); err != nil {
-				return fmt.Errorf("detect.state_dir: %w", err)
+			if was != nil {
+				if _, err := atomicfile.Write(ctx, filepath.Join(aside, columnsFileName), func(w io.Writer) error {
+					_, err := w.Write(was)
+					return err
+				}); err != nil {
+					return fmt.Errorf("detect.state_dir: %w", err)
+				}
 			}
 		}
 		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(aside, e.Name())); err != nil {
@@ -203,10 +245,10 @@ func moveModels(ctx context.Context, dir string, changed []string, was []byte, l
 		moved = append(moved, e.Name())
 	}
 	if len(moved) == 0 {
+		ev.Discard()
 		return nil
 	}
-	log.Warn().Strs("columns", changed).Strs("files", moved).Str("moved_to", aside).
-		Msg("models and keys' state built on columns since redefined moved aside with the columns' record they were built under, never loaded (kept for a rollback: all of it moved back, with the old config): the first model is built from the stream")
+	ev.Strs("columns", columns).Strs("files", moved).Str("moved_to", aside).Msg(msg)
 	return nil
 }
 
