@@ -22,7 +22,7 @@ import (
 // under its name at that start (d: temp's diff -> hum's) was scored by the model of the old
 // values, silently, and columns.txt then recorded the new definition as the models'. Now such a
 // state_dir's models and keys' state, where the stream has derived columns, are moved aside
-// (columns-unknown-<time>/, kept: never loaded from there), logged with the derived columns and
+// with the alarm state (columns-unknown-<time>/, kept: never loaded from there), logged with the derived columns and
 // how to take them back; columns.txt is written, so moved back they load at the next start
 // (the same derive), and a start after that moves nothing. A state_dir without derived
 // columns, or with no models yet, moves nothing.
@@ -53,8 +53,9 @@ func TestStateDirWithoutColumnsFileDistrustsDerivedModels(t *testing.T) {
 		return m
 	}
 	saved := models(dir)
-	if len(saved) == 0 {
-		t.Fatal("no model saved in state_dir")
+	savedAlarms, _ := filepath.Glob(filepath.Join(dir, "alarms-*.osnap"))
+	if len(saved) == 0 || len(savedAlarms) == 0 {
+		t.Fatalf("models %v, alarm state %v saved in state_dir: want both", saved, savedAlarms)
 	}
 	// The state_dir of a release before columns.txt.
 	if err := os.Remove(filepath.Join(dir, columnsFileName)); err != nil {
@@ -89,8 +90,8 @@ func TestStateDirWithoutColumnsFileDistrustsDerivedModels(t *testing.T) {
 	if len(models(dir)) != 0 || len(aside) != 1 || len(models(aside[0])) != len(saved) {
 		t.Fatalf("models left %v, aside %v: want the %d models moved into one columns-unknown directory", models(dir), aside, len(saved))
 	}
-	if alarms, _ := filepath.Glob(filepath.Join(dir, "alarms-*.osnap")); len(alarms) == 0 {
-		t.Errorf("the alarm state went too")
+	if alarms, _ := filepath.Glob(filepath.Join(aside[0], "alarms-*.osnap")); len(alarms) != len(savedAlarms) {
+		t.Errorf("%d alarm state files moved aside with the models, want %d", len(alarms), len(savedAlarms))
 	}
 
 	// The operator's way back: the old derive, columns.txt written with it, the files moved back.
