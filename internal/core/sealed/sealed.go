@@ -134,12 +134,13 @@ func (f Format) ReadContext(ctx context.Context, r io.Reader) (version uint32, p
 }
 
 // ReadContextVetted is ReadContext that calls vet, when not nil, with the format version and the
-// payload's first min(P, vetLen) bytes (fewer in a truncated file) as soon as they are read: before the rest of the payload
-// is read or any of it checksummed. An error of vet ends the read there and comes back as vet
-// returned it. A file of gigabytes whose head says it is of no use (built for other settings) is
-// refused in a read of its first bytes, not of all of them and their checksum. Those bytes are
-// not yet checked against the checksum: vet refuses a corrupt head for what it reads as, and must
-// let through what it cannot decide (the whole read and its checksum then do).
+// payload's first min(P, vetLen) bytes (fewer in a truncated file) as soon as they are read:
+// before the rest of the payload is read or any of it checksummed. An error of vet ends the
+// read there and comes back as vet returned it. A file of gigabytes whose head says it is of no
+// use (built for other settings) is refused in a read of its first bytes, not of all of them
+// and their checksum. Those bytes are not yet checked against the checksum: vet refuses a
+// corrupt head for what it reads as, and must let through what it cannot decide (the whole read
+// and its checksum then do).
 func (f Format) ReadContextVetted(ctx context.Context, r io.Reader, vetLen int, vet func(version uint32, head []byte) error) (version uint32, payload []byte, err error) {
 	r = ctxReader{ctx, r}
 	head := make([]byte, HeaderSize)
