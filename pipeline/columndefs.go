@@ -33,10 +33,12 @@ import (
 // state aside before the detect stage loads them (checkColumns).
 const columnsFileName = "columns.txt"
 
-// columnDef is one column and what it is.
+// columnDef is one column and what it is; Gone: a column of the record no longer in force
+// (kept for its definition: checkColumns).
 type columnDef struct {
 	Column string `json:"column"`
 	Is     string `json:"is"`
+	Gone   bool   `json:"gone,omitempty"`
 }
 
 // columnDefs are c's columns (ingest.Config.Columns, in order) with their definitions: "a
@@ -45,7 +47,7 @@ type columnDef struct {
 func columnDefs(c ingest.Config) []columnDef {
 	var defs []columnDef
 	for _, f := range c.Features {
-		defs = append(defs, columnDef{f, "a feature"})
+		defs = append(defs, columnDef{Column: f, Is: "a feature"})
 	}
 	if c.Derive == nil {
 		return defs
@@ -75,7 +77,7 @@ func columnDefs(c ingest.Config) []columnDef {
 			if n := len(f.Columns()); n > 1 {
 				d += [2]string{" (sin)", " (cos)"}[min(i, 1)]
 			}
-			defs = append(defs, columnDef{col, d})
+			defs = append(defs, columnDef{Column: col, Is: d})
 		}
 	}
 	return defs
@@ -101,7 +103,10 @@ func derivedDefs(c ingest.Config) string {
 // match: the stage skips them, logged). Then columns.txt is written for the next start: cfg's
 // columns, then those of the record that cfg lacks (renamed, removed: the snapshots built on
 // them stay until pruned, and a column that comes back is compared with what it was). A
-// state_dir without columns.txt (new, or of a release before it) has nothing to compare.
+// state_dir without columns.txt (new, or of a release before it) has nothing to compare: where
+// the stream has derived columns, the models and keys' state it holds are moved aside
+// (moveUnknown). The alarm state goes with the models, and alone when the columns in force
+// changed otherwise (moveAlarms).
 func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	dir := cfg.Detect.StateDir
 	if dir == "" {
@@ -122,6 +127,11 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if derived := defs[len(cfg.Ingest.Features):]; len(derived) > 0 {
+			if err := moveUnknown(ctx, dir, derived, log); err != nil {
+				return err
+			}
+		}
 	case err != nil:
 		return fmt.Errorf("detect.state_dir: %w", err)
 	default:
@@ -160,6 +170,7 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		}
 		for _, d := range old {
 			if !now[d.Column] {
+				d.Gone = true
 				record = append(slices.Clip(record), d)
 				now[d.Column] = true
 			}
@@ -167,6 +178,12 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	}
 	if slices.Equal(old, record) {
 		return nil
+	}
+	if old != nil && len(changed) == 0 && !slices.Equal(inForce(old), defs) {
+		// (the columns changed: the models they were saved with are not loaded)
+		if err := moveAlarms(ctx, dir, inForce(old), defs, log); err != nil {
+			return err
+		}
 	}
 	// state_dir need not exist yet (lint takes one that can be created): the stage would
 	// create it (detect.OpenSnapshotDir), after this.
@@ -184,29 +201,105 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	return nil
 }
 
-// moveModels moves dir's model and keys' state files into a new subdirectory, with the columns'
-// record they were built under (was, columns.txt's content): moved back together, the old
-// config loads them (the record left in dir is the new columns', which would move them again).
-func moveModels(ctx context.Context, dir string, changed []string, was []byte, log zerolog.Logger) error {
+// moveUnknown moves aside the models, keys' state and alarm state of a state_dir without columns.txt (of a
+// release before it, or the file deleted) when the stream has derived columns: nothing says
+// which definitions they were built on, and the start that finds no columns.txt is the one that
+// would miss a column redefined under its name (the models built on the old values loaded and
+// scoring the new ones, silently; columns.txt then recording the new definition as theirs). A
+// cold start once (logged, the files kept) is the cost of never scoring a model on another
+// column than it was built on; an operator sure that ingest.derive has not changed since they
+// were saved moves them back (deleting the newer files saved since) and restarts (columns.txt,
+// written now, then matches and they load).
+func moveUnknown(ctx context.Context, dir string, derived []columnDef, log zerolog.Logger) error {
 	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("detect.state_dir: %w", err)
 	}
-	aside := filepath.Join(dir, "columns-changed-"+time.Now().UTC().Format("20060102T150405.000Z"))
+	if !slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Type().IsRegular() && detect.IsModelFile(e.Name()) }) {
+		return nil // (no model to distrust: an alarm state alone stays, as without derived columns)
+	}
+	var names, defs []string
+	for _, d := range derived {
+		names = append(names, d.Column)
+		defs = append(defs, d.Column+": "+d.Is)
+	}
+	return moveAside(ctx, dir, "columns-unknown-", modelOrAlarm, nil, names, log.Warn().Strs("derived_now", defs),
+		"models, keys' state and alarm state of a state_dir without "+columnsFileName+" (written by a release before 2026-11-28, or the file deleted) moved aside, never loaded: "+
+			"nothing records which definitions of the derived columns they were built on. If ingest.derive has not changed since they were saved, "+
+			"stop the instance, move them back into detect.state_dir (deleting the files it saved since, newer) and start it ("+columnsFileName+" now records the definitions); else the first model is built from the stream")
+}
+
+// moveModels moves dir's model, keys' state and alarm state files into a new subdirectory, with
+// the columns' record they were built under (was, columns.txt's content): moved back together,
+// the old config loads them (the record left in dir is the new columns', which would move them
+// again). The alarm state: moveAlarms.
+func moveModels(ctx context.Context, dir string, changed []string, was []byte, log zerolog.Logger) error {
+	return moveAside(ctx, dir, "columns-changed-", modelOrAlarm, was, changed, log.Warn(),
+		"models, keys' state and alarm state built on columns since redefined moved aside with the columns' record they were built under, never loaded (kept for a rollback: all of it moved back, with the old config): the first model is built from the stream, the alarms start empty")
+}
+
+// modelOrAlarm names the files a start moves aside with the models: theirs and the alarm state's.
+func modelOrAlarm(name string) bool { return detect.IsModelFile(name) || detect.IsAlarmFile(name) }
+
+// inForce are the columns of a record that were in force at the start that wrote it.
+func inForce(record []columnDef) []columnDef {
+	return slices.DeleteFunc(slices.Clone(record), func(d columnDef) bool { return d.Gone })
+}
+
+// moveAlarms moves dir's alarm state aside when the columns in force changed from was to is (a
+// column added, removed or reordered; moveModels moves it at a redefinition): the deadband's
+// series in alarm, the alert groups and the stage's cap rest on the verdicts of the models
+// saved with them, which this start does not load (the stage skips them by the columns' names).
+// Kept, a series in alarm against the old model held its next records flagged against the new
+// one at flag_clear x min_score, a score the new model alone does not flag at (the keys' own
+// caps, in the keys' state, started afresh meanwhile). The alarms start empty with the new
+// model, as at a change of detect.window. (A record written before the gone columns were marked
+// holds them as in force: a start on it sees them removed and moves the alarm state, once.)
+func moveAlarms(ctx context.Context, dir string, was, is []columnDef, log zerolog.Logger) error {
+	cols := func(defs []columnDef) string {
+		var s []string
+		for _, d := range defs {
+			s = append(s, d.Column+": "+d.Is)
+		}
+		return strings.Join(s, "; ")
+	}
+	return moveAside(ctx, dir, "columns-changed-", detect.IsAlarmFile, nil, nil, log.Warn().Str("was", cols(was)).Str("is", cols(is)),
+		"alarm state of other columns moved aside, never loaded (kept for a rollback): the alarms (series in alarm, alert groups, the alarm cap) start empty with the new columns' model")
+}
+
+// moveAside moves dir's files that which names (detect.IsModelFile, IsAlarmFile) into a new
+// subdirectory <prefix><time>, with was as its columns.txt (nil: none), then logs ev (a
+// warning) with the columns (nil: left out), the files, the directory and msg; nothing when dir
+// holds none (or does not exist yet).
+func moveAside(ctx context.Context, dir, prefix string, which func(name string) bool, was []byte, columns []string, ev *zerolog.Event, msg string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		ev.Discard()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("detect.state_dir: %w", err)
+	}
+	aside := filepath.Join(dir, prefix+time.Now().UTC().Format("20060102T150405.000Z"))
 	var moved []string
 	for _, e := range entries {
-		if !e.Type().IsRegular() || !detect.IsModelFile(e.Name()) {
+		if !e.Type().IsRegular() || !which(e.Name()) {
 			continue
 		}
 		if len(moved) == 0 {
 			if err := os.Mkdir(aside, 0o755); err != nil {
 				return fmt.Errorf("detect.state_dir: %w", err)
 			}
-			if _, err := atomicfile.Write(ctx, filepath.Join(aside, columnsFileName), func(w io.Writer) error {
-				_, err := w.Write(was)
-				return err
-			}); err != nil {
-				return fmt.Errorf("detect.state_dir: %w", err)
+			if was != nil {
+				if _, err := atomicfile.Write(ctx, filepath.Join(aside, columnsFileName), func(w io.Writer) error {
+					_, err := w.Write(was)
+					return err
+				}); err != nil {
+					return fmt.Errorf("detect.state_dir: %w", err)
+				}
 			}
 		}
 		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(aside, e.Name())); err != nil {
@@ -215,10 +308,13 @@ func moveModels(ctx context.Context, dir string, changed []string, was []byte, l
 		moved = append(moved, e.Name())
 	}
 	if len(moved) == 0 {
+		ev.Discard()
 		return nil
 	}
-	log.Warn().Strs("columns", changed).Strs("files", moved).Str("moved_to", aside).
-		Msg("models and keys' state built on columns since redefined moved aside with the columns' record they were built under, never loaded (kept for a rollback: all of it moved back, with the old config): the first model is built from the stream")
+	if columns != nil {
+		ev = ev.Strs("columns", columns)
+	}
+	ev.Strs("files", moved).Str("moved_to", aside).Msg(msg)
 	return nil
 }
 

@@ -25,7 +25,7 @@ import (
 // each column was (columns.txt): a column of the same name and another definition moves the
 // models and keys' state saved there into a subdirectory (kept for a rollback, never loaded),
 // logged with the column, its old and new definitions and the directory; the first model is
-// then built from the stream. The alarm state stays (alarms are the keys', not the columns').
+// then built from the stream. The alarm state goes with them (TestColumnsChangedResetAlarms).
 // The same config again moves nothing.
 func TestDerivedColumnRedefinedDropsItsModels(t *testing.T) {
 	br := testsupport.KfakeBroker(t)
@@ -53,8 +53,9 @@ func TestDerivedColumnRedefinedDropsItsModels(t *testing.T) {
 		return m
 	}
 	saved := models(cfg.Detect.StateDir)
-	if len(saved) == 0 {
-		t.Fatal("no model saved in state_dir")
+	savedAlarms, _ := filepath.Glob(filepath.Join(cfg.Detect.StateDir, "alarms-*.osnap"))
+	if len(saved) == 0 || len(savedAlarms) == 0 {
+		t.Fatalf("models %v, alarm state %v saved in state_dir: want both", saved, savedAlarms)
 	}
 	// start runs the pipeline of c on the state_dir and stops it: whether a model was loaded
 	// (New loads the snapshots), with its log.
@@ -99,8 +100,8 @@ func TestDerivedColumnRedefinedDropsItsModels(t *testing.T) {
 	if len(moved) != len(saved) {
 		t.Errorf("%d models moved aside, want %d: %v", len(moved), len(saved), moved)
 	}
-	if alarms, _ := filepath.Glob(filepath.Join(cfg.Detect.StateDir, "alarms-*.osnap")); len(alarms) == 0 {
-		t.Errorf("the alarm state went too")
+	if alarms, _ := filepath.Glob(filepath.Join(cfg.Detect.StateDir, "*", "alarms-*.osnap")); len(alarms) != len(savedAlarms) {
+		t.Errorf("%d alarm state files moved aside, want the %d saved with the models: %v", len(alarms), len(savedAlarms), alarms)
 	}
 	if _, err := os.Stat(filepath.Join(cfg.Detect.StateDir, columnsFileName)); err != nil {
 		t.Errorf("no %s: %v", columnsFileName, err)

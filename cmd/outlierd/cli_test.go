@@ -341,8 +341,37 @@ func TestGenTimesFitEpochMS(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q, out %q: want exit 2 naming start-ms and period-ms", args, code, errs, out)
 		}
 	}
-	out, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "3", "--ts", "--start-ms", "-9223372036854775808", "--period-ms", "4611686018427387903")
-	if code != 0 || !strings.HasSuffix(strings.Split(strings.TrimSpace(out), "\n")[3], ",0") || !strings.HasPrefix(strings.Split(out, "\n")[3], "-2,") {
+}
+
+// TestGenTimesFitRFC3339: a --start-ms, --rows and --period-ms whose first or last row's time is
+// outside RFC 3339's years 0000-9999 is refused at the flags, naming them and the time it would
+// write: replay and the pipeline refuse such a time (bad_event_time), so gen wrote a stream
+// they read none of (exit 0 before). The widest span that fits, 0000-01-01T00:00:00Z to
+// 9999-12-31T23:59:59.999Z, is written.
+func TestGenTimesFitRFC3339(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--start-ms", "253402300799999"}, []string{"--start-ms 253402300799999", "--rows 3", "--period-ms 60000", "253402300919999", "10000-01-01T00:01:59.999Z", "bad_event_time"}},
+		{[]string{"--start-ms", "0", "--period-ms", "126701150400000"}, []string{"--period-ms 126701150400000", "253402300800000", "10000-01-01T00:00:00Z"}},
+		{[]string{"--start-ms", "-62167219200001"}, []string{"--start-ms -62167219200001", "-0001-12-31T23:59:59.999Z", "0000-01-01T00:00:00Z"}},
+		{[]string{"--start-ms", "-9223372036854775808", "--period-ms", "4611686018427387903"}, []string{"--start-ms -9223372036854775808"}},
+	} {
+		out, errs, code := outlierd(t, append([]string{"gen", "--kind", "sensors", "--rows", "3", "--ts"}, c.args...)...)
+		if code != 2 || out != "" {
+			t.Errorf("%v: exit %d, stderr %q, out %q: want exit 2", c.args, code, errs, out)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errs, w) {
+				t.Errorf("%v: stderr %q does not say %q", c.args, errs, w)
+			}
+		}
+	}
+	out, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "2", "--ts", "--start-ms", "-62167219200000", "--period-ms", "315569519999999")
+	rows := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(rows) != 3 || !strings.HasPrefix(rows[1], "-62167219200000,") || !strings.HasPrefix(rows[2], "253402300799999,") {
 		t.Errorf("the widest span that fits: exit %d, stderr %q, out %q", code, errs, out)
 	}
 }

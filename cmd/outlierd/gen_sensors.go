@@ -5,10 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/stages/ingest"
 )
 
 // sensorFlags are gen's options for --kind sensors (synth.SeriesParams; its file comment
@@ -46,7 +50,7 @@ func addSensorFlags(fs *flag.FlagSet) *sensorFlags {
 	fs.IntVar(&p.DriftEvery, "drift-every", p.DriftEvery, "sensors: rows per --drift sd")
 	fs.Float64Var(&p.Daily, "daily", 0, "sensors: daily seasonality amplitude in sd (peak at 15:00 UTC); normal, never labelled")
 	fs.IntVar(&p.Contextual, "contextual", 0, "sensors: contextual anomalies: a reading normal twelve hours away (needs --daily)")
-	fs.Int64Var(&p.StartMS, "start-ms", p.StartMS, "sensors: timestamp of row 0, epoch ms (default 2026-01-01T00:00Z)")
+	fs.Int64Var(&p.StartMS, "start-ms", p.StartMS, "sensors: timestamp of row 0, epoch ms (default 2026-01-01T00:00Z; every row's, start + (rows-1) x period, must be in the years 0000-9999, as replay and the pipeline read)")
 	fs.Int64Var(&p.PeriodMS, "period-ms", p.PeriodMS, "sensors: sample period in ms (row i is at start + i*period; with --keys the fleet's, so a key reads about every keys x period: --keys 200 --period-ms 300 for one reading a minute a key)")
 	fs.BoolVar(&sf.ts, "ts", false, "sensors: write a first column ts (epoch ms)")
 	fs.IntVar(&p.Keys, "keys", 0, "sensors: a fleet of N keys (a key column; each row one reading of a random key) with their own baselines and noise")
@@ -97,6 +101,9 @@ func genSensors(sf *sensorFlags, rows int, seed uint64, set map[string]bool, std
 		return usageError{fmt.Errorf("--keys must be at most --rows (%d), got %d", rows, sf.p.Keys)}
 	}
 	if err := genFits(rows, sf.p.Sensors, 1, "--sensors"); err != nil {
+		return err
+	}
+	if err := genTimesFit(sf.p.StartMS, sf.p.PeriodMS, rows); err != nil {
 		return err
 	}
 	s, err := synth.SensorSeries(sf.p)
@@ -158,4 +165,35 @@ func genSensors(sf *sensorFlags, rows int, seed uint64, set map[string]bool, std
 		}
 	}
 	return bw.Flush()
+}
+
+// genTimesFit refuses a --start-ms, --rows and --period-ms whose first or last row's time is
+// outside the years 0000-9999 (ingest.MinEventMS, MaxEventMS), naming the flags and the time:
+// replay and the pipeline refuse such an event time (a dead letter, bad_event_time), so the
+// stream would be read as none. A period < 1 or no rows is left to synth's checks.
+func genTimesFit(start, period int64, rows int) error {
+	const why = "the event times replay and the pipeline read are RFC 3339's years 0000-9999 (outside them a record is a dead letter, bad_event_time)"
+	if start < ingest.MinEventMS {
+		return usageError{fmt.Errorf("--start-ms %d is %s, before 0000-01-01T00:00:00Z: %s", start, genTime(start), why)}
+	}
+	if period < 1 || rows < 1 {
+		return nil
+	}
+	hi, span := bits.Mul64(uint64(rows-1), uint64(period))
+	flags := fmt.Sprintf("--start-ms %d + (--rows %d - 1) x --period-ms %d", start, rows, period)
+	if hi != 0 || span > uint64(ingest.MaxEventMS-start) { // (start >= MinEventMS: no overflow)
+		last := "past the largest epoch ms"
+		if hi == 0 && span <= uint64(math.MaxInt64-start) {
+			t := start + int64(span)
+			last = fmt.Sprintf("%d (%s)", t, genTime(t))
+		}
+		return usageError{fmt.Errorf("%s: the last row's time would be %s, after 9999-12-31T23:59:59.999Z: %s; a smaller --start-ms, --rows or --period-ms", flags, last, why)}
+	}
+	return nil
+}
+
+// genTime is epoch milliseconds ms as RFC 3339 (in more digits or with a sign outside the
+// years 0000-9999, as Go writes them).
+func genTime(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.999Z07:00")
 }

@@ -422,7 +422,7 @@ func (s *Stage) loadKeyStates(ctx context.Context, d *SnapshotDir) (uint64, erro
 		k := s.newKeyed()
 		var at uint64
 		var newest bool
-		err := readSealedFile(ctx, path, keysSnapshotFile, func(format uint32, p []byte) (err error) {
+		err := readSealedFileVetted(ctx, path, keysSnapshotFile, keyHeaderVet(s.features, &s.cfg), func(format uint32, p []byte) (err error) {
 			at, err = k.decodeKeys(ctx, format, p, s.features, &s.cfg)
 			newest = format == KeysSnapshotFormat
 			return err
@@ -456,21 +456,48 @@ func (s *Stage) loadKeyStates(ctx context.Context, d *SnapshotDir) (uint64, erro
 	return 0, nil
 }
 
+// keyHeadRead is how much of a keys' state payload keyHeaderVet reads: a header of a hundred
+// features of 1,000 bytes each fits; a longer one is checked after the whole read, as before.
+const keyHeadRead = 1 << 17
+
+// keyHeaderVet refuses a keys' state file built for other features or keys' settings by its
+// header (checkKeyHeader on the payload's first keyHeadRead bytes), before its body is read and
+// checksummed: at a million keys a file is 12.7 GB, and after a change of ingest.features every
+// file of state_dir (up to 3) was read whole at the start to be discarded (minutes). What it
+// cannot decide (a header longer than what it read, or one that does not decode) it lets
+// through to the whole read. A header corrupt into another configuration's is refused as a
+// mismatch rather than by its checksum: skipped either way.
+func keyHeaderVet(features []string, cfg *Config) func(uint32, []byte) error {
+	return func(_ uint32, head []byte) error {
+		if err := checkKeyHeader(sealed.NewDecoder(head), features, cfg); errors.Is(err, ErrSnapshotMismatch) {
+			return err
+		}
+		return nil
+	}
+}
+
 // readSealedFile reads path, a file of format sf, and decodes its payload; ctx ends the read
 // (sealed.ReadContext: a stop during the start), its error then ctx's.
 func readSealedFile(ctx context.Context, path string, sf sealed.Format, decode func(format uint32, p []byte) error) error {
+	return readSealedFileVetted(ctx, path, sf, nil, decode)
+}
+
+// readSealedFileVetted is readSealedFile that refuses the file by the payload's head when vet
+// (nil: none) does, before the rest is read (sealed.ReadContextVetted; keyHeadRead bytes).
+func readSealedFileVetted(ctx context.Context, path string, sf sealed.Format, vet func(uint32, []byte) error, decode func(format uint32, p []byte) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("detect: %s: %w", sf.Name, err)
 	}
 	defer f.Close()
-	format, p, err := sf.ReadContext(ctx, bufio.NewReader(f))
+	format, p, err := sf.ReadContextVetted(ctx, bufio.NewReader(f), keyHeadRead, vet)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		err = decode(format, p)
-	} else {
+	case !errors.Is(err, ErrSnapshotMismatch): // (vet's refusal is already the stage's)
 		err = sealedErr(err)
 	}
 	if err != nil && !errors.Is(err, ErrSnapshotFormat) && !errors.Is(err, ErrSnapshotMismatch) {

@@ -117,12 +117,19 @@ func snapshotSeq(name, prefix string) (uint64, bool) {
 }
 
 // IsModelFile says whether name (a file name in detect.state_dir) is one of the files built on
-// the columns' values: a model snapshot or a keys' state (not the alarm state, which is the
-// keys' series, whatever the columns).
+// the columns' values: a model snapshot or a keys' state (not the alarm state: IsAlarmFile).
 func IsModelFile(name string) bool {
 	_, model := snapshotSeq(name, snapshotPrefix)
 	_, keys := snapshotSeq(name, keysPrefix)
 	return model || keys
+}
+
+// IsAlarmFile says whether name (a file name in detect.state_dir) is an alarm state file: the
+// verdicts' state that rests on the models it was saved with (pipeline: moved aside with them
+// when the columns change).
+func IsAlarmFile(name string) bool {
+	_, alarms := snapshotSeq(name, alarmsPrefix)
+	return alarms
 }
 
 // List returns the snapshot files, newest first.

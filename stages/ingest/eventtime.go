@@ -59,19 +59,19 @@ func epochDigits(text []byte) bool {
 	return len(text) > 0
 }
 
-// The instants an event time may be: RFC 3339's years 0000-9999, in UTC, which the outputs'
-// "timestamp" is written in (Go's time.Format writes a year past 9999, or before 0, in more
-// digits or with a sign, which no RFC 3339 reader takes). An epoch number beyond them is, in
-// practice, a producer's epoch microseconds or nanoseconds: read as milliseconds the year
-// 57878 for 2025-11-28's.
+// MinEventMS and MaxEventMS bound the instants an event time may be (and outlierd gen's
+// times): RFC 3339's years 0000-9999, in UTC, which the outputs' "timestamp" is written in
+// (Go's time.Format writes a year past 9999, or before 0, in more digits or with a sign, which
+// no RFC 3339 reader takes). An epoch number beyond them is, in practice, a producer's epoch
+// microseconds or nanoseconds: read as milliseconds the year 57878 for 2025-11-28's.
 const (
-	minEventMS = -62167219200000 // 0000-01-01T00:00:00Z
-	maxEventMS = 253402300799999 // 9999-12-31T23:59:59.999Z
+	MinEventMS = -62167219200000 // 0000-01-01T00:00:00Z
+	MaxEventMS = 253402300799999 // 9999-12-31T23:59:59.999Z
 )
 
-// checkEpochMS refuses epoch milliseconds ms (written as text) outside [minEventMS, maxEventMS].
+// checkEpochMS refuses epoch milliseconds ms (written as text) outside [MinEventMS, MaxEventMS].
 func checkEpochMS(ms int64, text []byte) error {
-	if ms >= minEventMS && ms <= maxEventMS {
+	if ms >= MinEventMS && ms <= MaxEventMS {
 		return nil
 	}
 	return fmt.Errorf("epoch milliseconds %s are the year %d, outside RFC 3339's years 0000-9999 that the outputs write: epoch microseconds or nanoseconds? (ingest.event_time_unit is ms)",
@@ -112,11 +112,11 @@ func parseEpochSeconds(text []byte) (ms int64, ok bool, err error) {
 		return 0, false, nil
 	}
 	v, perr := strconv.ParseFloat(string(text), 64)
-	if perr != nil || math.Abs(v) > float64(maxEventMS)/1000+1 {
+	if perr != nil || math.Abs(v) > float64(MaxEventMS)/1000+1 {
 		return 0, true, fmt.Errorf("epoch seconds %s are outside RFC 3339's years 0000-9999 that the outputs write: epoch milliseconds or finer? (ingest.event_time_unit is s)", quoteShort(text))
 	}
 	ms = int64(math.Round(v * 1000))
-	if ms < minEventMS || ms > maxEventMS {
+	if ms < MinEventMS || ms > MaxEventMS {
 		return 0, true, fmt.Errorf("epoch seconds %s are outside RFC 3339's years 0000-9999 that the outputs write: epoch milliseconds or finer? (ingest.event_time_unit is s)", quoteShort(text))
 	}
 	return ms, true, nil

@@ -130,6 +130,18 @@ const sumPiece = 4 << 20
 // wait for it); its error is then ctx.Err(), unwrapped (not a FormatError: the file was not
 // found wrong).
 func (f Format) ReadContext(ctx context.Context, r io.Reader) (version uint32, payload []byte, err error) {
+	return f.ReadContextVetted(ctx, r, 0, nil)
+}
+
+// ReadContextVetted is ReadContext that calls vet, when not nil, with the format version and the
+// payload's first min(P, vetLen) bytes (fewer in a truncated file) as soon as they are read:
+// before the rest of the payload is read or any of it checksummed. An error of vet ends the
+// read there and comes back as vet returned it. A file of gigabytes whose head says it is of no
+// use (built for other settings) is refused in a read of its first bytes, not of all of them
+// and their checksum. Those bytes are not yet checked against the checksum: vet refuses a
+// corrupt head for what it reads as, and must let through what it cannot decide (the whole read
+// and its checksum then do).
+func (f Format) ReadContextVetted(ctx context.Context, r io.Reader, vetLen int, vet func(version uint32, head []byte) error) (version uint32, payload []byte, err error) {
 	r = ctxReader{ctx, r}
 	head := make([]byte, HeaderSize)
 	if n, err := io.ReadFull(r, head); err != nil {
@@ -153,10 +165,19 @@ func (f Format) ReadContext(ctx context.Context, r io.Reader) (version uint32, p
 		return 0, nil, formatErr("payload length %d exceeds the limit %d", plen, f.MaxPayload)
 	}
 	var body bytes.Buffer
-	n, err := body.ReadFrom(io.LimitReader(r, int64(plen)+SumSize))
-	if err != nil {
+	if vet != nil {
+		want := min(plen, uint64(max(vetLen, 0)))
+		if _, err := body.ReadFrom(io.LimitReader(r, int64(want))); err != nil {
+			return 0, nil, err
+		}
+		if err := vet(version, body.Bytes()); err != nil { // (fewer bytes when the file is cut)
+			return 0, nil, err
+		}
+	}
+	if _, err := body.ReadFrom(io.LimitReader(r, int64(plen)+SumSize-int64(body.Len()))); err != nil {
 		return 0, nil, err
 	}
+	n := body.Len()
 	if uint64(n) < plen+SumSize {
 		return 0, nil, formatErr("truncated: %d of %d bytes after the header", n, plen+SumSize)
 	}

@@ -1,0 +1,122 @@
+package pipeline
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/ingest"
+	"github.com/outlierd/outlierd/stages/sink"
+)
+
+// TestStateDirWithoutColumnsFileDistrustsDerivedModels: a state_dir written before columns.txt
+// existed (a release before 2026-11-28) holds models whose derived columns' definitions nothing
+// records. Its first start loaded them whatever ingest.derive now says, so a column redefined
+// under its name at that start (d: temp's diff -> hum's) was scored by the model of the old
+// values, silently, and columns.txt then recorded the new definition as the models'. Now such a
+// state_dir's models and keys' state, where the stream has derived columns, are moved aside
+// with the alarm state (columns-unknown-<time>/, kept: never loaded from there), logged with the derived columns and
+// how to take them back; columns.txt is written, so moved back they load at the next start
+// (the same derive), and a start after that moves nothing. A state_dir without derived
+// columns, or with no models yet, moves nothing.
+func TestStateDirWithoutColumnsFileDistrustsDerivedModels(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
+	const n = 1500
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", i%3),
+			Value: fmt.Appendf(nil, `{"temp":%g,"hum":%g}`, 20+float64(i%7)/10, 1000+float64(i%13)*3)}
+	}
+	testsupport.Produce(t, br, recs...)
+	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
+	cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp", "hum"}, nil
+	cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "temp", Name: "d"}}}
+	cfg.Detect.FlagBy = detect.FlagBySignificance
+	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Distance.N = 1000, 500, 50
+	cfg.Detect.StateDir = t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	runUntilOut(t, cfg, n)
+	dir := cfg.Detect.StateDir
+	models := func(dir string) []string {
+		m, _ := filepath.Glob(filepath.Join(dir, "model-*.osnap"))
+		return m
+	}
+	saved := models(dir)
+	savedAlarms, _ := filepath.Glob(filepath.Join(dir, "alarms-*.osnap"))
+	if len(saved) == 0 || len(savedAlarms) == 0 {
+		t.Fatalf("models %v, alarm state %v saved in state_dir: want both", saved, savedAlarms)
+	}
+	// The state_dir of a release before columns.txt.
+	if err := os.Remove(filepath.Join(dir, columnsFileName)); err != nil {
+		t.Fatal(err)
+	}
+	start := func(c Config) (bool, string) {
+		r, logs := startLogged(t, c)
+		loaded := r.p.Detect().Model() != nil
+		if err := r.stop(t, c.Run.ShutdownTimeout+10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return loaded, logs.String()
+	}
+	redef := cfg
+	redef.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "hum", Name: "d"}}}
+	loaded, log := start(redef)
+	if loaded {
+		t.Fatalf("a state_dir without %s, d redefined (temp's diff -> hum's): the model built on temp's diff was loaded: %s", columnsFileName, log)
+	}
+	var line string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "moved_to") {
+			line = l
+		}
+	}
+	for _, want := range []string{`"level":"warn"`, `"columns":["d"]`, "model-", `"moved_to":"` + dir + "/columns-unknown-", "columns.txt"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the line of the files moved lacks %s: %q (log %s)", want, line, log)
+		}
+	}
+	aside, _ := filepath.Glob(filepath.Join(dir, "columns-unknown-*"))
+	if len(models(dir)) != 0 || len(aside) != 1 || len(models(aside[0])) != len(saved) {
+		t.Fatalf("models left %v, aside %v: want the %d models moved into one columns-unknown directory", models(dir), aside, len(saved))
+	}
+	if alarms, _ := filepath.Glob(filepath.Join(aside[0], "alarms-*.osnap")); len(alarms) != len(savedAlarms) {
+		t.Errorf("%d alarm state files moved aside with the models, want %d", len(alarms), len(savedAlarms))
+	}
+
+	// The operator's way back: the old derive, columns.txt written with it, the files moved back.
+	if err := os.Remove(filepath.Join(dir, columnsFileName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, log := start(cfg); strings.Contains(log, "moved_to") { // (state_dir holds no model now)
+		t.Fatalf("a state_dir without models moved something: %s", log)
+	}
+	for _, m := range models(aside[0]) {
+		if err := os.Rename(m, filepath.Join(dir, filepath.Base(m))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if loaded, log := start(cfg); !loaded || strings.Contains(log, "moved_to") {
+		t.Fatalf("moved back under columns.txt of the same derive: loaded %v, want loaded and nothing moved: %s", loaded, log)
+	}
+
+	// No derived columns: nothing to distrust.
+	if err := os.Remove(filepath.Join(dir, columnsFileName)); err != nil {
+		t.Fatal(err)
+	}
+	plain := cfg
+	plain.Ingest.Derive = nil
+	if _, log := start(plain); strings.Contains(log, "moved_to") {
+		t.Errorf("no derived columns, and files were moved: %s", log)
+	}
+}
