@@ -3,6 +3,7 @@ package metrics
 import (
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
@@ -27,6 +28,10 @@ const (
 	liveAlertCap = 512
 	// liveModelCap is the model versions kept.
 	liveModelCap = 32
+	// liveKeyMax bounds the bytes of a record's key the feed keeps (cut on a rune boundary and
+	// marked "…"): the keys are whoever writes to the input topic's, up to a message's size, and
+	// the rings hold 8,704 of them.
+	liveKeyMax = 256
 )
 
 // livePoint is one sampled scored record.
@@ -127,7 +132,7 @@ func (m *Metrics) OfferBatch(b *batch.Batch, flagged int) {
 		if keys == nil || keys.IsNull(i) {
 			return ""
 		}
-		return string(keys.Value(i))
+		return liveKey(keys.Value(i))
 	}
 	var sampled [livePointsPerBatch]livePoint
 	ns := 0
@@ -180,6 +185,19 @@ func (m *Metrics) OfferBatch(b *batch.Batch, flagged int) {
 		f.alerts.push(alerts[i], func(a *liveAlert, seq uint64) { a.seq = seq })
 	}
 	f.mu.Unlock()
+}
+
+// liveKey is the key as the feed keeps it: whole up to liveKeyMax bytes, else its first whole
+// runes within liveKeyMax bytes and "…".
+func liveKey(k []byte) string {
+	if len(k) <= liveKeyMax {
+		return string(k)
+	}
+	cut := liveKeyMax
+	for cut > 0 && !utf8.RuneStart(k[cut]) {
+		cut--
+	}
+	return string(k[:cut]) + "…"
 }
 
 // modelChanged records info in the model history unless it is the last entry already (a

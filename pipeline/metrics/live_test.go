@@ -320,3 +320,36 @@ func TestLiveAlertAsTheSinkWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveFeedBoundsKeys: the feed keeps at most liveKeyMax bytes of a record's key (cut on a
+// rune boundary, marked with "…"). The keys come from whoever writes to the input topic: before,
+// the feed kept each key whole, so records with 1 MB keys (a broker's default message limit)
+// held about 8.6 GB in the rings (8,192 points and 512 alerts) and every page that opened was
+// sent all of it.
+func TestLiveFeedBoundsKeys(t *testing.T) {
+	m := New()
+	huge := strings.Repeat("x", liveKeyMax-1) + "é" + strings.Repeat("y", 1<<20) // é straddles the bound
+	rows := make([]testbatch.Row, 32)
+	for i := range rows {
+		rows[i] = testbatch.Row{Partition: 1, Offset: int64(i), Key: []byte(huge), Features: []float32{1, 2},
+			Score: batch.Score{Scored: true, Outlier: i%2 == 0, Score: 9, Threshold: 5}}
+	}
+	b := testbatch.New(t, memory.NewGoAllocator(), "in", liveFeatures, false, true, rows)
+	defer b.Release()
+	m.OfferBatch(b, 16)
+	s := m.live.read(0, 0, 0)
+	if len(s.points) == 0 || len(s.alerts) != 16 {
+		t.Fatalf("%d points, %d alerts: want some and 16", len(s.points), len(s.alerts))
+	}
+	want := strings.Repeat("x", liveKeyMax-1) + "…" // (the whole é does not fit: cut before it)
+	for _, p := range s.points {
+		if p.key != want {
+			t.Fatalf("a point's key of %d bytes (%q...), want the first %d bytes of the rune-whole key and …", len(p.key), p.key[:min(len(p.key), 8)], liveKeyMax-1)
+		}
+	}
+	for _, a := range s.alerts {
+		if a.key != want {
+			t.Fatalf("an alert's key of %d bytes, want %d", len(a.key), len(want))
+		}
+	}
+}

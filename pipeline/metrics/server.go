@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -65,10 +66,14 @@ func Listen(addr string, m *Metrics, log zerolog.Logger) (*Server, error) {
 	// Every request's context ends when Shutdown begins, so the live view's event streams, which
 	// never go idle, end instead of holding Shutdown until its deadline.
 	base, stopStreams := context.WithCancel(context.Background())
+	h := m.Handler()
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
+		h = loopbackHostsOnly(h)
+	}
 	s := &Server{
 		srv: &http.Server{
 			BaseContext: func(net.Listener) context.Context { return base },
-			Handler:     m.Handler(),
+			Handler:     h,
 			// A scrape is small and local; these bound what a stuck client can hold.
 			ReadHeaderTimeout: 5 * time.Second,
 			WriteTimeout:      30 * time.Second,
@@ -88,6 +93,37 @@ func Listen(addr string, m *Metrics, log zerolog.Logger) (*Server, error) {
 		s.done <- err
 	}()
 	return s, nil
+}
+
+// loopbackHostsOnly wraps the handler of a listener on a loopback address: a request whose Host
+// is not a loopback name (localhost, a 127.0.0.0/8 or ::1 address; any port) is answered 421.
+// Only a browser sends such a request to a loopback port: a page that rebound its own name to
+// 127.0.0.1 (DNS rebinding) to read the live view's records and /metrics under its own origin.
+// A listener on other addresses (0.0.0.0 in a container) is reached by names the network gives
+// it, and answers every Host.
+func loopbackHostsOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackHost(r.Host) {
+			http.Error(w, fmt.Sprintf("host %q is not a loopback name: this listener (http.listen) is on a loopback address", r.Host),
+				http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHost reports whether a Host header (host or host:port) names the loopback interface.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Addr is the address the server listens on (with the port chosen when addr had port 0).

@@ -451,7 +451,7 @@ func (k *keyedScorer) newState(key string, cfg *Config, d int) *keyState {
 	}
 	k.keys[key] = st
 	k.gen++
-	k.bytes += k.bytesOf(w, d, false) + recentBytes(cfg.RecentScores, cfg.RecentBlocks())
+	k.bytes += k.bytesOf(w, d, false) + recentBytes(cfg.RecentScores, cfg.RecentBlocks()) + int64(len(key)) // (a key is as long as the input's writer makes it)
 	return st
 }
 
@@ -472,7 +472,7 @@ func (k *keyedScorer) remove(st *keyState, d int) {
 	st.gone = true // (its touches in the recency log are stale from now on)
 	delete(k.keys, st.key)
 	k.gen++
-	k.bytes -= k.bytesOf(st.sig.len(), d, st.warm) + st.recent.bytes()
+	k.bytes -= k.bytesOf(st.sig.len(), d, st.warm) + st.recent.bytes() + int64(len(st.key))
 	if st.warm {
 		k.warm--
 		k.markDirty(st)

@@ -175,7 +175,11 @@ func (k *keyedScorer) makeNewKeys(sts []*keyState, keys *array.Binary, cfg *Conf
 	if len(fresh) == 0 {
 		return true // no key is made: none can be evicted
 	}
-	if len(k.keys)+len(distinct) > cfg.Keys.MaxKeys || cfg.Keys.MaxBytes > 0 && k.mostBytes(sts, len(distinct), cfg, d) > cfg.Keys.MaxBytes {
+	newKeyBytes := 0
+	for key := range distinct {
+		newKeyBytes += len(key)
+	}
+	if len(k.keys)+len(distinct) > cfg.Keys.MaxKeys || cfg.Keys.MaxBytes > 0 && k.mostBytes(sts, len(distinct), newKeyBytes, cfg, d) > cfg.Keys.MaxBytes {
 		return false
 	}
 	for _, i := range fresh {
@@ -189,11 +193,12 @@ func (k *keyedScorer) makeNewKeys(sts []*keyState, keys *array.Binary, cfg *Conf
 	return true
 }
 
-// mostBytes is the most bytes the keys can hold once the batch's newKeys are made: each new key
-// with its first model, and the first model of each held key of the batch not warm yet.
-func (k *keyedScorer) mostBytes(sts []*keyState, newKeys int, cfg *Config, d int) int64 {
+// mostBytes is the most bytes the keys can hold once the batch's newKeys (of newKeyBytes bytes
+// together) are made: each new key with its first model, and the first model of each held key
+// of the batch not warm yet.
+func (k *keyedScorer) mostBytes(sts []*keyState, newKeys, newKeyBytes int, cfg *Config, d int) int64 {
 	w := cfg.Keys.Window
-	most := k.bytes + int64(newKeys)*(k.bytesOf(w, d, true)+recentBytes(cfg.RecentScores, cfg.RecentBlocks()))
+	most := k.bytes + int64(newKeys)*(k.bytesOf(w, d, true)+recentBytes(cfg.RecentScores, cfg.RecentBlocks())) + int64(newKeyBytes)
 	counted := map[*keyState]bool{}
 	for _, st := range sts {
 		if st != nil && !st.warm && !counted[st] {

@@ -90,7 +90,7 @@ func TestKeyedParallelNearMaxBytes(t *testing.T) {
 		t.Fatalf("stats %+v: want the 40 keys warm", st)
 	}
 	w := cfg.Keys.Window
-	newKey := keyBytes(w, 1, true) + recentBytes(cfg.RecentScores, cfg.RecentBlocks()) // a new key with its first model
+	newKey := keyBytes(w, 1, true) + recentBytes(cfg.RecentScores, cfg.RecentBlocks()) + int64(len("sensor-new")) // a new key with its first model, and its name
 	held := make([]*keyState, 0, 40)
 	k.lru.each(func(st *keyState) { held = append(held, st) })
 	batchOf := func(fresh bool) ([]*keyState, *array.Binary) {
@@ -129,7 +129,7 @@ func TestKeyedParallelNearMaxBytes(t *testing.T) {
 		}
 		if got && c.fresh { // (made: drop it again, untouched, for the next case)
 			st := k.keys["sensor-new"]
-			k.bytes -= k.bytesOf(w, 1, false) + recentBytes(cfg.RecentScores, cfg.RecentBlocks())
+			k.bytes -= k.bytesOf(w, 1, false) + recentBytes(cfg.RecentScores, cfg.RecentBlocks()) + int64(len(st.key))
 			delete(k.keys, st.key)
 		}
 		if len(k.keys) != before {

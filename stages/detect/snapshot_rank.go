@@ -100,6 +100,13 @@ func decodeRanker(d *sealed.Decoder, features []string, weighted bool) (*Ranker,
 	if d.Err() != nil {
 		return nil, sealedErr(d.Err())
 	}
+	// The calibrations' slopes and knees below search them as sorted: scores out of order (no
+	// build's, but anyone's who can write to the model topic) would index past their end.
+	for i := range cals {
+		if err := checkCalibrationScores(cals[i].Sorted); err != nil {
+			return nil, err
+		}
+	}
 	// Laid out as a build lays them (buildRankerOn, buildKeyModel): the tails' values and the
 	// sample in one allocation, the float64 arrays in another (below), so that a key read back holds
 	// the heap its build did (keyBytes; each array alone rounds up to the allocator's next size).
@@ -177,12 +184,22 @@ func checkRanker(r *Ranker) error {
 		}
 	}
 	for _, c := range [][]float64{r.Density.Sorted, r.Distance.Sorted, r.Combined()} {
-		if len(c) == 0 || !slices.IsSorted(c) || !finite(c[0]) || !finite(c[len(c)-1]) {
-			return snapErr("a calibration of %d scores is empty, unsorted or not finite", len(c))
+		if err := checkCalibrationScores(c); err != nil {
+			return err
 		}
 	}
 	if !finite(r.Density.Slope) || !finite(r.Distance.Slope) || r.Density.Slope < 0 || r.Distance.Slope < 0 {
 		return snapErr("calibration slopes %v, %v", r.Density.Slope, r.Distance.Slope)
+	}
+	return nil
+}
+
+// checkCalibrationScores refuses calibration scores that are empty, not ascending or not finite
+// (ascending with finite ends: every one finite; slices.IsSorted sees a NaN as out of order).
+func checkCalibrationScores(c []float64) error {
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	if len(c) == 0 || !slices.IsSorted(c) || !finite(c[0]) || !finite(c[len(c)-1]) {
+		return snapErr("a calibration of %d scores is empty, unsorted or not finite", len(c))
 	}
 	return nil
 }
