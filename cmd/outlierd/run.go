@@ -15,6 +15,7 @@ import (
 
 	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/core/config"
+	"github.com/outlierd/outlierd/internal/core/kafkasec"
 	"github.com/outlierd/outlierd/pipeline"
 	"github.com/outlierd/outlierd/pipeline/metrics"
 	"github.com/outlierd/outlierd/stages/detect"
@@ -55,6 +56,9 @@ func runLint(args []string, stdout, stderr io.Writer) error {
 	for _, w := range roleKeysWarnings(*path, cfg) {
 		fmt.Fprintln(stderr, w)
 	}
+	for _, w := range plainPasswordWarnings(*path, cfg) {
+		fmt.Fprintln(stderr, w)
+	}
 	fmt.Fprintf(stdout, "%s: ok\n", *path)
 	return nil
 }
@@ -71,6 +75,27 @@ func eventZoneWarning(path string, ic ingest.Config, timeCol, instead string) st
 	return config.Locate(path, config.Fieldf("ingest.event_time_zone",
 		"warning: %q applies to no record: without ingest.event_time_field %s (the zone of derive's time_of_day and day_of_week is ingest.derive.timezone)",
 		ic.EventTimeZone, instead)).Error()
+}
+
+// plainPasswordWarnings are lint's warnings, at each section's tls.insecure_skip_verify, for
+// SASL/PLAIN to a broker whose certificate is not checked: PLAIN sends the password itself, and
+// an unverified TLS peer may be anyone on the path, so a man in the middle reads it (SCRAM never
+// sends it). Valid for a throw-away test broker, which is what the key is for: a warning.
+func plainPasswordWarnings(path string, cfg pipeline.Config) []string {
+	var out []string
+	for _, s := range []struct {
+		key string
+		sec kafkasec.Config
+	}{{"ingest.security.", cfg.Ingest.Security}, {"sink.security.", cfg.Sink.Security}} {
+		if s.key == "sink.security." && reflect.DeepEqual(s.sec, cfg.Ingest.Security) {
+			continue // (the sink's section left out takes the input's: warned there once)
+		}
+		if s.sec.TLS.Enabled && s.sec.TLS.InsecureSkipVerify && strings.EqualFold(s.sec.SASL.Mechanism, kafkasec.MechanismPlain) {
+			out = append(out, config.Locate(path, config.Fieldf(s.key+"tls.insecure_skip_verify",
+				"warning: true with sasl.mechanism plain: the password goes to whichever server answers, its certificate unchecked, so a man in the middle reads it (use scram-sha-256/512, or verify the broker: tls.ca_file, tls.server_name)")).Error())
+		}
+	}
+	return out
 }
 
 // unusedKeysWarnings are lint's warnings, one per key at its file:line:column, for the
