@@ -70,6 +70,10 @@ func TestDerivedColumnRedefinedDropsItsModels(t *testing.T) {
 	if loaded, log := start(cfg); !loaded {
 		t.Fatalf("the same config did not load its model: %s", log)
 	}
+	// (That start's stop may save the alarm state once more, as its offsets moved: what the
+	// redefinition must move is what state_dir holds now.)
+	saved = models(cfg.Detect.StateDir)
+	savedAlarms, _ = filepath.Glob(filepath.Join(cfg.Detect.StateDir, "alarms-*.osnap"))
 	redef := cfg
 	redef.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "hum", Name: "d"}}}
 	loaded, log := start(redef)

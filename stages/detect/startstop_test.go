@@ -73,7 +73,11 @@ func TestNewStageContextCutsTheSnapshotLoad(t *testing.T) {
 	if s != nil {
 		t.Error("NewStageContext returned a stage with its error")
 	}
-	if took > full/2 {
+	// A load not cut takes about full (the shorter of two whole loads: at least full under the
+	// same load); a cut one returns soon after full/10, but make test's other packages on 2
+	// cores delayed the return 205 ms past a 48 ms cancel once (253 ms of a 482 ms load): 3/4 of
+	// full keeps that apart from a load run to its end.
+	if took > 3*full/4 {
 		t.Errorf("NewStageContext returned %v after the start, %v after the cancel: the whole load takes %v", took, took-full/10, full)
 	}
 	if strings.Contains(logs.String(), "skipped") {
