@@ -1,18 +1,11 @@
 package pipeline
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/outlierd/outlierd/internal/testsupport"
-	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/ingest"
-	"github.com/outlierd/outlierd/stages/sink"
 )
 
 // TestColumnsChangedResetAlarms: the alarm state (the deadband's series in alarm, the alert
@@ -26,26 +19,7 @@ import (
 // detect.window change refuses it: the alarms start empty with the new model. The same columns
 // again load it.
 func TestColumnsChangedResetAlarms(t *testing.T) {
-	br := testsupport.KfakeBroker(t)
-	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
-	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
-	const n = 1500
-	recs := make([]*kgo.Record, n)
-	for i := range recs {
-		recs[i] = &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", i%3),
-			Value: fmt.Appendf(nil, `{"temp":%g,"hum":%g}`, 20+float64(i%7)/10, 1000+float64(i%13)*3)}
-	}
-	testsupport.Produce(t, br, recs...)
-	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
-	cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp", "hum"}, nil
-	cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "temp", Name: "d"}}}
-	cfg.Detect.FlagBy = detect.FlagBySignificance
-	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Distance.N = 1000, 500, 50
-	cfg.Detect.StateDir = t.TempDir()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	runUntilOut(t, cfg, n)
+	cfg := derivedStateDir(t)
 	dir := cfg.Detect.StateDir
 	alarms := func(dir string) []string {
 		m, _ := filepath.Glob(filepath.Join(dir, "alarms-*.osnap"))
@@ -54,13 +28,7 @@ func TestColumnsChangedResetAlarms(t *testing.T) {
 	if len(alarms(dir)) == 0 {
 		t.Fatal("no alarm state saved in state_dir")
 	}
-	start := func(c Config) string {
-		r, logs := startLogged(t, c)
-		if err := r.stop(t, c.Run.ShutdownTimeout+10*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		return logs.String()
-	}
+	start := func(c Config) string { _, log := startStop(t, c); return log }
 	const loaded = "alarm state loaded from snapshot"
 	if log := start(cfg); !strings.Contains(log, loaded) {
 		t.Fatalf("the same columns: the alarm state not loaded: %s", log)

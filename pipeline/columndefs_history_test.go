@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,10 +9,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outlierd/outlierd/internal/testsupport"
-	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/ingest"
 	"github.com/outlierd/outlierd/stages/sink"
 )
@@ -52,41 +49,15 @@ func TestStateDirCreatedAtStart(t *testing.T) {
 // start moves the models aside as a redefinition in place does
 // (TestDerivedColumnRedefinedDropsItsModels).
 func TestColumnRedefinedAfterItWasGone(t *testing.T) {
-	br := testsupport.KfakeBroker(t)
-	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
-	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
-	const n = 1500
-	recs := make([]*kgo.Record, n)
-	for i := range recs {
-		recs[i] = &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", i%3),
-			Value: fmt.Appendf(nil, `{"temp":%g,"hum":%g}`, 20+float64(i%7)/10, 1000+float64(i%13)*3)}
-	}
-	testsupport.Produce(t, br, recs...)
 	derive := func(of, name string) *ingest.Derive {
 		return &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: of, Name: name}}}
 	}
-	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
-	cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp", "hum"}, nil
-	cfg.Ingest.Derive = derive("temp", "d")
-	cfg.Detect.FlagBy = detect.FlagBySignificance
-	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Distance.N = 1000, 500, 50
-	cfg.Detect.StateDir = t.TempDir()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	runUntilOut(t, cfg, n)
+	cfg := derivedStateDir(t) // (d: derive("temp", "d"))
 	saved, _ := filepath.Glob(filepath.Join(cfg.Detect.StateDir, "model-*.osnap"))
 	if len(saved) == 0 {
 		t.Fatal("no model saved in state_dir")
 	}
-	start := func(c Config) (bool, string) {
-		r, logs := startLogged(t, c)
-		loaded := r.p.Detect().Model() != nil
-		if err := r.stop(t, c.Run.ShutdownTimeout+10*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		return loaded, logs.String()
-	}
+	start := func(c Config) (bool, string) { return startStop(t, c) }
 	renamed, removed, redef := cfg, cfg, cfg
 	renamed.Ingest.Derive = derive("temp", "e")
 	removed.Ingest.Derive = nil

@@ -1,19 +1,12 @@
 package pipeline
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/outlierd/outlierd/internal/testsupport"
-	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/ingest"
-	"github.com/outlierd/outlierd/stages/sink"
 )
 
 // TestStateDirWithoutColumnsFileDistrustsDerivedModels: a state_dir written before columns.txt
@@ -27,26 +20,7 @@ import (
 // (the same derive), and a start after that moves nothing. A state_dir without derived
 // columns, or with no models yet, moves nothing.
 func TestStateDirWithoutColumnsFileDistrustsDerivedModels(t *testing.T) {
-	br := testsupport.KfakeBroker(t)
-	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
-	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
-	const n = 1500
-	recs := make([]*kgo.Record, n)
-	for i := range recs {
-		recs[i] = &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", i%3),
-			Value: fmt.Appendf(nil, `{"temp":%g,"hum":%g}`, 20+float64(i%7)/10, 1000+float64(i%13)*3)}
-	}
-	testsupport.Produce(t, br, recs...)
-	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
-	cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp", "hum"}, nil
-	cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "temp", Name: "d"}}}
-	cfg.Detect.FlagBy = detect.FlagBySignificance
-	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Distance.N = 1000, 500, 50
-	cfg.Detect.StateDir = t.TempDir()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	runUntilOut(t, cfg, n)
+	cfg := derivedStateDir(t)
 	dir := cfg.Detect.StateDir
 	models := func(dir string) []string {
 		m, _ := filepath.Glob(filepath.Join(dir, "model-*.osnap"))
@@ -61,14 +35,7 @@ func TestStateDirWithoutColumnsFileDistrustsDerivedModels(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, columnsFileName)); err != nil {
 		t.Fatal(err)
 	}
-	start := func(c Config) (bool, string) {
-		r, logs := startLogged(t, c)
-		loaded := r.p.Detect().Model() != nil
-		if err := r.stop(t, c.Run.ShutdownTimeout+10*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		return loaded, logs.String()
-	}
+	start := func(c Config) (bool, string) { return startStop(t, c) }
 	redef := cfg
 	redef.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "hum", Name: "d"}}}
 	loaded, log := start(redef)

@@ -28,26 +28,7 @@ import (
 // then built from the stream. The alarm state goes with them (TestColumnsChangedResetAlarms).
 // The same config again moves nothing.
 func TestDerivedColumnRedefinedDropsItsModels(t *testing.T) {
-	br := testsupport.KfakeBroker(t)
-	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
-	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
-	const n = 1500
-	recs := make([]*kgo.Record, n)
-	for i := range recs {
-		recs[i] = &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", i%3),
-			Value: fmt.Appendf(nil, `{"temp":%g,"hum":%g}`, 20+float64(i%7)/10, 1000+float64(i%13)*3)}
-	}
-	testsupport.Produce(t, br, recs...)
-	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
-	cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp", "hum"}, nil
-	cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "temp", Name: "d"}}}
-	cfg.Detect.FlagBy = detect.FlagBySignificance
-	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Distance.N = 1000, 500, 50
-	cfg.Detect.StateDir = t.TempDir()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	runUntilOut(t, cfg, n)
+	cfg := derivedStateDir(t)
 	models := func(dir string) []string {
 		m, _ := filepath.Glob(filepath.Join(dir, "model-*.osnap"))
 		return m
@@ -59,14 +40,7 @@ func TestDerivedColumnRedefinedDropsItsModels(t *testing.T) {
 	}
 	// start runs the pipeline of c on the state_dir and stops it: whether a model was loaded
 	// (New loads the snapshots), with its log.
-	start := func(c Config) (bool, string) {
-		r, logs := startLogged(t, c)
-		loaded := r.p.Detect().Model() != nil
-		if err := r.stop(t, c.Run.ShutdownTimeout+10*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		return loaded, logs.String()
-	}
+	start := func(c Config) (bool, string) { return startStop(t, c) }
 	if loaded, log := start(cfg); !loaded {
 		t.Fatalf("the same config did not load its model: %s", log)
 	}
@@ -113,4 +87,44 @@ func TestDerivedColumnRedefinedDropsItsModels(t *testing.T) {
 	if _, log := start(redef); strings.Contains(log, "redefined") {
 		t.Errorf("the same config again moved something: %s", log)
 	}
+}
+
+// derivedStateDir runs 1,500 records of two sensors (temp, hum; d, temp's first difference,
+// derived) through a pipeline with a state_dir, which then holds its models and alarm state:
+// the columns' tests' common start. It returns that pipeline's config.
+func derivedStateDir(t *testing.T) Config {
+	t.Helper()
+	br := testsupport.KfakeBroker(t)
+	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
+	const n = 1500
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", i%3),
+			Value: fmt.Appendf(nil, `{"temp":%g,"hum":%g}`, 20+float64(i%7)/10, 1000+float64(i%13)*3)}
+	}
+	testsupport.Produce(t, br, recs...)
+	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
+	cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp", "hum"}, nil
+	cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "temp", Name: "d"}}}
+	cfg.Detect.FlagBy = detect.FlagBySignificance
+	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Distance.N = 1000, 500, 50
+	cfg.Detect.StateDir = t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	runUntilOut(t, cfg, n)
+	return cfg
+}
+
+// startStop starts the pipeline of c on its state_dir and stops it: whether a model was loaded
+// (New loads the snapshots), with its log.
+func startStop(t *testing.T, c Config) (bool, string) {
+	t.Helper()
+	r, logs := startLogged(t, c)
+	loaded := r.p.Detect().Model() != nil
+	if err := r.stop(t, c.Run.ShutdownTimeout+10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return loaded, logs.String()
 }

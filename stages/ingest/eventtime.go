@@ -111,15 +111,14 @@ func parseEpochSeconds(text []byte) (ms int64, ok bool, err error) {
 	if digits == 0 || text[len(text)-1] == '.' || (exp && expDigits == 0) {
 		return 0, false, nil
 	}
+	// (v bounded before the conversion: v * 1000 past int64's range has no int64 value)
 	v, perr := strconv.ParseFloat(string(text), 64)
-	if perr != nil || math.Abs(v) > float64(MaxEventMS)/1000+1 {
-		return 0, true, fmt.Errorf("epoch seconds %s are outside RFC 3339's years 0000-9999 that the outputs write: epoch milliseconds or finer? (ingest.event_time_unit is s)", quoteShort(text))
+	if perr == nil && math.Abs(v) <= float64(MaxEventMS)/1000+1 {
+		if ms = int64(math.Round(v * 1000)); ms >= MinEventMS && ms <= MaxEventMS {
+			return ms, true, nil
+		}
 	}
-	ms = int64(math.Round(v * 1000))
-	if ms < MinEventMS || ms > MaxEventMS {
-		return 0, true, fmt.Errorf("epoch seconds %s are outside RFC 3339's years 0000-9999 that the outputs write: epoch milliseconds or finer? (ingest.event_time_unit is s)", quoteShort(text))
-	}
-	return ms, true, nil
+	return 0, true, fmt.Errorf("epoch seconds %s are outside RFC 3339's years 0000-9999 that the outputs write: epoch milliseconds or finer? (ingest.event_time_unit is s)", quoteShort(text))
 }
 
 // epochSecondsSlack is how far from a record's Kafka timestamp an event time read as epoch
