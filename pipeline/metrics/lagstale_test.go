@@ -13,6 +13,32 @@ import (
 	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
+// readyLagPoller is a lag poller of topic (group "g", every second) that has polled once and
+// found m ready (caught up, nothing to consume), with a context for its later polls (30 s).
+func readyLagPoller(t *testing.T, brokers []string, topic string, m *Metrics) (*LagPoller, context.Context) {
+	t.Helper()
+	l, err := NewLagPoller(LagConfig{Brokers: brokers, Topic: topic, GroupID: "g", Interval: time.Second}, m, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	if _, err := l.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := m.Ready(); !ok {
+		t.Fatalf("caught up, nothing to consume: not ready (%s)", why)
+	}
+	return l, ctx
+}
+
+// lagSeries is how many lag series m holds.
+func lagSeries(m *Metrics) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.lag)
+}
+
 // TestReadyzLagUnknownUnderBrokerErrors: the brokers answering every lag poll with an error code
 // (here GROUP_AUTHORIZATION_FAILED on the committed offsets, as after an ACL change; a
 // coordinator that stays unavailable alike) left the brokers "connected" and the lag as the last
@@ -46,18 +72,7 @@ func TestReadyzLagUnknownUnderBrokerErrors(t *testing.T) {
 	now := time.Now()
 	m.now = func() time.Time { return now }
 	m.SetModel(ModelInfo{Version: 1, BuiltAt: now})
-	l, err := NewLagPoller(LagConfig{Brokers: br.Addrs, Topic: topic, GroupID: "g", Interval: time.Second}, m, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := l.Poll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if ok, why := m.Ready(); !ok {
-		t.Fatalf("caught up, nothing to consume: not ready (%s)", why)
-	}
+	l, ctx := readyLagPoller(t, br.Addrs, topic, m)
 
 	refuse.Store(true)
 	now = now.Add(5 * time.Second) // (within the stale time, 10 s at an interval of 1 s)
@@ -75,10 +90,7 @@ func TestReadyzLagUnknownUnderBrokerErrors(t *testing.T) {
 	if ok || !strings.Contains(why, "consumer lag unknown") || !strings.Contains(why, "Group Authorization Failed") || !strings.Contains(why, "11s") {
 		t.Errorf("no lag poll succeeded for 11 s (the brokers answer with an error): ready %v (%q), want not ready saying the lag is unknown for 11s and the poll's error", ok, why)
 	}
-	m.mu.Lock()
-	left := len(m.lag)
-	m.mu.Unlock()
-	if left != 0 {
+	if left := lagSeries(m); left != 0 {
 		t.Errorf("%d lag series kept from the last good poll 11 s ago, want none (unknown)", left)
 	}
 

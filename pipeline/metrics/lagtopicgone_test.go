@@ -1,12 +1,10 @@
 package metrics
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outlierd/outlierd/internal/testsupport"
@@ -24,18 +22,7 @@ func TestReadyzInputTopicDeleted(t *testing.T) {
 	m := New()
 	m.SetModel(ModelInfo{Version: 1, BuiltAt: time.Now()})
 	m.setSourceStaleAfter(10 * time.Second)
-	l, err := NewLagPoller(LagConfig{Brokers: br.Addrs, Topic: topic, GroupID: "g", Interval: time.Second}, m, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := l.Poll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if ok, why := m.Ready(); !ok {
-		t.Fatalf("before the deletion: not ready (%s)", why)
-	}
+	l, ctx := readyLagPoller(t, br.Addrs, topic, m)
 
 	cl := testsupport.NewProducer(t, br)
 	req := kmsg.NewPtrDeleteTopicsRequest()
@@ -63,10 +50,7 @@ func TestReadyzInputTopicDeleted(t *testing.T) {
 	if ok || !strings.Contains(why, topic) || !strings.Contains(why, "does not exist") {
 		t.Errorf("after the input topic's deletion: ready %v (%q), want not ready saying that topic %s does not exist", ok, why, topic)
 	}
-	m.mu.Lock()
-	left := len(m.lag)
-	m.mu.Unlock()
-	if left != 0 {
+	if left := lagSeries(m); left != 0 {
 		t.Errorf("%d lag series left for a deleted topic, want none", left)
 	}
 

@@ -15,6 +15,29 @@ import (
 	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
+// tempTimeConfig is a decoder's config of format with the feature temp and the event time ts
+// in unit ("": the default, milliseconds), CSV's header temp,ts.
+func tempTimeConfig(format Format, unit string) Config {
+	return testConfig(format, []string{"temp"}, func(c *Config) {
+		c.EventTimeField, c.EventTimeUnit = "ts", unit
+		if format == FormatCSV {
+			c.CSVHeader = []string{"temp", "ts"}
+		}
+	})
+}
+
+// tempTimeMessage is a record of tempTimeConfig's format with temp 1 and ts as written (a JSON
+// number when ts is one).
+func tempTimeMessage(format Format, ts string) string {
+	switch format {
+	case FormatCSV:
+		return "1," + ts
+	case FormatLogfmt:
+		return "temp=1 ts=" + ts
+	}
+	return `{"temp":1,"ts":` + ts + `}`
+}
+
 // TestEventTimeBeyondRFC3339Refused: an epoch number read as milliseconds whose instant lies
 // outside the years 0000-9999 (a producer's epoch microseconds or nanoseconds: 1764304016000000
 // us is 2025-11-28, read as ms the year 57878) is a dead letter with ReasonBadTime, in every format
@@ -27,23 +50,10 @@ func TestEventTimeBeyondRFC3339Refused(t *testing.T) {
 	lo := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 	hi := time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC).UnixMilli()
 	for _, format := range []Format{FormatJSON, FormatCSV, FormatLogfmt} {
-		cfg := testConfig(format, []string{"temp"}, func(c *Config) {
-			c.EventTimeField = "ts"
-			if format == FormatCSV {
-				c.CSVHeader = []string{"temp", "ts"}
-			}
-		})
+		cfg := tempTimeConfig(format, "")
 		dec := mustDecoder(t, cfg)
 		out := cfg.NewDecoded()
-		msg := func(ts string) string {
-			switch format {
-			case FormatCSV:
-				return "1," + ts
-			case FormatLogfmt:
-				return "temp=1 ts=" + ts
-			}
-			return `{"temp":1,"ts":` + ts + `}`
-		}
+		msg := func(ts string) string { return tempTimeMessage(format, ts) }
 		var texts []string
 		for _, ms := range []int64{lo, hi, 0, 1_764_304_016_000} {
 			texts = append(texts, itoa(ms))
@@ -156,23 +166,10 @@ func TestSourceEpochSecondsRefusedKfake(t *testing.T) {
 func TestEventTimeUnitSeconds(t *testing.T) {
 	t.Parallel()
 	for _, format := range []Format{FormatJSON, FormatCSV, FormatLogfmt} {
-		cfg := testConfig(format, []string{"temp"}, func(c *Config) {
-			c.EventTimeField, c.EventTimeUnit = "ts", "s"
-			if format == FormatCSV {
-				c.CSVHeader = []string{"temp", "ts"}
-			}
-		})
+		cfg := tempTimeConfig(format, "s")
 		dec := mustDecoder(t, cfg)
 		out := cfg.NewDecoded()
-		msg := func(ts string) string {
-			switch format {
-			case FormatCSV:
-				return "1," + ts
-			case FormatLogfmt:
-				return "temp=1 ts=" + ts
-			}
-			return `{"temp":1,"ts":` + ts + `}`
-		}
+		msg := func(ts string) string { return tempTimeMessage(format, ts) }
 		for ts, want := range map[string]int64{
 			"1764304016": 1_764_304_016_000, "1764304016.25": 1_764_304_016_250, "-1.5": -1500, "0": 0,
 			"1764304016.0004": 1_764_304_016_000, "2025-11-28T04:26:56.25Z": 1_764_304_016_250,
