@@ -287,10 +287,7 @@ func (r *Ranker) combine(density, distance float64) float64 {
 }
 
 // mean is the weighted mean (or max: score.combine) of the calibrated scores of the detectors in
-// score.detectors. The distance, a length, is calibrated by SurprisalLength: past ten times its
-// calibration's largest score it grows as the tail score's calibration does far out, by the log
-// of how far (docs/BENCHMARKS.md §12.57); the calibration records lie within that reach, so a
-// build's means (the weights, Final) are Surprisal's. The conversions keep the products from fusing into one multiply-add, which
+// score.detectors. The conversions keep the products from fusing into one multiply-add, which
 // would change the bits with the build's instruction set; with equal weights 0.5a + 0.5b has
 // the bits of (a + b)/2 (halving is exact), the mean before the weights.
 func (r *Ranker) mean(density, distance float64) float64 {
@@ -298,9 +295,9 @@ func (r *Ranker) mean(density, distance float64) float64 {
 	case DetectorsDensity:
 		return r.Density.Surprisal(density)
 	case DetectorsDistance:
-		return r.Distance.SurprisalLength(distance)
+		return r.Distance.Surprisal(distance)
 	}
-	return r.meanOf(r.Density.Surprisal(density), r.Distance.SurprisalLength(distance))
+	return r.meanOf(r.Density.Surprisal(density), r.Distance.Surprisal(distance))
 }
 
 // combineFar is combine with the distance's calibration extrapolated beyond its largest score
