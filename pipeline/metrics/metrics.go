@@ -112,7 +112,7 @@ type Metrics struct {
 	kernelTimes func() map[string]KernelTime
 	// live is the live view's feed (live.go, liveview.go); liveStreams counts its open pages.
 	live        *liveFeed
-	liveStreams atomic.Int32
+	liveStreams liveStreamCap
 
 	connected atomic.Bool
 	serving   atomic.Bool
