@@ -10,7 +10,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -119,109 +118,6 @@ func modelMessages(pub publication, maxMessageBytes int) ([]kafka.Message, error
 		msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: headerColumns, Value: []byte(pub.derived)})
 	}
 	return msgs, nil
-}
-
-// modelAssembler reassembles publications from the model topic's messages, read in order,
-// and keeps what a builder must know of the topic: the highest version of any chunk, and the
-// keys whose newest message is not a tombstone (live: key -> version, nil unless tracked).
-type modelAssembler struct {
-	version uint64
-	n, next int
-	sum     string
-	cube    int    // the hypercube counts' length (headerModelHypercube), -1: none
-	derived string // its first chunk's headerColumns
-	said    bool   // whether it had the header
-	data    []byte
-
-	highest uint64
-	live    map[string]uint64
-}
-
-// assembled is one publication read back.
-type assembled struct {
-	version   uint64
-	snapshot  []byte
-	hypercube []byte // nil: none
-	derived   string // headerColumns: the builder's derived columns ("": none, or not said)
-	said      bool   // whether the publication had the header (not: a builder of an earlier release)
-}
-
-// add takes the next message; it returns a whole publication when m completes one, and an
-// error (the message is skipped) when m does not fit the protocol. A tombstone returns nothing.
-func (a *modelAssembler) add(m kafka.Message) (*assembled, error) {
-	if m.Value == nil { // a tombstone: the key's older chunks are gone
-		if a.live != nil {
-			delete(a.live, string(m.Key))
-		}
-		return nil, nil
-	}
-	h := map[string]string{}
-	for _, x := range m.Headers {
-		h[x.Key] = string(x.Value)
-	}
-	v, err1 := strconv.ParseUint(h[headerModelVersion], 10, 64)
-	i, n, err2 := parseChunk(h[headerModelChunk])
-	cube, err3 := -1, error(nil)
-	if c, ok := h[headerModelHypercube]; ok {
-		if cube, err3 = strconv.Atoi(c); err3 == nil && cube < 0 {
-			err3 = errors.New("negative")
-		}
-	}
-	if a.live != nil && len(m.Key) > 0 {
-		a.live[string(m.Key)] = v // a stray message is live too: the builder's tombstones clear it
-	}
-	if err1 != nil || err2 != nil || err3 != nil || len(h[headerModelSHA256]) != 64 {
-		return nil, fmt.Errorf("not a model chunk (headers %s=%q, %s=%q, %s=%q, %s=%q)", headerModelVersion, h[headerModelVersion],
-			headerModelChunk, h[headerModelChunk], headerModelSHA256, h[headerModelSHA256], headerModelHypercube, h[headerModelHypercube])
-	}
-	a.highest = max(a.highest, v)
-	if i == 0 { // a new publication starts; whatever was pending is abandoned
-		a.version, a.n, a.next, a.sum, a.cube = v, n, 1, h[headerModelSHA256], cube
-		a.derived, a.said = h[headerColumns]
-		a.data = append(a.data[:0:0], m.Value...)
-	} else if v != a.version || n != a.n || i != a.next || h[headerModelSHA256] != a.sum || cube != a.cube {
-		// A publication cut short, or chunks of one whose start compaction or retention
-		// removed: skip it.
-		return nil, fmt.Errorf("chunk %d/%d of version %d out of sequence (assembling chunk %d/%d of version %d)", i, n, v, a.next, a.n, a.version)
-	} else {
-		a.data = append(a.data, m.Value...)
-		a.next++
-	}
-	if a.next < a.n {
-		return nil, nil
-	}
-	out := &assembled{version: a.version, snapshot: a.data, derived: a.derived, said: a.said}
-	sum, cube := a.sum, a.cube
-	a.version, a.n, a.next, a.sum, a.data = 0, 0, 0, "", nil
-	if got := sha256.Sum256(out.snapshot); hex.EncodeToString(got[:]) != sum {
-		return nil, fmt.Errorf("model version %d: SHA-256 of the %d reassembled bytes differs from its header", out.version, len(out.snapshot))
-	}
-	if cube > len(out.snapshot) {
-		return nil, fmt.Errorf("model version %d: %d bytes of hypercube counts in a publication of %d", out.version, cube, len(out.snapshot))
-	}
-	if cube >= 0 {
-		k := len(out.snapshot) - cube
-		out.snapshot, out.hypercube = out.snapshot[:k:k], out.snapshot[k:]
-	}
-	return out, nil
-}
-
-// parseChunk reads "i/n".
-func parseChunk(s string) (i, n int, err error) {
-	a, b, ok := strings.Cut(s, "/")
-	if !ok {
-		return 0, 0, errors.New("no slash")
-	}
-	if i, err = strconv.Atoi(a); err != nil {
-		return 0, 0, err
-	}
-	if n, err = strconv.Atoi(b); err != nil {
-		return 0, 0, err
-	}
-	if n < 1 || i < 0 || i >= n {
-		return 0, 0, fmt.Errorf("chunk %d of %d", i, n)
-	}
-	return i, n, nil
 }
 
 // decodeModel decodes a reassembled snapshot.
