@@ -25,6 +25,17 @@ type modelAssembler struct {
 
 	highest uint64
 	live    map[string]uint64
+
+	// bound is the most bytes a publication may hold (detect.PublicationBound of the
+	// configuration in force; 0: none): one pending at a time, so what the assembler holds.
+	bound int
+	// skipV, skipSum name a publication refused as too large: the rest of its chunks are
+	// passed over without a word each (its refusal said it).
+	skipV   uint64
+	skipSum string
+	// refused, if set, hears each publication refused (refusedTooLarge) or dropped incomplete
+	// (refusedIncomplete), with the message that made it so (modelrefuse.go: counted, logged).
+	refused func(reason string, m kafka.Message, err error)
 }
 
 // assembled is one publication read back.
@@ -65,16 +76,28 @@ func (a *modelAssembler) add(m kafka.Message) (*assembled, error) {
 			headerModelChunk, h[headerModelChunk], headerModelSHA256, h[headerModelSHA256], headerModelHypercube, h[headerModelHypercube])
 	}
 	a.highest = max(a.highest, v)
-	if i == 0 { // a new publication starts; whatever was pending is abandoned
+	if i == 0 { // a new publication starts; whatever was pending is dropped
+		if a.next < a.n {
+			a.refuse(refusedIncomplete, m, fmt.Errorf("publication of model version %d dropped at chunk %d of %d (%d bytes held): version %d starts",
+				a.version, a.next, a.n, len(a.data), v))
+		}
+		a.skipV, a.skipSum = 0, ""
 		a.version, a.n, a.next, a.sum, a.cube = v, n, 1, h[headerModelSHA256], cube
 		a.derived, a.said = h[headerColumns]
-		a.data = append(a.data[:0:0], m.Value...)
+		if a.bound > 0 && len(m.Value) > a.bound {
+			return nil, a.tooLarge(m, len(m.Value))
+		}
+		a.data = a.start(m.Value, n)
+	} else if v == a.skipV && h[headerModelSHA256] == a.skipSum {
+		return nil, nil // (the rest of a publication refused as too large)
 	} else if v != a.version || n != a.n || i != a.next || h[headerModelSHA256] != a.sum || cube != a.cube {
 		// A publication cut short, or chunks of one whose start compaction or retention
 		// removed: skip it.
 		return nil, fmt.Errorf("chunk %d/%d of version %d out of sequence (assembling chunk %d/%d of version %d)", i, n, v, a.next, a.n, a.version)
+	} else if a.bound > 0 && len(a.data)+len(m.Value) > a.bound {
+		return nil, a.tooLarge(m, len(a.data)+len(m.Value))
 	} else {
-		a.data = append(a.data, m.Value...)
+		a.data = a.grow(m.Value)
 		a.next++
 	}
 	if a.next < a.n {

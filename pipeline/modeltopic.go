@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -134,6 +135,9 @@ type modelTopicConfig struct {
 	// derived is the instance's derived columns' definitions (derivedDefs): its models' and
 	// keys' models' messages carry them (headerColumns), and it skips those of other ones.
 	derived string
+	// publicationBound is the most bytes a publication of the configuration's models takes
+	// (detect.PublicationBound): a reader refuses a larger one (modelrefuse.go).
+	publicationBound int
 }
 
 // toPartition0 writes every message to partition 0, the global model's.
@@ -327,6 +331,12 @@ type modelFollower struct {
 	// onKey takes the keys' models' messages on partition 0 (a builder's version floor; nil:
 	// they are passed over): they are no part of a publication of the global model.
 	onKey func(kafka.Message)
+	// bound is the assembler's (detect.PublicationBound of the configuration in force: a reload
+	// of detect.window and the like stores another); refusals logs what it refuses, and
+	// onRefused, if set, counts it by reason (metrics).
+	bound     atomic.Int64
+	refusals  refusalLog
+	onRefused func(reason string)
 }
 
 func newModelFollower(cfg modelTopicConfig, features []string, log zerolog.Logger) (*modelFollower, error) {
@@ -347,8 +357,10 @@ func newModelFollower(cfg modelTopicConfig, features []string, log zerolog.Logge
 		}
 		rc.Dialer, dialer = d, d
 	}
-	return &modelFollower{cfg: cfg, r: kafka.NewReader(rc), dialer: dialer, features: features,
-		log: log.With().Str("model_topic", cfg.topic).Logger()}, nil
+	f := &modelFollower{cfg: cfg, r: kafka.NewReader(rc), dialer: dialer, features: features,
+		log: log.With().Str("model_topic", cfg.topic).Logger()}
+	f.bound.Store(int64(cfg.publicationBound))
+	return f, nil
 }
 
 // offsets are the model topic's first and end offsets now (partition 0).
@@ -394,6 +406,7 @@ func (f *modelFollower) next(ctx context.Context, after uint64, stopAt int64) (*
 			}
 			continue
 		}
+		f.asm.bound, f.asm.refused = int(f.bound.Load()), f.refuse
 		pub, err := f.asm.add(msg)
 		if err != nil {
 			f.skip(msg, err)
@@ -418,6 +431,15 @@ func (f *modelFollower) next(ctx context.Context, after uint64, stopAt int64) (*
 		}
 		return &followed{model: m, hypercube: pub.hypercube}, nil
 	}
+}
+
+// refuse counts and logs (a line a minute per reason at most) what the assembler refused.
+func (f *modelFollower) refuse(reason string, msg kafka.Message, err error) {
+	f.skipped++
+	if f.onRefused != nil {
+		f.onRefused(reason)
+	}
+	f.refusals.say(f.log, reason, msg, err)
 }
 
 func (f *modelFollower) skip(msg kafka.Message, err error) {
