@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 )
@@ -33,8 +34,12 @@ type modelAssembler struct {
 	// passed over without a word each (its refusal said it).
 	skipV   uint64
 	skipSum string
-	// refused, if set, hears each publication refused (refusedTooLarge) or dropped incomplete
-	// (refusedIncomplete), with the message that made it so (modelrefuse.go: counted, logged).
+	// aheadV is the last version refused as ahead of the clock (now, nil: time.Now).
+	aheadV uint64
+	now    func() time.Time
+	// refused, if set, hears each publication refused (refusedTooLarge, refusedVersionAhead) or
+	// dropped incomplete (refusedIncomplete), with the message that made it so (modelrefuse.go:
+	// counted, logged).
 	refused func(reason string, m kafka.Message, err error)
 }
 
@@ -68,12 +73,29 @@ func (a *modelAssembler) add(m kafka.Message) (*assembled, error) {
 			err3 = errors.New("negative")
 		}
 	}
+	now := time.Now()
+	if a.now != nil {
+		now = a.now()
+	}
+	ahead := err1 == nil && versionAhead(v, now)
 	if a.live != nil && len(m.Key) > 0 {
-		a.live[string(m.Key)] = v // a stray message is live too: the builder's tombstones clear it
+		// A stray message is live too: the builder's tombstones clear it, and those of the
+		// versions ahead of the clock, which are refused, at its next publication.
+		a.live[string(m.Key)] = v
+		if ahead {
+			a.live[string(m.Key)] = 0
+		}
 	}
 	if err1 != nil || err2 != nil || err3 != nil || len(h[headerModelSHA256]) != 64 {
 		return nil, fmt.Errorf("not a model chunk (headers %s=%q, %s=%q, %s=%q, %s=%q)", headerModelVersion, h[headerModelVersion],
 			headerModelChunk, h[headerModelChunk], headerModelSHA256, h[headerModelSHA256], headerModelHypercube, h[headerModelHypercube])
+	}
+	if ahead { // refused once per version, its other chunks passed over (modelversion.go)
+		if v != a.aheadV {
+			a.aheadV = v
+			a.refuse(refusedVersionAhead, m, errVersionAhead(v, now))
+		}
+		return nil, nil
 	}
 	a.highest = max(a.highest, v)
 	if i == 0 { // a new publication starts; whatever was pending is dropped
