@@ -415,22 +415,31 @@ func (f *modelFollower) next(ctx context.Context, after uint64, stopAt int64) (*
 		if pub == nil || pub.version <= after {
 			continue
 		}
-		m, err := decodeModel(pub.snapshot)
-		if err == nil && m.Version != pub.version {
-			err = fmt.Errorf("snapshot of version %d published as version %d", m.Version, pub.version)
-		}
-		if err == nil && !slices.Equal(m.Features, f.features) {
-			err = fmt.Errorf("%w: built for features %v, the stream has %v", detect.ErrSnapshotMismatch, m.Features, f.features)
-		}
-		if err == nil {
-			err = derivedMismatch(pub.derived, pub.said, f.cfg.derived)
-		}
+		m, err := f.usable(pub)
 		if err != nil {
 			f.skip(msg, err)
 			continue
 		}
-		return &followed{model: m, hypercube: pub.hypercube}, nil
+		return m, nil
 	}
+}
+
+// usable decodes a publication read back and says why it cannot serve this stream, if so.
+func (f *modelFollower) usable(pub *assembled) (*followed, error) {
+	m, err := decodeModel(pub.snapshot)
+	if err == nil && m.Version != pub.version {
+		err = fmt.Errorf("snapshot of version %d published as version %d", m.Version, pub.version)
+	}
+	if err == nil && !slices.Equal(m.Features, f.features) {
+		err = fmt.Errorf("%w: built for features %v, the stream has %v", detect.ErrSnapshotMismatch, m.Features, f.features)
+	}
+	if err == nil {
+		err = derivedMismatch(pub.derived, pub.said, f.cfg.derived)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &followed{model: m, hypercube: pub.hypercube}, nil
 }
 
 // refuse counts and logs (a line a minute per reason at most) what the assembler refused.
