@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outlierd/outlierd/internal/datasets/synth"
@@ -134,5 +135,42 @@ func TestModelAssemblerRefusesTooLarge(t *testing.T) {
 		case bound < size && (pub != nil || len(errs) == 0 || !errors.Is(errs[0], errPublicationTooLarge)):
 			t.Errorf("a publication of %d bytes under a bound of %d: completed %v, %v; want refused as too large", size, bound, pub != nil, errs)
 		}
+	}
+}
+
+// TestPublicationWithBadHypercubeNotUsable: a publication whose snapshot decodes but whose
+// hypercube counts do not (anyone's with Write on the model topic) was taken as usable by the
+// follower, and a scorer's InstallModel refused it only then: at a scorer's start, where the
+// newest usable model is installed, the refusal failed the start, so one such message stopped
+// every scorer from starting. The follower now passes over it as it does any unusable one (the
+// older model stays the newest usable).
+func TestPublicationWithBadHypercubeNotUsable(t *testing.T) {
+	m := testModel(t, 5, 600)
+	msgs, err := modelMessages(publication{model: m, hypercube: []byte{1, 2, 3}}, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a modelAssembler
+	var pub *assembled
+	for _, x := range msgs {
+		if pub, err = a.add(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pub == nil {
+		t.Fatal("the publication did not reassemble")
+	}
+	cfg := detect.Default()
+	scorer, err := detect.NewStage(cfg, synth.SensorFeatures, true, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleScorer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scorer.Close()
+	if _, _, err := scorer.InstallModel(m, pub.hypercube); err == nil {
+		t.Fatal("InstallModel took hypercube counts of 3 bytes: the test's premise no longer holds")
+	}
+	f := &modelFollower{features: synth.SensorFeatures}
+	if got, err := f.usable(pub); err == nil || got != nil {
+		t.Errorf("a publication with hypercube counts that do not read: usable (%v), want refused", err)
 	}
 }

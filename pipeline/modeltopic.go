@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/outlierd/outlierd/internal/algo/hypercube"
 	"github.com/outlierd/outlierd/internal/core/kafkasec"
 	"github.com/outlierd/outlierd/stages/detect"
 )
@@ -435,6 +436,13 @@ func (f *modelFollower) usable(pub *assembled) (*followed, error) {
 	}
 	if err == nil {
 		err = derivedMismatch(pub.derived, pub.said, f.cfg.derived)
+	}
+	if err == nil && pub.hypercube != nil {
+		// (read here, not only by InstallModel: a scorer's start installs the newest usable
+		// model, and its refusal there failed the start; TestPublicationWithBadHypercubeNotUsable)
+		if _, cerr := hypercube.ReadCells(pub.hypercube); cerr != nil {
+			err = fmt.Errorf("%w: model %d: its hypercube counts: %w", detect.ErrSnapshotMismatch, pub.version, cerr)
+		}
 	}
 	if err != nil {
 		return nil, err
