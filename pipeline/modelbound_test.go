@@ -1,16 +1,19 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/detect"
 )
 
@@ -172,5 +175,30 @@ func TestPublicationWithBadHypercubeNotUsable(t *testing.T) {
 	f := &modelFollower{features: synth.SensorFeatures}
 	if got, err := f.usable(pub); err == nil || got != nil {
 		t.Errorf("a publication with hypercube counts that do not read: usable (%v), want refused", err)
+	}
+}
+
+// TestReloadMovesThePublicationBound: a scorer's bound on a publication is its configuration's
+// in force: a reload of detect.window (a rebuild key) stores the bound of the new window, so a
+// builder's larger models are taken once the scorer's window grew too.
+func TestReloadMovesThePublicationBound(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	in, out, dlq, group, mt := roleTopics(t, br, 1)
+	cfg := roleConfig(br, in, out, dlq, group, mt)
+	cfg.Run.Role = detect.RoleScorer
+	run := startPipeline(t, cfg, nil)
+	bound := func(c Config) int64 { return int64(detect.PublicationBound(c.Ingest.Columns(), &c.Detect)) }
+	if got := run.p.follow.bound.Load(); got != bound(cfg) {
+		t.Fatalf("a scorer's publication bound %d, want its configuration's %d", got, bound(cfg))
+	}
+	next := cfg
+	next.Detect.Window *= 2
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := NewReloader(run.p, "", zerolog.Nop()).Apply(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if got := run.p.follow.bound.Load(); got != bound(next) || got <= bound(cfg) {
+		t.Errorf("after a reload of detect.window %d -> %d: bound %d, want %d", cfg.Detect.Window, next.Detect.Window, got, bound(next))
 	}
 }
