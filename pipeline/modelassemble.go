@@ -53,7 +53,9 @@ type assembled struct {
 }
 
 // add takes the next message; it returns a whole publication when m completes one, and an
-// error (the message is skipped) when m does not fit the protocol. A tombstone returns nothing.
+// error (the message is skipped) when m does not fit the protocol. A tombstone returns nothing;
+// so does a chunk refused (too large, a version ahead of the clock) or of a publication
+// refused, the refusal told once through refused (modelrefuse.go, modelversion.go).
 func (a *modelAssembler) add(m kafka.Message) (*assembled, error) {
 	if m.Value == nil { // a tombstone: the key's older chunks are gone
 		if a.live != nil {
@@ -107,7 +109,8 @@ func (a *modelAssembler) add(m kafka.Message) (*assembled, error) {
 		a.version, a.n, a.next, a.sum, a.cube = v, n, 1, h[headerModelSHA256], cube
 		a.derived, a.said = h[headerColumns]
 		if a.bound > 0 && len(m.Value) > a.bound {
-			return nil, a.tooLarge(m, len(m.Value))
+			a.tooLarge(m, len(m.Value))
+			return nil, nil
 		}
 		a.data = a.start(m.Value, n)
 	} else if v == a.skipV && h[headerModelSHA256] == a.skipSum {
@@ -117,7 +120,8 @@ func (a *modelAssembler) add(m kafka.Message) (*assembled, error) {
 		// removed: skip it.
 		return nil, fmt.Errorf("chunk %d/%d of version %d out of sequence (assembling chunk %d/%d of version %d)", i, n, v, a.next, a.n, a.version)
 	} else if a.bound > 0 && len(a.data)+len(m.Value) > a.bound {
-		return nil, a.tooLarge(m, len(a.data)+len(m.Value))
+		a.tooLarge(m, len(a.data)+len(m.Value))
+		return nil, nil
 	} else {
 		a.data = a.grow(m.Value)
 		a.next++

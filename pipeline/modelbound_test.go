@@ -79,6 +79,13 @@ func TestModelAssemblerBoundsMemory(t *testing.T) {
 	if reasons[refusedTooLarge] != 1 {
 		t.Errorf("refusals %v, want one %s (the publication, not each of its chunks)", reasons, refusedTooLarge)
 	}
+	// A publication declaring 2^62 chunks: its storage is sized by the bound, not by the count
+	// times the first chunk (which overflows).
+	if _, err := a.add(hostileChunk(10, 0, 1<<62, value, off)); err != nil || cap(a.data) > bound {
+		t.Errorf("a publication of 2^62 chunks: %v, %d bytes held", err, cap(a.data))
+	}
+	off++
+	reasons[refusedIncomplete]-- // (it is dropped by the next start below)
 	// Many publications started and never finished: one is pending at a time.
 	for v := range uint64(100) {
 		a.add(hostileChunk(100+v, 0, 2, value, off))

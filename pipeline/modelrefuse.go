@@ -34,23 +34,27 @@ func (a *modelAssembler) refuse(reason string, m kafka.Message, err error) {
 }
 
 // tooLarge refuses the publication m is a chunk of, which would hold size bytes with m: what it
-// holds is dropped and its other chunks are passed over. (It returns nil: the refusal is
-// told through refused, counted and logged there.)
-func (a *modelAssembler) tooLarge(m kafka.Message, size int) error {
+// holds is dropped and its other chunks are passed over. The refusal is told through refused
+// (counted and logged there), not as add's error.
+func (a *modelAssembler) tooLarge(m kafka.Message, size int) {
 	a.refuse(refusedTooLarge, m, fmt.Errorf("model version %d: publication of %d chunks refused at chunk %d, %d bytes or more, over the bound of %d: %w",
 		a.version, a.n, a.next, size, a.bound, errPublicationTooLarge))
 	a.skipV, a.skipSum = a.version, a.sum
 	a.version, a.n, a.next, a.sum, a.data = 0, 0, 0, "", nil
-	return nil
 }
 
-// start is the storage of a publication of n chunks starting with first: room for n chunks of
-// first's size (the last one is shorter), never more than the bound.
+// start is the storage of a publication of n chunks starting with first (at most the bound):
+// room for n chunks of first's size (the last one is shorter), never more than the bound (n is
+// the writer's word: n times first's size may be past any int).
 func (a *modelAssembler) start(first []byte, n int) []byte {
 	if a.bound <= 0 {
 		return append([]byte(nil), first...)
 	}
-	data := make([]byte, len(first), min(max(n, 1)*len(first), a.bound))
+	c := a.bound
+	if len(first) > 0 && n <= a.bound/len(first) {
+		c = max(n, 1) * len(first)
+	}
+	data := make([]byte, len(first), c)
 	copy(data, first)
 	return data
 }
