@@ -28,10 +28,11 @@ type keySkips struct {
 	now func() time.Time // nil: time.Now (the tests' own, to pass a minute)
 
 	mu       sync.Mutex
-	logged   time.Time // when the last mismatch line was written (zero: none yet)
-	unlogged int       // mismatches since it
-	total    int       // mismatches in all
-	last     error     // the newest mismatch
+	logged   time.Time  // when the last mismatch line was written (zero: none yet)
+	unlogged int        // mismatches since it
+	total    int        // mismatches in all
+	last     error      // the newest mismatch
+	refusals refusalLog // versions ahead of the clock (keyAhead)
 }
 
 func (s *keySkips) skip(msg kafka.Message, err error) {

@@ -406,6 +406,11 @@ func (p *Pipeline) keyReaderSkips(keep func(partition int32) bool, log zerolog.L
 		if !keep(part) {
 			return // another scorer's key
 		}
+		now := time.Now()
+		if v := keyModelVersion(msg); versionAhead(v, now) { // (the header first: no decode)
+			p.keyAhead(skips, msg, v, now)
+			return
+		}
 		if msg.Value == nil {
 			p.keys.put(detect.KeyModel{Key: key, Version: keyModelVersion(msg), Partition: part})
 			return
@@ -413,6 +418,10 @@ func (p *Pipeline) keyReaderSkips(keep func(partition int32) bool, log zerolog.L
 		k, v, r, err := detect.DecodeKeyModel(msg.Value, p.cfg.Ingest.Columns(), &p.cfg.Detect)
 		if err == nil && k != key {
 			err = fmt.Errorf("the model of key %q published under key %q", k, key)
+		}
+		if err == nil && versionAhead(v, now) {
+			p.keyAhead(skips, msg, v, now)
+			return
 		}
 		if err == nil {
 			pub, said := headerValue(msg, headerColumns)
@@ -443,7 +452,9 @@ func keyPartition(m kafka.Message) int32 {
 // message there is a model (onPartition0: a one-partition layout's keys).
 func keyVersionFloor(highest *uint64, onPartition0 map[string]bool) func(kafka.Message) {
 	return func(msg kafka.Message) {
-		*highest = max(*highest, keyModelVersion(msg))
+		if v := keyModelVersion(msg); !versionAhead(v, time.Now()) { // (refused: modelversion.go)
+			*highest = max(*highest, v)
+		}
 		if msg.Value == nil {
 			delete(onPartition0, string(msg.Key))
 		} else {

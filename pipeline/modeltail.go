@@ -62,7 +62,7 @@ func tailKeyVersion(conn *kafka.Conn, from, end int64, maxBytes int) (v uint64, 
 				break
 			}
 			next = m.Offset + 1
-			if mv, ok := keyModelVersionOf(m); ok {
+			if mv, ok := keyModelVersionOf(m); ok && !versionAhead(mv, time.Now()) { // (refused: modelversion.go)
 				v, found = max(v, mv), true
 			}
 		}

@@ -10,12 +10,13 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/outlierd/outlierd/internal/algo/hypercube"
 	"github.com/outlierd/outlierd/internal/core/kafkasec"
 	"github.com/outlierd/outlierd/stages/detect"
 )
@@ -121,109 +122,6 @@ func modelMessages(pub publication, maxMessageBytes int) ([]kafka.Message, error
 	return msgs, nil
 }
 
-// modelAssembler reassembles publications from the model topic's messages, read in order,
-// and keeps what a builder must know of the topic: the highest version of any chunk, and the
-// keys whose newest message is not a tombstone (live: key -> version, nil unless tracked).
-type modelAssembler struct {
-	version uint64
-	n, next int
-	sum     string
-	cube    int    // the hypercube counts' length (headerModelHypercube), -1: none
-	derived string // its first chunk's headerColumns
-	said    bool   // whether it had the header
-	data    []byte
-
-	highest uint64
-	live    map[string]uint64
-}
-
-// assembled is one publication read back.
-type assembled struct {
-	version   uint64
-	snapshot  []byte
-	hypercube []byte // nil: none
-	derived   string // headerColumns: the builder's derived columns ("": none, or not said)
-	said      bool   // whether the publication had the header (not: a builder of an earlier release)
-}
-
-// add takes the next message; it returns a whole publication when m completes one, and an
-// error (the message is skipped) when m does not fit the protocol. A tombstone returns nothing.
-func (a *modelAssembler) add(m kafka.Message) (*assembled, error) {
-	if m.Value == nil { // a tombstone: the key's older chunks are gone
-		if a.live != nil {
-			delete(a.live, string(m.Key))
-		}
-		return nil, nil
-	}
-	h := map[string]string{}
-	for _, x := range m.Headers {
-		h[x.Key] = string(x.Value)
-	}
-	v, err1 := strconv.ParseUint(h[headerModelVersion], 10, 64)
-	i, n, err2 := parseChunk(h[headerModelChunk])
-	cube, err3 := -1, error(nil)
-	if c, ok := h[headerModelHypercube]; ok {
-		if cube, err3 = strconv.Atoi(c); err3 == nil && cube < 0 {
-			err3 = errors.New("negative")
-		}
-	}
-	if a.live != nil && len(m.Key) > 0 {
-		a.live[string(m.Key)] = v // a stray message is live too: the builder's tombstones clear it
-	}
-	if err1 != nil || err2 != nil || err3 != nil || len(h[headerModelSHA256]) != 64 {
-		return nil, fmt.Errorf("not a model chunk (headers %s=%q, %s=%q, %s=%q, %s=%q)", headerModelVersion, h[headerModelVersion],
-			headerModelChunk, h[headerModelChunk], headerModelSHA256, h[headerModelSHA256], headerModelHypercube, h[headerModelHypercube])
-	}
-	a.highest = max(a.highest, v)
-	if i == 0 { // a new publication starts; whatever was pending is abandoned
-		a.version, a.n, a.next, a.sum, a.cube = v, n, 1, h[headerModelSHA256], cube
-		a.derived, a.said = h[headerColumns]
-		a.data = append(a.data[:0:0], m.Value...)
-	} else if v != a.version || n != a.n || i != a.next || h[headerModelSHA256] != a.sum || cube != a.cube {
-		// A publication cut short, or chunks of one whose start compaction or retention
-		// removed: skip it.
-		return nil, fmt.Errorf("chunk %d/%d of version %d out of sequence (assembling chunk %d/%d of version %d)", i, n, v, a.next, a.n, a.version)
-	} else {
-		a.data = append(a.data, m.Value...)
-		a.next++
-	}
-	if a.next < a.n {
-		return nil, nil
-	}
-	out := &assembled{version: a.version, snapshot: a.data, derived: a.derived, said: a.said}
-	sum, cube := a.sum, a.cube
-	a.version, a.n, a.next, a.sum, a.data = 0, 0, 0, "", nil
-	if got := sha256.Sum256(out.snapshot); hex.EncodeToString(got[:]) != sum {
-		return nil, fmt.Errorf("model version %d: SHA-256 of the %d reassembled bytes differs from its header", out.version, len(out.snapshot))
-	}
-	if cube > len(out.snapshot) {
-		return nil, fmt.Errorf("model version %d: %d bytes of hypercube counts in a publication of %d", out.version, cube, len(out.snapshot))
-	}
-	if cube >= 0 {
-		k := len(out.snapshot) - cube
-		out.snapshot, out.hypercube = out.snapshot[:k:k], out.snapshot[k:]
-	}
-	return out, nil
-}
-
-// parseChunk reads "i/n".
-func parseChunk(s string) (i, n int, err error) {
-	a, b, ok := strings.Cut(s, "/")
-	if !ok {
-		return 0, 0, errors.New("no slash")
-	}
-	if i, err = strconv.Atoi(a); err != nil {
-		return 0, 0, err
-	}
-	if n, err = strconv.Atoi(b); err != nil {
-		return 0, 0, err
-	}
-	if n < 1 || i < 0 || i >= n {
-		return 0, 0, fmt.Errorf("chunk %d of %d", i, n)
-	}
-	return i, n, nil
-}
-
 // decodeModel decodes a reassembled snapshot.
 func decodeModel(data []byte) (*detect.Model, error) {
 	return detect.ReadSnapshot(bytes.NewReader(data))
@@ -238,6 +136,9 @@ type modelTopicConfig struct {
 	// derived is the instance's derived columns' definitions (derivedDefs): its models' and
 	// keys' models' messages carry them (headerColumns), and it skips those of other ones.
 	derived string
+	// publicationBound is the most bytes a publication of the configuration's models takes
+	// (detect.PublicationBound): a reader refuses a larger one (modelrefuse.go).
+	publicationBound int
 }
 
 // toPartition0 writes every message to partition 0, the global model's.
@@ -431,6 +332,12 @@ type modelFollower struct {
 	// onKey takes the keys' models' messages on partition 0 (a builder's version floor; nil:
 	// they are passed over): they are no part of a publication of the global model.
 	onKey func(kafka.Message)
+	// bound is the assembler's (detect.PublicationBound of the configuration in force: a reload
+	// of detect.window and the like stores another); refusals logs what it refuses, and
+	// onRefused, if set, counts it by reason (metrics).
+	bound     atomic.Int64
+	refusals  refusalLog
+	onRefused func(reason string)
 }
 
 func newModelFollower(cfg modelTopicConfig, features []string, log zerolog.Logger) (*modelFollower, error) {
@@ -451,8 +358,10 @@ func newModelFollower(cfg modelTopicConfig, features []string, log zerolog.Logge
 		}
 		rc.Dialer, dialer = d, d
 	}
-	return &modelFollower{cfg: cfg, r: kafka.NewReader(rc), dialer: dialer, features: features,
-		log: log.With().Str("model_topic", cfg.topic).Logger()}, nil
+	f := &modelFollower{cfg: cfg, r: kafka.NewReader(rc), dialer: dialer, features: features,
+		log: log.With().Str("model_topic", cfg.topic).Logger()}
+	f.bound.Store(int64(cfg.publicationBound))
+	return f, nil
 }
 
 // offsets are the model topic's first and end offsets now (partition 0).
@@ -498,6 +407,7 @@ func (f *modelFollower) next(ctx context.Context, after uint64, stopAt int64) (*
 			}
 			continue
 		}
+		f.asm.bound, f.asm.refused = int(f.bound.Load()), f.refuse
 		pub, err := f.asm.add(msg)
 		if err != nil {
 			f.skip(msg, err)
@@ -506,22 +416,47 @@ func (f *modelFollower) next(ctx context.Context, after uint64, stopAt int64) (*
 		if pub == nil || pub.version <= after {
 			continue
 		}
-		m, err := decodeModel(pub.snapshot)
-		if err == nil && m.Version != pub.version {
-			err = fmt.Errorf("snapshot of version %d published as version %d", m.Version, pub.version)
-		}
-		if err == nil && !slices.Equal(m.Features, f.features) {
-			err = fmt.Errorf("%w: built for features %v, the stream has %v", detect.ErrSnapshotMismatch, m.Features, f.features)
-		}
-		if err == nil {
-			err = derivedMismatch(pub.derived, pub.said, f.cfg.derived)
-		}
+		m, err := f.usable(pub)
 		if err != nil {
 			f.skip(msg, err)
 			continue
 		}
-		return &followed{model: m, hypercube: pub.hypercube}, nil
+		return m, nil
 	}
+}
+
+// usable decodes a publication read back and says why it cannot serve this stream, if so.
+func (f *modelFollower) usable(pub *assembled) (*followed, error) {
+	m, err := decodeModel(pub.snapshot)
+	if err == nil && m.Version != pub.version {
+		err = fmt.Errorf("snapshot of version %d published as version %d", m.Version, pub.version)
+	}
+	if err == nil && !slices.Equal(m.Features, f.features) {
+		err = fmt.Errorf("%w: built for features %v, the stream has %v", detect.ErrSnapshotMismatch, m.Features, f.features)
+	}
+	if err == nil {
+		err = derivedMismatch(pub.derived, pub.said, f.cfg.derived)
+	}
+	if err == nil && pub.hypercube != nil {
+		// (read here, not only by InstallModel: a scorer's start installs the newest usable
+		// model, and its refusal there failed the start; TestPublicationWithBadHypercubeNotUsable)
+		if _, cerr := hypercube.ReadCells(pub.hypercube); cerr != nil {
+			err = fmt.Errorf("%w: model %d: its hypercube counts: %w", detect.ErrSnapshotMismatch, pub.version, cerr)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &followed{model: m, hypercube: pub.hypercube}, nil
+}
+
+// refuse counts and logs (a line a minute per reason at most) what the assembler refused.
+func (f *modelFollower) refuse(reason string, msg kafka.Message, err error) {
+	f.skipped++
+	if f.onRefused != nil {
+		f.onRefused(reason)
+	}
+	f.refusals.say(f.log, reason, msg, err)
 }
 
 func (f *modelFollower) skip(msg kafka.Message, err error) {

@@ -190,6 +190,9 @@ func (r *Reloader) Apply(ctx context.Context, cfg Config) (ReloadResult, error) 
 		}
 		res.RebuildStarted = dr.RebuildStarted
 		r.p.metrics.SetStaleModelAfter(cfg.Run.StaleModelAfter, cfg.Detect.RefreshInterval)
+		if r.p.follow != nil { // (detect.window and the like bound the publications it takes)
+			r.p.follow.bound.Store(int64(cfg.modelTopic().publicationBound))
+		}
 	}
 	if cfg.Sink.Emit != r.cur.Sink.Emit {
 		// Validated above, so it cannot fail after the detect part applied.

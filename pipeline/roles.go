@@ -65,7 +65,7 @@ func (c *Config) validateRole() []error {
 // modelTopic is where this pipeline's model topic is.
 func (c *Config) modelTopic() modelTopicConfig {
 	return modelTopicConfig{brokers: c.Sink.Brokers, topic: c.Run.ModelTopic, security: c.Sink.Security, maxMessageBytes: c.Sink.MaxMessageBytes,
-		derived: derivedDefs(c.Ingest)}
+		derived: derivedDefs(c.Ingest), publicationBound: detect.PublicationBound(c.Ingest.Columns(), &c.Detect)}
 }
 
 // setUpRole prepares the builder's publisher or the scorer's follower (New).
@@ -83,6 +83,9 @@ func (p *Pipeline) setUpRole() error {
 			return err
 		}
 		p.models = make(chan *followed, 1)
+		if p.metrics != nil {
+			p.follow.onRefused = p.metrics.AddModelTopicRefused
+		}
 	}
 	if p.role == detect.RoleAll || p.cfg.Detect.KeyBy != detect.KeyByKey {
 		return nil

@@ -3,9 +3,13 @@ package metrics
 import (
 	"embed"
 	"encoding/json"
+	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +32,14 @@ const (
 	liveStatusEvery = 4
 	// liveMaxStreams bounds the open pages: each is a goroutine and a copy of the feed per tick.
 	liveMaxStreams = 16
+	// liveMaxStreamsPerClient bounds one client's share of them (liveClient: its remote address,
+	// an IPv6 one's /64), so that one client cannot hold every stream and lock the others out.
+	// Behind a reverse proxy every page has the proxy's address: 4 pages at once through it
+	// (X-Forwarded-For is not read: whoever connects writes it).
+	liveMaxStreamsPerClient = 4
+	// liveRetryAfter is the Retry-After (seconds) of a refused stream: the page's own retry
+	// (web/app.js: EventSource gives up on a refusal) waits as long.
+	liveRetryAfter = "5"
 	// liveWriteTimeout bounds one event's write: a stalled page is dropped, never waited for
 	// (the server's WriteTimeout would end every stream after 30 s).
 	liveWriteTimeout = 10 * time.Second
@@ -158,12 +170,13 @@ func (m *Metrics) liveStatus() liveStatusJSON {
 // with what the feed gained since the last tick (everything it holds, first), "status" every
 // liveStatusEvery ticks.
 func (m *Metrics) liveEvents(w http.ResponseWriter, r *http.Request) {
-	if m.liveStreams.Add(1) > liveMaxStreams {
-		m.liveStreams.Add(-1)
-		http.Error(w, "too many live views open", http.StatusServiceUnavailable)
+	client := liveClient(r.RemoteAddr)
+	if code, why := m.liveStreams.open(client); code != 0 {
+		w.Header().Set("Retry-After", liveRetryAfter)
+		http.Error(w, why, code)
 		return
 	}
-	defer m.liveStreams.Add(-1)
+	defer m.liveStreams.close(client)
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -247,4 +260,64 @@ func modelsJSON(ms []liveModel) []liveModelJSON {
 			MicroClusters: v.info.MicroClusters, SolvingSet: v.info.SolvingSetSize, WStar: sink.JSONFloat(v.info.WStar)}
 	}
 	return out
+}
+
+// liveStreamCap counts the open event streams, in all and by client.
+type liveStreamCap struct {
+	mu       sync.Mutex
+	total    int
+	byClient map[string]int // (a client's entry goes with its last stream)
+}
+
+// open takes a place for a stream of client, or says why not (the status code and the text).
+func (c *liveStreamCap) open(client string) (code int, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.total >= liveMaxStreams:
+		return http.StatusServiceUnavailable, fmt.Sprintf("too many live views open (%d, the most this server serves)", liveMaxStreams)
+	case c.byClient[client] >= liveMaxStreamsPerClient:
+		return http.StatusTooManyRequests, fmt.Sprintf("too many live views open from %s (%d, the most one client may hold)", client, liveMaxStreamsPerClient)
+	}
+	if c.byClient == nil {
+		c.byClient = map[string]int{}
+	}
+	c.total++
+	c.byClient[client]++
+	return 0, ""
+}
+
+// close gives client's place back.
+func (c *liveStreamCap) close(client string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.total--
+	if c.byClient[client]--; c.byClient[client] <= 0 {
+		delete(c.byClient, client)
+	}
+}
+
+// liveClient is who a request's remote address (host:port) counts as: its IP, an IPv6 one by
+// its /64 (a host is given a /64 and may use any address in it).
+func liveClient(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	if ip = ip.Unmap(); ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
+}
+
+// liveStreamsOpen is how many event streams are open.
+func (m *Metrics) liveStreamsOpen() int {
+	m.liveStreams.mu.Lock()
+	defer m.liveStreams.mu.Unlock()
+	return m.liveStreams.total
 }

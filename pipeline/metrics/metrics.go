@@ -89,7 +89,8 @@ type Metrics struct {
 	windowRecords, windowCapacity               prometheus.Gauge
 	keysLive, keysWarming, keysBytes            prometheus.Gauge // detect.key_by (SetKeys)
 	keyEvictions                                prometheus.Counter
-	keyModelsTooLarge, keyModelsRead            prometheus.Counter // run.role builder / scorer with key_by
+	keyModelsTooLarge, keyModelsRead            prometheus.Counter     // run.role builder / scorer with key_by
+	modelTopicRefused                           *prometheus.CounterVec // run.role builder / scorer (modeltopic.go)
 	keyEvictionsSeen                            uint64
 	alertGroupEvictions                         prometheus.Counter // detect.alert_cooldown (SetAlertGroupEvictions)
 	alertGroupEvictionsSeen                     uint64
@@ -112,7 +113,7 @@ type Metrics struct {
 	kernelTimes func() map[string]KernelTime
 	// live is the live view's feed (live.go, liveview.go); liveStreams counts its open pages.
 	live        *liveFeed
-	liveStreams atomic.Int32
+	liveStreams liveStreamCap
 
 	connected atomic.Bool
 	serving   atomic.Bool
@@ -189,6 +190,7 @@ func New() *Metrics {
 		Help: "Bytes copied between host and GPU (0 on the CPU)."}, []string{"direction"})
 	m.gpuBytesToDevice = bytesMoved.WithLabelValues("host_to_device")
 	m.gpuBytesToHost = bytesMoved.WithLabelValues("device_to_host")
+	m.modelTopicRefused = newModelTopicRefused()
 	m.brokerConnected = gauge("outlierd_broker_connected", "1 while the last round trip to the brokers (the lag poll) succeeded.")
 	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "outlierd_batch_duration_seconds",
 		Help:    "Per-batch latency of each stage: fetch (Source.Next, includes waiting for input), detect (window, micro-clusters, scoring), sink (encode and produce until acknowledged).",
@@ -197,7 +199,7 @@ func New() *Metrics {
 		m.batchDuration[s] = hist.WithLabelValues(s.String())
 	}
 	m.reg.MustRegister(m.recordsIn, m.recordsOut, m.flagged, m.deadLetters, byDetector, m.commits, m.commitErrors,
-		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.keysLive, m.keysWarming, m.keysBytes, m.keyEvictions, m.alertGroupEvictions, m.keyModelsTooLarge, m.keyModelsRead, m.gpuKernelSeconds, m.gpuFallbacks, bytesMoved,
+		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.keysLive, m.keysWarming, m.keysBytes, m.keyEvictions, m.alertGroupEvictions, m.keyModelsTooLarge, m.keyModelsRead, m.modelTopicRefused, m.gpuKernelSeconds, m.gpuFallbacks, bytesMoved,
 		m.brokerConnected, hist, stateCollector{m}, kernelCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -3,6 +3,7 @@ package detect
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -53,8 +54,22 @@ func (s *Stage) ContinueVersions(v uint64) {
 	}
 }
 
-// NextVersion is the version the next model built will have.
+// NextVersion is the version the next model built will have at least (a builder's is its
+// clock in milliseconds at the build when that is more: buildVersion).
 func (s *Stage) NextVersion() uint64 { return s.builds.version + 1 }
+
+// buildVersion is the version of a model built now: one above the newest, and on a builder at
+// least the clock in milliseconds. A builder's versions so follow its clock: a version a
+// scorer took as within its bound of the clock (pipeline/modelversion.go), a hostile one
+// included, is passed by the builder's own within that bound (one counted up by one from it
+// stayed ahead of every build to come).
+func (s *Stage) buildVersion() uint64 {
+	v := s.builds.version + 1
+	if s.deps.Role == RoleBuilder {
+		v = max(v, uint64(max(time.Now().UnixMilli(), 0)))
+	}
+	return v
+}
 
 // HeldRecords is how many records wait for the first model (before_model: hold): a scorer's
 // pipeline stops fetching once they reach its bound, so that memory stays bounded however long

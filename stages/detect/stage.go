@@ -344,7 +344,7 @@ func (s *Stage) startRecalibration() {
 	cols, _ := s.reference()
 	s.builds.running, s.builds.sinceRank, s.builds.started = true, 0, time.Now()
 	next := *s.model
-	next.Version = s.builds.version + 1
+	next.Version = s.buildVersion()
 	next.Members = s.recs.members()
 	cfg, done := s.cfg, s.builds.done
 	go func() {
@@ -471,7 +471,7 @@ func (s *Stage) startBuild() {
 	s.builds.running, s.builds.sinceLast, s.builds.sinceRank, s.builds.lastBuild = true, 0, 0, time.Now()
 	s.builds.started = s.builds.lastBuild
 	s.ext.rebuildDue = false // this build reads the configuration now in force
-	version := s.builds.version + 1
+	version := s.buildVersion()
 	cfg, features, accel, members, done := s.cfg, s.features, s.deps.Accelerator, s.recs.members(), s.builds.done
 	go func() {
 		m, err := buildOn(accel, cols, sds, features, cfg, version)

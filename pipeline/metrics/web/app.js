@@ -70,7 +70,8 @@
 
   // ---- events ----
   // EventSource reconnects by itself after a dropped stream; a refused one (the pipeline
-  // restarting, or too many pages open: 503) it gives up on, so the page tries again itself.
+  // restarting, or too many pages open: 503, or from this client: 429) it gives up on, so the
+  // page tries again itself (after the Retry-After the server sends).
   let es;
   function connect() {
     es = new EventSource('/live/events');

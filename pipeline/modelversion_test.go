@@ -1,0 +1,119 @@
+package pipeline
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/stages/detect"
+)
+
+// TestModelVersionFromTheFutureRefused (sec26 item 2): a publication of version 2^64-1 (a
+// hostile writer's, or a corrupted header with a snapshot to match) outranked every model to
+// come: scorers served it for good, and a builder's next version (one above the topic's
+// highest) wrapped to 0. A version is its builder's clock in ms (detect's buildVersion), so a
+// reader refuses one more than maxVersionAhead ahead of its own clock: not served, not the
+// builder's floor, and its chunks stay live for the builder's tombstones. One just within the
+// bound is taken (clocks differ a little between hosts).
+func TestModelVersionFromTheFutureRefused(t *testing.T) {
+	now := time.Now()
+	legit, later := uint64(now.Add(-time.Minute).UnixMilli()), uint64(now.UnixMilli())
+	within, beyond := uint64(now.Add(maxVersionAhead-time.Minute).UnixMilli()), uint64(now.Add(maxVersionAhead+time.Minute).UnixMilli())
+	msgs := func(v uint64) []kafka.Message {
+		x, err := modelMessages(publication{model: testModel(t, v, 600)}, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	hostile := msgs(math.MaxUint64)
+	log := slices.Concat(msgs(legit), hostile, msgs(beyond), msgs(later))
+	a := &modelAssembler{live: map[string]uint64{}}
+	refused := map[string]int{}
+	a.refused = func(reason string, m kafka.Message, err error) { refused[reason]++ }
+	var got []uint64
+	for _, m := range log {
+		if pub, err := a.add(m); err == nil && pub != nil {
+			got = append(got, pub.version)
+		}
+	}
+	if !slices.Equal(got, []uint64{legit, later}) || a.highest != later {
+		t.Errorf("publications completed %v, highest %d; want %d and %d (versions 2^64-1 and an hour ahead refused)", got, a.highest, legit, later)
+	}
+	if refused[refusedVersionAhead] != 2 {
+		t.Errorf("refusals %v, want 2 %s (one per publication)", refused, refusedVersionAhead)
+	}
+	p := &modelPublisher{live: a.live}
+	tomb := map[string]bool{}
+	for _, m := range p.tombstones(later + 1) {
+		tomb[string(m.Key)] = true
+	}
+	for _, m := range hostile {
+		if !tomb[string(m.Key)] {
+			t.Errorf("the hostile publication's chunk %s is not tombstoned by the builder's next publication", m.Key)
+		}
+	}
+	if floor := modelVersionFloor(a.highest, 0, now); floor == math.MaxUint64 || floor < later {
+		t.Errorf("a builder's floor %d after the hostile publication, want the legitimate %d or the clock", floor, later)
+	}
+	a = &modelAssembler{}
+	for _, m := range msgs(within) {
+		if pub, err := a.add(m); err != nil || pub != nil && pub.version != within {
+			t.Fatalf("a publication %s ahead: %v %v", maxVersionAhead-time.Minute, pub, err)
+		}
+	}
+	if a.highest != within {
+		t.Errorf("a publication %s ahead of the clock was refused (highest %d)", maxVersionAhead-time.Minute, a.highest)
+	}
+}
+
+// TestKeyModelFromTheFutureRefused (sec26 item 2): a key's model (or tombstone) of version
+// 2^64-1 won over every later model of its key at the scorer, and was a builder's floor for its
+// keys' versions. A scorer skips it (counted as version_ahead) and keeps the key's legitimate
+// model; a builder's floor passes over it.
+func TestKeyModelFromTheFutureRefused(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	cfg := roleConfig(br, "in", "out", "dlq", "g", "models")
+	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	r := warmKeyModel(t, cfg)
+	msg := func(v uint64, model bool) kafka.Message {
+		m := kafka.Message{Key: []byte(keyModelPrefix + "k"), Headers: []kafka.Header{
+			{Key: headerKeyModelVersion, Value: []byte(strconv.FormatUint(v, 10))}, {Key: headerKeyPartition, Value: []byte("0")}}}
+		if model {
+			enc, err := detect.EncodeKeyModel(cfg.Ingest.Columns(), &cfg.Detect, "k", v, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Value = enc
+		}
+		return m
+	}
+	scorer, err := detect.NewStage(cfg.Detect, cfg.Ingest.Columns(), cfg.Ingest.Uncertainty != nil, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleScorer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scorer.Close()
+	p := &Pipeline{cfg: cfg, keys: newKeyInbox()}
+	read := p.keyReader(func(int32) bool { return true }, zerolog.Nop())
+	legit := uint64(time.Now().UnixMilli())
+	for _, m := range []kafka.Message{msg(legit-1, true), msg(math.MaxUint64, true), msg(math.MaxUint64, false), msg(legit, true)} {
+		read(m)
+		scorer.InstallKeyModels(p.keys.take(func(int32) bool { return true }))
+	}
+	if v, ok := scorer.KeyVersions()["k"]; !ok || v != legit {
+		t.Errorf("key k held at version %d (held %v) after a model and a tombstone of version 2^64-1 between two of its own: want %d", v, ok, legit)
+	}
+	var highest uint64
+	floor := keyVersionFloor(&highest, map[string]bool{})
+	floor(msg(legit, false))
+	floor(msg(math.MaxUint64, true))
+	if highest != legit {
+		t.Errorf("a builder's keys' floor %d after a key's model of version 2^64-1, want %d", highest, legit)
+	}
+}
