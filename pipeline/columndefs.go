@@ -122,6 +122,9 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 			log.Warn().Str("file", f).Msg("removed a columns.txt left unfinished by a crash")
 		}
 	}
+	if err := recoverCutMoves(dir, log); err != nil {
+		return err
+	}
 	defs := columnDefs(cfg.Ingest)
 	var old []columnDef
 	data, err := os.ReadFile(path)
@@ -273,7 +276,9 @@ func moveAlarms(ctx context.Context, dir string, was, is []columnDef, log zerolo
 // moveAside moves dir's files that which names (detect.IsModelFile, IsAlarmFile) into a new
 // subdirectory <prefix><time>, with was as its columns.txt (nil: none), then logs ev (a
 // warning) with the columns (nil: left out), the files, the directory and msg; nothing when dir
-// holds none (or does not exist yet).
+// holds none (or does not exist yet). The subdirectory is filled under its name and
+// partialSuffix, renamed once every file is in: a crash in the move leaves the suffix, and the
+// next start undoes the move (recoverCutMoves) before it moves them again.
 func moveAside(ctx context.Context, dir, prefix string, which func(name string) bool, was []byte, columns []string, ev *zerolog.Event, msg string) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -284,17 +289,18 @@ func moveAside(ctx context.Context, dir, prefix string, which func(name string) 
 		return fmt.Errorf("detect.state_dir: %w", err)
 	}
 	aside := filepath.Join(dir, prefix+time.Now().UTC().Format("20060102T150405.000Z"))
+	work := aside + partialSuffix // (renamed to aside once every file is in: recoverCutMoves)
 	var moved []string
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !which(e.Name()) {
 			continue
 		}
 		if len(moved) == 0 {
-			if err := os.Mkdir(aside, 0o755); err != nil {
+			if err := os.Mkdir(work, 0o755); err != nil {
 				return fmt.Errorf("detect.state_dir: %w", err)
 			}
 			if was != nil {
-				if _, err := atomicfile.Write(ctx, filepath.Join(aside, columnsFileName), func(w io.Writer) error {
+				if _, err := atomicfile.Write(ctx, filepath.Join(work, columnsFileName), func(w io.Writer) error {
 					_, err := w.Write(was)
 					return err
 				}); err != nil {
@@ -302,7 +308,12 @@ func moveAside(ctx context.Context, dir, prefix string, which func(name string) 
 				}
 			}
 		}
-		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(aside, e.Name())); err != nil {
+		if moveAsideCut != nil {
+			if err := moveAsideCut(len(moved)); err != nil {
+				return err
+			}
+		}
+		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(work, e.Name())); err != nil {
 			return fmt.Errorf("detect.state_dir: %w", err)
 		}
 		moved = append(moved, e.Name())
@@ -311,12 +322,82 @@ func moveAside(ctx context.Context, dir, prefix string, which func(name string) 
 		ev.Discard()
 		return nil
 	}
+	if err := os.Rename(work, aside); err != nil {
+		return fmt.Errorf("detect.state_dir: %w", err)
+	}
 	if columns != nil {
 		ev = ev.Strs("columns", columns)
 	}
 	ev.Strs("files", moved).Str("moved_to", aside).Msg(msg)
 	return nil
 }
+
+// partialSuffix ends the name of a directory a move aside fills (moveAside): renamed without
+// it once every file is in, so a directory of that name is a move a crash cut short.
+const partialSuffix = ".partial"
+
+// recoverCutMoves undoes the moves aside a crash cut short (a directory <prefix><time>.partial
+// in dir): their model, keys' and alarm state files go back into dir, where the rest of that
+// state still is and columns.txt still records what it was built on (written after the move),
+// and the directory, with its columns.txt and a temporary file of its write, is removed; the
+// start then moves all of it aside again, into one directory, if its columns still differ. A
+// file of the same name already in dir (not a crash's leftover: nothing writes there between
+// the crash and this) stays in the directory, which then stays, logged.
+func recoverCutMoves(dir string, log zerolog.Logger) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("detect.state_dir: %w", err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasSuffix(name, partialSuffix) ||
+			!strings.HasPrefix(name, "columns-changed-") && !strings.HasPrefix(name, "columns-unknown-") {
+			continue
+		}
+		cut := filepath.Join(dir, name)
+		files, err := os.ReadDir(cut)
+		if err != nil {
+			return fmt.Errorf("detect.state_dir: %w", err)
+		}
+		var back, kept []string
+		for _, f := range files {
+			from, to := filepath.Join(cut, f.Name()), filepath.Join(dir, f.Name())
+			switch {
+			case !f.Type().IsRegular():
+				kept = append(kept, f.Name())
+			case modelOrAlarm(f.Name()):
+				if _, err := os.Lstat(to); err == nil {
+					kept = append(kept, f.Name())
+					continue
+				}
+				if err := os.Rename(from, to); err != nil {
+					return fmt.Errorf("detect.state_dir: %w", err)
+				}
+				back = append(back, f.Name())
+			case f.Name() == columnsFileName || strings.HasPrefix(f.Name(), "."+columnsFileName+".tmp"):
+				if err := os.Remove(from); err != nil {
+					return fmt.Errorf("detect.state_dir: %w", err)
+				}
+			default:
+				kept = append(kept, f.Name())
+			}
+		}
+		ev := log.Warn().Strs("moved_back", back).Str("directory", cut)
+		if len(kept) > 0 || os.Remove(cut) != nil {
+			ev.Strs("kept", kept).Msg("a move aside cut short (a crash) undone in part: the files kept in its directory have namesakes in detect.state_dir (or are not the move's); the directory stays")
+			continue
+		}
+		ev.Msg("a move aside cut short (a crash) undone: its files moved back into detect.state_dir, whose columns.txt still records what they were built on; moved aside again below if the columns still differ")
+	}
+	return nil
+}
+
+// moveAsideCut, in tests, cuts a move aside short before its next file (moved: the files moved
+// so far), as a crash there would: its error ends the move where it is.
+var moveAsideCut func(moved int) error
 
 // derivedMismatch says why a model whose message carries the builder's derived columns'
 // definitions pub (headerColumns: said, "" when the builder derives none) does not fit an
