@@ -50,9 +50,21 @@ func lastKeyVersion(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dia
 // tailKeyVersion reads the messages of [from, end) on conn and returns the highest key model
 // version among them (found false: none has one).
 func tailKeyVersion(conn *kafka.Conn, from, end int64, maxBytes int) (v uint64, found bool, err error) {
+	err = readRange(conn, from, end, maxBytes, func(m kafka.Message) {
+		if mv, ok := keyModelVersionOf(m); ok {
+			v, found = max(v, mv), true
+		}
+	})
+	return v, found, err
+}
+
+// readRange hands each message of [from, end) on conn to each, in offset order, and returns
+// once none is left below end: offsets compaction removed (at a batch's end too) are passed
+// over, and nothing is waited for that is not already there.
+func readRange(conn *kafka.Conn, from, end int64, maxBytes int, each func(kafka.Message)) error {
 	for off := from; off < end; {
 		if _, err := conn.Seek(off, kafka.SeekAbsolute); err != nil {
-			return 0, false, err
+			return err
 		}
 		b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: maxBytes, MaxWait: tailWait})
 		next := off
@@ -62,20 +74,18 @@ func tailKeyVersion(conn *kafka.Conn, from, end int64, maxBytes int) (v uint64, 
 				break
 			}
 			next = m.Offset + 1
-			if mv, ok := keyModelVersionOf(m); ok {
-				v, found = max(v, mv), true
-			}
+			each(m)
 		}
 		next = max(next, b.Offset()) // (past records compacted away at a batch's end)
 		if err := b.Close(); err != nil {
-			return 0, false, fmt.Errorf("reading offsets %d..%d: %w", off, end, err)
+			return fmt.Errorf("reading offsets %d..%d: %w", off, end, err)
 		}
 		if next == off { // nothing left at or after off below end
 			break
 		}
 		off = next
 	}
-	return v, found, nil
+	return nil
 }
 
 // dialPartition is a connection to the leader of the model topic's partition mp (the first
