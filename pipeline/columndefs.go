@@ -106,11 +106,12 @@ func derivedDefs(c ingest.Config) string {
 // state_dir without columns.txt (new, or of a release before it) has nothing to compare: where
 // the stream has derived columns, the models and keys' state it holds are moved aside
 // (moveUnknown). The alarm state goes with the models, and alone when the columns in force
-// changed otherwise (moveAlarms).
-func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
+// changed otherwise (moveAlarms). aside is the directory the files went to ("": none moved):
+// the detect stage keeps the alert groups of the alarm state there (detect.Deps.AlertGroupsFrom).
+func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) (aside string, err error) {
 	dir := cfg.Detect.StateDir
 	if dir == "" {
-		return nil
+		return "", nil
 	}
 	path := filepath.Join(dir, columnsFileName)
 	// A crash in the record's atomic write left its temporary file (the old record is whole):
@@ -123,7 +124,7 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		}
 	}
 	if err := recoverCutMoves(dir, log); err != nil {
-		return err
+		return "", err
 	}
 	defs := columnDefs(cfg.Ingest)
 	var old []columnDef
@@ -131,18 +132,18 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if derived := defs[len(cfg.Ingest.Features):]; len(derived) > 0 {
-			if err := moveUnknown(ctx, dir, derived, log); err != nil {
-				return err
+			if aside, err = moveUnknown(ctx, dir, derived, log); err != nil {
+				return "", err
 			}
 		}
 	case err != nil:
-		return fmt.Errorf("detect.state_dir: %w", err)
+		return "", fmt.Errorf("detect.state_dir: %w", err)
 	default:
 		if err := json.Unmarshal(data, &old); err != nil {
 			// Not written so (the writes are atomic): an edit or damage. Going on would load
 			// the snapshots by the columns' names alone, what the record is for, and write it
 			// over; the operator fixes it, or removes it to have them matched by name.
-			return fmt.Errorf("detect.state_dir: %s:%s: %w: the record of the columns the models there were built on; fix it, or remove it (the models are then matched by the columns' names only)",
+			return "", fmt.Errorf("detect.state_dir: %s:%s: %w: the record of the columns the models there were built on; fix it, or remove it (the models are then matched by the columns' names only)",
 				path, jsonPlace(data, err), err)
 		}
 	}
@@ -159,8 +160,8 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	}
 	record := defs
 	if len(changed) > 0 {
-		if err := moveModels(ctx, dir, changed, data, log); err != nil {
-			return err
+		if aside, err = moveModels(ctx, dir, changed, data, log); err != nil {
+			return "", err
 		}
 	} else {
 		// The columns gone since keep their definitions: their models stay in state_dir (a
@@ -180,18 +181,18 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		}
 	}
 	if slices.Equal(old, record) {
-		return nil
+		return aside, nil
 	}
 	if old != nil && len(changed) == 0 && !slices.Equal(inForce(old), defs) {
 		// (the columns changed: the models they were saved with are not loaded)
-		if err := moveAlarms(ctx, dir, inForce(old), defs, log); err != nil {
-			return err
+		if aside, err = moveAlarms(ctx, dir, inForce(old), defs, log); err != nil {
+			return "", err
 		}
 	}
 	// state_dir need not exist yet (lint takes one that can be created): the stage would
 	// create it (detect.OpenSnapshotDir), after this.
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("detect.state_dir: %w", err)
+		return "", fmt.Errorf("detect.state_dir: %w", err)
 	}
 	_, err = atomicfile.Write(ctx, path, func(w io.Writer) error {
 		e := json.NewEncoder(w)
@@ -199,9 +200,9 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return e.Encode(record)
 	})
 	if err != nil {
-		return fmt.Errorf("detect.state_dir: %w", err)
+		return "", fmt.Errorf("detect.state_dir: %w", err)
 	}
-	return nil
+	return aside, nil
 }
 
 // moveUnknown moves aside the models, keys' state and alarm state of a state_dir without columns.txt (of a
@@ -213,16 +214,16 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 // column than it was built on; an operator sure that ingest.derive has not changed since they
 // were saved moves them back (deleting the newer files saved since) and restarts (columns.txt,
 // written now, then matches and they load).
-func moveUnknown(ctx context.Context, dir string, derived []columnDef, log zerolog.Logger) error {
+func moveUnknown(ctx context.Context, dir string, derived []columnDef, log zerolog.Logger) (string, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return fmt.Errorf("detect.state_dir: %w", err)
+		return "", fmt.Errorf("detect.state_dir: %w", err)
 	}
 	if !slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Type().IsRegular() && detect.IsModelFile(e.Name()) }) {
-		return nil // (no model to distrust: an alarm state alone stays, as without derived columns)
+		return "", nil // (no model to distrust: an alarm state alone stays, as without derived columns)
 	}
 	var names, defs []string
 	for _, d := range derived {
@@ -239,9 +240,9 @@ func moveUnknown(ctx context.Context, dir string, derived []columnDef, log zerol
 // the columns' record they were built under (was, columns.txt's content): moved back together,
 // the old config loads them (the record left in dir is the new columns', which would move them
 // again). The alarm state: moveAlarms.
-func moveModels(ctx context.Context, dir string, changed []string, was []byte, log zerolog.Logger) error {
+func moveModels(ctx context.Context, dir string, changed []string, was []byte, log zerolog.Logger) (string, error) {
 	return moveAside(ctx, dir, "columns-changed-", modelOrAlarm, was, changed, log.Warn(),
-		"models, keys' state and alarm state built on columns since redefined moved aside with the columns' record they were built under, never loaded (kept for a rollback: all of it moved back, with the old config): the first model is built from the stream, the alarms start empty")
+		"models, keys' state and alarm state built on columns since redefined moved aside with the columns' record they were built under, never loaded (kept for a rollback: all of it moved back, with the old config): the first model is built from the stream, the alarms start empty but for the alert groups")
 }
 
 // modelOrAlarm names the files a start moves aside with the models: theirs and the alarm state's.
@@ -254,14 +255,16 @@ func inForce(record []columnDef) []columnDef {
 
 // moveAlarms moves dir's alarm state aside when the columns in force changed from was to is (a
 // column added, removed or reordered; moveModels moves it at a redefinition): the deadband's
-// series in alarm, the alert groups and the stage's cap rest on the verdicts of the models
-// saved with them, which this start does not load (the stage skips them by the columns' names).
-// Kept, a series in alarm against the old model held its next records flagged against the new
-// one at flag_clear x min_score, a score the new model alone does not flag at (the keys' own
-// caps, in the keys' state, started afresh meanwhile). The alarms start empty with the new
-// model, as at a change of detect.window. (A record written before the gone columns were marked
-// holds them as in force: a start on it sees them removed and moves the alarm state, once.)
-func moveAlarms(ctx context.Context, dir string, was, is []columnDef, log zerolog.Logger) error {
+// series in alarm and the stage's cap rest on the verdicts of the models saved with them,
+// which this start does not load (the stage skips them by the columns' names). Kept, a series
+// in alarm against the old model held its next records flagged against the new one at
+// flag_clear x min_score, a score the new model alone does not flag at (the keys' own caps, in
+// the keys' state, started afresh meanwhile). They start empty with the new model, as at a
+// change of detect.window; the alert groups, which flag nothing, are kept (the stage reads them
+// from the directory: detect.Deps.AlertGroupsFrom). (A record written before the gone columns
+// were marked holds them as in force: a start on it sees them removed and moves the alarm
+// state, once.)
+func moveAlarms(ctx context.Context, dir string, was, is []columnDef, log zerolog.Logger) (string, error) {
 	cols := func(defs []columnDef) string {
 		var s []string
 		for _, d := range defs {
@@ -270,7 +273,7 @@ func moveAlarms(ctx context.Context, dir string, was, is []columnDef, log zerolo
 		return strings.Join(s, "; ")
 	}
 	return moveAside(ctx, dir, "columns-changed-", detect.IsAlarmFile, nil, nil, log.Warn().Str("was", cols(was)).Str("is", cols(is)),
-		"alarm state of other columns moved aside, never loaded (kept for a rollback): the alarms (series in alarm, alert groups, the alarm cap) start empty with the new columns' model")
+		"alarm state of other columns moved aside, never loaded (kept for a rollback): the series in alarm and the alarm caps start empty with the new columns' model, the alert groups are kept")
 }
 
 // moveAside moves dir's files that which names (detect.IsModelFile, IsAlarmFile) into a new
@@ -279,14 +282,14 @@ func moveAlarms(ctx context.Context, dir string, was, is []columnDef, log zerolo
 // holds none (or does not exist yet). The subdirectory is filled under its name and
 // partialSuffix, renamed once every file is in: a crash in the move leaves the suffix, and the
 // next start undoes the move (recoverCutMoves) before it moves them again.
-func moveAside(ctx context.Context, dir, prefix string, which func(name string) bool, was []byte, columns []string, ev *zerolog.Event, msg string) error {
+func moveAside(ctx context.Context, dir, prefix string, which func(name string) bool, was []byte, columns []string, ev *zerolog.Event, msg string) (string, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		ev.Discard()
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return fmt.Errorf("detect.state_dir: %w", err)
+		return "", fmt.Errorf("detect.state_dir: %w", err)
 	}
 	aside := filepath.Join(dir, prefix+time.Now().UTC().Format("20060102T150405.000Z"))
 	work := aside + partialSuffix // (renamed to aside once every file is in: recoverCutMoves)
@@ -297,39 +300,39 @@ func moveAside(ctx context.Context, dir, prefix string, which func(name string) 
 		}
 		if len(moved) == 0 {
 			if err := os.Mkdir(work, 0o755); err != nil {
-				return fmt.Errorf("detect.state_dir: %w", err)
+				return "", fmt.Errorf("detect.state_dir: %w", err)
 			}
 			if was != nil {
 				if _, err := atomicfile.Write(ctx, filepath.Join(work, columnsFileName), func(w io.Writer) error {
 					_, err := w.Write(was)
 					return err
 				}); err != nil {
-					return fmt.Errorf("detect.state_dir: %w", err)
+					return "", fmt.Errorf("detect.state_dir: %w", err)
 				}
 			}
 		}
 		if moveAsideCut != nil {
 			if err := moveAsideCut(len(moved)); err != nil {
-				return err
+				return "", err
 			}
 		}
 		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(work, e.Name())); err != nil {
-			return fmt.Errorf("detect.state_dir: %w", err)
+			return "", fmt.Errorf("detect.state_dir: %w", err)
 		}
 		moved = append(moved, e.Name())
 	}
 	if len(moved) == 0 {
 		ev.Discard()
-		return nil
+		return "", nil
 	}
 	if err := os.Rename(work, aside); err != nil {
-		return fmt.Errorf("detect.state_dir: %w", err)
+		return "", fmt.Errorf("detect.state_dir: %w", err)
 	}
 	if columns != nil {
 		ev = ev.Strs("columns", columns)
 	}
 	ev.Strs("files", moved).Str("moved_to", aside).Msg(msg)
-	return nil
+	return aside, nil
 }
 
 // partialSuffix ends the name of a directory a move aside fills (moveAside): renamed without

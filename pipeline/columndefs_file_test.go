@@ -42,7 +42,7 @@ func TestColumnsFileCorruptIsAnError(t *testing.T) {
 		cfg.Detect.StateDir = dir
 		cfg.Ingest.Features = []string{"temp"}
 		cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "temp", Name: "d"}}}
-		err := checkColumns(context.Background(), cfg, zerolog.Nop())
+		_, err := checkColumns(context.Background(), cfg, zerolog.Nop())
 		if err == nil || !strings.Contains(err.Error(), path+c.at) {
 			t.Errorf("%s: error %v, want one naming %s%s", c.name, err, path, c.at)
 		}
@@ -69,7 +69,7 @@ func TestColumnsFileCrashLeftoverRemoved(t *testing.T) {
 	var cfg Config
 	cfg.Detect.StateDir = dir
 	cfg.Ingest.Features = []string{"temp"}
-	if err := checkColumns(context.Background(), cfg, zerolog.Nop()); err != nil {
+	if _, err := checkColumns(context.Background(), cfg, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(left); err == nil {
@@ -98,7 +98,7 @@ func TestColumnsMoveCutShortRecovered(t *testing.T) {
 	cfg.Detect.StateDir = dir
 	cfg.Ingest.Features = []string{"temp", "hum"}
 	cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "temp", Name: "d"}}}
-	if err := checkColumns(context.Background(), cfg, zerolog.Nop()); err != nil {
+	if _, err := checkColumns(context.Background(), cfg, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	was, err := os.ReadFile(filepath.Join(dir, columnsFileName))
@@ -120,7 +120,7 @@ func TestColumnsMoveCutShortRecovered(t *testing.T) {
 		}
 		return nil
 	}
-	err = checkColumns(context.Background(), redef, zerolog.Nop())
+	_, err = checkColumns(context.Background(), redef, zerolog.Nop())
 	moveAsideCut = nil
 	if !errors.Is(err, crash) {
 		t.Fatalf("the cut move: %v, want the crash", err)
@@ -135,7 +135,7 @@ func TestColumnsMoveCutShortRecovered(t *testing.T) {
 	}
 	time.Sleep(5 * time.Millisecond) // (the next start's clock is later: another directory's name)
 	var logs testsupport.LogBuffer
-	if err := checkColumns(context.Background(), redef, zerolog.New(&logs)); err != nil {
+	if _, err := checkColumns(context.Background(), redef, zerolog.New(&logs)); err != nil {
 		t.Fatal(err)
 	}
 	asides, _ = filepath.Glob(filepath.Join(dir, "*columns-changed-*"))
