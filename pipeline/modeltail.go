@@ -18,8 +18,8 @@ const tailWait = 100 * time.Millisecond
 // message of another writer, or (compaction) no message at all. Reading exactly that offset
 // took the marker's "version" 0 as the partition's, and waited for a message that never came
 // where none was left. So the tail [end-n, end) is read, n = 1, 16, 256, ... back to the first
-// offset, until a message with a key model version is in it, each read ending at end: nothing is
-// waited for that is not already there.
+// offset, until a message with a key model version is in it (not a stale model's tombstone,
+// tailKeyVersion), each read ending at end: nothing is waited for that is not already there.
 func lastKeyVersion(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer, mp int) (uint64, error) {
 	conn, err := dialPartition(ctx, cfg, dialer, mp)
 	if err != nil {
@@ -48,9 +48,13 @@ func lastKeyVersion(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dia
 }
 
 // tailKeyVersion reads the messages of [from, end) on conn and returns the highest key model
-// version among them (found false: none has one).
+// version among them (found false: none has one). A builder's tombstone of a model of another
+// configuration (headerKeyStale) carries that model's older version: passed over.
 func tailKeyVersion(conn *kafka.Conn, from, end int64, maxBytes int) (v uint64, found bool, err error) {
 	err = readRange(conn, from, end, maxBytes, func(m kafka.Message) {
+		if _, stale := headerValue(m, headerKeyStale); stale {
+			return
+		}
 		if mv, ok := keyModelVersionOf(m); ok {
 			v, found = max(v, mv), true
 		}
