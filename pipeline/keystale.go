@@ -226,8 +226,8 @@ func (p *keyPublisher) tombstoneStale(ctx context.Context) {
 	var refs []staleRef
 	todo := map[staleRef]staleKey{}
 	for ref, sk := range p.stale.found {
-		if owned != nil && !owned[sk.part] {
-			continue // (another builder's, or one to come at a rebalance)
+		if owned != nil && sk.part >= 0 && !owned[sk.part] {
+			continue // (another builder's, or one to come at a rebalance; a model without the header: any builder's)
 		}
 		delete(p.stale.found, ref)
 		if q, ok := p.placed[ref.key]; ok && keyModelPartition(q, m) == ref.mp {
