@@ -106,11 +106,12 @@ func derivedDefs(c ingest.Config) string {
 // state_dir without columns.txt (new, or of a release before it) has nothing to compare: where
 // the stream has derived columns, the models and keys' state it holds are moved aside
 // (moveUnknown). The alarm state goes with the models, and alone when the columns in force
-// changed otherwise (moveAlarms).
-func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
+// changed otherwise (moveAlarms). aside is the directory the files went to ("": none moved):
+// the detect stage keeps the alert groups of the alarm state there (detect.Deps.AlertGroupsFrom).
+func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) (aside string, err error) {
 	dir := cfg.Detect.StateDir
 	if dir == "" {
-		return nil
+		return "", nil
 	}
 	path := filepath.Join(dir, columnsFileName)
 	// A crash in the record's atomic write left its temporary file (the old record is whole):
@@ -122,24 +123,27 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 			log.Warn().Str("file", f).Msg("removed a columns.txt left unfinished by a crash")
 		}
 	}
+	if err := recoverCutMoves(dir, log); err != nil {
+		return "", err
+	}
 	defs := columnDefs(cfg.Ingest)
 	var old []columnDef
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if derived := defs[len(cfg.Ingest.Features):]; len(derived) > 0 {
-			if err := moveUnknown(ctx, dir, derived, log); err != nil {
-				return err
+			if aside, err = moveUnknown(ctx, dir, derived, log); err != nil {
+				return "", err
 			}
 		}
 	case err != nil:
-		return fmt.Errorf("detect.state_dir: %w", err)
+		return "", fmt.Errorf("detect.state_dir: %w", err)
 	default:
 		if err := json.Unmarshal(data, &old); err != nil {
 			// Not written so (the writes are atomic): an edit or damage. Going on would load
 			// the snapshots by the columns' names alone, what the record is for, and write it
 			// over; the operator fixes it, or removes it to have them matched by name.
-			return fmt.Errorf("detect.state_dir: %s:%s: %w: the record of the columns the models there were built on; fix it, or remove it (the models are then matched by the columns' names only)",
+			return "", fmt.Errorf("detect.state_dir: %s:%s: %w: the record of the columns the models there were built on; fix it, or remove it (the models are then matched by the columns' names only)",
 				path, jsonPlace(data, err), err)
 		}
 	}
@@ -156,8 +160,8 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	}
 	record := defs
 	if len(changed) > 0 {
-		if err := moveModels(ctx, dir, changed, data, log); err != nil {
-			return err
+		if aside, err = moveModels(ctx, dir, changed, data, log); err != nil {
+			return "", err
 		}
 	} else {
 		// The columns gone since keep their definitions: their models stay in state_dir (a
@@ -177,18 +181,18 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		}
 	}
 	if slices.Equal(old, record) {
-		return nil
+		return aside, nil
 	}
 	if old != nil && len(changed) == 0 && !slices.Equal(inForce(old), defs) {
 		// (the columns changed: the models they were saved with are not loaded)
-		if err := moveAlarms(ctx, dir, inForce(old), defs, log); err != nil {
-			return err
+		if aside, err = moveAlarms(ctx, dir, inForce(old), defs, log); err != nil {
+			return "", err
 		}
 	}
 	// state_dir need not exist yet (lint takes one that can be created): the stage would
 	// create it (detect.OpenSnapshotDir), after this.
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("detect.state_dir: %w", err)
+		return "", fmt.Errorf("detect.state_dir: %w", err)
 	}
 	_, err = atomicfile.Write(ctx, path, func(w io.Writer) error {
 		e := json.NewEncoder(w)
@@ -196,9 +200,9 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return e.Encode(record)
 	})
 	if err != nil {
-		return fmt.Errorf("detect.state_dir: %w", err)
+		return "", fmt.Errorf("detect.state_dir: %w", err)
 	}
-	return nil
+	return aside, nil
 }
 
 // moveUnknown moves aside the models, keys' state and alarm state of a state_dir without columns.txt (of a
@@ -210,16 +214,16 @@ func checkColumns(ctx context.Context, cfg Config, log zerolog.Logger) error {
 // column than it was built on; an operator sure that ingest.derive has not changed since they
 // were saved moves them back (deleting the newer files saved since) and restarts (columns.txt,
 // written now, then matches and they load).
-func moveUnknown(ctx context.Context, dir string, derived []columnDef, log zerolog.Logger) error {
+func moveUnknown(ctx context.Context, dir string, derived []columnDef, log zerolog.Logger) (string, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return fmt.Errorf("detect.state_dir: %w", err)
+		return "", fmt.Errorf("detect.state_dir: %w", err)
 	}
 	if !slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Type().IsRegular() && detect.IsModelFile(e.Name()) }) {
-		return nil // (no model to distrust: an alarm state alone stays, as without derived columns)
+		return "", nil // (no model to distrust: an alarm state alone stays, as without derived columns)
 	}
 	var names, defs []string
 	for _, d := range derived {
@@ -236,9 +240,9 @@ func moveUnknown(ctx context.Context, dir string, derived []columnDef, log zerol
 // the columns' record they were built under (was, columns.txt's content): moved back together,
 // the old config loads them (the record left in dir is the new columns', which would move them
 // again). The alarm state: moveAlarms.
-func moveModels(ctx context.Context, dir string, changed []string, was []byte, log zerolog.Logger) error {
+func moveModels(ctx context.Context, dir string, changed []string, was []byte, log zerolog.Logger) (string, error) {
 	return moveAside(ctx, dir, "columns-changed-", modelOrAlarm, was, changed, log.Warn(),
-		"models, keys' state and alarm state built on columns since redefined moved aside with the columns' record they were built under, never loaded (kept for a rollback: all of it moved back, with the old config): the first model is built from the stream, the alarms start empty")
+		"models, keys' state and alarm state built on columns since redefined moved aside with the columns' record they were built under, never loaded (kept for a rollback: all of it moved back, with the old config): the first model is built from the stream, the alarms start empty but for the alert groups")
 }
 
 // modelOrAlarm names the files a start moves aside with the models: theirs and the alarm state's.
@@ -251,14 +255,16 @@ func inForce(record []columnDef) []columnDef {
 
 // moveAlarms moves dir's alarm state aside when the columns in force changed from was to is (a
 // column added, removed or reordered; moveModels moves it at a redefinition): the deadband's
-// series in alarm, the alert groups and the stage's cap rest on the verdicts of the models
-// saved with them, which this start does not load (the stage skips them by the columns' names).
-// Kept, a series in alarm against the old model held its next records flagged against the new
-// one at flag_clear x min_score, a score the new model alone does not flag at (the keys' own
-// caps, in the keys' state, started afresh meanwhile). The alarms start empty with the new
-// model, as at a change of detect.window. (A record written before the gone columns were marked
-// holds them as in force: a start on it sees them removed and moves the alarm state, once.)
-func moveAlarms(ctx context.Context, dir string, was, is []columnDef, log zerolog.Logger) error {
+// series in alarm and the stage's cap rest on the verdicts of the models saved with them,
+// which this start does not load (the stage skips them by the columns' names). Kept, a series
+// in alarm against the old model held its next records flagged against the new one at
+// flag_clear x min_score, a score the new model alone does not flag at (the keys' own caps, in
+// the keys' state, started afresh meanwhile). They start empty with the new model, as at a
+// change of detect.window; the alert groups, which flag nothing, are kept (the stage reads them
+// from the directory: detect.Deps.AlertGroupsFrom). (A record written before the gone columns
+// were marked holds them as in force: a start on it sees them removed and moves the alarm
+// state, once.)
+func moveAlarms(ctx context.Context, dir string, was, is []columnDef, log zerolog.Logger) (string, error) {
 	cols := func(defs []columnDef) string {
 		var s []string
 		for _, d := range defs {
@@ -267,56 +273,134 @@ func moveAlarms(ctx context.Context, dir string, was, is []columnDef, log zerolo
 		return strings.Join(s, "; ")
 	}
 	return moveAside(ctx, dir, "columns-changed-", detect.IsAlarmFile, nil, nil, log.Warn().Str("was", cols(was)).Str("is", cols(is)),
-		"alarm state of other columns moved aside, never loaded (kept for a rollback): the alarms (series in alarm, alert groups, the alarm cap) start empty with the new columns' model")
+		"alarm state of other columns moved aside, never loaded (kept for a rollback): the series in alarm and the alarm caps start empty with the new columns' model, the alert groups are kept")
 }
 
 // moveAside moves dir's files that which names (detect.IsModelFile, IsAlarmFile) into a new
 // subdirectory <prefix><time>, with was as its columns.txt (nil: none), then logs ev (a
 // warning) with the columns (nil: left out), the files, the directory and msg; nothing when dir
-// holds none (or does not exist yet).
-func moveAside(ctx context.Context, dir, prefix string, which func(name string) bool, was []byte, columns []string, ev *zerolog.Event, msg string) error {
+// holds none (or does not exist yet). The subdirectory is filled under its name and
+// partialSuffix, renamed once every file is in: a crash in the move leaves the suffix, and the
+// next start undoes the move (recoverCutMoves) before it moves them again.
+func moveAside(ctx context.Context, dir, prefix string, which func(name string) bool, was []byte, columns []string, ev *zerolog.Event, msg string) (string, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		ev.Discard()
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return fmt.Errorf("detect.state_dir: %w", err)
+		return "", fmt.Errorf("detect.state_dir: %w", err)
 	}
 	aside := filepath.Join(dir, prefix+time.Now().UTC().Format("20060102T150405.000Z"))
+	work := aside + partialSuffix // (renamed to aside once every file is in: recoverCutMoves)
 	var moved []string
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !which(e.Name()) {
 			continue
 		}
 		if len(moved) == 0 {
-			if err := os.Mkdir(aside, 0o755); err != nil {
-				return fmt.Errorf("detect.state_dir: %w", err)
+			if err := os.Mkdir(work, 0o755); err != nil {
+				return "", fmt.Errorf("detect.state_dir: %w", err)
 			}
 			if was != nil {
-				if _, err := atomicfile.Write(ctx, filepath.Join(aside, columnsFileName), func(w io.Writer) error {
+				if _, err := atomicfile.Write(ctx, filepath.Join(work, columnsFileName), func(w io.Writer) error {
 					_, err := w.Write(was)
 					return err
 				}); err != nil {
-					return fmt.Errorf("detect.state_dir: %w", err)
+					return "", fmt.Errorf("detect.state_dir: %w", err)
 				}
 			}
 		}
-		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(aside, e.Name())); err != nil {
-			return fmt.Errorf("detect.state_dir: %w", err)
+		if moveAsideCut != nil {
+			if err := moveAsideCut(len(moved)); err != nil {
+				return "", err
+			}
+		}
+		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(work, e.Name())); err != nil {
+			return "", fmt.Errorf("detect.state_dir: %w", err)
 		}
 		moved = append(moved, e.Name())
 	}
 	if len(moved) == 0 {
 		ev.Discard()
-		return nil
+		return "", nil
+	}
+	if err := os.Rename(work, aside); err != nil {
+		return "", fmt.Errorf("detect.state_dir: %w", err)
 	}
 	if columns != nil {
 		ev = ev.Strs("columns", columns)
 	}
 	ev.Strs("files", moved).Str("moved_to", aside).Msg(msg)
+	return aside, nil
+}
+
+// partialSuffix ends the name of a directory a move aside fills (moveAside): renamed without
+// it once every file is in, so a directory of that name is a move a crash cut short.
+const partialSuffix = ".partial"
+
+// recoverCutMoves undoes the moves aside a crash cut short (a directory <prefix><time>.partial
+// in dir): their model, keys' and alarm state files go back into dir, where the rest of that
+// state still is and columns.txt still records what it was built on (written after the move),
+// and the directory, with its columns.txt and a temporary file of its write, is removed; the
+// start then moves all of it aside again, into one directory, if its columns still differ. A
+// file of the same name already in dir (not a crash's leftover: nothing writes there between
+// the crash and this) stays in the directory, which then stays, logged.
+func recoverCutMoves(dir string, log zerolog.Logger) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("detect.state_dir: %w", err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasSuffix(name, partialSuffix) ||
+			!strings.HasPrefix(name, "columns-changed-") && !strings.HasPrefix(name, "columns-unknown-") {
+			continue
+		}
+		cut := filepath.Join(dir, name)
+		files, err := os.ReadDir(cut)
+		if err != nil {
+			return fmt.Errorf("detect.state_dir: %w", err)
+		}
+		var back, kept []string
+		for _, f := range files {
+			from, to := filepath.Join(cut, f.Name()), filepath.Join(dir, f.Name())
+			switch {
+			case !f.Type().IsRegular():
+				kept = append(kept, f.Name())
+			case modelOrAlarm(f.Name()):
+				if _, err := os.Lstat(to); err == nil {
+					kept = append(kept, f.Name())
+					continue
+				}
+				if err := os.Rename(from, to); err != nil {
+					return fmt.Errorf("detect.state_dir: %w", err)
+				}
+				back = append(back, f.Name())
+			case f.Name() == columnsFileName || strings.HasPrefix(f.Name(), "."+columnsFileName+".tmp"):
+				if err := os.Remove(from); err != nil {
+					return fmt.Errorf("detect.state_dir: %w", err)
+				}
+			default:
+				kept = append(kept, f.Name())
+			}
+		}
+		ev := log.Warn().Strs("moved_back", back).Str("directory", cut)
+		if len(kept) > 0 || os.Remove(cut) != nil {
+			ev.Strs("kept", kept).Msg("a move aside cut short (a crash) undone in part: the files kept in its directory have namesakes in detect.state_dir (or are not the move's); the directory stays")
+			continue
+		}
+		ev.Msg("a move aside cut short (a crash) undone: its files moved back into detect.state_dir, whose columns.txt still records what they were built on; moved aside again below if the columns still differ")
+	}
 	return nil
 }
+
+// moveAsideCut, in tests, cuts a move aside short before its next file (moved: the files moved
+// so far), as a crash there would: its error ends the move where it is.
+var moveAsideCut func(moved int) error
 
 // derivedMismatch says why a model whose message carries the builder's derived columns'
 // definitions pub (headerColumns: said, "" when the builder derives none) does not fit an

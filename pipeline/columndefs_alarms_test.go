@@ -1,23 +1,31 @@
 package pipeline
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/ingest"
+	"github.com/outlierd/outlierd/stages/sink"
 )
 
-// TestColumnsChangedResetAlarms: the alarm state (the deadband's series in alarm, the alert
-// groups, the stage's cap) rests on the verdicts of the models it was saved with. When the
+// TestColumnsChangedResetAlarms: the alarm state (the deadband's series in alarm, the stage's
+// cap) rests on the verdicts of the models it was saved with. When the
 // columns change (a feature added or removed, a derived column redefined), those models are not
 // loaded (skipped by their columns' names, or moved aside), and the alarm state went on all the
 // same: a series in alarm against the old model held its next records flagged against the new
 // one at flag_clear x min_score, a score the new model alone does not flag at; the keys' own
 // caps (in the keys' state) started afresh meanwhile. Now a start whose columns differ from
 // columns.txt moves the alarm state aside with the models (columns-changed-<time>/), as a
-// detect.window change refuses it: the alarms start empty with the new model. The same columns
-// again load it.
+// detect.window change refuses it: the alarms start empty with the new model, but for the
+// alert groups (TestColumnsChangedKeepsAlertGroups). The same columns again load it.
 func TestColumnsChangedResetAlarms(t *testing.T) {
 	cfg := derivedStateDir(t)
 	dir := cfg.Detect.StateDir
@@ -64,5 +72,76 @@ func TestColumnsChangedResetAlarms(t *testing.T) {
 	}
 	if log := start(plain); !strings.Contains(log, loaded) {
 		t.Errorf("the same columns again: the alarm state its last run saved not loaded: %s", log)
+	}
+}
+
+// TestColumnsChangedKeepsAlertGroups: a start whose columns differ from columns.txt moves the
+// alarm state aside (TestColumnsChangedResetAlarms): the deadband's series in alarm and the
+// caps rest on the old model's verdicts. The alert groups did not: a group is a key's open
+// alert and its time (what alert_cooldown folds a key's next flags into), whatever model
+// flagged it, and dropping them paged a fault in progress across the change twice (failed
+// first: s1's far record after the change, 918 s after its alert and within the 30-minute
+// cooldown, was a new alert). Now the start keeps the alert groups of the alarm state it moves
+// aside, and nothing else of it: the far record flagged by the new columns' model folds into
+// the alert of the old one.
+func TestColumnsChangedKeepsAlertGroups(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
+	// s1's records: 1201 its alert, 2119 far again 918 s later, after the change's restart.
+	const first, alert, again, last = 1500, 1201, 2119, 2130
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(20, 28))
+	produce := func(from, to, far int) {
+		var recs []*kgo.Record
+		for i := from; i < to; i++ {
+			temp, hum := 20+rng.NormFloat64(), 40+rng.NormFloat64()
+			if i == far {
+				temp = 80
+			}
+			recs = append(recs, &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", i%3), Timestamp: t0.Add(time.Duration(i) * time.Second),
+				Value: fmt.Appendf(nil, `{"temp":%.3f,"hum":%.3f}`, temp, hum)})
+		}
+		testsupport.Produce(t, br, recs...)
+	}
+	produce(0, first, alert)
+	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
+	cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp", "hum"}, nil
+	cfg.Detect.FlagBy = detect.FlagBySignificance
+	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Distance.N = 1000, 500, 50
+	cfg.Detect.AlarmRate, cfg.Detect.AlertCooldown = 0.003, 30*time.Minute
+	cfg.Detect.StateDir = t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	runUntilOut(t, cfg, first)
+
+	// A derived column added: the old model is not loaded, its alarm state moved aside.
+	changed := cfg
+	changed.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "hum", Name: "dh"}}}
+	produce(first, last, again)
+	r, logs := startLogged(t, changed)
+	for deadline := time.Now().Add(60 * time.Second); r.p.Stats().RecordsOut.Load() < last-first; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d records out after 60 s, want %d", r.p.Stats().RecordsOut.Load(), last-first)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(cfg.Detect.StateDir, "columns-changed-*", "alarms-*.osnap")); len(aside) == 0 {
+		t.Fatalf("the alarm state not moved aside at the change: %s", logs.String())
+	}
+	a, b := alertThenFlagged(t, br, out, alert, again, "after the change")
+	if a.Timestamp == nil {
+		t.Fatal("setup: s1's alert has no timestamp")
+	}
+	if !b.Scores.Folded || string(b.Scores.AlertTimestamp) != `"`+*a.Timestamp+`"` {
+		t.Errorf("s1's far record 918 s after its alert, the columns changed in between: folded %v into the alert of %s, want folded into %s's (%s)",
+			b.Scores.Folded, b.Scores.AlertTimestamp, *a.Timestamp, b.Explanation)
+	}
+	if strings.Contains(logs.String(), "alarm state loaded from snapshot") {
+		t.Errorf("the old columns' alarm state loaded whole: %s", logs.String())
 	}
 }

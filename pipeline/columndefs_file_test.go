@@ -1,14 +1,19 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/ingest"
 )
 
@@ -37,7 +42,7 @@ func TestColumnsFileCorruptIsAnError(t *testing.T) {
 		cfg.Detect.StateDir = dir
 		cfg.Ingest.Features = []string{"temp"}
 		cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "temp", Name: "d"}}}
-		err := checkColumns(context.Background(), cfg, zerolog.Nop())
+		_, err := checkColumns(context.Background(), cfg, zerolog.Nop())
 		if err == nil || !strings.Contains(err.Error(), path+c.at) {
 			t.Errorf("%s: error %v, want one naming %s%s", c.name, err, path, c.at)
 		}
@@ -64,7 +69,7 @@ func TestColumnsFileCrashLeftoverRemoved(t *testing.T) {
 	var cfg Config
 	cfg.Detect.StateDir = dir
 	cfg.Ingest.Features = []string{"temp"}
-	if err := checkColumns(context.Background(), cfg, zerolog.Nop()); err != nil {
+	if _, err := checkColumns(context.Background(), cfg, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(left); err == nil {
@@ -75,5 +80,88 @@ func TestColumnsFileCrashLeftoverRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, columnsFileName)); err != nil {
 		t.Errorf("columns.txt not written: %v", err)
+	}
+}
+
+// TestColumnsMoveCutShortRecovered: a start that moves the models, keys' state and alarm state
+// aside (a column redefined) and crashes between two of its files, or in the write of the
+// directory's columns.txt (its temporary file left there), leaves part of them moved and
+// state_dir's columns.txt still the old record. The next start moved the rest into a second
+// directory: the old state split in two, one without its columns.txt and with the temporary
+// file for good, so that the documented rollback (move the directory's files back, its
+// columns.txt too) found half of it (failed first: two directories). Now the next start finds
+// the move it cut short and ends it: one directory holding every file and the record they were
+// built under, nothing else, and none of them left in state_dir.
+func TestColumnsMoveCutShortRecovered(t *testing.T) {
+	dir := t.TempDir()
+	var cfg Config
+	cfg.Detect.StateDir = dir
+	cfg.Ingest.Features = []string{"temp", "hum"}
+	cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "temp", Name: "d"}}}
+	if _, err := checkColumns(context.Background(), cfg, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
+	was, err := os.ReadFile(filepath.Join(dir, columnsFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := []string{"alarms-000001.osnap", "keys-000001.osnap", "model-000001.osnap", "model-000002.osnap"}
+	for _, f := range state {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(f), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	redef := cfg
+	redef.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "hum", Name: "d"}}}
+	crash := errors.New("crashed")
+	moveAsideCut = func(moved int) error {
+		if moved == 2 {
+			return crash
+		}
+		return nil
+	}
+	_, err = checkColumns(context.Background(), redef, zerolog.Nop())
+	moveAsideCut = nil
+	if !errors.Is(err, crash) {
+		t.Fatalf("the cut move: %v, want the crash", err)
+	}
+	// The crash also left the atomic write's temporary file in the directory.
+	asides, _ := filepath.Glob(filepath.Join(dir, "*columns-changed-*"))
+	if len(asides) != 1 {
+		t.Fatalf("the cut move left %v", asides)
+	}
+	if err := os.WriteFile(filepath.Join(asides[0], "."+columnsFileName+".tmp42"), []byte("[\n  {"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // (the next start's clock is later: another directory's name)
+	var logs testsupport.LogBuffer
+	if _, err := checkColumns(context.Background(), redef, zerolog.New(&logs)); err != nil {
+		t.Fatal(err)
+	}
+	asides, _ = filepath.Glob(filepath.Join(dir, "*columns-changed-*"))
+	if len(asides) != 1 {
+		t.Fatalf("after the next start: %v, want one directory holding the old state; log: %s", asides, logs.String())
+	}
+	ents, err := os.ReadDir(asides[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if want := append([]string{"alarms-000001.osnap", columnsFileName}, state[1:]...); !slices.Equal(names, want) {
+		t.Errorf("%s holds %v, want %v", asides[0], names, want)
+	}
+	if got, _ := os.ReadFile(filepath.Join(asides[0], columnsFileName)); !bytes.Equal(got, was) {
+		t.Errorf("its %s is %q, want the record the state was built under %q", columnsFileName, got, was)
+	}
+	for _, f := range state {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("%s left in state_dir", f)
+		}
+	}
+	if !strings.Contains(logs.String(), "cut short") {
+		t.Errorf("the move cut short not logged: %s", logs.String())
 	}
 }

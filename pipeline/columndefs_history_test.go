@@ -109,7 +109,7 @@ func TestColumnsRollback(t *testing.T) {
 	old, redef := cfg, cfg
 	old.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "temp", Name: "d"}}}
 	redef.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "hum", Name: "d"}}}
-	if err := checkColumns(ctx, old, zerolog.Nop()); err != nil {
+	if _, err := checkColumns(ctx, old, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	files := []string{"model-00000000000000000004.osnap", "keys-00000000000000000002.osnap"}
@@ -118,7 +118,7 @@ func TestColumnsRollback(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := checkColumns(ctx, redef, zerolog.Nop()); err != nil {
+	if _, err := checkColumns(ctx, redef, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	aside, _ := filepath.Glob(filepath.Join(dir, "columns-changed-*"))
@@ -136,7 +136,7 @@ func TestColumnsRollback(t *testing.T) {
 		}
 	}
 	var logs testsupport.LogBuffer
-	if err := checkColumns(ctx, old, zerolog.New(&logs)); err != nil {
+	if _, err := checkColumns(ctx, old, zerolog.New(&logs)); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range files {

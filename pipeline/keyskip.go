@@ -18,8 +18,9 @@ const keySkipLogEvery = time.Minute
 // keySkips logs the key model messages a scorer's reader skips. One built for another
 // configuration (detect.ErrSnapshotMismatch: other features, their order, or other keys'
 // settings) is what every key's model on the topic is after ingest.features changed, until the
-// builder publishes the key again (a key that never comes back keeps it for good): the first
-// of a reader is logged in full, the others counted into one line per keySkipLogEvery at most,
+// builder publishes the key again (a key it does not see again: until its tombstone, written
+// once the builder's first model is out, keystale.go, is compacted): the first of a reader is
+// logged in full, the others counted into one line per keySkipLogEvery at most,
 // and flush logs what is counted and not logged yet (at the end of a restore). Any other skip
 // (a message that does not decode, a key's model under another key) is logged each: those are
 // rare, and each one is news. Safe for the reader's decoders' goroutines.

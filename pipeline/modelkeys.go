@@ -90,6 +90,8 @@ type keyPublisher struct {
 	cut func([]kafka.Message) ([]kafka.Message, bool)
 	// onDone, if set, is told after each publication (tests).
 	onDone func(version uint64, keys int, err error)
+	// stale are the keys' models of another configuration on the topic (keystale.go).
+	stale staleKeys
 }
 
 func newKeyPublisher(cfg modelTopicConfig, features []string, det detect.Config, log zerolog.Logger) (*keyPublisher, error) {
@@ -167,6 +169,7 @@ func (p *keyPublisher) run(ctx context.Context, drain <-chan struct{}) {
 			}
 		}
 		last = time.Now()
+		p.tombstoneStale(ctx) // (before the publication: a key of it gets its model after the tombstone)
 		todo, waiting := p.due(last, final)
 		if waiting {
 			p.signal() // a later round takes them
@@ -412,6 +415,12 @@ func (p *Pipeline) keyReaderSkips(keep func(partition int32) bool, log zerolog.L
 			return
 		}
 		if msg.Value == nil {
+			if _, stale := headerValue(msg, headerKeyStale); stale {
+				// A model of another configuration than the builder's removed (keystale.go):
+				// one this scorer skipped, or, on a scorer of that configuration, one it may
+				// still score with. Kept either way.
+				return
+			}
 			p.keys.put(detect.KeyModel{Key: key, Version: keyModelVersion(msg), Partition: part})
 			return
 		}

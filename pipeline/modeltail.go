@@ -18,8 +18,8 @@ const tailWait = 100 * time.Millisecond
 // message of another writer, or (compaction) no message at all. Reading exactly that offset
 // took the marker's "version" 0 as the partition's, and waited for a message that never came
 // where none was left. So the tail [end-n, end) is read, n = 1, 16, 256, ... back to the first
-// offset, until a message with a key model version is in it, each read ending at end: nothing is
-// waited for that is not already there.
+// offset, until a message with a key model version is in it (not a stale model's tombstone,
+// tailKeyVersion), each read ending at end: nothing is waited for that is not already there.
 func lastKeyVersion(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer, mp int) (uint64, error) {
 	conn, err := dialPartition(ctx, cfg, dialer, mp)
 	if err != nil {
@@ -48,11 +48,27 @@ func lastKeyVersion(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dia
 }
 
 // tailKeyVersion reads the messages of [from, end) on conn and returns the highest key model
-// version among them (found false: none has one).
+// version among them (found false: none has one). A builder's tombstone of a model of another
+// configuration (headerKeyStale) carries that model's older version: passed over.
 func tailKeyVersion(conn *kafka.Conn, from, end int64, maxBytes int) (v uint64, found bool, err error) {
+	err = readRange(conn, from, end, maxBytes, func(m kafka.Message) {
+		if _, stale := headerValue(m, headerKeyStale); stale {
+			return
+		}
+		if mv, ok := keyModelVersionOf(m); ok && !versionAhead(mv, time.Now()) { // (refused: modelversion.go)
+			v, found = max(v, mv), true
+		}
+	})
+	return v, found, err
+}
+
+// readRange hands each message of [from, end) on conn to each, in offset order, and returns
+// once none is left below end: offsets compaction removed (at a batch's end too) are passed
+// over, and nothing is waited for that is not already there.
+func readRange(conn *kafka.Conn, from, end int64, maxBytes int, each func(kafka.Message)) error {
 	for off := from; off < end; {
 		if _, err := conn.Seek(off, kafka.SeekAbsolute); err != nil {
-			return 0, false, err
+			return err
 		}
 		b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: maxBytes, MaxWait: tailWait})
 		next := off
@@ -62,20 +78,18 @@ func tailKeyVersion(conn *kafka.Conn, from, end int64, maxBytes int) (v uint64, 
 				break
 			}
 			next = m.Offset + 1
-			if mv, ok := keyModelVersionOf(m); ok && !versionAhead(mv, time.Now()) { // (refused: modelversion.go)
-				v, found = max(v, mv), true
-			}
+			each(m)
 		}
 		next = max(next, b.Offset()) // (past records compacted away at a batch's end)
 		if err := b.Close(); err != nil {
-			return 0, false, fmt.Errorf("reading offsets %d..%d: %w", off, end, err)
+			return fmt.Errorf("reading offsets %d..%d: %w", off, end, err)
 		}
 		if next == off { // nothing left at or after off below end
 			break
 		}
 		off = next
 	}
-	return v, found, nil
+	return nil
 }
 
 // dialPartition is a connection to the leader of the model topic's partition mp (the first

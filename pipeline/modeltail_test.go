@@ -138,3 +138,36 @@ func TestHighestKeyVersionPastATransactionMarkerRealBroker(t *testing.T) {
 		t.Errorf("highestKeyVersion took %v", took.Round(time.Millisecond))
 	}
 }
+
+// TestHighestKeyVersionPastStaleTombstonesRealBroker: a builder's tombstone of a key's model of
+// another configuration (keystale.go) carries that model's own version, older than the
+// builder's publications, and may be the last messages of a partition. highestKeyVersion took
+// the tail's newest key model message for the partition's highest version (failed first: 50
+// where 100 was published before the tombstones), so a restarted builder's keys' models could
+// continue below the versions on the topic where its clock is behind. Such tombstones are passed
+// over: the version is that of the last message that is not one.
+func TestHighestKeyVersionPastStaleTombstonesRealBroker(t *testing.T) {
+	br := testsupport.RealBroker(t)
+	mt := testsupport.UniqueName("stale-models")
+	createCompactedTopic(t, br, mt, 2)
+	w := &kafka.Writer{Addr: kafka.TCP(br.Addrs...), Topic: mt, Balancer: kafka.BalancerFunc(func(kafka.Message, ...int) int { return 1 })}
+	defer w.Close()
+	msgs := []kafka.Message{{Key: []byte(keyModelPrefix + "k"), Value: []byte("m"),
+		Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: []byte("100")}}}}
+	for i := range 20 { // (more than the tail's first reads: 1, then 16)
+		msgs = append(msgs, kafka.Message{Key: []byte(keyModelPrefix + "old-" + strconv.Itoa(i)),
+			Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: []byte("50")}, {Key: headerKeyStale, Value: []byte("built for features [a]")}}})
+	}
+	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	highest, _, err := highestKeyVersion(ctx, modelTopicConfig{brokers: br.Addrs, topic: mt, maxMessageBytes: 1 << 20}, &kafka.Dialer{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if highest != 100 {
+		t.Errorf("highest key model version %d, want 100 (the stale models' tombstones, version 50, after it)", highest)
+	}
+}

@@ -156,6 +156,9 @@ type modelPublisher struct {
 	log     zerolog.Logger
 	mailbox chan publication
 	onDone  func(version uint64, err error) // after each publication (metrics, tests)
+	// onPublished, if set, hears each publication written whole (the keys' publisher: a model
+	// of the builder's configuration is on the topic, keystale.go).
+	onPublished func()
 	// live are the topic's keys whose newest message is not a tombstone, with their versions:
 	// what the start-up read found (setLive) plus what run wrote since. Only run touches it.
 	live map[string]uint64
@@ -223,6 +226,9 @@ func (p *modelPublisher) run(ctx context.Context, drain <-chan struct{}) {
 		}
 		err := p.write(ctx, pub)
 		if err == nil {
+			if p.onPublished != nil {
+				p.onPublished()
+			}
 			p.tombstone(ctx, pub.model.Version)
 		} else if ctx.Err() != nil {
 			p.log.Warn().Uint64("model_version", pub.model.Version).

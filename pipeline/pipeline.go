@@ -160,10 +160,12 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 		deps.Overlap = detect.OverlapOnGPU
 	}
 	// A column redefined under its name moves the models built on its old values aside first
-	// (columndefs.go).
-	if err := checkColumns(ctx, cfg, log); err != nil {
+	// (columndefs.go); the alert groups of the alarm state moved aside with them are kept.
+	aside, err := checkColumns(ctx, cfg, log)
+	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
+	deps.AlertGroupsFrom = aside
 	// (ctx ends the load of detect.state_dir's snapshots too: seconds at 100,000 keys.)
 	if p.det, err = detect.NewStageContext(ctx, cfg.Detect, cfg.Ingest.Columns(), cfg.Ingest.Uncertainty != nil, deps); err != nil {
 		if ctx.Err() != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/outlierd/outlierd/internal/core/batch"
 	"github.com/outlierd/outlierd/internal/core/config"
 	"github.com/outlierd/outlierd/stages/detect"
+	"github.com/outlierd/outlierd/stages/ingest"
 )
 
 // Roles (run.role): a builder makes the models of the whole stream and publishes them to the
@@ -203,9 +204,32 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 		}
 		ev.Msg("builder: the next model's version is above every version on the model topic, in state_dir and the clock (ms)")
 		var wg sync.WaitGroup
+		if p.keyPub != nil {
+			p.pub.onPublished = p.keyPub.modelServing
+		}
 		wg.Go(func() { p.pub.run(work, p.flushModels) })
 		if p.keyPub != nil {
 			p.keyPub.version = max(p.keyHighest, keysHighest)
+			// The keys' models of another configuration (keystale.go): read beside the work,
+			// ended by the stop's drain as the publishers are; tombstoned once a global model of
+			// this configuration is on the topic.
+			if newest != nil {
+				p.keyPub.modelServing()
+			}
+			if src, ok := p.src.(Assigning); ok { // (a builder's own group: it hears nothing else)
+				src.OnAssigned(func(a ingest.Assignment) { p.keyPub.assigned(a.Partitions, false) })
+			} else {
+				p.keyPub.assigned(nil, true)
+			}
+			scan, endScan := context.WithCancel(work)
+			go func() {
+				defer endScan()
+				select {
+				case <-p.flushModels:
+				case <-scan.Done():
+				}
+			}()
+			wg.Go(func() { p.keyPub.scanStale(scan, p.follow.dialer, modelParts) })
 			wg.Go(func() {
 				if modelParts > 1 {
 					p.keyPub.tombstonePartition0(work, p.keysOn0)

@@ -471,6 +471,9 @@ func (s *Stage) loadAlarms(ctx context.Context, keysAt uint64) error {
 		return err
 	}
 	s.series.pos = keysAt
+	if len(files) == 0 && s.deps.AlertGroupsFrom != "" {
+		return s.adoptAlertGroups(ctx, s.deps.AlertGroupsFrom)
+	}
 	for _, path := range files {
 		var a *alarmState
 		err := readSealedFile(ctx, path, alarmsSnapshotFile, func(format uint32, p []byte) (err error) {
@@ -493,17 +496,7 @@ func (s *Stage) loadAlarms(ctx context.Context, keysAt uint64) error {
 			continue
 		}
 		*s.alarms, s.series = a.cap, a.series
-		s.groups.open = make(map[string]*alertGroup, len(a.groups))
-		s.groups.gen, s.groups.genKnown, s.groups.restored = a.gen, a.genKnown, nil
-		if a.at.Taken != nil {
-			s.groups.restored = &a.at
-		}
-		for k, g := range a.groups {
-			s.groups.open[k] = &g
-		}
-		// (A file of a release before 2026-11-28 may hold more groups than the limit: a batch
-		// could pass it.)
-		s.groups.afterRestore(s.cfg.AlertCooldown)
+		s.restoreGroups(a)
 		if s.keyed != nil && a.series.pos != keysAt { // (saved apart: the keys' positions moved with the stream's)
 			s.keyed.rebase(keysAt, a.series.pos)
 		}

@@ -168,6 +168,20 @@ func DecodeKeyModel(value []byte, features []string, cfg *Config) (key string, v
 	return key, version, r, nil
 }
 
+// CheckKeyModel says whether a value of EncodeKeyModel was built for features and cfg, reading
+// its envelope (checksum included) and header only, not the model: nil when it was,
+// ErrSnapshotMismatch with the reason when it was built for other features or keys' settings
+// (what DecodeKeyModel refuses it for), ErrSnapshotFormat when it does not read back (corrupt,
+// of a newer format). A builder's scan of the model topic for its keys' models of another
+// configuration (pipeline) reads every key's message so, at the cost of a checksum each.
+func CheckKeyModel(value []byte, features []string, cfg *Config) error {
+	_, p, err := keyModelFile.Read(bytes.NewReader(value))
+	if err != nil {
+		return sealedErr(err)
+	}
+	return checkKeyHeader(sealed.NewDecoder(p), features, cfg)
+}
+
 // encodeKeys is the payload of the keys' state file: every key, least recently seen first (so
 // that decoding them in order rebuilds the recency order).
 // (at stream position 0: the tests').

@@ -109,6 +109,12 @@ type Deps struct {
 	// pipeline calls it once Landing is closed), Drain all of them. Verdicts are the same as
 	// without.
 	Overlap int
+	// AlertGroupsFrom, when not empty, is a directory holding alarm state files saved under other
+	// columns (the pipeline moved them out of state_dir at a change of the columns: their series
+	// in alarm and caps rest on the verdicts of models not loaded): where state_dir holds no
+	// alarm state, the alert groups of the newest of those that reads back are kept, nothing
+	// else of it (alarm_adopt.go).
+	AlertGroupsFrom string
 }
 
 // buildState is the model builds' bookkeeping.

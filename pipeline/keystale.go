@@ -1,0 +1,294 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/stages/detect"
+)
+
+// The keys' models of another configuration on the model topic (detect.key_by: key).
+//
+// After ingest.features, ingest.derive or a keys' setting changed, every key's model on the
+// topic was built for the old configuration: the builder's new models replace those of the keys
+// it sees again (compaction keeps a key's newest message), and the others stayed for good, read,
+// skipped and counted in a warning at every scorer's start, the topic's disk never shrinking (a
+// builder whose keys' state was of the old configuration does not know those keys, so it never
+// evicts them). So a builder reads, at each start and beside its work, every key model message
+// on the topic (the partitions of the keys' models, or partition 0 of a one-partition topic) to
+// the end it had, and notes the keys whose newest message is a model a scorer of the builder's
+// configuration would skip as built for another one: other features or keys' settings
+// (detect.CheckKeyModel), or other derived columns (headerColumns; a message without the header,
+// of a release before it, is judged by its features alone, as scorers judge it). Once a global
+// model of the builder's configuration is on the topic (read at the start, or the builder's
+// first publication), it writes a tombstone for each of those keys that it has not published
+// since its start, and compaction removes both. Such a tombstone carries headerKeyStale: a
+// scorer passes over it (keyReaderSkips), keeping the model it holds, since only a scorer of
+// another configuration than the builder's can hold that model, and it can still score with it
+// (a rolling change: the builder first, the scorers after; its global model is likewise kept by
+// a scorer that skips the new one). Its version header is the stale model's own, so that a
+// scorer of a release before the header, which installs only a version above the one it holds
+// (detect.Stage.InstallKeyModels), keeps the model too. A corrupt message, or one of a format this release does not
+// read (a newer builder's), is not the builder's to judge: it stays.
+const (
+	// headerKeyStale, on a key's tombstone, says the builder removes a model of another
+	// configuration than its own (the value says which), not a key it evicted.
+	headerKeyStale = "outlierd-key-stale"
+	// staleLogKeys is how many stale keys a log line names.
+	staleLogKeys = 10
+	// staleFetchBytes is the scan's fetch size: a read of the whole topic, in fewer round trips
+	// than a follower's fetches (BenchmarkStaleScanRealBroker).
+	staleFetchBytes = 16 << 20
+	// staleRetry is how long a failed write of the stale keys' tombstones waits to be retried.
+	staleRetry = 5 * time.Second
+)
+
+// staleRef is a stale key's message's place: the model topic partition and the key.
+type staleRef struct {
+	mp  int
+	key string
+}
+
+// staleKey is what a stale key's tombstone needs: its input partition header (the balancer's
+// way to mp), the stale model's version and why it is stale.
+type staleKey struct {
+	part    int32
+	version uint64
+	reason  string
+}
+
+// staleKeys are a builder's scan's findings and what the tombstones wait for.
+type staleKeys struct {
+	mu      sync.Mutex
+	found   map[staleRef]staleKey // the stale keys not tombstoned yet (nil until the scan ends)
+	scanned bool
+	serving bool // a global model of the builder's configuration is on the topic
+	m       int  // the model topic's partitions at the scan
+	// owned are the input partitions the builder is assigned (ownedKnown: an assignment was
+	// heard, or the source reports none: every partition).
+	owned      map[int32]bool
+	ownedKnown bool
+	due        bool // something changed since the last look (tombstoneStale)
+}
+
+// scanStale reads the key model messages of the model topic's partitions (m of them: the keys'
+// ones, or 0 alone when m is 1) to the ends they had, retrying failures with backoff until ctx
+// ends, and hands the keys whose newest message is a model of another configuration to the
+// publisher (which tombstones them once a global model of its configuration is out).
+func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m int) {
+	parts := []int{0}
+	if m > 1 {
+		parts = parts[:0]
+		for mp := 1; mp < m; mp++ {
+			parts = append(parts, mp)
+		}
+	}
+	start := time.Now()
+	found, read, reasons := map[staleRef]staleKey{}, 0, map[string]string{}
+	for _, mp := range parts {
+		for attempt := 1; ; attempt++ {
+			n, err := p.scanPartition(ctx, dialer, mp, found, reasons)
+			if err == nil {
+				read += n
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			p.log.Warn().Err(err).Int("model_partition", mp).Int("attempt", attempt).
+				Msg("builder: reading the keys' models on the model topic for those of another configuration failed; retrying")
+			if !backoff(ctx, attempt) {
+				return
+			}
+		}
+	}
+	ev := p.log.Info()
+	if len(found) > 0 {
+		ev = p.log.Warn().Strs("first_keys", staleNames(found))
+	}
+	ev.Int("messages_read", read).Int("other_configuration", len(found)).Dur("took", time.Since(start)).
+		Msg("builder: keys' models on the model topic read; those built for another configuration are tombstoned once a model of this configuration is on the topic")
+	p.stale.mu.Lock()
+	p.stale.found, p.stale.scanned, p.stale.m, p.stale.due = found, true, m, true
+	p.stale.mu.Unlock()
+	p.signal()
+}
+
+// assigned tells the publisher the builder's input partitions (nil with all: every one, a
+// source that reports no assignment): a stale key is tombstoned by the builder that owns its
+// partition. With two builders in the group (each then has part of the partitions), one's
+// tombstone could otherwise follow the other's new model of the key, removing it.
+func (p *keyPublisher) assigned(parts []int32, all bool) {
+	p.stale.mu.Lock()
+	p.stale.ownedKnown, p.stale.owned, p.stale.due = true, nil, true
+	if !all {
+		p.stale.owned = map[int32]bool{}
+		for _, q := range parts {
+			p.stale.owned[q] = true
+		}
+	}
+	p.stale.mu.Unlock()
+	p.signal()
+}
+
+// scanPartition notes in found the keys of model partition mp whose newest message is a model of
+// another configuration (removing those whose newer message is not), and returns the messages
+// read. reasons holds each reason once (a key's entry shares it).
+func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, mp int, found map[staleRef]staleKey, reasons map[string]string) (int, error) {
+	conn, err := dialPartition(ctx, p.cfg, dialer, mp)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+	defer stop()
+	first, end, err := conn.ReadOffsets()
+	if err != nil {
+		return 0, err
+	}
+	read := 0
+	err = readRange(conn, first, end, max(p.cfg.maxMessageBytes*2, staleFetchBytes), func(msg kafka.Message) {
+		read++
+		if !isKeyModel(msg) {
+			return
+		}
+		ref := staleRef{mp, string(msg.Key[len(keyModelPrefix):])}
+		if why := p.otherConfiguration(msg); why != "" {
+			if r, ok := reasons[why]; ok {
+				why = r
+			} else {
+				reasons[why] = why
+			}
+			found[ref] = staleKey{part: keyPartition(msg), version: keyModelVersion(msg), reason: why}
+		} else {
+			delete(found, ref)
+		}
+	})
+	if err != nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return read, err
+}
+
+// otherConfiguration says why msg, a key model message, holds a model a scorer of the builder's
+// configuration skips as built for another one ("": it does not, or it is a tombstone, or it
+// does not read: not the builder's to judge).
+func (p *keyPublisher) otherConfiguration(msg kafka.Message) string {
+	if msg.Value == nil {
+		return ""
+	}
+	err := detect.CheckKeyModel(msg.Value, p.features, &p.detect)
+	if err == nil {
+		pub, said := headerValue(msg, headerColumns)
+		err = derivedMismatch(pub, said, p.cfg.derived)
+	}
+	if !errors.Is(err, detect.ErrSnapshotMismatch) {
+		return ""
+	}
+	return err.Error()
+}
+
+// modelServing tells the publisher a global model of its configuration is on the topic (read at
+// the start, or published): the stale keys' tombstones may go.
+func (p *keyPublisher) modelServing() {
+	p.stale.mu.Lock()
+	was := p.stale.serving
+	p.stale.serving, p.stale.due = true, true
+	p.stale.mu.Unlock()
+	if !was {
+		p.signal()
+	}
+}
+
+// tombstoneStale writes, once the scan has ended, a global model of the builder's configuration
+// is on the topic and the builder's partitions are known, a tombstone (headerKeyStale) for each
+// stale key of its partitions that it has not published to the same place since its start (its
+// newer model there replaced the stale one). Called by run before a publication: a key of that
+// publication gets its model after the tombstone. The keys of other partitions wait for an
+// assignment that gives them; a failure is logged and its keys retried in staleRetry.
+func (p *keyPublisher) tombstoneStale(ctx context.Context) {
+	p.stale.mu.Lock()
+	if !p.stale.due || !p.stale.scanned || !p.stale.serving || !p.stale.ownedKnown || len(p.stale.found) == 0 {
+		p.stale.mu.Unlock()
+		return
+	}
+	p.stale.due = false
+	m, owned := p.stale.m, p.stale.owned
+	var refs []staleRef
+	todo := map[staleRef]staleKey{}
+	for ref, sk := range p.stale.found {
+		if owned != nil && sk.part >= 0 && !owned[sk.part] {
+			continue // (another builder's, or one to come at a rebalance; a model without the header: any builder's)
+		}
+		delete(p.stale.found, ref)
+		if q, ok := p.placed[ref.key]; ok && keyModelPartition(q, m) == ref.mp {
+			continue // (published there since the start: its model replaced the stale one)
+		}
+		refs = append(refs, ref)
+		todo[ref] = sk
+	}
+	p.stale.mu.Unlock()
+	if len(refs) == 0 {
+		return
+	}
+	slices.SortFunc(refs, func(a, b staleRef) int {
+		if a.mp != b.mp {
+			return a.mp - b.mp
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	msgs := make([]kafka.Message, len(refs))
+	reasons := map[string]int{}
+	for i, ref := range refs {
+		sk := todo[ref]
+		reasons[sk.reason]++
+		part := sk.part
+		if keyModelPartition(part, m) != ref.mp { // (its header points elsewhere now: the place it lies at)
+			part = int32(ref.mp - 1)
+		}
+		v := []byte(strconv.FormatUint(sk.version, 10)) // (the stale model's: a scorer of an earlier release keeps it too)
+		msgs[i] = kafka.Message{Key: []byte(keyModelPrefix + ref.key), Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: v},
+			{Key: headerKeyPartition, Value: []byte(strconv.Itoa(int(part)))}, {Key: headerKeyStale, Value: []byte(staleHeader(sk.reason))}}}
+	}
+	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn().Err(err).Int("keys", len(msgs)).Msg("keys' models of another configuration not tombstoned; retried in a few seconds")
+		}
+		p.stale.mu.Lock()
+		maps.Copy(p.stale.found, todo) // (a key published meanwhile is left out at the retry)
+		p.stale.due = true
+		p.stale.mu.Unlock()
+		time.AfterFunc(staleRetry, p.signal)
+		return
+	}
+	p.log.Info().Int("keys", len(msgs)).Strs("first_keys", staleNames(todo)).Interface("why", reasons).
+		Msg("keys' models of another configuration tombstoned on the model topic (compaction removes them; a scorer of the old configuration keeps what it holds)")
+}
+
+// staleHeader is headerKeyStale's value: the reason, cut to 512 bytes (a message's headers
+// count towards sink.max_message_bytes; a tombstone has room).
+func staleHeader(reason string) string {
+	if len(reason) > 512 {
+		return reason[:509] + "..."
+	}
+	return reason
+}
+
+// staleNames are the first staleLogKeys stale keys, sorted (a log line's).
+func staleNames(found map[staleRef]staleKey) []string {
+	names := make([]string, 0, len(found))
+	for ref := range found {
+		names = append(names, fmt.Sprintf("%s (model partition %d)", ref.key, ref.mp))
+	}
+	slices.Sort(names)
+	return names[:min(len(names), staleLogKeys)]
+}
