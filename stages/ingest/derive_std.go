@@ -27,8 +27,8 @@ import "math"
 // number, not 0. Two passes over the float32 values in float64 are exact for a window of
 // equal values (n copies of a float32 sum exactly in float64 up to n = 2^29, so the mean is
 // the value and every deviation 0) and never drift, at O(last) a record (about 2 ns a value:
-// 0.16 us at last = 64, 2.5 us at last = 1440 beside a diff's 0.12 us: BenchmarkDeriveApply,
-// docs/BENCHMARKS.md §12.59). The order of the sums is fixed (the oldest
+// 0.20 us a record at last = 64, 2.4 us at last = 1440, beside a diff's 0.08 us:
+// BenchmarkDeriveApply, docs/BENCHMARKS.md §12.59). The order of the sums is fixed (the oldest
 // value first), so the pipeline and replay, one code, give the same bits for the same series;
 // docs/bench/derive_std_golden.py computes the same definition independently
 // (TestDeriveStdGolden). The values are the decoder's, always finite (NaN and Inf are dead
