@@ -3,6 +3,7 @@ package ingest
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"strconv"
@@ -78,27 +79,58 @@ func TestDeriveStdGolden(t *testing.T) {
 	}
 }
 
-// TestDeriveStdStuckAfterNoiseIsZero: a sensor stuck at an ordinary value far from zero after
-// a long noisy stretch reads exactly 0 once its window holds the stuck value alone, in every
-// pass of the ring (a running sum of squares, updated by adding and removing, would leave a
-// residue there).
+// TestDeriveStdStuckAfterNoiseIsZero: a sensor stuck at an ordinary value after a wild
+// stretch (readings spread over ten decades) reads exactly 0 once its window holds the stuck
+// value alone, in every pass of the ring. Float64 running sums of the values and their
+// squares, updated by adding the new value and removing the old, keep a residue of such a
+// stretch (low bits rounded away while the large values were in them): the test computes that
+// scheme beside the Deriver on the same values and checks that it does leave one, so that the
+// data exercise what the two passes avoid.
 func TestDeriveStdStuckAfterNoiseIsZero(t *testing.T) {
+	const last = 7
 	d := mustDeriver(t, deriveConfig(t, "derive:\n  features: [{kind: std, of: temp, last: 7}]\n"))
 	in := &Decoded{Values: make([]float32, 1)}
 	off := int64(0)
-	apply := func(v float32) float32 {
-		in.Values[0] = v
-		off++
-		return d.Apply(in, 0, off, nil, monday6).Values[1]
-	}
-	for i := range 10001 {
-		apply(float32(1e6 + 37*math.Sin(float64(i))))
-	}
-	for i := range 30 {
-		if got := apply(1e6 + 12.5); i >= 6 && got != 0 {
-			t.Fatalf("stuck value %d: std %v, want 0", i, got)
+	residues := 0
+	for k := range 4 {
+		key := []byte(fmt.Sprint("s", k))
+		rng := rand.New(rand.NewPCG(uint64(k), 26))
+		var ring [last]float64 // the running-sum scheme's window
+		var s1, s2 float64
+		n := 0
+		for i := range 10001 + 21 {
+			v := float32(71.3) // stuck from record 10001 of the series on
+			if i < 10001 {
+				v = float32(70 + float64(rng.NormFloat64()*math.Pow(10, -3+10*rng.Float64())))
+			}
+			in.Values[0] = v
+			off++
+			got := d.Apply(in, 0, off, key, monday6).Values[1]
+			x, p := float64(v), i%last
+			if n == last {
+				s1 -= ring[p]
+				s2 -= float64(ring[p] * ring[p])
+			} else {
+				n++
+			}
+			ring[p] = x
+			s1 += x
+			s2 += float64(x * x)
+			if i >= 10001+last-1 {
+				if got != 0 {
+					t.Fatalf("series %s, stuck value %d: std %v, want 0", key, i-10001, got)
+				}
+				m := s1 / last
+				if float64(s2-float64(last*float64(m*m))) != 0 {
+					residues++
+				}
+			}
 		}
 	}
+	if residues == 0 {
+		t.Fatal("running sums left no residue on these values: the test no longer tells the two schemes apart")
+	}
+	t.Logf("running sums: %d of 60 stuck windows with a non-zero variance", residues)
 }
 
 // TestDeriveStdUncertainty: the std's sd is the first-order propagation sqrt(sum((x_i -
