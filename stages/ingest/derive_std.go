@@ -21,10 +21,11 @@ import "math"
 //
 // Why recomputed over the ring each record, in two passes (the mean, then the squared
 // deviations from it), rather than kept as running sums: sum(x^2) - n mean^2 cancels when the
-// spread is small against the level (a sensor at 1e6 with a spread of 0.1 keeps no digit of
-// it in float64's sums of squares updated by adding and removing), and running sums carry a
-// residue of the values that left: a window that holds a stuck value alone would read a small
-// number, not 0. Two passes over the float32 values in float64 are exact for a window of
+// spread is small against the level (16 readings at 1e6 with a spread of 0.1: both terms near
+// 1.6e13, whose float64 spacing is 0.002, against a difference of 0.16: about two digits
+// left), and running sums carry a residue of the values that left, rounded while large values
+// were in them: a window that holds a stuck value alone after a wild stretch reads a small
+// number, or a negative variance, not 0 (TestDeriveStdStuckAfterNoiseIsZero). Two passes over the float32 values in float64 are exact for a window of
 // equal values (n copies of a float32 sum exactly in float64 up to n = 2^29, so the mean is
 // the value and every deviation 0) and never drift, at O(last) a record (about 2 ns a value:
 // 0.20 us a record at last = 64, 2.4 us at last = 1440, beside a diff's 0.08 us:
