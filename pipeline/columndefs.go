@@ -69,6 +69,8 @@ func columnDefs(c ingest.Config) []columnDef {
 			is = fmt.Sprintf("robust_z of %s, last %d, min_values %d, scale_floor %s", f.Of, f.Last, mv, strconv.FormatFloat(f.ScaleFloor, 'g', -1, 64))
 		case ingest.DeriveMean:
 			is = fmt.Sprintf("mean of %s, last %d", f.Of, f.Last)
+		case ingest.DeriveStd:
+			is = fmt.Sprintf("std of %s, last %d", f.Of, f.Last)
 		default: // time_of_day, day_of_week: a (sin, cos) pair
 			is = fmt.Sprintf("%s in %s", f.Kind, tz)
 		}

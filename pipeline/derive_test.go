@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -35,7 +36,8 @@ func TestPipelineDerivedFeatures(t *testing.T) {
 	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
 	cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp", "hum"}, nil
 	cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{
-		{Kind: ingest.DeriveDiff, Of: "temp"}, {Kind: ingest.DeriveRobustZ, Of: "temp", Last: 10}}}
+		{Kind: ingest.DeriveDiff, Of: "temp"}, {Kind: ingest.DeriveRobustZ, Of: "temp", Last: 10},
+		{Kind: ingest.DeriveStd, Of: "temp", Last: 10}}}
 	cfg.Sink.Format = sink.FormatArrow
 	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Distance.N = 1000, 500, 50
 	if err := cfg.Validate(); err != nil {
@@ -56,7 +58,7 @@ func TestPipelineDerivedFeatures(t *testing.T) {
 			}
 			return f[0]
 		}
-		diff, rz, off, sc := idx("temp.diff"), idx("temp.rz10"), idx("_offset"), idx(sink.ColScored)
+		diff, rz, std, off, sc := idx("temp.diff"), idx("temp.rz10"), idx("temp.std10"), idx("_offset"), idx(sink.ColScored)
 		for rd.Next() {
 			rec := rd.Record()
 			for k := range int(rec.NumRows()) {
@@ -71,6 +73,11 @@ func TestPipelineDerivedFeatures(t *testing.T) {
 				// A key's previous 10 temps are t-10..t-1: median t-5.5, MAD 2.5: z = 5.5/3.7065.
 				if z := rec.Column(rz).(*array.Float32).Value(k); o >= 33 && z != float32(5.5/(1.4826*2.5)) {
 					t.Fatalf("offset %d: temp.rz10 %v", o, z)
+				}
+				// A key's last 10 temps are t-9..t: the sample sd of ten consecutive integers,
+				// sqrt(55/6), computed as the Deriver sums them (two passes in float64).
+				if s := rec.Column(std).(*array.Float32).Value(k); o >= 30 && s != float32(math.Sqrt(55.0/6)) {
+					t.Fatalf("offset %d: temp.std10 %v, want %v", o, s, float32(math.Sqrt(55.0/6)))
 				}
 				if rec.Column(sc).(*array.Boolean).Value(k) {
 					scored++
@@ -103,5 +110,17 @@ func TestReloadDerive(t *testing.T) {
 	}
 	if ch := ClassifyChanges(a, load("{kind: robust_z, of: temp, last: 30, min_values: 5}")); !slices.Equal(ch.Restart, []string{"ingest.derive"}) {
 		t.Fatalf("another derive: %+v, want a restart for ingest.derive", ch)
+	}
+}
+
+// TestColumnDefsOfStd: a std column's definition names its kind, source and window (the model
+// topic's header and columns.txt compare them): a std of temp over 64 and one over 32 under
+// the same name are different columns, as are a std and a mean.
+func TestColumnDefsOfStd(t *testing.T) {
+	c := ingest.Config{Features: []string{"temp"}, Derive: &ingest.Derive{Features: []ingest.DerivedFeature{
+		{Kind: ingest.DeriveStd, Of: "temp", Last: 64}, {Kind: ingest.DeriveStd, Of: "temp", Last: 32, Name: "s"},
+		{Kind: ingest.DeriveMean, Of: "temp", Last: 64}}}}
+	if got, want := derivedDefs(c), "temp.std64: std of temp, last 64; s: std of temp, last 32; temp.mean64: mean of temp, last 64"; got != want {
+		t.Fatalf("definitions %q, want %q", got, want)
 	}
 }

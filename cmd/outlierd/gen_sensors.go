@@ -45,7 +45,11 @@ func addSensorFlags(fs *flag.FlagSet) *sensorFlags {
 	fs.IntVar(&p.Stuck, "stuck", 0, "sensors: number of stuck spans (a constant value, no noise)")
 	fs.Float64Var(&p.StuckAt, "stuck-at", p.StuckAt, "sensors: stuck value in sd from the baseline (0: the sensor's last value before the span)")
 	fs.IntVar(&p.StuckLength, "stuck-length", p.StuckLength, "sensors: records of the key a stuck span lasts (0: to the end)")
-	fs.IntVar(&p.SpanLabel, "span-label", 0, "sensors: label the first N records of a shift or stuck span 1 (0: every record of the span)")
+	fs.IntVar(&p.Bursts, "bursts", 0, "sensors: number of oscillation bursts (value += burst-size sd x sin(2 pi n / burst-period) around the ordinary level, noise continues: a vibration, a tremor)")
+	fs.Float64Var(&p.BurstSize, "burst-size", p.BurstSize, "sensors: a burst's amplitude in sd (its readings stay within a few sd; the variance grows by size^2/2)")
+	fs.IntVar(&p.BurstLength, "burst-length", p.BurstLength, "sensors: records of the key a burst lasts (0: to the end)")
+	fs.IntVar(&p.BurstPeriod, "burst-period", p.BurstPeriod, "sensors: records of the key per cycle of a burst (>= 2)")
+	fs.IntVar(&p.SpanLabel, "span-label", 0, "sensors: label the first N records of a shift, stuck span or burst 1 (0: every record of the span)")
 	fs.Float64Var(&p.Drift, "drift", 0, "sensors: each mean moves this many sd (random sign per sensor) every --drift-every rows; normal, never labelled")
 	fs.IntVar(&p.DriftEvery, "drift-every", p.DriftEvery, "sensors: rows per --drift sd")
 	fs.Float64Var(&p.Daily, "daily", 0, "sensors: daily seasonality amplitude in sd (peak at 15:00 UTC); normal, never labelled")
@@ -70,7 +74,7 @@ func addSensorFlags(fs *flag.FlagSet) *sensorFlags {
 		}
 		return nil
 	})
-	fs.BoolVar(&sf.kindCol, "kind-column", false, "sensors: write a column anomaly_kind (spike, shift, stuck, contextual, '+'-joined; empty when normal) before label; text: replay reads it as a feature unless a --config names the features (ingest.features)")
+	fs.BoolVar(&sf.kindCol, "kind-column", false, "sensors: write a column anomaly_kind (spike, shift, stuck, burst, contextual, '+'-joined; empty when normal) before label; text: replay reads it as a feature unless a --config names the features (ingest.features)")
 	fs.VisitAll(func(f *flag.Flag) {
 		if !before[f.Name] {
 			sf.names = append(sf.names, f.Name)

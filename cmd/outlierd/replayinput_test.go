@@ -144,6 +144,7 @@ func TestReplayReadsWhatThePipelineReads(t *testing.T) {
     features:
       - {kind: diff, of: temp}
       - {kind: robust_z, of: temp, last: 20}
+      - {kind: std, of: humidity, last: 8}
       - {kind: time_of_day}
 detect:
   window: 5000
@@ -174,7 +175,7 @@ detect:
 		s, _ := readVerdicts(t, vpath)
 		verdicts = append(verdicts, s)
 	}
-	want := []string{"temp", "pressure", "humidity", "temp.diff", "temp.rz20", "tod.sin", "tod.cos"}
+	want := []string{"temp", "pressure", "humidity", "temp.diff", "temp.rz20", "humidity.std8", "tod.sin", "tod.cos"}
 	a := tables[0]
 	if !slices.Equal(a.features, want) {
 		t.Fatalf("features %v, want %v", a.features, want)
@@ -192,6 +193,10 @@ detect:
 	// Row 3 is key s0's second record: its difference against row 0, its time from epoch_ms.
 	if got, w := a.means[3][3], float32(rows[3].t)-float32(rows[0].t); got != w || string(a.keys[3]) != "s0" || a.times[3].UnixMilli() != rows[3].ms {
 		t.Fatalf("row 3: diff %v (want %v), key %q, time %v", got, w, a.keys[3], a.times[3])
+	}
+	// Row 3's humidity.std8: the sample sd of key s0's two humidities (rows 0 and 3), |h3 - h0| / sqrt(2).
+	if got, w := a.means[5][3], float32(math.Abs(float64(float32(rows[3].h))-float64(float32(rows[0].h)))/math.Sqrt2); got != w {
+		t.Fatalf("row 3: humidity.std8 %v, want %v", got, w)
 	}
 	// Without epoch_ms and label in the config's view, the CSV's extra column is named.
 	path := writeSensors(t, "x.csv", rows[:50])

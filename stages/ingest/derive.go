@@ -37,6 +37,8 @@ import (
 //     series' start: the mean of those seen). Uncertainty sqrt(sum of their sd^2) / their
 //     number (independent errors). The sums are kept in float64 and summed afresh each time
 //     the ring wraps, so rounding cannot accumulate beyond one pass of `last` updates.
+//   - std: the sample standard deviation of the series' last `last` values, the current one
+//     included (fewer at the series' start: those seen; 0 for its first value): derive_std.go.
 //   - time_of_day, day_of_week: the angle of the timestamp's wall-clock time in
 //     derive.timezone within its day (0 at 00:00) or week (0 at Monday 00:00), as sin and cos,
 //     so that 23:59 and 00:00 are neighbours. Uncertainty 0.
@@ -56,7 +58,7 @@ type Deriver struct {
 	wallOf  string // the first such op's name (Config's: the dead letter's field without a time)
 	nDiff   int    // diff slots per series
 	ringLen int    // float32s of robust_z rings per series
-	meanLen int    // float32s of mean rings per series (values, then with uncertainty their sds)
+	meanLen int    // float32s of mean and std rings per series (values, then with uncertainty their sds)
 	nMean   int    // mean features: each keeps two float64 sums per series
 
 	series  map[string]*series
@@ -72,7 +74,7 @@ type Deriver struct {
 type deriveOp struct {
 	kind      DeriveKind
 	src, dst  int // source column (diff, robust_z); first destination column
-	slot      int // diff: its previous-value slot; robust_z, mean: its ring's start in the series
+	slot      int // diff: its previous-value slot; robust_z, mean, std: its ring's start in the series
 	sum       int // mean: its sums' index in the series (value, then sd^2)
 	last, min int
 	floor     float64
@@ -86,9 +88,9 @@ type series struct {
 	seen       bool      // a previous record exists (diff)
 	prevVal    []float32 // per diff: previous value, then (withSD) previous uncertainty
 	ring       []float32 // each robust_z's previous values in arrival order, then each one's sorted
-	mring      []float32 // each mean's last values in arrival order, then (withSD) their sds
+	mring      []float32 // each mean's and std's last values (a ring), then (withSD) their sds
 	sums       []float64 // per mean: the sum of its ring's values and of their sd^2
-	fill, pos  []int32   // per robust_z and mean: values held, next write position
+	fill, pos  []int32   // per robust_z, mean and std: values held, next write position
 }
 
 // NewDeriver returns the Deriver of the checked config, in the derive.timezone Check loaded;
@@ -112,7 +114,7 @@ func newDeriver(cfg Config, loc *time.Location) *Deriver {
 	for i, f := range cfg.Derive.Features {
 		op := deriveOp{kind: f.Kind, dst: dst, last: f.Last, min: f.MinValues, floor: f.ScaleFloor}
 		switch f.Kind {
-		case DeriveDiff, DeriveRobustZ, DeriveMean:
+		case DeriveDiff, DeriveRobustZ, DeriveMean, DeriveStd:
 			// Check made sure `of` names an earlier column; a config changed after Check stops
 			// here rather than indexing with -1 at the first record.
 			if op.src = slices.Index(cols[:dst], f.Of); op.src < 0 {
@@ -126,6 +128,9 @@ func newDeriver(cfg Config, loc *time.Location) *Deriver {
 				op.slot, op.sum = d.meanLen, d.nMean
 				d.meanLen += f.Last
 				d.nMean++
+			case DeriveStd: // a ring as mean's, without sums: recomputed over it (derive_std.go)
+				op.slot = d.meanLen
+				d.meanLen += f.Last
 			default:
 				op.slot = d.ringLen
 				d.ringLen += f.Last
@@ -198,6 +203,8 @@ func (d *Deriver) Apply(in *Decoded, partition int32, offset int64, key []byte, 
 			d.robustZ(op, s, i)
 		case DeriveMean:
 			d.mean(op, s, i)
+		case DeriveStd:
+			d.std(op, s, i)
 		case DeriveTimeOfDay, DeriveDayOfWeek:
 			d.cyclic(op, wall)
 		}

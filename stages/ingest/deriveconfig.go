@@ -32,6 +32,11 @@ const (
 	// current one included: a slow fault's sustained shift, small against each reading's
 	// noise, is sqrt(last) times larger against the mean's.
 	DeriveMean DeriveKind = "mean"
+	// DeriveStd is the rolling spread: the sample standard deviation of the key's last `last`
+	// values of the feature, the current one included: a sensor stuck at an ordinary value
+	// (spread 0 where it is never 0) and a burst of oscillation around an ordinary level
+	// (vibration, tremor) change it where no single reading is rare.
+	DeriveStd DeriveKind = "std"
 	// DeriveTimeOfDay is the time of day of the record's timestamp as (sin, cos).
 	DeriveTimeOfDay DeriveKind = "time_of_day"
 	// DeriveDayOfWeek is the time in the week (Monday 00:00 = angle 0) as (sin, cos).
@@ -45,12 +50,13 @@ func (k *DeriveKind) UnmarshalYAML(n *yaml.Node) error { return config.DecodeEnu
 // timestamp, identically in the pipeline and in `outlierd replay` (one code: derive.go). The
 // name says what the section does (derive columns), beside `features` (read columns).
 type Derive struct {
-	// MaxKeys bounds the per-key state (the previous values that diff and robust_z need): a
+	// MaxKeys bounds the per-key state (the previous values that diff, robust_z, mean and std need): a
 	// series is the records of one (partition, key); beyond MaxKeys series the least recently
 	// seen one is forgotten, and its key starts afresh when it comes back (its first diff is
 	// 0, its robust z 0 until min_values values). Records without a key are one series per
-	// partition. Memory: about MaxKeys x (8 bytes per diff + 8 x last per robust_z + 300 +
-	// the key's length) bytes. Default 100000.
+	// partition. Memory: about MaxKeys x (8 bytes per diff + 8 x last per robust_z + 4 x last
+	// per mean or std (8 with uncertainty) + 16 per mean + 300 + the key's length) bytes
+	// (Deriver.StateBound, logged at the start). Default 100000.
 	MaxKeys int `yaml:"max_keys"`
 	// Timezone is the IANA zone (e.g. "Europe/Berlin") whose wall clock time_of_day and
 	// day_of_week read. Default "UTC"; "Local" (the host's zone) is refused.
@@ -60,17 +66,18 @@ type Derive struct {
 	Features []DerivedFeature `yaml:"features"`
 }
 
-// DerivedFeature is one derived feature (diff, robust_z, mean) or cyclic pair (time_of_day,
+// DerivedFeature is one derived feature (diff, robust_z, mean, std) or cyclic pair (time_of_day,
 // day_of_week).
 type DerivedFeature struct {
-	// Kind is diff | robust_z | mean | time_of_day | day_of_week. Required.
+	// Kind is diff | robust_z | mean | std | time_of_day | day_of_week. Required.
 	Kind DeriveKind `yaml:"kind"`
-	// Of is the feature it is derived from (diff, robust_z, mean): one of ingest.features or an
+	// Of is the feature it is derived from (diff, robust_z, mean, std): one of ingest.features or an
 	// earlier derived feature's column.
 	Of string `yaml:"of"`
-	// Last is robust_z's N (the key's previous values it takes the median and MAD of) or mean's
-	// (the key's last values it averages, the current one included), in [2, 100000]. Required
-	// for both.
+	// Last is robust_z's N (the key's previous values it takes the median and MAD of), mean's
+	// (the key's last values it averages, the current one included) or std's (the key's last
+	// values whose spread it takes, the current one included; its cost per record is O(last):
+	// about 2 ns a value), in [2, 100000]. Required for the three.
 	Last int `yaml:"last"`
 	// MinValues is robust_z's least number of previous values: with fewer the z is 0 (not yet
 	// known, never a flag by itself). Default min(last, 10); in [2, last].
@@ -81,7 +88,7 @@ type DerivedFeature struct {
 	// gives 0 for the same value and +-1e6 for another. Default 0.
 	ScaleFloor float64 `yaml:"scale_floor"`
 	// Name is the column's name (time_of_day, day_of_week: the pair's prefix, <name>.sin and
-	// <name>.cos). Default <of>.diff, <of>.rz<last>, <of>.mean<last>, tod, dow.
+	// <name>.cos). Default <of>.diff, <of>.rz<last>, <of>.mean<last>, <of>.std<last>, tod, dow.
 	Name string `yaml:"name"`
 }
 
@@ -102,6 +109,8 @@ func (f *DerivedFeature) Columns() []string {
 		return []string{cmpOr(f.Name, f.Of+".rz"+strconv.Itoa(f.Last))}
 	case DeriveMean:
 		return []string{cmpOr(f.Name, f.Of+".mean"+strconv.Itoa(f.Last))}
+	case DeriveStd:
+		return []string{cmpOr(f.Name, f.Of+".std"+strconv.Itoa(f.Last))}
 	case DeriveTimeOfDay:
 		p := cmpOr(f.Name, "tod")
 		return []string{p + ".sin", p + ".cos"}
@@ -163,11 +172,11 @@ func (d *Derive) validate(features []string, withSD bool, bad func(key, format s
 	for i := range d.Features {
 		f := &d.Features[i]
 		key := fmt.Sprintf("derive.features[%d]", i)
-		per := f.Kind == DeriveDiff || f.Kind == DeriveRobustZ || f.Kind == DeriveMean
+		per := f.Kind == DeriveDiff || f.Kind == DeriveRobustZ || f.Kind == DeriveMean || f.Kind == DeriveStd
 		switch f.Kind {
-		case DeriveDiff, DeriveRobustZ, DeriveMean, DeriveTimeOfDay, DeriveDayOfWeek:
+		case DeriveDiff, DeriveRobustZ, DeriveMean, DeriveStd, DeriveTimeOfDay, DeriveDayOfWeek:
 		default:
-			bad(key+".kind", "%q is not one of %q, %q, %q, %q, %q", f.Kind, DeriveDiff, DeriveRobustZ, DeriveMean, DeriveTimeOfDay, DeriveDayOfWeek)
+			bad(key+".kind", "%q is not one of %q, %q, %q, %q, %q, %q", f.Kind, DeriveDiff, DeriveRobustZ, DeriveMean, DeriveStd, DeriveTimeOfDay, DeriveDayOfWeek)
 			continue
 		}
 		switch {
@@ -178,12 +187,12 @@ func (d *Derive) validate(features []string, withSD bool, bad func(key, format s
 		case !per && f.Of != "":
 			bad(key+".of", "not for %s (it reads the record's timestamp)", f.Kind)
 		}
-		if f.Kind == DeriveMean {
+		if f.Kind == DeriveMean || f.Kind == DeriveStd {
 			if f.Last < 2 || f.Last > maxRobustZLast {
 				bad(key+".last", "%d is not in [2, %d]", f.Last, maxRobustZLast)
 			}
 		} else if f.Last != 0 && f.Kind != DeriveRobustZ {
-			bad(key+".last", "only for %s and %s", DeriveRobustZ, DeriveMean)
+			bad(key+".last", "only for %s, %s and %s", DeriveRobustZ, DeriveMean, DeriveStd)
 		}
 		if f.Kind == DeriveRobustZ {
 			if f.Last < 2 || f.Last > maxRobustZLast {

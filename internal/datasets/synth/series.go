@@ -21,6 +21,10 @@ import (
 //     records (0: to the end of the stream).
 //   - stuck: value = the constant baseline + StuckAt * sd_j (StuckAt = 0: the sensor's last value
 //     before the span), no noise, for StuckLength of that key's records (0: to the end).
+//   - burst: value += BurstSize * sd_j * sin(2 pi n / BurstPeriod), n the span's record count
+//     from 0 (noise continues), for BurstLength of that key's records (0: to the end): an
+//     oscillation around the ordinary level (a vibration, a tremor) whose readings stay within
+//     a few sd; its variance is sd_j^2 (1 + BurstSize^2 / 2).
 //   - contextual: one row whose value is the sensor's normal value twelve hours away (the daily
 //     term negated), placed only where |sin| >= 0.7, so it differs from the time of day's mean
 //     by at least 1.4 * Daily sd while staying inside the stream's overall range.
@@ -31,8 +35,8 @@ import (
 // below its resolution reads one value for long stretches, and any change is a step of at
 // least one quantum.
 //
-// Labels: a row is 1 when any anomaly touches it (Series.Kind names which). A level shift or
-// stuck span labels its first SpanLabel records 1 (the records of the span's key), or every
+// Labels: a row is 1 when any anomaly touches it (Series.Kind names which). A level shift,
+// stuck span or burst labels its first SpanLabel records 1 (the records of the span's key), or every
 // record of the span when SpanLabel is 0, the default: the sensor is faulty for the whole span.
 // With SpanLabel = N > 0 the span's later records are labelled 0 although their values are
 // still off: use it to ask "is the fault raised within N readings", not "is every reading of
@@ -68,6 +72,11 @@ type SeriesParams struct {
 	StuckAt     float64 // in sd from the baseline; 0 = the last value before the span
 	StuckLength int     // records of the key; 0 = to the end
 
+	Bursts      int     // number of oscillation bursts
+	BurstSize   float64 // amplitude in sd
+	BurstLength int     // records of the key; 0 = to the end
+	BurstPeriod int     // records of the key per cycle, >= 2
+
 	SpanLabel int // label the first SpanLabel rows of a span; 0 = every row
 
 	Drift      float64 // the means move by Drift sd every DriftEvery rows (a random sign per sensor)
@@ -93,6 +102,7 @@ func DefaultSeriesParams() SeriesParams {
 		Rows: 20000, Seed: 1, Sensors: 3, Correlation: 0.6, Sensor: 0,
 		SpikeRate: 0.001, SpikeMin: 20, SpikeMax: 30, SpikeSign: 1,
 		ShiftSize: 8, ShiftLength: 500, StuckAt: 8, StuckLength: 500,
+		BurstSize: 2, BurstLength: 500, BurstPeriod: 8,
 		DriftEvery:  5000,
 		StartMS:     1767225600000, // 2026-01-01T00:00:00Z
 		PeriodMS:    60000,
@@ -148,7 +158,7 @@ func (p SeriesParams) Validate() error {
 	if p.SpikeSign < -1 || p.SpikeSign > 1 {
 		add("spike sign must be -1, 0 or 1, got %d", p.SpikeSign)
 	}
-	if p.Shifts < 0 || p.Stuck < 0 || p.ShiftLength < 0 || p.StuckLength < 0 || p.SpanLabel < 0 || p.Contextual < 0 {
+	if p.Shifts < 0 || p.Stuck < 0 || p.Bursts < 0 || p.ShiftLength < 0 || p.StuckLength < 0 || p.BurstLength < 0 || p.SpanLabel < 0 || p.Contextual < 0 {
 		add("counts and lengths must be >= 0")
 	}
 	// Each span starts at a row: more than rows never start, and are held in memory first.
@@ -157,6 +167,15 @@ func (p SeriesParams) Validate() error {
 	}
 	if p.Stuck > p.Rows {
 		add("stuck must be at most rows (%d), got %d", p.Rows, p.Stuck)
+	}
+	if p.Bursts > p.Rows {
+		add("bursts must be at most rows (%d), got %d", p.Rows, p.Bursts)
+	}
+	if p.Bursts > 0 && p.BurstPeriod < 2 {
+		add("burst-period must be >= 2 records (a cycle), got %d", p.BurstPeriod)
+	}
+	if !finite(p.BurstSize) {
+		add("burst size must be finite, got %g", p.BurstSize)
 	}
 	if !finite(p.ShiftSize) || !finite(p.StuckAt) || !finite(p.Drift) || !finite(p.Daily) || p.Daily < 0 {
 		add("shift size, stuck-at, drift and daily must be finite (daily >= 0)")
@@ -213,11 +232,11 @@ type Series struct {
 	Kind []string
 }
 
-// seriesSpan is one level shift or stuck span, pending until its key's first record at or
+// seriesSpan is one level shift, stuck span or burst, pending until its key's first record at or
 // after Start.
 type seriesSpan struct {
 	start, key, sensor int
-	stuck              bool
+	stuck, burst       bool
 	sign               float64
 }
 
@@ -226,6 +245,7 @@ type spanState struct {
 	span           seriesSpan
 	left, labelled int // left < 0: to the end
 	value          float64
+	n              int // records of the span so far (a burst's phase)
 }
 
 // SensorSeries generates the stream of p (see the comment at the top of the file).
@@ -284,9 +304,9 @@ func SensorSeries(p SeriesParams) (*Series, error) {
 	after := p.Rows - p.Head
 	// Spans, by start row, per key.
 	pending := make([][]seriesSpan, keys)
-	addSpans := func(n int, stuck bool, size float64) {
+	addSpans := func(n int, stuck, burst bool, size float64) {
 		for range n {
-			sp := seriesSpan{start: p.Head + r.IntN(after), sensor: pickSensor(), stuck: stuck, sign: 1}
+			sp := seriesSpan{start: p.Head + r.IntN(after), sensor: pickSensor(), stuck: stuck, burst: burst, sign: 1}
 			if p.Keys > 0 {
 				sp.key = keyOf[sp.start]
 			}
@@ -296,8 +316,9 @@ func SensorSeries(p SeriesParams) (*Series, error) {
 			pending[sp.key] = append(pending[sp.key], sp)
 		}
 	}
-	addSpans(p.Shifts, false, p.ShiftSize)
-	addSpans(p.Stuck, true, p.StuckAt)
+	addSpans(p.Shifts, false, false, p.ShiftSize)
+	addSpans(p.Stuck, true, false, p.StuckAt)
+	addSpans(p.Bursts, false, true, 1) // (after the others: a stream without bursts draws as before)
 	for k := range pending {
 		sortSpans(pending[k])
 	}
@@ -362,6 +383,9 @@ func SensorSeries(p SeriesParams) (*Series, error) {
 			pending[k] = pending[k][1:]
 			st := &spanState{span: sp, left: -1, labelled: p.SpanLabel}
 			length := p.ShiftLength
+			if sp.burst {
+				length = p.BurstLength
+			}
 			if sp.stuck {
 				length = p.StuckLength
 				st.value = last[k][sp.sensor]
@@ -379,13 +403,19 @@ func SensorSeries(p SeriesParams) (*Series, error) {
 		}
 		if st := state[k]; st != nil {
 			j := st.span.sensor
-			if st.span.stuck {
-				v[j] = st.value
-			} else {
+			kind := "shift"
+			switch {
+			case st.span.stuck:
+				v[j], kind = st.value, "stuck"
+			case st.span.burst:
+				v[j] += float64(p.BurstSize * sd[k][j] * math.Sin(2*math.Pi*float64(st.n%p.BurstPeriod)/float64(p.BurstPeriod)))
+				kind = "burst"
+			default:
 				v[j] += float64(p.ShiftSize * sd[k][j])
 			}
+			st.n++
 			if st.labelled != 0 {
-				kinds = append(kinds, map[bool]string{false: "shift", true: "stuck"}[st.span.stuck])
+				kinds = append(kinds, kind)
 				if st.labelled > 0 {
 					st.labelled--
 				}

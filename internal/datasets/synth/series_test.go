@@ -325,3 +325,61 @@ func TestSeriesResolution(t *testing.T) {
 		t.Fatalf("too many quanta: %v", err)
 	}
 }
+
+// TestSeriesBurst: an oscillation burst adds BurstSize sd x sin(2 pi n / BurstPeriod) to the
+// sensor for BurstLength records, around its ordinary level: every record of it is labelled
+// "burst", its mean stays the baseline, its variance is sd^2 (1 + BurstSize^2 / 2), and the
+// stream without bursts is the stream it was (no random draw added).
+func TestSeriesBurst(t *testing.T) {
+	p := DefaultSeriesParams()
+	p.Rows, p.SpikeRate, p.Head = 10000, 0, 1000
+	clean := mustSeries(t, p)
+	p.Bursts, p.BurstSize, p.BurstLength, p.BurstPeriod = 1, 2, 800, 8
+	s := mustSeries(t, p)
+	var in []float64
+	first := -1
+	for i := range s.Rows() {
+		if s.Label[i] == 1 {
+			if first < 0 {
+				first = i
+			}
+			if s.Kind[i] != "burst" {
+				t.Fatalf("row %d: kind %q, want burst", i, s.Kind[i])
+			}
+			in = append(in, float64(s.Cols[0][i]))
+		}
+	}
+	if len(in) != 800 || first < 1000 {
+		t.Fatalf("burst: %d labelled rows from %d, want 800 after head 1000", len(in), first)
+	}
+	// Temperature 70 +- 2, amplitude 2 sd = 4: variance 4 (1 + 2) = 12. Over 800 rows the
+	// noise's sample variance is within 3 x sqrt(2/800) = 15 % of its own (the sine's part is
+	// exact over whole periods), and the mean within 3 x 2/sqrt(800) = 0.21 of 70.
+	m, sd := meanSD(in)
+	if math.Abs(m-70) > 0.21 || sd*sd < 4*(1-0.15)+8 || sd*sd > 4*(1+0.15)+8 {
+		t.Fatalf("burst: mean %g, variance %g; want 70 and 12", m, sd*sd)
+	}
+	// The oscillation: values a half period apart differ by 2 x 4 sin(...) on average: the
+	// lag-4 correlation of a sine of period 8 is -1 (noise dilutes it to -8/12).
+	var c, v float64
+	for i := 4; i < len(in); i++ {
+		c += (in[i] - m) * (in[i-4] - m)
+		v += (in[i] - m) * (in[i] - m)
+	}
+	if r := c / v; r > -0.5 {
+		t.Fatalf("burst: lag-4 correlation %g, want about -0.67 (an oscillation of period 8)", r)
+	}
+	p.Bursts = 0
+	again := mustSeries(t, p)
+	for j := range clean.Cols {
+		for i := range clean.Rows() {
+			if again.Cols[j][i] != clean.Cols[j][i] {
+				t.Fatalf("without bursts, sensor %d row %d differs from the stream before the option", j, i)
+			}
+		}
+	}
+	p.Bursts, p.BurstPeriod = 1, 1
+	if _, err := SensorSeries(p); err == nil || !strings.Contains(err.Error(), "burst-period must be >= 2") {
+		t.Fatalf("burst period 1: %v", err)
+	}
+}

@@ -1,0 +1,255 @@
+package ingest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outlierd/outlierd/internal/core/config"
+)
+
+// TestDeriveStdByHand: the sample standard deviation of each key's last 3 values, the current
+// one included, for two keys interleaved; at a key's start, of those seen (0 for the first).
+func TestDeriveStdByHand(t *testing.T) {
+	c := deriveConfig(t, "derive:\n  features: [{kind: std, of: temp, last: 3}]\n")
+	d := deriverOf(t, c, "temp,temp.std3")
+	recs := []rec{{0, 0, "a", 1, monday6}, {0, 1, "b", 4, monday6}, {0, 2, "a", 2, monday6}, {0, 3, "a", 3, monday6},
+		{0, 4, "b", 8, monday6}, {0, 5, "a", 10, monday6}, {0, 6, "a", 10, monday6}, {0, 7, "a", 10, monday6}}
+	// a: 1 -> 0; 1,2 -> sqrt(0.5); 1,2,3 -> 1; 2,3,10: mean 5, (9+4+25)/2 -> sqrt(19);
+	// 3,10,10: mean 23/3, (196+49+49)/9/2 = 49/3 -> sqrt(49/3); 10,10,10 -> 0. b: 4 -> 0; 4,8 -> sqrt(8).
+	want := []float32{0, 0, float32(math.Sqrt(0.5)), 1, float32(math.Sqrt(8)), float32(math.Sqrt(19)),
+		float32(math.Sqrt(49.0 / 3)), 0}
+	for i, row := range applyAll(t, d, recs) {
+		// By hand the values are exact in float64 up to the last bit of the sqrt's argument
+		// (49/3's rounding): one float32 ulp covers it.
+		if math.Abs(float64(row[1]-want[i])) > float64(math.Nextafter32(want[i], math.MaxFloat32)-want[i]) {
+			t.Errorf("record %d (key %s): std %v, want %v", i, recs[i].key, row[1], want[i])
+		}
+	}
+}
+
+// TestDeriveStdGolden: the Deriver's std of last 16 of a fixed series, bit for bit, against
+// docs/bench/derive_std_golden.csv, which docs/bench/derive_std_golden.py computed in Python
+// from the definition (a change to the derivation here must be made there too, then the file
+// rewritten). The series walks the filling start, a flat run at an ordinary value (exactly 0),
+// values near 1e6 with a spread of 0.1 and a flat run there (where a running sum of squares
+// cancels), an oscillation burst and a spike.
+func TestDeriveStdGolden(t *testing.T) {
+	text, err := os.ReadFile("../../docs/bench/derive_std_golden.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := mustDeriver(t, deriveConfig(t, "derive:\n  features: [{kind: std, of: temp, last: 16}]\n"))
+	in := &Decoded{Values: make([]float32, 1)}
+	rows, zeros := 0, 0
+	for n, line := range strings.Split(strings.TrimSpace(string(text)), "\n") {
+		if strings.HasPrefix(line, "#") || strings.HasPrefix(line, "x,") {
+			continue
+		}
+		f := strings.Split(line, ",")
+		x, err := strconv.ParseFloat(f[0], 64)
+		if err != nil || len(f) != 2 {
+			t.Fatalf("line %d: %q", n+1, line)
+		}
+		want, err := strconv.ParseUint(f[1], 16, 32)
+		if err != nil {
+			t.Fatalf("line %d: %v", n+1, err)
+		}
+		in.Values[0] = float32(x)
+		out := d.Apply(in, 0, int64(rows), nil, time.Time{}).Values
+		if got := math.Float32bits(out[1]); got != uint32(want) {
+			t.Errorf("line %d (x %s): std %v (bits %08x), the file's %v (%08x)", n+1, f[0], out[1], got,
+				math.Float32frombits(uint32(want)), want)
+		}
+		if out[1] == 0 {
+			zeros++
+		}
+		rows++
+	}
+	// The series' first value, 46 of the flat run at 70 (its first value is the noise's last)
+	// and 25 of the one at 1e6 are 0.
+	if rows != 600 || zeros != 1+46+25 {
+		t.Fatalf("%d rows, %d zeros; want 600 and %d", rows, zeros, 1+46+25)
+	}
+}
+
+// TestDeriveStdStuckAfterNoiseIsZero: a sensor stuck at an ordinary value after a wild
+// stretch (readings spread over ten decades) reads exactly 0 once its window holds the stuck
+// value alone, in every pass of the ring. Float64 running sums of the values and their
+// squares, updated by adding the new value and removing the old, keep a residue of such a
+// stretch (low bits rounded away while the large values were in them): the test computes that
+// scheme beside the Deriver on the same values and checks that it does leave one, so that the
+// data exercise what the two passes avoid.
+func TestDeriveStdStuckAfterNoiseIsZero(t *testing.T) {
+	const last = 7
+	d := mustDeriver(t, deriveConfig(t, "derive:\n  features: [{kind: std, of: temp, last: 7}]\n"))
+	in := &Decoded{Values: make([]float32, 1)}
+	off := int64(0)
+	residues := 0
+	for k := range 4 {
+		key := []byte(fmt.Sprint("s", k))
+		rng := rand.New(rand.NewPCG(uint64(k), 26))
+		var ring [last]float64 // the running-sum scheme's window
+		var s1, s2 float64
+		n := 0
+		for i := range 10001 + 21 {
+			v := float32(71.3) // stuck from record 10001 of the series on
+			if i < 10001 {
+				v = float32(70 + float64(rng.NormFloat64()*math.Pow(10, -3+10*rng.Float64())))
+			}
+			in.Values[0] = v
+			off++
+			got := d.Apply(in, 0, off, key, monday6).Values[1]
+			x, p := float64(v), i%last
+			if n == last {
+				s1 -= ring[p]
+				s2 -= float64(ring[p] * ring[p])
+			} else {
+				n++
+			}
+			ring[p] = x
+			s1 += x
+			s2 += float64(x * x)
+			if i >= 10001+last-1 {
+				if got != 0 {
+					t.Fatalf("series %s, stuck value %d: std %v, want 0", key, i-10001, got)
+				}
+				m := s1 / last
+				if float64(s2-float64(last*float64(m*m))) != 0 {
+					residues++
+				}
+			}
+		}
+	}
+	if residues == 0 {
+		t.Fatal("running sums left no residue on these values: the test no longer tells the two schemes apart")
+	}
+	t.Logf("running sums: %d of 60 stuck windows with a non-zero variance", residues)
+}
+
+// TestDeriveStdUncertainty: the std's sd is the first-order propagation sqrt(sum((x_i -
+// mean)^2 sd_i^2)) / ((n - 1) std), and RMS(sd) / sqrt(n - 1) where the std is 0 (the same
+// for equal sds), the value's own sd for a series' first value.
+func TestDeriveStdUncertainty(t *testing.T) {
+	c := deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  features: [{kind: std, of: temp, last: 3}]\n")
+	d := mustDeriver(t, c)
+	in := &Decoded{Values: make([]float32, 1), SD: make([]float32, 1)}
+	var got []float32
+	for i, v := range [][2]float32{{5, 2}, {5, 4}, {2, 1}, {8, 3}} {
+		in.Values[0], in.SD[0] = v[0], v[1]
+		got = append(got, d.Apply(in, 0, int64(i), nil, monday6).SD[1])
+	}
+	// 2; 5,5: std 0 -> sqrt((4+16)/2)/1 = sqrt(10); 5,5,2: mean 4, std sqrt(3), deviations
+	// 1,1,-2: sqrt(4+16+4)/(2 sqrt(3)) = sqrt(2); 5,2,8: mean 5, std 3, deviations 0,-3,3:
+	// sqrt(0+9+81)/(2*3) = sqrt(90)/6.
+	want := []float32{2, float32(math.Sqrt(10)), float32(math.Sqrt(2)), float32(math.Sqrt(90) / 6)}
+	for i := range want {
+		// sqrt(2) arrives as sqrt(24)/(2 sqrt(3)): one float32 ulp of rounding apart.
+		if math.Abs(float64(got[i]-want[i])) > float64(math.Nextafter32(want[i], math.MaxFloat32)-want[i]) {
+			t.Fatalf("uncertainties %v, want %v", got, want)
+		}
+	}
+}
+
+// TestDeriveStdExtremesStayFinite: values at +-FLT_MAX give a finite std (its squares are
+// float64's, far from overflow; the std itself is clamped to FLT_MAX).
+func TestDeriveStdExtremesStayFinite(t *testing.T) {
+	d := mustDeriver(t, deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  features: [{kind: std, of: temp, last: 4}]\n"))
+	in := &Decoded{Values: make([]float32, 1), SD: make([]float32, 1)}
+	for i, v := range []float32{math.MaxFloat32, -math.MaxFloat32, math.MaxFloat32, 0, -math.MaxFloat32} {
+		in.Values[0], in.SD[0] = v, math.MaxFloat32
+		out := d.Apply(in, 0, int64(i), nil, monday6)
+		for _, x := range []float32{out.Values[1], out.SD[1]} {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				t.Fatalf("record %d: std %v, sd %v: not finite", i, out.Values[1], out.SD[1])
+			}
+		}
+		if i == 1 && out.Values[1] != math.MaxFloat32 { // sqrt(2) FLT_MAX
+			t.Fatalf("record %d: std %v, want FLT_MAX (clamped)", i, out.Values[1])
+		}
+	}
+}
+
+// TestDeriveStdEvictedAndReread: past max_keys the least recently seen key is forgotten and
+// starts afresh when it comes back; a partition read again from an earlier offset starts its
+// series afresh (the state is in memory only, as for the other kinds).
+func TestDeriveStdEvictedAndReread(t *testing.T) {
+	d := mustDeriver(t, deriveConfig(t, "derive:\n  max_keys: 1\n  features: [{kind: std, of: temp, last: 3}]\n"))
+	out := applyAll(t, d, []rec{{0, 0, "a", 10, monday6}, {0, 1, "a", 20, monday6}, {0, 2, "b", 1, monday6}, {0, 3, "a", 4, monday6}})
+	if out[3][1] != 0 {
+		t.Fatalf("key a after its eviction: std %v, want 0 (its new value alone)", out[3][1])
+	}
+	out = applyAll(t, d, []rec{{0, 4, "a", 8, monday6}, {0, 2, "a", 100, monday6}})
+	if out[0][1] != float32(math.Sqrt(8)) || out[1][1] != 0 {
+		t.Fatalf("std %v then, re-read, %v; want sqrt(8) then 0", out[0][1], out[1][1])
+	}
+}
+
+// TestDeriveStdStateBound: the series' memory with a std stays within StateBound.
+func TestDeriveStdStateBound(t *testing.T) {
+	c := deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  max_keys: 20000\n  features: [{kind: std, of: temp, last: 64}]\n")
+	d := mustDeriver(t, c)
+	var before, after runtime.MemStats
+	runtime.GC() // twice: TestDeriveMeanStateBound says why
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	in := &Decoded{Values: make([]float32, 1), SD: make([]float32, 1)}
+	for i := range 40000 {
+		in.Values[0], in.SD[0] = float32(i), 1
+		d.Apply(in, 0, int64(i), fmt.Appendf(nil, "%032d", i), monday6)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	used, bound := int64(after.HeapAlloc)-int64(before.HeapAlloc), d.StateBound(32)
+	t.Logf("%d series: %d bytes held, bound %d", d.Keys(), used, bound)
+	if used > bound {
+		t.Fatalf("%d series hold %d bytes, over the bound %d", d.Keys(), used, bound)
+	}
+	if min := int64(20000 * 64 * 8); used < min { // the rings themselves: the count saw them
+		t.Fatalf("%d bytes held, fewer than the rings' %d: the measure missed the state", used, min)
+	}
+	runtime.KeepAlive(d)
+}
+
+// TestDeriveStdConfigErrors: std needs last, in range; robust_z's other keys are not for it;
+// each at its YAML key's line:column.
+func TestDeriveStdConfigErrors(t *testing.T) {
+	tests := []struct{ yaml, want string }{
+		{"derive:\n  features:\n    - {kind: std, of: temp}\n",
+			`c.yaml:7:9: ingest.derive.features[0].last: 0 is not in [2, 100000]`},
+		{"derive:\n  features:\n    - {kind: std, of: temp, last: 1}\n",
+			`c.yaml:7:31: ingest.derive.features[0].last: 1 is not in [2, 100000]`},
+		{"derive:\n  features:\n    - {kind: std, of: temp, last: 5, scale_floor: 3}\n",
+			`c.yaml:7:40: ingest.derive.features[0].scale_floor: only for robust_z`},
+		{"derive:\n  features:\n    - {kind: std, last: 5}\n",
+			`c.yaml:7:9: ingest.derive.features[0].of: required for std`},
+		{"derive:\n  features:\n    - {kind: std, of: temp, last: 5}\n    - {kind: std, of: temp, last: 5}\n",
+			`c.yaml:8:9: ingest.derive.features[1]: column name "temp.std5" is already used by ingest.derive.features[0]`},
+	}
+	for _, tc := range tests {
+		c := pipelineFile{Ingest: Default()}
+		doc := "ingest:\n  topic: in\n  group_id: g\n  features: [temp]\n  " + strings.ReplaceAll(strings.TrimSuffix(tc.yaml, "\n"), "\n", "\n  ") + "\n"
+		err := config.LoadBytes("c.yaml", []byte(doc), &c)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q:\n got %v\nwant %s", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+// TestDeriveStdOfADiff: std may take an earlier derived column (the spread of a change: a
+// high-pass band's RMS), named <of>.std<last>.
+func TestDeriveStdOfADiff(t *testing.T) {
+	c := deriveConfig(t, "derive:\n  features: [{kind: diff, of: temp}, {kind: std, of: temp.diff, last: 2}]\n")
+	d := deriverOf(t, c, "temp,temp.diff,temp.diff.std2")
+	out := applyAll(t, d, []rec{{0, 0, "", 1, monday6}, {0, 1, "", 3, monday6}, {0, 2, "", 3, monday6}})
+	// diffs 0, 2, 0: std of (0) 0; of (0, 2) sqrt(2); of (2, 0) sqrt(2).
+	if out[0][2] != 0 || out[1][2] != float32(math.Sqrt2) || out[2][2] != float32(math.Sqrt2) {
+		t.Fatalf("std of the diff %v %v %v", out[0][2], out[1][2], out[2][2])
+	}
+}
