@@ -14,6 +14,11 @@ import (
 // hundredths of a decade; so the surprisal is also never below an exponential tail fitted from
 // the calibration's 1 - 10*TailQuantile to its 1 - TailQuantile quantile (the knee: one decade
 // of probability), which those outliers do not move and which keeps rising with the score.
+// Within the calibration's range the knee lifts a score above its empirical surprisal by at most
+// KneeMargin decades exactly and past that by the log of the excess (kneeLift): a tight body
+// with a far top 1% makes the knee's line steep, and it would otherwise claim thousands of
+// decades for a score the window holds several records beyond (docs/BENCHMARKS.md §12.58).
+// Beyond the largest the line resumes at its own rate from its bounded value there.
 type Calibration struct {
 	// Sorted are the calibration scores, ascending (finite).
 	Sorted []float64
@@ -21,9 +26,11 @@ type Calibration struct {
 	// the rate at which it rose from the 90th percentile to the largest.
 	Slope float64
 	// knee is the fitted tail's rate per unit of raw score beyond the knee (0: none), kneeAt
-	// and kneeBase the knee's score and its surprisal; derived from Sorted, as Slope is
+	// and kneeBase the knee's score and its surprisal, kneeCut the lift kneeLift removes from
+	// the line at the largest score (0 where that lift is at most KneeMargin): beyond the
+	// largest the floor is the line less kneeCut. Derived from Sorted, as Slope is
 	// (CalibrationOf), once rather than per record.
-	knee, kneeAt, kneeBase float64
+	knee, kneeAt, kneeBase, kneeCut float64
 	// index is the search's first level: Sorted[IndexStride*k] for every k (derived from
 	// Sorted, as Slope is). A search reads it and then one leaf of at most IndexStride scores,
 	// so that a caller can prefetch just those lines (Index, Leaf) rather than all of Sorted:
@@ -33,6 +40,35 @@ type Calibration struct {
 
 // TailQuantile is where a calibration hands over to its fitted tail (see Calibration).
 const TailQuantile = 0.01
+
+// KneeMargin is how many decades the knee's line may lift a score within the calibration's
+// range above its empirical surprisal before the lift grows by the log of its excess (kneeLift):
+// above every lift the flags' band uses (min_score 5; docs/BENCHMARKS.md §11.2, §12.37, §12.52),
+// and already a claim of a probability 10^10 below the window's own frequency of records at
+// least as far out. Fixed a priori (docs/bench/notes/tail26b_rule.md).
+const KneeMargin = 10
+
+// kneeLift is the knee's lift x (decades above the empirical surprisal, x > KneeMargin) as
+// bounded: KneeMargin + log10(1 + ln(10) (x - KneeMargin)), continuous with x at KneeMargin with
+// its slope, rising, slope at most 1 (so e + kneeLift(L - e) rises with both e and the line L).
+func kneeLift(x float64) float64 {
+	return KneeMargin + float64(math.Log10(1+float64(math.Ln10*(x-KneeMargin))))
+}
+
+// kneeFloor is the surprisal of r past the knee (r > kneeAt, knee > 0) given its knee-free
+// surprisal e (empirical within the range, linear beyond; beyond: r above the largest): the
+// line where it lifts e by at most KneeMargin (main's max(e, line), bit for bit), e plus the
+// bounded lift past that within the range, and the line less kneeCut beyond the largest.
+func (c *Calibration) kneeFloor(r, e float64, beyond bool) float64 {
+	line := c.kneeBase + float64(c.knee*(r-c.kneeAt))
+	if beyond {
+		return max(e, line-c.kneeCut)
+	}
+	if x := line - e; x > KneeMargin {
+		return e + kneeLift(x)
+	}
+	return max(e, line)
+}
 
 // NewCalibration sorts a copy of the calibration scores (non-finite ones are dropped).
 func NewCalibration(scores []float64) Calibration {
@@ -89,6 +125,10 @@ func CalibrationIn(s, idx []float64) Calibration {
 	c.kneeAt, c.kneeBase = s[ki], c.empirical(s[ki])
 	if lo := s[int(math.Round((1-10*TailQuantile)*float64(n-1)))]; c.kneeAt > lo {
 		c.knee = (c.kneeBase - c.empirical(lo)) / (c.kneeAt - lo)
+		// (the line at the largest against its surprisal from above there, log10(n+1))
+		if x := c.kneeBase + float64(c.knee*(s[n-1]-c.kneeAt)) - top; s[n-1] > c.kneeAt && x > KneeMargin {
+			c.kneeCut = x - kneeLift(x)
+		}
 	}
 	return c
 }
@@ -138,7 +178,7 @@ func (c *Calibration) SurprisalOfMember(i int) float64 {
 	n, r := len(s), s[i]
 	e := log10Int(n+1) - log10Int(n-i)
 	if r > c.kneeAt && c.knee > 0 {
-		return max(e, c.kneeBase+float64(c.knee*(r-c.kneeAt)))
+		return c.kneeFloor(r, e, false)
 	}
 	return e
 }
@@ -162,7 +202,7 @@ func (c *Calibration) SurprisalFar(r float64) float64 {
 	// S0 is Surprisal's limit from above at the largest (Surprisal(largest) unless it is tied)
 	s0, top := log10Int(n+1), c.Sorted[n-1]
 	if top > c.kneeAt && c.knee > 0 {
-		s0 = max(s0, c.kneeBase+float64(c.knee*(top-c.kneeAt)))
+		s0 = c.kneeFloor(top, s0, true)
 	}
 	if y := float64(math.Ln10 * (e - s0)); !math.IsInf(y, 1) || math.IsInf(e, 1) {
 		return s0 + float64(math.Log10(1+y)) // (rounded: Log10's inlined product is not fused into the sum)
@@ -173,7 +213,7 @@ func (c *Calibration) SurprisalFar(r float64) float64 {
 }
 
 // Surprisal is -log10 of the tail probability of score r among the calibration scores, never
-// below the fitted tail beyond the knee (see Calibration); 0 for an empty calibration or a NaN
+// below the fitted tail beyond the knee, its lift bounded within the range (see Calibration); 0 for an empty calibration or a NaN
 // score. Monotone in r, continuous, and finite for every finite r.
 func (c *Calibration) Surprisal(r float64) float64 {
 	s := c.Sorted
@@ -188,7 +228,7 @@ func (c *Calibration) Surprisal(r float64) float64 {
 		e = c.empirical(r)
 	}
 	if r > c.kneeAt && c.knee > 0 {
-		return max(e, c.kneeBase+float64(c.knee*(r-c.kneeAt)))
+		return c.kneeFloor(r, e, r > s[n-1])
 	}
 	return e
 }
