@@ -26,11 +26,9 @@ type Calibration struct {
 	// the rate at which it rose from the 90th percentile to the largest.
 	Slope float64
 	// knee is the fitted tail's rate per unit of raw score beyond the knee (0: none), kneeAt
-	// and kneeBase the knee's score and its surprisal, kneeCut the lift kneeLift removes from
-	// the line at the largest score (0 where that lift is at most KneeMargin): beyond the
-	// largest the floor is the line less kneeCut. Derived from Sorted, as Slope is
+	// and kneeBase the knee's score and its surprisal; derived from Sorted, as Slope is
 	// (CalibrationOf), once rather than per record.
-	knee, kneeAt, kneeBase, kneeCut float64
+	knee, kneeAt, kneeBase float64
 	// index is the search's first level: Sorted[IndexStride*k] for every k (derived from
 	// Sorted, as Slope is). A search reads it and then one leaf of at most IndexStride scores,
 	// so that a caller can prefetch just those lines (Index, Leaf) rather than all of Sorted:
@@ -43,10 +41,12 @@ const TailQuantile = 0.01
 
 // KneeMargin is how many decades the knee's line may lift a score within the calibration's
 // range above its empirical surprisal before the lift grows by the log of its excess (kneeLift):
-// above every lift the flags' band uses (min_score 5; docs/BENCHMARKS.md §11.2, §12.37, §12.52),
-// and already a claim of a probability 10^10 below the window's own frequency of records at
-// least as far out. Fixed a priori (docs/bench/notes/tail26b_rule.md).
-const KneeMargin = 10
+// ten decades, above every lift the combined score's flags use (min_score 5; docs/BENCHMARKS.md
+// §11.2, §12.37, §12.52), over the smallest weight a detector has in the combined mean
+// (WeightFloor), since the lift is bounded before the mean and Final (a bound of 10 at the
+// detector missed a dense spike seen by the distance alone at weight 0.37: §12.58). Fixed a
+// priori (docs/bench/notes/tail26b_rule.md).
+const KneeMargin = 10 / WeightFloor
 
 // kneeLift is the knee's lift x (decades above the empirical surprisal, x > KneeMargin) as
 // bounded: KneeMargin + log10(1 + ln(10) (x - KneeMargin)), continuous with x at KneeMargin with
@@ -58,11 +58,12 @@ func kneeLift(x float64) float64 {
 // kneeFloor is the surprisal of r past the knee (r > kneeAt, knee > 0) given its knee-free
 // surprisal e (empirical within the range, linear beyond; beyond: r above the largest): the
 // line where it lifts e by at most KneeMargin (main's max(e, line), bit for bit), e plus the
-// bounded lift past that within the range, and the line less kneeCut beyond the largest.
+// bounded lift past that within the range, and beyond the largest the line less the lift cut
+// at the largest (kneeCut: continuous there).
 func (c *Calibration) kneeFloor(r, e float64, beyond bool) float64 {
 	line := c.kneeBase + float64(c.knee*(r-c.kneeAt))
 	if beyond {
-		return max(e, line-c.kneeCut)
+		return max(e, line-c.kneeCut())
 	}
 	if x := line - e; x > KneeMargin {
 		return e + kneeLift(x)
@@ -125,12 +126,21 @@ func CalibrationIn(s, idx []float64) Calibration {
 	c.kneeAt, c.kneeBase = s[ki], c.empirical(s[ki])
 	if lo := s[int(math.Round((1-10*TailQuantile)*float64(n-1)))]; c.kneeAt > lo {
 		c.knee = (c.kneeBase - c.empirical(lo)) / (c.kneeAt - lo)
-		// (the line at the largest against its surprisal from above there, log10(n+1))
-		if x := c.kneeBase + float64(c.knee*(s[n-1]-c.kneeAt)) - top; s[n-1] > c.kneeAt && x > KneeMargin {
-			c.kneeCut = x - kneeLift(x)
-		}
 	}
 	return c
+}
+
+// kneeCut is the lift kneeLift removes from the knee's line at the largest calibration score
+// (the line there against Surprisal's limit from above, log10(n+1)): 0 where that lift is at
+// most KneeMargin. Per call (only records beyond the largest need it), not stored: a key's
+// model keeps its bytes.
+func (c *Calibration) kneeCut() float64 {
+	s := c.Sorted
+	n := len(s)
+	if x := c.kneeBase + float64(c.knee*(s[n-1]-c.kneeAt)) - log10Int(n+1); s[n-1] > c.kneeAt && x > KneeMargin {
+		return x - kneeLift(x)
+	}
+	return 0
 }
 
 // empirical is -log10 of the interpolated tail probability (n - pos(r))/(n + 1) of r among the
