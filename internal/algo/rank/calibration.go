@@ -14,11 +14,6 @@ import (
 // hundredths of a decade; so the surprisal is also never below an exponential tail fitted from
 // the calibration's 1 - 10*TailQuantile to its 1 - TailQuantile quantile (the knee: one decade
 // of probability), which those outliers do not move and which keeps rising with the score.
-// Within the calibration's range the knee lifts a score above its empirical surprisal by at most
-// KneeMargin decades exactly and past that by the log of the excess (kneeLift): a tight body
-// with a far top 1% makes the knee's line steep, and it would otherwise claim thousands of
-// decades for a score the window holds several records beyond (docs/BENCHMARKS.md §12.58).
-// Beyond the largest the line resumes at its own rate from its bounded value there.
 type Calibration struct {
 	// Sorted are the calibration scores, ascending (finite).
 	Sorted []float64
@@ -38,38 +33,6 @@ type Calibration struct {
 
 // TailQuantile is where a calibration hands over to its fitted tail (see Calibration).
 const TailQuantile = 0.01
-
-// KneeMargin is how many decades the knee's line may lift a score within the calibration's
-// range above its empirical surprisal before the lift grows by the log of its excess (kneeLift):
-// ten decades, above every lift the combined score's flags use (min_score 5; docs/BENCHMARKS.md
-// §11.2, §12.37, §12.52), over the smallest weight a detector has in the combined mean
-// (WeightFloor), since the lift is bounded before the mean and Final (a bound of 10 at the
-// detector missed a dense spike seen by the distance alone at weight 0.37: §12.58). Fixed a
-// priori (docs/bench/notes/tail26b_rule.md).
-const KneeMargin = 10 / WeightFloor
-
-// kneeLift is the knee's lift x (decades above the empirical surprisal, x > KneeMargin) as
-// bounded: KneeMargin + log10(1 + ln(10) (x - KneeMargin)), continuous with x at KneeMargin with
-// its slope, rising, slope at most 1 (so e + kneeLift(L - e) rises with both e and the line L).
-func kneeLift(x float64) float64 {
-	return KneeMargin + float64(math.Log10(1+float64(math.Ln10*(x-KneeMargin))))
-}
-
-// kneeFloor is the surprisal of r past the knee (r > kneeAt, knee > 0) given its knee-free
-// surprisal e (empirical within the range, linear beyond; beyond: r above the largest): the
-// line where it lifts e by at most KneeMargin (main's max(e, line), bit for bit), e plus the
-// bounded lift past that within the range, and beyond the largest the line less the lift cut
-// at the largest (kneeCut: continuous there).
-func (c *Calibration) kneeFloor(r, e float64, beyond bool) float64 {
-	line := c.kneeBase + float64(c.knee*(r-c.kneeAt))
-	if beyond {
-		return max(e, line-c.kneeCut())
-	}
-	if x := line - e; x > KneeMargin {
-		return e + kneeLift(x)
-	}
-	return max(e, line)
-}
 
 // NewCalibration sorts a copy of the calibration scores (non-finite ones are dropped).
 func NewCalibration(scores []float64) Calibration {
@@ -130,19 +93,6 @@ func CalibrationIn(s, idx []float64) Calibration {
 	return c
 }
 
-// kneeCut is the lift kneeLift removes from the knee's line at the largest calibration score
-// (the line there against Surprisal's limit from above, log10(n+1)): 0 where that lift is at
-// most KneeMargin. Per call (only records beyond the largest need it), not stored: a key's
-// model keeps its bytes.
-func (c *Calibration) kneeCut() float64 {
-	s := c.Sorted
-	n := len(s)
-	if x := c.kneeBase + float64(c.knee*(s[n-1]-c.kneeAt)) - log10Int(n+1); s[n-1] > c.kneeAt && x > KneeMargin {
-		return x - kneeLift(x)
-	}
-	return 0
-}
-
 // empirical is -log10 of the interpolated tail probability (n - pos(r))/(n + 1) of r among the
 // calibration scores (r at most the largest).
 func (c *Calibration) empirical(r float64) float64 {
@@ -188,7 +138,7 @@ func (c *Calibration) SurprisalOfMember(i int) float64 {
 	n, r := len(s), s[i]
 	e := log10Int(n+1) - log10Int(n-i)
 	if r > c.kneeAt && c.knee > 0 {
-		return c.kneeFloor(r, e, false)
+		return max(e, c.kneeBase+float64(c.knee*(r-c.kneeAt)))
 	}
 	return e
 }
@@ -212,7 +162,7 @@ func (c *Calibration) SurprisalFar(r float64) float64 {
 	// S0 is Surprisal's limit from above at the largest (Surprisal(largest) unless it is tied)
 	s0, top := log10Int(n+1), c.Sorted[n-1]
 	if top > c.kneeAt && c.knee > 0 {
-		s0 = c.kneeFloor(top, s0, true)
+		s0 = max(s0, c.kneeBase+float64(c.knee*(top-c.kneeAt)))
 	}
 	if y := float64(math.Ln10 * (e - s0)); !math.IsInf(y, 1) || math.IsInf(e, 1) {
 		return s0 + float64(math.Log10(1+y)) // (rounded: Log10's inlined product is not fused into the sum)
@@ -223,7 +173,7 @@ func (c *Calibration) SurprisalFar(r float64) float64 {
 }
 
 // Surprisal is -log10 of the tail probability of score r among the calibration scores, never
-// below the fitted tail beyond the knee, its lift bounded within the range (see Calibration); 0 for an empty calibration or a NaN
+// below the fitted tail beyond the knee (see Calibration); 0 for an empty calibration or a NaN
 // score. Monotone in r, continuous, and finite for every finite r.
 func (c *Calibration) Surprisal(r float64) float64 {
 	s := c.Sorted
@@ -238,7 +188,7 @@ func (c *Calibration) Surprisal(r float64) float64 {
 		e = c.empirical(r)
 	}
 	if r > c.kneeAt && c.knee > 0 {
-		return c.kneeFloor(r, e, r > s[n-1])
+		return max(e, c.kneeBase+float64(c.knee*(r-c.kneeAt)))
 	}
 	return e
 }

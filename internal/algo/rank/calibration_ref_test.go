@@ -9,9 +9,8 @@ import (
 )
 
 // surprisalRef is Calibration.Surprisal as it was before the log tables: sort.SearchFloat64s
-// and both logarithms computed per call, the knee's lift bounded within the range as the formula
-// of docs/bench/notes/tail26b_rule.md writes it. It pins Surprisal and the slopes of
-// CalibrationOf bit for bit.
+// and both logarithms computed per call. It pins Surprisal and the slopes of CalibrationOf bit
+// for bit.
 func surprisalRef(c *Calibration, r float64) float64 {
 	s := c.Sorted
 	n := len(s)
@@ -25,19 +24,7 @@ func surprisalRef(c *Calibration, r float64) float64 {
 		e = empiricalRef(s, r)
 	}
 	if r > c.kneeAt && c.knee > 0 {
-		line := c.kneeBase + c.knee*(r-c.kneeAt)
-		if r > s[n-1] {
-			// the line less the lift cut at the largest (tail26b, docs/BENCHMARKS.md §12.58)
-			cut := 0.0
-			if x := c.kneeBase + c.knee*(s[n-1]-c.kneeAt) - math.Log10(float64(n+1)); s[n-1] > c.kneeAt && x > KneeMargin {
-				cut = x - (KneeMargin + math.Log10(1+math.Ln10*(x-KneeMargin)))
-			}
-			return max(e, line-cut)
-		}
-		if x := line - e; x > KneeMargin {
-			return e + (KneeMargin + math.Log10(1+math.Ln10*(x-KneeMargin)))
-		}
-		return max(e, line)
+		return max(e, c.kneeBase+c.knee*(r-c.kneeAt))
 	}
 	return e
 }
