@@ -33,16 +33,19 @@ type keySkips struct {
 	unlogged int        // mismatches since it
 	total    int        // mismatches in all
 	last     error      // the newest mismatch
-	refusals refusalLog // versions ahead of the clock (keyAhead)
+	refusals refusalLog // versions ahead of the clock (keyAhead), and the lines of corrupt messages (skip)
 }
 
 func (s *keySkips) skip(msg kafka.Message, err error) {
-	if !errors.Is(err, detect.ErrSnapshotMismatch) {
-		s.log.Warn().Err(err).Int("partition", msg.Partition).Int64("offset", msg.Offset).Str("key", string(msg.Key)).Msg("model topic message skipped")
-		return
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !errors.Is(err, detect.ErrSnapshotMismatch) { // (corrupt: the first of each minute, refusalLog)
+		if unsaid, ok := s.refusals.due(skippedLine); ok {
+			s.log.Warn().Err(err).Int("partition", msg.Partition).Int64("offset", msg.Offset).Str("key", loggedKey(msg.Key)).Int("skipped_unlogged", unsaid).
+				Msg("model topic message skipped (at most one such line a minute, skipped_unlogged the others since)")
+		}
+		return
+	}
 	s.total++
 	s.last = err
 	now := s.clock()

@@ -23,8 +23,9 @@ import (
 // per publication, thousands a second for a large fleet. Now the first such skip of a reader is
 // logged in full (the features it was built for and the stream's) and the others are counted
 // into one line a minute at most; a message that does not decode at all (corrupt, another
-// format) is still logged each, and none of them reaches the inbox. The end of a restore logs
-// the count.
+// format) is logged the first of each minute with the others' count (reread26: a line each let
+// a writer to the topic grow the log as fast as it wrote, TestModelTopicSkipsLoggedOncePerMinute),
+// and none of them reaches the inbox. The end of a restore logs the count.
 func TestKeyModelsOfAnotherConfigLogOnce(t *testing.T) {
 	br := testsupport.KfakeBroker(t)
 	cfg := roleConfig(br, "in", "out", "dlq", "g", "models")
@@ -63,8 +64,8 @@ func TestKeyModelsOfAnotherConfigLogOnce(t *testing.T) {
 			corrupt++
 		}
 	}
-	if mismatch != 1 || corrupt != 2 {
-		t.Errorf("%d lines for %d keys' models of other features (want 1), %d for 2 corrupt messages (want 2); %d lines in all, the first: %s",
+	if mismatch != 1 || corrupt != 1 {
+		t.Errorf("%d lines for %d keys' models of other features (want 1), %d for 2 corrupt messages within a minute (want 1); %d lines in all, the first: %s",
 			mismatch, keys, corrupt, len(lines), lines[0])
 	}
 	// The end of a restore (keyFollowers.follow) logs the count not logged yet: one line.

@@ -82,6 +82,19 @@ const refusalLogEvery = time.Minute
 
 // say logs a refusal for reason of message m, unless one was logged within refusalLogEvery.
 func (l *refusalLog) say(log zerolog.Logger, reason string, m kafka.Message, err error) bool {
+	unsaid, ok := l.due(reason)
+	if !ok {
+		return false
+	}
+	log.Warn().Err(err).Str("reason", reason).Str("topic", m.Topic).Int("partition", m.Partition).Int64("offset", m.Offset).
+		Int("refused_unlogged", unsaid).
+		Msg("model topic: refused (outlierd_model_topic_refused_total; at most one such line a minute per reason, refused_unlogged the others since)")
+	return true
+}
+
+// due says whether a line for reason is due now (none was within refusalLogEvery), and how
+// many of its reason were not logged since the last line; one not due is counted.
+func (l *refusalLog) due(reason string) (unsaid int, ok bool) {
 	now := time.Now
 	if l.now != nil {
 		now = l.now
@@ -89,14 +102,28 @@ func (l *refusalLog) say(log zerolog.Logger, reason string, m kafka.Message, err
 	if l.last == nil {
 		l.last, l.unsaid = map[string]time.Time{}, map[string]int{}
 	}
-	if t, ok := l.last[reason]; ok && now().Sub(t) < refusalLogEvery {
+	t := now()
+	if last, ok := l.last[reason]; ok && t.Sub(last) < refusalLogEvery {
 		l.unsaid[reason]++
-		return false
+		return 0, false
 	}
-	l.last[reason] = now()
-	log.Warn().Err(err).Str("reason", reason).Str("topic", m.Topic).Int("partition", m.Partition).Int64("offset", m.Offset).
-		Int("refused_unlogged", l.unsaid[reason]).
-		Msg("model topic: refused (outlierd_model_topic_refused_total; at most one such line a minute per reason, refused_unlogged the others since)")
-	l.unsaid[reason] = 0
-	return true
+	unsaid, l.last[reason], l.unsaid[reason] = l.unsaid[reason], t, 0
+	return unsaid, true
+}
+
+// skippedLine is the reason under which refusalLog paces the lines of messages skipped as not
+// fitting the protocol (corrupt, out of sequence, for another stream): anyone with Write on the
+// model topic can send them as fast as the brokers take them, and a line each (with the key, as
+// long as its writer made it) grew the reader's log as fast.
+const skippedLine = "skipped"
+
+// maxLoggedKey is how much of a skipped message's key a line shows.
+const maxLoggedKey = 256
+
+// loggedKey is a message key as a log line shows it: at most maxLoggedKey bytes.
+func loggedKey(k []byte) string {
+	if len(k) > maxLoggedKey {
+		return string(k[:maxLoggedKey]) + "…"
+	}
+	return string(k)
 }

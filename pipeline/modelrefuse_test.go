@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +70,49 @@ func TestRefusalLogOncePerMinutePerReason(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("line %d: %+v, want %+v", i, got[i], want[i])
 		}
+	}
+}
+
+// TestModelTopicSkipsLoggedOncePerMinute (reread26): a message on the model topic that does not
+// fit the protocol (not a model chunk, out of sequence, corrupt: anyone with Write on the topic
+// sends them as fast as the brokers take them) was logged a line each, its key whole: a writer
+// grew every reader's log as fast as it wrote (1,000 messages of a 64 KB key: 1,000 lines of
+// 64 KB). Now the first of each minute is logged, with how many were not since
+// (skipped_unlogged) and the key's first 256 bytes; the global model's follower and a key
+// partition's reader alike.
+func TestModelTopicSkipsLoggedOncePerMinute(t *testing.T) {
+	at := time.Date(2026, 11, 28, 17, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return at }
+	key := bytes.Repeat([]byte("k"), 64<<10)
+	for _, reader := range []string{"global", "keys"} {
+		t.Run(reader, func(t *testing.T) {
+			at = time.Date(2026, 11, 28, 17, 0, 0, 0, time.UTC)
+			var out bytes.Buffer
+			var skip func(kafka.Message, error)
+			if reader == "global" {
+				f := &modelFollower{log: zerolog.New(&out)}
+				f.refusals.now = clock
+				skip = f.skip
+			} else {
+				s := &keySkips{log: zerolog.New(&out), now: clock}
+				s.refusals.now = clock
+				skip = s.skip
+			}
+			for off := range int64(1000) {
+				at = at.Add(time.Millisecond)
+				skip(kafka.Message{Topic: "models", Offset: off, Key: key}, errors.New("not a model chunk"))
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			if len(lines) != 1 || len(lines[0]) > 2048 {
+				t.Fatalf("1,000 skipped messages of a 64 KB key within a second: %d lines, the first of %d bytes; want one line, not the whole key",
+					len(lines), len(lines[0]))
+			}
+			at = at.Add(time.Minute)
+			skip(kafka.Message{Topic: "models", Offset: 1000, Key: []byte("k")}, errors.New("not a model chunk"))
+			lines = strings.Split(strings.TrimSpace(out.String()), "\n")
+			if len(lines) != 2 || !strings.Contains(lines[1], `"skipped_unlogged":999`) {
+				t.Fatalf("a skip a minute later: %d lines, the last %q; want a second line counting the 999 not logged", len(lines), lines[len(lines)-1])
+			}
+		})
 	}
 }

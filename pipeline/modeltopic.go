@@ -465,9 +465,16 @@ func (f *modelFollower) refuse(reason string, msg kafka.Message, err error) {
 	f.refusals.say(f.log, reason, msg, err)
 }
 
+// skip logs a message skipped as not fitting the protocol: the first of each minute, with how
+// many were not logged since (skipped_unlogged; refusalLog).
 func (f *modelFollower) skip(msg kafka.Message, err error) {
 	f.skipped++
-	f.log.Warn().Err(err).Int64("offset", msg.Offset).Str("key", string(msg.Key)).Msg("model topic message skipped")
+	unsaid, ok := f.refusals.due(skippedLine)
+	if !ok {
+		return
+	}
+	f.log.Warn().Err(err).Int64("offset", msg.Offset).Str("key", loggedKey(msg.Key)).Int("skipped_unlogged", unsaid).
+		Msg("model topic message skipped (at most one such line a minute, skipped_unlogged the others since)")
 }
 
 // newest reads the whole topic as it is now and returns its newest usable model (nil when
