@@ -162,6 +162,9 @@ type modelPublisher struct {
 	// live are the topic's keys whose newest message is not a tombstone, with their versions:
 	// what the start-up read found (setLive) plus what run wrote since. Only run touches it.
 	live map[string]uint64
+	// ahead paces the warning of a version of its own more than maxVersionAhead ahead of its
+	// clock (ownVersionAhead); only run touches it.
+	ahead refusalLog
 }
 
 func newModelPublisher(cfg modelTopicConfig, log zerolog.Logger) (*modelPublisher, error) {
@@ -265,6 +268,7 @@ func (p *modelPublisher) write(ctx context.Context, pub publication) error {
 		if err == nil {
 			p.log.Info().Uint64("model_version", m.Version).Int("bytes", size).Int("chunks", len(msgs)).
 				Int("hypercube_bytes", len(pub.hypercube)).Msg("model published")
+			p.ownVersionAhead(m.Version, time.Now())
 			return nil
 		}
 		if ctx.Err() != nil {

@@ -52,3 +52,20 @@ func (p *Pipeline) keyAhead(skips *keySkips, msg kafka.Message, v uint64, now ti
 	defer skips.mu.Unlock()
 	skips.refusals.say(skips.log, refusedVersionAhead, msg, errVersionAhead(v, now))
 }
+
+// ownVersionAhead warns (once a minute at most) when a builder published version v more than
+// maxVersionAhead ahead of its own clock at now: every scorer whose clock agrees with it refuses
+// the model. A builder comes to that when its clock was that far ahead and was set back: it
+// numbers above the last version it built, in memory and from its state_dir snapshot, until its
+// clock reaches it (TestBuilderWarnsOfItsOwnVersionAhead).
+func (p *modelPublisher) ownVersionAhead(v uint64, now time.Time) {
+	if !versionAhead(v, now) {
+		return
+	}
+	if unsaid, ok := p.ahead.due(refusedVersionAhead); ok {
+		p.log.Warn().Uint64("model_version", v).Int64("ahead_ms", int64(v-uint64(max(now.UnixMilli(), 0)))).Int("unlogged", unsaid).
+			Msg("model published with a version more than an hour ahead of this clock: every scorer whose clock agrees refuses it " +
+				"(outlierd_model_topic_refused_total{reason=\"version_ahead\"}) until this clock reaches it. This builder's clock was set back, " +
+				"and it numbers above the last version it built: restart it with detect.state_dir's model-*.osnap files removed, and the scorers set back with it (docs/OPERATIONS.md, Builder and scorers)")
+	}
+}

@@ -1,9 +1,11 @@
 package pipeline
 
 import (
+	"context"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +117,47 @@ func TestKeyModelFromTheFutureRefused(t *testing.T) {
 	floor(msg(math.MaxUint64, true))
 	if highest != legit {
 		t.Errorf("a builder's keys' floor %d after a key's model of version 2^64-1, want %d", highest, legit)
+	}
+}
+
+// TestBuilderWarnsOfItsOwnVersionAhead (reread26): a builder whose clock was more than an hour
+// ahead and was set back (NTP) goes on numbering above the last version it built (in memory, or
+// from its state_dir snapshot after a restart: versions never go back), so every scorer with a
+// right clock refuses its models (version_ahead) until its clock reaches that version. The
+// scorers counted it; the builder said nothing but "model published". It now warns at such a
+// publication (once a minute at most), naming the version, its lead over the clock and what to
+// do; a version within the bound publishes as before, without the warning.
+func TestBuilderWarnsOfItsOwnVersionAhead(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	_, _, _, _, mt := roleTopics(t, br, 1)
+	cfg := roleConfig(br, "in", "out", "dlq", "g", mt)
+	var logs testsupport.LogBuffer
+	pub, err := newModelPublisher(cfg.modelTopic(), zerolog.New(&logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const warning = "ahead of this clock"
+	now := time.Now()
+	if err := pub.write(ctx, publication{model: testModel(t, uint64(now.UnixMilli()), 600)}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), warning) {
+		t.Fatalf("a version of the clock warned: %s", logs.String())
+	}
+	ahead := uint64(now.Add(2 * maxVersionAhead).UnixMilli())
+	if err := pub.write(ctx, publication{model: testModel(t, ahead, 600)}); err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, warning) {
+			line = l
+		}
+	}
+	if line == "" || !strings.Contains(line, `"level":"warn"`) || !strings.Contains(line, strconv.FormatUint(ahead, 10)) || !strings.Contains(line, "version_ahead") {
+		t.Fatalf("a publication of version %d, %s ahead of the clock: log %s; want a warning naming it and the scorers' refusal", ahead, 2*maxVersionAhead, logs.String())
 	}
 }
