@@ -209,3 +209,38 @@ func TestReloadMovesThePublicationBound(t *testing.T) {
 		t.Errorf("after a reload of detect.window %d -> %d: bound %d, want %d", cfg.Detect.Window, next.Detect.Window, got, bound(next))
 	}
 }
+
+// TestModelAssemblerStartsSmall (reread26): a publication's first chunk that declares more
+// chunks than the bound holds (n x its size past it: a hostile count, never a builder's, whose
+// chunks but the last are all of one size) had the assembler allocate the whole bound at once:
+// a message of a few bytes cost a scorer PublicationBound (6.5 MB at detect.Default, hundreds
+// of MB at large windows), once per message, 100 of them 650 MB of allocation for the
+// collector. Such a publication now starts with room for two of its chunks and grows by
+// doubling up to the bound as chunks come (it is refused at the chunk that passes it); a
+// builder's, whose count fits, still gets its room at once.
+func TestModelAssemblerStartsSmall(t *testing.T) {
+	cfg := detect.Default()
+	bound := detect.PublicationBound(synth.SensorFeatures, &cfg)
+	a := modelAssembler{bound: bound}
+	value := make([]byte, 64)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for v := range uint64(100) {
+		a.add(hostileChunk(1000+v, 0, 1<<62, value, int64(v)))
+		if c := cap(a.data); c > 1<<10 {
+			t.Fatalf("a first chunk of %d bytes declaring 2^62 chunks: %d bytes allocated, want room for a few chunks", len(value), c)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	// (100 starts of two 64-byte chunks each are 12.8 KB; the rest is the assembler's maps and
+	// headers and what the runtime allocated meanwhile: 1 MB of slack, against 650 MB before)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Errorf("100 hostile first chunks of %d bytes allocated %d bytes, want about their size", len(value), got)
+	}
+	// A builder's publication (its count fits the bound) gets its room at once.
+	a = modelAssembler{bound: bound}
+	a.add(hostileChunk(2000, 0, 10, value, 0))
+	if c := cap(a.data); c != 10*len(value) {
+		t.Errorf("a first chunk of %d bytes of 10: room for %d bytes, want %d", len(value), c, 10*len(value))
+	}
+}

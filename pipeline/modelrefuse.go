@@ -44,13 +44,16 @@ func (a *modelAssembler) tooLarge(m kafka.Message, size int) {
 }
 
 // start is the storage of a publication of n chunks starting with first (at most the bound):
-// room for n chunks of first's size (the last one is shorter), never more than the bound (n is
-// the writer's word: n times first's size may be past any int).
+// room for n chunks of first's size (the last one is shorter) when that fits the bound; else
+// (n is the writer's word: n times first's size may be past any int, and a builder's chunks
+// but the last are all of one size, so such a count is no builder's) room for two, grown by
+// doubling up to the bound as chunks come (grow): a message of a few bytes does not cost the
+// whole bound (TestModelAssemblerStartsSmall).
 func (a *modelAssembler) start(first []byte, n int) []byte {
 	if a.bound <= 0 {
 		return append([]byte(nil), first...)
 	}
-	c := a.bound
+	c := min(2*len(first), a.bound)
 	if len(first) > 0 && n <= a.bound/len(first) {
 		c = max(n, 1) * len(first)
 	}
