@@ -328,7 +328,11 @@ func replayRows(st *detect.Stage, tab *replayTable, batchSize int, maxWait time.
 	lo := 0
 	for _, hi := range ends {
 		for i := lo; i < hi; i++ {
+			d.Warming = d.Warming[:0]
 			for j := range features {
+				if tab.warming != nil {
+					d.Warming = append(d.Warming, tab.warming[j] != nil && tab.warming[j][i])
+				}
 				d.Values[j] = means[j][i]
 				if sds != nil {
 					d.SD[j] = sds[j][i]

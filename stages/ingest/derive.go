@@ -150,6 +150,12 @@ func newDeriver(cfg Config, loc *time.Location) *Deriver {
 	if d.withSD {
 		d.out.SD = make([]float32, d.cols)
 	}
+	for _, op := range d.ops {
+		if op.kind.warms() {
+			d.out.Warming = make([]bool, d.cols)
+			break
+		}
+	}
 	return d
 }
 
@@ -203,8 +209,10 @@ func (d *Deriver) Apply(in *Decoded, partition int32, offset int64, key []byte, 
 			d.robustZ(op, s, i)
 		case DeriveMean:
 			d.mean(op, s, i)
+			out.Warming[op.dst] = int(s.fill[i]) < op.last
 		case DeriveStd:
 			d.std(op, s, i)
+			out.Warming[op.dst] = int(s.fill[i]) < op.last
 		case DeriveTimeOfDay, DeriveDayOfWeek:
 			d.cyclic(op, wall)
 		}
