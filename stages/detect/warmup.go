@@ -3,6 +3,8 @@ package detect
 import (
 	"slices"
 
+	"github.com/apache/arrow/go/v15/arrow/array"
+
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
@@ -49,4 +51,51 @@ func warmedColumns(m *Model, b *batch.Batch, means [][]float32, rows []int) [][]
 		return means
 	}
 	return out
+}
+
+// warmCells is a keys' pass's view of the batch's warming values (keyedScorer.score): raw is
+// the columns the keys' models score, each column with a warming record a copy whose warming
+// values centre sets to the centre of the key's model that scores the record, when it is
+// queued (the model it meets); the keys' windows are pushed the batch's own values.
+type warmCells struct {
+	cols []*array.Float32 // per column: the batch's array where it has a warming record, else nil
+	raw  [][]float32
+}
+
+// newWarmCells is b's warmCells over its columns raw, nil when no record of b is warming.
+func newWarmCells(b *batch.Batch, raw [][]float32) *warmCells {
+	var w *warmCells
+	for j := range raw {
+		a := b.Warming(j)
+		if a == nil {
+			continue
+		}
+		if w == nil {
+			w = &warmCells{cols: make([]*array.Float32, len(raw)), raw: slices.Clone(raw)}
+		}
+		w.cols[j], w.raw[j] = a, slices.Clone(raw[j])
+	}
+	return w
+}
+
+// scoring is the columns the keys' models score: raw itself without a warming record.
+func (w *warmCells) scoring(raw [][]float32) [][]float32 {
+	if w == nil {
+		return raw
+	}
+	return w.raw
+}
+
+// centre sets record i's warming values to r's centre (the key's model's median of the column
+// in its window). Records of different keys are centred by different workers: each writes its
+// own rows only.
+func (w *warmCells) centre(i int, r *Ranker) {
+	if w == nil || r == nil {
+		return
+	}
+	for j, a := range w.cols {
+		if a != nil && j < len(r.Center) && a.IsNull(i) {
+			w.raw[j][i] = float32(r.Center[j])
+		}
+	}
 }
