@@ -22,7 +22,7 @@ import (
 // while the models, restored from detect.state_dir, learnt full windows. The records of a clean
 // stream whose windows are still filling must page no key, under the global model and under
 // key_by: key (each key's model restored from its keys' state). Before warm26 every key's first
-// record after the restart was flagged.
+// record after the restart was flagged. The Arrow output writes the derived values (not null).
 //
 // 20 keys round robin in one partition, each at its own level (10 x its number) with N(0, 1)
 // noise on temp and hum; each one's std over 16 and temp's mean over 16. 200 records a key
@@ -74,7 +74,7 @@ func restartWarmup(t *testing.T, keyBy detect.KeyBy) {
 		}
 		sch := rd.Schema()
 		col := func(name string) int { return sch.FieldIndices(name)[0] }
-		off, flag, score, why := col("_offset"), col(sink.ColOutlier), col(sink.ColScore), col(sink.ColExplanation)
+		off, flag, score, why, std := col("_offset"), col(sink.ColOutlier), col(sink.ColScore), col(sink.ColExplanation), col("temp.std16")
 		for rd.Next() {
 			rec := rd.Record()
 			for k := range int(rec.NumRows()) {
@@ -83,6 +83,9 @@ func restartWarmup(t *testing.T, keyBy detect.KeyBy) {
 					continue
 				}
 				seen++
+				if rec.Column(std).IsNull(k) { // (the batch's null marks it warming; the output writes the value)
+					t.Fatalf("offset %d: temp.std16 null in the Arrow output", o)
+				}
 				if rec.Column(flag).(*array.Boolean).Value(k) {
 					paged = append(paged, fmt.Sprintf("offset %d (key s%02d's record %d after the restart) score %.2f: %s", o, o%keys, (o-keys*before)/keys+1,
 						rec.Column(score).(*array.Float64).Value(k), rec.Column(why).(*array.String).Value(k)))

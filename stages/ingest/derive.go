@@ -21,7 +21,9 @@ import (
 // the same values. A partition read again from an earlier offset
 // (a rebalance, a restart of the group's member) starts its series afresh, as a process started
 // at that offset would: the state is in memory only, so after a restart each key's first
-// difference is 0 again and its robust z 0 until min_values values.
+// difference is 0 again, its robust z 0 until min_values values, and its means and stds warming
+// (Decoded.Warming: the detect stage scores them at the model's centre) until `last`
+// (derive_warmup.go).
 //
 // Values are computed in float64 and stored as float32 like every feature, always finite:
 //   - diff: x - previous x of the series; the series' first record gets 0 (no change known: a
