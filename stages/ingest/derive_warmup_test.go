@@ -26,7 +26,7 @@ func TestDeriveWarmingMarks(t *testing.T) {
 	steps := []step{
 		{0, 0, "a", true}, {0, 1, "a", true}, {0, 2, "a", false}, {0, 3, "a", false}, // a's window fills at its 3rd
 		{0, 4, "b", true}, {0, 5, "b", true}, {0, 6, "b", false},
-		{0, 7, "c", true},                     // a third key evicts a (max_keys 2, the least recent)
+		{0, 7, "c", true},                    // a third key evicts a (max_keys 2, the least recent)
 		{0, 8, "a", true}, {0, 9, "a", true}, // a afresh
 		{0, 10, "a", false},
 		{0, 5, "b", true}, // partition 0 read again from offset 5: its series afresh
