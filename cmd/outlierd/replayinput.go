@@ -44,7 +44,7 @@ type replayTable struct {
 	features []string    // ingest.Config.Columns(): the features, then the derived ones
 	means    [][]float32 // per feature column
 	sds      [][]float32 // nil without uncertainty
-	warming  [][]bool    // per feature column, per row: a rolling column still filling (Decoded.Warming); nil where never
+	warming  [][]bool    // per feature column, per row: Decoded.Warming (appendWarming); nil where never
 	keys     [][]byte    // per row; nil: no key
 	times    []time.Time // per row
 	outliers []bool      // the label's verdicts; nil without a label column
@@ -52,8 +52,6 @@ type replayTable struct {
 	// not an epoch integer: Decoded.EventTimeText, as the pipeline's epoch-seconds check reads it.
 	textTime bool
 }
-
-func (t *replayTable) rows() int { return len(t.times) }
 
 // replayInput is what decides how the file is read.
 type replayInput struct {
@@ -269,16 +267,8 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		if der != nil { // partition 0, offset = the row: file order is the partition's order
 			out = der.Apply(&d, 0, int64(len(t.times)), key, ts)
 		}
-		if out.Warming != nil && t.warming == nil {
-			t.warming = make([][]bool, len(t.features))
-		}
+		t.appendWarming(out.Warming)
 		for j := range t.features {
-			if out.Warming != nil && (out.Warming[j] || t.warming[j] != nil) { // (a column never warming stays nil)
-				if t.warming[j] == nil {
-					t.warming[j] = make([]bool, len(t.times))
-				}
-				t.warming[j] = append(t.warming[j], out.Warming[j])
-			}
 			t.means[j] = append(t.means[j], out.Values[j])
 			if t.sds != nil {
 				t.sds[j] = append(t.sds[j], out.SD[j])
