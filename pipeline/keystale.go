@@ -73,6 +73,10 @@ type staleKeys struct {
 	scanned bool
 	serving bool // a global model of the builder's configuration is on the topic
 	m       int  // the model topic's partitions at the scan
+	// ends are, per model partition scanned, the offset its reading reached (the scan's end,
+	// then each catch-up's: catchUp); dialer reads on from there.
+	ends   map[int]int64
+	dialer *kafka.Dialer
 	// owned are the input partitions the builder is assigned (ownedKnown: an assignment was
 	// heard, or the source reports none: every partition).
 	owned      map[int32]bool
@@ -93,12 +97,13 @@ func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m in
 		}
 	}
 	start := time.Now()
-	found, read, reasons := map[staleRef]staleKey{}, 0, map[string]string{}
+	found, read, reasons, ends := map[staleRef]staleKey{}, 0, map[string]string{}, map[int]int64{}
 	for _, mp := range parts {
 		for attempt := 1; ; attempt++ {
-			n, err := p.scanPartition(ctx, dialer, mp, found, reasons)
+			n, end, err := p.scanPartition(ctx, dialer, mp, -1, found, reasons)
 			if err == nil {
 				read += n
+				ends[mp] = end
 				break
 			}
 			if ctx.Err() != nil {
@@ -119,6 +124,7 @@ func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m in
 		Msg("builder: keys' models on the model topic read; those built for another configuration are tombstoned once a model of this configuration is on the topic")
 	p.stale.mu.Lock()
 	p.stale.found, p.stale.scanned, p.stale.m, p.stale.due = found, true, m, true
+	p.stale.ends, p.stale.dialer = ends, dialer
 	p.stale.mu.Unlock()
 	p.signal()
 }
@@ -141,20 +147,22 @@ func (p *keyPublisher) assigned(parts []int32, all bool) {
 }
 
 // scanPartition notes in found the keys of model partition mp whose newest message is a model of
-// another configuration (removing those whose newer message is not), and returns the messages
-// read. reasons holds each reason once (a key's entry shares it).
-func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, mp int, found map[staleRef]staleKey, reasons map[string]string) (int, error) {
+// another configuration (removing those whose newer message is not), reading from offset from
+// (< 0: the partition's first) to the partition's end, and returns the messages read and that
+// end. reasons holds each reason once (a key's entry shares it).
+func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, mp int, from int64, found map[staleRef]staleKey, reasons map[string]string) (int, int64, error) {
 	conn, err := dialPartition(ctx, p.cfg, dialer, mp)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
 	first, end, err := conn.ReadOffsets()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	first = max(first, from)
 	read := 0
 	err = readRange(conn, first, end, max(p.cfg.maxMessageBytes*2, staleFetchBytes), func(msg kafka.Message) {
 		read++
@@ -176,7 +184,7 @@ func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, 
 	if err != nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
-	return read, err
+	return read, end, err
 }
 
 // otherConfiguration says why msg, a key model message, holds a model a scorer of the builder's
@@ -215,6 +223,15 @@ func (p *keyPublisher) modelServing() {
 // newer model there replaced the stale one). Called by run before a publication: a key of that
 // publication gets its model after the tombstone. The keys of other partitions wait for an
 // assignment that gives them; a failure is logged and its keys retried in staleRetry.
+//
+// The scan's findings age: before the tombstones, each model partition they lie on is read
+// again from where the last reading ended (catching up), and a key whose newer message is not a
+// model of another configuration is left. Without that, a key of a partition another builder
+// owned until a rebalance gave it to this one (or one of the keys of a release before the
+// partition header, any builder's) got its tombstone after the other builder's new model of
+// it, and compaction removed that model (TestStaleTombstoneSparesAnotherBuildersModelRealBroker).
+// What is left is the time between that reading and the write (milliseconds), in which only a
+// builder that still holds the partition after this one was given it could publish the key.
 func (p *keyPublisher) tombstoneStale(ctx context.Context) {
 	p.stale.mu.Lock()
 	if !p.stale.due || !p.stale.scanned || !p.stale.serving || !p.stale.ownedKnown || len(p.stale.found) == 0 {
@@ -222,14 +239,38 @@ func (p *keyPublisher) tombstoneStale(ctx context.Context) {
 		return
 	}
 	p.stale.due = false
-	m, owned := p.stale.m, p.stale.owned
+	m, owned, found, ends, dialer := p.stale.m, p.stale.owned, p.stale.found, p.stale.ends, p.stale.dialer
+	p.stale.mu.Unlock()
+	// (found and ends are run's alone once the scan handed them over: only the flags are shared.)
+	ours := func(sk staleKey) bool { return owned == nil || sk.part < 0 || owned[sk.part] }
+	catch := map[int]bool{}
+	for ref, sk := range found {
+		if ours(sk) {
+			catch[ref.mp] = true
+		}
+	}
+	for mp := range catch {
+		_, end, err := p.scanPartition(ctx, dialer, mp, ends[mp], found, map[string]string{})
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.Warn().Err(err).Int("model_partition", mp).Msg("keys' models of another configuration: reading the model topic again before their tombstones failed; retried in a few seconds")
+				p.stale.mu.Lock()
+				p.stale.due = true
+				p.stale.mu.Unlock()
+				time.AfterFunc(staleRetry, p.signal)
+			}
+			return
+		}
+		ends[mp] = end
+	}
+	p.stale.mu.Lock()
 	var refs []staleRef
 	todo := map[staleRef]staleKey{}
-	for ref, sk := range p.stale.found {
-		if owned != nil && sk.part >= 0 && !owned[sk.part] {
+	for ref, sk := range found {
+		if !ours(sk) {
 			continue // (another builder's, or one to come at a rebalance; a model without the header: any builder's)
 		}
-		delete(p.stale.found, ref)
+		delete(found, ref)
 		if q, ok := p.placed[ref.key]; ok && keyModelPartition(q, m) == ref.mp {
 			continue // (published there since the start: its model replaced the stale one)
 		}

@@ -1,0 +1,87 @@
+package pipeline
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/stages/detect"
+)
+
+// TestStaleTombstoneSparesAnotherBuildersModelRealBroker: two builders of the new
+// configuration share the input partitions. The first scans the model topic at its start and
+// finds two keys' models of the old one: "a" (input partition 0, its own) and "b" (input
+// partition 1, the other builder's). It tombstones "a" once its global model is out; "b" waits.
+// The other builder then publishes b's model of the new configuration, and a rebalance gives
+// input partition 1 to the first builder. Its tombstone of "b", judged on the scan's reading
+// of the topic, followed the other builder's new model and removed it (compaction keeps a
+// key's newest message): failed so before the fix (b's newest message the stale tombstone).
+// Now the builder reads each model partition again from where its scan ended before it
+// tombstones: a key whose newer message is not a model of another configuration is left.
+func TestStaleTombstoneSparesAnotherBuildersModelRealBroker(t *testing.T) {
+	br := testsupport.RealBroker(t)
+	mt := testsupport.UniqueName("ks-rebalance")
+	const m = 3 // model partitions: 0 the global model's, 1 input partition 0's keys, 2 partition 1's
+	testsupport.CreateTopicConfigs(t, br, kafka.TopicConfig{Topic: mt, NumPartitions: m, ReplicationFactor: 1})
+	cfg := roleConfig(br, "in", "out", "dl", "g", mt)
+	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	old := cfg
+	old.Ingest.Features = cfg.Ingest.Features[:len(cfg.Ingest.Features)-1] // a feature dropped since
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	w := &kafka.Writer{Addr: kafka.TCP(br.Addrs...), Topic: mt, Balancer: keyModelBalancer(), RequiredAcks: kafka.RequireAll, BatchSize: 1}
+	defer w.Close()
+	model := func(c Config, key string, part int32, version uint64) kafka.Message {
+		v, err := detect.EncodeKeyModel(c.Ingest.Columns(), &c.Detect, key, version, warmKeyModel(t, c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kafka.Message{Key: []byte(keyModelPrefix + key), Value: v, Headers: []kafka.Header{
+			{Key: headerKeyModelVersion, Value: []byte(strconv.FormatUint(version, 10))},
+			{Key: headerKeyPartition, Value: []byte(strconv.Itoa(int(part)))}}}
+	}
+	if err := w.WriteMessages(ctx, model(old, "a", 0, 10), model(old, "b", 1, 10)); err != nil {
+		t.Fatal(err)
+	}
+
+	p, err := newKeyPublisher(cfg.modelTopic(), cfg.Ingest.Columns(), cfg.Detect, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.w.Close()
+	p.assigned([]int32{0}, false) // input partition 1 is the other builder's
+	p.scanStale(ctx, kafka.DefaultDialer, m)
+	p.modelServing()
+	p.tombstoneStale(ctx)
+
+	if err := w.WriteMessages(ctx, model(cfg, "b", 1, 20)); err != nil { // the other builder's
+		t.Fatal(err)
+	}
+	p.assigned([]int32{0, 1}, false) // a rebalance: input partition 1 is this builder's now
+	p.tombstoneStale(ctx)
+
+	newest := map[string]kafka.Message{}
+	for _, msg := range modelTopicMessages(t, br, mt) {
+		if isKeyModel(msg) {
+			newest[string(msg.Key[len(keyModelPrefix):])] = msg
+		}
+	}
+	if a := newest["a"]; a.Value != nil {
+		t.Errorf("key a (the old configuration's model, input partition 0): newest message at %d/%d is not a tombstone", a.Partition, a.Offset)
+	} else if _, stale := headerValue(a, headerKeyStale); !stale {
+		t.Errorf("key a's tombstone at %d/%d lacks %s", a.Partition, a.Offset, headerKeyStale)
+	}
+	b := newest["b"]
+	if b.Value == nil {
+		t.Fatalf("key b: the other builder's model of this configuration (version 20) was followed by a tombstone at %d/%d: compaction removes it", b.Partition, b.Offset)
+	}
+	if v := keyModelVersion(b); v != 20 {
+		t.Errorf("key b: newest model version %d at %d/%d, want the other builder's 20", v, b.Partition, b.Offset)
+	}
+}
