@@ -149,7 +149,11 @@ func (p *keyPublisher) assigned(parts []int32, all bool) {
 // scanPartition notes in found the keys of model partition mp whose newest message is a model of
 // another configuration (removing those whose newer message is not), reading from offset from
 // (< 0: the partition's first) to the partition's end, and returns the messages read and that
-// end. reasons holds each reason once (a key's entry shares it).
+// end. reasons holds each reason once (a key's entry shares it). Reading on from an offset (a
+// catch-up: tombstoneStale), only the keys already in found are judged again: the messages
+// since the scan are mostly the builder's own models, whose checksums a second time would
+// cost about as much as the scan; a key of another configuration published since (a builder
+// of the old configuration still running) waits for the next start's scan.
 func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, mp int, from int64, found map[staleRef]staleKey, reasons map[string]string) (int, int64, error) {
 	conn, err := dialPartition(ctx, p.cfg, dialer, mp)
 	if err != nil {
@@ -170,6 +174,9 @@ func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, 
 			return
 		}
 		ref := staleRef{mp, string(msg.Key[len(keyModelPrefix):])}
+		if _, known := found[ref]; from >= 0 && !known {
+			return // (a catch-up judges the keys found stale alone: no model decoded for the others)
+		}
 		if why := p.otherConfiguration(msg); why != "" {
 			if r, ok := reasons[why]; ok {
 				why = r
