@@ -169,7 +169,9 @@ func (p *keyPublisher) run(ctx context.Context, drain <-chan struct{}) {
 			}
 		}
 		last = time.Now()
-		p.tombstoneStale(ctx) // (before the publication: a key of it gets its model after the tombstone)
+		if !final { // (the stop's last round publishes alone: the next start's scan finds what is left)
+			p.tombstoneStale(ctx) // (before the publication: a key of it gets its model after the tombstone)
+		}
 		todo, waiting := p.due(last, final)
 		if waiting {
 			p.signal() // a later round takes them
