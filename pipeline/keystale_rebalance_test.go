@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -83,5 +85,27 @@ func TestStaleTombstoneSparesAnotherBuildersModelRealBroker(t *testing.T) {
 	}
 	if v := keyModelVersion(b); v != 20 {
 		t.Errorf("key b: newest model version %d at %d/%d, want the other builder's 20", v, b.Partition, b.Offset)
+	}
+}
+
+// TestStaleNamesBounded: the log line's first stale keys are taken from the keys found without
+// a name formatted for each (at 1,000,000 stale keys the scan's log formatted and sorted a
+// million strings, about as much memory again as the keys held: failed so before, 100,000
+// allocations here), in the order of the key, then the model partition.
+func TestStaleNamesBounded(t *testing.T) {
+	found := map[staleRef]staleKey{}
+	for i := range 100_000 {
+		found[staleRef{1 + i%3, fmt.Sprintf("k%06d", 99_999-i)}] = staleKey{}
+	}
+	found[staleRef{2, "k000000"}] = staleKey{}
+	var got []string
+	if allocs := testing.AllocsPerRun(3, func() { got = staleNames(found) }); allocs > 100 {
+		t.Errorf("%v allocations for %d keys, want a number that does not grow with them", allocs, len(found))
+	}
+	want := []string{"k000000 (model partition 1)", "k000000 (model partition 2)", "k000001 (model partition 3)", "k000002 (model partition 2)",
+		"k000003 (model partition 1)", "k000004 (model partition 3)", "k000005 (model partition 2)", "k000006 (model partition 1)",
+		"k000007 (model partition 3)", "k000008 (model partition 2)"}
+	if !slices.Equal(got, want) {
+		t.Errorf("first keys %q, want %q", got, want)
 	}
 }
