@@ -239,6 +239,10 @@ func (p *keyPublisher) modelServing() {
 // it, and compaction removed that model (TestStaleTombstoneSparesAnotherBuildersModelRealBroker).
 // What is left is the time between that reading and the write (milliseconds), in which only a
 // builder that still holds the partition after this one was given it could publish the key.
+// The cost: what was published since the last reading is read again (the builder's own models,
+// mostly, not decoded: scanPartition) on run's goroutine, whose publications wait for it; at
+// the first round that is what the builder published between its start and its first global
+// model (or during the scan, when one was found at the start), bounded by the scan's own read.
 func (p *keyPublisher) tombstoneStale(ctx context.Context) {
 	p.stale.mu.Lock()
 	if !p.stale.due || !p.stale.scanned || !p.stale.serving || !p.stale.ownedKnown || len(p.stale.found) == 0 {
