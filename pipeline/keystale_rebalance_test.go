@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,5 +108,27 @@ func TestStaleNamesBounded(t *testing.T) {
 		"k000007 (model partition 3)", "k000008 (model partition 2)"}
 	if !slices.Equal(got, want) {
 		t.Errorf("first keys %q, want %q", got, want)
+	}
+}
+
+// TestStaleTombstoneOfAVersionAheadNotRefused: a builder's tombstone of a model of another
+// configuration carries that model's version, which may be one a scorer refuses as more than an
+// hour ahead of its clock (the model was refused so too). The scorer passes over such a
+// tombstone whatever its version; it counted and logged it as a refusal (version_ahead) of a
+// message it never takes (failed so before: a "model topic: refused" line with that reason).
+func TestStaleTombstoneOfAVersionAheadNotRefused(t *testing.T) {
+	cfg := roleConfig(testsupport.Broker{Addrs: []string{"localhost:9092"}}, "in", "out", "dl", "g", "models")
+	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	sp := &Pipeline{cfg: cfg, keys: newKeyInbox()}
+	var logs testsupport.LogBuffer
+	read, _ := sp.keyReaderSkips(func(int32) bool { return true }, zerolog.New(&logs))
+	ahead := strconv.FormatInt(time.Now().Add(2*maxVersionAhead).UnixMilli(), 10)
+	read(kafka.Message{Key: []byte(keyModelPrefix + "k"), Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: []byte(ahead)},
+		{Key: headerKeyPartition, Value: []byte("0")}, {Key: headerKeyStale, Value: []byte("built for features [temp]")}}})
+	if strings.Contains(logs.String(), refusedVersionAhead) {
+		t.Errorf("a stale model's tombstone refused as a version ahead: %s", logs.String())
+	}
+	if got := sp.keys.take(func(int32) bool { return true }); len(got) != 0 {
+		t.Errorf("the inbox holds %+v, want nothing (the tombstone passed over)", got)
 	}
 }
