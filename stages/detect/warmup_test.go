@@ -210,3 +210,60 @@ func TestRecentPastSkipsWarming(t *testing.T) {
 		t.Fatalf("record 200 (c at 0): %v decades read as a value, %v warming; the case misses its point", p[200], w[200])
 	}
 }
+
+// TestWarmingKeptOutOfTheReference: a record with a warming column joins the window (the
+// stream's record count, the members) but not the reference the next builds and
+// recalibrations read (Stage.reference), as a significant record does not: a restart of many
+// keys would otherwise put their partial windows (a std near 0, a mean too spread) into the
+// global model's reference, which widens it and costs the next models spikes (BENCHMARKS
+// §12.59, warm26b's addendum: AP 0.758-0.917 against 0.762-0.924 kept out, five generated
+// fleets of 1000 keys). The outcast floor holds: a window of warming records alone is read whole.
+func TestWarmingKeptOutOfTheReference(t *testing.T) {
+	cfg := Default()
+	cfg.Window, cfg.MinRecords, cfg.Distance.N = 2000, 1000, 50
+	features := []string{"a", "b", "c"}
+	s, err := NewStage(cfg, features, false, Deps{Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	r := rand.New(rand.NewPCG(26, 3))
+	mem := memory.NewGoAllocator()
+	push := func(lo, n, every int) {
+		rs := make([]testbatch.Row, n)
+		for i := range rs {
+			rs[i] = testbatch.Row{Offset: int64(lo + i), Time: time.Unix(int64(lo+i), 0),
+				Features: []float32{float32(r.NormFloat64()), float32(r.NormFloat64()), float32(1 + 0.1*r.NormFloat64())}}
+			if every > 0 && i%every == 0 {
+				rs[i].Features[2] = 0 // (a warming std: 0)
+			}
+		}
+		b := testbatch.New(t, mem, "in", features, false, false, rs)
+		if every > 0 {
+			b = withWarming(t, b, 2, every)
+		}
+		out, err := s.Process(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out {
+			o.Record.Release()
+		}
+	}
+	for lo := 0; lo < 2000; lo += 500 {
+		push(lo, 500, 4)
+	}
+	cols, _ := s.reference()
+	if s.win.Len() != 2000 || len(cols[2]) != 1500 {
+		t.Fatalf("window %d records, reference %d; want 2000 and 1500 (the 500 warming left out)", s.win.Len(), len(cols[2]))
+	}
+	if slices.Min(cols[2]) < 0.3 { // (1 ± 0.1: 0.3 is 7 sd below; only a warming 0 is there)
+		t.Fatalf("the reference holds a warming value (%v)", slices.Min(cols[2]))
+	}
+	for lo := 2000; lo < 4000; lo += 500 {
+		push(lo, 500, 1) // every record warming: nothing would remain
+	}
+	if cols, _ = s.reference(); len(cols[2]) != 2000 {
+		t.Fatalf("a window of warming records alone: reference %d records, want the whole 2000 (outcastFloor)", len(cols[2]))
+	}
+}
