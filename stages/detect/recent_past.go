@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 
+	"github.com/apache/arrow/go/v15/arrow/array"
+
 	"github.com/outlierd/outlierd/internal/algo/rank"
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
@@ -198,7 +200,12 @@ func (s *Stage) pastWeight(score float64) float64 {
 
 // pastDecades returns the recent past's decades of every record of b (recent_past, the stream's
 // series; nil when off or under key_by: key), in stream order, every record joining the past
-// whether scored or not.
+// whether scored or not. A warming value (batch.Batch.Warming: a rolling column whose window
+// was still filling) is read as missing: it adds nothing to its record's decades and does not
+// join the past. Not the model's centre, which the other scores read (warmedColumns): the past
+// measures a record against the stream's last records, and a model built before a drift has
+// its centre far out against them (the recent past's reason to exist); nor is there a centre
+// before the first model, when beforeModel still feeds the past (TestRecentPastSkipsWarming).
 func (s *Stage) pastDecades(b *batch.Batch) []float64 {
 	n := s.cfg.RecentPast
 	if n <= 0 || s.keyed != nil || !b.Resolved() {
@@ -208,14 +215,18 @@ func (s *Stage) pastDecades(b *batch.Batch) []float64 {
 	if s.past.n != n || s.past.d != d {
 		s.past.resize(n, d)
 	}
-	cols := make([][]float32, d)
+	cols, warming := make([][]float32, d), make([]*array.Float32, d)
 	for j := range cols {
-		cols[j] = b.Feature(j)
+		cols[j], warming[j] = b.Feature(j), b.Warming(j)
 	}
+	nan := float32(math.NaN())
 	out, row := make([]float64, b.Len()), make([]float32, d)
 	for i := range out {
 		for j, c := range cols {
 			row[j] = c[i]
+			if warming[j] != nil && warming[j].IsNull(i) {
+				row[j] = nan // (a window still filling: read as missing, warmup.go)
+			}
 		}
 		out[i] = s.past.decades(row)
 	}

@@ -272,6 +272,7 @@ func (s *Stage) pushBatch(ctx context.Context, b *batch.Batch) error {
 		return err
 	}
 	s.pending[b] = first
+	s.recs.leaveOutWarming(b, first) // (out of the next references: warmup.go)
 	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.builds.running {
 		if s.cfg.BeforeModel == BeforeModelHold {
 			// Nothing can be emitted until the first model exists: build it right here.

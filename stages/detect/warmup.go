@@ -19,9 +19,8 @@ import (
 // warming record are means' own slices; the others copies (the batch's buffer, which the sink
 // writes, keeps the derived value). The replacement is made on the host before the batch is
 // mapped to the distance space or sent to a device, so every detector and device scores the
-// same values. The window is pushed the derived values (columns: the model learns what the
-// stream holds, as before warm26; a warming record's share of it is at most its keys' first
-// `last` records).
+// same values. The window is pushed the derived values, and a warming record is left out of the
+// next builds' and recalibrations' reference as a significant one is (leaveOutWarming).
 func warmedColumns(m *Model, b *batch.Batch, means [][]float32, rows []int) [][]float32 {
 	if m == nil || m.Ranker == nil {
 		return means
@@ -96,6 +95,27 @@ func (w *warmCells) centre(i int, r *Ranker) {
 	for j, a := range w.cols {
 		if a != nil && j < len(r.Center) && a.IsNull(i) {
 			w.raw[j][i] = float32(r.Center[j])
+		}
+	}
+}
+
+// leaveOutWarming marks the records of b (pushed to the window from the stream index first)
+// that hold a warming column as left out of the next models' reference (the outcasts' mark,
+// alarm.go: withoutOutcasts, under its floor): after a restart every key's series starts
+// afresh, and a fleet of 1000 keys put 32,000 partial windows (of `last` 32) into a window of
+// 50,000, which widened the global model and cost its next models spikes (docs/BENCHMARKS.md
+// §12.59, warm26b's addendum; TestWarmingKeptOutOfTheReference). Such a record is still
+// counted, a member and scored; only the reference leaves it out.
+func (r *windowRing) leaveOutWarming(b *batch.Batch, first uint64) {
+	for j := range b.Features {
+		a := b.Warming(j)
+		if a == nil {
+			continue
+		}
+		for i := range b.Len() {
+			if a.IsNull(i) {
+				r.setSignificant(first + uint64(i))
+			}
 		}
 	}
 }

@@ -146,3 +146,124 @@ func TestWarmingScoredAtTheCentre(t *testing.T) {
 		t.Fatal("no record at 0 on column c flagged when read as a value: the case misses its point")
 	}
 }
+
+// TestRecentPastSkipsWarming: the recent past (recent_past.go) reads a warming value as it
+// reads a missing one: it adds nothing to its record's decades and does not join the past, so
+// a stream whose column c is warming on every fourth record (at 0, a window of one value's std,
+// 10 sd below the column's level) gets, record by record, the decades of the same stream with
+// those values NaN, bit for bit. Read as values, those records score decades against the past
+// (the case's point). Not the model's centre: the recent past measures a record against the
+// stream's last records, not the model (a drifted stream is its reason to exist, §12.19), and
+// the centre of a model built before a drift is itself far out against them; nor is there a
+// centre before the first model (beforeModel still feeds the past).
+func TestRecentPastSkipsWarming(t *testing.T) {
+	cfg := Default()
+	cfg.RecentPast = 50
+	features := []string{"a", "b", "c"}
+	mk := func() *Stage {
+		s, err := NewStage(cfg, features, false, Deps{Log: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	warmed, missing, plain := mk(), mk(), mk()
+	r := rand.New(rand.NewPCG(26, 2))
+	mem := memory.NewGoAllocator()
+	rs := make([]testbatch.Row, 400)
+	for i := range rs {
+		rs[i] = testbatch.Row{Offset: int64(i), Time: time.Unix(int64(i), 0),
+			Features: []float32{float32(r.NormFloat64()), float32(r.NormFloat64()), float32(1 + 0.1*r.NormFloat64())}}
+		if i%4 == 0 {
+			rs[i].Features[2] = 0
+		}
+	}
+	nan := slices.Clone(rs)
+	for i := range nan {
+		nan[i].Features = slices.Clone(rs[i].Features)
+		if i%4 == 0 {
+			nan[i].Features[2] = float32(math.NaN())
+		}
+	}
+	past := func(s *Stage, b *batch.Batch) []float64 {
+		defer b.Record.Release()
+		return s.pastDecades(b)
+	}
+	var w, m, p []float64
+	for lo := 0; lo < len(rs); lo += 100 { // (batches of 100: the ring carries across them)
+		w = append(w, past(warmed, withWarming(t, testbatch.New(t, mem, "in", features, false, false, rs[lo:lo+100]), 2, 4))...)
+		m = append(m, past(missing, testbatch.New(t, mem, "in", features, false, false, nan[lo:lo+100]))...)
+		p = append(p, past(plain, testbatch.New(t, mem, "in", features, false, false, rs[lo:lo+100]))...)
+	}
+	if len(w) != len(rs) || len(m) != len(rs) {
+		t.Fatalf("%d / %d decades, want %d", len(w), len(m), len(rs))
+	}
+	for i := range w {
+		if math.Float64bits(w[i]) != math.Float64bits(m[i]) {
+			t.Fatalf("record %d: warming %v decades, missing %v", i, w[i], m[i])
+		}
+	}
+	// (a record at 0 against a past of 1 ± 0.1 with a quarter of it at 0: median 1, MAD about
+	// 0.1, z about 7, 0.9 decades; the raw columns of a normal record stay below 0.6 at 50)
+	if p[200] < 0.7 || w[200] > 0.7 {
+		t.Fatalf("record 200 (c at 0): %v decades read as a value, %v warming; the case misses its point", p[200], w[200])
+	}
+}
+
+// TestWarmingKeptOutOfTheReference: a record with a warming column joins the window (the
+// stream's record count, the members) but not the reference the next builds and
+// recalibrations read (Stage.reference), as a significant record does not: a restart of many
+// keys would otherwise put their partial windows (a std near 0, a mean too spread) into the
+// global model's reference, which widens it and costs the next models spikes (BENCHMARKS
+// §12.59, warm26b's addendum: AP 0.758-0.917 against 0.762-0.924 kept out, five generated
+// fleets of 1000 keys). The outcast floor holds: a window of warming records alone is read whole.
+func TestWarmingKeptOutOfTheReference(t *testing.T) {
+	cfg := Default()
+	cfg.Window, cfg.MinRecords, cfg.Distance.N = 2000, 1000, 50
+	features := []string{"a", "b", "c"}
+	s, err := NewStage(cfg, features, false, Deps{Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	r := rand.New(rand.NewPCG(26, 3))
+	mem := memory.NewGoAllocator()
+	push := func(lo, n, every int) {
+		rs := make([]testbatch.Row, n)
+		for i := range rs {
+			rs[i] = testbatch.Row{Offset: int64(lo + i), Time: time.Unix(int64(lo+i), 0),
+				Features: []float32{float32(r.NormFloat64()), float32(r.NormFloat64()), float32(1 + 0.1*r.NormFloat64())}}
+			if every > 0 && i%every == 0 {
+				rs[i].Features[2] = 0 // (a warming std: 0)
+			}
+		}
+		b := testbatch.New(t, mem, "in", features, false, false, rs)
+		if every > 0 {
+			b = withWarming(t, b, 2, every)
+		}
+		out, err := s.Process(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out {
+			o.Record.Release()
+		}
+	}
+	for lo := 0; lo < 2000; lo += 500 {
+		push(lo, 500, 4)
+	}
+	cols, _ := s.reference()
+	if s.win.Len() != 2000 || len(cols[2]) != 1500 {
+		t.Fatalf("window %d records, reference %d; want 2000 and 1500 (the 500 warming left out)", s.win.Len(), len(cols[2]))
+	}
+	if slices.Min(cols[2]) < 0.3 { // (1 ± 0.1: 0.3 is 7 sd below; only a warming 0 is there)
+		t.Fatalf("the reference holds a warming value (%v)", slices.Min(cols[2]))
+	}
+	for lo := 2000; lo < 4000; lo += 500 {
+		push(lo, 500, 1) // every record warming: nothing would remain
+	}
+	if cols, _ = s.reference(); len(cols[2]) != 2000 {
+		t.Fatalf("a window of warming records alone: reference %d records, want the whole 2000 (outcastFloor)", len(cols[2]))
+	}
+}

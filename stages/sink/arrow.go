@@ -27,7 +27,8 @@ import (
 //
 // Schema, in column order:
 //
-//	<feature>...        float32, one per Batch.Features, as in the input (nulls kept)
+//	<feature>...        float32, one per Batch.Features, as in the input; a derived column
+//	                    still warming (see warming) holds its partial window's value
 //	<feature>_sd...     float32, the input's uncertainty columns, when present
 //	_partition          int32    source partition
 //	_offset             int64    source offset
@@ -64,6 +65,11 @@ import (
 //	                             not scored
 //	key_model_version   uint64   with detect.key_by on a scorer, the builder's version of the
 //	                             key's model that scored the record; null otherwise
+//	warming             list<utf8> the feature columns still warming on the row: a derived
+//	                             mean or std whose series held fewer than `last` values
+//	                             (batch.Batch.Warming); its value above is the partial window's
+//	                             (a std of one value: 0), and the record was scored with the
+//	                             column at the model's centre; empty when none
 //
 // The last five are the JSON output's "scores" fields of the same names (suppressed, folded,
 // alert_timestamp, folded_into_previous_alert, key_model_version), so that a program reads
@@ -97,11 +103,12 @@ const (
 	ColAlertTimestamp     = "alert_timestamp"
 	ColFoldedIntoPrevious = "folded_into_previous_alert"
 	ColKeyModelVersion    = "key_model_version"
+	ColWarming            = "warming" // the feature columns still warming (batch.Batch.Warming)
 )
 
 // arrowSchema builds the output schema for batch b (see the table above).
 func arrowSchema(b *batch.Batch, c *columns) *arrow.Schema {
-	fields := make([]arrow.Field, 0, 2*len(b.Features)+28)
+	fields := make([]arrow.Field, 0, 2*len(b.Features)+29)
 	for _, f := range b.Features {
 		fields = append(fields, arrow.Field{Name: f, Type: arrow.PrimitiveTypes.Float32, Nullable: true})
 	}
@@ -135,6 +142,7 @@ func arrowSchema(b *batch.Batch, c *columns) *arrow.Schema {
 		arrow.Field{Name: ColAlertTimestamp, Type: batch.TimestampType, Nullable: true},
 		arrow.Field{Name: ColFoldedIntoPrevious, Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		arrow.Field{Name: ColKeyModelVersion, Type: arrow.PrimitiveTypes.Uint64, Nullable: true},
+		arrow.Field{Name: ColWarming, Type: arrow.ListOf(arrow.BinaryTypes.String)},
 	)
 	md := arrow.NewMetadata(
 		[]string{"outlierd.topic", "outlierd.model_version"},
@@ -152,7 +160,7 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 
 	appendF32 := func(bl *array.Float32Builder, a *array.Float32) {
 		bl.Reserve(len(rows))
-		for _, i := range rows { // a derived column still warming is null in the batch, its value kept: written (ingest's derive_warmup.go)
+		for _, i := range rows { // a derived column still warming is null in the batch, its value kept: written, named in warming (ingest's derive_warmup.go)
 			bl.UnsafeAppend(a.Value(i))
 		}
 	}
@@ -189,6 +197,12 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 	alertAt := next().(*array.TimestampBuilder)
 	foldedPrev := next().(*array.Int64Builder)
 	keyModel := next().(*array.Uint64Builder)
+	warm := next().(*array.ListBuilder)
+	warmNames := warm.ValueBuilder().(*array.StringBuilder)
+	warming := make([]*array.Float32, len(b.Features)) // (nil: the column has no warming row)
+	for j := range b.Features {
+		warming[j] = b.Warming(j)
+	}
 
 	for _, i := range rows {
 		part.Append(c.partition.Value(i))
@@ -267,6 +281,12 @@ func encodeArrowRows(mem memory.Allocator, sch *arrow.Schema, b *batch.Batch, c 
 			keyModel.Append(s.KeyModelVersion)
 		} else {
 			keyModel.AppendNull()
+		}
+		warm.Append(true)
+		for j, a := range warming {
+			if a != nil && a.IsNull(i) {
+				warmNames.Append(b.Features[j])
+			}
 		}
 	}
 

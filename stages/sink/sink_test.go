@@ -371,7 +371,7 @@ func checkArrowMessage(t *testing.T, mem memory.Allocator, value []byte, rows []
 	sch := rd.Schema()
 	wantNames := []string{"temp", "pressure", "temp_sd", "pressure_sd", "_partition", "_offset", "_key", "_timestamp",
 		ColID, ColScored, ColOutlier, ColDensityOutlier, ColEtaProbability, ColDistanceOutlier, ColWeight, ColWStar, ColSubspace, ColExplanation, ColHypercubeScore, ColHypercubeNeighbours, ColHypercubeOutlier, ColScore, ColRecent,
-		ColSuppressed, ColFolded, ColAlertTimestamp, ColFoldedIntoPrevious, ColKeyModelVersion}
+		ColSuppressed, ColFolded, ColAlertTimestamp, ColFoldedIntoPrevious, ColKeyModelVersion, ColWarming}
 	var names []string
 	for _, f := range sch.Fields() {
 		names = append(names, f.Name)
