@@ -59,6 +59,9 @@ func runLint(args []string, stdout, stderr io.Writer) error {
 	for _, w := range plainPasswordWarnings(*path, cfg) {
 		fmt.Fprintln(stderr, w)
 	}
+	for _, w := range warmingKeyModelWarnings(*path, cfg) {
+		fmt.Fprintln(stderr, w)
+	}
 	fmt.Fprintf(stdout, "%s: ok\n", *path)
 	return nil
 }
@@ -93,6 +96,30 @@ func plainPasswordWarnings(path string, cfg pipeline.Config) []string {
 		if s.sec.TLS.Enabled && s.sec.TLS.InsecureSkipVerify && strings.EqualFold(s.sec.SASL.Mechanism, kafkasec.MechanismPlain) {
 			out = append(out, config.Locate(path, config.Fieldf(s.key+"tls.insecure_skip_verify",
 				"warning: true with sasl.mechanism plain: the password goes to whichever server answers, its certificate unchecked, so a man in the middle reads it (use scram-sha-256/512, or verify the broker: tls.ca_file, tls.server_name)")).Error())
+		}
+	}
+	return out
+}
+
+// warmingKeyModelWarnings are lint's warnings, at each rolling derived column's `last` (mean,
+// std), when under detect.key_by: key that window is at least detect.keys.min_records: a key's
+// first model is built from its first min_records records, and while such a column has seen
+// fewer than `last` values they are warming (partial windows), so every key's first model, and
+// every key's again after a restart, a rebalance or an eviction, learns the warm-up alone
+// (docs/BENCHMARKS.md §12.59, warm26b's addendum: a restart of 1000 keys more than doubled the
+// clean flags; min_records 64 for last 32 did not). robust_z is not one: its min_values is its
+// warm-up (z 0 until then).
+func warmingKeyModelWarnings(path string, cfg pipeline.Config) []string {
+	if cfg.Detect.KeyBy == detect.KeyByNone || cfg.Ingest.Derive == nil {
+		return nil
+	}
+	var out []string
+	minRecords := cfg.Detect.Keys.MinRecords
+	for i, f := range cfg.Ingest.Derive.Features {
+		if (f.Kind == ingest.DeriveMean || f.Kind == ingest.DeriveStd) && f.Last >= minRecords {
+			out = append(out, config.Locate(path, config.Fieldf(fmt.Sprintf("ingest.derive.features[%d].last", i),
+				"warning: %d values fill this window, at least detect.keys.min_records (%d): each key's first model (after a restart, a rebalance or an eviction too) is built from records whose window is still filling; set detect.keys.min_records above %d (twice it measured well: docs/OPERATIONS.md, the derive section's warm-up)",
+				f.Last, minRecords, f.Last)).Error())
 		}
 	}
 	return out

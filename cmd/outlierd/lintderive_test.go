@@ -1,0 +1,34 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestLintWarnsOfKeysFirstModelsOnWarmingWindows: under detect.key_by: key a key's first model
+// is built from its first keys.min_records records, and while a rolling derived column (mean,
+// std) has seen fewer than its `last` values those records are warming: with min_records at or
+// below the largest `last`, every key's first model (and every key's after a restart) is built
+// from partial windows alone (docs/BENCHMARKS.md §12.59, warm26b's addendum: a restart of 1000
+// keys more than doubled the clean flags). The config was accepted without a word; lint warns
+// at that derived feature's `last`, exit 0. Without key_by, a robust_z (its own min_values is its
+// warm-up) or min_records above last: no warning.
+func TestLintWarnsOfKeysFirstModelsOnWarmingWindows(t *testing.T) {
+	for _, c := range []struct {
+		name, derive, detect, want string
+	}{
+		{"std under key_by", "      - {kind: std, of: v, last: 32}\n", "  key_by: key\n", ":7:28: ingest.derive.features[0].last: warning: 32 values fill this window, at least detect.keys.min_records (30)"},
+		{"mean, min_records equal", "      - {kind: diff, of: v}\n      - {kind: mean, of: v, last: 40}\n", "  key_by: key\n  keys:\n    min_records: 40\n", ":8:29: ingest.derive.features[1].last: warning: 40 values fill this window, at least detect.keys.min_records (40)"},
+		{"min_records above", "      - {kind: std, of: v, last: 32}\n", "  key_by: key\n  keys:\n    min_records: 64\n", ""},
+		{"global model", "      - {kind: std, of: v, last: 32}\n", "", ""},
+		{"robust_z", "      - {kind: robust_z, of: v, last: 60}\n", "  key_by: key\n", ""},
+	} {
+		path := writeFile(t, "d.yaml", "ingest:\n  topic: in\n  features: [v]\n  key_field: k\n  derive:\n    features:\n"+c.derive+
+			"sink:\n  topic: out\n  dead_letter_topic: dl\ndetect:\n"+c.detect)
+		out, errs, code := outlierd(t, "lint", "--config", path)
+		warned := c.want == "" && errs == "" || c.want != "" && strings.HasPrefix(errs, path+c.want) && strings.Count(errs, "\n") == 1
+		if code != 0 || !strings.Contains(out, "ok") || !warned {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q: want exit 0, ok and %q", c.name, code, out, errs, c.want)
+		}
+	}
+}
