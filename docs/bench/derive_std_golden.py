@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Writes docs/bench/derive_std_golden.csv: the rolling standard deviation of ingest.derive's
-`std` kind (last 16), computed here independently of the Go code, for
+"""Writes docs/bench/derive_std_golden.csv: the rolling spread of ingest.derive's `std` kind
+(last 16), computed here independently of the Go code, for
 stages/ingest/derive_std_test.go's TestDeriveStdGolden to pin bit for bit.
 
 The definition (docs/OPERATIONS.md, "Time context: derived features"): over the series' last
 `last` values, the current one included (fewer at the series' start: those seen), in float64
-from the float32 values, oldest first: mean = sum / n, then the sample standard deviation
-sqrt(sum((x - mean)^2) / (n - 1)); 0 for a series' first value; the result rounded to float32.
-Summed in plain sequential float64 (Python's float), the order the definition fixes; numpy's
-pairwise sum is used only as a cross-check (to 1e-9 relative, a different summation order).
+from the float32 values, oldest first: the window's mean = sum / n; the value farthest from it
+(|x - mean|, the oldest of a tie) is left out; of the n - 1 others, mean' = sum / (n - 1), then
+the sample standard deviation sqrt(sum((x - mean')^2) / (n - 2)); 0 for a series' first two
+values (fewer than two left); the result rounded to float32. Summed in plain sequential
+float64 (Python's float), the order the definition fixes; numpy's pairwise sum is used only as
+a cross-check (to 1e-9 relative, a different summation order).
 
     python3 docs/bench/derive_std_golden.py > docs/bench/derive_std_golden.csv
 """
@@ -56,18 +58,30 @@ def main():
     for i, x in enumerate(xs):
         w = xs[max(0, i + 1 - LAST):i + 1]
         n = len(w)
-        s = 0.0
-        for v in w:
-            s += v
-        m = s / n
-        ss = 0.0
-        for v in w:
-            d = v - m
-            ss += d * d
-        sd = math.sqrt(ss / (n - 1)) if n > 1 else 0.0
+        sd = 0.0
+        kept = []
+        if n > 2:
+            s = 0.0
+            for v in w:
+                s += v
+            m = s / n
+            far, best = 0, -1.0
+            for j, v in enumerate(w):
+                if abs(v - m) > best:
+                    far, best = j, abs(v - m)
+            kept = w[:far] + w[far + 1:]
+            s = 0.0
+            for v in kept:
+                s += v
+            m = s / (n - 1)
+            ss = 0.0
+            for v in kept:
+                d = v - m
+                ss += d * d
+            sd = math.sqrt(ss / (n - 2))
         try:
             import numpy as np
-            ref = float(np.std(np.array(w, dtype=np.float64), ddof=1)) if n > 1 else 0.0
+            ref = float(np.std(np.array(kept, dtype=np.float64), ddof=1)) if n > 2 else 0.0
             assert abs(ref - sd) <= 1e-9 * max(abs(ref), 1e-300) or ref == sd, (i, ref, sd)
         except ImportError:
             pass
