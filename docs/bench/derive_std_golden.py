@@ -5,10 +5,10 @@ stages/ingest/derive_std_test.go's TestDeriveStdGolden to pin bit for bit.
 
 The definition (docs/OPERATIONS.md, "Time context: derived features"): over the series' last
 `last` values, the current one included (fewer at the series' start: those seen), in float64
-from the float32 values, oldest first: the window's mean = sum / n; the value farthest from it
-(|x - mean|, the oldest of a tie) is left out; of the n - 1 others, mean' = sum / (n - 1), then
-the sample standard deviation sqrt(sum((x - mean')^2) / (n - 2)); 0 for a series' first two
-values (fewer than two left); the result rounded to float32. Summed in plain sequential
+from the float32 values, oldest first: the window's mean = sum / n; the two values farthest
+from it (by |x - mean|, the oldest of a tie) are left out; of the m = n - 2 others, mean' =
+sum / m, then the sample standard deviation sqrt(sum((x - mean')^2) / (m - 1)); 0 for a
+series' first three values (fewer than two left); the result rounded to float32. Summed in plain sequential
 float64 (Python's float), the order the definition fixes; numpy's pairwise sum is used only as
 a cross-check (to 1e-9 relative, a different summation order).
 
@@ -19,6 +19,7 @@ import random
 import struct
 
 LAST = 16
+OUT = 2  # the values left out
 
 
 def f32(v):
@@ -60,28 +61,27 @@ def main():
         n = len(w)
         sd = 0.0
         kept = []
-        if n > 2:
+        if n - OUT >= 2:
             s = 0.0
             for v in w:
                 s += v
             m = s / n
-            far, best = 0, -1.0
-            for j, v in enumerate(w):
-                if abs(v - m) > best:
-                    far, best = j, abs(v - m)
-            kept = w[:far] + w[far + 1:]
+            # the OUT largest |x - m|, the oldest first among equals: a stable sort by
+            # decreasing distance (Python's sort is stable)
+            out = sorted(range(n), key=lambda j: -abs(w[j] - m))[:OUT]
+            kept = [v for j, v in enumerate(w) if j not in out]
             s = 0.0
             for v in kept:
                 s += v
-            m = s / (n - 1)
+            m = s / len(kept)
             ss = 0.0
             for v in kept:
                 d = v - m
                 ss += d * d
-            sd = math.sqrt(ss / (n - 2))
+            sd = math.sqrt(ss / (len(kept) - 1))
         try:
             import numpy as np
-            ref = float(np.std(np.array(kept, dtype=np.float64), ddof=1)) if n > 2 else 0.0
+            ref = float(np.std(np.array(kept, dtype=np.float64), ddof=1)) if kept else 0.0
             assert abs(ref - sd) <= 1e-9 * max(abs(ref), 1e-300) or ref == sd, (i, ref, sd)
         except ImportError:
             pass

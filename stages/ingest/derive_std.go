@@ -3,54 +3,61 @@ package ingest
 import "math"
 
 // The std kind (ingest.derive, DeriveStd): the rolling spread of a feature over its series'
-// last `last` values, the current one included, less the one value farthest from their mean:
-// the sample standard deviation of the other last - 1.
+// last `last` values, the current one included, less the two values farthest from their mean:
+// the sample standard deviation of the other last - 2.
 //
-// Why one value left out: a spike of +25 sd in a window of 32 otherwise ordinary values lifts
+// Why values left out: a spike of +25 sd in a window of 32 otherwise ordinary values lifts
 // their standard deviation to about 4.5 sd, and it stays there for the 32 records the window
 // holds it; at 0.1 % spikes that aftermath is 3.2 % of the records, inside the band the models
-// calibrate their tail from, and it cost two-thirds of the spikes on generated streams
-// (docs/BENCHMARKS.md §12.61). Left out, one spike cannot move the spread at all: the window's
-// other values give it (TestDeriveStdOneSpikeLeftOut). Why the farthest from the mean and not
-// from the median: a single spike is always the farthest from the mean once there are three
-// values and it is further out than the others' spread (at n values it is (n - 1)/n of its
-// height from the mean, an ordinary value 1/n of it plus its own deviation), the mean is the
-// pass the spread makes anyway, and a median would need a sorted copy. Ties (a window of two
-// levels, one value of an oscillation's extremes) leave out the oldest, so the result is a
-// function of the window's values and their order. What it costs: a second spike within
-// `last` records of the first moves it as one spike did before; a window of equal values but
-// one reads 0 (one odd reading in a stuck stretch does not hide the stuck sensor); and the
-// spread of ordinary noise reads lower by leaving out its largest deviation (about 8 % for
-// Gaussian noise at last = 32, 5 % at 64, 3 % at 128), a scale the model learns like any other.
+// calibrate their tail from, and it cost most of the spikes on generated streams
+// (docs/BENCHMARKS.md §12.61). Left out, a spike cannot move the spread at all: the window's
+// other values give it (TestDeriveStdSpikesLeftOut). Why two and not one: with one left out, a
+// window holding two spikes (0.05 % of the records at 0.1 % spikes and last = 32, the square
+// of the share) reads about 4.6 sd and is then the rarest thing in the column: on the same
+// streams it restored the spikes' recall but those windows were flagged, at a precision of
+// 0.50-0.86 (§12.61's addendum, where the count was chosen, on generated data; three spikes in
+// one window are about 0.0005 % of the records). Why the farthest from the mean and not from
+// the median: a spike is always among the farthest from the mean once it is further out than
+// the others' spread (at n values a single one is (n - 1)/n of its height from the mean, an
+// ordinary value 1/n of it plus its own deviation), the mean is a pass the spread makes anyway,
+// and a median would need a sorted copy. Both are taken from the whole window's mean, the
+// farthest first; ties (a window of two levels, an oscillation's extremes) leave out the
+// oldest, so the result is a function of the window's values and their order. What it costs:
+// a third spike within `last` records moves it as one spike moved the plain standard
+// deviation; a window of equal values but two reads 0 (two odd readings in a stuck stretch do
+// not hide the stuck sensor); and the spread of ordinary noise reads lower by leaving out its
+// largest deviations (for Gaussian noise, 14 % at last = 32, 9 % at 64, 5 % at 128; its
+// record-to-record variation relative to its level hardly changes: 0.137 against 0.128 at 32),
+// a scale the model learns like any other.
 //
 // Why the standard deviation of the rest and not a robust spread (a MAD): the faults it is for
 // are a change of the spread itself, and a robust spread is built to ignore exactly that. A
 // burst of oscillation that fills less than half of the window leaves the MAD where it was
 // (its breakdown point is 50 %), while the variance grows by the burst's power times its share
-// of the window from its first cycles on (one value left out of a burst of many changes it
+// of the window from its first cycles on (two values left out of a burst of many change it
 // little); and a quantised sensor has a MAD of 0 whenever more than half of its window reads
 // one value, which would read as stuck when it is not (here only a window of one value but at
-// most one other reads 0). The standard deviation is also what a vibration channel's RMS is
+// most two others reads 0). The standard deviation is also what a vibration channel's RMS is
 // (the RMS of its AC part) and what Elastic ML's varp functions take.
 //
-// Why the sample standard deviation (divided by m - 1 for the m = n - 1 values kept): its
-// square is unbiased at every m, so a series' first few values are not read as a smaller
-// spread than the full window's more than chance makes them. With one or two values seen
-// there is at most one value kept and no spread: 0 (so `last` is at least 3 for std:
-// deriveconfig.go).
+// Why the sample standard deviation (divided by m - 1 for the m = n - 2 values kept): its
+// square is unbiased at every m for the values kept, so a series' first few values are not
+// read as a smaller spread than the full window's more than chance and the leaving out make
+// them. With three values seen or fewer, at most one is kept and there is no spread: 0 (so
+// `last` is at least 4 for std: deriveconfig.go).
 //
 // Why recomputed over the ring each record, in passes over it (the mean, the farthest value,
-// the mean of the rest, then the squared deviations from it), rather than kept as running
-// sums: sum(x^2) - n mean^2 cancels when the spread is small against the level (16 readings
-// at 1e6 with a spread of 0.1: both terms near 1.6e13, whose float64 spacing is 0.002, against
-// a difference of 0.16: about two digits left), and running sums carry a residue of the values
-// that left, rounded while large values were in them: a window that holds a stuck value alone
-// after a wild stretch reads a small number, or a negative variance, not 0
-// (TestDeriveStdStuckAfterNoiseIsZero). The sum of the rest is summed afresh, not the whole
-// sum less the value left out, for the same reason (a spike of 1e30 would leave nothing of the
-// others in it). Passes over the float32 values in float64 are exact for a window of equal
-// values (n copies of a float32 sum exactly in float64 up to n = 2^29, so the mean is the
-// value and every deviation 0) and never drift, at O(last) a record (BenchmarkDeriveApply,
+// the next farthest, the mean of the rest, then the squared deviations from it), rather than
+// kept as running sums: sum(x^2) - n mean^2 cancels when the spread is small against the level
+// (16 readings at 1e6 with a spread of 0.1: both terms near 1.6e13, whose float64 spacing is
+// 0.002, against a difference of 0.16: about two digits left), and running sums carry a
+// residue of the values that left, rounded while large values were in them: a window that
+// holds a stuck value alone after a wild stretch reads a small number, or a negative variance,
+// not 0 (TestDeriveStdStuckAfterNoiseIsZero). The sum of the rest is summed afresh, not the
+// whole sum less the values left out, for the same reason (a spike of 1e30 would leave nothing
+// of the others in it). Passes over the float32 values in float64 are exact for a window of
+// equal values (n copies of a float32 sum exactly in float64 up to n = 2^29, so the mean is
+// the value and every deviation 0) and never drift, at O(last) a record (BenchmarkDeriveApply,
 // docs/BENCHMARKS.md §12.59 and §12.61's addendum). The order of the sums is fixed (the oldest
 // value first), so the pipeline and replay, one code, give the same bits for the same series;
 // docs/bench/derive_std_golden.py computes the same definition independently
@@ -58,15 +65,14 @@ import "math"
 // letters; a missing value is a dead letter or ingest.fill's constant, which a run of missing
 // readings then holds like a stuck sensor); their squares in float64 cannot overflow.
 //
-// Uncertainty (ingest.uncertainty): the first-order propagation of the kept values' sds (the
-// choice of the value left out is piecewise constant in the values, so it adds no first-order
-// term), sqrt(sum((x_i - mean)^2 sd_i^2)) / ((m - 1) std) over the m kept; where the std is 0
-// that is 0/0, and the limit of the equal-sds case is taken: RMS(sd) / sqrt(m - 1) of the
-// kept. For a series' first two values, the RMS of their sds (what the old definition gave
-// there).
+// Uncertainty (ingest.uncertainty): the first-order propagation of the kept values' sds (which
+// values are left out is piecewise constant in the values, so it adds no first-order term),
+// sqrt(sum((x_i - mean)^2 sd_i^2)) / ((m - 1) std) over the m kept; where the std is 0 that is
+// 0/0, and the limit of the equal-sds case is taken: RMS(sd) / sqrt(m - 1) of the kept. For a
+// series' first three values, the RMS of their sds.
 
 // std is op's spread of the series' last op.last values, the current one included, less the
-// one farthest from their mean: the sample standard deviation of the others (see above). k is
+// two farthest from their mean: the sample standard deviation of the others (see above). k is
 // op's index among d.ops (for fill and pos).
 func (d *Deriver) std(op *deriveOp, s *series, k int) {
 	half := len(s.mring) / 2 // withSD: the sds' rings start here
@@ -87,24 +93,25 @@ func (d *Deriver) std(op *deriveOp, s *series, k int) {
 	if n == op.last {
 		older, newer, at = ring[p:], ring[:p], p
 	}
+	m := n - stdLeftOut // the values kept
 	var sd, mean float64
-	drop := -1 // the ring index of the value left out; -1 for a series' first two values
-	if n > 2 {
-		// The window's mean, then the value farthest from it (the oldest of a tie), then the
-		// mean and the squared deviations of the others: four passes, each oldest first.
-		all := stdSum(older, newer, at, -1) / float64(n)
-		drop = stdFarthest(older, newer, at, all)
-		mean = stdSum(older, newer, at, drop) / float64(n-1)
-		sd = math.Sqrt(stdSquares(older, newer, at, drop, mean) / float64(n-2))
+	out := stdOut{-1, -1} // the ring indices of the values left out
+	if m >= 2 {
+		// The window's mean, the two values farthest from it (each the oldest of a tie), then
+		// the mean and the squared deviations of the others: five passes, each oldest first.
+		all := stdSum(older, newer, at, out) / float64(n)
+		out[0] = stdFarthest(older, newer, at, all, out)
+		out[1] = stdFarthest(older, newer, at, all, out)
+		mean = stdSum(older, newer, at, out) / float64(m)
+		sd = math.Sqrt(stdSquares(older, newer, at, out, mean) / float64(m-1))
 	}
 	d.out.Values[op.dst] = finite32(sd)
 	if !d.withSD {
 		return
 	}
 	var u float64
-	if drop < 0 {
-		// A series' first two values: no spread, and no propagation; the values' RMS sd, as
-		// the equal-sds limit below gives for one or two values.
+	if m < 2 {
+		// A series' first three values: no spread, and no propagation; their RMS sd.
 		var sum2 float64
 		for _, e := range sds[:n] {
 			sum2 += float64(float64(e) * float64(e))
@@ -113,7 +120,7 @@ func (d *Deriver) std(op *deriveOp, s *series, k int) {
 	} else {
 		var prop, sum2 float64 // sum((x_i - mean)^2 sd_i^2), sum(sd_i^2) over the values kept
 		for i, v := range ring[:n] {
-			if i == drop {
+			if out.has(i) {
 				continue
 			}
 			dev, e := float64(v)-mean, float64(sds[i])
@@ -121,25 +128,35 @@ func (d *Deriver) std(op *deriveOp, s *series, k int) {
 			sum2 += float64(e * e)
 		}
 		if sd > 0 && !math.IsInf(sd, 0) {
-			u = math.Sqrt(prop) / float64(float64(n-2)*sd)
+			u = math.Sqrt(prop) / float64(float64(m-1)*sd)
 		} else {
-			u = math.Sqrt(sum2/float64(n-1)) / math.Sqrt(float64(n-2))
+			u = math.Sqrt(sum2/float64(m)) / math.Sqrt(float64(m-1))
 		}
 	}
 	d.out.SD[op.dst] = finite32(u)
 }
 
-// stdSum is the float64 sum of the window older then newer, oldest first, less the value at
-// ring index skip (-1: none); older starts at ring index at, newer at 0.
-func stdSum(older, newer []float32, at, skip int) float64 {
+// stdLeftOut is how many of its window's values the std leaves out: the farthest from their
+// mean. std's `last` is at least stdLeftOut + 2 (deriveconfig.go), so that a full window keeps
+// two values or more.
+const stdLeftOut = 2
+
+// stdOut holds the ring indices of the values a std leaves out; -1: none (yet).
+type stdOut [stdLeftOut]int
+
+func (o stdOut) has(i int) bool { return i == o[0] || i == o[1] }
+
+// stdSum is the float64 sum of the window older then newer, oldest first, less the values at
+// the ring indices out; older starts at ring index at, newer at 0.
+func stdSum(older, newer []float32, at int, out stdOut) float64 {
 	var sum float64
 	for i, v := range older {
-		if at+i != skip {
+		if !out.has(at + i) {
 			sum += float64(v)
 		}
 	}
 	for i, v := range newer {
-		if i != skip {
+		if !out.has(i) {
 			sum += float64(v)
 		}
 	}
@@ -147,16 +164,16 @@ func stdSum(older, newer []float32, at, skip int) float64 {
 }
 
 // stdFarthest is the ring index of the window's value farthest from mean, the oldest of those
-// equally far (a window of one value: its oldest).
-func stdFarthest(older, newer []float32, at int, mean float64) int {
-	far, best := at, -1.0
+// equally far, among those not in out (the window holds more values than out).
+func stdFarthest(older, newer []float32, at int, mean float64, out stdOut) int {
+	far, best := -1, -1.0
 	for i, v := range older {
-		if dist := math.Abs(float64(v) - mean); dist > best {
+		if dist := math.Abs(float64(v) - mean); dist > best && !out.has(at+i) {
 			far, best = at+i, dist
 		}
 	}
 	for i, v := range newer {
-		if dist := math.Abs(float64(v) - mean); dist > best {
+		if dist := math.Abs(float64(v) - mean); dist > best && !out.has(i) {
 			far, best = i, dist
 		}
 	}
@@ -164,17 +181,17 @@ func stdFarthest(older, newer []float32, at int, mean float64) int {
 }
 
 // stdSquares is the float64 sum of the squared deviations from mean of the window older then
-// newer, oldest first, less the value at ring index skip.
-func stdSquares(older, newer []float32, at, skip int, mean float64) float64 {
+// newer, oldest first, less the values at the ring indices out.
+func stdSquares(older, newer []float32, at int, out stdOut, mean float64) float64 {
 	var ss float64
 	for i, v := range older {
-		if at+i != skip {
+		if !out.has(at + i) {
 			dev := float64(v) - mean
 			ss += float64(dev * dev) // (the product rounded first: no fused multiply-add)
 		}
 	}
 	for i, v := range newer {
-		if i != skip {
+		if !out.has(i) {
 			dev := float64(v) - mean
 			ss += float64(dev * dev)
 		}
