@@ -46,8 +46,8 @@ import "math"
 // them. With three values seen or fewer, at most one is kept and there is no spread: 0 (so
 // `last` is at least 4 for std: deriveconfig.go).
 //
-// Why recomputed over the ring each record, in passes over it (the mean, the farthest value,
-// the next farthest, the mean of the rest, then the squared deviations from it), rather than
+// Why recomputed over the ring each record, in passes over it (the mean, the two farthest
+// values, the mean of the rest, then the squared deviations from it), rather than
 // kept as running sums: sum(x^2) - n mean^2 cancels when the spread is small against the level
 // (16 readings at 1e6 with a spread of 0.1: both terms near 1.6e13, whose float64 spacing is
 // 0.002, against a difference of 0.16: about two digits left), and running sums carry a
@@ -87,23 +87,23 @@ func (d *Deriver) std(op *deriveOp, s *series, k int) {
 	n = min(n+1, op.last)
 	p = (p + 1) % op.last
 	s.fill[k], s.pos[k] = int32(n), int32(p)
-	// The window oldest first: ring[p:], then ring[:p] when the ring is full; ring[:n] before.
-	// at is the ring index of older's first value.
-	older, newer, at := ring[:n], ring[:0], 0
+	// The window oldest first, as ranges of ring indices: [p, last) then [0, p) when the ring
+	// is full; [0, n) before.
+	var buf, keptBuf [2 + 2*stdLeftOut]stdSpan
+	win := append(buf[:0], stdSpan{0, n})
 	if n == op.last {
-		older, newer, at = ring[p:], ring[:p], p
+		win = append(buf[:0], stdSpan{p, op.last}, stdSpan{0, p})
 	}
 	m := n - stdLeftOut // the values kept
 	var sd, mean float64
-	out := stdOut{-1, -1} // the ring indices of the values left out
+	var kept []stdSpan // the window less the values left out, oldest first
 	if m >= 2 {
-		// The window's mean, the two values farthest from it (each the oldest of a tie), then
-		// the mean and the squared deviations of the others: five passes, each oldest first.
-		all := stdSum(older, newer, at, out) / float64(n)
-		out[0] = stdFarthest(older, newer, at, all, out)
-		out[1] = stdFarthest(older, newer, at, all, out)
-		mean = stdSum(older, newer, at, out) / float64(m)
-		sd = math.Sqrt(stdSquares(older, newer, at, out, mean) / float64(m-1))
+		// The window's mean, the two values farthest from it (the oldest of a tie), then the
+		// mean and the squared deviations of the others: four passes, each oldest first.
+		all := stdSum(ring, win) / float64(n)
+		kept = stdWithout(keptBuf[:0], win, stdFarthest(ring, win, all))
+		mean = stdSum(ring, kept) / float64(m)
+		sd = math.Sqrt(stdSquares(ring, kept, mean) / float64(m-1))
 	}
 	d.out.Values[op.dst] = finite32(sd)
 	if !d.withSD {
@@ -119,13 +119,12 @@ func (d *Deriver) std(op *deriveOp, s *series, k int) {
 		u = math.Sqrt(sum2 / float64(n))
 	} else {
 		var prop, sum2 float64 // sum((x_i - mean)^2 sd_i^2), sum(sd_i^2) over the values kept
-		for i, v := range ring[:n] {
-			if out.has(i) {
-				continue
+		for _, r := range kept {
+			for i := r.from; i < r.to; i++ {
+				dev, e := float64(ring[i])-mean, float64(sds[i])
+				prop += float64(float64(dev*dev) * float64(e*e))
+				sum2 += float64(e * e)
 			}
-			dev, e := float64(v)-mean, float64(sds[i])
-			prop += float64(float64(dev*dev) * float64(e*e))
-			sum2 += float64(e * e)
 		}
 		if sd > 0 && !math.IsInf(sd, 0) {
 			u = math.Sqrt(prop) / float64(float64(m-1)*sd)
@@ -141,59 +140,70 @@ func (d *Deriver) std(op *deriveOp, s *series, k int) {
 // two values or more.
 const stdLeftOut = 2
 
-// stdOut holds the ring indices of the values a std leaves out; -1: none (yet).
-type stdOut [stdLeftOut]int
+// stdSpan is a range of ring indices, [from, to).
+type stdSpan struct{ from, to int }
 
-func (o stdOut) has(i int) bool { return i == o[0] || i == o[1] }
-
-// stdSum is the float64 sum of the window older then newer, oldest first, less the values at
-// the ring indices out; older starts at ring index at, newer at 0.
-func stdSum(older, newer []float32, at int, out stdOut) float64 {
+// stdSum is the float64 sum of ring's values in spans, in their order.
+func stdSum(ring []float32, spans []stdSpan) float64 {
 	var sum float64
-	for i, v := range older {
-		if !out.has(at + i) {
-			sum += float64(v)
-		}
-	}
-	for i, v := range newer {
-		if !out.has(i) {
+	for _, r := range spans {
+		for _, v := range ring[r.from:r.to] {
 			sum += float64(v)
 		}
 	}
 	return sum
 }
 
-// stdFarthest is the ring index of the window's value farthest from mean, the oldest of those
-// equally far, among those not in out (the window holds more values than out).
-func stdFarthest(older, newer []float32, at int, mean float64, out stdOut) int {
-	far, best := -1, -1.0
-	for i, v := range older {
-		if dist := math.Abs(float64(v) - mean); dist > best && !out.has(at+i) {
-			far, best = at+i, dist
+// stdFarthest is the ring indices of the two values in spans farthest from mean, in one pass
+// in the spans' order: the farthest, then the farthest of the others, each the first (the
+// oldest) of those equally far; spans hold three values or more.
+func stdFarthest(ring []float32, spans []stdSpan, mean float64) [stdLeftOut]int {
+	far0, far1, best0, best1 := -1, -1, -1.0, -1.0
+	for _, r := range spans {
+		for i := r.from; i < r.to; i++ {
+			dist := math.Abs(float64(ring[i]) - mean)
+			if dist > best1 { // rarely: most values are nearer than the second farthest so far
+				if dist > best0 {
+					far0, far1, best0, best1 = i, far0, dist, best0
+				} else {
+					far1, best1 = i, dist
+				}
+			}
 		}
 	}
-	for i, v := range newer {
-		if dist := math.Abs(float64(v) - mean); dist > best && !out.has(i) {
-			far, best = i, dist
-		}
-	}
-	return far
+	return [stdLeftOut]int{far0, far1}
 }
 
-// stdSquares is the float64 sum of the squared deviations from mean of the window older then
-// newer, oldest first, less the values at the ring indices out.
-func stdSquares(older, newer []float32, at int, out stdOut, mean float64) float64 {
-	var ss float64
-	for i, v := range older {
-		if !out.has(at + i) {
-			dev := float64(v) - mean
-			ss += float64(dev * dev) // (the product rounded first: no fused multiply-add)
+// stdWithout appends to dst the spans less the ring indices out, in the spans' order.
+func stdWithout(dst, spans []stdSpan, out [stdLeftOut]int) []stdSpan {
+	if out[0] > out[1] {
+		out[0], out[1] = out[1], out[0]
+	}
+	for _, r := range spans {
+		from := r.from
+		for _, o := range out {
+			if o >= from && o < r.to {
+				if o > from {
+					dst = append(dst, stdSpan{from, o})
+				}
+				from = o + 1
+			}
+		}
+		if from < r.to {
+			dst = append(dst, stdSpan{from, r.to})
 		}
 	}
-	for i, v := range newer {
-		if !out.has(i) {
+	return dst
+}
+
+// stdSquares is the float64 sum of the squared deviations from mean of ring's values in spans,
+// in their order.
+func stdSquares(ring []float32, spans []stdSpan, mean float64) float64 {
+	var ss float64
+	for _, r := range spans {
+		for _, v := range ring[r.from:r.to] {
 			dev := float64(v) - mean
-			ss += float64(dev * dev)
+			ss += float64(dev * dev) // (the product rounded first: no fused multiply-add)
 		}
 	}
 	return ss
