@@ -78,7 +78,7 @@ type DerivedFeature struct {
 	// Last is robust_z's N (the key's previous values it takes the median and MAD of), mean's
 	// (the key's last values it averages, the current one included) or std's (the key's last
 	// values whose spread it takes, the current one included; its cost per record is O(last):
-	// about 4 ns a value), in [2, 100000] ([4, 100000] for std). Required for the three.
+	// about 5 ns a value), in [2, 100000] ([4, 100000] for std). Required for the three.
 	Last int `yaml:"last"`
 	// MinValues is robust_z's least number of previous values: with fewer the z is 0 (not yet
 	// known, never a flag by itself). Default min(last, 10); in [2, last].
