@@ -347,7 +347,11 @@ const partialSuffix = ".partial"
 // and the directory, with its columns.txt and a temporary file of its write, is removed; the
 // start then moves all of it aside again, into one directory, if its columns still differ. A
 // file of the same name already in dir (not a crash's leftover: nothing writes there between
-// the crash and this) stays in the directory, which then stays, logged.
+// the crash and this) stays in the directory, which then stays, logged, with its columns.txt
+// and without the suffix: an ordinary directory aside. (Before, it kept the suffix, and a later
+// start, once the namesake had been moved aside, moved the file back into dir, under the
+// record of the columns then in force: TestColumnsCutMoveKeptNeverComesBack.) A crash in this
+// undoing leaves the directory as it was minus the files moved back: the next start goes on.
 func recoverCutMoves(dir string, log zerolog.Logger) error {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -367,7 +371,7 @@ func recoverCutMoves(dir string, log zerolog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("detect.state_dir: %w", err)
 		}
-		var back, kept []string
+		var back, kept, record []string
 		for _, f := range files {
 			from, to := filepath.Join(cut, f.Name()), filepath.Join(dir, f.Name())
 			switch {
@@ -382,7 +386,9 @@ func recoverCutMoves(dir string, log zerolog.Logger) error {
 					return fmt.Errorf("detect.state_dir: %w", err)
 				}
 				back = append(back, f.Name())
-			case f.Name() == columnsFileName || strings.HasPrefix(f.Name(), "."+columnsFileName+".tmp"):
+			case f.Name() == columnsFileName:
+				record = append(record, from) // (removed below unless something stays)
+			case strings.HasPrefix(f.Name(), "."+columnsFileName+".tmp"):
 				if err := os.Remove(from); err != nil {
 					return fmt.Errorf("detect.state_dir: %w", err)
 				}
@@ -391,9 +397,21 @@ func recoverCutMoves(dir string, log zerolog.Logger) error {
 			}
 		}
 		ev := log.Warn().Strs("moved_back", back).Str("directory", cut)
-		if len(kept) > 0 || os.Remove(cut) != nil {
-			ev.Strs("kept", kept).Msg("a move aside cut short (a crash) undone in part: the files kept in its directory have namesakes in detect.state_dir (or are not the move's); the directory stays")
+		if len(kept) > 0 {
+			done := strings.TrimSuffix(cut, partialSuffix)
+			if err := os.Rename(cut, done); err != nil {
+				return fmt.Errorf("detect.state_dir: a move aside cut short, undone in part: %w", err)
+			}
+			ev.Strs("kept", kept).Str("renamed_to", done).Msg("a move aside cut short (a crash) undone in part: the files kept in its directory have namesakes in detect.state_dir (or are not the move's); the directory stays, an ordinary one aside (its name without .partial)")
 			continue
+		}
+		for _, f := range record {
+			if err := os.Remove(f); err != nil {
+				return fmt.Errorf("detect.state_dir: %w", err)
+			}
+		}
+		if err := os.Remove(cut); err != nil {
+			return fmt.Errorf("detect.state_dir: %w", err)
 		}
 		ev.Msg("a move aside cut short (a crash) undone: its files moved back into detect.state_dir, whose columns.txt still records what they were built on; moved aside again below if the columns still differ")
 	}

@@ -165,3 +165,57 @@ func TestColumnsMoveCutShortRecovered(t *testing.T) {
 		t.Errorf("the move cut short not logged: %s", logs.String())
 	}
 }
+
+// TestColumnsCutMoveKeptNeverComesBack: a directory of a move cut short (.partial) whose model
+// file has a namesake in state_dir stays, as logged ("undone in part"). The start then moves
+// state_dir's models aside (the columns still differ) and records the columns in force; the
+// start after it found the .partial again, and its model file, without a namesake now, went
+// back into state_dir, whose record says the columns in force: a model built on the old
+// definition loaded as of the new one (failed so before the fix). Now a directory left in part
+// loses its suffix (an ordinary directory aside, its columns.txt kept): no later start moves
+// anything out of it.
+func TestColumnsCutMoveKeptNeverComesBack(t *testing.T) {
+	dir := t.TempDir()
+	var cfg Config
+	cfg.Detect.StateDir = dir
+	cfg.Ingest.Features = []string{"temp", "hum"}
+	cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "temp", Name: "d"}}}
+	if _, err := checkColumns(context.Background(), cfg, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
+	was, err := os.ReadFile(filepath.Join(dir, columnsFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const model = "model-000001.osnap"
+	cut := filepath.Join(dir, "columns-changed-20260101T000000.000Z"+partialSuffix)
+	for path, data := range map[string][]byte{filepath.Join(dir, model): []byte("state_dir's"),
+		filepath.Join(cut, model): []byte("the cut move's"), filepath.Join(cut, columnsFileName): was} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	redef := cfg
+	redef.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "hum", Name: "d"}}}
+	for start := 1; start <= 2; start++ {
+		var logs testsupport.LogBuffer
+		if _, err := checkColumns(context.Background(), redef, zerolog.New(&logs)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, model)); err == nil {
+			got, _ := os.ReadFile(filepath.Join(dir, model))
+			t.Fatalf("start %d: state_dir holds %s (%q), built on the old definition, under the record of the new one; log: %s", start, model, got, logs.String())
+		}
+		time.Sleep(5 * time.Millisecond) // (the next start's clock is later: another directory's name)
+	}
+	kept := strings.TrimSuffix(cut, partialSuffix)
+	if got, err := os.ReadFile(filepath.Join(kept, model)); err != nil || string(got) != "the cut move's" {
+		t.Errorf("the directory left in part: %s holds %q (%v), want the cut move's model", kept, got, err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(kept, columnsFileName)); !bytes.Equal(got, was) {
+		t.Errorf("the directory left in part: its %s is %q, want the record its models were built under %q", columnsFileName, got, was)
+	}
+}

@@ -73,6 +73,10 @@ type staleKeys struct {
 	scanned bool
 	serving bool // a global model of the builder's configuration is on the topic
 	m       int  // the model topic's partitions at the scan
+	// ends are, per model partition scanned, the offset its reading reached (the scan's end,
+	// then each catch-up's: catchUp); dialer reads on from there.
+	ends   map[int]int64
+	dialer *kafka.Dialer
 	// owned are the input partitions the builder is assigned (ownedKnown: an assignment was
 	// heard, or the source reports none: every partition).
 	owned      map[int32]bool
@@ -93,12 +97,13 @@ func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m in
 		}
 	}
 	start := time.Now()
-	found, read, reasons := map[staleRef]staleKey{}, 0, map[string]string{}
+	found, read, reasons, ends := map[staleRef]staleKey{}, 0, map[string]string{}, map[int]int64{}
 	for _, mp := range parts {
 		for attempt := 1; ; attempt++ {
-			n, err := p.scanPartition(ctx, dialer, mp, found, reasons)
+			n, end, err := p.scanPartition(ctx, dialer, mp, -1, found, reasons)
 			if err == nil {
 				read += n
+				ends[mp] = end
 				break
 			}
 			if ctx.Err() != nil {
@@ -119,6 +124,7 @@ func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m in
 		Msg("builder: keys' models on the model topic read; those built for another configuration are tombstoned once a model of this configuration is on the topic")
 	p.stale.mu.Lock()
 	p.stale.found, p.stale.scanned, p.stale.m, p.stale.due = found, true, m, true
+	p.stale.ends, p.stale.dialer = ends, dialer
 	p.stale.mu.Unlock()
 	p.signal()
 }
@@ -141,20 +147,26 @@ func (p *keyPublisher) assigned(parts []int32, all bool) {
 }
 
 // scanPartition notes in found the keys of model partition mp whose newest message is a model of
-// another configuration (removing those whose newer message is not), and returns the messages
-// read. reasons holds each reason once (a key's entry shares it).
-func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, mp int, found map[staleRef]staleKey, reasons map[string]string) (int, error) {
+// another configuration (removing those whose newer message is not), reading from offset from
+// (< 0: the partition's first) to the partition's end, and returns the messages read and that
+// end. reasons holds each reason once (a key's entry shares it). Reading on from an offset (a
+// catch-up: tombstoneStale), only the keys already in found are judged again: the messages
+// since the scan are mostly the builder's own models, whose checksums a second time would
+// cost about as much as the scan; a key of another configuration published since (a builder
+// of the old configuration still running) waits for the next start's scan.
+func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, mp int, from int64, found map[staleRef]staleKey, reasons map[string]string) (int, int64, error) {
 	conn, err := dialPartition(ctx, p.cfg, dialer, mp)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
 	first, end, err := conn.ReadOffsets()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	first = max(first, from)
 	read := 0
 	err = readRange(conn, first, end, max(p.cfg.maxMessageBytes*2, staleFetchBytes), func(msg kafka.Message) {
 		read++
@@ -162,6 +174,9 @@ func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, 
 			return
 		}
 		ref := staleRef{mp, string(msg.Key[len(keyModelPrefix):])}
+		if _, known := found[ref]; from >= 0 && !known {
+			return // (a catch-up judges the keys found stale alone: no model decoded for the others)
+		}
 		if why := p.otherConfiguration(msg); why != "" {
 			if r, ok := reasons[why]; ok {
 				why = r
@@ -176,7 +191,7 @@ func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, 
 	if err != nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
-	return read, err
+	return read, end, err
 }
 
 // otherConfiguration says why msg, a key model message, holds a model a scorer of the builder's
@@ -215,6 +230,19 @@ func (p *keyPublisher) modelServing() {
 // newer model there replaced the stale one). Called by run before a publication: a key of that
 // publication gets its model after the tombstone. The keys of other partitions wait for an
 // assignment that gives them; a failure is logged and its keys retried in staleRetry.
+//
+// The scan's findings age: before the tombstones, each model partition they lie on is read
+// again from where the last reading ended (catching up), and a key whose newer message is not a
+// model of another configuration is left. Without that, a key of a partition another builder
+// owned until a rebalance gave it to this one (or one of the keys of a release before the
+// partition header, any builder's) got its tombstone after the other builder's new model of
+// it, and compaction removed that model (TestStaleTombstoneSparesAnotherBuildersModelRealBroker).
+// What is left is the time between that reading and the write (milliseconds), in which only a
+// builder that still holds the partition after this one was given it could publish the key.
+// The cost: what was published since the last reading is read again (the builder's own models,
+// mostly, not decoded: scanPartition) on run's goroutine, whose publications wait for it; at
+// the first round that is what the builder published between its start and its first global
+// model (or during the scan, when one was found at the start), bounded by the scan's own read.
 func (p *keyPublisher) tombstoneStale(ctx context.Context) {
 	p.stale.mu.Lock()
 	if !p.stale.due || !p.stale.scanned || !p.stale.serving || !p.stale.ownedKnown || len(p.stale.found) == 0 {
@@ -222,14 +250,38 @@ func (p *keyPublisher) tombstoneStale(ctx context.Context) {
 		return
 	}
 	p.stale.due = false
-	m, owned := p.stale.m, p.stale.owned
+	m, owned, found, ends, dialer := p.stale.m, p.stale.owned, p.stale.found, p.stale.ends, p.stale.dialer
+	p.stale.mu.Unlock()
+	// (found and ends are run's alone once the scan handed them over: only the flags are shared.)
+	ours := func(sk staleKey) bool { return owned == nil || sk.part < 0 || owned[sk.part] }
+	catch := map[int]bool{}
+	for ref, sk := range found {
+		if ours(sk) {
+			catch[ref.mp] = true
+		}
+	}
+	for mp := range catch {
+		_, end, err := p.scanPartition(ctx, dialer, mp, ends[mp], found, map[string]string{})
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.Warn().Err(err).Int("model_partition", mp).Msg("keys' models of another configuration: reading the model topic again before their tombstones failed; retried in a few seconds")
+				p.stale.mu.Lock()
+				p.stale.due = true
+				p.stale.mu.Unlock()
+				time.AfterFunc(staleRetry, p.signal)
+			}
+			return
+		}
+		ends[mp] = end
+	}
+	p.stale.mu.Lock()
 	var refs []staleRef
 	todo := map[staleRef]staleKey{}
-	for ref, sk := range p.stale.found {
-		if owned != nil && sk.part >= 0 && !owned[sk.part] {
+	for ref, sk := range found {
+		if !ours(sk) {
 			continue // (another builder's, or one to come at a rebalance; a model without the header: any builder's)
 		}
-		delete(p.stale.found, ref)
+		delete(found, ref)
 		if q, ok := p.placed[ref.key]; ok && keyModelPartition(q, m) == ref.mp {
 			continue // (published there since the start: its model replaced the stale one)
 		}
@@ -283,12 +335,28 @@ func staleHeader(reason string) string {
 	return reason
 }
 
-// staleNames are the first staleLogKeys stale keys, sorted (a log line's).
+// staleNames are the first staleLogKeys stale keys, in the order of the key, then the model
+// partition (a log line's): kept as found, not formatted and sorted all (at 1,000,000 stale
+// keys that was about as much memory again as the keys: TestStaleNamesBounded).
 func staleNames(found map[staleRef]staleKey) []string {
-	names := make([]string, 0, len(found))
-	for ref := range found {
-		names = append(names, fmt.Sprintf("%s (model partition %d)", ref.key, ref.mp))
+	cmp := func(a, b staleRef) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return a.mp - b.mp
 	}
-	slices.Sort(names)
-	return names[:min(len(names), staleLogKeys)]
+	first := make([]staleRef, 0, staleLogKeys+1)
+	for ref := range found {
+		if len(first) == staleLogKeys && cmp(ref, first[staleLogKeys-1]) >= 0 {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(first, ref, cmp)
+		first = slices.Insert(first, i, ref)
+		first = first[:min(len(first), staleLogKeys)]
+	}
+	names := make([]string, len(first))
+	for i, ref := range first {
+		names[i] = fmt.Sprintf("%s (model partition %d)", ref.key, ref.mp)
+	}
+	return names
 }

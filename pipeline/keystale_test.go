@@ -194,6 +194,11 @@ func TestStaleKeyJudgedAsScorersJudge(t *testing.T) {
 	kw.Detect.Keys.K = cfg.Detect.Keys.K - 1
 	fewer := cfg
 	fewer.Ingest.Features = []string{"temp"}
+	// Settings a scorer's check passes (its models still serve): keys.min_records, a flag's
+	// threshold.
+	compatible := cfg
+	compatible.Detect.Keys.MinRecords = cfg.Detect.Keys.MinRecords + 5
+	compatible.Detect.MinScore = cfg.Detect.MinScore + 0.1
 	p := &keyPublisher{cfg: cfg.modelTopic(), features: cfg.Ingest.Columns(), detect: cfg.Detect}
 	message := func(c Config, header *string) kafka.Message {
 		v, err := detect.EncodeKeyModel(c.Ingest.Columns(), &c.Detect, "k", 7, warmKeyModel(t, c))
@@ -221,6 +226,7 @@ func TestStaleKeyJudgedAsScorersJudge(t *testing.T) {
 		{"other derived columns without the header", message(other, nil), ""},
 		{"other features", message(fewer, &own), "built for features [temp d]"},
 		{"other keys' settings", message(kw, &own), "keys.k"},
+		{"settings that leave the models compatible", message(compatible, &own), ""},
 		{"a tombstone", kafka.Message{Key: []byte(keyModelPrefix + "k")}, ""},
 		{"corrupt", corrupt, ""},
 	} {

@@ -169,7 +169,9 @@ func (p *keyPublisher) run(ctx context.Context, drain <-chan struct{}) {
 			}
 		}
 		last = time.Now()
-		p.tombstoneStale(ctx) // (before the publication: a key of it gets its model after the tombstone)
+		if !final { // (the stop's last round publishes alone: the next start's scan finds what is left)
+			p.tombstoneStale(ctx) // (before the publication: a key of it gets its model after the tombstone)
+		}
 		todo, waiting := p.due(last, final)
 		if waiting {
 			p.signal() // a later round takes them
@@ -409,18 +411,19 @@ func (p *Pipeline) keyReaderSkips(keep func(partition int32) bool, log zerolog.L
 		if !keep(part) {
 			return // another scorer's key
 		}
+		if _, stale := headerValue(msg, headerKeyStale); stale && msg.Value == nil {
+			// A model of another configuration than the builder's removed (keystale.go): one
+			// this scorer skipped, or, on a scorer of that configuration, one it may still
+			// score with. Kept either way, whatever the version (the stale model's: one refused
+			// as ahead is not refused again, TestStaleTombstoneOfAVersionAheadNotRefused).
+			return
+		}
 		now := time.Now()
 		if v := keyModelVersion(msg); versionAhead(v, now) { // (the header first: no decode)
 			p.keyAhead(skips, msg, v, now)
 			return
 		}
 		if msg.Value == nil {
-			if _, stale := headerValue(msg, headerKeyStale); stale {
-				// A model of another configuration than the builder's removed (keystale.go):
-				// one this scorer skipped, or, on a scorer of that configuration, one it may
-				// still score with. Kept either way.
-				return
-			}
 			p.keys.put(detect.KeyModel{Key: key, Version: keyModelVersion(msg), Partition: part})
 			return
 		}

@@ -306,6 +306,28 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	return nil
 }
 
+func (t *replayTable) rows() int { return len(t.times) }
+
+// appendWarming records the next row's warming columns (Decoded.Warming: a derived mean or std
+// whose series' window is still filling, scored at the model's centre), before the row's time
+// is appended; a column that was never warming stays nil.
+func (t *replayTable) appendWarming(w []bool) {
+	if w == nil {
+		return
+	}
+	if t.warming == nil {
+		t.warming = make([][]bool, len(t.features))
+	}
+	for j, on := range w {
+		if on && t.warming[j] == nil {
+			t.warming[j] = make([]bool, t.rows())
+		}
+		if t.warming[j] != nil {
+			t.warming[j] = append(t.warming[j], on)
+		}
+	}
+}
+
 // replayRows feeds the rows through st in batches built as the ingest stage builds them
 // (paceBatches) and returns every row's score in file order and the number of batches.
 func replayRows(st *detect.Stage, tab *replayTable, batchSize int, maxWait time.Duration) ([]batch.Score, int, error) {
@@ -328,7 +350,11 @@ func replayRows(st *detect.Stage, tab *replayTable, batchSize int, maxWait time.
 	lo := 0
 	for _, hi := range ends {
 		for i := lo; i < hi; i++ {
+			d.Warming = d.Warming[:0]
 			for j := range features {
+				if tab.warming != nil {
+					d.Warming = append(d.Warming, tab.warming[j] != nil && tab.warming[j][i])
+				}
 				d.Values[j] = means[j][i]
 				if sds != nil {
 					d.SD[j] = sds[j][i]

@@ -44,6 +44,7 @@ type replayTable struct {
 	features []string    // ingest.Config.Columns(): the features, then the derived ones
 	means    [][]float32 // per feature column
 	sds      [][]float32 // nil without uncertainty
+	warming  [][]bool    // per feature column, per row: Decoded.Warming (appendWarming); nil where never
 	keys     [][]byte    // per row; nil: no key
 	times    []time.Time // per row
 	outliers []bool      // the label's verdicts; nil without a label column
@@ -51,8 +52,6 @@ type replayTable struct {
 	// not an epoch integer: Decoded.EventTimeText, as the pipeline's epoch-seconds check reads it.
 	textTime bool
 }
-
-func (t *replayTable) rows() int { return len(t.times) }
 
 // replayInput is what decides how the file is read.
 type replayInput struct {
@@ -268,6 +267,7 @@ func readReplayInput(in replayInput, warn io.Writer) (*replayTable, error) {
 		if der != nil { // partition 0, offset = the row: file order is the partition's order
 			out = der.Apply(&d, 0, int64(len(t.times)), key, ts)
 		}
+		t.appendWarming(out.Warming)
 		for j := range t.features {
 			t.means[j] = append(t.means[j], out.Values[j])
 			if t.sds != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -195,19 +194,9 @@ detect:
 	if got, w := a.means[3][3], float32(rows[3].t)-float32(rows[0].t); got != w || string(a.keys[3]) != "s0" || a.times[3].UnixMilli() != rows[3].ms {
 		t.Fatalf("row 3: diff %v (want %v), key %q, time %v", got, w, a.keys[3], a.times[3])
 	}
-	// Row 3's humidity.std8: 0, key s0's second value (a std leaves out the two values
-	// farthest from its window's mean: fewer than four, no spread). Row 9's: of s0's four
-	// humidities (rows 0, 3, 6, 9) the two farthest from their mean left out (the older of a
-	// tie), the sample sd of the other two, |a - b| / sqrt(2).
-	if got := a.means[5][3]; got != 0 {
-		t.Fatalf("row 3: humidity.std8 %v, want 0", got)
-	}
-	h := []float64{float64(float32(rows[0].h)), float64(float32(rows[3].h)), float64(float32(rows[6].h)), float64(float32(rows[9].h))}
-	m := (h[0] + h[1] + h[2] + h[3]) / 4
-	byDist := []int{0, 1, 2, 3}
-	slices.SortStableFunc(byDist, func(i, j int) int { return cmp.Compare(math.Abs(h[j]-m), math.Abs(h[i]-m)) })
-	if got, w := a.means[5][9], float32(math.Abs(h[byDist[2]]-h[byDist[3]])/math.Sqrt2); got != w || string(a.keys[9]) != "s0" {
-		t.Fatalf("row 9 (key %q): humidity.std8 %v, want %v", a.keys[9], got, w)
+	// Row 3's humidity.std8: the sample sd of key s0's two humidities (rows 0 and 3), |h3 - h0| / sqrt(2).
+	if got, w := a.means[5][3], float32(math.Abs(float64(float32(rows[3].h))-float64(float32(rows[0].h)))/math.Sqrt2); got != w {
+		t.Fatalf("row 3: humidity.std8 %v, want %v", got, w)
 	}
 	// Without epoch_ms and label in the config's view, the CSV's extra column is named.
 	path := writeSensors(t, "x.csv", rows[:50])

@@ -5,10 +5,11 @@ stages/ingest/derive_std_test.go's TestDeriveStdGolden to pin bit for bit.
 
 The definition (docs/OPERATIONS.md, "Time context: derived features"): over the series' last
 `last` values, the current one included (fewer at the series' start: those seen), in float64
-from the float32 values, oldest first: the window's mean = sum / n; the two values farthest
-from it (by |x - mean|, the oldest of a tie) are left out; of the m = n - 2 others, mean' =
-sum / m, then the sample standard deviation sqrt(sum((x - mean')^2) / (m - 1)); 0 for a
-series' first three values (fewer than two left); the result rounded to float32. Summed in plain sequential
+from the float32 values, oldest first. A full window (n = last): its mean = sum / n; the two
+values farthest from it (by |x - mean|, the oldest of a tie) are left out; of the m = n - 2
+others, mean' = sum / m, then the sample standard deviation sqrt(sum((x - mean')^2) / (m -
+1)). A window still filling (n < last): the sample standard deviation of all n, two passes the
+same way; 0 for a series' first value. The result rounded to float32. Summed in plain sequential
 float64 (Python's float), the order the definition fixes; numpy's pairwise sum is used only as
 a cross-check (to 1e-9 relative, a different summation order).
 
@@ -61,7 +62,7 @@ def main():
         n = len(w)
         sd = 0.0
         kept = []
-        if n - OUT >= 2:
+        if n == LAST:
             s = 0.0
             for v in w:
                 s += v
@@ -79,6 +80,17 @@ def main():
                 d = v - m
                 ss += d * d
             sd = math.sqrt(ss / (len(kept) - 1))
+        elif n > 1:  # the window still filling: those seen, whole
+            kept = w
+            s = 0.0
+            for v in w:
+                s += v
+            m = s / n
+            ss = 0.0
+            for v in w:
+                d = v - m
+                ss += d * d
+            sd = math.sqrt(ss / (n - 1))
         try:
             import numpy as np
             ref = float(np.std(np.array(kept, dtype=np.float64), ddof=1)) if kept else 0.0

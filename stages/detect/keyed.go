@@ -259,13 +259,15 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 	k.finishBuilds() // (the caller's, after the batch before: finish)
 	k.settle()       // (the device as the last batch left it, for the whole pass)
 	k.tail = k.fleetPass(cfg, len(out))
-	if k.scoreParallel(cfg, features, b, raw, out) {
+	warm := newWarmCells(b, raw) // (the warming values at each key's model's centre: warmup.go)
+	if k.scoreParallel(cfg, features, b, raw, warm, out) {
 		return
 	}
 	if k.dev != nil {
-		k.scoreOnDevice(cfg, features, b, raw, out)
+		k.scoreOnDevice(cfg, features, b, raw, warm, out)
 		return
 	}
+	sraw := warm.scoring(raw)
 	keys, parts := b.Keys(), b.Partitions()
 	d := len(raw)
 	x := make([][]float32, d) // the record's values, column-major
@@ -279,12 +281,13 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 		if st == nil {
 			continue
 		}
-		for j := range raw {
-			x[j] = raw[j][i : i+1]
-		}
 		sc := &out[i]
 		sig := false
 		if r := st.model; r != nil {
+			warm.centre(i, r)
+			for j := range raw {
+				x[j] = sraw[j][i : i+1]
+			}
 			r.Tail.Score(x, dens)
 			r.distanceSpace(x, space)
 			solvingset.KNNWeights(r.Ref.Points, space, r.Ref.K, 1, dist)
@@ -293,6 +296,9 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 			sc.Warming = true
 		}
 		if !k.follower {
+			for j := range raw { // (the window: the derived values, warming or not)
+				x[j] = raw[j][i : i+1]
+			}
 			k.push(st, x, sig, cfg)
 		}
 	}

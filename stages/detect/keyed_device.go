@@ -101,7 +101,8 @@ type keyedBatch struct {
 }
 
 // scoreOnDevice is score with the device (see above).
-func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Batch, raw [][]float32, out []batch.Score) {
+func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Batch, raw [][]float32, warm *warmCells, out []batch.Score) {
+	sraw := warm.scoring(raw) // (scored; the keys' windows get raw)
 	keys, parts := b.Keys(), b.Partitions()
 	d := len(raw)
 	x := make([][]float32, d)
@@ -112,11 +113,12 @@ func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Bat
 			continue
 		}
 		if st.due { // its new model first
-			k.flush(cfg, features, out, raw, &kb)
+			k.flush(cfg, features, out, sraw, &kb)
 		}
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
 		}
+		warm.centre(i, st.model) // (the model queueRecord queues it with)
 		kb.q = queueRecord(kb.q, out, i, st)
 		if !k.follower && k.append(st, x, false, cfg) { // (the significance is written at the flush)
 			st.since = 0
@@ -125,7 +127,7 @@ func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Bat
 			kb.due = append(kb.due, st)
 		}
 	}
-	k.flush(cfg, features, out, raw, &kb)
+	k.flush(cfg, features, out, sraw, &kb)
 }
 
 // flush scores the queued records in one device call and decides them in stream order, then

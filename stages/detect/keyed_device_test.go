@@ -152,14 +152,19 @@ func checkKeyedParity(t *testing.T, newDev func(window int) KeyedModels) {
 		calm                        int // among for two batches of three (0: among throughout)
 		rebuild, later              int // keys.rebuild_records, and from the middle batch on (0: the default)
 		tail                        KeysTail
+		warm                        int // every warm-th record's column c warming (withWarming; 0: none)
 	}{
-		{"few keys, many records each", 6, 6, 700, 6, 200, 50, 10, 100000, 0, 0, 0, TailOwn},
-		{"evictions", 400, 400, 500, 40, 200, 50, 10, 150, 0, 0, 0, TailOwn},
-		{"evictions between batches of held keys", 400, 400, 500, 40, 200, 50, 10, 150, 100, 0, 0, TailOwn},
-		{"short window", 50, 50, 600, 8, 40, 20, 5, 100000, 0, 0, 0, TailOwn},
-		{"rebuild_records, changed live", 12, 12, 600, 8, 200, 50, 10, 100000, 0, 7, 3, TailOwn},
+		{"few keys, many records each", 6, 6, 700, 6, 200, 50, 10, 100000, 0, 0, 0, TailOwn, 0},
+		{"evictions", 400, 400, 500, 40, 200, 50, 10, 150, 0, 0, 0, TailOwn, 0},
+		{"evictions between batches of held keys", 400, 400, 500, 40, 200, 50, 10, 150, 100, 0, 0, TailOwn, 0},
+		{"short window", 50, 50, 600, 8, 40, 20, 5, 100000, 0, 0, 0, TailOwn, 0},
+		{"rebuild_records, changed live", 12, 12, 600, 8, 200, 50, 10, 100000, 0, 7, 3, TailOwn, 0},
 		// keys.tail: fleet (keyed_fleet.go): every path decides a batch against the same fit
-		{"fleet tail", 12, 12, 700, 24, 200, 50, 10, 100000, 0, 0, 0, TailFleet},
+		{"fleet tail", 12, 12, 700, 24, 200, 50, 10, 100000, 0, 0, 0, TailFleet, 0},
+		// a derived column still warming (warm26): each path scores it at the key's model's
+		// centre, and pushes the derived value
+		{"warming column", 12, 12, 700, 8, 200, 50, 10, 100000, 0, 0, 0, TailOwn, 3},
+		{"warming column, evictions", 400, 400, 500, 40, 200, 50, 10, 150, 0, 0, 0, TailOwn, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := Default()
@@ -167,8 +172,10 @@ func checkKeyedParity(t *testing.T, newDev func(window int) KeyedModels) {
 			cfg.Keys.Window, cfg.Keys.MinRecords, cfg.Keys.K, cfg.Keys.MaxKeys = c.window, c.minRecords, c.k, c.max
 			cfg.Keys.RebuildRecords, cfg.Keys.Tail = c.rebuild, c.tail
 			features := []string{"a", "b", "c"}
-			cpu, cpuPar, dev, devPar := newKeyedScorer(), newKeyedScorer(), newKeyedScorer(), newKeyedScorer()
-			cpu.serial, dev.serial = true, true
+			cpu, cpuPar, dev, devPar, plain := newKeyedScorer(), newKeyedScorer(), newKeyedScorer(), newKeyedScorer(), newKeyedScorer()
+			cpu.serial, dev.serial, plain.serial = true, true, true
+			var plainScores []batch.Score
+			plainByKey, warmDiffers := 0, 0
 			dev.dev, devPar.dev = newDev(c.window), newDev(c.window)
 			defer dev.close()
 			defer devPar.close()
@@ -186,8 +193,36 @@ func checkKeyedParity(t *testing.T, newDev func(window int) KeyedModels) {
 				if c.calm > 0 && n%3 != 0 {
 					among = c.calm // (held keys only, mostly: the parallel path between the evictions)
 				}
-				bs, raw := s.next(t, c.batch, among, 1+len(paths))
+				bs, raw := s.next(t, c.batch, among, 2+len(paths))
+				if c.warm > 0 {
+					for p := range bs[:1+len(paths)] {
+						bs[p] = withWarming(t, bs[p], 2, c.warm)
+					}
+					// the last copy without warming, on a serial CPU path of its own: the
+					// warming records' scores must differ somewhere (the case's point)
+					last := bs[len(bs)-1]
+					plain.score(&cfg, features, last, raw, last.Scores)
+					for i := range last.Scores {
+						if last.Scores[i].ByKey && math.Float64bits(last.Scores[i].Score) != math.Float64bits(0) {
+							plainByKey++
+						}
+					}
+					bs = bs[:len(bs)-1]
+					defer last.Release()
+					plainScores = append(plainScores, last.Scores...)
+				} else {
+					bs[len(bs)-1].Release()
+					bs = bs[:len(bs)-1]
+				}
 				cpu.score(&cfg, features, bs[0], raw, bs[0].Scores)
+				if c.warm > 0 {
+					for i, a := range bs[0].Scores {
+						b := plainScores[len(plainScores)-len(bs[0].Scores)+i]
+						if a.ByKey && i%c.warm == 0 && a.Score != b.Score {
+							warmDiffers++
+						}
+					}
+				}
 				for p, path := range paths {
 					path.k.score(&cfg, features, bs[1+p], raw, bs[1+p].Scores)
 					if path.k.pass.b == bs[1+p] {
@@ -249,7 +284,10 @@ func checkKeyedParity(t *testing.T, newDev func(window int) KeyedModels) {
 			if byKey < c.batch*c.batches/20 || sigs == 0 || c.max < c.keys && cpu.stats().Evictions == 0 || parallel == 0 && c.max >= c.keys {
 				t.Fatalf("%d records scored by their key, %d significant, %d batches on the parallel path: the stream misses the point", byKey, sigs, parallel)
 			}
-			t.Logf("%d records by key, %d significant, %d of %d batches on the parallel path, stats %+v", byKey, sigs, parallel, 2*c.batches, dev.stats())
+			if c.warm > 0 && (plainByKey == 0 || warmDiffers == 0) {
+				t.Fatalf("warming: %d records by key without it, %d warming records' scores changed by it: the case misses its point", plainByKey, warmDiffers)
+			}
+			t.Logf("%d records by key, %d significant, %d of %d batches on the parallel path, %d warming records' scores changed, stats %+v", byKey, sigs, parallel, 2*c.batches, warmDiffers, dev.stats())
 		})
 	}
 }

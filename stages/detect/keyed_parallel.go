@@ -66,7 +66,7 @@ type keyedWorker struct {
 
 // scoreParallel is score over the cores (above); false, having changed nothing, where the batch
 // takes the serial path.
-func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Batch, raw [][]float32, out []batch.Score) bool {
+func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Batch, raw [][]float32, warm *warmCells, out []batch.Score) bool {
 	n := b.Len()
 	workers := parallelWorkers(n)
 	looked := k.looked
@@ -114,10 +114,11 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 	})
 	for round := 0; ; round++ {
 		onWorkers(workers, func(w int) {
-			k.walk(&ws[w], cfg, out, raw, sts, parts, base, at)
+			k.walk(&ws[w], cfg, out, raw, warm, sts, parts, base, at)
 		})
-		k.scoreQueued(ws, raw, round == 0)
-		k.buildDue(ws, decideAndBuild(ws, cfg, features, out, raw, &k.hand, k.tail))
+		sraw := warm.scoring(raw) // (the warming values centred by walk)
+		k.scoreQueued(ws, sraw, round == 0)
+		k.buildDue(ws, decideAndBuild(ws, cfg, features, out, sraw, &k.hand, k.tail))
 		more := false
 		for w := range ws {
 			ws[w].todo, ws[w].next = ws[w].next, ws[w].todo[:0]
@@ -213,7 +214,7 @@ func (k *keyedScorer) mostBytes(sts []*keyState, newKeys, newKeyBytes int, cfg *
 // walk is one round of a worker's records: each touched, queued with the model it meets (or
 // marked Warming), appended to its key's window; a key whose rebuild comes due holds its later
 // records for the next round (they meet the new model).
-func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw [][]float32, sts []*keyState, parts []int32, base int, at uint64) {
+func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw [][]float32, warm *warmCells, sts []*keyState, parts []int32, base int, at uint64) {
 	x := make([][]float32, len(raw))
 	for t, i := range kw.todo {
 		prefetchWalk(kw.todo, sts, t)
@@ -228,6 +229,7 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw 
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
 		}
+		warm.centre(i, st.model) // (the model queueRecord queues it with)
 		kw.q = queueRecord(kw.q, out, i, st)
 		if k.append(st, x, false, cfg) { // (the significance is written at the decision)
 			st.since, st.due = 0, true

@@ -295,6 +295,7 @@ func (s *Stage) globalQuery(m *Model, b *batch.Batch, means, sds [][]float32, st
 		out = make([]batch.Score, len(rows))
 		initScores(out)
 	}
+	means = warmedColumns(m, b, means, rows)
 	nm, ns := m.normalised(means, sds, scratch)
 	q := Query{Model: m, Cfg: &s.cfg, Raw: means, Means: nm, SDs: ns, Density: s.densityParams(), Batch: b, Rows: rows}
 	q.Density.Index = streams
@@ -415,7 +416,7 @@ func (s *Stage) finish(sc *scoring) error {
 	s.capAlarms(b, m.Ranker != nil)
 	s.rankRecent(b, m.Ranker)
 	s.groups.fold(b, s.cfg.AlertCooldown)
-	explainDeviations(m.Ranker, m.Features, sc.raw, b.Scores, false)
+	explainDeviations(m.Ranker, m.Features, warmedColumns(m, b, sc.raw, nil), b.Scores, false) // (a warming column at the median: never named)
 	b.ModelVersion = m.Version
 	return nil
 }

@@ -29,6 +29,8 @@ type Builder struct {
 	timestamp *array.TimestampBuilder
 	payloads  [][]byte
 	n         int
+	one       [1]float32 // a warming value, appended with invalid's cleared validity bit
+	invalid   [1]bool
 }
 
 // NewBuilder returns a Builder for batches of topic with these features (and their
@@ -73,6 +75,11 @@ func (b *Builder) Append(d *Decoded, partition int32, offset int64, key []byte, 
 		b.rb.Reserve(b.capacity)
 	}
 	for j, v := range d.Values {
+		if j < len(d.Warming) && d.Warming[j] { // null, the value kept (derive_warmup.go)
+			b.one[0] = v
+			b.values[j].AppendValues(b.one[:], b.invalid[:])
+			continue
+		}
 		b.values[j].Append(v)
 	}
 	if b.withSD {

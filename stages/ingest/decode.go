@@ -36,6 +36,11 @@ type Decoded struct {
 	// 15:04:05"), not as an epoch integer (the source's epoch-seconds check, under
 	// ingest.event_time_unit ms, is for those). Set wherever HasEventTime is.
 	EventTimeText bool
+	// Warming marks the columns whose rolling window is still filling (ingest.derive's mean and
+	// std with fewer than `last` values of the series seen: derive_warmup.go), column-aligned
+	// with Values; nil when no column can be warming. The builder writes such a value with its
+	// Arrow validity bit cleared (null: "no value yet", the value kept in the buffer).
+	Warming []bool
 }
 
 // NewDecoded returns a Decoded sized for the configuration.

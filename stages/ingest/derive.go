@@ -21,7 +21,9 @@ import (
 // the same values. A partition read again from an earlier offset
 // (a rebalance, a restart of the group's member) starts its series afresh, as a process started
 // at that offset would: the state is in memory only, so after a restart each key's first
-// difference is 0 again and its robust z 0 until min_values values.
+// difference is 0 again, its robust z 0 until min_values values, and its means and stds warming
+// (Decoded.Warming: the detect stage scores them at the model's centre) until `last`
+// (derive_warmup.go).
 //
 // Values are computed in float64 and stored as float32 like every feature, always finite:
 //   - diff: x - previous x of the series; the series' first record gets 0 (no change known: a
@@ -38,8 +40,8 @@ import (
 //     number (independent errors). The sums are kept in float64 and summed afresh each time
 //     the ring wraps, so rounding cannot accumulate beyond one pass of `last` updates.
 //   - std: the sample standard deviation of the series' last `last` values, the current one
-//     included, less the two farthest from their mean (fewer at the series' start: those
-//     seen; 0 for its first three values): derive_std.go.
+//     included, less the two farthest from their mean (at the series' start, while the
+//     window fills, of all those seen; 0 for its first value): derive_std.go.
 //   - time_of_day, day_of_week: the angle of the timestamp's wall-clock time in
 //     derive.timezone within its day (0 at 00:00) or week (0 at Monday 00:00), as sin and cos,
 //     so that 23:59 and 00:00 are neighbours. Uncertainty 0.
@@ -151,6 +153,12 @@ func newDeriver(cfg Config, loc *time.Location) *Deriver {
 	if d.withSD {
 		d.out.SD = make([]float32, d.cols)
 	}
+	for _, op := range d.ops {
+		if op.kind.warms() {
+			d.out.Warming = make([]bool, d.cols)
+			break
+		}
+	}
 	return d
 }
 
@@ -204,8 +212,10 @@ func (d *Deriver) Apply(in *Decoded, partition int32, offset int64, key []byte, 
 			d.robustZ(op, s, i)
 		case DeriveMean:
 			d.mean(op, s, i)
+			out.Warming[op.dst] = int(s.fill[i]) < op.last
 		case DeriveStd:
 			d.std(op, s, i)
+			out.Warming[op.dst] = int(s.fill[i]) < op.last
 		case DeriveTimeOfDay, DeriveDayOfWeek:
 			d.cyclic(op, wall)
 		}

@@ -4,7 +4,9 @@ import "math"
 
 // The std kind (ingest.derive, DeriveStd): the rolling spread of a feature over its series'
 // last `last` values, the current one included, less the two values farthest from their mean:
-// the sample standard deviation of the other last - 2.
+// the sample standard deviation of the other last - 2. While the window fills (a series' first
+// last - 1 values, its column warming: derive_warmup.go, scored at the model's centre), the
+// sample standard deviation of all the values seen, 0 for the first.
 //
 // Why values left out: a spike of +25 sd in a window of 32 otherwise ordinary values lifts
 // their standard deviation to about 4.5 sd, and it stays there for the 32 records the window
@@ -40,11 +42,13 @@ import "math"
 // most two others reads 0). The standard deviation is also what a vibration channel's RMS is
 // (the RMS of its AC part) and what Elastic ML's varp functions take.
 //
-// Why the sample standard deviation (divided by m - 1 for the m = n - 2 values kept): its
-// square is unbiased at every m for the values kept, so a series' first few values are not
-// read as a smaller spread than the full window's more than chance and the leaving out make
-// them. With three values seen or fewer, at most one is kept and there is no spread: 0 (so
-// `last` is at least 4 for std: deriveconfig.go).
+// Why the sample standard deviation (divided by m - 1 for the m values kept): its square is
+// unbiased at every m. Why a filling window whole: leaving two out of a few values reads them
+// as near 0 (of four values the middle two), and the warming records' values still enter the
+// models' window: left out, a restart of 20 keys put 60 exact zeros in it, which moved the
+// calibration so that a +12 sd spike on a warming key scored 4.93, unflagged
+// (TestReplayRollingWarmupNotFlagged; 8.75 with all values kept while filling). `last` is at
+// least 4 for std (deriveconfig.go), so a full window keeps two values or more.
 //
 // Why recomputed over the ring each record, in passes over it (the mean, the two farthest
 // values, the mean of the rest, then the squared deviations from it), rather than
@@ -69,10 +73,11 @@ import "math"
 // values are left out is piecewise constant in the values, so it adds no first-order term),
 // sqrt(sum((x_i - mean)^2 sd_i^2)) / ((m - 1) std) over the m kept; where the std is 0 that is
 // 0/0, and the limit of the equal-sds case is taken: RMS(sd) / sqrt(m - 1) of the kept. For a
-// series' first three values, the RMS of their sds.
+// series' first value, its sd.
 
 // std is op's spread of the series' last op.last values, the current one included, less the
-// two farthest from their mean: the sample standard deviation of the others (see above). k is
+// two farthest from their mean once the window is full: the sample standard deviation of the
+// others (see above). k is
 // op's index among d.ops (for fill and pos).
 func (d *Deriver) std(op *deriveOp, s *series, k int) {
 	half := len(s.mring) / 2 // withSD: the sds' rings start here
@@ -94,14 +99,16 @@ func (d *Deriver) std(op *deriveOp, s *series, k int) {
 	if n == op.last {
 		win = append(buf[:0], stdSpan{p, op.last}, stdSpan{0, p})
 	}
-	m := n - stdLeftOut // the values kept
-	var sd, mean float64
-	var kept []stdSpan // the window less the values left out, oldest first
-	if m >= 2 {
-		// The window's mean, the two values farthest from it (the oldest of a tie), then the
-		// mean and the squared deviations of the others: four passes, each oldest first.
+	// A full window less the two values farthest from its mean; a window still filling (its
+	// column warming: scored at the model's centre) whole.
+	m, kept := n, win // the values kept
+	if n == op.last {
+		m = n - stdLeftOut
 		all := stdSum(ring, win) / float64(n)
 		kept = stdWithout(keptBuf[:0], win, stdFarthest(ring, win, all))
+	}
+	var sd, mean float64
+	if m >= 2 {
 		mean = stdSum(ring, kept) / float64(m)
 		sd = math.Sqrt(stdSquares(ring, kept, mean) / float64(m-1))
 	}
@@ -111,7 +118,7 @@ func (d *Deriver) std(op *deriveOp, s *series, k int) {
 	}
 	var u float64
 	if m < 2 {
-		// A series' first three values: no spread, and no propagation; their RMS sd.
+		// A series' first value: no spread, and no propagation; its sd.
 		var sum2 float64
 		for _, e := range sds[:n] {
 			sum2 += float64(float64(e) * float64(e))

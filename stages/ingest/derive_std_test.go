@@ -16,22 +16,25 @@ import (
 
 // TestDeriveStdByHand: the sample standard deviation of each key's last 5 values, the current
 // one included, less the two farthest from their mean (the oldest of a tie), for two keys
-// interleaved; at a key's start, of those seen (0 for the first three).
+// interleaved; at a key's start, while the window fills, of all those seen (0 for the first).
 func TestDeriveStdByHand(t *testing.T) {
 	c := deriveConfig(t, "derive:\n  features: [{kind: std, of: temp, last: 5}]\n")
 	d := deriverOf(t, c, "temp,temp.std5")
 	recs := []rec{{0, 0, "a", 0, monday6}, {0, 1, "b", 4, monday6}, {0, 2, "a", 1, monday6}, {0, 3, "a", 1, monday6},
 		{0, 4, "b", 8, monday6}, {0, 5, "a", 4, monday6}, {0, 6, "a", 4, monday6}, {0, 7, "b", 9, monday6},
 		{0, 8, "a", 10, monday6}, {0, 9, "b", 1, monday6}, {0, 10, "a", 4, monday6}}
-	// a: 0; 0,1; 0,1,1 -> 0. 0,1,1,4: mean 1.5, 4 and 0 out -> 1,1: 0.
-	// 0,1,1,4,4: mean 2, 0 and both 4s equally far: the oldest two (0, the first 4) out ->
-	// 1,1,4: sqrt(3). 1,1,4,4,10: mean 4, 10 then the first 1 out -> 1,4,4: sqrt(3).
+	// a: 0 -> 0; 0,1 -> sqrt(0.5); 0,1,1: mean 2/3 -> sqrt(1/3); 0,1,1,4: mean 1.5, (2.25 +
+	// 0.25 + 0.25 + 6.25)/3 -> sqrt(3) (all of them: the window still filling).
+	// 0,1,1,4,4 (full): mean 2, 0 and both 4s equally far: the oldest two (0, the first 4) out
+	// -> 1,1,4: sqrt(3). 1,1,4,4,10: mean 4, 10 then the first 1 out -> 1,4,4: sqrt(3).
 	// 1,4,4,10,4: mean 4.6, 10 and 1 out -> 4,4,4: 0.
-	// b: 4; 4,8; 4,8,9 -> 0. 4,8,9,1: mean 5.5, 1 and 9 out -> 4,8: sqrt(8).
-	want := []float32{0, 0, 0, 0, 0, 0, float32(math.Sqrt(3)), 0, float32(math.Sqrt(3)), float32(math.Sqrt(8)), 0}
+	// b: 4 -> 0; 4,8 -> sqrt(8); 4,8,9: mean 7 -> sqrt(7); 4,8,9,1: mean 5.5, 41/3 -> sqrt(41/3).
+	want := []float32{0, 0, float32(math.Sqrt(0.5)), float32(math.Sqrt(1.0 / 3)), float32(math.Sqrt(8)),
+		float32(math.Sqrt(3)), float32(math.Sqrt(3)), float32(math.Sqrt(7)), float32(math.Sqrt(3)),
+		float32(math.Sqrt(41.0 / 3)), 0}
 	for i, row := range applyAll(t, d, recs) {
-		// By hand the values are exact in float64 (the means and squares are of small
-		// integers and halves) up to the sqrt's rounding: one float32 ulp covers it.
+		// By hand the values are exact in float64 up to the last bit of the sqrt's argument
+		// (1/3's and 41/3's rounding) and the sqrt's: one float32 ulp covers it.
 		if math.Abs(float64(row[1]-want[i])) > float64(math.Nextafter32(want[i], math.MaxFloat32)-want[i]) {
 			t.Errorf("record %d (key %s): std %v, want %v", i, recs[i].key, row[1], want[i])
 		}
@@ -76,11 +79,11 @@ func TestDeriveStdGolden(t *testing.T) {
 		}
 		rows++
 	}
-	// The series' first three values, 50 of the flat run at 70 (61 equal values: its first is
+	// The series' first value, 50 of the flat run at 70 (61 equal values: its first is
 	// the noise's last; 46 windows of them alone and 4 with one or two other values, left out)
 	// and 29 of the one at 1e6 (40 values: 25 + 4) are 0.
-	if rows != 600 || zeros != 3+50+29 {
-		t.Fatalf("%d rows, %d zeros; want 600 and %d", rows, zeros, 3+50+29)
+	if rows != 600 || zeros != 1+50+29 {
+		t.Fatalf("%d rows, %d zeros; want 600 and %d", rows, zeros, 1+50+29)
 	}
 }
 
@@ -141,7 +144,7 @@ func TestDeriveStdStuckAfterNoiseIsZero(t *testing.T) {
 // TestDeriveStdUncertainty: the std's sd is the first-order propagation sqrt(sum((x_i -
 // mean)^2 sd_i^2)) / ((m - 1) std) over the m = n - 2 values kept (those left out move neither
 // the std nor, to first order, its sd), and RMS(sd) / sqrt(m - 1) of those where the std is 0
-// (the same for equal sds); the RMS of the values' sds for a series' first three values.
+// (the same for equal sds); while the window fills, the same over all the values seen (m = n).
 func TestDeriveStdUncertainty(t *testing.T) {
 	c := deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  features: [{kind: std, of: temp, last: 5}]\n")
 	d := mustDeriver(t, c)
@@ -151,12 +154,13 @@ func TestDeriveStdUncertainty(t *testing.T) {
 		in.Values[0], in.SD[0] = v[0], v[1]
 		got = append(got, d.Apply(in, 0, int64(i), nil, monday6).SD[1])
 	}
-	// 2; 5,5: sqrt((4+16)/2) = sqrt(10); 5,5,2: sqrt((4+16+1)/3) = sqrt(7); 5,5,2,8: mean 5,
-	// 2 and 8 out, 5,5: std 0 -> sqrt((4+16)/2)/1 = sqrt(10); 5,5,2,8,20: mean 8, 20 and 2 out,
+	// 2; 5,5: std 0 -> sqrt((4+16)/2)/1 = sqrt(10); 5,5,2: mean 4, std sqrt(3), deviations
+	// 1,1,-2: sqrt(4+16+4)/(2 sqrt(3)) = sqrt(2); 5,5,2,8: mean 5, std sqrt(6), deviations
+	// 0,0,-3,3: sqrt(9+81)/(3 sqrt(6)) = sqrt(5/3); 5,5,2,8,20 (full): mean 8, 20 and 2 out,
 	// 5,5,8: mean 6, std sqrt(3), deviations -1,-1,2: sqrt(4+16+36)/(2 sqrt(3)) = sqrt(14/3).
-	want := []float32{2, float32(math.Sqrt(10)), float32(math.Sqrt(7)), float32(math.Sqrt(10)), float32(math.Sqrt(14.0 / 3))}
+	want := []float32{2, float32(math.Sqrt(10)), float32(math.Sqrt(2)), float32(math.Sqrt(5.0 / 3)), float32(math.Sqrt(14.0 / 3))}
 	for i := range want {
-		// sqrt(14/3) arrives as sqrt(56)/(2 sqrt(3)): one float32 ulp of rounding apart.
+		// sqrt(14/3) arrives as sqrt(56)/(2 sqrt(3)), and so on: one float32 ulp of rounding apart.
 		if math.Abs(float64(got[i]-want[i])) > float64(math.Nextafter32(want[i], math.MaxFloat32)-want[i]) {
 			t.Fatalf("uncertainties %v, want %v", got, want)
 		}
@@ -192,8 +196,8 @@ func TestDeriveStdEvictedAndReread(t *testing.T) {
 	out := applyAll(t, d, []rec{{0, 0, "a", 10, monday6}, {0, 1, "a", 20, monday6}, {0, 2, "b", 1, monday6},
 		{0, 3, "a", 4, monday6}, {0, 4, "a", 8, monday6}})
 	// Without the eviction a's fourth value would read 10,20,4,8: 20 and 4 out, sqrt(2).
-	if out[3][1] != 0 || out[4][1] != 0 {
-		t.Fatalf("key a after its eviction: std %v, %v; want 0, 0 (its first values)", out[3][1], out[4][1])
+	if out[3][1] != 0 || out[4][1] != float32(math.Sqrt(8)) {
+		t.Fatalf("key a after its eviction: std %v, %v; want 0, sqrt(8) (4 alone, then 4,8)", out[3][1], out[4][1])
 	}
 	out = applyAll(t, d, []rec{{0, 5, "a", 9, monday6}, {0, 6, "a", 7, monday6}, {0, 3, "a", 100, monday6}})
 	// 4,8,9,7: mean 7, 4 and 9 out, 8,7: sqrt(0.5); re-read from offset 3: 100 alone.

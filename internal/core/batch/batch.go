@@ -153,6 +153,16 @@ func (b *Batch) Feature(j int) []float32 {
 	return b.cols.features[j].Float32Values()
 }
 
+// Warming reports whether feature column j holds a record whose rolling window was still
+// filling when it was derived (ingest.derive's mean and std: a null, its value kept in the
+// buffer), and is then the column's array, whose IsNull(i) says which; nil otherwise.
+func (b *Batch) Warming(j int) *array.Float32 {
+	if b.cols == nil || b.cols.features[j].NullN() == 0 {
+		return nil
+	}
+	return b.cols.features[j]
+}
+
 // FeatureArray is feature column j as an Arrow array (with its validity, for writers that keep
 // nulls).
 func (b *Batch) FeatureArray(j int) *array.Float32 {

@@ -1,0 +1,101 @@
+package detect
+
+import (
+	"slices"
+
+	"github.com/apache/arrow/go/v15/arrow/array"
+
+	"github.com/outlierd/outlierd/internal/core/batch"
+)
+
+// warmedColumns is means (the rows of the batch b that rows names, all where nil) with each
+// value of a rolling column still warming (batch.Batch.Warming: ingest.derive's mean or std of
+// a series that holds fewer than `last` values, stages/ingest/derive_warmup.go) replaced by the
+// model m's centre of that column, the window's median in raw units (Ranker.Center). Such a
+// value says nothing yet about its series (a std of one value is 0, the stuck sensor's
+// signature), so the record is scored on its other columns' evidence: at its median a column
+// adds nothing to either detector's score (the distance's standardised coordinate is 0, the
+// tail's probability a half), and no reason or explanation cites it. The columns without a
+// warming record are means' own slices; the others copies (the batch's buffer, which the sink
+// writes, keeps the derived value). The replacement is made on the host before the batch is
+// mapped to the distance space or sent to a device, so every detector and device scores the
+// same values. The window is pushed the derived values (columns: the model learns what the
+// stream holds, as before warm26; a warming record's share of it is at most its keys' first
+// `last` records).
+func warmedColumns(m *Model, b *batch.Batch, means [][]float32, rows []int) [][]float32 {
+	if m == nil || m.Ranker == nil {
+		return means
+	}
+	var out [][]float32
+	for j := range means {
+		a := b.Warming(j)
+		if a == nil || j >= len(m.Ranker.Center) {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(means)
+		}
+		col, c := slices.Clone(means[j]), float32(m.Ranker.Center[j])
+		for t := range col {
+			i := t
+			if rows != nil {
+				i = rows[t]
+			}
+			if a.IsNull(i) {
+				col[t] = c
+			}
+		}
+		out[j] = col
+	}
+	if out == nil {
+		return means
+	}
+	return out
+}
+
+// warmCells is a keys' pass's view of the batch's warming values (keyedScorer.score): raw is
+// the columns the keys' models score, each column with a warming record a copy whose warming
+// values centre sets to the centre of the key's model that scores the record, when it is
+// queued (the model it meets); the keys' windows are pushed the batch's own values.
+type warmCells struct {
+	cols []*array.Float32 // per column: the batch's array where it has a warming record, else nil
+	raw  [][]float32
+}
+
+// newWarmCells is b's warmCells over its columns raw, nil when no record of b is warming.
+func newWarmCells(b *batch.Batch, raw [][]float32) *warmCells {
+	var w *warmCells
+	for j := range raw {
+		a := b.Warming(j)
+		if a == nil {
+			continue
+		}
+		if w == nil {
+			w = &warmCells{cols: make([]*array.Float32, len(raw)), raw: slices.Clone(raw)}
+		}
+		w.cols[j], w.raw[j] = a, slices.Clone(raw[j])
+	}
+	return w
+}
+
+// scoring is the columns the keys' models score: raw itself without a warming record.
+func (w *warmCells) scoring(raw [][]float32) [][]float32 {
+	if w == nil {
+		return raw
+	}
+	return w.raw
+}
+
+// centre sets record i's warming values to r's centre (the key's model's median of the column
+// in its window). Records of different keys are centred by different workers: each writes its
+// own rows only.
+func (w *warmCells) centre(i int, r *Ranker) {
+	if w == nil || r == nil {
+		return
+	}
+	for j, a := range w.cols {
+		if a != nil && j < len(r.Center) && a.IsNull(i) {
+			w.raw[j][i] = float32(r.Center[j])
+		}
+	}
+}
