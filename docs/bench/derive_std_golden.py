@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Writes docs/bench/derive_std_golden.csv: the rolling standard deviation of ingest.derive's
-`std` kind (last 16), computed here independently of the Go code, for
+"""Writes docs/bench/derive_std_golden.csv: the rolling spread of ingest.derive's `std` kind
+(last 16), computed here independently of the Go code, for
 stages/ingest/derive_std_test.go's TestDeriveStdGolden to pin bit for bit.
 
 The definition (docs/OPERATIONS.md, "Time context: derived features"): over the series' last
 `last` values, the current one included (fewer at the series' start: those seen), in float64
-from the float32 values, oldest first: mean = sum / n, then the sample standard deviation
-sqrt(sum((x - mean)^2) / (n - 1)); 0 for a series' first value; the result rounded to float32.
-Summed in plain sequential float64 (Python's float), the order the definition fixes; numpy's
-pairwise sum is used only as a cross-check (to 1e-9 relative, a different summation order).
+from the float32 values, oldest first. A full window (n = last): its mean = sum / n; the two
+values farthest from it (by |x - mean|, the oldest of a tie) are left out; of the m = n - 2
+others, mean' = sum / m, then the sample standard deviation sqrt(sum((x - mean')^2) / (m -
+1)). A window still filling (n < last): the sample standard deviation of all n, two passes the
+same way; 0 for a series' first value. The result rounded to float32. Summed in plain sequential
+float64 (Python's float), the order the definition fixes; numpy's pairwise sum is used only as
+a cross-check (to 1e-9 relative, a different summation order).
 
     python3 docs/bench/derive_std_golden.py > docs/bench/derive_std_golden.csv
 """
@@ -17,6 +20,7 @@ import random
 import struct
 
 LAST = 16
+OUT = 2  # the values left out
 
 
 def f32(v):
@@ -56,18 +60,40 @@ def main():
     for i, x in enumerate(xs):
         w = xs[max(0, i + 1 - LAST):i + 1]
         n = len(w)
-        s = 0.0
-        for v in w:
-            s += v
-        m = s / n
-        ss = 0.0
-        for v in w:
-            d = v - m
-            ss += d * d
-        sd = math.sqrt(ss / (n - 1)) if n > 1 else 0.0
+        sd = 0.0
+        kept = []
+        if n == LAST:
+            s = 0.0
+            for v in w:
+                s += v
+            m = s / n
+            # the OUT largest |x - m|, the oldest first among equals: a stable sort by
+            # decreasing distance (Python's sort is stable)
+            out = sorted(range(n), key=lambda j: -abs(w[j] - m))[:OUT]
+            kept = [v for j, v in enumerate(w) if j not in out]
+            s = 0.0
+            for v in kept:
+                s += v
+            m = s / len(kept)
+            ss = 0.0
+            for v in kept:
+                d = v - m
+                ss += d * d
+            sd = math.sqrt(ss / (len(kept) - 1))
+        elif n > 1:  # the window still filling: those seen, whole
+            kept = w
+            s = 0.0
+            for v in w:
+                s += v
+            m = s / n
+            ss = 0.0
+            for v in w:
+                d = v - m
+                ss += d * d
+            sd = math.sqrt(ss / (n - 1))
         try:
             import numpy as np
-            ref = float(np.std(np.array(w, dtype=np.float64), ddof=1)) if n > 1 else 0.0
+            ref = float(np.std(np.array(kept, dtype=np.float64), ddof=1)) if kept else 0.0
             assert abs(ref - sd) <= 1e-9 * max(abs(ref), 1e-300) or ref == sd, (i, ref, sd)
         except ImportError:
             pass

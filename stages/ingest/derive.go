@@ -40,7 +40,8 @@ import (
 //     number (independent errors). The sums are kept in float64 and summed afresh each time
 //     the ring wraps, so rounding cannot accumulate beyond one pass of `last` updates.
 //   - std: the sample standard deviation of the series' last `last` values, the current one
-//     included (fewer at the series' start: those seen; 0 for its first value): derive_std.go.
+//     included, less the two farthest from their mean (at the series' start, while the
+//     window fills, of all those seen; 0 for its first value): derive_std.go.
 //   - time_of_day, day_of_week: the angle of the timestamp's wall-clock time in
 //     derive.timezone within its day (0 at 00:00) or week (0 at Monday 00:00), as sin and cos,
 //     so that 23:59 and 00:00 are neighbours. Uncertainty 0.

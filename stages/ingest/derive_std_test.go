@@ -14,20 +14,27 @@ import (
 	"github.com/outlierd/outlierd/internal/core/config"
 )
 
-// TestDeriveStdByHand: the sample standard deviation of each key's last 3 values, the current
-// one included, for two keys interleaved; at a key's start, of those seen (0 for the first).
+// TestDeriveStdByHand: the sample standard deviation of each key's last 5 values, the current
+// one included, less the two farthest from their mean (the oldest of a tie), for two keys
+// interleaved; at a key's start, while the window fills, of all those seen (0 for the first).
 func TestDeriveStdByHand(t *testing.T) {
-	c := deriveConfig(t, "derive:\n  features: [{kind: std, of: temp, last: 3}]\n")
-	d := deriverOf(t, c, "temp,temp.std3")
-	recs := []rec{{0, 0, "a", 1, monday6}, {0, 1, "b", 4, monday6}, {0, 2, "a", 2, monday6}, {0, 3, "a", 3, monday6},
-		{0, 4, "b", 8, monday6}, {0, 5, "a", 10, monday6}, {0, 6, "a", 10, monday6}, {0, 7, "a", 10, monday6}}
-	// a: 1 -> 0; 1,2 -> sqrt(0.5); 1,2,3 -> 1; 2,3,10: mean 5, (9+4+25)/2 -> sqrt(19);
-	// 3,10,10: mean 23/3, (196+49+49)/9/2 = 49/3 -> sqrt(49/3); 10,10,10 -> 0. b: 4 -> 0; 4,8 -> sqrt(8).
-	want := []float32{0, 0, float32(math.Sqrt(0.5)), 1, float32(math.Sqrt(8)), float32(math.Sqrt(19)),
-		float32(math.Sqrt(49.0 / 3)), 0}
+	c := deriveConfig(t, "derive:\n  features: [{kind: std, of: temp, last: 5}]\n")
+	d := deriverOf(t, c, "temp,temp.std5")
+	recs := []rec{{0, 0, "a", 0, monday6}, {0, 1, "b", 4, monday6}, {0, 2, "a", 1, monday6}, {0, 3, "a", 1, monday6},
+		{0, 4, "b", 8, monday6}, {0, 5, "a", 4, monday6}, {0, 6, "a", 4, monday6}, {0, 7, "b", 9, monday6},
+		{0, 8, "a", 10, monday6}, {0, 9, "b", 1, monday6}, {0, 10, "a", 4, monday6}}
+	// a: 0 -> 0; 0,1 -> sqrt(0.5); 0,1,1: mean 2/3 -> sqrt(1/3); 0,1,1,4: mean 1.5, (2.25 +
+	// 0.25 + 0.25 + 6.25)/3 -> sqrt(3) (all of them: the window still filling).
+	// 0,1,1,4,4 (full): mean 2, 0 and both 4s equally far: the oldest two (0, the first 4) out
+	// -> 1,1,4: sqrt(3). 1,1,4,4,10: mean 4, 10 then the first 1 out -> 1,4,4: sqrt(3).
+	// 1,4,4,10,4: mean 4.6, 10 and 1 out -> 4,4,4: 0.
+	// b: 4 -> 0; 4,8 -> sqrt(8); 4,8,9: mean 7 -> sqrt(7); 4,8,9,1: mean 5.5, 41/3 -> sqrt(41/3).
+	want := []float32{0, 0, float32(math.Sqrt(0.5)), float32(math.Sqrt(1.0 / 3)), float32(math.Sqrt(8)),
+		float32(math.Sqrt(3)), float32(math.Sqrt(3)), float32(math.Sqrt(7)), float32(math.Sqrt(3)),
+		float32(math.Sqrt(41.0 / 3)), 0}
 	for i, row := range applyAll(t, d, recs) {
 		// By hand the values are exact in float64 up to the last bit of the sqrt's argument
-		// (49/3's rounding): one float32 ulp covers it.
+		// (1/3's and 41/3's rounding) and the sqrt's: one float32 ulp covers it.
 		if math.Abs(float64(row[1]-want[i])) > float64(math.Nextafter32(want[i], math.MaxFloat32)-want[i]) {
 			t.Errorf("record %d (key %s): std %v, want %v", i, recs[i].key, row[1], want[i])
 		}
@@ -72,10 +79,11 @@ func TestDeriveStdGolden(t *testing.T) {
 		}
 		rows++
 	}
-	// The series' first value, 46 of the flat run at 70 (its first value is the noise's last)
-	// and 25 of the one at 1e6 are 0.
-	if rows != 600 || zeros != 1+46+25 {
-		t.Fatalf("%d rows, %d zeros; want 600 and %d", rows, zeros, 1+46+25)
+	// The series' first value, 50 of the flat run at 70 (61 equal values: its first is
+	// the noise's last; 46 windows of them alone and 4 with one or two other values, left out)
+	// and 29 of the one at 1e6 (40 values: 25 + 4) are 0.
+	if rows != 600 || zeros != 1+50+29 {
+		t.Fatalf("%d rows, %d zeros; want 600 and %d", rows, zeros, 1+50+29)
 	}
 }
 
@@ -134,23 +142,25 @@ func TestDeriveStdStuckAfterNoiseIsZero(t *testing.T) {
 }
 
 // TestDeriveStdUncertainty: the std's sd is the first-order propagation sqrt(sum((x_i -
-// mean)^2 sd_i^2)) / ((n - 1) std), and RMS(sd) / sqrt(n - 1) where the std is 0 (the same
-// for equal sds), the value's own sd for a series' first value.
+// mean)^2 sd_i^2)) / ((m - 1) std) over the m = n - 2 values kept (those left out move neither
+// the std nor, to first order, its sd), and RMS(sd) / sqrt(m - 1) of those where the std is 0
+// (the same for equal sds); while the window fills, the same over all the values seen (m = n).
 func TestDeriveStdUncertainty(t *testing.T) {
-	c := deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  features: [{kind: std, of: temp, last: 3}]\n")
+	c := deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  features: [{kind: std, of: temp, last: 5}]\n")
 	d := mustDeriver(t, c)
 	in := &Decoded{Values: make([]float32, 1), SD: make([]float32, 1)}
 	var got []float32
-	for i, v := range [][2]float32{{5, 2}, {5, 4}, {2, 1}, {8, 3}} {
+	for i, v := range [][2]float32{{5, 2}, {5, 4}, {2, 1}, {8, 3}, {20, 1}} {
 		in.Values[0], in.SD[0] = v[0], v[1]
 		got = append(got, d.Apply(in, 0, int64(i), nil, monday6).SD[1])
 	}
 	// 2; 5,5: std 0 -> sqrt((4+16)/2)/1 = sqrt(10); 5,5,2: mean 4, std sqrt(3), deviations
-	// 1,1,-2: sqrt(4+16+4)/(2 sqrt(3)) = sqrt(2); 5,2,8: mean 5, std 3, deviations 0,-3,3:
-	// sqrt(0+9+81)/(2*3) = sqrt(90)/6.
-	want := []float32{2, float32(math.Sqrt(10)), float32(math.Sqrt(2)), float32(math.Sqrt(90) / 6)}
+	// 1,1,-2: sqrt(4+16+4)/(2 sqrt(3)) = sqrt(2); 5,5,2,8: mean 5, std sqrt(6), deviations
+	// 0,0,-3,3: sqrt(9+81)/(3 sqrt(6)) = sqrt(5/3); 5,5,2,8,20 (full): mean 8, 20 and 2 out,
+	// 5,5,8: mean 6, std sqrt(3), deviations -1,-1,2: sqrt(4+16+36)/(2 sqrt(3)) = sqrt(14/3).
+	want := []float32{2, float32(math.Sqrt(10)), float32(math.Sqrt(2)), float32(math.Sqrt(5.0 / 3)), float32(math.Sqrt(14.0 / 3))}
 	for i := range want {
-		// sqrt(2) arrives as sqrt(24)/(2 sqrt(3)): one float32 ulp of rounding apart.
+		// sqrt(14/3) arrives as sqrt(56)/(2 sqrt(3)), and so on: one float32 ulp of rounding apart.
 		if math.Abs(float64(got[i]-want[i])) > float64(math.Nextafter32(want[i], math.MaxFloat32)-want[i]) {
 			t.Fatalf("uncertainties %v, want %v", got, want)
 		}
@@ -162,7 +172,7 @@ func TestDeriveStdUncertainty(t *testing.T) {
 func TestDeriveStdExtremesStayFinite(t *testing.T) {
 	d := mustDeriver(t, deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  features: [{kind: std, of: temp, last: 4}]\n"))
 	in := &Decoded{Values: make([]float32, 1), SD: make([]float32, 1)}
-	for i, v := range []float32{math.MaxFloat32, -math.MaxFloat32, math.MaxFloat32, 0, -math.MaxFloat32} {
+	for i, v := range []float32{math.MaxFloat32, -math.MaxFloat32, math.MaxFloat32, -math.MaxFloat32, 0, -math.MaxFloat32} {
 		in.Values[0], in.SD[0] = v, math.MaxFloat32
 		out := d.Apply(in, 0, int64(i), nil, monday6)
 		for _, x := range []float32{out.Values[1], out.SD[1]} {
@@ -170,7 +180,9 @@ func TestDeriveStdExtremesStayFinite(t *testing.T) {
 				t.Fatalf("record %d: std %v, sd %v: not finite", i, out.Values[1], out.SD[1])
 			}
 		}
-		if i == 1 && out.Values[1] != math.MaxFloat32 { // sqrt(2) FLT_MAX
+		// M,-M,M,-M: all equally far from their mean 0, the oldest two out; M,-M: std
+		// sqrt(2) M.
+		if i == 3 && out.Values[1] != math.MaxFloat32 {
 			t.Fatalf("record %d: std %v, want FLT_MAX (clamped)", i, out.Values[1])
 		}
 	}
@@ -180,14 +192,17 @@ func TestDeriveStdExtremesStayFinite(t *testing.T) {
 // starts afresh when it comes back; a partition read again from an earlier offset starts its
 // series afresh (the state is in memory only, as for the other kinds).
 func TestDeriveStdEvictedAndReread(t *testing.T) {
-	d := mustDeriver(t, deriveConfig(t, "derive:\n  max_keys: 1\n  features: [{kind: std, of: temp, last: 3}]\n"))
-	out := applyAll(t, d, []rec{{0, 0, "a", 10, monday6}, {0, 1, "a", 20, monday6}, {0, 2, "b", 1, monday6}, {0, 3, "a", 4, monday6}})
-	if out[3][1] != 0 {
-		t.Fatalf("key a after its eviction: std %v, want 0 (its new value alone)", out[3][1])
+	d := mustDeriver(t, deriveConfig(t, "derive:\n  max_keys: 1\n  features: [{kind: std, of: temp, last: 4}]\n"))
+	out := applyAll(t, d, []rec{{0, 0, "a", 10, monday6}, {0, 1, "a", 20, monday6}, {0, 2, "b", 1, monday6},
+		{0, 3, "a", 4, monday6}, {0, 4, "a", 8, monday6}})
+	// Without the eviction a's fourth value would read 10,20,4,8: 20 and 4 out, sqrt(2).
+	if out[3][1] != 0 || out[4][1] != float32(math.Sqrt(8)) {
+		t.Fatalf("key a after its eviction: std %v, %v; want 0, sqrt(8) (4 alone, then 4,8)", out[3][1], out[4][1])
 	}
-	out = applyAll(t, d, []rec{{0, 4, "a", 8, monday6}, {0, 2, "a", 100, monday6}})
-	if out[0][1] != float32(math.Sqrt(8)) || out[1][1] != 0 {
-		t.Fatalf("std %v then, re-read, %v; want sqrt(8) then 0", out[0][1], out[1][1])
+	out = applyAll(t, d, []rec{{0, 5, "a", 9, monday6}, {0, 6, "a", 7, monday6}, {0, 3, "a", 100, monday6}})
+	// 4,8,9,7: mean 7, 4 and 9 out, 8,7: sqrt(0.5); re-read from offset 3: 100 alone.
+	if out[1][1] != float32(math.Sqrt(0.5)) || out[2][1] != 0 {
+		t.Fatalf("std %v then, re-read, %v; want sqrt(0.5) then 0", out[1][1], out[2][1])
 	}
 }
 
@@ -222,9 +237,9 @@ func TestDeriveStdStateBound(t *testing.T) {
 func TestDeriveStdConfigErrors(t *testing.T) {
 	tests := []struct{ yaml, want string }{
 		{"derive:\n  features:\n    - {kind: std, of: temp}\n",
-			`c.yaml:7:9: ingest.derive.features[0].last: 0 is not in [2, 100000]`},
-		{"derive:\n  features:\n    - {kind: std, of: temp, last: 1}\n",
-			`c.yaml:7:31: ingest.derive.features[0].last: 1 is not in [2, 100000]`},
+			`c.yaml:7:9: ingest.derive.features[0].last: 0 is not in [4, 100000]`},
+		{"derive:\n  features:\n    - {kind: std, of: temp, last: 3}\n", // one value would be kept: always 0
+			`c.yaml:7:31: ingest.derive.features[0].last: 3 is not in [4, 100000]`},
 		{"derive:\n  features:\n    - {kind: std, of: temp, last: 5, scale_floor: 3}\n",
 			`c.yaml:7:40: ingest.derive.features[0].scale_floor: only for robust_z`},
 		{"derive:\n  features:\n    - {kind: std, last: 5}\n",
@@ -245,11 +260,84 @@ func TestDeriveStdConfigErrors(t *testing.T) {
 // TestDeriveStdOfADiff: std may take an earlier derived column (the spread of a change: a
 // high-pass band's RMS), named <of>.std<last>.
 func TestDeriveStdOfADiff(t *testing.T) {
-	c := deriveConfig(t, "derive:\n  features: [{kind: diff, of: temp}, {kind: std, of: temp.diff, last: 2}]\n")
-	d := deriverOf(t, c, "temp,temp.diff,temp.diff.std2")
-	out := applyAll(t, d, []rec{{0, 0, "", 1, monday6}, {0, 1, "", 3, monday6}, {0, 2, "", 3, monday6}})
-	// diffs 0, 2, 0: std of (0) 0; of (0, 2) sqrt(2); of (2, 0) sqrt(2).
-	if out[0][2] != 0 || out[1][2] != float32(math.Sqrt2) || out[2][2] != float32(math.Sqrt2) {
-		t.Fatalf("std of the diff %v %v %v", out[0][2], out[1][2], out[2][2])
+	c := deriveConfig(t, "derive:\n  features: [{kind: diff, of: temp}, {kind: std, of: temp.diff, last: 4}]\n")
+	d := deriverOf(t, c, "temp,temp.diff,temp.diff.std4")
+	out := applyAll(t, d, []rec{{0, 0, "", 1, monday6}, {0, 1, "", 3, monday6}, {0, 2, "", 3, monday6},
+		{0, 3, "", 7, monday6}, {0, 4, "", 8, monday6}})
+	// diffs 0, 2, 0, 4, 1: of (0, 2, 0, 4): mean 1.5, 4 then the older 0 out, (2, 0): sqrt(2);
+	// of (2, 0, 4, 1): mean 1.75, 4 and 0 out, (2, 1): sqrt(0.5).
+	if out[3][2] != float32(math.Sqrt2) || out[4][2] != float32(math.Sqrt(0.5)) {
+		t.Fatalf("std of the diff %v %v", out[3][2], out[4][2])
+	}
+}
+
+// TestDeriveStdSpikesLeftOut: two +25 sd spikes 10 records apart among ordinary readings do
+// not move the std of last 32 while its window holds either: each record reads the sample
+// standard deviation of the window's ordinary values (where it holds one spike, less the
+// ordinary value farthest from the window's mean, the second left out). (The plain standard deviation read about
+// 4.5 sd for the 32 records after one spike, the spike's aftermath, docs/BENCHMARKS.md §12.61;
+// leaving out one value alone read about 4.6 sd where the window held both.) An oscillation
+// burst of many values still raises it: 3 sd cycles of 8 over 16 records at least double it.
+func TestDeriveStdSpikesLeftOut(t *testing.T) {
+	const last = 32
+	d := mustDeriver(t, deriveConfig(t, "derive:\n  features: [{kind: std, of: temp, last: 32}]\n"))
+	rng := rand.New(rand.NewPCG(26, 61))
+	var xs []float32
+	for range 120 {
+		xs = append(xs, float32(70+rng.NormFloat64()))
+	}
+	spike := []int{60, 70}
+	for _, i := range spike {
+		xs[i] += 25
+	}
+	in := &Decoded{Values: make([]float32, 1)}
+	for i, x := range xs {
+		in.Values[0] = x
+		got := d.Apply(in, 0, int64(i), nil, monday6).Values[1]
+		if i < spike[0] || i >= spike[1]+last {
+			continue
+		}
+		var w []float64 // the window's ordinary values
+		var all float64 // the window's mean
+		for j := i + 1 - last; j <= i; j++ {
+			all += float64(xs[j]) / last
+			if j != spike[0] && j != spike[1] {
+				w = append(w, float64(xs[j]))
+			}
+		}
+		if len(w) == last-1 { // one spike: its ordinary value farthest from all is left out too
+			far := 0
+			for j, v := range w {
+				if math.Abs(v-all) > math.Abs(w[far]-all) {
+					far = j
+				}
+			}
+			w = append(w[:far], w[far+1:]...)
+		}
+		if len(w) != last-2 {
+			t.Fatalf("record %d: %d values kept", i, len(w))
+		}
+		var m, ss float64
+		for _, v := range w {
+			m += v / float64(len(w))
+		}
+		for _, v := range w {
+			ss += (v - m) * (v - m)
+		}
+		want := math.Sqrt(ss / float64(len(w)-1))
+		// The same 30 values and formula; the order of the sums and the float32 rounding of
+		// the result differ: 1e-6 relative is ten float32 ulps.
+		if math.Abs(float64(got)-want) > 1e-6*want {
+			t.Fatalf("record %d (%d after the first spike): std %v, want %v (the ordinary values')", i, i-spike[0], got, want)
+		}
+	}
+	before := d.Apply(in, 0, 120, nil, monday6).Values[1] // the last window held no spike
+	var after float32
+	for i := range 16 {
+		in.Values[0] = float32(70 + rng.NormFloat64() + 3*math.Sin(2*math.Pi*float64(i)/8))
+		after = d.Apply(in, 0, int64(121+i), nil, monday6).Values[1]
+	}
+	if after < 2*before {
+		t.Fatalf("an oscillation burst over 16 of 32 records: std %v, from %v; want at least double", after, before)
 	}
 }

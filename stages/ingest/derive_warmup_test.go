@@ -12,8 +12,8 @@ import (
 // and after the key's series was evicted), never a diff's, a robust_z's (its min_values is its
 // warm-up) or a feature's; the builder writes a warming value as a null whose value is kept.
 func TestDeriveWarmingMarks(t *testing.T) {
-	c := deriveConfig(t, "derive:\n  max_keys: 2\n  features: [{kind: diff, of: temp}, {kind: robust_z, of: temp, last: 3}, {kind: mean, of: temp, last: 3}, {kind: std, of: temp, last: 3}]\n")
-	d := deriverOf(t, c, "temp,temp.diff,temp.rz3,temp.mean3,temp.std3")
+	c := deriveConfig(t, "derive:\n  max_keys: 2\n  features: [{kind: diff, of: temp}, {kind: robust_z, of: temp, last: 3}, {kind: mean, of: temp, last: 4}, {kind: std, of: temp, last: 4}]\n")
+	d := deriverOf(t, c, "temp,temp.diff,temp.rz3,temp.mean4,temp.std4")
 	bld := NewBuilder(memory.NewGoAllocator(), "in", c.Columns(), false, 16)
 	defer bld.Release()
 	in := &Decoded{Values: make([]float32, 1)}
@@ -21,15 +21,15 @@ func TestDeriveWarmingMarks(t *testing.T) {
 		p    int32
 		off  int64
 		key  string
-		warm bool // temp.mean3 and temp.std3 warming
+		warm bool // temp.mean4 and temp.std4 warming
 	}
 	steps := []step{
-		{0, 0, "a", true}, {0, 1, "a", true}, {0, 2, "a", false}, {0, 3, "a", false}, // a's window fills at its 3rd
-		{0, 4, "b", true}, {0, 5, "b", true}, {0, 6, "b", false},
-		{0, 7, "c", true},                    // a third key evicts a (max_keys 2, the least recent)
-		{0, 8, "a", true}, {0, 9, "a", true}, // a afresh
-		{0, 10, "a", false},
-		{0, 5, "b", true}, // partition 0 read again from offset 5: its series afresh
+		{0, 0, "a", true}, {0, 1, "a", true}, {0, 2, "a", true}, {0, 3, "a", false}, {0, 4, "a", false}, // a's window fills at its 4th
+		{0, 5, "b", true}, {0, 6, "b", true}, {0, 7, "b", true}, {0, 8, "b", false},
+		{0, 9, "c", true},                                          // a third key evicts a (max_keys 2, the least recent)
+		{0, 10, "a", true}, {0, 11, "a", true}, {0, 12, "a", true}, // a afresh
+		{0, 13, "a", false},
+		{0, 6, "b", true}, // partition 0 read again from offset 6: its series afresh
 	}
 	var stds []float32
 	for i, s := range steps {
@@ -63,6 +63,6 @@ func TestDeriveWarmingMarks(t *testing.T) {
 		}
 	}
 	if got := b.Feature(4); !slices.Equal(got, stds) { // the value kept under the null
-		t.Errorf("temp.std3 in the batch %v, want the derived %v", got, stds)
+		t.Errorf("temp.std4 in the batch %v, want the derived %v", got, stds)
 	}
 }

@@ -33,7 +33,8 @@ const (
 	// noise, is sqrt(last) times larger against the mean's.
 	DeriveMean DeriveKind = "mean"
 	// DeriveStd is the rolling spread: the sample standard deviation of the key's last `last`
-	// values of the feature, the current one included: a sensor stuck at an ordinary value
+	// values of the feature, the current one included, less the two farthest from their mean
+	// (so that a spike, or two, does not move it for `last` records): a sensor stuck at an ordinary value
 	// (spread 0 where it is never 0) and a burst of oscillation around an ordinary level
 	// (vibration, tremor) change it where no single reading is rare.
 	DeriveStd DeriveKind = "std"
@@ -77,7 +78,7 @@ type DerivedFeature struct {
 	// Last is robust_z's N (the key's previous values it takes the median and MAD of), mean's
 	// (the key's last values it averages, the current one included) or std's (the key's last
 	// values whose spread it takes, the current one included; its cost per record is O(last):
-	// about 2 ns a value), in [2, 100000]. Required for the three.
+	// about 5 ns a value), in [2, 100000] ([4, 100000] for std). Required for the three.
 	Last int `yaml:"last"`
 	// MinValues is robust_z's least number of previous values: with fewer the z is 0 (not yet
 	// known, never a flag by itself). Default min(last, 10); in [2, last].
@@ -188,8 +189,9 @@ func (d *Derive) validate(features []string, withSD bool, bad func(key, format s
 			bad(key+".of", "not for %s (it reads the record's timestamp)", f.Kind)
 		}
 		if f.Kind == DeriveMean || f.Kind == DeriveStd {
-			if f.Last < 2 || f.Last > maxRobustZLast {
-				bad(key+".last", "%d is not in [2, %d]", f.Last, maxRobustZLast)
+			// std leaves two values of its window out: over 3 it would always be 0.
+			if least := map[DeriveKind]int{DeriveMean: 2, DeriveStd: stdLeftOut + 2}[f.Kind]; f.Last < least || f.Last > maxRobustZLast {
+				bad(key+".last", "%d is not in [%d, %d]", f.Last, least, maxRobustZLast)
 			}
 		} else if f.Last != 0 && f.Kind != DeriveRobustZ {
 			bad(key+".last", "only for %s, %s and %s", DeriveRobustZ, DeriveMean, DeriveStd)
