@@ -5,6 +5,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/apache/arrow/go/v15/arrow/array"
+
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
@@ -58,6 +60,7 @@ type liveAlert struct {
 	model     uint64
 	features  []string // the batch's feature names (shared, never written)
 	values    []float32
+	warming   []string    // the feature columns still warming on the record (batch.Batch.Warming); nil: none
 	score     batch.Score // a copy; its slices are the model's or fresh per batch, never reused
 }
 
@@ -152,6 +155,15 @@ func (m *Metrics) OfferBatch(b *batch.Batch, flagged int) {
 		parts, offs := b.Partitions(), b.Offsets()
 		d := len(b.Features)
 		values := make([]float32, d*cap(alerts)) // one allocation for every alert's values
+		var warming []*array.Float32             // per column, where it has a warming record (derive's mean, std)
+		for j := range d {
+			if a := b.Warming(j); a != nil {
+				if warming == nil {
+					warming = make([]*array.Float32, d)
+				}
+				warming[j] = a
+			}
+		}
 		for i := range n {
 			s := &b.Scores[i]
 			if !s.Outlier {
@@ -169,6 +181,9 @@ func (m *Metrics) OfferBatch(b *batch.Batch, flagged int) {
 			values = values[d:]
 			for j := range d {
 				a.values[j] = b.Feature(j)[i]
+				if warming != nil && warming[j] != nil && warming[j].IsNull(i) { // (its partial window's value: named)
+					a.warming = append(a.warming, b.Features[j])
+				}
 			}
 			if t, ok := b.Time(i); ok {
 				a.recordAt = t.UnixMilli()

@@ -98,6 +98,7 @@ type (
 		Explanation string           `json:"explanation"`
 		Features    []string         `json:"features"`
 		Values      []sink.JSONFloat `json:"values"`
+		Warming     []string         `json:"warming,omitempty"` // the features still warming (their values partial windows')
 	}
 	liveModelJSON struct {
 		Version       uint64         `json:"version"`
@@ -243,7 +244,7 @@ func alertsJSON(as []liveAlert) []liveAlertJSON {
 	for i, a := range as {
 		e := liveAlertJSON{T: a.at, RecordTime: a.recordAt, ID: sink.OutputID(a.topic, a.partition, a.offset),
 			Key: a.key, Score: sink.JSONFloat(a.score.Score), Threshold: sink.JSONFloat(a.score.Threshold), Model: a.model,
-			Features: a.features, Values: make([]sink.JSONFloat, len(a.values)), Explanation: sink.Explain(a.score)}
+			Features: a.features, Values: make([]sink.JSONFloat, len(a.values)), Warming: a.warming, Explanation: sink.Explain(a.score)}
 		for j, v := range a.values {
 			e.Values[j] = sink.JSONFloat(v)
 		}

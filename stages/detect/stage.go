@@ -272,7 +272,7 @@ func (s *Stage) pushBatch(ctx context.Context, b *batch.Batch) error {
 		return err
 	}
 	s.pending[b] = first
-	s.recs.leaveOutWarming(b, first) // (out of the next references: warmup.go)
+	s.recs.leaveOutWarming(b, first) // (out of the next references, the rows pushed so far: warmup.go)
 	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.builds.running {
 		if s.cfg.BeforeModel == BeforeModelHold {
 			// Nothing can be emitted until the first model exists: build it right here.
@@ -285,7 +285,10 @@ func (s *Stage) pushBatch(ctx context.Context, b *batch.Batch) error {
 		}
 	}
 	if cut < n {
-		return s.pushRows(means, sds, b.Partitions(), b.Offsets(), b.Topic, cut, n)
+		if err := s.pushRows(means, sds, b.Partitions(), b.Offsets(), b.Topic, cut, n); err != nil {
+			return err
+		}
+		s.recs.leaveOutWarming(b, first) // (the rows after the cut, pushed only now)
 	}
 	return nil
 }

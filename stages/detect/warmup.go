@@ -105,7 +105,9 @@ func (w *warmCells) centre(i int, r *Ranker) {
 // afresh, and a fleet of 1000 keys put 32,000 partial windows (of `last` 32) into a window of
 // 50,000, which widened the global model and cost its next models spikes (docs/BENCHMARKS.md
 // §12.59, warm26b's addendum; TestWarmingKeptOutOfTheReference). Such a record is still
-// counted, a member and scored; only the reference leaves it out.
+// counted, a member and scored; only the reference leaves it out. Only the records already
+// pushed are marked: pushBatch calls it again after the rows its first build's cut held back
+// (TestWarmingKeptOutAcrossTheFirstBuildsCut).
 func (r *windowRing) leaveOutWarming(b *batch.Batch, first uint64) {
 	for j := range b.Features {
 		a := b.Warming(j)

@@ -191,7 +191,10 @@
       sc.append(el('span', 'score', fmt(a.score)), document.createTextNode(rel + fmt(a.threshold)));
       tr.append(sc);
       const why = el('td', 'why', a.explanation);
-      const vals = a.features.map((f, j) => f + ' ' + fmt(a.values[j], 4)).join(' · ');
+      // A derived mean or std still warming (its window filling) shows its partial window's
+      // value, marked: a warming std's 0 is not a stuck sensor.
+      const warm = new Set(a.warming || []);
+      const vals = a.features.map((f, j) => f + ' ' + fmt(a.values[j], 4) + (warm.has(f) ? ' (warming)' : '')).join(' · ');
       why.append(el('div', 'vals', vals + ' · model v' + a.model + ' · ' + a.id));
       tr.append(why);
       tr.onclick = () => selectKey(a.key);
