@@ -70,7 +70,9 @@ func columnDefs(c ingest.Config) []columnDef {
 		case ingest.DeriveMean:
 			is = fmt.Sprintf("mean of %s, last %d", f.Of, f.Last)
 		case ingest.DeriveStd:
-			is = fmt.Sprintf("std of %s, last %d", f.Of, f.Last)
+			// (the definition in full: the spread of the window less its two values farthest from
+			// its mean, trimstd26; a model of the plain std, spread26's, is another column's)
+			is = fmt.Sprintf("std of %s, last %d, less its 2 farthest", f.Of, f.Last)
 		default: // time_of_day, day_of_week: a (sin, cos) pair
 			is = fmt.Sprintf("%s in %s", f.Kind, tz)
 		}

@@ -121,7 +121,7 @@ func TestColumnDefsOfStd(t *testing.T) {
 	c := ingest.Config{Features: []string{"temp"}, Derive: &ingest.Derive{Features: []ingest.DerivedFeature{
 		{Kind: ingest.DeriveStd, Of: "temp", Last: 64}, {Kind: ingest.DeriveStd, Of: "temp", Last: 32, Name: "s"},
 		{Kind: ingest.DeriveMean, Of: "temp", Last: 64}}}}
-	if got, want := derivedDefs(c), "temp.std64: std of temp, last 64; s: std of temp, last 32; temp.mean64: mean of temp, last 64"; got != want {
+	if got, want := derivedDefs(c), "temp.std64: std of temp, last 64, less its 2 farthest; s: std of temp, last 32, less its 2 farthest; temp.mean64: mean of temp, last 64"; got != want {
 		t.Fatalf("definitions %q, want %q", got, want)
 	}
 }
