@@ -4,10 +4,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
-	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 )
@@ -22,22 +20,11 @@ func TestWarmingKeptOutAcrossTheFirstBuildsCut(t *testing.T) {
 	cfg := Default()
 	cfg.Window, cfg.MinRecords, cfg.Distance.N = 2000, 1000, 50
 	features := []string{"a", "b", "c"}
-	s, err := NewStage(cfg, features, false, Deps{Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := newWarmStage(t, cfg)
 	r := rand.New(rand.NewPCG(26, 4))
 	mem := memory.NewGoAllocator()
 	for lo := 0; lo < 1200; lo += 600 { // (the second batch crosses min_records at its row 400)
-		rs := make([]testbatch.Row, 600)
-		for i := range rs {
-			rs[i] = testbatch.Row{Offset: int64(lo + i), Time: time.Unix(int64(lo+i), 0),
-				Features: []float32{float32(r.NormFloat64()), float32(r.NormFloat64()), float32(1 + 0.1*r.NormFloat64())}}
-			if i%4 == 0 {
-				rs[i].Features[2] = 0 // (a warming std: 0)
-			}
-		}
+		rs := warmRows(r, lo, 600, 4)
 		b := withWarming(t, testbatch.New(t, mem, "in", features, false, false, rs), 2, 4)
 		out, err := s.Process(context.Background(), b)
 		if err != nil {

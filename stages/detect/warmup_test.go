@@ -49,6 +49,33 @@ func withWarming(t testing.TB, b *batch.Batch, j, every int) *batch.Batch {
 	return out
 }
 
+// newWarmStage is a stage of cfg over the warm-up tests' features a, b, c, closed at the test's
+// end.
+func newWarmStage(t *testing.T, cfg Config) *Stage {
+	t.Helper()
+	s, err := NewStage(cfg, []string{"a", "b", "c"}, false, Deps{Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// warmRows are the warm-up tests' n rows from offset lo (time lo+i s): a and b standard normal,
+// c at 1 ± 0.1 (a rolling std's level), drawn in that order from r; c is 0 (a warming std's
+// value) on every every-th row (0: none).
+func warmRows(r *rand.Rand, lo, n, every int) []testbatch.Row {
+	rs := make([]testbatch.Row, n)
+	for i := range rs {
+		rs[i] = testbatch.Row{Offset: int64(lo + i), Time: time.Unix(int64(lo+i), 0),
+			Features: []float32{float32(r.NormFloat64()), float32(r.NormFloat64()), float32(1 + 0.1*r.NormFloat64())}}
+		if every > 0 && i%every == 0 {
+			rs[i].Features[2] = 0
+		}
+	}
+	return rs
+}
+
 // TestWarmingScoredAtTheCentre: the global model scores a record whose column is warming
 // exactly as the same record with that column at the model's centre (Ranker.Center): score,
 // flag and explanation, bit for bit; and a record far out on the warming column alone is not
@@ -57,25 +84,11 @@ func TestWarmingScoredAtTheCentre(t *testing.T) {
 	cfg := Default()
 	cfg.Window, cfg.MinRecords, cfg.Distance.N = 2000, 1000, 50
 	features := []string{"a", "b", "c"}
-	mk := func() *Stage {
-		s, err := NewStage(cfg, features, false, Deps{Log: zerolog.Nop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		return s
-	}
+	mk := func() *Stage { return newWarmStage(t, cfg) }
 	warmed, centred, plain := mk(), mk(), mk()
 	r := rand.New(rand.NewPCG(26, 1))
 	mem := memory.NewGoAllocator()
-	rows := func(lo, n int) []testbatch.Row {
-		out := make([]testbatch.Row, n)
-		for i := range out {
-			out[i] = testbatch.Row{Offset: int64(lo + i), Time: time.Unix(int64(lo+i), 0),
-				Features: []float32{float32(r.NormFloat64()), float32(r.NormFloat64()), float32(1 + 0.1*r.NormFloat64())}}
-		}
-		return out
-	}
+	rows := func(lo, n int) []testbatch.Row { return warmRows(r, lo, n, 0) }
 	process := func(s *Stage, b *batch.Batch) []batch.Score {
 		out, err := s.Process(context.Background(), b)
 		if err != nil {
@@ -160,25 +173,11 @@ func TestRecentPastSkipsWarming(t *testing.T) {
 	cfg := Default()
 	cfg.RecentPast = 50
 	features := []string{"a", "b", "c"}
-	mk := func() *Stage {
-		s, err := NewStage(cfg, features, false, Deps{Log: zerolog.Nop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		return s
-	}
+	mk := func() *Stage { return newWarmStage(t, cfg) }
 	warmed, missing, plain := mk(), mk(), mk()
 	r := rand.New(rand.NewPCG(26, 2))
 	mem := memory.NewGoAllocator()
-	rs := make([]testbatch.Row, 400)
-	for i := range rs {
-		rs[i] = testbatch.Row{Offset: int64(i), Time: time.Unix(int64(i), 0),
-			Features: []float32{float32(r.NormFloat64()), float32(r.NormFloat64()), float32(1 + 0.1*r.NormFloat64())}}
-		if i%4 == 0 {
-			rs[i].Features[2] = 0
-		}
-	}
+	rs := warmRows(r, 0, 400, 4)
 	nan := slices.Clone(rs)
 	for i := range nan {
 		nan[i].Features = slices.Clone(rs[i].Features)
@@ -222,22 +221,11 @@ func TestWarmingKeptOutOfTheReference(t *testing.T) {
 	cfg := Default()
 	cfg.Window, cfg.MinRecords, cfg.Distance.N = 2000, 1000, 50
 	features := []string{"a", "b", "c"}
-	s, err := NewStage(cfg, features, false, Deps{Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := newWarmStage(t, cfg)
 	r := rand.New(rand.NewPCG(26, 3))
 	mem := memory.NewGoAllocator()
 	push := func(lo, n, every int) {
-		rs := make([]testbatch.Row, n)
-		for i := range rs {
-			rs[i] = testbatch.Row{Offset: int64(lo + i), Time: time.Unix(int64(lo+i), 0),
-				Features: []float32{float32(r.NormFloat64()), float32(r.NormFloat64()), float32(1 + 0.1*r.NormFloat64())}}
-			if every > 0 && i%every == 0 {
-				rs[i].Features[2] = 0 // (a warming std: 0)
-			}
-		}
+		rs := warmRows(r, lo, n, every)
 		b := testbatch.New(t, mem, "in", features, false, false, rs)
 		if every > 0 {
 			b = withWarming(t, b, 2, every)
