@@ -67,6 +67,7 @@ def parse_args():
     ap.add_argument("--modes", default="batch,file,shuffled", help="which runs: batch, file (stream in file order), shuffled")
     ap.add_argument("--raw", default="", help="append one JSON line per (set, run, detector) here")
     ap.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    ap.add_argument("--binary", default="", help="outlierd binary to replay (default: go build ./cmd/outlierd into bin/)")
     return ap.parse_args()
 
 
@@ -189,8 +190,10 @@ def main():
     sets = labelled_sets(args.data, only)
     if not sets:
         raise SystemExit(f"sidebyside: no labelled set in {args.data}")
-    binary = os.path.join(ROOT, "bin", "outlierd")
-    subprocess.check_call(["go", "build", "-o", binary, "./cmd/outlierd"], cwd=ROOT)
+    binary = args.binary
+    if not binary:
+        binary = os.path.join(ROOT, "bin", "outlierd")
+        subprocess.check_call(["go", "build", "-o", binary, "./cmd/outlierd"], cwd=ROOT)
     modes = set(args.modes.split(","))
     raw = open(args.raw, "a") if args.raw else None
     batch_rows, stream_rows = [], []
