@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"math"
 	"os"
 
 	"github.com/outlierd/outlierd/internal/algo/rank"
@@ -13,13 +14,15 @@ import (
 // significance its distance gave it (docs/BENCHMARKS.md §12.61). Under the switch
 // OUTLIERD_WEIGHTS27, the part of a detector's calibrated score past a bound counts at weight
 // 0.5 where its agreement weight is below 0.5: top, the surprisal of its largest calibration
-// score; knee, its knee's (the 99th percentile's). Host side only.
+// score; knee, its knee's (the 99th percentile's); decade, its k-th largest's, k = ceil(n
+// TailQuantile / 10) (round 2 of the rule). Host side only.
 type weights27Mode int
 
 const (
 	weights27Off weights27Mode = iota
 	weights27Knee
 	weights27Top
+	weights27Decade
 )
 
 // weights27 is the switch, read once at start.
@@ -29,6 +32,8 @@ var weights27 = func() weights27Mode {
 		return weights27Knee
 	case "top":
 		return weights27Top
+	case "decade":
+		return weights27Decade
 	}
 	return weights27Off
 }()
@@ -42,5 +47,9 @@ func weights27Bound(c *rank.Calibration) float64 {
 	if len(s) == 0 {
 		return 0
 	}
-	return c.Surprisal(s[len(s)-1])
+	k := 1
+	if weights27 == weights27Decade { // one decade of tail past the knee: the 5th largest of 4096
+		k = max(int(math.Ceil(float64(len(s))*rank.TailQuantile/10)), 1)
+	}
+	return c.Surprisal(s[len(s)-k])
 }
