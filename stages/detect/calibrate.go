@@ -336,19 +336,7 @@ func (r *Ranker) meanOf(a, b float64) float64 {
 	if r.Params.Combine == CombineMax {
 		return max(a, b)
 	}
-	m := float64(r.DensityWeight*a) + float64(r.DistanceWeight*b)
-	if weights27 != weights27Off { // (weights27.go: a prototype's switch)
-		if r.DensityWeight < 0.5 {
-			if ba := weights27Bound(&r.Density); a > ba {
-				m = float64(r.DensityWeight*ba) + float64(0.5*(a-ba)) + float64(r.DistanceWeight*b)
-			}
-		} else if r.DistanceWeight < 0.5 {
-			if bb := weights27Bound(&r.Distance); b > bb {
-				m = float64(r.DensityWeight*a) + float64(r.DistanceWeight*bb) + float64(0.5*(b-bb))
-			}
-		}
-	}
-	return m
+	return float64(r.DensityWeight*a) + float64(r.DistanceWeight*b)
 }
 
 // Threshold is the combined score above which about rate of the window's records lie: the

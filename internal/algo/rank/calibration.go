@@ -93,10 +93,6 @@ func CalibrationIn(s, idx []float64) Calibration {
 	return c
 }
 
-// KneeBase is the surprisal at the knee (the calibration's 1 - TailQuantile quantile), where its
-// fitted tail begins. 0 for an empty calibration.
-func (c *Calibration) KneeBase() float64 { return c.kneeBase }
-
 // empirical is -log10 of the interpolated tail probability (n - pos(r))/(n + 1) of r among the
 // calibration scores (r at most the largest).
 func (c *Calibration) empirical(r float64) float64 {
