@@ -231,7 +231,7 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw 
 		}
 		warm.centre(i, st.model) // (the model queueRecord queues it with)
 		kw.q = queueRecord(kw.q, out, i, st)
-		if k.append(st, x, false, cfg) { // (the significance is written at the decision)
+		if k.append(st, x, false, warm.at(i), cfg) { // (the significance is written at the decision)
 			st.since, st.due = 0, true
 			kw.due = append(kw.due, st)
 			if k.dev != nil && !st.warm { // as scoreOnDevice: counted warm when due
