@@ -120,7 +120,7 @@ func warmingKeyModelWarnings(path string, cfg pipeline.Config) []string {
 	for i, f := range cfg.Ingest.Derive.Features {
 		if (f.Kind == ingest.DeriveMean || f.Kind == ingest.DeriveStd) && f.Last >= minRecords {
 			out = append(out, config.Locate(path, config.Fieldf(fmt.Sprintf("ingest.derive.features[%d].last", i),
-				"warning: %d values fill this window, at least detect.keys.min_records (%d): each key's first model (after a restart, a rebalance or an eviction too) is built from %d records of full windows, which share their values: about one independent value of this column, read as the key's normal; set detect.keys.min_records above %d (twice it halved a clean fleet's flags: docs/OPERATIONS.md, the derive section's warm-up)",
+				"warning: %d values fill this window, at least detect.keys.min_records (%d): each key's first model (after a restart, a rebalance or an eviction too) is built from %d records of full windows, which share their values: about one independent value of this column, read as the key's normal; set detect.keys.min_records above %d (twice it cut a clean fleet's flags by 30-60 %%: docs/OPERATIONS.md, the derive section's warm-up)",
 				f.Last, minRecords, minRecords, f.Last)).Error())
 		}
 	}

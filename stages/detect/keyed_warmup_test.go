@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -109,4 +110,70 @@ func TestKeyBuildLeavesOutWarming(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKeyWarmingMarksInTheKeysFile: the keys' state file keeps which of a key's window's records
+// were warming (bit 1 of each record's significance byte), so that a key restored after a stop
+// still leaves them out of its builds; a key that never had one reads back without a ring, and
+// a byte above 3 is refused with its reason.
+func TestKeyWarmingMarksInTheKeysFile(t *testing.T) {
+	cfg := Default()
+	cfg.KeyBy = KeyByKey
+	cfg.Window, cfg.MinRecords, cfg.Distance.N = 2000, 1000, 50
+	s := newFleetStageOn(t, cfg, []string{"a", "b", "c"}, nil)
+	defer s.Close()
+	r := rand.New(rand.NewPCG(27, 2))
+	mem := memory.NewGoAllocator()
+	for lo := 0; lo < 2000; lo += 500 { // (past the global model's min_records: the keys' pass runs once it serves)
+		rs := warmRows(r, lo, 500, 0)
+		warm := make([]bool, len(rs))
+		for i := range rs {
+			k, n := (lo+i)%4, (lo+i)/4 // (the key's record n)
+			rs[i].Key = []byte(fmt.Sprintf("k%d", k))
+			warm[i] = k != 0 && (n%120 < 31 || n%7 == 0) // (key k0 never warms; the others' series restart every 120 records)
+		}
+		b := withWarmingWhere(t, testbatch.New(t, mem, "in", s.features, false, false, rs), 2, func(i int) bool { return warm[i] })
+		out, err := s.Process(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out {
+			o.Record.Release()
+		}
+	}
+	s.keysQuiet()
+	p := encodeKeyStates(s.keyed.keysCopy(), nil, 2000, s.features, &s.cfg) // (at the stream position after the 2000 records)
+	k := s.newKeyed()
+	if _, err := k.decodeKeys(context.Background(), KeysSnapshotFormat, p, s.features, &s.cfg); err != nil {
+		t.Fatal(err)
+	}
+	marked := 0
+	for key, a := range s.keyed.keys {
+		c := k.keys[key]
+		if c == nil || (a.warming == nil) != (c.warming == nil) || a.warmingCount() != c.warmingCount() {
+			t.Fatalf("key %s read back: %v, warming %d, want %d", key, c != nil, c.warmingCount(), a.warmingCount())
+		}
+		w := a.sig.len()
+		for i := range a.size { // (oldest first: the file's order, read back from place 0)
+			if got, want := c.warmingAt(i), a.warmingAt((a.next-a.size+i+w)%w); got != want {
+				t.Fatalf("key %s's record %d read back warming %v, want %v", key, i, got, want)
+			}
+		}
+		marked += a.warmingCount()
+	}
+	if k0 := s.keyed.keys["k0"]; marked == 0 || len(s.keyed.keys) != 4 || k0.warming != nil {
+		t.Fatalf("%d warming records in %d keys: the test misses its point", marked, len(s.keyed.keys))
+	}
+	// A byte of 4 where a warming record's significance byte (2) is: refused, and said so.
+	for at := range p {
+		if p[at] != 2 {
+			continue
+		}
+		bad := slices.Clone(p)
+		bad[at] = 4
+		if _, err := s.newKeyed().decodeKeys(context.Background(), KeysSnapshotFormat, bad, s.features, &s.cfg); err != nil && strings.Contains(err.Error(), "significance is 4, want 0 to 3") {
+			return
+		}
+	}
+	t.Fatal("no byte of the file turned from 2 to 4 was refused as a significance")
 }
