@@ -485,6 +485,9 @@ func (k *keyedScorer) remove(st *keyState, d int) {
 	delete(k.keys, st.key)
 	k.gen++
 	k.bytes -= k.bytesOf(st.sig.len(), d, st.warm) + st.recent.bytes() + int64(len(st.key))
+	if st.warming != nil {
+		k.bytes -= warmRingBytes(st.sig.len())
+	}
 	if st.warm {
 		k.warm--
 		k.markDirty(st)
@@ -501,7 +504,9 @@ func (k *keyedScorer) remove(st *keyState, d int) {
 // (KeysConfig.Rebuild: a quarter of keys.window by default); the records that were warming not
 // counted (append).
 func (k *keyedScorer) push(st *keyState, x [][]float32, sig, warming bool, cfg *Config) {
-	if k.append(st, x, sig, warming, cfg) {
+	due, grew := k.append(st, x, sig, warming, cfg)
+	k.bytes += grew
+	if due {
 		k.build(st, cfg)
 	}
 }
@@ -509,13 +514,18 @@ func (k *keyedScorer) push(st *keyState, x [][]float32, sig, warming bool, cfg *
 // append appends one record to its key's window (warming: a rolling column of the record was
 // still warming, warmCells.at) and says whether the key's model is due: when the window first
 // holds keys.min_records records that were not warming, then every KeysConfig.Rebuild records
-// while it holds that many (keyed_warmup.go).
-func (k *keyedScorer) append(st *keyState, x [][]float32, sig, warming bool, cfg *Config) bool {
+// while it holds that many (keyed_warmup.go). grew is the bytes the key's state grew by (its
+// ring of warming marks, made at its first warming record), for the caller to count: the
+// parallel path's workers append.
+func (k *keyedScorer) append(st *keyState, x [][]float32, sig, warming bool, cfg *Config) (due bool, grew int64) {
 	w := st.sig.len()
 	for j := range st.cols {
 		st.cols[j][st.next] = x[j][0]
 	}
 	st.sig.set(st.next, sig)
+	if warming && st.warming == nil {
+		grew = warmRingBytes(w)
+	}
 	st.noteWarming(st.next, warming)
 	st.next = (st.next + 1) % w
 	st.size = min(st.size+1, w)
@@ -523,13 +533,13 @@ func (k *keyedScorer) append(st *keyState, x [][]float32, sig, warming bool, cfg
 		st.since++
 	}
 	if st.size-st.warmingCount() < cfg.Keys.MinRecords {
-		return false
+		return false, grew
 	}
 	if st.model == nil && !st.warm {
 		markWarmupOutcasts(st, outcastZ(cfg.MinScore)) // (the first build is due: its warm-up judged)
-		return true
+		return true, grew
 	}
-	return !st.warm || int(st.since) >= cfg.Keys.Rebuild()
+	return !st.warm || int(st.since) >= cfg.Keys.Rebuild(), grew
 }
 
 // rephase carries every key's records since its last build from one rebuild cadence to another

@@ -347,6 +347,9 @@ func (k *keyedScorer) decodeKeys(ctx context.Context, format uint32, p []byte, f
 				return 0, snapErr("significance is %d, want 0 to 3 (its bit 1: the record was warming)", b[0])
 			}
 			st.sig.set(i, b[0]&1 != 0)
+			if b[0]&2 != 0 && st.warming == nil {
+				k.bytes += warmRingBytes(w) // (counted as the stage counts it: append)
+			}
 			st.noteWarming(i, b[0]&2 != 0)
 		}
 		st.size, st.next = size, size%w

@@ -27,6 +27,13 @@ type warmRing struct {
 	count int
 }
 
+// warmRingBytes is what a key's ring of warming marks takes at a window of w records: its bits
+// (a flagRing's words) and the ring's 40 bytes, each allocation at the allocator's class (48
+// bytes for the ring; the bits' 8-byte words fill theirs at a window that is a multiple of 64
+// records, else up to one class more, not counted). keyBytes leaves it out: a key holds it only
+// once a record of its series was warming (every key of a stream with a rolling column).
+func warmRingBytes(w int) int64 { return int64(8*((w+63)/64)) + 48 }
+
 // clone is a copy of w (nil for nil).
 func (w *warmRing) clone() *warmRing {
 	if w == nil {

@@ -108,6 +108,18 @@ func TestKeyBuildLeavesOutWarming(t *testing.T) {
 			if models == 0 || s.keyed.warm != keys {
 				t.Fatalf("%d models seen, %d of %d keys warm: the test misses its point", models, s.keyed.warm, keys)
 			}
+			// The keys' bytes count each key's ring of warming marks (warmRingBytes), on every path.
+			var want int64
+			for key, st := range s.keyed.keys {
+				want += s.keyed.bytesOf(st.sig.len(), len(st.cols), st.warm) + st.recent.bytes() + int64(len(key))
+				if st.warming == nil {
+					t.Fatalf("key %s had warming records and holds no ring", key)
+				}
+				want += warmRingBytes(st.sig.len())
+			}
+			if s.keyed.bytes != want {
+				t.Fatalf("the keys hold %d bytes as counted, want %d (their windows, models and rings)", s.keyed.bytes, want)
+			}
 		})
 	}
 }
@@ -146,6 +158,9 @@ func TestKeyWarmingMarksInTheKeysFile(t *testing.T) {
 	k := s.newKeyed()
 	if _, err := k.decodeKeys(context.Background(), KeysSnapshotFormat, p, s.features, &s.cfg); err != nil {
 		t.Fatal(err)
+	}
+	if k.bytes != s.keyed.bytes { // (the rings counted as the stage counts them)
+		t.Fatalf("the keys read back hold %d bytes as counted, the stage's %d", k.bytes, s.keyed.bytes)
 	}
 	marked := 0
 	for key, a := range s.keyed.keys {
