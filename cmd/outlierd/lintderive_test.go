@@ -5,15 +5,16 @@ import (
 	"testing"
 )
 
-// TestLintWarnsOfKeysFirstModelsOnWarmingWindows: under detect.key_by: key a key's first model
-// is built from its first keys.min_records records, and while a rolling derived column (mean,
-// std) has seen fewer than its `last` values those records are warming: with min_records at or
-// below the largest `last`, every key's first model (and every key's after a restart) is built
-// from partial windows alone (docs/BENCHMARKS.md §12.59, warm26b's addendum: a restart of 1000
-// keys more than doubled the clean flags). The config was accepted without a word; lint warns
-// at that derived feature's `last`, exit 0. Without key_by, a robust_z (its own min_values is its
-// warm-up) or min_records above last: no warning.
-func TestLintWarnsOfKeysFirstModelsOnWarmingWindows(t *testing.T) {
+// TestLintWarnsOfKeysFirstModelsOnFewRollingValues: under detect.key_by: key a key's first model
+// is built from keys.min_records records whose rolling derived columns (mean, std) are full (its
+// warming records stay out since keywarm27); with min_records at or below the largest `last`
+// those records' windows share most of their values, about one independent value of the column,
+// which the model reads as the key's normal (docs/BENCHMARKS.md §12.62: a clean generated fleet
+// with a std over 32 flagged 316-618 of 40,000 at min_records 30, 183-247 at 64; before
+// keywarm27 the first model was built from the partial windows alone, §12.59). The config was
+// accepted without a word; lint warns at that derived feature's `last`, exit 0. Without key_by,
+// a robust_z (its own min_values is its warm-up) or min_records above last: no warning.
+func TestLintWarnsOfKeysFirstModelsOnFewRollingValues(t *testing.T) {
 	for _, c := range []struct {
 		name, derive, detect, want string
 	}{

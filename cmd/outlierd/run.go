@@ -102,13 +102,15 @@ func plainPasswordWarnings(path string, cfg pipeline.Config) []string {
 }
 
 // warmingKeyModelWarnings are lint's warnings, at each rolling derived column's `last` (mean,
-// std), when under detect.key_by: key that window is at least detect.keys.min_records: a key's
-// first model is built from its first min_records records, and while such a column has seen
-// fewer than `last` values they are warming (partial windows), so every key's first model, and
-// every key's again after a restart, a rebalance or an eviction, learns the warm-up alone
-// (docs/BENCHMARKS.md §12.59, warm26b's addendum: a restart of 1000 keys more than doubled the
-// clean flags; min_records 64 for last 32 did not). robust_z is not one: its min_values is its
-// warm-up (z 0 until then).
+// std), when under detect.key_by: key that window is at least detect.keys.min_records. A key's
+// records whose rolling column is still warming stay out of its builds, and its first model waits
+// for min_records records that are not (keywarm27; before, every key's first model was built from
+// its partial windows alone): so that first model, and every key's again after a restart, a
+// rebalance or an eviction, holds min_records consecutive full windows, about min_records / last
+// independent values of the column (at most one here), and its model of the column is that
+// value's (docs/BENCHMARKS.md §12.62: a clean generated fleet with a std over 32 flagged 316-618
+// of 40,000 at min_records 30, 183-247 at 64). robust_z is not one: its min_values is its warm-up
+// (z 0 until then).
 func warmingKeyModelWarnings(path string, cfg pipeline.Config) []string {
 	if cfg.Detect.KeyBy == detect.KeyByNone || cfg.Ingest.Derive == nil {
 		return nil
@@ -118,8 +120,8 @@ func warmingKeyModelWarnings(path string, cfg pipeline.Config) []string {
 	for i, f := range cfg.Ingest.Derive.Features {
 		if (f.Kind == ingest.DeriveMean || f.Kind == ingest.DeriveStd) && f.Last >= minRecords {
 			out = append(out, config.Locate(path, config.Fieldf(fmt.Sprintf("ingest.derive.features[%d].last", i),
-				"warning: %d values fill this window, at least detect.keys.min_records (%d): each key's first model (after a restart, a rebalance or an eviction too) is built from records whose window is still filling; set detect.keys.min_records above %d (twice it measured well: docs/OPERATIONS.md, the derive section's warm-up)",
-				f.Last, minRecords, f.Last)).Error())
+				"warning: %d values fill this window, at least detect.keys.min_records (%d): each key's first model (after a restart, a rebalance or an eviction too) is built from %d records of full windows, which share their values: about one independent value of this column, read as the key's normal; set detect.keys.min_records above %d (twice it cut a clean fleet's flags by 30-60 %%: docs/OPERATIONS.md, the derive section's warm-up)",
+				f.Last, minRecords, minRecords, f.Last)).Error())
 		}
 	}
 	return out

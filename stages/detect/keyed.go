@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"math"
 	"runtime"
 
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -116,7 +117,6 @@ type keyState struct {
 	sig   flagRing    // in step with cols: the record was significant under the key's model
 	next  int
 	size  int
-	since int // records since the key's last build
 	model *Ranker
 	cap   *alarmCap
 	// seen is the key's last touch (recency); gone (with the flags below: the struct's 288
@@ -139,6 +139,12 @@ type keyState struct {
 	// latest record (a builder's; a scorer's: the one its model was published with).
 	version   uint64
 	partition int32
+	// since is the records since the key's last build (an int32 beside partition: the struct
+	// stays in its allocation size class of 288 bytes with warming).
+	since int32
+	// warming marks the window's records whose rolling column was still warming when they came
+	// (nil until the key's first such record): its builds leave them out (keyed_warmup.go).
+	warming *warmRing
 }
 
 // KeyStats are the keyed models' figures for the metrics.
@@ -299,7 +305,7 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 			for j := range raw { // (the window: the derived values, warming or not)
 				x[j] = raw[j][i : i+1]
 			}
-			k.push(st, x, sig, cfg)
+			k.push(st, x, sig, warm.at(i), cfg)
 		}
 	}
 }
@@ -479,6 +485,9 @@ func (k *keyedScorer) remove(st *keyState, d int) {
 	delete(k.keys, st.key)
 	k.gen++
 	k.bytes -= k.bytesOf(st.sig.len(), d, st.warm) + st.recent.bytes() + int64(len(st.key))
+	if st.warming != nil {
+		k.bytes -= warmRingBytes(st.sig.len())
+	}
 	if st.warm {
 		k.warm--
 		k.markDirty(st)
@@ -492,32 +501,45 @@ func (k *keyedScorer) remove(st *keyState, d int) {
 
 // push appends one record to its key's window and rebuilds the key's model when it is due:
 // when the window first holds keys.min_records, then every keys.rebuild_records records
-// (KeysConfig.Rebuild: a quarter of keys.window by default).
-func (k *keyedScorer) push(st *keyState, x [][]float32, sig bool, cfg *Config) {
-	if k.append(st, x, sig, cfg) {
+// (KeysConfig.Rebuild: a quarter of keys.window by default); the records that were warming not
+// counted (append).
+func (k *keyedScorer) push(st *keyState, x [][]float32, sig, warming bool, cfg *Config) {
+	due, grew := k.append(st, x, sig, warming, cfg)
+	k.bytes += grew
+	if due {
 		k.build(st, cfg)
 	}
 }
 
-// append appends one record to its key's window and says whether the key's model is due: when
-// the window first holds keys.min_records, then every KeysConfig.Rebuild records.
-func (k *keyedScorer) append(st *keyState, x [][]float32, sig bool, cfg *Config) bool {
+// append appends one record to its key's window (warming: a rolling column of the record was
+// still warming, warmCells.at) and says whether the key's model is due: when the window first
+// holds keys.min_records records that were not warming, then every KeysConfig.Rebuild records
+// while it holds that many (keyed_warmup.go). grew is the bytes the key's state grew by (its
+// ring of warming marks, made at its first warming record), for the caller to count: the
+// parallel path's workers append.
+func (k *keyedScorer) append(st *keyState, x [][]float32, sig, warming bool, cfg *Config) (due bool, grew int64) {
 	w := st.sig.len()
 	for j := range st.cols {
 		st.cols[j][st.next] = x[j][0]
 	}
 	st.sig.set(st.next, sig)
+	if warming && st.warming == nil {
+		grew = warmRingBytes(w)
+	}
+	st.noteWarming(st.next, warming)
 	st.next = (st.next + 1) % w
 	st.size = min(st.size+1, w)
-	st.since++
-	if st.size < cfg.Keys.MinRecords {
-		return false
+	if st.since < math.MaxInt32 {
+		st.since++
+	}
+	if st.size-st.warmingCount() < cfg.Keys.MinRecords {
+		return false, grew
 	}
 	if st.model == nil && !st.warm {
 		markWarmupOutcasts(st, outcastZ(cfg.MinScore)) // (the first build is due: its warm-up judged)
-		return true
+		return true, grew
 	}
-	return !st.warm || st.since >= cfg.Keys.Rebuild()
+	return !st.warm || int(st.since) >= cfg.Keys.Rebuild(), grew
 }
 
 // rephase carries every key's records since its last build from one rebuild cadence to another
@@ -531,7 +553,7 @@ func (k *keyedScorer) rephase(from, to int) {
 		return
 	}
 	for _, st := range k.keys {
-		st.since = st.since * to / from
+		st.since = int32(int64(st.since) * int64(to) / int64(from))
 	}
 }
 

@@ -122,7 +122,7 @@ func newKeyedBench(tb testing.TB, cfg Config, keys int, a Accelerator, overlap i
 					panic(err)
 				}
 				models[i] = m
-				st.since = r.IntN(s.cfg.Keys.Rebuild()) // (the keys' rebuilds spread as in a long-running stage)
+				st.since = int32(r.IntN(s.cfg.Keys.Rebuild())) // (the keys' rebuilds spread as in a long-running stage)
 			}
 		}()
 	}

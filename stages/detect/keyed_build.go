@@ -82,19 +82,24 @@ func modelHeaders(d int) (sorted, ref [][]float32) {
 	return h[:d:d], h[d:]
 }
 
-// buildKeyModelGeneral is buildKeyModel through buildRankerOn, for any window.
+// buildKeyModelGeneral is buildKeyModel through buildRankerOn, for any window (its records that
+// were warming left out, as keyBuild.window leaves them).
 func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
 	w, d := st.sig.len(), len(st.cols)
 	cols := make([][]float32, d)
 	first := (st.next - st.size + w) % w
-	bits := make([]bool, st.size)
+	bits := make([]bool, 0, st.size)
 	for i := range st.size {
-		bits[i] = st.sig.at((first + i) % w)
+		if p := (first + i) % w; !st.warmingAt(p) { // (its warming records left out: keyed_warmup.go)
+			bits = append(bits, st.sig.at(p))
+		}
 	}
 	for j := range cols {
-		cols[j] = make([]float32, st.size)
+		cols[j] = make([]float32, 0, len(bits))
 		for i := range st.size {
-			cols[j][i] = st.cols[j][(first+i)%w]
+			if p := (first + i) % w; !st.warmingAt(p) {
+				cols[j] = append(cols[j], st.cols[j][p])
+			}
 		}
 	}
 	if slices.Contains(bits, true) {
@@ -341,8 +346,9 @@ func toDistanceSpace(v float32, lo, unit float64) float32 {
 	return float32(max(-distanceLimit, min(distanceLimit, (float64(v)-lo)/unit)))
 }
 
-// window copies st's window into kb.cols, oldest first, without the records found significant
-// and far out (keepFarOutcasts) as withoutOutcasts leaves them out, and returns its rows. The
+// window copies st's window into kb.cols, oldest first, without its records that were warming
+// (dropWarming) and those found significant and far out (keepFarOutcasts) as withoutOutcasts
+// leaves them out, and returns its rows. The
 // window's records are a run of its rings from first that may wrap past their end: two runs,
 // each read in order (a remainder by the ring's length at every record was a division per
 // value). rule is keyOutcastRule of the configuration.
@@ -357,16 +363,24 @@ func (kb *keyBuild) window(st *keyState, rule outcastRule) int {
 		copy(c[copy(c, ring[first:first+a]):], ring[:rows-a])
 		kb.cols[j] = c
 	}
-	if st.sig.count(first, first+a)+st.sig.count(0, rows-a) == 0 {
-		return rows
+	if st.warmingCount() > 0 { // (its warming records left out first, whatever the outcasts: keyed_warmup.go)
+		rows = kb.dropWarming(st, first, rows)
+		if !slices.Contains(kb.bits, true) {
+			return rows
+		}
+	} else {
+		if st.sig.count(first, first+a)+st.sig.count(0, rows-a) == 0 {
+			return rows
+		}
+		kb.bits = grow(kb.bits, rows)
+		for i := range a {
+			kb.bits[i] = st.sig.at(first + i)
+		}
+		for i := range rows - a {
+			kb.bits[a+i] = st.sig.at(i)
+		}
 	}
-	kb.bits, kb.beyond = grow(kb.bits, rows), grow(kb.beyond, rows)
-	for i := range a {
-		kb.bits[i] = st.sig.at(first + i)
-	}
-	for i := range rows - a {
-		kb.bits[a+i] = st.sig.at(i)
-	}
+	kb.beyond = grow(kb.beyond, rows)
 	var out int
 	out, kb.scratch = keepFarOutcasts(kb.cols, kb.bits, rule, kb.scratch, kb.beyond)
 	if !leavesOut(rows, out, w) {

@@ -155,7 +155,7 @@ func modelLayout(r *Ranker) []int {
 // the ordinary ones must not.
 func TestKeyBuildMatchesGeneral(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	kinds := []string{"normal", "outcasts", "far-outcasts", "constant-outcasts", "constant-outcasts-wrapped", "mostly-outcasts", "partial", "grid", "constant", "copies", "far", "negzero", "nan", "inf"}
+	kinds := []string{"normal", "outcasts", "far-outcasts", "constant-outcasts", "constant-outcasts-wrapped", "mostly-outcasts", "partial", "grid", "constant", "copies", "far", "negzero", "nan", "inf", "warming", "warming-outcasts"}
 	type setting struct {
 		window, k, dims int
 		detectors       ScoreDetectors
@@ -248,6 +248,16 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 					st.sig.set(i, i%9 == 0 || i >= w-5 || (i%31 == 0 && i < w/2))
 				case "mostly-outcasts":
 					st.sig.set(i, r.IntN(100) != 0)
+				case "warming", "warming-outcasts": // (records of a rolling column still filling, at -50: keyed_warmup.go)
+					if warm := i%5 == 0 || (i >= w/4 && i < w/4+31); warm {
+						st.noteWarming(i, true)
+						for j := range st.cols {
+							st.cols[j][i] = -50
+						}
+					}
+					if kind == "warming-outcasts" {
+						st.sig.set(i, r.IntN(10) == 0)
+					}
 				}
 			}
 			switch kind {
@@ -269,6 +279,12 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 			}
 			want, werr := buildKeyModelGeneral(st, &cfg)
 			due, wants = append(due, st), append(wants, want)
+			if st.warming != nil && werr == nil { // (its warming records left out: none of their -50s in the model)
+				n := st.size - st.warmingCount()
+				if kind == "warming" && len(want.Tail.Sorted[0]) != n || want.Tail.Sorted[0][0] == -50 {
+					t.Fatalf("%+v %s: the model holds %d records, from %v, of %d not warming", s, kind, len(want.Tail.Sorted[0]), want.Tail.Sorted[0][0], n)
+				}
+			}
 			got, ok := kb.build(st, &cfg)
 			general := kind == "negzero" || kind == "nan" || kind == "inf" || st.size > keyBuildMaxRows
 			switch {

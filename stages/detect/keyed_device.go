@@ -120,7 +120,12 @@ func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Bat
 		}
 		warm.centre(i, st.model) // (the model queueRecord queues it with)
 		kb.q = queueRecord(kb.q, out, i, st)
-		if !k.follower && k.append(st, x, false, cfg) { // (the significance is written at the flush)
+		if k.follower {
+			continue
+		}
+		due, grew := k.append(st, x, false, warm.at(i), cfg) // (the significance is written at the flush)
+		k.bytes += grew
+		if due {
 			st.since = 0
 			st.due = true
 			k.markWarm(st) // (a key's build cannot fail: min_records > keys.k >= 1, so R has >= 2 records)

@@ -194,7 +194,7 @@ func markWarmupOutcasts(st *keyState, z float64) {
 	for _, ring := range st.cols {
 		s = s[:0]
 		for i := range rows {
-			if v := ring[(first+i)%w]; v == v { // (NaN has no place in an order)
+			if v := ring[(first+i)%w]; v == v && !st.warmingAt((first+i)%w) { // (NaN has no place in an order; a warming value none in the key's builds)
 				s = append(s, v)
 			}
 		}

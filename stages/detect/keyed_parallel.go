@@ -87,7 +87,7 @@ func (k *keyedScorer) scoreParallel(cfg *Config, features []string, b *batch.Bat
 			}
 		})
 	}
-	if !k.makeNewKeys(sts, keys, cfg, d) {
+	if !k.makeNewKeys(sts, keys, cfg, d, warm) {
 		return false
 	}
 	base, at := k.lru.reserve(n)
@@ -164,7 +164,7 @@ func parallelWorkers(n int) int { return min(runtime.GOMAXPROCS(0), n/parallelGr
 // evictions then, which happen only as a key is made: state), checked against everything the
 // batch could add before its last new key (every new key, and a first model for each of the
 // batch's keys not warm yet: a key warms once).
-func (k *keyedScorer) makeNewKeys(sts []*keyState, keys *array.Binary, cfg *Config, d int) bool {
+func (k *keyedScorer) makeNewKeys(sts []*keyState, keys *array.Binary, cfg *Config, d int, warm *warmCells) bool {
 	var fresh []int
 	distinct := map[string]struct{}{}
 	for i, st := range sts {
@@ -180,7 +180,7 @@ func (k *keyedScorer) makeNewKeys(sts []*keyState, keys *array.Binary, cfg *Conf
 	for key := range distinct {
 		newKeyBytes += len(key)
 	}
-	if len(k.keys)+len(distinct) > cfg.Keys.MaxKeys || cfg.Keys.MaxBytes > 0 && k.mostBytes(sts, len(distinct), newKeyBytes, cfg, d) > cfg.Keys.MaxBytes {
+	if len(k.keys)+len(distinct) > cfg.Keys.MaxKeys || cfg.Keys.MaxBytes > 0 && k.mostBytes(sts, len(distinct), newKeyBytes, cfg, d, warm) > cfg.Keys.MaxBytes {
 		return false
 	}
 	for _, i := range fresh {
@@ -195,9 +195,10 @@ func (k *keyedScorer) makeNewKeys(sts []*keyState, keys *array.Binary, cfg *Conf
 }
 
 // mostBytes is the most bytes the keys can hold once the batch's newKeys (of newKeyBytes bytes
-// together) are made: each new key with its first model, and the first model of each held key
-// of the batch not warm yet.
-func (k *keyedScorer) mostBytes(sts []*keyState, newKeys, newKeyBytes int, cfg *Config, d int) int64 {
+// together) are made: each new key with its first model, the first model of each held key of the
+// batch not warm yet, and a ring of warming marks for each warming record (warm) whose key has
+// none (keyed_warmup.go; a key's several such records counted each: a bound).
+func (k *keyedScorer) mostBytes(sts []*keyState, newKeys, newKeyBytes int, cfg *Config, d int, warm *warmCells) int64 {
 	w := cfg.Keys.Window
 	most := k.bytes + int64(newKeys)*(k.bytesOf(w, d, true)+recentBytes(cfg.RecentScores, cfg.RecentBlocks())) + int64(newKeyBytes)
 	counted := map[*keyState]bool{}
@@ -206,6 +207,13 @@ func (k *keyedScorer) mostBytes(sts []*keyState, newKeys, newKeyBytes int, cfg *
 			counted[st] = true
 			sw, sd := st.sig.len(), len(st.cols)
 			most += k.bytesOf(sw, sd, true) - k.bytesOf(sw, sd, false)
+		}
+	}
+	if warm != nil && !k.follower {
+		for i, st := range sts {
+			if (st == nil || st.warming == nil) && warm.at(i) {
+				most += warmRingBytes(w)
+			}
 		}
 	}
 	return most
@@ -231,7 +239,9 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw 
 		}
 		warm.centre(i, st.model) // (the model queueRecord queues it with)
 		kw.q = queueRecord(kw.q, out, i, st)
-		if k.append(st, x, false, cfg) { // (the significance is written at the decision)
+		due, grew := k.append(st, x, false, warm.at(i), cfg) // (the significance is written at the decision)
+		kw.bytes += grew
+		if due {
 			st.since, st.due = 0, true
 			kw.due = append(kw.due, st)
 			if k.dev != nil && !st.warm { // as scoreOnDevice: counted warm when due

@@ -122,7 +122,7 @@ func TestKeyedParallelNearMaxBytes(t *testing.T) {
 		cc := cfg
 		cc.Keys.MaxBytes = k.bytes + c.headroom
 		before := len(k.keys)
-		got := k.makeNewKeys(sts, keys, &cc, 1)
+		got := k.makeNewKeys(sts, keys, &cc, 1, nil)
 		keys.Release()
 		if got != c.want {
 			t.Errorf("%s: parallel %v, want %v", c.name, got, c.want)

@@ -209,7 +209,7 @@ func (k *keyedScorer) keysCopyContext(ctx context.Context) ([]keyState, error) {
 			}
 		}
 		c := keyState{key: st.key, partition: st.partition, size: st.size, next: st.next, since: st.since,
-			model: st.model, sig: st.sig.clone(), cols: make([][]float32, len(st.cols))}
+			model: st.model, sig: st.sig.clone(), warming: st.warming.clone(), cols: make([][]float32, len(st.cols))}
 		for j := range st.cols {
 			c.cols[j] = slices.Clone(st.cols[j])
 		}
@@ -256,8 +256,8 @@ func encodeKeyStatesContext(ctx context.Context, states []keyState, fleet *fleet
 				e.U32(math.Float32bits(c[(first+i)%w]))
 			}
 		}
-		for i := range st.size {
-			e.Raw([]byte{boolByte(st.sig.at((first + i) % w))})
+		for i := range st.size { // (the record's significance, and its warming as the byte's second bit: keyed_warmup.go)
+			e.Raw([]byte{boolByte(st.sig.at((first+i)%w)) | boolByte(st.warmingAt((first+i)%w))<<1})
 		}
 		e.U32(uint32(st.since))
 		e.U32(uint32(st.cap.next))
@@ -339,14 +339,21 @@ func (k *keyedScorer) decodeKeys(ctx context.Context, format uint32, p []byte, f
 		}
 		var err error
 		for i := range size {
-			f, err := flag("significance")
-			if err != nil {
-				return 0, err
+			b := d.Take(1, "significance")
+			if d.Err() != nil {
+				return 0, sealedErr(d.Err())
 			}
-			st.sig.set(i, f)
+			if b[0] > 3 {
+				return 0, snapErr("significance is %d, want 0 to 3 (its bit 1: the record was warming)", b[0])
+			}
+			st.sig.set(i, b[0]&1 != 0)
+			if b[0]&2 != 0 && st.warming == nil {
+				k.bytes += warmRingBytes(w) // (counted as the stage counts it: append)
+			}
+			st.noteWarming(i, b[0]&2 != 0)
 		}
 		st.size, st.next = size, size%w
-		st.since = int(d.U32("records since the key's build"))
+		st.since = int32(min(d.U32("records since the key's build"), math.MaxInt32))
 		next, filled := d.U32("alarm cap position"), d.U32("alarm cap filled")
 		if d.Err() == nil && (next >= uint32(w) || filled > uint32(w)) {
 			return 0, snapErr("key %q: alarm cap at %d, filled %d, of %d", key, next, filled, w)

@@ -148,6 +148,10 @@ func keysDigestOf(ctx context.Context, seed maphash.Seed, features []string, cfg
 		}
 		u64(uint64(st.sig.n))
 		h.Write(u64Bytes(st.sig.bits))
+		if st.warming != nil { // (nothing written for a key that never warmed: its hash as before)
+			u64(uint64(st.warming.count))
+			h.Write(u64Bytes(st.warming.ring.bits))
+		}
 		u64(uint64(st.cap.n))
 		u64(uint64(st.cap.next))
 		u64(uint64(st.cap.filled))

@@ -143,7 +143,9 @@ func TestKeysDigestCoversTheSavedState(t *testing.T) {
 			"slot":   "not saved: the device's", "due": "not saved: a pass's", "held": "not saved: a pass's",
 			"warm": "not saved: follows the model", "gone": "not saved: an evicted key is not in the file",
 			"version": "not saved: the model topic's",
+			"warming": "digested (where the key had a warming record: keyed_warmup.go)",
 		},
+		reflect.TypeFor[warmRing](): {"ring": "digested", "count": "digested"},
 		reflect.TypeFor[alarmCap](): {
 			"bits": "digested", "n": "digested", "next": "digested", "filled": "digested", "at": "digested",
 			"count": "not saved: the bits set",
@@ -204,6 +206,7 @@ func TestKeysDigestCoversTheSavedState(t *testing.T) {
 		"next":        func(c []keyState, _ *fleetTail) { c[i].next++ },
 		"size":        func(c []keyState, _ *fleetTail) { c[i].size-- },
 		"since":       func(c []keyState, _ *fleetTail) { c[i].since++ },
+		"warming":     func(c []keyState, _ *fleetTail) { c[i].noteWarming(0, !c[i].warmingAt(0)) },
 		"model":       func(c []keyState, _ *fleetTail) { m := *c[i].model; c[i].model = &m },
 		"partition":   func(c []keyState, _ *fleetTail) { c[i].partition++ },
 		"cap.bits":    func(c []keyState, _ *fleetTail) { c[i].cap.bits[0] ^= 1 },

@@ -55,7 +55,8 @@ func warmedColumns(m *Model, b *batch.Batch, means [][]float32, rows []int) [][]
 // warmCells is a keys' pass's view of the batch's warming values (keyedScorer.score): raw is
 // the columns the keys' models score, each column with a warming record a copy whose warming
 // values centre sets to the centre of the key's model that scores the record, when it is
-// queued (the model it meets); the keys' windows are pushed the batch's own values.
+// queued (the model it meets); the keys' windows are pushed the batch's own values, marked
+// warming (at), and left out of the keys' builds (keyed_warmup.go).
 type warmCells struct {
 	cols []*array.Float32 // per column: the batch's array where it has a warming record, else nil
 	raw  [][]float32
