@@ -1,19 +1,13 @@
 package pipeline
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/outlierd/outlierd/internal/testsupport"
-	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/ingest"
-	"github.com/outlierd/outlierd/stages/sink"
 )
 
 // TestColumnsChangedResetAlarms: the alarm state (the deadband's series in alarm, the stage's
@@ -86,40 +80,17 @@ func TestColumnsChangedResetAlarms(t *testing.T) {
 // the alert of the old one.
 func TestColumnsChangedKeepsAlertGroups(t *testing.T) {
 	br := testsupport.KfakeBroker(t)
-	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
-	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
+	run := newAlertRun(t, br)
 	// s1's records: 1201 its alert, 2119 far again 918 s later, after the change's restart.
 	const first, alert, again, last = 1500, 1201, 2119, 2130
-	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
-	rng := rand.New(rand.NewPCG(20, 28))
-	produce := func(from, to, far int) {
-		var recs []*kgo.Record
-		for i := from; i < to; i++ {
-			temp, hum := 20+rng.NormFloat64(), 40+rng.NormFloat64()
-			if i == far {
-				temp = 80
-			}
-			recs = append(recs, &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", i%3), Timestamp: t0.Add(time.Duration(i) * time.Second),
-				Value: fmt.Appendf(nil, `{"temp":%.3f,"hum":%.3f}`, temp, hum)})
-		}
-		testsupport.Produce(t, br, recs...)
-	}
-	produce(0, first, alert)
-	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
-	cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp", "hum"}, nil
-	cfg.Detect.FlagBy = detect.FlagBySignificance
-	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Distance.N = 1000, 500, 50
-	cfg.Detect.AlarmRate, cfg.Detect.AlertCooldown = 0.003, 30*time.Minute
-	cfg.Detect.StateDir = t.TempDir()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	run.produce(0, first, alert)
+	cfg := run.config(t, 30*time.Minute)
 	runUntilOut(t, cfg, first)
 
 	// A derived column added: the old model is not loaded, its alarm state moved aside.
 	changed := cfg
 	changed.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "hum", Name: "dh"}}}
-	produce(first, last, again)
+	run.produce(first, last, again)
 	r, logs := startLogged(t, changed)
 	for deadline := time.Now().Add(60 * time.Second); r.p.Stats().RecordsOut.Load() < last-first; {
 		if time.Now().After(deadline) {
@@ -133,7 +104,7 @@ func TestColumnsChangedKeepsAlertGroups(t *testing.T) {
 	if aside, _ := filepath.Glob(filepath.Join(cfg.Detect.StateDir, "columns-changed-*", "alarms-*.osnap")); len(aside) == 0 {
 		t.Fatalf("the alarm state not moved aside at the change: %s", logs.String())
 	}
-	a, b := alertThenFlagged(t, br, out, alert, again, "after the change")
+	a, b := alertThenFlagged(t, br, run.out, alert, again, "after the change")
 	if a.Timestamp == nil {
 		t.Fatal("setup: s1's alert has no timestamp")
 	}

@@ -93,26 +93,13 @@ func TestColumnsFileCrashLeftoverRemoved(t *testing.T) {
 // the move it cut short and ends it: one directory holding every file and the record they were
 // built under, nothing else, and none of them left in state_dir.
 func TestColumnsMoveCutShortRecovered(t *testing.T) {
-	dir := t.TempDir()
-	var cfg Config
-	cfg.Detect.StateDir = dir
-	cfg.Ingest.Features = []string{"temp", "hum"}
-	cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "temp", Name: "d"}}}
-	if _, err := checkColumns(context.Background(), cfg, zerolog.Nop()); err != nil {
-		t.Fatal(err)
-	}
-	was, err := os.ReadFile(filepath.Join(dir, columnsFileName))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, redef, was := recordedStateDir(t)
 	state := []string{"alarms-000001.osnap", "keys-000001.osnap", "model-000001.osnap", "model-000002.osnap"}
 	for _, f := range state {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte(f), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	redef := cfg
-	redef.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "hum", Name: "d"}}}
 	crash := errors.New("crashed")
 	moveAsideCut = func(moved int) error {
 		if moved == 2 {
@@ -120,7 +107,7 @@ func TestColumnsMoveCutShortRecovered(t *testing.T) {
 		}
 		return nil
 	}
-	_, err = checkColumns(context.Background(), redef, zerolog.Nop())
+	_, err := checkColumns(context.Background(), redef, zerolog.Nop())
 	moveAsideCut = nil
 	if !errors.Is(err, crash) {
 		t.Fatalf("the cut move: %v, want the crash", err)
@@ -175,18 +162,7 @@ func TestColumnsMoveCutShortRecovered(t *testing.T) {
 // loses its suffix (an ordinary directory aside, its columns.txt kept): no later start moves
 // anything out of it.
 func TestColumnsCutMoveKeptNeverComesBack(t *testing.T) {
-	dir := t.TempDir()
-	var cfg Config
-	cfg.Detect.StateDir = dir
-	cfg.Ingest.Features = []string{"temp", "hum"}
-	cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "temp", Name: "d"}}}
-	if _, err := checkColumns(context.Background(), cfg, zerolog.Nop()); err != nil {
-		t.Fatal(err)
-	}
-	was, err := os.ReadFile(filepath.Join(dir, columnsFileName))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, redef, was := recordedStateDir(t)
 	const model = "model-000001.osnap"
 	cut := filepath.Join(dir, "columns-changed-20260101T000000.000Z"+partialSuffix)
 	for path, data := range map[string][]byte{filepath.Join(dir, model): []byte("state_dir's"),
@@ -198,8 +174,6 @@ func TestColumnsCutMoveKeptNeverComesBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	redef := cfg
-	redef.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "hum", Name: "d"}}}
 	for start := 1; start <= 2; start++ {
 		var logs testsupport.LogBuffer
 		if _, err := checkColumns(context.Background(), redef, zerolog.New(&logs)); err != nil {
@@ -218,4 +192,26 @@ func TestColumnsCutMoveKeptNeverComesBack(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(kept, columnsFileName)); !bytes.Equal(got, was) {
 		t.Errorf("the directory left in part: its %s is %q, want the record its models were built under %q", columnsFileName, got, was)
 	}
+}
+
+// recordedStateDir is a state_dir whose columns.txt a start (checkColumns) wrote for the columns
+// temp, hum and d = diff of temp (was: that record), and redef, the configuration of a start
+// that redefines d as diff of hum.
+func recordedStateDir(t *testing.T) (dir string, redef Config, was []byte) {
+	t.Helper()
+	dir = t.TempDir()
+	var cfg Config
+	cfg.Detect.StateDir = dir
+	cfg.Ingest.Features = []string{"temp", "hum"}
+	cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "temp", Name: "d"}}}
+	if _, err := checkColumns(context.Background(), cfg, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
+	was, err := os.ReadFile(filepath.Join(dir, columnsFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	redef = cfg
+	redef.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: "hum", Name: "d"}}}
+	return dir, redef, was
 }

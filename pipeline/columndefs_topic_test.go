@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/outlierd/outlierd/internal/datasets/synth"
 	"github.com/outlierd/outlierd/internal/testsupport"
@@ -25,12 +26,8 @@ import (
 // definitions (it keeps the model it has until it is restarted with the builder's derive); one
 // that derives them alike takes it.
 func TestModelTopicCarriesDerivedDefinitions(t *testing.T) {
-	br := testsupport.KfakeBroker(t)
-	mt := testsupport.UniqueName("cd-models")
-	createCompactedTopic(t, br, mt, 2)
-	cfg := roleConfig(br, "in", "out", "dlq", "g", mt)
-	cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp", "hum"}, nil
-	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	br, mt, cfg := derivedDefsTopic(t, "cd-models")
+	cfg.Ingest.Features = []string{"temp", "hum"}
 	derive := func(of string) *ingest.Derive {
 		return &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveDiff, Of: of, Name: "d"}}}
 	}
@@ -39,41 +36,10 @@ func TestModelTopicCarriesDerivedDefinitions(t *testing.T) {
 	cols := builder.Ingest.Columns()
 
 	// The global model.
-	dc := detect.Default()
-	dc.Window, dc.MinRecords = 600, 600
-	dc.Density.Clusters, dc.Distance.K, dc.Distance.N = 20, 10, 10
-	p := synth.DefaultUncertainParams()
-	p.Rows, p.Dims, p.Seed = 600, len(cols), 1
-	d := synth.One(p)
-	m, err := detect.Build(d.Cols, d.SD, cols, dc, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := newModelPublisher(builder.modelTopic(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := pub.write(ctx, publication{model: m}); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name  string
-		cfg   Config
-		taken bool
-	}{{"same derive", same, true}, {"other derive", other, false}} {
+	ctx := publishGlobalModel(t, builder, cols)
+	for _, c := range []derivedCase{{"same derive", same, true}, {"other derive", other, false}} {
 		var logs testsupport.LogBuffer
-		f, err := newModelFollower(c.cfg.modelTopic(), c.cfg.Ingest.Columns(), zerolog.New(&logs))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := f.newest(ctx)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := newestModel(t, ctx, c.cfg, &logs)
 		if (got != nil) != c.taken {
 			t.Errorf("%s: the builder's global model taken %v, want %v; log: %s", c.name, got != nil, c.taken, logs.String())
 		}
@@ -83,33 +49,14 @@ func TestModelTopicCarriesDerivedDefinitions(t *testing.T) {
 	}
 
 	// A key's model.
-	kp, err := newKeyPublisher(builder.modelTopic(), cols, builder.Detect, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kp.w.Close()
-	kp.version = 9
-	if _, err := kp.publish(ctx, map[string]detect.KeyModel{"k": {Key: "k", Version: 9, Partition: 0, Model: warmKeyModel(t, builder)}}); err != nil {
-		t.Fatal(err)
-	}
+	publishKeyModel(t, ctx, builder, cols)
 	var keyMsgs int
-	for _, c := range []struct {
-		name  string
-		cfg   Config
-		taken bool
-	}{{"same derive", same, true}, {"other derive", other, false}} {
+	for _, c := range []derivedCase{{"same derive", same, true}, {"other derive", other, false}} {
 		var logs testsupport.LogBuffer
-		sp := &Pipeline{cfg: c.cfg, keys: newKeyInbox()}
-		read := sp.keyReader(func(int32) bool { return true }, zerolog.New(&logs))
-		for _, msg := range modelTopicMessages(t, br, mt) {
-			if isKeyModel(msg) {
-				keyMsgs++
-				read(msg)
-			}
-		}
-		got := sp.keys.take(func(int32) bool { return true })
-		if (len(got) == 1) != c.taken {
-			t.Errorf("%s: the key's model taken %v, want %v; log: %s", c.name, len(got) == 1, c.taken, logs.String())
+		read, taken := keysTaken(c.cfg, modelTopicMessages(t, br, mt), &logs)
+		keyMsgs += read
+		if (taken == 1) != c.taken {
+			t.Errorf("%s: the key's model taken %v, want %v; log: %s", c.name, taken == 1, c.taken, logs.String())
 		}
 		if !c.taken && !strings.Contains(logs.String(), "d: diff of temp") {
 			t.Errorf("%s: the skip does not name the definitions: %s", c.name, logs.String())
@@ -130,12 +77,7 @@ func TestModelTopicCarriesDerivedDefinitions(t *testing.T) {
 // absence (a builder of an earlier release) still tells nothing, and an empty one is taken by a
 // scorer without derive.
 func TestModelTopicBuilderWithoutDerive(t *testing.T) {
-	br := testsupport.KfakeBroker(t)
-	mt := testsupport.UniqueName("cd-nodrv")
-	createCompactedTopic(t, br, mt, 2)
-	cfg := roleConfig(br, "in", "out", "dlq", "g", mt)
-	cfg.Ingest.Uncertainty = nil
-	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	br, mt, cfg := derivedDefsTopic(t, "cd-nodrv")
 	builder, deriving, plain := cfg, cfg, cfg
 	builder.Ingest.Features, builder.Ingest.Derive = []string{"temp", "hum", "d"}, nil
 	plain.Ingest.Features, plain.Ingest.Derive = []string{"temp", "hum", "d"}, nil
@@ -145,6 +87,51 @@ func TestModelTopicBuilderWithoutDerive(t *testing.T) {
 	if !slices.Equal(cols, deriving.Ingest.Columns()) {
 		t.Fatalf("(the columns' names differ: %v, %v)", cols, deriving.Ingest.Columns())
 	}
+	ctx := publishGlobalModel(t, builder, cols)
+	publishKeyModel(t, ctx, builder, cols)
+	msgs := modelTopicMessages(t, br, mt)
+	for _, c := range []derivedCase{{"a scorer deriving d", deriving, false}, {"a scorer reading d", plain, true}} {
+		var logs testsupport.LogBuffer
+		got := newestModel(t, ctx, c.cfg, &logs)
+		if (got != nil) != c.taken {
+			t.Errorf("%s: the global model of a builder without derive taken %v, want %v; log: %s", c.name, got != nil, c.taken, logs.String())
+		}
+		if _, taken := keysTaken(c.cfg, msgs, &logs); (taken == 1) != c.taken {
+			t.Errorf("%s: the key's model of a builder without derive taken %v, want %v; log: %s", c.name, taken == 1, c.taken, logs.String())
+		}
+	}
+	// A message without the header (an earlier release's builder) tells nothing.
+	if err := derivedMismatch("", false, derivedDefs(deriving.Ingest)); err != nil {
+		t.Errorf("a message without the header refused: %v", err)
+	}
+}
+
+// derivedCase is a scorer's configuration and whether it takes the builder's models.
+type derivedCase struct {
+	name  string
+	cfg   Config
+	taken bool
+}
+
+// derivedDefsTopic is a kfake broker, a model topic of 2 partitions named from prefix, and the
+// role configuration of the derived columns' tests over them (no uncertainty, flagged by
+// significance, a model per key).
+func derivedDefsTopic(t *testing.T, prefix string) (testsupport.Broker, string, Config) {
+	t.Helper()
+	br := testsupport.KfakeBroker(t)
+	mt := testsupport.UniqueName(prefix)
+	createCompactedTopic(t, br, mt, 2)
+	cfg := roleConfig(br, "in", "out", "dlq", "g", mt)
+	cfg.Ingest.Uncertainty = nil
+	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	return br, mt, cfg
+}
+
+// publishGlobalModel publishes on builder's model topic a global model of version 7 over cols
+// (600 synthetic rows of seed 1, window 600, 20 clusters, k = n = 10) and returns the context
+// (30 s, ended with the test) the test reads it with.
+func publishGlobalModel(t *testing.T, builder Config, cols []string) context.Context {
+	t.Helper()
 	dc := detect.Default()
 	dc.Window, dc.MinRecords = 600, 600
 	dc.Density.Clusters, dc.Distance.K, dc.Distance.N = 20, 10, 10
@@ -159,53 +146,56 @@ func TestModelTopicBuilderWithoutDerive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pub.Close()
+	t.Cleanup(func() { pub.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	if err := pub.write(ctx, publication{model: m}); err != nil {
 		t.Fatal(err)
 	}
+	return ctx
+}
+
+// publishKeyModel publishes on builder's model topic key k's model (version 9, input partition 0;
+// warmKeyModel's).
+func publishKeyModel(t *testing.T, ctx context.Context, builder Config, cols []string) {
+	t.Helper()
 	kp, err := newKeyPublisher(builder.modelTopic(), cols, builder.Detect, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer kp.w.Close()
+	t.Cleanup(func() { kp.w.Close() })
 	kp.version = 9
 	if _, err := kp.publish(ctx, map[string]detect.KeyModel{"k": {Key: "k", Version: 9, Partition: 0, Model: warmKeyModel(t, builder)}}); err != nil {
 		t.Fatal(err)
 	}
-	msgs := modelTopicMessages(t, br, mt)
-	for _, c := range []struct {
-		name  string
-		cfg   Config
-		taken bool
-	}{{"a scorer deriving d", deriving, false}, {"a scorer reading d", plain, true}} {
-		var logs testsupport.LogBuffer
-		f, err := newModelFollower(c.cfg.modelTopic(), c.cfg.Ingest.Columns(), zerolog.New(&logs))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := f.newest(ctx)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if (got != nil) != c.taken {
-			t.Errorf("%s: the global model of a builder without derive taken %v, want %v; log: %s", c.name, got != nil, c.taken, logs.String())
-		}
-		sp := &Pipeline{cfg: c.cfg, keys: newKeyInbox()}
-		read := sp.keyReader(func(int32) bool { return true }, zerolog.New(&logs))
-		for _, msg := range msgs {
-			if isKeyModel(msg) {
-				read(msg)
-			}
-		}
-		if keys := sp.keys.take(func(int32) bool { return true }); (len(keys) == 1) != c.taken {
-			t.Errorf("%s: the key's model of a builder without derive taken %v, want %v; log: %s", c.name, len(keys) == 1, c.taken, logs.String())
+}
+
+// newestModel is the newest model a follower of cfg's model topic takes (nil: none), its skips
+// logged to logs.
+func newestModel(t *testing.T, ctx context.Context, cfg Config, logs *testsupport.LogBuffer) *followed {
+	t.Helper()
+	f, err := newModelFollower(cfg.modelTopic(), cfg.Ingest.Columns(), zerolog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.newest(ctx)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// keysTaken hands msgs' key model messages to a scorer of cfg (every partition its own), its
+// skips logged to logs: how many it read and how many keys' models it took.
+func keysTaken(cfg Config, msgs []kafka.Message, logs *testsupport.LogBuffer) (read, taken int) {
+	sp := &Pipeline{cfg: cfg, keys: newKeyInbox()}
+	readKey := sp.keyReader(func(int32) bool { return true }, zerolog.New(logs))
+	for _, msg := range msgs {
+		if isKeyModel(msg) {
+			read++
+			readKey(msg)
 		}
 	}
-	// A message without the header (an earlier release's builder) tells nothing.
-	if err := derivedMismatch("", false, derivedDefs(deriving.Ingest)); err != nil {
-		t.Errorf("a message without the header refused: %v", err)
-	}
+	return read, len(sp.keys.take(func(int32) bool { return true }))
 }

@@ -66,13 +66,14 @@ func keyModelBalancer() kafka.Balancer {
 	})
 }
 
-// modelTopicPartitions is the model topic's partition count now.
+// modelTopicPartitions is the model topic's partition count now (each broker asked within
+// brokerAttemptWait).
 func modelTopicPartitions(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer) (int, error) {
 	var last error
 	for _, b := range cfg.brokers {
-		ps, err := dialer.LookupPartitions(ctx, "tcp", b, cfg.topic)
+		ps, err := lookupPartitions(ctx, dialer, b, cfg.topic)
 		if err == nil && len(ps) == 0 {
-			err = fmt.Errorf("topic %q has no partitions (does it exist?)", cfg.topic)
+			err = fmt.Errorf("broker %s: topic %q has no partitions (does it exist?)", b, cfg.topic)
 		}
 		if err == nil {
 			return len(ps), nil
@@ -82,16 +83,17 @@ func modelTopicPartitions(ctx context.Context, cfg modelTopicConfig, dialer *kaf
 	return 0, fmt.Errorf("model topic %q: partitions: %w", cfg.topic, last)
 }
 
-// partitionOffsets are partition mp's first and end offsets now.
+// partitionOffsets are partition mp's first and end offsets now (each broker's leader asked
+// within brokerAttemptWait).
 func partitionOffsets(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer, mp int) (first, end int64, err error) {
 	var last error
 	for _, b := range cfg.brokers {
-		conn, err := dialer.DialLeader(ctx, "tcp", b, cfg.topic, mp)
+		conn, err := dialLeader(ctx, dialer, b, cfg.topic, mp)
 		if err != nil {
 			last = err
 			continue
 		}
-		first, end, err = conn.ReadOffsets()
+		first, end, err = readOffsets(ctx, conn, conn.RemoteAddr().String())
 		conn.Close()
 		if err == nil {
 			return first, end, nil

@@ -162,13 +162,13 @@ func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, 
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
-	first, end, err := conn.ReadOffsets()
+	first, end, err := readOffsets(ctx, conn, conn.RemoteAddr().String())
 	if err != nil {
 		return 0, 0, err
 	}
 	first = max(first, from)
 	read := 0
-	err = readRange(conn, first, end, max(p.cfg.maxMessageBytes*2, staleFetchBytes), func(msg kafka.Message) {
+	err = readRange(ctx, conn, first, end, max(p.cfg.maxMessageBytes*2, staleFetchBytes), func(msg kafka.Message) {
 		read++
 		if !isKeyModel(msg) {
 			return

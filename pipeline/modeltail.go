@@ -28,13 +28,13 @@ func lastKeyVersion(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dia
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) }) // (ctx ends the reads)
 	defer stop()
-	first, end, err := conn.ReadOffsets()
+	first, end, err := readOffsets(ctx, conn, conn.RemoteAddr().String())
 	if err != nil {
 		return 0, err
 	}
 	for back := int64(1); ; back *= 16 {
 		from := max(first, end-back)
-		v, found, err := tailKeyVersion(conn, from, end, max(cfg.maxMessageBytes, 1<<20)*2)
+		v, found, err := tailKeyVersion(ctx, conn, from, end, max(cfg.maxMessageBytes, 1<<20)*2)
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ctx.Err()
@@ -50,8 +50,8 @@ func lastKeyVersion(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dia
 // tailKeyVersion reads the messages of [from, end) on conn and returns the highest key model
 // version among them (found false: none has one). A builder's tombstone of a model of another
 // configuration (headerKeyStale) carries that model's older version: passed over.
-func tailKeyVersion(conn *kafka.Conn, from, end int64, maxBytes int) (v uint64, found bool, err error) {
-	err = readRange(conn, from, end, maxBytes, func(m kafka.Message) {
+func tailKeyVersion(ctx context.Context, conn *kafka.Conn, from, end int64, maxBytes int) (v uint64, found bool, err error) {
+	err = readRange(ctx, conn, from, end, maxBytes, func(m kafka.Message) {
 		if _, stale := headerValue(m, headerKeyStale); stale {
 			return
 		}
@@ -64,9 +64,13 @@ func tailKeyVersion(conn *kafka.Conn, from, end int64, maxBytes int) (v uint64, 
 
 // readRange hands each message of [from, end) on conn to each, in offset order, and returns
 // once none is left below end: offsets compaction removed (at a batch's end too) are passed
-// over, and nothing is waited for that is not already there.
-func readRange(conn *kafka.Conn, from, end int64, maxBytes int, each func(kafka.Message)) error {
+// over, and nothing is waited for that is not already there. Each fetch is bounded by
+// brokerAttemptWait (boundConn), none is started once ctx has ended.
+func readRange(ctx context.Context, conn *kafka.Conn, from, end int64, maxBytes int, each func(kafka.Message)) error {
 	for off := from; off < end; {
+		if err := boundConn(ctx, conn); err != nil {
+			return err
+		}
 		if _, err := conn.Seek(off, kafka.SeekAbsolute); err != nil {
 			return err
 		}
@@ -82,7 +86,7 @@ func readRange(conn *kafka.Conn, from, end int64, maxBytes int, each func(kafka.
 		}
 		next = max(next, b.Offset()) // (past records compacted away at a batch's end)
 		if err := b.Close(); err != nil {
-			return fmt.Errorf("reading offsets %d..%d: %w", off, end, err)
+			return fmt.Errorf("leader %s: reading offsets %d..%d: %w", conn.RemoteAddr(), off, end, err)
 		}
 		if next == off { // nothing left at or after off below end
 			break
@@ -93,11 +97,12 @@ func readRange(conn *kafka.Conn, from, end int64, maxBytes int, each func(kafka.
 }
 
 // dialPartition is a connection to the leader of the model topic's partition mp (the first
-// broker of cfg's that answers).
+// broker of cfg's that answers, each asked within brokerAttemptWait); its requests are bounded
+// by the caller (boundConn).
 func dialPartition(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer, mp int) (*kafka.Conn, error) {
 	var last error
 	for _, b := range cfg.brokers {
-		conn, err := dialer.DialLeader(ctx, "tcp", b, cfg.topic, mp)
+		conn, err := dialLeader(ctx, dialer, b, cfg.topic, mp)
 		if err == nil {
 			return conn, nil
 		}

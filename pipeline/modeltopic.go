@@ -376,22 +376,7 @@ func newModelFollower(cfg modelTopicConfig, features []string, log zerolog.Logge
 
 // offsets are the model topic's first and end offsets now (partition 0).
 func (f *modelFollower) offsets(ctx context.Context) (first, end int64, err error) {
-	var last error
-	for _, b := range f.cfg.brokers {
-		conn, err := f.dialer.DialLeader(ctx, "tcp", b, f.cfg.topic, 0)
-		if err != nil {
-			last = err
-			continue
-		}
-		first, end, err = conn.ReadOffsets()
-		conn.Close()
-		if err != nil {
-			last = err
-			continue
-		}
-		return first, end, nil
-	}
-	return 0, 0, fmt.Errorf("model topic %q: offsets: %w", f.cfg.topic, last)
+	return partitionOffsets(ctx, f.cfg, f.dialer, 0)
 }
 
 // followed is a usable model read from the topic and the hypercube counts published with it.

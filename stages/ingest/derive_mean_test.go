@@ -91,7 +91,14 @@ func mustDeriver(t *testing.T, c Config) *Deriver {
 
 // TestDeriveMeanStateBound: the series' memory with a mean stays within StateBound.
 func TestDeriveMeanStateBound(t *testing.T) {
-	c := deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  max_keys: 20000\n  features: [{kind: mean, of: temp, last: 60}]\n")
+	checkStateBound(t, deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  max_keys: 20000\n  features: [{kind: mean, of: temp, last: 60}]\n"))
+}
+
+// checkStateBound gives c's Deriver (one column temp, with its sd) 40,000 keys of one value each
+// (value i, sd 1, key i in 32 digits) and checks that the heap it holds then stays within its
+// StateBound(32); it returns what it holds.
+func checkStateBound(t *testing.T, c Config) (used int64) {
+	t.Helper()
 	d := mustDeriver(t, c)
 	var before, after runtime.MemStats
 	// Two collections: after one, what earlier tests left (9.6 MB in the package's run) could
@@ -112,6 +119,7 @@ func TestDeriveMeanStateBound(t *testing.T) {
 		t.Fatalf("%d series hold %d bytes, over the bound %d", d.Keys(), used, bound)
 	}
 	runtime.KeepAlive(d)
+	return used
 }
 
 // TestDeriveMeanConfigErrors: mean needs last; robust_z's other keys are not for it.

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -208,28 +207,10 @@ func TestDeriveStdEvictedAndReread(t *testing.T) {
 
 // TestDeriveStdStateBound: the series' memory with a std stays within StateBound.
 func TestDeriveStdStateBound(t *testing.T) {
-	c := deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  max_keys: 20000\n  features: [{kind: std, of: temp, last: 64}]\n")
-	d := mustDeriver(t, c)
-	var before, after runtime.MemStats
-	runtime.GC() // twice: TestDeriveMeanStateBound says why
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	in := &Decoded{Values: make([]float32, 1), SD: make([]float32, 1)}
-	for i := range 40000 {
-		in.Values[0], in.SD[0] = float32(i), 1
-		d.Apply(in, 0, int64(i), fmt.Appendf(nil, "%032d", i), monday6)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	used, bound := int64(after.HeapAlloc)-int64(before.HeapAlloc), d.StateBound(32)
-	t.Logf("%d series: %d bytes held, bound %d", d.Keys(), used, bound)
-	if used > bound {
-		t.Fatalf("%d series hold %d bytes, over the bound %d", d.Keys(), used, bound)
-	}
+	used := checkStateBound(t, deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  max_keys: 20000\n  features: [{kind: std, of: temp, last: 64}]\n"))
 	if min := int64(20000 * 64 * 8); used < min { // the rings themselves: the count saw them
 		t.Fatalf("%d bytes held, fewer than the rings' %d: the measure missed the state", used, min)
 	}
-	runtime.KeepAlive(d)
 }
 
 // TestDeriveStdConfigErrors: std needs last, in range; robust_z's other keys are not for it;

@@ -62,6 +62,13 @@ const (
 	// readBatchTimeout bounds the reading of one chunk's messages from a fetch response
 	// already under way (kafka-go's ReadBatchTimeout default).
 	readBatchTimeout = 10 * time.Second
+	// dialLeaderWait bounds a dial of a partition's leader through one bootstrap broker
+	// (Dialer.DialLeader: a dial, a metadata request, a dial), which kafka-go bounds by the
+	// context alone: a broker that took the request and never answered (seen under load) held
+	// the partition's fetch until its generation ended, where the next broker, or the next
+	// attempt after the backoff, answers at once. 10 s: the bound of the offsets' requests
+	// that follow (readOffsets, kafka-go's Reader's).
+	dialLeaderWait   = 10 * time.Second
 	commitAttempts   = 3
 	commitBackoffMin = 100 * time.Millisecond
 	commitBackoffMax = 5 * time.Second
@@ -409,7 +416,7 @@ func (f *groupFetcher) dialPartition(ctx context.Context, partition int, offset 
 	var err error
 	for _, broker := range f.brokers {
 		var conn *kafka.Conn
-		if conn, err = f.dialer.DialLeader(ctx, "tcp", broker, f.topic, partition); err != nil {
+		if conn, err = f.dialLeader(ctx, broker, partition); err != nil {
 			continue
 		}
 		first, last, oerr := readOffsets(conn)
@@ -447,6 +454,17 @@ func (f *groupFetcher) dialPartition(ctx context.Context, partition int, offset 
 		return conn, start, nil
 	}
 	return nil, 0, err
+}
+
+// dialLeader is a connection to partition's leader, found through broker within dialLeaderWait.
+func (f *groupFetcher) dialLeader(ctx context.Context, broker string, partition int) (*kafka.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, dialLeaderWait)
+	defer cancel()
+	conn, err := f.dialer.DialLeader(dctx, "tcp", broker, f.topic, partition)
+	if err != nil && ctx.Err() == nil && dctx.Err() != nil {
+		return nil, fmt.Errorf("broker %s: no answer within %s: %w", broker, dialLeaderWait, err)
+	}
+	return conn, err
 }
 
 func readOffsets(conn *kafka.Conn) (first, last int64, err error) {

@@ -1,0 +1,84 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// brokerAttemptWait bounds one exchange with one broker of the model topic: its partition count
+// (LookupPartitions: a dial and a metadata request), a connection to a partition's leader
+// (DialLeader: a dial, a metadata request, a dial) and each request on that connection (its
+// offsets, one fetch). kafka-go bounds these by the caller's context alone (the Dialer's
+// Timeout covers the dial, not the answer): a broker that took a request and never answered
+// (seen under make test's load: a scorer's start held 48 s in modelTopicPartitions until the
+// test ended, TestKeyRestoreReadsItsPartitionsRealBroker) held a start, an assignment's fetch
+// (keyFollowers.start runs in the source's assignment callback) or a restore, where the next
+// broker, or the callers' next attempt after their backoff, would have answered at once. A
+// reachable broker answers in milliseconds; 5 s is the bound this package already gives a
+// start's requests to the brokers (kafka.Transport's DialTimeout and the Client's Timeout of
+// leaveDeadBuilders), long enough for a broker slowed by load, short enough that a lost request
+// costs one retry, not the caller's whole wait (topicCheckWait, keyRestoreWait).
+const brokerAttemptWait = 5 * time.Second
+
+// lookupPartitions is topic's partitions as broker b gives them, within brokerAttemptWait.
+func lookupPartitions(ctx context.Context, dialer *kafka.Dialer, b, topic string) ([]kafka.Partition, error) {
+	actx, cancel := context.WithTimeout(ctx, brokerAttemptWait)
+	defer cancel()
+	ps, err := dialer.LookupPartitions(actx, "tcp", b, topic)
+	return ps, attemptError(ctx, actx, b, err)
+}
+
+// dialLeader is a connection to the leader of topic's partition mp, found through broker b,
+// within brokerAttemptWait; its requests are bounded by the caller (boundConn).
+func dialLeader(ctx context.Context, dialer *kafka.Dialer, b, topic string, mp int) (*kafka.Conn, error) {
+	actx, cancel := context.WithTimeout(ctx, brokerAttemptWait)
+	defer cancel()
+	conn, err := dialer.DialLeader(actx, "tcp", b, topic, mp)
+	return conn, attemptError(ctx, actx, b, err)
+}
+
+// boundConn bounds conn's next requests (until it is called again) by brokerAttemptWait; it
+// fails at once where ctx has ended. (A caller that ends conn's requests at ctx's end,
+// context.AfterFunc, calls it before each request: a request started as ctx ends waits
+// brokerAttemptWait at most, and the next is not started.)
+func boundConn(ctx context.Context, conn *kafka.Conn) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return conn.SetDeadline(time.Now().Add(brokerAttemptWait))
+}
+
+// attemptError names broker b in err, an attempt's error under actx (ctx's with its bound),
+// and says so where the bound ended it.
+func attemptError(ctx, actx context.Context, b string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() == nil && actx.Err() != nil:
+		return fmt.Errorf("broker %s: no answer within %s: %w", b, brokerAttemptWait, err)
+	default:
+		return fmt.Errorf("broker %s: %w", b, err)
+	}
+}
+
+// readOffsets are the first and end offsets of the partition conn is connected to (b: its
+// leader's address, for the error): its two requests within brokerAttemptWait.
+func readOffsets(ctx context.Context, conn *kafka.Conn, b string) (first, end int64, err error) {
+	if err := boundConn(ctx, conn); err != nil {
+		return 0, 0, err
+	}
+	first, end, err = conn.ReadOffsets()
+	switch {
+	case err == nil:
+		return first, end, nil
+	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil:
+		return 0, 0, fmt.Errorf("leader %s: its offsets: no answer within %s: %w", b, brokerAttemptWait, err)
+	default:
+		return 0, 0, fmt.Errorf("leader %s: its offsets: %w", b, err)
+	}
+}
