@@ -63,6 +63,8 @@ type Deriver struct {
 	ringLen int    // float32s of robust_z rings per series
 	meanLen int    // float32s of mean and std rings per series (values, then with uncertainty their sds)
 	nMean   int    // mean features: each keeps two float64 sums per series
+	wideLen int    // uint64s of std's exact sums per series (derive_wide.go)
+	aggLen  int    // int32s of std's extremes per series (stdTop)
 
 	series  map[string]*series
 	lru     series // sentinel of the recency list: lru.next is the most recent
@@ -71,6 +73,7 @@ type Deriver struct {
 
 	out    Decoded // Apply's result, reused
 	keyBuf []byte
+	stdScr stdScratch
 }
 
 // deriveOp is one derived feature, resolved to column indices.
@@ -79,6 +82,7 @@ type deriveOp struct {
 	src, dst  int // source column (diff, robust_z); first destination column
 	slot      int // diff: its previous-value slot; robust_z, mean, std: its ring's start in the series
 	sum       int // mean: its sums' index in the series (value, then sd^2)
+	wide, agg int // std: its exact sums' and its extremes' start in the series
 	last, min int
 	floor     float64
 }
@@ -93,6 +97,8 @@ type series struct {
 	ring       []float32 // each robust_z's previous values in arrival order, then each one's sorted
 	mring      []float32 // each mean's and std's last values (a ring), then (withSD) their sds
 	sums       []float64 // per mean: the sum of its ring's values and of their sd^2
+	wide       []uint64  // per std: its window's exact sums (stdWideLen)
+	agg        []int32   // per std: its ring's extremes (stdAggLen)
 	fill, pos  []int32   // per robust_z, mean and std: values held, next write position
 }
 
@@ -131,9 +137,11 @@ func newDeriver(cfg Config, loc *time.Location) *Deriver {
 				op.slot, op.sum = d.meanLen, d.nMean
 				d.meanLen += f.Last
 				d.nMean++
-			case DeriveStd: // a ring as mean's, without sums: recomputed over it (derive_std.go)
-				op.slot = d.meanLen
+			case DeriveStd: // a ring as mean's, exact sums and extremes (derive_std.go)
+				op.slot, op.wide, op.agg = d.meanLen, d.wideLen, d.aggLen
 				d.meanLen += f.Last
+				d.wideLen += stdWideLen(d.withSD)
+				d.aggLen += stdAggLen(f.Last)
 			default:
 				op.slot = d.ringLen
 				d.ringLen += f.Last
@@ -170,14 +178,15 @@ func (d *Deriver) NeedsTime() string { return d.wallOf }
 // StateBound is the most bytes the series can hold (derive.max_keys of them, keys of keyLen
 // bytes): what Derive.MaxKeys documents, for the start's log line.
 func (d *Deriver) StateBound(keyLen int) int64 {
-	per := int64(8*d.nDiff+8*d.ringLen+4*d.meanLen+16*d.nMean+8*len(d.ops)) + seriesOverhead + int64(keyLen)
+	per := int64(8*d.nDiff+8*d.ringLen+4*d.meanLen+16*d.nMean+8*len(d.ops)+8*d.wideLen+4*d.aggLen) + seriesOverhead + int64(keyLen)
 	return int64(d.maxKeys) * per
 }
 
 // seriesOverhead is a series' bytes beyond its values: the struct, its slice headers, the map
-// entry and the key string's header (measured: about 220 with Go 1.26, TestDeriveStateBound;
-// 300 leaves room for the map's growth).
-const seriesOverhead = 300
+// entry and the key string's header (measured: about 220 with Go 1.26, TestDeriveStateBound,
+// 308 with the map's growth once std's exact sums and extremes added two slices to the struct,
+// 256 bytes with them; 350 leaves room).
+const seriesOverhead = 350
 
 // Keys is the number of series held (at most derive.max_keys).
 func (d *Deriver) Keys() int { return len(d.series) }
@@ -429,9 +438,12 @@ func (d *Deriver) seriesOf(partition int32, key []byte) *series {
 			clear(s.fill)
 			clear(s.pos)
 			clear(s.sums)
+			clear(s.wide)
+			clear(s.agg)
 		} else {
 			s = &series{prevVal: make([]float32, 2*d.nDiff), ring: make([]float32, 2*d.ringLen),
 				mring: make([]float32, d.meanLen), sums: make([]float64, 2*d.nMean),
+				wide: make([]uint64, d.wideLen), agg: make([]int32, d.aggLen),
 				fill: make([]int32, len(d.ops)), pos: make([]int32, len(d.ops))}
 		}
 		s.id, s.partition = string(d.keyBuf), partition

@@ -80,7 +80,7 @@ func TestDeriveMeanEvictedStartsAfresh(t *testing.T) {
 }
 
 // mustDeriver is c's Deriver, made as the source and replay make it (c must pass Check).
-func mustDeriver(t *testing.T, c Config) *Deriver {
+func mustDeriver(t testing.TB, c Config) *Deriver {
 	t.Helper()
 	k, err := c.Check()
 	if err != nil {

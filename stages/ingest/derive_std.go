@@ -1,6 +1,10 @@
 package ingest
 
-import "math"
+import (
+	"math"
+	"math/bits"
+	"slices"
+)
 
 // The std kind (ingest.derive, DeriveStd): the rolling spread of a feature over its series'
 // last `last` values, the current one included, less the two values farthest from their mean:
@@ -21,9 +25,9 @@ import "math"
 // one window are about 0.0005 % of the records). Why the farthest from the mean and not from
 // the median: a spike is always among the farthest from the mean once it is further out than
 // the others' spread (at n values a single one is (n - 1)/n of its height from the mean, an
-// ordinary value 1/n of it plus its own deviation), the mean is a pass the spread makes anyway,
-// and a median would need a sorted copy. Both are taken from the whole window's mean, the
-// farthest first; ties (a window of two levels, an oscillation's extremes) leave out the
+// ordinary value 1/n of it plus its own deviation), the mean is a sum the spread keeps anyway,
+// and a median would need a sorted copy. Both are taken from the whole window's exact mean,
+// the farthest first; ties (a window of two levels, an oscillation's extremes) leave out the
 // oldest, so the result is a function of the window's values and their order. What it costs:
 // a third spike within `last` records moves it as one spike moved the plain standard
 // deviation; a window of equal values but two reads 0 (two odd readings in a stuck stretch do
@@ -50,168 +54,370 @@ import "math"
 // (TestReplayRollingWarmupNotFlagged; 8.75 with all values kept while filling). `last` is at
 // least 4 for std (deriveconfig.go), so a full window keeps two values or more.
 //
-// Why recomputed over the ring each record, in passes over it (the mean, the two farthest
-// values, the mean of the rest, then the squared deviations from it), rather than
-// kept as running sums: sum(x^2) - n mean^2 cancels when the spread is small against the level
-// (16 readings at 1e6 with a spread of 0.1: both terms near 1.6e13, whose float64 spacing is
-// 0.002, against a difference of 0.16: about two digits left), and running sums carry a
-// residue of the values that left, rounded while large values were in them: a window that
-// holds a stuck value alone after a wild stretch reads a small number, or a negative variance,
-// not 0 (TestDeriveStdStuckAfterNoiseIsZero). The sum of the rest is summed afresh, not the
-// whole sum less the values left out, for the same reason (a spike of 1e30 would leave nothing
-// of the others in it). Passes over the float32 values in float64 are exact for a window of
-// equal values (n copies of a float32 sum exactly in float64 up to n = 2^29, so the mean is
-// the value and every deviation 0) and never drift, at O(last) a record (BenchmarkDeriveApply,
-// docs/BENCHMARKS.md §12.59 and §12.61's addendum). The order of the sums is fixed (the oldest
-// value first), so the pipeline and replay, one code, give the same bits for the same series;
-// docs/bench/derive_std_golden.py computes the same definition independently
-// (TestDeriveStdGolden). The values are the decoder's, always finite (NaN and Inf are dead
-// letters; a missing value is a dead letter or ingest.fill's constant, which a run of missing
-// readings then holds like a stuck sensor); their squares in float64 cannot overflow.
+// How it is computed, in O(1) a record whatever `last` (docs/BENCHMARKS.md §12.59.3; the two
+// float64 passes over the ring it replaced cost 6.65 us a record at last = 1440, §12.59.2):
+// from exact sums. The window's sums of x and x^2 (with uncertainty also of sd^2, x sd^2 and
+// x^2 sd^2) are wide fixed-point integers (derive_wide.go): a float32 is an integer in units of
+// 2^-149, so adding the new value and removing the one that leaves is exact. Nothing is rounded
+// while values are in them, so nothing of a value that left remains (a window of one stuck
+// value after a wild stretch reads exactly 0, TestDeriveStdStuckAfterNoiseIsZero, where float64
+// running sums keep a residue), and nothing cancels (float64 sums of x and x^2 lose the spread
+// against the level: 16 readings at 1e6 with a spread of 0.1 leave about two digits of
+// sum(x^2) - n mean^2). The sums of the values kept are the window's less the two left out,
+// exactly (a spike of 1e30 leaves the others intact), and the variance's numerator
+// m sum(x^2) - (sum x)^2 = m (m - 1) var is an exact integer, divided and rounded once to
+// float64 (wideQuoFloat, to nearest), then its float64 sqrt, then float32: the std is a
+// function of the window's values and their order alone, the same bits in the pipeline and in
+// replay (one code) and in docs/bench/derive_std_golden.py, which computes the definition
+// independently in exact rationals (TestDeriveStdGolden; TestDeriveStdMatchesExact checks random
+// streams against an exact math/big reference in Go). Which two values are farthest from the
+// mean is decided exactly too (|n x - sum x| compared as integers). They are among the window's
+// two largest and two smallest values (the farthest is its largest or its smallest, the second
+// the largest or smallest of the rest; the oldest of equals), which the series keeps in O(1) a
+// record: at each wrap of the ring the two largest and smallest of each of its suffixes from a
+// multiple of stdBlock on, and those of the values written since the wrap, updated with each; a
+// window is the last pass's suffix from its oldest value on (a part block scanned, under
+// stdBlock values, then a stored suffix) followed by the values since the wrap. State: the
+// values' ring as before (4 bytes a value, 8 with uncertainty), plus 16 bytes of those indices
+// per stdBlock values and 16 for the values since the wrap, plus 112 bytes of sums (440 with
+// uncertainty): StateBound.
+//
+// The two float64 passes over the ring it replaced (trimstd26's) rounded each sum in order:
+// they read other bits where that rounding (of the order of last float64 ulps of the variance)
+// crossed a float32 rounding boundary, or decided a tie of distances from a rounded mean that
+// the exact mean does not tie: on random streams a few records in 10^6
+// (TestDeriveStdAgainstTwoPass), none of the golden file's 600. The values are the decoder's,
+// always finite (NaN and Inf are dead letters; a missing value is a dead letter or
+// ingest.fill's constant, which a run of missing readings then holds like a stuck sensor).
 //
 // Uncertainty (ingest.uncertainty): the first-order propagation of the kept values' sds (which
 // values are left out is piecewise constant in the values, so it adds no first-order term),
 // sqrt(sum((x_i - mean)^2 sd_i^2)) / ((m - 1) std) over the m kept; where the std is 0 that is
 // 0/0, and the limit of the equal-sds case is taken: RMS(sd) / sqrt(m - 1) of the kept. For a
-// series' first value, its sd.
-
-// std is op's spread of the series' last op.last values, the current one included, less the
-// two farthest from their mean once the window is full: the sample standard deviation of the
-// others (see above). k is
-// op's index among d.ops (for fill and pos).
-func (d *Deriver) std(op *deriveOp, s *series, k int) {
-	half := len(s.mring) / 2 // withSD: the sds' rings start here
-	ring := s.mring[op.slot : op.slot+op.last]
-	n, p := int(s.fill[k]), int(s.pos[k])
-	ring[p] = d.out.Values[op.src]
-	var sds []float32
-	if d.withSD {
-		sds = s.mring[half+op.slot : half+op.slot+op.last]
-		sds[p] = d.out.SD[op.src]
-	}
-	n = min(n+1, op.last)
-	p = (p + 1) % op.last
-	s.fill[k], s.pos[k] = int32(n), int32(p)
-	// The window oldest first, as ranges of ring indices: [p, last) then [0, p) when the ring
-	// is full; [0, n) before.
-	var buf, keptBuf [2 + 2*stdLeftOut]stdSpan
-	win := append(buf[:0], stdSpan{0, n})
-	if n == op.last {
-		win = append(buf[:0], stdSpan{p, op.last}, stdSpan{0, p})
-	}
-	// A full window less the two values farthest from its mean; a window still filling (its
-	// column warming: scored at the model's centre) whole.
-	m, kept := n, win // the values kept
-	if n == op.last {
-		m = n - stdLeftOut
-		all := stdSum(ring, win) / float64(n)
-		kept = stdWithout(keptBuf[:0], win, stdFarthest(ring, win, all))
-	}
-	var sd, mean float64
-	if m >= 2 {
-		mean = stdSum(ring, kept) / float64(m)
-		sd = math.Sqrt(stdSquares(ring, kept, mean) / float64(m-1))
-	}
-	d.out.Values[op.dst] = finite32(sd)
-	if !d.withSD {
-		return
-	}
-	var u float64
-	if m < 2 {
-		// A series' first value: no spread, and no propagation; its sd.
-		var sum2 float64
-		for _, e := range sds[:n] {
-			sum2 += float64(float64(e) * float64(e))
-		}
-		u = math.Sqrt(sum2 / float64(n))
-	} else {
-		var prop, sum2 float64 // sum((x_i - mean)^2 sd_i^2), sum(sd_i^2) over the values kept
-		for _, r := range kept {
-			for i := r.from; i < r.to; i++ {
-				dev, e := float64(ring[i])-mean, float64(sds[i])
-				prop += float64(float64(dev*dev) * float64(e*e))
-				sum2 += float64(e * e)
-			}
-		}
-		if sd > 0 && !math.IsInf(sd, 0) {
-			u = math.Sqrt(prop) / float64(float64(m-1)*sd)
-		} else {
-			u = math.Sqrt(sum2/float64(m)) / math.Sqrt(float64(m-1))
-		}
-	}
-	d.out.SD[op.dst] = finite32(u)
-}
+// series' first value, its sd. The sum is m^-2 (m^2 sum(x^2 sd^2) - 2 m sum(x) sum(x sd^2) +
+// sum(x)^2 sum(sd^2)) over the kept, an exact integer divided and rounded once, as the
+// variance's numerator.
 
 // stdLeftOut is how many of its window's values the std leaves out: the farthest from their
 // mean. std's `last` is at least stdLeftOut + 2 (deriveconfig.go), so that a full window keeps
 // two values or more.
 const stdLeftOut = 2
 
-// stdSpan is a range of ring indices, [from, to).
-type stdSpan struct{ from, to int }
+// stdBlock is the stride of the stored suffixes' extremes (stdTop): a window's oldest part block
+// is scanned, at most stdBlock - 1 values a record, for 16 bytes of state per stdBlock values.
+const stdBlock = 16
 
-// stdSum is the float64 sum of ring's values in spans, in their order.
-func stdSum(ring []float32, spans []stdSpan) float64 {
-	var sum float64
-	for _, r := range spans {
-		for _, v := range ring[r.from:r.to] {
-			sum += float64(v)
-		}
+// stdWideLen is the uint64 words of one std's sums in a series (derive_wide.go): sum x and
+// sum x^2, then with uncertainty sum sd^2, sum x sd^2 and sum x^2 sd^2.
+func stdWideLen(withSD bool) int {
+	if withSD {
+		return wideS + wideQ + wideQ + wideB + wideC
 	}
-	return sum
+	return wideS + wideQ
 }
 
-// stdFarthest is the ring indices of the two values in spans farthest from mean, in one pass
-// in the spans' order: the farthest, then the farthest of the others, each the first (the
-// oldest) of those equally far; spans hold three values or more.
-func stdFarthest(ring []float32, spans []stdSpan, mean float64) [stdLeftOut]int {
-	far0, far1, best0, best1 := -1, -1, -1.0, -1.0
-	for _, r := range spans {
-		for i := r.from; i < r.to; i++ {
-			dist := math.Abs(float64(ring[i]) - mean)
-			if dist > best1 { // rarely: most values are nearer than the second farthest so far
-				if dist > best0 {
-					far0, far1, best0, best1 = i, far0, dist, best0
-				} else {
-					far1, best1 = i, dist
-				}
+// stdAggLen is the int32s of one std's extremes in a series: those of the values written since
+// the ring's last wrap, then those of each suffix of the ring from a multiple of stdBlock.
+func stdAggLen(last int) int { return 4 * (1 + (last+stdBlock-1)/stdBlock) }
+
+// stdSums are views of exact sums (derive_wide.go): of x, x^2, and with uncertainty sd^2,
+// x sd^2, x^2 sd^2 (a, b, c nil without).
+type stdSums struct{ s, q, a, b, c []uint64 }
+
+// sumsAt is the sums laid out in w as stdWideLen says.
+func sumsAt(w []uint64, withSD bool) stdSums {
+	t := stdSums{s: w[:wideS], q: w[wideS : wideS+wideQ]}
+	if withSD {
+		o := wideS + wideQ
+		t.a, t.b, t.c = w[o:o+wideQ], w[o+wideQ:o+wideQ+wideB], w[o+wideQ+wideB:o+wideQ+wideB+wideC]
+	}
+	return t
+}
+
+// copyFrom sets t's sums to u's (t's views as long).
+func (t stdSums) copyFrom(u stdSums) {
+	copy(t.s, u.s)
+	copy(t.q, u.q)
+	if t.a != nil {
+		copy(t.a, u.a)
+		copy(t.b, u.b)
+		copy(t.c, u.c)
+	}
+}
+
+// add adds the value x with sd e to the sums, or removes it (remove): exactly.
+func (t stdSums) add(x, e float32, remove bool) {
+	mx, sx, neg := f32Fixed(x)
+	wideAddSigned(t.s, 0, mx, sx, neg != remove)
+	wideAddSigned(t.q, 0, mx*mx, 2*sx, remove)
+	if t.a == nil {
+		return
+	}
+	me, se, _ := f32Fixed(e) // squared: its sign does not matter
+	e2 := me * me
+	wideAddSigned(t.a, 0, e2, 2*se, remove)
+	hi, lo := bits.Mul64(mx, e2)
+	wideAddSigned(t.b, hi, lo, sx+2*se, neg != remove)
+	hi, lo = bits.Mul64(mx*mx, e2)
+	wideAddSigned(t.c, hi, lo, 2*sx+2*se, remove)
+}
+
+// stdScratch is the Deriver's working space for std (one record at a time).
+type stdScratch struct {
+	s              [wideS]uint64
+	q, a           [wideQ]uint64
+	b              [wideB]uint64
+	c              [wideC]uint64
+	absS           [wideS]uint64
+	absB           [wideB]uint64
+	sq             [wideSq]uint64
+	t              [wideT]uint64
+	p, prod, prod2 [wideP]uint64
+	dist           [4][wideS]uint64
+}
+
+// stdTop is the ring indices + 1 (0: none) of a run of a window's values' two largest (the
+// first two) and two smallest (the last two), in that order, the oldest first among equal
+// values: as stored in a series (stdExt works on them).
+type stdTop [4]int32
+
+// stdExt is a stdTop with the values of its indices, to put values in from the oldest on.
+type stdExt struct {
+	id [4]int32
+	v  [4]float32 // -Inf where no largest is held yet, +Inf where no smallest (values are finite)
+}
+
+// newExt is the extremes of no values.
+func newExt() stdExt {
+	inf := float32(math.Inf(1))
+	return stdExt{v: [4]float32{-inf, -inf, inf, inf}}
+}
+
+// put takes in the value v of ring index id - 1, newer than those held.
+func (x *stdExt) put(id int32, v float32) {
+	if v > x.v[1] { // strictly: of equal values the older stays
+		if v > x.v[0] {
+			x.id[1], x.v[1], x.id[0], x.v[0] = x.id[0], x.v[0], id, v
+		} else {
+			x.id[1], x.v[1] = id, v
+		}
+	}
+	if v < x.v[3] {
+		if v < x.v[2] {
+			x.id[3], x.v[3], x.id[2], x.v[2] = x.id[2], x.v[2], id, v
+		} else {
+			x.id[3], x.v[3] = id, v
+		}
+	}
+}
+
+// scan takes in ring[from:to], oldest first.
+func (x *stdExt) scan(ring []float32, from, to int) {
+	for i := from; i < to; i++ {
+		if v := ring[i]; v > x.v[1] || v < x.v[3] {
+			x.put(int32(i+1), v)
+		}
+	}
+}
+
+// then takes in newer's extremes, whose values are all newer than x's: its largest among the
+// largest, its smallest among the smallest.
+func (x *stdExt) then(newer *stdExt) {
+	for k := range 2 {
+		if id, v := newer.id[k], newer.v[k]; id != 0 && v > x.v[1] {
+			if v > x.v[0] {
+				x.id[1], x.v[1], x.id[0], x.v[0] = x.id[0], x.v[0], id, v
+			} else {
+				x.id[1], x.v[1] = id, v
+			}
+		}
+		if id, v := newer.id[2+k], newer.v[2+k]; id != 0 && v < x.v[3] {
+			if v < x.v[2] {
+				x.id[3], x.v[3], x.id[2], x.v[2] = x.id[2], x.v[2], id, v
+			} else {
+				x.id[3], x.v[3] = id, v
 			}
 		}
 	}
-	return [stdLeftOut]int{far0, far1}
 }
 
-// stdWithout appends to dst the spans less the ring indices out, in the spans' order.
-func stdWithout(dst, spans []stdSpan, out [stdLeftOut]int) []stdSpan {
-	if out[0] > out[1] {
-		out[0], out[1] = out[1], out[0]
+// extOf is the stored t with its values from ring.
+func extOf(ring []float32, t *stdTop) stdExt {
+	x := newExt()
+	for k, id := range t {
+		if id != 0 {
+			x.id[k], x.v[k] = id, ring[id-1]
+		}
 	}
-	for _, r := range spans {
-		from := r.from
-		for _, o := range out {
-			if o >= from && o < r.to {
-				if o > from {
-					dst = append(dst, stdSpan{from, o})
-				}
-				from = o + 1
+	return x
+}
+
+// std is op's spread of the series' last op.last values, the current one included, less the
+// two farthest from their mean once the window is full: the sample standard deviation of the
+// others (see above). k is op's index among d.ops (for fill and pos).
+func (d *Deriver) std(op *deriveOp, s *series, k int) {
+	half := len(s.mring) / 2 // withSD: the sds' rings start here
+	ring := s.mring[op.slot : op.slot+op.last]
+	n, p := int(s.fill[k]), int(s.pos[k])
+	sums := sumsAt(s.wide[op.wide:op.wide+stdWideLen(d.withSD)], d.withSD)
+	x := d.out.Values[op.src]
+	var sds []float32
+	var e float32
+	if d.withSD {
+		sds = s.mring[half+op.slot : half+op.slot+op.last]
+		e = d.out.SD[op.src]
+	}
+	if n == op.last { // the oldest value leaves
+		var old float32
+		if d.withSD {
+			old = sds[p]
+		}
+		sums.add(ring[p], old, true)
+	}
+	ring[p] = x
+	if d.withSD {
+		sds[p] = e
+	}
+	sums.add(x, e, false)
+	agg := s.agg[op.agg : op.agg+stdAggLen(op.last)]
+	since := extOf(ring, (*stdTop)(agg[:4]))
+	since.put(int32(p+1), x)
+	*(*stdTop)(agg[:4]) = since.id
+	n = min(n+1, op.last)
+	p = (p + 1) % op.last
+	s.fill[k], s.pos[k] = int32(n), int32(p)
+	if p == 0 { // a wrap: the suffixes' extremes of the pass just written
+		stdSuffixes(ring, agg)
+	}
+
+	// The sums of the values kept: a full window's less its two farthest from their mean.
+	sc := &d.stdScr
+	kept := stdSums{s: sc.s[:], q: sc.q[:]}
+	if d.withSD {
+		kept.a, kept.b, kept.c = sc.a[:], sc.b[:], sc.c[:]
+	}
+	kept.copyFrom(sums)
+	m := n
+	if n == op.last {
+		for _, i := range d.stdFarthest(ring, agg, sums.s, p) {
+			var ei float32
+			if d.withSD {
+				ei = sds[i]
 			}
+			kept.add(ring[i], ei, true)
 		}
-		if from < r.to {
-			dst = append(dst, stdSpan{from, r.to})
-		}
+		m = n - stdLeftOut
 	}
-	return dst
+	var sd float64
+	if m >= 2 { // m (m - 1) var = m sum(x^2) - (sum x)^2, in units of 2^-298
+		negS := wideAbs(sc.absS[:], kept.s)
+		wideMul(sc.sq[:], sc.absS[:], sc.absS[:])
+		wideMulSmall(sc.t[:], kept.q, uint64(m))
+		wideSubInto(sc.t[:], sc.t[:], sc.sq[:])
+		sd = math.Sqrt(wideQuoFloat(sc.t[:], uint64(m)*uint64(m-1), -298))
+		if d.withSD {
+			d.out.SD[op.dst] = finite32(d.stdUncertainty(kept, m, sd, negS))
+		}
+	} else if d.withSD { // a series' first value: no spread, and no propagation; its sd
+		d.out.SD[op.dst] = finite32(math.Abs(float64(e)))
+	}
+	d.out.Values[op.dst] = finite32(sd)
 }
 
-// stdSquares is the float64 sum of the squared deviations from mean of ring's values in spans,
-// in their order.
-func stdSquares(ring []float32, spans []stdSpan, mean float64) float64 {
-	var ss float64
-	for _, r := range spans {
-		for _, v := range ring[r.from:r.to] {
-			dev := float64(v) - mean
-			ss += float64(dev * dev) // (the product rounded first: no fused multiply-add)
+// stdUncertainty is the propagation of the kept values' sds to their std sd (m >= 2 of them;
+// d.stdScr's absS and sq hold |sum x| and its square, negS its sign).
+func (d *Deriver) stdUncertainty(kept stdSums, m int, sd float64, negS bool) float64 {
+	sc := &d.stdScr
+	if sd == 0 { // 0/0: the equal-sds limit, RMS(sd) / sqrt(m - 1)
+		return math.Sqrt(wideQuoFloat(kept.a, uint64(m), -298)) / math.Sqrt(float64(m-1))
+	}
+	// m^2 sum((x - mean)^2 sd^2) = m^2 sum(x^2 sd^2) - 2 m sum(x) sum(x sd^2) +
+	// sum(x)^2 sum(sd^2), in units of 2^-596; >= 0, each term below 2^1162.
+	wideMulSmall(sc.p[:], kept.c, uint64(m)*uint64(m))
+	wideMul(sc.prod[:], sc.sq[:], kept.a)
+	wideAddInto(sc.p[:], sc.p[:], sc.prod[:])
+	negB := wideAbs(sc.absB[:], kept.b)
+	wideMul(sc.prod2[:], sc.absS[:], sc.absB[:])
+	wideMulSmall(sc.prod2[:], sc.prod2[:], 2*uint64(m))
+	if negS == negB {
+		wideSubInto(sc.p[:], sc.p[:], sc.prod2[:])
+	} else {
+		wideAddInto(sc.p[:], sc.p[:], sc.prod2[:])
+	}
+	prop := wideQuoFloat(sc.p[:], uint64(m)*uint64(m), -596)
+	return math.Sqrt(prop) / float64(float64(m-1)*sd)
+}
+
+// stdSuffixes sets agg's stored extremes after a wrap of ring: those of each suffix of the pass
+// just written from a multiple of stdBlock on, and none yet since the wrap.
+func stdSuffixes(ring []float32, agg []int32) {
+	cur := newExt()
+	for j := len(agg)/4 - 2; j >= 0; j-- {
+		blk := newExt()
+		blk.scan(ring, j*stdBlock, min((j+1)*stdBlock, len(ring)))
+		blk.then(&cur)
+		cur = blk
+		*(*stdTop)(agg[4*(j+1) : 4*(j+2)]) = cur.id
+	}
+	*(*stdTop)(agg[:4]) = stdTop{}
+}
+
+// stdFarthest is the ring indices of the two values of the full window farthest from its mean
+// (sum x / n, sum the exact sum of the window's values: two's complement in units of 2^-149),
+// the farthest first, each the oldest of those equally far; p is the oldest value's index.
+func (d *Deriver) stdFarthest(ring []float32, agg []int32, sum []uint64, p int) [stdLeftOut]int {
+	n := len(ring)
+	// The window's extremes: its oldest part block's, the stored suffix's after it, the values'
+	// since the wrap.
+	var win stdExt
+	if j := (p + stdBlock - 1) / stdBlock; p > 0 {
+		win = newExt()
+		win.scan(ring, p, min(j*stdBlock, n))
+		if 4*(j+1) < len(agg) {
+			suf := extOf(ring, (*stdTop)(agg[4*(j+1):4*(j+2)]))
+			win.then(&suf)
+		}
+		since := extOf(ring, (*stdTop)(agg[:4]))
+		win.then(&since)
+	} else {
+		win = extOf(ring, (*stdTop)(agg[4:8]))
+	}
+	// The candidates, each once, with |n x - sum x| (n times its distance from the mean).
+	var cand [4]int
+	nc := 0
+	for _, id := range win.id {
+		if id != 0 && !slices.Contains(cand[:nc], int(id-1)) {
+			cand[nc] = int(id - 1)
+			nc++
 		}
 	}
-	return ss
+	sc := &d.stdScr
+	negSum := sc.absS[:] // -sum x, then n x - sum x for each
+	copy(negSum, sum)
+	wideNeg(negSum)
+	for c, i := range cand[:nc] {
+		dist := sc.dist[c][:]
+		copy(dist, negSum)
+		mx, sx, neg := f32Fixed(ring[i])
+		wideAddSigned(dist, 0, uint64(n)*mx, sx, neg)
+		wideAbs(dist, dist)
+	}
+	age := func(i int) int { return (i - p + n) % n }
+	farther := func(a, b int) bool { // candidate a before candidate b
+		c := wideCmp(sc.dist[a][:], sc.dist[b][:])
+		return c > 0 || c == 0 && age(cand[a]) < age(cand[b])
+	}
+	first := 0
+	for c := 1; c < nc; c++ {
+		if farther(c, first) {
+			first = c
+		}
+	}
+	second := -1
+	for c := range nc {
+		if c != first && (second < 0 || farther(c, second)) {
+			second = c
+		}
+	}
+	return [stdLeftOut]int{cand[first], cand[second]}
 }

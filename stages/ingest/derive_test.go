@@ -19,7 +19,7 @@ import (
 
 // deriveConfig loads an ingest section (topic, group and features [temp] given) with the
 // derive section yaml, through the strict loader, as the pipeline does.
-func deriveConfig(t *testing.T, yaml string) Config {
+func deriveConfig(t testing.TB, yaml string) Config {
 	t.Helper()
 	c := Default()
 	doc := "topic: in\ngroup_id: g\nfeatures: [temp]\n" + yaml

@@ -1,0 +1,249 @@
+package ingest
+
+import (
+	"math"
+	"math/bits"
+)
+
+// Exact sums for the std kind (derive_std.go): float32 values, their squares and (with
+// uncertainty) products with their sds' squares, held as wide fixed-point integers, so that a
+// value leaving the window is removed exactly and the spread is computed from exact sums in
+// O(1) whatever the window's length.
+//
+// A float32 is M 2^(s - 149) with M < 2^24 and 0 <= s <= 253 (f32Fixed): an integer in units
+// of 2^-149, below 2^277. A product of k such values is an integer in units of 2^(-149 k),
+// below 2^(277 k); a sum of at most 100000 (< 2^17) of them, below 2^(277 k + 17). The
+// accumulators are little-endian uint64 words, two's complement where the terms have a sign
+// (the values, x sd^2), wide enough for that bound plus the sign:
+//
+//	sum x        units 2^-149   5 words (< 2^294 and a sign: 295 bits)
+//	sum x^2      units 2^-298   9 words (< 2^571)
+//	sum sd^2     units 2^-298   9 words
+//	sum x sd^2   units 2^-447  14 words (< 2^848 and a sign)
+//	sum x^2 sd^2 units 2^-596  18 words (< 2^1125)
+//
+// Adding and removing a term is exact (integer arithmetic modulo 2^(64 words), with no
+// overflow within those bounds), so the sums never drift and hold no residue of values that
+// left: a window of one repeated value gives a variance numerator of exactly 0.
+const (
+	wideS  = 5  // sum x
+	wideQ  = 9  // sum x^2 (and sum sd^2)
+	wideB  = 14 // sum x sd^2
+	wideC  = 18 // sum x^2 sd^2
+	wideP  = 20 // the propagation's numerator: m^2 C - 2 m S B + S^2 A, each below 2^1162
+	wideT  = 10 // the variance's numerator: m Q - S^2, below 2^(571 + 17)
+	wideSq = 10 // S^2: below 2^590
+)
+
+// f32Fixed is v as mant 2^(shift - 149), mant < 2^24, shift <= 253, and its sign (-0 reads as
+// 0, positive).
+func f32Fixed(v float32) (mant uint64, shift uint, neg bool) {
+	b := math.Float32bits(v)
+	e, f := (b>>23)&0xff, uint64(b&0x7fffff)
+	if e == 0 { // zero or subnormal: f 2^-149
+		return f, 0, b>>31 != 0 && f != 0
+	}
+	return f | 1<<23, uint(e - 1), b>>31 != 0
+}
+
+// wideAdd adds (hi 2^64 + lo) 2^shift to acc, modulo 2^(64 len(acc)).
+func wideAdd(acc []uint64, hi, lo uint64, shift uint) {
+	w, b := int(shift/64), shift%64
+	v := [3]uint64{lo << b, lo>>(64-b) | hi<<b, hi >> (64 - b)} // Go: a shift by 64 is 0
+	var c uint64
+	i := w
+	for _, x := range v {
+		if i == len(acc) {
+			return
+		}
+		acc[i], c = bits.Add64(acc[i], x, c)
+		i++
+	}
+	for ; c != 0 && i < len(acc); i++ {
+		acc[i], c = bits.Add64(acc[i], 0, c)
+	}
+}
+
+// wideSub subtracts (hi 2^64 + lo) 2^shift from acc, modulo 2^(64 len(acc)).
+func wideSub(acc []uint64, hi, lo uint64, shift uint) {
+	w, b := int(shift/64), shift%64
+	v := [3]uint64{lo << b, lo>>(64-b) | hi<<b, hi >> (64 - b)}
+	var c uint64
+	i := w
+	for _, x := range v {
+		if i == len(acc) {
+			return
+		}
+		acc[i], c = bits.Sub64(acc[i], x, c)
+		i++
+	}
+	for ; c != 0 && i < len(acc); i++ {
+		acc[i], c = bits.Sub64(acc[i], 0, c)
+	}
+}
+
+// wideAddSigned adds (hi 2^64 + lo) 2^shift to acc, or subtracts it where neg.
+func wideAddSigned(acc []uint64, hi, lo uint64, shift uint, neg bool) {
+	if neg {
+		wideSub(acc, hi, lo, shift)
+	} else {
+		wideAdd(acc, hi, lo, shift)
+	}
+}
+
+// wideNeg negates a two's complement acc in place.
+func wideNeg(acc []uint64) {
+	c := uint64(1)
+	for i, x := range acc {
+		acc[i], c = bits.Add64(^x, 0, c)
+	}
+}
+
+// wideIsNeg is whether the two's complement acc is negative.
+func wideIsNeg(acc []uint64) bool { return acc[len(acc)-1]>>63 != 0 }
+
+// wideAbs copies |a| (a two's complement) to dst (as long), and says whether a was negative.
+func wideAbs(dst, a []uint64) bool {
+	copy(dst, a)
+	if wideIsNeg(a) {
+		wideNeg(dst)
+		return true
+	}
+	return false
+}
+
+// wideSubInto sets dst = a - b (all one length), modulo 2^(64 len).
+func wideSubInto(dst, a, b []uint64) {
+	var c uint64
+	for i := range dst {
+		dst[i], c = bits.Sub64(a[i], b[i], c)
+	}
+}
+
+// wideAddInto sets dst = a + b (all one length), modulo 2^(64 len).
+func wideAddInto(dst, a, b []uint64) {
+	var c uint64
+	for i := range dst {
+		dst[i], c = bits.Add64(a[i], b[i], c)
+	}
+}
+
+// wideMul sets dst to a b (unsigned), dst at least as long as the product's words (the zero
+// words of a and b skipped), modulo 2^(64 len(dst)); dst must not share memory with a or b.
+func wideMul(dst, a, b []uint64) {
+	clear(dst)
+	nb := len(b)
+	for nb > 0 && b[nb-1] == 0 {
+		nb--
+	}
+	for i, x := range a {
+		if x == 0 {
+			continue
+		}
+		var carry uint64
+		j := 0
+		for ; j < nb && i+j < len(dst); j++ {
+			hi, lo := bits.Mul64(x, b[j])
+			var c uint64
+			lo, c = bits.Add64(lo, carry, 0)
+			hi += c
+			dst[i+j], c = bits.Add64(dst[i+j], lo, 0)
+			carry = hi + c
+		}
+		for k := i + j; carry != 0 && k < len(dst); k++ {
+			dst[k], carry = bits.Add64(dst[k], carry, 0)
+		}
+	}
+}
+
+// wideMulSmall sets dst to a m modulo 2^(64 len(dst)), for an unsigned a (dst at least as long)
+// or a two's complement one (dst as long); dst may be a.
+func wideMulSmall(dst, a []uint64, m uint64) {
+	var carry uint64
+	for i := range dst {
+		var x uint64
+		if i < len(a) {
+			x = a[i]
+		}
+		hi, lo := bits.Mul64(x, m)
+		var c uint64
+		dst[i], c = bits.Add64(lo, carry, 0)
+		carry = hi + c
+	}
+}
+
+// wideCmp compares the unsigned a and b (one length): -1, 0 or +1.
+func wideCmp(a, b []uint64) int {
+	for i := len(a) - 1; i >= 0; i-- {
+		if a[i] != b[i] {
+			if a[i] < b[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// wideIsZero is whether acc is 0.
+func wideIsZero(acc []uint64) bool {
+	for _, x := range acc {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// wideBitsAt is the 64 bits of the unsigned t from bit pos up (bits outside t read 0).
+func wideBitsAt(t []uint64, pos int) uint64 {
+	w := pos >> 6 // floor, pos may be negative
+	b := uint(pos & 63)
+	at := func(i int) uint64 {
+		if i < 0 || i >= len(t) {
+			return 0
+		}
+		return t[i]
+	}
+	return at(w)>>b | at(w+1)<<(64-b)
+}
+
+// wideQuoFloat is t / d 2^exp2 rounded to the nearest float64 (ties to even), for the unsigned
+// t and 0 < d < 2^40, where the result is a normal float64 or 0 (t = 0): the callers' sums
+// keep it within 2^-700 and 2^600. The quotient of t's top 128 bits by d has at least 88 bits
+// (t's top bit set, d < 2^40); whether the rest of the exact quotient is zero (the division's
+// remainder and t's lower bits) is the sticky bit, so rounding its top 64 bits to 53 with it is
+// the correct rounding of the exact quotient.
+func wideQuoFloat(t []uint64, d uint64, exp2 int) float64 {
+	top := len(t) - 1
+	for top >= 0 && t[top] == 0 {
+		top--
+	}
+	if top < 0 {
+		return 0
+	}
+	k := 64*top + 63 - bits.LeadingZeros64(t[top]) - 127 // t = W 2^k + low, W of 128 bits
+	hi, lo := wideBitsAt(t, k+64), wideBitsAt(t, k)
+	sticky := false
+	if k > 0 { // t's bits below k
+		w := k >> 6
+		for i := range w {
+			sticky = sticky || t[i] != 0
+		}
+		sticky = sticky || t[w]&(1<<uint(k&63)-1) != 0
+	}
+	q1, r1 := hi/d, hi%d
+	q0, r0 := bits.Div64(r1, lo, d)
+	sticky = sticky || r0 != 0
+	// The exact t / d lies in [Q 2^k, (Q + 1) 2^k), Q = q1 2^64 + q0 >= 2^87 (so q1 > 0),
+	// equal to its lower end where nothing is sticky.
+	lz := uint(bits.LeadingZeros64(q1))
+	m64 := q1<<lz | q0>>(64-lz)
+	sticky = sticky || q0<<lz != 0
+	e := k + 64 - int(lz) // t / d ~ m64 2^e
+	mant, rem := m64>>11, m64&0x7ff
+	if rem > 0x400 || rem == 0x400 && (sticky || mant&1 == 1) {
+		mant++ // 2^53 at most: still exact as a float64
+	}
+	return math.Ldexp(float64(mant), e+11+exp2)
+}
