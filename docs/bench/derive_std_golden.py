@@ -3,21 +3,23 @@
 (last 16), computed here independently of the Go code, for
 stages/ingest/derive_std_test.go's TestDeriveStdGolden to pin bit for bit.
 
-The definition (docs/OPERATIONS.md, "Time context: derived features"): over the series' last
-`last` values, the current one included (fewer at the series' start: those seen), in float64
-from the float32 values, oldest first. A full window (n = last): its mean = sum / n; the two
-values farthest from it (by |x - mean|, the oldest of a tie) are left out; of the m = n - 2
-others, mean' = sum / m, then the sample standard deviation sqrt(sum((x - mean')^2) / (m -
-1)). A window still filling (n < last): the sample standard deviation of all n, two passes the
-same way; 0 for a series' first value. The result rounded to float32. Summed in plain sequential
-float64 (Python's float), the order the definition fixes; numpy's pairwise sum is used only as
-a cross-check (to 1e-9 relative, a different summation order).
+The definition (docs/OPERATIONS.md, "Time context: derived features"; stages/ingest/derive_std.go):
+over the series' last `last` values, the current one included (fewer at the series' start:
+those seen), the float32 values taken exactly. A full window (n = last): the two values
+farthest from its exact mean (by |x - mean|, the oldest of a tie) are left out; of the m = n - 2
+others, the sample variance sum((x - mean')^2) / (m - 1) exactly, rounded once to the nearest
+float64, its float64 sqrt, rounded to float32. A window still filling (n < last): the same over
+all n; 0 for a series' first value. Computed here in exact rationals (Python's Fraction; its
+float() rounds to nearest), the Go code in wide integers (derive_wide.go). Before stdfast27 the
+definition was two float64 passes summed in order (trimstd26): on this series the bits are the
+same. numpy's float64 std is used only as a cross-check (to 1e-9 relative).
 
     python3 docs/bench/derive_std_golden.py > docs/bench/derive_std_golden.csv
 """
 import math
 import random
 import struct
+from fractions import Fraction
 
 LAST = 16
 OUT = 2  # the values left out
@@ -52,6 +54,25 @@ def series():
     return [f32(x) for x in xs]
 
 
+def std_exact(w, full):
+    """The std of the window w (oldest first), full or filling, as a Python float (float64)."""
+    q = [Fraction(v) for v in w]  # float32 values, exact
+    n = len(q)
+    kept = q
+    if full:
+        mean = sum(q) / n
+        # the OUT largest |x - mean|, the oldest first among equals: a stable sort by
+        # decreasing distance (Python's sort is stable)
+        out = sorted(range(n), key=lambda j: -abs(q[j] - mean))[:OUT]
+        kept = [v for j, v in enumerate(q) if j not in out]
+    m = len(kept)
+    if m < 2:
+        return 0.0, []
+    mean = sum(kept) / m
+    var = sum((v - mean) ** 2 for v in kept) / (m - 1)
+    return math.sqrt(float(var)), [float(v) for v in kept]
+
+
 def main():
     xs = series()
     assert len(xs) == 600
@@ -59,38 +80,7 @@ def main():
     print("x,std16")
     for i, x in enumerate(xs):
         w = xs[max(0, i + 1 - LAST):i + 1]
-        n = len(w)
-        sd = 0.0
-        kept = []
-        if n == LAST:
-            s = 0.0
-            for v in w:
-                s += v
-            m = s / n
-            # the OUT largest |x - m|, the oldest first among equals: a stable sort by
-            # decreasing distance (Python's sort is stable)
-            out = sorted(range(n), key=lambda j: -abs(w[j] - m))[:OUT]
-            kept = [v for j, v in enumerate(w) if j not in out]
-            s = 0.0
-            for v in kept:
-                s += v
-            m = s / len(kept)
-            ss = 0.0
-            for v in kept:
-                d = v - m
-                ss += d * d
-            sd = math.sqrt(ss / (len(kept) - 1))
-        elif n > 1:  # the window still filling: those seen, whole
-            kept = w
-            s = 0.0
-            for v in w:
-                s += v
-            m = s / n
-            ss = 0.0
-            for v in w:
-                d = v - m
-                ss += d * d
-            sd = math.sqrt(ss / (n - 1))
+        sd, kept = std_exact(w, len(w) == LAST)
         try:
             import numpy as np
             ref = float(np.std(np.array(kept, dtype=np.float64), ddof=1)) if kept else 0.0

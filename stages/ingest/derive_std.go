@@ -3,7 +3,6 @@ package ingest
 import (
 	"math"
 	"math/bits"
-	"slices"
 )
 
 // The std kind (ingest.derive, DeriveStd): the rolling spread of a feature over its series'
@@ -134,28 +133,28 @@ func sumsAt(w []uint64, withSD bool) stdSums {
 	return t
 }
 
-// copyFrom sets t's sums to u's (t's views as long).
+// copyFrom sets t's sums to u's (as long as stdWideLen's).
 func (t stdSums) copyFrom(u stdSums) {
-	copy(t.s, u.s)
-	copy(t.q, u.q)
+	*(*[wideS]uint64)(t.s) = [wideS]uint64(u.s)
+	*(*[wideQ]uint64)(t.q) = [wideQ]uint64(u.q)
 	if t.a != nil {
-		copy(t.a, u.a)
-		copy(t.b, u.b)
-		copy(t.c, u.c)
+		*(*[wideQ]uint64)(t.a) = [wideQ]uint64(u.a)
+		*(*[wideB]uint64)(t.b) = [wideB]uint64(u.b)
+		*(*[wideC]uint64)(t.c) = [wideC]uint64(u.c)
 	}
 }
 
 // add adds the value x with sd e to the sums, or removes it (remove): exactly.
 func (t stdSums) add(x, e float32, remove bool) {
 	mx, sx, neg := f32Fixed(x)
-	wideAddSigned(t.s, 0, mx, sx, neg != remove)
-	wideAddSigned(t.q, 0, mx*mx, 2*sx, remove)
+	wideAdd64(t.s, mx, sx, neg != remove)
+	wideAdd64(t.q, mx*mx, 2*sx, remove)
 	if t.a == nil {
 		return
 	}
 	me, se, _ := f32Fixed(e) // squared: its sign does not matter
 	e2 := me * me
-	wideAddSigned(t.a, 0, e2, 2*se, remove)
+	wideAdd64(t.a, e2, 2*se, remove)
 	hi, lo := bits.Mul64(mx, e2)
 	wideAddSigned(t.b, hi, lo, sx+2*se, neg != remove)
 	hi, lo = bits.Mul64(mx*mx, e2)
@@ -173,7 +172,7 @@ type stdScratch struct {
 	sq             [wideSq]uint64
 	t              [wideT]uint64
 	p, prod, prod2 [wideP]uint64
-	dist           [4][wideS]uint64
+	dist           [1][wideS]uint64
 }
 
 // stdTop is the ring indices + 1 (0: none) of a run of a window's values' two largest (the
@@ -382,42 +381,47 @@ func (d *Deriver) stdFarthest(ring []float32, agg []int32, sum []uint64, p int) 
 	} else {
 		win = extOf(ring, (*stdTop)(agg[4:8]))
 	}
-	// The candidates, each once, with |n x - sum x| (n times its distance from the mean).
-	var cand [4]int
-	nc := 0
-	for _, id := range win.id {
-		if id != 0 && !slices.Contains(cand[:nc], int(id-1)) {
-			cand[nc] = int(id - 1)
-			nc++
-		}
-	}
+	// The farthest is the largest or the smallest (the oldest of equals); the second, the
+	// largest or the smallest of the others.
 	sc := &d.stdScr
-	negSum := sc.absS[:] // -sum x, then n x - sum x for each
-	copy(negSum, sum)
-	wideNeg(negSum)
-	for c, i := range cand[:nc] {
-		dist := sc.dist[c][:]
-		copy(dist, negSum)
-		mx, sx, neg := f32Fixed(ring[i])
-		wideAddSigned(dist, 0, uint64(n)*mx, sx, neg)
-		wideAbs(dist, dist)
-	}
+	neg2S := sc.absS[:] // -2 sum x
+	sc.absS = [wideS]uint64(sum)
+	wideNeg(neg2S)
+	wideMulSmall(neg2S, neg2S, 2)
 	age := func(i int) int { return (i - p + n) % n }
-	farther := func(a, b int) bool { // candidate a before candidate b
-		c := wideCmp(sc.dist[a][:], sc.dist[b][:])
-		return c > 0 || c == 0 && age(cand[a]) < age(cand[b])
-	}
-	first := 0
-	for c := 1; c < nc; c++ {
-		if farther(c, first) {
-			first = c
+	// farther is whether ring[a] is farther from the mean than ring[b] (the older where equally
+	// far): (a - mean)^2 - (b - mean)^2 = (a - b)(a + b - 2 mean), whose second factor has the
+	// sign of n (a + b) - 2 sum x, exactly.
+	farther := func(a, b int) bool {
+		va, vb := ring[a], ring[b]
+		if va != vb {
+			sc.dist[0] = sc.absS
+			z := sc.dist[0][:]
+			ma, sa, na := f32Fixed(va)
+			mb, sb, nb := f32Fixed(vb)
+			wideAdd64(z, uint64(n)*ma, sa, na)
+			wideAdd64(z, uint64(n)*mb, sb, nb)
+			if !wideIsZero(z) {
+				return (va > vb) != wideIsNeg(z)
+			}
 		}
+		return age(a) < age(b)
 	}
-	second := -1
-	for c := range nc {
-		if c != first && (second < 0 || farther(c, second)) {
-			second = c
-		}
+	t0, t1, b0, b1 := int(win.id[0]-1), int(win.id[1]-1), int(win.id[2]-1), int(win.id[3]-1)
+	first := t0
+	if t0 != b0 && farther(b0, t0) {
+		first = b0
 	}
-	return [stdLeftOut]int{cand[first], cand[second]}
+	hi, lo := t0, b0
+	if first == t0 {
+		hi = t1
+	}
+	if first == b0 {
+		lo = b1
+	}
+	second := hi
+	if hi != lo && farther(lo, hi) {
+		second = lo
+	}
+	return [stdLeftOut]int{first, second}
 }

@@ -43,7 +43,8 @@ func TestDeriveStdByHand(t *testing.T) {
 // TestDeriveStdGolden: the Deriver's std of last 16 of a fixed series, bit for bit, against
 // docs/bench/derive_std_golden.csv, which docs/bench/derive_std_golden.py computed in Python
 // from the definition (a change to the derivation here must be made there too, then the file
-// rewritten). The series walks the filling start, a flat run at an ordinary value (exactly 0),
+// rewritten). The script computes it in exact rationals since stdfast27 (two float64 passes
+// before, as the Go code did): the file's bits did not change. The series walks the filling start, a flat run at an ordinary value (exactly 0),
 // values near 1e6 with a spread of 0.1 and a flat run there (where a running sum of squares
 // cancels), an oscillation burst and a spike.
 func TestDeriveStdGolden(t *testing.T) {

@@ -91,6 +91,26 @@ func wideAddSigned(acc []uint64, hi, lo uint64, shift uint, neg bool) {
 	}
 }
 
+// wideAdd64 adds v 2^shift to acc, modulo 2^(64 len(acc)); acc has a word above shift's.
+func wideAdd64(acc []uint64, v uint64, shift uint, neg bool) {
+	w, b := int(shift/64), shift%64
+	lo, hi := v<<b, v>>(64-b) // Go: a shift by 64 is 0
+	var c uint64
+	if neg {
+		acc[w], c = bits.Sub64(acc[w], lo, 0)
+		acc[w+1], c = bits.Sub64(acc[w+1], hi, c)
+		for i := w + 2; c != 0 && i < len(acc); i++ {
+			acc[i], c = bits.Sub64(acc[i], 0, c)
+		}
+		return
+	}
+	acc[w], c = bits.Add64(acc[w], lo, 0)
+	acc[w+1], c = bits.Add64(acc[w+1], hi, c)
+	for i := w + 2; c != 0 && i < len(acc); i++ {
+		acc[i], c = bits.Add64(acc[i], 0, c)
+	}
+}
+
 // wideNeg negates a two's complement acc in place.
 func wideNeg(acc []uint64) {
 	c := uint64(1)
@@ -240,10 +260,14 @@ func wideQuoFloat(t []uint64, d uint64, exp2 int) float64 {
 	lz := uint(bits.LeadingZeros64(q1))
 	m64 := q1<<lz | q0>>(64-lz)
 	sticky = sticky || q0<<lz != 0
-	e := k + 64 - int(lz) // t / d ~ m64 2^e
+	e := k + 64 - int(lz) + 11 + exp2 // t / d 2^exp2 ~ (m64 / 2^11) 2^e
 	mant, rem := m64>>11, m64&0x7ff
 	if rem > 0x400 || rem == 0x400 && (sticky || mant&1 == 1) {
-		mant++ // 2^53 at most: still exact as a float64
+		mant++
 	}
-	return math.Ldexp(float64(mant), e+11+exp2)
+	if mant == 1<<53 {
+		mant, e = 1<<52, e+1
+	}
+	// mant 2^e with 2^52 <= mant < 2^53: a normal float64 (the callers' range).
+	return math.Float64frombits(uint64(e+52+1023)<<52 | mant&(1<<52-1))
 }

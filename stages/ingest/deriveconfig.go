@@ -56,7 +56,8 @@ type Derive struct {
 	// seen one is forgotten, and its key starts afresh when it comes back (its first diff is
 	// 0, its robust z 0 until min_values values). Records without a key are one series per
 	// partition. Memory: about MaxKeys x (8 bytes per diff + 8 x last per robust_z + 4 x last
-	// per mean or std (8 with uncertainty) + 16 per mean + 300 + the key's length) bytes
+	// per mean or std (8 with uncertainty) + 16 per mean + last + 145 per std (+ 330 with
+	// uncertainty: its exact sums and extremes) + 350 + the key's length) bytes
 	// (Deriver.StateBound, logged at the start). Default 100000.
 	MaxKeys int `yaml:"max_keys"`
 	// Timezone is the IANA zone (e.g. "Europe/Berlin") whose wall clock time_of_day and
@@ -77,8 +78,9 @@ type DerivedFeature struct {
 	Of string `yaml:"of"`
 	// Last is robust_z's N (the key's previous values it takes the median and MAD of), mean's
 	// (the key's last values it averages, the current one included) or std's (the key's last
-	// values whose spread it takes, the current one included; its cost per record is O(last):
-	// about 5 ns a value), in [2, 100000] ([4, 100000] for std). Required for the three.
+	// values whose spread it takes, the current one included; its cost per record does not
+	// grow with last: docs/BENCHMARKS.md §12.59.3), in [2, 100000] ([4, 100000] for std).
+	// Required for the three.
 	Last int `yaml:"last"`
 	// MinValues is robust_z's least number of previous values: with fewer the z is 0 (not yet
 	// known, never a flag by itself). Default min(last, 10); in [2, last].
