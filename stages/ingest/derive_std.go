@@ -70,7 +70,8 @@ import (
 // replay (one code) and in docs/bench/derive_std_golden.py, which computes the definition
 // independently in exact rationals (TestDeriveStdGolden; TestDeriveStdMatchesExact checks random
 // streams against an exact math/big reference in Go). Which two values are farthest from the
-// mean is decided exactly too (|n x - sum x| compared as integers). They are among the window's
+// mean is decided exactly too (of two values a != b, by the sign of the integer n (a + b) -
+// 2 sum x: (a - mean)^2 - (b - mean)^2 = (a - b)(a + b - 2 mean)). They are among the window's
 // two largest and two smallest values (the farthest is its largest or its smallest, the second
 // the largest or smallest of the rest; the oldest of equals), which the series keeps in O(1) a
 // record: at each wrap of the ring the two largest and smallest of each of its suffixes from a
@@ -81,13 +82,17 @@ import (
 // per stdBlock values and 16 for the values since the wrap, plus 112 bytes of sums (440 with
 // uncertainty): StateBound.
 //
-// The two float64 passes over the ring it replaced (trimstd26's) rounded each sum in order:
-// they read other bits where that rounding (of the order of last float64 ulps of the variance)
-// crossed a float32 rounding boundary, or decided a tie of distances from a rounded mean that
-// the exact mean does not tie: on random streams a few records in 10^6
-// (TestDeriveStdAgainstTwoPass), none of the golden file's 600. The values are the decoder's,
-// always finite (NaN and Inf are dead letters; a missing value is a dead letter or
-// ingest.fill's constant, which a run of missing readings then holds like a stuck sensor).
+// The two float64 passes over the ring it replaced (trimstd26's) rounded each sum in order.
+// Their float32 result can differ by one step where that rounding (of the order of last
+// float64 ulps of the variance) crosses a float32 rounding boundary: none of 345,000 records
+// of noise at last 64-10080 (TestDeriveStdAgainstTwoPass) nor of the golden file's 600. And
+// where a window spans more decades than float64 holds (a value of 1e23 among values near 1),
+// their rounded mean could not tell the small values' distances apart and left out the oldest
+// of them, not the farthest: a different value kept (13 % of the records of a stream spanning
+// 60 decades at last 5, 0.6 % at 16, none at 64; TestDeriveStdMatchesExact failed on it first).
+// The values are the decoder's, always finite (NaN and Inf are dead letters; a missing value is
+// a dead letter or ingest.fill's constant, which a run of missing readings then holds like a
+// stuck sensor).
 //
 // Uncertainty (ingest.uncertainty): the first-order propagation of the kept values' sds (which
 // values are left out is piecewise constant in the values, so it adds no first-order term),
@@ -310,12 +315,13 @@ func (d *Deriver) std(op *deriveOp, s *series, k int) {
 	var sd float64
 	if m >= 2 { // m (m - 1) var = m sum(x^2) - (sum x)^2, in units of 2^-298
 		negS := wideAbs(sc.absS[:], kept.s)
-		wideMul(sc.sq[:], sc.absS[:], sc.absS[:])
-		wideMulSmall(sc.t[:], kept.q, uint64(m))
-		wideSubInto(sc.t[:], sc.t[:], sc.sq[:])
+		spS := spanOf(sc.absS[:])
+		spSq := wideMul(sc.sq[:], sc.absS[:], spS, sc.absS[:], spS)
+		wideMulSmall(sc.t[:], kept.q, spanOf(kept.q), uint64(m))
+		wideSubFrom(sc.t[:], sc.sq[:], spSq)
 		sd = math.Sqrt(wideQuoFloat(sc.t[:], uint64(m)*uint64(m-1), -298))
 		if d.withSD {
-			d.out.SD[op.dst] = finite32(d.stdUncertainty(kept, m, sd, negS))
+			d.out.SD[op.dst] = finite32(d.stdUncertainty(kept, m, sd, negS, spS, spSq))
 		}
 	} else if d.withSD { // a series' first value: no spread, and no propagation; its sd
 		d.out.SD[op.dst] = finite32(math.Abs(float64(e)))
@@ -324,24 +330,25 @@ func (d *Deriver) std(op *deriveOp, s *series, k int) {
 }
 
 // stdUncertainty is the propagation of the kept values' sds to their std sd (m >= 2 of them;
-// d.stdScr's absS and sq hold |sum x| and its square, negS its sign).
-func (d *Deriver) stdUncertainty(kept stdSums, m int, sd float64, negS bool) float64 {
+// d.stdScr's absS and sq hold |sum x| and its square, of spans spS and spSq, negS its sign).
+func (d *Deriver) stdUncertainty(kept stdSums, m int, sd float64, negS bool, spS, spSq wideSpan) float64 {
 	sc := &d.stdScr
 	if sd == 0 { // 0/0: the equal-sds limit, RMS(sd) / sqrt(m - 1)
 		return math.Sqrt(wideQuoFloat(kept.a, uint64(m), -298)) / math.Sqrt(float64(m-1))
 	}
 	// m^2 sum((x - mean)^2 sd^2) = m^2 sum(x^2 sd^2) - 2 m sum(x) sum(x sd^2) +
 	// sum(x)^2 sum(sd^2), in units of 2^-596; >= 0, each term below 2^1162.
-	wideMulSmall(sc.p[:], kept.c, uint64(m)*uint64(m))
-	wideMul(sc.prod[:], sc.sq[:], kept.a)
-	wideAddInto(sc.p[:], sc.p[:], sc.prod[:])
+	wideMulSmall(sc.p[:], kept.c, spanOf(kept.c), uint64(m)*uint64(m))
+	wideAddTo(sc.p[:], sc.prod[:], wideMul(sc.prod[:], sc.sq[:], spSq, kept.a, spanOf(kept.a)))
 	negB := wideAbs(sc.absB[:], kept.b)
-	wideMul(sc.prod2[:], sc.absS[:], sc.absB[:])
-	wideMulSmall(sc.prod2[:], sc.prod2[:], 2*uint64(m))
+	sp := wideMul(sc.prod2[:], sc.absS[:], spS, sc.absB[:], spanOf(sc.absB[:]))
+	if sp.hi > sp.lo {
+		sp = wideMulSmall(sc.prod2[:sp.hi+1], sc.prod2[:sp.hi], sp, 2*uint64(m))
+	}
 	if negS == negB {
-		wideSubInto(sc.p[:], sc.p[:], sc.prod2[:])
+		wideSubFrom(sc.p[:], sc.prod2[:], sp)
 	} else {
-		wideAddInto(sc.p[:], sc.p[:], sc.prod2[:])
+		wideAddTo(sc.p[:], sc.prod2[:], sp)
 	}
 	prop := wideQuoFloat(sc.p[:], uint64(m)*uint64(m), -596)
 	return math.Sqrt(prop) / float64(float64(m-1)*sd)
@@ -387,7 +394,7 @@ func (d *Deriver) stdFarthest(ring []float32, agg []int32, sum []uint64, p int) 
 	neg2S := sc.absS[:] // -2 sum x
 	sc.absS = [wideS]uint64(sum)
 	wideNeg(neg2S)
-	wideMulSmall(neg2S, neg2S, 2)
+	wideDouble(neg2S)
 	age := func(i int) int { return (i - p + n) % n }
 	// farther is whether ring[a] is farther from the mean than ring[b] (the older where equally
 	// far): (a - mean)^2 - (b - mean)^2 = (a - b)(a + b - 2 mean), whose second factor has the

@@ -132,64 +132,95 @@ func wideAbs(dst, a []uint64) bool {
 	return false
 }
 
-// wideSubInto sets dst = a - b (all one length), modulo 2^(64 len).
-func wideSubInto(dst, a, b []uint64) {
+// wideSpan is a superset of the words of an unsigned number that are not zero: [lo, hi).
+type wideSpan struct{ lo, hi int }
+
+// spanOf is the span of t from its lowest nonzero word to its highest ({0, 0} for 0).
+func spanOf(t []uint64) wideSpan {
+	hi := len(t)
+	for hi > 0 && t[hi-1] == 0 {
+		hi--
+	}
+	lo := 0
+	for lo < hi && t[lo] == 0 {
+		lo++
+	}
+	return wideSpan{lo, hi}
+}
+
+// wideSubFrom subtracts the unsigned b (span sb) from acc (as long; acc >= b); acc's words
+// outside sb and the borrow's are unchanged.
+func wideSubFrom(acc, b []uint64, sb wideSpan) {
 	var c uint64
-	for i := range dst {
-		dst[i], c = bits.Sub64(a[i], b[i], c)
+	i := sb.lo
+	for ; i < sb.hi; i++ {
+		acc[i], c = bits.Sub64(acc[i], b[i], c)
+	}
+	for ; c != 0 && i < len(acc); i++ {
+		acc[i], c = bits.Sub64(acc[i], 0, c)
 	}
 }
 
-// wideAddInto sets dst = a + b (all one length), modulo 2^(64 len).
-func wideAddInto(dst, a, b []uint64) {
+// wideAddTo adds the unsigned b (span sb) to acc (as long); acc's words outside sb and the
+// carry's are unchanged.
+func wideAddTo(acc, b []uint64, sb wideSpan) {
 	var c uint64
-	for i := range dst {
-		dst[i], c = bits.Add64(a[i], b[i], c)
+	i := sb.lo
+	for ; i < sb.hi; i++ {
+		acc[i], c = bits.Add64(acc[i], b[i], c)
+	}
+	for ; c != 0 && i < len(acc); i++ {
+		acc[i], c = bits.Add64(acc[i], 0, c)
 	}
 }
 
-// wideMul sets dst to a b (unsigned), dst at least as long as the product's words (the zero
-// words of a and b skipped), modulo 2^(64 len(dst)); dst must not share memory with a or b.
-func wideMul(dst, a, b []uint64) {
-	clear(dst)
-	nb := len(b)
-	for nb > 0 && b[nb-1] == 0 {
-		nb--
+// wideMul sets dst's words in the product's span to a b (unsigned; a and b of spans sa, sb)
+// and returns that span; dst's other words are left as they were (the caller reads the span
+// only, or dst was zero there); dst must not share memory with a or b, and holds the span.
+func wideMul(dst, a []uint64, sa wideSpan, b []uint64, sb wideSpan) wideSpan {
+	sp := wideSpan{sa.lo + sb.lo, min(sa.hi+sb.hi, len(dst))}
+	if sa.lo >= sa.hi || sb.lo >= sb.hi {
+		return wideSpan{}
 	}
-	for i, x := range a {
+	clear(dst[sp.lo:sp.hi])
+	for i := sa.lo; i < sa.hi; i++ {
+		x := a[i]
 		if x == 0 {
 			continue
 		}
 		var carry uint64
-		j := 0
-		for ; j < nb && i+j < len(dst); j++ {
+		k := i + sb.lo
+		for j := sb.lo; j < sb.hi && k < sp.hi; j++ {
 			hi, lo := bits.Mul64(x, b[j])
 			var c uint64
 			lo, c = bits.Add64(lo, carry, 0)
 			hi += c
-			dst[i+j], c = bits.Add64(dst[i+j], lo, 0)
+			dst[k], c = bits.Add64(dst[k], lo, 0)
 			carry = hi + c
+			k++
 		}
-		for k := i + j; carry != 0 && k < len(dst); k++ {
+		for ; carry != 0 && k < sp.hi; k++ {
 			dst[k], carry = bits.Add64(dst[k], carry, 0)
 		}
 	}
+	return sp
 }
 
-// wideMulSmall sets dst to a m modulo 2^(64 len(dst)), for an unsigned a (dst at least as long)
-// or a two's complement one (dst as long); dst may be a.
-func wideMulSmall(dst, a []uint64, m uint64) {
+// wideMulSmall sets dst to a m for an unsigned a of span sa, all of dst (the words outside the
+// product's span zero), and returns the product's span; dst holds a word above sa's; dst may
+// be a.
+func wideMulSmall(dst, a []uint64, sa wideSpan, m uint64) wideSpan {
 	var carry uint64
-	for i := range dst {
-		var x uint64
-		if i < len(a) {
-			x = a[i]
-		}
-		hi, lo := bits.Mul64(x, m)
+	for i := sa.lo; i < sa.hi; i++ {
+		h, l := bits.Mul64(a[i], m)
 		var c uint64
-		dst[i], c = bits.Add64(lo, carry, 0)
-		carry = hi + c
+		dst[i], c = bits.Add64(l, carry, 0)
+		carry = h + c
 	}
+	clear(dst[:sa.lo])
+	dst[sa.hi] = carry
+	clear(dst[sa.hi+1:])
+	return wideSpan{sa.lo, sa.hi + 1}
 }
 
 // wideCmp compares the unsigned a and b (one length): -1, 0 or +1.
@@ -270,4 +301,12 @@ func wideQuoFloat(t []uint64, d uint64, exp2 int) float64 {
 	}
 	// mant 2^e with 2^52 <= mant < 2^53: a normal float64 (the callers' range).
 	return math.Float64frombits(uint64(e+52+1023)<<52 | mant&(1<<52-1))
+}
+
+// wideDouble doubles acc in place, modulo 2^(64 len(acc)) (two's complement too).
+func wideDouble(acc []uint64) {
+	for i := len(acc) - 1; i > 0; i-- {
+		acc[i] = acc[i]<<1 | acc[i-1]>>63
+	}
+	acc[0] <<= 1
 }
