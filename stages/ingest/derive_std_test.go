@@ -206,11 +206,13 @@ func TestDeriveStdEvictedAndReread(t *testing.T) {
 	}
 }
 
-// TestDeriveStdStateBound: the series' memory with a std stays within StateBound.
+// TestDeriveStdStateBound: the series' memory with a std stays within StateBound, and holds at
+// least the values' rings, the exact sums and the extremes (derive_std.go's state).
 func TestDeriveStdStateBound(t *testing.T) {
 	used := checkStateBound(t, deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  max_keys: 20000\n  features: [{kind: std, of: temp, last: 64}]\n"))
-	if min := int64(20000 * 64 * 8); used < min { // the rings themselves: the count saw them
-		t.Fatalf("%d bytes held, fewer than the rings' %d: the measure missed the state", used, min)
+	// The rings, the exact sums and the extremes themselves: the count saw them.
+	if min := int64(20000 * (64*8 + 8*stdWideLen(true) + 4*stdAggLen(64))); used < min {
+		t.Fatalf("%d bytes held, fewer than the rings', sums' and extremes' %d: the measure missed the state", used, min)
 	}
 }
 

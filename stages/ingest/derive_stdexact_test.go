@@ -381,3 +381,31 @@ func TestWideSums(t *testing.T) {
 		}
 	}
 }
+
+// TestDeriveStdReusedSeriesExact: a series evicted past max_keys lends its memory to the next
+// key, whose std (sums, extremes) starts from nothing: after full windows and wraps of key a,
+// key b's values and sds match the exact reference from its first record; two std columns of
+// different last and a mean between them keep their state apart.
+func TestDeriveStdReusedSeriesExact(t *testing.T) {
+	d := mustDeriver(t, deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  max_keys: 1\n  features: [{kind: std, of: temp, last: 4}, {kind: mean, of: temp, last: 3}, {kind: std, of: temp, last: 9}]\n"))
+	rng := rand.New(rand.NewPCG(27, 3))
+	in := &Decoded{Values: make([]float32, 1), SD: make([]float32, 1)}
+	off := int64(0)
+	for _, key := range []string{"a", "b", "a"} {
+		var xs, es []float32
+		for i := range 40 {
+			x, e := float32(rng.IntN(5))*1e6+float32(rng.NormFloat64()), float32(rng.Float64())
+			xs, es = append(xs, x), append(es, e)
+			in.Values[0], in.SD[0] = x, e
+			out := d.Apply(in, 0, off, []byte(key), monday6)
+			off++
+			for _, c := range []struct{ col, last int }{{1, 4}, {3, 9}} {
+				from := max(0, len(xs)-c.last)
+				std, sd := stdExactRef(xs[from:], es[from:], len(xs) >= c.last)
+				if out.Values[c.col] != std || out.SD[c.col] != sd {
+					t.Fatalf("key %s, its value %d, std of last %d: %v sd %v, exact %v and %v", key, i, c.last, out.Values[c.col], out.SD[c.col], std, sd)
+				}
+			}
+		}
+	}
+}
