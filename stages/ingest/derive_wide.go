@@ -36,7 +36,8 @@ const (
 )
 
 // f32Fixed is v as mant 2^(shift - 149), mant < 2^24, shift <= 253, and its sign (-0 reads as
-// 0, positive).
+// 0, positive). v is finite (the decoder makes NaN and Inf dead letters, and every derived
+// column is finite); an Inf or a NaN would read as +-(1 + f) 2^128, within the bounds above.
 func f32Fixed(v float32) (mant uint64, shift uint, neg bool) {
 	b := math.Float32bits(v)
 	e, f := (b>>23)&0xff, uint64(b&0x7fffff)
