@@ -139,7 +139,7 @@ func calibrationRecords(rows int, alarmRate float64) int {
 // ascending). Deterministic for a seed, and a function of the window's records whatever their
 // order (sample.go).
 func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Ranker, error) {
-	return buildRankerFwd(cols, sorted, features, cfg, 0, nil, forward27)
+	return buildRankerOn(cols, sorted, features, cfg, 0, nil)
 }
 
 // buildRankerOn is buildRanker on workers goroutines (0: every core; 1: the caller's alone, as a
@@ -148,11 +148,6 @@ func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Rank
 // refIn, where not nil, holds the window sample R in the distance space (a column of
 // min(score.sample, rows) each; a key's build passes them in its sorted window's allocation).
 func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, workers int, refIn [][]float32) (*Ranker, error) {
-	return buildRankerFwd(cols, sorted, features, cfg, workers, refIn, false)
-}
-
-// buildRankerFwd is buildRankerOn, the calibrations forward (forward27.go) where fwd is set.
-func buildRankerFwd(cols, sorted [][]float32, features []string, cfg Config, workers int, refIn [][]float32, fwd bool) (*Ranker, error) {
 	rows := len(cols[0])
 	r := &Ranker{Tail: rank.TailOfSorted(sorted), Params: cfg.Score}
 	r.Center, r.Unit = standardisationOn(cols, sorted, workers)
@@ -185,14 +180,6 @@ func buildRankerFwd(cols, sorted [][]float32, features []string, cfg Config, wor
 	r.DensityWeight, r.DistanceWeight = 0.5, 0.5
 	if cfg.Score.Weights == WeightsAgreement && cfg.Score.Detectors == DetectorsBoth && cfg.Score.Combine == CombineMean && len(cols) > 1 {
 		r.DensityWeight, r.DistanceWeight = rank.AgreementWeights(dens, dist)
-	}
-	if fwd {
-		if fd, fs := r.forwardRaw(cols, keys, cfg, k, workers); fd != nil {
-			fc := len(fd)
-			cal = make([]float64, 3*fc)
-			r.Density, r.Distance = rank.NewCalibrationIn(cal[:0:fc], fd), rank.NewCalibrationIn(cal[fc:fc:2*fc], fs)
-			combined, dens, dist, c = cal[2*fc:3*fc:3*fc], fd, fs, fc
-		}
 	}
 	for i := range c {
 		combined[i] = r.mean(dens[i], dist[i])
