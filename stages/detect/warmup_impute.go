@@ -126,12 +126,18 @@ type imputer struct {
 	ref   [][]float32 // R in the standardised space (nil: none, every warming value at the centre)
 	obs   []int       // the record's columns not warming
 	z     []float64   // the record's standardised coordinates (of obs)
+	dist  []float64   // each record of R's squared distance in obs
 	best  []int       // R's nearest records, nearest first
 	bestD []float64   // their squared distances in obs
 }
 
 func newImputer(r *Ranker, ref [][]float32, d int) *imputer {
-	return &imputer{r: r, ref: ref, obs: make([]int, 0, d), z: make([]float64, d), best: make([]int, 0, imputeK), bestD: make([]float64, 0, imputeK)}
+	m := 0
+	if len(ref) > 0 {
+		m = len(ref[0])
+	}
+	return &imputer{r: r, ref: ref, obs: make([]int, 0, d), z: make([]float64, d), dist: make([]float64, m),
+		best: make([]int, 0, imputeK), bestD: make([]float64, 0, imputeK)}
 }
 
 // impute sets out's row t (the batch's row i) warming values (warm) to their imputation.
@@ -159,13 +165,17 @@ func (im *imputer) impute(out [][]float32, warm []*array.Float32, t, i int) {
 		im.z[j] = max(-distanceLimit, min(distanceLimit, (float64(out[j][t])-r.Center[j])/r.Unit[j]))
 	}
 	k := min(imputeK, m)
-	im.best, im.bestD = im.best[:0], im.bestD[:0]
-	for p := range m {
-		var s float64
-		for _, j := range im.obs {
-			e := im.z[j] - float64(im.ref[j][p])
-			s += float64(e * e)
+	dist := im.dist[:m]
+	clear(dist)
+	for _, j := range im.obs { // (column by column: R is column-major)
+		zj, col := im.z[j], im.ref[j][:m]
+		for p, v := range col {
+			e := zj - float64(v)
+			dist[p] += float64(e * e)
 		}
+	}
+	im.best, im.bestD = im.best[:0], im.bestD[:0]
+	for p, s := range dist {
 		if len(im.best) == k && !(s < im.bestD[k-1]) { // (ties: the earlier record of R)
 			continue
 		}

@@ -55,7 +55,7 @@ func (f *baselines) rows(lo, n int) []testbatch.Row {
 
 // newBaselineStage is a stage of cfg over fleetFeatures holding a model of 4,000 full-window
 // records of f (batches of 1,000), closed at the test's end.
-func newBaselineStage(t *testing.T, f *baselines) *Stage {
+func newBaselineStage(t testing.TB, f *baselines) *Stage {
 	t.Helper()
 	cfg := Default()
 	cfg.Window, cfg.MinRecords, cfg.Distance.N = 4000, 2000, 50
@@ -83,7 +83,7 @@ func newBaselineStage(t *testing.T, f *baselines) *Stage {
 // meansWarming is a batch of rs with both rolling means warming on every record (a fleet's cold
 // start, or every key after a restart: the derive's series are in memory only), each at the
 // value of a window of one reading (the reading itself).
-func meansWarming(t *testing.T, rs []testbatch.Row) *batch.Batch {
+func meansWarming(t testing.TB, rs []testbatch.Row) *batch.Batch {
 	t.Helper()
 	for i := range rs {
 		rs[i].Features[2], rs[i].Features[3] = rs[i].Features[0], rs[i].Features[1]
