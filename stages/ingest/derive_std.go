@@ -5,7 +5,7 @@ import "math"
 // The std kind (ingest.derive, DeriveStd): the rolling spread of a feature over its series'
 // last `last` values, the current one included, less the two values farthest from their mean:
 // the sample standard deviation of the other last - 2. While the window fills (a series' first
-// last - 1 values, its column warming: derive_warmup.go, not read as evidence), the
+// last - 1 values, its column warming: derive_warmup.go, scored at the model's centre), the
 // sample standard deviation of all the values seen, 0 for the first.
 //
 // Why values left out: a spike of +25 sd in a window of 32 otherwise ordinary values lifts
@@ -100,7 +100,7 @@ func (d *Deriver) std(op *deriveOp, s *series, k int) {
 		win = append(buf[:0], stdSpan{p, op.last}, stdSpan{0, p})
 	}
 	// A full window less the two values farthest from its mean; a window still filling (its
-	// column warming: not read as evidence) whole.
+	// column warming: scored at the model's centre) whole.
 	m, kept := n, win // the values kept
 	if n == op.last {
 		m = n - stdLeftOut
