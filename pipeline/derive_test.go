@@ -114,6 +114,18 @@ func TestReloadDerive(t *testing.T) {
 	}
 }
 
+// TestColumnDefsOfMean: a mean's definition from `last` 4 on says it leaves two values out
+// (trimmean27): a model of the plain mean, whose text had no "less", is another column's, and
+// columns.txt and the model topic's header tell them apart; `last` 2 and 3 are the plain mean
+// still, their text unchanged (models of them stay valid).
+func TestColumnDefsOfMean(t *testing.T) {
+	c := ingest.Config{Features: []string{"temp"}, Derive: &ingest.Derive{Features: []ingest.DerivedFeature{
+		{Kind: ingest.DeriveMean, Of: "temp", Last: 16}, {Kind: ingest.DeriveMean, Of: "temp", Last: 3}, {Kind: ingest.DeriveMean, Of: "temp", Last: 4}}}}
+	if got, want := derivedDefs(c), "temp.mean16: mean of temp, last 16, less its 2 farthest; temp.mean3: mean of temp, last 3; temp.mean4: mean of temp, last 4, less its 2 farthest"; got != want {
+		t.Fatalf("definitions %q, want %q", got, want)
+	}
+}
+
 // TestColumnDefsOfStd: a std column's definition names its kind, source and window (the model
 // topic's header and columns.txt compare them): a std of temp over 64 and one over 32 under
 // the same name are different columns, as are a std and a mean.
@@ -121,7 +133,7 @@ func TestColumnDefsOfStd(t *testing.T) {
 	c := ingest.Config{Features: []string{"temp"}, Derive: &ingest.Derive{Features: []ingest.DerivedFeature{
 		{Kind: ingest.DeriveStd, Of: "temp", Last: 64}, {Kind: ingest.DeriveStd, Of: "temp", Last: 32, Name: "s"},
 		{Kind: ingest.DeriveMean, Of: "temp", Last: 64}}}}
-	if got, want := derivedDefs(c), "temp.std64: std of temp, last 64, less its 2 farthest; s: std of temp, last 32, less its 2 farthest; temp.mean64: mean of temp, last 64"; got != want {
+	if got, want := derivedDefs(c), "temp.std64: std of temp, last 64, less its 2 farthest; s: std of temp, last 32, less its 2 farthest; temp.mean64: mean of temp, last 64, less its 2 farthest"; got != want {
 		t.Fatalf("definitions %q, want %q", got, want)
 	}
 }
