@@ -12,7 +12,14 @@ import (
 // last 64, 1440 (a day of minutes), 10080 (a week) and 100000 (the range's end), keys round
 // robin (1000 at 64, fewer where the windows are longer: 100000 values held in all, one key at
 // 100000), values 70 +- 2; with uncertainty at 64 and 1440 ("sd").
-func BenchmarkDeriveStd(b *testing.B) {
+func BenchmarkDeriveStd(b *testing.B) { benchRolling(b, "std") }
+
+// BenchmarkDeriveMean: the same for one mean (trimmean27: exact sums and std's extremes; the
+// plain mean before it kept float64 sums).
+func BenchmarkDeriveMean(b *testing.B) { benchRolling(b, "mean") }
+
+// benchRolling is BenchmarkDeriveStd's cases for the rolling kind `kind`.
+func benchRolling(b *testing.B, kind string) {
 	for _, c := range []struct {
 		last   int
 		withSD bool
@@ -22,7 +29,7 @@ func BenchmarkDeriveStd(b *testing.B) {
 			name += "sd"
 		}
 		b.Run(name, func(b *testing.B) {
-			yaml := fmt.Sprintf("derive:\n  max_keys: 1000\n  features: [{kind: std, of: temp, last: %d}]\n", c.last)
+			yaml := fmt.Sprintf("derive:\n  max_keys: 1000\n  features: [{kind: %s, of: temp, last: %d}]\n", kind, c.last)
 			if c.withSD {
 				yaml = "uncertainty: {suffix: _sd}\n" + yaml
 			}

@@ -29,8 +29,10 @@ const (
 	// `last` values of the feature, the current one excluded.
 	DeriveRobustZ DeriveKind = "robust_z"
 	// DeriveMean is the rolling mean of the key's last `last` values of the feature, the
-	// current one included: a slow fault's sustained shift, small against each reading's
-	// noise, is sqrt(last) times larger against the mean's.
+	// current one included, less the two farthest from their mean where last >= 4 (std's two,
+	// so that a spike, or two, does not lift it for `last` records: derive_mean.go): a slow
+	// fault's sustained shift, small against each reading's noise, is sqrt(last) times larger
+	// against the mean's.
 	DeriveMean DeriveKind = "mean"
 	// DeriveStd is the rolling spread: the sample standard deviation of the key's last `last`
 	// values of the feature, the current one included, less the two farthest from their mean
@@ -56,8 +58,8 @@ type Derive struct {
 	// seen one is forgotten, and its key starts afresh when it comes back (its first diff is
 	// 0, its robust z 0 until min_values values). Records without a key are one series per
 	// partition. Memory: about MaxKeys x (8 bytes per diff + 8 x last per robust_z + 4 x last
-	// per mean or std (8 with uncertainty) + 16 per mean + last + 145 per std (+ 330 with
-	// uncertainty: its exact sums and extremes) + 350 + the key's length) bytes
+	// per mean or std (8 with uncertainty) + last + 75 per mean (+ 72 with uncertainty) + last +
+	// 145 per std (+ 330 with uncertainty): their exact sums and extremes) + 350 + the key's length) bytes
 	// (Deriver.StateBound, logged at the start). Default 100000.
 	MaxKeys int `yaml:"max_keys"`
 	// Timezone is the IANA zone (e.g. "Europe/Berlin") whose wall clock time_of_day and
