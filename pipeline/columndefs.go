@@ -68,12 +68,11 @@ func columnDefs(c ingest.Config) []columnDef {
 			}
 			is = fmt.Sprintf("robust_z of %s, last %d, min_values %d, scale_floor %s", f.Of, f.Last, mv, strconv.FormatFloat(f.ScaleFloor, 'g', -1, 64))
 		case ingest.DeriveMean:
-			// (from `last` 4 on, the mean of the window less its two values farthest from its
-			// mean, trimmean27; a model of the plain mean, before it, is another column's: its
-			// text had no "less"; `last` 2 and 3 are the plain mean still, their text unchanged)
+			// (with trim, the mean of the window less its two values farthest from its mean,
+			// trimmean27: another column than the plain mean's)
 			is = fmt.Sprintf("mean of %s, last %d", f.Of, f.Last)
-			if f.Last >= 4 {
-				is += ", less its 2 farthest"
+			if f.Trim > 0 {
+				is += fmt.Sprintf(", less its %d farthest", f.Trim)
 			}
 		case ingest.DeriveStd:
 			// (the definition in full: the spread of the window less its two values farthest from

@@ -114,14 +114,13 @@ func TestReloadDerive(t *testing.T) {
 	}
 }
 
-// TestColumnDefsOfMean: a mean's definition from `last` 4 on says it leaves two values out
-// (trimmean27): a model of the plain mean, whose text had no "less", is another column's, and
-// columns.txt and the model topic's header tell them apart; `last` 2 and 3 are the plain mean
-// still, their text unchanged (models of them stay valid).
+// TestColumnDefsOfMean: a mean with trim says it leaves two values out (trimmean27): another
+// column than the plain mean's of the same name, which columns.txt and the model topic's
+// header tell apart; without trim its text is as before (models of it stay valid).
 func TestColumnDefsOfMean(t *testing.T) {
 	c := ingest.Config{Features: []string{"temp"}, Derive: &ingest.Derive{Features: []ingest.DerivedFeature{
-		{Kind: ingest.DeriveMean, Of: "temp", Last: 16}, {Kind: ingest.DeriveMean, Of: "temp", Last: 3}, {Kind: ingest.DeriveMean, Of: "temp", Last: 4}}}}
-	if got, want := derivedDefs(c), "temp.mean16: mean of temp, last 16, less its 2 farthest; temp.mean3: mean of temp, last 3; temp.mean4: mean of temp, last 4, less its 2 farthest"; got != want {
+		{Kind: ingest.DeriveMean, Of: "temp", Last: 16, Trim: 2}, {Kind: ingest.DeriveMean, Of: "temp", Last: 16, Name: "p"}}}}
+	if got, want := derivedDefs(c), "temp.mean16: mean of temp, last 16, less its 2 farthest; p: mean of temp, last 16"; got != want {
 		t.Fatalf("definitions %q, want %q", got, want)
 	}
 }
@@ -133,7 +132,7 @@ func TestColumnDefsOfStd(t *testing.T) {
 	c := ingest.Config{Features: []string{"temp"}, Derive: &ingest.Derive{Features: []ingest.DerivedFeature{
 		{Kind: ingest.DeriveStd, Of: "temp", Last: 64}, {Kind: ingest.DeriveStd, Of: "temp", Last: 32, Name: "s"},
 		{Kind: ingest.DeriveMean, Of: "temp", Last: 64}}}}
-	if got, want := derivedDefs(c), "temp.std64: std of temp, last 64, less its 2 farthest; s: std of temp, last 32, less its 2 farthest; temp.mean64: mean of temp, last 64, less its 2 farthest"; got != want {
+	if got, want := derivedDefs(c), "temp.std64: std of temp, last 64, less its 2 farthest; s: std of temp, last 32, less its 2 farthest; temp.mean64: mean of temp, last 64"; got != want {
 		t.Fatalf("definitions %q, want %q", got, want)
 	}
 }

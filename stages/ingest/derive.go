@@ -35,10 +35,10 @@ import (
 //     deviation (the same for a normal); at least scale_floor. With no scale at all (a history
 //     of one value, no floor) z is 0 for that value and +-1e6 for any other; with fewer than
 //     min_values previous values z is 0. Clamped to +-1e6. Uncertainty sd / scale.
-//   - mean: the mean of the series' last `last` values, the current one included, less the two
-//     farthest from their mean where `last` >= 4 (std's two; at the series' start, while the
-//     window fills, of all those seen). Uncertainty sqrt(sum of the kept values' sd^2) / their
-//     number (independent errors): derive_mean.go.
+//   - mean: the mean of the series' last `last` values, the current one included (with trim,
+//     less the two farthest from their mean, std's two; at the series' start, while the window
+//     fills, of all those seen). Uncertainty sqrt(sum of the kept values' sd^2) / their number
+//     (independent errors): derive_mean.go.
 //   - std: the sample standard deviation of the series' last `last` values, the current one
 //     included, less the two farthest from their mean (at the series' start, while the
 //     window fills, of all those seen; 0 for its first value): derive_std.go.
@@ -83,6 +83,7 @@ type deriveOp struct {
 	wide, agg int // mean, std: its exact sums' and its extremes' start in the series
 	last, min int
 	floor     float64
+	trim      bool // mean: its full window's 2 farthest values left out (derive_mean.go)
 }
 
 // series is the state of one (partition, key).
@@ -130,11 +131,13 @@ func newDeriver(cfg Config, loc *time.Location) *Deriver {
 			case DeriveDiff:
 				op.slot = d.nDiff
 				d.nDiff++
-			case DeriveMean: // a ring, exact sums and extremes as std's (derive_mean.go)
-				op.slot, op.wide, op.agg = d.meanLen, d.wideLen, d.aggLen
+			case DeriveMean: // a ring, exact sums, and with trim extremes as std's (derive_mean.go)
+				op.slot, op.wide, op.agg, op.trim = d.meanLen, d.wideLen, d.aggLen, f.Trim > 0
 				d.meanLen += f.Last
 				d.wideLen += meanWideLen(d.withSD)
-				d.aggLen += stdAggLen(f.Last)
+				if op.trim {
+					d.aggLen += stdAggLen(f.Last)
+				}
 			case DeriveStd: // a ring as mean's, exact sums and extremes (derive_std.go)
 				op.slot, op.wide, op.agg = d.meanLen, d.wideLen, d.aggLen
 				d.meanLen += f.Last

@@ -45,12 +45,12 @@ func TestDeriveMeanUncertainty(t *testing.T) {
 	}
 }
 
-// TestDeriveMeanAgainstDirect: the exact running sums and the kept extremes give the mean of
+// TestDeriveMeanAgainstDirect: with trim 2, the exact running sums and the kept extremes give the mean of
 // the last 7 values less the two farthest from their mean, found afresh by a sort, over many
 // passes of the ring, on values far from zero (where a float64 running sum that never
 // restarts would drift), for two keys interleaved.
 func TestDeriveMeanAgainstDirect(t *testing.T) {
-	d := mustDeriver(t, deriveConfig(t, "derive:\n  features: [{kind: mean, of: temp, last: 7}]\n"))
+	d := mustDeriver(t, deriveConfig(t, "derive:\n  features: [{kind: mean, of: temp, last: 7, trim: 2}]\n"))
 	rng := rand.New(rand.NewPCG(3, 4))
 	hist := map[string][]float32{}
 	for i := range 20000 {
@@ -140,6 +140,12 @@ func TestDeriveMeanConfigErrors(t *testing.T) {
 			`ingest.derive.features[0].min_values: only for robust_z`},
 		{"derive:\n  features:\n    - {kind: mean, last: 5}\n",
 			`ingest.derive.features[0].of: required for mean`},
+		{"derive:\n  features:\n    - {kind: mean, of: temp, last: 5, trim: 1}\n",
+			`c.yaml:7:41: ingest.derive.features[0].trim: 1 is not 0 or 2`},
+		{"derive:\n  features:\n    - {kind: mean, of: temp, last: 3, trim: 2}\n",
+			`c.yaml:7:41: ingest.derive.features[0].trim: 2 needs last >= 4 (last 3 would keep fewer than 2 values)`},
+		{"derive:\n  features:\n    - {kind: std, of: temp, last: 5, trim: 2}\n",
+			`c.yaml:7:40: ingest.derive.features[0].trim: only for mean (std always leaves its 2 farthest out)`},
 	}
 	for _, tc := range tests {
 		c := pipelineFile{Ingest: Default()}

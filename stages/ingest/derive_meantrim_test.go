@@ -13,16 +13,16 @@ import (
 	"time"
 )
 
-// TestDeriveMeanSpikesLeftOut: a +1000 spike among readings of about 70 (sd 1) does not move
+// TestDeriveMeanSpikesLeftOut: with trim 2, a +1000 spike among readings of about 70 (sd 1) does not move
 // the mean of last 16 on the 16 records after it, nor do two spikes 5 records apart while the
 // window holds both: each record reads the mean of the window's ordinary values (less the one
 // farthest from the window's mean where it holds one spike). The plain mean read about 70 +
 // 1000/16 = 132.5 for those 16 records (the spike's aftermath, docs/BENCHMARKS.md §12.61,
-// §12.63; it failed on main so). A level shift of 6 sd still moves it: 3 records into the
+// §12.63; it failed on main so, run there without the key, which main refuses). A level shift of 6 sd still moves it: 3 records into the
 // shift, the mean reads the shifted share of the kept values.
 func TestDeriveMeanSpikesLeftOut(t *testing.T) {
 	const last = 16
-	d := mustDeriver(t, deriveConfig(t, "derive:\n  features: [{kind: mean, of: temp, last: 16}]\n"))
+	d := mustDeriver(t, deriveConfig(t, "derive:\n  features: [{kind: mean, of: temp, last: 16, trim: 2}]\n"))
 	rng := rand.New(rand.NewPCG(27, 66))
 	var xs []float32
 	for range 140 {
@@ -92,17 +92,18 @@ func TestDeriveMeanSpikesLeftOut(t *testing.T) {
 	}
 }
 
-// TestDeriveMeanShortWindowsPlain: `last` 2 and 3 keep the plain mean of the full window (two
-// left out of three would keep one value; of two, none): a spike moves them as before.
-func TestDeriveMeanShortWindowsPlain(t *testing.T) {
-	d := mustDeriver(t, deriveConfig(t, "derive:\n  features: [{kind: mean, of: temp, last: 3}, {kind: mean, of: temp, last: 2}]\n"))
-	out := applyAll(t, d, []rec{{0, 0, "", 1, monday6}, {0, 1, "", 2, monday6}, {0, 2, "", 30, monday6}, {0, 3, "", 4, monday6}})
-	if out[2][1] != 11 || out[3][1] != 12 || out[2][2] != 16 || out[3][2] != 17 {
-		t.Fatalf("means %v %v / %v %v; want 11 12 / 16 17", out[2][1], out[3][1], out[2][2], out[3][2])
+// TestDeriveMeanPlainByDefault: without trim a mean is the plain mean of its full window (a
+// spike lifts it by its height / last for `last` records), as before trimmean27.
+func TestDeriveMeanPlainByDefault(t *testing.T) {
+	d := mustDeriver(t, deriveConfig(t, "derive:\n  features: [{kind: mean, of: temp, last: 4}, {kind: mean, of: temp, last: 4, trim: 2, name: t}]\n"))
+	out := applyAll(t, d, []rec{{0, 0, "", 1, monday6}, {0, 1, "", 2, monday6}, {0, 2, "", 3, monday6}, {0, 3, "", 1002, monday6}, {0, 4, "", 4, monday6}})
+	// 1,2,3,1002: plain 252, trimmed (1002 and 1 out) 2.5; 2,3,1002,4: 252.75, (1002, 2 out) 3.5.
+	if out[3][1] != 252 || out[4][1] != 252.75 || out[3][2] != 2.5 || out[4][2] != 3.5 {
+		t.Fatalf("plain %v %v, trimmed %v %v; want 252 252.75, 2.5 3.5", out[3][1], out[4][1], out[3][2], out[4][2])
 	}
 }
 
-// TestDeriveMeanGolden: the mean of last 16, bit for bit, against docs/bench/derive_mean_golden.csv,
+// TestDeriveMeanGolden: the mean of last 16 with trim 2, bit for bit, against docs/bench/derive_mean_golden.csv,
 // which docs/bench/derive_mean_golden.py computes independently in exact rationals (the
 // definition: derive_mean.go). The series (derive_std_golden.py's) walks the filling start, a
 // stuck run, values near 1e6 with a spread of 0.1, an oscillation, a spike and float32 rounding.
@@ -111,7 +112,7 @@ func TestDeriveMeanGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := mustDeriver(t, deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  features: [{kind: mean, of: temp, last: 16}]\n"))
+	d := mustDeriver(t, deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  features: [{kind: mean, of: temp, last: 16, trim: 2}]\n"))
 	in := &Decoded{Values: make([]float32, 1), SD: make([]float32, 1)}
 	rows := 0
 	for n, line := range strings.Split(strings.TrimSpace(string(text)), "\n") {
@@ -148,11 +149,11 @@ func TestDeriveMeanGolden(t *testing.T) {
 	}
 }
 
-// TestDeriveMeanEvictedAndReread: past max_keys the least recently seen key is forgotten and
+// TestDeriveMeanEvictedAndReread: with trim, past max_keys the least recently seen key is forgotten and
 // starts afresh when it comes back (its sums and extremes cleared: a reused series' trim is
 // of its own values); a partition read again from an earlier offset starts its series afresh.
 func TestDeriveMeanEvictedAndReread(t *testing.T) {
-	d := mustDeriver(t, deriveConfig(t, "derive:\n  max_keys: 1\n  features: [{kind: mean, of: temp, last: 4}]\n"))
+	d := mustDeriver(t, deriveConfig(t, "derive:\n  max_keys: 1\n  features: [{kind: mean, of: temp, last: 4, trim: 2}]\n"))
 	out := applyAll(t, d, []rec{{0, 0, "a", 10, monday6}, {0, 1, "a", 20, monday6}, {0, 2, "a", 30, monday6},
 		{0, 3, "a", 1000, monday6}, {0, 4, "b", 1, monday6}, {0, 5, "a", 4, monday6}, {0, 6, "a", 8, monday6}})
 	// a: 10,20,30,1000: mean 265, 1000 and 10 out: 25. After b, a afresh: 4, then 6.
@@ -167,8 +168,8 @@ func TestDeriveMeanEvictedAndReread(t *testing.T) {
 	}
 }
 
-// TestDeriveMeanStateBound: the series' memory with a mean stays within StateBound, and holds
-// at least the values' rings, the exact sums and the extremes.
+// TestDeriveMeanStateBound: the series' memory with a mean (one plain, one with trim) stays
+// within StateBound, and holds at least the values' rings, the exact sums and the extremes.
 func TestDeriveMeanStateBound(t *testing.T) {
 	used := checkStateBound(t, deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  max_keys: 20000\n  features: [{kind: mean, of: temp, last: 64}]\n"))
 	if min := int64(20000 * (64*8 + 8*meanWideLen(true) + 4*stdAggLen(64))); used < min {
@@ -178,17 +179,17 @@ func TestDeriveMeanStateBound(t *testing.T) {
 
 // meanExactRef is the mean kind's definition in exact rationals (math/big), apart from the
 // Deriver's code: the values w of a window oldest first (sds its sds, nil without
-// uncertainty), full where the window is; from `last` 4 on a full window leaves out the two
+// uncertainty), full where the window is; with trim a full window leaves out the two
 // values farthest from its exact mean (the oldest of equals first). The mean and sum(sd^2) / m^2
 // are rounded once to the nearest float64 (big.Rat.Float64), the latter's float64 sqrt taken,
 // then each rounded to float32.
-func meanExactRef(w, sds []float32, full bool) (mean, sd float32) {
+func meanExactRef(w, sds []float32, full, trim bool) (mean, sd float32) {
 	rat := func(v float32) *big.Rat { return new(big.Rat).SetFloat64(float64(v)) }
 	idx := make([]int, len(w))
 	for i := range idx {
 		idx[i] = i
 	}
-	if full && len(w) >= 4 {
+	if full && trim {
 		all := new(big.Rat)
 		for _, v := range w {
 			all.Add(all, rat(v))
@@ -218,16 +219,23 @@ func meanExactRef(w, sds []float32, full bool) (mean, sd float32) {
 // TestDeriveMeanMatchesExact: the Deriver's mean and its sd, bit for bit, against meanExactRef
 // on every record of std's random streams (stdStreams: noise, integers with ties everywhere,
 // stuck runs, sixty decades, near +-FLT_MAX, subnormals, level 1e6; three keys interleaved) at
-// last 2 (plain) to 100 (under -short to 64), with and without uncertainty.
+// last 2 to 100 (under -short to 64; trim from 4), with and without uncertainty. (It fails on
+// main without trim at last 2 on the decades stream: -59017.22 and 0.00041982 read 0.00020991
+// for an exact -29508.61, float64 running sums having lost the small values beside a larger
+// one that then left.)
 func TestDeriveMeanMatchesExact(t *testing.T) {
 	lasts := []int{2, 3, 4, 5, 16, 17, 64, 100}
 	if testing.Short() {
 		lasts = lasts[:len(lasts)-1]
 	}
 	for _, last := range lasts {
-		for _, withSD := range []bool{false, true} {
+		for _, c := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+			withSD, trim := c[0], c[1]
+			if trim && last < meanTrimFrom {
+				continue
+			}
 			for si, st := range stdStreams {
-				yaml := fmt.Sprintf("derive:\n  features: [{kind: mean, of: temp, last: %d}]\n", last)
+				yaml := fmt.Sprintf("derive:\n  features: [{kind: mean, of: temp, last: %d, trim: %d}]\n", last, map[bool]int{true: 2}[trim])
 				if withSD {
 					yaml = "uncertainty: {suffix: _sd}\n" + yaml
 				}
@@ -248,14 +256,14 @@ func TestDeriveMeanMatchesExact(t *testing.T) {
 					if withSD {
 						sds = es[k][from:]
 					}
-					mean, sd := meanExactRef(xs[k][from:], sds, len(xs[k]) >= last)
+					mean, sd := meanExactRef(xs[k][from:], sds, len(xs[k]) >= last, trim)
 					var gotSD float32
 					if withSD {
 						gotSD = out.SD[1]
 					}
 					if math.Float32bits(out.Values[1]) != math.Float32bits(mean) || math.Float32bits(gotSD) != math.Float32bits(sd) {
-						t.Fatalf("last %d, sds %v, %s, key %d, its value %d: mean %v sd %v, exact %v and %v (window %v)",
-							last, withSD, st.name, k, len(xs[k])-1, out.Values[1], gotSD, mean, sd, xs[k][from:])
+						t.Fatalf("last %d, sds %v, trim %v, %s, key %d, its value %d: mean %v sd %v, exact %v and %v (window %v)",
+							last, withSD, trim, st.name, k, len(xs[k])-1, out.Values[1], gotSD, mean, sd, xs[k][from:])
 					}
 				}
 			}
