@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Writes docs/bench/derive_mean_golden.csv: the rolling mean of ingest.derive's `mean` kind
-(last 16) and its uncertainty, computed here independently of the Go code, for
+with `trim: 2` (last 16) and its uncertainty, computed here independently of the Go code, for
 stages/ingest/derive_meantrim_test.go's TestDeriveMeanGolden to pin bit for bit.
 
 The definition (docs/OPERATIONS.md, "Time context: derived features"; stages/ingest/derive_mean.go):
 over the series' last `last` values, the current one included (fewer at the series' start:
-those seen), the float32 values taken exactly. A full window (n = last, last >= 4): the two
+those seen), the float32 values taken exactly. A full window (n = last; trim 2, last >= 4): the two
 values farthest from its exact mean (by |x - mean|, the oldest of a tie) are left out, as for
 std (derive_std_golden.py); the mean of the m others exactly, rounded once to the nearest
 float64, then to float32. A window still filling: the mean of all n. Its sd: sqrt(sum of the
@@ -49,7 +49,7 @@ def main():
     r = random.Random(27)
     es = [f32(r.uniform(0.05, 3)) for _ in xs]
     es[300] = f32(1e-30)  # a tiny sd beside ordinary ones
-    print("# derive_mean_golden.py: x, its sd, then mean (last 16) of x and its sd as float32 bits (hex)")
+    print("# derive_mean_golden.py: x, its sd, then mean (last 16, trim 2) of x and its sd as float32 bits (hex)")
     print("x,sd,mean16,sd16")
     for i, x in enumerate(xs):
         lo = max(0, i + 1 - LAST)
