@@ -309,7 +309,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 func (t *replayTable) rows() int { return len(t.times) }
 
 // appendWarming records the next row's warming columns (Decoded.Warming: a derived mean or std
-// whose series' window is still filling, scored at the model's centre), before the row's time
+// whose series' window is still filling, not read as evidence), before the row's time
 // is appended; a column that was never warming stays nil.
 func (t *replayTable) appendWarming(w []bool) {
 	if w == nil {

@@ -202,10 +202,10 @@ func (s *Stage) pastWeight(score float64) float64 {
 // series; nil when off or under key_by: key), in stream order, every record joining the past
 // whether scored or not. A warming value (batch.Batch.Warming: a rolling column whose window
 // was still filling) is read as missing: it adds nothing to its record's decades and does not
-// join the past. Not the model's centre, which the other scores read (warmedColumns): the past
-// measures a record against the stream's last records, and a model built before a drift has
-// its centre far out against them (the recent past's reason to exist); nor is there a centre
-// before the first model, when beforeModel still feeds the past (TestRecentPastSkipsWarming).
+// join the past. Not the model's imputation, which the other scores read (imputedColumns, from
+// the model's sample): the past measures a record against the stream's last records, and a
+// model built before a drift has its sample far out against them (the recent past's reason to
+// exist); nor is there a model before the first one, when beforeModel still feeds the past (TestRecentPastSkipsWarming).
 func (s *Stage) pastDecades(b *batch.Batch) []float64 {
 	n := s.cfg.RecentPast
 	if n <= 0 || s.keyed != nil || !b.Resolved() {

@@ -8,20 +8,19 @@ import (
 	"github.com/outlierd/outlierd/internal/core/batch"
 )
 
-// warmedColumns is means (the rows of the batch b that rows names, all where nil) with each
+// centredColumns is means (the rows of the batch b that rows names, all where nil) with each
 // value of a rolling column still warming (batch.Batch.Warming: ingest.derive's mean or std of
 // a series that holds fewer than `last` values, stages/ingest/derive_warmup.go) replaced by the
-// model m's centre of that column, the window's median in raw units (Ranker.Center). Such a
-// value says nothing yet about its series (a std of one value is 0, the stuck sensor's
-// signature), so the record is scored on its other columns' evidence: at its median a column
-// adds nothing to either detector's score (the distance's standardised coordinate is 0, the
-// tail's probability a half), and no reason or explanation cites it. The columns without a
-// warming record are means' own slices; the others copies (the batch's buffer, which the sink
-// writes, keeps the derived value). The replacement is made on the host before the batch is
-// mapped to the distance space or sent to a device, so every detector and device scores the
-// same values. The window is pushed the derived values, and a warming record is left out of the
-// next builds' and recalibrations' reference as a significant one is (leaveOutWarming).
-func warmedColumns(m *Model, b *batch.Batch, means [][]float32, rows []int) [][]float32 {
+// model m's centre of that column, the window's median in raw units (Ranker.Center): the
+// values the explanation reads (explainDeviations), where a column at its median has no
+// deviation, so no reason cites a warming column. The detectors score a warming value from
+// the record's neighbours in its other columns instead (imputedColumns, warmup_impute.go:
+// warm26 scored it at this centre, which a fleet's records, each at its own key's level, are
+// far from). The columns without a warming record are means' own slices; the others copies
+// (the batch's buffer, which the sink writes, keeps the derived value). The window is pushed
+// the derived values, and a warming record is left out of the next builds' and
+// recalibrations' reference as a significant one is (leaveOutWarming).
+func centredColumns(m *Model, b *batch.Batch, means [][]float32, rows []int) [][]float32 {
 	if m == nil || m.Ranker == nil {
 		return means
 	}

@@ -76,11 +76,15 @@ func warmRows(r *rand.Rand, lo, n, every int) []testbatch.Row {
 	return rs
 }
 
-// TestWarmingScoredAtTheCentre: the global model scores a record whose column is warming
-// exactly as the same record with that column at the model's centre (Ranker.Center): score,
-// flag and explanation, bit for bit; and a record far out on the warming column alone is not
-// flagged where, read as a value, it is. Two stages with the same history hold the same model.
-func TestWarmingScoredAtTheCentre(t *testing.T) {
+// TestWarmingScoredAtItsImputation: the global model scores a record whose column is warming
+// exactly as the same record with that column at its imputation (imputedColumns: the column's
+// mean over the record's nearest records of the model's sample in its other columns), score and
+// flag bit for bit, and explains it as the same record with that column at the model's centre
+// (a warming column is never named); a column unrelated to the others (c, a std's level beside
+// two independent readings) is imputed near the centre where warm26 put it; and a record far out
+// on the warming column alone is not flagged where, read as a value, it is. Two stages with the
+// same history hold the same model.
+func TestWarmingScoredAtItsImputation(t *testing.T) {
 	cfg := Default()
 	cfg.Window, cfg.MinRecords, cfg.Distance.N = 2000, 1000, 50
 	features := []string{"a", "b", "c"}
@@ -118,11 +122,19 @@ func TestWarmingScoredAtTheCentre(t *testing.T) {
 		}
 	}
 	rs[8].Features[0] = 12 // a spike on a raw column of a warming record: still found
-	at := slices.Clone(rs)
+	wb := withWarming(t, testbatch.New(t, mem, "in", features, false, false, rs), 2, 4)
+	imputed := imputedColumns(warmed.model, wb, [][]float32{wb.Feature(0), wb.Feature(1), wb.Feature(2)}, nil)[2]
+	at, mid := slices.Clone(rs), slices.Clone(rs)
 	for i := range at {
-		at[i].Features = slices.Clone(rs[i].Features)
+		at[i].Features, mid[i].Features = slices.Clone(rs[i].Features), slices.Clone(rs[i].Features)
 		if i%4 == 0 {
-			at[i].Features[2] = c
+			at[i].Features[2], mid[i].Features[2] = imputed[i], c
+			// c is 1 ± 0.1 drawn apart from a and b: the mean of imputeK of its values is within
+			// 4 of their sd (0.1 / sqrt(imputeK)) of its mean, and its mean within 0.01 of its
+			// median (a sample of 1,000: the two differ by about 0.1 x 1.25 / sqrt(1000))
+			if d := math.Abs(float64(imputed[i] - c)); d > 4*0.1/math.Sqrt(imputeK)+0.01 {
+				t.Errorf("record %d: c imputed at %v, %v from the centre %v", i, imputed[i], d, c)
+			}
 		}
 	}
 	score := func(s *Stage, b *batch.Batch) []batch.Score { // (scored alone: not pushed, the model as it is)
@@ -132,7 +144,7 @@ func TestWarmingScoredAtTheCentre(t *testing.T) {
 		}
 		return b.Scores
 	}
-	w := score(warmed, withWarming(t, testbatch.New(t, mem, "in", features, false, false, rs), 2, 4))
+	w := score(warmed, wb)
 	a := score(centred, testbatch.New(t, mem, "in", features, false, false, at))
 	p := score(plain, testbatch.New(t, mem, "in", features, false, false, rs))
 	if len(w) != 100 || len(a) != 100 || len(p) != 100 {
@@ -140,8 +152,16 @@ func TestWarmingScoredAtTheCentre(t *testing.T) {
 	}
 	flaggedPlain := 0
 	for i := range w {
-		if math.Float64bits(w[i].Score) != math.Float64bits(a[i].Score) || w[i].Outlier != a[i].Outlier || batch.DeviationsText(&w[i]) != batch.DeviationsText(&a[i]) {
-			t.Fatalf("record %d: warming scored %v (%v, %q), at the centre %v (%v, %q)", i, w[i].Score, w[i].Outlier, batch.DeviationsText(&w[i]), a[i].Score, a[i].Outlier, batch.DeviationsText(&a[i]))
+		if math.Float64bits(w[i].Score) != math.Float64bits(a[i].Score) || w[i].Outlier != a[i].Outlier {
+			t.Fatalf("record %d: warming scored %v (%v), at its imputation %v (%v)", i, w[i].Score, w[i].Outlier, a[i].Score, a[i].Outlier)
+		}
+		if w[i].Outlier || w[i].Suppressed { // (explained as at the centre: the rows a stage explains)
+			e := []batch.Score{w[i]}
+			e[0].Deviations = nil // (its own: explainDeviations appends to the slice it finds)
+			explainDeviations(warmed.model.Ranker, features, [][]float32{{mid[i].Features[0]}, {mid[i].Features[1]}, {mid[i].Features[2]}}, e, false)
+			if batch.DeviationsText(&w[i]) != batch.DeviationsText(&e[0]) {
+				t.Fatalf("record %d: warming explained %q, at the centre %q", i, batch.DeviationsText(&w[i]), batch.DeviationsText(&e[0]))
+			}
 		}
 		if i%4 == 0 && i != 8 {
 			if w[i].Outlier {

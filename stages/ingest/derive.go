@@ -22,7 +22,7 @@ import (
 // (a rebalance, a restart of the group's member) starts its series afresh, as a process started
 // at that offset would: the state is in memory only, so after a restart each key's first
 // difference is 0 again, its robust z 0 until min_values values, and its means and stds warming
-// (Decoded.Warming: the detect stage scores them at the model's centre) until `last`
+// (Decoded.Warming: the detect stage scores them at a value its model gives) until `last`
 // (derive_warmup.go).
 //
 // Values are computed in float64 and stored as float32 like every feature, always finite:

@@ -8,7 +8,7 @@ import (
 // The std kind (ingest.derive, DeriveStd): the rolling spread of a feature over its series'
 // last `last` values, the current one included, less the two values farthest from their mean:
 // the sample standard deviation of the other last - 2. While the window fills (a series' first
-// last - 1 values, its column warming: derive_warmup.go, scored at the model's centre), the
+// last - 1 values, its column warming: derive_warmup.go, scored as the detect stage imputes it), the
 // sample standard deviation of all the values seen, 0 for the first.
 //
 // Why values left out: a spike of +25 sd in a window of 32 otherwise ordinary values lifts

@@ -14,9 +14,11 @@ package ingest
 // does not know. So it marks it: Decoded.Warming[j] is set while column j's window holds fewer
 // than `last` values, the builder writes that value with its Arrow validity bit cleared (null,
 // the value kept in the buffer), and the detect stage scores the record with each such column
-// at the serving model's centre (its median in the window), the other columns' evidence
-// counting as before: a spike on a warming key is still found, and the reason cites no warming
-// column (stages/detect/warmup.go). The pipeline and replay pass through the same builder and
+// at a value the serving model gives it (a key's model: its median of the column; the global
+// model: the column's mean over the record's nearest records of its sample in its other
+// columns, stages/detect/warmup_impute.go), the other columns' evidence counting as before: a
+// spike on a warming key is still found, and the reason cites no warming column
+// (stages/detect/warmup.go). The pipeline and replay pass through the same builder and
 // stage, so they agree.
 //
 // robust_z is not marked: its warm-up is its own min_values (z 0, its neutral value, until

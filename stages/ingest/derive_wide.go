@@ -224,19 +224,6 @@ func wideMulSmall(dst, a []uint64, sa wideSpan, m uint64) wideSpan {
 	return wideSpan{sa.lo, sa.hi + 1}
 }
 
-// wideCmp compares the unsigned a and b (one length): -1, 0 or +1.
-func wideCmp(a, b []uint64) int {
-	for i := len(a) - 1; i >= 0; i-- {
-		if a[i] != b[i] {
-			if a[i] < b[i] {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
-}
-
 // wideIsZero is whether acc is 0.
 func wideIsZero(acc []uint64) bool {
 	for _, x := range acc {

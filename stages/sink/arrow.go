@@ -69,7 +69,9 @@ import (
 //	                             mean or std whose series held fewer than `last` values
 //	                             (batch.Batch.Warming); its value above is the partial window's
 //	                             (a std of one value: 0), and the record was scored with the
-//	                             column at the model's centre; empty when none
+//	                             column at a value its model gave it (a key's model: its
+//	                             centre; the global model: the column's mean over the
+//	                             record's nearest sample records); empty when none
 //
 // The last five are the JSON output's "scores" fields of the same names (suppressed, folded,
 // alert_timestamp, folded_into_previous_alert, key_model_version), so that a program reads
