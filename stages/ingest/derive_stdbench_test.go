@@ -12,7 +12,18 @@ import (
 // last 64, 1440 (a day of minutes), 10080 (a week) and 100000 (the range's end), keys round
 // robin (1000 at 64, fewer where the windows are longer: 100000 values held in all, one key at
 // 100000), values 70 +- 2; with uncertainty at 64 and 1440 ("sd").
-func BenchmarkDeriveStd(b *testing.B) {
+func BenchmarkDeriveStd(b *testing.B) { benchRolling(b, "std", "") }
+
+// BenchmarkDeriveMean: the same for one plain mean (exact sums since trimmean27; float64 sums
+// before).
+func BenchmarkDeriveMean(b *testing.B) { benchRolling(b, "mean", "") }
+
+// BenchmarkDeriveMeanTrim: the same for one mean with trim 2 (exact sums and std's extremes).
+func BenchmarkDeriveMeanTrim(b *testing.B) { benchRolling(b, "mean", ", trim: 2") }
+
+// benchRolling is BenchmarkDeriveStd's cases for the rolling kind `kind`, its other keys (", k:
+// v") after `last`.
+func benchRolling(b *testing.B, kind, more string) {
 	for _, c := range []struct {
 		last   int
 		withSD bool
@@ -22,7 +33,7 @@ func BenchmarkDeriveStd(b *testing.B) {
 			name += "sd"
 		}
 		b.Run(name, func(b *testing.B) {
-			yaml := fmt.Sprintf("derive:\n  max_keys: 1000\n  features: [{kind: std, of: temp, last: %d}]\n", c.last)
+			yaml := fmt.Sprintf("derive:\n  max_keys: 1000\n  features: [{kind: %s, of: temp, last: %d%s}]\n", kind, c.last, more)
 			if c.withSD {
 				yaml = "uncertainty: {suffix: _sd}\n" + yaml
 			}

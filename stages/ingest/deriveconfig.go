@@ -29,8 +29,10 @@ const (
 	// `last` values of the feature, the current one excluded.
 	DeriveRobustZ DeriveKind = "robust_z"
 	// DeriveMean is the rolling mean of the key's last `last` values of the feature, the
-	// current one included: a slow fault's sustained shift, small against each reading's
-	// noise, is sqrt(last) times larger against the mean's.
+	// current one included (with `trim: 2`, less the two farthest from their mean, std's two,
+	// so that a spike, or two, does not lift it for `last` records: derive_mean.go): a slow
+	// fault's sustained shift, small against each reading's noise, is sqrt(last) times larger
+	// against the mean's.
 	DeriveMean DeriveKind = "mean"
 	// DeriveStd is the rolling spread: the sample standard deviation of the key's last `last`
 	// values of the feature, the current one included, less the two farthest from their mean
@@ -56,8 +58,8 @@ type Derive struct {
 	// seen one is forgotten, and its key starts afresh when it comes back (its first diff is
 	// 0, its robust z 0 until min_values values). Records without a key are one series per
 	// partition. Memory: about MaxKeys x (8 bytes per diff + 8 x last per robust_z + 4 x last
-	// per mean or std (8 with uncertainty) + 16 per mean + last + 145 per std (+ 330 with
-	// uncertainty: its exact sums and extremes) + 350 + the key's length) bytes
+	// per mean or std (8 with uncertainty) + 48 per mean (+ 72 with uncertainty; + last + 32 with
+	// trim) + last + 145 per std (+ 330 with uncertainty): their exact sums and extremes) + 350 + the key's length) bytes
 	// (Deriver.StateBound, logged at the start). Default 100000.
 	MaxKeys int `yaml:"max_keys"`
 	// Timezone is the IANA zone (e.g. "Europe/Berlin") whose wall clock time_of_day and
@@ -90,6 +92,13 @@ type DerivedFeature struct {
 	// the values equal), and at least ScaleFloor. A history without any spread and no floor
 	// gives 0 for the same value and +-1e6 for another. Default 0.
 	ScaleFloor float64 `yaml:"scale_floor"`
+	// Trim is mean's count of its full window's values left out, those farthest from the
+	// window's mean (std's, derive_mean.go): 0 (the plain mean, the default) or 2 (last >= 4).
+	// 2 for a channel that spikes: one or two spikes in the window do not lift the mean, where
+	// the plain mean carries each spike for `last` records and cost up to half the spikes on
+	// generated streams; 0 for small slow shifts: the trimmed mean of noise varies 8-17 % more,
+	// and shifts of 1-2 sd were found markedly less well (docs/BENCHMARKS.md §12.66).
+	Trim int `yaml:"trim"`
 	// Name is the column's name (time_of_day, day_of_week: the pair's prefix, <name>.sin and
 	// <name>.cos). Default <of>.diff, <of>.rz<last>, <of>.mean<last>, <of>.std<last>, tod, dow.
 	Name string `yaml:"name"`
@@ -197,6 +206,14 @@ func (d *Derive) validate(features []string, withSD bool, bad func(key, format s
 			}
 		} else if f.Last != 0 && f.Kind != DeriveRobustZ {
 			bad(key+".last", "only for %s, %s and %s", DeriveRobustZ, DeriveMean, DeriveStd)
+		}
+		switch {
+		case f.Trim != 0 && f.Kind != DeriveMean:
+			bad(key+".trim", "only for %s (std always leaves its 2 farthest out)", DeriveMean)
+		case f.Trim != 0 && f.Trim != stdLeftOut:
+			bad(key+".trim", "%d is not 0 or %d", f.Trim, stdLeftOut)
+		case f.Trim != 0 && f.Last >= 2 && f.Last < meanTrimFrom:
+			bad(key+".trim", "%d needs last >= %d (last %d would keep fewer than 2 values)", f.Trim, meanTrimFrom, f.Last)
 		}
 		if f.Kind == DeriveRobustZ {
 			if f.Last < 2 || f.Last > maxRobustZLast {
