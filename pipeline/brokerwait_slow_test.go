@@ -1,0 +1,40 @@
+package pipeline
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+)
+
+// TestReadRangeSlowConsumerNotCut: brokerAttemptWait bounds a broker that does not answer, not
+// a fetch that was answered and is being read: a fetch whose messages take longer than it to
+// hand over (a slow link for a 16 MB stale scan's fetch, or a starved process; here each
+// message's handling takes 0.45 of it) is read whole. kafka-go ends a fetch's batch with
+// RequestTimedOut once the connection's deadline at the fetch has passed, whatever arrived.
+func TestReadRangeSlowConsumerNotCut(t *testing.T) {
+	br := testsupport.KfakeBroker(t, kfake.SeedTopics(2, "models"))
+	for v := 1; v <= 3; v++ {
+		produceKeyModel(t, br, "models", v)
+	}
+	cfg := modelTopicConfig{brokers: br.Addrs, topic: "models", maxMessageBytes: 1 << 20}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*brokerAttemptWait)
+	defer cancel()
+	conn, err := dialPartition(ctx, cfg, kafka.DefaultDialer, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	read := 0
+	err = readRange(ctx, conn, 0, 3, 1<<20, func(kafka.Message) {
+		read++
+		time.Sleep(brokerAttemptWait * 45 / 100)
+	})
+	if err != nil || read != 3 {
+		t.Fatalf("a fetch read slowly (3 messages, 0.45 x brokerAttemptWait each): %d read, %v; want all 3 and no error", read, err)
+	}
+}
