@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -51,6 +52,46 @@ func boundConn(ctx context.Context, conn *kafka.Conn) error {
 		return err
 	}
 	return conn.SetDeadline(time.Now().Add(brokerAttemptWait))
+}
+
+// answerWatch bounds each wait for a leader's answer on conn by brokerAttemptWait without a
+// deadline on the connection while the wait is not on: kafka-go ends a fetch's batch with
+// RequestTimedOut once the deadline the connection had at the fetch has passed, however much
+// of it arrived (TestReadRangeSlowConsumerNotCut), so a deadline bounds the reading of the
+// whole answer and the caller's handling of each message with it. The watch's timer runs while
+// a wait is armed alone; when it fires it ends the wait as the callers' context.AfterFunc ends
+// it (the connection's deadline set to now), and never sets a later one (that would undo the
+// context's).
+type answerWatch struct {
+	t    *time.Timer
+	done atomic.Bool
+}
+
+// newAnswerWatch is the disarmed watch of conn.
+func newAnswerWatch(conn *kafka.Conn) *answerWatch {
+	w := &answerWatch{}
+	w.t = time.AfterFunc(time.Hour, func() {
+		w.done.Store(true)
+		conn.SetDeadline(time.Now())
+	})
+	w.t.Stop()
+	return w
+}
+
+// arm starts a wait's bound; disarm ends it.
+func (w *answerWatch) arm()    { w.t.Reset(brokerAttemptWait) }
+func (w *answerWatch) disarm() { w.t.Stop() }
+func (w *answerWatch) stop()   { w.t.Stop() }
+
+// fired reports whether a wait ran past brokerAttemptWait.
+func (w *answerWatch) fired() bool { return w.done.Load() }
+
+// explain says, where the watch fired, that err came of a wait past brokerAttemptWait.
+func (w *answerWatch) explain(err error) error {
+	if w.fired() {
+		return fmt.Errorf("no answer within %s: %w", brokerAttemptWait, err)
+	}
+	return err
 }
 
 // attemptError names broker b in err, an attempt's error under actx (ctx's with its bound),
