@@ -14,7 +14,8 @@ import (
 // TestReadRangeSlowConsumerNotCut: brokerAttemptWait bounds a broker that does not answer, not
 // a fetch that was answered and is being read: a fetch whose messages take longer than it to
 // hand over (a slow link for a 16 MB stale scan's fetch, or a starved process; here each
-// message's handling takes 0.45 of it) is read whole. kafka-go ends a fetch's batch with
+// message's handling takes 0.45 of it) is read whole, after the partition's offsets were read on the connection as its callers
+// read them. kafka-go ends a fetch's batch with
 // RequestTimedOut once the connection's deadline at the fetch has passed, whatever arrived.
 func TestReadRangeSlowConsumerNotCut(t *testing.T) {
 	br := testsupport.KfakeBroker(t, kfake.SeedTopics(2, "models"))
@@ -29,8 +30,12 @@ func TestReadRangeSlowConsumerNotCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	first, end, err := readOffsets(ctx, conn, conn.RemoteAddr().String()) // (as scanPartition and lastKeyVersion do first)
+	if err != nil || first != 0 || end != 3 {
+		t.Fatalf("offsets %d..%d, %v; want 0..3", first, end, err)
+	}
 	read := 0
-	err = readRange(ctx, conn, 0, 3, 1<<20, func(kafka.Message) {
+	err = readRange(ctx, conn, first, end, 1<<20, func(kafka.Message) {
 		read++
 		time.Sleep(brokerAttemptWait * 45 / 100)
 	})
