@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/internal/core/kafkasec"
 )
 
 // brokerAttemptWait bounds one exchange with one broker of the model topic: its partition count
@@ -32,7 +32,7 @@ const brokerAttemptWait = 5 * time.Second
 func lookupPartitions(ctx context.Context, dialer *kafka.Dialer, b, topic string) ([]kafka.Partition, error) {
 	actx, cancel := context.WithTimeout(ctx, brokerAttemptWait)
 	defer cancel()
-	dialer, release := cutAtEnd(actx, dialer)
+	dialer, release := kafkasec.CutAtEnd(actx, dialer)
 	defer release() // (before cancel: the deferred run last first)
 	ps, err := dialer.LookupPartitions(actx, "tcp", b, topic)
 	return ps, attemptError(ctx, actx, b, err)
@@ -43,42 +43,10 @@ func lookupPartitions(ctx context.Context, dialer *kafka.Dialer, b, topic string
 func dialLeader(ctx context.Context, dialer *kafka.Dialer, b, topic string, mp int) (*kafka.Conn, error) {
 	actx, cancel := context.WithTimeout(ctx, brokerAttemptWait)
 	defer cancel()
-	dialer, release := cutAtEnd(actx, dialer)
+	dialer, release := kafkasec.CutAtEnd(actx, dialer)
 	defer release() // (before cancel: the connection returned lives on)
 	conn, err := dialer.DialLeader(actx, "tcp", b, topic, mp)
 	return conn, attemptError(ctx, actx, b, err)
-}
-
-// cutAtEnd is dialer with each connection it opens cut when actx ends (its socket's deadline set
-// to now), until release: kafka-go bounds a dial's TCP and TLS handshakes by the context but not
-// its SASL exchange (Conn.saslHandshake and saslAuthenticate, requests without a deadline), so
-// a broker that took the connection and never answered the handshake held a dial past
-// brokerAttemptWait and past the caller's context (TestModelTopicDialsBoundedUnderSASL). A
-// connection the dial returns keeps no deadline: kafka-go sets its socket's anew at each request.
-func cutAtEnd(actx context.Context, dialer *kafka.Dialer) (*kafka.Dialer, func()) {
-	d := *dialer
-	dial := d.DialFunc
-	if dial == nil { // (kafka-go's own, Dialer.dialContext)
-		dial = (&net.Dialer{LocalAddr: d.LocalAddr, DualStack: d.DualStack, FallbackDelay: d.FallbackDelay, KeepAlive: d.KeepAlive}).DialContext
-	}
-	var mu sync.Mutex
-	var stops []func() bool
-	d.DialFunc = func(ctx context.Context, network, address string) (net.Conn, error) {
-		c, err := dial(ctx, network, address)
-		if err == nil {
-			mu.Lock()
-			stops = append(stops, context.AfterFunc(actx, func() { _ = c.SetDeadline(time.Now()) }))
-			mu.Unlock()
-		}
-		return c, err
-	}
-	return &d, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, stop := range stops {
-			stop()
-		}
-	}
 }
 
 // boundConn bounds conn's next requests (until it is called again) by brokerAttemptWait; it

@@ -52,7 +52,7 @@ func TestModelTopicDialsBoundedUnderSASL(t *testing.T) {
 	}
 }
 
-// TestModelTopicDialsSecuredRealBroker: cutAtEnd's dial (a copy of the dialer with its own
+// TestModelTopicDialsSecuredRealBroker: kafkasec.CutAtEnd's dial (a copy of the dialer with its own
 // DialFunc) keeps the dialer's TLS and SASL: the model topic's partitions and a leader's offsets
 // read through the secured listener (SASL_SSL, SCRAM). Skips without the secured listeners of
 // `KAFKA_SECURITY=1 .ci/kafka.sh start`.
