@@ -20,8 +20,8 @@ import (
 func CutAtEnd(ctx context.Context, dialer *kafka.Dialer) (*kafka.Dialer, func()) {
 	d := *dialer
 	dial := d.DialFunc
-	if dial == nil { // (kafka-go's own, Dialer.dialContext)
-		dial = (&net.Dialer{LocalAddr: d.LocalAddr, DualStack: d.DualStack, FallbackDelay: d.FallbackDelay, KeepAlive: d.KeepAlive}).DialContext
+	if dial == nil { // (kafka-go's own, Dialer.dialContext; its DualStack is the default since Go 1.12)
+		dial = (&net.Dialer{LocalAddr: d.LocalAddr, FallbackDelay: d.FallbackDelay, KeepAlive: d.KeepAlive}).DialContext
 	}
 	var mu sync.Mutex
 	var stops []func() bool
