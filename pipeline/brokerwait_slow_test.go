@@ -7,6 +7,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outlierd/outlierd/internal/testsupport"
 )
@@ -41,5 +42,31 @@ func TestReadRangeSlowConsumerNotCut(t *testing.T) {
 	})
 	if err != nil || read != 3 {
 		t.Fatalf("a fetch read slowly (3 messages, 0.45 x brokerAttemptWait each): %d read, %v; want all 3 and no error", read, err)
+	}
+}
+
+// TestModelTopicOffsetsEndWithTheCaller: a caller's context that ends before brokerAttemptWait
+// (a stop, startRetry's last attempt of 1 s) ends a leader's offsets request waiting on a leader
+// that never answers it, as it ends readRange's fetches. Failed first: partitionOffsets returned
+// only at brokerAttemptWait, 4.5 s after its caller's end.
+func TestModelTopicOffsetsEndWithTheCaller(t *testing.T) {
+	br := testsupport.KfakeBroker(t, kfake.SeedTopics(2, "models"))
+	wake := make(chan struct{})
+	t.Cleanup(func() { close(wake) }) // (before the cluster's close: cleanups run last first)
+	br.Kfake.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+		br.Kfake.KeepControl()
+		br.Kfake.SleepControl(func() { <-wake })
+		return nil, nil, false
+	})
+	cfg := modelTopicConfig{brokers: br.Addrs, topic: "models", maxMessageBytes: 1 << 20}
+	const caller = 500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), caller)
+	defer cancel()
+	t0 := time.Now()
+	_, _, err := partitionOffsets(ctx, cfg, kafka.DefaultDialer, 1)
+	took := time.Since(t0)
+	if err == nil || took > caller+attemptSlack {
+		t.Fatalf("offsets of a leader that never answers, the caller's context ending after %v: %v after %v; want a failure within %v",
+			caller, err, took.Round(time.Millisecond), caller+attemptSlack)
 	}
 }
