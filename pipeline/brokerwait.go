@@ -114,15 +114,22 @@ func attemptError(ctx, actx context.Context, b string, err error) error {
 }
 
 // readOffsets are the first and end offsets of the partition conn is connected to (b: its
-// leader's address, for the error): its two requests within brokerAttemptWait.
+// leader's address, for the error): its two requests within brokerAttemptWait, and ended by
+// ctx's end (its error then).
 func readOffsets(ctx context.Context, conn *kafka.Conn, b string) (first, end int64, err error) {
 	if err := boundConn(ctx, conn); err != nil {
 		return 0, 0, err
 	}
+	// (ctx's end ends the requests too: a caller's context shorter than the bound, a stop;
+	// TestModelTopicOffsetsEndWithTheCaller)
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
 	first, end, err = conn.ReadOffsets()
 	switch {
 	case err == nil:
 		return first, end, nil
+	case ctx.Err() != nil:
+		return 0, 0, fmt.Errorf("leader %s: its offsets: %w", b, ctx.Err())
 	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil:
 		return 0, 0, fmt.Errorf("leader %s: its offsets: no answer within %s: %w", b, brokerAttemptWait, err)
 	default:
