@@ -78,7 +78,7 @@ func newAnswerWatch(conn *kafka.Conn) *answerWatch {
 	w := &answerWatch{}
 	w.t = time.AfterFunc(time.Hour, func() {
 		w.done.Store(true)
-		conn.SetDeadline(time.Now())
+		_ = conn.SetDeadline(time.Now())
 	})
 	w.t.Stop()
 	return w

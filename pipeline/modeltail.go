@@ -75,7 +75,7 @@ func readRange(ctx context.Context, conn *kafka.Conn, from, end int64, maxBytes 
 	// No deadline left on the connection by an earlier request (readOffsets'): the batches would
 	// end in RequestTimedOut past it. Cleared before ctx is looked at, so that the deadline its end
 	// sets (the callers' context.AfterFunc) is not undone unseen.
-	conn.SetDeadline(time.Time{})
+	_ = conn.SetDeadline(time.Time{})
 	for off := from; off < end; {
 		if err := ctx.Err(); err != nil {
 			return err
