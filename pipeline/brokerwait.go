@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/internal/core/kafkasec"
 )
 
 // brokerAttemptWait bounds one exchange with one broker of the model topic: its partition count
@@ -29,6 +32,8 @@ const brokerAttemptWait = 5 * time.Second
 func lookupPartitions(ctx context.Context, dialer *kafka.Dialer, b, topic string) ([]kafka.Partition, error) {
 	actx, cancel := context.WithTimeout(ctx, brokerAttemptWait)
 	defer cancel()
+	dialer, release := kafkasec.CutAtEnd(actx, dialer)
+	defer release() // (before cancel: the deferred run last first)
 	ps, err := dialer.LookupPartitions(actx, "tcp", b, topic)
 	return ps, attemptError(ctx, actx, b, err)
 }
@@ -38,6 +43,8 @@ func lookupPartitions(ctx context.Context, dialer *kafka.Dialer, b, topic string
 func dialLeader(ctx context.Context, dialer *kafka.Dialer, b, topic string, mp int) (*kafka.Conn, error) {
 	actx, cancel := context.WithTimeout(ctx, brokerAttemptWait)
 	defer cancel()
+	dialer, release := kafkasec.CutAtEnd(actx, dialer)
+	defer release() // (before cancel: the connection returned lives on)
 	conn, err := dialer.DialLeader(actx, "tcp", b, topic, mp)
 	return conn, attemptError(ctx, actx, b, err)
 }
@@ -51,6 +58,46 @@ func boundConn(ctx context.Context, conn *kafka.Conn) error {
 		return err
 	}
 	return conn.SetDeadline(time.Now().Add(brokerAttemptWait))
+}
+
+// answerWatch bounds each wait for a leader's answer on conn by brokerAttemptWait without a
+// deadline on the connection while the wait is not on: kafka-go ends a fetch's batch with
+// RequestTimedOut once the deadline the connection had at the fetch has passed, however much
+// of it arrived (TestReadRangeSlowConsumerNotCut), so a deadline bounds the reading of the
+// whole answer and the caller's handling of each message with it. The watch's timer runs while
+// a wait is armed alone; when it fires it ends the wait as the callers' context.AfterFunc ends
+// it (the connection's deadline set to now), and never sets a later one (that would undo the
+// context's).
+type answerWatch struct {
+	t    *time.Timer
+	done atomic.Bool
+}
+
+// newAnswerWatch is the disarmed watch of conn.
+func newAnswerWatch(conn *kafka.Conn) *answerWatch {
+	w := &answerWatch{}
+	w.t = time.AfterFunc(time.Hour, func() {
+		w.done.Store(true)
+		_ = conn.SetDeadline(time.Now())
+	})
+	w.t.Stop()
+	return w
+}
+
+// arm starts a wait's bound; disarm ends it.
+func (w *answerWatch) arm()    { w.t.Reset(brokerAttemptWait) }
+func (w *answerWatch) disarm() { w.t.Stop() }
+func (w *answerWatch) stop()   { w.t.Stop() }
+
+// fired reports whether a wait ran past brokerAttemptWait.
+func (w *answerWatch) fired() bool { return w.done.Load() }
+
+// explain says, where the watch fired, that err came of a wait past brokerAttemptWait.
+func (w *answerWatch) explain(err error) error {
+	if w.fired() {
+		return fmt.Errorf("no answer within %s: %w", brokerAttemptWait, err)
+	}
+	return err
 }
 
 // attemptError names broker b in err, an attempt's error under actx (ctx's with its bound),
@@ -67,15 +114,22 @@ func attemptError(ctx, actx context.Context, b string, err error) error {
 }
 
 // readOffsets are the first and end offsets of the partition conn is connected to (b: its
-// leader's address, for the error): its two requests within brokerAttemptWait.
+// leader's address, for the error): its two requests within brokerAttemptWait, and ended by
+// ctx's end (its error then).
 func readOffsets(ctx context.Context, conn *kafka.Conn, b string) (first, end int64, err error) {
 	if err := boundConn(ctx, conn); err != nil {
 		return 0, 0, err
 	}
+	// (ctx's end ends the requests too: a caller's context shorter than the bound, a stop;
+	// TestModelTopicOffsetsEndWithTheCaller)
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
 	first, end, err = conn.ReadOffsets()
 	switch {
 	case err == nil:
 		return first, end, nil
+	case ctx.Err() != nil:
+		return 0, 0, fmt.Errorf("leader %s: its offsets: %w", b, ctx.Err())
 	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil:
 		return 0, 0, fmt.Errorf("leader %s: its offsets: no answer within %s: %w", b, brokerAttemptWait, err)
 	default:

@@ -64,20 +64,33 @@ func tailKeyVersion(ctx context.Context, conn *kafka.Conn, from, end int64, maxB
 
 // readRange hands each message of [from, end) on conn to each, in offset order, and returns
 // once none is left below end: offsets compaction removed (at a batch's end too) are passed
-// over, and nothing is waited for that is not already there. Each fetch is bounded by
-// brokerAttemptWait (boundConn), none is started once ctx has ended.
+// over, and nothing is waited for that is not already there. Each exchange with the leader (a
+// fetch's answer, each of its messages as it arrives) is bounded by brokerAttemptWait
+// (answerWatch), none is started once ctx has ended. each's own time is not bounded: a fetch
+// that is answered is read whole however slowly it is handed over (a 16 MB stale scan's fetch
+// on a slow link), where a deadline on the connection failed it at its end.
 func readRange(ctx context.Context, conn *kafka.Conn, from, end int64, maxBytes int, each func(kafka.Message)) error {
+	watch := newAnswerWatch(conn)
+	defer watch.stop()
+	// No deadline left on the connection by an earlier request (readOffsets'): the batches would
+	// end in RequestTimedOut past it. Cleared before ctx is looked at, so that the deadline its end
+	// sets (the callers' context.AfterFunc) is not undone unseen.
+	_ = conn.SetDeadline(time.Time{})
 	for off := from; off < end; {
-		if err := boundConn(ctx, conn); err != nil {
+		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if _, err := conn.Seek(off, kafka.SeekAbsolute); err != nil {
 			return err
 		}
+		watch.arm()
 		b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: maxBytes, MaxWait: tailWait})
+		watch.disarm()
 		next := off
 		for {
+			watch.arm()
 			m, err := b.ReadMessage()
+			watch.disarm()
 			if err != nil || m.Offset >= end {
 				break
 			}
@@ -86,7 +99,10 @@ func readRange(ctx context.Context, conn *kafka.Conn, from, end int64, maxBytes 
 		}
 		next = max(next, b.Offset()) // (past records compacted away at a batch's end)
 		if err := b.Close(); err != nil {
-			return fmt.Errorf("leader %s: reading offsets %d..%d: %w", conn.RemoteAddr(), off, end, err)
+			return fmt.Errorf("leader %s: reading offsets %d..%d: %w", conn.RemoteAddr(), off, end, watch.explain(err))
+		}
+		if watch.fired() { // (an answer cut as it came: the connection's deadline is past)
+			return fmt.Errorf("leader %s: reading offsets %d..%d: no answer within %s", conn.RemoteAddr(), off, end, brokerAttemptWait)
 		}
 		if next == off { // nothing left at or after off below end
 			break

@@ -344,7 +344,7 @@ func (k *keyedScorer) decodeKeys(ctx context.Context, format uint32, p []byte, f
 				return 0, sealedErr(d.Err())
 			}
 			if b[0] > 3 {
-				return 0, snapErr("significance is %d, want 0 to 3 (its bit 1: the record was warming)", b[0])
+				return 0, snapErr("key %q, record %d of %d: significance is %d, want 0 to 3 (its bit 1: the record was warming)", key, i, size, b[0])
 			}
 			st.sig.set(i, b[0]&1 != 0)
 			if b[0]&2 != 0 && st.warming == nil {

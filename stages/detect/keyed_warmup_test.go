@@ -127,7 +127,7 @@ func TestKeyBuildLeavesOutWarming(t *testing.T) {
 // TestKeyWarmingMarksInTheKeysFile: the keys' state file keeps which of a key's window's records
 // were warming (bit 1 of each record's significance byte), so that a key restored after a stop
 // still leaves them out of its builds; a key that never had one reads back without a ring, and
-// a byte above 3 is refused with its reason.
+// a byte above 3 is refused with its reason, naming the key and the record.
 func TestKeyWarmingMarksInTheKeysFile(t *testing.T) {
 	cfg := Default()
 	cfg.KeyBy = KeyByKey
@@ -187,6 +187,9 @@ func TestKeyWarmingMarksInTheKeysFile(t *testing.T) {
 		bad := slices.Clone(p)
 		bad[at] = 4
 		if _, err := s.newKeyed().decodeKeys(context.Background(), KeysSnapshotFormat, bad, s.features, &s.cfg); err != nil && strings.Contains(err.Error(), "significance is 4, want 0 to 3") {
+			if !strings.Contains(err.Error(), `key "k`) || !strings.Contains(err.Error(), "record ") {
+				t.Fatalf("%v: want the key and its record named", err)
+			}
 			return
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/internal/core/kafkasec"
 )
 
 // Fetching in chunks, not message by message.
@@ -460,7 +462,9 @@ func (f *groupFetcher) dialPartition(ctx context.Context, partition int, offset 
 func (f *groupFetcher) dialLeader(ctx context.Context, broker string, partition int) (*kafka.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, dialLeaderWait)
 	defer cancel()
-	conn, err := f.dialer.DialLeader(dctx, "tcp", broker, f.topic, partition)
+	dialer, release := kafkasec.CutAtEnd(dctx, f.dialer) // (its SASL handshake bounded too)
+	defer release()                                      // (before cancel: the connection lives on)
+	conn, err := dialer.DialLeader(dctx, "tcp", broker, f.topic, partition)
 	if err != nil && ctx.Err() == nil && dctx.Err() != nil {
 		return nil, fmt.Errorf("broker %s: no answer within %s: %w", broker, dialLeaderWait, err)
 	}
