@@ -117,12 +117,20 @@ func warmingKeyModelWarnings(path string, cfg pipeline.Config) []string {
 	}
 	var out []string
 	minRecords := cfg.Detect.Keys.MinRecords
+	hasRolling := false
 	for i, f := range cfg.Ingest.Derive.Features {
-		if (f.Kind == ingest.DeriveMean || f.Kind == ingest.DeriveStd) && f.Last >= minRecords {
+		rolling := f.Kind == ingest.DeriveMean || f.Kind == ingest.DeriveStd
+		hasRolling = hasRolling || rolling
+		if rolling && f.Last >= minRecords {
 			out = append(out, config.Locate(path, config.Fieldf(fmt.Sprintf("ingest.derive.features[%d].last", i),
 				"warning: %d values fill this window, at least detect.keys.min_records (%d): each key's first model (after a restart, a rebalance or an eviction too) is built from %d records of full windows, which share their values: about one independent value of this column, read as the key's normal; set detect.keys.min_records above %d (twice it cut a clean fleet's flags by 30-60 %%: docs/OPERATIONS.md, the derive section's warm-up)",
 				f.Last, minRecords, minRecords, f.Last)).Error())
 		}
+	}
+	if d := cfg.Ingest.Derive; hasRolling && d.MaxKeys < cfg.Detect.Keys.MaxKeys {
+		out = append(out, config.Locate(path, config.Fieldf("ingest.derive.max_keys",
+			"warning: %d series, fewer than detect.keys.max_keys (%d): past it the least recently seen key's rolling windows are dropped and fill again, warming, and a key's model is built only from records not warming, so with more keys active than this some keys never get a model (outlierd_keys_warming counts them); set it at least detect.keys.max_keys",
+			d.MaxKeys, cfg.Detect.Keys.MaxKeys)).Error())
 	}
 	return out
 }
