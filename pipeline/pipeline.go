@@ -166,6 +166,11 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	deps.AlertGroupsFrom = aside
+	// The derive state (ingest.derive's series, saved at the last stop) after the columns' check:
+	// one saved under other definitions is refused by its own record of them (cold, logged).
+	if ds, ok := p.src.(deriveStater); ok && cfg.Detect.StateDir != "" {
+		ds.LoadDeriveState(ctx, cfg.Detect.StateDir)
+	}
 	// (ctx ends the load of detect.state_dir's snapshots too: seconds at 100,000 keys.)
 	if p.det, err = detect.NewStageContext(ctx, cfg.Detect, cfg.Ingest.Columns(), cfg.Ingest.Uncertainty != nil, deps); err != nil {
 		if ctx.Err() != nil {
@@ -373,6 +378,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	<-commitDone
 	<-lagDone
 	<-roleDone
+	p.saveDeriveState(stoppedAt.Load())
 	closeCtx, cancelClose := context.WithDeadline(context.Background(), closeBy(stoppedAt.Load(), p.cfg.Run.ShutdownTimeout))
 	closeErr := p.closeOpened(closeCtx)
 	cancelClose()

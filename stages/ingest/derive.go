@@ -70,6 +70,12 @@ type Deriver struct {
 	lru     series // sentinel of the recency list: lru.next is the most recent
 	maxKeys int
 	lastOff map[int32]int64 // the last offset applied per partition (a re-read resets it)
+	// restored is the last offset applied per partition before the loaded state was saved
+	// (derive_state.go): records at or below it are not applied again. Dropped per partition at
+	// its first record past it.
+	restored map[int32]int64
+	def      string  // the definitions the series depend on (derive_state.go)
+	scratch  *series // applyRedelivered's copy
 
 	out    Decoded // Apply's result, reused
 	keyBuf []byte
@@ -117,6 +123,7 @@ func newDeriver(cfg Config, loc *time.Location) *Deriver {
 	d := &Deriver{
 		nFeat: len(cfg.Features), cols: len(cols), withSD: cfg.Uncertainty != nil, loc: loc,
 		series: map[string]*series{}, maxKeys: cfg.Derive.MaxKeys, lastOff: map[int32]int64{},
+		def: definition(cfg, loc.String()),
 	}
 	d.lru.next, d.lru.prev = &d.lru, &d.lru
 	dst := d.nFeat
@@ -197,17 +204,32 @@ func (d *Deriver) Keys() int { return len(d.series) }
 // start afresh. key is the record's key (nil and empty are the same series), ts its timestamp.
 // The result is valid until the next call.
 func (d *Deriver) Apply(in *Decoded, partition int32, offset int64, key []byte, ts time.Time) *Decoded {
+	if w, ok := d.restored[partition]; ok {
+		if offset <= w { // applied before the state was saved: read again (derive_state.go)
+			return d.applyRedelivered(in, partition, key, ts)
+		}
+		delete(d.restored, partition)
+	}
 	if last, ok := d.lastOff[partition]; ok && offset <= last {
 		d.resetPartition(partition)
 	}
 	d.lastOff[partition] = offset
+	return d.apply(in, partition, key, ts)
+}
+
+// apply is Apply once the partition's order is checked.
+func (d *Deriver) apply(in *Decoded, partition int32, key []byte, ts time.Time) *Decoded {
+	return d.applyTo(in, d.seriesOf(partition, key), ts)
+}
+
+// applyTo computes in's derived features on the series s, which it advances.
+func (d *Deriver) applyTo(in *Decoded, s *series, ts time.Time) *Decoded {
 	out := &d.out
 	copy(out.Values, in.Values)
 	if d.withSD {
 		copy(out.SD, in.SD)
 	}
 	out.Key, out.HasKey, out.EventTime, out.HasEventTime, out.EventTimeText = in.Key, in.HasKey, in.EventTime, in.HasEventTime, in.EventTimeText
-	s := d.seriesOf(partition, key)
 	var wall wallClock
 	if d.wall { // once per record, whichever of time_of_day and day_of_week read it
 		wall = wallClockOf(ts.In(d.loc))
@@ -441,10 +463,7 @@ func (d *Deriver) seriesOf(partition int32, key []byte) *series {
 			clear(s.wide)
 			clear(s.agg)
 		} else {
-			s = &series{prevVal: make([]float32, 2*d.nDiff), ring: make([]float32, 2*d.ringLen),
-				mring: make([]float32, d.meanLen), sums: make([]float64, 2*d.nMean),
-				wide: make([]uint64, d.wideLen), agg: make([]int32, d.aggLen),
-				fill: make([]int32, len(d.ops)), pos: make([]int32, len(d.ops))}
+			s = d.newSeries()
 		}
 		s.id, s.partition = string(d.keyBuf), partition
 		d.series[s.id] = s
@@ -453,6 +472,14 @@ func (d *Deriver) seriesOf(partition int32, key []byte) *series {
 	d.lru.next.prev = s
 	d.lru.next = s
 	return s
+}
+
+// newSeries is an empty series of d's layout.
+func (d *Deriver) newSeries() *series {
+	return &series{prevVal: make([]float32, 2*d.nDiff), ring: make([]float32, 2*d.ringLen),
+		mring: make([]float32, d.meanLen), sums: make([]float64, 2*d.nMean),
+		wide: make([]uint64, d.wideLen), agg: make([]int32, d.aggLen),
+		fill: make([]int32, len(d.ops)), pos: make([]int32, len(d.ops))}
 }
 
 func (d *Deriver) unlink(s *series) {
