@@ -156,3 +156,43 @@ func TestDeriveStateColdWhenRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestDeriveStateSavedPeriodically: the derive state is saved with a new model while the
+// pipeline runs (a crash then loses only what came after), not only at a clean stop.
+func TestDeriveStateSavedPeriodically(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
+	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
+	produce := func(from, n int) {
+		recs := make([]*kgo.Record, n)
+		for t := range recs {
+			recs[t] = &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "s%d", (from+t)%3),
+				Value: fmt.Appendf(nil, `{"temp":%d}`, (from+t)%17)}
+		}
+		testsupport.Produce(t, br, recs...)
+	}
+	cfg := sensorConfig(br, in, out, dlq, group, sink.EmitAll)
+	cfg.Ingest.Features, cfg.Ingest.Uncertainty = []string{"temp"}, nil
+	cfg.Ingest.Derive = &ingest.Derive{Features: []ingest.DerivedFeature{{Kind: ingest.DeriveStd, Of: "temp", Last: 8}}}
+	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Distance.N, cfg.Detect.Density.Clusters = 2000, 100, 20, 20
+	cfg.Detect.RefreshInterval = time.Second
+	cfg.Detect.StateDir = t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(cfg.Detect.StateDir, ingest.DeriveStateFileName)
+	produce(0, 200)
+	r := startPipeline(t, cfg, nil)
+	defer r.stop(t, cfg.Run.ShutdownTimeout+10*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for n := 200; ; n += 10 {
+		if _, err := os.Stat(path); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no derive state in state_dir while running, after %d records (model version %d)", n, r.p.Stats().ModelVersion.Load())
+		}
+		produce(n, 10) // (the save is made between two fetches)
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -64,6 +64,8 @@ type Pipeline struct {
 	pub    *modelPublisher
 	follow *modelFollower
 	models chan *followed
+	// deriveSaves are the derive state's saves to detect.state_dir (derivesave.go).
+	deriveSaves deriveSaves
 	// flushModels, a builder's, is closed at a graceful stop once its drain is done and its
 	// offsets committed: its publishers then write what is queued (the last model, the keys'
 	// models held back) and end (Run).
@@ -418,6 +420,7 @@ func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- item) error {
 		}
 	}
 	for {
+		p.maybeSaveDerive(work)
 		start := time.Now()
 		b, dls, err := p.src.Next(ctx)
 		if b != nil || dls.Len() > 0 { // the source consumes (readiness), dead letters too
@@ -489,6 +492,7 @@ func (p *Pipeline) noteWaiting(start bool) {
 // (w* from the top weights) too.
 func (p *Pipeline) modelChanged(m *detect.Model, fresh bool) {
 	if fresh {
+		p.deriveSaveDue()
 		p.stats.ModelVersion.Store(m.Version)
 		if p.pub != nil { // with the counts the hypercube detector just reset to (a scorer's)
 			p.pub.Publish(publication{model: m, hypercube: p.det.PublishedHypercube()})

@@ -158,31 +158,3 @@ func (p *Pipeline) confirmAlerts() {
 	}
 	p.det.ConfirmAlertsCommitted(src.Committed())
 }
-
-// deriveStater is a source that keeps ingest.derive's series across a restart in
-// detect.state_dir (ingest/derive_state.go).
-type deriveStater interface {
-	LoadDeriveState(ctx context.Context, dir string)
-	SaveDeriveState(ctx context.Context, dir string) (ingest.StateSaved, error)
-}
-
-// saveDeriveState saves the source's derive state to detect.state_dir at Run's end, by the
-// stop's deadline (closeBy). After the final commit: every record applied is then committed (a
-// clean stop) or read again after the restart at or below the saved watermark (not applied
-// twice: derive_state.go). A failed save is a warning: the next start is cold.
-func (p *Pipeline) saveDeriveState(stoppedAt int64) {
-	ds, ok := p.src.(deriveStater)
-	if !ok || p.cfg.Detect.StateDir == "" {
-		return
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), closeBy(stoppedAt, p.cfg.Run.ShutdownTimeout))
-	defer cancel()
-	st, err := ds.SaveDeriveState(ctx, p.cfg.Detect.StateDir)
-	if err != nil {
-		p.log.Warn().Err(err).Msg("derive state not saved: the rolling columns start cold after the restart")
-		return
-	}
-	if st.Keys+st.Skipped > 0 {
-		p.log.Info().Int("keys", st.Keys).Int("skipped_long_keys", st.Skipped).Int("bytes", st.Bytes).Msg("derive state saved to detect.state_dir")
-	}
-}

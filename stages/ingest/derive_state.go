@@ -79,8 +79,14 @@ type StateSaved struct {
 }
 
 // SaveState writes the series to dir/DeriveStateFileName atomically (atomicfile: a crash
-// leaves the old file or the new one), ending with ctx.
+// leaves the old file or the new one), ending with ctx: EncodeState, then WriteState.
 func (d *Deriver) SaveState(ctx context.Context, dir string) (StateSaved, error) {
+	payload, st := d.EncodeState()
+	return st, d.WriteState(ctx, dir, payload)
+}
+
+// EncodeState is the series' payload (a copy: the Deriver may go on once it returns).
+func (d *Deriver) EncodeState() ([]byte, StateSaved) {
 	var e sealed.Encoder
 	e.Text(d.def)
 	marks := maps.Clone(d.restored) // (a partition not read since the load keeps its watermark)
@@ -129,14 +135,20 @@ func (d *Deriver) SaveState(ctx context.Context, dir string) (StateSaved, error)
 	}
 	payload := e.Payload()
 	st.Bytes = len(payload)
+	return payload, st
+}
+
+// WriteState writes EncodeState's payload to dir/DeriveStateFileName atomically (safe beside
+// the Deriver's use: it reads only the payload and the format).
+func (d *Deriver) WriteState(ctx context.Context, dir string, payload []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return st, fmt.Errorf("derive state: %w", err)
+		return fmt.Errorf("derive state: %w", err)
 	}
 	f := d.stateFormat()
 	_, err := atomicfile.Write(ctx, filepath.Join(dir, DeriveStateFileName), func(w io.Writer) error {
 		return f.WriteContext(ctx, w, DeriveStateFormat, payload)
 	})
-	return st, err
+	return err
 }
 
 // ErrDeriveState is a derive state file refused (corrupt, truncated, of a newer format, of other
@@ -298,15 +310,22 @@ func (d *Deriver) scratchOf(s *series) *series {
 	return c
 }
 
-// SaveDeriveState saves the source's derive state to dir (derive_state.go), between two Next
-// calls; a source without ingest.derive saves nothing.
-func (s *Source) SaveDeriveState(ctx context.Context, dir string) (StateSaved, error) {
+// EncodeDeriveState is the source's derive state at this point of the stream (between two Next
+// calls), for WriteDeriveState; ok is false without ingest.derive.
+func (s *Source) EncodeDeriveState() (payload []byte, st StateSaved, ok bool) {
 	s.nextMu.Lock()
 	defer s.nextMu.Unlock()
 	if s.derive == nil {
-		return StateSaved{}, nil
+		return nil, StateSaved{}, false
 	}
-	return s.derive.SaveState(ctx, dir)
+	payload, st = s.derive.EncodeState()
+	return payload, st, true
+}
+
+// WriteDeriveState writes EncodeDeriveState's payload to dir (derive_state.go): on any
+// goroutine, while Next goes on.
+func (s *Source) WriteDeriveState(ctx context.Context, dir string, payload []byte) error {
+	return s.derive.WriteState(ctx, dir, payload)
 }
 
 // LoadDeriveState loads the source's derive state from dir before its first Next, logging what
