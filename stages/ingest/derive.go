@@ -20,10 +20,10 @@ import (
 // interleaving of partitions in fetches, and a replay of the same records per partition gives
 // the same values. A partition read again from an earlier offset
 // (a rebalance, a restart of the group's member) starts its series afresh, as a process started
-// at that offset would: the state is in memory only, so after a restart each key's first
-// difference is 0 again, its robust z 0 until min_values values, and its means and stds warming
-// (Decoded.Warming: the detect stage scores them at a value its model gives) until `last`
-// (derive_warmup.go).
+// at that offset would: each key's first difference is 0 again, its robust z 0 until min_values
+// values, and its means and stds warming (Decoded.Warming: the detect stage scores them at a
+// value its model gives) until `last` (derive_warmup.go). A restart with detect.state_dir loads
+// the series saved at the stop instead (derive_state.go), and they continue.
 //
 // Values are computed in float64 and stored as float32 like every feature, always finite:
 //   - diff: x - previous x of the series; the series' first record gets 0 (no change known: a
