@@ -112,7 +112,8 @@ func (d *Deriver) EncodeState() ([]byte, StateSaved) {
 		if len(s.id) > stateKeyCap {
 			continue
 		}
-		e.Text(s.id)
+		e.U32(uint32(len(s.id))) // (bytes, not Text: a key is any bytes, the partition's too)
+		e.Raw([]byte(s.id))
 		seen := uint32(0)
 		if s.seen {
 			seen = 1
@@ -196,7 +197,11 @@ func (d *Deriver) decodeState(payload []byte) error {
 	}
 	n := r.U32("series")
 	for i := uint32(0); i < n && r.Err() == nil; i++ {
-		id := r.Text(stateKeyCap, "key")
+		idLen := r.U32("key length")
+		if r.Err() == nil && (idLen < 4 || idLen > stateKeyCap) {
+			return fmt.Errorf("series %d: key of %d bytes", i, idLen)
+		}
+		id := string(r.Take(uint64(idLen), "key"))
 		seen := r.U32("seen")
 		s := d.newSeries()
 		copy(s.prevVal, r.F32s(uint64(len(s.prevVal)), "previous values"))
@@ -215,8 +220,8 @@ func (d *Deriver) decodeState(payload []byte) error {
 		if r.Err() != nil {
 			break
 		}
-		if len(id) < 4 || seen > 1 {
-			return fmt.Errorf("series %d: bad key or flag", i)
+		if seen > 1 {
+			return fmt.Errorf("series %d: flag %d", i, seen)
 		}
 		if err := d.checkSeries(s); err != nil {
 			return fmt.Errorf("series %d: %w", i, err)

@@ -21,18 +21,18 @@ derive:
     - {kind: std, of: temp, last: 40}
 `
 
-// stateStream is n records of 7 keys over 3 partitions, offsets per partition from 0, values
+// stateStream is n records of 7 keys (bytes that are not UTF-8) over partitions 199-201, offsets per partition from 0, values
 // noise with spikes (so that std's extremes move), sds positive.
 func stateStream(n int) (recs []rec, sds []float32) {
 	r := rand.New(rand.NewPCG(27, 7))
 	next := map[int32]int64{}
 	for range n {
-		p := int32(r.IntN(3))
+		p := int32(r.IntN(3)) + 199 // (partition 200's id is not UTF-8, nor are the keys)
 		v := float32(r.NormFloat64())
 		if r.IntN(20) == 0 {
 			v *= 30
 		}
-		recs = append(recs, rec{p: p, off: next[p], key: fmt.Sprintf("k%d", r.IntN(7)), temp: v, ts: monday6})
+		recs = append(recs, rec{p: p, off: next[p], key: fmt.Sprintf("k\xff%d", r.IntN(7)), temp: v, ts: monday6})
 		sds = append(sds, float32(0.1+r.Float64()))
 		next[p]++
 	}
