@@ -185,3 +185,38 @@ func TestDeriveStateMaxKeysLowered(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDeriveStateSave and BenchmarkDeriveStateLoad: the derive state of 10,000 keys (a std,
+// a mean and a robust_z over 60, a diff; keys of 8 bytes) encoded and written (fsync included),
+// and read back; bytes/key against StateBound's per key.
+func BenchmarkDeriveStateSave(b *testing.B) { benchDeriveState(b, false) }
+func BenchmarkDeriveStateLoad(b *testing.B) { benchDeriveState(b, true) }
+
+func benchDeriveState(b *testing.B, load bool) {
+	const keys = 10000
+	c := deriveConfig(b, "derive:\n  max_keys: 10000\n  features:\n    - {kind: diff, of: temp}\n    - {kind: robust_z, of: temp, last: 60}\n    - {kind: mean, of: temp, last: 60}\n    - {kind: std, of: temp, last: 60}\n")
+	d := mustDeriver(b, c)
+	in := &Decoded{Values: make([]float32, 1)}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range keys * 64 {
+		in.Values[0] = float32(r.NormFloat64())
+		d.Apply(in, 0, int64(i), fmt.Appendf(nil, "key%05d", i%keys), monday6)
+	}
+	dir := b.TempDir()
+	st, err := d.SaveState(context.Background(), dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if load {
+			if _, _, err := mustDeriver(b, c).LoadState(context.Background(), dir); err != nil {
+				b.Fatal(err)
+			}
+		} else if _, err := d.SaveState(context.Background(), dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(st.Bytes)/keys, "bytes/key")
+	b.ReportMetric(float64(d.StateBound(8))/keys, "bound_bytes/key")
+}
