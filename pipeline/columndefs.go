@@ -254,8 +254,12 @@ func moveModels(ctx context.Context, dir string, changed []string, was []byte, l
 		"models, keys' state and alarm state built on columns since redefined moved aside with the columns' record they were built under, never loaded (kept for a rollback: all of it moved back, with the old config): the first model is built from the stream, the alarms start empty but for the alert groups")
 }
 
-// modelOrAlarm names the files a start moves aside with the models: theirs and the alarm state's.
-func modelOrAlarm(name string) bool { return detect.IsModelFile(name) || detect.IsAlarmFile(name) }
+// modelOrAlarm names the files a start moves aside with the models: theirs, the alarm state's and
+// the derive state's (ingest.DeriveStateFileName: it refuses other definitions itself; moved with
+// them for a rollback).
+func modelOrAlarm(name string) bool {
+	return detect.IsModelFile(name) || detect.IsAlarmFile(name) || name == ingest.DeriveStateFileName
+}
 
 // inForce are the columns of a record that were in force at the start that wrote it.
 func inForce(record []columnDef) []columnDef {

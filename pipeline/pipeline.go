@@ -64,6 +64,8 @@ type Pipeline struct {
 	pub    *modelPublisher
 	follow *modelFollower
 	models chan *followed
+	// deriveSaves are the derive state's saves to detect.state_dir (derivesave.go).
+	deriveSaves deriveSaves
 	// flushModels, a builder's, is closed at a graceful stop once its drain is done and its
 	// offsets committed: its publishers then write what is queued (the last model, the keys'
 	// models held back) and end (Run).
@@ -166,6 +168,11 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	deps.AlertGroupsFrom = aside
+	// The derive state (ingest.derive's series, saved at the last stop) after the columns' check:
+	// one saved under other definitions is refused by its own record of them (cold, logged).
+	if ds, ok := p.src.(deriveStater); ok && cfg.Detect.StateDir != "" {
+		ds.LoadDeriveState(ctx, cfg.Detect.StateDir)
+	}
 	// (ctx ends the load of detect.state_dir's snapshots too: seconds at 100,000 keys.)
 	if p.det, err = detect.NewStageContext(ctx, cfg.Detect, cfg.Ingest.Columns(), cfg.Ingest.Uncertainty != nil, deps); err != nil {
 		if ctx.Err() != nil {
@@ -373,6 +380,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	<-commitDone
 	<-lagDone
 	<-roleDone
+	p.saveDeriveState(stoppedAt.Load())
 	closeCtx, cancelClose := context.WithDeadline(context.Background(), closeBy(stoppedAt.Load(), p.cfg.Run.ShutdownTimeout))
 	closeErr := p.closeOpened(closeCtx)
 	cancelClose()
@@ -412,6 +420,7 @@ func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- item) error {
 		}
 	}
 	for {
+		p.maybeSaveDerive(work)
 		start := time.Now()
 		b, dls, err := p.src.Next(ctx)
 		if b != nil || dls.Len() > 0 { // the source consumes (readiness), dead letters too
@@ -483,6 +492,7 @@ func (p *Pipeline) noteWaiting(start bool) {
 // (w* from the top weights) too.
 func (p *Pipeline) modelChanged(m *detect.Model, fresh bool) {
 	if fresh {
+		p.deriveSaveDue()
 		p.stats.ModelVersion.Store(m.Version)
 		if p.pub != nil { // with the counts the hypercube detector just reset to (a scorer's)
 			p.pub.Publish(publication{model: m, hypercube: p.det.PublishedHypercube()})

@@ -20,10 +20,10 @@ import (
 // interleaving of partitions in fetches, and a replay of the same records per partition gives
 // the same values. A partition read again from an earlier offset
 // (a rebalance, a restart of the group's member) starts its series afresh, as a process started
-// at that offset would: the state is in memory only, so after a restart each key's first
-// difference is 0 again, its robust z 0 until min_values values, and its means and stds warming
-// (Decoded.Warming: the detect stage scores them at a value its model gives) until `last`
-// (derive_warmup.go).
+// at that offset would: each key's first difference is 0 again, its robust z 0 until min_values
+// values, and its means and stds warming (Decoded.Warming: the detect stage scores them at a
+// value its model gives) until `last` (derive_warmup.go). A restart with detect.state_dir loads
+// the series saved at the stop instead (derive_state.go), and they continue.
 //
 // Values are computed in float64 and stored as float32 like every feature, always finite:
 //   - diff: x - previous x of the series; the series' first record gets 0 (no change known: a
@@ -69,6 +69,12 @@ type Deriver struct {
 	lru     series // sentinel of the recency list: lru.next is the most recent
 	maxKeys int
 	lastOff map[int32]int64 // the last offset applied per partition (a re-read resets it)
+	// restored is the last offset applied per partition before the loaded state was saved
+	// (derive_state.go): records at or below it are not applied again. Dropped per partition at
+	// its first record past it.
+	restored map[int32]int64
+	def      string  // the definitions the series depend on (derive_state.go)
+	scratch  *series // applyRedelivered's copy
 
 	out    Decoded // Apply's result, reused
 	keyBuf []byte
@@ -115,6 +121,7 @@ func newDeriver(cfg Config, loc *time.Location) *Deriver {
 	d := &Deriver{
 		nFeat: len(cfg.Features), cols: len(cols), withSD: cfg.Uncertainty != nil, loc: loc,
 		series: map[string]*series{}, maxKeys: cfg.Derive.MaxKeys, lastOff: map[int32]int64{},
+		def: definition(cfg, loc.String()),
 	}
 	d.lru.next, d.lru.prev = &d.lru, &d.lru
 	dst := d.nFeat
@@ -198,17 +205,32 @@ func (d *Deriver) Keys() int { return len(d.series) }
 // start afresh. key is the record's key (nil and empty are the same series), ts its timestamp.
 // The result is valid until the next call.
 func (d *Deriver) Apply(in *Decoded, partition int32, offset int64, key []byte, ts time.Time) *Decoded {
+	if w, ok := d.restored[partition]; ok {
+		if offset <= w { // applied before the state was saved: read again (derive_state.go)
+			return d.applyRedelivered(in, partition, key, ts)
+		}
+		delete(d.restored, partition)
+	}
 	if last, ok := d.lastOff[partition]; ok && offset <= last {
 		d.resetPartition(partition)
 	}
 	d.lastOff[partition] = offset
+	return d.apply(in, partition, key, ts)
+}
+
+// apply is Apply once the partition's order is checked.
+func (d *Deriver) apply(in *Decoded, partition int32, key []byte, ts time.Time) *Decoded {
+	return d.applyTo(in, d.seriesOf(partition, key), ts)
+}
+
+// applyTo computes in's derived features on the series s, which it advances.
+func (d *Deriver) applyTo(in *Decoded, s *series, ts time.Time) *Decoded {
 	out := &d.out
 	copy(out.Values, in.Values)
 	if d.withSD {
 		copy(out.SD, in.SD)
 	}
 	out.Key, out.HasKey, out.EventTime, out.HasEventTime, out.EventTimeText = in.Key, in.HasKey, in.EventTime, in.HasEventTime, in.EventTimeText
-	s := d.seriesOf(partition, key)
 	var wall wallClock
 	if d.wall { // once per record, whichever of time_of_day and day_of_week read it
 		wall = wallClockOf(ts.In(d.loc))
@@ -396,10 +418,7 @@ func (d *Deriver) seriesOf(partition int32, key []byte) *series {
 			clear(s.wide)
 			clear(s.agg)
 		} else {
-			s = &series{prevVal: make([]float32, 2*d.nDiff), ring: make([]float32, 2*d.ringLen),
-				mring: make([]float32, d.meanLen),
-				wide:  make([]uint64, d.wideLen), agg: make([]int32, d.aggLen),
-				fill: make([]int32, len(d.ops)), pos: make([]int32, len(d.ops))}
+			s = d.newSeries()
 		}
 		s.id, s.partition = string(d.keyBuf), partition
 		d.series[s.id] = s
@@ -408,6 +427,14 @@ func (d *Deriver) seriesOf(partition int32, key []byte) *series {
 	d.lru.next.prev = s
 	d.lru.next = s
 	return s
+}
+
+// newSeries is an empty series of d's layout.
+func (d *Deriver) newSeries() *series {
+	return &series{prevVal: make([]float32, 2*d.nDiff), ring: make([]float32, 2*d.ringLen),
+		mring: make([]float32, d.meanLen),
+		wide:  make([]uint64, d.wideLen), agg: make([]int32, d.aggLen),
+		fill: make([]int32, len(d.ops)), pos: make([]int32, len(d.ops))}
 }
 
 func (d *Deriver) unlink(s *series) {
