@@ -24,6 +24,21 @@ type deriveStater interface {
 	WriteDeriveState(ctx context.Context, dir string, payload []byte) error
 }
 
+// deriveStatser is a source with ingest.derive's figures (outlierd_derive_*).
+type deriveStatser interface {
+	DeriveStats() (st ingest.DeriveStats, ok bool)
+}
+
+// noteDerive passes the source's ingest.derive figures to the metrics: after the load of its
+// state, and after each Next that handed out a batch (on the fetch goroutine).
+func (p *Pipeline) noteDerive() {
+	if ds, ok := p.src.(deriveStatser); ok {
+		if st, ok := ds.DeriveStats(); ok {
+			p.metrics.SetDerive(st.Series, st.Evictions, st.Restored)
+		}
+	}
+}
+
 // deriveSaves is the pipeline's state of the derive state's saves.
 type deriveSaves struct {
 	due     atomic.Bool // a new model: a save is due (modelChanged sets it)

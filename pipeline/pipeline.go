@@ -173,6 +173,7 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 	if ds, ok := p.src.(deriveStater); ok && cfg.Detect.StateDir != "" {
 		ds.LoadDeriveState(ctx, cfg.Detect.StateDir)
 	}
+	p.noteDerive()
 	// (ctx ends the load of detect.state_dir's snapshots too: seconds at 100,000 keys.)
 	if p.det, err = detect.NewStageContext(ctx, cfg.Detect, cfg.Ingest.Columns(), cfg.Ingest.Uncertainty != nil, deps); err != nil {
 		if ctx.Err() != nil {
@@ -433,6 +434,7 @@ func (p *Pipeline) fetchLoop(ctx, work context.Context, out chan<- item) error {
 		if b != nil {
 			p.stats.RecordsIn.Add(int64(b.Len()))
 			p.metrics.AddRecordsIn(b.Len())
+			p.noteDerive()
 			if !send(item{b: b}) {
 				return nil
 			}

@@ -94,6 +94,7 @@ type Metrics struct {
 	keyEvictionsSeen                            uint64
 	alertGroupEvictions                         prometheus.Counter // detect.alert_cooldown (SetAlertGroupEvictions)
 	alertGroupEvictionsSeen                     uint64
+	derive                                      deriveMetrics // ingest.derive (SetDerive: derive.go)
 	gpuKernelSeconds                            prometheus.Counter
 	gpuFallbacks                                prometheus.Counter
 	gpuBytesToDevice, gpuBytesToHost            prometheus.Counter
@@ -202,6 +203,7 @@ func New() *Metrics {
 		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.keysLive, m.keysWarming, m.keysBytes, m.keyEvictions, m.alertGroupEvictions, m.keyModelsTooLarge, m.keyModelsRead, m.modelTopicRefused, m.gpuKernelSeconds, m.gpuFallbacks, bytesMoved,
 		m.brokerConnected, hist, stateCollector{m}, kernelCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.derive = newDeriveMetrics(m.reg)
 	return m
 }
 

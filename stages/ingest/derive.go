@@ -68,7 +68,11 @@ type Deriver struct {
 	series  map[string]*series
 	lru     series // sentinel of the recency list: lru.next is the most recent
 	maxKeys int
-	lastOff map[int32]int64 // the last offset applied per partition (a re-read resets it)
+	// evictions counts the series evicted past max_keys (Stats); restoredN the series LoadState
+	// loaded at the start.
+	evictions uint64
+	restoredN int
+	lastOff   map[int32]int64 // the last offset applied per partition (a re-read resets it)
 	// restored is the last offset applied per partition before the loaded state was saved
 	// (derive_state.go): records at or below it are not applied again. Dropped per partition at
 	// its first record past it.
@@ -198,6 +202,18 @@ const seriesOverhead = 350
 
 // Keys is the number of series held (at most derive.max_keys).
 func (d *Deriver) Keys() int { return len(d.series) }
+
+// DeriveStats is what a Deriver holds, for the metrics (outlierd_derive_*).
+type DeriveStats struct {
+	Series    int    // series held (at most derive.max_keys)
+	Evictions uint64 // series evicted past derive.max_keys so far (a running total; a re-read partition's are not)
+	Restored  int    // series loaded from detect.state_dir at the start (0: none)
+}
+
+// Stats is the Deriver's DeriveStats.
+func (d *Deriver) Stats() DeriveStats {
+	return DeriveStats{Series: len(d.series), Evictions: d.evictions, Restored: d.restoredN}
+}
 
 // Apply returns in's record with its derived features after its features, and advances the
 // record's series. Records must come in each partition's order: an offset at or below the last
@@ -410,6 +426,7 @@ func (d *Deriver) seriesOf(partition int32, key []byte) *series {
 	} else {
 		if len(d.series) >= d.maxKeys {
 			s = d.lru.prev
+			d.evictions++
 			d.unlink(s)
 			delete(d.series, s.id)
 			s.seen = false

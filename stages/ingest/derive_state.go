@@ -176,6 +176,7 @@ func (d *Deriver) LoadState(ctx context.Context, dir string) (keys int, ok bool,
 		d.reset()
 		return 0, false, fmt.Errorf("%w: %s: %w", ErrDeriveState, path, err)
 	}
+	d.restoredN = len(d.series)
 	return len(d.series), true, nil
 }
 
@@ -328,6 +329,17 @@ func (s *Source) EncodeDeriveState() (payload []byte, st StateSaved, ok bool) {
 // goroutine, while Next goes on.
 func (s *Source) WriteDeriveState(ctx context.Context, dir string, payload []byte) error {
 	return s.derive.WriteState(ctx, dir, payload)
+}
+
+// DeriveStats is the source's Deriver's DeriveStats, for the metrics; ok is false without
+// ingest.derive. Between two Next calls (the fetch goroutine's).
+func (s *Source) DeriveStats() (st DeriveStats, ok bool) {
+	s.nextMu.Lock()
+	defer s.nextMu.Unlock()
+	if s.derive == nil {
+		return DeriveStats{}, false
+	}
+	return s.derive.Stats(), true
 }
 
 // LoadDeriveState loads the source's derive state from dir before its first Next, logging what
