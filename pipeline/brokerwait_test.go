@@ -60,15 +60,11 @@ func TestModelTopicReadsBoundedBySilentBroker(t *testing.T) {
 	for name, read := range modelTopicReads(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), 4*brokerAttemptWait)
-			defer cancel()
-			t0 := time.Now()
-			got, err := read(ctx, cfg)
-			took := time.Since(t0)
+			got, err, took, ctxErr := timedRead(read, cfg)
 			t.Logf("%s: %v after %v", got, err, took.Round(time.Millisecond))
-			if err == nil || ctx.Err() != nil || took > brokerAttemptWait+attemptSlack {
+			if err == nil || ctxErr != nil || took > brokerAttemptWait+attemptSlack {
 				t.Fatalf("read from a broker that never answers: %v after %v (the caller's context: %v): want a failure within %v",
-					err, took.Round(time.Millisecond), ctx.Err(), brokerAttemptWait+attemptSlack)
+					err, took.Round(time.Millisecond), ctxErr, brokerAttemptWait+attemptSlack)
 			}
 			if !strings.Contains(err.Error(), cfg.brokers[0]) || !strings.Contains(err.Error(), "no answer within") {
 				t.Errorf("error %q: want it to name the broker %s and say it did not answer", err, cfg.brokers[0])
@@ -89,11 +85,7 @@ func TestModelTopicReadsPastASilentBroker(t *testing.T) {
 		for name, read := range modelTopicReads(t) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				ctx, cancel := context.WithTimeout(context.Background(), 4*brokerAttemptWait)
-				defer cancel()
-				t0 := time.Now()
-				got, err := read(ctx, cfg)
-				took := time.Since(t0)
+				got, err, took, _ := timedRead(read, cfg)
 				if err != nil || got != want[name] || took > brokerAttemptWait+attemptSlack {
 					t.Fatalf("read past a broker that never answers: %s, %v after %v: want %s within %v",
 						got, err, took.Round(time.Millisecond), want[name], brokerAttemptWait+attemptSlack)
@@ -128,20 +120,27 @@ func TestModelTopicReadsBoundedByASilentLeader(t *testing.T) {
 			for name, read := range reads {
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					ctx, cancel := context.WithTimeout(context.Background(), 4*brokerAttemptWait)
-					defer cancel()
-					t0 := time.Now()
-					got, err := read(ctx, cfg)
-					took := time.Since(t0)
+					got, err, took, ctxErr := timedRead(read, cfg)
 					t.Logf("%s: %v after %v", got, err, took.Round(time.Millisecond))
-					if err == nil || ctx.Err() != nil || took > brokerAttemptWait+attemptSlack {
+					if err == nil || ctxErr != nil || took > brokerAttemptWait+attemptSlack {
 						t.Fatalf("read from a leader that never answers %s: %v after %v (the caller's context: %v): want a failure within %v",
-							held.Name(), err, took.Round(time.Millisecond), ctx.Err(), brokerAttemptWait+attemptSlack)
+							held.Name(), err, took.Round(time.Millisecond), ctxErr, brokerAttemptWait+attemptSlack)
 					}
 				})
 			}
 		})
 	}
+}
+
+// timedRead runs read under a caller's context of 4 brokerAttemptWait: its answer, how long it
+// took and the caller's context's error when it returned (nil: the bound, not the caller, ended
+// a failed read).
+func timedRead(read func(context.Context, modelTopicConfig) (string, error), cfg modelTopicConfig) (got string, err error, took time.Duration, ctxErr error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*brokerAttemptWait)
+	defer cancel()
+	t0 := time.Now()
+	got, err = read(ctx, cfg)
+	return got, err, time.Since(t0), ctx.Err()
 }
 
 // produceKeyModel writes a key model message of version v to topic's partition 1.

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/csv"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -58,17 +56,8 @@ func TestReplayRollingWarmupNotFlagged(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	f, err := os.Open(verdicts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var warming []string
-	for _, rec := range recs[1:] { // row,score,outlier,reason,recent
+	for _, rec := range readVerdictRows(t, verdicts) { // row,score,outlier,reason,recent
 		row, _ := strconv.Atoi(rec[0])
 		if row >= restart && row < restart+last*keys && row%keys != 1 && rec[2] == "true" {
 			warming = append(warming, fmt.Sprintf("row %d (key n%02d's record %d) score %s: %s", row, row%keys, (row-restart)/keys+1, rec[1], rec[3]))
@@ -136,17 +125,8 @@ detect:
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errs)
 			}
-			f, err := os.Open(verdicts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			recs, err := csv.NewReader(f).ReadAll()
-			if err != nil {
-				t.Fatal(err)
-			}
 			var warming []string
-			for _, rec := range recs[1:] { // row,score,outlier,reason,recent
+			for _, rec := range readVerdictRows(t, verdicts) { // row,score,outlier,reason,recent
 				row, _ := strconv.Atoi(rec[0])
 				inWarmup := row < (last-1)*keys || row >= restart && row < restart+(last-1)*keys
 				if inWarmup && rec[2] == "true" && (keyBy == "none" || strings.Contains(rec[3], "global model")) {

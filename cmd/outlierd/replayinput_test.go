@@ -65,8 +65,9 @@ func writeSensors(t testing.TB, name string, rows []sensorRow) string {
 	return writeFile(t, name, b.String())
 }
 
-// readVerdicts reads a --verdicts-out file: each row's combined score and flag.
-func readVerdicts(t *testing.T, path string) ([]string, []bool) {
+// readVerdictRows reads a --verdicts-out file's rows (row,score,outlier,reason,recent), its
+// header left out.
+func readVerdictRows(t *testing.T, path string) [][]string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -77,9 +78,15 @@ func readVerdicts(t *testing.T, path string) ([]string, []bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return recs[1:]
+}
+
+// readVerdicts reads a --verdicts-out file: each row's combined score and flag.
+func readVerdicts(t *testing.T, path string) ([]string, []bool) {
+	t.Helper()
 	var scores []string
 	var flags []bool
-	for _, r := range recs[1:] {
+	for _, r := range readVerdictRows(t, path) {
 		scores, flags = append(scores, r[1]), append(flags, r[2] == "true") // row,score,outlier,reason,recent
 	}
 	return scores, flags

@@ -12,8 +12,6 @@ import (
 	"github.com/outlierd/outlierd/internal/testsupport/testbatch"
 	"github.com/rs/zerolog"
 
-	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/outlierd/outlierd/internal/core/batch"
@@ -24,29 +22,7 @@ import (
 // released.
 func withWarming(t testing.TB, b *batch.Batch, j, every int) *batch.Batch {
 	t.Helper()
-	n := b.Len()
-	valid := make([]bool, n)
-	for i := range valid {
-		valid[i] = i%every != 0
-	}
-	bld := array.NewFloat32Builder(memory.NewGoAllocator())
-	defer bld.Release()
-	bld.AppendValues(b.Feature(j), valid)
-	col := bld.NewArray()
-	defer col.Release()
-	cols := make([]arrow.Array, b.Record.NumCols())
-	for c := range cols {
-		cols[c] = b.Record.Column(c)
-	}
-	cols[j] = col
-	rec := array.NewRecord(b.Record.Schema(), cols, int64(n))
-	out, err := batch.New(b.Topic, b.Features, rec, b.Payloads)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Release()
-	out.Scores = make([]batch.Score, n)
-	return out
+	return withWarmingWhere(t, b, j, func(i int) bool { return i%every == 0 })
 }
 
 // newWarmStage is a stage of cfg over the warm-up tests' features a, b, c, closed at the test's
