@@ -8,7 +8,6 @@ import (
 	"github.com/outlierd/outlierd/internal/algo/density"
 	"github.com/outlierd/outlierd/internal/algo/microcluster"
 	"github.com/outlierd/outlierd/internal/algo/proclus"
-	"github.com/outlierd/outlierd/internal/algo/rank"
 	"github.com/outlierd/outlierd/internal/algo/solvingset"
 )
 
@@ -37,8 +36,6 @@ type Model struct {
 	// Members are the records the model was built from, by identity (members.go): scored,
 	// they do not count themselves as their own neighbour.
 	Members Members
-	// fwd is the forward floor of the combined score (forward28.go, OUTLIERD_PATHS28; nil: none).
-	fwd *rank.Calibration
 	// BuiltAt and BuildTime say when and how long the build took.
 	BuiltAt   time.Time
 	BuildTime time.Duration
