@@ -174,7 +174,6 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 		ds.LoadDeriveState(ctx, cfg.Detect.StateDir)
 	}
 	p.noteDerive()
-	deps.Rolling = cfg.Ingest.RollingLast() // (a key's model widens its rolling columns: detect's keyed_rolling.go)
 	// (ctx ends the load of detect.state_dir's snapshots too: seconds at 100,000 keys.)
 	if p.det, err = detect.NewStageContext(ctx, cfg.Detect, cfg.Ingest.Columns(), cfg.Ingest.Uncertainty != nil, deps); err != nil {
 		if ctx.Err() != nil {

@@ -247,9 +247,6 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 	if device.IsGPU() { // on the CPU the stage runs the CPU code itself, as in the pipeline
 		deps.Accelerator = device
 	}
-	if slices.Equal(features, cfg.Ingest.Columns()) { // (the config's columns, its derived ones with them: as the pipeline's stage)
-		deps.Rolling = cfg.Ingest.RollingLast()
-	}
 	st, err := detect.NewStage(dc, features, sds != nil, deps)
 	if err != nil {
 		return err

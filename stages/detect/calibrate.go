@@ -139,7 +139,7 @@ func calibrationRecords(rows int, alarmRate float64) int {
 // ascending). Deterministic for a seed, and a function of the window's records whatever their
 // order (sample.go).
 func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Ranker, error) {
-	return buildRankerOn(cols, sorted, features, cfg, 0, nil, nil)
+	return buildRankerOn(cols, sorted, features, cfg, 0, nil)
 }
 
 // buildRankerOn is buildRanker on workers goroutines (0: every core; 1: the caller's alone, as a
@@ -147,12 +147,10 @@ func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Rank
 // over the cores costs more goroutines than it saves). The same bits for any workers.
 // refIn, where not nil, holds the window sample R in the distance space (a column of
 // min(score.sample, rows) each; a key's build passes them in its sorted window's allocation).
-// widths, where not nil, widen a key's rolling columns (Ranker.widen, keyed_rolling.go).
-func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, workers int, refIn [][]float32, widths []float64) (*Ranker, error) {
+func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, workers int, refIn [][]float32) (*Ranker, error) {
 	rows := len(cols[0])
 	r := &Ranker{Tail: rank.TailOfSorted(sorted), Params: cfg.Score}
 	r.Center, r.Unit = standardisationOn(cols, sorted, workers)
-	r.widen(widths)                    // (a key's rolling columns: keyed_rolling.go; nil for the global model)
 	keys := recordKeys(cols, cfg.Seed) // R and the calibration records by identity (sample.go)
 	m := min(cfg.Score.Sample, rows)
 	k := min(cfg.Score.K, m-1)

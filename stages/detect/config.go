@@ -195,12 +195,6 @@ type Config struct {
 	// Snapshots is how many snapshots StateDir keeps (the newest). More survive more corrupt
 	// files at the cost of disk (one model each). Default 3.
 	Snapshots int `yaml:"snapshots"`
-
-	// roll is, where a feature is a rolling mean or std column (ingest.derive; Deps.Rolling), its
-	// `last` per feature and the fleet's pools of the keys' deviations of it (keyed_rollfleet.go;
-	// nil: no rolling column). Not a detect key: made with the stage, kept across a Reconfigure
-	// (a key's model widens such a column: keyed_rolling.go).
-	roll *rollFleet
 }
 
 // KeysConfig configures the models per key (detect.key_by: key).

@@ -265,9 +265,6 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 	k.finishBuilds() // (the caller's, after the batch before: finish)
 	k.settle()       // (the device as the last batch left it, for the whole pass)
 	k.tail = k.fleetPass(cfg, len(out))
-	if cfg.roll != nil && !k.follower {
-		cfg.roll.begin(len(out)) // (the fleet's widths of rolling columns for this pass's builds: keyed_rollfleet.go)
-	}
 	warm := newWarmCells(b, raw) // (the warming values at each key's model's centre: warmup.go)
 	if k.scoreParallel(cfg, features, b, raw, warm, out) {
 		return
@@ -383,9 +380,6 @@ func decideByKeyMean(cfg *Config, features []string, st *keyState, r *Ranker, ve
 		sc.Score = f.lift(r, raw, sc.Score, cfg.MinScore, cfg.Keys.Window, i)
 	}
 	sig := sc.Score >= sc.Threshold
-	if cfg.roll != nil && !sig {
-		cfg.roll.note(r, raw, cfg.Keys.Window, i) // (its out-of-sample deviations for the fleet's widths: keyed_rollfleet.go)
-	}
 	if h.waits(st, i) { // (its key's first: capAlarms decides; explained below if it may be flagged)
 		sc.Outlier, sc.Held, sc.Suppressed = sig || sc.Score >= cfg.clearScore(), false, false
 	} else {
@@ -542,7 +536,7 @@ func (k *keyedScorer) append(st *keyState, x [][]float32, sig, warming bool, cfg
 		return false, grew
 	}
 	if st.model == nil && !st.warm {
-		markWarmupOutcasts(st, outcastZ(cfg.MinScore), keyWidths(cfg, len(st.cols), st.size-st.warmingCount(), nil)) // (the first build is due: its warm-up judged)
+		markWarmupOutcasts(st, outcastZ(cfg.MinScore)) // (the first build is due: its warm-up judged)
 		return true, grew
 	}
 	return !st.warm || int(st.since) >= cfg.Keys.Rebuild(), grew

@@ -53,7 +53,6 @@ type keyBuild struct {
 	posDens, posDist []int32   // each record's place in the density and distance calibrations
 	bits, beyond     []bool    // the window's significant rows, and those far out (keepFarOutcasts)
 	scratch          []float32 // keepFarOutcasts' sorted values
-	widths           []float64 // keyWidths'
 }
 
 // keyBuilds keeps the builders' scratch: builds run on every core (buildKeys) and on the
@@ -103,9 +102,8 @@ func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
 			}
 		}
 	}
-	widths := keyWidths(cfg, d, len(bits), nil) // (its rolling columns widened: keyed_rolling.go)
 	if slices.Contains(bits, true) {
-		keepFarOutcasts(cols, bits, keyOutcastRule(cfg, w, widths), nil, make([]bool, len(bits)))
+		keepFarOutcasts(cols, bits, keyOutcastRule(cfg, w), nil, make([]bool, len(bits)))
 	}
 	cols, _, _ = withoutOutcasts(cols, nil, bits, w)
 	// The model's sorted columns and its sample R in the distance space (the window after its
@@ -124,7 +122,7 @@ func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
 	kc.Score.Sample, kc.Score.K = n, cfg.Keys.K
 	// (A key's model is never whitened: whiten.go.)
 	kc.DistanceSpace = SpaceStandardised
-	r, err := buildRankerOn(cols, sorted, nil, kc, 1, ref, widths) // (the caller's goroutine: keys build side by side)
+	r, err := buildRankerOn(cols, sorted, nil, kc, 1, ref) // (the caller's goroutine: keys build side by side)
 	if err == nil {
 		r.noteKey(st.key)
 	}
@@ -173,11 +171,7 @@ func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	if st.size > keyBuildMaxRows || d == 0 {
 		return nil, false
 	}
-	widths := keyWidths(cfg, d, st.size-st.warmingCount(), kb.widths) // (its rolling columns widened: keyed_rolling.go)
-	if widths != nil {
-		kb.widths = widths
-	}
-	n := kb.window(st, keyOutcastRule(cfg, st.sig.len(), widths))
+	n := kb.window(st, keyOutcastRule(cfg, st.sig.len()))
 	k := min(cfg.Keys.K, n-1)
 	if k < 1 || calibrationRecords(n, cfg.AlarmRate) != n {
 		return nil, false // (buildRankerOn says why, or takes the calibration's sample)
@@ -223,7 +217,6 @@ func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	r := &Ranker{Tail: rank.TailOfSortedIn(sorted, model[2*d:3*d]), Params: params}
 	r.noteKey(st.key)
 	r.Center, r.Unit = standardiseKey(sorted, model[:d], model[d:2*d:2*d])
-	r.widen(widths)
 
 	// R: every record, in the order of its salted key (smallestKeys of the whole window).
 	kb.recordKeys(cfg.Seed)

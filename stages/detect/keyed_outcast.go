@@ -60,27 +60,14 @@ func logErfc(x float64) float64 {
 // outcastRule is what keepFarOutcasts reads of the configuration: z (outcastZ of min_score), and
 // recur, the most alarms the key's cap starts in its window (capLimit of alarm_rate and
 // keys.window: 4 of 200; admitRun).
-//
-// widths (nil: none) widen z on each feature: a rolling column's reach is z x its
-// rollingWidth (keyed_rolling.go), the window holding few independent values of it.
 type outcastRule struct {
-	z      float64
-	recur  int
-	widths []float64
+	z     float64
+	recur int
 }
 
-// keyOutcastRule is the rule of cfg for a key's window of `window` records, its features widened
-// by widths (keyWidths; nil: none).
-func keyOutcastRule(cfg *Config, window int, widths []float64) outcastRule {
-	return outcastRule{z: outcastZ(cfg.MinScore), recur: capLimit(cfg.AlarmRate, window), widths: widths}
-}
-
-// zOf is the rule's reach on feature j, in robust sd.
-func (o outcastRule) zOf(j int) float64 {
-	if o.widths == nil {
-		return o.z
-	}
-	return o.z * o.widths[j]
+// keyOutcastRule is the rule of cfg for a key's window of `window` records.
+func keyOutcastRule(cfg *Config, window int) outcastRule {
+	return outcastRule{z: outcastZ(cfg.MinScore), recur: capLimit(cfg.AlarmRate, window)}
 }
 
 // keepFarOutcasts clears bits[i] (a significant row of the window cols, columns of n rows in
@@ -97,7 +84,7 @@ func (o outcastRule) zOf(j int) float64 {
 func keepFarOutcasts(cols [][]float32, bits []bool, rule outcastRule, scratch []float32, beyond []bool) (int, []float32) {
 	n := len(bits)
 	clear(beyond[:n])
-	for j, c := range cols {
+	for _, c := range cols {
 		s := scratch[:0]
 		for i, v := range c {
 			if !bits[i] && v == v { // (NaN has no place in an order: TestKeyOutcastsIgnoreNaN)
@@ -111,7 +98,7 @@ func keepFarOutcasts(cols [][]float32, bits []bool, rule outcastRule, scratch []
 			// left out every significant row (TestKeyOutcastsWithoutReadings).
 			continue
 		}
-		med, reach := robustReach(s, rule.zOf(j))
+		med, reach := robustReach(s, rule.z)
 		if !(reach > 0) {
 			scratch = offConstant(c, bits, med, rule.recur, beyond, s[:0])
 			continue
@@ -197,15 +184,14 @@ func robustReach(s []float32, z float64) (med, reach float64) {
 // every other value was beyond, the first model was the one value's and every later reading off
 // it significant for good (TestKeyWarmupCountsNotOutcasts); its later significant records are
 // judged by keepFarOutcasts' episodes (offConstant).
-// A rolling column's z is widened by widths[j] (keyWidths; nil: none), as keepFarOutcasts' is.
-func markWarmupOutcasts(st *keyState, z float64, widths []float64) {
+func markWarmupOutcasts(st *keyState, z float64) {
 	w, rows := st.sig.len(), st.size
 	if rows < 2 {
 		return
 	}
 	first := (st.next - rows + w) % w
 	s := make([]float32, 0, rows)
-	for j, ring := range st.cols {
+	for _, ring := range st.cols {
 		s = s[:0]
 		for i := range rows {
 			if v := ring[(first+i)%w]; v == v && !st.warmingAt((first+i)%w) { // (NaN has no place in an order; a warming value none in the key's builds)
@@ -215,11 +201,7 @@ func markWarmupOutcasts(st *keyState, z float64, widths []float64) {
 		if len(s) < 2 {
 			continue
 		}
-		zj := z
-		if widths != nil {
-			zj = z * widths[j]
-		}
-		med, reach := robustReach(s, zj)
+		med, reach := robustReach(s, z)
 		if !(reach > 0) {
 			continue // (no spread: above)
 		}

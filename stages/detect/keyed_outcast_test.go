@@ -235,7 +235,7 @@ func TestKeyOutcastsIgnoreNaN(t *testing.T) {
 		}
 		marks := func(col []float32) []bool {
 			st := &keyState{cols: [][]float32{slices.Clone(col)}, sig: newFlagRing(len(col)), size: len(col)}
-			markWarmupOutcasts(st, z, nil)
+			markWarmupOutcasts(st, z)
 			m := make([]bool, len(col))
 			for i := range m {
 				m[i] = st.sig.at(i)

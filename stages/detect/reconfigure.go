@@ -194,7 +194,6 @@ func (s *Stage) Reconfigure(cfg Config) (Reconfiguration, error) {
 	if cfg.Proclus != s.cfg.Proclus && s.model != nil {
 		s.ext.rebuildDue = true // the clusters are part of the model
 	}
-	cfg.roll = s.cfg.roll // (the columns' definitions and the fleet's pools of them: not detect keys)
 	s.cfg = cfg
 	if hcChanged {
 		// New grid or detector: counted afresh from the window. (A failure, returned, said

@@ -115,11 +115,6 @@ type Deps struct {
 	// alarm state, the alert groups of the newest of those that reads back are kept, nothing
 	// else of it (alarm_adopt.go).
 	AlertGroupsFrom string
-	// Rolling is, per feature (in the stage's order of features), the window `last` of an
-	// ingest.derive mean or std column, 0 for every other column; nil or all 0: none. A key's
-	// model widens such a column by the independent values its window holds of it
-	// (keyed_rolling.go); the global model does not read it.
-	Rolling []int
 }
 
 // buildState is the model builds' bookkeeping.
@@ -151,7 +146,6 @@ func NewStageContext(ctx context.Context, cfg Config, features []string, withSD 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.roll = newRollFleet(rollingOf(deps.Rolling, len(features)))
 	w, err := microcluster.New(cfg.Window, len(features), withSD)
 	if err != nil {
 		return nil, err

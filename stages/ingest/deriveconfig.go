@@ -151,27 +151,6 @@ func (c *Config) Columns() []string {
 	return out
 }
 
-// RollingLast is, for each of Columns in order, the window `last` of a derived column that
-// warms (a rolling mean or std: its consecutive values share last - 1 readings), 0 for every
-// other column: the detect stage's Deps.Rolling (a key's model widens such a column by the
-// independent values its window holds of it).
-func (c *Config) RollingLast() []int {
-	out := make([]int, len(c.Features))
-	if c.Derive != nil {
-		for i := range c.Derive.Features {
-			f := &c.Derive.Features[i]
-			last := 0
-			if f.Kind.warms() {
-				last = f.Last
-			}
-			for range f.Columns() {
-				out = append(out, last)
-			}
-		}
-	}
-	return out
-}
-
 // withDefaults fills MaxKeys, Timezone and each robust_z's MinValues when left out.
 func (d *Derive) withDefaults() {
 	if d.MaxKeys == 0 {
