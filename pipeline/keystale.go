@@ -82,12 +82,18 @@ type staleKeys struct {
 	owned      map[int32]bool
 	ownedKnown bool
 	due        bool // something changed since the last look (tombstoneStale)
+	// dir is detect.state_dir ("": none), where the scan's record is kept (keyscanstate.go);
+	// read is the messages the scan read (its log's messages_read; tests).
+	dir  string
+	read int
 }
 
 // scanStale reads the key model messages of the model topic's partitions (m of them: the keys'
 // ones, or 0 alone when m is 1) to the ends they had, retrying failures with backoff until ctx
 // ends, and hands the keys whose newest message is a model of another configuration to the
-// publisher (which tombstones them once a global model of its configuration is out).
+// publisher (which tombstones them once a global model of its configuration is out). With
+// detect.state_dir it reads on from where the last scan's record says (keyscanstate.go) and
+// writes its own once it has ended.
 func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m int) {
 	parts := []int{0}
 	if m > 1 {
@@ -97,13 +103,21 @@ func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m in
 		}
 	}
 	start := time.Now()
+	rec := p.loadScanRecord(m)
 	found, read, reasons, ends := map[staleRef]staleKey{}, 0, map[string]string{}, map[int]int64{}
+	resumed := 0
 	for _, mp := range parts {
 		for attempt := 1; ; attempt++ {
-			n, end, err := p.scanPartition(ctx, dialer, mp, -1, found, reasons)
+			sr, err := p.scanPartition(ctx, dialer, mp, rec.resume(mp), true, found, reasons)
 			if err == nil {
-				read += n
-				ends[mp] = end
+				read += sr.read
+				ends[mp] = sr.end
+				if sr.fellBack != "" {
+					p.log.Info().Int("model_partition", mp).Str("why", sr.fellBack).
+						Msg("builder: the model partition is read from its start, not from the record of the last scan")
+				} else if sr.resumed {
+					resumed++
+				}
 				break
 			}
 			if ctx.Err() != nil {
@@ -116,15 +130,17 @@ func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m in
 			}
 		}
 	}
+	p.saveScanRecord(ctx, m, ends, found)
 	ev := p.log.Info()
 	if len(found) > 0 {
 		ev = p.log.Warn().Strs("first_keys", staleNames(found))
 	}
-	ev.Int("messages_read", read).Int("other_configuration", len(found)).Dur("took", time.Since(start)).
+	ev.Int("messages_read", read).Int("partitions_read_on_from_the_record", resumed).Int("partitions", len(parts)).
+		Int("other_configuration", len(found)).Dur("took", time.Since(start)).
 		Msg("builder: keys' models on the model topic read; those built for another configuration are tombstoned once a model of this configuration is on the topic")
 	p.stale.mu.Lock()
 	p.stale.found, p.stale.scanned, p.stale.m, p.stale.due = found, true, m, true
-	p.stale.ends, p.stale.dialer = ends, dialer
+	p.stale.ends, p.stale.dialer, p.stale.read = ends, dialer, read
 	p.stale.mu.Unlock()
 	p.signal()
 }
@@ -146,35 +162,68 @@ func (p *keyPublisher) assigned(parts []int32, all bool) {
 	p.signal()
 }
 
+// scanRead is what scanPartition read: the messages, the partition's end (read to), and, when
+// it was to read on from a record's offset, whether it did (resumed) or why it read from the
+// partition's start instead (fellBack).
+type scanRead struct {
+	read     int
+	end      int64
+	resumed  bool
+	fellBack string
+}
+
 // scanPartition notes in found the keys of model partition mp whose newest message is a model of
-// another configuration (removing those whose newer message is not), reading from offset from
-// (< 0: the partition's first) to the partition's end, and returns the messages read and that
-// end. reasons holds each reason once (a key's entry shares it). Reading on from an offset (a
-// catch-up: tombstoneStale), only the keys already in found are judged again: the messages
-// since the scan are mostly the builder's own models, whose checksums a second time would
-// cost about as much as the scan; a key of another configuration published since (a builder
-// of the old configuration still running) waits for the next start's scan.
-func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, mp int, from int64, found map[staleRef]staleKey, reasons map[string]string) (int, int64, error) {
+// another configuration (removing those whose newer message is not), reading to the partition's
+// end. reasons holds each reason once (a key's entry shares it).
+//
+// all (the scan) judges every key: from the partition's first offset (from.offset < 0), or on
+// from a record's (from.found: the keys it found stale then, added to found), unless the
+// partition's first offset is past it or its end below it (resumeFrom): then from its first,
+// with none of the record's keys. Without all (a catch-up: tombstoneStale) it reads on from
+// from.offset and only the keys already in found are judged again: the messages since the
+// scan are mostly the builder's own models, whose checksums a second time would cost about as
+// much as the scan; a key of another configuration published since (a builder of the old
+// configuration still running) waits for the next start's scan.
+func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, mp int, from scanFrom, all bool, found map[staleRef]staleKey, reasons map[string]string) (scanRead, error) {
 	conn, err := dialPartition(ctx, p.cfg, dialer, mp)
 	if err != nil {
-		return 0, 0, err
+		return scanRead{}, err
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
 	first, end, err := readOffsets(ctx, conn, conn.RemoteAddr().String())
 	if err != nil {
-		return 0, 0, err
+		return scanRead{}, err
 	}
-	first = max(first, from)
-	read := 0
+	var sr scanRead
+	if all {
+		for ref := range found { // (a failed attempt's)
+			if ref.mp == mp {
+				delete(found, ref)
+			}
+		}
+		var off int64
+		if off, sr.fellBack = resumeFrom(from.offset, first, end); off >= 0 {
+			sr.resumed = true
+			for ref, sk := range from.found {
+				if ref.mp == mp {
+					reasons[sk.reason] = sk.reason
+					found[ref] = staleKey{part: sk.part, version: sk.version, reason: reasons[sk.reason]}
+				}
+			}
+		}
+		from.offset = off
+	}
+	first = max(first, from.offset)
+	sr.end = end
 	err = readRange(ctx, conn, first, end, max(p.cfg.maxMessageBytes*2, staleFetchBytes), func(msg kafka.Message) {
-		read++
+		sr.read++
 		if !isKeyModel(msg) {
 			return
 		}
 		ref := staleRef{mp, string(msg.Key[len(keyModelPrefix):])}
-		if _, known := found[ref]; from >= 0 && !known {
+		if _, known := found[ref]; !all && !known {
 			return // (a catch-up judges the keys found stale alone: no model decoded for the others)
 		}
 		if why := p.otherConfiguration(msg); why != "" {
@@ -191,7 +240,27 @@ func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, 
 	if err != nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
-	return read, end, err
+	return sr, err
+}
+
+// scanFrom is where scanPartition reads from: an offset (< 0: the partition's first) and, read
+// on from a record's, the keys the record found stale.
+type scanFrom struct {
+	offset int64
+	found  map[staleRef]staleKey
+}
+
+// resume is where the record says model partition mp's scan reads on from (its offset -1 when
+// the record has none for mp).
+func (r *scanRecord) resume(mp int) scanFrom {
+	if r == nil {
+		return scanFrom{offset: -1}
+	}
+	end, ok := r.ends[mp]
+	if !ok {
+		return scanFrom{offset: -1}
+	}
+	return scanFrom{offset: end, found: r.found}
 }
 
 // otherConfiguration says why msg, a key model message, holds a model a scorer of the builder's
@@ -261,7 +330,7 @@ func (p *keyPublisher) tombstoneStale(ctx context.Context) {
 		}
 	}
 	for mp := range catch {
-		_, end, err := p.scanPartition(ctx, dialer, mp, ends[mp], found, map[string]string{})
+		sr, err := p.scanPartition(ctx, dialer, mp, scanFrom{offset: ends[mp]}, false, found, map[string]string{})
 		if err != nil {
 			if ctx.Err() == nil {
 				p.log.Warn().Err(err).Int("model_partition", mp).Msg("keys' models of another configuration: reading the model topic again before their tombstones failed; retried in a few seconds")
@@ -272,7 +341,7 @@ func (p *keyPublisher) tombstoneStale(ctx context.Context) {
 			}
 			return
 		}
-		ends[mp] = end
+		ends[mp] = sr.end
 	}
 	p.stale.mu.Lock()
 	var refs []staleRef

@@ -459,44 +459,6 @@ func keyPartition(m kafka.Message) int32 {
 	return -1
 }
 
-// keyVersionFloor, for a builder, makes the follower note the highest key model version on the
-// topic's partition 0 (its first publication's version is above it) and the keys whose newest
-// message there is a model (onPartition0: a one-partition layout's keys).
-func keyVersionFloor(highest *uint64, onPartition0 map[string]bool) func(kafka.Message) {
-	return func(msg kafka.Message) {
-		if v := keyModelVersion(msg); !versionAhead(v, time.Now()) { // (refused: modelversion.go)
-			*highest = max(*highest, v)
-		}
-		if msg.Value == nil {
-			delete(onPartition0, string(msg.Key))
-		} else {
-			onPartition0[string(msg.Key)] = true
-		}
-	}
-}
-
-// tombstonePartition0 writes, on a model topic of several partitions, a tombstone on partition 0
-// for each key model message left there by a one-partition layout (partitions added since): the
-// keys' models now lie on the other partitions, and compaction then removes the old ones, which
-// every scorer's start-up read of the global model would otherwise read on. A failure is logged
-// (they are passed over by every reader; a later start tries again).
-func (p *keyPublisher) tombstonePartition0(ctx context.Context, keys map[string]bool) {
-	if len(keys) == 0 {
-		return
-	}
-	v := []byte(strconv.FormatUint(p.version, 10))
-	msgs := make([]kafka.Message, 0, len(keys))
-	for k := range keys { // partition -1: partition 0 (keyModelPartition)
-		msgs = append(msgs, kafka.Message{Key: []byte(k), Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: v},
-			{Key: headerKeyPartition, Value: []byte("-1")}}})
-	}
-	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
-		p.log.Warn().Err(err).Int("keys", len(msgs)).Msg("keys' models left on partition 0 by a one-partition model topic not tombstoned; a later start tries again")
-		return
-	}
-	p.log.Info().Int("keys", len(msgs)).Msg("keys' models left on partition 0 by a one-partition model topic tombstoned (the keys' models are on the other partitions now)")
-}
-
 // KeyVersions are the versions of the keys' models a running scorer serves, by key, and the
 // partitions whose keys it keeps (nil: not known yet), read on its detect goroutine (for tests
 // and diagnostics). It fails on another role or without key_by, or when ctx ends first.

@@ -112,7 +112,7 @@ func TestKeyModelFromTheFutureRefused(t *testing.T) {
 		t.Errorf("key k held at version %d (held %v) after a model and a tombstone of version 2^64-1 between two of its own: want %d", v, ok, legit)
 	}
 	var highest uint64
-	floor := keyVersionFloor(&highest, map[string]bool{})
+	floor := keyVersionFloor(&highest, newPartition0Keys(10))
 	floor(msg(legit, false))
 	floor(msg(math.MaxUint64, true))
 	if highest != legit {

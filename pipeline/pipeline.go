@@ -74,7 +74,7 @@ type Pipeline struct {
 	// highest key model version on the topic at its start; a scorer's inbox of them.
 	keyPub     *keyPublisher
 	keyHighest uint64
-	keysOn0    map[string]bool // a builder's: key model messages on the model topic's partition 0
+	keysOn0    *partition0Keys // a builder's: key model messages on the model topic's partition 0 (keyspart0.go)
 	keys       *keyInbox
 	// scope is a scorer's partitions, whose keys' models it keeps (modelkeys.go).
 	scope     *keyScope

@@ -100,7 +100,8 @@ func (p *Pipeline) setUpRole() error {
 		if p.metrics != nil {
 			p.keyPub.onTooLarge = p.metrics.AddKeyModelsTooLarge
 		}
-		p.keysOn0 = map[string]bool{}
+		p.keyPub.stale.dir = p.cfg.Detect.StateDir // (the scan's record: keyscanstate.go)
+		p.keysOn0 = newPartition0Keys(p.cfg.Detect.Keys.MaxKeys)
 		p.follow.onKey = keyVersionFloor(&p.keyHighest, p.keysOn0)
 		return nil
 	}
@@ -173,14 +174,9 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 	if p.role == detect.RoleBuilder {
 		p.follow.asm.live = map[string]uint64{}
 	}
-	newest, err := p.readModelTopic(ctx)
-	if err != nil {
-		close(closed)
-		return closed, fmt.Errorf("pipeline: reading the model topic %q (run.model_topic): %w", p.cfg.Run.ModelTopic, err)
-	}
 	var keysHighest uint64 // the keys' models on the other partitions (keyfollow.go)
 	modelParts := 1
-	if p.keyPub != nil {
+	if p.keyPub != nil { // (first: partition 0's read notes its keys only on a topic of several partitions)
 		err = startRetry(ctx, p.log.With().Str("key", "run.model_topic").Str("topic", p.cfg.Run.ModelTopic).Logger(), topicCheckWait,
 			"waiting for the model topic's partitions to be readable; retrying",
 			func(ctx context.Context) (err error) {
@@ -191,6 +187,12 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 			close(closed)
 			return closed, fmt.Errorf("pipeline: reading the model topic %q (run.model_topic): %w", p.cfg.Run.ModelTopic, err)
 		}
+		p.keysOn0.track = modelParts > 1
+	}
+	newest, err := p.readModelTopic(ctx)
+	if err != nil {
+		close(closed)
+		return closed, fmt.Errorf("pipeline: reading the model topic %q (run.model_topic): %w", p.cfg.Run.ModelTopic, err)
 	}
 	if p.role == detect.RoleBuilder {
 		own := p.det.NextVersion() - 1
@@ -232,7 +234,7 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 			wg.Go(func() { p.keyPub.scanStale(scan, p.follow.dialer, modelParts) })
 			wg.Go(func() {
 				if modelParts > 1 {
-					p.keyPub.tombstonePartition0(work, p.keysOn0)
+					p.keyPub.tombstonePartition0(work, p.follow.dialer, p.keysOn0, p.keyPub.version)
 				}
 				p.keyPub.run(work, p.flushModels)
 			})

@@ -80,6 +80,15 @@ func encodeKeyHeader(e *sealed.Encoder, features []string, cfg *Config) {
 	e.Text(string(cfg.Score.Combine))
 }
 
+// KeyModelHeader is the header EncodeKeyModel writes for features and cfg: what a key's model's
+// fit to a configuration is judged by (CheckKeyModel). Equal headers judge every key's model
+// alike (a builder's record of its scan of the model topic is kept under it: pipeline).
+func KeyModelHeader(features []string, cfg *Config) []byte {
+	var e sealed.Encoder
+	encodeKeyHeader(&e, features, cfg)
+	return e.Payload()
+}
+
 // checkKeyHeader reads a header and says how it differs from features and cfg (nil: it fits).
 func checkKeyHeader(d *sealed.Decoder, features []string, cfg *Config) error {
 	dims := d.U32("dims")
