@@ -34,14 +34,15 @@ type scanFixture struct {
 
 func newScanFixture(t *testing.T) *scanFixture {
 	t.Helper()
-	return newScanFixtureOn(t, testsupport.KfakeBroker(t), "models", 3)
+	br := testsupport.KfakeBroker(t)
+	createCompactedTopic(t, br, "models", 3)
+	return newScanFixtureOn(t, br, "models")
 }
 
-// newScanFixtureOn is newScanFixture's on br, its model topic mt of parts partitions.
-func newScanFixtureOn(t *testing.T, br testsupport.Broker, mt string, parts int) *scanFixture {
+// newScanFixtureOn is newScanFixture's on br, its model topic mt (created already).
+func newScanFixtureOn(t *testing.T, br testsupport.Broker, mt string) *scanFixture {
 	t.Helper()
 	f := &scanFixture{br: br, mt: mt}
-	createCompactedTopic(t, f.br, f.mt, parts)
 	f.cfg = roleConfig(f.br, "in", "out", "dl", "g", f.mt)
 	f.cfg.Detect.FlagBy, f.cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
 	f.old = f.cfg
@@ -304,5 +305,38 @@ func TestScanRecordRoundTrip(t *testing.T) {
 	r := &keyPublisher{cfg: other, features: f.cfg.Ingest.Columns(), detect: f.cfg.Detect}
 	if p.scanIdentity(3) == q.scanIdentity(3) || p.scanIdentity(3) == p.scanIdentity(4) || p.scanIdentity(3) == r.scanIdentity(3) {
 		t.Error("the scan's identity does not change with the features, the partitions or the topic")
+	}
+}
+
+// TestStaleScanResumesOnACompactedTopicRealBroker: on a topic the broker compacted after the
+// record was written (models of the keys below the record's offsets replaced and removed,
+// messages above them removed too), the next start reads on from the record's offsets, fewer
+// messages than a scan from the start, and finds what a scan from the start finds.
+func TestStaleScanResumesOnACompactedTopicRealBroker(t *testing.T) {
+	br := testsupport.RealBroker(t)
+	mt := testsupport.UniqueName("ks-resume")
+	compactedAtOnce(t, br, mt, 3)
+	f := newScanFixtureOn(t, br, mt)
+	dir := t.TempDir()
+	written := f.write(t, keysOf("old", 30, "old"))
+	if _, read := f.scan(t, f.cfg, dir); read != written {
+		t.Fatalf("the first scan read %d messages, want %d", read, written)
+	}
+	replaced := map[string]string{}
+	for i := range 15 {
+		replaced[fmt.Sprintf("old-%03d", i)] = map[bool]string{true: "new", false: "tomb"}[i < 10]
+	}
+	written += f.write(t, replaced)
+	written += f.write(t, keysOf("old", 10, "new")) // (again: the first of the two is compacted away)
+	written += f.write(t, keysOf("later", 4, "old"))
+	waitCompacted(t, br, mt)
+	got, read := f.scan(t, f.cfg, dir)
+	full, fullRead := f.scan(t, f.cfg, "")
+	t.Logf("written %d key model messages; a scan from the start read %d messages, the resumed one %d", written, fullRead, read)
+	if !maps.Equal(got, full) || len(full) != 19 {
+		t.Errorf("the resumed scan found %d stale keys, a scan from the start %d (want 19): %d differ", len(got), len(full), changedStrings(got, full))
+	}
+	if read >= fullRead {
+		t.Errorf("the resumed scan read %d messages, a scan from the start %d", read, fullRead)
 	}
 }

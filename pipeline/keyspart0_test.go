@@ -80,7 +80,8 @@ func TestBuilderStartReadsOnFromItsScanRecord(t *testing.T) {
 	for _, parts := range []int{3, 1} {
 		t.Run(fmt.Sprintf("model_partitions=%d", parts), func(t *testing.T) {
 			br := testsupport.KfakeBroker(t, kfake.SeedTopics(2, "in", "out", "dlq"))
-			f := newScanFixtureOn(t, br, "models", parts)
+			createCompactedTopic(t, br, "models", parts)
+			f := newScanFixtureOn(t, br, "models")
 			cfg := f.cfg
 			cfg.Run.Role, cfg.Run.KeyPublishInterval = detect.RoleBuilder, time.Second
 			cfg.Detect.StateDir = t.TempDir()
