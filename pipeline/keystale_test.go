@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -242,7 +244,61 @@ func TestStaleKeyJudgedAsScorersJudge(t *testing.T) {
 // model partitions, every one of another configuration (a feature dropped): the time to read,
 // checksum and judge them all, reported as keys/s.
 func BenchmarkStaleScanRealBroker(b *testing.B) {
-	const staleScanKeys = 20_000
+	_, cfg, size := staleScanTopic(b)
+	p := staleScanner(cfg)
+	b.ResetTimer()
+	for range b.N {
+		p.stale = staleKeys{}
+		p.scanStale(context.Background(), kafka.DefaultDialer, 3)
+		if len(p.stale.found) != staleScanKeys {
+			b.Fatalf("%d stale keys found, want %d", len(p.stale.found), staleScanKeys)
+		}
+	}
+	b.ReportMetric(float64(staleScanKeys*b.N)/b.Elapsed().Seconds(), "keys/s")
+	b.ReportMetric(float64(size)/staleScanKeys, "bytes/key")
+}
+
+// BenchmarkStaleScanResumedRealBroker is a builder's second start with detect.state_dir
+// (keyscanstate.go) after staleScanKeys keys' models were scanned at its first and
+// staleScanSince were published since (its own models of staleScanSince keys, as a builder
+// republishes its keys): the time of the scan reading on from the first's record, per start,
+// with the messages it read.
+func BenchmarkStaleScanResumedRealBroker(b *testing.B) {
+	const staleScanSince = 1_000
+	br, cfg, _ := staleScanTopic(b)
+	dir := b.TempDir()
+	p := staleScanner(cfg)
+	p.stale.dir = dir
+	p.scanStale(context.Background(), kafka.DefaultDialer, 3) // the first start: its record
+	record, err := os.ReadFile(filepath.Join(dir, scanStateName))
+	if err != nil {
+		b.Fatal(err)
+	}
+	other := cfg
+	other.Ingest.Features = cfg.Ingest.Features[:len(cfg.Ingest.Features)-1]
+	writeKeyModels(b, br, cfg.Run.ModelTopic, other, 0, staleScanSince) // (the builder's own configuration: other)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		if err := os.WriteFile(filepath.Join(dir, scanStateName), record, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		p.stale = staleKeys{dir: dir}
+		b.StartTimer()
+		p.scanStale(context.Background(), kafka.DefaultDialer, 3)
+		if p.stale.read != staleScanSince || len(p.stale.found) != staleScanKeys-staleScanSince {
+			b.Fatalf("read %d messages and found %d stale keys, want %d and %d", p.stale.read, len(p.stale.found), staleScanSince, staleScanKeys-staleScanSince)
+		}
+	}
+	b.ReportMetric(float64(staleScanSince), "messages_read/start")
+}
+
+// staleScanKeys is the keys' models on BenchmarkStaleScanRealBroker's topic.
+const staleScanKeys = 20_000
+
+// staleScanTopic is a model topic of 3 partitions with staleScanKeys keys' models of cfg's
+// configuration on partitions 1 and 2, and their bytes.
+func staleScanTopic(b *testing.B) (testsupport.Broker, Config, int) {
 	br := testsupport.RealBroker(b)
 	mt := testsupport.UniqueName("ks-bench")
 	createCompactedTopic(b, br, mt, 3)
@@ -252,14 +308,20 @@ func BenchmarkStaleScanRealBroker(b *testing.B) {
 	})
 	cfg := roleConfig(br, "in", "out", "dl", "g", mt)
 	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	return br, cfg, writeKeyModels(b, br, mt, cfg, 0, staleScanKeys)
+}
+
+// writeKeyModels writes the keys' models of keys sensor-<lo>.. sensor-<hi-1> under cfg to
+// topic (input partitions 0 and 1 in turn) and returns their bytes.
+func writeKeyModels(b *testing.B, br testsupport.Broker, topic string, cfg Config, lo, hi int) int {
 	model := warmKeyModel(b, cfg)
-	w := &kafka.Writer{Addr: kafka.TCP(br.Addrs...), Topic: mt, Balancer: keyModelBalancer(), BatchSize: 1000,
+	w := &kafka.Writer{Addr: kafka.TCP(br.Addrs...), Topic: topic, Balancer: keyModelBalancer(), BatchSize: 1000,
 		BatchBytes: int64(cfg.Sink.MaxMessageBytes), RequiredAcks: kafka.RequireAll}
 	defer w.Close()
 	size := 0
-	for lo := 0; lo < staleScanKeys; lo += 1000 {
+	for from := lo; from < hi; from += 1000 {
 		msgs := make([]kafka.Message, 0, 1000)
-		for i := lo; i < min(lo+1000, staleScanKeys); i++ {
+		for i := from; i < min(from+1000, hi); i++ {
 			key := fmt.Sprintf("sensor-%06d", i)
 			v, err := detect.EncodeKeyModel(cfg.Ingest.Columns(), &cfg.Detect, key, 1, model)
 			if err != nil {
@@ -273,20 +335,16 @@ func BenchmarkStaleScanRealBroker(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	return size
+}
+
+// staleScanner is a builder's publisher of the keys' models whose configuration is cfg's with
+// a feature dropped: every model of cfg is stale to it.
+func staleScanner(cfg Config) *keyPublisher {
 	other := cfg
 	other.Ingest.Features = cfg.Ingest.Features[:len(cfg.Ingest.Features)-1]
-	p := &keyPublisher{cfg: other.modelTopic(), features: other.Ingest.Columns(), detect: other.Detect, log: zerolog.Nop(),
+	return &keyPublisher{cfg: other.modelTopic(), features: other.Ingest.Columns(), detect: other.Detect, log: zerolog.Nop(),
 		wake: make(chan struct{}, 1)}
-	b.ResetTimer()
-	for range b.N {
-		p.stale = staleKeys{}
-		p.scanStale(context.Background(), kafka.DefaultDialer, 3)
-		if len(p.stale.found) != staleScanKeys {
-			b.Fatalf("%d stale keys found, want %d", len(p.stale.found), staleScanKeys)
-		}
-	}
-	b.ReportMetric(float64(staleScanKeys*b.N)/b.Elapsed().Seconds(), "keys/s")
-	b.ReportMetric(float64(size)/staleScanKeys, "bytes/key")
 }
 
 // TestScorerPassesOverStaleTombstones: a scorer hands a key's tombstone to its detect goroutine
