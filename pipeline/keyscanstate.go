@@ -44,6 +44,10 @@ const (
 	scanStateName   = "model-topic-scan.state"
 	scanStateMagic  = "\x89ODMS\r\n\x1a"
 	scanStateFormat = 1
+	// scanJudgment is the judgment's own version (keystale.go's otherConfiguration): raise it
+	// when a release judges a key's model otherwise, so that its builders read the topic whole
+	// once instead of going on from a record of the former judgment.
+	scanJudgment = 1
 	// scanStateMaxText bounds a key's or a reason's length read back (a key's model's key is at
 	// most 65,536 bytes: detect's maxKeyLength).
 	scanStateMaxText = 1 << 16
@@ -58,14 +62,18 @@ type scanRecord struct {
 	found map[staleRef]staleKey
 }
 
-// scanIdentity is what the judgment of the keys' models on the topic depends on: the keys'
-// models' header of the builder's configuration (its features, derived columns' names
-// included, and keys' settings), its derived columns' definitions, the topic, its bootstrap
+// scanIdentity is what the judgment of the keys' models on the topic depends on: the judgment's
+// version, the keys' models' header of the builder's configuration (its features, derived
+// columns' names included, and keys' settings but keys.min_records, which a scorer's check
+// passes over), its derived columns' definitions, the topic, its bootstrap
 // brokers (another cluster's topic of the same name is another topic) and its m partitions.
 func (p *keyPublisher) scanIdentity(m int) [32]byte {
 	h := sha256.New()
 	var e sealed.Encoder
-	e.Raw(detect.KeyModelHeader(p.features, &p.detect))
+	e.U32(scanJudgment)
+	det := p.detect
+	det.Keys.MinRecords = 0 // (in the header, not in the judgment: a change of it reads nothing again)
+	e.Raw(detect.KeyModelHeader(p.features, &det))
 	e.Text(p.cfg.derived)
 	e.Text(p.cfg.topic)
 	brokers := slices.Sorted(slices.Values(p.cfg.brokers))

@@ -30,6 +30,7 @@ type scanFixture struct {
 	oldModel *detect.Ranker
 	w        *kafka.Writer
 	version  uint64
+	m        int // the model topic's partitions the builder's scan is told of
 }
 
 func newScanFixture(t *testing.T) *scanFixture {
@@ -42,7 +43,7 @@ func newScanFixture(t *testing.T) *scanFixture {
 // newScanFixtureOn is newScanFixture's on br, its model topic mt (created already).
 func newScanFixtureOn(t *testing.T, br testsupport.Broker, mt string) *scanFixture {
 	t.Helper()
-	f := &scanFixture{br: br, mt: mt}
+	f := &scanFixture{br: br, mt: mt, m: 3}
 	f.cfg = roleConfig(f.br, "in", "out", "dl", "g", f.mt)
 	f.cfg.Detect.FlagBy, f.cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
 	f.old = f.cfg
@@ -104,13 +105,13 @@ func (f *scanFixture) scan(t *testing.T, cfg Config, dir string) (map[string]str
 	p.stale.dir = dir
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p.scanStale(ctx, kafka.DefaultDialer, 3)
+	p.scanStale(ctx, kafka.DefaultDialer, f.m)
 	if !p.stale.scanned {
 		t.Fatal("the scan did not end")
 	}
 	got := map[string]string{}
 	for ref, sk := range p.stale.found {
-		if want := keyModelPartition(int32(ref.key[len(ref.key)-1]-'0')%2, 3); ref.mp != want {
+		if want := keyModelPartition(int32(ref.key[len(ref.key)-1]-'0')%2, f.m); ref.mp != want {
 			t.Fatalf("stale key %s found on model partition %d, written to %d", ref.key, ref.mp, want)
 		}
 		got[ref.key] = sk.reason
@@ -184,7 +185,8 @@ func changedStrings(a, b map[string]string) int {
 }
 
 // TestStaleScanRecordFallsBack: the record is not read on from where it no longer tells the
-// truth: another configuration (the keys' settings changed: every model is judged again), a
+// truth: another configuration (the keys' settings changed: every model is judged again; not
+// keys.min_records, which the judgment passes over), partitions added (the keys' places move), a
 // topic deleted and created again (its end below the record's offsets: the record's stale keys
 // are gone with it), records deleted below the log's start (past the record's offsets), a
 // record that does not read. Each reads the topic from the start and finds what a scan from the
@@ -217,6 +219,28 @@ func TestStaleScanRecordFallsBack(t *testing.T) {
 		if got, _ := f.scan(t, other, ""); len(got) != 40 {
 			t.Errorf("under other keys' settings %d keys' models found stale, want all 40", len(got))
 		}
+	})
+	t.Run("keys.min_records changed: read on", func(t *testing.T) {
+		f, dir, _ := setUp(t)
+		other := f.cfg
+		other.Detect.Keys.MinRecords++ // (a scorer's check passes over it: the judgment is the same)
+		got, read := f.scan(t, other, dir)
+		if full, _ := f.scan(t, other, ""); read != 0 || !maps.Equal(got, full) {
+			t.Errorf("read %d messages (want 0) and found %d stale keys, %d differing from a scan from the start", read, len(got), changedStrings(got, full))
+		}
+	})
+	t.Run("partitions added", func(t *testing.T) {
+		f, dir, n := setUp(t)
+		cl := &kafka.Client{Addr: kafka.TCP(f.br.Addrs...), Timeout: 10 * time.Second}
+		res, err := cl.CreatePartitions(context.Background(), &kafka.CreatePartitionsRequest{Topics: []kafka.TopicPartitionsConfig{{Name: f.mt, Count: 4}}})
+		if err == nil && res.Errors[f.mt] != nil {
+			err = res.Errors[f.mt]
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.m = 4 // (the keys of input partitions 0 and 1 stay on model partitions 1 and 2)
+		check(t, f, f.cfg, dir, n)
 	})
 	t.Run("topic recreated", func(t *testing.T) {
 		f, dir, _ := setUp(t)

@@ -130,7 +130,9 @@ func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m in
 			}
 		}
 	}
-	p.saveScanRecord(ctx, m, ends, found)
+	if ctx.Err() == nil { // (a stop as the scan ended: the last record written still holds)
+		p.saveScanRecord(ctx, m, ends, found)
+	}
 	ev := p.log.Info()
 	if len(found) > 0 {
 		ev = p.log.Warn().Strs("first_keys", staleNames(found))
