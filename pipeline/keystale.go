@@ -25,7 +25,8 @@ import (
 // builder whose keys' state was of the old configuration does not know those keys, so it never
 // evicts them). So a builder reads, at each start and beside its work, every key model message
 // on the topic (the partitions of the keys' models, or partition 0 of a one-partition topic) to
-// the end it had, and notes the keys whose newest message is a model a scorer of the builder's
+// the end it had (with detect.state_dir, those since its last scan's record: keyscanstate.go),
+// and notes the keys whose newest message is a model a scorer of the builder's
 // configuration would skip as built for another one: other features or keys' settings
 // (detect.CheckKeyModel), or other derived columns (headerColumns; a message without the header,
 // of a release before it, is judged by its features alone, as scorers judge it). Once a global
