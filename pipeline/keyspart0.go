@@ -18,7 +18,7 @@ import (
 // compaction then removes both.
 //
 // Bounded: at most keys.max_keys keys are held (the builder's own bound on the keys it keeps;
-// before 2026-11-29 every key on partition 0, as many as a writer to the topic put there, and
+// before 2026-11-28 22:30Z every key on partition 0, as many as a writer to the topic put there, and
 // on a topic of one partition, where nothing is tombstoned, every key's name on the topic for
 // nothing: TestPartition0KeysBounded). Past the bound the read goes on noting the keys it holds
 // (a later tombstone removes one) and where the first key it could not hold lay; once the keys
