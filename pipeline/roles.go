@@ -232,12 +232,11 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 				}
 			}()
 			wg.Go(func() { p.keyPub.scanStale(scan, p.follow.dialer, modelParts) })
-			wg.Go(func() {
-				if modelParts > 1 {
-					p.keyPub.tombstonePartition0(work, p.follow.dialer, p.keysOn0, p.keyPub.version)
-				}
-				p.keyPub.run(work, p.flushModels)
-			})
+			if modelParts > 1 { // (beside the publications: those lie on the other partitions)
+				v := p.keyPub.version
+				wg.Go(func() { p.keyPub.tombstonePartition0(scan, p.follow.dialer, p.keysOn0, v) })
+			}
+			wg.Go(func() { p.keyPub.run(work, p.flushModels) })
 		}
 		go func() {
 			defer close(closed)
