@@ -364,3 +364,75 @@ func TestStaleScanResumesOnACompactedTopicRealBroker(t *testing.T) {
 		t.Errorf("the resumed scan read %d messages, a scan from the start %d", read, fullRead)
 	}
 }
+
+// TestScanRecordFollowsOwnWrites: the record held the scan's offsets alone, so a start read all
+// the builder had published since the previous start (failed before the record moved on: 15
+// messages read, the builder's own, not 0). Now the record moves on through the builder's own
+// writes, each key written no longer stale in it, and the next start reads none of them; a
+// message of another writer in between stops the record on that model partition (the next
+// start reads on from it there: that message and the builder's after it), not on the other.
+func TestScanRecordFollowsOwnWrites(t *testing.T) {
+	f := newScanFixture(t)
+	dir := t.TempDir()
+	f.write(t, keysOf("old", 30, "old"))
+	f.write(t, keysOf("new", 10, "new"))
+	p, err := newKeyPublisher(f.cfg.modelTopic(), f.cfg.Ingest.Columns(), f.cfg.Detect, zerolog.New(zerolog.NewTestWriter(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.stale.dir = dir
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p.scanStale(ctx, kafka.DefaultDialer, 3)
+	publish := func(keys map[string]bool) { // key -> a model (true) or evicted (false)
+		t.Helper()
+		todo := map[string]detect.KeyModel{}
+		for k, model := range keys {
+			km := detect.KeyModel{Key: k, Partition: int32(k[len(k)-1]-'0') % 2}
+			if model {
+				km.Model = f.model
+			}
+			todo[k] = km
+		}
+		p.version++
+		if _, err := p.publish(ctx, todo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own := map[string]bool{"old-005": false}
+	for i := range 5 {
+		own[fmt.Sprintf("old-%03d", i)] = true
+	}
+	for i := range 9 {
+		own[fmt.Sprintf("fresh-%03d", i)] = true
+	}
+	publish(own)
+	p.saveAdvance(ctx, true)
+	got, read := f.scan(t, f.cfg, dir)
+	full, _ := f.scan(t, f.cfg, "")
+	if read != 0 || !maps.Equal(got, full) || len(full) != 24 {
+		t.Errorf("after the builder's own 15 messages: read %d (want 0), found %d stale keys, a scan from the start %d (want 24): %d differ",
+			read, len(got), len(full), changedStrings(got, full))
+	}
+
+	// Another writer's message on model partition 1, then the builder's two there: the record
+	// stops on partition 1 at that message, and moves on on partition 2.
+	p2, err := newKeyPublisher(f.cfg.modelTopic(), f.cfg.Ingest.Columns(), f.cfg.Detect, zerolog.New(zerolog.NewTestWriter(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	p2.stale.dir = dir
+	p = p2 // (its start: the record read on from, then followed)
+	p.scanStale(ctx, kafka.DefaultDialer, 3)
+	f.write(t, map[string]string{"later-000": "old"}) // (a key stale from now on)
+	publish(map[string]bool{"fresh-020": true, "fresh-022": true, "fresh-031": true, "old-007": true})
+	p.saveAdvance(ctx, true)
+	got, read = f.scan(t, f.cfg, dir)
+	full, _ = f.scan(t, f.cfg, "")
+	if read != 3 || !maps.Equal(got, full) {
+		t.Errorf("after another writer's message on partition 1: read %d (want 3: it and the builder's 2 after it there), found %d stale keys, a scan from the start %d: %d differ",
+			read, len(got), len(full), changedStrings(got, full))
+	}
+}

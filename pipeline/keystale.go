@@ -131,8 +131,9 @@ func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m in
 			}
 		}
 	}
-	if ctx.Err() == nil { // (a stop as the scan ended: the last record written still holds)
+	if ctx.Err() == nil && p.stale.dir != "" { // (a stop as the scan ended: the last record written still holds)
 		p.saveScanRecord(ctx, m, ends, found)
+		p.advance.begin(m, ends, found) // (then moved on through the publisher's writes: keyscanadvance.go)
 	}
 	ev := p.log.Info()
 	if len(found) > 0 {

@@ -90,8 +90,10 @@ type keyPublisher struct {
 	cut func([]kafka.Message) ([]kafka.Message, bool)
 	// onDone, if set, is told after each publication (tests).
 	onDone func(version uint64, keys int, err error)
-	// stale are the keys' models of another configuration on the topic (keystale.go).
-	stale staleKeys
+	// stale are the keys' models of another configuration on the topic (keystale.go); advance
+	// is the scan's record moved on through the publisher's own writes (keyscanadvance.go).
+	stale   staleKeys
+	advance scanAdvance
 }
 
 func newKeyPublisher(cfg modelTopicConfig, features []string, det detect.Config, log zerolog.Logger) (*keyPublisher, error) {
@@ -113,8 +115,10 @@ func newKeyPublisher(cfg modelTopicConfig, features []string, det detect.Config,
 		}
 		w.Transport = tr
 	}
-	return &keyPublisher{cfg: cfg, w: w, log: log.With().Str("model_topic", cfg.topic).Logger(), features: features,
-		detect: det, pending: map[string]detect.KeyModel{}, wake: make(chan struct{}, 1), published: map[string]time.Time{}, placed: map[string]int32{}}, nil
+	p := &keyPublisher{cfg: cfg, w: w, log: log.With().Str("model_topic", cfg.topic).Logger(), features: features,
+		detect: det, pending: map[string]detect.KeyModel{}, wake: make(chan struct{}, 1), published: map[string]time.Time{}, placed: map[string]int32{}}
+	w.Completion = p.noteWritten // (the scan's record moves on through them: keyscanadvance.go)
+	return p, nil
 }
 
 // add queues the keys' models (a key's newer model replaces one not yet written).
@@ -142,6 +146,11 @@ func (p *keyPublisher) signal() {
 // round. Once drain is closed (a graceful stop: the detect goroutine adds nothing more) one
 // last round publishes every pending key, due or not, at once, and run returns.
 func (p *keyPublisher) run(ctx context.Context, drain <-chan struct{}) {
+	defer func() { // (the record as its writes moved it on: the next start reads on from there)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		p.saveAdvance(sctx, true)
+	}()
 	var last time.Time
 	for {
 		final := false
@@ -205,6 +214,7 @@ func (p *keyPublisher) run(ctx context.Context, drain <-chan struct{}) {
 					p.published[k] = last
 				}
 			}
+			p.saveAdvance(ctx, false)
 		} else { // written again with the next publication, unless a newer model came
 			p.mu.Lock()
 			for k, m := range todo {
