@@ -37,9 +37,10 @@ import (
 // too; a compacted partition reads correctly from any offset above its first, the messages
 // compaction removed passed over. What it cannot tell: a topic recreated and written past the
 // recorded offsets before the builder's start (by another writer: the builder itself was not
-// running). The offsets recorded are the scan's own, not its catch-ups' (tombstoneStale): a
-// catch-up judges the keys found stale alone, so a key of another configuration published
-// after the scan is first judged at the next start's reading from the scan's offsets.
+// running). The offsets recorded are the scan's, moved on through the builder's own writes
+// (keyscanadvance.go), not by its catch-ups (tombstoneStale): a catch-up judges the keys found
+// stale alone, so a key of another configuration published after the scan is first judged at
+// the next start's reading from the record.
 const (
 	scanStateName   = "model-topic-scan.state"
 	scanStateMagic  = "\x89ODMS\r\n\x1a"

@@ -260,37 +260,67 @@ func BenchmarkStaleScanRealBroker(b *testing.B) {
 
 // BenchmarkStaleScanResumedRealBroker is a builder's second start with detect.state_dir
 // (keyscanstate.go) after staleScanKeys keys' models were scanned at its first and
-// staleScanSince were published since (its own models of staleScanSince keys, as a builder
-// republishes its keys): the time of the scan reading on from the first's record, per start,
-// with the messages it read.
+// staleScanSince keys' models of its configuration were published since: by another writer
+// (others: the record stops at the first, keyscanadvance.go), or by the builder itself (own:
+// the record moves on through them). The time of the scan reading on from the record, per
+// start, with the messages it read.
 func BenchmarkStaleScanResumedRealBroker(b *testing.B) {
 	const staleScanSince = 1_000
-	br, cfg, _ := staleScanTopic(b)
-	dir := b.TempDir()
-	p := staleScanner(cfg)
-	p.stale.dir = dir
-	p.scanStale(context.Background(), kafka.DefaultDialer, 3) // the first start: its record
-	record, err := os.ReadFile(filepath.Join(dir, scanStateName))
-	if err != nil {
-		b.Fatal(err)
+	for _, own := range []bool{false, true} {
+		b.Run(map[bool]string{false: "others", true: "own"}[own], func(b *testing.B) {
+			br, cfg, _ := staleScanTopic(b)
+			dir := b.TempDir()
+			p := staleScanner(cfg)
+			p.stale.dir = dir
+			if own {
+				w, err := newKeyPublisher(p.cfg, p.features, p.detect, zerolog.Nop())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer w.Close()
+				w.stale.dir = dir
+				p = w
+			}
+			p.scanStale(context.Background(), kafka.DefaultDialer, 3) // the first start: its record
+			other := cfg
+			other.Ingest.Features = cfg.Ingest.Features[:len(cfg.Ingest.Features)-1] // (the builder's configuration)
+			if own {
+				model := warmKeyModel(b, other)
+				todo := map[string]detect.KeyModel{}
+				for i := range staleScanSince {
+					key := fmt.Sprintf("sensor-%06d", i)
+					todo[key] = detect.KeyModel{Key: key, Partition: int32(i % 2), Model: model}
+				}
+				p.version = 2
+				if _, err := p.publish(context.Background(), todo); err != nil {
+					b.Fatal(err)
+				}
+				p.saveAdvance(context.Background(), true)
+			} else {
+				writeKeyModels(b, br, cfg.Run.ModelTopic, other, 0, staleScanSince)
+			}
+			record, err := os.ReadFile(filepath.Join(dir, scanStateName))
+			if err != nil {
+				b.Fatal(err)
+			}
+			wantRead := map[bool]int{false: staleScanSince, true: 0}[own]
+			q := staleScanner(cfg)
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				if err := os.WriteFile(filepath.Join(dir, scanStateName), record, 0o644); err != nil {
+					b.Fatal(err)
+				}
+				q.stale = staleKeys{dir: dir}
+				b.StartTimer()
+				q.scanStale(context.Background(), kafka.DefaultDialer, 3)
+				if q.stale.read != wantRead || len(q.stale.found) != staleScanKeys-staleScanSince {
+					b.Fatalf("read %d messages and found %d stale keys, want %d and %d", q.stale.read, len(q.stale.found), wantRead, staleScanKeys-staleScanSince)
+				}
+			}
+			b.ReportMetric(float64(wantRead), "messages_read/start")
+		})
 	}
-	other := cfg
-	other.Ingest.Features = cfg.Ingest.Features[:len(cfg.Ingest.Features)-1]
-	writeKeyModels(b, br, cfg.Run.ModelTopic, other, 0, staleScanSince) // (the builder's own configuration: other)
-	b.ResetTimer()
-	for range b.N {
-		b.StopTimer()
-		if err := os.WriteFile(filepath.Join(dir, scanStateName), record, 0o644); err != nil {
-			b.Fatal(err)
-		}
-		p.stale = staleKeys{dir: dir}
-		b.StartTimer()
-		p.scanStale(context.Background(), kafka.DefaultDialer, 3)
-		if p.stale.read != staleScanSince || len(p.stale.found) != staleScanKeys-staleScanSince {
-			b.Fatalf("read %d messages and found %d stale keys, want %d and %d", p.stale.read, len(p.stale.found), staleScanSince, staleScanKeys-staleScanSince)
-		}
-	}
-	b.ReportMetric(float64(staleScanSince), "messages_read/start")
 }
 
 // staleScanKeys is the keys' models on BenchmarkStaleScanRealBroker's topic.
