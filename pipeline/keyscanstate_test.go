@@ -436,3 +436,49 @@ func TestScanRecordFollowsOwnWrites(t *testing.T) {
 			read, len(got), len(full), changedStrings(got, full))
 	}
 }
+
+// TestKeyedBuilderRestartReadsItsRecordRealBroker: a builder with key_by and state_dir that
+// published every key's model, stopped and started again, reads none of the keys' models at
+// its second start (the record followed its own writes to the stop's last publication); before
+// the record, the second start read every message on the keys' partitions.
+func TestKeyedBuilderRestartReadsItsRecordRealBroker(t *testing.T) {
+	br := testsupport.RealBroker(t)
+	const parts = 3
+	in, out, dlq, group, _ := roleTopics(t, br, parts)
+	mt := testsupport.UniqueName("ks-restart")
+	createCompactedTopic(t, br, mt, parts+1)
+	cfg := roleConfig(br, in, out, dlq, group, mt)
+	cfg.Run.Role, cfg.Run.KeyPublishInterval = detect.RoleBuilder, time.Second
+	cfg.Detect.FlagBy, cfg.Detect.KeyBy = detect.FlagBySignificance, detect.KeyByKey
+	cfg.Detect.StateDir = t.TempDir()
+	recs := keyedRecords(t, 8000, parts, 93)
+	produceSome(t, br, newInput(in, parts, recs), recs)
+	onKeys := func() int {
+		n := 0
+		for mp := 1; mp <= parts; mp++ {
+			n += len(modelPartitionMessages(t, br, mt, mp))
+		}
+		return n
+	}
+	first := startPipeline(t, cfg, nil)
+	waitFor(t, 60*time.Second, "the builder publishing the keys' models", func() bool { return onKeys() >= 64 })
+	if err := first.stop(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	written := onKeys()
+	second := startPipeline(t, cfg, nil)
+	var read int
+	waitFor(t, 30*time.Second, "the second start's scan", func() bool {
+		second.p.keyPub.stale.mu.Lock()
+		defer second.p.keyPub.stale.mu.Unlock()
+		read = second.p.keyPub.stale.read
+		return second.p.keyPub.stale.scanned
+	})
+	if err := second.stop(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d messages on the keys' partitions at the stop; the second start's scan read %d", written, read)
+	if read != 0 {
+		t.Errorf("the second start's scan read %d messages of the %d the first start wrote, want 0", read, written)
+	}
+}
