@@ -57,10 +57,10 @@ const (
 var scanStateFile = sealed.Format{Magic: scanStateMagic, Name: "outlierd model topic scan record", Newest: scanStateFormat, MaxPayload: 1 << 36}
 
 // scanRecord is what a builder's scan left in state_dir: per model partition, the offset every
-// message below which was judged, and the keys found stale there.
+// message below which was judged, and the keys found stale there (by model partition).
 type scanRecord struct {
 	ends  map[int]int64
-	found map[staleRef]staleKey
+	found map[int]map[staleRef]staleKey
 }
 
 // scanIdentity is what the judgment of the keys' models on the topic depends on: the judgment's
@@ -129,7 +129,7 @@ func decodeScanRecord(payload []byte, id [32]byte) (*scanRecord, error) {
 	if got := d.Take(32, "identity"); d.Err() == nil && [32]byte(got) != id {
 		return nil, errScanIdentity
 	}
-	rec := &scanRecord{ends: map[int]int64{}, found: map[staleRef]staleKey{}}
+	rec := &scanRecord{ends: map[int]int64{}, found: map[int]map[staleRef]staleKey{}}
 	n := d.U32("partitions")
 	for i := uint32(0); i < n && d.Err() == nil; i++ {
 		mp, end := d.U32("model partition"), d.U64("offset")
@@ -153,7 +153,10 @@ func decodeScanRecord(payload []byte, id [32]byte) (*scanRecord, error) {
 		if _, ok := rec.ends[int(mp)]; !ok || int(r) >= len(texts) {
 			return nil, fmt.Errorf("stale key %q: model partition %d or reason %d not in the record", key, mp, r)
 		}
-		rec.found[staleRef{int(mp), key}] = staleKey{part: part, version: version, reason: texts[r]}
+		if rec.found[int(mp)] == nil {
+			rec.found[int(mp)] = map[staleRef]staleKey{}
+		}
+		rec.found[int(mp)][staleRef{int(mp), key}] = staleKey{part: part, version: version, reason: texts[r]}
 	}
 	if d.Err() == nil && d.Left() != 0 {
 		return nil, fmt.Errorf("%d unread bytes at the end", d.Left())

@@ -315,7 +315,16 @@ func TestScanRecordRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !maps.Equal(rec.ends, ends) || !maps.Equal(rec.found, found) {
+	back := map[staleRef]staleKey{}
+	for mp, f := range rec.found {
+		for ref, sk := range f {
+			if ref.mp != mp {
+				t.Errorf("key %v read back under model partition %d", ref, mp)
+			}
+			back[ref] = sk
+		}
+	}
+	if !maps.Equal(rec.ends, ends) || !maps.Equal(back, found) {
 		t.Errorf("read back %v %v, wrote %v %v", rec.ends, rec.found, ends, found)
 	}
 	if _, err := decodeScanRecord(encodeScanRecord(id, ends, found), [32]byte{1, 2, 4}); err != errScanIdentity {

@@ -109,7 +109,9 @@ func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m in
 	resumed := 0
 	for _, mp := range parts {
 		for attempt := 1; ; attempt++ {
-			sr, err := p.scanPartition(ctx, dialer, mp, rec.resume(mp), true, found, reasons)
+			from := rec.resume(mp)
+			from.retry = attempt > 1
+			sr, err := p.scanPartition(ctx, dialer, mp, from, true, found, reasons)
 			if err == nil {
 				read += sr.read
 				ends[mp] = sr.end
@@ -203,18 +205,20 @@ func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, 
 	var sr scanRead
 	if all {
 		for ref := range found { // (a failed attempt's)
-			if ref.mp == mp {
+			if from.retry && ref.mp == mp {
 				delete(found, ref)
 			}
 		}
 		var off int64
 		if off, sr.fellBack = resumeFrom(from.offset, first, end); off >= 0 {
 			sr.resumed = true
-			for ref, sk := range from.found {
-				if ref.mp == mp {
+			for ref, sk := range from.found { // (mp's alone: scanRecord.resume)
+				if r, ok := reasons[sk.reason]; ok {
+					sk.reason = r
+				} else {
 					reasons[sk.reason] = sk.reason
-					found[ref] = staleKey{part: sk.part, version: sk.version, reason: reasons[sk.reason]}
 				}
+				found[ref] = sk
 			}
 		}
 		from.offset = off
@@ -248,10 +252,12 @@ func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, 
 }
 
 // scanFrom is where scanPartition reads from: an offset (< 0: the partition's first) and, read
-// on from a record's, the keys the record found stale.
+// on from a record's, the keys the record found stale on the partition; retry: an attempt
+// before failed (its findings on the partition are dropped first).
 type scanFrom struct {
 	offset int64
 	found  map[staleRef]staleKey
+	retry  bool
 }
 
 // resume is where the record says model partition mp's scan reads on from (its offset -1 when
@@ -264,7 +270,7 @@ func (r *scanRecord) resume(mp int) scanFrom {
 	if !ok {
 		return scanFrom{offset: -1}
 	}
-	return scanFrom{offset: end, found: r.found}
+	return scanFrom{offset: end, found: r.found[mp]}
 }
 
 // otherConfiguration says why msg, a key model message, holds a model a scorer of the builder's
