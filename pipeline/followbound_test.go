@@ -1,0 +1,170 @@
+package pipeline
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/stages/ingest"
+)
+
+// lostWhile is how long losingBroker loses every request in the follow tests: a live
+// follower's fetch (a long poll of 500 ms) and whatever it asks next (kafka-go's Reader: its
+// re-dial's metadata request, 0.5-1.6 s later) are lost in it.
+const lostWhile = 2 * time.Second
+
+// recoverWithin bounds how long a follower takes, once the broker answers again, to read what
+// is written then: the attempt in flight ends within brokerAttemptWait (its own, or the dial's
+// of each broker; one here), then a backoff (retryMin x 2^attempt: under 1 s after the two or
+// three attempts a loss of lostWhile costs), then a dial and a fetch answered at once;
+// attemptSlack covers a loaded machine's timers and dials.
+const recoverWithin = brokerAttemptWait + time.Second + attemptSlack
+
+// losingBroker is a kfake cluster of one broker (plus opts) and lose, which makes it lose every
+// request it receives from then on (take it and never answer: a broker that lost a request, a
+// silent leader) until lose(false); what it lost stays unanswered.
+func losingBroker(t *testing.T, opts ...kfake.Opt) (br testsupport.Broker, lose func(bool)) {
+	br = testsupport.KfakeBroker(t, opts...)
+	var losing atomic.Bool
+	br.Kfake.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		br.Kfake.KeepControl()
+		return nil, nil, losing.Load() // (handled with no response: the request is dropped)
+	})
+	return br, losing.Store
+}
+
+// publishTestModel writes model v (testModel) to the model topic cfg names, as a builder does.
+func publishTestModel(t *testing.T, cfg modelTopicConfig, v uint64) {
+	t.Helper()
+	msgs, err := modelMessages(publication{model: testModel(t, v, 200)}, cfg.maxMessageBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(cfg.brokers...), Topic: cfg.topic, Balancer: toPartition0, BatchSize: 1}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestModelFollowerPastALostRequest: a scorer's model follower (roles.go's follow goroutine:
+// next, retried after a backoff) whose broker loses every request for lostWhile, then answers
+// again, reads the model published after that within recoverWithin; its stop (the context's
+// end) returns within attemptSlack, while the broker loses its requests too. Failed first
+// (kafka-go's Reader): its re-dial's metadata request, lost, was bounded by nothing but the
+// Reader's close, so the follower never read the new model (the scorer served the old one
+// until a restart).
+func TestModelFollowerPastALostRequest(t *testing.T) {
+	br, lose := losingBroker(t, kfake.SeedTopics(1, "models"))
+	cfg := modelTopicConfig{brokers: br.Addrs, topic: "models", maxMessageBytes: 1 << 20}
+	publishTestModel(t, cfg, 1)
+	f, err := newModelFollower(cfg, synth.SensorFeatures, zerolog.New(zerolog.NewTestWriter(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got, done := make(chan uint64, 4), make(chan struct{})
+	go func() { // (roles.go's follow goroutine)
+		defer close(done)
+		after := uint64(0)
+		for {
+			m, err := f.next(ctx, after, -1)
+			if err != nil {
+				t.Logf("follow: %v", err)
+				if !backoff(ctx, 1) {
+					return
+				}
+				continue
+			}
+			after = m.model.Version
+			got <- after
+		}
+	}()
+	waitVersion := func(v uint64, within time.Duration) {
+		t.Helper()
+		select {
+		case g := <-got:
+			if g != v {
+				t.Fatalf("the follower read model %d, want %d", g, v)
+			}
+		case <-time.After(within):
+			t.Fatalf("the follower did not read model %d within %v", v, within)
+		}
+	}
+	waitVersion(1, 20*time.Second)
+
+	lose(true)
+	time.Sleep(lostWhile)
+	lose(false)
+	publishTestModel(t, cfg, 2)
+	t0 := time.Now()
+	waitVersion(2, recoverWithin)
+	t.Logf("model 2 read %v after it was published, the broker having lost every request for %v", time.Since(t0).Round(time.Millisecond), lostWhile)
+
+	lose(true)
+	time.Sleep(lostWhile / 2)
+	t0 = time.Now()
+	cancel()
+	select {
+	case <-done:
+		t.Logf("the follower stopped %v after its context ended, the broker losing its requests", time.Since(t0).Round(time.Millisecond))
+	case <-time.After(attemptSlack):
+		t.Fatalf("the follower had not stopped %v after its context ended", attemptSlack)
+	}
+}
+
+// TestKeyFollowerPastALostRequest: a scorer's follower of a keys' model partition
+// (keyFollowers.follow) whose broker loses every request for lostWhile, then answers again,
+// reads the key model written after that within recoverWithin; close (a stop) returns within
+// attemptSlack while the broker loses its requests. Failed first (kafka-go's Reader): the
+// follower never read the second message.
+func TestKeyFollowerPastALostRequest(t *testing.T) {
+	br, lose := losingBroker(t, kfake.SeedTopics(2, "models"))
+	var cfg Config
+	cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.MaxMessageBytes = "models", br.Addrs, 1<<20
+	p := &Pipeline{cfg: cfg, log: zerolog.New(zerolog.NewTestWriter(t)), keys: newKeyInbox(), scope: newKeyScope()}
+	p.scope.set(ingest.Assignment{Generation: 1, Partitions: []int32{0}})
+	k, err := p.newKeyFollowers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceKeyModel(t, br, "models", 1)
+	k.start(func(int) map[int][]int32 { return map[int][]int32{1: {0}} }, []int32{0}, nil)
+	read := func(n int64, within time.Duration) {
+		t.Helper()
+		waitFor(t, within, "the key follower's read", func() bool { return p.stats.KeyModelsRead.Load() >= n })
+	}
+	read(1, 20*time.Second)
+
+	lose(true)
+	time.Sleep(lostWhile)
+	lose(false)
+	produceKeyModel(t, br, "models", 2)
+	t0 := time.Now()
+	read(2, recoverWithin)
+	t.Logf("the key model read %v after it was written, the broker having lost every request for %v", time.Since(t0).Round(time.Millisecond), lostWhile)
+
+	lose(true)
+	time.Sleep(lostWhile / 2)
+	t0 = time.Now()
+	closed := make(chan struct{})
+	go func() { k.close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Logf("the key followers closed in %v, the broker losing their requests", time.Since(t0).Round(time.Millisecond))
+	case <-time.After(attemptSlack):
+		t.Fatalf("the key followers had not closed %v after close", attemptSlack)
+	}
+}
