@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,7 +60,8 @@ func publishTestModel(t *testing.T, cfg modelTopicConfig, v uint64) {
 
 // TestModelFollowerPastALostRequest: a scorer's model follower (roles.go's follow goroutine:
 // next, retried after a backoff) whose broker loses every request for lostWhile, then answers
-// again, reads the model published after that within recoverWithin; its stop (the context's
+// again, reads the model published after that within recoverWithin (before, at the topic's
+// end, no read fails); its stop (the context's
 // end) returns within attemptSlack, while the broker loses its requests too. Failed first
 // (kafka-go's Reader): its re-dial's metadata request, lost, was bounded by nothing but the
 // Reader's close, so the follower never read the new model (the scorer served the old one
@@ -76,6 +78,7 @@ func TestModelFollowerPastALostRequest(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got, done := make(chan uint64, 4), make(chan struct{})
+	var failed atomic.Int64
 	go func() { // (roles.go's follow goroutine)
 		defer close(done)
 		after := uint64(0)
@@ -83,6 +86,7 @@ func TestModelFollowerPastALostRequest(t *testing.T) {
 			m, err := f.next(ctx, after, -1)
 			if err != nil {
 				t.Logf("follow: %v", err)
+				failed.Add(1)
 				if !backoff(ctx, 1) {
 					return
 				}
@@ -104,6 +108,12 @@ func TestModelFollowerPastALostRequest(t *testing.T) {
 		}
 	}
 	waitVersion(1, 20*time.Second)
+	// At the partition's end its fetches (long polls) end with nothing, kafka-go's RequestTimedOut:
+	// no failure (roles.go logs each as a warning).
+	time.Sleep(4 * followWait)
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d reads failed while the follower waited at the end of a broker that answers", n)
+	}
 
 	lose(true)
 	time.Sleep(lostWhile)
@@ -166,5 +176,35 @@ func TestKeyFollowerPastALostRequest(t *testing.T) {
 		t.Logf("the key followers closed in %v, the broker losing their requests", time.Since(t0).Round(time.Millisecond))
 	case <-time.After(attemptSlack):
 		t.Fatalf("the key followers had not closed %v after close", attemptSlack)
+	}
+}
+
+// TestModelFollowBackoffGrows: a broker that refuses connections fails each of the model
+// follower's reads at once (kafka-go's Reader retried inside, 100 ms to 1 s apart, and
+// reported each failure from its third); roles.go's follow loop backs off from retryMin,
+// doubling with the reads failed in a row, so its warning comes at 0, 0.1, 0.3, 0.7, 1.5 s:
+// at most 5 in 2 s (6 allowed: a timer late on a loaded machine moves a line, it adds none).
+// Failed first (a backoff of retryMin after each failure): about 20 warnings in 2 s.
+func TestModelFollowBackoffGrows(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := l.Addr().String()
+	l.Close()
+	var logs testsupport.LogBuffer
+	p := &Pipeline{log: zerolog.New(&logs), models: make(chan *followed, 1)}
+	cfg := modelTopicConfig{brokers: []string{refused}, topic: "models", maxMessageBytes: 1 << 20}
+	if p.follow, err = newModelFollower(cfg, synth.SensorFeatures, p.log); err != nil {
+		t.Fatal(err)
+	}
+	defer p.follow.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	p.followModels(ctx, 0)
+	warned := logs.Lines("model topic read failed; retrying")
+	t.Logf("%d warnings in 2 s of a broker refusing connections; the last: %s", len(warned), warned[len(warned)-1])
+	if len(warned) < 2 || len(warned) > 6 {
+		t.Fatalf("%d warnings in 2 s of a broker refusing connections: want 2 to 6 (a backoff doubling from %v)", len(warned), retryMin)
 	}
 }
