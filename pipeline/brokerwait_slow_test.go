@@ -92,7 +92,7 @@ func TestAnswerWatchAnsweredNotCut(t *testing.T) {
 	watch.arm()
 	_, _, err = conn.ReadOffsets()
 	time.Sleep(brokerAttemptWait + brokerAttemptWait/5)
-	watch.disarm()
+	watch.disarm(ctx, err)
 	if err != nil {
 		t.Fatal(err)
 	}

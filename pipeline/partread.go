@@ -137,12 +137,12 @@ func (r *partitionReader) fetch(ctx context.Context) error {
 	}
 	watch.arm()
 	b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: r.maxBytes, MaxWait: followWait})
-	watch.disarm()
+	watch.disarm(ctx, b.Err())
 	next := r.offset
 	for {
 		watch.arm()
 		m, err := b.ReadMessage()
-		watch.disarm()
+		watch.disarm(ctx, err)
 		if err != nil {
 			break
 		}
