@@ -60,10 +60,13 @@ func (r *partitionReader) SetOffset(offset int64) {
 }
 
 // ReadMessage is the partition's next message at or after Offset, waiting for one to be
-// written as long as ctx lasts; io.EOF once closed. A failure (a broker that does not answer
+// written as long as ctx lasts (ctx's error once it has ended); io.EOF once closed. A failure (a broker that does not answer
 // within its bound, a connection lost, a leader moved) returns its error and closes the
 // connection; the next call dials again.
 func (r *partitionReader) ReadMessage(ctx context.Context) (kafka.Message, error) {
+	if err := ctx.Err(); err != nil { // (a stop ends the reads, what was fetched handed out or not)
+		return kafka.Message{}, r.at(err)
+	}
 	for len(r.batch) == 0 {
 		if r.closed {
 			return kafka.Message{}, io.EOF
