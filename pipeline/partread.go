@@ -60,9 +60,9 @@ func (r *partitionReader) SetOffset(offset int64) {
 }
 
 // ReadMessage is the partition's next message at or after Offset, waiting for one to be
-// written as long as ctx lasts (ctx's error once it has ended); io.EOF once closed. A failure (a broker that does not answer
-// within its bound, a connection lost, a leader moved) returns its error and closes the
-// connection; the next call dials again.
+// written as long as ctx lasts (ctx's error once it has ended); io.EOF once closed. A failure
+// (a broker that does not answer within its bound, a connection lost, a leader moved) returns
+// its error and closes the connection; the next call dials again.
 func (r *partitionReader) ReadMessage(ctx context.Context) (kafka.Message, error) {
 	if err := ctx.Err(); err != nil { // (a stop ends the reads, what was fetched handed out or not)
 		return kafka.Message{}, r.at(err)
@@ -157,17 +157,13 @@ func (r *partitionReader) fetch(ctx context.Context) error {
 	}
 	next = max(next, b.Offset()) // (past records compacted away at a batch's end)
 	err := b.Close()
+	// (On a failure the messages read before it are handed out first: whole, in order.)
 	switch {
-	case watch.fired(): // (an answer cut as it came: the connection's deadline is past)
+	case watch.fired(): // (the connection's deadline is past)
 		return r.at(fmt.Errorf("leader %s: %w", conn.RemoteAddr(), watch.explain(os.ErrDeadlineExceeded)))
-	case errors.Is(err, kafka.RequestTimedOut): // (kafka-go's word for a long poll that ended with none)
-		r.batch = nil
-		return nil
-	case errors.Is(err, kafka.OffsetOutOfRange):
-		r.batch = nil
+	case errors.Is(err, kafka.OffsetOutOfRange): // (refused: none read)
 		return r.outOfRange(ctx)
-	case err != nil:
-		r.batch = nil
+	case err != nil && !errors.Is(err, kafka.RequestTimedOut): // (kafka-go's word for a long poll that ended with none)
 		return r.at(fmt.Errorf("leader %s: %w", conn.RemoteAddr(), err))
 	}
 	if len(r.batch) == 0 {
