@@ -49,7 +49,7 @@ func publishTestModel(t *testing.T, cfg modelTopicConfig, v uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(cfg.brokers...), Topic: cfg.topic, Balancer: toPartition0, BatchSize: 1}
+	w := &kafka.Writer{Addr: kafka.TCP(cfg.brokers...), Topic: cfg.topic, Balancer: toPartition0, BatchSize: 1, RequiredAcks: kafka.RequireAll}
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -207,4 +207,46 @@ func TestModelFollowBackoffGrows(t *testing.T) {
 	if len(warned) < 2 || len(warned) > 6 {
 		t.Fatalf("%d warnings in 2 s of a broker refusing connections: want 2 to 6 (a backoff doubling from %v)", len(warned), retryMin)
 	}
+}
+
+// TestModelFollowerFollowsAMovedLeader: the model topic's partition moves to another broker (a
+// leader election) while a scorer's follower reads it: the old leader refuses the fetch (not
+// leader for partition), the follower dials the new one and reads the model published after
+// the move, as kafka-go's Reader did (its re-dial), within a retry: a backoff, a dial and a
+// fetch (2 s: a loaded machine's dials take milliseconds; the slack of attemptSlack).
+func TestModelFollowerFollowsAMovedLeader(t *testing.T) {
+	br := testsupport.KfakeBroker(t, kfake.NumBrokers(3), kfake.SeedTopics(1, "models"))
+	cfg := modelTopicConfig{brokers: br.Addrs, topic: "models", maxMessageBytes: 1 << 20}
+	publishTestModel(t, cfg, 1)
+	f, err := newModelFollower(cfg, synth.SensorFeatures, zerolog.New(zerolog.NewTestWriter(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := &Pipeline{log: zerolog.New(zerolog.NewTestWriter(t)), models: make(chan *followed, 1), follow: f}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); p.followModels(ctx, 0) }()
+	defer func() { cancel(); <-done }()
+	wait := func(v uint64, within time.Duration) {
+		t.Helper()
+		select {
+		case m := <-p.models:
+			if m.model.Version != v {
+				t.Fatalf("the follower read model %d, want %d", m.model.Version, v)
+			}
+		case <-time.After(within):
+			t.Fatalf("the follower did not read model %d within %v", v, within)
+		}
+	}
+	wait(1, 20*time.Second)
+	old := br.Kfake.LeaderFor("models", 0)
+	if err := br.Kfake.MoveTopicPartition("models", 0, (old+1)%3); err != nil {
+		t.Fatal(err)
+	}
+	publishTestModel(t, cfg, 2)
+	t0 := time.Now()
+	wait(2, 2*time.Second+attemptSlack)
+	t.Logf("partition 0 moved from broker %d to %d: model 2 read %v after it was published", old, br.Kfake.LeaderFor("models", 0), time.Since(t0).Round(time.Millisecond))
 }
