@@ -219,25 +219,32 @@ func TestAlertGroupsMissedGenerationRealBroker(t *testing.T) {
 // alertGen is TestAlertGroupsMissedGenerationRealBroker's topics, group and records: two
 // partitions, record i of each at t0 + 100 ms x i (both partitions alike), keys s<p><j> in
 // turn and a<p> every fifth (i % 5 == 0), temp 20 ± 1 and hum 40 ± 1 (PCG 20, 28), temp 80 for
-// a<p> at 900-999 and 1400-1599.
+// a<p> in the stretches of faults (900-999 and 1400-1599 unless the test sets others).
 type alertGen struct {
 	br                         testsupport.Broker
 	in, outA, outB, dlq, group string
 	t0                         time.Time
 	rng                        *rand.Rand
+	faults                     [][2]int // the stretches [from, to) of records far out
+	queueBatches               int      // run.queue_batches
 }
 
 func newAlertGen(t *testing.T, br testsupport.Broker) *alertGen {
 	ag := &alertGen{br: br, in: testsupport.UniqueName("in"), outA: testsupport.UniqueName("out-a"), outB: testsupport.UniqueName("out-b"),
 		dlq: testsupport.UniqueName("dlq"), group: testsupport.UniqueName("group"), t0: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC),
-		rng: rand.New(rand.NewPCG(20, 28))}
+		rng: rand.New(rand.NewPCG(20, 28)), faults: [][2]int{{900, 1000}, {1400, 1600}}, queueBatches: 4}
 	testsupport.CreateTopics(t, br, map[string]int{ag.in: 2, ag.outA: 1, ag.outB: 1, ag.dlq: 1})
 	return ag
 }
 
 // far says whether record i of a partition is its alarm key's, far out.
 func (ag *alertGen) far(i int) bool {
-	return i%5 == 0 && (i >= 900 && i < 1000 || i >= 1400 && i < 1600)
+	for _, f := range ag.faults {
+		if i%5 == 0 && i >= f[0] && i < f[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // produce writes records from to to-1 of both partitions.
@@ -264,7 +271,8 @@ func (ag *alertGen) produce(t *testing.T, from, to int) {
 // its path for A, its text for B (name "b"). Flagged by significance, window 1000 (a model
 // from the first 500 records, never rebuilt), alarm rate 0.01, alert_cooldown 10m; a 6 s
 // session (the broker's least, group.min.session.timeout.ms) with a heartbeat of 500 ms, so
-// that the pause is past it soon and the members hear of rebalances within a heartbeat.
+// that the pause is past it soon and the members hear of rebalances within a heartbeat; one
+// sink writer, so that an output topic holds its member's outputs in the order scored.
 func (ag *alertGen) yaml(t *testing.T, name, out string) string {
 	t.Helper()
 	brokers := make([]string, len(ag.br.Addrs))
@@ -302,11 +310,13 @@ sink:
   dead_letter_topic: %[6]s
   emit: all
 run:
+  queue_batches: %[7]d
+  sink_writers: 1
   commit_interval: 100ms
   shutdown_timeout: 20s
 http:
   listen: 127.0.0.1:0
-`, strings.Join(brokers, ", "), ag.in, ag.group, strconv.Quote(dir), out, ag.dlq)
+`, strings.Join(brokers, ", "), ag.in, ag.group, strconv.Quote(dir), out, ag.dlq, ag.queueBatches)
 	if name == "b" {
 		return y
 	}
