@@ -88,7 +88,10 @@ func TestAlertGroupsMissedGenerationRealBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := startPipeline(t, cfg, nil)
-	for m := ag.members(t, cl, 1, limit); m[0] == memberA; m = ag.members(t, cl, 1, limit) { // (A's session expires)
+	for deadline, m := time.Now().Add(limit), ag.members(t, cl, 1, limit); m[0] == memberA; m = ag.members(t, cl, 1, limit) { // (A's session expires)
+		if time.Now().After(deadline) {
+			t.Fatalf("A (%s) still the group's one member %s after the pause", memberA, limit)
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	ag.produce(t, 1000, 1400) // (clean: B's first model is of the first 500 it reads)
