@@ -26,15 +26,18 @@ import (
 // partitions, each with a key in alarm (a0 on partition 0, a1 on 1: temp stuck far out in
 // three stretches, every record of the stretch flagged), alert_cooldown 10m and every record
 // within 160 s of stream time, so that one instance alone would emit one alert per key.
+// About 12 s here (A's session of 6 s is most of it), besides building the binary.
 //
 //  1. A alone reads records 0-999 of each partition: its alert of each key at 900, 19 more
 //     folded into it; every record committed.
 //  2. A is paused (SIGSTOP) and B joins: the rebalance waits for A, whose session (6 s)
 //     expires, and B alone gets both partitions (a generation A misses). B reads 1000-1499
-//     from A's commits (1400-1499 written once B committed the others), builds its own
-//     model from the first 500 (clean) and alerts for each
-//     key at 1400 (its groups empty: an instance that did not own the partition before alerts
-//     anew), 19 folded; every record committed.
+//     from A's commits (1400-1499 written once B committed the others), builds its own model
+//     from the first 500 (clean) and alerts for each key at 1400 (its groups empty: an
+//     instance that did not own the partition before alerts anew), 19 folded; every record
+//     committed, then deleted below 1500 (DeleteRecords): A's fetches in flight at the pause
+//     would otherwise bring some of them to A as it resumes, before it hears it was removed,
+//     and whether they do is a race (old-generation records: the other test's).
 //  3. A resumes (SIGCONT): told by its next heartbeat it was removed, it joins again, and the
 //     range balancer gives each member one partition (which one is the member ids' order). The
 //     partition A gets back is one whose committed offset B moved: its alert group of step 1
@@ -44,7 +47,7 @@ import (
 //     folded into B's alert of 1400.
 //
 // The contract checked on the outputs: every input record is written once by one member (no
-// re-read in this run: each step waits for the commits); in each member's output every
+// re-read in this run: each step waits for the commits, and the deletion); in each member's output every
 // flagged record of a key is either an alert or folded into the latest alert of that key the
 // same member wrote (never one of before a move: not a stale group's), and an alert's
 // folded_into_previous_alert is the number folded into the member's previous alert of the key
