@@ -175,3 +175,42 @@ func TestAlertGroupNotOpenedOutsidePartitions(t *testing.T) {
 		t.Errorf("b's next record (partition 1 owned throughout): grouped %v (alert at %d), want folded into b's alert", got[1].Grouped, got[1].AlertAt)
 	}
 }
+
+// TestAwayAlertGroup (issue 20 item 4): the flagged records of a key on a partition the
+// instance no longer owns (fetched before the rebalance, scored after it) are one alert, the
+// first, and the rest fold into it (an away group): before, each was an alert of its own (20
+// for 20 in pipeline's TestAlertGroupOfOldGenerationRecordRealBroker, "away"). Their pages are
+// the new owner's, which reads them again from the committed offset (this member commits none
+// of them): folding them loses none. The away group opens no real group (none in the alarm
+// state), and a key of a partition owned folds as ever.
+func TestAwayAlertGroup(t *testing.T) {
+	const n = 20
+	cooldown := 10 * time.Minute
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	owned := map[int32]bool{1: true}
+	g := alertGroups{owns: func(p int32) bool { return owned[p] }}
+	var rows []testbatch.Row
+	for i := range n {
+		at := t0.Add(time.Duration(i) * 5 * time.Second)
+		rows = append(rows, flaggedRow("a", 0, at), flaggedRow("b", 1, at))
+	}
+	sc := foldRows(t, &g, cooldown, rows)
+	alerts := 0
+	for i := 0; i < len(sc); i += 2 {
+		a, b := sc[i], sc[i+1]
+		if !a.Grouped {
+			alerts++
+		} else if a.AlertAt != t0.UnixMilli() || !a.AlertTimed {
+			t.Errorf("a's record %d folded into the alert at %d, want a's first (%d)", i/2, a.AlertAt, t0.UnixMilli())
+		}
+		if b.Grouped != (i > 0) || i > 0 && b.AlertAt != t0.UnixMilli() {
+			t.Errorf("b's record %d (partition 1, owned): grouped %v (alert at %d), want the first an alert and the rest folded into it", i/2, b.Grouped, b.AlertAt)
+		}
+	}
+	if alerts != 1 || sc[0].Grouped {
+		t.Errorf("a's %d flagged records of partition 0 (moved away): %d alerts (the first grouped %v), want 1, the first", n, alerts, sc[0].Grouped)
+	}
+	if _, ok := g.open["a"]; ok {
+		t.Error("a's records of partition 0, not owned, opened a real group (saved in the alarm state)")
+	}
+}
