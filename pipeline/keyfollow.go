@@ -111,7 +111,7 @@ func (p *Pipeline) scopeChannels() (keyReady, scopeChanged <-chan struct{}, keyQ
 	if p.scope != nil {
 		scopeChanged = p.scope.changed
 		if p.det != nil {
-			p.det.OwnPartitions(p.scope.keep)
+			p.det.OwnPartitions(p.scope.owns)
 		}
 	}
 	if p.keys != nil {
