@@ -105,8 +105,9 @@ func partitionOffsets(ctx context.Context, cfg modelTopicConfig, dialer *kafka.D
 
 // scopeChannels are the detect goroutine's signals of the keys' models ready, of a rebalance
 // and of KeyVersions' requests (nil where the role has none); called by that goroutine before
-// its first batch, it gives the stage its partitions (a record of one moved away opens no
-// alert group).
+// its first batch, it gives the stage its partitions and their assignment's generation (a
+// record of one moved away opens no alert group, but an away group of its key that lives one
+// generation: detect/alert_away.go).
 func (p *Pipeline) scopeChannels() (keyReady, scopeChanged <-chan struct{}, keyQuery chan chan map[string]uint64) {
 	if p.scope != nil {
 		scopeChanged = p.scope.changed
