@@ -12,7 +12,7 @@ import (
 
 // A warming column's value from the record's neighbours (coldmean27; docs/BENCHMARKS.md §12.65).
 //
-// A rolling column (ingest.derive's mean or std) whose window is still filling says nothing yet
+// A rolling column (ingest.derive's mean, std or robust_z) whose window is still filling says nothing yet
 // about its series, so the global model does not read it (warmup.go). warm26 scored it at the
 // model's centre, the window's median of the column. For a column that follows the record's
 // other columns that is a combination no record of the window has: a fleet of sensors whose
