@@ -120,7 +120,7 @@ func rebalanceTrials(t *testing.T, overlap int, missed bool) (folded, trials int
 	<-scope.changed
 	from, known := det.AlertsGeneration()
 	det.DropAlertsOutside(scope.stayed(from, known, nil, det.AlertsTaken))
-	det.OwnPartitions(scope.keep)
+	det.OwnPartitions(scope.owns)
 	trials = 16
 	for k := range trials {
 		key := fmt.Sprintf("a%d", k)
@@ -310,7 +310,7 @@ func TestCleanStopTakesPendingRebalance(t *testing.T) {
 	scope.set(ingest.Assignment{Generation: 5, Partitions: both, Offsets: []int64{0, 0}})
 	<-scope.changed
 	p.rebalanced()
-	det.OwnPartitions(scope.keep)
+	det.OwnPartitions(scope.owns)
 	g.warmThenAlert(det)
 	// 0 moves away and back, another member committing it to 1230 meanwhile; the stop comes
 	// before the detect goroutine's turn.
@@ -406,6 +406,6 @@ func takeFirstAssignment(det *detect.Stage, a ingest.Assignment) {
 	scope.set(a)
 	<-scope.changed
 	p := &Pipeline{det: det, scope: scope, log: zerolog.Nop()}
-	det.OwnPartitions(scope.keep)
+	det.OwnPartitions(scope.owns)
 	p.rebalanced()
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -67,30 +67,73 @@ func boundConn(ctx context.Context, conn *kafka.Conn) error {
 // whole answer and the caller's handling of each message with it. The watch's timer runs while
 // a wait is armed alone; when it fires it ends the wait as the callers' context.AfterFunc ends
 // it (the connection's deadline set to now), and never sets a later one (that would undo the
-// context's).
+// context's) but to undo its own cut of a wait that got its answer (disarm).
 type answerWatch struct {
-	t    *time.Timer
-	done atomic.Bool
+	conn *kafka.Conn
+	mu   sync.Mutex
+	t    *time.Timer // the armed wait's (nil: none armed)
+	gen  uint64      // the armed wait's number: a timer of an earlier wait that fires late does nothing
+	done bool
 }
 
 // newAnswerWatch is the disarmed watch of conn.
-func newAnswerWatch(conn *kafka.Conn) *answerWatch {
-	w := &answerWatch{}
-	w.t = time.AfterFunc(time.Hour, func() {
-		w.done.Store(true)
-		_ = conn.SetDeadline(time.Now())
+func newAnswerWatch(conn *kafka.Conn) *answerWatch { return &answerWatch{conn: conn} }
+
+// arm starts a wait's bound.
+func (w *answerWatch) arm() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gen++
+	gen := w.gen
+	w.t = time.AfterFunc(brokerAttemptWait, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.gen == gen && w.t != nil { // (still this wait's)
+			w.done = true
+			_ = w.conn.SetDeadline(time.Now())
+		}
 	})
-	w.t.Stop()
-	return w
 }
 
-// arm starts a wait's bound; disarm ends it.
-func (w *answerWatch) arm()    { w.t.Reset(brokerAttemptWait) }
-func (w *answerWatch) disarm() { w.t.Stop() }
-func (w *answerWatch) stop()   { w.t.Stop() }
+// disarm ends the armed wait's bound; err is how the wait ended. A wait that got its answer
+// (err not the deadline's) is not failed by a timer that fired before disarm (an answer that
+// came at the bound, or a goroutine descheduled between its answer and disarm): its cut is
+// undone (the connection's deadline cleared, then set to now again where ctx has ended, its
+// AfterFunc's cut maybe undone with it), and the watch has not fired (review27's spurious
+// retry, TestAnswerWatchAnsweredNotCut).
+func (w *answerWatch) disarm(ctx context.Context, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.t == nil {
+		return
+	}
+	w.t.Stop()
+	w.t, w.gen = nil, w.gen+1
+	if w.done && !errors.Is(err, os.ErrDeadlineExceeded) {
+		w.done = false
+		_ = w.conn.SetDeadline(time.Time{})
+		if ctx.Err() != nil { // (ended before the clear: cut again; after it, its AfterFunc cuts after it)
+			_ = w.conn.SetDeadline(time.Now())
+		}
+	}
+}
+
+// stop disarms the watch for good.
+func (w *answerWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.t != nil {
+		w.t.Stop()
+		w.t, w.gen = nil, w.gen+1
+	}
+}
 
 // fired reports whether a wait ran past brokerAttemptWait.
-func (w *answerWatch) fired() bool { return w.done.Load() }
+func (w *answerWatch) fired() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.done
+}
 
 // explain says, where the watch fired, that err came of a wait past brokerAttemptWait.
 func (w *answerWatch) explain(err error) error {

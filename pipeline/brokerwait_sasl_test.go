@@ -53,8 +53,8 @@ func TestModelTopicDialsBoundedUnderSASL(t *testing.T) {
 }
 
 // TestModelTopicDialsSecuredRealBroker: kafkasec.CutAtEnd's dial (a copy of the dialer with its own
-// DialFunc) keeps the dialer's TLS and SASL: the model topic's partitions and a leader's offsets
-// read through the secured listener (SASL_SSL, SCRAM). Skips without the secured listeners of
+// DialFunc) keeps the dialer's TLS and SASL: the model topic's partitions, a leader's offsets
+// and a follower's read (partitionReader) through the secured listener (SASL_SSL, SCRAM). Skips without the secured listeners of
 // `KAFKA_SECURITY=1 .ci/kafka.sh start`.
 func TestModelTopicDialsSecuredRealBroker(t *testing.T) {
 	bootstrap := os.Getenv("KAFKA_SASL_SSL_BOOTSTRAP")
@@ -84,5 +84,10 @@ func TestModelTopicDialsSecuredRealBroker(t *testing.T) {
 	}
 	if v, err := lastKeyVersion(ctx, cfg, dialer, 1); err != nil || v != 4 {
 		t.Fatalf("last key version through the secured listener: %d, %v; want 4", v, err)
+	}
+	r := newPartitionReader(cfg, dialer, 1, kafka.FirstOffset) // (the followers' reader: partread.go)
+	defer r.Close()
+	if msg, err := r.ReadMessage(ctx); err != nil || keyModelVersion(msg) != 4 {
+		t.Fatalf("a follower's read through the secured listener: version %d, %v; want the key model of version 4", keyModelVersion(msg), err)
 	}
 }

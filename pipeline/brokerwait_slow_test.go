@@ -70,3 +70,36 @@ func TestModelTopicOffsetsEndWithTheCaller(t *testing.T) {
 			caller, err, took.Round(time.Millisecond), caller+attemptSlack)
 	}
 }
+
+// TestAnswerWatchAnsweredNotCut: a wait that got its answer is not failed by the watch's timer
+// firing before the wait is disarmed (an answer that arrives at the bound, or a goroutine
+// descheduled between its answer and disarm on a loaded machine: review27's spurious retry).
+// Here the disarm comes a fifth of brokerAttemptWait after the bound, the answer long before:
+// the watch has not fired, and the connection's next request is answered. Failed first: the
+// watch said fired, and the next request failed on the deadline the timer had set.
+func TestAnswerWatchAnsweredNotCut(t *testing.T) {
+	br := testsupport.KfakeBroker(t, kfake.SeedTopics(2, "models"))
+	cfg := modelTopicConfig{brokers: br.Addrs, topic: "models", maxMessageBytes: 1 << 20}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*brokerAttemptWait)
+	defer cancel()
+	conn, err := dialPartition(ctx, cfg, kafka.DefaultDialer, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	watch := newAnswerWatch(conn)
+	defer watch.stop()
+	watch.arm()
+	_, _, err = conn.ReadOffsets()
+	time.Sleep(brokerAttemptWait + brokerAttemptWait/5)
+	watch.disarm(ctx, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if watch.fired() {
+		t.Error("the watch fired on a wait that had its answer")
+	}
+	if _, _, err := conn.ReadOffsets(); err != nil {
+		t.Errorf("the connection's next request after a wait answered: %v", err)
+	}
+}

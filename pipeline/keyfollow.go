@@ -105,13 +105,14 @@ func partitionOffsets(ctx context.Context, cfg modelTopicConfig, dialer *kafka.D
 
 // scopeChannels are the detect goroutine's signals of the keys' models ready, of a rebalance
 // and of KeyVersions' requests (nil where the role has none); called by that goroutine before
-// its first batch, it gives the stage its partitions (a record of one moved away opens no
-// alert group).
+// its first batch, it gives the stage its partitions and their assignment's generation (a
+// record of one moved away opens no alert group, but an away group of its key that lives one
+// generation: detect/alert_away.go).
 func (p *Pipeline) scopeChannels() (keyReady, scopeChanged <-chan struct{}, keyQuery chan chan map[string]uint64) {
 	if p.scope != nil {
 		scopeChanged = p.scope.changed
 		if p.det != nil {
-			p.det.OwnPartitions(p.scope.keep)
+			p.det.OwnPartitions(p.scope.owns)
 		}
 	}
 	if p.keys != nil {
@@ -352,7 +353,9 @@ func (k *keyFollowers) start(need func(m int) map[int][]int32, added []int32, st
 
 // follow reads model partition mp from its first message, handing the key models of the
 // input partitions keep takes to the detect goroutine, until ctx ends (once: until the end it
-// had when it started), retrying failures with backoff from where it was; it logs when it has
+// had when it started), retrying failures with backoff from where it was (each exchange with a
+// broker bounded: partitionReader; the backoff from its start once a message was read since
+// the last failure); it logs when it has
 // read what the partition held at its start (the restore of its keys) and calls restored then
 // (or when it ends before).
 func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func(int32) bool, once bool, restored func()) {
@@ -365,18 +368,15 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 	dec := newDecoders(readKey, k.decodeWorkers)
 	defer dec.close()
 	for attempt := 1; ctx.Err() == nil; attempt++ {
+		readBefore := read
 		first, end, err := partitionOffsets(ctx, cfg, k.dialer, mp)
 		if err == nil {
 			err = func() error {
 				if next < first { // (compaction or retention removed what was below)
 					next = first
 				}
-				r := kafka.NewReader(kafka.ReaderConfig{Brokers: append([]string(nil), cfg.brokers...), Topic: cfg.topic, Partition: mp,
-					MinBytes: 1, MaxBytes: max(cfg.maxMessageBytes, 1<<20) * 2, MaxWait: 500 * time.Millisecond, Dialer: k.dialer})
+				r := newPartitionReader(cfg, k.dialer, mp, next) // (partread.go: every exchange with a broker bounded)
 				defer r.Close()
-				if err := r.SetOffset(next); err != nil {
-					return err
-				}
 				for {
 					if !done && next >= end {
 						done = true
@@ -409,6 +409,9 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 		}
 		if err == nil || ctx.Err() != nil || errors.Is(err, context.Canceled) {
 			return
+		}
+		if read > readBefore { // (read on since the last failure: the backoff starts again)
+			attempt = 1
 		}
 		log.Warn().Err(err).Int("attempt", attempt).Int64("offset", next).Msg("scorer: reading the keys' models failed; retrying")
 		if !backoff(ctx, attempt) {

@@ -55,6 +55,14 @@ func (s *keyScope) keep(p int32) bool {
 	return s.all || s.known && s.parts[p]
 }
 
+// owns says whether the instance owns partition p now (keep), and the generation of the
+// assignment that says so, read together (detect.Stage.OwnPartitions).
+func (s *keyScope) owns(p int32) (bool, int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.all || s.known && s.parts[p], s.gen
+}
+
 // set takes an assignment and returns the partitions it adds.
 func (s *keyScope) set(a ingest.Assignment) (added []int32) {
 	parts := a.Partitions

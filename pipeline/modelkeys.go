@@ -85,6 +85,9 @@ type keyPublisher struct {
 
 	// version is the last publication's (floor: set before run starts, from the topic).
 	version uint64
+	// ahead paces the warning of a version of its own more than maxVersionAhead ahead of its
+	// clock (ownVersionAhead); only run touches it.
+	ahead refusalLog
 	// cut, in tests, cuts a publication short: it returns the messages to write and whether
 	// the publisher then dies (writes nothing more), as a builder killed mid-publication.
 	cut func([]kafka.Message) ([]kafka.Message, bool)
@@ -193,6 +196,9 @@ func (p *keyPublisher) run(ctx context.Context, drain <-chan struct{}) {
 		}
 		p.version = max(p.version+1, uint64(max(time.Now().UnixMilli(), 0)))
 		died, err := p.publish(ctx, todo)
+		if err == nil {
+			p.ownVersionAhead(p.version, time.Now())
+		}
 		if p.onDone != nil {
 			p.onDone(p.version, len(todo), err)
 		}

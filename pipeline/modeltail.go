@@ -85,12 +85,12 @@ func readRange(ctx context.Context, conn *kafka.Conn, from, end int64, maxBytes 
 		}
 		watch.arm()
 		b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: maxBytes, MaxWait: tailWait})
-		watch.disarm()
+		watch.disarm(ctx, b.Err())
 		next := off
 		for {
 			watch.arm()
 			m, err := b.ReadMessage()
-			watch.disarm()
+			watch.disarm(ctx, err)
 			if err != nil || m.Offset >= end {
 				break
 			}

@@ -332,7 +332,7 @@ func (p *modelPublisher) Close() error { return errors.Join(p.w.Close(), p.tw.Cl
 // consumer group: every scorer reads every model).
 type modelFollower struct {
 	cfg      modelTopicConfig
-	r        *kafka.Reader
+	r        *partitionReader // (partread.go: every exchange with a broker bounded)
 	dialer   *kafka.Dialer
 	log      zerolog.Logger
 	asm      modelAssembler
@@ -351,24 +351,15 @@ type modelFollower struct {
 }
 
 func newModelFollower(cfg modelTopicConfig, features []string, log zerolog.Logger) (*modelFollower, error) {
-	rc := kafka.ReaderConfig{
-		Brokers:     append([]string(nil), cfg.brokers...),
-		Topic:       cfg.topic,
-		Partition:   0,
-		MinBytes:    1,
-		MaxBytes:    max(cfg.maxMessageBytes, 1<<20) * 2,
-		MaxWait:     500 * time.Millisecond,
-		StartOffset: kafka.FirstOffset,
-	}
 	dialer := kafka.DefaultDialer
 	if cfg.security.Enabled() {
 		d, err := cfg.security.Dialer()
 		if err != nil {
 			return nil, fmt.Errorf("model topic: %w", err)
 		}
-		rc.Dialer, dialer = d, d
+		dialer = d
 	}
-	f := &modelFollower{cfg: cfg, r: kafka.NewReader(rc), dialer: dialer, features: features,
+	f := &modelFollower{cfg: cfg, r: newPartitionReader(cfg, dialer, 0, kafka.FirstOffset), dialer: dialer, features: features,
 		log: log.With().Str("model_topic", cfg.topic).Logger()}
 	f.bound.Store(int64(cfg.publicationBound))
 	return f, nil
@@ -499,9 +490,7 @@ func (f *modelFollower) Close() error { return f.r.Close() }
 // reset makes the next read start again from the topic's first message, forgetting what was
 // read (after a start-up read that failed half way).
 func (f *modelFollower) reset() {
-	if err := f.r.SetOffset(kafka.FirstOffset); err != nil {
-		f.log.Warn().Err(err).Msg("model topic reader reset failed")
-	}
+	f.r.SetOffset(kafka.FirstOffset)
 	live := f.asm.live
 	if live != nil {
 		clear(live)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -59,12 +60,24 @@ func (p *Pipeline) keyAhead(skips *keySkips, msg kafka.Message, v uint64, now ti
 // numbers above the last version it built, in memory and from its state_dir snapshot, until its
 // clock reaches it (TestBuilderWarnsOfItsOwnVersionAhead).
 func (p *modelPublisher) ownVersionAhead(v uint64, now time.Time) {
+	warnOwnVersionAhead(p.log, &p.ahead, "model", v, now)
+}
+
+// ownVersionAhead is the keys' publisher's warning of the same: its publications number above
+// the previous one as the global model's do (TestKeyPublisherWarnsOfItsOwnVersionAhead).
+func (p *keyPublisher) ownVersionAhead(v uint64, now time.Time) {
+	warnOwnVersionAhead(p.log, &p.ahead, "keys' models", v, now)
+}
+
+// warnOwnVersionAhead is a publisher's warning (paced by ahead) that what it published, version
+// v, is more than maxVersionAhead ahead of its clock at now.
+func warnOwnVersionAhead(log zerolog.Logger, ahead *refusalLog, what string, v uint64, now time.Time) {
 	if !versionAhead(v, now) {
 		return
 	}
-	if unsaid, ok := p.ahead.due(refusedVersionAhead); ok {
-		p.log.Warn().Uint64("model_version", v).Int64("ahead_ms", int64(v-uint64(max(now.UnixMilli(), 0)))).Int("unlogged", unsaid).
-			Msg("model published with a version more than an hour ahead of this clock: every scorer whose clock agrees refuses it " +
+	if unsaid, ok := ahead.due(refusedVersionAhead); ok {
+		log.Warn().Uint64("model_version", v).Int64("ahead_ms", int64(v-uint64(max(now.UnixMilli(), 0)))).Int("unlogged", unsaid).
+			Msg(what + " published with a version more than an hour ahead of this clock: every scorer whose clock agrees refuses it " +
 				"(outlierd_model_topic_refused_total{reason=\"version_ahead\"}) until this clock reaches it. This builder's clock was set back, " +
 				"and it numbers above the last version it built: restart it with detect.state_dir's model-*.osnap files removed, and the scorers set back with it (docs/OPERATIONS.md, Builder and scorers)")
 	}

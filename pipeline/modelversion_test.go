@@ -161,3 +161,52 @@ func TestBuilderWarnsOfItsOwnVersionAhead(t *testing.T) {
 		t.Fatalf("a publication of version %d, %s ahead of the clock: log %s; want a warning naming it and the scorers' refusal", ahead, 2*maxVersionAhead, logs.String())
 	}
 }
+
+// TestKeyPublisherWarnsOfItsOwnVersionAhead (twenty-eighth session; the closing note's "the
+// keys' publisher does not warn of its own versions ahead"): the keys' publisher numbers its
+// publications above its previous one as the global model's publisher does, so a builder whose
+// clock ran more than an hour ahead and was set back publishes keys' models every scorer with a
+// right clock refuses (version_ahead) until its clock reaches them. The global model's
+// publisher warned of it (TestBuilderWarnsOfItsOwnVersionAhead); the keys' publisher said
+// "keys' models published" alone. It now warns likewise; a version of the clock does not.
+func TestKeyPublisherWarnsOfItsOwnVersionAhead(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	_, _, _, _, mt := roleTopics(t, br, 1)
+	cfg := roleConfig(br, "in", "out", "dlq", "g", mt)
+	const warning = "ahead of this clock"
+	for _, tc := range []struct {
+		name  string
+		from  time.Duration // the publisher's previous version, ahead of the clock by
+		warns bool
+	}{{"clock", 0, false}, {"within the bound", maxVersionAhead / 2, false}, {"set back", 2 * maxVersionAhead, true}} {
+		var logs testsupport.LogBuffer
+		kp, err := newKeyPublisher(cfg.modelTopic(), cfg.Ingest.Columns(), cfg.Detect, zerolog.New(&logs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kp.version = uint64(time.Now().Add(tc.from).UnixMilli())
+		kp.add([]detect.KeyModel{{Key: "k"}}) // a tombstone: a publication without a model to encode
+		drain := make(chan struct{})
+		close(drain) // one round, then run returns
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		kp.run(ctx, drain)
+		cancel()
+		kp.Close()
+		if !strings.Contains(logs.String(), "keys' models published") {
+			t.Fatalf("%s: the publication did not happen: %s", tc.name, logs.String())
+		}
+		var line string
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, warning) {
+				line = l
+			}
+		}
+		switch {
+		case !tc.warns && line != "":
+			t.Errorf("%s: a version %v ahead of the clock warned: %s", tc.name, tc.from, line)
+		case tc.warns && (line == "" || !strings.Contains(line, `"level":"warn"`) || !strings.Contains(line, strconv.FormatUint(kp.version, 10)) ||
+			!strings.Contains(line, "version_ahead") || !strings.Contains(line, "keys' models")):
+			t.Errorf("%s: a keys' publication of version %d, %v ahead of the clock: log %s; want a warning naming the keys' models, the version and the scorers' refusal", tc.name, kp.version, tc.from, logs.String())
+		}
+	}
+}

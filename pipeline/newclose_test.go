@@ -86,7 +86,7 @@ func TestNewClosesWhatItOpenedWhenTheLagPollerFails(t *testing.T) {
 	if err := opened.pub.tw.WriteMessages(ctx); !errors.Is(err, io.ErrClosedPipe) {
 		t.Errorf("the model publisher's second writer after New failed: %v, want it closed (io.ErrClosedPipe)", err)
 	}
-	if _, err := opened.follow.r.FetchMessage(ctx); !errors.Is(err, io.EOF) {
+	if _, err := opened.follow.r.ReadMessage(ctx); !errors.Is(err, io.EOF) {
 		t.Errorf("the model topic's reader after New failed: %v, want it closed (io.EOF)", err)
 	}
 	if !strings.Contains(err.Error(), "pipeline: metrics: ") {

@@ -270,27 +270,36 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 		if newest != nil {
 			after = newest.model.Version
 		}
-		for {
-			m, err := p.follow.next(work, after, -1)
-			if err != nil {
-				if work.Err() == nil {
-					p.log.Warn().Err(err).Msg("model topic read failed; retrying")
-					if !backoff(work, 1) {
-						return
-					}
-					continue
-				}
-				return
-			}
-			after = m.model.Version
-			select { // a newer model replaces one the detect goroutine has not taken yet
-			case <-p.models:
-			default:
-			}
-			p.models <- m
-		}
+		p.followModels(work, after)
 	}()
 	return closed, nil
+}
+
+// followModels hands every model newer than after that the model topic brings to the detect
+// goroutine (a newer one replaces one it has not taken yet), until work ends; a failed read is
+// logged and retried, the backoff growing with the reads failed in a row (a broker that refuses
+// connections fails each at once).
+func (p *Pipeline) followModels(work context.Context, after uint64) {
+	for {
+		m, err := p.follow.next(work, after, -1)
+		if err != nil {
+			if work.Err() != nil {
+				return
+			}
+			attempt := max(p.follow.r.failed, 1)
+			p.log.Warn().Err(err).Int("attempt", attempt).Msg("model topic read failed; retrying")
+			if !backoff(work, attempt) {
+				return
+			}
+			continue
+		}
+		after = m.model.Version
+		select { // a newer model replaces one the detect goroutine has not taken yet
+		case <-p.models:
+		default:
+		}
+		p.models <- m
+	}
 }
 
 // installFollowed installs a model from the topic on the detect goroutine and returns the

@@ -24,8 +24,9 @@ func TestLintWarnsOfKeysFirstModelsOnFewRollingValues(t *testing.T) {
 		{"global model", "      - {kind: std, of: v, last: 32}\n", "", ""},
 		{"robust_z", "      - {kind: robust_z, of: v, last: 60}\n", "  key_by: key\n", ""},
 		// derive.max_keys below keys.max_keys: series evicted from derive restart warming, and a key
-		// whose records are all warming never gets a model (review27).
+		// whose records are all warming never gets a model (review27; a robust_z's too since derive28).
 		{"derive evicts keys", "      - {kind: std, of: v, last: 16}\n    max_keys: 1000\n", "  key_by: key\n", ":8:5: ingest.derive.max_keys: warning: 1000 series, fewer than detect.keys.max_keys (100000)"},
+		{"derive evicts a robust_z", "      - {kind: robust_z, of: v, last: 16}\n    max_keys: 1000\n", "  key_by: key\n", ":8:5: ingest.derive.max_keys: warning: 1000 series, fewer than detect.keys.max_keys (100000)"},
 		{"derive evicts, no rolling column", "      - {kind: diff, of: v}\n    max_keys: 1000\n", "  key_by: key\n", ""},
 		{"derive evicts, global model", "      - {kind: std, of: v, last: 16}\n    max_keys: 1000\n", "", ""},
 		{"derive holds the keys", "      - {kind: std, of: v, last: 16}\n    max_keys: 1000\n", "  key_by: key\n  keys:\n    max_keys: 1000\n", ""},

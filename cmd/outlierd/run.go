@@ -109,8 +109,11 @@ func plainPasswordWarnings(path string, cfg pipeline.Config) []string {
 // rebalance or an eviction, holds min_records consecutive full windows, about min_records / last
 // independent values of the column (at most one here), and its model of the column is that
 // value's (docs/BENCHMARKS.md §12.62: a clean generated fleet with a std over 32 flagged 316-618
-// of 40,000 at min_records 30, 183-247 at 64). robust_z is not one: its min_values is its warm-up
-// (z 0 until then).
+// of 40,000 at min_records 30, 183-247 at 64). robust_z warms too (derive28) but is not one: its z
+// is each new value's against the previous ones, which move slowly, so a key's consecutive zs
+// are about as independent as its values (a generated clean fleet with a robust_z over 32 at
+// min_records 30 flagged 13-35 of 40,000, 9-22 without it: §12.71); it counts for the
+// derive.max_keys warning (its evicted series warm again).
 func warmingKeyModelWarnings(path string, cfg pipeline.Config) []string {
 	if cfg.Detect.KeyBy == detect.KeyByNone || cfg.Ingest.Derive == nil {
 		return nil
@@ -120,7 +123,7 @@ func warmingKeyModelWarnings(path string, cfg pipeline.Config) []string {
 	hasRolling := false
 	for i, f := range cfg.Ingest.Derive.Features {
 		rolling := f.Kind == ingest.DeriveMean || f.Kind == ingest.DeriveStd
-		hasRolling = hasRolling || rolling
+		hasRolling = hasRolling || rolling || f.Kind == ingest.DeriveRobustZ // (warms: evicted, it warms again)
 		if rolling && f.Last >= minRecords {
 			out = append(out, config.Locate(path, config.Fieldf(fmt.Sprintf("ingest.derive.features[%d].last", i),
 				"warning: %d values fill this window, at least detect.keys.min_records (%d): each key's first model (after a restart, a rebalance or an eviction too) is built from %d records of full windows, which share their values: about one independent value of this column, read as the key's normal; set detect.keys.min_records above %d (twice it cut a clean fleet's flags by 30-60 %%: docs/OPERATIONS.md, the derive section's warm-up)",

@@ -315,10 +315,13 @@ func explainDeviations(r *Ranker, features []string, raw [][]float32, scores []b
 // since another instance alerts for the key while it owns the partition.
 type alertGroups struct {
 	open map[string]*alertGroup
-	// owns says whether the instance owns a partition now (nil: every one; OwnPartitions): a
-	// record of a partition moved away, fetched before the rebalance and scored after it, is
-	// an alert but opens no group, which would outlive the drop.
-	owns func(partition int32) bool
+	// owns says whether the instance owns a partition now, and the generation of the
+	// assignment that says so (nil: every one; OwnPartitions): a record of a partition moved
+	// away, fetched before the rebalance and scored after it, opens no group, which would
+	// outlive the drop; its key's flagged away records fold into an away group of their own
+	// (away: alert_away.go), never saved.
+	owns func(partition int32) (owned bool, gen int32)
+	away map[string]*awayGroup
 	// gen is the consumer group generation the groups were last checked against (dropOutside's
 	// caller: Stage.DropAlertsOutside), genKnown whether there was one: saved with them (alarm
 	// state format 4), so that the first assignment after a restart keeps them only when it
@@ -417,7 +420,7 @@ func cooldownMS(cooldown time.Duration) int64 {
 func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 	g.take(b)
 	if cooldown <= 0 {
-		g.open = nil
+		g.open, g.away = nil, nil
 		return
 	}
 	keys, ts, parts := b.Keys(), b.Timestamps(), b.Partitions()
@@ -447,13 +450,16 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 			sc.Grouped, sc.AlertAt, sc.AlertTimed = true, o.at, o.timed
 			o.folded++
 			continue
-		} else if ok {
-			sc.Folded = o.folded
 		}
 		part := partitionOf(parts, i)
-		if g.owns != nil && !g.owns(part) {
-			delete(g.open, k)
-			continue
+		if g.owns != nil {
+			if owned, gen := g.owns(part); !owned {
+				g.foldAway(sc, k, o, at, part, gen, within)
+				continue
+			}
+		}
+		if ok {
+			sc.Folded = o.folded
 		}
 		if !ok && len(g.open) >= maxAlertKeys {
 			g.prune(cooldown)
@@ -467,8 +473,11 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 // of an unknown partition too, unless keep takes -1) and returns how many. The key's next
 // flagged record here is then a new alert: the other instance may have alerted since (at most
 // one alert too many, as past maxAlertKeys; folded into this instance's old alert, it would not
-// be emitted under emit: outliers and would name an alert that others followed).
-func (g *alertGroups) dropOutside(keep func(partition int32) bool) int {
+// be emitted under emit: outliers and would name an alert that others followed). The away
+// groups go too but those opened under the assignment of generation gen (dropAway: never
+// counted, duplicates of the owners' alerts).
+func (g *alertGroups) dropOutside(gen int32, keep func(partition int32) bool) int {
+	g.dropAway(gen)
 	n := 0
 	for k, o := range g.open {
 		if !keep(o.partition) {

@@ -36,9 +36,11 @@ type Follower interface {
 	// Following says whether Follow needs the pushes now (false: off, or no model yet); the
 	// stage collects the evicted records only then.
 	Following() bool
-	// Reset recounts the state from the window under m and cfg (m nil: no model).
-	Reset(m *Model, cfg *Config, win *microcluster.Window) error
-	// Follow applies one push: the records added and those evicted (raw units), under m.
+	// Reset recounts the state from the window under m and cfg (m nil: no model), less the
+	// window's records that out marks (oldest first; nil: none).
+	Reset(m *Model, cfg *Config, win *microcluster.Window, out []bool) error
+	// Follow applies one push: the records added and those evicted (raw units), under m (the
+	// stage passes those it counts: hypercube_warm.go).
 	Follow(m *Model, added, evicted [][]float32) error
 }
 
@@ -70,6 +72,9 @@ type Query struct {
 	// Rows are the batch's rows the query's records are, in order (nil: all of them): under
 	// key_by the global model scores the records of keys without a model alone (globalRows).
 	Rows []int
+	// Uncounted are the query's records the hypercube's counts left out (nil: none; warming
+	// ones, hypercube_warm.go): they count themselves when scored.
+	Uncounted []bool
 }
 
 // modelDetectors are the detectors whose parts make a model, in the order they build and

@@ -138,7 +138,7 @@ func TestFlagClearHeldKeyRecordNotSignificant(t *testing.T) {
 		{Scored: true, ByKey: true, Suppressed: true, Score: 6, Threshold: 5},
 		{Scored: true, ByKey: true, Score: 1, Threshold: 5},
 	}}
-	s.pending[b] = s.recs.push("t", []int32{0, 0, 0, 0}, []int64{0, 1, 2, 3})
+	s.pending[b] = s.recs.push("t", []int32{0, 0, 0, 0}, []int64{0, 1, 2, 3}, nil, nil)
 	s.capAlarms(b, true)
 	got, want := s.recs.significant(4), []bool{true, false, true, false}
 	for i := range want {

@@ -41,9 +41,9 @@ func (d *hypercubeDetector) Build(*Model, *BuildWindow) error { return nil }
 // Following is true while the counts exist.
 func (d *hypercubeDetector) Following() bool { return d.counts != nil }
 
-// Reset rebuilds the counts from the window under m (or drops them when the detector is off or
-// no model serves).
-func (d *hypercubeDetector) Reset(m *Model, cfg *Config, win *microcluster.Window) error {
+// Reset rebuilds the counts from the window under m, less the records out marks (or drops them
+// when the detector is off or no model serves).
+func (d *hypercubeDetector) Reset(m *Model, cfg *Config, win *microcluster.Window, out []bool) error {
 	d.counts = nil
 	if !cfg.Hypercube.Enabled || m == nil {
 		return nil
@@ -70,6 +70,9 @@ func (d *hypercubeDetector) Reset(m *Model, cfg *Config, win *microcluster.Windo
 	}
 	c := hypercube.NewCounts(g)
 	window, _ := win.Snapshot()
+	if len(window) > 0 && len(out) == len(window[0]) {
+		window = rowsKept(window, out)
+	}
 	nm, _ := m.normalised(window, nil, nil)
 	if err := c.Add(nm); err != nil {
 		return fmt.Errorf("detect: hypercube counts: %w", err)
@@ -109,7 +112,11 @@ func (d *hypercubeDetector) Score(q *Query, out []batch.Score) error {
 		d.w, d.o = make([]int64, n), make([]float64, n)
 	}
 	w, o := d.w[:n], d.o[:n]
-	if err := c.Score(q.Means, w, o); err != nil {
+	var self []bool // (the records left out of the counts count themselves, as the counted do)
+	if len(q.Uncounted) == n {
+		self = q.Uncounted
+	}
+	if err := c.ScoreCounting(q.Means, self, w, o); err != nil {
 		return fmt.Errorf("detect: hypercube score: %w", err)
 	}
 	hs := make([]batch.HypercubeScore, n) // one allocation per batch, shared by the rows

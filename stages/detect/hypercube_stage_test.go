@@ -104,3 +104,77 @@ func TestHypercubeDetectorInTheStage(t *testing.T) {
 		t.Error("the detector still scores after it was turned off")
 	}
 }
+
+// TestHypercubeLeavesOutWarming (derive28): the hypercube's counts leave out the window's
+// records with a warming column (a rolling column whose window was still filling: its value a
+// partial window's, warmup.go), as the models' references do (leaveOutWarming), incremental
+// push by push and recounted at a model's install alike, past evictions and model swaps; a
+// warming record is scored counting itself, as a counted one does (max_neighbours: "the record
+// itself counts"), so one alone in the joint space reads 1 neighbour and one among others is
+// not flagged for being left out. Under the references' floor (fewer than outcastFloor of the
+// window not warming: a fleet's cold start) they are counted, so that the counts are never of
+// an empty window, which flags every record.
+func TestHypercubeLeavesOutWarming(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	cfg := testConfig()
+	cfg.Hypercube.Enabled = true
+	cfg.RefreshRecords = 1500
+	lone := 5678 // a warming record alone in the joint space (the corner (0.1, 0.9))
+	d := diagonalData(6000, map[int]bool{lone: true})
+	for _, every := range []int{4, 1} {
+		s := newTestStage(t, cfg)
+		warming := func(i int) bool { return i%every == 0 }
+		hyper := 0
+		for lo := 0; lo < 6000; lo += 250 {
+			b := withWarmingWhere(t, makeBatch(t, mem, d, lo, lo+250, true), 2, func(i int) bool { return warming(lo + i) })
+			out, err := s.Process(context.Background(), b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range out {
+				first := int(b.Offsets()[0])
+				for i, sc := range b.Scores {
+					if sc.Hypercube == nil {
+						t.Fatalf("every %d, row %d: no hypercube score", every, first+i)
+					}
+					if sc.Hypercube.Outlier {
+						hyper++
+					}
+					if first+i == lone && every == 4 && (sc.Hypercube.Neighbours != 1 || !sc.Hypercube.Outlier) {
+						t.Errorf("the warming record alone in the joint space: %d neighbours (outlier %v), want 1 (itself)", sc.Hypercube.Neighbours, sc.Hypercube.Outlier)
+					}
+				}
+				b.Record.Release()
+			}
+			s.collect(true)
+		}
+		if s.Model().Version < 3 {
+			t.Fatalf("model version %d: the counts never followed a swap", s.Model().Version)
+		}
+		hc := s.followers[0].(*hypercubeDetector)
+		held := s.win.Len()
+		want := int64(0) // the window's records (the last held of 6000) not warming
+		for i := 6000 - held; i < 6000; i++ {
+			if !warming(i) {
+				want++
+			}
+		}
+		if every == 1 {
+			want = int64(held) // (none not warming: under the floor, the window whole)
+		}
+		if got := hc.counts.Total(); got != want {
+			t.Errorf("every %d: the counts hold %d records, want %d (the window's %d less those warming)", every, got, want, held)
+		}
+		incremental := hc.counts.Cells()
+		if err := s.resetFollowers(); err != nil {
+			t.Fatal(err)
+		}
+		if rebuilt := hc.counts.Cells(); !reflect.DeepEqual(incremental.Count, rebuilt.Count) || hc.counts.Total() != want {
+			t.Errorf("every %d: incremental counts differ from the window's recount: %d vs %d cells, total %d, want %d", every, incremental.Len(), rebuilt.Len(), hc.counts.Total(), want)
+		}
+		if hyper > 60 { // 1%, as TestHypercubeDetectorInTheStage's: the diagonal's own sparse ends
+			t.Errorf("every %d: %d of 6000 rows flagged by the hypercube detector", every, hyper)
+		}
+	}
+}

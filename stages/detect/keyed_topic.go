@@ -193,7 +193,7 @@ func (s *Stage) DropAlertsOutside(gen int32, keep func(partition int32) bool) in
 			delete(s.groups.taken, p)
 		}
 	}
-	n := s.groups.dropOutside(keep)
+	n := s.groups.dropOutside(gen, keep)
 	if n > 0 {
 		s.deps.Log.Info().Int("alert_groups", n).Msg("alert groups dropped (their partition moved away, a generation was missed, or a restart could not vouch for it): their keys' next flagged records are new alerts")
 	}
@@ -234,10 +234,14 @@ func (s *Stage) ConfirmAlertsCommitted(committed map[int32]int64) { s.groups.con
 func (s *Stage) AlertGroupEvictions() uint64 { return s.groups.evicted }
 
 // OwnPartitions gives the stage what says whether the instance owns a partition now (its
-// consumer group's assignment), so that a record of a partition already moved away opens no
-// alert group (DropAlertsOutside dropped that partition's). Before it is given, or nil: every
-// partition. Call it before Process runs, or between its calls.
-func (s *Stage) OwnPartitions(owns func(partition int32) bool) { s.groups.owns = owns }
+// consumer group's latest assignment), and that assignment's generation, so that a record of a
+// partition already moved away opens no alert group (DropAlertsOutside dropped that
+// partition's) but an away group, which lives until DropAlertsOutside takes a later generation
+// (alert_away.go). Before it is given, or nil: every partition. Call it before Process runs,
+// or between its calls.
+func (s *Stage) OwnPartitions(owns func(partition int32) (owned bool, gen int32)) {
+	s.groups.owns = owns
+}
 
 // KeyVersions are the versions of the keys' models a scorer serves, by key (nil without key_by).
 func (s *Stage) KeyVersions() map[string]uint64 {

@@ -2,7 +2,7 @@ package detect
 
 // A key's window and its rolling columns' warm-up (keywarm27; docs/BENCHMARKS.md §12.62).
 //
-// A record whose rolling column (ingest.derive's mean or std over `last` values) was still
+// A record whose rolling column (ingest.derive's mean, std or robust_z over `last` values) was still
 // warming when it came (a new key's first `last` - 1 records, every key's again after a restart,
 // a rebalance or the derive's eviction of its series) is scored at its key's model's centre
 // (warmup.go), and pushed into the key's window with its derived value, as every record is. The

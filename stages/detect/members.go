@@ -51,24 +51,38 @@ type windowRing struct {
 	sig    []bool
 	pushed uint64 // records pushed so far; record n is at n mod capacity
 	size   int    // records held: the newest, up to the capacity (fewer after growing)
+	// warm marks the records that had a warming column (warmup.go), uncounted those the
+	// hypercube's counts left out (hypercube_stage.go: warming ones, above the floor); warmHeld
+	// counts the records held with warm set.
+	warm, uncounted []bool
+	warmHeld        int
 }
 
 func newWindowRing(capacity int) *windowRing {
-	return &windowRing{parts: make([]int32, capacity), offs: make([]int64, capacity), sig: make([]bool, capacity)}
+	return &windowRing{parts: make([]int32, capacity), offs: make([]int64, capacity), sig: make([]bool, capacity),
+		warm: make([]bool, capacity), uncounted: make([]bool, capacity)}
 }
 
 // held is the number of records in the ring.
 func (r *windowRing) held() int { return r.size }
 
 // push appends a batch's identities, not significant (the oldest fall out, as in the window),
-// and returns the stream index of the batch's first record.
-func (r *windowRing) push(topic string, parts []int32, offs []int64) uint64 {
+// with their warming and uncounted marks (nil: none), and returns the stream index of the
+// batch's first record.
+func (r *windowRing) push(topic string, parts []int32, offs []int64, warm, uncounted []bool) uint64 {
 	first := r.pushed
 	c := uint64(len(r.parts))
 	r.topic = topic
 	for i := max(0, len(parts)-len(r.parts)); i < len(parts); i++ {
 		k := (first + uint64(i)) % c
+		if r.warm[k] { // (the record it replaces: a slot not held reads false)
+			r.warmHeld--
+		}
 		r.parts[k], r.offs[k], r.sig[k] = parts[i], offs[i], false
+		r.warm[k], r.uncounted[k] = warm != nil && warm[i], uncounted != nil && uncounted[i]
+		if r.warm[k] {
+			r.warmHeld++
+		}
 	}
 	r.pushed += uint64(len(parts))
 	r.size = min(r.size+len(parts), len(r.parts))
@@ -84,11 +98,15 @@ func (r *windowRing) setSignificant(n uint64) {
 
 // significant returns the marks of the newest size records, oldest first (the window's
 // Snapshot order).
-func (r *windowRing) significant(size int) []bool {
+func (r *windowRing) significant(size int) []bool { return r.marks(r.sig, size) }
+
+// marks returns the bits of the newest size records, oldest first (the window's Snapshot
+// order): bits is one of the ring's (sig, warm).
+func (r *windowRing) marks(bits []bool, size int) []bool {
 	size = min(size, r.held())
 	out := make([]bool, size)
 	lo, hi := r.runs(size)
-	copy(out[copy(out, r.sig[lo[0]:lo[1]]):], r.sig[hi[0]:hi[1]])
+	copy(out[copy(out, bits[lo[0]:lo[1]]):], bits[hi[0]:hi[1]])
 	return out
 }
 
@@ -116,6 +134,10 @@ func (r *windowRing) resize(capacity int) *windowRing {
 	c, nc := uint64(len(r.parts)), uint64(capacity)
 	for i := r.pushed - uint64(n.size); i < r.pushed; i++ {
 		n.parts[i%nc], n.offs[i%nc], n.sig[i%nc] = r.parts[i%c], r.offs[i%c], r.sig[i%c]
+		n.warm[i%nc], n.uncounted[i%nc] = r.warm[i%c], r.uncounted[i%c]
+		if n.warm[i%nc] {
+			n.warmHeld++
+		}
 	}
 	return n
 }

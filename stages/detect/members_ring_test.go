@@ -13,8 +13,8 @@ import (
 // offset range of what is held; contains judges by topic, partition and offset.
 func TestWindowRingMembers(t *testing.T) {
 	r := newWindowRing(5)
-	r.push("t", []int32{0, 1, 0, 1}, []int64{10, 20, 11, 21})
-	r.push("t", []int32{2, 0, 1}, []int64{7, 12, 22}) // holds 1/20 0/11 1/21 2/7 0/12 1/22 minus the oldest
+	r.push("t", []int32{0, 1, 0, 1}, []int64{10, 20, 11, 21}, nil, nil)
+	r.push("t", []int32{2, 0, 1}, []int64{7, 12, 22}, nil, nil) // holds 1/20 0/11 1/21 2/7 0/12 1/22 minus the oldest
 	want := Members{Topic: "t", Ranges: []PartitionRange{{0, 11, 12}, {1, 21, 22}, {2, 7, 7}}}
 	if got := r.members(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("members %+v, want %+v", got, want)
@@ -24,7 +24,7 @@ func TestWindowRingMembers(t *testing.T) {
 		t.Fatalf("after resize: %+v", got)
 	}
 	big := r.resize(8)
-	big.push("t", []int32{2}, []int64{8})
+	big.push("t", []int32{2}, []int64{8}, nil, nil)
 	if got := big.members(); !reflect.DeepEqual(got.Ranges, []PartitionRange{{0, 11, 12}, {1, 21, 22}, {2, 7, 8}}) {
 		t.Fatalf("after growing: %+v", got)
 	}
@@ -45,10 +45,10 @@ func TestWindowRingMembers(t *testing.T) {
 // record by its stream index, which a resize keeps.
 func TestSignificanceSurvivesResize(t *testing.T) {
 	r := newWindowRing(4)
-	r.push("t", []int32{0, 0, 0, 0}, []int64{0, 1, 2, 3})
-	first := r.push("t", []int32{0, 0}, []int64{4, 5}) // records 4 and 5, not scored yet
-	r = r.resize(4)                                    // holds records 2..5
-	r.setSignificant(first)                            // record 4 found significant
+	r.push("t", []int32{0, 0, 0, 0}, []int64{0, 1, 2, 3}, nil, nil)
+	first := r.push("t", []int32{0, 0}, []int64{4, 5}, nil, nil) // records 4 and 5, not scored yet
+	r = r.resize(4)                                              // holds records 2..5
+	r.setSignificant(first)                                      // record 4 found significant
 	if got, want := r.significant(4), []bool{false, false, true, false}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("marks after the resize %v, want %v (record 4 of 2..5)", got, want)
 	}
@@ -60,7 +60,7 @@ func TestSignificanceSurvivesResize(t *testing.T) {
 	if got := r.members(); !reflect.DeepEqual(got.Ranges, []PartitionRange{{0, 2, 5}}) {
 		t.Fatalf("members after the resizes %+v, want offsets 2..5", got)
 	}
-	r.push("t", []int32{0, 0, 0, 0, 0, 0, 0, 0, 0}, []int64{6, 7, 8, 9, 10, 11, 12, 13, 14}) // more than it holds
+	r.push("t", []int32{0, 0, 0, 0, 0, 0, 0, 0, 0}, []int64{6, 7, 8, 9, 10, 11, 12, 13, 14}, nil, nil) // more than it holds
 	if got := r.significant(8); slices.Contains(got, true) || len(got) != 8 {
 		t.Fatalf("marks after a batch larger than the ring %v, want 8 clear", got)
 	}
@@ -112,7 +112,7 @@ func TestWindowRingRunsMatchModulo(t *testing.T) {
 				next[p] += 1 + int64(r0.IntN(3))
 				parts[i], offs[i] = p, next[p]
 			}
-			r.push("t", parts, offs)
+			r.push("t", parts, offs, nil, nil)
 			for range r0.IntN(20) {
 				r.setSignificant(r.pushed - 1 - uint64(r0.IntN(len(r.parts)+5)))
 			}
@@ -142,7 +142,7 @@ func BenchmarkWindowRingMembers(b *testing.B) {
 		for i := range parts {
 			parts[i], offs[i] = int32(i/5000), int64(k*20000+i)
 		}
-		r.push("t", parts, offs)
+		r.push("t", parts, offs, nil, nil)
 	}
 	b.Run("members", func(b *testing.B) {
 		for range b.N {

@@ -297,7 +297,8 @@ func (s *Stage) globalQuery(m *Model, b *batch.Batch, means, sds [][]float32, st
 	}
 	means = imputedColumns(m, b, means, rows) // (a warming value from its record's neighbours: warmup_impute.go)
 	nm, ns := m.normalised(means, sds, scratch)
-	q := Query{Model: m, Cfg: &s.cfg, Raw: means, Means: nm, SDs: ns, Density: s.densityParams(), Batch: b, Rows: rows}
+	q := Query{Model: m, Cfg: &s.cfg, Raw: means, Means: nm, SDs: ns, Density: s.densityParams(), Batch: b, Rows: rows,
+		Uncounted: s.uncountedQuery(b, rows)}
 	q.Density.Index = streams
 	return q, out
 }

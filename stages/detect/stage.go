@@ -268,7 +268,8 @@ func (s *Stage) pushBatch(ctx context.Context, b *batch.Batch) error {
 		cut = s.cfg.MinRecords - s.win.Len()
 	}
 	first := s.recs.pushed
-	if err := s.pushRows(means, sds, b.Partitions(), b.Offsets(), b.Topic, 0, cut); err != nil {
+	warm := warmingRows(b) // (hypercube_warm.go)
+	if err := s.pushRows(means, sds, b.Partitions(), b.Offsets(), b.Topic, warm, 0, cut); err != nil {
 		return err
 	}
 	s.pending[b] = first
@@ -285,7 +286,7 @@ func (s *Stage) pushBatch(ctx context.Context, b *batch.Batch) error {
 		}
 	}
 	if cut < n {
-		if err := s.pushRows(means, sds, b.Partitions(), b.Offsets(), b.Topic, cut, n); err != nil {
+		if err := s.pushRows(means, sds, b.Partitions(), b.Offsets(), b.Topic, warm, cut, n); err != nil {
 			return err
 		}
 		s.recs.leaveOutWarming(b, first) // (the rows after the cut, pushed only now)
@@ -294,17 +295,29 @@ func (s *Stage) pushBatch(ctx context.Context, b *batch.Batch) error {
 }
 
 // pushRows pushes the batch's records [lo, hi) to the window, the identities and the
-// followers, and counts them towards the next build and recalibration.
-func (s *Stage) pushRows(means, sds [][]float32, parts []int32, offs []int64, topic string, lo, hi int) error {
+// followers (less the records the hypercube's counts leave out: hypercube_warm.go), and counts
+// them towards the next build and recalibration. warm marks the batch's records with a warming
+// column (nil: none).
+func (s *Stage) pushRows(means, sds [][]float32, parts []int32, offs []int64, topic string, warm []bool, lo, hi int) error {
 	if lo > 0 || hi < len(parts) {
 		means, sds = sliceRows(means, lo, hi), sliceRows(sds, lo, hi)
 		parts, offs = parts[lo:hi], offs[lo:hi]
+		if warm != nil {
+			warm = warm[lo:hi]
+		}
 	}
-	if err := s.win.Push(means, sds, s.evictedSink()); err != nil {
+	uncounted := s.uncountedRows(warm)
+	from, held := s.recs.pushed, s.recs.held() // (the evicted are the stream's records from-held on)
+	ev := s.evictedSink()
+	if err := s.win.Push(means, sds, ev); err != nil {
 		return err
 	}
-	s.recs.push(topic, parts, offs)
-	if err := s.follow(means); err != nil {
+	var evictedOut []bool
+	if ev != nil {
+		evictedOut = s.recs.uncountedFrom(from-uint64(held), ev.Len(), from, uncounted)
+	}
+	s.recs.push(topic, parts, offs, warm, uncounted)
+	if err := s.follow(means, uncounted, evictedOut); err != nil {
 		return err
 	}
 	s.builds.sinceLast += hi - lo
@@ -537,52 +550,4 @@ func (s *Stage) announce(m *Model, fresh bool) {
 	if s.deps.OnModel != nil && !s.ext.loading {
 		s.deps.OnModel(m, fresh)
 	}
-}
-
-// evictedSink is where Push reports the evicted records: the stage's scratch while a follower
-// follows the window, else nowhere (nil).
-func (s *Stage) evictedSink() *microcluster.Evicted {
-	for _, f := range s.followers {
-		if f.Following() {
-			s.evicted.Reset()
-			return &s.evicted
-		}
-	}
-	return nil
-}
-
-// follow applies one push (the batch's records added, s.evicted removed) to the followers.
-func (s *Stage) follow(added [][]float32) error {
-	var evicted [][]float32
-	if s.evicted.Len() > 0 {
-		evicted = s.evicted.Cols
-	}
-	for _, f := range s.followers {
-		if f.Following() {
-			if err := f.Follow(s.model, added, evicted); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// followAfresh is resetFollowers where the stage goes on whatever comes of it: at a model's
-// install and a reconfiguration (of the window, of the detector), a follower that cannot count
-// (a scorer's model published without counts) is off until the next model.
-func (s *Stage) followAfresh() {
-	if err := s.resetFollowers(); err != nil {
-		s.deps.Log.Error().Err(err).Msg("hypercube detector off until the next model")
-	}
-}
-
-// resetFollowers recounts the followers' state from the window under the serving model and
-// the configuration in force.
-func (s *Stage) resetFollowers() error {
-	for _, f := range s.followers {
-		if err := f.Reset(s.model, &s.cfg, s.win); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // centredColumns is means (the rows of the batch b that rows names, all where nil) with each
-// value of a rolling column still warming (batch.Batch.Warming: ingest.derive's mean or std of
+// value of a rolling column still warming (batch.Batch.Warming: ingest.derive's mean, std or robust_z of
 // a series that holds fewer than `last` values, stages/ingest/derive_warmup.go) replaced by the
 // model m's centre of that column, the window's median in raw units (Ranker.Center): the
 // values the explanation reads (explainDeviations), where a column at its median has no

@@ -12,7 +12,7 @@ import (
 
 // A warming column's value from the record's neighbours (coldmean27; docs/BENCHMARKS.md §12.65).
 //
-// A rolling column (ingest.derive's mean or std) whose window is still filling says nothing yet
+// A rolling column (ingest.derive's mean, std or robust_z) whose window is still filling says nothing yet
 // about its series, so the global model does not read it (warmup.go). warm26 scored it at the
 // model's centre, the window's median of the column. For a column that follows the record's
 // other columns that is a combination no record of the window has: a fleet of sensors whose
@@ -70,6 +70,17 @@ func warmingCols(b *batch.Batch, d int) []*array.Float32 {
 // other columns (the file's comment), or by the model's centre where the record has no other
 // column or m has no sample R. Columns without a warming record are means' own slices; the
 // others copies (the batch's buffer, which the sink writes, keeps the derived value).
+//
+// A model without a Ranker (no sample R, no centre) leaves warming values as they are, and
+// explanations too (centredColumns). No such model serves a stream with a warming column (derive28,
+// the closing note's "an old model without a Ranker scores warming values raw", checked): every
+// build makes a Ranker (rankDetector, or the build fails) and a snapshot without one is refused
+// by Fits (rankerFits: the state_dir's); the one way in is a scorer installing a publication of
+// a builder released before the ranking scores (2026-11-23; InstallModel checks the features,
+// not the parameters), whose configuration could not hold ingest.derive (2026-11-26), so its
+// model's features are its ingest.features alone, and a deriving scorer's features add the
+// derived columns: the follower refuses it ("built for features ...", pipeline/modeltopic.go's
+// usable), short of input fields named as the scorer's derived columns.
 func imputedColumns(m *Model, b *batch.Batch, means [][]float32, rows []int) [][]float32 {
 	if m == nil || m.Ranker == nil || len(m.Ranker.Center) != len(means) || len(means) == 0 {
 		return means

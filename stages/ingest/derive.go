@@ -21,8 +21,8 @@ import (
 // the same values. A partition read again from an earlier offset
 // (a rebalance, a restart of the group's member) starts its series afresh, as a process started
 // at that offset would: each key's first difference is 0 again, its robust z 0 until min_values
-// values, and its means and stds warming (Decoded.Warming: the detect stage scores them at a
-// value its model gives) until `last` (derive_warmup.go). A restart with detect.state_dir loads
+// values, and its robust zs, means and stds warming (Decoded.Warming: the detect stage scores
+// them at a value its model gives) until `last` (derive_warmup.go). A restart with detect.state_dir loads
 // the series saved at the stop instead (derive_state.go), and they continue.
 //
 // Values are computed in float64 and stored as float32 like every feature, always finite:
@@ -256,8 +256,10 @@ func (d *Deriver) applyTo(in *Decoded, s *series, ts time.Time) *Decoded {
 		switch op.kind {
 		case DeriveDiff:
 			d.diff(op, s)
-		case DeriveRobustZ:
+		case DeriveRobustZ: // (its window is the previous values: full from the (last+1)-th record)
+			n := s.fill[i]
 			d.robustZ(op, s, i)
+			out.Warming[op.dst] = int(n) < op.last
 		case DeriveMean:
 			d.mean(op, s, i)
 			out.Warming[op.dst] = int(s.fill[i]) < op.last

@@ -56,87 +56,32 @@ func meanWideLen(withSD bool) int {
 	return wideS
 }
 
-// meanSums are views of a mean's exact sums: of x, and with uncertainty sd^2 (a; nil without).
-type meanSums struct{ s, a []uint64 }
-
-// add adds the value x with sd e to the sums, or removes it (remove): exactly.
-func (t meanSums) add(x, e float32, remove bool) {
-	mx, sx, neg := f32Fixed(x)
-	wideAdd64(t.s, mx, sx, neg != remove)
-	if t.a != nil {
-		me, se, _ := f32Fixed(e)
-		wideAdd64(t.a, me*me, 2*se, remove)
-	}
-}
+// meanSumsAt is a mean's sums laid out in w as meanWideLen says.
+func meanSumsAt(w []uint64, withSD bool) wideSums { return wideSums{w: w, sd: withSD} }
 
 // mean is op's mean of the series' last op.last values, the current one included, less the two
 // farthest from their mean once the window is full where op.trim (see above). k is op's index
 // among d.ops (for fill and pos).
 func (d *Deriver) mean(op *deriveOp, s *series, k int) {
-	half := len(s.mring) / 2 // withSD: the sds' rings start here
-	ring := s.mring[op.slot : op.slot+op.last]
-	n, p := int(s.fill[k]), int(s.pos[k])
-	w := s.wide[op.wide : op.wide+meanWideLen(d.withSD)]
-	sums := meanSums{s: w[:wideS]}
-	x := d.out.Values[op.src]
-	var sds []float32
-	var e float32
-	if d.withSD {
-		sums.a = w[wideS:]
-		sds = s.mring[half+op.slot : half+op.slot+op.last]
-		e = d.out.SD[op.src]
-	}
-	if n == op.last { // the oldest value leaves
-		var old float32
-		if d.withSD {
-			old = sds[p]
-		}
-		sums.add(ring[p], old, true)
-	}
-	ring[p] = x
-	if d.withSD {
-		sds[p] = e
-	}
-	sums.add(x, e, false)
+	sums := meanSumsAt(s.wide[op.wide:op.wide+meanWideLen(d.withSD)], d.withSD)
 	var agg []int32
 	if op.trim {
 		agg = s.agg[op.agg : op.agg+stdAggLen(op.last)]
-		since := extOf(ring, (*stdTop)(agg[:4]))
-		since.put(int32(p+1), x)
-		*(*stdTop)(agg[:4]) = since.id
 	}
-	n = min(n+1, op.last)
-	p = (p + 1) % op.last
-	s.fill[k], s.pos[k] = int32(n), int32(p)
-	if p == 0 && op.trim { // a wrap: the suffixes' extremes of the pass just written
-		stdSuffixes(ring, agg)
+	w := d.window(op, s, k)
+	d.roll(op, s, k, &w, sums, agg)
+	kept, m := d.stdScr.keptIn(sums), w.n // (with trim a full window's less its two farthest)
+	if op.trim && w.n == op.last {
+		m = d.leaveOutFarthest(&w, sums, kept, agg)
 	}
-
 	sc := &d.stdScr
-	kept := meanSums{s: sc.s[:]}
-	copy(kept.s, sums.s)
-	if d.withSD {
-		kept.a = sc.a[:]
-		copy(kept.a, sums.a)
-	}
-	m := n
-	if n == op.last && op.trim {
-		for _, i := range d.stdFarthest(ring, agg, sums.s, p) {
-			var ei float32
-			if d.withSD {
-				ei = sds[i]
-			}
-			kept.add(ring[i], ei, true)
-		}
-		m = n - stdLeftOut
-	}
-	neg := wideAbs(sc.absS[:], kept.s) // sum x in units of 2^-149
+	neg := wideAbs(sc.absS[:], kept.s()) // sum x in units of 2^-149
 	v := wideQuoFloat(sc.absS[:], uint64(m), -149)
 	if neg {
 		v = -v
 	}
 	d.out.Values[op.dst] = finite32(v)
 	if d.withSD { // sum sd^2 in units of 2^-298, over m^2
-		d.out.SD[op.dst] = finite32(math.Sqrt(wideQuoFloat(kept.a, uint64(m)*uint64(m), -298)))
+		d.out.SD[op.dst] = finite32(math.Sqrt(wideQuoFloat(kept.a(), uint64(m)*uint64(m), -298)))
 	}
 }

@@ -1,9 +1,6 @@
 package ingest
 
-import (
-	"math"
-	"math/bits"
-)
+import "math"
 
 // The std kind (ingest.derive, DeriveStd): the rolling spread of a feature over its series'
 // last `last` values, the current one included, less the two values farthest from their mean:
@@ -124,54 +121,12 @@ func stdWideLen(withSD bool) int {
 // the ring's last wrap, then those of each suffix of the ring from a multiple of stdBlock.
 func stdAggLen(last int) int { return 4 * (1 + (last+stdBlock-1)/stdBlock) }
 
-// stdSums are views of exact sums (derive_wide.go): of x, x^2, and with uncertainty sd^2,
-// x sd^2, x^2 sd^2 (a, b, c nil without).
-type stdSums struct{ s, q, a, b, c []uint64 }
-
-// sumsAt is the sums laid out in w as stdWideLen says.
-func sumsAt(w []uint64, withSD bool) stdSums {
-	t := stdSums{s: w[:wideS], q: w[wideS : wideS+wideQ]}
-	if withSD {
-		o := wideS + wideQ
-		t.a, t.b, t.c = w[o:o+wideQ], w[o+wideQ:o+wideQ+wideB], w[o+wideQ+wideB:o+wideQ+wideB+wideC]
-	}
-	return t
-}
-
-// copyFrom sets t's sums to u's (as long as stdWideLen's).
-func (t stdSums) copyFrom(u stdSums) {
-	*(*[wideS]uint64)(t.s) = [wideS]uint64(u.s)
-	*(*[wideQ]uint64)(t.q) = [wideQ]uint64(u.q)
-	if t.a != nil {
-		*(*[wideQ]uint64)(t.a) = [wideQ]uint64(u.a)
-		*(*[wideB]uint64)(t.b) = [wideB]uint64(u.b)
-		*(*[wideC]uint64)(t.c) = [wideC]uint64(u.c)
-	}
-}
-
-// add adds the value x with sd e to the sums, or removes it (remove): exactly.
-func (t stdSums) add(x, e float32, remove bool) {
-	mx, sx, neg := f32Fixed(x)
-	wideAdd64(t.s, mx, sx, neg != remove)
-	wideAdd64(t.q, mx*mx, 2*sx, remove)
-	if t.a == nil {
-		return
-	}
-	me, se, _ := f32Fixed(e) // squared: its sign does not matter
-	e2 := me * me
-	wideAdd64(t.a, e2, 2*se, remove)
-	hi, lo := bits.Mul64(mx, e2)
-	wideAddSigned(t.b, hi, lo, sx+2*se, neg != remove)
-	hi, lo = bits.Mul64(mx*mx, e2)
-	wideAddSigned(t.c, hi, lo, 2*sx+2*se, remove)
-}
+// sumsAt is a std's sums laid out in w as stdWideLen says.
+func sumsAt(w []uint64, withSD bool) wideSums { return wideSums{w: w, std: true, sd: withSD} }
 
 // stdScratch is the Deriver's working space for std (one record at a time).
 type stdScratch struct {
-	s              [wideS]uint64
-	q, a           [wideQ]uint64
-	b              [wideB]uint64
-	c              [wideC]uint64
+	kept           [wideS + 2*wideQ + wideB + wideC]uint64 // the kept values' sums (keptIn)
 	absS           [wideS]uint64
 	absB           [wideB]uint64
 	sq             [wideSq]uint64
@@ -260,87 +215,45 @@ func extOf(ring []float32, t *stdTop) stdExt {
 // two farthest from their mean once the window is full: the sample standard deviation of the
 // others (see above). k is op's index among d.ops (for fill and pos).
 func (d *Deriver) std(op *deriveOp, s *series, k int) {
-	half := len(s.mring) / 2 // withSD: the sds' rings start here
-	ring := s.mring[op.slot : op.slot+op.last]
-	n, p := int(s.fill[k]), int(s.pos[k])
 	sums := sumsAt(s.wide[op.wide:op.wide+stdWideLen(d.withSD)], d.withSD)
-	x := d.out.Values[op.src]
-	var sds []float32
-	var e float32
-	if d.withSD {
-		sds = s.mring[half+op.slot : half+op.slot+op.last]
-		e = d.out.SD[op.src]
-	}
-	if n == op.last { // the oldest value leaves
-		var old float32
-		if d.withSD {
-			old = sds[p]
-		}
-		sums.add(ring[p], old, true)
-	}
-	ring[p] = x
-	if d.withSD {
-		sds[p] = e
-	}
-	sums.add(x, e, false)
 	agg := s.agg[op.agg : op.agg+stdAggLen(op.last)]
-	since := extOf(ring, (*stdTop)(agg[:4]))
-	since.put(int32(p+1), x)
-	*(*stdTop)(agg[:4]) = since.id
-	n = min(n+1, op.last)
-	p = (p + 1) % op.last
-	s.fill[k], s.pos[k] = int32(n), int32(p)
-	if p == 0 { // a wrap: the suffixes' extremes of the pass just written
-		stdSuffixes(ring, agg)
-	}
-
+	w := d.window(op, s, k)
+	d.roll(op, s, k, &w, sums, agg)
 	// The sums of the values kept: a full window's less its two farthest from their mean.
+	kept, m := d.stdScr.keptIn(sums), w.n
+	if w.n == op.last {
+		m = d.leaveOutFarthest(&w, sums, kept, agg)
+	}
 	sc := &d.stdScr
-	kept := stdSums{s: sc.s[:], q: sc.q[:]}
-	if d.withSD {
-		kept.a, kept.b, kept.c = sc.a[:], sc.b[:], sc.c[:]
-	}
-	kept.copyFrom(sums)
-	m := n
-	if n == op.last {
-		for _, i := range d.stdFarthest(ring, agg, sums.s, p) {
-			var ei float32
-			if d.withSD {
-				ei = sds[i]
-			}
-			kept.add(ring[i], ei, true)
-		}
-		m = n - stdLeftOut
-	}
 	var sd float64
 	if m >= 2 { // m (m - 1) var = m sum(x^2) - (sum x)^2, in units of 2^-298
-		negS := wideAbs(sc.absS[:], kept.s)
+		negS := wideAbs(sc.absS[:], kept.s())
 		spS := spanOf(sc.absS[:])
 		spSq := wideMul(sc.sq[:], sc.absS[:], spS, sc.absS[:], spS)
-		wideMulSmall(sc.t[:], kept.q, spanOf(kept.q), uint64(m))
+		wideMulSmall(sc.t[:], kept.q(), spanOf(kept.q()), uint64(m))
 		wideSubFrom(sc.t[:], sc.sq[:], spSq)
 		sd = math.Sqrt(wideQuoFloat(sc.t[:], uint64(m)*uint64(m-1), -298))
 		if d.withSD {
 			d.out.SD[op.dst] = finite32(d.stdUncertainty(kept, m, sd, negS, spS, spSq))
 		}
 	} else if d.withSD { // a series' first value: no spread, and no propagation; its sd
-		d.out.SD[op.dst] = finite32(math.Abs(float64(e)))
+		d.out.SD[op.dst] = finite32(math.Abs(float64(d.out.SD[op.src])))
 	}
 	d.out.Values[op.dst] = finite32(sd)
 }
 
 // stdUncertainty is the propagation of the kept values' sds to their std sd (m >= 2 of them;
 // d.stdScr's absS and sq hold |sum x| and its square, of spans spS and spSq, negS its sign).
-func (d *Deriver) stdUncertainty(kept stdSums, m int, sd float64, negS bool, spS, spSq wideSpan) float64 {
+func (d *Deriver) stdUncertainty(kept wideSums, m int, sd float64, negS bool, spS, spSq wideSpan) float64 {
 	sc := &d.stdScr
 	if sd == 0 { // 0/0: the equal-sds limit, RMS(sd) / sqrt(m - 1)
-		return math.Sqrt(wideQuoFloat(kept.a, uint64(m), -298)) / math.Sqrt(float64(m-1))
+		return math.Sqrt(wideQuoFloat(kept.a(), uint64(m), -298)) / math.Sqrt(float64(m-1))
 	}
 	// m^2 sum((x - mean)^2 sd^2) = m^2 sum(x^2 sd^2) - 2 m sum(x) sum(x sd^2) +
 	// sum(x)^2 sum(sd^2), in units of 2^-596; >= 0, each term below 2^1162.
-	wideMulSmall(sc.p[:], kept.c, spanOf(kept.c), uint64(m)*uint64(m))
-	wideAddTo(sc.p[:], sc.prod[:], wideMul(sc.prod[:], sc.sq[:], spSq, kept.a, spanOf(kept.a)))
-	negB := wideAbs(sc.absB[:], kept.b)
+	wideMulSmall(sc.p[:], kept.c(), spanOf(kept.c()), uint64(m)*uint64(m))
+	wideAddTo(sc.p[:], sc.prod[:], wideMul(sc.prod[:], sc.sq[:], spSq, kept.a(), spanOf(kept.a())))
+	negB := wideAbs(sc.absB[:], kept.b())
 	sp := wideMul(sc.prod2[:], sc.absS[:], spS, sc.absB[:], spanOf(sc.absB[:]))
 	if sp.hi > sp.lo {
 		sp = wideMulSmall(sc.prod2[:sp.hi+1], sc.prod2[:sp.hi], sp, 2*uint64(m))

@@ -373,7 +373,7 @@ func TestWideSums(t *testing.T) {
 			}
 		}
 		if i%997 == 0 || len(held) == 100000 {
-			for j, got := range []*big.Int{signed(sums.s), wideBig(sums.q), wideBig(sums.a), signed(sums.b), wideBig(sums.c)} {
+			for j, got := range []*big.Int{signed(sums.s()), wideBig(sums.q()), wideBig(sums.a()), signed(sums.b()), wideBig(sums.c())} {
 				if got.Cmp(want[j]) != 0 {
 					t.Fatalf("step %d, %d terms: sum %d is %v, want %v", i, len(held), j, got, want[j])
 				}

@@ -1,6 +1,6 @@
 package ingest
 
-// A rolling column's warm-up (ingest.derive's mean and std; twenty-sixth session, warm26).
+// A rolling column's warm-up (ingest.derive's mean, std and robust_z; twenty-sixth session, warm26).
 //
 // A series starts afresh whenever its key is first seen: a new key, and every key after a
 // restart, a rebalance or an eviction (the derive state is in memory only). Until it holds
@@ -21,11 +21,17 @@ package ingest
 // (stages/detect/warmup.go). The pipeline and replay pass through the same builder and
 // stage, so they agree.
 //
-// robust_z is not marked: its warm-up is its own min_values (z 0, its neutral value, until
-// then), and past it the z is standardised by the series' own scale, a noisier estimate of the
-// same quantity, not a shifted one. diff needs one value (its first is 0) and the cyclic pairs
-// none.
+// robust_z is marked too (derive28; docs/BENCHMARKS.md §12.71) while fewer than `last` values
+// precede the record (its window is the previous values, the record excluded): its z is 0 up to
+// min_values and then standardised by the MAD of fewer values, a noisier scale whose z has
+// heavier tails than the full window's. Unmarked, a key's first model (keys.min_records 30) was
+// built from such records alone and read its key's next records as far out: a generated clean
+// fleet of 50 keys with a robust_z over 32 flagged 92-125 of 40,000, 13-35 marked (9-22 without
+// the column); +8 sd spikes' AP 0.15-0.19 -> 0.68-0.95 (TestReplayKeyedRobustZFirstModelsNotFlagged).
+// Marked from min_values only (z 0 below it left in) flagged 18-29: its partial scales are the
+// part that misleads, and `last` is what a user reads as the window (the rule's word for mean
+// and std). diff needs one value (its first is 0) and the cyclic pairs none.
 
 // warms reports whether a column of kind k has a warm-up the detect stage must not read as
-// evidence (the window's first `last` - 1 values).
-func (k DeriveKind) warms() bool { return k == DeriveMean || k == DeriveStd }
+// evidence (mean and std: the window's first `last` - 1 values; robust_z: its first `last`).
+func (k DeriveKind) warms() bool { return k == DeriveMean || k == DeriveStd || k == DeriveRobustZ }

@@ -9,8 +9,9 @@ import (
 
 // TestDeriveWarmingMarks: a mean's and a std's column is marked warming while its series holds
 // fewer than `last` values (a key's first last-1 records, again after a partition is read again
-// and after the key's series was evicted), never a diff's, a robust_z's (its min_values is its
-// warm-up) or a feature's; the builder writes a warming value as a null whose value is kept.
+// and after the key's series was evicted), a robust_z's while fewer than `last` values precede
+// the record (its window is the previous values: a key's first `last` records), never a diff's
+// or a feature's; the builder writes a warming value as a null whose value is kept.
 func TestDeriveWarmingMarks(t *testing.T) {
 	c := deriveConfig(t, "derive:\n  max_keys: 2\n  features: [{kind: diff, of: temp}, {kind: robust_z, of: temp, last: 3}, {kind: mean, of: temp, last: 4}, {kind: std, of: temp, last: 4}]\n")
 	d := deriverOf(t, c, "temp,temp.diff,temp.rz3,temp.mean4,temp.std4")
@@ -21,7 +22,7 @@ func TestDeriveWarmingMarks(t *testing.T) {
 		p    int32
 		off  int64
 		key  string
-		warm bool // temp.mean4 and temp.std4 warming
+		warm bool // temp.rz3 (3 previous values: the 4th record on), temp.mean4 and temp.std4 (4 values, this one included) warming
 	}
 	steps := []step{
 		{0, 0, "a", true}, {0, 1, "a", true}, {0, 2, "a", true}, {0, 3, "a", false}, {0, 4, "a", false}, // a's window fills at its 4th
@@ -35,7 +36,7 @@ func TestDeriveWarmingMarks(t *testing.T) {
 	for i, s := range steps {
 		in.Values[0] = float32(i * i)
 		out := d.Apply(in, s.p, s.off, []byte(s.key), monday6)
-		want := []bool{false, false, false, s.warm, s.warm}
+		want := []bool{false, false, s.warm, s.warm, s.warm}
 		if !slices.Equal(out.Warming, want) {
 			t.Errorf("step %d (key %s, offset %d): warming %v, want %v", i, s.key, s.off, out.Warming, want)
 		}
@@ -46,12 +47,12 @@ func TestDeriveWarmingMarks(t *testing.T) {
 	}
 	b := bld.Build()
 	defer b.Release()
-	for j := range 3 {
+	for j := range 2 {
 		if b.Warming(j) != nil {
 			t.Errorf("column %s: marked warming", b.Features[j])
 		}
 	}
-	for _, j := range []int{3, 4} {
+	for _, j := range []int{2, 3, 4} {
 		a := b.Warming(j)
 		if a == nil {
 			t.Fatalf("column %s: no warming record", b.Features[j])

@@ -47,68 +47,76 @@ func f32Fixed(v float32) (mant uint64, shift uint, neg bool) {
 	return f | 1<<23, uint(e - 1), b>>31 != 0
 }
 
-// wideAdd adds (hi 2^64 + lo) 2^shift to acc, modulo 2^(64 len(acc)).
-func wideAdd(acc []uint64, hi, lo uint64, shift uint) {
-	w, b := int(shift/64), shift%64
-	v := [3]uint64{lo << b, lo>>(64-b) | hi<<b, hi >> (64 - b)} // Go: a shift by 64 is 0
-	var c uint64
-	i := w
+// The additions below add or subtract (neg) in one loop: acc - v is acc + ^v + 1, the words of
+// ^v above v's own all ones, so past v a carry runs on (an increment) only where an addition left
+// one, and a borrow (a decrement) only where a subtraction left none (wideRunOn).
+
+// wideAddAt adds the words v to acc from its word i on, or subtracts them (neg), modulo
+// 2^(64 len(acc)) (v's words past acc's end are dropped).
+func wideAddAt(acc []uint64, i int, v []uint64, neg bool) {
+	var flip, c uint64
+	if neg {
+		flip, c = ^uint64(0), 1
+	}
 	for _, x := range v {
 		if i == len(acc) {
 			return
 		}
-		acc[i], c = bits.Add64(acc[i], x, c)
+		acc[i], c = bits.Add64(acc[i], x^flip, c)
 		i++
 	}
-	for ; c != 0 && i < len(acc); i++ {
-		acc[i], c = bits.Add64(acc[i], 0, c)
+	if c != flip&1 {
+		wideRunOn(acc, i, flip)
 	}
 }
 
-// wideSub subtracts (hi 2^64 + lo) 2^shift from acc, modulo 2^(64 len(acc)).
-func wideSub(acc []uint64, hi, lo uint64, shift uint) {
-	w, b := int(shift/64), shift%64
-	v := [3]uint64{lo << b, lo>>(64-b) | hi<<b, hi >> (64 - b)}
-	var c uint64
-	i := w
-	for _, x := range v {
-		if i == len(acc) {
+// wideRunOn carries 1 into acc from its word i up (flip 0), or borrows 1 (flip ^0): an
+// addition's carry out, a subtraction's borrow.
+func wideRunOn(acc []uint64, i int, flip uint64) {
+	step := flip | 1 // +1, or -1 modulo 2^64
+	for ; i < len(acc); i++ {
+		acc[i] += step
+		if acc[i] != flip { // (it wrapped only where it now reads 0 up, ^0 down: flip)
 			return
 		}
-		acc[i], c = bits.Sub64(acc[i], x, c)
-		i++
-	}
-	for ; c != 0 && i < len(acc); i++ {
-		acc[i], c = bits.Sub64(acc[i], 0, c)
 	}
 }
 
-// wideAddSigned adds (hi 2^64 + lo) 2^shift to acc, or subtracts it where neg.
+// wideAddSigned adds (hi 2^64 + lo) 2^shift to acc, or subtracts it where neg, modulo
+// 2^(64 len(acc)). (wideAddAt unrolled for its three words where acc holds them: the sums' hot
+// path with uncertainty.)
 func wideAddSigned(acc []uint64, hi, lo uint64, shift uint, neg bool) {
-	if neg {
-		wideSub(acc, hi, lo, shift)
-	} else {
-		wideAdd(acc, hi, lo, shift)
-	}
-}
-
-// wideAdd64 adds v 2^shift to acc, modulo 2^(64 len(acc)); acc has a word above shift's.
-func wideAdd64(acc []uint64, v uint64, shift uint, neg bool) {
 	w, b := int(shift/64), shift%64
-	lo, hi := v<<b, v>>(64-b) // Go: a shift by 64 is 0
-	var c uint64
-	if neg {
-		acc[w], c = bits.Sub64(acc[w], lo, 0)
-		acc[w+1], c = bits.Sub64(acc[w+1], hi, c)
-		for i := w + 2; c != 0 && i < len(acc); i++ {
-			acc[i], c = bits.Sub64(acc[i], 0, c)
-		}
+	v0, v1, v2 := lo<<b, lo>>(64-b)|hi<<b, hi>>(64-b) // Go: a shift by 64 is 0
+	if w+3 > len(acc) {
+		v := [3]uint64{v0, v1, v2}
+		wideAddAt(acc, w, v[:], neg)
 		return
 	}
-	acc[w], c = bits.Add64(acc[w], lo, 0)
-	acc[w+1], c = bits.Add64(acc[w+1], hi, c)
-	for i := w + 2; c != 0 && i < len(acc); i++ {
-		acc[i], c = bits.Add64(acc[i], 0, c)
+	var flip, c uint64
+	if neg {
+		flip, c = ^uint64(0), 1
+	}
+	acc[w], c = bits.Add64(acc[w], v0^flip, c)
+	acc[w+1], c = bits.Add64(acc[w+1], v1^flip, c)
+	acc[w+2], c = bits.Add64(acc[w+2], v2^flip, c)
+	if c != flip&1 {
+		wideRunOn(acc, w+3, flip)
+	}
+}
+
+// wideAdd64 adds v 2^shift to acc, or subtracts it where neg, modulo 2^(64 len(acc)); acc has a
+// word above shift's. (wideAddAt's loop unrolled for its two words: the sums' hot path.)
+func wideAdd64(acc []uint64, v uint64, shift uint, neg bool) {
+	w, b := int(shift/64), shift%64
+	var flip, c uint64
+	if neg {
+		flip, c = ^uint64(0), 1
+	}
+	acc[w], c = bits.Add64(acc[w], v<<b^flip, c)
+	acc[w+1], c = bits.Add64(acc[w+1], v>>(64-b)^flip, c) // Go: a shift by 64 is 0
+	if c != flip&1 {
+		wideRunOn(acc, w+2, flip)
 	}
 }
 
@@ -151,29 +159,11 @@ func spanOf(t []uint64) wideSpan {
 
 // wideSubFrom subtracts the unsigned b (span sb) from acc (as long; acc >= b); acc's words
 // outside sb and the borrow's are unchanged.
-func wideSubFrom(acc, b []uint64, sb wideSpan) {
-	var c uint64
-	i := sb.lo
-	for ; i < sb.hi; i++ {
-		acc[i], c = bits.Sub64(acc[i], b[i], c)
-	}
-	for ; c != 0 && i < len(acc); i++ {
-		acc[i], c = bits.Sub64(acc[i], 0, c)
-	}
-}
+func wideSubFrom(acc, b []uint64, sb wideSpan) { wideAddAt(acc, sb.lo, b[sb.lo:sb.hi], true) }
 
 // wideAddTo adds the unsigned b (span sb) to acc (as long); acc's words outside sb and the
 // carry's are unchanged.
-func wideAddTo(acc, b []uint64, sb wideSpan) {
-	var c uint64
-	i := sb.lo
-	for ; i < sb.hi; i++ {
-		acc[i], c = bits.Add64(acc[i], b[i], c)
-	}
-	for ; c != 0 && i < len(acc); i++ {
-		acc[i], c = bits.Add64(acc[i], 0, c)
-	}
-}
+func wideAddTo(acc, b []uint64, sb wideSpan) { wideAddAt(acc, sb.lo, b[sb.lo:sb.hi], false) }
 
 // wideMul sets dst's words in the product's span to a b (unsigned; a and b of spans sa, sb)
 // and returns that span; dst's other words are left as they were (the caller reads the span

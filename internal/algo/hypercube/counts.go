@@ -199,6 +199,13 @@ func (c *Counts) index() (*snapshot, error) {
 // points (an empty cell between dense ones) O is clamped to 0. With nothing counted every w is 0
 // and every O is 1. len(w) and len(o) must be the row count; o may be nil.
 func (c *Counts) Score(cols [][]float32, w []int64, o []float64) error {
+	return c.ScoreCounting(cols, nil, w, o)
+}
+
+// ScoreCounting is Score where the rows with self[i] (self nil: none) are queries that are not
+// counted but count themselves: their w is one more than the counts give (the detect stage's
+// records left out of the counts, scored as the counted ones, which are in their own cells).
+func (c *Counts) ScoreCounting(cols [][]float32, self []bool, w []int64, o []float64) error {
 	n, err := c.check("Score", cols)
 	if err != nil {
 		return err
@@ -206,9 +213,18 @@ func (c *Counts) Score(cols [][]float32, w []int64, o []float64) error {
 	if len(w) != n || (o != nil && len(o) != n) {
 		return fmt.Errorf("hypercube.Counts.Score: %d rows but len(w) = %d, len(o) = %d", n, len(w), len(o))
 	}
+	if self != nil && len(self) != n {
+		return fmt.Errorf("hypercube.Counts.Score: %d rows but len(self) = %d", n, len(self))
+	}
+	counted := func(i int) int64 { // (the query itself, where it is not counted)
+		if self != nil && self[i] {
+			return 1
+		}
+		return 0
+	}
 	if len(c.m) == 0 {
 		for i := range n {
-			w[i] = 0
+			w[i] = counted(i)
 			if o != nil {
 				o[i] = 1
 			}
@@ -221,7 +237,7 @@ func (c *Counts) Score(cols [][]float32, w []int64, o []float64) error {
 	}
 	for i := range n {
 		k, _ := c.rowKey(cols, i)
-		w[i] = s.lookup(k)
+		w[i] = s.lookup(k) + counted(i)
 		if o != nil {
 			o[i] = max(0, Score(w[i], s.wMax))
 		}

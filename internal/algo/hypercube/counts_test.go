@@ -202,3 +202,64 @@ func TestCellsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestScoreCountingSelf: ScoreCounting's rows marked self read one more neighbour than Score
+// gives them (the query counting itself) and O from that w against the same w_max; the other
+// rows read Score's w and O; with nothing counted a self row reads 1 and O 1.
+func TestScoreCountingSelf(t *testing.T) {
+	r := newRand(t, 3)
+	data := testcols.Blobs(r, 400, 3, 2)
+	g, err := FitGrid(data, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnt := NewCounts(g)
+	q := testcols.Blobs(r, 50, 3, 2)
+	self := make([]bool, 50)
+	for i := range self {
+		self[i] = i%3 == 0
+	}
+	w0, o0, w1, o1 := make([]int64, 50), make([]float64, 50), make([]int64, 50), make([]float64, 50)
+	if err := cnt.ScoreCounting(q, self, w1, o1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range w1 {
+		if want := int64(0); self[i] {
+			want = 1
+			if w1[i] != want || o1[i] != 1 {
+				t.Fatalf("nothing counted, self row %d: w %d, O %v; want 1, 1", i, w1[i], o1[i])
+			}
+		}
+	}
+	if err := cnt.Add(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := cnt.Score(q, w0, o0); err != nil {
+		t.Fatal(err)
+	}
+	if err := cnt.ScoreCounting(q, self, w1, o1); err != nil {
+		t.Fatal(err)
+	}
+	wMax := int64(0) // (O = 1 - w / w_max: w_max from a row Score gives O < 1)
+	for i := range w0 {
+		if o0[i] > 0 && o0[i] < 1 {
+			wMax = int64(float64(w0[i])/(1-o0[i]) + 0.5)
+			break
+		}
+	}
+	if wMax == 0 {
+		t.Fatal("no query with 0 < O < 1")
+	}
+	for i := range w0 {
+		want := w0[i]
+		if self[i] {
+			want++
+		}
+		if w1[i] != want || o1[i] != max(0, Score(want, wMax)) {
+			t.Errorf("row %d (self %v): w %d O %v; want %d, %v", i, self[i], w1[i], o1[i], want, max(0, Score(want, wMax)))
+		}
+	}
+	if err := cnt.ScoreCounting(q, self[:3], w1, o1); err == nil {
+		t.Error("a self of 3 rows for 50 queries was accepted")
+	}
+}
