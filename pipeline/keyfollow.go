@@ -374,7 +374,7 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 				if next < first { // (compaction or retention removed what was below)
 					next = first
 				}
-				r := newPartitionReader(cfg, k.dialer, mp, next) // (partread.go: every exchange with a broker bounded)
+				r := newPartitionReader(cfg, k.dialer, mp, next, p.log) // (partread.go: every exchange with a broker bounded)
 				defer r.Close()
 				for {
 					if !done && next >= end {
