@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outlierd/outlierd/internal/datasets/synth"
 	"github.com/outlierd/outlierd/internal/testsupport"
@@ -177,5 +178,77 @@ func TestPartitionReaderPastRetention(t *testing.T) {
 		if err != nil || m.Offset != 3 {
 			t.Fatalf("the read after the partition's first moved to 3: offset %d, %v; want offset 3 and no error", m.Offset, err)
 		}
+	})
+}
+
+// TestFollowersRedialPastASilentFirstBroker: sink.brokers' first broker takes connections and
+// never answers (a host blackholed); the others are a cluster of 3. The followers' first dial
+// costs brokerAttemptWait there; once one has read from the cluster, a re-dial (its partition's
+// leader moved: the old one refuses the fetch) starts at the broker that answered last, and what
+// is written after the move is read within brokerAttemptWait of the move (a backoff, a dial, a
+// fetch and the test's write: under a second here). Failed first: each re-dial
+// began at the silent broker, 5 s, and a keys' follower's retry asked the partition's offsets
+// first, through the silent broker too: 10 s.
+func TestFollowersRedialPastASilentFirstBroker(t *testing.T) {
+	br := testsupport.KfakeBroker(t, kfake.NumBrokers(3), kfake.SeedTopics(2, "models"))
+	brokers := append([]string{testsupport.SilentBroker(t)}, br.Addrs...)
+	move := func(mp int32) {
+		t.Helper()
+		old := br.Kfake.LeaderFor("models", mp)
+		if err := br.Kfake.MoveTopicPartition("models", mp, (old+1)%3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("model", func(t *testing.T) {
+		cfg := modelTopicConfig{brokers: brokers, topic: "models", maxMessageBytes: 1 << 20}
+		pub := cfg
+		pub.brokers = br.Addrs // (the test's writer: the silent broker is the followers')
+		publishTestModel(t, pub, 1)
+		f, err := newModelFollower(cfg, synth.SensorFeatures, zerolog.New(zerolog.NewTestWriter(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		p := &Pipeline{log: zerolog.New(zerolog.NewTestWriter(t)), models: make(chan *followed, 1), follow: f}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); p.followModels(ctx, 0) }()
+		defer func() { cancel(); <-done }()
+		wait := func(v uint64, within time.Duration) {
+			t.Helper()
+			select {
+			case m := <-p.models:
+				if m.model.Version != v {
+					t.Fatalf("the follower read model %d, want %d", m.model.Version, v)
+				}
+			case <-time.After(within):
+				t.Fatalf("the follower did not read model %d within %v", v, within)
+			}
+		}
+		wait(1, 20*time.Second)
+		t0 := time.Now()
+		move(0)
+		publishTestModel(t, pub, 2)
+		wait(2, brokerAttemptWait-time.Since(t0))
+		t.Logf("model 2 read %v after the partition's leader moved, the first broker silent", time.Since(t0).Round(time.Millisecond))
+	})
+	t.Run("keys", func(t *testing.T) {
+		var cfg Config
+		cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.MaxMessageBytes = "models", brokers, 1<<20
+		p := &Pipeline{cfg: cfg, log: zerolog.New(zerolog.NewTestWriter(t)), keys: newKeyInbox(), scope: newKeyScope()}
+		p.scope.set(ingest.Assignment{Generation: 1, Partitions: []int32{0}})
+		k, err := p.newKeyFollowers(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.close()
+		produceKeyModel(t, br, "models", 1)
+		k.start(func(int) map[int][]int32 { return map[int][]int32{1: {0}} }, []int32{0}, nil)
+		waitFor(t, 30*time.Second, "the key follower's first read", func() bool { return p.stats.KeyModelsRead.Load() >= 1 })
+		t0 := time.Now()
+		move(1)
+		produceKeyModel(t, br, "models", 2)
+		waitFor(t, brokerAttemptWait-time.Since(t0), "the key follower's read after its leader moved", func() bool { return p.stats.KeyModelsRead.Load() >= 2 })
+		t.Logf("the key model read %v after the partition's leader moved, the first broker silent", time.Since(t0).Round(time.Millisecond))
 	})
 }
