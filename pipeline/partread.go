@@ -58,6 +58,9 @@ type partitionReader struct {
 	failed int
 	// pastEnd is when fetches began to be refused past the partition's end (zero: they are not).
 	pastEnd time.Time
+	// broker is the index in cfg.brokers of the broker that answered the last dial: the next
+	// dial asks it first.
+	broker int
 }
 
 // newPartitionReader is a reader of the model topic's partition mp from offset on (below the
@@ -193,10 +196,11 @@ func (r *partitionReader) fetch(ctx context.Context) error {
 // dial connects to the partition's leader and moves an offset below its first (compacted or
 // expired meanwhile, or kafka.FirstOffset) to its first; first and end are the partition's.
 func (r *partitionReader) dial(ctx context.Context) (first, end int64, err error) {
-	conn, err := dialPartition(ctx, r.cfg, r.dialer, r.mp) // (its errors name the partition)
+	conn, at, err := dialPartitionFrom(ctx, r.cfg, r.dialer, r.mp, r.broker) // (its errors name the partition)
 	if err != nil {
 		return 0, 0, err
 	}
+	r.broker = at
 	r.conn, r.watch = conn, newAnswerWatch(conn)
 	first, end, err = readOffsets(ctx, conn, conn.RemoteAddr().String())
 	if err != nil {
