@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl/plain"
 
@@ -85,7 +86,7 @@ func TestModelTopicDialsSecuredRealBroker(t *testing.T) {
 	if v, err := lastKeyVersion(ctx, cfg, dialer, 1); err != nil || v != 4 {
 		t.Fatalf("last key version through the secured listener: %d, %v; want 4", v, err)
 	}
-	r := newPartitionReader(cfg, dialer, 1, kafka.FirstOffset) // (the followers' reader: partread.go)
+	r := newPartitionReader(cfg, dialer, 1, kafka.FirstOffset, zerolog.Nop()) // (the followers' reader: partread.go)
 	defer r.Close()
 	if msg, err := r.ReadMessage(ctx); err != nil || keyModelVersion(msg) != 4 {
 		t.Fatalf("a follower's read through the secured listener: version %d, %v; want the key model of version 4", keyModelVersion(msg), err)

@@ -146,7 +146,10 @@ func timedRead(read func(context.Context, modelTopicConfig) (string, error), cfg
 // produceKeyModel writes a key model message of version v to topic's partition 1.
 func produceKeyModel(t *testing.T, br testsupport.Broker, topic string, v int) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(br.Addrs...), Topic: topic, Balancer: kafka.BalancerFunc(func(kafka.Message, ...int) int { return 1 })}
+	tr := &kafka.Transport{} // (its own metadata: publishTestModel says why)
+	defer tr.CloseIdleConnections()
+	w := &kafka.Writer{Addr: kafka.TCP(br.Addrs...), Topic: topic, Balancer: kafka.BalancerFunc(func(kafka.Message, ...int) int { return 1 }),
+		BatchSize: 1, RequiredAcks: kafka.RequireAll, Transport: tr} // (at once, not after a batch's second; acknowledged: a write to a leader that moved is retried, not lost)
 	defer w.Close()
 	err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte(keyModelPrefix + "k"), Value: []byte("m"),
 		Headers: []kafka.Header{{Key: headerKeyModelVersion, Value: []byte(strconv.Itoa(v))}}})

@@ -49,7 +49,11 @@ func publishTestModel(t *testing.T, cfg modelTopicConfig, v uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(cfg.brokers...), Topic: cfg.topic, Balancer: toPartition0, BatchSize: 1, RequiredAcks: kafka.RequireAll}
+	// (A transport of its own: the shared one's metadata, cached for 6 s, sent a write after a
+	// partition moved to its old leader, refused, until it expired.)
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	w := &kafka.Writer{Addr: kafka.TCP(cfg.brokers...), Topic: cfg.topic, Balancer: toPartition0, BatchSize: 1, RequiredAcks: kafka.RequireAll, Transport: tr}
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

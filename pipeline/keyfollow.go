@@ -367,16 +367,23 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 	readKey, skips := p.keyReaderSkips(keep, log)
 	dec := newDecoders(readKey, k.decodeWorkers)
 	defer dec.close()
+	// One reader for every attempt (partread.go: every exchange with a broker bounded): a failed
+	// read hangs up, and the next dials again from where it was (what it read before the failure
+	// handed out first), asking first the broker that answered it last.
+	r := newPartitionReader(cfg, k.dialer, mp, kafka.FirstOffset, p.log)
+	defer r.Close()
+	end := int64(0)
 	for attempt := 1; ctx.Err() == nil; attempt++ {
 		readBefore := read
-		first, end, err := partitionOffsets(ctx, cfg, k.dialer, mp)
+		var err error
+		if !done { // (the restore's end; past it only the reader asks the broker: a silent one once)
+			var first int64
+			if first, end, err = partitionOffsets(ctx, cfg, k.dialer, mp); err == nil && next < first {
+				next = first // (compaction or retention removed what was below)
+			}
+		}
 		if err == nil {
 			err = func() error {
-				if next < first { // (compaction or retention removed what was below)
-					next = first
-				}
-				r := newPartitionReader(cfg, k.dialer, mp, next) // (partread.go: every exchange with a broker bounded)
-				defer r.Close()
 				for {
 					if !done && next >= end {
 						done = true

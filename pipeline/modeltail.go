@@ -116,13 +116,24 @@ func readRange(ctx context.Context, conn *kafka.Conn, from, end int64, maxBytes 
 // broker of cfg's that answers, each asked within brokerAttemptWait); its requests are bounded
 // by the caller (boundConn).
 func dialPartition(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer, mp int) (*kafka.Conn, error) {
+	conn, _, err := dialPartitionFrom(ctx, cfg, dialer, mp, 0)
+	return conn, err
+}
+
+// dialPartitionFrom is dialPartition asking cfg's brokers from the one of index from on (round),
+// and the index of the one that answered: a reader that dials again starts at the broker that
+// answered it last, where each dial that began at the first paid brokerAttemptWait for every
+// silent broker before it (a host blackholed: TestFollowersRedialPastASilentFirstBroker).
+func dialPartitionFrom(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer, mp, from int) (*kafka.Conn, int, error) {
 	var last error
-	for _, b := range cfg.brokers {
-		conn, err := dialLeader(ctx, dialer, b, cfg.topic, mp)
+	n := len(cfg.brokers)
+	for i := range n {
+		at := (from + i) % n
+		conn, err := dialLeader(ctx, dialer, cfg.brokers[at], cfg.topic, mp)
 		if err == nil {
-			return conn, nil
+			return conn, at, nil
 		}
 		last = err
 	}
-	return nil, fmt.Errorf("model topic %q partition %d: %w", cfg.topic, mp, last)
+	return nil, from, fmt.Errorf("model topic %q partition %d: %w", cfg.topic, mp, last)
 }

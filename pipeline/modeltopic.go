@@ -359,7 +359,7 @@ func newModelFollower(cfg modelTopicConfig, features []string, log zerolog.Logge
 		}
 		dialer = d
 	}
-	f := &modelFollower{cfg: cfg, r: newPartitionReader(cfg, dialer, 0, kafka.FirstOffset), dialer: dialer, features: features,
+	f := &modelFollower{cfg: cfg, r: newPartitionReader(cfg, dialer, 0, kafka.FirstOffset, log), dialer: dialer, features: features,
 		log: log.With().Str("model_topic", cfg.topic).Logger()}
 	f.bound.Store(int64(cfg.publicationBound))
 	return f, nil

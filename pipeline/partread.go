@@ -8,12 +8,25 @@ import (
 	"os"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 )
 
 // followWait is how long a live follower's fetch waits at the partition's end for a message
 // (the broker's long poll; kafka-go's Reader's MaxWait as the followers had it).
 const followWait = 500 * time.Millisecond
+
+// pastEndWait is how long a reader's offset may stay past its partition's end (fetches refused
+// with OffsetOutOfRange, the partition's end below the offset) before the reader takes the
+// partition for a new one (the topic deleted and created again, or its log truncated by an
+// unclean leader election) and reads it again from its first offset. A broker refuses a fetch
+// past its log's end, and a clean election's new leader holds every offset below the old one's
+// high watermark, which is all a reader reads: only a leader's state moving as it is elected is
+// waited out, which takes a replica fetch or two (replica.fetch.wait.max.ms: 500 ms). Reading
+// again from the first costs a reread of the partition (the model follower passes over the
+// versions it has; a key's newest message is read last); waiting for ever served the models
+// of then (kafka-go's Reader did; TestModelFollowerReadsARecreatedTopic).
+const pastEndWait = 5 * time.Second
 
 // partitionReader reads one partition of the model topic from an offset on, for ever: a
 // scorer's model follower (partition 0) and its keys' followers. It replaces kafka-go's Reader,
@@ -31,6 +44,7 @@ type partitionReader struct {
 	dialer   *kafka.Dialer
 	mp       int
 	maxBytes int
+	log      zerolog.Logger // (its reads again from the first offset: outOfRange)
 
 	conn  *kafka.Conn
 	watch *answerWatch // conn's
@@ -42,12 +56,18 @@ type partitionReader struct {
 	closed bool
 	// failed counts the reads failed in a row (0 once a fetch is answered): its caller's backoff.
 	failed int
+	// pastEnd is when fetches began to be refused past the partition's end (zero: they are not).
+	pastEnd time.Time
+	// broker is the index in cfg.brokers of the broker that answered the last dial: the next
+	// dial asks it first.
+	broker int
 }
 
 // newPartitionReader is a reader of the model topic's partition mp from offset on (below the
-// partition's first, kafka.FirstOffset included: from its first); it dials at its first read.
-func newPartitionReader(cfg modelTopicConfig, dialer *kafka.Dialer, mp int, offset int64) *partitionReader {
-	return &partitionReader{cfg: cfg, dialer: dialer, mp: mp, maxBytes: max(cfg.maxMessageBytes, 1<<20) * 2, offset: offset}
+// partition's first, kafka.FirstOffset included: from its first), logging to log; it dials at
+// its first read.
+func newPartitionReader(cfg modelTopicConfig, dialer *kafka.Dialer, mp int, offset int64, log zerolog.Logger) *partitionReader {
+	return &partitionReader{cfg: cfg, dialer: dialer, mp: mp, maxBytes: max(cfg.maxMessageBytes, 1<<20) * 2, offset: offset, log: log}
 }
 
 // Offset is the offset of the next message ReadMessage hands out, or at or below which none
@@ -56,7 +76,7 @@ func (r *partitionReader) Offset() int64 { return r.offset }
 
 // SetOffset makes the next read start at offset (kafka.FirstOffset: the partition's first).
 func (r *partitionReader) SetOffset(offset int64) {
-	r.batch, r.offset = nil, offset
+	r.batch, r.offset, r.pastEnd = nil, offset, time.Time{}
 }
 
 // ReadMessage is the partition's next message at or after Offset, waiting for one to be
@@ -111,15 +131,14 @@ func (r *partitionReader) hangUp() {
 }
 
 // fetch reads the messages at and after r.offset that one fetch answers into r.batch (none:
-// the broker waited followWait and none came, or the offset is past the partition's end,
-// waited on as kafka-go's Reader did: a new leader's end may lag what was read a moment ago),
-// dialing the leader first where there is no connection.
+// the broker waited followWait and none came, or the offset is not in the partition:
+// outOfRange), dialing the leader first where there is no connection.
 func (r *partitionReader) fetch(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if r.conn == nil {
-		if err := r.dial(ctx); err != nil {
+		if _, _, err := r.dial(ctx); err != nil {
 			return err // (naming the partition)
 		}
 	}
@@ -166,6 +185,7 @@ func (r *partitionReader) fetch(ctx context.Context) error {
 	case err != nil && !errors.Is(err, kafka.RequestTimedOut): // (kafka-go's word for a long poll that ended with none)
 		return r.at(fmt.Errorf("leader %s: %w", conn.RemoteAddr(), err))
 	}
+	r.pastEnd = time.Time{}
 	if len(r.batch) == 0 {
 		r.offset = next
 	}
@@ -174,34 +194,51 @@ func (r *partitionReader) fetch(ctx context.Context) error {
 }
 
 // dial connects to the partition's leader and moves an offset below its first (compacted or
-// expired meanwhile, or kafka.FirstOffset) to its first.
-func (r *partitionReader) dial(ctx context.Context) error {
-	conn, err := dialPartition(ctx, r.cfg, r.dialer, r.mp) // (its errors name the partition)
+// expired meanwhile, or kafka.FirstOffset) to its first; first and end are the partition's.
+func (r *partitionReader) dial(ctx context.Context) (first, end int64, err error) {
+	conn, at, err := dialPartitionFrom(ctx, r.cfg, r.dialer, r.mp, r.broker) // (its errors name the partition)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
+	r.broker = at
 	r.conn, r.watch = conn, newAnswerWatch(conn)
-	first, _, err := readOffsets(ctx, conn, conn.RemoteAddr().String())
+	first, end, err = readOffsets(ctx, conn, conn.RemoteAddr().String())
 	if err != nil {
-		return r.at(err)
+		return 0, 0, r.at(err)
 	}
 	r.offset = max(r.offset, first)
-	return nil
+	return first, end, nil
 }
 
 // outOfRange handles a fetch refused with OffsetOutOfRange: below the partition's first
 // (compaction or retention removed it) it reads on from the first; past its end it waits
-// followWait (or until ctx ends) and is read again.
+// followWait (or until ctx ends) and is read again, and, once the end has stayed below it for
+// pastEndWait (the topic recreated, its log truncated), reads the partition again from its
+// first, with a warning. The connection is dialed again first: kafka-go's Conn stops reading a
+// fetch's answer at a partition's error code, and the rest of it, left on the connection, is
+// what its next request would read as its own answer (io.ErrNoProgress;
+// TestPartitionReaderPastRetention).
 func (r *partitionReader) outOfRange(ctx context.Context) error {
-	first, end, err := readOffsets(ctx, r.conn, r.conn.RemoteAddr().String())
+	r.hangUp()
+	first, end, err := r.dial(ctx) // (an offset below first moved to first)
 	if err != nil {
-		return r.at(err)
+		return err
 	}
-	if r.offset < first {
-		r.offset = first
+	r.failed = 0 // (answered)
+	// Below the first (moved to it by dial), or written meanwhile:
+	if r.offset < end {
+		r.pastEnd = time.Time{}
 		return nil
 	}
-	if r.offset < end { // (written meanwhile)
+	now := time.Now()
+	if r.pastEnd.IsZero() {
+		r.pastEnd = now
+	}
+	if past := now.Sub(r.pastEnd); past >= pastEndWait {
+		r.log.Warn().Str("model_topic", r.cfg.topic).Int("model_partition", r.mp).Int64("offset", r.offset).Int64("end_offset", end).
+			Int64("first_offset", first).Dur("past_end_for", past).
+			Msg("model topic: the partition's end is below the offset read (the topic deleted and created again, or its log truncated); reading it again from its first offset")
+		r.offset, r.pastEnd = first, time.Time{}
 		return nil
 	}
 	t := time.NewTimer(followWait)
