@@ -226,24 +226,8 @@ func TestModelFollowerFollowsAMovedLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	p := &Pipeline{log: zerolog.New(zerolog.NewTestWriter(t)), models: make(chan *followed, 1), follow: f}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	go func() { defer close(done); p.followModels(ctx, 0) }()
-	defer func() { cancel(); <-done }()
-	wait := func(v uint64, within time.Duration) {
-		t.Helper()
-		select {
-		case m := <-p.models:
-			if m.model.Version != v {
-				t.Fatalf("the follower read model %d, want %d", m.model.Version, v)
-			}
-		case <-time.After(within):
-			t.Fatalf("the follower did not read model %d within %v", v, within)
-		}
-	}
+	t.Cleanup(func() { f.Close() }) // (after followInTest's own cleanup: the follower stops first)
+	wait := followInTest(t, f, nil)
 	wait(1, 20*time.Second)
 	old := br.Kfake.LeaderFor("models", 0)
 	if err := br.Kfake.MoveTopicPartition("models", 0, (old+1)%3); err != nil {
@@ -253,4 +237,41 @@ func TestModelFollowerFollowsAMovedLeader(t *testing.T) {
 	t0 := time.Now()
 	wait(2, 2*time.Second+attemptSlack)
 	t.Logf("partition 0 moved from broker %d to %d: model 2 read %v after it was published", old, br.Kfake.LeaderFor("models", 0), time.Since(t0).Round(time.Millisecond))
+}
+
+// followInTest runs p.followModels over f until the test ends and returns wait(v, within): it
+// fails the test unless model v comes within within; models of lower versions before it are
+// passed over (a follower started below the topic's newest reads the older ones first), a
+// higher one fails. log, when not nil, is shown with a timeout (the follower's lines).
+func followInTest(t *testing.T, f *modelFollower, log *testsupport.LogBuffer) (wait func(v uint64, within time.Duration)) {
+	t.Helper()
+	p := &Pipeline{log: zerolog.New(zerolog.NewTestWriter(t)), models: make(chan *followed, 1), follow: f}
+	if log != nil {
+		p.log = zerolog.New(log)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.followModels(ctx, 0) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return func(v uint64, within time.Duration) {
+		t.Helper()
+		deadline := time.After(within)
+		for {
+			select {
+			case m := <-p.models:
+				if m.model.Version == v {
+					return
+				}
+				if m.model.Version > v {
+					t.Fatalf("the follower read model %d, want %d", m.model.Version, v)
+				}
+			case <-deadline:
+				shown := ""
+				if log != nil {
+					shown = "; the log:\n" + log.String()
+				}
+				t.Fatalf("the follower did not read model %d within %v (its offset %d)%s", v, within, f.r.Offset(), shown)
+			}
+		}
+	}
 }

@@ -72,29 +72,8 @@ func TestModelFollowerReadsARecreatedTopic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
-		p := &Pipeline{log: zerolog.New(&logs), models: make(chan *followed, 1), follow: f}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); p.followModels(ctx, 0) }()
-		defer func() { cancel(); <-done }()
-		wait := func(v uint64, within time.Duration) {
-			t.Helper()
-			deadline := time.After(within)
-			for {
-				select {
-				case m := <-p.models:
-					if m.model.Version == v {
-						return
-					}
-					if m.model.Version > v {
-						t.Fatalf("the follower read model %d, want %d", m.model.Version, v)
-					}
-				case <-deadline:
-					t.Fatalf("the follower did not read model %d within %v (its offset %d); the log:\n%s", v, within, f.r.Offset(), logs.String())
-				}
-			}
-		}
+		t.Cleanup(func() { f.Close() }) // (after followInTest's own cleanup: the follower stops first)
+		wait := followInTest(t, f, &logs)
 		wait(2, 20*time.Second)
 		before := f.r.Offset()
 		recreateTopic(t, br, topic, 1)
@@ -208,23 +187,8 @@ func TestFollowersRedialPastASilentFirstBroker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
-		p := &Pipeline{log: zerolog.New(zerolog.NewTestWriter(t)), models: make(chan *followed, 1), follow: f}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); p.followModels(ctx, 0) }()
-		defer func() { cancel(); <-done }()
-		wait := func(v uint64, within time.Duration) {
-			t.Helper()
-			select {
-			case m := <-p.models:
-				if m.model.Version != v {
-					t.Fatalf("the follower read model %d, want %d", m.model.Version, v)
-				}
-			case <-time.After(within):
-				t.Fatalf("the follower did not read model %d within %v", v, within)
-			}
-		}
+		t.Cleanup(func() { f.Close() }) // (after followInTest's own cleanup: the follower stops first)
+		wait := followInTest(t, f, nil)
 		wait(1, 20*time.Second)
 		t0 := time.Now()
 		move(0)
