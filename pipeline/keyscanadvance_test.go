@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outlierd/outlierd/stages/detect"
 )
 
 // TestScanAdvanceThroughHeldWrites: the builder's writes completed before its scan ended are held
@@ -58,5 +60,18 @@ func TestScanAdvanceThroughHeldWrites(t *testing.T) {
 	q.noteWritten(batchOf(1, int64(10+len(big)), "a"), nil)
 	if q.advance.ends[1] != 10 || q.advance.dirty {
 		t.Errorf("past scanPendingKeys held the record moved on to %d (dirty %v), want 10", q.advance.ends[1], q.advance.dirty)
+	}
+}
+
+// TestScanIdentityFollowsTheReadableFormat: a release that reads a newer keys' model format
+// judges otherwise the messages an earlier one passed over as not its to judge (a newer
+// builder's, ErrSnapshotFormat: otherConfiguration's ""), so its builder must not read on from
+// an earlier release's record: the identity holds the newest format the release reads, not only
+// scanJudgment (which a format's change could leave as it was).
+func TestScanIdentityFollowsTheReadableFormat(t *testing.T) {
+	p := &keyPublisher{features: []string{"x"}}
+	if p.scanIdentity(3) == p.scanIdentityReading(3, detect.KeyModelFormat+1) {
+		t.Errorf("the scan record's identity is the same for a release reading key model formats up to %d and one reading up to %d",
+			detect.KeyModelFormat, detect.KeyModelFormat+1)
 	}
 }

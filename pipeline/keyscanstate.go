@@ -69,6 +69,12 @@ type scanRecord struct {
 // passes over), its derived columns' definitions, the topic, its bootstrap
 // brokers (another cluster's topic of the same name is another topic) and its m partitions.
 func (p *keyPublisher) scanIdentity(m int) [32]byte {
+	return p.scanIdentityReading(m, detect.KeyModelFormat)
+}
+
+// scanIdentityReading is scanIdentity for a release that reads the keys' models' formats up to
+// readable.
+func (p *keyPublisher) scanIdentityReading(m int, readable uint32) [32]byte {
 	h := sha256.New()
 	var e sealed.Encoder
 	e.U32(scanJudgment)
