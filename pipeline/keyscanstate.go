@@ -30,10 +30,10 @@ import (
 // have at those offsets, so the findings are the same (TestStaleScanResumesFromTheRecord).
 //
 // The record is kept under the identity of what the judgment depends on (scanIdentity: the
-// keys' models' header of the configuration, its derived columns, the topic, its brokers and
-// its partitions): any change of them reads the topic from the start again. A model partition
-// whose first offset is now above the record's (records deleted, retention) or whose end is
-// below it (the topic deleted and created again: its offsets start at 0) is read from its start
+// keys' model formats the release reads, the keys' models' header of the configuration, its
+// derived columns, the topic, its brokers and its partitions): any change of them reads the
+// topic from the start again. A model partition whose first offset is now above the record's
+// (records deleted, retention) or whose end is below it (the topic deleted and created again: its offsets start at 0) is read from its start
 // too; a compacted partition reads correctly from any offset above its first, the messages
 // compaction removed passed over. What it cannot tell: a topic recreated and written past the
 // recorded offsets before the builder's start (by another writer: the builder itself was not
@@ -47,7 +47,8 @@ const (
 	scanStateFormat = 1
 	// scanJudgment is the judgment's own version (keystale.go's otherConfiguration): raise it
 	// when a release judges a key's model otherwise, so that its builders read the topic whole
-	// once instead of going on from a record of the former judgment.
+	// once instead of going on from a record of the former judgment (a new keys' model format
+	// needs none: the identity holds detect.KeyModelFormat).
 	scanJudgment = 1
 	// scanStateMaxText bounds a key's or a reason's length read back (a key's model's key is at
 	// most 65,536 bytes: detect's maxKeyLength).
@@ -64,14 +65,23 @@ type scanRecord struct {
 }
 
 // scanIdentity is what the judgment of the keys' models on the topic depends on: the judgment's
-// version, the keys' models' header of the builder's configuration (its features, derived
-// columns' names included, and keys' settings but keys.min_records, which a scorer's check
-// passes over), its derived columns' definitions, the topic, its bootstrap
-// brokers (another cluster's topic of the same name is another topic) and its m partitions.
+// version, the newest keys' model format the release reads (a message of a format above it is
+// passed over as not the builder's to judge; a release that reads it judges it), the keys'
+// models' header of the builder's configuration (its features, derived columns' names included,
+// and keys' settings but keys.min_records, which a scorer's check passes over), its derived
+// columns' definitions, the topic, its bootstrap brokers (another cluster's topic of the same
+// name is another topic) and its m partitions.
 func (p *keyPublisher) scanIdentity(m int) [32]byte {
+	return p.scanIdentityReading(m, detect.KeyModelFormat)
+}
+
+// scanIdentityReading is scanIdentity for a release that reads the keys' models' formats up to
+// readable.
+func (p *keyPublisher) scanIdentityReading(m int, readable uint32) [32]byte {
 	h := sha256.New()
 	var e sealed.Encoder
 	e.U32(scanJudgment)
+	e.U32(readable) // (a message of a format above it is not judged: otherConfiguration)
 	det := p.detect
 	det.Keys.MinRecords = 0 // (in the header, not in the judgment: a change of it reads nothing again)
 	e.Raw(detect.KeyModelHeader(p.features, &det))
