@@ -433,7 +433,7 @@ func (d *rankDetector) Score(q *Query, out []batch.Score) error {
 		for i := lo; i < hi; i++ {
 			out[i].DensityScore, out[i].DistanceScore = density[i], distance[i]
 			out[i].Threshold = threshold
-			out[i].Score = shifted(m.fwdShift, r.combine(density[i], distance[i]))
+			out[i].Score = r.combine(density[i], distance[i])
 		}
 	})
 	return nil

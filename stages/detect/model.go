@@ -36,10 +36,6 @@ type Model struct {
 	// Members are the records the model was built from, by identity (members.go): scored,
 	// they do not count themselves as their own neighbour.
 	Members Members
-	// fwdShift is the forward shift of the combined score, fwdCensor the pre-final value at
-	// which Final reaches min_score (censor28.go, OUTLIERD_CENSOR28; 0, unset: none).
-	fwdShift, fwdCensor float64
-	fwdCensorSet        bool
 	// BuiltAt and BuildTime say when and how long the build took.
 	BuiltAt   time.Time
 	BuildTime time.Duration

@@ -327,7 +327,7 @@ func (s *Stage) rankRecent(b *batch.Batch, r *Ranker) {
 				w = s.pastWeight(sc.Score)
 			}
 			if far {
-				x -= float64(w * r.farExcessShifted(s.fwd.cur, sc.Score, sc.DensityScore, sc.DistanceScore))
+				x -= float64(w * r.farExcess(sc.Score, sc.DensityScore, sc.DistanceScore))
 			}
 			if past != nil {
 				x += float64(w * past[i])

@@ -415,8 +415,6 @@ func (s *Stage) finish(sc *scoring) error {
 		}
 	}
 	s.capAlarms(b, m.Ranker != nil)
-	s.fwd.note(&s.cfg, m, b) // (OUTLIERD_CENSOR28: censor28.go)
-	s.fwd.cur = m.fwdShift
 	s.rankRecent(b, m.Ranker)
 	s.groups.fold(b, s.cfg.AlertCooldown)
 	explainDeviations(m.Ranker, m.Features, centredColumns(m, b, sc.raw, nil), b.Scores, false) // (a warming column at the median: never named)

@@ -30,7 +30,6 @@ type Stage struct {
 	win     *microcluster.Window
 	recs    *windowRing
 	pending map[*batch.Batch]uint64
-	fwd     forwardPool // (OUTLIERD_CENSOR28: censor28.go)
 	// alarms is flag_by: significance's cap on the alarms' starts over the last window's records;
 	// groups fold continuing alerts per key (alert_cooldown).
 	alarms *alarmCap
@@ -536,7 +535,6 @@ func (s *Stage) finishBuild(r buildResult) {
 
 // install makes m the serving model.
 func (s *Stage) install(m *Model) error {
-	s.fwd.floor(&s.cfg, m) // (OUTLIERD_CENSOR28: censor28.go)
 	s.model, s.builds.version = m, m.Version
 	s.followAfresh() // the counts follow the new normalisation
 	s.deps.Log.Info().Uint64("model_version", m.Version).Int("window", m.WindowRecords).
