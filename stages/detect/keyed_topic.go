@@ -193,7 +193,7 @@ func (s *Stage) DropAlertsOutside(gen int32, keep func(partition int32) bool) in
 			delete(s.groups.taken, p)
 		}
 	}
-	n := s.groups.dropOutside(gen, keep)
+	n := s.groups.dropOutside(gen, keep, s.cfg.AlertCooldown)
 	if n > 0 {
 		s.deps.Log.Info().Int("alert_groups", n).Msg("alert groups dropped (their partition moved away, a generation was missed, or a restart could not vouch for it): their keys' next flagged records are new alerts")
 	}
