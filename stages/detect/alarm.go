@@ -328,6 +328,9 @@ type alertGroups struct {
 	// follows that generation (pipeline keyScope.stayed).
 	gen      int32
 	genKnown bool
+	// unchecked: restored from an alarm state and not yet checked against an assignment
+	// (Stage.DropAlertsOutside).
+	unchecked bool
 	// taken is, of each partition, the offset after the furthest record the groups took (fold;
 	// a partition read again does not lower it): they hold no effect of a record at or past it.
 	// confirmed are those a clean stop's final commit left at or past it, taken then moved to
@@ -482,15 +485,17 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 // one alert too many, as past maxAlertKeys; folded into this instance's old alert, it would not
 // be emitted under emit: outliers and would name an alert that others followed). A group with
 // records folded into it stays, dropped (folding nothing), for its count: the key's next alert
-// here says it (folded_into_previous_alert). The away groups go too but those opened under the
+// here says it (folded_into_previous_alert); but where counted (nil: everywhere) refuses its
+// partition it goes with its count, as before (Stage.DropAlertsOutside: a restart's records
+// read again). The away groups go too but those opened under the
 // assignment of generation gen (dropAway: never counted, duplicates of the owners' alerts),
 // theirs likewise left to their keys' next alerts; cooldown is the one in force, for the bound.
-func (g *alertGroups) dropOutside(gen int32, keep func(partition int32) bool, cooldown time.Duration) int {
+func (g *alertGroups) dropOutside(gen int32, keep, counted func(partition int32) bool, cooldown time.Duration) int {
 	n := 0
 	for k, o := range g.open {
 		switch {
 		case o.dropped || keep(o.partition):
-		case o.folded > 0:
+		case o.folded > 0 && (counted == nil || counted(o.partition)):
 			o.dropped = true
 			n++
 		default:
