@@ -150,6 +150,7 @@ func TestAlertGroupsMissedGenerationRealBroker(t *testing.T) {
 	}
 	// Each member's output, key by key: alerts, folded records and the counts.
 	alerts := map[string][]string{} // key -> "member@index" of its alerts, by index
+	carried := 0                    // alerts after a drop saying a count above 0 (the dropped group's)
 	for _, who := range []string{"A", "B"} {
 		latest := map[string]genOutput{} // key -> the member's latest alert of it
 		folded := map[string]int{}       // key -> records folded into that alert so far
@@ -172,6 +173,9 @@ func TestAlertGroupsMissedGenerationRealBroker(t *testing.T) {
 				alerts[k] = append(alerts[k], fmt.Sprintf("%s@%d", who, o.idx))
 				if l, ok := latest[k]; ok {
 					want := folded[k] // (dropped or not: the drop leaves its count to this alert)
+					if dropped[k] && want > 0 {
+						carried++
+					}
 					if o.foldedInto != want {
 						t.Errorf("%s's alert of %s at %d: folded_into_previous_alert %d, want %d (folded into its alert at %d: %d; group dropped since %v)",
 							who, k, o.idx, o.foldedInto, want, l.idx, folded[k], dropped[k])
@@ -193,6 +197,9 @@ func TestAlertGroupsMissedGenerationRealBroker(t *testing.T) {
 			}
 			folded[k]++
 		}
+	}
+	if carried == 0 { // (A's alert at 1500 follows its group of 900 dropped at the pause, with records folded into it)
+		t.Error("no alert after a dropped group said its count: the check of folded_into_previous_alert across a drop did not run")
 	}
 	for _, as := range alerts {
 		slices.SortStableFunc(as, func(x, y string) int { // (by index; A's before B's at one)
