@@ -50,8 +50,8 @@ import (
 // re-read in this run: each step waits for the commits, and the deletion); in each member's output every
 // flagged record of a key is either an alert or folded into the latest alert of that key the
 // same member wrote (never one of before a move: not a stale group's), and an alert's
-// folded_into_previous_alert is the number folded into the member's previous alert of the key
-// when that group lived on, 0 when it was dropped; each key's alerts are one more than its
+// folded_into_previous_alert is the number folded into the member's previous alert of the key,
+// whether that group lived on or was dropped (before, a dropped group's count was lost: 0); each key's alerts are one more than its
 // partition's moves between members (the documented bound: one alert too many per move, never
 // one lost): 3 for the key whose partition went A -> B -> A (at 900, 1400, 1500), 2 for the
 // other (900, 1400).
@@ -150,6 +150,7 @@ func TestAlertGroupsMissedGenerationRealBroker(t *testing.T) {
 	}
 	// Each member's output, key by key: alerts, folded records and the counts.
 	alerts := map[string][]string{} // key -> "member@index" of its alerts, by index
+	carried := 0                    // alerts after a drop saying a count above 0 (the dropped group's)
 	for _, who := range []string{"A", "B"} {
 		latest := map[string]genOutput{} // key -> the member's latest alert of it
 		folded := map[string]int{}       // key -> records folded into that alert so far
@@ -171,9 +172,9 @@ func TestAlertGroupsMissedGenerationRealBroker(t *testing.T) {
 			if !o.grouped {
 				alerts[k] = append(alerts[k], fmt.Sprintf("%s@%d", who, o.idx))
 				if l, ok := latest[k]; ok {
-					want := folded[k]
-					if dropped[k] {
-						want = 0
+					want := folded[k] // (dropped or not: the drop leaves its count to this alert)
+					if dropped[k] && want > 0 {
+						carried++
 					}
 					if o.foldedInto != want {
 						t.Errorf("%s's alert of %s at %d: folded_into_previous_alert %d, want %d (folded into its alert at %d: %d; group dropped since %v)",
@@ -196,6 +197,9 @@ func TestAlertGroupsMissedGenerationRealBroker(t *testing.T) {
 			}
 			folded[k]++
 		}
+	}
+	if carried == 0 { // (A's alert at 1500 follows its group of 900 dropped at the pause, with records folded into it)
+		t.Error("no alert after a dropped group said its count: the check of folded_into_previous_alert across a drop did not run")
 	}
 	for _, as := range alerts {
 		slices.SortStableFunc(as, func(x, y string) int { // (by index; A's before B's at one)

@@ -328,6 +328,9 @@ type alertGroups struct {
 	// follows that generation (pipeline keyScope.stayed).
 	gen      int32
 	genKnown bool
+	// unchecked: restored from an alarm state and not yet checked against an assignment
+	// (Stage.DropAlertsOutside).
+	unchecked bool
 	// taken is, of each partition, the offset after the furthest record the groups took (fold;
 	// a partition read again does not lower it): they hold no effect of a record at or past it.
 	// confirmed are those a clean stop's final commit left at or past it, taken then moved to
@@ -394,6 +397,13 @@ type alertGroup struct {
 	// (fold opens groups of timed alerts only; an untimed one is read from an alarm state file
 	// of an older release, and folds nothing.)
 	folded int
+	// dropped: the group was dropped (dropOutside: its partition moved away, a generation was
+	// missed, a restart could not vouch for it) with records folded into it. It folds nothing
+	// more, and is left only to carry folded to the key's next alert here: those records were
+	// folded into this instance's previous alert of the key, and no other alert counts them.
+	// Whatever its partition does after, it stays until that alert (or the bound: prune takes
+	// it as an ended group with records folded into it).
+	dropped bool
 	// partition is the alert's record's source partition (-1: not known, a group read from an
 	// alarm state file of format 1 or 2): a key's records come from one partition when the
 	// producers partition by key; the records without a key, one series, from any.
@@ -446,7 +456,7 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 		k := string(recordKey(keys, i))
 		at := int64(ts.Value(i))
 		o, ok := g.open[k]
-		if ok && o.timed && at >= o.at && uint64(at-o.at) < within {
+		if ok && o.timed && !o.dropped && at >= o.at && uint64(at-o.at) < within {
 			sc.Grouped, sc.AlertAt, sc.AlertTimed = true, o.at, o.timed
 			o.folded++
 			continue
@@ -473,17 +483,26 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 // of an unknown partition too, unless keep takes -1) and returns how many. The key's next
 // flagged record here is then a new alert: the other instance may have alerted since (at most
 // one alert too many, as past maxAlertKeys; folded into this instance's old alert, it would not
-// be emitted under emit: outliers and would name an alert that others followed). The away
-// groups go too but those opened under the assignment of generation gen (dropAway: never
-// counted, duplicates of the owners' alerts).
-func (g *alertGroups) dropOutside(gen int32, keep func(partition int32) bool) int {
-	g.dropAway(gen)
+// be emitted under emit: outliers and would name an alert that others followed). A group with
+// records folded into it stays, dropped (folding nothing), for its count: the key's next alert
+// here says it (folded_into_previous_alert); but where counted (nil: everywhere) refuses its
+// partition it goes with its count, as before (Stage.DropAlertsOutside: a restart's records
+// read again). The away groups go too but those opened under the
+// assignment of generation gen (dropAway: never counted, duplicates of the owners' alerts),
+// theirs likewise left to their keys' next alerts; cooldown is the one in force, for the bound.
+func (g *alertGroups) dropOutside(gen int32, keep, counted func(partition int32) bool, cooldown time.Duration) int {
 	n := 0
 	for k, o := range g.open {
-		if !keep(o.partition) {
+		switch {
+		case o.dropped || keep(o.partition):
+		case o.folded > 0 && (counted == nil || counted(o.partition)):
+			o.dropped = true
+			n++
+		default:
 			delete(g.open, k)
 			n++
 		}
 	}
+	g.dropAway(gen, cooldown)
 	return n
 }

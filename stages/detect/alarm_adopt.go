@@ -56,7 +56,7 @@ func (s *Stage) adoptAlertGroups(ctx context.Context, dir string) error {
 // against.
 func (s *Stage) restoreGroups(a *alarmState) {
 	s.groups.open = make(map[string]*alertGroup, len(a.groups))
-	s.groups.gen, s.groups.genKnown, s.groups.restored = a.gen, a.genKnown, nil
+	s.groups.gen, s.groups.genKnown, s.groups.restored, s.groups.unchecked = a.gen, a.genKnown, nil, true
 	if a.at.Taken != nil {
 		s.groups.restored = &a.at
 	}

@@ -67,6 +67,12 @@ import (
 // releases read it). (Format 4 was written in two steps within one session, 2026-11-28: the
 // generation and flags, then the offsets; no release wrote the first step.)
 //
+// Format 5 is format 4 with a group's flag bit 1, dropped (alertGroup.dropped: its partition
+// moved away, a generation was missed or a restart could not vouch for it, with records folded
+// into it; it folds nothing, and its folded is the key's next alert's
+// folded_into_previous_alert). Set only with folded above 0. Before format 5 such a group was
+// forgotten at the drop, its count with it: a file of format 4 holds none.
+//
 // A scorer's keys' caps are its own (its keys' models come from the model topic, their flags
 // from it): each is given back to its key when the key's model is installed again after the
 // restart (InstallKeyModels), so that its alarm goes on; those of keys whose partitions moved
@@ -79,7 +85,7 @@ import (
 const (
 	alarmsSnapshotMagic = "\x89ODAS\r\n\x1a"
 	// AlarmsSnapshotFormat is the newest alarm state format this code reads and writes.
-	AlarmsSnapshotFormat = 4
+	AlarmsSnapshotFormat = 5
 	alarmsPrefix         = "alarms-"
 )
 
@@ -185,6 +191,9 @@ func (a *alarmState) encode(keysWindow int) []byte {
 		if g.timed {
 			flags |= groupTimed
 		}
+		if g.dropped {
+			flags |= groupDropped
+		}
 		e.Raw([]byte{flags})
 	}
 	parts := slices.Sorted(maps.Keys(a.at.Taken))
@@ -282,6 +291,10 @@ func decodeCap(d *sealed.Decoder, c *alarmCap) error {
 // groupTimed is a group's flag (format 4): the alert's record had a timestamp.
 const groupTimed = 1
 
+// groupDropped is a group's flag (format 5): the group was dropped with records folded into it
+// (alertGroup.dropped), kept for its count.
+const groupDropped = 2
+
 // takenCommitted is a partition's flag (format 4): its offset taken was committed at a clean stop.
 const takenCommitted = 1
 
@@ -352,7 +365,7 @@ func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState,
 	a.groups = make(map[string]alertGroup, c)
 	for range c {
 		k := d.Text(maxKeyLength, "group key")
-		at, folded, part := int64(d.U64("group time")), d.U32("group folded"), int32(-1)
+		at, folded, part, dropped := int64(d.U64("group time")), d.U32("group folded"), int32(-1), false
 		timed := at != 0 // (before format 4 a group at 0 had no time)
 		if format >= 3 {
 			part = int32(d.U32("group partition"))
@@ -362,11 +375,16 @@ func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState,
 			if d.Err() != nil {
 				return nil, sealedErr(d.Err())
 			}
-			if timed = f[0]&groupTimed != 0; f[0]&^groupTimed != 0 || !timed && at != 0 {
-				return nil, snapErr("group %q: flags %#x, time %d", k, f[0], at)
+			known := byte(groupTimed)
+			if format >= 5 {
+				known |= groupDropped
 			}
+			if timed = f[0]&groupTimed != 0; f[0]&^known != 0 || !timed && at != 0 || f[0]&groupDropped != 0 && folded == 0 {
+				return nil, snapErr("group %q: flags %#x, time %d, folded %d", k, f[0], at, folded)
+			}
+			dropped = f[0]&groupDropped != 0
 		}
-		a.groups[k] = alertGroup{at: at, timed: timed, folded: int(folded), partition: part}
+		a.groups[k] = alertGroup{at: at, timed: timed, folded: int(folded), partition: part, dropped: dropped}
 	}
 	if format >= 4 {
 		c := d.U32("partitions taken")

@@ -4,14 +4,16 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
 	"github.com/outlierd/outlierd/internal/core/sealed"
 )
 
-// TestAlarmStateTruncated: every cut of a format-4 alarm state payload (a series in alarm, alert
-// groups with their partitions, one of them not known, one at 0 ms and one without a time, the
+// TestAlarmStateTruncated: every cut of a format-5 alarm state payload (a series in alarm, alert
+// groups with their partitions, one of them not known, one at 0 ms, one without a time and one
+// dropped, the
 // groups' generation and the offsets they took to, one committed, a scorer's key's cap) is refused with an error, never a panic or a state
 // read from part of it; a group count past what the payload holds is refused before its
 // groups are read; the whole payload reads back to the same state, the groups' partitions,
@@ -111,34 +113,48 @@ func TestAlarmStateTruncated(t *testing.T) {
 			t.Errorf("the groups' generation %d read without an error", gen)
 		}
 	}
-	// A group's flags other than its time's, or a time on a group without one: refused.
+	// A group's flags other than its time's and dropped (format 5: with records folded), or a
+	// time on a group without one: refused.
 	for _, c := range []struct {
-		name string
-		key  string
-		g    alertGroup
+		name   string
+		key    string
+		g      alertGroup
+		format uint32
+		flags  byte // (0: as written)
 	}{
-		{"an unknown flag", "a", alertGroup{}},
-		{"a time without its flag", "u", alertGroup{at: 5}},
+		{"an unknown flag", "a", alertGroup{}, AlarmsSnapshotFormat, 4},
+		{"a time without its flag", "u", alertGroup{at: 5}, AlarmsSnapshotFormat, 0},
+		{"dropped with nothing folded", "z", alertGroup{at: 5, timed: true}, AlarmsSnapshotFormat, groupTimed | groupDropped},
+		{"dropped in format 4", "y", alertGroup{at: 5, timed: true, folded: 2}, 4, groupTimed | groupDropped},
 	} {
 		one := &alarmState{cap: *newAlarmCap(window), groups: map[string]alertGroup{c.key: c.g}}
 		q := one.encode(keysWindow)
-		if c.name == "an unknown flag" {
-			q[groupsAt(window)+8+8+4+len(c.key)+8+4+4] = 2 // (generation, count, key, time, folded, partition)
+		if c.flags != 0 {
+			q[groupsAt(window)+8+8+4+len(c.key)+8+4+4] = c.flags // (generation, count, key, time, folded, partition)
 		}
-		if _, err := decodeAlarms(AlarmsSnapshotFormat, q, window, keysWindow); err == nil {
+		if _, err := decodeAlarms(c.format, q, window, keysWindow); err == nil {
 			t.Errorf("%s read without an error", c.name)
+		}
+	}
+	// (The last case's bytes as format 5: read, the group dropped.)
+	{
+		one := &alarmState{cap: *newAlarmCap(window), groups: map[string]alertGroup{"y": {at: 5, timed: true, folded: 2, dropped: true}}}
+		if b, err := decodeAlarms(AlarmsSnapshotFormat, one.encode(keysWindow), window, keysWindow); err != nil || !b.groups["y"].dropped {
+			t.Errorf("a dropped group of format 5 read back as %+v, %v; want dropped", b.groups["y"], err)
 		}
 	}
 }
 
 // alarmFixture is an alarm state with a series in alarm, alert groups (with their partitions,
-// one not known; one at 0 ms, one without a time), their generation, and a scorer's key's cap.
+// one not known; one at 0 ms, one without a time; one dropped, format 5), their generation, and
+// a scorer's key's cap.
 func alarmFixture(window, keysWindow int) *alarmState {
 	a := &alarmState{cap: *newAlarmCap(window), gen: 41, genKnown: true, groups: map[string]alertGroup{
 		"a": {at: 1_700_000_000_000, timed: true, folded: 3, partition: 7},
 		"b": {at: 1_700_000_060_000, timed: true, folded: 0, partition: -1},
 		"e": {at: 0, timed: true, folded: 1, partition: 2},  // 1970-01-01T00:00:00Z
 		"n": {at: 0, timed: false, folded: 2, partition: 2}, // no timestamp
+		"d": {at: 1_700_000_030_000, timed: true, folded: 4, partition: 9, dropped: true},
 	}, at: AlertsAt{Taken: map[int32]int64{2: 1234, 7: 99}, Committed: map[int32]bool{7: true}}}
 	a.series.pos, a.series.keyless, a.series.newest = 500, 450, 490
 	a.series.keyed = map[string]uint64{"s": 480}
@@ -157,14 +173,22 @@ func groupsAt(window int) int {
 }
 
 // encodeAs is the payload in format version format (an older one: what the older files hold,
-// for the tests of their reading; what it lacks, left out); the newest is encode's. Formats 1-3
-// differ from 4 only in what 4 added: the groups' generation, their flags, the offsets taken;
+// for the tests of their reading; what it lacks, left out); the newest is encode's. Format 4 is
+// 5 without the dropped groups (and their flag). Formats 1-3 differ from 4 only in what 4 added: the groups' generation, their flags, the offsets taken;
 // 3 added the groups' partitions, 2 the keys' fleet.
 func (a *alarmState) encodeAs(format uint32, keysWindow int) []byte {
 	if format == AlarmsSnapshotFormat {
 		return a.encode(keysWindow)
 	}
-	if format < 1 || format > 3 {
+	// Before format 5 a dropped group was forgotten at the drop: the files hold none.
+	b := *a
+	b.groups = maps.Clone(a.groups)
+	maps.DeleteFunc(b.groups, func(_ string, g alertGroup) bool { return g.dropped })
+	a = &b
+	if format == 4 { // format 5's layout
+		return a.encode(keysWindow)
+	}
+	if format < 1 || format > 4 {
 		panic(fmt.Sprintf("encodeAs: no writer for alarm state format %d (the newest is %d)", format, AlarmsSnapshotFormat))
 	}
 	var e sealed.Encoder
@@ -201,10 +225,13 @@ func TestAlarmStateOlderFormats(t *testing.T) {
 		if b.at.Taken != nil {
 			t.Errorf("format %d: offsets taken %v, want none (before format 4)", format, b.at)
 		}
-		if b.genKnown || len(b.groups) != len(a.groups) {
-			t.Errorf("format %d: %d groups, generation known %v; want %d, not known", format, len(b.groups), b.genKnown, len(a.groups))
+		if b.genKnown || len(b.groups) != len(a.groups)-1 {
+			t.Errorf("format %d: %d groups, generation known %v; want %d (the dropped one not in the file), not known", format, len(b.groups), b.genKnown, len(a.groups)-1)
 		}
 		for k, g := range a.groups {
+			if g.dropped {
+				continue
+			}
 			want := g
 			want.timed = g.at != 0
 			if format < 3 {

@@ -1,6 +1,10 @@
 package detect
 
-import "github.com/outlierd/outlierd/internal/core/batch"
+import (
+	"time"
+
+	"github.com/outlierd/outlierd/internal/core/batch"
+)
 
 // The away groups (issue 20 item 4). A record of a partition the instance no longer owns
 // (fetched before a rebalance, scored after it: alertGroups.owns says so) is its new owner's
@@ -79,13 +83,28 @@ func (g *alertGroups) pruneAway(cooldown int64) bool {
 
 // dropAway forgets the away groups at the detect goroutine's turn at the assignment of
 // generation gen: all but those opened under that very assignment whose partition it still
-// does not hold (owns, asked now).
-func (g *alertGroups) dropAway(gen int32) {
+// does not hold (owns, asked now). One with records folded into it leaves its count to its
+// key's next alert here, as a dropped real group (dropOutside): a dropped group of the key in
+// the real groups, counted by their bound, unless the key has a real group of a later alert
+// (its records' next alert counts that one's), or no room is left with the ended groups
+// pruned (as ever, prune may evict ones within their cooldown: counted; it then goes).
+func (g *alertGroups) dropAway(gen int32, cooldown time.Duration) {
 	for k, w := range g.away {
-		if w.gen != gen || g.owns == nil {
-			delete(g.away, k)
-		} else if owned, _ := g.owns(w.partition); owned {
-			delete(g.away, k)
+		if w.gen == gen && g.owns != nil {
+			if owned, _ := g.owns(w.partition); !owned {
+				continue
+			}
 		}
+		delete(g.away, k)
+		if o, ok := g.open[k]; w.folded == 0 || ok && o.timed && o.at > w.at || cooldown <= 0 {
+			continue
+		}
+		if _, ok := g.open[k]; !ok && len(g.open) >= maxAlertKeys {
+			g.prune(cooldown)
+		}
+		if g.open == nil {
+			g.open = map[string]*alertGroup{}
+		}
+		g.open[k] = &alertGroup{at: w.at, timed: true, folded: w.folded, partition: w.partition, dropped: true}
 	}
 }

@@ -84,9 +84,9 @@ func (g *alertGroups) advance(ts *array.Timestamp, parts []int32, from, to int) 
 }
 
 // ended says whether o's cooldown (ms) has ended by its partition's clock (an untimed group,
-// of an older release's alarm state, folds nothing: ended).
+// of an older release's alarm state, and a dropped one fold nothing: ended).
 func (g *alertGroups) ended(o *alertGroup, cooldown int64) bool {
-	if !o.timed {
+	if !o.timed || o.dropped {
 		return true
 	}
 	now, known := g.clock[o.partition]
@@ -166,7 +166,7 @@ func selectFirst(c []agedGroup, n int) {
 func (g *alertGroups) afterRestore(cooldown time.Duration) {
 	g.clock = nil
 	for _, o := range g.open {
-		if !o.timed {
+		if !o.timed || o.dropped {
 			continue
 		}
 		if now, known := g.clock[o.partition]; !known || o.at > now {

@@ -226,23 +226,24 @@ func TestAwayAlertGroup(t *testing.T) {
 	}
 	// The detect goroutine's turn at generation 5 (DropAlertsOutside): a's away group was
 	// opened under it and stays; a's records still queued fold into it.
-	g.dropOutside(5, func(p int32) bool { return owned[p] })
+	g.dropOutside(5, func(p int32) bool { return owned[p] }, nil, cooldown)
 	if a := away(2 * time.Minute); !a.Grouped || a.AlertAt != t0.UnixMilli() {
 		t.Errorf("a's away record after the turn at the assignment that moved it: grouped %v (alert at %d), want folded into a's away alert (%d)", a.Grouped, a.AlertAt, t0.UnixMilli())
 	}
-	// Generation 6, 0 still away: the group goes at the turn; a's next away record is an alert.
+	// Generation 6, 0 still away: the group goes at the turn; a's next away record is an alert,
+	// saying the n folded into the away alert (19, then 1 after the turn).
 	gen = 6
-	g.dropOutside(6, func(p int32) bool { return owned[p] })
+	g.dropOutside(6, func(p int32) bool { return owned[p] }, nil, cooldown)
 	if len(g.away) != 0 {
 		t.Errorf("away groups %v after the turn at a later generation, want none", g.away)
 	}
-	if a := away(3 * time.Minute); a.Grouped || a.Folded != 0 {
-		t.Errorf("a's away record after the turn at generation 6: grouped %v (alert at %d), folded %d, want an alert (its away group dropped, its count told by none)", a.Grouped, a.AlertAt, a.Folded)
+	if a := away(3 * time.Minute); a.Grouped || a.Folded != n {
+		t.Errorf("a's away record after the turn at generation 6: grouped %v (alert at %d), folded %d, want an alert saying %d (its away group dropped, its count left to the key's next alert: TestAwayAlertGroupDroppedKeepsCount)", a.Grouped, a.AlertAt, a.Folded, n)
 	}
 	// Generation 7 gives 0 back: a's away group of generation 6 goes at the turn, and a's
 	// records, owned again, open a real group and fold into it.
 	owned[0], gen = true, 7
-	g.dropOutside(7, func(p int32) bool { return p != 0 }) // (0 left since the last turn)
+	g.dropOutside(7, func(p int32) bool { return p != 0 }, nil, cooldown) // (0 left since the last turn)
 	if len(g.away) != 0 {
 		t.Errorf("away groups %v after partition 0 came back, want none", g.away)
 	}

@@ -175,8 +175,21 @@ func (s *Stage) DropKeysOutside(keep func(partition int32) bool) int {
 // partition's keys are another instance's all the same. A key whose partition comes back
 // starts a new alert (one too many at most, never one lost), not one folded into this
 // instance's alert of before the move.
+//
+// A group dropped with records folded into it keeps its count for the key's next alert here
+// (alertGroup.dropped), but at the first call after a restore only where its partition's
+// restored offset was confirmed committed at a clean stop (AlertsAt.Committed): after a crash
+// or a kill the groups may hold records whose outputs were never written, read again from the
+// committed offset and folded anew, and their count would be told twice (nor is the alert it
+// names sure to have been written); those counts go, as before.
 func (s *Stage) DropAlertsOutside(gen int32, keep func(partition int32) bool) int {
 	s.groups.gen, s.groups.genKnown = gen, true
+	var counted func(int32) bool
+	if s.groups.unchecked {
+		r := s.groups.restored
+		counted = func(p int32) bool { return r != nil && r.Committed[p] }
+		s.groups.unchecked = false
+	}
 	if r := s.groups.restored; r != nil { // a partition kept still holds no record past its offset
 		for p, off := range r.Taken {
 			if _, ok := s.groups.taken[p]; !ok && keep(p) {
@@ -193,7 +206,7 @@ func (s *Stage) DropAlertsOutside(gen int32, keep func(partition int32) bool) in
 			delete(s.groups.taken, p)
 		}
 	}
-	n := s.groups.dropOutside(gen, keep)
+	n := s.groups.dropOutside(gen, keep, counted, s.cfg.AlertCooldown)
 	if n > 0 {
 		s.deps.Log.Info().Int("alert_groups", n).Msg("alert groups dropped (their partition moved away, a generation was missed, or a restart could not vouch for it): their keys' next flagged records are new alerts")
 	}
