@@ -146,14 +146,7 @@ func TestModelFollowerPastALostRequest(t *testing.T) {
 // follower never read the second message.
 func TestKeyFollowerPastALostRequest(t *testing.T) {
 	br, lose := losingBroker(t, kfake.SeedTopics(2, "models"))
-	var cfg Config
-	cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.MaxMessageBytes = "models", br.Addrs, 1<<20
-	p := &Pipeline{cfg: cfg, log: zerolog.New(zerolog.NewTestWriter(t)), keys: newKeyInbox(), scope: newKeyScope()}
-	p.scope.set(ingest.Assignment{Generation: 1, Partitions: []int32{0}})
-	k, err := p.newKeyFollowers(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, k := keyFollowersInTest(t, "models", br.Addrs)
 	produceKeyModel(t, br, "models", 1)
 	k.start(func(int) map[int][]int32 { return map[int][]int32{1: {0}} }, []int32{0}, nil)
 	read := func(n int64, within time.Duration) {
@@ -274,4 +267,19 @@ func followInTest(t *testing.T, f *modelFollower, log *testsupport.LogBuffer) (w
 			}
 		}
 	}
+}
+
+// keyFollowersInTest is a scorer's keys' followers of the model topic on brokers, the
+// scorer assigned input partition 0 (generation 1), with the pipeline they report to.
+func keyFollowersInTest(t *testing.T, topic string, brokers []string) (*Pipeline, *keyFollowers) {
+	t.Helper()
+	var cfg Config
+	cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.MaxMessageBytes = topic, brokers, 1<<20
+	p := &Pipeline{cfg: cfg, log: zerolog.New(zerolog.NewTestWriter(t)), keys: newKeyInbox(), scope: newKeyScope()}
+	p.scope.set(ingest.Assignment{Generation: 1, Partitions: []int32{0}})
+	k, err := p.newKeyFollowers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, k
 }

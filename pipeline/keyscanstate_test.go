@@ -156,7 +156,7 @@ func TestStaleScanResumesFromTheRecord(t *testing.T) {
 		t.Errorf("the second start read %d messages, want the %d written since the first (of %d)", read, since, total)
 	}
 	if !maps.Equal(second, full) {
-		t.Errorf("the second start found %d stale keys, a scan from the start %d: differ %d", len(second), len(full), changedStrings(second, full))
+		t.Errorf("the second start found %d stale keys, a scan from the start %d: differ %d", len(second), len(full), changed(second, full))
 	}
 	if _, ok := full["later-000"]; !ok || len(full) != 39 {
 		t.Errorf("a scan from the start found %d stale keys (later-000 among them: %v), want 39 and yes", len(full), ok)
@@ -166,22 +166,6 @@ func TestStaleScanResumesFromTheRecord(t *testing.T) {
 	if read != 0 || !maps.Equal(third, full) {
 		t.Errorf("a third start read %d messages (want 0) and found %d stale keys (want %d)", read, len(third), len(full))
 	}
-}
-
-// changedStrings counts the keys whose values differ between a and b (either missing included).
-func changedStrings(a, b map[string]string) int {
-	n := 0
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			n++
-		}
-	}
-	for k := range b {
-		if _, ok := a[k]; !ok {
-			n++
-		}
-	}
-	return n
 }
 
 // TestStaleScanRecordFallsBack: the record is not read on from where it no longer tells the
@@ -208,7 +192,7 @@ func TestStaleScanRecordFallsBack(t *testing.T) {
 		full, fullRead := f.scan(t, cfg, "")
 		if read != wantRead || read != fullRead || !maps.Equal(got, full) {
 			t.Errorf("read %d messages (want %d, a scan from the start %d) and found %d stale keys, %d differing from a scan from the start",
-				read, wantRead, fullRead, len(got), changedStrings(got, full))
+				read, wantRead, fullRead, len(got), changed(got, full))
 		}
 	}
 	t.Run("another configuration", func(t *testing.T) {
@@ -226,7 +210,7 @@ func TestStaleScanRecordFallsBack(t *testing.T) {
 		other.Detect.Keys.MinRecords++ // (a scorer's check passes over it: the judgment is the same)
 		got, read := f.scan(t, other, dir)
 		if full, _ := f.scan(t, other, ""); read != 0 || !maps.Equal(got, full) {
-			t.Errorf("read %d messages (want 0) and found %d stale keys, %d differing from a scan from the start", read, len(got), changedStrings(got, full))
+			t.Errorf("read %d messages (want 0) and found %d stale keys, %d differing from a scan from the start", read, len(got), changed(got, full))
 		}
 	})
 	t.Run("partitions added", func(t *testing.T) {
@@ -367,7 +351,7 @@ func TestStaleScanResumesOnACompactedTopicRealBroker(t *testing.T) {
 	full, fullRead := f.scan(t, f.cfg, "")
 	t.Logf("written %d key model messages; a scan from the start read %d messages, the resumed one %d", written, fullRead, read)
 	if !maps.Equal(got, full) || len(full) != 19 {
-		t.Errorf("the resumed scan found %d stale keys, a scan from the start %d (want 19): %d differ", len(got), len(full), changedStrings(got, full))
+		t.Errorf("the resumed scan found %d stale keys, a scan from the start %d (want 19): %d differ", len(got), len(full), changed(got, full))
 	}
 	if read >= fullRead {
 		t.Errorf("the resumed scan read %d messages, a scan from the start %d", read, fullRead)
@@ -422,7 +406,7 @@ func TestScanRecordFollowsOwnWrites(t *testing.T) {
 	full, _ := f.scan(t, f.cfg, "")
 	if read != 0 || !maps.Equal(got, full) || len(full) != 24 {
 		t.Errorf("after the builder's own 15 messages: read %d (want 0), found %d stale keys, a scan from the start %d (want 24): %d differ",
-			read, len(got), len(full), changedStrings(got, full))
+			read, len(got), len(full), changed(got, full))
 	}
 
 	// Another writer's message on model partition 1, then the builder's two there: the record
@@ -442,7 +426,7 @@ func TestScanRecordFollowsOwnWrites(t *testing.T) {
 	full, _ = f.scan(t, f.cfg, "")
 	if read != 3 || !maps.Equal(got, full) {
 		t.Errorf("after another writer's message on partition 1: read %d (want 3: it and the builder's 2 after it there), found %d stale keys, a scan from the start %d: %d differ",
-			read, len(got), len(full), changedStrings(got, full))
+			read, len(got), len(full), changed(got, full))
 	}
 }
 

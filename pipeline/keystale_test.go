@@ -162,8 +162,9 @@ func TestStaleKeyModelsTombstonedRealBroker(t *testing.T) {
 	}
 }
 
-// changed counts the keys whose versions differ between a and b (either missing included).
-func changed(a, b map[string]uint64) int {
+// changed counts the keys whose values (versions, reasons) differ between a and b (either
+// missing included).
+func changed[V comparable](a, b map[string]V) int {
 	n := 0
 	for k, v := range a {
 		if w, ok := b[k]; !ok || w != v {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/outlierd/outlierd/internal/datasets/synth"
 	"github.com/outlierd/outlierd/internal/testsupport"
-	"github.com/outlierd/outlierd/stages/ingest"
 )
 
 // recreateTopic deletes topic and creates it again with parts partitions (an operator's
@@ -94,14 +93,7 @@ func TestKeyFollowerReadsARecreatedTopic(t *testing.T) {
 	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
 		topic := testsupport.UniqueName("recreatedkeys")
 		testsupport.CreateTopics(t, br, map[string]int{topic: 2})
-		var cfg Config
-		cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.MaxMessageBytes = topic, br.Addrs, 1<<20
-		p := &Pipeline{cfg: cfg, log: zerolog.New(zerolog.NewTestWriter(t)), keys: newKeyInbox(), scope: newKeyScope()}
-		p.scope.set(ingest.Assignment{Generation: 1, Partitions: []int32{0}})
-		k, err := p.newKeyFollowers(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, k := keyFollowersInTest(t, topic, br.Addrs)
 		defer k.close()
 		for v := 1; v <= 3; v++ {
 			produceKeyModel(t, br, topic, v)
@@ -197,14 +189,7 @@ func TestFollowersRedialPastASilentFirstBroker(t *testing.T) {
 		t.Logf("model 2 read %v after the partition's leader moved, the first broker silent", time.Since(t0).Round(time.Millisecond))
 	})
 	t.Run("keys", func(t *testing.T) {
-		var cfg Config
-		cfg.Run.ModelTopic, cfg.Sink.Brokers, cfg.Sink.MaxMessageBytes = "models", brokers, 1<<20
-		p := &Pipeline{cfg: cfg, log: zerolog.New(zerolog.NewTestWriter(t)), keys: newKeyInbox(), scope: newKeyScope()}
-		p.scope.set(ingest.Assignment{Generation: 1, Partitions: []int32{0}})
-		k, err := p.newKeyFollowers(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, k := keyFollowersInTest(t, "models", brokers)
 		defer k.close()
 		produceKeyModel(t, br, "models", 1)
 		k.start(func(int) map[int][]int32 { return map[int][]int32{1: {0}} }, []int32{0}, nil)

@@ -38,7 +38,6 @@ func TestReplayRollingWarmupNotFlagged(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "%s%02d,%.4f,%.4f,%.4f,%d\n", prefix, i%keys, temp, r.NormFloat64(), r.NormFloat64(), lab)
 	}
-	dir := t.TempDir()
 	data := writeFile(t, "warm.csv", b.String())
 	cfg := writeFile(t, "warm.yaml", `ingest:
   features: [temp, pressure, humidity]
@@ -50,14 +49,8 @@ func TestReplayRollingWarmupNotFlagged(t *testing.T) {
       - {kind: std, of: humidity, last: 32}
       - {kind: mean, of: temp, last: 32}
 `)
-	verdicts := filepath.Join(dir, "verdicts.csv")
-	_, errs, code := outlierd(t, "replay", "--input", data, "--label-column", "label", "--config", cfg,
-		"--min-records", "10000", "--device", "cpu", "--verdicts-out", verdicts)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
 	var warming []string
-	for _, rec := range readVerdictRows(t, verdicts) { // row,score,outlier,reason,recent
+	for _, rec := range replayWarmupVerdicts(t, data, cfg) { // row,score,outlier,reason,recent
 		row, _ := strconv.Atoi(rec[0])
 		if row >= restart && row < restart+last*keys && row%keys != 1 && rec[2] == "true" {
 			warming = append(warming, fmt.Sprintf("row %d (key n%02d's record %d) score %s: %s", row, row%keys, (row-restart)/keys+1, rec[1], rec[3]))
@@ -119,14 +112,8 @@ func TestReplayFleetRestartMeanNotFlagged(t *testing.T) {
       - {kind: mean, of: pressure, last: 32}
 detect:
   key_by: `+keyBy+"\n")
-			verdicts := filepath.Join(t.TempDir(), "verdicts.csv")
-			_, errs, code := outlierd(t, "replay", "--input", data, "--label-column", "label", "--config", cfg,
-				"--min-records", "10000", "--device", "cpu", "--verdicts-out", verdicts)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, errs)
-			}
 			var warming []string
-			for _, rec := range readVerdictRows(t, verdicts) { // row,score,outlier,reason,recent
+			for _, rec := range replayWarmupVerdicts(t, data, cfg) { // row,score,outlier,reason,recent
 				row, _ := strconv.Atoi(rec[0])
 				inWarmup := row < (last-1)*keys || row >= restart && row < restart+(last-1)*keys
 				if inWarmup && rec[2] == "true" && (keyBy == "none" || strings.Contains(rec[3], "global model")) {
@@ -167,12 +154,7 @@ func TestReplayKeyedRobustZFirstModelsNotFlagged(t *testing.T) {
 detect:
   key_by: key
 `)
-	verdicts := filepath.Join(t.TempDir(), "verdicts.csv")
-	_, errs, code := outlierd(t, "replay", "--input", data, "--label-column", "label", "--config", cfg,
-		"--min-records", "10000", "--device", "cpu", "--verdicts-out", verdicts)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
+	verdicts := replayWarmupVerdicts(t, data, cfg)
 	rows := readVerdictRows(t, data) // key,value1,value2,label: each row's key
 	seen := map[string]int{}
 	pos := make([]int, len(rows)) // the row's place in its key's series
@@ -181,7 +163,7 @@ detect:
 		seen[rec[0]]++
 	}
 	var flagged, stretch []string
-	for _, rec := range readVerdictRows(t, verdicts) { // row,score,outlier,reason,recent
+	for _, rec := range verdicts { // row,score,outlier,reason,recent
 		if rec[2] != "true" {
 			continue
 		}
@@ -199,4 +181,18 @@ detect:
 		t.Errorf("%d of the %d records of the keys' first-model stretch (each key's records %d-%d) flagged, at most 2; the first:\n%s",
 			len(stretch), keys*(last+2), last-1, 2*last, strings.Join(stretch[:min(5, len(stretch))], "\n"))
 	}
+}
+
+// replayWarmupVerdicts replays data (label column `label`) under the config file cfg on the
+// CPU, its first model after 10,000 records, and returns the verdict file's rows
+// (row,score,outlier,reason,recent).
+func replayWarmupVerdicts(t *testing.T, data, cfg string) [][]string {
+	t.Helper()
+	verdicts := filepath.Join(t.TempDir(), "verdicts.csv")
+	_, errs, code := outlierd(t, "replay", "--input", data, "--label-column", "label", "--config", cfg,
+		"--min-records", "10000", "--device", "cpu", "--verdicts-out", verdicts)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	return readVerdictRows(t, verdicts)
 }

@@ -236,36 +236,9 @@ func TestDeriveMeanMatchesExact(t *testing.T) {
 			}
 			for si, st := range stdStreams {
 				yaml := fmt.Sprintf("derive:\n  features: [{kind: mean, of: temp, last: %d, trim: %d}]\n", last, map[bool]int{true: 2}[trim])
-				if withSD {
-					yaml = "uncertainty: {suffix: _sd}\n" + yaml
-				}
-				d := mustDeriver(t, deriveConfig(t, yaml))
 				rng := rand.New(rand.NewPCG(uint64(last), 100+uint64(si)))
-				in := &Decoded{Values: make([]float32, 1), SD: make([]float32, 1)}
-				const keys = 3
-				var xs, es [keys][]float32
-				records := 2*last + 100 // a wrap of the ring and then some
-				for r := range keys * records {
-					k := r % keys
-					x, e := st.gen(rng, r/keys), stdSDOf(rng)
-					xs[k], es[k] = append(xs[k], x), append(es[k], e)
-					in.Values[0], in.SD[0] = x, e
-					out := d.Apply(in, 0, int64(r), []byte{byte('a' + k)}, monday6)
-					from := max(0, len(xs[k])-last)
-					var sds []float32
-					if withSD {
-						sds = es[k][from:]
-					}
-					mean, sd := meanExactRef(xs[k][from:], sds, len(xs[k]) >= last, trim)
-					var gotSD float32
-					if withSD {
-						gotSD = out.SD[1]
-					}
-					if math.Float32bits(out.Values[1]) != math.Float32bits(mean) || math.Float32bits(gotSD) != math.Float32bits(sd) {
-						t.Fatalf("last %d, sds %v, trim %v, %s, key %d, its value %d: mean %v sd %v, exact %v and %v (window %v)",
-							last, withSD, trim, st.name, k, len(xs[k])-1, out.Values[1], gotSD, mean, sd, xs[k][from:])
-					}
-				}
+				checkRollingExact(t, yaml, last, withSD, st.name, st.gen, rng, fmt.Sprintf("last %d, sds %v, trim %v", last, withSD, trim), "mean",
+					func(w, sds []float32, full bool) (float32, float32) { return meanExactRef(w, sds, full, trim) })
 			}
 		}
 	}

@@ -133,37 +133,48 @@ func TestDeriveStdMatchesExact(t *testing.T) {
 		for _, withSD := range []bool{false, true} {
 			for si, st := range stdStreams {
 				yaml := fmt.Sprintf("derive:\n  features: [{kind: std, of: temp, last: %d}]\n", last)
-				if withSD {
-					yaml = "uncertainty: {suffix: _sd}\n" + yaml
-				}
-				d := mustDeriver(t, deriveConfig(t, yaml))
 				rng := rand.New(rand.NewPCG(uint64(last), uint64(si)))
-				in := &Decoded{Values: make([]float32, 1), SD: make([]float32, 1)}
-				const keys = 3
-				var xs, es [keys][]float32
-				records := 2*last + 100 // a wrap of the ring and then some
-				for r := range keys * records {
-					k := r % keys
-					x, e := st.gen(rng, r/keys), stdSDOf(rng)
-					xs[k], es[k] = append(xs[k], x), append(es[k], e)
-					in.Values[0], in.SD[0] = x, e
-					out := d.Apply(in, 0, int64(r), []byte{byte('a' + k)}, monday6)
-					from := max(0, len(xs[k])-last)
-					var sds []float32
-					if withSD {
-						sds = es[k][from:]
-					}
-					std, sd := stdExactRef(xs[k][from:], sds, len(xs[k]) >= last)
-					var gotSD float32
-					if withSD {
-						gotSD = out.SD[1]
-					}
-					if math.Float32bits(out.Values[1]) != math.Float32bits(std) || math.Float32bits(gotSD) != math.Float32bits(sd) {
-						t.Fatalf("last %d, sds %v, %s, key %d, its value %d: std %v sd %v, exact %v and %v (window %v)",
-							last, withSD, st.name, k, len(xs[k])-1, out.Values[1], gotSD, std, sd, xs[k][from:])
-					}
-				}
+				checkRollingExact(t, yaml, last, withSD, st.name, st.gen, rng, fmt.Sprintf("last %d, sds %v", last, withSD), "std", stdExactRef)
 			}
+		}
+	}
+}
+
+// checkRollingExact feeds three keys' interleaved values of gen (stream name) through a
+// deriver of yaml, whose one derived column is a rolling statistic (stat) over a key's last
+// values (with uncertainty under withSD), and fails unless each record's value and sd equal,
+// bit for bit, exact's of the key's window (its last values, their sds under withSD, whether it
+// is full); where names the case in the failure.
+func checkRollingExact(t *testing.T, yaml string, last int, withSD bool, name string, gen func(rng *rand.Rand, i int) float32,
+	rng *rand.Rand, where, stat string, exact func(w, sds []float32, full bool) (float32, float32)) {
+	t.Helper()
+	if withSD {
+		yaml = "uncertainty: {suffix: _sd}\n" + yaml
+	}
+	d := mustDeriver(t, deriveConfig(t, yaml))
+	in := &Decoded{Values: make([]float32, 1), SD: make([]float32, 1)}
+	const keys = 3
+	var xs, es [keys][]float32
+	records := 2*last + 100 // a wrap of the ring and then some
+	for r := range keys * records {
+		k := r % keys
+		x, e := gen(rng, r/keys), stdSDOf(rng)
+		xs[k], es[k] = append(xs[k], x), append(es[k], e)
+		in.Values[0], in.SD[0] = x, e
+		out := d.Apply(in, 0, int64(r), []byte{byte('a' + k)}, monday6)
+		from := max(0, len(xs[k])-last)
+		var sds []float32
+		if withSD {
+			sds = es[k][from:]
+		}
+		want, sd := exact(xs[k][from:], sds, len(xs[k]) >= last)
+		var gotSD float32
+		if withSD {
+			gotSD = out.SD[1]
+		}
+		if math.Float32bits(out.Values[1]) != math.Float32bits(want) || math.Float32bits(gotSD) != math.Float32bits(sd) {
+			t.Fatalf("%s, %s, key %d, its value %d: %s %v sd %v, exact %v and %v (window %v)",
+				where, name, k, len(xs[k])-1, stat, out.Values[1], gotSD, want, sd, xs[k][from:])
 		}
 	}
 }
