@@ -30,7 +30,6 @@ type Stage struct {
 	win     *microcluster.Window
 	recs    *windowRing
 	pending map[*batch.Batch]uint64
-	young   youngPrev // (OUTLIERD_YOUNG29: young29.go)
 	// alarms is flag_by: significance's cap on the alarms' starts over the last window's records;
 	// groups fold continuing alerts per key (alert_cooldown).
 	alarms *alarmCap
@@ -379,7 +378,6 @@ func (s *Stage) startRecalibration() {
 			return
 		}
 		next.Ranker, next.BuiltAt, next.BuildTime = r, time.Now(), time.Since(start)
-		next.young = youngOf(cols) // (OUTLIERD_YOUNG29: young29.go)
 		done <- buildResult{model: &next}
 	}()
 }
@@ -502,7 +500,6 @@ func (s *Stage) startBuild() {
 		m, err := buildOn(accel, cols, sds, features, cfg, version)
 		if m != nil {
 			m.Members = members
-			m.young = youngOf(cols) // (OUTLIERD_YOUNG29: young29.go)
 		}
 		done <- buildResult{model: m, err: err} // (its own channel: awaitBuild may leave it)
 	}()
