@@ -36,8 +36,6 @@ type Model struct {
 	// Members are the records the model was built from, by identity (members.go): scored,
 	// they do not count themselves as their own neighbour.
 	Members Members
-	// young is the window's column correlation (young29b.go, OUTLIERD_YOUNG29B; nil: none).
-	young *youngStats
 	// BuiltAt and BuildTime say when and how long the build took.
 	BuiltAt   time.Time
 	BuildTime time.Duration

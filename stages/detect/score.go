@@ -401,8 +401,6 @@ func (s *Stage) finish(sc *scoring) error {
 	if err := s.scoreGlobal(sc, dets); err != nil {
 		return err
 	}
-	first, pushed := s.pending[b]
-	s.young.apply(&s.cfg, m, b, s.keyed != nil, first, pushed) // (OUTLIERD_YOUNG29B: young29b.go)
 	if s.keyed != nil {
 		if sc.keyedDone != nil { // warm keys: their own model decides
 			<-sc.keyedDone

@@ -30,7 +30,6 @@ type Stage struct {
 	win     *microcluster.Window
 	recs    *windowRing
 	pending map[*batch.Batch]uint64
-	young   youngPrev // (OUTLIERD_YOUNG29B: young29b.go)
 	// alarms is flag_by: significance's cap on the alarms' starts over the last window's records;
 	// groups fold continuing alerts per key (alert_cooldown).
 	alarms *alarmCap
@@ -366,7 +365,6 @@ func (s *Stage) reference() (cols, sds [][]float32) {
 // cost (the solving set and the micro-clusters stay until the next full build).
 func (s *Stage) startRecalibration() {
 	cols, _ := s.reference()
-	end := s.recs.pushed // (OUTLIERD_YOUNG29B: young29b.go)
 	s.builds.running, s.builds.sinceRank, s.builds.started = true, 0, time.Now()
 	next := *s.model
 	next.Version = s.buildVersion()
@@ -380,7 +378,6 @@ func (s *Stage) startRecalibration() {
 			return
 		}
 		next.Ranker, next.BuiltAt, next.BuildTime = r, time.Now(), time.Since(start)
-		next.young = youngOf(cols, end) // (OUTLIERD_YOUNG29B: young29b.go)
 		done <- buildResult{model: &next}
 	}()
 }
@@ -494,7 +491,6 @@ func (s *Stage) columns(b *batch.Batch) (means, sds [][]float32, err error) {
 // startBuild snapshots the window and builds the next model on a new goroutine.
 func (s *Stage) startBuild() {
 	cols, sds := s.reference()
-	end := s.recs.pushed // (OUTLIERD_YOUNG29B: young29b.go)
 	s.builds.running, s.builds.sinceLast, s.builds.sinceRank, s.builds.lastBuild = true, 0, 0, time.Now()
 	s.builds.started = s.builds.lastBuild
 	s.ext.rebuildDue = false // this build reads the configuration now in force
@@ -504,7 +500,6 @@ func (s *Stage) startBuild() {
 		m, err := buildOn(accel, cols, sds, features, cfg, version)
 		if m != nil {
 			m.Members = members
-			m.young = youngOf(cols, end) // (OUTLIERD_YOUNG29B: young29b.go)
 		}
 		done <- buildResult{model: m, err: err} // (its own channel: awaitBuild may leave it)
 	}()
