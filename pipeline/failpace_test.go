@@ -12,10 +12,11 @@ import (
 )
 
 // TestFailureRunPaces: a reader failing every 5 s (the backoff's cap) warns at its first
-// failure and then once every failureLineEvery, each line with the run's failed reads, those
+// failure and then after failureLineEvery, each line with the run's failed reads, those
 // since the last line and the last error; its recovery is said once; a run that fails and
 // recovers within failureLineEvery of a line says nothing, its failure counted into the next
-// line. The clock is the test's (each call takes its now).
+// line; a long run's lines come further apart, the gap doubling to failureLineMax (at 0, 30 s,
+// 1.5, 3.5, 7.5, 12.5 min). The clock is the test's (each call takes its now).
 func TestFailureRunPaces(t *testing.T) {
 	var logs testsupport.LogBuffer
 	log := zerolog.New(&logs)
@@ -57,6 +58,19 @@ func TestFailureRunPaces(t *testing.T) {
 	step(41, false, false, line{}) // (that run unsaid)
 	step(61, true, true, line{Level: "warn", Error: "refused 1m1s", FailedReads: 1, SinceLast: 2})
 	step(62, false, true, line{Level: "info", FailedReads: 1, FailingFor: 1000})
+	// A run of 15 min from 100 s, a failure every 5 s: lines at 0, 30 s, 1.5, 3.5, 7.5 and 12.5
+	// min into it (the gaps 30 s, 60 s, 2, 4 and 5 min).
+	lineAt := map[int]bool{100: true, 130: true, 190: true, 310: true, 550: true, 850: true}
+	last := 100
+	for s := 100; s <= 1000; s += 5 {
+		w := line{}
+		if lineAt[s] {
+			w = line{Level: "warn", Error: "refused " + time.Duration(s*int(time.Second)).String(), FailedReads: (s-100)/5 + 1,
+				SinceLast: max((s-last)/5, 1), FailingFor: float64(s-100) * 1000}
+			last = s
+		}
+		step(s, true, lineAt[s], w)
+	}
 	var got []line
 	for _, l := range logs.Lines() {
 		var g line

@@ -232,8 +232,8 @@ var tailConnectWait = 30 * time.Second
 // nothing left on the broker), from the beginning or the end, into one channel, each through
 // pipeline's TopicFollower: every exchange with a broker bounded (a lost request costs a retry;
 // kafka-go's Reader, before, waited for it until tail stopped), a failed read retried with a
-// backoff and warned of at a pace (the first at once, then a line every 30 s at most a
-// partition). fetching is closed once every partition's reader has connected, found its offset
+// backoff and warned of at a pace (a partition's first failure at once, the next line 30 s
+// later, the gap doubling to 5 min). fetching is closed once every partition's reader has connected, found its offset
 // and sent its first fetch.
 func readTopic(ctx context.Context, cfg pipeline.Config, fromStart bool, log zerolog.Logger) (msgs <-chan kafka.Message, fetching <-chan struct{}, err error) {
 	topic := pipeline.OutputTopic(cfg)

@@ -32,7 +32,7 @@ var ModelTopicFollowers = []string{"model", "keys"}
 
 func newModelTopicReadFailures() *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outlierd_model_topic_read_failures_total",
-		Help: "Reads of the model topic by a scorer's followers that failed, by follower: model (the global model's partition) or keys (the keys' models' partitions); each is retried after a backoff, and the warnings are paced (one at a run's first failure, then at most one a follower every 30 s)."},
+		Help: "Reads of the model topic by a scorer's followers that failed, by follower: model (the global model's partition) or keys (the keys' models' partitions); each is retried after a backoff, and the warnings are paced (one at a follower's first failure, then 30 s later, the gap doubling to 5 min)."},
 		[]string{"follower"})
 	for _, f := range ModelTopicFollowers {
 		c.WithLabelValues(f)
