@@ -22,9 +22,8 @@ const (
 // failures was warned within failureLineEvery (a run's first, after a quiet spell), or, later in
 // a run, within that doubled for each line of the run past its first (at most failureLineMax);
 // else it is counted and the next line says it (failed_since_last_line, beside that line's own
-// error);
-// the answer that ends a run whose failures were warned logs once (info) how many reads failed
-// and for how long. A reader that fails and recovers by turns (a broker that answers one
+// error); the answer that ends a run whose failures were warned logs once (info) how many reads
+// failed and for how long. A reader that fails and recovers by turns (a broker that answers one
 // request in two) logs at most a warning and a recovery every failureLineEvery.
 // outlierd_model_topic_read_failures_total counts every failure of the scorer's followers.
 type failureRun struct {

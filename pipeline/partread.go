@@ -156,7 +156,7 @@ func (r *partitionReader) failed(ctx context.Context, err error) error {
 func (r *partitionReader) failures() int { return r.run.n }
 
 // warning is the event for the caller to log its failed read err on (failureRun.warning: nil
-// where a failure of this reader was warned within failureLineEvery).
+// where the reader's last warning is more recent than the run's gap, failureLineEvery or more).
 func (r *partitionReader) warning(log *zerolog.Logger, err error) *zerolog.Event {
 	return r.run.warning(log, err, time.Now())
 }
