@@ -19,15 +19,17 @@ import (
 // far from). The columns without a warming record are means' own slices; the others copies
 // (the batch's buffer, which the sink writes, keeps the derived value). The window is pushed
 // the derived values, and a warming record is left out of the next builds' and
-// recalibrations' reference as a significant one is (leaveOutWarming).
-func centredColumns(m *Model, b *batch.Batch, means [][]float32, rows []int) [][]float32 {
+// recalibrations' reference as a significant one is (leaveOutWarming). The cyclic columns of
+// unread (Stage.unreadCycles: the model's window did not span their period, cycles.go) are at
+// the centre on every row.
+func centredColumns(m *Model, b *batch.Batch, means [][]float32, rows []int, unread []bool) [][]float32 {
 	if m == nil || m.Ranker == nil {
 		return means
 	}
+	u := unreadCells{warm: warmingCols(b, len(means)), all: unread}
 	var out [][]float32
 	for j := range means {
-		a := b.Warming(j)
-		if a == nil || j >= len(m.Ranker.Center) {
+		if !u.column(j) || j >= len(m.Ranker.Center) {
 			continue
 		}
 		if out == nil {
@@ -35,11 +37,7 @@ func centredColumns(m *Model, b *batch.Batch, means [][]float32, rows []int) [][
 		}
 		col, c := slices.Clone(means[j]), float32(m.Ranker.Center[j])
 		for t := range col {
-			i := t
-			if rows != nil {
-				i = rows[t]
-			}
-			if a.IsNull(i) {
+			if u.at(j, batchRow(rows, t)) {
 				col[t] = c
 			}
 		}
