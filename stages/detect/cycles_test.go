@@ -42,7 +42,7 @@ func TestWindowRingSpan(t *testing.T) {
 		t.Errorf("span after a resize to 3: %v, want %v", got, want)
 	}
 	r.pushTimes(r.push("t", []int32{0}, []int64{6}, nil, nil), ts, 1, 2) // (row 1: 1000)
-	if got, want := r.span(), 6*time.Second; got != want { // (5000, none, 7000, 1000)
+	if got, want := r.span(), 6*time.Second; got != want {               // (5000, none, 7000, 1000)
 		t.Errorf("span after a later record of an earlier time: %v, want %v", got, want)
 	}
 }
