@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/apache/arrow/go/v15/arrow/array"
 
@@ -165,13 +166,32 @@ type imputer struct {
 }
 
 func newImputer(r *Ranker, ref [][]float32, d int) *imputer {
+	return new(imputer).reset(r, ref, d)
+}
+
+// reset makes im the scratch of imputations against r (R standardised: ref) in d columns,
+// reusing its buffers (the keys' pass: keyImputers).
+func (im *imputer) reset(r *Ranker, ref [][]float32, d int) *imputer {
 	m := 0
 	if len(ref) > 0 {
 		m = len(ref[0])
 	}
-	return &imputer{r: r, ref: ref, obs: make([]int, 0, d), z: make([]float64, d), dist: make([]float64, m),
-		best: make([]int, 0, imputeK), bestD: make([]float64, 0, imputeK)}
+	im.r, im.ref = r, ref
+	im.obs, im.best, im.bestD = slices.Grow(im.obs[:0], d), slices.Grow(im.best[:0], imputeK), slices.Grow(im.bestD[:0], imputeK)
+	im.z, im.dist = resized(im.z, d), resized(im.dist, m)
+	return im
 }
+
+// resized is s with length n, its array reused where it holds n.
+func resized(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	return s[:n]
+}
+
+// keyImputers are the keys' pass's imputation scratch (warmCells.centre: its workers').
+var keyImputers = sync.Pool{New: func() any { return new(imputer) }}
 
 // impute sets out's row t (the batch's row i) values not read (u) to their imputation.
 func (im *imputer) impute(out [][]float32, u unreadCells, t, i int) {
