@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 )
 
-// Cyclic time columns and the window's span (tod29; docs/BENCHMARKS.md §12.74.1).
+// Cyclic time columns and the window's span (tod29; docs/BENCHMARKS.md §12.75).
 //
 // ingest.derive's time_of_day and day_of_week place a record's time on a cycle as a (sin, cos)
 // pair. The pair is context: every time of the day comes once a day, so a record's time says
