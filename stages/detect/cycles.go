@@ -155,7 +155,7 @@ func (st *keyState) noteTime(ms int64) {
 		if st.gapMs == 0 {
 			st.gapMs = max(g, math.SmallestNonzeroFloat32) // (0 is "none yet")
 		} else {
-			st.gapMs += keyGapWeight * (g - st.gapMs)
+			st.gapMs += float32(keyGapWeight * (g - st.gapMs)) // (the product rounded first: no fused multiply-add, .ci/nofma.sh)
 		}
 	}
 	st.lastMs = max(st.lastMs, ms)
