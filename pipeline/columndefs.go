@@ -41,6 +41,23 @@ type columnDef struct {
 	Gone   bool   `json:"gone,omitempty"`
 }
 
+// Cycles are c's cyclic time columns (ingest.derive's time_of_day and day_of_week pairs) as the
+// detect stage takes them (detect.Deps.Cycles: read by a model whose window spans their period).
+func Cycles(c ingest.Config) []detect.Cycle {
+	if c.Derive == nil {
+		return nil
+	}
+	var out []detect.Cycle
+	for i := range c.Derive.Features {
+		f := &c.Derive.Features[i]
+		if p := f.Period(); p > 0 {
+			cols := f.Columns()
+			out = append(out, detect.Cycle{Sin: cols[0], Cos: cols[1], Period: p})
+		}
+	}
+	return out
+}
+
 // columnDefs are c's columns (ingest.Config.Columns, in order) with their definitions: "a
 // feature" for ingest.features, the derivation for a derived column, its defaults filled in (a
 // value left out and the same value written define the same column).

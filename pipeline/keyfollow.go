@@ -67,15 +67,19 @@ func keyModelBalancer() kafka.Balancer {
 }
 
 // modelTopicPartitions is the model topic's partition count now (each broker asked within
-// brokerAttemptWait).
+// brokerAttemptWait, from the one that answered last where cfg.answered is set).
 func modelTopicPartitions(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer) (int, error) {
 	var last error
-	for _, b := range cfg.brokers {
+	from, n := cfg.answered.first(), len(cfg.brokers)
+	for i := range n {
+		at := (from + i) % n
+		b := cfg.brokers[at]
 		ps, err := lookupPartitions(ctx, dialer, b, cfg.topic)
 		if err == nil && len(ps) == 0 {
 			err = fmt.Errorf("broker %s: topic %q has no partitions (does it exist?)", b, cfg.topic)
 		}
 		if err == nil {
+			cfg.answered.answered(at)
 			return len(ps), nil
 		}
 		last = err
@@ -84,11 +88,13 @@ func modelTopicPartitions(ctx context.Context, cfg modelTopicConfig, dialer *kaf
 }
 
 // partitionOffsets are partition mp's first and end offsets now (each broker's leader asked
-// within brokerAttemptWait).
+// within brokerAttemptWait, from the one that answered last where cfg.answered is set).
 func partitionOffsets(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer, mp int) (first, end int64, err error) {
 	var last error
-	for _, b := range cfg.brokers {
-		conn, err := dialLeader(ctx, dialer, b, cfg.topic, mp)
+	from, n := cfg.answered.first(), len(cfg.brokers)
+	for i := range n {
+		at := (from + i) % n
+		conn, err := dialLeader(ctx, dialer, cfg.brokers[at], cfg.topic, mp)
 		if err != nil {
 			last = err
 			continue
@@ -96,6 +102,7 @@ func partitionOffsets(ctx context.Context, cfg modelTopicConfig, dialer *kafka.D
 		first, end, err = readOffsets(ctx, conn, conn.RemoteAddr().String())
 		conn.Close()
 		if err == nil {
+			cfg.answered.answered(at)
 			return first, end, nil
 		}
 		last = err
@@ -298,12 +305,19 @@ func (k *keyFollowers) start(need func(m int) map[int][]int32, added []int32, st
 		}
 	}()
 	var m int // read at each assignment: partitions added to the model topic move the keys
+	var run failureRun
 	for attempt := 1; ; attempt++ {
 		var err error
-		if m, err = modelTopicPartitions(retry, k.p.cfg.modelTopic(), k.dialer); err == nil {
+		if m, err = modelTopicPartitions(retry, k.p.followedTopic(), k.dialer); err == nil {
+			if e := run.answered(&k.p.log, time.Now()); e != nil {
+				e.Msg("scorer: read the model topic's partitions after failed attempts")
+			}
 			break
 		}
-		k.p.log.Warn().Err(err).Int("attempt", attempt).Msg("scorer: reading the model topic's partitions failed; retrying")
+		run.fail(time.Now())
+		if e := run.warning(&k.p.log, err, time.Now()); e != nil {
+			e.Msg("scorer: reading the model topic's partitions failed; retrying")
+		}
 		if !backoff(retry, attempt) {
 			return nil
 		}
@@ -354,14 +368,14 @@ func (k *keyFollowers) start(need func(m int) map[int][]int32, added []int32, st
 // follow reads model partition mp from its first message, handing the key models of the
 // input partitions keep takes to the detect goroutine, until ctx ends (once: until the end it
 // had when it started), retrying failures with backoff from where it was (each exchange with a
-// broker bounded: partitionReader; the backoff from its start once a message was read since
-// the last failure); it logs when it has
-// read what the partition held at its start (the restore of its keys) and calls restored then
-// (or when it ends before).
+// broker bounded: partitionReader, which asks first the broker the scorer's model follower
+// learnt; the backoff from its start once a message was read since the last failure; the
+// warnings paced, failureRun); it logs when it has read what the partition held at its start
+// (the restore of its keys) and calls restored then (or when it ends before).
 func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func(int32) bool, once bool, restored func()) {
 	restoredOnce := sync.OnceFunc(restored)
 	defer restoredOnce()
-	p, cfg := k.p, k.p.cfg.modelTopic()
+	p, cfg := k.p, k.p.followedTopic()
 	log := p.log.With().Str("model_topic", cfg.topic).Int("model_partition", mp).Ints32("partitions", qs).Logger()
 	start, next, done, read := time.Now(), int64(-1), false, int64(0)
 	readKey, skips := p.keyReaderSkips(keep, log)
@@ -369,7 +383,8 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 	defer dec.close()
 	// One reader for every attempt (partread.go: every exchange with a broker bounded): a failed
 	// read hangs up, and the next dials again from where it was (what it read before the failure
-	// handed out first), asking first the broker that answered it last.
+	// handed out first), asking first the broker that answered last (cfg.answered). The
+	// partition's offsets are asked on its connection (Ends): one dial an attempt.
 	r := newPartitionReader(cfg, k.dialer, mp, kafka.FirstOffset, p.log)
 	defer r.Close()
 	end := int64(0)
@@ -378,7 +393,7 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 		var err error
 		if !done { // (the restore's end; past it only the reader asks the broker: a silent one once)
 			var first int64
-			if first, end, err = partitionOffsets(ctx, cfg, k.dialer, mp); err == nil && next < first {
+			if first, end, err = r.Ends(ctx); err == nil && next < first {
 				next = first // (compaction or retention removed what was below)
 			}
 		}
@@ -420,7 +435,10 @@ func (k *keyFollowers) follow(ctx context.Context, mp int, qs []int32, keep func
 		if read > readBefore { // (read on since the last failure: the backoff starts again)
 			attempt = 1
 		}
-		log.Warn().Err(err).Int("attempt", attempt).Int64("offset", next).Msg("scorer: reading the keys' models failed; retrying")
+		p.readFailed(followerKeys)
+		if e := r.warning(&log, err); e != nil {
+			e.Int("attempt", attempt).Int64("offset", next).Msg("scorer: reading the keys' models failed; retrying")
+		}
 		if !backoff(ctx, attempt) {
 			return
 		}

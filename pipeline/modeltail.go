@@ -113,27 +113,28 @@ func readRange(ctx context.Context, conn *kafka.Conn, from, end int64, maxBytes 
 }
 
 // dialPartition is a connection to the leader of the model topic's partition mp (the first
-// broker of cfg's that answers, each asked within brokerAttemptWait); its requests are bounded
-// by the caller (boundConn).
+// broker of cfg's that answers, from the one that answered last where cfg.answered is set, each
+// asked within brokerAttemptWait); its requests are bounded by the caller (boundConn).
 func dialPartition(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer, mp int) (*kafka.Conn, error) {
-	conn, _, err := dialPartitionFrom(ctx, cfg, dialer, mp, 0)
-	return conn, err
+	return dialPartitionFrom(ctx, cfg, dialer, mp)
 }
 
-// dialPartitionFrom is dialPartition asking cfg's brokers from the one of index from on (round),
-// and the index of the one that answered: a reader that dials again starts at the broker that
-// answered it last, where each dial that began at the first paid brokerAttemptWait for every
-// silent broker before it (a host blackholed: TestFollowersRedialPastASilentFirstBroker).
-func dialPartitionFrom(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer, mp, from int) (*kafka.Conn, int, error) {
+// dialPartitionFrom is dialPartition asking cfg's brokers from the one that answered last on
+// (cfg.answered, round), and remembering the one that answers: a reader that dials again, and
+// the other readers sharing cfg.answered, start at it, where each dial that began at the first
+// paid brokerAttemptWait for every silent broker before it (a host blackholed:
+// TestFollowersRedialPastASilentFirstBroker).
+func dialPartitionFrom(ctx context.Context, cfg modelTopicConfig, dialer *kafka.Dialer, mp int) (*kafka.Conn, error) {
 	var last error
-	n := len(cfg.brokers)
+	from, n := cfg.answered.first(), len(cfg.brokers)
 	for i := range n {
 		at := (from + i) % n
 		conn, err := dialLeader(ctx, dialer, cfg.brokers[at], cfg.topic, mp)
 		if err == nil {
-			return conn, at, nil
+			cfg.answered.answered(at)
+			return conn, nil
 		}
 		last = err
 	}
-	return nil, from, fmt.Errorf("model topic %q partition %d: %w", cfg.topic, mp, last)
+	return nil, fmt.Errorf("%s %q partition %d: %w", cfg.what(), cfg.topic, mp, last)
 }

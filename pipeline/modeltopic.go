@@ -139,6 +139,21 @@ type modelTopicConfig struct {
 	// publicationBound is the most bytes a publication of the configuration's models takes
 	// (detect.PublicationBound): a reader refuses a larger one (modelrefuse.go).
 	publicationBound int
+	// answered, where not nil, is the broker that answered last, shared by the readers that
+	// share it (a scorer's followers: newModelFollower makes it; brokerHint); nil: each dial
+	// and lookup asks brokers from the first.
+	answered *brokerHint
+	// key names the topic in errors and log lines, its config key ("": the model topic; tail
+	// reads sink.topic through partitionReader too: TopicRef.Follower).
+	key string
+}
+
+// what is how errors and log lines name the topic: "model topic", or its config key.
+func (c modelTopicConfig) what() string {
+	if c.key == "" {
+		return "model topic"
+	}
+	return c.key
 }
 
 // toPartition0 writes every message to partition 0, the global model's.
@@ -351,6 +366,9 @@ type modelFollower struct {
 }
 
 func newModelFollower(cfg modelTopicConfig, features []string, log zerolog.Logger) (*modelFollower, error) {
+	if cfg.answered == nil { // (the scorer's keys' followers share it: Pipeline.followedTopic)
+		cfg.answered = &brokerHint{}
+	}
 	dialer := kafka.DefaultDialer
 	if cfg.security.Enabled() {
 		d, err := cfg.security.Dialer()

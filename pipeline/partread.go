@@ -29,7 +29,8 @@ const followWait = 500 * time.Millisecond
 const pastEndWait = 5 * time.Second
 
 // partitionReader reads one partition of the model topic from an offset on, for ever: a
-// scorer's model follower (partition 0) and its keys' followers. It replaces kafka-go's Reader,
+// scorer's model follower (partition 0) and its keys' followers; and each partition of
+// sink.topic for outlierd tail (TopicRef.Follower). It replaces kafka-go's Reader,
 // whose own goroutine dialed the leader with no bound but the Reader's close (Dialer.DialLeader's
 // metadata request: a broker that lost it held the follower until a restart, the scorer serving
 // its model of then; TestModelFollowerPastALostRequest). Here every exchange with a broker is
@@ -37,7 +38,10 @@ const pastEndWait = 5 * time.Second
 // readOffsets, a fetch's answer and each of its messages by brokerAttemptWait (answerWatch,
 // over the fetch's long poll of followWait), and each is ended by the caller's context. It
 // runs on its caller's goroutine alone (none of its own): a failure ends ReadMessage with the
-// error, the connection closed, and the caller's next call dials again from where it was.
+// error, the connection closed, and the caller's next call dials again from where it was,
+// asking first the broker that answered last (cfg.answered, shared by the readers of one
+// scorer). It counts its failures in a row (run: the caller's backoff, and the pacing of the
+// caller's warnings, warning) and logs once the answer that ends a run its caller warned of.
 // Not safe for concurrent use; Close after the reads.
 type partitionReader struct {
 	cfg      modelTopicConfig
@@ -54,27 +58,33 @@ type partitionReader struct {
 	batch  []kafka.Message
 	offset int64
 	closed bool
-	// failed counts the reads failed in a row (0 once a fetch is answered): its caller's backoff.
-	failed int
+	// run counts the reads failed in a row (n, 0 once a read is answered: its caller's backoff)
+	// and paces their warnings (failpace.go).
+	run failureRun
 	// pastEnd is when fetches began to be refused past the partition's end (zero: they are not).
 	pastEnd time.Time
-	// broker is the index in cfg.brokers of the broker that answered the last dial: the next
-	// dial asks it first.
-	broker int
+	// sending, if set, is called before each fetch is sent (outlierd tail: its --idle-exit
+	// counts from every partition's first).
+	sending func()
 }
 
-// newPartitionReader is a reader of the model topic's partition mp from offset on (below the
-// partition's first, kafka.FirstOffset included: from its first), logging to log; it dials at
-// its first read.
+// newPartitionReader is a reader of cfg's partition mp from offset on (below the partition's
+// first, kafka.FirstOffset included: from its first; kafka.LastOffset: from its end when the
+// reader first reaches its leader), logging to log; it dials at its first read. Where
+// cfg.answered is nil the reader remembers the broker that answered it on its own.
 func newPartitionReader(cfg modelTopicConfig, dialer *kafka.Dialer, mp int, offset int64, log zerolog.Logger) *partitionReader {
+	if cfg.answered == nil {
+		cfg.answered = &brokerHint{}
+	}
 	return &partitionReader{cfg: cfg, dialer: dialer, mp: mp, maxBytes: max(cfg.maxMessageBytes, 1<<20) * 2, offset: offset, log: log}
 }
 
 // Offset is the offset of the next message ReadMessage hands out, or at or below which none
-// is (kafka.FirstOffset before the first read from the partition's first).
+// is (kafka.FirstOffset or kafka.LastOffset before the first dial).
 func (r *partitionReader) Offset() int64 { return r.offset }
 
-// SetOffset makes the next read start at offset (kafka.FirstOffset: the partition's first).
+// SetOffset makes the next read start at offset (kafka.FirstOffset: the partition's first;
+// kafka.LastOffset: its end at the next dial).
 func (r *partitionReader) SetOffset(offset int64) {
 	r.batch, r.offset, r.pastEnd = nil, offset, time.Time{}
 }
@@ -92,12 +102,7 @@ func (r *partitionReader) ReadMessage(ctx context.Context) (kafka.Message, error
 			return kafka.Message{}, io.EOF
 		}
 		if err := r.fetch(ctx); err != nil {
-			r.failed++
-			r.hangUp()
-			if ctx.Err() != nil {
-				err = r.at(ctx.Err())
-			}
-			return kafka.Message{}, err
+			return kafka.Message{}, r.failed(ctx, err)
 		}
 	}
 	m := r.batch[0]
@@ -113,12 +118,74 @@ func (r *partitionReader) Close() error {
 	return nil
 }
 
+// Ends are the partition's first and end offsets now, asked of its leader on the reader's
+// connection (dialed where there is none); a failure is a failed read as ReadMessage's is.
+func (r *partitionReader) Ends(ctx context.Context) (first, end int64, err error) {
+	if r.closed {
+		return 0, 0, io.EOF
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, 0, r.at(err)
+	}
+	if r.conn == nil {
+		first, end, err = r.dial(ctx)
+	} else if first, end, err = readOffsets(ctx, r.conn, r.conn.RemoteAddr().String()); err == nil {
+		r.offset = max(r.offset, first)
+	} else {
+		err = r.at(err)
+	}
+	if err != nil {
+		return 0, 0, r.failed(ctx, err)
+	}
+	r.answered()
+	return first, end, nil
+}
+
+// failed counts err, a failed read (fetch or Ends), and hangs up: the next read dials again.
+// It returns err, or ctx's end where that ended it.
+func (r *partitionReader) failed(ctx context.Context, err error) error {
+	r.run.fail(time.Now())
+	r.hangUp()
+	if ctx.Err() != nil {
+		err = r.at(ctx.Err())
+	}
+	return err
+}
+
+// failures is how many reads failed in a row (0: the last was answered).
+func (r *partitionReader) failures() int { return r.run.n }
+
+// warning is the event for the caller to log its failed read err on (failureRun.warning: nil
+// where the reader's last warning is more recent than the run's gap, failureLineEvery or more).
+func (r *partitionReader) warning(log *zerolog.Logger, err error) *zerolog.Event {
+	return r.run.warning(log, err, time.Now())
+}
+
+// answered ends a run of failed reads: once, where the caller warned of it, an info line.
+func (r *partitionReader) answered() {
+	if e := r.run.answered(&r.log, time.Now()); e != nil {
+		r.fields(e).Msg(r.cfg.what() + ": read again after failed reads (failed_reads in a row, over failing_for)")
+	}
+}
+
+// fields names the topic and partition on e: model_topic and model_partition (the scorer's
+// lines), topic and partition (another topic's).
+func (r *partitionReader) fields(e *zerolog.Event) *zerolog.Event {
+	if r.cfg.key == "" {
+		return e.Str("model_topic", r.cfg.topic).Int("model_partition", r.mp)
+	}
+	return e.Str("topic", r.cfg.topic).Int("partition", r.mp)
+}
+
 // at names the partition and the offset read in err.
 func (r *partitionReader) at(err error) error {
-	if r.offset < 0 {
-		return fmt.Errorf("model topic %q partition %d from its first offset: %w", r.cfg.topic, r.mp, err)
+	switch r.offset {
+	case kafka.FirstOffset:
+		return fmt.Errorf("%s %q partition %d from its first offset: %w", r.cfg.what(), r.cfg.topic, r.mp, err)
+	case kafka.LastOffset:
+		return fmt.Errorf("%s %q partition %d from its end: %w", r.cfg.what(), r.cfg.topic, r.mp, err)
 	}
-	return fmt.Errorf("model topic %q partition %d at offset %d: %w", r.cfg.topic, r.mp, r.offset, err)
+	return fmt.Errorf("%s %q partition %d at offset %d: %w", r.cfg.what(), r.cfg.topic, r.mp, r.offset, err)
 }
 
 // hangUp closes the connection (the next fetch dials again).
@@ -157,6 +224,9 @@ func (r *partitionReader) fetch(ctx context.Context) error {
 	if _, err := conn.Seek(r.offset, kafka.SeekAbsolute|kafka.SeekDontCheck); err != nil {
 		return r.at(err)
 	}
+	if r.sending != nil {
+		r.sending()
+	}
 	watch.arm()
 	b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: r.maxBytes, MaxWait: followWait})
 	watch.disarm(ctx, b.Err())
@@ -189,22 +259,25 @@ func (r *partitionReader) fetch(ctx context.Context) error {
 	if len(r.batch) == 0 {
 		r.offset = next
 	}
-	r.failed = 0
+	r.answered()
 	return nil
 }
 
 // dial connects to the partition's leader and moves an offset below its first (compacted or
-// expired meanwhile, or kafka.FirstOffset) to its first; first and end are the partition's.
+// expired meanwhile, or kafka.FirstOffset) to its first, kafka.LastOffset to its end; first
+// and end are the partition's.
 func (r *partitionReader) dial(ctx context.Context) (first, end int64, err error) {
-	conn, at, err := dialPartitionFrom(ctx, r.cfg, r.dialer, r.mp, r.broker) // (its errors name the partition)
+	conn, err := dialPartitionFrom(ctx, r.cfg, r.dialer, r.mp) // (its errors name the partition)
 	if err != nil {
 		return 0, 0, err
 	}
-	r.broker = at
 	r.conn, r.watch = conn, newAnswerWatch(conn)
 	first, end, err = readOffsets(ctx, conn, conn.RemoteAddr().String())
 	if err != nil {
 		return 0, 0, r.at(err)
+	}
+	if r.offset == kafka.LastOffset {
+		r.offset = end
 	}
 	r.offset = max(r.offset, first)
 	return first, end, nil
@@ -224,7 +297,7 @@ func (r *partitionReader) outOfRange(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.failed = 0 // (answered)
+	r.answered()
 	// Below the first (moved to it by dial), or written meanwhile:
 	if r.offset < end {
 		r.pastEnd = time.Time{}
@@ -235,9 +308,8 @@ func (r *partitionReader) outOfRange(ctx context.Context) error {
 		r.pastEnd = now
 	}
 	if past := now.Sub(r.pastEnd); past >= pastEndWait {
-		r.log.Warn().Str("model_topic", r.cfg.topic).Int("model_partition", r.mp).Int64("offset", r.offset).Int64("end_offset", end).
-			Int64("first_offset", first).Dur("past_end_for", past).
-			Msg("model topic: the partition's end is below the offset read (the topic deleted and created again, or its log truncated); reading it again from its first offset")
+		r.fields(r.log.Warn()).Int64("offset", r.offset).Int64("end_offset", end).Int64("first_offset", first).Dur("past_end_for", past).
+			Msg(r.cfg.what() + ": the partition's end is below the offset read (the topic deleted and created again, or its log truncated); reading it again from its first offset")
 		r.offset, r.pastEnd = first, time.Time{}
 		return nil
 	}

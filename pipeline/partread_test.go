@@ -153,13 +153,18 @@ func TestPartitionReaderPastRetention(t *testing.T) {
 }
 
 // TestFollowersRedialPastASilentFirstBroker: sink.brokers' first broker takes connections and
-// never answers (a host blackholed); the others are a cluster of 3. The followers' first dial
-// costs brokerAttemptWait there; once one has read from the cluster, a re-dial (its partition's
-// leader moved: the old one refuses the fetch) starts at the broker that answered last, and what
-// is written after the move is read within brokerAttemptWait of the move (a backoff, a dial, a
-// fetch and the test's write: under a second here). Failed first: each re-dial
-// began at the silent broker, 5 s, and a keys' follower's retry asked the partition's offsets
-// first, through the silent broker too: 10 s.
+// never answers (a host blackholed); the others are a cluster of 3. The model follower's first
+// dial costs brokerAttemptWait there; once it has read from the cluster, a re-dial (its
+// partition's leader moved: the old one refuses the fetch) starts at the broker that answered
+// last, and what is written after the move is read within brokerAttemptWait of the move (a
+// backoff, a dial, a fetch and the test's write: under a second here). The keys' followers
+// start after the scorer's start has read the model topic (startRole): their first attempt
+// (the topic's partition count, the partition's offsets, the dial) starts at the broker the
+// model follower learnt, and their first key model is read within brokerAttemptWait of their
+// start. Failed first: each re-dial began at the silent broker, 5 s, and a keys' follower's
+// retry asked the partition's offsets first, through the silent broker too: 10 s; then
+// (tail29) the keys' followers' first attempt began at the silent broker three times (the
+// partition count, the offsets, the dial): 15 s.
 func TestFollowersRedialPastASilentFirstBroker(t *testing.T) {
 	br := testsupport.KfakeBroker(t, kfake.NumBrokers(3), kfake.SeedTopics(2, "models"))
 	brokers := append([]string{testsupport.SilentBroker(t)}, br.Addrs...)
@@ -192,9 +197,22 @@ func TestFollowersRedialPastASilentFirstBroker(t *testing.T) {
 		p, k := keyFollowersInTest(t, "models", brokers)
 		defer k.close()
 		produceKeyModel(t, br, "models", 1)
-		k.start(func(int) map[int][]int32 { return map[int][]int32{1: {0}} }, []int32{0}, nil)
-		waitFor(t, 30*time.Second, "the key follower's first read", func() bool { return p.stats.KeyModelsRead.Load() >= 1 })
+		// The scorer's start reads the model topic (readModelTopic) before the keys' followers start.
+		var err error
+		if p.follow, err = newModelFollower(p.cfg.modelTopic(), synth.SensorFeatures, p.log); err != nil {
+			t.Fatal(err)
+		}
+		defer p.follow.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := p.follow.newest(ctx); err != nil {
+			t.Fatalf("the model follower's read of the topic: %v", err)
+		}
 		t0 := time.Now()
+		k.start(func(int) map[int][]int32 { return map[int][]int32{1: {0}} }, []int32{0}, nil)
+		waitFor(t, brokerAttemptWait, "the key follower's first read", func() bool { return p.stats.KeyModelsRead.Load() >= 1 })
+		t.Logf("the first key model read %v after the keys' followers started, the first broker silent", time.Since(t0).Round(time.Millisecond))
+		t0 = time.Now()
 		move(1)
 		produceKeyModel(t, br, "models", 2)
 		waitFor(t, brokerAttemptWait-time.Since(t0), "the key follower's read after its leader moved", func() bool { return p.stats.KeyModelsRead.Load() >= 2 })

@@ -30,6 +30,9 @@ type Stats struct {
 	// KeyModelsRead counts the messages a scorer read from the model topic's partitions of its
 	// keys (keyfollow.go): what its restores at rebalances and the builder's updates cost it.
 	KeyModelsRead atomic.Int64
+	// ModelTopicReadFailures counts the reads of the model topic by a scorer's followers that
+	// failed (each retried after a backoff; outlierd_model_topic_read_failures_total).
+	ModelTopicReadFailures atomic.Int64
 }
 
 // Pipeline is one running instance: a source, the detect stage and a sink.
@@ -157,7 +160,7 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 	p.role = cfg.Run.Role
 	// On a GPU the host work of one batch overlaps the device's scoring of the one before
 	// (detect.Deps.Overlap: the same verdicts; detectLoop passes a batch on once it is scored).
-	deps := detect.Deps{Log: log, Role: p.role, Accelerator: p.dev.Accelerator(), OnModel: p.modelChanged}
+	deps := detect.Deps{Log: log, Role: p.role, Accelerator: p.dev.Accelerator(), OnModel: p.modelChanged, Cycles: Cycles(cfg.Ingest)}
 	if p.dev.IsGPU() {
 		deps.Overlap = detect.OverlapOnGPU
 	}

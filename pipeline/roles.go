@@ -277,8 +277,9 @@ func (p *Pipeline) startRole(ctx, work context.Context) (done <-chan struct{}, e
 
 // followModels hands every model newer than after that the model topic brings to the detect
 // goroutine (a newer one replaces one it has not taken yet), until work ends; a failed read is
-// logged and retried, the backoff growing with the reads failed in a row (a broker that refuses
-// connections fails each at once).
+// counted (readFailed), warned of at its pace (failureRun: the first at once, then a line every
+// failureLineEvery at most) and retried, the backoff growing with the reads failed in a row (a
+// broker that refuses connections fails each at once).
 func (p *Pipeline) followModels(work context.Context, after uint64) {
 	for {
 		m, err := p.follow.next(work, after, -1)
@@ -286,9 +287,11 @@ func (p *Pipeline) followModels(work context.Context, after uint64) {
 			if work.Err() != nil {
 				return
 			}
-			attempt := max(p.follow.r.failed, 1)
-			p.log.Warn().Err(err).Int("attempt", attempt).Msg("model topic read failed; retrying")
-			if !backoff(work, attempt) {
+			p.readFailed(followerModel)
+			if e := p.follow.r.warning(&p.log, err); e != nil {
+				e.Msg("model topic read failed; retrying")
+			}
+			if !backoff(work, max(p.follow.r.failures(), 1)) {
 				return
 			}
 			continue
@@ -300,6 +303,32 @@ func (p *Pipeline) followModels(work context.Context, after uint64) {
 		}
 		p.models <- m
 	}
+}
+
+// The followers as outlierd_model_topic_read_failures_total names them.
+const (
+	followerModel = "model" // the global model's (partition 0)
+	followerKeys  = "keys"  // the keys' models' partitions' (detect.key_by: key)
+)
+
+// readFailed counts a failed read of the model topic by follower (followerModel, followerKeys):
+// Stats.ModelTopicReadFailures and the metric, which count what the paced warnings leave unsaid.
+func (p *Pipeline) readFailed(follower string) {
+	p.stats.ModelTopicReadFailures.Add(1)
+	if p.metrics != nil {
+		p.metrics.AddModelTopicReadFailure(follower)
+	}
+}
+
+// followedTopic is the model topic as the scorer's followers read it: with the broker its
+// model follower learnt answers (brokerHint), so that the keys' followers' first attempt asks
+// that one first.
+func (p *Pipeline) followedTopic() modelTopicConfig {
+	cfg := p.cfg.modelTopic()
+	if p.follow != nil {
+		cfg.answered = p.follow.cfg.answered
+	}
+	return cfg
 }
 
 // installFollowed installs a model from the topic on the detect goroutine and returns the

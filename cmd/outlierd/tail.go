@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -91,7 +91,7 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 	sig := catchStop(plainLog(stderr, "tail"), "", "no summary of what was printed (tail commits nothing: nothing else is lost)")
 	defer sig.release()
 	ctx := sig.ctx
-	msgs, fetching, errc, err := readTopic(ctx, cfg, *fromStart, newLogger(stderr).Level(zerolog.WarnLevel))
+	msgs, fetching, err := readTopic(ctx, cfg, *fromStart, newLogger(stderr).Level(zerolog.WarnLevel))
 	if err != nil {
 		return err
 	}
@@ -127,8 +127,6 @@ func runTail(args []string, stdout, stderr io.Writer) error {
 		case <-idleC:
 			fmt.Fprintf(stderr, "outlierd tail: no new output for %s: %s\n", *idle, counts())
 			return nil
-		case err := <-errc:
-			return fmt.Errorf("%w (%s)", err, counts())
 		case m := <-msgs:
 			if timer != nil {
 				timer.Reset(*idle)
@@ -200,7 +198,8 @@ func formatTail(o *tailOutput) string {
 }
 
 // endingWriter is tail's stderr: its partition readers log from goroutines of their own, which
-// outlive tail's return while they close (a reader still connecting then logs its end), so the
+// outlive tail's return until their read ends (a warning of a failed read may be on its way as
+// tail returns; kafka-go's Reader, before, logged its end after tail's last line), so the
 // writes are made one at a time and none after end (tail returned: its caller has the writer
 // back).
 type endingWriter struct {
@@ -230,80 +229,47 @@ func (e *endingWriter) end() {
 var tailConnectWait = 30 * time.Second
 
 // readTopic reads every partition of sink.topic (no consumer group: nothing is committed,
-// nothing left on the broker), from the beginning or the end, into one channel. fetching is
-// closed once every partition's reader has connected, found its offset and sent its first
-// fetch; the readers' failures to connect or fetch (retried) are logged at warn.
-func readTopic(ctx context.Context, cfg pipeline.Config, fromStart bool, log zerolog.Logger) (msgs <-chan kafka.Message, fetching <-chan struct{}, errc <-chan error, err error) {
-	sc := cfg.Sink
+// nothing left on the broker), from the beginning or the end, into one channel, each through
+// pipeline's TopicFollower: every exchange with a broker bounded (a lost request costs a retry;
+// kafka-go's Reader, before, waited for it until tail stopped), a failed read retried with a
+// backoff and warned of at a pace (a partition's first failure at once, the next line 30 s
+// later, the gap doubling to 5 min). fetching is closed once every partition's reader has connected, found its offset
+// and sent its first fetch.
+func readTopic(ctx context.Context, cfg pipeline.Config, fromStart bool, log zerolog.Logger) (msgs <-chan kafka.Message, fetching <-chan struct{}, err error) {
 	topic := pipeline.OutputTopic(cfg)
 	parts, err := topic.PartitionIDs(ctx, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	dialer, err := topic.Dialer()
+	f, err := topic.Follower(cfg.Sink.MaxMessageBytes, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	start := kafka.LastOffset
 	if fromStart {
 		start = kafka.FirstOffset
 	}
 	out := make(chan kafka.Message, 256)
-	errs := make(chan error, len(parts))
-	var once sync.Once
-	readers := make([]*kafka.Reader, 0, len(parts))
-	for _, p := range parts {
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: sc.Brokers, Topic: sc.Topic, Partition: p, Dialer: dialer,
-			MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 250 * time.Millisecond,
-			ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) {
-				if ctx.Err() == nil { // (after the stop: the reader's close, "context canceled")
-					log.Warn().Msg("reading sink.topic: " + fmt.Sprintf(f, a...))
-				}
-			})})
-		if err := r.SetOffset(start); err != nil {
-			r.Close()
-			return nil, nil, nil, err
+	sent := make(chan struct{})
+	var left atomic.Int64 // partitions yet to send their first fetch
+	left.Store(int64(len(parts)))
+	first := func() { // (once a partition: Follow)
+		if left.Add(-1) == 0 {
+			close(sent)
 		}
-		readers = append(readers, r)
+	}
+	for _, p := range parts {
 		go func() {
-			defer r.Close()
-			for {
-				m, err := r.ReadMessage(ctx)
-				if err != nil {
-					if ctx.Err() == nil {
-						once.Do(func() { errs <- fmt.Errorf("reading sink.topic %q partition %d: %w", sc.Topic, p, err) })
-					}
-					return
-				}
+			// (Follow ends with ctx, handle's only error: tail has returned, or returns)
+			_ = f.Follow(ctx, p, start, first, func(m kafka.Message) error {
 				select {
 				case out <- m:
+					return nil
 				case <-ctx.Done():
-					return
+					return ctx.Err()
 				}
-			}
+			})
 		}()
 	}
-	return out, firstFetches(ctx, readers), errs, nil
-}
-
-// firstFetches is closed once each of the readers has begun a fetch (kafka-go counts one when it
-// sends it, after the connection and the offset lookup), asked every 20 ms until ctx ends.
-func firstFetches(ctx context.Context, readers []*kafka.Reader) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		left := readers
-		for len(left) > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			// (Stats' counters count since its previous call: tail makes no other.)
-			left = slices.DeleteFunc(left, func(r *kafka.Reader) bool { return r.Stats().Fetches > 0 })
-		}
-		close(done)
-	}()
-	return done
+	return out, sent, nil
 }

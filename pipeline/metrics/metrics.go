@@ -91,6 +91,7 @@ type Metrics struct {
 	keyEvictions                                prometheus.Counter
 	keyModelsTooLarge, keyModelsRead            prometheus.Counter     // run.role builder / scorer with key_by
 	modelTopicRefused                           *prometheus.CounterVec // run.role builder / scorer (modeltopic.go)
+	modelTopicReadFailures                      *prometheus.CounterVec // run.role scorer (modeltopic.go)
 	keyEvictionsSeen                            uint64
 	alertGroupEvictions                         prometheus.Counter // detect.alert_cooldown (SetAlertGroupEvictions)
 	alertGroupEvictionsSeen                     uint64
@@ -192,6 +193,7 @@ func New() *Metrics {
 	m.gpuBytesToDevice = bytesMoved.WithLabelValues("host_to_device")
 	m.gpuBytesToHost = bytesMoved.WithLabelValues("device_to_host")
 	m.modelTopicRefused = newModelTopicRefused()
+	m.modelTopicReadFailures = newModelTopicReadFailures()
 	m.brokerConnected = gauge("outlierd_broker_connected", "1 while the last round trip to the brokers (the lag poll) succeeded.")
 	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "outlierd_batch_duration_seconds",
 		Help:    "Per-batch latency of each stage: fetch (Source.Next, includes waiting for input), detect (window, micro-clusters, scoring), sink (encode and produce until acknowledged).",
@@ -200,7 +202,7 @@ func New() *Metrics {
 		m.batchDuration[s] = hist.WithLabelValues(s.String())
 	}
 	m.reg.MustRegister(m.recordsIn, m.recordsOut, m.flagged, m.deadLetters, byDetector, m.commits, m.commitErrors,
-		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.keysLive, m.keysWarming, m.keysBytes, m.keyEvictions, m.alertGroupEvictions, m.keyModelsTooLarge, m.keyModelsRead, m.modelTopicRefused, m.gpuKernelSeconds, m.gpuFallbacks, bytesMoved,
+		m.lagPollErrors, m.windowRecords, m.windowCapacity, m.keysLive, m.keysWarming, m.keysBytes, m.keyEvictions, m.alertGroupEvictions, m.keyModelsTooLarge, m.keyModelsRead, m.modelTopicRefused, m.modelTopicReadFailures, m.gpuKernelSeconds, m.gpuFallbacks, bytesMoved,
 		m.brokerConnected, hist, stateCollector{m}, kernelCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.derive = newDeriveMetrics(m.reg)

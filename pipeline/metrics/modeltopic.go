@@ -25,3 +25,22 @@ func newModelTopicRefused() *prometheus.CounterVec {
 func (m *Metrics) AddModelTopicRefused(reason string) {
 	m.modelTopicRefused.WithLabelValues(reason).Inc()
 }
+
+// ModelTopicFollowers are outlierd_model_topic_read_failures_total's followers, each a series
+// from the start: model, the global model's (partition 0); keys, the keys' models' partitions'.
+var ModelTopicFollowers = []string{"model", "keys"}
+
+func newModelTopicReadFailures() *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outlierd_model_topic_read_failures_total",
+		Help: "Reads of the model topic by a scorer's followers that failed, by follower: model (the global model's partition) or keys (the keys' models' partitions); each is retried after a backoff, and the warnings are paced (one at a follower's first failure, then 30 s later, the gap doubling to 5 min)."},
+		[]string{"follower"})
+	for _, f := range ModelTopicFollowers {
+		c.WithLabelValues(f)
+	}
+	return c
+}
+
+// AddModelTopicReadFailure counts one failed read of the model topic by follower.
+func (m *Metrics) AddModelTopicReadFailure(follower string) {
+	m.modelTopicReadFailures.WithLabelValues(follower).Inc()
+}

@@ -55,6 +55,9 @@ type keyedScorer struct {
 	// TakeKeyModels, with their partitions (an evicted key's is gone with its state).
 	follower bool
 	dirty    map[string]int32
+	// cycles are the stage's cyclic time columns (cycles.go), centred where a key's model's
+	// window spans less than their period.
+	cycles []cycleCols
 
 	// pass is the parallel path's last batch, for its recent ranking (keyed_parallel.go);
 	// serial forces the serial path (the tests compare the two).
@@ -145,6 +148,12 @@ type keyState struct {
 	// warming marks the window's records whose rolling column was still warming when they came
 	// (nil until the key's first such record): its builds leave them out (keyed_warmup.go).
 	warming *warmRing
+	// lastMs and gapMs are the key's latest record's time (epoch ms, 0: none) and its average
+	// interval between records (ms, 0: none yet), kept with cyclic time columns only (cycles.go:
+	// a key's model reads them once its window spans their period). They take the struct from
+	// the allocation size class of 288 bytes to 320 (0.2 % of a key's 15 KB at the defaults).
+	lastMs int64
+	gapMs  float32
 }
 
 // KeyStats are the keyed models' figures for the metrics.
@@ -265,7 +274,7 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 	k.finishBuilds() // (the caller's, after the batch before: finish)
 	k.settle()       // (the device as the last batch left it, for the whole pass)
 	k.tail = k.fleetPass(cfg, len(out))
-	warm := newWarmCells(b, raw) // (the warming values at each key's model's centre: warmup.go)
+	warm := newWarmCells(b, raw, k.cycles) // (the warming values at each key's model's centre: warmup.go)
 	if k.scoreParallel(cfg, features, b, raw, warm, out) {
 		return
 	}
@@ -290,7 +299,7 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 		sc := &out[i]
 		sig := false
 		if r := st.model; r != nil {
-			warm.centre(i, r)
+			warm.centre(i, st)
 			for j := range raw {
 				x[j] = sraw[j][i : i+1]
 			}
@@ -301,6 +310,7 @@ func (k *keyedScorer) score(cfg *Config, features []string, b *batch.Batch, raw 
 		} else {
 			sc.Warming = true
 		}
+		warm.noteTime(i, st)
 		if !k.follower {
 			for j := range raw { // (the window: the derived values, warming or not)
 				x[j] = raw[j][i : i+1]

@@ -118,7 +118,8 @@ func (k *keyedScorer) scoreOnDevice(cfg *Config, features []string, b *batch.Bat
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
 		}
-		warm.centre(i, st.model) // (the model queueRecord queues it with)
+		warm.centre(i, st) // (the model queueRecord queues it with)
+		warm.noteTime(i, st)
 		kb.q = queueRecord(kb.q, out, i, st)
 		if k.follower {
 			continue

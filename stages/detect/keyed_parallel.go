@@ -237,7 +237,8 @@ func (k *keyedScorer) walk(kw *keyedWorker, cfg *Config, out []batch.Score, raw 
 		for j := range raw {
 			x[j] = raw[j][i : i+1]
 		}
-		warm.centre(i, st.model) // (the model queueRecord queues it with)
+		warm.centre(i, st) // (the model queueRecord queues it with)
+		warm.noteTime(i, st)
 		kw.q = queueRecord(kw.q, out, i, st)
 		due, grew := k.append(st, x, false, warm.at(i), cfg) // (the significance is written at the decision)
 		kw.bytes += grew

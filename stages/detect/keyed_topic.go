@@ -27,7 +27,7 @@ type KeyModel struct {
 // newKeyed is an empty keyedScorer of the stage's role.
 func (s *Stage) newKeyed() *keyedScorer {
 	k := newKeyedScorer()
-	k.follower = s.deps.Role == RoleScorer
+	k.follower, k.cycles = s.deps.Role == RoleScorer, s.cycles
 	if s.deps.Role == RoleBuilder {
 		k.dirty = map[string]int32{}
 	}

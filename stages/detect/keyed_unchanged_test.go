@@ -143,6 +143,7 @@ func TestKeysDigestCoversTheSavedState(t *testing.T) {
 			"slot":   "not saved: the device's", "due": "not saved: a pass's", "held": "not saved: a pass's",
 			"warm": "not saved: follows the model", "gone": "not saved: an evicted key is not in the file",
 			"version": "not saved: the model topic's",
+			"lastMs":  "not saved: a restart learns the key's reading interval afresh (cycles.go)", "gapMs": "not saved: as lastMs",
 			"warming": "digested (where the key had a warming record: keyed_warmup.go)",
 		},
 		reflect.TypeFor[warmRing](): {"ring": "digested", "count": "digested"},

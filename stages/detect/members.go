@@ -56,6 +56,10 @@ type windowRing struct {
 	// counts the records held with warm set.
 	warm, uncounted []bool
 	warmHeld        int
+	// times are the records' event times (ms, noTime: none), kept only where the stage has
+	// cyclic columns (cycles.go: a model reads them once its window spans their period); nil
+	// otherwise.
+	times []int64
 }
 
 func newWindowRing(capacity int) *windowRing {
@@ -137,6 +141,12 @@ func (r *windowRing) resize(capacity int) *windowRing {
 		n.warm[i%nc], n.uncounted[i%nc] = r.warm[i%c], r.uncounted[i%c]
 		if n.warm[i%nc] {
 			n.warmHeld++
+		}
+	}
+	if r.times != nil {
+		n.times = make([]int64, capacity)
+		for i := r.pushed - uint64(n.size); i < r.pushed; i++ {
+			n.times[i%nc] = r.times[i%c]
 		}
 	}
 	return n

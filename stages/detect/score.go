@@ -295,7 +295,7 @@ func (s *Stage) globalQuery(m *Model, b *batch.Batch, means, sds [][]float32, st
 		out = make([]batch.Score, len(rows))
 		initScores(out)
 	}
-	means = imputedColumns(m, b, means, rows) // (a warming value from its record's neighbours: warmup_impute.go)
+	means = imputedColumns(m, b, means, rows, s.unreadCycles(m)) // (a warming value from its record's neighbours: warmup_impute.go; a time column too, cycles.go)
 	nm, ns := m.normalised(means, sds, scratch)
 	q := Query{Model: m, Cfg: &s.cfg, Raw: means, Means: nm, SDs: ns, Density: s.densityParams(), Batch: b, Rows: rows,
 		Uncounted: s.uncountedQuery(b, rows)}
@@ -417,7 +417,7 @@ func (s *Stage) finish(sc *scoring) error {
 	s.capAlarms(b, m.Ranker != nil)
 	s.rankRecent(b, m.Ranker)
 	s.groups.fold(b, s.cfg.AlertCooldown)
-	explainDeviations(m.Ranker, m.Features, centredColumns(m, b, sc.raw, nil), b.Scores, false) // (a warming column at the median: never named)
+	explainDeviations(m.Ranker, m.Features, centredColumns(m, b, sc.raw, nil, s.unreadCycles(m)), b.Scores, false) // (a warming column at the median: never named)
 	b.ModelVersion = m.Version
 	return nil
 }

@@ -33,7 +33,9 @@ import (
 //	                dims u32, q u32, flags u32 (bit 0: anchors present; bit 1: members
 //	                present, bit 2: PROCLUS subspaces present (version 2); bit 3: the
 //	                ranking part follows the subspaces, snapshot_rank.go; bit 4: that part
-//	                ends with the detectors' weights (score.weights); others must be 0),
+//	                ends with the detectors' weights (score.weights); bit 5: its whitening
+//	                follows; bit 6: the window's event-time span ends the payload,
+//	                snapFlagSpan; others must be 0),
 //	                dims x { name length u32, name UTF-8 },
 //	                dims x offset f32, dims x scale f32,
 //	                CF1, CF2, EF2: dims x q f64 each (column-major), N: q x i64,
@@ -189,6 +191,9 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 			flags |= snapFlagWhiten
 		}
 	}
+	if m.WindowSpan >= time.Millisecond { // (whole milliseconds: windowRing.span)
+		flags |= snapFlagSpan
+	}
 	e.U32(uint32(dims))
 	e.U32(uint32(q))
 	e.U32(flags)
@@ -242,6 +247,9 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 			encodeWhiten(&e, m.Ranker)
 		}
 	}
+	if m.WindowSpan >= time.Millisecond { // (whole milliseconds: windowRing.span)
+		e.U64(uint64(m.WindowSpan.Milliseconds()))
+	}
 	if err := snapshotFile.Write(w, SnapshotFormat, e.Payload()); err != nil {
 		return fmt.Errorf("detect: snapshot: %w", err)
 	}
@@ -288,7 +296,7 @@ func decodeSnapshot(p []byte) (*Model, error) {
 	if q < 1 || q > maxSnapshotQ {
 		return nil, snapErr("q %d out of range [1, %d]", q, maxSnapshotQ)
 	}
-	if flags&^(snapFlagAnchors|snapFlagMembers|snapFlagSubspaces|snapFlagRanker|snapFlagWeights|snapFlagWhiten) != 0 {
+	if flags&^(snapFlagAnchors|snapFlagMembers|snapFlagSubspaces|snapFlagRanker|snapFlagWeights|snapFlagWhiten|snapFlagSpan) != 0 {
 		return nil, snapErr("unknown flags %#x", flags)
 	}
 	if flags&snapFlagWhiten != 0 && flags&snapFlagRanker == 0 {
@@ -365,6 +373,13 @@ func decodeSnapshot(p []byte) (*Model, error) {
 				return nil, err
 			}
 		}
+	}
+	if flags&snapFlagSpan != 0 {
+		ms := d.U64("window span")
+		if d.Err() == nil && (ms == 0 || ms > math.MaxInt64/uint64(time.Millisecond)) {
+			return nil, snapErr("window span of %d ms out of range", ms)
+		}
+		m.WindowSpan = time.Duration(ms) * time.Millisecond
 	}
 	if d.Left() != 0 {
 		return nil, snapErr("%d unread bytes at the end of the payload", d.Left())

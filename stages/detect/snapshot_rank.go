@@ -37,6 +37,13 @@ const snapFlagWeights = 16
 // file written before it; a reader before it refuses the file (unknown flags).
 const snapFlagWhiten = 32
 
+// snapFlagSpan marks a model whose window's event-time span (Model.WindowSpan: milliseconds,
+// u64) ends the payload, after the ranking part and its whitening: written only where it is
+// set (a stream with cyclic time columns, cycles.go), so every other model's file is as before.
+// A reader before it refuses the file (unknown flags); a file without it reads as a span of 0
+// (the cyclic columns unread until the next build).
+const snapFlagSpan = 64
+
 func encodeRanker(e *sealed.Encoder, r *Ranker, weights bool) {
 	e.Text(string(r.Params.Detectors))
 	e.Text(string(r.Params.Combine))

@@ -23,6 +23,10 @@ type Stage struct {
 	features []string
 	withSD   bool
 	deps     Deps
+	// cycles are Deps.Cycles by column (cycles.go); cyclesUnread the columns of them the serving
+	// model does not read, as last logged.
+	cycles       []cycleCols
+	cyclesUnread string
 
 	// The window, and in step with it its records' identities (a model's Members) and marks
 	// (significant: left out of the next builds, alarm.go); pending is the stream index in recs
@@ -115,6 +119,10 @@ type Deps struct {
 	// alarm state, the alert groups of the newest of those that reads back are kept, nothing
 	// else of it (alarm_adopt.go).
 	AlertGroupsFrom string
+	// Cycles are the stream's cyclic time columns (ingest.derive's time_of_day and day_of_week
+	// pairs: pipeline.Cycles): a model reads a pair only when its window spans the pair's period
+	// (cycles.go).
+	Cycles []Cycle
 }
 
 // buildState is the model builds' bookkeeping.
@@ -155,6 +163,12 @@ func NewStageContext(ctx context.Context, cfg Config, features []string, withSD 
 		alarms: newAlarmCap(cfg.Window), globalShare: 1, builds: buildState{done: make(chan buildResult, 1), lastBuild: time.Now()}}
 	s.ext.saving, s.ext.cutSaves = context.WithCancel(context.Background())
 	s.ext.seed = maphash.MakeSeed()
+	if s.cycles, err = resolveCycles(deps.Cycles, features); err != nil {
+		return nil, err
+	}
+	if s.cycles != nil {
+		s.recs.times = make([]int64, cfg.Window)
+	}
 	if cfg.KeyBy == KeyByKey {
 		s.keyed = s.newKeyed()
 		if ka, ok := deps.Accelerator.(KeyedAccelerator); ok { // the keys' models resident on the device
@@ -269,7 +283,7 @@ func (s *Stage) pushBatch(ctx context.Context, b *batch.Batch) error {
 	}
 	first := s.recs.pushed
 	warm := warmingRows(b) // (hypercube_warm.go)
-	if err := s.pushRows(means, sds, b.Partitions(), b.Offsets(), b.Topic, warm, 0, cut); err != nil {
+	if err := s.pushRows(means, sds, b, warm, 0, cut); err != nil {
 		return err
 	}
 	s.pending[b] = first
@@ -286,7 +300,7 @@ func (s *Stage) pushBatch(ctx context.Context, b *batch.Batch) error {
 		}
 	}
 	if cut < n {
-		if err := s.pushRows(means, sds, b.Partitions(), b.Offsets(), b.Topic, warm, cut, n); err != nil {
+		if err := s.pushRows(means, sds, b, warm, cut, n); err != nil {
 			return err
 		}
 		s.recs.leaveOutWarming(b, first) // (the rows after the cut, pushed only now)
@@ -298,7 +312,8 @@ func (s *Stage) pushBatch(ctx context.Context, b *batch.Batch) error {
 // followers (less the records the hypercube's counts leave out: hypercube_warm.go), and counts
 // them towards the next build and recalibration. warm marks the batch's records with a warming
 // column (nil: none).
-func (s *Stage) pushRows(means, sds [][]float32, parts []int32, offs []int64, topic string, warm []bool, lo, hi int) error {
+func (s *Stage) pushRows(means, sds [][]float32, b *batch.Batch, warm []bool, lo, hi int) error {
+	parts, offs, topic, ts := b.Partitions(), b.Offsets(), b.Topic, b.Timestamps()
 	if lo > 0 || hi < len(parts) {
 		means, sds = sliceRows(means, lo, hi), sliceRows(sds, lo, hi)
 		parts, offs = parts[lo:hi], offs[lo:hi]
@@ -316,7 +331,8 @@ func (s *Stage) pushRows(means, sds [][]float32, parts []int32, offs []int64, to
 	if ev != nil {
 		evictedOut = s.recs.uncountedFrom(from-uint64(held), ev.Len(), from, uncounted)
 	}
-	s.recs.push(topic, parts, offs, warm, uncounted)
+	first := s.recs.push(topic, parts, offs, warm, uncounted)
+	s.recs.pushTimes(first, ts, lo, hi)
 	if err := s.follow(means, uncounted, evictedOut); err != nil {
 		return err
 	}
@@ -368,7 +384,7 @@ func (s *Stage) startRecalibration() {
 	s.builds.running, s.builds.sinceRank, s.builds.started = true, 0, time.Now()
 	next := *s.model
 	next.Version = s.buildVersion()
-	next.Members = s.recs.members()
+	next.Members, next.WindowSpan = s.recs.members(), s.recs.span()
 	cfg, done := s.cfg, s.builds.done
 	go func() {
 		start := time.Now()
@@ -495,11 +511,11 @@ func (s *Stage) startBuild() {
 	s.builds.started = s.builds.lastBuild
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.buildVersion()
-	cfg, features, accel, members, done := s.cfg, s.features, s.deps.Accelerator, s.recs.members(), s.builds.done
+	cfg, features, accel, members, span, done := s.cfg, s.features, s.deps.Accelerator, s.recs.members(), s.recs.span(), s.builds.done
 	go func() {
 		m, err := buildOn(accel, cols, sds, features, cfg, version)
 		if m != nil {
-			m.Members = members
+			m.Members, m.WindowSpan = members, span
 		}
 		done <- buildResult{model: m, err: err} // (its own channel: awaitBuild may leave it)
 	}()
@@ -537,6 +553,7 @@ func (s *Stage) finishBuild(r buildResult) {
 func (s *Stage) install(m *Model) error {
 	s.model, s.builds.version = m, m.Version
 	s.followAfresh() // the counts follow the new normalisation
+	s.noteCycles(m)
 	s.deps.Log.Info().Uint64("model_version", m.Version).Int("window", m.WindowRecords).
 		Int("solving_set", len(m.Distance.Points[0])).Float64("w_star", m.Distance.WStar).
 		Float64("build_ms", float64(m.BuildTime.Microseconds())/1000).Msg("model serving")

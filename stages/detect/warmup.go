@@ -19,15 +19,17 @@ import (
 // far from). The columns without a warming record are means' own slices; the others copies
 // (the batch's buffer, which the sink writes, keeps the derived value). The window is pushed
 // the derived values, and a warming record is left out of the next builds' and
-// recalibrations' reference as a significant one is (leaveOutWarming).
-func centredColumns(m *Model, b *batch.Batch, means [][]float32, rows []int) [][]float32 {
+// recalibrations' reference as a significant one is (leaveOutWarming). The cyclic columns of
+// unread (Stage.unreadCycles: the model's window did not span their period, cycles.go) are at
+// the centre on every row.
+func centredColumns(m *Model, b *batch.Batch, means [][]float32, rows []int, unread []bool) [][]float32 {
 	if m == nil || m.Ranker == nil {
 		return means
 	}
+	u := unreadCells{warm: warmingCols(b, len(means)), all: unread}
 	var out [][]float32
 	for j := range means {
-		a := b.Warming(j)
-		if a == nil || j >= len(m.Ranker.Center) {
+		if !u.column(j) || j >= len(m.Ranker.Center) {
 			continue
 		}
 		if out == nil {
@@ -35,11 +37,7 @@ func centredColumns(m *Model, b *batch.Batch, means [][]float32, rows []int) [][
 		}
 		col, c := slices.Clone(means[j]), float32(m.Ranker.Center[j])
 		for t := range col {
-			i := t
-			if rows != nil {
-				i = rows[t]
-			}
-			if a.IsNull(i) {
+			if u.at(j, batchRow(rows, t)) {
 				col[t] = c
 			}
 		}
@@ -55,15 +53,22 @@ func centredColumns(m *Model, b *batch.Batch, means [][]float32, rows []int) [][
 // the columns the keys' models score, each column with a warming record a copy whose warming
 // values centre sets to the centre of the key's model that scores the record, when it is
 // queued (the model it meets); the keys' windows are pushed the batch's own values, marked
-// warming (at), and left out of the keys' builds (keyed_warmup.go).
+// warming (at), and left out of the keys' builds (keyed_warmup.go). With cyclic time columns
+// (cycles.go) those are copies too, set to the centre where the key's model's window spans less
+// than their period (keyState.span), and the records' times (ts) keep each key's reading
+// interval (noteTime).
 type warmCells struct {
-	cols []*array.Float32 // per column: the batch's array where it has a warming record, else nil
-	raw  [][]float32
+	cols   []*array.Float32 // per column: the batch's array where it has a warming record, else nil
+	raw    [][]float32
+	cycles []cycleCols
+	ts     *array.Timestamp
 }
 
-// newWarmCells is b's warmCells over its columns raw, nil when no record of b is warming.
-func newWarmCells(b *batch.Batch, raw [][]float32) *warmCells {
+// newWarmCells is b's warmCells over its columns raw, nil when no record of b is warming and
+// the stream has no cyclic columns.
+func newWarmCells(b *batch.Batch, raw [][]float32, cycles []cycleCols) *warmCells {
 	var w *warmCells
+	copied := make([]bool, len(raw))
 	for j := range raw {
 		a := b.Warming(j)
 		if a == nil {
@@ -72,7 +77,20 @@ func newWarmCells(b *batch.Batch, raw [][]float32) *warmCells {
 		if w == nil {
 			w = &warmCells{cols: make([]*array.Float32, len(raw)), raw: slices.Clone(raw)}
 		}
-		w.cols[j], w.raw[j] = a, slices.Clone(raw[j])
+		w.cols[j], w.raw[j], copied[j] = a, slices.Clone(raw[j]), true
+	}
+	if len(cycles) > 0 {
+		if w == nil {
+			w = &warmCells{cols: make([]*array.Float32, len(raw)), raw: slices.Clone(raw)}
+		}
+		w.cycles, w.ts = cycles, b.Timestamps()
+		for _, c := range cycles {
+			for _, j := range [2]int{c.sin, c.cos} {
+				if !copied[j] {
+					w.raw[j], copied[j] = slices.Clone(raw[j]), true
+				}
+			}
+		}
 	}
 	return w
 }
@@ -85,10 +103,16 @@ func (w *warmCells) scoring(raw [][]float32) [][]float32 {
 	return w.raw
 }
 
-// centre sets record i's warming values to r's centre (the key's model's median of the column
-// in its window). Records of different keys are centred by different workers: each writes its
-// own rows only.
-func (w *warmCells) centre(i int, r *Ranker) {
+// centre sets record i's warming values to the centre of its key's model (st.model: the
+// median of the column in the key's window), and where that model's window spans less than a
+// cyclic pair's period, the pair to its imputation from the key's records nearest in the other
+// columns (imputedColumns' rule: a fleet's sensors that follow the day put the key's centre of
+// the day at a time their readings were not: 1,181 flags of 100,000 against 783 without the
+// columns, 637 with the imputation, on a fleet of 5 keys a reading every 150 s, a daily cycle of
+// 3 sd; the warming values, at the centre, count as read there). Records of different keys are centred by different workers: each writes its own
+// rows only.
+func (w *warmCells) centre(i int, st *keyState) {
+	r := st.model
 	if w == nil || r == nil {
 		return
 	}
@@ -97,6 +121,33 @@ func (w *warmCells) centre(i int, r *Ranker) {
 			w.raw[j][i] = float32(r.Center[j])
 		}
 	}
+	if len(w.cycles) == 0 {
+		return
+	}
+	var unread []bool
+	span := st.span(r)
+	for _, c := range w.cycles {
+		if span < c.period && max(c.sin, c.cos) < len(r.Center) {
+			if unread == nil {
+				unread = make([]bool, len(w.raw))
+			}
+			unread[c.sin], unread[c.cos] = true, true
+		}
+	}
+	if unread == nil {
+		return
+	}
+	im := keyImputers.Get().(*imputer)
+	im.reset(r, r.standardisedRef(), len(w.raw)).impute(w.raw, unreadCells{all: unread}, i, i)
+	keyImputers.Put(im)
+}
+
+// noteTime notes record i's time in its key's reading interval (with cyclic columns only).
+func (w *warmCells) noteTime(i int, st *keyState) {
+	if w == nil || w.ts == nil || w.ts.IsNull(i) {
+		return
+	}
+	st.noteTime(int64(w.ts.Value(i)))
 }
 
 // leaveOutWarming marks the records of b (pushed to the window from the stream index first)

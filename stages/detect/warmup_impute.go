@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/apache/arrow/go/v15/arrow/array"
 
@@ -65,11 +66,43 @@ func warmingCols(b *batch.Batch, d int) []*array.Float32 {
 	return w
 }
 
-// imputedColumns is means (the rows of b that rows names, all where nil) with each warming
-// value replaced by its imputation from the nearest records of m's sample R in the record's
-// other columns (the file's comment), or by the model's centre where the record has no other
-// column or m has no sample R. Columns without a warming record are means' own slices; the
-// others copies (the batch's buffer, which the sink writes, keeps the derived value).
+// unreadCells are the values of a batch a model does not read: its warming values (a column's
+// array null there: warmingCols) and, on every row, the cyclic columns the model's window did
+// not span (all: Stage.unreadCycles, cycles.go).
+type unreadCells struct {
+	warm []*array.Float32 // per column, nil where none (nil: no column has one)
+	all  []bool           // per column (nil: none)
+}
+
+// at reports whether column j of the batch's row i is not read.
+func (u unreadCells) at(j, i int) bool {
+	return u.all != nil && u.all[j] || u.warm != nil && u.warm[j] != nil && u.warm[j].IsNull(i)
+}
+
+// column reports whether some row of column j may not be read.
+func (u unreadCells) column(j int) bool {
+	return u.all != nil && u.all[j] || u.warm != nil && u.warm[j] != nil
+}
+
+// row reports whether some column of the batch's row i is not read.
+func (u unreadCells) row(i int) bool {
+	if u.all != nil {
+		return true
+	}
+	for _, a := range u.warm {
+		if a != nil && a.IsNull(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// imputedColumns is means (the rows of b that rows names, all where nil) with each value the
+// model does not read (unreadCells: a warming value; on every row, the cyclic columns of unread,
+// Stage.unreadCycles) replaced by its imputation from the nearest records of m's sample R in
+// the record's other columns (the file's comment), or by the model's centre where the record
+// has no other column or m has no sample R. Columns without such a value are means' own
+// slices; the others copies (the batch's buffer, which the sink writes, keeps the derived value).
 //
 // A model without a Ranker (no sample R, no centre) leaves warming values as they are, and
 // explanations too (centredColumns). No such model serves a stream with a warming column (derive28,
@@ -81,25 +114,25 @@ func warmingCols(b *batch.Batch, d int) []*array.Float32 {
 // model's features are its ingest.features alone, and a deriving scorer's features add the
 // derived columns: the follower refuses it ("built for features ...", pipeline/modeltopic.go's
 // usable), short of input fields named as the scorer's derived columns.
-func imputedColumns(m *Model, b *batch.Batch, means [][]float32, rows []int) [][]float32 {
+func imputedColumns(m *Model, b *batch.Batch, means [][]float32, rows []int, unread []bool) [][]float32 {
 	if m == nil || m.Ranker == nil || len(m.Ranker.Center) != len(means) || len(means) == 0 {
 		return means
 	}
-	warm := warmingCols(b, len(means))
-	if warm == nil {
+	u := unreadCells{warm: warmingCols(b, len(means)), all: unread}
+	if u.warm == nil && u.all == nil {
 		return means
 	}
 	r := m.Ranker
 	out := slices.Clone(means)
-	for j, a := range warm {
-		if a != nil {
+	for j := range out {
+		if u.column(j) {
 			out[j] = slices.Clone(means[j])
 		}
 	}
 	n := len(means[0])
-	var todo []int // the rows (of means) with a warming value
+	var todo []int // the rows (of means) with a value not read
 	for t := range n {
-		if anyWarming(warm, batchRow(rows, t)) {
+		if u.row(batchRow(rows, t)) {
 			todo = append(todo, t)
 		}
 	}
@@ -107,7 +140,7 @@ func imputedColumns(m *Model, b *batch.Batch, means [][]float32, rows []int) [][
 	onChunks(len(todo), max(1, min(runtime.GOMAXPROCS(0), len(todo)/imputeGrain)), func(lo, hi int) {
 		im := newImputer(r, ref, len(means))
 		for _, t := range todo[lo:hi] {
-			im.impute(out, warm, t, batchRow(rows, t))
+			im.impute(out, u, t, batchRow(rows, t))
 		}
 	})
 	return out
@@ -119,16 +152,6 @@ func batchRow(rows []int, t int) int {
 		return t
 	}
 	return rows[t]
-}
-
-// anyWarming reports whether a column of the batch's row i is warming.
-func anyWarming(warm []*array.Float32, i int) bool {
-	for _, a := range warm {
-		if a != nil && a.IsNull(i) {
-			return true
-		}
-	}
-	return false
 }
 
 // imputer is one goroutine's scratch for imputing records' warming values.
@@ -143,20 +166,39 @@ type imputer struct {
 }
 
 func newImputer(r *Ranker, ref [][]float32, d int) *imputer {
+	return new(imputer).reset(r, ref, d)
+}
+
+// reset makes im the scratch of imputations against r (R standardised: ref) in d columns,
+// reusing its buffers (the keys' pass: keyImputers).
+func (im *imputer) reset(r *Ranker, ref [][]float32, d int) *imputer {
 	m := 0
 	if len(ref) > 0 {
 		m = len(ref[0])
 	}
-	return &imputer{r: r, ref: ref, obs: make([]int, 0, d), z: make([]float64, d), dist: make([]float64, m),
-		best: make([]int, 0, imputeK), bestD: make([]float64, 0, imputeK)}
+	im.r, im.ref = r, ref
+	im.obs, im.best, im.bestD = slices.Grow(im.obs[:0], d), slices.Grow(im.best[:0], imputeK), slices.Grow(im.bestD[:0], imputeK)
+	im.z, im.dist = resized(im.z, d), resized(im.dist, m)
+	return im
 }
 
-// impute sets out's row t (the batch's row i) warming values (warm) to their imputation.
-func (im *imputer) impute(out [][]float32, warm []*array.Float32, t, i int) {
+// resized is s with length n, its array reused where it holds n.
+func resized(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	return s[:n]
+}
+
+// keyImputers are the keys' pass's imputation scratch (warmCells.centre: its workers').
+var keyImputers = sync.Pool{New: func() any { return new(imputer) }}
+
+// impute sets out's row t (the batch's row i) values not read (u) to their imputation.
+func (im *imputer) impute(out [][]float32, u unreadCells, t, i int) {
 	r := im.r
 	im.obs = im.obs[:0]
 	for j := range out {
-		if warm[j] == nil || !warm[j].IsNull(i) {
+		if !u.at(j, i) {
 			im.obs = append(im.obs, j)
 		}
 	}
@@ -165,8 +207,8 @@ func (im *imputer) impute(out [][]float32, warm []*array.Float32, t, i int) {
 		m = len(im.ref[0])
 	}
 	if len(im.obs) == 0 || m == 0 { // (nothing to condition on: the centre)
-		for j, a := range warm {
-			if a != nil && a.IsNull(i) {
+		for j := range out {
+			if u.at(j, i) {
 				out[j][t] = float32(r.Center[j])
 			}
 		}
@@ -201,8 +243,8 @@ func (im *imputer) impute(out [][]float32, warm []*array.Float32, t, i int) {
 		}
 		im.best[at], im.bestD[at] = p, s
 	}
-	for j, a := range warm {
-		if a == nil || !a.IsNull(i) {
+	for j := range out {
+		if !u.at(j, i) {
 			continue
 		}
 		var sum float64

@@ -46,7 +46,7 @@ func BenchmarkWarmingScore(b *testing.B) {
 		}
 		b.ResetTimer()
 		for range b.N {
-			imputedColumns(s.model, bt, means, nil)
+			imputedColumns(s.model, bt, means, nil, nil)
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rs)), "ns/record")
 	})

@@ -176,7 +176,7 @@ func TestWarmingImputedFromItsNeighbours(t *testing.T) {
 	for j := range means {
 		means[j] = b.Feature(j)
 	}
-	got := imputedColumns(s.model, b, means, nil)
+	got := imputedColumns(s.model, b, means, nil, nil)
 	ref := r.Ref.Points
 	m := len(ref[0])
 	for i := range rs {
@@ -219,7 +219,7 @@ func TestWarmingImputedFromItsNeighbours(t *testing.T) {
 	for j := range cols {
 		cols[j] = allWarm.Feature(j)
 	}
-	for j, c := range imputedColumns(s.model, allWarm, cols, nil) {
+	for j, c := range imputedColumns(s.model, allWarm, cols, nil, nil) {
 		for i, v := range c {
 			if v != float32(r.Center[j]) {
 				t.Fatalf("every column warming, record %d column %d: %v, want the centre %v", i, j, v, r.Center[j])

@@ -99,7 +99,7 @@ func TestWarmingScoredAtItsImputation(t *testing.T) {
 	}
 	rs[8].Features[0] = 12 // a spike on a raw column of a warming record: still found
 	wb := withWarming(t, testbatch.New(t, mem, "in", features, false, false, rs), 2, 4)
-	imputed := imputedColumns(warmed.model, wb, [][]float32{wb.Feature(0), wb.Feature(1), wb.Feature(2)}, nil)[2]
+	imputed := imputedColumns(warmed.model, wb, [][]float32{wb.Feature(0), wb.Feature(1), wb.Feature(2)}, nil, nil)[2]
 	at, mid := slices.Clone(rs), slices.Clone(rs)
 	for i := range at {
 		at[i].Features, mid[i].Features = slices.Clone(rs[i].Features), slices.Clone(rs[i].Features)

@@ -133,6 +133,18 @@ func (f *DerivedFeature) Columns() []string {
 	return nil
 }
 
+// Period is the cycle a time_of_day (a day) or day_of_week (a week) pair places its record on
+// (its Columns: sine, cosine); 0 for the other kinds.
+func (f *DerivedFeature) Period() time.Duration {
+	switch f.Kind {
+	case DeriveTimeOfDay:
+		return 24 * time.Hour
+	case DeriveDayOfWeek:
+		return 7 * 24 * time.Hour
+	}
+	return 0
+}
+
 func cmpOr(a, b string) string {
 	if a != "" {
 		return a
