@@ -130,6 +130,14 @@ func (s *Stage) alarmsCopy() *alarmState {
 	for k, g := range s.groups.open {
 		a.groups[k] = *g
 	}
+	for k, c := range s.groups.carried { // (as dropped groups: alert_carry.go; a key has one or the other)
+		if o, ok := a.groups[k]; ok {
+			o.folded += c.folded
+			a.groups[k] = o
+			continue
+		}
+		a.groups[k] = *c
+	}
 	if s.keyed != nil && s.keyed.follower {
 		a.keyCaps = make(map[string]savedCap, len(s.keyed.keys)+len(s.ext.keyCaps))
 		slab := make([]uint64, 0, len(s.keyed.keys)*((max(s.cfg.Keys.Window, 1)+63)/64)) // (one allocation: the copy is the save's pause)
