@@ -207,6 +207,15 @@ func (p *keyPublisher) loadScanRecord(m int) *scanRecord {
 		p.log.Warn().Err(err).Str("file", path).Msg("builder: the record of the last scan of the model topic does not read: the topic is read from the start")
 		return nil
 	}
+	held := 0
+	for _, f := range rec.found {
+		held += len(f)
+	}
+	if held > 0 && p.staleFull(held-1) { // (past the bound: keyscanbound.go; detect.keys.max_keys lowered since)
+		p.log.Info().Str("file", path).Int("stale_keys", held).Int("keys_max", p.detect.Keys.MaxKeys).
+			Msg("builder: the record of the last scan of the model topic holds more stale keys than detect.keys.max_keys: the topic is read from the start")
+		return nil
+	}
 	return rec
 }
 
