@@ -88,3 +88,67 @@ func TestStaleScanBounded(t *testing.T) {
 		t.Errorf("a restart reading on from the record found %d stale keys, a scan from the start %d", len(got), len(full))
 	}
 }
+
+// TestStaleScanBoundedWaitsForAssignment: a builder assigned input partition 1 alone holds, at
+// a bound of 3, the stale keys of partition 0 first (model partition 1 is read first): not its
+// to tombstone, they fill the bound, and no pass frees room, so the passes stop (no read of
+// the topic over and over) with partition 1's stale keys untouched. An assignment of both
+// partitions then lets the passes go on until every stale key is tombstoned.
+func TestStaleScanBoundedWaitsForAssignment(t *testing.T) {
+	const bound = 3
+	f := newScanFixture(t)
+	f.write(t, keysOf("old", 20, "old")) // (by the last digit: 10 of input partition 0, 10 of 1)
+	cfg := f.cfg
+	cfg.Detect.Keys.MaxKeys = bound
+	p, err := newKeyPublisher(cfg.modelTopic(), cfg.Ingest.Columns(), cfg.Detect, zerolog.New(zerolog.NewTestWriter(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	passes := 0
+	p.stale.onPass = func() { passes++ }
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p.assigned([]int32{1}, false)
+	p.modelServing()
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		p.scanStale(ctx, kafka.DefaultDialer, f.m)
+	}()
+	state := func() (bool, int, int) { // (found is a pass's while it reads: scanned false)
+		p.stale.mu.Lock()
+		defer p.stale.mu.Unlock()
+		if !p.stale.scanned {
+			return false, -1, -1
+		}
+		return true, len(p.stale.found), len(p.stale.over)
+	}
+	for range 50 { // (2.5 s of rounds: the passes stop)
+		p.tombstoneStale(ctx)
+		time.Sleep(50 * time.Millisecond)
+	}
+	ok, held, over := state()
+	if !ok || held != bound || over == 0 || passes > 1 {
+		t.Errorf("with partition 0's stale keys filling the bound: scanned %v, %d held, %d partitions to read again, %d passes; want the bound held, passes stopped (at most 1)", ok, held, over, passes)
+	}
+	if left, _ := f.scan(t, f.cfg, ""); len(left) < 20-bound {
+		t.Errorf("%d stale keys left on the topic while the passes waited, want at least %d (partition 1's, beyond the bound)", len(left), 20-bound)
+	}
+	p.assigned(nil, true)
+	for {
+		ok, held, over := state()
+		if ok && held == 0 && over == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("after the assignment of every partition: %d stale keys held, %d partitions to read again", held, over)
+		}
+		p.tombstoneStale(ctx)
+		time.Sleep(20 * time.Millisecond)
+	}
+	<-scanned
+	if left, _ := f.scan(t, f.cfg, ""); len(left) != 0 {
+		t.Errorf("a scan from the start finds %d stale keys after the assignment, want none", len(left))
+	}
+}
