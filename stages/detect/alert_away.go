@@ -72,11 +72,13 @@ func (g *alertGroups) foldAway(sc *batch.Score, k string, o *alertGroup, at int6
 	g.away[k] = &awayGroup{at: at, partition: part, gen: gen}
 }
 
-// pruneAway drops the away groups whose cooldown (ms) has ended by their partition's clock, and
-// says whether that left room for one more.
+// pruneAway drops the away groups whose cooldown (ms) has ended by their partition's clock (each
+// count not told yet carried to its key's next alert: alert_carry.go), and says whether that
+// left room for one more.
 func (g *alertGroups) pruneAway(cooldown int64) bool {
 	for k, w := range g.away {
 		if now, known := g.clock[w.partition]; known && now >= w.at && uint64(now)-uint64(w.at) >= uint64(cooldown) {
+			g.carry(k, &alertGroup{at: w.at, timed: true, folded: w.folded, partition: w.partition})
 			delete(g.away, k)
 		}
 	}

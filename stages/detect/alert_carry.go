@@ -1,7 +1,7 @@
 package detect
 
 // The counts of the alert groups pruned with records folded into them (alert_prune.go's steps 2
-// and 3: past maxAlertKeys keys). Those records were folded into this instance's alert of the
+// and 3: past maxAlertKeys keys; the away groups' at their own bound: alert_away.go). Those records were folded into this instance's alert of the
 // key, and no other alert counts them; before, the prune forgot them (the key's next alert said
 // folded_into_previous_alert 0). Now a pruned group's count is carried: held in carried, the
 // key's next alert here adds it to its folded_into_previous_alert, as a dropped group's
@@ -17,9 +17,15 @@ package detect
 // the count into its alert).
 const maxCarriedKeys = maxAlertKeys / 16
 
-// carry keeps o's count (key k's group, pruned) for k's next alert (nothing when none folded).
+// carry keeps o's count (key k's group, pruned, or its away group's) for k's next alert
+// (nothing when none folded): added to k's real group when it has another one (its next alert
+// tells that one's count).
 func (g *alertGroups) carry(k string, o *alertGroup) {
 	if o == nil || o.folded == 0 {
+		return
+	}
+	if r, ok := g.open[k]; ok && r != o {
+		r.folded += o.folded
 		return
 	}
 	if c, ok := g.carried[k]; ok {

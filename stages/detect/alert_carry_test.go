@@ -164,3 +164,27 @@ func TestAlertGroupReadAgainCountsEachOutput(t *testing.T) {
 		t.Errorf("%d outputs folded, %d told by the alerts (%v); want 5 and 5, the alerts saying 0, 3, 2", grouped, told, tells)
 	}
 }
+
+// TestAwayAlertGroupPrunedKeepsCount: an away group with records folded into it, pruned at the
+// away groups' bound once its cooldown ended (pruneAway), leaves its count to the key's next
+// alert as a pruned real group does (before, it was forgotten: the next alert said 0).
+func TestAwayAlertGroupPrunedKeepsCount(t *testing.T) {
+	cooldown := 10 * time.Minute
+	t0 := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	g := &alertGroups{owns: func(p int32) (bool, int32) { return p == 1, 5 }}
+	rows := []testbatch.Row{flaggedRow("a", 0, t0), flaggedRow("a", 0, t0.Add(time.Second)), flaggedRow("a", 0, t0.Add(2*time.Second))}
+	for i := range maxAwayKeys - 1 {
+		rows = append(rows, flaggedRow(fleetKey(i), 0, t0))
+	}
+	foldRows(t, g, cooldown, rows)
+	if len(g.away) != maxAwayKeys || g.away["a"].folded != 2 {
+		t.Fatalf("setup: %d away groups, want %d with a's folding 2", len(g.away), maxAwayKeys)
+	}
+	foldRows(t, g, cooldown, []testbatch.Row{flaggedRow("new", 0, t0.Add(cooldown+time.Minute))}) // (the ended ones pruned)
+	if _, ok := g.away["a"]; ok {
+		t.Fatal("a's away group, ended, not pruned at the bound")
+	}
+	if a := foldRows(t, g, cooldown, []testbatch.Row{flaggedRow("a", 1, t0.Add(cooldown+2*time.Minute))})[0]; a.Grouped || a.Folded != 2 {
+		t.Errorf("a's next alert: grouped %v, folded_into_previous_alert %d; want an alert saying 2 (folded into its pruned away group)", a.Grouped, a.Folded)
+	}
+}
