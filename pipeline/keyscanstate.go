@@ -23,7 +23,8 @@ import (
 // The scan reads every key model message of the model topic at each start: 12-20 s at 100,000
 // keys of 8 features, minutes at a million (docs/BENCHMARKS.md §13.2.5). With detect.state_dir
 // the builder writes, once its scan has ended, the offset the scan read to on each model
-// partition and the keys it found stale there (not yet tombstoned), in the file
+// partition (past the bound on the keys held, that of the first stale key not held:
+// keyscanbound.go) and the keys it found stale there (not yet tombstoned), in the file
 // model-topic-scan.state, and the next start reads on from those offsets with those keys: every
 // message below them was judged already, and what came since (its own models, mostly, and its
 // tombstones) is judged as the scan judges it. That is the state a scan from the start would

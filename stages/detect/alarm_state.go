@@ -71,7 +71,9 @@ import (
 // moved away, a generation was missed or a restart could not vouch for it, with records folded
 // into it; it folds nothing, and its folded is the key's next alert's
 // folded_into_previous_alert). Set only with folded above 0. Before format 5 such a group was
-// forgotten at the drop, its count with it: a file of format 4 holds none.
+// forgotten at the drop, its count with it: a file of format 4 holds none. The counts of the
+// groups pruned past the bound, held for their keys' next alerts (alert_carry.go), are saved as
+// such groups too (2026-11-29: the same meaning, no format change), at most maxCarriedKeys more.
 //
 // A scorer's keys' caps are its own (its keys' models come from the model topic, their flags
 // from it): each is given back to its key when the key's model is installed again after the
