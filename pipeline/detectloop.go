@@ -130,6 +130,7 @@ func (p *Pipeline) detectLoop(work context.Context, stopping <-chan struct{}, in
 			p.metrics.SetWindow(p.stage.Window().Len(), p.stage.Window().Cap())
 			p.noteKeys()
 			p.metrics.SetAlertGroupEvictions(p.stage.AlertGroupEvictions())
+			p.metrics.SetAlertFoldedLost(p.stage.AlertFoldedLost())
 			if p.keyPub != nil { // a builder's keys whose model changed: to the model topic
 				p.keyPub.add(p.det.TakeKeyModels())
 			}

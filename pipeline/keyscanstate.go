@@ -23,7 +23,8 @@ import (
 // The scan reads every key model message of the model topic at each start: 12-20 s at 100,000
 // keys of 8 features, minutes at a million (docs/BENCHMARKS.md §13.2.5). With detect.state_dir
 // the builder writes, once its scan has ended, the offset the scan read to on each model
-// partition and the keys it found stale there (not yet tombstoned), in the file
+// partition (past the bound on the keys held, that of the first stale key not held:
+// keyscanbound.go) and the keys it found stale there (not yet tombstoned), in the file
 // model-topic-scan.state, and the next start reads on from those offsets with those keys: every
 // message below them was judged already, and what came since (its own models, mostly, and its
 // tombstones) is judged as the scan judges it. That is the state a scan from the start would
@@ -205,6 +206,15 @@ func (p *keyPublisher) loadScanRecord(m int) *scanRecord {
 		return nil
 	case err != nil:
 		p.log.Warn().Err(err).Str("file", path).Msg("builder: the record of the last scan of the model topic does not read: the topic is read from the start")
+		return nil
+	}
+	held := 0
+	for _, f := range rec.found {
+		held += len(f)
+	}
+	if held > 0 && p.staleFull(held-1) { // (past the bound: keyscanbound.go; detect.keys.max_keys lowered since)
+		p.log.Info().Str("file", path).Int("stale_keys", held).Int("keys_max", p.detect.Keys.MaxKeys).
+			Msg("builder: the record of the last scan of the model topic holds more stale keys than detect.keys.max_keys: the topic is read from the start")
 		return nil
 	}
 	return rec

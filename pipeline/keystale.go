@@ -87,6 +87,17 @@ type staleKeys struct {
 	// read is the messages the scan read (its log's messages_read; tests).
 	dir  string
 	read int
+	// The bound on found (keyscanbound.go): judged is, per model partition, the offset below
+	// which every message was judged with its stale keys held (the record's), over where a
+	// stale key not held for the bound lay (the next pass reads on from there; empty: none);
+	// pass wakes the scan's goroutine for a pass, which assigns and passAssigns (the
+	// assignments heard, then at the last pass) tell whether one can make progress; passes
+	// counts them and onPass, if set, hears each (metrics).
+	judged, over         map[int]int64
+	pass                 chan struct{}
+	assigns, passAssigns int
+	passes               int
+	onPass               func()
 }
 
 // scanStale reads the key model messages of the model topic's partitions (m of them: the keys'
@@ -106,7 +117,7 @@ func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m in
 	start := time.Now()
 	rec := p.loadScanRecord(m)
 	found, read, reasons, ends := map[staleRef]staleKey{}, 0, map[string]string{}, map[int]int64{}
-	resumed := 0
+	resumed, over, notHeld := 0, map[int]int64{}, 0
 	for _, mp := range parts {
 		for attempt := 1; ; attempt++ {
 			from := rec.resume(mp)
@@ -115,6 +126,9 @@ func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m in
 			if err == nil {
 				read += sr.read
 				ends[mp] = sr.end
+				if sr.over >= 0 {
+					over[mp], notHeld = sr.over, notHeld+sr.notHeld
+				}
 				if sr.fellBack != "" {
 					p.log.Info().Int("model_partition", mp).Str("why", sr.fellBack).
 						Msg("builder: the model partition is read from its start, not from the record of the last scan")
@@ -133,9 +147,10 @@ func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m in
 			}
 		}
 	}
+	judged := judgedTo(ends, over)
 	if ctx.Err() == nil && p.stale.dir != "" { // (a stop as the scan ended: the last record written still holds)
-		p.saveScanRecord(ctx, m, ends, found)
-		p.advance.begin(m, ends, found) // (then moved on through the publisher's writes: keyscanadvance.go)
+		p.saveScanRecord(ctx, m, judged, found)
+		p.advance.begin(m, judged, found) // (then moved on through the publisher's writes: keyscanadvance.go)
 	}
 	ev := p.log.Info()
 	if len(found) > 0 {
@@ -144,11 +159,14 @@ func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m in
 	ev.Int("messages_read", read).Int("partitions_read_on_from_the_record", resumed).Int("partitions", len(parts)).
 		Int("other_configuration", len(found)).Dur("took", time.Since(start)).
 		Msg("builder: keys' models on the model topic read; those built for another configuration are tombstoned once a model of this configuration is on the topic")
+	p.logOver(over, notHeld, len(found), 0)
 	p.stale.mu.Lock()
 	p.stale.found, p.stale.scanned, p.stale.m, p.stale.due = found, true, m, true
 	p.stale.ends, p.stale.dialer, p.stale.read = ends, dialer, read
+	p.stale.judged, p.stale.over, p.stale.pass = judged, over, make(chan struct{}, 1)
 	p.stale.mu.Unlock()
 	p.signal()
+	p.passes(ctx, dialer, m, reasons)
 }
 
 // assigned tells the publisher the builder's input partitions (nil with all: every one, a
@@ -158,6 +176,7 @@ func (p *keyPublisher) scanStale(ctx context.Context, dialer *kafka.Dialer, m in
 func (p *keyPublisher) assigned(parts []int32, all bool) {
 	p.stale.mu.Lock()
 	p.stale.ownedKnown, p.stale.owned, p.stale.due = true, nil, true
+	p.stale.assigns++
 	if !all {
 		p.stale.owned = map[int32]bool{}
 		for _, q := range parts {
@@ -176,6 +195,10 @@ type scanRead struct {
 	end      int64
 	resumed  bool
 	fellBack string
+	// over is the offset of the first stale key's message not held for the bound (-1: none),
+	// notHeld how many such messages were read (all only: keyscanbound.go).
+	over    int64
+	notHeld int
 }
 
 // scanPartition notes in found the keys of model partition mp whose newest message is a model of
@@ -202,7 +225,7 @@ func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, 
 	if err != nil {
 		return scanRead{}, err
 	}
-	var sr scanRead
+	sr := scanRead{over: -1}
 	if all {
 		for ref := range found { // (a failed attempt's)
 			if from.retry && ref.mp == mp {
@@ -235,6 +258,13 @@ func (p *keyPublisher) scanPartition(ctx context.Context, dialer *kafka.Dialer, 
 			return // (a catch-up judges the keys found stale alone: no model decoded for the others)
 		}
 		if why := p.otherConfiguration(msg); why != "" {
+			if _, held := found[ref]; !held && p.staleFull(len(found)) {
+				if sr.over < 0 { // (held keys are judged on: one's newer message may free its place)
+					sr.over = msg.Offset
+				}
+				sr.notHeld++
+				return
+			}
 			if r, ok := reasons[why]; ok {
 				why = r
 			} else {
@@ -324,13 +354,20 @@ func (p *keyPublisher) modelServing() {
 // model (or during the scan, when one was found at the start), bounded by the scan's own read.
 func (p *keyPublisher) tombstoneStale(ctx context.Context) {
 	p.stale.mu.Lock()
-	if !p.stale.due || !p.stale.scanned || !p.stale.serving || !p.stale.ownedKnown || len(p.stale.found) == 0 {
+	if !p.stale.due || !p.stale.scanned || !p.stale.serving || !p.stale.ownedKnown {
+		p.stale.mu.Unlock()
+		return
+	}
+	if len(p.stale.found) == 0 {
+		p.stale.due = false
+		p.nextPass(true) // (a scan cut at the bound with nothing left held: on to the rest)
 		p.stale.mu.Unlock()
 		return
 	}
 	p.stale.due = false
 	m, owned, found, ends, dialer := p.stale.m, p.stale.owned, p.stale.found, p.stale.ends, p.stale.dialer
 	p.stale.mu.Unlock()
+	held := len(found) // (fewer after the round: room for a pass past the bound)
 	// (found and ends are run's alone once the scan handed them over: only the flags are shared.)
 	ours := func(sk staleKey) bool { return owned == nil || sk.part < 0 || owned[sk.part] }
 	catch := map[int]bool{}
@@ -367,10 +404,12 @@ func (p *keyPublisher) tombstoneStale(ctx context.Context) {
 		refs = append(refs, ref)
 		todo[ref] = sk
 	}
-	p.stale.mu.Unlock()
 	if len(refs) == 0 {
+		p.nextPass(len(found) < held)
+		p.stale.mu.Unlock()
 		return
 	}
+	p.stale.mu.Unlock()
 	slices.SortFunc(refs, func(a, b staleRef) int {
 		if a.mp != b.mp {
 			return a.mp - b.mp
@@ -403,6 +442,9 @@ func (p *keyPublisher) tombstoneStale(ctx context.Context) {
 	}
 	p.log.Info().Int("keys", len(msgs)).Strs("first_keys", staleNames(todo)).Interface("why", reasons).
 		Msg("keys' models of another configuration tombstoned on the model topic (compaction removes them; a scorer of the old configuration keeps what it holds)")
+	p.stale.mu.Lock()
+	p.nextPass(true)
+	p.stale.mu.Unlock()
 }
 
 // staleHeader is headerKeyStale's value: the reason, cut to 512 bytes (a message's headers

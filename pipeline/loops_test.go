@@ -161,6 +161,7 @@ func (f *fakeStage) Model() *detect.Model                                 { retu
 func (f *fakeStage) Window() *microcluster.Window                         { return f.win }
 func (f *fakeStage) KeyStats() detect.KeyStats                            { return detect.KeyStats{} }
 func (f *fakeStage) AlertGroupEvictions() uint64                          { return 0 }
+func (f *fakeStage) AlertFoldedLost() uint64                              { return 0 }
 func (f *fakeStage) CloseContext(context.Context)                         {}
 func (f *fakeStage) AbandonContext(context.Context)                       {}
 

@@ -99,6 +99,7 @@ func (p *Pipeline) setUpRole() error {
 		p.keyPub.every = p.cfg.Run.KeyPublishInterval
 		if p.metrics != nil {
 			p.keyPub.onTooLarge = p.metrics.AddKeyModelsTooLarge
+			p.keyPub.stale.onPass = p.metrics.AddStalePass
 		}
 		p.keyPub.stale.dir = p.cfg.Detect.StateDir // (the scan's record: keyscanstate.go)
 		p.keysOn0 = newPartition0Keys(p.cfg.Detect.Keys.MaxKeys)

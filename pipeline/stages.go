@@ -52,6 +52,9 @@ type Stage interface {
 	// AlertGroupEvictions counts the alert groups evicted within their cooldown (a running
 	// total), for the metrics.
 	AlertGroupEvictions() uint64
+	// AlertFoldedLost counts the flagged records folded into alerts whose count no later alert
+	// tells (a running total), for the metrics.
+	AlertFoldedLost() uint64
 	// AbandonContext releases what the stage still holds when the run ends without Flush (a
 	// failure or the hard stop): never acknowledged, read again after a restart; what is still
 	// being worked on is waited for until ctx ends at most (the stop's deadline), then left to

@@ -96,6 +96,7 @@ type Metrics struct {
 	alertGroupEvictions                         prometheus.Counter // detect.alert_cooldown (SetAlertGroupEvictions)
 	alertGroupEvictionsSeen                     uint64
 	derive                                      deriveMetrics // ingest.derive (SetDerive: derive.go)
+	bounds                                      boundMetrics  // bounds.go
 	gpuKernelSeconds                            prometheus.Counter
 	gpuFallbacks                                prometheus.Counter
 	gpuBytesToDevice, gpuBytesToHost            prometheus.Counter
@@ -206,6 +207,7 @@ func New() *Metrics {
 		m.brokerConnected, hist, stateCollector{m}, kernelCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.derive = newDeriveMetrics(m.reg)
+	m.bounds = newBoundMetrics(m.reg)
 	return m
 }
 

@@ -347,6 +347,10 @@ type alertGroups struct {
 	clock   map[int32]int64
 	evicted uint64
 	aged    []agedGroup // prune's scratch
+	// carried are the counts of groups pruned with records folded into them, for their keys'
+	// next alerts, and lost those dropped past carried's bound (alert_carry.go).
+	carried map[string]*alertGroup
+	lost    uint64
 }
 
 // AlertsAt is where the alert groups restored from the alarm state (format 4) stand on each
@@ -430,7 +434,7 @@ func cooldownMS(cooldown time.Duration) int64 {
 func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 	g.take(b)
 	if cooldown <= 0 {
-		g.open, g.away = nil, nil
+		g.open, g.away, g.carried = nil, nil, nil
 		return
 	}
 	keys, ts, parts := b.Keys(), b.Timestamps(), b.Partitions()
@@ -471,6 +475,7 @@ func (g *alertGroups) fold(b *batch.Batch, cooldown time.Duration) {
 		if ok {
 			sc.Folded = o.folded
 		}
+		sc.Folded += g.takeCarried(k) + g.awayCount(k)
 		if !ok && len(g.open) >= maxAlertKeys {
 			g.prune(cooldown)
 		}

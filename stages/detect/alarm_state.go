@@ -71,7 +71,9 @@ import (
 // moved away, a generation was missed or a restart could not vouch for it, with records folded
 // into it; it folds nothing, and its folded is the key's next alert's
 // folded_into_previous_alert). Set only with folded above 0. Before format 5 such a group was
-// forgotten at the drop, its count with it: a file of format 4 holds none.
+// forgotten at the drop, its count with it: a file of format 4 holds none. The counts of the
+// groups pruned past the bound, held for their keys' next alerts (alert_carry.go), are saved as
+// such groups too (2026-11-29: the same meaning, no format change), at most maxCarriedKeys more.
 //
 // A scorer's keys' caps are its own (its keys' models come from the model topic, their flags
 // from it): each is given back to its key when the key's model is installed again after the
@@ -129,6 +131,14 @@ func (s *Stage) alarmsCopy() *alarmState {
 	}
 	for k, g := range s.groups.open {
 		a.groups[k] = *g
+	}
+	for k, c := range s.groups.carried { // (as dropped groups: alert_carry.go; a key has one or the other)
+		if o, ok := a.groups[k]; ok {
+			o.folded += c.folded
+			a.groups[k] = o
+			continue
+		}
+		a.groups[k] = *c
 	}
 	if s.keyed != nil && s.keyed.follower {
 		a.keyCaps = make(map[string]savedCap, len(s.keyed.keys)+len(s.ext.keyCaps))

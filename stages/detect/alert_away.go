@@ -52,15 +52,17 @@ func (g *alertGroups) foldAway(sc *batch.Score, k string, o *alertGroup, at int6
 		w.folded++
 		return
 	}
-	// An alert: it carries the count folded into the key's previous alert here, the later of
-	// its real and away groups; the real one goes (its count told), as before away groups.
+	// An alert: it tells the counts folded into the key's earlier alerts here that no alert
+	// told yet, its real group's, its away group's and a carried one; the real group goes (its
+	// count told), as before away groups.
 	if o != nil {
 		sc.Folded = o.folded
 		delete(g.open, k)
 	}
-	if ok && (o == nil || !o.timed || w.at >= o.at) {
-		sc.Folded = w.folded
+	if ok {
+		sc.Folded += w.folded
 	}
+	sc.Folded += g.takeCarried(k)
 	if !ok && len(g.away) >= maxAwayKeys && !g.pruneAway(int64(within)) {
 		return
 	}
@@ -70,24 +72,40 @@ func (g *alertGroups) foldAway(sc *batch.Score, k string, o *alertGroup, at int6
 	g.away[k] = &awayGroup{at: at, partition: part, gen: gen}
 }
 
-// pruneAway drops the away groups whose cooldown (ms) has ended by their partition's clock, and
-// says whether that left room for one more.
+// pruneAway drops the away groups whose cooldown (ms) has ended by their partition's clock (each
+// count not told yet carried to its key's next alert: alert_carry.go), and says whether that
+// left room for one more.
 func (g *alertGroups) pruneAway(cooldown int64) bool {
 	for k, w := range g.away {
 		if now, known := g.clock[w.partition]; known && now >= w.at && uint64(now)-uint64(w.at) >= uint64(cooldown) {
+			g.carry(k, &alertGroup{at: w.at, timed: true, folded: w.folded, partition: w.partition})
 			delete(g.away, k)
 		}
 	}
 	return len(g.away) < maxAwayKeys
 }
 
+// awayCount is the count of records folded into key k's away group that no alert told yet, for
+// a real alert of k now (its partition back before the detect goroutine's turn at the
+// assignment, or another partition's record of the key): told there, the group's count starts
+// again at 0 (the group stays, folding away records).
+func (g *alertGroups) awayCount(k string) int {
+	w, ok := g.away[k]
+	if !ok {
+		return 0
+	}
+	n := w.folded
+	w.folded = 0
+	return n
+}
+
 // dropAway forgets the away groups at the detect goroutine's turn at the assignment of
 // generation gen: all but those opened under that very assignment whose partition it still
-// does not hold (owns, asked now). One with records folded into it leaves its count to its
-// key's next alert here, as a dropped real group (dropOutside): a dropped group of the key in
-// the real groups, counted by their bound, unless the key has a real group of a later alert
-// (its records' next alert counts that one's), or no room is left with the ended groups
-// pruned (as ever, prune may evict ones within their cooldown: counted; it then goes).
+// does not hold (owns, asked now). One with records folded into it that no alert told leaves
+// its count to its key's next alert here, as a dropped real group (dropOutside): added to the
+// key's real group when it has one (open or dropped: its count goes to the key's next alert),
+// else a dropped group of the key in the real groups, counted by their bound (a prune to make
+// room carries the counts it drops: alert_carry.go).
 func (g *alertGroups) dropAway(gen int32, cooldown time.Duration) {
 	for k, w := range g.away {
 		if w.gen == gen && g.owns != nil {
@@ -96,15 +114,19 @@ func (g *alertGroups) dropAway(gen int32, cooldown time.Duration) {
 			}
 		}
 		delete(g.away, k)
-		if o, ok := g.open[k]; w.folded == 0 || ok && o.timed && o.at > w.at || cooldown <= 0 {
+		if w.folded == 0 || cooldown <= 0 {
 			continue
 		}
-		if _, ok := g.open[k]; !ok && len(g.open) >= maxAlertKeys {
+		if o, ok := g.open[k]; ok {
+			o.folded += w.folded
+			continue
+		}
+		if len(g.open) >= maxAlertKeys {
 			g.prune(cooldown)
 		}
 		if g.open == nil {
 			g.open = map[string]*alertGroup{}
 		}
-		g.open[k] = &alertGroup{at: w.at, timed: true, folded: w.folded, partition: w.partition, dropped: true}
+		g.open[k] = &alertGroup{at: w.at, timed: true, folded: w.folded + g.takeCarried(k), partition: w.partition, dropped: true}
 	}
 }

@@ -12,11 +12,11 @@ import (
 //  1. the groups whose cooldown has ended with nothing folded into them: they fold no record
 //     again and carry nothing to the key's next alert, so dropping them changes no output;
 //  2. then, if that leaves too many, the ended groups with records folded into
-//     them, oldest alert first: the key's next alert then counts none folded into its previous
-//     one (folded_into_previous_alert);
+//     them, oldest alert first: their counts are carried to the keys' next alerts
+//     (folded_into_previous_alert; alert_carry.go, under a bound of its own);
 //  3. then the groups still within their cooldown, oldest alert first (evicted, counted): the
 //     key's next flagged record within the cooldown is an alert of its own, one alert too many
-//     for each evicted key, never one lost.
+//     for each evicted key, never one lost; its count is carried as in step 2.
 //
 // A group has ended when its partition's time (the newest timestamp of the partition's records
 // taken so far: alertGroups.clock) is at least the cooldown past its alert: the time fold reads
@@ -113,6 +113,7 @@ func (g *alertGroups) prune(cooldown time.Duration) {
 	if need := len(g.open) - (maxAlertKeys - alertKeysSlack); need > 0 {
 		selectFirst(c, need)
 		for i := range c[:need] {
+			g.carry(c[i].key, g.open[c[i].key])
 			delete(g.open, c[i].key)
 		}
 		g.evicted += uint64(max(need-ended, 0))
@@ -164,7 +165,7 @@ func selectFirst(c []agedGroup, n int) {
 // limit): each partition's clock starts at its newest alert (its time was at least that), and
 // past the limit they are pruned as fold would.
 func (g *alertGroups) afterRestore(cooldown time.Duration) {
-	g.clock = nil
+	g.clock, g.carried = nil, nil // (the counts carried were saved among the groups, dropped)
 	for _, o := range g.open {
 		if !o.timed || o.dropped {
 			continue
