@@ -14,6 +14,7 @@ package batch
 import (
 	"fmt"
 	"hash/fnv"
+	"math"
 	"strconv"
 	"time"
 
@@ -450,14 +451,37 @@ type Deviation struct {
 	RobustSD float64
 }
 
+// FarSD is how far, in robust sd, a feature must lie from the window's median to be given as
+// the cause of a flag: within it a reading is ordinary (a Gaussian reading is within 3 sd 99.7 %
+// of the time), and beside a farther feature it is not named at all (detect's
+// explainDeviations names a second feature only from here).
+const FarSD = 3
+
 // DeviationsText renders s's deviations as "temp +23.4 robust sd, pressure -5.12 robust sd from
 // the window's median" ("" for none): the explanations' wording, shared by replay and the sink.
 // A record its key's model scored (ByKey) is measured against its key's window: "from its key's
-// window's median".
+// window's median". Where even the farthest is within FarSD (a record rare for the combination
+// of its readings, or for a reading at its time of day: none of them far out), naming it as the
+// cause would give an ordinary reading as the reason for the page: "every feature within 3
+// robust sd of the window's median (the farthest: temp -1.3): the combination is what is rare"
+// (without the last clause for a held record, whose score is below the threshold).
 func DeviationsText(s *Score) string {
 	devs := s.Deviations
 	if len(devs) == 0 {
 		return ""
+	}
+	window := "the window's median"
+	if s.ByKey {
+		window = "its key's window's median"
+	}
+	if math.Abs(devs[0].RobustSD) < FarSD {
+		b := append([]byte("every feature within "), strconv.Itoa(FarSD)+" robust sd of "+window+" (the farthest: "+devs[0].Feature+" "...)
+		b = appendSigned(b, devs[0].RobustSD)
+		b = append(b, ')')
+		if !s.Held {
+			b = append(b, ": the combination is what is rare"...)
+		}
+		return string(b)
 	}
 	var b []byte
 	for i, d := range devs {
@@ -466,16 +490,18 @@ func DeviationsText(s *Score) string {
 		}
 		b = append(b, d.Feature...)
 		b = append(b, ' ')
-		if d.RobustSD >= 0 {
-			b = append(b, '+')
-		}
-		b = strconv.AppendFloat(b, d.RobustSD, 'g', 3, 64)
+		b = appendSigned(b, d.RobustSD)
 		b = append(b, " robust sd"...)
 	}
-	if s.ByKey {
-		return string(append(b, " from its key's window's median"...))
+	return string(append(append(b, " from "...), window...))
+}
+
+// appendSigned appends v with its sign and 3 significant digits (+23.4, -5.12).
+func appendSigned(b []byte, v float64) []byte {
+	if v >= 0 {
+		b = append(b, '+')
 	}
-	return string(append(b, " from the window's median"...))
+	return strconv.AppendFloat(b, v, 'g', 3, 64)
 }
 
 // HypercubeScore is the hypercube density detector's result for one record (GDBOD over the
