@@ -169,6 +169,57 @@ detect:
 	}
 }
 
+// TestReplayTimeOfDayOneBadClockNotRead (tod29b; newuser29's finding, §12.77): one record whose
+// clock is wrong (the year 2100, or 0: a device before its first sync) must not make a window
+// of a few hours "span a day": the span was the window's newest time less its oldest, and one
+// such record had the 1 Hz stream of TestReplayTimeOfDayShortWindowNotFlagged read the time of
+// day (5,825 of 60,000 flagged in newuser29's replay; here, a window of 20,000 spanning 5.6 hours,
+// 1,768 of 40,000 flagged with the year 2100 and with 0 before tod29b). Limits as that test's; under key_by key
+// too (a key's reading interval must not take the bad gap for its rate).
+func TestReplayTimeOfDayOneBadClockNotRead(t *testing.T) {
+	const rows = 40000
+	const start = 1767225600000
+	for _, bad := range []int64{4102444800000, 0} { // (2100-01-01; 1970)
+		for _, keyed := range []bool{false, true} {
+			r := rand.New(rand.NewPCG(29, 3))
+			var b strings.Builder
+			b.WriteString("ts,key,temp,pressure,humidity,label\n")
+			for i := range rows {
+				ms := int64(start) + int64(i)*1000
+				if i == 3000 || i == 3001 { // (a key's record too: keys read round robin, 20 of them)
+					ms = bad
+				}
+				fmt.Fprintf(&b, "%d,k%02d,%.4f,%.4f,%.4f,0\n", ms, i%20, r.NormFloat64(), r.NormFloat64(), r.NormFloat64())
+			}
+			data := writeFile(t, "bad.csv", b.String())
+			keyBy := ""
+			if keyed {
+				keyBy = "  key_by: key\n"
+			}
+			cfg := writeFile(t, "bad.yaml", fmt.Sprintf(`ingest:
+  features: [temp, pressure, humidity]
+  key_field: key
+  event_time_field: ts
+  derive:
+    features:
+      - {kind: time_of_day}
+detect:
+  window: 20000
+  min_records: 2000
+%s`, keyBy))
+			flagged := 0
+			for _, rec := range replayCycleVerdicts(t, data, cfg) {
+				if rec[2] == "true" {
+					flagged++
+				}
+			}
+			if limit := rows / 1000; flagged > limit {
+				t.Errorf("a clock at %d ms (key_by key %v): %d clean records flagged of %d, want at most %d (0.1 %%)", bad, keyed, flagged, rows, limit)
+			}
+		}
+	}
+}
+
 // replayCycleVerdicts replays data under cfg on the CPU and returns the verdicts' rows.
 func replayCycleVerdicts(t *testing.T, data, cfg string) [][]string {
 	t.Helper()

@@ -72,22 +72,35 @@ func (r *windowRing) pushTimes(first uint64, ts *array.Timestamp, lo, hi int) {
 	}
 }
 
-// span is the event time from the oldest of the ring's records to its newest (by their times:
-// partitions interleave), records without a time left out; 0 with fewer than two.
+// span is the event time the ring's records cover: from its oldest records' time to its newest
+// records' (records without a time left out), each end the median time of the ring's oldest
+// (newest) hundredth in arrival order, so that a few records with a wrong clock (the year 2100,
+// or 0 from a device before its first sync; the decoder accepts both) cannot make a window of a
+// few hours "span a day" (newuser29's finding, §12.77: the newest less the oldest time had one
+// such record flag 5,825 of 60,000 clean records). 0 with fewer than two times.
 func (r *windowRing) span() time.Duration {
 	if r.times == nil {
 		return 0
 	}
-	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-	a, b := r.runs(r.held())
-	for _, run := range [2][2]int{a, b} {
-		for _, t := range r.times[run[0]:run[1]] {
-			if t != noTime {
-				lo, hi = min(lo, t), max(hi, t)
+	held := r.held()
+	k := max(1, held/100)
+	c := uint64(len(r.times))
+	end := func(from int) (int64, bool) { // the median time of the records [from, from+k) in arrival order
+		ts := make([]int64, 0, k)
+		for i := from; i < from+k; i++ {
+			if t := r.times[(r.pushed-uint64(held)+uint64(i))%c]; t != noTime {
+				ts = append(ts, t)
 			}
 		}
+		if len(ts) == 0 {
+			return 0, false
+		}
+		slices.Sort(ts)
+		return ts[len(ts)/2], true
 	}
-	if hi <= lo {
+	lo, okLo := end(0)
+	hi, okHi := end(held - k)
+	if !okLo || !okHi || hi <= lo {
 		return 0
 	}
 	return time.Duration(hi-lo) * time.Millisecond
@@ -147,19 +160,28 @@ func (s *Stage) noteCycles(m *Model) {
 // over about the last 8: a rate that changes is followed within a few records).
 const keyGapWeight = 0.125
 
-// noteTime folds the key's record at ms (epoch ms) into its reading interval: intervals of
-// records out of time order (negative) are left out.
+// noteTime folds the key's record at ms (epoch ms) into its reading interval. An interval of a
+// record out of time order (negative) is left out, and the key's latest time is the record's
+// own either way: a record whose clock is wrong (the year 2100) costs one interval, where a
+// latest time kept at the maximum left every later interval out and the interval at the bad
+// gap for good. An interval counts at most keyGapRange times the average (or a keyGapRange-th
+// of it): one wrong clock moves the average by at most about (keyGapRange - 1) x keyGapWeight,
+// a rate that changes for good is followed within a few dozen records.
 func (st *keyState) noteTime(ms int64) {
 	if st.lastMs != 0 && ms >= st.lastMs {
 		g := float32(ms - st.lastMs)
 		if st.gapMs == 0 {
 			st.gapMs = max(g, math.SmallestNonzeroFloat32) // (0 is "none yet")
 		} else {
+			g = min(max(g, st.gapMs/keyGapRange), float32(st.gapMs*keyGapRange))
 			st.gapMs += float32(keyGapWeight * (g - st.gapMs)) // (the product rounded first: no fused multiply-add, .ci/nofma.sh)
 		}
 	}
-	st.lastMs = max(st.lastMs, ms)
+	st.lastMs = ms
 }
+
+// keyGapRange bounds one interval's part in a key's average (noteTime).
+const keyGapRange = 4
 
 // span is the event time r's window (its records: len(r.Tail.Sorted[0])) spans at the key's
 // reading interval; 0 before the key's second record.

@@ -11,39 +11,46 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 )
 
-// TestWindowRingSpan: the span is the newest records' (the ring's capacity) event times, from
-// the earliest to the latest whatever their order (partitions interleave), records without a
-// time left out, and a resize keeps the times of the records it keeps.
+// TestWindowRingSpan: the span runs from the median time of the ring's oldest hundredth (in
+// arrival order) to its newest hundredth's, records without a time left out, so a few wrong
+// clocks move it by nothing (tod29b); a resize keeps the times of the records it keeps.
 func TestWindowRingSpan(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
+	const n = 3000 // (pushed to a ring of 2,000: the newest 2,000 held, times 1,000 s .. 2,999 s)
 	tb := array.NewTimestampBuilder(mem, &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"})
 	defer tb.Release()
-	for _, ms := range []int64{0, 1000, 9000, 5000, -1, 7000} { // (-1: no time)
-		if ms < 0 {
+	for i := range n {
+		switch i {
+		case 1000: // (the oldest held: a clock in 2100)
+			tb.Append(4102444800000)
+		case 1003: // (a clock at 0)
+			tb.Append(0)
+		case 2500:
 			tb.AppendNull()
-		} else {
-			tb.Append(arrow.Timestamp(ms))
+		case 2999: // (the newest: a clock at 0)
+			tb.Append(0)
+		default:
+			tb.Append(arrow.Timestamp(int64(i) * 1000))
 		}
 	}
 	ts := tb.NewTimestampArray()
 	defer ts.Release()
-	r := newWindowRing(4)
-	r.times = make([]int64, 4)
-	first := r.push("t", make([]int32, 6), []int64{0, 1, 2, 3, 4, 5}, nil, nil)
-	r.pushTimes(first, ts, 0, 6)
-	if got, want := r.span(), 4*time.Second; got != want { // (9000, 5000, none, 7000)
+	r := newWindowRing(2000)
+	r.times = make([]int64, 2000)
+	first := r.push("t", make([]int32, n), make([]int64, n), nil, nil)
+	r.pushTimes(first, ts, 0, n)
+	// The oldest 20 held: 0, 1,001, 1,002, 1,004 .. 1,019 s and 2100, the 11th 1,011 s; the newest
+	// 20: 0, 2,980 .. 2,998 s, the 11th 2,989 s.
+	if got, want := r.span(), (2989-1011)*time.Second; got != want {
 		t.Errorf("span %v, want %v", got, want)
 	}
-	if got, want := r.resize(2).span(), time.Duration(0); got != want { // (none, 7000: one time)
-		t.Errorf("span after a resize to 2: %v, want %v", got, want)
+	small := r.resize(150) // (k = 1: the newest's time less the oldest's, 2,850 s .. 0: none)
+	if got := small.span(); got != 0 {
+		t.Errorf("span of a ring whose newest time precedes its oldest: %v, want 0", got)
 	}
-	if got, want := r.resize(3).span(), 2*time.Second; got != want { // (5000, none, 7000)
-		t.Errorf("span after a resize to 3: %v, want %v", got, want)
-	}
-	r.pushTimes(r.push("t", []int32{0}, []int64{6}, nil, nil), ts, 1, 2) // (row 1: 1000)
-	if got, want := r.span(), 6*time.Second; got != want {               // (5000, none, 7000, 1000)
-		t.Errorf("span after a later record of an earlier time: %v, want %v", got, want)
+	if got, want := r.resize(1000).span(), (2994-2005)*time.Second; got != want { // (the oldest 10: 2,000 .. 2,009 s, the 6th 2,005 s; the newest 10: 0, 2,990 .. 2,998 s, the 6th 2,994 s)
+		t.Errorf("span after a resize to 1,000: %v, want %v", got, want)
 	}
 }
 
@@ -92,5 +99,30 @@ func TestUnreadCycles(t *testing.T) {
 	}
 	if _, err := resolveCycles([]Cycle{{Sin: "tod.sin", Cos: "x", Period: time.Hour}}, []string{"tod.sin"}); err == nil {
 		t.Error("a cycle of a column the stream lacks accepted")
+	}
+}
+
+// TestKeyReadingIntervalPastABadClock (tod29b): a key's reading interval is not taken over by
+// one record whose clock is wrong: a time in the future moved the key's latest time there, so
+// no later interval counted (every later record was "out of order") and the interval stayed at
+// the one huge gap, the key's window "spanning" decades; one bad interval moves the average by at
+// most a bounded factor and the average follows the key's rate again within a few records.
+func TestKeyReadingIntervalPastABadClock(t *testing.T) {
+	st := &keyState{}
+	ms := int64(1767225600000)
+	for range 50 {
+		st.noteTime(ms)
+		ms += 20000
+	}
+	st.noteTime(4102444800000) // (2100-01-01)
+	if st.gapMs > 4*20000 {
+		t.Errorf("one gap of 75 years took the interval to %.0f ms, want at most 4 x 20,000", st.gapMs)
+	}
+	for range 50 {
+		st.noteTime(ms)
+		ms += 20000
+	}
+	if st.gapMs < 19000 || st.gapMs > 21000 {
+		t.Errorf("50 readings 20 s apart after the bad clock: interval %.0f ms, want 20,000 within 5 %%", st.gapMs)
 	}
 }
