@@ -36,8 +36,8 @@ type Model struct {
 	// Members are the records the model was built from, by identity (members.go): scored,
 	// they do not count themselves as their own neighbour.
 	Members Members
-	// WindowSpan is the event time from the oldest record of the window the model was built
-	// from to its newest (records without a time left out), set only for a stream with cyclic
+	// WindowSpan is the event time the window the model was built from covers (windowRing.span:
+	// its oldest hundredth's median time to its newest's), set only for a stream with cyclic
 	// time columns (Deps.Cycles), which the model reads only when it spans their period
 	// (cycles.go); 0 otherwise, and for a model whose snapshot was written without it.
 	WindowSpan time.Duration
