@@ -26,16 +26,8 @@ func TestStaleScanBounded(t *testing.T) {
 	dir := t.TempDir()
 	f.write(t, keysOf("old", stale, "old"))
 	f.write(t, keysOf("new", 10, "new"))
-	cfg := f.cfg
-	cfg.Detect.Keys.MaxKeys = bound
-	p, err := newKeyPublisher(cfg.modelTopic(), cfg.Ingest.Columns(), cfg.Detect, zerolog.New(zerolog.NewTestWriter(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, passes := boundedPublisher(t, f, bound)
 	p.stale.dir = dir
-	passes := 0
-	p.stale.onPass = func() { passes++ }
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	p.assigned(nil, true)
@@ -75,8 +67,8 @@ func TestStaleScanBounded(t *testing.T) {
 	if most > bound || recorded > bound {
 		t.Errorf("at most %d stale keys held and %d in the scan's record, want at most %d (detect.keys.max_keys)", most, recorded, bound)
 	}
-	if want := (stale+bound-1)/bound - 1; passes < want {
-		t.Errorf("%d passes past the bound, want at least %d", passes, want)
+	if want := (stale+bound-1)/bound - 1; *passes < want {
+		t.Errorf("%d passes past the bound, want at least %d", *passes, want)
 	}
 	if left, _ := f.scan(t, f.cfg, ""); len(left) != 0 {
 		t.Errorf("a scan from the start finds %d stale keys after the passes, want none (every one tombstoned)", len(left))
@@ -98,15 +90,7 @@ func TestStaleScanBoundedWaitsForAssignment(t *testing.T) {
 	const bound = 3
 	f := newScanFixture(t)
 	f.write(t, keysOf("old", 20, "old")) // (by the last digit: 10 of input partition 0, 10 of 1)
-	cfg := f.cfg
-	cfg.Detect.Keys.MaxKeys = bound
-	p, err := newKeyPublisher(cfg.modelTopic(), cfg.Ingest.Columns(), cfg.Detect, zerolog.New(zerolog.NewTestWriter(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	passes := 0
-	p.stale.onPass = func() { passes++ }
+	p, passes := boundedPublisher(t, f, bound)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	p.assigned([]int32{1}, false)
@@ -129,8 +113,8 @@ func TestStaleScanBoundedWaitsForAssignment(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	ok, held, over := state()
-	if !ok || held != bound || over == 0 || passes > 1 {
-		t.Errorf("with partition 0's stale keys filling the bound: scanned %v, %d held, %d partitions to read again, %d passes; want the bound held, passes stopped (at most 1)", ok, held, over, passes)
+	if !ok || held != bound || over == 0 || *passes > 1 {
+		t.Errorf("with partition 0's stale keys filling the bound: scanned %v, %d held, %d partitions to read again, %d passes; want the bound held, passes stopped (at most 1)", ok, held, over, *passes)
 	}
 	if left, _ := f.scan(t, f.cfg, ""); len(left) < 20-bound {
 		t.Errorf("%d stale keys left on the topic while the passes waited, want at least %d (partition 1's, beyond the bound)", len(left), 20-bound)
@@ -151,4 +135,20 @@ func TestStaleScanBoundedWaitsForAssignment(t *testing.T) {
 	if left, _ := f.scan(t, f.cfg, ""); len(left) != 0 {
 		t.Errorf("a scan from the start finds %d stale keys after the assignment, want none", len(left))
 	}
+}
+
+// boundedPublisher is a key publisher of f's configuration with keys.max_keys bound, closed at
+// the test's end, and the count of its stale scan's passes.
+func boundedPublisher(t *testing.T, f *scanFixture, bound int) (*keyPublisher, *int) {
+	t.Helper()
+	cfg := f.cfg
+	cfg.Detect.Keys.MaxKeys = bound
+	p, err := newKeyPublisher(cfg.modelTopic(), cfg.Ingest.Columns(), cfg.Detect, zerolog.New(zerolog.NewTestWriter(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	passes := new(int)
+	p.stale.onPass = func() { *passes++ }
+	return p, passes
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -36,16 +38,8 @@ func TestTailPastALostRequest(t *testing.T) {
 	createTopics(t, path, 1)
 	testsupport.Produce(t, br, outlierOutput(names[1], "in/0/1"))
 
-	cmd := childCommand(t, "tail", "--config", path, "--from-beginning")
 	var stderr testsupport.LogBuffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out := startTailChild(t, childCommand(t, "tail", "--config", path, "--from-beginning"), &stderr)
 	exited := make(chan error, 1)
 	defer func() {
 		if cmd.ProcessState == nil {
@@ -100,4 +94,19 @@ func TestTailPastALostRequest(t *testing.T) {
 	case <-time.After(tailStopWithin):
 		t.Fatalf("tail had not stopped %v after ^C, the broker losing its requests; stderr:\n%s", tailStopWithin, stderr.String())
 	}
+}
+
+// startTailChild starts cmd (a child `outlierd tail`) with its stderr to stderr and returns its
+// stdout.
+func startTailChild(t *testing.T, cmd *exec.Cmd, stderr io.Writer) (*exec.Cmd, io.ReadCloser) {
+	t.Helper()
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out
 }

@@ -28,16 +28,8 @@ func TestTailSaysWhatItPrintedWhenStopped(t *testing.T) {
 			t.Errorf("--max 1: exit %d, stderr %q: want \"1 printed, 0 copies skipped\"", code, errs)
 		}
 
-		cmd := childCommand(top, "tail", "--config", path, "--from-beginning")
 		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, out := startTailChild(t, childCommand(top, "tail", "--config", path, "--from-beginning"), &stderr)
 		lines := bufio.NewScanner(out)
 		for range 2 { // both outliers printed (the copy skipped before the second)
 			if !lines.Scan() {
@@ -49,7 +41,7 @@ func TestTailSaysWhatItPrintedWhenStopped(t *testing.T) {
 		}
 		for lines.Scan() {
 		}
-		err = cmd.Wait()
+		err := cmd.Wait()
 		if code := cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(stderr.String(), "2 printed, 1 copy skipped") {
 			t.Errorf("Ctrl-C: exit %d (%v), stderr %q: want exit 0 and \"2 printed, 1 copy skipped\"", code, err, stderr.String())
 		}

@@ -105,14 +105,8 @@ func TestAlertGroupEvictedKeepsCount(t *testing.T) {
 func TestAwayAlertGroupCountToRealAlert(t *testing.T) {
 	cooldown := 10 * time.Minute
 	t0 := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
-	owned, gen := map[int32]bool{1: true}, int32(5)
-	g := &alertGroups{owns: func(p int32) (bool, int32) { return owned[p], gen }}
-	var rows []testbatch.Row
-	for i := range 4 { // an away alert, then 3 folded into it
-		rows = append(rows, flaggedRow("a", 0, t0.Add(time.Duration(i)*time.Second)))
-	}
-	foldRows(t, g, cooldown, rows)
-	owned[0], gen = true, 6 // back, the turn at generation 6 not yet taken
+	g, owned, gen := awayGroupFolding3(t, cooldown, t0)
+	owned[0], *gen = true, 6 // back, the turn at generation 6 not yet taken
 	got := foldRows(t, g, cooldown, []testbatch.Row{flaggedRow("a", 0, t0.Add(time.Minute)), flaggedRow("a", 0, t0.Add(2*time.Minute))})
 	if a := got[0]; a.Grouped || a.Folded != 3 {
 		t.Errorf("a's first record owned again: grouped %v, folded_into_previous_alert %d; want a real alert saying 3 (folded into a's away alert)", a.Grouped, a.Folded)

@@ -92,14 +92,8 @@ func TestAwayAlertGroupDroppedKeepsCount(t *testing.T) {
 	cooldown := 10 * time.Minute
 	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	for _, back := range []bool{false, true} {
-		owned, gen := map[int32]bool{1: true}, int32(5)
-		g := &alertGroups{owns: func(p int32) (bool, int32) { return owned[p], gen }}
-		var rows []testbatch.Row
-		for i := range 4 { // an away alert, then 3 folded into it
-			rows = append(rows, flaggedRow("a", 0, t0.Add(time.Duration(i)*time.Second)))
-		}
-		foldRows(t, g, cooldown, rows)
-		gen = 6
+		g, owned, gen := awayGroupFolding3(t, cooldown, t0)
+		*gen = 6
 		if back {
 			owned[0] = true
 		}
@@ -143,4 +137,19 @@ func TestAlertGroupDroppedAtRestartCount(t *testing.T) {
 			t.Errorf("clean stop %v: d's next record: grouped %v, folded_into_previous_alert %d; want an alert saying 2 (dropped before the save)", clean, got[1].Grouped, got[1].Folded)
 		}
 	}
+}
+
+// awayGroupFolding3 is alert groups owning partition 1 (owned) at generation *gen (5), after key
+// a's flagged records of partition 0, away, made an away alert and folded 3 more into it.
+func awayGroupFolding3(t *testing.T, cooldown time.Duration, t0 time.Time) (g *alertGroups, owned map[int32]bool, gen *int32) {
+	t.Helper()
+	owned, gen = map[int32]bool{1: true}, new(int32)
+	*gen = 5
+	g = &alertGroups{owns: func(p int32) (bool, int32) { return owned[p], *gen }}
+	var rows []testbatch.Row
+	for i := range 4 {
+		rows = append(rows, flaggedRow("a", 0, t0.Add(time.Duration(i)*time.Second)))
+	}
+	foldRows(t, g, cooldown, rows)
+	return g, owned, gen
 }
