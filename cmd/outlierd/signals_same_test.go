@@ -13,7 +13,7 @@ import (
 // TestSameSignalTwiceAtOnceIsOneStop: timeout(1) sends its SIGTERM to the command and then to
 // its process group, so `timeout 60 outlierd run` received SIGTERM twice, microseconds apart,
 // and took the second for a person's second Ctrl-C: the hard stop, batches unwritten, status
-// 143 (operator29: 3 of 24 runs). A repeat of the first signal within sameDelivery is the
+// 143 (operator29: 10 of 16 runs). A repeat of the first signal within sameDelivery is the
 // same delivery; after it, or another signal, is a second request (TestSecondStopSignalPlainLine,
 // TestRunSecondSignalExitsAtOnce). The window is widened to 1 s here: on the shared 2-core
 // machine the signals' goroutine can be scheduled late, and 100 ms is the rule, not the test.
