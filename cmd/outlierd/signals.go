@@ -34,9 +34,10 @@ var exitNow = os.Exit
 // delivery, not a second request: timeout(1) (without --foreground) sends its signal to the
 // command and then to its own process group, which holds the command, so `timeout 60 outlierd
 // run` got SIGTERM twice, microseconds apart, and took the hard stop in 10 of 16 runs, 8 at
-// a time on 2 cores (operator29: "second signal during the stop", batches unwritten, status 143). A person's
-// second Ctrl-C, and a key held down (its repeat starts after about 250 ms), come later. A var
-// for the test, which widens it: the shared machine can delay a signal's goroutine.
+// a time on 2 cores (operator29: "second signal during the stop", batches unwritten, status
+// 143). A person's second Ctrl-C, and a key held down (its repeat starts after about 250 ms),
+// come later. A var for the test, which widens it: the shared machine can delay a signal's
+// goroutine.
 var sameDelivery = 100 * time.Millisecond
 
 // catchStop catches SIGINT and SIGTERM from now on (stopSignals). log is where the lines go until
