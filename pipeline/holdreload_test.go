@@ -82,3 +82,40 @@ func TestWaitingReasonFollowsReload(t *testing.T) {
 		t.Fatalf("/readyz reason after the reload: %q, want detect.min_records=150 under before_model: pass", why)
 	}
 }
+
+// TestScorerWaitingSaysHeldRecords: a scorer waiting for the builder's first model logged
+// "window_records": 0 and "min_records": 5000, a window it never keeps and a count it never
+// waits for, while it held the records that had arrived (operator29: 6,000 records produced,
+// the scorer's line said 0 of 5000). Its line and /readyz's reason now say how many records
+// it holds (under hold) and that they go out unscored (under pass).
+func TestScorerWaitingSaysHeldRecords(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cfg := Default()
+	cfg.Run.Role, cfg.Run.ModelTopic = detect.RoleScorer, "models"
+	cfg.Detect.Window, cfg.Detect.MinRecords, cfg.Detect.Density.Clusters = 200, 100, 10
+	det, err := detect.NewStage(cfg.Detect, []string{"x"}, false, detect.Deps{Log: zerolog.Nop(), Role: detect.RoleScorer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer det.Close()
+	defer det.Abandon()
+	var logs strings.Builder
+	p := &Pipeline{cfg: cfg, log: zerolog.New(&logs), role: detect.RoleScorer, det: det, stage: det, metrics: metrics.New()}
+	rows := make([]testbatch.Row, 120)
+	for i := range rows {
+		rows[i] = testbatch.Row{Offset: int64(i), Features: []float32{float32(i)}}
+	}
+	if out, err := det.Process(context.Background(), testbatch.New(t, mem, "in", []string{"x"}, false, false, rows)); err != nil || len(out) != 0 {
+		t.Fatalf("Process under hold without a model: %d batches out, %v", len(out), err)
+	}
+	p.noteWaiting(true)
+	p.metrics.SetStarting("")
+	line := logs.String()
+	if !strings.Contains(line, `"held_records":120`) || strings.Contains(line, "min_records") || strings.Contains(line, "window_records") {
+		t.Errorf("scorer's waiting line %q: want held_records 120, no window_records or min_records", line)
+	}
+	if _, why := p.metrics.Ready(); !strings.Contains(why, "120 records held") {
+		t.Errorf("/readyz reason %q: want the 120 records held", why)
+	}
+}

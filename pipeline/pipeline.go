@@ -473,9 +473,18 @@ func (p *Pipeline) noteWaiting(start bool) {
 		d = p.det.Config()
 	}
 	var why string
+	held := -1 // a scorer's records held for the first model (-1: not a scorer under hold)
 	switch {
 	case p.role == detect.RoleScorer:
+		// A scorer keeps no window and waits for no min_records: what it has is the records
+		// fetched meanwhile (before operator29 its line said "window_records": 0 of 5000).
 		why = fmt.Sprintf("waiting for the first model from the builder on run.model_topic %q", p.cfg.Run.ModelTopic)
+		if d.BeforeModel == detect.BeforeModelPass {
+			why += " (before_model: pass: records go out unscored until then)"
+		} else if p.det != nil {
+			held = p.det.HeldRecords()
+			why += fmt.Sprintf(" (before_model: hold: %d records held)", held)
+		}
 	case d.BeforeModel == detect.BeforeModelPass:
 		why = fmt.Sprintf("%d of detect.min_records=%d records in the window for the first model (before_model: pass: records go out unscored until then)",
 			p.stage.Window().Len(), d.MinRecords)
@@ -487,7 +496,14 @@ func (p *Pipeline) noteWaiting(start bool) {
 	if w := &p.paced; start || w.waitLogs == 1 || now.Sub(w.waitLogged) >= waitLogEvery {
 		w.waitLogs++
 		w.waitLogged = now
-		p.log.Info().Int("window_records", p.stage.Window().Len()).Int("min_records", d.MinRecords).Msg(why)
+		ev := p.log.Info()
+		switch {
+		case held >= 0:
+			ev = ev.Int("held_records", held)
+		case p.role != detect.RoleScorer:
+			ev = ev.Int("window_records", p.stage.Window().Len()).Int("min_records", d.MinRecords)
+		}
+		ev.Msg(why)
 	}
 }
 

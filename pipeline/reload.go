@@ -81,6 +81,9 @@ type ReloadResult struct {
 	// RebuildStarted: a rebuild started now (else it starts when the running one ends, or
 	// once the window holds min_records).
 	RebuildStarted bool
+	// RebuildWaits: what a rebuild not started waits for, in words (detect.Reconfiguration;
+	// empty when one started or none is needed). Logged as rebuild_waits.
+	RebuildWaits string
 }
 
 // ErrReloadRejected is wrapped by every reload error: nothing was changed.
@@ -188,7 +191,7 @@ func (r *Reloader) Apply(ctx context.Context, cfg Config) (ReloadResult, error) 
 		if err != nil {
 			return res, fmt.Errorf("%w: %w", ErrReloadRejected, err)
 		}
-		res.RebuildStarted = dr.RebuildStarted
+		res.RebuildStarted, res.RebuildWaits = dr.RebuildStarted, dr.RebuildWaits
 		r.p.metrics.SetStaleModelAfter(cfg.Run.StaleModelAfter, cfg.Detect.RefreshInterval)
 		if r.p.follow != nil { // (detect.window and the like bound the publications it takes)
 			r.p.follow.bound.Store(int64(cfg.modelTopic().publicationBound))
@@ -226,8 +229,12 @@ func (r *Reloader) reloadAndLog(ctx context.Context, why string) {
 	case len(res.Live)+len(res.Rebuild) == 0:
 		r.log.Info().Str("trigger", why).Str("file", r.path).Msg("config reloaded: no change")
 	default:
-		r.log.Info().Str("trigger", why).Str("file", r.path).Strs("live", res.Live).Strs("rebuild", res.Rebuild).
-			Bool("rebuild_started", res.RebuildStarted).Msg("config reloaded")
+		ev := r.log.Info().Str("trigger", why).Str("file", r.path).Strs("live", res.Live).Strs("rebuild", res.Rebuild).
+			Bool("rebuild_started", res.RebuildStarted)
+		if res.RebuildWaits != "" {
+			ev = ev.Str("rebuild_waits", res.RebuildWaits)
+		}
+		ev.Msg("config reloaded")
 	}
 }
 

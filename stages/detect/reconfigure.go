@@ -113,6 +113,11 @@ type Reconfiguration struct {
 	// starts when it ends; or the window does not hold min_records yet; or no model exists and
 	// the first one uses the new values anyway).
 	RebuildStarted bool
+	// RebuildWaits says, when Rebuild is not empty and no build started, what the rebuild
+	// waits for, in words an operator can act on (the reload's log line carries it): a build
+	// running, the window's min_records (after a start from a snapshot the snapshot's model
+	// serves until then), the first model, or, on a scorer, the builder's next model.
+	RebuildWaits string
 }
 
 // stageExt is the stage's state for snapshots and live reconfiguration.
@@ -202,9 +207,38 @@ func (s *Stage) Reconfigure(cfg Config) (Reconfiguration, error) {
 	}
 	s.reconcile(true)
 	r.RebuildStarted = s.builds.running && !building
-	s.deps.Log.Info().Strs("live", r.Live).Strs("rebuild", r.Rebuild).Bool("rebuild_started", r.RebuildStarted).
-		Msg("detect configuration reloaded")
+	if len(r.Rebuild) > 0 && !r.RebuildStarted {
+		r.RebuildWaits = s.rebuildWaits()
+	}
+	ev := s.deps.Log.Info().Strs("live", r.Live).Strs("rebuild", r.Rebuild).Bool("rebuild_started", r.RebuildStarted)
+	if r.RebuildWaits != "" {
+		ev = ev.Str("rebuild_waits", r.RebuildWaits)
+	}
+	ev.Msg("detect configuration reloaded")
 	return r, nil
+}
+
+// rebuildWaits says what a rebuild asked for by a reload, and not started by it, waits for
+// ("": nothing, the serving model already fits the configuration). Before operator29 the
+// reload's log said only "rebuild_started": false, read as "a build runs" even after a start
+// from a snapshot, whose model served the old values until min_records records had arrived.
+func (s *Stage) rebuildWaits() string {
+	switch {
+	case s.model == nil:
+		return fmt.Sprintf("the first model, built with the new values once the window holds detect.min_records=%d records (it holds %d)",
+			s.cfg.MinRecords, s.win.Len())
+	case !s.ext.rebuildDue:
+		return "" // the serving model fits (a value set back, or w* taken from its top weights)
+	case s.deps.Role == RoleScorer:
+		return fmt.Sprintf("the builder: a scorer builds no model; model version %d serves until the builder publishes one built with the new values (the builder's file must change too)",
+			s.model.Version)
+	case s.builds.running:
+		return fmt.Sprintf("a build runs: the rebuild starts when it ends; model version %d serves meanwhile", s.model.Version)
+	case s.win.Len() < s.cfg.MinRecords:
+		return fmt.Sprintf("the window: it holds %d of detect.min_records=%d records (a start from a snapshot begins with an empty window); model version %d serves with the earlier values until then, and detect.refresh_interval waits too",
+			s.win.Len(), s.cfg.MinRecords, s.model.Version)
+	}
+	return "the next batch"
 }
 
 // Config is the configuration now in force.
