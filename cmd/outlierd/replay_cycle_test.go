@@ -180,6 +180,44 @@ detect:
 	}
 }
 
+// TestReplayKeyedTimeOfDayUnreadNeverNamed (tod29c): where a key's model does not read the time
+// of day, the pair is imputed from the key's records nearest in the other columns; on a fleet
+// whose sensors follow the day those records' times sit at the newest end of the key's arc of
+// the day, and the imputed value was named as a reason ("tod.sin +3.16 robust sd from its key's
+// window's median") on 10 records of this stream (2 flagged) before tod29c, which keeps it in the
+// middle half of the key's window. The stream: `outlierd gen --kind sensors --rows 100000
+// --period-ms 30000 --keys 5 --daily 3 --seed 5 --ts` (each key every 150 s: 8.3 hours a key's
+// window), key_by key with time_of_day.
+func TestReplayKeyedTimeOfDayUnreadNeverNamed(t *testing.T) {
+	csv, errs, code := outlierd(t, "gen", "--kind", "sensors", "--rows", "100000", "--period-ms", "30000", "--keys", "5",
+		"--daily", "3", "--seed", "5", "--ts", "--spike-rate", "0")
+	if code != 0 {
+		t.Fatalf("gen: exit %d: %s", code, errs)
+	}
+	data := writeFile(t, "daily.csv", csv)
+	cfg := writeFile(t, "daily.yaml", `ingest:
+  features: [value1, value2, value3]
+  key_field: key
+  event_time_field: ts
+  derive:
+    features:
+      - {kind: time_of_day}
+detect:
+  key_by: key
+`)
+	named := 0
+	for _, rec := range replayCycleVerdicts(t, data, cfg) {
+		if strings.Contains(rec[3], "tod.") {
+			if named++; named <= 3 {
+				t.Errorf("row %s: the explanation names a column the key's model does not read: %s", rec[0], rec[3])
+			}
+		}
+	}
+	if named > 3 {
+		t.Errorf("... %d explanations in all", named)
+	}
+}
+
 // checkCleanAndSpikes checks the verdicts (row,score,outlier,reason,recent) of a clean stream of
 // rows records with +20 sd spikes in spikes: every spike flagged, at most 0.1 % of the others
 // (the issue's healthy plant).
