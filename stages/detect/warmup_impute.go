@@ -251,8 +251,27 @@ func (im *imputer) impute(out [][]float32, u unreadCells, t, i int) {
 		for _, p := range im.best {
 			sum += float64(im.ref[j][p])
 		}
-		out[j][t] = float32(r.Center[j] + float64(r.Unit[j]*(sum/float64(len(im.best)))))
+		v := float32(r.Center[j] + float64(r.Unit[j]*(sum/float64(len(im.best)))))
+		if u.all != nil && u.all[j] {
+			v = middleHalf(r, j, v)
+		}
+		out[j][t] = v
 	}
+}
+
+// middleHalf is v within the middle half of column j of r's window (its tail's quartiles): a
+// cyclic column the model does not read (cycles.go) is imputed from the record's neighbours in
+// the other columns, and where those follow the time of day (a daily cycle) the neighbours'
+// times sit at the window's arc's newest end, the very edge the rule keeps records off: the
+// imputed value then weighed in the per-feature tail score and was named in a key's explanation
+// (tod.sin +3.16 robust sd on a 5-key daily fleet, tod29c). Within the middle half its tail
+// score is about nothing and it is never a deviation worth naming.
+func middleHalf(r *Ranker, j int, v float32) float32 {
+	if r.Tail == nil || j >= len(r.Tail.Sorted) || len(r.Tail.Sorted[j]) == 0 {
+		return v
+	}
+	s := r.Tail.Sorted[j]
+	return min(max(v, s[len(s)/4]), s[(3*len(s))/4])
 }
 
 // standardisedRef is R in the standardised space (x - Center) / Unit, column-major: Ref's own
