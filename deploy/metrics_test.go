@@ -239,3 +239,23 @@ func TestDashboardAndAlertSeriesExist(t *testing.T) {
 		t.Errorf("series named by the dashboard or the alerts but absent from /metrics:\n%s", strings.Join(missing, "\n"))
 	}
 }
+
+// TestAlertsNameTheOperatorCounters fails when a counter that only an on-call person can act
+// on has no alert rule: a scorer's follower that cannot read the model topic (its /readyz stays
+// 200 unless run.stale_model_after is set), folded alert counts lost past the alert groups'
+// bounds, and a builder's passes over stale keys' models that do not end.
+// TestDashboardAndAlertSeriesExist checks that what the rules name is exported.
+func TestAlertsNameTheOperatorCounters(t *testing.T) {
+	alerted := map[string]string{} // series -> the rule naming it
+	for where, e := range ruleExprs(t) {
+		for _, n := range promNames(e) {
+			alerted[n] = where
+		}
+	}
+	for _, n := range []string{"outlierd_model_topic_read_failures_total", "outlierd_model_topic_stale_passes_total",
+		"outlierd_alert_folded_lost_total", "outlierd_model_topic_refused_total", "outlierd_gpu_fallbacks_total"} {
+		if alerted[n] == "" {
+			t.Errorf("no alert rule in prometheus/alerts.yml names %s", n)
+		}
+	}
+}
