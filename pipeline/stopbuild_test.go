@@ -70,16 +70,7 @@ func TestStopDoesNotWaitOutAModelBuild(t *testing.T) {
 	src := newFakeSource(t, mem, plan)
 	p := loopPipeline(t, pacedSource{src}, newFakeSink(t), func(c *Config) { c.Run.ShutdownTimeout = 500 * time.Millisecond })
 	p.stage = det
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	select { // the stop once the rebuild is in progress
-	case <-g.started:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no model rebuild started")
-	}
-	stop()
+	done := runStoppedAtRebuild(t, p, g)
 	start := time.Now()
 	var runErr error
 	select {
@@ -114,4 +105,21 @@ func (s pacedSource) Next(ctx context.Context) (*batch.Batch, *batch.DeadLetters
 	case <-ctx.Done():
 	}
 	return s.fakeSource.Next(ctx)
+}
+
+// runStoppedAtRebuild runs p and stops it once g's model rebuild is in progress (held there
+// until g is released); done says how Run ended.
+func runStoppedAtRebuild(t *testing.T, p *Pipeline, g *gatedBuilds) <-chan error {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-g.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no model rebuild started")
+	}
+	stop()
+	return done
 }

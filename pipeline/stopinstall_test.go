@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -58,16 +57,7 @@ func TestStopInstallsABuildAfterTheFinalCommit(t *testing.T) {
 	snk := newFakeSink(t)
 	p = loopPipeline(t, pacedSource{src}, snk, func(c *Config) { c.Run.ShutdownTimeout = 20 * time.Second })
 	p.stage, p.det = det, det
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	select { // the stop once the rebuild is in progress
-	case <-g.started:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no model rebuild started")
-	}
-	stop()
+	done := runStoppedAtRebuild(t, p, g)
 	// The final commit comes while the build is still held.
 	deadline := time.Now().Add(15 * time.Second)
 	var fetched int

@@ -34,16 +34,24 @@ func cycleStream(rows int, period float64, amp float64, spikes, context map[int]
 	return b.String()
 }
 
-const cycleConfig = `ingest:
-  features: [temp, pressure, humidity]
-  event_time_field: ts
-  derive:
-    features:
-      - {kind: time_of_day}
-detect:
-  window: %d
-  min_records: 2000
-`
+// todConfig is a replay config of features with time_of_day from the ts column; keyed adds
+// key_field key and detect.key_by key; window (0: the default) sets detect.window, with
+// min_records 2,000.
+func todConfig(features string, keyed bool, window int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ingest:\n  features: [%s]\n", features)
+	if keyed {
+		b.WriteString("  key_field: key\n")
+	}
+	b.WriteString("  event_time_field: ts\n  derive:\n    features:\n      - {kind: time_of_day}\ndetect:\n")
+	if keyed {
+		b.WriteString("  key_by: key\n")
+	}
+	if window > 0 {
+		fmt.Fprintf(&b, "  window: %d\n  min_records: 2000\n", window)
+	}
+	return b.String()
+}
 
 // TestReplayTimeOfDayShortWindowNotFlagged (tod29): time_of_day is context, and a model can
 // only read it once its window has seen every time of the day. A window that spans less (one
@@ -57,7 +65,7 @@ func TestReplayTimeOfDayShortWindowNotFlagged(t *testing.T) {
 	const rows = 30000 // 8.3 hours at 1 Hz; the window of 10,000 spans 2.8 of them
 	spikes := map[int]bool{12345: true, 23456: true}
 	data := writeFile(t, "tod1hz.csv", cycleStream(rows, 1, 0, spikes, nil))
-	cfg := writeFile(t, "tod.yaml", fmt.Sprintf(cycleConfig, 10000))
+	cfg := writeFile(t, "tod.yaml", todConfig("temp, pressure, humidity", false, 10000))
 	checkCleanAndSpikes(t, replayCycleVerdicts(t, data, cfg), rows, spikes)
 }
 
@@ -74,7 +82,7 @@ func TestReplayTimeOfDayReadOnceADaySpanned(t *testing.T) {
 		context[i] = true
 	}
 	data := writeFile(t, "tod1min.csv", cycleStream(rows, 60, 5, nil, context))
-	cfg := writeFile(t, "tod.yaml", fmt.Sprintf(cycleConfig, 10000))
+	cfg := writeFile(t, "tod.yaml", todConfig("temp, pressure, humidity", false, 10000))
 	var clean, ctx []float64
 	for _, rec := range replayCycleVerdicts(t, data, cfg) {
 		row, _ := strconv.Atoi(rec[0])
@@ -120,18 +128,7 @@ func TestReplayKeyedTimeOfDayShortWindowNotFlagged(t *testing.T) {
 		fmt.Fprintf(&b, "%d,k%02d,%.4f,%.4f,%.4f,%d\n", int64(1767225600000)+int64(i)*1000, i%keys, temp, r.NormFloat64(), r.NormFloat64(), lab)
 	}
 	data := writeFile(t, "fleet.csv", b.String())
-	cfg := writeFile(t, "fleet.yaml", `ingest:
-  features: [temp, pressure, humidity]
-  key_field: key
-  event_time_field: ts
-  derive:
-    features:
-      - {kind: time_of_day}
-detect:
-  key_by: key
-  window: 10000
-  min_records: 2000
-`)
+	cfg := writeFile(t, "fleet.yaml", todConfig("temp, pressure, humidity", true, 10000))
 	checkCleanAndSpikes(t, replayCycleVerdicts(t, data, cfg), rows, spikes)
 }
 
@@ -158,21 +155,7 @@ func TestReplayTimeOfDayOneBadClockNotRead(t *testing.T) {
 				fmt.Fprintf(&b, "%d,k%02d,%.4f,%.4f,%.4f,0\n", ms, i%20, r.NormFloat64(), r.NormFloat64(), r.NormFloat64())
 			}
 			data := writeFile(t, "bad.csv", b.String())
-			keyBy := ""
-			if keyed {
-				keyBy = "  key_by: key\n"
-			}
-			cfg := writeFile(t, "bad.yaml", fmt.Sprintf(`ingest:
-  features: [temp, pressure, humidity]
-  key_field: key
-  event_time_field: ts
-  derive:
-    features:
-      - {kind: time_of_day}
-detect:
-  window: 20000
-  min_records: 2000
-%s`, keyBy))
+			cfg := writeFile(t, "bad.yaml", todConfig("temp, pressure, humidity", keyed, 20000))
 			t.Run(fmt.Sprintf("clock %d ms, key_by key %v", bad, keyed), func(t *testing.T) {
 				checkCleanAndSpikes(t, replayCycleVerdicts(t, data, cfg), rows, nil)
 			})
@@ -195,16 +178,7 @@ func TestReplayKeyedTimeOfDayUnreadNeverNamed(t *testing.T) {
 		t.Fatalf("gen: exit %d: %s", code, errs)
 	}
 	data := writeFile(t, "daily.csv", csv)
-	cfg := writeFile(t, "daily.yaml", `ingest:
-  features: [value1, value2, value3]
-  key_field: key
-  event_time_field: ts
-  derive:
-    features:
-      - {kind: time_of_day}
-detect:
-  key_by: key
-`)
+	cfg := writeFile(t, "daily.yaml", todConfig("value1, value2, value3", true, 0))
 	named := 0
 	for _, rec := range replayCycleVerdicts(t, data, cfg) {
 		if strings.Contains(rec[3], "tod.") {

@@ -68,7 +68,6 @@ type warmCells struct {
 // the stream has no cyclic columns.
 func newWarmCells(b *batch.Batch, raw [][]float32, cycles []cycleCols) *warmCells {
 	var w *warmCells
-	copied := make([]bool, len(raw))
 	for j := range raw {
 		a := b.Warming(j)
 		if a == nil {
@@ -77,7 +76,7 @@ func newWarmCells(b *batch.Batch, raw [][]float32, cycles []cycleCols) *warmCell
 		if w == nil {
 			w = &warmCells{cols: make([]*array.Float32, len(raw)), raw: slices.Clone(raw)}
 		}
-		w.cols[j], w.raw[j], copied[j] = a, slices.Clone(raw[j]), true
+		w.cols[j], w.raw[j] = a, slices.Clone(raw[j])
 	}
 	if len(cycles) > 0 {
 		if w == nil {
@@ -86,8 +85,8 @@ func newWarmCells(b *batch.Batch, raw [][]float32, cycles []cycleCols) *warmCell
 		w.cycles, w.ts = cycles, b.Timestamps()
 		for _, c := range cycles {
 			for _, j := range [2]int{c.sin, c.cos} {
-				if !copied[j] {
-					w.raw[j], copied[j] = slices.Clone(raw[j]), true
+				if w.cols[j] == nil { // (a warming column is a copy already; a time pair never warms)
+					w.raw[j] = slices.Clone(raw[j])
 				}
 			}
 		}
@@ -124,21 +123,22 @@ func (w *warmCells) centre(i int, st *keyState) {
 	if len(w.cycles) == 0 {
 		return
 	}
-	var unread []bool
+	var im *imputer // (from the pool at the first unread pair: its unread mask too, no allocation a record)
 	span := st.span(r)
 	for _, c := range w.cycles {
 		if span < c.period && max(c.sin, c.cos) < len(r.Center) {
-			if unread == nil {
-				unread = make([]bool, len(w.raw))
+			if im == nil {
+				im = keyImputers.Get().(*imputer)
+				im.unread = slices.Grow(im.unread[:0], len(w.raw))[:len(w.raw)]
+				clear(im.unread)
 			}
-			unread[c.sin], unread[c.cos] = true, true
+			im.unread[c.sin], im.unread[c.cos] = true, true
 		}
 	}
-	if unread == nil {
+	if im == nil {
 		return
 	}
-	im := keyImputers.Get().(*imputer)
-	im.reset(r, r.standardisedRef(), len(w.raw)).impute(w.raw, unreadCells{all: unread}, i, i)
+	im.reset(r, r.standardisedRef(), len(w.raw)).impute(w.raw, unreadCells{all: im.unread}, i, i)
 	keyImputers.Put(im)
 }
 

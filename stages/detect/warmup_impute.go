@@ -163,6 +163,9 @@ type imputer struct {
 	dist  []float64   // each record of R's squared distance in obs
 	best  []int       // R's nearest records, nearest first
 	bestD []float64   // their squared distances in obs
+	// unread is a key's record's mask of the pairs its model does not read (warmCells.centre:
+	// the keys' pool's scratch; unused by imputedColumns).
+	unread []bool
 }
 
 func newImputer(r *Ranker, ref [][]float32, d int) *imputer {
