@@ -58,7 +58,12 @@ func (f *baselines) rows(lo, n int) []testbatch.Row {
 func newBaselineStage(t testing.TB, f *baselines) *Stage {
 	t.Helper()
 	cfg := Default()
-	cfg.Window, cfg.MinRecords, cfg.Distance.N = 4000, 2000, 50
+	// Built once, from the whole window, and nothing after: with min_records below the window a
+	// first model of 2,000 records served, and the recalibrations due each quarter of the window
+	// ran beside the batches, installed before the test's batch by one stage and not by another
+	// (TestWarmingImputedOnTheDevicePath's two stages differed 7 times in 180 runs).
+	cfg.Window, cfg.MinRecords, cfg.Distance.N = 4000, 4000, 50
+	cfg.RefreshRecords, cfg.RecalibrateRecords, cfg.RefreshInterval = 1<<30, 1<<30, time.Hour
 	s, err := NewStage(cfg, fleetFeatures, false, Deps{Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
@@ -74,8 +79,12 @@ func newBaselineStage(t testing.TB, f *baselines) *Stage {
 			o.Record.Release()
 		}
 	}
+	s.AwaitBuild(context.Background())
 	if s.model == nil || s.model.Ranker == nil {
 		t.Fatal("no model after 4,000 records")
+	}
+	if s.model.WindowRecords != 4000 {
+		t.Fatalf("the model holds %d records, want 4,000", s.model.WindowRecords)
 	}
 	return s
 }
