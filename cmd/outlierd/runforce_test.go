@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/rs/zerolog"
 )
 
 // TestRunSecondSignalExitsAtOnce: a second SIGINT or SIGTERM during the graceful stop was
@@ -62,35 +63,51 @@ func TestRunSecondSignalExitsAtOnce(t *testing.T) {
 // which catches them (catchStop) for the test's length.
 func TestSecondStopSignalPlainLine(t *testing.T) {
 	var buf testsupport.LogBuffer // (the signals' goroutine writes it: a strings.Builder read here raced its writes)
+	codes := stopCaught(t, plainLog(&buf, "tail"), "", "nothing else is lost", syscall.SIGINT)
+	if buf.String() != "" {
+		t.Errorf("the first signal wrote %q, want nothing", buf.String())
+	}
+	exitsWith(t, codes, syscall.SIGTERM, "the second signal did not exit")
+	want := "outlierd tail: second signal during the stop: exiting at once, the stop unfinished: nothing else is lost exit_status=143 signal=terminated\n"
+	if buf.String() != want {
+		t.Errorf("second signal's line:\n%q\nwant\n%q", buf.String(), want)
+	}
+}
+
+// stopCaught has this process catch its stop signals (catchStop with log, stopping and lost)
+// for the test's length, with exitNow reporting the status on the channel it returns, and sends
+// it first, returning once the first signal ended the stop's context.
+func stopCaught(t *testing.T, log zerolog.Logger, stopping, lost string, first syscall.Signal) <-chan int {
+	t.Helper()
 	codes := make(chan int, 1)
 	exitNow = func(code int) { codes <- code }
 	t.Cleanup(func() { exitNow = os.Exit })
-	s := catchStop(plainLog(&buf, "tail"), "", "nothing else is lost")
-	defer s.release()
-	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+	s := catchStop(log, stopping, lost)
+	t.Cleanup(s.release)
+	if err := syscall.Kill(os.Getpid(), first); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-s.ctx.Done():
 	case <-time.After(5 * time.Second):
-		t.Fatal("the first SIGINT did not end the context")
+		t.Fatalf("the first %v did not end the context", first)
 	}
-	if buf.String() != "" {
-		t.Errorf("the first signal wrote %q, want nothing", buf.String())
-	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+	return codes
+}
+
+// exitsWith sends sig to this process and asserts the exit it asks for (exitNow) comes within
+// 5 s with status 128 + sig; failing with missed when none comes.
+func exitsWith(t *testing.T, codes <-chan int, sig syscall.Signal, missed string) {
+	t.Helper()
+	if err := syscall.Kill(os.Getpid(), sig); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case code := <-codes:
-		if code != 128+int(syscall.SIGTERM) {
-			t.Errorf("exit status %d, want %d (128 + SIGTERM)", code, 128+int(syscall.SIGTERM))
+		if code != 128+int(sig) {
+			t.Errorf("exit status %d, want %d (128 + %v)", code, 128+int(sig), sig)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("the second signal did not exit")
-	}
-	want := "outlierd tail: second signal during the stop: exiting at once, the stop unfinished: nothing else is lost exit_status=143 signal=terminated\n"
-	if buf.String() != want {
-		t.Errorf("second signal's line:\n%q\nwant\n%q", buf.String(), want)
+		t.Fatal(missed)
 	}
 }

@@ -19,22 +19,10 @@ import (
 // machine the signals' goroutine can be scheduled late, and 100 ms is the rule, not the test.
 func TestSameSignalTwiceAtOnceIsOneStop(t *testing.T) {
 	var buf testsupport.LogBuffer
-	codes := make(chan int, 1)
-	exitNow = func(code int) { codes <- code }
-	t.Cleanup(func() { exitNow = os.Exit })
 	old := sameDelivery
 	sameDelivery = time.Second
 	t.Cleanup(func() { sameDelivery = old })
-	s := catchStop(plainLog(&buf, "run"), "stopping", "the batches in flight")
-	defer s.release()
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.ctx.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the first SIGTERM did not end the context")
-	}
+	codes := stopCaught(t, plainLog(&buf, "run"), "stopping", "the batches in flight", syscall.SIGTERM)
 	start := time.Now()
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil { // the process group's copy
 		t.Fatal(err)
@@ -51,15 +39,5 @@ func TestSameSignalTwiceAtOnceIsOneStop(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(time.Until(start.Add(sameDelivery + 50*time.Millisecond)))
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil { // a second request
-		t.Fatal(err)
-	}
-	select {
-	case code := <-codes:
-		if code != 128+int(syscall.SIGTERM) {
-			t.Errorf("exit status %d, want %d", code, 128+int(syscall.SIGTERM))
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a SIGTERM after the window did not exit")
-	}
+	exitsWith(t, codes, syscall.SIGTERM, "a SIGTERM after the window did not exit") // a second request
 }
