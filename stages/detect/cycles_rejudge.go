@@ -2,6 +2,7 @@ package detect
 
 import (
 	"os"
+	"slices"
 	"time"
 )
 
@@ -80,50 +81,57 @@ func (s *Stage) maybeRejudgeBlind(cols [][]float32) {
 
 // rejudge judges the window's blind marks by the cross-fit maybeRejudgeBlind describes, with
 // blocks of period/rejudgeBlocks; it returns how many were judged and how many kept their mark.
-// A fold whose model cannot be built keeps its marks (and says why).
+// A block whose model cannot be built keeps its marks (and says why).
 func (s *Stage) rejudge(cols [][]float32, period time.Duration) (judged, kept int, err error) {
 	n := len(cols[0])
 	sig, blind, times := s.recs.significant(n), s.recs.marks(s.recs.blind, n), s.recs.timesOf(n)
-	block := max(1, period.Milliseconds()/rejudgeBlocks)
+	blockMs := max(1, period.Milliseconds()/rejudgeBlocks)
 	guard := period.Milliseconds() / rejudgeGuard
-	var toJudge, ref [2][]int // ref[f]: the rows of the model that judges fold f
+	var unmarked [2][]int        // a fold's unmarked records
+	toJudge := map[int64][]int{} // a block's blind-marked records
+	vouch := map[int64][]int{}   // a block's blind-marked records away from its edges
 	for i := range n {
 		t := times[i]
 		if t == noTime {
 			continue
 		}
-		b := t / block
-		if t%block < 0 { // (a time before 1970: the floor)
+		b := t / blockMs
+		if t%blockMs < 0 { // (a time before 1970: the floor)
 			b--
 		}
-		f, off := int(b&1), t-b*block
+		off := t - b*blockMs
 		switch {
 		case sig[i] && blind[i]:
-			toJudge[f] = append(toJudge[f], i)
-			if off > guard && block-off > guard {
-				ref[1-f] = append(ref[1-f], i)
+			toJudge[b] = append(toJudge[b], i)
+			if off > guard && blockMs-off > guard {
+				vouch[b] = append(vouch[b], i)
 			}
 		case !sig[i]:
-			ref[1-f] = append(ref[1-f], i)
+			unmarked[b&1] = append(unmarked[b&1], i)
 		}
 	}
+	blocks := make([]int64, 0, len(toJudge))
+	for b := range toJudge {
+		blocks = append(blocks, b)
+	}
+	slices.Sort(blocks) // (the models' order does not change their verdicts; the log's error does)
 	drop := make([]bool, n)
-	for f := range 2 {
-		if len(toJudge[f]) == 0 {
-			continue
-		}
-		judged += len(toJudge[f])
-		rc := pick(cols, ref[f])
+	for _, b := range blocks {
+		rows := toJudge[b]
+		judged += len(rows)
+		// The model of block b: the other fold's unmarked records and its neighbours' blind marks.
+		refRows := slices.Concat(unmarked[1-b&1], vouch[b-1], vouch[b+1])
+		rc := pick(cols, refRows)
 		r, e := buildRanker(rc, sortedColumns(rc), s.features, s.cfg)
 		if e != nil {
-			err, kept = e, kept+len(toJudge[f])
+			err, kept = e, kept+len(rows)
 			continue
 		}
-		q := pick(cols, toJudge[f])
-		dens, dist := make([]float64, len(toJudge[f])), make([]float64, len(toJudge[f]))
+		q := pick(cols, rows)
+		dens, dist := make([]float64, len(rows)), make([]float64, len(rows))
 		r.Tail.Score(q, dens)
 		r.Ref.ScoreBatch(r.distanceSpace(q, nil), dist, 0) // (not members of its window)
-		for t, i := range toJudge[f] {
+		for t, i := range rows {
 			if r.combine(dens[t], dist[t]) >= s.cfg.MinScore {
 				kept++
 			} else {
@@ -132,8 +140,8 @@ func (s *Stage) rejudge(cols [][]float32, period time.Duration) (judged, kept in
 		}
 	}
 	c, first := uint64(len(s.recs.sig)), s.recs.pushed-uint64(n)
-	for f := range 2 {
-		for _, i := range toJudge[f] {
+	for _, rows := range toJudge {
+		for _, i := range rows {
 			k := (first + uint64(i)) % c
 			s.recs.blind[k] = false // (judged once)
 			if drop[i] {
