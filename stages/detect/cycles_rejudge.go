@@ -115,6 +115,7 @@ func (s *Stage) rejudge(cols [][]float32, period time.Duration) (judged, kept in
 		blocks = append(blocks, b)
 	}
 	slices.Sort(blocks) // (the models' order does not change their verdicts; the log's error does)
+	keep := min(s.cfg.MinScore, s.cfg.clearScore()) // (revoked only where an alarm would clear)
 	drop := make([]bool, n)
 	for _, b := range blocks {
 		rows := toJudge[b]
@@ -132,7 +133,7 @@ func (s *Stage) rejudge(cols [][]float32, period time.Duration) (judged, kept in
 		r.Tail.Score(q, dens)
 		r.Ref.ScoreBatch(r.distanceSpace(q, nil), dist, 0) // (not members of its window)
 		for t, i := range rows {
-			if r.combine(dens[t], dist[t]) >= s.cfg.MinScore {
+			if r.combine(dens[t], dist[t]) >= keep {
 				kept++
 			} else {
 				drop[i] = true
