@@ -34,7 +34,6 @@ type Stage struct {
 	win     *microcluster.Window
 	recs    *windowRing
 	pending map[*batch.Batch]uint64
-	young   youngFlags // (OUTLIERD_YOUNG30: young30.go)
 	// alarms is flag_by: significance's cap on the alarms' starts over the last window's records;
 	// groups fold continuing alerts per key (alert_cooldown).
 	alarms *alarmCap
@@ -395,7 +394,6 @@ func (s *Stage) startRecalibration() {
 			return
 		}
 		next.Ranker, next.BuiltAt, next.BuildTime = r, time.Now(), time.Since(start)
-		next.young = youngOf(cols) // (OUTLIERD_YOUNG30: young30.go)
 		done <- buildResult{model: &next}
 	}()
 }
@@ -518,7 +516,6 @@ func (s *Stage) startBuild() {
 		m, err := buildOn(accel, cols, sds, features, cfg, version)
 		if m != nil {
 			m.Members, m.WindowSpan = members, span
-			m.young = youngOf(cols) // (OUTLIERD_YOUNG30: young30.go)
 		}
 		done <- buildResult{model: m, err: err} // (its own channel: awaitBuild may leave it)
 	}()
