@@ -8,8 +8,10 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v3"
@@ -567,5 +569,96 @@ func TestManualConfigKeysExist(t *testing.T) {
 	}
 	if checked < 50 {
 		t.Errorf("%d config keys checked: the extractor lost the manual's keys", checked)
+	}
+}
+
+// referenceDefaults returns configs/pipeline.yaml's scalar values by dotted key: every default,
+// as configs' TestReferenceListsEveryDefault holds it to detect.Default() and the other
+// sections' defaults.
+func referenceDefaults(t *testing.T) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "configs", "pipeline.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	var walk func(prefix string, n *yaml.Node)
+	walk = func(prefix string, n *yaml.Node) {
+		if n.Kind == yaml.AliasNode {
+			n = n.Alias
+		}
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i < len(n.Content); i += 2 {
+				walk(prefix+n.Content[i].Value+".", n.Content[i+1])
+			}
+		case yaml.ScalarNode:
+			out[strings.TrimSuffix(prefix, ".")] = n.Value
+		}
+	}
+	walk("", root.Content[0])
+	return out
+}
+
+// sameDefault says whether the manual's value (a number, with a duration's unit or not)
+// is the reference's.
+func sameDefault(said, unit, ref string) bool {
+	said = strings.ReplaceAll(said, ",", "")
+	if unit != "" {
+		d, err1 := time.ParseDuration(said + unit)
+		r, err2 := time.ParseDuration(ref)
+		return err1 == nil && err2 == nil && d == r
+	}
+	a, err1 := strconv.ParseFloat(said, 64)
+	b, err2 := strconv.ParseFloat(ref, 64)
+	if r, err := time.ParseDuration(ref); err2 != nil && err == nil {
+		return err1 == nil && a == 0 && r == 0 // a duration's 0 needs no unit
+	}
+	return err1 == nil && err2 == nil && a == b
+}
+
+// TestManualDefaults: where the manual gives a key's default as a number beside it
+// (`detect.min_score` (5), `http.lag_interval` (5 s), `detect.alert_cooldown`, default 0), it is
+// the reference's (configs/pipeline.yaml, every default). A key said short (`keys.window`)
+// counts where it ends exactly one key. A number in parentheses right after a key is read as its
+// default: a value of an example's own is written otherwise ("`detect.window` of 5,000").
+func TestManualDefaults(t *testing.T) {
+	texts := manualText(t)
+	defaults := referenceDefaults(t)
+	said := regexp.MustCompile("`([a-z_]+(?:\\.[a-z_0-9]+)*)`(?:,\\s+default\\s+|\\s+\\((?:default:?\\s+)?)" +
+		`([0-9][0-9,]*(?:\.[0-9]+)?)(?:\s?(ms|s|min|h)\b)?[);,:]`)
+	checked := 0
+	for _, f := range manualFiles {
+		if !strings.HasSuffix(f, ".md") {
+			continue
+		}
+		text := texts[f]
+		for _, m := range said.FindAllStringSubmatchIndex(text, -1) {
+			key, value, unit := text[m[2]:m[3]], text[m[4]:m[5]], ""
+			if m[6] >= 0 {
+				unit = strings.Replace(text[m[6]:m[7]], "min", "m", 1)
+			}
+			var found []string
+			for k := range defaults {
+				if k == key || strings.HasSuffix(k, "."+key) {
+					found = append(found, k)
+				}
+			}
+			if len(found) != 1 {
+				continue // not a key, or a short name of several (min_records)
+			}
+			checked++
+			if ref := defaults[found[0]]; !sameDefault(value, unit, ref) {
+				t.Errorf("%s:%d: %q gives %s's default as %s%s; configs/pipeline.yaml has %s", f, lineOf(text, m[0]),
+					text[m[0]:m[1]], found[0], value, unit, ref)
+			}
+		}
+	}
+	if checked < 15 {
+		t.Errorf("%d defaults checked: the extractor lost the manual's defaults", checked)
 	}
 }
