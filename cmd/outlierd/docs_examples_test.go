@@ -177,47 +177,82 @@ func lintMerged(t *testing.T, ex yamlExample, under string) (string, bool) {
 	return "", true
 }
 
+// checkYAMLExample lints one example by its marks (above): what is wrong with it, "" when
+// nothing, and whether it was linted (false for one marked "# not a config").
+func checkYAMLExample(t *testing.T, ex yamlExample) (string, bool) {
+	t.Helper()
+	first, _, _ := strings.Cut(ex.text, "\n")
+	var under string
+	switch {
+	case notConfigMarker.MatchString(first):
+		return "", false
+	case underMarker.MatchString(first):
+		under = underMarker.FindStringSubmatch(first)[1]
+	default:
+		var top map[string]any
+		if err := yaml.Unmarshal([]byte(ex.text), &top); err != nil {
+			return fmt.Sprintf("%s: not YAML: %v", ex.where, err), true
+		}
+		sections := configSections()
+		var bad []string
+		for k := range top {
+			if !sections[k] {
+				bad = append(bad, strconv.Quote(k))
+			}
+		}
+		if len(bad) > 0 {
+			slices.Sort(bad)
+			return fmt.Sprintf("%s: a YAML example whose key %s is not a config section: mark its first line "+
+				"\"# under SECTION:\" (merged there and linted) or \"# not a config: why\" (skipped)", ex.where, strings.Join(bad, ", ")), true
+		}
+	}
+	problem, _ := lintMerged(t, ex, under)
+	return problem, true
+}
+
+// TestManualYAMLExampleMarks: the marks do what the comment above says, and a rotten example
+// fails: a synthetic manual's blocks, fenced at the margin and indented in a list.
+func TestManualYAMLExampleMarks(t *testing.T) {
+	md := "x\n```yaml\ndetect:\n  min_score: 4\n```\n" + // a config: lints
+		"- y\n  ```yaml\n  # under ingest:\n  derive:\n    features:\n      - {kind: diff, of: temp}\n  ```\n" + // merged under ingest
+		"```yaml\n# not a config: a Kubernetes object\nkind: Pod\n```\n" + // skipped
+		"```yaml\nkeys:\n  window: 100\n```\n" + // a fragment without its mark
+		"```yaml\ndetect:\n  keys:\n    windw: 100\n```\n" + // a key rotted
+		"```yaml\n# under detect:\nflag_clear: 7\n```\n" // a value the config refuses
+	exs := yamlExamples(t, "M.md", md)
+	if len(exs) != 6 {
+		t.Fatalf("%d examples found, want 6", len(exs))
+	}
+	for i, want := range []struct {
+		problem string
+		linted  bool
+	}{{"", true}, {"", true}, {"", false}, {`M.md:17: a YAML example whose key "keys" is not a config section`, true},
+		{"unknown key `windw` in detect.keys", true}, {"detect.flag_clear", true}} {
+		problem, linted := checkYAMLExample(t, exs[i])
+		if linted != want.linted || (want.problem == "") != (problem == "") || !strings.Contains(problem, want.problem) {
+			t.Errorf("example %d (%s): %q, linted %v; want %q, linted %v", i, exs[i].where, problem, linted, want.problem, want.linted)
+		}
+	}
+}
+
 // TestManualYAMLExamplesLint: every fenced YAML example of the manual passes `outlierd lint`
 // merged into the reference config, and so does configs/pipeline.yaml with its commented-out
 // examples (key_field, event_time_field, derive) uncommented.
 func TestManualYAMLExamplesLint(t *testing.T) {
 	texts := manualText(t)
-	sections := configSections()
 	linted := 0
 	for _, name := range manualFiles {
 		if !strings.HasSuffix(name, ".md") {
 			continue
 		}
 		for _, ex := range yamlExamples(t, name, texts[name]) {
-			first, _, _ := strings.Cut(ex.text, "\n")
-			var under string
-			switch {
-			case notConfigMarker.MatchString(first):
-				continue
-			case underMarker.MatchString(first):
-				under = underMarker.FindStringSubmatch(first)[1]
-			default:
-				var top map[string]any
-				if err := yaml.Unmarshal([]byte(ex.text), &top); err != nil {
-					t.Errorf("%s: not YAML: %v", ex.where, err)
-					continue
-				}
-				bad := false
-				for k := range top {
-					if !sections[k] {
-						bad = true
-						t.Errorf("%s: a YAML example whose key %q is not a config section: mark its first line "+
-							"\"# under SECTION:\" (merged there and linted) or \"# not a config: why\" (skipped)", ex.where, k)
-					}
-				}
-				if bad {
-					continue
-				}
+			problem, checked := checkYAMLExample(t, ex)
+			if problem != "" {
+				t.Error(problem)
 			}
-			if msg, ok := lintMerged(t, ex, under); !ok {
-				t.Error(msg)
+			if checked {
+				linted++
 			}
-			linted++
 		}
 	}
 	if linted < 3 {
@@ -398,15 +433,28 @@ func commandFlags(t *testing.T, cmd string) map[string]bool {
 // blocks, code spans, the configs' comments; a span `gen --kind ...` is outlierd gen's) is a
 // flag of that command.
 func TestManualCommandFlags(t *testing.T) {
+	found := manualCommands(t, manualText(t), commands(accel.Options{}))
+	problems, checked := checkCommandFlags(t, found)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if checked < 100 {
+		t.Errorf("%d flags checked in %d invocations: the extractor lost the manual's command lines", checked, len(found))
+	}
+}
+
+// checkCommandFlags returns what is wrong with the invocations (a command or a flag that does
+// not exist) and how many flags it checked.
+func checkCommandFlags(t *testing.T, found []manualCommand) (problems []string, checked int) {
+	t.Helper()
 	cmds := commands(accel.Options{})
-	found := manualCommands(t, manualText(t), cmds)
 	flags := map[string]map[string]bool{}
-	checked := 0
+	flagName := regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
 	for _, c := range found {
 		if c.cmd == "help" {
 			if len(c.args) > 0 && c.args[0] != "CMD" {
 				if _, ok := cmds[c.args[0]]; !ok {
-					t.Errorf("%s: outlierd help %s: no such command", c.where, c.args[0])
+					problems = append(problems, fmt.Sprintf("%s: outlierd help %s: no such command", c.where, c.args[0]))
 				}
 			}
 			continue
@@ -420,17 +468,42 @@ func TestManualCommandFlags(t *testing.T) {
 			}
 			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
 			name = strings.TrimRight(name, ".,;:)'\"")
-			if name == "" || !regexp.MustCompile(`^[a-z][a-z0-9-]*$`).MatchString(name) {
+			if !flagName.MatchString(name) {
 				continue
 			}
 			checked++
 			if !flags[c.cmd][name] {
-				t.Errorf("%s: outlierd %s %s: %s has no flag --%s", c.where, c.cmd, strings.Join(c.args, " "), c.cmd, name)
+				problems = append(problems, fmt.Sprintf("%s: outlierd %s %s: %s has no flag --%s", c.where, c.cmd, strings.Join(c.args, " "), c.cmd, name))
 			}
 		}
 	}
-	if checked < 100 {
-		t.Errorf("%d flags checked in %d invocations: the extractor lost the manual's command lines", checked, len(found))
+	return problems, checked
+}
+
+// TestManualCommandFlagsFindsRot: in a synthetic manual, a flag that does not exist is found in
+// each place a command line stands: a shell block (a continued line, a comment's code span), a
+// code span of the prose (wrapped onto the next line, or the short `gen --...`), a config's
+// comment; a flag that exists is not reported.
+func TestManualCommandFlagsFindsRot(t *testing.T) {
+	texts := map[string]string{}
+	for _, f := range manualFiles {
+		texts[f] = ""
+	}
+	texts["README.md"] = "```sh\nbin/outlierd gen --kind g2d \\\n    --rowz 10 > x.csv   # then `outlierd topn --nn 3`\n```\n" +
+		"Run `outlierd replay --input F\n--windoww 5` or `gen --kind sensors --spikes 3`; `outlierd help nosuch`.\n"
+	texts["configs/pipeline.yaml"] = "#   outlierd lint --config x.yaml --strict\n"
+	problems, checked := checkCommandFlags(t, manualCommands(t, texts, commands(accel.Options{})))
+	want := []string{"README.md:2: outlierd gen", "has no flag --rowz", "README.md:2: outlierd topn --nn 3: topn has no flag --nn",
+		"README.md:5: outlierd replay", "has no flag --windoww", "README.md:6: outlierd gen --kind sensors --spikes 3: gen has no flag --spikes",
+		"README.md:6: outlierd help nosuch: no such command", "configs/pipeline.yaml:1: outlierd lint --config x.yaml --strict: lint has no flag --strict"}
+	all := strings.Join(problems, "\n")
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("not reported: %q; reported:\n%s", w, all)
+		}
+	}
+	if len(problems) != 6 || checked != 9 {
+		t.Errorf("%d problems in %d flags checked, want 6 in 9 (--kind twice, --input and --config exist):\n%s", len(problems), checked, all)
 	}
 }
 
