@@ -309,6 +309,9 @@ var (
 	// commandStart is an invocation: the binary's name (bin/outlierd, outlierd-cuda, a path)
 	// and a word.
 	commandStart = regexp.MustCompile(`(?:^|[\s/(])outlierd(?:-cuda)? +([a-z]+)\b`)
+	// indentedShell is a line of an indented code block that runs outlierd (docs/bench's
+	// blocks are indented, not fenced): four spaces or more, variables, nice, the binary.
+	indentedShell = regexp.MustCompile(`^ {4,}(?:[A-Z_]+=\S+ +)*(?:nice(?: -n \d+)? +)?(?:\S*/)?outlierd(?:-cuda)? +[a-z]`)
 )
 
 // commandsIn returns the invocations of outlierd's commands in one piece of text (a code span, a
@@ -390,11 +393,13 @@ func manualCommands(t *testing.T, texts map[string]string, cmds map[string]comma
 				proseLine = i + 2
 				continue
 			}
-			if !inFence {
+			if !inFence && !indentedShell.MatchString(l) {
 				prose.WriteString(l + "\n")
 				continue
 			}
-			if !shell {
+			if !inFence {
+				prose.WriteString("\n") // (the prose's spans keep their line numbers)
+			} else if !shell {
 				continue
 			}
 			start := i
@@ -482,28 +487,30 @@ func checkCommandFlags(t *testing.T, found []manualCommand) (problems []string, 
 
 // TestManualCommandFlagsFindsRot: in a synthetic manual, a flag that does not exist is found in
 // each place a command line stands: a shell block (a continued line, a comment's code span), a
-// code span of the prose (wrapped onto the next line, or the short `gen --...`), a config's
-// comment; a flag that exists is not reported.
+// code span of the prose (wrapped onto the next line, or the short `gen --...`), an indented
+// code block, a config's comment; a flag that exists is not reported.
 func TestManualCommandFlagsFindsRot(t *testing.T) {
 	texts := map[string]string{}
 	for _, f := range manualFiles {
 		texts[f] = ""
 	}
 	texts["README.md"] = "```sh\nbin/outlierd gen --kind g2d \\\n    --rowz 10 > x.csv   # then `outlierd topn --nn 3`\n```\n" +
-		"Run `outlierd replay --input F\n--windoww 5` or `gen --kind sensors --spikes 3`; `outlierd help nosuch`.\n"
+		"Run `outlierd replay --input F\n--windoww 5` or `gen --kind sensors --spikes 3`; `outlierd help nosuch`.\n\n" +
+		"    nice -n 5 bin/outlierd proclus --input x.csv --kk 3   # an indented block\nthen `outlierd tail --follow`.\n"
 	texts["configs/pipeline.yaml"] = "#   outlierd lint --config x.yaml --strict\n"
 	problems, checked := checkCommandFlags(t, manualCommands(t, texts, commands(accel.Options{})))
 	want := []string{"README.md:2: outlierd gen", "has no flag --rowz", "README.md:2: outlierd topn --nn 3: topn has no flag --nn",
 		"README.md:5: outlierd replay", "has no flag --windoww", "README.md:6: outlierd gen --kind sensors --spikes 3: gen has no flag --spikes",
-		"README.md:6: outlierd help nosuch: no such command", "configs/pipeline.yaml:1: outlierd lint --config x.yaml --strict: lint has no flag --strict"}
+		"README.md:6: outlierd help nosuch: no such command", "README.md:8: outlierd proclus --input x.csv --kk 3: proclus has no flag --kk",
+		"README.md:9: outlierd tail --follow: tail has no flag --follow", "configs/pipeline.yaml:1: outlierd lint --config x.yaml --strict: lint has no flag --strict"}
 	all := strings.Join(problems, "\n")
 	for _, w := range want {
 		if !strings.Contains(all, w) {
 			t.Errorf("not reported: %q; reported:\n%s", w, all)
 		}
 	}
-	if len(problems) != 6 || checked != 9 {
-		t.Errorf("%d problems in %d flags checked, want 6 in 9 (--kind twice, --input and --config exist):\n%s", len(problems), checked, all)
+	if len(problems) != 8 || checked != 12 {
+		t.Errorf("%d problems in %d flags checked, want 8 in 12 (--kind twice, --input twice and --config exist):\n%s", len(problems), checked, all)
 	}
 }
 
