@@ -110,8 +110,8 @@ outlierd-cuda, when that one starts here). Exit status 1 when no GPU is usable.`
 	"topics": {"create --config FILE [--partitions N]",
 		`Creates the topics a pipeline config names on its brokers: ingest.topic (--partitions, default
 3), sink.topic and sink.dead_letter_topic (sink.create_partitions, 0: as many as the input
-topic), and run.model_topic when set (1 partition, cleanup.policy=compact), each with
-sink.create_replication_factor (0: the broker's default). A topic that exists is reported
+topic), and run.model_topic when set (cleanup.policy=compact; 1 partition, under
+detect.key_by: key the input topic's partitions + 1), each with sink.create_replication_factor (0: the broker's default). A topic that exists is reported
 ("exists", with its partitions) and left as it is, so running it twice is harmless. The flags
 may also stand before create (outlierd topics --partitions 6 create --config FILE).`},
 	"produce": {"--config FILE --input FILE [--format csv|json|logfmt] [--key-column C] [--rate N/s]",

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/pipeline"
 )
 
 // TestTopicsFlagsEitherSide: create's flags may come before the subcommand as well as after it:
@@ -36,6 +42,34 @@ func TestTopicsFlagsEitherSide(t *testing.T) {
 	} {
 		if out, errs, code := outlierd(t, c.args...); code != 2 || out != "" || !strings.Contains(errs, c.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q: want %q", c.args, code, out, errs, c.want)
+		}
+	}
+}
+
+// TestTopicsCreateKeyedModelTopic: under detect.key_by: key the model topic is created with the
+// input's partitions + 1 (partition 0 the global model's, one for each input partition's keys'
+// models: pipeline/keyfollow.go), as topics' help and the README say; without key_by, one.
+func TestTopicsCreateKeyedModelTopic(t *testing.T) {
+	br := testsupport.KfakeBroker(t)
+	for _, c := range []struct {
+		keyBy string
+		want  int
+	}{{"key", 4}, {"none", 1}} {
+		models := testsupport.UniqueName("models")
+		cfg := writeFile(t, "p.yaml", fmt.Sprintf("ingest:\n  brokers: [%q]\n  topic: %s\n  features: [temp]\n"+
+			"detect:\n  key_by: %s\nsink:\n  topic: %s\n  dead_letter_topic: %s\nrun:\n  role: builder\n  model_topic: %s\nhttp:\n  listen: \"\"\n",
+			br.Addrs[0], testsupport.UniqueName("in"), c.keyBy, testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), models))
+		out, errs, code := outlierd(t, "topics", "create", "--config", cfg, "--partitions", "3", "--json")
+		if code != 0 {
+			t.Fatalf("key_by %s: exit %d: %s", c.keyBy, code, errs)
+		}
+		var res topicsOutput
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("key_by %s: %v: %s", c.keyBy, err, out)
+		}
+		i := slices.IndexFunc(res.Topics, func(tp pipeline.TopicResult) bool { return tp.Topic == models })
+		if i < 0 || res.Topics[i].Partitions != c.want {
+			t.Errorf("key_by %s: %+v: want the model topic with %d partitions", c.keyBy, res.Topics, c.want)
 		}
 	}
 }
