@@ -34,7 +34,6 @@ type Stage struct {
 	win     *microcluster.Window
 	recs    *windowRing
 	pending map[*batch.Batch]uint64
-	young   youngFlags // (OUTLIERD_YOUNG30B: young30b.go)
 	// alarms is flag_by: significance's cap on the alarms' starts over the last window's records;
 	// groups fold continuing alerts per key (alert_cooldown).
 	alarms *alarmCap
@@ -289,8 +288,7 @@ func (s *Stage) pushBatch(ctx context.Context, b *batch.Batch) error {
 	}
 	s.pending[b] = first
 	s.recs.leaveOutWarming(b, first) // (out of the next references, the rows pushed so far: warmup.go)
-	// (firstWaits: OUTLIERD_YOUNG30B, young30b.go)
-	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.builds.running && !s.firstWaits() {
+	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.builds.running {
 		if s.cfg.BeforeModel == BeforeModelHold {
 			// Nothing can be emitted until the first model exists: build it right here.
 			if ctx.Err() == nil { // (past the hard stop nothing more is built)
@@ -396,7 +394,6 @@ func (s *Stage) startRecalibration() {
 			return
 		}
 		next.Ranker, next.BuiltAt, next.BuildTime = r, time.Now(), time.Since(start)
-		next.young = youngOf(cols) // (OUTLIERD_YOUNG30B: young30b.go)
 		done <- buildResult{model: &next}
 	}()
 }
@@ -432,7 +429,6 @@ func (s *Stage) FlushContext(ctx context.Context) ([]*batch.Batch, error) {
 		return nil, err
 	}
 	if len(s.held) > 0 {
-		s.firstAtEnd(ctx) // (OUTLIERD_YOUNG30B: young30b.go)
 		s.awaitBuild(ctx)
 	} else {
 		s.collect(false)
@@ -520,7 +516,6 @@ func (s *Stage) startBuild() {
 		m, err := buildOn(accel, cols, sds, features, cfg, version)
 		if m != nil {
 			m.Members, m.WindowSpan = members, span
-			m.young = youngOf(cols) // (OUTLIERD_YOUNG30B: young30b.go)
 		}
 		done <- buildResult{model: m, err: err} // (its own channel: awaitBuild may leave it)
 	}()
