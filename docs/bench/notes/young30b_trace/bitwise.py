@@ -1,5 +1,7 @@
-"""young30b: the first model's delay (the candidate's log) and main's vs the candidate's scores
-bit for bit, on probe_targets.py's clean streams (its generator, protocols and replay call)."""
+"""young30b: main's vs the candidate's scores bit for bit, on probe_targets.py's streams (its
+generator, protocols and replay call). The delay fields read nothing (replay logs at Warn, the
+candidate's wait at Info: its "young30b" lines were the file paths); the delays are
+delay_test.go.txt's, and bitwise.jsonl keeps the scores check only."""
 import json, os, re, sys
 sys.path.insert(0, "docs/bench")
 import numpy as np, pandas as pd
