@@ -28,7 +28,10 @@ func (s *Stage) saveKeys(wait bool) {
 	s.keysQuiet()
 	keys := s.keyed != nil && s.deps.Role != RoleScorer && len(s.keyed.keys) > 0 // (no keys: nothing to resume)
 	alarms := s.deps.Role != RoleBuilder
-	win := s.deps.Role != RoleScorer && s.win.Len() > 0 // (a scorer keeps no window: window_state.go)
+	// The window: not a scorer's (it keeps none), nor one whose records are all held for a first
+	// model (before_model: hold), uncommitted: they are read again, and saved they would count
+	// twice towards min_records (window_state.go).
+	win := s.deps.Role != RoleScorer && s.win.Len() > 0 && !s.holdsAll()
 	if !keys && !alarms && !win {
 		return
 	}
@@ -157,4 +160,11 @@ func (s *Stage) saveDue() {
 	if s.ext.saveDue {
 		s.saveKeys(false)
 	}
+}
+
+// holdsAll says whether every record of the window is held for a first model (role all under
+// before_model: hold, no model yet; Deps.Role left empty is RoleAll): none was passed on, so none
+// committed.
+func (s *Stage) holdsAll() bool {
+	return s.model == nil && (s.deps.Role == RoleAll || s.deps.Role == "") && s.cfg.BeforeModel == BeforeModelHold
 }

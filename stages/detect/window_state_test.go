@@ -402,3 +402,28 @@ func TestScorerKeepsNoWindow(t *testing.T) {
 		t.Errorf("a builder restored %d records, want 1,200", bl.win.Len())
 	}
 }
+
+// TestHeldWindowNotSaved: a stop before the first model under before_model: hold saves no window:
+// its records were held, never passed on nor committed, and are read again after the restart;
+// saved, each would be in the window twice and the first model, built once the window holds
+// min_records, would be built from fewer distinct records.
+func TestHeldWindowNotSaved(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	d := testData(1000, 6)
+	cfg := testConfig()
+	cfg.StateDir = t.TempDir()
+	a := newTestStage(t, cfg)
+	feed(t, a, mem, d, 0, 600, 200) // held: min_records is 1,000
+	if _, err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	if n := len(windowFiles(t, a)); n != 0 {
+		t.Errorf("%d window files after a stop with every record held, want none", n)
+	}
+	b := newTestStage(t, cfg)
+	if b.win.Len() != 0 {
+		t.Errorf("%d records restored, want none", b.win.Len())
+	}
+}
