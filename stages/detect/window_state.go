@@ -80,23 +80,36 @@ type windowState struct {
 func (w *windowState) held() int { return len(w.parts) }
 
 // windowCopy copies the stage's window for a save (the next batch changes it), on the stage's
-// goroutine: nil when it holds no record. At 1,000,000 records of 20 features about 100 MB
-// (docs/BENCHMARKS.md §13.2.10).
+// goroutine: nil when it holds no record. At 1,000,000 records of 20 features about 93 MB
+// (docs/BENCHMARKS.md §13.2.10). The records of the batches in flight (overlap.go: pushed, their
+// verdicts, and so their significance marks, not decided yet; a periodic save's, a stop's has
+// none) are left out, the newest of the window: after a crash they are read again (pushed
+// afresh, marked by their verdicts then) or, committed after the save, missing, never in the
+// references unmarked.
 func (s *Stage) windowCopy() *windowState {
 	r := s.recs
-	n := r.held()
-	if n == 0 || s.win.Len() != n {
+	cut := r.pushed // the stream index of the oldest record in flight
+	for _, sc := range s.flight {
+		if f, ok := s.pending[sc.b]; ok {
+			cut = min(cut, f)
+		}
+	}
+	undecided := int(r.pushed - cut)
+	n := r.held() - undecided
+	if n <= 0 || s.win.Len() != r.held() {
 		return nil
 	}
-	w := &windowState{features: s.features, capacity: s.cfg.Window, pushed: r.pushed, topic: r.topic,
-		sig: r.marks(r.sig, n), warm: r.marks(r.warm, n), sinceLast: s.builds.sinceLast, sinceRank: s.builds.sinceRank,
+	w := &windowState{features: s.features, capacity: s.cfg.Window, pushed: cut, topic: r.topic,
+		sinceLast: max(0, s.builds.sinceLast-undecided), sinceRank: max(0, s.builds.sinceRank-undecided),
 		lastBuild: s.builds.lastBuild}
+	w.sig, w.warm = r.marks(r.sig, r.held())[:n], r.marks(r.warm, r.held())[:n]
 	w.cols, w.sds = s.win.Snapshot()
-	lo, hi := r.runs(n)
-	w.parts = slices.Concat(r.parts[lo[0]:lo[1]], r.parts[hi[0]:hi[1]])
-	w.offs = slices.Concat(r.offs[lo[0]:lo[1]], r.offs[hi[0]:hi[1]])
+	w.cols, w.sds = sliceRows(w.cols, 0, n), sliceRows(w.sds, 0, n)
+	lo, hi := r.runs(r.held())
+	w.parts = slices.Concat(r.parts[lo[0]:lo[1]], r.parts[hi[0]:hi[1]])[:n]
+	w.offs = slices.Concat(r.offs[lo[0]:lo[1]], r.offs[hi[0]:hi[1]])[:n]
 	if r.times != nil {
-		w.times = slices.Concat(r.times[lo[0]:lo[1]], r.times[hi[0]:hi[1]])
+		w.times = slices.Concat(r.times[lo[0]:lo[1]], r.times[hi[0]:hi[1]])[:n]
 	}
 	if s.model != nil {
 		w.version = s.model.Version
