@@ -468,3 +468,72 @@ func TestWindowCopyLeavesOutBatchesInFlight(t *testing.T) {
 		t.Errorf("copy after the drain: %d records, want 2,000", w.held())
 	}
 }
+
+// TestStopDeadlineCutsTheWindowSave: the stop's window save is bounded by its deadline
+// (run.shutdown_timeout), as the keys' state's: past it the window is not saved (logged), the
+// last complete file stands, and the next start loads it.
+func TestStopDeadlineCutsTheWindowSave(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	d := testData(2000, 6)
+	cfg := testConfig()
+	cfg.StateDir = t.TempDir()
+	a := newTestStage(t, cfg)
+	feed(t, a, mem, d, 0, 1500, 250)
+	a.Close()
+	before := windowFiles(t, a)
+
+	var logs bytes.Buffer
+	b, err := NewStage(cfg, []string{"x1", "x2", "x3"}, true, Deps{Log: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed(t, b, mem, d, 1500, 1800, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // (the deadline passed during the drain)
+	b.CloseContext(ctx)
+	if !strings.Contains(logs.String(), "window not saved: the stop's deadline") {
+		t.Errorf("log %q: want the window's save said cut", logs.String())
+	}
+	if after := windowFiles(t, b); !slices.Equal(after, before) {
+		t.Errorf("window files %v after a cut save, want %v", after, before)
+	}
+	c := newTestStage(t, cfg)
+	if c.win.Len() != 1500 || c.recs.offs[(c.recs.pushed-1)%uint64(len(c.recs.offs))] != 1499 {
+		t.Errorf("the start after a cut save: %d records, want the last complete save's 1,500 (to offset 1,499)", c.win.Len())
+	}
+}
+
+// TestRestartWithAnOlderModelRebuildsAtOnce: when the model snapshot that loads is not the one
+// that served at the window's save (here a config rolled back to k 10: the newest snapshot, of k
+// 12, does not fit, the one before it loads), the triggers saved with the window are not its:
+// the first batch rebuilds from the restored window.
+func TestRestartWithAnOlderModelRebuildsAtOnce(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	d := testData(2000, 6)
+	cfg := testConfig()
+	cfg.StateDir = t.TempDir()
+	a := newTestStage(t, cfg)
+	feed(t, a, mem, d, 0, 1500, 250)
+	next := cfg
+	next.Distance.K = 12
+	if _, err := a.Reconfigure(next); err != nil {
+		t.Fatal(err)
+	}
+	a.collect(true)
+	if a.Model().Version != 2 {
+		t.Fatalf("setup: version %d after the reload, want 2", a.Model().Version)
+	}
+	a.Close()
+
+	b := newTestStage(t, cfg) // (k 10 again)
+	if b.Model() == nil || b.Model().Version != 1 || !b.ext.rebuildDue || b.win.Len() != 1500 {
+		t.Fatalf("start: model %v, rebuild due %v, %d records; want version 1 loaded, a rebuild due, the 1,500 saved", b.Model(), b.ext.rebuildDue, b.win.Len())
+	}
+	feed(t, b, mem, d, 1500, 1600, 100)
+	b.collect(true)
+	if m := b.Model(); m.Version != 2 || m.Params.K != 10 || m.WindowRecords != 1600 {
+		t.Errorf("after the first batch: version %d, k %d, of %d records; want a rebuild (k 10) from the 1,600", m.Version, m.Params.K, m.WindowRecords)
+	}
+}
