@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -39,7 +40,19 @@ func (l *lockedBuffer) String() string {
 // No build ran: the snapshot's model kept scoring with the old k until min_records records had
 // arrived (at 100 records/s and min_records 5,000: 50 s; at 1/s, 83 min). The reload's line
 // now says what the rebuild waits for, with the window's count.
+//
+// Since snapwin30 the stop saves the window too (detect window-<sequence>.osnap): the restart
+// has its 1,200 records, and the reload rebuilds at once, waiting for nothing (withWindow); a
+// state_dir without the file (a release before it) waits as operator29 found, and says so.
 func TestReloadAfterSnapshotStartLogsWhatTheRebuildWaitsFor(t *testing.T) {
+	for _, withWindow := range []bool{true, false} {
+		t.Run(map[bool]string{true: "window saved", false: "no window file"}[withWindow], func(t *testing.T) {
+			reloadAfterSnapshotStart(t, withWindow)
+		})
+	}
+}
+
+func reloadAfterSnapshotStart(t *testing.T, withWindow bool) {
 	br := testsupport.KfakeBroker(t)
 	in, out, dlq, group := testsupport.UniqueName("in"), testsupport.UniqueName("out"), testsupport.UniqueName("dlq"), testsupport.UniqueName("group")
 	testsupport.CreateTopics(t, br, map[string]int{in: 1, out: 1, dlq: 1})
@@ -67,6 +80,17 @@ func TestReloadAfterSnapshotStartLogsWhatTheRebuildWaitsFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	runUntilOut(t, cfg, 1200)
+	if !withWindow {
+		files, err := filepath.Glob(filepath.Join(d.StateDir, "window-*.osnap"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no window file after the stop (%v)", err)
+		}
+		for _, f := range files {
+			if err := os.Remove(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 
 	// The restart: the snapshot's model serves at once; 200 records arrive.
 	var rl *Reloader
@@ -87,6 +111,16 @@ func TestReloadAfterSnapshotStartLogsWhatTheRebuildWaitsFor(t *testing.T) {
 	saveConfig(t, path, next)
 	rl.reloadAndLog(ctx, "test")
 	line := logs.String()
+	if withWindow {
+		if !strings.Contains(line, `"rebuild":["detect.distance.k"]`) || !strings.Contains(line, `"rebuild_started":true`) ||
+			strings.Contains(line, "rebuild_waits") {
+			t.Errorf("reload's log %q: want a rebuild of detect.distance.k started at once, waiting for nothing", line)
+		}
+		if err := run.stop(t, cfg.Run.ShutdownTimeout+10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	if !strings.Contains(line, `"rebuild":["detect.distance.k"]`) || !strings.Contains(line, `"rebuild_started":false`) {
 		t.Fatalf("reload's log %q: want a rebuild of detect.distance.k, not started", line)
 	}

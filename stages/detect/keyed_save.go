@@ -9,8 +9,9 @@ import (
 // alarm_state.go; what it does not write again: keyed_unchanged.go).
 
 // saveKeys writes the keys' state (key_by: key, not on a scorer: its keys' models come from the
-// model topic) and the alarm state (alarm_state.go; not on a builder: it flags nothing) to
-// state_dir (keys-<sequence>.osnap, alarms-<sequence>.osnap): copied here, on the stage's
+// model topic), the alarm state (alarm_state.go; not on a builder: it flags nothing) and the
+// global window (window_state.go; not on a scorer: it keeps none) to state_dir
+// (keys-<sequence>.osnap, alarms-<sequence>.osnap, window-<sequence>.osnap): copied here, on the stage's
 // goroutine (the next batch changes them), at one point of the stream, encoded, written and
 // synced on a goroutine of their own unless wait. Without state_dir it does nothing; a save that
 // need not wait is skipped while the previous one is still being written (tried again with a
@@ -27,7 +28,11 @@ func (s *Stage) saveKeys(wait bool) {
 	s.keysQuiet()
 	keys := s.keyed != nil && s.deps.Role != RoleScorer && len(s.keyed.keys) > 0 // (no keys: nothing to resume)
 	alarms := s.deps.Role != RoleBuilder
-	if !keys && !alarms {
+	// The window: not a scorer's (it keeps none), nor one whose records are all held for a first
+	// model (before_model: hold), uncommitted: they are read again, and saved they would count
+	// twice towards min_records (window_state.go).
+	win := s.deps.Role != RoleScorer && s.win.Len() > 0 && !s.holdsAll()
+	if !keys && !alarms && !win {
 		return
 	}
 	if s.ext.stateAhead.Load() {
@@ -47,6 +52,9 @@ func (s *Stage) saveKeys(wait bool) {
 		}
 		if alarms {
 			s.cutSave("alarm state", 0)
+		}
+		if win {
+			s.cutSave("window", 0)
 		}
 		return
 	}
@@ -78,11 +86,18 @@ func (s *Stage) saveKeys(wait bool) {
 	if alarms {
 		al = s.alarmsCopy()
 	}
+	var ws *windowState
+	if win {
+		ws = s.windowCopy()
+	}
 	features, cfg, pos := s.features, s.cfg, s.series.pos
 	ctx := s.ext.saving
 	write := func() {
 		if al != nil {
 			s.writeAlarms(ctx, d, al, cfg.Keys.Window, wait)
+		}
+		if ws != nil {
+			s.writeWindow(ctx, d, ws)
 		}
 		if states == nil {
 			return
@@ -145,4 +160,11 @@ func (s *Stage) saveDue() {
 	if s.ext.saveDue {
 		s.saveKeys(false)
 	}
+}
+
+// holdsAll says whether every record of the window is held for a first model (role all under
+// before_model: hold, no model yet; Deps.Role left empty is RoleAll): none was passed on, so none
+// committed.
+func (s *Stage) holdsAll() bool {
+	return s.model == nil && (s.deps.Role == RoleAll || s.deps.Role == "") && s.cfg.BeforeModel == BeforeModelHold
 }

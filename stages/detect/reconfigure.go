@@ -155,6 +155,9 @@ type stageExt struct {
 	// (quietWithin), quieting the last one's end (nil: none).
 	leftover sync.WaitGroup
 	quieting chan struct{}
+	// reread recognises the records read again after a start from a saved window (nil: none
+	// left to recognise; window_restore.go).
+	reread *rereadGuard
 }
 
 // Reconfigure applies cfg to the running stage, on the stage's goroutine (the pipeline's
@@ -235,7 +238,7 @@ func (s *Stage) rebuildWaits() string {
 	case s.builds.running:
 		return fmt.Sprintf("a build runs: the rebuild starts when it ends; model version %d serves meanwhile", s.model.Version)
 	case s.win.Len() < s.cfg.MinRecords:
-		return fmt.Sprintf("the window: it holds %d of detect.min_records=%d records (a start from a snapshot begins with an empty window); model version %d serves with the earlier values until then, and detect.refresh_interval waits too",
+		return fmt.Sprintf("the window: it holds %d of detect.min_records=%d records (a start from a snapshot without a saved window, or one saved short, begins with the records it has); model version %d serves with the earlier values until then, and detect.refresh_interval waits too",
 			s.win.Len(), s.cfg.MinRecords, s.model.Version)
 	}
 	return "the next batch"
@@ -302,8 +305,10 @@ func (s *Stage) installed(m *Model) {
 	s.reconcile(false)
 }
 
-// openSnapshots opens detect.state_dir and installs its newest fitting snapshot, which then
-// scores at once; a model of the current stream replaces it as soon as the window holds
+// openSnapshots opens detect.state_dir, puts its saved window back (window_restore.go) and
+// installs its newest fitting snapshot, which then scores at once; the next model is built on
+// the usual triggers from the restored window (at once when the snapshot is not the model that
+// served at the window's save), or, without a saved window, as soon as the window holds
 // min_records. A directory that cannot be created or read is an error (the configuration
 // asks for snapshots); a snapshot that cannot be used is logged and skipped.
 func (s *Stage) openSnapshots(ctx context.Context) error {
@@ -318,12 +323,17 @@ func (s *Stage) openSnapshots(ctx context.Context) error {
 	if err := s.loadKeys(ctx); err != nil {
 		return err
 	}
+	w, err := s.loadWindow(ctx) // (before the model: its install counts the followers over it)
+	if err != nil {
+		return err
+	}
 	ld, err := d.LoadNewestContext(ctx, s.features, s.cfg)
 	if err != nil {
 		return err
 	}
 	if ld.Model == nil {
-		s.deps.Log.Info().Str("dir", d.Dir()).Int("skipped", len(ld.Skipped)).Msg("no usable model snapshot: the first model is built from the stream")
+		s.deps.Log.Info().Str("dir", d.Dir()).Int("skipped", len(ld.Skipped)).Int("window", s.win.Len()).
+			Msg("no usable model snapshot: the first model is built from the window once it holds min_records")
 		return nil
 	}
 	s.ext.loading = true
@@ -333,9 +343,9 @@ func (s *Stage) openSnapshots(ctx context.Context) error {
 		s.deps.Log.Warn().Err(err).Str("file", ld.Path).Msg("model snapshot could not be installed; the first model is built from the stream")
 		return nil
 	}
-	s.ext.rebuildDue = true
+	s.resumeTriggers(w, ld.Model) // (window_restore.go)
 	s.deps.Log.Info().Str("file", ld.Path).Uint64("model_version", ld.Model.Version).Time("built_at", ld.Model.BuiltAt).
-		Msg("model loaded from snapshot: scoring resumes at once")
+		Bool("rebuild_due", s.ext.rebuildDue).Msg("model loaded from snapshot: scoring resumes at once")
 	return nil
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 // TestReloadAfterSnapshotStartSaysWhatTheRebuildWaitsFor: a stage started from a snapshot
-// serves the snapshot's model until its window holds min_records again, so a reload of a key
+// without a saved window serves the snapshot's model until its window holds min_records again, so a reload of a key
 // that shapes the model starts no build then. The reload must say so (operator29: the log
 // said "rebuild_started": false and nothing else, which OPERATIONS explains as a build
 // already running; none ran, and the snapshot's model scored under the old values for the
@@ -23,6 +23,9 @@ func TestReloadAfterSnapshotStartSaysWhatTheRebuildWaitsFor(t *testing.T) {
 	a := newTestStage(t, cfg)
 	feed(t, a, mem, d, 0, 1500, 250) // the first model at 1000 records, snapshotted
 	a.Close()
+	// A state_dir without a window file (of a release before it; with one the reload rebuilds at
+	// once: TestReloadAfterRestartRebuildsAtOnce).
+	removeWindowFiles(t, cfg.StateDir)
 
 	b := newTestStage(t, cfg)
 	if b.Model() == nil {

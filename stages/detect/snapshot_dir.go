@@ -58,6 +58,8 @@ type SnapshotDir struct {
 	nextKeys uint64
 	// nextAlarms is the next alarm state file's (alarm_state.go: alarms-<sequence>.osnap).
 	nextAlarms uint64
+	// nextWindow is the next window file's (window_state.go: window-<sequence>.osnap).
+	nextWindow uint64
 	// write is atomicfile.Write (the tests' own in its place: a directory fsync cut).
 	write func(ctx context.Context, path string, write func(io.Writer) error) (atomicfile.Written, error)
 }
@@ -81,7 +83,8 @@ func OpenSnapshotDir(dir string, keep int, log zerolog.Logger) (*SnapshotDir, er
 	}
 	for _, e := range ents {
 		name := e.Name()
-		if (strings.HasPrefix(name, "."+snapshotPrefix) || strings.HasPrefix(name, "."+keysPrefix) || strings.HasPrefix(name, "."+alarmsPrefix)) &&
+		if (strings.HasPrefix(name, "."+snapshotPrefix) || strings.HasPrefix(name, "."+keysPrefix) || strings.HasPrefix(name, "."+alarmsPrefix) ||
+			strings.HasPrefix(name, "."+windowPrefix)) &&
 			strings.Contains(name, ".tmp") {
 			if err := os.Remove(filepath.Join(dir, name)); err == nil {
 				log.Warn().Str("file", name).Msg("removed a snapshot left unfinished by a crash")
@@ -96,6 +99,9 @@ func OpenSnapshotDir(dir string, keep int, log zerolog.Logger) (*SnapshotDir, er
 		if seq, ok := snapshotSeq(name, alarmsPrefix); ok && seq >= d.nextAlarms {
 			d.nextAlarms = seq + 1
 		}
+		if seq, ok := snapshotSeq(name, windowPrefix); ok && seq >= d.nextWindow {
+			d.nextWindow = seq + 1
+		}
 	}
 	return d, nil
 }
@@ -103,7 +109,7 @@ func OpenSnapshotDir(dir string, keep int, log zerolog.Logger) (*SnapshotDir, er
 // Dir is the directory's path.
 func (d *SnapshotDir) Dir() string { return d.dir }
 
-// snapshotSeq parses <prefix><seq>.osnap (prefix model- or keys-).
+// snapshotSeq parses <prefix><seq>.osnap (prefix model-, keys-, alarms- or window-).
 func snapshotSeq(name, prefix string) (uint64, bool) {
 	s, ok := strings.CutPrefix(name, prefix)
 	if !ok {
@@ -117,11 +123,13 @@ func snapshotSeq(name, prefix string) (uint64, bool) {
 }
 
 // IsModelFile says whether name (a file name in detect.state_dir) is one of the files built on
-// the columns' values: a model snapshot or a keys' state (not the alarm state: IsAlarmFile).
+// the columns' values: a model snapshot, a keys' state or the global window (window_state.go;
+// not the alarm state: IsAlarmFile).
 func IsModelFile(name string) bool {
 	_, model := snapshotSeq(name, snapshotPrefix)
 	_, keys := snapshotSeq(name, keysPrefix)
-	return model || keys
+	_, win := snapshotSeq(name, windowPrefix)
+	return model || keys || win
 }
 
 // IsAlarmFile says whether name (a file name in detect.state_dir) is an alarm state file: the

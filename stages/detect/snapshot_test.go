@@ -355,6 +355,9 @@ func TestSnapshotDirSaveKeepsNewest(t *testing.T) {
 	}
 }
 
+// TestStageResumesFromSnapshot: a state_dir without a window file (of a release before it) loads
+// as before: the snapshot's model serves until the window holds min_records, then a model of
+// the stream replaces it.
 func TestStageResumesFromSnapshot(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
@@ -372,6 +375,9 @@ func TestStageResumesFromSnapshot(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("%d snapshots after one model, want 1", len(files))
 	}
+	// A state_dir of a release before the window file: the window starts empty
+	// (TestRestartRebuildsFromTheRestoredWindow: with it).
+	removeWindowFiles(t, cfg.StateDir)
 
 	b := newTestStage(t, cfg)
 	if b.Model() == nil || b.Model().Version != 1 {

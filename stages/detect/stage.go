@@ -332,6 +332,9 @@ func (s *Stage) pushRows(means, sds [][]float32, b *batch.Batch, warm []bool, lo
 		evictedOut = s.recs.uncountedFrom(from-uint64(held), ev.Len(), from, uncounted)
 	}
 	first := s.recs.push(topic, parts, offs, warm, uncounted)
+	if s.ext.reread != nil { // (records read again after a start from a saved window: window_restore.go)
+		s.leaveOutReread(topic, parts, offs)
+	}
 	s.recs.pushTimes(first, ts, lo, hi)
 	if err := s.follow(means, uncounted, evictedOut); err != nil {
 		return err
@@ -358,7 +361,8 @@ func sliceRows(cols [][]float32, lo, hi int) [][]float32 {
 func (s *Stage) maybeRebuild() {
 	if s.model != nil && !s.builds.running && s.win.Len() >= s.cfg.MinRecords &&
 		(s.ext.rebuildDue || s.builds.sinceLast >= s.cfg.Refresh() || time.Since(s.builds.lastBuild) >= s.cfg.RefreshInterval) {
-		// The window holds fewer than min_records only after a start from a snapshot.
+		// The window holds fewer than min_records only after a start from a snapshot without a
+		// saved window (or one saved short of it: window_restore.go).
 		s.startBuild()
 	} else if s.model != nil && s.model.Ranker != nil && !s.builds.running && s.win.Len() >= s.cfg.MinRecords &&
 		s.builds.sinceRank >= s.cfg.Recalibrate(s.win.Len()) {

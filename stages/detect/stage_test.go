@@ -44,6 +44,7 @@ func TestOnModelPushesEveryServingModel(t *testing.T) {
 	s.Close()
 
 	got = nil
+	next.RefreshRecords = 1000 // (the restored window's model is rebuilt on its triggers: window_restore.go)
 	r, err := NewStage(next, []string{"x1", "x2", "x3"}, true, deps)
 	if err != nil {
 		t.Fatal(err)
