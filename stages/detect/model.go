@@ -41,8 +41,6 @@ type Model struct {
 	// time columns (Deps.Cycles), which the model reads only when it spans their period
 	// (cycles.go); 0 otherwise, and for a model whose snapshot was written without it.
 	WindowSpan time.Duration
-	// young is the window's column correlation (young30c.go, OUTLIERD_YOUNG30C; nil: none).
-	young *youngStats
 	// BuiltAt and BuildTime say when and how long the build took.
 	BuiltAt   time.Time
 	BuildTime time.Duration

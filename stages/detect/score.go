@@ -401,7 +401,6 @@ func (s *Stage) finish(sc *scoring) error {
 	if err := s.scoreGlobal(sc, dets); err != nil {
 		return err
 	}
-	s.young.apply(&s.cfg, m, b, s.keyed != nil) // (OUTLIERD_YOUNG30C: young30c.go)
 	if s.keyed != nil {
 		if sc.keyedDone != nil { // warm keys: their own model decides
 			<-sc.keyedDone

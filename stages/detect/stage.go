@@ -34,7 +34,6 @@ type Stage struct {
 	win     *microcluster.Window
 	recs    *windowRing
 	pending map[*batch.Batch]uint64
-	young   youngFlags // (OUTLIERD_YOUNG30C: young30c.go)
 	// alarms is flag_by: significance's cap on the alarms' starts over the last window's records;
 	// groups fold continuing alerts per key (alert_cooldown).
 	alarms *alarmCap
@@ -289,8 +288,7 @@ func (s *Stage) pushBatch(ctx context.Context, b *batch.Batch) error {
 	}
 	s.pending[b] = first
 	s.recs.leaveOutWarming(b, first) // (out of the next references, the rows pushed so far: warmup.go)
-	// (firstWaits: OUTLIERD_YOUNG30C, young30c.go)
-	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.builds.running && !s.firstWaits() {
+	if s.model == nil && s.win.Len() >= s.cfg.MinRecords && !s.builds.running {
 		if s.cfg.BeforeModel == BeforeModelHold {
 			// Nothing can be emitted until the first model exists: build it right here.
 			if ctx.Err() == nil { // (past the hard stop nothing more is built)
@@ -396,7 +394,6 @@ func (s *Stage) startRecalibration() {
 			return
 		}
 		next.Ranker, next.BuiltAt, next.BuildTime = r, time.Now(), time.Since(start)
-		next.young = youngOf(cols) // (OUTLIERD_YOUNG30C: young30c.go)
 		done <- buildResult{model: &next}
 	}()
 }
@@ -432,7 +429,6 @@ func (s *Stage) FlushContext(ctx context.Context) ([]*batch.Batch, error) {
 		return nil, err
 	}
 	if len(s.held) > 0 {
-		s.firstAtEnd(ctx) // (OUTLIERD_YOUNG30C: young30c.go)
 		s.awaitBuild(ctx)
 	} else {
 		s.collect(false)
@@ -511,11 +507,6 @@ func (s *Stage) columns(b *batch.Batch) (means, sds [][]float32, err error) {
 // startBuild snapshots the window and builds the next model on a new goroutine.
 func (s *Stage) startBuild() {
 	cols, sds := s.reference()
-	s.startBuildOn(cols, sds)
-}
-
-// startBuildOn starts startBuild's build on the reference cols, sds.
-func (s *Stage) startBuildOn(cols, sds [][]float32) {
 	s.builds.running, s.builds.sinceLast, s.builds.sinceRank, s.builds.lastBuild = true, 0, 0, time.Now()
 	s.builds.started = s.builds.lastBuild
 	s.ext.rebuildDue = false // this build reads the configuration now in force
@@ -525,7 +516,6 @@ func (s *Stage) startBuildOn(cols, sds [][]float32) {
 		m, err := buildOn(accel, cols, sds, features, cfg, version)
 		if m != nil {
 			m.Members, m.WindowSpan = members, span
-			m.young = youngOf(cols) // (OUTLIERD_YOUNG30C: young30c.go)
 		}
 		done <- buildResult{model: m, err: err} // (its own channel: awaitBuild may leave it)
 	}()

@@ -25,8 +25,9 @@ C = os.path.expanduser("~/.cache/outlierd")
 def wrap(g):
     for sid, tr, te, y, segs in g:
         yield sid, np.vstack([tr, te]), len(tr), y
-report("TEP", wrap(unseen.tep(C + "/tep")))
-report("SMAP", wrap(unseen.smap_msl(C + "/smap_msl", "SMAP")))
-report("MSL", wrap(unseen.smap_msl(C + "/smap_msl", "MSL")))
-report("SMD8", wrap(unseen.interfusion(C + "/interfusion", "machine-")))
-report("ASD", wrap(unseen.interfusion(C + "/interfusion", "omi-")))
+if __name__ == "__main__":
+  report("TEP", wrap(unseen.tep(C + "/tep")))
+  report("SMAP", wrap(unseen.smap_msl(C + "/smap_msl", "SMAP")))
+  report("MSL", wrap(unseen.smap_msl(C + "/smap_msl", "MSL")))
+  report("SMD8", wrap(unseen.interfusion(C + "/interfusion", "machine-")))
+  report("ASD", wrap(unseen.interfusion(C + "/interfusion", "omi-")))
