@@ -124,16 +124,25 @@ func buildingStage(t *testing.T, logs *testsupport.LogBuffer) (*Stage, *gatedAcc
 		t.Fatal(err)
 	}
 	d := testData(3000, 11)
-	feed(t, s, mem, d, 0, 1500, 250)
-	if s.Model() == nil || s.Model().Version != 1 {
-		t.Fatalf("model %v, want version 1", s.Model())
+	// Model 1 is built inside Process at 1,000 records (before_model: hold); model 2's build
+	// starts after the batch that brings 500 more (refresh_records), at 1,500. The gate is set
+	// before that batch: set after it, model 2's build ran on its goroutine with the gate open
+	// as often as the test's goroutine was descheduled before setting it, model 2 was installed
+	// and the gated build was model 3's (a 200 ms sleep before the gate failed both subtests
+	// 10 of 10).
+	feed(t, s, mem, d, 0, 1250, 250)
+	if s.Model() == nil || s.Model().Version != 1 || s.builds.running {
+		t.Fatalf("a model serves: %v (version 1 is %v), a build runs: %v; want model 1 and no build running", s.Model() != nil, s.Model() != nil && s.Model().Version == 1, s.builds.running)
 	}
 	g.block.Store(true)
-	feed(t, s, mem, d, 1500, 2000, 250)
+	feed(t, s, mem, d, 1250, 2000, 250)
 	select {
 	case <-g.started:
 	case <-time.After(10 * time.Second):
 		t.Fatal("model 2's build never started")
+	}
+	if v := s.Model().Version; v != 1 {
+		t.Fatalf("model %d serves while the gated build runs, want 1", v)
 	}
 	return s, g
 }
