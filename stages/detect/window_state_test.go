@@ -40,6 +40,16 @@ func windowFiles(t *testing.T, s *Stage) []string {
 	return files
 }
 
+// stopAfter runs a stage of cfg over d's records [0, n) in batches of step, stops it gracefully
+// (Close: with cfg.StateDir, the saves a restart reads) and returns it.
+func stopAfter(t *testing.T, cfg Config, mem memory.Allocator, d *synth.Data, n, step int) *Stage {
+	t.Helper()
+	a := newTestStage(t, cfg)
+	feed(t, a, mem, d, 0, n, step)
+	a.Close()
+	return a
+}
+
 // TestRestartRebuildsFromTheRestoredWindow: a stage restarted from state_dir puts its window
 // back (the records, their identities) and rebuilds at its first trigger from it: here
 // refresh_records counted across the restart (200, and 1,000 records had come since the last
@@ -108,9 +118,7 @@ func TestReloadAfterRestartRebuildsAtOnce(t *testing.T) {
 	d := testData(2000, 6)
 	cfg := testConfig()
 	cfg.StateDir = t.TempDir()
-	a := newTestStage(t, cfg)
-	feed(t, a, mem, d, 0, 1500, 250)
-	a.Close()
+	stopAfter(t, cfg, mem, d, 1500, 250)
 
 	b := newTestStage(t, cfg)
 	next := cfg
@@ -193,9 +201,7 @@ func TestRestartRereadRecordsCountOnce(t *testing.T) {
 	d := testData(2000, 6)
 	cfg := testConfig()
 	cfg.StateDir = t.TempDir()
-	a := newTestStage(t, cfg)
-	feed(t, a, mem, d, 0, 1500, 250)
-	a.Close() // (the save a crash would have left: the window to record 1499)
+	stopAfter(t, cfg, mem, d, 1500, 250) // (the save a crash would have left: the window to record 1499)
 
 	b := newTestStage(t, cfg)
 	feed(t, b, mem, d, 1400, 1450, 50) // records 1400-1449 read again
@@ -231,9 +237,7 @@ func TestRestartWindowResized(t *testing.T) {
 	d := testData(3000, 6)
 	cfg := testConfig()
 	cfg.StateDir = t.TempDir()
-	a := newTestStage(t, cfg)
-	feed(t, a, mem, d, 0, 2000, 250)
-	a.Close()
+	stopAfter(t, cfg, mem, d, 2000, 250)
 	for _, tc := range []struct{ window, held int }{{1200, 1200}, {3000, 2000}} {
 		c := cfg
 		c.Window, c.StateDir = tc.window, copyDir(t, cfg.StateDir)
@@ -283,9 +287,7 @@ func TestWindowFileRefusals(t *testing.T) {
 	d := testData(1500, 6)
 	cfg := testConfig()
 	cfg.StateDir = t.TempDir()
-	a := newTestStage(t, cfg)
-	feed(t, a, mem, d, 0, 1200, 200)
-	a.Close()
+	a := stopAfter(t, cfg, mem, d, 1200, 200)
 	good := windowFiles(t, a)[0]
 	data, err := os.ReadFile(good)
 	if err != nil {
@@ -478,9 +480,7 @@ func TestStopDeadlineCutsTheWindowSave(t *testing.T) {
 	d := testData(2000, 6)
 	cfg := testConfig()
 	cfg.StateDir = t.TempDir()
-	a := newTestStage(t, cfg)
-	feed(t, a, mem, d, 0, 1500, 250)
-	a.Close()
+	a := stopAfter(t, cfg, mem, d, 1500, 250)
 	before := windowFiles(t, a)
 
 	var logs bytes.Buffer
