@@ -1,12 +1,10 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,24 +12,6 @@ import (
 
 	"github.com/outlierd/outlierd/internal/testsupport"
 )
-
-// lockedBuffer is a log sink a test reads while the pipeline writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestReloadAfterSnapshotStartLogsWhatTheRebuildWaitsFor is operator29's finding, as an
 // operator meets it: a pipeline restarted with detect.state_dir serves its snapshot's model,
@@ -94,7 +74,7 @@ func reloadAfterSnapshotStart(t *testing.T, withWindow bool) {
 
 	// The restart: the snapshot's model serves at once; 200 records arrive.
 	var rl *Reloader
-	logs := &lockedBuffer{}
+	logs := &testsupport.LogBuffer{}
 	run := startPipeline(t, cfg, func(p *Pipeline) { rl = NewReloader(p, path, zerolog.New(logs)) })
 	if err := produceRecords(ctx, cl, input, input.records[1200:1400]); err != nil {
 		t.Fatal(err)

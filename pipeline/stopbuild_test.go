@@ -34,6 +34,17 @@ func (g *gatedBuilds) SolvingSet(cols [][]float32, p solvingset.Params) (solving
 	return g.Accelerator.SolvingSet(cols, p)
 }
 
+// newGatedBuilds is gatedBuilds over the CPU's accelerator, closed at the test's end.
+func newGatedBuilds(t *testing.T) *gatedBuilds {
+	t.Helper()
+	cpu, err := accel.Open("cpu", zerolog.Nop(), accel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cpu.Close() })
+	return &gatedBuilds{Accelerator: cpu, started: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
 // TestStopDoesNotWaitOutAModelBuild: a graceful stop waited, in the detect stage's Flush, for a
 // model rebuild in progress, without bound: neither the hard stop (run.shutdown_timeout) nor
 // anything else ended the wait, and the final commit came only after it (a build at a window of
@@ -43,12 +54,7 @@ func (g *gatedBuilds) SolvingSet(cols [][]float32, p solvingset.Params) (solving
 func TestStopDoesNotWaitOutAModelBuild(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	cpu, err := accel.Open("cpu", zerolog.Nop(), accel.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cpu.Close()
-	g := &gatedBuilds{Accelerator: cpu, started: make(chan struct{}, 1), release: make(chan struct{})}
+	g := newGatedBuilds(t)
 	unblock := time.AfterFunc(10*time.Second, func() { close(g.release) }) // (were it waited for)
 	defer func() {
 		if unblock.Stop() {

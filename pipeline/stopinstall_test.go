@@ -9,7 +9,6 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/rs/zerolog"
 
-	"github.com/outlierd/outlierd/internal/accel"
 	"github.com/outlierd/outlierd/internal/testsupport"
 	"github.com/outlierd/outlierd/stages/detect"
 )
@@ -26,12 +25,7 @@ import (
 func TestStopInstallsABuildAfterTheFinalCommit(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	cpu, err := accel.Open("cpu", zerolog.Nop(), accel.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cpu.Close()
-	g := &gatedBuilds{Accelerator: cpu, started: make(chan struct{}, 1), release: make(chan struct{})}
+	g := newGatedBuilds(t)
 	released := false
 	defer func() {
 		if !released {
@@ -140,7 +134,7 @@ func TestStopInstallsABuildAfterTheFinalCommit(t *testing.T) {
 		t.Errorf("the late model's events %q, want serving, snapshot, then the alarm state's save:\n%s", got, logs.String())
 	}
 	// A restart serves the late model from state_dir.
-	again, err := detect.NewStage(cfg, []string{"x"}, false, detect.Deps{Log: zerolog.Nop(), Accelerator: cpu})
+	again, err := detect.NewStage(cfg, []string{"x"}, false, detect.Deps{Log: zerolog.Nop(), Accelerator: g.Accelerator})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outlierd/outlierd/internal/accel"
+	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
 // liveViewBrowser finds a headless Chromium: $OUTLIERD_BROWSER, else Debian's
@@ -51,24 +52,6 @@ func liveViewBrowser(t *testing.T) string {
 	return ""
 }
 
-// lockedBuffer is the demo's stderr, read while the demo writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestLiveViewInBrowser runs `outlierd demo` (its broker, producer and pipeline, in this process)
 // and opens the URL it prints in a real headless Chromium: the page loads without a console
 // error, exception or refused resource (the page's content security policy admits only its own
@@ -83,7 +66,7 @@ func TestLiveViewInBrowser(t *testing.T) {
 	defer cancel()
 	demoCtx, stopDemo := context.WithCancel(ctx)
 	defer stopDemo()
-	var stderr lockedBuffer
+	var stderr testsupport.LogBuffer
 	demoDone := make(chan error, 1)
 	go func() {
 		// 2,000 records/s: a model within about 3 s (min_records 5000), and a pipeline that keeps

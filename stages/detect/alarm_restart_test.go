@@ -8,7 +8,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -455,20 +454,7 @@ func restartBatch(t *testing.T, mem memory.Allocator, rows []fleetRow, lo, hi in
 // newest alarm state (0: none yet).
 func copyState(t *testing.T, dir string) (uint64, string) {
 	t.Helper()
-	to := t.TempDir()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	to := copyDir(t, dir)
 	d, err := OpenSnapshotDir(to, 3, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)

@@ -20,9 +20,7 @@ func TestReloadAfterSnapshotStartSaysWhatTheRebuildWaitsFor(t *testing.T) {
 	d := testData(3000, 6)
 	cfg := testConfig()
 	cfg.StateDir = t.TempDir()
-	a := newTestStage(t, cfg)
-	feed(t, a, mem, d, 0, 1500, 250) // the first model at 1000 records, snapshotted
-	a.Close()
+	stopAfter(t, cfg, mem, d, 1500, 250) // the first model at 1000 records, snapshotted
 	// A state_dir without a window file (of a release before it; with one the reload rebuilds at
 	// once: TestReloadAfterRestartRebuildsAtOnce).
 	removeWindowFiles(t, cfg.StateDir)

@@ -81,26 +81,21 @@ func OpenSnapshotDir(dir string, keep int, log zerolog.Logger) (*SnapshotDir, er
 	if err != nil {
 		return nil, fmt.Errorf("detect: snapshot directory: %w", err)
 	}
+	files := []struct { // each kind of file: its name's prefix and its next sequence number
+		prefix string
+		next   *uint64
+	}{{snapshotPrefix, &d.next}, {keysPrefix, &d.nextKeys}, {alarmsPrefix, &d.nextAlarms}, {windowPrefix, &d.nextWindow}}
 	for _, e := range ents {
 		name := e.Name()
-		if (strings.HasPrefix(name, "."+snapshotPrefix) || strings.HasPrefix(name, "."+keysPrefix) || strings.HasPrefix(name, "."+alarmsPrefix) ||
-			strings.HasPrefix(name, "."+windowPrefix)) &&
-			strings.Contains(name, ".tmp") {
-			if err := os.Remove(filepath.Join(dir, name)); err == nil {
-				log.Warn().Str("file", name).Msg("removed a snapshot left unfinished by a crash")
+		for _, f := range files {
+			if strings.HasPrefix(name, "."+f.prefix) && strings.Contains(name, ".tmp") {
+				if err := os.Remove(filepath.Join(dir, name)); err == nil {
+					log.Warn().Str("file", name).Msg("removed a snapshot left unfinished by a crash")
+				}
 			}
-		}
-		if seq, ok := snapshotSeq(name, snapshotPrefix); ok && seq >= d.next {
-			d.next = seq + 1
-		}
-		if seq, ok := snapshotSeq(name, keysPrefix); ok && seq >= d.nextKeys {
-			d.nextKeys = seq + 1
-		}
-		if seq, ok := snapshotSeq(name, alarmsPrefix); ok && seq >= d.nextAlarms {
-			d.nextAlarms = seq + 1
-		}
-		if seq, ok := snapshotSeq(name, windowPrefix); ok && seq >= d.nextWindow {
-			d.nextWindow = seq + 1
+			if seq, ok := snapshotSeq(name, f.prefix); ok && seq >= *f.next {
+				*f.next = seq + 1
+			}
 		}
 	}
 	return d, nil
