@@ -139,7 +139,7 @@ func calibrationRecords(rows int, alarmRate float64) int {
 // ascending). Deterministic for a seed, and a function of the window's records whatever their
 // order (sample.go).
 func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Ranker, error) {
-	return buildRankerOn(cols, sorted, features, cfg, 0, nil)
+	return buildRankerOn(cols, sorted, features, cfg, 0, nil, nil)
 }
 
 // buildRankerOn is buildRanker on workers goroutines (0: every core; 1: the caller's alone, as a
@@ -147,9 +147,12 @@ func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Rank
 // over the cores costs more goroutines than it saves). The same bits for any workers.
 // refIn, where not nil, holds the window sample R in the distance space (a column of
 // min(score.sample, rows) each; a key's build passes them in its sorted window's allocation).
-func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, workers int, refIn [][]float32) (*Ranker, error) {
+// corr, where not nil, is the tail's correlation time of each feature (rank.Tail.Corr: a key's
+// model's rolling columns, keyed_rolling.go).
+func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, workers int, refIn [][]float32, corr []float64) (*Ranker, error) {
 	rows := len(cols[0])
 	r := &Ranker{Tail: rank.TailOfSorted(sorted), Params: cfg.Score}
+	r.Tail.Corr = corr
 	r.Center, r.Unit = standardisationOn(cols, sorted, workers)
 	keys := recordKeys(cols, cfg.Seed) // R and the calibration records by identity (sample.go)
 	m := min(cfg.Score.Sample, rows)
