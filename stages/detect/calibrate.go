@@ -169,12 +169,19 @@ func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, work
 	r.Ref = &solvingset.Model{Points: ref, Features: features, K: k, WStar: math.Inf(1)}
 
 	c := calibrationRecords(rows, cfg.AlarmRate)
-	calIdx := smallestKeys(keys, c, saltCalibration)
-	calRaw := pick(cols, calIdx)
-	calNorm := r.distanceSpace(calRaw, nil)
-	dens, dist := make([]float64, c), make([]float64, c)
-	r.Tail.Score(calRaw, dens)
-	solvingset.KNNWeightsMembers(ref, calNorm, k, workers, dist) // members: a record is not its own neighbour
+	var dens, dist []float64
+	if corr != nil && cfg.corrOOS { // (a key's model with a rolling column, candidate 2: out of sample in time, keyed_oos.go)
+		c = rows
+		dens, dist = make([]float64, c), make([]float64, c)
+		r.oosScores(cols, oosBlocks(rows, cfg.Keys.Rebuild()), k, corr, dens, dist)
+	} else {
+		calIdx := smallestKeys(keys, c, saltCalibration)
+		calRaw := pick(cols, calIdx)
+		calNorm := r.distanceSpace(calRaw, nil)
+		dens, dist = make([]float64, c), make([]float64, c)
+		r.Tail.Score(calRaw, dens)
+		solvingset.KNNWeightsMembers(ref, calNorm, k, workers, dist) // members: a record is not its own neighbour
+	}
 	// The three calibrations in one allocation (each alone rounds up to the allocator's next
 	// size: 192 bytes of a key's 1,600-byte calibration).
 	cal := make([]float64, 3*c)

@@ -200,6 +200,9 @@ type Config struct {
 	// OUTLIERD_KEYROLL31=1 and a column is rolling). Not a detect key: set with the stage, kept
 	// across a Reconfigure.
 	corr []float64
+	// corrOOS: such a key's model calibrates out of sample in time (keyed_oos.go: candidate 2,
+	// OUTLIERD_KEYROLL31=2).
+	corrOOS bool
 }
 
 // KeysConfig configures the models per key (detect.key_by: key).

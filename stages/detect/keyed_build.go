@@ -168,7 +168,7 @@ func (kb *keyBuild) rowsOfR(rows []int32) {
 // (finish).
 func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	d := len(st.cols)
-	if st.size > keyBuildMaxRows || d == 0 {
+	if st.size > keyBuildMaxRows || d == 0 || (cfg.corr != nil && cfg.corrOOS) { // (candidate 2: the general build, keyed_oos.go)
 		return nil, false
 	}
 	n := kb.window(st, keyOutcastRule(cfg, st.sig.len()))

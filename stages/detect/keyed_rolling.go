@@ -20,8 +20,10 @@ type Rolling struct {
 	Last   int
 }
 
-// keyroll31 is whether OUTLIERD_KEYROLL31=1 (the candidate's switch; unset: main's code path).
-func keyroll31() bool { return os.Getenv("OUTLIERD_KEYROLL31") == "1" }
+// keyroll31 is whether OUTLIERD_KEYROLL31 is 1 or 2 (the candidates' switch; unset: main's code
+// path); keyroll31OOS whether it is 2 (candidate 2: keyed_oos.go).
+func keyroll31() bool    { v := os.Getenv("OUTLIERD_KEYROLL31"); return v == "1" || v == "2" }
+func keyroll31OOS() bool { return os.Getenv("OUTLIERD_KEYROLL31") == "2" }
 
 // rollingCorr is each feature's correlation time under the switch (the Last of its Rolling, 1
 // for every other feature), nil without the switch or without a rolling column: a rolling

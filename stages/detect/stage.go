@@ -173,6 +173,7 @@ func NewStageContext(ctx context.Context, cfg Config, features []string, withSD 
 	if s.cfg.corr, err = rollingCorr(deps.Rolling, features); err != nil {
 		return nil, err
 	}
+	s.cfg.corrOOS = s.cfg.corr != nil && keyroll31OOS()
 	if s.cycles != nil {
 		s.recs.times = make([]int64, cfg.Window)
 	}
