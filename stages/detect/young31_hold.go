@@ -44,6 +44,8 @@ type youngHold struct {
 	// released; how says what released it (young31_rule.md (6), (7)).
 	from, releasedAt uint64
 	how              string
+	// judges counts the judges built ((6')), judged those that read mature (0 or 1).
+	judges int
 }
 
 // heldVerdict is a held batch and the model that scored it.
@@ -132,16 +134,15 @@ func (s *Stage) youngRelease(atEnd bool) ([]*batch.Batch, error) {
 	if h.state != holdHolding || m == nil {
 		return nil, nil
 	}
-	y := m.young
+	y, judged := m.young, false
 	if y != nil && y.mature {
-		// (6'): the judge is built from the window with the held records' marks cleared.
-		if m = s.youngJudge(); m == nil {
-			return nil, nil // (not mature: held on)
-		}
-		y = m.young
+		// (6'): the judge is built from the window with the held records' marks cleared; one
+		// that reads immature serves on, the hold going on under it (or ending below).
+		j := s.youngJudge()
+		m, y, judged = s.model, s.model.young, j != nil
 	}
 	switch {
-	case y == nil || y.mature:
+	case judged:
 		h.how = "mature"
 	case y == nil:
 		h.how = "main's: the model reads no autocorrelated column"
@@ -200,6 +201,7 @@ func (s *Stage) youngJudge() *Model {
 	s.startBuild()
 	s.awaitBuild(context.Background())
 	m := s.model
+	s.yhold.judges++
 	tau := 0.0
 	if m.young != nil {
 		tau = math.Pow(10, m.young.shift)

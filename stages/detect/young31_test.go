@@ -198,3 +198,26 @@ func TestWanderingSensorsWithinT2(t *testing.T) {
 		}
 	}
 }
+
+// TestYoung31InputEndsAfterAnImmatureJudge: a model of main's cadence reads mature (its
+// reference without main's outcasts) while the judge built from the repaired window does not
+// ((6'): the hold goes on under it), at the input's end: every held record is still released,
+// with main's verdicts (the first 13,000 rows of seed 3's AR(0.999) stream: the model built at
+// 13,000 reads mature, its judge, built at the end, does not). A replay of SKAB's other/14.csv
+// lost its 905 rows this way before the fix: the release returned nothing when the judge read
+// immature at the input's end.
+func TestYoung31InputEndsAfterAnImmatureJudge(t *testing.T) {
+	d, _ := arStream(19000, 0.999, 3, spikes(7))
+	for j, c := range d.Cols {
+		d.Cols[j] = c[:13000]
+	}
+	withYoung31(true, func() {
+		_, _, flagged, _, s := streamScoresRecent(t, Default(), d) // (fails on a row that does not come out)
+		if s.yhold.judges == 0 || s.yhold.how != "main's: the input ended" {
+			t.Fatalf("the hold: %d judges, released at %d by %q; want a judge read immature and the release at the input's end", s.yhold.judges, s.yhold.releasedAt, s.yhold.how)
+		}
+		if len(flagged) != 13000 {
+			t.Fatalf("%d rows out of 15,000", len(flagged))
+		}
+	})
+}
