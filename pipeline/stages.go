@@ -112,6 +112,7 @@ const closeGrace = 2 * time.Second
 // returned (the CPU has none; a GPU's is logged by accel). The Kafka clients' close
 // is waited for until ctx ends and closeGrace more, then left to end alone.
 func (p *Pipeline) closeOpened(ctx context.Context) error {
+	defer p.stateLock.Release() // (last: the stage's saves to state_dir are done or abandoned)
 	if p.stage != nil {
 		p.stage.CloseContext(ctx)
 	}
