@@ -159,6 +159,7 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 		return nil, fmt.Errorf("pipeline: source: %w", err)
 	}
 	p.src = src
+	p.noteJoining(in)
 	snk, err := sink.New(cfg.Sink)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: sink: %w", err)

@@ -162,3 +162,19 @@ func (p *Pipeline) confirmAlerts() {
 	}
 	p.det.ConfirmAlertsCommitted(src.Committed())
 }
+
+// noteJoining makes /readyz say, while the source's consumer group has not assigned it
+// anything yet, that it waits for the group (metrics.SetJoining): after a kill -9 the join waits
+// for the killed member's session to expire (newuser31).
+func (p *Pipeline) noteJoining(in ingest.Config) {
+	src, ok := p.src.(interface{ AssignmentHeard() bool })
+	if !ok {
+		return
+	}
+	p.metrics.SetJoining(func() string {
+		if src.AssignmentHeard() {
+			return ""
+		}
+		return fmt.Sprintf("no partitions assigned yet by consumer group %q: a member that stopped without leaving it (killed, crashed) holds its partitions until its session expires (ingest.session_timeout %s), and this member's join waits for that", in.GroupID, in.SessionTimeout)
+	})
+}

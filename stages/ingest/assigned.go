@@ -76,6 +76,17 @@ func (s *Source) OnAssigned(f func(Assignment)) {
 	}
 }
 
+// AssignmentHeard says whether the consumer group has given this Source an assignment yet
+// (its partitions may be none). Until then nothing is fetched: a member that stopped without
+// leaving the group (killed, crashed) holds its partitions until its session expires
+// (ingest.session_timeout), and the join waits for that (pipeline: /readyz says so).
+func (s *Source) AssignmentHeard() bool {
+	a := s.assigned
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.heard
+}
+
 // Committed is the group's committed offset of each partition of the generation in progress,
 // as this member knows it: its own last successful commit, else the offset the generation
 // started from (no member commits a partition's offsets while this one holds it); partitions
