@@ -1,0 +1,9 @@
+# fleet.sh: keyroll31_rule.md stage 2, OPERATIONS' Backtest fleet (issue 21's), seeds 1-3, 100,000 rows, main and after2
+for s in 1 2 3; do
+  /tmp/kr31/main gen --kind sensors --keys 200 --sensors 1 --spike-rate 0.002 --spike-min 8 --spike-max 8 --rows 100000 --seed $s > f$s.csv
+  cfgs=none; [ $s = 1 ] && cfgs="none std32"
+  for c in $cfgs; do for b in main after2; do
+    /tmp/kr31/$b replay --input f$s.csv --key-column key --label-column label --json --device cpu --config fleet_$c.yaml --verdicts-out v_${b}_${s}_$c.csv 2>/dev/null > j.json
+    python3 -c "import json; d=json.load(open('j.json')); print('$b seed $s $c flagged', d['flagged'], 'precision %.3f recall %.3f AP %.3f' % (d['precision'], d['recall'], d['average_precision']))"
+  done; cmp -s v_main_${s}_$c.csv v_after2_${s}_$c.csv && echo "   seed $s $c: verdicts main == after2" || echo "   seed $s $c: verdicts differ"; done
+done
