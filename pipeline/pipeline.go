@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/internal/core/checkpoint"
+	"github.com/outlierd/outlierd/internal/core/dirlock"
 	"github.com/outlierd/outlierd/pipeline/metrics"
 	"github.com/outlierd/outlierd/stages/detect"
 	"github.com/outlierd/outlierd/stages/ingest"
@@ -49,7 +50,9 @@ type Pipeline struct {
 	det   *detect.Stage
 	emit  func(sink.Emit) error
 	dev   *Device // where SolvingSet and k-NN scoring run (cpu or a GPU)
-	stats Stats
+	// stateLock keeps detect.state_dir to this process (statelock.go; nil without one).
+	stateLock *dirlock.Lock
+	stats     Stats
 	// metrics are the Prometheus series (pipeline/metrics), fed once per batch, never per
 	// record; lag polls the consumer lag while the http listener is on (nil when it is off).
 	metrics *metrics.Metrics
@@ -125,6 +128,10 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 			}
 		}
 	}()
+	// detect.state_dir is this process's alone, or the start is refused at once (statelock.go).
+	if err := p.lockStateDir(); err != nil {
+		return nil, err
+	}
 	// The device first: `device: cuda` without a usable GPU is refused at once, not after the
 	// topic check (up to topicCheckWait for brokers that cannot be reached).
 	if p.dev, err = OpenDevice(string(cfg.Device), log); err != nil {
@@ -152,6 +159,7 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 		return nil, fmt.Errorf("pipeline: source: %w", err)
 	}
 	p.src = src
+	p.noteJoining(in)
 	snk, err := sink.New(cfg.Sink)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: sink: %w", err)

@@ -112,6 +112,7 @@ const closeGrace = 2 * time.Second
 // returned (the CPU has none; a GPU's is logged by accel). The Kafka clients' close
 // is waited for until ctx ends and closeGrace more, then left to end alone.
 func (p *Pipeline) closeOpened(ctx context.Context) error {
+	defer p.stateLock.Release() // (last: the stage's saves to state_dir are done or abandoned)
 	if p.stage != nil {
 		p.stage.CloseContext(ctx)
 	}
@@ -160,4 +161,20 @@ func (p *Pipeline) confirmAlerts() {
 		p.rebalanced()
 	}
 	p.det.ConfirmAlertsCommitted(src.Committed())
+}
+
+// noteJoining makes /readyz say, while the source's consumer group has not assigned it
+// anything yet, that it waits for the group (metrics.SetJoining): after a kill -9 the join waits
+// for the killed member's session to expire (newuser31).
+func (p *Pipeline) noteJoining(in ingest.Config) {
+	src, ok := p.src.(interface{ AssignmentHeard() bool })
+	if !ok {
+		return
+	}
+	p.metrics.SetJoining(func() string {
+		if src.AssignmentHeard() {
+			return ""
+		}
+		return fmt.Sprintf("no partitions assigned yet by consumer group %q: a member that stopped without leaving it (killed, crashed) holds its partitions until its session expires (ingest.session_timeout %s), and this member's join waits for that", in.GroupID, in.SessionTimeout)
+	})
 }

@@ -139,6 +139,7 @@ type Metrics struct {
 	progress         atomic.Int64
 	caughtUp         atomic.Bool
 	sourceStaleAfter atomic.Int64
+	joining          atomic.Pointer[func() string] // SetJoining's (joining.go)
 	sinkFailing      map[string]string
 	// waiting says what the first model waits for (SetWaiting; guarded by mu), /readyz's
 	// reason until a model serves.
@@ -498,12 +499,8 @@ func (m *Metrics) Ready() (bool, string) {
 	if unknown, ok := m.lagUnknown(); ok { // (the source's part needs the lag: lagstale.go)
 		why = append(why, unknown)
 	} else if stale := time.Duration(m.sourceStaleAfter.Load()); stale > 0 && !m.caughtUp.Load() {
-		switch last := m.progress.Load(); {
-		case last == 0:
-			why = append(why, "source not consuming: nothing fetched since the brokers answered, and the input has lag")
-		case m.now().Sub(time.Unix(0, last)) > stale:
-			why = append(why, fmt.Sprintf("source not consuming: nothing fetched for %s, and the input has lag",
-				m.now().Sub(time.Unix(0, last)).Round(time.Second)))
+		if notConsuming := m.sourceNotConsuming(stale); notConsuming != "" {
+			why = append(why, notConsuming)
 		}
 	}
 	if len(why) > 0 {

@@ -91,3 +91,41 @@ func TestReadyzSourceNotJudgedWithoutLag(t *testing.T) {
 		t.Errorf("not ready without a lag poller: %s", why)
 	}
 }
+
+// TestReadyzSaysTheGroupHasNotAssigned (newuser31): restarted after a kill -9, an instance waits
+// for its consumer group to assign it partitions until the killed member's session expires, and
+// /readyz said only "nothing fetched since the brokers answered". With the source's join told
+// (SetJoining), the reason says the group has assigned nothing yet, until it has; then, and
+// without it, the reason is what it was; a fetch makes it ready.
+func TestReadyzSaysTheGroupHasNotAssigned(t *testing.T) {
+	m := New()
+	now := time.Unix(1_700_000_000, 0)
+	m.now = func() time.Time { return now }
+	m.setSourceStaleAfter(10 * time.Second)
+	m.SetBrokerConnected(true)
+	m.SetModel(ModelInfo{Version: 1, BuiltAt: now})
+	m.SetLag("g", "in", map[int]int64{0: 5})
+	assigned := false
+	m.SetJoining(func() string {
+		if assigned {
+			return ""
+		}
+		return `no partitions assigned yet by consumer group "g": ... ingest.session_timeout 30s ...`
+	})
+	for _, s := range []struct {
+		name  string
+		do    func()
+		ready bool
+		why   string
+	}{
+		{"joining", func() {}, false, `source not consuming: no partitions assigned yet by consumer group "g"`},
+		{"assigned, nothing fetched yet", func() { assigned = true }, false, "source not consuming: nothing fetched since the brokers answered"},
+		{"fetched", func() { m.Fetched(0) }, true, ""},
+	} {
+		s.do()
+		ok, why := m.Ready()
+		if ok != s.ready || !strings.Contains(why, s.why) {
+			t.Errorf("%s: ready %v (%q), want %v with %q", s.name, ok, why, s.ready, s.why)
+		}
+	}
+}

@@ -332,8 +332,12 @@ func (s *Stage) openSnapshots(ctx context.Context) error {
 		return err
 	}
 	if ld.Model == nil {
+		next := "the first model is built from the window once it holds min_records"
+		if s.deps.Role == RoleScorer { // (it builds none: newuser31, the line said it would)
+			next = "the first model is the builder's, read from run.model_topic"
+		}
 		s.deps.Log.Info().Str("dir", d.Dir()).Int("skipped", len(ld.Skipped)).Int("window", s.win.Len()).
-			Msg("no usable model snapshot: the first model is built from the window once it holds min_records")
+			Msg("no usable model snapshot: " + next)
 		return nil
 	}
 	s.ext.loading = true

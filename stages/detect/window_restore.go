@@ -42,6 +42,7 @@ type rereadGuard struct {
 	parts map[int32]*rereadPart
 	until uint64 // the stream index at which the last saved record falls out
 	left  int    // saved copies left out so far
+	older bool   // a record older than the saved ones of its partition was read (warned once)
 }
 
 type rereadPart struct {
@@ -99,6 +100,10 @@ func (s *Stage) leaveOutReread(topic string, parts []int32, offs []int64) {
 			if o > rp.hi {
 				delete(g.parts, p)
 				continue
+			}
+			if o < rp.offs[0] && !g.older {
+				g.older = true
+				s.warnOlderThanWindow(p, o, rp.offs[0])
 			}
 			k, _ := slices.BinarySearch(rp.offs, o)
 			for ; k < len(rp.offs) && rp.offs[k] == o; k++ {
@@ -201,4 +206,17 @@ func (s *Stage) resumeTriggers(w *windowState, m *Model) {
 		s.builds.lastBuild = time.Now()
 	}
 	s.ext.rebuildDue = false
+}
+
+// warnOlderThanWindow says, once a start, that a record older than every saved record of its
+// partition was read into the restored window: the group read the partition from before the
+// window (a group without commits under ingest.start_offset earliest, as a builder's first
+// start on the state_dir of a role-all run; offsets reset). Such records enter the window as new
+// ones, behind the newer saved records, so the models built until the stream reaches the saved
+// ones are built from older records, their window's times out of order (newuser31: a builder
+// read 150,000 records already scored from offset 0 and published about 70 such models, the
+// first with window_span 0, and nothing said so).
+func (s *Stage) warnOlderThanWindow(partition int32, offset, oldest int64) {
+	s.deps.Log.Warn().Int32("partition", partition).Int64("offset", offset).Int64("window_oldest_offset", oldest).
+		Msg("records older than the restored window are being read into it: the group reads this partition from before the window (no committed offsets under ingest.start_offset earliest, as a builder's first start on a role-all run's state_dir, or offsets reset); until the stream reaches the window's records, models are built from older records")
 }

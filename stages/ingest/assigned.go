@@ -1,6 +1,9 @@
 package ingest
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // The partitions a Source is assigned (detect.key_by on a scorer: it keeps the models of its
 // partitions' keys only; pipeline/modelkeys.go; every role that flags: its alert groups go with
@@ -49,6 +52,9 @@ type assignment struct {
 	on    func(Assignment)
 	last  Assignment
 	heard bool // last is one (an assignment was heard)
+	// any is heard, read without mu (AssignmentHeard: /readyz must not wait while on runs,
+	// a scorer's read of its keys' models at a rebalance taking seconds).
+	any atomic.Bool
 }
 
 // set takes a generation's assignment and passes it on.
@@ -56,6 +62,7 @@ func (a *assignment) set(as Assignment) {
 	a.mu.Lock()
 	defer a.mu.Unlock() // (held while on runs: assignments reach it one at a time, in order)
 	a.last, a.heard = as, true
+	a.any.Store(true)
 	if a.on != nil {
 		a.on(as)
 	}
@@ -75,6 +82,12 @@ func (s *Source) OnAssigned(f func(Assignment)) {
 		f(a.last)
 	}
 }
+
+// AssignmentHeard says whether the consumer group has given this Source an assignment yet
+// (its partitions may be none). Until then nothing is fetched: a member that stopped without
+// leaving the group (killed, crashed) holds its partitions until its session expires
+// (ingest.session_timeout), and the join waits for that (pipeline: /readyz says so).
+func (s *Source) AssignmentHeard() bool { return s.assigned.any.Load() }
 
 // Committed is the group's committed offset of each partition of the generation in progress,
 // as this member knows it: its own last successful commit, else the offset the generation

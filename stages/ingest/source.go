@@ -392,6 +392,10 @@ func (s *Source) newGeneration(a Assignment) {
 		}
 	}
 	s.commitMu.Unlock()
+	// (once a rebalance: the moment fetching starts, after a start that may have waited for a
+	// killed member's session to expire; newuser31)
+	s.log.Info().Int32("generation", a.Generation).Ints32("partitions", a.Partitions).Ints64("from_offsets", a.Offsets).
+		Msg("consumer group assigned this member its partitions (from_offsets: the group's committed offsets; negative: none committed, ingest.start_offset applies)")
 	s.assigned.set(a)
 }
 
