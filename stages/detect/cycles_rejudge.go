@@ -32,12 +32,17 @@ import (
 // records on, and a fault shorter than G has no record of its own in its judge. Switched on by
 // OUTLIERD_DAILY31=1 (unset: main's behaviour).
 
-// rejudgeBlind switches the re-judgement on (env OUTLIERD_DAILY31=1).
-var rejudgeBlind = os.Getenv("OUTLIERD_DAILY31") == "1"
+// rejudgeBlind switches the re-judgement on (env OUTLIERD_DAILY31=1 or 3); rejudgeVouch (3)
+// adds the preceding hour's blind marks to each judge (daily31_rule.md's candidate 3).
+var (
+	rejudgeVouch = os.Getenv("OUTLIERD_DAILY31") == "3"
+	rejudgeBlind = os.Getenv("OUTLIERD_DAILY31") == "1" || rejudgeVouch
+)
 
 const (
 	rejudgeBlocks = 144 // a cycle's period in blocks (judged in time order)
 	rejudgeGuard  = 144 // a block's judge holds no record later than period/rejudgeGuard before the block
+	rejudgeHour   = 24  // (candidate 3) the blind marks of the period/rejudgeHour before the guard vouch
 )
 
 // setBlind marks record n (a stream index), if it is still in the window and blind marks are
@@ -122,9 +127,10 @@ func (s *Stage) rejudge(cols [][]float32, period time.Duration) (judged, kept in
 		judged += len(rows)
 		before := b*blockMs - guard // the judge holds records before this time
 		upto, _ := slices.BinarySearchFunc(byTime, before, func(i int, t int64) int { return cmp.Compare(times[i], t) })
+		from := before - period.Milliseconds()/rejudgeHour // (candidate 3: blind marks from here vouch)
 		var refRows []int
 		for _, i := range byTime[:upto] {
-			if !out[i] {
+			if !out[i] || rejudgeVouch && blind[i] && times[i] >= from {
 				refRows = append(refRows, i)
 			}
 		}
