@@ -3,46 +3,45 @@ package detect
 import (
 	"cmp"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 )
 
 // Blind marks re-judged once a cyclic pair is read, causally (daily31;
-// docs/bench/notes/daily31_rule.md).
+// docs/bench/notes/daily31_rule.md, docs/BENCHMARKS.md §12.85).
 //
 // A model that leaves a cyclic pair unread (cycles.go: its window spans less than the pair's
 // period) cannot tell a reading ordinary at its time of day from a fault, yet what it finds
 // significant is marked and left out of later references (alarm.go). On a plant with a daily
-// cycle that is the afternoon (a lagging model, docs/BENCHMARKS.md §12.43), and once a window
-// spans the day and reads the pair, the marks still keep the afternoon out of its reference,
-// so every afternoon is flagged again (§12.77's Left 2). Dropping the blind marks wholesale
-// pardons the faults a blind model found as well (§12.77), and judging them by models holding
-// the hours on both sides of a mark let a fault's later records, a later repeat or a later
-// fault's residue vouch for it (§12.80, daily30's three candidates). Every blind mark lies
-// within the window's one period when the pair is first read, so no record of its time of day
-// on another day exists: what can vouch for it is continuity, and only the records before it
-// are what a model serving at its time could have held. So each blind mark is judged once, when
-// the first model able to read the pair is due, by a fresher model: the window cut into blocks
-// of a 144th of the period (ten minutes a day), judged in time order, block b by a ranking model
-// of the records before start(b) - G (G the same ten minutes) that are not marked or were
-// revoked by an earlier block's judge, without the cyclic pairs its reference does not span (as
-// cycles.go leaves them unread). A record keeps its mark where that score reaches the alarm's
-// clear level; a kept mark never vouches for a later one, so a fault stays marked from its first
-// records on, and a fault shorter than G has no record of its own in its judge. Switched on by
-// OUTLIERD_DAILY31=1 (unset: main's behaviour).
-
-// rejudgeBlind switches the re-judgement on (env OUTLIERD_DAILY31=1 or 3); rejudgeVouch (3)
-// adds the preceding hour's blind marks to each judge (daily31_rule.md's candidate 3).
-var (
-	rejudgeVouch = os.Getenv("OUTLIERD_DAILY31") == "3"
-	rejudgeBlind = os.Getenv("OUTLIERD_DAILY31") == "1" || rejudgeVouch
-)
+// cycle that is the afternoon (a lagging model, §12.43), and once a window spans the day and
+// reads the pair, the marks still kept the afternoon out of its reference, so every afternoon
+// was flagged again (§12.77's Left 2: 19,306 flags in the second day's afternoon of a clean 1 Hz
+// stream at detect.window 90,000). Dropping the blind marks wholesale pardons the faults a blind
+// model found as well (§12.77), and judging them by models holding the hours on both sides of a
+// mark let a fault's later records, a later repeat or a later fault's residue vouch for it
+// (§12.80). Every blind mark lies within the window's one period when the pair is first read,
+// so no record of its time of day on another day exists: what can vouch for it is continuity,
+// and only the records before it are what a model serving at its time could have held.
+//
+// So each blind mark is judged once, when the first model able to read the pair is due, by a
+// fresher model that holds only records before it: the window cut into blocks of a 144th of
+// the period (ten minutes a day), judged in time order, block b by a ranking model (buildRanker)
+// of the window's records before start(b) - G, G the same ten minutes, that are unmarked (never
+// marked, or revoked by an earlier block's judge), together with the blind marks of the hour
+// before start(b) - G (the swing's continuity: a lagging model marks every record of a rise, so
+// without them the judges stop where the marks begin, §12.85's candidate 1), in every column
+// but the cyclic pairs the judge's own records do not span (cycles.go's rule). A record keeps
+// its mark where that score reaches the alarm's clear level (flag_clear x min_score): reversing
+// a judgement made at min_score needs the score to fall as far as an alarm must to end.
+// Nothing at or after start(b) - G is in b's judge, so a fault shorter than G has no record of
+// its own there, and no later fault or repeat vouches; an earlier fault's marks vouch within
+// the hour after it (the limit, as for a fault longer than G: its first part vouches for its
+// later part).
 
 const (
 	rejudgeBlocks = 144 // a cycle's period in blocks (judged in time order)
 	rejudgeGuard  = 144 // a block's judge holds no record later than period/rejudgeGuard before the block
-	rejudgeHour   = 24  // (candidate 3) the blind marks of the period/rejudgeHour before the guard vouch
+	rejudgeHour   = 24  // the blind marks of the period/rejudgeHour before the guard vouch
 )
 
 // setBlind marks record n (a stream index), if it is still in the window and blind marks are
@@ -127,10 +126,10 @@ func (s *Stage) rejudge(cols [][]float32, period time.Duration) (judged, kept in
 		judged += len(rows)
 		before := b*blockMs - guard // the judge holds records before this time
 		upto, _ := slices.BinarySearchFunc(byTime, before, func(i int, t int64) int { return cmp.Compare(times[i], t) })
-		from := before - period.Milliseconds()/rejudgeHour // (candidate 3: blind marks from here vouch)
+		from := before - period.Milliseconds()/rejudgeHour // (blind marks from here vouch)
 		var refRows []int
 		for _, i := range byTime[:upto] {
-			if !out[i] || rejudgeVouch && blind[i] && times[i] >= from {
+			if !out[i] || blind[i] && times[i] >= from {
 				refRows = append(refRows, i)
 			}
 		}

@@ -61,7 +61,7 @@ type windowRing struct {
 	// otherwise.
 	times []int64
 	// blind marks the significant records the global model marked while it left a cyclic pair
-	// unread (cycles_rejudge.go), kept only under OUTLIERD_DAILY31 where times are; nil
+	// unread (cycles_rejudge.go), kept where times are; nil
 	// otherwise.
 	blind []bool
 }

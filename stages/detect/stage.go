@@ -168,9 +168,7 @@ func NewStageContext(ctx context.Context, cfg Config, features []string, withSD 
 	}
 	if s.cycles != nil {
 		s.recs.times = make([]int64, cfg.Window)
-		if rejudgeBlind {
-			s.recs.blind = make([]bool, cfg.Window)
-		}
+		s.recs.blind = make([]bool, cfg.Window) // (marks of a model blind to a pair: cycles_rejudge.go)
 	}
 	if cfg.KeyBy == KeyByKey {
 		s.keyed = s.newKeyed()
