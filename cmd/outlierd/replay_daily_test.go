@@ -1,7 +1,11 @@
 package main
 
 import (
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -79,5 +83,48 @@ func TestReplayDailyCycleFaultsStillFlagged(t *testing.T) {
 	}
 	if recall := float64(found) / float64(faults); recall < 0.75 {
 		t.Errorf("%d of %d fault records flagged (recall %.3f), want at least 0.75 (main 0.815; every blind mark dropped 0.404)", found, faults, recall)
+	}
+}
+
+// TestReplayDailyCycleRepeatedFaultJudgedByItsPast (daily31): a blind mark is judged only by
+// records before it. A +8 sd shift of pressure, 55 records (550 s, under the judges' 10-minute
+// guard), four times on the first day while no model reads the time (rows 2,500, 4,000, 5,500
+// and 7,000: four hours apart, beyond the hour whose marks vouch) and once on the second day
+// (row 14,000) on a 10 s plant with a 6 sd daily cycle of temp. A judge that held the records on
+// both sides of a mark (daily30's, §12.80: checked with daily31's judges made to hold every
+// record outside the block and its guards) lets the other occurrences vouch for each one, all
+// four join the reference and the second day's occurrence is not flagged at all (0 of 55); main
+// before daily31 and daily31 flag all 55. Limit 45 of 55 (a fifth of the run for a changed cap
+// or deadband).
+func TestReplayDailyCycleRepeatedFaultJudgedByItsPast(t *testing.T) {
+	starts := []int{2500, 4000, 5500, 7000, 14000}
+	r := rand.New(rand.NewPCG(31, 2))
+	var b strings.Builder
+	b.WriteString("ts,temp,pressure,humidity,label\n")
+	for i := range 20000 {
+		ms := int64(1767225600000) + int64(i)*10000
+		temp := 3*math.Sin(2*math.Pi*float64(ms%86400000)/86400000) + r.NormFloat64()*0.5
+		p, lab := r.NormFloat64(), 0
+		for _, s := range starts {
+			if i >= s && i < s+55 {
+				p, lab = p+8, 1
+			}
+		}
+		fmt.Fprintf(&b, "%d,%.4f,%.4f,%.4f,%d\n", ms, temp, p, r.NormFloat64(), lab)
+	}
+	data := writeFile(t, "repeat.csv", b.String())
+	cfg := writeFile(t, "repeat.yaml", todConfig("temp, pressure, humidity", false, 9000))
+	flagged := map[int]int{}
+	for _, rec := range replayCycleVerdicts(t, data, cfg) {
+		row, _ := strconv.Atoi(rec[0])
+		for _, s := range starts {
+			if row >= s && row < s+55 && rec[2] == "true" {
+				flagged[s]++
+			}
+		}
+	}
+	t.Logf("flagged of each 55-record shift: %v", flagged)
+	if flagged[14000] < 45 {
+		t.Errorf("the second day's shift (row 14,000): %d of 55 records flagged, want at least 45", flagged[14000])
 	}
 }
