@@ -58,7 +58,12 @@ func combine(rule Combine, densityOutlier, distanceOutlier bool) bool {
 // batch's significant records in the window (left out of the next builds). Only under
 // significance: flag_by rate flags a share of every window and verdicts a few percent, and
 // leaving those out of each build would trim the window's tails model after model.
-func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
+func (s *Stage) capAlarms(b *batch.Batch, ranked bool) { s.capAlarmsBy(b, ranked, false) }
+
+// capAlarmsBy is capAlarms where blind says that the model that scored the batch leaves a
+// cyclic time pair unread (cycles.go): the significant records its global path marks are
+// marked blind too (cycles_rejudge.go: re-judged once a model can read the pair).
+func (s *Stage) capAlarmsBy(b *batch.Batch, ranked, blind bool) {
 	first, pushed := s.pending[b]
 	delete(s.pending, b)
 	byCap := ranked && s.cfg.FlagBy == FlagBySignificance
@@ -104,6 +109,9 @@ func (s *Stage) capAlarms(b *batch.Batch, ranked bool) {
 		}
 		if sig && pushed && byCap {
 			s.recs.setSignificant(first + uint64(i))
+			if blind && !sc.ByKey {
+				s.recs.setBlind(first + uint64(i))
+			}
 		}
 	}
 }

@@ -60,6 +60,10 @@ type windowRing struct {
 	// cyclic columns (cycles.go: a model reads them once its window spans their period); nil
 	// otherwise.
 	times []int64
+	// blind marks the significant records the global model marked while it left a cyclic pair
+	// unread (cycles_rejudge.go), kept where times are; nil
+	// otherwise.
+	blind []bool
 }
 
 func newWindowRing(capacity int) *windowRing {
@@ -83,6 +87,9 @@ func (r *windowRing) push(topic string, parts []int32, offs []int64, warm, uncou
 			r.warmHeld--
 		}
 		r.parts[k], r.offs[k], r.sig[k] = parts[i], offs[i], false
+		if r.blind != nil {
+			r.blind[k] = false
+		}
 		r.warm[k], r.uncounted[k] = warm != nil && warm[i], uncounted != nil && uncounted[i]
 		if r.warm[k] {
 			r.warmHeld++
@@ -147,6 +154,12 @@ func (r *windowRing) resize(capacity int) *windowRing {
 		n.times = make([]int64, capacity)
 		for i := r.pushed - uint64(n.size); i < r.pushed; i++ {
 			n.times[i%nc] = r.times[i%c]
+		}
+	}
+	if r.blind != nil {
+		n.blind = make([]bool, capacity)
+		for i := r.pushed - uint64(n.size); i < r.pushed; i++ {
+			n.blind[i%nc] = r.blind[i%c]
 		}
 	}
 	return n

@@ -414,7 +414,7 @@ func (s *Stage) finish(sc *scoring) error {
 			return err
 		}
 	}
-	s.capAlarms(b, m.Ranker != nil)
+	s.capAlarmsBy(b, m.Ranker != nil, s.recs.blind != nil && s.unreadCycles(m) != nil) // (blind marks: cycles_rejudge.go)
 	s.rankRecent(b, m.Ranker)
 	s.groups.fold(b, s.cfg.AlertCooldown)
 	explainDeviations(m.Ranker, m.Features, centredColumns(m, b, sc.raw, nil, s.unreadCycles(m)), b.Scores, false) // (a warming column at the median: never named)

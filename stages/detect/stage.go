@@ -168,6 +168,7 @@ func NewStageContext(ctx context.Context, cfg Config, features []string, withSD 
 	}
 	if s.cycles != nil {
 		s.recs.times = make([]int64, cfg.Window)
+		s.recs.blind = make([]bool, cfg.Window) // (marks of a model blind to a pair: cycles_rejudge.go)
 	}
 	if cfg.KeyBy == KeyByKey {
 		s.keyed = s.newKeyed()
@@ -374,6 +375,7 @@ func (s *Stage) maybeRebuild() {
 // records found significant (alarm.go: a fault repeated does not become normal).
 func (s *Stage) reference() (cols, sds [][]float32) {
 	cols, sds = s.win.Snapshot()
+	s.maybeRejudgeBlind(cols) // (the first model able to read a cyclic pair: cycles_rejudge.go)
 	cols, sds, _ = withoutOutcasts(cols, sds, s.recs.significant(s.win.Len()), s.cfg.Window)
 	return cols, sds
 }
