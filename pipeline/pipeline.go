@@ -154,7 +154,14 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 	}
 	// The source's own checkpointer: its batches' acks mark records done there, and only its
 	// Commit reads it.
-	src, err := ingest.NewSource(in, checkpoint.New(), memory.DefaultAllocator, log)
+	// A partition its group has not committed starts after the window restored from state_dir
+	// (the stage's, below: its fetch waits for it), as a builder's first start on a role-all
+	// run's state_dir (ingest/resume.go).
+	var resume *ingest.Resume
+	if cfg.Detect.StateDir != "" && cfg.Run.Role != detect.RoleScorer {
+		resume = ingest.NewResume()
+	}
+	src, err := ingest.NewSource(in, checkpoint.New(), memory.DefaultAllocator, log, ingest.WithResume(resume))
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: source: %w", err)
 	}
@@ -193,6 +200,9 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 		return nil, fmt.Errorf("pipeline: detect: %w", err)
 	}
 	p.stage = p.det
+	if resume != nil {
+		resume.Set(p.det.RestoredNewest())
+	}
 	if err := p.setUpRole(); err != nil { // (a role client it opened is closed too)
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}

@@ -102,6 +102,7 @@ type groupFetcher struct {
 	// revoked is called when a generation ends while the fetcher is open, after its partition
 	// goroutines stopped: the Source commits what is done with that generation.
 	revoked func(*kafka.Generation)
+	resume  *Resume // where a partition without a committed offset starts (resume.go); nil: as kafka-go says
 
 	cg     *kafka.ConsumerGroup
 	chunks chan chunk
@@ -125,7 +126,7 @@ type groupFetcher struct {
 
 func newGroupFetcher(cgc kafka.ConsumerGroupConfig, topic string, chunkSize, maxBytes int,
 	newDecoder func() Decoder, newDecoded func() *Decoded,
-	logf, errf func(string, ...any), assigned func(string, Assignment), revoked func(*kafka.Generation)) (*groupFetcher, error) {
+	logf, errf func(string, ...any), assigned func(string, Assignment), revoked func(*kafka.Generation), resume *Resume) (*groupFetcher, error) {
 	cg, err := kafka.NewConsumerGroup(cgc)
 	if err != nil {
 		return nil, err
@@ -134,7 +135,7 @@ func newGroupFetcher(cgc kafka.ConsumerGroupConfig, topic string, chunkSize, max
 	f := &groupFetcher{
 		topic: topic, brokers: cgc.Brokers, dialer: cgc.Dialer, chunkSize: chunkSize, maxBytes: maxBytes,
 		resetLatest: cgc.StartOffset == kafka.LastOffset,
-		logf:        logf, errf: errf, assigned: assigned, revoked: revoked,
+		logf:        logf, errf: errf, assigned: assigned, revoked: revoked, resume: resume,
 		cg: cg, chunks: make(chan chunk, fetchChunks), free: make(chan []pendingMsg, fetchChunks), errs: make(chan error),
 		newDecoder: newDecoder, newDecoded: newDecoded,
 		stctx: ctx, stop: stop, done: make(chan struct{}), started: make(chan struct{}),
@@ -293,6 +294,10 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 	// badAt is the offset whose record batch could not be decoded, bad how many times in a row;
 	// pastEnd counts the dials in a row that found offset past the partition's end.
 	badAt, bad, pastEnd := int64(-1), 0, 0
+	offset, ok := f.resume.from(ctx, partition, offset) // (none committed: after the restored window's newest)
+	if !ok {
+		return
+	}
 	dec := f.newDecoder()
 	for attempt := 0; ; attempt++ {
 		if attempt != 0 && !sleepCtx(ctx, backoffDelay(attempt, readBackoffMin, readBackoffMax)) {

@@ -94,12 +94,15 @@ type Source struct {
 	sending chan struct{}
 	// commits are the commits still running after their caller's context ended; Close waits.
 	commits sync.WaitGroup
+	// resume says where a partition without a committed offset starts (WithResume); nil: where
+	// ingest.start_offset says.
+	resume *Resume
 }
 
 // NewSource validates cfg and joins the consumer group (in the background: the first Next
 // waits for the first assignment). cp tracks this source's records and must not be shared with
-// another topic; alloc provides the batches' Arrow buffers.
-func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, log zerolog.Logger) (*Source, error) {
+// another topic; alloc provides the batches' Arrow buffers; opts: WithResume.
+func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, log zerolog.Logger, opts ...SourceOption) (*Source, error) {
 	if cp == nil || alloc == nil {
 		return nil, errors.New("ingest: NewSource needs a checkpointer and an allocator")
 	}
@@ -173,12 +176,15 @@ func NewSource(cfg Config, cp *checkpoint.Checkpointer, alloc memory.Allocator, 
 		sending:   make(chan struct{}, 1),
 		tracked:   map[int]bool{},
 	}
+	for _, o := range opts {
+		o(s)
+	}
 	s.fetch, err = newGroupFetcher(cgc, cfg.Topic, cfg.BatchSize, cfg.FetchMaxBytes,
 		func() Decoder { return checked.NewDecoder() }, cfg.NewDecoded,
 		debugLog.Printf, errLog.Printf, func(member string, a Assignment) {
 			reaper.generationStarted(member)
 			s.newGeneration(a)
-		}, s.commitRevoked)
+		}, s.commitRevoked, s.resume)
 	if err != nil {
 		reaper.close()
 		s.builder.Release()

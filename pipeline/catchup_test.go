@@ -1,0 +1,84 @@
+package pipeline
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
+	"github.com/outlierd/outlierd/stages/detect"
+)
+
+// TestBuilderFirstStartReadsAfterTheWindow (newuser31's split of a role-all deployment, BENCHMARKS
+// §12.87): a role-all run with detect.state_dir reads the topic and stops (its window saved);
+// more records arrive; a builder starts on that state_dir. Its group (GROUP.builder) has no
+// committed offsets, and under ingest.start_offset earliest it read every partition from offset
+// 0 into the window it had restored (the 3,000 records already read, then the 600 new ones),
+// publishing models of the old records meanwhile. Now a partition without a committed offset
+// starts after the restored window's newest record of it: the builder reads exactly the 600
+// records the window has not seen (none is left unread: its group's offsets reach the end), and
+// says so once per partition, naming both offsets.
+func TestBuilderFirstStartReadsAfterTheWindow(t *testing.T) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
+		const parts, n1, n2 = 2, 3000, 600
+		in, out, dlq, group, mt := roleTopics(t, br, parts)
+		recs := makeSensorRecords(t, n1+n2, parts, 87, 0.005, 0)
+		input := newInput(in, parts, recs)
+		cl := testsupport.NewProducer(t, br)
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := produceRecords(ctx, cl, input, recs[:n1]); err != nil {
+			t.Fatal(err)
+		}
+		cfg := roleConfig(br, in, out, dlq, group, mt)
+		cfg.Detect.StateDir = t.TempDir()
+		// Role all: its window (2,000 records, the newest of each partition 1499) saved at the stop.
+		runUntilOut(t, cfg, n1)
+		if err := produceRecords(ctx, cl, input, recs[n1:]); err != nil { // (arrived after the stop)
+			t.Fatal(err)
+		}
+		end := slices.Clone(input.end)
+
+		bcfg := cfg
+		bcfg.Run.Role = detect.RoleBuilder
+		var logs testsupport.LogBuffer
+		log := zerolog.New(zerolog.MultiLevelWriter(&logs, zerolog.NewTestWriter(t))).With().Timestamp().Logger()
+		p, err := New(context.Background(), bcfg, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(rctx) }()
+		defer func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("builder's Run: %v", err)
+			}
+		}()
+		bgroup := BuilderGroup(group)
+		waitFor(t, 60*time.Second, "the builder's committed offsets at the topic's end", func() bool {
+			cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer ccancel()
+			c, err := testsupport.CommittedOffsets(cctx, br, bgroup, in, parts)
+			return err == nil && slices.Equal(c, end)
+		})
+		if got := p.Stats().RecordsIn.Load(); got != n2 {
+			t.Errorf("the builder read %d records, want %d: those after the restored window's newest (the topic holds %d)", got, n2, n1+n2)
+		}
+		lines := logs.Lines("starts after the restored window")
+		if len(lines) != parts {
+			t.Errorf("%d log lines of a partition started after the restored window, want %d (one a partition): %q", len(lines), parts, lines)
+		}
+		for _, l := range lines {
+			if !strings.Contains(l, `"window_newest_offset":1499`) || !strings.Contains(l, `"from_offset":1500`) {
+				t.Errorf("log line %s: want window_newest_offset 1499 and from_offset 1500", l)
+			}
+		}
+	})
+}
