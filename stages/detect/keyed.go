@@ -542,7 +542,11 @@ func (k *keyedScorer) append(st *keyState, x [][]float32, sig, warming bool, cfg
 	if st.since < math.MaxInt32 {
 		st.since++
 	}
-	if st.size-st.warmingCount() < cfg.Keys.MinRecords {
+	minRecords := cfg.Keys.MinRecords
+	if !st.warm && cfg.corr != nil { // (a rolling column: the first model waits for its independent values, keyed_rolling.go)
+		minRecords = firstModelRecords(minRecords, w, cfg.corr)
+	}
+	if st.size-st.warmingCount() < minRecords {
 		return false, grew
 	}
 	if st.model == nil && !st.warm {

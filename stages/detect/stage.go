@@ -123,6 +123,10 @@ type Deps struct {
 	// pairs: pipeline.Cycles): a model reads a pair only when its window spans the pair's period
 	// (cycles.go).
 	Cycles []Cycle
+	// Rolling are the stream's rolling columns (ingest.derive's mean and std: pipeline.Rolling):
+	// under OUTLIERD_KEYROLL31B=1 a key's model counts their tails in independent values
+	// (keyed_rolling.go).
+	Rolling []Rolling
 }
 
 // buildState is the model builds' bookkeeping.
@@ -166,6 +170,10 @@ func NewStageContext(ctx context.Context, cfg Config, features []string, withSD 
 	if s.cycles, err = resolveCycles(deps.Cycles, features); err != nil {
 		return nil, err
 	}
+	if s.cfg.corr, err = rollingCorr(deps.Rolling, features); err != nil {
+		return nil, err
+	}
+	s.cfg.corrOOS = s.cfg.corr != nil
 	if s.cycles != nil {
 		s.recs.times = make([]int64, cfg.Window)
 	}

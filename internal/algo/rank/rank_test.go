@@ -280,3 +280,90 @@ func TestBucketIndexStarts(t *testing.T) {
 		}
 	}
 }
+
+// TestTailCorrCountsIndependentValues: a feature of correlation time c (Tail.Corr) counts its
+// tail in independent values, n / c of a window of n, against the definition by a full scan;
+// c = 1 (and nil) is the plain tail bit for bit, and a window's own record scores by its counts
+// (TailSurprisalCorr) as Score scores it.
+func TestTailCorrCountsIndependentValues(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n = 200
+	cols := [][]float32{make([]float32, n), make([]float32, n), make([]float32, n)}
+	for i := range n {
+		cols[0][i] = float32(rng.NormFloat64())
+		cols[1][i] = float32(rng.NormFloat64())
+		cols[2][i] = float32(rng.IntN(4)) // (ties)
+	}
+	corr := []float64{1, 32, 8}
+	lnI := func(m int, c float64) float64 { return math.Log(max(float64(m)/c, 1)) }
+	brute := func(tl *Tail, q []float32) float64 { // (bruteTail's definition, its counts over c)
+		var sum float64
+		for j, c := range cols {
+			le, ge := 0, 0
+			lo, hi := slices.Min(c), slices.Max(c)
+			for _, v := range c {
+				if v <= q[j] {
+					le++
+				}
+				if v >= q[j] {
+					ge++
+				}
+			}
+			base := lnI(n, corr[j])
+			a, b := base-lnI(le, corr[j]), base-lnI(ge, corr[j])
+			if q[j] < lo {
+				a += beyond((float64(lo)-float64(q[j]))/tl.Spread[j], base)
+			}
+			if q[j] > hi {
+				b += beyond((float64(q[j])-float64(hi))/tl.Spread[j], base)
+			}
+			sum += max(a, b)
+		}
+		return sum
+	}
+	plain, ones, tl := NewTail(cols), NewTail(cols), NewTail(cols)
+	ones.Corr, tl.Corr = []float64{1, 1, 1}, corr
+	q := [][]float32{{0, 3, -4, 0.5, cols[0][7], 9}, {0, 5, 0.1, -6, cols[1][7], 30}, {1, 2, 0, 4, cols[2][7], -1}}
+	got, p, o := make([]float64, 6), make([]float64, 6), make([]float64, 6)
+	tl.Score(q, got)
+	plain.Score(q, p)
+	ones.Score(q, o)
+	for i := range got {
+		if math.Float64bits(o[i]) != math.Float64bits(p[i]) {
+			t.Errorf("row %d: Corr 1 scores %v, the plain tail %v", i, o[i], p[i])
+		}
+		// (1e-9: the definition's sums in another order than the search's; nats of order 10)
+		if want := brute(tl, []float32{q[0][i], q[1][i], q[2][i]}); math.Abs(got[i]-want) > 1e-9 {
+			t.Errorf("row %d: score %v, definition %v", i, got[i], want)
+		}
+	}
+	// Beyond the range, feature 1 says ln(n / 32) plus the spread's part, not ln n.
+	one := make([]float64, 1)
+	x := slices.Max(cols[1]) + float32(tl.Spread[1])
+	tl.Score([][]float32{{0}, {x}, {1}}, one)
+	mid := make([]float64, 1)
+	tl.Score([][]float32{{0}, {0}, {1}}, mid)
+	if beyondSays := one[0] - mid[0]; beyondSays > math.Log(n/32.0)+1+1e-6 {
+		t.Errorf("a value one spread beyond the range adds %v nats, want at most ln(200/32) + 1 = %v", beyondSays, math.Log(n/32.0)+1)
+	}
+	// A window's own records: TailSurprisalCorr from their counts, Score's bits.
+	for j, c := range cols {
+		s := slices.Sorted(slices.Values(c))
+		for _, v := range c[:20] {
+			lt, le := 0, 0
+			for _, u := range s {
+				if u < v {
+					lt++
+				}
+				if u <= v {
+					le++
+				}
+			}
+			single := &Tail{Sorted: [][]float32{s}, Spread: []float64{tl.Spread[j]}, Corr: []float64{corr[j]}}
+			single.Score([][]float32{{v}}, one)
+			if w := TailSurprisalCorr(n, lt, le, corr[j]); math.Float64bits(w) != math.Float64bits(one[0]) {
+				t.Errorf("feature %d, value %v: TailSurprisalCorr %v, Score %v", j, v, w, one[0])
+			}
+		}
+	}
+}

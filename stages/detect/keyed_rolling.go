@@ -1,0 +1,67 @@
+package detect
+
+import (
+	"fmt"
+	"os"
+	"slices"
+)
+
+// A key's model on a rolling column (docs/BENCHMARKS.md §12.59.1, §12.86, §12.88; keyroll31's
+// candidate 2 and keyroll31b's candidate, behind OUTLIERD_KEYROLL31B=1): a rolling mean or std of `last` readings moves slowly,
+// so a key's window of n records holds about n / last independent values of it, and its tail
+// (rank.Tail) counts that column in independent values (rank.Tail.Corr): a value beyond the
+// window's range says ln(n / last), not ln n. The global model, whose window spans the whole
+// fleet, is not changed.
+
+// Rolling is a rolling column of the stream: ingest.derive's mean or std over Last readings of a
+// series, whose consecutive values share Last - 1 readings.
+type Rolling struct {
+	Column string
+	Last   int
+}
+
+// keyroll31 is whether OUTLIERD_KEYROLL31B is 1 (keyroll31b's switch, docs/bench/notes/
+// keyroll31b_rule.md; unset or any other value: main's code path): a key's model counts a
+// rolling column's tail in independent values, calibrates out of sample (keyed_oos.go) and is
+// first built from firstModelRecords records.
+func keyroll31() bool { return os.Getenv("OUTLIERD_KEYROLL31B") == "1" }
+
+// rollingCorr is each feature's correlation time under the switch (the Last of its Rolling, 1
+// for every other feature), nil without the switch or without a rolling column: a rolling
+// mean of Last independent readings has the integrated autocorrelation time 1 + 2 sum_{k<Last}
+// (1 - k/Last) = Last (a rolling variance's values share Last - k squared terms: the same).
+func rollingCorr(rolling []Rolling, features []string) ([]float64, error) {
+	if len(rolling) == 0 || !keyroll31() {
+		return nil, nil
+	}
+	corr := make([]float64, len(features))
+	for j := range corr {
+		corr[j] = 1
+	}
+	for _, r := range rolling {
+		j := slices.Index(features, r.Column)
+		if j < 0 || r.Last < 1 {
+			return nil, fmt.Errorf("detect: rolling column %q (last %d): not one of the stream's features %v", r.Column, r.Last, features)
+		}
+		corr[j] = float64(r.Last)
+	}
+	return corr, nil
+}
+
+// firstModelRecords is how many non-warming records a key's window must hold for its first
+// model (keyroll31b's candidate): keys.min_records, but with rolling columns (corr) the same
+// count in independent values, n / c_max >= keys.min_records, capped at the window w, the most a
+// key's model can ever hold: min(keys.min_records x c_max, w). A model from fewer records holds
+// less than min_records independent values of the column (at n = 30 and last 32, less than one)
+// and calls the column's next wander a tail event; until the first model the global model scores
+// the key, as before a key's first model on main.
+func firstModelRecords(minRecords, w int, corr []float64) int {
+	if corr == nil {
+		return minRecords
+	}
+	cmax := 1.0
+	for _, c := range corr {
+		cmax = max(cmax, c)
+	}
+	return int(min(float64(minRecords)*cmax, float64(w)))
+}
