@@ -203,6 +203,9 @@ type Config struct {
 	// corrOOS: such a key's model calibrates out of sample in time (keyed_oos.go: keyroll31's
 	// candidate 2, part of OUTLIERD_KEYROLL31B=1).
 	corrOOS bool
+	// corrNoHold: flag_clear's hold is off for the records a key's own model with a rolling
+	// column decides (keyClearScore: keyroll31b's candidate 2, OUTLIERD_KEYROLL31B=2).
+	corrNoHold bool
 }
 
 // KeysConfig configures the models per key (detect.key_by: key).

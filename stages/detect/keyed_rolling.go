@@ -2,6 +2,7 @@ package detect
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"slices"
 )
@@ -20,11 +21,27 @@ type Rolling struct {
 	Last   int
 }
 
-// keyroll31 is whether OUTLIERD_KEYROLL31B is 1 (keyroll31b's switch, docs/bench/notes/
+// keyroll31 is whether OUTLIERD_KEYROLL31B is 1 or 2 (keyroll31b's switch, docs/bench/notes/
 // keyroll31b_rule.md; unset or any other value: main's code path): a key's model counts a
 // rolling column's tail in independent values, calibrates out of sample (keyed_oos.go) and is
 // first built from firstModelRecords records.
-func keyroll31() bool { return os.Getenv("OUTLIERD_KEYROLL31B") == "1" }
+func keyroll31() bool { v := os.Getenv("OUTLIERD_KEYROLL31B"); return v == "1" || v == "2" }
+
+// keyroll31bHold is whether OUTLIERD_KEYROLL31B is 2 (keyroll31b's candidate 2): candidate 1, and
+// flag_clear's hold off on a key's model with a rolling column (keyClearScore).
+func keyroll31bHold() bool { return os.Getenv("OUTLIERD_KEYROLL31B") == "2" }
+
+// keyClearScore is clearScore for a record its key's own model decides: +Inf (no hold) under
+// keyroll31b's candidate 2 when the stream has a rolling column. Such a column is a deadband of
+// its own (consecutive records share last - 1 of its readings, so it cannot chatter), and a
+// record held after a flagged one restates the same readings: counted in independent values,
+// the hold adds no observation.
+func (c *Config) keyClearScore() float64 {
+	if c.corrNoHold {
+		return math.Inf(1)
+	}
+	return c.clearScore()
+}
 
 // rollingCorr is each feature's correlation time under the switch (the Last of its Rolling, 1
 // for every other feature), nil without the switch or without a rolling column: a rolling

@@ -174,6 +174,7 @@ func NewStageContext(ctx context.Context, cfg Config, features []string, withSD 
 		return nil, err
 	}
 	s.cfg.corrOOS = s.cfg.corr != nil
+	s.cfg.corrNoHold = s.cfg.corr != nil && keyroll31bHold()
 	if s.cycles != nil {
 		s.recs.times = make([]int64, cfg.Window)
 	}
