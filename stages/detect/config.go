@@ -198,8 +198,9 @@ type Config struct {
 
 	// corr is a key's model's correlation time of each feature (keyed_rolling.go: nil unless
 	// OUTLIERD_KEYROLL31B=1 and a column is rolling). Not a detect key: set with the stage, kept
-	// across a Reconfigure.
-	corr []float64
+	// across a Reconfigure. Behind a pointer: Config stays comparable (configs_test compares
+	// the defaults); corr() reads it.
+	rolling *[]float64
 	// corrOOS: such a key's model calibrates out of sample in time (keyed_oos.go: keyroll31's
 	// candidate 2, part of OUTLIERD_KEYROLL31B=1).
 	corrOOS bool

@@ -543,8 +543,8 @@ func (k *keyedScorer) append(st *keyState, x [][]float32, sig, warming bool, cfg
 		st.since++
 	}
 	minRecords := cfg.Keys.MinRecords
-	if !st.warm && cfg.corr != nil { // (a rolling column: the first model waits for its independent values, keyed_rolling.go)
-		minRecords = firstModelRecords(minRecords, w, cfg.corr)
+	if !st.warm && cfg.rolling != nil { // (a rolling column: the first model waits for its independent values, keyed_rolling.go)
+		minRecords = firstModelRecords(minRecords, w, cfg.corr())
 	}
 	if st.size-st.warmingCount() < minRecords {
 		return false, grew

@@ -122,7 +122,7 @@ func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
 	kc.Score.Sample, kc.Score.K = n, cfg.Keys.K
 	// (A key's model is never whitened: whiten.go.)
 	kc.DistanceSpace = SpaceStandardised
-	r, err := buildRankerOn(cols, sorted, nil, kc, 1, ref, cfg.corr) // (the caller's goroutine: keys build side by side)
+	r, err := buildRankerOn(cols, sorted, nil, kc, 1, ref, cfg.corr()) // (the caller's goroutine: keys build side by side)
 	if err == nil {
 		r.noteKey(st.key)
 	}
@@ -168,7 +168,7 @@ func (kb *keyBuild) rowsOfR(rows []int32) {
 // (finish).
 func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	d := len(st.cols)
-	if st.size > keyBuildMaxRows || d == 0 || (cfg.corr != nil && cfg.corrOOS) { // (candidate 2: the general build, keyed_oos.go)
+	if st.size > keyBuildMaxRows || d == 0 || (cfg.rolling != nil && cfg.corrOOS) { // (candidate 2: the general build, keyed_oos.go)
 		return nil, false
 	}
 	n := kb.window(st, keyOutcastRule(cfg, st.sig.len()))
@@ -193,8 +193,8 @@ func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	clear(dens)
 	for j, c := range cols {
 		corr := 1.0 // (a rolling column's counts in independent values: keyed_rolling.go)
-		if cfg.corr != nil {
-			corr = cfg.corr[j]
+		if cfg.rolling != nil {
+			corr = cfg.corr()[j]
 		}
 		kb.radix.sortRows32(c, packed)
 		sorted[j] = back[j*n : (j+1)*n : (j+1)*n]
@@ -219,7 +219,7 @@ func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	m := rank.IndexLen(n)
 	model := make([]float64, 3*d+3*n+3*m)
 	r := &Ranker{Tail: rank.TailOfSortedIn(sorted, model[2*d:3*d]), Params: params}
-	r.Tail.Corr = cfg.corr
+	r.Tail.Corr = cfg.corr()
 	r.noteKey(st.key)
 	r.Center, r.Unit = standardiseKey(sorted, model[:d], model[d:2*d:2*d])
 

@@ -187,10 +187,11 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 		cfg.Keys.Window, cfg.Keys.K, cfg.Seed, cfg.AlarmRate = s.window, s.k, s.seed, s.rate
 		cfg.Score.Detectors, cfg.Score.Combine, cfg.Score.Weights = s.detectors, s.combine, s.weights
 		if si >= rolled {
-			cfg.corr = make([]float64, s.dims)
-			for j := range cfg.corr {
-				cfg.corr[j] = float64(1 + 15*j) // (1, 16, 31: a raw column and two rolling ones)
+			corr := make([]float64, s.dims)
+			for j := range corr {
+				corr[j] = float64(1 + 15*j) // (1, 16, 31: a raw column and two rolling ones)
 			}
+			cfg.rolling = &corr
 		}
 		var due []*keyState
 		var wants []*Ranker

@@ -82,3 +82,11 @@ func firstModelRecords(minRecords, w int, corr []float64) int {
 	}
 	return int(min(float64(minRecords)*cmax, float64(w)))
 }
+
+// corr is the key's model's correlation time of each feature (nil: none; Config.rolling).
+func (c *Config) corr() []float64 {
+	if c.rolling == nil {
+		return nil
+	}
+	return *c.rolling
+}

@@ -170,11 +170,13 @@ func NewStageContext(ctx context.Context, cfg Config, features []string, withSD 
 	if s.cycles, err = resolveCycles(deps.Cycles, features); err != nil {
 		return nil, err
 	}
-	if s.cfg.corr, err = rollingCorr(deps.Rolling, features); err != nil {
+	corr, err := rollingCorr(deps.Rolling, features)
+	if err != nil {
 		return nil, err
 	}
-	s.cfg.corrOOS = s.cfg.corr != nil
-	s.cfg.corrNoHold = s.cfg.corr != nil && keyroll31bHold()
+	if corr != nil {
+		s.cfg.rolling, s.cfg.corrOOS, s.cfg.corrNoHold = &corr, true, keyroll31bHold()
+	}
 	if s.cycles != nil {
 		s.recs.times = make([]int64, cfg.Window)
 	}
