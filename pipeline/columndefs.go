@@ -58,26 +58,6 @@ func Cycles(c ingest.Config) []detect.Cycle {
 	return out
 }
 
-// Rolling are c's rolling columns (ingest.derive's mean and std over `last` readings) as the
-// detect stage takes them (detect.Deps.Rolling: a key's model may count their tails in
-// independent values).
-func Rolling(c ingest.Config) []detect.Rolling {
-	if c.Derive == nil {
-		return nil
-	}
-	var out []detect.Rolling
-	for i := range c.Derive.Features {
-		f := &c.Derive.Features[i]
-		if f.Kind != ingest.DeriveMean && f.Kind != ingest.DeriveStd {
-			continue
-		}
-		for _, col := range f.Columns() {
-			out = append(out, detect.Rolling{Column: col, Last: f.Last})
-		}
-	}
-	return out
-}
-
 // columnDefs are c's columns (ingest.Config.Columns, in order) with their definitions: "a
 // feature" for ingest.features, the derivation for a derived column, its defaults filled in (a
 // value left out and the same value written define the same column).

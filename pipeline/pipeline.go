@@ -160,7 +160,7 @@ func NewWithMetrics(ctx context.Context, cfg Config, log zerolog.Logger, m *metr
 	p.role = cfg.Run.Role
 	// On a GPU the host work of one batch overlaps the device's scoring of the one before
 	// (detect.Deps.Overlap: the same verdicts; detectLoop passes a batch on once it is scored).
-	deps := detect.Deps{Log: log, Role: p.role, Accelerator: p.dev.Accelerator(), OnModel: p.modelChanged, Cycles: Cycles(cfg.Ingest), Rolling: Rolling(cfg.Ingest)}
+	deps := detect.Deps{Log: log, Role: p.role, Accelerator: p.dev.Accelerator(), OnModel: p.modelChanged, Cycles: Cycles(cfg.Ingest)}
 	if p.dev.IsGPU() {
 		deps.Overlap = detect.OverlapOnGPU
 	}

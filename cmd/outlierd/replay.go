@@ -243,7 +243,7 @@ func runReplay(args []string, stdout, stderr io.Writer, opt accel.Options) error
 			models++
 		}
 	}
-	deps := detect.Deps{Log: log, OnModel: countModels, Cycles: pipeline.Cycles(cfg.Ingest), Rolling: pipeline.Rolling(cfg.Ingest)}
+	deps := detect.Deps{Log: log, OnModel: countModels, Cycles: pipeline.Cycles(cfg.Ingest)}
 	if device.IsGPU() { // on the CPU the stage runs the CPU code itself, as in the pipeline
 		deps.Accelerator = device
 	}

@@ -237,9 +237,7 @@ func (s *KeyedStore) Score(slots, rows [][]int32, x [][]float32, tail, dist [][]
 		for p, r32 := range sc.orders[w] {
 			r, at := int(r32), from[w]+p
 			tail[w][r], dist[w][r] = sc.out.Tail(at), sc.out.Dist(at)
-			// (A model whose tail counts a rolling column in independent values, rank.Tail.Corr:
-			// the kernel does not know them, the host scores its tail.)
-			if finite := allFinite32(xs[p*d : (p+1)*d]); !finite || sc.out.Host(at) || s.models[slots[w][r]].Tail.Corr != nil {
+			if finite := allFinite32(xs[p*d : (p+1)*d]); !finite || sc.out.Host(at) {
 				cpu.score(s, slots[w][r], x, row(rows[w], r), finite, &tail[w][r], &dist[w][r])
 			}
 		}

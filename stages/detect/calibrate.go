@@ -139,7 +139,7 @@ func calibrationRecords(rows int, alarmRate float64) int {
 // ascending). Deterministic for a seed, and a function of the window's records whatever their
 // order (sample.go).
 func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Ranker, error) {
-	return buildRankerOn(cols, sorted, features, cfg, 0, nil, nil)
+	return buildRankerOn(cols, sorted, features, cfg, 0, nil)
 }
 
 // buildRankerOn is buildRanker on workers goroutines (0: every core; 1: the caller's alone, as a
@@ -147,12 +147,9 @@ func buildRanker(cols, sorted [][]float32, features []string, cfg Config) (*Rank
 // over the cores costs more goroutines than it saves). The same bits for any workers.
 // refIn, where not nil, holds the window sample R in the distance space (a column of
 // min(score.sample, rows) each; a key's build passes them in its sorted window's allocation).
-// corr, where not nil, is the tail's correlation time of each feature (rank.Tail.Corr: a key's
-// model's rolling columns, keyed_rolling.go).
-func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, workers int, refIn [][]float32, corr []float64) (*Ranker, error) {
+func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, workers int, refIn [][]float32) (*Ranker, error) {
 	rows := len(cols[0])
 	r := &Ranker{Tail: rank.TailOfSorted(sorted), Params: cfg.Score}
-	r.Tail.Corr = corr
 	r.Center, r.Unit = standardisationOn(cols, sorted, workers)
 	keys := recordKeys(cols, cfg.Seed) // R and the calibration records by identity (sample.go)
 	m := min(cfg.Score.Sample, rows)
@@ -169,19 +166,12 @@ func buildRankerOn(cols, sorted [][]float32, features []string, cfg Config, work
 	r.Ref = &solvingset.Model{Points: ref, Features: features, K: k, WStar: math.Inf(1)}
 
 	c := calibrationRecords(rows, cfg.AlarmRate)
-	var dens, dist []float64
-	if corr != nil && cfg.corrOOS { // (a key's model with a rolling column, candidate 2: out of sample in time, keyed_oos.go)
-		c = rows
-		dens, dist = make([]float64, c), make([]float64, c)
-		r.oosScores(cols, oosBlocks(rows, cfg.Keys.Rebuild()), k, corr, dens, dist)
-	} else {
-		calIdx := smallestKeys(keys, c, saltCalibration)
-		calRaw := pick(cols, calIdx)
-		calNorm := r.distanceSpace(calRaw, nil)
-		dens, dist = make([]float64, c), make([]float64, c)
-		r.Tail.Score(calRaw, dens)
-		solvingset.KNNWeightsMembers(ref, calNorm, k, workers, dist) // members: a record is not its own neighbour
-	}
+	calIdx := smallestKeys(keys, c, saltCalibration)
+	calRaw := pick(cols, calIdx)
+	calNorm := r.distanceSpace(calRaw, nil)
+	dens, dist := make([]float64, c), make([]float64, c)
+	r.Tail.Score(calRaw, dens)
+	solvingset.KNNWeightsMembers(ref, calNorm, k, workers, dist) // members: a record is not its own neighbour
 	// The three calibrations in one allocation (each alone rounds up to the allocator's next
 	// size: 192 bytes of a key's 1,600-byte calibration).
 	cal := make([]float64, 3*c)

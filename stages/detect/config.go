@@ -195,18 +195,6 @@ type Config struct {
 	// Snapshots is how many snapshots StateDir keeps (the newest). More survive more corrupt
 	// files at the cost of disk (one model each). Default 3.
 	Snapshots int `yaml:"snapshots"`
-
-	// corr is a key's model's correlation time of each feature (keyed_rolling.go: nil unless
-	// OUTLIERD_KEYROLL31B=1 and a column is rolling). Not a detect key: set with the stage, kept
-	// across a Reconfigure. Behind a pointer: Config stays comparable (configs_test compares
-	// the defaults); corr() reads it.
-	rolling *[]float64
-	// corrOOS: such a key's model calibrates out of sample in time (keyed_oos.go: keyroll31's
-	// candidate 2, part of OUTLIERD_KEYROLL31B=1).
-	corrOOS bool
-	// corrNoHold: flag_clear's hold is off for the records a key's own model with a rolling
-	// column decides (keyClearScore: keyroll31b's candidate 2, OUTLIERD_KEYROLL31B=2).
-	corrNoHold bool
 }
 
 // KeysConfig configures the models per key (detect.key_by: key).

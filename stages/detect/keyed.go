@@ -391,9 +391,9 @@ func decideByKeyMean(cfg *Config, features []string, st *keyState, r *Ranker, ve
 	}
 	sig := sc.Score >= sc.Threshold
 	if h.waits(st, i) { // (its key's first: capAlarms decides; explained below if it may be flagged)
-		sc.Outlier, sc.Held, sc.Suppressed = sig || sc.Score >= cfg.keyClearScore(), false, false
+		sc.Outlier, sc.Held, sc.Suppressed = sig || sc.Score >= cfg.clearScore(), false, false
 	} else {
-		sc.Outlier, sc.Held = st.cap.admitRun(sig, st.cap.last(), sc.Score, cfg.keyClearScore(), capLimit(cfg.AlarmRate, cfg.Keys.Window))
+		sc.Outlier, sc.Held = st.cap.admitRun(sig, st.cap.last(), sc.Score, cfg.clearScore(), capLimit(cfg.AlarmRate, cfg.Keys.Window))
 		sc.Suppressed = sig && !sc.Outlier
 	}
 	sc.ByKey, sc.Warming, sc.KeyModelVersion = true, false, version
@@ -542,11 +542,7 @@ func (k *keyedScorer) append(st *keyState, x [][]float32, sig, warming bool, cfg
 	if st.since < math.MaxInt32 {
 		st.since++
 	}
-	minRecords := cfg.Keys.MinRecords
-	if !st.warm && cfg.rolling != nil { // (a rolling column: the first model waits for its independent values, keyed_rolling.go)
-		minRecords = firstModelRecords(minRecords, w, cfg.corr())
-	}
-	if st.size-st.warmingCount() < minRecords {
+	if st.size-st.warmingCount() < cfg.Keys.MinRecords {
 		return false, grew
 	}
 	if st.model == nil && !st.warm {

@@ -122,7 +122,7 @@ func buildKeyModelGeneral(st *keyState, cfg *Config) (*Ranker, error) {
 	kc.Score.Sample, kc.Score.K = n, cfg.Keys.K
 	// (A key's model is never whitened: whiten.go.)
 	kc.DistanceSpace = SpaceStandardised
-	r, err := buildRankerOn(cols, sorted, nil, kc, 1, ref, cfg.corr()) // (the caller's goroutine: keys build side by side)
+	r, err := buildRankerOn(cols, sorted, nil, kc, 1, ref) // (the caller's goroutine: keys build side by side)
 	if err == nil {
 		r.noteKey(st.key)
 	}
@@ -168,7 +168,7 @@ func (kb *keyBuild) rowsOfR(rows []int32) {
 // (finish).
 func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	d := len(st.cols)
-	if st.size > keyBuildMaxRows || d == 0 || (cfg.rolling != nil && cfg.corrOOS) { // (candidate 2: the general build, keyed_oos.go)
+	if st.size > keyBuildMaxRows || d == 0 {
 		return nil, false
 	}
 	n := kb.window(st, keyOutcastRule(cfg, st.sig.len()))
@@ -192,10 +192,6 @@ func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	packed, dens := kb.packed, kb.dens
 	clear(dens)
 	for j, c := range cols {
-		corr := 1.0 // (a rolling column's counts in independent values: keyed_rolling.go)
-		if cfg.rolling != nil {
-			corr = cfg.corr()[j]
-		}
 		kb.radix.sortRows32(c, packed)
 		sorted[j] = back[j*n : (j+1)*n : (j+1)*n]
 		for t := 0; t < n; {
@@ -203,7 +199,7 @@ func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 			for e < n && packed[e]>>32 == packed[t]>>32 {
 				e++
 			}
-			v, term := c[rowOf(packed[t])], rank.TailSurprisalCorr(n, t, e, corr)
+			v, term := c[rowOf(packed[t])], rank.TailSurprisal(n, t, e)
 			for ; t < e; t++ {
 				sorted[j][t] = v
 				dens[rowOf(packed[t])] += term
@@ -219,7 +215,6 @@ func (kb *keyBuild) prepare(st *keyState, cfg *Config) (*Ranker, bool) {
 	m := rank.IndexLen(n)
 	model := make([]float64, 3*d+3*n+3*m)
 	r := &Ranker{Tail: rank.TailOfSortedIn(sorted, model[2*d:3*d]), Params: params}
-	r.Tail.Corr = cfg.corr()
 	r.noteKey(st.key)
 	r.Center, r.Unit = standardiseKey(sorted, model[:d], model[d:2*d:2*d])
 

@@ -175,9 +175,6 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 		{4096, 10, 3, DetectorsBoth, CombineMean, WeightsAgreement, 1, 0.02},
 		{5000, 10, 2, DetectorsBoth, CombineMean, WeightsAgreement, 1, 0.02},
 	}
-	// (The last two again with rolling columns counted in independent values: keyed_rolling.go.)
-	rolled := len(settings)
-	settings = append(settings, settings[0], settings[3])
 	kb := new(keyBuild)
 	fast := 0
 	twin := &twinSelf{}
@@ -186,13 +183,6 @@ func TestKeyBuildMatchesGeneral(t *testing.T) {
 		cfg.KeyBy = KeyByKey
 		cfg.Keys.Window, cfg.Keys.K, cfg.Seed, cfg.AlarmRate = s.window, s.k, s.seed, s.rate
 		cfg.Score.Detectors, cfg.Score.Combine, cfg.Score.Weights = s.detectors, s.combine, s.weights
-		if si >= rolled {
-			corr := make([]float64, s.dims)
-			for j := range corr {
-				corr[j] = float64(1 + 15*j) // (1, 16, 31: a raw column and two rolling ones)
-			}
-			cfg.rolling = &corr
-		}
 		var due []*keyState
 		var wants []*Ranker
 		for _, kind := range kinds {

@@ -119,7 +119,7 @@ func (s *seriesAlarms) decideWaiting(sc *batch.Score, st *keyState, keys *array.
 	key := recordKey(keys, i)
 	sig := sc.Score >= sc.Threshold
 	previous := st.cap.last() || st.cap.filled == 0 && s.inAlarm(key, q, cfg.Window)
-	sc.Outlier, sc.Held = st.cap.admitRun(sig, previous, sc.Score, cfg.keyClearScore(), capLimit(cfg.AlarmRate, cfg.Keys.Window))
+	sc.Outlier, sc.Held = st.cap.admitRun(sig, previous, sc.Score, cfg.clearScore(), capLimit(cfg.AlarmRate, cfg.Keys.Window))
 	sc.Suppressed = sig && !sc.Outlier
 	st.cap.at = q
 	if !sc.Outlier && !sc.Suppressed {

@@ -202,7 +202,6 @@ func (s *Stage) Reconfigure(cfg Config) (Reconfiguration, error) {
 	if cfg.Proclus != s.cfg.Proclus && s.model != nil {
 		s.ext.rebuildDue = true // the clusters are part of the model
 	}
-	cfg.rolling, cfg.corrOOS, cfg.corrNoHold = s.cfg.rolling, s.cfg.corrOOS, s.cfg.corrNoHold // (the stream's rolling columns: not detect keys)
 	s.cfg = cfg
 	if hcChanged {
 		// New grid or detector: counted afresh from the window. (A failure, returned, said

@@ -123,10 +123,6 @@ type Deps struct {
 	// pairs: pipeline.Cycles): a model reads a pair only when its window spans the pair's period
 	// (cycles.go).
 	Cycles []Cycle
-	// Rolling are the stream's rolling columns (ingest.derive's mean and std: pipeline.Rolling):
-	// under OUTLIERD_KEYROLL31B=1 a key's model counts their tails in independent values
-	// (keyed_rolling.go).
-	Rolling []Rolling
 }
 
 // buildState is the model builds' bookkeeping.
@@ -169,13 +165,6 @@ func NewStageContext(ctx context.Context, cfg Config, features []string, withSD 
 	s.ext.seed = maphash.MakeSeed()
 	if s.cycles, err = resolveCycles(deps.Cycles, features); err != nil {
 		return nil, err
-	}
-	corr, err := rollingCorr(deps.Rolling, features)
-	if err != nil {
-		return nil, err
-	}
-	if corr != nil {
-		s.cfg.rolling, s.cfg.corrOOS, s.cfg.corrNoHold = &corr, true, keyroll31bHold()
 	}
 	if s.cycles != nil {
 		s.recs.times = make([]int64, cfg.Window)

@@ -23,12 +23,6 @@ type Tail struct {
 	// the values tie), the mean absolute deviation from the median on the same scale
 	// (tiedSpread); 1 for a constant feature (always > 0).
 	Spread []float64
-	// Corr (nil: none; keyroll31's candidate, a key's model only) is each feature's correlation
-	// time c: the window's records per independent value of the feature (a rolling mean or std
-	// of `last` readings: last). A feature of c > 1 counts its tail in independent values:
-	// its window of n records holds n / c of them, a count m of its records m / c (each at
-	// least 1), so a value beyond the range says ln(n / c), not ln n (corrSurprisal).
-	Corr []float64
 
 	// index[j] narrows the two searches of feature j to one bucket (derived from Sorted: built
 	// by NewTail and TailOf; a Tail without it searches all of Sorted[j]).
@@ -291,9 +285,6 @@ func (t *Tail) surprisal(j int, x float32, base float64) float64 {
 		le, lt = counts(s, x)
 	}
 	ge := n - lt
-	if t.Corr != nil && t.Corr[j] > 1 {
-		return t.corrSurprisal(j, x, le, ge)
-	}
 	switch {
 	case n > 0 && x < s[0]:
 		return base - logInt(max(le, 1)) + beyond((float64(s[0])-float64(x))/t.Spread[j], base)
@@ -301,36 +292,6 @@ func (t *Tail) surprisal(j int, x float32, base float64) float64 {
 		return base - logInt(max(ge, 1)) + beyond((float64(x)-float64(s[n-1]))/t.Spread[j], base)
 	}
 	return base - logInt(max(min(le, ge), 1))
-}
-
-// corrSurprisal is surprisal for feature j of correlation time c = Corr[j] > 1: its counts (le
-// values at most x, ge at least x, of n) read in independent values (Corr).
-func (t *Tail) corrSurprisal(j int, x float32, le, ge int) float64 {
-	s, c := t.Sorted[j], t.Corr[j]
-	n := len(s)
-	base := lnIndependent(n, c)
-	switch {
-	case n > 0 && x < s[0]:
-		return base - lnIndependent(le, c) + beyond((float64(s[0])-float64(x))/t.Spread[j], base)
-	case n > 0 && x > s[n-1]:
-		return base - lnIndependent(ge, c) + beyond((float64(x)-float64(s[n-1]))/t.Spread[j], base)
-	}
-	return base - lnIndependent(min(le, ge), c)
-}
-
-// lnIndependent is ln max(m / c, 1): the logarithm of m records counted in independent values
-// of c records each, at least one.
-func lnIndependent(m int, c float64) float64 {
-	return math.Log(max(float64(m)/c, 1))
-}
-
-// TailSurprisalCorr is TailSurprisal for a feature of correlation time c (Tail.Corr; c <= 1:
-// TailSurprisal's bits).
-func TailSurprisalCorr(n, lt, le int, c float64) float64 {
-	if !(c > 1) {
-		return TailSurprisal(n, lt, le)
-	}
-	return lnIndependent(n, c) - lnIndependent(min(le, n-lt), c)
 }
 
 // The logarithms of the counts: a tail's surprisal and a calibration's are logarithms of
@@ -435,9 +396,7 @@ func (t *Tail) ScoreExcept(q [][]float32, out []float64, skip []bool) {
 		bases = append(bases, logInt(len(t.Sorted[j])))
 	}
 	if len(t.robust) != len(t.Sorted) { // a Tail built as a literal: no index
-		corr := t.Corr
 		t = TailOf(t.Sorted, t.Spread)
-		t.Corr = corr
 	}
 	for i := range out {
 		if skip != nil && skip[i] {
