@@ -11,4 +11,5 @@ for b in ['cand1', 'cand2']:
     for d, c, rr in [('spikes', 'std32', 0.9), ('spikes', 'mean32', 0.9), ('stuck', 'std32', 0.8), ('bursts', 'std32', 0.8), ('stuck', 'mean32', None), ('bursts', 'mean32', None)]:
         m = {x: [sum(r[f'{x}|{d}|{s}|{c}'][k] or 0 for s in seeds) / len(seeds) for k in ('average_precision', 'recall')] for x in ('main', b)}
         ok = '' if rr is None else ('holds' if m[b][0] >= m['main'][0] and m[b][1] >= rr * m['main'][1] else 'FAILS')
-        print(f"   {d} {c}: AP {m['main'][0]:.3f} -> {m[b][0]:.3f}, recall {m['main'][1]:.3f} -> {m[b][1]:.3f} ({m[b][1] / max(m['main'][1], 1e-9):.2f}x) {ok}")
+        ratio = f"{m[b][1] / m['main'][1]:.2f}x" if m['main'][1] > 0 else 'main 0'
+        print(f"   {d} {c}: AP {m['main'][0]:.3f} -> {m[b][0]:.3f}, recall {m['main'][1]:.3f} -> {m[b][1]:.3f} ({ratio}) {ok}")
