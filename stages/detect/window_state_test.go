@@ -301,10 +301,11 @@ func TestWindowFileRefusals(t *testing.T) {
 		}
 		return buf.Bytes()
 	}
-	payload, err := encodeWindowContext(context.Background(), w)
-	if err != nil {
+	var enc bytes.Buffer
+	if err := writeWindowPayload(context.Background(), &enc, w); err != nil {
 		t.Fatal(err)
 	}
+	payload := enc.Bytes()
 	for _, tc := range []struct {
 		name, want string
 		file       []byte
