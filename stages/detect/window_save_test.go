@@ -1,7 +1,10 @@
 package detect
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -110,5 +113,37 @@ func TestWindowSaveHoldsNoEncoding(t *testing.T) {
 	t.Logf("the save of a file of %d bytes allocated %d", file, alloc)
 	if alloc > file/8 {
 		t.Errorf("the save allocated %d bytes for a file of %d, want at most an eighth (%d)", alloc, file, file/8)
+	}
+}
+
+// TestWindowPayloadRawIsEncoded: the payload copied from memory (a little-endian host's) is the
+// payload encoded value by value, byte for byte (with uncertainty columns and event times, a
+// window of more than one piece); it is this host's way only when the host is little-endian.
+func TestWindowPayloadRawIsEncoded(t *testing.T) {
+	s, dir := fullWindowStage(t, 3*winPiece+5, 3, true)
+	defer os.RemoveAll(dir)
+	defer s.Close()
+	defer s.PassedOnDropped() // (its Close saves nothing)
+	w := s.windowCopy()
+	w.times = make([]int64, w.held())
+	for i := range w.times {
+		w.times[i] = int64(i)*1000 - 7
+	}
+	w.cols[1][3] = float32(math.NaN())
+	var raw, enc bytes.Buffer
+	if err := writeWindowPieces(context.Background(), &raw, w, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeWindowPieces(context.Background(), &enc, w, false); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(raw.Bytes(), enc.Bytes()) || uint64(enc.Len()) != w.payloadLen() {
+		t.Errorf("payload copied from memory (%d bytes) differs from the one encoded (%d bytes, want %d)", raw.Len(), enc.Len(), w.payloadLen())
+	}
+	if got, err := decodeWindow(enc.Bytes()); err != nil || !slices.Equal(got.times, w.times) || !slices.Equal(got.offs, w.offs) {
+		t.Errorf("the encoded payload decodes to %v, %v", got, err)
+	}
+	if want := binary.LittleEndian.Uint16([]byte{1, 0}) == binary.NativeEndian.Uint16([]byte{1, 0}); leHost != want {
+		t.Errorf("leHost %v on a host whose native order is little-endian: %v", leHost, want)
 	}
 }
