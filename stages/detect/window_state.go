@@ -170,7 +170,7 @@ func writeWindowPayload(ctx context.Context, wr io.Writer, w *windowState) error
 var leHost = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // writeWindowPieces is writeWindowPayload, the columns, partitions, offsets and event times
-// copied from memory when raw (a little-endian host: about twice as fast at 1,000,000 x 20,
+// copied from memory when raw (a little-endian host: 1,000,000 x 20 in 7-11 ms, not 47-104,
 // docs/BENCHMARKS.md §13.2.11), encoded value by value otherwise (the same bytes:
 // TestWindowPayloadRawIsEncoded).
 func writeWindowPieces(ctx context.Context, wr io.Writer, w *windowState, raw bool) error {
