@@ -33,6 +33,12 @@ import (
 // the digest as it was. A digest is 64 bits of hash/maphash under a seed drawn at the stage's
 // start: a changed state digests equal with a probability of about 2^-64.
 //
+// The global window (window_state.go) is compared the same way, by the digest of its payload:
+// the bytes writeWindowPayload gives the file, written into the hash instead (24-39 ms at
+// 1,000,000 records of 20 features, against a save of about 0.5 s; docs/BENCHMARKS.md
+// §13.2.11); its start's digest is the newest window file's payload's, and stands only if the
+// rest of the start left the window as that file holds it (noteLoaded).
+//
 // The digests of the start are those of the files it loaded, as the files hold them: a file of
 // an older format, or one whose load changed what it held (noteLoaded), gives none, and the
 // first save writes it. Cost: at the start, two passes over the keys' windows (hashing is

@@ -41,12 +41,8 @@ func feedScores(t testing.TB, s *Stage, mem memory.Allocator, d *synth.Data, lo,
 // 1,100 records ranked otherwise than uninterrupted (the horizon and the episode's peaks
 // restarted with the ring).
 func TestRestartKeepsRecentScores(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	d := testData(2600, 6)
-	cfg := testConfig()
+	mem, d, cfg := restartSetup(t, 2600)
 	cfg.RecentPast, cfg.RecentPastWeight = 100, PastWeightStale
-	cfg.StateDir = t.TempDir()
 	stopAfter(t, cfg, mem, d, 1500, 250)
 	b := newTestStage(t, cfg)
 	got := feedScores(t, b, mem, d, 1500, 2600, 100)

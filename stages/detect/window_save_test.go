@@ -11,11 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow/go/v15/arrow/memory"
-	"github.com/rs/zerolog"
-
 	"github.com/outlierd/outlierd/internal/core/sealed"
-	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
 // TestWindowNotSavedAgainUnchanged: a stop that finds the window as state_dir's newest window
@@ -25,23 +21,10 @@ import (
 // stop. Failed before the digest: every stop wrote the window again (3 files after the first
 // stop of nothing, want 2).
 func TestWindowNotSavedAgainUnchanged(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	d := testData(2000, 6)
-	cfg := testConfig()
-	cfg.StateDir = t.TempDir()
+	mem, d, cfg := restartSetup(t, 2000)
 	a := stopAfter(t, cfg, mem, d, 1500, 250)
 	saved := windowFiles(t, a) // (the first model's install and the stop)
-
-	start := func(cfg Config) (*Stage, *testsupport.LogBuffer) {
-		var logs testsupport.LogBuffer
-		s, err := NewStage(cfg, []string{"x1", "x2", "x3"}, true, Deps{Log: zerolog.New(&logs)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s, &logs
-	}
-	b, logs := start(cfg)
+	b, logs := loggedStage(t, cfg)
 	b.Close()
 	if got := windowFiles(t, b); !slices.Equal(got, saved) {
 		t.Errorf("window files %v after a stop that read no record, want %v (none written)", got, saved)
@@ -50,7 +33,7 @@ func TestWindowNotSavedAgainUnchanged(t *testing.T) {
 		t.Errorf("log %q: want the save said skipped, the file named", logs.String())
 	}
 
-	c, logs := start(cfg)
+	c, logs := loggedStage(t, cfg)
 	feed(t, c, mem, d, 1500, 1501, 1)
 	c.Close()
 	got := windowFiles(t, c)
@@ -61,7 +44,7 @@ func TestWindowNotSavedAgainUnchanged(t *testing.T) {
 		t.Errorf("log %q: a changed window said unchanged", logs.String())
 	}
 	e := newTestStage(t, cfg)
-	if e.win.Len() != 1501 || e.recs.offs[(e.recs.pushed-1)%uint64(len(e.recs.offs))] != 1500 {
+	if e.win.Len() != 1501 || newestOffset(e) != 1500 {
 		t.Errorf("the start after it: %d records, want 1,501 (to offset 1,500)", e.win.Len())
 	}
 	e.Close() // (unchanged: writes nothing)
@@ -72,7 +55,7 @@ func TestWindowNotSavedAgainUnchanged(t *testing.T) {
 	shrunk := cfg
 	shrunk.Window = 1200
 	shrunk.BeforeModel = BeforeModelPass // (the model snapshot, of another window, does not load: under hold the stop would save no window)
-	f, _ := start(shrunk)
+	f, _ := loggedStage(t, shrunk)
 	if f.win.Len() != 1200 {
 		t.Fatalf("setup: %d records restored under a window of 1,200", f.win.Len())
 	}
