@@ -15,9 +15,12 @@ import (
 
 // BenchmarkWindowState: the window's save and load (window_state.go) at the default window
 // (50,000 records of the sensor stream's 8 features with their uncertainties) and at 1,000,000
-// records of 20 features: copy (on the stage's goroutine, at a save), encode, save (encode,
-// write, fsync, rename, directory fsync: the save's goroutine, or the stop's), load (read,
-// checksum, decode, put back: the start). docs/BENCHMARKS.md §13.2.10.
+// records of 20 features: copy (on the stage's goroutine, at a save), encode, digest (the
+// payload hashed: keyed_unchanged.go), save (digest, encode, write, fsync, rename, directory
+// fsync: the save's goroutine, or the stop's), unchanged (a stop's save that finds the window as
+// the newest file holds it: copy and digest), periodic (copy and save; its B/op is what the save
+// allocates), load (read, checksum, decode, put back: the start). docs/BENCHMARKS.md §13.2.10,
+// §13.2.11.
 //
 //	go test ./stages/detect/ -run '^$' -bench BenchmarkWindowState -benchtime 5x
 func BenchmarkWindowState(b *testing.B) {
@@ -59,6 +62,17 @@ func BenchmarkWindowState(b *testing.B) {
 					s.writeWindow(context.Background(), s.ext.snaps, w, false)
 				}
 				b.ReportMetric(float64(w.payloadLen()+sealed.HeaderSize+sealed.SumSize), "file_bytes")
+			})
+			b.Run("unchanged", func(b *testing.B) { // (a stop that finds the window as the newest file holds it: the copy and the digest, nothing written)
+				s.ext.saved.set(&s.ext.saved.window, 0, "")
+				s.writeWindow(context.Background(), s.ext.snaps, w, false)
+				files := len(windowFiles(b, s))
+				for b.Loop() {
+					s.writeWindow(context.Background(), s.ext.snaps, s.windowCopy(), true)
+				}
+				if n := len(windowFiles(b, s)); n != files {
+					b.Fatalf("%d window files after the unchanged saves, want %d", n, files)
+				}
 			})
 			b.Run("periodic", func(b *testing.B) { // (a periodic save's copy and write: its B/op is what it allocates, held as it writes)
 				b.ReportAllocs()

@@ -32,7 +32,7 @@ func removeWindowFiles(t *testing.T, dir string) {
 }
 
 // windowFiles lists dir's window files, newest first.
-func windowFiles(t *testing.T, s *Stage) []string {
+func windowFiles(t testing.TB, s *Stage) []string {
 	t.Helper()
 	files, err := s.ext.snaps.list(windowPrefix)
 	if err != nil {
