@@ -273,6 +273,12 @@ func TestAlarmStateFile(t *testing.T) {
 		size += 21 + len(k)
 	}
 	size += 13 * len(saved.at.Taken)
+	// The stream's recent past (format 6): 12 bytes when empty; its ring of m scores 48 + 8 m
+	// more and 8 a block maximum of its horizon (no recent_past here: no rows, no stale marks).
+	size += 12
+	if g := saved.recent.ring; len(g.s) > 0 {
+		size += 48 + 8*len(g.s) + 8*len(g.peaks)
+	}
 	if len(saved.at.Taken) == 0 {
 		t.Error("no partition taken in the alarm state saved")
 	}

@@ -75,6 +75,10 @@ import (
 // groups pruned past the bound, held for their keys' next alerts (alert_carry.go), are saved as
 // such groups too (2026-11-29: the same meaning, no format change), at most maxCarriedKeys more.
 //
+// Format 6 is format 5 with the stream's recent past at the end (recent_state.go: what
+// scores.recent ranks against; 12 bytes when empty, a builder's). A file of format 5 or before
+// starts it empty, as every restart did before (2026-11-29).
+//
 // A scorer's keys' caps are its own (its keys' models come from the model topic, their flags
 // from it): each is given back to its key when the key's model is installed again after the
 // restart (InstallKeyModels), so that its alarm goes on; those of keys whose partitions moved
@@ -87,7 +91,7 @@ import (
 const (
 	alarmsSnapshotMagic = "\x89ODAS\r\n\x1a"
 	// AlarmsSnapshotFormat is the newest alarm state format this code reads and writes.
-	AlarmsSnapshotFormat = 5
+	AlarmsSnapshotFormat = 6
 	alarmsPrefix         = "alarms-"
 )
 
@@ -106,6 +110,7 @@ type alarmState struct {
 	at      AlertsAt
 	keyCaps map[string]savedCap // a scorer's keys' caps
 	fleet   *fleetTail          // a scorer's fleet pool (nil: empty)
+	recent  *recentState        // the stream's recent past (format 6; nil: empty)
 	// capsWindow is the keys' caps' records (keys.window) in the file read; capsDropped counts
 	// those dropped for another keys.window (decodeAlarms).
 	capsWindow, capsDropped int
@@ -125,7 +130,7 @@ func (s *Stage) alarmsCopy() *alarmState {
 	if r := s.groups.restored; r != nil { // (no record taken since the restore: where it stood)
 		a.at = AlertsAt{Taken: maps.Clone(r.Taken), Committed: maps.Clone(r.Committed)}
 	}
-	a.series.keyed = maps.Clone(s.series.keyed)
+	a.series.keyed, a.recent = maps.Clone(s.series.keyed), s.recentCopy()
 	if s.keyed != nil && len(s.keyed.hand.back) > 0 { // (keys evicted since the last batch: their flags, as the next batch notes them)
 		a.series.handBack(s.keyed.hand.back, s.series.pos, s.cfg.Window, capLimit(s.cfg.AlarmRate, s.cfg.Window))
 	}
@@ -219,6 +224,7 @@ func (a *alarmState) encode(keysWindow int) []byte {
 	}
 	a.encodeKeyCaps(&e, keysWindow)
 	encodeFleet(&e, a.fleet)
+	encodeRecent(&e, a.recent)
 	return e.Payload()
 }
 
@@ -455,6 +461,11 @@ func decodeAlarms(format uint32, p []byte, window, keysWindow int) (*alarmState,
 			return nil, err
 		}
 	}
+	if format >= 6 {
+		if a.recent, err = decodeRecent(d); err != nil {
+			return nil, err
+		}
+	}
 	if a.series.keyless > a.series.pos || a.series.newest > a.series.pos {
 		return nil, snapErr("series at %d and %d, the stream at %d", a.series.keyless, a.series.newest, a.series.pos)
 	}
@@ -524,6 +535,9 @@ func (s *Stage) loadAlarms(ctx context.Context, keysAt uint64) error {
 			continue
 		}
 		*s.alarms, s.series = a.cap, a.series
+		if a.recent != nil {
+			s.restoreRecent(a.recent)
+		}
 		s.restoreGroups(a)
 		if s.keyed != nil && a.series.pos != keysAt { // (saved apart: the keys' positions moved with the stream's)
 			s.keyed.rebase(keysAt, a.series.pos)

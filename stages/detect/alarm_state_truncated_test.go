@@ -173,12 +173,21 @@ func groupsAt(window int) int {
 }
 
 // encodeAs is the payload in format version format (an older one: what the older files hold,
-// for the tests of their reading; what it lacks, left out); the newest is encode's. Format 4 is
-// 5 without the dropped groups (and their flag). Formats 1-3 differ from 4 only in what 4 added: the groups' generation, their flags, the offsets taken;
+// for the tests of their reading; what it lacks, left out); the newest is encode's. Format 5 is
+// 6 without the recent past; 4 is 5 without the dropped groups (and their flag). Formats 1-3 differ from 4 only in what 4 added: the groups' generation, their flags, the offsets taken;
 // 3 added the groups' partitions, 2 the keys' fleet.
 func (a *alarmState) encodeAs(format uint32, keysWindow int) []byte {
 	if format == AlarmsSnapshotFormat {
 		return a.encode(keysWindow)
+	}
+	withoutRecent := func(a *alarmState) []byte { // (format 6's layout without the recent past at its end)
+		p := a.encode(keysWindow)
+		var r sealed.Encoder
+		encodeRecent(&r, a.recent)
+		return p[:len(p)-len(r.Payload())]
+	}
+	if format == 5 {
+		return withoutRecent(a)
 	}
 	// Before format 5 a dropped group was forgotten at the drop: the files hold none.
 	b := *a
@@ -186,7 +195,7 @@ func (a *alarmState) encodeAs(format uint32, keysWindow int) []byte {
 	maps.DeleteFunc(b.groups, func(_ string, g alertGroup) bool { return g.dropped })
 	a = &b
 	if format == 4 { // format 5's layout
-		return a.encode(keysWindow)
+		return withoutRecent(a)
 	}
 	if format < 1 || format > 4 {
 		panic(fmt.Sprintf("encodeAs: no writer for alarm state format %d (the newest is %d)", format, AlarmsSnapshotFormat))

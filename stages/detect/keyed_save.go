@@ -97,7 +97,7 @@ func (s *Stage) saveKeys(wait bool) {
 			s.writeAlarms(ctx, d, al, cfg.Keys.Window, wait)
 		}
 		if ws != nil {
-			s.writeWindow(ctx, d, ws)
+			s.writeWindow(ctx, d, ws, wait)
 		}
 		if states == nil {
 			return

@@ -121,8 +121,8 @@ func TestAlarmStateFormat1(t *testing.T) {
 		t.Fatal("written again as format 1: other bytes (the older formats' writing, which the tests of their reading use)")
 	}
 	again := a.encode(cfg.Keys.Window)
-	if len(again) != len(p)+4+8+5*len(a.groups)+4 {
-		t.Fatalf("written again: %d bytes, want the %d read, 4 (an empty pool), 8 (the groups' generation, none), 5 a group (%d: partition -1, flags) and 4 (no committed offsets)",
+	if len(again) != len(p)+4+8+5*len(a.groups)+4+12 {
+		t.Fatalf("written again: %d bytes, want the %d read, 4 (an empty pool), 8 (the groups' generation, none), 5 a group (%d: partition -1, flags), 4 (no committed offsets) and 12 (an empty recent past)",
 			len(again), len(p), len(a.groups))
 	}
 	if b, err := decodeAlarms(AlarmsSnapshotFormat, again, cfg.Window, cfg.Keys.Window); err != nil || !bytes.Equal(b.encode(cfg.Keys.Window), again) {

@@ -33,6 +33,12 @@ import (
 // the digest as it was. A digest is 64 bits of hash/maphash under a seed drawn at the stage's
 // start: a changed state digests equal with a probability of about 2^-64.
 //
+// The global window (window_state.go) is compared the same way, by the digest of its payload:
+// the bytes writeWindowPayload gives the file, written into the hash instead (24-39 ms at
+// 1,000,000 records of 20 features, against a save of about 0.5 s; docs/BENCHMARKS.md
+// §13.2.11); its start's digest is the newest window file's payload's, and stands only if the
+// rest of the start left the window as that file holds it (noteLoaded).
+//
 // The digests of the start are those of the files it loaded, as the files hold them: a file of
 // an older format, or one whose load changed what it held (noteLoaded), gives none, and the
 // first save writes it. Cost: at the start, two passes over the keys' windows (hashing is
@@ -45,8 +51,8 @@ import (
 // them back (file: that file; "": none known, the next save writes). Saves in flight set them
 // on their own goroutine.
 type savedState struct {
-	mu           sync.Mutex
-	keys, alarms savedDigest
+	mu                   sync.Mutex
+	keys, alarms, window savedDigest
 }
 
 type savedDigest struct {
@@ -73,14 +79,26 @@ func (v *savedState) set(of *savedDigest, sum uint64, file string) {
 // moves their caps' positions to its own stream position when they were saved apart): otherwise
 // the first save writes them. (The alarm state's digest is its file's payload's, loadAlarms':
 // a load that dropped or moved anything of it encodes otherwise at the save, which writes it.)
+// The window's digest, its newest file's payload's (loadWindow), stands only if the rest of the
+// start left the window as the file holds it (the build triggers resumed from it, the same
+// detect.window, the same columns of event times): otherwise the first save writes it.
 func (s *Stage) noteLoaded() {
 	v := &s.ext.saved
-	if v.keys.file == "" {
-		return
+	if v.keys.file != "" {
+		sum, err := s.liveKeysDigest(context.Background(), s.series.pos) // (the start's load is over: no stop cuts this)
+		if _, same := v.unchanged(&v.keys, sum); err != nil || !same {
+			v.set(&v.keys, 0, "")
+		}
 	}
-	sum, err := s.liveKeysDigest(context.Background(), s.series.pos) // (the start's load is over: no stop cuts this)
-	if _, same := v.unchanged(&v.keys, sum); err != nil || !same {
-		v.set(&v.keys, 0, "")
+	if v.window.file != "" {
+		same := false
+		if w := s.windowCopy(); w != nil {
+			sum, _ := windowDigest(context.Background(), s.ext.seed, w) // (no error: the context never ends)
+			_, same = v.unchanged(&v.window, sum)
+		}
+		if !same {
+			v.set(&v.window, 0, "")
+		}
 	}
 }
 

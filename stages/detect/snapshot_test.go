@@ -383,10 +383,9 @@ func TestStageResumesFromSnapshot(t *testing.T) {
 	if b.Model() == nil || b.Model().Version != 1 {
 		t.Fatalf("stage b did not resume from the snapshot: %v", b.Model())
 	}
-	// The same records at the same stream index score identically on both stages. The recent
-	// scores are the process's, not the model's (as the alarm cap): a resumed stage starts
-	// them empty, so a's are emptied too.
-	a.recent = recentRing{}
+	// The same records at the same stream index score identically on both stages, their recent
+	// scores too: the stream's recent past is saved with the alarm state (recent_state.go; before,
+	// a resumed stage started it empty and a's was emptied here to match).
 	sa := scoreWith(t, a, mem, d, 3000, 3400)
 	sb := scoreWith(t, b, mem, d, 3000, 3400)
 	if !reflect.DeepEqual(sa, sb) {

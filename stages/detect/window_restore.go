@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"hash/maphash"
 	"slices"
 	"time"
 )
@@ -132,11 +133,15 @@ func (s *Stage) loadWindow(ctx context.Context) (*windowState, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, path := range files {
+	for k, path := range files {
 		var w *windowState
-		err := readSealedFile(ctx, path, windowSnapshotFile, func(_ uint32, p []byte) (err error) {
+		var sum uint64
+		err := readSealedFile(ctx, path, windowSnapshotFile, func(format uint32, p []byte) (err error) {
 			if w, err = decodeWindow(p); err == nil {
 				err = w.fits(s.features, s.withSD)
+			}
+			if err == nil && format == WindowSnapshotFormat && k == 0 {
+				sum = maphash.Bytes(s.ext.seed, p)
 			}
 			return err
 		})
@@ -153,6 +158,9 @@ func (s *Stage) loadWindow(ctx context.Context) (*windowState, error) {
 		}
 		if err := s.restoreWindow(w); err != nil {
 			return nil, err
+		}
+		if k == 0 && sum != 0 { // (the newest file, as it holds it: noteLoaded checks that the rest of the start left the window so)
+			s.ext.saved.set(&s.ext.saved.window, sum, path)
 		}
 		ev := s.deps.Log.Info().Str("file", path).Int("records", s.win.Len()).Uint64("saved_with_model", w.version)
 		if w.capacity != s.cfg.Window {

@@ -2,12 +2,15 @@ package detect
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/outlierd/outlierd/internal/core/sealed"
 )
@@ -117,11 +120,22 @@ func (s *Stage) windowCopy() *windowState {
 	return w
 }
 
-// encodeWindowContext is w's payload in the format above; ctx ends it between columns.
-func encodeWindowContext(ctx context.Context, w *windowState) ([]byte, error) {
-	n, dims := w.held(), len(w.features)
-	var e sealed.Encoder
-	e.U32(uint32(dims))
+// winPiece is how many values writeWindowPayload encodes between two writes (64 KiB of a
+// column): a save holds that much of the encoding, not the payload, and looks at its context
+// between pieces.
+const winPiece = 16 << 10
+
+// payloadLen is the length of w's payload in the format above.
+func (w *windowState) payloadLen() uint64 {
+	n := 4 + 4 + 3*8 + 4 + uint64(len(w.topic)) + 4*8 // (dims, flags, names below, capacity, pushed, held, topic, triggers)
+	for _, f := range w.features {
+		n += 4 + uint64(len(f))
+	}
+	return n + uint64(w.held())*winRecordBytes(len(w.features), w.flags())
+}
+
+// flags is w's payload flags.
+func (w *windowState) flags() uint32 {
 	var flags uint32
 	if w.sds != nil {
 		flags |= winFlagSDs
@@ -129,46 +143,130 @@ func encodeWindowContext(ctx context.Context, w *windowState) ([]byte, error) {
 	if w.times != nil {
 		flags |= winFlagTimes
 	}
-	e.U32(flags)
+	return flags
+}
+
+// winRecordBytes is the bytes a record takes in a payload of dims features under flags.
+func winRecordBytes(dims int, flags uint32) uint64 {
+	per := 4*uint64(dims) + 4 + 8 + 1 // (columns, partition, offset, marks)
+	if flags&winFlagSDs != 0 {
+		per += 4 * uint64(dims)
+	}
+	if flags&winFlagTimes != 0 {
+		per += 8
+	}
+	return per
+}
+
+// writeWindowPayload writes w's payload in the format above to wr, winPiece values at a time
+// (a save's file, or a digest: keyed_unchanged.go); ctx ends it between two pieces, with
+// ctx.Err().
+func writeWindowPayload(ctx context.Context, wr io.Writer, w *windowState) error {
+	return writeWindowPieces(ctx, wr, w, leHost)
+}
+
+// leHost says whether this machine stores numbers little-endian, as the file does: a column's
+// memory is then its encoding, copied as it is.
+var leHost = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// writeWindowPieces is writeWindowPayload, the columns, partitions, offsets and event times
+// copied from memory when raw (a little-endian host: 1,000,000 x 20 in 7-11 ms, not 47-104,
+// docs/BENCHMARKS.md §13.2.11), encoded value by value otherwise (the same bytes:
+// TestWindowPayloadRawIsEncoded).
+func writeWindowPieces(ctx context.Context, wr io.Writer, w *windowState, raw bool) error {
+	var e sealed.Encoder
+	e.Grow(8 * winPiece) // (the largest piece: offsets or event times)
+	out := func() error {
+		if _, err := wr.Write(e.Payload()); err != nil {
+			return err
+		}
+		e.Reset()
+		return ctx.Err()
+	}
+	e.U32(uint32(len(w.features)))
+	e.U32(w.flags())
 	for _, f := range w.features {
 		e.Text(f)
 	}
 	e.U64(uint64(w.capacity))
 	e.U64(w.pushed)
-	e.U64(uint64(n))
+	e.U64(uint64(w.held()))
 	e.Text(w.topic)
 	e.U64(w.version)
 	e.U64(uint64(w.sinceLast))
 	e.U64(uint64(w.sinceRank))
 	e.U64(uint64(w.lastBuild.UnixNano()))
+	if err := out(); err != nil {
+		return err
+	}
 	for _, cols := range [][][]float32{w.cols, w.sds} {
 		for _, c := range cols {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+			if err := inPieces(&e, c, raw, (*sealed.Encoder).F32s, out); err != nil {
+				return err
 			}
-			e.F32s(c)
 		}
 	}
-	for _, p := range w.parts {
-		e.U32(uint32(p))
-	}
-	for _, o := range w.offs {
-		e.U64(uint64(o))
-	}
-	for _, t := range w.times {
-		e.U64(uint64(t))
-	}
-	marks := make([]byte, n)
-	for i := range marks {
-		if w.sig[i] {
-			marks[i] |= winMarkSig
+	if err := inPieces(&e, w.parts, raw, func(e *sealed.Encoder, v []int32) {
+		for _, p := range v {
+			e.U32(uint32(p))
 		}
-		if w.warm[i] {
-			marks[i] |= winMarkWarm
+	}, out); err != nil {
+		return err
+	}
+	for _, v := range [][]int64{w.offs, w.times} { // (offsets, event times)
+		if err := inPieces(&e, v, raw, func(e *sealed.Encoder, v []int64) {
+			for _, x := range v {
+				e.U64(uint64(x))
+			}
+		}, out); err != nil {
+			return err
 		}
 	}
-	e.Raw(marks)
-	return e.Payload(), nil
+	marks := make([]byte, min(winPiece, w.held()))
+	for lo := 0; lo < w.held(); lo += winPiece {
+		m := marks[:min(winPiece, w.held()-lo)]
+		for i := range m {
+			m[i] = 0
+			if w.sig[lo+i] {
+				m[i] |= winMarkSig
+			}
+			if w.warm[lo+i] {
+				m[i] |= winMarkWarm
+			}
+		}
+		e.Raw(m)
+		if err := out(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// windowDigest is the digest (keyed_unchanged.go) of w's payload, that is of the bytes
+// between a window file's header and its checksum, under seed: maphash.Bytes of a file's
+// payload is the same number. ctx ends it as it ends writeWindowPayload.
+func windowDigest(ctx context.Context, seed maphash.Seed, w *windowState) (uint64, error) {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	err := writeWindowPayload(ctx, &h, w)
+	return h.Sum64(), err
+}
+
+// inPieces encodes v winPiece values at a time, each piece written out by out: its memory when
+// raw (a little-endian host's: each value's bits, little-endian), else by put.
+func inPieces[T int32 | int64 | float32](e *sealed.Encoder, v []T, raw bool, put func(*sealed.Encoder, []T), out func() error) error {
+	for lo := 0; lo < len(v); lo += winPiece {
+		p := v[lo:min(len(v), lo+winPiece)]
+		if raw {
+			e.Raw(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(p))), len(p)*int(unsafe.Sizeof(p[0]))))
+		} else {
+			put(e, p)
+		}
+		if err := out(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // decodeWindow reads a payload of the format above. A header the payload cannot hold, a count
@@ -205,13 +303,7 @@ func decodeWindow(p []byte) (*windowState, error) {
 	case sinceLast > pushed || sinceRank > pushed:
 		return nil, snapErr("window: %d and %d records since the last build and recalibration, %d pushed", sinceLast, sinceRank, pushed)
 	}
-	per := 4*uint64(dims) + 4 + 8 + 1 // (columns, partition, offset, marks)
-	if flags&winFlagSDs != 0 {
-		per += 4 * uint64(dims)
-	}
-	if flags&winFlagTimes != 0 {
-		per += 8
-	}
+	per := winRecordBytes(int(dims), flags)
 	if held > math.MaxUint64/per || held*per != uint64(d.Left()) {
 		return nil, snapErr("window: %d records of %d features (flags %#x) cannot be the %d bytes left", held, dims, flags, d.Left())
 	}
@@ -273,15 +365,27 @@ func (w *windowState) fits(features []string, withSD bool) error {
 }
 
 // writeWindow saves w to d (window-<sequence>.osnap), as the keys' state is saved: ctx (the
-// stop's deadline) ends the encoding, the write and the fsyncs, the file being written removed
-// and the last complete one standing (cutSave logs it).
-func (s *Stage) writeWindow(ctx context.Context, d *SnapshotDir, w *windowState) {
+// stop's deadline) ends the digest, the encoding, the write and the fsyncs, the file being
+// written removed and the last complete one standing (cutSave logs it). The payload is encoded
+// as it is written (sealed.Format.WriteStream): a save holds the window's copy and pieces of
+// its encoding, not the copy and the whole encoding. Nothing is written when the newest window
+// file holds the same payload (keyed_unchanged.go: its digest, of the bytes the file would
+// hold); stop: a stop's save.
+func (s *Stage) writeWindow(ctx context.Context, d *SnapshotDir, w *windowState, stop bool) {
 	start := time.Now()
-	payload, err := encodeWindowContext(ctx, w)
+	sum, err := windowDigest(ctx, s.ext.seed, w)
+	if err == nil {
+		if file, same := s.ext.saved.unchanged(&s.ext.saved.window, sum); same {
+			s.notSavedAgain("window", file, stop)
+			return
+		}
+	}
 	var path string
 	if err == nil {
 		path, err = d.saveAs(ctx, windowPrefix, &d.nextWindow, func(wr io.Writer) error {
-			return windowSnapshotFile.WriteContext(ctx, wr, WindowSnapshotFormat, payload)
+			return windowSnapshotFile.WriteStream(ctx, wr, WindowSnapshotFormat, w.payloadLen(), func(pw io.Writer) error {
+				return writeWindowPayload(ctx, pw, w)
+			})
 		})
 	}
 	if err != nil && cutBy(ctx, err) {
@@ -292,6 +396,7 @@ func (s *Stage) writeWindow(ctx context.Context, d *SnapshotDir, w *windowState)
 		s.deps.Log.Error().Err(err).Int("records", w.held()).Msg("window snapshot failed; a restart would rebuild from the records read after it")
 		return
 	}
-	s.deps.Log.Debug().Str("file", path).Int("records", w.held()).Int("bytes", len(payload)).
+	s.ext.saved.set(&s.ext.saved.window, sum, path)
+	s.deps.Log.Debug().Str("file", path).Int("records", w.held()).Uint64("bytes", w.payloadLen()).
 		Dur("took", time.Since(start)).Msg("window snapshot written")
 }

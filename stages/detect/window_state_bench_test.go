@@ -3,18 +3,24 @@ package detect
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/core/sealed"
 )
 
 // BenchmarkWindowState: the window's save and load (window_state.go) at the default window
 // (50,000 records of the sensor stream's 8 features with their uncertainties) and at 1,000,000
-// records of 20 features: copy (on the stage's goroutine, at a save), encode, save (encode,
-// write, fsync, rename, directory fsync: the save's goroutine, or the stop's), load (read,
-// checksum, decode, put back: the start). docs/BENCHMARKS.md §13.2.10.
+// records of 20 features: copy (on the stage's goroutine, at a save), encode, digest (the
+// payload hashed: keyed_unchanged.go), save (digest, encode, write, fsync, rename, directory
+// fsync: the save's goroutine, or the stop's), unchanged (a stop's save that finds the window as
+// the newest file holds it: copy and digest), periodic (copy and save; its B/op is what the save
+// allocates), load (read, checksum, decode, put back: the start). docs/BENCHMARKS.md §13.2.10,
+// §13.2.11.
 //
 //	go test ./stages/detect/ -run '^$' -bench BenchmarkWindowState -benchtime 5x
 func BenchmarkWindowState(b *testing.B) {
@@ -31,10 +37,6 @@ func BenchmarkWindowState(b *testing.B) {
 			defer s.Close()
 			defer s.PassedOnDropped() // (its Close saves nothing)
 			w := s.windowCopy()
-			payload, err := encodeWindowContext(context.Background(), w)
-			if err != nil {
-				b.Fatal(err)
-			}
 			b.Run("copy", func(b *testing.B) {
 				for b.Loop() {
 					s.windowCopy()
@@ -42,16 +44,42 @@ func BenchmarkWindowState(b *testing.B) {
 			})
 			b.Run("encode", func(b *testing.B) {
 				for b.Loop() {
-					if _, err := encodeWindowContext(context.Background(), w); err != nil {
+					if err := writeWindowPayload(context.Background(), io.Discard, w); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("digest", func(b *testing.B) { // (what a save that finds the window unchanged costs after the copy)
+				for b.Loop() {
+					if _, err := windowDigest(context.Background(), s.ext.seed, w); err != nil {
 						b.Fatal(err)
 					}
 				}
 			})
 			b.Run("save", func(b *testing.B) {
 				for b.Loop() {
-					s.writeWindow(context.Background(), s.ext.snaps, w)
+					s.ext.saved.set(&s.ext.saved.window, 0, "") // (each op a whole save: the window is the one saved before)
+					s.writeWindow(context.Background(), s.ext.snaps, w, false)
 				}
-				b.ReportMetric(float64(len(payload)+52), "file_bytes") // (the envelope: 20 bytes of header, 32 of checksum)
+				b.ReportMetric(float64(w.payloadLen()+sealed.HeaderSize+sealed.SumSize), "file_bytes")
+			})
+			b.Run("unchanged", func(b *testing.B) { // (a stop that finds the window as the newest file holds it: the copy and the digest, nothing written)
+				s.ext.saved.set(&s.ext.saved.window, 0, "")
+				s.writeWindow(context.Background(), s.ext.snaps, w, false)
+				files := len(windowFiles(b, s))
+				for b.Loop() {
+					s.writeWindow(context.Background(), s.ext.snaps, s.windowCopy(), true)
+				}
+				if n := len(windowFiles(b, s)); n != files {
+					b.Fatalf("%d window files after the unchanged saves, want %d", n, files)
+				}
+			})
+			b.Run("periodic", func(b *testing.B) { // (a periodic save's copy and write: its B/op is what it allocates, held as it writes)
+				b.ReportAllocs()
+				for b.Loop() {
+					s.ext.saved.set(&s.ext.saved.window, 0, "")
+					s.writeWindow(context.Background(), s.ext.snaps, s.windowCopy(), false)
+				}
 			})
 			b.Run("load", func(b *testing.B) {
 				cfg := s.cfg
@@ -75,7 +103,7 @@ func BenchmarkWindowState(b *testing.B) {
 // fullWindowStage is a stage (state_dir a new directory) whose window holds records records of
 // dims standard normal features (and uncertainties), a tenth of them warming and a hundredth
 // significant, from three partitions.
-func fullWindowStage(b *testing.B, records, dims int, withSD bool) (*Stage, string) {
+func fullWindowStage(b testing.TB, records, dims int, withSD bool) (*Stage, string) {
 	b.Helper()
 	cfg := Default()
 	cfg.Window, cfg.MinRecords = records, records

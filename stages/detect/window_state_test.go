@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/outlierd/outlierd/internal/datasets/synth"
+	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
 // removeWindowFiles deletes dir's window files: the state_dir of a release before them.
@@ -31,13 +32,46 @@ func removeWindowFiles(t *testing.T, dir string) {
 }
 
 // windowFiles lists dir's window files, newest first.
-func windowFiles(t *testing.T, s *Stage) []string {
+func windowFiles(t testing.TB, s *Stage) []string {
 	t.Helper()
 	files, err := s.ext.snaps.list(windowPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// checkedMem is a checked allocator whose every record the test must have released by its end
+// (asserted at its cleanup: after the stages' Close, which newTestStage registers later).
+func checkedMem(t *testing.T) *memory.CheckedAllocator {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	t.Cleanup(func() { mem.AssertSize(t, 0) })
+	return mem
+}
+
+// restartSetup is the restart tests' set-up: checkedMem, testData's rows records and
+// testConfig with a new state_dir.
+func restartSetup(t *testing.T, rows int) (*memory.CheckedAllocator, *synth.Data, Config) {
+	t.Helper()
+	cfg := testConfig()
+	cfg.StateDir = t.TempDir()
+	return checkedMem(t), testData(rows, 6), cfg
+}
+
+// newestOffset is the offset of the newest record of s's window.
+func newestOffset(s *Stage) int64 { return s.recs.offs[(s.recs.pushed-1)%uint64(len(s.recs.offs))] }
+
+// loggedStage is a stage of cfg over testData's columns (with uncertainties) and its log; the
+// caller closes it.
+func loggedStage(t *testing.T, cfg Config) (*Stage, *testsupport.LogBuffer) {
+	t.Helper()
+	var logs testsupport.LogBuffer
+	s, err := NewStage(cfg, []string{"x1", "x2", "x3"}, true, Deps{Log: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, &logs
 }
 
 // stopAfter runs a stage of cfg over d's records [0, n) in batches of step, stops it gracefully
@@ -58,11 +92,7 @@ func stopAfter(t *testing.T, cfg Config, mem memory.Allocator, d *synth.Data, n,
 // as its members. Before, the window started empty: no rebuild until min_records (1,000) new
 // records had arrived, then one from those alone.
 func TestRestartRebuildsFromTheRestoredWindow(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	d := testData(3000, 6)
-	cfg := testConfig()
-	cfg.StateDir = t.TempDir()
+	mem, d, cfg := restartSetup(t, 3000)
 	a := newTestStage(t, cfg)
 	feed(t, a, mem, d, 0, 2000, 250) // the first model at 1,000 records; the window full at 2,000
 	a.collect(true)
@@ -113,11 +143,7 @@ func TestRestartRebuildsFromTheRestoredWindow(t *testing.T) {
 // the rebuild waited for min_records (TestReloadAfterSnapshotStartSaysWhatTheRebuildWaitsFor
 // keeps that case: a state_dir without a window file).
 func TestReloadAfterRestartRebuildsAtOnce(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	d := testData(2000, 6)
-	cfg := testConfig()
-	cfg.StateDir = t.TempDir()
+	mem, d, cfg := restartSetup(t, 2000)
 	stopAfter(t, cfg, mem, d, 1500, 250)
 
 	b := newTestStage(t, cfg)
@@ -149,8 +175,7 @@ func faultData(rows int, far ...int) *synth.Data {
 // ten records far out) are left out of the first rebuild after the restart, as they are of the
 // uninterrupted stage's: their marks are saved with the window.
 func TestRestartKeepsOutcastsOut(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	far := []int{1200, 1201, 1202, 1203, 1204, 1205, 1206, 1207, 1208, 1209}
 	d := faultData(2000, far...)
 	cfg := testConfig()
@@ -196,11 +221,7 @@ func TestRestartKeepsOutcastsOut(t *testing.T) {
 // references, the copies read again stand, and the guard ends at the first record past the
 // saved ones.
 func TestRestartRereadRecordsCountOnce(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	d := testData(2000, 6)
-	cfg := testConfig()
-	cfg.StateDir = t.TempDir()
+	mem, d, cfg := restartSetup(t, 2000)
 	stopAfter(t, cfg, mem, d, 1500, 250) // (the save a crash would have left: the window to record 1499)
 
 	b := newTestStage(t, cfg)
@@ -232,11 +253,7 @@ func TestRestartRereadRecordsCountOnce(t *testing.T) {
 // keeps its newest 1,200 records (the model snapshot, built for another window, does not fit:
 // the first model is built from them at the first batch); under 3,000 it keeps all and fills on.
 func TestRestartWindowResized(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	d := testData(3000, 6)
-	cfg := testConfig()
-	cfg.StateDir = t.TempDir()
+	mem, d, cfg := restartSetup(t, 3000)
 	stopAfter(t, cfg, mem, d, 2000, 250)
 	for _, tc := range []struct{ window, held int }{{1200, 1200}, {3000, 2000}} {
 		c := cfg
@@ -282,11 +299,7 @@ func copyDir(t *testing.T, dir string) string {
 // features or without the stream's uncertainty columns is skipped with a clear error (the
 // older file or an empty window instead), never a crash or a half-loaded window.
 func TestWindowFileRefusals(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	d := testData(1500, 6)
-	cfg := testConfig()
-	cfg.StateDir = t.TempDir()
+	mem, d, cfg := restartSetup(t, 1500)
 	a := stopAfter(t, cfg, mem, d, 1200, 200)
 	good := windowFiles(t, a)[0]
 	data, err := os.ReadFile(good)
@@ -301,10 +314,11 @@ func TestWindowFileRefusals(t *testing.T) {
 		}
 		return buf.Bytes()
 	}
-	payload, err := encodeWindowContext(context.Background(), w)
-	if err != nil {
+	var enc bytes.Buffer
+	if err := writeWindowPayload(context.Background(), &enc, w); err != nil {
 		t.Fatal(err)
 	}
+	payload := enc.Bytes()
 	for _, tc := range []struct {
 		name, want string
 		file       []byte
@@ -334,13 +348,9 @@ func TestWindowFileRefusals(t *testing.T) {
 			if err := os.WriteFile(bad, tc.file, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			var logs bytes.Buffer
 			c := cfg
 			c.StateDir = dir
-			s, err := NewStage(c, []string{"x1", "x2", "x3"}, true, Deps{Log: zerolog.New(&logs)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, logs := loggedStage(t, c)
 			defer s.Close()
 			if s.win.Len() != 1200 {
 				t.Errorf("%d records restored, want the older file's 1,200", s.win.Len())
@@ -375,11 +385,7 @@ func TestWindowFileRefusals(t *testing.T) {
 // TestScorerKeepsNoWindow: a scorer saves and loads no window (it pushes none); a builder saves
 // its window and loads it back.
 func TestScorerKeepsNoWindow(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	d := testData(1500, 6)
-	cfg := testConfig()
-	cfg.StateDir = t.TempDir()
+	mem, d, cfg := restartSetup(t, 1500)
 	open := func(role Role) *Stage {
 		s, err := NewStage(cfg, []string{"x1", "x2", "x3"}, true, Deps{Log: zerolog.Nop(), Role: role})
 		if err != nil {
@@ -410,11 +416,7 @@ func TestScorerKeepsNoWindow(t *testing.T) {
 // saved, each would be in the window twice and the first model, built once the window holds
 // min_records, would be built from fewer distinct records.
 func TestHeldWindowNotSaved(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	d := testData(1000, 6)
-	cfg := testConfig()
-	cfg.StateDir = t.TempDir()
+	mem, d, cfg := restartSetup(t, 1000)
 	a := newTestStage(t, cfg)
 	feed(t, a, mem, d, 0, 600, 200) // held: min_records is 1,000
 	if _, err := a.Flush(); err != nil {
@@ -436,8 +438,7 @@ func TestHeldWindowNotSaved(t *testing.T) {
 // oldest record in flight, its stream index and trigger counts with it. Failed before the cut:
 // 1,500 held (the oldest batch in flight's 250 among them), want 1,250.
 func TestWindowCopyLeavesOutBatchesInFlight(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	d := testData(2500, 6)
 	cfg := overlapConfig()
 	s, err := NewStage(cfg, d.Features, true, Deps{Log: zerolog.Nop(), Accelerator: &fakeAccel{exact: true}, Overlap: 3})
@@ -475,19 +476,11 @@ func TestWindowCopyLeavesOutBatchesInFlight(t *testing.T) {
 // (run.shutdown_timeout), as the keys' state's: past it the window is not saved (logged), the
 // last complete file stands, and the next start loads it.
 func TestStopDeadlineCutsTheWindowSave(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	d := testData(2000, 6)
-	cfg := testConfig()
-	cfg.StateDir = t.TempDir()
+	mem, d, cfg := restartSetup(t, 2000)
 	a := stopAfter(t, cfg, mem, d, 1500, 250)
 	before := windowFiles(t, a)
 
-	var logs bytes.Buffer
-	b, err := NewStage(cfg, []string{"x1", "x2", "x3"}, true, Deps{Log: zerolog.New(&logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, logs := loggedStage(t, cfg)
 	feed(t, b, mem, d, 1500, 1800, 100)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // (the deadline passed during the drain)
@@ -499,7 +492,7 @@ func TestStopDeadlineCutsTheWindowSave(t *testing.T) {
 		t.Errorf("window files %v after a cut save, want %v", after, before)
 	}
 	c := newTestStage(t, cfg)
-	if c.win.Len() != 1500 || c.recs.offs[(c.recs.pushed-1)%uint64(len(c.recs.offs))] != 1499 {
+	if c.win.Len() != 1500 || newestOffset(c) != 1499 {
 		t.Errorf("the start after a cut save: %d records, want the last complete save's 1,500 (to offset 1,499)", c.win.Len())
 	}
 }
@@ -509,11 +502,7 @@ func TestStopDeadlineCutsTheWindowSave(t *testing.T) {
 // 12, does not fit, the one before it loads), the triggers saved with the window are not its:
 // the first batch rebuilds from the restored window.
 func TestRestartWithAnOlderModelRebuildsAtOnce(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
-	d := testData(2000, 6)
-	cfg := testConfig()
-	cfg.StateDir = t.TempDir()
+	mem, d, cfg := restartSetup(t, 2000)
 	a := newTestStage(t, cfg)
 	feed(t, a, mem, d, 0, 1500, 250)
 	next := cfg

@@ -29,6 +29,7 @@ import (
 	"hash"
 	"io"
 	"math"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -110,6 +111,53 @@ func (f Format) WriteContext(ctx context.Context, w io.Writer, version uint32, p
 	bw.Write(payload)
 	bw.Write(sum.Sum(nil))
 	return bw.Flush()
+}
+
+// WriteStream is WriteContext of a payload of length bytes that payload writes, piece by
+// piece, to the writer it is given: the file is checksummed and written as it is encoded, and
+// the payload is never held whole (a large state's save would otherwise hold it twice: as it
+// is and encoded). An error of payload (ctx.Err(), when it ends the payload's pieces) comes
+// back as payload returned it; a payload of another length than length (a header that would
+// lie: the caller's mistake) is an error. Either way w holds a part of the file only (an
+// atomic write removes it).
+func (f Format) WriteStream(ctx context.Context, w io.Writer, version uint32, length uint64, payload func(io.Writer) error) error {
+	if len(f.Magic) != MagicSize {
+		return fmt.Errorf("sealed: magic %q is %d bytes, want %d", f.Magic, len(f.Magic), MagicSize)
+	}
+	le := binary.LittleEndian
+	head := make([]byte, 0, HeaderSize)
+	head = append(head, f.Magic...)
+	head = le.AppendUint32(head, version)
+	head = le.AppendUint64(head, length)
+	bw := bufio.NewWriterSize(ctxWriter{ctx, w}, streamBuffer)
+	pw := &summingWriter{w: bw, sum: sha256.New()}
+	pw.Write(head) // (bufio's errors stay until Flush, which returns them)
+	pw.n = 0
+	if err := payload(pw); err != nil {
+		return err
+	}
+	if pw.n != length {
+		return fmt.Errorf("sealed: a payload of %d bytes written under a header of %d", pw.n, length)
+	}
+	bw.Write(pw.sum.Sum(nil))
+	return bw.Flush()
+}
+
+// streamBuffer is WriteStream's buffer: the file is written this much at a time.
+const streamBuffer = 256 << 10
+
+// summingWriter writes to w, adding what it writes to sum and counting it in n.
+type summingWriter struct {
+	w   io.Writer
+	sum hash.Hash
+	n   uint64
+}
+
+func (s *summingWriter) Write(p []byte) (int, error) {
+	k, err := s.w.Write(p)
+	s.sum.Write(p[:k])
+	s.n += uint64(k)
+	return k, err
 }
 
 // Read reads a sealed file to its end and returns its format version and payload. A file
@@ -255,6 +303,14 @@ type Encoder struct{ b []byte }
 
 // Payload returns the bytes appended so far.
 func (e *Encoder) Payload() []byte { return e.b }
+
+// Reset empties the payload, keeping its buffer for the next fields (a payload written out in
+// pieces: WriteStream).
+func (e *Encoder) Reset() { e.b = e.b[:0] }
+
+// Grow makes room for n more bytes at once (the largest piece of a payload written in pieces:
+// one buffer, not a buffer grown step by step).
+func (e *Encoder) Grow(n int) { e.b = slices.Grow(e.b, n) }
 
 // U32 appends v.
 func (e *Encoder) U32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -74,6 +75,49 @@ func TestWriteContextEndsWithTheContext(t *testing.T) {
 	}
 	if err := testFormat.WriteContext(ctx, &bytes.Buffer{}, 1, payload); !errors.Is(err, context.Canceled) {
 		t.Errorf("WriteContext with a context ended: %v, want context.Canceled", err)
+	}
+}
+
+// TestWriteStream: a payload written in pieces (WriteStream) makes the file Write makes of it
+// whole; a payload of another length than its header's, or one that fails, is an error; a
+// context that ends during the payload ends the write with its error.
+func TestWriteStream(t *testing.T) {
+	t.Parallel()
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 70_000) // (1.1 MB: more than WriteStream's buffer)
+	pieces := func(p []byte) func(w io.Writer) error {
+		return func(w io.Writer) error {
+			for len(p) > 0 {
+				k := min(len(p), 7777)
+				if _, err := w.Write(p[:k]); err != nil {
+					return err
+				}
+				p = p[k:]
+			}
+			return nil
+		}
+	}
+	var got bytes.Buffer
+	if err := testFormat.WriteStream(context.Background(), &got, 2, uint64(len(payload)), pieces(payload)); err != nil {
+		t.Fatal(err)
+	}
+	if want := seal(t, 2, payload); !bytes.Equal(got.Bytes(), want) {
+		t.Errorf("streamed file of %d bytes differs from Write's %d", got.Len(), len(want))
+	}
+	if err := testFormat.WriteStream(context.Background(), io.Discard, 2, uint64(len(payload))+1, pieces(payload)); err == nil ||
+		!strings.Contains(err.Error(), "header of") {
+		t.Errorf("a payload one byte short of its header: %v, want an error", err)
+	}
+	bad := errors.New("encoder failed")
+	if err := testFormat.WriteStream(context.Background(), io.Discard, 2, 5, func(io.Writer) error { return bad }); !errors.Is(err, bad) {
+		t.Errorf("a failing payload: %v, want its error", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &cancelling{cancel: cancel}
+	if err := testFormat.WriteStream(ctx, w, 2, uint64(len(payload)), pieces(payload)); !errors.Is(err, context.Canceled) {
+		t.Errorf("WriteStream cancelled at its first write: %v, want context.Canceled", err)
+	}
+	if w.n > streamBuffer {
+		t.Errorf("%d bytes written after the cancel, want one buffer at most (%d)", w.n, streamBuffer)
 	}
 }
 
