@@ -24,8 +24,8 @@ import (
 // the first mature model (young31_hold.go). Global model, flag_by: significance, streams without
 // keys only; not in the snapshot.
 
-// young31 selects the candidate (read once; OUTLIERD_YOUNG31).
-var young31 = os.Getenv("OUTLIERD_YOUNG31") == "1"
+// young31 selects the candidate (read once; OUTLIERD_YOUNG31B: branch young31b).
+var young31 = os.Getenv("OUTLIERD_YOUNG31B") == "1"
 
 // youngTimes is how many correlation times (n / tau_hat_max) a model's window must span to be
 // mature (young31_rule.md: the window's variance is then under-read by about a tenth).
