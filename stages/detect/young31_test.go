@@ -221,3 +221,41 @@ func TestYoung31InputEndsAfterAnImmatureJudge(t *testing.T) {
 		}
 	})
 }
+
+// TestYoung31bHeldFaultKeepsItsFlags: a fault held before the first mature model (a level shift
+// of +10 stationary sd on the temperature over 600 rows, 10,000-10,599, of the 60,000-row
+// AR(0.999) stream: well inside fold A, the hold splitting at about 17,500) is judged by a model
+// that has not read it (young31b_rule.md (6b)) and keeps its flags: at least half of its rows
+// flagged, as main flags them. young31's judge had read the held records (§12.84: SKAB's
+// valve1/7 301 -> 0 flags); the clean rows stay within T2.
+func TestYoung31bHeldFaultKeepsItsFlags(t *testing.T) {
+	const n, lo, hi = 60000, 10000, 10600
+	d, label := arStream(n, 0.999, 3, spikes(7))
+	for i := lo; i < hi; i++ {
+		d.Cols[0][i] += 10 * 2 // (the temperature's stationary sd is 2)
+		label[i] = true
+	}
+	count := func(flags []bool) (k int) {
+		for i := lo; i < hi; i++ {
+			if flags[i] {
+				k++
+			}
+		}
+		return k
+	}
+	_, _, mFlags, _, _, _ := runYoung31(t, Default(), d, label, false)
+	_, _, flags, clean, _, held := runYoung31(t, Default(), d, label, true)
+	t.Logf("fault rows flagged: main %d, candidate %d of %d; clean rows flagged %.3f %%; held from %d", count(mFlags), count(flags), hi-lo, 100*clean, held)
+	if count(mFlags) < (hi-lo)/2 {
+		t.Fatalf("main flags %d of the fault's %d rows: the fault no longer shows", count(mFlags), hi-lo)
+	}
+	if held == 0 || held > lo {
+		t.Fatalf("the hold began at %d: the fault is not in fold A", held)
+	}
+	if k := count(flags); k < (hi-lo)/2 {
+		t.Errorf("the candidate flags %d of the held fault's %d rows (at least half: main flags %d)", k, hi-lo, count(mFlags))
+	}
+	if clean > 0.001 {
+		t.Errorf("%.3f %% of the clean rows flagged (T2: at most 0.1 %%)", 100*clean)
+	}
+}
