@@ -91,7 +91,6 @@ func TestStaleKeyModelsTombstonedRealBroker(t *testing.T) {
 		held = v
 		return err == nil && len(v) == 64
 	})
-	globalA := sA.p.Stats().ModelVersion.Load()
 	if err := bA.stop(t, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +116,7 @@ func TestStaleKeyModelsTombstonedRealBroker(t *testing.T) {
 	if held, _, err = sA.p.KeyVersions(vctx); err != nil || len(held) != 64 {
 		t.Fatalf("the old scorer after the first builder's stop: %d keys' models (%v), want 64", len(held), err)
 	}
-	globalA = sA.p.Stats().ModelVersion.Load()
+	globalA := sA.p.Stats().ModelVersion.Load()
 
 	// The new features: the builder sees 16 of the keys again, the other 48 never.
 	keys := slices.Sorted(maps.Keys(held))
