@@ -91,10 +91,32 @@ func TestStaleKeyModelsTombstonedRealBroker(t *testing.T) {
 		held = v
 		return err == nil && len(v) == 64
 	})
-	globalA := sA.p.Stats().ModelVersion.Load()
 	if err := bA.stop(t, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	// What the scorer holds is taken once it has read every key model the first builder wrote:
+	// that builder rebuilds and publishes keys after their first models, so what the scorer held
+	// at its first 64 keys could change before the stop (flaky31: 64 of 64 under -race, 18 with
+	// the builder slowed by 1 s a batch). Read to the ends, then handed to the detect goroutine
+	// (2 s, as below).
+	keyMessages := func() (n int) {
+		for mp := 1; mp <= parts; mp++ {
+			n += len(modelPartitionMessages(t, br, mt, mp))
+		}
+		return n
+	}
+	onA := keyMessages()
+	waitFor(t, 30*time.Second, "the old scorer reading the first builder's keys' models to their ends", func() bool {
+		return sA.p.Stats().KeyModelsRead.Load() >= int64(onA)
+	})
+	time.Sleep(2 * time.Second)
+	vctx, vcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer vcancel()
+	var err error
+	if held, _, err = sA.p.KeyVersions(vctx); err != nil || len(held) != 64 {
+		t.Fatalf("the old scorer after the first builder's stop: %d keys' models (%v), want 64", len(held), err)
+	}
+	globalA := sA.p.Stats().ModelVersion.Load()
 
 	// The new features: the builder sees 16 of the keys again, the other 48 never.
 	keys := slices.Sorted(maps.Keys(held))
@@ -131,10 +153,7 @@ func TestStaleKeyModelsTombstonedRealBroker(t *testing.T) {
 	// once it has read every message of the keys' partitions (it owns every input partition),
 	// the tombstones among them, and handed them to its detect goroutine (2 s: the decoders and
 	// the inbox take milliseconds; without the scorer's passing over them, 58 keys were dropped).
-	onKeys := 0
-	for mp := 1; mp <= parts; mp++ {
-		onKeys += len(modelPartitionMessages(t, br, mt, mp))
-	}
+	onKeys := keyMessages()
 	waitFor(t, 30*time.Second, "the old scorer reading the keys' partitions to their ends", func() bool {
 		return sA.p.Stats().KeyModelsRead.Load() >= int64(onKeys)
 	})

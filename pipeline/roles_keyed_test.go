@@ -198,8 +198,12 @@ func keyedBuilderAndScorers(t *testing.T, br testsupport.Broker, modelParts int)
 	builderCfg.Run.KeyPublishInterval = 2 * time.Second // a key rebuilt within it waits, with its newest model
 
 	// Every key model the builders write is recorded (the broker compacts the topic: the older
-	// versions do not stay on it). The first builder's third publication is cut after half its
-	// messages, and the builder dies there (writes nothing more), as one killed mid-publication.
+	// versions do not stay on it). The first builder's first publication (of two messages at
+	// least) once armed, after the 64 keys' models are out and more records come, is cut after
+	// half its messages, and the builder dies there (writes nothing more), as one killed
+	// mid-publication. (It was the third publication from the start: a builder slower than one
+	// that builds all 64 keys' first models within two publications, a second apart (a loaded
+	// machine, -race), died before the last keys' first models and never published them.)
 	var mu sync.Mutex
 	all := map[string]map[uint64]*detect.Ranker{}
 	record := func(msgs []kafka.Message) {
@@ -218,17 +222,18 @@ func keyedBuilderAndScorers(t *testing.T, br testsupport.Broker, modelParts int)
 			all[k][v] = r
 		}
 	}
-	pubs, cutAt := 0, -1
+	armed, cutAt := false, -1
 	builder := startPipeline(t, builderCfg, func(p *Pipeline) {
 		p.keyPub.cut = func(msgs []kafka.Message) ([]kafka.Message, bool) {
 			mu.Lock()
 			defer mu.Unlock()
-			if pubs++; pubs == 3 {
+			cut := armed && cutAt < 0 && len(msgs) >= 2
+			if cut {
 				cutAt = len(msgs) / 2
 				msgs = msgs[:cutAt]
 			}
 			record(msgs)
-			return msgs, pubs == 3
+			return msgs, cut
 		}
 	})
 	waitFor(t, 60*time.Second, "the builder publishing models of all 64 keys", func() bool {
@@ -247,7 +252,10 @@ func keyedBuilderAndScorers(t *testing.T, br testsupport.Broker, modelParts int)
 	waitCommittedBelow(t, br, group, input, 12000, 90*time.Second)
 	waitServed(t, "each scorer serving the newest models of its partitions' keys, and no other key", scorers, keyPart, onTopic)
 
-	// More records: the keys rebuild, the builder publishes and dies in its third publication.
+	// More records: the keys rebuild, the builder publishes and dies in that publication.
+	mu.Lock()
+	armed = true
+	mu.Unlock()
 	produceSome(t, br, input, recs[12000:24000])
 	waitFor(t, 60*time.Second, "the builder's cut publication", func() bool { mu.Lock(); defer mu.Unlock(); return cutAt >= 0 })
 	if err := builder.stop(t, 20*time.Second); err != nil {

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -167,16 +166,14 @@ func TestReadyzDuringTopicCheck(t *testing.T) {
 // that the brokers cannot be reached yet, with the error; once the broker is up, the check
 // passes and New returns the pipeline.
 func TestReadyzWhileBrokersUnreachable(t *testing.T) {
-	port, err := freeTCPPort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port, release := testsupport.ReservePort(t) // refusing, and nobody else's, until kfake takes it
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	in, out, dlq := testsupport.UniqueName("rz-in"), testsupport.UniqueName("rz-out"), testsupport.UniqueName("rz-dlq")
 	br := testsupport.Broker{Name: "late", Addrs: []string{addr}}
 	base, newDone := newServed(t, sensorConfig(br, in, out, dlq, testsupport.UniqueName("rz-group"), sink.EmitAll))
 	awaitReadyz(t, base, fmt.Sprintf("not ready: checking that the topics exist on %s: waiting for the brokers to answer about ingest.topic %q (unreachable, attempt ",
 		addr, in), newDone, 10*time.Second)
+	release()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(1, in, out, dlq))
 	if err != nil {
 		t.Fatal(err)
@@ -198,22 +195,10 @@ func TestReadyzWhileBrokersUnreachable(t *testing.T) {
 	}
 }
 
-// refusingAddr is an address nothing listens on (for a moment): connections are refused.
+// refusingAddr is a loopback address that refuses connections, held for the whole test
+// (testsupport.ReservePort): no other listener can take it meanwhile.
 func refusingAddr(t *testing.T) string {
 	t.Helper()
-	port, err := freeTCPPort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port, _ := testsupport.ReservePort(t)
 	return fmt.Sprintf("127.0.0.1:%d", port)
-}
-
-// freeTCPPort is a port nothing listens on (for a moment).
-func freeTCPPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -64,12 +64,10 @@ func startRunOnFIFO(t *testing.T) (cmd *exec.Cmd, fifo *os.File, stderr *testsup
 }
 
 // unreachableConfig is a run's config whose brokers cannot be reached (the start then waits in
-// the topic check), without a listener.
+// the topic check), without a listener: a port held for the test that refuses connections
+// (testsupport.ReservePort; a port of freePort could be taken by another listener meanwhile).
 func unreachableConfig(t *testing.T) string {
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port, _ := testsupport.ReservePort(t)
 	return fmt.Sprintf("ingest:\n  brokers: [\"127.0.0.1:%d\"]\n  topic: in\n  group_id: g\n  features: [temp]\n"+
 		"sink:\n  topic: out\n  dead_letter_topic: dlq\nhttp:\n  listen: \"\"\n", port)
 }

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outlierd/outlierd/internal/testsupport"
 )
 
 // TestRunStopDuringStart: a SIGTERM while `outlierd run` starts (pipeline.New checking the
@@ -18,10 +20,7 @@ import (
 // The command runs in a process of its own (childCommand).
 func TestRunStopDuringStart(t *testing.T) {
 	runChild()
-	port, err := freePort() // nothing listens there: the brokers cannot be reached
-	if err != nil {
-		t.Fatal(err)
-	}
+	port, _ := testsupport.ReservePort(t) // refused, held for the test: the brokers cannot be reached
 	path := writeFile(t, "pipeline.yaml", fmt.Sprintf("ingest:\n  brokers: [\"127.0.0.1:%d\"]\n  topic: in\n  group_id: g\n  features: [temp, pressure]\n"+
 		"sink:\n  topic: out\n  dead_letter_topic: dlq\nhttp:\n  listen: \"\"\n", port)) // (no listener: its default port may be taken)
 	cmd := childCommand(t, "run", "--config", path)
