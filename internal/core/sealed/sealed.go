@@ -93,14 +93,10 @@ func (f Format) Write(w io.Writer, version uint32, payload []byte) error {
 // of sumPiece bytes (a stop's deadline must not wait for a gigabyte's checksum and write); its
 // error is then ctx.Err(), and w holds a part of the file only.
 func (f Format) WriteContext(ctx context.Context, w io.Writer, version uint32, payload []byte) error {
-	if len(f.Magic) != MagicSize {
-		return fmt.Errorf("sealed: magic %q is %d bytes, want %d", f.Magic, len(f.Magic), MagicSize)
+	head, err := f.header(version, uint64(len(payload)))
+	if err != nil {
+		return err
 	}
-	le := binary.LittleEndian
-	head := make([]byte, 0, HeaderSize)
-	head = append(head, f.Magic...)
-	head = le.AppendUint32(head, version)
-	head = le.AppendUint64(head, uint64(len(payload)))
 	sum := sha256.New()
 	sum.Write(head)
 	if err := sumPieces(ctx, sum, payload); err != nil {
@@ -121,14 +117,10 @@ func (f Format) WriteContext(ctx context.Context, w io.Writer, version uint32, p
 // lie: the caller's mistake) is an error. Either way w holds a part of the file only (an
 // atomic write removes it).
 func (f Format) WriteStream(ctx context.Context, w io.Writer, version uint32, length uint64, payload func(io.Writer) error) error {
-	if len(f.Magic) != MagicSize {
-		return fmt.Errorf("sealed: magic %q is %d bytes, want %d", f.Magic, len(f.Magic), MagicSize)
+	head, err := f.header(version, length)
+	if err != nil {
+		return err
 	}
-	le := binary.LittleEndian
-	head := make([]byte, 0, HeaderSize)
-	head = append(head, f.Magic...)
-	head = le.AppendUint32(head, version)
-	head = le.AppendUint64(head, length)
 	bw := bufio.NewWriterSize(ctxWriter{ctx, w}, streamBuffer)
 	pw := &summingWriter{w: bw, sum: sha256.New()}
 	pw.Write(head) // (bufio's errors stay until Flush, which returns them)
@@ -141,6 +133,17 @@ func (f Format) WriteStream(ctx context.Context, w io.Writer, version uint32, le
 	}
 	bw.Write(pw.sum.Sum(nil))
 	return bw.Flush()
+}
+
+// header is a sealed file's header: the magic, the format version, the payload's length.
+func (f Format) header(version uint32, length uint64) ([]byte, error) {
+	if len(f.Magic) != MagicSize {
+		return nil, fmt.Errorf("sealed: magic %q is %d bytes, want %d", f.Magic, len(f.Magic), MagicSize)
+	}
+	head := make([]byte, 0, HeaderSize)
+	head = append(head, f.Magic...)
+	head = binary.LittleEndian.AppendUint32(head, version)
+	return binary.LittleEndian.AppendUint64(head, length), nil
 }
 
 // streamBuffer is WriteStream's buffer: the file is written this much at a time.
