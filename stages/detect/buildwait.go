@@ -152,5 +152,4 @@ func (s *Stage) releaseHeld() {
 		b.Release()
 	}
 	s.held, s.heldRecords = nil, 0
-	s.yhold.drop(s.pending) // (OUTLIERD_YOUNG31: young31_hold.go)
 }

@@ -103,8 +103,7 @@ func (s *Stage) capAlarmsBy(b *batch.Batch, ranked, blind bool) {
 			sig = sc.Outlier && !sc.Held || sc.Suppressed
 		} else if byCap { // the deadband's series: the record's key (seriesAlarms)
 			key, q := recordKey(keys, i), start+uint64(i)+1
-			// (a mature model's sig and deadband read S': OUTLIERD_YOUNG31, young31.go)
-			sc.Outlier, sc.Held = s.alarms.admitStart(sig, s.series.inAlarm(key, q, s.cfg.Window), s.young.flagScore(i, sc.Score), clear, limit)
+			sc.Outlier, sc.Held = s.alarms.admitStart(sig, s.series.inAlarm(key, q, s.cfg.Window), sc.Score, clear, limit)
 			sc.Suppressed = sig && !sc.Outlier
 			s.series.note(key, q, sc.Outlier, s.cfg.Window, limit)
 		}

@@ -41,10 +41,6 @@ type Model struct {
 	// time columns (Deps.Cycles), which the model reads only when it spans their period
 	// (cycles.go); 0 otherwise, and for a model whose snapshot was written without it.
 	WindowSpan time.Duration
-	// young is the window's column correlation (young31.go, OUTLIERD_YOUNG31; nil: none), and
-	// youngFull says the build read a full window (young31_hold.go).
-	young     *youngStats
-	youngFull bool
 	// BuiltAt and BuildTime say when and how long the build took.
 	BuiltAt   time.Time
 	BuildTime time.Duration

@@ -401,11 +401,6 @@ func (s *Stage) finish(sc *scoring) error {
 	if err := s.scoreGlobal(sc, dets); err != nil {
 		return err
 	}
-	held := s.yhold.holds(s, m) // (OUTLIERD_YOUNG31: young31_hold.go)
-	if held {
-		s.yhold.notePrev(&s.young)
-	}
-	s.young.apply(&s.cfg, m, b, s.keyed != nil) // (OUTLIERD_YOUNG31: young31.go)
 	if s.keyed != nil {
 		if sc.keyedDone != nil { // warm keys: their own model decides
 			<-sc.keyedDone
@@ -419,24 +414,12 @@ func (s *Stage) finish(sc *scoring) error {
 			return err
 		}
 	}
-	if held { // its verdict waits for a mature model, its outcasts marked now (young31_hold.go)
-		s.markOutcasts(b, m)
-		s.yhold.add(b, m, s.young.sig)
-		return nil
-	}
-	s.finishVerdicts(b, m, sc.raw)
-	return nil
-}
-
-// finishVerdicts is finish's stream-order part that reads the batch's verdicts: the alarm cap
-// and the significance marks, the recent ranking, the alert groups and the explanations, m
-// the model that scored b and raw b's raw means.
-func (s *Stage) finishVerdicts(b *batch.Batch, m *Model, raw [][]float32) {
 	s.capAlarmsBy(b, m.Ranker != nil, s.recs.blind != nil && s.unreadCycles(m) != nil) // (blind marks: cycles_rejudge.go)
 	s.rankRecent(b, m.Ranker)
 	s.groups.fold(b, s.cfg.AlertCooldown)
-	explainDeviations(m.Ranker, m.Features, centredColumns(m, b, raw, nil, s.unreadCycles(m)), b.Scores, false) // (a warming column at the median: never named)
+	explainDeviations(m.Ranker, m.Features, centredColumns(m, b, sc.raw, nil, s.unreadCycles(m)), b.Scores, false) // (a warming column at the median: never named)
 	b.ModelVersion = m.Version
+	return nil
 }
 
 // prescorer is a Detector with CPU work that can start before the detectors score, to run on

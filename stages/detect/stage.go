@@ -34,8 +34,6 @@ type Stage struct {
 	win     *microcluster.Window
 	recs    *windowRing
 	pending map[*batch.Batch]uint64
-	young   youngFlags // (OUTLIERD_YOUNG31: young31.go)
-	yhold   youngHold  // the verdicts held for a mature model (OUTLIERD_YOUNG31: young31_hold.go)
 	// alarms is flag_by: significance's cap on the alarms' starts over the last window's records;
 	// groups fold continuing alerts per key (alert_cooldown).
 	alarms *alarmCap
@@ -237,10 +235,6 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 	if s.overlapping() && s.model != nil {
 		return s.processOverlapped(b) // overlap.go
 	}
-	rel, err := s.youngRelease(false) // (OUTLIERD_YOUNG31: young31_hold.go)
-	if err != nil {
-		return nil, err
-	}
 	if err := s.pushBatch(ctx, b); err != nil {
 		return nil, err
 	}
@@ -267,7 +261,7 @@ func (s *Stage) Process(ctx context.Context, b *batch.Batch) ([]*batch.Batch, er
 	}
 	// After scoring: the build leaves out the records this batch found significant.
 	s.maybeRebuild()
-	return s.takeReady(append(rel, s.yhold.keep(out)...)), nil
+	return s.takeReady(out), nil
 }
 
 // pushBatch adds b to the window (and the identities, the significance bits and the
@@ -397,7 +391,7 @@ func (s *Stage) startRecalibration() {
 	next := *s.model
 	next.Version = s.buildVersion()
 	next.Members, next.WindowSpan = s.recs.members(), s.recs.span()
-	cfg, done, full := s.cfg, s.builds.done, s.win.Len() >= s.cfg.Window
+	cfg, done := s.cfg, s.builds.done
 	go func() {
 		start := time.Now()
 		r, err := buildRanker(cols, sortedColumns(cols), next.Features, cfg)
@@ -406,7 +400,6 @@ func (s *Stage) startRecalibration() {
 			return
 		}
 		next.Ranker, next.BuiltAt, next.BuildTime = r, time.Now(), time.Since(start)
-		next.young, next.youngFull = youngOf(cols), full // (OUTLIERD_YOUNG31: young31.go)
 		done <- buildResult{model: &next}
 	}()
 }
@@ -464,11 +457,7 @@ func (s *Stage) FlushContext(ctx context.Context) ([]*batch.Batch, error) {
 			return nil, err
 		}
 	}
-	rel, err := s.youngRelease(true) // (OUTLIERD_YOUNG31: young31_hold.go)
-	if err != nil {
-		return nil, err
-	}
-	return append(append(done, rel...), s.yhold.keep(out)...), nil
+	return append(done, out...), nil
 }
 
 // Close waits for a running build to finish (it holds only its own snapshot) and for
@@ -529,12 +518,10 @@ func (s *Stage) startBuild() {
 	s.ext.rebuildDue = false // this build reads the configuration now in force
 	version := s.buildVersion()
 	cfg, features, accel, members, span, done := s.cfg, s.features, s.deps.Accelerator, s.recs.members(), s.recs.span(), s.builds.done
-	full := s.win.Len() >= s.cfg.Window // (OUTLIERD_YOUNG31: young31_hold.go)
 	go func() {
 		m, err := buildOn(accel, cols, sds, features, cfg, version)
 		if m != nil {
 			m.Members, m.WindowSpan = members, span
-			m.young, m.youngFull = youngOf(cols), full // (OUTLIERD_YOUNG31: young31.go)
 		}
 		done <- buildResult{model: m, err: err} // (its own channel: awaitBuild may leave it)
 	}()
