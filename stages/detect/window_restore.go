@@ -190,6 +190,9 @@ func (s *Stage) restoreWindow(w *windowState) error {
 		if w.sig[from+i] {
 			r.setSignificant(first + uint64(i))
 		}
+		if w.blind != nil && w.blind[from+i] {
+			r.setBlind(first + uint64(i)) // (re-judged once a model reads the pair: cycles_rejudge.go)
+		}
 		if r.times != nil {
 			t := int64(noTime)
 			if w.times != nil {

@@ -39,8 +39,9 @@ import (
 //	         recalibration started), last build i64 (Unix ns, when the last build started),
 //	         dims x held f32 (the columns, oldest first), if bit 0: dims x held f32,
 //	         held x u32 (partitions, int32), held x i64 (offsets), if bit 1: held x i64 (event
-//	         times, ms; math.MinInt64: none), held x u8 (bit 0: significant, bit 1: warming;
-//	         others 0)
+//	         times, ms; math.MinInt64: none), held x u8 (bit 0: significant, bit 1: warming,
+//	         bit 2: marked by a model blind to a cyclic pair, not re-judged yet (review31: a
+//	         release before refuses a file with it set: logged, skipped); others 0)
 //
 // A file's payload length must be what its header says (dims, held, flags): a hostile header
 // is refused before any allocation of the records. The hypercube's uncounted marks are not
@@ -55,6 +56,7 @@ const (
 	winFlagTimes         = 2
 	winMarkSig           = 1
 	winMarkWarm          = 2
+	winMarkBlind         = 4
 )
 
 var windowSnapshotFile = sealed.Format{Magic: windowMagic, Name: "outlierd window", Newest: WindowSnapshotFormat, MaxPayload: maxSnapshotPayload}
@@ -72,6 +74,9 @@ type windowState struct {
 	offs      []int64
 	times     []int64
 	sig, warm []bool
+	// blind (nil: none kept) marks the significant records marked by a model blind to a cyclic
+	// pair, not re-judged yet (cycles_rejudge.go).
+	blind []bool
 	// The build triggers (buildState): the serving model's version (0: none), the records since
 	// the last build and recalibration, when the last build started.
 	version              uint64
@@ -113,6 +118,9 @@ func (s *Stage) windowCopy() *windowState {
 	w.offs = slices.Concat(r.offs[lo[0]:lo[1]], r.offs[hi[0]:hi[1]])[:n]
 	if r.times != nil {
 		w.times = slices.Concat(r.times[lo[0]:lo[1]], r.times[hi[0]:hi[1]])[:n]
+	}
+	if r.blind != nil {
+		w.blind = r.marks(r.blind, r.held())[:n]
 	}
 	if s.model != nil {
 		w.version = s.model.Version
@@ -233,6 +241,9 @@ func writeWindowPieces(ctx context.Context, wr io.Writer, w *windowState, raw bo
 			if w.warm[lo+i] {
 				m[i] |= winMarkWarm
 			}
+			if w.blind != nil && w.blind[lo+i] {
+				m[i] |= winMarkBlind
+			}
 		}
 		e.Raw(m)
 		if err := out(); err != nil {
@@ -340,10 +351,16 @@ func decodeWindow(p []byte) (*windowState, error) {
 	}
 	w.sig, w.warm = make([]bool, n), make([]bool, n)
 	for i, m := range marks {
-		if m&^(winMarkSig|winMarkWarm) != 0 {
+		if m&^(winMarkSig|winMarkWarm|winMarkBlind) != 0 {
 			return nil, snapErr("window: record %d has marks %#x", i, m)
 		}
 		w.sig[i], w.warm[i] = m&winMarkSig != 0, m&winMarkWarm != 0
+		if m&winMarkBlind != 0 {
+			if w.blind == nil {
+				w.blind = make([]bool, n)
+			}
+			w.blind[i] = true
+		}
 	}
 	return w, nil
 }
