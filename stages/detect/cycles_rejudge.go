@@ -52,6 +52,18 @@ func (r *windowRing) setBlind(n uint64) {
 	}
 }
 
+// blindTimed says whether a record of the window with an event time is marked blind (those
+// are what rejudge judges).
+func (r *windowRing) blindTimed() bool {
+	c := uint64(len(r.blind))
+	for i := r.pushed - uint64(r.held()); i < r.pushed; i++ {
+		if r.blind[i%c] && r.times[i%c] != noTime {
+			return true
+		}
+	}
+	return false
+}
+
 // timesOf returns the event times of the newest size records, oldest first (the window's
 // Snapshot order).
 func (r *windowRing) timesOf(size int) []int64 {
@@ -64,19 +76,35 @@ func (r *windowRing) timesOf(size int) []int64 {
 
 // maybeRejudgeBlind re-judges the window's blind marks (cols: the window's snapshot, oldest
 // first) when the serving model leaves a cyclic pair unread and a model of the window's span
-// now would read every pair: the first reference able to read them.
+// now would read every pair: the first reference able to read them. Once a model that reads
+// every pair serves, the blind marks its blind predecessor made after that re-judgement (the
+// records it scored while this model was built, or were in flight then) are judged at the next
+// reference, with the blocks of that re-judgement (review31: before, they were kept for good).
 func (s *Stage) maybeRejudgeBlind(cols [][]float32) {
 	if s.recs.blind == nil || s.model == nil || len(cols) == 0 {
 		return
 	}
-	unread := s.unreadCycles(s.model)
-	if unread == nil || s.unreadCycles(&Model{WindowSpan: s.recs.span()}) != nil {
+	if s.unreadCycles(&Model{WindowSpan: s.recs.span()}) != nil {
 		return
 	}
 	var period time.Duration // the shortest cycle the serving model leaves unread: the blocks'
-	for _, c := range s.cycles {
-		if unread[c.sin] && (period == 0 || c.period < period) {
-			period = c.period
+	if unread := s.unreadCycles(s.model); unread != nil {
+		for _, c := range s.cycles {
+			if unread[c.sin] && (period == 0 || c.period < period) {
+				period = c.period
+			}
+		}
+		s.ext.blindPeriod = period
+	} else {
+		if !s.recs.blindTimed() {
+			return
+		}
+		if period = s.ext.blindPeriod; period == 0 { // (marks restored by a restart, no re-judgement since: the shortest cycle's)
+			for _, c := range s.cycles {
+				if period == 0 || c.period < period {
+					period = c.period
+				}
+			}
 		}
 	}
 	start := time.Now()

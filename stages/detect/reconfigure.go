@@ -125,7 +125,10 @@ type stageExt struct {
 	snaps      *SnapshotDir   // nil without detect.state_dir
 	saves      sync.WaitGroup // snapshot writes in flight
 	rebuildDue bool           // build as soon as the window holds min_records
-	loading    bool           // installing a loaded snapshot: not saved again
+	// blindPeriod is the blocks' period of the last re-judgement of blind marks
+	// (cycles_rejudge.go): the marks made after it are judged with it.
+	blindPeriod time.Duration
+	loading     bool // installing a loaded snapshot: not saved again
 	// saving is the snapshot writes' context: CloseContext ends it with its own (the stop's
 	// deadline), cutSaves; a write it ends leaves the files before it (SnapshotDir.saveAs).
 	saving   context.Context
