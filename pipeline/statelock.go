@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -24,8 +25,11 @@ func (p *Pipeline) lockStateDir() error {
 		return fmt.Errorf("pipeline: detect.state_dir: %w", err)
 	}
 	l, err := dirlock.Acquire(dir)
-	if err != nil {
+	if errors.Is(err, dirlock.ErrBusy) {
 		return fmt.Errorf("pipeline: detect.state_dir %w: every process needs a state_dir of its own (each instance of a consumer group, the builder, each scorer)", err)
+	}
+	if err != nil { // (the lock file cannot be made or locked: no other process involved)
+		return fmt.Errorf("pipeline: detect.state_dir %s: taking its lock: %w", dir, err)
 	}
 	p.stateLock = l
 	return nil

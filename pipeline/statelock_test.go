@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/outlierd/outlierd/internal/core/dirlock"
 )
 
 // TestStateDirOfAnotherProcessRefused (newuser31): two processes started from one config file
@@ -67,5 +69,34 @@ http:
 	}
 	if took > time.Second { // (refused before the topic check, which waits up to 30 s here: 3 s by ctx)
 		t.Errorf("refused after %s, want at once", took.Round(time.Millisecond))
+	}
+}
+
+// TestStateDirLockFailureNotCalledShared: a state_dir whose lock cannot be taken for another
+// reason than another process (here its lock file's name is a directory; a read-only
+// directory, a full disk alike) is refused naming the key and the cause, without the advice of
+// a state_dir shared by two processes (before, every failure said "every process needs a
+// state_dir of its own", sending the operator after a second process that does not exist).
+func TestStateDirLockFailureNotCalledShared(t *testing.T) {
+	state := t.TempDir()
+	if err := os.Mkdir(filepath.Join(state, dirlock.FileName), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var p Pipeline
+	p.cfg.Detect.StateDir = state
+	err := p.lockStateDir()
+	if err == nil {
+		p.stateLock.Release()
+		t.Fatal("a state_dir whose lock file is a directory: no error")
+	}
+	for _, want := range []string{"detect.state_dir", state, "is a directory"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	for _, wrong := range []string{"of its own", "in use by another process"} {
+		if strings.Contains(err.Error(), wrong) {
+			t.Errorf("error %q says %q: no other process holds it", err, wrong)
+		}
 	}
 }

@@ -13,6 +13,7 @@
 package dirlock
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,6 +26,10 @@ import (
 // holds the lock and when it took it, for the refusal's message (the lock itself is the flock,
 // not the file: a file left by a process that is gone is no lock).
 const FileName = ".outlierd.lock"
+
+// ErrBusy is what a refusal because another process holds the directory wraps (errors.Is):
+// other failures (the lock file cannot be made or locked) are not it.
+var ErrBusy = errors.New("in use by another process")
 
 // Lock is one hold of a directory.
 type Lock struct {
@@ -77,7 +82,7 @@ func Acquire(dir string) (*Lock, error) {
 		if who == "" {
 			who = "a process that has not written its pid yet"
 		}
-		return nil, fmt.Errorf("%s is in use by another process (%s; its lock %s)", dir, who, FileName)
+		return nil, fmt.Errorf("%s is %w (%s; its lock %s)", dir, ErrBusy, who, FileName)
 	}
 	// Who holds it, for another process's refusal (the lock is already ours: a failure here
 	// only leaves that message poorer).
