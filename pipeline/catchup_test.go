@@ -82,3 +82,58 @@ func TestBuilderFirstStartReadsAfterTheWindow(t *testing.T) {
 		}
 	})
 }
+
+// TestBuilderFirstStartCommitsItsStart (catchup31's leftover 2, BENCHMARKS §12.87): the split's
+// builder starts each partition after its restored window's newest record, but committed nothing
+// until a record of it was done: with no new record its group kept no offset, so its lag read
+// as the whole partition (metrics' poller) and a restart had only the window to go by. Now the
+// start is committed once the partition's fetch starts: the group's offsets are the window's
+// newest + 1 (the topic's end here) with no record read.
+func TestBuilderFirstStartCommitsItsStart(t *testing.T) {
+	testsupport.ForEachBroker(t, func(t *testing.T, br testsupport.Broker) {
+		const parts, n1 = 2, 3000
+		in, out, dlq, group, mt := roleTopics(t, br, parts)
+		recs := makeSensorRecords(t, n1, parts, 88, 0.005, 0)
+		input := newInput(in, parts, recs)
+		cl := testsupport.NewProducer(t, br)
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := produceRecords(ctx, cl, input, recs); err != nil {
+			t.Fatal(err)
+		}
+		cfg := roleConfig(br, in, out, dlq, group, mt)
+		cfg.Detect.StateDir = t.TempDir()
+		runUntilOut(t, cfg, n1) // role all: its window (the newest of each partition 1499) saved at the stop
+		end := slices.Clone(input.end)
+
+		bcfg := cfg
+		bcfg.Run.Role = detect.RoleBuilder
+		p, err := New(context.Background(), bcfg, zerolog.New(zerolog.NewTestWriter(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(rctx) }()
+		defer func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("builder's Run: %v", err)
+			}
+		}()
+		bgroup := BuilderGroup(group)
+		var c []int64
+		// 30 s: the fetch starts within a few seconds of the group's join (kfake and a broker
+		// alike); without the commit nothing is ever committed, however long the wait.
+		waitFor(t, 30*time.Second, "the builder's committed offsets at the window's newest + 1 with no new record", func() bool {
+			cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer ccancel()
+			c, err = testsupport.CommittedOffsets(cctx, br, bgroup, in, parts)
+			return err == nil && slices.Equal(c, end)
+		})
+		if got := p.Stats().RecordsIn.Load(); got != 0 {
+			t.Errorf("the builder read %d records, want 0 (none after the restored window)", got)
+		}
+	})
+}

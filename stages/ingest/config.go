@@ -89,7 +89,8 @@ type Config struct {
 	// auto.offset.reset. (An offset below the first retained record goes on from that record
 	// either way.) Under "earliest" a partition without a committed offset whose records the
 	// window restored from detect.state_dir holds starts after the window's newest one of it
-	// instead (resume.go: a builder's first start on a role-all run's state_dir).
+	// instead, committed as its fetch starts; one the window holds none of is warned of
+	// (resume.go: a builder's first start on a role-all run's state_dir).
 	StartOffset StartOffset `yaml:"start_offset"`
 	// Format of the message values: "json" (default), "csv" (one line per message) or "logfmt".
 	Format Format `yaml:"format"`

@@ -294,7 +294,7 @@ func (f *groupFetcher) fetchPartition(ctx context.Context, seq int64, partition 
 	// badAt is the offset whose record batch could not be decoded, bad how many times in a row;
 	// pastEnd counts the dials in a row that found offset past the partition's end.
 	badAt, bad, pastEnd := int64(-1), 0, 0
-	offset, ok := f.resume.from(ctx, partition, offset) // (none committed: after the restored window's newest)
+	offset, ok := f.resumeAt(ctx, seq, partition, offset) // (none committed: after the restored window's newest, committed)
 	if !ok {
 		return
 	}

@@ -64,3 +64,49 @@ func TestResumeFrom(t *testing.T) {
 		t.Error("WithResume under latest: taken, want start_offset latest as it is (the end)")
 	}
 }
+
+// TestResumeWarnsOfAPartitionTheWindowLacks (catchup31's leftover 1, BENCHMARKS §12.87): a
+// partition without a committed offset that the restored window does not hold (another member's
+// under role all, or one whose records all fell out of the window) started at its first
+// retained record with nothing said. It still does (the window file keeps no offset of it), and
+// now warns once a partition; nothing restored (a first start) or a window of another topic says
+// nothing.
+func TestResumeWarnsOfAPartitionTheWindowLacks(t *testing.T) {
+	var logs testsupport.LogBuffer
+	s := &Source{cfg: Config{Topic: "in", GroupID: "g.builder", StartOffset: StartEarliest}, log: zerolog.New(&logs)}
+	r := NewResume()
+	WithResume(r)(s)
+	r.Set("in", map[int32]int64{0: 1499})
+	for range 2 {
+		for p, want := range []int64{1500, kafka.FirstOffset} {
+			if got, ok := r.from(context.Background(), p, kafka.FirstOffset); !ok || got != want {
+				t.Errorf("partition %d: from %d (ok %v), want %d", p, got, ok, want)
+			}
+		}
+	}
+	if got, _ := r.from(context.Background(), 2, 40); got != 40 { // (committed: not warned)
+		t.Errorf("partition 2 committed at 40: from %d, want 40", got)
+	}
+	lines := logs.Lines("not in the restored window")
+	if len(lines) != 1 || !strings.Contains(lines[0], `"partition":1`) || !strings.Contains(lines[0], `"level":"warn"`) ||
+		!strings.Contains(lines[0], `g.builder`) || !strings.Contains(lines[0], "first retained record") {
+		t.Errorf("warnings %q, want one, of partition 1, naming the group and where it is read from", lines)
+	}
+
+	for _, c := range []struct {
+		name   string
+		topic  string
+		newest map[int32]int64
+	}{{"nothing restored", "", nil}, {"a window of another topic", "in2", map[int32]int64{0: 9}}} {
+		var logs testsupport.LogBuffer
+		r := NewResume()
+		WithResume(r)(&Source{cfg: Config{Topic: "in", StartOffset: StartEarliest}, log: zerolog.New(&logs)})
+		r.Set(c.topic, c.newest)
+		if got, _ := r.from(context.Background(), 1, kafka.FirstOffset); got != kafka.FirstOffset {
+			t.Errorf("%s: from %d, want %d", c.name, got, kafka.FirstOffset)
+		}
+		if l := logs.Lines("not in the restored window"); len(l) != 0 {
+			t.Errorf("%s: warned %q, want nothing", c.name, l)
+		}
+	}
+}
