@@ -414,10 +414,11 @@ func (s *Stage) finish(sc *scoring) error {
 			return err
 		}
 	}
-	s.capAlarmsBy(b, m.Ranker != nil, s.recs.blind != nil && s.unreadCycles(m) != nil) // (blind marks: cycles_rejudge.go)
+	unread := s.unreadCycles(m)                                             // (the cyclic columns m does not read: cycles.go)
+	s.capAlarmsBy(b, m.Ranker != nil, s.recs.blind != nil && unread != nil) // (blind marks: cycles_rejudge.go)
 	s.rankRecent(b, m.Ranker)
 	s.groups.fold(b, s.cfg.AlertCooldown)
-	explainDeviations(m.Ranker, m.Features, centredColumns(m, b, sc.raw, nil, s.unreadCycles(m)), b.Scores, false) // (a warming column at the median: never named)
+	explainDeviations(m.Ranker, m.Features, centredColumns(m, b, sc.raw, nil, unread), b.Scores, false) // (a warming column at the median: never named)
 	b.ModelVersion = m.Version
 	return nil
 }
