@@ -44,30 +44,9 @@ func TestBuilderFirstStartReadsAfterTheWindow(t *testing.T) {
 		}
 		end := slices.Clone(input.end)
 
-		bcfg := cfg
-		bcfg.Run.Role = detect.RoleBuilder
 		var logs testsupport.LogBuffer
 		log := zerolog.New(zerolog.MultiLevelWriter(&logs, zerolog.NewTestWriter(t))).With().Timestamp().Logger()
-		p, err := New(context.Background(), bcfg, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rctx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- p.Run(rctx) }()
-		defer func() {
-			stop()
-			if err := <-done; err != nil {
-				t.Errorf("builder's Run: %v", err)
-			}
-		}()
-		bgroup := BuilderGroup(group)
-		waitFor(t, 60*time.Second, "the builder's committed offsets at the topic's end", func() bool {
-			cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer ccancel()
-			c, err := testsupport.CommittedOffsets(cctx, br, bgroup, in, parts)
-			return err == nil && slices.Equal(c, end)
-		})
+		p := startBuilderUntil(t, br, cfg, log, in, parts, end, 60*time.Second, "the builder's committed offsets at the topic's end")
 		if got := p.Stats().RecordsIn.Load(); got != n2 {
 			t.Errorf("the builder read %d records, want %d: those after the restored window's newest (the topic holds %d)", got, n2, n1+n2)
 		}
@@ -107,33 +86,41 @@ func TestBuilderFirstStartCommitsItsStart(t *testing.T) {
 		runUntilOut(t, cfg, n1) // role all: its window (the newest of each partition 1499) saved at the stop
 		end := slices.Clone(input.end)
 
-		bcfg := cfg
-		bcfg.Run.Role = detect.RoleBuilder
-		p, err := New(context.Background(), bcfg, zerolog.New(zerolog.NewTestWriter(t)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rctx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- p.Run(rctx) }()
-		defer func() {
-			stop()
-			if err := <-done; err != nil {
-				t.Errorf("builder's Run: %v", err)
-			}
-		}()
-		bgroup := BuilderGroup(group)
-		var c []int64
 		// 30 s: the fetch starts within a few seconds of the group's join (kfake and a broker
 		// alike); without the commit nothing is ever committed, however long the wait.
-		waitFor(t, 30*time.Second, "the builder's committed offsets at the window's newest + 1 with no new record", func() bool {
-			cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer ccancel()
-			c, err = testsupport.CommittedOffsets(cctx, br, bgroup, in, parts)
-			return err == nil && slices.Equal(c, end)
-		})
+		p := startBuilderUntil(t, br, cfg, zerolog.New(zerolog.NewTestWriter(t)), in, parts, end, 30*time.Second,
+			"the builder's committed offsets at the window's newest + 1 with no new record")
 		if got := p.Stats().RecordsIn.Load(); got != 0 {
 			t.Errorf("the builder read %d records, want 0 (none after the restored window)", got)
 		}
 	})
+}
+
+// startBuilderUntil runs a builder of cfg (role all's config and state_dir) with log until the
+// test ends (Run's error then fails it), and waits up to limit for its group's committed offsets
+// of in to be want (what names the wait).
+func startBuilderUntil(t *testing.T, br testsupport.Broker, cfg Config, log zerolog.Logger, in string, parts int, want []int64, limit time.Duration, what string) *Pipeline {
+	t.Helper()
+	cfg.Run.Role = detect.RoleBuilder
+	p, err := New(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(rctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("builder's Run: %v", err)
+		}
+	})
+	group := BuilderGroup(cfg.Ingest.GroupID)
+	waitFor(t, limit, what, func() bool {
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ccancel()
+		c, err := testsupport.CommittedOffsets(cctx, br, group, in, parts)
+		return err == nil && slices.Equal(c, want)
+	})
+	return p
 }
